@@ -1,0 +1,62 @@
+"""dlopen of the shared library inside an AOTI package, in a way that cannot crash on load.
+
+Why this exists (root cause, seen on the project's H200 machine with torch 2.11+cu130, 2026-11-30):
+the `.wrapper.so` that AOTInductor builds for CUDA defines and exports some of the C++ runtime's own
+internal symbols, among them `std::locale::_Impl::_S_id_ctype` and `std::ctype<char>::id`, while it takes
+others (`std::collate<char>::id`) from libstdc++. Python loads torch, and with it libstdc++, with
+RTLD_LOCAL, so libstdc++ is not in the process's global symbol scope. When the `.so` is then opened, the
+dynamic linker resolves its references in its own scope first: the facet ids it uses for `std::regex`
+are its private copies, different from the ids libstdc++ registered in the global locale, and
+`std::use_facet` inside `torch::aot_inductor::parse_device_str` (called by the model container's
+constructor) reads garbage and segfaults. `LD_PRELOAD=libstdc++.so.6` hid the problem by putting
+libstdc++ first in the global scope. We do the same from inside the process: before opening the `.so`,
+we re-open the libstdc++ that is already loaded with RTLD_GLOBAL | RTLD_NOLOAD, which promotes it to the
+global scope (no second copy is loaded), so every reference of the `.so` to those symbols binds to
+libstdc++. RTLD_DEEPBIND does the opposite (binds the `.so` to itself first) and crashed the same way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from aotcuda.errors import PackageError
+
+_CXX_RUNTIME = "libstdc++.so.6"
+_promoted = False
+
+
+def promote_cxx_runtime_to_global_scope() -> bool:
+    """Make the libstdc++ already loaded by torch visible to libraries opened later.
+
+    Returns True when libstdc++ is now in the global scope, False when this process has no libstdc++
+    loaded under that name (e.g. a torch built against another C++ runtime); then nothing is changed.
+    Idempotent and cheap after the first call.
+    """
+    global _promoted
+    if _promoted:
+        return True
+    import torch  # noqa: F401  (torch's own load brings the libstdc++ we must promote, not another copy)
+
+    try:
+        ctypes.CDLL(_CXX_RUNTIME, mode=os.RTLD_NOW | os.RTLD_GLOBAL | os.RTLD_NOLOAD)
+    except OSError:
+        return False
+    _promoted = True
+    return True
+
+
+def open_model_library(path: str) -> ctypes.CDLL:
+    """dlopen an AOTInductor `.wrapper.so` (RTLD_NOW | RTLD_LOCAL) after fixing the C++ runtime's scope.
+
+    Raises PackageError naming the file when the library cannot be opened (missing, corrupt, built for
+    another architecture, or with symbols this torch does not provide).
+    """
+    promote_cxx_runtime_to_global_scope()
+    try:
+        return ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as exc:
+        raise PackageError(
+            f"cannot open the model library {path}: {exc}. The package may be corrupt, or built by "
+            "another torch version or for another machine; lower the model again with this torch."
+        ) from exc
