@@ -1,0 +1,1 @@
+"""The runtime: load an AOTInductor package and run it (container → ownership → program)."""

@@ -1,0 +1,197 @@
+"""Input and output checks of a loaded Program, made BEFORE anything runs.
+
+The generated code of an AOTI package trusts its inputs: a wrong dtype, rank or size reads memory
+wrongly or crashes. So every call is checked here against the package's signature (see
+``aotcuda.runtime.package``): count, type, dtype, device, rank, static sizes, symbolic sizes within their
+exported range, and sizes that share one symbol being equal. Every error names the input and the fix.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from aotcuda.errors import InputError, OutputError
+
+
+@dataclass(frozen=True)
+class DimSpec:
+    """One dim of an exported tensor: a static ``size``, or a sympy ``expr`` with its exported range."""
+
+    size: int | None = None
+    expr: str | None = None
+    min: int = 0
+    max: int | None = None  # None: unbounded
+
+    @classmethod
+    def from_json(cls, dim) -> DimSpec:
+        if isinstance(dim, int):
+            return cls(size=dim)
+        return cls(expr=dim["expr"], min=int(dim.get("min") or 0), max=dim.get("max"))
+
+    def __str__(self) -> str:
+        if self.size is not None:
+            return str(self.size)
+        return f"{self.expr} in [{self.min}, {'inf' if self.max is None else self.max}]"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What the package expects of one input or output tensor."""
+
+    name: str
+    dtype: torch.dtype
+    device_type: str
+    dims: tuple[DimSpec, ...]
+    contiguous: bool = True
+
+    @classmethod
+    def from_json(cls, spec: dict) -> TensorSpec:
+        return cls(spec["name"], getattr(torch, spec["dtype"]), spec.get("device", ""),
+                   tuple(DimSpec.from_json(d) for d in spec["shape"]), bool(spec.get("contiguous", True)))
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def shape_text(self) -> str:
+        return "(" + ", ".join(map(str, self.dims)) + ("," if self.rank == 1 else "") + ")"
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(expr: str):
+    import sympy
+
+    return sympy.sympify(expr)
+
+
+def _is_symbol(expr: str) -> bool:
+    return expr.isidentifier()
+
+
+def _label(specs, names, index: int) -> str:
+    name = specs[index].name if specs else (names[index] if names and index < len(names) else str(index))
+    return f"input {name!r} (#{index})"
+
+
+def check_input_count(tensors, num_inputs: int, names: list[str]) -> None:
+    if len(tensors) != num_inputs:
+        listing = f" ({', '.join(names)})" if names else ""
+        raise InputError(f"the program takes {num_inputs} tensor input(s){listing}, got {len(tensors)}; "
+                         "pass exactly those, in that order (or as the exported module's arguments)")
+
+
+def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], device: torch.device,
+                 num_inputs: int) -> tuple[list[torch.Tensor], dict[str, int]]:
+    """Check the flat input tensors; return them ready to run (made contiguous where the program was
+    exported with contiguous inputs) and the value of every shape symbol.
+
+    Raises InputError naming the first bad input and the fix.
+    """
+    check_input_count(tensors, num_inputs, names)
+    prepared, bindings, bound_by = [], {}, {}
+    for index, tensor in enumerate(tensors):
+        label = _label(specs, names, index)
+        if not isinstance(tensor, torch.Tensor):
+            raise InputError(f"{label} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.device != device:
+            raise InputError(f"{label} is on {tensor.device}, but the program runs on {device}; "
+                             f"move it there first, e.g. tensor.to({str(device)!r})")
+        if specs:
+            _check_tensor(tensor, specs[index], label, bindings, bound_by)
+            if specs[index].contiguous and not tensor.is_contiguous():
+                tensor = tensor.contiguous()
+        prepared.append(tensor)
+    if specs:
+        _check_derived_dims(tensors, specs, bindings, names)
+    return prepared, bindings
+
+
+def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by: dict) -> None:
+    if tensor.dtype != spec.dtype:
+        raise InputError(f"{label} has dtype {tensor.dtype}, but the program was exported with {spec.dtype}; "
+                         f"pass tensor.to({spec.dtype})")
+    if tensor.dim() != spec.rank:
+        raise InputError(f"{label} has {tensor.dim()} dims (shape {tuple(tensor.shape)}), but the program takes "
+                         f"{spec.rank} (shape {spec.shape_text()})")
+    for axis, (size, dim) in enumerate(zip(tensor.shape, spec.dims)):
+        where = f"{label} dim {axis} is {size}"
+        if dim.size is not None:
+            if size != dim.size:
+                raise InputError(f"{where}, but the program was exported with size {dim.size} there (shape "
+                                 f"{spec.shape_text()}); pass that size, or re-export with a torch.export.Dim there")
+            continue
+        if size < dim.min or (dim.max is not None and size > dim.max):
+            raise InputError(f"{where}, outside the exported range [{dim.min}, "
+                             f"{'inf' if dim.max is None else dim.max}] of {dim.expr}; pass a size in that range, "
+                             "or re-export with a wider torch.export.Dim")
+        if _is_symbol(dim.expr):
+            if dim.expr in bindings and bindings[dim.expr] != size:
+                raise InputError(f"{where}, but it must equal {bound_by[dim.expr]} ({bindings[dim.expr]}): the "
+                                 f"program was exported with both as {dim.expr}")
+            bindings.setdefault(dim.expr, size)
+            bound_by.setdefault(dim.expr, f"{label} dim {axis}")
+
+
+def _check_derived_dims(tensors, specs, bindings: dict, names) -> None:
+    """Dims like ``2*s0`` must equal their expression of the symbols the other dims bound."""
+    for index, (tensor, spec) in enumerate(zip(tensors, specs)):
+        for axis, dim in enumerate(spec.dims):
+            if dim.expr is None or _is_symbol(dim.expr):
+                continue
+            expected = evaluate_dim(dim, bindings)
+            if expected is not None and expected != tensor.shape[axis]:
+                raise InputError(f"{_label(specs, names, index)} dim {axis} is {tensor.shape[axis]}, but the "
+                                 f"program was exported with {dim.expr} = {expected} there (from the other inputs)")
+
+
+def evaluate_dim(dim: DimSpec, bindings: dict[str, int]) -> int | None:
+    """The size of a dim given the input symbols' values, or None when it depends on unknown symbols."""
+    if dim.size is not None:
+        return dim.size
+    if _is_symbol(dim.expr):
+        return bindings.get(dim.expr)
+    expr = _parse(dim.expr)
+    if any(str(symbol) not in bindings for symbol in expr.free_symbols):
+        return None
+    value = expr.subs({symbol: bindings[str(symbol)] for symbol in expr.free_symbols})
+    return int(value) if value.is_number else None
+
+
+def check_caller_outputs(outputs, specs: list[TensorSpec] | None, bindings: dict[str, int],
+                         device: torch.device, num_outputs: int) -> None:
+    """Check caller-provided output buffers before running, as far as the signature allows.
+
+    Raises OutputError for a wrong count, type, device, dtype, rank or (computable) size.
+    """
+    if len(outputs) != num_outputs:
+        raise OutputError(f"the program has {num_outputs} outputs, got {len(outputs)} output buffers; "
+                          "pass one tensor per output (Program.output_specs lists them)")
+    for index, out in enumerate(outputs):
+        if not isinstance(out, torch.Tensor):
+            raise OutputError(f"output buffer #{index} must be a torch.Tensor, got {type(out).__name__}")
+        if out.device != device:
+            raise OutputError(f"output buffer #{index} is on {out.device}, but the program runs on {device}; "
+                              f"allocate it there, e.g. torch.empty(..., device={str(device)!r})")
+        if specs:
+            spec = specs[index]
+            shape = [evaluate_dim(dim, bindings) for dim in spec.dims]
+            _check_buffer(out, index, spec.dtype, shape, spec.name)
+
+
+def check_buffers_match(outputs, results) -> None:
+    """After a run: every caller buffer must have its result's dtype and shape (for unsigned packages)."""
+    for index, (out, result) in enumerate(zip(outputs, results)):
+        _check_buffer(out, index, result.dtype, list(result.shape), f"output{index}")
+
+
+def _check_buffer(out, index: int, dtype, shape: list, name: str) -> None:
+    if out.dtype != dtype:
+        raise OutputError(f"output buffer #{index} ({name}) has dtype {out.dtype}, but the output is {dtype}; "
+                          f"allocate it with dtype={dtype}")
+    if out.dim() != len(shape) or any(want is not None and want != got for want, got in zip(shape, out.shape)):
+        wanted = "(" + ", ".join("?" if s is None else str(s) for s in shape) + ")"
+        raise OutputError(f"output buffer #{index} ({name}) has shape {tuple(out.shape)}, but this call's output "
+                          f"has shape {wanted}; allocate it with that shape")

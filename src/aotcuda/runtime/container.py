@@ -1,0 +1,286 @@
+"""A thin ctypes binding of the AOTInductor model container's C ABI.
+
+The generated ``<hash>.wrapper.so`` of an AOTI package exports the functions declared in
+torch/csrc/inductor/aoti_runtime/interface.h. Every one returns an ``AOTIRuntimeError`` (int32, 0 = success);
+the generated code also keeps the last C++ exception's message in a thread-local string that
+``AOTInductorGetLastError`` (torch >= 2.11) returns, which we put into our error messages.
+
+Handles: an ``AtenTensorHandle`` is an opaque pointer to a heap ``at::Tensor``. ``run`` steals the input
+handles (the container releases them) and writes output handles that the caller then owns; who releases
+which output handle is ``aotcuda.runtime.ownership``'s job, not this module's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+import sys
+
+import torch
+
+from aotcuda.errors import PackageError, RuntimeCallError
+
+_Handle = ctypes.c_void_p
+_OK = 0
+
+# (name, argtypes) of every function we call; restype is AOTIRuntimeError (int32) for all of them.
+_SIGNATURES = {
+    "AOTInductorModelContainerCreateWithDevice": [
+        ctypes.POINTER(_Handle), ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p],
+    "AOTInductorModelContainerDelete": [_Handle],
+    "AOTInductorModelContainerRun": [
+        _Handle, ctypes.POINTER(_Handle), ctypes.c_size_t, ctypes.POINTER(_Handle), ctypes.c_size_t,
+        _Handle, _Handle],
+    "AOTInductorModelContainerRunSingleThreaded": [
+        _Handle, ctypes.POINTER(_Handle), ctypes.c_size_t, ctypes.POINTER(_Handle), ctypes.c_size_t,
+        _Handle, _Handle],
+    "AOTInductorModelContainerGetNumInputs": [_Handle, ctypes.POINTER(ctypes.c_size_t)],
+    "AOTInductorModelContainerGetNumOutputs": [_Handle, ctypes.POINTER(ctypes.c_size_t)],
+    "AOTInductorModelContainerGetInputName": [_Handle, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p)],
+    "AOTInductorModelContainerGetOutputName": [_Handle, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p)],
+    "AOTInductorModelContainerGetCallSpec": [
+        _Handle, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p)],
+    "AOTInductorModelContainerGetConstantsBlobSize": [_Handle, ctypes.POINTER(ctypes.c_uint64)],
+    "AOTInductorModelUpdateConstantsFromBlob": [_Handle, ctypes.c_char_p],
+    "AOTInductorGetLastError": [ctypes.POINTER(ctypes.c_char_p)],
+}
+_REQUIRED = (
+    "AOTInductorModelContainerCreateWithDevice",
+    "AOTInductorModelContainerDelete",
+    "AOTInductorModelContainerRun",
+    "AOTInductorModelContainerGetNumInputs",
+    "AOTInductorModelContainerGetNumOutputs",
+)
+
+SYSTEM_LIBSTDCXX_CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+    "/usr/lib/aarch64-linux-gnu/libstdc++.so.6",
+    "/usr/lib64/libstdc++.so.6",
+)
+
+
+@functools.cache
+def preload_system_libstdcxx() -> str | None:
+    """Load the system C++ runtime with RTLD_GLOBAL before any generated .so is opened; return its path.
+
+    Why: on the project's H200 machine (see shared/GPU.md) every AOTI CUDA package crashed inside
+    ``std::regex`` (``parse_device_str``, in the container's constructor) because the generated library,
+    built with the system g++, resolved C++ runtime symbols from another, older libstdc++ already in the
+    process. ``LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6`` fixed it; this does the same from
+    inside the process: it puts the system libstdc++ into the global symbol scope, so that when the
+    generated .so is opened its C++ runtime references bind there. It is a no-op (returns the path it
+    found, or None) where the system library is missing or already loaded; it never raises.
+
+    Set ``AOTCUDA_NO_LIBSTDCXX_PRELOAD=1`` to turn it off (e.g. to reproduce the crash).
+    """
+    if os.environ.get("AOTCUDA_NO_LIBSTDCXX_PRELOAD") == "1" or not sys.platform.startswith("linux"):
+        return None
+    for path in SYSTEM_LIBSTDCXX_CANDIDATES:
+        if os.path.exists(path):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                return None
+            return path
+    return None
+
+
+def loaded_libstdcxx_paths() -> list[str]:
+    """The libstdc++ files mapped into this process (Linux only; [] elsewhere). For diagnosing loads."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return sorted({line.split()[-1] for line in maps if "libstdc++" in line})
+    except OSError:
+        return []
+
+
+def open_library(so_path: str) -> ctypes.CDLL:
+    """dlopen a generated wrapper .so and declare the C ABI's signatures on it.
+
+    Raises PackageError when the file cannot be opened or lacks the model-container functions.
+    """
+    preload_system_libstdcxx()
+    try:
+        lib = ctypes.CDLL(so_path, mode=ctypes.RTLD_LOCAL)
+    except OSError as exc:
+        raise PackageError(
+            f"cannot load the package's compiled model {so_path}: {exc}. Rebuild the package with this "
+            "torch version, on a machine of the same kind (CPU ISA, CUDA)."
+        ) from exc
+    for name in _REQUIRED:
+        if not hasattr(lib, name):
+            raise PackageError(f"{so_path} is not an AOTInductor model: it does not export {name}.")
+    for name, argtypes in _SIGNATURES.items():
+        if hasattr(lib, name):
+            function = getattr(lib, name)
+            function.argtypes, function.restype = argtypes, ctypes.c_int32
+    return lib
+
+
+def handle_array(handles) -> ctypes.Array:
+    """A C array of AtenTensorHandle from ints (0/None for null)."""
+    return (_Handle * len(handles))(*[h or None for h in handles])
+
+
+class ModelContainer:
+    """One ``AOTInductorModelContainer`` made from a generated .so.
+
+    Args:
+        so_path: the package's ``<hash>.wrapper.so``.
+        device: the container's device string, e.g. "cpu" or "cuda:0" (what the C ABI's
+            ``device_str`` expects).
+        cubin_dir: the folder that holds the package's kernel binaries (.cubin) for CUDA; the folder of
+            the .so, as torch's own package loader passes it.
+        num_models: how many model instances the container keeps for concurrent ``run`` calls.
+
+    Raises PackageError when the container cannot be created.
+    """
+
+    def __init__(self, so_path: str, device: str, cubin_dir: str | None, num_models: int = 1):
+        self._lib = open_library(so_path)
+        self._handle = _Handle()
+        cubin = cubin_dir.encode() if cubin_dir else None
+        code = self._lib.AOTInductorModelContainerCreateWithDevice(
+            ctypes.byref(self._handle), num_models, device.encode(), cubin)
+        if code != _OK or not self._handle.value:
+            raise PackageError(
+                f"creating the model container on {device!r} failed ({self.last_error() or f'code {code}'}). "
+                "Check that the package was built for this device and this torch version."
+            )
+        self.num_inputs = self._get_size("AOTInductorModelContainerGetNumInputs")
+        self.num_outputs = self._get_size("AOTInductorModelContainerGetNumOutputs")
+
+    # --- queries -------------------------------------------------------------------------------------
+
+    def last_error(self) -> str:
+        """The generated code's last C++ exception message on this thread, or "" where unavailable."""
+        if not hasattr(self._lib, "AOTInductorGetLastError"):
+            return ""
+        message = ctypes.c_char_p()
+        if self._lib.AOTInductorGetLastError(ctypes.byref(message)) != _OK or not message.value:
+            return ""
+        return message.value.decode(errors="replace").strip()
+
+    def _check(self, code: int, what: str, error=RuntimeCallError) -> None:
+        if code != _OK:
+            detail = self.last_error()
+            raise error(f"{what} failed with AOTIRuntimeError {code}" + (f": {detail}" if detail else ""))
+
+    def _get_size(self, name: str) -> int:
+        value = ctypes.c_size_t()
+        self._check(getattr(self._lib, name)(self._live(), ctypes.byref(value)), name, PackageError)
+        return value.value
+
+    def input_names(self) -> list[str]:
+        return [self._name("AOTInductorModelContainerGetInputName", i) for i in range(self.num_inputs)]
+
+    def output_names(self) -> list[str]:
+        return [self._name("AOTInductorModelContainerGetOutputName", i) for i in range(self.num_outputs)]
+
+    def _name(self, function: str, index: int) -> str:
+        if not hasattr(self._lib, function):
+            return f"{'input' if 'Input' in function else 'output'}{index}"
+        name = ctypes.c_char_p()
+        self._check(getattr(self._lib, function)(self._live(), index, ctypes.byref(name)), function)
+        return name.value.decode() if name.value else str(index)
+
+    def call_spec(self) -> tuple[str, str]:
+        """The (in_spec, out_spec) pytree specs as serialized by torch.utils._pytree.treespec_dumps ("" if none)."""
+        if not hasattr(self._lib, "AOTInductorModelContainerGetCallSpec"):
+            return "", ""
+        in_spec, out_spec = ctypes.c_char_p(), ctypes.c_char_p()
+        self._check(self._lib.AOTInductorModelContainerGetCallSpec(
+            self._live(), ctypes.byref(in_spec), ctypes.byref(out_spec)), "GetCallSpec")
+        return (in_spec.value or b"").decode(), (out_spec.value or b"").decode()
+
+    # --- constants -----------------------------------------------------------------------------------
+
+    def load_constants_blob(self, blob_path: str) -> None:
+        """Load the weights of a package that stores them in a separate ``.blob`` file (not in the .so)."""
+        if not hasattr(self._lib, "AOTInductorModelUpdateConstantsFromBlob"):
+            raise PackageError("the package keeps its weights in a .blob file, but its model cannot load one")
+        with open(blob_path, "rb") as blob:
+            data = blob.read()
+        self._blob = data  # the container may keep pointers into it
+        self._check(self._lib.AOTInductorModelUpdateConstantsFromBlob(self._live(), data),
+                    f"loading the weights from {os.path.basename(blob_path)}", PackageError)
+
+    # --- running -------------------------------------------------------------------------------------
+
+    def run(self, input_handles, output_handles: ctypes.Array, stream: int | None = None,
+            single_threaded: bool = False) -> None:
+        """Run the model once.
+
+        Args:
+            input_handles: one AtenTensorHandle (int) per input; stolen by the container, even on failure.
+            output_handles: a C array of ``num_outputs`` handles (``handle_array([0] * n)``); the container
+                writes the outputs there and the caller owns them afterwards (also those written before a
+                failure). Several slots may hold one handle.
+            stream: the CUDA stream (``torch.cuda.Stream.cuda_stream``), or None for the default/CPU.
+            single_threaded: use ``RunSingleThreaded``, which skips the container's model pool and its
+                events and can be captured into a CUDA graph.
+
+        Raises RuntimeCallError when the container reports an error.
+        """
+        inputs = handle_array(input_handles)
+        name = "AOTInductorModelContainerRunSingleThreaded" if single_threaded else "AOTInductorModelContainerRun"
+        if not hasattr(self._lib, name):
+            raise RuntimeCallError(f"this package's model has no {name}; rebuild it with torch >= 2.11")
+        code = getattr(self._lib, name)(
+            self._live(), inputs, len(input_handles), output_handles, len(output_handles), stream, None)
+        self._check(code, "running the model")
+
+    # --- lifetime ------------------------------------------------------------------------------------
+
+    def _live(self) -> _Handle:
+        if not self._handle.value:
+            raise RuntimeCallError("the model container was deleted (Program.close() was called)")
+        return self._handle
+
+    def delete(self) -> None:
+        """Delete the container (idempotent). Outputs already handed out stay valid."""
+        if self._handle.value:
+            handle, self._handle = self._handle, _Handle()
+            self._lib.AOTInductorModelContainerDelete(handle)
+
+    @property
+    def deleted(self) -> bool:
+        return not self._handle.value
+
+
+# --- tensors ↔ handles, through torch's own helpers ----------------------------------------------------
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.argtypes, _capsule_pointer.restype = [ctypes.py_object, ctypes.c_char_p], ctypes.c_void_p
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.argtypes, _capsule_new.restype = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p], ctypes.py_object
+
+
+def new_handles(tensors: list[torch.Tensor]) -> list[int]:
+    """A new AtenTensorHandle (a new at::Tensor on the same storage) for each tensor; the caller owns them."""
+    capsules = torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors(list(tensors))
+    return [_capsule_pointer(capsule, None) for capsule in capsules]
+
+
+def steal_handles(handles: list[int]) -> list[torch.Tensor]:
+    """Tensors that take over (and later release) the given distinct, non-null handles."""
+    capsules = [_capsule_new(handle, None, None) for handle in handles]
+    return torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs(capsules)
+
+
+@functools.cache
+def _torch_shim() -> ctypes.CDLL:
+    lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+    shim = ctypes.CDLL(os.path.join(lib_dir, "libtorch_cpu.so"))
+    shim.aoti_torch_delete_tensor_object.argtypes = [_Handle]
+    shim.aoti_torch_delete_tensor_object.restype = ctypes.c_int32
+    return shim
+
+
+def delete_handle(handle: int) -> None:
+    """Release one AtenTensorHandle without making a tensor of it."""
+    code = _torch_shim().aoti_torch_delete_tensor_object(handle)
+    if code != _OK:
+        raise RuntimeCallError(f"releasing output handle {handle:#x} failed (code {code})")

@@ -1,0 +1,283 @@
+"""Opening an AOTInductor package (.pt2) and its input/output signature.
+
+An AOTI package is a zip written by ``torch._inductor.aoti_compile_and_package``::
+
+    <archive>/data/aotinductor/<model>/<hash>.wrapper.so        the compiled model (weights inside, by default)
+    <archive>/data/aotinductor/<model>/<hash>.wrapper_metadata.json   {"AOTI_DEVICE_KEY": "cpu" | "cuda", ...}
+    <archive>/data/aotinductor/<model>/*.cubin                  CUDA kernels, loaded from the .so's folder
+    <archive>/data/aotinductor/<model>/*.blob                   weights, when not kept in the .so
+    <archive>/data/constants/...                                extracted next to the .so, as torch does
+
+``open_package`` extracts the model folder to a private temporary folder, the way torch's
+AOTIModelPackageLoader does (torch/csrc/inductor/aoti_package/model_package_loader.cpp).
+
+The signature: AOTI's own files say nothing about input dtypes or shape ranges (the generated code checks
+them only with AOTI_RUNTIME_CHECK_INPUTS=1, and then as an opaque error code). So aotcuda adds one zip
+entry, ``<archive>/aotcuda/signature.json``, written by ``write_signature`` from the ExportedProgram.
+Format (version 1)::
+
+    {"format": "aotcuda.signature", "version": 1,
+     "inputs":  [TensorSpec, ...],      # in the container's (flattened) input order
+     "outputs": [TensorSpec, ...]}      # in the container's output order
+    TensorSpec = {"name": "x",                      # graph-signature name of the input / output
+                  "dtype": "float32",               # torch dtype name, without "torch."
+                  "device": "cpu" | "cuda",         # device type only
+                  "shape": [Dim, ...],              # len(shape) is the rank
+                  "contiguous": true,               # the exported example was contiguous (inputs)
+                  "complex": null}                  # reserved: original complex dtype of a real pair tensor
+    Dim = 4                                         # a static size, or
+        | {"expr": "s77", "min": 2, "max": 64}      # symbolic: a sympy expression of the input symbols;
+                                                    # "max": null means unbounded
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import shutil
+import tempfile
+import weakref
+import zipfile
+from dataclasses import dataclass, field
+
+from aotcuda.errors import PackageError
+
+SIGNATURE_ENTRY = "aotcuda/signature.json"
+SIGNATURE_FORMAT, SIGNATURE_VERSION = "aotcuda.signature", 1
+
+
+@dataclass
+class ExtractedPackage:
+    """An AOTI package's model, extracted to a temporary folder that is removed by ``cleanup()``
+    (or when this object is garbage-collected)."""
+
+    path: str
+    model_name: str
+    so_path: str
+    model_dir: str  # the .so's folder: the cubin_dir of the container
+    metadata: dict[str, str]
+    blob_path: str | None
+    signature: dict | None
+    _finalizer: weakref.finalize = field(repr=False, default=None)
+
+    @property
+    def device_type(self) -> str:
+        return self.metadata.get("AOTI_DEVICE_KEY", "")
+
+    def cleanup(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+
+
+def _archive_root(names: list[str]) -> str:
+    """The top folder every entry shares ("twice/"), or "" for old archives without one."""
+    tops = {name.split("/", 1)[0] for name in names if "/" in name}
+    return f"{tops.pop()}/" if len(tops) == 1 and all("/" in n for n in names) else ""
+
+
+def model_names(names: list[str]) -> list[str]:
+    """The model names in a package's entry list (folders under data/aotinductor/)."""
+    root = _archive_root(names)
+    prefix = f"{root}data/aotinductor/"
+    return sorted({n[len(prefix):].split("/", 1)[0] for n in names if n.startswith(prefix) and n.count("/") > prefix.count("/")})
+
+
+def _open_zip(path: str) -> zipfile.ZipFile:
+    if not os.path.isfile(path):
+        raise PackageError(f"no AOTInductor package at {path!r}: the file does not exist")
+    try:
+        return zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
+
+
+def _pick_model(path: str, names: list[str], model_name: str | None) -> str:
+    found = model_names(names)
+    if model_name is not None:
+        if model_name not in found:
+            raise PackageError(f"{path!r} has no model {model_name!r}; it has: {', '.join(found) or 'none'}")
+        return model_name
+    if not found:
+        raise PackageError(f"{path!r} holds no AOTInductor model (no data/aotinductor/<model>/ folder)")
+    if len(found) > 1 and "model" not in found:
+        raise PackageError(f"{path!r} holds several models ({', '.join(found)}); pass model_name=")
+    return "model" if "model" in found else found[0]
+
+
+def _safe_target(root_dir: str, relative: str) -> str:
+    target = os.path.normpath(os.path.join(root_dir, relative))
+    if not target.startswith(root_dir + os.sep):
+        raise PackageError(f"refusing to extract {relative!r}: it points outside the package's folder")
+    return target
+
+
+def _extract_model(archive: zipfile.ZipFile, names: list[str], model_dir_entry: str, root: str,
+                   out_dir: str) -> str:
+    """Extract the model folder (and data/constants/*, flattened into it) to out_dir/<model>; return it."""
+    model_dir = os.path.join(out_dir, "model")
+    os.makedirs(model_dir)
+    constants_entry = f"{root}data/constants/"
+    for name in names:
+        if name.endswith("/"):
+            continue
+        if name.startswith(model_dir_entry):
+            relative = name[len(model_dir_entry):]
+        elif name.startswith(constants_entry):
+            relative = posixpath.basename(name)
+        else:
+            continue
+        target = _safe_target(model_dir, relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with archive.open(name) as source, open(target, "wb") as sink:
+            shutil.copyfileobj(source, sink)
+    return model_dir
+
+
+def _files_with_suffix(folder: str, suffix: str) -> list[str]:
+    return sorted(os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if f.endswith(suffix))
+
+
+def open_package(path: str | os.PathLike, model_name: str | None = None) -> ExtractedPackage:
+    """Extract the model of an AOTI package to a private temporary folder.
+
+    Raises PackageError when the file is missing, not a zip, holds no (or no such) model, or holds C++
+    sources without a compiled .so (packages built with ``aot_inductor.package_cpp_only``).
+    """
+    path = os.fspath(path)
+    with _open_zip(path) as archive:
+        names = archive.namelist()
+        model = _pick_model(path, names, model_name)
+        root = _archive_root(names)
+        signature = _read_signature_entry(archive, names, root, path)
+        out_dir = tempfile.mkdtemp(prefix="aotcuda-")
+        try:
+            model_dir = _extract_model(archive, names, f"{root}data/aotinductor/{model}/", root, out_dir)
+            package = _describe_model(path, model, model_dir, signature)
+        except BaseException:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            raise
+    # The folder goes when the package object does (or at cleanup(), or at interpreter exit).
+    package._finalizer = weakref.finalize(package, shutil.rmtree, out_dir, ignore_errors=True)
+    return package
+
+
+def _describe_model(path: str, model: str, model_dir: str, signature: dict | None) -> ExtractedPackage:
+    so_files = _files_with_suffix(model_dir, ".so")
+    if len(so_files) != 1:
+        what = "several .so files" if so_files else (
+            "C++ sources but no compiled .so" if _files_with_suffix(model_dir, ".cpp") else "no compiled .so")
+        raise PackageError(f"{path!r} (model {model!r}) holds {what}; rebuild it with "
+                           "torch._inductor.aoti_compile_and_package (without package_cpp_only)")
+    metadata = {}
+    meta_files = _files_with_suffix(model_dir, "wrapper_metadata.json") or _files_with_suffix(model_dir, "_metadata.json")
+    if meta_files:
+        with open(meta_files[0]) as f:
+            metadata = {k: str(v) for k, v in json.load(f).items()}
+    blobs = _files_with_suffix(model_dir, ".blob")
+    return ExtractedPackage(path, model, so_files[0], os.path.dirname(so_files[0]), metadata,
+                            blobs[0] if blobs else None, signature)
+
+
+# --- the signature ----------------------------------------------------------------------------------------
+
+
+def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str, path: str) -> dict | None:
+    entry = next((n for n in (f"{root}{SIGNATURE_ENTRY}", SIGNATURE_ENTRY) if n in names), None)
+    if entry is None:
+        return None
+    try:
+        signature = json.loads(archive.read(entry))
+    except ValueError as exc:
+        raise PackageError(f"{path!r}: {entry} is not valid JSON: {exc}") from exc
+    if signature.get("format") != SIGNATURE_FORMAT or signature.get("version") != SIGNATURE_VERSION:
+        raise PackageError(f"{path!r}: {entry} has format {signature.get('format')!r} version "
+                           f"{signature.get('version')!r}; this aotcuda reads {SIGNATURE_FORMAT} {SIGNATURE_VERSION}")
+    return signature
+
+
+def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None:
+    """The package's input/output signature (format in this module's docstring), or None.
+
+    Uses, in order: the ``aotcuda/signature.json`` entry of the .pt2 zip; else None, because AOTI's own
+    metadata carries no dtypes or shapes (a Program then checks only the number of inputs, and the
+    package's device).
+    """
+    if isinstance(package, ExtractedPackage):
+        return package.signature
+    path = os.fspath(package)
+    with _open_zip(path) as archive:
+        names = archive.namelist()
+        return _read_signature_entry(archive, names, _archive_root(names), path)
+
+
+def _dim_spec(size, range_constraints) -> int | dict:
+    if isinstance(size, int):
+        return size
+    from torch.utils._sympy.value_ranges import bound_sympy
+
+    expr = size.node.expr
+    if expr.is_number:
+        return int(expr)
+    bounds = bound_sympy(expr, range_constraints)
+    upper = None if not bounds.upper.is_finite else int(bounds.upper)
+    lower = int(bounds.lower) if bounds.lower.is_finite else 0
+    return {"expr": str(expr), "min": lower, "max": upper}
+
+
+def _tensor_spec(name: str, value, range_constraints) -> dict:
+    return {
+        "name": name,
+        "dtype": str(value.dtype).removeprefix("torch."),
+        "device": value.device.type,
+        "shape": [_dim_spec(size, range_constraints) for size in value.shape],
+        "contiguous": bool(value.is_contiguous()),
+        "complex": None,
+    }
+
+
+def signature_from_exported_program(ep, device: str | None = None) -> dict:
+    """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
+
+    Args:
+        ep: the ExportedProgram that was (or will be) compiled into the package.
+        device: the device type the package runs on ("cpu" / "cuda"); default: the example inputs'.
+    """
+    import torch
+
+    sig = ep.graph_signature
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    inputs = [_tensor_spec(name, placeholders[name].meta["val"], ep.range_constraints)
+              for name in sig.user_inputs if isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
+    output_node = next(n for n in ep.graph.nodes if n.op == "output")
+    user_output_nodes = list(output_node.args[0])[len(output_node.args[0]) - len(sig.user_outputs):]
+    outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints)
+               for name, node in zip(sig.user_outputs, user_output_nodes)
+               if hasattr(node, "meta") and isinstance(node.meta.get("val"), torch.Tensor)]
+    if device is not None:
+        for spec in inputs + outputs:
+            spec["device"] = torch.device(device).type
+    return {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": inputs, "outputs": outputs}
+
+
+def write_signature(package_path: str | os.PathLike, signature: dict) -> None:
+    """Add (or replace) the ``aotcuda/signature.json`` entry of a .pt2 package, in place."""
+    path = os.fspath(package_path)
+    with _open_zip(path) as archive:
+        names = archive.namelist()
+        root = _archive_root(names)
+    entry = f"{root}{SIGNATURE_ENTRY}"
+    data = json.dumps(signature, indent=1).encode()
+    if entry not in names:
+        with zipfile.ZipFile(path, "a") as archive:
+            archive.writestr(entry, data)
+        return
+    # zipfile cannot replace an entry: rewrite the archive without it.
+    fd, tmp = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(os.path.abspath(path)))
+    os.close(fd)
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(tmp, "w") as target:
+        for info in source.infolist():
+            if info.filename != entry:
+                target.writestr(info, source.read(info))
+        target.writestr(entry, data)
+    os.replace(tmp, path)

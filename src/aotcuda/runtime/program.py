@@ -1,0 +1,250 @@
+"""Program: a loaded AOTInductor package, run through the model container's C ABI.
+
+    program = aotcuda.load("model.pt2")                  # device from the package; cuda_graphs=False
+    outputs = program(*args, **kwargs)                   # structured like the eager module's outputs
+    flat = program.execute([x], outputs=[a, b, c])       # flat inputs; optional caller output buffers
+
+What a call does:
+  1. flattens the arguments with the package's input pytree spec and checks every input before running
+     (``aotcuda.runtime.checks``): a rejected call raises InputError and leaves the Program usable;
+  2. makes one AtenTensorHandle per input (torch's ``unsafe_alloc_void_ptrs_from_tensors``; the
+     container steals them) and runs the container;
+  3. turns the output handles into tensors by the ownership rule (``aotcuda.runtime.ownership``): slots
+     that hold one handle get one tensor, so a tensor returned in several slots comes back as one storage,
+     as in eager; on a failed run every written handle is released exactly once;
+  4. unflattens the outputs with the output pytree spec.
+
+Caller-provided outputs (``execute(inputs, outputs=[...])``) each get their own copy of their slot's
+result (device to device on CUDA), also slots that share a handle. Their dtype, device and shape are
+checked before running where the package's signature allows, and after the run otherwise; a mismatch
+raises OutputError. CUDA graphs: see ``aotcuda.runtime.graphs``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.utils._pytree as pytree
+
+from aotcuda.errors import InputError, PackageError, RuntimeCallError
+from aotcuda.runtime import ownership
+from aotcuda.runtime.checks import (
+    TensorSpec,
+    check_buffers_match,
+    check_caller_outputs,
+    check_inputs,
+)
+from aotcuda.runtime.container import ModelContainer, delete_handle, handle_array, new_handles, steal_handles
+from aotcuda.runtime.graphs import GraphRunner
+from aotcuda.runtime.package import ExtractedPackage, open_package, read_signature
+
+__all__ = ["Program", "load", "read_signature"]
+
+
+def load(path: str | os.PathLike, *, device: str | torch.device | None = None, cuda_graphs: bool = False,
+         model_name: str | None = None) -> Program:
+    """Load an AOTInductor package (.pt2) and return a callable Program.
+
+    Args:
+        path: the package, as written by ``aotcuda.lower`` or ``torch._inductor.aoti_compile_and_package``.
+        device: where to run; default: the package's device type ("cpu", or the current CUDA device).
+            A CUDA package runs only on CUDA, a CPU package only on the CPU.
+        cuda_graphs: capture the model in CUDA graphs after three warm-up calls per input shape (CUDA only).
+        model_name: which model of a package with several (default: "model", or the only one).
+
+    Raises PackageError when the package cannot be opened or loaded on that device.
+    """
+    package = open_package(path, model_name)
+    try:
+        return Program(package, device=device, cuda_graphs=cuda_graphs)
+    except BaseException:
+        package.cleanup()
+        raise
+
+
+def _resolve_device(package_type: str, device) -> torch.device:
+    if not package_type:
+        raise PackageError(f"{package_type!r}: the package's metadata names no device (AOTI_DEVICE_KEY)")
+    wanted = torch.device(device) if device is not None else torch.device(package_type)
+    if wanted.type != package_type:
+        raise PackageError(f"the package was built for {package_type} and cannot run on {wanted}; "
+                           f"load it with device={package_type!r}, or lower the model again with device={wanted.type!r}")
+    if wanted.type == "cuda":
+        if not torch.cuda.is_available():
+            raise PackageError("the package was built for CUDA, but torch sees no CUDA device here")
+        if wanted.index is None:
+            wanted = torch.device("cuda", torch.cuda.current_device())
+    return wanted
+
+
+class Program:
+    """A loaded AOTI package. Build it with ``aotcuda.load``.
+
+    Read-only info: ``package_path``, ``device``, ``input_specs`` / ``output_specs`` (TensorSpec per flat
+    input/output, or None when the package has no aotcuda signature), ``input_names``, ``output_names``,
+    ``num_inputs``, ``num_outputs``, ``cuda_graphs``.
+    """
+
+    def __init__(self, package: ExtractedPackage, *, device=None, cuda_graphs: bool = False):
+        self._package = package
+        self._device = _resolve_device(package.device_type, device)
+        if cuda_graphs and self._device.type != "cuda":
+            raise PackageError(f"cuda_graphs=True needs a CUDA package and device; this one runs on "
+                               f"{self._device}. Load it with cuda_graphs=False.")
+        device_str = str(self._device)
+        self._container = ModelContainer(package.so_path, device_str, package.model_dir)
+        if package.blob_path:
+            self._container.load_constants_blob(package.blob_path)
+        self._input_names = self._container.input_names()
+        self._output_names = self._container.output_names()
+        self._in_spec, self._out_spec = self._load_call_spec()
+        self._input_specs, self._output_specs = self._load_specs(package.signature)
+        self._graphs = GraphRunner(self._run, self._device) if cuda_graphs else None
+
+    # --- read-only info ------------------------------------------------------------------------------
+
+    package_path = property(lambda self: self._package.path)
+    device = property(lambda self: self._device)
+    input_specs = property(lambda self: self._input_specs)
+    output_specs = property(lambda self: self._output_specs)
+    input_names = property(lambda self: tuple(self._input_names))
+    output_names = property(lambda self: tuple(self._output_names))
+    num_inputs = property(lambda self: self._container.num_inputs)
+    num_outputs = property(lambda self: self._container.num_outputs)
+    cuda_graphs = property(lambda self: self._graphs is not None)
+    metadata = property(lambda self: dict(self._package.metadata))
+
+    def __repr__(self) -> str:
+        state = "closed" if self._container.deleted else f"{self.num_inputs} inputs, {self.num_outputs} outputs"
+        return f"Program({self.package_path!r}, device={str(self._device)!r}, {state})"
+
+    def _load_call_spec(self):
+        in_text, out_text = self._container.call_spec()
+        in_spec = pytree.treespec_loads(in_text) if in_text else None
+        out_spec = pytree.treespec_loads(out_text) if out_text else None
+        if out_spec is not None and out_spec.num_leaves != self.num_outputs:
+            out_spec = None  # non-tensor outputs: give the flat list rather than a wrong structure
+        return in_spec, out_spec
+
+    def _load_specs(self, signature: dict | None):
+        if not signature:
+            return None, None
+        inputs = tuple(TensorSpec.from_json(s) for s in signature.get("inputs", []))
+        outputs = tuple(TensorSpec.from_json(s) for s in signature.get("outputs", []))
+        # A signature that does not describe this container (e.g. a stale entry) is not used for checks.
+        return (inputs if len(inputs) == self.num_inputs else None,
+                outputs if len(outputs) == self.num_outputs else None)
+
+    # --- calling -------------------------------------------------------------------------------------
+
+    def __call__(self, *args, **kwargs):
+        """Run on the exported module's arguments; return outputs structured like the module's."""
+        outputs = self.execute(self._flatten_arguments(args, kwargs))
+        return pytree.tree_unflatten(outputs, self._out_spec) if self._out_spec is not None else outputs
+
+    def _flatten_arguments(self, args, kwargs) -> list:
+        if self._in_spec is None:
+            if kwargs:
+                raise InputError("this package has no input pytree spec: pass its inputs positionally")
+            return list(args)
+        from torch.export._tree_utils import reorder_kwargs
+
+        try:
+            ordered = reorder_kwargs(kwargs, self._in_spec)
+        except Exception as exc:
+            raise InputError(f"keyword arguments {sorted(kwargs)} do not match the exported module's: {exc}") from exc
+        flat, spec = pytree.tree_flatten((args, ordered))
+        if spec != self._in_spec:
+            raise InputError(f"the arguments are structured as\n  {spec}\nbut the program was exported with\n  "
+                             f"{self._in_spec}\npass the same positional/keyword structure as at export")
+        return [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
+
+    def execute(self, inputs, outputs=None) -> list:
+        """Run on flat inputs (the container's order: ``input_names``).
+
+        Args:
+            inputs: one tensor per input.
+            outputs: None, or one caller-owned tensor per output slot to copy the results into.
+
+        Returns one tensor per output slot (the caller's buffers when given). Slots that hold one result
+        share one tensor when ``outputs`` is None.
+
+        Raises InputError / OutputError before running, RuntimeCallError when the container fails (every
+        output handle released once; the next call can run).
+        """
+        self._check_open()
+        prepared, bindings = check_inputs(list(inputs), self._input_specs, self._input_names, self._device,
+                                          self.num_inputs)
+        if outputs is not None:
+            outputs = list(outputs)
+            check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs)
+        if self._graphs is not None:
+            results, static = self._graphs(prepared)
+        else:
+            results, static = self._run(prepared), False
+        if outputs is not None:
+            check_buffers_match(outputs, results)
+            for buffer, result in zip(outputs, results):
+                buffer.copy_(result)
+            return outputs
+        return _copy_sharing(results) if static else results
+
+    def _run(self, inputs: list[torch.Tensor], stream: int | None = None, single_threaded: bool = False) -> list:
+        """One container run: handles in, handles out, adopted by the ownership rule."""
+        if stream is None and self._device.type == "cuda":
+            stream = torch.cuda.current_stream(self._device).cuda_stream
+        output_array = handle_array([0] * self.num_outputs)
+        try:
+            self._container.run(new_handles(inputs), output_array, stream, single_threaded)
+        except BaseException:
+            _release_written(output_array)
+            raise
+        handles = list(output_array)
+        try:
+            return ownership.adopt_all(handles, steal_handles)
+        except BaseException as exc:
+            ownership.release_all(handles, delete_handle)
+            raise RuntimeCallError(f"taking over the model's outputs failed: {exc}") from exc
+
+    # --- lifetime ------------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._container.deleted:
+            raise RuntimeCallError("this Program was closed; load the package again")
+
+    def close(self) -> None:
+        """Free the CUDA graphs and the model container, and remove the extracted package (idempotent).
+        Outputs already returned stay valid."""
+        graphs = getattr(self, "_graphs", None)
+        if graphs is not None:
+            graphs.clear()
+        container = getattr(self, "_container", None)
+        if container is not None:
+            container.delete()
+        package = getattr(self, "_package", None)
+        if package is not None:
+            package.cleanup()
+
+    def __enter__(self) -> Program:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
+            pass
+
+
+def _release_written(output_array) -> None:
+    """After a failed run: release whatever handles the container wrote, each once."""
+    ownership.release_all(list(output_array), delete_handle)
+
+
+def _copy_sharing(tensors: list) -> list:
+    """Copies of tensors that keep one copy per distinct tensor (slots sharing a tensor still share)."""
+    copies: dict[int, torch.Tensor] = {}
+    return [None if t is None else copies.setdefault(id(t), t.clone()) for t in tensors]
