@@ -13,14 +13,13 @@ which output handle is ``aotcuda.runtime.ownership``'s job, not this module's.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
-import sys
 
 import torch
 
 from aotcuda.errors import PackageError, RuntimeCallError
+from aotcuda.runtime.libloader import open_model_library
 
 _Handle = ctypes.c_void_p
 _OK = 0
@@ -54,61 +53,13 @@ _REQUIRED = (
     "AOTInductorModelContainerGetNumOutputs",
 )
 
-SYSTEM_LIBSTDCXX_CANDIDATES = (
-    "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
-    "/usr/lib/aarch64-linux-gnu/libstdc++.so.6",
-    "/usr/lib64/libstdc++.so.6",
-)
-
-
-@functools.cache
-def preload_system_libstdcxx() -> str | None:
-    """Load the system C++ runtime with RTLD_GLOBAL before any generated .so is opened; return its path.
-
-    Why: on the project's H200 machine (see shared/GPU.md) every AOTI CUDA package crashed inside
-    ``std::regex`` (``parse_device_str``, in the container's constructor) because the generated library,
-    built with the system g++, resolved C++ runtime symbols from another, older libstdc++ already in the
-    process. ``LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6`` fixed it; this does the same from
-    inside the process: it puts the system libstdc++ into the global symbol scope, so that when the
-    generated .so is opened its C++ runtime references bind there. It is a no-op (returns the path it
-    found, or None) where the system library is missing or already loaded; it never raises.
-
-    Set ``AOTCUDA_NO_LIBSTDCXX_PRELOAD=1`` to turn it off (e.g. to reproduce the crash).
-    """
-    if os.environ.get("AOTCUDA_NO_LIBSTDCXX_PRELOAD") == "1" or not sys.platform.startswith("linux"):
-        return None
-    for path in SYSTEM_LIBSTDCXX_CANDIDATES:
-        if os.path.exists(path):
-            try:
-                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-            except OSError:
-                return None
-            return path
-    return None
-
-
-def loaded_libstdcxx_paths() -> list[str]:
-    """The libstdc++ files mapped into this process (Linux only; [] elsewhere). For diagnosing loads."""
-    try:
-        with open("/proc/self/maps") as maps:
-            return sorted({line.split()[-1] for line in maps if "libstdc++" in line})
-    except OSError:
-        return []
-
-
 def open_library(so_path: str) -> ctypes.CDLL:
-    """dlopen a generated wrapper .so and declare the C ABI's signatures on it.
+    """dlopen a generated wrapper .so (``libloader``: safe against the libstdc++ scope crash) and declare
+    the C ABI's signatures on it.
 
     Raises PackageError when the file cannot be opened or lacks the model-container functions.
     """
-    preload_system_libstdcxx()
-    try:
-        lib = ctypes.CDLL(so_path, mode=ctypes.RTLD_LOCAL)
-    except OSError as exc:
-        raise PackageError(
-            f"cannot load the package's compiled model {so_path}: {exc}. Rebuild the package with this "
-            "torch version, on a machine of the same kind (CPU ISA, CUDA)."
-        ) from exc
+    lib = open_model_library(so_path)
     for name in _REQUIRED:
         if not hasattr(lib, name):
             raise PackageError(f"{so_path} is not an AOTInductor model: it does not export {name}.")

@@ -100,6 +100,8 @@ class Program:
         self._output_names = self._container.output_names()
         self._in_spec, self._out_spec = self._load_call_spec()
         self._input_specs, self._output_specs = self._load_specs(package.signature)
+        if self._input_specs is None:
+            _enable_aoti_input_checks()
         self._graphs = GraphRunner(self._run, self._device) if cuda_graphs else None
 
     # --- read-only info ------------------------------------------------------------------------------
@@ -154,6 +156,12 @@ class Program:
             ordered = reorder_kwargs(kwargs, self._in_spec)
         except Exception as exc:
             raise InputError(f"keyword arguments {sorted(kwargs)} do not match the exported module's: {exc}") from exc
+        expected_args = _num_positional(self._in_spec)
+        if expected_args is not None and len(args) != expected_args:
+            names = ", ".join(self._input_specs[i].name for i in range(expected_args)) if (
+                self._input_specs and expected_args == len(self._input_specs)) else ""
+            raise InputError(f"the program takes {expected_args} positional argument(s){f' ({names})' if names else ''}, "
+                             f"got {len(args)}; call it as the exported module was called")
         flat, spec = pytree.tree_flatten((args, ordered))
         if spec != self._in_spec:
             raise InputError(f"the arguments are structured as\n  {spec}\nbut the program was exported with\n  "
@@ -237,6 +245,25 @@ class Program:
             self.close()
         except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
             pass
+
+
+def _num_positional(in_spec) -> int | None:
+    """How many positional arguments an ``((args...), {kwargs})`` input spec takes, or None if unknown."""
+    try:
+        args_spec = in_spec.child(0) if hasattr(in_spec, "child") else in_spec.children_specs[0]
+        return args_spec.num_children
+    except (AttributeError, IndexError):
+        return None
+
+
+def _enable_aoti_input_checks() -> None:
+    """Without an aotcuda signature we cannot check inputs ourselves; turn on the checks that the generated
+    code carries (dtype, sizes, strides, device), which report through the container's error code.
+
+    The generated code reads AOTI_RUNTIME_CHECK_INPUTS once, at its first run, so this must happen before
+    then. It is process-wide: packages loaded later check their inputs too (a few comparisons per input).
+    """
+    os.environ.setdefault("AOTI_RUNTIME_CHECK_INPUTS", "1")
 
 
 def _release_written(output_array) -> None:
