@@ -1,0 +1,63 @@
+"""Input/output checks against a signature, on synthetic specs (no compile needed)."""
+
+import pytest
+import torch
+
+from aotcuda.errors import InputError, OutputError
+from aotcuda.runtime.checks import TensorSpec, check_caller_outputs, check_inputs
+
+CPU = torch.device("cpu")
+SPECS = [
+    TensorSpec.from_json({"name": "q", "dtype": "float32", "device": "cpu",
+                          "shape": [{"expr": "s0", "min": 1, "max": 8}, 4]}),
+    TensorSpec.from_json({"name": "k", "dtype": "float32", "device": "cpu",
+                          "shape": [{"expr": "s0", "min": 1, "max": 8}, {"expr": "2*s1", "min": 2, "max": None}]}),
+    TensorSpec.from_json({"name": "m", "dtype": "bool", "device": "cpu",
+                          "shape": [{"expr": "s1", "min": 1, "max": None}]}),
+]
+OUT_SPECS = [TensorSpec.from_json({"name": "o", "dtype": "float32", "device": "cpu",
+                                   "shape": [{"expr": "s0", "min": 1, "max": 8}, {"expr": "2*s1", "min": 2, "max": None}]})]
+
+
+def inputs(n=3, s1=5, k_rows=None):
+    return [torch.randn(n, 4), torch.randn(k_rows or n, 2 * s1), torch.ones(s1, dtype=torch.bool)]
+
+
+def test_consistent_inputs_bind_every_symbol():
+    _, bindings = check_inputs(inputs(), SPECS, [], CPU, 3)
+    assert bindings == {"s0": 3, "s1": 5}
+
+
+def test_dims_sharing_a_symbol_must_agree():
+    with pytest.raises(InputError, match=r"input 'k' \(#1\) dim 0 is 4, but it must equal input 'q' \(#0\) dim 0 \(3\)"):
+        check_inputs(inputs(k_rows=4), SPECS, [], CPU, 3)
+
+
+def test_derived_dim_must_equal_its_expression():
+    bad = inputs()
+    bad[1] = torch.randn(3, 9)  # 2*s1 with s1 = 5 from input m is 10
+    with pytest.raises(InputError, match=r"input 'k' \(#1\) dim 1 is 9.*2\*s1 = 10"):
+        check_inputs(bad, SPECS, [], CPU, 3)
+
+
+def test_unbounded_range_has_no_upper_limit():
+    check_inputs(inputs(s1=10_000), SPECS, [], CPU, 3)
+
+
+def test_caller_output_shape_is_computed_from_the_input_symbols():
+    _, bindings = check_inputs(inputs(), SPECS, [], CPU, 3)
+    check_caller_outputs([torch.empty(3, 10)], OUT_SPECS, bindings, CPU, 1)
+    with pytest.raises(OutputError, match=r"shape \(3, 11\), but this call's output has shape \(3, 10\)"):
+        check_caller_outputs([torch.empty(3, 11)], OUT_SPECS, bindings, CPU, 1)
+
+
+def test_unknown_symbol_leaves_that_dim_unchecked_before_the_run():
+    check_caller_outputs([torch.empty(3, 7)], OUT_SPECS, {"s0": 3}, CPU, 1)
+
+
+def test_without_specs_only_count_type_and_device_are_checked():
+    check_inputs([torch.randn(2), torch.randn(3, dtype=torch.float64)], None, ["a", "b"], CPU, 2)
+    with pytest.raises(InputError, match=r"takes 2 tensor input\(s\) \(a, b\), got 1"):
+        check_inputs([torch.randn(2)], None, ["a", "b"], CPU, 2)
+    with pytest.raises(InputError, match=r"input 'b' \(#1\) must be a torch.Tensor, got float"):
+        check_inputs([torch.randn(2), 1.0], None, ["a", "b"], CPU, 2)

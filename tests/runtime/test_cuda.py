@@ -1,0 +1,120 @@
+"""The runtime on CUDA: eager runs, CUDA graphs (warm-up, capture, replay, re-capture), caller outputs,
+and loading a CUDA package in a fresh process without LD_PRELOAD. Run on the H200."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from runtime_programs import Twice, build_package, twice_package
+
+from aotcuda.errors import InputError
+from aotcuda.runtime.program import load
+
+pytestmark = pytest.mark.cuda
+
+
+def storage(t):
+    return t.untyped_storage().data_ptr()
+
+
+def assert_twice_outputs(outputs, x):
+    expected = Twice()(x)
+    for got, want in zip(outputs, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert storage(outputs[0]) == storage(outputs[2]) and storage(outputs[1]) != storage(outputs[0])
+
+
+class ComplexRope(torch.nn.Module):
+    """Llama-style rotary embedding written with complex numbers (AOTI calls fallback kernels for it)."""
+
+    def __init__(self, seq=16, dim=32):
+        super().__init__()
+        freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        angles = torch.outer(torch.arange(seq).float(), freqs)
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles))
+
+    def forward(self, x):  # x: (batch, seq, heads, dim), float32
+        pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        rotated = pairs * self.freqs_cis[None, :, None, :]
+        return torch.view_as_real(rotated).flatten(3).type_as(x)
+
+
+@pytest.fixture(scope="module")
+def twice_cuda(tmp_path_factory):
+    return twice_package(tmp_path_factory.mktemp("twice_cuda") / "twice.pt2", device="cuda")
+
+
+@pytest.fixture(scope="module")
+def rope_cuda(tmp_path_factory):
+    module = ComplexRope().cuda()
+    x = torch.randn(2, 16, 4, 32, device="cuda")
+    return build_package(module, (x,), tmp_path_factory.mktemp("rope") / "rope.pt2", device="cuda"), module
+
+
+def test_twice_eager_on_cuda(twice_cuda):
+    with load(twice_cuda) as program:
+        assert program.device.type == "cuda"
+        for _ in range(3):
+            x = torch.randn(5, 4, device="cuda")
+            assert_twice_outputs(program(x), x)
+        x = torch.randn(5, 4, device="cuda")
+        buffers = [torch.empty(5, 4, device="cuda") for _ in range(3)]
+        program.execute([x], buffers)
+        assert_twice_outputs([buffers[0], buffers[1], buffers[0]], x)
+        torch.testing.assert_close(buffers[2], x * 2)
+        with pytest.raises(InputError, match=r"is on cpu, but the program runs on cuda"):
+            program(x.cpu())
+
+
+def test_twice_with_cuda_graphs_warmup_capture_replay(twice_cuda):
+    with load(twice_cuda, cuda_graphs=True) as program:
+        kept = []
+        for call in range(6):  # 3 eager warm-up calls, the capture, then replays
+            x = torch.randn(7, 4, device="cuda")
+            outputs = program(x)
+            assert_twice_outputs(outputs, x)
+            kept.append((x, outputs))
+            assert program._graphs.num_graphs == (1 if call >= 3 else 0)
+        # Returned outputs are copies: later replays must not have overwritten earlier results.
+        for x, outputs in kept:
+            assert_twice_outputs(outputs, x)
+
+
+def test_cuda_graphs_with_caller_outputs_and_a_new_shape(twice_cuda):
+    with load(twice_cuda, cuda_graphs=True) as program:
+        for batch in (3, 9):  # each shape gets its own warm-up and capture
+            for _ in range(5):
+                x = torch.randn(batch, 4, device="cuda")
+                buffers = [torch.empty(batch, 4, device="cuda") for _ in range(3)]
+                program.execute([x], buffers)
+                for got, want in zip(buffers, Twice()(x)):
+                    torch.testing.assert_close(got, want)
+                assert len({storage(b) for b in buffers}) == 3
+        assert program._graphs.num_graphs == 2
+
+
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_complex_rope_with_and_without_cuda_graphs(rope_cuda, cuda_graphs):
+    path, module = rope_cuda
+    with load(path, cuda_graphs=cuda_graphs) as program:
+        for _ in range(5):
+            x = torch.randn(2, 16, 4, 32, device="cuda")
+            torch.testing.assert_close(program(x), module(x), rtol=1e-5, atol=1e-5)
+
+
+def test_cuda_package_loads_in_a_fresh_process_without_ld_preload(twice_cuda):
+    code = textwrap.dedent(f"""
+        import torch
+        from aotcuda.runtime.program import load
+        program = load({twice_cuda!r})
+        x = torch.randn(4, 4, device="cuda")
+        a, b, c = program(x)
+        assert torch.equal(a, x * 2) and torch.equal(b, x + 1) and a.data_ptr() == c.data_ptr()
+        print("ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]

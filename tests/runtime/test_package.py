@@ -1,0 +1,74 @@
+"""Opening AOTI packages: errors for bad files, and the aotcuda signature entry."""
+
+import zipfile
+
+import pytest
+
+from aotcuda.errors import PackageError
+from aotcuda.runtime.package import open_package, read_signature, write_signature
+from aotcuda.runtime.program import load
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(PackageError, match="does not exist"):
+        load(tmp_path / "nope.pt2")
+
+
+def test_not_a_zip(tmp_path):
+    path = tmp_path / "bad.pt2"
+    path.write_bytes(b"not a zip")
+    with pytest.raises(PackageError, match=r"not an AOTInductor package \(.pt2 zip archive\)"):
+        load(path)
+
+
+def test_zip_without_model(tmp_path):
+    path = tmp_path / "empty.pt2"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("empty/archive_format", "pt2")
+        archive.writestr("empty/data/other.txt", "")
+    with pytest.raises(PackageError, match=r"holds no AOTInductor model"):
+        load(path)
+
+
+def test_cpp_only_package_is_refused(tmp_path):
+    path = tmp_path / "cpp.pt2"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("cpp/archive_format", "pt2")
+        archive.writestr("cpp/data/aotinductor/model/abc.wrapper.cpp", "// source")
+    with pytest.raises(PackageError, match=r"C\+\+ sources but no compiled .so.*package_cpp_only"):
+        open_package(path)
+
+
+def test_unknown_model_name_lists_the_models(twice_pt2):
+    with pytest.raises(PackageError, match=r"no model 'other'; it has: model"):
+        open_package(twice_pt2, "other")
+
+
+def test_signature_of_the_twice_package(twice_pt2, twice_unsigned_pt2):
+    signature = read_signature(twice_pt2)
+    (x,) = signature["inputs"]
+    assert x["name"] == "x" and x["dtype"] == "float32" and x["device"] == "cpu"
+    assert x["shape"][1] == 4 and x["shape"][0]["min"] == 2 and x["shape"][0]["max"] == 64
+    assert [o["shape"][1] for o in signature["outputs"]] == [4, 4, 4]
+    assert read_signature(twice_unsigned_pt2) is None
+
+
+def test_write_signature_replaces_an_existing_entry(twice_pt2, tmp_path):
+    path = tmp_path / "copy.pt2"
+    path.write_bytes(open(twice_pt2, "rb").read())
+    signature = read_signature(path)
+    signature["inputs"][0]["name"] = "renamed"
+    write_signature(path, signature)
+    assert read_signature(path)["inputs"][0]["name"] == "renamed"
+    with zipfile.ZipFile(path) as archive:
+        assert sum(n.endswith("aotcuda/signature.json") for n in archive.namelist()) == 1
+    with load(path) as program:
+        assert program.input_specs[0].name == "renamed"
+
+
+def test_signature_of_another_format_is_refused(twice_pt2, tmp_path):
+    path = tmp_path / "copy.pt2"
+    path.write_bytes(open(twice_pt2, "rb").read())
+    write_signature(path, {"format": "aotcuda.signature", "version": 99})
+    with pytest.raises(PackageError, match="version 99"):
+        read_signature(path)
