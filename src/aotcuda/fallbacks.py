@@ -1,0 +1,204 @@
+"""The fallback-kernel check: which ATen kernels does an AOTInductor package's generated code call?
+
+Inductor generates code (C++ on the CPU, Triton on CUDA) for the ops it can lower. For every other op
+the generated wrapper (``<hash>.wrapper.cpp``, kept in the .pt2 package) calls an ATen kernel instead,
+in one of three forms (seen with torch 2.11–2.13; the package keeps the wrapper source):
+
+    aoti_torch_cpu_mul_Tensor(buf1, buf4, &buf6_handle)          C shim of an op with one (per device:
+    aoti_torch_cuda_polar(...)                                    cpu, cuda, xpu, mps)
+    aoti_torch_proxy_executor_call_function(proxy_executor, 0,…)  ops without a C shim, and custom ops;
+                                                                  the index points into <hash>.wrapper.json
+    aoti_torch_call_dispatcher("aten::sin", "", ...)              the dispatcher path of some builds
+
+Each call follows a comment that names the FX nodes it came from:
+``// Topologically Sorted Source Nodes: [full_like, polar], Original ATen: [aten.full_like, aten.polar]``.
+Those names are the nodes of the ExportedProgram given to Inductor, whose ``meta["stack_trace"]`` holds
+the user's source line. A deployment target must ship every kernel called this way; the allow-list
+names the library kernels (matmul, convolution, attention) that Inductor calls on purpose.
+
+Complex values are a special case: Inductor has no code generation for them, so every op on a complex
+tensor becomes a fallback. ``complex_value_nodes`` finds those in the ExportedProgram directly, so they
+are reported even where the generated code names them differently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import zipfile
+from dataclasses import dataclass, field
+
+import torch
+
+# Library kernels Inductor calls deliberately, named by their C-shim op name (device prefix removed).
+MATMUL_KERNELS = frozenset({"mm", "mm_out", "addmm", "addmm_out", "bmm", "bmm_out", "baddbmm", "baddbmm_out",
+                            "_addmm_activation", "addmv", "_int_mm", "_int_mm_out"})
+CONVOLUTION_KERNELS = frozenset({"convolution", "_convolution", "convolution_backward"})
+ATTENTION_KERNELS = frozenset({
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_fused_attention_overrideable", "_flash_attention_forward",
+    "_efficient_attention_forward",
+})
+# The CPU backend calls oneDNN/MKL for linear layers and convolutions (after weight prepacking).
+ONEDNN_KERNELS = frozenset({"_mkl_linear", "_linear_pointwise", "_linear_pointwise_binary",
+                            "mkldnn__convolution_pointwise", "mkldnn__convolution_pointwise_binary",
+                            "mkldnn__convolution_pointwise_binary_", "mkldnn__convolution_transpose_pointwise"})
+LIBRARY_KERNELS = MATMUL_KERNELS | CONVOLUTION_KERNELS | ATTENTION_KERNELS
+
+# C-shim functions with a device prefix that are runtime helpers, not ATen kernels.
+_HELPERS = re.compile(r"(guard|stream|caching_allocator)")
+_SHIM_CALL = re.compile(r"\baoti_torch_(cpu|cuda|xpu|mps)_(\w+)\s*\(")
+_PROXY_CALL = re.compile(r"\baoti_torch_proxy_executor_call_function\s*\(\s*\w+\s*,\s*(\d+)")
+_DISPATCHER_CALL = re.compile(r"\baoti_torch_call_dispatcher\s*\(\s*\"([^\"]+)\"\s*,\s*\"([^\"]*)\"")
+_SOURCE_NODES = re.compile(r"Source Nodes: \[([^\]]*)\]")
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
+
+
+@dataclass
+class FallbackKernel:
+    """One ATen kernel the generated code calls.
+
+    name: as the generated code calls it ("aoti_torch_cpu_polar", "aten::sin (proxy executor)",
+        "aten.mul.Tensor on complex values").
+    op: the C-shim op name or the ATen op ("polar", "aten::sin").
+    nodes: FX node names of the ExportedProgram the calls came from.
+    sources: the user's source line of each, "file.py:12: code", or "" where unknown.
+    """
+
+    name: str
+    op: str
+    nodes: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        where = "; ".join(dict.fromkeys(s for s in self.sources if s)) or f"node {', '.join(self.nodes) or '?'}"
+        return f"{self.name}  <- {where}"
+
+
+def wrapper_sources(package_path: str) -> dict[str, tuple[str, dict]]:
+    """{wrapper.cpp entry: (its text, its proxy-executor node table)} for every model in the package."""
+    found = {}
+    with zipfile.ZipFile(package_path) as archive:
+        names = set(archive.namelist())
+        for name in sorted(names):
+            if name.endswith(".wrapper.cpp"):
+                table_name = name[: -len(".cpp")] + ".json"
+                table = json.loads(archive.read(table_name)) if table_name in names else {}
+                found[name] = (archive.read(name).decode(errors="replace"), table)
+    return found
+
+
+def _calls_in(text: str, proxy_table: dict):
+    """Yield (kernel name, op, source node names) for every fallback call in a wrapper's text."""
+    proxy_nodes = proxy_table.get("nodes", [])
+    source_nodes: list[str] = []
+    for line in text.splitlines():
+        if (match := _SOURCE_NODES.search(line)) is not None:
+            source_nodes = [name.strip() for name in match.group(1).split(",") if name.strip()]
+            continue
+        for device, op in _SHIM_CALL.findall(line):
+            if not _HELPERS.search(op):
+                yield f"aoti_torch_{device}_{op}", op, source_nodes
+        for index in _PROXY_CALL.findall(line):
+            index = int(index)
+            target = proxy_nodes[index]["node"]["target"] if index < len(proxy_nodes) else f"#{index}"
+            yield f"{target} (proxy executor)", target, source_nodes
+        for op, overload in _DISPATCHER_CALL.findall(line):
+            target = f"{op}.{overload}" if overload else op
+            yield f"{target} (dispatcher)", target, source_nodes
+
+
+def shim_name(target) -> str:
+    """The C-shim name of an op overload: aten.mul.Tensor → "mul_Tensor", aten.polar.default → "polar"."""
+    packet, overload = target._schema.name.split("::")[-1], target._overloadname
+    return packet if overload == "default" else f"{packet}_{overload}"
+
+
+def _match(op: str, node: torch.fx.Node) -> tuple[int, int]:
+    """How well a kernel name fits a node's op: (exact match, length of the op-packet prefix)."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return (0, 0)
+    packet = target._schema.name.split("::")[-1]
+    exact = op in (shim_name(target), target._schema.name, target.name())
+    return (int(exact), len(packet) if op.split("::")[-1].startswith(packet) else 0)
+
+
+def _producing_node(op: str, names: list[str], nodes: dict[str, torch.fx.Node]) -> torch.fx.Node | None:
+    """Of the source nodes a call came from, the one whose op the kernel is (else the last one)."""
+    known = [nodes[n] for n in names if n in nodes]
+    if not known:
+        return None
+    best = max(reversed(known), key=lambda node: _match(op, node))
+    return best if _match(op, best) != (0, 0) else known[-1]
+
+
+def source_line(node: torch.fx.Node | None) -> str:
+    """The user's line that produced node: the last frame of meta["stack_trace"], as "file:line: code"."""
+    trace = (node.meta.get("stack_trace") or "") if node is not None else ""
+    frames = _FRAME.findall(trace)
+    if not frames:
+        return ""
+    # The innermost frame outside torch itself: for nn.Linear that is the model line calling the layer.
+    user_frames = [f for f in frames if not f[0].startswith(_TORCH_DIR)]
+    path, line, _, code = (user_frames or frames)[-1]
+    relative = os.path.relpath(path)
+    return f"{path if relative.startswith('..') else relative}:{line}: {code.strip()}"
+
+
+def complex_value_nodes(ep) -> list[torch.fx.Node]:
+    """Ops of the ExportedProgram that read or write a complex tensor: Inductor lowers each as a fallback."""
+    def is_complex(value) -> bool:
+        return isinstance(value, torch.Tensor) and value.is_complex()
+
+    found = []
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        inputs = [a.meta.get("val") for a in node.all_input_nodes]
+        outputs = torch.utils._pytree.tree_leaves(node.meta.get("val"))
+        if any(is_complex(v) for v in inputs + outputs):
+            found.append(node)
+    return found
+
+
+def find_fallback_kernels(package_path: str, ep) -> list[FallbackKernel]:
+    """Every ATen kernel the package's generated code calls (allowed or not), plus the complex-valued
+    ops of ``ep`` (the program given to Inductor) that no call was traced back to. One entry per kernel
+    name, in the order the code first calls it."""
+    nodes = {n.name: n for n in ep.graph.nodes}
+    kernels: dict[str, FallbackKernel] = {}
+    mentioned: set[str] = set()
+    for text, proxy_table in wrapper_sources(package_path).values():
+        for match in _SOURCE_NODES.finditer(text):
+            mentioned.update(name.strip() for name in match.group(1).split(","))
+        for name, op, source_nodes in _calls_in(text, proxy_table):
+            kernel = kernels.setdefault(name, FallbackKernel(name, op))
+            node = _producing_node(op, source_nodes, nodes)
+            if node is not None and node.name not in kernel.nodes:
+                kernel.nodes.append(node.name)
+                kernel.sources.append(source_line(node))
+    for node in complex_value_nodes(ep):
+        if node.name not in mentioned:
+            name = f"{node.target} on complex values"
+            kernel = kernels.setdefault(name, FallbackKernel(name, str(node.target)))
+            kernel.nodes.append(node.name)
+            kernel.sources.append(source_line(node))
+    return list(kernels.values())
+
+
+def split_allowed(kernels: list[FallbackKernel], allowed: frozenset[str]) -> tuple[list, list]:
+    """(kernels outside the allow-list, library kernels on it)."""
+    missing = [k for k in kernels if k.op not in allowed]
+    return missing, [k for k in kernels if k.op in allowed]
+
+
+def missing_kernels_message(method: str, missing: list[FallbackKernel]) -> str:
+    lines = [f"Method {method} missing fallback kernels ({len(missing)} total):"]
+    lines += [f"  - {kernel.describe()}" for kernel in missing]
+    lines.append("Rewrite those ops in the model (complex math is rewritten by ReplaceComplexWithRealPass; "
+                 "see docs/ops.md for what it supports), or pass allow_fallbacks=True to ship the ATen kernels.")
+    return "\n".join(lines)

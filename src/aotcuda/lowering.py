@@ -1,0 +1,221 @@
+"""lower(): nn.Module → AOTInductor package (.pt2) with no ATen fallback kernel left, step by step.
+
+The steps, in order (``LoweredProgram.step_times`` has one entry each):
+
+    to device     the model (a copy, if it lives elsewhere) and the example inputs on the target device
+    export        torch.export.export(strict=False) there: device-specific choices made while tracing
+                  (which fused attention kernel SDPA becomes) are the target's
+    decompose     ExportedProgram.run_decompositions(decomposition_table())
+    passes        PASSES, in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass
+    compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
+    check         the fallback-kernel check (aotcuda.fallbacks) against the device's allow-list
+
+What differs between devices lives in DEVICE_PROFILES (allow-list, Inductor options), not in the steps.
+The model passed in is not modified: when it is not on the target device, a copy is moved there
+(so lowering a CPU model for CUDA holds its weights twice for a moment).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export import ExportedProgram
+
+from aotcuda.errors import MissingFallbackKernelsError
+from aotcuda.fallbacks import (
+    LIBRARY_KERNELS,
+    ONEDNN_KERNELS,
+    FallbackKernel,
+    find_fallback_kernels,
+    missing_kernels_message,
+    split_allowed,
+)
+from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
+from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
+
+STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
+
+
+def passes() -> list[Callable[[ExportedProgram], ExportedProgram]]:
+    """The passes, in order. Views first, so the complex pass sees ``view_as_complex`` (not its copy)."""
+    return [ReplaceViewCopyWithViewPass(), ReplaceComplexWithRealPass()]
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """What lowering for one device type needs to know.
+
+    allowed_kernels: C-shim op names of the library kernels the generated code may call.
+    inductor_configs: Inductor options for this device (the caller's ``inductor_configs`` win).
+    """
+
+    allowed_kernels: frozenset[str]
+    inductor_configs: dict[str, Any] = field(default_factory=dict)
+
+
+DEVICE_PROFILES = {
+    "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS),
+    "cpu": DeviceProfile(allowed_kernels=LIBRARY_KERNELS | ONEDNN_KERNELS),
+}
+
+
+def decomposition_table() -> dict:
+    """torch.export's default table, minus what Inductor does better undecomposed:
+
+    - scaled_dot_product_attention: kept whole, Inductor picks a fused kernel (flash / memory-efficient
+      on CUDA, the flash-attention CPU kernel) instead of the matmul-softmax-matmul decomposition.
+    - the ``*_copy`` view ops: ReplaceViewCopyWithViewPass turns them into free views; decomposed,
+      they would become clones first.
+    """
+    table = torch.export.default_decompositions()
+    for op in (torch.ops.aten.scaled_dot_product_attention.default, *VIEW_OF_COPY):
+        table.pop(op, None)
+    return table
+
+
+@dataclass
+class LoweredProgram:
+    """The result of ``lower``.
+
+    package_path: the AOTI package (.pt2), with the aotcuda signature entry.
+    device: the device type it runs on, "cpu" or "cuda".
+    fallback_kernels: kernels the generated code calls beyond the allow-list (empty unless
+        allow_fallbacks=True), each with the user source lines of the ops that produced it.
+    library_kernels: allow-listed library kernels it calls (matmul, convolution, attention).
+    step_times: seconds per step, in STEPS order.
+    exported_program: the program given to Inductor (after decompositions and passes).
+    """
+
+    package_path: str
+    device: str
+    fallback_kernels: list[FallbackKernel]
+    library_kernels: list[FallbackKernel]
+    step_times: dict[str, float]
+    exported_program: ExportedProgram
+
+    def load(self, **kwargs):
+        """``aotcuda.load(self.package_path, **kwargs)``: device=, cuda_graphs=."""
+        from aotcuda.runtime.program import load
+
+        return load(self.package_path, **kwargs)
+
+
+def lower(
+    model: torch.nn.Module,
+    args: tuple,
+    kwargs: dict | None = None,
+    *,
+    dynamic_shapes=None,
+    device: str | torch.device = "cuda",
+    package_path: str | os.PathLike | None = None,
+    allow_fallbacks: bool = False,
+    inductor_configs: dict[str, Any] | None = None,
+    progress: Callable[[str, float | None], None] | None = None,
+) -> LoweredProgram:
+    """Lower ``model(*args, **kwargs)`` to an AOTInductor package for ``device``.
+
+    Args:
+        model: the module; left unchanged (it may live on any device).
+        args, kwargs: example inputs, as for torch.export.export; moved to the model's device for export.
+        dynamic_shapes: as for torch.export.export (e.g. ``{"x": {1: Dim("seq", min=2, max=512)}}``).
+        device: "cuda" (or "cuda:N") or "cpu".
+        package_path: where to write the .pt2; default: ``<model class>.pt2`` in a new temporary folder
+            (the caller owns it; nothing is written to the working directory unless asked).
+        allow_fallbacks: accept ATen fallback kernels outside the allow-list instead of raising.
+        inductor_configs: extra Inductor options, applied over the device profile's.
+        progress: called as ``progress(step, None)`` when a step starts and ``progress(step, seconds)``
+            when it ends; the CLI shows it.
+
+    Raises:
+        MissingFallbackKernelsError: the generated code calls kernels outside the allow-list and
+            allow_fallbacks is False. The message lists each kernel with the user's source line.
+        ValueError: an unknown device type, or CUDA asked for where there is none.
+    """
+    device = _target_device(device)
+    profile = DEVICE_PROFILES[device.type]
+    times: dict[str, float] = {}
+    step = _step_timer(times, progress)
+    with step("to device"):
+        model, args, kwargs = _on_device(model, args, kwargs or {}, device)
+    with step("export"):
+        ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    with step("decompose"):
+        ep = ep.run_decompositions(decomposition_table())
+    with step("passes"):
+        for graph_pass in passes():
+            ep = graph_pass(ep)
+    with step("compile"):
+        path = _package_path(package_path, model)
+        _compile(ep, path, {**profile.inductor_configs, **(inductor_configs or {})})
+    with step("check"):
+        missing, library = split_allowed(find_fallback_kernels(path, ep), profile.allowed_kernels)
+        if missing and not allow_fallbacks:
+            error = MissingFallbackKernelsError(missing_kernels_message("forward", missing))
+            error.kernels = missing
+            raise error
+    return LoweredProgram(path, device.type, missing, library, times, ep)
+
+
+def _target_device(device: str | torch.device) -> torch.device:
+    device = torch.device(device)
+    if device.type not in DEVICE_PROFILES:
+        raise ValueError(f"aotcuda lowers for {' or '.join(DEVICE_PROFILES)}, not {device.type!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'")
+    return device
+
+
+def _step_timer(times: dict[str, float], progress):
+    @contextlib.contextmanager
+    def step(name: str):
+        if progress is not None:
+            progress(name, None)
+        start = time.perf_counter()
+        yield
+        times[name] = time.perf_counter() - start
+        if progress is not None:
+            progress(name, times[name])
+
+    return step
+
+
+def _on_device(model: torch.nn.Module, args: tuple, kwargs: dict, device: torch.device):
+    """(model, args, kwargs) on device; the model is copied when any of its tensors lives elsewhere."""
+    if not isinstance(args, tuple):
+        raise TypeError(f"args must be a tuple of example inputs, got {type(args).__name__}; wrap one input as (x,)")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    tensors = [*model.parameters(), *model.buffers()]
+    if any(_differs(t.device, device) for t in tensors):
+        model = copy.deepcopy(model).to(device)
+    args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), (args, kwargs))
+    return model, args, kwargs
+
+
+def _differs(have: torch.device, want: torch.device) -> bool:
+    return have.type != want.type or (want.index is not None and have.index != want.index)
+
+
+def _package_path(package_path, model: torch.nn.Module) -> str:
+    if package_path is not None:
+        path = os.path.abspath(os.fspath(package_path))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+    folder = tempfile.mkdtemp(prefix="aotcuda-")
+    return os.path.join(folder, f"{type(model).__name__.lower()}.pt2")
+
+
+def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
+    from aotcuda.runtime.package import signature_from_exported_program, write_signature
+
+    with torch.no_grad():
+        torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
+    write_signature(path, signature_from_exported_program(ep))
