@@ -1,0 +1,129 @@
+"""The pair representation of a complex tensor, and the dim and dtype arithmetic every rule shares.
+
+A complex tensor of shape S is carried during the rewrite as a real tensor of shape S + [2] in the
+layout of torch.view_as_real: [..., 0] is the real part, [..., 1] the imaginary part. complex64 maps
+to float32, complex128 to float64. Rules receive complex operands as `Pair` objects so that they can
+tell them apart from real tensors (which stay plain torch.Tensor).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+
+REAL_OF_COMPLEX = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+COMPLEX_OF_REAL = {real: cplx for cplx, real in REAL_OF_COMPLEX.items()}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Pair:
+    """A complex tensor as its view_as_real pair: `t` is real with shape complex_shape + [2]."""
+
+    t: torch.Tensor
+
+    @property
+    def ndim(self) -> int:
+        """Rank of the complex tensor (one less than the pair's)."""
+        return self.t.ndim - 1
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.t.shape[:-1]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The pair's real dtype (float32 for complex64, float64 for complex128)."""
+        return self.t.dtype
+
+    @property
+    def re(self) -> torch.Tensor:
+        return self.t.select(-1, 0)
+
+    @property
+    def im(self) -> torch.Tensor:
+        return self.t.select(-1, 1)
+
+    def to(self, real_dtype: torch.dtype) -> Pair:
+        return self if self.t.dtype == real_dtype else Pair(self.t.to(real_dtype))
+
+
+def is_complex_dtype(dtype: object) -> bool:
+    return isinstance(dtype, torch.dtype) and dtype.is_complex
+
+
+def real_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The pair dtype of a complex dtype; real dtypes map to themselves."""
+    return REAL_OF_COMPLEX.get(dtype, dtype)
+
+
+def pair_dim(dim: int) -> int:
+    """Map a dim of a complex tensor to the same dim of its pair.
+
+    Non-negative dims are unchanged; negative dims shift by one, past the trailing pair dim. This holds
+    for ops whose dim counts in the output's rank too (unsqueeze, stack), because the pair dim is always
+    last in both.
+    """
+    return dim - 1 if dim < 0 else dim
+
+
+def pair_dims(dims: Sequence[int]) -> list[int]:
+    return [pair_dim(d) for d in dims]
+
+
+def pair_shape(shape: Sequence) -> list:
+    """A complex shape (ints or SymInts) → the pair's shape, with the trailing 2."""
+    return [*shape, 2]
+
+
+def unsqueeze_real(x: torch.Tensor) -> torch.Tensor:
+    """A real operand of an elementwise op with a pair: a trailing size-1 dim broadcasts it on both parts."""
+    return x.unsqueeze(-1)
+
+
+def real_as_pair(x: torch.Tensor) -> Pair:
+    """A real tensor as a complex one with zero imaginary part: (x, 0) by padding the trailing dim."""
+    return Pair(torch.constant_pad_nd(x.unsqueeze(-1), [0, 1]))
+
+
+def part_index(like: torch.Tensor) -> torch.Tensor:
+    """[0, 1] along the pair dim: an index expression Inductor folds into the kernel, not a constant."""
+    return torch.arange(2, device=like.device)
+
+
+def scalar_pair(re: float, im: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A complex Python scalar as a pair tensor [re, im] of shape [2], built without a lifted constant."""
+    index = torch.arange(2, device=device)
+    return torch.where(index == 0, torch.scalar_tensor(re, dtype=dtype, device=device),
+                       torch.scalar_tensor(im, dtype=dtype, device=device))
+
+
+def conj_sign(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """[1, -1]: multiplying a pair by it conjugates it."""
+    return 1 - 2 * torch.arange(2, dtype=dtype, device=device)
+
+
+def rotate_sign(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """[-1, 1]: flip(z, -1) * rotate_sign is i·z as a pair, (-im, re)."""
+    return 2 * torch.arange(2, dtype=dtype, device=device) - 1
+
+
+# Dim orders that make a pair tensor's strides those of view_as_real of a complex tensor in the format.
+_MEMORY_FORMAT_ORDER = {torch.channels_last: (0, 2, 3, 1), torch.channels_last_3d: (0, 2, 3, 4, 1)}
+
+
+def copy_in_memory_format(t: torch.Tensor, memory_format: torch.memory_format | None) -> torch.Tensor:
+    """Copy a pair so that it is laid out as view_as_real of the complex tensor copied in `memory_format`.
+
+    The pair dim always stays innermost (stride 1). Preserve and contiguous formats carry over as they
+    are; channels_last(_3d) is a dim order of the complex tensor, so the pair gets that order plus its
+    trailing dim.
+    """
+    order = _MEMORY_FORMAT_ORDER.get(memory_format)
+    if order is None:
+        fmt = memory_format or torch.preserve_format
+        return torch.clone(t, memory_format=fmt)
+    order = (*order, len(order))
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return t.permute(order).contiguous().permute(inverse)

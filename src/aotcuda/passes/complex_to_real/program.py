@@ -1,0 +1,109 @@
+"""Rebuild an ExportedProgram around a rewritten graph: placeholder names, graph signature, state, constants.
+
+The new program keeps the original's placeholders in the same order under the same names, its range
+constraints and module call graph; complex parameters, buffers and constants become their
+view_as_real pairs under the same names in state_dict / constants.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch.export.graph_signature import (
+    ConstantArgument,
+    ExportGraphSignature,
+    InputKind,
+    OutputSpec,
+    SymIntArgument,
+    TensorArgument,
+)
+
+_STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+def complex_state_names(ep: torch.export.ExportedProgram) -> set[str]:
+    """Placeholder names of the parameters, buffers and lifted constants (the inputs the pass may convert)."""
+    return {s.arg.name for s in ep.graph_signature.input_specs if s.kind in _STATE_KINDS}
+
+
+def as_pair_state(value: torch.Tensor) -> torch.Tensor:
+    """A complex parameter/buffer/constant as a real tensor in view_as_real layout, in its own storage."""
+    pair = torch.view_as_real(value.detach().resolve_conj()).clone()
+    if isinstance(value, torch.nn.Parameter):
+        return torch.nn.Parameter(pair, requires_grad=value.requires_grad)
+    return pair
+
+
+def _convert_state(ep: torch.export.ExportedProgram, complex_placeholders: set[str]):
+    state_dict, constants = dict(ep.state_dict), dict(ep.constants)
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind not in _STATE_KINDS or spec.arg.name not in complex_placeholders:
+            continue
+        store = state_dict if spec.target in state_dict else constants
+        store[spec.target] = as_pair_state(store[spec.target])
+    return state_dict, constants
+
+
+def _rename_placeholders(gm: torch.fx.GraphModule, names: list[str]) -> None:
+    """Give the traced graph's placeholders the original names (and move aside any node holding one)."""
+    wanted = set(names)
+    for node in gm.graph.nodes:
+        if node.op != "placeholder" and node.name in wanted:
+            node._rename(f"{node.name}_0")
+    for node, name in zip(gm.graph.find_nodes(op="placeholder"), names, strict=True):
+        node.name = node.target = name
+
+
+def _output_argument(node: object, old):
+    if isinstance(node, torch.fx.Node):
+        if isinstance(old, SymIntArgument):
+            return SymIntArgument(name=node.name)
+        return TensorArgument(name=node.name)
+    return ConstantArgument(name=getattr(old, "name", ""), value=node)
+
+
+def _updated_signature(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule) -> ExportGraphSignature:
+    outputs = gm.graph.output_node().args[0]
+    output_specs = [
+        OutputSpec(kind=spec.kind, arg=_output_argument(node, spec.arg), target=spec.target)
+        for spec, node in zip(ep.graph_signature.output_specs, outputs, strict=True)
+    ]
+    return ExportGraphSignature(input_specs=copy.deepcopy(ep.graph_signature.input_specs),
+                                output_specs=output_specs)
+
+
+def _updated_module_call_graph(ep: torch.export.ExportedProgram, signature: ExportGraphSignature):
+    """The root entry names the user outputs by node name; point it at the new output nodes."""
+    call_graph = copy.deepcopy(ep.module_call_graph)
+    renamed = {old.arg.name: new.arg for old, new in zip(ep.graph_signature.output_specs,
+                                                          signature.output_specs)
+               if hasattr(old.arg, "name")}
+    for entry in call_graph:
+        if entry.fqn == "" and entry.signature is not None:
+            entry.signature.outputs = [renamed.get(getattr(o, "name", None), o) for o in
+                                       entry.signature.outputs]
+    return call_graph
+
+
+def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
+                    complex_placeholders: set[str]) -> torch.export.ExportedProgram:
+    """The ExportedProgram of the traced graph `gm`, with `ep`'s signature, state and metadata carried over."""
+    names = [p.name for p in ep.graph.find_nodes(op="placeholder")]
+    _rename_placeholders(gm, names)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    signature = _updated_signature(ep, gm)
+    state_dict, constants = _convert_state(ep, complex_placeholders)
+    gm.meta.update(ep.graph_module.meta)
+    return torch.export.ExportedProgram(
+        root=gm,
+        graph=gm.graph,
+        graph_signature=signature,
+        state_dict=state_dict,
+        range_constraints=copy.copy(ep.range_constraints),
+        module_call_graph=_updated_module_call_graph(ep, signature),
+        example_inputs=ep.example_inputs,
+        constants=constants,
+        verifiers=list(ep.verifiers),
+    )

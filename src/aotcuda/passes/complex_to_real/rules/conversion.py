@@ -1,0 +1,67 @@
+"""Conversion rules: casts between complex and real dtypes, real/imag parts, conjugation, metadata checks.
+
+Casts follow eager: complex64 ↔ complex128 casts the pair; real → complex adds a zero imaginary part;
+complex → real keeps the real part (eager warns that it discards the imaginary part, and does so).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aotcuda.passes.complex_to_real.pair import Pair, copy_in_memory_format, real_as_pair, real_dtype
+from aotcuda.passes.complex_to_real.registry import register
+from aotcuda.passes.complex_to_real.rules.elementwise import conj
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+def convert(out, x, device=None, memory_format=None):
+    """x (Pair or real tensor) cast to the dtype of the eager result `out`, on `device`."""
+    dtype = real_dtype(out.dtype)
+    if isinstance(x, Pair) and out.dtype.is_complex:
+        t = aten._to_copy.default(x.t, dtype=dtype, device=device)
+        if memory_format not in (None, torch.preserve_format):
+            t = copy_in_memory_format(t, memory_format)
+        return Pair(t)
+    if isinstance(x, Pair):
+        return aten._to_copy.default(x.re, dtype=dtype, device=device, memory_format=memory_format)
+    x = aten._to_copy.default(x, dtype=dtype, device=device, memory_format=memory_format)
+    return real_as_pair(x)
+
+
+@register(aten._to_copy.default)
+def to_copy(out, x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+            memory_format=None):
+    """Cast (and copy) between complex64, complex128 and real dtypes, as eager does."""
+    return convert(out, x, device=device, memory_format=memory_format)
+
+
+@register(prims.convert_element_type.default)
+def convert_element_type(out, x, dtype):
+    """The prims form of a cast."""
+    return convert(out, x)
+
+
+@register(aten.real.default)
+def real(out, a):
+    """The real part, a view."""
+    return a.re
+
+
+@register(aten.imag.default)
+def imag(out, a):
+    """The imaginary part, a view."""
+    return a.im
+
+
+@register(aten._conj.default, aten.conj_physical.default, aten.conj.default)
+def conjugate(out, a):
+    """(re, −im), materialised (the pass has no lazy conjugate bit, so resolve_conj is a no-op)."""
+    return conj(a)
+
+
+@register(aten._assert_tensor_metadata.default)
+def assert_tensor_metadata(out, a, size=None, stride=None, dtype=None, *, device=None, layout=None):
+    """Dropped: it checks the complex dtype the pass replaces by design."""
+    return None

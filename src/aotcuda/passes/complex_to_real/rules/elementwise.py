@@ -1,0 +1,260 @@
+"""Elementwise rules: arithmetic, complex functions, where/masked_fill, copies and aliases.
+
+Operands arrive as Pair (complex), torch.Tensor (real) or Python numbers. Every rule first casts its
+tensor operands to the real dtype of the eager result (`out.dtype`), which applies PyTorch's type
+promotion exactly as eager did (complex64 × complex128 → complex128, float64 × complex64 → complex128,
+bfloat16 × complex64 → complex64). A real operand broadcasts against a pair with a trailing size-1 dim.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aotcuda.passes.complex_to_real.pair import (
+    Pair,
+    conj_sign,
+    copy_in_memory_format,
+    real_as_pair,
+    real_dtype,
+    rotate_sign,
+    scalar_pair,
+    unsqueeze_real,
+)
+from aotcuda.passes.complex_to_real.registry import register
+
+aten = torch.ops.aten
+
+
+# ---- operand helpers ----------------------------------------------------------------------------------
+
+
+def cast(value, dtype: torch.dtype):
+    """A tensor operand (Pair or real) in the pair dtype of the result; numbers are left as they are."""
+    if isinstance(value, Pair):
+        return value.to(dtype)
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype)
+    return value
+
+
+def result_dtype(out) -> torch.dtype:
+    """The pair dtype of the eager result (or the real dtype, for ops returning real values)."""
+    return real_dtype(out.dtype)
+
+
+def as_addend(value, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Any operand as a tensor that broadcasts against pairs as a complex value: (x, 0) for real x."""
+    if isinstance(value, Pair):
+        return value.t
+    if isinstance(value, torch.Tensor):
+        return real_as_pair(value).t
+    if isinstance(value, complex):
+        return scalar_pair(value.real, value.imag, dtype, device)
+    return scalar_pair(value, 0, dtype, device)
+
+
+def mul_pairs(a: Pair, b: Pair) -> Pair:
+    """(ar + i·ai)(br + i·bi) as a·(br, br) + flip(a)·(−bi, bi).
+
+    This form compiles to one fused Inductor kernel reading each pair once (164 µs against 210 µs for
+    unbind → four products → stack on an H200 q/k RoPE), and when b is a constant its tables fold.
+    """
+    b_re = b.t[..., :1]
+    b_im_signed = b.t[..., 1:] * rotate_sign(b.dtype, b.t.device)
+    return Pair(a.t * b_re + a.t.flip(-1) * b_im_signed)
+
+
+def mul_by_complex_scalar(a: Pair, c: complex) -> Pair:
+    """a · c for a Python complex c, with the terms of a zero real or imaginary part left out."""
+    terms = []
+    if c.real != 0 or c.imag == 0:
+        terms.append(a.t * c.real)
+    if c.imag != 0:
+        terms.append(a.t.flip(-1) * scalar_pair(-c.imag, c.imag, a.dtype, a.t.device))
+    return Pair(terms[0] + terms[1] if len(terms) == 2 else terms[0])
+
+
+def conj(a: Pair) -> Pair:
+    return Pair(a.t * conj_sign(a.dtype, a.t.device))
+
+
+def abs_squared(a: Pair) -> torch.Tensor:
+    """|a|² with a trailing size-1 dim, ready to divide a pair by."""
+    return (a.t * a.t).sum(-1, keepdim=True)
+
+
+def multiply(x, y, dtype: torch.dtype):
+    """x · y for any mix of Pair, real tensor and number; a Pair if either factor is complex."""
+    if not isinstance(x, Pair) and (isinstance(y, Pair) or not isinstance(x, torch.Tensor)):
+        x, y = y, x  # order: Pair, then real tensor, then number
+    if isinstance(x, Pair):
+        if isinstance(y, Pair):
+            return mul_pairs(x, y)
+        if isinstance(y, torch.Tensor):
+            return Pair(x.t * unsqueeze_real(y))
+        if isinstance(y, complex) and y.imag != 0:
+            return mul_by_complex_scalar(x, y)
+        return Pair(x.t * (y.real if isinstance(y, complex) else y))
+    if isinstance(y, complex) and y.imag != 0:
+        if isinstance(x, torch.Tensor):
+            return Pair(unsqueeze_real(x) * scalar_pair(y.real, y.imag, dtype, x.device))
+        return x * y
+    return x * (y.real if isinstance(y, complex) else y)
+
+
+def polar_pair(magnitude: torch.Tensor, angle: torch.Tensor) -> Pair:
+    """magnitude · (cos angle, sin angle), both real tensors of one shape."""
+    return Pair(torch.stack([magnitude * torch.cos(angle), magnitude * torch.sin(angle)], -1))
+
+
+def magnitude(a: Pair) -> torch.Tensor:
+    return torch.hypot(a.re, a.im)
+
+
+# ---- arithmetic ---------------------------------------------------------------------------------------
+
+
+@register(aten.mul.Tensor, aten.mul.Scalar)
+def mul(out, a, b):
+    """Complex product; complex × real and × Python scalars broadcast the real operand."""
+    dtype = result_dtype(out)
+    return multiply(cast(a, dtype), cast(b, dtype), dtype)
+
+
+@register(aten.add.Tensor, aten.add.Scalar)
+def add(out, a, b, alpha=1):
+    """a + alpha·b; a real operand or scalar adds to the real part only."""
+    dtype = result_dtype(out)
+    a, b = cast(a, dtype), cast(b, dtype)
+    if alpha != 1:
+        b = multiply(b, alpha, dtype)
+    device = out.device
+    return Pair(as_addend(a, dtype, device) + as_addend(b, dtype, device))
+
+
+@register(aten.sub.Tensor, aten.sub.Scalar)
+def sub(out, a, b, alpha=1):
+    """a − alpha·b."""
+    return add(out, a, b, alpha=-alpha)
+
+
+@register(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(out, a, b, alpha=1):
+    """b − alpha·a."""
+    return add(out, b, a, alpha=-alpha)
+
+
+@register(aten.neg.default)
+def neg(out, a):
+    """−a."""
+    return Pair(-a.t)
+
+
+@register(aten.div.Tensor, aten.div.Scalar)
+def div(out, a, b):
+    """a / b = a · conj(b) / |b|²; division by a real operand divides both parts."""
+    dtype = result_dtype(out)
+    a, b = cast(a, dtype), cast(b, dtype)
+    if isinstance(b, Pair):
+        return Pair(multiply(a, conj(b), dtype).t / abs_squared(b))
+    if isinstance(b, torch.Tensor):
+        return Pair(a.t / unsqueeze_real(b))
+    return multiply(a, 1 / b, dtype)
+
+
+@register(aten.reciprocal.default)
+def reciprocal(out, a):
+    """1 / a = conj(a) / |a|²."""
+    return Pair(conj(a).t / abs_squared(a))
+
+
+# ---- complex functions ----------------------------------------------------------------------------------
+
+
+@register(aten.abs.default)
+def abs_(out, a):
+    """|a| = hypot(re, im), a real tensor."""
+    return magnitude(a)
+
+
+@register(aten.angle.default)
+def angle(out, a):
+    """atan2(im, re), a real tensor."""
+    return torch.atan2(a.im, a.re)
+
+
+@register(aten.exp.default)
+def exp(out, a):
+    """exp(re) · (cos im, sin im)."""
+    return polar_pair(torch.exp(a.re), a.im)
+
+
+@register(aten.log.default)
+def log(out, a):
+    """(log |a|, angle a)."""
+    return Pair(torch.stack([torch.log(magnitude(a)), torch.atan2(a.im, a.re)], -1))
+
+
+@register(aten.sqrt.default)
+def sqrt(out, a):
+    """Principal square root: sqrt|a| · (cos, sin)(angle / 2)."""
+    return polar_pair(torch.sqrt(magnitude(a)), torch.atan2(a.im, a.re) / 2)
+
+
+@register(aten.pow.Tensor_Scalar)
+def pow_(out, a, exponent):
+    """a ** p for a real scalar p: |a|^p · (cos, sin)(p · angle); p = 2 and p = 1 as products, as eager."""
+    if isinstance(exponent, complex):
+        if exponent.imag != 0:
+            raise NotImplementedError("complex exponent")  # scan never routes one here (see supports)
+        exponent = exponent.real
+    if exponent == 1:
+        return a
+    if exponent == 2:
+        return mul_pairs(a, a)
+    return polar_pair(magnitude(a) ** exponent, torch.atan2(a.im, a.re) * exponent)
+
+
+@register(aten.sgn.default)
+def sgn(out, a):
+    """a / |a|, and 0 where a is 0."""
+    r = unsqueeze_real(magnitude(a))
+    return Pair(torch.where(r == 0, torch.zeros_like(a.t), a.t / r))
+
+
+# ---- selection, copies, aliases ----------------------------------------------------------------------------
+
+
+@register(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def where(out, condition, a, b):
+    """where(condition, a, b) with the condition broadcast over both parts."""
+    dtype = result_dtype(out)
+    a, b = as_addend(cast(a, dtype), dtype, out.device), as_addend(cast(b, dtype), dtype, out.device)
+    return Pair(torch.where(unsqueeze_real(condition), a, b))
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(out, a, mask, value):
+    """value where mask is set, a elsewhere."""
+    dtype = result_dtype(out)
+    fill = as_addend(cast(value, dtype), dtype, out.device)
+    return Pair(torch.where(unsqueeze_real(mask), fill, a.t))
+
+
+@register(aten.clone.default)
+def clone(out, a, memory_format=None):
+    """A copy of the pair, in the memory format asked for (see pair.copy_in_memory_format)."""
+    return Pair(copy_in_memory_format(a.t, memory_format))
+
+
+@register(aten.alias.default, aten.detach.default, aten.lift_fresh.default, aten.resolve_conj.default,
+          aten.resolve_neg.default)
+def alias(out, a):
+    """No-op on the pair (conjugation is applied eagerly by the conj rules, so resolving is a no-op too)."""
+    return a
+
+
+@register(aten.lift_fresh_copy.default)
+def lift_fresh_copy(out, a):
+    """A copy of the pair."""
+    return Pair(torch.clone(a.t))

@@ -1,0 +1,65 @@
+"""Indexing rules: gathers (index, index_select, gather) and the scatters slice assignment exports as
+(slice_scatter, select_scatter, index_put, copy). Index tensors address the complex dims, which are the
+pair's leading dims, so they apply to the pair unchanged; the pair dim rides along.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aotcuda.passes.complex_to_real.pair import Pair, pair_dim
+from aotcuda.passes.complex_to_real.registry import register
+from aotcuda.passes.complex_to_real.rules.elementwise import as_addend, cast, result_dtype
+
+aten = torch.ops.aten
+
+
+def source_pair(out, src) -> torch.Tensor:
+    """The values written by a scatter as a pair in the result dtype (a real source gets zero imaginary)."""
+    dtype = result_dtype(out)
+    return as_addend(cast(src, dtype), dtype, out.device)
+
+
+@register(aten.index.Tensor)
+def index(out, a, indices):
+    """Advanced indexing of the complex dims; the pair dim, never indexed, stays last."""
+    return Pair(aten.index.Tensor(a.t, indices))
+
+
+@register(aten.index_select.default)
+def index_select(out, a, dim, index_):
+    """index_select along the mapped dim."""
+    return Pair(aten.index_select.default(a.t, pair_dim(dim), index_))
+
+
+@register(aten.gather.default)
+def gather(out, a, dim, index_, *, sparse_grad=False):
+    """gather along the mapped dim, with the index repeated for both parts."""
+    pair_index = index_.unsqueeze(-1).expand(*index_.shape, 2)
+    return Pair(aten.gather.default(a.t, pair_dim(dim), pair_index))
+
+
+@register(aten.slice_scatter.default)
+def slice_scatter(out, a, src, dim=0, start=None, end=None, step=1):
+    """slice_scatter along the mapped dim."""
+    return Pair(aten.slice_scatter.default(a.t, source_pair(out, src), pair_dim(dim), start, end, step))
+
+
+@register(aten.select_scatter.default)
+def select_scatter(out, a, src, dim, index_):
+    """select_scatter along the mapped dim."""
+    return Pair(aten.select_scatter.default(a.t, source_pair(out, src), pair_dim(dim), index_))
+
+
+@register(aten.index_put.default)
+def index_put(out, a, indices, values, accumulate=False):
+    """index_put on the complex dims; values broadcast as pairs."""
+    return Pair(aten.index_put.default(a.t, indices, source_pair(out, values), accumulate))
+
+
+@register(aten.copy.default)
+def copy(out, a, src, non_blocking=False):
+    """a's shape and dtype with src's values; a complex src copied into a real a keeps its real part."""
+    if not isinstance(a, Pair):
+        return aten.copy.default(a, src.re, non_blocking)
+    return Pair(aten.copy.default(a.t, source_pair(out, src), non_blocking))

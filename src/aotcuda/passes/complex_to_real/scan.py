@@ -1,0 +1,182 @@
+"""Scan and decide: find every node that reads or writes a complex value and check that all can be rewritten.
+
+The pass changes a program only when every such node has a rule. The cases refused on purpose are
+checked in `refusal_checks` below, one function each, so that a later change can lift them one at a
+time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import re
+
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.utils import _pytree as pytree
+
+from aotcuda.passes.complex_to_real.registry import Rule, op_name, rule_for
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Why a program is left as it is: the op, its node, the user's source line, the reason."""
+
+    op: str
+    node: str
+    source: str
+    reason: str
+
+    def log_line(self) -> str:
+        return (f"ReplaceComplexWithRealPass left the program unchanged: cannot rewrite {self.op} "
+                f"(node {self.node}, at {self.source or 'an unknown source line'}): {self.reason}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What to rewrite: the rule of every call_function node that reads or writes a complex value."""
+
+    rules: dict[torch.fx.Node, Rule]
+
+
+def holds_complex(value: object) -> bool:
+    """True if a meta["val"] (a fake tensor, or a list/tuple of them) holds a complex tensor."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype.is_complex
+    if isinstance(value, (list, tuple)):
+        return any(holds_complex(v) for v in value)
+    return False
+
+
+def _has_complex_literal(node: torch.fx.Node) -> bool:
+    """A Python complex scalar or a complex dtype among the node's arguments (e.g. `x * 1j`)."""
+    leaves = pytree.tree_leaves((node.args, node.kwargs))
+    return any(isinstance(a, complex) or (isinstance(a, torch.dtype) and a.is_complex) for a in leaves)
+
+
+def touches_complex(node: torch.fx.Node) -> bool:
+    """Whether the node reads or writes a complex value."""
+    if holds_complex(node.meta.get("val")) or _has_complex_literal(node):
+        return True
+    return any(holds_complex(arg.meta.get("val")) for arg in node.all_input_nodes)
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+
+
+def source_line(node: torch.fx.Node) -> str:
+    """The user's source line that produced the node: the last frame of its stack trace, or ""."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = trace.rstrip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        match = _FRAME.search(lines[i])
+        if match:
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            where = f"{match['file']}:{match['line']} in {match['func']}"
+            return f"{where}: {code}" if code else where
+    return ""
+
+
+def _call_nodes(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    return [n for n in graph.nodes if n.op == "call_function"]
+
+
+def _refuse(node: torch.fx.Node, reason: str, op: str | None = None) -> Refusal:
+    return Refusal(op or _describe_op(node), node.name, source_line(node), reason)
+
+
+def _describe_op(node: torch.fx.Node) -> str:
+    if node.op == "call_function":
+        return op_name(node.target)
+    return f"{node.op} {node.target}"
+
+
+# ---- the refused cases, one check each --------------------------------------------------------------
+
+
+def _refuse_complex32(ep: torch.export.ExportedProgram) -> Refusal | None:
+    for node in ep.graph.nodes:
+        vals = pytree.tree_leaves(node.meta.get("val"))
+        literals = pytree.tree_leaves((node.args, node.kwargs)) if node.op == "call_function" else []
+        if any(isinstance(v, torch.Tensor) and v.dtype == torch.complex32 for v in vals) or (
+            torch.complex32 in [a for a in literals if isinstance(a, torch.dtype)]
+        ):
+            return _refuse(node, "complex32 is not supported")
+    return None
+
+
+def _refuse_complex_user_inputs(ep: torch.export.ExportedProgram) -> Refusal | None:
+    user_inputs = {s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
+    for node in ep.graph.find_nodes(op="placeholder"):
+        if node.name in user_inputs and holds_complex(node.meta.get("val")):
+            return _refuse(node, "complex program inputs are not supported; pass torch.view_as_real(x) "
+                                 "and call torch.view_as_complex inside the model", op="program input")
+    return None
+
+
+def _refuse_complex_outputs(ep: torch.export.ExportedProgram) -> Refusal | None:
+    output = ep.graph.output_node()
+    for spec, arg in zip(ep.graph_signature.output_specs, output.args[0]):
+        if not isinstance(arg, torch.fx.Node) or not holds_complex(arg.meta.get("val")):
+            continue
+        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
+            return _refuse(arg, f"the complex buffer {spec.target} is mutated; mutated complex buffers "
+                                "are not supported")
+        return _refuse(arg, "complex program outputs are not supported; return torch.view_as_real(z)")
+    return None
+
+
+def _subgraphs(node: torch.fx.Node) -> list[torch.fx.GraphModule]:
+    module = node.graph.owning_module
+    return [getattr(module, a.target) for a in node.all_input_nodes
+            if a.op == "get_attr" and isinstance(getattr(module, a.target, None), torch.fx.GraphModule)]
+
+
+def _graph_holds_complex(gm: torch.fx.GraphModule) -> bool:
+    return any(touches_complex(n) or holds_complex(n.meta.get("val")) for n in gm.graph.nodes)
+
+
+def _refuse_complex_in_higher_order_ops(ep: torch.export.ExportedProgram) -> Refusal | None:
+    for node in _call_nodes(ep.graph):
+        if not isinstance(node.target, torch._ops.HigherOrderOperator):
+            continue
+        if touches_complex(node) or any(_graph_holds_complex(g) for g in _subgraphs(node)):
+            return _refuse(node, f"complex values inside {node.target.name()} subgraphs are not supported",
+                           op=f"torch.ops.higher_order.{node.target.name()}")
+    return None
+
+
+REFUSAL_CHECKS = (
+    _refuse_complex32,
+    _refuse_complex_user_inputs,
+    _refuse_complex_outputs,
+    _refuse_complex_in_higher_order_ops,
+)
+
+
+# ---- the scan ------------------------------------------------------------------------------------------
+
+# Python-level ops that pass values through unchanged: a Pair flows through them as it is.
+PASS_THROUGH = (operator.getitem,)
+
+
+def program_has_complex(ep: torch.export.ExportedProgram) -> bool:
+    return any(holds_complex(n.meta.get("val")) or (n.op == "call_function" and _has_complex_literal(n))
+               for n in ep.graph.nodes)
+
+
+def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:
+    """Decide: the rules for every complex node, or the first reason the program cannot be rewritten."""
+    for check in REFUSAL_CHECKS:
+        refusal = check(ep)
+        if refusal is not None:
+            return refusal
+    rules: dict[torch.fx.Node, Rule] = {}
+    for node in _call_nodes(ep.graph):
+        if node.target in PASS_THROUGH or not touches_complex(node):
+            continue
+        rule = rule_for(node.target)
+        if rule is None:
+            return _refuse(node, "no rule rewrites this op on complex values")
+        rules[node] = rule
+    return Plan(rules)
