@@ -165,11 +165,11 @@ def complex_value_nodes(ep) -> list[torch.fx.Node]:
     return found
 
 
-def find_fallback_kernels(package_path: str, ep) -> list[FallbackKernel]:
+def find_fallback_kernels(package_path: str, ep=None) -> list[FallbackKernel]:
     """Every ATen kernel the package's generated code calls (allowed or not), plus the complex-valued
     ops of ``ep`` (the program given to Inductor) that no call was traced back to. One entry per kernel
-    name, in the order the code first calls it."""
-    nodes = {n.name: n for n in ep.graph.nodes}
+    name, in the order the code first calls it. Without ``ep``, kernels carry node names only."""
+    nodes = {n.name: n for n in ep.graph.nodes} if ep is not None else {}
     kernels: dict[str, FallbackKernel] = {}
     mentioned: set[str] = set()
     for text, proxy_table in wrapper_sources(package_path).values():
@@ -181,13 +181,26 @@ def find_fallback_kernels(package_path: str, ep) -> list[FallbackKernel]:
             if node is not None and node.name not in kernel.nodes:
                 kernel.nodes.append(node.name)
                 kernel.sources.append(source_line(node))
-    for node in complex_value_nodes(ep):
+            elif ep is None and source_nodes and source_nodes[-1] not in kernel.nodes:
+                kernel.nodes.append(source_nodes[-1])
+    for node in complex_value_nodes(ep) if ep is not None else ():
         if node.name not in mentioned:
             name = f"{node.target} on complex values"
             kernel = kernels.setdefault(name, FallbackKernel(name, str(node.target)))
             kernel.nodes.append(node.name)
             kernel.sources.append(source_line(node))
     return list(kernels.values())
+
+
+_GENERATED = re.compile(r"\b((?:cpp_fused|triton_\w+?_fused)_\w+)\b")
+
+
+def generated_kernel_names(package_path: str) -> list[str]:
+    """Names of the kernels Inductor generated (C++ loops on the CPU, Triton on CUDA) that the wrapper runs."""
+    names: dict[str, None] = {}
+    for text, _ in wrapper_sources(package_path).values():
+        names.update(dict.fromkeys(_GENERATED.findall(text)))
+    return list(names)
 
 
 def split_allowed(kernels: list[FallbackKernel], allowed: frozenset[str]) -> tuple[list, list]:

@@ -1,0 +1,305 @@
+"""The ``aotcuda`` command: demo, lower, run, inspect.
+
+    aotcuda demo [--device auto|cpu|cuda] [--dtype float32|bfloat16|float16] [--batch 2] [--seq 64]
+    aotcuda lower MODULE:FACTORY -o model.pt2 [--device cuda] [--dynamic NAME:DIM:MIN:MAX ...]
+                  [--save-inputs inputs.pt] [--allow-fallbacks]
+    aotcuda run model.pt2 --inputs inputs.pt [--device] [--cuda-graphs] [--save-outputs outputs.pt]
+    aotcuda inspect model.pt2
+
+Errors print as one line ("error: ...") with exit code 1; set AOTCUDA_DEBUG=1 for the traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import inspect as pyinspect
+import os
+import sys
+import warnings
+
+import click
+import torch
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from aotcuda.errors import AotcudaError
+
+console = Console()
+status_console = Console(stderr=True)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
+
+
+def _clean_errors(command):
+    """Turn exceptions into one 'error: ...' line and exit code 1 (AOTCUDA_DEBUG=1 re-raises)."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if os.environ.get("AOTCUDA_DEBUG"):
+                raise
+            kind = "" if isinstance(exc, AotcudaError) else f"{type(exc).__name__}: "
+            message = str(exc).strip() or type(exc).__name__
+            # MissingFallbackKernelsError lists kernels on the lines after the first: keep them.
+            lines = message.splitlines() if isinstance(exc, AotcudaError) else message.splitlines()[:1]
+            status_console.print(f"[red]error:[/red] {kind}{lines[0]}", highlight=False)
+            for line in lines[1:]:
+                status_console.print(line, highlight=False, markup=False)
+            sys.exit(1)
+
+    return wrapper
+
+
+class _StepProgress:
+    """rich progress for lower()'s steps: a spinner while a step runs, its time when it ends."""
+
+    def __init__(self):
+        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                  console=status_console, transient=False)
+        self._tasks = {}
+
+    def __enter__(self):
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc_info):
+        self._progress.__exit__(*exc_info)
+
+    def __call__(self, step: str, seconds: float | None) -> None:
+        if seconds is None:
+            self._tasks[step] = self._progress.add_task(f"{step} ...", total=1)
+        else:
+            self._progress.update(self._tasks[step], description=f"{step} ({seconds:.1f} s)", completed=1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="aotcuda")
+def main():
+    """Lower PyTorch programs ahead of time with AOTInductor (complex numbers included) and run them."""
+    # torch 2.13 warns about its own pytree internals on every export; it says nothing to our users.
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated", category=FutureWarning)
+
+
+# --- demo ------------------------------------------------------------------------------------------------
+
+@main.command()
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="auto: CUDA when torch sees a GPU, else the CPU.")
+@click.option("--dtype", type=click.Choice(sorted(DTYPES)), default=None,
+              help="default: bfloat16 on CUDA, float32 on the CPU.")
+@click.option("--batch", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--seq", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--calls", type=click.IntRange(min=1), default=50, show_default=True,
+              help="calls per latency median.")
+@_clean_errors
+def demo(device, dtype, batch, seq, calls):
+    """Lower the built-in attention block (complex RoPE), run it, compare with eager."""
+    from aotcuda.demo import pick_device, run_demo
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise click.UsageError("--device cuda: torch sees no CUDA device here; use --device cpu or auto")
+    status_console.print(f"Lowering the attention block for {pick_device(device)} ...")
+    with _StepProgress() as progress:
+        result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, progress=progress)
+    console.print(_demo_table(result))
+    if not result.passed:
+        raise click.ClickException("the lowered program does not match eager within the tolerance")
+
+
+def _demo_table(result) -> Table:
+    table = Table(title="aotcuda demo: Llama-style attention block with complex rotary embeddings")
+    table.add_column("")
+    table.add_column("value", justify="right")
+    table.add_row("device / dtype", f"{result.device} / {str(result.dtype).removeprefix('torch.')}")
+    table.add_row("input shape", " × ".join(map(str, result.input_shape)))
+    table.add_row("relative error vs eager", f"{result.relative_error:.2e} (≤ {result.tolerance:.0e})")
+    table.add_row("fallback kernels", str(len(result.lowered.fallback_kernels)))
+    table.add_row("library kernels", ", ".join(k.op for k in result.lowered.library_kernels) or "none")
+    for step, seconds in result.lowered.step_times.items():
+        table.add_row(f"lowering: {step}", f"{seconds:.2f} s")
+    table.add_row("latency per call, aotcuda", _microseconds(result.latency_s))
+    table.add_row("latency per call, eager", _microseconds(result.eager_latency_s))
+    table.add_row("speed-up vs eager", f"{result.eager_latency_s / result.latency_s:.2f}×")
+    return table
+
+
+def _microseconds(seconds: float) -> str:
+    return f"{seconds * 1e6:,.0f} µs"
+
+
+# --- lower -----------------------------------------------------------------------------------------------
+
+def load_factory(spec: str):
+    """MODULE:FACTORY (a module name, or a path to a .py file) → the factory callable."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise click.BadParameter(f"{spec!r}: expected MODULE:FACTORY, e.g. aotcuda.models.attention:attention_block")
+    if module_name.endswith(".py") or os.path.sep in module_name:
+        if not os.path.isfile(module_name):
+            raise click.BadParameter(f"{module_name!r}: no such file")
+        loader_spec = importlib.util.spec_from_file_location(os.path.basename(module_name)[:-3], module_name)
+        module = importlib.util.module_from_spec(loader_spec)
+        loader_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise click.BadParameter(f"{module_name} has no callable {attribute!r}")
+    return factory
+
+
+def model_and_inputs(made) -> tuple[torch.nn.Module, tuple, dict]:
+    """A factory's result → (model, args, kwargs). Accepts (model, inputs) and (model, args, kwargs)."""
+    if not isinstance(made, tuple) or len(made) not in (2, 3) or not isinstance(made[0], torch.nn.Module):
+        raise click.UsageError("the factory must return (model, inputs) or (model, args, kwargs), model an nn.Module")
+    model, args = made[0], made[1]
+    kwargs = made[2] if len(made) == 3 else {}
+    args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
+    return model, args, dict(kwargs or {})
+
+
+def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: tuple, kwargs: dict):
+    """["x:1:2:512", ...] → torch.export dynamic_shapes keyed by forward's argument names (None if empty).
+
+    Each NAME:DIM:MIN:MAX makes dim DIM of input NAME a torch.export.Dim named "<NAME>_<DIM>"; an
+    optional fifth field names the Dim, so inputs that share a size share it (x:1:2:512:seq).
+    """
+    if not options:
+        return None
+    bound = pyinspect.signature(model.forward).bind(*args, **kwargs)
+    shapes = {name: None for name in bound.arguments}
+    dims = {}
+    for option in options:
+        fields = option.split(":")
+        if len(fields) not in (4, 5) or not all(f.isdigit() for f in fields[1:4]):
+            raise click.BadParameter(f"{option!r}: expected NAME:DIM:MIN:MAX (e.g. x:1:2:512)", param_hint="--dynamic")
+        name, dim, low, high = fields[0], *map(int, fields[1:4])
+        if name not in shapes:
+            raise click.BadParameter(f"{option!r}: forward has no argument {name!r}; it has {', '.join(shapes)}",
+                                     param_hint="--dynamic")
+        symbol = fields[4] if len(fields) == 5 else f"{name}_{dim}"
+        dims.setdefault(symbol, torch.export.Dim(symbol, min=low, max=high))
+        shapes[name] = {**(shapes[name] or {}), dim: dims[symbol]}
+    return shapes
+
+
+@main.command("lower")
+@click.argument("factory")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="the .pt2 to write.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--dynamic", multiple=True, metavar="NAME:DIM:MIN:MAX", help="a dynamic dim (repeatable).")
+@click.option("--save-inputs", type=click.Path(dir_okay=False), help="save the example inputs (torch.save).")
+@click.option("--allow-fallbacks", is_flag=True, help="accept ATen fallback kernels outside the allow-list.")
+@_clean_errors
+def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks):
+    """Lower FACTORY's model (MODULE:FACTORY; it returns model and example inputs) to an AOTI package."""
+    from aotcuda.demo import pick_device
+    from aotcuda.lowering import lower
+
+    model, args, kwargs = model_and_inputs(load_factory(factory)())
+    dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
+    with _StepProgress() as progress:
+        lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=pick_device(device),
+                        package_path=output, allow_fallbacks=allow_fallbacks, progress=progress)
+    if save_inputs:
+        torch.save({"args": args, "kwargs": kwargs}, save_inputs)
+    console.print(f"wrote {lowered.package_path} ({lowered.device}; "
+                  f"{len(lowered.fallback_kernels)} fallback kernels, {len(lowered.library_kernels)} library kernels)")
+    for kernel in lowered.fallback_kernels:
+        console.print(f"  fallback: {kernel.describe()}", highlight=False, markup=False)
+
+
+# --- run -------------------------------------------------------------------------------------------------
+
+def load_inputs(path: str) -> tuple[tuple, dict]:
+    """inputs.pt as saved by ``aotcuda lower --save-inputs``: {"args": tuple, "kwargs": dict}, or a bare
+    tensor / tuple / list of tensors."""
+    saved = torch.load(path, weights_only=True, map_location="cpu")
+    if isinstance(saved, dict) and "args" in saved:
+        return tuple(saved["args"]), dict(saved.get("kwargs") or {})
+    if isinstance(saved, torch.Tensor):
+        return (saved,), {}
+    if isinstance(saved, (list, tuple)):
+        return tuple(saved), {}
+    raise click.BadParameter(f"{path}: expected {{'args': ..., 'kwargs': ...}}, a tensor, or a list of tensors",
+                             param_hint="--inputs")
+
+
+@main.command()
+@click.argument("package", type=click.Path(exists=True, dir_okay=False))
+@click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--device", default=None, help="default: the package's device (cpu, cuda, cuda:N).")
+@click.option("--cuda-graphs", is_flag=True, help="capture in CUDA graphs after three warm-up calls.")
+@click.option("--save-outputs", type=click.Path(dir_okay=False), help="save the outputs (torch.save).")
+@_clean_errors
+def run(package, inputs_path, device, cuda_graphs, save_outputs):
+    """Run PACKAGE on saved inputs; print each output's shape and dtype."""
+    from aotcuda.runtime.program import load
+
+    args, kwargs = load_inputs(inputs_path)
+    with load(package, device=device, cuda_graphs=cuda_graphs) as program:
+        args, kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.to(program.device), (args, kwargs))
+        outputs = program(*args, **kwargs)
+    table = Table(title=f"outputs of {os.path.basename(package)}")
+    for column in ("output", "shape", "dtype", "device"):
+        table.add_column(column)
+    for index, tensor in enumerate(torch.utils._pytree.tree_leaves(outputs)):
+        if isinstance(tensor, torch.Tensor):
+            table.add_row(str(index), escape(str(tuple(tensor.shape))), str(tensor.dtype).removeprefix("torch."),
+                          str(tensor.device))
+    console.print(table)
+    if save_outputs:
+        torch.save(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs), save_outputs)
+
+
+# --- inspect ---------------------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("package", type=click.Path(exists=True, dir_okay=False))
+@_clean_errors
+def inspect(package):
+    """Show PACKAGE's device, inputs, outputs and the kernels its generated code calls."""
+    from aotcuda.fallbacks import find_fallback_kernels, generated_kernel_names, split_allowed
+    from aotcuda.lowering import DEVICE_PROFILES
+    from aotcuda.runtime.package import open_package
+
+    extracted = open_package(package)
+    try:
+        device, signature = extracted.device_type, extracted.signature
+    finally:
+        extracted.cleanup()
+    console.print(f"[bold]{package}[/bold]: device {device or '?'}")
+    if signature:
+        for kind in ("inputs", "outputs"):
+            console.print(_signature_table(kind, signature[kind]))
+    else:
+        console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
+    profile = DEVICE_PROFILES.get(device)
+    missing, library = split_allowed(find_fallback_kernels(package), profile.allowed_kernels if profile else frozenset())
+    console.print(f"generated kernels: {len(generated_kernel_names(package))}")
+    console.print(f"library kernels (allowed): {', '.join(k.name for k in library) or 'none'}")
+    console.print(f"fallback kernels: {len(missing)}")
+    for kernel in missing:
+        console.print(f"  - {kernel.describe()}", highlight=False, markup=False)
+
+
+def _signature_table(kind: str, specs: list[dict]) -> Table:
+    table = Table(title=kind)
+    for column in ("name", "dtype", "shape", "device"):
+        table.add_column(column)
+    for spec in specs:
+        shape = ", ".join(str(d) if isinstance(d, int) else f"{d['expr']}∈[{d['min']}, {d['max']}]" for d in spec["shape"])
+        table.add_row(escape(spec["name"]), spec["dtype"], escape(f"[{shape}]"), spec["device"])
+    return table
+
+
+if __name__ == "__main__":
+    main()
