@@ -1,0 +1,124 @@
+"""lower() end to end on the CPU: the demo block with zero fallback kernels, and the fallback-kernel check."""
+
+import re
+import zipfile
+
+import pytest
+import torch
+
+import aotcuda
+from aotcuda.fallbacks import complex_value_nodes
+from aotcuda.lowering import STEPS, decomposition_table, passes
+from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
+from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
+from lowered_demo import SEQ_RANGE, lowered_demo
+
+
+def relative_error(actual, expected):
+    return ((actual.double() - expected.double()).norm() / expected.double().norm()).item()
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return lowered_demo()
+
+
+def test_demo_block_has_no_fallback_kernels(demo):
+    lowered, _, _ = demo
+    assert lowered.device == "cpu"
+    assert lowered.fallback_kernels == []
+    # the matmuls and the fused attention are the only ATen calls, and they are allow-listed library kernels
+    assert {k.op for k in lowered.library_kernels} <= {"mm_out", "addmm_out", "bmm_out",
+                                                       "_scaled_dot_product_flash_attention_for_cpu"}
+    assert any("attention" in k.op for k in lowered.library_kernels), "SDPA should stay a fused kernel"
+    assert complex_value_nodes(lowered.exported_program) == []
+
+
+def test_demo_block_matches_eager_at_several_lengths(demo):
+    lowered, model, x = demo
+    program = lowered.load()
+    for seq in (16, 5, SEQ_RANGE[1]):
+        fresh = torch.randn(2, seq, x.shape[-1])
+        with torch.no_grad():
+            expected = model(fresh)
+        for _ in range(2):
+            actual = program(fresh)
+            assert actual.shape == expected.shape and actual.dtype == expected.dtype
+            assert relative_error(actual, expected) < 1e-5
+
+
+def test_step_times_are_ordered_and_positive(demo):
+    lowered, _, _ = demo
+    assert tuple(lowered.step_times) == STEPS
+    assert all(seconds >= 0 for seconds in lowered.step_times.values())
+    assert lowered.step_times["compile"] > 0
+
+
+def test_package_holds_the_signature(demo):
+    lowered, _, _ = demo
+    with zipfile.ZipFile(lowered.package_path) as archive:
+        assert any(name.endswith("aotcuda/signature.json") for name in archive.namelist())
+
+
+def test_pass_list_and_table():
+    assert [type(p) for p in passes()] == [ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass]
+    table = decomposition_table()
+    assert torch.ops.aten.scaled_dot_product_attention.default not in table
+    assert torch.ops.aten.expand_copy.default not in table
+    assert torch.ops.aten.native_layer_norm_backward.default in table or len(table) > 100
+
+
+def test_bad_arguments_get_clear_errors():
+    with pytest.raises(TypeError, match="tuple of example inputs"):
+        aotcuda.lower(torch.nn.Linear(2, 2), torch.randn(1, 2), device="cpu")
+    with pytest.raises(ValueError, match="lowers for cuda or cpu"):
+        aotcuda.lower(torch.nn.Linear(2, 2), (torch.randn(1, 2),), device="meta")
+
+
+class ComplexCumsum(torch.nn.Module):
+    """cumsum has no rule in ReplaceComplexWithRealPass, so the whole program stays complex."""
+
+    def forward(self, x):
+        z = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        running = torch.cumsum(z, 0)
+        return torch.view_as_real(running * z).flatten(-2)
+
+
+def test_unrewritable_complex_program_raises_with_source_lines(tmp_path):
+    with pytest.raises(aotcuda.MissingFallbackKernelsError) as caught:
+        aotcuda.lower(ComplexCumsum(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
+    message = str(caught.value)
+    header, *lines = message.splitlines()
+    match = re.fullmatch(r"Method forward missing fallback kernels \((\d+) total\):", header)
+    assert match, header
+    kernel_lines = [line for line in lines if line.startswith("  - ")]
+    assert int(match.group(1)) == len(kernel_lines) == len(caught.value.kernels)
+    by_name = {k.name: k for k in caught.value.kernels}
+    assert {"aoti_torch_cpu_view_as_complex", "aoti_torch_cpu_cumsum", "aoti_torch_cpu_mul_Tensor",
+            "aoti_torch_cpu_view_as_real"} <= set(by_name)
+    this_file = "test_lowering.py"
+    assert "torch.cumsum(z, 0)" in by_name["aoti_torch_cpu_cumsum"].sources[0]
+    assert "running * z" in by_name["aoti_torch_cpu_mul_Tensor"].sources[0]
+    for line in kernel_lines:
+        assert re.search(rf"{this_file}:\d+: ", line), line
+
+
+def test_allow_fallbacks_returns_them_and_the_package_runs(tmp_path):
+    x = torch.randn(4, 8)
+    lowered = aotcuda.lower(ComplexCumsum(), (x,), device="cpu", package_path=tmp_path / "c.pt2", allow_fallbacks=True)
+    assert "aoti_torch_cpu_cumsum" in {k.name for k in lowered.fallback_kernels}
+    assert complex_value_nodes(lowered.exported_program), "the program was left complex"
+    fresh = torch.randn(4, 8)
+    assert relative_error(lowered.load()(fresh), ComplexCumsum()(fresh)) < 1e-5
+
+
+@pytest.mark.cuda
+def test_demo_block_on_cuda_in_bfloat16(tmp_path):
+    model, (x,) = aotcuda.models.attention_block(device="cuda", dtype=torch.bfloat16, batch=2, seq=64)
+    lowered = aotcuda.lower(model, (x,), device="cuda", package_path=tmp_path / "block.pt2")
+    assert lowered.fallback_kernels == []
+    program = lowered.load()
+    fresh = torch.randn_like(x)
+    with torch.no_grad():
+        expected = model(fresh)
+    assert relative_error(program(fresh), expected) < 2e-2
