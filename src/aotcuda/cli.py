@@ -126,6 +126,8 @@ def _demo_table(result) -> Table:
     for step, seconds in result.lowered.step_times.items():
         table.add_row(f"lowering: {step}", f"{seconds:.2f} s")
     table.add_row("latency per call, aotcuda", _microseconds(result.latency_s))
+    if result.graphs_latency_s is not None:
+        table.add_row("latency per call, aotcuda + CUDA graphs", _microseconds(result.graphs_latency_s))
     table.add_row("latency per call, eager", _microseconds(result.eager_latency_s))
     table.add_row("speed-up vs eager", f"{result.eager_latency_s / result.latency_s:.2f}×")
     return table

@@ -30,6 +30,7 @@ class DemoResult:
     tolerance: float
     latency_s: float       # median per call, aotcuda
     eager_latency_s: float  # median per call, eager PyTorch
+    graphs_latency_s: float | None = None  # median per call, aotcuda with CUDA graphs (CUDA only)
 
     @property
     def passed(self) -> bool:
@@ -79,4 +80,8 @@ def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int 
         error = relative_error(program(fresh), expected)
         eager = median_latency(model, fresh, calls)
     latency = median_latency(program, fresh, calls)
-    return DemoResult(lowered, device, dtype, tuple(x.shape), error, TOLERANCE[dtype], latency, eager)
+    graphs_latency = None
+    if device == "cuda":  # warm-up calls and the capture happen inside median_latency's warm-up
+        graphs_latency = median_latency(lowered.load(cuda_graphs=True), fresh, calls, warmup=5)
+    return DemoResult(lowered, device, dtype, tuple(x.shape), error, TOLERANCE[dtype], latency, eager,
+                      graphs_latency)
