@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 import torch
-from runtime_programs import Twice, build_package, twice_package
+from runtime_programs import Twice, twice_package
 
 from aotcuda.errors import InputError
 from aotcuda.runtime.program import load
@@ -28,7 +28,8 @@ def assert_twice_outputs(outputs, x):
 
 
 class ComplexRope(torch.nn.Module):
-    """Llama-style rotary embedding written with complex numbers (AOTI calls fallback kernels for it)."""
+    """Llama-style rotary embedding written with complex numbers; aotcuda.lower rewrites it as real math
+    (AOTI alone would call fallback kernels and the proxy executor for it)."""
 
     def __init__(self, seq=16, dim=32):
         super().__init__()
@@ -49,9 +50,12 @@ def twice_cuda(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rope_cuda(tmp_path_factory):
+    import aotcuda
+
     module = ComplexRope().cuda()
     x = torch.randn(2, 16, 4, 32, device="cuda")
-    return build_package(module, (x,), tmp_path_factory.mktemp("rope") / "rope.pt2", device="cuda"), module
+    lowered = aotcuda.lower(module, (x,), device="cuda", package_path=tmp_path_factory.mktemp("rope") / "rope.pt2")
+    return lowered.package_path, module
 
 
 def test_twice_eager_on_cuda(twice_cuda):

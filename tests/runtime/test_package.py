@@ -1,5 +1,6 @@
 """Opening AOTI packages: errors for bad files, and the aotcuda signature entry."""
 
+import json
 import zipfile
 
 import pytest
@@ -72,3 +73,16 @@ def test_signature_of_another_format_is_refused(twice_pt2, tmp_path):
     write_signature(path, {"format": "aotcuda.signature", "version": 99})
     with pytest.raises(PackageError, match="version 99"):
         read_signature(path)
+
+
+def test_package_needing_the_proxy_executor_is_refused(twice_pt2, tmp_path):
+    """AOTI runs ops without a C shim through a proxy executor, listed in <hash>.wrapper.json; we have none."""
+    path = tmp_path / "proxy.pt2"
+    with zipfile.ZipFile(twice_pt2) as source, zipfile.ZipFile(path, "w") as target:
+        for info in source.infolist():
+            target.writestr(info, source.read(info))
+            if info.filename.endswith(".wrapper.so"):
+                nodes = {"nodes": [{"name": "buf2", "node": {"target": "aten::unsqueeze"}}]}
+                target.writestr(info.filename[: -len(".so")] + ".json", json.dumps(nodes))
+    with pytest.raises(PackageError, match=r"1 op\(s\) through AOTInductor's proxy executor \(aten::unsqueeze\)"):
+        load(path)

@@ -211,8 +211,11 @@ def test_failing_adoption_releases_every_handle_once(twice, monkeypatch, countin
 def test_container_error_is_reported_with_its_message(twice_unsigned_pt2):
     """Without a signature, AOTI's own input checks run (AOTI_RUNTIME_CHECK_INPUTS) and report the error."""
     with load(twice_unsigned_pt2) as program:
-        with pytest.raises(RuntimeCallError, match=r"running the model failed.*dim value"):
+        with pytest.raises(RuntimeCallError, match=r"running the model failed with AOTIRuntimeError 1: ") as error:
             program(torch.randn(3, 5))
+        # torch >= 2.13 hands the C++ message back (AOTInductorGetLastError); 2.11 only prints it on stderr.
+        has_last_error = hasattr(program._container._lib, "AOTInductorGetLastError")
+        assert ("dim value" if has_last_error else "printed the cause on stderr") in str(error.value)
         x = torch.randn(3, 4)
         assert_twice_outputs(program(x), x)
 

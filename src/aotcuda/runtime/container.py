@@ -116,7 +116,9 @@ class ModelContainer:
 
     def _check(self, code: int, what: str, error=RuntimeCallError) -> None:
         if code != _OK:
-            detail = self.last_error()
+            detail = self.last_error() or (
+                "" if hasattr(self._lib, "AOTInductorGetLastError")
+                else "the generated code printed the cause on stderr (this torch's AOTI keeps no last error)")
             raise error(f"{what} failed with AOTIRuntimeError {code}" + (f": {detail}" if detail else ""))
 
     def _get_size(self, name: str) -> int:

@@ -6,6 +6,7 @@ An AOTI package is a zip written by ``torch._inductor.aoti_compile_and_package``
     <archive>/data/aotinductor/<model>/<hash>.wrapper_metadata.json   {"AOTI_DEVICE_KEY": "cpu" | "cuda", ...}
     <archive>/data/aotinductor/<model>/*.cubin                  CUDA kernels, loaded from the .so's folder
     <archive>/data/aotinductor/<model>/*.blob                   weights, when not kept in the .so
+    <archive>/data/aotinductor/<model>/<hash>.wrapper.json      ops run through the proxy executor, if any
     <archive>/data/constants/...                                extracted next to the .so, as torch does
 
 ``open_package`` extracts the model folder to a private temporary folder, the way torch's
@@ -59,6 +60,7 @@ class ExtractedPackage:
     metadata: dict[str, str]
     blob_path: str | None
     signature: dict | None
+    proxy_ops: list[str] = field(default_factory=list)
     _finalizer: weakref.finalize = field(repr=False, default=None)
 
     @property
@@ -176,7 +178,18 @@ def _describe_model(path: str, model: str, model_dir: str, signature: dict | Non
             metadata = {k: str(v) for k, v in json.load(f).items()}
     blobs = _files_with_suffix(model_dir, ".blob")
     return ExtractedPackage(path, model, so_files[0], os.path.dirname(so_files[0]), metadata,
-                            blobs[0] if blobs else None, signature)
+                            blobs[0] if blobs else None, signature, _proxy_executor_ops(so_files[0]))
+
+
+def _proxy_executor_ops(so_path: str) -> list[str]:
+    """The ops the model runs through AOTI's proxy executor (ops without a C shim, e.g. aten::unsqueeze on
+    complex values), listed in ``<hash>.wrapper.json`` next to the .so: {"nodes": [{"node": {"target": ...}}]}."""
+    extern_file = so_path[: -len(".so")] + ".json"
+    if not os.path.exists(extern_file):
+        return []
+    with open(extern_file) as f:
+        nodes = json.load(f).get("nodes", [])
+    return [str(node.get("node", {}).get("target", "?")) for node in nodes]
 
 
 # --- the signature ----------------------------------------------------------------------------------------

@@ -92,6 +92,12 @@ class Program:
         if cuda_graphs and self._device.type != "cuda":
             raise PackageError(f"cuda_graphs=True needs a CUDA package and device; this one runs on "
                                f"{self._device}. Load it with cuda_graphs=False.")
+        if package.proxy_ops:
+            raise PackageError(
+                f"the package runs {len(package.proxy_ops)} op(s) through AOTInductor's proxy executor "
+                f"({', '.join(sorted(set(package.proxy_ops)))}), ops with no C shim, which aotcuda's runtime "
+                "does not provide. Lower the model with aotcuda.lower (its passes remove such ops, e.g. complex "
+                "views), or run this package with torch._inductor.aoti_load_package.")
         device_str = str(self._device)
         self._container = ModelContainer(package.so_path, device_str, package.model_dir)
         if package.blob_path:
