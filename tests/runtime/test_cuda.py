@@ -10,7 +10,7 @@ import pytest
 import torch
 from runtime_programs import Twice, twice_package
 
-from aotcuda.errors import InputError
+from aotcuda.errors import InputError, RuntimeCallError
 from aotcuda.runtime.program import load
 
 pytestmark = pytest.mark.cuda
@@ -122,3 +122,30 @@ def test_cuda_package_loads_in_a_fresh_process_without_ld_preload(twice_cuda):
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+def test_failed_capture_releases_every_handle_once_and_the_shape_runs_eagerly(twice_cuda, monkeypatch):
+    import aotcuda.runtime.program as program_module
+
+    released = []
+    real_release = program_module.delete_handle
+    monkeypatch.setattr(program_module, "delete_handle", lambda h: (released.append(h), real_release(h)))
+    with load(twice_cuda, cuda_graphs=True) as program:
+        real_run = program._container.run
+
+        def fail_in_capture(*args, single_threaded=False, **kwargs):
+            real_run(*args, single_threaded=single_threaded, **kwargs)
+            if single_threaded:
+                raise RuntimeCallError("running the model failed with AOTIRuntimeError 1: injected")
+
+        monkeypatch.setattr(program._container, "run", fail_in_capture)
+        for _ in range(3):
+            x = torch.randn(6, 4, device="cuda")
+            assert_twice_outputs(program(x), x)
+        with pytest.raises(RuntimeCallError, match=r"capturing the model into a CUDA graph failed.*injected"):
+            program(torch.randn(6, 4, device="cuda"))
+        assert len(released) == 2 and len(set(released)) == 2  # 3 slots, 2 handles, each released once
+        for _ in range(2):  # this shape now runs without a graph
+            x = torch.randn(6, 4, device="cuda")
+            assert_twice_outputs(program(x), x)
+        assert program._graphs.num_graphs == 0

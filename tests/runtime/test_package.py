@@ -15,6 +15,18 @@ def test_missing_file(tmp_path):
         load(tmp_path / "nope.pt2")
 
 
+def write_zip(path, entries):
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return path
+
+
+def copy_package(source, path):
+    path.write_bytes(open(source, "rb").read())
+    return path
+
+
 def test_not_a_zip(tmp_path):
     path = tmp_path / "bad.pt2"
     path.write_bytes(b"not a zip")
@@ -22,22 +34,17 @@ def test_not_a_zip(tmp_path):
         load(path)
 
 
-def test_zip_without_model(tmp_path):
-    path = tmp_path / "empty.pt2"
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("empty/archive_format", "pt2")
-        archive.writestr("empty/data/other.txt", "")
-    with pytest.raises(PackageError, match=r"holds no AOTInductor model"):
-        load(path)
-
-
-def test_cpp_only_package_is_refused(tmp_path):
-    path = tmp_path / "cpp.pt2"
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("cpp/archive_format", "pt2")
-        archive.writestr("cpp/data/aotinductor/model/abc.wrapper.cpp", "// source")
-    with pytest.raises(PackageError, match=r"C\+\+ sources but no compiled .so.*package_cpp_only"):
-        open_package(path)
+@pytest.mark.parametrize(
+    "entries, message",
+    [
+        ({"empty/archive_format": "pt2", "empty/data/other.txt": ""}, r"holds no AOTInductor model"),
+        ({"cpp/archive_format": "pt2", "cpp/data/aotinductor/model/abc.wrapper.cpp": "// source"},
+         r"C\+\+ sources but no compiled .so.*package_cpp_only"),
+    ],
+)
+def test_package_without_a_compiled_model_is_refused(tmp_path, entries, message):
+    with pytest.raises(PackageError, match=message):
+        load(write_zip(tmp_path / "bad.pt2", entries))
 
 
 def test_unknown_model_name_lists_the_models(twice_pt2):
@@ -55,8 +62,7 @@ def test_signature_of_the_twice_package(twice_pt2, twice_unsigned_pt2):
 
 
 def test_write_signature_replaces_an_existing_entry(twice_pt2, tmp_path):
-    path = tmp_path / "copy.pt2"
-    path.write_bytes(open(twice_pt2, "rb").read())
+    path = copy_package(twice_pt2, tmp_path / "copy.pt2")
     signature = read_signature(path)
     signature["inputs"][0]["name"] = "renamed"
     write_signature(path, signature)
@@ -68,8 +74,7 @@ def test_write_signature_replaces_an_existing_entry(twice_pt2, tmp_path):
 
 
 def test_signature_of_another_format_is_refused(twice_pt2, tmp_path):
-    path = tmp_path / "copy.pt2"
-    path.write_bytes(open(twice_pt2, "rb").read())
+    path = copy_package(twice_pt2, tmp_path / "copy.pt2")
     write_signature(path, {"format": "aotcuda.signature", "version": 99})
     with pytest.raises(PackageError, match="version 99"):
         read_signature(path)

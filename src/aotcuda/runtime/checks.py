@@ -94,11 +94,7 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
     prepared, bindings, bound_by = [], {}, {}
     for index, tensor in enumerate(tensors):
         label = _label(specs, names, index)
-        if not isinstance(tensor, torch.Tensor):
-            raise InputError(f"{label} must be a torch.Tensor, got {type(tensor).__name__}")
-        if tensor.device != device:
-            raise InputError(f"{label} is on {tensor.device}, but the program runs on {device}; "
-                             f"move it there first, e.g. tensor.to({str(device)!r})")
+        _check_tensor_on_device(tensor, device, label, InputError, f"move it there first, e.g. tensor.to({str(device)!r})")
         if specs:
             _check_tensor(tensor, specs[index], label, bindings, bound_by)
             if specs[index].contiguous and not tensor.is_contiguous():
@@ -107,6 +103,13 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
     if specs:
         _check_derived_dims(tensors, specs, bindings, names)
     return prepared, bindings
+
+
+def _check_tensor_on_device(value, device: torch.device, label: str, error: type, fix: str) -> None:
+    if not isinstance(value, torch.Tensor):
+        raise error(f"{label} must be a torch.Tensor, got {type(value).__name__}")
+    if value.device != device:
+        raise error(f"{label} is on {value.device}, but the program runs on {device}; {fix}")
 
 
 def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by: dict) -> None:
@@ -170,11 +173,8 @@ def check_caller_outputs(outputs, specs: list[TensorSpec] | None, bindings: dict
         raise OutputError(f"the program has {num_outputs} outputs, got {len(outputs)} output buffers; "
                           "pass one tensor per output (Program.output_specs lists them)")
     for index, out in enumerate(outputs):
-        if not isinstance(out, torch.Tensor):
-            raise OutputError(f"output buffer #{index} must be a torch.Tensor, got {type(out).__name__}")
-        if out.device != device:
-            raise OutputError(f"output buffer #{index} is on {out.device}, but the program runs on {device}; "
-                              f"allocate it there, e.g. torch.empty(..., device={str(device)!r})")
+        _check_tensor_on_device(out, device, f"output buffer #{index}", OutputError,
+                                f"allocate it there, e.g. torch.empty(..., device={str(device)!r})")
         if specs:
             spec = specs[index]
             shape = [evaluate_dim(dim, bindings) for dim in spec.dims]
