@@ -1,0 +1,76 @@
+"""Decode-sized latency on CUDA: the demo block at B=1, S=1 in bfloat16, launch-bound.
+
+    python benchmarks/latency.py [--dim 1024 --heads 16] [--json out.json]
+
+Per-call time (median of triton.testing.do_bench, which times back-to-back calls with CUDA events, so
+host-side launch overhead counts) of eager, torch.compile (default and mode="reduce-overhead"),
+torch's own AOTI loader (`torch._inductor.aoti_load_package`), and aotcuda's runtime without and with
+CUDA graphs (three warm-up calls, capture, replay; inputs copied into static buffers). Target: aotcuda's
+CUDA-graph replay at most half the AOTI loader's latency. Every row is checked against eager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+
+import torch
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--seq", type=int, default=1)
+    parser.add_argument("--json")
+    opts = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("benchmarks/latency.py needs a CUDA device")
+    import triton.testing
+
+    import aotcuda
+    from aotcuda.models.attention import attention_block
+    from aotcuda.runtime.libloader import promote_cxx_runtime_to_global_scope
+
+    promote_cxx_runtime_to_global_scope()
+    model, (x,) = attention_block("cuda", torch.bfloat16, batch=opts.batch, seq=opts.seq, dim=opts.dim,
+                                  n_heads=opts.heads)
+    with torch.no_grad():
+        ref = model(x)
+    variants = {"eager": model}
+    variants["torch.compile"] = torch.compile(model)
+    variants['torch.compile mode="reduce-overhead"'] = torch.compile(model, mode="reduce-overhead")
+    with tempfile.TemporaryDirectory() as workdir:
+        lowered = aotcuda.lower(model, (x,), device="cuda", package_path=f"{workdir}/block.pt2")
+        variants["torch's AOTI loader (aoti_load_package)"] = torch._inductor.aoti_load_package(lowered.package_path)
+        variants["aotcuda.load"] = aotcuda.load(lowered.package_path)
+        variants["aotcuda.load, CUDA graphs"] = aotcuda.load(lowered.package_path, cuda_graphs=True)
+        rows = []
+        with torch.no_grad():
+            for name, fn in variants.items():
+                for _ in range(5):  # warm-up: compiles, CUDA-graph capture
+                    out = fn(x)
+                out = out[0] if isinstance(out, (list, tuple)) else out
+                us = 1e3 * triton.testing.do_bench(lambda: fn(x), warmup=50, rep=500, return_mode="median")
+                rows.append(dict(variant=name, us=us, error=relative_error(out, ref)))
+    print(f"\nDemo block dim {opts.dim}, {opts.heads} heads, B={opts.batch}, S={opts.seq}, bf16, "
+          f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
+    aoti = next(r["us"] for r in rows if r["variant"].startswith("torch's AOTI"))
+    print("| how it runs | µs per call | vs. torch's AOTI loader | rel. error vs eager |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['variant']} | {r['us']:.1f} | {r['us'] / aoti:.2f} | {r['error']:.1e} |")
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(dict(rows=rows, torch=torch.__version__), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
