@@ -68,11 +68,22 @@ def export_real(model: torch.nn.Module, inputs: tuple, dynamic_shapes) -> torch.
 
 
 def lower_and_load(model, inputs, dynamic_shapes, device: str, package_path) -> tuple[object, object, float]:
-    """aotcuda.lower(...) then aotcuda.load(...); returns (lowered, program, seconds spent)."""
+    """aotcuda.lower(...) then aotcuda.load(...); returns (lowered, program, seconds spent).
+
+    Lowers with allow_fallbacks=True so that a fallback kernel and a wrong result show up as two separate
+    test failures; fallback_free() then asserts that there is none.
+    """
     start = time.perf_counter()
-    lowered = aotcuda.lower(model, inputs, dynamic_shapes=dynamic_shapes, device=device, package_path=str(package_path))
+    lowered = aotcuda.lower(
+        model, inputs, dynamic_shapes=dynamic_shapes, device=device, package_path=str(package_path), allow_fallbacks=True
+    )
     program = aotcuda.load(lowered.package_path)
     return lowered, program, time.perf_counter() - start
+
+
+def fallback_kernels_of(lowered) -> list[str]:
+    """The lowered program's fallback kernels outside the allow-list, each with the source line that made it."""
+    return [kernel.describe() for kernel in lowered.fallback_kernels]
 
 
 def to_device(values: tuple, device: str) -> tuple:

@@ -37,14 +37,18 @@ def _import(module: str):
 
 
 class DeepseekV2Hidden(nn.Module):
-    """DeepseekV2Model(input_ids [B, S] int64, use_cache=False) → last hidden state [B, S, hidden]."""
+    """DeepseekV2Model(input_ids, attention_mask, use_cache=False) → last hidden state [B, S, hidden].
+
+    input_ids and attention_mask are [B, S] int64 (mask 1 for a token, 0 for padding). Passing the
+    mask, as a padded batch does, also keeps transformers from looking for packed sequences with cumsum.
+    """
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, use_cache=False).last_hidden_state
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
 
 
 def deepseek_v2_config():
@@ -73,19 +77,23 @@ def widen_router_margins(model: nn.Module, std: float = 1.0) -> None:
             nn.init.normal_(param, std=std)
 
 
-def deepseek_v2_inputs(seq: int = DEEPSEEK_SEQ, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor]:
-    """input_ids [DEEPSEEK_BATCH, seq] int64 (dtype is the model's, not the ids')."""
-    return (torch.randint(0, DEEPSEEK_VOCAB, (DEEPSEEK_BATCH, seq)),)
+def deepseek_v2_inputs(seq: int = DEEPSEEK_SEQ, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """input_ids [DEEPSEEK_BATCH, seq] int64 and an attention mask whose last row ends in 1–3 padding
+    tokens (`dtype` is the model's; ids and mask are int64 whatever it is)."""
+    input_ids = torch.randint(0, DEEPSEEK_VOCAB, (DEEPSEEK_BATCH, seq))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[-1, seq - int(torch.randint(1, 4, ())) :] = 0
+    return input_ids, attention_mask
 
 
 def build_deepseek_v2(dtype: torch.dtype = torch.float32):
-    """(DeepseekV2Hidden in `dtype`, input_ids [2, 12], dynamic_shapes with S in [2, DEEPSEEK_MAX_SEQ])."""
+    """(DeepseekV2Hidden in `dtype`, (input_ids, attention_mask) [2, 12], dynamic_shapes with S in [4, 64])."""
     transformers = _import("transformers")
     model = transformers.DeepseekV2Model(deepseek_v2_config())
     widen_router_margins(model)
     model = model.to(dtype).eval()
-    seq = Dim("seq", min=2, max=DEEPSEEK_MAX_SEQ)
-    return DeepseekV2Hidden(model), deepseek_v2_inputs(DEEPSEEK_SEQ, dtype), ({1: seq},)
+    seq = Dim("seq", min=4, max=DEEPSEEK_MAX_SEQ)
+    return DeepseekV2Hidden(model), deepseek_v2_inputs(DEEPSEEK_SEQ, dtype), ({1: seq}, {1: seq})
 
 
 class QwenImageDenoiser(nn.Module):
