@@ -180,21 +180,23 @@ def _revert_impossible_views(graph: torch.fx.Graph, converted: list[torch.fx.Nod
 
 
 def _first_failing_view(graph: torch.fx.Graph) -> torch.fx.Node | None:
-    """Recompute meta["val"] of every op in order (so views carry their own strides, which Inductor
-    reads); return the first view op whose fake value cannot be computed."""
+    """Recompute meta["val"] of every view in order (so each carries its own strides, which Inductor
+    reads); return the first one whose fake value cannot be computed. Other ops keep their values:
+    recomputing them could mint new unbacked symbols (nonzero, item) the program does not know."""
     fake_mode = torch._guards.detect_fake_mode(
         [n.meta["val"] for n in graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)])
     if fake_mode is None:
         return None
     for node in graph.nodes:
-        if node.op != "call_function" or not callable(node.target) or isinstance(node.target, torch._ops.HigherOrderOperator):
+        is_view = isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+        if node.op != "call_function" or not (is_view or node.target is operator.getitem):
             continue
         args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
         try:
             with fake_mode:
                 node.meta["val"] = node.target(*args, **kwargs)
         except Exception as exc:
-            if isinstance(node.target, torch._ops.OpOverload) and node.target.is_view:
+            if is_view:
                 log.debug("view %s has no valid strides after the rewrite: %s", node.name, exc)
                 return node
     return None
