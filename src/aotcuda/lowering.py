@@ -123,8 +123,8 @@ def lower(
     """Lower ``model(*args, **kwargs)`` to an AOTInductor package for ``device``.
 
     Args:
-        model: the module; left unchanged (it may live on any device).
-        args, kwargs: example inputs, as for torch.export.export; moved to the model's device for export.
+        model: the module; left unchanged (it may live on any device; a copy is moved to ``device``).
+        args, kwargs: example inputs, as for torch.export.export; moved to ``device`` for export.
         dynamic_shapes: as for torch.export.export (e.g. ``{"x": {1: Dim("seq", min=2, max=512)}}``).
         device: "cuda" (or "cuda:N") or "cpu".
         package_path: where to write the .pt2; default: ``<model class>.pt2`` in a new temporary folder
