@@ -133,8 +133,8 @@ def test_failed_capture_releases_every_handle_once_and_the_shape_runs_eagerly(tw
     with load(twice_cuda, cuda_graphs=True) as program:
         real_run = program._container.run
 
-        def fail_in_capture(*args, single_threaded=False, **kwargs):
-            real_run(*args, single_threaded=single_threaded, **kwargs)
+        def fail_in_capture(input_handles, output_handles, stream=None, single_threaded=False):
+            real_run(input_handles, output_handles, stream, single_threaded)
             if single_threaded:
                 raise RuntimeCallError("running the model failed with AOTIRuntimeError 1: injected")
 
