@@ -87,26 +87,20 @@ def real_as_pair(x: torch.Tensor) -> Pair:
     return Pair(torch.constant_pad_nd(x.unsqueeze(-1), [0, 1]))
 
 
-def part_index(like: torch.Tensor) -> torch.Tensor:
-    """[0, 1] along the pair dim: an index expression Inductor folds into the kernel, not a constant."""
-    return torch.arange(2, device=like.device)
-
-
 def scalar_pair(re: float, im: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A complex Python scalar as a pair tensor [re, im] of shape [2], built without a lifted constant."""
-    index = torch.arange(2, device=device)
-    return torch.where(index == 0, torch.scalar_tensor(re, dtype=dtype, device=device),
-                       torch.scalar_tensor(im, dtype=dtype, device=device))
+    return torch.stack([torch.scalar_tensor(re, dtype=dtype, device=device),
+                        torch.scalar_tensor(im, dtype=dtype, device=device)])
 
 
 def conj_sign(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """[1, -1]: multiplying a pair by it conjugates it."""
-    return 1 - 2 * torch.arange(2, dtype=dtype, device=device)
+    """[1, -1]: multiplying a pair by it conjugates it. One arange, which Inductor folds into the kernel."""
+    return torch.arange(1, -2, -2, dtype=dtype, device=device)
 
 
 def rotate_sign(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """[-1, 1]: flip(z, -1) * rotate_sign is i·z as a pair, (-im, re)."""
-    return 2 * torch.arange(2, dtype=dtype, device=device) - 1
+    return torch.arange(-1, 2, 2, dtype=dtype, device=device)
 
 
 # Dim orders that make a pair tensor's strides those of view_as_real of a complex tensor in the format.

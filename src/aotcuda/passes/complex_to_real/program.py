@@ -92,7 +92,6 @@ def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
     names = [p.name for p in ep.graph.find_nodes(op="placeholder")]
     _rename_placeholders(gm, names)
     gm.graph.eliminate_dead_code()
-    gm.recompile()
     signature = _updated_signature(ep, gm)
     state_dict, constants = _convert_state(ep, complex_placeholders)
     gm.meta.update(ep.graph_module.meta)

@@ -14,7 +14,14 @@ import logging
 
 import torch
 import torch.fx.traceback as fx_traceback
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.proxy_tensor import (
+    fetch_sym_proxy,
+    get_proxy_mode,
+    get_proxy_slot,
+    make_fx,
+    track_tensor,
+)
+from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
 from aotcuda.passes.complex_to_real.pair import Pair, real_dtype
@@ -59,22 +66,95 @@ class ReplaceComplexWithRealPass:
 
 
 class _PairInterpreter(torch.fx.Interpreter):
-    """Runs the original graph with complex values as Pairs, calling the plan's rule for complex nodes."""
+    """Runs the original graph with complex values as Pairs, calling the plan's rule for complex nodes.
+
+    A node with no complex value whose inputs are exactly the original ones is copied into the traced
+    graph with its original meta (see `_copy_unchanged`), not run again: re-running an op on fake tensors
+    with symbolic shapes costs about a millisecond, and most nodes of a model are such nodes.
+    """
 
     def __init__(self, gm: torch.fx.GraphModule, plan: Plan, complex_placeholders: set[str]):
         super().__init__(gm, garbage_collect_values=True)
         self.plan = plan
         self.complex_placeholders = complex_placeholders
+        self.tracer = get_proxy_mode().tracer
 
     def run_node(self, n: torch.fx.Node):
-        if n.op == "placeholder" and n.name in self.complex_placeholders:
-            return Pair(super().run_node(n))
+        if n.op == "placeholder":
+            value = super().run_node(n)
+            if n.name in self.complex_placeholders:
+                return Pair(value)
+            return self._original_if_same(value, n.meta.get("val"))
         rule = self.plan.rules.get(n)
-        if rule is None:
-            return super().run_node(n)
-        with self._set_current_node(n):
-            args, kwargs = self.fetch_args_kwargs_from_env(n)
-            return rule.fn(n.meta.get("val"), *args, **kwargs)
+        if rule is not None:
+            with self._set_current_node(n):
+                args, kwargs = self.fetch_args_kwargs_from_env(n)
+                result = rule.fn(n.meta.get("val"), *args, **kwargs)
+            return self._original_if_same(result, n.meta.get("val"))
+        if n.op == "call_function" and self._inputs_unchanged(n):
+            return self._copy_unchanged(n)
+        return super().run_node(n)
+
+    def _inputs_unchanged(self, n: torch.fx.Node) -> bool:
+        """True if n returns one tensor and every input value is the original one (so is its result)."""
+        if not isinstance(n.meta.get("val"), torch.Tensor) or not isinstance(n.target, torch._ops.OpOverload):
+            return False
+        for a in n.all_input_nodes:
+            new, old = self.env[a], a.meta.get("val")
+            if new is old:
+                continue
+            if not (isinstance(new, torch.SymInt) and _same_size(new, old)):
+                return False
+        return True
+
+    def _copy_unchanged(self, n: torch.fx.Node) -> torch.Tensor:
+        """Put a copy of n into the traced graph, with its original meta and value.
+
+        The node is created directly (not through create_proxy) because its meta, stack trace included,
+        is copied whole from n: the provenance bookkeeping of create_proxy would only be overwritten.
+        """
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        node_args, node_kwargs = pytree.tree_map(self._node_of, (args, kwargs))
+        node = self.tracer.graph.create_node("call_function", n.target, node_args, node_kwargs, n.name)
+        node.meta.update(n.meta)
+        value = n.meta["val"]
+        track_tensor(value, self.tracer.proxy(node), constant=None, tracer=self.tracer)
+        return value
+
+    def _original_if_same(self, result, original):
+        """A real rule result with the original value's metadata continues as the original value.
+
+        Rules end where complex values turn real again (view_as_real, real, abs, ...). When the real
+        result matches the original node's value in dtype, shape, strides and offset, the nodes after it
+        can be copied unchanged (`_copy_unchanged`) instead of being run again.
+        """
+        if not (isinstance(result, torch.Tensor) and isinstance(original, torch.Tensor)
+                and same_metadata(result, original)):
+            return result
+        track_tensor(original, get_proxy_slot(result, self.tracer).proxy, constant=None, tracer=self.tracer)
+        return original
+
+    def _node_of(self, value):
+        """The traced graph's node that computes a value of the run (literals stay literals)."""
+        if isinstance(value, torch.Tensor):
+            return get_proxy_slot(value, self.tracer).proxy.node
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            proxy = fetch_sym_proxy(self.tracer)(value)
+            return proxy.node if isinstance(proxy, torch.fx.Proxy) else proxy
+        return value
+
+
+def _same_size(a, b) -> bool:
+    if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
+        return isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt) and a.node.expr == b.node.expr
+    return a == b
+
+
+def same_metadata(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same dtype, device, shape, strides and storage offset, SymInts compared by expression."""
+    return (a.dtype == b.dtype and a.device == b.device and a.ndim == b.ndim
+            and all(map(_same_size, a.shape, b.shape)) and all(map(_same_size, a.stride(), b.stride()))
+            and _same_size(a.storage_offset(), b.storage_offset()))
 
 
 def _pair_fake(value: torch.Tensor) -> torch.Tensor:

@@ -55,7 +55,7 @@ def imag(out, a):
     return a.im
 
 
-@register(aten._conj.default, aten.conj_physical.default, aten.conj.default)
+@register(aten._conj.default, aten.conj_physical.default, aten._conj_physical.default)
 def conjugate(out, a):
     """(re, −im), materialised (the pass has no lazy conjugate bit, so resolve_conj is a no-op)."""
     return conj(a)

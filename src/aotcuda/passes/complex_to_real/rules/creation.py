@@ -78,6 +78,13 @@ def empty(out, size, *, dtype=None, layout=None, device=None, pin_memory=None, m
     return Pair(torch.empty(pair_shape(size), dtype=result_dtype(out), device=device))
 
 
+@register(aten.empty_permuted.default)
+def empty_permuted(out, size, physical_layout, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """An uninitialised pair laid out in `physical_layout`, the pair dim innermost."""
+    layout_with_pair = [*physical_layout, len(physical_layout)]
+    return Pair(torch.empty_permuted(pair_shape(size), layout_with_pair, dtype=result_dtype(out), device=device))
+
+
 @register(aten.scalar_tensor.default)
 def scalar_tensor(out, s, *, dtype=None, layout=None, device=None, pin_memory=None):
     """A 0-dim complex tensor: the pair [re, im]."""

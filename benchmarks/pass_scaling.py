@@ -1,0 +1,93 @@
+"""How long ReplaceComplexWithRealPass takes on exported programs of growing size (it should be linear).
+
+    python benchmarks/pass_scaling.py            # prints a table; the issue asks < 2 s at 2,000 nodes
+
+The program is a chain of rotary-embedding-like steps (view_as_complex, complex products with a
+constant, slices, cat, view_as_real), exported with a dynamic length and decomposed the way lowering
+does it. Times are wall-clock seconds of one pass call, best of `repeats`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from aotcuda.passes import ReplaceComplexWithRealPass
+
+
+class Block(nn.Module):
+    """A Llama-style block: RMSNorm, q/k/v, complex RoPE (polar table, view_as_complex, product,
+    view_as_real), causal SDPA, output projection, RMSNorm, SwiGLU MLP; residuals around both halves."""
+
+    def __init__(self, dim: int = 64, heads: int = 4, max_seq: int = 512):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.RMSNorm(dim), nn.RMSNorm(dim)
+        self.qkv, self.out = nn.Linear(dim, 3 * dim, bias=False), nn.Linear(dim, dim, bias=False)
+        self.up, self.gate, self.down = nn.Linear(dim, 2 * dim), nn.Linear(dim, 2 * dim), nn.Linear(2 * dim, dim)
+        head_dim = dim // heads
+        inv_freq = 1.0 / 10000 ** (torch.arange(0, head_dim, 2).float() / head_dim)
+        angles = torch.outer(torch.arange(max_seq).float(), inv_freq)
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles), persistent=False)
+
+    def rope(self, x: torch.Tensor) -> torch.Tensor:
+        freqs = self.freqs_cis[: x.shape[1]][None, :, None, :]
+        z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(z * freqs).flatten(3).type_as(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, s, 3, self.heads, -1).unbind(2)
+        q, k = self.rope(q), self.rope(k)
+        attn = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                              is_causal=True)
+        h = x + self.out(attn.transpose(1, 2).reshape(b, s, d))
+        y = self.norm2(h)
+        return h + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+class Model(nn.Module):
+    def __init__(self, blocks: int):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(blocks))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def exported_model(blocks: int) -> torch.export.ExportedProgram:
+    length = torch.export.Dim("length", max=512)
+    ep = torch.export.export(Model(blocks), (torch.randn(2, 16, 64),), dynamic_shapes=({1: length},))
+    return ep.run_decompositions()
+
+
+def time_pass(ep: torch.export.ExportedProgram, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        ReplaceComplexWithRealPass(strict=True)(ep)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, nargs="+", default=[3, 12, 24])
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    print(f"{'blocks':>6} {'nodes':>6} {'seconds':>8} {'µs/node':>8}")
+    for blocks in args.blocks:
+        ep = exported_model(blocks)
+        nodes = len(ep.graph.nodes)
+        seconds = time_pass(ep, args.repeats)
+        print(f"{blocks:>6} {nodes:>6} {seconds:>8.3f} {1e6 * seconds / nodes:>8.1f}")
+
+
+if __name__ == "__main__":
+    main()
