@@ -196,3 +196,30 @@ def constant_pad_nd(out, a, pad, value=0):
     inside = aten.constant_pad_nd.default(torch.ones_like(a.t[..., :1]), pair_pad, 0) != 0
     fill = as_addend(value, a.dtype, a.t.device)
     return Pair(torch.where(inside, aten.constant_pad_nd.default(a.t, pair_pad, 0), fill))
+
+
+# ---- sizes -------------------------------------------------------------------------------------------------
+
+
+@register(aten.sym_size.int)
+def sym_size(out, a, dim):
+    """The size of the mapped dim."""
+    return aten.sym_size.int(a.t, pair_dim(dim))
+
+
+@register(aten.sym_stride.int)
+def sym_stride(out, a, dim):
+    """Strides of a pair count real elements: half of them, in complex elements."""
+    return aten.sym_stride.int(a.t, pair_dim(dim)) // 2
+
+
+@register(aten.sym_numel.default)
+def sym_numel(out, a):
+    """Half the pair's element count."""
+    return aten.sym_numel.default(a.t) // 2
+
+
+@register(aten.sym_storage_offset.default)
+def sym_storage_offset(out, a):
+    """Half the pair's storage offset."""
+    return aten.sym_storage_offset.default(a.t) // 2
