@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 
 import aotcuda
@@ -67,18 +68,44 @@ def export_real(model: torch.nn.Module, inputs: tuple, dynamic_shapes) -> torch.
     return ReplaceComplexWithRealPass(strict=True)(ep)
 
 
-def lower_and_load(model, inputs, dynamic_shapes, device: str, package_path) -> tuple[object, object, float]:
-    """aotcuda.lower(...) then aotcuda.load(...); returns (lowered, program, seconds spent).
+def to_device(values: tuple, device: str) -> tuple:
+    return tuple(v.to(device) if isinstance(v, torch.Tensor) else v for v in values)
+
+
+def assert_matches_eager(case: Case, dtype, model, program, tolerance: float, device: str = "cpu") -> None:
+    """`program` (an ExportedProgram's module or a loaded package) against eager `model` on fresh random
+    inputs at each of case.lengths."""
+    for length in case.lengths:
+        fresh = to_device(case.make_inputs(length, dtype), device)
+        error = relative_error(program(*fresh), eager(model, fresh))
+        print(f"{case.name} {dtype} on {device} at length {length}: relative error {error:.1e}")
+        assert error <= tolerance, f"{case.name} {dtype} on {device} at length {length}: relative error {error:.2e}"
+
+
+def assert_pass_leaves_no_complex(case: Case, dtype, tolerance: float) -> None:
+    """Export, decompose, rewrite strictly; no complex value may be left and `.module()` must match eager."""
+    model, inputs, dynamic_shapes = build_seeded(case, dtype)
+    ep = export_real(model, inputs, dynamic_shapes)
+    assert complex_values_left(ep) == []
+    assert_matches_eager(case, dtype, model, ep.module(), tolerance)
+
+
+def lower_case(case: Case, dtype, device: str, directory) -> tuple[torch.nn.Module, object, object]:
+    """(eager model on `device`, lowered program, loaded program): aotcuda.lower then aotcuda.load.
 
     Lowers with allow_fallbacks=True so that a fallback kernel and a wrong result show up as two separate
-    test failures; fallback_free() then asserts that there is none.
+    test failures; tests assert `fallback_kernels_of(lowered) == []` themselves.
     """
+    model, inputs, dynamic_shapes = build_seeded(case, dtype)
+    model, inputs = model.to(device), to_device(inputs, device)
+    package = directory / f"{case.name}-{str(dtype).removeprefix('torch.')}-{device}.pt2"
     start = time.perf_counter()
     lowered = aotcuda.lower(
-        model, inputs, dynamic_shapes=dynamic_shapes, device=device, package_path=str(package_path), allow_fallbacks=True
+        model, inputs, dynamic_shapes=dynamic_shapes, device=device, package_path=str(package), allow_fallbacks=True
     )
     program = aotcuda.load(lowered.package_path)
-    return lowered, program, time.perf_counter() - start
+    print(f"\n{case.name} ({dtype}, {device}): lowered and loaded in {time.perf_counter() - start:.1f} s")
+    return model, lowered, program
 
 
 def fallback_kernels_of(lowered) -> list[str]:
@@ -86,5 +113,10 @@ def fallback_kernels_of(lowered) -> list[str]:
     return [kernel.describe() for kernel in lowered.fallback_kernels]
 
 
-def to_device(values: tuple, device: str) -> tuple:
-    return tuple(v.to(device) if isinstance(v, torch.Tensor) else v for v in values)
+def case_params(cases: dict[str, Case]) -> list:
+    """pytest params ((name, dtype), id "name-dtype") for every case in each of its dtypes."""
+    return [
+        pytest.param((name, dtype), id=f"{name}-{str(dtype).removeprefix('torch.')}")
+        for name, case in cases.items()
+        for dtype in case.dtypes
+    ]

@@ -24,19 +24,17 @@ import torch
 
 from aotcuda.models.library import LIBRARY_MODELS
 from model_checks import (
-    build_seeded,
-    complex_values_left,
-    eager,
-    export_real,
+    assert_matches_eager,
+    assert_pass_leaves_no_complex,
+    case_params,
     fallback_kernels_of,
-    lower_and_load,
-    relative_error,
-    to_device,
+    lower_case,
 )
 
 LIBRARY_OF = {"deepseek_v2": "transformers", "qwen_image": "diffusers"}
 PASS_TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
 COMPILED_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
+CASES = case_params(LIBRARY_MODELS)
 
 
 def require_library(name: str) -> None:
@@ -48,50 +46,19 @@ def require_library(name: str) -> None:
         pytest.skip(f"{name} needs {module}, which cannot be imported ({error}); pip install -e '.[test]'")
 
 
-def _id(name: str, dtype: torch.dtype) -> str:
-    return f"{name}-{str(dtype).removeprefix('torch.')}"
-
-
-CASES = [
-    pytest.param((name, dtype), id=_id(name, dtype)) for name in LIBRARY_MODELS for dtype in LIBRARY_MODELS[name].dtypes
-]
-
-
-def compare_at_every_length(name, dtype, model, program, device: str, tolerance: float) -> None:
-    case = LIBRARY_MODELS[name]
-    for length in case.lengths:
-        fresh = to_device(case.make_inputs(length, dtype), device)
-        error = relative_error(program(*fresh), eager(model, fresh))
-        print(f"{name} {dtype} on {device} at length {length}: relative error {error:.1e}")
-        assert error <= tolerance, f"{name} {dtype} on {device} at length {length}: relative error {error:.2e}"
-
-
 @pytest.mark.parametrize("name_and_dtype", CASES)
 def test_pass_leaves_no_complex_and_matches_eager(name_and_dtype):
     name, dtype = name_and_dtype
     require_library(name)
-    model, inputs, dynamic_shapes = build_seeded(LIBRARY_MODELS[name], dtype)
-    ep = export_real(model, inputs, dynamic_shapes)
-
-    assert complex_values_left(ep) == []
-    compare_at_every_length(name, dtype, model, ep.module(), "cpu", PASS_TOLERANCE[dtype])
-
-
-def lower_case(name: str, dtype: torch.dtype, device: str, directory):
-    """(eager model on `device`, lowered program, loaded program) for one library model."""
-    require_library(name)
-    model, inputs, dynamic_shapes = build_seeded(LIBRARY_MODELS[name], dtype)
-    model, inputs = model.to(device), to_device(inputs, device)
-    package = directory / f"{_id(name, dtype)}-{device}.pt2"
-    lowered, program, seconds = lower_and_load(model, inputs, dynamic_shapes, device, package)
-    print(f"\n{name} ({dtype}, {device}): lowered and loaded in {seconds:.1f} s")
-    return model, lowered, program
+    assert_pass_leaves_no_complex(LIBRARY_MODELS[name], dtype, PASS_TOLERANCE[dtype])
 
 
 @pytest.fixture(scope="module", params=CASES)
 def lowered_on_cpu(request, tmp_path_factory):
+    """(name, dtype, eager model, lowered program, loaded program) of one CPU compile."""
     name, dtype = request.param
-    model, lowered, program = lower_case(name, dtype, "cpu", tmp_path_factory.mktemp(name))
+    require_library(name)
+    model, lowered, program = lower_case(LIBRARY_MODELS[name], dtype, "cpu", tmp_path_factory.mktemp(name))
     return name, dtype, model, lowered, program
 
 
@@ -102,13 +69,14 @@ def test_lowered_on_cpu_has_no_fallback_kernels(lowered_on_cpu):
 
 def test_lowered_on_cpu_matches_eager(lowered_on_cpu):
     name, dtype, model, _, program = lowered_on_cpu
-    compare_at_every_length(name, dtype, model, program, "cpu", COMPILED_TOLERANCE[dtype])
+    assert_matches_eager(LIBRARY_MODELS[name], dtype, model, program, COMPILED_TOLERANCE[dtype])
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
-@pytest.mark.parametrize("name", list(LIBRARY_MODELS))
-def test_lowered_on_cuda_matches_eager(name, dtype, tmp_path):
-    model, lowered, program = lower_case(name, dtype, "cuda", tmp_path)
-    compare_at_every_length(name, dtype, model, program, "cuda", COMPILED_TOLERANCE[dtype])
+@pytest.mark.parametrize("name_and_dtype", CASES)
+def test_lowered_on_cuda_matches_eager(name_and_dtype, tmp_path):
+    name, dtype = name_and_dtype
+    require_library(name)
+    model, lowered, program = lower_case(LIBRARY_MODELS[name], dtype, "cuda", tmp_path)
+    assert_matches_eager(LIBRARY_MODELS[name], dtype, model, program, COMPILED_TOLERANCE[dtype], device="cuda")
     assert fallback_kernels_of(lowered) == [], f"{name} calls fallback kernels"
