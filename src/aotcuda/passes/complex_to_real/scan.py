@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import os
 import re
 
 import torch
@@ -64,17 +65,22 @@ def touches_complex(node: torch.fx.Node) -> bool:
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 
 
+def _is_user_frame(filename: str) -> bool:
+    """Frames of generated code ("<eval_with_key>") and of torch itself are not the user's source."""
+    return not filename.startswith("<") and f"{os.sep}torch{os.sep}" not in filename
+
+
 def source_line(node: torch.fx.Node) -> str:
-    """The user's source line that produced the node: the last frame of its stack trace, or ""."""
-    trace = node.meta.get("stack_trace") or ""
-    lines = trace.rstrip().splitlines()
-    for i in range(len(lines) - 1, -1, -1):
-        match = _FRAME.search(lines[i])
-        if match:
-            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            where = f"{match['file']}:{match['line']} in {match['func']}"
-            return f"{where}: {code}" if code else where
-    return ""
+    """The user's source line that produced the node: the innermost user frame of its stack trace, or ""."""
+    lines = (node.meta.get("stack_trace") or "").rstrip().splitlines()
+    frames = [(i, m) for i, line in enumerate(lines) if (m := _FRAME.search(line))]
+    user_frames = [f for f in frames if _is_user_frame(f[1]["file"])] or frames
+    if not user_frames:
+        return ""
+    i, match = user_frames[-1]
+    code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.search(lines[i + 1]) else ""
+    where = f"{match['file']}:{match['line']} in {match['func']}"
+    return f"{where}: {code}" if code else where
 
 
 def _call_nodes(graph: torch.fx.Graph) -> list[torch.fx.Node]:
@@ -109,8 +115,11 @@ def _refuse_complex_user_inputs(ep: torch.export.ExportedProgram) -> Refusal | N
     user_inputs = {s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
     for node in ep.graph.find_nodes(op="placeholder"):
         if node.name in user_inputs and holds_complex(node.meta.get("val")):
-            return _refuse(node, "complex program inputs are not supported; pass torch.view_as_real(x) "
-                                 "and call torch.view_as_complex inside the model", op="program input")
+            # A placeholder has no source line: name the first op that reads it, and that op's line.
+            reader = next((u for u in node.users if u.op == "call_function"), node)
+            return _refuse(reader, f"it reads the complex program input '{node.name}'; complex program "
+                                   "inputs are not supported: pass torch.view_as_real(x) and call "
+                                   "torch.view_as_complex inside the model")
     return None
 
 
@@ -132,17 +141,22 @@ def _subgraphs(node: torch.fx.Node) -> list[torch.fx.GraphModule]:
             if a.op == "get_attr" and isinstance(getattr(module, a.target, None), torch.fx.GraphModule)]
 
 
-def _graph_holds_complex(gm: torch.fx.GraphModule) -> bool:
-    return any(touches_complex(n) or holds_complex(n.meta.get("val")) for n in gm.graph.nodes)
+def _first_complex_node(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
+    return next((n for n in gm.graph.nodes if touches_complex(n) or holds_complex(n.meta.get("val"))), None)
 
 
 def _refuse_complex_in_higher_order_ops(ep: torch.export.ExportedProgram) -> Refusal | None:
     for node in _call_nodes(ep.graph):
         if not isinstance(node.target, torch._ops.HigherOrderOperator):
             continue
-        if touches_complex(node) or any(_graph_holds_complex(g) for g in _subgraphs(node)):
-            return _refuse(node, f"complex values inside {node.target.name()} subgraphs are not supported",
-                           op=f"torch.ops.higher_order.{node.target.name()}")
+        name = node.target.name()
+        inner = next(filter(None, map(_first_complex_node, _subgraphs(node))), None)
+        if inner is None and not touches_complex(node):
+            continue
+        where = node if inner is None or not source_line(inner) else inner
+        what = f" ({_describe_op(inner)} in a branch)" if inner is not None else ""
+        return Refusal(f"torch.ops.higher_order.{name}", node.name, source_line(where),
+                       f"complex values inside {name} subgraphs are not supported{what}")
     return None
 
 
@@ -161,8 +175,10 @@ PASS_THROUGH = (operator.getitem,)
 
 
 def program_has_complex(ep: torch.export.ExportedProgram) -> bool:
+    """Whether any graph of the program (higher-order-op subgraphs included) holds a complex value."""
+    graphs = [m.graph for m in ep.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]
     return any(holds_complex(n.meta.get("val")) or (n.op == "call_function" and _has_complex_literal(n))
-               for n in ep.graph.nodes)
+               for graph in graphs for n in graph.nodes)
 
 
 def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:

@@ -1,0 +1,105 @@
+"""Programs the pass must leave as they are (strict=False, one log line) or refuse (strict=True)."""
+
+import logging
+
+import pytest
+import torch
+
+from aotcuda.errors import UnsupportedComplexOpError
+from aotcuda.passes import ReplaceComplexWithRealPass
+
+from .helpers import ComplexFn, export, pair
+
+
+class ComplexInput(torch.nn.Module):
+    def forward(self, z):
+        return torch.view_as_real(z * 2)
+
+
+class NoRule(torch.nn.Module):
+    def forward(self, x):
+        z = torch.view_as_complex(x)
+        return torch.view_as_real(torch.sin(z))
+
+
+class ComplexInCond(torch.nn.Module):
+    def forward(self, x):
+        def true_branch(x):
+            return torch.view_as_real(torch.view_as_complex(x) * 1j)
+
+        def false_branch(x):
+            return x * 2
+
+        return torch.cond(x.sum() > 0, true_branch, false_branch, (x,))
+
+
+class MutatedComplexBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", torch.randn(4, dtype=torch.complex64))
+
+    def forward(self, x):
+        self.state.mul_(torch.view_as_complex(x))
+        return torch.view_as_real(self.state * 2)
+
+
+CASES = [
+    ("complex_input", ComplexInput(), (torch.randn(4, dtype=torch.complex64),), "aten.mul.Tensor", "z * 2",
+     "complex program input"),
+    ("no_rule", NoRule(), (pair(4),), "aten.sin.default", "torch.sin(z)", "no rule"),
+    ("cond", ComplexInCond(), (pair(4),), "torch.ops.higher_order.cond", "torch.cond(", "cond"),
+    ("mutated_buffer", MutatedComplexBuffer(), (pair(4),), "aten.mul", "self.state.mul_(", "mutated"),
+]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[c[0] for c in CASES])
+def refused(request):
+    name, module, args, op, line, reason = request.param
+    return export(module, args), op, line, reason
+
+
+def test_strict_false_returns_the_program_untouched_and_logs_one_line(refused, caplog):
+    ep, op, line, reason = refused
+    code_before = ep.graph_module.code
+    with caplog.at_level(logging.WARNING, logger="aotcuda"):
+        result = ReplaceComplexWithRealPass()(ep)
+    assert result is ep and ep.graph_module.code == code_before
+    records = [r for r in caplog.records if r.name == "aotcuda"]
+    assert len(records) == 1
+    message = records[0].getMessage()
+    assert "\n" not in message
+    assert op in message and line in message and "test_refusals.py:" in message and reason in message
+
+
+def test_strict_true_raises_with_the_same_facts(refused):
+    ep, op, line, reason = refused
+    with pytest.raises(UnsupportedComplexOpError) as info:
+        ReplaceComplexWithRealPass(strict=True)(ep)
+    error = info.value
+    assert op in error.op and line in error.stack_trace and reason in error.reason
+    assert op in str(error)
+
+
+def test_one_unsupported_op_keeps_every_other_complex_op_unchanged(caplog):
+    def fn(a):
+        return torch.sin(a * 1j)  # mul has a rule, sin does not: nothing is rewritten
+
+    ep = export(ComplexFn(fn), (pair(3),))
+    with caplog.at_level(logging.WARNING, logger="aotcuda"):
+        assert ReplaceComplexWithRealPass()(ep) is ep
+    assert any(n.meta["val"].dtype.is_complex for n in ep.graph.nodes
+               if n.op == "call_function" and isinstance(n.meta.get("val"), torch.Tensor))
+
+
+class Complex32Round(torch.nn.Module):
+    def forward(self, x):
+        return torch.view_as_real(torch.view_as_complex(x).to(torch.complex32).to(torch.complex64))
+
+
+def test_complex32_is_refused(caplog):
+    ep = export(Complex32Round(), (pair(3),))
+    with caplog.at_level(logging.WARNING, logger="aotcuda"):
+        assert ReplaceComplexWithRealPass()(ep) is ep
+    assert "complex32" in caplog.text
+    with pytest.raises(UnsupportedComplexOpError, match="complex32"):
+        ReplaceComplexWithRealPass(strict=True)(ep)
