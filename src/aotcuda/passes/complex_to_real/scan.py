@@ -101,6 +101,7 @@ def _describe_op(node: torch.fx.Node) -> str:
 
 
 def _refuse_complex32(ep: torch.export.ExportedProgram) -> Refusal | None:
+    """complex32 (chalf) values anywhere in the program."""
     for node in ep.graph.nodes:
         vals = pytree.tree_leaves(node.meta.get("val"))
         literals = pytree.tree_leaves((node.args, node.kwargs)) if node.op == "call_function" else []
@@ -112,6 +113,7 @@ def _refuse_complex32(ep: torch.export.ExportedProgram) -> Refusal | None:
 
 
 def _refuse_complex_user_inputs(ep: torch.export.ExportedProgram) -> Refusal | None:
+    """Complex program inputs (pass `torch.view_as_real(x)` and call `view_as_complex` in the model)."""
     user_inputs = {s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
     for node in ep.graph.find_nodes(op="placeholder"):
         if node.name in user_inputs and holds_complex(node.meta.get("val")):
@@ -124,6 +126,7 @@ def _refuse_complex_user_inputs(ep: torch.export.ExportedProgram) -> Refusal | N
 
 
 def _refuse_complex_outputs(ep: torch.export.ExportedProgram) -> Refusal | None:
+    """Complex program outputs (return `torch.view_as_real(z)`), and mutated complex buffers."""
     output = ep.graph.output_node()
     for spec, arg in zip(ep.graph_signature.output_specs, output.args[0]):
         if not isinstance(arg, torch.fx.Node) or not holds_complex(arg.meta.get("val")):
@@ -146,6 +149,7 @@ def _first_complex_node(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
 
 
 def _refuse_complex_in_higher_order_ops(ep: torch.export.ExportedProgram) -> Refusal | None:
+    """Complex values inside torch.cond branches or other higher-order-op subgraphs."""
     for node in _call_nodes(ep.graph):
         if not isinstance(node.target, torch._ops.HigherOrderOperator):
             continue

@@ -1,0 +1,66 @@
+"""Generate docs/ops.md, the list of ops ReplaceComplexWithRealPass rewrites, from the rule registry.
+
+    python -m aotcuda.passes.complex_to_real.docs > docs/ops.md
+
+tests/passes/complex_to_real/test_docs.py checks that the committed file is what this prints.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from aotcuda.passes.complex_to_real.registry import RULES, Rule, op_name, rule_for
+from aotcuda.passes.complex_to_real.scan import REFUSAL_CHECKS
+
+FAMILY_ORDER = ["creation", "conversion", "elementwise", "shape", "indexing", "reduction", "linalg"]
+
+HEADER = """# Ops ReplaceComplexWithRealPass rewrites
+
+Generated from the rule registry by `python -m aotcuda.passes.complex_to_real.docs > docs/ops.md`;
+do not edit by hand.
+
+A complex tensor of shape S is rewritten as a real tensor of shape S + [2] (the layout of
+`torch.view_as_real`; complex64 → float32, complex128 → float64). Every op below that reads or writes a
+complex value is replaced by real math on that pair; an op on complex values that is not listed makes
+the pass leave the whole program unchanged (and log why, or raise with `strict=True`).
+"""
+
+
+def _rows(rules: list[Rule]) -> list[str]:
+    by_fn: dict[object, list[Rule]] = defaultdict(list)
+    for rule in rules:
+        by_fn[rule.fn].append(rule)
+    rows = []
+    for fn_rules in by_fn.values():
+        ops = ", ".join(f"`{op_name(r.op)}`" for r in fn_rules)
+        summary = fn_rules[0].summary.replace("|", "\\|")
+        rows.append(f"| {ops} | {summary} |")
+    return rows
+
+
+def _refusals() -> list[str]:
+    lines = []
+    for check in REFUSAL_CHECKS:
+        doc = (check.__doc__ or check.__name__).strip().splitlines()[0]
+        lines.append(f"- {doc}")
+    return lines
+
+
+def render() -> str:
+    """The text of docs/ops.md."""
+    rule_for(None)  # imports the rule modules, filling RULES
+    families: dict[str, list[Rule]] = defaultdict(list)
+    for rule in RULES.values():
+        families[rule.family].append(rule)
+    parts = [HEADER]
+    for family in sorted(families, key=lambda f: (FAMILY_ORDER.index(f) if f in FAMILY_ORDER else 99, f)):
+        parts.append(f"## {family}\n\n| op overloads | rewritten as |\n|---|---|")
+        parts.append("\n".join(_rows(sorted(families[family], key=lambda r: op_name(r.op)))) + "\n")
+    parts.append("## Refused (the program is left unchanged)\n")
+    parts.append("\n".join(_refusals()) + "\n")
+    parts.append("Any other op that reads or writes a complex value is refused the same way.\n")
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    print(render(), end="")
