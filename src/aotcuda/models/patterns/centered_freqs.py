@@ -35,11 +35,11 @@ class CenteredFreqsRope(nn.Module):
         self.pos_freqs = axis_tables(torch.arange(max_pos))  # plain attributes: lifted constants
         self.neg_freqs = axis_tables(torch.arange(-max_pos, 0))
 
-    def image_table(self) -> torch.Tensor:
+    def image_table(self, device: torch.device) -> torch.Tensor:
         """[F·H·W, 16] complex64: frame positions from 0, row and column positions centred on 0."""
         f, h, w = self.grid
-        pos = self.pos_freqs.split(self.parts, dim=1)
-        neg = self.neg_freqs.split(self.parts, dim=1)
+        pos = self.pos_freqs.to(device).split(self.parts, dim=1)
+        neg = self.neg_freqs.to(device).split(self.parts, dim=1)
         rows = torch.cat([neg[1][-(h - h // 2) :], pos[1][: h // 2]], dim=0)
         cols = torch.cat([neg[2][-(w - w // 2) :], pos[2][: w // 2]], dim=0)
         pieces = [
@@ -52,8 +52,9 @@ class CenteredFreqsRope(nn.Module):
     def forward(self, x_img: torch.Tensor, x_txt: torch.Tensor) -> torch.Tensor:
         _, h, w = self.grid
         first_text = max(h // 2, w // 2)
-        txt_freqs = self.pos_freqs[first_text : first_text + x_txt.shape[1]]
-        img = torch.view_as_real(as_complex_pairs(x_img.float()) * self.image_table().unsqueeze(1))
+        # Plain attributes do not follow module.to(device): move them to the inputs' device, as Qwen-Image does.
+        txt_freqs = self.pos_freqs.to(x_txt.device)[first_text : first_text + x_txt.shape[1]]
+        img = torch.view_as_real(as_complex_pairs(x_img.float()) * self.image_table(x_img.device).unsqueeze(1))
         txt = torch.view_as_real(as_complex_pairs(x_txt.float()) * txt_freqs.unsqueeze(1))
         return torch.cat([img.flatten(3), txt.flatten(3)], dim=1).type_as(x_img)
 

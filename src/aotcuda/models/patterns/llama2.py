@@ -25,7 +25,8 @@ class Llama2Rope(nn.Module):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         seq = q.shape[1]
-        freqs = self.freqs_cis[:seq].view(1, seq, 1, -1)
+        # A plain attribute does not follow module.to(device); move it to the inputs' device, as Llama-2 does.
+        freqs = self.freqs_cis.to(q.device)[:seq].view(1, seq, 1, -1)
         q_out = torch.view_as_real(as_complex_pairs(q.float()) * freqs).flatten(3)
         k_out = torch.view_as_real(as_complex_pairs(k.float()) * freqs).flatten(3)
         return q_out.type_as(q), k_out.type_as(k)

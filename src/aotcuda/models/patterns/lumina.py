@@ -30,6 +30,7 @@ class LuminaRope(nn.Module):
         batch = ids.shape[0]
         per_axis = []
         for axis, table in enumerate(self.tables):
+            table = table.to(ids.device)  # plain attributes do not follow module.to(device)
             index = ids[:, :, axis : axis + 1].repeat(1, 1, table.shape[-1])
             per_axis.append(torch.gather(table.unsqueeze(0).repeat(batch, 1, 1), 1, index))
         return torch.cat(per_axis, dim=-1)
