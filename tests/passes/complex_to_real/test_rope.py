@@ -57,3 +57,28 @@ def test_wan_rope_complex128():
     assert_matches(model(fresh), new.module()(fresh), torch.float32)
     # the math itself runs in float64: compare before the final cast too
     torch.testing.assert_close(new.module()(fresh).double(), model(fresh).double(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_llama_rope_rewritten_on_cuda(dtype):
+    """Tensors the rules create (sign tables, scalars) must land on the program's device."""
+    model = LlamaRope().cuda()
+    model.freqs_cis = model.freqs_cis.cuda()  # a plain attribute: .cuda() leaves it where it was
+    q, k = (torch.randn(2, 8, 3, 16, device="cuda", dtype=dtype) for _ in range(2))
+    seq = torch.export.Dim("seq", min=2, max=64)
+    ep = export(model, (q, k), dynamic_shapes=({1: seq}, {1: seq}))
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    assert_no_complex(new)
+    for length in (5, 37):
+        q, k = (torch.randn(2, length, 3, 16, device="cuda", dtype=dtype) for _ in range(2))
+        assert_matches(model(q, k), new.module()(q, k), dtype)
+
+
+@pytest.mark.cuda
+def test_wan_rope_rewritten_on_cuda():
+    model = WanRope().cuda()
+    ep = export(model, (torch.randn(2, 30, 2, 128, device="cuda"),))
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    x = torch.randn(2, 30, 2, 128, device="cuda")
+    assert_matches(model(x), new.module()(x), torch.float32)

@@ -8,6 +8,7 @@ view_as_real pairs under the same names in state_dict / constants.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import torch
 from torch.export.graph_signature import (
@@ -69,21 +70,22 @@ def _updated_signature(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModul
         OutputSpec(kind=spec.kind, arg=_output_argument(node, spec.arg), target=spec.target)
         for spec, node in zip(ep.graph_signature.output_specs, outputs, strict=True)
     ]
-    return ExportGraphSignature(input_specs=copy.deepcopy(ep.graph_signature.input_specs),
+    return ExportGraphSignature(input_specs=list(ep.graph_signature.input_specs),
                                 output_specs=output_specs)
 
 
 def _updated_module_call_graph(ep: torch.export.ExportedProgram, signature: ExportGraphSignature):
     """The root entry names the user outputs by node name; point it at the new output nodes."""
-    call_graph = copy.deepcopy(ep.module_call_graph)
     renamed = {old.arg.name: new.arg for old, new in zip(ep.graph_signature.output_specs,
                                                           signature.output_specs)
                if hasattr(old.arg, "name")}
-    for entry in call_graph:
+    entries = []
+    for entry in ep.module_call_graph:
         if entry.fqn == "" and entry.signature is not None:
-            entry.signature.outputs = [renamed.get(getattr(o, "name", None), o) for o in
-                                       entry.signature.outputs]
-    return call_graph
+            outputs = [renamed.get(getattr(o, "name", None), o) for o in entry.signature.outputs]
+            entry = dataclasses.replace(entry, signature=dataclasses.replace(entry.signature, outputs=outputs))
+        entries.append(entry)
+    return entries
 
 
 def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
