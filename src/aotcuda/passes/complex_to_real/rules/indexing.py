@@ -1,4 +1,4 @@
-"""Indexing rules: gathers (index, index_select, gather) and the scatters slice assignment exports as
+"""Indexing rules: gathers (index, gather; index_select is one of shape.SAME_OP_ON_PAIR) and the scatters slice assignment exports as
 (slice_scatter, select_scatter, index_put, copy). Index tensors address the complex dims, which are the
 pair's leading dims, so they apply to the pair unchanged; the pair dim rides along.
 """
@@ -24,12 +24,6 @@ def source_pair(out, src) -> torch.Tensor:
 def index(out, a, indices):
     """Advanced indexing of the complex dims; the pair dim, never indexed, stays last."""
     return Pair(aten.index.Tensor(a.t, indices))
-
-
-@register(aten.index_select.default)
-def index_select(out, a, dim, index_):
-    """index_select along the mapped dim."""
-    return Pair(aten.index_select.default(a.t, pair_dim(dim), index_))
 
 
 @register(aten.gather.default)

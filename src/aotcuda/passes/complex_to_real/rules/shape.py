@@ -20,66 +20,58 @@ def pairs(values) -> list[Pair]:
     return [Pair(v) for v in values]
 
 
-# ---- reshapes ---------------------------------------------------------------------------------------------
+# ---- the same op on the pair, its dims and sizes mapped --------------------------------------------------
+
+_DIM_ARGUMENTS = {"dim", "dim0", "dim1", "dims"}
 
 
-@register(aten.view.default)
-def view(out, a, size):
-    """view(size + [2])."""
-    return Pair(aten.view.default(a.t, pair_shape(size)))
+def map_argument(name: str, value):
+    """One argument of a shape op, as the same op on the pair needs it (chosen by the schema's name)."""
+    if name in _DIM_ARGUMENTS:
+        return pair_dim(value) if isinstance(value, int) else pair_dims(value)
+    if name in ("size", "shape"):
+        return pair_shape(value)
+    return value
 
 
-@register(aten.reshape.default)
-def reshape(out, a, size):
-    """reshape(size + [2])."""
-    return Pair(aten.reshape.default(a.t, pair_shape(size)))
+def same_op_on_pair(op: torch._ops.OpOverload):
+    """A rule that calls `op` itself on the pair, every dim mapped (negative dims shift by one) and every
+    size given the trailing 2; a list result (split, unbind) becomes a list of Pairs."""
+    names = [argument.name for argument in op._schema.arguments]
+
+    def rule(out, a, *args, **kwargs):
+        args = [map_argument(name, value) for name, value in zip(names[1:], args)]
+        kwargs = {name: map_argument(name, value) for name, value in kwargs.items()}
+        result = op(a.t, *args, **kwargs)
+        if isinstance(result, (list, tuple)):
+            return pairs(result)
+        return Pair(result) if isinstance(result, torch.Tensor) else result
+
+    rule.__doc__ = "The same op on the pair, dims mapped, sizes + [2]."
+    rule.__name__ = rule.__qualname__ = f"same_op_on_pair({op})"
+    return rule
 
 
-@register(aten._unsafe_view.default)
-def unsafe_view(out, a, size):
-    """_unsafe_view(size + [2])."""
-    return Pair(aten._unsafe_view.default(a.t, pair_shape(size)))
+SAME_OP_ON_PAIR = (
+    aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.expand.default,
+    aten.unsqueeze.default, aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.transpose.int,
+    aten.flip.default, aten.slice.Tensor, aten.select.int, aten.narrow.default, aten.split.Tensor,
+    aten.split_with_sizes.default, aten.unbind.int, aten.chunk.default, aten.index_select.default,
+    aten.sym_size.int,
+)
+for _op in SAME_OP_ON_PAIR:
+    register(_op)(same_op_on_pair(_op))
 
 
-@register(aten.expand.default)
-def expand(out, a, size, implicit=False):
-    """expand(size + [2])."""
-    return Pair(aten.expand.default(a.t, pair_shape(size)))
-
-
-@register(aten.unsqueeze.default)
-def unsqueeze(out, a, dim):
-    """unsqueeze at the mapped dim."""
-    return Pair(aten.unsqueeze.default(a.t, pair_dim(dim)))
-
-
-@register(aten.squeeze.default)
-def squeeze(out, a):
-    """squeeze every size-1 dim (the pair dim has size 2 and stays)."""
-    return Pair(aten.squeeze.default(a.t))
-
-
-@register(aten.squeeze.dim)
-def squeeze_dim(out, a, dim):
-    """squeeze the mapped dim."""
-    return Pair(aten.squeeze.dim(a.t, pair_dim(dim)))
-
-
-@register(aten.squeeze.dims)
-def squeeze_dims(out, a, dim):
-    """squeeze the mapped dims."""
-    return Pair(aten.squeeze.dims(a.t, pair_dims(dim)))
+# ---- ops whose meaning depends on the rank ----------------------------------------------------------------
 
 
 @register(aten.flatten.using_ints)
 def flatten(out, a, start_dim=0, end_dim=-1):
-    """flatten between the mapped dims (end_dim -1 stops before the pair dim)."""
+    """flatten between the mapped dims (end_dim -1 stops before the pair dim); a scalar becomes [1]."""
     if a.ndim == 0:
         return Pair(a.t.reshape(1, 2))
     return Pair(aten.flatten.using_ints(a.t, pair_dim(start_dim), pair_dim(end_dim)))
-
-
-# ---- dim orders ------------------------------------------------------------------------------------------
 
 
 @register(aten.permute.default)
@@ -88,22 +80,10 @@ def permute(out, a, dims):
     return Pair(aten.permute.default(a.t, [*pair_dims(dims), a.ndim]))
 
 
-@register(aten.transpose.int)
-def transpose(out, a, dim0, dim1):
-    """transpose the mapped dims."""
-    return Pair(aten.transpose.int(a.t, pair_dim(dim0), pair_dim(dim1)))
-
-
 @register(aten.t.default)
 def t(out, a):
     """transpose dims 0 and 1 of a matrix; a vector or scalar stays as it is."""
     return Pair(aten.transpose.int(a.t, 0, 1)) if a.ndim == 2 else a
-
-
-@register(aten.flip.default)
-def flip(out, a, dims):
-    """flip the mapped dims."""
-    return Pair(aten.flip.default(a.t, pair_dims(dims)))
 
 
 @register(aten.roll.default)
@@ -112,51 +92,6 @@ def roll(out, a, shifts, dims=()):
     if len(dims) == 0:
         return Pair(aten.roll.default(a.t.reshape(-1, 2), shifts, [0]).view(a.t.shape))
     return Pair(aten.roll.default(a.t, shifts, pair_dims(dims)))
-
-
-# ---- slices and pieces ---------------------------------------------------------------------------------
-
-
-@register(aten.slice.Tensor)
-def slice_(out, a, dim=0, start=None, end=None, step=1):
-    """slice along the mapped dim."""
-    return Pair(aten.slice.Tensor(a.t, pair_dim(dim), start, end, step))
-
-
-@register(aten.select.int)
-def select(out, a, dim, index):
-    """select along the mapped dim."""
-    return Pair(aten.select.int(a.t, pair_dim(dim), index))
-
-
-@register(aten.narrow.default)
-def narrow(out, a, dim, start, length):
-    """narrow along the mapped dim."""
-    return Pair(aten.narrow.default(a.t, pair_dim(dim), start, length))
-
-
-@register(aten.split.Tensor)
-def split(out, a, split_size, dim=0):
-    """split along the mapped dim; getitem picks a Pair."""
-    return pairs(aten.split.Tensor(a.t, split_size, pair_dim(dim)))
-
-
-@register(aten.split_with_sizes.default)
-def split_with_sizes(out, a, split_sizes, dim=0):
-    """split_with_sizes along the mapped dim."""
-    return pairs(aten.split_with_sizes.default(a.t, split_sizes, pair_dim(dim)))
-
-
-@register(aten.unbind.int)
-def unbind(out, a, dim=0):
-    """unbind along the mapped dim."""
-    return pairs(aten.unbind.int(a.t, pair_dim(dim)))
-
-
-@register(aten.chunk.default)
-def chunk(out, a, chunks, dim=0):
-    """chunk along the mapped dim."""
-    return pairs(aten.chunk.default(a.t, chunks, pair_dim(dim)))
 
 
 # ---- joins and repeats ---------------------------------------------------------------------------------
@@ -199,12 +134,6 @@ def constant_pad_nd(out, a, pad, value=0):
 
 
 # ---- sizes -------------------------------------------------------------------------------------------------
-
-
-@register(aten.sym_size.int)
-def sym_size(out, a, dim):
-    """The size of the mapped dim."""
-    return aten.sym_size.int(a.t, pair_dim(dim))
 
 
 @register(aten.sym_stride.int)
