@@ -103,3 +103,30 @@ def test_complex32_is_refused(caplog):
     assert "complex32" in caplog.text
     with pytest.raises(UnsupportedComplexOpError, match="complex32"):
         ReplaceComplexWithRealPass(strict=True)(ep)
+
+
+def test_an_argument_a_rule_does_not_cover_is_refused_before_any_change(caplog):
+    ep = export(ComplexFn(lambda a: a ** (1 + 1j)), (pair(3),))
+    with caplog.at_level(logging.WARNING, logger="aotcuda"):
+        assert ReplaceComplexWithRealPass()(ep) is ep
+    assert "aten.pow.Tensor_Scalar" in caplog.text and "complex exponent" in caplog.text
+
+
+def test_a_rule_that_fails_leaves_the_program_unchanged(monkeypatch, caplog):
+    import dataclasses
+
+    from aotcuda.passes.complex_to_real import registry
+
+    def broken(out, a, b):
+        raise ValueError("boom")
+
+    op = torch.ops.aten.mul.Tensor
+    monkeypatch.setitem(registry.RULES, op, dataclasses.replace(registry.rule_for(op), fn=broken))
+    ep = export(ComplexFn(lambda a: a * a), (pair(3),))
+    code = ep.graph_module.code
+    with caplog.at_level(logging.WARNING, logger="aotcuda"):
+        assert ReplaceComplexWithRealPass()(ep) is ep
+    assert ep.graph_module.code == code
+    assert "aten.mul.Tensor" in caplog.text and "ValueError: boom" in caplog.text
+    with pytest.raises(UnsupportedComplexOpError, match="boom"):
+        ReplaceComplexWithRealPass(strict=True)(ep)

@@ -24,9 +24,13 @@ import torch
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
+    """A rule: the op it rewrites, the function, its family (module name) and, for rules that cover only
+    some arguments of their op, `refuses(node) -> reason or None`, asked by the scan before any change."""
+
     op: torch._ops.OpOverload | Callable
     fn: Callable
     family: str
+    refuses: Callable[[torch.fx.Node], str | None] | None = None
 
     @property
     def summary(self) -> str:
@@ -45,15 +49,16 @@ def op_name(op: object) -> str:
     return f"{getattr(op, '__module__', '')}.{getattr(op, '__name__', repr(op))}".lstrip(".")
 
 
-def register(*ops: object) -> Callable[[Callable], Callable]:
-    """Register the decorated function as the rule of every op overload in `ops`."""
+def register(*ops: object, refuses: Callable[[torch.fx.Node], str | None] | None = None
+             ) -> Callable[[Callable], Callable]:
+    """Register the decorated function as the rule of every op overload in `ops` (see Rule.refuses)."""
 
     def decorate(fn: Callable) -> Callable:
         family = fn.__module__.rsplit(".", 1)[-1]
         for op in ops:
             if op in RULES:
                 raise ValueError(f"{op_name(op)} already has a rule: {RULES[op].fn.__qualname__}")
-            RULES[op] = Rule(op, fn, family)
+            RULES[op] = Rule(op, fn, family, refuses)
         return fn
 
     return decorate

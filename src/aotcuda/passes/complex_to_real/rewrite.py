@@ -26,7 +26,15 @@ from torch.utils import _pytree as pytree
 from aotcuda.errors import UnsupportedComplexOpError
 from aotcuda.passes.complex_to_real.pair import Pair, real_dtype
 from aotcuda.passes.complex_to_real.program import complex_state_names, rebuild_program
-from aotcuda.passes.complex_to_real.scan import Plan, Refusal, holds_complex, program_has_complex, scan
+from aotcuda.passes.complex_to_real.registry import op_name
+from aotcuda.passes.complex_to_real.scan import (
+    Plan,
+    Refusal,
+    holds_complex,
+    program_has_complex,
+    scan,
+    source_line,
+)
 
 logger = logging.getLogger("aotcuda")
 
@@ -57,12 +65,24 @@ class ReplaceComplexWithRealPass:
         if not program_has_complex(ep):
             return ep
         decision = scan(ep)
+        if isinstance(decision, Plan):
+            try:
+                return rewrite(ep, decision)
+            except RuleFailed as failure:
+                decision = failure.refusal
         if isinstance(decision, Refusal):
             if self.strict:
                 raise UnsupportedComplexOpError(decision.op, decision.node, decision.source, decision.reason)
             logger.warning(decision.log_line())
-            return ep
-        return rewrite(ep, decision)
+        return ep
+
+
+class RuleFailed(Exception):
+    """A rule raised while rewriting: the program is left as it was, like any refusal."""
+
+    def __init__(self, refusal: Refusal):
+        super().__init__(refusal.log_line())
+        self.refusal = refusal
 
 
 class _PairInterpreter(torch.fx.Interpreter):
@@ -75,6 +95,7 @@ class _PairInterpreter(torch.fx.Interpreter):
 
     def __init__(self, gm: torch.fx.GraphModule, plan: Plan, complex_placeholders: set[str]):
         super().__init__(gm, garbage_collect_values=True)
+        self.extra_traceback = False  # keep RuleFailed as it is raised
         self.plan = plan
         self.complex_placeholders = complex_placeholders
         self.tracer = get_proxy_mode().tracer
@@ -89,7 +110,11 @@ class _PairInterpreter(torch.fx.Interpreter):
         if rule is not None:
             with self._set_current_node(n):
                 args, kwargs = self.fetch_args_kwargs_from_env(n)
-                result = rule.fn(n.meta.get("val"), *args, **kwargs)
+                try:
+                    result = rule.fn(n.meta.get("val"), *args, **kwargs)
+                except Exception as error:  # a bug or an unforeseen argument: refuse, never half-rewrite
+                    raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+                                             f"its rule failed: {type(error).__name__}: {error}")) from error
             return self._original_if_same(result, n.meta.get("val"))
         if n.op == "call_function" and self._inputs_unchanged(n):
             return self._copy_unchanged(n)

@@ -198,5 +198,8 @@ def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:
         rule = rule_for(node.target)
         if rule is None:
             return _refuse(node, "no rule rewrites this op on complex values")
+        reason = rule.refuses(node) if rule.refuses else None
+        if reason:
+            return _refuse(node, reason)
         rules[node] = rule
     return Plan(rules)

@@ -201,12 +201,17 @@ def sqrt(out, a):
     return polar_pair(torch.sqrt(magnitude(a)), torch.atan2(a.im, a.re) / 2)
 
 
-@register(aten.pow.Tensor_Scalar)
+def _complex_exponent(node: torch.fx.Node) -> str | None:
+    exponent = node.args[1] if len(node.args) > 1 else node.kwargs.get("exponent")
+    if isinstance(exponent, complex) and exponent.imag != 0:
+        return "pow with a complex exponent has no rule (only real scalar exponents)"
+    return None
+
+
+@register(aten.pow.Tensor_Scalar, refuses=_complex_exponent)
 def pow_(out, a, exponent):
     """a ** p for a real scalar p: |a|^p · (cos, sin)(p · angle); p = 2 and p = 1 as products, as eager."""
     if isinstance(exponent, complex):
-        if exponent.imag != 0:
-            raise NotImplementedError("complex exponent")  # scan never routes one here (see supports)
         exponent = exponent.real
     if exponent == 1:
         return a
