@@ -14,7 +14,6 @@ from collections.abc import Sequence
 import torch
 
 REAL_OF_COMPLEX = {torch.complex64: torch.float32, torch.complex128: torch.float64}
-COMPLEX_OF_REAL = {real: cplx for cplx, real in REAL_OF_COMPLEX.items()}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -47,10 +46,6 @@ class Pair:
 
     def to(self, real_dtype: torch.dtype) -> Pair:
         return self if self.t.dtype == real_dtype else Pair(self.t.to(real_dtype))
-
-
-def is_complex_dtype(dtype: object) -> bool:
-    return isinstance(dtype, torch.dtype) and dtype.is_complex
 
 
 def real_dtype(dtype: torch.dtype) -> torch.dtype:
