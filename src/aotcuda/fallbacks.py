@@ -14,7 +14,7 @@ Each call follows a comment that names the FX nodes it came from:
 ``// Topologically Sorted Source Nodes: [full_like, polar], Original ATen: [aten.full_like, aten.polar]``.
 Those names are the nodes of the ExportedProgram given to Inductor, whose ``meta["stack_trace"]`` holds
 the user's source line. A deployment target must ship every kernel called this way; the allow-list
-names the library kernels (matmul, convolution, attention) that Inductor calls on purpose.
+names the library kernels (matmul, convolution, attention, topk/sort) that Inductor calls on purpose.
 
 Complex values are a special case: Inductor has no code generation for them, so every op on a complex
 tensor becomes a fallback. ``complex_value_nodes`` finds those in the ExportedProgram directly, so they
@@ -45,7 +45,10 @@ ATTENTION_KERNELS = frozenset({
 ONEDNN_KERNELS = frozenset({"_mkl_linear", "_linear_pointwise", "_linear_pointwise_binary",
                             "mkldnn__convolution_pointwise", "mkldnn__convolution_pointwise_binary",
                             "mkldnn__convolution_pointwise_binary_", "mkldnn__convolution_transpose_pointwise"})
-LIBRARY_KERNELS = MATMUL_KERNELS | CONVOLUTION_KERNELS | ATTENTION_KERNELS
+# Selection: Inductor registers topk and sort as fallbacks on purpose (torch/_inductor/lowering.py,
+# make_fallback) on every device; MoE routers (DeepSeek, Mixtral, Qwen-MoE) call topk on real scores.
+SELECTION_KERNELS = frozenset({"topk", "sort", "sort_stable"})
+LIBRARY_KERNELS = MATMUL_KERNELS | CONVOLUTION_KERNELS | ATTENTION_KERNELS | SELECTION_KERNELS
 
 # C-shim functions with a device prefix that are runtime helpers, not ATen kernels.
 _HELPERS = re.compile(r"(guard|stream|caching_allocator)")
