@@ -2,8 +2,13 @@
 
 The generated code of an AOTI package trusts its inputs: a wrong dtype, rank or size reads memory
 wrongly or crashes. So every call is checked here against the package's signature (see
-``aotcuda.runtime.package``): count, type, dtype, device, rank, static sizes, symbolic sizes within their
-exported range, and sizes that share one symbol being equal. Every error names the input and the fix.
+``aotcuda.runtime.package``): count, type, layout, dtype, device, rank, static sizes, symbolic sizes within
+their exported range, and sizes that share one symbol being equal. Every error names the input and the fix.
+
+The generated code also reads each input through its raw data pointer with the strides of the exported
+example, baked in. So an accepted input is handed on in exactly that layout (copied where it differs: a
+transposed view, an expanded tensor, a program exported with a transposed example called with a
+contiguous tensor), and without the lazy negation/conjugation bits that a data pointer does not carry.
 """
 
 from __future__ import annotations
@@ -46,11 +51,17 @@ class TensorSpec:
     device_type: str
     dims: tuple[DimSpec, ...]
     contiguous: bool = True
+    strides: tuple[DimSpec, ...] | None = None  # the exported example's; None in older packages
 
     @classmethod
     def from_json(cls, spec: dict) -> TensorSpec:
-        return cls(spec["name"], getattr(torch, spec["dtype"]), spec.get("device", ""),
-                   tuple(DimSpec.from_json(d) for d in spec["shape"]), bool(spec.get("contiguous", True)))
+        dtype = getattr(torch, spec["dtype"], None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"{spec['dtype']!r} is not a torch dtype")
+        strides = spec.get("strides")
+        return cls(spec["name"], dtype, spec.get("device", ""), tuple(DimSpec.from_json(d) for d in spec["shape"]),
+                   bool(spec.get("contiguous", True)),
+                   None if strides is None else tuple(DimSpec.from_json(d) for d in strides))
 
     @property
     def rank(self) -> int:
@@ -85,31 +96,58 @@ def check_input_count(tensors, num_inputs: int, names: list[str]) -> None:
 
 def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], device: torch.device,
                  num_inputs: int) -> tuple[list[torch.Tensor], dict[str, int]]:
-    """Check the flat input tensors; return them ready to run (made contiguous where the program was
-    exported with contiguous inputs) and the value of every shape symbol.
+    """Check the flat input tensors; return them ready to run (in the layout the generated code reads,
+    see the module docstring) and the value of every shape symbol.
 
     Raises InputError naming the first bad input and the fix.
     """
-    check_input_count(tensors, num_inputs, names)
-    prepared, bindings, bound_by = [], {}, {}
+    check_input_count(tensors, num_inputs, [spec.name for spec in specs] if specs else names)
+    bindings, bound_by = {}, {}
     for index, tensor in enumerate(tensors):
         label = _label(specs, names, index)
         _check_tensor_on_device(tensor, device, label, InputError, f"move it there first, e.g. tensor.to({str(device)!r})")
         if specs:
             _check_tensor(tensor, specs[index], label, bindings, bound_by)
-            if specs[index].contiguous and not tensor.is_contiguous():
-                tensor = tensor.contiguous()
-        prepared.append(tensor)
     if specs:
         _check_derived_dims(tensors, specs, bindings, names)
+    prepared = [_in_exported_layout(tensor, specs[index] if specs else None, bindings, _label(specs, names, index))
+                for index, tensor in enumerate(tensors)]
     return prepared, bindings
 
 
 def _check_tensor_on_device(value, device: torch.device, label: str, error: type, fix: str) -> None:
     if not isinstance(value, torch.Tensor):
-        raise error(f"{label} must be a torch.Tensor, got {type(value).__name__}")
+        raise error(f"{label} must be a torch.Tensor, got {type(value).__name__}; convert it with torch.as_tensor")
+    if value.layout != torch.strided:
+        raise error(f"{label} is a {value.layout} tensor, but the program reads dense tensors; pass tensor.to_dense()")
     if value.device != device:
         raise error(f"{label} is on {value.device}, but the program runs on {device}; {fix}")
+
+
+def _in_exported_layout(tensor: torch.Tensor, spec: TensorSpec | None, bindings: dict[str, int],
+                        label: str) -> torch.Tensor:
+    """The tensor as the generated code reads it: no negation/conjugation bit, and the exported strides
+    (contiguous for most programs). Unsigned packages (spec None) keep their layout: AOTI's own input
+    checks compare the strides there."""
+    if tensor.is_neg() or tensor.is_conj():
+        tensor = tensor.resolve_conj().resolve_neg()
+    if spec is None:
+        return tensor
+    if spec.contiguous:
+        return tensor if tensor.is_contiguous() else tensor.contiguous()
+    strides = [evaluate_dim(stride, bindings) for stride in spec.strides] if spec.strides else [None]
+    if None in strides or _has_strides(tensor, strides):
+        return tensor  # an older package without strides: the layout cannot be checked
+    try:
+        return torch.empty_strided(tensor.shape, strides, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
+    except RuntimeError as exc:  # e.g. exported strides of 0 (an expanded example) and values that differ
+        raise InputError(f"{label} cannot be laid out with the strides {tuple(strides)} that the program was "
+                         f"exported with ({exc}); re-export with a contiguous example input") from exc
+
+
+def _has_strides(tensor: torch.Tensor, strides: list[int]) -> bool:
+    """Whether the tensor has these strides where they matter (dims of size 1 are read at index 0 only)."""
+    return all(size <= 1 or have == want for size, have, want in zip(tensor.shape, tensor.stride(), strides))
 
 
 def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by: dict) -> None:
@@ -175,10 +213,21 @@ def check_caller_outputs(outputs, specs: list[TensorSpec] | None, bindings: dict
     for index, out in enumerate(outputs):
         _check_tensor_on_device(out, device, f"output buffer #{index}", OutputError,
                                 f"allocate it there, e.g. torch.empty(..., device={str(device)!r})")
+        _check_buffer_writable(out, index)
         if specs:
             spec = specs[index]
             shape = [evaluate_dim(dim, bindings) for dim in spec.dims]
             _check_buffer(out, index, spec.dtype, shape, spec.name)
+
+
+def _check_buffer_writable(out: torch.Tensor, index: int) -> None:
+    """The result is copied into the buffer in place: refuse buffers that an in-place copy cannot write."""
+    if out.requires_grad and out.is_leaf and torch.is_grad_enabled():
+        raise OutputError(f"output buffer #{index} is a leaf tensor that requires grad, which cannot be written "
+                          "in place; pass buffer.detach() (same memory), or call under torch.no_grad()")
+    if torch._debug_has_internal_overlap(out) == 1:  # 1: MemOverlap::Yes (e.g. stride 0 from expand())
+        raise OutputError(f"output buffer #{index} has elements that share memory (shape {tuple(out.shape)}, "
+                          f"strides {out.stride()}, e.g. from expand()); pass a buffer of its own, e.g. torch.empty")
 
 
 def check_buffers_match(outputs, results) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 
 from aotcuda.errors import PackageError
 
@@ -46,12 +47,55 @@ def promote_cxx_runtime_to_global_scope() -> bool:
     return True
 
 
+def elf_bytes_needed(path: str) -> int | None:
+    """How many bytes an ELF file must have to hold every segment and its section-header table, read from
+    its headers; None when the file does not start with an ELF header (dlopen then reports it).
+
+    Why: dlopen maps a library's segments without checking that the file holds them all, so a truncated
+    .so loads fine and dies with SIGBUS (the whole process) at its first run, when a missing page is read.
+    """
+    with open(path, "rb") as f:
+        header = f.read(64)
+        if len(header) < 52 or header[:4] != b"\x7fELF" or header[4] not in (1, 2) or header[5] not in (1, 2):
+            return None
+        order = "<" if header[5] == 1 else ">"
+        if header[4] == 2:  # ELFCLASS64
+            phoff, shoff = struct.unpack_from(order + "QQ", header, 0x20)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", header, 0x36)
+            entry = order + "IIQQQQ"  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz
+            offset_field, size_field = 2, 5
+        else:  # ELFCLASS32
+            phoff, shoff = struct.unpack_from(order + "II", header, 0x1C)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", header, 0x2A)
+            entry = order + "IIIIII"  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz
+            offset_field, size_field = 1, 4
+        needed = max(phoff + phnum * phentsize, shoff + shnum * shentsize if shoff else 0)
+        f.seek(phoff)
+        table = f.read(phnum * phentsize)
+        for index in range(min(phnum, len(table) // max(phentsize, 1))):
+            fields = struct.unpack_from(entry, table, index * phentsize)
+            needed = max(needed, fields[offset_field] + fields[size_field])
+    return needed
+
+
+def check_library_complete(path: str) -> None:
+    """Raise PackageError when the library file is shorter than its own ELF headers say it is."""
+    needed = elf_bytes_needed(path)
+    size = os.path.getsize(path)
+    if needed is not None and size < needed:
+        raise PackageError(
+            f"the model library {path} is truncated: it has {size} bytes, its ELF headers need {needed}. "
+            "The package was damaged (an interrupted copy or download?); copy it again, or lower the model again."
+        )
+
+
 def open_model_library(path: str) -> ctypes.CDLL:
     """dlopen an AOTInductor `.wrapper.so` (RTLD_NOW | RTLD_LOCAL) after fixing the C++ runtime's scope.
 
-    Raises PackageError naming the file when the library cannot be opened (missing, corrupt, built for
-    another architecture, or with symbols this torch does not provide).
+    Raises PackageError naming the file when the library cannot be opened (missing, truncated, corrupt,
+    built for another architecture, or with symbols this torch does not provide).
     """
+    check_library_complete(path)
     promote_cxx_runtime_to_global_scope()
     try:
         return ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)

@@ -25,6 +25,8 @@ Format (version 1)::
                   "device": "cpu" | "cuda",         # device type only
                   "shape": [Dim, ...],              # len(shape) is the rank
                   "contiguous": true,               # the exported example was contiguous (inputs)
+                  "strides": [Dim, ...],            # the exported example's strides, which the generated
+                                                    # code assumes (optional: absent in older packages)
                   "complex": null}                  # reserved: original complex dtype of a real pair tensor
     Dim = 4                                         # a static size, or
         | {"expr": "s77", "min": 2, "max": 64}      # symbolic: a sympy expression of the input symbols;
@@ -40,6 +42,7 @@ import shutil
 import tempfile
 import weakref
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 
 from aotcuda.errors import PackageError
@@ -114,9 +117,17 @@ def _safe_target(root_dir: str, relative: str) -> str:
     return target
 
 
+# What zipfile raises for an archive whose directory looks fine but whose data is damaged
+# (a flipped byte: "Bad CRC-32"; a cut-off entry: EOFError; a broken deflate stream: zlib.error).
+_DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError)
+
+
 def _extract_model(archive: zipfile.ZipFile, names: list[str], model_dir_entry: str, root: str,
-                   out_dir: str) -> str:
-    """Extract the model folder (and data/constants/*, flattened into it) to out_dir/<model>; return it."""
+                   out_dir: str, path: str) -> str:
+    """Extract the model folder (and data/constants/*, flattened into it) to out_dir/<model>; return it.
+
+    Raises PackageError naming the damaged entry when an entry's data does not match its checksum.
+    """
     model_dir = os.path.join(out_dir, "model")
     os.makedirs(model_dir)
     constants_entry = f"{root}data/constants/"
@@ -131,8 +142,12 @@ def _extract_model(archive: zipfile.ZipFile, names: list[str], model_dir_entry: 
             continue
         target = _safe_target(model_dir, relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        with archive.open(name) as source, open(target, "wb") as sink:
-            shutil.copyfileobj(source, sink)
+        try:
+            with archive.open(name) as source, open(target, "wb") as sink:
+                shutil.copyfileobj(source, sink)
+        except _DAMAGED_ZIP as exc:
+            raise PackageError(f"{path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy the "
+                               "package again, or lower the model again") from exc
     return model_dir
 
 
@@ -154,7 +169,7 @@ def open_package(path: str | os.PathLike, model_name: str | None = None) -> Extr
         signature = _read_signature_entry(archive, names, root, path)
         out_dir = tempfile.mkdtemp(prefix="aotcuda-")
         try:
-            model_dir = _extract_model(archive, names, f"{root}data/aotinductor/{model}/", root, out_dir)
+            model_dir = _extract_model(archive, names, f"{root}data/aotinductor/{model}/", root, out_dir, path)
             package = _describe_model(path, model, model_dir, signature)
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -171,14 +186,25 @@ def _describe_model(path: str, model: str, model_dir: str, signature: dict | Non
             "C++ sources but no compiled .so" if _files_with_suffix(model_dir, ".cpp") else "no compiled .so")
         raise PackageError(f"{path!r} (model {model!r}) holds {what}; rebuild it with "
                            "torch._inductor.aoti_compile_and_package (without package_cpp_only)")
-    metadata = {}
     meta_files = _files_with_suffix(model_dir, "wrapper_metadata.json") or _files_with_suffix(model_dir, "_metadata.json")
-    if meta_files:
-        with open(meta_files[0]) as f:
-            metadata = {k: str(v) for k, v in json.load(f).items()}
+    metadata = _read_metadata(path, meta_files[0]) if meta_files else {}
     blobs = _files_with_suffix(model_dir, ".blob")
     return ExtractedPackage(path, model, so_files[0], os.path.dirname(so_files[0]), metadata,
                             blobs[0] if blobs else None, signature, _proxy_executor_ops(so_files[0]))
+
+
+def _read_metadata(path: str, meta_file: str) -> dict[str, str]:
+    """The model's ``<hash>.wrapper_metadata.json``: a JSON object of strings (AOTI_DEVICE_KEY, ...)."""
+    try:
+        with open(meta_file) as f:
+            metadata = json.load(f)
+    except ValueError as exc:
+        raise PackageError(f"{path!r}: the model's metadata {os.path.basename(meta_file)} is not valid JSON "
+                           f"({exc}); the package is damaged, lower the model again") from exc
+    if not isinstance(metadata, dict):
+        raise PackageError(f"{path!r}: the model's metadata {os.path.basename(meta_file)} is a "
+                           f"{type(metadata).__name__}, not a JSON object; the package is damaged, lower the model again")
+    return {str(k): str(v) for k, v in metadata.items()}
 
 
 def _proxy_executor_ops(so_path: str) -> list[str]:
@@ -187,9 +213,13 @@ def _proxy_executor_ops(so_path: str) -> list[str]:
     extern_file = so_path[: -len(".so")] + ".json"
     if not os.path.exists(extern_file):
         return []
-    with open(extern_file) as f:
-        nodes = json.load(f).get("nodes", [])
-    return [str(node.get("node", {}).get("target", "?")) for node in nodes]
+    try:
+        with open(extern_file) as f:
+            nodes = json.load(f).get("nodes", [])
+        return [str(node.get("node", {}).get("target", "?")) for node in nodes]
+    except (ValueError, AttributeError) as exc:
+        raise PackageError(f"the model's op list {os.path.basename(extern_file)} is damaged ({exc}); "
+                           "lower the model again") from exc
 
 
 # --- the signature ----------------------------------------------------------------------------------------
@@ -201,8 +231,14 @@ def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str,
         return None
     try:
         signature = json.loads(archive.read(entry))
+    except _DAMAGED_ZIP as exc:
+        raise PackageError(f"{path!r} is damaged: its entry {entry!r} cannot be read ({exc}); copy the "
+                           "package again, or lower the model again") from exc
     except ValueError as exc:
         raise PackageError(f"{path!r}: {entry} is not valid JSON: {exc}") from exc
+    if not isinstance(signature, dict):
+        raise PackageError(f"{path!r}: {entry} is a {type(signature).__name__}, not a JSON object; "
+                           "write it again with aotcuda.runtime.package.write_signature, or lower the model again")
     if signature.get("format") != SIGNATURE_FORMAT or signature.get("version") != SIGNATURE_VERSION:
         raise PackageError(f"{path!r}: {entry} has format {signature.get('format')!r} version "
                            f"{signature.get('version')!r}; this aotcuda reads {SIGNATURE_FORMAT} {SIGNATURE_VERSION}")
@@ -245,6 +281,7 @@ def _tensor_spec(name: str, value, range_constraints) -> dict:
         "device": value.device.type,
         "shape": [_dim_spec(size, range_constraints) for size in value.shape],
         "contiguous": bool(value.is_contiguous()),
+        "strides": [_dim_spec(stride, range_constraints) for stride in value.stride()],
         "complex": None,
     }
 

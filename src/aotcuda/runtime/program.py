@@ -27,7 +27,7 @@ import os
 import torch
 import torch.utils._pytree as pytree
 
-from aotcuda.errors import InputError, PackageError, RuntimeCallError
+from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime import ownership
 from aotcuda.runtime.checks import (
     TensorSpec,
@@ -63,16 +63,28 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
         raise
 
 
-def _resolve_device(package_type: str, device) -> torch.device:
+_DEVICE_TYPES = ("cpu", "cuda")  # what the runtime drives (streams, CUDA graphs, handles)
+
+
+def _resolve_device(package: ExtractedPackage, device) -> torch.device:
+    package_type = package.device_type
     if not package_type:
-        raise PackageError(f"{package_type!r}: the package's metadata names no device (AOTI_DEVICE_KEY)")
-    wanted = torch.device(device) if device is not None else torch.device(package_type)
+        raise PackageError(f"{package.path!r}: the model's metadata names no device (no AOTI_DEVICE_KEY); "
+                           "the package is damaged or not from AOTInductor, lower the model again")
+    if package_type not in _DEVICE_TYPES:
+        raise PackageError(f"{package.path!r} was built for {package_type!r}; aotcuda runs packages built for "
+                           f"{' or '.join(_DEVICE_TYPES)}: lower the model again with one of those devices")
+    try:
+        wanted = torch.device(device) if device is not None else torch.device(package_type)
+    except (RuntimeError, TypeError) as exc:
+        raise PackageError(f"device={device!r} is not a device ({exc}); pass e.g. 'cpu' or 'cuda:0'") from exc
     if wanted.type != package_type:
         raise PackageError(f"the package was built for {package_type} and cannot run on {wanted}; "
                            f"load it with device={package_type!r}, or lower the model again with device={wanted.type!r}")
     if wanted.type == "cuda":
         if not torch.cuda.is_available():
-            raise PackageError("the package was built for CUDA, but torch sees no CUDA device here")
+            raise PackageError(f"{package.path!r} was built for CUDA, but torch sees no CUDA device here; run it "
+                               "on a machine with a CUDA GPU, or lower the model again with device='cpu'")
         if wanted.index is None:
             wanted = torch.device("cuda", torch.cuda.current_device())
     return wanted
@@ -88,7 +100,7 @@ class Program:
 
     def __init__(self, package: ExtractedPackage, *, device=None, cuda_graphs: bool = False):
         self._package = package
-        self._device = _resolve_device(package.device_type, device)
+        self._device = _resolve_device(package, device)
         if cuda_graphs and self._device.type != "cuda":
             raise PackageError(f"cuda_graphs=True needs a CUDA package and device; this one runs on "
                                f"{self._device}. Load it with cuda_graphs=False.")
@@ -139,8 +151,12 @@ class Program:
     def _load_specs(self, signature: dict | None):
         if not signature:
             return None, None
-        inputs = tuple(TensorSpec.from_json(s) for s in signature.get("inputs", []))
-        outputs = tuple(TensorSpec.from_json(s) for s in signature.get("outputs", []))
+        try:
+            inputs = tuple(TensorSpec.from_json(s) for s in signature.get("inputs", []))
+            outputs = tuple(TensorSpec.from_json(s) for s in signature.get("outputs", []))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise PackageError(f"{self.package_path!r}: the aotcuda signature entry is malformed ({type(exc).__name__}: "
+                               f"{exc}); lower the model again, or write it with write_signature") from exc
         # A signature that does not describe this container (e.g. a stale entry) is not used for checks.
         return (inputs if len(inputs) == self.num_inputs else None,
                 outputs if len(outputs) == self.num_outputs else None)
@@ -194,6 +210,9 @@ class Program:
         if spec != self._in_spec:
             raise InputError(f"the arguments are structured as\n  {spec}\nbut the program was exported with\n  "
                              f"{self._in_spec}\npass the same positional/keyword structure as at export")
+        if len(flat) == self.num_inputs:
+            return flat  # every leaf is an input: a non-tensor there is an error that check_inputs names
+        # Non-tensor leaves (ints, floats) were specialized into the program at export: they are not inputs.
         return [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
 
     def execute(self, inputs, outputs=None) -> list:
@@ -210,10 +229,10 @@ class Program:
         output handle released once; the next call can run).
         """
         self._check_open()
-        prepared, bindings = check_inputs(list(inputs), self._input_specs, self._input_names, self._device,
-                                          self.num_inputs)
+        prepared, bindings = check_inputs(_as_list(inputs, "inputs", InputError), self._input_specs,
+                                          self._input_names, self._device, self.num_inputs)
         if outputs is not None:
-            outputs = list(outputs)
+            outputs = _as_list(outputs, "outputs", OutputError)
             check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs)
         if self._graphs is not None:
             results, static = self._graphs(prepared)
@@ -273,6 +292,14 @@ class Program:
             self.close()
         except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
             pass
+
+
+def _as_list(values, what: str, error: type) -> list:
+    """execute()'s inputs/outputs as a list; a lone tensor (which would iterate over its rows) is refused."""
+    if isinstance(values, (list, tuple)):
+        return list(values)
+    raise error(f"execute() takes its {what} as a list of tensors, got {type(values).__name__}; "
+                f"pass [tensor, ...] (one per {what[:-1]}, in the container's order)")
 
 
 def _num_positional(in_spec) -> int | None:
