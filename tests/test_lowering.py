@@ -112,6 +112,24 @@ def test_allow_fallbacks_returns_them_and_the_package_runs(tmp_path):
     assert relative_error(lowered.load()(fresh), ComplexCumsum()(fresh)) < 1e-5
 
 
+class Router(torch.nn.Module):
+    """An MoE router: returns torch's named tuple (torch.return_types.topk), which a package cannot store."""
+
+    def forward(self, scores):
+        return torch.topk(scores.softmax(-1), k=2, dim=-1)
+
+
+def test_named_tuple_outputs_come_back_as_a_tuple_and_topk_is_a_library_kernel(tmp_path):
+    lowered = aotcuda.lower(Router(), (torch.randn(6, 4),), device="cpu", package_path=tmp_path / "router.pt2")
+    assert lowered.fallback_kernels == []
+    assert "aoti_torch_cpu_topk" in {k.name for k in lowered.library_kernels}
+    scores = torch.randn(6, 4)
+    values, indices = lowered.load()(scores)
+    expected = Router()(scores)
+    assert relative_error(values, expected.values) < 1e-6
+    assert torch.equal(indices, expected.indices)
+
+
 @pytest.mark.cuda
 def test_demo_block_on_cuda_in_bfloat16(tmp_path):
     model, (x,) = aotcuda.models.attention_block(device="cuda", dtype=torch.bfloat16, batch=2, seq=64)

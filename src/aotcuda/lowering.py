@@ -137,6 +137,9 @@ def lower(
         progress: called as ``progress(step, None)`` when a step starts and ``progress(step, seconds)``
             when it ends; the CLI shows it.
 
+    Outputs keep the module's structure, except torch's named tuples (``torch.topk`` and the like), which
+    a package cannot store: those come back as plain tuples of the same tensors.
+
     Raises:
         MissingFallbackKernelsError: the generated code calls kernels outside the allow-list and
             allow_fallbacks is False. The message lists each kernel with the user's source line.
@@ -150,6 +153,7 @@ def lower(
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
     with step("export"):
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+        _make_outputs_serializable(ep)
     with step("decompose"):
         ep = ep.run_decompositions(decomposition_table())
     with step("passes"):
@@ -165,6 +169,23 @@ def lower(
             error.kernels = missing
             raise error
     return LoweredProgram(path, device.type, missing, library, times, ep)
+
+
+def _make_outputs_serializable(ep: ExportedProgram) -> None:
+    """Give the program a flat tuple output spec when its own cannot be saved in a package.
+
+    An AOTI package stores the output pytree spec as JSON, which needs a registered serialization name
+    for every container type. torch's named tuples (``torch.return_types.topk`` from ``return
+    torch.topk(x, k)``, ...) have none in torch 2.11-2.14, so packaging would fail. Such a program
+    returns the same tensors, in order, as a plain tuple instead.
+    """
+    signature = ep.module_call_graph[0].signature
+    if signature is None:
+        return
+    try:
+        pytree.treespec_dumps(signature.out_spec)
+    except (NotImplementedError, TypeError):
+        signature.out_spec = pytree.tree_flatten(tuple(range(signature.out_spec.num_leaves)))[1]
 
 
 def _target_device(device: str | torch.device) -> torch.device:
