@@ -10,7 +10,12 @@ Measured on the 2-core CI machine (torch 2.13, CPU, other jobs running at the sa
 
 | program | nodes | seconds | µs/node |
 |---|---|---|---|
-RESULTS
+| 3 Llama-style blocks | 367 | 0.25 | 681 |
+| 9 Llama-style blocks | 1093 | 0.57 | 523 |
+| 17 Llama-style blocks | 2061 | 0.95 | 462 |
+| complex chain, 40 steps (worst case) | 525 | 1.29 | 2452 |
+| complex chain, 160 steps (worst case) | 2085 | 3.73 | 1790 |
+
 Nodes the pass does not change are copied with their metadata (about 0.3 ms each); every op a rule
 emits runs on fake tensors with symbolic shapes through make_fx (about 2-3 ms each), so graphs made
 only of complex ops cost several times more per node.
