@@ -24,25 +24,27 @@ def _reduce(reduction, out, a: Pair, dims, keepdim: bool) -> Pair:
     return Pair(reduction(a.t, reduced_dims(a, dims), keepdim, dtype=result_dtype(out)))
 
 
-@register(aten.sum.dim_IntList)
-def sum_dims(out, a, dim=None, keepdim=False, *, dtype=None):
-    """sum over the mapped dims."""
-    return _reduce(torch.sum, out, a, dim, keepdim)
+def over_dims(reduction):
+    """The rule of `reduction`.dim: reduce the pair over the mapped dims."""
+
+    def rule(out, a, dim=None, keepdim=False, *, dtype=None):
+        return _reduce(reduction, out, a, dim, keepdim)
+
+    rule.__doc__ = f"{reduction.__name__} over the mapped dims."
+    return rule
 
 
-@register(aten.sum.default)
-def sum_all(out, a, *, dtype=None):
-    """sum over every complex dim."""
-    return _reduce(torch.sum, out, a, None, False)
+def over_all_dims(reduction):
+    """The rule of `reduction`.default: reduce the pair over every complex dim."""
+
+    def rule(out, a, *, dtype=None):
+        return _reduce(reduction, out, a, None, False)
+
+    rule.__doc__ = f"{reduction.__name__} over every complex dim."
+    return rule
 
 
-@register(aten.mean.dim)
-def mean_dims(out, a, dim=None, keepdim=False, *, dtype=None):
-    """mean over the mapped dims."""
-    return _reduce(torch.mean, out, a, dim, keepdim)
-
-
-@register(aten.mean.default)
-def mean_all(out, a, *, dtype=None):
-    """mean over every complex dim."""
-    return _reduce(torch.mean, out, a, None, False)
+register(aten.sum.dim_IntList)(over_dims(torch.sum))
+register(aten.mean.dim)(over_dims(torch.mean))
+register(aten.sum.default)(over_all_dims(torch.sum))
+register(aten.mean.default)(over_all_dims(torch.mean))
