@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 
 import torch
 
-
-def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((out.double() - ref.double()).norm() / ref.double().norm())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import relative_error  # noqa: E402
 
 
 def main() -> None:

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import relative_error  # noqa: E402
 
 
 def build_model(hidden: int, layers: int, heads: int, max_seq: int):
@@ -32,10 +36,6 @@ def build_model(hidden: int, layers: int, heads: int, max_seq: int):
     model = transformers.DeepseekV2Model(transformers.DeepseekV2Config(**config))
     widen_router_margins(model)
     return DeepseekV2Hidden(model.eval()), config["vocab_size"]
-
-
-def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((out.double() - ref.double()).norm() / ref.double().norm())
 
 
 def main() -> None:

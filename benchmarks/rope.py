@@ -20,6 +20,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import relative_error  # noqa: E402
 from rope_modules import ComplexRope, RealRope, rotary_angles  # noqa: E402
 
 
@@ -34,12 +35,6 @@ def reference(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
         return torch.stack([re * cos - im * sin, re * sin + im * cos], -1).flatten(3)
 
     return rotate(q), rotate(k)
-
-
-def relative_error(outs, refs) -> float:
-    num = sum(float((o.double() - r).norm() ** 2) for o, r in zip(outs, refs))
-    den = sum(float(r.norm() ** 2) for r in refs)
-    return (num / den) ** 0.5
 
 
 def aoti_package(module, args, path):
@@ -63,49 +58,46 @@ def build_variants(q, k, workdir):
         k_copy.copy_(k)
         return q_copy, k_copy
 
-    variants = [("device copy of the same bytes", copy, None, "the floor")]
-    variants.append(("eager, complex math", lambda: complex_rope(q, k), None, ""))
-
     def timed(build):
+        """(the callable build() returns, seconds to build it and run it once)."""
         start = time.perf_counter()
         fn = build()
         fn()
         torch.cuda.synchronize()
         return fn, time.perf_counter() - start
 
-    fn, secs = timed(lambda: (lambda m=torch.compile(complex_rope): m(q, k)))
-    variants.append(("torch.compile, complex math", fn, secs, "fallback kernels"))
+    def compiled(module):
+        return lambda: (lambda m=torch.compile(module): m(q, k))
 
-    def aoti_complex():
-        runner = torch._inductor.aoti_load_package(aoti_package(complex_rope, (q, k), f"{workdir}/c.pt2"))
-        return lambda: runner(q, k)
+    def aoti(module, name):
+        def build():
+            runner = torch._inductor.aoti_load_package(aoti_package(module, (q, k), f"{workdir}/{name}.pt2"))
+            return lambda: runner(q, k)
 
-    fn, secs = timed(aoti_complex)
-    variants.append(("AOTInductor, complex math", fn, secs, "fallback kernels"))
-
-    fn, secs = timed(lambda: (lambda m=torch.compile(real_rope): m(q, k)))
-    variants.append(("torch.compile, hand-written real math", fn, secs, ""))
-
-    def aoti_real():
-        runner = torch._inductor.aoti_load_package(aoti_package(real_rope, (q, k), f"{workdir}/r.pt2"))
-        return lambda: runner(q, k)
-
-    fn, secs = timed(aoti_real)
-    variants.append(("AOTInductor, hand-written real math", fn, secs, ""))
-    variants.extend(torch_complex_tensor_variant(complex_rope, q, k))
+        return build
 
     def ours(cuda_graphs):
         def build():
-            lowered = aotcuda.lower(complex_rope, (q, k), device="cuda", package_path=f"{workdir}/a.pt2")
-            program = aotcuda.load(lowered.package_path, cuda_graphs=cuda_graphs)
+            package = f"{workdir}/ours.pt2"
+            if not os.path.exists(package):  # one lowering serves both aotcuda rows
+                aotcuda.lower(complex_rope, (q, k), device="cuda", package_path=package)
+            program = aotcuda.load(package, cuda_graphs=cuda_graphs)
             return lambda: program(q, k)
 
         return build
 
-    fn, secs = timed(ours(False))
-    variants.append(("aotcuda (complex math rewritten as real)", fn, secs, "0 fallback kernels"))
-    fn, _ = timed(ours(True))
-    variants.append(("aotcuda, CUDA graph replay", fn, None, "same package"))
+    variants = [("device copy of the same bytes", copy, None, "the floor"),
+                ("eager, complex math", lambda: complex_rope(q, k), None, "")]
+    for name, build, note in [
+        ("torch.compile, complex math", compiled(complex_rope), "fallback kernels"),
+        ("AOTInductor, complex math", aoti(complex_rope, "complex"), "fallback kernels"),
+        ("torch.compile, hand-written real math", compiled(real_rope), ""),
+        ("AOTInductor, hand-written real math", aoti(real_rope, "real"), ""),
+    ]:
+        variants.append((name, *timed(build), note))
+    variants.extend(torch_complex_tensor_variant(complex_rope, q, k))
+    variants.append(("aotcuda (complex math rewritten as real)", *timed(ours(False)), "0 fallback kernels"))
+    variants.append(("aotcuda, CUDA graph replay", timed(ours(True))[0], None, "same package"))
     return variants
 
 
@@ -159,7 +151,7 @@ def main() -> None:
     moved_gb = 4 * q.numel() * q.element_size() / 1e9
     print(f"\nRoPE q/k {list(shape)} bf16, {torch.cuda.get_device_name()}, torch {torch.__version__}; "
           f"{moved_gb:.3f} GB moved; copy {moved_gb / floor * 1e3:.2f} TB/s")
-    print(f"| variant | median µs | vs. copy | rel. error vs fp64 | compile s | note |")
+    print("| variant | median µs | vs. copy | rel. error vs fp64 | compile s | note |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         us = f"{r['us']:.1f}" if r["us"] is not None else "n/a"

@@ -1,5 +1,18 @@
-import torch, time, sys, os, itertools
+"""How Inductor compiles each way of writing a complex product on interleaved pairs (CUDA only).
+
+    python3 benchmarks/scripts/pair_product_formulations.py
+
+Llama-style q/k RoPE (B=4, S=4096, H=32, D=128, bf16 in and out, float32 math), each formulation under
+torch.compile with default options and with coordinate_descent_tuning, against a device copy of the
+same bytes. The results and what they decided are in benchmarks/NOTES.md.
+"""
+import os
+import sys
+import time
+
+import torch
 import triton.testing
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from rope_modules import rotary_angles
 torch.manual_seed(0)
