@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
-REAL_OF_COMPLEX = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+REAL_OF_COMPLEX = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

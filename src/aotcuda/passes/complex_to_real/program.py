@@ -2,7 +2,10 @@
 
 The new program keeps the original's placeholders in the same order under the same names, its range
 constraints and module call graph; complex parameters, buffers and constants become their
-view_as_real pairs under the same names in state_dict / constants.
+view_as_real pairs under the same names in state_dict / constants. Complex user inputs and outputs
+are real pairs too (shape S + [2], dynamic dims kept); a mutated complex buffer's BUFFER_MUTATION
+output names the pair value that replaces the pair buffer. Which inputs, outputs and state were
+complex is recorded on the new program (boundary.complex_boundary).
 """
 
 from __future__ import annotations
@@ -20,29 +23,28 @@ from torch.export.graph_signature import (
     TensorArgument,
 )
 
+from aotcuda.passes.complex_to_real.boundary import boundary_of, record_boundary
+
 _STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
-def complex_state_names(ep: torch.export.ExportedProgram) -> set[str]:
-    """Placeholder names of the parameters, buffers and lifted constants (the inputs the pass may convert)."""
-    return {s.arg.name for s in ep.graph_signature.input_specs if s.kind in _STATE_KINDS}
-
-
-def as_pair_state(value: torch.Tensor) -> torch.Tensor:
-    """A complex parameter/buffer/constant as a real tensor in view_as_real layout, in its own storage."""
-    pair = torch.view_as_real(value.detach().resolve_conj()).clone()
+def as_pair_state(value: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
+    """A complex parameter/buffer/constant as a real tensor in view_as_real layout, in its own storage,
+    on `device` (default: the value's; see placement.py)."""
+    pair = torch.view_as_real(value.detach().resolve_conj()).clone().to(device or value.device)
     if isinstance(value, torch.nn.Parameter):
         return torch.nn.Parameter(pair, requires_grad=value.requires_grad)
     return pair
 
 
-def _convert_state(ep: torch.export.ExportedProgram, complex_placeholders: set[str]):
+def _convert_state(ep: torch.export.ExportedProgram, complex_placeholders: set[str],
+                   devices: dict[str, torch.device]):
     state_dict, constants = dict(ep.state_dict), dict(ep.constants)
     for spec in ep.graph_signature.input_specs:
         if spec.kind not in _STATE_KINDS or spec.arg.name not in complex_placeholders:
             continue
         store = state_dict if spec.target in state_dict else constants
-        store[spec.target] = as_pair_state(store[spec.target])
+        store[spec.target] = as_pair_state(store[spec.target], devices.get(spec.arg.name))
     return state_dict, constants
 
 
@@ -89,15 +91,17 @@ def _updated_module_call_graph(ep: torch.export.ExportedProgram, signature: Expo
 
 
 def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
-                    complex_placeholders: set[str]) -> torch.export.ExportedProgram:
-    """The ExportedProgram of the traced graph `gm`, with `ep`'s signature, state and metadata carried over."""
+                    complex_placeholders: set[str], devices: dict[str, torch.device] | None = None
+                    ) -> torch.export.ExportedProgram:
+    """The ExportedProgram of the traced graph `gm`, with `ep`'s signature, state and metadata carried over;
+    complex state named in `devices` moves to that device (see placement.py)."""
     names = [p.name for p in ep.graph.find_nodes(op="placeholder")]
     _rename_placeholders(gm, names)
     gm.graph.eliminate_dead_code()
     signature = _updated_signature(ep, gm)
-    state_dict, constants = _convert_state(ep, complex_placeholders)
+    state_dict, constants = _convert_state(ep, complex_placeholders, devices or {})
     gm.meta.update(ep.graph_module.meta)
-    return torch.export.ExportedProgram(
+    new = torch.export.ExportedProgram(
         root=gm,
         graph=gm.graph,
         graph_signature=signature,
@@ -108,3 +112,5 @@ def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
         constants=constants,
         verifiers=list(ep.verifiers),
     )
+    record_boundary(new, boundary_of(ep))
+    return new

@@ -25,7 +25,7 @@ from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
 from aotcuda.passes.complex_to_real.pair import Pair, real_dtype
-from aotcuda.passes.complex_to_real.program import complex_state_names, rebuild_program
+from aotcuda.passes.complex_to_real.program import rebuild_program
 from aotcuda.passes.complex_to_real.registry import op_name
 from aotcuda.passes.complex_to_real.scan import (
     Plan,
@@ -192,13 +192,12 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan) -> torch.export.Export
     """Trace the program through the rules into a new graph and rebuild the ExportedProgram around it."""
     placeholders = list(ep.graph.find_nodes(op="placeholder"))
     complex_placeholders = {p.name for p in placeholders if holds_complex(p.meta.get("val"))}
-    if complex_placeholders - complex_state_names(ep):
-        raise AssertionError("scan let a complex user input through")  # scan refuses these
     fake_args = [_pair_fake(p.meta["val"]) if p.name in complex_placeholders else p.meta["val"]
                  for p in placeholders]
 
     def run(*args):
-        return _PairInterpreter(ep.graph_module, plan, complex_placeholders).run(*args)
+        outputs = _PairInterpreter(ep.graph_module, plan, complex_placeholders).run(*args)
+        return [o.t if isinstance(o, Pair) else o for o in outputs]  # complex outputs leave as pairs
 
     with fx_traceback.preserve_node_meta():
         gm = make_fx(run, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*fake_args)

@@ -13,9 +13,10 @@ import os
 import re
 
 import torch
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
+from aotcuda.passes.complex_to_real.half import rule_for_node
 from aotcuda.passes.complex_to_real.registry import Rule, op_name, rule_for
 
 
@@ -100,41 +101,14 @@ def _describe_op(node: torch.fx.Node) -> str:
 # ---- the refused cases, one check each --------------------------------------------------------------
 
 
-def _refuse_complex32(ep: torch.export.ExportedProgram) -> Refusal | None:
-    """complex32 (chalf) values anywhere in the program."""
-    for node in ep.graph.nodes:
-        vals = pytree.tree_leaves(node.meta.get("val"))
-        literals = pytree.tree_leaves((node.args, node.kwargs)) if node.op == "call_function" else []
-        if any(isinstance(v, torch.Tensor) and v.dtype == torch.complex32 for v in vals) or (
-            torch.complex32 in [a for a in literals if isinstance(a, torch.dtype)]
-        ):
-            return _refuse(node, "complex32 is not supported")
-    return None
-
-
-def _refuse_complex_user_inputs(ep: torch.export.ExportedProgram) -> Refusal | None:
-    """Complex program inputs (pass `torch.view_as_real(x)` and call `view_as_complex` in the model)."""
-    user_inputs = {s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
-    for node in ep.graph.find_nodes(op="placeholder"):
-        if node.name in user_inputs and holds_complex(node.meta.get("val")):
-            # A placeholder has no source line: name the first op that reads it, and that op's line.
-            reader = next((u for u in node.users if u.op == "call_function"), node)
-            return _refuse(reader, f"it reads the complex program input '{node.name}'; complex program "
-                                   "inputs are not supported: pass torch.view_as_real(x) and call "
-                                   "torch.view_as_complex inside the model")
-    return None
-
-
-def _refuse_complex_outputs(ep: torch.export.ExportedProgram) -> Refusal | None:
-    """Complex program outputs (return `torch.view_as_real(z)`), and mutated complex buffers."""
+def _refuse_mutated_complex_inputs(ep: torch.export.ExportedProgram) -> Refusal | None:
+    """Complex program inputs mutated in place (return the new value instead; complex buffers may be mutated)."""
     output = ep.graph.output_node()
     for spec, arg in zip(ep.graph_signature.output_specs, output.args[0]):
-        if not isinstance(arg, torch.fx.Node) or not holds_complex(arg.meta.get("val")):
-            continue
-        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
-            return _refuse(arg, f"the complex buffer {spec.target} is mutated; mutated complex buffers "
-                                "are not supported")
-        return _refuse(arg, "complex program outputs are not supported; return torch.view_as_real(z)")
+        if spec.kind == OutputKind.USER_INPUT_MUTATION and isinstance(arg, torch.fx.Node) \
+                and holds_complex(arg.meta.get("val")):
+            return _refuse(arg, f"the complex program input {spec.target} is mutated in place; mutated complex "
+                                "program inputs are not supported: return the new value instead")
     return None
 
 
@@ -165,9 +139,7 @@ def _refuse_complex_in_higher_order_ops(ep: torch.export.ExportedProgram) -> Ref
 
 
 REFUSAL_CHECKS = (
-    _refuse_complex32,
-    _refuse_complex_user_inputs,
-    _refuse_complex_outputs,
+    _refuse_mutated_complex_inputs,
     _refuse_complex_in_higher_order_ops,
 )
 
@@ -201,5 +173,5 @@ def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:
         reason = rule.refuses(node) if rule.refuses else None
         if reason:
             return _refuse(node, reason)
-        rules[node] = rule
+        rules[node] = rule_for_node(node, rule)  # complex32: in float32, as eager
     return Plan(rules)
