@@ -101,7 +101,8 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
 
     Raises InputError naming the first bad input and the fix.
     """
-    check_input_count(tensors, num_inputs, [spec.name for spec in specs] if specs else names)
+    if len(tensors) != num_inputs:
+        check_input_count(tensors, num_inputs, [spec.name for spec in specs] if specs else names)
     bindings, bound_by = {}, {}
     for index, tensor in enumerate(tensors):
         label = _label(specs, names, index)
@@ -110,16 +111,22 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
             _check_tensor(tensor, specs[index], label, bindings, bound_by)
     if specs:
         _check_derived_dims(tensors, specs, bindings, names)
-    prepared = [_in_exported_layout(tensor, specs[index] if specs else None, bindings, _label(specs, names, index))
-                for index, tensor in enumerate(tensors)]
+    prepared = list(tensors)
+    for index, tensor in enumerate(tensors):
+        spec = specs[index] if specs else None
+        # The common case, checked inline (each call pays it): plain values, a contiguous program and input.
+        if tensor.is_neg() or tensor.is_conj() or not (spec is None or (spec.contiguous and tensor.is_contiguous())):
+            prepared[index] = _in_exported_layout(tensor, spec, bindings, _label(specs, names, index))
     return prepared, bindings
 
 
 def _check_tensor_on_device(value, device: torch.device, label: str, error: type, fix: str) -> None:
     if not isinstance(value, torch.Tensor):
-        raise error(f"{label} must be a torch.Tensor, got {type(value).__name__}; convert it with torch.as_tensor")
+        hint = "convert it with torch.as_tensor" if error is InputError else "allocate one, e.g. with torch.empty"
+        raise error(f"{label} must be a torch.Tensor, got {type(value).__name__}; {hint}")
     if value.layout != torch.strided:
-        raise error(f"{label} is a {value.layout} tensor, but the program reads dense tensors; pass tensor.to_dense()")
+        raise error(f"{label} is a {value.layout} tensor, but the program works on dense (strided) tensors; "
+                    "pass a dense one, e.g. tensor.to_dense()")
     if value.device != device:
         raise error(f"{label} is on {value.device}, but the program runs on {device}; {fix}")
 

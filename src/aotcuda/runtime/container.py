@@ -62,7 +62,8 @@ def open_library(so_path: str) -> ctypes.CDLL:
     lib = open_model_library(so_path)
     for name in _REQUIRED:
         if not hasattr(lib, name):
-            raise PackageError(f"{so_path} is not an AOTInductor model: it does not export {name}.")
+            raise PackageError(f"{so_path} is not an AOTInductor model: it does not export {name}. The package "
+                               "is damaged or was not written by AOTInductor; lower the model again.")
     for name, argtypes in _SIGNATURES.items():
         if hasattr(lib, name):
             function = getattr(lib, name)
@@ -167,7 +168,9 @@ class ModelContainer:
         """Run the model once.
 
         Args:
-            input_handles: one AtenTensorHandle (int) per input; stolen by the container, even on failure.
+            input_handles: one AtenTensorHandle (int) per input; stolen by the container, also when the run
+                fails, except when AOTI's input checks (AOTI_RUNTIME_CHECK_INPUTS) reject them first: those
+                stay the caller's (``Program._run`` tells them apart).
             output_handles: a C array of ``num_outputs`` handles (``handle_array([0] * n)``); the container
                 writes the outputs there and the caller owns them afterwards (also those written before a
                 failure). Several slots may hold one handle.

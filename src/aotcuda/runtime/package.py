@@ -27,7 +27,12 @@ Format (version 1)::
                   "contiguous": true,               # the exported example was contiguous (inputs)
                   "strides": [Dim, ...],            # the exported example's strides, which the generated
                                                     # code assumes (optional: absent in older packages)
-                  "complex": null}                  # reserved: original complex dtype of a real pair tensor
+                  "complex": null}                  # or "complex64" (complex32, complex128): the caller's
+                                                    # complex dtype of a tensor the package takes/returns
+                                                    # as its real pair (ReplaceComplexWithRealPass); dtype,
+                                                    # shape and strides are the pair's (float32, S + [2]).
+                                                    # aotcuda.load adapts it with zero-copy views and checks
+                                                    # it in the caller's terms (runtime/complex_boundary.py)
     Dim = 4                                         # a static size, or
         | {"expr": "s77", "min": 2, "max": 64}      # symbolic: a sympy expression of the input symbols;
                                                     # "max": null means unbounded
@@ -274,7 +279,7 @@ def _dim_spec(size, range_constraints) -> int | dict:
     return {"expr": str(expr), "min": lower, "max": upper}
 
 
-def _tensor_spec(name: str, value, range_constraints) -> dict:
+def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dict:
     return {
         "name": name,
         "dtype": str(value.dtype).removeprefix("torch."),
@@ -282,12 +287,15 @@ def _tensor_spec(name: str, value, range_constraints) -> dict:
         "shape": [_dim_spec(size, range_constraints) for size in value.shape],
         "contiguous": bool(value.is_contiguous()),
         "strides": [_dim_spec(stride, range_constraints) for stride in value.stride()],
-        "complex": None,
+        "complex": None if complex_dtype is None else str(complex_dtype).removeprefix("torch."),
     }
 
 
 def signature_from_exported_program(ep, device: str | None = None) -> dict:
     """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
+
+    Inputs and outputs that ReplaceComplexWithRealPass turned into real pairs get their complex dtype in
+    the "complex" field (read from ``aotcuda.passes.complex_to_real.complex_boundary(ep)``).
 
     Args:
         ep: the ExportedProgram that was (or will be) compiled into the package.
@@ -295,14 +303,17 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
     """
     import torch
 
-    sig = ep.graph_signature
+    from aotcuda.passes.complex_to_real.boundary import complex_boundary
+
+    sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
-    inputs = [_tensor_spec(name, placeholders[name].meta["val"], ep.range_constraints)
-              for name in sig.user_inputs if isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
+    inputs = [_tensor_spec(name, placeholders[name].meta["val"], ep.range_constraints, complex_dtype)
+              for name, complex_dtype in zip(sig.user_inputs, boundary.inputs)
+              if isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
     output_node = next(n for n in ep.graph.nodes if n.op == "output")
     user_output_nodes = list(output_node.args[0])[len(output_node.args[0]) - len(sig.user_outputs):]
-    outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints)
-               for name, node in zip(sig.user_outputs, user_output_nodes)
+    outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints, complex_dtype)
+               for name, node, complex_dtype in zip(sig.user_outputs, user_output_nodes, boundary.outputs)
                if hasattr(node, "meta") and isinstance(node.meta.get("val"), torch.Tensor)]
     if device is not None:
         for spec in inputs + outputs:

@@ -8,7 +8,8 @@ What a call does:
   1. flattens the arguments with the package's input pytree spec and checks every input before running
      (``aotcuda.runtime.checks``): a rejected call raises InputError and leaves the Program usable;
   2. makes one AtenTensorHandle per input (torch's ``unsafe_alloc_void_ptrs_from_tensors``; the
-     container steals them) and runs the container;
+     container steals them, except those it rejects before its run, which we release) and runs the
+     container;
   3. turns the output handles into tensors by the ownership rule (``aotcuda.runtime.ownership``): slots
      that hold one handle get one tensor, so a tensor returned in several slots comes back as one storage,
      as in eager; on a failed run every written handle is released exactly once;
@@ -29,6 +30,7 @@ import torch.utils._pytree as pytree
 
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime import ownership
+from aotcuda.runtime.complex_boundary import split_signature
 from aotcuda.runtime.checks import (
     TensorSpec,
     check_buffers_match,
@@ -95,7 +97,9 @@ class Program:
 
     Read-only info: ``package_path``, ``device``, ``input_specs`` / ``output_specs`` (TensorSpec per flat
     input/output, or None when the package has no aotcuda signature), ``input_names``, ``output_names``,
-    ``num_inputs``, ``num_outputs``, ``cuda_graphs``.
+    ``num_inputs``, ``num_outputs``, ``cuda_graphs``. Complex inputs and outputs of the user's program
+    (real pairs in the package) are passed and returned as complex tensors, and their specs say so
+    (``aotcuda.runtime.complex_boundary``).
     """
 
     def __init__(self, package: ExtractedPackage, *, device=None, cuda_graphs: bool = False):
@@ -117,7 +121,10 @@ class Program:
         self._input_names = self._container.input_names()
         self._output_names = self._container.output_names()
         self._in_spec, self._out_spec = self._load_call_spec()
-        self._input_specs, self._output_specs = self._load_specs(package.signature)
+        signature, boundary = split_signature(package.signature, package.path)  # complex I/O: caller's terms
+        self._input_specs, self._output_specs = self._load_specs(signature)
+        usable = self._input_specs is not None and self._output_specs is not None
+        self._boundary = boundary if usable else None  # a stale signature adapts nothing
         if self._input_specs is None:
             _enable_aoti_input_checks()
         self._graphs = GraphRunner(self._run, self._device) if cuda_graphs else None
@@ -199,7 +206,8 @@ class Program:
         try:
             ordered = reorder_kwargs(kwargs, self._in_spec)
         except Exception as exc:
-            raise InputError(f"keyword arguments {sorted(kwargs)} do not match the exported module's: {exc}") from exc
+            raise InputError(f"keyword arguments {sorted(kwargs)} do not match the exported module's ({exc}); "
+                             "call it as the exported module was called") from exc
         expected_args = _num_positional(self._in_spec)
         if expected_args is not None and len(args) != expected_args:
             names = ", ".join(self._input_specs[i].name for i in range(expected_args)) if (
@@ -231,6 +239,8 @@ class Program:
         self._check_open()
         prepared, bindings = check_inputs(_as_list(inputs, "inputs", InputError), self._input_specs,
                                           self._input_names, self._device, self.num_inputs)
+        if self._boundary is not None:
+            prepared = self._boundary.inputs_as_pairs(prepared)
         if outputs is not None:
             outputs = _as_list(outputs, "outputs", OutputError)
             check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs)
@@ -238,6 +248,8 @@ class Program:
             results, static = self._graphs(prepared)
         else:
             results, static = self._run(prepared), False
+        if self._boundary is not None:
+            results = self._boundary.outputs_as_complex(results)
         if outputs is not None:
             check_buffers_match(outputs, results)
             for buffer, result in zip(outputs, results):
@@ -250,10 +262,15 @@ class Program:
         if stream is None and self._device.type == "cuda":
             stream = torch.cuda.current_stream(self._device).cuda_stream
         output_array = handle_array([0] * self.num_outputs)
+        # The handles go on private aliases (a new TensorImpl each, same memory) so that after a failed run
+        # we can tell which ones the model did not take over: see _release_unstolen.
+        aliases = [tensor.detach() for tensor in inputs]
+        input_handles = new_handles(aliases)
         try:
-            self._container.run(new_handles(inputs), output_array, stream, single_threaded)
+            self._container.run(input_handles, output_array, stream, single_threaded)
         except BaseException:
             _release_written(output_array)
+            _release_unstolen(aliases, input_handles)
             raise
         handles = list(output_array)
         try:
@@ -324,6 +341,20 @@ def _enable_aoti_input_checks() -> None:
 def _release_written(output_array) -> None:
     """After a failed run: release whatever handles the container wrote, each once."""
     ownership.release_all(list(output_array), delete_handle)
+
+
+def _release_unstolen(aliases: list[torch.Tensor], input_handles: list[int]) -> None:
+    """After a failed run: release the input handles the model did not take over.
+
+    The model steals its input handles at the start of its run, but AOTI's own input checks
+    (AOTI_RUNTIME_CHECK_INPUTS, which unsigned packages turn on) throw BEFORE that, leaving them to us:
+    one leaked tensor per input per rejected call otherwise. Each handle is the only reference to its
+    alias besides our own (the aliases are private to this call), so a use count above 1 means the handle
+    is still alive. Call it after the output handles are released (an output may view an input).
+    """
+    for alias, handle in zip(aliases, input_handles):
+        if alias._use_count() > 1:
+            delete_handle(handle)
 
 
 def _copy_sharing(tensors: list) -> list:

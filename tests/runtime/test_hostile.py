@@ -1,0 +1,314 @@
+"""The runtime under hostile calls: every bad call gets one of our errors naming the problem and the fix,
+nothing crashes, and the NEXT valid call on the same Program still matches eager.
+
+The calls run in sequence on one Program (module-scoped), so each case also checks that the errors before
+it left the Program usable. Packages are damaged in copies of the shared Twice package (no compile); one
+extra package is compiled, from a transposed example input, to check the layout the generated code reads.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+from runtime_programs import Twice, build_package
+
+from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
+from aotcuda.runtime.program import load
+
+
+@pytest.fixture(scope="module")
+def twice(twice_pt2):
+    with load(twice_pt2) as program:
+        yield program
+
+
+def assert_like_eager(outputs, x):
+    expected = Twice()(x)
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def assert_next_call_is_right(program):
+    x = torch.randn(6, 4)
+    assert_like_eager(program(x), x)
+
+
+# --- inputs ---------------------------------------------------------------------------------------------
+
+BAD_CALLS = {
+    "no input": (lambda p: p(), r"takes 1 positional argument\(s\) \(x\), got 0"),
+    "two inputs": (lambda p: p(torch.randn(3, 4), torch.randn(3, 4)), r"takes 1 positional argument\(s\) \(x\), got 2"),
+    "two flat inputs": (lambda p: p.execute([torch.randn(3, 4)] * 2), r"takes 1 tensor input\(s\) \(x\), got 2"),
+    "lone tensor to execute": (lambda p: p.execute(torch.randn(3, 4)), r"execute\(\) takes its inputs as a list.*\[tensor"),
+    "unknown keyword": (lambda p: p(y=torch.randn(3, 4)), r"keyword arguments \[.y.\] do not match.*call it as the exported module was called"),
+    "python float": (lambda p: p(1.0), r"input 'x' \(#0\) must be a torch.Tensor, got float"),
+    "numpy array": (lambda p: p(np.ones((3, 4), np.float32)), r"got ndarray; convert it with torch.as_tensor"),
+    "float64": (lambda p: p(torch.randn(3, 4, dtype=torch.float64)), r"dtype torch.float64.*exported with torch.float32.*\.to\("),
+    "int64": (lambda p: p(torch.ones(3, 4, dtype=torch.int64)), r"dtype torch.int64.*torch.float32"),
+    "meta device": (lambda p: p(torch.empty(3, 4, device="meta")), r"is on meta, but the program runs on cpu.*\.to\('cpu'\)"),
+    "sparse": (lambda p: p(torch.randn(3, 4).to_sparse()), r"is a torch.sparse_coo tensor.*to_dense\(\)"),
+    "rank 3": (lambda p: p(torch.randn(3, 4, 1)), r"has 3 dims \(shape \(3, 4, 1\)\), but the program takes 2"),
+    "rank 1": (lambda p: p(torch.randn(4)), r"has 1 dims.*takes 2 \(shape \(s\w+ in \[2, 64\], 4\)\)"),
+    "static size": (lambda p: p(torch.randn(3, 5)), r"dim 1 is 5, but the program was exported with size 4"),
+    "below the range": (lambda p: p(torch.randn(1, 4)), r"dim 0 is 1, outside the exported range \[2, 64\].*wider torch.export.Dim"),
+    "above the range": (lambda p: p(torch.randn(65, 4)), r"dim 0 is 65, outside the exported range \[2, 64\]"),
+    "zero rows": (lambda p: p(torch.randn(0, 4)), r"dim 0 is 0, outside the exported range \[2, 64\]"),
+    "zero in a static dim": (lambda p: p(torch.randn(3, 0)), r"dim 1 is 0, but the program was exported with size 4"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CALLS))
+def test_bad_input_is_named_and_the_next_call_is_right(twice, case):
+    call, message = BAD_CALLS[case]
+    with pytest.raises(InputError, match=message):
+        call(twice)
+    assert_next_call_is_right(twice)
+
+
+def neg_view(x):
+    """A tensor whose values are -x, kept as x's memory plus a lazy negation bit (as ``z.conj().imag``)."""
+    return torch._neg_view(x)
+
+
+ODD_BUT_VALID = {
+    "transposed": lambda: torch.randn(4, 10).t(),
+    "expanded (stride 0)": lambda: torch.randn(1, 4).expand(7, 4),
+    "every other column": lambda: torch.randn(5, 8)[:, ::2],
+    "storage offset": lambda: torch.randn(9, 4)[3:],
+    "negation bit": lambda: neg_view(torch.randn(5, 4)),
+    "negation bit, from a complex conj": lambda: torch.randn(5, 4, dtype=torch.complex64).conj().imag,
+    "requires grad": lambda: torch.randn(5, 4, requires_grad=True),
+    "smallest batch": lambda: torch.randn(2, 4),
+    "largest batch": lambda: torch.randn(64, 4),
+}
+
+
+@pytest.mark.parametrize("case", list(ODD_BUT_VALID))
+def test_odd_but_valid_inputs_give_eager_results(twice, case):
+    x = ODD_BUT_VALID[case]()
+    with torch.no_grad():
+        assert_like_eager(twice(x), x)
+    assert_next_call_is_right(twice)
+
+
+def test_inference_tensor_input(twice):
+    with torch.inference_mode():
+        x = torch.randn(5, 4)
+        assert_like_eager(twice(x), x)
+
+
+class ScaleAndAdd(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 + torch.arange(x.shape[1], dtype=x.dtype)
+
+
+@pytest.fixture(scope="module")
+def transposed_pt2(tmp_path_factory):
+    """A program exported from a TRANSPOSED example (strides (1, 3)): its generated code reads that layout."""
+    return build_package(ScaleAndAdd(), (torch.randn(4, 3).t(),), tmp_path_factory.mktemp("transposed") / "t.pt2")
+
+
+@pytest.mark.parametrize("make_input", [
+    lambda: torch.randn(3, 4),                     # contiguous: was read with the wrong strides
+    lambda: torch.randn(4, 3).t(),                 # the exported layout itself
+    lambda: torch.randn(3, 8)[:, ::2],             # neither
+    lambda: neg_view(torch.randn(4, 3)).t(),       # the exported layout with a negation bit
+], ids=["contiguous", "exported layout", "strided", "negated"])
+def test_program_exported_with_a_transposed_input_reads_any_layout(transposed_pt2, make_input):
+    with load(transposed_pt2) as program:
+        assert program.input_specs[0].contiguous is False
+        x = make_input()
+        torch.testing.assert_close(program(x), ScaleAndAdd()(x), rtol=1e-5, atol=1e-6)
+
+
+# --- caller outputs ---------------------------------------------------------------------------------------
+
+
+def buffers(*shapes, **kwargs):
+    return [torch.empty(*shape, **kwargs) if isinstance(shape, tuple) else shape for shape in shapes]
+
+
+BAD_OUTPUTS = {
+    "wrong shape": (lambda: buffers((5, 4), (4, 4), (5, 4)), r"output buffer #1 \(\w+\) has shape \(4, 4\).*\(5, 4\)"),
+    "wrong rank": (lambda: buffers((5, 4), (5, 4), (20,)), r"output buffer #2 \(\w+\) has shape \(20,\)"),
+    "wrong dtype": (lambda: buffers((5, 4), (5, 4)) + [torch.empty(5, 4, dtype=torch.bfloat16)],
+                    r"#2 \(\w+\) has dtype torch.bfloat16.*dtype=torch.float32"),
+    "wrong device": (lambda: [torch.empty(5, 4, device="meta")] + buffers((5, 4), (5, 4)),
+                     r"output buffer #0 is on meta.*device='cpu'"),
+    "too few": (lambda: buffers((5, 4), (5, 4)), r"3 outputs, got 2 output buffers"),
+    "not a tensor": (lambda: buffers((5, 4), (5, 4)) + [None], r"output buffer #2 must be a torch.Tensor, got NoneType; allocate one"),
+    "lone tensor": (lambda: torch.empty(5, 4), r"execute\(\) takes its outputs as a list"),
+    "expanded (shares memory)": (lambda: [torch.empty(1, 4).expand(5, 4)] + buffers((5, 4), (5, 4)),
+                                 r"#0 has elements that share memory.*expand"),
+    "leaf that requires grad": (lambda: [torch.empty(5, 4, requires_grad=True)] + buffers((5, 4), (5, 4)),
+                                r"#0 is a leaf tensor that requires grad.*detach\(\)"),
+    "sparse": (lambda: [torch.zeros(5, 4).to_sparse()] + buffers((5, 4), (5, 4)), r"#0 is a torch.sparse_coo tensor"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_OUTPUTS))
+def test_bad_caller_outputs_are_refused_before_running(twice, monkeypatch, case):
+    make, message = BAD_OUTPUTS[case]
+    x = torch.randn(5, 4)
+    with monkeypatch.context() as patch:
+        patch.setattr(twice._container, "run", lambda *a, **k: pytest.fail("ran before refusing the outputs"))
+        with pytest.raises(OutputError, match=message):
+            twice.execute([x], make())
+    good = buffers((5, 4), (5, 4), (5, 4))
+    twice.execute([x], good)
+    assert_like_eager(good, x)
+
+
+def test_unusual_but_writable_caller_outputs_get_the_results(twice):
+    x = torch.randn(5, 4)
+    transposed = torch.empty(4, 5).t()
+    leaf = torch.empty(5, 4, requires_grad=True)
+    with torch.no_grad():
+        got = twice.execute([x], [transposed, leaf, torch.empty(5, 4)])
+    assert got[0] is transposed and got[1] is leaf
+    assert_like_eager(got, x)
+
+
+# --- damaged packages -------------------------------------------------------------------------------------
+
+
+def read(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+def rewrite_package(source, target, edit):
+    """Copy a package entry by entry; ``edit(name, data)`` returns the new data, or None to drop the entry."""
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w") as dst:
+        for info in src.infolist():
+            data = edit(info.filename, src.read(info))
+            if data is not None:
+                dst.writestr(info, data)
+    return target
+
+
+def edit_entry(suffix, change):
+    return lambda name, data: change(data) if name.endswith(suffix) else data
+
+
+def with_metadata(**fields):
+    return edit_entry("wrapper_metadata.json", lambda data: json.dumps({**json.loads(data), **fields}).encode())
+
+
+def flip_bytes_inside_the_so(source, target):
+    """Damage the .so's stored bytes in place, leaving the zip's directory (and so its CRC) as it was."""
+    data = bytearray(read(source))
+    with zipfile.ZipFile(source) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(".so"))
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)  # past the local header
+    data[start + 4096: start + 4160] = bytes(64)
+    return write(target, bytes(data))
+
+
+DAMAGED = {
+    "empty file": (lambda src, t: write(t, b""), r"not an AOTInductor package \(.pt2 zip archive\)"),
+    "random bytes": (lambda src, t: write(t, os.urandom(50_000)), r"not an AOTInductor package"),
+    "cut in half": (lambda src, t: write(t, read(src)[: os.path.getsize(src) // 2]), r"not an AOTInductor package"),
+    "last 100 bytes missing": (lambda src, t: write(t, read(src)[:-100]), r"not an AOTInductor package"),
+    "bytes flipped in the .so": (flip_bytes_inside_the_so, r"is damaged: its entry '.*wrapper.so' cannot be read \(Bad CRC"),
+    "garbage .so": (lambda src, t: rewrite_package(src, t, edit_entry(".so", lambda d: os.urandom(len(d)))),
+                    r"cannot open the model library .*invalid ELF header.*lower the model again"),
+    ".so without its model": (lambda src, t: rewrite_package(src, t, edit_entry(".so", lambda d: _empty_elf())),
+                              r"is not an AOTInductor model: it does not export AOTInductorModelContainerCreateWithDevice.*lower the model again"),
+    "metadata not JSON": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"{no")),
+                          r"metadata .*wrapper_metadata.json is not valid JSON"),
+    "metadata a list": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"[1]")),
+                        r"is a list, not a JSON object"),
+    "metadata without a device": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"{}")),
+                                  r"names no device \(no AOTI_DEVICE_KEY\)"),
+    "built for xpu": (lambda src, t: rewrite_package(src, t, with_metadata(AOTI_DEVICE_KEY="xpu")),
+                      r"was built for 'xpu'; aotcuda runs packages built for cpu or cuda"),
+    "signature with an unknown dtype": (
+        lambda src, t: rewrite_package(src, t, edit_entry("signature.json", lambda d: d.replace(b'"float32"', b'"float99"'))),
+        r"signature entry is malformed \(ValueError: 'float99' is not a torch dtype\)"),
+    "signature without shapes": (
+        lambda src, t: rewrite_package(src, t, edit_entry("signature.json", lambda d: d.replace(b'"shape"', b'"shap"'))),
+        r"signature entry is malformed \(KeyError"),
+    "signature a list": (lambda src, t: rewrite_package(src, t, edit_entry("signature.json", lambda d: b"[]")),
+                         r"signature.json is a list, not a JSON object"),
+}
+
+
+def _empty_elf() -> bytes:
+    """A valid, complete shared library with no model in it: the smallest .so torch ships."""
+    return read(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_global_deps.so"))
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_damaged_package_is_refused_and_loaded_programs_keep_working(twice, twice_pt2, tmp_path, case):
+    damage, message = DAMAGED[case]
+    path = damage(twice_pt2, tmp_path / "damaged.pt2")
+    with pytest.raises(PackageError, match=message):
+        load(path)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("aotcuda-")]
+    assert_next_call_is_right(twice)
+
+
+def test_truncated_so_is_refused_instead_of_crashing(twice_pt2, tmp_path):
+    """dlopen maps a truncated .so happily; its first run then dies of SIGBUS. Run it in a child process, so
+    that a regression fails this test instead of killing the test session."""
+    path = rewrite_package(twice_pt2, tmp_path / "cut.pt2", edit_entry(".so", lambda d: d[:200_000]))
+    code = textwrap.dedent(f"""
+        import torch
+        from aotcuda import PackageError, load
+        try:
+            load({str(path)!r})(torch.randn(3, 4))
+        except PackageError as exc:
+            print("refused:", exc)
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"the child died (code {result.returncode}): {result.stderr[-2000:]}"
+    assert "is truncated: it has" in result.stdout and "ELF headers need" in result.stdout, result.stdout
+
+
+def test_package_built_for_cuda_is_refused_on_the_cpu(twice_pt2, tmp_path):
+    path = rewrite_package(twice_pt2, tmp_path / "cuda.pt2", with_metadata(AOTI_DEVICE_KEY="cuda"))
+    with pytest.raises(PackageError, match=r"built for cuda and cannot run on cpu; load it with device='cuda'"):
+        load(path, device="cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_package_built_for_cuda_on_a_machine_without_cuda(twice_pt2, tmp_path):
+    path = rewrite_package(twice_pt2, tmp_path / "cuda.pt2", with_metadata(AOTI_DEVICE_KEY="cuda"))
+    with pytest.raises(PackageError, match=r"built for CUDA, but torch sees no CUDA device here; run it on a "
+                                           r"machine with a CUDA GPU, or lower the model again with device='cpu'"):
+        load(path)
+
+
+def test_a_device_that_is_not_one(twice_pt2):
+    with pytest.raises(PackageError, match=r"device='gpu0' is not a device"):
+        load(twice_pt2, device="gpu0")
+
+
+# --- lifetime -------------------------------------------------------------------------------------------
+
+
+def test_closed_program_refuses_calls_and_the_package_loads_again(twice_pt2):
+    program = load(twice_pt2)
+    x = torch.randn(4, 4)
+    kept = program(x)
+    program.close()
+    for call in (lambda: program(x), lambda: program.execute([x]), lambda: program.execute([x], buffers(*[(4, 4)] * 3))):
+        with pytest.raises(RuntimeCallError, match=r"this Program was closed; load the package again"):
+            call()
+    assert "closed" in repr(program)
+    assert_like_eager(kept, x)
+    with load(twice_pt2) as again:
+        assert_next_call_is_right(again)
