@@ -46,6 +46,8 @@ def op_name(op: object) -> str:
     if isinstance(op, torch._ops.OpOverload):
         namespace = op.namespace
         return f"{namespace}.{op._opname}.{op._overloadname}"
+    if isinstance(op, torch._ops.HigherOrderOperator):
+        return f"torch.ops.higher_order.{op.name()}"
     return f"{getattr(op, '__module__', '')}.{getattr(op, '__name__', repr(op))}".lstrip(".")
 
 

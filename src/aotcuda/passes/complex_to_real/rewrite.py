@@ -35,6 +35,7 @@ from aotcuda.passes.complex_to_real.scan import (
     scan,
     source_line,
 )
+from aotcuda.passes.complex_to_real.subgraphs import pair_function
 
 logger = logging.getLogger("aotcuda")
 
@@ -110,6 +111,8 @@ class _PairInterpreter(torch.fx.Interpreter):
         if rule is not None:
             with self._set_current_node(n):
                 args, kwargs = self.fetch_args_kwargs_from_env(n)
+                args = [pair_function(a, self._run_subgraph) if isinstance(a, torch.fx.GraphModule) else a
+                        for a in args]
                 try:
                     result = rule.fn(n.meta.get("val"), *args, **kwargs)
                 except Exception as error:  # a bug or an unforeseen argument: refuse, never half-rewrite
@@ -119,6 +122,10 @@ class _PairInterpreter(torch.fx.Interpreter):
         if n.op == "call_function" and self._inputs_unchanged(n):
             return self._copy_unchanged(n)
         return super().run_node(n)
+
+    def _run_subgraph(self, gm: torch.fx.GraphModule, complex_placeholders: set[str], *args) -> tuple:
+        """Run a higher-order op's subgraph with the same plan, in whichever trace is current (its own)."""
+        return type(self)(gm, self.plan, complex_placeholders).run(*args)
 
     def _inputs_unchanged(self, n: torch.fx.Node) -> bool:
         """True if n returns one tensor and every input value is the original one (so is its result)."""

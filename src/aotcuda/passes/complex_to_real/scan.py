@@ -118,23 +118,26 @@ def _subgraphs(node: torch.fx.Node) -> list[torch.fx.GraphModule]:
             if a.op == "get_attr" and isinstance(getattr(module, a.target, None), torch.fx.GraphModule)]
 
 
-def _first_complex_node(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
-    return next((n for n in gm.graph.nodes if touches_complex(n) or holds_complex(n.meta.get("val"))), None)
+def _graph_has_complex(gm: torch.fx.GraphModule) -> bool:
+    """Whether a graph, or any subgraph nested in it, holds a complex value."""
+    return any(holds_complex(n.meta.get("val")) or (n.op == "call_function" and _has_complex_literal(n))
+               for m in gm.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes)
+
+
+def _reads_or_writes_complex(node: torch.fx.Node) -> bool:
+    """touches_complex, or for a higher-order op: complex values anywhere in its subgraphs."""
+    return touches_complex(node) or any(map(_graph_has_complex, _subgraphs(node)))
 
 
 def _refuse_complex_in_higher_order_ops(ep: torch.export.ExportedProgram) -> Refusal | None:
-    """Complex values inside torch.cond branches or other higher-order-op subgraphs."""
-    for node in _call_nodes(ep.graph):
-        if not isinstance(node.target, torch._ops.HigherOrderOperator):
+    """Complex values inside the subgraphs of higher-order ops other than cond, while_loop, scan and map."""
+    for node in _call_nodes_deep(ep.graph_module):
+        if not isinstance(node.target, torch._ops.HigherOrderOperator) or rule_for(node.target) is not None:
             continue
-        name = node.target.name()
-        inner = next(filter(None, map(_first_complex_node, _subgraphs(node))), None)
-        if inner is None and not touches_complex(node):
-            continue
-        where = node if inner is None or not source_line(inner) else inner
-        what = f" ({_describe_op(inner)} in a branch)" if inner is not None else ""
-        return Refusal(f"torch.ops.higher_order.{name}", node.name, source_line(where),
-                       f"complex values inside {name} subgraphs are not supported{what}")
+        if _reads_or_writes_complex(node):
+            name = node.target.name()
+            return _refuse(node, f"complex values inside {name} subgraphs are not supported (no rule "
+                                 "rewrites this higher-order op)", op=f"torch.ops.higher_order.{name}")
     return None
 
 
@@ -152,9 +155,18 @@ PASS_THROUGH = (operator.getitem,)
 
 def program_has_complex(ep: torch.export.ExportedProgram) -> bool:
     """Whether any graph of the program (higher-order-op subgraphs included) holds a complex value."""
-    graphs = [m.graph for m in ep.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]
-    return any(holds_complex(n.meta.get("val")) or (n.op == "call_function" and _has_complex_literal(n))
-               for graph in graphs for n in graph.nodes)
+    return _graph_has_complex(ep.graph_module)
+
+
+def _call_nodes_deep(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The call_function nodes of a graph and, after each higher-order op, those of its subgraphs."""
+    nodes = []
+    for node in _call_nodes(gm.graph):
+        nodes.append(node)
+        if isinstance(node.target, torch._ops.HigherOrderOperator):
+            for sub in _subgraphs(node):
+                nodes.extend(_call_nodes_deep(sub))
+    return nodes
 
 
 def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:
@@ -164,8 +176,8 @@ def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:
         if refusal is not None:
             return refusal
     rules: dict[torch.fx.Node, Rule] = {}
-    for node in _call_nodes(ep.graph):
-        if node.target in PASS_THROUGH or not touches_complex(node):
+    for node in _call_nodes_deep(ep.graph_module):
+        if node.target in PASS_THROUGH or not _reads_or_writes_complex(node):
             continue
         rule = rule_for(node.target)
         if rule is None:
