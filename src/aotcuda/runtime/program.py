@@ -30,13 +30,13 @@ import torch.utils._pytree as pytree
 
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime import ownership
-from aotcuda.runtime.complex_boundary import split_signature
 from aotcuda.runtime.checks import (
     TensorSpec,
     check_buffers_match,
     check_caller_outputs,
     check_inputs,
 )
+from aotcuda.runtime.complex_boundary import split_signature
 from aotcuda.runtime.container import ModelContainer, delete_handle, handle_array, new_handles, steal_handles
 from aotcuda.runtime.graphs import GraphRunner
 from aotcuda.runtime.package import ExtractedPackage, open_package, read_signature
