@@ -5,6 +5,7 @@ from aotcuda.passes.complex_to_real.rules import (  # noqa: F401
     conversion,
     creation,
     elementwise,
+    fft,
     indexing,
     linalg,
     reduction,
