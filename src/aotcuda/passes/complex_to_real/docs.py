@@ -21,9 +21,15 @@ Generated from the rule registry by `python -m aotcuda.passes.complex_to_real.do
 do not edit by hand.
 
 A complex tensor of shape S is rewritten as a real tensor of shape S + [2] (the layout of
-`torch.view_as_real`; complex64 → float32, complex128 → float64). Every op below that reads or writes a
-complex value is replaced by real math on that pair; an op on complex values that is not listed makes
-the pass leave the whole program unchanged (and log why, or raise with `strict=True`).
+`torch.view_as_real`; complex32 → float16, complex64 → float32, complex128 → float64). Every op below that
+reads or writes a complex value is replaced by real math on that pair; an op on complex values that is not
+listed makes the pass leave the whole program unchanged (and log why, or raise with `strict=True`).
+
+Complex program inputs and outputs become pair inputs and outputs under the same names (dynamic dims kept;
+`complex_boundary(ep)` says which, and `aotcuda.load` adapts them with zero-copy views). Complex parameters,
+buffers and constants become pair state under the same names; a complex buffer mutated in place stays a
+mutated (pair) buffer. complex32 ops that compute (elementwise, reductions, matrix products, polar) run in
+float32 and round once to float16, as eager does.
 """
 
 
