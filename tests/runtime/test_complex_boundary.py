@@ -182,3 +182,17 @@ def test_outputs_become_complex_views_and_odd_layouts_a_copy():
     assert y.data_ptr() == pair.data_ptr() and y is same  # slots sharing a pair share one complex tensor
     assert not viewable_as_complex(odd) and z.dtype == torch.complex64
     torch.testing.assert_close(torch.view_as_real(z), odd)
+
+
+@pytest.mark.cuda
+def test_cuda_package_with_complex_io_and_state_matches_eager():
+    model = Boundary()
+    eager = copy.deepcopy(model).cuda()
+    batch = torch.export.Dim("b", min=2, max=64)
+    on_cuda = lambda args: tuple(a.cuda() for a in args)  # noqa: E731
+    lowered = aotcuda.lower(model, on_cuda(inputs(3)), dynamic_shapes=({0: batch}, {0: batch}, {0: batch}),
+                            device="cuda")
+    with lowered.load() as program:
+        for batch_size in (3, 6, 2):
+            args = on_cuda(inputs(batch_size))
+            assert_outputs_match(program(*args), eager(*args))
