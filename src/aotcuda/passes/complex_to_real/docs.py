@@ -45,11 +45,19 @@ def _rows(rules: list[Rule]) -> list[str]:
     return rows
 
 
+def _first_line(fn) -> str:
+    return (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+
+
 def _refusals() -> list[str]:
-    lines = []
-    for check in REFUSAL_CHECKS:
-        doc = (check.__doc__ or check.__name__).strip().splitlines()[0]
-        lines.append(f"- {doc}")
+    lines = [f"- {_first_line(check)}" for check in REFUSAL_CHECKS]
+    by_check: dict[object, list[Rule]] = defaultdict(list)
+    for rule in RULES.values():
+        if rule.refuses is not None:
+            by_check[rule.refuses].append(rule)
+    for check, rules in by_check.items():
+        ops = ", ".join(f"`{op_name(r.op)}`" for r in sorted(rules, key=lambda r: op_name(r.op)))
+        lines.append(f"- {ops}: {_first_line(check)}")
     return lines
 
 

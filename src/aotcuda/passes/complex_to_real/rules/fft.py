@@ -27,7 +27,7 @@ from aotcuda.passes.complex_to_real.rules.linalg import matmul_pairs
 aten = torch.ops.aten
 
 # Longest transform rewritten as a DFT product; chosen from the CPU measurements in benchmarks/NOTES.md.
-MAX_DFT_SIZE = 256
+MAX_DFT_SIZE = 128
 
 _NORM_NONE, _NORM_BY_ROOT_N, _NORM_BY_N = 0, 1, 2
 
@@ -97,7 +97,6 @@ def _signal_numel(sizes) -> int:
 
 
 def refuses_long_or_dynamic(node: torch.fx.Node) -> str | None:
-    """Why an FFT node is not rewritten: a transform longer than MAX_DFT_SIZE, or of dynamic length."""
     x, dims = node.args[0].meta["val"], node.args[1]
     sizes = [x.shape[d] for d in dims]
     if node.target is aten._fft_c2r.default:
@@ -111,6 +110,10 @@ def refuses_long_or_dynamic(node: torch.fx.Node) -> str | None:
                     "O(n^2) DFT product is slower than the FFT fallback kernel (benchmarks/NOTES.md); "
                     "keep this FFT outside the lowered program or split it into shorter transforms")
     return None
+
+
+refuses_long_or_dynamic.__doc__ = (f"Transforms longer than {MAX_DFT_SIZE} (an FFT beats the O(n^2) DFT product "
+                                   "there) or of dynamic length.")
 
 
 @register(aten._fft_c2c.default, refuses=refuses_long_or_dynamic)

@@ -1,0 +1,164 @@
+"""FFT ops (torch.fft, stft, istft) rewritten as DFT-matrix products, against eager on fresh inputs.
+
+Tolerances: a DFT output is a sum of n products, so float32 rounding grows like n·eps (128 · 6e-8 ≈ 8e-6
+at the longest rewritten length, more where terms cancel) against pocketfft's log(n)·eps; rtol 1e-4
+relative to the output's largest magnitude covers it with margin, 1e-10 in float64 likewise.
+"""
+
+import logging
+
+import pytest
+import torch
+
+from aotcuda.errors import UnsupportedComplexOpError
+from aotcuda.passes import ReplaceComplexWithRealPass
+from aotcuda.passes.complex_to_real.rules.fft import MAX_DFT_SIZE
+
+from .helpers import ComplexFn, assert_no_complex, export, fresh_like, ops_in
+
+aten = torch.ops.aten
+RTOL = {torch.float32: 1e-4, torch.float64: 1e-10}
+COMPLEX = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+
+
+def assert_close_to_scale(actual, expected, dtype):
+    """|actual − expected| ≤ rtol · max|expected|, elementwise (see the module docstring)."""
+    assert actual.shape == expected.shape
+    torch.testing.assert_close(actual, expected, rtol=RTOL[dtype], atol=RTOL[dtype] * expected.abs().max().item())
+
+
+def check_fft(fn, *args, n_complex=0, expect_op=None, dtype=torch.float32):
+    module = ComplexFn(fn, n_complex)
+    ep = export(module, args)
+    if expect_op is not None:
+        assert expect_op in ops_in(ep), f"export produced {ops_in(ep)}, not {expect_op}"
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    assert_no_complex(new)
+    assert not {aten._fft_r2c.default, aten._fft_c2c.default, aten._fft_c2r.default} & ops_in(new)
+    fresh = tuple(fresh_like(a) for a in args)
+    assert_close_to_scale(new.module()(*fresh), module(*fresh), dtype)
+
+
+def real(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype)
+
+
+def pair(*shape, dtype=torch.float32):
+    return torch.randn(*shape, 2, dtype=dtype)
+
+
+R2C_CASES = {
+    "rfft": (lambda x: torch.fft.rfft(x), (8, 16)),
+    "rfft_n_dim0_ortho": (lambda x: torch.fft.rfft(x, n=20, dim=0, norm="ortho"), (12, 5)),
+    "rfft_odd_forward": (lambda x: torch.fft.rfft(x, norm="forward"), (3, 15)),
+    "fft_of_real": (lambda x: torch.fft.fft(x, dim=-2), (7, 4)),
+    "rfft2": (lambda x: torch.fft.rfft2(x, norm="ortho"), (2, 6, 8)),
+    "rfft_longest": (lambda x: torch.fft.rfft(x), (4, MAX_DFT_SIZE)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", R2C_CASES, ids=list(R2C_CASES))
+def test_r2c_against_eager(case, dtype):
+    fn, shape = R2C_CASES[case]
+    check_fft(fn, real(*shape, dtype=dtype), expect_op=aten._fft_r2c.default, dtype=dtype)
+
+
+C2C_CASES = {
+    "fft": (lambda z: torch.fft.fft(z), (3, 16)),
+    "fft_1d_n_trimmed": (lambda z: torch.fft.fft(z, n=12), (16,)),
+    "ifft_dim0_ortho": (lambda z: torch.fft.ifft(z, dim=0, norm="ortho"), (6, 4)),
+    "ifft_forward": (lambda z: torch.fft.ifft(z, norm="forward"), (2, 9)),
+    "fft2": (lambda z: torch.fft.fft2(z), (2, 6, 8)),
+    "fftn_middle_dims": (lambda z: torch.fft.fftn(z, dim=(1, 2), norm="backward"), (2, 5, 3, 4)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", C2C_CASES, ids=list(C2C_CASES))
+def test_c2c_against_eager(case, dtype):
+    fn, shape = C2C_CASES[case]
+    check_fft(fn, pair(*shape, dtype=dtype), n_complex=1, expect_op=aten._fft_c2c.default, dtype=dtype)
+
+
+C2R_CASES = {
+    "irfft": (lambda z: torch.fft.irfft(z), (3, 9)),
+    "irfft_n_odd": (lambda z: torch.fft.irfft(z, n=9), (3, 5)),
+    "irfft_n_forward": (lambda z: torch.fft.irfft(z, n=30, norm="forward"), (3, 16)),
+    "irfft_dim0_ortho": (lambda z: torch.fft.irfft(z, dim=0, norm="ortho"), (7, 3)),
+    "irfft2": (lambda z: torch.fft.irfft2(z, s=(6, 8)), (2, 6, 5)),
+    "hfft": (lambda z: torch.fft.hfft(z), (2, 6)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", C2R_CASES, ids=list(C2R_CASES))
+def test_c2r_against_eager(case, dtype):
+    fn, shape = C2R_CASES[case]
+    check_fft(fn, pair(*shape, dtype=dtype), n_complex=1, expect_op=aten._fft_c2r.default, dtype=dtype)
+
+
+def test_stft_against_eager():
+    window = torch.hann_window(16)
+    check_fft(lambda x: torch.stft(x, 16, hop_length=4, window=window, return_complex=True), real(2, 64),
+              expect_op=aten._fft_r2c.default)
+
+
+def test_istft_against_eager():
+    window = torch.hann_window(16)
+    check_fft(lambda z: torch.istft(z, 16, hop_length=4, window=window), pair(2, 9, 17), n_complex=1,
+              expect_op=aten._fft_c2r.default)
+
+
+class SpectralFilter(torch.nn.Module):
+    """rfft → multiply each frequency by a complex weight per channel → irfft (an FNO-style layer)."""
+
+    def __init__(self, channels, n, dtype):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(channels, n // 2 + 1, dtype=dtype))
+
+    def forward(self, x):
+        return torch.fft.irfft(torch.fft.rfft(x, norm="ortho") * self.weight, n=x.shape[-1], norm="ortho")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_spectral_filter_end_to_end(dtype):
+    module = SpectralFilter(4, 32, COMPLEX[dtype])
+    ep = export(module, (real(2, 4, 32, dtype=dtype),))
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    assert_no_complex(new)
+    x = real(2, 4, 32, dtype=dtype)
+    assert_close_to_scale(new.module()(x), module(x), dtype)
+
+
+class Rfft(torch.nn.Module):
+    def forward(self, x):
+        return torch.view_as_real(torch.fft.rfft(x))
+
+
+def test_longer_transform_is_refused_naming_the_op(caplog):
+    ep = export(Rfft(), (real(2, MAX_DFT_SIZE + 1),))
+    with pytest.raises(UnsupportedComplexOpError) as info:
+        ReplaceComplexWithRealPass(strict=True)(ep)
+    assert info.value.op == "aten._fft_r2c.default"
+    assert f"exceeds {MAX_DFT_SIZE}" in info.value.reason and "torch.fft.rfft(x)" in info.value.stack_trace
+    with caplog.at_level(logging.WARNING, logger="aotcuda"):
+        assert ReplaceComplexWithRealPass()(ep) is ep
+    assert "aten._fft_r2c.default" in caplog.text
+
+
+def test_dynamic_transform_length_is_refused():
+    n = torch.export.Dim("n", min=4, max=64)
+    ep = export(ComplexFn(lambda z: torch.fft.fft(z), 1), (pair(2, 16),), dynamic_shapes=(({1: n},),))
+    with pytest.raises(UnsupportedComplexOpError, match="dynamic") as info:
+        ReplaceComplexWithRealPass(strict=True)(ep)
+    assert info.value.op == "aten._fft_c2c.default"
+
+
+def test_dynamic_batch_with_static_length_is_rewritten():
+    batch = torch.export.Dim("batch", min=2, max=64)
+    module = ComplexFn(lambda x: torch.fft.rfft(x), 0)
+    ep = export(module, (real(3, 16),), dynamic_shapes=(({0: batch},),))
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    x = real(11, 16)
+    assert_close_to_scale(new.module()(x), module(x), torch.float32)
