@@ -80,6 +80,37 @@ def assert_meta_carried(ep: torch.export.ExportedProgram, new: torch.export.Expo
                               if n.op == "call_function" and n.meta.get("stack_trace") and n.target not in skip}
     lost = traces(ep.graph, VANISHING_OPS) - traces(new.graph, ())
     assert not lost, f"the rewrite lost the stack traces {lost}"
+    assert_devices_carried(ep, new)
+
+
+def _device_of(value) -> torch.device | None:
+    return next((v.device for v in pytree.tree_leaves(value) if isinstance(v, torch.Tensor)), None)
+
+
+def replaced_node(node: torch.fx.Node) -> str | None:
+    """The name of the original node a node of the rewritten graph was made for (meta["from_node"])."""
+    for source in node.meta.get("from_node") or []:
+        if "PairInterpreter" in getattr(source, "pass_name", ""):
+            return source.name
+    return None
+
+
+def assert_devices_carried(ep: torch.export.ExportedProgram, new: torch.export.ExportedProgram) -> None:
+    """No node the pass creates has a device other than the node it replaces, and every placeholder's
+    value lives where the program's state says it does."""
+    originals = {n.name: n for n in ep.graph.nodes}
+    for node in new.graph.nodes:
+        device, name = _device_of(node.meta.get("val")), replaced_node(node)
+        if node.op != "call_function" or device is None or name not in originals:
+            continue
+        expected = _device_of(originals[name].meta.get("val"))
+        assert expected is None or device == expected, (
+            f"{node.name} ({node.target}) is on {device}, the node it replaces ({name}) on {expected}")
+    state = {**new.state_dict, **new.constants}
+    for spec in new.graph_signature.input_specs:
+        if spec.target in state:
+            placeholder = next(iter(new.graph.find_nodes(op="placeholder", target=spec.arg.name)))
+            assert placeholder.meta["val"].device == state[spec.target].device, spec.target
 
 
 def tolerance(dtype: torch.dtype) -> dict:

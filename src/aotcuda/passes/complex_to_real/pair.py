@@ -73,8 +73,12 @@ def pair_shape(shape: Sequence) -> list:
 
 
 def unsqueeze_real(x: torch.Tensor) -> torch.Tensor:
-    """A real operand of an elementwise op with a pair: a trailing size-1 dim broadcasts it on both parts."""
-    return x.unsqueeze(-1)
+    """A real operand of an elementwise op with a pair: a trailing size-1 dim broadcasts it on both parts.
+
+    A 0-dim tensor broadcasts as it is, and must stay 0-dim: eager (and Inductor) accept a 0-dim CPU
+    tensor next to device tensors, but not a 1-dim one.
+    """
+    return x if x.ndim == 0 else x.unsqueeze(-1)
 
 
 def real_as_pair(x: torch.Tensor) -> Pair:

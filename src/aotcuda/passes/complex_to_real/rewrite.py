@@ -25,6 +25,7 @@ from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
 from aotcuda.passes.complex_to_real.pair import Pair, real_dtype
+from aotcuda.passes.complex_to_real.placement import constant_devices
 from aotcuda.passes.complex_to_real.program import rebuild_program
 from aotcuda.passes.complex_to_real.registry import op_name
 from aotcuda.passes.complex_to_real.scan import (
@@ -118,6 +119,10 @@ class _PairInterpreter(torch.fx.Interpreter):
                 except Exception as error:  # a bug or an unforeseen argument: refuse, never half-rewrite
                     raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
                                              f"its rule failed: {type(error).__name__}: {error}")) from error
+            misplaced = misplaced_device(result, n.meta.get("val"))
+            if misplaced:
+                raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+                                         f"its rule put a result on {misplaced}"))
             return self._original_if_same(result, n.meta.get("val"))
         if n.op == "call_function" and self._inputs_unchanged(n):
             return self._copy_unchanged(n)
@@ -176,6 +181,22 @@ class _PairInterpreter(torch.fx.Interpreter):
         return value
 
 
+def misplaced_device(result, original) -> str:
+    """"" if every tensor of a rule's result is on the device of the original node's value; else which.
+
+    Rules must put what they create on the result's device: a tensor left on the CPU next to CUDA
+    tensors is an error in a Triton kernel even where eager would accept it (a 0-dim CPU scalar).
+    """
+    expected = next((v.device for v in pytree.tree_leaves(original) if isinstance(v, torch.Tensor)), None)
+    if expected is None:
+        return ""
+    for value in pytree.tree_leaves(result, is_leaf=lambda v: isinstance(v, Pair)):
+        tensor = value.t if isinstance(value, Pair) else value
+        if isinstance(tensor, torch.Tensor) and tensor.device != expected:
+            return f"{tensor.device}, the op's result is on {expected}"
+    return ""
+
+
 def _same_size(a, b) -> bool:
     if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
         return isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt) and a.node.expr == b.node.expr
@@ -189,18 +210,20 @@ def same_metadata(a: torch.Tensor, b: torch.Tensor) -> bool:
             and _same_size(a.storage_offset(), b.storage_offset()))
 
 
-def _pair_fake(value: torch.Tensor) -> torch.Tensor:
-    """A fresh fake real tensor of shape S + [2] for a fake complex tensor of shape S, in its fake mode."""
+def _pair_fake(value: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
+    """A fresh fake real tensor of shape S + [2] for a fake complex tensor of shape S, in its fake mode,
+    on `device` (default: the complex tensor's)."""
     with value.fake_mode:
-        return torch.empty([*value.shape, 2], dtype=real_dtype(value.dtype), device=value.device)
+        return torch.empty([*value.shape, 2], dtype=real_dtype(value.dtype), device=device or value.device)
 
 
 def rewrite(ep: torch.export.ExportedProgram, plan: Plan) -> torch.export.ExportedProgram:
     """Trace the program through the rules into a new graph and rebuild the ExportedProgram around it."""
     placeholders = list(ep.graph.find_nodes(op="placeholder"))
     complex_placeholders = {p.name for p in placeholders if holds_complex(p.meta.get("val"))}
-    fake_args = [_pair_fake(p.meta["val"]) if p.name in complex_placeholders else p.meta["val"]
-                 for p in placeholders]
+    devices = constant_devices(ep, complex_placeholders)
+    fake_args = [_pair_fake(p.meta["val"], devices.get(p.name)) if p.name in complex_placeholders
+                 else p.meta["val"] for p in placeholders]
 
     def run(*args):
         outputs = _PairInterpreter(ep.graph_module, plan, complex_placeholders).run(*args)
@@ -208,4 +231,4 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan) -> torch.export.Export
 
     with fx_traceback.preserve_node_meta():
         gm = make_fx(run, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*fake_args)
-    return rebuild_program(ep, gm, complex_placeholders)
+    return rebuild_program(ep, gm, complex_placeholders, devices)

@@ -46,8 +46,8 @@ def as_addend(value, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """Any operand as a tensor that broadcasts against pairs as a complex value: (x, 0) for real x."""
     if isinstance(value, Pair):
         return value.t
-    if isinstance(value, torch.Tensor):
-        return real_as_pair(value).t
+    if isinstance(value, torch.Tensor):  # a 0-dim CPU tensor may meet device tensors: bring it over
+        return real_as_pair(value if value.device == device else value.to(device)).t
     if isinstance(value, complex):
         return scalar_pair(value.real, value.imag, dtype, device)
     return scalar_pair(value, 0, dtype, device)
