@@ -8,10 +8,14 @@ tell them apart from real tensors (which stay plain torch.Tensor).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import torch
+from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 REAL_OF_COMPLEX = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
 
@@ -86,20 +90,59 @@ def real_as_pair(x: torch.Tensor) -> Pair:
     return Pair(torch.constant_pad_nd(x.unsqueeze(-1), [0, 1]))
 
 
+# ---- small constant tensors, made once per traced graph -------------------------------------------------
+
+_SHARED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("complex_to_real_shared", default=None)
+
+
+@contextlib.contextmanager
+def shared_constants():
+    """While active, the constant tensors below are made once per trace and reused by every rule.
+
+    Each emitted op costs the rewrite a fake-tensor dispatch (about a millisecond with symbolic shapes);
+    a program with a thousand complex products would otherwise trace a thousand identical aranges.
+    Entries are keyed by the current make_fx tracer, so a subgraph's own trace gets its own.
+    """
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _shared(key: tuple, make) -> torch.Tensor:
+    cache, mode = _SHARED.get(), get_proxy_mode()
+    if cache is None or mode is None:
+        return make()
+    key = (id(mode.tracer), *key)
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
 def scalar_pair(re: float, im: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A complex Python scalar as a pair tensor [re, im] of shape [2], built without a lifted constant."""
-    return torch.stack([torch.scalar_tensor(re, dtype=dtype, device=device),
-                        torch.scalar_tensor(im, dtype=dtype, device=device)])
+    """A complex Python scalar as a pair tensor [re, im] of shape [2], built without a lifted constant.
+
+    One linspace (exact at both ends: torch computes its last point from the end, not by stepping);
+    a stack of two scalars where an end is not finite, since linspace would step through inf − inf.
+    """
+    def make():
+        if math.isfinite(re) and math.isfinite(im):
+            return torch.linspace(re, im, 2, dtype=dtype, device=device)
+        return torch.stack([torch.scalar_tensor(re, dtype=dtype, device=device),
+                            torch.scalar_tensor(im, dtype=dtype, device=device)])
+
+    return _shared(("scalar_pair", float(re), float(im), dtype, device), make)
 
 
 def conj_sign(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """[1, -1]: multiplying a pair by it conjugates it. One arange, which Inductor folds into the kernel."""
-    return torch.arange(1, -2, -2, dtype=dtype, device=device)
+    return _shared(("conj_sign", dtype, device), lambda: torch.arange(1, -2, -2, dtype=dtype, device=device))
 
 
 def rotate_sign(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """[-1, 1]: flip(z, -1) * rotate_sign is i·z as a pair, (-im, re)."""
-    return torch.arange(-1, 2, 2, dtype=dtype, device=device)
+    return _shared(("rotate_sign", dtype, device), lambda: torch.arange(-1, 2, 2, dtype=dtype, device=device))
 
 
 # Dim orders that make a pair tensor's strides those of view_as_real of a complex tensor in the format.

@@ -24,7 +24,7 @@ from torch.fx.experimental.proxy_tensor import (
 from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
-from aotcuda.passes.complex_to_real.pair import Pair, real_dtype
+from aotcuda.passes.complex_to_real.pair import Pair, real_dtype, shared_constants
 from aotcuda.passes.complex_to_real.placement import constant_devices
 from aotcuda.passes.complex_to_real.program import rebuild_program
 from aotcuda.passes.complex_to_real.registry import op_name
@@ -229,6 +229,6 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan) -> torch.export.Export
         outputs = _PairInterpreter(ep.graph_module, plan, complex_placeholders).run(*args)
         return [o.t if isinstance(o, Pair) else o for o in outputs]  # complex outputs leave as pairs
 
-    with fx_traceback.preserve_node_meta():
+    with fx_traceback.preserve_node_meta(), shared_constants():
         gm = make_fx(run, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*fake_args)
     return rebuild_program(ep, gm, complex_placeholders, devices)
