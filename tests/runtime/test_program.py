@@ -120,7 +120,7 @@ def test_read_only_info(twice, twice_pt2):
     [
         (lambda: (), r"takes 1 positional argument\(s\) \(x\), got 0"),
         (lambda: (torch.randn(3, 4), torch.randn(3, 4)), r"takes 1 positional argument\(s\) \(x\), got 2"),
-        (lambda: ([1.0, 2.0],), r"structured as"),
+        (lambda: ([1.0, 2.0],), r"input #0 \('x'\) is a list of 2, expected a tensor"),
         (lambda: (torch.randn(3, 4, dtype=torch.float64),), r"input 'x' \(#0\) has dtype torch.float64.*torch.float32"),
         (lambda: (torch.randn(3, 4, 1),), r"input 'x' \(#0\) has 3 dims.*takes 2"),
         (lambda: (torch.randn(3, 5),), r"input 'x' \(#0\) dim 1 is 5.*size 4.*torch.export.Dim"),

@@ -19,7 +19,10 @@ Format (version 1)::
 
     {"format": "aotcuda.signature", "version": 1,
      "inputs":  [TensorSpec, ...],      # in the container's (flattened) input order
-     "outputs": [TensorSpec, ...]}      # in the container's output order
+     "outputs": [TensorSpec, ...],      # in the container's output order
+     "forward_arg_names": ["x", ...]}   # forward's argument names, positional first (optional; torch's
+                                        # ModuleCallSignature.forward_arg_names): lets a Program take a
+                                        # positional argument by keyword, p(x=t), as ep.module() does
     TensorSpec = {"name": "x",                      # graph-signature name of the input / output
                   "dtype": "float32",               # torch dtype name, without "torch."
                   "device": "cpu" | "cuda",         # device type only
@@ -40,6 +43,7 @@ Format (version 1)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
@@ -213,18 +217,52 @@ def _read_metadata(path: str, meta_file: str) -> dict[str, str]:
 
 
 def _proxy_executor_ops(so_path: str) -> list[str]:
-    """The ops the model runs through AOTI's proxy executor (ops without a C shim, e.g. aten::unsqueeze on
-    complex values), listed in ``<hash>.wrapper.json`` next to the .so: {"nodes": [{"node": {"target": ...}}]}."""
+    """The ops the model runs through AOTI's proxy executor (ops without a C shim, e.g. aten::tanh on
+    complex values, and custom ops), listed in ``<hash>.wrapper.json`` next to the .so."""
     extern_file = so_path[: -len(".so")] + ".json"
     if not os.path.exists(extern_file):
         return []
+    with open(extern_file, "rb") as f:
+        return _proxy_targets(f.read(), os.path.basename(extern_file))
+
+
+def check_no_proxy_executor(package: ExtractedPackage) -> None:
+    """Raise PackageError when the package runs ops through AOTI's proxy executor, which aotcuda's runtime
+    does not provide. The message names the ops and what to do: run it with torch's loader, or rewrite the
+    ops; for a package not written by aotcuda.lower (no signature), lowering with aotcuda may remove them."""
+    if not package.proxy_ops:
+        return
+    ops = ", ".join(sorted(set(package.proxy_ops)))
+    problem = (f"{package.path!r} runs {len(package.proxy_ops)} op(s) through AOTInductor's proxy executor ({ops}): "
+               "ops with no C shim, which aotcuda's runtime cannot run. ")
+    torch_loader = f"run this package with torch._inductor.aoti_load_package({package.path!r})"
+    if package.signature is not None:  # written by aotcuda.lower(allow_fallbacks=True): lowering again won't help
+        raise PackageError(f"{problem}Either {torch_loader}, or rewrite {ops} in the model with ops that have a "
+                           "C shim and lower it again.")
+    raise PackageError(f"{problem}Either {torch_loader}, or lower the model with aotcuda.lower (its passes rewrite "
+                       f"complex math, which removes such ops on complex values), or rewrite {ops} in the model.")
+
+
+def proxy_executor_ops(package_path: str | os.PathLike) -> list[str]:
+    """The ops a .pt2 package runs through AOTI's proxy executor, read from the zip (no extraction).
+
+    aotcuda's runtime has no proxy executor: a package that needs one runs only in torch's own loader
+    (``torch._inductor.aoti_load_package``). Empty for a package without such ops.
+    """
+    path = os.fspath(package_path)
+    with _open_zip(path) as archive:
+        names = archive.namelist()
+        tables = [n for n in names if n.endswith(".wrapper.json") and "/data/aotinductor/" in f"/{n}"]
+        return [op for table in tables for op in _proxy_targets(archive.read(table), posixpath.basename(table))]
+
+
+def _proxy_targets(data: bytes, file_name: str) -> list[str]:
+    """The op names of a proxy-executor table: {"nodes": [{"node": {"target": "aten::tanh", ...}}, ...]}."""
     try:
-        with open(extern_file) as f:
-            nodes = json.load(f).get("nodes", [])
+        nodes = json.loads(data).get("nodes", [])
         return [str(node.get("node", {}).get("target", "?")) for node in nodes]
     except (ValueError, AttributeError) as exc:
-        raise PackageError(f"the model's op list {os.path.basename(extern_file)} is damaged ({exc}); "
-                           "lower the model again") from exc
+        raise PackageError(f"the model's op list {file_name} is damaged ({exc}); lower the model again") from exc
 
 
 # --- the signature ----------------------------------------------------------------------------------------
@@ -274,9 +312,21 @@ def _dim_spec(size, range_constraints) -> int | dict:
     if expr.is_number:
         return int(expr)
     bounds = bound_sympy(expr, range_constraints)
-    upper = None if not bounds.upper.is_finite else int(bounds.upper)
-    lower = int(bounds.lower) if bounds.lower.is_finite else 0
-    return {"expr": str(expr), "min": lower, "max": upper}
+    lower = _finite_bound(bounds.lower)
+    return {"expr": str(expr), "min": 0 if lower is None else max(lower, 0), "max": _finite_bound(bounds.upper)}
+
+
+def _finite_bound(value) -> int | None:
+    """A range bound as an int, or None when it is infinite or not a number.
+
+    torch.export marks a Dim without max= with torch's own ``int_oo`` (and -int_oo below), whose sympy
+    ``is_finite`` is True on torch 2.13 but which int() cannot convert; older ranges may hold sympy.oo.
+    """
+    from torch.utils._sympy.numbers import int_oo
+
+    if value in (int_oo, -int_oo) or value.is_infinite or not value.is_number:
+        return None
+    return int(value)
 
 
 def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dict:
@@ -318,7 +368,12 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
     if device is not None:
         for spec in inputs + outputs:
             spec["device"] = torch.device(device).type
-    return {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": inputs, "outputs": outputs}
+    signature = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": inputs, "outputs": outputs}
+    call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
+    arg_names = getattr(call_signature, "forward_arg_names", None)
+    if arg_names:
+        signature["forward_arg_names"] = [str(name) for name in arg_names]
+    return signature
 
 
 def write_signature(package_path: str | os.PathLike, signature: dict) -> None:
@@ -336,9 +391,14 @@ def write_signature(package_path: str | os.PathLike, signature: dict) -> None:
     # zipfile cannot replace an entry: rewrite the archive without it.
     fd, tmp = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(os.path.abspath(path)))
     os.close(fd)
-    with zipfile.ZipFile(path) as source, zipfile.ZipFile(tmp, "w") as target:
-        for info in source.infolist():
-            if info.filename != entry:
-                target.writestr(info, source.read(info))
-        target.writestr(entry, data)
-    os.replace(tmp, path)
+    try:
+        with zipfile.ZipFile(path) as source, zipfile.ZipFile(tmp, "w") as target:
+            for info in source.infolist():
+                if info.filename != entry:
+                    target.writestr(info, source.read(info))
+            target.writestr(entry, data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)  # never leave a half-written copy next to the package
+        raise

@@ -39,7 +39,8 @@ from aotcuda.runtime.checks import (
 from aotcuda.runtime.complex_boundary import split_signature
 from aotcuda.runtime.container import ModelContainer, delete_handle, handle_array, new_handles, steal_handles
 from aotcuda.runtime.graphs import GraphRunner
-from aotcuda.runtime.package import ExtractedPackage, open_package, read_signature
+from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
+from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 
 __all__ = ["Program", "load", "read_signature"]
 
@@ -108,12 +109,7 @@ class Program:
         if cuda_graphs and self._device.type != "cuda":
             raise PackageError(f"cuda_graphs=True needs a CUDA package and device; this one runs on "
                                f"{self._device}. Load it with cuda_graphs=False.")
-        if package.proxy_ops:
-            raise PackageError(
-                f"the package runs {len(package.proxy_ops)} op(s) through AOTInductor's proxy executor "
-                f"({', '.join(sorted(set(package.proxy_ops)))}), ops with no C shim, which aotcuda's runtime "
-                "does not provide. Lower the model with aotcuda.lower (its passes remove such ops, e.g. complex "
-                "views), or run this package with torch._inductor.aoti_load_package.")
+        check_no_proxy_executor(package)
         device_str = str(self._device)
         self._container = ModelContainer(package.so_path, device_str, package.model_dir)
         if package.blob_path:
@@ -128,6 +124,7 @@ class Program:
         if self._input_specs is None:
             _enable_aoti_input_checks()
         self._graphs = GraphRunner(self._run, self._device) if cuda_graphs else None
+        self._arg_names = None
         self._fast_paths()
 
     # --- read-only info ------------------------------------------------------------------------------
@@ -201,27 +198,21 @@ class Program:
             if kwargs:
                 raise InputError("this package has no input pytree spec: pass its inputs positionally")
             return list(args)
-        from torch.export._tree_utils import reorder_kwargs
-
-        try:
-            ordered = reorder_kwargs(kwargs, self._in_spec)
-        except Exception as exc:
-            raise InputError(f"keyword arguments {sorted(kwargs)} do not match the exported module's ({exc}); "
-                             "call it as the exported module was called") from exc
-        expected_args = _num_positional(self._in_spec)
-        if expected_args is not None and len(args) != expected_args:
-            names = ", ".join(self._input_specs[i].name for i in range(expected_args)) if (
-                self._input_specs and expected_args == len(self._input_specs)) else ""
-            raise InputError(f"the program takes {expected_args} positional argument(s){f' ({names})' if names else ''}, "
-                             f"got {len(args)}; call it as the exported module was called")
-        flat, spec = pytree.tree_flatten((args, ordered))
+        args, kwargs = bind_keywords(args, kwargs, self._in_spec, self._positional_names())
+        flat, spec = pytree.tree_flatten((args, kwargs))
         if spec != self._in_spec:
-            raise InputError(f"the arguments are structured as\n  {spec}\nbut the program was exported with\n  "
-                             f"{self._in_spec}\npass the same positional/keyword structure as at export")
+            raise InputError(f"{structure_difference(spec, self._in_spec, self._positional_names())}; "
+                             "call it as the exported module was called")
         if len(flat) == self.num_inputs:
             return flat  # every leaf is an input: a non-tensor there is an error that check_inputs names
         # Non-tensor leaves (ints, floats) were specialized into the program at export: they are not inputs.
         return [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
+
+    def _positional_names(self) -> list[str | None]:
+        """forward's positional parameter names (None where unknown), computed once."""
+        if self._arg_names is None:
+            self._arg_names = positional_names(self._in_spec, self._package.signature, self._input_specs)
+        return self._arg_names
 
     def execute(self, inputs, outputs=None) -> list:
         """Run on flat inputs (the container's order: ``input_names``).
@@ -317,15 +308,6 @@ def _as_list(values, what: str, error: type) -> list:
         return list(values)
     raise error(f"execute() takes its {what} as a list of tensors, got {type(values).__name__}; "
                 f"pass [tensor, ...] (one per {what[:-1]}, in the container's order)")
-
-
-def _num_positional(in_spec) -> int | None:
-    """How many positional arguments an ``((args...), {kwargs})`` input spec takes, or None if unknown."""
-    try:
-        args_spec = in_spec.child(0) if hasattr(in_spec, "child") else in_spec.children_specs[0]
-        return args_spec.num_children
-    except (AttributeError, IndexError):
-        return None
 
 
 def _enable_aoti_input_checks() -> None:

@@ -1,0 +1,147 @@
+"""A Program's call arguments against the exported module's input pytree spec ``((args...), {kwargs})``.
+
+Eager modules accept a positional parameter by keyword (``model(x=t)`` for ``forward(self, x)``), and so
+does torch's ``ep.module()``, which rebuilds forward's signature from the ExportedProgram's
+``forward_arg_names``. An AOTI package keeps only the input spec, so ``bind_keywords`` does that binding
+with the names recorded in aotcuda's signature entry (or, for older packages, the graph-signature names
+of inputs that are one tensor each, which torch.export takes from forward's parameters).
+
+When the structure still differs, ``structure_difference`` names the first place, in the caller's terms
+("input #0 ('x') is a list of 2, expected a tensor"), instead of printing two TreeSpecs.
+"""
+
+from __future__ import annotations
+
+from aotcuda.errors import InputError
+
+_MISSING = object()
+
+
+def _children(spec) -> list:
+    return [spec.child(i) for i in range(spec.num_children)] if hasattr(spec, "child") else list(spec.children_specs)
+
+
+def _args_and_kwargs_specs(in_spec):
+    """(positional spec, keyword spec) of an ``((args...), {kwargs})`` input spec, or (None, None)."""
+    if in_spec.type is not tuple or in_spec.num_children != 2:
+        return None, None
+    args_spec, kwargs_spec = _children(in_spec)
+    if args_spec.type is not tuple or kwargs_spec.type is not dict:
+        return None, None
+    return args_spec, kwargs_spec
+
+
+def positional_names(in_spec, signature: dict | None, input_specs) -> list[str | None]:
+    """forward's positional parameter names, one per positional argument of ``in_spec`` (None: unknown).
+
+    From the signature's ``forward_arg_names`` (torch's ModuleCallSignature field, recorded by
+    aotcuda.lower); else, for a positional argument that is one tensor, its input's graph-signature name.
+    """
+    args_spec, _ = _args_and_kwargs_specs(in_spec)
+    if args_spec is None:
+        return []
+    count = args_spec.num_children
+    recorded = (signature or {}).get("forward_arg_names")
+    if isinstance(recorded, list) and len(recorded) >= count:
+        return [str(name) for name in recorded[:count]]
+    names: list[str | None] = []
+    leaf = 0
+    aligned = input_specs is not None and len(input_specs) == in_spec.num_leaves
+    for child in _children(args_spec):
+        names.append(input_specs[leaf].name if aligned and child.is_leaf() else None)
+        leaf += child.num_leaves
+    return names
+
+
+def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None]) -> tuple[tuple, dict]:
+    """(positional arguments, keyword arguments in the spec's order), with keywords that name a positional
+    parameter moved to its position.
+
+    Raises InputError for too many or missing positional arguments, one argument given twice, and
+    unknown or missing keywords; each message says what the program takes.
+    """
+    args_spec, kwargs_spec = _args_and_kwargs_specs(in_spec)
+    if args_spec is None:
+        if kwargs:
+            raise InputError("this package's input spec has no keyword arguments: pass its inputs positionally")
+        return tuple(args), {}
+    count, keywords = args_spec.num_children, list(kwargs_spec.context)
+    takes = _what_it_takes(names, keywords)
+    if len(args) > count:
+        raise InputError(f"the program takes {count} positional argument(s){_listed(names)}, got {len(args)}; "
+                         "call it as the exported module was called")
+    slots = list(args) + [_MISSING] * (count - len(args))
+    rest = {}
+    for key, value in kwargs.items():
+        if key in keywords or key not in names:
+            rest[key] = value
+            continue
+        position = names.index(key)
+        if position < len(args):
+            raise InputError(f"argument {key!r} given twice, as positional #{position} and by keyword")
+        slots[position] = value
+    unknown = sorted(set(rest) - set(keywords))
+    if unknown:
+        raise InputError(f"keyword arguments {unknown} do not match the exported module's: the program takes "
+                         f"{takes}; call it as the exported module was called")
+    absent = [i for i, value in enumerate(slots) if value is _MISSING]
+    if absent:
+        if not set(kwargs) & set(filter(None, names)):  # nothing bound by keyword: a count problem
+            raise InputError(f"the program takes {count} positional argument(s){_listed(names)}, got {len(args)}; "
+                             "call it as the exported module was called")
+        missing = ", ".join(repr(names[i]) if names[i] else f"#{i}" for i in absent)
+        raise InputError(f"missing argument(s) {missing}; the program takes {takes}")
+    lacking = [k for k in keywords if k not in rest]
+    if lacking:
+        raise InputError(f"missing keyword argument(s) {lacking}: the program takes {takes}; "
+                         "call it as the exported module was called")
+    return tuple(slots), {key: rest[key] for key in keywords}
+
+
+def _listed(names: list[str | None]) -> str:
+    return f" ({', '.join(names)})" if names and all(names) else ""
+
+
+def _what_it_takes(names: list[str | None], keywords: list[str]) -> str:
+    positional = ", ".join(name or f"#{i}" for i, name in enumerate(names)) or "no positional argument"
+    return f"{positional}{' and keyword(s) ' + ', '.join(keywords) if keywords else ''}"
+
+
+def structure_difference(given, expected, names: list[str | None]) -> str:
+    """The first place where a call's ``(args, kwargs)`` spec differs from the exported one, in words."""
+    given_args, given_kwargs = _args_and_kwargs_specs(given)
+    expected_args, expected_kwargs = _args_and_kwargs_specs(expected)
+    if given_args is None or expected_args is None:
+        return f"the arguments are structured as {given}, but the program was exported with {expected}"
+    pairs = [(f"input #{i}" + (f" ({names[i]!r})" if i < len(names) and names[i] else ""), g, e)
+             for i, (g, e) in enumerate(zip(_children(given_args), _children(expected_args)))]
+    pairs += [(f"keyword input {key!r}", g, e)
+              for key, g, e in zip(expected_kwargs.context, _children(given_kwargs), _children(expected_kwargs))]
+    for where, g, e in pairs:
+        found = _first_difference(g, e, where)
+        if found:
+            return found
+    return f"the arguments are structured as {given}, but the program was exported with {expected}"
+
+
+def _first_difference(given, expected, where: str) -> str | None:
+    if given == expected:
+        return None
+    if (given.is_leaf() or expected.is_leaf() or given.type is not expected.type
+            or given.num_children != expected.num_children or given.context != expected.context):
+        return f"{where} is {_describe(given)}, expected {_describe(expected)}"
+    keys = expected.context if expected.type is dict else range(expected.num_children)
+    for key, g, e in zip(keys, _children(given), _children(expected)):
+        found = _first_difference(g, e, f"{where}[{key!r}]")
+        if found:
+            return found
+    return f"{where} is {_describe(given)}, expected {_describe(expected)}"
+
+
+def _describe(spec) -> str:
+    if spec.is_leaf():
+        return "a tensor"
+    kind = getattr(spec.type, "__name__", str(spec.type))
+    if spec.type is dict:
+        return f"a dict with keys {list(spec.context)}"
+    return f"a {kind} of {spec.num_children}"

@@ -1,0 +1,72 @@
+"""Calling a Program by keyword, as the eager module allows (``p(x=t)`` for ``forward(self, x)``), and
+the messages for arguments structured unlike the export. Uses the session's Twice and Structured packages."""
+
+import pytest
+import torch
+
+from aotcuda.errors import InputError
+from aotcuda.runtime.program import load
+
+
+@pytest.fixture(scope="module")
+def twice(twice_pt2):
+    with load(twice_pt2) as program:
+        yield program
+
+
+@pytest.fixture(scope="module")
+def structured(structured_pt2):
+    path, module = structured_pt2
+    with load(path) as program:
+        yield program, module
+
+
+def assert_outputs_equal(actual, expected):
+    for got, want in zip(torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_positional_parameter_by_keyword_runs_like_eager(twice):
+    x = torch.randn(7, 4)
+    assert_outputs_equal(twice(x=x), (x * 2, x + 1, x * 2))
+    assert_outputs_equal(twice(x=x), twice(x))
+
+
+def test_every_argument_by_keyword_in_any_order(structured):
+    program, module = structured
+    x, scale = torch.randn(5, 4), torch.randn(5, 3)
+    with torch.no_grad():
+        expected = module(x, {"scale": scale})
+    assert_outputs_equal(program(extra={"scale": scale}, x=x), expected)
+    assert_outputs_equal(program(x, extra={"scale": scale}), expected)
+
+
+def test_the_signature_records_forward_argument_names(structured):
+    program, _ = structured
+    assert program._package.signature["forward_arg_names"] == ["x", "extra"]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda p: p(torch.randn(3, 4), x=torch.randn(3, 4)), r"argument 'x' given twice, as positional #0 and by keyword"),
+    (lambda p: p(y=torch.randn(3, 4)), r"keyword arguments \['y'\] do not match the exported module's: the program takes x"),
+    (lambda p: p([torch.randn(3, 4)]), r"input #0 \('x'\) is a list of 1, expected a tensor"),
+    (lambda p: p(x=(torch.randn(3, 4), torch.randn(3, 4))), r"input #0 \('x'\) is a tuple of 2, expected a tensor"),
+])
+def test_bad_keyword_calls_name_the_argument(twice, call, message):
+    with pytest.raises(InputError, match=message) as caught:
+        call(twice)
+    assert "TreeSpec" not in str(caught.value)
+    x = torch.randn(3, 4)
+    assert_outputs_equal(twice(x=x), (x * 2, x + 1, x * 2))  # still usable
+
+
+def test_nested_mismatch_names_the_path(structured):
+    program, _ = structured
+    x = torch.randn(5, 4)
+    with pytest.raises(InputError, match=r"keyword input 'extra' is a dict with keys \['shift'\], expected a dict "
+                                         r"with keys \['scale'\]"):
+        program(x, extra={"shift": torch.randn(5, 3)})
+    with pytest.raises(InputError, match=r"missing keyword argument\(s\) \['extra'\]: the program takes x and keyword"):
+        program(x)
+    with pytest.raises(InputError, match=r"takes 1 positional argument\(s\) \(x\), got 0"):
+        program(extra={"scale": torch.randn(5, 3)})
