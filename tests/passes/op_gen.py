@@ -59,9 +59,10 @@ def dim_of(b: Builder, ndim: int, extra: int = 0) -> int:
     return draw(b, st.integers(-n, n - 1))
 
 
-def complex_with(b: Builder, min_ndim=0, max_ndim=None, safe=False) -> Value:
-    """A complex pool value of at least `min_ndim` dims (a new input when none fits)."""
-    fits = lambda v: v.ndim >= min_ndim and (max_ndim is None or v.ndim <= max_ndim)
+def complex_with(b: Builder, min_ndim=0, max_ndim=None, safe=False, nonempty=False) -> Value:
+    """A complex pool value of at least `min_ndim` dims, with elements if `nonempty` (else a new input)."""
+    fits = lambda v: (v.ndim >= min_ndim and (max_ndim is None or v.ndim <= max_ndim)
+                      and (v.example.numel() > 0 or not nonempty))
     found = b.pick(safe=safe, where=fits)
     if found is not None:
         return found
@@ -313,7 +314,7 @@ def index_tensor(b, size: int, shape: tuple, *, negative=True) -> torch.Tensor:
 
 @generates(aten.index.Tensor)
 def index(b, op):
-    x = complex_with(b, min_ndim=1)
+    x = complex_with(b, min_ndim=1, nonempty=True)  # index values need a non-empty dim
     k = draw(b, st.integers(1, x.ndim))
     shape = draw(b, shapes(0, 2))
     used = draw(b, st.lists(st.booleans(), min_size=k, max_size=k).filter(any))
@@ -323,7 +324,7 @@ def index(b, op):
 
 @generates(aten.gather.default)
 def gather(b, op):
-    x = complex_with(b, min_ndim=1)
+    x = complex_with(b, min_ndim=1, nonempty=True)  # index values need a non-empty dim
     dim = dim_of(b, x.ndim)
     shape = tuple(draw(b, st.integers(1, s)) if s else 0 for s in x.shape)
     shape = tuple(draw(b, st.integers(1, 4)) if d == dim % x.ndim else s for d, s in enumerate(shape))
@@ -332,7 +333,7 @@ def gather(b, op):
 
 @generates(aten.index_select.default)
 def index_select(b, op):
-    x = complex_with(b, min_ndim=1)
+    x = complex_with(b, min_ndim=1, nonempty=True)  # index values need a non-empty dim
     dim = dim_of(b, x.ndim)
     count = draw(b, st.integers(0, 4))
     b.step(op, x.ref, dim, b.constant(index_tensor(b, x.shape[dim], (count,), negative=False)), safe=x.safe)
@@ -355,7 +356,7 @@ def scatter(b, op):
 
 @generates(aten.index_put.default)
 def index_put(b, op):
-    x = complex_with(b, min_ndim=1)
+    x = complex_with(b, min_ndim=1, nonempty=True)  # index values need a non-empty dim
     accumulate = draw(b, st.booleans())
     count = draw(b, st.integers(1, x.shape[0])) if x.shape[0] else 0
     rows = (torch.randint(0, x.shape[0], (count,), generator=b.generator) if accumulate
@@ -577,3 +578,30 @@ def pad(b, op):
         low = -(x.shape[d] // 2)  # negative padding crops, never below zero size
         pads += [draw(b, st.integers(low, 2)), draw(b, st.integers(0, 2))]
     b.step(op, x.ref, pads, draw(b, st.sampled_from([0, 1.5, -2, 1j, 0.5 - 1j])))
+
+
+# ---- FFT ----------------------------------------------------------------------------------------------------
+
+
+def _fft_dims(b, x: Value) -> list[int]:
+    """1 or 2 distinct non-empty dims of x, in increasing order (as torch.fft passes them)."""
+    nonempty = [d for d in range(x.ndim) if x.shape[d] > 0]
+    return sorted(draw(b, st.lists(st.sampled_from(nonempty), min_size=1, max_size=2, unique=True)))
+
+
+@generates(aten._fft_c2c.default, aten._fft_r2c.default, aten._fft_c2r.default)
+def fft(b, op):
+    """normalization: 0 none, 1 by 1/sqrt(n), 2 by 1/n (the FftNorm enum of aten)."""
+    if op is aten._fft_r2c.default:
+        x = b.pick(complex_=False, where=lambda v: v.example.numel() > 0 and v.ndim >= 1) or b.new_input(
+            draw(b, shapes(1, 3)), complex_=False)
+    else:
+        x = complex_with(b, min_ndim=1, nonempty=True)
+    dims, norm = _fft_dims(b, x), draw(b, st.integers(0, 2))
+    if op is aten._fft_c2c.default:
+        b.step(op, x.ref, dims, norm, draw(b, st.booleans()))
+    elif op is aten._fft_r2c.default:
+        b.step(op, x.ref, dims, norm, draw(b, st.booleans()))
+    else:  # the last dim holds n // 2 + 1 one-sided bins of an n-point real signal
+        bins = x.shape[dims[-1]]
+        b.step(op, x.ref, dims, norm, draw(b, st.sampled_from([2 * bins - 2, 2 * bins - 1]).filter(lambda n: n > 0)))
