@@ -2,13 +2,14 @@
 
 import re
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
 
 import aotcuda
 from aotcuda.fallbacks import complex_value_nodes
-from aotcuda.lowering import STEPS, decomposition_table, passes
+from aotcuda.lowering import STEPS, _removed_on_failure, decomposition_table, passes
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
 from lowered_demo import SEQ_RANGE, lowered_demo
@@ -87,6 +88,9 @@ class ComplexCumsum(torch.nn.Module):
 def test_unrewritable_complex_program_raises_with_source_lines(tmp_path):
     with pytest.raises(aotcuda.MissingFallbackKernelsError) as caught:
         aotcuda.lower(ComplexCumsum(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
+    # the failed build is gone (it would look like a good one), and the error says no package was written
+    assert not (tmp_path / "c.pt2").exists() and list(tmp_path.iterdir()) == []
+    assert caught.value.__notes__ == [f"No package was written: the failed build at {tmp_path / 'c.pt2'} was removed."]
     message = str(caught.value)
     header, *lines = message.splitlines()
     match = re.fullmatch(r"Method forward missing fallback kernels \((\d+) total\):", header)
@@ -140,3 +144,99 @@ def test_demo_block_on_cuda_in_bfloat16(tmp_path):
     with torch.no_grad():
         expected = model(fresh)
     assert relative_error(program(fresh), expected) < 2e-2
+
+
+# --- a failed lower() leaves no package behind ------------------------------------------------------------
+
+def test_failure_removes_only_the_file_it_wrote(tmp_path):
+    written, folder = tmp_path / "new.pt2", tmp_path / "own"
+    folder.mkdir()
+    with pytest.raises(RuntimeError, match="compile failed") as caught:
+        with _removed_on_failure(str(written), str(folder)):
+            written.write_bytes(b"half a zip")
+            raise RuntimeError("compile failed")
+    assert not written.exists() and not folder.exists()
+    assert "No package was written: the failed build at" in caught.value.__notes__[0]
+
+    earlier = tmp_path / "earlier.pt2"
+    earlier.write_bytes(b"an earlier build")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        with _removed_on_failure(str(earlier), None):
+            raise KeyboardInterrupt  # stopped before the compile wrote anything
+    assert earlier.read_bytes() == b"an earlier build"
+    assert caught.value.__notes__ == [f"No package was written: {earlier} is an earlier build, left as it was."]
+
+
+# --- ops through AOTI's proxy executor (allow_fallbacks=True) ----------------------------------------------
+
+@torch.library.custom_op("aotcuda_test::shifted_sin", mutates_args=())
+def shifted_sin(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) + 1
+
+
+@shifted_sin.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class CustomOpModel(torch.nn.Module):
+    """A custom op has no C shim: AOTInductor calls it through its proxy executor."""
+
+    def forward(self, x):
+        return torch.ops.aotcuda_test.shifted_sin(x * 2) * 3
+
+
+def test_proxy_executor_package_warns_and_runs_only_in_torchs_loader(tmp_path):
+    path = tmp_path / "custom.pt2"
+    with pytest.warns(UserWarning, match=r"runs aotcuda_test::shifted_sin through AOTInductor's proxy executor.*"
+                                         r"aotcuda.load cannot run this package, torch._inductor.aoti_load_package can"):
+        lowered = aotcuda.lower(CustomOpModel(), (torch.randn(4, 8),), device="cpu", package_path=path,
+                                allow_fallbacks=True)
+    assert lowered.proxy_executor_ops == ["aotcuda_test::shifted_sin"]
+    assert not lowered.runs_in_aotcuda_runtime
+    with pytest.raises(aotcuda.PackageError) as caught:
+        lowered.load()
+    message = str(caught.value)
+    assert "aotcuda_test::shifted_sin" in message and "no C shim" in message
+    assert f"torch._inductor.aoti_load_package({str(path)!r})" in message
+    assert "rewrite aotcuda_test::shifted_sin" in message and "aotcuda.lower" not in message  # not circular
+    x = torch.randn(4, 8)
+    assert relative_error(torch._inductor.aoti_load_package(str(path))(x), CustomOpModel()(x)) < 1e-6
+
+
+def test_demo_package_runs_in_aotcuda_runtime(demo):
+    lowered, _, _ = demo
+    assert lowered.proxy_executor_ops == [] and lowered.runs_in_aotcuda_runtime
+
+
+# --- docs/usage.md's complex example, as written: an unbounded Dim("batch") ------------------------------
+
+USAGE = Path(__file__).resolve().parents[1] / "docs" / "usage.md"
+
+
+@pytest.fixture(scope="module")
+def rotate_example():
+    """Run the docs' Rotate block exactly as written (it lowers once and calls the program twice)."""
+    block = next(b for b in re.findall(r"```python\n(.*?)```", USAGE.read_text(), re.S) if "class Rotate" in b)
+    namespace = {}
+    exec(compile(block, str(USAGE), "exec"), namespace)
+    return namespace
+
+
+def test_unbounded_dim_is_recorded_without_a_maximum(rotate_example):
+    batch = rotate_example["program"].input_specs[0].dims[0]
+    assert batch.expr is not None and batch.max is None and batch.min in (0, 1, 2)
+
+
+def test_unbounded_dim_program_matches_eager_at_two_sizes_with_state(rotate_example):
+    program, angle = rotate_example["program"], rotate_example["angle"]
+    eager = rotate_example["Rotate"]()
+    for _ in range(2):  # the docs' two calls advanced the package's state twice
+        eager(rotate_example["z"], angle)
+    for batch in (3, 17):
+        z, turn = torch.randn(batch, 64, dtype=torch.complex64), torch.randn(64)
+        rotated, magnitude = program(z=z, angle=turn) if batch == 17 else program(z, turn)
+        expected_rotated, expected_magnitude = eager(z, turn)
+        assert rotated.dtype == torch.complex64 and rotated.shape == (batch, 64)
+        assert relative_error(torch.view_as_real(rotated), torch.view_as_real(expected_rotated)) < 1e-5
+        assert relative_error(magnitude, expected_magnitude) < 1e-5

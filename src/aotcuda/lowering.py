@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import shutil
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -40,6 +42,7 @@ from aotcuda.fallbacks import (
 )
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
+from aotcuda.runtime.package import proxy_executor_ops
 
 STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
 
@@ -95,6 +98,9 @@ class LoweredProgram:
     library_kernels: allow-listed library kernels it calls (matmul, convolution, attention).
     step_times: seconds per step, in STEPS order.
     exported_program: the program given to Inductor (after decompositions and passes).
+    proxy_executor_ops: ops the package runs through AOTI's proxy executor (ops with no C shim, e.g.
+        "aten::tanh" on complex values, and custom ops; only with allow_fallbacks=True). aotcuda's runtime
+        has no proxy executor, so such a package runs only in torch's loader: see runs_in_aotcuda_runtime.
     """
 
     package_path: str
@@ -103,6 +109,13 @@ class LoweredProgram:
     library_kernels: list[FallbackKernel]
     step_times: dict[str, float]
     exported_program: ExportedProgram
+    proxy_executor_ops: list[str] = field(default_factory=list)
+
+    @property
+    def runs_in_aotcuda_runtime(self) -> bool:
+        """False when the package runs ops through AOTI's proxy executor (``proxy_executor_ops``): then
+        only torch's loader, ``torch._inductor.aoti_load_package``, can run it, not ``aotcuda.load``."""
+        return not self.proxy_executor_ops
 
     def load(self, **kwargs):
         """``aotcuda.load(self.package_path, **kwargs)``: device=, cuda_graphs=."""
@@ -143,6 +156,13 @@ def lower(
     Raises:
         MissingFallbackKernelsError: the generated code calls kernels outside the allow-list and
             allow_fallbacks is False. The message lists each kernel with the user's source line.
+
+    When compiling or checking fails, the package file this call wrote is removed, and a note on the
+    error (``exc.__notes__``, shown in the traceback) says that no package was written.
+
+    Warns (UserWarning) when the package runs ops through AOTI's proxy executor (only possible with
+    allow_fallbacks=True): ``aotcuda.load`` cannot run it, ``torch._inductor.aoti_load_package`` can;
+    ``LoweredProgram.runs_in_aotcuda_runtime`` is then False.
         ValueError: an unknown device type, or CUDA asked for where there is none.
     """
     device = _target_device(device)
@@ -159,16 +179,59 @@ def lower(
     with step("passes"):
         for graph_pass in passes():
             ep = graph_pass(ep)
-    with step("compile"):
-        path = _package_path(package_path, model)
-        _compile(ep, path, {**profile.inductor_configs, **(inductor_configs or {})})
-    with step("check"):
-        missing, library = split_allowed(find_fallback_kernels(path, ep), profile.allowed_kernels)
-        if missing and not allow_fallbacks:
-            error = MissingFallbackKernelsError(missing_kernels_message("forward", missing))
-            error.kernels = missing
-            raise error
-    return LoweredProgram(path, device.type, missing, library, times, ep)
+    path, own_folder = _package_path(package_path, model)
+    with _removed_on_failure(path, own_folder):
+        with step("compile"):
+            _compile(ep, path, {**profile.inductor_configs, **(inductor_configs or {})})
+        with step("check"):
+            missing, library = split_allowed(find_fallback_kernels(path, ep), profile.allowed_kernels)
+            if missing and not allow_fallbacks:
+                error = MissingFallbackKernelsError(missing_kernels_message("forward", missing))
+                error.kernels = missing
+                raise error
+            proxy_ops = proxy_executor_ops(path)
+    if proxy_ops:
+        warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
+    return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops)
+
+
+def _proxy_executor_warning(path: str, ops: list[str]) -> str:
+    names = ", ".join(sorted(set(ops)))
+    return (f"{path} runs {names} through AOTInductor's proxy executor (no C shim; kept by allow_fallbacks=True): "
+            f"aotcuda.load cannot run this package, torch._inductor.aoti_load_package can. To run it with "
+            f"aotcuda, rewrite {names} in the model with ops that have a C shim and lower it again.")
+
+
+@contextlib.contextmanager
+def _removed_on_failure(path: str, own_folder: str | None):
+    """On any error in the block, remove the package file the block wrote (a failed build must not look
+    like a good one) and say so in a note on the error; a file that was there before and that the block
+    did not touch stays, and the note says it is an earlier build."""
+    before = _file_state(path)
+    try:
+        yield
+    except BaseException as exc:
+        after = _file_state(path)
+        if after is not None and after != before:
+            os.remove(path)
+            note = f"No package was written: the failed build at {path} was removed."
+        elif after is not None:
+            note = f"No package was written: {path} is an earlier build, left as it was."
+        else:
+            note = f"No package was written to {path}."
+        if own_folder is not None:
+            shutil.rmtree(own_folder, ignore_errors=True)
+        exc.add_note(note)
+        raise
+
+
+def _file_state(path: str) -> tuple | None:
+    """What tells a file apart from the one that was there before: (inode, size, mtime), or None."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _make_outputs_serializable(ep: ExportedProgram) -> None:
@@ -228,13 +291,14 @@ def _differs(have: torch.device, want: torch.device) -> bool:
     return have.type != want.type or (want.index is not None and have.index != want.index)
 
 
-def _package_path(package_path, model: torch.nn.Module) -> str:
+def _package_path(package_path, model: torch.nn.Module) -> tuple[str, str | None]:
+    """(where the package goes, the temporary folder made for it when package_path is None)."""
     if package_path is not None:
         path = os.path.abspath(os.fspath(package_path))
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        return path
+        return path, None
     folder = tempfile.mkdtemp(prefix="aotcuda-")
-    return os.path.join(folder, f"{type(model).__name__.lower()}.pt2")
+    return os.path.join(folder, f"{type(model).__name__.lower()}.pt2"), folder
 
 
 def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
