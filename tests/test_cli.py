@@ -1,10 +1,18 @@
 """The aotcuda command, through click's CliRunner; inspect and run reuse the session's demo package."""
 
+import os
+import subprocess
+import sys
+import warnings
+
+import click
 import pytest
 import torch
 from click.testing import CliRunner
 
-from aotcuda.cli import dynamic_shapes_from, main
+import aotcuda.lowering
+from aotcuda.cli import dynamic_shapes_from, load_factory, main
+from aotcuda.errors import MissingFallbackKernelsError
 from lowered_demo import lowered_demo
 
 
@@ -77,6 +85,7 @@ def test_run_refuses_cuda_graphs_on_cpu(demo, runner, tmp_path):
     torch.save((x,), tmp_path / "inputs.pt")
     result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "inputs.pt"), "--cuda-graphs"])
     assert result.exit_code == 1 and "cuda_graphs" in result.output and "Traceback" not in result.output
+    assert "hint: on the command line, leave out --cuda-graphs" in result.output.splitlines()
 
 
 def test_lower_then_run_a_factory_with_a_dynamic_dim(runner, tmp_path):
@@ -116,6 +125,86 @@ def test_dynamic_option_parsing():
         dynamic_shapes_from(("y:0:1:4",), model, args, {})
     with pytest.raises(Exception, match="NAME:DIM:MIN:MAX"):
         dynamic_shapes_from(("x:0:1",), model, args, {})
+
+
+def test_dynamic_dim_is_checked_against_the_input():
+    model, args = scale_factory()
+    assert dynamic_shapes_from(("x:-2:1:64",), model, args, {})["x"][0].__name__ == "x_0"  # counts from the end
+    with pytest.raises(click.BadParameter, match=r"input x has 2 dims \(shape \(3, 8\)\); DIM must be in \[-2, 2\)"):
+        dynamic_shapes_from(("x:9:2:512",), model, args, {})
+    with pytest.raises(click.BadParameter, match=r"DIM must be in \[-2, 2\)"):
+        dynamic_shapes_from(("x:-3:2:512",), model, args, {})
+    with pytest.raises(click.BadParameter, match=r"MIN 9 is above MAX 4"):
+        dynamic_shapes_from(("x:0:9:4",), model, args, {})
+
+
+def test_dynamic_dim_out_of_range_is_a_usage_error_not_an_index_error(runner, tmp_path):
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "s.pt2"), "--device", "cpu",
+                                  "--dynamic", "x:9:2:512"])
+    assert result.exit_code == 2 and "IndexError" not in result.output
+    assert "input x has 2 dims" in result.output and not (tmp_path / "s.pt2").exists()
+
+
+def test_module_in_the_current_directory_is_found(tmp_path, monkeypatch):
+    (tmp_path / "aotcuda_cwd_model.py").write_text("def make():\n    return 'made here'\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "aotcuda_cwd_model", raising=False)
+    assert load_factory("aotcuda_cwd_model:make")() == "made here"
+    assert sys.path[0] == str(tmp_path)
+
+
+def test_module_not_found_suggests_the_file_form(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(click.BadParameter, match=r"no module named 'nowhere_model'.*path/to/nowhere_model.py:FACTORY"):
+        load_factory("nowhere_model:make")
+    # a module that is found but imports a missing one: that error is the user's, unchanged
+    (tmp_path / "imports_missing.py").write_text("import not_installed_anywhere\n")
+    monkeypatch.delitem(sys.modules, "imports_missing", raising=False)
+    with pytest.raises(ModuleNotFoundError, match="not_installed_anywhere"):
+        load_factory("imports_missing:make")
+
+
+def test_python_dash_m_aotcuda():
+    result = subprocess.run([sys.executable, "-m", "aotcuda", "lower", "--help"], capture_output=True, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "Usage: aotcuda lower" in result.stdout and "--dynamic NAME:DIM:MIN:MAX[:SYMBOL]" in result.stdout
+
+
+LONG_KERNEL = "aoti_torch_cpu_" + "very_long_kernel_name_" * 8
+
+
+def failing_factory():
+    """Raises what lower() raises for a missing kernel, with a note, to check how the CLI prints it."""
+    error = MissingFallbackKernelsError(f"Method forward missing fallback kernels (1 total):\n  - {LONG_KERNEL}  <- m.py:3: "
+                                        "y = op(x)\nRewrite those ops, or pass allow_fallbacks=True to ship the ATen kernels.")
+    error.add_note("No package was written: the failed build at /tmp/m.pt2 was removed.")
+    raise error
+
+
+def test_error_lines_are_not_wrapped_and_get_command_line_hints(runner, tmp_path):
+    result = runner.invoke(main, ["lower", f"{__name__}:failing_factory", "-o", str(tmp_path / "m.pt2")])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0] == "error: Method forward missing fallback kernels (1 total):"
+    assert f"  - {LONG_KERNEL}  <- m.py:3: y = op(x)" in lines  # one line, longer than 80 columns
+    assert "No package was written: the failed build at /tmp/m.pt2 was removed." in lines
+    assert lines[-1] == "hint: on the command line, --allow-fallbacks keeps going with these kernels"
+
+
+def test_lower_says_when_only_torchs_loader_can_run_the_package(runner, tmp_path, monkeypatch):
+    def lower_needing_the_proxy_executor(model, args, kwargs, *, package_path, **options):
+        warnings.warn("runs aotcuda_test::op through AOTInductor's proxy executor", UserWarning)
+        return aotcuda.lowering.LoweredProgram(str(package_path), "cpu", [], [], {}, None, ["aotcuda_test::op"])
+
+    monkeypatch.setattr(aotcuda.lowering, "lower", lower_needing_the_proxy_executor)
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "p.pt2"), "--device",
+                                  "cpu", "--allow-fallbacks"])
+    assert result.exit_code == 0, result.output
+    assert ("warning: aotcuda_test::op run through AOTInductor's proxy executor: `aotcuda run` and aotcuda.load cannot "
+            "run this package, torch._inductor.aoti_load_package can") in result.output.splitlines()
+    assert "UserWarning" not in result.output
 
 
 def test_demo_on_cpu_end_to_end(runner):

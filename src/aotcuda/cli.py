@@ -1,12 +1,15 @@
-"""The ``aotcuda`` command: demo, lower, run, inspect.
+"""The ``aotcuda`` command (also ``python -m aotcuda``): demo, lower, run, inspect.
 
-    aotcuda demo [--device auto|cpu|cuda] [--dtype float32|bfloat16|float16] [--batch 2] [--seq 64]
-    aotcuda lower MODULE:FACTORY -o model.pt2 [--device cuda] [--dynamic NAME:DIM:MIN:MAX ...]
+    aotcuda demo [--device auto|cpu|cuda] [--dtype bfloat16|float16|float32|float64] [--batch 2] [--seq 64]
+                 [--calls 50]
+    aotcuda lower MODULE:FACTORY -o model.pt2 [--device cuda] [--dynamic NAME:DIM:MIN:MAX[:SYMBOL] ...]
                   [--save-inputs inputs.pt] [--allow-fallbacks]
     aotcuda run model.pt2 --inputs inputs.pt [--device] [--cuda-graphs] [--save-outputs outputs.pt]
     aotcuda inspect model.pt2
 
-Errors print as one line ("error: ...") with exit code 1; set AOTCUDA_DEBUG=1 for the traceback.
+Errors print as "error: ..." (a message of several lines keeps them, never wrapped), then a "hint:" line
+with the command-line form of the library's advice where there is one, and exit with code 1; usage
+errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import importlib
 import importlib.util
 import inspect as pyinspect
 import os
+import re
 import sys
 import warnings
 
@@ -33,9 +37,32 @@ status_console = Console(stderr=True)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
+# The library's messages give Python-API advice; on the command line, this is how to follow it.
+CLI_HINTS = (
+    (r"allow_fallbacks=True", "on the command line, --allow-fallbacks keeps going with these kernels"),
+    (r"device='cpu'", "on the command line, --device cpu"),
+    (r"device='cuda'", "on the command line, --device cuda"),
+    (r"cuda_graphs=False", "on the command line, leave out --cuda-graphs"),
+)
+
+
+def cli_hints(message: str) -> list[str]:
+    """The command-line form of each piece of Python-API advice in an error message."""
+    return [hint for pattern, hint in CLI_HINTS if re.search(pattern, message)]
+
+
+def print_error(message: str, kind: str = "") -> None:
+    """Print 'error: ...' lines unwrapped (soft_wrap: a log or a pipe gets whole lines), then the hints."""
+    lines = message.splitlines() or [""]
+    status_console.print(f"[red]error:[/red] {escape(kind + lines[0])}", highlight=False, soft_wrap=True)
+    for line in lines[1:]:
+        status_console.print(line, highlight=False, markup=False, soft_wrap=True)
+    for hint in cli_hints(message):
+        status_console.print(f"hint: {hint}", highlight=False, markup=False, soft_wrap=True)
+
 
 def _clean_errors(command):
-    """Turn exceptions into one 'error: ...' line and exit code 1 (AOTCUDA_DEBUG=1 re-raises)."""
+    """Turn exceptions into 'error: ...' lines and exit code 1 (AOTCUDA_DEBUG=1 re-raises)."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -48,11 +75,9 @@ def _clean_errors(command):
                 raise
             kind = "" if isinstance(exc, AotcudaError) else f"{type(exc).__name__}: "
             message = str(exc).strip() or type(exc).__name__
-            # MissingFallbackKernelsError lists kernels on the lines after the first: keep them.
+            # Our errors may list kernels on the lines after the first: keep them; others' tails are noise.
             lines = message.splitlines() if isinstance(exc, AotcudaError) else message.splitlines()[:1]
-            status_console.print(f"[red]error:[/red] {kind}{lines[0]}", highlight=False)
-            for line in lines[1:]:
-                status_console.print(line, highlight=False, markup=False)
+            print_error("\n".join(lines + list(getattr(exc, "__notes__", ()))), kind)
             sys.exit(1)
 
     return wrapper
@@ -140,22 +165,45 @@ def _microseconds(seconds: float) -> str:
 # --- lower -----------------------------------------------------------------------------------------------
 
 def load_factory(spec: str):
-    """MODULE:FACTORY (a module name, or a path to a .py file) → the factory callable."""
+    """MODULE:FACTORY (a module name, or a path to a .py file) → the factory callable.
+
+    MODULE is imported with the current directory first on sys.path, as ``python -m`` does, so that
+    ``aotcuda lower mymodel:Rope`` finds ./mymodel.py.
+    """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise click.BadParameter(f"{spec!r}: expected MODULE:FACTORY, e.g. aotcuda.models.attention:attention_block")
     if module_name.endswith(".py") or os.path.sep in module_name:
-        if not os.path.isfile(module_name):
-            raise click.BadParameter(f"{module_name!r}: no such file")
-        loader_spec = importlib.util.spec_from_file_location(os.path.basename(module_name)[:-3], module_name)
-        module = importlib.util.module_from_spec(loader_spec)
-        loader_spec.loader.exec_module(module)
+        module = _import_file(module_name)
     else:
-        module = importlib.import_module(module_name)
+        module = _import_module(module_name)
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise click.BadParameter(f"{module_name} has no callable {attribute!r}")
     return factory
+
+
+def _import_file(path: str):
+    if not os.path.isfile(path):
+        raise click.BadParameter(f"{path!r}: no such file")
+    loader_spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(loader_spec)
+    loader_spec.loader.exec_module(module)
+    return module
+
+
+def _import_module(name: str):
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (name == exc.name or name.startswith(f"{exc.name}.")):
+            raise  # the module was found, and something it imports was not: that error is the user's
+        raise click.BadParameter(
+            f"no module named {name!r} (looked in the current directory {cwd} and on sys.path); "
+            f"for a file elsewhere use the path form, e.g. path/to/{name.replace('.', '/')}.py:FACTORY") from exc
 
 
 def model_and_inputs(made) -> tuple[torch.nn.Module, tuple, dict]:
@@ -173,6 +221,8 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
 
     Each NAME:DIM:MIN:MAX makes dim DIM of input NAME a torch.export.Dim named "<NAME>_<DIM>"; an
     optional fifth field names the Dim, so inputs that share a size share it (x:1:2:512:seq).
+    Raises click.BadParameter naming the option for a malformed one, an unknown or non-tensor input,
+    a DIM outside [-rank, rank), or MIN above MAX.
     """
     if not options:
         return None
@@ -180,24 +230,43 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
     shapes = {name: None for name in bound.arguments}
     dims = {}
     for option in options:
-        fields = option.split(":")
-        if len(fields) not in (4, 5) or not all(f.isdigit() for f in fields[1:4]):
-            raise click.BadParameter(f"{option!r}: expected NAME:DIM:MIN:MAX (e.g. x:1:2:512)", param_hint="--dynamic")
-        name, dim, low, high = fields[0], *map(int, fields[1:4])
-        if name not in shapes:
-            raise click.BadParameter(f"{option!r}: forward has no argument {name!r}; it has {', '.join(shapes)}",
-                                     param_hint="--dynamic")
-        symbol = fields[4] if len(fields) == 5 else f"{name}_{dim}"
+        name, dim, low, high, symbol = _parse_dynamic(option, bound.arguments)
         dims.setdefault(symbol, torch.export.Dim(symbol, min=low, max=high))
         shapes[name] = {**(shapes[name] or {}), dim: dims[symbol]}
     return shapes
+
+
+def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, str]:
+    """NAME:DIM:MIN:MAX[:SYMBOL] → (name, dim ≥ 0, min, max, symbol: "<NAME>_<dim>" by default), checked
+    against the example inputs (DIM may count from the end, as in torch)."""
+    fields = option.split(":")
+    if len(fields) not in (4, 5) or not re.fullmatch(r"-?\d+", fields[1]) or not all(f.isdigit() for f in fields[2:4]):
+        raise click.BadParameter(f"{option!r}: expected NAME:DIM:MIN:MAX[:SYMBOL] (e.g. x:1:2:512)", param_hint="--dynamic")
+    name, dim, low, high = fields[0], *map(int, fields[1:4])
+    if name not in arguments:
+        raise click.BadParameter(f"{option!r}: forward has no argument {name!r}; it has {', '.join(arguments)}",
+                                 param_hint="--dynamic")
+    value = arguments[name]
+    if not isinstance(value, torch.Tensor):
+        raise click.BadParameter(f"{option!r}: input {name} is a {type(value).__name__}, not a tensor; --dynamic "
+                                 "makes a dim of a tensor input dynamic", param_hint="--dynamic")
+    rank = value.dim()
+    if not -rank <= dim < rank:
+        raise click.BadParameter(f"{option!r}: input {name} has {rank} dims (shape {tuple(value.shape)}); "
+                                 f"DIM must be in [{-rank}, {rank})", param_hint="--dynamic")
+    if low > high:
+        raise click.BadParameter(f"{option!r}: MIN {low} is above MAX {high}", param_hint="--dynamic")
+    dim %= rank
+    return name, dim, low, high, fields[4] if len(fields) == 5 else f"{name}_{dim}"
 
 
 @main.command("lower")
 @click.argument("factory")
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="the .pt2 to write.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--dynamic", multiple=True, metavar="NAME:DIM:MIN:MAX", help="a dynamic dim (repeatable).")
+@click.option("--dynamic", multiple=True, metavar="NAME:DIM:MIN:MAX[:SYMBOL]",
+              help="make dim DIM of input NAME dynamic in [MIN, MAX]; inputs given one SYMBOL share the size "
+                   "(repeatable).")
 @click.option("--save-inputs", type=click.Path(dir_okay=False), help="save the example inputs (torch.save).")
 @click.option("--allow-fallbacks", is_flag=True, help="accept ATen fallback kernels outside the allow-list.")
 @_clean_errors
@@ -208,15 +277,22 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
 
     model, args, kwargs = model_and_inputs(load_factory(factory)())
     dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
-    with _StepProgress() as progress:
+    with _StepProgress() as progress, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*proxy executor", category=UserWarning)  # said below
         lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=pick_device(device),
                         package_path=output, allow_fallbacks=allow_fallbacks, progress=progress)
     if save_inputs:
         torch.save({"args": args, "kwargs": kwargs}, save_inputs)
     console.print(f"wrote {lowered.package_path} ({lowered.device}; "
-                  f"{len(lowered.fallback_kernels)} fallback kernels, {len(lowered.library_kernels)} library kernels)")
+                  f"{len(lowered.fallback_kernels)} fallback kernels, {len(lowered.library_kernels)} library kernels)",
+                  highlight=False, markup=False, soft_wrap=True)
     for kernel in lowered.fallback_kernels:
-        console.print(f"  fallback: {kernel.describe()}", highlight=False, markup=False)
+        console.print(f"  fallback: {kernel.describe()}", highlight=False, markup=False, soft_wrap=True)
+    if not lowered.runs_in_aotcuda_runtime:
+        ops = ", ".join(sorted(set(lowered.proxy_executor_ops)))
+        status_console.print(f"warning: {ops} run through AOTInductor's proxy executor: `aotcuda run` and aotcuda.load "
+                             f"cannot run this package, torch._inductor.aoti_load_package can",
+                             highlight=False, markup=False, soft_wrap=True)
 
 
 # --- run -------------------------------------------------------------------------------------------------
@@ -290,7 +366,7 @@ def inspect(package):
     console.print(f"library kernels (allowed): {', '.join(k.name for k in library) or 'none'}")
     console.print(f"fallback kernels: {len(missing)}")
     for kernel in missing:
-        console.print(f"  - {kernel.describe()}", highlight=False, markup=False)
+        console.print(f"  - {kernel.describe()}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _signature_table(kind: str, specs: list[dict]) -> Table:
