@@ -1,0 +1,61 @@
+"""The README and docs say what the code does: CLI synopses, the docs index, the dependencies."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import click
+import pytest
+
+from aotcuda.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def synopsis(command: str) -> str:
+    """The README's CLI line for `aotcuda <command>` (with its continuation lines)."""
+    block = re.search(r"## CLI\n+```bash\n(.*?)```", README, re.S).group(1)
+    return re.search(rf"^aotcuda {command} .*?(?=^aotcuda |\Z)", block, re.S | re.M).group(0)
+
+
+def test_readme_demo_synopsis_matches_demo_help():
+    line = synopsis("demo")
+    for param in main.commands["demo"].params:
+        if not isinstance(param, click.Option) or param.name == "help":
+            continue
+        assert param.opts[-1] in line, f"README's `aotcuda demo` line lacks {param.opts[-1]}"
+        if isinstance(param.type, click.Choice):
+            assert "|".join(param.type.choices) in line, f"README lists other choices for {param.opts[-1]}"
+        elif param.default is not None:
+            assert f"{param.opts[-1]} {param.default}" in line, f"README shows another default for {param.opts[-1]}"
+
+
+def test_lower_help_shows_the_dynamic_format_of_the_docs():
+    dynamic = next(p for p in main.commands["lower"].params if p.name == "dynamic")
+    assert dynamic.metavar == "NAME:DIM:MIN:MAX[:SYMBOL]"
+    assert "--dynamic NAME:DIM:MIN:MAX[:SYMBOL]" in (ROOT / "docs" / "usage.md").read_text()
+
+
+def test_readme_links_every_doc_and_the_benchmarks_readme():
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        assert f"](docs/{doc.name})" in README, f"README does not link docs/{doc.name}"
+        assert re.search(rf"^  {doc.name}\s+\S", README, re.M), f"README's layout has no line for {doc.name}"
+    assert "](benchmarks/README.md)" in README
+    benchmarks = (ROOT / "benchmarks" / "README.md").read_text()
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        assert script.name.startswith("_") or script.name == "rope_modules.py" or f"`{script.name}`" in benchmarks
+    for place in ("docs/performance.md", "NOTES.md", "results/"):
+        assert place in benchmarks
+
+
+def test_readme_does_not_promise_one_line_errors():
+    prose = " ".join(README.split())
+    assert "Errors print as one line" not in prose
+    assert "exit code 2" in prose and "exit with code 1" in prose
+
+
+def test_numpy_is_a_dependency():
+    """torch warns "Failed to initialize NumPy" on every run without it, and uses it for tensor <-> ndarray."""
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(re.match(r"numpy\b", d) for d in dependencies)
