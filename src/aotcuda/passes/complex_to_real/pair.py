@@ -120,6 +120,22 @@ def _shared(key: tuple, make) -> torch.Tensor:
     return cache[key]
 
 
+def derived_once(source: torch.Tensor, name: str, make):
+    """`make()`, a tensor (or tuple) derived from `source`, made once per trace and reused for every
+    later use of the same `source` value (e.g. the product tables of a RoPE factor shared by q and k).
+
+    The cache holds `source` itself, so its id cannot be reused by another tensor while the entry lives.
+    """
+    cache, mode = _SHARED.get(), get_proxy_mode()
+    if cache is None or mode is None:
+        return make()
+    key = (id(mode.tracer), "derived", name, id(source))
+    entry = cache.get(key)
+    if entry is None or entry[0] is not source:
+        entry = cache[key] = (source, make())
+    return entry[1]
+
+
 def scalar_pair(re: float, im: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A complex Python scalar as a pair tensor [re, im] of shape [2], built without a lifted constant.
 

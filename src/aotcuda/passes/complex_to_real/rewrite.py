@@ -27,7 +27,8 @@ from aotcuda.errors import UnsupportedComplexOpError
 from aotcuda.passes.complex_to_real.pair import Pair, real_dtype, shared_constants
 from aotcuda.passes.complex_to_real.placement import constant_devices
 from aotcuda.passes.complex_to_real.program import rebuild_program
-from aotcuda.passes.complex_to_real.registry import op_name
+from aotcuda.passes.complex_to_real.registry import Rule, op_name
+from aotcuda.passes.complex_to_real.reuse import RuleResults
 from aotcuda.passes.complex_to_real.scan import (
     Plan,
     Refusal,
@@ -101,6 +102,7 @@ class _PairInterpreter(torch.fx.Interpreter):
         self.plan = plan
         self.complex_placeholders = complex_placeholders
         self.tracer = get_proxy_mode().tracer
+        self.results = RuleResults()  # repeated rule calls reuse the first result (see reuse.py)
 
     def run_node(self, n: torch.fx.Node):
         if n.op == "placeholder":
@@ -110,23 +112,27 @@ class _PairInterpreter(torch.fx.Interpreter):
             return self._original_if_same(value, n.meta.get("val"))
         rule = self.plan.rules.get(n)
         if rule is not None:
-            with self._set_current_node(n):
-                args, kwargs = self.fetch_args_kwargs_from_env(n)
-                args = [pair_function(a, self._run_subgraph) if isinstance(a, torch.fx.GraphModule) else a
-                        for a in args]
-                try:
-                    result = rule.fn(n.meta.get("val"), *args, **kwargs)
-                except Exception as error:  # a bug or an unforeseen argument: refuse, never half-rewrite
-                    raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
-                                             f"its rule failed: {type(error).__name__}: {error}")) from error
-            misplaced = misplaced_device(result, n.meta.get("val"))
-            if misplaced:
-                raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
-                                         f"its rule put a result on {misplaced}"))
-            return self._original_if_same(result, n.meta.get("val"))
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            return self.results.reuse_or_run(n.target, args, kwargs, lambda: self._run_rule(n, rule, args, kwargs))
         if n.op == "call_function" and self._inputs_unchanged(n):
             return self._copy_unchanged(n)
         return super().run_node(n)
+
+    def _run_rule(self, n: torch.fx.Node, rule: Rule, args, kwargs):
+        """The rule's result for node n, checked; any failure becomes a RuleFailed naming the node."""
+        with self._set_current_node(n):
+            args = [pair_function(a, self._run_subgraph) if isinstance(a, torch.fx.GraphModule) else a
+                    for a in args]
+            try:
+                result = rule.fn(n.meta.get("val"), *args, **kwargs)
+            except Exception as error:  # a bug or an unforeseen argument: refuse, never half-rewrite
+                raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+                                         f"its rule failed: {type(error).__name__}: {error}")) from error
+        misplaced = misplaced_device(result, n.meta.get("val"))
+        if misplaced:
+            raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+                                     f"its rule put a result on {misplaced}"))
+        return self._original_if_same(result, n.meta.get("val"))
 
     def _run_subgraph(self, gm: torch.fx.GraphModule, complex_placeholders: set[str], *args) -> tuple:
         """Run a higher-order op's subgraph with the same plan, in whichever trace is current (its own)."""

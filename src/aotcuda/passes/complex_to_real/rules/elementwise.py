@@ -14,6 +14,7 @@ from aotcuda.passes.complex_to_real.pair import (
     Pair,
     conj_sign,
     copy_in_memory_format,
+    derived_once,
     real_as_pair,
     real_dtype,
     rotate_sign,
@@ -53,14 +54,25 @@ def as_addend(value, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return scalar_pair(value, 0, dtype, device)
 
 
+def product_tables(b: Pair) -> tuple[torch.Tensor, torch.Tensor]:
+    """b's two factors in mul_pairs: br as [..., 1] (broadcast over the pair dim) and (−bi, bi) as [..., 2].
+
+    Made once per traced value of b: a factor used by several products (RoPE's table for q and for k,
+    a loop body) costs its slices once, in the trace and in the graph.
+    """
+    def make():
+        return b.t[..., :1], b.t[..., 1:] * rotate_sign(b.dtype, b.t.device)
+
+    return derived_once(b.t, "product_tables", make)
+
+
 def mul_pairs(a: Pair, b: Pair) -> Pair:
     """(ar + i·ai)(br + i·bi) as a·(br, br) + flip(a)·(−bi, bi).
 
     This form compiles to one fused Inductor kernel reading each pair once (164 µs against 210 µs for
     unbind → four products → stack on an H200 q/k RoPE), and when b is a constant its tables fold.
     """
-    b_re = b.t[..., :1]
-    b_im_signed = b.t[..., 1:] * rotate_sign(b.dtype, b.t.device)
+    b_re, b_im_signed = product_tables(b)
     return Pair(a.t * b_re + a.t.flip(-1) * b_im_signed)
 
 
