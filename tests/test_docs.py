@@ -5,7 +5,6 @@ import tomllib
 from pathlib import Path
 
 import click
-import pytest
 
 from aotcuda.cli import main
 

@@ -228,6 +228,16 @@ def test_unbounded_dim_is_recorded_without_a_maximum(rotate_example):
     assert batch.expr is not None and batch.max is None and batch.min in (0, 1, 2)
 
 
+def test_inspect_shows_an_unbounded_dim(rotate_example):
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    result = CliRunner().invoke(main, ["inspect", rotate_example["lowered"].package_path])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"s\d+∈\[\d+, ∞\]", result.output), result.output
+
+
 def test_unbounded_dim_program_matches_eager_at_two_sizes_with_state(rotate_example):
     program, angle = rotate_example["program"], rotate_example["angle"]
     eager = rotate_example["Rotate"]()

@@ -369,12 +369,17 @@ def inspect(package):
         console.print(f"  - {kernel.describe()}", highlight=False, markup=False, soft_wrap=True)
 
 
+def _bound(value) -> str:
+    return "∞" if value is None else str(value)  # a Dim without max=
+
+
 def _signature_table(kind: str, specs: list[dict]) -> Table:
     table = Table(title=kind)
     for column in ("name", "dtype", "shape", "device"):
         table.add_column(column)
     for spec in specs:
-        shape = ", ".join(str(d) if isinstance(d, int) else f"{d['expr']}∈[{d['min']}, {d['max']}]" for d in spec["shape"])
+        shape = ", ".join(str(d) if isinstance(d, int) else f"{d['expr']}∈[{d['min']}, {_bound(d['max'])}]"
+                          for d in spec["shape"])
         table.add_row(escape(spec["name"]), spec["dtype"], escape(f"[{shape}]"), spec["device"])
     return table
 
