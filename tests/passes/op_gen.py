@@ -351,7 +351,11 @@ def scatter(b, op):
     else:
         where = (dim, draw(b, st.integers(-size, size - 1)))
         shape = aten.select.int(x.example, *where).shape
-    b.step(op, x.ref, exact(b, tuple(shape)).ref, *where)
+    # src in x's precision: torch's select_scatter/slice_scatter decompositions (a where) promote x to a
+    # wider src's dtype, where eager keeps x's, so the exported program itself would differ from eager.
+    complex_ = draw(b, st.booleans())
+    dtype = x.example.dtype if complex_ else _real(x.example.dtype)
+    b.step(op, x.ref, exact(b, tuple(shape), complex_=complex_, dtype=dtype).ref, *where)
 
 
 @generates(aten.index_put.default)

@@ -43,7 +43,7 @@ PIPELINES = ["default", "lowering", "rules_kept"]
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 
 
-def export_and_rewrite(module: torch.nn.Module, args: tuple, pipeline: str) -> torch.export.ExportedProgram:
+def export_and_rewrite(module: torch.nn.Module, args: tuple, pipeline: str):
     """"default": torch.export's default decompositions, then the pass; "lowering": lower()'s own table and
     pass list (views first), the complex pass made strict; "rules_kept": the default table minus the ops
     that have a rule, so that rules of ops the default table decomposes (transpose, matmul, ...) run."""
@@ -52,28 +52,34 @@ def export_and_rewrite(module: torch.nn.Module, args: tuple, pipeline: str) -> t
         ep = torch.export.export(module, args)
         if pipeline == "rules_kept":
             table = {op: fn for op, fn in torch.export.default_decompositions().items() if op not in RULES}
-            return ReplaceComplexWithRealPass(strict=True)(ep.run_decompositions(table))
-        if pipeline == "default":
-            return ReplaceComplexWithRealPass(strict=True)(ep.run_decompositions())
-        ep = ep.run_decompositions(decomposition_table())
-        return ReplaceComplexWithRealPass(strict=True)(ReplaceViewCopyWithViewPass()(ep))
+            ep = ep.run_decompositions(table)
+        elif pipeline == "default":
+            ep = ep.run_decompositions()
+        else:
+            ep = ReplaceViewCopyWithViewPass()(ep.run_decompositions(decomposition_table()))
+        return ep, ReplaceComplexWithRealPass(strict=True)(ep)
 
 
 def check_program(program: Program, fresh_seed: int = 1, pipeline: str = "default") -> None:
-    """Export `program`, rewrite it strictly, and compare the rewritten module with eager on fresh inputs."""
+    """Export `program`, rewrite it strictly, and compare the rewritten module with eager on fresh inputs.
+
+    The rewritten program is compared with the program the pass was given (run with complex kernels)
+    first, so that a failure says whether the pass or torch's export/decompositions changed the result.
+    """
     module = ProgramModule(program)
-    new = export_and_rewrite(module, program.fresh_inputs(seed=0), pipeline)
+    ep, new = export_and_rewrite(module, program.fresh_inputs(seed=0), pipeline)
     assert_no_complex(new)
     inputs = program.fresh_inputs(seed=fresh_seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        expected, actual = module(*inputs), new.module()(*inputs)
+        expected, before, actual = module(*inputs), ep.module()(*inputs), new.module()(*inputs)
         scale = module.largest_magnitude(*inputs)
-    assert len(expected) == len(actual)
     tol = TOLERANCES[program.tolerance_dtype]["rtol"]
-    for i, (e, a) in enumerate(zip(expected, actual)):
-        torch.testing.assert_close(a, e, rtol=tol, atol=tol * scale, equal_nan=True,
-                                   msg=lambda m, i=i: f"output {i} of\n{program!r}\n{m}")
+    for reference, what in ((before, "the program before the pass"), (expected, "eager")):
+        assert len(reference) == len(actual)
+        for i, (e, a) in enumerate(zip(reference, actual)):
+            torch.testing.assert_close(a, e, rtol=tol, atol=tol * scale, equal_nan=True,
+                                       msg=lambda m, i=i, w=what: f"output {i} differs from {w} in\n{program!r}\n{m}")
 
 
 def test_every_registered_op_has_a_generator():
