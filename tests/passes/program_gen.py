@@ -133,13 +133,6 @@ class Program:
         generator = torch.Generator().manual_seed(seed)
         return tuple(r.fresh(generator) for r in self.raws())
 
-    @property
-    def tolerance_dtype(self) -> torch.dtype:
-        """float32 if any tensor of the program is single precision (its error dominates), else float64."""
-        dtypes = {r.dtype for r in self.raws()} | {c.dtype for c in self.constants}
-        return torch.float32 if dtypes & {torch.float32, torch.complex64} else torch.float64
-
-
 def resolve(value, values: list, constants: list):
     if isinstance(value, Ref):
         return values[value.index]
@@ -189,14 +182,19 @@ class ProgramModule(torch.nn.Module):
         return tuple(READOUTS[node.readout](value) for node, value in zip(self.program.nodes, values)
                      if isinstance(node, Step) and node.readout is not None)
 
-    def largest_magnitude(self, *raw_inputs) -> float:
-        """The largest |value| of any tensor the program computes (the scale of its rounding errors)."""
-        largest = 1.0
+    def error_scale(self, *raw_inputs) -> tuple[float, torch.dtype]:
+        """The largest |value| of any tensor the program computes (the scale of its rounding errors) and
+        the real dtype of its least precise one (float32 if any value is float32 or complex64, which
+        creation ops and scalar-only `where` make even in a complex128 program)."""
+        largest, dtype = 1.0, torch.float64
         for v in run_steps(self.program, raw_inputs, self.constants()):
             for t in v if isinstance(v, (list, tuple)) else [v]:
-                if isinstance(t, torch.Tensor) and t.numel() and (t.is_complex() or t.is_floating_point()):
-                    largest = max(largest, float(t.detach().abs().max()))
-        return largest
+                if isinstance(t, torch.Tensor) and (t.is_complex() or t.is_floating_point()):
+                    if t.dtype in (torch.float32, torch.complex64):
+                        dtype = torch.float32
+                    if t.numel():
+                        largest = max(largest, float(t.detach().abs().max()))
+        return largest, dtype
 
 
 # ---- drawing values -----------------------------------------------------------------------------------

@@ -74,8 +74,8 @@ def check_program(program: Program, fresh_seed: int = 1, pipeline: str = "defaul
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected, before, actual = module(*inputs), ep.module()(*inputs), new.module()(*inputs)
-        scale = module.largest_magnitude(*inputs)
-    tol = TOLERANCES[program.tolerance_dtype]["rtol"]
+        scale, dtype = module.error_scale(*inputs)
+    tol = TOLERANCES[dtype]["rtol"]
     for reference, what in ((before, "the program before the pass"), (expected, "eager")):
         assert len(reference) == len(actual)
         for i, (e, a) in enumerate(zip(reference, actual)):
