@@ -19,6 +19,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from aotcuda.passes.complex_to_real.pair import Pair
+from aotcuda.passes.complex_to_real.replay import plain_key
 
 
 def reusable_op(op: object) -> bool:
@@ -33,14 +34,7 @@ def _leaf_key(value: object, alive: list) -> object:
     if isinstance(value, (Pair, torch.Tensor)):
         alive.append(value)  # holds the value, so that its id stays its own while the entry lives
         return ("value", id(value))
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return ("sym", type(value), value.node.expr)
-    if isinstance(value, float):
-        return ("float", value.hex())
-    if value is None or isinstance(value, (bool, int, complex, str, torch.dtype, torch.device,
-                                           torch.layout, torch.memory_format)):
-        return (type(value), value)
-    return None
+    return plain_key(value)
 
 
 def call_key(op: object, args, kwargs) -> tuple[tuple, list] | None:

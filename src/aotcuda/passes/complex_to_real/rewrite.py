@@ -28,6 +28,7 @@ from aotcuda.passes.complex_to_real.pair import Pair, real_dtype, shared_constan
 from aotcuda.passes.complex_to_real.placement import constant_devices
 from aotcuda.passes.complex_to_real.program import rebuild_program
 from aotcuda.passes.complex_to_real.registry import Rule, op_name
+from aotcuda.passes.complex_to_real.replay import ReplayMode, suspended, traced_node_argument
 from aotcuda.passes.complex_to_real.reuse import RuleResults
 from aotcuda.passes.complex_to_real.scan import (
     Plan,
@@ -103,8 +104,19 @@ class _PairInterpreter(torch.fx.Interpreter):
         self.complex_placeholders = complex_placeholders
         self.tracer = get_proxy_mode().tracer
         self.results = RuleResults()  # repeated rule calls reuse the first result (see reuse.py)
+        self.replay = ReplayMode()  # repeated ops skip their fake-tensor metadata (see replay.py)
+
+    def run(self, *args):
+        with self.replay:
+            return super().run(*args)
 
     def run_node(self, n: torch.fx.Node):
+        if isinstance(n.target, torch._ops.HigherOrderOperator):  # they refuse user dispatch modes
+            with suspended(self.replay):
+                return self._run_node(n)
+        return self._run_node(n)
+
+    def _run_node(self, n: torch.fx.Node):
         if n.op == "placeholder":
             value = super().run_node(n)
             if n.name in self.complex_placeholders:
@@ -179,12 +191,8 @@ class _PairInterpreter(torch.fx.Interpreter):
 
     def _node_of(self, value):
         """The traced graph's node that computes a value of the run (literals stay literals)."""
-        if isinstance(value, torch.Tensor):
-            return get_proxy_slot(value, self.tracer).proxy.node
-        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            proxy = fetch_sym_proxy(self.tracer)(value)
-            return proxy.node if isinstance(proxy, torch.fx.Proxy) else proxy
-        return value
+        argument = traced_node_argument(value, self.tracer)
+        return argument.node if isinstance(argument, torch.fx.Proxy) else argument
 
 
 def misplaced_device(result, original) -> str:
