@@ -176,3 +176,16 @@ def run_rule_two(op, shape, src_of, *args, dtype=torch.float32):
     expected = op(z, src, *args)
     got = rule_for(op).fn(expected, Pair(torch.view_as_real(z)), Pair(torch.view_as_real(src)), *args)
     torch.testing.assert_close(got.t, torch.view_as_real(expected), **tolerance(dtype))
+
+
+def pass_scaling_module():
+    """benchmarks/pass_scaling.py as a module (its Llama-style block and all-complex chain)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "pass_scaling.py"
+    spec = importlib.util.spec_from_file_location("pass_scaling", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+

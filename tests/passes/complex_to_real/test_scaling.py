@@ -13,16 +13,9 @@ import pytest
 
 from aotcuda.passes import ReplaceComplexWithRealPass
 
+from .helpers import pass_scaling_module
+
 pytestmark = pytest.mark.slow  # exports two 2,000-node programs; deselect with -m "not slow"
-
-BENCHMARK = Path(__file__).resolve().parents[3] / "benchmarks" / "pass_scaling.py"
-
-
-def _benchmark_module():
-    spec = importlib.util.spec_from_file_location("pass_scaling", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _best_of_three(ep):
@@ -36,7 +29,7 @@ def _best_of_three(ep):
 
 @pytest.mark.parametrize("program", ["llama_blocks", "all_complex_chain"])
 def test_two_thousand_nodes_in_under_two_seconds(program):
-    benchmark = _benchmark_module()
+    benchmark = pass_scaling_module()
     ep = benchmark.exported_model(17) if program == "llama_blocks" else benchmark.exported_chain(160)
     assert len(ep.graph.nodes) >= 2000
     best, new = _best_of_three(ep)

@@ -116,6 +116,7 @@ class ReplayMode(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self._first: dict[tuple, torch.fx.Node] = {}
+        self.replayed = 0  # how many calls were replayed (for tests and profiling)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -151,6 +152,7 @@ class ReplayMode(TorchDispatchMode):
         proxy.node.meta["tensor_meta"] = first.meta["tensor_meta"]
         proxy.node.meta["original_aten"] = func
         track_tensor(value, proxy, constant=None, tracer=tracer)
+        self.replayed += 1
         return value
 
 

@@ -5,7 +5,10 @@ complex value carried as a `Pair` (its view_as_real form). Nodes that read or wr
 their rule; the others run their own op. make_fx traces that run, so the new graph holds exactly the
 ops the rules and the untouched nodes called, each with meta["val"] (SymInts stay symbolic: the
 program's own fake tensors and shape env are reused) and, through preserve_node_meta, the stack trace
-of the node it replaces. One pass over the graph: linear time.
+of the node it replaces. One pass over the graph: linear time. Two things keep the constant small: a
+rule call repeated on the same values reuses the first result (reuse.py), and an op repeated on
+inputs of the same metadata copies the first result's metadata instead of a fake-tensor dispatch
+(replay.py).
 """
 
 from __future__ import annotations
