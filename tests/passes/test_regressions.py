@@ -25,3 +25,13 @@ def test_scatter_of_a_wider_real_source_keeps_the_destination_dtype(op, extra):
     promotes, while eager keeps self's dtype, and the pass faithfully rewrote the complex128 `where`.
     The pass's own rules keep the destination dtype; this checks them with the ops kept whole."""
     check_program(scatter_of_wider_real_source(op, extra), pipeline="rules_kept")
+
+
+@pytest.mark.parametrize("op, args", [(aten.squeeze.dims, ([-1],)), (aten.squeeze.dim, (0,)),
+                                      (aten.flip.default, ([-1],)), (aten.transpose.int, (0, -1))])
+def test_dim_ops_on_a_complex_scalar_leave_it_unchanged(op, args):
+    """Found: squeeze.dims([-1]) of a 0-dim complex tensor raised IndexError in the pass: the shape
+    mechanism mapped dim -1 to -2, which does not exist on the pair [2]. On a 0-dim tensor eager takes
+    dim 0 / -1 for squeeze, flip and transpose and returns the values unchanged; so does the rule now."""
+    check_program(Program([Input("view_as_complex", (Raw((2,), torch.float32),)),
+                           Step(op, (Ref(0), *args), {}, "view_as_real")], []), pipeline="rules_kept")

@@ -34,12 +34,21 @@ def map_argument(name: str, value):
     return value
 
 
+# On a 0-dim tensor eager accepts dim 0 / -1 for these ops and returns the values unchanged; mapped onto the
+# pair, that dim would name the pair dim itself (squeeze([-1]) of a complex scalar became squeeze of dim -2).
+_UNCHANGED_ON_SCALARS = {aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.flip.default,
+                         aten.transpose.int}
+
+
 def same_op_on_pair(op: torch._ops.OpOverload):
     """A rule that calls `op` itself on the pair, every dim mapped (negative dims shift by one) and every
     size given the trailing 2; a list result (split, unbind) becomes a list of Pairs."""
     names = [argument.name for argument in op._schema.arguments]
+    unchanged_on_scalars = op in _UNCHANGED_ON_SCALARS
 
     def rule(out, a, *args, **kwargs):
+        if unchanged_on_scalars and a.ndim == 0:
+            return Pair(aten.alias.default(a.t))
         args = [map_argument(name, value) for name, value in zip(names[1:], args)]
         kwargs = {name: map_argument(name, value) for name, value in kwargs.items()}
         result = op(a.t, *args, **kwargs)
