@@ -6,7 +6,7 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
     export        torch.export.export(strict=False) there: device-specific choices made while tracing
                   (which fused attention kernel SDPA becomes) are the target's
     decompose     ExportedProgram.run_decompositions(decomposition_table())
-    passes        PASSES, in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass
+    passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
     check         the fallback-kernel check (aotcuda.fallbacks) against the device's allow-list
 
@@ -156,6 +156,7 @@ def lower(
     Raises:
         MissingFallbackKernelsError: the generated code calls kernels outside the allow-list and
             allow_fallbacks is False. The message lists each kernel with the user's source line.
+        ValueError: an unknown device type, or CUDA asked for where there is none.
 
     When compiling or checking fails, the package file this call wrote is removed, and a note on the
     error (``exc.__notes__``, shown in the traceback) says that no package was written.
@@ -163,7 +164,6 @@ def lower(
     Warns (UserWarning) when the package runs ops through AOTI's proxy executor (only possible with
     allow_fallbacks=True): ``aotcuda.load`` cannot run it, ``torch._inductor.aoti_load_package`` can;
     ``LoweredProgram.runs_in_aotcuda_runtime`` is then False.
-        ValueError: an unknown device type, or CUDA asked for where there is none.
     """
     device = _target_device(device)
     profile = DEVICE_PROFILES[device.type]
