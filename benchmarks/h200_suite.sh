@@ -1,15 +1,31 @@
 #!/usr/bin/env bash
-# One device call on the H200: benchmarks first (their tables are the product), then the CUDA tests.
-# Usage there: bash benchmarks/h200_suite.sh  (logs under $OUT; a short summary printed last)
+# One device call on the H200: the benchmarks first (their tables are the product), then the CUDA tests.
+#   bash benchmarks/h200_suite.sh            (on the device machine, from the repository root)
+# Logs and JSON rows go under $OUT; the tables and a one-line-per-step summary are printed last.
+# Each step has a time limit (seconds, overridable: ROPE_LIMIT=... etc.) so that one slow step cannot
+# take the whole call. A device command may run 10 minutes, and all steps together need more: run them
+# in two or three calls with STEPS, e.g. STEPS="rope latency models" then STEPS="fft cuda_tests", then
+# STEPS=sanitizer. Bring .whl/ (click, diffusers) where those packages are missing.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
-step() { local name=$1 limit=$2; shift 2; echo "== $name"; timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; echo "$name rc=$?" | tee -a "$OUT/summary.txt"; }
+STEPS=${STEPS:-"rope latency models fft cuda_tests sanitizer"}
+step() {
+  local name=$1 limit=$2; shift 2
+  case " $STEPS " in *" $name "*) ;; *) return 0 ;; esac
+  echo "== $name"; timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; echo "$name rc=$?" | tee -a "$OUT/summary.txt"
+}
 step rope "${ROPE_LIMIT:-200}" python3 benchmarks/rope.py --json "$OUT/rope.json"
 step latency "${LATENCY_LIMIT:-120}" python3 benchmarks/latency.py --json "$OUT/latency.json"
-step cuda_tests "${TESTS_LIMIT:-200}" python3 -m pytest -q -m cuda -p no:cacheprovider tests
-for f in rope latency; do sed -n '/^|/p' "$OUT/$f.log"; done
-tail -5 "$OUT/cuda_tests.log"; cat "$OUT/summary.txt"
+step models "${MODELS_LIMIT:-240}" python3 benchmarks/models.py --json "$OUT/models.json"
+step fft "${FFT_LIMIT:-120}" python3 benchmarks/fft.py --device cuda
+step cuda_tests "${TESTS_LIMIT:-400}" python3 -m pytest -q -s -m cuda -p no:cacheprovider tests
+step sanitizer "${SANITIZER_LIMIT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 \
+  python3 -m pytest -q -m cuda -p no:cacheprovider tests/runtime/test_cuda.py
+for f in rope latency models fft; do [ -f "$OUT/$f.log" ] && sed -n '/^|/p' "$OUT/$f.log"; done
+[ -f "$OUT/cuda_tests.log" ] && tail -3 "$OUT/cuda_tests.log"
+[ -f "$OUT/sanitizer.log" ] && grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer.log" | tail -3
+[ -f "$OUT/summary.txt" ] && cat "$OUT/summary.txt"
