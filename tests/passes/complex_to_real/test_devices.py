@@ -11,7 +11,6 @@ device of the node they replace (helpers.assert_devices_carried, also run by eve
 
 from __future__ import annotations
 
-import importlib
 
 import pytest
 import torch

@@ -5,9 +5,7 @@ where every node is complex (every node goes through a rule). Each is timed as t
 that a moment of load from other jobs on the machine does not decide the result.
 """
 
-import importlib.util
 import time
-from pathlib import Path
 
 import pytest
 

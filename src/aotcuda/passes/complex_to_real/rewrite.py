@@ -18,7 +18,6 @@ import logging
 import torch
 import torch.fx.traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import (
-    fetch_sym_proxy,
     get_proxy_mode,
     get_proxy_slot,
     make_fx,
