@@ -11,7 +11,6 @@ device of the node they replace (helpers.assert_devices_carried, also run by eve
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 from torch.utils import _pytree as pytree
