@@ -6,17 +6,32 @@
 # take the whole call. A device command may run 10 minutes, and all steps together need more: run them
 # in two or three calls with STEPS, e.g. STEPS="rope latency models" then STEPS="fft cuda_tests", then
 # STEPS=sanitizer. Bring .whl/ (click, diffusers) where those packages are missing.
+# On a machine of several GPUs, LANES runs step lists side by side, one GPU each (the benchmark steps then
+# share the host's CPUs with the other lane's compiles, which matters for the launch-bound latency step):
+#   LANES="cuda_tests sanitizer;rope latency models fft" bash benchmarks/h200_suite.sh
+# compute-sanitizer needs a Firecracker machine (the multi-GPU kinds): on gVisor it refuses the device.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
+export OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"
+if [ -z "${NO_INSTALL:-}" ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
 STEPS=${STEPS:-"rope latency models fft cuda_tests sanitizer"}
+if [ -n "${LANES:-}" ]; then
+  IFS=';' read -ra lanes <<< "$LANES"; gpu=0
+  for lane in "${lanes[@]}"; do
+    STEPS="$lane" LANES= NO_INSTALL=1 NO_TABLES=1 CUDA_VISIBLE_DEVICES=$gpu bash "$0" &
+    gpu=$((gpu + 1))
+  done
+  wait; STEPS="rope latency models fft cuda_tests sanitizer"; NO_RUN=1
+fi
 step() {
   local name=$1 limit=$2; shift 2
+  [ -n "${NO_RUN:-}" ] && return 0
   case " $STEPS " in *" $name "*) ;; *) return 0 ;; esac
-  echo "== $name"; timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; echo "$name rc=$?" | tee -a "$OUT/summary.txt"
+  echo "== $name (GPU ${CUDA_VISIBLE_DEVICES:-all})"; local t0=$SECONDS
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  echo "$name rc=$? $((SECONDS - t0))s" | tee -a "$OUT/summary.txt"
 }
 step rope "${ROPE_LIMIT:-200}" python3 benchmarks/rope.py --json "$OUT/rope.json"
 step latency "${LATENCY_LIMIT:-120}" python3 benchmarks/latency.py --json "$OUT/latency.json"
@@ -25,6 +40,7 @@ step fft "${FFT_LIMIT:-120}" python3 benchmarks/fft.py --device cuda
 step cuda_tests "${TESTS_LIMIT:-400}" python3 -m pytest -q -s -m cuda -p no:cacheprovider tests
 step sanitizer "${SANITIZER_LIMIT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 \
   python3 -m pytest -q -m cuda -p no:cacheprovider tests/runtime/test_cuda.py
+[ -n "${NO_TABLES:-}" ] && exit 0
 for f in rope latency models fft; do [ -f "$OUT/$f.log" ] && sed -n '/^|/p' "$OUT/$f.log"; done
 [ -f "$OUT/cuda_tests.log" ] && tail -3 "$OUT/cuda_tests.log"
 [ -f "$OUT/sanitizer.log" ] && grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer.log" | tail -3
