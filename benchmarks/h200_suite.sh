@@ -9,6 +9,8 @@
 # On a machine of several GPUs, LANES runs step lists side by side, one GPU each (the benchmark steps then
 # share the host's CPUs with the other lane's compiles, which matters for the launch-bound latency step):
 #   LANES="cuda_tests sanitizer;rope latency models fft" bash benchmarks/h200_suite.sh
+# CUDA_TESTS narrows the cuda_tests step (default: tests). Run cuda_tests before sanitizer in one lane:
+# the sanitizer's run then finds Inductor's caches warm instead of autotuning under memcheck.
 # compute-sanitizer needs a Firecracker machine (the multi-GPU kinds): on gVisor it refuses the device.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
@@ -37,7 +39,7 @@ step rope "${ROPE_LIMIT:-200}" python3 benchmarks/rope.py --json "$OUT/rope.json
 step latency "${LATENCY_LIMIT:-120}" python3 benchmarks/latency.py --json "$OUT/latency.json"
 step models "${MODELS_LIMIT:-240}" python3 benchmarks/models.py --json "$OUT/models.json"
 step fft "${FFT_LIMIT:-120}" python3 benchmarks/fft.py --device cuda
-step cuda_tests "${TESTS_LIMIT:-400}" python3 -m pytest -q -s -m cuda -p no:cacheprovider tests
+step cuda_tests "${TESTS_LIMIT:-400}" python3 -m pytest -q -s -m cuda -p no:cacheprovider ${CUDA_TESTS:-tests}
 step sanitizer "${SANITIZER_LIMIT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 \
   python3 -m pytest -q -m cuda -p no:cacheprovider tests/runtime/test_cuda.py
 [ -n "${NO_TABLES:-}" ] && exit 0
@@ -45,3 +47,5 @@ for f in rope latency models fft; do [ -f "$OUT/$f.log" ] && sed -n '/^|/p' "$OU
 [ -f "$OUT/cuda_tests.log" ] && tail -3 "$OUT/cuda_tests.log"
 [ -f "$OUT/sanitizer.log" ] && grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer.log" | tail -3
 [ -f "$OUT/summary.txt" ] && cat "$OUT/summary.txt"
+# A device call brings back at most 8 files: pack the logs into one when there are more.
+if [ "$(ls "$OUT" | wc -l)" -gt 8 ]; then (cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls)); fi

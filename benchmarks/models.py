@@ -61,31 +61,33 @@ def main() -> None:
     model32 = model32.cuda()
     model = __import__("copy").deepcopy(model32).to(torch.bfloat16)
     example = torch.randint(0, vocab, (opts.batch, opts.seqs[0]), device="cuda")
-    dynamic = ({1: torch.export.Dim("seq", min=2, max=max_seq)},)
+    example = (example, torch.ones_like(example))  # input_ids, attention_mask (no padding)
+    seq = torch.export.Dim("seq", min=4, max=max_seq)
+    dynamic = ({1: seq}, {1: seq})
 
     builds = {}
     with tempfile.TemporaryDirectory() as workdir:
+        builds["torch.compile"] = (torch.compile(model, dynamic=True), None)
         start = time.perf_counter()
-        compiled = torch.compile(model, dynamic=True)
-        builds["torch.compile"] = (compiled, None)
-        ep = torch.export.export(model, (example,), dynamic_shapes=dynamic)
+        ep = torch.export.export(model, example, dynamic_shapes=dynamic)
         path = torch._inductor.aoti_compile_and_package(ep, package_path=f"{workdir}/fallbacks.pt2")
         builds["AOTInductor, complex fallbacks"] = (torch._inductor.aoti_load_package(path),
                                                     time.perf_counter() - start)
         start = time.perf_counter()
-        lowered = aotcuda.lower(model, (example,), dynamic_shapes=dynamic, device="cuda",
+        lowered = aotcuda.lower(model, example, dynamic_shapes=dynamic, device="cuda",
                                 package_path=f"{workdir}/aotcuda.pt2")
         builds["aotcuda"] = (aotcuda.load(lowered.package_path), time.perf_counter() - start)
         rows = []
         for seq in opts.seqs:
             ids = torch.randint(0, vocab, (opts.batch, seq), device="cuda")
+            ids = (ids, torch.ones_like(ids))
             with torch.no_grad():
-                ref = model32(ids)
+                ref = model32(*ids)
                 runs = {"eager": model, **{k: v[0] for k, v in builds.items()}}
                 for name, fn in runs.items():
-                    out = fn(ids)
+                    out = fn(*ids)
                     out = out[0] if isinstance(out, (list, tuple)) else out
-                    us = 1e3 * triton.testing.do_bench(lambda: fn(ids), warmup=25, rep=200, return_mode="median")
+                    us = 1e3 * triton.testing.do_bench(lambda: fn(*ids), warmup=25, rep=200, return_mode="median")
                     rows.append(dict(seq=seq, variant=name, us=us, error=relative_error(out, ref)))
     print(f"\nDeepSeek-V2 hidden {opts.hidden}, {opts.layers} layers, {opts.heads} heads, batch {opts.batch}, "
           f"bf16, {torch.cuda.get_device_name()}, torch {torch.__version__}")

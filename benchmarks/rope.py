@@ -97,7 +97,8 @@ def build_variants(q, k, workdir):
         variants.append((name, *timed(build), note))
     variants.extend(torch_complex_tensor_variant(complex_rope, q, k))
     variants.append(("aotcuda (complex math rewritten as real)", *timed(ours(False)), "0 fallback kernels"))
-    variants.append(("aotcuda, CUDA graph replay", timed(ours(True))[0], None, "same package"))
+    variants.append(("aotcuda, CUDA graph replay", timed(ours(True))[0], None,
+                     "same package; each call copies q, k into the graph's buffers and the outputs out"))
     return variants
 
 

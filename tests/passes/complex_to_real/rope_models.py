@@ -31,7 +31,7 @@ class LlamaRope(nn.Module):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def rotations(self, seq: int) -> torch.Tensor:
-        angles = torch.outer(torch.arange(seq, dtype=torch.float32), self.inv_freq)
+        angles = torch.outer(torch.arange(seq, dtype=torch.float32, device=self.inv_freq.device), self.inv_freq)
         return torch.polar(torch.ones_like(angles), angles)
 
     def apply(self, x: torch.Tensor, table: torch.Tensor, rotations: torch.Tensor) -> torch.Tensor:
