@@ -28,14 +28,13 @@ def build_model(hidden: int, layers: int, heads: int, max_seq: int):
 
     from aotcuda.models.library import DeepseekV2Hidden, deepseek_v2_config, widen_router_margins
 
-    config = deepseek_v2_config().to_dict()
-    config.update(hidden_size=hidden, intermediate_size=4 * hidden, moe_intermediate_size=hidden,
-                  num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                  max_position_embeddings=max_seq, kv_lora_rank=hidden // 4, q_lora_rank=hidden // 2,
-                  qk_rope_head_dim=32, qk_nope_head_dim=32, v_head_dim=64)
-    model = transformers.DeepseekV2Model(transformers.DeepseekV2Config(**config))
+    config = deepseek_v2_config(
+        hidden_size=hidden, intermediate_size=4 * hidden, moe_intermediate_size=hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=max_seq,
+        kv_lora_rank=hidden // 4, q_lora_rank=hidden // 2, qk_rope_head_dim=32, qk_nope_head_dim=32, v_head_dim=64)
+    model = transformers.DeepseekV2Model(config)
     widen_router_margins(model)
-    return DeepseekV2Hidden(model.eval()), config["vocab_size"]
+    return DeepseekV2Hidden(model.eval()), config.vocab_size
 
 
 def main() -> None:

@@ -51,18 +51,20 @@ class DeepseekV2Hidden(nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
 
 
-def deepseek_v2_config():
+def deepseek_v2_config(**sizes):
     """Tiny DeepSeek-V2: hidden 64, 2 layers (one dense, one MoE with 4 routed experts), 4 heads,
-    kv_lora_rank 16, q_lora_rank 32, rope dim 16. Eager attention and the dense "batched_mm" experts
-    keep the exported graph free of data-dependent control flow."""
+    kv_lora_rank 16, q_lora_rank 32, rope dim 16; ``sizes`` (DeepseekV2Config keywords) override these.
+    Eager attention and the dense "batched_mm" experts keep the exported graph free of data-dependent
+    control flow (and the default grouped_mm experts have no AOTInductor CUDA shim in torch 2.11)."""
     transformers = _import("transformers")
-    return transformers.DeepseekV2Config(
-        vocab_size=DEEPSEEK_VOCAB, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
-        num_hidden_layers=2, first_k_dense_replace=1, num_attention_heads=4, num_key_value_heads=4,
-        kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16,
-        n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1, max_position_embeddings=DEEPSEEK_MAX_SEQ,
-        attn_implementation="eager", experts_implementation="batched_mm",
-    )
+    return transformers.DeepseekV2Config(**{
+        "vocab_size": DEEPSEEK_VOCAB, "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+        "num_hidden_layers": 2, "first_k_dense_replace": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
+        "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16,
+        "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
+        "max_position_embeddings": DEEPSEEK_MAX_SEQ, **sizes,
+        "attn_implementation": "eager", "experts_implementation": "batched_mm",
+    })
 
 
 def widen_router_margins(model: nn.Module, std: float = 1.0) -> None:
