@@ -123,3 +123,16 @@ def test_cpu_scalar_operand_is_moved_to_the_result_device():
     new_cpu = ReplaceComplexWithRealPass(strict=True)(
         torch.export.export(module, (x_cpu,), strict=False).run_decompositions())
     torch.testing.assert_close(new_cpu.module()(x_cpu), module(x_cpu), rtol=1e-5, atol=1e-5)
+
+
+def test_device_check_compares_each_result_with_its_own_value():
+    """A while_loop carries a 0-dim CPU counter next to CUDA values (found on the H200): each result is
+    checked against the original value in its own position, not against the first one's device."""
+    from aotcuda.passes.complex_to_real.pair import Pair
+    from aotcuda.passes.complex_to_real.rewrite import misplaced_device
+
+    counter, values = torch.zeros((), dtype=torch.int64), torch.empty(4, dtype=torch.complex64, device=TARGET)
+    pairs = Pair(torch.empty(4, 2, device=TARGET))
+    assert misplaced_device((counter, pairs), (counter, values)) == ""
+    assert misplaced_device((counter.to(TARGET), pairs), (counter, values)) == "meta, the op's result is on cpu"
+    assert misplaced_device((counter, Pair(torch.empty(4, 2))), (counter, values)) == "cpu, the op's result is on meta"

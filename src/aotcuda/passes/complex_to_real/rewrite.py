@@ -202,14 +202,18 @@ def misplaced_device(result, original) -> str:
 
     Rules must put what they create on the result's device: a tensor left on the CPU next to CUDA
     tensors is an error in a Triton kernel even where eager would accept it (a 0-dim CPU scalar).
+    Results are compared leaf by leaf with the original's values where both have as many (a
+    while_loop may carry a CPU counter next to CUDA values); otherwise with its first tensor's device.
     """
-    expected = next((v.device for v in pytree.tree_leaves(original) if isinstance(v, torch.Tensor)), None)
-    if expected is None:
-        return ""
-    for value in pytree.tree_leaves(result, is_leaf=lambda v: isinstance(v, Pair)):
-        tensor = value.t if isinstance(value, Pair) else value
-        if isinstance(tensor, torch.Tensor) and tensor.device != expected:
-            return f"{tensor.device}, the op's result is on {expected}"
+    originals = pytree.tree_leaves(original)
+    results = [v.t if isinstance(v, Pair) else v
+               for v in pytree.tree_leaves(result, is_leaf=lambda v: isinstance(v, Pair))]
+    if len(originals) != len(results):
+        first = next((v for v in originals if isinstance(v, torch.Tensor)), None)
+        originals = [first] * len(results)
+    for tensor, value in zip(results, originals):
+        if isinstance(tensor, torch.Tensor) and isinstance(value, torch.Tensor) and tensor.device != value.device:
+            return f"{tensor.device}, the op's result is on {value.device}"
     return ""
 
 
