@@ -35,3 +35,14 @@ def test_dim_ops_on_a_complex_scalar_leave_it_unchanged(op, args):
     dim 0 / -1 for squeeze, flip and transpose and returns the values unchanged; so does the rule now."""
     check_program(Program([Input("view_as_complex", (Raw((2,), torch.float32),)),
                            Step(op, (Ref(0), *args), {}, "view_as_real")], []), pipeline="rules_kept")
+
+
+def test_view_of_a_result_laid_out_unlike_eager():
+    """Found (soak run): _fft_r2c over dims [0, 1] (two-sided) of a real [2, 2, 1], then reshape to [4].
+    Eager's FFT result is contiguous, so export turned the reshape into a view; the DFT rule's result
+    has its dims moved back after a matmul (strides (2, 4, 4, 1) as a pair), where no view to [4, 2]
+    exists, and the view rule raised. In the functional graph a view may copy: the rule now reshapes,
+    which is still a view wherever one exists."""
+    check_program(Program([Input("real", (Raw((2, 2, 1), torch.float32),)),
+                           Step(aten._fft_r2c.default, (Ref(0), [0, 1], 0, False), {}, "view_as_real"),
+                           Step(aten.reshape.default, (Ref(1), [4]), {}, "view_as_real")], []), pipeline="default")

@@ -40,18 +40,25 @@ _UNCHANGED_ON_SCALARS = {aten.squeeze.default, aten.squeeze.dim, aten.squeeze.di
                          aten.transpose.int}
 
 
+# A rule's result can be laid out differently from eager's (an FFT's dims moved back after a matmul), so a
+# view that eager could take may not exist on the pair. The exported graph is functional, where a view and
+# a copy mean the same: reshape gives the view where one exists (the same graph as before) and else copies.
+_VIEWS_AS_RESHAPE = {aten.view.default, aten._unsafe_view.default}
+
+
 def same_op_on_pair(op: torch._ops.OpOverload):
     """A rule that calls `op` itself on the pair, every dim mapped (negative dims shift by one) and every
     size given the trailing 2; a list result (split, unbind) becomes a list of Pairs."""
     names = [argument.name for argument in op._schema.arguments]
     unchanged_on_scalars = op in _UNCHANGED_ON_SCALARS
+    call = aten.reshape.default if op in _VIEWS_AS_RESHAPE else op
 
     def rule(out, a, *args, **kwargs):
         if unchanged_on_scalars and a.ndim == 0:
             return Pair(aten.alias.default(a.t))
         args = [map_argument(name, value) for name, value in zip(names[1:], args)]
         kwargs = {name: map_argument(name, value) for name, value in kwargs.items()}
-        result = op(a.t, *args, **kwargs)
+        result = call(a.t, *args, **kwargs)
         if isinstance(result, (list, tuple)):
             return pairs(result)
         return Pair(result) if isinstance(result, torch.Tensor) else result
