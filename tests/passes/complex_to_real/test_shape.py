@@ -83,3 +83,19 @@ def test_rule_on_its_own_matches_eager(rule_op, args):
             torch.testing.assert_close(got.t, torch.view_as_real(expected))
         return
     run_rule(rule_op, *args)
+
+
+def test_stride_queries_answer_as_eager_or_refuse():
+    """A rule's result may be laid out unlike eager's (an FFT's is); a stride or storage offset that the
+    program computes with must then not silently differ: the rule fails, so the program is refused."""
+    from aotcuda.passes.complex_to_real.rules.shape import sym_storage_offset, sym_stride
+
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    as_eager = Pair(torch.view_as_real(z))
+    assert [sym_stride(z.stride(d), as_eager, d) for d in (0, 1, -1)] == [4, 1, 1]
+    assert sym_storage_offset(z[1:].storage_offset(), Pair(torch.view_as_real(z[1:]))) == 4
+    column_major = Pair(torch.view_as_real(z.t().contiguous()).transpose(0, 1))  # [3, 4, 2], strides (2, 6, 1)
+    with pytest.raises(ValueError, match="laid out unlike eager"):
+        sym_stride(z.stride(0), column_major, 0)
+    with pytest.raises(ValueError, match="laid out unlike eager"):
+        sym_storage_offset(0, Pair(torch.view_as_real(z[1:])))  # eager's value says offset 0

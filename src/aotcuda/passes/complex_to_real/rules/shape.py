@@ -152,10 +152,22 @@ def constant_pad_nd(out, a, pad, value=0):
 # ---- sizes -------------------------------------------------------------------------------------------------
 
 
+def _as_in_eager(value, out, what: str):
+    """`value` if it equals eager's `out` (SymInts by expression); else the rule fails and the program is
+    refused: a rule's result may be laid out unlike eager's (an FFT's), and a stride the program computes
+    with must not silently differ from the one eager would give."""
+    same = (value.node.expr == out.node.expr if isinstance(value, torch.SymInt) and isinstance(out, torch.SymInt)
+            else not isinstance(value, torch.SymInt) and not isinstance(out, torch.SymInt) and value == out)
+    if not same:
+        raise ValueError(f"the pair's {what} is {value} where eager's is {out}: this tensor is laid out "
+                         "unlike eager's, so a program computing with it would differ")
+    return value
+
+
 @register(aten.sym_stride.int)
 def sym_stride(out, a, dim):
-    """Strides of a pair count real elements: half of them, in complex elements."""
-    return aten.sym_stride.int(a.t, pair_dim(dim)) // 2
+    """Strides of a pair count real elements: half of them, in complex elements (eager's, or refused)."""
+    return _as_in_eager(aten.sym_stride.int(a.t, pair_dim(dim)) // 2, out, f"stride({dim})")
 
 
 @register(aten.sym_numel.default)
@@ -166,5 +178,5 @@ def sym_numel(out, a):
 
 @register(aten.sym_storage_offset.default)
 def sym_storage_offset(out, a):
-    """Half the pair's storage offset."""
-    return aten.sym_storage_offset.default(a.t) // 2
+    """Half the pair's storage offset (eager's, or refused)."""
+    return _as_in_eager(aten.sym_storage_offset.default(a.t) // 2, out, "storage offset")
