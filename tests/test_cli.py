@@ -1,6 +1,7 @@
 """The aotcuda command, through click's CliRunner; inspect and run reuse the session's demo package."""
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -11,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 import aotcuda.lowering
-from aotcuda.cli import dynamic_shapes_from, load_factory, main
+from aotcuda.cli import cli_hints, dynamic_shapes_from, load_factory, main
 from aotcuda.errors import MissingFallbackKernelsError
 from lowered_demo import lowered_demo
 
@@ -218,3 +219,44 @@ def test_demo_on_cpu_end_to_end(runner):
     for step in ("export", "decompose", "passes", "compile"):
         assert f"lowering: {step}" in output
     assert "latency per call, aotcuda" in output and "latency per call, eager" in output
+
+
+@pytest.mark.parametrize("message, hints", [
+    ("the package was built for cpu and cannot run on cuda; load it with device='cpu', or lower the model "
+     "again with device='cuda'",
+     ["on the command line, --device cpu", "on the command line, lower it again with `aotcuda lower ... --device cuda`"]),
+    ("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'",
+     ["on the command line, --device cpu"]),
+])
+def test_hints_follow_the_advice_not_every_device_named(message, hints):
+    """Found by a new user: a device the message only names (the one asked for) also got a hint."""
+    assert cli_hints(message) == hints
+
+
+@pytest.mark.parametrize("made, says", [
+    (torch.nn.Linear(2, 2), "it returned a Linear instance (FACTORY names an nn.Module class?"),
+    ((torch.nn.Linear(2, 2),), "it returned a tuple of 1: (Linear)"),
+    ([torch.nn.Linear(2, 2), torch.randn(1, 2)], "it returned a list"),
+])
+def test_a_factory_returning_the_wrong_thing_is_told_what_it_returned(made, says):
+    from aotcuda.cli import model_and_inputs
+
+    with pytest.raises(click.UsageError, match=re.escape(says)):
+        model_and_inputs(made)
+
+
+@pytest.mark.parametrize("device, error", [("gpu", "'gpu': expected auto, cpu, cuda or cuda:N"),
+                                           ("cuda:x", "'cuda:x': expected auto, cpu, cuda or cuda:N")])
+def test_lower_and_demo_name_a_bad_device_as_a_usage_error(runner, tmp_path, device, error):
+    for command in (["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "d.pt2")], ["demo"]):
+        result = runner.invoke(main, [*command, "--device", device])
+        assert result.exit_code == 2 and error in result.output, result.output
+        assert not (tmp_path / "d.pt2").exists()
+
+
+def test_cuda_where_there_is_none_is_a_usage_error_for_lower_and_demo(runner, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without a GPU, on any machine
+    for command in (["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "d.pt2")], ["demo"]):
+        for device in ("cuda", "cuda:1"):
+            result = runner.invoke(main, [*command, "--device", device])
+            assert result.exit_code == 2 and "torch sees no CUDA device here; use --device cpu or auto" in result.output

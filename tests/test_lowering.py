@@ -72,8 +72,12 @@ def test_pass_list_and_table():
 def test_bad_arguments_get_clear_errors():
     with pytest.raises(TypeError, match="tuple of example inputs"):
         aotcuda.lower(torch.nn.Linear(2, 2), torch.randn(1, 2), device="cpu")
-    with pytest.raises(ValueError, match="lowers for cuda or cpu"):
+    with pytest.raises(aotcuda.DeviceError, match="lowers for 'cuda' or 'cpu', not 'meta'"):
         aotcuda.lower(torch.nn.Linear(2, 2), (torch.randn(1, 2),), device="meta")
+    for unparsable in ("gpu", "CPU"):  # torch's own message would list a dozen device types
+        with pytest.raises(aotcuda.DeviceError, match=rf"'{unparsable}' is not a device; aotcuda lowers for"):
+            aotcuda.lower(torch.nn.Linear(2, 2), (torch.randn(1, 2),), device=unparsable)
+    assert issubclass(aotcuda.DeviceError, ValueError)
 
 
 class ComplexCumsum(torch.nn.Module):

@@ -7,6 +7,7 @@
 
 from aotcuda.errors import (
     AotcudaError,
+    DeviceError,
     InputError,
     MissingFallbackKernelsError,
     OutputError,
@@ -19,6 +20,7 @@ from aotcuda.runtime.program import Program, load
 
 __all__ = [
     "AotcudaError",
+    "DeviceError",
     "InputError",
     "LoweredProgram",
     "MissingFallbackKernelsError",

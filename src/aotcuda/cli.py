@@ -1,8 +1,8 @@
 """The ``aotcuda`` command (also ``python -m aotcuda``): demo, lower, run, inspect.
 
-    aotcuda demo [--device auto|cpu|cuda] [--dtype bfloat16|float16|float32|float64] [--batch 2] [--seq 64]
+    aotcuda demo [--device auto|cpu|cuda[:N]] [--dtype bfloat16|float16|float32|float64] [--batch 2] [--seq 64]
                  [--calls 50]
-    aotcuda lower MODULE:FACTORY -o model.pt2 [--device cuda] [--dynamic NAME:DIM:MIN:MAX[:SYMBOL] ...]
+    aotcuda lower MODULE:FACTORY -o model.pt2 [--device auto|cpu|cuda[:N]] [--dynamic NAME:DIM:MIN:MAX[:SYMBOL] ...]
                   [--save-inputs inputs.pt] [--allow-fallbacks]
     aotcuda run model.pt2 --inputs inputs.pt [--device] [--cuda-graphs] [--save-outputs outputs.pt]
     aotcuda inspect model.pt2
@@ -37,18 +37,22 @@ status_console = Console(stderr=True)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
-# The library's messages give Python-API advice; on the command line, this is how to follow it.
+# The library's messages give Python-API advice; on the command line, this is how to follow it. Only the
+# advice is matched ("use device='cpu'"), not a device the message merely names ("device='cuda' asked for").
 CLI_HINTS = (
     (r"allow_fallbacks=True", "on the command line, --allow-fallbacks keeps going with these kernels"),
-    (r"device='cpu'", "on the command line, --device cpu"),
-    (r"device='cuda'", "on the command line, --device cuda"),
+    (r"lower the model again with device='(\w+)'",
+     "on the command line, lower it again with `aotcuda lower ... --device {0}`"),
+    (r"(?:use|load it with|pass) device='(\w+)'", "on the command line, --device {0}"),
     (r"cuda_graphs=False", "on the command line, leave out --cuda-graphs"),
 )
 
 
 def cli_hints(message: str) -> list[str]:
-    """The command-line form of each piece of Python-API advice in an error message."""
-    return [hint for pattern, hint in CLI_HINTS if re.search(pattern, message)]
+    """The command-line form of each piece of Python-API advice in an error message, in the message's order."""
+    found = [(match.start(), hint.format(*match.groups()))
+             for pattern, hint in CLI_HINTS for match in re.finditer(pattern, message)]
+    return [hint for _, hint in sorted(found)]
 
 
 def print_error(message: str, kind: str = "") -> None:
@@ -113,10 +117,23 @@ def main():
     warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated", category=FutureWarning)
 
 
+class TargetDevice(click.ParamType):
+    """--device of demo and lower: auto, cpu, cuda or cuda:N; CUDA where torch sees none is a usage error."""
+
+    name = "auto|cpu|cuda[:N]"
+
+    def convert(self, value, param, ctx):
+        if value not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", value):
+            self.fail(f"{value!r}: expected auto, cpu, cuda or cuda:N", param, ctx)
+        if value.startswith("cuda") and not torch.cuda.is_available():
+            self.fail(f"{value}: torch sees no CUDA device here; use --device cpu or auto", param, ctx)
+        return value
+
+
 # --- demo ------------------------------------------------------------------------------------------------
 
 @main.command()
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+@click.option("--device", type=TargetDevice(), default="auto", show_default=True,
               help="auto: CUDA when torch sees a GPU, else the CPU.")
 @click.option("--dtype", type=click.Choice(sorted(DTYPES)), default=None,
               help="default: bfloat16 on CUDA, float32 on the CPU.")
@@ -129,8 +146,6 @@ def demo(device, dtype, batch, seq, calls):
     """Lower the built-in attention block (complex RoPE), run it, compare with eager."""
     from aotcuda.demo import pick_device, run_demo
 
-    if device == "cuda" and not torch.cuda.is_available():
-        raise click.UsageError("--device cuda: torch sees no CUDA device here; use --device cpu or auto")
     status_console.print(f"Lowering the attention block for {pick_device(device)} ...")
     with _StepProgress() as progress:
         result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, progress=progress)
@@ -209,7 +224,13 @@ def _import_module(name: str):
 def model_and_inputs(made) -> tuple[torch.nn.Module, tuple, dict]:
     """A factory's result → (model, args, kwargs). Accepts (model, inputs) and (model, args, kwargs)."""
     if not isinstance(made, tuple) or len(made) not in (2, 3) or not isinstance(made[0], torch.nn.Module):
-        raise click.UsageError("the factory must return (model, inputs) or (model, args, kwargs), model an nn.Module")
+        got = (f"a {type(made).__name__} instance" if isinstance(made, torch.nn.Module) else
+               f"a tuple of {len(made)}: ({', '.join(type(v).__name__ for v in made)})" if isinstance(made, tuple)
+               else f"a {type(made).__name__}")
+        hint = (" (FACTORY names an nn.Module class? Point at a function that builds the model and its example "
+                "inputs and returns both)" if isinstance(made, torch.nn.Module) else "")
+        raise click.UsageError("the factory must return (model, inputs) or (model, args, kwargs), model an "
+                               f"nn.Module; it returned {got}{hint}")
     model, args = made[0], made[1]
     kwargs = made[2] if len(made) == 3 else {}
     args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
@@ -263,7 +284,8 @@ def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, st
 @main.command("lower")
 @click.argument("factory")
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="the .pt2 to write.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--device", type=TargetDevice(), default="auto", show_default=True,
+              help="auto: CUDA when torch sees a GPU, else the CPU.")
 @click.option("--dynamic", multiple=True, metavar="NAME:DIM:MIN:MAX[:SYMBOL]",
               help="make dim DIM of input NAME dynamic in [MIN, MAX]; inputs given one SYMBOL share the size "
                    "(repeatable).")

@@ -69,7 +69,8 @@ def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int 
              calls: int = 50, package_path: str | None = None, progress=None) -> DemoResult:
     """Lower, load, compare and time the attention block. dtype default: bfloat16 on CUDA, float32 on CPU."""
     device = pick_device(device)
-    dtype = dtype or (torch.bfloat16 if device == "cuda" else torch.float32)
+    on_cuda = torch.device(device).type == "cuda"  # "cuda" or "cuda:N"
+    dtype = dtype or (torch.bfloat16 if on_cuda else torch.float32)
     model, (x,) = attention_block(device=device, dtype=dtype, batch=batch, seq=seq)
     package_path = package_path or os.path.join(tempfile.mkdtemp(prefix="aotcuda-demo-"), "attention_block.pt2")
     lowered = lower(model, (x,), device=device, package_path=package_path, progress=progress)
@@ -81,7 +82,7 @@ def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int 
         eager = median_latency(model, fresh, calls)
     latency = median_latency(program, fresh, calls)
     graphs_latency = None
-    if device == "cuda":  # warm-up calls and the capture happen inside median_latency's warm-up
+    if on_cuda:  # warm-up calls and the capture happen inside median_latency's warm-up
         graphs_latency = median_latency(lowered.load(cuda_graphs=True), fresh, calls, warmup=5)
     return DemoResult(lowered, device, dtype, tuple(x.shape), error, TOLERANCE[dtype], latency, eager,
                       graphs_latency)

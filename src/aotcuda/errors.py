@@ -25,6 +25,10 @@ class MissingFallbackKernelsError(AotcudaError):
     """The generated code calls ATen fallback kernels outside the allow-list and allow_fallbacks is False."""
 
 
+class DeviceError(AotcudaError, ValueError):
+    """lower() was asked for a device it does not lower for, or one this machine does not have."""
+
+
 class InputError(AotcudaError, ValueError):
     """A call to a loaded Program got inputs it cannot run: wrong count, dtype, device, rank or shape."""
 

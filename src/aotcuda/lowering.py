@@ -31,7 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import MissingFallbackKernelsError
+from aotcuda.errors import DeviceError, MissingFallbackKernelsError
 from aotcuda.fallbacks import (
     LIBRARY_KERNELS,
     ONEDNN_KERNELS,
@@ -156,7 +156,8 @@ def lower(
     Raises:
         MissingFallbackKernelsError: the generated code calls kernels outside the allow-list and
             allow_fallbacks is False. The message lists each kernel with the user's source line.
-        ValueError: an unknown device type, or CUDA asked for where there is none.
+        DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
+            lower for, or CUDA asked for where there is none.
 
     When compiling or checking fails, the package file this call wrote is removed, and a note on the
     error (``exc.__notes__``, shown in the traceback) says that no package was written.
@@ -252,11 +253,15 @@ def _make_outputs_serializable(ep: ExportedProgram) -> None:
 
 
 def _target_device(device: str | torch.device) -> torch.device:
-    device = torch.device(device)
+    supported = " or ".join(repr(name) for name in DEVICE_PROFILES)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise DeviceError(f"{device!r} is not a device; aotcuda lowers for {supported} (or 'cuda:N')") from exc
     if device.type not in DEVICE_PROFILES:
-        raise ValueError(f"aotcuda lowers for {' or '.join(DEVICE_PROFILES)}, not {device.type!r}")
+        raise DeviceError(f"aotcuda lowers for {supported}, not {device.type!r}")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'")
+        raise DeviceError("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'")
     return device
 
 
