@@ -254,3 +254,18 @@ def test_unbounded_dim_program_matches_eager_at_two_sizes_with_state(rotate_exam
         assert rotated.dtype == torch.complex64 and rotated.shape == (batch, 64)
         assert relative_error(torch.view_as_real(rotated), torch.view_as_real(expected_rotated)) < 1e-5
         assert relative_error(magnitude, expected_magnitude) < 1e-5
+
+
+def test_torchs_pytree_deprecation_warning_is_kept_from_the_user():
+    """torch 2.11–2.13 warn "isinstance(treespec, LeafSpec) is deprecated" from their own code on every
+    lower() (a new user saw it twice per call); lower() silences that warning alone around those steps."""
+    import warnings
+
+    from aotcuda.lowering import _without_torch_pytree_warning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with _without_torch_pytree_warning():
+            warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use ...", FutureWarning)
+            warnings.warn("something else", FutureWarning)
+    assert [str(w.message) for w in caught] == ["something else"]

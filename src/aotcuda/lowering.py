@@ -175,14 +175,14 @@ def lower(
     with step("export"):
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
         _make_outputs_serializable(ep)
-    with step("decompose"):
+    with step("decompose"), _without_torch_pytree_warning():
         ep = ep.run_decompositions(decomposition_table())
     with step("passes"):
         for graph_pass in passes():
             ep = graph_pass(ep)
     path, own_folder = _package_path(package_path, model)
     with _removed_on_failure(path, own_folder):
-        with step("compile"):
+        with step("compile"), _without_torch_pytree_warning():
             _compile(ep, path, {**profile.inductor_configs, **(inductor_configs or {})})
         with step("check"):
             missing, library = split_allowed(find_fallback_kernels(path, ep), profile.allowed_kernels)
@@ -250,6 +250,15 @@ def _make_outputs_serializable(ep: ExportedProgram) -> None:
         pytree.treespec_dumps(signature.out_spec)
     except (NotImplementedError, TypeError):
         signature.out_spec = pytree.tree_flatten(tuple(range(signature.out_spec.num_leaves)))[1]
+
+
+@contextlib.contextmanager
+def _without_torch_pytree_warning():
+    """torch's own pytree code warns "isinstance(treespec, LeafSpec) is deprecated" on every
+    run_decompositions and AOTI compile (torch 2.11 to 2.13): nothing a user of lower() can act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
+        yield
 
 
 def _target_device(device: str | torch.device) -> torch.device:
