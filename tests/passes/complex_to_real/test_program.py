@@ -110,3 +110,76 @@ def test_dynamic_dims_stay_symbolic_in_every_new_node():
     for length in (3, 17):
         x, f = pair(length, 4), pair(32, 4)
         assert_matches(Rotate()(x, f), new.module()(x, f), torch.float32)
+
+
+class OverwrittenState(torch.nn.Module):
+    """Complex state written with a real value, and real state with a complex one; both read next call."""
+
+    def __init__(self, how: str):
+        super().__init__()
+        self.how = how
+        self.register_buffer("h", torch.zeros(4, dtype=torch.complex64))
+        self.register_buffer("r", torch.zeros(4))
+
+    def forward(self, x, level):
+        z = torch.view_as_complex(x)
+        out = z * 2 + self.h + self.r
+        if self.how == "fill_real_tensor":
+            self.h.fill_(level)
+        elif self.how == "copy_real_scalar":
+            self.h.copy_(level)
+        elif self.how == "copy_real_row":
+            self.h.copy_(x[:, 0])
+        elif self.how == "setitem_wider_real":
+            self.h[:] = x[:, 1].double()
+        elif self.how == "complex_into_real":
+            self.r.copy_(z * 1j)
+        return torch.view_as_real(out)
+
+
+@pytest.mark.parametrize("how", ["fill_real_tensor", "copy_real_scalar", "copy_real_row", "setitem_wider_real",
+                                 "complex_into_real"])
+def test_state_overwritten_with_the_other_kind_of_value_matches_eager(how):
+    """Found by an adversarial review, a silent wrong answer: functionalization hands over the real value
+    itself as the complex buffer's new value (`h.fill_(level)` returns `level`), and the write-back's
+    copy_ spread it over both halves of the pair. The pass now gives the write-back a (value, 0) pair,
+    and the real part of a complex value written into real state, as copy_ does in eager."""
+    module, reference = OverwrittenState(how), OverwrittenState(how)
+    args = (pair(4), torch.tensor(2.0))
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, args)).module()
+    for _ in range(3):  # each call reads the state the one before wrote
+        x, level = pair(4), torch.randn(())
+        assert_matches(reference(x, level), new(x, level), torch.float32)
+    torch.testing.assert_close(new.h, torch.view_as_real(reference.h))
+    torch.testing.assert_close(new.r, reference.r)
+
+
+class ReadsRealStateAfterComplexWrite(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("r", torch.zeros(4))
+
+    def forward(self, x):
+        z = torch.view_as_complex(x)
+        self.r.copy_(z * 1j)
+        return torch.view_as_real(z) + self.r.unsqueeze(-1)
+
+
+def test_a_graph_whose_metadata_disagrees_with_its_values_is_refused_not_a_crash():
+    """torch's decompositions (2.13) drop the complex-to-real cast of `r.copy_(complex)` when r is read
+    afterwards: the graph adds a complex value where its metadata says real (ep.module() returns complex64
+    where eager returns float32). The pass refuses such a program, naming the node, instead of raising
+    from deep inside the rewrite. A torch that keeps the cast gives a consistent graph, rewritten as usual."""
+    from aotcuda.errors import UnsupportedComplexOpError
+
+    module, x = ReadsRealStateAfterComplexWrite(), pair(4)
+    ep = export(module, (x,))
+    if copy.deepcopy(ep).module()(x).dtype != ReadsRealStateAfterComplexWrite()(x).dtype:
+        with pytest.raises(UnsupportedComplexOpError, match="running it on the rewritten values failed"):
+            ReplaceComplexWithRealPass(strict=True)(ep)
+    else:
+        new = ReplaceComplexWithRealPass(strict=True)(ep).module()
+        reference = ReadsRealStateAfterComplexWrite()
+        for _ in range(2):
+            x = pair(4)
+            assert_matches(reference(x), new(x), torch.float32)

@@ -17,6 +17,7 @@ import logging
 
 import torch
 import torch.fx.traceback as fx_traceback
+from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.proxy_tensor import (
     get_proxy_mode,
     get_proxy_slot,
@@ -26,7 +27,8 @@ from torch.fx.experimental.proxy_tensor import (
 from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
-from aotcuda.passes.complex_to_real.pair import Pair, real_dtype, shared_constants
+from aotcuda.passes.complex_to_real.layout import as_laid_out_in_eager
+from aotcuda.passes.complex_to_real.pair import Pair, real_as_pair, real_dtype, shared_constants
 from aotcuda.passes.complex_to_real.placement import constant_devices
 from aotcuda.passes.complex_to_real.program import rebuild_program
 from aotcuda.passes.complex_to_real.registry import Rule, op_name
@@ -130,7 +132,16 @@ class _PairInterpreter(torch.fx.Interpreter):
             return self.results.reuse_or_run(n.target, args, kwargs, lambda: self._run_rule(n, rule, args, kwargs))
         if n.op == "call_function" and self._inputs_unchanged(n):
             return self._copy_unchanged(n)
-        return super().run_node(n)
+        if n.op != "call_function":
+            return super().run_node(n)
+        try:
+            return super().run_node(n)
+        except RuleFailed:
+            raise
+        except Exception as error:  # e.g. a graph whose metadata disagrees with its values: refuse, whole
+            raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+                                     f"running it on the rewritten values failed: {type(error).__name__}: "
+                                     f"{str(error).splitlines()[0] if str(error) else ''}")) from error
 
     def _run_rule(self, n: torch.fx.Node, rule: Rule, args, kwargs):
         """The rule's result for node n, checked; any failure becomes a RuleFailed naming the node."""
@@ -139,6 +150,7 @@ class _PairInterpreter(torch.fx.Interpreter):
                     for a in args]
             try:
                 result = rule.fn(n.meta.get("val"), *args, **kwargs)
+                result = as_laid_out_in_eager(result, n.meta.get("val"))  # what follows may read strides
             except Exception as error:  # a bug or an unforeseen argument: refuse, never half-rewrite
                 raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
                                          f"its rule failed: {type(error).__name__}: {error}")) from error
@@ -197,6 +209,31 @@ class _PairInterpreter(torch.fx.Interpreter):
         return argument.node if isinstance(argument, torch.fx.Proxy) else argument
 
 
+def mutation_targets(ep: torch.export.ExportedProgram) -> list[str | None]:
+    """Per output: the placeholder whose buffer or input it writes back (a mutation), else None."""
+    signature = ep.graph_signature
+    placeholder_of = {spec.target: spec.arg.name for spec in signature.input_specs if spec.kind is InputKind.BUFFER}
+    placeholder_of.update({spec.arg.name: spec.arg.name for spec in signature.input_specs
+                           if spec.kind is InputKind.USER_INPUT})
+    kinds = (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)
+    return [placeholder_of.get(spec.target) if spec.kind in kinds else None for spec in signature.output_specs]
+
+
+def as_written_into(value, into_complex: bool):
+    """A mutation's new value as the state it is copied into needs it.
+
+    The program writes state back with copy_, which casts and broadcasts: functionalization may hand over
+    a real value for complex state (``buffer.fill_(real_tensor)`` returns the real tensor itself), which
+    copy_ would spread over both halves of the pair, or a complex value for real state, whose copy_ keeps
+    the real part. Both become what copy_ on the complex tensors does.
+    """
+    if into_complex and isinstance(value, torch.Tensor) and not isinstance(value, Pair):
+        return real_as_pair(value)
+    if not into_complex and isinstance(value, Pair):
+        return value.t.select(-1, 0)
+    return value
+
+
 def misplaced_device(result, original) -> str:
     """"" if every tensor of a rule's result is on the device of the original node's value; else which.
 
@@ -245,8 +282,12 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan) -> torch.export.Export
     fake_args = [_pair_fake(p.meta["val"], devices.get(p.name)) if p.name in complex_placeholders
                  else p.meta["val"] for p in placeholders]
 
+    written = mutation_targets(ep)
+
     def run(*args):
         outputs = _PairInterpreter(ep.graph_module, plan, complex_placeholders).run(*args)
+        outputs = [as_written_into(o, written[i] in complex_placeholders) if written[i] else o
+                   for i, o in enumerate(outputs)]
         return [o.t if isinstance(o, Pair) else o for o in outputs]  # complex outputs leave as pairs
 
     with fx_traceback.preserve_node_meta(), shared_constants():

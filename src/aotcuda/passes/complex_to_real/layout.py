@@ -1,0 +1,85 @@
+"""Rule results laid out as eager lays out the values they replace.
+
+A rule computes the right values, but not always in eager's memory layout: the DFT rules move a dim last,
+multiply, and move it back, so their result is a permutation of eager's; a real op on a non-contiguous
+pair may come out contiguous where eager's complex op kept the input's order. Values alone would be
+enough if nothing after the rule looked at strides, but the exported graph does: export turned a reshape
+into a ``view`` because eager's layout allowed one (on our layout the view fails), ``as_strided`` reads
+storage positions, and ``x.stride()`` may be computed with. So each result whose strides differ from
+eager's (a complex value's strides ×2 with the pair dim last, in real elements) is copied into eager's
+layout. Where the layouts already agree, as in the rotary embeddings of every model tested, nothing is
+added; where they do not, Inductor usually writes the producing kernel's output in the new layout
+directly (the copy is pointwise).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils import _pytree as pytree
+
+from aotcuda.passes.complex_to_real.pair import Pair
+
+aten = torch.ops.aten
+
+
+def as_laid_out_in_eager(result, original):
+    """`result` (a rule's return: a Pair, a tensor, or a list/tuple of them) with each tensor in the
+    layout of the original value in its position; other values, and results whose structure does not
+    match the original's, are returned as they are."""
+    leaves, spec = pytree.tree_flatten(result, is_leaf=lambda v: isinstance(v, Pair))
+    originals = pytree.tree_leaves(original)
+    if len(leaves) != len(originals):
+        return result
+    return pytree.tree_unflatten([_one(leaf, o) for leaf, o in zip(leaves, originals)], spec)
+
+
+def _one(value, original):
+    if not isinstance(original, torch.Tensor):
+        return value
+    if isinstance(value, Pair) and original.dtype.is_complex:
+        shape = [*original.shape, 2]
+        strides = [*(2 * s for s in original.stride()), 1]
+        laid_out = _restrided(value.t, shape, strides)
+        return value if laid_out is value.t else Pair(laid_out)
+    if isinstance(value, torch.Tensor) and not isinstance(value, Pair) and not original.dtype.is_complex:
+        return _restrided(value, list(original.shape), list(original.stride()))
+    return value
+
+
+def _restrided(t: torch.Tensor, shape: list, strides: list) -> torch.Tensor:
+    """t, or a copy of it with these strides when they differ in a dim that has more than one element.
+
+    Not for overlapping layouts (a stride of 0, as expand makes): copying into one is undefined, and the
+    rules give expanded results there as eager does.
+    """
+    if t.ndim != len(shape) or any(isinstance(size, int) and size == 0 for size in shape):
+        return t  # (no elements: nothing to lay out)
+    if not _differs(t, shape, strides):
+        return t
+    if any(_is_zero(s) for size, s in zip(shape, strides) if not _at_most_one(size)):
+        return t
+    target = torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device)
+    return aten.copy.default(target, t)
+
+
+def _differs(t: torch.Tensor, shape: list, strides: list) -> bool:
+    for size, actual, expected in zip(shape, t.stride(), strides):
+        if _at_most_one(size):
+            continue  # the stride of a dim of one element addresses nothing
+        if not _same(actual, expected):
+            return True
+    return False
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
+        return isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt) and a.node.expr == b.node.expr
+    return a == b
+
+
+def _at_most_one(size) -> bool:
+    return isinstance(size, int) and size <= 1
+
+
+def _is_zero(stride) -> bool:
+    return isinstance(stride, int) and stride == 0
