@@ -37,7 +37,8 @@ _COMMON = dict(deadline=None, derandomize=False, print_blob=True,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                       HealthCheck.filter_too_much])
 settings.register_profile("ci", max_examples=180, **_COMMON)
-settings.register_profile("soak", max_examples=10_000, **_COMMON)
+# HYPOTHESIS_SOAK_EXAMPLES splits a soak over processes (one per core, each with its own --hypothesis-seed).
+settings.register_profile("soak", max_examples=int(os.environ.get("HYPOTHESIS_SOAK_EXAMPLES", 10_000)), **_COMMON)
 settings.register_profile("dev", max_examples=20, **_COMMON)
 PIPELINES = ["default", "lowering", "rules_kept"]
 rule_for(None)  # fills RULES, which the "rules_kept" pipeline reads before the pass first runs
