@@ -28,8 +28,11 @@ listed makes the pass leave the whole program unchanged (and log why, or raise w
 Complex program inputs and outputs become pair inputs and outputs under the same names (dynamic dims kept;
 `complex_boundary(ep)` says which, and `aotcuda.load` adapts them with zero-copy views). Complex parameters,
 buffers and constants become pair state under the same names; a complex buffer mutated in place stays a
-mutated (pair) buffer. complex32 ops that compute (elementwise, reductions, matrix products, polar) run in
-float32 and round once to float16, as eager does.
+mutated (pair) buffer (written with a real value, it gets `(value, 0)`, as copy_ does). complex32 ops that
+compute (elementwise, reductions, matrix products, polar) run in float32 and round once to float16, as eager
+does. Every result is laid out as eager lays out the value it replaces (the complex strides ×2, pair dim
+last), so views, `as_strided` and stride reads after it see eager's layout; where a rule's natural layout
+differs (the FFT rules), the result is copied into eager's.
 """
 
 
