@@ -64,7 +64,10 @@ def complex_with(b: Builder, min_ndim=0, max_ndim=None, safe=False, nonempty=Fal
     found = b.pick(safe=safe, where=fits)
     if found is not None:
         return found
-    return b.new_input(draw(b, shapes(min_ndim, max(min_ndim, max_ndim or 3))), safe=True if safe else None)
+    shape = draw(b, shapes(min_ndim, max(min_ndim, max_ndim or 3)))
+    if nonempty:  # a new input must keep the promise too (a drawn size may be 0)
+        shape = tuple(max(1, size) for size in shape)
+    return b.new_input(shape, safe=True if safe else None)
 
 
 def exact(b: Builder, shape: tuple, complex_=None, dtype=None) -> Value:
@@ -339,7 +342,7 @@ def index_select(b, op):
 
 @generates(aten.slice_scatter.default, aten.select_scatter.default)
 def scatter(b, op):
-    x = complex_with(b, min_ndim=1)
+    x = complex_with(b, min_ndim=1, nonempty=op is aten.select_scatter.default)  # select needs an index
     dim = dim_of(b, x.ndim)
     size = x.shape[dim]
     if op is aten.slice_scatter.default:
