@@ -40,9 +40,9 @@ _UNCHANGED_ON_SCALARS = {aten.squeeze.default, aten.squeeze.dim, aten.squeeze.di
                          aten.transpose.int}
 
 
-# A rule's result can be laid out differently from eager's (an FFT's dims moved back after a matmul), so a
-# view that eager could take may not exist on the pair. The exported graph is functional, where a view and
-# a copy mean the same: reshape gives the view where one exists (the same graph as before) and else copies.
+# layout.py gives rule results eager's layout, so a view eager could take exists on the pair; where it
+# cannot (it leaves overlapping layouts alone), the view may not. The exported graph is functional, where a
+# view and a copy mean the same: reshape gives the view where one exists (the same graph) and else copies.
 _VIEWS_AS_RESHAPE = {aten.view.default, aten._unsafe_view.default}
 
 
