@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch.utils import _pytree as pytree
 
-from aotcuda.passes.complex_to_real.pair import Pair
+from aotcuda.passes.complex_to_real.pair import Pair, same_size
 
 aten = torch.ops.aten
 
@@ -66,15 +66,9 @@ def _differs(t: torch.Tensor, shape: list, strides: list) -> bool:
     for size, actual, expected in zip(shape, t.stride(), strides):
         if _at_most_one(size):
             continue  # the stride of a dim of one element addresses nothing
-        if not _same(actual, expected):
+        if not same_size(actual, expected):
             return True
     return False
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
-        return isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt) and a.node.expr == b.node.expr
-    return a == b
 
 
 def _at_most_one(size) -> bool:

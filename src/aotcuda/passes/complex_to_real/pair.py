@@ -52,6 +52,13 @@ class Pair:
         return self if self.t.dtype == real_dtype else Pair(self.t.to(real_dtype))
 
 
+def same_size(a, b) -> bool:
+    """Sizes, strides or offsets equal: ints by value, SymInts by expression (no guard is added)."""
+    if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
+        return isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt) and a.node.expr == b.node.expr
+    return a == b
+
+
 def real_dtype(dtype: torch.dtype) -> torch.dtype:
     """The pair dtype of a complex dtype; real dtypes map to themselves."""
     return REAL_OF_COMPLEX.get(dtype, dtype)

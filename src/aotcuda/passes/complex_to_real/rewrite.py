@@ -28,7 +28,7 @@ from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
 from aotcuda.passes.complex_to_real.layout import as_laid_out_in_eager
-from aotcuda.passes.complex_to_real.pair import Pair, real_as_pair, real_dtype, shared_constants
+from aotcuda.passes.complex_to_real.pair import Pair, real_as_pair, real_dtype, same_size, shared_constants
 from aotcuda.passes.complex_to_real.placement import constant_devices
 from aotcuda.passes.complex_to_real.program import rebuild_program
 from aotcuda.passes.complex_to_real.registry import Rule, op_name
@@ -172,7 +172,7 @@ class _PairInterpreter(torch.fx.Interpreter):
             new, old = self.env[a], a.meta.get("val")
             if new is old:
                 continue
-            if not (isinstance(new, torch.SymInt) and _same_size(new, old)):
+            if not (isinstance(new, torch.SymInt) and same_size(new, old)):
                 return False
         return True
 
@@ -254,17 +254,11 @@ def misplaced_device(result, original) -> str:
     return ""
 
 
-def _same_size(a, b) -> bool:
-    if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
-        return isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt) and a.node.expr == b.node.expr
-    return a == b
-
-
 def same_metadata(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Same dtype, device, shape, strides and storage offset, SymInts compared by expression."""
     return (a.dtype == b.dtype and a.device == b.device and a.ndim == b.ndim
-            and all(map(_same_size, a.shape, b.shape)) and all(map(_same_size, a.stride(), b.stride()))
-            and _same_size(a.storage_offset(), b.storage_offset()))
+            and all(map(same_size, a.shape, b.shape)) and all(map(same_size, a.stride(), b.stride()))
+            and same_size(a.storage_offset(), b.storage_offset()))
 
 
 def _pair_fake(value: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:

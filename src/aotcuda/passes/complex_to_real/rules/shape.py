@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from aotcuda.passes.complex_to_real.pair import Pair, pair_dim, pair_dims, pair_shape
+from aotcuda.passes.complex_to_real.pair import Pair, pair_dim, pair_dims, pair_shape, same_size
 from aotcuda.passes.complex_to_real.registry import register
 from aotcuda.passes.complex_to_real.rules.elementwise import as_addend, cast, result_dtype
 
@@ -156,9 +156,7 @@ def _as_in_eager(value, out, what: str):
     """`value` if it equals eager's `out` (SymInts by expression); else the rule fails and the program is
     refused: a rule's result may be laid out unlike eager's (an FFT's), and a stride the program computes
     with must not silently differ from the one eager would give."""
-    same = (value.node.expr == out.node.expr if isinstance(value, torch.SymInt) and isinstance(out, torch.SymInt)
-            else not isinstance(value, torch.SymInt) and not isinstance(out, torch.SymInt) and value == out)
-    if not same:
+    if not same_size(value, out):
         raise ValueError(f"the pair's {what} is {value} where eager's is {out}: this tensor is laid out "
                          "unlike eager's, so a program computing with it would differ")
     return value
