@@ -303,7 +303,8 @@ def read_json_entry(archive: zipfile.ZipFile, name: str, path: str, limits: Arch
 def describe_package(package_path: str | os.PathLike, model_name: str | None = None,
                      limits: ArchiveLimits | None = None) -> tuple[dict[str, str], dict | None]:
     """(the model's metadata, the aotcuda signature or None), read from the zip within ``limits``:
-    nothing is extracted and no code of the package runs (what ``aotcuda inspect`` shows).
+    nothing is extracted and no code of the package runs (what ``aotcuda inspect`` shows). A package
+    that load would refuse for its size is refused here too.
 
     Raises PackageError as open_package does."""
     path = os.fspath(package_path)
@@ -315,6 +316,9 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
         root = _archive_root(names)
         signature = _read_signature_entry(archive, names, root, path, limits)
         folder = f"{root}data/aotinductor/{model}/"
+        # What load would extract, checked as load checks it: inspect refuses what load refuses.
+        check_extraction(path, [info for info in archive.infolist() if info.filename.startswith(
+            (folder, f"{root}data/constants/")) and not info.filename.endswith("/")], limits)
         meta = sorted(n for n in names if n.startswith(folder) and n.endswith("wrapper_metadata.json")) or sorted(
             n for n in names if n.startswith(folder) and n.endswith("_metadata.json"))
         if not meta:

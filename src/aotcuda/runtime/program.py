@@ -140,6 +140,7 @@ class Program:
         usable = self._input_specs is not None and self._output_specs is not None
         self._boundary = boundary if usable else None  # a stale signature adapts nothing
         self._mutated, self._written = _written_inputs(self._input_specs, self.num_inputs)
+        self._input_labels = tuple(spec.name for spec in self._input_specs or ()) or tuple(self._input_names)
         self._graphs = GraphRunner(self._run, self._device, mutated=self._written) if cuda_graphs else None
         self._arg_names = None
         self._fast_paths()
@@ -271,7 +272,7 @@ class Program:
             if outputs is not None:
                 outputs = _as_list(outputs, "outputs", OutputError)
                 check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
-                                     originals, self._input_names)
+                                     originals, self._input_labels)
             finish = functools.partial(self._finish, outputs)
             if self._graphs is not None:
                 results = self._graphs(prepared_pairs, finish)
