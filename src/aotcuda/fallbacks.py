@@ -93,7 +93,9 @@ def wrapper_sources(package_path: str) -> dict[str, tuple[str, dict]]:
         for name in sorted(names):
             if name.endswith(".wrapper.cpp"):
                 table_name = name[: -len(".cpp")] + ".json"
-                table = json.loads(read_json_entry(archive, table_name, package_path, limits)) if table_name in names else {}
+                table = {}
+                if table_name in names:
+                    table = json.loads(read_json_entry(archive, table_name, package_path, limits))
                 source = read_entry(archive, name, limits.max_source_bytes, package_path, "max_source_bytes")
                 found[name] = (source.decode(errors="replace"), table)
     return found

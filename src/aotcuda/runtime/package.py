@@ -175,6 +175,18 @@ def _files_with_suffix(folder: str, suffix: str) -> list[str]:
     return sorted(os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if f.endswith(suffix))
 
 
+@contextlib.contextmanager
+def _opened(path: str, model_name: str | None, limits: ArchiveLimits):
+    """The open zip, its entry names, the chosen model, the archive root and the signature (None if
+    absent), with the entry count checked."""
+    with _open_zip(path) as archive:
+        check_entries(path, archive.infolist(), limits)
+        names = archive.namelist()
+        root = _archive_root(names)
+        model = _pick_model(path, names, model_name)
+        yield archive, names, model, root, _read_signature_entry(archive, names, root, path, limits)
+
+
 def open_package(path: str | os.PathLike, model_name: str | None = None,
                  limits: ArchiveLimits | None = None) -> ExtractedPackage:
     """Extract the model of an AOTI package to a private temporary folder.
@@ -187,12 +199,7 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     """
     path = os.fspath(path)
     limits = limits or ArchiveLimits.from_environment()
-    with _open_zip(path) as archive:
-        check_entries(path, archive.infolist(), limits)
-        names = archive.namelist()
-        model = _pick_model(path, names, model_name)
-        root = _archive_root(names)
-        signature = _read_signature_entry(archive, names, root, path, limits)
+    with _opened(path, model_name, limits) as (archive, names, model, root, signature):
         out_dir = tempfile.mkdtemp(prefix="aotcuda-")
         try:
             model_dir, so_digest = _extract_model(archive, names, f"{root}data/aotinductor/{model}/", root,
@@ -309,12 +316,7 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
     Raises PackageError as open_package does."""
     path = os.fspath(package_path)
     limits = limits or ArchiveLimits.from_environment()
-    with _open_zip(path) as archive:
-        check_entries(path, archive.infolist(), limits)
-        names = archive.namelist()
-        model = _pick_model(path, names, model_name)
-        root = _archive_root(names)
-        signature = _read_signature_entry(archive, names, root, path, limits)
+    with _opened(path, model_name, limits) as (archive, names, model, root, signature):
         folder = f"{root}data/aotinductor/{model}/"
         # What load would extract, checked as load checks it: inspect refuses what load refuses.
         check_extraction(path, [info for info in archive.infolist() if info.filename.startswith(
@@ -323,7 +325,8 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
             n for n in names if n.startswith(folder) and n.endswith("_metadata.json"))
         if not meta:
             return {}, signature
-        return _parse_metadata(path, posixpath.basename(meta[0]), read_json_entry(archive, meta[0], path, limits)), signature
+        data = read_json_entry(archive, meta[0], path, limits)
+        return _parse_metadata(path, posixpath.basename(meta[0]), data), signature
 
 
 def _proxy_targets(data: bytes, file_name: str) -> list[str]:
