@@ -98,7 +98,7 @@ class Program:
 
     Read-only info: ``package_path``, ``device``, ``input_specs`` / ``output_specs`` (TensorSpec per flat
     input/output, or None when the package has no aotcuda signature), ``input_names``, ``output_names``,
-    ``num_inputs``, ``num_outputs``, ``cuda_graphs``. Complex inputs and outputs of the user's program
+    ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``. Complex inputs and outputs of the user's program
     (real pairs in the package) are passed and returned as complex tensors, and their specs say so
     (``aotcuda.runtime.complex_boundary``).
     """
@@ -138,6 +138,7 @@ class Program:
     num_inputs = property(lambda self: self._container.num_inputs)
     num_outputs = property(lambda self: self._container.num_outputs)
     cuda_graphs = property(lambda self: self._graphs is not None)
+    closed = property(lambda self: self._container.deleted)
     metadata = property(lambda self: dict(self._package.metadata))
 
     def __repr__(self) -> str:
