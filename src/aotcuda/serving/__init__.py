@@ -7,15 +7,16 @@
     with serve_package("block.pt2", ServeOptions(replicas=2, max_batch_size=8)) as server:
         requests.post(server.url + "/predict", data=safetensors.torch.save({"x": x}))
 
-The modules: codec (the safetensors wire format), batching (which requests combine, pure tensor code),
+The modules: client (HTTP with the retry rule), codec (the safetensors wire format), batching (which requests combine, pure tensor code),
 deployment (the replica: routes, checks before batching, Ray Serve's batching), server (start Ray or
 join RAY_ADDRESS, deploy, shut down). Ray is imported only by deployment and server. docs/serving.md has
 the HTTP contract, the figures and the multi-node recipe.
 """
 
 from aotcuda.serving.batching import BatchPlan
+from aotcuda.serving.client import Client, ServingError
 from aotcuda.serving.codec import RequestError, decode_inputs, encode_outputs
 from aotcuda.serving.server import ServeOptions, Server, build_app, serve_package
 
-__all__ = ["BatchPlan", "RequestError", "ServeOptions", "Server", "build_app", "decode_inputs", "encode_outputs",
-           "serve_package"]
+__all__ = ["BatchPlan", "Client", "RequestError", "ServeOptions", "Server", "ServingError", "build_app",
+           "decode_inputs", "encode_outputs", "serve_package"]

@@ -3,7 +3,9 @@
 Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
   POST /predict   body: safetensors of the inputs by name → 200 with safetensors of ``output_<i>``;
                   400 with the reason as text for a bad request (not safetensors, missing input, wrong
-                  dtype or shape: the runtime's own InputError message); 503 while the replica shuts down.
+                  dtype or shape: the runtime's own InputError message); 500 when the program fails. Both
+                  carry the header X-Aotcuda-Error (the error's class): a 5xx without it comes from
+                  Ray's proxy (e.g. the request's replica died) and is safe to retry.
   GET  /healthz   200 "ok" once every replica of the deployment runs (Ray Serve's own replica states),
                   503 with the states otherwise.
   GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected).
@@ -35,12 +37,15 @@ from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, serving_plan, split_rows
+from aotcuda.serving.client import ERROR_HEADER
 from aotcuda.serving.codec import decode_inputs, encode_outputs
 
 __all__ = ["ProgramReplica"]
 
 _CPU = torch.device("cpu")
 OCTET_STREAM = "application/octet-stream"
+# ERROR_HEADER marks the answers a replica gave itself (400 and 500): a 5xx without it came from Ray's
+# proxy, e.g. for a request whose replica died, and is safe to retry (see aotcuda.serving.client).
 
 
 class ProgramReplica:
@@ -90,13 +95,14 @@ class ProgramReplica:
             inputs = self.checked_inputs(body)
         except InputError as error:
             self.counters["rejected"] += 1
-            return PlainTextResponse(str(error), status_code=400)
+            return PlainTextResponse(str(error), status_code=400, headers={ERROR_HEADER: type(error).__name__})
         if self.max_batch_size > 1:
             outputs = await self.predict_batch(inputs)
         else:
             outputs = await self._in_program_thread(self._run_one, inputs)
         if isinstance(outputs, Exception):
-            return PlainTextResponse(f"{type(outputs).__name__}: {outputs}", status_code=500)
+            return PlainTextResponse(f"{type(outputs).__name__}: {outputs}", status_code=500,
+                                     headers={ERROR_HEADER: type(outputs).__name__})
         return Response(encode_outputs(outputs), media_type=OCTET_STREAM)
 
     def checked_inputs(self, body: bytes) -> list[torch.Tensor]:

@@ -171,9 +171,12 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
     actor_options = replica_actor_options(path, options)  # before Ray starts: a bad package fails at once
     started_ray = not ray.is_initialized()
     if started_ray:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray would report usage to its vendor
         init = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
         if not os.environ.get("RAY_ADDRESS"):
-            # A local instance: enough CPUs for every replica even on a small machine (they mostly wait).
+            # A local instance: on loopback only (nothing joins it), with enough CPUs for every replica even
+            # on a small machine (they mostly wait).
+            init["_node_ip_address"] = "127.0.0.1"
             init["num_cpus"] = max(os.cpu_count() or 1, int(options.replicas * options.cpus_per_replica + 0.999))
         ray.init(**{**init, **(ray_init_options or {})})
     try:
