@@ -7,8 +7,7 @@ import torch
 
 import aotcuda
 from aotcuda.models import attention_block
-
-BATCH_MAX, SEQ = 16, 16
+from serving_cases import BATCH_MAX, SEQ
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,8 +32,3 @@ def served_block(tmp_path_factory):
     batch = torch.export.Dim("batch", min=1, max=BATCH_MAX)
     aotcuda.lower(model, (x,), device="cpu", package_path=str(path), dynamic_shapes={"x": {0: batch}})
     return str(path), model
-
-
-def loopback_ray() -> dict:
-    """ray.init options for tests: loopback only, small object store."""
-    return {"_node_ip_address": "127.0.0.1", "object_store_memory": 128 << 20}

@@ -4,29 +4,22 @@ module serves a few hundred requests in all."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
-from conftest import BATCH_MAX, SEQ, loopback_ray
+from serving_cases import BATCH_MAX, SEQ, get, loopback_ray, relative_error, replica_stats
 
 serving = pytest.importorskip("aotcuda.serving")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 PORT = 8765
 TOLERANCE = 1e-5  # float32; a batch's rows may go through other matmul kernels than one row's
-
-
-def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    return ((actual.double() - expected.double()).norm() / expected.double().norm()).item()
 
 
 @pytest.fixture(scope="module")
@@ -40,27 +33,6 @@ def server(served_block):
 def eager(model, x):
     with torch.no_grad():
         return model(x)
-
-
-def get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
-def replica_stats(url: str, replicas: int = 2, tries: int = 60) -> dict[str, dict]:
-    """Each replica's /stats, by replica id (requests are routed to a random replica: ask until all answered)."""
-    seen = {}
-    for _ in range(tries):
-        status, body = get(f"{url}/stats")
-        if status == 200:
-            stats = json.loads(body)
-            seen[stats["replica"]] = stats
-        if len(seen) >= replicas:
-            break
-    return seen
 
 
 def random_input(generator: random.Random) -> torch.Tensor:

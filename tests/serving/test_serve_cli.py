@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 import torch
 
-from conftest import SEQ
+from serving_cases import SEQ
 
 serving = pytest.importorskip("aotcuda.serving")
 
@@ -30,21 +30,23 @@ def test_aotcuda_serve_answers_then_stops_cleanly_on_ctrl_c(served_block, tmp_pa
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and process.poll() is None:
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz", timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(1)
+            log.seek(0)
+            if "serving " in log.read():  # printed once serve_package returned: Ctrl-C now means "stop"
+                break
+            time.sleep(1)
         else:
             log.seek(0)
             pytest.fail(f"aotcuda serve did not become healthy (exit {process.poll()}):\n{log.read()[-3000:]}")
+        assert urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz", timeout=10).status == 200
         x = torch.randn(3, SEQ, 256)
         (y,) = serving.Client(f"http://127.0.0.1:{PORT}", retries=0).predict({"x": x})
         with torch.no_grad():
             expected = model(x)
         assert ((y - expected).norm() / expected.norm()).item() < 1e-5
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0
+        code = process.wait(timeout=60)
+        log.seek(0)
+        assert code == 0, log.read()[-4000:]
     finally:
         if process.poll() is None:
             process.kill()

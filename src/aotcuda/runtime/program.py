@@ -90,6 +90,12 @@ def _resolve_device(package: ExtractedPackage, device) -> torch.device:
                                "on a machine with a CUDA GPU, or lower the model again with device='cpu'")
         if wanted.index is None:
             wanted = torch.device("cuda", torch.cuda.current_device())
+        count = torch.cuda.device_count()
+        if wanted.index >= count:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            raise PackageError(f"device={str(wanted)!r}, but torch sees {count} CUDA device(s) here (cuda:0"
+                               f"{'' if count == 1 else f' to cuda:{count - 1}'}"
+                               f"{'' if visible is None else f'; CUDA_VISIBLE_DEVICES={visible!r}'}); pass one of those")
     return wanted
 
 

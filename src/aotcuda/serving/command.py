@@ -27,7 +27,11 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
 
     options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
                            batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes)
-    server = serve_package(package, options)
+    try:
+        server = serve_package(package, options)
+    except KeyboardInterrupt:  # Ctrl-C while the replicas start: serve_package has shut everything down
+        click.echo("stopped before serving")
+        return
     click.echo(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
                f"({replicas} replica(s)); Ctrl-C stops")
     server.wait()

@@ -8,7 +8,8 @@ Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
                   Ray's proxy (e.g. the request's replica died) and is safe to retry.
   GET  /healthz   200 "ok" once every replica of the deployment runs (Ray Serve's own replica states),
                   503 with the states otherwise.
-  GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected).
+  GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected),
+                  its pid, device and the physical GPU ids Ray gave it.
 
 Each request's inputs are checked on their own, before batching, with the runtime's checks
 (``aotcuda.runtime.checks.check_inputs``): a bad request gets its own 400 and never joins a batch. A batch
@@ -27,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 try:
+    import ray
     from ray import serve
     from starlette.requests import Request
     from starlette.responses import PlainTextResponse, Response
@@ -166,6 +168,8 @@ class ProgramReplica:
         context = serve.get_replica_context()
         return {"replica": getattr(context, "replica_tag", None) or str(getattr(context, "replica_id", "")),
                 "pid": os.getpid(), "device": str(self.program.device),
+                # the physical GPUs Ray gave this replica (its "cuda:0" is the first of them)
+                "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
                 "batching": self.plan.symbol if self.max_batch_size > 1 else None,
                 **{key: self.counters[key] for key in
                    ("requests", "rejected", "batches", "batched_requests", "rows", "largest_batch")}}
