@@ -1,4 +1,4 @@
-"""The ``aotcuda`` command (also ``python -m aotcuda``): demo, lower, run, inspect.
+"""The ``aotcuda`` command (also ``python -m aotcuda``): demo, lower, run, inspect, serve.
 
     aotcuda demo [--device auto|cpu|cuda[:N]] [--dtype bfloat16|float16|float32|float64] [--batch 2] [--seq 64]
                  [--calls 50]
@@ -6,6 +6,8 @@
                   [--save-inputs inputs.pt] [--allow-fallbacks]
     aotcuda run model.pt2 --inputs inputs.pt [--device] [--cuda-graphs] [--save-outputs outputs.pt]
     aotcuda inspect model.pt2
+    aotcuda serve model.pt2 [--replicas N] [--port 8000] [--host 127.0.0.1] [--max-batch-size B]
+                  [--batch-wait-ms W] [--cuda-graphs]                 (pip install 'aotcuda[serve]')
 
 Errors print as "error: ..." (a message of several lines keeps them, never wrapped), then a "hint:" line
 with the command-line form of the library's advice where there is one, and exit with code 1; usage
@@ -415,6 +417,18 @@ def terminal_safe(text) -> str:
 def shown(text) -> str:
     """terminal_safe text, with rich markup escaped too (for strings printed with markup on)."""
     return escape(terminal_safe(text))
+
+
+def _serve_command() -> click.Command:
+    """`aotcuda serve` lives with aotcuda.serving (Ray is imported only when it runs); its errors print
+    like every other command's."""
+    from aotcuda.serving.command import serve_command
+
+    serve_command.callback = _clean_errors(serve_command.callback)
+    return serve_command
+
+
+main.add_command(_serve_command())
 
 
 if __name__ == "__main__":

@@ -103,6 +103,12 @@ def _resolve_device(package: ExtractedPackage, device) -> torch.device:
                                "on a machine with a CUDA GPU, or lower the model again with device='cpu'")
         if wanted.index is None:
             wanted = torch.device("cuda", torch.cuda.current_device())
+        count = torch.cuda.device_count()
+        if wanted.index >= count:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            raise PackageError(f"device={str(wanted)!r}, but torch sees {count} CUDA device(s) here (cuda:0"
+                               f"{'' if count == 1 else f' to cuda:{count - 1}'}"
+                               f"{'' if visible is None else f'; CUDA_VISIBLE_DEVICES={visible!r}'}); pass one of those")
     return wanted
 
 
@@ -111,7 +117,7 @@ class Program:
 
     Read-only info: ``package_path``, ``device``, ``input_specs`` / ``output_specs`` (TensorSpec per flat
     input/output, or None when the package has no aotcuda signature), ``input_names``, ``output_names``,
-    ``num_inputs``, ``num_outputs``, ``cuda_graphs``. Complex inputs and outputs of the user's program
+    ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``. Complex inputs and outputs of the user's program
     (real pairs in the package) are passed and returned as complex tensors, and their specs say so
     (``aotcuda.runtime.complex_boundary``).
     """
@@ -167,6 +173,7 @@ class Program:
     num_inputs = property(lambda self: self._container.num_inputs)
     num_outputs = property(lambda self: self._container.num_outputs)
     cuda_graphs = property(lambda self: self._graphs is not None)
+    closed = property(lambda self: self._gate.closed)  # True from the moment close() begins
     metadata = property(lambda self: dict(self._package.metadata))
 
     def __repr__(self) -> str:
