@@ -13,7 +13,12 @@ What a call does:
   3. turns the output handles into tensors by the ownership rule (``aotcuda.runtime.ownership``): slots
      that hold one handle get one tensor, so a tensor returned in several slots comes back as one storage,
      as in eager; on a failed run every written handle is released exactly once;
-  4. unflattens the outputs with the output pytree spec.
+  4. unflattens the outputs with the output pytree spec;
+  5. writes back inputs the program updates in place into the caller's tensors, when the checks had
+     copied them into the exported layout (``checks.write_back``).
+
+Threads: one Program may be called from many threads; ``close()`` waits for the calls in flight
+(``aotcuda.runtime.lifetime``). Overlapping caller output buffers are refused (``checks.shares_memory``).
 
 Caller-provided outputs (``execute(inputs, outputs=[...])``) each get their own copy of their slot's
 result (device to device on CUDA), also slots that share a handle. Their dtype, device and shape are
