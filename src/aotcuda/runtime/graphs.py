@@ -12,10 +12,19 @@ Program returns COPIES of them (slots that share one tensor still share one copy
 the caller's buffers. A new input shape starts its own warm-up and capture; at most ``max_graphs``
 graphs are kept (least recently used goes first). A failed capture raises RuntimeCallError, releases
 every output handle once (ownership rule), and that shape runs eagerly from then on.
+
+Inputs the program writes in place (``mutated``) are written into the static input buffers by a
+replay; each replay copies them back into the call's own inputs, as an eager run writes them.
+
+Threads: one graph has one set of static buffers, so calls through graphs run one at a time (a lock),
+and the copy of the results out of the static buffers (``finish``) happens under that lock too. On the
+GPU the next call's input copy waits for the previous call's output copy (an event), whichever stream
+each call runs on. Warm-up calls run outside the lock, concurrently, like calls without graphs.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from aotcuda.errors import RuntimeCallError
+from aotcuda.runtime.checks import write_back
 
 RunFn = Callable[..., list]  # run(inputs, stream=None, single_threaded=False) -> list[Tensor | None]
 
@@ -49,24 +59,48 @@ class GraphRunner:
         device: the CUDA device.
         warmup_calls: eager calls per shape before the capture.
         max_graphs: graphs kept at most.
+        mutated: indices of the inputs the program writes in place (copied back after each replay).
     """
 
-    def __init__(self, run: RunFn, device: torch.device, warmup_calls: int = 3, max_graphs: int = 8):
+    def __init__(self, run: RunFn, device: torch.device, warmup_calls: int = 3, max_graphs: int = 8,
+                 mutated: frozenset[int] = frozenset()):
         self._run, self.device = run, device
         self.warmup_calls, self.max_graphs = warmup_calls, max_graphs
+        self.mutated = mutated
         self._states: OrderedDict[tuple, _ShapeState] = OrderedDict()
+        self._lock = threading.Lock()
+        self._outputs_read: torch.cuda.Event | None = None  # recorded after the last call's finish()
 
-    def __call__(self, inputs: list[torch.Tensor]) -> tuple[list, bool]:
-        """Run once; return (outputs, static): static is True when the outputs are the graph's buffers,
-        which the caller must copy before the next call."""
-        state = self._state_for(shape_key(inputs))
+    def __call__(self, inputs: list[torch.Tensor], finish: Callable[[list, bool], list]) -> list:
+        """Run once and return ``finish(outputs, static)``: static is True when the outputs are the graph's
+        buffers, which finish must copy (it runs under the lock, before the next replay can start)."""
+        with self._lock:
+            state = self._state_for(shape_key(inputs))
+            eager = state.graph is None and (state.eager_only or state.calls < self.warmup_calls)
+            if eager:
+                state.calls += 1
+        if eager:
+            return finish(self._run(inputs), False)
+        with self._lock:
+            if not state.eager_only:  # else another thread's capture of this shape failed meanwhile
+                return self._graph_call(state, inputs, finish)
+        return finish(self._run(inputs), False)
+
+    def _graph_call(self, state: _ShapeState, inputs, finish) -> list:
+        """Replay (capturing first if needed), write back mutated inputs, finish; under the lock."""
+        stream = torch.cuda.current_stream(self.device)
+        if self._outputs_read is not None:
+            stream.wait_event(self._outputs_read)
         if state.graph is not None:
-            return self._replay(state, inputs), True
-        if state.eager_only or state.calls < self.warmup_calls:
-            state.calls += 1
-            return self._run(inputs), False
-        self._capture(state, inputs)
-        return list(state.static_outputs), True
+            outputs = self._replay(state, inputs)
+        else:
+            self._capture(state, inputs)
+            outputs = list(state.static_outputs)
+        write_back(inputs, state.static_inputs, self.mutated)
+        result = finish(outputs, True)
+        self._outputs_read = torch.cuda.Event()
+        self._outputs_read.record(stream)
+        return result
 
     @property
     def num_graphs(self) -> int:
@@ -108,4 +142,5 @@ class GraphRunner:
 
     def clear(self) -> None:
         """Drop every graph and its static buffers."""
-        self._states.clear()
+        with self._lock:
+            self._states.clear()
