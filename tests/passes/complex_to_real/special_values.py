@@ -18,8 +18,6 @@ compared (as in assert_close).
 
 from __future__ import annotations
 
-import itertools
-
 import torch
 
 RTOL = {torch.float32: 1e-5, torch.float64: 1e-10, torch.float16: 1e-3}
@@ -53,8 +51,7 @@ def complex_table(real_dtype: torch.dtype, rich: bool = True) -> torch.Tensor:
 
 def pairs_of_tables(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Every combination of a row of `a` with a row of `b` (both (n, ...)), as two tensors of one length."""
-    ia, ib = zip(*itertools.product(range(len(a)), range(len(b))))
-    return a[list(ia)], b[list(ib)]
+    return a.repeat_interleave(len(b), 0), b.repeat(len(a), *[1] * (b.ndim - 1))
 
 
 def on_scalar_kernel(t: torch.Tensor) -> torch.Tensor:
