@@ -271,3 +271,42 @@ def test_every_rule_has_a_special_value_case():
     covered = {op for case in CASES for op in case.ops} | set(RULE_ONLY) | NOT_CHECKED_HERE
     missing = {op for op, rule in RULES.items() if rule.family in FAMILIES} - covered
     assert not missing, f"rules with no special-value case: {sorted(map(str, missing))}"
+
+
+# ---- the cases issue 12 names, each through export → pass → .module(), against eager --------------------
+
+INF = float("inf")
+ISSUE_CASES = {
+    "bool_mask": (lambda z: torch.where(z.to(torch.bool), 1.0, 0.0), [0, 1j, 1, 1 + 1j]),
+    "ne_zero_mask": (lambda z: (z != 0).float(), [0, 1j, complex(0, -0.0), complex("nan")]),
+    "exp_of_inf": (torch.exp, [complex(INF, 0), complex(-INF, 0), complex(INF, -0.0)]),
+    "reciprocal_of_inf": (torch.reciprocal, [complex(INF, 0), complex(0, INF), 3e38 + 3e38j]),
+    "sqrt_near_max": (torch.sqrt, [3e38 + 3e38j, -3e38 + 1j, complex(-4, -0.0)]),
+    "log_near_one": (torch.log, [1 + 1e-4j, 1 - 1e-4j, 0.9999 + 0j]),
+    "div_by_python_zero": (lambda z: z / 0, [1 + 1j, 0j, -1 + 0j]),
+    "div_by_complex_zero": (lambda z: z / 0j, [1 + 1j, 0j, -1 + 0j]),
+    "abs_angle_sgn_huge": (lambda z: (z.abs(), z.angle(), z.sgn()), [3e38 + 3e38j, 1e-45 + 1e-45j]),
+}
+
+
+@pytest.mark.parametrize("name", ISSUE_CASES)
+def test_issue_12_case_matches_eager(name):
+    fn, values = ISSUE_CASES[name]
+    pairs = torch.view_as_real(torch.tensor(values, dtype=torch.complex64))
+    module = ComplexFn(fn)
+    _, new = rewrite(module, (pairs,))
+    got = new.module()(pairs)
+    # eager's sgn kernel overflows and underflows here (see BY_PARTS): the reference is its definition
+    reference = (lambda z: (z.abs(), z.angle(), BY_PARTS["sgn"](z))) if name == "abs_angle_sgn_huge" else None
+    case = Case(name, fn, "z", reference=reference)
+    assert_matches_eager([pairs], got, eager(case, [pairs]))
+
+
+def test_division_by_a_huge_complex64_divisor_is_not_nan_or_zero():
+    a = torch.view_as_real(torch.tensor([1 + 1j, 3e19 + 3e19j, 1e-30 + 0j], dtype=torch.complex64))
+    b = torch.view_as_real(torch.tensor([2e19 + 0j, 6e19 + 6e19j, 3e19 + 4e19j], dtype=torch.complex64))
+    _, new = rewrite(ComplexFn(lambda x, y: x / y, n_complex=2), (a, b))
+    got = torch.view_as_complex(new.module()(a, b))
+    torch.testing.assert_close(got[1], torch.tensor(0.5 + 0j), rtol=1e-6, atol=0)  # squared |b|: nan
+    expected = torch.view_as_complex(a.double()) / torch.view_as_complex(b.double())  # exact in complex128
+    torch.testing.assert_close(got, expected.to(torch.complex64), rtol=1e-6, atol=0)
