@@ -310,3 +310,37 @@ def test_division_by_a_huge_complex64_divisor_is_not_nan_or_zero():
     torch.testing.assert_close(got[1], torch.tensor(0.5 + 0j), rtol=1e-6, atol=0)  # squared |b|: nan
     expected = torch.view_as_complex(a.double()) / torch.view_as_complex(b.double())  # exact in complex128
     torch.testing.assert_close(got, expected.to(torch.complex64), rtol=1e-6, atol=0)
+
+
+# ---- complex32: float16 pairs, math in float32 (half.py) ----------------------------------------------------
+
+COMPLEX32_CASES = ["to_bool", "ne_zero", "eq_zero", "isnan", "isinf", "abs", "neg", "clone",
+                   "reciprocal", "exp", "log", "sqrt", "angle", "pow_2", "pow_0.5", "div_by_python_zero",
+                   "mul_complex_scalar", "any_all", "real_imag"]
+
+
+def in_complex64_rounded(fn):
+    """fn on complex32 values as eager computes complex32 (on CUDA; its CPU lacks most such kernels):
+    in complex64, each result rounded to complex32 (a float16 result to float16)."""
+    down = {torch.complex64: torch.complex32, torch.float32: torch.float16}
+
+    def reference(z):
+        out = fn(z.to(torch.complex64))
+        return pytree.tree_map(lambda t: t.to(down.get(t.dtype, t.dtype)), out)
+
+    return reference
+
+
+def test_complex32_rules_on_special_values_match_eager():
+    cases = [next(c for c in CASES if c.name == name) for name in COMPLEX32_CASES]
+    pairs = complex_table(torch.float16)
+    module = ComplexFn(lambda z: [case.fn(z) for case in cases])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, new = rewrite(module, (pairs,))
+        results = new.module()(pairs)
+    found = []
+    for case, got in zip(cases, results):
+        reference = dataclasses.replace(case, reference=in_complex64_rounded(case.reference or case.fn))
+        found += [f"{case.name}, {line}" for line in differences([pairs], got, eager(reference, [pairs]))]
+    assert not found, "\n".join(found)

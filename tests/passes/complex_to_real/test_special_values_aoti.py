@@ -30,10 +30,13 @@ class SpecialValues(torch.nn.Module):
                 as_pairs(torch.log(z)), z.abs())
 
 
+def special_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    return tuple(torch.view_as_real(torch.tensor(v, dtype=torch.complex64)) for v in (Z, W))
+
+
 @pytest.fixture(scope="module")
 def lowered(tmp_path_factory):
-    x = torch.view_as_real(torch.tensor(Z, dtype=torch.complex64))
-    y = torch.view_as_real(torch.tensor(W, dtype=torch.complex64))
+    x, y = special_inputs()
     path = tmp_path_factory.mktemp("special") / "special_values.pt2"
     program = aotcuda.lower(SpecialValues(), (x, y), device="cpu", package_path=path).load()
     return x, y, program
@@ -55,9 +58,9 @@ def test_every_output_matches_eager_on_special_values(lowered):
 
 
 @pytest.mark.cuda
-def test_cuda_package_matches_eager_cuda_on_special_values(lowered, tmp_path):
+def test_cuda_package_matches_eager_cuda_on_special_values(tmp_path):
     """The same program lowered for CUDA, against eager's CUDA kernels (c10::complex and thrust)."""
-    x, y = (t.cuda() for t in lowered[:2])
+    x, y = (t.cuda() for t in special_inputs())
     program = aotcuda.lower(SpecialValues(), (x, y), device="cuda", package_path=tmp_path / "sv_cuda.pt2").load()
     expected = SpecialValues()(x, y)
     for i, (got, eager) in enumerate(zip(program(x, y), expected)):
