@@ -42,7 +42,7 @@ def convert(out, x, device=None, memory_format=None):
 @register(aten._to_copy.default)
 def to_copy(out, x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
             memory_format=None):
-    """Cast (and copy) between complex64, complex128 and real dtypes, as eager does."""
+    """Cast (and copy) between complex and real dtypes as eager: the real part, or "nonzero" for bool."""
     return convert(out, x, device=device, memory_format=memory_format)
 
 

@@ -227,8 +227,10 @@ def _complex_exponent(node: torch.fx.Node) -> str | None:
 
 @register(aten.pow.Tensor_Scalar, refuses=_complex_exponent)
 def pow_(out, a, exponent):
-    """a ** p for a real scalar p, as eager computes it: p = 0 → 1; 1, 2, 3 → products; 0.5 → sqrt;
-    −0.5, −1, −2 → reciprocals of sqrt, a, a²; any other p → exp(log a · (p + 0i)), as C's cpow."""
+    """a ** p for a real scalar p as eager: its special exponents (0, 1, 2, 3, ±0.5, −1, −2), else cpow.
+
+    p = 0 → 1; 1, 2, 3 → copies and products; 0.5 → sqrt; −0.5, −1, −2 → reciprocals of sqrt, a, a²;
+    any other p → exp(log a · (p + 0i)), as C's cpow."""
     p = exponent.real if isinstance(exponent, complex) else exponent
     if p == 0:
         return Pair(torch.ones_like(a.t) * scalar_pair(1, 0, a.dtype, a.t.device))
