@@ -31,6 +31,7 @@ from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 from executorch.exir.backend.backend_details import BackendDetails
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
+from aotcuda.passes.complex_to_real.scan import program_has_complex
 from aotcuda.runtime import ownership
 from aotcuda.runtime.container import ModelContainer, handle_array, new_handles, steal_handles
 
@@ -110,12 +111,16 @@ class CpuAotiBackend(AotiBackend, BackendDetails):
 
 def lower(ep: torch.export.ExportedProgram, backend: type[AotiBackend], codegen_only: bool = False):
     """to_edge_transform_and_lower(ep) with every op delegated to `backend`; returns the
-    EdgeProgramManager and the delegates it compiled."""
+    EdgeProgramManager and the delegates it compiled.
+
+    A program with complex ops is lowered without the Edge dialect's IR check, which refuses complex
+    dtypes for most ops (aten.mul.Tensor on complex64: "make sure the dtypes of the Tensor inputs are the
+    same as ..."); one without them gets the default check."""
     specs = [AotiBackend.generate_method_name_compile_spec("forward"), *([CODEGEN_ONLY] if codegen_only else [])]
     first = len(COMPILED)
     manager = to_edge_transform_and_lower(
         ep, partitioner=[AotiPartitioner(backend.__name__, specs)],
-        compile_config=EdgeCompileConfig(_check_ir_validity=False))
+        compile_config=EdgeCompileConfig(_check_ir_validity=not program_has_complex(ep)))
     return manager, COMPILED[first:]
 
 
