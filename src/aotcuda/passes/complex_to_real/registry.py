@@ -12,14 +12,27 @@ complex tensor is a `Pair` (see pair.py) and every real tensor a plain tensor. I
 complex result, a tensor for a real one, a list of those for ops returning several, or None for an op
 that disappears. It is written in plain torch ops: the pass traces it with make_fx, so whatever it
 calls becomes the new graph's nodes.
+
+Rules are registered for ATen overloads only; `rule_for` finds them for two other spellings of the same
+op, so that programs in ExecuTorch's Edge dialect are rewritten by the same table:
+
+- a dialect op that wraps an ATen overload (``exir_ops.edge.aten.mul.Tensor``): its schema names the
+  overload (``aten::mul.Tensor``), whose rule applies;
+- a ``*_copy`` view op (``aten.permute_copy.default``, which Edge programs hold instead of the view):
+  the rule of the view it copies (view_copy.VIEW_OF_COPY), its result copied into a fresh contiguous
+  tensor, as the copy op returns.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import torch
+from torch.utils import _pytree as pytree
+
+from aotcuda.passes.complex_to_real.pair import Pair
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,10 +55,14 @@ RULES: dict[object, Rule] = {}
 
 
 def op_name(op: object) -> str:
-    """"aten.mul.Tensor" for an op overload; the qualified name for anything else."""
+    """"aten.mul.Tensor" for an op overload, "aten.mul.Tensor (EdgeOpOverload)" for a dialect op that
+    wraps one; the qualified name for anything else."""
     if isinstance(op, torch._ops.OpOverload):
         namespace = op.namespace
         return f"{namespace}.{op._opname}.{op._overloadname}"
+    aten_op = aten_overload(op)
+    if aten_op is not None:
+        return f"{op_name(aten_op)} ({type(op).__name__})"
     if isinstance(op, torch._ops.HigherOrderOperator):
         return f"torch.ops.higher_order.{op.name()}"
     return f"{getattr(op, '__module__', '')}.{getattr(op, '__name__', repr(op))}".lstrip(".")
@@ -67,7 +84,88 @@ def register(*ops: object, refuses: Callable[[torch.fx.Node], str | None] | None
 
 
 def rule_for(op: object) -> Rule | None:
-    """The rule of an op overload, or None. Imports the rule modules on first use."""
+    """The rule of an op overload, of the dialect op that wraps it, or of the view a ``*_copy`` op copies
+    (see the module docstring); None if there is none. Imports the rule modules on first use."""
     from aotcuda.passes.complex_to_real import rules  # noqa: F401  (fills RULES)
 
-    return RULES.get(op)
+    rule = RULES.get(op)
+    if rule is not None or op is None:
+        return rule
+    return _derived_rule(op)
+
+
+def aten_overload(op: object) -> torch._ops.OpOverload | None:
+    """The ATen (or prims) overload an op stands for: an OpOverload itself; for a dialect op such as
+    ExecuTorch's EdgeOpOverload, the overload its schema names, if that overload has the same schema."""
+    if isinstance(op, torch._ops.OpOverload):
+        return op
+    schema = getattr(op, "_schema", None)  # a FunctionSchema, or a dialect's own schema class
+    if not isinstance(getattr(schema, "name", None), str) or not isinstance(getattr(schema, "overload_name", None), str):
+        return None
+    namespace, _, name = schema.name.partition("::")
+    packet = getattr(getattr(torch.ops, namespace, None), name, None) if name else None
+    overload = getattr(packet, schema.overload_name or "default", None) if packet is not None else None
+    if isinstance(overload, torch._ops.OpOverload) and str(overload._schema) == str(schema):
+        return overload
+    return None
+
+
+@functools.cache
+def _derived_rule(op: object) -> Rule | None:
+    aten_op = aten_overload(op)
+    if aten_op is None:
+        return None
+    rule = RULES.get(aten_op) or _copy_form_rule(aten_op)
+    if rule is None or aten_op is op:
+        return rule
+    refuses = rule.refuses
+    if refuses is not None:  # refusal checks compare node.target with ATen overloads: show them that one
+        def refuses_on_aten(node: torch.fx.Node, refuses=refuses) -> str | None:
+            return refuses(_NodeAs(node, aten_op))
+
+        refuses_on_aten.__doc__ = refuses.__doc__
+        rule = dataclasses.replace(rule, refuses=refuses_on_aten)
+    return rule
+
+
+def _copy_form_rule(op: torch._ops.OpOverload) -> Rule | None:
+    """The rule of a ``*_copy`` view op: its view's rule, each result then copied into a fresh
+    contiguous tensor (the copy op's result never aliases its input)."""
+    from aotcuda.passes.view_copy import VIEW_OF_COPY
+
+    view_rule = RULES.get(VIEW_OF_COPY.get(op))
+    if view_rule is None:
+        return None
+    view_fn = view_rule.fn
+
+    def copy_rule(out, *args, **kwargs):
+        return pytree.tree_map(_fresh, view_fn(out, *args, **kwargs), is_leaf=_is_pair)
+
+    copy_rule.__doc__ = f"As {op_name(view_rule.op)}, into a fresh contiguous tensor."
+    copy_rule.__name__ = copy_rule.__qualname__ = f"copy_of({view_fn.__qualname__})"
+    return Rule(op, copy_rule, view_rule.family, view_rule.refuses)
+
+
+def _is_pair(value: object) -> bool:
+    return isinstance(value, Pair)
+
+
+def _fresh(value: object) -> object:
+    if isinstance(value, Pair):
+        return Pair(value.t.clone(memory_format=torch.contiguous_format))
+    if isinstance(value, torch.Tensor):
+        return value.clone(memory_format=torch.contiguous_format)
+    return value
+
+
+class _NodeAs:
+    """A node as seen by a refusal check written for ATen: its target is the ATen overload, every other
+    attribute is the node's own."""
+
+    __slots__ = ("_node", "target")
+
+    def __init__(self, node: torch.fx.Node, target: torch._ops.OpOverload):
+        self._node, self.target = node, target
+
+    def __getattr__(self, name: str):
+        return getattr(self._node, name)
