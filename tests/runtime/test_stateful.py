@@ -138,3 +138,24 @@ def test_rejected_index_gives_a_short_error_and_a_quiet_stderr(stateful_pt2, cap
         assert "index out of bounds" in captured.err
     out = program(x, cache.clone(), torch.tensor([1, 2]))  # the Program still works
     torch.testing.assert_close(out[0][0], x[1] * out[1], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_state_and_written_inputs_on_cuda(tmp_path, cuda_graphs):
+    """On the GPU, also through CUDA graph replays (which write into the static input buffers)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
+    from runtime_programs import stateful_package
+
+    path = stateful_package(tmp_path / "stateful_cuda.pt2", device="cuda")
+    eager = Stateful().cuda()
+    with aotcuda.load(path, cuda_graphs=cuda_graphs) as program:
+        for call in range(1, 7):  # 3 warm-ups, the capture, 2 replays
+            x, cache, idx = (t.cuda() for t in stateful_inputs())
+            want = eager(x, cache.clone(), idx)
+            given = cache.clone().t().contiguous().t()  # transposed: copied in, written back
+            got = program(x, given, idx)
+            _assert_same_outputs(got, want)
+            assert got[1].item() == call
+            torch.testing.assert_close(given, cache + x)
