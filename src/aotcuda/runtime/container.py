@@ -132,6 +132,7 @@ class ModelContainer:
                 f"creating the model container on {device!r} failed ({self.last_error() or f'code {code}'}). "
                 "Check that the package was built for this device and this torch version."
             )
+        self.keeps_last_error = hasattr(self._lib, "AOTInductorGetLastError")
         self.num_inputs = self._get_size("AOTInductorModelContainerGetNumInputs")
         self.num_outputs = self._get_size("AOTInductorModelContainerGetNumOutputs")
 
@@ -217,9 +218,12 @@ class ModelContainer:
         name = "AOTInductorModelContainerRunSingleThreaded" if single_threaded else "AOTInductorModelContainerRun"
         if not hasattr(self._lib, name):
             raise RuntimeCallError(f"this package's model has no {name}; rebuild it with torch >= 2.11")
-        with quiet_cxx_errors():  # the generated code prints each error, with its C++ stack trace, on stderr
-            code = getattr(self._lib, name)(
-                self._live(), inputs, len(input_handles), output_handles, len(output_handles), stream, None)
+        function, handle = getattr(self._lib, name), self._live()
+        if self.keeps_last_error:  # the message reaches the RuntimeCallError: keep stderr quiet
+            with quiet_cxx_errors():  # the generated code prints each error, with its C++ stack trace
+                code = function(handle, inputs, len(input_handles), output_handles, len(output_handles), stream, None)
+        else:  # torch < 2.12's AOTI keeps no last error: stderr is the only place the cause is shown
+            code = function(handle, inputs, len(input_handles), output_handles, len(output_handles), stream, None)
         self._check(code, "running the model")
 
     # --- lifetime ------------------------------------------------------------------------------------

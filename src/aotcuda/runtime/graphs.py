@@ -16,10 +16,13 @@ every output handle once (ownership rule), and that shape runs eagerly from then
 Inputs the program writes in place (``mutated``) are written into the static input buffers by a
 replay; each replay copies them back into the call's own inputs, as an eager run writes them.
 
-Threads: one graph has one set of static buffers, so calls through graphs run one at a time (a lock),
-and the copy of the results out of the static buffers (``finish``) happens under that lock too. On the
-GPU the next call's input copy waits for the previous call's output copy (an event), whichever stream
-each call runs on. Warm-up calls run outside the lock, concurrently, like calls without graphs.
+Threads: calls of a Program with CUDA graphs run one at a time (a lock), warm-up calls included: a
+graph has one set of static buffers, and the container's single-threaded run (which the capture uses)
+takes its one model without the container's lock, so it must not overlap a pooled run. The copy of the
+results out of the static buffers (``finish``) happens under the lock too, and on the GPU the next call
+waits for the previous call's copy (an event), whichever stream each call runs on. The capture uses
+``capture_error_mode="thread_local"``, so that other threads' CUDA work (other Programs) does not
+invalidate it.
 """
 
 from __future__ import annotations
@@ -76,15 +79,10 @@ class GraphRunner:
         buffers, which finish must copy (it runs under the lock, before the next replay can start)."""
         with self._lock:
             state = self._state_for(shape_key(inputs))
-            eager = state.graph is None and (state.eager_only or state.calls < self.warmup_calls)
-            if eager:
+            if state.graph is None and (state.eager_only or state.calls < self.warmup_calls):
                 state.calls += 1
-        if eager:
-            return finish(self._run(inputs), False)
-        with self._lock:
-            if not state.eager_only:  # else another thread's capture of this shape failed meanwhile
-                return self._graph_call(state, inputs, finish)
-        return finish(self._run(inputs), False)
+                return finish(self._run(inputs), False)
+            return self._graph_call(state, inputs, finish)
 
     def _graph_call(self, state: _ShapeState, inputs, finish) -> list:
         """Replay (capturing first if needed), write back mutated inputs, finish; under the lock."""
@@ -127,7 +125,8 @@ class GraphRunner:
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         try:
-            with torch.cuda.device(self.device), torch.cuda.graph(graph, stream=side):
+            capture = torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local")
+            with torch.cuda.device(self.device), capture:
                 # A failing run releases its output handles itself (ownership rule); after a successful
                 # one the tensors own them, and dropping them below releases each handle once.
                 static_outputs = self._run(static_inputs, stream=side.cuda_stream, single_threaded=True)
