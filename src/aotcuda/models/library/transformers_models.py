@@ -1,39 +1,22 @@
-"""Library models with complex rotary embeddings, built from tiny configs with random weights (no download).
+"""transformers models with complex math, built from tiny configs with random weights (no download).
 
-- transformers DeepseekV2Model: rotary rotations made with torch.polar each call, applied through
-  view_as_complex, mul and view_as_real inside multi-head latent attention (MoE layer included).
-- diffusers QwenImageTransformer2DModel: complex positive and negative frequency tables held as plain
-  attributes (export lifts them as constants), cut with split_with_sizes, slices, expand, cat and clone,
-  applied through view_as_complex, mul and view_as_real.
+- DeepseekV2Model: rotary rotations made with torch.polar each call, applied through view_as_complex,
+  mul and view_as_real inside multi-head latent attention (MoE layer included).
 
-Each builder returns (model, example_inputs, dynamic_shapes) like the patterns' (see patterns._common.Case);
-the model is a thin wrapper that fixes the library call's keyword arguments and returns one tensor.
-Both libraries are test-only dependencies: importing them happens inside the builders, and a missing one
-raises ImportError naming the `aotcuda[test]` extra.
+Each builder returns (model, example_inputs, dynamic_shapes) like the patterns' (see patterns._common.Case).
+transformers is a test-only dependency: it is imported inside the builders.
 """
 
 from __future__ import annotations
-
-import importlib
 
 import torch
 from torch import nn
 from torch.export import Dim
 
+from aotcuda.models.library._common import import_library
 from aotcuda.models.patterns._common import Case
 
 DEEPSEEK_BATCH, DEEPSEEK_SEQ, DEEPSEEK_MAX_SEQ, DEEPSEEK_VOCAB = 2, 12, 64, 128
-QWEN_GRID, QWEN_TEXT, QWEN_CHANNELS, QWEN_TEXT_DIM = (1, 4, 4), 7, 16, 32
-
-
-def _import(module: str):
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        raise ImportError(
-            f"{module} is needed for aotcuda's library-model examples; install it with "
-            f"`pip install 'aotcuda[test]'` (it pins the tested version)"
-        ) from error
 
 
 class DeepseekV2Hidden(nn.Module):
@@ -56,7 +39,7 @@ def deepseek_v2_config(**sizes):
     kv_lora_rank 16, q_lora_rank 32, rope dim 16; ``sizes`` (DeepseekV2Config keywords) override these.
     Eager attention and the dense "batched_mm" experts keep the exported graph free of data-dependent
     control flow (and the default grouped_mm experts have no AOTInductor CUDA shim in torch 2.11)."""
-    transformers = _import("transformers")
+    transformers = import_library("transformers")
     return transformers.DeepseekV2Config(**{
         "vocab_size": DEEPSEEK_VOCAB, "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
         "num_hidden_layers": 2, "first_k_dense_replace": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
@@ -90,7 +73,7 @@ def deepseek_v2_inputs(seq: int = DEEPSEEK_SEQ, dtype: torch.dtype = torch.float
 
 def build_deepseek_v2(dtype: torch.dtype = torch.float32):
     """(DeepseekV2Hidden in `dtype`, (input_ids, attention_mask) [2, 12], dynamic_shapes with S in [4, 64])."""
-    transformers = _import("transformers")
+    transformers = import_library("transformers")
     model = transformers.DeepseekV2Model(deepseek_v2_config())
     widen_router_margins(model)
     model = model.to(dtype).eval()
@@ -98,52 +81,10 @@ def build_deepseek_v2(dtype: torch.dtype = torch.float32):
     return DeepseekV2Hidden(model), deepseek_v2_inputs(DEEPSEEK_SEQ, dtype), ({1: seq}, {1: seq})
 
 
-class QwenImageDenoiser(nn.Module):
-    """QwenImageTransformer2DModel for one fixed image grid:
-    (latents [B, F·H·W, 16], text [B, T, 32], timestep [B]) → [B, F·H·W, 16] (patch_size² · out_channels)."""
-
-    def __init__(self, model: nn.Module, grid: tuple[int, int, int] = QWEN_GRID):
-        super().__init__()
-        self.model = model
-        self.grid = grid
-
-    def forward(self, latents: torch.Tensor, text: torch.Tensor, timestep: torch.Tensor) -> torch.Tensor:
-        img_shapes = [[self.grid]] * latents.shape[0]
-        return self.model(
-            hidden_states=latents, encoder_hidden_states=text, timestep=timestep,
-            img_shapes=img_shapes, return_dict=False,
-        )[0]
-
-
-def qwen_image_inputs(length: int = 0, dtype: torch.dtype = torch.float32):
-    """Latents for a 4×4-patch image, 7 text tokens, and a timestep in (0, 1); `length` is ignored."""
-    f, h, w = QWEN_GRID
-    latents = torch.randn(1, f * h * w, QWEN_CHANNELS).to(dtype)
-    text = torch.randn(1, QWEN_TEXT, QWEN_TEXT_DIM).to(dtype)
-    return latents, text, torch.rand(1).to(dtype)
-
-
-def build_qwen_image(dtype: torch.dtype = torch.float32):
-    """(QwenImageDenoiser in `dtype`: 1 layer, 2 heads of 32, axes_dims_rope (8, 12, 12); inputs; None)."""
-    diffusers = _import("diffusers")
-    model = diffusers.QwenImageTransformer2DModel(
-        patch_size=2, in_channels=QWEN_CHANNELS, out_channels=4, num_layers=1, attention_head_dim=32,
-        num_attention_heads=2, joint_attention_dim=QWEN_TEXT_DIM, axes_dims_rope=(8, 12, 12),
-    )
-    return QwenImageDenoiser(model.to(dtype).eval()), qwen_image_inputs(0, dtype), None
-
-
-LIBRARY_MODELS: dict[str, Case] = {
+TRANSFORMERS_MODELS: dict[str, Case] = {
     "deepseek_v2": Case(
         "deepseek_v2", "transformers DeepseekV2Model",
         "polar, mul by real scalar, view_as_complex, unsqueeze, mul, view_as_real",
         build_deepseek_v2, deepseek_v2_inputs, (DEEPSEEK_SEQ, 29), (torch.float32, torch.bfloat16),
-    ),
-    "qwen_image": Case(
-        "qwen_image", "diffusers QwenImageTransformer2DModel",
-        "complex constants, split_with_sizes, slice, view, expand, cat, clone, view_as_complex, unsqueeze, "
-        "mul, view_as_real",
-        build_qwen_image, qwen_image_inputs, (QWEN_GRID[0] * QWEN_GRID[1] * QWEN_GRID[2],),
-        (torch.float32, torch.bfloat16),
     ),
 }
