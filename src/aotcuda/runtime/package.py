@@ -358,13 +358,15 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
     """
     import torch
 
-    from aotcuda.passes.complex_to_real.boundary import complex_boundary
+    from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 
     sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    # Constant inputs (None for them here) are baked into the package; like SymInt and custom-object
+    # inputs, they are not tensors the container takes.
     inputs = [_tensor_spec(name, placeholders[name].meta["val"], ep.range_constraints, complex_dtype)
-              for name, complex_dtype in zip(sig.user_inputs, boundary.inputs)
-              if isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
+              for name, complex_dtype in zip(user_input_names(sig), boundary.inputs)
+              if name is not None and isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
     output_node = next(n for n in ep.graph.nodes if n.op == "output")
     user_output_nodes = list(output_node.args[0])[len(output_node.args[0]) - len(sig.user_outputs):]
     outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints, complex_dtype)
