@@ -47,7 +47,8 @@ def recorded_types(spec: pytree.TreeSpec | None) -> list[dict[str, str]]:
         name = getattr(entry, "serialized_type_name", None)
         if isinstance(name, str) and name not in _BUILTIN_TYPES and name not in found:
             found[name] = cls.__module__
-        stack.extend(reversed(node.children_specs))
+        children = node.children() if hasattr(node, "children") else node.children_specs  # torch 2.13 / 2.11
+        stack.extend(reversed(list(children)))
     return [{"type": name, "module": module} for name, module in found.items()]
 
 
