@@ -152,9 +152,20 @@ def build_deepseek_v2_dense(dtype: torch.dtype = torch.float32):
 LLAMA4_VOCAB, LLAMA4_SEQ, LLAMA4_MAX_SEQ, LLAMA4_CHUNK = 128, 12, 64, 8
 
 
+def _llama4_builder(dynamic: bool):
+    def build(dtype: torch.dtype = torch.float32):
+        model, inputs, dims = build_llama4_text(dtype)
+        return model, inputs, dims if dynamic else None
+
+    build.__doc__ = (f"build_llama4_text with the sequence length {'dynamic' if dynamic else 'static'} (torch.export "
+                     "cannot prove the MoE layer's guard on a dynamic length: docs/models.md).")
+    return build
+
+
 def build_llama4_text(dtype: torch.dtype = torch.float32):
     """Llama4TextModel: hidden 64, 4 layers (3 chunked-attention layers with complex RoPE, chunk 8 < the
-    sequence, and one NoPE full-attention layer), 4 heads of 16, 2 KV heads, 4 local experts (MoE)."""
+    sequence, and one NoPE full-attention layer), 4 heads of 16, 2 KV heads, 4 local experts (MoE);
+    dynamic_shapes with the sequence in [2, 64]."""
     transformers = import_library("transformers")
     config = transformers.Llama4TextConfig(
         vocab_size=LLAMA4_VOCAB, hidden_size=64, intermediate_size=64, intermediate_size_mlp=128,
@@ -284,7 +295,10 @@ TRANSFORMERS_SUITE: dict[str, LibraryCase] = {case.name: case for case in (
                 build_deepseek_v2_dense, _token_inputs(DEEPSEEK_VOCAB, True), (DEEPSEEK_SEQ, 29), TOKEN_OPTIONS),
     LibraryCase("llama4_text", "transformers", "Llama4TextModel",
                 "polar, view_as_complex, mul, view_as_real (chunked attention mask)",
-                build_llama4_text, _token_inputs(LLAMA4_VOCAB, False), (LLAMA4_SEQ, 27), TOKEN_OPTIONS),
+                _llama4_builder(False), _token_inputs(LLAMA4_VOCAB, False), (LLAMA4_SEQ,), TOKEN_OPTIONS),
+    LibraryCase("llama4_text_dynamic", "transformers", "Llama4TextModel",
+                "polar, view_as_complex, mul, view_as_real (chunked attention mask)",
+                _llama4_builder(True), _token_inputs(LLAMA4_VOCAB, False), (LLAMA4_SEQ, 27), TOKEN_OPTIONS),
     LibraryCase("xcodec2_decoder", "transformers", "Xcodec2Decoder", "polar, irfft (n_fft 16)",
                 _codec_decoder_builder("Xcodec2Config", "Xcodec2Decoder"), _codec_inputs(48),
                 (CODEC_FRAMES, 23)),
