@@ -205,6 +205,20 @@ def _call(name, stands_for, complex_ops, build, make_inputs, lengths, notes=""):
     return LibraryCall(name, stands_for, complex_ops, build, make_inputs, lengths, notes=notes)
 
 
+def _video_audio():
+    from aotcuda.models import diffusers_video_audio as va
+
+    return (
+        _call("anyflow", "AnyFlowTransformer3DModel", "", va.build_anyflow, va.anyflow_inputs, (2, 4)),
+        _call("anyflow_far", "AnyFlowFARTransformer3DModel", "", va.build_anyflow_far, va.anyflow_far_inputs, (2,)),
+        _call("bria_fibo2", "BriaFibo2Transformer2DModel", "", va.build_bria_fibo2, va.fibo2_inputs, (va.FIBO_TEXT,)),
+        _call("qwen_image21", "QwenImage21Transformer2DModel", "", va.build_qwen_image21, va.qwen_image21_inputs, (0,)),
+        _call("mmaudio_vae", "MMAudioVAE", "", va.build_mmaudio, va.mmaudio_inputs, (1024, 1600)),
+        _call("cosmos3_audio", "Cosmos3AVAEAudioTokenizer", "", va.build_cosmos3_audio, va.cosmos3_audio_inputs,
+              (1024, 1600)),
+    )
+
+
 DIFFUSERS_MODELS: dict[str, LibraryCall] = {
     case.name: case
     for case in (
@@ -215,5 +229,6 @@ DIFFUSERS_MODELS: dict[str, LibraryCall] = {
         _call("bria", "BriaTransformer2DModel", "", build_bria, bria_inputs, (BRIA_TEXT, 29)),
         _call("nucleus_moe_image", "NucleusMoEImageTransformer2DModel", "", build_nucleus_moe, nucleus_inputs,
               (QWEN_TEXT,)),
+        *_video_audio(),
     )
 }
