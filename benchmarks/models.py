@@ -26,7 +26,7 @@ from _common import relative_error  # noqa: E402
 def build_model(hidden: int, layers: int, heads: int, max_seq: int):
     import transformers
 
-    from aotcuda.models.library import DeepseekV2Hidden, deepseek_v2_config, widen_router_margins
+    from aotcuda.models.library.transformers_models import DeepseekV2Hidden, deepseek_v2_config, widen_router_margins
 
     config = deepseek_v2_config(
         hidden_size=hidden, intermediate_size=4 * hidden, moe_intermediate_size=hidden, num_hidden_layers=layers,

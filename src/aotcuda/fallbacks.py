@@ -14,7 +14,8 @@ Each call follows a comment that names the FX nodes it came from:
 ``// Topologically Sorted Source Nodes: [full_like, polar], Original ATen: [aten.full_like, aten.polar]``.
 Those names are the nodes of the ExportedProgram given to Inductor, whose ``meta["stack_trace"]`` holds
 the user's source line. A deployment target must ship every kernel called this way; the allow-list
-names the library kernels (matmul, convolution, attention, topk/sort) that Inductor calls on purpose.
+names the library kernels (matmul, convolution, attention, topk/sort, scans and histograms, grouped matmul)
+that Inductor calls on purpose.
 
 Complex values are a special case: Inductor has no code generation for them, so every op on a complex
 tensor becomes a fallback. ``complex_value_nodes`` finds those in the ExportedProgram directly, so they
@@ -48,7 +49,25 @@ ONEDNN_KERNELS = frozenset({"_mkl_linear", "_linear_pointwise", "_linear_pointwi
 # Selection: Inductor registers topk and sort as fallbacks on purpose (torch/_inductor/lowering.py,
 # make_fallback) on every device; MoE routers (DeepSeek, Mixtral, Qwen-MoE) call topk on real scores.
 SELECTION_KERNELS = frozenset({"topk", "sort", "sort_stable"})
-LIBRARY_KERNELS = MATMUL_KERNELS | CONVOLUTION_KERNELS | ATTENTION_KERNELS | SELECTION_KERNELS
+# Real-valued index bookkeeping that transformers emits on every device (docs/usage.md, "Library kernels
+# beyond matmul"): scans (create_causal_mask's packed-sequence check, MoE offsets) and histograms (MoE token
+# counts). Each has a C shim on the CPU and CUDA, runs in aotcuda's runtime, and is not complex math, so
+# the pass has nothing to rewrite; Inductor generates the scan only on CUDA and falls back on the CPU, and
+# the library kernel is the faster of the two there (benchmarks/scan_kernels.py). Allowed on both devices.
+SCAN_KERNELS = frozenset({"cumsum", "cumprod", "logcumsumexp", "histc", "bincount"})
+# Grouped matmul (MoE experts): a matmul library kernel where the C shim exists (torch 2.13 CPU and CUDA;
+# torch 2.11 has none on CUDA, where it becomes a proxy-executor call that aotcuda.load refuses).
+GROUPED_MATMUL_KERNELS = frozenset({"_grouped_mm"})
+LIBRARY_KERNELS = (MATMUL_KERNELS | CONVOLUTION_KERNELS | ATTENTION_KERNELS | SELECTION_KERNELS | SCAN_KERNELS
+                   | GROUPED_MATMUL_KERNELS)
+
+# Ops without a C shim that a library emits, with the change that avoids them (named in the error).
+KNOWN_FIXES = {
+    "transformers::grouped_mm_fallback": (
+        "transformers' MoE experts call it for non-bfloat16 weights under export; build the model with "
+        "experts_implementation=\"batched_mm\" (e.g. DeepseekV2Config(..., experts_implementation=\"batched_mm\") "
+        "or model.set_experts_implementation(\"batched_mm\"))"),
+}
 
 # C-shim functions with a device prefix that are runtime helpers, not ATen kernels.
 _HELPERS = re.compile(r"(guard|stream|caching_allocator)")
@@ -69,12 +88,14 @@ class FallbackKernel:
     op: the C-shim op name or the ATen op ("polar", "aten::sin").
     nodes: FX node names of the ExportedProgram the calls came from.
     sources: the user's source line of each, "file.py:12: code", or "" where unknown.
+    complex_valued: a node it came from reads or writes a complex tensor (known only with the ExportedProgram).
     """
 
     name: str
     op: str
     nodes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    complex_valued: bool = False  # one of its nodes reads or writes a complex tensor
 
     def describe(self) -> str:
         where = "; ".join(dict.fromkeys(s for s in self.sources if s)) or f"node {', '.join(self.nodes) or '?'}"
@@ -152,20 +173,16 @@ def source_line(node: torch.fx.Node | None) -> str:
     return f"{path if relative.startswith('..') else relative}:{line}: {code.strip()}"
 
 
+def touches_complex(node: torch.fx.Node) -> bool:
+    """Whether an op node reads or writes a complex tensor (by the fake values in meta["val"])."""
+    values = [a.meta.get("val") for a in node.all_input_nodes] + torch.utils._pytree.tree_leaves(node.meta.get("val"))
+    return any(isinstance(v, torch.Tensor) and v.is_complex() for v in values)
+
+
 def complex_value_nodes(ep) -> list[torch.fx.Node]:
     """Ops of the ExportedProgram that read or write a complex tensor: Inductor lowers each as a fallback."""
-    def is_complex(value) -> bool:
-        return isinstance(value, torch.Tensor) and value.is_complex()
-
-    found = []
-    for node in ep.graph.nodes:
-        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
-            continue
-        inputs = [a.meta.get("val") for a in node.all_input_nodes]
-        outputs = torch.utils._pytree.tree_leaves(node.meta.get("val"))
-        if any(is_complex(v) for v in inputs + outputs):
-            found.append(node)
-    return found
+    return [node for node in ep.graph.nodes
+            if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and touches_complex(node)]
 
 
 def find_fallback_kernels(package_path: str, ep=None) -> list[FallbackKernel]:
@@ -182,6 +199,7 @@ def find_fallback_kernels(package_path: str, ep=None) -> list[FallbackKernel]:
             kernel = kernels.setdefault(name, FallbackKernel(name, op))
             node = _producing_node(op, source_nodes, nodes)
             if node is not None and node.name not in kernel.nodes:
+                kernel.complex_valued = kernel.complex_valued or touches_complex(node)
                 kernel.nodes.append(node.name)
                 kernel.sources.append(source_line(node))
             elif ep is None and source_nodes and source_nodes[-1] not in kernel.nodes:
@@ -207,14 +225,19 @@ def generated_kernel_names(package_path: str) -> list[str]:
 
 
 def split_allowed(kernels: list[FallbackKernel], allowed: frozenset[str]) -> tuple[list, list]:
-    """(kernels outside the allow-list, library kernels on it)."""
-    missing = [k for k in kernels if k.op not in allowed]
-    return missing, [k for k in kernels if k.op in allowed]
+    """(kernels outside the allow-list, library kernels on it). A scan or histogram kernel on complex
+    values is complex math the pass did not rewrite, not index bookkeeping: it stays outside."""
+    def is_allowed(kernel: FallbackKernel) -> bool:
+        return kernel.op in allowed and not (kernel.op in SCAN_KERNELS and kernel.complex_valued)
+
+    return [k for k in kernels if not is_allowed(k)], [k for k in kernels if is_allowed(k)]
 
 
 def missing_kernels_message(method: str, missing: list[FallbackKernel]) -> str:
     lines = [f"Method {method} missing fallback kernels ({len(missing)} total):"]
     lines += [f"  - {kernel.describe()}" for kernel in missing]
+    lines += [f"  {op}: {fix}" for op, fix in KNOWN_FIXES.items()
+              if any(op in kernel.op.replace(".", "::") for kernel in missing)]
     lines.append("Rewrite those ops in the model (complex math is rewritten by ReplaceComplexWithRealPass; "
                  "see docs/ops.md for what it supports), or pass allow_fallbacks=True to ship the ATen kernels.")
     return "\n".join(lines)

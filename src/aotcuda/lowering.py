@@ -32,6 +32,7 @@ import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
 from aotcuda.errors import DeviceError, MissingFallbackKernelsError
+from aotcuda.export_hints import export_hints
 from aotcuda.fallbacks import (
     LIBRARY_KERNELS,
     ONEDNN_KERNELS,
@@ -172,7 +173,7 @@ def lower(
     step = _step_timer(times, progress)
     with step("to device"):
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
-    with step("export"):
+    with step("export"), export_hints():
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
         _make_outputs_serializable(ep)
     with step("decompose"), _without_torch_pytree_warning():

@@ -62,9 +62,9 @@ def build_seeded(case: Case, dtype: torch.dtype, seed: int = 0):
     return case.build(dtype)
 
 
-def export_real(model: torch.nn.Module, inputs: tuple, dynamic_shapes) -> torch.export.ExportedProgram:
+def export_real(model: torch.nn.Module, inputs: tuple, dynamic_shapes, kwargs: dict | None = None) -> torch.export.ExportedProgram:
     """torch.export → run_decompositions → ReplaceComplexWithRealPass(strict=True)."""
-    ep = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes).run_decompositions()
+    ep = torch.export.export(model, inputs, kwargs, dynamic_shapes=dynamic_shapes).run_decompositions()
     return ReplaceComplexWithRealPass(strict=True)(ep)
 
 

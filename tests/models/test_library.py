@@ -22,7 +22,7 @@ import importlib
 import pytest
 import torch
 
-from aotcuda.models.library import LIBRARY_MODELS
+from aotcuda.models.library import LIBRARY_MODELS, LIBRARY_OF
 from model_checks import (
     assert_matches_eager,
     assert_pass_leaves_no_complex,
@@ -31,7 +31,6 @@ from model_checks import (
     lower_case,
 )
 
-LIBRARY_OF = {"deepseek_v2": "transformers", "qwen_image": "diffusers"}
 PASS_TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
 COMPILED_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
 CASES = case_params(LIBRARY_MODELS)

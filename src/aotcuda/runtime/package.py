@@ -20,9 +20,14 @@ Format (version 1)::
     {"format": "aotcuda.signature", "version": 1,
      "inputs":  [TensorSpec, ...],      # in the container's (flattened) input order
      "outputs": [TensorSpec, ...],      # in the container's output order
-     "forward_arg_names": ["x", ...]}   # forward's argument names, positional first (optional; torch's
+     "forward_arg_names": ["x", ...],   # forward's argument names, positional first (optional; torch's
                                         # ModuleCallSignature.forward_arg_names): lets a Program take a
                                         # positional argument by keyword, p(x=t), as ep.module() does
+     "pytree_types": [{"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
+                       "module": "transformers.modeling_outputs"}, ...]}
+                                        # (optional) container types of the input/output pytree specs
+                                        # that torch does not register itself, with the module that does:
+                                        # aotcuda.load imports it (runtime/pytree_types.py)
     TensorSpec = {"name": "x",                      # graph-signature name of the input / output
                   "dtype": "float32",               # torch dtype name, without "torch."
                   "device": "cpu" | "cuda",         # device type only
@@ -353,13 +358,15 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
     """
     import torch
 
-    from aotcuda.passes.complex_to_real.boundary import complex_boundary
+    from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 
     sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    # Constant inputs (None for them here) are baked into the package; like SymInt and custom-object
+    # inputs, they are not tensors the container takes.
     inputs = [_tensor_spec(name, placeholders[name].meta["val"], ep.range_constraints, complex_dtype)
-              for name, complex_dtype in zip(sig.user_inputs, boundary.inputs)
-              if isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
+              for name, complex_dtype in zip(user_input_names(sig), boundary.inputs)
+              if name is not None and isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
     output_node = next(n for n in ep.graph.nodes if n.op == "output")
     user_output_nodes = list(output_node.args[0])[len(output_node.args[0]) - len(sig.user_outputs):]
     outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints, complex_dtype)
@@ -373,6 +380,12 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
     arg_names = getattr(call_signature, "forward_arg_names", None)
     if arg_names:
         signature["forward_arg_names"] = [str(name) for name in arg_names]
+    if call_signature is not None:
+        from aotcuda.runtime.pytree_types import recorded_types
+
+        types = {t["type"]: t for spec in (call_signature.in_spec, call_signature.out_spec) for t in recorded_types(spec)}
+        if types:
+            signature["pytree_types"] = list(types.values())
     return signature
 
 

@@ -13,7 +13,9 @@ What a call does:
   3. turns the output handles into tensors by the ownership rule (``aotcuda.runtime.ownership``): slots
      that hold one handle get one tensor, so a tensor returned in several slots comes back as one storage,
      as in eager; on a failed run every written handle is released exactly once;
-  4. unflattens the outputs with the output pytree spec.
+  4. unflattens the outputs with the output pytree spec (library output types such as transformers'
+     CausalLMOutputWithPast are imported from the module the signature records; where that cannot be
+     imported they come back as a plain dict or tuple, with a warning: ``aotcuda.runtime.pytree_types``).
 
 Caller-provided outputs (``execute(inputs, outputs=[...])``) each get their own copy of their slot's
 result (device to device on CUDA), also slots that share a handle. Their dtype, device and shape are
@@ -41,6 +43,7 @@ from aotcuda.runtime.container import ModelContainer, delete_handle, handle_arra
 from aotcuda.runtime.graphs import GraphRunner
 from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
+from aotcuda.runtime.pytree_types import load_spec
 
 __all__ = ["Program", "load", "read_signature"]
 
@@ -146,8 +149,9 @@ class Program:
 
     def _load_call_spec(self):
         in_text, out_text = self._container.call_spec()
-        in_spec = pytree.treespec_loads(in_text) if in_text else None
-        out_spec = pytree.treespec_loads(out_text) if out_text else None
+        recorded = (self._package.signature or {}).get("pytree_types")
+        in_spec = load_spec(in_text, recorded, self.package_path, "inputs")
+        out_spec = load_spec(out_text, recorded, self.package_path, "outputs")
         if out_spec is not None and out_spec.num_leaves != self.num_outputs:
             out_spec = None  # non-tensor outputs: give the flat list rather than a wrong structure
         return in_spec, out_spec

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
 BOUNDARY_KEY = "aotcuda_complex_boundary"
 
@@ -55,6 +55,16 @@ def complex_boundary(ep: torch.export.ExportedProgram) -> ComplexBoundary:
                            outputs=(None,) * len(ep.graph_signature.user_outputs))
 
 
+def user_input_names(signature) -> tuple[str | None, ...]:
+    """The placeholder name of each user input of a graph signature, in order; None for a constant input.
+
+    ``ExportGraphSignature.user_inputs`` gives a constant input's *value* in its place (False for
+    ``use_cache=False``, "x" for a string "x"), which must not be looked up as a placeholder name.
+    """
+    return tuple(None if isinstance(spec.arg, ConstantArgument) else spec.arg.name
+                 for spec in signature.input_specs if spec.kind == InputKind.USER_INPUT)
+
+
 def _complex_dtype(node) -> torch.dtype | None:
     value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     if isinstance(value, torch.Tensor) and value.dtype.is_complex:
@@ -65,7 +75,7 @@ def _complex_dtype(node) -> torch.dtype | None:
 def boundary_of(ep: torch.export.ExportedProgram) -> ComplexBoundary:
     """Read the boundary of a program BEFORE the rewrite, from its placeholders' and outputs' values."""
     placeholders = {n.name: n for n in ep.graph.find_nodes(op="placeholder")}
-    inputs = tuple(_complex_dtype(placeholders.get(name)) for name in ep.graph_signature.user_inputs)
+    inputs = tuple(_complex_dtype(placeholders.get(name)) for name in user_input_names(ep.graph_signature))
     state = {spec.target: dtype for spec in ep.graph_signature.input_specs
              if spec.kind in _STATE_KINDS and (dtype := _complex_dtype(placeholders.get(spec.arg.name)))}
     returned = ep.graph.output_node().args[0]

@@ -19,7 +19,6 @@ from torch.export.graph_signature import (
     ExportGraphSignature,
     InputKind,
     OutputSpec,
-    SymIntArgument,
     TensorArgument,
 )
 
@@ -48,21 +47,31 @@ def _convert_state(ep: torch.export.ExportedProgram, complex_placeholders: set[s
     return state_dict, constants
 
 
-def _rename_placeholders(gm: torch.fx.GraphModule, names: list[str]) -> None:
-    """Give the traced graph's placeholders the original names (and move aside any node holding one)."""
-    wanted = set(names)
+def _carry_placeholders(gm: torch.fx.GraphModule, originals: list[torch.fx.Node]) -> None:
+    """Give the traced graph's placeholders the original names (moving aside any node holding one), and
+    the original meta to those that are not tensors or symbols.
+
+    make_fx leaves a placeholder fed a Python constant (``use_cache=False``, ``img_shapes_0_0``, None, a
+    string) without meta["val"], and one fed a custom object with its fake object; the verifier wants the
+    constant itself and the CustomObjArgument, as torch.export wrote them.
+    """
+    wanted = {p.name for p in originals}
     for node in gm.graph.nodes:
         if node.op != "placeholder" and node.name in wanted:
             node._rename(f"{node.name}_0")
-    for node, name in zip(gm.graph.find_nodes(op="placeholder"), names, strict=True):
-        node.name = node.target = name
+    for node, original in zip(gm.graph.find_nodes(op="placeholder"), originals, strict=True):
+        node.name = node.target = original.name
+        if not isinstance(original.meta.get("val"), (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+            node.meta.update(original.meta)
 
 
 def _output_argument(node: object, old):
+    """The output's argument for the traced graph's output `node`: the old one's kind (tensor, token,
+    SymInt/SymFloat/SymBool, custom object) under the new node's name, or a constant."""
     if isinstance(node, torch.fx.Node):
-        if isinstance(old, SymIntArgument):
-            return SymIntArgument(name=node.name)
-        return TensorArgument(name=node.name)
+        if isinstance(old, ConstantArgument):  # a constant that the trace computes: it has a node now
+            return TensorArgument(name=node.name)
+        return dataclasses.replace(old, name=node.name)
     return ConstantArgument(name=getattr(old, "name", ""), value=node)
 
 
@@ -95,8 +104,7 @@ def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
                     ) -> torch.export.ExportedProgram:
     """The ExportedProgram of the traced graph `gm`, with `ep`'s signature, state and metadata carried over;
     complex state named in `devices` moves to that device (see placement.py)."""
-    names = [p.name for p in ep.graph.find_nodes(op="placeholder")]
-    _rename_placeholders(gm, names)
+    _carry_placeholders(gm, list(ep.graph.find_nodes(op="placeholder")))
     gm.graph.eliminate_dead_code()
     signature = _updated_signature(ep, gm)
     state_dict, constants = _convert_state(ep, complex_placeholders, devices or {})

@@ -17,7 +17,7 @@ import logging
 
 import torch
 import torch.fx.traceback as fx_traceback
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import CustomObjArgument, InputKind, OutputKind
 from torch.fx.experimental.proxy_tensor import (
     get_proxy_mode,
     get_proxy_slot,
@@ -268,13 +268,22 @@ def _pair_fake(value: torch.Tensor, device: torch.device | None = None) -> torch
         return torch.empty([*value.shape, 2], dtype=real_dtype(value.dtype), device=device or value.device)
 
 
+def _traced_input(value):
+    """What a placeholder's meta["val"] is fed to the trace as: a custom object's (torchbind) real object,
+    which make_fx fakifies itself (it refuses one fake already), else the value itself (a fake tensor, a
+    SymInt, a constant input's Python value)."""
+    if isinstance(value, CustomObjArgument) and value.fake_val is not None:
+        return value.fake_val.real_obj
+    return value
+
+
 def rewrite(ep: torch.export.ExportedProgram, plan: Plan) -> torch.export.ExportedProgram:
     """Trace the program through the rules into a new graph and rebuild the ExportedProgram around it."""
     placeholders = list(ep.graph.find_nodes(op="placeholder"))
     complex_placeholders = {p.name for p in placeholders if holds_complex(p.meta.get("val"))}
     devices = constant_devices(ep, complex_placeholders)
     fake_args = [_pair_fake(p.meta["val"], devices.get(p.name)) if p.name in complex_placeholders
-                 else p.meta["val"] for p in placeholders]
+                 else _traced_input(p.meta["val"]) for p in placeholders]
 
     written = mutation_targets(ep)
 

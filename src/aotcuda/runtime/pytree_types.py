@@ -1,0 +1,121 @@
+"""The container types of a package's input/output pytree specs, in a process that has not imported them.
+
+An AOTI package stores its call spec as torch pytree JSON, which names each container by its serialized
+type name (``"transformers.modeling_outputs.CausalLMOutputWithPast"``). ``treespec_loads`` finds the type
+only where the module that registers it with torch's pytree has been imported: for transformers' output
+classes that is ``transformers.modeling_outputs`` (``import transformers`` alone is not enough), so a
+fresh process that loads a package lowered from LlamaForCausalLM raises ``NotImplementedError:
+Deserializing ... in pytree is not registered``.
+
+So, at lowering time, the signature records every container type of the specs that is not one of torch's
+own, with the module that defines it (``pytree_types``, see runtime/package.py); at load time,
+``load_spec`` imports those modules where they are importable and reads the spec. Where a module cannot be
+imported, the structure comes back plain, with one UserWarning naming the type and the module:
+
+- a container whose context is its field names (transformers' ModelOutput, NamedTuple-like dict types)
+  becomes a ``dict`` {field name: value}, in the same order;
+- any other container becomes a ``tuple`` of its children, in order.
+
+Importing a module named in a package runs that module's code; so does loading the package's model
+library, which is compiled code: a package is trusted input either way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import warnings
+
+import torch.utils._pytree as pytree
+
+# torch's own container types (builtins.tuple, collections.OrderedDict, ...): always registered, never recorded.
+_BUILTIN_TYPES = frozenset(pytree.SUPPORTED_SERIALIZED_TYPES[cls].serialized_type_name
+                           for cls in pytree.BUILTIN_TYPES if cls in pytree.SUPPORTED_SERIALIZED_TYPES)
+
+
+def recorded_types(spec: pytree.TreeSpec | None) -> list[dict[str, str]]:
+    """[{"type": serialized type name, "module": the module defining it}, ...] for each container type in
+    `spec` that torch's pytree does not register itself, in first-seen order (empty for plain specs)."""
+    found: dict[str, str] = {}
+    stack = [spec] if spec is not None else []
+    while stack:
+        node = stack.pop()
+        if node.is_leaf():
+            continue
+        cls = node.type
+        entry = pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
+        name = getattr(entry, "serialized_type_name", None)
+        if isinstance(name, str) and name not in _BUILTIN_TYPES and name not in found:
+            found[name] = cls.__module__
+        children = node.children() if hasattr(node, "children") else node.children_specs  # torch 2.13 / 2.11
+        stack.extend(reversed(list(children)))
+    return [{"type": name, "module": module} for name, module in found.items()]
+
+
+def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: str) -> pytree.TreeSpec | None:
+    """The pytree spec serialized in `text` ("" → None), importing the modules that register its types.
+
+    `recorded` is the signature's ``pytree_types`` (may be None for packages without it: then each type's
+    module is guessed from its name, the part before the last dot). Where a type stays unknown, its node
+    is read as a plain dict or tuple (module docstring) and one UserWarning says so; `what` ("outputs",
+    "inputs") names the spec in it.
+    """
+    if not text:
+        return None
+    try:
+        return pytree.treespec_loads(text)
+    except NotImplementedError:
+        pass
+    missing = _unregistered_types(text)
+    modules = {entry.get("type"): entry.get("module") for entry in recorded or () if isinstance(entry, dict)}
+    failures = {}
+    for name in missing:
+        module = modules.get(name) or name.rpartition(".")[0]
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - any import failure means: read the structure plain
+            failures[name] = f"{module} ({type(exc).__name__}: {exc})"
+    still_missing = _unregistered_types(text)
+    if not still_missing:
+        return pytree.treespec_loads(text)
+    described = "; ".join(f"{name}: cannot import {failures.get(name, modules.get(name) or name.rpartition('.')[0])}"
+                          for name in still_missing)
+    warnings.warn(
+        f"{package_path}: its {what} use container types this process cannot import ({described}). They come "
+        f"back plain: a container with named fields as a dict {{field: value}}, any other as a tuple. Install "
+        f"the module (or import it before aotcuda.load) to get the original types.",
+        UserWarning, stacklevel=4)
+    return pytree.treespec_loads(json.dumps(_plain(json.loads(text), set(still_missing))))
+
+
+def _unregistered_types(text: str) -> list[str]:
+    names: dict[str, None] = {}
+    stack = [json.loads(text)[1]]
+    while stack:
+        node = stack.pop()
+        name = node.get("type")
+        if name is not None and name not in pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE:
+            names[name] = None
+        stack.extend(node.get("children_spec", []))
+    return list(names)
+
+
+def _plain(document: list, unknown: set[str]) -> list:
+    """The serialized spec with each node of an unknown type turned into a dict (when its context is the
+    list of its children's field names) or a tuple."""
+
+    def convert(node: dict) -> dict:
+        children = [convert(child) for child in node.get("children_spec", [])]
+        if node.get("type") not in unknown:
+            return {**node, "children_spec": children}
+        try:
+            fields = json.loads(node.get("context") or "null")
+        except ValueError:
+            fields = None
+        named = isinstance(fields, list) and len(fields) == len(children) and all(isinstance(f, str) for f in fields)
+        if named:
+            return {"type": "builtins.dict", "context": json.dumps(fields), "children_spec": children}
+        return {"type": "builtins.tuple", "context": "null", "children_spec": children}
+
+    protocol, root = document
+    return [protocol, convert(root)]

@@ -1,0 +1,86 @@
+"""Output structures of library types in a process that has not imported them (issue 11 item 3).
+
+The fresh-process check of a real lowered package is in tests/models/test_transformers.py; here, the
+spec reading itself, without a compile: a registered library type is found by importing the module the
+signature recorded (in a new process, where nothing imported it), and a type whose module cannot be
+imported comes back as a plain dict (named fields) or tuple, with one warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+
+from aotcuda.runtime.pytree_types import load_spec, recorded_types
+
+
+def unknown_spec(type_name: str, context: str, leaves: int) -> str:
+    leaf = {"type": None, "context": None, "children_spec": []}
+    return json.dumps([1, {"type": type_name, "context": context, "children_spec": [leaf] * leaves}])
+
+
+def test_recorded_types_name_library_types_with_their_module_and_skip_torch_own():
+    transformers_outputs = pytest.importorskip("transformers.modeling_outputs")
+    output = transformers_outputs.CausalLMOutputWithPast(logits=torch.zeros(1))
+    spec = pytree.tree_flatten(((output, [torch.zeros(1)]), {"x": (torch.zeros(1),)}))[1]
+    assert recorded_types(spec) == [{"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
+                                     "module": "transformers.modeling_outputs"}]
+    assert recorded_types(pytree.tree_flatten((torch.zeros(1), {"a": [torch.zeros(1)]}))[1]) == []
+    assert recorded_types(None) == []
+
+
+def test_a_fresh_process_imports_the_recorded_module():
+    pytest.importorskip("transformers")
+    script = textwrap.dedent("""
+        import sys, json
+        from aotcuda.runtime.pytree_types import load_spec
+        text = json.dumps([1, {"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
+                               "context": json.dumps(["logits"]),
+                               "children_spec": [{"type": None, "context": None, "children_spec": []}]}])
+        assert "transformers.modeling_outputs" not in sys.modules
+        spec = load_spec(text, [{"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
+                                 "module": "transformers.modeling_outputs"}], "p.pt2", "outputs")
+        print(spec.type.__module__ + "." + spec.type.__name__)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.path.abspath("src")}
+    run = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", script], capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == "transformers.modeling_outputs.CausalLMOutputWithPast"
+
+
+@pytest.mark.parametrize("context, leaves, structure", [
+    (json.dumps(["logits", "hidden"]), 2, {"logits": 0, "hidden": 1}),   # named fields: a dict
+    ("null", 2, (0, 1)),                                                  # anything else: a tuple
+    (json.dumps({"odd": 1}), 1, (0,)),
+    ("not json", 1, (0,)),
+])
+def test_an_unimportable_type_comes_back_plain_with_one_warning(context, leaves, structure):
+    text = unknown_spec("aotcuda_no_such_package.outputs.Output", context, leaves)
+    with pytest.warns(UserWarning, match=r"aotcuda_no_such_package\.outputs\.Output.*cannot import") as caught:
+        spec = load_spec(text, [{"type": "aotcuda_no_such_package.outputs.Output",
+                                 "module": "aotcuda_no_such_package.outputs"}], "p.pt2", "outputs")
+    assert len(caught) == 1
+    assert pytree.tree_unflatten(list(range(leaves)), spec) == structure
+
+
+def test_nested_unknown_types_inside_known_containers_are_converted():
+    leaf = {"type": None, "context": None, "children_spec": []}
+    inner = {"type": "aotcuda_no_such_package.Output", "context": json.dumps(["a"]), "children_spec": [leaf]}
+    text = json.dumps([1, {"type": "builtins.tuple", "context": "null", "children_spec": [inner, leaf]}])
+    with pytest.warns(UserWarning):
+        spec = load_spec(text, None, "p.pt2", "outputs")  # no record: the module is guessed from the name
+    assert pytree.tree_unflatten([7, 8], spec) == ({"a": 7}, 8)
+
+
+def test_plain_specs_load_unchanged_and_empty_text_is_none():
+    spec = pytree.tree_flatten((torch.zeros(1), {"a": [torch.zeros(1)]}))[1]
+    assert load_spec(pytree.treespec_dumps(spec), None, "p.pt2", "outputs") == spec
+    assert load_spec("", None, "p.pt2", "outputs") is None
