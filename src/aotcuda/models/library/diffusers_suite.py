@@ -1,6 +1,6 @@
-"""diffusers models with complex or FFT math, built from tiny configs with random weights (nothing downloads).
+"""The diffusers suite: diffusers models with complex or FFT math, built from tiny configs with random weights (nothing downloads).
 
-Each entry of DIFFUSERS_MODELS is a LibraryCall: the library class itself (no wrapper), called with the
+Each entry of DIFFUSERS_SUITE is a LibraryCall: the library class itself (no wrapper), called with the
 positional and keyword arguments its pipeline passes (``return_dict=False``, ``img_shapes=[...]``, lists of
 tensors), so that torch.export sees exactly what a user's export sees. Python values among the arguments
 (bools, ints, nested lists and tuples of them) become constant inputs of the ExportedProgram.
@@ -15,7 +15,6 @@ ImportError naming the ``aotcuda[test]`` extra.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -23,15 +22,11 @@ import torch
 from torch import nn
 from torch.export import Dim
 
+from aotcuda.models.library._common import import_library
+
 
 def _diffusers():
-    try:
-        return importlib.import_module("diffusers")
-    except ImportError as error:
-        raise ImportError(
-            "diffusers is needed for aotcuda's diffusers-model examples; install it with "
-            "`pip install 'aotcuda[test]'` (it pins the tested version, 0.42.1)"
-        ) from error
+    return import_library("diffusers")
 
 
 @dataclass(frozen=True)
@@ -42,6 +37,8 @@ class LibraryCall:
         dynamic_shapes=...)``; dynamic_shapes is None where nothing can be dynamic (see notes).
     make_inputs(length, dtype) -> (args, kwargs): fresh random inputs with the dynamic dim at `length`.
     lengths[0] is the export length; lengths[1:] are other lengths the program must also run at.
+    Unlike LibraryCase (transformers: tensors positional, options as keywords), diffusers pipelines pass
+    tensors as keywords and as lists (Z-Image's latents), so a call is a whole (args, kwargs) pair.
     notes: what a reader must know (why a dim is static, the smallest input that exports, library quirks).
     """
 
@@ -53,6 +50,7 @@ class LibraryCall:
     lengths: tuple[int, ...]
     dtypes: tuple[torch.dtype, ...] = (torch.float32,)
     notes: str = ""
+    export_error: str = ""  # first line of torch.export's error where the call as given cannot export
 
     @property
     def dynamic(self) -> bool:
@@ -201,34 +199,41 @@ def build_nucleus_moe(dtype: torch.dtype = torch.float32):
     return _redraw_zero_parameters(model).to(dtype).eval(), args, kwargs, None
 
 
-def _call(name, stands_for, complex_ops, build, make_inputs, lengths, notes=""):
-    return LibraryCall(name, stands_for, complex_ops, build, make_inputs, lengths, notes=notes)
+def _call(name, stands_for, complex_ops, build, make_inputs, lengths, notes="", export_error=""):
+    return LibraryCall(name, stands_for, complex_ops, build, make_inputs, lengths, notes=notes,
+                       export_error=export_error)
+
+
+ROTARY = "view_as_complex, mul, view_as_real"
+
+
+def _image_models():
+    return (
+        _call("qwen_image", "QwenImageTransformer2DModel", f"complex constants, split, slice, expand, cat, {ROTARY}",
+              build_qwen_image, qwen_image_inputs, (QWEN_TEXT,),
+              notes="text length static: QwenEmbedRope.forward calls int(max_txt_seq_len), which specializes it"),
+        _call("z_image", "ZImageTransformer2DModel", f"complex tables indexed by position ids, pad_sequence, {ROTARY}",
+              build_z_image, z_image_inputs, (ZIMAGE_CAPTION,),
+              notes="caption length static: patchify pads each caption to a multiple of 32 with Python ints; "
+                    "RopeEmbedder caches its tables on the first call (export first and the eager model keeps "
+                    "FakeTensors: call it once eagerly before exporting)"),
+        _call("z_image_controlnet", "ZImageControlNetModel", f"as Z-Image (shared rope_embedder), {ROTARY}",
+              build_z_image_controlnet, z_image_controlnet_inputs, (ZIMAGE_CAPTION,),
+              notes="set controlnet.gradient_checkpointing = False (the class never sets it; export traces with "
+                    "grad on); static as Z-Image"),
+        _call("bria", "BriaTransformer2DModel", "none: BriaEmbedND builds cos/sin tables (use_real=True)",
+              build_bria, bria_inputs, (BRIA_TEXT, 29)),
+        _call("nucleus_moe_image", "NucleusMoEImageTransformer2DModel", f"complex constants, index, cat, {ROTARY}",
+              build_nucleus_moe, nucleus_inputs, (QWEN_TEXT,),
+              notes="text length static as Qwen-Image; capacity_factors=1.0 (8.0 with 4 experts asks topk for more "
+                    "tokens than there are); the packed experts are torch.empty and are drawn here"),
+    )
 
 
 def _video_audio():
-    from aotcuda.models import diffusers_video_audio as va
+    from aotcuda.models.library import diffusers_video_audio
 
-    return (
-        _call("anyflow", "AnyFlowTransformer3DModel", "", va.build_anyflow, va.anyflow_inputs, (2, 4)),
-        _call("anyflow_far", "AnyFlowFARTransformer3DModel", "", va.build_anyflow_far, va.anyflow_far_inputs, (2,)),
-        _call("bria_fibo2", "BriaFibo2Transformer2DModel", "", va.build_bria_fibo2, va.fibo2_inputs, (va.FIBO_TEXT,)),
-        _call("qwen_image21", "QwenImage21Transformer2DModel", "", va.build_qwen_image21, va.qwen_image21_inputs, (0,)),
-        _call("mmaudio_vae", "MMAudioVAE", "", va.build_mmaudio, va.mmaudio_inputs, (1024, 1600)),
-        _call("cosmos3_audio", "Cosmos3AVAEAudioTokenizer", "", va.build_cosmos3_audio, va.cosmos3_audio_inputs,
-              (1024, 1600)),
-    )
+    return diffusers_video_audio._video_audio_models(_call)
 
 
-DIFFUSERS_MODELS: dict[str, LibraryCall] = {
-    case.name: case
-    for case in (
-        _call("qwen_image", "QwenImageTransformer2DModel", "", build_qwen_image, qwen_image_inputs, (QWEN_TEXT,)),
-        _call("z_image", "ZImageTransformer2DModel", "", build_z_image, z_image_inputs, (ZIMAGE_CAPTION,)),
-        _call("z_image_controlnet", "ZImageControlNetModel", "", build_z_image_controlnet, z_image_controlnet_inputs,
-              (ZIMAGE_CAPTION,)),
-        _call("bria", "BriaTransformer2DModel", "", build_bria, bria_inputs, (BRIA_TEXT, 29)),
-        _call("nucleus_moe_image", "NucleusMoEImageTransformer2DModel", "", build_nucleus_moe, nucleus_inputs,
-              (QWEN_TEXT,)),
-        *_video_audio(),
-    )
-}
+DIFFUSERS_SUITE: dict[str, LibraryCall] = {case.name: case for case in (*_image_models(), *_video_audio())}

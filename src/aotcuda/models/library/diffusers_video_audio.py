@@ -1,4 +1,4 @@
-"""diffusers video and audio models with complex or FFT math (see diffusers_models for the conventions):
+"""diffusers video and audio models with complex or FFT math (see diffusers_suite for the conventions):
 AnyFlow, AnyFlow-FAR, Bria-FIBO2, SANA-WM, Qwen-Image-2.1, Wan-Animate-2, and the Cosmos3-audio and MMAudio
 autoencoders (torch.stft over the waveform: a dynamic sample count is a dynamic frame count)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch.export import Dim
 
-from aotcuda.models.diffusers_models import _diffusers, _randn, _redraw_zero_parameters, _static
+from aotcuda.models.library.diffusers_suite import _diffusers, _randn, _redraw_zero_parameters, _static
 
 ANYFLOW_FRAMES, ANYFLOW_TEXT = 2, 8
 
@@ -121,3 +121,29 @@ def build_cosmos3_audio(dtype: torch.dtype = torch.float32):
     args, kwargs = cosmos3_audio_inputs(1024, dtype)
     samples = 64 * Dim("blocks", min=4, max=64)
     return _redraw_zero_parameters(model).to(dtype).eval(), args, kwargs, ({2: samples}, None)
+
+
+def _video_audio_models(call):
+    rotary = "view_as_complex, mul, view_as_real"
+    return (
+        call("anyflow", "AnyFlowTransformer3DModel", f"complex128 tables, split_with_sizes, slice, expand, cat, {rotary}",
+             build_anyflow, anyflow_inputs, (2, 4), notes="frames dynamic in [1, 4] (torch.export's guard)"),
+        call("anyflow_far", "AnyFlowFARTransformer3DModel",
+             f"polar, complex average pooling (torch.complex of pooled parts), cat, {rotary}",
+             build_anyflow_far, anyflow_far_inputs, (2,),
+             notes="export under torch.no_grad(): with grad on FlexAttention raises 'FlexAttention does not "
+                   "support backward on CPU'; chunk_partition is a Python list, so frames are static"),
+        call("bria_fibo2", "BriaFibo2Transformer2DModel", f"complex tables indexed by ids, cat, {rotary}",
+             build_bria_fibo2, fibo2_inputs, (FIBO_TEXT,),
+             notes="pass no encoder_attention_mask: with one, forward calls mask.sum(1).tolist() "
+                   "(GuardOnDataDependentSymNode); text length static (gist counts are Python ints)"),
+        call("qwen_image21", "QwenImage21Transformer2DModel", f"complex tables indexed by positions, {rotary}",
+             build_qwen_image21, qwen_image21_inputs, (0,),
+             notes="does not export: QwenImage21Rope.forward calls image_pad_mask.tolist() on the img_mask input",
+             export_error="GuardOnDataDependentSymNode: Could not guard on data-dependent expression Eq(u0, 0)"),
+        call("mmaudio_vae", "MMAudioVAE", "stft (return_complex=True), abs", build_mmaudio, mmaudio_inputs,
+             (1024, 1600), notes="samples dynamic (multiples of 64): stft over a dynamic frame count"),
+        call("cosmos3_audio", "Cosmos3AVAEAudioTokenizer", "stft (return_complex=True), view_as_real",
+             build_cosmos3_audio, cosmos3_audio_inputs, (1024, 1600),
+             notes="samples dynamic (multiples of 64): stft over a dynamic frame count"),
+    )
