@@ -1,0 +1,149 @@
+"""diffusers video and audio models with complex or FFT math (see diffusers_suite for the conventions):
+AnyFlow, AnyFlow-FAR, Bria-FIBO2, SANA-WM, Qwen-Image-2.1, Wan-Animate-2, and the Cosmos3-audio and MMAudio
+autoencoders (torch.stft over the waveform: a dynamic sample count is a dynamic frame count)."""
+
+from __future__ import annotations
+
+import torch
+from torch.export import Dim
+
+from aotcuda.models.library.diffusers_suite import _diffusers, _randn, _redraw_zero_parameters, _static
+
+ANYFLOW_FRAMES, ANYFLOW_TEXT = 2, 8
+
+
+def anyflow_inputs(length: int = ANYFLOW_FRAMES, dtype: torch.dtype = torch.float32):
+    """AnyFlowPipeline's call: latents [1, F, 4, 8, 8] (frames first), per-frame timesteps t and r [1, F],
+    text [1, 8, 32], return_dict=False."""
+    return (), dict(
+        hidden_states=_randn(1, length, 4, 8, 8, dtype=dtype),
+        timestep=torch.full((1, length), 700.0).to(dtype), r_timestep=torch.full((1, length), 500.0).to(dtype),
+        encoder_hidden_states=_randn(1, ANYFLOW_TEXT, 32, dtype=dtype), return_dict=False,
+    )
+
+
+def _anyflow_config() -> dict:
+    return dict(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=24, in_channels=4, out_channels=4,
+                text_dim=32, freq_dim=32, ffn_dim=64, num_layers=1, rope_max_seq_len=64)
+
+
+def build_anyflow(dtype: torch.dtype = torch.float32):
+    model = _diffusers().AnyFlowTransformer3DModel(**_anyflow_config())
+    args, kwargs = anyflow_inputs(ANYFLOW_FRAMES, dtype)
+    frames = Dim("frames", min=1, max=4)
+    dynamic = {**_static(kwargs), "hidden_states": {1: frames}, "timestep": {1: frames}, "r_timestep": {1: frames}}
+    return _redraw_zero_parameters(model).to(dtype).eval(), args, kwargs, dynamic
+
+
+FAR_PARTITION = [1, 1]
+
+
+def anyflow_far_inputs(length: int = 2, dtype: torch.dtype = torch.float32):
+    """AnyFlowFARPipeline's prefill call without a KV cache: chunk_partition [1, 1] over 2 frames."""
+    _, kwargs = anyflow_inputs(sum(FAR_PARTITION), dtype)
+    return (), {**kwargs, "chunk_partition": list(FAR_PARTITION)}
+
+
+def build_anyflow_far(dtype: torch.dtype = torch.float32):
+    model = _diffusers().AnyFlowFARTransformer3DModel(
+        compressed_patch_size=(1, 4, 4), full_chunk_limit=1, chunk_partition=tuple(FAR_PARTITION), **_anyflow_config()
+    )
+    args, kwargs = anyflow_far_inputs(2, dtype)
+    return _redraw_zero_parameters(model).to(dtype).eval(), args, kwargs, None
+
+
+FIBO_TEXT = 8
+
+
+def fibo2_inputs(length: int = FIBO_TEXT, dtype: torch.dtype = torch.float32):
+    """BriaFibo2Pipeline's call without the text mask: latents [1, 4, 8, 8], timestep [1], text bundles
+    [1, 2, T, 32] (one for the Perceiver, one for the injection layer), return_dict=False."""
+    return (), dict(
+        hidden_states=_randn(1, 4, 8, 8, dtype=dtype), timestep=torch.rand(1).to(dtype),
+        encoder_hidden_states=_randn(1, 2, length, 32, dtype=dtype), return_dict=False,
+    )
+
+
+def build_bria_fibo2(dtype: torch.dtype = torch.float32):
+    model = _diffusers().BriaFibo2Transformer2DModel(
+        in_channels=4, patch_size=2, dim=64, n_layers=1, n_refiner_layers=1, n_heads=2, cap_feat_dim=32,
+        injection_layer_ids=(0,), perceiver_num_layers=1, min_num_gist_tokens=4, max_num_gist_tokens=8, gist_step=4,
+        gist_min_text_len=4, gist_max_text_len=64, axes_dims=(8, 12, 12), axes_lens=(64, 32, 32),
+    )
+    args, kwargs = fibo2_inputs(FIBO_TEXT, dtype)
+    return _redraw_zero_parameters(model).to(dtype).eval(), args, kwargs, None
+
+
+def qwen_image21_inputs(length: int = 0, dtype: torch.dtype = torch.float32):
+    """QwenImage21Pipeline's call: 6 text slots then the target image's 4 slots (each slot 2×2 latent tokens,
+    img_shapes [[(1, 4, 4)]]), latents [1, 16, 16], timestep [1], return_dict=False."""
+    img_mask = torch.tensor([[False] * 6 + [True] * 4])
+    return (), dict(
+        hidden_states=_randn(1, 16, 16, dtype=dtype), encoder_hidden_states=_randn(1, 6, 32, dtype=dtype),
+        timestep=torch.rand(1).to(dtype), img_shapes=[[(1, 4, 4)]], img_mask=img_mask, return_dict=False,
+    )
+
+
+def build_qwen_image21(dtype: torch.dtype = torch.float32):
+    model = _diffusers().QwenImage21Transformer2DModel(
+        patch_size=1, in_channels=16, out_channels=16, num_layers=1, attention_head_dim=32, num_attention_heads=2,
+        context_in_dim=32, mlp_ratio=2, axes_dims_rope=(8, 12, 12),
+    )
+    args, kwargs = qwen_image21_inputs(0, dtype)
+    return _redraw_zero_parameters(model).to(dtype).eval(), args, kwargs, None
+
+
+def mmaudio_inputs(length: int = 1024, dtype: torch.dtype = torch.float32):
+    """MMAudioVAE.forward(waveform [1, N] in [-1, 1], return_dict=False): stft with n_fft 64, hop 16."""
+    return (torch.rand(1, length).to(dtype) * 2 - 1,), dict(return_dict=False)
+
+
+def build_mmaudio(dtype: torch.dtype = torch.float32):
+    model = _diffusers().MMAudioVAE(mel_bins=16, latent_channels=4, hidden_channels=16, channel_multipliers=(1, 2),
+                                    layers_per_block=1, sample_rate=16000, n_fft=64, hop_length=16)
+    args, kwargs = mmaudio_inputs(1024, dtype)
+    samples = 64 * Dim("blocks", min=4, max=64)
+    return _redraw_zero_parameters(model).to(dtype).eval(), args, kwargs, ({0: None, 1: samples}, None)
+
+
+def cosmos3_audio_inputs(length: int = 1024, dtype: torch.dtype = torch.float32):
+    """Cosmos3AVAEAudioTokenizer.forward(waveform [1, 1, N], return_dict=False): spectrogram ConvNeXt encoder
+    (stft n_fft 16, hop 4), Oobleck decoder."""
+    return (torch.rand(1, 1, length).to(dtype) * 2 - 1,), dict(return_dict=False)
+
+
+def build_cosmos3_audio(dtype: torch.dtype = torch.float32):
+    model = _diffusers().Cosmos3AVAEAudioTokenizer(
+        sampling_rate=16000, vocoder_input_dim=4, dec_dim=16, dec_c_mults=(1, 2), dec_strides=(2, 2),
+        dec_out_channels=1, stereo=False, enc_dim=16, enc_intermediate_dim=32, enc_num_layers=1, enc_num_blocks=1,
+        enc_n_fft=16, enc_hop_length=4, enc_latent_dim=8, enc_c_mults=(1, 2), enc_strides=(2, 2),
+    )
+    args, kwargs = cosmos3_audio_inputs(1024, dtype)
+    samples = 64 * Dim("blocks", min=4, max=64)
+    return _redraw_zero_parameters(model).to(dtype).eval(), args, kwargs, ({2: samples}, None)
+
+
+def _video_audio_models(call):
+    rotary = "view_as_complex, mul, view_as_real"
+    return (
+        call("anyflow", "AnyFlowTransformer3DModel", f"complex128 tables, split_with_sizes, slice, expand, cat, {rotary}",
+             build_anyflow, anyflow_inputs, (2, 4), notes="frames dynamic in [1, 4] (torch.export's guard)"),
+        call("anyflow_far", "AnyFlowFARTransformer3DModel",
+             f"polar, complex average pooling (torch.complex of pooled parts), cat, {rotary}",
+             build_anyflow_far, anyflow_far_inputs, (2,),
+             notes="export under torch.no_grad(): with grad on FlexAttention raises 'FlexAttention does not "
+                   "support backward on CPU'; chunk_partition is a Python list, so frames are static"),
+        call("bria_fibo2", "BriaFibo2Transformer2DModel", f"complex tables indexed by ids, cat, {rotary}",
+             build_bria_fibo2, fibo2_inputs, (FIBO_TEXT,),
+             notes="pass no encoder_attention_mask: with one, forward calls mask.sum(1).tolist() "
+                   "(GuardOnDataDependentSymNode); text length static (gist counts are Python ints)"),
+        call("qwen_image21", "QwenImage21Transformer2DModel", f"complex tables indexed by positions, {rotary}",
+             build_qwen_image21, qwen_image21_inputs, (0,),
+             notes="does not export: QwenImage21Rope.forward calls image_pad_mask.tolist() on the img_mask input",
+             export_error="GuardOnDataDependentSymNode: Could not guard on data-dependent expression Eq(u0, 0)"),
+        call("mmaudio_vae", "MMAudioVAE", "stft (return_complex=True), abs", build_mmaudio, mmaudio_inputs,
+             (1024, 1600), notes="samples dynamic (multiples of 64): stft over a dynamic frame count"),
+        call("cosmos3_audio", "Cosmos3AVAEAudioTokenizer", "stft (return_complex=True), view_as_real",
+             build_cosmos3_audio, cosmos3_audio_inputs, (1024, 1600),
+             notes="samples dynamic (multiples of 64): stft over a dynamic frame count"),
+    )
