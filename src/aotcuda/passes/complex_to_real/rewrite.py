@@ -43,6 +43,7 @@ from aotcuda.passes.complex_to_real.scan import (
     source_line,
 )
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
+from aotcuda.passes.complex_to_real.symbols import track_symbols
 
 logger = logging.getLogger("aotcuda")
 
@@ -149,6 +150,7 @@ class _PairInterpreter(torch.fx.Interpreter):
             args = [pair_function(a, self._run_subgraph) if isinstance(a, torch.fx.GraphModule) else a
                     for a in args]
             try:
+                track_symbols(n.meta.get("val"), self.tracer)  # rules read the original's sizes
                 result = rule.fn(n.meta.get("val"), *args, **kwargs)
                 result = as_laid_out_in_eager(result, n.meta.get("val"))  # what follows may read strides
             except Exception as error:  # a bug or an unforeseen argument: refuse, never half-rewrite
