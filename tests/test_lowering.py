@@ -109,6 +109,12 @@ def test_unrewritable_complex_program_raises_with_source_lines(tmp_path):
     assert "running * z" in by_name["aoti_torch_cpu_mul_Tensor"].sources[0]
     for line in kernel_lines:
         assert re.search(rf"{this_file}:\d+: ", line), line
+    # the pass's refusal reaches the user: the refused op, its source line and why (issue #11 item 5)
+    refusal = caught.value.refusal
+    assert refusal.op == "aten.cumsum.default" and "torch.cumsum(z, 0)" in refusal.source
+    assert re.search(rf"cannot rewrite aten.cumsum.default \(node \w+\) at \S*{this_file}:\d+ in forward: "
+                     r"running = torch.cumsum\(z, 0\): no rule rewrites this op on complex values", message), message
+    assert "complex math is rewritten by ReplaceComplexWithRealPass" not in message  # it did not run
 
 
 def test_allow_fallbacks_returns_them_and_the_package_runs(tmp_path):

@@ -155,7 +155,9 @@ def lower(
 
     Raises:
         MissingFallbackKernelsError: the generated code calls kernels outside the allow-list and
-            allow_fallbacks is False. The message lists each kernel with the user's source line.
+            allow_fallbacks is False. The message lists each kernel with the user's source line and,
+            when ReplaceComplexWithRealPass refused the program, the refused op, its source line and why
+            (also as ``error.refusal``, else None).
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
             lower for, or CUDA asked for where there is none.
 
@@ -178,8 +180,10 @@ def lower(
     with step("decompose"), _without_torch_pytree_warning():
         ep = ep.run_decompositions(decomposition_table())
     with step("passes"):
-        for graph_pass in passes():
+        pass_list = passes()
+        for graph_pass in pass_list:
             ep = graph_pass(ep)
+    refusal = next((p.refusal for p in pass_list if getattr(p, "refusal", None) is not None), None)
     path, own_folder = _package_path(package_path, model)
     with _removed_on_failure(path, own_folder):
         with step("compile"), _without_torch_pytree_warning():
@@ -187,8 +191,8 @@ def lower(
         with step("check"):
             missing, library = split_allowed(find_fallback_kernels(path, ep), profile.allowed_kernels)
             if missing and not allow_fallbacks:
-                error = MissingFallbackKernelsError(missing_kernels_message("forward", missing))
-                error.kernels = missing
+                error = MissingFallbackKernelsError(missing_kernels_message("forward", missing, refusal))
+                error.kernels, error.refusal = missing, refusal
                 raise error
             proxy_ops = proxy_executor_ops(path)
     if proxy_ops:
