@@ -260,3 +260,18 @@ def test_cuda_where_there_is_none_is_a_usage_error_for_lower_and_demo(runner, tm
         for device in ("cuda", "cuda:1"):
             result = runner.invoke(main, [*command, "--device", device])
             assert result.exit_code == 2 and "torch sees no CUDA device here; use --device cpu or auto" in result.output
+
+
+def position_table_factory():
+    from test_lowering import PositionTable
+
+    return PositionTable(), (torch.randn(2, 8, 4),)
+
+
+def test_a_violated_dynamic_range_prints_why_and_the_suggested_fix(runner, tmp_path):
+    result = runner.invoke(main, ["lower", f"{__name__}:position_table_factory", "-o", str(tmp_path / "t.pt2"),
+                                  "--device", "cpu", "--dynamic", "x:1:2:512"])
+    assert result.exit_code == 1, result.output
+    assert "error: Constraints violated (x_1)!" in result.output
+    assert "Suggested fixes:" in result.output and "x_1 = Dim('x_1', max=256)" in result.output, result.output
+    assert "Not all values of x_1" in result.output

@@ -275,3 +275,27 @@ def test_torchs_pytree_deprecation_warning_is_kept_from_the_user():
             warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use ...", FutureWarning)
             warnings.warn("something else", FutureWarning)
     assert [str(w.message) for w in caught] == ["something else"]
+
+
+class PositionTable(torch.nn.Module):
+    """A learned table of 256 positions: a sequence dim beyond 256 cannot be exported."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(256, 4))
+
+    def forward(self, x):
+        return x + self.table[: x.shape[1]]
+
+
+def test_a_violated_dynamic_range_says_why_and_the_fix_under_the_users_dim_name(tmp_path):
+    """issue #11 item 6: torch's UserError's first line ("Constraints violated (seq)!") said neither."""
+    seq = torch.export.Dim("seq", min=2, max=512)
+    with pytest.raises(aotcuda.DynamicShapesError) as caught:
+        aotcuda.lower(PositionTable(), (torch.randn(2, 8, 4),), dynamic_shapes={"x": {1: seq}}, device="cpu",
+                      package_path=tmp_path / "t.pt2")
+    message = str(caught.value)
+    assert message.startswith("Constraints violated (seq)!") and "TORCH_LOGS" not in message
+    assert "Suggested fixes:" in message and "seq = Dim('seq', max=256)" in message, message
+    assert re.search(r"Not all values of seq = L\['x'\]\.size\(\)\[1\] in the specified range (2 <= )?seq <= 512", message)
+    assert "The error above occurred" not in message and not (tmp_path / "t.pt2").exists()

@@ -31,7 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import DeviceError, MissingFallbackKernelsError
+from aotcuda.errors import DeviceError, DynamicShapesError, MissingFallbackKernelsError
 from aotcuda.fallbacks import (
     LIBRARY_KERNELS,
     ONEDNN_KERNELS,
@@ -158,6 +158,8 @@ def lower(
             allow_fallbacks is False. The message lists each kernel with the user's source line and,
             when ReplaceComplexWithRealPass refused the program, the refused op, its source line and why
             (also as ``error.refusal``, else None).
+        DynamicShapesError (a ValueError): the model does not hold over the dynamic_shapes ranges; the
+            message has torch's reasons and suggested fixes, under the caller's Dim names.
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
             lower for, or CUDA asked for where there is none.
 
@@ -175,7 +177,7 @@ def lower(
     with step("to device"):
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
     with step("export"):
-        ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+        ep = _export(model, args, kwargs, dynamic_shapes)
         _make_outputs_serializable(ep)
     with step("decompose"), _without_torch_pytree_warning():
         ep = ep.run_decompositions(decomposition_table())
@@ -198,6 +200,29 @@ def lower(
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops)
+
+
+def _export(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
+    """torch.export.export(strict=False); a violated dynamic-shape constraint becomes a DynamicShapesError
+    that keeps torch's why-lines and suggested fixes (its UserError's first line alone says neither)."""
+    try:
+        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    except torch._dynamo.exc.UserError as exc:
+        if "Constraints violated" not in str(exc):
+            raise
+        raise DynamicShapesError(constraint_violation_message(str(exc))) from exc
+
+
+def constraint_violation_message(text: str) -> str:
+    """torch's constraint-violation text without its pointers to TORCH_LOGS, draft_export and the docs."""
+    kept = []
+    for line in text.strip().splitlines():
+        if line.startswith("The error above occurred") or line.startswith("For more information"):
+            break
+        kept.append(line.split(" For more information")[0].rstrip())
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return "\n".join(kept) + "\nAdjust dynamic_shapes (or the CLI's --dynamic) as suggested, or change the model."
 
 
 def _proxy_executor_warning(path: str, ops: list[str]) -> str:
