@@ -57,6 +57,7 @@ def test_inspect_lists_signature_and_kernels(demo, runner):
     assert "fallback kernels: 0" in result.output
     assert "_scaled_dot_product_flash_attention_for_cpu" in result.output
     assert "float32" in result.output and "[2, 128]" in result.output  # the dynamic seq range
+    assert "seq∈[2, 128]" in result.output  # under the Dim name the user gave it, not s27 (issue #11 item 6)
 
 
 def test_run_saves_outputs_that_match_eager(demo, runner, tmp_path):

@@ -59,6 +59,11 @@ def test_package_holds_the_signature(demo):
     lowered, _, _ = demo
     with zipfile.ZipFile(lowered.package_path) as archive:
         assert any(name.endswith("aotcuda/signature.json") for name in archive.namelist())
+    from aotcuda.runtime.package import read_signature
+
+    signature = read_signature(lowered.package_path)  # the user's Dim("seq") is recorded (issue #11 item 6)
+    seq = signature["inputs"][0]["shape"][1]["expr"]
+    assert signature["dim_names"] == {seq: "seq"}
 
 
 def test_pass_list_and_table():
@@ -245,7 +250,7 @@ def test_inspect_shows_an_unbounded_dim(rotate_example):
 
     result = CliRunner().invoke(main, ["inspect", rotate_example["lowered"].package_path])
     assert result.exit_code == 0, result.output
-    assert re.search(r"s\d+∈\[\d+, ∞\]", result.output), result.output
+    assert re.search(r"batch∈\[\d+, ∞\]", result.output), result.output  # the user's Dim name, not s77
 
 
 def test_unbounded_dim_program_matches_eager_at_two_sizes_with_state(rotate_example):
