@@ -65,6 +65,17 @@ class _TracedArithmetic(PythonReferenceAnalysis):
     def trunc_to_int(x, dtype):
         return math.trunc(x)
 
+    @staticmethod
+    def expr_cond_pair(expr, cond):  # torch 2.11 writes sym_ite as a sympy Piecewise
+        return expr, cond
+
+    @staticmethod
+    def piecewise(*pairs):
+        result = pairs[-1][0]
+        for expr, cond in reversed(pairs[:-1]):
+            result = torch.sym_ite(cond, expr, result)
+        return result
+
 
 def track_symbols(value, tracer) -> None:
     """Make every symbolic size in `value` (a meta value) traceable in `tracer`: see the module docstring."""
@@ -77,6 +88,9 @@ def track_symbols(value, tracer) -> None:
         if any(v is None for v in known.values()):
             continue  # a symbol this trace never saw: nothing to compute it from
         env = {s: v.value for s, v in known.items()}
-        computed = sympy_interp(_TracedArithmetic, env, expr)
+        try:
+            computed = sympy_interp(_TracedArithmetic, env, expr)
+        except (AttributeError, NotImplementedError, TypeError):  # a function with no handler: leave it to make_fx
+            continue
         if isinstance(computed, _SYM_TYPES):
             set_proxy_slot(symbol, tracer, get_proxy_slot(computed, tracer))
