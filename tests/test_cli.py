@@ -57,6 +57,7 @@ def test_inspect_lists_signature_and_kernels(demo, runner):
     assert "fallback kernels: 0" in result.output
     assert "_scaled_dot_product_flash_attention_for_cpu" in result.output
     assert "float32" in result.output and "[2, 128]" in result.output  # the dynamic seq range
+    assert "seq∈[2, 128]" in result.output  # under the Dim name the user gave it, not s27 (issue #11 item 6)
 
 
 def test_run_saves_outputs_that_match_eager(demo, runner, tmp_path):
@@ -260,3 +261,18 @@ def test_cuda_where_there_is_none_is_a_usage_error_for_lower_and_demo(runner, tm
         for device in ("cuda", "cuda:1"):
             result = runner.invoke(main, [*command, "--device", device])
             assert result.exit_code == 2 and "torch sees no CUDA device here; use --device cpu or auto" in result.output
+
+
+def position_table_factory():
+    from test_lowering import PositionTable
+
+    return PositionTable(), (torch.randn(2, 8, 4),)
+
+
+def test_a_violated_dynamic_range_prints_why_and_the_suggested_fix(runner, tmp_path):
+    result = runner.invoke(main, ["lower", f"{__name__}:position_table_factory", "-o", str(tmp_path / "t.pt2"),
+                                  "--device", "cpu", "--dynamic", "x:1:2:512"])
+    assert result.exit_code == 1, result.output
+    assert "error: Constraints violated (x_1)!" in result.output
+    assert "Suggested fixes:" in result.output and "x_1 = Dim('x_1', max=256)" in result.output, result.output
+    assert "Not all values of x_1" in result.output

@@ -59,6 +59,11 @@ def test_package_holds_the_signature(demo):
     lowered, _, _ = demo
     with zipfile.ZipFile(lowered.package_path) as archive:
         assert any(name.endswith("aotcuda/signature.json") for name in archive.namelist())
+    from aotcuda.runtime.package import read_signature
+
+    signature = read_signature(lowered.package_path)  # the user's Dim("seq") is recorded (issue #11 item 6)
+    seq = signature["inputs"][0]["shape"][1]["expr"]
+    assert signature["dim_names"] == {seq: "seq"}
 
 
 def test_pass_list_and_table():
@@ -109,6 +114,12 @@ def test_unrewritable_complex_program_raises_with_source_lines(tmp_path):
     assert "running * z" in by_name["aoti_torch_cpu_mul_Tensor"].sources[0]
     for line in kernel_lines:
         assert re.search(rf"{this_file}:\d+: ", line), line
+    # the pass's refusal reaches the user: the refused op, its source line and why (issue #11 item 5)
+    refusal = caught.value.refusal
+    assert refusal.op == "aten.cumsum.default" and "torch.cumsum(z, 0)" in refusal.source
+    assert re.search(rf"cannot rewrite aten.cumsum.default \(node \w+\) at \S*{this_file}:\d+ in forward: "
+                     r"running = torch.cumsum\(z, 0\): no rule rewrites this op on complex values", message), message
+    assert "complex math is rewritten by ReplaceComplexWithRealPass" not in message  # it did not run
 
 
 def test_allow_fallbacks_returns_them_and_the_package_runs(tmp_path):
@@ -239,7 +250,7 @@ def test_inspect_shows_an_unbounded_dim(rotate_example):
 
     result = CliRunner().invoke(main, ["inspect", rotate_example["lowered"].package_path])
     assert result.exit_code == 0, result.output
-    assert re.search(r"s\d+∈\[\d+, ∞\]", result.output), result.output
+    assert re.search(r"batch∈\[\d+, ∞\]", result.output), result.output  # the user's Dim name, not s77
 
 
 def test_unbounded_dim_program_matches_eager_at_two_sizes_with_state(rotate_example):
@@ -269,3 +280,27 @@ def test_torchs_pytree_deprecation_warning_is_kept_from_the_user():
             warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use ...", FutureWarning)
             warnings.warn("something else", FutureWarning)
     assert [str(w.message) for w in caught] == ["something else"]
+
+
+class PositionTable(torch.nn.Module):
+    """A learned table of 256 positions: a sequence dim beyond 256 cannot be exported."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(256, 4))
+
+    def forward(self, x):
+        return x + self.table[: x.shape[1]]
+
+
+def test_a_violated_dynamic_range_says_why_and_the_fix_under_the_users_dim_name(tmp_path):
+    """issue #11 item 6: torch's UserError's first line ("Constraints violated (seq)!") said neither."""
+    seq = torch.export.Dim("seq", min=2, max=512)
+    with pytest.raises(aotcuda.DynamicShapesError) as caught:
+        aotcuda.lower(PositionTable(), (torch.randn(2, 8, 4),), dynamic_shapes={"x": {1: seq}}, device="cpu",
+                      package_path=tmp_path / "t.pt2")
+    message = str(caught.value)
+    assert message.startswith("Constraints violated (seq)!") and "TORCH_LOGS" not in message
+    assert "Suggested fixes:" in message and "seq = Dim('seq', max=256)" in message, message
+    assert re.search(r"Not all values of seq = L\['x'\]\.size\(\)\[1\] in the specified range (2 <= )?seq <= 512", message)
+    assert "The error above occurred" not in message and not (tmp_path / "t.pt2").exists()

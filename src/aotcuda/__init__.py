@@ -8,6 +8,7 @@
 from aotcuda.errors import (
     AotcudaError,
     DeviceError,
+    DynamicShapesError,
     InputError,
     MissingFallbackKernelsError,
     OutputError,
@@ -21,6 +22,7 @@ from aotcuda.runtime.program import Program, load
 __all__ = [
     "AotcudaError",
     "DeviceError",
+    "DynamicShapesError",
     "InputError",
     "LoweredProgram",
     "MissingFallbackKernelsError",

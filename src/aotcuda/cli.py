@@ -379,7 +379,7 @@ def inspect(package):
     console.print(f"[bold]{shown(package)}[/bold]: device {shown(device or '?')}", highlight=False)
     if signature:
         for kind in ("inputs", "outputs"):
-            console.print(_signature_table(kind, signature[kind]))
+            console.print(_signature_table(kind, signature[kind], signature.get("dim_names")))
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
     profile = DEVICE_PROFILES.get(device)
@@ -395,12 +395,18 @@ def _bound(value) -> str:
     return "∞" if value is None else str(value)  # a Dim without max=
 
 
-def _signature_table(kind: str, specs: list[dict]) -> Table:
+def _named(expr: str, names: dict[str, str]) -> str:
+    """A dim's expression with each symbol under the Dim name the user gave it (s27 → seq)."""
+    return re.sub(r"\b[a-z]\d+\b", lambda match: names.get(match.group(0), match.group(0)), expr)
+
+
+def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None = None) -> Table:
     table = Table(title=kind)
     for column in ("name", "dtype", "shape", "device"):
         table.add_column(column)
     for spec in specs:
-        shape = ", ".join(str(d) if isinstance(d, int) else f"{d['expr']}∈[{d['min']}, {_bound(d['max'])}]"
+        shape = ", ".join(str(d) if isinstance(d, int)
+                          else f"{_named(d['expr'], names or {})}∈[{d['min']}, {_bound(d['max'])}]"
                           for d in spec["shape"])
         table.add_row(shown(spec["name"]), shown(spec["dtype"]), shown(f"[{shape}]"), shown(spec["device"]))
     return table

@@ -25,6 +25,12 @@ class MissingFallbackKernelsError(AotcudaError):
     """The generated code calls ATen fallback kernels outside the allow-list and allow_fallbacks is False."""
 
 
+class DynamicShapesError(AotcudaError, ValueError):
+    """torch.export found that the model does not hold over the dynamic_shapes ranges asked for. The message
+    keeps torch's lines that say why (the guard the model needs) and its suggested fixes (e.g.
+    ``seq = Dim('seq', max=256)``), under the Dim names the caller gave."""
+
+
 class DeviceError(AotcudaError, ValueError):
     """lower() was asked for a device it does not lower for, or one this machine does not have."""
 

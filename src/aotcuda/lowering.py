@@ -31,7 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import DeviceError, MissingFallbackKernelsError
+from aotcuda.errors import DeviceError, DynamicShapesError, MissingFallbackKernelsError
 from aotcuda.export_hints import export_hints
 from aotcuda.fallbacks import (
     LIBRARY_KERNELS,
@@ -156,7 +156,11 @@ def lower(
 
     Raises:
         MissingFallbackKernelsError: the generated code calls kernels outside the allow-list and
-            allow_fallbacks is False. The message lists each kernel with the user's source line.
+            allow_fallbacks is False. The message lists each kernel with the user's source line and,
+            when ReplaceComplexWithRealPass refused the program, the refused op, its source line and why
+            (also as ``error.refusal``, else None).
+        DynamicShapesError (a ValueError): the model does not hold over the dynamic_shapes ranges; the
+            message has torch's reasons and suggested fixes, under the caller's Dim names.
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
             lower for, or CUDA asked for where there is none.
 
@@ -174,13 +178,15 @@ def lower(
     with step("to device"):
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
     with step("export"), export_hints():
-        ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+        ep = _export(model, args, kwargs, dynamic_shapes)
         _make_outputs_serializable(ep)
     with step("decompose"), _without_torch_pytree_warning():
         ep = ep.run_decompositions(decomposition_table())
     with step("passes"):
-        for graph_pass in passes():
+        pass_list = passes()
+        for graph_pass in pass_list:
             ep = graph_pass(ep)
+    refusal = next((p.refusal for p in pass_list if getattr(p, "refusal", None) is not None), None)
     path, own_folder = _package_path(package_path, model)
     with _removed_on_failure(path, own_folder):
         with step("compile"), _without_torch_pytree_warning():
@@ -188,13 +194,36 @@ def lower(
         with step("check"):
             missing, library = split_allowed(find_fallback_kernels(path, ep), profile.allowed_kernels)
             if missing and not allow_fallbacks:
-                error = MissingFallbackKernelsError(missing_kernels_message("forward", missing))
-                error.kernels = missing
+                error = MissingFallbackKernelsError(missing_kernels_message("forward", missing, refusal))
+                error.kernels, error.refusal = missing, refusal
                 raise error
             proxy_ops = proxy_executor_ops(path)
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops)
+
+
+def _export(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
+    """torch.export.export(strict=False); a violated dynamic-shape constraint becomes a DynamicShapesError
+    that keeps torch's why-lines and suggested fixes (its UserError's first line alone says neither)."""
+    try:
+        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    except torch._dynamo.exc.UserError as exc:
+        if "Constraints violated" not in str(exc):
+            raise
+        raise DynamicShapesError(constraint_violation_message(str(exc))) from exc
+
+
+def constraint_violation_message(text: str) -> str:
+    """torch's constraint-violation text without its pointers to TORCH_LOGS, draft_export and the docs."""
+    kept = []
+    for line in text.strip().splitlines():
+        if line.startswith("The error above occurred") or line.startswith("For more information"):
+            break
+        kept.append(line.split(" For more information")[0].rstrip())
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return "\n".join(kept) + "\nAdjust dynamic_shapes (or the CLI's --dynamic) as suggested, or change the model."
 
 
 def _proxy_executor_warning(path: str, ops: list[str]) -> str:

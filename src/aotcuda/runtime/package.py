@@ -20,6 +20,8 @@ Format (version 1)::
     {"format": "aotcuda.signature", "version": 1,
      "inputs":  [TensorSpec, ...],      # in the container's (flattened) input order
      "outputs": [TensorSpec, ...],      # in the container's output order
+     "dim_names": {"s27": "seq"},       # the Dim name the caller gave each input symbol (optional):
+                                        # errors and `aotcuda inspect` say "seq", not "s27"
      "forward_arg_names": ["x", ...],   # forward's argument names, positional first (optional; torch's
                                         # ModuleCallSignature.forward_arg_names): lets a Program take a
                                         # positional argument by keyword, p(x=t), as ep.module() does
@@ -472,6 +474,9 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
         for spec in inputs + outputs:
             spec["device"] = torch.device(device).type
     signature = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": inputs, "outputs": outputs}
+    names = dim_names(ep)
+    if names:
+        signature["dim_names"] = names
     call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
     arg_names = getattr(call_signature, "forward_arg_names", None)
     if arg_names:
@@ -483,6 +488,34 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
         if types:
             signature["pytree_types"] = list(types.values())
     return signature
+
+
+def dim_names(ep) -> dict[str, str]:
+    """{symbol: the Dim name the caller gave it} for the input sizes that are one symbol ("s27": "seq").
+
+    torch.export keeps the names in the shape environment of the program's fake tensors
+    (``source_name_to_debug_name``, keyed by source, "L['x'].size()[1]"; the same on torch 2.11 and 2.13);
+    a symbol torch named itself (Dim.AUTO, the CLI's x_1 is a name too) maps to that name.
+    """
+    import torch
+
+    names = {}
+    for node in ep.graph.find_nodes(op="placeholder"):
+        value = node.meta.get("val")
+        shape_env = getattr(getattr(value, "fake_mode", None), "shape_env", None)
+        if not isinstance(value, torch.Tensor) or shape_env is None:
+            continue
+        debug_names = getattr(shape_env, "source_name_to_debug_name", {})
+        for size in value.shape:
+            expr = size.node.expr if isinstance(size, torch.SymInt) else None
+            if expr is None or not expr.is_Symbol or str(expr) in names:
+                continue
+            for source in getattr(shape_env, "var_to_sources", {}).get(expr, []):
+                key = source.name() if callable(source.name) else source.name  # a property on torch 2.13
+                if (name := debug_names.get(key)) is not None:
+                    names[str(expr)] = name
+                    break
+    return names
 
 
 def write_signature(package_path: str | os.PathLike, signature: dict) -> None:

@@ -43,6 +43,7 @@ from aotcuda.passes.complex_to_real.scan import (
     source_line,
 )
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
+from aotcuda.passes.complex_to_real.symbols import track_symbols
 
 logger = logging.getLogger("aotcuda")
 
@@ -60,7 +61,8 @@ class ReplaceComplexWithRealPass:
     Calling the pass returns a new ExportedProgram and leaves its argument unchanged. A program with no
     complex value is returned as it is. A program with an op the pass cannot rewrite (no rule, or one of
     the cases refused in scan.REFUSAL_CHECKS) is returned as it is, after one line on the "aotcuda"
-    logger naming the op and the user's source line.
+    logger naming the op and the user's source line; `refusal` then holds it (op, node, source, reason)
+    until the next call (lower() puts it in its error).
 
     Raises:
         UnsupportedComplexOpError: with strict=True, for a program that cannot be rewritten.
@@ -68,8 +70,10 @@ class ReplaceComplexWithRealPass:
 
     def __init__(self, strict: bool = False):
         self.strict = strict
+        self.refusal: Refusal | None = None  # why the last call left its program as it was, if it did
 
     def __call__(self, ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+        self.refusal = None
         if not program_has_complex(ep):
             return ep
         decision = scan(ep)
@@ -79,6 +83,7 @@ class ReplaceComplexWithRealPass:
             except RuleFailed as failure:
                 decision = failure.refusal
         if isinstance(decision, Refusal):
+            self.refusal = decision
             if self.strict:
                 raise UnsupportedComplexOpError(decision.op, decision.node, decision.source, decision.reason)
             logger.warning(decision.log_line())
@@ -149,6 +154,7 @@ class _PairInterpreter(torch.fx.Interpreter):
             args = [pair_function(a, self._run_subgraph) if isinstance(a, torch.fx.GraphModule) else a
                     for a in args]
             try:
+                track_symbols(n.meta.get("val"), self.tracer)  # rules read the original's sizes
                 result = rule.fn(n.meta.get("val"), *args, **kwargs)
                 result = as_laid_out_in_eager(result, n.meta.get("val"))  # what follows may read strides
             except Exception as error:  # a bug or an unforeseen argument: refuse, never half-rewrite

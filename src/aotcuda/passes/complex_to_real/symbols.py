@@ -1,0 +1,96 @@
+"""Symbolic sizes of the original program, made traceable in the rewritten one.
+
+Rules and layout.py read the original node's value (``node.meta["val"]``: its sizes, strides, storage
+offset) to shape their results. Its SymInts are the original graph's objects, unknown to the make_fx
+trace of the rewrite. make_fx then rebuilds each from its sympy expression with a table that is
+incomplete (no ``PowByNatural``: ``s27**2 is not tracked with proxy``, the stride of a DFT matrix) and
+that emits targets torch.export's verifier rejects (``_nary_sym_min`` for ``Min``).
+
+`track_symbols` registers such SymInts first: each is computed from SymInts the trace already knows
+(the program inputs' sizes) by interpreting its expression with torch's PythonReferenceAnalysis, whose
+Python arithmetic on traced SymInts records only ops the verifier allows (``operator.*``,
+``torch.sym_min``/``sym_max``/``sym_not``/``sym_float``, ``math.floor``/``ceil``...). A symbol the trace
+does not know (an unbacked size of the original graph) is left to make_fx, as before.
+
+Torch internals used, on 2.11 to 2.13: the tracer's ``symnode_tracker`` and ``sympy_expr_tracker``
+(what make_fx knows), ``set_proxy_slot`` and ``torch.utils._sympy.interp.sympy_interp``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.fx.experimental.proxy_tensor import get_proxy_slot, set_proxy_slot
+from torch.utils import _pytree as pytree
+from torch.utils._sympy.interp import sympy_interp
+from torch.utils._sympy.reference import PythonReferenceAnalysis
+
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _symbols_in(value) -> list:
+    """The SymInt/SymFloat/SymBool of a meta value: scalars, and a tensor's sizes, strides and offset."""
+    found = []
+    for leaf in pytree.tree_leaves(value):
+        if isinstance(leaf, torch.Tensor):
+            found += [*leaf.shape, *leaf.stride(), leaf.storage_offset()]
+        else:
+            found.append(leaf)
+    return [s for s in found if isinstance(s, _SYM_TYPES) and s.node.is_symbolic()]
+
+
+def _known(tracer, symbol) -> bool:
+    return symbol in tracer.symnode_tracker or symbol.node.expr in tracer.sympy_expr_tracker
+
+
+class _TracedArithmetic(PythonReferenceAnalysis):
+    """PythonReferenceAnalysis, with Python arithmetic also for the handlers it inherits from
+    ReferenceAnalysis that build sympy expressions (torch 2.11–2.13: int_truediv, reciprocal, square,
+    trunc_to_int), so that every result is a traced SymInt/SymFloat/SymBool."""
+
+    @staticmethod
+    def int_truediv(a, b):
+        return a / b
+
+    @staticmethod
+    def reciprocal(x):
+        return 1.0 / x
+
+    @staticmethod
+    def square(x):
+        return x * x
+
+    @staticmethod
+    def trunc_to_int(x, dtype):
+        return math.trunc(x)
+
+    @staticmethod
+    def expr_cond_pair(expr, cond):  # torch 2.11 writes sym_ite as a sympy Piecewise
+        return expr, cond
+
+    @staticmethod
+    def piecewise(*pairs):
+        result = pairs[-1][0]
+        for expr, cond in reversed(pairs[:-1]):
+            result = torch.sym_ite(cond, expr, result)
+        return result
+
+
+def track_symbols(value, tracer) -> None:
+    """Make every symbolic size in `value` (a meta value) traceable in `tracer`: see the module docstring."""
+
+    for symbol in _symbols_in(value):
+        if _known(tracer, symbol):
+            continue
+        expr = symbol.node.expr
+        known = {s: tracer.sympy_expr_tracker.get(s) for s in expr.free_symbols}
+        if any(v is None for v in known.values()):
+            continue  # a symbol this trace never saw: nothing to compute it from
+        env = {s: v.value for s, v in known.items()}
+        try:
+            computed = sympy_interp(_TracedArithmetic, env, expr)
+        except (AttributeError, NotImplementedError, TypeError):  # a function with no handler: leave it to make_fx
+            continue
+        if isinstance(computed, _SYM_TYPES):
+            set_proxy_slot(symbol, tracer, get_proxy_slot(computed, tracer))
