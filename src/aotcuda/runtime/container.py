@@ -76,6 +76,13 @@ def handle_array(handles) -> ctypes.Array:
     return (_Handle * len(handles))(*[h or None for h in handles])
 
 
+@functools.cache
+def handle_array_type(length: int) -> type:
+    """The ctypes type of a C array of ``length`` AtenTensorHandles (made once per length: a call
+    allocates one with ``handle_array_type(n)()``, zero-filled, in well under a microsecond)."""
+    return _Handle * length
+
+
 class ModelContainer:
     """One ``AOTInductorModelContainer`` made from a generated .so.
 
@@ -103,6 +110,9 @@ class ModelContainer:
             )
         self.num_inputs = self._get_size("AOTInductorModelContainerGetNumInputs")
         self.num_outputs = self._get_size("AOTInductorModelContainerGetNumOutputs")
+        # Looked up once: a ctypes attribute lookup on the library costs about a microsecond per call.
+        self._run_functions = (self._lib.AOTInductorModelContainerRun,
+                               getattr(self._lib, "AOTInductorModelContainerRunSingleThreaded", None))
 
     # --- queries -------------------------------------------------------------------------------------
 
@@ -168,10 +178,11 @@ class ModelContainer:
         """Run the model once.
 
         Args:
-            input_handles: one AtenTensorHandle (int) per input; stolen by the container, also when the run
-                fails, except when AOTI's input checks (AOTI_RUNTIME_CHECK_INPUTS) reject them first: those
-                stay the caller's (``Program._run`` tells them apart).
-            output_handles: a C array of ``num_outputs`` handles (``handle_array([0] * n)``); the container
+            input_handles: one AtenTensorHandle per input, as a C array (``new_handle_array``) or a list of
+                ints; stolen by the container, also when the run fails, except when AOTI's input checks
+                (AOTI_RUNTIME_CHECK_INPUTS) reject them first: those stay the caller's (``Program._run``
+                tells them apart).
+            output_handles: a C array of ``num_outputs`` handles (``handle_array_type(n)()``); the container
                 writes the outputs there and the caller owns them afterwards (also those written before a
                 failure). Several slots may hold one handle.
             stream: the CUDA stream (``torch.cuda.Stream.cuda_stream``), or None for the default/CPU.
@@ -180,13 +191,18 @@ class ModelContainer:
 
         Raises RuntimeCallError when the container reports an error.
         """
-        inputs = handle_array(input_handles)
-        name = "AOTInductorModelContainerRunSingleThreaded" if single_threaded else "AOTInductorModelContainerRun"
-        if not hasattr(self._lib, name):
-            raise RuntimeCallError(f"this package's model has no {name}; rebuild it with torch >= 2.11")
-        code = getattr(self._lib, name)(
-            self._live(), inputs, len(input_handles), output_handles, len(output_handles), stream, None)
-        self._check(code, "running the model")
+        if not isinstance(input_handles, ctypes.Array):
+            input_handles = handle_array(input_handles)
+        function = self._run_functions[single_threaded]
+        if function is None:
+            raise RuntimeCallError("this package's model has no AOTInductorModelContainerRunSingleThreaded; "
+                                   "rebuild it with torch >= 2.11")
+        handle = self._handle
+        if not handle.value:
+            raise RuntimeCallError("the model container was deleted (Program.close() was called)")
+        code = function(handle, input_handles, len(input_handles), output_handles, len(output_handles), stream, None)
+        if code != _OK:
+            self._check(code, "running the model")
 
     # --- lifetime ------------------------------------------------------------------------------------
 
@@ -214,10 +230,39 @@ _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.argtypes, _capsule_new.restype = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p], ctypes.py_object
 
 
+def _pointer_reader():
+    """The fastest correct way to read a PyCapsule's pointer.
+
+    ``PyCapsule_GetPointer`` through ctypes.pythonapi costs ~1 µs per call (argument conversion, name
+    check); reading the ``pointer`` field that follows PyObject_HEAD in CPython's capsule struct costs a
+    third of that. The offset is checked here against PyCapsule_GetPointer on a probe capsule, and the
+    slow function is used where the layout differs.
+    """
+    offset = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)  # ob_refcnt, ob_type
+    probe_value = 0x5EED1234
+    probe = _capsule_new(probe_value, None, None)
+    from_address = _Handle.from_address
+    if from_address(id(probe) + offset).value == probe_value == _capsule_pointer(probe, None):
+        return lambda capsule: from_address(id(capsule) + offset).value
+    return lambda capsule: _capsule_pointer(capsule, None)
+
+
+_read_capsule = _pointer_reader()
+
+
 def new_handles(tensors: list[torch.Tensor]) -> list[int]:
     """A new AtenTensorHandle (a new at::Tensor on the same storage) for each tensor; the caller owns them."""
     capsules = torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors(list(tensors))
-    return [_capsule_pointer(capsule, None) for capsule in capsules]
+    return [_read_capsule(capsule) for capsule in capsules]
+
+
+def new_handle_array(tensors: list[torch.Tensor]) -> ctypes.Array:
+    """``new_handles`` as the C array ``ModelContainer.run`` takes (the per-call path: no list of ints)."""
+    capsules = torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors(tensors)
+    array = handle_array_type(len(capsules))()
+    for index, capsule in enumerate(capsules):
+        array[index] = _read_capsule(capsule)
+    return array
 
 
 def steal_handles(handles: list[int]) -> list[torch.Tensor]:

@@ -30,6 +30,7 @@ import torch.utils._pytree as pytree
 
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime import ownership
+from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.checks import (
     TensorSpec,
     check_buffers_match,
@@ -37,7 +38,13 @@ from aotcuda.runtime.checks import (
     check_inputs,
 )
 from aotcuda.runtime.complex_boundary import split_signature
-from aotcuda.runtime.container import ModelContainer, delete_handle, handle_array, new_handles, steal_handles
+from aotcuda.runtime.container import (
+    ModelContainer,
+    delete_handle,
+    handle_array_type,
+    new_handle_array,
+    steal_handles,
+)
 from aotcuda.runtime.graphs import GraphRunner
 from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
@@ -125,6 +132,9 @@ class Program:
             _enable_aoti_input_checks()
         self._graphs = GraphRunner(self._run, self._device) if cuda_graphs else None
         self._arg_names = None
+        self._accepted = AcceptedSignatures(self._input_specs, self._device, self.num_inputs)
+        self._output_array = handle_array_type(self.num_outputs)
+        self._stream_of = _current_stream_function(self._device)
         self._fast_paths()
 
     # --- read-only info ------------------------------------------------------------------------------
@@ -169,13 +179,11 @@ class Program:
 
     def __call__(self, *args, **kwargs):
         """Run on the exported module's arguments; return outputs structured like the module's."""
-        if (not kwargs and self._flat_args_spec is not None and self._flat_args_spec.num_leaves == len(args)
-                and all(isinstance(arg, torch.Tensor) for arg in args)):
+        if not kwargs and len(args) == self._num_flat_args and all(isinstance(arg, torch.Tensor) for arg in args):
             flat = list(args)  # fast path: the exported module takes plain tensors, positionally
         else:
             flat = self._flatten_arguments(args, kwargs)
-        outputs = self.execute(flat)
-        return self._structure_outputs(outputs)
+        return self._structure_outputs(self.execute(flat))
 
     def _fast_paths(self) -> None:
         """Spot the usual call shapes once, so that each call skips pytree work (tens of µs per call,
@@ -183,7 +191,7 @@ class Program:
         positionally, and outputs that are one tensor or a flat tuple of tensors."""
         n_in, n_out = self.num_inputs, self.num_outputs
         flat_in = pytree.tree_flatten((tuple(range(n_in)), {}))[1]
-        self._flat_args_spec = flat_in if self._in_spec == flat_in else None
+        self._num_flat_args = n_in if self._in_spec == flat_in else -1  # -1: never the fast path
         if self._out_spec is None:
             self._structure_outputs = lambda outputs: outputs
         elif n_out == 1 and self._out_spec.is_leaf():
@@ -227,9 +235,16 @@ class Program:
         Raises InputError / OutputError before running, RuntimeCallError when the container fails (every
         output handle released once; the next call can run).
         """
-        self._check_open()
-        prepared, bindings = check_inputs(_as_list(inputs, "inputs", InputError), self._input_specs,
-                                          self._input_names, self._device, self.num_inputs)
+        if self._container.deleted:
+            self._check_open()
+        tensors = _as_list(inputs, "inputs", InputError)
+        bindings = self._accepted.lookup(tensors)
+        if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
+            prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
+                                              self.num_inputs)
+            self._accepted.remember(tensors, prepared, bindings)
+        else:
+            prepared = tensors
         if self._boundary is not None:
             prepared = self._boundary.inputs_as_pairs(prepared)
         if outputs is not None:
@@ -249,22 +264,31 @@ class Program:
         return _copy_sharing(results) if static else results
 
     def _run(self, inputs: list[torch.Tensor], stream: int | None = None, single_threaded: bool = False) -> list:
-        """One container run: handles in, handles out, adopted by the ownership rule."""
-        if stream is None and self._device.type == "cuda":
-            stream = torch.cuda.current_stream(self._device).cuda_stream
-        output_array = handle_array([0] * self.num_outputs)
-        # The handles go on private aliases (a new TensorImpl each, same memory) so that after a failed run
-        # we can tell which ones the model did not take over: see _release_unstolen.
-        aliases = [tensor.detach() for tensor in inputs]
-        input_handles = new_handles(aliases)
+        """One container run: handles in, handles out, adopted by the ownership rule.
+
+        Per call this is one torch call to make the input handles, one ctypes call to run, one torch call
+        to adopt the outputs; every ctypes type and function is looked up once, at load.
+        """
+        if stream is None and self._stream_of is not None:
+            stream = self._stream_of()
+        output_array = self._output_array()
+        # The first input's handle goes on a private alias (a new TensorImpl, same memory) so that after a
+        # failed run we can tell whether the model took the handles over: see _release_unstolen.
+        if inputs:
+            alias = inputs[0].detach()
+            input_array = new_handle_array([alias, *inputs[1:]])
+        else:
+            alias, input_array = None, handle_array_type(0)()
         try:
-            self._container.run(input_handles, output_array, stream, single_threaded)
+            self._container.run(input_array, output_array, stream, single_threaded)
         except BaseException:
             _release_written(output_array)
-            _release_unstolen(aliases, input_handles)
+            _release_unstolen(alias, input_array)
             raise
         handles = list(output_array)
         try:
+            if len(set(handles)) == len(handles) and None not in handles:
+                return steal_handles(handles)  # the usual case: one distinct handle per slot
             return ownership.adopt_all(handles, steal_handles)
         except BaseException as exc:
             ownership.release_all(handles, delete_handle)
@@ -325,18 +349,34 @@ def _release_written(output_array) -> None:
     ownership.release_all(list(output_array), delete_handle)
 
 
-def _release_unstolen(aliases: list[torch.Tensor], input_handles: list[int]) -> None:
-    """After a failed run: release the input handles the model did not take over.
+def _release_unstolen(alias: torch.Tensor | None, input_handles) -> None:
+    """After a failed run: release the input handles if the model did not take them over.
 
-    The model steals its input handles at the start of its run, but AOTI's own input checks
-    (AOTI_RUNTIME_CHECK_INPUTS, which unsigned packages turn on) throw BEFORE that, leaving them to us:
-    one leaked tensor per input per rejected call otherwise. Each handle is the only reference to its
-    alias besides our own (the aliases are private to this call), so a use count above 1 means the handle
-    is still alive. Call it after the output handles are released (an output may view an input).
+    The model steals all its input handles at once at the start of its run (one loop with nothing in it
+    that can fail), but AOTI's own input checks (AOTI_RUNTIME_CHECK_INPUTS, which unsigned packages turn
+    on) throw BEFORE that, leaving them to us: one leaked tensor per input per rejected call otherwise.
+    The first handle is the only reference to ``alias`` besides our own (the alias is private to this
+    call), so a use count above 1 means that handle, and so every handle, is still alive. Call it after
+    the output handles are released (an output may view an input).
     """
-    for alias, handle in zip(aliases, input_handles):
-        if alias._use_count() > 1:
+    if alias is not None and alias._use_count() > 1:
+        for handle in input_handles:
             delete_handle(handle)
+
+
+def _current_stream_function(device: torch.device):
+    """A function returning the raw current CUDA stream of ``device`` (None for the CPU).
+
+    ``torch._C._cuda_getCurrentRawStream`` (what Inductor's own generated code calls) returns the int
+    directly; ``torch.cuda.current_stream(device).cuda_stream`` builds a Stream object first (µs per call).
+    """
+    if device.type != "cuda":
+        return None
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    index = device.index
+    if raw is not None:
+        return lambda: raw(index)
+    return lambda: torch.cuda.current_stream(device).cuda_stream
 
 
 def _copy_sharing(tensors: list) -> list:
