@@ -31,6 +31,7 @@ import torch.utils._pytree as pytree
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
+from aotcuda.runtime.bound import BoundGraph, bind_graph
 from aotcuda.runtime.checks import (
     TensorSpec,
     check_buffers_match,
@@ -293,6 +294,40 @@ class Program:
         except BaseException as exc:
             ownership.release_all(handles, delete_handle)
             raise RuntimeCallError(f"taking over the model's outputs failed: {exc}") from exc
+
+    def bind(self, inputs, outputs=None, *, warmup_calls: int = 3) -> BoundGraph:
+        """Capture a CUDA graph on caller-owned static buffers: zero-copy replays (``aotcuda.runtime.bound``).
+
+        Args:
+            inputs: one CUDA tensor per input (the container's order, ``input_names``), in the layout the
+                program was exported with (contiguous for most). The graph reads them in place: write each
+                call's inputs into these tensors, then ``replay()``. They stay the caller's.
+            outputs: None (read ``BoundGraph.outputs``, the graph's own static outputs, overwritten by each
+                replay), or one caller-owned tensor per output slot that the graph fills at the end of each
+                replay (a device copy inside the graph).
+            warmup_calls: eager runs on ``inputs`` before the capture (at least one). A program that
+                mutates its buffers (a KV cache) sees these runs like calls.
+
+        Works with ``cuda_graphs`` True or False; a bound graph does not count against ``max_graphs``.
+        Returns a BoundGraph (``.replay()``, ``.inputs``, ``.outputs``, ``.graph``, ``.close()``); it
+        stops working when the Program is closed.
+
+        Raises InputError / OutputError as a call would (and InputError when an input is not in the
+        exported layout, which would need a copy), RuntimeCallError on a CPU Program or a failed capture.
+        """
+        self._check_open()
+        tensors = _as_list(inputs, "inputs", InputError)
+        prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
+                                          self.num_inputs)
+        if self._boundary is not None:
+            prepared = self._boundary.inputs_as_pairs(prepared)
+        if outputs is not None:
+            outputs = _as_list(outputs, "outputs", OutputError)
+            check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs)
+        adapt = self._boundary.outputs_as_complex if self._boundary is not None else list
+        container = self._container
+        return bind_graph(self._run, self._device, tensors, prepared, self._input_names, outputs, warmup_calls,
+                          adapt, self._structure_outputs, lambda: not container.deleted)
 
     # --- lifetime ------------------------------------------------------------------------------------
 
