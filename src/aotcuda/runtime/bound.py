@@ -85,15 +85,15 @@ def bind_graph(run, device: torch.device, inputs: list[torch.Tensor], prepared: 
     it was captured on, so a copy would never see the caller's later writes), RuntimeCallError when the
     capture fails.
     """
-    if device.type != "cuda":
-        raise RuntimeCallError(f"bind() captures a CUDA graph; this Program runs on {device}. Call the Program "
-                               "directly on the CPU.")
     for index, (tensor, ready) in enumerate(zip(inputs, prepared)):
         if ready.data_ptr() != tensor.data_ptr() or ready.stride() != _pair_strides(tensor, ready):
             name = names[index] if index < len(names) else str(index)
             raise InputError(f"bind() reads input {name!r} (#{index}) in place, but it is not in the layout the "
                              f"program was exported with (strides {tuple(tensor.stride())}), so it would be "
                              "copied; bind a tensor in that layout, e.g. x.contiguous(), and write into it")
+    if device.type != "cuda":
+        raise RuntimeCallError(f"bind() captures a CUDA graph; this Program runs on {device}. Call the Program "
+                               "directly on the CPU.")
     for _ in range(max(1, warmup_calls)):  # lazy work (kernel loading, cuBLAS handles) outside the capture
         results = run(prepared)
     if outputs is not None:  # unsigned packages: sizes are known only now, before anything is captured
