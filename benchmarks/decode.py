@@ -11,7 +11,8 @@ takes tokens [B, 1] and input_pos [1] and returns float32 logits [B, vocab].
 
 Rows (``--rows``, default all): eager; torch.compile (default and mode="reduce-overhead");
 AOTInductor with the complex fallback kernels (``aoti_compile_and_package`` + ``aoti_load_package``);
-aotcuda.load without and with CUDA graphs, and a graph bound with ``Program.bind`` (zero-copy replay).
+aotcuda.load without and with CUDA graphs, and a graph bound with ``Program.bind`` (zero-copy replay);
+the graph rows run on CUDA only.
 Each row starts from an empty cache, runs ``--check-steps`` steps on the same random tokens, and its last
 logits are compared with float32 eager (the same bf16 weights, computed in float32): relative error
 ‖out − ref‖/‖ref‖. Then it is timed at position ``--pos`` (median of ``triton.testing.do_bench`` on CUDA,
@@ -109,7 +110,7 @@ def build_rows(wanted, model, example, device, workdir):
         lowered = aotcuda.lower(model, example, device=device.type, package_path=f"{workdir}/aotcuda.pt2")
         seconds = time.perf_counter() - start
         for key in ("aotcuda", "aotcuda-graphs", "aotcuda-bind"):
-            if key in wanted and (key != "aotcuda-bind" or device.type == "cuda"):
+            if key in wanted and (key == "aotcuda" or device.type == "cuda"):  # graphs: CUDA only
                 program = aotcuda.load(lowered.package_path, cuda_graphs=key == "aotcuda-graphs")
                 rows.append((key, program, None, seconds))
     return rows
