@@ -189,7 +189,7 @@ def main() -> None:
         results["batches"][batch] = dict(bytes_per_step=step_bytes, bound_tokens_per_s=bound_tps, rows=rows)
         print(f"\nDecode step, {'tiny config' if opts.tiny else 'Llama-3-shaped 1.2B'}, batch {batch}, bf16, "
               f"cache {config.max_seq_len} at position {pos}; {card}, torch {torch.__version__}; `{command}`")
-        print(f"Bound: {step_bytes / 1e9:.3f} GB read per step at {bandwidth / 1e12:.2f} TB/s (device copy) = "
+        print(f"Bound: {step_bytes / 1e9:.3f} GB read per step at {bandwidth / 1e9:.1f} GB/s (device copy) = "
               f"{bound_tps:.0f} tokens/s")
         print("| batch | how it runs | µs per step | tokens/s | of bound | rel. error vs float32 eager |")
         print("|---|---|---|---|---|---|")
