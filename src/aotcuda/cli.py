@@ -1,4 +1,4 @@
-"""The ``aotcuda`` command (also ``python -m aotcuda``): demo, lower, run, inspect.
+"""The ``aotcuda`` command (also ``python -m aotcuda``): demo, lower, run, inspect, serve.
 
     aotcuda demo [--device auto|cpu|cuda[:N]] [--dtype bfloat16|float16|float32|float64] [--batch 2] [--seq 64]
                  [--calls 50]
@@ -6,6 +6,8 @@
                   [--save-inputs inputs.pt] [--allow-fallbacks]
     aotcuda run model.pt2 --inputs inputs.pt [--device] [--cuda-graphs] [--save-outputs outputs.pt]
     aotcuda inspect model.pt2
+    aotcuda serve model.pt2 [--replicas N] [--port 8000] [--host 127.0.0.1] [--max-batch-size B]
+                  [--batch-wait-ms W] [--cuda-graphs]                 (pip install 'aotcuda[serve]')
 
 Errors print as "error: ..." (a message of several lines keeps them, never wrapped), then a "hint:" line
 with the command-line form of the library's advice where there is one, and exit with code 1; usage
@@ -21,6 +23,7 @@ import inspect as pyinspect
 import os
 import re
 import sys
+import unicodedata
 import warnings
 
 import click
@@ -57,10 +60,10 @@ def cli_hints(message: str) -> list[str]:
 
 def print_error(message: str, kind: str = "") -> None:
     """Print 'error: ...' lines unwrapped (soft_wrap: a log or a pipe gets whole lines), then the hints."""
-    lines = message.splitlines() or [""]
-    status_console.print(f"[red]error:[/red] {escape(kind + lines[0])}", highlight=False, soft_wrap=True)
+    lines = message.split("\n") or [""]  # only newlines break lines: other control characters are shown escaped
+    status_console.print(f"[red]error:[/red] {shown(kind + lines[0])}", highlight=False, soft_wrap=True)
     for line in lines[1:]:
-        status_console.print(line, highlight=False, markup=False, soft_wrap=True)
+        status_console.print(terminal_safe(line), highlight=False, markup=False, soft_wrap=True)
     for hint in cli_hints(message):
         status_console.print(f"hint: {hint}", highlight=False, markup=False, soft_wrap=True)
 
@@ -369,14 +372,11 @@ def inspect(package):
     """Show PACKAGE's device, inputs, outputs and the kernels its generated code calls."""
     from aotcuda.fallbacks import find_fallback_kernels, generated_kernel_names, split_allowed
     from aotcuda.lowering import DEVICE_PROFILES
-    from aotcuda.runtime.package import open_package
+    from aotcuda.runtime.package import describe_package
 
-    extracted = open_package(package)
-    try:
-        device, signature = extracted.device_type, extracted.signature
-    finally:
-        extracted.cleanup()
-    console.print(f"[bold]{package}[/bold]: device {device or '?'}")
+    metadata, signature = describe_package(package)  # read within limits; nothing extracted, nothing run
+    device = metadata.get("AOTI_DEVICE_KEY", "")
+    console.print(f"[bold]{shown(package)}[/bold]: device {shown(device or '?')}", highlight=False)
     if signature:
         for kind in ("inputs", "outputs"):
             console.print(_signature_table(kind, signature[kind]))
@@ -385,10 +385,10 @@ def inspect(package):
     profile = DEVICE_PROFILES.get(device)
     missing, library = split_allowed(find_fallback_kernels(package), profile.allowed_kernels if profile else frozenset())
     console.print(f"generated kernels: {len(generated_kernel_names(package))}")
-    console.print(f"library kernels (allowed): {', '.join(k.name for k in library) or 'none'}")
+    console.print(f"library kernels (allowed): {shown(', '.join(k.name for k in library) or 'none')}", highlight=False)
     console.print(f"fallback kernels: {len(missing)}")
     for kernel in missing:
-        console.print(f"  - {kernel.describe()}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"  - {shown(kernel.describe())}", highlight=False, soft_wrap=True)
 
 
 def _bound(value) -> str:
@@ -402,8 +402,33 @@ def _signature_table(kind: str, specs: list[dict]) -> Table:
     for spec in specs:
         shape = ", ".join(str(d) if isinstance(d, int) else f"{d['expr']}∈[{d['min']}, {_bound(d['max'])}]"
                           for d in spec["shape"])
-        table.add_row(escape(spec["name"]), spec["dtype"], escape(f"[{shape}]"), spec["device"])
+        table.add_row(shown(spec["name"]), shown(spec["dtype"]), shown(f"[{shape}]"), shown(spec["device"]))
     return table
+
+
+def terminal_safe(text) -> str:
+    """Text from a package (names, metadata, file names) as it may reach a terminal: control and format
+    characters (ESC sequences, carriage returns, bidi overrides) written as escapes like \\x1b, so that a
+    package cannot move the cursor, recolour, or hide text."""
+    return "".join(char if char == " " or unicodedata.category(char)[0] not in "CZ" else
+                   char.encode("unicode_escape").decode("ascii") for char in str(text))
+
+
+def shown(text) -> str:
+    """terminal_safe text, with rich markup escaped too (for strings printed with markup on)."""
+    return escape(terminal_safe(text))
+
+
+def _serve_command() -> click.Command:
+    """`aotcuda serve` lives with aotcuda.serving (Ray is imported only when it runs); its errors print
+    like every other command's."""
+    from aotcuda.serving.command import serve_command
+
+    serve_command.callback = _clean_errors(serve_command.callback)
+    return serve_command
+
+
+main.add_command(_serve_command())
 
 
 if __name__ == "__main__":

@@ -43,3 +43,8 @@ class PackageError(AotcudaError):
 
 class RuntimeCallError(AotcudaError, RuntimeError):
     """The AOTInductor model container reported an error while running."""
+
+
+class ServingConfigError(AotcudaError, ValueError):
+    """Serving options that do not fit the package or the cluster (aotcuda.serving): batching a program
+    without a batch dim, a dtype safetensors cannot carry, more GPUs asked for than the cluster has."""

@@ -83,14 +83,21 @@ class FallbackKernel:
 
 def wrapper_sources(package_path: str) -> dict[str, tuple[str, dict]]:
     """{wrapper.cpp entry: (its text, its proxy-executor node table)} for every model in the package."""
+    from aotcuda.runtime.archive import ArchiveLimits, read_entry  # bounded: the package may be hostile
+    from aotcuda.runtime.package import read_json_entry
+
+    limits = ArchiveLimits.from_environment()
     found = {}
     with zipfile.ZipFile(package_path) as archive:
         names = set(archive.namelist())
         for name in sorted(names):
             if name.endswith(".wrapper.cpp"):
                 table_name = name[: -len(".cpp")] + ".json"
-                table = json.loads(archive.read(table_name)) if table_name in names else {}
-                found[name] = (archive.read(name).decode(errors="replace"), table)
+                table = {}
+                if table_name in names:
+                    table = json.loads(read_json_entry(archive, table_name, package_path, limits))
+                source = read_entry(archive, name, limits.max_source_bytes, package_path, "max_source_bytes")
+                found[name] = (source.decode(errors="replace"), table)
     return found
 
 

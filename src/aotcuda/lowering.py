@@ -315,9 +315,25 @@ def _package_path(package_path, model: torch.nn.Module) -> tuple[str, str | None
     return os.path.join(folder, f"{type(model).__name__.lower()}.pt2"), folder
 
 
+def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:
+    """The program's mutated buffers that hold one element (0-d or shape (1,), (1, 1), ...).
+
+    Why: Inductor's joint-graph constant folding (``constant_fold_uniform_value``, torch 2.11-2.13) takes
+    every one-element ``get_attr`` for a known constant, mutated or not, so ``self.step += 1`` on a (1,)
+    buffer compiles to "store 1.0": the state never advances (1, 1, 1 where eager gives 1, 2, 3), in
+    aotcuda's runtime and torch's loader alike. Larger buffers are read from memory and persist. Lowering
+    turns that folding off for programs that mutate such a buffer (``joint_graph_constant_folding``).
+    """
+    state = {**ep.state_dict, **ep.constants}
+    return [name for name in ep.graph_signature.buffers_to_mutate.values()
+            if isinstance(state.get(name), torch.Tensor) and state[name].numel() == 1]
+
+
 def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
     from aotcuda.runtime.package import signature_from_exported_program, write_signature
 
+    if one_element_buffers_mutated(ep):
+        configs = {**configs, "joint_graph_constant_folding": False}
     with torch.no_grad():
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
     write_signature(path, signature_from_exported_program(ep))

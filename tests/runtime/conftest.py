@@ -32,3 +32,11 @@ def structured_pt2(tmp_path_factory):
     kwargs = {"extra": {"scale": torch.randn(5, 3)}}
     path = build_package(module, args, tmp_path_factory.mktemp("structured") / "structured.pt2", kwargs=kwargs)
     return path, module
+
+
+@pytest.fixture(scope="session")
+def stateful_pt2(tmp_path_factory):
+    """The Stateful program (runtime_programs.Stateful) for the CPU, through aotcuda.lower."""
+    from runtime_programs import stateful_package
+
+    return stateful_package(tmp_path_factory.mktemp("stateful") / "stateful.pt2")

@@ -44,3 +44,43 @@ def build_package(module, args, path, *, kwargs=None, dynamic_shapes=None, signe
 def twice_package(path, device="cpu", signed=True):
     x = torch.randn(3, 4, device=device)
     return build_package(Twice(), (x,), path, dynamic_shapes=({0: BATCH},), signed=signed, device=device)
+
+
+class Stateful(torch.nn.Module):
+    """Mutated state of every shape class, a mutated input (a cache passed as an argument) and an index.
+
+    Buffers: 0-d, one element (a step counter), small (4,), large (64, 64), non-contiguous (a transposed
+    (6, 8)); each call updates all of them and returns what they hold, so that each call's outputs show
+    whether the state persisted. ``cache`` is written in place (``cache += x``); ``x[idx]`` reads rows by
+    index (an index out of range makes the generated code raise).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("step0", torch.zeros(()))
+        self.register_buffer("step1", torch.zeros(1))
+        self.register_buffer("small", torch.zeros(4))
+        self.register_buffer("large", torch.zeros(64, 64))
+        self.register_buffer("strided", torch.zeros(6, 8).t())
+
+    def forward(self, x, cache, idx):
+        self.step0.add_(1)
+        self.step1.add_(1)
+        self.small.add_(x[0])
+        self.large.add_(x[1, 0])
+        self.strided.mul_(0.5).add_(x[2, 1])
+        cache.add_(x)
+        return x[idx] * self.step1, self.step0 * 1, self.small * 1, self.large.sum(), self.strided * 1
+
+
+def stateful_inputs():
+    return torch.randn(4, 4), torch.randn(4, 4), torch.tensor([0, 3])
+
+
+def stateful_package(path, device="cpu"):
+    """Stateful, lowered with aotcuda.lower (functionalized, the 1-element-buffer workaround applied)."""
+    import aotcuda
+
+    torch.manual_seed(0)
+    args = tuple(t.to(device) for t in stateful_inputs())
+    return aotcuda.lower(Stateful().to(device), args, device=device, package_path=str(path)).package_path

@@ -52,6 +52,7 @@ class TensorSpec:
     dims: tuple[DimSpec, ...]
     contiguous: bool = True
     strides: tuple[DimSpec, ...] | None = None  # the exported example's; None in older packages
+    mutated: bool | None = None  # inputs: the program writes it in place; None: unknown (older packages)
 
     @classmethod
     def from_json(cls, spec: dict) -> TensorSpec:
@@ -61,7 +62,8 @@ class TensorSpec:
         strides = spec.get("strides")
         return cls(spec["name"], dtype, spec.get("device", ""), tuple(DimSpec.from_json(d) for d in spec["shape"]),
                    bool(spec.get("contiguous", True)),
-                   None if strides is None else tuple(DimSpec.from_json(d) for d in strides))
+                   None if strides is None else tuple(DimSpec.from_json(d) for d in strides),
+                   None if spec.get("mutated") is None else bool(spec["mutated"]))
 
     @property
     def rank(self) -> int:
@@ -95,9 +97,12 @@ def check_input_count(tensors, num_inputs: int, names: list[str]) -> None:
 
 
 def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], device: torch.device,
-                 num_inputs: int) -> tuple[list[torch.Tensor], dict[str, int]]:
+                 num_inputs: int, mutated: frozenset[int] = frozenset()) -> tuple[list[torch.Tensor], dict[str, int]]:
     """Check the flat input tensors; return them ready to run (in the layout the generated code reads,
     see the module docstring) and the value of every shape symbol.
+
+    ``mutated``: the inputs the program writes in place. Those must be writable as eager writes them
+    (see ``check_mutated_inputs``); a copy made for the layout is written back by ``write_back``.
 
     Raises InputError naming the first bad input and the fix.
     """
@@ -111,6 +116,8 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
             _check_tensor(tensor, specs[index], label, bindings, bound_by)
     if specs:
         _check_derived_dims(tensors, specs, bindings, names)
+    if mutated:
+        check_mutated_inputs(tensors, mutated, specs, names)
     prepared = list(tensors)
     for index, tensor in enumerate(tensors):
         spec = specs[index] if specs else None
@@ -118,6 +125,80 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
         if tensor.is_neg() or tensor.is_conj() or not (spec is None or (spec.contiguous and tensor.is_contiguous())):
             prepared[index] = _in_exported_layout(tensor, spec, bindings, _label(specs, names, index))
     return prepared, bindings
+
+
+def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None:
+    """Refuse, as eager does, inputs that the program's in-place write cannot update: elements that share
+    memory (expand()), a leaf that requires grad (with grad on), an inference tensor outside inference
+    mode; and an input written in place that shares memory with another input (eager's result then
+    depends on the order of reads and writes, the generated code's on its fusion)."""
+    for index in sorted(mutated):
+        tensor, label = tensors[index], _label(specs, names, index)
+        if torch._debug_has_internal_overlap(tensor) == 1:
+            raise InputError(f"{label} is written in place by the program, but its elements share memory (shape "
+                             f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand()); pass "
+                             "tensor.clone(), as eager would refuse it too")
+        if tensor.requires_grad and tensor.is_leaf and torch.is_grad_enabled():
+            raise InputError(f"{label} is written in place by the program, but it is a leaf tensor that requires "
+                             "grad; call under torch.no_grad(), or pass tensor.detach() (same memory)")
+        if tensor.is_inference() and not torch.is_inference_mode_enabled():
+            raise InputError(f"{label} is written in place by the program, but it is an inference tensor and "
+                             "inference mode is off; call under torch.inference_mode(), or pass tensor.clone()")
+        for other, value in enumerate(tensors):
+            if other != index and shares_memory(tensor, value):
+                raise InputError(f"{label} is written in place by the program and shares memory with "
+                                 f"{_label(specs, names, other)}; pass separate tensors (e.g. clone one)")
+
+
+def write_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], indices) -> None:
+    """After a run: copy each written input that was laid out anew (a copy) back into the caller's tensor,
+    whatever its layout (transposed, strided, a negation or conjugation view), as eager's in-place op
+    would have updated it. Inputs that no in-place op could write (elements sharing memory, an inference
+    tensor outside inference mode) are skipped: check_mutated_inputs refuses those when the program is
+    known to write them, so here they are inputs the program only reads (packages that do not say)."""
+    for index in indices:
+        original, copy = originals[index], prepared[index]
+        if copy is original or torch._debug_has_internal_overlap(original) == 1 or (
+                original.is_inference() and not torch.is_inference_mode_enabled()):
+            continue
+        with torch.no_grad():  # a leaf that requires grad: eager refuses the write, check_mutated_inputs too
+            original.copy_(copy)
+
+
+# --- memory overlap ---------------------------------------------------------------------------------------
+
+
+def _byte_range(tensor: torch.Tensor) -> tuple[int, int] | None:
+    """[first, last) byte of memory the tensor's elements can touch; None for an empty tensor."""
+    if tensor.numel() == 0:
+        return None
+    span = sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()))
+    start = tensor.data_ptr()
+    return start, start + (span + 1) * tensor.element_size()
+
+
+def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors have an element (a byte) in common. Cheap when their byte ranges are apart (the
+    usual case: two comparisons); otherwise exact, by marking a's bytes in a scratch mask the size of the
+    ranges and reading b's, so that interleaved views of one storage (x[:, ::2] and x[:, 1::2]) do not."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.device != b.device:
+        return False
+    range_a, range_b = _byte_range(a), _byte_range(b)
+    if range_a is None or range_b is None or range_a[1] <= range_b[0] or range_b[1] <= range_a[0]:
+        return False
+    if a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride():
+        return True
+    base = min(range_a[0], range_b[0])
+    mask = torch.zeros(max(range_a[1], range_b[1]) - base, dtype=torch.uint8, device=a.device)
+    _bytes_of(mask, a, base).fill_(1)
+    return bool(_bytes_of(mask, b, base).any())
+
+
+def _bytes_of(mask: torch.Tensor, tensor: torch.Tensor, base: int) -> torch.Tensor:
+    """The bytes of ``mask`` (which starts at address ``base``) that ``tensor``'s elements occupy."""
+    item = tensor.element_size()
+    return mask.as_strided((*tensor.shape, item), (*(stride * item for stride in tensor.stride()), 1),
+                           tensor.data_ptr() - base)
 
 
 def _check_tensor_on_device(value, device: torch.device, label: str, error: type, fix: str) -> None:
@@ -209,10 +290,12 @@ def evaluate_dim(dim: DimSpec, bindings: dict[str, int]) -> int | None:
 
 
 def check_caller_outputs(outputs, specs: list[TensorSpec] | None, bindings: dict[str, int],
-                         device: torch.device, num_outputs: int) -> None:
+                         device: torch.device, num_outputs: int, inputs=(), input_names=()) -> None:
     """Check caller-provided output buffers before running, as far as the signature allows.
 
-    Raises OutputError for a wrong count, type, device, dtype, rank or (computable) size.
+    Raises OutputError for a wrong count, type, device, dtype, rank or (computable) size, and for buffers
+    that share memory with another buffer or with an input (each result is copied into its buffer in
+    turn, so a later copy would overwrite an earlier result, or an input the run still reads).
     """
     if len(outputs) != num_outputs:
         raise OutputError(f"the program has {num_outputs} outputs, got {len(outputs)} output buffers; "
@@ -225,6 +308,22 @@ def check_caller_outputs(outputs, specs: list[TensorSpec] | None, bindings: dict
             spec = specs[index]
             shape = [evaluate_dim(dim, bindings) for dim in spec.dims]
             _check_buffer(out, index, spec.dtype, shape, spec.name)
+    _check_buffers_apart(outputs, inputs, input_names)
+
+
+def _check_buffers_apart(outputs, inputs, input_names) -> None:
+    for index, out in enumerate(outputs):
+        for other in range(index):
+            if shares_memory(out, outputs[other]):
+                what = "is the same tensor as" if out is outputs[other] else "shares memory with"
+                raise OutputError(f"output buffer #{index} {what} output buffer #{other}; each output needs "
+                                  "memory of its own (the second copy would overwrite the first result): pass "
+                                  "separate tensors, e.g. torch.empty for each")
+        for position, tensor in enumerate(inputs):
+            if shares_memory(out, tensor):
+                name = input_names[position] if position < len(input_names) else str(position)
+                raise OutputError(f"output buffer #{index} shares memory with input {name!r} (#{position}); "
+                                  "write the outputs into buffers apart from the inputs, e.g. torch.empty")
 
 
 def _check_buffer_writable(out: torch.Tensor, index: int) -> None:

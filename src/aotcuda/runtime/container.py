@@ -15,14 +15,17 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import threading
 
 import torch
 
 from aotcuda.errors import PackageError, RuntimeCallError
-from aotcuda.runtime.libloader import open_model_library
+from aotcuda.runtime.libloader import open_model_library, quiet_cxx_errors
 
 _Handle = ctypes.c_void_p
 _OK = 0
+_CXX_TRACE = "\nException raised from "
+_QUIET = quiet_cxx_errors()  # one context manager object, entered around every run
 
 # (name, argtypes) of every function we call; restype is AOTIRuntimeError (int32) for all of them.
 _SIGNATURES = {
@@ -53,12 +56,38 @@ _REQUIRED = (
     "AOTInductorModelContainerGetNumOutputs",
 )
 
-def open_library(so_path: str) -> ctypes.CDLL:
+# Loaded model libraries, by (content digest, kind): one per distinct .so for the life of the process.
+# Why not dlclose: glibc cannot unload these libraries. They define C++ "unique" symbols (STB_GNU_UNIQUE:
+# inline statics of libstdc++ headers, e.g. std::piecewise_construct), which mark the library NODELETE,
+# and the AOTI runtime's thread_local last-error string registers a thread-exit destructor that pins it
+# while the loading thread lives. Measured: after dlclose every one stays mapped. So a load reuses the
+# library an earlier load of the same .so made (each load still gets its own model container, with its
+# own weights and kernels); 200 load/close cycles of one package then map one library, not 200.
+_LIBRARIES: dict[tuple, ctypes.CDLL] = {}
+_LIBRARIES_LOCK = threading.Lock()
+
+
+def open_library(so_path: str, key: tuple | None = None) -> ctypes.CDLL:
     """dlopen a generated wrapper .so (``libloader``: safe against the libstdc++ scope crash) and declare
-    the C ABI's signatures on it.
+    the C ABI's signatures on it. With a ``key`` (the .so's content digest and kind), a library opened
+    before under that key is returned instead of loading another copy.
 
     Raises PackageError when the file cannot be opened or lacks the model-container functions.
     """
+    if key is not None and key[0]:
+        with _LIBRARIES_LOCK:
+            if key not in _LIBRARIES:
+                _LIBRARIES[key] = _open_and_declare(so_path)
+            return _LIBRARIES[key]
+    return _open_and_declare(so_path)
+
+
+def loaded_libraries() -> int:
+    """How many model libraries this process holds (for tests and leak checks)."""
+    return len(_LIBRARIES)
+
+
+def _open_and_declare(so_path: str) -> ctypes.CDLL:
     lib = open_model_library(so_path)
     for name in _REQUIRED:
         if not hasattr(lib, name):
@@ -93,12 +122,15 @@ class ModelContainer:
         cubin_dir: the folder that holds the package's kernel binaries (.cubin) for CUDA; the folder of
             the .so, as torch's own package loader passes it.
         num_models: how many model instances the container keeps for concurrent ``run`` calls.
+        library_key: (content digest of the .so, kind) to share the loaded library with other containers
+            of the same .so (``open_library``); None loads it anew.
 
     Raises PackageError when the container cannot be created.
     """
 
-    def __init__(self, so_path: str, device: str, cubin_dir: str | None, num_models: int = 1):
-        self._lib = open_library(so_path)
+    def __init__(self, so_path: str, device: str, cubin_dir: str | None, num_models: int = 1,
+                 library_key: tuple | None = None):
+        self._lib = open_library(so_path, library_key)
         self._handle = _Handle()
         cubin = cubin_dir.encode() if cubin_dir else None
         code = self._lib.AOTInductorModelContainerCreateWithDevice(
@@ -123,7 +155,9 @@ class ModelContainer:
         message = ctypes.c_char_p()
         if self._lib.AOTInductorGetLastError(ctypes.byref(message)) != _OK or not message.value:
             return ""
-        return message.value.decode(errors="replace").strip()
+        text = message.value.decode(errors="replace")
+        # c10::Error's what() appends the C++ stack trace (18 lines of frames): keep the message.
+        return text.split(_CXX_TRACE, 1)[0].strip()
 
     def _check(self, code: int, what: str, error=RuntimeCallError) -> None:
         if code != _OK:
@@ -200,7 +234,9 @@ class ModelContainer:
         handle = self._handle
         if not handle.value:
             raise RuntimeCallError("the model container was deleted (Program.close() was called)")
-        code = function(handle, input_handles, len(input_handles), output_handles, len(output_handles), stream, None)
+        with _QUIET:  # the generated code prints each error, with its C++ stack trace, on stderr
+            code = function(handle, input_handles, len(input_handles), output_handles, len(output_handles),
+                            stream, None)
         if code != _OK:
             self._check(code, "running the model")
 
@@ -220,6 +256,29 @@ class ModelContainer:
     @property
     def deleted(self) -> bool:
         return not self._handle.value
+
+
+AOTI_CHECKS_VARIABLE = "AOTI_RUNTIME_CHECK_INPUTS"
+
+
+def require_aoti_input_checks(package_path: str) -> None:
+    """Turn on the input checks that the generated code carries (dtype, sizes, strides, device; reported
+    through the container's error code), for a package whose inputs aotcuda cannot check itself (no
+    aotcuda signature). Raises PackageError when the environment turns them off: such a package must
+    never run unchecked (a float64 input read as float32 bytes, a small input read past its end).
+
+    The generated code reads the variable once per library, at its first run, so this must happen before
+    then; such packages get libraries of their own kind (``open_library``'s key). Process-wide: packages
+    loaded later check their inputs too (a few comparisons per input).
+    """
+    value = os.environ.get(AOTI_CHECKS_VARIABLE)
+    if value is not None and value.startswith("0"):  # the generated code: on unless it starts with '0'
+        raise PackageError(
+            f"{package_path!r} has no aotcuda signature, so only AOTInductor's own input checks can check its "
+            f"inputs, and {AOTI_CHECKS_VARIABLE}={value!r} in the environment turns them off. Unset "
+            f"{AOTI_CHECKS_VARIABLE} (or set it to 1), or add the signature: lower the model with aotcuda.lower, "
+            "or write it with aotcuda.runtime.package.write_signature")
+    os.environ.setdefault(AOTI_CHECKS_VARIABLE, "1")
 
 
 # --- tensors ↔ handles, through torch's own helpers ----------------------------------------------------

@@ -6,21 +6,31 @@ Per input signature (the shapes and dtypes of the call's inputs):
   * the next call copies its inputs into static input buffers and captures one run of the model
     (``AOTInductorModelContainerRunSingleThreaded`` on a side stream, ``torch.cuda.CUDAGraph``), then
     replays the graph once to compute that call's outputs;
-  * every later call copies its inputs into the static buffers and replays.
+  * every later call copies its inputs into the static buffers (one multi-tensor copy; none for an input
+    that IS its static buffer) and replays.
 The outputs of a replay live in the graph's static output buffers, which the next replay overwrites; the
 Program returns COPIES of them (slots that share one tensor still share one copy) or copies them into
-the caller's buffers. A call whose inputs ARE the static input buffers skips their copy.
-
-Zero copy: ``Program.bind`` (``BoundGraph`` below) captures one graph on the caller's own input tensors:
-the caller writes new inputs into them in place and calls ``replay()``, which is one graph launch and
-nothing else; the outputs are read from the graph's static output buffers (or, when the caller binds
-output buffers, copied into them by the graph itself). A new input shape starts its own warm-up and capture; at most ``max_graphs``
+the caller's buffers. A new input shape starts its own warm-up and capture; at most ``max_graphs``
 graphs are kept (least recently used goes first). A failed capture raises RuntimeCallError, releases
 every output handle once (ownership rule), and that shape runs eagerly from then on.
+
+Zero copy: ``Program.bind`` (``aotcuda.runtime.bound``) captures one graph on the caller's own tensors
+with ``capture`` below; its replay is one graph launch and nothing else.
+
+Inputs the program writes in place (``mutated``) are written into the static input buffers by a
+replay; each replay copies them back into the call's own inputs, as an eager run writes them.
+
+Threads: one graph has one set of static buffers, so calls through graphs run one at a time (a lock),
+and the copy of the results out of the static buffers (``finish``) happens under that lock too. On the
+GPU the next call's input copy must not overtake the previous call's output copy: calls on one stream are
+ordered by the stream itself; a call on another stream first waits for an event recorded on the previous
+call's stream (made only when the stream changes: an event per call costs microseconds of host time,
+the whole budget of a replay). Warm-up calls run outside the lock, concurrently, like calls without graphs.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +38,7 @@ from dataclasses import dataclass, field
 import torch
 
 from aotcuda.errors import RuntimeCallError
+from aotcuda.runtime.checks import write_back
 
 RunFn = Callable[..., list]  # run(inputs, stream=None, single_threaded=False) -> list[Tensor | None]
 
@@ -86,27 +97,61 @@ class GraphRunner:
         device: the CUDA device.
         warmup_calls: eager calls per shape before the capture.
         max_graphs: graphs kept at most.
+        mutated: indices of the inputs the program writes in place (copied back after each replay).
     """
 
-    def __init__(self, run: RunFn, device: torch.device, warmup_calls: int = 3, max_graphs: int = 8):
+    def __init__(self, run: RunFn, device: torch.device, warmup_calls: int = 3, max_graphs: int = 8,
+                 mutated: frozenset[int] = frozenset()):
         self._run, self.device = run, device
         self.warmup_calls, self.max_graphs = warmup_calls, max_graphs
+        self.mutated = mutated
         self._states: OrderedDict[tuple, _ShapeState] = OrderedDict()
         self._last: tuple | None = None  # (key, state) of the latest call: repeats skip the LRU update
+        self._lock = threading.Lock()
+        self._raw_stream = raw_stream_function(device)
+        self._last_stream: int | None = None  # the raw stream of the last call through a graph
 
-    def __call__(self, inputs: list[torch.Tensor]) -> tuple[list, bool]:
-        """Run once; return (outputs, static): static is True when the outputs are the graph's buffers,
-        which the caller must copy before the next call."""
+    def __call__(self, inputs: list[torch.Tensor], finish: Callable[[list, bool], list]) -> list:
+        """Run once and return ``finish(outputs, static)``: static is True when the outputs are the graph's
+        buffers, which finish must copy (it runs under the lock, before the next replay can start)."""
         key = shape_key(inputs)
-        last = self._last
-        state = last[1] if last is not None and last[0] == key else self._state_for(key)
+        with self._lock:
+            last = self._last
+            state = last[1] if last is not None and last[0] == key else self._state_for(key)
+            if state.graph is not None:  # the usual call: one lock, one replay
+                return self._graph_call(state, inputs, finish)
+            eager = state.eager_only or state.calls < self.warmup_calls
+            if eager:
+                state.calls += 1
+        if eager:
+            return finish(self._run(inputs), False)
+        with self._lock:
+            if not state.eager_only:  # else another thread's capture of this shape failed meanwhile
+                return self._graph_call(state, inputs, finish)
+        return finish(self._run(inputs), False)
+
+    def _graph_call(self, state: _ShapeState, inputs, finish) -> list:
+        """Replay (capturing first if needed), write back mutated inputs, finish; under the lock."""
+        stream = self._raw_stream()
+        if self._last_stream is not None and stream != self._last_stream:
+            # Another stream than the last call's: wait for everything queued there so far (its output copy).
+            event = torch.cuda.Event()
+            event.record(torch.cuda.ExternalStream(self._last_stream, device=self.device))
+            torch.cuda.current_stream(self.device).wait_event(event)
         if state.graph is not None:
             copy_into(state.static_inputs, inputs)
             state.graph.replay()
-            return state.static_outputs, True
-        if state.eager_only or state.calls < self.warmup_calls:
-            state.calls += 1
-            return self._run(inputs), False
+            outputs = state.static_outputs
+        else:
+            self._capture(state, inputs)
+            outputs = list(state.static_outputs)
+        if self.mutated:
+            write_back(inputs, state.static_inputs, self.mutated)
+        result = finish(outputs, True)
+        self._last_stream = stream
+        return result
+
+    def _capture(self, state: _ShapeState, inputs) -> None:
         static_inputs = [t.clone() for t in inputs]
         try:
             graph, static_outputs = capture(self._run, self.device, static_inputs)
@@ -116,7 +161,6 @@ class GraphRunner:
                                    "cuda_graphs=False to skip capturing.") from exc.__cause__
         state.graph, state.static_inputs, state.static_outputs = graph, static_inputs, static_outputs
         graph.replay()
-        return static_outputs, True
 
     @property
     def num_graphs(self) -> int:
@@ -135,5 +179,15 @@ class GraphRunner:
 
     def clear(self) -> None:
         """Drop every graph and its static buffers."""
-        self._states.clear()
-        self._last = None
+        with self._lock:
+            self._states.clear()
+            self._last = None
+
+
+def raw_stream_function(device: torch.device):
+    """A function returning the current raw CUDA stream of ``device`` as an int, cheaply: Inductor's own
+    ``torch._C._cuda_getCurrentRawStream`` where this torch has it, else through a Stream object."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return lambda: raw(device.index)
+    return lambda: torch.cuda.current_stream(device).cuda_stream

@@ -18,8 +18,10 @@ libstdc++. RTLD_DEEPBIND does the opposite (binds the `.so` to itself first) and
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import struct
+import threading
 
 from aotcuda.errors import PackageError
 
@@ -104,3 +106,70 @@ def open_model_library(path: str) -> ctypes.CDLL:
             f"cannot open the model library {path}: {exc}. The package may be corrupt, or built by "
             "another torch version or for another machine; lower the model again with this torch."
         ) from exc
+
+
+# --- quiet C++ errors ----------------------------------------------------------------------------------
+#
+# The generated code prints every exception of a failed run on std::cerr, and a c10::Error (an index out
+# of range, AOTI's own input checks) carries the whole C++ stack trace: 18 lines on stderr for one
+# rejected call, which a server logs per call. The same message reaches the caller in the RuntimeCallError
+# (AOTInductorGetLastError, the trace cut off). So during a run std::cerr is muted: its badbit set, which
+# makes libstdc++ drop what is written to it. Process-wide: C++ code on other threads that writes to
+# std::cerr while a run is in flight is muted too (torch's Python-side warnings are not C++ cerr).
+# AOTCUDA_CXX_ERRORS=1 keeps the generated code's output.
+
+_BADBIT = 1  # std::ios_base::badbit in libstdc++
+_mute_lock = threading.Lock()
+_mute_depth = 0
+
+
+@functools.cache
+def _cerr_state_setter():
+    """(clear function, address of std::cerr's basic_ios), or None where libstdc++ is not as expected."""
+    try:
+        cxx = ctypes.CDLL(_CXX_RUNTIME, mode=os.RTLD_NOW | os.RTLD_GLOBAL | os.RTLD_NOLOAD)
+        cerr = ctypes.addressof(ctypes.c_void_p.in_dll(cxx, "_ZSt4cerr"))
+        clear = cxx._ZNSt9basic_iosIcSt11char_traitsIcEE5clearESt12_Ios_Iostate  # basic_ios<char>::clear
+    except (OSError, ValueError, AttributeError):
+        return None
+    clear.argtypes, clear.restype = [ctypes.c_void_p, ctypes.c_int], None
+    # std::ostream's virtual base std::basic_ios sits at the offset its vtable records (Itanium C++ ABI:
+    # the virtual-base offset, three words before the address the object's vtable pointer holds).
+    vtable = ctypes.c_void_p.from_address(cerr).value
+    offset = ctypes.c_ssize_t.from_address(vtable - 3 * ctypes.sizeof(ctypes.c_void_p)).value
+    if not 0 < offset < 4096:
+        return None
+    return clear, cerr + offset
+
+
+def _set_cerr_muted(muted: bool) -> None:
+    setter = _cerr_state_setter()
+    if setter is not None:
+        clear, ios = setter
+        clear(ios, _BADBIT if muted else 0)
+
+
+class _QuietCxxErrors:
+    """``with quiet_cxx_errors():`` mutes std::cerr while the block runs (nested and concurrent blocks:
+    muted until the last one ends). A class, not a generator: it runs around every model run."""
+
+    def __enter__(self) -> None:
+        global _mute_depth
+        with _mute_lock:
+            _mute_depth += 1
+            if _mute_depth == 1 and os.environ.get("AOTCUDA_CXX_ERRORS") != "1":
+                _set_cerr_muted(True)
+
+    def __exit__(self, *exc_info) -> None:
+        global _mute_depth
+        with _mute_lock:
+            _mute_depth -= 1
+            if _mute_depth == 0:
+                _set_cerr_muted(False)
+
+
+_QUIET = _QuietCxxErrors()
+
+
+def quiet_cxx_errors() -> _QuietCxxErrors:
+    return _QUIET

@@ -30,6 +30,8 @@ Format (version 1)::
                   "contiguous": true,               # the exported example was contiguous (inputs)
                   "strides": [Dim, ...],            # the exported example's strides, which the generated
                                                     # code assumes (optional: absent in older packages)
+                  "mutated": false,                 # inputs: the program writes it in place (optional:
+                                                    # absent in older packages, see runtime/checks.py)
                   "complex": null}                  # or "complex64" (complex32, complex128): the caller's
                                                     # complex dtype of a tensor the package takes/returns
                                                     # as its real pair (ReplaceComplexWithRealPass); dtype,
@@ -55,6 +57,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from aotcuda.errors import PackageError
+from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction, copy_entry, read_entry
 
 SIGNATURE_ENTRY = "aotcuda/signature.json"
 SIGNATURE_FORMAT, SIGNATURE_VERSION = "aotcuda.signature", 1
@@ -73,6 +76,7 @@ class ExtractedPackage:
     blob_path: str | None
     signature: dict | None
     proxy_ops: list[str] = field(default_factory=list)
+    so_digest: str = ""  # SHA-256 of the .so: which loads may share one loaded library
     _finalizer: weakref.finalize = field(repr=False, default=None)
 
     @property
@@ -132,15 +136,19 @@ _DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError)
 
 
 def _extract_model(archive: zipfile.ZipFile, names: list[str], model_dir_entry: str, root: str,
-                   out_dir: str, path: str) -> str:
-    """Extract the model folder (and data/constants/*, flattened into it) to out_dir/<model>; return it.
+                   out_dir: str, path: str, limits: ArchiveLimits) -> tuple[str, str]:
+    """Extract the model folder (and data/constants/*, flattened into it) to out_dir/<model>; return it
+    and the SHA-256 of its .so.
 
-    Raises PackageError naming the damaged entry when an entry's data does not match its checksum.
+    Raises PackageError naming the damaged entry when an entry's data does not match its checksum, and
+    before writing anything when the entries would inflate past ``limits`` (``aotcuda.runtime.archive``).
     """
     model_dir = os.path.join(out_dir, "model")
     os.makedirs(model_dir)
     constants_entry = f"{root}data/constants/"
-    for name in names:
+    wanted = []
+    for info in archive.infolist():
+        name = info.filename
         if name.endswith("/"):
             continue
         if name.startswith(model_dir_entry):
@@ -149,37 +157,55 @@ def _extract_model(archive: zipfile.ZipFile, names: list[str], model_dir_entry: 
             relative = posixpath.basename(name)
         else:
             continue
-        target = _safe_target(model_dir, relative)
+        wanted.append((info, _safe_target(model_dir, relative)))
+    check_extraction(path, [info for info, _ in wanted], limits)
+    so_digest = ""
+    for info, target in wanted:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         try:
-            with archive.open(name) as source, open(target, "wb") as sink:
-                shutil.copyfileobj(source, sink)
+            digest = copy_entry(archive, info, target, digest=info.filename.endswith(".so"))
         except _DAMAGED_ZIP as exc:
-            raise PackageError(f"{path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy the "
+            raise PackageError(f"{path!r} is damaged: its entry {info.filename!r} cannot be read ({exc}); copy the "
                                "package again, or lower the model again") from exc
-    return model_dir
+        so_digest = so_digest or digest
+    return model_dir, so_digest
 
 
 def _files_with_suffix(folder: str, suffix: str) -> list[str]:
     return sorted(os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if f.endswith(suffix))
 
 
-def open_package(path: str | os.PathLike, model_name: str | None = None) -> ExtractedPackage:
+@contextlib.contextmanager
+def _opened(path: str, model_name: str | None, limits: ArchiveLimits):
+    """The open zip, its entry names, the chosen model, the archive root and the signature (None if
+    absent), with the entry count checked."""
+    with _open_zip(path) as archive:
+        check_entries(path, archive.infolist(), limits)
+        names = archive.namelist()
+        root = _archive_root(names)
+        model = _pick_model(path, names, model_name)
+        yield archive, names, model, root, _read_signature_entry(archive, names, root, path, limits)
+
+
+def open_package(path: str | os.PathLike, model_name: str | None = None,
+                 limits: ArchiveLimits | None = None) -> ExtractedPackage:
     """Extract the model of an AOTI package to a private temporary folder.
 
-    Raises PackageError when the file is missing, not a zip, holds no (or no such) model, or holds C++
-    sources without a compiled .so (packages built with ``aot_inductor.package_cpp_only``).
+    ``limits``: bounds on what the package may inflate to (default: ``ArchiveLimits.from_environment()``).
+
+    Raises PackageError when the file is missing, not a zip, holds no (or no such) model, holds C++
+    sources without a compiled .so (packages built with ``aot_inductor.package_cpp_only``), or exceeds
+    the limits (a decompression bomb: refused before anything is written).
     """
     path = os.fspath(path)
-    with _open_zip(path) as archive:
-        names = archive.namelist()
-        model = _pick_model(path, names, model_name)
-        root = _archive_root(names)
-        signature = _read_signature_entry(archive, names, root, path)
+    limits = limits or ArchiveLimits.from_environment()
+    with _opened(path, model_name, limits) as (archive, names, model, root, signature):
         out_dir = tempfile.mkdtemp(prefix="aotcuda-")
         try:
-            model_dir = _extract_model(archive, names, f"{root}data/aotinductor/{model}/", root, out_dir, path)
-            package = _describe_model(path, model, model_dir, signature)
+            model_dir, so_digest = _extract_model(archive, names, f"{root}data/aotinductor/{model}/", root,
+                                                  out_dir, path, limits)
+            package = _describe_model(path, model, model_dir, signature, limits)
+            package.so_digest = so_digest
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)
             raise
@@ -188,7 +214,8 @@ def open_package(path: str | os.PathLike, model_name: str | None = None) -> Extr
     return package
 
 
-def _describe_model(path: str, model: str, model_dir: str, signature: dict | None) -> ExtractedPackage:
+def _describe_model(path: str, model: str, model_dir: str, signature: dict | None,
+                    limits: ArchiveLimits) -> ExtractedPackage:
     so_files = _files_with_suffix(model_dir, ".so")
     if len(so_files) != 1:
         what = "several .so files" if so_files else (
@@ -196,34 +223,46 @@ def _describe_model(path: str, model: str, model_dir: str, signature: dict | Non
         raise PackageError(f"{path!r} (model {model!r}) holds {what}; rebuild it with "
                            "torch._inductor.aoti_compile_and_package (without package_cpp_only)")
     meta_files = _files_with_suffix(model_dir, "wrapper_metadata.json") or _files_with_suffix(model_dir, "_metadata.json")
-    metadata = _read_metadata(path, meta_files[0]) if meta_files else {}
+    metadata = _read_metadata(path, meta_files[0], limits) if meta_files else {}
     blobs = _files_with_suffix(model_dir, ".blob")
     return ExtractedPackage(path, model, so_files[0], os.path.dirname(so_files[0]), metadata,
-                            blobs[0] if blobs else None, signature, _proxy_executor_ops(so_files[0]))
+                            blobs[0] if blobs else None, signature, _proxy_executor_ops(so_files[0], limits))
 
 
-def _read_metadata(path: str, meta_file: str) -> dict[str, str]:
+def _read_small_file(path: str, file: str, limits: ArchiveLimits) -> bytes:
+    size = os.path.getsize(file)
+    if limits.max_json_bytes and size > limits.max_json_bytes:
+        raise PackageError(f"{path!r}: the model's {os.path.basename(file)} is {size / (1 << 20):.1f} MiB, more than "
+                           f"the {limits.max_json_bytes >> 20} MiB a JSON entry may have; it is damaged or hostile. "
+                           "If you trust it, set AOTCUDA_MAX_JSON_BYTES (0: no limit)")
+    with open(file, "rb") as f:
+        return f.read()
+
+
+def _read_metadata(path: str, meta_file: str, limits: ArchiveLimits) -> dict[str, str]:
     """The model's ``<hash>.wrapper_metadata.json``: a JSON object of strings (AOTI_DEVICE_KEY, ...)."""
+    return _parse_metadata(path, os.path.basename(meta_file), _read_small_file(path, meta_file, limits))
+
+
+def _parse_metadata(path: str, file_name: str, data: bytes) -> dict[str, str]:
     try:
-        with open(meta_file) as f:
-            metadata = json.load(f)
+        metadata = json.loads(data)
     except ValueError as exc:
-        raise PackageError(f"{path!r}: the model's metadata {os.path.basename(meta_file)} is not valid JSON "
+        raise PackageError(f"{path!r}: the model's metadata {file_name} is not valid JSON "
                            f"({exc}); the package is damaged, lower the model again") from exc
     if not isinstance(metadata, dict):
-        raise PackageError(f"{path!r}: the model's metadata {os.path.basename(meta_file)} is a "
+        raise PackageError(f"{path!r}: the model's metadata {file_name} is a "
                            f"{type(metadata).__name__}, not a JSON object; the package is damaged, lower the model again")
     return {str(k): str(v) for k, v in metadata.items()}
 
 
-def _proxy_executor_ops(so_path: str) -> list[str]:
+def _proxy_executor_ops(so_path: str, limits: ArchiveLimits) -> list[str]:
     """The ops the model runs through AOTI's proxy executor (ops without a C shim, e.g. aten::tanh on
     complex values, and custom ops), listed in ``<hash>.wrapper.json`` next to the .so."""
     extern_file = so_path[: -len(".so")] + ".json"
     if not os.path.exists(extern_file):
         return []
-    with open(extern_file, "rb") as f:
-        return _proxy_targets(f.read(), os.path.basename(extern_file))
+    return _proxy_targets(_read_small_file(so_path, extern_file, limits), os.path.basename(extern_file))
 
 
 def check_no_proxy_executor(package: ExtractedPackage) -> None:
@@ -250,10 +289,44 @@ def proxy_executor_ops(package_path: str | os.PathLike) -> list[str]:
     (``torch._inductor.aoti_load_package``). Empty for a package without such ops.
     """
     path = os.fspath(package_path)
+    limits = ArchiveLimits.from_environment()
     with _open_zip(path) as archive:
+        check_entries(path, archive.infolist(), limits)
         names = archive.namelist()
         tables = [n for n in names if n.endswith(".wrapper.json") and "/data/aotinductor/" in f"/{n}"]
-        return [op for table in tables for op in _proxy_targets(archive.read(table), posixpath.basename(table))]
+        return [op for table in tables for op in _proxy_targets(read_json_entry(archive, table, path, limits),
+                                                                  posixpath.basename(table))]
+
+
+def read_json_entry(archive: zipfile.ZipFile, name: str, path: str, limits: ArchiveLimits) -> bytes:
+    """A JSON entry's bytes, within ``limits.max_json_bytes``; PackageError for a damaged entry."""
+    try:
+        return read_entry(archive, name, limits.max_json_bytes, path, "max_json_bytes")
+    except _DAMAGED_ZIP as exc:
+        raise PackageError(f"{path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy the "
+                           "package again, or lower the model again") from exc
+
+
+def describe_package(package_path: str | os.PathLike, model_name: str | None = None,
+                     limits: ArchiveLimits | None = None) -> tuple[dict[str, str], dict | None]:
+    """(the model's metadata, the aotcuda signature or None), read from the zip within ``limits``:
+    nothing is extracted and no code of the package runs (what ``aotcuda inspect`` shows). A package
+    that load would refuse for its size is refused here too.
+
+    Raises PackageError as open_package does."""
+    path = os.fspath(package_path)
+    limits = limits or ArchiveLimits.from_environment()
+    with _opened(path, model_name, limits) as (archive, names, model, root, signature):
+        folder = f"{root}data/aotinductor/{model}/"
+        # What load would extract, checked as load checks it: inspect refuses what load refuses.
+        check_extraction(path, [info for info in archive.infolist() if info.filename.startswith(
+            (folder, f"{root}data/constants/")) and not info.filename.endswith("/")], limits)
+        meta = sorted(n for n in names if n.startswith(folder) and n.endswith("wrapper_metadata.json")) or sorted(
+            n for n in names if n.startswith(folder) and n.endswith("_metadata.json"))
+        if not meta:
+            return {}, signature
+        data = read_json_entry(archive, meta[0], path, limits)
+        return _parse_metadata(path, posixpath.basename(meta[0]), data), signature
 
 
 def _proxy_targets(data: bytes, file_name: str) -> list[str]:
@@ -268,15 +341,14 @@ def _proxy_targets(data: bytes, file_name: str) -> list[str]:
 # --- the signature ----------------------------------------------------------------------------------------
 
 
-def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str, path: str) -> dict | None:
+def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str, path: str,
+                          limits: ArchiveLimits) -> dict | None:
     entry = next((n for n in (f"{root}{SIGNATURE_ENTRY}", SIGNATURE_ENTRY) if n in names), None)
     if entry is None:
         return None
+    data = read_json_entry(archive, entry, path, limits)
     try:
-        signature = json.loads(archive.read(entry))
-    except _DAMAGED_ZIP as exc:
-        raise PackageError(f"{path!r} is damaged: its entry {entry!r} cannot be read ({exc}); copy the "
-                           "package again, or lower the model again") from exc
+        signature = json.loads(data)
     except ValueError as exc:
         raise PackageError(f"{path!r}: {entry} is not valid JSON: {exc}") from exc
     if not isinstance(signature, dict):
@@ -300,7 +372,7 @@ def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None
     path = os.fspath(package)
     with _open_zip(path) as archive:
         names = archive.namelist()
-        return _read_signature_entry(archive, names, _archive_root(names), path)
+        return _read_signature_entry(archive, names, _archive_root(names), path, ArchiveLimits.from_environment())
 
 
 def _dim_spec(size, range_constraints) -> int | dict:
@@ -341,6 +413,26 @@ def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dic
     }
 
 
+def mutated_user_inputs(ep) -> set[str]:
+    """Names of the user inputs the program writes in place: the graph signature's USER_INPUT_MUTATION
+    targets (a functionalized program, as lower() compiles), and placeholders passed as a written
+    argument (``Tensor(a!)``) of an op (an ExportedProgram not yet through run_decompositions)."""
+    import torch
+
+    user = set(ep.graph_signature.user_inputs)
+    written = set(ep.graph_signature.user_inputs_to_mutate.values()) & user
+    for node in ep.graph.nodes:
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None:
+            continue
+        given = [*zip(schema.arguments, node.args),
+                 *((a, node.kwargs[a.name]) for a in schema.arguments if a.name in node.kwargs)]
+        written.update(value.name for argument, value in given
+                       if argument.alias_info is not None and argument.alias_info.is_write
+                       and isinstance(value, torch.fx.Node) and value.op == "placeholder" and value.name in user)
+    return written
+
+
 def signature_from_exported_program(ep, device: str | None = None) -> dict:
     """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
 
@@ -357,7 +449,9 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
 
     sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
-    inputs = [_tensor_spec(name, placeholders[name].meta["val"], ep.range_constraints, complex_dtype)
+    mutated = mutated_user_inputs(ep)
+    inputs = [{**_tensor_spec(name, placeholders[name].meta["val"], ep.range_constraints, complex_dtype),
+               "mutated": name in mutated}
               for name, complex_dtype in zip(sig.user_inputs, boundary.inputs)
               if isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
     output_node = next(n for n in ep.graph.nodes if n.op == "output")

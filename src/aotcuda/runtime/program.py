@@ -13,7 +13,12 @@ What a call does:
   3. turns the output handles into tensors by the ownership rule (``aotcuda.runtime.ownership``): slots
      that hold one handle get one tensor, so a tensor returned in several slots comes back as one storage,
      as in eager; on a failed run every written handle is released exactly once;
-  4. unflattens the outputs with the output pytree spec.
+  4. unflattens the outputs with the output pytree spec;
+  5. writes back inputs the program updates in place into the caller's tensors, when the checks had
+     copied them into the exported layout (``checks.write_back``).
+
+Threads: one Program may be called from many threads; ``close()`` waits for the calls in flight
+(``aotcuda.runtime.lifetime``). Overlapping caller output buffers are refused (``checks.shares_memory``).
 
 Caller-provided outputs (``execute(inputs, outputs=[...])``) each get their own copy of their slot's
 result (device to device on CUDA), also slots that share a handle. Their dtype, device and shape are
@@ -23,6 +28,7 @@ raises OutputError. CUDA graphs: see ``aotcuda.runtime.graphs``.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -31,12 +37,15 @@ import torch.utils._pytree as pytree
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
+from aotcuda.runtime.archive import ArchiveLimits
 from aotcuda.runtime.bound import BoundGraph, bind_graph
 from aotcuda.runtime.checks import (
     TensorSpec,
     check_buffers_match,
     check_caller_outputs,
     check_inputs,
+    check_mutated_inputs,
+    write_back,
 )
 from aotcuda.runtime.complex_boundary import split_signature
 from aotcuda.runtime.container import (
@@ -44,9 +53,11 @@ from aotcuda.runtime.container import (
     delete_handle,
     handle_array_type,
     new_handle_array,
+    require_aoti_input_checks,
     steal_handles,
 )
-from aotcuda.runtime.graphs import GraphRunner
+from aotcuda.runtime.graphs import GraphRunner, raw_stream_function
+from aotcuda.runtime.lifetime import CallGate
 from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 
@@ -54,7 +65,7 @@ __all__ = ["Program", "load", "read_signature"]
 
 
 def load(path: str | os.PathLike, *, device: str | torch.device | None = None, cuda_graphs: bool = False,
-         model_name: str | None = None) -> Program:
+         model_name: str | None = None, limits: ArchiveLimits | None = None) -> Program:
     """Load an AOTInductor package (.pt2) and return a callable Program.
 
     Args:
@@ -63,10 +74,12 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
             A CUDA package runs only on CUDA, a CPU package only on the CPU.
         cuda_graphs: capture the model in CUDA graphs after three warm-up calls per input shape (CUDA only).
         model_name: which model of a package with several (default: "model", or the only one).
+        limits: bounds on what the package may inflate to when extracted (``aotcuda.runtime.archive``;
+            default: ``ArchiveLimits.from_environment()``).
 
-    Raises PackageError when the package cannot be opened or loaded on that device.
+    Raises PackageError when the package cannot be opened or loaded on that device, or exceeds the limits.
     """
-    package = open_package(path, model_name)
+    package = open_package(path, model_name, limits)
     try:
         return Program(package, device=device, cuda_graphs=cuda_graphs)
     except BaseException:
@@ -98,6 +111,12 @@ def _resolve_device(package: ExtractedPackage, device) -> torch.device:
                                "on a machine with a CUDA GPU, or lower the model again with device='cpu'")
         if wanted.index is None:
             wanted = torch.device("cuda", torch.cuda.current_device())
+        count = torch.cuda.device_count()
+        if wanted.index >= count:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            raise PackageError(f"device={str(wanted)!r}, but torch sees {count} CUDA device(s) here (cuda:0"
+                               f"{'' if count == 1 else f' to cuda:{count - 1}'}"
+                               f"{'' if visible is None else f'; CUDA_VISIBLE_DEVICES={visible!r}'}); pass one of those")
     return wanted
 
 
@@ -106,7 +125,7 @@ class Program:
 
     Read-only info: ``package_path``, ``device``, ``input_specs`` / ``output_specs`` (TensorSpec per flat
     input/output, or None when the package has no aotcuda signature), ``input_names``, ``output_names``,
-    ``num_inputs``, ``num_outputs``, ``cuda_graphs``. Complex inputs and outputs of the user's program
+    ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``. Complex inputs and outputs of the user's program
     (real pairs in the package) are passed and returned as complex tensors, and their specs say so
     (``aotcuda.runtime.complex_boundary``).
     """
@@ -118,25 +137,41 @@ class Program:
             raise PackageError(f"cuda_graphs=True needs a CUDA package and device; this one runs on "
                                f"{self._device}. Load it with cuda_graphs=False.")
         check_no_proxy_executor(package)
-        device_str = str(self._device)
-        self._container = ModelContainer(package.so_path, device_str, package.model_dir)
-        if package.blob_path:
-            self._container.load_constants_blob(package.blob_path)
+        self._gate = CallGate()
+        unchecked = package.signature is None
+        if unchecked:
+            require_aoti_input_checks(package.path)
+        self._container = self._make_container(aoti_checks=unchecked)
         self._input_names = self._container.input_names()
         self._output_names = self._container.output_names()
         self._in_spec, self._out_spec = self._load_call_spec()
         signature, boundary = split_signature(package.signature, package.path)  # complex I/O: caller's terms
         self._input_specs, self._output_specs = self._load_specs(signature)
+        if self._input_specs is None and not unchecked:  # a stale signature: AOTI's own checks, as unsigned
+            require_aoti_input_checks(package.path)
+            self._container.delete()
+            self._container = self._make_container(aoti_checks=True)
         usable = self._input_specs is not None and self._output_specs is not None
         self._boundary = boundary if usable else None  # a stale signature adapts nothing
-        if self._input_specs is None:
-            _enable_aoti_input_checks()
-        self._graphs = GraphRunner(self._run, self._device) if cuda_graphs else None
+        self._mutated, self._written = _written_inputs(self._input_specs, self.num_inputs)
+        self._input_labels = tuple(spec.name for spec in self._input_specs or ()) or tuple(self._input_names)
+        self._graphs = GraphRunner(self._run, self._device, mutated=self._written) if cuda_graphs else None
         self._arg_names = None
         self._accepted = AcceptedSignatures(self._input_specs, self._device, self.num_inputs)
         self._output_array = handle_array_type(self.num_outputs)
-        self._stream_of = _current_stream_function(self._device)
+        self._stream_of = raw_stream_function(self._device) if self._device.type == "cuda" else None
         self._fast_paths()
+
+    def _make_container(self, aoti_checks: bool) -> ModelContainer:
+        """The model container, on a library shared with other loads of the same .so. A package whose inputs
+        only AOTI's own checks can check gets a library of its own kind: the generated code reads
+        AOTI_RUNTIME_CHECK_INPUTS once per library, at its first run."""
+        package = self._package
+        container = ModelContainer(package.so_path, str(self._device), package.model_dir,
+                                   library_key=(package.so_digest, "aoti-checks" if aoti_checks else ""))
+        if package.blob_path:
+            container.load_constants_blob(package.blob_path)
+        return container
 
     # --- read-only info ------------------------------------------------------------------------------
 
@@ -149,6 +184,7 @@ class Program:
     num_inputs = property(lambda self: self._container.num_inputs)
     num_outputs = property(lambda self: self._container.num_outputs)
     cuda_graphs = property(lambda self: self._graphs is not None)
+    closed = property(lambda self: self._gate.closed)  # True from the moment close() begins
     metadata = property(lambda self: dict(self._package.metadata))
 
     def __repr__(self) -> str:
@@ -227,34 +263,51 @@ class Program:
         """Run on flat inputs (the container's order: ``input_names``).
 
         Args:
-            inputs: one tensor per input.
-            outputs: None, or one caller-owned tensor per output slot to copy the results into.
+            inputs: one tensor per input. Inputs the program writes in place are updated in the caller's
+                tensor whatever its layout, as eager updates them.
+            outputs: None, or one caller-owned tensor per output slot to copy the results into; they
+                must not share memory with each other or with an input.
 
         Returns one tensor per output slot (the caller's buffers when given). Slots that hold one result
         share one tensor when ``outputs`` is None.
 
         Raises InputError / OutputError before running, RuntimeCallError when the container fails (every
-        output handle released once; the next call can run).
+        output handle released once; the next call can run) or the Program was closed.
+
+        Thread-safe: one Program may be called from many threads at once (calls through one CUDA graph
+        take turns); ``close()`` waits for the calls in flight.
         """
-        if self._container.deleted:
-            self._check_open()
-        tensors = _as_list(inputs, "inputs", InputError)
-        bindings = self._accepted.lookup(tensors)
-        if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
-            prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
-                                              self.num_inputs)
-            self._accepted.remember(tensors, prepared, bindings)
-        else:
-            prepared = tensors
-        if self._boundary is not None:
-            prepared = self._boundary.inputs_as_pairs(prepared)
-        if outputs is not None:
-            outputs = _as_list(outputs, "outputs", OutputError)
-            check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs)
-        if self._graphs is not None:
-            results, static = self._graphs(prepared)
-        else:
-            results, static = self._run(prepared), False
+        with self._gate:
+            originals = _as_list(inputs, "inputs", InputError)
+            bindings = self._accepted.lookup(originals)
+            if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
+                prepared, bindings = check_inputs(originals, self._input_specs, self._input_names, self._device,
+                                                  self.num_inputs, self._mutated)
+                self._accepted.remember(originals, prepared, bindings)
+            else:
+                prepared = originals  # checked before, and needing no copy into the exported layout
+                if self._mutated:  # these depend on the tensors themselves, not their signature
+                    check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
+            if self._boundary is not None:
+                prepared_pairs = self._boundary.inputs_as_pairs(prepared)
+            else:
+                prepared_pairs = prepared
+            if outputs is not None:
+                outputs = _as_list(outputs, "outputs", OutputError)
+                check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
+                                     originals, self._input_labels)
+            finish = functools.partial(self._finish, outputs)
+            if self._graphs is not None:
+                results = self._graphs(prepared_pairs, finish)
+            else:
+                results = finish(self._run(prepared_pairs), False)
+            if prepared is not originals:  # some input may have been copied into the exported layout
+                write_back(originals, prepared, self._written)
+            return results
+
+    def _finish(self, outputs, results: list, static: bool) -> list:
+        """The call's results: complex views where the caller's program had complex outputs, copied into
+        the caller's buffers when given, or copied out of a CUDA graph's static buffers."""
         if self._boundary is not None:
             results = self._boundary.outputs_as_complex(results)
         if outputs is not None:
@@ -301,43 +354,50 @@ class Program:
         Args:
             inputs: one CUDA tensor per input (the container's order, ``input_names``), in the layout the
                 program was exported with (contiguous for most). The graph reads them in place: write each
-                call's inputs into these tensors, then ``replay()``. They stay the caller's.
+                call's inputs into these tensors, then ``replay()``. They stay the caller's; inputs the
+                program writes in place are written there by each replay.
             outputs: None (read ``BoundGraph.outputs``, the graph's own static outputs, overwritten by each
-                replay), or one caller-owned tensor per output slot that the graph fills at the end of each
-                replay (a device copy inside the graph).
+                replay), or one caller-owned tensor per output slot, apart from each other and from the
+                inputs, that the graph fills at the end of each replay (a device copy inside the graph).
             warmup_calls: eager runs on ``inputs`` before the capture (at least one). A program that
                 mutates its buffers (a KV cache) sees these runs like calls.
 
         Works with ``cuda_graphs`` True or False; a bound graph does not count against ``max_graphs``.
         Returns a BoundGraph (``.replay()``, ``.inputs``, ``.outputs``, ``.graph``, ``.close()``); it
-        stops working when the Program is closed.
+        stops working when the Program is closed. Replays of one bound graph must not run concurrently
+        (one set of buffers); use one bound graph per thread.
 
         Raises InputError / OutputError as a call would (and InputError when an input is not in the
-        exported layout, which would need a copy), RuntimeCallError on a CPU Program or a failed capture.
+        exported layout, which would need a copy), RuntimeCallError on a CPU Program, a closed one, or a
+        failed capture.
         """
-        self._check_open()
-        tensors = _as_list(inputs, "inputs", InputError)
-        prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
-                                          self.num_inputs)
-        if self._boundary is not None:
-            prepared = self._boundary.inputs_as_pairs(prepared)
-        if outputs is not None:
-            outputs = _as_list(outputs, "outputs", OutputError)
-            check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs)
-        adapt = self._boundary.outputs_as_complex if self._boundary is not None else list
-        container = self._container
-        return bind_graph(self._run, self._device, tensors, prepared, self._input_names, outputs, warmup_calls,
-                          adapt, self._structure_outputs, lambda: not container.deleted)
+        with self._gate:
+            tensors = _as_list(inputs, "inputs", InputError)
+            prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
+                                              self.num_inputs, self._mutated)
+            if self._boundary is not None:
+                prepared = self._boundary.inputs_as_pairs(prepared)
+            if outputs is not None:
+                outputs = _as_list(outputs, "outputs", OutputError)
+                check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
+                                     tensors, self._input_labels)
+            adapt = self._boundary.outputs_as_complex if self._boundary is not None else list
+            gate = self._gate
+            return bind_graph(self._run, self._device, tensors, prepared, self._input_names, outputs,
+                              warmup_calls, adapt, self._structure_outputs, lambda: not gate.closed)
 
     # --- lifetime ------------------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._container.deleted:
-            raise RuntimeCallError("this Program was closed; load the package again")
-
     def close(self) -> None:
         """Free the CUDA graphs and the model container, and remove the extracted package (idempotent).
-        Outputs already returned stay valid."""
+
+        Calls in flight on other threads finish first (close waits for them); later calls raise
+        RuntimeCallError. Outputs already returned stay valid. The model's library stays loaded for the
+        next load of the same package (``aotcuda.runtime.container``: such libraries cannot be unloaded).
+        """
+        gate = getattr(self, "_gate", None)
+        if gate is not None:
+            gate.close()
         graphs = getattr(self, "_graphs", None)
         if graphs is not None:
             graphs.clear()
@@ -369,14 +429,17 @@ def _as_list(values, what: str, error: type) -> list:
                 f"pass [tensor, ...] (one per {what[:-1]}, in the container's order)")
 
 
-def _enable_aoti_input_checks() -> None:
-    """Without an aotcuda signature we cannot check inputs ourselves; turn on the checks that the generated
-    code carries (dtype, sizes, strides, device), which report through the container's error code.
+def _written_inputs(specs, num_inputs: int) -> tuple[frozenset[int], frozenset[int]]:
+    """(inputs known to be written in place, inputs to write back after a run).
 
-    The generated code reads AOTI_RUNTIME_CHECK_INPUTS once, at its first run, so this must happen before
-    then. It is process-wide: packages loaded later check their inputs too (a few comparisons per input).
+    A signature with the ``mutated`` field names them. Without it (an older aotcuda signature, or none),
+    nothing is known: every input the checks copied (a layout or a negation bit) is written back, which
+    is right whether the program wrote it or not, and costs a copy only for inputs that were copied.
     """
-    os.environ.setdefault("AOTI_RUNTIME_CHECK_INPUTS", "1")
+    if specs is not None and all(spec.mutated is not None for spec in specs):
+        known = frozenset(i for i, spec in enumerate(specs) if spec.mutated)
+        return known, known
+    return frozenset(), frozenset(range(num_inputs))
 
 
 def _release_written(output_array) -> None:
@@ -397,21 +460,6 @@ def _release_unstolen(alias: torch.Tensor | None, input_handles) -> None:
     if alias is not None and alias._use_count() > 1:
         for handle in input_handles:
             delete_handle(handle)
-
-
-def _current_stream_function(device: torch.device):
-    """A function returning the raw current CUDA stream of ``device`` (None for the CPU).
-
-    ``torch._C._cuda_getCurrentRawStream`` (what Inductor's own generated code calls) returns the int
-    directly; ``torch.cuda.current_stream(device).cuda_stream`` builds a Stream object first (µs per call).
-    """
-    if device.type != "cuda":
-        return None
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    index = device.index
-    if raw is not None:
-        return lambda: raw(index)
-    return lambda: torch.cuda.current_stream(device).cuda_stream
 
 
 def _copy_sharing(tensors: list) -> list:

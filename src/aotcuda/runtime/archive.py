@@ -1,0 +1,132 @@
+"""Reading an untrusted .pt2 zip within limits: no decompression bomb fills the disk or the memory.
+
+A zip entry declares its sizes in the archive's central directory, and Python's zipfile never inflates
+an entry past its declared size (it stops there and the CRC check fails). So the declared sizes bound
+what extracting or reading writes, and they are checked BEFORE anything is written or read:
+
+    limit                     default   environment variable             what it bounds
+    max_extract_bytes          64 GiB   AOTCUDA_MAX_EXTRACT_BYTES        all entries extracted from one package
+    max_ratio                     200   AOTCUDA_MAX_COMPRESSION_RATIO    uncompressed / compressed size, of each
+                                                                         entry and of all extracted together,
+                                                                         once more than ratio_floor bytes inflate
+    max_json_bytes             64 MiB   AOTCUDA_MAX_JSON_BYTES           a JSON entry read into memory
+                                                                         (signature, metadata, op table)
+    max_source_bytes          256 MiB   AOTCUDA_MAX_SOURCE_BYTES         a generated C++ source read into memory
+    max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive
+
+Real packages are far inside them: a compiled .so deflates 2-4x, weights about 1.1x; bombs inflate
+~1000x. A package of mostly-zero weights (a zero-initialized cache of a GiB) does exceed the ratio:
+the error says so and names the override (the variable, or ``aotcuda.load(..., limits=ArchiveLimits(...))``).
+Set a variable to 0 to lift that limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import zipfile
+from dataclasses import dataclass, fields, replace
+
+from aotcuda.errors import PackageError
+
+GiB, MiB = 1 << 30, 1 << 20
+_ENVIRONMENT = {
+    "max_extract_bytes": "AOTCUDA_MAX_EXTRACT_BYTES",
+    "max_ratio": "AOTCUDA_MAX_COMPRESSION_RATIO",
+    "max_json_bytes": "AOTCUDA_MAX_JSON_BYTES",
+    "max_source_bytes": "AOTCUDA_MAX_SOURCE_BYTES",
+    "max_entries": "AOTCUDA_MAX_ENTRIES",
+}
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """Bounds on reading one package (module docstring). 0 lifts a bound."""
+
+    max_extract_bytes: int = 64 * GiB
+    max_ratio: float = 200.0
+    ratio_floor: int = 64 * MiB
+    max_json_bytes: int = 64 * MiB
+    max_source_bytes: int = 256 * MiB
+    max_entries: int = 100_000
+
+    @classmethod
+    def from_environment(cls) -> ArchiveLimits:
+        """The defaults, with each AOTCUDA_MAX_* variable that is set taking its place.
+
+        Raises PackageError for a value that is not a number."""
+        limits = cls()
+        for field in fields(cls):
+            variable = _ENVIRONMENT.get(field.name)
+            text = os.environ.get(variable or "", "").strip()
+            if not text:
+                continue
+            try:
+                value = float(text) if field.name == "max_ratio" else int(text)
+            except ValueError as exc:
+                raise PackageError(f"{variable}={text!r} is not a number; set it to a number (0: no limit)") from exc
+            limits = replace(limits, **{field.name: value})
+        return limits
+
+
+def _over(value: float, limit: float) -> bool:
+    return bool(limit) and value > limit
+
+
+def _override(name: str) -> str:
+    return (f"if you trust this package, raise the limit: set {_ENVIRONMENT[name]} (0: no limit), or pass "
+            f"limits=ArchiveLimits({name}=...) to aotcuda.load")
+
+
+def check_entries(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits) -> None:
+    """Refuse an archive with too many entries, before anything is read."""
+    if _over(len(infos), limits.max_entries):
+        raise PackageError(f"{path!r} has {len(infos)} entries, more than the {limits.max_entries} a package may "
+                           f"have; it is damaged or hostile. {_override('max_entries')}")
+
+
+def check_extraction(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits) -> None:
+    """Refuse, before writing anything, to extract entries that inflate past the limits (sizes as the
+    archive declares them, which bound what zipfile writes)."""
+    total = sum(info.file_size for info in infos)
+    packed = sum(info.compress_size for info in infos)
+    if _over(total, limits.max_extract_bytes):
+        raise PackageError(f"{path!r} would extract to {total / GiB:.2f} GiB, more than the "
+                           f"{limits.max_extract_bytes / GiB:.2f} GiB limit. {_override('max_extract_bytes')}")
+    for info in infos:
+        _check_ratio(path, info.filename, info.file_size, info.compress_size, limits)
+    _check_ratio(path, "its entries together", total, packed, limits)
+
+
+def _check_ratio(path: str, what: str, size: int, packed: int, limits: ArchiveLimits) -> None:
+    if size > limits.ratio_floor and _over(size, limits.max_ratio * max(packed, 1)):
+        raise PackageError(
+            f"{path!r}: {what!s} inflate(s) from {packed / MiB:.1f} MiB to {size / MiB:.1f} MiB "
+            f"({size / max(packed, 1):.0f}x, more than the {limits.max_ratio:g}x limit): a decompression bomb, "
+            f"or weights that are mostly zeros. Nothing was extracted. {_override('max_ratio')}")
+
+
+def read_entry(archive: zipfile.ZipFile, name: str, limit: int, path: str, limit_name: str) -> bytes:
+    """An entry's bytes, refused (PackageError) when it declares more than ``limit`` bytes."""
+    info = archive.getinfo(name)
+    if _over(info.file_size, limit):
+        raise PackageError(f"{path!r}: its entry {name!r} is {info.file_size / MiB:.1f} MiB, more than the "
+                           f"{limit / MiB:.0f} MiB an entry of its kind may have; it is damaged or hostile. "
+                           f"{_override(limit_name)}")
+    with archive.open(info) as source:
+        return source.read(info.file_size + 1 if limit else -1)
+
+
+def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str, digest: bool = False) -> str:
+    """Extract one entry to ``target`` (at most its declared size: zipfile stops there); return the
+    SHA-256 of its bytes when ``digest`` (a library's identity, for sharing it), else ""."""
+    hasher = hashlib.sha256() if digest else None
+    with archive.open(info) as source, open(target, "wb") as sink:
+        if hasher is None:
+            shutil.copyfileobj(source, sink, 1 << 20)
+            return ""
+        while chunk := source.read(1 << 20):
+            hasher.update(chunk)
+            sink.write(chunk)
+    return hasher.hexdigest()

@@ -1,0 +1,84 @@
+"""The wire format of `POST /predict`: safetensors files in, safetensors files out.
+
+A request body is one safetensors file (https://huggingface.co/docs/safetensors) holding the program's
+flat inputs under their names (`Program.input_specs[i].name`, which `aotcuda inspect` lists: the exported
+forward's argument names, e.g. ``x``). A response body is one safetensors file holding the flat outputs
+as ``output_0``, ``output_1``, … in the container's order.
+
+safetensors stores every tensor dtype aotcuda packages use except complex128 (and the 8-bit float
+kinds); `unsupported_dtypes` says which of a program's do not travel, so that a server refuses to start
+rather than failing on every request.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aotcuda.errors import InputError
+
+__all__ = ["RequestError", "decode_inputs", "encode_outputs", "unsupported_dtypes"]
+
+
+class RequestError(InputError):
+    """A request body that is not a safetensors file of the program's inputs (answered with HTTP 400)."""
+
+
+def _safetensors():
+    try:
+        import safetensors.torch as safetensors_torch
+    except ImportError as error:
+        raise ImportError("aotcuda.serving needs safetensors and ray[serve]: pip install 'aotcuda[serve]'") from error
+    return safetensors_torch
+
+
+def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.Tensor]:
+    """The flat inputs of one request, in the container's order.
+
+    Args:
+        body: the request body, a safetensors file.
+        names: the program's input names, in the container's order.
+        max_bytes: refuse bodies larger than this (bytes).
+
+    Raises RequestError (an InputError) naming what is wrong: too large, not safetensors, a missing or an
+    unknown input name.
+    """
+    if len(body) > max_bytes:
+        raise RequestError(f"the request body has {len(body)} bytes, more than this server's limit of {max_bytes}; "
+                           "send smaller batches, or start the server with a larger --max-request-bytes")
+    try:
+        tensors = _safetensors().load(body)
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types, all meaning "not a file"
+        raise RequestError(f"the request body is not a safetensors file ({exc}); send the inputs as "
+                           "safetensors.torch.save({name: tensor, ...})") from None
+    missing = [name for name in names if name not in tensors]
+    unknown = sorted(set(tensors) - set(names))
+    if missing or unknown:
+        parts = ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else []) + (
+            [f"unknown input(s) {', '.join(map(repr, unknown))}"] if unknown else [])
+        raise RequestError(f"{'; '.join(parts)}: the program takes {', '.join(map(repr, names))}")
+    return [tensors[name] for name in names]
+
+
+def encode_outputs(outputs: list[torch.Tensor]) -> bytes:
+    """A safetensors file with ``output_<i>`` per flat output (CPU copies; slots sharing one tensor are
+    and outputs viewing one storage are written as separate copies: safetensors refuses shared storage)."""
+    seen: set[int] = set()
+    named = {}
+    for index, tensor in enumerate(outputs):
+        tensor = tensor.detach().cpu().contiguous()
+        storage = tensor.untyped_storage().data_ptr()
+        named[f"output_{index}"] = tensor.clone() if storage in seen else tensor
+        seen.add(storage)
+    return _safetensors().save(named)
+
+
+def unsupported_dtypes(dtypes) -> list[torch.dtype]:
+    """The dtypes among ``dtypes`` that safetensors cannot store."""
+    safetensors_torch = _safetensors()
+    refused = []
+    for dtype in dict.fromkeys(dtypes):
+        try:
+            safetensors_torch.save({"probe": torch.zeros(1, dtype=dtype)})
+        except Exception:  # noqa: BLE001 - a dtype safetensors has no code for
+            refused.append(dtype)
+    return refused

@@ -1,0 +1,38 @@
+"""`aotcuda serve PACKAGE`: the command-line front of aotcuda.serving (registered by aotcuda.cli)."""
+
+from __future__ import annotations
+
+import click
+
+from aotcuda.serving.server import ServeOptions
+
+
+@click.command("serve")
+@click.argument("package", type=click.Path(exists=True, dir_okay=False))
+@click.option("--replicas", default=1, show_default=True, type=click.IntRange(min=1),
+              help="replicas, each loading the package (one GPU each for a CUDA package).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address the HTTP proxy listens on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--max-batch-size", default=1, show_default=True, type=click.IntRange(min=1),
+              help="most requests per batch (needs a dynamic batch dim 0; 1: no batching).")
+@click.option("--batch-wait-ms", default=5.0, show_default=True, type=click.FloatRange(min=0),
+              help="how long a batch waits for more requests after its first.")
+@click.option("--cuda-graphs", is_flag=True, help="capture the program in CUDA graphs on each GPU replica.")
+@click.option("--max-request-bytes", default=256 << 20, show_default=True, type=click.IntRange(min=1),
+              help="larger request bodies get HTTP 400.")
+def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes):
+    """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C: POST /predict (safetensors in and out),
+    GET /healthz. Starts Ray locally, or joins the cluster in RAY_ADDRESS. Needs pip install 'aotcuda[serve]'."""
+    from aotcuda.serving.server import serve_package
+
+    options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
+                           batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes)
+    try:
+        server = serve_package(package, options)
+    except KeyboardInterrupt:  # Ctrl-C while the replicas start: serve_package has shut everything down
+        click.echo("stopped before serving")
+        return
+    click.echo(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
+               f"({replicas} replica(s)); Ctrl-C stops")
+    server.wait()
+    click.echo("stopped")

@@ -1,0 +1,198 @@
+"""The Ray Serve deployment: one loaded Program per replica, HTTP routes, request batching.
+
+Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
+  POST /predict   body: safetensors of the inputs by name → 200 with safetensors of ``output_<i>``;
+                  400 with the reason as text for a bad request (not safetensors, missing input, wrong
+                  dtype or shape: the runtime's own InputError message); 500 when the program fails. Both
+                  carry the header X-Aotcuda-Error (the error's class): a 5xx without it comes from
+                  Ray's proxy (e.g. the request's replica died) and is safe to retry.
+  GET  /healthz   200 "ok" once every replica of the deployment runs (Ray Serve's own replica states),
+                  503 with the states otherwise.
+  GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected),
+                  its pid, device and the physical GPU ids Ray gave it.
+
+Each request's inputs are checked on their own, before batching, with the runtime's checks
+(``aotcuda.runtime.checks.check_inputs``): a bad request gets its own 400 and never joins a batch. A batch
+that fails as a whole (the container reports an error) is run again request by request, so that one
+request's failure stays its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+try:
+    import ray
+    from ray import serve
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse, Response
+except ImportError as error:  # pragma: no cover - the error message is the point
+    raise ImportError("aotcuda.serving needs Ray Serve: pip install 'aotcuda[serve]'") from error
+
+from aotcuda.errors import AotcudaError, InputError
+from aotcuda.runtime.checks import check_inputs
+from aotcuda.runtime.program import load
+from aotcuda.serving.batching import combine, serving_plan, split_rows
+from aotcuda.serving.client import ERROR_HEADER
+from aotcuda.serving.codec import decode_inputs, encode_outputs
+
+__all__ = ["ProgramReplica"]
+
+_CPU = torch.device("cpu")
+OCTET_STREAM = "application/octet-stream"
+# ERROR_HEADER marks the answers a replica gave itself (400 and 500): a 5xx without it came from Ray's
+# proxy, e.g. for a request whose replica died, and is safe to retry (see aotcuda.serving.client).
+
+
+class ProgramReplica:
+    """One replica: loads the package once and answers the routes above.
+
+    Args:
+        package_path: the .pt2 package; it must be readable at this path on the replica's node.
+        device: where to run (default: the package's device type; on a GPU replica, the GPU Ray gave it).
+        cuda_graphs: capture the program in CUDA graphs (CUDA packages only).
+        max_batch_size: most requests in one batch (1: no batching).
+        batch_wait_ms: how long a batch waits for more requests after its first (milliseconds).
+        max_request_bytes: larger request bodies are refused with 400.
+
+    Raises ServingConfigError (see batching.serving_plan) when the options do not fit the program;
+    PackageError when the package does not load.
+    """
+
+    def __init__(self, package_path: str, *, device: str | None = None, cuda_graphs: bool = False,
+                 max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20):
+        self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
+        self.plan = serving_plan(self.program.input_specs, self.program.output_specs, max_batch_size, package_path)
+        self.max_batch_size, self.max_request_bytes = max_batch_size, max_request_bytes
+        self.names = [spec.name for spec in self.program.input_specs] if self.program.input_specs \
+            else list(self.program.input_names)
+        self.predict_batch.set_max_batch_size(max_batch_size)
+        self.predict_batch.set_batch_wait_timeout_s(batch_wait_ms / 1000)
+        self.counters: Counter = Counter()
+        # One thread runs the program: calls never overlap, and the event loop stays free for requests.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aotcuda-program")
+
+    # --- routes ------------------------------------------------------------------------------------
+
+    async def __call__(self, request: Request) -> Response:
+        path, method = request.url.path.rstrip("/") or "/", request.method
+        if path == "/predict" and method == "POST":
+            return await self._predict(await request.body())
+        if path == "/healthz" and method == "GET":
+            return await asyncio.get_running_loop().run_in_executor(None, _health_response)
+        if path == "/stats" and method == "GET":
+            return Response(json.dumps(self.stats()), media_type="application/json")
+        return PlainTextResponse(f"no route {method} {path}: POST /predict, GET /healthz, GET /stats",
+                                 status_code=404)
+
+    async def _predict(self, body: bytes) -> Response:
+        self.counters["requests"] += 1
+        try:
+            inputs = self.checked_inputs(body)
+        except InputError as error:
+            self.counters["rejected"] += 1
+            return PlainTextResponse(str(error), status_code=400, headers={ERROR_HEADER: type(error).__name__})
+        if self.max_batch_size > 1:
+            outputs = await self.predict_batch(inputs)
+        else:
+            outputs = await self._in_program_thread(self._run_one, inputs)
+        if isinstance(outputs, Exception):
+            return PlainTextResponse(f"{type(outputs).__name__}: {outputs}", status_code=500,
+                                     headers={ERROR_HEADER: type(outputs).__name__})
+        return Response(encode_outputs(outputs), media_type=OCTET_STREAM)
+
+    def checked_inputs(self, body: bytes) -> list[torch.Tensor]:
+        """One request's flat inputs, decoded and checked against the program's signature (on the CPU:
+        the device is the server's business, not the client's). Raises InputError."""
+        inputs = decode_inputs(body, self.names, self.max_request_bytes)
+        check_inputs(inputs, self.program.input_specs, self.names, _CPU, self.program.num_inputs)
+        return inputs
+
+    @serve.batch(max_batch_size=1, batch_wait_timeout_s=0.005)
+    async def predict_batch(self, requests: list[list[torch.Tensor]]) -> list:
+        """Run checked requests as few batches as their shapes allow; one result (outputs or the
+        exception) per request, in order."""
+        return await self._in_program_thread(self._run_batched, requests)
+
+    # --- running (in the program thread) ------------------------------------------------------------
+
+    async def _in_program_thread(self, function, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    def _run_one(self, inputs: list[torch.Tensor]):
+        self._count_batch(1, inputs[0].shape[0] if inputs and inputs[0].dim() else 1)
+        try:
+            return self._execute(inputs)
+        except AotcudaError as error:
+            return error
+
+    def _run_batched(self, requests: list[list[torch.Tensor]]) -> list:
+        results: list = [None] * len(requests)
+        for batch in self.plan.chunks(requests):
+            flat, counts = combine([requests[i] for i in batch])
+            self._count_batch(len(batch), sum(counts))
+            try:
+                pieces = split_rows(self._execute(flat), counts)
+            except AotcudaError:
+                pieces = [self._run_alone(requests[i]) for i in batch]  # keep one request's failure its own
+            for index, piece in zip(batch, pieces):
+                results[index] = piece
+        return results
+
+    def _run_alone(self, inputs: list[torch.Tensor]):
+        try:
+            return self._execute(inputs)
+        except AotcudaError as error:
+            return error
+
+    def _execute(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        device = self.program.device
+        return self.program.execute([t.to(device, non_blocking=True) for t in inputs])
+
+    def _count_batch(self, requests: int, rows: int) -> None:
+        self.counters["batches"] += 1
+        self.counters["batched_requests"] += requests
+        self.counters["rows"] += rows
+        self.counters["largest_batch"] = max(self.counters["largest_batch"], requests)
+
+    # --- state -------------------------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        """This replica's counters, its process id and device."""
+        context = serve.get_replica_context()
+        return {"replica": getattr(context, "replica_tag", None) or str(getattr(context, "replica_id", "")),
+                "pid": os.getpid(), "device": str(self.program.device),
+                # the physical GPUs Ray gave this replica (its "cuda:0" is the first of them)
+                "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
+                "batching": self.plan.symbol if self.max_batch_size > 1 else None,
+                **{key: self.counters[key] for key in
+                   ("requests", "rejected", "batches", "batched_requests", "rows", "largest_batch")}}
+
+    def check_health(self) -> None:
+        """Ray Serve's periodic health check: a closed Program means the replica must be replaced."""
+        if self.program.closed:
+            raise RuntimeError("the replica's Program is closed")
+
+    def __del__(self) -> None:
+        program = getattr(self, "program", None)
+        if program is not None:
+            program.close()
+
+
+def _health_response() -> Response:
+    """200 once every replica of this deployment runs; 503 with the replica states otherwise."""
+    context = serve.get_replica_context()
+    status = serve.status().applications.get(context.app_name)
+    deployment = status.deployments.get(context.deployment) if status else None
+    states = dict(deployment.replica_states) if deployment else {}
+    ready = status is not None and str(status.status).endswith("RUNNING") and set(states) <= {"RUNNING"}
+    if ready:
+        return PlainTextResponse("ok")
+    return PlainTextResponse(f"not ready: application {status.status if status else 'missing'}, replicas {states}",
+                             status_code=503)

@@ -1,0 +1,190 @@
+"""Start Ray (or join the cluster in RAY_ADDRESS), deploy a package, serve it over HTTP, shut down.
+
+    with serve_package("block.pt2", replicas=2, port=8000) as server:   # returns once every replica runs
+        ...                                                              # POST server.url + "/predict"
+    # leaving the block deletes the application and stops the Ray instance this call started
+
+`aotcuda serve` is this with `server.wait()` until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+
+from aotcuda.errors import PackageError, ServingConfigError
+from aotcuda.runtime.checks import TensorSpec
+from aotcuda.runtime.package import read_signature
+from aotcuda.serving.batching import serving_plan
+
+__all__ = ["ServeOptions", "Server", "build_app", "check_package", "replica_actor_options", "serve_package"]
+
+APP_NAME = "aotcuda"
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What `aotcuda serve` and `serve_package` take (see ProgramReplica for the per-replica ones).
+
+    Attributes:
+        replicas: number of replicas (each loads the package once).
+        host, port: where Ray Serve's HTTP proxy listens (default loopback only).
+        max_batch_size, batch_wait_ms: request batching (1: off).
+        cuda_graphs: capture in CUDA graphs on each GPU replica.
+        gpus_per_replica: GPUs Ray reserves per replica of a CUDA package (default 1; 0 for a CPU package).
+        cpus_per_replica: CPUs Ray reserves per replica.
+        request_timeout_s: the HTTP proxy answers a request that takes longer with an error.
+        max_request_bytes: larger request bodies get 400.
+    """
+
+    replicas: int = 1
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_batch_size: int = 1
+    batch_wait_ms: float = 5.0
+    cuda_graphs: bool = False
+    gpus_per_replica: float | None = None
+    cpus_per_replica: float = 1.0
+    request_timeout_s: float = 60.0
+    max_request_bytes: int = 256 << 20
+    extra_actor_options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("replicas", "max_batch_size", "port"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.batch_wait_ms < 0 or self.request_timeout_s <= 0:
+            raise ValueError("batch_wait_ms must be ≥ 0 and request_timeout_s > 0")
+
+
+def check_package(package_path: str, options: ServeOptions) -> str:
+    """Check, from the package's aotcuda signature alone (nothing extracted or loaded), that the options
+    fit it; return the device type it was lowered for. Raises PackageError or ServingConfigError."""
+    signature = read_signature(package_path)
+    if not signature:
+        raise PackageError(f"{package_path!r} has no aotcuda signature (inputs, outputs, device); serve a "
+                           "package written by aotcuda.lower (or lower the model again)")
+    specs = {kind: tuple(TensorSpec.from_json(s) for s in signature.get(kind, [])) for kind in ("inputs", "outputs")}
+    serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path)
+    devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
+    if len(devices) != 1:
+        raise PackageError(f"{package_path!r}: its signature names devices {sorted(devices)}, not one")
+    return devices.pop()
+
+
+def _check_cluster_gpus(needed: float) -> None:
+    """A replica asking for GPUs the cluster does not have would wait forever: say so instead."""
+    import ray
+
+    have = ray.cluster_resources().get("GPU", 0)
+    if needed > have:
+        raise ServingConfigError(f"the replicas need {needed:g} GPU(s) in all, and the Ray cluster has {have:g}; "
+                                 "serve fewer replicas, or run on a cluster with GPUs (this is a CUDA package)")
+
+
+def replica_actor_options(package_path: str, options: ServeOptions) -> dict:
+    """Ray actor options of one replica (CPUs, and one GPU for a CUDA package unless told otherwise),
+    after check_package. Raises what check_package raises."""
+    device_type = check_package(package_path, options)
+    gpus = options.gpus_per_replica if options.gpus_per_replica is not None else float(device_type == "cuda")
+    return {"num_cpus": options.cpus_per_replica, "num_gpus": gpus, **options.extra_actor_options}
+
+
+def _bind(path: str, options: ServeOptions, actor_options: dict):
+    from ray import serve
+
+    from aotcuda.serving.deployment import ProgramReplica
+
+    deployment = serve.deployment(ProgramReplica, name="ProgramReplica", num_replicas=options.replicas,
+                                  ray_actor_options=actor_options,
+                                  max_ongoing_requests=max(8, 2 * options.max_batch_size))
+    return deployment.bind(path, cuda_graphs=options.cuda_graphs, max_batch_size=options.max_batch_size,
+                           batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes)
+
+
+def build_app(package_path: str, options: ServeOptions = ServeOptions()):
+    """The Ray Serve application (a bound deployment) that serves one package with these options, for
+    users who run it themselves (serve.run, or a Serve config). Raises what check_package raises."""
+    path = os.path.abspath(package_path)
+    return _bind(path, options, replica_actor_options(path, options))
+
+
+class Server:
+    """A running application: ``url``, ``wait()`` (until Ctrl-C or SIGTERM), ``shutdown()``."""
+
+    def __init__(self, url: str, started_ray: bool):
+        self.url, self._started_ray, self._stopped = url, started_ray, False
+
+    def wait(self) -> None:
+        """Block until SIGINT/SIGTERM, then shut down."""
+        stop = threading.Event()
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop serving (idempotent). On a Ray instance this process started: stop Serve and Ray. On a
+        cluster it joined: delete only this application, leaving the cluster's other applications."""
+        if self._stopped:
+            return
+        self._stopped = True
+        import ray
+        from ray import serve
+
+        if not self._started_ray:
+            serve.delete(APP_NAME)
+            return
+        try:
+            serve.shutdown()
+        finally:
+            ray.shutdown()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.shutdown()
+
+
+def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
+                  ray_init_options: dict | None = None) -> Server:
+    """Serve a package; return once every replica has loaded it.
+
+    Joins the Ray cluster named by RAY_ADDRESS when it is set, else starts a local Ray instance sized to
+    hold every replica. Raises PackageError for a package without a readable signature, and what the
+    replicas raise (e.g. ServingConfigError) when they fail to start.
+    """
+    try:
+        import ray
+        from ray import serve
+    except ImportError as error:
+        raise ImportError("aotcuda serve needs Ray Serve: pip install 'aotcuda[serve]'") from error
+
+    path = os.path.abspath(package_path)
+    actor_options = replica_actor_options(path, options)  # before Ray starts: a bad package fails at once
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray would report usage to its vendor
+        init = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
+        if not os.environ.get("RAY_ADDRESS"):
+            # A local instance: on loopback only (nothing joins it), with enough CPUs for every replica even
+            # on a small machine (they mostly wait).
+            init["_node_ip_address"] = "127.0.0.1"
+            init["num_cpus"] = max(os.cpu_count() or 1, int(options.replicas * options.cpus_per_replica + 0.999))
+        ray.init(**{**init, **(ray_init_options or {})})
+    try:
+        _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
+        serve.start(http_options={"host": options.host, "port": options.port,
+                                  "request_timeout_s": options.request_timeout_s})
+        serve.run(_bind(path, options, actor_options), name=APP_NAME, route_prefix="/")
+    except BaseException:
+        Server("", started_ray).shutdown()
+        raise
+    return Server(f"http://{options.host}:{options.port}", started_ray)

@@ -1,0 +1,134 @@
+"""Program state and inputs written in place (issue 12, items 1, 6 and 11), on one lowered Stateful package.
+
+- Mutated buffers of every shape class (0-d, one element, small, large, non-contiguous) persist over
+  calls, as in eager: through aotcuda.load and through torch's own loader (item 6: AOTInductor folded
+  one-element buffers into constants, 1, 1, 1 where eager gives 1, 2, 3).
+- An input the program writes in place is updated in the caller's tensor in every layout (item 1: a
+  transposed, strided or negated input was copied into the exported layout and the write was lost).
+- A call the generated code rejects (an index out of range) raises a short RuntimeCallError and prints
+  nothing on stderr (item 11: 18 lines of C++ stack trace per call).
+"""
+
+import json
+import zipfile
+
+import pytest
+import torch
+from runtime_programs import Stateful, stateful_inputs
+
+import aotcuda
+from aotcuda.errors import InputError, RuntimeCallError
+
+CALLS = 3
+
+
+def _eager_and_inputs(seed):
+    torch.manual_seed(seed)
+    return Stateful(), [stateful_inputs() for _ in range(CALLS)]
+
+
+def _assert_same_outputs(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("loader", ["aotcuda", "torch"])
+def test_mutated_buffers_of_every_shape_class_persist_over_calls(stateful_pt2, loader):
+    program = aotcuda.load(stateful_pt2) if loader == "aotcuda" else torch._inductor.aoti_load_package(stateful_pt2)
+    eager, calls = _eager_and_inputs(1)
+    for call, (x, cache, idx) in enumerate(calls, start=1):
+        want = eager(x, cache.clone(), idx)
+        got = program(x, cache.clone(), idx)
+        _assert_same_outputs(got, want)
+        assert got[1].item() == call  # the 0-d step counter: 1, 2, 3
+        assert got[0][0, 0].item() == pytest.approx(x[0, 0].item() * call)  # the (1,) step counter
+
+
+def _layouts():
+    return {
+        "contiguous": lambda base: base,
+        "transposed": lambda base: base.t().contiguous().t(),
+        "every other column": lambda base: torch.zeros(4, 8).copy_(base.repeat_interleave(2, 1))[:, ::2],
+        "storage offset": lambda base: torch.cat([torch.zeros(3, 4), base])[3:],
+        "neg view": lambda base: torch._neg_view(-base),
+        "transposed neg view": lambda base: torch._neg_view(-base.t().contiguous()).t(),
+        "channels-last-like (column major, padded)": lambda base: torch.zeros(8, 4).t()[:, :4].copy_(base),
+    }
+
+
+@pytest.mark.parametrize("layout", list(_layouts()))
+def test_input_written_in_place_is_updated_in_every_layout(stateful_pt2, layout):
+    program = aotcuda.load(stateful_pt2)
+    x, cache, idx = stateful_inputs()
+    given = _layouts()[layout](cache.clone())
+    assert torch.equal(given, cache)  # the same values, in this layout
+    program(x, given, idx)
+    torch.testing.assert_close(given, cache + x, rtol=1e-6, atol=1e-6)
+
+
+def test_input_written_in_place_that_no_in_place_op_could_write_is_refused(stateful_pt2):
+    program = aotcuda.load(stateful_pt2)
+    x, cache, idx = stateful_inputs()
+    with pytest.raises(InputError, match=r"input 'cache' \(#1\) is written in place .* share memory .*clone"):
+        program(x, torch.zeros(4).expand(4, 4), idx)
+    leaf = cache.clone().requires_grad_()
+    with pytest.raises(InputError, match="written in place .* leaf tensor that requires grad"):
+        program(x, leaf, idx)
+    with torch.no_grad():
+        program(x, leaf, idx)
+    torch.testing.assert_close(leaf.detach(), cache + x)
+    with pytest.raises(InputError, match="written in place by the program and shares memory with input 'x'"):
+        program(x, x, idx)
+    with torch.inference_mode():
+        frozen = cache.clone()
+    with pytest.raises(InputError, match="inference tensor"):
+        program(x, frozen, idx)
+    after = cache.clone()
+    program(x, after, idx)  # still usable
+    torch.testing.assert_close(after, cache + x)
+
+
+def _rewrite_signature(source, target, change):
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("aotcuda/signature.json"):
+                if change is None:
+                    continue
+                data = json.dumps(change(json.loads(data))).encode()
+            zout.writestr(info, data)
+    return str(target)
+
+
+def _without_mutated_field(signature):
+    for spec in signature["inputs"]:
+        spec.pop("mutated", None)
+    return signature
+
+
+@pytest.mark.parametrize("kind", ["older signature (no 'mutated' field)", "no signature"])
+def test_packages_that_do_not_say_which_inputs_are_written_still_write_back(stateful_pt2, tmp_path, kind):
+    change = _without_mutated_field if kind.startswith("older") else None
+    program = aotcuda.load(_rewrite_signature(stateful_pt2, tmp_path / "p.pt2", change))
+    x, cache, idx = stateful_inputs()
+    given = torch._neg_view(-cache.clone())  # a negation bit: the runtime resolves it into a copy
+    program(x, given, idx)
+    torch.testing.assert_close(given, cache + x)
+    expanded = torch.zeros(4).expand(4, 4)  # an input nobody writes: the write-back skips it
+    if kind.startswith("older"):
+        program(expanded, cache.clone(), idx)
+
+
+def test_rejected_index_gives_a_short_error_and_a_quiet_stderr(stateful_pt2, capfd):
+    program = aotcuda.load(stateful_pt2)
+    x, cache, _ = stateful_inputs()
+    capfd.readouterr()
+    for _ in range(3):
+        with pytest.raises(RuntimeCallError, match="index out of bounds") as caught:
+            program(x, cache.clone(), torch.tensor([0, 9]))
+        assert "frame #" not in str(caught.value) and "Exception raised from" not in str(caught.value)
+    captured = capfd.readouterr()
+    assert captured.err == "", captured.err[:500]
+    out = program(x, cache.clone(), torch.tensor([1, 2]))  # the Program still works
+    torch.testing.assert_close(out[0][0], x[1] * out[1], rtol=1e-6, atol=1e-6)

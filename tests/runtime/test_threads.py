@@ -1,0 +1,132 @@
+"""One Program called from many threads, and closed while calls are in flight (issue 12, item 7).
+
+Before the call gate, ``close()`` deleted the model container under a running call: SIGSEGV, the whole
+process. The close-under-load test runs in a child process so that such a crash fails one test, not
+the session; a test hook holds one call inside the model's run while close() is called, so the race is
+hit every time rather than by chance.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+from runtime_programs import Twice
+
+import aotcuda
+from aotcuda.errors import RuntimeCallError
+
+THREADS = 8
+
+CLOSE_UNDER_LOAD = textwrap.dedent("""
+    import sys, threading, time, torch, aotcuda
+    from aotcuda.errors import RuntimeCallError
+    program = aotcuda.load(sys.argv[1])
+    lib = program._container._lib
+    real_run = lib.AOTInductorModelContainerRun
+    inside, release = threading.Event(), threading.Event()
+
+    def held_run(*args):          # the first call waits inside the run until close() has begun
+        if not inside.is_set():
+            inside.set()
+            release.wait(5)
+            time.sleep(0.2)       # close() is waiting (or, before the gate, has freed the container)
+        return real_run(*args)
+
+    lib.AOTInductorModelContainerRun = held_run
+    results, errors = [], []
+
+    def caller():
+        for _ in range(200):
+            x = torch.randn(8, 4)
+            try:
+                out = program(x)
+            except RuntimeCallError as exc:
+                errors.append(str(exc))
+                return
+            results.append(torch.allclose(out[0], x * 2) and torch.allclose(out[1], x + 1))
+
+    threads = [threading.Thread(target=caller) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    inside.wait(5)
+    closer = threading.Thread(target=program.close)
+    closer.start()
+    time.sleep(0.05)
+    release.set()
+    closer.join(10)
+    for thread in threads:
+        thread.join(10)
+    lib.AOTInductorModelContainerRun = real_run
+    assert results and all(results), "a call in flight gave a wrong result"
+    assert errors and all("this Program was closed" in e for e in errors), errors[:3]
+    print("ok", len(results), "calls finished,", len(errors), "refused after close")
+""")
+
+
+def test_close_while_other_threads_are_in_calls(twice_pt2):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", CLOSE_UNDER_LOAD, twice_pt2], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
+    assert done.stdout.startswith("ok")
+
+
+def _hammer(program, device, calls=40, caller_outputs=False):
+    """THREADS threads each make ``calls`` calls on one Program; every result compared with eager."""
+    failures = []
+    barrier = threading.Barrier(THREADS)
+
+    def worker(seed):
+        generator = torch.Generator().manual_seed(seed)
+        barrier.wait()
+        for index in range(calls):
+            x = torch.randn(2 + (seed + index) % 8, 4, generator=generator).to(device)
+            want = Twice()(x)
+            try:
+                if caller_outputs:
+                    got = program.execute([x], outputs=[torch.empty_like(w) for w in want])
+                else:
+                    got = program(x)
+                for g, w in zip(got, want):
+                    torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+            except Exception as exc:  # noqa: BLE001 - collected and reported by the test
+                failures.append(f"thread {seed} call {index}: {type(exc).__name__}: {exc}")
+                return
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not failures, failures[:3]
+
+
+@pytest.mark.parametrize("caller_outputs", [False, True])
+def test_one_program_from_eight_threads_gives_eager_results(twice_pt2, caller_outputs):
+    with aotcuda.load(twice_pt2) as program:
+        _hammer(program, "cpu", caller_outputs=caller_outputs)
+
+
+def test_calls_after_close_raise_the_clear_error(twice_pt2):
+    program = aotcuda.load(twice_pt2)
+    program.close()
+    program.close()  # idempotent
+    with pytest.raises(RuntimeCallError, match="this Program was closed; load the package again"):
+        program(torch.randn(3, 4))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_one_cuda_program_from_eight_threads(tmp_path, cuda_graphs):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
+    from runtime_programs import twice_package
+
+    path = twice_package(tmp_path / "twice_cuda.pt2", device="cuda")
+    with aotcuda.load(path, cuda_graphs=cuda_graphs) as program:
+        _hammer(program, "cuda", calls=60)
+        _hammer(program, "cuda", calls=30, caller_outputs=True)

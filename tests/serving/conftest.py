@@ -1,0 +1,34 @@
+"""One CPU lowering, per test session, of the demo block with a dynamic batch dim, for the serving tests."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import aotcuda
+from aotcuda.models import attention_block
+from serving_cases import BATCH_MAX, SEQ
+
+
+def pytest_collection_modifyitems(config, items):
+    """Ray Serve is an optional dependency (aotcuda[serve], part of the test extras): where it is missing,
+    its tests skip and say why."""
+    try:
+        import ray.serve  # noqa: F401
+        import safetensors  # noqa: F401
+    except ImportError as error:
+        skip = pytest.mark.skip(reason=f"needs aotcuda[serve] ({error}); pip install -e '.[test]'")
+        for item in items:
+            if "tests/serving/" in str(item.fspath) and "test_batching" not in str(item.fspath):
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def served_block(tmp_path_factory):
+    """(package path, eager model): x [batch ∈ 1..16, 16, 256] float32 → [batch, 16, 256]."""
+    torch.manual_seed(0)
+    model, (x,) = attention_block(device="cpu", dtype=torch.float32, batch=2, seq=SEQ)
+    path = tmp_path_factory.mktemp("serving") / "block.pt2"
+    batch = torch.export.Dim("batch", min=1, max=BATCH_MAX)
+    aotcuda.lower(model, (x,), device="cpu", package_path=str(path), dynamic_shapes={"x": {0: batch}})
+    return str(path), model

@@ -1,0 +1,109 @@
+"""aotcuda.serving's pure parts, without Ray: the batch plan, combining and splitting, the wire format."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aotcuda.errors import ServingConfigError
+from aotcuda.runtime.checks import DimSpec, TensorSpec
+from aotcuda.serving.batching import BatchPlan, combine, serving_plan, split_rows
+from aotcuda.serving.codec import RequestError, decode_inputs, encode_outputs, unsupported_dtypes
+
+safetensors_torch = pytest.importorskip("safetensors.torch", reason="aotcuda[serve] is not installed")
+
+
+def spec(name: str, *dims, dtype=torch.float32) -> TensorSpec:
+    return TensorSpec(name, dtype, "cpu", tuple(DimSpec(size=d) if isinstance(d, int) else
+                                                DimSpec(expr=d, min=1, max=16) for d in dims))
+
+
+@pytest.mark.parametrize("inputs, outputs, symbol", [
+    ((spec("x", "b", 16),), (spec("y", "b", 4),), "b"),
+    ((spec("x", "b", 16), spec("m", "b", "s")), (spec("y", "b", 4), spec("z", "b")), "b"),
+    ((spec("x", 2, 16),), (spec("y", 2, 4),), None),                   # static batch
+    ((spec("x", "b", 16),), (spec("y", 4),), None),                    # an output without the batch dim
+    ((spec("x", "b", 16), spec("w", "c", 16)), (spec("y", "b"),), None),  # two symbols at dim 0
+    ((spec("x", "b", 16),), (spec("y", "2*b"),), None),               # dim 0 an expression
+    ((spec("x", "b", "b"),), (spec("y", "b"),), None),                 # the batch symbol elsewhere
+    ((spec("x", "b", 16),), (spec("y"),), None),                       # a 0-d output
+    ((), (), None),
+])
+def test_batch_plan_finds_a_shared_dim_zero_symbol_or_says_why_not(inputs, outputs, symbol):
+    plan = BatchPlan.from_specs(inputs, outputs)
+    assert plan.symbol == symbol
+    assert plan.batches == (symbol is not None)
+    assert (plan.reason == "") == (symbol is not None)
+    if symbol:
+        assert plan.max_rows == 16
+
+
+def test_batching_a_program_without_a_batch_dim_is_refused_up_front():
+    with pytest.raises(ServingConfigError, match="cannot be batched.*max batch size 1"):
+        serving_plan((spec("x", 2, 16),), (spec("y", 2),), 8, "m.pt2")
+    assert not serving_plan((spec("x", 2, 16),), (spec("y", 2),), 1, "m.pt2").batches
+
+
+def test_a_dtype_safetensors_cannot_carry_is_refused_up_front():
+    assert unsupported_dtypes([torch.float32, torch.complex128, torch.bfloat16]) == [torch.complex128]
+    with pytest.raises(ServingConfigError, match="complex128"):
+        serving_plan((spec("x", "b", dtype=torch.complex128),), (spec("y", "b"),), 1, "m.pt2")
+
+
+def test_chunks_group_equal_trailing_shapes_and_respect_the_row_limit():
+    plan = BatchPlan("b", max_rows=5)
+    rows = [2, 2, 2, 1, 3, 1]
+    trailing = [4, 4, 4, 4, 7, 4]
+    requests = [[torch.zeros(n, t)] for n, t in zip(rows, trailing)]
+    batches = plan.chunks(requests)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(requests)))
+    for batch in batches:
+        assert len({trailing[i] for i in batch}) == 1
+        assert sum(rows[i] for i in batch) <= 5
+        assert batch == sorted(batch)
+    assert batches == [[0, 1], [2, 3, 5], [4]]
+
+
+def test_combine_then_split_gives_each_request_its_rows_back():
+    requests = [[torch.randn(n, 3), torch.randn(n, 2, 2)] for n in (1, 3, 2)]
+    flat, counts = combine(requests)
+    assert counts == [1, 3, 2] and [t.shape[0] for t in flat] == [6, 6]
+    # a row-wise program: outputs are functions of each row alone
+    outputs = [flat[0] * 2, flat[1].sum(-1)]
+    for request, (doubled, summed) in zip(requests, split_rows(outputs, counts)):
+        torch.testing.assert_close(doubled, request[0] * 2, rtol=0, atol=0)
+        torch.testing.assert_close(summed, request[1].sum(-1), rtol=0, atol=0)
+
+
+def test_decode_takes_the_inputs_by_name_in_the_containers_order():
+    x, mask = torch.randn(2, 3), torch.ones(2, dtype=torch.bool)
+    body = safetensors_torch.save({"mask": mask, "x": x})
+    decoded = decode_inputs(body, ["x", "mask"], max_bytes=1 << 20)
+    assert torch.equal(decoded[0], x) and torch.equal(decoded[1], mask)
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"not a safetensors file", "not a safetensors file"),
+    (b"", "not a safetensors file"),
+    ("missing", "missing input.*'mask'.*the program takes 'x', 'mask'"),
+    ("unknown", "unknown input.*'y'"),
+    ("large", "more than this server's limit"),
+])
+def test_decode_refuses_bad_bodies_with_the_reason(body, message):
+    if body == "missing":
+        body = safetensors_torch.save({"x": torch.zeros(1)})
+    elif body == "unknown":
+        body = safetensors_torch.save({"x": torch.zeros(1), "mask": torch.zeros(1), "y": torch.zeros(1)})
+    elif body == "large":
+        body = safetensors_torch.save({"x": torch.zeros(4096), "mask": torch.zeros(1)})
+    with pytest.raises(RequestError, match=message):
+        decode_inputs(body, ["x", "mask"], max_bytes=4096)
+
+
+def test_encode_writes_outputs_in_slots_that_share_storage():
+    base = torch.randn(4, 3)
+    outputs = [base, base, base[1:3], torch.arange(3)]  # one tensor twice, and a view of it
+    decoded = safetensors_torch.load(encode_outputs(outputs))
+    assert sorted(decoded) == ["output_0", "output_1", "output_2", "output_3"]
+    for index, expected in enumerate(outputs):
+        assert torch.equal(decoded[f"output_{index}"], expected)

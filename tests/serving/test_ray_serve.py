@@ -1,0 +1,142 @@
+"""aotcuda.serving end to end on a local Ray instance (loopback only): correctness under concurrency,
+batching, bad requests, and a replica killed under load. Bounded: every request has a timeout, and the
+module serves a few hundred requests in all."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from serving_cases import BATCH_MAX, SEQ, get, loopback_ray, relative_error, replica_stats
+
+serving = pytest.importorskip("aotcuda.serving")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+PORT = 8765
+TOLERANCE = 1e-5  # float32; a batch's rows may go through other matmul kernels than one row's
+
+
+@pytest.fixture(scope="module")
+def server(served_block):
+    path, model = served_block
+    options = serving.ServeOptions(replicas=2, port=PORT, max_batch_size=8, batch_wait_ms=20)
+    with serving.serve_package(path, options, ray_init_options=loopback_ray()) as running:
+        yield running, model
+
+
+def eager(model, x):
+    with torch.no_grad():
+        return model(x)
+
+
+def random_input(generator: random.Random) -> torch.Tensor:
+    return torch.randn(generator.choice([1, 1, 1, 2]), SEQ, 256)
+
+
+def test_concurrent_requests_match_eager_and_are_batched(server):
+    running, model = server
+    before = replica_stats(running.url)
+    client = serving.Client(running.url, retries=0, timeout_s=60)
+    rng = random.Random(1)
+    inputs = [random_input(rng) for _ in range(200)]
+    with ThreadPoolExecutor(16) as pool:
+        outputs = list(pool.map(lambda x: client.predict({"x": x}), inputs))
+    for x, (y,) in zip(inputs, outputs):
+        assert y.shape == x.shape and y.dtype == torch.float32
+        assert relative_error(y, eager(model, x)) < TOLERANCE
+    after = replica_stats(running.url)
+    assert len(after) == 2, f"expected two replicas to answer /stats, got {sorted(after)}"
+    requests = sum(s["batched_requests"] for s in after.values()) - sum(s["batched_requests"] for s in before.values())
+    batches = sum(s["batches"] for s in after.values()) - sum(s["batches"] for s in before.values())
+    assert requests == 200
+    assert batches < requests, f"{requests} requests ran as {batches} batches: nothing was coalesced"
+    assert max(s["largest_batch"] for s in after.values()) > 1
+    assert all(s["device"] == "cpu" and s["batching"] for s in after.values())
+
+
+@pytest.mark.parametrize("kind", ["not safetensors", "missing input", "unknown input", "wrong dtype",
+                                  "wrong rank", "static dim", "batch above the exported max"])
+def test_a_bad_request_gets_400_with_the_reason_and_the_next_one_is_right(server, kind):
+    running, model = server
+    x = torch.randn(1, SEQ, 256)
+    body = {
+        "not safetensors": b"\x00not a file",
+        "missing input": safetensors_torch.save({"y": x}),
+        "unknown input": safetensors_torch.save({"x": x, "extra": x.clone()}),
+        "wrong dtype": safetensors_torch.save({"x": x.double()}),
+        "wrong rank": safetensors_torch.save({"x": x[0]}),
+        "static dim": safetensors_torch.save({"x": torch.randn(1, SEQ + 1, 256)}),
+        "batch above the exported max": safetensors_torch.save({"x": torch.randn(BATCH_MAX + 1, SEQ, 256)}),
+    }[kind]
+    client = serving.Client(running.url, retries=0)
+    with pytest.raises(serving.ServingError) as caught:
+        client.post(body)
+    expected = {"not safetensors": "not a safetensors file", "missing input": "missing input.*'x'",
+                "unknown input": "unknown input.*'extra'", "wrong dtype": "dtype torch.float64",
+                "wrong rank": "has 2 dims", "static dim": "dim 1 is 17",
+                "batch above the exported max": "outside the exported range"}[kind]
+    assert caught.value.status == 400 and not caught.value.retriable
+    assert __import__("re").search(expected, caught.value.message), caught.value.message
+    good = torch.randn(2, SEQ, 256)
+    (y,) = client.predict({"x": good})
+    assert relative_error(y, eager(model, good)) < TOLERANCE
+
+
+def test_health_and_unknown_routes(server):
+    running, _ = server
+    assert get(f"{running.url}/healthz") == (200, b"ok")
+    status, body = get(f"{running.url}/nothing-here")
+    assert status == 404 and b"POST /predict" in body
+
+
+def test_a_replica_killed_under_load_loses_no_request_silently_and_comes_back(server):
+    """Kill one replica's process mid-load: every request either succeeds with the right answer or gets a
+    retriable error (none hangs: each has a timeout); retrying clients all succeed; Ray Serve starts a new
+    replica, and every later request succeeds."""
+    running, model = server
+    pids = {stats["pid"] for stats in replica_stats(running.url).values()}
+    assert len(pids) == 2
+    victim = min(pids)
+    plain = serving.Client(running.url, retries=0, timeout_s=60)
+    retrying = serving.Client(running.url, retries=5, timeout_s=60, backoff_s=1.0)
+    rng = random.Random(2)
+    inputs = [random_input(rng) for _ in range(120)]
+
+    def call(index: int):
+        client = plain if index % 2 else retrying
+        try:
+            return client.predict({"x": inputs[index]})
+        except serving.ServingError as error:
+            return error
+
+    with ThreadPoolExecutor(16) as pool:
+        futures = [pool.submit(call, i) for i in range(len(inputs))]
+        time.sleep(0.5)
+        os.kill(victim, signal.SIGKILL)
+        results = [future.result(timeout=180) for future in futures]
+    failures = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
+    for index, result in enumerate(results):
+        if isinstance(result, Exception):
+            assert index % 2 == 1, f"a retrying client failed: {result}"
+            assert result.retriable, f"request {index} got a non-retriable error: {result}"
+        else:
+            assert relative_error(result[0], eager(model, inputs[index])) < TOLERANCE
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        now = {stats["pid"] for stats in replica_stats(running.url, tries=20).values()}
+        if len(now) == 2 and victim not in now and get(f"{running.url}/healthz")[0] == 200:
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"no second replica within 90 s of the kill (replicas answering: {now}); failures: {failures}")
+    later = [torch.randn(1, SEQ, 256) for _ in range(30)]
+    with ThreadPoolExecutor(8) as pool:
+        outputs = list(pool.map(lambda x: plain.predict({"x": x}), later))
+    for x, (y,) in zip(later, outputs):
+        assert relative_error(y, eager(model, x)) < TOLERANCE

@@ -1,0 +1,78 @@
+"""`aotcuda serve` as a user runs it: a process that serves until Ctrl-C, then shuts Ray down cleanly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import torch
+
+from serving_cases import SEQ
+
+serving = pytest.importorskip("aotcuda.serving")
+
+PORT = 8766
+
+
+def test_aotcuda_serve_answers_then_stops_cleanly_on_ctrl_c(served_block, tmp_path):
+    path, model = served_block
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    command = [sys.executable, "-m", "aotcuda", "serve", path, "--replicas", "1", "--port", str(PORT),
+               "--max-batch-size", "4", "--batch-wait-ms", "2"]
+    log = open(tmp_path / "serve.log", "w+")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and process.poll() is None:
+            log.seek(0)
+            if "serving " in log.read():  # printed once serve_package returned: Ctrl-C now means "stop"
+                break
+            time.sleep(1)
+        else:
+            log.seek(0)
+            pytest.fail(f"aotcuda serve did not become healthy (exit {process.poll()}):\n{log.read()[-3000:]}")
+        assert urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz", timeout=10).status == 200
+        x = torch.randn(3, SEQ, 256)
+        (y,) = serving.Client(f"http://127.0.0.1:{PORT}", retries=0).predict({"x": x})
+        with torch.no_grad():
+            expected = model(x)
+        assert ((y - expected).norm() / expected.norm()).item() < 1e-5
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=60)
+        log.seek(0)
+        assert code == 0, log.read()[-4000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    log.seek(0)
+    output = log.read()
+    assert f"serving {path} at http://127.0.0.1:{PORT}" in output and "stopped" in output
+    assert "Traceback" not in output, output[-3000:]
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz", timeout=2)
+
+
+def test_serving_a_program_that_cannot_batch_with_batching_fails_at_once_with_the_reason(served_block, tmp_path):
+    """Checked from the package's signature before Ray starts: no replica retries, no wait. (The package
+    is the served block with its signature's batch dim made static: only the signature is read.)"""
+    from aotcuda.runtime.package import read_signature, write_signature
+
+    path = str(tmp_path / "static.pt2")
+    shutil.copy(served_block[0], path)
+    signature = read_signature(path)
+    for spec in signature["inputs"] + signature["outputs"]:
+        spec["shape"][0] = 2
+    write_signature(path, signature)
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "aotcuda", "serve", path, "--max-batch-size", "4",
+                             "--port", str(PORT + 1)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "cannot be batched" in result.stderr and "max batch size 1" in result.stderr
+    assert time.monotonic() - started < 60
