@@ -33,9 +33,8 @@ class AcceptedSignatures:
     def __init__(self, specs, device: torch.device, num_inputs: int):
         self._device = device
         self._num_inputs = num_inputs
-        self._dtypes = None if specs is None else tuple(spec.dtype for spec in specs)
         # Unsigned packages keep the caller's layout (AOTI's own checks compare strides): any is fine.
-        self._needs_contiguous = specs is not None
+        self._dtypes = None if specs is None else tuple(spec.dtype for spec in specs)
         self.enabled = specs is None or all(spec.contiguous for spec in specs)
         self._entries: dict[tuple, dict[str, int]] = {}
 
@@ -47,13 +46,17 @@ class AcceptedSignatures:
         """
         if not self.enabled or len(tensors) != self._num_inputs:
             return None
-        device, contiguous = self._device, self._needs_contiguous
+        device = self._device
         try:
-            for index, tensor in enumerate(tensors):
-                if (tensor.layout is not _STRIDED or tensor.device != device
-                        or (contiguous and not tensor.is_contiguous()) or tensor.is_neg() or tensor.is_conj()
-                        or (self._dtypes is not None and tensor.dtype is not self._dtypes[index])):
-                    return None
+            if self._dtypes is None:  # unsigned: any dtype and layout (AOTI's own checks look at them)
+                for tensor in tensors:
+                    if tensor.layout is not _STRIDED or tensor.device != device or tensor.is_neg() or tensor.is_conj():
+                        return None
+            else:
+                for tensor, dtype in zip(tensors, self._dtypes):
+                    if (tensor.dtype is not dtype or tensor.layout is not _STRIDED or tensor.device != device
+                            or not tensor.is_contiguous() or tensor.is_neg() or tensor.is_conj()):
+                        return None
             return self._entries.get(tuple([tensor.shape for tensor in tensors]))
         except (AttributeError, TypeError, RuntimeError):
             return None

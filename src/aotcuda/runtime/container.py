@@ -142,9 +142,7 @@ class ModelContainer:
             )
         self.num_inputs = self._get_size("AOTInductorModelContainerGetNumInputs")
         self.num_outputs = self._get_size("AOTInductorModelContainerGetNumOutputs")
-        # Looked up once: a ctypes attribute lookup on the library costs about a microsecond per call.
-        self._run_functions = (self._lib.AOTInductorModelContainerRun,
-                               getattr(self._lib, "AOTInductorModelContainerRunSingleThreaded", None))
+        self._has_single_threaded = hasattr(self._lib, "AOTInductorModelContainerRunSingleThreaded")
 
     # --- queries -------------------------------------------------------------------------------------
 
@@ -227,10 +225,15 @@ class ModelContainer:
         """
         if not isinstance(input_handles, ctypes.Array):
             input_handles = handle_array(input_handles)
-        function = self._run_functions[single_threaded]
-        if function is None:
-            raise RuntimeCallError("this package's model has no AOTInductorModelContainerRunSingleThreaded; "
-                                   "rebuild it with torch >= 2.11")
+        # A plain attribute read (ctypes keeps each function in the library object's __dict__ after the first
+        # lookup), not hasattr/getattr by name: those cost a microsecond a call.
+        if single_threaded:
+            if not self._has_single_threaded:
+                raise RuntimeCallError("this package's model has no AOTInductorModelContainerRunSingleThreaded; "
+                                       "rebuild it with torch >= 2.11")
+            function = self._lib.AOTInductorModelContainerRunSingleThreaded
+        else:
+            function = self._lib.AOTInductorModelContainerRun
         handle = self._handle
         if not handle.value:
             raise RuntimeCallError("the model container was deleted (Program.close() was called)")

@@ -142,30 +142,35 @@ def _cerr_state_setter():
     return clear, cerr + offset
 
 
-def _set_cerr_muted(muted: bool) -> None:
-    setter = _cerr_state_setter()
-    if setter is not None:
-        clear, ios = setter
-        clear(ios, _BADBIT if muted else 0)
-
-
 class _QuietCxxErrors:
     """``with quiet_cxx_errors():`` mutes std::cerr while the block runs (nested and concurrent blocks:
-    muted until the last one ends). A class, not a generator: it runs around every model run."""
+    muted until the last one ends). A class, not a generator: it runs around every model run, so what it
+    needs is looked up once, at the first run (the std::cerr address, and AOTCUDA_CXX_ERRORS, which, like
+    AOTI's own variables, is read once: set it before the first run)."""
+
+    def __init__(self) -> None:
+        self._setter: tuple | None | bool = False  # False: not looked up yet; None: cannot mute here
+
+    def _resolve(self) -> None:
+        self._setter = None if os.environ.get("AOTCUDA_CXX_ERRORS") == "1" else _cerr_state_setter()
 
     def __enter__(self) -> None:
         global _mute_depth
+        if self._setter is False:
+            self._resolve()
+        setter = self._setter
         with _mute_lock:
             _mute_depth += 1
-            if _mute_depth == 1 and os.environ.get("AOTCUDA_CXX_ERRORS") != "1":
-                _set_cerr_muted(True)
+            if _mute_depth == 1 and setter is not None:
+                setter[0](setter[1], _BADBIT)
 
     def __exit__(self, *exc_info) -> None:
         global _mute_depth
+        setter = self._setter
         with _mute_lock:
             _mute_depth -= 1
-            if _mute_depth == 0:
-                _set_cerr_muted(False)
+            if _mute_depth == 0 and setter is not None:
+                setter[0](setter[1], 0)
 
 
 _QUIET = _QuietCxxErrors()
