@@ -296,11 +296,10 @@ class Program:
                 outputs = _as_list(outputs, "outputs", OutputError)
                 check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
                                      originals, self._input_labels)
-            finish = functools.partial(self._finish, outputs)
             if self._graphs is not None:
-                results = self._graphs(prepared_pairs, finish)
+                results = self._graphs(prepared_pairs, functools.partial(self._finish, outputs))
             else:
-                results = finish(self._run(prepared_pairs), False)
+                results = self._finish(outputs, self._run(prepared_pairs), False)
             if prepared is not originals:  # some input may have been copied into the exported layout
                 write_back(originals, prepared, self._written)
             return results
