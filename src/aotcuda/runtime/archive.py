@@ -95,14 +95,14 @@ def check_extraction(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLim
         raise PackageError(f"{path!r} would extract to {total / GiB:.2f} GiB, more than the "
                            f"{limits.max_extract_bytes / GiB:.2f} GiB limit. {_override('max_extract_bytes')}")
     for info in infos:
-        _check_ratio(path, info.filename, info.file_size, info.compress_size, limits)
+        _check_ratio(path, f"its entry {info.filename!r}", info.file_size, info.compress_size, limits)
     _check_ratio(path, "its entries together", total, packed, limits)
 
 
 def _check_ratio(path: str, what: str, size: int, packed: int, limits: ArchiveLimits) -> None:
     if size > limits.ratio_floor and _over(size, limits.max_ratio * max(packed, 1)):
         raise PackageError(
-            f"{path!r}: {what!s} inflate(s) from {packed / MiB:.1f} MiB to {size / MiB:.1f} MiB "
+            f"{path!r}: {what} would inflate from {packed / MiB:.1f} MiB to {size / MiB:.1f} MiB "
             f"({size / max(packed, 1):.0f}x, more than the {limits.max_ratio:g}x limit): a decompression bomb, "
             f"or weights that are mostly zeros. Nothing was extracted. {_override('max_ratio')}")
 

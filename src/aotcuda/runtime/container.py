@@ -140,6 +140,7 @@ class ModelContainer:
                 f"creating the model container on {device!r} failed ({self.last_error() or f'code {code}'}). "
                 "Check that the package was built for this device and this torch version."
             )
+        self.keeps_last_error = hasattr(self._lib, "AOTInductorGetLastError")
         self.num_inputs = self._get_size("AOTInductorModelContainerGetNumInputs")
         self.num_outputs = self._get_size("AOTInductorModelContainerGetNumOutputs")
         self._has_single_threaded = hasattr(self._lib, "AOTInductorModelContainerRunSingleThreaded")
@@ -237,7 +238,11 @@ class ModelContainer:
         handle = self._handle
         if not handle.value:
             raise RuntimeCallError("the model container was deleted (Program.close() was called)")
-        with _QUIET:  # the generated code prints each error, with its C++ stack trace, on stderr
+        if self.keeps_last_error:  # the message reaches the RuntimeCallError: keep stderr quiet
+            with _QUIET:  # the generated code prints each error, with its C++ stack trace, on stderr
+                code = function(handle, input_handles, len(input_handles), output_handles, len(output_handles),
+                                stream, None)
+        else:  # torch < 2.12's AOTI keeps no last error: stderr is the only place the cause is shown
             code = function(handle, input_handles, len(input_handles), output_handles, len(output_handles),
                             stream, None)
         if code != _OK:

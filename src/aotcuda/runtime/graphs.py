@@ -20,12 +20,15 @@ with ``capture`` below; its replay is one graph launch and nothing else.
 Inputs the program writes in place (``mutated``) are written into the static input buffers by a
 replay; each replay copies them back into the call's own inputs, as an eager run writes them.
 
-Threads: one graph has one set of static buffers, so calls through graphs run one at a time (a lock),
-and the copy of the results out of the static buffers (``finish``) happens under that lock too. On the
-GPU the next call's input copy must not overtake the previous call's output copy: calls on one stream are
-ordered by the stream itself; a call on another stream first waits for an event recorded on the previous
-call's stream (made only when the stream changes: an event per call costs microseconds of host time,
-the whole budget of a replay). Warm-up calls run outside the lock, concurrently, like calls without graphs.
+Threads: calls of a Program with CUDA graphs run one at a time (a lock), warm-up calls included: a
+graph has one set of static buffers, and the container's single-threaded run (which the capture uses)
+takes its one model without the container's lock, so it must not overlap a pooled run. The copy of the
+results out of the static buffers (``finish``) happens under the lock too. On the GPU the next call's
+input copy must not overtake the previous call's output copy: calls on one stream are ordered by the
+stream itself; a call on another stream first waits for an event recorded on the previous call's stream
+(made only when the stream changes: an event per call costs microseconds of host time, the whole budget
+of a replay). The capture uses ``capture_error_mode="thread_local"``, so that other threads' CUDA work
+(other Programs) does not invalidate it.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def capture(run: RunFn, device: torch.device, inputs: list[torch.Tensor], then=N
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     try:
-        with torch.cuda.device(device), torch.cuda.graph(graph, stream=side):
+        with torch.cuda.device(device), torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
             outputs = run(inputs, stream=side.cuda_stream, single_threaded=True)
             if then is not None:
                 then(outputs)
@@ -118,17 +121,10 @@ class GraphRunner:
         with self._lock:
             last = self._last
             state = last[1] if last is not None and last[0] == key else self._state_for(key)
-            if state.graph is not None:  # the usual call: one lock, one replay
-                return self._graph_call(state, inputs, finish)
-            eager = state.eager_only or state.calls < self.warmup_calls
-            if eager:
+            if state.graph is None and (state.eager_only or state.calls < self.warmup_calls):
                 state.calls += 1
-        if eager:
-            return finish(self._run(inputs), False)
-        with self._lock:
-            if not state.eager_only:  # else another thread's capture of this shape failed meanwhile
-                return self._graph_call(state, inputs, finish)
-        return finish(self._run(inputs), False)
+                return finish(self._run(inputs), False)
+            return self._graph_call(state, inputs, finish)
 
     def _graph_call(self, state: _ShapeState, inputs, finish) -> list:
         """Replay (capturing first if needed), write back mutated inputs, finish; under the lock."""
