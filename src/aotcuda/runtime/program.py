@@ -364,7 +364,9 @@ class Program:
         Works with ``cuda_graphs`` True or False; a bound graph does not count against ``max_graphs``.
         Returns a BoundGraph (``.replay()``, ``.inputs``, ``.outputs``, ``.graph``, ``.close()``); it
         stops working when the Program is closed. Replays of one bound graph must not run concurrently
-        (one set of buffers); use one bound graph per thread.
+        (one set of buffers); use one bound graph per thread. Do not call the Program from other threads
+        while ``bind`` runs: its capture uses the container's single-threaded run, which must not overlap
+        a pooled run (a Program loaded with ``cuda_graphs=True`` serializes its own calls, not bind).
 
         Raises InputError / OutputError as a call would (and InputError when an input is not in the
         exported layout, which would need a copy), RuntimeCallError on a CPU Program, a closed one, or a
