@@ -12,7 +12,7 @@ from collections import defaultdict
 from aotcuda.passes.complex_to_real.registry import RULES, Rule, op_name, rule_for
 from aotcuda.passes.complex_to_real.scan import REFUSAL_CHECKS
 
-FAMILY_ORDER = ["creation", "conversion", "elementwise", "shape", "indexing", "reduction", "linalg", "fft",
+FAMILY_ORDER = ["creation", "conversion", "comparison", "elementwise", "shape", "indexing", "reduction", "linalg", "fft",
                 "control_flow"]
 
 HEADER = """# Ops ReplaceComplexWithRealPass rewrites

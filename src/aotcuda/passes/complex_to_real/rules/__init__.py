@@ -1,6 +1,7 @@
 """The rule table, one module per op family. Importing this package registers every rule in registry.RULES."""
 
 from aotcuda.passes.complex_to_real.rules import (  # noqa: F401
+    comparison,
     control_flow,
     conversion,
     creation,

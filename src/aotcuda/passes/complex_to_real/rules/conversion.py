@@ -1,7 +1,8 @@
 """Conversion rules: casts between complex and real dtypes, real/imag parts, conjugation, metadata checks.
 
 Casts follow eager: complex64 ↔ complex128 casts the pair; real → complex adds a zero imaginary part;
-complex → real keeps the real part (eager warns that it discards the imaginary part, and does so).
+complex → real or integer keeps the real part (eager warns that it discards the imaginary part, and does
+so); complex → bool is "nonzero", true where either part is nonzero (eager's `z != 0`, so `0+1j` is True).
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 
+def real_value(x: Pair, dtype: torch.dtype) -> torch.Tensor:
+    """A complex value cast to a real dtype as eager casts it: bool is "either part nonzero" (nan counts
+    as nonzero), any other dtype gets the real part. Not yet cast to `dtype` unless it is bool."""
+    if dtype == torch.bool:
+        return torch.logical_or(x.re != 0, x.im != 0)
+    return x.re
+
+
 def convert(out, x, device=None, memory_format=None):
     """x (Pair or real tensor) cast to the dtype of the eager result `out`, on `device`."""
     dtype = real_dtype(out.dtype)
@@ -25,7 +34,7 @@ def convert(out, x, device=None, memory_format=None):
             t = copy_in_memory_format(t, memory_format)
         return Pair(t)
     if isinstance(x, Pair):
-        return aten._to_copy.default(x.re, dtype=dtype, device=device, memory_format=memory_format)
+        return aten._to_copy.default(real_value(x, dtype), dtype=dtype, device=device, memory_format=memory_format)
     x = aten._to_copy.default(x, dtype=dtype, device=device, memory_format=memory_format)
     return real_as_pair(x)
 
@@ -33,7 +42,7 @@ def convert(out, x, device=None, memory_format=None):
 @register(aten._to_copy.default)
 def to_copy(out, x, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
             memory_format=None):
-    """Cast (and copy) between complex64, complex128 and real dtypes, as eager does."""
+    """Cast (and copy) between complex and real dtypes as eager: the real part, or "nonzero" for bool."""
     return convert(out, x, device=device, memory_format=memory_format)
 
 

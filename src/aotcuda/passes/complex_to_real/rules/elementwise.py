@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from aotcuda.passes.complex_to_real import pair_math
 from aotcuda.passes.complex_to_real.pair import (
     Pair,
     conj_sign,
@@ -90,11 +91,6 @@ def conj(a: Pair) -> Pair:
     return Pair(a.t * conj_sign(a.dtype, a.t.device))
 
 
-def abs_squared(a: Pair) -> torch.Tensor:
-    """|a|² with a trailing size-1 dim, ready to divide a pair by."""
-    return (a.t * a.t).sum(-1, keepdim=True)
-
-
 def multiply(x, y, dtype: torch.dtype):
     """x · y for any mix of Pair, real tensor and number; a Pair if either factor is complex."""
     if not isinstance(x, Pair) and (isinstance(y, Pair) or not isinstance(x, torch.Tensor)):
@@ -121,6 +117,11 @@ def polar_pair(magnitude: torch.Tensor, angle: torch.Tensor) -> Pair:
 
 def magnitude(a: Pair) -> torch.Tensor:
     return torch.hypot(a.re, a.im)
+
+
+def log_pair(a: Pair) -> Pair:
+    """(log |a|, angle a), log |a| accurate near |a| = 1 and at denormals (see pair_math.log_abs)."""
+    return Pair(torch.stack([pair_math.log_abs(a.re, a.im), torch.atan2(a.im, a.re)], -1))
 
 
 # ---- arithmetic ---------------------------------------------------------------------------------------
@@ -164,20 +165,24 @@ def neg(out, a):
 
 @register(aten.div.Tensor, aten.div.Scalar)
 def div(out, a, b):
-    """a / b = a · conj(b) / |b|²; division by a real operand divides both parts."""
+    """a / b by Smith's method, as eager (no |b|², so no overflow); a real divisor divides both parts."""
     dtype = result_dtype(out)
     a, b = cast(a, dtype), cast(b, dtype)
     if isinstance(b, Pair):
-        return Pair(multiply(a, conj(b), dtype).t / abs_squared(b))
+        return Pair(pair_math.divide(as_addend(a, dtype, out.device), b.t))
     if isinstance(b, torch.Tensor):
         return Pair(a.t / unsqueeze_real(b))
+    if isinstance(b, complex):  # as eager: b in the result's dtype, then Smith's method
+        return Pair(pair_math.divide(a.t, scalar_pair(b.real, b.imag, dtype, a.t.device)))
+    if b == 0:  # eager divides each part by |0|: inf, or nan for a zero part
+        return Pair(a.t / 0.0)
     return multiply(a, 1 / b, dtype)
 
 
 @register(aten.reciprocal.default)
 def reciprocal(out, a):
-    """1 / a = conj(a) / |a|²."""
-    return Pair(conj(a).t / abs_squared(a))
+    """1 / a by Smith's method, as eager divides."""
+    return Pair(pair_math.divide(scalar_pair(1, 0, a.dtype, a.t.device), a.t))
 
 
 # ---- complex functions ----------------------------------------------------------------------------------
@@ -197,20 +202,20 @@ def angle(out, a):
 
 @register(aten.exp.default)
 def exp(out, a):
-    """exp(re) · (cos im, sin im)."""
-    return polar_pair(torch.exp(a.re), a.im)
+    """exp(re) · (cos im, sin im), with C99's special values (see pair_math.exp)."""
+    return Pair(pair_math.exp(a.re, a.im))
 
 
 @register(aten.log.default)
 def log(out, a):
-    """(log |a|, angle a)."""
-    return Pair(torch.stack([torch.log(magnitude(a)), torch.atan2(a.im, a.re)], -1))
+    """(log |a|, angle a), log |a| accurate near |a| = 1 and at denormals (see pair_math.log_abs)."""
+    return log_pair(a)
 
 
 @register(aten.sqrt.default)
 def sqrt(out, a):
-    """Principal square root: sqrt|a| · (cos, sin)(angle / 2)."""
-    return polar_pair(torch.sqrt(magnitude(a)), torch.atan2(a.im, a.re) / 2)
+    """Principal square root by the stable formula, scaled near max and at denormals (pair_math.sqrt)."""
+    return Pair(pair_math.sqrt(a.re, a.im))
 
 
 def _complex_exponent(node: torch.fx.Node) -> str | None:
@@ -222,14 +227,23 @@ def _complex_exponent(node: torch.fx.Node) -> str | None:
 
 @register(aten.pow.Tensor_Scalar, refuses=_complex_exponent)
 def pow_(out, a, exponent):
-    """a ** p for a real scalar p: |a|^p · (cos, sin)(p · angle); p = 2 and p = 1 as products, as eager."""
-    if isinstance(exponent, complex):
-        exponent = exponent.real
-    if exponent == 1:
-        return a
-    if exponent == 2:
-        return mul_pairs(a, a)
-    return polar_pair(magnitude(a) ** exponent, torch.atan2(a.im, a.re) * exponent)
+    """a ** p for a real scalar p as eager: its special exponents (0, 1, 2, 3, ±0.5, −1, −2), else cpow.
+
+    p = 0 → 1; 1, 2, 3 → copies and products; 0.5 → sqrt; −0.5, −1, −2 → reciprocals of sqrt, a, a²;
+    any other p → exp(log a · (p + 0i)), as C's cpow."""
+    p = exponent.real if isinstance(exponent, complex) else exponent
+    if p == 0:
+        return Pair(torch.ones_like(a.t) * scalar_pair(1, 0, a.dtype, a.t.device))
+    if p in (1, 2, 3):  # eager's p = 1 is a copy
+        return Pair(torch.clone(a.t)) if p == 1 else mul_pairs(a, a) if p == 2 else mul_pairs(mul_pairs(a, a), a)
+    if p in (0.5, -0.5):
+        root = Pair(pair_math.sqrt(a.re, a.im))
+        return root if p == 0.5 else reciprocal(out, root)
+    if p in (-1, -2):
+        return reciprocal(out, a if p == -1 else mul_pairs(a, a))
+    log_a = log_pair(a)
+    # eager multiplies by p + 0i: its 0 · log|a| makes the angle nan where |a| is infinite
+    return Pair(pair_math.exp(log_a.re * p, log_a.im * p + log_a.re * 0))
 
 
 @register(aten.sgn.default)

@@ -9,6 +9,7 @@ import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dim
 from aotcuda.passes.complex_to_real.registry import register
+from aotcuda.passes.complex_to_real.rules.conversion import real_value
 from aotcuda.passes.complex_to_real.rules.elementwise import as_addend, cast, result_dtype
 
 aten = torch.ops.aten
@@ -53,7 +54,7 @@ def index_put(out, a, indices, values, accumulate=False):
 
 @register(aten.copy.default)
 def copy(out, a, src, non_blocking=False):
-    """a's shape and dtype with src's values; a complex src copied into a real a keeps its real part."""
+    """a's shape and dtype with src's values; a complex src copied into a real a is cast as `.to` casts it."""
     if not isinstance(a, Pair):
-        return aten.copy.default(a, src.re, non_blocking)
+        return aten.copy.default(a, real_value(src, a.dtype), non_blocking)
     return Pair(aten.copy.default(a.t, source_pair(out, src), non_blocking))
