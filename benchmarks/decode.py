@@ -83,37 +83,26 @@ def zero_caches(module: torch.nn.Module) -> None:
             buffer.zero_()
 
 
-def build_rows(wanted, model, example, device, workdir):
-    """(key, step function taking (tokens, input_pos), reset function or None, compile seconds)."""
+def build_row(key, model, example, device, workdir, lowered: dict):
+    """(step function taking (tokens, input_pos), reset function or None) for one row; the aotcuda rows
+    share one lowering (kept in ``lowered``)."""
     import aotcuda
 
-    rows = []
-    needs_package = {"aotcuda", "aotcuda-graphs", "aotcuda-bind"} & set(wanted)
-    for key in wanted:
-        start = time.perf_counter()
-        reset = lambda: zero_caches(model)  # noqa: E731 - rows that run the eager module share its cache
-        if key == "eager":
-            step = model
-        elif key == "compile":
-            step = torch.compile(model)
-        elif key == "compile-ro":
-            step = torch.compile(model, mode="reduce-overhead")
-        elif key == "aoti":
-            ep = torch.export.export(model, example)
-            path = torch._inductor.aoti_compile_and_package(ep, package_path=f"{workdir}/aoti.pt2")
-            step, reset = torch._inductor.aoti_load_package(path), None
-        else:
-            continue
-        rows.append((key, step, reset, time.perf_counter() - start))
-    if needs_package:
-        start = time.perf_counter()
-        lowered = aotcuda.lower(model, example, device=device.type, package_path=f"{workdir}/aotcuda.pt2")
-        seconds = time.perf_counter() - start
-        for key in ("aotcuda", "aotcuda-graphs", "aotcuda-bind"):
-            if key in wanted and (key == "aotcuda" or device.type == "cuda"):  # graphs: CUDA only
-                program = aotcuda.load(lowered.package_path, cuda_graphs=key == "aotcuda-graphs")
-                rows.append((key, program, None, seconds))
-    return rows
+    reset = lambda: zero_caches(model)  # noqa: E731 - rows that run the eager module share its cache
+    if key == "eager":
+        return model, reset
+    if key == "compile":
+        return torch.compile(model), reset
+    if key == "compile-ro":
+        return torch.compile(model, mode="reduce-overhead"), reset
+    if key == "aoti":
+        ep = torch.export.export(model, example)
+        path = torch._inductor.aoti_compile_and_package(ep, package_path=f"{workdir}/aoti.pt2")
+        return torch._inductor.aoti_load_package(path), None
+    if "path" not in lowered:
+        lowered["path"] = aotcuda.lower(model, example, device=device.type,
+                                        package_path=f"{workdir}/aotcuda.pt2").package_path
+    return aotcuda.load(lowered["path"], cuda_graphs=key == "aotcuda-graphs"), None
 
 
 def run_row(key, step, example, tokens_per_step, reference, measure, pos):
@@ -178,10 +167,21 @@ def main() -> None:
         bound_tps = batch * bandwidth / step_bytes
         rows = []
         with tempfile.TemporaryDirectory() as workdir, torch.no_grad():
-            for key, step, reset, seconds in build_rows(opts.rows, model, example, device, workdir):
-                if reset is not None:
-                    reset()
-                error, us = run_row(key, step, example, tokens_per_step, reference, measure, pos)
+            lowered: dict = {}
+            for key in opts.rows:
+                if key in ("aotcuda-graphs", "aotcuda-bind") and device.type != "cuda":
+                    continue  # CUDA graphs: CUDA only
+                start = time.perf_counter()
+                try:  # one failing row is reported in the table, the others still run
+                    step, reset = build_row(key, model, example, device, workdir, lowered)
+                    seconds = time.perf_counter() - start
+                    if reset is not None:
+                        reset()
+                    error, us = run_row(key, step, example, tokens_per_step, reference, measure, pos)
+                except Exception as exc:  # noqa: BLE001 - the table says why
+                    rows.append(dict(row=key, variant=ROW_NAMES[key], failed=f"{type(exc).__name__}: {exc}"[:300]))
+                    print(f"  {key}: failed: {exc}", file=sys.stderr)
+                    continue
                 tps = batch * 1e6 / us
                 rows.append(dict(row=key, variant=ROW_NAMES[key], us=us, tokens_per_s=tps,
                                  of_bound=tps / bound_tps, error=error, build_s=seconds))
@@ -194,6 +194,9 @@ def main() -> None:
         print("| batch | how it runs | µs per step | tokens/s | of bound | rel. error vs float32 eager |")
         print("|---|---|---|---|---|---|")
         for r in rows:
+            if "failed" in r:
+                print(markdown_row(batch, r["variant"], "failed", "", "", r["failed"].splitlines()[0][:120]))
+                continue
             print(markdown_row(batch, r["variant"], f"{r['us']:.1f}", f"{r['tokens_per_s']:.0f}",
                                f"{r['of_bound']:.0%}", f"{r['error']:.1e}"))
         del model
