@@ -144,8 +144,6 @@ def test_rejected_index_gives_a_short_error_and_a_quiet_stderr(stateful_pt2, cap
 @pytest.mark.parametrize("cuda_graphs", [False, True])
 def test_state_and_written_inputs_on_cuda(tmp_path, cuda_graphs):
     """On the GPU, also through CUDA graph replays (which write into the static input buffers)."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
     from runtime_programs import stateful_package
 
     path = stateful_package(tmp_path / "stateful_cuda.pt2", device="cuda")

@@ -122,8 +122,6 @@ def test_calls_after_close_raise_the_clear_error(twice_pt2):
 @pytest.mark.cuda
 @pytest.mark.parametrize("cuda_graphs", [False, True])
 def test_one_cuda_program_from_eight_threads(tmp_path, cuda_graphs):
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False)")
     from runtime_programs import twice_package
 
     path = twice_package(tmp_path / "twice_cuda.pt2", device="cuda")
