@@ -130,6 +130,8 @@ CASES = [
       torch.ops.prims.convert_element_type.default),
     C("copy_into_bool", lambda z, r: (r > 0).copy_(z), "zr", aten.copy.default),
     C("copy_into_real", lambda z, r: r.clone().copy_(z), "zr", aten.copy.default),
+    C("slice_scatter_into_real", lambda z: torch.slice_scatter(torch.zeros(z.shape), z[1:], 0, 1), "z",
+      aten.slice_scatter.default),
     C("where_on_bool_mask", lambda z, w: torch.where(z.bool(), w, 0), "zz", aten._to_copy.default),
     C("real_imag", lambda z: (z.real, z.imag), "z"),
     C("conj", lambda z: (z.conj().resolve_conj(), torch.conj_physical(z)), "z", aten._conj.default,
