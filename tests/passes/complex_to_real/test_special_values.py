@@ -168,6 +168,9 @@ RULE_ONLY = {
     aten.sgn.default: (lambda z, m: BY_PARTS["sgn"](z), lambda p, m: (p,)),
     aten.rsub.Tensor: (lambda z, m: BY_PARTS["rsub"](z, z.flip(0)), lambda p, m: (p, Pair(p.t.flip(0)))),
     aten.rsub.Scalar: (lambda z, m: BY_PARTS["rsub_scalar_op"](z), lambda p, m: (p, 2.0)),
+    # torch's decomposition of select_scatter promotes a real destination to complex (docs/reliability.md)
+    aten.select_scatter.default: (lambda z, m: torch.select_scatter(torch.zeros(z.shape, dtype=z.real.dtype), z[1], 0, 1),
+                                  lambda p, m: (torch.zeros(p.shape, dtype=p.dtype), Pair(p.t[1]), 0, 1)),
     aten.where.ScalarSelf: (lambda z, m: aten.where.ScalarSelf(m, 1.5, z), lambda p, m: (m, 1.5, p)),
     aten.where.ScalarOther: (lambda z, m: aten.where.ScalarOther(m, z, -0.5), lambda p, m: (m, p, -0.5)),
     aten.masked_fill.Scalar: (lambda z, m: z.masked_fill(m, 2.0), lambda p, m: (p, m, 2.0)),
