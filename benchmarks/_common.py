@@ -14,3 +14,8 @@ def relative_error(outs: torch.Tensor | Sequence[torch.Tensor], refs: torch.Tens
     num = sum(float((o.double() - r.double()).norm() ** 2) for o, r in zip(outs, refs))
     den = sum(float(r.double().norm() ** 2) for r in refs)
     return (num / den) ** 0.5
+
+
+def markdown_row(*cells) -> str:
+    """One Markdown table row, ready to paste into docs/performance.md."""
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"

@@ -5,7 +5,8 @@
 # Each step has a time limit (seconds, overridable: ROPE_LIMIT=... etc.) so that one slow step cannot
 # take the whole call. A device command may run 10 minutes, and all steps together need more: run them
 # in two or three calls with STEPS, e.g. STEPS="rope latency models" then STEPS="fft cuda_tests", then
-# STEPS=sanitizer. Bring .whl/ (click, diffusers) where those packages are missing.
+# STEPS=sanitizer. Issue 14's figures: STEPS="rope latency overhead" then STEPS=decode1 then STEPS=decode8
+# (each decode step compiles the 1.2B model twice: AOTInductor and aotcuda). Bring .whl/ (click, diffusers) where those packages are missing.
 # On a machine of several GPUs, LANES runs step lists side by side, one GPU each (the benchmark steps then
 # share the host's CPUs with the other lane's compiles, which matters for the launch-bound latency step):
 #   LANES="cuda_tests sanitizer;rope latency models fft" bash benchmarks/h200_suite.sh
@@ -18,14 +19,15 @@ export OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"
 if [ -z "${NO_INSTALL:-}" ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
-STEPS=${STEPS:-"rope latency models fft cuda_tests sanitizer"}
+ALL_STEPS="rope latency overhead decode1 decode8 models fft cuda_tests sanitizer"
+STEPS=${STEPS:-$ALL_STEPS}
 if [ -n "${LANES:-}" ]; then
   IFS=';' read -ra lanes <<< "$LANES"; gpu=0
   for lane in "${lanes[@]}"; do
     STEPS="$lane" LANES= NO_INSTALL=1 NO_TABLES=1 CUDA_VISIBLE_DEVICES=$gpu bash "$0" &
     gpu=$((gpu + 1))
   done
-  wait; STEPS="rope latency models fft cuda_tests sanitizer"; NO_RUN=1
+  wait; STEPS=$ALL_STEPS; NO_RUN=1
 fi
 step() {
   local name=$1 limit=$2; shift 2
@@ -37,15 +39,19 @@ step() {
 }
 step rope "${ROPE_LIMIT:-200}" python3 benchmarks/rope.py --json "$OUT/rope.json"
 step latency "${LATENCY_LIMIT:-120}" python3 benchmarks/latency.py --json "$OUT/latency.json"
+step overhead "${OVERHEAD_LIMIT:-200}" python3 benchmarks/overhead.py --device cuda --json "$OUT/overhead.json"
+step decode1 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 1 --json "$OUT/decode1.json"
+step decode8 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 8 --json "$OUT/decode8.json"
 step models "${MODELS_LIMIT:-240}" python3 benchmarks/models.py --json "$OUT/models.json"
 step fft "${FFT_LIMIT:-120}" python3 benchmarks/fft.py --device cuda
 step cuda_tests "${TESTS_LIMIT:-400}" python3 -m pytest -q -s -m cuda -p no:cacheprovider ${CUDA_TESTS:-tests}
 step sanitizer "${SANITIZER_LIMIT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 \
   python3 -m pytest -q -m cuda -p no:cacheprovider tests/runtime/test_cuda.py
 [ -n "${NO_TABLES:-}" ] && exit 0
-for f in rope latency models fft; do [ -f "$OUT/$f.log" ] && sed -n '/^|/p' "$OUT/$f.log"; done
+for f in rope latency overhead decode1 decode8 models fft; do [ -f "$OUT/$f.log" ] && sed -n '/^|/p' "$OUT/$f.log"; done
 [ -f "$OUT/cuda_tests.log" ] && tail -3 "$OUT/cuda_tests.log"
 [ -f "$OUT/sanitizer.log" ] && grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer.log" | tail -3
 [ -f "$OUT/summary.txt" ] && cat "$OUT/summary.txt"
+python3 benchmarks/h200_summary.py "$OUT"  # the issue-14 targets, one line each, last
 # A device call brings back at most 8 files: pack the logs into one when there are more.
 if [ "$(ls "$OUT" | wc -l)" -gt 8 ]; then (cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls)); fi

@@ -416,5 +416,40 @@ def reduction(b, op):
     b.step(op, x.ref, dims, draw(b, st.booleans()), **kwargs)
 
 
+# ---- comparisons: complex → bool (results are read out as they are, and do not join the pool) ----------
+
+
+@generates(aten.eq.Tensor, aten.ne.Tensor, aten.eq.Scalar, aten.ne.Scalar)
+def comparison(b, op):
+    x = complex_with(b)
+    if op in (aten.eq.Scalar, aten.ne.Scalar):
+        b.step(op, x.ref, draw(b, SCALARS))
+    elif draw(b, st.booleans()):  # equal values somewhere: compare with a copy where a mask says so
+        b.step(op, x.ref, b.step(aten.where.self, b.mask(x.shape), x.ref, b.operand(x.shape).ref).ref)
+    else:
+        b.step(op, x.ref, b.operand(x.shape).ref)
+
+
+@generates(aten.logical_and.default, aten.logical_or.default, aten.logical_xor.default)
+def logical_binary(b, op):
+    x = complex_with(b)
+    b.step(op, x.ref, b.operand(x.shape).ref)
+
+
+for _op in (aten.isnan.default, aten.isinf.default, aten.logical_not.default, aten.any.default):
+    unary(_op)
+
+
+@generates(aten.any.dim, aten.any.dims)
+def any_over_dims(b, op):
+    x = complex_with(b)
+    n = max(x.ndim, 1)
+    if op is aten.any.dim:
+        b.step(op, x.ref, draw(b, st.integers(-n, n - 1)), draw(b, st.booleans()))
+        return
+    dims = draw(b, st.one_of(st.none(), st.lists(st.integers(-n, n - 1), max_size=n, unique_by=lambda d: d % n)))
+    b.step(op, x.ref, dims, draw(b, st.booleans()))
+
+
 # The shape and FFT generators live in op_gen_shape.py; importing it registers them in GENERATORS.
 import op_gen_shape  # noqa: E402, F401

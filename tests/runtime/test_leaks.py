@@ -79,10 +79,10 @@ class HandleLedger:
 @pytest.fixture
 def ledger(monkeypatch):
     ledger = HandleLedger()
-    real_new, real_steal, real_delete = (program_module.new_handles, program_module.steal_handles,
+    real_new, real_steal, real_delete = (program_module.new_handle_array, program_module.steal_handles,
                                          program_module.delete_handle)
 
-    def new_handles(tensors):
+    def new_handle_array(tensors):
         handles = real_new(tensors)
         ledger.inputs_made += len(handles)
         ledger.made.extend(handles)
@@ -101,7 +101,7 @@ def ledger(monkeypatch):
             ledger.given_up.append(handle)
         real_delete(handle)
 
-    monkeypatch.setattr(program_module, "new_handles", new_handles)
+    monkeypatch.setattr(program_module, "new_handle_array", new_handle_array)
     monkeypatch.setattr(program_module, "steal_handles", steal_handles)
     monkeypatch.setattr(program_module, "delete_handle", delete_handle)
     return ledger

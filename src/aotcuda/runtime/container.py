@@ -25,6 +25,7 @@ from aotcuda.runtime.libloader import open_model_library, quiet_cxx_errors
 _Handle = ctypes.c_void_p
 _OK = 0
 _CXX_TRACE = "\nException raised from "
+_QUIET = quiet_cxx_errors()  # one context manager object, entered around every run
 
 # (name, argtypes) of every function we call; restype is AOTIRuntimeError (int32) for all of them.
 _SIGNATURES = {
@@ -104,6 +105,13 @@ def handle_array(handles) -> ctypes.Array:
     return (_Handle * len(handles))(*[h or None for h in handles])
 
 
+@functools.cache
+def handle_array_type(length: int) -> type:
+    """The ctypes type of a C array of ``length`` AtenTensorHandles (made once per length: a call
+    allocates one with ``handle_array_type(n)()``, zero-filled, in well under a microsecond)."""
+    return _Handle * length
+
+
 class ModelContainer:
     """One ``AOTInductorModelContainer`` made from a generated .so.
 
@@ -135,6 +143,7 @@ class ModelContainer:
         self.keeps_last_error = hasattr(self._lib, "AOTInductorGetLastError")
         self.num_inputs = self._get_size("AOTInductorModelContainerGetNumInputs")
         self.num_outputs = self._get_size("AOTInductorModelContainerGetNumOutputs")
+        self._has_single_threaded = hasattr(self._lib, "AOTInductorModelContainerRunSingleThreaded")
 
     # --- queries -------------------------------------------------------------------------------------
 
@@ -202,10 +211,11 @@ class ModelContainer:
         """Run the model once.
 
         Args:
-            input_handles: one AtenTensorHandle (int) per input; stolen by the container, also when the run
-                fails, except when AOTI's input checks (AOTI_RUNTIME_CHECK_INPUTS) reject them first: those
-                stay the caller's (``Program._run`` tells them apart).
-            output_handles: a C array of ``num_outputs`` handles (``handle_array([0] * n)``); the container
+            input_handles: one AtenTensorHandle per input, as a C array (``new_handle_array``) or a list of
+                ints; stolen by the container, also when the run fails, except when AOTI's input checks
+                (AOTI_RUNTIME_CHECK_INPUTS) reject them first: those stay the caller's (``Program._run``
+                tells them apart).
+            output_handles: a C array of ``num_outputs`` handles (``handle_array_type(n)()``); the container
                 writes the outputs there and the caller owns them afterwards (also those written before a
                 failure). Several slots may hold one handle.
             stream: the CUDA stream (``torch.cuda.Stream.cuda_stream``), or None for the default/CPU.
@@ -214,17 +224,29 @@ class ModelContainer:
 
         Raises RuntimeCallError when the container reports an error.
         """
-        inputs = handle_array(input_handles)
-        name = "AOTInductorModelContainerRunSingleThreaded" if single_threaded else "AOTInductorModelContainerRun"
-        if not hasattr(self._lib, name):
-            raise RuntimeCallError(f"this package's model has no {name}; rebuild it with torch >= 2.11")
-        function, handle = getattr(self._lib, name), self._live()
+        if not isinstance(input_handles, ctypes.Array):
+            input_handles = handle_array(input_handles)
+        # A plain attribute read (ctypes keeps each function in the library object's __dict__ after the first
+        # lookup), not hasattr/getattr by name: those cost a microsecond a call.
+        if single_threaded:
+            if not self._has_single_threaded:
+                raise RuntimeCallError("this package's model has no AOTInductorModelContainerRunSingleThreaded; "
+                                       "rebuild it with torch >= 2.11")
+            function = self._lib.AOTInductorModelContainerRunSingleThreaded
+        else:
+            function = self._lib.AOTInductorModelContainerRun
+        handle = self._handle
+        if not handle.value:
+            raise RuntimeCallError("the model container was deleted (Program.close() was called)")
         if self.keeps_last_error:  # the message reaches the RuntimeCallError: keep stderr quiet
-            with quiet_cxx_errors():  # the generated code prints each error, with its C++ stack trace
-                code = function(handle, inputs, len(input_handles), output_handles, len(output_handles), stream, None)
+            with _QUIET:  # the generated code prints each error, with its C++ stack trace, on stderr
+                code = function(handle, input_handles, len(input_handles), output_handles, len(output_handles),
+                                stream, None)
         else:  # torch < 2.12's AOTI keeps no last error: stderr is the only place the cause is shown
-            code = function(handle, inputs, len(input_handles), output_handles, len(output_handles), stream, None)
-        self._check(code, "running the model")
+            code = function(handle, input_handles, len(input_handles), output_handles, len(output_handles),
+                            stream, None)
+        if code != _OK:
+            self._check(code, "running the model")
 
     # --- lifetime ------------------------------------------------------------------------------------
 
@@ -275,10 +297,39 @@ _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.argtypes, _capsule_new.restype = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p], ctypes.py_object
 
 
+def _pointer_reader():
+    """The fastest correct way to read a PyCapsule's pointer.
+
+    ``PyCapsule_GetPointer`` through ctypes.pythonapi costs ~1 µs per call (argument conversion, name
+    check); reading the ``pointer`` field that follows PyObject_HEAD in CPython's capsule struct costs a
+    third of that. The offset is checked here against PyCapsule_GetPointer on a probe capsule, and the
+    slow function is used where the layout differs.
+    """
+    offset = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)  # ob_refcnt, ob_type
+    probe_value = 0x5EED1234
+    probe = _capsule_new(probe_value, None, None)
+    from_address = _Handle.from_address
+    if from_address(id(probe) + offset).value == probe_value == _capsule_pointer(probe, None):
+        return lambda capsule: from_address(id(capsule) + offset).value
+    return lambda capsule: _capsule_pointer(capsule, None)
+
+
+_read_capsule = _pointer_reader()
+
+
 def new_handles(tensors: list[torch.Tensor]) -> list[int]:
     """A new AtenTensorHandle (a new at::Tensor on the same storage) for each tensor; the caller owns them."""
     capsules = torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors(list(tensors))
-    return [_capsule_pointer(capsule, None) for capsule in capsules]
+    return [_read_capsule(capsule) for capsule in capsules]
+
+
+def new_handle_array(tensors: list[torch.Tensor]) -> ctypes.Array:
+    """``new_handles`` as the C array ``ModelContainer.run`` takes (the per-call path: no list of ints)."""
+    capsules = torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors(tensors)
+    array = handle_array_type(len(capsules))()
+    for index, capsule in enumerate(capsules):
+        array[index] = _read_capsule(capsule)
+    return array
 
 
 def steal_handles(handles: list[int]) -> list[torch.Tensor]:

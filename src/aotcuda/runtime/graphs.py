@@ -6,12 +6,16 @@ Per input signature (the shapes and dtypes of the call's inputs):
   * the next call copies its inputs into static input buffers and captures one run of the model
     (``AOTInductorModelContainerRunSingleThreaded`` on a side stream, ``torch.cuda.CUDAGraph``), then
     replays the graph once to compute that call's outputs;
-  * every later call copies its inputs into the static buffers and replays.
+  * every later call copies its inputs into the static buffers (one multi-tensor copy; none for an input
+    that IS its static buffer) and replays.
 The outputs of a replay live in the graph's static output buffers, which the next replay overwrites; the
 Program returns COPIES of them (slots that share one tensor still share one copy) or copies them into
 the caller's buffers. A new input shape starts its own warm-up and capture; at most ``max_graphs``
 graphs are kept (least recently used goes first). A failed capture raises RuntimeCallError, releases
 every output handle once (ownership rule), and that shape runs eagerly from then on.
+
+Zero copy: ``Program.bind`` (``aotcuda.runtime.bound``) captures one graph on the caller's own tensors
+with ``capture`` below; its replay is one graph launch and nothing else.
 
 Inputs the program writes in place (``mutated``) are written into the static input buffers by a
 replay; each replay copies them back into the call's own inputs, as an eager run writes them.
@@ -19,10 +23,12 @@ replay; each replay copies them back into the call's own inputs, as an eager run
 Threads: calls of a Program with CUDA graphs run one at a time (a lock), warm-up calls included: a
 graph has one set of static buffers, and the container's single-threaded run (which the capture uses)
 takes its one model without the container's lock, so it must not overlap a pooled run. The copy of the
-results out of the static buffers (``finish``) happens under the lock too, and on the GPU the next call
-waits for the previous call's copy (an event), whichever stream each call runs on. The capture uses
-``capture_error_mode="thread_local"``, so that other threads' CUDA work (other Programs) does not
-invalidate it.
+results out of the static buffers (``finish``) happens under the lock too. On the GPU the next call's
+input copy must not overtake the previous call's output copy: calls on one stream are ordered by the
+stream itself; a call on another stream first waits for an event recorded on the previous call's stream
+(made only when the stream changes: an event per call costs microseconds of host time, the whole budget
+of a replay). The capture uses ``capture_error_mode="thread_local"``, so that other threads' CUDA work
+(other Programs) does not invalidate it.
 """
 
 from __future__ import annotations
@@ -50,7 +56,39 @@ class _ShapeState:
 
 
 def shape_key(inputs: list[torch.Tensor]) -> tuple:
-    return tuple((tuple(t.shape), t.stride(), t.dtype) for t in inputs)
+    return tuple([(t.shape, t.stride(), t.dtype) for t in inputs])
+
+
+def capture(run: RunFn, device: torch.device, inputs: list[torch.Tensor], then=None) -> tuple:
+    """Capture one run of the model on ``inputs`` into a new CUDA graph; return (graph, outputs).
+
+    The run goes through ``RunSingleThreaded`` on a side stream (the container's pool and its events
+    cannot be captured). ``then(outputs)``, when given, is captured after the run (e.g. copies of the
+    outputs into caller-owned buffers). A failing run releases its output handles itself (ownership
+    rule); the graph's outputs own theirs afterwards. Raises RuntimeCallError naming the cause.
+    """
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    try:
+        with torch.cuda.device(device), torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+            outputs = run(inputs, stream=side.cuda_stream, single_threaded=True)
+            if then is not None:
+                then(outputs)
+    except Exception as exc:
+        raise RuntimeCallError(f"capturing the model into a CUDA graph failed: {exc}") from exc
+    torch.cuda.current_stream(device).wait_stream(side)
+    return graph, outputs
+
+
+def copy_into(statics: list[torch.Tensor], news: list[torch.Tensor]) -> None:
+    """Copy each new input into its static buffer, skipping a buffer passed as its own input; several
+    at once go through one ``torch._foreach_copy_`` (one multi-tensor launch instead of one each)."""
+    pairs = [(s, n) for s, n in zip(statics, news) if n is not s]
+    if len(pairs) == 1:
+        pairs[0][0].copy_(pairs[0][1])
+    elif pairs:
+        torch._foreach_copy_([s for s, _ in pairs], [n for _, n in pairs])
 
 
 class GraphRunner:
@@ -71,14 +109,18 @@ class GraphRunner:
         self.warmup_calls, self.max_graphs = warmup_calls, max_graphs
         self.mutated = mutated
         self._states: OrderedDict[tuple, _ShapeState] = OrderedDict()
+        self._last: tuple | None = None  # (key, state) of the latest call: repeats skip the LRU update
         self._lock = threading.Lock()
-        self._outputs_read: torch.cuda.Event | None = None  # recorded after the last call's finish()
+        self._raw_stream = raw_stream_function(device)
+        self._last_stream: int | None = None  # the raw stream of the last call through a graph
 
     def __call__(self, inputs: list[torch.Tensor], finish: Callable[[list, bool], list]) -> list:
         """Run once and return ``finish(outputs, static)``: static is True when the outputs are the graph's
         buffers, which finish must copy (it runs under the lock, before the next replay can start)."""
+        key = shape_key(inputs)
         with self._lock:
-            state = self._state_for(shape_key(inputs))
+            last = self._last
+            state = last[1] if last is not None and last[0] == key else self._state_for(key)
             if state.graph is None and (state.eager_only or state.calls < self.warmup_calls):
                 state.calls += 1
                 return finish(self._run(inputs), False)
@@ -86,19 +128,35 @@ class GraphRunner:
 
     def _graph_call(self, state: _ShapeState, inputs, finish) -> list:
         """Replay (capturing first if needed), write back mutated inputs, finish; under the lock."""
-        stream = torch.cuda.current_stream(self.device)
-        if self._outputs_read is not None:
-            stream.wait_event(self._outputs_read)
+        stream = self._raw_stream()
+        if self._last_stream is not None and stream != self._last_stream:
+            # Another stream than the last call's: wait for everything queued there so far (its output copy).
+            event = torch.cuda.Event()
+            event.record(torch.cuda.ExternalStream(self._last_stream, device=self.device))
+            torch.cuda.current_stream(self.device).wait_event(event)
         if state.graph is not None:
-            outputs = self._replay(state, inputs)
+            copy_into(state.static_inputs, inputs)
+            state.graph.replay()
+            outputs = state.static_outputs
         else:
             self._capture(state, inputs)
             outputs = list(state.static_outputs)
-        write_back(inputs, state.static_inputs, self.mutated)
+        if self.mutated:
+            write_back(inputs, state.static_inputs, self.mutated)
         result = finish(outputs, True)
-        self._outputs_read = torch.cuda.Event()
-        self._outputs_read.record(stream)
+        self._last_stream = stream
         return result
+
+    def _capture(self, state: _ShapeState, inputs) -> None:
+        static_inputs = [t.clone() for t in inputs]
+        try:
+            graph, static_outputs = capture(self._run, self.device, static_inputs)
+        except RuntimeCallError as exc:
+            state.eager_only = True
+            raise RuntimeCallError(f"{exc}. Calls of this input shape now run without a graph; load with "
+                                   "cuda_graphs=False to skip capturing.") from exc.__cause__
+        state.graph, state.static_inputs, state.static_outputs = graph, static_inputs, static_outputs
+        graph.replay()
 
     @property
     def num_graphs(self) -> int:
@@ -107,39 +165,25 @@ class GraphRunner:
     def _state_for(self, key: tuple) -> _ShapeState:
         if key in self._states:
             self._states.move_to_end(key)
-            return self._states[key]
-        while self.max_graphs > 0 and len(self._states) >= self.max_graphs:
-            self._states.popitem(last=False)
-        self._states[key] = state = _ShapeState()
+            state = self._states[key]
+        else:
+            while self.max_graphs > 0 and len(self._states) >= self.max_graphs:
+                self._states.popitem(last=False)
+            self._states[key] = state = _ShapeState()
+        self._last = (key, state)
         return state
-
-    def _replay(self, state: _ShapeState, inputs) -> list:
-        for static, new in zip(state.static_inputs, inputs):
-            static.copy_(new)
-        state.graph.replay()
-        return list(state.static_outputs)
-
-    def _capture(self, state: _ShapeState, inputs) -> None:
-        static_inputs = [t.clone() for t in inputs]
-        graph = torch.cuda.CUDAGraph()
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        try:
-            capture = torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local")
-            with torch.cuda.device(self.device), capture:
-                # A failing run releases its output handles itself (ownership rule); after a successful
-                # one the tensors own them, and dropping them below releases each handle once.
-                static_outputs = self._run(static_inputs, stream=side.cuda_stream, single_threaded=True)
-        except Exception as exc:
-            state.eager_only = True
-            raise RuntimeCallError(
-                f"capturing the model into a CUDA graph failed: {exc}. Calls of this input shape now run "
-                "without a graph; load with cuda_graphs=False to skip capturing."
-            ) from exc
-        state.graph, state.static_inputs, state.static_outputs = graph, static_inputs, static_outputs
-        graph.replay()
 
     def clear(self) -> None:
         """Drop every graph and its static buffers."""
         with self._lock:
             self._states.clear()
+            self._last = None
+
+
+def raw_stream_function(device: torch.device):
+    """A function returning the current raw CUDA stream of ``device`` as an int, cheaply: Inductor's own
+    ``torch._C._cuda_getCurrentRawStream`` where this torch has it, else through a Stream object."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return lambda: raw(device.index)
+    return lambda: torch.cuda.current_stream(device).cuda_stream

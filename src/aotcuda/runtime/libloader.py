@@ -125,7 +125,8 @@ _mute_depth = 0
 
 @functools.cache
 def _cerr_state_setter():
-    """(clear function, address of std::cerr's basic_ios), or None where libstdc++ is not as expected."""
+    """A function setting std::cerr's iostate (``basic_ios::clear``), or None where libstdc++ is not as
+    expected."""
     try:
         cxx = ctypes.CDLL(_CXX_RUNTIME, mode=os.RTLD_NOW | os.RTLD_GLOBAL | os.RTLD_NOLOAD)
         cerr = ctypes.addressof(ctypes.c_void_p.in_dll(cxx, "_ZSt4cerr"))
@@ -139,33 +140,58 @@ def _cerr_state_setter():
     offset = ctypes.c_ssize_t.from_address(vtable - 3 * ctypes.sizeof(ctypes.c_void_p)).value
     if not 0 < offset < 4096:
         return None
-    return clear, cerr + offset
+    ios = cerr + offset
+    return _direct_state_setter(clear, ios) or (lambda state: clear(ios, state))
 
 
-def _set_cerr_muted(muted: bool) -> None:
-    setter = _cerr_state_setter()
-    if setter is not None:
-        clear, ios = setter
-        clear(ios, _BADBIT if muted else 0)
+def _direct_state_setter(clear, ios: int):
+    """A setter that writes std::cerr's iostate field itself: a foreign call costs a microsecond, twice per
+    model run. ``clear(state)`` on a stream with a buffer and no exception mask (std::cerr's) only stores
+    the state in ``ios_base::_M_streambuf_state``, which libstdc++ keeps after the vtable pointer,
+    precision, width, flags and the exception mask. Used only when the probe below (clear, then read
+    back the field) confirms that layout; None otherwise."""
+    field = ctypes.c_int.from_address(ios + 3 * ctypes.sizeof(ctypes.c_void_p) + 2 * ctypes.sizeof(ctypes.c_int))
+    clear(ios, _BADBIT)
+    muted = field.value == _BADBIT
+    clear(ios, 0)
+    if not (muted and field.value == 0):
+        return None
+
+    def set_state(state: int) -> None:
+        field.value = state
+
+    return set_state
 
 
 class _QuietCxxErrors:
     """``with quiet_cxx_errors():`` mutes std::cerr while the block runs (nested and concurrent blocks:
-    muted until the last one ends). A class, not a generator: it runs around every model run."""
+    muted until the last one ends). A class, not a generator: it runs around every model run, so what it
+    needs is looked up once, at the first run (the std::cerr address, and AOTCUDA_CXX_ERRORS, which, like
+    AOTI's own variables, is read once: set it before the first run)."""
+
+    def __init__(self) -> None:
+        self._setter = False  # False: not looked up yet; None: cannot mute here
+
+    def _resolve(self) -> None:
+        self._setter = None if os.environ.get("AOTCUDA_CXX_ERRORS") == "1" else _cerr_state_setter()
 
     def __enter__(self) -> None:
         global _mute_depth
+        if self._setter is False:
+            self._resolve()
+        setter = self._setter
         with _mute_lock:
             _mute_depth += 1
-            if _mute_depth == 1 and os.environ.get("AOTCUDA_CXX_ERRORS") != "1":
-                _set_cerr_muted(True)
+            if _mute_depth == 1 and setter is not None:
+                setter(_BADBIT)
 
     def __exit__(self, *exc_info) -> None:
         global _mute_depth
+        setter = self._setter
         with _mute_lock:
             _mute_depth -= 1
-            if _mute_depth == 0:
-                _set_cerr_muted(False)
+            if _mute_depth == 0 and setter is not None:
+                setter(0)
 
 
 _QUIET = _QuietCxxErrors()

@@ -38,24 +38,27 @@ import torch.utils._pytree as pytree
 
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime import ownership
+from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
+from aotcuda.runtime.bound import BoundGraph, bind_graph
 from aotcuda.runtime.checks import (
     TensorSpec,
     check_buffers_match,
     check_caller_outputs,
     check_inputs,
+    check_mutated_inputs,
     write_back,
 )
 from aotcuda.runtime.complex_boundary import split_signature
 from aotcuda.runtime.container import (
     ModelContainer,
     delete_handle,
-    handle_array,
-    new_handles,
+    handle_array_type,
+    new_handle_array,
     require_aoti_input_checks,
     steal_handles,
 )
-from aotcuda.runtime.graphs import GraphRunner
+from aotcuda.runtime.graphs import GraphRunner, raw_stream_function
 from aotcuda.runtime.lifetime import CallGate
 from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
@@ -157,6 +160,9 @@ class Program:
         self._input_labels = tuple(spec.name for spec in self._input_specs or ()) or tuple(self._input_names)
         self._graphs = GraphRunner(self._run, self._device, mutated=self._written) if cuda_graphs else None
         self._arg_names = None
+        self._accepted = AcceptedSignatures(self._input_specs, self._device, self.num_inputs)
+        self._output_array = handle_array_type(self.num_outputs)
+        self._stream_of = raw_stream_function(self._device) if self._device.type == "cuda" else None
         self._fast_paths()
 
     def _make_container(self, aoti_checks: bool) -> ModelContainer:
@@ -214,13 +220,11 @@ class Program:
 
     def __call__(self, *args, **kwargs):
         """Run on the exported module's arguments; return outputs structured like the module's."""
-        if (not kwargs and self._flat_args_spec is not None and self._flat_args_spec.num_leaves == len(args)
-                and all(isinstance(arg, torch.Tensor) for arg in args)):
+        if not kwargs and len(args) == self._num_flat_args and all(isinstance(arg, torch.Tensor) for arg in args):
             flat = list(args)  # fast path: the exported module takes plain tensors, positionally
         else:
             flat = self._flatten_arguments(args, kwargs)
-        outputs = self.execute(flat)
-        return self._structure_outputs(outputs)
+        return self._structure_outputs(self.execute(flat))
 
     def _fast_paths(self) -> None:
         """Spot the usual call shapes once, so that each call skips pytree work (tens of µs per call,
@@ -228,7 +232,7 @@ class Program:
         positionally, and outputs that are one tensor or a flat tuple of tensors."""
         n_in, n_out = self.num_inputs, self.num_outputs
         flat_in = pytree.tree_flatten((tuple(range(n_in)), {}))[1]
-        self._flat_args_spec = flat_in if self._in_spec == flat_in else None
+        self._num_flat_args = n_in if self._in_spec == flat_in else -1  # -1: never the fast path
         if self._out_spec is None:
             self._structure_outputs = lambda outputs: outputs
         elif n_out == 1 and self._out_spec.is_leaf():
@@ -279,8 +283,15 @@ class Program:
         """
         with self._gate:
             originals = _as_list(inputs, "inputs", InputError)
-            prepared, bindings = check_inputs(originals, self._input_specs, self._input_names, self._device,
-                                              self.num_inputs, self._mutated)
+            bindings = self._accepted.lookup(originals)
+            if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
+                prepared, bindings = check_inputs(originals, self._input_specs, self._input_names, self._device,
+                                                  self.num_inputs, self._mutated)
+                self._accepted.remember(originals, prepared, bindings)
+            else:
+                prepared = originals  # checked before, and needing no copy into the exported layout
+                if self._mutated:  # these depend on the tensors themselves, not their signature
+                    check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
             if self._boundary is not None:
                 prepared_pairs = self._boundary.inputs_as_pairs(prepared)
             else:
@@ -289,12 +300,12 @@ class Program:
                 outputs = _as_list(outputs, "outputs", OutputError)
                 check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
                                      originals, self._input_labels)
-            finish = functools.partial(self._finish, outputs)
             if self._graphs is not None:
-                results = self._graphs(prepared_pairs, finish)
+                results = self._graphs(prepared_pairs, functools.partial(self._finish, outputs))
             else:
-                results = finish(self._run(prepared_pairs), False)
-            write_back(originals, prepared, self._written)
+                results = self._finish(outputs, self._run(prepared_pairs), False)
+            if prepared is not originals:  # some input may have been copied into the exported layout
+                write_back(originals, prepared, self._written)
             return results
 
     def _finish(self, outputs, results: list, static: bool) -> list:
@@ -310,26 +321,75 @@ class Program:
         return _copy_sharing(results) if static else results
 
     def _run(self, inputs: list[torch.Tensor], stream: int | None = None, single_threaded: bool = False) -> list:
-        """One container run: handles in, handles out, adopted by the ownership rule."""
-        if stream is None and self._device.type == "cuda":
-            stream = torch.cuda.current_stream(self._device).cuda_stream
-        output_array = handle_array([0] * self.num_outputs)
-        # The handles go on private aliases (a new TensorImpl each, same memory) so that after a failed run
-        # we can tell which ones the model did not take over: see _release_unstolen.
-        aliases = [tensor.detach() for tensor in inputs]
-        input_handles = new_handles(aliases)
+        """One container run: handles in, handles out, adopted by the ownership rule.
+
+        Per call this is one torch call to make the input handles, one ctypes call to run, one torch call
+        to adopt the outputs; every ctypes type and function is looked up once, at load.
+        """
+        if stream is None and self._stream_of is not None:
+            stream = self._stream_of()
+        output_array = self._output_array()
+        # The first input's handle goes on a private alias (a new TensorImpl, same memory) so that after a
+        # failed run we can tell whether the model took the handles over: see _release_unstolen.
+        if inputs:
+            alias = inputs[0].detach()
+            input_array = new_handle_array([alias, *inputs[1:]])
+        else:
+            alias, input_array = None, handle_array_type(0)()
         try:
-            self._container.run(input_handles, output_array, stream, single_threaded)
+            self._container.run(input_array, output_array, stream, single_threaded)
         except BaseException:
             _release_written(output_array)
-            _release_unstolen(aliases, input_handles)
+            _release_unstolen(alias, input_array)
             raise
         handles = list(output_array)
         try:
+            if len(set(handles)) == len(handles) and None not in handles:
+                return steal_handles(handles)  # the usual case: one distinct handle per slot
             return ownership.adopt_all(handles, steal_handles)
         except BaseException as exc:
             ownership.release_all(handles, delete_handle)
             raise RuntimeCallError(f"taking over the model's outputs failed: {exc}") from exc
+
+    def bind(self, inputs, outputs=None, *, warmup_calls: int = 3) -> BoundGraph:
+        """Capture a CUDA graph on caller-owned static buffers: zero-copy replays (``aotcuda.runtime.bound``).
+
+        Args:
+            inputs: one CUDA tensor per input (the container's order, ``input_names``), in the layout the
+                program was exported with (contiguous for most). The graph reads them in place: write each
+                call's inputs into these tensors, then ``replay()``. They stay the caller's; inputs the
+                program writes in place are written there by each replay.
+            outputs: None (read ``BoundGraph.outputs``, the graph's own static outputs, overwritten by each
+                replay), or one caller-owned tensor per output slot, apart from each other and from the
+                inputs, that the graph fills at the end of each replay (a device copy inside the graph).
+            warmup_calls: eager runs on ``inputs`` before the capture (at least one). A program that
+                mutates its buffers (a KV cache) sees these runs like calls.
+
+        Works with ``cuda_graphs`` True or False; a bound graph does not count against ``max_graphs``.
+        Returns a BoundGraph (``.replay()``, ``.inputs``, ``.outputs``, ``.graph``, ``.close()``); it
+        stops working when the Program is closed. Replays of one bound graph must not run concurrently
+        (one set of buffers); use one bound graph per thread. Do not call the Program from other threads
+        while ``bind`` runs: its capture uses the container's single-threaded run, which must not overlap
+        a pooled run (a Program loaded with ``cuda_graphs=True`` serializes its own calls, not bind).
+
+        Raises InputError / OutputError as a call would (and InputError when an input is not in the
+        exported layout, which would need a copy), RuntimeCallError on a CPU Program, a closed one, or a
+        failed capture.
+        """
+        with self._gate:
+            tensors = _as_list(inputs, "inputs", InputError)
+            prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
+                                              self.num_inputs, self._mutated)
+            if self._boundary is not None:
+                prepared = self._boundary.inputs_as_pairs(prepared)
+            if outputs is not None:
+                outputs = _as_list(outputs, "outputs", OutputError)
+                check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
+                                     tensors, self._input_labels)
+            adapt = self._boundary.outputs_as_complex if self._boundary is not None else list
+            gate = self._gate
+            return bind_graph(self._run, self._device, tensors, prepared, self._input_names, outputs,
+                              warmup_calls, adapt, self._structure_outputs, lambda: not gate.closed)
 
     # --- lifetime ------------------------------------------------------------------------------------
 
@@ -392,17 +452,18 @@ def _release_written(output_array) -> None:
     ownership.release_all(list(output_array), delete_handle)
 
 
-def _release_unstolen(aliases: list[torch.Tensor], input_handles: list[int]) -> None:
-    """After a failed run: release the input handles the model did not take over.
+def _release_unstolen(alias: torch.Tensor | None, input_handles) -> None:
+    """After a failed run: release the input handles if the model did not take them over.
 
-    The model steals its input handles at the start of its run, but AOTI's own input checks
-    (AOTI_RUNTIME_CHECK_INPUTS, which unsigned packages turn on) throw BEFORE that, leaving them to us:
-    one leaked tensor per input per rejected call otherwise. Each handle is the only reference to its
-    alias besides our own (the aliases are private to this call), so a use count above 1 means the handle
-    is still alive. Call it after the output handles are released (an output may view an input).
+    The model steals all its input handles at once at the start of its run (one loop with nothing in it
+    that can fail), but AOTI's own input checks (AOTI_RUNTIME_CHECK_INPUTS, which unsigned packages turn
+    on) throw BEFORE that, leaving them to us: one leaked tensor per input per rejected call otherwise.
+    The first handle is the only reference to ``alias`` besides our own (the alias is private to this
+    call), so a use count above 1 means that handle, and so every handle, is still alive. Call it after
+    the output handles are released (an output may view an input).
     """
-    for alias, handle in zip(aliases, input_handles):
-        if alias._use_count() > 1:
+    if alias is not None and alias._use_count() > 1:
+        for handle in input_handles:
             delete_handle(handle)
 
 

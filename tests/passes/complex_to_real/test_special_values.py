@@ -130,6 +130,8 @@ CASES = [
       torch.ops.prims.convert_element_type.default),
     C("copy_into_bool", lambda z, r: (r > 0).copy_(z), "zr", aten.copy.default),
     C("copy_into_real", lambda z, r: r.clone().copy_(z), "zr", aten.copy.default),
+    C("slice_scatter_into_real", lambda z: torch.slice_scatter(torch.zeros(z.shape), z[1:], 0, 1), "z",
+      aten.slice_scatter.default),
     C("where_on_bool_mask", lambda z, w: torch.where(z.bool(), w, 0), "zz", aten._to_copy.default),
     C("real_imag", lambda z: (z.real, z.imag), "z"),
     C("conj", lambda z: (z.conj().resolve_conj(), torch.conj_physical(z)), "z", aten._conj.default,
@@ -166,6 +168,9 @@ RULE_ONLY = {
     aten.sgn.default: (lambda z, m: BY_PARTS["sgn"](z), lambda p, m: (p,)),
     aten.rsub.Tensor: (lambda z, m: BY_PARTS["rsub"](z, z.flip(0)), lambda p, m: (p, Pair(p.t.flip(0)))),
     aten.rsub.Scalar: (lambda z, m: BY_PARTS["rsub_scalar_op"](z), lambda p, m: (p, 2.0)),
+    # torch's decomposition of select_scatter promotes a real destination to complex (docs/reliability.md)
+    aten.select_scatter.default: (lambda z, m: torch.select_scatter(torch.zeros(z.shape, dtype=z.real.dtype), z[1], 0, 1),
+                                  lambda p, m: (torch.zeros(p.shape, dtype=p.dtype), Pair(p.t[1]), 0, 1)),
     aten.where.ScalarSelf: (lambda z, m: aten.where.ScalarSelf(m, 1.5, z), lambda p, m: (m, 1.5, p)),
     aten.where.ScalarOther: (lambda z, m: aten.where.ScalarOther(m, z, -0.5), lambda p, m: (m, p, -0.5)),
     aten.masked_fill.Scalar: (lambda z, m: z.masked_fill(m, 2.0), lambda p, m: (p, m, 2.0)),

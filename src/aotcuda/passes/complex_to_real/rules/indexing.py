@@ -21,6 +21,16 @@ def source_pair(out, src) -> torch.Tensor:
     return as_addend(cast(src, dtype), dtype, out.device)
 
 
+def scatter_operands(out, a, src):
+    """(destination, values, wrap) for a scatter into a: pairs for a complex a; for a real a (eager's
+    `real[i] = z`), the complex values cast to a's dtype as copy_ casts them, and no wrapping."""
+    if isinstance(a, Pair):
+        return a.t, source_pair(out, src), Pair
+    if isinstance(src, Pair):
+        src = real_value(src, a.dtype).to(a.dtype)
+    return a, src, lambda t: t
+
+
 @register(aten.index.Tensor)
 def index(out, a, indices):
     """Advanced indexing of the complex dims; the pair dim, never indexed, stays last."""
@@ -36,19 +46,21 @@ def gather(out, a, dim, index_, *, sparse_grad=False):
 
 @register(aten.slice_scatter.default)
 def slice_scatter(out, a, src, dim=0, start=None, end=None, step=1):
-    """slice_scatter along the mapped dim."""
-    return Pair(aten.slice_scatter.default(a.t, source_pair(out, src), pair_dim(dim), start, end, step))
+    """slice_scatter along the mapped dim (into a real tensor: the values cast as copy_ casts them)."""
+    a, src, wrap = scatter_operands(out, a, src)
+    return wrap(aten.slice_scatter.default(a, src, pair_dim(dim) if wrap is Pair else dim, start, end, step))
 
 
 @register(aten.select_scatter.default)
 def select_scatter(out, a, src, dim, index_):
-    """select_scatter along the mapped dim."""
-    return Pair(aten.select_scatter.default(a.t, source_pair(out, src), pair_dim(dim), index_))
+    """select_scatter along the mapped dim (into a real tensor: the values cast as copy_ casts them)."""
+    a, src, wrap = scatter_operands(out, a, src)
+    return wrap(aten.select_scatter.default(a, src, pair_dim(dim) if wrap is Pair else dim, index_))
 
 
 @register(aten.index_put.default)
 def index_put(out, a, indices, values, accumulate=False):
-    """index_put on the complex dims; values broadcast as pairs."""
+    """index_put on the complex dims; values broadcast as pairs (eager refuses complex values into real)."""
     return Pair(aten.index_put.default(a.t, indices, source_pair(out, values), accumulate))
 
 

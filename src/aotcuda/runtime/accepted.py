@@ -1,0 +1,73 @@
+"""Input signatures that passed every check once, so that a call repeating one skips the full checks.
+
+``checks.check_inputs`` costs a few microseconds per input (dims against their specs, symbolic ranges,
+derived dims, error labels), which is most of a plain call's host time on a small program. Every one of
+those checks depends only on the inputs' signature: type, layout, dtype, device, sizes, contiguity and
+the negation/conjugation bits. So a signature that passed once, and needed no layout conversion, is
+remembered (keyed by the sizes; the rest must equal the exported specs), and a call that repeats it
+skips straight to the run with the symbol values that the first check bound. Anything else (a new
+shape, a strided view, a wrong dtype, a non-tensor) takes the full checks, which name the problem.
+
+Only programs whose every input spec is contiguous use the cache (the usual export); a program exported
+with a strided example checks each call fully, since its inputs may need a copy into that layout.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_STRIDED = torch.strided
+_MAX_ENTRIES = 64  # distinct input shapes remembered; a program with more checks the rest in full
+
+
+class AcceptedSignatures:
+    """The input signatures of one Program that passed ``check_inputs`` without a layout conversion.
+
+    Args:
+        specs: the package's input TensorSpecs, or None for an unsigned package (then only the count,
+            tensor type, layout, device and the lazy bits are what the full check looks at).
+        device: the Program's device.
+        num_inputs: the container's input count.
+    """
+
+    def __init__(self, specs, device: torch.device, num_inputs: int):
+        self._device = device
+        self._num_inputs = num_inputs
+        # Unsigned packages keep the caller's layout (AOTI's own checks compare strides): any is fine.
+        self._dtypes = None if specs is None else tuple(spec.dtype for spec in specs)
+        self.enabled = specs is None or all(spec.contiguous for spec in specs)
+        self._entries: dict[tuple, dict[str, int]] = {}
+
+    def lookup(self, tensors: list) -> dict[str, int] | None:
+        """The symbol values bound by the accepted signature these tensors repeat, or None: check fully.
+
+        Never raises: whatever is not plainly a repeat (wrong count, a non-tensor, a sparse tensor) is
+        left to the full checks, which say what is wrong.
+        """
+        if not self.enabled or len(tensors) != self._num_inputs:
+            return None
+        device = self._device
+        try:
+            if self._dtypes is None:  # unsigned: any dtype and layout (AOTI's own checks look at them)
+                for tensor in tensors:
+                    if tensor.layout is not _STRIDED or tensor.device != device or tensor.is_neg() or tensor.is_conj():
+                        return None
+            else:
+                for tensor, dtype in zip(tensors, self._dtypes):
+                    if (tensor.dtype is not dtype or tensor.layout is not _STRIDED or tensor.device != device
+                            or not tensor.is_contiguous() or tensor.is_neg() or tensor.is_conj()):
+                        return None
+            return self._entries.get(tuple([tensor.shape for tensor in tensors]))
+        except (AttributeError, TypeError, RuntimeError):
+            return None
+
+    def remember(self, tensors: list, prepared: list, bindings: dict[str, int]) -> None:
+        """Record a signature that just passed the full checks, if it needed no layout conversion."""
+        if not self.enabled or any(p is not t for p, t in zip(prepared, tensors)):
+            return
+        if len(self._entries) >= _MAX_ENTRIES:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[tuple([tensor.shape for tensor in tensors])] = bindings
+
+    def clear(self) -> None:
+        self._entries.clear()
