@@ -1,6 +1,6 @@
 """ExecuTorch's real CUDA backend on complex RoPE programs: missing fallback kernels without the pass, a .pte with it.
 
-For each program of tests/executorch/et_programs.py (Llama-2 RoPE, "twice", Wan complex128 RoPE), exported
+For each program of tests/with_executorch/et_programs.py (Llama-2 RoPE, "twice", Wan complex128 RoPE), exported
 on the GPU, lowered with ``to_edge_transform_and_lower`` and ExecuTorch's ``CudaPartitioner``:
 
 - without:        ExecuTorch as it ships; expected to fail with "missing fallback kernels (N total)";
@@ -10,7 +10,7 @@ on the GPU, lowered with ``to_edge_transform_and_lower`` and ExecuTorch's ``Cuda
 
 A route that succeeds writes ``<program>-<route>.pte`` (and the ``aoti_cuda_blob.ptd`` CudaBackend keeps
 beside it) under --out. The .pte cannot be run here (the PyPI ExecuTorch runtime has no CUDA backend);
-what it computes is checked against eager by tests/executorch on the CPU stand-in of the same backend.
+what it computes is checked against eager by tests/with_executorch on the CPU stand-in of the same backend.
 
     python benchmarks/executorch_cuda.py [--programs llama2 twice wan] [--routes without backend before]
                                         [--out DIR] [--json rows.json]
@@ -32,7 +32,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "executorch"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "with_executorch"))
 
 import et_programs  # noqa: E402
 

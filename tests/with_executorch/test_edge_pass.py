@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-pytest.importorskip("executorch", reason="needs ExecuTorch: pip install -e '.[executorch]'")
+pytest.importorskip("executorch.exir", reason="needs ExecuTorch: pip install -e '.[executorch]'")
 
 import et_programs  # noqa: E402
 import torch  # noqa: E402
