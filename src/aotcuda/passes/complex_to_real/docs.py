@@ -33,6 +33,11 @@ compute (elementwise, reductions, matrix products, polar) run in float32 and rou
 does. Every result is laid out as eager lays out the value it replaces (the complex strides ×2, pair dim
 last), so views, `as_strided` and stride reads after it see eager's layout; where a rule's natural layout
 differs (the FFT rules), the result is copied into eager's.
+
+The same rules rewrite the other spellings of these ops (registry.rule_for): ExecuTorch's Edge-dialect ops
+(`exir_ops.edge.aten.*`, by the overload their schema names), the `*_copy` form of every view listed
+(`permute_copy`, `view_as_complex_copy`, …: the view's rule, into a fresh contiguous tensor), and ExecuTorch's
+dim-order ops (`_clone_dim_order`, `_to_dim_order_copy`, `_empty_dim_order`: clone, `_to_copy`, empty).
 """
 
 

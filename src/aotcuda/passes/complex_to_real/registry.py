@@ -19,8 +19,11 @@ op, so that programs in ExecuTorch's Edge dialect are rewritten by the same tabl
 - a dialect op that wraps an ATen overload (``exir_ops.edge.aten.mul.Tensor``): its schema names the
   overload (``aten::mul.Tensor``), whose rule applies;
 - a ``*_copy`` view op (``aten.permute_copy.default``, which Edge programs hold instead of the view):
-  the rule of the view it copies (view_copy.VIEW_OF_COPY), its result copied into a fresh contiguous
-  tensor, as the copy op returns.
+  the rule of the view it copies (`view_of_copy`), its result copied into a fresh contiguous tensor, as
+  the copy op returns;
+- one of ExecuTorch's dim-order ops (``dim_order_ops._clone_dim_order``, ``_to_dim_order_copy``,
+  ``_empty_dim_order``, which Edge programs hold instead of clone, _to_copy and empty): the ATen op's
+  rule, the dim order given as the memory format it names.
 """
 
 from __future__ import annotations
@@ -114,26 +117,38 @@ def aten_overload(op: object) -> torch._ops.OpOverload | None:
 def _derived_rule(op: object) -> Rule | None:
     aten_op = aten_overload(op)
     if aten_op is None:
-        return None
-    rule = RULES.get(aten_op) or _copy_form_rule(aten_op)
-    if rule is None or aten_op is op:
+        return _dim_order_rule(op)
+    rule = RULES.get(aten_op) or _copy_form_rule(aten_op) or _dim_order_rule(aten_op)
+    if rule is None or rule.op is op:
         return rule
     refuses = rule.refuses
     if refuses is not None:  # refusal checks compare node.target with ATen overloads: show them that one
-        def refuses_on_aten(node: torch.fx.Node, refuses=refuses) -> str | None:
-            return refuses(_NodeAs(node, aten_op))
+        def refuses_on_aten(node: torch.fx.Node, refuses=refuses, target=rule.op) -> str | None:
+            return refuses(_NodeAs(node, target))
 
         refuses_on_aten.__doc__ = refuses.__doc__
         rule = dataclasses.replace(rule, refuses=refuses_on_aten)
     return rule
 
 
+def view_of_copy(op: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
+    """The view a ``*_copy`` op copies: ``aten.X_copy.<overload>`` → ``aten.X.<overload>`` when that is a
+    view op (its result aliases its input) with the same arguments; None for any other op."""
+    name = op._opname
+    if op.namespace != "aten" or not name.endswith("_copy") or op._overloadname.endswith("out"):
+        return None
+    view = getattr(getattr(torch.ops.aten, name[: -len("_copy")], None), op._overloadname, None)
+    if not isinstance(view, torch._ops.OpOverload) or not view.is_view:
+        return None
+    same_arguments = [a.name for a in view._schema.arguments] == [a.name for a in op._schema.arguments]
+    return view if same_arguments else None
+
+
 def _copy_form_rule(op: torch._ops.OpOverload) -> Rule | None:
     """The rule of a ``*_copy`` view op: its view's rule, each result then copied into a fresh
     contiguous tensor (the copy op's result never aliases its input)."""
-    from aotcuda.passes.view_copy import VIEW_OF_COPY
-
-    view_rule = RULES.get(VIEW_OF_COPY.get(op))
+    view = view_of_copy(op)
+    view_rule = RULES.get(view) if view is not None else None
     if view_rule is None:
         return None
     view_fn = view_rule.fn
@@ -144,6 +159,51 @@ def _copy_form_rule(op: torch._ops.OpOverload) -> Rule | None:
     copy_rule.__doc__ = f"As {op_name(view_rule.op)}, into a fresh contiguous tensor."
     copy_rule.__name__ = copy_rule.__qualname__ = f"copy_of({view_fn.__qualname__})"
     return Rule(op, copy_rule, view_rule.family, view_rule.refuses)
+
+
+# ExecuTorch's dim-order ops: ATen ops whose memory_format argument is a dim order instead (the order of
+# the dims from outermost to innermost in memory). Schema name → the ATen overload they stand for.
+_DIM_ORDER_OPS = {
+    "dim_order_ops::_clone_dim_order": ("clone", "default"),
+    "dim_order_ops::_to_dim_order_copy": ("_to_copy", "default"),
+    "dim_order_ops::_empty_dim_order": ("empty", "memory_format"),
+}
+
+
+def _dim_order_rule(op: object) -> Rule | None:
+    schema = getattr(op, "_schema", None)
+    target = _DIM_ORDER_OPS.get(getattr(schema, "name", None)) if not getattr(schema, "overload_name", "") else None
+    aten_op = getattr(getattr(torch.ops.aten, target[0]), target[1]) if target else None
+    rule = RULES.get(aten_op)
+    if rule is None:
+        return None
+    aten_fn, accepted = rule.fn, {argument.name for argument in aten_op._schema.arguments}
+
+    def dim_order_rule(out, *args, dim_order=None, **kwargs):
+        kwargs = {name: value for name, value in kwargs.items() if name in accepted}  # clone has no non_blocking
+        memory_format = memory_format_of(dim_order)
+        if memory_format is not None:
+            kwargs["memory_format"] = memory_format
+        return aten_fn(out, *args, **kwargs)
+
+    dim_order_rule.__doc__ = f"As {op_name(aten_op)}, the dim order as a memory format."
+    dim_order_rule.__name__ = dim_order_rule.__qualname__ = f"dim_order_of({aten_fn.__qualname__})"
+    return Rule(aten_op, dim_order_rule, rule.family, rule.refuses)
+
+
+def memory_format_of(dim_order) -> torch.memory_format | None:
+    """The memory format a dim order names: None for None (keep the input's) and for an order no
+    memory format names (the pass then copies the result into eager's strides, see layout.py)."""
+    if dim_order is None:
+        return None
+    dim_order = list(dim_order)
+    if dim_order == list(range(len(dim_order))):
+        return torch.contiguous_format
+    if dim_order == [0, 2, 3, 1]:
+        return torch.channels_last
+    if dim_order == [0, 2, 3, 4, 1]:
+        return torch.channels_last_3d
+    return None
 
 
 def _is_pair(value: object) -> bool:

@@ -9,15 +9,16 @@ import torch
 
 from aotcuda.passes import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.pair import Pair
-from aotcuda.passes.complex_to_real.registry import rule_for
-from aotcuda.passes.view_copy import VIEW_OF_COPY
+from aotcuda.passes.complex_to_real.registry import RULES, rule_for, view_of_copy
 
 aten = torch.ops.aten
 
 # copy op → (complex shape, the op's other arguments)
 SAMPLES = {
+    aten._conj_copy.default: ((3, 4), ()),
     aten.alias_copy.default: ((3, 4), ()),
     aten.detach_copy.default: ((3, 4), ()),
+    aten.lift_fresh_copy.default: ((3, 4), ()),
     aten.expand_copy.default: ((1, 4), ([3, 4],)),
     aten.narrow_copy.default: ((4, 6), (1, 1, 3)),
     aten.permute_copy.default: ((2, 3, 4), ([2, 0, 1],)),
@@ -37,11 +38,24 @@ SAMPLES = {
 }
 
 
+def copy_twins() -> dict:
+    """copy op → view, for every view op with a rule whose ``_copy`` twin exists in ATen."""
+    rule_for(None)  # imports the rule modules, filling RULES
+    twins = {}
+    for view in RULES:
+        if isinstance(view, torch._ops.OpOverload) and view.namespace == "aten" and view.is_view:
+            copy_op = getattr(getattr(aten, f"{view._opname}_copy", None), view._overloadname, None)
+            if copy_op is not None and view_of_copy(copy_op) is view:
+                twins[copy_op] = view
+    return twins
+
+
 def test_every_copy_op_with_a_view_rule_has_a_rule_and_a_sample():
-    with_rule = {op for op, view in VIEW_OF_COPY.items() if rule_for(view) is not None}
-    assert with_rule - {aten.view_as_complex_copy.default} == set(SAMPLES)
-    for op in with_rule:
-        assert rule_for(op) is not None and rule_for(op).family == rule_for(VIEW_OF_COPY[op]).family
+    twins = copy_twins()
+    assert set(twins) - {aten.view_as_complex_copy.default} == set(SAMPLES)
+    for copy_op, view in twins.items():
+        assert rule_for(copy_op).family == RULES[view].family and rule_for(copy_op).op is copy_op
+    assert view_of_copy(aten._to_copy.default) is None and view_of_copy(aten.slice_copy.Tensor_out) is None
 
 
 class CopyOp(torch.nn.Module):

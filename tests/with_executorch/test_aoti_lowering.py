@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-pytest.importorskip("executorch", reason="needs ExecuTorch: pip install -e '.[executorch]'")
+pytest.importorskip("executorch.exir", reason="needs ExecuTorch: pip install -e '.[executorch]'")
 
 import aoti_cpu  # noqa: E402
 import et_programs  # noqa: E402
