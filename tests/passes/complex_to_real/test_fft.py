@@ -144,3 +144,10 @@ def test_dynamic_batch_with_static_length_is_rewritten():
     new = ReplaceComplexWithRealPass(strict=True)(ep)
     x = real(11, 16)
     assert_close_to_scale(new.module()(x), module(x), torch.float32)
+
+
+def test_dynamic_transform_length_refusal_names_the_bound():
+    n = torch.export.Dim("n", min=4, max=64)
+    ep = export(ComplexFn(lambda z: torch.fft.fft(z), 1), (pair(2, 16),), dynamic_shapes=(({1: n},),))
+    with pytest.raises(UnsupportedComplexOpError, match="at most 64.*n=64"):
+        ReplaceComplexWithRealPass(strict=True)(ep)

@@ -59,10 +59,21 @@ def refuses_dynamic(node: torch.fx.Node) -> str | None:
         sizes[-1] = node.args[3]
     for d, size in zip(dims, sizes):
         if not isinstance(size, int):
-            return (f"the transform length along dim {d} is dynamic ({size}); the rewrite plans each "
-                    "transform for a static length: export that dim with a static size (or pad the "
-                    "signal to a static length, e.g. the Dim's max, with n=)")
+            bound = _upper_bound(size)
+            pad = f"n={bound}" if bound is not None else "n=<the Dim's max> (set a max on the Dim)"
+            return (f"the transform length along dim {d} is dynamic ({size}, at most {bound}); the rewrite "
+                    "plans each transform for a static length: export that dim with a static size, or pad "
+                    f"the signal to a static length with {pad} and crop the result")
     return None
+
+
+def _upper_bound(size: torch.SymInt) -> int | None:
+    """The largest value the shape env allows for a dynamic size, or None if unbounded."""
+    try:
+        upper = size.node.shape_env.bound_sympy(size.node.expr).upper
+        return int(upper) if upper.is_finite else None
+    except Exception:  # an expression the value-range analysis cannot bound
+        return None
 
 
 refuses_dynamic.__doc__ = "Transforms of dynamic length (each transform is planned for its static length)."

@@ -85,3 +85,15 @@ def chirp_filter_spectrum(n: int, m: int, inverse: bool, dtype, device) -> torch
         b[m - n + 1:] = torch.complex(c[1:], s[1:]).flip(0)
         return torch.view_as_real(torch.fft.fft(b) / m)
     return _constant(("chirp_filter", n, m, inverse), make, dtype, device)
+
+
+def c2r_matrix(bins: int, n: int, scale: float, dtype, device) -> torch.Tensor:
+    """[2·bins, n] real matrix taking the Hermitian half (bins = n//2 + 1, interleaved) to the real
+    signal: out[t] = Σ_j w_j·(Re X_j·cos θ − Im X_j·sin θ), θ = 2π·j·t/n, w_j = 1 for j = 0 and
+    j = n/2, else 2 (the negative frequencies are the conjugates of the positive ones)."""
+    def make():
+        j, t = torch.arange(bins, dtype=torch.int64), torch.arange(n, dtype=torch.int64)
+        c, s = _exp((j[:, None] * t[None, :]) % n, n, 1.0)
+        twice = torch.where((j == 0) | (2 * j == n), 1.0, 2.0).to(torch.float64)[:, None] * scale
+        return torch.stack([c * twice, -s * twice], 1).reshape(2 * bins, n)
+    return _constant(("c2r", bins, n, scale), make, dtype, device)

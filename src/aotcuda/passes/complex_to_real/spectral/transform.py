@@ -82,6 +82,8 @@ def c2r(x: torch.Tensor, n: int, scale: float) -> torch.Tensor:
     half = n // 2 + 1
     bins = x.shape[-2]
     x = x.narrow(-2, 0, half) if bins >= half else torch.constant_pad_nd(x, [0, 0, 0, half - bins])
+    if plan(n).kind == "direct":  # one product straight to the real signal, half the work of a c2c
+        return torch.matmul(x.flatten(-2), tables.c2r_matrix(half, n, scale, x.dtype, x.device))
     mirrored = _conj(x.narrow(-2, 1, n - half).flip(-2))  # X[n − k] = conj(X[k])
     full = torch.cat([x, mirrored], -2)
     return transform(full, None, True, scale)[..., 0]
