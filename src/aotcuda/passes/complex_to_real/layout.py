@@ -15,6 +15,7 @@ directly (the copy is pointwise).
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 from torch.utils import _pytree as pytree
 
 from aotcuda.passes.complex_to_real.pair import Pair, same_size
@@ -38,7 +39,8 @@ def _one(value, original):
         return value
     if isinstance(value, Pair) and original.dtype.is_complex:
         shape = [*original.shape, 2]
-        strides = [*(2 * s for s in original.stride()), 1]
+        with disable_proxy_modes_tracing():  # metadata arithmetic, not graph nodes (see _restrided)
+            strides = [*(2 * s for s in original.stride()), 1]
         laid_out = _restrided(value.t, shape, strides)
         return value if laid_out is value.t else Pair(laid_out)
     if isinstance(value, torch.Tensor) and not isinstance(value, Pair) and not original.dtype.is_complex:
@@ -51,6 +53,13 @@ def _restrided(t: torch.Tensor, shape: list, strides: list) -> torch.Tensor:
 
     Not for overlapping layouts (a stride of 0, as expand makes): copying into one is undefined, and the
     rules give expanded results there as eager does.
+
+    Eager's strides are expressions of the original program's shape env (``33*Max(1, s0//16 - 3)``) that
+    the traced graph never computed: handed to an op, make_fx has to rebuild them from the graph's
+    symbols, which torch 2.11 cannot do for Max/Min (``... is not tracked with proxy``). So a dense layout,
+    the only kind the rules produce (a permutation of a contiguous one), is compared by its dim order
+    and made by permute → contiguous → permute of t's own (traced) sizes; only other layouts are
+    copied into eager's strides as written.
     """
     if t.ndim != len(shape) or any(isinstance(size, int) and size == 0 for size in shape):
         return t  # (no elements: nothing to lay out)
@@ -58,8 +67,40 @@ def _restrided(t: torch.Tensor, shape: list, strides: list) -> torch.Tensor:
         return t
     if any(_is_zero(s) for size, s in zip(shape, strides) if not _at_most_one(size)):
         return t
+    order = _dense_order(shape, strides)
+    if order is not None:
+        if _dense_order(t.shape, t.stride()) == order:
+            return t  # equal strides for every value of the sizes: only their expressions differ
+        return _permuted_contiguous(t, shape, strides)
     target = torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device)
     return aten.copy.default(target, t)
+
+
+def _hint(value) -> int | None:
+    """An int, or a SymInt's value in the example the program was traced with (None if it has none)."""
+    return value.node.hint if isinstance(value, torch.SymInt) else value
+
+
+def _dense_order(shape, strides) -> tuple[int, ...] | None:
+    """The dims of more than one element from innermost to outermost, if the layout is dense in that order
+    (each stride the product of the sizes inside it), else None; judged on the example's values."""
+    hints = [(_hint(stride), _hint(size), d) for d, (size, stride) in enumerate(zip(shape, strides))]
+    if any(size is None or stride is None for stride, size, _ in hints):
+        return None
+    expected, order = 1, []
+    for stride, size, d in sorted(h for h in hints if h[1] > 1):
+        if stride != expected:
+            return None
+        expected *= size
+        order.append(d)
+    return tuple(order)
+
+
+def _permuted_contiguous(t: torch.Tensor, shape: list, strides: list) -> torch.Tensor:
+    """A dense copy of t whose dims are laid out in the order of `strides` (outermost first)."""
+    outer_first = sorted(range(len(shape)), key=lambda d: (-(_hint(strides[d]) or 0), d))
+    inverse = sorted(range(len(shape)), key=outer_first.__getitem__)
+    return t.permute(outer_first).contiguous().permute(inverse)
 
 
 def _differs(t: torch.Tensor, shape: list, strides: list) -> bool:

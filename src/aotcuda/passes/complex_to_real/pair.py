@@ -186,3 +186,8 @@ def copy_in_memory_format(t: torch.Tensor, memory_format: torch.memory_format | 
     order = (*order, len(order))
     inverse = sorted(range(len(order)), key=order.__getitem__)
     return t.permute(order).contiguous().permute(inverse)
+
+
+def shared_table(key: tuple, make) -> torch.Tensor:
+    """`make()`, made once per trace for `key` and reused by every later rule (see shared_constants)."""
+    return _shared(key, make)

@@ -14,6 +14,7 @@ import copy
 import dataclasses
 
 import torch
+from torch._export.passes.lift_constants_pass import ConstantAttrMap, lift_constants_pass
 from torch.export.graph_signature import (
     ConstantArgument,
     ExportGraphSignature,
@@ -108,6 +109,9 @@ def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
     gm.graph.eliminate_dead_code()
     signature = _updated_signature(ep, gm)
     state_dict, constants = _convert_state(ep, complex_placeholders, devices or {})
+    # Tensors the rules made outside the trace (the FFT tables) are get_attr constants of gm: lift them
+    # into CONSTANT_TENSOR inputs, as export does, after the original placeholders got their names.
+    constants.update(lift_constants_pass(gm, signature, ConstantAttrMap()))
     gm.meta.update(ep.graph_module.meta)
     new = torch.export.ExportedProgram(
         root=gm,

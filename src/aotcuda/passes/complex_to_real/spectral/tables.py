@@ -1,0 +1,99 @@
+"""DFT, twiddle and chirp tables, computed once at rewrite time in float64 and kept as program constants.
+
+Each table is a real tensor made outside the trace (no fake mode, no proxy): make_fx records it as a
+tensor constant (get_attr), and the rebuilt ExportedProgram lifts it into its constants, so the
+compiled program reads it instead of recomputing cos/sin each call. Angles are reduced exactly in
+integers (k·t mod n) before they become float64, so tables are accurate to float64 rounding for any n.
+One table per (kind, sizes, dtype, device) and trace, shared by every transform that needs it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+from aotcuda.passes.complex_to_real.pair import shared_table
+
+
+def _exp(phase_num: torch.Tensor, n: int, sign: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sign·sin of 2π·phase_num/n (phase_num an exact integer tensor), in float64."""
+    theta = phase_num.to(torch.float64) * (2 * math.pi / n)
+    return theta.cos(), sign * theta.sin()
+
+
+def _constant(key: tuple, make, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    def build():
+        with unset_fake_temporarily(), disable_proxy_modes_tracing():
+            return make().to(dtype=dtype, device=device).contiguous()
+    return shared_table(("spectral", *key, dtype, str(device)), build)
+
+
+def c2c_matrix(n: int, inverse: bool, scale: float, dtype, device) -> torch.Tensor:
+    """[2n, 2n] real matrix M: an interleaved complex row x (length n) times M is its DFT, scaled.
+
+    Y_re = x_re·C − x_im·S, Y_im = x_re·S + x_im·C with C + iS = scale·exp(∓2πi·t·k/n).
+    """
+    def make():
+        t = torch.arange(n, dtype=torch.int64)
+        c, s = _exp((t[:, None] * t[None, :]) % n, n, 1.0 if inverse else -1.0)
+        c, s = c * scale, s * scale
+        top = torch.stack([c, s], -1)  # rows from x_re: (re, im) of each output
+        bottom = torch.stack([-s, c], -1)  # rows from x_im
+        return torch.stack([top, bottom], 1).reshape(2 * n, 2 * n)
+    return _constant(("c2c", n, inverse, scale), make, dtype, device)
+
+
+def r2c_matrix(n: int, bins: int, scale: float, dtype, device) -> torch.Tensor:
+    """[n, 2·bins] real matrix taking a real row of length n to its first `bins` DFT bins, interleaved."""
+    def make():
+        t, k = torch.arange(n, dtype=torch.int64), torch.arange(bins, dtype=torch.int64)
+        c, s = _exp((t[:, None] * k[None, :]) % n, n, -1.0)
+        return (torch.stack([c, s], -1) * scale).reshape(n, 2 * bins)
+    return _constant(("r2c", n, bins, scale), make, dtype, device)
+
+
+def twiddles(n1: int, n2: int, inverse: bool, dtype, device) -> torch.Tensor:
+    """[n2, n1, 2] pairs exp(∓2πi·t2·k1/(n1·n2)): the four-step twiddle between the two DFT stages."""
+    def make():
+        t2, k1 = torch.arange(n2, dtype=torch.int64), torch.arange(n1, dtype=torch.int64)
+        n = n1 * n2
+        c, s = _exp((t2[:, None] * k1[None, :]) % n, n, 1.0 if inverse else -1.0)
+        return torch.stack([c, s], -1)
+    return _constant(("twiddle", n1, n2, inverse), make, dtype, device)
+
+
+def chirp(n: int, inverse: bool, dtype, device) -> torch.Tensor:
+    """[n, 2] pairs exp(∓πi·t²/n) (Bluestein's c[t]; t² reduced mod 2n exactly)."""
+    def make():
+        t = torch.arange(n, dtype=torch.int64)
+        c, s = _exp((t * t) % (2 * n), 2 * n, 1.0 if inverse else -1.0)
+        return torch.stack([c, s], -1)
+    return _constant(("chirp", n, inverse), make, dtype, device)
+
+
+def chirp_filter_spectrum(n: int, m: int, inverse: bool, dtype, device) -> torch.Tensor:
+    """[m, 2] pairs: the length-m DFT (scaled by 1/m) of b[j] = exp(±πi·j²/n) laid out circularly
+    (j and m − j for j < n), Bluestein's convolution kernel, computed in float64 with torch.fft."""
+    def make():
+        j = torch.arange(n, dtype=torch.int64)
+        c, s = _exp((j * j) % (2 * n), 2 * n, -1.0 if inverse else 1.0)
+        b = torch.zeros(m, dtype=torch.complex128)
+        b[:n] = torch.complex(c, s)
+        b[m - n + 1:] = torch.complex(c[1:], s[1:]).flip(0)
+        return torch.view_as_real(torch.fft.fft(b) / m)
+    return _constant(("chirp_filter", n, m, inverse), make, dtype, device)
+
+
+def c2r_matrix(bins: int, n: int, scale: float, dtype, device) -> torch.Tensor:
+    """[2·bins, n] real matrix taking the Hermitian half (bins = n//2 + 1, interleaved) to the real
+    signal: out[t] = Σ_j w_j·(Re X_j·cos θ − Im X_j·sin θ), θ = 2π·j·t/n, w_j = 1 for j = 0 and
+    j = n/2, else 2 (the negative frequencies are the conjugates of the positive ones)."""
+    def make():
+        j, t = torch.arange(bins, dtype=torch.int64), torch.arange(n, dtype=torch.int64)
+        c, s = _exp((j[:, None] * t[None, :]) % n, n, 1.0)
+        twice = torch.where((j == 0) | (2 * j == n), 1.0, 2.0).to(torch.float64)[:, None] * scale
+        return torch.stack([c * twice, -s * twice], 1).reshape(2 * bins, n)
+    return _constant(("c2r", bins, n, scale), make, dtype, device)
