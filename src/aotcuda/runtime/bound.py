@@ -36,7 +36,10 @@ class BoundGraph:
         outputs: one tensor per output slot that every replay writes: the caller's buffers when bound,
             else the graph's own static outputs (slots that return one tensor share one).
         graph: the ``torch.cuda.CUDAGraph``.
+        program: the Program it was bound from (kept alive by the bound graph; closing it closes this).
     """
+
+    program = None
 
     def __init__(self, inputs: list[torch.Tensor], outputs: list, graph: torch.cuda.CUDAGraph,
                  structure: Callable[[list], object], is_open: Callable[[], bool], keep_alive: list):
@@ -60,7 +63,7 @@ class BoundGraph:
 
     def close(self) -> None:
         """Free the graph and drop the references to the bound tensors (idempotent)."""
-        self.graph, self._keep_alive, self._structured = None, [], None
+        self.graph, self._keep_alive, self._structured, self.program = None, [], None, None
 
     def __enter__(self) -> BoundGraph:
         return self

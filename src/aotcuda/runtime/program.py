@@ -388,8 +388,12 @@ class Program:
                                      tensors, self._input_labels)
             adapt = self._boundary.outputs_as_complex if self._boundary is not None else list
             gate = self._gate
-            return bind_graph(self._run, self._device, tensors, prepared, self._input_names, outputs,
-                              warmup_calls, adapt, self._structure_outputs, lambda: not gate.closed)
+            bound = bind_graph(self._run, self._device, tensors, prepared, self._input_names, outputs,
+                               warmup_calls, adapt, self._structure_outputs, lambda: not gate.closed)
+            # The graph replays into this Program's container and buffers: it must keep the Program alive
+            # (`bound = aotcuda.load(path).bind(x)` holds no other reference to it).
+            bound.program = self
+            return bound
 
     # --- lifetime ------------------------------------------------------------------------------------
 
