@@ -48,6 +48,8 @@ CLI_HINTS = (
      "on the command line, lower it again with `aotcuda lower ... --device {0}`"),
     (r"(?:use|load it with|pass) device='(\w+)'", "on the command line, --device {0}"),
     (r"cuda_graphs=False", "on the command line, leave out --cuda-graphs"),
+    (r"serve it with max batch size 1", "on the command line, leave out --max-batch-size; to batch, lower it "
+                                        "again with `aotcuda lower ... --dynamic NAME:0:1:MAX:batch` for every input"),
 )
 
 

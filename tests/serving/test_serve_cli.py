@@ -75,4 +75,15 @@ def test_serving_a_program_that_cannot_batch_with_batching_fails_at_once_with_th
                              "--port", str(PORT + 1)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert "cannot be batched" in result.stderr and "max batch size 1" in result.stderr
+    assert "hint: on the command line, leave out --max-batch-size" in result.stderr
     assert time.monotonic() - started < 60
+
+
+def test_cuda_graphs_for_a_cpu_package_are_refused_before_ray_starts(served_block):
+    """A replica would fail only after Ray started, with Ray's generic "Deploying application failed"."""
+    from aotcuda.errors import ServingConfigError
+    from aotcuda.serving.server import ServeOptions, check_package
+
+    with pytest.raises(ServingConfigError, match="cuda_graphs=True needs a CUDA package.*lowered for cpu"):
+        check_package(served_block[0], ServeOptions(cuda_graphs=True))
+    assert check_package(served_block[0], ServeOptions()) == "cpu"

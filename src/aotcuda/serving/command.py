@@ -23,7 +23,13 @@ from aotcuda.serving.server import ServeOptions
 def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes):
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C: POST /predict (safetensors in and out),
     GET /healthz. Starts Ray locally, or joins the cluster in RAY_ADDRESS. Needs pip install 'aotcuda[serve]'."""
+    import logging
+
     from aotcuda.serving.server import serve_package
+
+    # Ray Serve's INFO lines ("Connecting to existing Serve app ... New http_options ... will not be applied",
+    # said even on the instance this command just started) read as if --port were ignored.
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)
 
     options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
                            batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes)

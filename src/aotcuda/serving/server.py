@@ -71,7 +71,11 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:
         raise PackageError(f"{package_path!r}: its signature names devices {sorted(devices)}, not one")
-    return devices.pop()
+    device_type = devices.pop()
+    if options.cuda_graphs and device_type != "cuda":
+        raise ServingConfigError(f"cuda_graphs=True needs a CUDA package; {package_path} was lowered for "
+                                 f"{device_type}. Serve it with cuda_graphs=False, or lower it again with device='cuda'")
+    return device_type
 
 
 def _check_cluster_gpus(needed: float) -> None:
