@@ -5,6 +5,7 @@ Relative error is ‖actual − expected‖ / ‖expected‖ over each output, i
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -120,3 +121,25 @@ def case_params(cases: dict[str, Case]) -> list:
         for name, case in cases.items()
         for dtype in case.dtypes
     ]
+
+
+def assert_fails_with_documented_cause(name: str, step, match: str, cause: str, table: str) -> None:
+    """Run `step()`, a case's export/pass/lower step that fails today for a documented limitation: it must
+    raise an error whose text matches the regex `match` (the first error line recorded for the case).
+
+    A step that now succeeds means a fix elsewhere lifted the limit: the test fails and says to move the case
+    back to the normal (passing) cases and to update `table` (docs/models.md). A different error means the
+    cause changed, and the documented one is stale.
+    """
+    try:
+        step()
+    except Exception as error:  # noqa: BLE001 - any error is checked against the documented cause below
+        text = f"{type(error).__name__}: {error}"
+        assert re.search(match, text), (
+            f"{name} still fails, but not with its documented cause {match!r} ({cause}); it raised:\n"
+            f"{text[:2000]}\nUpdate the case's recorded error and {table}."
+        )
+        return
+    pytest.fail(f"{name} no longer fails ({cause}): a fix lifted the limit. Move {name} out of the known limits "
+                f"back to the normal cases (so that its result is checked against eager) and update {table}.",
+                pytrace=False)

@@ -112,7 +112,7 @@ def _z_image_config() -> dict:
 
 def _z_image_transformer(dtype):
     model = _diffusers().ZImageTransformer2DModel(
-        in_channels=4, n_layers=2, cap_feat_dim=32, axes_dims=[8, 12, 12], axes_lens=[64, 32, 32], **_z_image_config(),
+        in_channels=4, n_layers=1, cap_feat_dim=32, axes_dims=[8, 12, 12], axes_lens=[64, 32, 32], **_z_image_config(),
     )
     return _redraw_zero_parameters(model).to(dtype).eval()
 
@@ -139,9 +139,9 @@ def z_image_controlnet_inputs(length: int = ZIMAGE_CAPTION, dtype: torch.dtype =
 
 def build_z_image_controlnet(dtype: torch.dtype = torch.float32):
     """ZImageControlNetModel sharing its embedders and refiners with a Z-Image transformer
-    (`from_transformer`, as the pipeline does); control blocks after layers 0 and 1."""
+    (`from_transformer`, as the pipeline does); a control block after its one layer."""
     diffusers = _diffusers()
-    controlnet = diffusers.ZImageControlNetModel(control_layers_places=[0, 1], control_in_dim=4, **_z_image_config())
+    controlnet = diffusers.ZImageControlNetModel(control_layers_places=[0], control_in_dim=4, **_z_image_config())
     controlnet = diffusers.ZImageControlNetModel.from_transformer(controlnet, _z_image_transformer(dtype))
     # The class never sets the flag its forward reads whenever grad is enabled (torch.export traces with grad
     # on): AttributeError 'ZImageControlNetModel' object has no attribute 'gradient_checkpointing'.

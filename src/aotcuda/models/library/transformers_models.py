@@ -140,9 +140,10 @@ def build_deepseek_v2_moe(dtype: torch.dtype = torch.float32):
 
 
 def build_deepseek_v2_dense(dtype: torch.dtype = torch.float32):
-    """DeepseekV2Model with every layer dense (first_k_dense_replace = num_hidden_layers = 2)."""
+    """DeepseekV2Model with one dense layer (num_hidden_layers = first_k_dense_replace = 1): one layer runs
+    the complex RoPE a checkpoint runs in every layer."""
     transformers = import_library("transformers")
-    config = deepseek_v2_config(first_k_dense_replace=2)
+    config = deepseek_v2_config(num_hidden_layers=1, first_k_dense_replace=1)
     config._attn_implementation = None
     model = transformers.DeepseekV2Model(config)
     dims = _token_dims(model, ("input_ids", "attention_mask"), TOKEN_OPTIONS, 4, DEEPSEEK_MAX_SEQ)
@@ -163,15 +164,15 @@ def _llama4_builder(dynamic: bool):
 
 
 def build_llama4_text(dtype: torch.dtype = torch.float32):
-    """Llama4TextModel: hidden 64, 4 layers (3 chunked-attention layers with complex RoPE, chunk 8 < the
-    sequence, and one NoPE full-attention layer), 4 heads of 16, 2 KV heads, 4 local experts (MoE);
+    """Llama4TextModel: hidden 64, 2 layers (a dense chunked-attention layer with complex RoPE, chunk 8 <
+    the sequence, then a NoPE full-attention MoE layer), 4 heads of 16, 2 KV heads, 4 local experts;
     dynamic_shapes with the sequence in [2, 64]."""
     transformers = import_library("transformers")
     config = transformers.Llama4TextConfig(
         vocab_size=LLAMA4_VOCAB, hidden_size=64, intermediate_size=64, intermediate_size_mlp=128,
-        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
         num_local_experts=4, num_experts_per_tok=1, interleave_moe_layer_step=2,
-        max_position_embeddings=LLAMA4_MAX_SEQ, attention_chunk_size=LLAMA4_CHUNK, no_rope_layer_interval=4,
+        max_position_embeddings=LLAMA4_MAX_SEQ, attention_chunk_size=LLAMA4_CHUNK, no_rope_layer_interval=2,
     )
     model = transformers.Llama4TextModel(config)
     dims = _token_dims(model, ("input_ids",), TOKEN_OPTIONS, 2, LLAMA4_MAX_SEQ)
@@ -184,13 +185,13 @@ LLAMA_VOCAB, LLAMA_SEQ, LLAMA_MAX_SEQ = 128, 12, 64
 def llama_config():
     transformers = import_library("transformers")
     return transformers.LlamaConfig(
-        vocab_size=LLAMA_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        vocab_size=LLAMA_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=LLAMA_MAX_SEQ,
     )
 
 
 def build_llama_causal_lm(dtype: torch.dtype = torch.float32):
-    """LlamaForCausalLM (no complex math: the control of the suite), hidden 64, 2 layers, 4 heads;
+    """LlamaForCausalLM (no complex math: the control of the suite), hidden 64, 1 layer, 4 heads;
     input_ids only, as the first call a user writes."""
     transformers = import_library("transformers")
     model = transformers.LlamaForCausalLM(llama_config())
@@ -242,14 +243,14 @@ def _fnet_builder(dynamic: bool):
     def build(dtype: torch.dtype = torch.float32):
         transformers = import_library("transformers")
         config = transformers.FNetConfig(
-            vocab_size=FNET_VOCAB, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+            vocab_size=FNET_VOCAB, hidden_size=32, num_hidden_layers=1, intermediate_size=64,
             max_position_embeddings=FNET_MAX_SEQ, use_tpu_fourier_optimizations=False,
         )
         model = transformers.FNetModel(config)
         dims = _token_dims(model, ("input_ids",), {"return_dict": False}, 2, FNET_MAX_SEQ) if dynamic else None
         return model.to(dtype).eval(), _token_inputs(FNET_VOCAB, False)(FNET_SEQ), dims
 
-    build.__doc__ = (f"FNetModel, hidden 32, 2 layers, use_tpu_fourier_optimizations=False (the default: "
+    build.__doc__ = (f"FNetModel, hidden 32, 1 layer, use_tpu_fourier_optimizations=False (the default: "
                      f"torch.fft.fftn over sequence and hidden dims); sequence {'dynamic' if dynamic else 'static'}.")
     return build
 
