@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import urllib.error
 import urllib.request
 
@@ -14,6 +16,21 @@ BATCH_MAX, SEQ = 16, 16
 def loopback_ray() -> dict:
     """ray.init options for tests: loopback only, small object store."""
     return {"_node_ip_address": "127.0.0.1", "object_store_memory": 128 << 20}
+
+
+@contextlib.contextmanager
+def server_environment():
+    """The environment a server process starts with. Ray's workers inherit the driver's environment at
+    ray.init, and earlier tests in this process load unsigned packages, which turns on AOTI's own input
+    checks process-wide (AOTI_RUNTIME_CHECK_INPUTS=1). Those checks take a Dim(min=1) batch dim as >= 2
+    (torch's 0/1 specialization) and refuse batch 1, which aotcuda's own checks accept and eager runs
+    (the serving tests found this; docs/serving.md). A server is a fresh process: start it like one."""
+    saved = os.environ.pop("AOTI_RUNTIME_CHECK_INPUTS", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["AOTI_RUNTIME_CHECK_INPUTS"] = saved
 
 
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:

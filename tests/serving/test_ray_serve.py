@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from serving_cases import BATCH_MAX, SEQ, get, loopback_ray, relative_error, replica_stats
+from serving_cases import BATCH_MAX, SEQ, get, loopback_ray, relative_error, replica_stats, server_environment
 
 serving = pytest.importorskip("aotcuda.serving")
 safetensors_torch = pytest.importorskip("safetensors.torch")
@@ -26,7 +26,7 @@ TOLERANCE = 1e-5  # float32; a batch's rows may go through other matmul kernels 
 def server(served_block):
     path, model = served_block
     options = serving.ServeOptions(replicas=2, port=PORT, max_batch_size=8, batch_wait_ms=20)
-    with serving.serve_package(path, options, ray_init_options=loopback_ray()) as running:
+    with server_environment(), serving.serve_package(path, options, ray_init_options=loopback_ray()) as running:
         yield running, model
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from aotcuda.errors import ServingConfigError
-from serving_cases import SEQ, loopback_ray, relative_error, replica_stats
+from serving_cases import SEQ, loopback_ray, relative_error, replica_stats, server_environment
 
 serving = pytest.importorskip("aotcuda.serving")
 pytest.importorskip("ray.serve")
@@ -45,7 +45,7 @@ def test_one_replica_per_gpu_each_on_its_own_gpu_matches_eager(block_on_cuda):
         pytest.skip(f"needs two CUDA devices; torch sees {torch.cuda.device_count()}")
     path, model = block_on_cuda
     options = serving.ServeOptions(replicas=2, port=PORT, max_batch_size=8, batch_wait_ms=5, cuda_graphs=True)
-    with serving.serve_package(path, options, ray_init_options=loopback_ray()) as server:
+    with server_environment(), serving.serve_package(path, options, ray_init_options=loopback_ray()) as server:
         stats = replica_stats(server.url)
         assert len(stats) == 2
         gpus = [tuple(s["gpu_ids"]) for s in stats.values()]
