@@ -2,9 +2,10 @@
 the worst case, a chain where every node is complex (every node goes through a rule).
 
 The speed bar (under 2 s at 2,000 nodes) lives in benchmarks/pass_scaling.py, as the project keeps speed
-targets in benchmarks: timed here it failed a clean-clone CI run at 2.24 s for the chain, where the
-code of the session before measured 2.5-3.5 s under the same load, so the assertion measured the
-machine, not the pass. This test still rewrites both programs, checks the result, and prints the time.
+targets in benchmarks: timed here it failed a clean-clone CI run at 2.24 s for the chain, and the
+previous session's code takes 2.5 s on the same machine unloaded, so the bar sits within the machine's
+variance for both (whether the pass got slower is an open question for benchmarks/pass_scaling.py). This
+test still rewrites both programs, checks the result, and prints the time.
 """
 
 import time
