@@ -127,10 +127,7 @@ class ProgramReplica:
 
     def _run_one(self, inputs: list[torch.Tensor]):
         self._count_batch(1, inputs[0].shape[0] if inputs and inputs[0].dim() else 1)
-        try:
-            return self._execute(inputs)
-        except AotcudaError as error:
-            return error
+        return self._run_alone(inputs)
 
     def _run_batched(self, requests: list[list[torch.Tensor]]) -> list:
         results: list = [None] * len(requests)
