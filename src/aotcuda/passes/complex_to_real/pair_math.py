@@ -35,58 +35,106 @@ def unit_scale_bits(largest: torch.Tensor) -> torch.Tensor:
     return (((2 * bias) << nmant) - exponent_field).clamp_min(1 << nmant)
 
 
-def _two_factors(log_bits: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """2^k as two normal powers of two whose product is 2^k (k up to twice the exponent range), given
-    k << nmant as integers: one factor of 2^k could overflow or be denormal, two are exact."""
-    _, nmant, bias = _exponent_layout(dtype)
-    low, high = (1 - bias) << nmant, bias << nmant  # the normal exponents, shifted as log_bits is
-    first = log_bits.clamp(low, high)
-    second = (log_bits - first).clamp(low, high)  # clamped only where 2^k is 0 or inf anyway
-    return (first + (bias << nmant)).view(dtype), (second + (bias << nmant)).view(dtype)
-
-
 def _box_infinities(part: torch.Tensor) -> torch.Tensor:
     """Annex G's box: ±1 for an infinite part, ±0 for any other (nan's sign kept)."""
     return torch.copysign(torch.isinf(part).to(part.dtype), part)
 
 
 def divide(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a / b for pair tensors ([..., 2], broadcasting; float32, float64 or float16): C99 Annex G's
-    _Cdivd, with both operands scaled, so no intermediate overflows or underflows.
+    """a / b for pair tensors ([..., 2], broadcasting; float32 or float64), right wherever the quotient is
+    representable: no intermediate overflows or underflows where its value matters, and an FMA
+    contraction (Triton fuses a product into a sum; a C++ compiler may) cannot turn a part to inf, 0 or nan.
 
-    Each operand is scaled by the power of two that brings its larger part into [1, 2) (from the
-    exponent bits: exact). The quotient of the scaled pairs, (a'c' + b'd', b'c' − a'd') / (c'² + d'²),
-    then only sees magnitudes in [2^-50, 2^26], so an FMA contraction of a product and a sum (Triton
-    fuses them, the C++ compiler may) moves a part by an ulp but cannot turn it to inf, 0 or nan; the
-    result is scaled back by two exact powers of two, so it overflows or underflows only where the true
-    quotient does: (3e38+3e38i)/(6e19−6e19i) is (0, 5e18), where Smith's method (eager) gives inf.
+    float32 pairs are divided in float64, where the textbook (ac + bd, bc − ad) / (c² + d²) is exact in
+    its products (24-bit × 24-bit fits in 53 bits, so a contraction changes no bit) and cannot overflow
+    or underflow; the quotient is rounded once to float32: (3e38+3e38i)/(6e19−6e19i) is (0, 5e18), where
+    eager's Smith's method gives inf. float64 pairs have no wider type (see `_divide_scaled`).
 
-    Annex G's recovery: an infinite a over a finite b is inf · (box(a) / b) and a finite a over an
-    infinite b is 0 · (a / box(b)), box taking ±1 for an infinite part and ±0 otherwise; these give
-    infinities and zeros where the formula (and eager) give nan + nan·i. Dividing by (±0, ±0) gives
-    (re / +0, im / +0), as eager: inf for a nonzero part, nan for a zero one.
+    Then C99 Annex G's recovery where the formula gives nan + nan·i: an infinite a over a finite b is
+    inf · (box(a) / b) (box: ±1 for an infinite part, ±0 otherwise), a finite a over an infinite b is
+    0. Dividing by (±0, ±0) gives (re / +0, im / +0), as eager: inf for a nonzero part, nan for a zero one.
     """
+    if a.dtype == torch.float32 and b.dtype == torch.float32:
+        return divide(a.double(), b.double()).to(torch.float32)
     a_re, a_im, b_re, b_im = a[..., :1], a[..., 1:], b[..., :1], b[..., 1:]
-    a_largest, b_largest = torch.maximum(a_re.abs(), a_im.abs()), torch.maximum(b_re.abs(), b_im.abs())
-    infinite_by_finite = (torch.isinf(a_re) | torch.isinf(a_im)) & torch.isfinite(b_largest)
-    finite_by_infinite = (torch.isinf(b_re) | torch.isinf(b_im)) & torch.isfinite(a_largest)
-    a_re = torch.where(infinite_by_finite, _box_infinities(a_re), a_re)
-    a_im = torch.where(infinite_by_finite, _box_infinities(a_im), a_im)
-    b_re = torch.where(finite_by_infinite, _box_infinities(b_re), b_re)
-    b_im = torch.where(finite_by_infinite, _box_infinities(b_im), b_im)
-    a_largest = torch.where(infinite_by_finite, 1.0, a_largest)
-    b_largest = torch.where(finite_by_infinite, 1.0, b_largest)
-    a_bits, b_bits = unit_scale_bits(a_largest), unit_scale_bits(b_largest)
-    a_scale, b_scale = a_bits.view(a.dtype), b_bits.view(b.dtype)
-    x, y, c, d = a_re * a_scale, a_im * a_scale, b_re * b_scale, b_im * b_scale
-    inverse = 1 / (c * c + d * d)
-    # a / b = (a' / b') · (b_scale / a_scale), applied as two exact factors after the quotient
-    first, second = _two_factors(b_bits - a_bits, a.dtype)
-    first = torch.where(infinite_by_finite, torch.inf, torch.where(finite_by_infinite, 0.0, first))
-    re = (x * c + y * d) * inverse * first * second
-    im = (y * c - x * d) * inverse * first * second
+    c, d = b_re, b_im
+    if a.dtype == torch.float64:
+        re, im = _divide_scaled(a_re, a_im, c, d)
+    else:  # float16/bfloat16 pairs: the textbook quotient (no rule divides these: complex32 computes in float32)
+        inverse = 1 / (c * c + d * d)
+        re, im = (a_re * c + a_im * d) * inverse, (a_im * c - a_re * d) * inverse
+    both_nan = torch.isnan(re) & torch.isnan(im)
+    to_infinity = both_nan & (torch.isinf(a_re) | torch.isinf(a_im)) & torch.isfinite(c) & torch.isfinite(d)
+    to_zero = both_nan & (torch.isinf(b_re) | torch.isinf(b_im)) & torch.isfinite(a_re) & torch.isfinite(a_im)
+    box_re, box_im = _box_infinities(a_re), _box_infinities(a_im)
+    re = torch.where(to_infinity, (box_re * c + box_im * d) * torch.inf, torch.where(to_zero, 0.0, re))
+    im = torch.where(to_infinity, (box_im * c - box_re * d) * torch.inf, torch.where(to_zero, 0.0, im))
     by_zero = (b == 0).all(-1, keepdim=True)
     return torch.where(by_zero, a * torch.inf, torch.cat([re, im], -1))
+
+
+def _divide_scaled(a_re, a_im, b_re, b_im):
+    """(re, im) of a / b for float64 parts, with no wider type to compute in: a / b taken as
+    a_re / b + i·a_im / b, every number a float64 mantissa times an integer power of two.
+
+    b is scaled by the power of two that brings its larger part into [1, 2), and each part of a by its
+    own (C99 Annex G's logb/scalbn, from the exponent bits: exact, denormals included; a part of
+    5e-324 + 9e307i is not lost). Each of the four terms x·c/(c² + d²), … then has a magnitude below 2
+    and an exact integer exponent; the two terms of a part are summed at the larger one's exponent (no
+    inf − inf where both overflow: (9e307 + 9e307i)/(5e-324 − 5e-324i) is (0, inf)), and the sum is
+    scaled back by exact powers of two, so a part overflows or underflows only where its true value
+    does. Products and sums only see magnitudes below 4: an FMA contraction moves a term by an ulp.
+    """
+    b1, b2, b_log = _normalizing_scale(torch.maximum(b_re.abs(), b_im.abs()))
+    c, d = b_re * b1 * b2, b_im * b1 * b2
+    inverse = 1 / (c * c + d * d)
+    # each part of b on its own too (c · inverse alone can be denormal, and a small part of b can
+    # vanish in b's scale): 1 / b = (c_n · 2^-c_log, −d_n · 2^-d_log) · 2^(2·b_log) / (c² + d²)
+    c1, c2, c_log = _normalizing_scale(b_re.abs())
+    d1, d2, d_log = _normalizing_scale(b_im.abs())
+    u, v = b_re * c1 * c2 * inverse, b_im * d1 * d2 * inverse
+    x1, x2, x_log = _normalizing_scale(a_re.abs())
+    y1, y2, y_log = _normalizing_scale(a_im.abs())
+    x, y = a_re * x1 * x2, a_im * y1 * y2  # a_re = x · 2^-x_log
+    x_exp, y_exp = 2 * b_log - x_log, 2 * b_log - y_log
+    re = _sum_of_scaled(x * u, x_exp - c_log, y * v, y_exp - d_log)
+    im = _sum_of_scaled(y * u, y_exp - c_log, -(x * v), x_exp - d_log)
+    return re, im
+
+
+def _sum_of_scaled(m1: torch.Tensor, k1: torch.Tensor, m2: torch.Tensor, k2: torch.Tensor) -> torch.Tensor:
+    """m1 · 2^k1 + m2 · 2^k2 (integer k), summed at the larger term's exponent and scaled once: the
+    smaller term is scaled down by at most the normal range (below that it cannot move the larger)."""
+    n1a, n1b, j1 = _normalizing_scale(m1.abs())
+    n2a, n2b, j2 = _normalizing_scale(m2.abs())
+    e1, e2 = k1 - j1, k2 - j2  # m · 2^k = (m · n) · 2^(k − j), m · n in [1, 2) or 0
+    top = torch.maximum(e1, e2)
+    total = m1 * n1a * n1b * _three_factors(e1 - top, m1.dtype)[0] + m2 * n2a * n2b * _three_factors(e2 - top, m1.dtype)[0]
+    for factor in _three_factors(top, m1.dtype):
+        total = total * factor
+    return total
+
+
+def _three_factors(exponent: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:
+    """2^k for integer k (up to three times the exponent range) as three normal powers of two, each exact:
+    the scaled quotient can be as small as 2^-1076, so two factors could fall short of the true scale."""
+    _, nmant, bias = _exponent_layout(dtype)
+    factors = []
+    for _ in range(3):
+        part = exponent.clamp(1 - bias, bias)
+        exponent = exponent - part
+        factors.append(((part + bias) << nmant).view(dtype))
+    return factors
+
+
+def _normalizing_scale(largest: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(s1, s2, log2(s1 · s2) as integers): powers of two with largest · s1 · s2 in [1, 2), a denormal
+    largest included (s2 is 1 for any other)."""
+    first = unit_scale_bits(largest)
+    second = unit_scale_bits(largest * first.view(largest.dtype))
+    _, nmant, bias = _exponent_layout(largest.dtype)
+    exponent = (first >> nmant) + (second >> nmant) - 2 * bias
+    return first.view(largest.dtype), second.view(largest.dtype), exponent
 
 
 def sign(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:

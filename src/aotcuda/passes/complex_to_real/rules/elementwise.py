@@ -165,14 +165,17 @@ def neg(out, a):
 
 @register(aten.div.Tensor, aten.div.Scalar)
 def div(out, a, b):
-    """a / b by Smith's method, as eager (no |b|², so no overflow); a real divisor divides both parts."""
+    """a / b as C99 Annex G's _Cdivd with both operands scaled by powers of two: no intermediate overflows
+    or underflows, so results near the float range are finite and right where eager's Smith's method
+    gives inf; Annex G's infinities and zeros where the formula gives nan. A real divisor divides both
+    parts; a zero divisor gives eager's (re / 0, im / 0)."""
     dtype = result_dtype(out)
     a, b = cast(a, dtype), cast(b, dtype)
     if isinstance(b, Pair):
         return Pair(pair_math.divide(as_addend(a, dtype, out.device), b.t))
     if isinstance(b, torch.Tensor):
         return Pair(a.t / unsqueeze_real(b))
-    if isinstance(b, complex):  # as eager: b in the result's dtype, then Smith's method
+    if isinstance(b, complex):  # as eager: b in the result's dtype
         return Pair(pair_math.divide(a.t, scalar_pair(b.real, b.imag, dtype, a.t.device)))
     if b == 0:  # eager divides each part by |0|: inf, or nan for a zero part
         return Pair(a.t / 0.0)
@@ -181,7 +184,7 @@ def div(out, a, b):
 
 @register(aten.reciprocal.default)
 def reciprocal(out, a):
-    """1 / a by Smith's method, as eager divides."""
+    """1 / a, divided as `div` divides (scaled, Annex G's infinities and zeros)."""
     return Pair(pair_math.divide(scalar_pair(1, 0, a.dtype, a.t.device), a.t))
 
 
@@ -248,9 +251,9 @@ def pow_(out, a, exponent):
 
 @register(aten.sgn.default)
 def sgn(out, a):
-    """a / |a|, and 0 where a is 0."""
-    r = unsqueeze_real(magnitude(a))
-    return Pair(torch.where(r == 0, torch.zeros_like(a.t), a.t / r))
+    """a / |a|, and 0 where a is 0; a scaled by a power of two first, so |a| neither overflows nor rounds a
+    denormal (pair_math.sign)."""
+    return Pair(pair_math.sign(a.re, a.im))
 
 
 # ---- selection, copies, aliases ----------------------------------------------------------------------------
