@@ -12,6 +12,7 @@ which output handle is ``aotcuda.runtime.ownership``'s job, not this module's.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
@@ -269,24 +270,62 @@ class ModelContainer:
 AOTI_CHECKS_VARIABLE = "AOTI_RUNTIME_CHECK_INPUTS"
 
 
-def require_aoti_input_checks(package_path: str) -> None:
-    """Turn on the input checks that the generated code carries (dtype, sizes, strides, device; reported
-    through the container's error code), for a package whose inputs aotcuda cannot check itself (no
-    aotcuda signature). Raises PackageError when the environment turns them off: such a package must
-    never run unchecked (a float64 input read as float32 bytes, a small input read past its end).
+@contextlib.contextmanager
+def aoti_input_checks(package_path: str):
+    """``with aoti_input_checks(path):`` AOTI_RUNTIME_CHECK_INPUTS=1 for the block, and the environment as
+    it was after it (also on error): child processes (Ray workers, subprocesses) never inherit it, and
+    packages loaded later keep their own setting. For a package whose inputs aotcuda cannot check itself
+    (no aotcuda signature), around the first run of its library (``latch_aoti_input_checks``).
 
-    The generated code reads the variable once per library, at its first run, so this must happen before
-    then; such packages get libraries of their own kind (``open_library``'s key). Process-wide: packages
-    loaded later check their inputs too (a few comparisons per input).
+    Raises PackageError when the environment turns the checks off: such a package must never run
+    unchecked (a float64 input read as float32 bytes, a small input read past its end).
     """
-    value = os.environ.get(AOTI_CHECKS_VARIABLE)
-    if value is not None and value.startswith("0"):  # the generated code: on unless it starts with '0'
+    previous = os.environ.get(AOTI_CHECKS_VARIABLE)
+    if previous is not None and previous.startswith("0"):  # the generated code: on unless it starts with '0'
         raise PackageError(
             f"{package_path!r} has no aotcuda signature, so only AOTInductor's own input checks can check its "
-            f"inputs, and {AOTI_CHECKS_VARIABLE}={value!r} in the environment turns them off. Unset "
+            f"inputs, and {AOTI_CHECKS_VARIABLE}={previous!r} in the environment turns them off. Unset "
             f"{AOTI_CHECKS_VARIABLE} (or set it to 1), or add the signature: lower the model with aotcuda.lower, "
             "or write it with aotcuda.runtime.package.write_signature")
     os.environ.setdefault(AOTI_CHECKS_VARIABLE, "1")
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(AOTI_CHECKS_VARIABLE, None)
+
+
+def latch_aoti_input_checks(container: ModelContainer, device: str, package_path: str) -> None:
+    """Turn on, for good, the input checks in a library's generated code (dtype, sizes, strides, device).
+
+    The generated code reads AOTI_RUNTIME_CHECK_INPUTS once, into a function-local static, at the first
+    run of its library (``_check_aoti_runtime_check_inputs_env`` in torch's cpp_wrapper_cpu.py, called at
+    the top of ``run_impl``), not when the container is created. So, inside ``aoti_input_checks``, this makes
+    that first run: one input per slot that every check rejects at its first comparison (complex32, 16
+    dims of size 0; the checks take handles before the model steals them), so nothing runs and the
+    variable can be restored at once. Such packages get libraries of their own kind (``open_library``'s
+    key). Raises PackageError if the probe is not rejected.
+    """
+    if container.num_inputs == 0:  # no input to check: the checks have nothing to do
+        return
+    probes = [torch.empty((0,) * 16, dtype=torch.complex32, device=device) for _ in range(container.num_inputs)]
+    handles = new_handle_array(probes)
+    outputs = handle_array_type(container.num_outputs)()
+    try:
+        with _QUIET:  # the rejection is expected: keep its message off stderr on every torch
+            container.run(handles, outputs)
+    except RuntimeCallError:
+        rejected = True
+    else:
+        rejected = False
+    for handle in {h for h in outputs if h}:
+        delete_handle(handle)
+    if probes[0]._use_count() > 1:  # our list and the handle: the model did not take the handles over
+        for handle in handles:
+            delete_handle(handle)
+    if not rejected:
+        raise PackageError(f"{package_path!r}: AOTInductor's input checks did not reject a probe "
+                           "input, so they cannot be turned on for this package; add aotcuda's signature")
 
 
 # --- tensors ↔ handles, through torch's own helpers ----------------------------------------------------

@@ -52,10 +52,11 @@ from aotcuda.runtime.checks import (
 from aotcuda.runtime.complex_boundary import split_signature
 from aotcuda.runtime.container import (
     ModelContainer,
+    aoti_input_checks,
     delete_handle,
     handle_array_type,
+    latch_aoti_input_checks,
     new_handle_array,
-    require_aoti_input_checks,
     steal_handles,
 )
 from aotcuda.runtime.graphs import GraphRunner, raw_stream_function
@@ -142,8 +143,6 @@ class Program:
         check_no_proxy_executor(package)
         self._gate = CallGate()
         unchecked = package.signature is None
-        if unchecked:
-            require_aoti_input_checks(package.path)
         self._container = self._make_container(aoti_checks=unchecked)
         self._input_names = self._container.input_names()
         self._output_names = self._container.output_names()
@@ -151,7 +150,6 @@ class Program:
         signature, boundary = split_signature(package.signature, package.path)  # complex I/O: caller's terms
         self._input_specs, self._output_specs = self._load_specs(signature)
         if self._input_specs is None and not unchecked:  # a stale signature: AOTI's own checks, as unsigned
-            require_aoti_input_checks(package.path)
             self._container.delete()
             self._container = self._make_container(aoti_checks=True)
         usable = self._input_specs is not None and self._output_specs is not None
@@ -167,11 +165,25 @@ class Program:
 
     def _make_container(self, aoti_checks: bool) -> ModelContainer:
         """The model container, on a library shared with other loads of the same .so. A package whose inputs
-        only AOTI's own checks can check gets a library of its own kind: the generated code reads
-        AOTI_RUNTIME_CHECK_INPUTS once per library, at its first run."""
+        only AOTI's own checks can check gets a library of its own kind, whose first run (here, with
+        AOTI_RUNTIME_CHECK_INPUTS=1 for that run only) turns them on for good: container.latch_aoti_input_checks.
+        Raises PackageError (the environment turns the checks off; the container cannot be created)."""
+        package = self._package
+        if aoti_checks:
+            with aoti_input_checks(package.path):
+                container = self._new_container("aoti-checks")
+                try:
+                    latch_aoti_input_checks(container, str(self._device), package.path)
+                except BaseException:
+                    container.delete()
+                    raise
+            return container
+        return self._new_container("")
+
+    def _new_container(self, kind: str) -> ModelContainer:
         package = self._package
         container = ModelContainer(package.so_path, str(self._device), package.model_dir,
-                                   library_key=(package.so_digest, "aoti-checks" if aoti_checks else ""))
+                                   library_key=(package.so_digest, kind))
         if package.blob_path:
             container.load_constants_blob(package.blob_path)
         return container

@@ -70,6 +70,11 @@ BY_PARTS = {
     "div_scalar_op": lambda z: _complex(z.real / 3, z.imag / 3),
     "rsub_scalar_op": lambda z: _complex(2 - z.real, -z.imag),
     "mul_imaginary_unit": lambda z: _complex(-z.imag, z.real),
+    # export decomposes sgn into z / |z| (abs, div, where): eager's sgn kernel gives (nan, inf) at
+    # denormals (it multiplies by 1 / |z|); the decomposition, as the rules compute it, gives 1 + 1i at
+    # 1e-45(1 + i) (|z| rounds to 1e-45) and 0 at 3e38(1 + i) (|z| overflows): torch's definition taken
+    # part by part. The sgn rule itself (pair_math.sign) is held to the true value (RULE_ONLY).
+    "sgn": lambda z: torch.where(z == 0, 0, _complex(z.real / z.abs(), z.imag / z.abs())),
 }
 # Products: eager's scalar kernel contracts a·c − b·d into an FMA, its vectorized one (and the rule) does
 # not; a cancelled part (1e-4 · 3.7e19 − 3.7e19 · 1e-4) or an overflowing one (inf − inf against an FMA's
@@ -95,12 +100,12 @@ TRUE_VALUE = {
     "div_huge_complex_scalar": lambda z: z / complex(1e30, 1e30),
     "abs": abs,
     "angle": lambda z: _xp(z).angle(z),
-    "sgn": lambda z: _xp(z).where(z == 0, 0 * z, z / abs(z)),
     "exp": lambda z: _xp(z).exp(z),
     "log": lambda z: _xp(z).log(z),
     "sqrt": lambda z: _xp(z).sqrt(z),
     "pow_0.5": lambda z: _xp(z).sqrt(z),
 }
+TRUE_SGN = lambda z: _xp(z).where(z == 0, 0 * z, z / abs(z))  # noqa: E731
 # Division: C99 Annex G's _Cdivd, computed in the wider type, is accepted beside eager's (or the true)
 # value: with an infinite or nan operand, where eager's Smith's method gives nan + nan·i for an infinity
 # (infinite / finite) or a zero (finite / infinite), or nan·i where a part underflowed in its ratio
@@ -110,6 +115,8 @@ ANNEX_G_QUOTIENT = {
     "real_div": lambda z, r: (r.to(z.dtype), z),
     "reciprocal": lambda z: (torch.ones_like(z), z),
     "pow_-1": lambda z: (torch.ones_like(z), z),
+    "pow_-2": lambda z: (torch.ones_like(z), z * z),  # the reciprocal of eager's z²
+    "pow_-0.5": lambda z: (torch.ones_like(z), torch.sqrt(z)),
     "div_complex_scalar": lambda z: (z, torch.full_like(z, 3 + 4j)),
     "div_huge_complex_scalar": lambda z: (z, torch.full_like(z, complex(1e30, 1e30))),
 }
@@ -201,7 +208,7 @@ RULE_ONLY = {
     aten.conj_physical.default: (lambda z, m: torch.conj_physical(z), lambda p, m: (p,)),
     aten.real.default: (lambda z, m: z.real, lambda p, m: (p,)),
     aten.imag.default: (lambda z, m: z.imag, lambda p, m: (p,)),
-    aten.sgn.default: (lambda z, m: torch.sgn(z), lambda p, m: (p,)),  # reference() takes the true value
+    aten.sgn.default: (lambda z, m: BY_PARTS["sgn"](z), lambda p, m: (p,)),  # and the true value: TRUE_SGN
     aten.rsub.Tensor: (lambda z, m: BY_PARTS["rsub"](z, z.flip(0)), lambda p, m: (p, Pair(p.t.flip(0)))),
     aten.rsub.Scalar: (lambda z, m: BY_PARTS["rsub_scalar_op"](z), lambda p, m: (p, 2.0)),
     # torch's decomposition of select_scatter promotes a real destination to complex (docs/reliability.md)
@@ -327,8 +334,9 @@ def test_rule_of_an_op_export_removes_matches_eager(op, dtype):
     got = got.t if isinstance(got, Pair) else got
     if expected.is_complex():
         expected = torch.view_as_real(expected.resolve_conj().resolve_neg())
-    if op == aten.sgn.default:
-        expected = reference(next(c for c in CASES if c.name == "sgn"), [pairs], expected)
+    if op == aten.sgn.default:  # the rule scales z first: the true value where z / |z| is not
+        z = torch.view_as_complex(pairs)
+        expected = prefer_true_value(expected, true_value(TRUE_SGN, [z]), finite_rows([z]), complex_result=True)
     assert_matches_eager([pairs], got, expected)
 
 
@@ -362,9 +370,8 @@ def test_issue_12_case_matches_eager(name):
     module = ComplexFn(fn)
     _, new = rewrite(module, (pairs,))
     got = new.module()(pairs)
-    # eager's sgn kernel overflows and underflows here (see TRUE_VALUE): the reference is the true value
-    true_sgn = lambda z: TRUE_VALUE["sgn"](z.to(torch.complex128)).to(z.dtype)  # noqa: E731
-    reference = (lambda z: (z.abs(), z.angle(), true_sgn(z))) if name == "abs_angle_sgn_huge" else None
+    # eager's sgn kernel overflows and underflows here (see BY_PARTS): the reference is its definition
+    reference = (lambda z: (z.abs(), z.angle(), BY_PARTS["sgn"](z))) if name == "abs_angle_sgn_huge" else None
     case = Case(name, fn, "z", reference=reference)
     assert_matches_eager([pairs], got, eager(case, [pairs]))
 
