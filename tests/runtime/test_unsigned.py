@@ -40,3 +40,60 @@ def test_unsigned_package_with_checks_on_rejects_wrong_inputs(twice_unsigned_pt2
             program(torch.randn(2, 2))
         x = torch.randn(6, 4)
         torch.testing.assert_close(program(x)[1], x + 1)
+
+
+# ---- the variable is scoped to load(): children and later packages do not inherit it ---------------------
+
+_FRESH_PROCESS = r"""
+import os, subprocess, sys
+import torch
+import aotcuda
+from aotcuda.errors import RuntimeCallError
+
+before = dict(os.environ)
+with aotcuda.load(sys.argv[1]) as program:  # the first run of this library happens in load(), checks on
+    assert dict(os.environ) == before, "load() left the environment changed"
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('AOTI_RUNTIME_CHECK_INPUTS'))"],
+                           capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == "None", child.stdout
+    for wrong in (torch.randn(3, 4, dtype=torch.float64), torch.randn(2, 2)):
+        try:
+            program(wrong)
+        except RuntimeCallError:
+            pass
+        else:
+            raise AssertionError(f"an unchecked run of {wrong.dtype} {tuple(wrong.shape)}")
+    x = torch.randn(6, 4)
+    torch.testing.assert_close(program(x)[1], x + 1)
+print("ok")
+"""
+
+
+def test_unsigned_load_in_a_fresh_process_restores_the_environment_and_still_checks(twice_unsigned_pt2):
+    """In a process where no library has run yet (the generated code reads the variable at its library's
+    first run): after load() the environment is as before, a subprocess does not see the variable, and
+    the package still refuses wrong inputs and runs right ones."""
+    import os
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items() if key != "AOTI_RUNTIME_CHECK_INPUTS"}
+    done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, twice_unsigned_pt2], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("value", [None, "1"])
+def test_unsigned_load_leaves_the_variable_as_it_was(twice_unsigned_pt2, monkeypatch, value):
+    import os
+
+    if value is None:
+        monkeypatch.delenv("AOTI_RUNTIME_CHECK_INPUTS", raising=False)
+    else:
+        monkeypatch.setenv("AOTI_RUNTIME_CHECK_INPUTS", value)
+    before = dict(os.environ)
+    with aotcuda.load(twice_unsigned_pt2) as program:
+        assert dict(os.environ) == before
+        with pytest.raises(RuntimeCallError, match="unmatched|expected|printed the cause on stderr"):
+            program(torch.randn(3, 4, dtype=torch.float64))
+    assert dict(os.environ) == before
