@@ -1,10 +1,13 @@
 """Complex functions on pairs that stay right at special values: huge, tiny, zero, infinite and nan parts.
 
-The textbook formulas overflow or lose a part where eager does not: a / b by conj(b) / |b|² overflows
-for |b| above sqrt(max) (1.8e19 in float32); sqrt by polar form overflows |z| near max and loses the
-small part near the negative real axis; log(|z|) loses its real part near |z| = 1 and at denormals;
-exp(inf + 0i) makes inf · sin(0) = nan. These follow what eager computes (c10::complex and the C
-library, C99 Annex G), written in plain torch ops on pair tensors ([..., 2]) or on (re, im) parts.
+The textbook formulas overflow or lose a part where the true value is representable: a / b by
+conj(b) / |b|² overflows for |b| above sqrt(max) (1.8e19 in float32), and Smith's method (eager's)
+still overflows in x + y·(q/p) ((3e38+3e38i)/(6e19−6e19i) is (0, 5e18), eager gives inf); sqrt by polar
+form overflows |z| near max and loses the small part near the negative real axis; log(|z|) loses its
+real part near |z| = 1 and at denormals; exp(inf + 0i) makes inf · sin(0) = nan. These compute the
+true value where it is representable, with C99 Annex G's special values (c10::complex and the C library
+agree with them where they are right), in plain torch ops on pair tensors ([..., 2]) or on (re, im)
+parts. Powers of two are built from exponent bits (exact, no libm call, no fast-math approximation).
 Only the rules that need them call them; products and sums keep their cheap forms.
 """
 

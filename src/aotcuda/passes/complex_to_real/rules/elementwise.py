@@ -165,10 +165,10 @@ def neg(out, a):
 
 @register(aten.div.Tensor, aten.div.Scalar)
 def div(out, a, b):
-    """a / b as C99 Annex G's _Cdivd with both operands scaled by powers of two: no intermediate overflows
-    or underflows, so results near the float range are finite and right where eager's Smith's method
-    gives inf; Annex G's infinities and zeros where the formula gives nan. A real divisor divides both
-    parts; a zero divisor gives eager's (re / 0, im / 0)."""
+    """a / b, right wherever the quotient is representable (no intermediate overflows or underflows, FMA
+    contraction cannot change that): complex64 in float64, complex128 part by part with exact powers of
+    two; C99 Annex G's infinities and zeros where the formula gives nan (pair_math.divide). A real divisor
+    divides both parts; a zero divisor gives eager's (re / 0, im / 0)."""
     dtype = result_dtype(out)
     a, b = cast(a, dtype), cast(b, dtype)
     if isinstance(b, Pair):
