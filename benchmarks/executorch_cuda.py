@@ -163,7 +163,9 @@ def main() -> int:
         # spawn: a forked child cannot use CUDA once the parent has; each worker imports this script afresh.
         pool = concurrent.futures.ProcessPoolExecutor(options.jobs, mp_context=multiprocessing.get_context("spawn"))
         with pool:
-            futures = [pool.submit(run_one, name, route, options.device, options.out) for name, route in tasks]
+            # "without" first: it compiles the complex fallback kernels too, the longest lowering of a program.
+            ordered = sorted(tasks, key=lambda task: task[1] != "without")
+            futures = [pool.submit(run_one, name, route, options.device, options.out) for name, route in ordered]
             for future in concurrent.futures.as_completed(futures):
                 record(future.result())
     else:
