@@ -58,3 +58,14 @@ def test_numpy_is_a_dependency():
     """torch warns "Failed to initialize NumPy" on every run without it, and uses it for tensor <-> ndarray."""
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert any(re.match(r"numpy\b", d) for d in dependencies)
+
+
+def test_ci_runs_the_readmes_test_command():
+    """.ci/run is the README's test command; the ExecuTorch it installs is pinned, and is the extra's."""
+    command = re.search(r"^(python3 .*) +# set up, run the tests$", README, re.M).group(1).strip()
+    assert (ROOT / ".ci" / "run").read_text().splitlines()[-1] == command
+    requirement_file = re.search(r"--no-deps -r (\S+)", command).group(1)
+    pins = [line for line in (ROOT / requirement_file).read_text().splitlines() if line and not line.startswith("#")]
+    assert pins and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9.]*", pin) for pin in pins), pins
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [p for p in pins if p.startswith("executorch==")] == extras["executorch"]

@@ -3,6 +3,11 @@
 llama2 and wan are aotcuda's own patterns (aotcuda.models.patterns); twice is Llama-2's rotation whose
 result is returned in two output slots, the case where AOTInductor writes one output handle into
 several slots.
+
+Each keeps its table so that ``model.to(device)`` (or the model's own forward) puts it beside the inputs,
+as benchmarks/executorch_cuda.py exports on the GPU: llama2 holds a plain attribute and moves it in forward
+(as Llama-2 does), twice a persistent buffer, wan a non-persistent one; between them the three ways a
+complex table reaches the program (lifted constant, buffer in the state dict, buffer outside it).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ class TwiceRope(nn.Module):
 
     def __init__(self, head_dim: int = llama2.HEAD_DIM, max_seq: int = llama2.MAX_SEQ):
         super().__init__()
-        self.freqs_cis = polar_table(torch.arange(max_seq), inverse_frequencies(head_dim))
+        # A buffer follows model.to(device); a plain attribute would stay where it was made.
+        self.register_buffer("freqs_cis", polar_table(torch.arange(max_seq), inverse_frequencies(head_dim)))
 
     def forward(self, x: torch.Tensor):
         seq = x.shape[1]
