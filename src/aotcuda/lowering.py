@@ -41,6 +41,7 @@ from aotcuda.fallbacks import (
     missing_kernels_message,
     split_allowed,
 )
+from aotcuda.inductor_workarounds import inductor_workarounds
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
@@ -375,6 +376,6 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
 
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
-    with torch.no_grad():
+    with torch.no_grad(), inductor_workarounds():  # Inductor bugs lower() works around (inductor_workarounds.py)
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
     write_signature(path, signature_from_exported_program(ep))
