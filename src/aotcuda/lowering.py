@@ -41,9 +41,11 @@ from aotcuda.fallbacks import (
     missing_kernels_message,
     split_allowed,
 )
+from aotcuda.inductor_workarounds import inductor_workarounds
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
+from aotcuda.window_decompositions import WINDOW_DECOMPOSITIONS
 
 STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
 
@@ -81,10 +83,20 @@ def decomposition_table() -> dict:
       on CUDA, the flash-attention CPU kernel) instead of the matmul-softmax-matmul decomposition.
     - the ``*_copy`` view ops: ReplaceViewCopyWithViewPass turns them into free views; decomposed,
       they would become clones first.
+
+    plus what Inductor cannot lower at all:
+
+    - the window factory ops (hann, hamming, blackman, bartlett, kaiser): without a decomposition a window
+      built inside forward is a fallback kernel (``aoti_torch_cuda_hann_window``); torch's own
+      decomposition is kept where the installed torch has one (hann_window on 2.13), ours fill the rest
+      (aotcuda.window_decompositions).
     """
     table = torch.export.default_decompositions()
     for op in (torch.ops.aten.scaled_dot_product_attention.default, *VIEW_OF_COPY):
         table.pop(op, None)
+    for op, decomposition in WINDOW_DECOMPOSITIONS.items():
+        if op not in table:  # a CustomDecompTable: setdefault would bypass its own bookkeeping
+            table[op] = decomposition
     return table
 
 
@@ -364,6 +376,6 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
 
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
-    with torch.no_grad():
+    with torch.no_grad(), inductor_workarounds():  # Inductor bugs lower() works around (inductor_workarounds.py)
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
     write_signature(path, signature_from_exported_program(ep))

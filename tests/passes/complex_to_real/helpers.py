@@ -126,6 +126,27 @@ def assert_matches(expected, actual, dtype: torch.dtype) -> None:
         torch.testing.assert_close(a, e, **tolerance(dtype))
 
 
+def subgraph_operands(ep: torch.export.ExportedProgram) -> list[tuple[str, str, object]]:
+    """(higher-order op, get_attr target, the attribute it names) for every get_attr operand of every
+    higher-order op node (cond, while_loop, scan, map_impl, flex_attention, wrap_with_*), nested ones too."""
+    found = []
+    for module in ep.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op == "call_function" and isinstance(node.target, torch._ops.HigherOrderOperator):
+                found += [(node.target.name(), arg.target, getattr(module, arg.target, None))
+                          for arg in pytree.tree_leaves((node.args, node.kwargs))
+                          if isinstance(arg, torch.fx.Node) and arg.op == "get_attr"]
+    return found
+
+
+def assert_subgraph_operands_are_graph_modules(ep: torch.export.ExportedProgram) -> None:
+    """Inductor reads each subgraph operand's .graph: each must stay a GraphModule child of its module."""
+    for op, target, value in subgraph_operands(ep):
+        assert isinstance(value, torch.fx.GraphModule), f"{op}'s operand {target} is {type(value).__name__}"
+
+
 def rewrite(module: torch.nn.Module, args: tuple, *, expect_ops: Iterable = (), dynamic_shapes=None):
     """Export, check the ops the test means to exercise are there, rewrite strictly, check the result."""
     ep = export(module, args, dynamic_shapes)
@@ -135,6 +156,8 @@ def rewrite(module: torch.nn.Module, args: tuple, *, expect_ops: Iterable = (), 
     assert new is not ep
     assert_no_complex(new)
     assert_meta_carried(ep, new)
+    assert len(subgraph_operands(new)) == len(subgraph_operands(ep))
+    assert_subgraph_operands_are_graph_modules(new)
     return ep, new
 
 

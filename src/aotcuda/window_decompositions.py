@@ -1,0 +1,93 @@
+"""Decompositions of the window factory ops (hann, hamming, blackman, bartlett, kaiser) into arange and
+elementwise math, so that a window built inside forward becomes generated code instead of a fallback kernel.
+
+Inductor has no lowering for any of them (torch 2.11–2.13): ``torch.hann_window(n_fft)`` inside an stft
+front end (Cosmos3-audio's spectrogram encoder) compiles to ``aoti_torch_cuda_hann_window``. torch 2.13
+ships a decomposition for hann_window only (torch/_decomp/decompositions.py), torch 2.11 for none; where
+torch has one, ``lowering.decomposition_table`` keeps torch's and adds these only for the rest.
+
+Each function follows ATen's own formula (aten/src/ATen/native/TensorFactories.cpp) step by step, in the
+window's dtype, so that it matches eager to rounding: a periodic window of length N is the symmetric window
+of length N + 1 without its last element; lengths 0 and 1 give an empty tensor and ``[1.]``. Registered for
+the functional overloads export emits (``.default``, ``.periodic``, and hamming's ``.periodic_alpha`` /
+``.periodic_alpha_beta``, kaiser's ``.beta``); their positional arguments are prefixes of one signature, so
+one function serves every overload of an op, with eager's defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _window(formula: Callable[[torch.Tensor, int], torch.Tensor], window_length, periodic: bool, dtype, device):
+    """formula(k, n) -> the symmetric window of length n at k = arange(n) (in the window's dtype)."""
+    dtype = dtype if dtype is not None else torch.get_default_dtype()
+    if window_length == 0:
+        return torch.empty((0,), dtype=dtype, device=device)
+    if window_length == 1:
+        return torch.ones((1,), dtype=dtype, device=device)
+    n = window_length + 1 if periodic else window_length
+    window = formula(torch.arange(n, dtype=dtype, device=device), n)
+    return window[:window_length] if periodic else window
+
+
+def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, layout=None, device=None,
+                   pin_memory=None):
+    """alpha - beta * cos(2 pi k / (n - 1)), as ATen: k * c, cos, * -beta, + alpha."""
+    def formula(k, n):
+        return torch.cos(k * (2.0 * math.pi / (n - 1))) * -beta + alpha
+    return _window(formula, window_length, periodic, dtype, device)
+
+
+def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """ATen's hann_window is hamming_window with alpha = beta = 0.5."""
+    return hamming_window(window_length, periodic, 0.5, 0.5, dtype=dtype, device=device)
+
+
+def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """0.42 - 0.5 cos(2w) + 0.08 cos(4w), w = pi k / (n - 1)."""
+    def formula(k, n):
+        w = k * (math.pi / (n - 1))
+        return torch.cos(w * 4) * 0.08 - torch.cos(w * 2) * 0.5 + 0.42
+    return _window(formula, window_length, periodic, dtype, device)
+
+
+def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """w = 2k / (n - 1) up to the middle ((n - 1) // 2 inclusive), 2 - w after it."""
+    def formula(k, n):
+        w = k * (2.0 / (n - 1))
+        return torch.where(k < (n - 1) // 2 + 1, w, w * -1 + 2)
+    return _window(formula, window_length, periodic, dtype, device)
+
+
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None,
+                  pin_memory=None):
+    """I0(beta sqrt(1 - ((k - a) / a)^2)) / I0(beta), a = (n - 1) / 2 (aten.i0 is generated code)."""
+    def formula(k, n):
+        half = (n - 1) / 2.0
+        ratio = (k - half) / half
+        return torch.i0(torch.sqrt(1 - ratio * ratio) * beta) / torch.i0(torch.full((), beta, dtype=k.dtype,
+                                                                                   device=k.device))
+    return _window(formula, window_length, periodic, dtype, device)
+
+
+def _overloads(packet, names) -> list:
+    return [getattr(packet, name) for name in names if hasattr(packet, name)]
+
+
+WINDOW_DECOMPOSITIONS: dict[torch._ops.OpOverload, Callable] = {
+    op: fn
+    for packet, names, fn in (
+        (aten.hann_window, ("default", "periodic"), hann_window),
+        (aten.hamming_window, ("default", "periodic", "periodic_alpha", "periodic_alpha_beta"), hamming_window),
+        (aten.blackman_window, ("default", "periodic"), blackman_window),
+        (aten.bartlett_window, ("default", "periodic"), bartlett_window),
+        (aten.kaiser_window, ("default", "periodic", "beta"), kaiser_window),
+    )
+    for op in _overloads(packet, names)
+}

@@ -1,0 +1,83 @@
+"""Window factory ops (hann, hamming, blackman, bartlett, kaiser) decompose into generated code.
+
+Inductor has no lowering for them, so without a decomposition a window built inside forward is a fallback
+kernel (Cosmos3-audio on the H200: ``aoti_torch_cuda_hann_window``). The table test runs the decomposition
+lower() uses for every overload and option (torch's own where it has one, aotcuda.window_decompositions
+otherwise) against the eager op at random lengths, 0 and 1 included; the program test checks that
+run_decompositions(decomposition_table()) leaves no window op in an exported program that builds each of
+them from a dynamic length, and that the program matches eager.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from aotcuda.lowering import decomposition_table
+from aotcuda.window_decompositions import WINDOW_DECOMPOSITIONS
+
+aten = torch.ops.aten
+TOLERANCE = {torch.float32: 1e-6, torch.float64: 1e-12}
+
+# (overload, extra positional arguments after window_length): every overload, periodic both ways.
+CALLS = [
+    (aten.hann_window.default, ()), (aten.hann_window.periodic, (True,)), (aten.hann_window.periodic, (False,)),
+    (aten.hamming_window.default, ()), (aten.hamming_window.periodic, (False,)),
+    (aten.hamming_window.periodic_alpha, (True, 0.6)), (aten.hamming_window.periodic_alpha_beta, (False, 0.6, 0.3)),
+    (aten.blackman_window.default, ()), (aten.blackman_window.periodic, (True,)),
+    (aten.blackman_window.periodic, (False,)),
+    (aten.bartlett_window.default, ()), (aten.bartlett_window.periodic, (True,)),
+    (aten.bartlett_window.periodic, (False,)),
+    (aten.kaiser_window.default, ()), (aten.kaiser_window.periodic, (False,)), (aten.kaiser_window.beta, (True, 5.0)),
+    (aten.kaiser_window.beta, (False, 20.0)),
+]
+TABLE = decomposition_table()
+LENGTHS = [0, 1, 2, 3, *random.Random(11).sample(range(4, 2049), 6)]
+
+
+def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """‖actual - expected‖ / ‖expected‖, absolute below a norm of 1 (the symmetric hann and bartlett windows
+    of length 2 are all zeros; every window value lies in [0, 1])."""
+    if expected.numel() == 0:
+        return 0.0 if actual.shape == expected.shape else float("inf")
+    return ((actual - expected).norm() / expected.norm().clamp_min(1.0)).item()
+
+
+def test_every_window_overload_has_a_decomposition():
+    assert {op for op, _ in CALLS} == set(WINDOW_DECOMPOSITIONS)
+    assert all(op in TABLE for op in WINDOW_DECOMPOSITIONS)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("op, extra", CALLS, ids=[f"{op}{extra}" for op, extra in CALLS])
+def test_decomposition_matches_eager(op, extra, dtype):
+    decomposition = TABLE[op]
+    for length in LENGTHS:
+        expected = op(length, *extra, dtype=dtype)
+        actual = decomposition(length, *extra, dtype=dtype)
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape, (op, length)
+        error = relative_error(actual, expected)
+        assert error <= TOLERANCE[dtype], f"{op}{extra} length {length} {dtype}: relative error {error:.2e}"
+
+
+class EveryWindow(torch.nn.Module):
+    """Each window op built from the last dim of x, as an stft front end builds its window from n_fft (the
+    length is an int in the ops' schema: torch.export specializes it, so the window is static)."""
+
+    def forward(self, x):
+        n = x.shape[-1]
+        return tuple(op(n, *extra, dtype=x.dtype) for op, extra in CALLS)
+
+
+def window_ops_left(ep: torch.export.ExportedProgram) -> list[str]:
+    return [str(node.target) for node in ep.graph.nodes if node.target in WINDOW_DECOMPOSITIONS]
+
+
+def test_exported_program_has_no_window_op_left_and_matches_eager():
+    x = torch.randn(2, 257, dtype=torch.float64)
+    ep = torch.export.export(EveryWindow(), (x,)).run_decompositions(TABLE)
+    assert window_ops_left(ep) == []
+    for (op, extra), actual, expected in zip(CALLS, ep.module()(x), EveryWindow()(x)):
+        assert relative_error(actual, expected) <= TOLERANCE[torch.float64], f"{op}{extra}"
