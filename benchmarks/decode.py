@@ -165,12 +165,13 @@ class Builds:
                                f"({time.perf_counter() - started:.0f} s after it started); raise --deadline") from None
         finally:
             log.close()
-        seconds = time.perf_counter() - started
+        with open(f"{self._workdir}/{kind}.log") as f:
+            lines = f.read()[-4000:].strip().splitlines()
         if proc.returncode != 0:
-            with open(f"{self._workdir}/{kind}.log") as f:
-                tail = f.read()[-2000:].strip().splitlines()[-3:]
-            raise RuntimeError(f"the {kind} compile failed (exit {proc.returncode}): {' / '.join(tail)}")
-        return self._paths[kind], seconds
+            raise RuntimeError(f"the {kind} compile failed (exit {proc.returncode}): {' / '.join(lines[-3:])}")
+        # The child's own figure (export and compile, not the model's making); the wall time otherwise.
+        built = [line.split()[3] for line in lines if line.startswith(f"built {kind} in ")]
+        return self._paths[kind], float(built[-1]) if built else time.perf_counter() - started
 
     def stop(self) -> None:
         import signal
