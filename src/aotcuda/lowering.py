@@ -42,6 +42,7 @@ from aotcuda.fallbacks import (
     split_allowed,
 )
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
+from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
 from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
 
@@ -49,8 +50,9 @@ STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
 
 
 def passes() -> list[Callable[[ExportedProgram], ExportedProgram]]:
-    """The passes, in order. Views first, so the complex pass sees ``view_as_complex`` (not its copy)."""
-    return [ReplaceViewCopyWithViewPass(), ReplaceComplexWithRealPass()]
+    """The passes, in order. Views first, so the complex pass sees ``view_as_complex`` (not its copy);
+    then the constant factors' product tables are stored as constants (complex_to_real/product_tables.py)."""
+    return [ReplaceViewCopyWithViewPass(), ReplaceComplexWithRealPass(), FoldConstantProductTablesPass()]
 
 
 @dataclass(frozen=True)

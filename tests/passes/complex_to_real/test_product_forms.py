@@ -14,7 +14,7 @@ from torch.export import Dim
 from torch.export.graph_signature import InputKind
 
 from aotcuda.passes import ReplaceComplexWithRealPass
-from aotcuda.passes.complex_to_real.product_tables import FORMS, PAIR_MUL_VARIABLE
+from aotcuda.passes.complex_to_real.product_tables import FORMS, PAIR_MUL_VARIABLE, FoldConstantProductTablesPass
 
 from .helpers import export
 
@@ -67,8 +67,11 @@ def _lifted(ep) -> int:
 
 
 def _rewrite(ep, form, monkeypatch):
+    """The complex pass and the folding pass, as lowering runs them."""
     monkeypatch.setenv(PAIR_MUL_VARIABLE, form)
-    return ReplaceComplexWithRealPass(strict=True)(ep)
+    rewritten = ReplaceComplexWithRealPass(strict=True)(ep)
+    assert _lifted(rewritten) == _lifted(ep)  # the complex pass keeps the state as it is; folding adds
+    return FoldConstantProductTablesPass()(rewritten)
 
 
 @pytest.mark.parametrize("form", FORMS)

@@ -14,20 +14,25 @@ form is chosen by the environment variable ``AOTCUDA_PAIR_MUL``, read each time 
 - ``unbind``: the textbook form, four real products of the unbound parts, then stack.
 
 Folding, step by step: ``product_tables`` (the rule side) tags the nodes of b's two tables
-(``meta[TABLE_KEY]``); ``fold_product_tables`` (run by program.rebuild_program on the traced graph, when
-the constants' real values are at hand) evaluates each tagged node whose every ancestor is a constant
-placeholder, replaces it by a constant attribute (``(br, br)`` materialized at the full pair shape), and
-lets dead-code elimination drop the ops that made it. A table larger than the constants it came from
+(``meta[TABLE_KEY]``); ``FoldConstantProductTablesPass`` (the pass after ReplaceComplexWithRealPass in
+``aotcuda.lowering.passes()``, so that the complex pass keeps the program's state names as they are)
+evaluates each tagged node whose every ancestor is a constant placeholder, replaces it by a lifted
+constant (``(br, br)`` materialized at the full pair shape), and lets dead-code elimination drop the
+ops that made it. A table larger than the constants it came from
 (an expand to a batch) is not folded: the program would grow by that much.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 
 import torch
+from torch._export.passes.lift_constants_pass import ConstantAttrMap, lift_constants_pass
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
+
+from aotcuda.passes.complex_to_real.boundary import boundary_of, record_boundary
 
 PAIR_MUL_VARIABLE = "AOTCUDA_PAIR_MUL"
 FORMS = ("fold", "flip", "flip-cat", "unbind")
@@ -54,6 +59,49 @@ def tag_table(t: torch.Tensor, kind: str) -> torch.Tensor:
         except (KeyError, AttributeError):  # not traced (a constant-tracked tensor): nothing to fold
             pass
     return t
+
+
+class FoldConstantProductTablesPass:
+    """Store the product tables of constant factors as program constants (see the module docstring).
+
+    Returns a new ExportedProgram with one CONSTANT_TENSOR input per folded table (named like
+    export's lifted constants), or the argument itself when nothing is folded; the argument is left
+    unchanged. Programs lowered with AOTCUDA_PAIR_MUL other than ``fold`` have no tagged table.
+    """
+
+    def __call__(self, ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+        if not any(TABLE_KEY in node.meta for node in ep.graph.nodes):
+            return ep
+        gm = copy.deepcopy(ep.graph_module)
+        if not fold_product_tables(gm, constant_placeholder_values(ep)):
+            return ep
+        signature = copy.deepcopy(ep.graph_signature)
+        constants = dict(ep.constants)
+        constants.update(lift_constants_pass(gm, signature, ConstantAttrMap()))
+        new = torch.export.ExportedProgram(
+            root=gm, graph=gm.graph, graph_signature=signature, state_dict=dict(ep.state_dict),
+            range_constraints=copy.copy(ep.range_constraints), module_call_graph=copy.deepcopy(ep.module_call_graph),
+            example_inputs=ep.example_inputs, constants=constants, verifiers=list(ep.verifiers))
+        record_boundary(new, boundary_of(ep))
+        return new
+
+
+_STATE_KINDS = (torch.export.graph_signature.InputKind.PARAMETER, torch.export.graph_signature.InputKind.BUFFER,
+                torch.export.graph_signature.InputKind.CONSTANT_TENSOR)
+
+
+def constant_placeholder_values(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
+    """Real values of the placeholders whose value is the same for every call: parameters, lifted
+    constants and the buffers the program does not write."""
+    mutated = set(ep.graph_signature.buffers_to_mutate.values())
+    values = {}
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind not in _STATE_KINDS or spec.target in mutated:
+            continue
+        value = ep.state_dict.get(spec.target, ep.constants.get(spec.target))
+        if isinstance(value, torch.Tensor):
+            values[spec.arg.name] = value
+    return values
 
 
 def fold_product_tables(gm: torch.fx.GraphModule, constant_values: dict[str, torch.Tensor]) -> int:

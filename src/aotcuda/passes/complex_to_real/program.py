@@ -24,7 +24,6 @@ from torch.export.graph_signature import (
 )
 
 from aotcuda.passes.complex_to_real.boundary import boundary_of, record_boundary
-from aotcuda.passes.complex_to_real.product_tables import fold_product_tables
 
 _STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
@@ -101,20 +100,6 @@ def _updated_module_call_graph(ep: torch.export.ExportedProgram, signature: Expo
     return entries
 
 
-def _constant_placeholder_values(ep, state_dict: dict, constants: dict) -> dict[str, torch.Tensor]:
-    """Real values (pairs for complex state) of the placeholders whose value is fixed for every call:
-    parameters, lifted constants and the buffers the program does not write."""
-    mutated = set(ep.graph_signature.buffers_to_mutate.values())
-    values = {}
-    for spec in ep.graph_signature.input_specs:
-        if spec.kind not in _STATE_KINDS or spec.target in mutated:
-            continue
-        value = state_dict.get(spec.target, constants.get(spec.target))
-        if isinstance(value, torch.Tensor):
-            values[spec.arg.name] = value
-    return values
-
-
 def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
                     complex_placeholders: set[str], devices: dict[str, torch.device] | None = None
                     ) -> torch.export.ExportedProgram:
@@ -124,8 +109,6 @@ def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
     gm.graph.eliminate_dead_code()
     signature = _updated_signature(ep, gm)
     state_dict, constants = _convert_state(ep, complex_placeholders, devices or {})
-    if fold_product_tables(gm, _constant_placeholder_values(ep, state_dict, constants)):
-        gm.graph.eliminate_dead_code()
     # Tensors the rules made outside the trace (the FFT tables) are get_attr constants of gm: lift them
     # into CONSTANT_TENSOR inputs, as export does, after the original placeholders got their names.
     constants.update(lift_constants_pass(gm, signature, ConstantAttrMap()))
