@@ -1,8 +1,8 @@
 """An LLM decode step end to end: a Llama-3-shaped ~1B decoder, every way to run it, against the
 memory-bandwidth bound.
 
-    python3 benchmarks/decode.py [--batch 1] [--rows eager compile ...] [--json out.json]     (CUDA)
-    python3 benchmarks/decode.py --tiny --device cpu                                           (CPU test)
+    python3 benchmarks/decode.py --batch 1 [--rows eager,compile,...] [--json out.json]       (CUDA)
+    python3 benchmarks/decode.py --tiny --device cpu --batch 1                                (CPU smoke run)
 
 The model is ``aotcuda.models.decoder`` (16 layers, dim 2048, 32 query / 8 KV heads of 64, FFN 8192,
 vocab 32000, bfloat16, random weights; rotary embeddings in complex numbers as Meta's reference code
@@ -13,6 +13,11 @@ Rows (``--rows``, default all): eager; torch.compile (default and mode="reduce-o
 AOTInductor with the complex fallback kernels (``aoti_compile_and_package`` + ``aoti_load_package``);
 aotcuda.load without and with CUDA graphs, and a graph bound with ``Program.bind`` (zero-copy replay);
 the graph rows run on CUDA only.
+How it runs in a few minutes: the two AOTInductor packages (complex fallbacks; aotcuda) are compiled in
+two child processes started first (``--build``; each makes the same seeded model), while this process
+compiles the torch.compile rows; every row is timed only after all compiles have ended, so that no row
+is timed while another compiles. Each row prints its table row and rewrites ``--json`` as soon as it is
+measured; a child still compiling at ``--deadline`` seconds is stopped and its rows say so.
 Each row starts from an empty cache, runs ``--check-steps`` steps on the same random tokens, and its last
 logits are compared with float32 eager (the same bf16 weights, computed in float32): relative error
 ‖out − ref‖/‖ref‖. Then it is timed at position ``--pos`` (median of ``triton.testing.do_bench`` on CUDA,
@@ -83,126 +88,287 @@ def zero_caches(module: torch.nn.Module) -> None:
             buffer.zero_()
 
 
-def build_row(key, model, example, device, workdir, lowered: dict):
-    """(step function taking (tokens, input_pos), reset function or None) for one row; the aotcuda rows
-    share one lowering (kept in ``lowered``)."""
+PACKAGE_ROWS = {"aoti": "aoti", "aotcuda": "aotcuda", "aotcuda-graphs": "aotcuda", "aotcuda-bind": "aotcuda"}
+
+
+def build_package(kind: str, model, example, device, path: str) -> str:
+    """Compile one package: "aoti" (torch.export + aoti_compile_and_package, the complex ops as fallback
+    kernels) or "aotcuda" (aotcuda.lower). Returns its path."""
+    if kind == "aoti":
+        ep = torch.export.export(model, example)
+        return torch._inductor.aoti_compile_and_package(ep, package_path=path)
     import aotcuda
 
-    reset = lambda: zero_caches(model)  # noqa: E731 - rows that run the eager module share its cache
-    if key == "eager":
-        return model, reset
-    if key == "compile":
-        return torch.compile(model), reset
-    if key == "compile-ro":
-        return torch.compile(model, mode="reduce-overhead"), reset
-    if key == "aoti":
-        ep = torch.export.export(model, example)
-        path = torch._inductor.aoti_compile_and_package(ep, package_path=f"{workdir}/aoti.pt2")
-        return torch._inductor.aoti_load_package(path), None
-    if "path" not in lowered:
-        lowered["path"] = aotcuda.lower(model, example, device=device.type,
-                                        package_path=f"{workdir}/aotcuda.pt2").package_path
-    return aotcuda.load(lowered["path"], cuda_graphs=key == "aotcuda-graphs"), None
+    return aotcuda.lower(model, example, device=device.type, package_path=path).package_path
 
 
-def run_row(key, step, example, tokens_per_step, reference, measure, pos):
-    """(relative error of the last checked step, µs per step)."""
-    tokens_in, pos_in = example
+def example_inputs(batch: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the packages are exported with (static shapes: only the shapes matter)."""
+    return torch.zeros(batch, 1, dtype=torch.long, device=device), torch.zeros(1, dtype=torch.long, device=device)
+
+
+class Builds:
+    """The package compiles, each in a child process (``--build``) started at once, or in this process
+    (``--serial``). ``path(kind)`` waits for one and returns its package, or raises RuntimeError with the
+    child's last lines (or the deadline) as the reason."""
+
+    def __init__(self, kinds, opts, batch, workdir, deadline):
+        import subprocess
+
+        self._procs, self._paths, self._deadline, self._workdir, self._done = {}, {}, deadline, workdir, {}
+        self._serial = opts.serial
+        for kind in kinds:
+            path = f"{workdir}/{kind}.pt2"
+            self._paths[kind] = path
+            if opts.serial:
+                continue
+            log = open(f"{workdir}/{kind}.log", "w")
+            command = [sys.executable, os.path.abspath(__file__), "--build", kind, "--package", path,
+                       "--batch", str(batch), "--device", opts.device] + (["--tiny"] if opts.tiny else [])
+            self._procs[kind] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                  start_new_session=True), log, time.perf_counter())
+
+    def wait_all(self) -> None:
+        """Wait for every child (until the deadline), so that no row is timed while one compiles."""
+        for kind in list(self._procs):
+            try:
+                self.path(kind)
+            except RuntimeError:
+                pass  # kept: path() raises it again for the row
+
+    def path(self, kind, model=None, example=None, device=None) -> tuple[str, float]:
+        """(package path, seconds its compile took)."""
+        if kind not in self._done:
+            try:
+                self._done[kind] = self._wait(kind, model, example, device)
+            except RuntimeError as exc:
+                self._done[kind] = exc
+        if isinstance(self._done[kind], RuntimeError):
+            raise self._done[kind]
+        return self._done[kind]
+
+    def _wait(self, kind, model, example, device) -> tuple[str, float]:
+        import signal
+        import subprocess
+
+        if self._serial:
+            start = time.perf_counter()
+            build_package(kind, model, example, device, self._paths[kind])
+            return self._paths[kind], time.perf_counter() - start
+        proc, log, started = self._procs[kind]
+        try:
+            proc.wait(timeout=max(1.0, self._deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise RuntimeError(f"the {kind} compile did not end by the deadline "
+                               f"({time.perf_counter() - started:.0f} s after it started); raise --deadline") from None
+        finally:
+            log.close()
+        with open(f"{self._workdir}/{kind}.log") as f:
+            lines = f.read()[-4000:].strip().splitlines()
+        if proc.returncode != 0:
+            raise RuntimeError(f"the {kind} compile failed (exit {proc.returncode}): {' / '.join(lines[-3:])}")
+        # The child's own figure (export and compile, not the model's making); the wall time otherwise.
+        built = [line.split()[3] for line in lines if line.startswith(f"built {kind} in ")]
+        return self._paths[kind], float(built[-1]) if built else time.perf_counter() - started
+
+    def stop(self) -> None:
+        import signal
+
+        for proc, log, _ in (v for v in self._procs.values() if isinstance(v, tuple)):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            log.close()
+
+
+def check_row(key, step, tokens_per_step, reference):
+    """Relative error of the last of the checked steps (from an empty cache, positions 0, 1, ...)."""
     if key == "aotcuda-bind":
-        bound = step.bind([tokens_in.clone(), pos_in.clone()])
-        static_tokens, static_pos = bound.inputs
+        static_tokens, static_pos = step.inputs
         for position, tokens in enumerate(tokens_per_step):  # the bind's warm-up wrote position 0: rewritten
             static_tokens.copy_(tokens)
             static_pos.fill_(position)
-            logits = bound.replay()
-        error = relative_error(logits, reference)
-        static_pos.fill_(pos)
-        return error, measure(bound.replay)
+            logits = step.replay()
+        return relative_error(logits, reference)
     for position, tokens in enumerate(tokens_per_step):
         logits = step(tokens, torch.tensor([position], device=tokens.device))
-    error = relative_error(logits, reference)
+    return relative_error(logits, reference)
+
+
+def time_row(key, step, example, measure, pos) -> float:
+    """µs per step at position ``pos``."""
+    if key == "aotcuda-bind":
+        step.inputs[1].fill_(pos)
+        return measure(step.replay)
+    tokens_in = example[0]
     at = torch.tensor([pos], device=tokens_in.device)
-    return error, measure(lambda: step(tokens_in, at))
+    return measure(lambda: step(tokens_in, at))
+
+
+def make_step(key, model, builds, example, device):
+    """(the row's step: a callable (tokens, input_pos) → logits, or a BoundGraph; compile seconds or None)."""
+    import aotcuda
+
+    if key == "eager":
+        return model, None
+    if key in ("compile", "compile-ro"):
+        return torch.compile(model, mode="reduce-overhead" if key == "compile-ro" else None), None
+    path, seconds = builds.path(PACKAGE_ROWS[key], model, example, device)
+    if key == "aoti":
+        return torch._inductor.aoti_load_package(path), seconds
+    program = aotcuda.load(path, cuda_graphs=key == "aotcuda-graphs")
+    if key == "aotcuda-bind":
+        return program.bind([t.clone() for t in example]), seconds
+    return program, seconds
+
+
+def parse_rows(values) -> list[str]:
+    rows = [r for value in values for r in value.split(",") if r]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown:
+        raise SystemExit(f"--rows: unknown row(s) {unknown}; choose from {','.join(ROWS)}")
+    return rows
+
+
+def child_build(opts) -> None:
+    """``--build KIND``: compile one package for the parent process and exit."""
+    from aotcuda.models.decoder import DecoderConfig, make_decoder
+
+    config = DecoderConfig.tiny() if opts.tiny else DecoderConfig.llama_1b()
+    device = torch.device(opts.device)
+    model = make_decoder(config, opts.batch[0], device=device, dtype=torch.bfloat16)
+    start = time.perf_counter()
+    with torch.no_grad():
+        build_package(opts.build, model, example_inputs(opts.batch[0], device), device, opts.package)
+    print(f"built {opts.build} in {time.perf_counter() - start:.1f} s: {opts.package}")
 
 
 def main() -> None:
+    started = time.perf_counter()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=ROWS)
+    parser.add_argument("--rows", nargs="+", default=[",".join(ROWS)],
+                        help=f"comma- or space-separated, from {','.join(ROWS)} (default: all)")
     parser.add_argument("--tiny", action="store_true", help="the test-size config (2 layers, dim 64)")
     parser.add_argument("--check-steps", type=int, default=4)
     parser.add_argument("--pos", type=int, help="position timed (default: half the cache)")
+    parser.add_argument("--deadline", type=float, default=540.0,
+                        help="seconds from the start after which compiles still running are stopped")
+    parser.add_argument("--serial", action="store_true", help="compile the packages in this process, one by one")
     parser.add_argument("--json")
+    parser.add_argument("--build", choices=("aoti", "aotcuda"), help=argparse.SUPPRESS)  # child process
+    parser.add_argument("--package", help=argparse.SUPPRESS)
     opts = parser.parse_args()
-    from aotcuda.models.decoder import DecoderConfig, bytes_read_per_step, make_decoder
     from aotcuda.runtime.libloader import promote_cxx_runtime_to_global_scope
 
     promote_cxx_runtime_to_global_scope()  # torch's own AOTI loader needs it on the H200 machine
+    if opts.build:
+        return child_build(opts)
+    rows_wanted = parse_rows(opts.rows)
+    from aotcuda.models.decoder import DecoderConfig, bytes_read_per_step, make_decoder
+
     device = torch.device(opts.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device here: run with --device cpu (and --tiny)")
+    if device.type != "cuda":
+        rows_wanted = [r for r in rows_wanted if r not in ("aotcuda-graphs", "aotcuda-bind")]  # CUDA only
     config = DecoderConfig.tiny() if opts.tiny else DecoderConfig.llama_1b()
     pos = opts.pos if opts.pos is not None else config.max_seq_len // 2
+    deadline = started + opts.deadline
     measure = timer(device)
-    bandwidth = copy_bandwidth(device, measure)
+    bandwidth = copy_bandwidth(device, measure)  # before any compile starts: a quiet machine
     card = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     command = "python3 benchmarks/decode.py " + " ".join(sys.argv[1:])
     results = dict(torch=torch.__version__, card=card, command=command, config=dataclasses.asdict(config),
                    copy_bandwidth_gbs=bandwidth / 1e9, batches={})
+
+    def save():
+        if opts.json:
+            with open(opts.json, "w") as f:
+                json.dump(results, f, indent=1)
+
     for batch in opts.batch:
-        model = make_decoder(config, batch, device=device, dtype=torch.bfloat16)
-        reference_model = make_decoder(config, batch, device=device, dtype=torch.float32)
-        reference_model.load_state_dict({k: v.float() if v.is_floating_point() else v
-                                         for k, v in model.state_dict().items()})
-        generator = torch.Generator().manual_seed(batch)
-        tokens_per_step = [torch.randint(0, config.vocab_size, (batch, 1), generator=generator).to(device)
-                           for _ in range(opts.check_steps)]
-        with torch.no_grad():
-            for position, tokens in enumerate(tokens_per_step):
-                reference = reference_model(tokens, torch.tensor([position], device=device))
-        del reference_model
-        example = (tokens_per_step[0], torch.zeros(1, dtype=torch.long, device=device))
-        step_bytes = bytes_read_per_step(model)
-        bound_tps = batch * bandwidth / step_bytes
-        rows = []
         with tempfile.TemporaryDirectory() as workdir, torch.no_grad():
-            lowered: dict = {}
-            for key in opts.rows:
-                if key in ("aotcuda-graphs", "aotcuda-bind") and device.type != "cuda":
-                    continue  # CUDA graphs: CUDA only
-                start = time.perf_counter()
-                try:  # one failing row is reported in the table, the others still run
-                    step, reset = build_row(key, model, example, device, workdir, lowered)
-                    seconds = time.perf_counter() - start
-                    if reset is not None:
-                        reset()
-                    error, us = run_row(key, step, example, tokens_per_step, reference, measure, pos)
-                except Exception as exc:  # noqa: BLE001 - the table says why
-                    rows.append(dict(row=key, variant=ROW_NAMES[key], failed=f"{type(exc).__name__}: {exc}"[:300]))
-                    print(f"  {key}: failed: {exc}", file=sys.stderr)
-                    continue
-                tps = batch * 1e6 / us
-                rows.append(dict(row=key, variant=ROW_NAMES[key], us=us, tokens_per_s=tps,
-                                 of_bound=tps / bound_tps, error=error, build_s=seconds))
-                print(f"  {key}: {us:.1f} µs, error {error:.1e}", file=sys.stderr)
-        results["batches"][batch] = dict(bytes_per_step=step_bytes, bound_tokens_per_s=bound_tps, rows=rows)
-        print(f"\nDecode step, {'tiny config' if opts.tiny else 'Llama-3-shaped 1.2B'}, batch {batch}, bf16, "
-              f"cache {config.max_seq_len} at position {pos}; {card}, torch {torch.__version__}; `{command}`")
-        print(f"Bound: {step_bytes / 1e9:.3f} GB read per step at {bandwidth / 1e9:.1f} GB/s (device copy) = "
-              f"{bound_tps:.0f} tokens/s")
-        print("| batch | how it runs | µs per step | tokens/s | of bound | rel. error vs float32 eager |")
-        print("|---|---|---|---|---|---|")
-        for r in rows:
-            if "failed" in r:
-                print(markdown_row(batch, r["variant"], "failed", "", "", r["failed"].splitlines()[0][:120]))
-                continue
-            print(markdown_row(batch, r["variant"], f"{r['us']:.1f}", f"{r['tokens_per_s']:.0f}",
-                               f"{r['of_bound']:.0%}", f"{r['error']:.1e}"))
-        del model
-    if opts.json:
-        with open(opts.json, "w") as f:
-            json.dump(results, f, indent=1)
+            kinds = sorted({PACKAGE_ROWS[r] for r in rows_wanted if r in PACKAGE_ROWS})
+            builds = Builds(kinds, opts, batch, workdir, deadline)  # the children compile from here on
+            try:
+                run_batch(batch, rows_wanted, builds, config, device, measure, bandwidth, pos, opts,
+                          results, save, card, command, make_decoder, bytes_read_per_step)
+            finally:
+                builds.stop()
+    save()
+    print(f"\ntotal {time.perf_counter() - started:.0f} s", file=sys.stderr)
+
+
+def run_batch(batch, rows_wanted, builds, config, device, measure, bandwidth, pos, opts, results, save, card,
+              command, make_decoder, bytes_read_per_step) -> None:
+    """Every wanted row at one batch size: check each (the compiles overlap the children's), then time
+    each once all compiles have ended; print and save each row as it is measured."""
+    model = make_decoder(config, batch, device=device, dtype=torch.bfloat16)
+    reference_model = make_decoder(config, batch, device=device, dtype=torch.float32)
+    reference_model.load_state_dict({k: v.float() if v.is_floating_point() else v
+                                     for k, v in model.state_dict().items()})
+    generator = torch.Generator().manual_seed(batch)
+    tokens_per_step = [torch.randint(0, config.vocab_size, (batch, 1), generator=generator).to(device)
+                       for _ in range(opts.check_steps)]
+    for position, tokens in enumerate(tokens_per_step):
+        reference = reference_model(tokens, torch.tensor([position], device=device))
+    del reference_model
+    example = example_inputs(batch, device)
+    step_bytes = bytes_read_per_step(model)
+    bound_tps = batch * bandwidth / step_bytes
+    rows = []
+    results["batches"][batch] = dict(bytes_per_step=step_bytes, bound_tokens_per_s=bound_tps, rows=rows)
+    print(f"\nDecode step, {'tiny config' if opts.tiny else 'Llama-3-shaped 1.2B'}, batch {batch}, bf16, "
+          f"cache {config.max_seq_len} at position {pos}; {card}, torch {torch.__version__}; `{command}`")
+    print(f"Bound: {step_bytes / 1e9:.3f} GB read per step at {bandwidth / 1e9:.1f} GB/s (device copy) = "
+          f"{bound_tps:.0f} tokens/s")
+    print("| batch | how it runs | µs per step | tokens/s | of bound | rel. error vs float32 eager | compile s |")
+    print("|---|---|---|---|---|---|---|", flush=True)
+
+    def failed(key, exc):
+        rows.append(dict(row=key, variant=ROW_NAMES[key], failed=f"{type(exc).__name__}: {exc}"[:600]))
+        print(markdown_row(batch, ROW_NAMES[key], "failed", "", "", str(exc).splitlines()[0][:160], ""), flush=True)
+        save()
+
+    # Phase 1, while the children compile: the rows run by this process are made and checked (the
+    # torch.compile rows compile at their first call here). Phase 2: every row timed, in order.
+    steps = {}
+    for key in rows_wanted:
+        if key in PACKAGE_ROWS:
+            continue
+        try:
+            start = time.perf_counter()
+            zero_caches(model)
+            step, _ = make_step(key, model, builds, example, device)
+            error = check_row(key, step, tokens_per_step, reference)
+            steps[key] = (step, error, None if key == "eager" else time.perf_counter() - start)
+        except Exception as exc:  # noqa: BLE001 - one failing row is reported, the others still run
+            failed(key, exc)
+    builds.wait_all()
+    for key in rows_wanted:
+        try:
+            if key in PACKAGE_ROWS:
+                step, seconds = make_step(key, model, builds, example, device)
+                error = check_row(key, step, tokens_per_step, reference)
+            elif key in steps:
+                step, error, seconds = steps[key]
+            else:
+                continue  # failed in phase 1
+            us = time_row(key, step, example, measure, pos)
+        except Exception as exc:  # noqa: BLE001
+            failed(key, exc)
+            continue
+        tps = batch * 1e6 / us
+        rows.append(dict(row=key, variant=ROW_NAMES[key], us=us, tokens_per_s=tps, of_bound=tps / bound_tps,
+                         error=error, compile_s=seconds))
+        print(markdown_row(batch, ROW_NAMES[key], f"{us:.1f}", f"{tps:.0f}", f"{tps / bound_tps:.0%}",
+                           f"{error:.1e}", "" if seconds is None else f"{seconds:.0f}"), flush=True)
+        save()
+    del model, steps
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from aotcuda.fallbacks import (
 )
 from aotcuda.inductor_workarounds import inductor_workarounds
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
+from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
 from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
 from aotcuda.window_decompositions import WINDOW_DECOMPOSITIONS
@@ -51,8 +52,9 @@ STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
 
 
 def passes() -> list[Callable[[ExportedProgram], ExportedProgram]]:
-    """The passes, in order. Views first, so the complex pass sees ``view_as_complex`` (not its copy)."""
-    return [ReplaceViewCopyWithViewPass(), ReplaceComplexWithRealPass()]
+    """The passes, in order. Views first, so the complex pass sees ``view_as_complex`` (not its copy);
+    then the constant factors' product tables are stored as constants (complex_to_real/product_tables.py)."""
+    return [ReplaceViewCopyWithViewPass(), ReplaceComplexWithRealPass(), FoldConstantProductTablesPass()]
 
 
 @dataclass(frozen=True)

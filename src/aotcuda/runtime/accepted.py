@@ -32,9 +32,12 @@ class AcceptedSignatures:
 
     def __init__(self, specs, device: torch.device, num_inputs: int):
         self._device = device
+        self._on_cpu = device.type == "cpu"  # ``tensor.is_cpu`` is half the cost of ``tensor.device != device``
         self._num_inputs = num_inputs
         # Unsigned packages keep the caller's layout (AOTI's own checks compare strides): any is fine.
         self._dtypes = None if specs is None else tuple(spec.dtype for spec in specs)
+        # The conjugation bit exists only on complex tensors: a real dtype that matched needs no look at it.
+        self._complex = None if specs is None else tuple(spec.dtype.is_complex for spec in specs)
         self.enabled = specs is None or all(spec.contiguous for spec in specs)
         self._entries: dict[tuple, dict[str, int]] = {}
 
@@ -46,16 +49,17 @@ class AcceptedSignatures:
         """
         if not self.enabled or len(tensors) != self._num_inputs:
             return None
-        device = self._device
+        device, on_cpu = self._device, self._on_cpu
         try:
             if self._dtypes is None:  # unsigned: any dtype and layout (AOTI's own checks look at them)
                 for tensor in tensors:
                     if tensor.layout is not _STRIDED or tensor.device != device or tensor.is_neg() or tensor.is_conj():
                         return None
             else:
-                for tensor, dtype in zip(tensors, self._dtypes):
-                    if (tensor.dtype is not dtype or tensor.layout is not _STRIDED or tensor.device != device
-                            or not tensor.is_contiguous() or tensor.is_neg() or tensor.is_conj()):
+                for tensor, dtype, is_complex in zip(tensors, self._dtypes, self._complex):
+                    if (tensor.dtype is not dtype or tensor.layout is not _STRIDED
+                            or not (tensor.is_cpu if on_cpu else tensor.device == device)
+                            or not tensor.is_contiguous() or tensor.is_neg() or (is_complex and tensor.is_conj())):
                         return None
             return self._entries.get(tuple([tensor.shape for tensor in tensors]))
         except (AttributeError, TypeError, RuntimeError):

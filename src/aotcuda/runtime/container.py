@@ -339,21 +339,32 @@ _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.argtypes, _capsule_new.restype = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p], ctypes.py_object
 
 
-def _pointer_reader():
-    """The fastest correct way to read a PyCapsule's pointer.
+def _pointer_field_offset() -> int | None:
+    """Where CPython's capsule struct keeps its pointer (after PyObject_HEAD), or None where that layout
+    is not what a probe capsule shows (then the slow, portable pythonapi functions are used).
 
-    ``PyCapsule_GetPointer`` through ctypes.pythonapi costs ~1 µs per call (argument conversion, name
-    check); reading the ``pointer`` field that follows PyObject_HEAD in CPython's capsule struct costs a
-    third of that. The offset is checked here against PyCapsule_GetPointer on a probe capsule, and the
-    slow function is used where the layout differs.
+    ``PyCapsule_GetPointer`` / ``PyCapsule_New`` through ctypes.pythonapi cost ~0.5–1 µs per call
+    (argument conversion, name check); reading or writing the field costs a fraction of that.
     """
     offset = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)  # ob_refcnt, ob_type
     probe_value = 0x5EED1234
     probe = _capsule_new(probe_value, None, None)
-    from_address = _Handle.from_address
-    if from_address(id(probe) + offset).value == probe_value == _capsule_pointer(probe, None):
-        return lambda capsule: from_address(id(capsule) + offset).value
-    return lambda capsule: _capsule_pointer(capsule, None)
+    field = _Handle.from_address(id(probe) + offset)
+    if field.value != probe_value or _capsule_pointer(probe, None) != probe_value:
+        return None
+    field.value = probe_value + 8  # writing must show through PyCapsule_GetPointer too
+    return offset if _capsule_pointer(probe, None) == probe_value + 8 else None
+
+
+_FIELD_OFFSET = _pointer_field_offset()
+
+
+def _pointer_reader():
+    """The fastest correct way to read a PyCapsule's pointer (see _pointer_field_offset)."""
+    if _FIELD_OFFSET is None:
+        return lambda capsule: _capsule_pointer(capsule, None)
+    from_address, offset = _Handle.from_address, _FIELD_OFFSET
+    return lambda capsule: from_address(id(capsule) + offset).value
 
 
 _read_capsule = _pointer_reader()
@@ -378,6 +389,49 @@ def steal_handles(handles: list[int]) -> list[torch.Tensor]:
     """Tensors that take over (and later release) the given distinct, non-null handles."""
     capsules = [_capsule_new(handle, None, None) for handle in handles]
     return torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs(capsules)
+
+
+class OutputStealer:
+    """``steal_handles`` for one Program's output arrays, with capsules made once and reused.
+
+    torch takes handles over only as PyCapsules; making ``n`` of them per call is ``n`` foreign calls. Here
+    each set of ``n`` capsules is made once and its pointer fields are rewritten per call (a plain
+    memory write through a ctypes view of the field). Thread-safe: a call takes a set off the free list
+    and puts it back after torch has read it (list pop/append are atomic), so concurrent calls never
+    share one; a new set is made when all are in use.
+
+    Args:
+        length: the number of output slots.
+    """
+
+    __slots__ = ("_length", "_free")
+
+    def __init__(self, length: int) -> None:
+        self._length = length
+        self._free: list = []
+
+    def _new_set(self):
+        capsules = [_capsule_new(1, None, None) for _ in range(self._length)]  # a capsule's pointer is never 0
+        return capsules, [_Handle.from_address(id(c) + _FIELD_OFFSET) for c in capsules]
+
+    def steal(self, output_array: ctypes.Array) -> list[torch.Tensor]:
+        """Tensors taking over the array's handles, which must be distinct and non-null."""
+        if _FIELD_OFFSET is None:
+            return steal_handles(list(output_array))
+        free = self._free
+        try:
+            capsules, fields = free.pop()
+        except IndexError:
+            capsules, fields = self._new_set()
+        try:
+            for field, handle in zip(fields, output_array):
+                field.value = handle
+            return _alloc_by_stealing(capsules)
+        finally:
+            free.append((capsules, fields))
+
+
+_alloc_by_stealing = torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs
 
 
 @functools.cache

@@ -30,6 +30,7 @@ from aotcuda.errors import UnsupportedComplexOpError
 from aotcuda.passes.complex_to_real.layout import as_laid_out_in_eager
 from aotcuda.passes.complex_to_real.pair import Pair, real_as_pair, real_dtype, same_size, shared_constants
 from aotcuda.passes.complex_to_real.placement import constant_devices
+from aotcuda.passes.complex_to_real.product_tables import pair_mul_form
 from aotcuda.passes.complex_to_real.program import rebuild_program
 from aotcuda.passes.complex_to_real.registry import Rule, op_name
 from aotcuda.passes.complex_to_real.replay import ReplayMode, suspended, traced_node_argument
@@ -76,6 +77,7 @@ class ReplaceComplexWithRealPass:
         self.refusal = None
         if not program_has_complex(ep):
             return ep
+        pair_mul_form()  # a bad AOTCUDA_PAIR_MUL fails here, naming the choices, not as a rule's refusal
         decision = scan(ep)
         if isinstance(decision, Plan):
             try:

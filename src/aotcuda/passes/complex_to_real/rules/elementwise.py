@@ -22,6 +22,7 @@ from aotcuda.passes.complex_to_real.pair import (
     scalar_pair,
     unsqueeze_real,
 )
+from aotcuda.passes.complex_to_real.product_tables import pair_mul_form, tag_table
 from aotcuda.passes.complex_to_real.registry import register
 
 aten = torch.ops.aten
@@ -55,25 +56,40 @@ def as_addend(value, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return scalar_pair(value, 0, dtype, device)
 
 
-def product_tables(b: Pair) -> tuple[torch.Tensor, torch.Tensor]:
-    """b's two factors in mul_pairs: br as [..., 1] (broadcast over the pair dim) and (−bi, bi) as [..., 2].
+def product_tables(b: Pair, form: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """b's two factors in mul_pairs: br (as [..., 1], broadcast over the pair dim; (br, br) for
+    ``flip-cat``) and (−bi, bi) as [..., 2], tagged for folding into constants under ``fold``
+    (product_tables.py).
 
     Made once per traced value of b: a factor used by several products (RoPE's table for q and for k,
     a loop body) costs its slices once, in the trace and in the graph.
     """
     def make():
-        return b.t[..., :1], b.t[..., 1:] * rotate_sign(b.dtype, b.t.device)
+        b_re = b.t[..., :1]
+        if form == "flip-cat":
+            b_re = torch.cat([b_re, b_re], -1)
+        b_im_signed = b.t[..., 1:] * rotate_sign(b.dtype, b.t.device)
+        if form == "fold":
+            tag_table(b_re, "re")
+            tag_table(b_im_signed, "im")
+        return b_re, b_im_signed
 
-    return derived_once(b.t, "product_tables", make)
+    return derived_once(b.t, f"product_tables_{form}", make)
 
 
 def mul_pairs(a: Pair, b: Pair) -> Pair:
-    """(ar + i·ai)(br + i·bi) as a·(br, br) + flip(a)·(−bi, bi).
+    """(ar + i·ai)(br + i·bi) in the form AOTCUDA_PAIR_MUL names (product_tables.py; default ``fold``):
+    a·(br, br) + flip(a)·(−bi, bi), b's tables folded into constants when b depends only on constants.
 
-    This form compiles to one fused Inductor kernel reading each pair once (164 µs against 210 µs for
-    unbind → four products → stack on an H200 q/k RoPE), and when b is a constant its tables fold.
+    The flip form compiles to one fused Inductor kernel reading each pair once (164 µs against 210 µs for
+    unbind → four products → stack on an H200 q/k RoPE; precomputed tables 1.07× the copy, NOTES.md).
     """
-    b_re, b_im_signed = product_tables(b)
+    form = pair_mul_form()
+    if form == "unbind":
+        ar, ai = a.t.unbind(-1)
+        br, bi = b.t.unbind(-1)
+        return Pair(torch.stack([ar * br - ai * bi, ar * bi + ai * br], -1))
+    b_re, b_im_signed = product_tables(b, form)
     return Pair(a.t * b_re + a.t.flip(-1) * b_im_signed)
 
 
