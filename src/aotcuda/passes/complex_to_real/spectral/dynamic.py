@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from aotcuda.passes.complex_to_real.pair import shared_table
 from aotcuda.passes.complex_to_real.spectral import tables
 from aotcuda.passes.complex_to_real.spectral import transform as static
 from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, plan
@@ -58,14 +59,18 @@ def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
 
 
 def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch.Tensor:
-    """X = c·IDFT_m(DFT_m(c·x) · B): the chirp c and the kernel spectrum B from n, in the graph."""
+    """X = c·IDFT_m(DFT_m(c·x) · B): the chirp c and the kernel spectrum B from n, in the graph (once per
+    trace for each (n, m, direction, dtype): the transforms of one program that share a length share them)."""
     padded = plan(m)
-    chirp = tables.chirp_values(n, inverse, x.device)
-    kernel = tables.chirp_kernel_values(n, m, inverse, x.device)
-    kernel_spectrum = static.transform(kernel, padded, False, 1.0 / m).to(x.dtype)
-    chirp = chirp.to(x.dtype)
+    key = ("spectral_dynamic", n.node.expr, m, inverse, x.dtype, str(x.device))
+    chirp = shared_table((*key, "chirp"), lambda: tables.chirp_values(n, inverse, x.device).to(x.dtype))
+
+    def kernel_spectrum():
+        kernel = tables.chirp_kernel_values(n, m, inverse, x.device)  # float64: B is the accuracy's floor
+        return static.transform(kernel, padded, False, 1.0 / m).to(x.dtype)
+    spectrum_of_kernel = shared_table((*key, "kernel_spectrum"), kernel_spectrum)
     a = torch.constant_pad_nd(static.cmul(x, chirp), [0, 0, 0, m - n])
-    spectrum = static.cmul(static.transform(a, padded, False, 1.0), kernel_spectrum)
+    spectrum = static.cmul(static.transform(a, padded, False, 1.0), spectrum_of_kernel)
     return static.cmul(static.transform(spectrum, padded, True, 1.0).narrow(-2, 0, n), chirp)
 
 

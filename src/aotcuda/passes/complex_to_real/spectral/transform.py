@@ -87,10 +87,17 @@ def hermitian_half(x: torch.Tensor, n) -> torch.Tensor:
 
 
 def hermitian_spectrum(x: torch.Tensor, n) -> torch.Tensor:
-    """All n bins [..., n, 2] of the spectrum of a real signal from its half x: X[n − k] = conj(X[k])."""
+    """All n bins [..., n, 2] of the spectrum of a real signal from its half x: X[n − k] = conj(X[k]).
+
+    One gather with an index computed from n (k below n//2 + 1, else n − k) and a sign on the imaginary
+    parts: no flip or cat of a dynamically sized piece, whose layout checks would guard on its size.
+    """
     x = hermitian_half(x, n)
-    mirrored = _conj(x.narrow(-2, 1, n - x.shape[-2]).flip(-2))
-    return torch.cat([x, mirrored], -2)
+    k = torch.arange(n, device=x.device)
+    mirrored = k >= x.shape[-2]
+    gathered = x.index_select(-2, torch.where(mirrored, n - k, k))
+    imaginary_sign = torch.where(mirrored, -1.0, 1.0).to(x.dtype)
+    return torch.stack([gathered[..., 0], gathered[..., 1] * imaginary_sign], -1)
 
 
 def c2r(x: torch.Tensor, n: int, scale: float) -> torch.Tensor:
@@ -101,6 +108,3 @@ def c2r(x: torch.Tensor, n: int, scale: float) -> torch.Tensor:
         return torch.matmul(x.flatten(-2), tables.c2r_matrix(x.shape[-2], n, scale, x.dtype, x.device))
     return transform(hermitian_spectrum(x, n), None, True, scale)[..., 0]
 
-
-def _conj(x: torch.Tensor) -> torch.Tensor:
-    return torch.stack([x[..., 0], -x[..., 1]], -1)
