@@ -7,6 +7,10 @@ between them (400 = 20·20, 4096 = 64·64), Bluestein's chirp-z for a large prim
 twiddle and chirp table is a program constant (spectral/tables.py). The normalization (none, 1/√N,
 1/N with N the product of the signal sizes) is folded into the first stage's table.
 
+A dim of dynamic length (a SymInt bounded by its Dim's max) runs as spectral/dynamic.py says: a DFT
+product with its table built in the graph (max ≤ 64), else Bluestein at the power of two ≥ 2·max − 1.
+A normalization that depends on a dynamic length multiplies the result instead of a table.
+
 Dims are handled one at a time (the DFT is separable): the dim moves last, is transformed, moves back.
 onesided r2c keeps the n//2 + 1 non-negative frequencies; c2r rebuilds the negative ones by Hermitian
 symmetry (the imaginary parts of bins 0 and n/2 drop out, as in pocketfft).
@@ -20,6 +24,7 @@ import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dim, real_dtype
 from aotcuda.passes.complex_to_real.registry import register
+from aotcuda.passes.complex_to_real.spectral import dynamic
 from aotcuda.passes.complex_to_real.spectral import transform as spectral
 
 aten = torch.ops.aten
@@ -27,56 +32,66 @@ aten = torch.ops.aten
 _NORM_NONE, _NORM_BY_ROOT_N, _NORM_BY_N = 0, 1, 2
 
 
-def _scale(normalization: int, signal_numel: int) -> float:
-    """The factor of aten's fft normalization code (0: none, 1: 1/√N, 2: 1/N)."""
+def _scale(normalization: int, signal_numel) -> float | torch.SymFloat:
+    """The factor of aten's fft normalization code (0: none, 1: 1/√N, 2: 1/N); symbolic for a dynamic N."""
     if normalization == _NORM_BY_ROOT_N:
-        return 1 / math.sqrt(signal_numel)
+        return signal_numel ** -0.5 if isinstance(signal_numel, torch.SymInt) else 1 / math.sqrt(signal_numel)
     if normalization == _NORM_BY_N:
         return 1 / signal_numel
     return 1.0
 
 
-def _c2c_along(x: Pair, dim: int, inverse: bool, scale: float) -> Pair:
+def _static(n) -> bool:
+    return isinstance(n, int)
+
+
+def _in_tables(scale) -> tuple[float, object]:
+    """(the factor folded into the first stage's table, the one multiplied after): a symbolic factor
+    cannot be part of a program constant."""
+    return (scale, 1.0) if isinstance(scale, float) else (1.0, scale)
+
+
+def _times(x: torch.Tensor, factor) -> torch.Tensor:
+    return x if isinstance(factor, float) and factor == 1.0 else x * factor
+
+
+def _c2c_along(x: Pair, dim: int, inverse: bool, scale) -> Pair:
     """The complex DFT of x along one dim (a dim of the complex tensor)."""
     moved = x.t.movedim(pair_dim(dim), -2)
-    return Pair(spectral.transform(moved, None, inverse, scale).movedim(-2, pair_dim(dim)))
+    if _static(moved.shape[-2]):
+        table_scale, after = _in_tables(scale)
+        out = _times(spectral.transform(moved, None, inverse, table_scale), after)
+    else:
+        out = dynamic.transform(moved, inverse, scale)
+    return Pair(out.movedim(-2, pair_dim(dim)))
 
 
-def _c2c_dims(x: Pair, dims, inverse: bool, scale_first: float) -> Pair:
+def _c2c_dims(x: Pair, dims, inverse: bool, scale_first) -> Pair:
     for i, d in enumerate(dims):
         x = _c2c_along(x, d, inverse, scale_first if i == 0 else 1.0)
     return x
 
 
-def _signal_numel(sizes) -> int:
-    return math.prod(int(s) for s in sizes)
+def _signal_numel(sizes):
+    return math.prod(sizes)
 
 
 def refuses_dynamic(node: torch.fx.Node) -> str | None:
     x, dims = node.args[0].meta["val"], node.args[1]
     sizes = [x.shape[d] for d in dims]
     if node.target is aten._fft_c2r.default:
-        sizes[-1] = node.args[3]
+        last = node.args[3]
+        sizes[-1] = last.meta["val"] if isinstance(last, torch.fx.Node) else last
     for d, size in zip(dims, sizes):
-        if not isinstance(size, int):
-            bound = _upper_bound(size)
-            pad = f"n={bound}" if bound is not None else "n=<the Dim's max> (set a max on the Dim)"
-            return (f"the transform length along dim {d} is dynamic ({size}, at most {bound}); the rewrite "
-                    "plans each transform for a static length: export that dim with a static size, or pad "
-                    f"the signal to a static length with {pad} and crop the result")
+        if not _static(size):
+            reason = dynamic.refusal(d, size)
+            if reason:
+                return reason
     return None
 
 
-def _upper_bound(size: torch.SymInt) -> int | None:
-    """The largest value the shape env allows for a dynamic size, or None if unbounded."""
-    try:
-        upper = size.node.shape_env.bound_sympy(size.node.expr).upper
-        return int(upper) if upper.is_finite else None
-    except Exception:  # an expression the value-range analysis cannot bound
-        return None
-
-
-refuses_dynamic.__doc__ = "Transforms of dynamic length (each transform is planned for its static length)."
+refuses_dynamic.__doc__ = (f"Transforms of dynamic length without an upper bound (or one above "
+                           f"{dynamic.MAX_DYNAMIC_BOUND}): a dynamic length is computed at its Dim's max.")
 
 
 @register(aten._fft_c2c.default, refuses=refuses_dynamic)
@@ -95,7 +110,13 @@ def fft_r2c(out, x, dim, normalization, onesided):
     *first, last = dim
     n = x.shape[last]
     bins = n // 2 + 1 if onesided else n
-    result = Pair(spectral.r2c(x.movedim(last, -1), bins, scale).movedim(-2, pair_dim(last)))
+    moved = x.movedim(last, -1)
+    if _static(n):
+        table_scale, after = _in_tables(scale)
+        half = _times(spectral.r2c(moved, bins, table_scale), after)
+    else:
+        half = dynamic.r2c(moved, bins, scale)
+    result = Pair(half.movedim(-2, pair_dim(last)))
     return _c2c_dims(result, first, False, 1.0) if first else result
 
 
@@ -104,8 +125,14 @@ def fft_c2r(out, x, dim, normalization, last_dim_size):
     """Complex-to-real inverse DFT over `dim`, the last dim Hermitian with `last_dim_size` outputs."""
     x = x.to(out.dtype)
     *first, last = dim
-    n = int(last_dim_size)
+    n = last_dim_size
     scale = _scale(normalization, _signal_numel([*(x.shape[d] for d in first), n]))
     x = _c2c_dims(x, first, True, scale)
-    signal = spectral.c2r(x.t.movedim(pair_dim(last), -2), n, 1.0 if first else scale)
+    scale = 1.0 if first else scale
+    moved = x.t.movedim(pair_dim(last), -2)
+    if _static(n):
+        table_scale, after = _in_tables(scale)
+        signal = _times(spectral.c2r(moved, n, table_scale), after)
+    else:
+        signal = dynamic.c2r(moved, n, scale)
     return signal.movedim(-1, last)

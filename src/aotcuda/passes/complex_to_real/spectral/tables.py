@@ -5,6 +5,10 @@ tensor constant (get_attr), and the rebuilt ExportedProgram lifts it into its co
 compiled program reads it instead of recomputing cos/sin each call. Angles are reduced exactly in
 integers (k·t mod n) before they become float64, so tables are accurate to float64 rounding for any n.
 One table per (kind, sizes, dtype, device) and trace, shared by every transform that needs it.
+
+The `*_values` builders are plain torch code on an int or SymInt length: called outside the trace they
+make a constant, called inside it (spectral/dynamic.py, a transform of dynamic length) they are traced
+into the graph and run each call.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 from aotcuda.passes.complex_to_real.pair import shared_table
 
 
-def _exp(phase_num: torch.Tensor, n: int, sign: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sign·sin of 2π·phase_num/n (phase_num an exact integer tensor), in float64."""
-    theta = phase_num.to(torch.float64) * (2 * math.pi / n)
+def _exp(phase_num: torch.Tensor, n, sign: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sign·sin of 2π·phase_num/n (phase_num an exact integer tensor, n an int or SymInt), in float64."""
+    theta = phase_num.to(torch.float64) * (2 * math.pi) / n
     return theta.cos(), sign * theta.sin()
 
 
@@ -31,19 +35,21 @@ def _constant(key: tuple, make, dtype: torch.dtype, device: torch.device) -> tor
     return shared_table(("spectral", *key, dtype, str(device)), build)
 
 
-def c2c_matrix(n: int, inverse: bool, scale: float, dtype, device) -> torch.Tensor:
-    """[2n, 2n] real matrix M: an interleaved complex row x (length n) times M is its DFT, scaled.
+def c2c_values(n, inverse: bool, device=None) -> torch.Tensor:
+    """[2n, 2n] float64 matrix M: an interleaved complex row x (length n) times M is its DFT.
 
-    Y_re = x_re·C − x_im·S, Y_im = x_re·S + x_im·C with C + iS = scale·exp(∓2πi·t·k/n).
+    Y_re = x_re·C − x_im·S, Y_im = x_re·S + x_im·C with C + iS = exp(∓2πi·t·k/n).
     """
-    def make():
-        t = torch.arange(n, dtype=torch.int64)
-        c, s = _exp((t[:, None] * t[None, :]) % n, n, 1.0 if inverse else -1.0)
-        c, s = c * scale, s * scale
-        top = torch.stack([c, s], -1)  # rows from x_re: (re, im) of each output
-        bottom = torch.stack([-s, c], -1)  # rows from x_im
-        return torch.stack([top, bottom], 1).reshape(2 * n, 2 * n)
-    return _constant(("c2c", n, inverse, scale), make, dtype, device)
+    t = torch.arange(n, dtype=torch.int64, device=device)
+    c, s = _exp((t[:, None] * t[None, :]) % n, n, 1.0 if inverse else -1.0)
+    top = torch.stack([c, s], -1)  # rows from x_re: (re, im) of each output
+    bottom = torch.stack([-s, c], -1)  # rows from x_im
+    return torch.stack([top, bottom], 1).reshape(2 * n, 2 * n)
+
+
+def c2c_matrix(n: int, inverse: bool, scale: float, dtype, device) -> torch.Tensor:
+    """c2c_values(n, inverse) · scale as a program constant."""
+    return _constant(("c2c", n, inverse, scale), lambda: c2c_values(n, inverse) * scale, dtype, device)
 
 
 def r2c_matrix(n: int, bins: int, scale: float, dtype, device) -> torch.Tensor:
@@ -65,24 +71,34 @@ def twiddles(n1: int, n2: int, inverse: bool, dtype, device) -> torch.Tensor:
     return _constant(("twiddle", n1, n2, inverse), make, dtype, device)
 
 
+def chirp_values(n, inverse: bool, device=None) -> torch.Tensor:
+    """[n, 2] float64 pairs exp(∓πi·t²/n) (Bluestein's c[t]; t² reduced mod 2n exactly)."""
+    t = torch.arange(n, dtype=torch.int64, device=device)
+    c, s = _exp((t * t) % (2 * n), 2 * n, 1.0 if inverse else -1.0)
+    return torch.stack([c, s], -1)
+
+
 def chirp(n: int, inverse: bool, dtype, device) -> torch.Tensor:
-    """[n, 2] pairs exp(∓πi·t²/n) (Bluestein's c[t]; t² reduced mod 2n exactly)."""
-    def make():
-        t = torch.arange(n, dtype=torch.int64)
-        c, s = _exp((t * t) % (2 * n), 2 * n, 1.0 if inverse else -1.0)
-        return torch.stack([c, s], -1)
-    return _constant(("chirp", n, inverse), make, dtype, device)
+    """chirp_values(n, inverse) as a program constant."""
+    return _constant(("chirp", n, inverse), lambda: chirp_values(n, inverse), dtype, device)
+
+
+def chirp_kernel_values(n, m: int, inverse: bool, device=None) -> torch.Tensor:
+    """[m, 2] float64 pairs: Bluestein's convolution kernel b[j] = exp(±πi·j²/n) laid out circularly
+    (at j and m − j for 0 ≤ j < n, zeros between; m ≥ 2n − 1). Built over the static index range m with
+    a mask, so that a dynamic n makes no tensor of dynamic size (and no guard on one)."""
+    j = torch.arange(m, dtype=torch.int64, device=device)
+    distance = torch.where(j < n, j, m - j)
+    c, s = _exp((distance * distance) % (2 * n), 2 * n, -1.0 if inverse else 1.0)
+    inside = ((j < n) | (j > m - n)).to(torch.float64)
+    return torch.stack([c * inside, s * inside], -1)
 
 
 def chirp_filter_spectrum(n: int, m: int, inverse: bool, dtype, device) -> torch.Tensor:
-    """[m, 2] pairs: the length-m DFT (scaled by 1/m) of b[j] = exp(±πi·j²/n) laid out circularly
-    (j and m − j for j < n), Bluestein's convolution kernel, computed in float64 with torch.fft."""
+    """[m, 2] pairs: the length-m DFT (scaled by 1/m) of chirp_kernel_values, computed in float64 with
+    torch.fft, as a program constant."""
     def make():
-        j = torch.arange(n, dtype=torch.int64)
-        c, s = _exp((j * j) % (2 * n), 2 * n, -1.0 if inverse else 1.0)
-        b = torch.zeros(m, dtype=torch.complex128)
-        b[:n] = torch.complex(c, s)
-        b[m - n + 1:] = torch.complex(c[1:], s[1:]).flip(0)
+        b = torch.view_as_complex(chirp_kernel_values(n, m, inverse).contiguous())
         return torch.view_as_real(torch.fft.fft(b) / m)
     return _constant(("chirp_filter", n, m, inverse), make, dtype, device)
 

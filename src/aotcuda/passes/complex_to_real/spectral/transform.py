@@ -18,7 +18,7 @@ from aotcuda.passes.complex_to_real.spectral import tables
 from aotcuda.passes.complex_to_real.spectral.plan import Plan, plan
 
 
-def _cmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def cmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Complex product of two pairs (trailing dim 2), broadcasting."""
     ar, ai, br, bi = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
     return torch.stack([ar * br - ai * bi, ar * bi + ai * br], -1)
@@ -33,7 +33,7 @@ def _direct(x: torch.Tensor, inverse: bool, scale: float) -> torch.Tensor:
 def _split_tail(y: torch.Tensor, p: Plan, inverse: bool) -> torch.Tensor:
     """After the first stage: y = [..., n2, k1, 2] (already scaled); twiddle, transform t2, read out k."""
     n1, n2 = p.first, p.n // p.first
-    y = _cmul(y, tables.twiddles(n1, n2, inverse, y.dtype, y.device))
+    y = cmul(y, tables.twiddles(n1, n2, inverse, y.dtype, y.device))
     z = transform(y.transpose(-3, -2), p.rest, inverse, 1.0)  # [..., k1, k2, 2]
     return z.transpose(-3, -2).flatten(-3, -2)
 
@@ -41,11 +41,11 @@ def _split_tail(y: torch.Tensor, p: Plan, inverse: bool) -> torch.Tensor:
 def _bluestein(x: torch.Tensor, p: Plan, inverse: bool, scale: float) -> torch.Tensor:
     n, m = p.n, p.padded.n
     c = tables.chirp(n, inverse, x.dtype, x.device)
-    a = torch.constant_pad_nd(_cmul(x, c), [0, 0, 0, m - n])
+    a = torch.constant_pad_nd(cmul(x, c), [0, 0, 0, m - n])
     spectrum = transform(a, p.padded, False, 1.0)
-    spectrum = _cmul(spectrum, tables.chirp_filter_spectrum(n, m, inverse, x.dtype, x.device))
+    spectrum = cmul(spectrum, tables.chirp_filter_spectrum(n, m, inverse, x.dtype, x.device))
     convolved = transform(spectrum, p.padded, True, 1.0).narrow(-2, 0, n)
-    out = _cmul(convolved, c)
+    out = cmul(convolved, c)
     return out * scale if scale != 1.0 else out
 
 
@@ -76,18 +76,35 @@ def r2c(x: torch.Tensor, bins: int, scale: float) -> torch.Tensor:
     return _split_tail(first, p, False).narrow(-2, 0, bins)
 
 
+def hermitian_half(x: torch.Tensor, n) -> torch.Tensor:
+    """The n//2 + 1 bins a length-n c2r reads from x [..., bins, 2]: more are cropped, fewer zero-padded
+    (written without comparing sizes, so that dynamic ones need no guard)."""
+    half = n // 2 + 1
+    missing = torch.sym_max(half - x.shape[-2], 0)
+    if not (isinstance(missing, int) and missing == 0):
+        x = torch.constant_pad_nd(x, [0, 0, 0, missing])
+    return x.narrow(-2, 0, half)
+
+
+def hermitian_spectrum(x: torch.Tensor, n) -> torch.Tensor:
+    """All n bins [..., n, 2] of the spectrum of a real signal from its half x: X[n − k] = conj(X[k]).
+
+    One gather with an index computed from n (k below n//2 + 1, else n − k) and a sign on the imaginary
+    parts: no flip or cat of a dynamically sized piece, whose layout checks would guard on its size.
+    """
+    x = hermitian_half(x, n)
+    k = torch.arange(n, device=x.device)
+    mirrored = k >= x.shape[-2]
+    gathered = x.index_select(-2, torch.where(mirrored, n - k, k))
+    imaginary_sign = torch.where(mirrored, -1.0, 1.0).to(x.dtype)
+    return torch.stack([gathered[..., 0], gathered[..., 1] * imaginary_sign], -1)
+
+
 def c2r(x: torch.Tensor, n: int, scale: float) -> torch.Tensor:
     """The real inverse DFT of length n from the Hermitian half x [..., bins, 2] (bins ≥ n//2 + 1 read,
     fewer zero-padded); the imaginary parts of bins 0 and n/2 drop out, as in pocketfft."""
-    half = n // 2 + 1
-    bins = x.shape[-2]
-    x = x.narrow(-2, 0, half) if bins >= half else torch.constant_pad_nd(x, [0, 0, 0, half - bins])
     if plan(n).kind == "direct":  # one product straight to the real signal, half the work of a c2c
-        return torch.matmul(x.flatten(-2), tables.c2r_matrix(half, n, scale, x.dtype, x.device))
-    mirrored = _conj(x.narrow(-2, 1, n - half).flip(-2))  # X[n − k] = conj(X[k])
-    full = torch.cat([x, mirrored], -2)
-    return transform(full, None, True, scale)[..., 0]
+        x = hermitian_half(x, n)
+        return torch.matmul(x.flatten(-2), tables.c2r_matrix(x.shape[-2], n, scale, x.dtype, x.device))
+    return transform(hermitian_spectrum(x, n), None, True, scale)[..., 0]
 
-
-def _conj(x: torch.Tensor) -> torch.Tensor:
-    return torch.stack([x[..., 0], -x[..., 1]], -1)

@@ -1,0 +1,85 @@
+"""Transforms whose length n is dynamic: a SymInt with a static upper bound N (its Dim's max).
+
+plan.py plans a static length; a dynamic one runs in one of two ways, chosen by N alone:
+- N ≤ MAX_DIRECT: one DFT product whose [2n, 2n] table is built in the graph from n on every call
+  (arange, t·k mod n in integers, cos/sin in float64): 8·n² flops a row, 4·n² table entries a call.
+- N > MAX_DIRECT: Bluestein's chirp-z at the static power of two m ≥ 2N − 1. The chirp (n pairs) and
+  the spectrum of its kernel (one length-m transform in float64, shared by every row) are computed in
+  the graph each call; each row then costs two length-m transforms of static plan(m), the cost of the
+  longest length the Dim allows, whatever n is on this call.
+r2c runs as a complex transform of (x, 0) and c2r rebuilds the Hermitian spectrum (transform.c2r's way):
+2× the work of a real-input transform, paid to keep one mechanism for every dynamic length.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aotcuda.passes.complex_to_real.pair import shared_table
+from aotcuda.passes.complex_to_real.spectral import tables
+from aotcuda.passes.complex_to_real.spectral import transform as static
+from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, plan
+
+# The largest Dim max a dynamic length may have: its Bluestein length m is ≤ 2²² (a 4 M-point transform).
+MAX_DYNAMIC_BOUND = 1 << 21
+
+
+def upper_bound(size: torch.SymInt) -> int | None:
+    """The largest value the shape env allows for a dynamic size, or None if unbounded."""
+    try:
+        upper = size.node.shape_env.bound_sympy(size.node.expr).upper
+        return int(upper) if upper.is_finite else None
+    except Exception:  # an expression the value-range analysis cannot bound
+        return None
+
+
+def refusal(dim: int, size: torch.SymInt) -> str | None:
+    """Why a transform of dynamic length `size` along `dim` cannot be rewritten (no usable bound), or None."""
+    bound = upper_bound(size)
+    if bound is not None and bound <= MAX_DYNAMIC_BOUND:
+        return None
+    found = "no upper bound" if bound is None else f"an upper bound of {bound}"
+    return (f"the transform length along dim {dim} is dynamic ({size}) with {found}; a dynamic length is "
+            f"computed at its bound (Bluestein of length ≥ 2·bound − 1): give its torch.export.Dim a max "
+            f"(max=... ≤ {MAX_DYNAMIC_BOUND}, the longest signal the program must take), or pad the signal "
+            "to a static length with n=<that length> and crop the result")
+
+
+def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
+    """The DFT of pair x [..., n, 2] (n dynamic, bounded) along its complex last dim, times `scale`
+    (a float or SymFloat)."""
+    n = x.shape[-2]
+    bound = upper_bound(n)
+    if bound <= MAX_DIRECT:
+        matrix = tables.c2c_values(n, inverse, x.device).to(x.dtype)
+        out = torch.matmul(x.flatten(-2), matrix).unflatten(-1, (n, 2))
+    else:
+        out = _bluestein(x, n, 1 << (2 * bound - 2).bit_length(), inverse)
+    return out if isinstance(scale, float) and scale == 1.0 else out * scale
+
+
+def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch.Tensor:
+    """X = c·IDFT_m(DFT_m(c·x) · B): the chirp c and the kernel spectrum B from n, in the graph (once per
+    trace for each (n, m, direction, dtype): the transforms of one program that share a length share them)."""
+    padded = plan(m)
+    key = ("spectral_dynamic", n.node.expr, m, inverse, x.dtype, str(x.device))
+    chirp = shared_table((*key, "chirp"), lambda: tables.chirp_values(n, inverse, x.device).to(x.dtype))
+
+    def kernel_spectrum():
+        kernel = tables.chirp_kernel_values(n, m, inverse, x.device)  # float64: B is the accuracy's floor
+        return static.transform(kernel, padded, False, 1.0 / m).to(x.dtype)
+    spectrum_of_kernel = shared_table((*key, "kernel_spectrum"), kernel_spectrum)
+    a = torch.constant_pad_nd(static.cmul(x, chirp), [0, 0, 0, m - n])
+    spectrum = static.cmul(static.transform(a, padded, False, 1.0), spectrum_of_kernel)
+    return static.cmul(static.transform(spectrum, padded, True, 1.0).narrow(-2, 0, n), chirp)
+
+
+def r2c(x: torch.Tensor, bins, scale) -> torch.Tensor:
+    """The first `bins` DFT bins of real x [..., n] (n dynamic), as a pair [..., bins, 2]."""
+    as_pair = torch.stack([x, torch.zeros_like(x)], -1)
+    return transform(as_pair, False, scale).narrow(-2, 0, bins)
+
+
+def c2r(x: torch.Tensor, n: torch.SymInt, scale) -> torch.Tensor:
+    """The real inverse DFT of dynamic length n from the Hermitian half x [..., bins, 2]."""
+    return transform(static.hermitian_spectrum(x, n), True, scale)[..., 0]

@@ -1,0 +1,140 @@
+"""Transforms whose length is dynamic (bounded by its Dim's max), against eager at several lengths.
+
+Two regimes (spectral/dynamic.py): a max ≤ 64 runs one DFT product with its table built in the graph; a
+larger max runs Bluestein at the power of two ≥ 2·max − 1 (float32: max 4096 → 8192, issue 13's bound;
+float64: max 600 → 2048, to keep the rewrite's time down). Each program holds r2c, c2c forward and
+inverse and c2r to an even and an odd length from a half spectrum of another dynamic size, across the
+three normalizations; lengths include odd ones, the bound itself and lengths far below it. Tolerance: |error| ≤ rtol · max|eager|, rtol 1e-5 (float32),
+1e-10 (float64).
+
+The Hyena-style long convolution (rfft of input and filter at n = 2L, product, irfft, slice to L, with L
+the dynamic sequence length) is lowered once on the CPU with aotcuda.lower and run with aotcuda.load at
+four lengths (one AOTInductor compile).
+"""
+
+import pytest
+import torch
+
+import aotcuda
+from aotcuda.passes import ReplaceComplexWithRealPass
+
+from .helpers import assert_no_complex, export, ops_in
+
+aten = torch.ops.aten
+FFT_OPS = {aten._fft_r2c.default, aten._fft_c2c.default, aten._fft_c2r.default}
+RTOL = {torch.float32: 1e-5, torch.float64: 1e-10}
+Dim = torch.export.Dim
+
+
+class EveryKind(torch.nn.Module):
+    """rfft (ortho) of x, fft (backward) and ifft (forward) of z, irfft of h to the even length
+    2·(bins − 1) (ortho) and to the odd 2·bins − 1 (backward)."""
+
+    def forward(self, x, z, h):
+        z, h = torch.view_as_complex(z), torch.view_as_complex(h)
+        return (torch.view_as_real(torch.fft.rfft(x, norm="ortho")),
+                torch.view_as_real(torch.fft.fft(z)),
+                torch.view_as_real(torch.fft.ifft(z, norm="forward")),
+                torch.fft.irfft(h, norm="ortho"),
+                torch.fft.irfft(h, n=2 * h.shape[-1] - 1))
+
+
+def every_kind_inputs(n, bins, dtype):
+    return (torch.randn(3, n, dtype=dtype), torch.randn(3, n, 2, dtype=dtype), torch.randn(3, bins, 2, dtype=dtype))
+
+
+def assert_relative(actual, expected, rtol, what=""):
+    assert actual.shape == expected.shape, what
+    error = ((actual - expected).abs().max() / expected.abs().max()).item()
+    assert error <= rtol, f"{what}: relative error {error:.2e}"
+
+
+CASES = {  # max → lengths tried (n, bins of h)
+    48: [(48, 24), (7, 3), (20, 6), (33, 16)],
+    600: [(600, 300), (331, 166), (9, 4)],
+    4096: [(4096, 2048), (1031, 515), (400, 180), (9, 4)],
+}
+
+
+@pytest.mark.parametrize("bound, dtype", [(48, torch.float32), (48, torch.float64), (4096, torch.float32),
+                                          (600, torch.float64)],
+                         ids=["in_graph_table-float32", "in_graph_table-float64", "bluestein_8192-float32",
+                              "bluestein_2048-float64"])
+def test_every_kind_of_dynamic_length_against_eager(bound, dtype):
+    n, bins = Dim("n", min=2, max=bound), Dim("bins", min=2, max=bound // 2)
+    module = EveryKind()
+    ep = export(module, every_kind_inputs(16, 5, dtype), dynamic_shapes=({1: n}, {1: n}, {1: bins}))
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    assert_no_complex(new)
+    assert not FFT_OPS & ops_in(new)
+    for length, half in CASES[bound]:
+        fresh = every_kind_inputs(length, half, dtype)
+        for i, (actual, expected) in enumerate(zip(new.module()(*fresh), module(*fresh))):
+            assert_relative(actual, expected, RTOL[dtype], f"n={length}, output {i}")
+
+
+def test_rfft2_with_one_dynamic_dim_against_eager():
+    """A dynamic dim and a static one in one transform: the 1/√N normalization is symbolic."""
+    module = torch.nn.Module()
+    module.forward = lambda x: torch.view_as_real(torch.fft.rfft2(x, norm="ortho"))
+    ep = export(module, (torch.randn(2, 12, 10),), dynamic_shapes=({1: Dim("rows", min=2, max=200)},))
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    for rows in (12, 131):
+        x = torch.randn(2, rows, 10)
+        assert_relative(new.module()(x), module(x), 1e-5, f"rows={rows}")
+
+
+class HyenaConvolution(torch.nn.Module):
+    """Hyena's long convolution y = irfft(rfft(u, 2L) · rfft(k, 2L))[..., :L] plus a skip term."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.randn(channels, 1))
+
+    def forward(self, u, k):
+        length = u.shape[-1]
+        spectrum = torch.fft.rfft(u, n=2 * length) * torch.fft.rfft(k, n=2 * length)
+        return torch.fft.irfft(spectrum, n=2 * length)[..., :length] + u * self.bias
+
+
+HYENA_MAX = 2048  # n = 2L up to 4096: Bluestein at 8192
+HYENA_LENGTHS = (300, 2048, 8, 1001)
+
+
+def hyena_dynamic_shapes():
+    length = Dim("length", min=8, max=HYENA_MAX)
+    return ({2: length}, {1: length})
+
+
+@pytest.fixture(scope="module")
+def hyena_program(tmp_path_factory):
+    module = HyenaConvolution(4)
+    lowered = aotcuda.lower(module, (torch.randn(2, 4, 64), torch.randn(4, 64)),
+                            dynamic_shapes=hyena_dynamic_shapes(), device="cpu",
+                            package_path=tmp_path_factory.mktemp("aoti") / "hyena.pt2")
+    return module, lowered
+
+
+@pytest.mark.slow
+def test_hyena_convolution_lowered_on_cpu_matches_eager(hyena_program):
+    module, lowered = hyena_program
+    assert lowered.fallback_kernels == []
+    program = lowered.load()
+    for length in HYENA_LENGTHS:
+        u, k = torch.randn(2, 4, length), torch.randn(4, length)
+        with torch.no_grad():
+            expected = module(u, k)
+        assert_relative(program(u, k), expected, 1e-5, f"L={length}")
+
+
+@pytest.mark.cuda
+def test_hyena_convolution_lowered_on_cuda_matches_eager(tmp_path):
+    module = HyenaConvolution(4).cuda()
+    lowered = aotcuda.lower(module, (torch.randn(2, 4, 64), torch.randn(4, 64)),
+                            dynamic_shapes=hyena_dynamic_shapes(), device="cuda", package_path=tmp_path / "h.pt2")
+    program = lowered.load()
+    for length in HYENA_LENGTHS:
+        u, k = torch.randn(2, 4, length, device="cuda"), torch.randn(4, length, device="cuda")
+        with torch.no_grad():
+            expected = module(u, k)
+        assert_relative(program(u, k), expected, 1e-5, f"L={length}")
