@@ -61,3 +61,38 @@ def test_without_specs_only_count_type_and_device_are_checked():
         check_inputs([torch.randn(2)], None, ["a", "b"], CPU, 2)
     with pytest.raises(InputError, match=r"input 'b' \(#1\) must be a torch.Tensor, got float"):
         check_inputs([torch.randn(2), 1.0], None, ["a", "b"], CPU, 2)
+
+
+# An stft front end exported with audio of shape [1, 160*frames] (torch.export.Dim("frames") * 160): no
+# other dim binds `frames`, so the runtime solves for it; the generated code would read only 160*frames
+# samples of any other size and drop the rest without a word (seen by a new user: 23456 samples ran).
+AUDIO_SPECS = [TensorSpec.from_json({"name": "audio", "dtype": "float32", "device": "cpu",
+                                     "shape": [1, {"expr": "160*s76", "min": 800, "max": 480000}]}),
+               TensorSpec.from_json({"name": "tail", "dtype": "float32", "device": "cpu",
+                                     "shape": [{"expr": "s76 + 1", "min": 6, "max": 3001}]})]
+
+
+def test_a_symbol_only_derived_dims_give_is_solved_from_the_size():
+    _, bindings = check_inputs([torch.randn(1, 160 * 146), torch.randn(147)], AUDIO_SPECS, [], CPU, 2)
+    assert bindings == {"s76": 146}
+
+
+@pytest.mark.parametrize("samples", [23456, 801, 12345])
+def test_a_size_the_derived_dim_cannot_take_is_refused_with_the_nearest_sizes(samples):
+    below, above = samples // 160 * 160, (samples // 160 + 1) * 160
+    with pytest.raises(InputError, match=rf"input 'audio' \(#0\) dim 1 is {samples}, but the program was exported "
+                                         rf"with 160\*s76 there: .*nearest are {below} and {above}"):
+        check_inputs([torch.randn(1, samples), torch.randn(samples // 160 + 1)], AUDIO_SPECS, [], CPU, 2)
+
+
+def test_the_solved_symbol_must_agree_with_the_other_dims_that_use_it():
+    with pytest.raises(InputError, match=r"input 'tail' \(#1\) dim 0 is 100, but the program was exported with "
+                                         r"s76 \+ 1 = 147"):
+        check_inputs([torch.randn(1, 160 * 146), torch.randn(100)], AUDIO_SPECS, [], CPU, 2)
+
+
+def test_a_derived_dim_aotcuda_cannot_evaluate_is_refused_not_run_unchecked():
+    specs = [TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu",
+                                   "shape": [{"expr": "s0**2", "min": 1, "max": 64}]})]
+    with pytest.raises(InputError, match=r"exported with s0\*\*2 there, and aotcuda cannot tell"):
+        check_inputs([torch.randn(9)], specs, [], CPU, 1)

@@ -265,15 +265,84 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
 
 
 def _check_derived_dims(tensors, specs, bindings: dict, names) -> None:
-    """Dims like ``2*s0`` must equal their expression of the symbols the other dims bound."""
+    """Dims like ``2*s0`` or ``160*frames + 1`` must equal their expression of the program's symbols.
+
+    A symbol that no plain dim binds (``audio`` of shape ``[1, 160*frames]``) is solved for from the size
+    (``bind_derived_symbols``): a size the expression cannot take (23456 is no multiple of 160) is refused,
+    since the generated code would read only ``160*frames`` of it and silently drop the rest.
+    """
+    _bind_derived_symbols(tensors, specs, bindings, names)
     for index, (tensor, spec) in enumerate(zip(tensors, specs)):
         for axis, dim in enumerate(spec.dims):
             if dim.expr is None or _is_symbol(dim.expr):
                 continue
             expected = evaluate_dim(dim, bindings)
-            if expected is not None and expected != tensor.shape[axis]:
+            if expected is None:
+                raise InputError(f"{_label(specs, names, index)} dim {axis} is {tensor.shape[axis]}, but the "
+                                 f"program was exported with {dim.expr} there, and aotcuda cannot tell whether "
+                                 "that size fits it; re-export with a plain torch.export.Dim for that dim")
+            if expected != tensor.shape[axis]:
                 raise InputError(f"{_label(specs, names, index)} dim {axis} is {tensor.shape[axis]}, but the "
                                  f"program was exported with {dim.expr} = {expected} there (from the other inputs)")
+
+
+def _bind_derived_symbols(tensors, specs, bindings: dict, names) -> None:
+    """Solve each dim ``a*s + b`` whose one unbound symbol ``s`` no other dim gives, until none is left."""
+    progress = True
+    while progress:
+        progress = False
+        for index, (tensor, spec) in enumerate(zip(tensors, specs)):
+            for axis, dim in enumerate(spec.dims):
+                if dim.expr is None or _is_symbol(dim.expr):
+                    continue
+                unknown = _linear_unknown(dim.expr, bindings)
+                if unknown is None:
+                    continue
+                symbol, scale, offset = unknown
+                size = tensor.shape[axis]
+                value, remainder = divmod(size - offset, scale)
+                if remainder or value < 0:
+                    fits = [offset + scale * k for k in (value, value + 1) if k >= 0]
+                    raise InputError(
+                        f"{_label(specs, names, index)} dim {axis} is {size}, but the program was exported with "
+                        f"{dim.expr} there: its size must be {scale}·{symbol} + {offset} for a whole {symbol} "
+                        f"(the nearest are {' and '.join(map(str, fits))}); pad or crop the input to such a size")
+                bindings[symbol] = value
+                progress = True
+
+
+@functools.lru_cache(maxsize=256)
+def _linear_form(expr: str) -> tuple[tuple[str, int, int], ...] | None:
+    """``expr`` as (symbol, scale, offset) triples, one per free symbol it is linear in with integer
+    coefficients (the others held fixed), or None when it is not such an expression."""
+    import sympy
+
+    parsed = _parse(expr)
+    forms = []
+    for symbol in parsed.free_symbols:
+        poly = sympy.Poly(parsed, symbol) if parsed.is_polynomial(symbol) else None
+        if poly is None or poly.degree() != 1:
+            return None
+        forms.append((str(symbol), poly.coeffs()[0], parsed.subs(symbol, 0)))
+    return tuple(forms)
+
+
+def _linear_unknown(expr: str, bindings: dict[str, int]) -> tuple[str, int, int] | None:
+    """(symbol, scale, offset) when ``expr`` has exactly one unbound symbol and is ``scale*symbol + offset``
+    in it with integers once the bound ones are substituted; else None."""
+    form = _linear_form(expr)
+    if form is None:
+        return None
+    unbound = [entry for entry in form if entry[0] not in bindings]
+    if len(unbound) != 1:
+        return None
+    symbol, scale, offset = unbound[0]
+    values = {name: bindings[name] for name, _, _ in form if name in bindings}
+    scale = scale.subs(values) if hasattr(scale, "subs") else scale
+    offset = offset.subs(values) if hasattr(offset, "subs") else offset
+    if not (getattr(scale, "is_Integer", False) and getattr(offset, "is_Integer", False)) or int(scale) <= 0:
+        return None
+    return symbol, int(scale), int(offset)
 
 
 def evaluate_dim(dim: DimSpec, bindings: dict[str, int]) -> int | None:
