@@ -29,7 +29,7 @@ def structured_pt2(tmp_path_factory):
     torch.manual_seed(0)
     module = Structured().eval()
     args = (torch.randn(5, 4),)
-    kwargs = {"extra": {"scale": torch.randn(5, 3)}}
+    kwargs = {"extra": {"scale": torch.randn(5, 3)}, "use_cache": False}
     path = build_package(module, args, tmp_path_factory.mktemp("structured") / "structured.pt2", kwargs=kwargs)
     return path, module
 

@@ -18,14 +18,15 @@ class Twice(torch.nn.Module):
 
 
 class Structured(torch.nn.Module):
-    """A weight, a nested keyword input and a nested output structure."""
+    """A weight, a nested keyword input, a constant keyword (exported as use_cache=False, as transformers
+    models are) and a nested output structure."""
 
     def __init__(self):
         super().__init__()
         self.lin = torch.nn.Linear(4, 3)
 
-    def forward(self, x, extra):
-        h = self.lin(x)
+    def forward(self, x, extra, use_cache=True):
+        h = self.lin(x) if not use_cache else self.lin(x) + 1  # the value changes the answer
         return {"h": h, "pair": (extra["scale"] * h, x.sum(-1))}
 
 

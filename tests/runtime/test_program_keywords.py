@@ -36,14 +36,31 @@ def test_every_argument_by_keyword_in_any_order(structured):
     program, module = structured
     x, scale = torch.randn(5, 4), torch.randn(5, 3)
     with torch.no_grad():
-        expected = module(x, {"scale": scale})
+        expected = module(x, {"scale": scale}, use_cache=False)  # as exported
     assert_outputs_equal(program(extra={"scale": scale}, x=x), expected)
     assert_outputs_equal(program(x, extra={"scale": scale}), expected)
 
 
 def test_the_signature_records_forward_argument_names(structured):
     program, _ = structured
-    assert program._package.signature["forward_arg_names"] == ["x", "extra"]
+    assert program._package.signature["forward_arg_names"] == ["x", "extra", "use_cache"]
+
+
+def test_a_constant_keyword_may_be_left_out_or_repeated_but_not_changed(structured):
+    """use_cache=False was specialized into the package: leaving it out or passing False runs the program;
+    passing True would silently answer for False (eager's True adds 1), so it is refused, naming both."""
+    program, module = structured
+    assert program._package.signature["constant_inputs"] == [{"leaf": 2, "value": False}]
+    x, scale = torch.randn(5, 4), torch.randn(5, 3)
+    with torch.no_grad():
+        expected = module(x, {"scale": scale}, use_cache=False)
+    assert_outputs_equal(program(x, extra={"scale": scale}), expected)
+    assert_outputs_equal(program(x, extra={"scale": scale}, use_cache=False), expected)
+    for other in (True, None, 0):
+        with pytest.raises(InputError, match=rf"argument 'use_cache' is {other!r}, but the program was exported with "
+                                             r"False there and computes with that value whatever is passed"):
+            program(x, extra={"scale": scale}, use_cache=other)
+    assert_outputs_equal(program(x, extra={"scale": scale}), expected)  # still usable
 
 
 @pytest.mark.parametrize("call, message", [

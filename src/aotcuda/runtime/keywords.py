@@ -98,6 +98,55 @@ def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None]) -
     return tuple(slots), {key: rest[key] for key in keywords}
 
 
+def fill_constant_keywords(kwargs: dict, in_spec, constants: dict[int, object]) -> dict:
+    """``kwargs`` with every keyword the caller left out whose leaves are all constant inputs filled with
+    the exported values (``use_cache=False`` need not be passed again: the package has it baked in)."""
+    args_spec, kwargs_spec = _args_and_kwargs_specs(in_spec)
+    if args_spec is None or not constants:
+        return kwargs
+    import torch.utils._pytree as pytree
+
+    filled, leaf = dict(kwargs), args_spec.num_leaves
+    for key, child in zip(kwargs_spec.context, _children(kwargs_spec)):
+        leaves = range(leaf, leaf + child.num_leaves)
+        if key not in filled and child.num_leaves and all(i in constants for i in leaves):
+            filled[key] = pytree.tree_unflatten([constants[i] for i in leaves], child)
+        leaf += child.num_leaves
+    return filled
+
+
+def check_constant_leaves(args: tuple, kwargs: dict, flat: list, constants: dict[int, object]) -> None:
+    """Refuse a call that passes another value where the program was exported with a constant: the
+    package computes with the exported value, so ``use_cache=True`` on a ``use_cache=False`` package
+    would silently answer for False.
+
+    Raises InputError naming the argument, both values and the fix.
+    """
+    for leaf, value in constants.items():
+        given = flat[leaf]
+        if type(given) is type(value) and (given == value or given != given and value != value):  # nan == nan
+            continue
+        import torch.utils._pytree as pytree
+
+        path = pytree.keystr(pytree.tree_flatten_with_path((args, kwargs))[0][leaf][0])
+        raise InputError(f"argument {_caller_path(path)} is {given!r}, but the program was exported with "
+                         f"{value!r} there and computes with that value whatever is passed; pass {value!r} "
+                         "(or leave a keyword out), or lower the model again with the value you need")
+
+
+def _caller_path(path: str) -> str:
+    """``[0][1]`` → ``#1``; ``[1]['use_cache']`` → ``'use_cache'``: the (args, kwargs) pytree key path of a
+    leaf, in the caller's terms."""
+    if path.startswith("[1]"):
+        rest = path[3:]
+        key, _, tail = rest[1:].partition("]")
+        return key + (f"{tail}" if tail else "")
+    if path.startswith("[0]"):
+        index, _, tail = path[4:].partition("]")
+        return f"#{index}" + tail
+    return path
+
+
 def _listed(names: list[str | None]) -> str:
     return f" ({', '.join(names)})" if names and all(names) else ""
 

@@ -477,6 +477,9 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
     names = dim_names(ep)
     if names:
         signature["dim_names"] = names
+    constants = constant_inputs(sig)
+    if constants:
+        signature["constant_inputs"] = constants
     call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
     arg_names = getattr(call_signature, "forward_arg_names", None)
     if arg_names:
@@ -488,6 +491,22 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
         if types:
             signature["pytree_types"] = list(types.values())
     return signature
+
+
+def constant_inputs(graph_signature) -> list[dict]:
+    """The non-tensor inputs torch.export specialized into the program (``use_cache=False``, a float
+    scale), as ``{"leaf": i, "value": v}``: i is the input's place among the flat leaves of the
+    ``(args, kwargs)`` input spec (every user input is one leaf, constants included). The runtime checks a
+    call against them: the package computes with these values whatever the caller passes."""
+    from torch.export.graph_signature import ConstantArgument, InputKind
+
+    user = [spec for spec in graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
+    return [{"leaf": leaf, "value": spec.arg.value} for leaf, spec in enumerate(user)
+            if isinstance(spec.arg, ConstantArgument) and _plain_value(spec.arg.value)]
+
+
+def _plain_value(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 def dim_names(ep) -> dict[str, str]:

@@ -62,7 +62,13 @@ from aotcuda.runtime.container import (
 )
 from aotcuda.runtime.graphs import GraphRunner, raw_stream_function
 from aotcuda.runtime.lifetime import CallGate
-from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
+from aotcuda.runtime.keywords import (
+    bind_keywords,
+    check_constant_leaves,
+    fill_constant_keywords,
+    positional_names,
+    structure_difference,
+)
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
 
@@ -161,6 +167,7 @@ class Program:
         self._input_labels = tuple(spec.name for spec in self._input_specs or ()) or tuple(self._input_names)
         self._graphs = GraphRunner(self._run, self._device, mutated=self._written) if cuda_graphs else None
         self._arg_names = None
+        self._constants: dict[int, object] | None = None
         self._accepted = AcceptedSignatures(self._input_specs, self._device, self.num_inputs)
         self._output_array = handle_array_type(self.num_outputs)
         self._stealer = OutputStealer(self.num_outputs)
@@ -265,15 +272,30 @@ class Program:
             if kwargs:
                 raise InputError("this package has no input pytree spec: pass its inputs positionally")
             return list(args)
+        constants = self._constant_inputs()
+        kwargs = fill_constant_keywords(kwargs, self._in_spec, constants)
         args, kwargs = bind_keywords(args, kwargs, self._in_spec, self._positional_names())
         flat, spec = pytree.tree_flatten((args, kwargs))
         if spec != self._in_spec:
             raise InputError(f"{structure_difference(spec, self._in_spec, self._positional_names())}; "
                              "call it as the exported module was called")
+        if constants:
+            check_constant_leaves(args, kwargs, flat, constants)
         if len(flat) == self.num_inputs:
             return flat  # every leaf is an input: a non-tensor there is an error that check_inputs names
         # Non-tensor leaves (ints, floats) were specialized into the program at export: they are not inputs.
         return [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
+
+    def _constant_inputs(self) -> dict[int, object]:
+        """{flat leaf index: exported value} of the constant inputs the signature records (none in older
+        packages: those accept any value there, as torch's loader does)."""
+        if self._constants is None:
+            recorded = (self._package.signature or {}).get("constant_inputs") or []
+            try:
+                self._constants = {int(entry["leaf"]): entry["value"] for entry in recorded}
+            except (TypeError, KeyError, ValueError):
+                self._constants = {}
+        return self._constants
 
     def _positional_names(self) -> list[str | None]:
         """forward's positional parameter names (None where unknown), computed once."""
