@@ -382,6 +382,9 @@ def inspect(package):
     if signature:
         for kind in ("inputs", "outputs"):
             console.print(_signature_table(kind, signature[kind], signature.get("dim_names")))
+        constants = _constant_inputs_line(signature)
+        if constants:
+            console.print(constants, highlight=False)
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
     profile = DEVICE_PROFILES.get(device)
@@ -391,6 +394,17 @@ def inspect(package):
     console.print(f"fallback kernels: {len(missing)}")
     for kernel in missing:
         console.print(f"  - {shown(kernel.describe())}", highlight=False, soft_wrap=True)
+
+
+def _constant_inputs_line(signature: dict) -> str | None:
+    """One line naming the non-tensor inputs fixed at export (``use_cache=False``), which a call may leave
+    out or repeat but not change; None when there are none."""
+    recorded = signature.get("constant_inputs") or []
+    if not recorded:
+        return None
+    shown_values = ", ".join(f"{entry.get('name', '#' + str(entry.get('leaf')))}={entry.get('value')!r}"
+                             for entry in recorded)
+    return f"constant inputs (fixed at export; a call may leave them out or pass the same value): {shown(shown_values)}"
 
 
 def _bound(value) -> str:

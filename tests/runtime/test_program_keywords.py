@@ -50,7 +50,7 @@ def test_a_constant_keyword_may_be_left_out_or_repeated_but_not_changed(structur
     """use_cache=False was specialized into the package: leaving it out or passing False runs the program;
     passing True would silently answer for False (eager's True adds 1), so it is refused, naming both."""
     program, module = structured
-    assert program._package.signature["constant_inputs"] == [{"leaf": 2, "value": False}]
+    assert program._package.signature["constant_inputs"] == [{"leaf": 2, "value": False, "name": "'use_cache'"}]
     x, scale = torch.randn(5, 4), torch.randn(5, 3)
     with torch.no_grad():
         expected = module(x, {"scale": scale}, use_cache=False)
@@ -87,3 +87,14 @@ def test_nested_mismatch_names_the_path(structured):
         program(x)
     with pytest.raises(InputError, match=r"takes 1 positional argument\(s\) \(x\), got 0"):
         program(extra={"scale": torch.randn(5, 3)})
+
+
+def test_inspect_lists_the_constant_inputs(structured_pt2):
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    result = CliRunner().invoke(main, ["inspect", structured_pt2[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "constant inputs (fixed at export; a call may leave them out or pass the same value): " \
+           "'use_cache'=False" in result.output

@@ -134,6 +134,15 @@ def check_constant_leaves(args: tuple, kwargs: dict, flat: list, constants: dict
                          "(or leave a keyword out), or lower the model again with the value you need")
 
 
+def leaf_names(in_spec) -> list[str]:
+    """Each flat leaf of an ``(args, kwargs)`` input spec named as the caller writes it (``#0``,
+    ``'use_cache'``, ``'extra'['scale']``)."""
+    import torch.utils._pytree as pytree
+
+    tree = pytree.tree_unflatten(list(range(in_spec.num_leaves)), in_spec)
+    return [_caller_path(pytree.keystr(path)) for path, _ in pytree.tree_flatten_with_path(tree)[0]]
+
+
 def _caller_path(path: str) -> str:
     """``[0][1]`` → ``#1``; ``[1]['use_cache']`` → ``'use_cache'``: the (args, kwargs) pytree key path of a
     leaf, in the caller's terms."""

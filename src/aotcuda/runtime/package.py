@@ -479,6 +479,14 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
         signature["dim_names"] = names
     constants = constant_inputs(sig)
     if constants:
+        in_spec = ep.module_call_graph[0].signature.in_spec if ep.module_call_graph else None
+        if in_spec is not None and in_spec.num_leaves == len([s for s in sig.input_specs
+                                                              if s.kind.name == "USER_INPUT"]):
+            from aotcuda.runtime.keywords import leaf_names
+
+            names = leaf_names(in_spec)
+            for entry in constants:
+                entry["name"] = names[entry["leaf"]]
         signature["constant_inputs"] = constants
     call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
     arg_names = getattr(call_signature, "forward_arg_names", None)
