@@ -19,7 +19,7 @@ import aotcuda
 from aotcuda.inductor_workarounds import flex_attention_captures_realized
 from aotcuda.lowering import decomposition_table, passes
 
-HEADS, LENGTH, HEAD_DIM = 2, 32, 16
+HEADS, LENGTH, HEAD_DIM = 2, 128, 16  # 128: one block of the default BlockMask size, as AnyFlow-FAR
 
 
 class FlexWithCapturedTables(torch.nn.Module):
@@ -41,7 +41,7 @@ class FlexWithCapturedTables(torch.nn.Module):
         def score_mod(score, b, h, q_idx, kv_idx):
             return score + bias[kv_idx]
 
-        block_mask = create_block_mask(mask_mod, 1, 1, LENGTH, LENGTH, device=device, BLOCK_SIZE=16)
+        block_mask = create_block_mask(mask_mod, 1, 1, LENGTH, LENGTH, device=device)
         return flex_attention(q, q, q, score_mod=score_mod, block_mask=block_mask)
 
 

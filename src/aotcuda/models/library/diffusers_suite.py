@@ -236,4 +236,12 @@ def _video_audio():
     return diffusers_video_audio._video_audio_models(_call)
 
 
+def _heavy():
+    from aotcuda.models.library import diffusers_video_audio
+
+    return diffusers_video_audio._heavy_models(_call)
+
+
 DIFFUSERS_SUITE: dict[str, LibraryCall] = {case.name: case for case in (*_image_models(), *_video_audio())}
+# Cases too slow to export for CI (see diffusers_video_audio._heavy_models): the CUDA tests run them.
+DIFFUSERS_HEAVY: dict[str, LibraryCall] = {case.name: case for case in _heavy()}

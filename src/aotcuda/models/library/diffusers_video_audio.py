@@ -1,5 +1,5 @@
 """diffusers video and audio models with complex or FFT math (see diffusers_suite for the conventions):
-AnyFlow, AnyFlow-FAR, Bria-FIBO2, SANA-WM, Qwen-Image-2.1, Wan-Animate-2, and the Cosmos3-audio and MMAudio
+AnyFlow, AnyFlow-FAR, Bria-FIBO2, Qwen-Image-2.1, Wan-Animate-2 (reference pass), SANA-WM (heavy: not in CI), and the Cosmos3-audio and MMAudio
 autoencoders (torch.stft over the waveform: a dynamic sample count is a dynamic frame count)."""
 
 from __future__ import annotations
@@ -93,6 +93,88 @@ def build_qwen_image21(dtype: torch.dtype = torch.float32):
     return _redraw_zero_parameters(model).to(dtype).eval(), args, kwargs, None
 
 
+SANA_FRAMES, SANA_TEXT = 2, 8
+SANA_LAYERS, SANA_SOFTMAX_EVERY = 1, 1
+
+
+def sana_wm_inputs(length: int = SANA_FRAMES, dtype: torch.dtype = torch.float32):
+    """SanaWMPipeline's call: latents [1, 4, F, 4, 4], per-frame timesteps [1, 1, F], text [1, 1, 8, 32] with
+    its padding mask (the last token padded), data_info img_hw, the camera branch's raymap [1, F, 20] and
+    Plucker rays [1, 48, F, 4, 4], return_dict=False."""
+    mask = torch.ones(1, SANA_TEXT, dtype=torch.long)
+    mask[:, -1] = 0
+    return (_randn(1, 4, length, 4, 4, dtype=dtype), torch.full((1, 1, length), 500.0).to(dtype),
+            _randn(1, 1, SANA_TEXT, 32, dtype=dtype)), dict(
+        mask=mask, return_dict=False, data_info={"img_hw": torch.tensor([[32.0, 32.0]])},
+        camera_conditions=_camera_path(length, dtype), chunk_plucker=_randn(1, 48, length, 4, 4, dtype=dtype),
+    )
+
+
+def _camera_path(frames: int, dtype: torch.dtype) -> torch.Tensor:
+    """[1, F, 20] as the pipeline's raymap: a flattened camera-to-world SE(3) matrix per frame (identity
+    rotation, a random translation: the model inverts it in closed form, which a random 4x4 would break) and
+    normalized intrinsics fx, fy, cx, cy."""
+    c2w = torch.eye(4).repeat(frames, 1, 1)
+    c2w[:, :3, 3] = torch.randn(frames, 3) * 0.1
+    intrinsics = torch.tensor([1.0, 1.0, 0.5, 0.5]).repeat(frames, 1)
+    return torch.cat([c2w.flatten(1), intrinsics], dim=1).unsqueeze(0).to(dtype)
+
+
+def build_sana_wm(dtype: torch.dtype = torch.float32):
+    """One softmax-attention block (softmax_every_n=1) with the camera (UCPE) branch and complex RoPE on q and k
+    (the GDN linear-attention blocks, softmax_every_n > 1, apply the same _apply_rotary_emb)."""
+    model = _diffusers().SanaWMTransformer3DModel(
+        in_channels=4, num_layers=SANA_LAYERS, hidden_size=64, num_attention_heads=2, softmax_every_n=SANA_SOFTMAX_EVERY,
+        linear_head_dim=32,
+        caption_channels=32, chunk_plucker_post_attn_blocks=SANA_LAYERS, image_size=64,
+    )
+    args, kwargs = sana_wm_inputs(SANA_FRAMES, dtype)
+    return _redraw_zero_parameters(model).to(dtype).eval(), args, kwargs, None
+
+
+WAN2_FRAMES = 2
+
+
+class WanAnimate2Reference(torch.nn.Module):
+    """The reference pass of WanAnimate2Transformer3DModel (``kv_cache_mode="extract"``) with its KV cache made
+    inside forward: the cache is a plain Python object, which torch.export refuses as an input
+    (``ValueError: Unsupported input type <class '...WanAnimate2KVCache'>``). The smallest wrapper a user can
+    write to export the call; it changes nothing else."""
+
+    def __init__(self, model: torch.nn.Module, seq_len: int):
+        super().__init__()
+        self.model, self.seq_len = model, seq_len
+
+    def forward(self, hidden_states, timestep, encoder_hidden_states, condition_latents, offset_grid_sizes):
+        from diffusers.models.transformers.transformer_wan_animate_2 import WanAnimate2KVCache
+
+        kv_cache = WanAnimate2KVCache(len(self.model.blocks))
+        return self.model(hidden_states, timestep, encoder_hidden_states, condition_latents, kv_cache, "extract",
+                          self.seq_len, offset_grid_sizes=offset_grid_sizes, return_dict=False)
+
+
+def wan_animate2_inputs(length: int = WAN2_FRAMES, dtype: torch.dtype = torch.float32):
+    """The documented reference-pass call: lists of latents [4, F, 4, 4] and condition latents, timestep [1],
+    text [8, 32], offset_grid_sizes [[F, 2, 2]] (the patch grid)."""
+    return (
+        [_randn(4, length, 4, 4, dtype=dtype)], torch.tensor([500.0]).to(dtype), [_randn(8, 32, dtype=dtype)],
+        [_randn(4, length, 4, 4, dtype=dtype)], torch.tensor([[length, 2, 2]]),
+    ), {}
+
+
+def build_wan_animate2(dtype: torch.dtype = torch.float32):
+    """1 layer, 2 heads of 24, patch (1, 2, 2); refer_offset_w=0: the default -1 reads the offset from the
+    offset_grid_sizes tensor with .item(), and the SymInt that gives cannot key the RoPE table cache
+    (``TypeError: unhashable type: non-nested SymInt``)."""
+    model = _diffusers().WanAnimate2Transformer3DModel(
+        patch_size=(1, 2, 2), text_len=8, in_dim=8, dim=48, ffn_dim=64, freq_dim=32, text_dim=32, out_dim=4,
+        num_heads=2, num_layers=1, use_img_emb=False, refer_offset_w=0,
+    )
+    args, kwargs = wan_animate2_inputs(WAN2_FRAMES, dtype)
+    reference = WanAnimate2Reference(_redraw_zero_parameters(model).to(dtype).eval(), WAN2_FRAMES * 2 * 2)
+    return reference.eval(), args, kwargs, None
+
+
 def mmaudio_inputs(length: int = 1024, dtype: torch.dtype = torch.float32):
     """MMAudioVAE.forward(waveform [1, N] in [-1, 1], return_dict=False): stft with n_fft 64, hop 16."""
     return (torch.rand(1, length).to(dtype) * 2 - 1,), dict(return_dict=False)
@@ -141,9 +223,30 @@ def _video_audio_models(call):
              build_qwen_image21, qwen_image21_inputs, (0,),
              notes="does not export: QwenImage21Rope.forward calls image_pad_mask.tolist() on the img_mask input",
              export_error="GuardOnDataDependentSymNode: Could not guard on data-dependent expression Eq(u0, 0)"),
+        call("wan_animate2", "WanAnimate2Transformer3DModel", f"polar tables, split, slice, expand, cat, {rotary} (float64)",
+             build_wan_animate2, wan_animate2_inputs, (WAN2_FRAMES,),
+             notes="does not export: forward builds grid_sizes = torch.stack([torch.tensor(u.shape[2:])]) and "
+                   "rope_apply / unpatchify read it back with grid_sizes.tolist(); export_error comes from that. "
+                   "Before it, two user-level changes: build the WanAnimate2KVCache inside forward "
+                   "(WanAnimate2Reference; as an input: 'Unsupported input type') and refer_offset_w >= 0 (-1 "
+                   "calls .item() on offset_grid_sizes: 'unhashable type: non-nested SymInt'). Static: no export",
+             export_error="GuardOnDataDependentSymNode: Could not guard on data-dependent expression"),
         call("mmaudio_vae", "MMAudioVAE", "stft (return_complex=True), abs", build_mmaudio, mmaudio_inputs,
              (1024, 1600), notes="samples dynamic (multiples of 64): stft over a dynamic frame count"),
         call("cosmos3_audio", "Cosmos3AVAEAudioTokenizer", "stft (return_complex=True), view_as_real",
              build_cosmos3_audio, cosmos3_audio_inputs, (1024, 1600),
              notes="samples dynamic (multiples of 64): stft over a dynamic frame count"),
+    )
+
+
+def _heavy_models(call):
+    """Cases whose export alone takes longer than CI's share allows (SANA-WM: 40-100 s on 2 loaded cores):
+    checked through lower(device="cuda") on the H200 and by hand on the CPU (docs/models.md), not in CI."""
+    rotary = "view_as_complex, mul, view_as_real"
+    return (
+        call("sana_wm", "SanaWMTransformer3DModel", f"complex RoPE table (plain attribute), permute, unflatten, {rotary}",
+             build_sana_wm, sana_wm_inputs, (SANA_FRAMES,),
+             notes="not in CI (export 40-140 s on 2 loaded cores); frames static: the blocks chunk the frames "
+                   "with Python ints (chunk_size 10) and the RoPE table is sliced by the Python latent shape; "
+                   "float32 eager itself is 2.5e-5 from float64 eager, and the ExportedProgram 1.6e-5 from it"),
     )
