@@ -11,6 +11,7 @@ import aotcuda
 from aotcuda.fallbacks import complex_value_nodes
 from aotcuda.lowering import STEPS, _removed_on_failure, decomposition_table, passes
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
+from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
 from lowered_demo import SEQ_RANGE, lowered_demo
 
@@ -67,7 +68,8 @@ def test_package_holds_the_signature(demo):
 
 
 def test_pass_list_and_table():
-    assert [type(p) for p in passes()] == [ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass]
+    assert [type(p) for p in passes()] == [ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass,
+                                           FoldConstantProductTablesPass]
     table = decomposition_table()
     assert torch.ops.aten.scaled_dot_product_attention.default not in table
     assert torch.ops.aten.expand_copy.default not in table

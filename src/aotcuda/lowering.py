@@ -6,7 +6,8 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
     export        torch.export.export(strict=False) there: device-specific choices made while tracing
                   (which fused attention kernel SDPA becomes) are the target's
     decompose     ExportedProgram.run_decompositions(decomposition_table())
-    passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass
+    passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass,
+                  FoldConstantProductTablesPass
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
     check         the fallback-kernel check (aotcuda.fallbacks) against the device's allow-list
 

@@ -74,21 +74,26 @@ def _rewrite(ep, form, monkeypatch):
     return FoldConstantProductTablesPass()(rewritten)
 
 
+@pytest.fixture(scope="module")
+def exported():
+    """Each module and its ExportedProgram, exported once for every form."""
+    constant, inputs = ConstantFactor(), InputFactor()
+    return constant, export(constant, (_x(),)), inputs, export(inputs, (_x(), _x()))
+
+
 @pytest.mark.parametrize("form", FORMS)
-def test_every_form_computes_the_product_of_each_kind_of_factor(form, monkeypatch):
-    model = ConstantFactor()
-    new = _rewrite(export(model, (_x(),)), form, monkeypatch)
+def test_every_form_computes_the_product_of_each_kind_of_factor(form, exported, monkeypatch):
+    constant, constant_ep, inputs, inputs_ep = exported
+    new = _rewrite(constant_ep, form, monkeypatch)
     x = _x()
-    for got, want in zip(new.module()(x), model(x)):
+    for got, want in zip(new.module()(x), constant(x)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     # fold: the table's two factors (one pair of tables for both products) are constants; others: none
     assert _lifted(new) == (2 if form == "fold" else 0)
 
-    model = InputFactor()
+    new = _rewrite(inputs_ep, form, monkeypatch)
     x, y = _x(), _x()
-    new = _rewrite(export(model, (x, y)), form, monkeypatch)
-    x, y = _x(), _x()
-    torch.testing.assert_close(new.module()(x, y), model(x, y), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(new.module()(x, y), inputs(x, y), rtol=1e-5, atol=1e-5)
     assert _lifted(new) == 0
 
 
@@ -108,7 +113,7 @@ def test_fold_leaves_written_buffers_and_dynamic_slices_alone(monkeypatch):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_an_unknown_form_is_refused_naming_the_choices(monkeypatch):
-    ep = export(InputFactor(), (_x(), _x()))
+def test_an_unknown_form_is_refused_naming_the_choices(exported, monkeypatch):
+    ep = exported[3]
     with pytest.raises(ValueError, match="AOTCUDA_PAIR_MUL='fast'.*fold, flip, flip-cat, unbind"):
         _rewrite(ep, "fast", monkeypatch)

@@ -70,10 +70,11 @@ class FoldConstantProductTablesPass:
     """
 
     def __call__(self, ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-        if not any(TABLE_KEY in node.meta for node in ep.graph.nodes):
-            return ep
+        values, known = constant_placeholder_values(ep), {}
+        if not any(TABLE_KEY in node.meta and _evaluate(node, values, known) is not None for node in ep.graph.nodes):
+            return ep  # nothing to fold (e.g. a decode step's table indexed by the position): no graph copy
         gm = copy.deepcopy(ep.graph_module)
-        if not fold_product_tables(gm, constant_placeholder_values(ep)):
+        if not fold_product_tables(gm, values):
             return ep
         signature = copy.deepcopy(ep.graph_signature)
         constants = dict(ep.constants)
