@@ -44,7 +44,7 @@ step overhead "${OVERHEAD_LIMIT:-200}" python3 benchmarks/overhead.py --device c
 step decode1 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 1 --deadline 540 --json "$OUT/decode1.json"
 step decode8 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 8 --deadline 540 --json "$OUT/decode8.json"
 step models "${MODELS_LIMIT:-240}" python3 benchmarks/models.py --json "$OUT/models.json"
-step fft "${FFT_LIMIT:-120}" python3 benchmarks/fft.py --device cuda
+step fft "${FFT_LIMIT:-300}" python3 benchmarks/fft.py --device cuda
 step cuda_tests "${TESTS_LIMIT:-400}" python3 -m pytest -q -s -m cuda -p no:cacheprovider ${CUDA_TESTS:-tests}
 step sanitizer "${SANITIZER_LIMIT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 \
   python3 -m pytest -q -m cuda -p no:cacheprovider tests/runtime/test_cuda.py

@@ -11,6 +11,7 @@ from collections import defaultdict
 
 from aotcuda.passes.complex_to_real.registry import RULES, Rule, op_name, rule_for
 from aotcuda.passes.complex_to_real.scan import REFUSAL_CHECKS
+from aotcuda.passes.complex_to_real.spectral.plan import docs_section as fft_section
 
 FAMILY_ORDER = ["creation", "conversion", "comparison", "elementwise", "shape", "indexing", "reduction", "linalg", "fft",
                 "control_flow"]
@@ -79,6 +80,7 @@ def render() -> str:
     for family in sorted(families, key=lambda f: (FAMILY_ORDER.index(f) if f in FAMILY_ORDER else 99, f)):
         parts.append(f"## {family}\n\n| op overloads | rewritten as |\n|---|---|")
         parts.append("\n".join(_rows(sorted(families[family], key=lambda r: op_name(r.op)))) + "\n")
+    parts.append(fft_section())
     parts.append("## Refused (the program is left unchanged)\n")
     parts.append("\n".join(_refusals()) + "\n")
     parts.append("Any other op that reads or writes a complex value is refused the same way.\n")
