@@ -419,3 +419,40 @@ def test_complex32_rules_on_special_values_match_eager():
         also = also_accepted(case, [pairs]) if case.name in ANNEX_G_QUOTIENT else None  # Annex G: see there
         found += [f"{case.name}, {line}" for line in differences([pairs], got, eager(reference, [pairs]), also)]
     assert not found, "\n".join(found)
+
+
+# ---- division over the whole float range, against the true value --------------------------------------------
+
+
+def test_division_where_smiths_method_overflows_is_the_true_value():
+    """(3e38+3e38i)/(6e19−6e19i) = (0, 5e18): eager's Smith's method (CPU and CUDA) gives inf, its
+    x + y·ratio overflowing float32; the CUDA package gave (1.90e19, 7.88e18). complex128 alike at 1e308."""
+    for dtype, a, b in [(torch.complex64, 3e38 + 3e38j, 6e19 - 6e19j), (torch.complex128, 1e308 + 1e308j, 6e153 - 6e153j)]:
+        x, y = (torch.view_as_real(torch.tensor([v], dtype=dtype)) for v in (a, b))
+        _, new = rewrite(ComplexFn(lambda z, w: z / w, n_complex=2), (x, y))
+        got = new.module()(x, y)
+        true = true_value(lambda z, w: z / w, [torch.view_as_complex(x), torch.view_as_complex(y)])
+        assert torch.isfinite(got).all() and not mismatches(got, true, complex_result=True).any(), (got, true)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX_DTYPES, ids=str)
+def test_division_of_random_parts_over_the_whole_exponent_range(dtype):
+    """Parts with random signs, mantissas and exponents from the smallest denormal to max (a tenth zero):
+    the quotient matches the true one (computed wider, rounded once) everywhere."""
+    real, generator = REAL_OF[dtype], torch.Generator().manual_seed(12)
+    low, high = (-149, 128) if real == torch.float32 else (-1074, 1024)
+    n = 20_000
+
+    def part():
+        exponent = torch.randint(low, high, (n,), generator=generator).double()
+        mantissa = 1 + torch.rand(n, generator=generator, dtype=torch.float64)
+        sign = torch.where(torch.rand(n, generator=generator) < 0.5, -1.0, 1.0)
+        value = torch.where(torch.rand(n, generator=generator) < 0.1, 0.0, sign * mantissa * 2.0 ** exponent)
+        return value.to(real)
+
+    x, y = torch.stack([part(), part()], -1), torch.stack([part(), part()], -1)
+    _, new = rewrite(ComplexFn(lambda z, w: z / w, n_complex=2), (x, y))
+    got = new.module()(x, y)
+    true = true_value(lambda z, w: z / w, [torch.view_as_complex(x), torch.view_as_complex(y)])
+    bad = mismatches(got, true, complex_result=True)
+    assert not bad.any(), describe([x, y], got, true, bad)

@@ -57,13 +57,14 @@ def divide(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     inf · (box(a) / b) (box: ±1 for an infinite part, ±0 otherwise), a finite a over an infinite b is
     0. Dividing by (±0, ±0) gives (re / +0, im / +0), as eager: inf for a nonzero part, nan for a zero one.
     """
-    if a.dtype == torch.float32 and b.dtype == torch.float32:
-        return divide(a.double(), b.double()).to(torch.float32)
+    in_float64 = a.dtype == torch.float32 and b.dtype == torch.float32
+    if in_float64:
+        a, b = a.double(), b.double()
     a_re, a_im, b_re, b_im = a[..., :1], a[..., 1:], b[..., :1], b[..., 1:]
     c, d = b_re, b_im
-    if a.dtype == torch.float64:
+    if a.dtype == torch.float64 and not in_float64:
         re, im = _divide_scaled(a_re, a_im, c, d)
-    else:  # float16/bfloat16 pairs: the textbook quotient (no rule divides these: complex32 computes in float32)
+    else:  # float32 parts in float64 (exact products); float16 parts never come here (complex32: in float32)
         inverse = 1 / (c * c + d * d)
         re, im = (a_re * c + a_im * d) * inverse, (a_im * c - a_re * d) * inverse
     both_nan = torch.isnan(re) & torch.isnan(im)
@@ -73,7 +74,8 @@ def divide(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     re = torch.where(to_infinity, (box_re * c + box_im * d) * torch.inf, torch.where(to_zero, 0.0, re))
     im = torch.where(to_infinity, (box_im * c - box_re * d) * torch.inf, torch.where(to_zero, 0.0, im))
     by_zero = (b == 0).all(-1, keepdim=True)
-    return torch.where(by_zero, a * torch.inf, torch.cat([re, im], -1))
+    quotient = torch.where(by_zero, a * torch.inf, torch.cat([re, im], -1))
+    return quotient.to(torch.float32) if in_float64 else quotient
 
 
 def _divide_scaled(a_re, a_im, b_re, b_im):
@@ -112,7 +114,7 @@ def _sum_of_scaled(m1: torch.Tensor, k1: torch.Tensor, m2: torch.Tensor, k2: tor
     n2a, n2b, j2 = _normalizing_scale(m2.abs())
     e1, e2 = k1 - j1, k2 - j2  # m · 2^k = (m · n) · 2^(k − j), m · n in [1, 2) or 0
     top = torch.maximum(e1, e2)
-    total = m1 * n1a * n1b * _three_factors(e1 - top, m1.dtype)[0] + m2 * n2a * n2b * _three_factors(e2 - top, m1.dtype)[0]
+    total = m1 * n1a * n1b * _power_of_two(e1 - top, m1.dtype) + m2 * n2a * n2b * _power_of_two(e2 - top, m1.dtype)
     for factor in _three_factors(top, m1.dtype):
         total = total * factor
     return total
@@ -120,14 +122,20 @@ def _sum_of_scaled(m1: torch.Tensor, k1: torch.Tensor, m2: torch.Tensor, k2: tor
 
 def _three_factors(exponent: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:
     """2^k for integer k (up to three times the exponent range) as three normal powers of two, each exact:
-    the scaled quotient can be as small as 2^-1076, so two factors could fall short of the true scale."""
-    _, nmant, bias = _exponent_layout(dtype)
+    a scaled term can be as small as 2^-1076, so two factors could fall short of the true scale."""
+    _, _, bias = _exponent_layout(dtype)
     factors = []
     for _ in range(3):
         part = exponent.clamp(1 - bias, bias)
         exponent = exponent - part
-        factors.append(((part + bias) << nmant).view(dtype))
+        factors.append(_power_of_two(part, dtype))
     return factors
+
+
+def _power_of_two(exponent: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """2^k for integer k, clamped to the normal exponents, built from its bits (exact)."""
+    _, nmant, bias = _exponent_layout(dtype)
+    return ((exponent.clamp(1 - bias, bias) + bias) << nmant).view(dtype)
 
 
 def _normalizing_scale(largest: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -155,7 +163,8 @@ def exp(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     """exp(re + i·im) as a pair: exp(re) · (cos im, sin im), with C99 Annex G's special values.
 
     exp(re) is taken as exp(re / 2)², multiplied in after cos and sin, so that a part stays finite where
-    exp(re) alone overflows (re up to twice the log of max). A zero imaginary part stays exactly that (exp(inf + 0i) = inf + 0i, not inf · sin 0 = nan);
+    exp(re) alone overflows (re up to twice the log of max). A zero imaginary part stays exactly that
+    (exp(inf + 0i) = inf + 0i, not inf · sin 0 = nan);
     exp(±inf + i·y) for y infinite or nan is (0, 0) or (inf, nan), not 0 · nan.
     """
     half = torch.exp(re * 0.5)  # exp(re) = half · half: exp(100) · sin(1e-45) stays finite, as in eager
