@@ -5,11 +5,14 @@ compiles them to kernels that differ by up to 1.4× on a memory-bound RoPE (benc
 form is chosen by the environment variable ``AOTCUDA_PAIR_MUL``, read each time a program is lowered
 (so one process can lower one program in every form, as ``benchmarks/rope.py --pair-mul`` does):
 
-- ``fold`` (default): a·(br, br) + flip(a, −1)·(−bi, bi). When b depends only on constants (parameters,
+- ``fold``: a·(br, br) + flip(a, −1)·(−bi, bi). When b depends only on constants (parameters,
   buffers the program does not write, lifted constants: the rotation table of every RoPE) through ops
   with static shapes, the two tables are computed once at lowering time and stored as program constants,
   so the kernel reads two ready tables instead of building them from b; otherwise the same as ``flip``.
-- ``flip``: a·br + flip(a, −1)·(−bi, bi), br broadcast as [..., 1], (−bi, bi) built in the kernel.
+- ``flip`` (default): a·br + flip(a, −1)·(−bi, bi), br broadcast as [..., 1], (−bi, bi) built in the
+  kernel. The default because ``fold`` measured no faster on the H200 (RoPE B=4, S=4096, H=32, D=128,
+  bf16, torch 2.11: fold 144.6 µs, flip 144.4, flip-cat 144.4, unbind 198.8, against a 134.1 µs copy;
+  benchmarks/results/rope-h200-torch2.11-pair-mul.json) while it stores the tables twice over.
 - ``flip-cat``: the same with (br, br) made by ``cat`` (the form measured first, NOTES.md).
 - ``unbind``: the textbook form, four real products of the unbound parts, then stack.
 
@@ -36,13 +39,13 @@ from aotcuda.passes.complex_to_real.boundary import boundary_of, record_boundary
 
 PAIR_MUL_VARIABLE = "AOTCUDA_PAIR_MUL"
 FORMS = ("fold", "flip", "flip-cat", "unbind")
-DEFAULT_FORM = "fold"
+DEFAULT_FORM = "flip"
 TABLE_KEY = "aotcuda_product_table"  # node meta: "re" for (br, br) / br, "im" for (−bi, bi)
 _FOLDED_PREFIX = "_aotcuda_product_table"
 
 
 def pair_mul_form() -> str:
-    """The form named by AOTCUDA_PAIR_MUL (default ``fold``). Raises ValueError naming the choices."""
+    """The form named by AOTCUDA_PAIR_MUL (default ``flip``). Raises ValueError naming the choices."""
     form = os.environ.get(PAIR_MUL_VARIABLE, "").strip() or DEFAULT_FORM
     if form not in FORMS:
         raise ValueError(f"{PAIR_MUL_VARIABLE}={form!r} is not a form of the complex product; "

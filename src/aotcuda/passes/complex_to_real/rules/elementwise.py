@@ -78,7 +78,7 @@ def product_tables(b: Pair, form: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def mul_pairs(a: Pair, b: Pair) -> Pair:
-    """(ar + i·ai)(br + i·bi) in the form AOTCUDA_PAIR_MUL names (product_tables.py; default ``fold``):
+    """(ar + i·ai)(br + i·bi) in the form AOTCUDA_PAIR_MUL names (product_tables.py; default ``flip``):
     a·(br, br) + flip(a)·(−bi, bi), b's tables folded into constants when b depends only on constants.
 
     The flip form compiles to one fused Inductor kernel reading each pair once (164 µs against 210 µs for
