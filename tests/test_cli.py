@@ -181,7 +181,7 @@ def failing_factory():
     """Raises what lower() raises for a missing kernel, with a note, to check how the CLI prints it."""
     error = MissingFallbackKernelsError(f"Method forward missing fallback kernels (1 total):\n  - {LONG_KERNEL}  <- m.py:3: "
                                         "y = op(x)\nRewrite those ops, or pass allow_fallbacks=True to ship the ATen kernels.")
-    error.add_note("No package was written: the failed build at /tmp/m.pt2 was removed.")
+    error.add_note("No package was written to /tmp/m.pt2.")
     raise error
 
 
@@ -191,7 +191,7 @@ def test_error_lines_are_not_wrapped_and_get_command_line_hints(runner, tmp_path
     lines = result.output.splitlines()
     assert lines[0] == "error: Method forward missing fallback kernels (1 total):"
     assert f"  - {LONG_KERNEL}  <- m.py:3: y = op(x)" in lines  # one line, longer than 80 columns
-    assert "No package was written: the failed build at /tmp/m.pt2 was removed." in lines
+    assert "No package was written to /tmp/m.pt2." in lines
     assert lines[-1] == "hint: on the command line, --allow-fallbacks keeps going with these kernels"
 
 

@@ -9,7 +9,7 @@ import torch
 
 import aotcuda
 from aotcuda.fallbacks import complex_value_nodes
-from aotcuda.lowering import STEPS, _removed_on_failure, decomposition_table, passes
+from aotcuda.lowering import STEPS, _written_on_success, decomposition_table, passes
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
@@ -101,7 +101,7 @@ def test_unrewritable_complex_program_raises_with_source_lines(tmp_path):
         aotcuda.lower(ComplexCumsum(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
     # the failed build is gone (it would look like a good one), and the error says no package was written
     assert not (tmp_path / "c.pt2").exists() and list(tmp_path.iterdir()) == []
-    assert caught.value.__notes__ == [f"No package was written: the failed build at {tmp_path / 'c.pt2'} was removed."]
+    assert caught.value.__notes__ == [f"No package was written to {tmp_path / 'c.pt2'}."]
     message = str(caught.value)
     header, *lines = message.splitlines()
     match = re.fullmatch(r"Method forward missing fallback kernels \((\d+) total\):", header)
@@ -165,23 +165,31 @@ def test_demo_block_on_cuda_in_bfloat16(tmp_path):
 
 # --- a failed lower() leaves no package behind ------------------------------------------------------------
 
-def test_failure_removes_only_the_file_it_wrote(tmp_path):
+def test_a_failed_build_leaves_no_file_and_keeps_an_earlier_build(tmp_path):
     written, folder = tmp_path / "new.pt2", tmp_path / "own"
     folder.mkdir()
     with pytest.raises(RuntimeError, match="compile failed") as caught:
-        with _removed_on_failure(str(written), str(folder)):
-            written.write_bytes(b"half a zip")
+        with _written_on_success(str(written), str(folder)) as building:
+            open(building, "wb").write(b"half a zip")
             raise RuntimeError("compile failed")
-    assert not written.exists() and not folder.exists()
-    assert "No package was written: the failed build at" in caught.value.__notes__[0]
+    assert not written.exists() and not folder.exists() and list(tmp_path.iterdir()) == []
+    assert caught.value.__notes__ == [f"No package was written to {written}."]
 
+    # an earlier good build survives a failed re-lower over it, however far the new build got
     earlier = tmp_path / "earlier.pt2"
     earlier.write_bytes(b"an earlier build")
-    with pytest.raises(KeyboardInterrupt) as caught:
-        with _removed_on_failure(str(earlier), None):
-            raise KeyboardInterrupt  # stopped before the compile wrote anything
-    assert earlier.read_bytes() == b"an earlier build"
-    assert caught.value.__notes__ == [f"No package was written: {earlier} is an earlier build, left as it was."]
+    for stop in (KeyboardInterrupt, RuntimeError):
+        with pytest.raises(stop) as caught:
+            with _written_on_success(str(earlier), None) as building:
+                if stop is RuntimeError:
+                    open(building, "wb").write(b"a build that fails its fallback-kernel check")
+                raise stop
+        assert earlier.read_bytes() == b"an earlier build" and list(tmp_path.iterdir()) == [earlier]
+        assert caught.value.__notes__ == [f"No package was written: {earlier} is an earlier build, left as it was."]
+
+    with _written_on_success(str(earlier), None) as building:
+        open(building, "wb").write(b"the new build")
+    assert earlier.read_bytes() == b"the new build" and list(tmp_path.iterdir()) == [earlier]
 
 
 # --- ops through AOTI's proxy executor (allow_fallbacks=True) ----------------------------------------------

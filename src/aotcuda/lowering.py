@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -203,16 +204,16 @@ def lower(
             ep = graph_pass(ep)
     refusal = next((p.refusal for p in pass_list if getattr(p, "refusal", None) is not None), None)
     path, own_folder = _package_path(package_path, model)
-    with _removed_on_failure(path, own_folder):
+    with _written_on_success(path, own_folder) as building:
         with step("compile"), _without_torch_pytree_warning():
-            _compile(ep, path, {**profile.inductor_configs, **(inductor_configs or {})})
+            _compile(ep, building, {**profile.inductor_configs, **(inductor_configs or {})})
         with step("check"):
-            missing, library = split_allowed(find_fallback_kernels(path, ep), profile.allowed_kernels)
+            missing, library = split_allowed(find_fallback_kernels(building, ep), profile.allowed_kernels)
             if missing and not allow_fallbacks:
                 error = MissingFallbackKernelsError(missing_kernels_message("forward", missing, refusal))
                 error.kernels, error.refusal = missing, refusal
                 raise error
-            proxy_ops = proxy_executor_ops(path)
+            proxy_ops = proxy_executor_ops(building)
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops)
@@ -249,35 +250,29 @@ def _proxy_executor_warning(path: str, ops: list[str]) -> str:
 
 
 @contextlib.contextmanager
-def _removed_on_failure(path: str, own_folder: str | None):
-    """On any error in the block, remove the package file the block wrote (a failed build must not look
-    like a good one) and say so in a note on the error; a file that was there before and that the block
-    did not touch stays, and the note says it is an earlier build."""
-    before = _file_state(path)
+def _written_on_success(path: str, own_folder: str | None):
+    """Yield a path beside ``path`` to build the package at; move it to ``path`` when the block succeeds.
+
+    On any error the partial build is removed and ``path`` is as it was: a failed build must not look like
+    a good one, and must not destroy an earlier good one (re-lowering over a working package without
+    ``allow_fallbacks`` used to remove it). A note on the error says which case it was.
+    """
+    folder, name = os.path.split(os.path.abspath(path))
+    building = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial.pt2")  # AOTI wants .pt2
     try:
-        yield
+        yield building
+        os.replace(building, path)
     except BaseException as exc:
-        after = _file_state(path)
-        if after is not None and after != before:
-            os.remove(path)
-            note = f"No package was written: the failed build at {path} was removed."
-        elif after is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(building)
+        if own_folder is not None:
+            shutil.rmtree(own_folder, ignore_errors=True)
+        if os.path.exists(path):
             note = f"No package was written: {path} is an earlier build, left as it was."
         else:
             note = f"No package was written to {path}."
-        if own_folder is not None:
-            shutil.rmtree(own_folder, ignore_errors=True)
         exc.add_note(note)
         raise
-
-
-def _file_state(path: str) -> tuple | None:
-    """What tells a file apart from the one that was there before: (inode, size, mtime), or None."""
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _make_outputs_serializable(ep: ExportedProgram) -> None:
