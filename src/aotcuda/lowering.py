@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -239,7 +240,29 @@ def constraint_violation_message(text: str) -> str:
         kept.append(line.split(" For more information")[0].rstrip())
     while kept and not kept[-1].strip():
         kept.pop()
-    return "\n".join(kept) + "\nAdjust dynamic_shapes (or the CLI's --dynamic) as suggested, or change the model."
+    text_kept = "\n".join(kept)
+    advice = []
+    divisor = _size_divisor(text_kept)
+    if divisor is not None:
+        advice.append(f"The model needs this size to be a multiple of {divisor} (a guard divides it by {divisor}): "
+                      f"export it as {divisor} * torch.export.Dim(...), e.g. dynamic_shapes={{'audio': {{1: {divisor} * "
+                      f"torch.export.Dim('frames', min=..., max=...)}}}} (on the CLI: --dynamic NAME:DIM:MIN:MAX:"
+                      f"frames*{divisor}).")
+    if "Suggested fixes" in text_kept:
+        advice.append("Adjust dynamic_shapes (or the CLI's --dynamic) as suggested, or change the model.")
+    elif divisor is None:
+        advice.append("Narrow or change the dynamic_shapes ranges (or the CLI's --dynamic) so that the guard above "
+                      "holds over them, or change the model.")
+    return "\n".join([text_kept, *advice])
+
+
+_SIZE_DIVIDED = re.compile(r"\.size\(\)\[\d+\]\s*(?://|%)\s*(\d+)")
+
+
+def _size_divisor(text: str) -> int | None:
+    """N where a violated guard divides an input size by N (``L['audio'].size()[1] // 160``), else None."""
+    divisors = {int(n) for n in _SIZE_DIVIDED.findall(text) if int(n) > 1}
+    return max(divisors) if divisors else None
 
 
 def _proxy_executor_warning(path: str, ops: list[str]) -> str:
