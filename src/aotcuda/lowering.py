@@ -33,6 +33,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.errors import DeviceError, DynamicShapesError, MissingFallbackKernelsError
 from aotcuda.export_hints import export_hints
+from aotcuda.exported_signature import signature_from_exported_program
 from aotcuda.fallbacks import (
     LIBRARY_KERNELS,
     ONEDNN_KERNELS,
@@ -41,6 +42,7 @@ from aotcuda.fallbacks import (
     missing_kernels_message,
     split_allowed,
 )
+from aotcuda.package_format import write_signature
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
@@ -360,8 +362,6 @@ def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:
 
 
 def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
-    from aotcuda.runtime.package import signature_from_exported_program, write_signature
-
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
     with torch.no_grad():
