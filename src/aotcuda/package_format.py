@@ -57,6 +57,11 @@ from aotcuda.errors import PackageError
 SIGNATURE_ENTRY = "aotcuda/signature.json"
 SIGNATURE_FORMAT, SIGNATURE_VERSION = "aotcuda.signature", 1
 
+# The real dtype of each complex dtype's pair (ReplaceComplexWithRealPass: a complex tensor of shape S is a
+# real tensor of shape S + [2]), by torch dtype name as TensorSpec writes them. The one table: the pass
+# reads it as torch dtypes (passes/complex_to_real/pair.py), the runtime by name (runtime/complex_adapter.py).
+REAL_OF_COMPLEX = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
+
 
 def archive_root(names: list[str]) -> str:
     """The top folder every entry shares ("twice/"), or "" for old archives without one."""

@@ -40,7 +40,7 @@ from aotcuda.passes.complex_to_real.scan import (
     holds_complex,
     program_has_complex,
     scan,
-    source_line,
+    source_location,
 )
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
 from aotcuda.passes.complex_to_real.symbols import track_symbols
@@ -144,7 +144,7 @@ class _PairInterpreter(torch.fx.Interpreter):
         except RuleFailed:
             raise
         except Exception as error:  # e.g. a graph whose metadata disagrees with its values: refuse, whole
-            raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+            raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
                                      f"running it on the rewritten values failed: {type(error).__name__}: "
                                      f"{str(error).splitlines()[0] if str(error) else ''}")) from error
 
@@ -158,11 +158,11 @@ class _PairInterpreter(torch.fx.Interpreter):
                 result = rule.fn(n.meta.get("val"), *args, **kwargs)
                 result = as_laid_out_in_eager(result, n.meta.get("val"))  # what follows may read strides
             except Exception as error:  # a bug or an unforeseen argument: refuse, never half-rewrite
-                raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+                raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
                                          f"its rule failed: {type(error).__name__}: {error}")) from error
         misplaced = misplaced_device(result, n.meta.get("val"))
         if misplaced:
-            raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+            raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
                                      f"its rule put a result on {misplaced}"))
         return self._original_if_same(result, n.meta.get("val"))
 

@@ -71,8 +71,9 @@ def _is_user_frame(filename: str) -> bool:
     return not filename.startswith("<") and f"{os.sep}torch{os.sep}" not in filename
 
 
-def source_line(node: torch.fx.Node) -> str:
-    """The user's source line that produced the node: the innermost user frame of its stack trace, or ""."""
+def source_location(node: torch.fx.Node) -> str:
+    """Where in the user's source the node comes from, "file:line in function: code": the innermost user
+    frame of its stack trace, or "" (what a refusal names; fallbacks.relative_source_line is the kernel list's)."""
     lines = (node.meta.get("stack_trace") or "").rstrip().splitlines()
     frames = [(i, m) for i, line in enumerate(lines) if (m := _FRAME.search(line))]
     user_frames = [f for f in frames if _is_user_frame(f[1]["file"])] or frames
@@ -89,7 +90,7 @@ def _call_nodes(graph: torch.fx.Graph) -> list[torch.fx.Node]:
 
 
 def _refuse(node: torch.fx.Node, reason: str, op: str | None = None) -> Refusal:
-    return Refusal(op or _describe_op(node), node.name, source_line(node), reason)
+    return Refusal(op or _describe_op(node), node.name, source_location(node), reason)
 
 
 def _describe_op(node: torch.fx.Node) -> str:
