@@ -11,7 +11,7 @@ import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, copy_in_memory_format, real_as_pair, real_dtype
 from aotcuda.passes.complex_to_real.registry import register
-from aotcuda.passes.complex_to_real.rules.elementwise import conj
+from aotcuda.passes.complex_to_real.pair_algebra import conj
 
 aten = torch.ops.aten
 prims = torch.ops.prims

@@ -12,7 +12,7 @@ import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_shape, real_dtype, scalar_pair
 from aotcuda.passes.complex_to_real.registry import register
-from aotcuda.passes.complex_to_real.rules.elementwise import polar_pair, result_dtype
+from aotcuda.passes.complex_to_real.pair_algebra import polar_pair, result_dtype
 
 aten = torch.ops.aten
 

@@ -6,7 +6,7 @@ import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dims
 from aotcuda.passes.complex_to_real.registry import register
-from aotcuda.passes.complex_to_real.rules.elementwise import result_dtype
+from aotcuda.passes.complex_to_real.pair_algebra import result_dtype
 
 aten = torch.ops.aten
 
