@@ -27,6 +27,7 @@ from torch.fx.experimental.proxy_tensor import (
 from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
+from aotcuda.passes.complex_to_real.half import in_float32
 from aotcuda.passes.complex_to_real.layout import as_laid_out_in_eager
 from aotcuda.passes.complex_to_real.pair import Pair, real_as_pair, real_dtype, same_size, shared_constants
 from aotcuda.passes.complex_to_real.placement import constant_devices
@@ -133,6 +134,8 @@ class _PairInterpreter(torch.fx.Interpreter):
             return self._original_if_same(value, n.meta.get("val"))
         rule = self.plan.rules.get(n)
         if rule is not None:
+            if n in self.plan.in_float32:
+                rule = in_float32(rule)
             args, kwargs = self.fetch_args_kwargs_from_env(n)
             return self.results.reuse_or_run(n.target, args, kwargs, lambda: self._run_rule(n, rule, args, kwargs))
         if n.op == "call_function" and self._inputs_unchanged(n):

@@ -16,7 +16,7 @@ import torch
 from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
-from aotcuda.passes.complex_to_real.half import rule_for_node
+from aotcuda.passes.complex_to_real.half import runs_in_float32
 from aotcuda.passes.complex_to_real.registry import Rule, op_name, rule_for
 
 
@@ -36,9 +36,11 @@ class Refusal:
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """What to rewrite: the rule of every call_function node that reads or writes a complex value."""
+    """What to rewrite: the rule of every call_function node that reads or writes a complex value, and the
+    nodes whose rule runs in float32 (complex32 values: half.py), applied by the rewrite."""
 
     rules: dict[torch.fx.Node, Rule]
+    in_float32: frozenset[torch.fx.Node] = frozenset()
 
 
 def holds_complex(value: object) -> bool:
@@ -177,6 +179,7 @@ def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:
         if refusal is not None:
             return refusal
     rules: dict[torch.fx.Node, Rule] = {}
+    in_float32 = set()
     for node in _call_nodes_deep(ep.graph_module):
         if node.target in PASS_THROUGH or not _reads_or_writes_complex(node):
             continue
@@ -186,5 +189,7 @@ def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:
         reason = rule.refuses(node) if rule.refuses else None
         if reason:
             return _refuse(node, reason)
-        rules[node] = rule_for_node(node, rule)  # complex32: in float32, as eager
-    return Plan(rules)
+        rules[node] = rule
+        if runs_in_float32(node, rule):  # complex32: in float32, as eager
+            in_float32.add(node)
+    return Plan(rules, frozenset(in_float32))

@@ -29,14 +29,14 @@ aten = torch.ops.aten
 # ---- arithmetic ---------------------------------------------------------------------------------------
 
 
-@register(aten.mul.Tensor, aten.mul.Scalar)
+@register(aten.mul.Tensor, aten.mul.Scalar, computes=True)
 def mul(out, a, b):
     """Complex product; complex × real and × Python scalars broadcast the real operand."""
     dtype = result_dtype(out)
     return multiply(cast(a, dtype), cast(b, dtype), dtype)
 
 
-@register(aten.add.Tensor, aten.add.Scalar)
+@register(aten.add.Tensor, aten.add.Scalar, computes=True)
 def add(out, a, b, alpha=1):
     """a + alpha·b; a real operand or scalar adds to the real part only."""
     dtype = result_dtype(out)
@@ -47,25 +47,25 @@ def add(out, a, b, alpha=1):
     return Pair(as_addend(a, dtype, device) + as_addend(b, dtype, device))
 
 
-@register(aten.sub.Tensor, aten.sub.Scalar)
+@register(aten.sub.Tensor, aten.sub.Scalar, computes=True)
 def sub(out, a, b, alpha=1):
     """a − alpha·b."""
     return add(out, a, b, alpha=-alpha)
 
 
-@register(aten.rsub.Tensor, aten.rsub.Scalar)
+@register(aten.rsub.Tensor, aten.rsub.Scalar, computes=True)
 def rsub(out, a, b, alpha=1):
     """b − alpha·a."""
     return add(out, b, a, alpha=-alpha)
 
 
-@register(aten.neg.default)
+@register(aten.neg.default, computes=True)
 def neg(out, a):
     """−a."""
     return Pair(-a.t)
 
 
-@register(aten.div.Tensor, aten.div.Scalar)
+@register(aten.div.Tensor, aten.div.Scalar, computes=True)
 def div(out, a, b):
     """a / b by Smith's method, as eager (no |b|², so no overflow); a real divisor divides both parts."""
     dtype = result_dtype(out)
@@ -81,7 +81,7 @@ def div(out, a, b):
     return multiply(a, 1 / b, dtype)
 
 
-@register(aten.reciprocal.default)
+@register(aten.reciprocal.default, computes=True)
 def reciprocal(out, a):
     """1 / a by Smith's method, as eager divides."""
     return Pair(pair_math.divide(scalar_pair(1, 0, a.dtype, a.t.device), a.t))
@@ -90,31 +90,31 @@ def reciprocal(out, a):
 # ---- complex functions ----------------------------------------------------------------------------------
 
 
-@register(aten.abs.default)
+@register(aten.abs.default, computes=True)
 def abs_(out, a):
     """|a| = hypot(re, im), a real tensor."""
     return magnitude(a)
 
 
-@register(aten.angle.default)
+@register(aten.angle.default, computes=True)
 def angle(out, a):
     """atan2(im, re), a real tensor."""
     return torch.atan2(a.im, a.re)
 
 
-@register(aten.exp.default)
+@register(aten.exp.default, computes=True)
 def exp(out, a):
     """exp(re) · (cos im, sin im), with C99's special values (see pair_math.exp)."""
     return Pair(pair_math.exp(a.re, a.im))
 
 
-@register(aten.log.default)
+@register(aten.log.default, computes=True)
 def log(out, a):
     """(log |a|, angle a), log |a| accurate near |a| = 1 and at denormals (see pair_math.log_abs)."""
     return log_pair(a)
 
 
-@register(aten.sqrt.default)
+@register(aten.sqrt.default, computes=True)
 def sqrt(out, a):
     """Principal square root by the stable formula, scaled near max and at denormals (pair_math.sqrt)."""
     return Pair(pair_math.sqrt(a.re, a.im))
@@ -127,7 +127,7 @@ def _complex_exponent(node: torch.fx.Node) -> str | None:
     return None
 
 
-@register(aten.pow.Tensor_Scalar, refuses=_complex_exponent)
+@register(aten.pow.Tensor_Scalar, refuses=_complex_exponent, computes=True)
 def pow_(out, a, exponent):
     """a ** p for a real scalar p as eager: its special exponents (0, 1, 2, 3, ±0.5, −1, −2), else cpow.
 
@@ -148,7 +148,7 @@ def pow_(out, a, exponent):
     return Pair(pair_math.exp(log_a.re * p, log_a.im * p + log_a.re * 0))
 
 
-@register(aten.sgn.default)
+@register(aten.sgn.default, computes=True)
 def sgn(out, a):
     """a / |a|, and 0 where a is 0."""
     r = unsqueeze_real(magnitude(a))
@@ -158,7 +158,7 @@ def sgn(out, a):
 # ---- selection, copies, aliases ----------------------------------------------------------------------------
 
 
-@register(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+@register(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar, computes=True)
 def where(out, condition, a, b):
     """where(condition, a, b) with the condition broadcast over both parts."""
     dtype = result_dtype(out)
@@ -166,7 +166,7 @@ def where(out, condition, a, b):
     return Pair(torch.where(unsqueeze_real(condition), a, b))
 
 
-@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor, computes=True)
 def masked_fill(out, a, mask, value):
     """value where mask is set, a elsewhere."""
     dtype = result_dtype(out)
@@ -174,20 +174,20 @@ def masked_fill(out, a, mask, value):
     return Pair(torch.where(unsqueeze_real(mask), fill, a.t))
 
 
-@register(aten.clone.default)
+@register(aten.clone.default, computes=True)
 def clone(out, a, memory_format=None):
     """A copy of the pair, in the memory format asked for (see pair.copy_in_memory_format)."""
     return Pair(copy_in_memory_format(a.t, memory_format))
 
 
 @register(aten.alias.default, aten.detach.default, aten.lift_fresh.default, aten.resolve_conj.default,
-          aten.resolve_neg.default)
+          aten.resolve_neg.default, computes=True)
 def alias(out, a):
     """No-op on the pair (conjugation is applied eagerly by the conj rules, so resolving is a no-op too)."""
     return a
 
 
-@register(aten.lift_fresh_copy.default)
+@register(aten.lift_fresh_copy.default, computes=True)
 def lift_fresh_copy(out, a):
     """A copy of the pair."""
     return Pair(torch.clone(a.t))
