@@ -15,9 +15,9 @@ import math
 from collections.abc import Sequence
 
 import torch
-from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 from aotcuda.package_format import REAL_OF_COMPLEX
+from aotcuda.passes.complex_to_real.torch_internals import get_proxy_mode
 
 # The pair dtype of each complex dtype, from the package contract's table (one table for the pass and the runtime).
 _PAIR_DTYPE = {getattr(torch, complex_name): getattr(torch, real_name)

@@ -13,17 +13,12 @@ inputs of the same metadata copies the first result's metadata instead of a fake
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
 import torch.fx.traceback as fx_traceback
 from torch.export.graph_signature import CustomObjArgument, InputKind, OutputKind
-from torch.fx.experimental.proxy_tensor import (
-    get_proxy_mode,
-    get_proxy_slot,
-    make_fx,
-    track_tensor,
-)
 from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
@@ -45,6 +40,13 @@ from aotcuda.passes.complex_to_real.scan import (
 )
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
 from aotcuda.passes.complex_to_real.symbols import track_symbols
+from aotcuda.passes.complex_to_real.torch_internals import (
+    get_proxy_mode,
+    get_proxy_slot,
+    make_fx,
+    speedups_default,
+    track_tensor,
+)
 
 logger = logging.getLogger("aotcuda")
 
@@ -58,6 +60,9 @@ class ReplaceComplexWithRealPass:
 
     Args:
         strict: raise instead of logging when the program cannot be rewritten.
+        speedups: replay repeated ops' metadata and copy unchanged nodes (the two uses of torch internals
+            that only save time, see torch_internals.py); False traces every node, for the same graph.
+            Default: on, unless AOTCUDA_PASS_SPEEDUPS=0.
 
     Calling the pass returns a new ExportedProgram and leaves its argument unchanged. A program with no
     complex value is returned as it is. A program with an op the pass cannot rewrite (no rule, or one of
@@ -69,8 +74,9 @@ class ReplaceComplexWithRealPass:
         UnsupportedComplexOpError: with strict=True, for a program that cannot be rewritten.
     """
 
-    def __init__(self, strict: bool = False):
+    def __init__(self, strict: bool = False, speedups: bool | None = None):
         self.strict = strict
+        self.speedups = speedups_default() if speedups is None else speedups
         self.refusal: Refusal | None = None  # why the last call left its program as it was, if it did
 
     def __call__(self, ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
@@ -80,7 +86,7 @@ class ReplaceComplexWithRealPass:
         decision = scan(ep)
         if isinstance(decision, Plan):
             try:
-                return rewrite(ep, decision)
+                return rewrite(ep, decision, self.speedups)
             except RuleFailed as failure:
                 decision = failure.refusal
         if isinstance(decision, Refusal):
@@ -107,21 +113,23 @@ class _PairInterpreter(torch.fx.Interpreter):
     with symbolic shapes costs about a millisecond, and most nodes of a model are such nodes.
     """
 
-    def __init__(self, gm: torch.fx.GraphModule, plan: Plan, complex_placeholders: set[str]):
+    def __init__(self, gm: torch.fx.GraphModule, plan: Plan, complex_placeholders: set[str], speedups: bool = True):
         super().__init__(gm, garbage_collect_values=True)
         self.extra_traceback = False  # keep RuleFailed as it is raised
         self.plan = plan
         self.complex_placeholders = complex_placeholders
         self.tracer = get_proxy_mode().tracer
         self.results = RuleResults()  # repeated rule calls reuse the first result (see reuse.py)
-        self.replay = ReplayMode()  # repeated ops skip their fake-tensor metadata (see replay.py)
+        self.speedups = speedups  # replay and copying unchanged nodes (see torch_internals.py)
+        self.replay = ReplayMode() if speedups else None  # repeated ops skip fake-tensor metadata (replay.py)
 
     def run(self, *args):
-        with self.replay:
+        with self.replay if self.replay is not None else contextlib.nullcontext():
             return super().run(*args)
 
     def run_node(self, n: torch.fx.Node):
-        if isinstance(n.target, torch._ops.HigherOrderOperator):  # they refuse user dispatch modes
+        # Higher-order ops refuse user dispatch modes: they run with the replay mode suspended.
+        if self.replay is not None and isinstance(n.target, torch._ops.HigherOrderOperator):
             with suspended(self.replay):
                 return self._run_node(n)
         return self._run_node(n)
@@ -138,7 +146,7 @@ class _PairInterpreter(torch.fx.Interpreter):
                 rule = in_float32(rule)
             args, kwargs = self.fetch_args_kwargs_from_env(n)
             return self.results.reuse_or_run(n.target, args, kwargs, lambda: self._run_rule(n, rule, args, kwargs))
-        if n.op == "call_function" and self._inputs_unchanged(n):
+        if n.op == "call_function" and self.speedups and self._inputs_unchanged(n):
             return self._copy_unchanged(n)
         if n.op != "call_function":
             return super().run_node(n)
@@ -171,7 +179,7 @@ class _PairInterpreter(torch.fx.Interpreter):
 
     def _run_subgraph(self, gm: torch.fx.GraphModule, complex_placeholders: set[str], *args) -> tuple:
         """Run a higher-order op's subgraph with the same plan, in whichever trace is current (its own)."""
-        return type(self)(gm, self.plan, complex_placeholders).run(*args)
+        return type(self)(gm, self.plan, complex_placeholders, self.speedups).run(*args)
 
     def _inputs_unchanged(self, n: torch.fx.Node) -> bool:
         """True if n returns one tensor and every input value is the original one (so is its result)."""
@@ -206,7 +214,7 @@ class _PairInterpreter(torch.fx.Interpreter):
         result matches the original node's value in dtype, shape, strides and offset, the nodes after it
         can be copied unchanged (`_copy_unchanged`) instead of being run again.
         """
-        if not (isinstance(result, torch.Tensor) and isinstance(original, torch.Tensor)
+        if not (self.speedups and isinstance(result, torch.Tensor) and isinstance(original, torch.Tensor)
                 and same_metadata(result, original)):
             return result
         track_tensor(original, get_proxy_slot(result, self.tracer).proxy, constant=None, tracer=self.tracer)
@@ -286,8 +294,9 @@ def _traced_input(value):
     return value
 
 
-def rewrite(ep: torch.export.ExportedProgram, plan: Plan) -> torch.export.ExportedProgram:
-    """Trace the program through the rules into a new graph and rebuild the ExportedProgram around it."""
+def rewrite(ep: torch.export.ExportedProgram, plan: Plan, speedups: bool = True) -> torch.export.ExportedProgram:
+    """Trace the program through the rules into a new graph and rebuild the ExportedProgram around it
+    (`speedups`: see ReplaceComplexWithRealPass)."""
     placeholders = list(ep.graph.find_nodes(op="placeholder"))
     complex_placeholders = {p.name for p in placeholders if holds_complex(p.meta.get("val"))}
     devices = constant_devices(ep, complex_placeholders)
@@ -297,7 +306,7 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan) -> torch.export.Export
     written = mutation_targets(ep)
 
     def run(*args):
-        outputs = _PairInterpreter(ep.graph_module, plan, complex_placeholders).run(*args)
+        outputs = _PairInterpreter(ep.graph_module, plan, complex_placeholders, speedups).run(*args)
         outputs = [as_written_into(o, written[i] in complex_placeholders) if written[i] else o
                    for i, o in enumerate(outputs)]
         return [o.t if isinstance(o, Pair) else o for o in outputs]  # complex outputs leave as pairs
