@@ -304,3 +304,30 @@ def test_a_violated_dynamic_range_says_why_and_the_fix_under_the_users_dim_name(
     assert "Suggested fixes:" in message and "seq = Dim('seq', max=256)" in message, message
     assert re.search(r"Not all values of seq = L\['x'\]\.size\(\)\[1\] in the specified range (2 <= )?seq <= 512", message)
     assert "The error above occurred" not in message and not (tmp_path / "t.pt2").exists()
+
+
+# --- what the passes did (issue 17 item 5) -------------------------------------------------------------
+
+def test_lowered_program_says_what_each_pass_did(demo):
+    lowered, _, _ = demo
+    names = [r.name for r in lowered.pass_results]
+    assert names == ["ReplaceViewCopyWithViewPass", "ReplaceComplexWithRealPass"]
+    complex_pass = lowered.pass_results[1]
+    assert complex_pass.changed and complex_pass.refusal is None and complex_pass.counts["rewritten nodes"] > 0
+    assert complex_pass.summary().startswith("ReplaceComplexWithRealPass: changed (rewritten nodes ")
+
+
+def test_an_error_after_the_passes_carries_their_results(tmp_path, monkeypatch):
+    """Without a compile: the compile step fails on purpose; the error says what the passes did."""
+    import aotcuda.lowering
+
+    def failing_compile(ep, path, configs):
+        raise RuntimeError("compile failed on purpose")
+
+    monkeypatch.setattr(aotcuda.lowering, "_compile", failing_compile)
+    with pytest.raises(RuntimeError, match="on purpose") as caught:
+        aotcuda.lower(ComplexCumsum(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
+    views, complex_pass = caught.value.pass_results
+    assert views.name == "ReplaceViewCopyWithViewPass" and not complex_pass.changed
+    assert complex_pass.refusal.op == "aten.cumsum.default"
+    assert "refused aten.cumsum.default" in complex_pass.summary()

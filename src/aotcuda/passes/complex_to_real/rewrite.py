@@ -47,6 +47,7 @@ from aotcuda.passes.complex_to_real.torch_internals import (
     speedups_default,
     track_tensor,
 )
+from aotcuda.passes.result import PassResult
 
 logger = logging.getLogger("aotcuda")
 
@@ -68,7 +69,8 @@ class ReplaceComplexWithRealPass:
     complex value is returned as it is. A program with an op the pass cannot rewrite (no rule, or one of
     the cases refused in scan.REFUSAL_CHECKS) is returned as it is, after one line on the "aotcuda"
     logger naming the op and the user's source line; `refusal` then holds it (op, node, source, reason)
-    until the next call (lower() puts it in its error).
+    until the next call (lower() puts it in its error). `result` (a PassResult) says what the last call
+    did: changed, the counts of rewritten nodes and of nodes computed in float32 (complex32), the refusal.
 
     Raises:
         UnsupportedComplexOpError: with strict=True, for a program that cannot be rewritten.
@@ -78,19 +80,26 @@ class ReplaceComplexWithRealPass:
         self.strict = strict
         self.speedups = speedups_default() if speedups is None else speedups
         self.refusal: Refusal | None = None  # why the last call left its program as it was, if it did
+        self.result = PassResult(type(self).__name__)
 
     def __call__(self, ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
         self.refusal = None
+        self.result = PassResult(type(self).__name__)
         if not program_has_complex(ep):
             return ep
         decision = scan(ep)
         if isinstance(decision, Plan):
             try:
-                return rewrite(ep, decision, self.speedups)
+                rewritten = rewrite(ep, decision, self.speedups)
             except RuleFailed as failure:
                 decision = failure.refusal
+            else:
+                self.result = PassResult(type(self).__name__, changed=True, counts={
+                    "rewritten nodes": len(decision.rules), "in float32": len(decision.in_float32)})
+                return rewritten
         if isinstance(decision, Refusal):
             self.refusal = decision
+            self.result = PassResult(type(self).__name__, refusal=decision)
             if self.strict:
                 raise UnsupportedComplexOpError(decision.op, decision.node, decision.source, decision.reason)
             logger.warning(decision.log_line())
