@@ -334,3 +334,30 @@ def test_a_size_that_must_be_a_multiple_gets_the_multiple_as_the_fix(tmp_path):
     assert "multiple of 160" in message and "160 * torch.export.Dim(" in message and "frames*160" in message, message
     if "Suggested fixes" not in message:
         assert "as suggested" not in message
+
+
+# --- what the passes did (issue 17 item 5) -------------------------------------------------------------
+
+def test_lowered_program_says_what_each_pass_did(demo):
+    lowered, _, _ = demo
+    names = [r.name for r in lowered.pass_results]
+    assert names == ["ReplaceViewCopyWithViewPass", "ReplaceComplexWithRealPass", "FoldConstantProductTablesPass"]
+    complex_pass = lowered.pass_results[1]
+    assert complex_pass.changed and complex_pass.refusal is None and complex_pass.counts["rewritten nodes"] > 0
+    assert complex_pass.summary().startswith("ReplaceComplexWithRealPass: changed (rewritten nodes ")
+
+
+def test_an_error_after_the_passes_carries_their_results(tmp_path, monkeypatch):
+    """Without a compile: the compile step fails on purpose; the error says what the passes did."""
+    import aotcuda.lowering
+
+    def failing_compile(ep, path, configs):
+        raise RuntimeError("compile failed on purpose")
+
+    monkeypatch.setattr(aotcuda.lowering, "_compile", failing_compile)
+    with pytest.raises(RuntimeError, match="on purpose") as caught:
+        aotcuda.lower(ComplexCumsum(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
+    views, complex_pass, _ = caught.value.pass_results
+    assert views.name == "ReplaceViewCopyWithViewPass" and not complex_pass.changed
+    assert complex_pass.refusal.op == "aten.cumsum.default"
+    assert "refused aten.cumsum.default" in complex_pass.summary()

@@ -36,6 +36,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.errors import DeviceError, DynamicShapesError, MissingFallbackKernelsError
 from aotcuda.export_hints import export_hints
+from aotcuda.exported_signature import signature_from_exported_program
 from aotcuda.fallbacks import (
     LIBRARY_KERNELS,
     ONEDNN_KERNELS,
@@ -45,8 +46,10 @@ from aotcuda.fallbacks import (
     split_allowed,
 )
 from aotcuda.inductor_workarounds import inductor_workarounds
+from aotcuda.package_format import write_signature
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
+from aotcuda.passes.result import PassResult
 from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
 from aotcuda.window_decompositions import WINDOW_DECOMPOSITIONS
@@ -119,6 +122,8 @@ class LoweredProgram:
     proxy_executor_ops: ops the package runs through AOTI's proxy executor (ops with no C shim, e.g.
         "aten::tanh" on complex values, and custom ops; only with allow_fallbacks=True). aotcuda's runtime
         has no proxy executor, so such a package runs only in torch's loader: see runs_in_aotcuda_runtime.
+    pass_results: what each pass did, in passes() order (aotcuda.passes.result.PassResult: changed,
+        counts, refusal).
     """
 
     package_path: str
@@ -128,6 +133,7 @@ class LoweredProgram:
     step_times: dict[str, float]
     exported_program: ExportedProgram
     proxy_executor_ops: list[str] = field(default_factory=list)
+    pass_results: list[PassResult] = field(default_factory=list)
 
     @property
     def runs_in_aotcuda_runtime(self) -> bool:
@@ -175,7 +181,8 @@ def lower(
         MissingFallbackKernelsError: the generated code calls kernels outside the allow-list and
             allow_fallbacks is False. The message lists each kernel with the user's source line and,
             when ReplaceComplexWithRealPass refused the program, the refused op, its source line and why
-            (also as ``error.refusal``, else None).
+            (also as ``error.refusal``, else None). Like any error after the passes, it carries
+            ``error.pass_results``.
         DynamicShapesError (a ValueError): the model does not hold over the dynamic_shapes ranges; the
             message has torch's reasons and suggested fixes, under the caller's Dim names.
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
@@ -204,8 +211,9 @@ def lower(
         for graph_pass in pass_list:
             ep = graph_pass(ep)
     refusal = next((p.refusal for p in pass_list if getattr(p, "refusal", None) is not None), None)
+    pass_results = [p.result for p in pass_list]
     path, own_folder = _package_path(package_path, model)
-    with _written_on_success(path, own_folder) as building:
+    with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
         with step("compile"), _without_torch_pytree_warning():
             _compile(ep, building, {**profile.inductor_configs, **(inductor_configs or {})})
         with step("check"):
@@ -217,7 +225,18 @@ def lower(
             proxy_ops = proxy_executor_ops(building)
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
-    return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops)
+    return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)
+
+
+@contextlib.contextmanager
+def _with_pass_results(results: list[PassResult]):
+    """An error after the passes carries what they did: ``error.pass_results`` (PassResult.summary()
+    gives each a line)."""
+    try:
+        yield
+    except Exception as exc:
+        exc.pass_results = results
+        raise
 
 
 def _export(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
@@ -393,8 +412,6 @@ def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:
 
 
 def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
-    from aotcuda.runtime.package import signature_from_exported_program, write_signature
-
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
     with torch.no_grad(), inductor_workarounds():  # Inductor bugs lower() works around (inductor_workarounds.py)

@@ -2,7 +2,7 @@
 
 The generated code of an AOTI package trusts its inputs: a wrong dtype, rank or size reads memory
 wrongly or crashes. So every call is checked here against the package's signature (see
-``aotcuda.runtime.package``): count, type, layout, dtype, device, rank, static sizes, symbolic sizes within
+``aotcuda.package_format``): count, type, layout, dtype, device, rank, static sizes, symbolic sizes within
 their exported range, and sizes that share one symbol being equal. Every error names the input and the fix.
 
 The generated code also reads each input through its raw data pointer with the strides of the exported

@@ -49,7 +49,7 @@ from aotcuda.runtime.checks import (
     check_mutated_inputs,
     write_back,
 )
-from aotcuda.runtime.complex_boundary import split_signature
+from aotcuda.runtime.complex_adapter import split_signature
 from aotcuda.runtime.container import (
     ModelContainer,
     OutputStealer,
@@ -140,7 +140,7 @@ class Program:
     input/output, or None when the package has no aotcuda signature), ``input_names``, ``output_names``,
     ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``. Complex inputs and outputs of the user's program
     (real pairs in the package) are passed and returned as complex tensors, and their specs say so
-    (``aotcuda.runtime.complex_boundary``).
+    (``aotcuda.runtime.complex_adapter``).
     """
 
     def __init__(self, package: ExtractedPackage, *, device=None, cuda_graphs: bool = False):
