@@ -33,6 +33,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.errors import DeviceError, DynamicShapesError, MissingFallbackKernelsError
 from aotcuda.export_hints import export_hints
+from aotcuda.inductor_backports import backports
 from aotcuda.fallbacks import (
     LIBRARY_KERNELS,
     ONEDNN_KERNELS,
@@ -364,6 +365,6 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
 
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
-    with torch.no_grad():
+    with torch.no_grad(), backports():  # fixes of later torches this one lacks (inductor_backports.py)
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
     write_signature(path, signature_from_exported_program(ep))
