@@ -31,8 +31,9 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import DeviceError, DynamicShapesError, MissingFallbackKernelsError
+from aotcuda.errors import DeviceError, MissingFallbackKernelsError
 from aotcuda.export_hints import export_hints
+from aotcuda.exporting import export_program as _export
 from aotcuda.inductor_backports import backports
 from aotcuda.fallbacks import (
     LIBRARY_KERNELS,
@@ -161,7 +162,8 @@ def lower(
             when ReplaceComplexWithRealPass refused the program, the refused op, its source line and why
             (also as ``error.refusal``, else None).
         DynamicShapesError (a ValueError): the model does not hold over the dynamic_shapes ranges; the
-            message has torch's reasons and suggested fixes, under the caller's Dim names.
+            message has torch's reasons and suggested fixes, under the caller's Dim names. (A guard torch
+            cannot prove is first checked by aotcuda over the ranges: aotcuda.exporting.)
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
             lower for, or CUDA asked for where there is none.
 
@@ -202,29 +204,6 @@ def lower(
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops)
-
-
-def _export(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
-    """torch.export.export(strict=False); a violated dynamic-shape constraint becomes a DynamicShapesError
-    that keeps torch's why-lines and suggested fixes (its UserError's first line alone says neither)."""
-    try:
-        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
-    except torch._dynamo.exc.UserError as exc:
-        if "Constraints violated" not in str(exc):
-            raise
-        raise DynamicShapesError(constraint_violation_message(str(exc))) from exc
-
-
-def constraint_violation_message(text: str) -> str:
-    """torch's constraint-violation text without its pointers to TORCH_LOGS, draft_export and the docs."""
-    kept = []
-    for line in text.strip().splitlines():
-        if line.startswith("The error above occurred") or line.startswith("For more information"):
-            break
-        kept.append(line.split(" For more information")[0].rstrip())
-    while kept and not kept[-1].strip():
-        kept.pop()
-    return "\n".join(kept) + "\nAdjust dynamic_shapes (or the CLI's --dynamic) as suggested, or change the model."
 
 
 def _proxy_executor_warning(path: str, ops: list[str]) -> str:
