@@ -34,6 +34,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from aotcuda.errors import AotcudaError
+from aotcuda.runtime.checks import under_dim_names
 
 console = Console()
 status_console = Console(stderr=True)
@@ -427,18 +428,13 @@ def _bound(value) -> str:
     return "∞" if value is None else str(value)  # a Dim without max=
 
 
-def _named(expr: str, names: dict[str, str]) -> str:
-    """A dim's expression with each symbol under the Dim name the user gave it (s27 → seq)."""
-    return re.sub(r"\b[a-z]\d+\b", lambda match: names.get(match.group(0), match.group(0)), expr)
-
-
 def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None = None) -> Table:
     table = Table(title=kind)
     for column in ("name", "dtype", "shape", "device"):
         table.add_column(column)
     for spec in specs:
         shape = ", ".join(str(d) if isinstance(d, int)
-                          else f"{_named(d['expr'], names or {})}∈[{d['min']}, {_bound(d['max'])}]"
+                          else f"{under_dim_names(d['expr'], names)}∈[{d['min']}, {_bound(d['max'])}]"
                           for d in spec["shape"])
         table.add_row(shown(spec["name"]), shown(spec["dtype"]), shown(f"[{shape}]"), shown(spec["device"]))
     return table

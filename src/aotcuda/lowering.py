@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -34,9 +33,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import DeviceError, DynamicShapesError, MissingFallbackKernelsError
+from aotcuda.errors import DeviceError, MissingFallbackKernelsError
 from aotcuda.export_hints import export_hints
 from aotcuda.exported_signature import signature_from_exported_program
+from aotcuda.exporting import export_program as _export
+from aotcuda.inductor_backports import backports
 from aotcuda.fallbacks import (
     LIBRARY_KERNELS,
     ONEDNN_KERNELS,
@@ -184,7 +185,8 @@ def lower(
             (also as ``error.refusal``, else None). Like any error after the passes, it carries
             ``error.pass_results``.
         DynamicShapesError (a ValueError): the model does not hold over the dynamic_shapes ranges; the
-            message has torch's reasons and suggested fixes, under the caller's Dim names.
+            message has torch's reasons and suggested fixes, under the caller's Dim names. (A guard torch
+            cannot prove is first checked by aotcuda over the ranges: aotcuda.exporting.)
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
             lower for, or CUDA asked for where there is none.
 
@@ -237,51 +239,6 @@ def _with_pass_results(results: list[PassResult]):
     except Exception as exc:
         exc.pass_results = results
         raise
-
-
-def _export(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
-    """torch.export.export(strict=False); a violated dynamic-shape constraint becomes a DynamicShapesError
-    that keeps torch's why-lines and suggested fixes (its UserError's first line alone says neither)."""
-    try:
-        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
-    except torch._dynamo.exc.UserError as exc:
-        if "Constraints violated" not in str(exc):
-            raise
-        raise DynamicShapesError(constraint_violation_message(str(exc))) from exc
-
-
-def constraint_violation_message(text: str) -> str:
-    """torch's constraint-violation text without its pointers to TORCH_LOGS, draft_export and the docs."""
-    kept = []
-    for line in text.strip().splitlines():
-        if line.startswith("The error above occurred") or line.startswith("For more information"):
-            break
-        kept.append(line.split(" For more information")[0].rstrip())
-    while kept and not kept[-1].strip():
-        kept.pop()
-    text_kept = "\n".join(kept)
-    advice = []
-    divisor = _size_divisor(text_kept)
-    if divisor is not None:
-        advice.append(f"The model needs this size to be a multiple of {divisor} (a guard divides it by {divisor}): "
-                      f"export it as {divisor} * torch.export.Dim(...), e.g. dynamic_shapes={{'audio': {{1: {divisor} * "
-                      f"torch.export.Dim('frames', min=..., max=...)}}}} (on the CLI: --dynamic NAME:DIM:MIN:MAX:"
-                      f"frames*{divisor}).")
-    if "Suggested fixes" in text_kept:
-        advice.append("Adjust dynamic_shapes (or the CLI's --dynamic) as suggested, or change the model.")
-    elif divisor is None:
-        advice.append("Narrow or change the dynamic_shapes ranges (or the CLI's --dynamic) so that the guard above "
-                      "holds over them, or change the model.")
-    return "\n".join([text_kept, *advice])
-
-
-_SIZE_DIVIDED = re.compile(r"\.size\(\)\[\d+\]\s*(?://|%)\s*(\d+)")
-
-
-def _size_divisor(text: str) -> int | None:
-    """N where a violated guard divides an input size by N (``L['audio'].size()[1] // 160``), else None."""
-    divisors = {int(n) for n in _SIZE_DIVIDED.findall(text) if int(n) > 1}
-    return max(divisors) if divisors else None
 
 
 def _proxy_executor_warning(path: str, ops: list[str]) -> str:
@@ -414,6 +371,8 @@ def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:
 def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
-    with torch.no_grad(), inductor_workarounds():  # Inductor bugs lower() works around (inductor_workarounds.py)
+    # Inductor bugs lower() works around (inductor_workarounds.py), and fixes of later torches this one
+    # lacks (inductor_backports.py), each for this compile only.
+    with torch.no_grad(), inductor_workarounds(), backports():
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
     write_signature(path, signature_from_exported_program(ep))

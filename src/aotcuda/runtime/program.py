@@ -230,8 +230,9 @@ class Program:
         if not signature:
             return None, None
         try:
-            inputs = tuple(TensorSpec.from_json(s) for s in signature.get("inputs", []))
-            outputs = tuple(TensorSpec.from_json(s) for s in signature.get("outputs", []))
+            names = signature.get("dim_names")  # the user's Dim names: specs and errors show "seq", not s27
+            inputs = tuple(TensorSpec.from_json(s, names) for s in signature.get("inputs", []))
+            outputs = tuple(TensorSpec.from_json(s, names) for s in signature.get("outputs", []))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise PackageError(f"{self.package_path!r}: the aotcuda signature entry is malformed ({type(exc).__name__}: "
                                f"{exc}); lower the model again, or write it with write_signature") from exc
