@@ -82,6 +82,35 @@ def test_run_with_bad_inputs_is_one_clean_line(demo, runner, tmp_path):
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+def test_run_takes_inputs_by_name_and_refuses_a_non_torch_file_cleanly(demo, runner, tmp_path):
+    lowered, model, x = demo
+    fresh = torch.randn(2, 5, x.shape[-1])
+    name = next(iter(__import__("inspect").signature(model.forward).parameters))
+    torch.save({name: fresh}, tmp_path / "named.pt")  # {name: tensor}, as a user writes it
+    result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "named.pt"),
+                                  "--save-outputs", str(tmp_path / "out.pt")])
+    assert result.exit_code == 0, result.output
+    with torch.no_grad():
+        assert relative_error(torch.load(tmp_path / "out.pt"), model(fresh)) < 1e-5
+    (tmp_path / "not_torch.py").write_text("print('hello')\n")
+    result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "not_torch.py")])
+    assert result.exit_code == 2 and "not a file torch.load reads with weights_only=True" in result.output
+    assert "Traceback" not in result.output and "weights_only=False" not in result.output
+
+
+def test_saved_library_outputs_load_with_torch_defaults():
+    from collections import OrderedDict, namedtuple
+
+    from aotcuda.cli import _plain
+
+    class ModelOutputLike(OrderedDict):
+        pass
+
+    Pair = namedtuple("Pair", "a b")
+    plain = _plain(ModelOutputLike(logits=torch.ones(2), extra=Pair(torch.zeros(1), [torch.ones(1)])))
+    assert type(plain) is dict and type(plain["extra"]) is tuple and type(plain["extra"][1]) is list
+
+
 def test_run_refuses_cuda_graphs_on_cpu(demo, runner, tmp_path):
     lowered, _, x = demo
     torch.save((x,), tmp_path / "inputs.pt")

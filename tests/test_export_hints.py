@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import aotcuda
-from aotcuda.export_hints import fix_for
+from aotcuda.export_hints import export_hints, fix_for
 
 
 class ReturnsUnknownType(torch.nn.Module):
@@ -30,3 +30,28 @@ def test_a_transformers_cache_output_names_use_cache_false():
                "If this type holds tensors, you need to register a pytree for it.")
     assert '{"use_cache": False}' in fix_for(message)
     assert fix_for("some other export failure") is None
+
+
+class SharedLength(torch.nn.Module):
+    def forward(self, q, k):
+        return q + k
+
+
+def test_an_example_outside_the_dim_range_says_so_and_the_fix():
+    seq = torch.export.Dim("seq", min=300, max=400)
+    with pytest.raises(Exception) as caught:
+        with export_hints():
+            torch.export.export(SharedLength(), (torch.randn(2, 16), torch.randn(2, 16)),
+                                dynamic_shapes=({1: seq}, {1: seq}), strict=False)
+    notes = getattr(caught.value, "__notes__", [])
+    assert any("an example input has size 16 in a dim whose torch.export.Dim range is [300, 400]" in n for n in notes), notes
+
+
+def test_a_dim_specialized_by_another_input_names_the_shared_dim_fix():
+    seq = torch.export.Dim("q_1", min=2, max=256)
+    with pytest.raises(Exception) as caught:
+        with export_hints():
+            torch.export.export(SharedLength(), (torch.randn(2, 16), torch.randn(2, 16)),
+                                dynamic_shapes=({1: seq}, None), strict=False)
+    notes = getattr(caught.value, "__notes__", [])
+    assert any("give that input's dim the same torch.export.Dim" in n and "q_1" in n for n in notes), (str(caught.value), notes)

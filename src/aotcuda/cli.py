@@ -342,17 +342,25 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
 # --- run -------------------------------------------------------------------------------------------------
 
 def load_inputs(path: str) -> tuple[tuple, dict]:
-    """inputs.pt as saved by ``aotcuda lower --save-inputs``: {"args": tuple, "kwargs": dict}, or a bare
-    tensor / tuple / list of tensors."""
-    saved = torch.load(path, weights_only=True, map_location="cpu")
+    """inputs.pt as saved by ``aotcuda lower --save-inputs``: {"args": tuple, "kwargs": dict}, {name: value}
+    (forward's arguments by name), or a bare tensor / tuple / list of tensors. Raises click.BadParameter for
+    a file torch.load cannot read with weights_only=True, or another structure."""
+    try:
+        saved = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as exc:  # not a torch.save file, or one holding more than tensors and containers
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise click.BadParameter(f"{path}: not a file torch.load reads with weights_only=True ({first}); save the "
+                                 "inputs with torch.save (tensors, lists, tuples, dicts, numbers)", param_hint="--inputs")
     if isinstance(saved, dict) and "args" in saved:
         return tuple(saved["args"]), dict(saved.get("kwargs") or {})
+    if isinstance(saved, dict) and all(isinstance(key, str) for key in saved):
+        return (), dict(saved)  # {name: value}: forward's arguments by name
     if isinstance(saved, torch.Tensor):
         return (saved,), {}
     if isinstance(saved, (list, tuple)):
         return tuple(saved), {}
-    raise click.BadParameter(f"{path}: expected {{'args': ..., 'kwargs': ...}}, a tensor, or a list of tensors",
-                             param_hint="--inputs")
+    raise click.BadParameter(f"{path}: expected {{'args': ..., 'kwargs': ...}}, {{name: value}}, a tensor, or a list "
+                             "of tensors", param_hint="--inputs")
 
 
 @main.command()
@@ -379,7 +387,18 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
                           str(tensor.device))
     console.print(table)
     if save_outputs:
-        torch.save(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs), save_outputs)
+        torch.save(_plain(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs)), save_outputs)
+
+
+def _plain(value):
+    """Outputs with library types (a transformers ModelOutput, a named tuple) as plain dicts and tuples, so
+    that ``torch.load(path)`` reads the saved file with its default weights_only=True."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(item) for item in value) if type(value) in (list, tuple) else \
+            tuple(_plain(item) for item in value)
+    return value
 
 
 # --- inspect ---------------------------------------------------------------------------------------------

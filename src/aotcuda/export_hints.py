@@ -14,8 +14,25 @@ import re
 _UNKNOWN_OUTPUT = re.compile(r"Found <class '([\w.]+)'> in output, which is not a known type")
 
 
+_EXAMPLE_OUT_OF_RANGE = re.compile(r"^(?:\w+: )?(\d+) not in range \[(\d+), (\d+|inf|int_oo)\]", re.MULTILINE)
+_SPECIALIZED = re.compile(r"You marked (\w+) as dynamic but your code specialized it to be a constant \((\d+)\)")
+
+
 def fix_for(message: str) -> str | None:
     """The change that avoids the export failure whose message is `message`, or None where none is known."""
+    out_of_range = _EXAMPLE_OUT_OF_RANGE.search(message)
+    if out_of_range is not None:
+        size, low, high = out_of_range.groups()
+        return (f"aotcuda: an example input has size {size} in a dim whose torch.export.Dim range is [{low}, {high}]: "
+                "torch.export traces with the example inputs, so give an example whose size lies in the range, or "
+                "widen the Dim (on the command line, --dynamic NAME:DIM:MIN:MAX must contain the example's size).")
+    specialized = _SPECIALIZED.search(message)
+    if specialized is not None:
+        dim, size = specialized.groups()
+        return (f"aotcuda: the model made the dynamic dim {dim} the constant {size}. If another input must "
+                "have the same size there (k beside q, a mask beside its sequence), give that input's dim the same "
+                "torch.export.Dim (on the command line, the same SYMBOL: --dynamic q:1:2:256:seq --dynamic k:1:2:256:seq); "
+                f"if the model itself needs size {size}, keep that dim static.")
     match = _UNKNOWN_OUTPUT.search(message)
     if match is None:
         return None
