@@ -137,7 +137,7 @@ def magnitude(a: Pair) -> torch.Tensor:
 
 def log_pair(a: Pair) -> Pair:
     """(log |a|, angle a), log |a| accurate near |a| = 1 and at denormals (see pair_math.log_abs)."""
-    return Pair(torch.stack([pair_math.log_abs(a.re, a.im), torch.atan2(a.im, a.re)], -1))
+    return Pair(torch.stack([pair_math.log_abs(a.re, a.im), pair_math.angle(a.re, a.im)], -1))
 
 
 # ---- arithmetic ---------------------------------------------------------------------------------------
@@ -215,8 +215,8 @@ def abs_(out, a):
 
 @register(aten.angle.default)
 def angle(out, a):
-    """atan2(im, re), a real tensor."""
-    return torch.atan2(a.im, a.re)
+    """atan2(im, re), a real tensor, scaled up first where z is tiny (pair_math.angle)."""
+    return pair_math.angle(a.re, a.im)
 
 
 @register(aten.exp.default)
