@@ -5,10 +5,11 @@ pytorch/pytorch#185878, #188546): a float32 subnormal operand of hypot, atan2, s
 plain products and sums keep it, and eager's CUDA kernels keep it everywhere. On the H200 that turned
 exp(3.7e19 + 1e-45i) into (inf, nan), log(0 + 1e-45i) into (−103.3, 0) and sqrt(1.5e-39 + 1.2e-38i) into
 a value of neither reading. Here the rules run in a TorchDispatchMode that flushes float32 subnormal
-arguments and results of a chosen set of aten ops (each libdevice function alone, all of them, and every
-arithmetic op as well: the strictest machine), and each value must match eager on the input or on the
-input flushed (special_values.flush_subnormals), per value: the reference rule of the CUDA test
-(test_special_values_aoti.py), here checkable without a GPU.
+arguments and results of a chosen set of aten ops: each libdevice function alone and all of them (as
+Triton's nvvm-reflect-ftz does), where each value must match eager on the input itself; and every
+arithmetic op as well (the strictest machine, where scaling by a power of two flushes too), where each
+value must match eager on the input or on the input flushed (special_values.flush_subnormals), per value:
+the reference rule of the CUDA test (test_special_values_aoti.py), here checkable without a GPU.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def table():
 
 @pytest.mark.parametrize("machine", MACHINES)
 def test_rules_under_flush_to_zero_match_eager_on_the_input_or_the_flushed_input(table, machine):
+    """Where only libdevice flushes (Triton's case: plain products and sums keep subnormals), the rules
+    scale tiny operands so that they match eager on the input itself; where every op flushes, they
+    match eager on one of the two readings, value by value."""
     pairs, references = table
     problems = []
     for op, (on_input, on_flushed) in references.items():
@@ -84,8 +88,9 @@ def test_rules_under_flush_to_zero_match_eager_on_the_input_or_the_flushed_input
             got = rule_for(op).fn(on_input, Pair(pairs))
         got = got.t if isinstance(got, Pair) else got
         complex_result = got.ndim == 2
-        bad = mismatches(got, on_input, complex_result=complex_result) & \
-            mismatches(got, on_flushed, complex_result=complex_result)
+        bad = mismatches(got, on_input, complex_result=complex_result)
+        if machine == "all_arithmetic_flushes":  # the scaling itself flushes there: either reading
+            bad &= mismatches(got, on_flushed, complex_result=complex_result)
         if bad.any():
             problems.append(f"{op}: " + describe([pairs], got, on_input, bad))
     assert not problems, "\n".join(problems)

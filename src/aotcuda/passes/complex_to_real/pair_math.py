@@ -202,10 +202,24 @@ def subnormal_safe(re: torch.Tensor, im: torch.Tensor) -> tuple[torch.Tensor, to
 
 
 def angle(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
-    """atan2(im, re), on parts scaled up where z is tiny (`subnormal_safe`: atan2 is unchanged by a
-    positive scale; under flush-to-zero atan2(1e-45, 0) would give 0 instead of pi/2)."""
-    x, y, _, _ = subnormal_safe(re, im)
-    return torch.atan2(y, x)
+    """atan2(im, re); where a part is subnormal or zero, both parts are first scaled by the power of two
+    that brings the larger into [1, 2) (`unit_scale_bits`; atan2 is unchanged by a positive scale), so that
+    under flush-to-zero (`subnormal_safe`) atan2 reads every part that matters: atan2(1e-45, 0) would give
+    0 instead of pi/2, atan2(1.5e-39, 1e-4) 0 instead of 1.5e-35. Other values take atan2 of the parts
+    as they are, a second call: eager's CPU picks its atan2 kernel by the operands' strides, and its two
+    kernels differ at 2^-150 (which z**1.5 at 1.7e38 + 1.2e-7i turns into 6e12)."""
+    ax, ay = re.abs(), im.abs()
+    scaled = torch.minimum(ax, ay) < torch.finfo(re.dtype).tiny
+    scale = unit_scale_bits(torch.maximum(ax, ay)).view(re.dtype)
+    return torch.where(scaled, torch.atan2(im * scale, re * scale), torch.atan2(im, re))
+
+
+def magnitude(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    """|re + i·im| = hypot(re, im); a tiny z scaled up first and the result back down (exact powers of
+    two, `subnormal_safe`): under flush-to-zero hypot(1.5e-39, 1.2e-38) would drop the subnormal part,
+    and sgn (export decomposes it into z / |z|) would mix the two readings ((0.125, 1), not (0.124, 0.992))."""
+    x, y, scaled, factor = subnormal_safe(re, im)
+    return torch.where(scaled, torch.hypot(x, y) * (1 / factor), torch.hypot(re, im))
 
 
 def log_abs(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:

@@ -132,7 +132,7 @@ def polar_pair(magnitude: torch.Tensor, angle: torch.Tensor) -> Pair:
 
 
 def magnitude(a: Pair) -> torch.Tensor:
-    return torch.hypot(a.re, a.im)
+    return pair_math.magnitude(a.re, a.im)
 
 
 def log_pair(a: Pair) -> Pair:
@@ -209,7 +209,7 @@ def reciprocal(out, a):
 
 @register(aten.abs.default)
 def abs_(out, a):
-    """|a| = hypot(re, im), a real tensor."""
+    """|a| = hypot(re, im), a real tensor, scaled up first where a is tiny (pair_math.magnitude)."""
     return magnitude(a)
 
 
