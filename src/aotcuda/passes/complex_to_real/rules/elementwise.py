@@ -215,7 +215,7 @@ def abs_(out, a):
 
 @register(aten.angle.default)
 def angle(out, a):
-    """atan2(im, re), a real tensor, scaled up first where z is tiny (pair_math.angle)."""
+    """atan2(im, re), a real tensor, on parts scaled up where one is subnormal (pair_math.angle)."""
     return pair_math.angle(a.re, a.im)
 
 
