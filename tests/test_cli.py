@@ -276,3 +276,15 @@ def test_a_violated_dynamic_range_prints_why_and_the_suggested_fix(runner, tmp_p
     assert "error: Constraints violated (x_1)!" in result.output
     assert "Suggested fixes:" in result.output and "x_1 = Dim('x_1', max=256)" in result.output, result.output
     assert "Not all values of x_1" in result.output
+
+
+def test_dynamic_option_takes_a_multiple_of_n():
+    """SYMBOL*N: the size is N·SYMBOL (an stft input of 160·frames samples), MIN/MAX bound the size."""
+    model, args = scale_factory()
+    shapes = dynamic_shapes_from(("x:1:801:4000:frames*160",), model, args, {})
+    root = shapes["x"][1].root
+    assert root.__name__ == "frames" and (root.min, root.max) == (6, 25)  # ceil(801/160), floor(4000/160)
+    with pytest.raises(click.BadParameter, match=r"no multiple of 160 lies in \[1, 100\]"):
+        dynamic_shapes_from(("x:1:1:100:frames*160",), model, args, {})
+    with pytest.raises(click.BadParameter, match=r"SYMBOL must be a name, or NAME\*N"):
+        dynamic_shapes_from(("x:1:1:100:frames*x",), model, args, {})

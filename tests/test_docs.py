@@ -32,8 +32,8 @@ def test_readme_demo_synopsis_matches_demo_help():
 
 def test_lower_help_shows_the_dynamic_format_of_the_docs():
     dynamic = next(p for p in main.commands["lower"].params if p.name == "dynamic")
-    assert dynamic.metavar == "NAME:DIM:MIN:MAX[:SYMBOL]"
-    assert "--dynamic NAME:DIM:MIN:MAX[:SYMBOL]" in (ROOT / "docs" / "usage.md").read_text()
+    assert dynamic.metavar == "NAME:DIM:MIN:MAX[:SYMBOL[*N]]"
+    assert "--dynamic NAME:DIM:MIN:MAX[:SYMBOL[*N]]" in (ROOT / "docs" / "usage.md").read_text()
 
 
 def test_readme_links_every_doc_and_the_benchmarks_readme():

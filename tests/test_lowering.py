@@ -314,3 +314,50 @@ def test_a_violated_dynamic_range_says_why_and_the_fix_under_the_users_dim_name(
     assert "Suggested fixes:" in message and "seq = Dim('seq', max=256)" in message, message
     assert re.search(r"Not all values of seq = L\['x'\]\.size\(\)\[1\] in the specified range (2 <= )?seq <= 512", message)
     assert "The error above occurred" not in message and not (tmp_path / "t.pt2").exists()
+
+
+class FramesOfHop(torch.nn.Module):
+    """Splits its input into frames of 160 samples, as an stft with hop 160 does: the size must be a multiple."""
+
+    def forward(self, audio):
+        return audio.reshape(audio.shape[0], -1, 160).sum(-1)
+
+
+def test_a_size_that_must_be_a_multiple_gets_the_multiple_as_the_fix(tmp_path):
+    """A plain Dim on a size the model divides by 160: torch gives no suggested fix; the error names the
+    multiple and the N * Dim form (and the CLI's frames*N), not "as suggested" (a new user's finding)."""
+    samples = torch.export.Dim("samples", min=800, max=48000)
+    with pytest.raises(aotcuda.DynamicShapesError) as caught:
+        aotcuda.lower(FramesOfHop(), (torch.randn(1, 1600),), dynamic_shapes={"audio": {1: samples}}, device="cpu",
+                      package_path=tmp_path / "f.pt2")
+    message = str(caught.value)
+    assert "multiple of 160" in message and "160 * torch.export.Dim(" in message and "frames*160" in message, message
+    if "Suggested fixes" not in message:
+        assert "as suggested" not in message
+
+
+# --- what the passes did (issue 17 item 5) -------------------------------------------------------------
+
+def test_lowered_program_says_what_each_pass_did(demo):
+    lowered, _, _ = demo
+    names = [r.name for r in lowered.pass_results]
+    assert names == ["ReplaceViewCopyWithViewPass", "ReplaceComplexWithRealPass", "FoldConstantProductTablesPass"]
+    complex_pass = lowered.pass_results[1]
+    assert complex_pass.changed and complex_pass.refusal is None and complex_pass.counts["rewritten nodes"] > 0
+    assert complex_pass.summary().startswith("ReplaceComplexWithRealPass: changed (rewritten nodes ")
+
+
+def test_an_error_after_the_passes_carries_their_results(tmp_path, monkeypatch):
+    """Without a compile: the compile step fails on purpose; the error says what the passes did."""
+    import aotcuda.lowering
+
+    def failing_compile(ep, path, configs):
+        raise RuntimeError("compile failed on purpose")
+
+    monkeypatch.setattr(aotcuda.lowering, "_compile", failing_compile)
+    with pytest.raises(RuntimeError, match="on purpose") as caught:
+        aotcuda.lower(ComplexCumsum(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
+    views, complex_pass, _ = caught.value.pass_results
+    assert views.name == "ReplaceViewCopyWithViewPass" and not complex_pass.changed
+    assert complex_pass.refusal.op == "aten.cumsum.default"
+    assert "refused aten.cumsum.default" in complex_pass.summary()

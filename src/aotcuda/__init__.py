@@ -16,8 +16,23 @@ from aotcuda.errors import (
     RuntimeCallError,
     UnsupportedComplexOpError,
 )
-from aotcuda.lowering import LoweredProgram, lower
 from aotcuda.runtime.program import Program, load
+
+# The lowering (torch.export, the passes, Inductor) is imported when first used, so that a process that
+# only runs packages (``aotcuda.load``) imports the runtime alone (tests/test_imports.py).
+_LOWERING = frozenset({"LoweredProgram", "lower"})
+
+
+def __getattr__(name: str):
+    if name in _LOWERING:
+        from aotcuda import lowering
+
+        return getattr(lowering, name)
+    raise AttributeError(f"module 'aotcuda' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LOWERING})
 
 __all__ = [
     "AotcudaError",

@@ -2,7 +2,7 @@
 
     aotcuda demo [--device auto|cpu|cuda[:N]] [--dtype bfloat16|float16|float32|float64] [--batch 2] [--seq 64]
                  [--calls 50]
-    aotcuda lower MODULE:FACTORY -o model.pt2 [--device auto|cpu|cuda[:N]] [--dynamic NAME:DIM:MIN:MAX[:SYMBOL] ...]
+    aotcuda lower MODULE:FACTORY -o model.pt2 [--device auto|cpu|cuda[:N]] [--dynamic NAME:DIM:MIN:MAX[:SYMBOL[*N]] ...]
                   [--save-inputs inputs.pt] [--allow-fallbacks]
     aotcuda run model.pt2 --inputs inputs.pt [--device] [--cuda-graphs] [--save-outputs outputs.pt]
     aotcuda inspect model.pt2
@@ -34,6 +34,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from aotcuda.errors import AotcudaError
+from aotcuda.runtime.checks import under_dim_names
 
 console = Console()
 status_console = Console(stderr=True)
@@ -246,7 +247,8 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
     """["x:1:2:512", ...] → torch.export dynamic_shapes keyed by forward's argument names (None if empty).
 
     Each NAME:DIM:MIN:MAX makes dim DIM of input NAME a torch.export.Dim named "<NAME>_<DIM>"; an
-    optional fifth field names the Dim, so inputs that share a size share it (x:1:2:512:seq).
+    optional fifth field names the Dim, so inputs that share a size share it (x:1:2:512:seq), and
+    NAME*N makes the size a multiple of N (audio:1:800:480000:frames*160 is 160·frames samples).
     Raises click.BadParameter naming the option for a malformed one, an unknown or non-tensor input,
     a DIM outside [-rank, rank), or MIN above MAX.
     """
@@ -257,9 +259,24 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
     dims = {}
     for option in options:
         name, dim, low, high, symbol = _parse_dynamic(option, bound.arguments)
-        dims.setdefault(symbol, torch.export.Dim(symbol, min=low, max=high))
-        shapes[name] = {**(shapes[name] or {}), dim: dims[symbol]}
+        symbol, multiple = _symbol_and_multiple(option, symbol, low, high)
+        # A multiple (SYMBOL*N): the size is N·SYMBOL, and MIN/MAX bound the size, so SYMBOL's own range is
+        # [ceil(MIN/N), floor(MAX/N)] (an stft input of 160·frames samples: audio:1:800:480000:frames*160).
+        dims.setdefault(symbol, torch.export.Dim(symbol, min=-(-low // multiple), max=high // multiple))
+        shapes[name] = {**(shapes[name] or {}), dim: dims[symbol] * multiple if multiple > 1 else dims[symbol]}
     return shapes
+
+
+def _symbol_and_multiple(option: str, symbol: str, low: int, high: int) -> tuple[str, int]:
+    """SYMBOL or SYMBOL*N → (SYMBOL, N ≥ 1); raises click.BadParameter for another form or an empty range."""
+    match = re.fullmatch(r"([A-Za-z_]\w*)(?:\*(\d+))?", symbol)
+    if match is None or (match.group(2) is not None and int(match.group(2)) < 1):
+        raise click.BadParameter(f"{option!r}: SYMBOL must be a name, or NAME*N for a size that is a multiple of N "
+                                 "(e.g. frames*160)", param_hint="--dynamic")
+    multiple = int(match.group(2) or 1)
+    if -(-low // multiple) > high // multiple:
+        raise click.BadParameter(f"{option!r}: no multiple of {multiple} lies in [{low}, {high}]", param_hint="--dynamic")
+    return match.group(1), multiple
 
 
 def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, str]:
@@ -291,9 +308,9 @@ def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, st
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="the .pt2 to write.")
 @click.option("--device", type=TargetDevice(), default="auto", show_default=True,
               help="auto: CUDA when torch sees a GPU, else the CPU.")
-@click.option("--dynamic", multiple=True, metavar="NAME:DIM:MIN:MAX[:SYMBOL]",
-              help="make dim DIM of input NAME dynamic in [MIN, MAX]; inputs given one SYMBOL share the size "
-                   "(repeatable).")
+@click.option("--dynamic", multiple=True, metavar="NAME:DIM:MIN:MAX[:SYMBOL[*N]]",
+              help="make dim DIM of input NAME dynamic in [MIN, MAX]; inputs given one SYMBOL share the size; "
+                   "SYMBOL*N makes the size a multiple of N (repeatable).")
 @click.option("--save-inputs", type=click.Path(dir_okay=False), help="save the example inputs (torch.save).")
 @click.option("--allow-fallbacks", is_flag=True, help="accept ATen fallback kernels outside the allow-list.")
 @_clean_errors
@@ -411,18 +428,13 @@ def _bound(value) -> str:
     return "∞" if value is None else str(value)  # a Dim without max=
 
 
-def _named(expr: str, names: dict[str, str]) -> str:
-    """A dim's expression with each symbol under the Dim name the user gave it (s27 → seq)."""
-    return re.sub(r"\b[a-z]\d+\b", lambda match: names.get(match.group(0), match.group(0)), expr)
-
-
 def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None = None) -> Table:
     table = Table(title=kind)
     for column in ("name", "dtype", "shape", "device"):
         table.add_column(column)
     for spec in specs:
         shape = ", ".join(str(d) if isinstance(d, int)
-                          else f"{_named(d['expr'], names or {})}∈[{d['min']}, {_bound(d['max'])}]"
+                          else f"{under_dim_names(d['expr'], names)}∈[{d['min']}, {_bound(d['max'])}]"
                           for d in spec["shape"])
         table.add_row(shown(spec["name"]), shown(spec["dtype"]), shown(f"[{shape}]"), shown(spec["device"]))
     return table

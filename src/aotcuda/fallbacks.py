@@ -167,8 +167,9 @@ def _producing_node(op: str, names: list[str], nodes: dict[str, torch.fx.Node]) 
     return best if _match(op, best) != (0, 0) else known[-1]
 
 
-def source_line(node: torch.fx.Node | None) -> str:
-    """The user's line that produced node: the last frame of meta["stack_trace"], as "file:line: code"."""
+def relative_source_line(node: torch.fx.Node | None) -> str:
+    """The user's line that produced node, "file:line: code" with the path relative to the working folder
+    where it is inside it: the last user frame of meta["stack_trace"] (what the kernel list shows)."""
     trace = (node.meta.get("stack_trace") or "") if node is not None else ""
     frames = _FRAME.findall(trace)
     if not frames:
@@ -208,7 +209,7 @@ def find_fallback_kernels(package_path: str, ep=None) -> list[FallbackKernel]:
             if node is not None and node.name not in kernel.nodes:
                 kernel.complex_valued = kernel.complex_valued or touches_complex(node)
                 kernel.nodes.append(node.name)
-                kernel.sources.append(source_line(node))
+                kernel.sources.append(relative_source_line(node))
             elif ep is None and source_nodes and source_nodes[-1] not in kernel.nodes:
                 kernel.nodes.append(source_nodes[-1])
     for node in complex_value_nodes(ep) if ep is not None else ():
@@ -216,7 +217,7 @@ def find_fallback_kernels(package_path: str, ep=None) -> list[FallbackKernel]:
             name = f"{node.target} on complex values"
             kernel = kernels.setdefault(name, FallbackKernel(name, str(node.target)))
             kernel.nodes.append(node.name)
-            kernel.sources.append(source_line(node))
+            kernel.sources.append(relative_source_line(node))
     return list(kernels.values())
 
 

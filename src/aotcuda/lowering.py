@@ -33,8 +33,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import DeviceError, DynamicShapesError, MissingFallbackKernelsError
+from aotcuda.errors import DeviceError, MissingFallbackKernelsError
 from aotcuda.export_hints import export_hints
+from aotcuda.exported_signature import signature_from_exported_program
+from aotcuda.exporting import export_program as _export
+from aotcuda.inductor_backports import backports
 from aotcuda.fallbacks import (
     LIBRARY_KERNELS,
     ONEDNN_KERNELS,
@@ -44,8 +47,10 @@ from aotcuda.fallbacks import (
     split_allowed,
 )
 from aotcuda.inductor_workarounds import inductor_workarounds
+from aotcuda.package_format import write_signature
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
+from aotcuda.passes.result import PassResult
 from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
 from aotcuda.window_decompositions import WINDOW_DECOMPOSITIONS
@@ -118,6 +123,8 @@ class LoweredProgram:
     proxy_executor_ops: ops the package runs through AOTI's proxy executor (ops with no C shim, e.g.
         "aten::tanh" on complex values, and custom ops; only with allow_fallbacks=True). aotcuda's runtime
         has no proxy executor, so such a package runs only in torch's loader: see runs_in_aotcuda_runtime.
+    pass_results: what each pass did, in passes() order (aotcuda.passes.result.PassResult: changed,
+        counts, refusal).
     """
 
     package_path: str
@@ -127,6 +134,7 @@ class LoweredProgram:
     step_times: dict[str, float]
     exported_program: ExportedProgram
     proxy_executor_ops: list[str] = field(default_factory=list)
+    pass_results: list[PassResult] = field(default_factory=list)
 
     @property
     def runs_in_aotcuda_runtime(self) -> bool:
@@ -174,9 +182,11 @@ def lower(
         MissingFallbackKernelsError: the generated code calls kernels outside the allow-list and
             allow_fallbacks is False. The message lists each kernel with the user's source line and,
             when ReplaceComplexWithRealPass refused the program, the refused op, its source line and why
-            (also as ``error.refusal``, else None).
+            (also as ``error.refusal``, else None). Like any error after the passes, it carries
+            ``error.pass_results``.
         DynamicShapesError (a ValueError): the model does not hold over the dynamic_shapes ranges; the
-            message has torch's reasons and suggested fixes, under the caller's Dim names.
+            message has torch's reasons and suggested fixes, under the caller's Dim names. (A guard torch
+            cannot prove is first checked by aotcuda over the ranges: aotcuda.exporting.)
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
             lower for, or CUDA asked for where there is none.
 
@@ -203,8 +213,9 @@ def lower(
         for graph_pass in pass_list:
             ep = graph_pass(ep)
     refusal = next((p.refusal for p in pass_list if getattr(p, "refusal", None) is not None), None)
+    pass_results = [p.result for p in pass_list]
     path, own_folder = _package_path(package_path, model)
-    with _written_on_success(path, own_folder) as building:
+    with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
         with step("compile"), _without_torch_pytree_warning():
             _compile(ep, building, {**profile.inductor_configs, **(inductor_configs or {})})
         with step("check"):
@@ -216,30 +227,18 @@ def lower(
             proxy_ops = proxy_executor_ops(building)
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
-    return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops)
+    return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)
 
 
-def _export(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
-    """torch.export.export(strict=False); a violated dynamic-shape constraint becomes a DynamicShapesError
-    that keeps torch's why-lines and suggested fixes (its UserError's first line alone says neither)."""
+@contextlib.contextmanager
+def _with_pass_results(results: list[PassResult]):
+    """An error after the passes carries what they did: ``error.pass_results`` (PassResult.summary()
+    gives each a line)."""
     try:
-        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
-    except torch._dynamo.exc.UserError as exc:
-        if "Constraints violated" not in str(exc):
-            raise
-        raise DynamicShapesError(constraint_violation_message(str(exc))) from exc
-
-
-def constraint_violation_message(text: str) -> str:
-    """torch's constraint-violation text without its pointers to TORCH_LOGS, draft_export and the docs."""
-    kept = []
-    for line in text.strip().splitlines():
-        if line.startswith("The error above occurred") or line.startswith("For more information"):
-            break
-        kept.append(line.split(" For more information")[0].rstrip())
-    while kept and not kept[-1].strip():
-        kept.pop()
-    return "\n".join(kept) + "\nAdjust dynamic_shapes (or the CLI's --dynamic) as suggested, or change the model."
+        yield
+    except Exception as exc:
+        exc.pass_results = results
+        raise
 
 
 def _proxy_executor_warning(path: str, ops: list[str]) -> str:
@@ -370,10 +369,10 @@ def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:
 
 
 def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
-    from aotcuda.runtime.package import signature_from_exported_program, write_signature
-
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
-    with torch.no_grad(), inductor_workarounds():  # Inductor bugs lower() works around (inductor_workarounds.py)
+    # Inductor bugs lower() works around (inductor_workarounds.py), and fixes of later torches this one
+    # lacks (inductor_backports.py), each for this compile only.
+    with torch.no_grad(), inductor_workarounds(), backports():
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
     write_signature(path, signature_from_exported_program(ep))

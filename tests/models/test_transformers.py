@@ -53,10 +53,6 @@ KNOWN_LIMITS = {
     "fnet_dynamic": KnownLimit(
         r"cannot rewrite aten\._fft_c2c\.default.*the transform length along dim 1 is dynamic",
         "pass refuses a DFT of dynamic length (fftn over the sequence dim): the spectral issue"),
-    "llama4_text_dynamic": KnownLimit(
-        r"Constraints violated \(seq\)",
-        "torch.export: a guard of the MoE layer it cannot prove for a dynamic length (docs/models.md: export a "
-        "static length, case llama4_text)"),
     "autoformer": KnownLimit(
         r"shape '\[2, 2, 12, 12\]' is invalid for input of size 384",
         "torch.export: under export transformers' create_bidirectional_mask builds a [B, 1, T, T] mask (eager "

@@ -6,7 +6,8 @@ these tests depend on the runtime alone), and gets aotcuda's signature entry fro
 
 import torch
 
-from aotcuda.runtime.package import signature_from_exported_program, write_signature
+from aotcuda.exported_signature import signature_from_exported_program
+from aotcuda.package_format import write_signature
 
 
 class Twice(torch.nn.Module):

@@ -81,7 +81,8 @@ def test_a_symbol_only_derived_dims_give_is_solved_from_the_size():
 def test_a_size_the_derived_dim_cannot_take_is_refused_with_the_nearest_sizes(samples):
     below, above = samples // 160 * 160, (samples // 160 + 1) * 160
     with pytest.raises(InputError, match=rf"input 'audio' \(#0\) dim 1 is {samples}, but the program was exported "
-                                         rf"with 160\*s76 there: .*nearest are {below} and {above}"):
+                                         rf"with 160\*s76 there, which no whole value of its size symbol gives \(the nearest sizes it takes "
+                                         rf"are {below} and {above}\)"):
         check_inputs([torch.randn(1, samples), torch.randn(samples // 160 + 1)], AUDIO_SPECS, [], CPU, 2)
 
 
@@ -96,3 +97,33 @@ def test_a_derived_dim_aotcuda_cannot_evaluate_is_refused_not_run_unchecked():
                                    "shape": [{"expr": "s0**2", "min": 1, "max": 64}]})]
     with pytest.raises(InputError, match=r"exported with s0\*\*2 there, and aotcuda cannot tell"):
         check_inputs([torch.randn(9)], specs, [], CPU, 1)
+
+
+# The user's Dim names (the signature's dim_names) in specs and errors; the checks still evaluate torch's
+# symbols, so a name sympy reads as something else ("N" is a function, "I" the imaginary unit) is harmless.
+USER_NAMES = {"s0": "N", "s1": "I"}
+NAMED_SPECS = [TensorSpec.from_json(spec, USER_NAMES) for spec in
+               [{"name": "q", "dtype": "float32", "device": "cpu", "shape": [{"expr": "s0", "min": 1, "max": 8}, 4]},
+                {"name": "k", "dtype": "float32", "device": "cpu",
+                 "shape": [{"expr": "s0", "min": 1, "max": 8}, {"expr": "2*s1", "min": 2, "max": None}]},
+                {"name": "m", "dtype": "bool", "device": "cpu", "shape": [{"expr": "s1", "min": 1, "max": None}]}]]
+
+
+def test_specs_show_the_users_dim_names():
+    q, k, _ = NAMED_SPECS
+    assert [d.user_expr for d in k.dims] == ["N", "2*I"] and [d.expr for d in k.dims] == ["s0", "2*s1"]
+    assert q.shape_text() == "(N in [1, 8], 4)" and k.shape_text() == "(N in [1, 8], 2*I in [2, inf])"
+    assert SPECS[1].shape_text() == "(s0 in [1, 8], 2*s1 in [2, inf])"  # a signature without names
+
+
+def test_errors_use_the_users_dim_names_and_checks_use_torchs_symbols():
+    _, bindings = check_inputs(inputs(), NAMED_SPECS, [], CPU, 3)
+    assert bindings == {"s0": 3, "s1": 5}
+    bad = inputs()
+    bad[1] = torch.randn(3, 9)
+    with pytest.raises(InputError, match=r"dim 1 is 9, but the program was exported with 2\*I = 10 there"):
+        check_inputs(bad, NAMED_SPECS, [], CPU, 3)
+    with pytest.raises(InputError, match=r"dim 0 is 9, outside the exported range \[1, 8\] of N;"):
+        check_inputs(inputs(n=9), NAMED_SPECS, [], CPU, 3)
+    with pytest.raises(InputError, match=r"must equal input 'q' \(#0\) dim 0 \(3\): the program was exported with both as N$"):
+        check_inputs(inputs(k_rows=4), NAMED_SPECS, [], CPU, 3)

@@ -6,7 +6,8 @@ import zipfile
 import pytest
 
 from aotcuda.errors import PackageError
-from aotcuda.runtime.package import open_package, read_signature, write_signature
+from aotcuda.package_format import write_signature
+from aotcuda.runtime.package import open_package, read_signature
 from aotcuda.runtime.program import load
 
 

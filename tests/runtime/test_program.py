@@ -115,6 +115,15 @@ def test_read_only_info(twice, twice_pt2):
     assert not twice.cuda_graphs
 
 
+def test_specs_and_errors_name_dims_as_the_user_did(twice):
+    """The package was exported with Dim("batch"): its specs and errors say batch, not torch's s77."""
+    dim = twice.input_specs[0].dims[0]
+    assert dim.user_expr == "batch" and dim.expr != "batch" and str(dim) == "batch in [2, 64]"
+    assert all(spec.dims[0].user_expr == "batch" for spec in twice.output_specs)
+    with pytest.raises(InputError, match=r"outside the exported range \[2, 64\] of batch;"):
+        twice(torch.randn(1, 4))
+
+
 @pytest.mark.parametrize(
     "make_args, message",
     [

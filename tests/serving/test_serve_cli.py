@@ -63,7 +63,8 @@ def test_aotcuda_serve_answers_then_stops_cleanly_on_ctrl_c(served_block, tmp_pa
 def test_serving_a_program_that_cannot_batch_with_batching_fails_at_once_with_the_reason(served_block, tmp_path):
     """Checked from the package's signature before Ray starts: no replica retries, no wait. (The package
     is the served block with its signature's batch dim made static: only the signature is read.)"""
-    from aotcuda.runtime.package import read_signature, write_signature
+    from aotcuda.package_format import write_signature
+    from aotcuda.runtime.package import read_signature
 
     path = str(tmp_path / "static.pt2")
     shutil.copy(served_block[0], path)

@@ -27,6 +27,8 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import OutputKind
 
+from aotcuda.passes.result import PassResult
+
 log = logging.getLogger(__name__)
 
 # Views whose copy twin exists in ATen; ``view_as_real``/``view_as_complex`` matter to the complex pass,
@@ -60,7 +62,8 @@ class ReplaceViewCopyWithViewPass:
     mutated becomes its view op (same args, same node name, same stack trace; meta["val"] recomputed
     with the view's strides). Returns a new ExportedProgram; ``ep`` is left as it was.
 
-    Attributes after a call: ``replaced`` and ``kept`` (node names), for logs and tests.
+    Attributes after a call: ``replaced`` and ``kept`` (node names), for logs and tests, and ``result``
+    (a PassResult: changed, with their counts).
     """
 
     def __init__(self) -> None:
@@ -91,6 +94,12 @@ class ReplaceViewCopyWithViewPass:
         graph.lint()
         graph_module.recompile()
         return _with_graph(ep, graph_module)
+
+    @property
+    def result(self) -> PassResult:
+        """What the last call did: changed when a copy became a view; counts replaced and kept."""
+        return PassResult(type(self).__name__, changed=bool(self.replaced),
+                          counts={"replaced": len(self.replaced), "kept": len(self.kept)})
 
 
 class _AliasGroups:

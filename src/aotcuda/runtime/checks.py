@@ -2,7 +2,7 @@
 
 The generated code of an AOTI package trusts its inputs: a wrong dtype, rank or size reads memory
 wrongly or crashes. So every call is checked here against the package's signature (see
-``aotcuda.runtime.package``): count, type, layout, dtype, device, rank, static sizes, symbolic sizes within
+``aotcuda.package_format``): count, type, layout, dtype, device, rank, static sizes, symbolic sizes within
 their exported range, and sizes that share one symbol being equal. Every error names the input and the fix.
 
 The generated code also reads each input through its raw data pointer with the strides of the exported
@@ -14,6 +14,7 @@ contiguous tensor), and without the lazy negation/conjugation bits that a data p
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 import torch
@@ -21,25 +22,48 @@ import torch
 from aotcuda.errors import InputError, OutputError
 
 
+_TORCH_SYMBOL = re.compile(r"\b[a-z]\d+\b")  # the names torch gives shape symbols: s27, u0
+
+
+def under_dim_names(expr: str, dim_names: dict[str, str] | None) -> str:
+    """A dim's expression with each torch symbol under the Dim name the user gave it ("2*s27" → "2*seq")."""
+    if not dim_names:
+        return expr
+    return _TORCH_SYMBOL.sub(lambda match: dim_names.get(match.group(0), match.group(0)), expr)
+
+
 @dataclass(frozen=True)
 class DimSpec:
-    """One dim of an exported tensor: a static ``size``, or a sympy ``expr`` with its exported range."""
+    """One dim of an exported tensor: a static ``size``, or a sympy ``expr`` with its exported range.
+
+    ``expr`` is in torch's symbols (``s27``), which the checks evaluate; ``user_expr`` is the same
+    expression under the Dim names the user exported with (``seq``; the signature's ``dim_names``), which
+    ``str()`` and the error messages show. Without names, ``user_expr`` is None and ``expr`` is shown.
+    """
 
     size: int | None = None
     expr: str | None = None
     min: int = 0
     max: int | None = None  # None: unbounded
+    user_expr: str | None = None
 
     @classmethod
-    def from_json(cls, dim) -> DimSpec:
+    def from_json(cls, dim, dim_names: dict[str, str] | None = None) -> DimSpec:
         if isinstance(dim, int):
             return cls(size=dim)
-        return cls(expr=dim["expr"], min=int(dim.get("min") or 0), max=dim.get("max"))
+        named = under_dim_names(dim["expr"], dim_names)
+        return cls(expr=dim["expr"], min=int(dim.get("min") or 0), max=dim.get("max"),
+                   user_expr=named if named != dim["expr"] else None)
+
+    @property
+    def shown(self) -> str:
+        """The expression as the user knows it: under their Dim names where the package records them."""
+        return self.user_expr or self.expr
 
     def __str__(self) -> str:
         if self.size is not None:
             return str(self.size)
-        return f"{self.expr} in [{self.min}, {'inf' if self.max is None else self.max}]"
+        return f"{self.shown} in [{self.min}, {'inf' if self.max is None else self.max}]"
 
 
 @dataclass(frozen=True)
@@ -55,14 +79,15 @@ class TensorSpec:
     mutated: bool | None = None  # inputs: the program writes it in place; None: unknown (older packages)
 
     @classmethod
-    def from_json(cls, spec: dict) -> TensorSpec:
+    def from_json(cls, spec: dict, dim_names: dict[str, str] | None = None) -> TensorSpec:
+        """A TensorSpec from its signature entry; ``dim_names`` (the signature's) names its symbolic dims."""
         dtype = getattr(torch, spec["dtype"], None)
         if not isinstance(dtype, torch.dtype):
             raise ValueError(f"{spec['dtype']!r} is not a torch dtype")
         strides = spec.get("strides")
-        return cls(spec["name"], dtype, spec.get("device", ""), tuple(DimSpec.from_json(d) for d in spec["shape"]),
+        return cls(spec["name"], dtype, spec.get("device", ""), tuple(DimSpec.from_json(d, dim_names) for d in spec["shape"]),
                    bool(spec.get("contiguous", True)),
-                   None if strides is None else tuple(DimSpec.from_json(d) for d in strides),
+                   None if strides is None else tuple(DimSpec.from_json(d, dim_names) for d in strides),
                    None if spec.get("mutated") is None else bool(spec["mutated"]))
 
     @property
@@ -254,12 +279,12 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
             continue
         if size < dim.min or (dim.max is not None and size > dim.max):
             raise InputError(f"{where}, outside the exported range [{dim.min}, "
-                             f"{'inf' if dim.max is None else dim.max}] of {dim.expr}; pass a size in that range, "
+                             f"{'inf' if dim.max is None else dim.max}] of {dim.shown}; pass a size in that range, "
                              "or re-export with a wider torch.export.Dim")
         if _is_symbol(dim.expr):
             if dim.expr in bindings and bindings[dim.expr] != size:
                 raise InputError(f"{where}, but it must equal {bound_by[dim.expr]} ({bindings[dim.expr]}): the "
-                                 f"program was exported with both as {dim.expr}")
+                                 f"program was exported with both as {dim.shown}")
             bindings.setdefault(dim.expr, size)
             bound_by.setdefault(dim.expr, f"{label} dim {axis}")
 
@@ -279,11 +304,11 @@ def _check_derived_dims(tensors, specs, bindings: dict, names) -> None:
             expected = evaluate_dim(dim, bindings)
             if expected is None:
                 raise InputError(f"{_label(specs, names, index)} dim {axis} is {tensor.shape[axis]}, but the "
-                                 f"program was exported with {dim.expr} there, and aotcuda cannot tell whether "
+                                 f"program was exported with {dim.shown} there, and aotcuda cannot tell whether "
                                  "that size fits it; re-export with a plain torch.export.Dim for that dim")
             if expected != tensor.shape[axis]:
                 raise InputError(f"{_label(specs, names, index)} dim {axis} is {tensor.shape[axis]}, but the "
-                                 f"program was exported with {dim.expr} = {expected} there (from the other inputs)")
+                                 f"program was exported with {dim.shown} = {expected} there (from the other inputs)")
 
 
 def _bind_derived_symbols(tensors, specs, bindings: dict, names) -> None:
@@ -305,8 +330,8 @@ def _bind_derived_symbols(tensors, specs, bindings: dict, names) -> None:
                     fits = [offset + scale * k for k in (value, value + 1) if k >= 0]
                     raise InputError(
                         f"{_label(specs, names, index)} dim {axis} is {size}, but the program was exported with "
-                        f"{dim.expr} there: its size must be {scale}·{symbol} + {offset} for a whole {symbol} "
-                        f"(the nearest are {' and '.join(map(str, fits))}); pad or crop the input to such a size")
+                        f"{dim.shown} there, which no whole value of its size symbol gives (the nearest sizes it "
+                        f"takes are {' and '.join(map(str, fits))}); pad or crop the input to such a size")
                 bindings[symbol] = value
                 progress = True
 

@@ -287,7 +287,7 @@ def aoti_input_checks(package_path: str):
             f"{package_path!r} has no aotcuda signature, so only AOTInductor's own input checks can check its "
             f"inputs, and {AOTI_CHECKS_VARIABLE}={previous!r} in the environment turns them off. Unset "
             f"{AOTI_CHECKS_VARIABLE} (or set it to 1), or add the signature: lower the model with aotcuda.lower, "
-            "or write it with aotcuda.runtime.package.write_signature")
+            "or write it with aotcuda.package_format.write_signature")
     os.environ.setdefault(AOTI_CHECKS_VARIABLE, "1")
     try:
         yield

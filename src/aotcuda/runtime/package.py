@@ -12,42 +12,8 @@ An AOTI package is a zip written by ``torch._inductor.aoti_compile_and_package``
 ``open_package`` extracts the model folder to a private temporary folder, the way torch's
 AOTIModelPackageLoader does (torch/csrc/inductor/aoti_package/model_package_loader.cpp).
 
-The signature: AOTI's own files say nothing about input dtypes or shape ranges (the generated code checks
-them only with AOTI_RUNTIME_CHECK_INPUTS=1, and then as an opaque error code). So aotcuda adds one zip
-entry, ``<archive>/aotcuda/signature.json``, written by ``write_signature`` from the ExportedProgram.
-Format (version 1)::
-
-    {"format": "aotcuda.signature", "version": 1,
-     "inputs":  [TensorSpec, ...],      # in the container's (flattened) input order
-     "outputs": [TensorSpec, ...],      # in the container's output order
-     "dim_names": {"s27": "seq"},       # the Dim name the caller gave each input symbol (optional):
-                                        # errors and `aotcuda inspect` say "seq", not "s27"
-     "forward_arg_names": ["x", ...],   # forward's argument names, positional first (optional; torch's
-                                        # ModuleCallSignature.forward_arg_names): lets a Program take a
-                                        # positional argument by keyword, p(x=t), as ep.module() does
-     "pytree_types": [{"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
-                       "module": "transformers.modeling_outputs"}, ...]}
-                                        # (optional) container types of the input/output pytree specs
-                                        # that torch does not register itself, with the module that does:
-                                        # aotcuda.load imports it (runtime/pytree_types.py)
-    TensorSpec = {"name": "x",                      # graph-signature name of the input / output
-                  "dtype": "float32",               # torch dtype name, without "torch."
-                  "device": "cpu" | "cuda",         # device type only
-                  "shape": [Dim, ...],              # len(shape) is the rank
-                  "contiguous": true,               # the exported example was contiguous (inputs)
-                  "strides": [Dim, ...],            # the exported example's strides, which the generated
-                                                    # code assumes (optional: absent in older packages)
-                  "mutated": false,                 # inputs: the program writes it in place (optional:
-                                                    # absent in older packages, see runtime/checks.py)
-                  "complex": null}                  # or "complex64" (complex32, complex128): the caller's
-                                                    # complex dtype of a tensor the package takes/returns
-                                                    # as its real pair (ReplaceComplexWithRealPass); dtype,
-                                                    # shape and strides are the pair's (float32, S + [2]).
-                                                    # aotcuda.load adapts it with zero-copy views and checks
-                                                    # it in the caller's terms (runtime/complex_boundary.py)
-    Dim = 4                                         # a static size, or
-        | {"expr": "s77", "min": 2, "max": 64}      # symbolic: a sympy expression of the input symbols;
-                                                    # "max": null means unbounded
+The signature (``aotcuda/signature.json``: dtypes, shapes, strides, complex inputs and outputs) is the
+package contract of ``aotcuda.package_format``, which the lowering writes; this module only reads it.
 """
 
 from __future__ import annotations
@@ -64,10 +30,10 @@ import zlib
 from dataclasses import dataclass, field
 
 from aotcuda.errors import PackageError
+from aotcuda.package_format import SIGNATURE_ENTRY, parse_signature
+from aotcuda.package_format import archive_root as _archive_root
+from aotcuda.package_format import open_zip as _open_zip
 from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction, copy_entry, read_entry
-
-SIGNATURE_ENTRY = "aotcuda/signature.json"
-SIGNATURE_FORMAT, SIGNATURE_VERSION = "aotcuda.signature", 1
 
 
 @dataclass
@@ -95,26 +61,11 @@ class ExtractedPackage:
             self._finalizer()
 
 
-def _archive_root(names: list[str]) -> str:
-    """The top folder every entry shares ("twice/"), or "" for old archives without one."""
-    tops = {name.split("/", 1)[0] for name in names if "/" in name}
-    return f"{tops.pop()}/" if len(tops) == 1 and all("/" in n for n in names) else ""
-
-
 def model_names(names: list[str]) -> list[str]:
     """The model names in a package's entry list (folders under data/aotinductor/)."""
     root = _archive_root(names)
     prefix = f"{root}data/aotinductor/"
     return sorted({n[len(prefix):].split("/", 1)[0] for n in names if n.startswith(prefix) and n.count("/") > prefix.count("/")})
-
-
-def _open_zip(path: str) -> zipfile.ZipFile:
-    if not os.path.isfile(path):
-        raise PackageError(f"no AOTInductor package at {path!r}: the file does not exist")
-    try:
-        return zipfile.ZipFile(path)
-    except zipfile.BadZipFile as exc:
-        raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
 
 
 def _pick_model(path: str, names: list[str], model_name: str | None) -> str:
@@ -353,18 +304,7 @@ def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str,
     entry = next((n for n in (f"{root}{SIGNATURE_ENTRY}", SIGNATURE_ENTRY) if n in names), None)
     if entry is None:
         return None
-    data = read_json_entry(archive, entry, path, limits)
-    try:
-        signature = json.loads(data)
-    except ValueError as exc:
-        raise PackageError(f"{path!r}: {entry} is not valid JSON: {exc}") from exc
-    if not isinstance(signature, dict):
-        raise PackageError(f"{path!r}: {entry} is a {type(signature).__name__}, not a JSON object; "
-                           "write it again with aotcuda.runtime.package.write_signature, or lower the model again")
-    if signature.get("format") != SIGNATURE_FORMAT or signature.get("version") != SIGNATURE_VERSION:
-        raise PackageError(f"{path!r}: {entry} has format {signature.get('format')!r} version "
-                           f"{signature.get('version')!r}; this aotcuda reads {SIGNATURE_FORMAT} {SIGNATURE_VERSION}")
-    return signature
+    return parse_signature(read_json_entry(archive, entry, path, limits), entry, path)
 
 
 def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None:
@@ -382,192 +322,3 @@ def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None
         return _read_signature_entry(archive, names, _archive_root(names), path, ArchiveLimits.from_environment())
 
 
-def _dim_spec(size, range_constraints) -> int | dict:
-    if isinstance(size, int):
-        return size
-    from torch.utils._sympy.value_ranges import bound_sympy
-
-    expr = size.node.expr
-    if expr.is_number:
-        return int(expr)
-    bounds = bound_sympy(expr, range_constraints)
-    lower = _finite_bound(bounds.lower)
-    return {"expr": str(expr), "min": 0 if lower is None else max(lower, 0), "max": _finite_bound(bounds.upper)}
-
-
-def _finite_bound(value) -> int | None:
-    """A range bound as an int, or None when it is infinite or not a number.
-
-    torch.export marks a Dim without max= with torch's own ``int_oo`` (and -int_oo below), whose sympy
-    ``is_finite`` is True on torch 2.13 but which int() cannot convert; older ranges may hold sympy.oo.
-    """
-    from torch.utils._sympy.numbers import int_oo
-
-    if value in (int_oo, -int_oo) or value.is_infinite or not value.is_number:
-        return None
-    return int(value)
-
-
-def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dict:
-    return {
-        "name": name,
-        "dtype": str(value.dtype).removeprefix("torch."),
-        "device": value.device.type,
-        "shape": [_dim_spec(size, range_constraints) for size in value.shape],
-        "contiguous": bool(value.is_contiguous()),
-        "strides": [_dim_spec(stride, range_constraints) for stride in value.stride()],
-        "complex": None if complex_dtype is None else str(complex_dtype).removeprefix("torch."),
-    }
-
-
-def mutated_user_inputs(ep) -> set[str]:
-    """Names of the user inputs the program writes in place: the graph signature's USER_INPUT_MUTATION
-    targets (a functionalized program, as lower() compiles), and placeholders passed as a written
-    argument (``Tensor(a!)``) of an op (an ExportedProgram not yet through run_decompositions)."""
-    import torch
-
-    from aotcuda.passes.complex_to_real.boundary import user_input_names
-
-    user = {name for name in user_input_names(ep.graph_signature) if name is not None}  # constants have none
-    written = set(ep.graph_signature.user_inputs_to_mutate.values()) & user
-    for node in ep.graph.nodes:
-        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
-        if schema is None:
-            continue
-        given = [*zip(schema.arguments, node.args),
-                 *((a, node.kwargs[a.name]) for a in schema.arguments if a.name in node.kwargs)]
-        written.update(value.name for argument, value in given
-                       if argument.alias_info is not None and argument.alias_info.is_write
-                       and isinstance(value, torch.fx.Node) and value.op == "placeholder" and value.name in user)
-    return written
-
-
-def signature_from_exported_program(ep, device: str | None = None) -> dict:
-    """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
-
-    Inputs and outputs that ReplaceComplexWithRealPass turned into real pairs get their complex dtype in
-    the "complex" field (read from ``aotcuda.passes.complex_to_real.complex_boundary(ep)``).
-
-    Args:
-        ep: the ExportedProgram that was (or will be) compiled into the package.
-        device: the device type the package runs on ("cpu" / "cuda"); default: the example inputs'.
-    """
-    import torch
-
-    from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
-
-    sig, boundary = ep.graph_signature, complex_boundary(ep)
-    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
-    mutated = mutated_user_inputs(ep)
-    # Constant inputs (None for them here) are baked into the package; like SymInt and custom-object
-    # inputs, they are not tensors the container takes.
-    inputs = [{**_tensor_spec(name, placeholders[name].meta["val"], ep.range_constraints, complex_dtype),
-               "mutated": name in mutated}
-              for name, complex_dtype in zip(user_input_names(sig), boundary.inputs)
-              if name is not None and isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
-    output_node = next(n for n in ep.graph.nodes if n.op == "output")
-    user_output_nodes = list(output_node.args[0])[len(output_node.args[0]) - len(sig.user_outputs):]
-    outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints, complex_dtype)
-               for name, node, complex_dtype in zip(sig.user_outputs, user_output_nodes, boundary.outputs)
-               if hasattr(node, "meta") and isinstance(node.meta.get("val"), torch.Tensor)]
-    if device is not None:
-        for spec in inputs + outputs:
-            spec["device"] = torch.device(device).type
-    signature = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": inputs, "outputs": outputs}
-    names = dim_names(ep)
-    if names:
-        signature["dim_names"] = names
-    constants = constant_inputs(sig)
-    if constants:
-        in_spec = ep.module_call_graph[0].signature.in_spec if ep.module_call_graph else None
-        if in_spec is not None and in_spec.num_leaves == len([s for s in sig.input_specs
-                                                              if s.kind.name == "USER_INPUT"]):
-            from aotcuda.runtime.keywords import leaf_names
-
-            names = leaf_names(in_spec)
-            for entry in constants:
-                entry["name"] = names[entry["leaf"]]
-        signature["constant_inputs"] = constants
-    call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
-    arg_names = getattr(call_signature, "forward_arg_names", None)
-    if arg_names:
-        signature["forward_arg_names"] = [str(name) for name in arg_names]
-    if call_signature is not None:
-        from aotcuda.runtime.pytree_types import recorded_types
-
-        types = {t["type"]: t for spec in (call_signature.in_spec, call_signature.out_spec) for t in recorded_types(spec)}
-        if types:
-            signature["pytree_types"] = list(types.values())
-    return signature
-
-
-def constant_inputs(graph_signature) -> list[dict]:
-    """The non-tensor inputs torch.export specialized into the program (``use_cache=False``, a float
-    scale), as ``{"leaf": i, "value": v}``: i is the input's place among the flat leaves of the
-    ``(args, kwargs)`` input spec (every user input is one leaf, constants included). The runtime checks a
-    call against them: the package computes with these values whatever the caller passes."""
-    from torch.export.graph_signature import ConstantArgument, InputKind
-
-    user = [spec for spec in graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
-    return [{"leaf": leaf, "value": spec.arg.value} for leaf, spec in enumerate(user)
-            if isinstance(spec.arg, ConstantArgument) and _plain_value(spec.arg.value)]
-
-
-def _plain_value(value) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
-
-
-def dim_names(ep) -> dict[str, str]:
-    """{symbol: the Dim name the caller gave it} for the input sizes that are one symbol ("s27": "seq").
-
-    torch.export keeps the names in the shape environment of the program's fake tensors
-    (``source_name_to_debug_name``, keyed by source, "L['x'].size()[1]"; the same on torch 2.11 and 2.13);
-    a symbol torch named itself (Dim.AUTO, the CLI's x_1 is a name too) maps to that name.
-    """
-    import torch
-
-    names = {}
-    for node in ep.graph.find_nodes(op="placeholder"):
-        value = node.meta.get("val")
-        shape_env = getattr(getattr(value, "fake_mode", None), "shape_env", None)
-        if not isinstance(value, torch.Tensor) or shape_env is None:
-            continue
-        debug_names = getattr(shape_env, "source_name_to_debug_name", {})
-        for size in value.shape:
-            expr = size.node.expr if isinstance(size, torch.SymInt) else None
-            if expr is None or not expr.is_Symbol or str(expr) in names:
-                continue
-            for source in getattr(shape_env, "var_to_sources", {}).get(expr, []):
-                key = source.name() if callable(source.name) else source.name  # a property on torch 2.13
-                if (name := debug_names.get(key)) is not None:
-                    names[str(expr)] = name
-                    break
-    return names
-
-
-def write_signature(package_path: str | os.PathLike, signature: dict) -> None:
-    """Add (or replace) the ``aotcuda/signature.json`` entry of a .pt2 package, in place."""
-    path = os.fspath(package_path)
-    with _open_zip(path) as archive:
-        names = archive.namelist()
-        root = _archive_root(names)
-    entry = f"{root}{SIGNATURE_ENTRY}"
-    data = json.dumps(signature, indent=1).encode()
-    if entry not in names:
-        with zipfile.ZipFile(path, "a") as archive:
-            archive.writestr(entry, data)
-        return
-    # zipfile cannot replace an entry: rewrite the archive without it.
-    fd, tmp = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(os.path.abspath(path)))
-    os.close(fd)
-    try:
-        with zipfile.ZipFile(path) as source, zipfile.ZipFile(tmp, "w") as target:
-            for info in source.infolist():
-                if info.filename != entry:
-                    target.writestr(info, source.read(info))
-            target.writestr(entry, data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)  # never leave a half-written copy next to the package
-        raise

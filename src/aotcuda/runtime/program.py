@@ -49,7 +49,7 @@ from aotcuda.runtime.checks import (
     check_mutated_inputs,
     write_back,
 )
-from aotcuda.runtime.complex_boundary import split_signature
+from aotcuda.runtime.complex_adapter import split_signature
 from aotcuda.runtime.container import (
     ModelContainer,
     OutputStealer,
@@ -140,7 +140,7 @@ class Program:
     input/output, or None when the package has no aotcuda signature), ``input_names``, ``output_names``,
     ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``. Complex inputs and outputs of the user's program
     (real pairs in the package) are passed and returned as complex tensors, and their specs say so
-    (``aotcuda.runtime.complex_boundary``).
+    (``aotcuda.runtime.complex_adapter``).
     """
 
     def __init__(self, package: ExtractedPackage, *, device=None, cuda_graphs: bool = False):
@@ -230,8 +230,9 @@ class Program:
         if not signature:
             return None, None
         try:
-            inputs = tuple(TensorSpec.from_json(s) for s in signature.get("inputs", []))
-            outputs = tuple(TensorSpec.from_json(s) for s in signature.get("outputs", []))
+            names = signature.get("dim_names")  # the user's Dim names: specs and errors show "seq", not s27
+            inputs = tuple(TensorSpec.from_json(s, names) for s in signature.get("inputs", []))
+            outputs = tuple(TensorSpec.from_json(s, names) for s in signature.get("outputs", []))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise PackageError(f"{self.package_path!r}: the aotcuda signature entry is malformed ({type(exc).__name__}: "
                                f"{exc}); lower the model again, or write it with write_signature") from exc

@@ -8,7 +8,7 @@ fresh process that loads a package lowered from LlamaForCausalLM raises ``NotImp
 Deserializing ... in pytree is not registered``.
 
 So, at lowering time, the signature records every container type of the specs that is not one of torch's
-own, with the module that defines it (``pytree_types``, see runtime/package.py); at load time,
+own, with the module that defines it (``pytree_types``, see package_format.py); at load time,
 ``load_spec`` imports those modules where they are importable and reads the spec. Where a module cannot be
 imported, the structure comes back plain, with one UserWarning naming the type and the module:
 

@@ -66,7 +66,8 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     if not signature:
         raise PackageError(f"{package_path!r} has no aotcuda signature (inputs, outputs, device); serve a "
                            "package written by aotcuda.lower (or lower the model again)")
-    specs = {kind: tuple(TensorSpec.from_json(s) for s in signature.get(kind, [])) for kind in ("inputs", "outputs")}
+    names = signature.get("dim_names")
+    specs = {kind: tuple(TensorSpec.from_json(s, names) for s in signature.get(kind, [])) for kind in ("inputs", "outputs")}
     serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path)
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:

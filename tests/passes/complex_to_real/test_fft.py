@@ -151,3 +151,61 @@ def test_dynamic_transform_length_above_the_largest_bound_is_refused():
     ep = export(ComplexFn(lambda z: torch.fft.fft(z), 1), (pair(2, 16),), dynamic_shapes=(({1: n},),))
     with pytest.raises(UnsupportedComplexOpError, match=f"upper bound of {1 << 24}.*max=... ≤ {1 << 21}"):
         ReplaceComplexWithRealPass(strict=True)(ep)
+
+
+class FourierLayer(torch.nn.Module):
+    """A Fourier neural operator layer as written in the FNO papers' code: rfft(n), a complex zeros tensor
+    of the spectrum's shape, the lowest `modes` frequencies assigned by slice (einsum with complex weights),
+    irfft(n). 2-D: rfft2 and two corner slices, as FNO2d does. Issue #11 item 7 names it on torch 2.11."""
+
+    def __init__(self, channels=4, modes=5, dims=1, dtype=torch.complex64):
+        super().__init__()
+        self.dims, self.modes = dims, modes
+        shape = (channels, channels, modes) if dims == 1 else (channels, channels, modes, modes)
+        self.w1 = torch.nn.Parameter(torch.randn(*shape, dtype=dtype) / channels)
+        self.w2 = torch.nn.Parameter(torch.randn(*shape, dtype=dtype) / channels)
+
+    def forward(self, x):
+        m = self.modes
+        if self.dims == 1:
+            x_ft = torch.fft.rfft(x)
+            out_ft = torch.zeros(x.shape[0], self.w1.shape[1], x.shape[-1] // 2 + 1, dtype=self.w1.dtype, device=x.device)
+            out_ft[:, :, :m] = torch.einsum("bix,iox->box", x_ft[:, :, :m], self.w1)
+            return torch.fft.irfft(out_ft, n=x.shape[-1])
+        x_ft = torch.fft.rfft2(x)
+        out_ft = torch.zeros(x.shape[0], self.w1.shape[1], x.shape[-2], x.shape[-1] // 2 + 1, dtype=self.w1.dtype,
+                             device=x.device)
+        out_ft[:, :, :m, :m] = torch.einsum("bixy,ioxy->boxy", x_ft[:, :, :m, :m], self.w1)
+        out_ft[:, :, -m:, :m] = torch.einsum("bixy,ioxy->boxy", x_ft[:, :, -m:, :m], self.w2)
+        return torch.fft.irfft2(out_ft, s=(x.shape[-2], x.shape[-1]))
+
+
+@pytest.mark.parametrize("dims, dtype", [(1, torch.float32), (2, torch.float32)])
+def test_fourier_layer_slice_assignment_into_complex_zeros(dims, dtype):
+    """Rewritten with a dynamic batch (slice_scatter into the complex zeros), against eager at two batches."""
+    module = FourierLayer(dims=dims, dtype=COMPLEX[dtype])
+    shape = (4, 16) if dims == 1 else (4, 12, 12)
+    batch = torch.export.Dim("batch", min=1, max=16)
+    ep = export(module, (real(2, *shape, dtype=dtype),), dynamic_shapes=({0: batch},))
+    assert torch.ops.aten.slice_scatter.default in ops_in(ep)
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    assert_no_complex(new)
+    for b in (3, 1):
+        x = real(b, *shape, dtype=dtype)
+        assert_close_to_scale(new.module()(x), module(x), dtype)
+
+
+@pytest.mark.cuda
+def test_fourier_layer_lowered_on_cuda_matches_eager(tmp_path):
+    """lower(device="cuda") + load() of the 2-D layer: no fallback kernel (the torch 2.11 report was
+    'aten.slice_scatter.default on complex values'), outputs as eager's CUDA ones."""
+    import aotcuda
+
+    module = FourierLayer(dims=2).cuda()
+    x = torch.randn(2, 4, 12, 12, device="cuda")
+    lowered = aotcuda.lower(module, (x,), device="cuda", package_path=tmp_path / "fno.pt2")
+    assert lowered.fallback_kernels == []
+    with lowered.load() as program:
+        for _ in range(2):
+            x = torch.randn(2, 4, 12, 12, device="cuda")
+            assert_close_to_scale(program(x), module(x), torch.float32)

@@ -3,11 +3,12 @@
 Eager computes a complex32 op in complex64 and rounds the result to complex32 once (checked on the
 CPU: chalf a·b and a+b equal (a.to(complex64) op b.to(complex64)).to(chalf) bit for bit). A rule run
 directly on float16 pairs would round after every real product and sum inside the rule instead. So
-the rules that compute (elementwise, reductions, matrix products, polar) run on a node touching
-complex32 through `in_float32`: float16 operands go up to float32 (exactly), the rule sees the eager
-result's dtype one step up (complex32 → complex64, float16 → float32), and the result comes back down
-to the eager result's dtype. Shape, indexing, creation and conversion rules only move or cast values
-and run on the float16 pairs as they are.
+the rules that compute (registered with ``computes=True``: elementwise, reductions, matrix products,
+polar) run on a node touching complex32 through `in_float32`: float16 operands go up to float32
+(exactly), the rule sees the eager result's dtype one step up (complex32 → complex64, float16 →
+float32), and the result comes back down to the eager result's dtype. Shape, indexing, creation and
+conversion rules only move or cast values and run on the float16 pairs as they are. The scan decides
+(`runs_in_float32`), the rewrite applies `in_float32`.
 
 Eager's CPU kernels lack complex32 for many ops (div, exp, log, sqrt, pow, angle, reciprocal, sum,
 mean, mm/bmm, gather, polar: "not implemented for 'ComplexHalf'"); such programs still export and the
@@ -25,8 +26,6 @@ from aotcuda.passes.complex_to_real.pair import Pair
 from aotcuda.passes.complex_to_real.registry import Rule
 
 UP = {torch.complex32: torch.complex64, torch.float16: torch.float32}
-COMPUTING_FAMILIES = frozenset({"elementwise", "reduction", "linalg"})
-COMPUTING_OPS = frozenset({torch.ops.aten.polar.default})
 
 
 def touches_complex32(node: torch.fx.Node) -> bool:
@@ -35,11 +34,6 @@ def touches_complex32(node: torch.fx.Node) -> bool:
     leaves = pytree.tree_leaves(values) + pytree.tree_leaves((node.args, node.kwargs))
     return any((isinstance(v, torch.Tensor) and v.dtype == torch.complex32) or v is torch.complex32
                for v in leaves)
-
-
-def computes(rule: Rule) -> bool:
-    """Whether the rule does arithmetic (rounding matters) rather than moving or casting values."""
-    return rule.family in COMPUTING_FAMILIES or rule.op in COMPUTING_OPS
 
 
 class _UpcastResult:
@@ -91,8 +85,6 @@ def in_float32(rule: Rule) -> Rule:
     return dataclasses.replace(rule, fn=fn)
 
 
-def rule_for_node(node: torch.fx.Node, rule: Rule) -> Rule:
-    """The rule to run on `node`: in float32 for a computing rule on complex32 values, else as it is."""
-    if computes(rule) and touches_complex32(node):
-        return in_float32(rule)
-    return rule
+def runs_in_float32(node: torch.fx.Node, rule: Rule) -> bool:
+    """Whether `rule` runs on `node` in float32: a rule registered with computes=True, on complex32 values."""
+    return rule.computes and touches_complex32(node)

@@ -15,10 +15,10 @@ directly (the copy is pointwise).
 from __future__ import annotations
 
 import torch
-from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 from torch.utils import _pytree as pytree
 
 from aotcuda.passes.complex_to_real.pair import Pair, same_size
+from aotcuda.passes.complex_to_real.torch_internals import disable_proxy_modes_tracing
 
 aten = torch.ops.aten
 

@@ -15,9 +15,13 @@ import math
 from collections.abc import Sequence
 
 import torch
-from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
-REAL_OF_COMPLEX = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
+from aotcuda.package_format import REAL_OF_COMPLEX
+from aotcuda.passes.complex_to_real.torch_internals import get_proxy_mode
+
+# The pair dtype of each complex dtype, from the package contract's table (one table for the pass and the runtime).
+_PAIR_DTYPE = {getattr(torch, complex_name): getattr(torch, real_name)
+               for complex_name, real_name in REAL_OF_COMPLEX.items()}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -61,7 +65,7 @@ def same_size(a, b) -> bool:
 
 def real_dtype(dtype: torch.dtype) -> torch.dtype:
     """The pair dtype of a complex dtype; real dtypes map to themselves."""
-    return REAL_OF_COMPLEX.get(dtype, dtype)
+    return _PAIR_DTYPE.get(dtype, dtype)
 
 
 def pair_dim(dim: int) -> int:

@@ -32,10 +32,14 @@ import os
 import warnings
 
 import torch
-from torch._export.passes.lift_constants_pass import ConstantAttrMap, lift_constants_pass
-from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
-
 from aotcuda.passes.complex_to_real.boundary import boundary_of, record_boundary
+from aotcuda.passes.complex_to_real.torch_internals import (
+    ConstantAttrMap,
+    get_proxy_mode,
+    get_proxy_slot,
+    lift_constants_pass,
+)
+from aotcuda.passes.result import PassResult
 
 PAIR_MUL_VARIABLE = "AOTCUDA_PAIR_MUL"
 FORMS = ("fold", "flip", "flip-cat", "unbind")
@@ -72,13 +76,19 @@ class FoldConstantProductTablesPass:
     unchanged. Programs lowered with AOTCUDA_PAIR_MUL other than ``fold`` have no tagged table.
     """
 
+    def __init__(self):
+        self.result = PassResult(type(self).__name__)
+
     def __call__(self, ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+        self.result = PassResult(type(self).__name__, counts={"folded": 0})
         values, known = constant_placeholder_values(ep), {}
         if not any(TABLE_KEY in node.meta and _evaluate(node, values, known) is not None for node in ep.graph.nodes):
             return ep  # nothing to fold (e.g. a decode step's table indexed by the position): no graph copy
         gm = copy.deepcopy(ep.graph_module)
-        if not fold_product_tables(gm, values):
+        folded = fold_product_tables(gm, values)
+        if not folded:
             return ep
+        self.result = PassResult(type(self).__name__, changed=True, counts={"folded": folded})
         signature = copy.deepcopy(ep.graph_signature)
         constants = dict(ep.constants)
         constants.update(lift_constants_pass(gm, signature, ConstantAttrMap()))

@@ -14,7 +14,6 @@ import copy
 import dataclasses
 
 import torch
-from torch._export.passes.lift_constants_pass import ConstantAttrMap, lift_constants_pass
 from torch.export.graph_signature import (
     ConstantArgument,
     ExportGraphSignature,
@@ -24,6 +23,7 @@ from torch.export.graph_signature import (
 )
 
 from aotcuda.passes.complex_to_real.boundary import boundary_of, record_boundary
+from aotcuda.passes.complex_to_real.torch_internals import ConstantAttrMap, lift_constants_pass
 
 _STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 

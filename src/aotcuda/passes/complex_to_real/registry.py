@@ -2,7 +2,7 @@
 
 A rule is a small function registered for one or more op overloads:
 
-    @register(aten.mul.Tensor, aten.mul.Scalar)
+    @register(aten.mul.Tensor, aten.mul.Scalar, computes=True)
     def mul(out, a, b):
         ...
 
@@ -12,6 +12,11 @@ complex tensor is a `Pair` (see pair.py) and every real tensor a plain tensor. I
 complex result, a tensor for a real one, a list of those for ops returning several, or None for an op
 that disappears. It is written in plain torch ops: the pass traces it with make_fx, so whatever it
 calls becomes the new graph's nodes.
+
+Policy is declared at registration, never inferred from where a rule lives: ``computes=True`` marks a
+rule that does arithmetic (rounding matters), which on complex32 values runs in float32 as eager does
+(half.py); a rule without it only moves or casts values. ``refuses=`` names the arguments it does not
+cover (Rule.refuses). `family`, the rule's module name, only groups the rules in docs/ops.md.
 
 Rules are registered for ATen overloads only; `rule_for` finds them for two other spellings of the same
 op, so that programs in ExecuTorch's Edge dialect are rewritten by the same table:
@@ -40,13 +45,16 @@ from aotcuda.passes.complex_to_real.pair import Pair
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """A rule: the op it rewrites, the function, its family (module name) and, for rules that cover only
-    some arguments of their op, `refuses(node) -> reason or None`, asked by the scan before any change."""
+    """A rule: the op it rewrites, the function, its family (the module it is written in: the section of
+    docs/ops.md), for rules that cover only some arguments of their op `refuses(node) -> reason or None`,
+    asked by the scan before any change, and `computes`: it does arithmetic, so on complex32 values it
+    runs in float32 (see half.py; declared at registration)."""
 
     op: torch._ops.OpOverload | Callable
     fn: Callable
     family: str
     refuses: Callable[[torch.fx.Node], str | None] | None = None
+    computes: bool = False
 
     @property
     def summary(self) -> str:
@@ -71,16 +79,17 @@ def op_name(op: object) -> str:
     return f"{getattr(op, '__module__', '')}.{getattr(op, '__name__', repr(op))}".lstrip(".")
 
 
-def register(*ops: object, refuses: Callable[[torch.fx.Node], str | None] | None = None
-             ) -> Callable[[Callable], Callable]:
-    """Register the decorated function as the rule of every op overload in `ops` (see Rule.refuses)."""
+def register(*ops: object, refuses: Callable[[torch.fx.Node], str | None] | None = None,
+             computes: bool = False) -> Callable[[Callable], Callable]:
+    """Register the decorated function as the rule of every op overload in `ops` (see Rule.refuses and
+    Rule.computes)."""
 
     def decorate(fn: Callable) -> Callable:
         family = fn.__module__.rsplit(".", 1)[-1]
         for op in ops:
             if op in RULES:
                 raise ValueError(f"{op_name(op)} already has a rule: {RULES[op].fn.__qualname__}")
-            RULES[op] = Rule(op, fn, family, refuses)
+            RULES[op] = Rule(op, fn, family, refuses, computes)
         return fn
 
     return decorate
@@ -158,7 +167,7 @@ def _copy_form_rule(op: torch._ops.OpOverload) -> Rule | None:
 
     copy_rule.__doc__ = f"As {op_name(view_rule.op)}, into a fresh contiguous tensor."
     copy_rule.__name__ = copy_rule.__qualname__ = f"copy_of({view_fn.__qualname__})"
-    return Rule(op, copy_rule, view_rule.family, view_rule.refuses)
+    return Rule(op, copy_rule, view_rule.family, view_rule.refuses, view_rule.computes)
 
 
 # ExecuTorch's dim-order ops: ATen ops whose memory_format argument is a dim order instead (the order of
@@ -188,7 +197,7 @@ def _dim_order_rule(op: object) -> Rule | None:
 
     dim_order_rule.__doc__ = f"As {op_name(aten_op)}, the dim order as a memory format."
     dim_order_rule.__name__ = dim_order_rule.__qualname__ = f"dim_order_of({aten_fn.__qualname__})"
-    return Rule(aten_op, dim_order_rule, rule.family, rule.refuses)
+    return Rule(aten_op, dim_order_rule, rule.family, rule.refuses, rule.computes)
 
 
 def memory_format_of(dim_order) -> torch.memory_format | None:

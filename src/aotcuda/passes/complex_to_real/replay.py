@@ -25,17 +25,20 @@ from __future__ import annotations
 import contextlib
 
 import torch
-from torch._dispatch.python import no_python_dispatcher
-from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
-from torch.fx.experimental.proxy_tensor import (
+from torch.utils import _pytree as pytree
+
+from aotcuda.passes.complex_to_real.torch_internals import (
+    FakeTensor,
+    TorchDispatchMode,
+    _pop_mode_temporarily,
     disable_proxy_modes_tracing,
     fetch_sym_proxy,
     get_proxy_mode,
     get_proxy_slot,
+    in_kernel_invocation_manager,
+    no_python_dispatcher,
     track_tensor,
 )
-from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PLAIN_TYPES = (bool, int, str, torch.dtype, torch.device, torch.layout, torch.memory_format)

@@ -13,20 +13,16 @@ inputs of the same metadata copies the first result's metadata instead of a fake
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
 import torch.fx.traceback as fx_traceback
 from torch.export.graph_signature import CustomObjArgument, InputKind, OutputKind
-from torch.fx.experimental.proxy_tensor import (
-    get_proxy_mode,
-    get_proxy_slot,
-    make_fx,
-    track_tensor,
-)
 from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
+from aotcuda.passes.complex_to_real.half import in_float32
 from aotcuda.passes.complex_to_real.layout import as_laid_out_in_eager
 from aotcuda.passes.complex_to_real.pair import Pair, real_as_pair, real_dtype, same_size, shared_constants
 from aotcuda.passes.complex_to_real.placement import constant_devices
@@ -41,10 +37,18 @@ from aotcuda.passes.complex_to_real.scan import (
     holds_complex,
     program_has_complex,
     scan,
-    source_line,
+    source_location,
 )
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
 from aotcuda.passes.complex_to_real.symbols import track_symbols
+from aotcuda.passes.complex_to_real.torch_internals import (
+    get_proxy_mode,
+    get_proxy_slot,
+    make_fx,
+    speedups_default,
+    track_tensor,
+)
+from aotcuda.passes.result import PassResult
 
 logger = logging.getLogger("aotcuda")
 
@@ -58,34 +62,46 @@ class ReplaceComplexWithRealPass:
 
     Args:
         strict: raise instead of logging when the program cannot be rewritten.
+        speedups: replay repeated ops' metadata and copy unchanged nodes (the two uses of torch internals
+            that only save time, see torch_internals.py); False traces every node, for the same graph.
+            Default: on, unless AOTCUDA_PASS_SPEEDUPS=0.
 
     Calling the pass returns a new ExportedProgram and leaves its argument unchanged. A program with no
     complex value is returned as it is. A program with an op the pass cannot rewrite (no rule, or one of
     the cases refused in scan.REFUSAL_CHECKS) is returned as it is, after one line on the "aotcuda"
     logger naming the op and the user's source line; `refusal` then holds it (op, node, source, reason)
-    until the next call (lower() puts it in its error).
+    until the next call (lower() puts it in its error). `result` (a PassResult) says what the last call
+    did: changed, the counts of rewritten nodes and of nodes computed in float32 (complex32), the refusal.
 
     Raises:
         UnsupportedComplexOpError: with strict=True, for a program that cannot be rewritten.
     """
 
-    def __init__(self, strict: bool = False):
+    def __init__(self, strict: bool = False, speedups: bool | None = None):
         self.strict = strict
+        self.speedups = speedups_default() if speedups is None else speedups
         self.refusal: Refusal | None = None  # why the last call left its program as it was, if it did
+        self.result = PassResult(type(self).__name__)
 
     def __call__(self, ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
         self.refusal = None
+        self.result = PassResult(type(self).__name__)
         if not program_has_complex(ep):
             return ep
         pair_mul_form()  # a bad AOTCUDA_PAIR_MUL fails here, naming the choices, not as a rule's refusal
         decision = scan(ep)
         if isinstance(decision, Plan):
             try:
-                return rewrite(ep, decision)
+                rewritten = rewrite(ep, decision, self.speedups)
             except RuleFailed as failure:
                 decision = failure.refusal
+            else:
+                self.result = PassResult(type(self).__name__, changed=True, counts={
+                    "rewritten nodes": len(decision.rules), "in float32": len(decision.in_float32)})
+                return rewritten
         if isinstance(decision, Refusal):
             self.refusal = decision
+            self.result = PassResult(type(self).__name__, refusal=decision)
             if self.strict:
                 raise UnsupportedComplexOpError(decision.op, decision.node, decision.source, decision.reason)
             logger.warning(decision.log_line())
@@ -108,21 +124,23 @@ class _PairInterpreter(torch.fx.Interpreter):
     with symbolic shapes costs about a millisecond, and most nodes of a model are such nodes.
     """
 
-    def __init__(self, gm: torch.fx.GraphModule, plan: Plan, complex_placeholders: set[str]):
+    def __init__(self, gm: torch.fx.GraphModule, plan: Plan, complex_placeholders: set[str], speedups: bool = True):
         super().__init__(gm, garbage_collect_values=True)
         self.extra_traceback = False  # keep RuleFailed as it is raised
         self.plan = plan
         self.complex_placeholders = complex_placeholders
         self.tracer = get_proxy_mode().tracer
         self.results = RuleResults()  # repeated rule calls reuse the first result (see reuse.py)
-        self.replay = ReplayMode()  # repeated ops skip their fake-tensor metadata (see replay.py)
+        self.speedups = speedups  # replay and copying unchanged nodes (see torch_internals.py)
+        self.replay = ReplayMode() if speedups else None  # repeated ops skip fake-tensor metadata (replay.py)
 
     def run(self, *args):
-        with self.replay:
+        with self.replay if self.replay is not None else contextlib.nullcontext():
             return super().run(*args)
 
     def run_node(self, n: torch.fx.Node):
-        if isinstance(n.target, torch._ops.HigherOrderOperator):  # they refuse user dispatch modes
+        # Higher-order ops refuse user dispatch modes: they run with the replay mode suspended.
+        if self.replay is not None and isinstance(n.target, torch._ops.HigherOrderOperator):
             with suspended(self.replay):
                 return self._run_node(n)
         return self._run_node(n)
@@ -135,9 +153,11 @@ class _PairInterpreter(torch.fx.Interpreter):
             return self._original_if_same(value, n.meta.get("val"))
         rule = self.plan.rules.get(n)
         if rule is not None:
+            if n in self.plan.in_float32:
+                rule = in_float32(rule)
             args, kwargs = self.fetch_args_kwargs_from_env(n)
             return self.results.reuse_or_run(n.target, args, kwargs, lambda: self._run_rule(n, rule, args, kwargs))
-        if n.op == "call_function" and self._inputs_unchanged(n):
+        if n.op == "call_function" and self.speedups and self._inputs_unchanged(n):
             return self._copy_unchanged(n)
         if n.op != "call_function":
             return super().run_node(n)
@@ -146,7 +166,7 @@ class _PairInterpreter(torch.fx.Interpreter):
         except RuleFailed:
             raise
         except Exception as error:  # e.g. a graph whose metadata disagrees with its values: refuse, whole
-            raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+            raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
                                      f"running it on the rewritten values failed: {type(error).__name__}: "
                                      f"{str(error).splitlines()[0] if str(error) else ''}")) from error
 
@@ -160,17 +180,17 @@ class _PairInterpreter(torch.fx.Interpreter):
                 result = rule.fn(n.meta.get("val"), *args, **kwargs)
                 result = as_laid_out_in_eager(result, n.meta.get("val"))  # what follows may read strides
             except Exception as error:  # a bug or an unforeseen argument: refuse, never half-rewrite
-                raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+                raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
                                          f"its rule failed: {type(error).__name__}: {error}")) from error
         misplaced = misplaced_device(result, n.meta.get("val"))
         if misplaced:
-            raise RuleFailed(Refusal(op_name(n.target), n.name, source_line(n),
+            raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
                                      f"its rule put a result on {misplaced}"))
         return self._original_if_same(result, n.meta.get("val"))
 
     def _run_subgraph(self, gm: torch.fx.GraphModule, complex_placeholders: set[str], *args) -> tuple:
         """Run a higher-order op's subgraph with the same plan, in whichever trace is current (its own)."""
-        return type(self)(gm, self.plan, complex_placeholders).run(*args)
+        return type(self)(gm, self.plan, complex_placeholders, self.speedups).run(*args)
 
     def _inputs_unchanged(self, n: torch.fx.Node) -> bool:
         """True if n returns one tensor and every input value is the original one (so is its result)."""
@@ -205,7 +225,7 @@ class _PairInterpreter(torch.fx.Interpreter):
         result matches the original node's value in dtype, shape, strides and offset, the nodes after it
         can be copied unchanged (`_copy_unchanged`) instead of being run again.
         """
-        if not (isinstance(result, torch.Tensor) and isinstance(original, torch.Tensor)
+        if not (self.speedups and isinstance(result, torch.Tensor) and isinstance(original, torch.Tensor)
                 and same_metadata(result, original)):
             return result
         track_tensor(original, get_proxy_slot(result, self.tracer).proxy, constant=None, tracer=self.tracer)
@@ -285,8 +305,9 @@ def _traced_input(value):
     return value
 
 
-def rewrite(ep: torch.export.ExportedProgram, plan: Plan) -> torch.export.ExportedProgram:
-    """Trace the program through the rules into a new graph and rebuild the ExportedProgram around it."""
+def rewrite(ep: torch.export.ExportedProgram, plan: Plan, speedups: bool = True) -> torch.export.ExportedProgram:
+    """Trace the program through the rules into a new graph and rebuild the ExportedProgram around it
+    (`speedups`: see ReplaceComplexWithRealPass)."""
     placeholders = list(ep.graph.find_nodes(op="placeholder"))
     complex_placeholders = {p.name for p in placeholders if holds_complex(p.meta.get("val"))}
     devices = constant_devices(ep, complex_placeholders)
@@ -296,7 +317,7 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan) -> torch.export.Export
     written = mutation_targets(ep)
 
     def run(*args):
-        outputs = _PairInterpreter(ep.graph_module, plan, complex_placeholders).run(*args)
+        outputs = _PairInterpreter(ep.graph_module, plan, complex_placeholders, speedups).run(*args)
         outputs = [as_written_into(o, written[i] in complex_placeholders) if written[i] else o
                    for i, o in enumerate(outputs)]
         return [o.t if isinstance(o, Pair) else o for o in outputs]  # complex outputs leave as pairs

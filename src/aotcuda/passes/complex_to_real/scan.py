@@ -16,7 +16,7 @@ import torch
 from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
-from aotcuda.passes.complex_to_real.half import rule_for_node
+from aotcuda.passes.complex_to_real.half import runs_in_float32
 from aotcuda.passes.complex_to_real.registry import Rule, op_name, rule_for
 
 
@@ -36,9 +36,11 @@ class Refusal:
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """What to rewrite: the rule of every call_function node that reads or writes a complex value."""
+    """What to rewrite: the rule of every call_function node that reads or writes a complex value, and the
+    nodes whose rule runs in float32 (complex32 values: half.py), applied by the rewrite."""
 
     rules: dict[torch.fx.Node, Rule]
+    in_float32: frozenset[torch.fx.Node] = frozenset()
 
 
 def holds_complex(value: object) -> bool:
@@ -71,8 +73,9 @@ def _is_user_frame(filename: str) -> bool:
     return not filename.startswith("<") and f"{os.sep}torch{os.sep}" not in filename
 
 
-def source_line(node: torch.fx.Node) -> str:
-    """The user's source line that produced the node: the innermost user frame of its stack trace, or ""."""
+def source_location(node: torch.fx.Node) -> str:
+    """Where in the user's source the node comes from, "file:line in function: code": the innermost user
+    frame of its stack trace, or "" (what a refusal names; fallbacks.relative_source_line is the kernel list's)."""
     lines = (node.meta.get("stack_trace") or "").rstrip().splitlines()
     frames = [(i, m) for i, line in enumerate(lines) if (m := _FRAME.search(line))]
     user_frames = [f for f in frames if _is_user_frame(f[1]["file"])] or frames
@@ -89,7 +92,7 @@ def _call_nodes(graph: torch.fx.Graph) -> list[torch.fx.Node]:
 
 
 def _refuse(node: torch.fx.Node, reason: str, op: str | None = None) -> Refusal:
-    return Refusal(op or _describe_op(node), node.name, source_line(node), reason)
+    return Refusal(op or _describe_op(node), node.name, source_location(node), reason)
 
 
 def _describe_op(node: torch.fx.Node) -> str:
@@ -176,6 +179,7 @@ def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:
         if refusal is not None:
             return refusal
     rules: dict[torch.fx.Node, Rule] = {}
+    in_float32 = set()
     for node in _call_nodes_deep(ep.graph_module):
         if node.target in PASS_THROUGH or not _reads_or_writes_complex(node):
             continue
@@ -185,5 +189,7 @@ def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:
         reason = rule.refuses(node) if rule.refuses else None
         if reason:
             return _refuse(node, reason)
-        rules[node] = rule_for_node(node, rule)  # complex32: in float32, as eager
-    return Plan(rules)
+        rules[node] = rule
+        if runs_in_float32(node, rule):  # complex32: in float32, as eager
+            in_float32.add(node)
+    return Plan(rules, frozenset(in_float32))

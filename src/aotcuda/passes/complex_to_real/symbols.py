@@ -12,7 +12,7 @@ Python arithmetic on traced SymInts records only ops the verifier allows (``oper
 ``torch.sym_min``/``sym_max``/``sym_not``/``sym_float``, ``math.floor``/``ceil``...). A symbol the trace
 does not know (an unbacked size of the original graph) is left to make_fx, as before.
 
-Torch internals used, on 2.11 to 2.13: the tracer's ``symnode_tracker`` and ``sympy_expr_tracker``
+Torch internals used, on 2.11 to 2.13 (imported from torch_internals.py): the tracer's ``symnode_tracker`` and ``sympy_expr_tracker``
 (what make_fx knows), ``set_proxy_slot`` and ``torch.utils._sympy.interp.sympy_interp``.
 """
 
@@ -21,10 +21,14 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.fx.experimental.proxy_tensor import get_proxy_slot, set_proxy_slot
 from torch.utils import _pytree as pytree
-from torch.utils._sympy.interp import sympy_interp
-from torch.utils._sympy.reference import PythonReferenceAnalysis
+
+from aotcuda.passes.complex_to_real.torch_internals import (
+    PythonReferenceAnalysis,
+    get_proxy_slot,
+    set_proxy_slot,
+    sympy_interp,
+)
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 

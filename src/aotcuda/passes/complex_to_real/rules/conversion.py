@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, copy_in_memory_format, real_as_pair, real_dtype
+from aotcuda.passes.complex_to_real.pair_algebra import conj
 from aotcuda.passes.complex_to_real.registry import register
-from aotcuda.passes.complex_to_real.rules.elementwise import conj
 
 aten = torch.ops.aten
 prims = torch.ops.prims

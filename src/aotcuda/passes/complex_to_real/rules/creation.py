@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_shape, real_dtype, scalar_pair
+from aotcuda.passes.complex_to_real.pair_algebra import polar_pair, result_dtype
 from aotcuda.passes.complex_to_real.registry import register
-from aotcuda.passes.complex_to_real.rules.elementwise import polar_pair, result_dtype
 
 aten = torch.ops.aten
 
@@ -29,7 +29,7 @@ def filled_pair(size, value, dtype: torch.dtype, device) -> Pair:
     return Pair(zeros + scalar_pair(re, im, dtype, device))
 
 
-@register(aten.polar.default)
+@register(aten.polar.default, computes=True)
 def polar(out, magnitude, angle):
     """magnitude · (cos angle, sin angle)."""
     dtype = result_dtype(out)

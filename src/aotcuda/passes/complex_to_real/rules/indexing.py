@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dim
+from aotcuda.passes.complex_to_real.pair_algebra import as_addend, cast, result_dtype
 from aotcuda.passes.complex_to_real.registry import register
 from aotcuda.passes.complex_to_real.rules.conversion import real_value
-from aotcuda.passes.complex_to_real.rules.elementwise import as_addend, cast, result_dtype
 
 aten = torch.ops.aten
 

@@ -40,19 +40,19 @@ def _unsqueeze(x: Pair, dim: int) -> Pair:
     return Pair(x.t.unsqueeze(pair_dim(dim)))
 
 
-@register(aten.mm.default)
+@register(aten.mm.default, computes=True)
 def mm(out, a, b):
     """Complex matrix product (eager's mm takes two tensors of one complex dtype)."""
     return matmul_pairs(a, b)
 
 
-@register(aten.bmm.default)
+@register(aten.bmm.default, computes=True)
 def bmm(out, a, b):
     """Batched complex matrix product."""
     return matmul_pairs(a, b)
 
 
-@register(aten.matmul.default)
+@register(aten.matmul.default, computes=True)
 def matmul(out, a, b):
     """torch.matmul, vectors included (a 1-D operand becomes a matrix and its dim is squeezed after)."""
     a_vector, b_vector = a.ndim == 1, b.ndim == 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dims
+from aotcuda.passes.complex_to_real.pair_algebra import result_dtype
 from aotcuda.passes.complex_to_real.registry import register
-from aotcuda.passes.complex_to_real.rules.elementwise import result_dtype
 
 aten = torch.ops.aten
 
@@ -44,7 +44,7 @@ def over_all_dims(reduction):
     return rule
 
 
-register(aten.sum.dim_IntList)(over_dims(torch.sum))
-register(aten.mean.dim)(over_dims(torch.mean))
-register(aten.sum.default)(over_all_dims(torch.sum))
-register(aten.mean.default)(over_all_dims(torch.mean))
+register(aten.sum.dim_IntList, computes=True)(over_dims(torch.sum))
+register(aten.mean.dim, computes=True)(over_dims(torch.mean))
+register(aten.sum.default, computes=True)(over_all_dims(torch.sum))
+register(aten.mean.default, computes=True)(over_all_dims(torch.mean))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dim, pair_dims, pair_shape, same_size
+from aotcuda.passes.complex_to_real.pair_algebra import as_addend, cast, result_dtype
 from aotcuda.passes.complex_to_real.registry import register
-from aotcuda.passes.complex_to_real.rules.elementwise import as_addend, cast, result_dtype
 
 aten = torch.ops.aten
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 import math
 
 import torch
-from torch._subclasses.fake_tensor import unset_fake_temporarily
-from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
 from aotcuda.passes.complex_to_real.pair import shared_table
+from aotcuda.passes.complex_to_real.torch_internals import disable_proxy_modes_tracing, unset_fake_temporarily
 
 
 def _exp(phase_num: torch.Tensor, n, sign: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,11 +4,12 @@ A package lowered by aotcuda takes and returns real pairs where the user's progr
 complex tensors (ReplaceComplexWithRealPass: a complex tensor of shape S is a real tensor of shape
 S + [2], complex32/64/128 → float16/32/64). Its signature marks those inputs and outputs: the
 TensorSpec's ``"complex"`` field names the user's complex dtype, while ``"dtype"``, ``"shape"`` and
-``"strides"`` describe the pair the generated code reads (see ``aotcuda.runtime.package``).
+``"strides"`` describe the pair the generated code reads (see ``aotcuda.package_format``).
 
 `split_signature` turns such a signature into the user's terms (dtype complex64, shape S, strides in
 complex elements), so that every check and error speaks of the tensors the caller passes, and returns
-a `ComplexBoundary` that adapts each call:
+a `ComplexAdapter` that adapts each call (the pass's own record of the same inputs and outputs is
+``aotcuda.passes.complex_to_real.ComplexBoundary``, which the lowering writes into the signature):
 
 - inputs: ``torch.view_as_real(z)``, a view. The checks have already resolved a conjugate bit and laid
   the complex tensor out as exported (a copy only when its layout differs), so the pair has the layout
@@ -26,12 +27,11 @@ from dataclasses import dataclass
 import torch
 
 from aotcuda.errors import PackageError
-
-REAL_OF_COMPLEX = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
+from aotcuda.package_format import REAL_OF_COMPLEX
 
 
 @dataclass(frozen=True)
-class ComplexBoundary:
+class ComplexAdapter:
     """Which flat inputs and outputs of a Program are complex for the caller and pairs for the container."""
 
     inputs: frozenset[int]
@@ -71,7 +71,7 @@ def _as_complex(pair: torch.Tensor) -> torch.Tensor:
     return torch.view_as_complex(pair if viewable_as_complex(pair) else pair.contiguous())
 
 
-def split_signature(signature: dict | None, path: str = "") -> tuple[dict | None, ComplexBoundary | None]:
+def split_signature(signature: dict | None, path: str = "") -> tuple[dict | None, ComplexAdapter | None]:
     """The signature in the caller's terms, and the boundary to adapt calls (None: nothing is complex).
 
     Raises PackageError when a ``"complex"`` field does not describe a pair (unknown dtype, a pair dtype
@@ -91,7 +91,7 @@ def split_signature(signature: dict | None, path: str = "") -> tuple[dict | None
             specs[i] = _user_spec(specs[i], path)
     if not any(marked.values()):
         return signature, None
-    return user, ComplexBoundary(marked.get("inputs", frozenset()), marked.get("outputs", frozenset()))
+    return user, ComplexAdapter(marked.get("inputs", frozenset()), marked.get("outputs", frozenset()))
 
 
 def _user_spec(spec: dict, path: str) -> dict:

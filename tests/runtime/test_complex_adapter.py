@@ -12,7 +12,7 @@ import torch
 
 import aotcuda
 from aotcuda.errors import InputError, PackageError
-from aotcuda.runtime.complex_boundary import ComplexBoundary, split_signature, viewable_as_complex
+from aotcuda.runtime.complex_adapter import ComplexAdapter, split_signature, viewable_as_complex
 from aotcuda.runtime.package import read_signature
 
 F32 = dict(rtol=1e-5, atol=1e-5)
@@ -146,7 +146,7 @@ def test_split_signature_halves_strides_and_drops_the_pair_dim():
     assert z["strides"] == [{"expr": "3*s0", "min": 6, "max": 24}, 1]
     assert user["inputs"][1] == signature["inputs"][1] and signature["inputs"][0]["shape"][-1] == 2  # not mutated
     assert user["outputs"][0]["dtype"] == "complex32" and user["outputs"][0]["shape"] == [3]
-    assert boundary == ComplexBoundary(frozenset({0}), frozenset({0}))
+    assert boundary == ComplexAdapter(frozenset({0}), frozenset({0}))
 
 
 def test_split_signature_without_complex_entries_adapts_nothing():
@@ -166,7 +166,7 @@ def test_split_signature_refuses_a_damaged_complex_field(spec):
 
 
 def test_inputs_become_pairs_without_copying():
-    boundary = ComplexBoundary(frozenset({0}), frozenset())
+    boundary = ComplexAdapter(frozenset({0}), frozenset())
     z = torch.randn(3, 4, dtype=torch.complex64)
     pair, x = boundary.inputs_as_pairs([z, torch.randn(3)])
     assert pair.dtype == torch.float32 and pair.shape == (3, 4, 2) and pair.data_ptr() == z.data_ptr()
@@ -175,7 +175,7 @@ def test_inputs_become_pairs_without_copying():
 
 
 def test_outputs_become_complex_views_and_odd_layouts_a_copy():
-    boundary = ComplexBoundary(frozenset(), frozenset({0, 1, 2}))
+    boundary = ComplexAdapter(frozenset(), frozenset({0, 1, 2}))
     pair = torch.randn(3, 4, 2)
     odd = torch.randn(3, 5)[:, 1:3]  # a [3, 2] pair at an odd storage offset
     y, same, z = boundary.outputs_as_complex([pair, pair, odd])

@@ -1,0 +1,165 @@
+"""The package signature of an ExportedProgram: what the lowering writes into the package contract.
+
+``signature_from_exported_program`` builds the ``aotcuda/signature.json`` record (format in
+``aotcuda.package_format``) from the program that is compiled: its user inputs and outputs in the AOTI
+container's order, their dtypes, symbolic shapes and strides with their ranges, which inputs it writes
+in place, the Dim names, forward's argument names, and the complex dtype of each input and output that
+ReplaceComplexWithRealPass turned into a real pair. This is the lowering's side of the contract; the
+runtime reads the result and never imports this module.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import bound_sympy
+
+from aotcuda.package_format import SIGNATURE_FORMAT, SIGNATURE_VERSION
+from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
+from aotcuda.runtime.keywords import leaf_names
+from aotcuda.runtime.pytree_types import recorded_types
+
+
+def _dim_spec(size, range_constraints) -> int | dict:
+    if isinstance(size, int):
+        return size
+    expr = size.node.expr
+    if expr.is_number:
+        return int(expr)
+    bounds = bound_sympy(expr, range_constraints)
+    lower = _finite_bound(bounds.lower)
+    return {"expr": str(expr), "min": 0 if lower is None else max(lower, 0), "max": _finite_bound(bounds.upper)}
+
+
+def _finite_bound(value) -> int | None:
+    """A range bound as an int, or None when it is infinite or not a number.
+
+    torch.export marks a Dim without max= with torch's own ``int_oo`` (and -int_oo below), whose sympy
+    ``is_finite`` is True on torch 2.13 but which int() cannot convert; older ranges may hold sympy.oo.
+    """
+    if value in (int_oo, -int_oo) or value.is_infinite or not value.is_number:
+        return None
+    return int(value)
+
+
+def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dict:
+    return {
+        "name": name,
+        "dtype": str(value.dtype).removeprefix("torch."),
+        "device": value.device.type,
+        "shape": [_dim_spec(size, range_constraints) for size in value.shape],
+        "contiguous": bool(value.is_contiguous()),
+        "strides": [_dim_spec(stride, range_constraints) for stride in value.stride()],
+        "complex": None if complex_dtype is None else str(complex_dtype).removeprefix("torch."),
+    }
+
+
+def mutated_user_inputs(ep) -> set[str]:
+    """Names of the user inputs the program writes in place: the graph signature's USER_INPUT_MUTATION
+    targets (a functionalized program, as lower() compiles), and placeholders passed as a written
+    argument (``Tensor(a!)``) of an op (an ExportedProgram not yet through run_decompositions)."""
+    user = {name for name in user_input_names(ep.graph_signature) if name is not None}  # constants have none
+    written = set(ep.graph_signature.user_inputs_to_mutate.values()) & user
+    for node in ep.graph.nodes:
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None:
+            continue
+        given = [*zip(schema.arguments, node.args),
+                 *((a, node.kwargs[a.name]) for a in schema.arguments if a.name in node.kwargs)]
+        written.update(value.name for argument, value in given
+                       if argument.alias_info is not None and argument.alias_info.is_write
+                       and isinstance(value, torch.fx.Node) and value.op == "placeholder" and value.name in user)
+    return written
+
+
+def signature_from_exported_program(ep, device: str | None = None) -> dict:
+    """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
+
+    Inputs and outputs that ReplaceComplexWithRealPass turned into real pairs get their complex dtype in
+    the "complex" field (read from ``aotcuda.passes.complex_to_real.complex_boundary(ep)``).
+
+    Args:
+        ep: the ExportedProgram that was (or will be) compiled into the package.
+        device: the device type the package runs on ("cpu" / "cuda"); default: the example inputs'.
+    """
+    sig, boundary = ep.graph_signature, complex_boundary(ep)
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    mutated = mutated_user_inputs(ep)
+    # Constant inputs (None for them here) are baked into the package; like SymInt and custom-object
+    # inputs, they are not tensors the container takes.
+    inputs = [{**_tensor_spec(name, placeholders[name].meta["val"], ep.range_constraints, complex_dtype),
+               "mutated": name in mutated}
+              for name, complex_dtype in zip(user_input_names(sig), boundary.inputs)
+              if name is not None and isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
+    output_node = next(n for n in ep.graph.nodes if n.op == "output")
+    user_output_nodes = list(output_node.args[0])[len(output_node.args[0]) - len(sig.user_outputs):]
+    outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints, complex_dtype)
+               for name, node, complex_dtype in zip(sig.user_outputs, user_output_nodes, boundary.outputs)
+               if hasattr(node, "meta") and isinstance(node.meta.get("val"), torch.Tensor)]
+    if device is not None:
+        for spec in inputs + outputs:
+            spec["device"] = torch.device(device).type
+    signature = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": inputs, "outputs": outputs}
+    names = dim_names(ep)
+    if names:
+        signature["dim_names"] = names
+    constants = constant_inputs(sig)
+    if constants:
+        in_spec = ep.module_call_graph[0].signature.in_spec if ep.module_call_graph else None
+        if in_spec is not None and in_spec.num_leaves == len([s for s in sig.input_specs
+                                                              if s.kind.name == "USER_INPUT"]):
+            names = leaf_names(in_spec)
+            for entry in constants:
+                entry["name"] = names[entry["leaf"]]
+        signature["constant_inputs"] = constants
+    call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
+    arg_names = getattr(call_signature, "forward_arg_names", None)
+    if arg_names:
+        signature["forward_arg_names"] = [str(name) for name in arg_names]
+    if call_signature is not None:
+        types = {t["type"]: t for spec in (call_signature.in_spec, call_signature.out_spec) for t in recorded_types(spec)}
+        if types:
+            signature["pytree_types"] = list(types.values())
+    return signature
+
+
+def constant_inputs(graph_signature) -> list[dict]:
+    """The non-tensor inputs torch.export specialized into the program (``use_cache=False``, a float
+    scale), as ``{"leaf": i, "value": v}``: i is the input's place among the flat leaves of the
+    ``(args, kwargs)`` input spec (every user input is one leaf, constants included). The runtime checks a
+    call against them: the package computes with these values whatever the caller passes."""
+    from torch.export.graph_signature import ConstantArgument, InputKind
+
+    user = [spec for spec in graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
+    return [{"leaf": leaf, "value": spec.arg.value} for leaf, spec in enumerate(user)
+            if isinstance(spec.arg, ConstantArgument) and _plain_value(spec.arg.value)]
+
+
+def _plain_value(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def dim_names(ep) -> dict[str, str]:
+    """{symbol: the Dim name the caller gave it} for the input sizes that are one symbol ("s27": "seq").
+
+    torch.export keeps the names in the shape environment of the program's fake tensors
+    (``source_name_to_debug_name``, keyed by source, "L['x'].size()[1]"; the same on torch 2.11 and 2.13);
+    a symbol torch named itself (Dim.AUTO, the CLI's x_1 is a name too) maps to that name.
+    """
+    names = {}
+    for node in ep.graph.find_nodes(op="placeholder"):
+        value = node.meta.get("val")
+        shape_env = getattr(getattr(value, "fake_mode", None), "shape_env", None)
+        if not isinstance(value, torch.Tensor) or shape_env is None:
+            continue
+        debug_names = getattr(shape_env, "source_name_to_debug_name", {})
+        for size in value.shape:
+            expr = size.node.expr if isinstance(size, torch.SymInt) else None
+            if expr is None or not expr.is_Symbol or str(expr) in names:
+                continue
+            for source in getattr(shape_env, "var_to_sources", {}).get(expr, []):
+                key = source.name() if callable(source.name) else source.name  # a property on torch 2.13
+                if (name := debug_names.get(key)) is not None:
+                    names[str(expr)] = name
+                    break
+    return names

@@ -1,0 +1,79 @@
+"""aotcuda's export step (aotcuda.exporting): a guard torch cannot prove over the caller's Dim range is
+checked by aotcuda value by value; the program exports when it holds everywhere, and the caller gets
+torch's error (reasons, suggested fixes) with the failing size when it does not. Same results on torch
+2.11 (which cannot prove the repeat_kv guard below) and 2.13 (which does not emit it)."""
+
+import pytest
+import sympy
+import torch
+from torch.export import Dim
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges
+
+from aotcuda.errors import DynamicShapesError
+from aotcuda.exporting import MAX_CHECKED_POINTS, _first_failure, export_program
+
+
+class RepeatKV(torch.nn.Module):
+    """Grouped-query attention's repeat_kv (transformers' sdpa_attention.py): expand a new dim, reshape it
+    into the heads. torch 2.11 guards Eq(Min(16*seq, 32*seq), 16*seq) on its strides and cannot prove it."""
+
+    def forward(self, x):
+        b, kv, s, d = x.shape
+        y = x[:, :, None, :, :].expand(b, kv, 2, s, d).reshape(b, kv * 2, s, d)
+        return torch.nn.functional.scaled_dot_product_attention(y, y, y, is_causal=True)
+
+
+class PositionTable(torch.nn.Module):
+    """Adds a table of 16 positions: a longer sequence really does not work (the guard seq <= 16)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(16, 8))
+
+    def forward(self, x):
+        return x + self.table[: x.shape[1]] * 2
+
+
+def test_a_guard_true_over_the_range_exports_and_matches_eager():
+    seq = Dim("seq", min=2, max=64)
+    ep = export_program(RepeatKV(), (torch.randn(2, 2, 12, 16),), None, ({2: seq},))
+    for length in (5, 64):
+        x = torch.randn(2, 2, length, 16)
+        expected = RepeatKV()(x)
+        error = ((ep.module()(x) - expected).norm() / expected.norm()).item()
+        assert error <= 1e-5, f"length {length}: relative error {error:.1e}"
+
+
+class EvenOnly(torch.nn.Module):
+    """A branch on the parity of the length: the guard Eq(Mod(seq, 2), 0) fails at every odd length."""
+
+    def forward(self, x):
+        if x.shape[1] % 2 == 0:
+            return x * 2
+        return x - 1
+
+
+def test_a_guard_that_fails_in_the_range_keeps_torchs_fix_and_names_the_size():
+    seq = Dim("seq", min=2, max=64)
+    with pytest.raises(DynamicShapesError, match=r"(?s)Constraints violated \(seq\).*seq = 2\*_seq") as caught:
+        export_program(EvenOnly(), (torch.randn(2, 12),), None, ({1: seq},))
+    notes = getattr(caught.value, "__notes__", [])
+    assert any("does not hold at seq = 3" in note for note in notes), notes  # the user's name, not s27
+
+
+def test_a_range_the_model_cannot_take_keeps_torchs_suggested_max():
+    seq = Dim("seq", min=2, max=64)
+    with pytest.raises(DynamicShapesError, match=r"(?s)Constraints violated \(seq\).*Dim\('seq', max=16\)"):
+        export_program(PositionTable(), (torch.randn(2, 12, 8),), None, ({1: seq},))
+
+
+def test_guards_are_checked_at_every_size_or_said_to_be_unchecked():
+    s, t = sympy.symbols("s0 s1", integer=True, positive=True)
+    tautology = s * (8 + s - sympy.Mod(s, 8)) > 1  # the CUDA attention-mask guard of torch 2.11
+    assert _first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS)}) is None
+    assert _first_failure(s <= 16, {s: ValueRanges(2, 64)}) == "the guard s0 <= 16 does not hold at s0 = 17"
+    assert _first_failure(s + t < 30, {s: ValueRanges(1, 20), t: ValueRanges(1, 20)}).endswith("s0 = 10, s1 = 20")
+    assert "unbounded s0" in _first_failure(tautology, {s: ValueRanges(1, int_oo)})  # a Dim without max=
+    too_many = _first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS + 1)})
+    assert "could not be checked" in too_many and "narrow the Dim ranges" in too_many

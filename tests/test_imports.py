@@ -1,0 +1,80 @@
+"""The import graph: the runtime runs packages without the lowering, and the layers import one way.
+
+    lowering (lowering.py, exported_signature.py, fallbacks.py) → passes → package contract ← runtime
+
+The package contract (package_format.py) imports neither side; the runtime never imports the lowering
+or the passes, not even lazily inside a function; the passes never import the runtime or the lowering.
+"""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import aotcuda
+
+SOURCE = pathlib.Path(aotcuda.__file__).parent
+LOWERING = ("aotcuda.lowering", "aotcuda.exported_signature", "aotcuda.fallbacks")
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """Every module a file imports, at the top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _files(folder: str) -> list[pathlib.Path]:
+    return sorted((SOURCE / folder).rglob("*.py"))
+
+
+def _importing(files, prefixes) -> list[str]:
+    return [f"{path.relative_to(SOURCE)} imports {name}" for path in files for name in sorted(_imports(path))
+            if name.startswith(prefixes)]
+
+
+def test_the_runtime_imports_neither_the_lowering_nor_the_passes():
+    assert _importing(_files("runtime"), (*LOWERING, "aotcuda.passes")) == []
+
+
+def test_the_passes_import_neither_the_runtime_nor_the_lowering():
+    assert _importing(_files("passes"), (*LOWERING, "aotcuda.runtime")) == []
+
+
+def test_the_package_contract_imports_neither_side_nor_torch():
+    names = _imports(SOURCE / "package_format.py")
+    assert [n for n in names if n.startswith(("aotcuda", "torch")) and n not in ("aotcuda.errors",
+            "aotcuda.errors.PackageError")] == []
+
+
+def test_loading_packages_imports_the_runtime_alone():
+    """A fresh process that imports aotcuda and its runtime (what ``aotcuda.load`` needs) imports no
+    module of the lowering or the passes, and no torch module beyond what ``import torch`` imports
+    (no Inductor, no Dynamo)."""
+    code = """if True:
+        import sys, torch
+        before = set(sys.modules)
+        import aotcuda, aotcuda.runtime.program, aotcuda.package_format
+        from aotcuda import load, Program
+        new = sorted(set(sys.modules) - before)
+        print(",".join(new))
+    """
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            env={**__import__("os").environ, "PYTHONPATH": str(SOURCE.parent)})
+    loaded = result.stdout.strip().split(",")
+    assert [m for m in loaded if not m.startswith("aotcuda")] == []
+    assert [m for m in loaded if m.startswith((*LOWERING, "aotcuda.passes"))] == []
+    assert "aotcuda.runtime.program" in loaded and "aotcuda.package_format" in loaded
+
+
+def test_the_public_lowering_names_are_imported_when_first_used():
+    from aotcuda import LoweredProgram, lower
+    from aotcuda.lowering import LoweredProgram as lowered_program, lower as lowering_lower
+
+    assert (lower, LoweredProgram) == (lowering_lower, lowered_program)
+    assert {"lower", "LoweredProgram", "load"} <= set(dir(aotcuda))
