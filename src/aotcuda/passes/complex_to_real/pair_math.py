@@ -202,15 +202,18 @@ def subnormal_safe(re: torch.Tensor, im: torch.Tensor) -> tuple[torch.Tensor, to
 
 
 def angle(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
-    """atan2(im, re); where a part is subnormal or zero, both parts are first scaled by the power of two
-    that brings the larger into [1, 2) (`unit_scale_bits`; atan2 is unchanged by a positive scale), so that
-    under flush-to-zero (`subnormal_safe`) atan2 reads every part that matters: atan2(1e-45, 0) would give
-    0 instead of pi/2, atan2(1.5e-39, 1e-4) 0 instead of 1.5e-35. Other values take atan2 of the parts
-    as they are, a second call: eager's CPU picks its atan2 kernel by the operands' strides, and its two
-    kernels differ at 2^-150 (which z**1.5 at 1.7e38 + 1.2e-7i turns into 6e12)."""
+    """atan2(im, re); where a part is subnormal or zero (and the other below max · eps²/4, 2^80 in
+    float32), both parts are first scaled by `subnormal_safe`'s 4/eps² (atan2 is unchanged by a positive
+    scale), so that under flush-to-zero atan2 reads every part that matters: atan2(1e-45, 0) would give
+    0 instead of pi/2, atan2(1.5e-39, 1e-4) 0 instead of 1.5e-35 (beside a part above 2^80 a subnormal
+    moves atan2 by less than 2^-206). Other values take atan2 of the parts as they are, a second call:
+    eager's CPU picks its atan2 kernel by the operands' strides, and its two kernels differ at 2^-150
+    (which z**1.5 at 1.7e38 + 1.2e-7i turns into 6e12)."""
+    fi = torch.finfo(re.dtype)
+    factor = 4 / fi.eps ** 2
     ax, ay = re.abs(), im.abs()
-    scaled = torch.minimum(ax, ay) < torch.finfo(re.dtype).tiny
-    scale = unit_scale_bits(torch.maximum(ax, ay)).view(re.dtype)
+    scaled = (torch.minimum(ax, ay) < fi.tiny) & (torch.maximum(ax, ay) < fi.max / factor)
+    scale = torch.where(scaled, factor, 1.0)
     return torch.where(scaled, torch.atan2(im * scale, re * scale), torch.atan2(im, re))
 
 
