@@ -15,9 +15,9 @@ infinite or nan operand may also give C99 Annex G's quotient instead of eager's.
 On CUDA, each output value may instead match that reference on the input with its float32 subnormal
 parts flushed to zero (sign kept; special_values.flush_subnormals), per value: Inductor's CUDA kernels
 link libdevice with flush-to-zero (pytorch/pytorch#185878, #188546), eager's CUDA kernels do not. The
-rules scale tiny operands so that they mostly compute the unflushed reading (test_flush_to_zero.py
-simulates the flush on the CPU); where a libdevice call still sees a subnormal (abs, and sgn, which export
-decomposes into z / abs(z)), the value is the flushed reading's, never a mix of the two or a nan.
+rules scale tiny operands so that, where only libdevice flushes (Triton's case), they compute the
+unflushed reading (test_flush_to_zero.py simulates that on the CPU); the flushed reading stays accepted
+for a kernel that flushes more (there the scaling flushes too), but never a mix of the two or a nan.
 """
 
 import pytest
