@@ -222,7 +222,7 @@ def magnitude(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     two, `subnormal_safe`): under flush-to-zero hypot(1.5e-39, 1.2e-38) would drop the subnormal part,
     and sgn (export decomposes it into z / |z|) would mix the two readings ((0.125, 1), not (0.124, 0.992))."""
     x, y, scaled, factor = subnormal_safe(re, im)
-    return torch.where(scaled, torch.hypot(x, y) * (1 / factor), torch.hypot(re, im))
+    return torch.hypot(x, y) * torch.where(scaled, 1 / factor, 1.0)
 
 
 def log_abs(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
