@@ -126,9 +126,9 @@ def polar_pair(magnitude: torch.Tensor, angle: torch.Tensor) -> Pair:
 
 
 def magnitude(a: Pair) -> torch.Tensor:
-    return torch.hypot(a.re, a.im)
+    return pair_math.magnitude(a.re, a.im)
 
 
 def log_pair(a: Pair) -> Pair:
     """(log |a|, angle a), log |a| accurate near |a| = 1 and at denormals (see pair_math.log_abs)."""
-    return Pair(torch.stack([pair_math.log_abs(a.re, a.im), torch.atan2(a.im, a.re)], -1))
+    return Pair(torch.stack([pair_math.log_abs(a.re, a.im), pair_math.angle(a.re, a.im)], -1))

@@ -13,6 +13,8 @@ Only the rules that need them call them; products and sums keep their cheap form
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -166,12 +168,61 @@ def exp(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     exp(re) alone overflows (re up to twice the log of max). A zero imaginary part stays exactly that
     (exp(inf + 0i) = inf + 0i, not inf · sin 0 = nan);
     exp(±inf + i·y) for y infinite or nan is (0, 0) or (inf, nan), not 0 · nan.
+
+    Under flush-to-zero (Inductor's CUDA kernels: libdevice reads a subnormal as 0, `subnormal_safe`)
+    sin(1e-45) would be 0 and exp(1e20 + 1e-45i) inf · 0 = nan: sin of a subnormal is taken as the
+    subnormal itself (exact: sin x rounds to x there), and a sine that is still 0 (x = ±0, or a subnormal
+    where plain arithmetic flushes too) takes the zero branch.
     """
+    fi = torch.finfo(re.dtype)
     half = torch.exp(re * 0.5)  # exp(re) = half · half: exp(100) · sin(1e-45) stays finite, as in eager
     inf_by_nonfinite = torch.isinf(re) & ~torch.isfinite(im)
     cos = torch.where(inf_by_nonfinite, 1.0, torch.cos(im))
-    sin = torch.where(inf_by_nonfinite, 0.0, torch.sin(im))
-    return torch.stack([half * cos * half, torch.where(im == 0, im, half * sin * half)], -1)
+    sin = torch.where(inf_by_nonfinite, 0.0, torch.where(im.abs() < fi.tiny, im, torch.sin(im)))
+    no_rotation = (im == 0) | ((sin == 0) & ~inf_by_nonfinite)
+    return torch.stack([half * cos * half, torch.where(no_rotation, im, half * sin * half)], -1)
+
+
+def subnormal_safe(re: torch.Tensor, im: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+    """(re·s, im·s, scaled, s): both parts scaled by s = 4/eps² (2^48 in float32, 2^106 in float64, an
+    exact even power of two) where the larger magnitude is below tiny/eps (2^-103 in float32), so that
+    every nonzero part of a tiny z is normal (2^-149 · 2^48 = 2^-101) before it reaches hypot, atan2, log
+    or sqrt; elsewhere s = 1 (`scaled` is False), and a subnormal part is below eps times the larger one.
+
+    Why: Inductor's CUDA (Triton) kernels link libdevice with flush-to-zero (triton_meta disable_ftz=False;
+    pytorch/pytorch#185878, #188546), so libdevice reads a float32 subnormal operand as 0 (hypot(1.5e-39,
+    1.2e-38) became 1.2e-38, atan2(1e-45, 0) became 0), while plain products and sums keep subnormals.
+    Scaled, the rules compute what eager does on the input on both devices.
+    """
+    fi = torch.finfo(re.dtype)
+    scaled = torch.maximum(re.abs(), im.abs()) < fi.tiny / fi.eps
+    factor = 4 / fi.eps ** 2
+    scale = torch.where(scaled, factor, 1.0)
+    return re * scale, im * scale, scaled, factor
+
+
+def angle(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    """atan2(im, re); where a part is subnormal or zero (and the other below max · eps²/4, 2^80 in
+    float32), both parts are first scaled by `subnormal_safe`'s 4/eps² (atan2 is unchanged by a positive
+    scale), so that under flush-to-zero atan2 reads every part that matters: atan2(1e-45, 0) would give
+    0 instead of pi/2, atan2(1.5e-39, 1e-4) 0 instead of 1.5e-35 (beside a part above 2^80 a subnormal
+    moves atan2 by less than 2^-206). Other values take atan2 of the parts as they are, a second call:
+    eager's CPU picks its atan2 kernel by the operands' strides, and its two kernels differ at 2^-150
+    (which z**1.5 at 1.7e38 + 1.2e-7i turns into 6e12)."""
+    fi = torch.finfo(re.dtype)
+    factor = 4 / fi.eps ** 2
+    ax, ay = re.abs(), im.abs()
+    scaled = (torch.minimum(ax, ay) < fi.tiny) & (torch.maximum(ax, ay) < fi.max / factor)
+    scale = torch.where(scaled, factor, 1.0)
+    return torch.where(scaled, torch.atan2(im * scale, re * scale), torch.atan2(im, re))
+
+
+def magnitude(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    """|re + i·im| = hypot(re, im); a tiny z scaled up first and the result back down (exact powers of
+    two, `subnormal_safe`): under flush-to-zero hypot(1.5e-39, 1.2e-38) would drop the subnormal part,
+    and sgn (export decomposes it into z / |z|) would mix the two readings ((0.125, 1), not (0.124, 0.992))."""
+    x, y, scaled, factor = subnormal_safe(re, im)
+    return torch.hypot(x, y) * torch.where(scaled, 1 / factor, 1.0)
 
 
 def log_abs(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
@@ -179,11 +230,14 @@ def log_abs(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     smaller magnitudes M, m (no square of a tiny or huge part), and log1p((M − 1)(M + 1) + m²)/2 for
     M in [0.5, 2], which keeps the real part of log(1 + 1e-4i) (5e-9) that log(hypot) rounds to 0.
     −inf at 0, +inf where a part is infinite (even next to nan), nan otherwise where a part is nan.
+    A tiny z is scaled up first and log s subtracted (`subnormal_safe`: libdevice may flush a subnormal).
     """
-    ax, ay = re.abs(), im.abs()
+    x, y, scaled, factor = subnormal_safe(re, im)
+    ax, ay = x.abs(), y.abs()
     big, small = torch.maximum(ax, ay), torch.minimum(ax, ay)
     ratio = small / big
     far = torch.log(big) + 0.5 * torch.log1p(ratio * ratio)
+    far = torch.where(scaled, far - math.log(factor), far)
     near = 0.5 * torch.log1p((big - 1) * (big + 1) + small * small)
     result = torch.where((big >= 0.5) & (big <= 2), near, far)
     result = torch.where(big == 0, -torch.inf, result)
@@ -194,15 +248,15 @@ def sqrt(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     """The principal square root as a pair, by the stable formula (Kahan; glibc's csqrt):
     t = sqrt((|z| + |re|) / 2), then (t, im / 2t) for re ≥ 0 and (|im| / 2t, ±t) for re < 0, so the
     small part is a quotient, never a difference. z is scaled by an even power of two first where |z|
-    could overflow (near max) or is denormal (hypot would round), and the result by its square root.
+    could overflow (near max) or is tiny (`subnormal_safe`: hypot would round, or flush a subnormal part
+    under Inductor's CUDA flush-to-zero), and the result by its square root.
     Annex G: sqrt(±0 + 0i) = (0, ±0) and sqrt(x ± inf·i) = (inf, ±inf) for every x, nan included.
     """
     fi = torch.finfo(re.dtype)
-    largest = torch.maximum(re.abs(), im.abs())
-    huge, tiny = largest > fi.max / 4, largest < fi.tiny
-    scale_in = torch.where(huge, 0.25, torch.where(tiny, 4 / fi.eps ** 2, 1.0))
-    scale_out = torch.where(huge, 2.0, torch.where(tiny, fi.eps / 2, 1.0))
-    x, y = re * scale_in, im * scale_in
+    huge = torch.maximum(re.abs(), im.abs()) > fi.max / 4
+    x, y, tiny, factor = subnormal_safe(re, im)
+    x, y = torch.where(huge, re * 0.25, x), torch.where(huge, im * 0.25, y)
+    scale_out = torch.where(huge, 2.0, torch.where(tiny, factor ** -0.5, 1.0))
     t = torch.sqrt((torch.hypot(x, y) + x.abs()) * 0.5)
     u = y / (2 * t)
     upper = x >= 0

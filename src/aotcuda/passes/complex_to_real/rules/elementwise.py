@@ -95,14 +95,14 @@ def reciprocal(out, a):
 
 @register(aten.abs.default, computes=True)
 def abs_(out, a):
-    """|a| = hypot(re, im), a real tensor."""
+    """|a| = hypot(re, im), a real tensor, scaled up first where a is tiny (pair_math.magnitude)."""
     return magnitude(a)
 
 
 @register(aten.angle.default, computes=True)
 def angle(out, a):
-    """atan2(im, re), a real tensor."""
-    return torch.atan2(a.im, a.re)
+    """atan2(im, re), a real tensor, on parts scaled up where one is subnormal (pair_math.angle)."""
+    return pair_math.angle(a.re, a.im)
 
 
 @register(aten.exp.default, computes=True)
