@@ -50,9 +50,6 @@ class KnownLimit:
 
 # ExportedProgram level (export → decompose → ReplaceComplexWithRealPass(strict)), every device.
 KNOWN_LIMITS = {
-    "fnet_dynamic": KnownLimit(
-        r"cannot rewrite aten\._fft_c2c\.default.*the transform length along dim 1 is dynamic",
-        "pass refuses a DFT of dynamic length (fftn over the sequence dim): the spectral issue"),
     "autoformer": KnownLimit(
         r"shape '\[2, 2, 12, 12\]' is invalid for input of size 384",
         "torch.export: under export transformers' create_bidirectional_mask builds a [B, 1, T, T] mask (eager "
