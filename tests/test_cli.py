@@ -200,7 +200,7 @@ def test_python_dash_m_aotcuda():
     result = subprocess.run([sys.executable, "-m", "aotcuda", "lower", "--help"], capture_output=True, text=True,
                             env={**os.environ, "COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
-    assert "Usage: aotcuda lower" in result.stdout and "--dynamic NAME:DIM:MIN:MAX[:SYMBOL]" in result.stdout
+    assert "Usage: aotcuda lower" in result.stdout and "--dynamic NAME:DIM:MIN:MAX[:SYMBOL[*N]]" in result.stdout
 
 
 LONG_KERNEL = "aoti_torch_cpu_" + "very_long_kernel_name_" * 8

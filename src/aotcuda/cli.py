@@ -280,11 +280,11 @@ def _symbol_and_multiple(option: str, symbol: str, low: int, high: int) -> tuple
 
 
 def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, str]:
-    """NAME:DIM:MIN:MAX[:SYMBOL] → (name, dim ≥ 0, min, max, symbol: "<NAME>_<dim>" by default), checked
+    """NAME:DIM:MIN:MAX[:SYMBOL[*N]] → (name, dim ≥ 0, min, max, symbol: "<NAME>_<dim>" by default), checked
     against the example inputs (DIM may count from the end, as in torch)."""
     fields = option.split(":")
     if len(fields) not in (4, 5) or not re.fullmatch(r"-?\d+", fields[1]) or not all(f.isdigit() for f in fields[2:4]):
-        raise click.BadParameter(f"{option!r}: expected NAME:DIM:MIN:MAX[:SYMBOL] (e.g. x:1:2:512)", param_hint="--dynamic")
+        raise click.BadParameter(f"{option!r}: expected NAME:DIM:MIN:MAX[:SYMBOL[*N]] (e.g. x:1:2:512)", param_hint="--dynamic")
     name, dim, low, high = fields[0], *map(int, fields[1:4])
     if name not in arguments:
         raise click.BadParameter(f"{option!r}: forward has no argument {name!r}; it has {', '.join(arguments)}",
