@@ -395,9 +395,10 @@ def _plain(value):
     that ``torch.load(path)`` reads the saved file with its default weights_only=True."""
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain(item) for item in value) if type(value) in (list, tuple) else \
-            tuple(_plain(item) for item in value)
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, tuple):  # a named tuple too
+        return tuple(_plain(item) for item in value)
     return value
 
 

@@ -115,21 +115,18 @@ def fill_constant_keywords(kwargs: dict, in_spec, constants: dict[int, object]) 
     return filled
 
 
-def check_constant_leaves(args: tuple, kwargs: dict, flat: list, constants: dict[int, object]) -> None:
+def check_constant_leaves(flat: list, constants: dict[int, object], in_spec) -> None:
     """Refuse a call that passes another value where the program was exported with a constant: the
     package computes with the exported value, so ``use_cache=True`` on a ``use_cache=False`` package
-    would silently answer for False.
+    would silently answer for False. ``flat``: the call's leaves, already checked to have ``in_spec``.
 
-    Raises InputError naming the argument, both values and the fix.
+    Raises InputError naming the argument (``leaf_names``), both values and the fix.
     """
     for leaf, value in constants.items():
         given = flat[leaf]
         if type(given) is type(value) and (given == value or given != given and value != value):  # nan == nan
             continue
-        import torch.utils._pytree as pytree
-
-        path = pytree.keystr(pytree.tree_flatten_with_path((args, kwargs))[0][leaf][0])
-        raise InputError(f"argument {_caller_path(path)} is {given!r}, but the program was exported with "
+        raise InputError(f"argument {leaf_names(in_spec)[leaf]} is {given!r}, but the program was exported with "
                          f"{value!r} there and computes with that value whatever is passed; pass {value!r} "
                          "(or leave a keyword out), or lower the model again with the value you need")
 

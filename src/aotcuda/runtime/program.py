@@ -281,7 +281,7 @@ class Program:
             raise InputError(f"{structure_difference(spec, self._in_spec, self._positional_names())}; "
                              "call it as the exported module was called")
         if constants:
-            check_constant_leaves(args, kwargs, flat, constants)
+            check_constant_leaves(flat, constants, self._in_spec)
         if len(flat) == self.num_inputs:
             return flat  # every leaf is an input: a non-tensor there is an error that check_inputs names
         # Non-tensor leaves (ints, floats) were specialized into the program at export: they are not inputs.
