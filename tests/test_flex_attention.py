@@ -3,10 +3,13 @@
 - Program level: after lower()'s decompositions and passes, flex_attention's score_mod/mask_mod operands are
   still GraphModules registered on the program (Inductor reads their .graph), and the program matches eager.
 - Inductor level, CPU, no C++ compile: under aotcuda.inductor_workarounds, Inductor's flex_attention lowering
-  receives the captured buffers realized. Unrealized, torch 2.11–2.13 inline their producer (here a
-  ``torch.cat``) into the Triton template, whose ``masked`` op then fails on CUDA with
-  ``AttributeError: 'function' object has no attribute 'graph'`` (anyflow_far on the H200). The test stops
-  Inductor at the flex_attention lowering, so it costs the lowering, not a compile.
+  receives the captured buffers realized, and their readers load them. Unrealized, or realized but reading
+  no other buffer (Inductor then inlines them), torch 2.11–2.13 inline their producer (on CUDA the
+  ``torch.cat`` is a pointwise cat) into the Triton template, whose ``masked`` op then fails with
+  ``AttributeError: 'function' object has no attribute 'graph'`` (anyflow_far on the H200). On the CPU the
+  bias table shows both steps: without the workaround it arrives unrealized, realized alone it is still
+  inlined; with CUDA's pointwise cat (Inductor's ``force_pointwise_cat``) the frame table shows the same.
+  The test stops Inductor at the flex_attention lowering, so it costs the lowering, not a compile.
 - CUDA (H200): the same program through lower(device="cuda") + load(), no fallback kernel, matches eager.
 """
 
@@ -85,9 +88,21 @@ class _StopLowering(Exception):
     pass
 
 
-def captured_buffers_realized_at_lowering(ep, workaround: bool) -> list[bool]:
+def _loads_stored_buffer(buffer) -> bool:
+    """Whether a reader of `buffer` (its make_loader, as the modification subgraphs take it) loads the stored
+    buffer rather than inlining the computation that made it (which, for a cat, holds ops.masked)."""
+    import sympy
+    from torch._inductor.virtualized import V
+
+    index = [sympy.Symbol(f"i{d}", integer=True, nonnegative=True) for d in range(len(buffer.get_size()))]
+    code = V.KernelFormatterHandler.ir_to_string(buffer.make_loader(), index)
+    return "load(" in code and "masked(" not in code
+
+
+def captured_buffers_realized_at_lowering(ep, workaround: bool) -> list[tuple[bool, bool]]:
     """Run Inductor on ep up to the flex_attention lowering; for each captured buffer it receives, whether
-    it is realized (a stored buffer) rather than an inlinable pointwise computation."""
+    it is realized (a stored buffer) rather than an inlinable pointwise computation, and whether a reader
+    then loads it rather than inlining it."""
     from torch._inductor import ir
     from torch._inductor.lowering import lowerings
 
@@ -96,8 +111,9 @@ def captured_buffers_realized_at_lowering(ep, workaround: bool) -> list[bool]:
 
     def spy(*args, **kwargs):
         for buffer in (*args[7], *args[8]):
-            seen.append(isinstance(buffer, ir.TensorBox) and isinstance(buffer.data, ir.StorageBox)
+            realized = (isinstance(buffer, ir.TensorBox) and isinstance(buffer.data, ir.StorageBox)
                         and isinstance(buffer.data.data, ir.Buffer))
+            seen.append((realized, realized and _loads_stored_buffer(buffer)))
         raise _StopLowering
 
     lowerings[op] = spy
@@ -119,12 +135,20 @@ class _nothing:
         return False
 
 
-def test_inductor_receives_captured_buffers_realized(program):
-    """Without the workaround (workaround=False) the score_mod's bias table arrives unrealized on torch
-    2.11 and 2.13 ([False, True] here); not asserted, so that a torch that fixes it upstream still passes."""
+def test_inductor_receives_captured_buffers_realized_and_loaded(program):
+    """Under the workaround every captured buffer arrives realized and its readers load it. Inductor lowers
+    cat as a pointwise cat on CUDA and as a ConcatKernel on the CPU (lowering.py's ``cat``);
+    ``force_pointwise_cat`` gives the CPU CUDA's choice, so that the frame table fails here as it does on
+    the H200. There, without the workaround, both tables arrive unrealized ([(False, False), (False, False)]
+    on torch 2.11 and 2.13); realized alone, both are inlined into their readers ([(True, False), (True,
+    False)]: the frame table's ops.masked reaches the Triton template, AnyFlow-FAR's failure after the first
+    fix). Not asserted, so that a torch that fixes it upstream still passes."""
     _, ep = program
-    with_workaround = captured_buffers_realized_at_lowering(ep, workaround=True)
-    assert with_workaround and all(with_workaround), with_workaround
+    pointwise_cat = (torch._inductor.config.patch(force_pointwise_cat=True)
+                     if hasattr(torch._inductor.config, "force_pointwise_cat") else _nothing())
+    with pointwise_cat:
+        with_workaround = captured_buffers_realized_at_lowering(ep, workaround=True)
+    assert with_workaround and all(realized and loaded for realized, loaded in with_workaround), with_workaround
     assert torch._inductor.lowering.lowerings[torch.ops.higher_order.flex_attention].__name__ != "lowering", \
         "the workaround must restore Inductor's own lowering"
 

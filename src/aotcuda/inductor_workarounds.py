@@ -11,11 +11,20 @@ flex_attention's captured buffers (torch 2.11–2.13, CUDA)
     so an unrealized pointwise producer is inlined into the Triton template. ``cat`` and ``constant_pad_nd``
     lower to ``ops.masked(mask, body, other)`` with a Python function as body, and Triton's ``masked`` reads
     ``body.graph``: ``LoweringException: AttributeError: 'function' object has no attribute 'graph'``
-    (target: flex_attention). The C++ backend calls the body directly and is not affected. The fix is the one
-    PyTorch made upstream (pytorch/pytorch#182737: materialize the captures before building the modification
-    subgraphs): the wrapper realizes every captured TensorBox, in place, then calls Inductor's own lowering.
-    Realizing is what the lowering does to these buffers anyway a few lines later, so the generated code is
-    the same except that the template loads the buffer instead of recomputing it.
+    (target: flex_attention). The C++ backend calls the body directly and is not affected.
+
+    Two steps, both needed. (1) The wrapper realizes every captured TensorBox, in place, before Inductor's
+    own lowering runs: the fix PyTorch made upstream (pytorch/pytorch#182737: materialize the captures
+    before building the modification subgraphs), and what the lowering does to these buffers anyway a few
+    lines later. (2) Realizing is not enough for a buffer that reads no other buffer (a table built from
+    ``zeros``/``ones``/``full``/``arange`` and ``cat``, as tests/test_flex_attention.py's is; AnyFlow-FAR
+    still failed on the H200 with step 1 alone):
+    ``ComputedBuffer.make_loader`` inlines such a buffer's computation into every reader instead of
+    loading it (torch/_inductor/ir.py, ``num_reads() == 0``), so the template still sees ``ops.masked``.
+    Inductor's own switch against that inlining, ``ComputedBuffer.force_realize()``, is held for the
+    lowering call, so every loader the modification subgraphs take is an ``ops.load`` of the stored
+    buffer. The generated code differs only in that the template loads these small tables instead of
+    recomputing them.
 """
 
 from __future__ import annotations
@@ -39,6 +48,15 @@ def _realize_captured_buffers(args: tuple) -> None:
                 buffer.realize()
 
 
+def _loaded_not_inlined() -> contextlib.AbstractContextManager:
+    """Inductor's ComputedBuffer.force_realize() (torch 2.11–2.13): realized buffers that read no other
+    buffer are loaded by their readers, not inlined into them; a no-op on a torch without it."""
+    from torch._inductor import ir
+
+    force_realize = getattr(ir.ComputedBuffer, "force_realize", None)
+    return force_realize() if force_realize is not None else contextlib.nullcontext()
+
+
 @contextlib.contextmanager
 def flex_attention_captures_realized() -> Iterator[None]:
     """While active, Inductor's flex_attention lowering sees realized captured buffers (see module doc)."""
@@ -55,7 +73,8 @@ def flex_attention_captures_realized() -> Iterator[None]:
 
     def lowering(*args, **kwargs):
         _realize_captured_buffers(args)
-        return original(*args, **kwargs)
+        with _loaded_not_inlined():
+            return original(*args, **kwargs)
 
     lowerings[op] = lowering
     try:
