@@ -17,8 +17,8 @@ the CPU (‖out − ref‖/‖ref‖): the documented result, which eager cuFFT 
 
 On CUDA the cases compile in --workers spawned processes at once (each export, pass and torch.compile
 is CPU work, tens of seconds per program); a process measures its case under a lock shared by all, so
-that one case at a time runs on the GPU. Rows go to benchmarks/results/fft-<device>-torch<version>.json
-as each one finishes (a run stopped early keeps them); the table, in --sizes order, comes at the end.
+that one case at a time runs on the GPU. Rows go to --json (default
+benchmarks/results/fft-<device>-torch<version>.json) as each one finishes (a run stopped early keeps them); the table, in --sizes order, comes at the end.
 """
 
 from __future__ import annotations
@@ -177,6 +177,8 @@ def main() -> None:
     parser.add_argument("--no-whisper", action="store_true")
     parser.add_argument("--repeat", type=int, default=3, help="best of this many medians")
     parser.add_argument("--min-run-time", type=float, default=None, help="s per median (CPU 1.0, CUDA 0.3)")
+    parser.add_argument("--json", type=pathlib.Path, default=None,
+                        help="write the rows here (default benchmarks/results/fft-<device>-torch<version>.json)")
     parser.add_argument("--workers", type=int, default=None,
                         help="cases compiled at once in spawned processes (CUDA: one per case up to 8; CPU: 1)")
     args = parser.parse_args()
@@ -189,7 +191,8 @@ def main() -> None:
     machine = torch.cuda.get_device_name() if cuda else f"CPU ({os.cpu_count()} cores), {torch.get_num_threads()} threads"
     library = "cuFFT" if cuda else "pocketfft"
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"fft-{'cuda' if cuda else 'cpu'}-torch{torch.__version__.split('+')[0]}.json"
+    path = args.json or RESULTS / f"fft-{'cuda' if cuda else 'cpu'}-torch{torch.__version__.split('+')[0]}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     header = dict(machine=machine, torch=torch.__version__, library=library, signals=args.signals,
                   batch=args.batch, seconds=args.seconds, repeat=args.repeat, min_run_time=args.min_run_time,
                   started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
@@ -212,7 +215,7 @@ def main() -> None:
     for row in sorted(rows, key=lambda r: order[(r["program"], r["n"])]):
         print(f"| {row['program']} | {row['n']} | {row['plan']} | {row['library_us']:.1f} | {row['aotcuda_us']:.1f} | "
               f"{row['ratio']:.2f}× | {row['rel_error']:.1e} | {row['library_rel_error']:.1e} | {row['load']:.1f} |")
-    print(f"wrote {path.relative_to(RESULTS.parent.parent)}")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
