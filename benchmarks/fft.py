@@ -18,7 +18,8 @@ the CPU (‖out − ref‖/‖ref‖): the documented result, which eager cuFFT 
 On CUDA the cases compile in --workers spawned processes at once (each export, pass and torch.compile
 is CPU work, tens of seconds per program); a process measures its case under a lock shared by all, so
 that one case at a time runs on the GPU. Rows go to --json (default
-benchmarks/results/fft-<device>-torch<version>.json) as each one finishes (a run stopped early keeps them); the table, in --sizes order, comes at the end.
+benchmarks/results/fft-<device>-torch<version>.json) as each one finishes (a run stopped early keeps
+them); the table, in --sizes order, comes at the end.
 """
 
 from __future__ import annotations
