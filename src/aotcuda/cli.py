@@ -381,13 +381,25 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
     table = Table(title=f"outputs of {os.path.basename(package)}")
     for column in ("output", "shape", "dtype", "device"):
         table.add_column(column)
-    for index, tensor in enumerate(torch.utils._pytree.tree_leaves(outputs)):
+    leaves, spec = torch.utils._pytree.tree_flatten(outputs)
+    for name, tensor in zip(_output_labels(spec), leaves):
         if isinstance(tensor, torch.Tensor):
-            table.add_row(str(index), escape(str(tuple(tensor.shape))), str(tensor.dtype).removeprefix("torch."),
+            table.add_row(shown(name), escape(str(tuple(tensor.shape))), str(tensor.dtype).removeprefix("torch."),
                           str(tensor.device))
     console.print(table)
     if save_outputs:
         torch.save(_plain(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs)), save_outputs)
+
+
+def _output_labels(spec) -> list[str]:
+    """Each output leaf as the caller reaches it (out, out[0], out['logits']), as `inspect` names it; its
+    flat index for a container type registered with torch's pytree without key paths."""
+    from aotcuda.runtime.keywords import output_leaf_names
+
+    try:
+        return output_leaf_names(spec)
+    except ValueError:
+        return [str(index) for index in range(spec.num_leaves)]
 
 
 def _plain(value):
