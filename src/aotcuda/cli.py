@@ -30,8 +30,9 @@ import click
 import torch
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, ProgressColumn, SpinnerColumn, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 from aotcuda.errors import AotcudaError
 from aotcuda.runtime.checks import under_dim_names
@@ -93,12 +94,28 @@ def _clean_errors(command):
     return wrapper
 
 
-class _StepProgress:
-    """rich progress for lower()'s steps: a spinner while a step runs, its time when it ends."""
+class _StepTime(ProgressColumn):
+    """One time per step: the elapsed time while it runs, then the time lower() measured for it."""
 
-    def __init__(self):
-        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                                  console=status_console, transient=False)
+    def render(self, task) -> Text:
+        seconds = task.fields.get("seconds")
+        return Text(f"{(task.elapsed or 0.0) if seconds is None else seconds:.1f} s", style="progress.elapsed")
+
+
+class _StepProgress:
+    """rich progress for lower()'s steps, one line each: a spinner and the time so far while a step runs,
+    its measured time when it ends.
+
+    ``transient=True`` (the demo, whose table lists the step times) clears the lines at the end, and shows
+    nothing where stderr is no terminal (a log would get them only once the lowering is over, as the table
+    gives them), so that each step's time is printed once.
+    """
+
+    def __init__(self, transient: bool = False, console: Console | None = None):
+        console = console or status_console
+        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _StepTime(),
+                                  console=console, transient=transient,
+                                  disable=transient and not console.is_terminal)
         self._tasks = {}
 
     def __enter__(self):
@@ -110,9 +127,9 @@ class _StepProgress:
 
     def __call__(self, step: str, seconds: float | None) -> None:
         if seconds is None:
-            self._tasks[step] = self._progress.add_task(f"{step} ...", total=1)
+            self._tasks[step] = self._progress.add_task(step, total=1, seconds=None)
         else:
-            self._progress.update(self._tasks[step], description=f"{step} ({seconds:.1f} s)", completed=1)
+            self._progress.update(self._tasks[step], completed=1, seconds=seconds)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -153,7 +170,7 @@ def demo(device, dtype, batch, seq, calls):
     from aotcuda.demo import pick_device, run_demo
 
     status_console.print(f"Lowering the attention block for {pick_device(device)} ...")
-    with _StepProgress() as progress:
+    with _StepProgress(transient=True) as progress:
         result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, progress=progress)
     console.print(_demo_table(result))
     if not result.passed:
