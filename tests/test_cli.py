@@ -250,6 +250,7 @@ def test_demo_on_cpu_end_to_end(runner):
         assert f"lowering: {step}" in output
         assert sum(step in line for line in output.splitlines()) == 1  # the table's row, no progress line too
     assert "latency per call, aotcuda" in output and "latency per call, eager" in output
+    assert "load average (1 min) at timing" in output and "cores" in output
 
 
 @pytest.mark.parametrize("message, hints", [
@@ -345,3 +346,24 @@ def test_lowering_progress_prints_each_step_once_with_one_time(terminal):
         else:
             assert lines == [f"{step} {seconds:.1f} s" for step, seconds in steps.items()]
 
+
+@pytest.mark.parametrize("load, cores, busy", [(0.4, 2, False), (1.99, 2, False), (2.0, 2, True), (7.5, 4, True),
+                                               (None, 2, False)])
+def test_demo_reports_the_load_and_flags_its_timing_on_a_busy_machine(runner, monkeypatch, load, cores, busy):
+    """The demo's speed-up beside the load average; where the load reaches the cores, the row and a
+    warning say the timing is unreliable (run_demo stubbed: the table, not the lowering, is tested)."""
+    import types
+
+    import aotcuda.demo
+
+    lowered = types.SimpleNamespace(fallback_kernels=[], library_kernels=[], step_times={"compile": 1.0})
+    result = aotcuda.demo.DemoResult(lowered, "cpu", torch.float32, (2, 64, 256), 2e-7, 1e-5, 0.010, 0.020,
+                                     load_average=load, cores=cores)
+    monkeypatch.setattr(aotcuda.demo, "run_demo", lambda *args, **kwargs: result)
+    output = runner.invoke(main, ["demo", "--device", "cpu"], env={"COLUMNS": "200"}).output
+    assert result.machine_busy is busy
+    row = next(line for line in output.splitlines() if "load average (1 min) at timing" in line)
+    speed_up = next(line for line in output.splitlines() if "speed-up vs eager" in line)
+    assert ("unknown (2 cores)" if load is None else f"{load:.2f} on {cores} cores") in row
+    assert ("busy" in row) is busy and ("2.00× (unreliable: machine busy)" in speed_up) is busy
+    assert ("warning: the machine is busy" in output) is busy

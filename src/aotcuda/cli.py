@@ -173,6 +173,11 @@ def demo(device, dtype, batch, seq, calls):
     with _StepProgress(transient=True) as progress:
         result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, progress=progress)
     console.print(_demo_table(result))
+    if result.machine_busy:
+        status_console.print(f"warning: the machine is busy (load average {result.load_average:.2f} on "
+                             f"{result.cores} cores): the latencies and the speed-up measure the contention, "
+                             "not the program; run the demo again on an idle machine",
+                             highlight=False, markup=False, soft_wrap=True)
     if not result.passed:
         raise click.ClickException("the lowered program does not match eager within the tolerance")
 
@@ -192,8 +197,16 @@ def _demo_table(result) -> Table:
     if result.graphs_latency_s is not None:
         table.add_row("latency per call, aotcuda + CUDA graphs", _microseconds(result.graphs_latency_s))
     table.add_row("latency per call, eager", _microseconds(result.eager_latency_s))
-    table.add_row("speed-up vs eager", f"{result.eager_latency_s / result.latency_s:.2f}×")
+    busy = " (unreliable: machine busy)" if result.machine_busy else ""
+    table.add_row("speed-up vs eager", f"{result.eager_latency_s / result.latency_s:.2f}×{busy}")
+    table.add_row("load average (1 min) at timing", _load_text(result))
     return table
+
+
+def _load_text(result) -> str:
+    if result.load_average is None:
+        return f"unknown ({result.cores} cores)"
+    return f"{result.load_average:.2f} on {result.cores} cores{': busy' if result.machine_busy else ''}"
 
 
 def _microseconds(seconds: float) -> str:
