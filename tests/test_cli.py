@@ -248,7 +248,9 @@ def test_demo_on_cpu_end_to_end(runner):
     assert fallback_row.split("│")[2].strip() == "0"
     for step in ("export", "decompose", "passes", "compile"):
         assert f"lowering: {step}" in output
+        assert sum(step in line for line in output.splitlines()) == 1  # the table's row, no progress line too
     assert "latency per call, aotcuda" in output and "latency per call, eager" in output
+    assert "load average (1 min) at timing" in output and "cores" in output
 
 
 @pytest.mark.parametrize("message, hints", [
@@ -317,3 +319,51 @@ def test_dynamic_option_takes_a_multiple_of_n():
         dynamic_shapes_from(("x:1:1:100:frames*160",), model, args, {})
     with pytest.raises(click.BadParameter, match=r"SYMBOL must be a name, or NAME\*N"):
         dynamic_shapes_from(("x:1:1:100:frames*x",), model, args, {})
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_lowering_progress_prints_each_step_once_with_one_time(terminal):
+    """`aotcuda lower`'s progress: one line per step with the measured time (it printed the time twice,
+    "export (3.2 s) 0:00:03"); the demo's (transient) shows nothing where stderr is no terminal, and
+    clears its lines on one, since its table lists the step times."""
+    import io
+
+    from rich.console import Console
+
+    from aotcuda.cli import _StepProgress
+
+    steps = {"export": 3.25, "decompose": 1.5, "compile": 20.0}
+    for transient in (False, True):
+        written = io.StringIO()
+        with _StepProgress(transient, Console(file=written, force_terminal=terminal, width=80)) as progress:
+            for step, seconds in steps.items():
+                progress(step, None)
+                progress(step, seconds)
+        final = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", written.getvalue().split("\r")[-1] if terminal else written.getvalue())
+        lines = [" ".join(line.split()) for line in final.splitlines() if line.strip()]
+        if transient:  # nothing left: no terminal, nothing printed; a terminal, the lines cleared
+            assert lines == [] and (terminal or written.getvalue() == "")
+        else:
+            assert lines == [f"{step} {seconds:.1f} s" for step, seconds in steps.items()]
+
+
+@pytest.mark.parametrize("load, cores, busy", [(0.4, 2, False), (1.99, 2, False), (2.0, 2, True), (7.5, 4, True),
+                                               (None, 2, False)])
+def test_demo_reports_the_load_and_flags_its_timing_on_a_busy_machine(runner, monkeypatch, load, cores, busy):
+    """The demo's speed-up beside the load average; where the load reaches the cores, the row and a
+    warning say the timing is unreliable (run_demo stubbed: the table, not the lowering, is tested)."""
+    import types
+
+    import aotcuda.demo
+
+    lowered = types.SimpleNamespace(fallback_kernels=[], library_kernels=[], step_times={"compile": 1.0})
+    result = aotcuda.demo.DemoResult(lowered, "cpu", torch.float32, (2, 64, 256), 2e-7, 1e-5, 0.010, 0.020,
+                                     load_average=load, cores=cores)
+    monkeypatch.setattr(aotcuda.demo, "run_demo", lambda *args, **kwargs: result)
+    output = runner.invoke(main, ["demo", "--device", "cpu"], env={"COLUMNS": "200"}).output
+    assert result.machine_busy is busy
+    row = next(line for line in output.splitlines() if "load average (1 min) at timing" in line)
+    speed_up = next(line for line in output.splitlines() if "speed-up vs eager" in line)
+    assert ("unknown (2 cores)" if load is None else f"{load:.2f} on {cores} cores") in row
+    assert ("busy" in row) is busy and ("2.00× (unreliable: machine busy)" in speed_up) is busy
+    assert ("warning: the machine is busy" in output) is busy

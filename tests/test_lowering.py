@@ -361,3 +361,26 @@ def test_an_error_after_the_passes_carries_their_results(tmp_path, monkeypatch):
     assert views.name == "ReplaceViewCopyWithViewPass" and not complex_pass.changed
     assert complex_pass.refusal.op == "aten.cumsum.default"
     assert "refused aten.cumsum.default" in complex_pass.summary()
+
+
+def test_the_default_package_path_is_the_model_class_as_spelt_in_a_new_folder():
+    """lower()'s default package_path is ``<tmp>/aotcuda-XXXX/<model class>.pt2`` as docs/usage.md and its
+    docstring say, the class name as spelt (it was lowercased: attentionblock.pt2)."""
+    import os
+    import shutil
+
+    from aotcuda.lowering import _package_path
+
+    class LlamaForCausalLM(torch.nn.Module):
+        pass
+
+    for model in (torch.nn.Linear(2, 2), LlamaForCausalLM()):
+        path, folder = _package_path(None, model)
+        try:
+            assert os.path.basename(path) == f"{type(model).__name__}.pt2"
+            assert os.path.dirname(path) == folder and os.path.basename(folder).startswith("aotcuda-")
+            assert os.listdir(folder) == []
+        finally:
+            shutil.rmtree(folder)
+    assert "`<tmp>/aotcuda-XXXX/<model class>.pt2` (the class name as spelt" in \
+        (Path(__file__).parents[1] / "docs" / "usage.md").read_text()

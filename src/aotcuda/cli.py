@@ -30,8 +30,9 @@ import click
 import torch
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, ProgressColumn, SpinnerColumn, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 from aotcuda.errors import AotcudaError
 from aotcuda.runtime.checks import under_dim_names
@@ -93,12 +94,28 @@ def _clean_errors(command):
     return wrapper
 
 
-class _StepProgress:
-    """rich progress for lower()'s steps: a spinner while a step runs, its time when it ends."""
+class _StepTime(ProgressColumn):
+    """One time per step: the elapsed time while it runs, then the time lower() measured for it."""
 
-    def __init__(self):
-        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                                  console=status_console, transient=False)
+    def render(self, task) -> Text:
+        seconds = task.fields.get("seconds")
+        return Text(f"{(task.elapsed or 0.0) if seconds is None else seconds:.1f} s", style="progress.elapsed")
+
+
+class _StepProgress:
+    """rich progress for lower()'s steps, one line each: a spinner and the time so far while a step runs,
+    its measured time when it ends.
+
+    ``transient=True`` (the demo, whose table lists the step times) clears the lines at the end, and shows
+    nothing where stderr is no terminal (a log would get them only once the lowering is over, as the table
+    gives them), so that each step's time is printed once.
+    """
+
+    def __init__(self, transient: bool = False, console: Console | None = None):
+        console = console or status_console
+        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _StepTime(),
+                                  console=console, transient=transient,
+                                  disable=transient and not console.is_terminal)
         self._tasks = {}
 
     def __enter__(self):
@@ -110,9 +127,9 @@ class _StepProgress:
 
     def __call__(self, step: str, seconds: float | None) -> None:
         if seconds is None:
-            self._tasks[step] = self._progress.add_task(f"{step} ...", total=1)
+            self._tasks[step] = self._progress.add_task(step, total=1, seconds=None)
         else:
-            self._progress.update(self._tasks[step], description=f"{step} ({seconds:.1f} s)", completed=1)
+            self._progress.update(self._tasks[step], completed=1, seconds=seconds)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -153,9 +170,14 @@ def demo(device, dtype, batch, seq, calls):
     from aotcuda.demo import pick_device, run_demo
 
     status_console.print(f"Lowering the attention block for {pick_device(device)} ...")
-    with _StepProgress() as progress:
+    with _StepProgress(transient=True) as progress:
         result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, progress=progress)
     console.print(_demo_table(result))
+    if result.machine_busy:
+        status_console.print(f"warning: the machine is busy (load average {result.load_average:.2f} on "
+                             f"{result.cores} cores): the latencies and the speed-up measure the contention, "
+                             "not the program; run the demo again on an idle machine",
+                             highlight=False, markup=False, soft_wrap=True)
     if not result.passed:
         raise click.ClickException("the lowered program does not match eager within the tolerance")
 
@@ -175,8 +197,16 @@ def _demo_table(result) -> Table:
     if result.graphs_latency_s is not None:
         table.add_row("latency per call, aotcuda + CUDA graphs", _microseconds(result.graphs_latency_s))
     table.add_row("latency per call, eager", _microseconds(result.eager_latency_s))
-    table.add_row("speed-up vs eager", f"{result.eager_latency_s / result.latency_s:.2f}×")
+    busy = " (unreliable: machine busy)" if result.machine_busy else ""
+    table.add_row("speed-up vs eager", f"{result.eager_latency_s / result.latency_s:.2f}×{busy}")
+    table.add_row("load average (1 min) at timing", _load_text(result))
     return table
+
+
+def _load_text(result) -> str:
+    if result.load_average is None:
+        return f"unknown ({result.cores} cores)"
+    return f"{result.load_average:.2f} on {result.cores} cores{': busy' if result.machine_busy else ''}"
 
 
 def _microseconds(seconds: float) -> str:
@@ -381,13 +411,25 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
     table = Table(title=f"outputs of {os.path.basename(package)}")
     for column in ("output", "shape", "dtype", "device"):
         table.add_column(column)
-    for index, tensor in enumerate(torch.utils._pytree.tree_leaves(outputs)):
+    leaves, spec = torch.utils._pytree.tree_flatten(outputs)
+    for name, tensor in zip(_output_labels(spec), leaves):
         if isinstance(tensor, torch.Tensor):
-            table.add_row(str(index), escape(str(tuple(tensor.shape))), str(tensor.dtype).removeprefix("torch."),
+            table.add_row(shown(name), escape(str(tuple(tensor.shape))), str(tensor.dtype).removeprefix("torch."),
                           str(tensor.device))
     console.print(table)
     if save_outputs:
         torch.save(_plain(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs)), save_outputs)
+
+
+def _output_labels(spec) -> list[str]:
+    """Each output leaf as the caller reaches it (out, out[0], out['logits']), as `inspect` names it; its
+    flat index for a container type registered with torch's pytree without key paths."""
+    from aotcuda.runtime.keywords import output_leaf_names
+
+    try:
+        return output_leaf_names(spec)
+    except ValueError:
+        return [str(index) for index in range(spec.num_leaves)]
 
 
 def _plain(value):

@@ -31,10 +31,27 @@ class DemoResult:
     latency_s: float       # median per call, aotcuda
     eager_latency_s: float  # median per call, eager PyTorch
     graphs_latency_s: float | None = None  # median per call, aotcuda with CUDA graphs (CUDA only)
+    load_average: float | None = None  # the machine's 1-minute load average when timing began (None: unknown)
+    cores: int = 1  # the CPU cores this process may run on
 
     @property
     def passed(self) -> bool:
         return self.relative_error <= self.tolerance and not self.lowered.fallback_kernels
+
+    @property
+    def machine_busy(self) -> bool:
+        """Whether other work kept every core busy (1-minute load average ≥ the cores): the latencies,
+        and the speed-up against eager, then measure the contention more than the program."""
+        return self.load_average is not None and self.load_average >= self.cores
+
+
+def machine_load() -> tuple[float | None, int]:
+    """(1-minute load average, or None where the OS has none; the cores this process may run on)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        return os.getloadavg()[0], cores
+    except OSError:
+        return None, cores
 
 
 def pick_device(device: str) -> str:
@@ -76,6 +93,9 @@ def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int 
     lowered = lower(model, (x,), device=device, package_path=package_path, progress=progress)
     program = lowered.load()
     fresh = torch.randn_like(x)
+    # Read before the timing loops, whose threads would count themselves; the compile that ran before
+    # adds at most its one thread's share to the 1-minute average.
+    load_average, cores = machine_load()
     with torch.no_grad():
         expected = model(fresh)
         error = relative_error(program(fresh), expected)
@@ -85,4 +105,4 @@ def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int 
     if on_cuda:  # warm-up calls and the capture happen inside median_latency's warm-up
         graphs_latency = median_latency(lowered.load(cuda_graphs=True), fresh, calls, warmup=5)
     return DemoResult(lowered, device, dtype, tuple(x.shape), error, TOLERANCE[dtype], latency, eager,
-                      graphs_latency)
+                      graphs_latency, load_average, cores)

@@ -16,7 +16,7 @@ from torch.utils._sympy.value_ranges import bound_sympy
 
 from aotcuda.package_format import SIGNATURE_FORMAT, SIGNATURE_VERSION
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
-from aotcuda.runtime.keywords import leaf_names
+from aotcuda.runtime.keywords import leaf_names, output_leaf_names
 from aotcuda.runtime.pytree_types import recorded_types
 
 
@@ -94,7 +94,7 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
     output_node = next(n for n in ep.graph.nodes if n.op == "output")
     user_output_nodes = list(output_node.args[0])[len(output_node.args[0]) - len(sig.user_outputs):]
     outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints, complex_dtype)
-               for name, node, complex_dtype in zip(sig.user_outputs, user_output_nodes, boundary.outputs)
+               for name, node, complex_dtype in zip(output_names(ep), user_output_nodes, boundary.outputs)
                if hasattr(node, "meta") and isinstance(node.meta.get("val"), torch.Tensor)]
     if device is not None:
         for spec in inputs + outputs:
@@ -121,6 +121,25 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
         if types:
             signature["pytree_types"] = list(types.values())
     return signature
+
+
+def output_names(ep) -> list[str]:
+    """Each user output named as the caller reaches it in forward's result: ``out`` (one tensor),
+    ``out[0]``, ``out['logits']``, ``out.hidden`` (a named tuple), read from the output pytree spec.
+
+    The graph signature names outputs after FX nodes (``add_252``, ``view_as_real_3``), which mean nothing
+    to a caller; those names are kept only where the spec does not give one name per user output (no
+    module call signature, or a container type registered with torch's pytree without key paths).
+    """
+    graph_names = [str(name) for name in ep.graph_signature.user_outputs]
+    call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
+    out_spec = getattr(call_signature, "out_spec", None)
+    if out_spec is None or out_spec.num_leaves != len(graph_names):
+        return graph_names
+    try:
+        return output_leaf_names(out_spec)
+    except ValueError:  # pytree.tree_flatten_with_path: a type without flatten_with_keys_fn
+        return graph_names
 
 
 def constant_inputs(graph_signature) -> list[dict]:

@@ -168,7 +168,8 @@ def lower(
         args, kwargs: example inputs, as for torch.export.export; moved to ``device`` for export.
         dynamic_shapes: as for torch.export.export (e.g. ``{"x": {1: Dim("seq", min=2, max=512)}}``).
         device: "cuda" (or "cuda:N") or "cpu".
-        package_path: where to write the .pt2; default: ``<model class>.pt2`` in a new temporary folder
+        package_path: where to write the .pt2; default: ``<model class>.pt2``, the class name as spelt
+            (``AttentionBlock.pt2``), in a new temporary folder
             (the caller owns it; nothing is written to the working directory unless asked).
         allow_fallbacks: accept ATen fallback kernels outside the allow-list instead of raising.
         inductor_configs: extra Inductor options, applied over the device profile's.
@@ -351,7 +352,7 @@ def _package_path(package_path, model: torch.nn.Module) -> tuple[str, str | None
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return path, None
     folder = tempfile.mkdtemp(prefix="aotcuda-")
-    return os.path.join(folder, f"{type(model).__name__.lower()}.pt2"), folder
+    return os.path.join(folder, f"{type(model).__name__}.pt2"), folder  # as spelt: LlamaForCausalLM.pt2
 
 
 def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:

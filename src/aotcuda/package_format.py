@@ -24,7 +24,10 @@ Format (version 1)::
                                         # (optional) container types of the input/output pytree specs
                                         # that torch does not register itself, with the module that does:
                                         # aotcuda.load imports it (runtime/pytree_types.py)
-    TensorSpec = {"name": "x",                      # graph-signature name of the input / output
+    TensorSpec = {"name": "x",                      # inputs: the graph-signature name (forward's argument
+                                                    # name); outputs: the place in forward's result, "out",
+                                                    # "out[0]", "out['logits']", "out.hidden" (older packages
+                                                    # hold the FX node name, "add_7": shown, never matched)
                   "dtype": "float32",               # torch dtype name, without "torch."
                   "device": "cpu" | "cuda",         # device type only
                   "shape": [Dim, ...],              # len(shape) is the rank

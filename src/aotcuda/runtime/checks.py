@@ -38,7 +38,8 @@ class DimSpec:
 
     ``expr`` is in torch's symbols (``s27``), which the checks evaluate; ``user_expr`` is the same
     expression under the Dim names the user exported with (``seq``; the signature's ``dim_names``), which
-    ``str()`` and the error messages show. Without names, ``user_expr`` is None and ``expr`` is shown.
+    ``str()``, ``repr()`` and the error messages show. Without names, ``user_expr`` is None and ``expr`` is
+    shown. A static dim's ``min`` and ``max`` are its size.
     """
 
     size: int | None = None
@@ -46,6 +47,14 @@ class DimSpec:
     min: int = 0
     max: int | None = None  # None: unbounded
     user_expr: str | None = None
+
+    def __post_init__(self):
+        if self.size is not None:  # a static dim's range is its size, not the dataclass defaults [0, None]
+            object.__setattr__(self, "min", self.size)
+            object.__setattr__(self, "max", self.size)
+
+    def __repr__(self) -> str:
+        return f"DimSpec({self})"  # DimSpec(4), DimSpec(seq in [2, 512]), DimSpec(2*seq in [4, inf])
 
     @classmethod
     def from_json(cls, dim, dim_names: dict[str, str] | None = None) -> DimSpec:
@@ -90,12 +99,22 @@ class TensorSpec:
                    None if strides is None else tuple(DimSpec.from_json(d, dim_names) for d in strides),
                    None if spec.get("mutated") is None else bool(spec["mutated"]))
 
+    def __repr__(self) -> str:
+        strides = "" if self.strides is None else f", strides={_tuple_text(self.strides)}"
+        return (f"TensorSpec({self.name!r}, {self.dtype}, {self.device_type!r}, shape={self.shape_text()}"
+                f"{strides}, contiguous={self.contiguous}, mutated={self.mutated})")
+
     @property
     def rank(self) -> int:
         return len(self.dims)
 
     def shape_text(self) -> str:
-        return "(" + ", ".join(map(str, self.dims)) + ("," if self.rank == 1 else "") + ")"
+        return _tuple_text(self.dims)
+
+
+def _tuple_text(dims) -> str:
+    """Dims as a Python tuple reads: (2, seq in [2, 512]), (4,), ()."""
+    return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
 
 
 @functools.lru_cache(maxsize=256)

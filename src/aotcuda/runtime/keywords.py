@@ -134,10 +134,24 @@ def check_constant_leaves(flat: list, constants: dict[int, object], in_spec) -> 
 def leaf_names(in_spec) -> list[str]:
     """Each flat leaf of an ``(args, kwargs)`` input spec named as the caller writes it (``#0``,
     ``'use_cache'``, ``'extra'['scale']``)."""
+    return [_caller_path(path) for path in _leaf_key_paths(in_spec)]
+
+
+def output_leaf_names(out_spec) -> list[str]:
+    """Each flat leaf of an output spec named as the caller reaches it in the result ``out``: ``out`` (one
+    tensor), ``out[0]``, ``out['logits']``, ``out.last_hidden_state`` (a named tuple), ``out['pair'][1]``.
+
+    Raises ValueError for a container type registered with torch's pytree without key paths.
+    """
+    return [f"out{path}" for path in _leaf_key_paths(out_spec)]
+
+
+def _leaf_key_paths(spec) -> list[str]:
+    """torch's key path (``pytree.keystr``) of each flat leaf of a TreeSpec, in flat order."""
     import torch.utils._pytree as pytree
 
-    tree = pytree.tree_unflatten(list(range(in_spec.num_leaves)), in_spec)
-    return [_caller_path(pytree.keystr(path)) for path, _ in pytree.tree_flatten_with_path(tree)[0]]
+    tree = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+    return [pytree.keystr(path) for path, _ in pytree.tree_flatten_with_path(tree)[0]]
 
 
 def _caller_path(path: str) -> str:

@@ -21,9 +21,12 @@ from aotcuda.serving.server import ServeOptions
 @click.option("--max-request-bytes", default=256 << 20, show_default=True, type=click.IntRange(min=1),
               help="larger request bodies get HTTP 400.")
 def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes):
-    """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C: POST /predict (safetensors in and out),
-    GET /healthz. Starts Ray locally, or joins the cluster in RAY_ADDRESS. Needs pip install 'aotcuda[serve]'."""
+    """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
+    out), GET /healthz. Starts Ray locally, or joins the cluster in RAY_ADDRESS. Exits 0 once Serve and Ray
+    are down (Ctrl-C lets Serve finish the requests in flight; SIGTERM stops at once).
+    Needs pip install 'aotcuda[serve]'."""
     import logging
+    import signal
 
     from aotcuda.serving.server import serve_package
 
@@ -39,6 +42,6 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
         click.echo("stopped before serving")
         return
     click.echo(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
-               f"({replicas} replica(s)); Ctrl-C stops")
-    server.wait()
-    click.echo("stopped")
+               f"({replicas} replica(s)); Ctrl-C or SIGTERM stops")
+    received = server.wait()
+    click.echo(f"stopped ({signal.Signals(received).name}): Serve and Ray are down")

@@ -122,21 +122,35 @@ class Server:
     def __init__(self, url: str, started_ray: bool):
         self.url, self._started_ray, self._stopped = url, started_ray, False
 
-    def wait(self) -> None:
-        """Block until SIGINT/SIGTERM, then shut down."""
-        stop = threading.Event()
-        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def wait(self) -> int:
+        """Block until SIGINT or SIGTERM, then shut down (SIGTERM: at once, see ``shutdown``); return the
+        signal's number."""
+        stop, received = threading.Event(), []
+
+        def on_signal(number, _frame):
+            received.append(number)
+            stop.set()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             while not stop.wait(0.5):
                 pass
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            self.shutdown()
+            self.shutdown(drain=not received or received[0] != signal.SIGTERM)
+        return received[0]
 
-    def shutdown(self) -> None:
+    def shutdown(self, drain: bool = True) -> None:
         """Stop serving (idempotent). On a Ray instance this process started: stop Serve and Ray. On a
-        cluster it joined: delete only this application, leaving the cluster's other applications."""
+        cluster it joined: delete only this application, leaving the cluster's other applications.
+
+        ``drain=False`` (SIGTERM) skips Serve's graceful shutdown on a Ray instance this process started,
+        and stops Ray at once, which ends Serve's actors with it. Why: that instance's GCS and raylet run in
+        this process's group, so a SIGTERM sent to the group (``timeout``, ``kill -- -PGID``, systemd)
+        ends them too, and Serve's graceful shutdown then waits 30 s for a controller that is gone
+        ("Controller failed to shut down within 30.0s"); a stop asked by SIGTERM wants no wait anyway.
+        """
         if self._stopped:
             return
         self._stopped = True
@@ -147,7 +161,8 @@ class Server:
             serve.delete(APP_NAME)
             return
         try:
-            serve.shutdown()
+            if drain:
+                serve.shutdown()
         finally:
             ray.shutdown()
 

@@ -54,8 +54,14 @@ def _rows(rules: list[Rule]) -> list[str]:
     return rows
 
 
-def _first_line(fn) -> str:
-    return (fn.__doc__ or fn.__name__).strip().splitlines()[0]
+def _first_line(check) -> str:
+    """A refusal check's docstring, first line: what the user wrote that is refused, in public terms
+    (`z ** p` with a complex p), never the check's function name, which means nothing to a reader."""
+    doc = (check.__doc__ or "").strip()
+    if not doc:
+        raise ValueError(f"refusal check {check.__module__}.{check.__qualname__} has no docstring: give it one "
+                         "line naming what a user writes that it refuses (e.g. `torch.pow(z, p)` with a complex p)")
+    return doc.splitlines()[0]
 
 
 def _refusals() -> list[str]:

@@ -124,6 +124,7 @@ def sqrt(out, a):
 
 
 def _complex_exponent(node: torch.fx.Node) -> str | None:
+    """`z ** p`, `torch.pow(z, p)` with a complex scalar p (e.g. `z ** 1j`): only real scalar exponents have a rule."""
     exponent = node.args[1] if len(node.args) > 1 else node.kwargs.get("exponent")
     if isinstance(exponent, complex) and exponent.imag != 0:
         return "pow with a complex exponent has no rule (only real scalar exponents)"

@@ -1,0 +1,54 @@
+"""Which stop each signal asks of `aotcuda serve` (Server.wait), with Ray and Serve replaced by recorders:
+SIGINT (Ctrl-C) shuts Serve down gracefully, then Ray; SIGTERM stops Ray at once. SIGTERM sent to the
+process group also ends the local Ray's GCS and raylet, and Serve's graceful shutdown then waited 30 s for a
+controller that was gone (the command took ~40 s to exit). Previous signal handlers come back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import types
+
+import pytest
+
+from aotcuda.serving.server import APP_NAME, Server
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Fake `ray` and `ray.serve` modules that record the calls Server.shutdown makes."""
+    calls = []
+    serve = types.SimpleNamespace(shutdown=lambda: calls.append("serve.shutdown"),
+                                  delete=lambda name: calls.append(f"serve.delete {name}"))
+    ray = types.ModuleType("ray")
+    ray.serve, ray.shutdown = serve, lambda: calls.append("ray.shutdown")
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setitem(sys.modules, "ray.serve", serve)
+    return calls
+
+
+@pytest.mark.parametrize("number, started_ray, expected", [
+    (signal.SIGINT, True, ["serve.shutdown", "ray.shutdown"]),
+    (signal.SIGTERM, True, ["ray.shutdown"]),
+    (signal.SIGINT, False, [f"serve.delete {APP_NAME}"]),   # a cluster it joined: only its application
+    (signal.SIGTERM, False, [f"serve.delete {APP_NAME}"]),
+])
+def test_each_signal_stops_serving_as_documented(recorded, number, started_ray, expected):
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), number))
+    timer.start()
+    try:
+        assert Server("http://127.0.0.1:1", started_ray).wait() == number
+    finally:
+        timer.cancel()
+    assert recorded == expected
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def test_shutdown_is_idempotent(recorded):
+    server = Server("http://127.0.0.1:1", started_ray=True)
+    server.shutdown(drain=False)
+    server.shutdown()
+    assert recorded == ["ray.shutdown"]
