@@ -183,3 +183,45 @@ def test_a_graph_whose_metadata_disagrees_with_its_values_is_refused_not_a_crash
         for _ in range(2):
             x = pair(4)
             assert_matches(reference(x), new(x), torch.float32)
+
+
+class ReturnsWrittenState(torch.nn.Module):
+    """Writes state with a value of the other kind (real into complex, complex into real) and returns the state."""
+
+    def __init__(self, how: str):
+        super().__init__()
+        self.how = how
+        self.register_buffer("h", torch.randn(4, dtype=torch.complex64))
+        self.register_buffer("r", torch.randn(4))
+
+    def forward(self, x):
+        if self.how == "real_into_complex":
+            self.h.copy_(x)
+            return self.h
+        self.r.copy_(self.h * x)
+        return self.r
+
+
+def _call_complex(new, x):
+    from aotcuda.passes.complex_to_real import complex_boundary
+
+    out, (dtype,) = new.module()(x), complex_boundary(new).outputs
+    return torch.view_as_complex(out) if dtype else out
+
+
+@pytest.mark.parametrize("how", ["real_into_complex", "complex_into_real"])
+def test_returned_state_written_with_the_other_kind_of_value_matches_eager(how):
+    """Found by a breaker review, a silent wrong answer: functionalization drops the cast of the write, so
+    the graph returns the written value's node both as the buffer's new value and as the user output, and
+    ep.module() returns the buffer (torch's unlift) for it. The pass cast only the write-back: the user
+    output came back as the uncast value (float32 x for `self.h.copy_(x); return self.h`, where eager
+    returns complex64; complex64 h*x for `self.r.copy_(h*x); return self.r`, where eager returns float32).
+    Now the user output is the state's new value, and the complex boundary records the state's dtype."""
+    module = ReturnsWrittenState(how)
+    reference = copy.deepcopy(module)
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (torch.randn(4),)))
+    for _ in range(2):
+        x = torch.randn(4)
+        expected, got = reference(x), _call_complex(new, x)
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected)

@@ -22,6 +22,7 @@ from torch.export.graph_signature import CustomObjArgument, InputKind, OutputKin
 from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
+from aotcuda.passes.complex_to_real.boundary import mutation_targets, written_state_returned
 from aotcuda.passes.complex_to_real.half import in_float32
 from aotcuda.passes.complex_to_real.layout import as_laid_out_in_eager
 from aotcuda.passes.complex_to_real.pair import Pair, real_as_pair, real_dtype, same_size, shared_constants
@@ -237,16 +238,6 @@ class _PairInterpreter(torch.fx.Interpreter):
         return argument.node if isinstance(argument, torch.fx.Proxy) else argument
 
 
-def mutation_targets(ep: torch.export.ExportedProgram) -> list[str | None]:
-    """Per output: the placeholder whose buffer or input it writes back (a mutation), else None."""
-    signature = ep.graph_signature
-    placeholder_of = {spec.target: spec.arg.name for spec in signature.input_specs if spec.kind is InputKind.BUFFER}
-    placeholder_of.update({spec.arg.name: spec.arg.name for spec in signature.input_specs
-                           if spec.kind is InputKind.USER_INPUT})
-    kinds = (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)
-    return [placeholder_of.get(spec.target) if spec.kind in kinds else None for spec in signature.output_specs]
-
-
 def as_written_into(value, into_complex: bool):
     """A mutation's new value as the state it is copied into needs it.
 
@@ -314,12 +305,14 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan, speedups: bool = True)
     fake_args = [_pair_fake(p.meta["val"], devices.get(p.name)) if p.name in complex_placeholders
                  else _traced_input(p.meta["val"]) for p in placeholders]
 
-    written = mutation_targets(ep)
+    written, state_returned = mutation_targets(ep), written_state_returned(ep)
 
     def run(*args):
         outputs = _PairInterpreter(ep.graph_module, plan, complex_placeholders, speedups).run(*args)
         outputs = [as_written_into(o, written[i] in complex_placeholders) if written[i] else o
                    for i, o in enumerate(outputs)]
+        # A user output that returns written state is the state's new value, as ep.module() returns it.
+        outputs = [o if state_returned[i] is None else outputs[state_returned[i]] for i, o in enumerate(outputs)]
         return [o.t if isinstance(o, Pair) else o for o in outputs]  # complex outputs leave as pairs
 
     with fx_traceback.preserve_node_meta(), shared_constants():
