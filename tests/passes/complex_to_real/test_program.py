@@ -169,13 +169,15 @@ def test_a_graph_whose_metadata_disagrees_with_its_values_is_refused_not_a_crash
     """torch's decompositions (2.13) drop the complex-to-real cast of `r.copy_(complex)` when r is read
     afterwards: the graph adds a complex value where its metadata says real (ep.module() returns complex64
     where eager returns float32). The pass refuses such a program, naming the node, instead of raising
-    from deep inside the rewrite. A torch that keeps the cast gives a consistent graph, rewritten as usual."""
+    from deep inside the rewrite: at the first node whose rule computes a complex value where the metadata
+    says real (it used to come later, where running a node on the rewritten values failed). A torch that
+    keeps the cast gives a consistent graph, rewritten as usual."""
     from aotcuda.errors import UnsupportedComplexOpError
 
     module, x = ReadsRealStateAfterComplexWrite(), pair(4)
     ep = export(module, (x,))
     if copy.deepcopy(ep).module()(x).dtype != ReadsRealStateAfterComplexWrite()(x).dtype:
-        with pytest.raises(UnsupportedComplexOpError, match="running it on the rewritten values failed"):
+        with pytest.raises(UnsupportedComplexOpError, match="metadata disagrees with its values"):
             ReplaceComplexWithRealPass(strict=True)(ep)
     else:
         new = ReplaceComplexWithRealPass(strict=True)(ep).module()
@@ -225,3 +227,30 @@ def test_returned_state_written_with_the_other_kind_of_value_matches_eager(how):
         expected, got = reference(x), _call_complex(new, x)
         assert got.dtype == expected.dtype
         torch.testing.assert_close(got, expected)
+
+
+class ReadsComplexInputWrittenIntoRealState(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("r", torch.randn(4))
+
+    def forward(self, x):
+        self.r.copy_(torch.view_as_complex(x))
+        return self.r * 2
+
+
+def test_a_rule_result_of_the_wrong_kind_is_refused_not_returned():
+    """Found by a breaker review, a silent wrong answer: the graph multiplies the complex input where
+    `self.r * 2` is recorded as float32[4] (the dropped cast again); the mul rule computed a complex pair,
+    and the program returned a float32[4, 2] tensor that the boundary called real. Every rule result is
+    now checked against the node's metadata: complex exactly where it says complex."""
+    from aotcuda.errors import UnsupportedComplexOpError
+
+    module, x = ReadsComplexInputWrittenIntoRealState(), pair(4)
+    ep = export(module, (x,))
+    if copy.deepcopy(ep).module()(x).dtype != torch.float32:
+        with pytest.raises(UnsupportedComplexOpError, match="metadata disagrees with its values"):
+            ReplaceComplexWithRealPass(strict=True)(ep)
+    else:  # a torch that keeps the cast: a consistent graph, rewritten as usual
+        assert_matches(ReadsComplexInputWrittenIntoRealState()(x), ReplaceComplexWithRealPass(strict=True)(ep).module()(x),
+                       torch.float32)

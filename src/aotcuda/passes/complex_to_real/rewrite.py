@@ -187,6 +187,12 @@ class _PairInterpreter(torch.fx.Interpreter):
         if misplaced:
             raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
                                      f"its rule put a result on {misplaced}"))
+        disagreement = complexity_disagreement(result, n.meta.get("val"))
+        if disagreement:  # what follows the node would read the wrong kind of value: refuse, not guess
+            raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
+                                     f"the graph's metadata disagrees with its values: {disagreement} (torch's "
+                                     "functionalization can drop the cast of real_state.copy_(complex_value) "
+                                     "where the state is read again; take .real explicitly before the copy)"))
         return self._original_if_same(result, n.meta.get("val"))
 
     def _run_subgraph(self, gm: torch.fx.GraphModule, complex_placeholders: set[str], *args) -> tuple:
@@ -270,6 +276,21 @@ def misplaced_device(result, original) -> str:
     for tensor, value in zip(results, originals):
         if isinstance(tensor, torch.Tensor) and isinstance(value, torch.Tensor) and tensor.device != value.device:
             return f"{tensor.device}, the op's result is on {value.device}"
+    return ""
+
+
+def complexity_disagreement(result, original) -> str:
+    """"" if every result of a rule is complex (a Pair) exactly where the node's meta["val"] is complex; else
+    which result is not. Compared leaf by leaf where both have as many leaves."""
+    originals = pytree.tree_leaves(original)
+    results = pytree.tree_leaves(result, is_leaf=lambda v: isinstance(v, Pair))
+    if len(originals) != len(results):
+        return ""
+    for i, (value, recorded) in enumerate(zip(results, originals)):
+        if isinstance(recorded, torch.Tensor) and isinstance(value, (Pair, torch.Tensor)) \
+                and isinstance(value, Pair) != recorded.dtype.is_complex:
+            what = "complex" if isinstance(value, Pair) else f"real ({value.dtype})"
+            return f"result {i} is recorded as {recorded.dtype} but computes a {what} value"
     return ""
 
 
