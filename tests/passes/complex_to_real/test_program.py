@@ -254,3 +254,28 @@ def test_a_rule_result_of_the_wrong_kind_is_refused_not_returned():
     else:  # a torch that keeps the cast: a consistent graph, rewritten as usual
         assert_matches(ReadsComplexInputWrittenIntoRealState()(x), ReplaceComplexWithRealPass(strict=True)(ep).module()(x),
                        torch.float32)
+
+
+class ReadsComplexStateWrittenWithARealValue(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("h", torch.randn(4, dtype=torch.complex64))
+
+    def forward(self, x):
+        self.h.copy_(x)
+        return self.h * 2, self.h * self.h * 1j
+
+
+def test_complex_state_read_after_a_real_write_matches_eager():
+    """Found by a breaker review: after `self.h.copy_(x)` the graph reads the real x where eager reads
+    h = x + 0i, so `self.h * 2` is a mul of real operands recorded as complex64 (ep.module() itself returns
+    float32 there). The mul rule's real result is now the pair (x, 0), exact; it used to reach the output
+    as a real tensor where the complex boundary records a complex one."""
+    from aotcuda.passes.complex_to_real import complex_boundary
+
+    module = ReadsComplexStateWrittenWithARealValue()
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (torch.randn(4),)))
+    assert complex_boundary(new).outputs == (torch.complex64, torch.complex64)
+    x = torch.randn(4)
+    got = [torch.view_as_complex(o) for o in new.module()(x)]
+    assert_matches(ReadsComplexStateWrittenWithARealValue()(x), got, torch.float32)

@@ -187,6 +187,7 @@ class _PairInterpreter(torch.fx.Interpreter):
         if misplaced:
             raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
                                      f"its rule put a result on {misplaced}"))
+        result = as_recorded_kind(result, n.meta.get("val"))
         disagreement = complexity_disagreement(result, n.meta.get("val"))
         if disagreement:  # what follows the node would read the wrong kind of value: refuse, not guess
             raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
@@ -279,18 +280,36 @@ def misplaced_device(result, original) -> str:
     return ""
 
 
+def as_recorded_kind(result, original):
+    """A rule's real tensor result where the node's meta["val"] is complex, as the pair (x, 0); else as is.
+
+    This happens when functionalization dropped a real-to-complex cast: after ``self.h.copy_(x)`` (h
+    complex) the graph reads the real x where eager reads h = x + 0i, so ``self.h * 2`` is a mul of real
+    operands recorded as complex64. The rules that accept real operands treat them as (x, 0), so their
+    real result is the complex result's real part, its imaginary part zero: exact. Left real, it would
+    reach the program's outputs as a real tensor where the complex boundary records a complex one. Rules
+    that need a pair operand fail on a real one, which refuses the program.
+    """
+    if isinstance(result, torch.Tensor) and not isinstance(result, Pair) and isinstance(original, torch.Tensor) \
+            and original.dtype.is_complex and not result.dtype.is_complex:
+        return real_as_pair(result.to(real_dtype(original.dtype)))
+    return result
+
+
 def complexity_disagreement(result, original) -> str:
-    """"" if every result of a rule is complex (a Pair) exactly where the node's meta["val"] is complex; else
-    which result is not. Compared leaf by leaf where both have as many leaves."""
+    """"" if no result of a rule is complex (a Pair) where the node's meta["val"] is real; else which.
+    Compared leaf by leaf where both have as many leaves.
+
+    A complex value recorded as real (the dropped cast of ``real_state.copy_(complex_value)``) cannot be
+    repaired: eager computes on the real part, and the part of a result is not the result of the part.
+    """
     originals = pytree.tree_leaves(original)
     results = pytree.tree_leaves(result, is_leaf=lambda v: isinstance(v, Pair))
     if len(originals) != len(results):
         return ""
     for i, (value, recorded) in enumerate(zip(results, originals)):
-        if isinstance(recorded, torch.Tensor) and isinstance(value, (Pair, torch.Tensor)) \
-                and isinstance(value, Pair) != recorded.dtype.is_complex:
-            what = "complex" if isinstance(value, Pair) else f"real ({value.dtype})"
-            return f"result {i} is recorded as {recorded.dtype} but computes a {what} value"
+        if isinstance(recorded, torch.Tensor) and isinstance(value, Pair) and not recorded.dtype.is_complex:
+            return f"result {i} is recorded as {recorded.dtype} but computes a complex value"
     return ""
 
 
