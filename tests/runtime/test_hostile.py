@@ -150,6 +150,9 @@ BAD_OUTPUTS = {
     "leaf that requires grad": (lambda: [torch.empty(5, 4, requires_grad=True)] + buffers((5, 4), (5, 4)),
                                 r"#0 is a leaf tensor that requires grad.*detach\(\)"),
     "sparse": (lambda: [torch.zeros(5, 4).to_sparse()] + buffers((5, 4), (5, 4)), r"#0 is a torch.sparse_coo tensor"),
+    # Found by a breaker review: the run went ahead and copy_ then raised torch's raw RuntimeError.
+    "inference tensor": (lambda: buffers((5, 4)) + [torch.inference_mode()(torch.empty)(5, 4)] + buffers((5, 4)),
+                         r"#1 is an inference tensor and inference mode is off.*torch.inference_mode\(\)"),
 }
 
 

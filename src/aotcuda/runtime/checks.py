@@ -444,6 +444,9 @@ def _check_buffer_writable(out: torch.Tensor, index: int) -> None:
     if out.requires_grad and out.is_leaf and torch.is_grad_enabled():
         raise OutputError(f"output buffer #{index} is a leaf tensor that requires grad, which cannot be written "
                           "in place; pass buffer.detach() (same memory), or call under torch.no_grad()")
+    if out.is_inference() and not torch.is_inference_mode_enabled():
+        raise OutputError(f"output buffer #{index} is an inference tensor and inference mode is off, so it cannot "
+                          "be written in place; call under torch.inference_mode(), or allocate the buffer outside it")
     if torch._debug_has_internal_overlap(out) == 1:  # 1: MemOverlap::Yes (e.g. stride 0 from expand())
         raise OutputError(f"output buffer #{index} has elements that share memory (shape {tuple(out.shape)}, "
                           f"strides {out.stride()}, e.g. from expand()); pass a buffer of its own, e.g. torch.empty")

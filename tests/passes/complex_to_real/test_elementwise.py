@@ -80,6 +80,15 @@ def test_div_by_complex_real_and_scalars(dtype):
           n_complex=2, expect_ops=[aten.div.Tensor])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
+def test_real_tensor_divided_by_a_complex_scalar(dtype):
+    """Found by a breaker review: `x / 1j` with x real refused the program (its rule read a real tensor
+    as a Pair: "AttributeError: 'builtin_function_or_method' object has no attribute 'device'")."""
+    r = torch.randn(3, 4).to(dtype) if dtype.is_floating_point else torch.randint(0, 5, (3, 4)).to(dtype)
+    check(lambda r: (r / 1j, r / (2 - 3j), r / (0.5 + 0j)), r, n_complex=0, dtype=torch.float32 if dtype != torch.float64 else dtype,
+          expect_ops=[aten.div.Tensor])
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_neg_and_reciprocal(dtype):
     check(lambda a: (-a, torch.reciprocal(a)), pair(5, 3, dtype=dtype),

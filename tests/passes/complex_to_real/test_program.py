@@ -169,13 +169,15 @@ def test_a_graph_whose_metadata_disagrees_with_its_values_is_refused_not_a_crash
     """torch's decompositions (2.13) drop the complex-to-real cast of `r.copy_(complex)` when r is read
     afterwards: the graph adds a complex value where its metadata says real (ep.module() returns complex64
     where eager returns float32). The pass refuses such a program, naming the node, instead of raising
-    from deep inside the rewrite. A torch that keeps the cast gives a consistent graph, rewritten as usual."""
+    from deep inside the rewrite: at the first node whose rule computes a complex value where the metadata
+    says real (it used to come later, where running a node on the rewritten values failed). A torch that
+    keeps the cast gives a consistent graph, rewritten as usual."""
     from aotcuda.errors import UnsupportedComplexOpError
 
     module, x = ReadsRealStateAfterComplexWrite(), pair(4)
     ep = export(module, (x,))
     if copy.deepcopy(ep).module()(x).dtype != ReadsRealStateAfterComplexWrite()(x).dtype:
-        with pytest.raises(UnsupportedComplexOpError, match="running it on the rewritten values failed"):
+        with pytest.raises(UnsupportedComplexOpError, match="metadata disagrees with its values"):
             ReplaceComplexWithRealPass(strict=True)(ep)
     else:
         new = ReplaceComplexWithRealPass(strict=True)(ep).module()
@@ -183,3 +185,97 @@ def test_a_graph_whose_metadata_disagrees_with_its_values_is_refused_not_a_crash
         for _ in range(2):
             x = pair(4)
             assert_matches(reference(x), new(x), torch.float32)
+
+
+class ReturnsWrittenState(torch.nn.Module):
+    """Writes state with a value of the other kind (real into complex, complex into real) and returns the state."""
+
+    def __init__(self, how: str):
+        super().__init__()
+        self.how = how
+        self.register_buffer("h", torch.randn(4, dtype=torch.complex64))
+        self.register_buffer("r", torch.randn(4))
+
+    def forward(self, x):
+        if self.how == "real_into_complex":
+            self.h.copy_(x)
+            return self.h
+        self.r.copy_(self.h * x)
+        return self.r
+
+
+def _call_complex(new, x):
+    from aotcuda.passes.complex_to_real import complex_boundary
+
+    out, (dtype,) = new.module()(x), complex_boundary(new).outputs
+    return torch.view_as_complex(out) if dtype else out
+
+
+@pytest.mark.parametrize("how", ["real_into_complex", "complex_into_real"])
+def test_returned_state_written_with_the_other_kind_of_value_matches_eager(how):
+    """Found by a breaker review, a silent wrong answer: functionalization drops the cast of the write, so
+    the graph returns the written value's node both as the buffer's new value and as the user output, and
+    ep.module() returns the buffer (torch's unlift) for it. The pass cast only the write-back: the user
+    output came back as the uncast value (float32 x for `self.h.copy_(x); return self.h`, where eager
+    returns complex64; complex64 h*x for `self.r.copy_(h*x); return self.r`, where eager returns float32).
+    Now the user output is the state's new value, and the complex boundary records the state's dtype."""
+    module = ReturnsWrittenState(how)
+    reference = copy.deepcopy(module)
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (torch.randn(4),)))
+    for _ in range(2):
+        x = torch.randn(4)
+        expected, got = reference(x), _call_complex(new, x)
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected)
+
+
+class ReadsComplexInputWrittenIntoRealState(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("r", torch.randn(4))
+
+    def forward(self, x):
+        self.r.copy_(torch.view_as_complex(x))
+        return self.r * 2
+
+
+def test_a_rule_result_of_the_wrong_kind_is_refused_not_returned():
+    """Found by a breaker review, a silent wrong answer: the graph multiplies the complex input where
+    `self.r * 2` is recorded as float32[4] (the dropped cast again); the mul rule computed a complex pair,
+    and the program returned a float32[4, 2] tensor that the boundary called real. Every rule result is
+    now checked against the node's metadata: complex exactly where it says complex."""
+    from aotcuda.errors import UnsupportedComplexOpError
+
+    module, x = ReadsComplexInputWrittenIntoRealState(), pair(4)
+    ep = export(module, (x,))
+    if copy.deepcopy(ep).module()(x).dtype != torch.float32:
+        with pytest.raises(UnsupportedComplexOpError, match="metadata disagrees with its values"):
+            ReplaceComplexWithRealPass(strict=True)(ep)
+    else:  # a torch that keeps the cast: a consistent graph, rewritten as usual
+        assert_matches(ReadsComplexInputWrittenIntoRealState()(x), ReplaceComplexWithRealPass(strict=True)(ep).module()(x),
+                       torch.float32)
+
+
+class ReadsComplexStateWrittenWithARealValue(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("h", torch.randn(4, dtype=torch.complex64))
+
+    def forward(self, x):
+        self.h.copy_(x)
+        return self.h * 2, self.h * self.h * 1j
+
+
+def test_complex_state_read_after_a_real_write_matches_eager():
+    """Found by a breaker review: after `self.h.copy_(x)` the graph reads the real x where eager reads
+    h = x + 0i, so `self.h * 2` is a mul of real operands recorded as complex64 (ep.module() itself returns
+    float32 there). The mul rule's real result is now the pair (x, 0), exact; it used to reach the output
+    as a real tensor where the complex boundary records a complex one."""
+    from aotcuda.passes.complex_to_real import complex_boundary
+
+    module = ReadsComplexStateWrittenWithARealValue()
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (torch.randn(4),)))
+    assert complex_boundary(new).outputs == (torch.complex64, torch.complex64)
+    x = torch.randn(4)
+    got = [torch.view_as_complex(o) for o in new.module()(x)]
+    assert_matches(ReadsComplexStateWrittenWithARealValue()(x), got, torch.float32)

@@ -72,14 +72,47 @@ def _complex_dtype(node) -> torch.dtype | None:
     return None
 
 
+def mutation_targets(ep: torch.export.ExportedProgram) -> list[str | None]:
+    """Per output: the placeholder whose buffer or input it writes back (a mutation), else None."""
+    signature = ep.graph_signature
+    placeholder_of = {spec.target: spec.arg.name for spec in signature.input_specs if spec.kind is InputKind.BUFFER}
+    placeholder_of.update({spec.arg.name: spec.arg.name for spec in signature.input_specs
+                           if spec.kind is InputKind.USER_INPUT})
+    kinds = (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)
+    return [placeholder_of.get(spec.target) if spec.kind in kinds else None for spec in signature.output_specs]
+
+
+def written_state_returned(ep: torch.export.ExportedProgram) -> list[int | None]:
+    """Per output: for a user output that is the very node a mutation output writes back, the index of
+    that mutation output (the last, if several), else None.
+
+    Such a user output is the state after the write, not the node's value: ``ep.module()`` returns the
+    result of the write-back's copy_ in its place (torch.export._unlift._insert_copy_for_mutations), as
+    eager returns ``self.buf`` after ``self.buf.copy_(value)``. The two differ when the write casts:
+    functionalization drops the cast of ``real_buffer.copy_(complex_value)`` (and of a complex buffer
+    written with a real value), so the node is complex where the state and eager's result are real.
+    """
+    returned = ep.graph.output_node().args[0]
+    written = mutation_targets(ep)
+    writer = {}
+    for i, node in enumerate(returned):
+        if written[i] is not None and isinstance(node, torch.fx.Node):
+            writer[node] = i
+    return [writer.get(node) if spec.kind == OutputKind.USER_OUTPUT and isinstance(node, torch.fx.Node) else None
+            for spec, node in zip(ep.graph_signature.output_specs, returned)]
+
+
 def boundary_of(ep: torch.export.ExportedProgram) -> ComplexBoundary:
-    """Read the boundary of a program BEFORE the rewrite, from its placeholders' and outputs' values."""
+    """Read the boundary of a program BEFORE the rewrite, from its placeholders' and outputs' values (a
+    user output that returns written state, see written_state_returned: the state's dtype)."""
     placeholders = {n.name: n for n in ep.graph.find_nodes(op="placeholder")}
     inputs = tuple(_complex_dtype(placeholders.get(name)) for name in user_input_names(ep.graph_signature))
     state = {spec.target: dtype for spec in ep.graph_signature.input_specs
              if spec.kind in _STATE_KINDS and (dtype := _complex_dtype(placeholders.get(spec.arg.name)))}
     returned = ep.graph.output_node().args[0]
-    outputs = tuple(_complex_dtype(node) for spec, node in zip(ep.graph_signature.output_specs, returned)
+    written, state_returned = mutation_targets(ep), written_state_returned(ep)
+    outputs = tuple(_complex_dtype(node if state_returned[i] is None else placeholders[written[state_returned[i]]])
+                    for i, (spec, node) in enumerate(zip(ep.graph_signature.output_specs, returned))
                     if spec.kind == OutputKind.USER_OUTPUT)
     return ComplexBoundary(inputs, outputs, state)
 

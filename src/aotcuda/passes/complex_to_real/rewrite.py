@@ -22,6 +22,7 @@ from torch.export.graph_signature import CustomObjArgument, InputKind, OutputKin
 from torch.utils import _pytree as pytree
 
 from aotcuda.errors import UnsupportedComplexOpError
+from aotcuda.passes.complex_to_real.boundary import mutation_targets, written_state_returned
 from aotcuda.passes.complex_to_real.half import in_float32
 from aotcuda.passes.complex_to_real.layout import as_laid_out_in_eager
 from aotcuda.passes.complex_to_real.pair import Pair, real_as_pair, real_dtype, same_size, shared_constants
@@ -186,6 +187,13 @@ class _PairInterpreter(torch.fx.Interpreter):
         if misplaced:
             raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
                                      f"its rule put a result on {misplaced}"))
+        result = as_recorded_kind(result, n.meta.get("val"))
+        disagreement = complexity_disagreement(result, n.meta.get("val"))
+        if disagreement:  # what follows the node would read the wrong kind of value: refuse, not guess
+            raise RuleFailed(Refusal(op_name(n.target), n.name, source_location(n),
+                                     f"the graph's metadata disagrees with its values: {disagreement} (torch's "
+                                     "functionalization can drop the cast of real_state.copy_(complex_value) "
+                                     "where the state is read again; take .real explicitly before the copy)"))
         return self._original_if_same(result, n.meta.get("val"))
 
     def _run_subgraph(self, gm: torch.fx.GraphModule, complex_placeholders: set[str], *args) -> tuple:
@@ -237,16 +245,6 @@ class _PairInterpreter(torch.fx.Interpreter):
         return argument.node if isinstance(argument, torch.fx.Proxy) else argument
 
 
-def mutation_targets(ep: torch.export.ExportedProgram) -> list[str | None]:
-    """Per output: the placeholder whose buffer or input it writes back (a mutation), else None."""
-    signature = ep.graph_signature
-    placeholder_of = {spec.target: spec.arg.name for spec in signature.input_specs if spec.kind is InputKind.BUFFER}
-    placeholder_of.update({spec.arg.name: spec.arg.name for spec in signature.input_specs
-                           if spec.kind is InputKind.USER_INPUT})
-    kinds = (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)
-    return [placeholder_of.get(spec.target) if spec.kind in kinds else None for spec in signature.output_specs]
-
-
 def as_written_into(value, into_complex: bool):
     """A mutation's new value as the state it is copied into needs it.
 
@@ -282,6 +280,39 @@ def misplaced_device(result, original) -> str:
     return ""
 
 
+def as_recorded_kind(result, original):
+    """A rule's real tensor result where the node's meta["val"] is complex, as the pair (x, 0); else as is.
+
+    This happens when functionalization dropped a real-to-complex cast: after ``self.h.copy_(x)`` (h
+    complex) the graph reads the real x where eager reads h = x + 0i, so ``self.h * 2`` is a mul of real
+    operands recorded as complex64. The rules that accept real operands treat them as (x, 0), so their
+    real result is the complex result's real part, its imaginary part zero: exact. Left real, it would
+    reach the program's outputs as a real tensor where the complex boundary records a complex one. Rules
+    that need a pair operand fail on a real one, which refuses the program.
+    """
+    if isinstance(result, torch.Tensor) and not isinstance(result, Pair) and isinstance(original, torch.Tensor) \
+            and original.dtype.is_complex and not result.dtype.is_complex:
+        return real_as_pair(result.to(real_dtype(original.dtype)))
+    return result
+
+
+def complexity_disagreement(result, original) -> str:
+    """"" if no result of a rule is complex (a Pair) where the node's meta["val"] is real; else which.
+    Compared leaf by leaf where both have as many leaves.
+
+    A complex value recorded as real (the dropped cast of ``real_state.copy_(complex_value)``) cannot be
+    repaired: eager computes on the real part, and the part of a result is not the result of the part.
+    """
+    originals = pytree.tree_leaves(original)
+    results = pytree.tree_leaves(result, is_leaf=lambda v: isinstance(v, Pair))
+    if len(originals) != len(results):
+        return ""
+    for i, (value, recorded) in enumerate(zip(results, originals)):
+        if isinstance(recorded, torch.Tensor) and isinstance(value, Pair) and not recorded.dtype.is_complex:
+            return f"result {i} is recorded as {recorded.dtype} but computes a complex value"
+    return ""
+
+
 def same_metadata(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Same dtype, device, shape, strides and storage offset, SymInts compared by expression."""
     return (a.dtype == b.dtype and a.device == b.device and a.ndim == b.ndim
@@ -314,12 +345,14 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan, speedups: bool = True)
     fake_args = [_pair_fake(p.meta["val"], devices.get(p.name)) if p.name in complex_placeholders
                  else _traced_input(p.meta["val"]) for p in placeholders]
 
-    written = mutation_targets(ep)
+    written, state_returned = mutation_targets(ep), written_state_returned(ep)
 
     def run(*args):
         outputs = _PairInterpreter(ep.graph_module, plan, complex_placeholders, speedups).run(*args)
         outputs = [as_written_into(o, written[i] in complex_placeholders) if written[i] else o
                    for i, o in enumerate(outputs)]
+        # A user output that returns written state is the state's new value, as ep.module() returns it.
+        outputs = [o if state_returned[i] is None else outputs[state_returned[i]] for i, o in enumerate(outputs)]
         return [o.t if isinstance(o, Pair) else o for o in outputs]  # complex outputs leave as pairs
 
     with fx_traceback.preserve_node_meta(), shared_constants():

@@ -77,8 +77,8 @@ def div(out, a, b):
         return Pair(pair_math.divide(as_addend(a, dtype, out.device), b.t))
     if isinstance(b, torch.Tensor):
         return Pair(a.t / unsqueeze_real(b))
-    if isinstance(b, complex):  # as eager: b in the result's dtype
-        return Pair(pair_math.divide(a.t, scalar_pair(b.real, b.imag, dtype, a.t.device)))
+    if isinstance(b, complex):  # as eager: b in the result's dtype; a may be real (x / 1j)
+        return Pair(pair_math.divide(as_addend(a, dtype, out.device), scalar_pair(b.real, b.imag, dtype, out.device)))
     if b == 0:  # eager divides each part by |0|: inf, or nan for a zero part
         return Pair(a.t / 0.0)
     return multiply(a, 1 / b, dtype)
