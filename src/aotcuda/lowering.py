@@ -4,7 +4,9 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
 
     to device     the model (a copy, if it lives elsewhere) and the example inputs on the target device
     export        torch.export.export(strict=False) there: device-specific choices made while tracing
-                  (which fused attention kernel SDPA becomes) are the target's
+                  (which fused attention kernel SDPA becomes) are the target's; then each whole-tensor write
+                  (buffer.copy_(x)) is given its destination's dtype and shape explicitly, which the
+                  decompositions would otherwise drop (whole_tensor_writes.py)
     decompose     ExportedProgram.run_decompositions(decomposition_table())
     passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass,
                   FoldConstantProductTablesPass
@@ -54,6 +56,7 @@ from aotcuda.passes.result import PassResult
 from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
 from aotcuda.window_decompositions import WINDOW_DECOMPOSITIONS
+from aotcuda.whole_tensor_writes import convert_whole_tensor_writes
 
 STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
 
@@ -207,6 +210,7 @@ def lower(
     with step("export"), export_hints():
         ep = _export(model, args, kwargs, dynamic_shapes)
         _make_outputs_serializable(ep)
+        convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (whole_tensor_writes.py)
     with step("decompose"), _without_torch_pytree_warning():
         ep = ep.run_decompositions(decomposition_table())
     with step("passes"):
