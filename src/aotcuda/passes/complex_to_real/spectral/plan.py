@@ -60,6 +60,21 @@ def plan(n: int) -> Plan:
     return Plan(n, "bluestein", padded=plan(1 << (2 * n - 2).bit_length()))
 
 
+# The CPU form (stockham.py): radix stages of these sizes, 4 first; any other prime factor → Bluestein.
+CPU_RADICES = (4, 2, 3, 5, 7, 11, 13)
+
+
+def cpu_radices(n: int) -> list[int] | None:
+    """The Stockham stages of a length-n transform on the CPU (radix-4 while 4 divides n, then 2, 3, 5,
+    7, 11, 13), or None when n has a prime factor above 13 (Bluestein over a power of two)."""
+    radices = []
+    for r in CPU_RADICES:
+        while n % r == 0 and n > 1:
+            radices.append(r)
+            n //= r
+    return radices if n == 1 else None
+
+
 def flops(p: Plan) -> int:
     """Real flops per row of a complex length-n transform on this plan (a DFT product of length d costs
     8·d² a row: a [2d]·[2d, 2d] real GEMM; a twiddle or chirp product 6 a point)."""

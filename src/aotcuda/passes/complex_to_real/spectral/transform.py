@@ -14,8 +14,14 @@ from __future__ import annotations
 
 import torch
 
-from aotcuda.passes.complex_to_real.spectral import tables
+from aotcuda.passes.complex_to_real.spectral import stockham, tables
 from aotcuda.passes.complex_to_real.spectral.plan import Plan, plan
+
+
+def on_cpu(x: torch.Tensor) -> bool:
+    """Whether x (the traced node's fake tensor) lives on the CPU: the transform takes the CPU form
+    (Stockham stages, stockham.py) there and the GEMM form (DFT products, this module) elsewhere."""
+    return x.device.type == "cpu"
 
 
 def cmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -50,7 +56,10 @@ def _bluestein(x: torch.Tensor, p: Plan, inverse: bool, scale: float) -> torch.T
 
 
 def transform(x: torch.Tensor, p: Plan | None, inverse: bool, scale: float) -> torch.Tensor:
-    """The DFT (inverse: exp(+2πi…)) of pair x [..., n, 2] along its complex last dim, times `scale`."""
+    """The DFT (inverse: exp(+2πi…)) of pair x [..., n, 2] along its complex last dim, times `scale`.
+    On the CPU, Stockham stages (stockham.py; `p` is the GEMM form's plan and unused there)."""
+    if on_cpu(x):
+        return stockham.transform(x, inverse, scale)
     p = p or plan(x.shape[-2])
     if p.kind == "direct":
         return _direct(x, inverse, scale)
@@ -63,6 +72,8 @@ def transform(x: torch.Tensor, p: Plan | None, inverse: bool, scale: float) -> t
 def r2c(x: torch.Tensor, bins: int, scale: float) -> torch.Tensor:
     """The first `bins` DFT bins of real x [..., n] along its last dim, as a pair [..., bins, 2]."""
     n = x.shape[-1]
+    if on_cpu(x):
+        return stockham.r2c(x, bins, scale, hermitian_spectrum)
     p = plan(n)
     if p.kind == "direct":
         matrix = tables.r2c_matrix(n, bins, scale, x.dtype, x.device)
@@ -103,6 +114,8 @@ def hermitian_spectrum(x: torch.Tensor, n) -> torch.Tensor:
 def c2r(x: torch.Tensor, n: int, scale: float) -> torch.Tensor:
     """The real inverse DFT of length n from the Hermitian half x [..., bins, 2] (bins ≥ n//2 + 1 read,
     fewer zero-padded); the imaginary parts of bins 0 and n/2 drop out, as in pocketfft."""
+    if on_cpu(x):
+        return stockham.c2r(hermitian_half(x, n), n, scale, hermitian_spectrum)
     if plan(n).kind == "direct":  # one product straight to the real signal, half the work of a c2c
         x = hermitian_half(x, n)
         return torch.matmul(x.flatten(-2), tables.c2r_matrix(x.shape[-2], n, scale, x.dtype, x.device))
