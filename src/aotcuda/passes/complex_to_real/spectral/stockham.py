@@ -97,25 +97,27 @@ def _butterfly(xr: list, xi: list, inverse: bool) -> tuple[list, list]:
 
 
 def _stage_twiddles(r: int, m: int, inverse: bool, dtype, device) -> torch.Tensor:
-    """[2, r, m] cos and ±sin of 2π·t2·k1/(r·m): a Stockham stage's twiddles, a program constant."""
+    """[r, 2, m, 1, 1] cos and ±sin of 2π·k1·t2/(r·m): a Stockham stage's twiddles, a program constant
+    (laid out so that one unbind gives each k1's pair, broadcasting over [m, s, B])."""
     def make():
         k1, t2 = torch.arange(r, dtype=torch.int64), torch.arange(m, dtype=torch.int64)
         c, s = tables._exp((k1[:, None] * t2[None, :]) % (r * m), r * m, 1.0 if inverse else -1.0)
-        return torch.stack([c, s])
+        return torch.stack([c, s], 1)[..., None, None]
     return tables._constant(("stockham_twiddle", r, m, inverse), make, dtype, device)
 
 
 def _stage(re: torch.Tensor, im: torch.Tensor, r: int, inverse: bool) -> Planes:
-    """One radix-r stage: [L, s, B] → [L/r, r·s, B]."""
+    """One radix-r stage: [L, s, B] → [L/r, r·s, B]. The twiddles multiply each butterfly output before
+    the stack, so that the stage is one kernel writing its output once."""
     length, s = re.shape[0], re.shape[1]
     m = length // r
     xr = list(re.reshape(r, m, *re.shape[1:]).unbind(0))
     xi = list(im.reshape(r, m, *im.shape[1:]).unbind(0))
     yr, yi = _butterfly(xr, xi, inverse)
     if m > 1:
-        w = _stage_twiddles(r, m, inverse, re.dtype, re.device)
+        twiddles = _stage_twiddles(r, m, inverse, re.dtype, re.device).unbind(0)
         for k in range(1, r):
-            c, sn = w[0, k][:, None, None], w[1, k][:, None, None]
+            c, sn = twiddles[k].unbind(0)
             yr[k], yi[k] = yr[k] * c - yi[k] * sn, yr[k] * sn + yi[k] * c
     new = (m, r * s, *re.shape[2:])
     return torch.stack(yr, 1).reshape(new), torch.stack(yi, 1).reshape(new)
