@@ -67,6 +67,9 @@ def plan(n: int) -> Plan:
 
 
 # The CPU form (stockham.py): radix stages of these sizes, 4 first; any other prime factor → Bluestein.
+# Measured on [512, 256] planes (torch 2.13, one thread): a radix-4 stage 144 µs (72 µs a bit of n), a
+# radix-8 one built as 2·4 inside the stage 218 µs (73 a bit), 4·4 radix-16 367 µs (92 a bit): the
+# larger butterflies keep more values live than the C++ kernel holds in registers, so radix 4 it is.
 CPU_RADICES = (4, 2, 3, 5, 7, 11, 13)
 
 

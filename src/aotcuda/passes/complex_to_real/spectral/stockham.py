@@ -61,8 +61,7 @@ def _times_constant(re: torch.Tensor, im: torch.Tensor, phase: int, r: int, sign
 
 def _butterfly(xr: list, xi: list, inverse: bool) -> tuple[list, list]:
     """The r-point DFT across r plane slices (r = len(xr)) with Python-constant coefficients: radix 2
-    and 4 by hand, 8 and 16 as 2·4 and 4·4 (one four-step inside the stage, so one kernel computes
-    it), any other r as the direct sum."""
+    and 4 by hand, any other r as the direct sum."""
     r = len(xr)
     sign = 1.0 if inverse else -1.0
     if r == 2:
@@ -72,19 +71,6 @@ def _butterfly(xr: list, xi: list, inverse: bool) -> tuple[list, list]:
         cr, ci = xr[0] - xr[2], xi[0] - xi[2]
         er, ei = _times_constant(xr[1] - xr[3], xi[1] - xi[3], 1, 4, sign)  # (x1 − x3)·(∓i)
         return [ar + br, cr + er, ar - br, cr - er], [ai + bi, ci + ei, ai - bi, ci - ei]
-    if r in (8, 16):
-        p, q = (2, 4) if r == 8 else (4, 4)  # x[q·t1 + t2]; out[k1 + p·k2]
-        inner = []
-        for t2 in range(q):
-            yr, yi = _butterfly(xr[t2::q], xi[t2::q], inverse)
-            inner.append([_times_constant(yr[k1], yi[k1], t2 * k1, r, sign) for k1 in range(p)])
-        out_r, out_i = [None] * r, [None] * r
-        for k1 in range(p):
-            zr, zi = _butterfly([inner[t2][k1][0] for t2 in range(q)], [inner[t2][k1][1] for t2 in range(q)],
-                                inverse)
-            for k2 in range(q):
-                out_r[k1 + p * k2], out_i[k1 + p * k2] = zr[k2], zi[k2]
-        return out_r, out_i
     out_r, out_i = [], []
     for k in range(r):
         acc_r, acc_i = xr[0], xi[0]
@@ -96,16 +82,6 @@ def _butterfly(xr: list, xi: list, inverse: bool) -> tuple[list, list]:
     return out_r, out_i
 
 
-def _stage_twiddles(r: int, m: int, inverse: bool, dtype, device) -> torch.Tensor:
-    """[r, 2, m, 1, 1] cos and ±sin of 2π·k1·t2/(r·m): a Stockham stage's twiddles, a program constant
-    (laid out so that one unbind gives each k1's pair, broadcasting over [m, s, B])."""
-    def make():
-        k1, t2 = torch.arange(r, dtype=torch.int64), torch.arange(m, dtype=torch.int64)
-        c, s = tables._exp((k1[:, None] * t2[None, :]) % (r * m), r * m, 1.0 if inverse else -1.0)
-        return torch.stack([c, s], 1)[..., None, None]
-    return tables._constant(("stockham_twiddle", r, m, inverse), make, dtype, device)
-
-
 def _stage(re: torch.Tensor, im: torch.Tensor, r: int, inverse: bool) -> Planes:
     """One radix-r stage: [L, s, B] → [L/r, r·s, B]. The twiddles multiply each butterfly output before
     the stack, so that the stage is one kernel writing its output once."""
@@ -115,7 +91,7 @@ def _stage(re: torch.Tensor, im: torch.Tensor, r: int, inverse: bool) -> Planes:
     xi = list(im.reshape(r, m, *im.shape[1:]).unbind(0))
     yr, yi = _butterfly(xr, xi, inverse)
     if m > 1:
-        twiddles = _stage_twiddles(r, m, inverse, re.dtype, re.device).unbind(0)
+        twiddles = tables.stage_twiddles(r, m, inverse, re.dtype, re.device).unbind(0)
         for k in range(1, r):
             c, sn = twiddles[k].unbind(0)
             yr[k], yi[k] = yr[k] * c - yi[k] * sn, yr[k] * sn + yi[k] * c
@@ -163,15 +139,6 @@ def transform(x: torch.Tensor, inverse: bool, scale: float) -> torch.Tensor:
     return _from_planes(re, im, lead)
 
 
-def _half_twiddles(n: int, count: int, inverse: bool, dtype, device) -> torch.Tensor:
-    """[2, count, 1] cos and ±sin of 2π·k/n, k < count: the split/merge of a real transform by halves."""
-    def make():
-        k = torch.arange(count, dtype=torch.int64)
-        c, s = tables._exp(k % n, n, 1.0 if inverse else -1.0)
-        return torch.stack([c, s])[:, :, None]
-    return tables._constant(("stockham_half", n, count, inverse), make, dtype, device)
-
-
 def r2c(x: torch.Tensor, bins: int, scale: float, full_spectrum) -> torch.Tensor:
     """The first `bins` (n//2 + 1 or n) DFT bins of real x [..., n], as a pair [..., bins, 2].
 
@@ -191,7 +158,7 @@ def r2c(x: torch.Tensor, bins: int, scale: float, full_spectrum) -> torch.Tensor
     zr, zi, rr, ri = zr[ahead], zi[ahead], zr[mirrored], zi[mirrored]
     er, ei = (zr + rr) * 0.5, (zi - ri) * 0.5
     o_r, o_i = (zi + ri) * 0.5, (rr - zr) * 0.5
-    w = _half_twiddles(n, m + 1, False, x.dtype, x.device)
+    w = tables.half_twiddles(n, m + 1, False, x.dtype, x.device)
     c, s = w[0], w[1]
     xr, xi = _scaled(er + c * o_r - s * o_i, ei + c * o_i + s * o_r, scale)
     half = _from_planes(xr, xi, lead)
@@ -209,15 +176,12 @@ def c2r(half: torch.Tensor, n: int, scale: float, full_spectrum) -> torch.Tensor
         return transform(full_spectrum(half, n), True, scale)[..., 0]
     m = n // 2
     (xr, xi), _ = _to_planes(half)
-    def real_bins():  # 0 at bins 0 and m, whose imaginary parts a real signal cannot have
-        k = torch.arange(m + 1)
-        return ((k != 0) & (k != m)).to(torch.float64)[:, None]
-    xi = xi * tables._constant(("stockham_real_bins", m), real_bins, xi.dtype, xi.device)
+    xi = xi * tables.inner_bins(m, xi.dtype, xi.device)  # bins 0 and m of a real signal have no imaginary part
     rr, ri = xr.flip(0)[:m], xi.flip(0)[:m]  # X[m − k]
     xr, xi = xr[:m], xi[:m]
     ar, ai = xr + rr, xi - ri
     br, bi = xr - rr, xi + ri
-    w = _half_twiddles(n, m, True, half.dtype, half.device)
+    w = tables.half_twiddles(n, m, True, half.dtype, half.device)
     c, s = w[0], w[1]
     cr, ci = br * c - bi * s, br * s + bi * c
     zr, zi = _scaled(*_planes_fft(ar - ci, ai + cr, True), scale)
