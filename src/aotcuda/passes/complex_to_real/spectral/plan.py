@@ -98,7 +98,7 @@ def flops(p: Plan) -> int:
 
 def _stage_flops(r: int, n: int, last: bool) -> int:
     """Real flops of one radix-r CPU stage over n points (stockham._butterfly and its twiddles)."""
-    butterfly = {2: 4, 4: 16}.get(r, 2 * r * (r - 1) + 6 * (r - 1) ** 2)  # per r points
+    butterfly = {2: 4, 4: 16}.get(r, 5 * (r - 1) + 2 * (r - 1) ** 2)  # per r points (odd r: symmetric form)
     return n // r * (butterfly + (0 if last else 6 * (r - 1)))
 
 
@@ -146,7 +146,7 @@ with radix 4 first, then 2, 3, 5, 7, 11, 13, each stage one pointwise Inductor k
 planes (re, im) with the rows innermost, so every load and store is a contiguous vector; the pair
 layout is read before the first stage and written, as a view, after the last. A radix-4 stage costs
 4.25 flops a point per bit of n (≈ a radix-4 FFT) and one read and write of the data; a radix-r
-stage for an odd prime r ≈ 8·r flops a point (a direct sum). A length with a prime factor above 13
+stage for an odd prime r ≈ 2·r flops a point (its symmetric form). A length with a prime factor above 13
 runs Bluestein over the power of two m ≥ 2n − 1 on the same stages. r2c and c2r of an even length are one complex
 transform of n/2 points and a pointwise split (merge), about half a complex transform; an odd length
 runs as a complex one. The CPU form's graph has ≈ 10× the nodes of the GEMM form's (a rewrite of an
@@ -166,8 +166,8 @@ Hermitian spectrum and runs the complex inverse (2× a real-output transform).
 
 The ÷ 5·n·log₂n columns are the flops over those of a radix-2 FFT: the DFT products do 6–17× an
 FFT's arithmetic (50–160× for a large prime), traded for a few large GEMMs that fuse with the
-surrounding math and run where matrix units are fast; the CPU stages do about an FFT's (more for
-radices 5–13, whose butterflies are direct sums). Measured against pocketfft and cuFFT:
+surrounding math and run where matrix units are fast; the CPU stages do about an FFT's (up to 2×
+for radices 5–13). Measured against pocketfft and cuFFT:
 docs/performance.md (benchmarks/fft.py).
 
 **Dynamic dims.** A dynamic batch or frame count (stft/istft over a dynamic number of samples) costs

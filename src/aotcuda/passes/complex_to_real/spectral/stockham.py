@@ -44,41 +44,43 @@ def _from_planes(re: torch.Tensor, im: torch.Tensor, lead: tuple) -> torch.Tenso
     return stacked.permute(2, 0, 1).reshape(*lead, re.shape[0], 2)
 
 
-def _times_constant(re: torch.Tensor, im: torch.Tensor, phase: int, r: int, sign: float) -> Planes:
-    """(re + i·im)·exp(sign·2πi·phase/r) with the angle reduced exactly: ±1 and ±i cost no multiply."""
-    phase %= r
-    if phase == 0:
-        return re, im
-    if 4 * phase == r:  # ·(sign·i)
-        return (-im, re) if sign > 0 else (im, -re)
-    if 2 * phase == r:
-        return -re, -im
-    if 4 * phase == 3 * r:  # ·(−sign·i)
-        return (im, -re) if sign > 0 else (-im, re)
-    c, s = math.cos(2 * math.pi * phase / r), sign * math.sin(2 * math.pi * phase / r)
-    return re * c - im * s, re * s + im * c
-
-
 def _butterfly(xr: list, xi: list, inverse: bool) -> tuple[list, list]:
     """The r-point DFT across r plane slices (r = len(xr)) with Python-constant coefficients: radix 2
-    and 4 by hand, any other r as the direct sum."""
+    and 4 by hand, an odd r by its symmetry."""
     r = len(xr)
+    assert r in (2, 4) or r % 2, f"no butterfly for radix {r}"
     sign = 1.0 if inverse else -1.0
     if r == 2:
         return [xr[0] + xr[1], xr[0] - xr[1]], [xi[0] + xi[1], xi[0] - xi[1]]
     if r == 4:
         ar, ai, br, bi = xr[0] + xr[2], xi[0] + xi[2], xr[1] + xr[3], xi[1] + xi[3]
         cr, ci = xr[0] - xr[2], xi[0] - xi[2]
-        er, ei = _times_constant(xr[1] - xr[3], xi[1] - xi[3], 1, 4, sign)  # (x1 − x3)·(∓i)
+        dr, di = xr[1] - xr[3], xi[1] - xi[3]
+        er, ei = (-di, dr) if inverse else (di, -dr)  # (x1 − x3)·(∓i)
         return [ar + br, cr + er, ar - br, cr - er], [ai + bi, ci + ei, ai - bi, ci - ei]
-    out_r, out_i = [], []
-    for k in range(r):
-        acc_r, acc_i = xr[0], xi[0]
-        for t in range(1, r):
-            tr, ti = _times_constant(xr[t], xi[t], t * k, r, sign)
-            acc_r, acc_i = acc_r + tr, acc_i + ti
-        out_r.append(acc_r)
-        out_i.append(acc_i)
+    return _odd_butterfly(xr, xi, sign)
+
+
+def _odd_butterfly(xr: list, xi: list, sign: float) -> tuple[list, list]:
+    """The r-point DFT for odd r by its symmetry: with a_t = x_t + x_(r−t) and b_t = x_t − x_(r−t),
+    y_k = P_k + Q_k and y_(r−k) = P_k − Q_k, P_k = x_0 + Σ a_t·cos θ, Q_k = i·sign·Σ b_t·sin θ
+    (θ = 2π·t·k/r, t, k ≤ (r − 1)/2): a quarter of the direct sum's multiplies."""
+    r, half = len(xr), len(xr) // 2
+    ar = [xr[t] + xr[r - t] for t in range(1, half + 1)]
+    ai = [xi[t] + xi[r - t] for t in range(1, half + 1)]
+    br = [xr[t] - xr[r - t] for t in range(1, half + 1)]
+    bi = [xi[t] - xi[r - t] for t in range(1, half + 1)]
+    out_r, out_i = [None] * r, [None] * r
+    out_r[0], out_i[0] = xr[0] + sum(ar[1:], ar[0]), xi[0] + sum(ai[1:], ai[0])
+    for k in range(1, half + 1):
+        pr, pi, qr, qi = xr[0], xi[0], 0.0, 0.0
+        for t in range(1, half + 1):
+            theta = 2 * math.pi * ((t * k) % r) / r
+            c, s = math.cos(theta), sign * math.sin(theta)
+            pr, pi = pr + ar[t - 1] * c, pi + ai[t - 1] * c
+            qr, qi = qr - bi[t - 1] * s, qi + br[t - 1] * s  # i·s·b
+        out_r[k], out_i[k] = pr + qr, pi + qi
+        out_r[r - k], out_i[r - k] = pr - qr, pi - qi
     return out_r, out_i
 
 
