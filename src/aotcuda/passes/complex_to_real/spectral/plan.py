@@ -178,7 +178,8 @@ nothing extra. A **dynamic transform length** works when its torch.export.Dim ha
 - **dynamic, N > 64**: Bluestein at the static power of two m ≥ 2N − 1: per call the chirp (n points)
   and its kernel's spectrum (one length-m transform in float64, shared by every row and by every
   transform of that length and direction); per row two length-m transforms of static plan(m), whatever
-  n is: the cost of the longest length the Dim allows. r2c and c2r run as complex transforms
+  n is: the cost of the longest length the Dim allows. These take the GEMM form on the CPU too (the
+  CPU form's stages at m = 8192 made an AOTInductor compile take ~10 minutes). r2c and c2r run as complex transforms
   (2× a real one). Example: Hyena's long convolution, rfft/irfft at n = 2L with L ≤ 2048, runs three
   length-8192 (64·128) transform pairs per row at every L.
 A normalization that depends on a dynamic length is one multiply after the transform.
