@@ -1,8 +1,8 @@
 """The CPU form of a static-length transform: Stockham (autosort) radix stages as pointwise ops on planes.
 
-The GEMM form (transform.py) does 6–17× an FFT's flops in skinny GEMMs; on a CPU that loses to
-pocketfft by 4–44×. Here a transform of n = r1·r2·…·rk points is k stages of pointwise butterflies,
-5·n·log₂n-ish flops, each stage one fused Inductor kernel that reads and writes the data once.
+The GEMM form (transform.py) does 6–17× an FFT's flops in skinny GEMMs; on a CPU that measured 4–44×
+pocketfft. Here a transform of n = r1·r2·…·rk points is k stages of pointwise butterflies, about an
+FFT's flops (plan.cpu_flops), each stage one fused Inductor loop that reads and writes the data once.
 
 Layout inside the transform: two real planes (re, im), each [L, s, B] with the B independent rows
 (every leading dim of the pair, flattened) innermost, so that every load and store of a stage is a
@@ -14,7 +14,7 @@ end only (the transposes fuse into the first and last stage's kernels).
 
 r2c and c2r of an even length run one complex transform of n/2 points (even samples as re, odd as im)
 and a pointwise split/merge; an odd length runs the complex transform of (x, 0). A length with a prime
-factor above MAX_CPU_RADIX runs as Bluestein's chirp-z over a power of two on the same stages.
+factor above 13 (plan.CPU_RADICES) runs as Bluestein's chirp-z over a power of two on the same stages.
 """
 
 from __future__ import annotations
