@@ -1,9 +1,11 @@
 """FFT rules: _fft_r2c, _fft_c2c and _fft_c2r (torch.fft.*, stft, istft, rfft2, fftn) as real math.
 
 Inductor has no FFT codegen: left as they are, these ops become pocketfft/cuFFT fallback kernels on
-complex tensors. Each transformed dim of static length n is planned (spectral/plan.py): one DFT
-product up to 64, a mixed-radix split n = n1·n2 into two smaller transforms with a twiddle product
-between them (400 = 20·20, 4096 = 64·64), Bluestein's chirp-z for a large prime factor. Every DFT,
+complex tensors. Each transformed dim of static length n takes one of two forms, by the device of
+the traced tensors (spectral/transform.py): on the CPU, Stockham radix-4/2/3/5/7/11/13 stages as
+pointwise ops (spectral/stockham.py); elsewhere the GEMM plan (spectral/plan.py): one DFT product up
+to 64, a mixed-radix split n = n1·n2 into two smaller transforms with a twiddle product between them
+(400 = 20·20, 4096 = 64·64); both run Bluestein's chirp-z for a large prime factor. Every DFT,
 twiddle and chirp table is a program constant (spectral/tables.py). The normalization (none, 1/√N,
 1/N with N the product of the signal sizes) is folded into the first stage's table.
 

@@ -9,6 +9,9 @@ plan.py plans a static length; a dynamic one runs in one of two ways, chosen by 
   longest length the Dim allows, whatever n is on this call.
 r2c runs as a complex transform of (x, 0) and c2r rebuilds the Hermitian spectrum (transform.c2r's way):
 2× the work of a real-input transform, paid to keep one mechanism for every dynamic length.
+The length-m transforms take the GEMM form on every device, the CPU included: the CPU form's stages at
+m = 8192 (seven per transform, three transforms a row) made the Hyena test's AOTInductor compile take
+580 s at a load of 4 (tests/passes/complex_to_real/test_fft_dynamic_length.py).
 """
 
 from __future__ import annotations
@@ -67,11 +70,11 @@ def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch
 
     def kernel_spectrum():
         kernel = tables.chirp_kernel_values(n, m, inverse, x.device)  # float64: B is the accuracy's floor
-        return static.transform(kernel, padded, False, 1.0 / m).to(x.dtype)
+        return static.gemm_transform(kernel, padded, False, 1.0 / m).to(x.dtype)
     spectrum_of_kernel = shared_table((*key, "kernel_spectrum"), kernel_spectrum)
     a = torch.constant_pad_nd(static.cmul(x, chirp), [0, 0, 0, m - n])
-    spectrum = static.cmul(static.transform(a, padded, False, 1.0), spectrum_of_kernel)
-    return static.cmul(static.transform(spectrum, padded, True, 1.0).narrow(-2, 0, n), chirp)
+    spectrum = static.cmul(static.gemm_transform(a, padded, False, 1.0), spectrum_of_kernel)
+    return static.cmul(static.gemm_transform(spectrum, padded, True, 1.0).narrow(-2, 0, n), chirp)
 
 
 def r2c(x: torch.Tensor, bins, scale) -> torch.Tensor:

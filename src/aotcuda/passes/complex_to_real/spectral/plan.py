@@ -1,4 +1,10 @@
-"""How a transform of static length n is computed: direct DFT, mixed-radix split, or Bluestein.
+"""How a transform of static length n is computed: direct DFT, mixed-radix split, or Bluestein (the
+GEMM form, for GPUs), or radix stages (the CPU form, cpu_radices; spectral/stockham.py).
+
+The form follows the device of the program's tensors (transform.on_cpu): on a GPU the extra flops of
+DFT products are cheap on matrix units and a few large GEMMs fuse well; on the CPU they measured 4–44×
+pocketfft, while pointwise radix stages (≈ an FFT's flops, one memory pass a stage) measured 1–3×
+(docs/performance.md). Every CPU length takes stages; no length measured faster as a GEMM there.
 
 A length is split n = n1·n2 (Cooley–Tukey, four-step): n1 is a DFT product, n2 is planned again. n1 is
 the divisor of n closest to √n among those up to MAX_RADIX, so a 400 becomes 20·20 and a 4096 64·64:
@@ -60,6 +66,24 @@ def plan(n: int) -> Plan:
     return Plan(n, "bluestein", padded=plan(1 << (2 * n - 2).bit_length()))
 
 
+# The CPU form (stockham.py): radix stages of these sizes, 4 first; any other prime factor → Bluestein.
+# Measured on [512, 256] planes (torch 2.13, one thread): a radix-4 stage 144 µs (72 µs a bit of n), a
+# radix-8 one built as 2·4 inside the stage 218 µs (73 a bit), 4·4 radix-16 367 µs (92 a bit): the
+# larger butterflies keep more values live than the C++ kernel holds in registers, so radix 4 it is.
+CPU_RADICES = (4, 2, 3, 5, 7, 11, 13)
+
+
+def cpu_radices(n: int) -> list[int] | None:
+    """The Stockham stages of a length-n transform on the CPU (radix-4 while 4 divides n, then 2, 3, 5,
+    7, 11, 13), or None when n has a prime factor above 13 (Bluestein over a power of two)."""
+    radices = []
+    for r in CPU_RADICES:
+        while n % r == 0 and n > 1:
+            radices.append(r)
+            n //= r
+    return radices if n == 1 else None
+
+
 def flops(p: Plan) -> int:
     """Real flops per row of a complex length-n transform on this plan (a DFT product of length d costs
     8·d² a row: a [2d]·[2d, 2d] real GEMM; a twiddle or chirp product 6 a point)."""
@@ -72,12 +96,38 @@ def flops(p: Plan) -> int:
     return 2 * flops(p.padded) + 6 * (2 * p.n + m)
 
 
+def _stage_flops(r: int, n: int, last: bool) -> int:
+    """Real flops of one radix-r CPU stage over n points (stockham._butterfly and its twiddles)."""
+    butterfly = {2: 4, 4: 16}.get(r, 5 * (r - 1) + 2 * (r - 1) ** 2)  # per r points (odd r: symmetric form)
+    return n // r * (butterfly + (0 if last else 6 * (r - 1)))
+
+
+def cpu_flops(n: int) -> int:
+    """Real flops per row of a complex length-n transform in the CPU form: its stages, or Bluestein's two
+    power-of-two transforms and three chirp products."""
+    radices = cpu_radices(n)
+    if radices is None:
+        m = 1 << (2 * n - 2).bit_length()
+        return 2 * cpu_flops(m) + 6 * (2 * n + m)
+    return sum(_stage_flops(r, n, i == len(radices) - 1) for i, r in enumerate(radices))
+
+
+def _cpu_describe(n: int) -> str:
+    radices = cpu_radices(n)
+    if radices is None:
+        return f"bluestein({n} via {'·'.join(map(str, cpu_radices(1 << (2 * n - 2).bit_length())))})"
+    return "·".join(map(str, radices))
+
+
 def cost_table(lengths=(16, 64, 128, 251, 400, 512, 1024, 1031, 2048, 4096)) -> str:
-    """A Markdown table: per length its plan, flops a row, and that over an FFT's 5·n·log2(n)."""
-    rows = ["| n | plan | kind | flops a row (c2c) | ÷ 5·n·log₂n |", "|---|---|---|---|---|"]
+    """A Markdown table: per length the GEMM plan and the CPU stages, flops a row of each, and those
+    over an FFT's 5·n·log2(n)."""
+    rows = ["| n | GEMM plan (GPU) | kind | flops a row (c2c) | ÷ 5·n·log₂n | CPU stages | flops a row | ÷ 5·n·log₂n |",
+            "|---|---|---|---|---|---|---|---|"]
     for n in lengths:
-        p = plan(n)
-        rows.append(f"| {n} | {p.describe()} | {p.kind} | {flops(p):,} | {flops(p) / (5 * n * math.log2(n)):.1f} |")
+        p, fft = plan(n), 5 * n * math.log2(n)
+        rows.append(f"| {n} | {p.describe()} | {p.kind} | {flops(p):,} | {flops(p) / fft:.1f} | "
+                    f"{_cpu_describe(n)} | {cpu_flops(n):,} | {cpu_flops(n) / fft:.1f} |")
     return "\n".join(rows)
 
 
@@ -90,7 +140,19 @@ multi-dim transform runs one dim at a time. Float32 results are within 1e-5 of e
 largest magnitude for n ≤ 4096, float64 within 1e-10 (tests/passes/complex_to_real/test_fft_lengths.py).
 Every table is a program constant (float64-accurate angles, cast to the program's dtype).
 
-Cost classes of a static length n (spectral/plan.py), per row of a complex transform:
+**Two forms, chosen by the device of the program's tensors.** A CUDA (any non-CPU) program gets DFT
+products (GEMMs) as below. A CPU program gets Stockham radix stages (spectral/stockham.py): n = r1·…·rk
+with radix 4 first, then 2, 3, 5, 7, 11, 13, each stage one pointwise Inductor kernel over two real
+planes (re, im) with the rows innermost, so every load and store is a contiguous vector; the pair
+layout is read before the first stage and written, as a view, after the last. A radix-4 stage costs
+4.25 flops a point per bit of n (≈ a radix-4 FFT) and one read and write of the data; a radix-r
+stage for an odd prime r ≈ 2·r flops a point (its symmetric form). A length with a prime factor above 13
+runs Bluestein over the power of two m ≥ 2n − 1 on the same stages. r2c and c2r of an even length are one complex
+transform of n/2 points and a pointwise split (merge), about half a complex transform; an odd length
+runs as a complex one. The CPU form's graph has ≈ 10× the nodes of the GEMM form's (a rewrite of an
+rfft/irfft pair takes seconds, not a second); Inductor fuses each stage into one loop.
+
+Cost classes of a static length n in the GEMM form (spectral/plan.py), per row of a complex transform:
 - **direct** (n ≤ 64, or a prime ≤ 256): one GEMM with a [2n, 2n] real table, 8·n² flops.
 - **four-step** (n = n1·n2, n1 ≤ 64 the divisor nearest √n): n2 DFT products of n1, a twiddle product,
   then n1 transforms of n2 planned again: 8·n·(n1 + n2) flops for one split, one GEMM per stage.
@@ -102,9 +164,10 @@ Hermitian spectrum and runs the complex inverse (2× a real-output transform).
 
 {table}
 
-The last column is the plan's flops over the 5·n·log₂n of a radix-2 FFT: the DFT products do 6–17× an
+The ÷ 5·n·log₂n columns are the flops over those of a radix-2 FFT: the DFT products do 6–17× an
 FFT's arithmetic (50–160× for a large prime), traded for a few large GEMMs that fuse with the
-surrounding math and run where matrix units are fast. Measured against pocketfft and cuFFT:
+surrounding math and run where matrix units are fast; the CPU stages do about an FFT's (up to 2×
+for radices 5–13). Measured against pocketfft and cuFFT:
 docs/performance.md (benchmarks/fft.py).
 
 **Dynamic dims.** A dynamic batch or frame count (stft/istft over a dynamic number of samples) costs
@@ -115,7 +178,8 @@ nothing extra. A **dynamic transform length** works when its torch.export.Dim ha
 - **dynamic, N > 64**: Bluestein at the static power of two m ≥ 2N − 1: per call the chirp (n points)
   and its kernel's spectrum (one length-m transform in float64, shared by every row and by every
   transform of that length and direction); per row two length-m transforms of static plan(m), whatever
-  n is: the cost of the longest length the Dim allows. r2c and c2r run as complex transforms
+  n is: the cost of the longest length the Dim allows. These take the GEMM form on the CPU too (the
+  CPU form's stages at m = 8192 made an AOTInductor compile take ~10 minutes). r2c and c2r run as complex transforms
   (2× a real one). Example: Hyena's long convolution, rfft/irfft at n = 2L with L ≤ 2048, runs three
   length-8192 (64·128) transform pairs per row at every L.
 A normalization that depends on a dynamic length is one multiply after the transform.

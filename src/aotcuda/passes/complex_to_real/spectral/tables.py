@@ -112,3 +112,32 @@ def c2r_matrix(bins: int, n: int, scale: float, dtype, device) -> torch.Tensor:
         twice = torch.where((j == 0) | (2 * j == n), 1.0, 2.0).to(torch.float64)[:, None] * scale
         return torch.stack([c * twice, -s * twice], 1).reshape(2 * bins, n)
     return _constant(("c2r", bins, n, scale), make, dtype, device)
+
+
+def stage_twiddles(r: int, m: int, inverse: bool, dtype, device) -> torch.Tensor:
+    """[r, 2, m, 1, 1] cos and ±sin of 2π·k1·t2/(r·m): a radix-r Stockham stage's twiddles (stockham.py),
+    laid out so that one unbind gives each k1's (cos, sin), broadcasting over the stage's [m, s, B]."""
+    def make():
+        k1, t2 = torch.arange(r, dtype=torch.int64), torch.arange(m, dtype=torch.int64)
+        c, s = _exp((k1[:, None] * t2[None, :]) % (r * m), r * m, 1.0 if inverse else -1.0)
+        return torch.stack([c, s], 1)[..., None, None]
+    return _constant(("stockham_twiddle", r, m, inverse), make, dtype, device)
+
+
+def half_twiddles(n: int, count: int, inverse: bool, dtype, device) -> torch.Tensor:
+    """[2, count, 1] cos and ±sin of 2π·k/n for k < count: the split (r2c) or merge (c2r) of a real
+    length-n transform run as a complex one of n/2 points, broadcasting over the rows."""
+    def make():
+        k = torch.arange(count, dtype=torch.int64)
+        c, s = _exp(k % n, n, 1.0 if inverse else -1.0)
+        return torch.stack([c, s])[:, :, None]
+    return _constant(("stockham_half", n, count, inverse), make, dtype, device)
+
+
+def inner_bins(m: int, dtype, device) -> torch.Tensor:
+    """[m + 1, 1]: 0 at bins 0 and m, 1 between (the bins of a length-2m real signal's spectrum whose
+    imaginary parts a c2r reads; pocketfft drops the other two)."""
+    def make():
+        k = torch.arange(m + 1)
+        return ((k != 0) & (k != m)).to(torch.float64)[:, None]
+    return _constant(("inner_bins", m), make, dtype, device)

@@ -1,4 +1,6 @@
-"""Transforms of static length along the last complex dim of a pair, from small DFT products.
+"""Transforms of static length along the last complex dim of a pair: the entry points, which pick the
+CPU form (Stockham stages, stockham.py) for CPU tensors, and the GEMM form (small DFT products, here)
+for every other device.
 
 Four-step Cooley–Tukey for n = n1·n2 with t = n2·t1 + t2 and k = k1 + n1·k2:
     X[k1 + n1·k2] = Σ_t2 W_n^(t2·k1) · (Σ_t1 x[n2·t1 + t2] · W_n1^(t1·k1)) · W_n2^(t2·k2)
@@ -14,8 +16,14 @@ from __future__ import annotations
 
 import torch
 
-from aotcuda.passes.complex_to_real.spectral import tables
+from aotcuda.passes.complex_to_real.spectral import stockham, tables
 from aotcuda.passes.complex_to_real.spectral.plan import Plan, plan
+
+
+def on_cpu(x: torch.Tensor) -> bool:
+    """Whether x (the traced node's fake tensor) lives on the CPU: the transform takes the CPU form
+    (Stockham stages, stockham.py) there and the GEMM form (DFT products, this module) elsewhere."""
+    return x.device.type == "cpu"
 
 
 def cmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -34,7 +42,7 @@ def _split_tail(y: torch.Tensor, p: Plan, inverse: bool) -> torch.Tensor:
     """After the first stage: y = [..., n2, k1, 2] (already scaled); twiddle, transform t2, read out k."""
     n1, n2 = p.first, p.n // p.first
     y = cmul(y, tables.twiddles(n1, n2, inverse, y.dtype, y.device))
-    z = transform(y.transpose(-3, -2), p.rest, inverse, 1.0)  # [..., k1, k2, 2]
+    z = gemm_transform(y.transpose(-3, -2), p.rest, inverse, 1.0)  # [..., k1, k2, 2]
     return z.transpose(-3, -2).flatten(-3, -2)
 
 
@@ -42,15 +50,23 @@ def _bluestein(x: torch.Tensor, p: Plan, inverse: bool, scale: float) -> torch.T
     n, m = p.n, p.padded.n
     c = tables.chirp(n, inverse, x.dtype, x.device)
     a = torch.constant_pad_nd(cmul(x, c), [0, 0, 0, m - n])
-    spectrum = transform(a, p.padded, False, 1.0)
+    spectrum = gemm_transform(a, p.padded, False, 1.0)
     spectrum = cmul(spectrum, tables.chirp_filter_spectrum(n, m, inverse, x.dtype, x.device))
-    convolved = transform(spectrum, p.padded, True, 1.0).narrow(-2, 0, n)
+    convolved = gemm_transform(spectrum, p.padded, True, 1.0).narrow(-2, 0, n)
     out = cmul(convolved, c)
     return out * scale if scale != 1.0 else out
 
 
 def transform(x: torch.Tensor, p: Plan | None, inverse: bool, scale: float) -> torch.Tensor:
-    """The DFT (inverse: exp(+2πi…)) of pair x [..., n, 2] along its complex last dim, times `scale`."""
+    """The DFT (inverse: exp(+2πi…)) of pair x [..., n, 2] along its complex last dim, times `scale`:
+    Stockham stages on the CPU (stockham.py; `p`, a GEMM plan, is unused there), else the GEMM form."""
+    if on_cpu(x):
+        return stockham.transform(x, inverse, scale)
+    return gemm_transform(x, p, inverse, scale)
+
+
+def gemm_transform(x: torch.Tensor, p: Plan | None, inverse: bool, scale: float) -> torch.Tensor:
+    """transform() as DFT products on plan `p` (plan(n) when None): the form for GPUs."""
     p = p or plan(x.shape[-2])
     if p.kind == "direct":
         return _direct(x, inverse, scale)
@@ -62,13 +78,20 @@ def transform(x: torch.Tensor, p: Plan | None, inverse: bool, scale: float) -> t
 
 def r2c(x: torch.Tensor, bins: int, scale: float) -> torch.Tensor:
     """The first `bins` DFT bins of real x [..., n] along its last dim, as a pair [..., bins, 2]."""
+    if on_cpu(x):
+        return stockham.r2c(x, bins, scale, hermitian_spectrum)
+    return gemm_r2c(x, bins, scale)
+
+
+def gemm_r2c(x: torch.Tensor, bins: int, scale: float) -> torch.Tensor:
+    """r2c() as DFT products: the first stage real, a direct length one [n, 2·bins] GEMM."""
     n = x.shape[-1]
     p = plan(n)
     if p.kind == "direct":
         matrix = tables.r2c_matrix(n, bins, scale, x.dtype, x.device)
         return torch.matmul(x, matrix).unflatten(-1, (bins, 2))
     if p.kind == "bluestein":
-        full = transform(torch.constant_pad_nd(x.unsqueeze(-1), [0, 1]), p, False, scale)
+        full = gemm_transform(torch.constant_pad_nd(x.unsqueeze(-1), [0, 1]), p, False, scale)
         return full.narrow(-2, 0, bins)
     n1 = p.first
     moved = x.unflatten(-1, (n1, n // n1)).transpose(-2, -1)  # [..., n2, t1]: real first stage
@@ -103,8 +126,16 @@ def hermitian_spectrum(x: torch.Tensor, n) -> torch.Tensor:
 def c2r(x: torch.Tensor, n: int, scale: float) -> torch.Tensor:
     """The real inverse DFT of length n from the Hermitian half x [..., bins, 2] (bins ≥ n//2 + 1 read,
     fewer zero-padded); the imaginary parts of bins 0 and n/2 drop out, as in pocketfft."""
+    if on_cpu(x):
+        return stockham.c2r(hermitian_half(x, n), n, scale, hermitian_spectrum)
+    return gemm_c2r(x, n, scale)
+
+
+def gemm_c2r(x: torch.Tensor, n: int, scale: float) -> torch.Tensor:
+    """c2r() as DFT products: one [2·bins, n] GEMM for a direct length, else the Hermitian spectrum's
+    complex inverse."""
     if plan(n).kind == "direct":  # one product straight to the real signal, half the work of a c2c
         x = hermitian_half(x, n)
         return torch.matmul(x.flatten(-2), tables.c2r_matrix(x.shape[-2], n, scale, x.dtype, x.device))
-    return transform(hermitian_spectrum(x, n), None, True, scale)[..., 0]
+    return gemm_transform(hermitian_spectrum(x, n), None, True, scale)[..., 0]
 
