@@ -38,7 +38,7 @@ import torch
 from torch.utils import benchmark
 
 from aotcuda.passes import ReplaceComplexWithRealPass
-from aotcuda.passes.complex_to_real.spectral.plan import plan
+from aotcuda.passes.complex_to_real.spectral.plan import cpu_describe, plan
 
 from _common import relative_error
 
@@ -101,6 +101,14 @@ def _documented_reference(model: torch.nn.Module, x: torch.Tensor) -> torch.Tens
     return reference_model(x.detach().cpu().double())
 
 
+def _form(n: int, device: str) -> str:
+    """How the pass computes a real length-n transform there: on the CPU the Stockham stages of the n/2-point
+    complex transform an even r2c/c2r runs (spectral/stockham.py), elsewhere the GEMM plan of n."""
+    if device == "cpu":
+        return f"{cpu_describe(n // 2)} (n/2)" if n % 2 == 0 else cpu_describe(n)
+    return plan(n).describe()
+
+
 def run_case(program: str, n: int, args, lock=None) -> dict:
     """Export, rewrite, compile and warm both programs (in parallel with other cases), then measure
     under `lock` (one case on the device at a time)."""
@@ -122,7 +130,7 @@ def run_case(program: str, n: int, args, lock=None) -> dict:
             if args.device.startswith("cuda"):
                 torch.cuda.synchronize()
             library_us, ours_us = _best_median_us([library, ours], x, args.repeat, args.min_run_time)
-    return dict(program=program, n=n, plan=plan(n).describe(), library_us=library_us, aotcuda_us=ours_us,
+    return dict(program=program, n=n, plan=_form(n, args.device), library_us=library_us, aotcuda_us=ours_us,
                 ratio=ours_us / library_us, rel_error=error, library_rel_error=library_error, load=load,
                 compile_s=compile_s)
 

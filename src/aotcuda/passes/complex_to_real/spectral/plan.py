@@ -112,7 +112,8 @@ def cpu_flops(n: int) -> int:
     return sum(_stage_flops(r, n, i == len(radices) - 1) for i, r in enumerate(radices))
 
 
-def _cpu_describe(n: int) -> str:
+def cpu_describe(n: int) -> str:
+    """The CPU form's stages of a length-n c2c transform, as cost_table and benchmarks/fft.py show them."""
     radices = cpu_radices(n)
     if radices is None:
         return f"bluestein({n} via {'·'.join(map(str, cpu_radices(1 << (2 * n - 2).bit_length())))})"
@@ -127,7 +128,7 @@ def cost_table(lengths=(16, 64, 128, 251, 400, 512, 1024, 1031, 2048, 4096)) -> 
     for n in lengths:
         p, fft = plan(n), 5 * n * math.log2(n)
         rows.append(f"| {n} | {p.describe()} | {p.kind} | {flops(p):,} | {flops(p) / fft:.1f} | "
-                    f"{_cpu_describe(n)} | {cpu_flops(n):,} | {cpu_flops(n) / fft:.1f} |")
+                    f"{cpu_describe(n)} | {cpu_flops(n):,} | {cpu_flops(n) / fft:.1f} |")
     return "\n".join(rows)
 
 
