@@ -75,17 +75,11 @@ def test_without_the_conversion_torch_drops_the_cast(case):
 
 
 def test_matching_writes_and_view_writes_are_left_alone():
-    class Writes(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.register_buffer("r", torch.zeros(4))
+    def writes(r, x):
+        r.copy_(x)  # same dtype and shape: nothing to convert
+        r[1:3].copy_(x[:2] * 2)  # a view's write keeps its cast already (aten.copy)
 
-        def forward(self, x):
-            self.r.copy_(x)  # same dtype and shape: nothing to convert
-            self.r[1:3].copy_(x[:2] * 2)  # a view's write keeps its cast already (aten.copy)
-            return self.r + 0
-
-    ep = torch.export.export(Writes(), (torch.randn(4),))
+    ep = torch.export.export(WritesItsBuffer(writes), (torch.randn(4),))
     assert convert_whole_tensor_writes(ep) == 0
 
 
