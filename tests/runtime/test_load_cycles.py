@@ -60,3 +60,29 @@ def test_loads_of_one_package_each_get_their_own_container(twice_pt2):
     finally:
         first.close()
         second.close()
+
+
+class _Weighted(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+def test_a_package_whose_weights_its_library_maps_loads_again_after_the_first_load_closed(tmp_path):
+    """Weights over 2 GB (a 1B-parameter decoder: benchmarks/decode.py) are appended to the .so, which maps
+    them from its own file at each container's creation. The library is shared by every load of the .so;
+    when the load that first opened it had closed and removed its folder, the next load failed with
+    "Shared library file cannot be opened". force_mmap_weights gives a small model that layout."""
+    torch.manual_seed(0)
+    model = _Weighted().eval()
+    path = aotcuda.lower(model, (torch.randn(3, 16),), device="cpu", package_path=tmp_path / "weighted.pt2",
+                         inductor_configs={"aot_inductor.force_mmap_weights": True}).package_path
+    for _ in range(3):  # the first load opens the library and closes; each later load reuses it
+        x = torch.randn(3, 16)
+        program = aotcuda.load(path)
+        torch.testing.assert_close(program(x), model(x), rtol=1e-5, atol=1e-6)
+        program.close()
+        assert not os.path.exists(program._package.model_dir)  # each load's own folder still goes

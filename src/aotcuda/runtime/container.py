@@ -12,10 +12,14 @@ which output handle is ``aotcuda.runtime.ownership``'s job, not this module's.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import functools
+import itertools
 import os
+import shutil
+import tempfile
 import threading
 import warnings
 
@@ -79,9 +83,42 @@ def open_library(so_path: str, key: tuple | None = None) -> ctypes.CDLL:
     if key is not None and key[0]:
         with _LIBRARIES_LOCK:
             if key not in _LIBRARIES:
-                _LIBRARIES[key] = _open_and_declare(so_path)
+                pinned = _pin_library_folder(so_path)
+                try:
+                    _LIBRARIES[key] = _open_and_declare(pinned)
+                except BaseException:
+                    shutil.rmtree(os.path.dirname(pinned), ignore_errors=True)
+                    raise
             return _LIBRARIES[key]
     return _open_and_declare(so_path)
+
+
+# A shared library must keep the files it was opened from: the generated code finds them by its own path
+# (dladdr). A package whose weights exceed 2 GB (or lowered with aot_inductor.force_mmap_weights) has them
+# appended to the .so and maps them from that file at each container's creation; CPU Triton kernels are
+# looked up next to it. The folder of the load that first opened the library is removed when that
+# program closes, while later loads of the same .so keep using the library: so the library is opened from
+# a copy of that folder made of hard links (no bytes copied), kept until the process exits.
+_PINNED_ROOT: list[str] = []
+_PINNED_COUNT = itertools.count()
+
+
+def _pin_library_folder(so_path: str) -> str:
+    """Link the .so's folder into a folder that lives as long as the process; return the .so's path
+    there. Files that cannot be hard-linked (another file system) are copied. Called under the lock."""
+    if not _PINNED_ROOT:
+        _PINNED_ROOT.append(tempfile.mkdtemp(prefix="aotcuda_libraries_"))
+        atexit.register(shutil.rmtree, _PINNED_ROOT[0], ignore_errors=True)
+    target = os.path.join(_PINNED_ROOT[0], str(next(_PINNED_COUNT)))
+    shutil.copytree(os.path.dirname(so_path), target, copy_function=_link_or_copy)
+    return os.path.join(target, os.path.basename(so_path))
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def loaded_libraries() -> int:
