@@ -463,13 +463,14 @@ def inspect(package):
             console.print(_signature_table(kind, signature[kind], signature.get("dim_names")))
         constants = _constant_inputs_line(signature)
         if constants:
-            console.print(constants, highlight=False)
+            console.print(constants, highlight=False, soft_wrap=True)  # one line to grep, as the kernel lines
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
     profile = DEVICE_PROFILES.get(device)
     missing, library = split_allowed(find_fallback_kernels(package), profile.allowed_kernels if profile else frozenset())
     console.print(f"generated kernels: {len(generated_kernel_names(package))}")
-    console.print(f"library kernels (allowed): {shown(', '.join(k.name for k in library) or 'none')}", highlight=False)
+    console.print(f"library kernels (allowed): {shown(', '.join(k.name for k in library) or 'none')}", highlight=False,
+                  soft_wrap=True)
     console.print(f"fallback kernels: {len(missing)}")
     for kernel in missing:
         console.print(f"  - {shown(kernel.describe())}", highlight=False, soft_wrap=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from aotcuda.passes.complex_to_real.pair import shared_table
+from aotcuda.passes.complex_to_real.pair import real_as_pair, shared_table
 from aotcuda.passes.complex_to_real.spectral import tables
 from aotcuda.passes.complex_to_real.spectral import transform as static
 from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, plan
@@ -79,8 +79,7 @@ def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch
 
 def r2c(x: torch.Tensor, bins, scale) -> torch.Tensor:
     """The first `bins` DFT bins of real x [..., n] (n dynamic), as a pair [..., bins, 2]."""
-    as_pair = torch.stack([x, torch.zeros_like(x)], -1)
-    return transform(as_pair, False, scale).narrow(-2, 0, bins)
+    return transform(real_as_pair(x).t, False, scale).narrow(-2, 0, bins)
 
 
 def c2r(x: torch.Tensor, n: torch.SymInt, scale) -> torch.Tensor:

@@ -23,6 +23,7 @@ import math
 
 import torch
 
+from aotcuda.passes.complex_to_real.pair import real_as_pair
 from aotcuda.passes.complex_to_real.spectral import tables
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices
 
@@ -150,8 +151,7 @@ def r2c(x: torch.Tensor, bins: int, scale: float, full_spectrum) -> torch.Tensor
     n = x.shape[-1]
     lead = x.shape[:-1]
     if n % 2:
-        pair = torch.stack([x, torch.zeros_like(x)], -1)
-        return transform(pair, False, scale).narrow(-2, 0, bins)
+        return transform(real_as_pair(x).t, False, scale).narrow(-2, 0, bins)
     m = n // 2
     (zr, zi), _ = _to_planes(x.reshape(*lead, m, 2))
     zr, zi = _planes_fft(zr, zi, False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from aotcuda.passes.complex_to_real.pair import real_as_pair
 from aotcuda.passes.complex_to_real.spectral import stockham, tables
 from aotcuda.passes.complex_to_real.spectral.plan import Plan, plan
 
@@ -91,7 +92,7 @@ def gemm_r2c(x: torch.Tensor, bins: int, scale: float) -> torch.Tensor:
         matrix = tables.r2c_matrix(n, bins, scale, x.dtype, x.device)
         return torch.matmul(x, matrix).unflatten(-1, (bins, 2))
     if p.kind == "bluestein":
-        full = gemm_transform(torch.constant_pad_nd(x.unsqueeze(-1), [0, 1]), p, False, scale)
+        full = gemm_transform(real_as_pair(x).t, p, False, scale)
         return full.narrow(-2, 0, bins)
     n1 = p.first
     moved = x.unflatten(-1, (n1, n // n1)).transpose(-2, -1)  # [..., n2, t1]: real first stage

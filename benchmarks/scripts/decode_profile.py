@@ -1,0 +1,95 @@
+"""Where a decode step's time goes: the aotcuda package of benchmarks/decode.py's model, one step profiled
+with and without CUDA graphs.
+
+    python3 benchmarks/scripts/decode_profile.py --batch 8                  (CUDA: the 1.2B config)
+    python3 benchmarks/scripts/decode_profile.py --tiny --device cpu        (CPU smoke run)
+
+decode.py measured (H200, torch 2.11) the plain aotcuda call at batch 8 slower than at batch 1 (4583 vs
+1881 µs) while the CUDA-graph replay of the same package grew from 1033 to 1514 µs, and the graph row at
+batch 1 at 49 % of the bandwidth bound. This prints, per way of running: the wall time of a step, the
+device time its kernels add up to, how many kernels a step launches, and the kernels that take the most
+device time (torch.profiler, summed over ``--steps`` steps), so that host work, launch count and slow
+kernels can be told apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from decode import build_package, example_inputs  # noqa: E402
+
+
+def profile_steps(step, inputs, steps: int, device: torch.device, top: int) -> None:
+    """Run ``step(*inputs)`` ``steps`` times under torch.profiler; print wall µs per step, the kernels'
+    summed device µs per step, kernels per step and the ``top`` kernels by device time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    for _ in range(3):
+        step(*inputs)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step(*inputs)
+    sync()
+    wall_us = (time.perf_counter() - start) / steps * 1e6
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step(*inputs)
+        sync()
+    events = prof.key_averages()
+    kernels = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+    device_us = sum(e.self_device_time_total for e in kernels) / steps if kernels else float("nan")
+    launches = sum(e.count for e in kernels) / steps if kernels else float("nan")
+    print(f"wall {wall_us:.1f} µs per step (unprofiled); kernels' device time {device_us:.1f} µs per step; "
+          f"{launches:.0f} kernels per step")
+    print("| kernel | calls per step | device µs per step | share |")
+    print("|---|---|---|---|")
+    for e in sorted(kernels, key=lambda e: -e.self_device_time_total)[:top]:
+        share = e.self_device_time_total / steps / device_us
+        print(f"| {e.key[:90]} | {e.count / steps:.0f} | {e.self_device_time_total / steps:.1f} | {share:.0%} |")
+    if not kernels:
+        print(events.table(sort_by="self_cpu_time_total", row_limit=top))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--package", help="an aotcuda package of this model and batch (default: build one)")
+    opts = parser.parse_args()
+    import aotcuda
+    from aotcuda.models.decoder import DecoderConfig, make_decoder
+
+    device = torch.device(opts.device)
+    config = DecoderConfig.tiny() if opts.tiny else DecoderConfig.llama_1b()
+    example = example_inputs(opts.batch, device)
+    with tempfile.TemporaryDirectory() as workdir, torch.no_grad():
+        path = opts.package
+        if path is None:
+            model = make_decoder(config, opts.batch, device=device, dtype=torch.bfloat16)
+            start = time.perf_counter()
+            path = build_package("aotcuda", model, example, device, f"{workdir}/decode.pt2")
+            print(f"built in {time.perf_counter() - start:.0f} s")
+            del model
+        tokens = torch.randint(0, config.vocab_size, (opts.batch, 1), device=device)
+        at = torch.tensor([config.max_seq_len // 2], device=device)
+        for graphs in (False, True) if device.type == "cuda" else (False,):
+            print(f"\nbatch {opts.batch}, aotcuda.load(cuda_graphs={graphs}), {torch.__version__}")
+            with aotcuda.load(path, cuda_graphs=graphs) as program:
+                profile_steps(program, (tokens, at), opts.steps, device, opts.top)
+
+
+if __name__ == "__main__":
+    main()
