@@ -443,7 +443,9 @@ class Program:
 
         Calls in flight on other threads finish first (close waits for them); later calls raise
         RuntimeCallError. Outputs already returned stay valid. The model's library stays loaded for the
-        next load of the same package (``aotcuda.runtime.container``: such libraries cannot be unloaded).
+        next load of the same package (``aotcuda.runtime.container``: such libraries cannot be unloaded),
+        and with it a hard-linked copy of the package folder it was opened from, removed at exit: the
+        generated code reads its own file (weights over 2 GB are appended to it).
         """
         gate = getattr(self, "_gate", None)
         if gate is not None:
