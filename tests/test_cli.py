@@ -259,6 +259,12 @@ def test_demo_on_cpu_end_to_end(runner):
      ["on the command line, --device cpu", "on the command line, lower it again with `aotcuda lower ... --device cuda`"]),
     ("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'",
      ["on the command line, --device cpu"]),
+    ("input 'x' (#0) dim 1 is 600, outside the exported range [2, 512] of x_1; pass a size in that range, "
+     "or re-export with a wider torch.export.Dim",  # found by a new user: the Python advice had no CLI twin
+     ["on the command line, lower it again with a wider range: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"]),
+    ("input 'x' (#0) dim 0 is 3, but the program was exported with size 2 there ([2, 4]); pass that size, or "
+     "re-export with a torch.export.Dim there",
+     ["on the command line, lower it again with that dim dynamic: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"]),
 ])
 def test_hints_follow_the_advice_not_every_device_named(message, hints):
     """Found by a new user: a device the message only names (the one asked for) also got a hint."""

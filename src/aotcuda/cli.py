@@ -50,6 +50,10 @@ CLI_HINTS = (
      "on the command line, lower it again with `aotcuda lower ... --device {0}`"),
     (r"(?:use|load it with|pass) device='(\w+)'", "on the command line, --device {0}"),
     (r"cuda_graphs=False", "on the command line, leave out --cuda-graphs"),
+    (r"re-export with a wider torch\.export\.Dim", "on the command line, lower it again with a wider range: "
+                                                  "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"),
+    (r"re-export with a torch\.export\.Dim there", "on the command line, lower it again with that dim dynamic: "
+                                                  "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"),
     (r"serve it with max batch size 1", "on the command line, leave out --max-batch-size; to batch, lower it "
                                         "again with `aotcuda lower ... --dynamic NAME:0:1:MAX:batch` for every input"),
 )
@@ -459,8 +463,11 @@ def inspect(package):
     device = metadata.get("AOTI_DEVICE_KEY", "")
     console.print(f"[bold]{shown(package)}[/bold]: device {shown(device or '?')}", highlight=False)
     if signature:
+        from aotcuda.runtime.complex_adapter import split_signature
+
+        user_signature, _ = split_signature(signature, package)  # complex tensors as the caller sees them
         for kind in ("inputs", "outputs"):
-            console.print(_signature_table(kind, signature[kind], signature.get("dim_names")))
+            console.print(_signature_table(kind, user_signature[kind], signature.get("dim_names"), signature[kind]))
         constants = _constant_inputs_line(signature)
         if constants:
             console.print(constants, highlight=False, soft_wrap=True)  # one line to grep, as the kernel lines
@@ -491,15 +498,19 @@ def _bound(value) -> str:
     return "∞" if value is None else str(value)  # a Dim without max=
 
 
-def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None = None) -> Table:
+def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None = None,
+                     package_specs: list[dict] | None = None) -> Table:
+    """Specs in the caller's terms (a complex tensor as complex64, shape S); ``package_specs``, the same
+    slots as the package stores them, add where a complex tensor is a real pair [..., 2] inside it."""
     table = Table(title=kind)
     for column in ("name", "dtype", "shape", "device"):
         table.add_column(column)
-    for spec in specs:
+    for spec, stored in zip(specs, package_specs or specs):
         shape = ", ".join(str(d) if isinstance(d, int)
                           else f"{under_dim_names(d['expr'], names)}∈[{d['min']}, {_bound(d['max'])}]"
                           for d in spec["shape"])
-        table.add_row(shown(spec["name"]), shown(spec["dtype"]), shown(f"[{shape}]"), shown(spec["device"]))
+        dtype = spec["dtype"] if stored.get("complex") is None else f"{spec['dtype']} ({stored['dtype']} pairs inside)"
+        table.add_row(shown(spec["name"]), shown(dtype), shown(f"[{shape}]"), shown(spec["device"]))
     return table
 
 

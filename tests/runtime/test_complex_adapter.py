@@ -73,6 +73,21 @@ def test_package_signature_records_the_complex_inputs_and_outputs(lowered):
     assert signature["inputs"][2]["dtype"] == "float16"
 
 
+def test_inspect_shows_complex_tensors_as_the_caller_passes_them(lowered):
+    """`aotcuda inspect` speaks as Program's specs do: complex64 of shape S, not the package's pair S + [2]."""
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    result = CliRunner().invoke(main, ["inspect", lowered[0].package_path])
+    assert result.exit_code == 0, result.output
+    lines = {line.split("│")[1].strip(): line for line in result.output.splitlines() if line.count("│") == 5}
+    assert "complex64 (float32 pairs inside)" in lines["z"] and "∈[2, 64], 4]" in lines["z"]
+    assert "complex32 (float16 pairs inside)" in lines["h"]
+    assert "float32" in lines["x"] and "pairs" not in lines["x"]
+    assert "complex64 (float32 pairs inside)" in lines["out[0]"] and "4, 2]" not in lines["out[0]"]
+
+
 def test_program_specs_speak_in_the_callers_terms(program):
     z, x, h = program.input_specs
     assert (z.dtype, z.rank, z.dims[1].size, z.dims[0].max) == (torch.complex64, 2, 4, 64)

@@ -131,6 +131,8 @@ def test_specs_and_errors_name_dims_as_the_user_did(twice):
         (lambda: (torch.randn(3, 4), torch.randn(3, 4)), r"takes 1 positional argument\(s\) \(x\), got 2"),
         (lambda: ([1.0, 2.0],), r"input #0 \('x'\) is a list of 2, expected a tensor"),
         (lambda: (torch.randn(3, 4, dtype=torch.float64),), r"input 'x' \(#0\) has dtype torch.float64.*torch.float32"),
+        (lambda: (torch.randn(3, 4, dtype=torch.complex64),),  # .to(float32) would drop the imaginary part
+         r"has dtype torch.complex64.*takes a real tensor.*would drop the imaginary part.*torch.view_as_real"),
         (lambda: (torch.randn(3, 4, 1),), r"input 'x' \(#0\) has 3 dims.*takes 2"),
         (lambda: (torch.randn(3, 5),), r"input 'x' \(#0\) dim 1 is 5.*size 4.*torch.export.Dim"),
         (lambda: (torch.randn(1, 4),), r"input 'x' \(#0\) dim 0 is 1, outside the exported range \[2, 64\]"),

@@ -282,10 +282,20 @@ def _has_strides(tensor: torch.Tensor, strides: list[int]) -> bool:
     return all(size <= 1 or have == want for size, have, want in zip(tensor.shape, tensor.stride(), strides))
 
 
+def _dtype_fix(given: torch.dtype, wanted: torch.dtype) -> str:
+    """How to pass the exported dtype. A cast from complex to real drops the imaginary part (torch warns
+    and goes on), so for a complex tensor where a real one is taken it is not the advice."""
+    if given.is_complex and not wanted.is_complex:
+        return (f"it takes a real tensor, and tensor.to({wanted}) would drop the imaginary part: pass the real "
+                f"values it was exported with (torch.view_as_real(tensor) for the (re, im) pairs, "
+                f"tensor.real for the real part only), as {wanted}")
+    return f"pass tensor.to({wanted})"
+
+
 def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by: dict) -> None:
     if tensor.dtype != spec.dtype:
         raise InputError(f"{label} has dtype {tensor.dtype}, but the program was exported with {spec.dtype}; "
-                         f"pass tensor.to({spec.dtype})")
+                         f"{_dtype_fix(tensor.dtype, spec.dtype)}")
     if tensor.dim() != spec.rank:
         raise InputError(f"{label} has {tensor.dim()} dims (shape {tuple(tensor.shape)}), but the program takes "
                          f"{spec.rank} (shape {spec.shape_text()})")
