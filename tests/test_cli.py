@@ -96,6 +96,8 @@ def test_run_takes_inputs_by_name_and_refuses_a_non_torch_file_cleanly(demo, run
     result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "not_torch.py")])
     assert result.exit_code == 2 and "not a file torch.load reads with weights_only=True" in result.output
     assert "Traceback" not in result.output and "weights_only=False" not in result.output
+    assert "set to `False`" not in result.output  # torch's advice to run pickled code: not the CLI's fix
+    assert "the weights-only unpickler refused it: Unsupported operand" in result.output
 
 
 def test_saved_library_outputs_load_with_torch_defaults():

@@ -375,6 +375,19 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
 
 # --- run -------------------------------------------------------------------------------------------------
 
+def _load_failure(exc: Exception) -> str:
+    """What torch.load found wrong, without its advice to load with weights_only=False: the CLI never runs
+    pickled code from an inputs file, and for a file that torch.save did not write it is not the fix."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if lines and lines[0].startswith("Weights only load failed"):
+        after = next((i for i, line in enumerate(lines) if "WeightsUnpickler error" in line), None)
+        detail = lines[after].split("WeightsUnpickler error:", 1)[1].strip() if after is not None else ""
+        if not detail and after is not None and after + 1 < len(lines):
+            detail = lines[after + 1]
+        return f"the weights-only unpickler refused it: {detail}" if detail else "the weights-only unpickler refused it"
+    return lines[0] if lines else type(exc).__name__
+
+
 def load_inputs(path: str) -> tuple[tuple, dict]:
     """inputs.pt as saved by ``aotcuda lower --save-inputs``: {"args": tuple, "kwargs": dict}, {name: value}
     (forward's arguments by name), or a bare tensor / tuple / list of tensors. Raises click.BadParameter for
@@ -382,9 +395,9 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
     try:
         saved = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # not a torch.save file, or one holding more than tensors and containers
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise click.BadParameter(f"{path}: not a file torch.load reads with weights_only=True ({first}); save the "
-                                 "inputs with torch.save (tensors, lists, tuples, dicts, numbers)", param_hint="--inputs")
+        raise click.BadParameter(f"{path}: not a file torch.load reads with weights_only=True ({_load_failure(exc)}); "
+                                 "save the inputs with torch.save (tensors, lists, tuples, dicts, numbers)",
+                                 param_hint="--inputs")
     if isinstance(saved, dict) and "args" in saved:
         return tuple(saved["args"]), dict(saved.get("kwargs") or {})
     if isinstance(saved, dict) and all(isinstance(key, str) for key in saved):
