@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 
@@ -45,14 +46,24 @@ def get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
-def replica_stats(url: str, replicas: int = 2, tries: int = 60) -> dict[str, dict]:
-    """Each replica's /stats, by replica id (requests are routed to a random replica: ask until all answered)."""
+def replica_stats(url: str, replicas: int = 2, tries: int = 60, wait_s: float = 30.0) -> dict[str, dict]:
+    """Each replica's /stats, by replica id: requests go to a replica the proxy's router picks, so ask until
+    all have answered. ``tries`` quick requests first; then, for up to ``wait_s`` seconds, one every 0.25 s:
+    Ray Serve reports a deployment ready when all its replicas run, but the proxy learns of a new replica
+    a little later (asynchronously), which under a loaded machine (another test compiling beside this
+    one) was longer than 60 quick requests. Returns what answered (fewer than ``replicas`` after the wait)."""
     seen = {}
-    for _ in range(tries):
+    deadline = None
+    attempt = 0
+    while len(seen) < replicas:
         status, body = get(f"{url}/stats")
         if status == 200:
             stats = json.loads(body)
             seen[stats["replica"]] = stats
-        if len(seen) >= replicas:
-            break
+        attempt += 1
+        if attempt >= tries and len(seen) < replicas:
+            deadline = deadline or time.monotonic() + wait_s
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.25)
     return seen

@@ -129,7 +129,7 @@ def test_a_replica_killed_under_load_loses_no_request_silently_and_comes_back(se
             assert relative_error(result[0], eager(model, inputs[index])) < TOLERANCE
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        now = {stats["pid"] for stats in replica_stats(running.url, tries=20).values()}
+        now = {stats["pid"] for stats in replica_stats(running.url, tries=20, wait_s=5).values()}
         if len(now) == 2 and victim not in now and get(f"{running.url}/healthz")[0] == 200:
             break
         time.sleep(1)
