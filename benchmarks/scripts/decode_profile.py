@@ -6,7 +6,7 @@ with and without CUDA graphs.
 
 decode.py measured (H200, torch 2.11) the plain aotcuda call at batch 8 slower than at batch 1 (4583 vs
 1881 µs) while the CUDA-graph replay of the same package grew from 1033 to 1514 µs, and the graph row at
-batch 1 at 49 % of the bandwidth bound. This prints, per way of running: the wall time of a step, the
+batch 1 at 49 % of the bandwidth bound. This prints, per way of running: the time of a step (decode.py's timer), the
 device time its kernels add up to, how many kernels a step launches, and the kernels that take the most
 device time (torch.profiler, summed over ``--steps`` steps), so that host work, launch count and slow
 kernels can be told apart.
@@ -23,41 +23,36 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from decode import build_package, example_inputs  # noqa: E402
+from decode import build_package, example_inputs, timer  # noqa: E402
 
 
 def profile_steps(step, inputs, steps: int, device: torch.device, top: int) -> None:
-    """Run ``step(*inputs)`` ``steps`` times under torch.profiler; print wall µs per step, the kernels'
+    """Run ``step(*inputs)`` ``steps`` times under torch.profiler; print µs per step (decode.py's timer), the kernels'
     summed device µs per step, kernels per step and the ``top`` kernels by device time."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    for _ in range(3):
-        step(*inputs)
+    step_us = timer(device)(lambda: step(*inputs))  # decode.py's measure (warms up first)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    sync()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step(*inputs)
-    sync()
-    wall_us = (time.perf_counter() - start) / steps * 1e6
     with profile(activities=activities) as prof:
         for _ in range(steps):
             step(*inputs)
         sync()
     events = prof.key_averages()
     kernels = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
-    device_us = sum(e.self_device_time_total for e in kernels) / steps if kernels else float("nan")
-    launches = sum(e.count for e in kernels) / steps if kernels else float("nan")
-    print(f"wall {wall_us:.1f} µs per step (unprofiled); kernels' device time {device_us:.1f} µs per step; "
+    if not kernels:  # the CPU: no device kernels, the host ops instead
+        print(f"{step_us:.1f} µs per step (decode.py's timer, unprofiled)")
+        print(events.table(sort_by="self_cpu_time_total", row_limit=top))
+        return
+    device_us = sum(e.self_device_time_total for e in kernels) / steps
+    launches = sum(e.count for e in kernels) / steps
+    print(f"{step_us:.1f} µs per step (decode.py's timer, unprofiled); kernels' device time {device_us:.1f} µs per step; "
           f"{launches:.0f} kernels per step")
     print("| kernel | calls per step | device µs per step | share |")
     print("|---|---|---|---|")
     for e in sorted(kernels, key=lambda e: -e.self_device_time_total)[:top]:
         share = e.self_device_time_total / steps / device_us
         print(f"| {e.key[:90]} | {e.count / steps:.0f} | {e.self_device_time_total / steps:.1f} | {share:.0%} |")
-    if not kernels:
-        print(events.table(sort_by="self_cpu_time_total", row_limit=top))
 
 
 def main() -> None:

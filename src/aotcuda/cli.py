@@ -378,14 +378,12 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
 def _load_failure(exc: Exception) -> str:
     """What torch.load found wrong, without its advice to load with weights_only=False: the CLI never runs
     pickled code from an inputs file, and for a file that torch.save did not write it is not the fix."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    if lines and lines[0].startswith("Weights only load failed"):
-        after = next((i for i, line in enumerate(lines) if "WeightsUnpickler error" in line), None)
-        detail = lines[after].split("WeightsUnpickler error:", 1)[1].strip() if after is not None else ""
-        if not detail and after is not None and after + 1 < len(lines):
-            detail = lines[after + 1]
-        return f"the weights-only unpickler refused it: {detail}" if detail else "the weights-only unpickler refused it"
-    return lines[0] if lines else type(exc).__name__
+    text = str(exc).strip()
+    if text.startswith("Weights only load failed"):
+        after = text.partition("WeightsUnpickler error:")[2]  # the reason: the first line after the marker
+        detail = next((line.strip() for line in after.splitlines() if line.strip()), "")
+        return "the weights-only unpickler refused it" + (f": {detail}" if detail else "")
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def load_inputs(path: str) -> tuple[tuple, dict]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import time
@@ -54,14 +55,14 @@ def replica_stats(url: str, replicas: int = 2, tries: int = 60, wait_s: float = 
     one) was longer than 60 quick requests. Returns what answered (fewer than ``replicas`` after the wait)."""
     seen = {}
     deadline = None
-    attempt = 0
-    while len(seen) < replicas:
+    for attempt in itertools.count(1):
         status, body = get(f"{url}/stats")
         if status == 200:
             stats = json.loads(body)
             seen[stats["replica"]] = stats
-        attempt += 1
-        if attempt >= tries and len(seen) < replicas:
+        if len(seen) >= replicas:
+            break
+        if attempt >= tries:
             deadline = deadline or time.monotonic() + wait_s
             if time.monotonic() >= deadline:
                 break

@@ -16,7 +16,6 @@ import atexit
 import contextlib
 import ctypes
 import functools
-import itertools
 import os
 import shutil
 import tempfile
@@ -99,18 +98,19 @@ def open_library(so_path: str, key: tuple | None = None) -> ctypes.CDLL:
 # looked up next to it. The folder of the load that first opened the library is removed when that
 # program closes, while later loads of the same .so keep using the library: so the library is opened from
 # a copy of that folder made of hard links (no bytes copied), kept until the process exits.
-_PINNED_ROOT: list[str] = []
-_PINNED_COUNT = itertools.count()
+@functools.cache
+def _pinned_root() -> str:
+    """The folder that holds the pinned copies, made at the first pin and removed at exit."""
+    root = tempfile.mkdtemp(prefix="aotcuda_libraries_")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
 
 
 def _pin_library_folder(so_path: str) -> str:
     """Link the .so's folder into a folder that lives as long as the process; return the .so's path
     there. Files that cannot be hard-linked (another file system) are copied. Called under the lock."""
-    if not _PINNED_ROOT:
-        _PINNED_ROOT.append(tempfile.mkdtemp(prefix="aotcuda_libraries_"))
-        atexit.register(shutil.rmtree, _PINNED_ROOT[0], ignore_errors=True)
-    target = os.path.join(_PINNED_ROOT[0], str(next(_PINNED_COUNT)))
-    shutil.copytree(os.path.dirname(so_path), target, copy_function=_link_or_copy)
+    target = tempfile.mkdtemp(dir=_pinned_root())
+    shutil.copytree(os.path.dirname(so_path), target, copy_function=_link_or_copy, dirs_exist_ok=True)
     return os.path.join(target, os.path.basename(so_path))
 
 
