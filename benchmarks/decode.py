@@ -91,15 +91,43 @@ def zero_caches(module: torch.nn.Module) -> None:
 PACKAGE_ROWS = {"aoti": "aoti", "aotcuda": "aotcuda", "aotcuda-graphs": "aotcuda", "aotcuda-bind": "aotcuda"}
 
 
-def build_package(kind: str, model, example, device, path: str) -> str:
+def build_package(kind: str, model, example, device, path: str, inductor_configs=None) -> str:
     """Compile one package: "aoti" (torch.export + aoti_compile_and_package, the complex ops as fallback
-    kernels) or "aotcuda" (aotcuda.lower). Returns its path."""
+    kernels) or "aotcuda" (aotcuda.lower), with ``inductor_configs`` over each one's defaults. Returns its path."""
     if kind == "aoti":
         ep = torch.export.export(model, example)
-        return torch._inductor.aoti_compile_and_package(ep, package_path=path)
+        return torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=inductor_configs)
     import aotcuda
 
-    return aotcuda.lower(model, example, device=device.type, package_path=path).package_path
+    return aotcuda.lower(model, example, device=device.type, package_path=path,
+                         inductor_configs=inductor_configs).package_path
+
+
+def parse_inductor_configs(values) -> dict:
+    """``--inductor-config KEY=VALUE ...`` → {KEY: VALUE}, VALUE read as a Python literal where it is one."""
+    import ast
+
+    configs = {}
+    for value in values or ():
+        key, sep, text = value.partition("=")
+        if not sep:
+            raise SystemExit(f"--inductor-config {value!r}: write KEY=VALUE, e.g. combo_kernels=True")
+        try:
+            configs[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            configs[key] = text
+    return configs
+
+
+def parse_prebuilt(values) -> dict:
+    """``--prebuilt KIND=PATH ...`` → {KIND: PATH}: packages to time instead of compiling them."""
+    prebuilt = {}
+    for value in values or ():
+        kind, sep, path = value.partition("=")
+        if not sep or kind not in ("aoti", "aotcuda") or not os.path.exists(path):
+            raise SystemExit(f"--prebuilt {value!r}: write aoti=PATH or aotcuda=PATH of an existing package")
+        prebuilt[kind] = path
+    return prebuilt
 
 
 def example_inputs(batch: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -116,15 +144,21 @@ class Builds:
         import subprocess
 
         self._procs, self._paths, self._deadline, self._workdir, self._done = {}, {}, deadline, workdir, {}
-        self._serial = opts.serial
+        self._serial, self._configs = opts.serial, parse_inductor_configs(opts.inductor_config)
+        prebuilt = parse_prebuilt(opts.prebuilt)
         for kind in kinds:
             path = f"{workdir}/{kind}.pt2"
             self._paths[kind] = path
+            if kind in prebuilt:
+                self._paths[kind] = prebuilt[kind]
+                self._done[kind] = (prebuilt[kind], None)  # its compile time is not known here
+                continue
             if opts.serial:
                 continue
             log = open(f"{workdir}/{kind}.log", "w")
             command = [sys.executable, os.path.abspath(__file__), "--build", kind, "--package", path,
                        "--batch", str(batch), "--device", opts.device] + (["--tiny"] if opts.tiny else [])
+            command += [arg for value in opts.inductor_config or () for arg in ("--inductor-config", value)]
             self._procs[kind] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                   start_new_session=True), log, time.perf_counter())
 
@@ -153,7 +187,7 @@ class Builds:
 
         if self._serial:
             start = time.perf_counter()
-            build_package(kind, model, example, device, self._paths[kind])
+            build_package(kind, model, example, device, self._paths[kind], self._configs)
             return self._paths[kind], time.perf_counter() - start
         proc, log, started = self._procs[kind]
         try:
@@ -241,7 +275,8 @@ def child_build(opts) -> None:
     model = make_decoder(config, opts.batch[0], device=device, dtype=torch.bfloat16)
     start = time.perf_counter()
     with torch.no_grad():
-        build_package(opts.build, model, example_inputs(opts.batch[0], device), device, opts.package)
+        build_package(opts.build, model, example_inputs(opts.batch[0], device), device, opts.package,
+                      parse_inductor_configs(opts.inductor_config))
     print(f"built {opts.build} in {time.perf_counter() - start:.1f} s: {opts.package}")
 
 
@@ -259,6 +294,10 @@ def main() -> None:
                         help="seconds from the start after which compiles still running are stopped")
     parser.add_argument("--serial", action="store_true", help="compile the packages in this process, one by one")
     parser.add_argument("--json")
+    parser.add_argument("--inductor-config", nargs="+", metavar="KEY=VALUE",
+                        help="Inductor options for both packages' compiles, e.g. combo_kernels=True")
+    parser.add_argument("--prebuilt", nargs="+", metavar="KIND=PATH",
+                        help="time these packages (aoti=PATH, aotcuda=PATH) instead of compiling them; one --batch")
     parser.add_argument("--build", choices=("aoti", "aotcuda"), help=argparse.SUPPRESS)  # child process
     parser.add_argument("--package", help=argparse.SUPPRESS)
     opts = parser.parse_args()

@@ -23,7 +23,23 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from decode import build_package, example_inputs, timer  # noqa: E402
+from decode import build_package, example_inputs, parse_inductor_configs, timer  # noqa: E402
+
+
+def kernel_family(name: str) -> str:
+    """Triton reductions, Triton pointwise kernels, cuBLAS/cutlass GEMMs, copies and the rest, by kernel name."""
+    lowered = name.lower()
+    if lowered.startswith("triton_red") or lowered.startswith("triton_per"):
+        return "Triton reduction (generated; includes matrix-vector products at batch 1)"
+    if lowered.startswith("triton_poi"):
+        return "Triton pointwise (generated)"
+    if lowered.startswith("triton"):
+        return "Triton, other (generated)"
+    if any(word in lowered for word in ("gemm", "gemv", "cutlass", "sm90", "xmma", "cublas", "nvjet")):
+        return "cuBLAS / CUTLASS matrix product (library)"
+    if "copy" in lowered or "memcpy" in lowered or "memset" in lowered:
+        return "copies and fills"
+    return "other"
 
 
 def profile_steps(step, inputs, steps: int, device: torch.device, top: int) -> None:
@@ -48,11 +64,26 @@ def profile_steps(step, inputs, steps: int, device: torch.device, top: int) -> N
     launches = sum(e.count for e in kernels) / steps
     print(f"{step_us:.1f} µs per step (decode.py's timer, unprofiled); kernels' device time {device_us:.1f} µs per step; "
           f"{launches:.0f} kernels per step")
+    families = {}
+    for e in kernels:
+        family = kernel_family(e.key)
+        calls, us = families.get(family, (0, 0.0))
+        families[family] = (calls + e.count / steps, us + e.self_device_time_total / steps)
+    print("| kernel family | calls per step | device µs per step | share |")
+    print("|---|---|---|---|")
+    for family, (calls, us) in sorted(families.items(), key=lambda item: -item[1][1]):
+        print(f"| {family} | {calls:.0f} | {us:.1f} | {us / device_us:.0%} |")
+    print(f"idle device time in a step (step − kernels' time): {step_us - device_us:.1f} µs")
     print("| kernel | calls per step | device µs per step | share |")
     print("|---|---|---|---|")
     for e in sorted(kernels, key=lambda e: -e.self_device_time_total)[:top]:
         share = e.self_device_time_total / steps / device_us
         print(f"| {e.key[:90]} | {e.count / steps:.0f} | {e.self_device_time_total / steps:.1f} | {share:.0%} |")
+    host = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CPU]
+    print("| host op (what launches the kernels) | calls per step | host µs per step (self) |")
+    print("|---|---|---|")
+    for e in sorted(host, key=lambda e: -e.self_cpu_time_total)[:top]:
+        print(f"| {e.key[:90]} | {e.count / steps:.0f} | {e.self_cpu_time_total / steps:.1f} |")
 
 
 def main() -> None:
@@ -63,6 +94,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--package", help="an aotcuda package of this model and batch (default: build one)")
+    parser.add_argument("--inductor-config", nargs="+", metavar="KEY=VALUE", help="for the package it builds")
     opts = parser.parse_args()
     import aotcuda
     from aotcuda.models.decoder import DecoderConfig, make_decoder
@@ -75,7 +107,8 @@ def main() -> None:
         if path is None:
             model = make_decoder(config, opts.batch, device=device, dtype=torch.bfloat16)
             start = time.perf_counter()
-            path = build_package("aotcuda", model, example, device, f"{workdir}/decode.pt2")
+            path = build_package("aotcuda", model, example, device, f"{workdir}/decode.pt2",
+                                 parse_inductor_configs(opts.inductor_config))
             print(f"built in {time.perf_counter() - start:.0f} s")
             del model
         tokens = torch.randint(0, config.vocab_size, (opts.batch, 1), device=device)

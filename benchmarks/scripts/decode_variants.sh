@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 14, one device call: compile benchmarks/decode.py's model as several aotcuda packages at once (each a
+# batch and Inductor options), then profile each (scripts/decode_profile.py) and time decode.py's rows on it,
+# one at a time, so that no timing runs beside a compile.
+#   VARIANTS="b1:default b1:combo_kernels=True b8:default" ROWS=aotcuda,aotcuda-graphs,aotcuda-bind \
+#     bash benchmarks/scripts/decode_variants.sh           (on the device machine, from the repository root)
+# A variant is bBATCH:OPTIONS, OPTIONS "default" or KEY=VALUE[,KEY=VALUE...] (Inductor options over lower()'s).
+# EXTRA="--tiny --device cpu" makes it a CPU smoke run. CODE_FOR names the variant whose generated code (TORCH_LOGS=output_code) is kept. Logs go under $OUT.
+set -u
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"; work=$(mktemp -d)
+VARIANTS=${VARIANTS:-"b1:default b8:default"}; ROWS=${ROWS:-aotcuda,aotcuda-graphs,aotcuda-bind}
+name_of() { echo "$1" | sed 's/[:=,]/_/g'; }
+options_of() { local o=${1#*:}; [ "$o" = default ] && return; echo "--inductor-config ${o//,/ }"; }
+t0=$SECONDS
+for v in $VARIANTS; do
+  n=$(name_of "$v"); b=${v%%:*}; b=${b#b}
+  if [ "${CODE_FOR:-}" = "$v" ]; then export TORCH_LOGS=output_code; fi
+  timeout "${BUILD_LIMIT:-330}" python3 benchmarks/decode.py --build aotcuda --package "$work/$n.pt2" --batch "$b" $(options_of "$v") ${EXTRA:-} \
+    > "$OUT/build_$n.log" 2>&1 &
+  unset TORCH_LOGS
+done
+wait; echo "builds: $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+for v in $VARIANTS; do
+  n=$(name_of "$v"); b=${v%%:*}; b=${b#b}
+  [ -f "$work/$n.pt2" ] || { echo "$n: build failed: $(tail -2 "$OUT/build_$n.log")" | tee -a "$OUT/summary.txt"; continue; }
+  grep -h "^built" "$OUT/build_$n.log" | tee -a "$OUT/summary.txt"
+  timeout 120 python3 benchmarks/scripts/decode_profile.py --batch "$b" --package "$work/$n.pt2" --top 25 ${EXTRA:-} \
+    > "$OUT/profile_$n.log" 2>&1; echo "profile $n rc=$?" >> "$OUT/summary.txt"
+  timeout 200 python3 benchmarks/decode.py --batch "$b" --prebuilt "aotcuda=$work/$n.pt2" --rows "$ROWS" ${EXTRA:-} \
+    --json "$OUT/decode_$n.json" > "$OUT/decode_$n.log" 2>&1; echo "decode $n rc=$?" >> "$OUT/summary.txt"
+done
+for v in $VARIANTS; do
+  n=$(name_of "$v"); echo "== $n"
+  grep -E "per step|^idle" "$OUT/profile_$n.log"; sed -n '/^| kernel family/,/^$/p' "$OUT/profile_$n.log" | head -12
+  grep "^|" "$OUT/decode_$n.log" | grep -v "^|---\|how it runs"
+done
+cat "$OUT/summary.txt"
+(cd "$OUT" && tar czf logs.tar.gz --remove-files $(ls | grep -v summary.txt))
