@@ -4,19 +4,24 @@
 # one at a time, so that no timing runs beside a compile.
 #   VARIANTS="b1:default b1:combo_kernels=True b8:default" ROWS=aotcuda,aotcuda-graphs,aotcuda-bind \
 #     bash benchmarks/scripts/decode_variants.sh           (on the device machine, from the repository root)
-# A variant is bBATCH:OPTIONS, OPTIONS "default" or KEY=VALUE[,KEY=VALUE...] (Inductor options over lower()'s).
+# A variant is bBATCH:OPTIONS, OPTIONS "default" or KEY=VALUE[,KEY=VALUE...] (Inductor options over lower()'s;
+# a KEY starting with AOTCUDA_ is set in the compile's environment instead).
 # EXTRA="--tiny --device cpu" makes it a CPU smoke run. CODE_FOR names the variant whose generated code (TORCH_LOGS=output_code) is kept. Logs go under $OUT.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"; work=$(mktemp -d)
 VARIANTS=${VARIANTS:-"b1:default b8:default"}; ROWS=${ROWS:-aotcuda,aotcuda-graphs,aotcuda-bind}
 name_of() { echo "$1" | sed 's/[:=,]/_/g'; }
-options_of() { local o=${1#*:}; [ "$o" = default ] && return; echo "--inductor-config ${o//,/ }"; }
+# Inductor options of a variant (AOTCUDA_* entries are environment variables instead: env_of).
+options_of() { local o=${1#*:} kv out=""; [ "$o" = default ] && return
+  for kv in ${o//,/ }; do case $kv in AOTCUDA_*) ;; *) out="$out $kv" ;; esac; done
+  [ -n "$out" ] && echo "--inductor-config$out"; }
+env_of() { local o=${1#*:} kv; for kv in ${o//,/ }; do case $kv in AOTCUDA_*) echo "$kv" ;; esac; done; }
 t0=$SECONDS
 for v in $VARIANTS; do
   n=$(name_of "$v"); b=${v%%:*}; b=${b#b}
   if [ "${CODE_FOR:-}" = "$v" ]; then export TORCH_LOGS=output_code; fi
-  timeout "${BUILD_LIMIT:-330}" python3 benchmarks/decode.py --build aotcuda --package "$work/$n.pt2" --batch "$b" $(options_of "$v") ${EXTRA:-} \
+  env $(env_of "$v") timeout "${BUILD_LIMIT:-330}" python3 benchmarks/decode.py --build aotcuda --package "$work/$n.pt2" --batch "$b" $(options_of "$v") ${EXTRA:-} \
     > "$OUT/build_$n.log" 2>&1 &
   unset TORCH_LOGS
 done

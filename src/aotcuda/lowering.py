@@ -9,11 +9,11 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
                   decompositions would otherwise drop (whole_tensor_writes.py)
     decompose     ExportedProgram.run_decompositions(decomposition_table())
     passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass,
-                  FoldConstantProductTablesPass
+                  FoldConstantProductTablesPass; then the device profile's (CUDA: StoreVectorOperandsPass)
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
     check         the fallback-kernel check (aotcuda.fallbacks) against the device's allow-list
 
-What differs between devices lives in DEVICE_PROFILES (allow-list, Inductor options), not in the steps.
+What differs between devices lives in DEVICE_PROFILES (allow-list, Inductor options, passes), not in the steps.
 The model passed in is not modified: when it is not on the target device, a copy is moved there
 (so lowering a CPU model for CUDA holds its weights twice for a moment).
 """
@@ -53,6 +53,7 @@ from aotcuda.package_format import write_signature
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
 from aotcuda.passes.result import PassResult
+from aotcuda.passes.vector_operands import StoreVectorOperandsPass
 from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
 from aotcuda.window_decompositions import WINDOW_DECOMPOSITIONS
@@ -73,17 +74,23 @@ class DeviceProfile:
 
     allowed_kernels: C-shim op names of the library kernels the generated code may call.
     inductor_configs: Inductor options for this device (the caller's ``inductor_configs`` win).
+    passes: pass classes run after passes(), for what this device's code generation needs.
     """
 
     allowed_kernels: frozenset[str]
     inductor_configs: dict[str, Any] = field(default_factory=dict)
+    passes: tuple[Callable[[], Callable[[ExportedProgram], ExportedProgram]], ...] = ()
 
 
 DEVICE_PROFILES = {
     # coordinate_descent_tuning: Inductor tunes each kernel's block sizes; on the H200 it took the pair
     # product of a bf16 RoPE from 1.27x to 1.14x a device copy for a few seconds of compile time
     # (benchmarks/NOTES.md).
-    "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS, inductor_configs={"coordinate_descent_tuning": True}),
+    # StoreVectorOperandsPass: with that option Inductor writes one-row matrix products as reductions that
+    # inline their vector; a costly vector (a SwiGLU's silu product) is stored once instead
+    # (passes/vector_operands.py: 10% of a decode step on the H200).
+    "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS, inductor_configs={"coordinate_descent_tuning": True},
+                          passes=(StoreVectorOperandsPass,)),
     "cpu": DeviceProfile(allowed_kernels=LIBRARY_KERNELS | ONEDNN_KERNELS),
 }
 
@@ -214,7 +221,7 @@ def lower(
     with step("decompose"), _without_torch_pytree_warning():
         ep = ep.run_decompositions(decomposition_table())
     with step("passes"):
-        pass_list = passes()
+        pass_list = passes() + [make() for make in profile.passes]
         for graph_pass in pass_list:
             ep = graph_pass(ep)
     refusal = next((p.refusal for p in pass_list if getattr(p, "refusal", None) is not None), None)

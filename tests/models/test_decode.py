@@ -1,7 +1,8 @@
 """The Llama-3-shaped decode step (aotcuda.models.decoder, benchmarks/decode.py) lowered for the CPU at the
 tiny config: the package's logits match eager step after step, with the KV cache carried in the
 program's mutated buffers, and the ExportedProgram after the passes has no complex value left.
-One AOTInductor compile for the module."""
+One AOTInductor compile for the module; the CUDA test (batch 1, where Inductor writes the projections as
+matrix-vector reductions) compiles its own."""
 
 import pytest
 import torch
@@ -63,3 +64,23 @@ def test_bytes_read_per_step_counts_the_weights_and_the_cache():
     per_layer = (2 * d * d + 2 * d * kv + 3 * d * config.ffn_dim + 2 * d) * 2
     cache = layers * 2 * BATCH * kv * config.max_seq_len * 2
     assert bytes_read_per_step(model) == layers * per_layer + (d + config.vocab_size * d) * 2 + cache
+
+
+@pytest.mark.cuda
+def test_a_cuda_decode_step_at_batch_1_stores_each_mlp_vector_and_matches_eager(tmp_path):
+    # Batch 1 on CUDA: Inductor writes every projection as a matrix-vector reduction, and
+    # StoreVectorOperandsPass stores each layer's silu(w1 x) * w3 x before w2 (one per layer).
+    config = DecoderConfig.tiny()
+    model = make_decoder(config, 1, device="cuda", dtype=torch.float32, seed=2)
+    example = (torch.zeros(1, 1, dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"))
+    lowered = aotcuda.lower(model, example, device="cuda", package_path=tmp_path / "decode.pt2")
+    (stores,) = [r for r in lowered.pass_results if r.name == "StoreVectorOperandsPass"]
+    assert stores.counts == {"stored": config.n_layers}
+    eager = make_decoder(config, 1, device="cuda", dtype=torch.float32, seed=2)
+    tokens = torch.randint(0, config.vocab_size, (1, 1), device="cuda")
+    with aotcuda.load(lowered.package_path, cuda_graphs=True) as program, torch.no_grad():
+        for position in range(STEPS):
+            input_pos = torch.tensor([position], device="cuda")
+            want = eager(tokens, input_pos)
+            torch.testing.assert_close(program(tokens, input_pos), want, rtol=1e-5, atol=1e-5)
+            tokens = want.argmax(-1, keepdim=True)
