@@ -220,7 +220,7 @@ def lower(
         convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (whole_tensor_writes.py)
     with step("decompose"), _without_torch_pytree_warning():
         ep = ep.run_decompositions(decomposition_table())
-    with step("passes"):
+    with step("passes"), _without_torch_pytree_warning():  # the passes deep-copy the program
         pass_list = passes() + [make() for make in profile.passes]
         for graph_pass in pass_list:
             ep = graph_pass(ep)

@@ -129,11 +129,12 @@ def test_a_stored_vector_that_is_also_returned_keeps_its_output_name():
     _check_values(model, ep, args)
 
 
-def test_running_it_twice_stores_once_and_leaves_the_input_program_unchanged():
+def test_running_it_twice_stores_once_and_leaves_the_input_program_unchanged_and_its_weights_shared():
     ep = _lowered_ep(SwiGLU().eval(), (torch.randn(1, 32),))
     nodes_before = len(ep.graph.nodes)
     once = StoreVectorOperandsPass()(ep)
     assert len(ep.graph.nodes) == nodes_before and not _stored(ep)
+    assert all(once.state_dict[name] is weight for name, weight in ep.state_dict.items())  # shared, not copied
     second = StoreVectorOperandsPass()
     assert second(once) is once and second.result.counts == {"stored": 0}
 

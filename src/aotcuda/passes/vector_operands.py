@@ -29,6 +29,7 @@ import torch
 from torch._inductor import inductor_prims  # registers prims.inductor_force_stride_order (torch 2.11-2.14)
 from torch.export import ExportedProgram
 
+from aotcuda.passes.program_copy import with_graph
 from aotcuda.passes.result import PassResult
 
 aten = torch.ops.aten
@@ -62,15 +63,14 @@ class StoreVectorOperandsPass:
         if not _vectors_to_store(ep.graph_module.graph):
             self.result = PassResult(type(self).__name__, False, {"stored": 0})
             return ep
-        ep = copy.deepcopy(ep)
-        graph = ep.graph_module.graph
-        heads = _vectors_to_store(graph)
+        graph_module = copy.deepcopy(ep.graph_module)
+        heads = _vectors_to_store(graph_module.graph)
         for head in heads:
-            _store(graph, head)
-        graph.lint()
-        ep.graph_module.recompile()
+            _store(graph_module.graph, head)
+        graph_module.graph.lint()
+        graph_module.recompile()
         self.result = PassResult(type(self).__name__, True, {"stored": len(heads)})
-        return ep
+        return with_graph(ep, graph_module)
 
 
 def _vectors_to_store(graph) -> list:

@@ -27,6 +27,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import OutputKind
 
+from aotcuda.passes.program_copy import with_graph
 from aotcuda.passes.result import PassResult
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class ReplaceViewCopyWithViewPass:
                      len(self.kept), ", ".join(self.kept))
         graph.lint()
         graph_module.recompile()
-        return _with_graph(ep, graph_module)
+        return with_graph(ep, graph_module)
 
     @property
     def result(self) -> PassResult:
@@ -223,17 +224,3 @@ def _nearest_converted_ancestor(node: torch.fx.Node, converted: set[torch.fx.Nod
             return None
         node = node.args[0]
     return None
-
-
-def _with_graph(ep: ExportedProgram, graph_module: torch.fx.GraphModule) -> ExportedProgram:
-    return ExportedProgram(
-        root=graph_module,
-        graph=graph_module.graph,
-        graph_signature=copy.deepcopy(ep.graph_signature),
-        state_dict=ep.state_dict,
-        range_constraints=ep.range_constraints,
-        module_call_graph=copy.deepcopy(ep.module_call_graph),
-        example_inputs=ep.example_inputs,
-        constants=ep.constants,
-        verifiers=[ep.verifier],
-    )
