@@ -14,15 +14,18 @@ from torch.export import ExportedProgram
 
 
 def with_graph(ep: ExportedProgram, graph_module: torch.fx.GraphModule) -> ExportedProgram:
-    """``ep`` with ``graph_module`` (a changed copy of ep.graph_module, the same inputs and outputs)."""
+    """``ep`` with ``graph_module`` (a changed copy of ep.graph_module, the same inputs and outputs).
+
+    The tensors are shared; the dicts that hold them are new, so that adding an entry to one program's
+    state dict or constants does not add it to the other's."""
     return ExportedProgram(
         root=graph_module,
         graph=graph_module.graph,
         graph_signature=copy.deepcopy(ep.graph_signature),
-        state_dict=ep.state_dict,
-        range_constraints=ep.range_constraints,
+        state_dict=dict(ep.state_dict),
+        range_constraints=copy.copy(ep.range_constraints),
         module_call_graph=copy.deepcopy(ep.module_call_graph),
         example_inputs=ep.example_inputs,
-        constants=ep.constants,
-        verifiers=[ep.verifier],
+        constants=dict(ep.constants),
+        verifiers=list(ep.verifiers),
     )
