@@ -39,6 +39,16 @@ def random_input(generator: random.Random) -> torch.Tensor:
     return torch.randn(generator.choice([1, 1, 1, 2]), SEQ, 256)
 
 
+def test_the_ray_it_started_gives_a_starting_proxy_time_to_answer(server):
+    # Ray's 5 s made Serve's controller kill the HTTP proxy on a loaded 2-core machine (serve.start then
+    # failed with ActorDiedError). Ray's workers, the controller among them, inherit the setting.
+    import ray
+
+    read = ray.remote(num_cpus=0)(lambda: os.environ.get("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"))  # the replicas hold the CPUs
+    seen = ray.get(read.remote(), timeout=60)
+    assert seen == str(serving.server.PROXY_READY_TIMEOUT_S) and serving.server.PROXY_READY_TIMEOUT_S >= 30
+
+
 def test_concurrent_requests_match_eager_and_are_batched(server):
     running, model = server
     before = replica_stats(running.url)

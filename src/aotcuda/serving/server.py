@@ -22,6 +22,8 @@ from aotcuda.serving.batching import serving_plan
 __all__ = ["ServeOptions", "Server", "build_app", "check_package", "replica_actor_options", "serve_package"]
 
 APP_NAME = "aotcuda"
+# Seconds a starting HTTP proxy has to answer Serve's controller (Ray's default: 5), in a Ray started here.
+PROXY_READY_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,10 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
     started_ray = not ray.is_initialized()
     if started_ray:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray would report usage to its vendor
+        # Serve's controller gives a starting HTTP proxy 5 s to answer, then kills it, and serve.start
+        # fails with "ActorDiedError ... killed by ray.kill" (seen on the 2-core CI machine under load).
+        # The workers of a Ray started here inherit this process's environment, the controller's included.
+        os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", str(PROXY_READY_TIMEOUT_S))
         init = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
         if not os.environ.get("RAY_ADDRESS"):
             # A local instance: on loopback only (nothing joins it), with enough CPUs for every replica even
