@@ -13,19 +13,21 @@ import torch
 from torch.export import ExportedProgram
 
 
-def with_graph(ep: ExportedProgram, graph_module: torch.fx.GraphModule) -> ExportedProgram:
-    """``ep`` with ``graph_module`` (a changed copy of ep.graph_module, the same inputs and outputs).
+def with_graph(ep: ExportedProgram, graph_module: torch.fx.GraphModule, *,
+               graph_signature=None, constants: dict | None = None) -> ExportedProgram:
+    """``ep`` with ``graph_module`` (a changed copy of ep.graph_module). ``graph_signature`` and
+    ``constants``, when given, replace a copy of ep's (a pass that lifted new constants).
 
     The tensors are shared; the dicts that hold them are new, so that adding an entry to one program's
     state dict or constants does not add it to the other's."""
     return ExportedProgram(
         root=graph_module,
         graph=graph_module.graph,
-        graph_signature=copy.deepcopy(ep.graph_signature),
+        graph_signature=copy.deepcopy(ep.graph_signature) if graph_signature is None else graph_signature,
         state_dict=dict(ep.state_dict),
         range_constraints=copy.copy(ep.range_constraints),
         module_call_graph=copy.deepcopy(ep.module_call_graph),
         example_inputs=ep.example_inputs,
-        constants=dict(ep.constants),
+        constants=dict(ep.constants) if constants is None else constants,
         verifiers=list(ep.verifiers),
     )

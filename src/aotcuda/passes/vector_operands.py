@@ -49,15 +49,14 @@ _COSTLY = {
     aten.log1p.default, aten.log2.default, aten.sin.default, aten.cos.default, aten.elu.default,
     aten.softplus.default, aten.mish.default, aten.hardswish.default,
 }
-# Elementwise ops and views the walk back from the vector goes through.
-_THROUGH = {
-    aten.mul.Tensor, aten.mul.Scalar, aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar,
-    aten.div.Tensor, aten.div.Scalar, aten.neg.default, aten._to_copy.default, aten.clone.default,
-    aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.unsqueeze.default,
-    aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.expand.default,
-}
 _VIEWS = {aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.unsqueeze.default,
           aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default}
+# The elementwise ops and views the walk back from the vector goes through (the costly ones too).
+_ELEMENTWISE = _COSTLY | _VIEWS | {
+    aten.mul.Tensor, aten.mul.Scalar, aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar,
+    aten.div.Tensor, aten.div.Scalar, aten.neg.default, aten._to_copy.default, aten.clone.default,
+    aten.expand.default,
+}
 
 
 class StoreVectorOperandsPass:
@@ -67,16 +66,17 @@ class StoreVectorOperandsPass:
         self.result = PassResult(type(self).__name__)
 
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
-        if not _vectors_to_store(ep.graph_module.graph):
+        names = [head.name for head in _vectors_to_store(ep.graph_module.graph)]
+        if not names:
             self.result = PassResult(type(self).__name__, False, {"stored": 0})
             return ep
-        graph_module = copy.deepcopy(ep.graph_module)
-        heads = _vectors_to_store(graph_module.graph)
-        for head in heads:
-            _store(graph_module.graph, head)
+        graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
+        copied = {node.name: node for node in graph_module.graph.nodes}
+        for name in names:
+            _store(graph_module.graph, copied[name])
         graph_module.graph.lint()
         graph_module.recompile()
-        self.result = PassResult(type(self).__name__, True, {"stored": len(heads)})
+        self.result = PassResult(type(self).__name__, True, {"stored": len(names)})
         return with_graph(ep, graph_module)
 
 
@@ -125,7 +125,7 @@ def _pointwise_head(vector):
     node = vector
     while node.op == "call_function" and node.target in _VIEWS:
         node = node.args[0]
-    if node.op != "call_function" or (node.target not in _THROUGH and node.target not in _COSTLY):
+    if node.op != "call_function" or node.target not in _ELEMENTWISE:
         return None
     return node
 
@@ -151,7 +151,7 @@ def _costly(head, numel: int | None) -> bool:
             continue
         if node.target in _COSTLY and _numel(node) == numel:
             return True
-        if node.target in _THROUGH or node.target in _COSTLY:
+        if node.target in _ELEMENTWISE:
             stack.extend(arg for arg in node.args if isinstance(arg, torch.fx.Node))
     return False
 

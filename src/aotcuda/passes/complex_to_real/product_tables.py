@@ -39,6 +39,7 @@ from aotcuda.passes.complex_to_real.torch_internals import (
     get_proxy_slot,
     lift_constants_pass,
 )
+from aotcuda.passes.program_copy import with_graph
 from aotcuda.passes.result import PassResult
 
 PAIR_MUL_VARIABLE = "AOTCUDA_PAIR_MUL"
@@ -92,10 +93,7 @@ class FoldConstantProductTablesPass:
         signature = copy.deepcopy(ep.graph_signature)
         constants = dict(ep.constants)
         constants.update(lift_constants_pass(gm, signature, ConstantAttrMap()))
-        new = torch.export.ExportedProgram(
-            root=gm, graph=gm.graph, graph_signature=signature, state_dict=dict(ep.state_dict),
-            range_constraints=copy.copy(ep.range_constraints), module_call_graph=copy.deepcopy(ep.module_call_graph),
-            example_inputs=ep.example_inputs, constants=constants, verifiers=list(ep.verifiers))
+        new = with_graph(ep, gm, graph_signature=signature, constants=constants)
         record_boundary(new, boundary_of(ep))
         return new
 
