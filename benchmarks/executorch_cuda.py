@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import et_programs  # noqa: E402
 
 from aotcuda.executorch import complex_pass_in  # noqa: E402
-from aotcuda.lowering import decomposition_table  # noqa: E402
+from aotcuda.lowering.decompositions import decomposition_table  # noqa: E402
 from aotcuda.passes import ReplaceComplexWithRealPass  # noqa: E402
 
 ROUTES = {"without": "without the pass", "backend": "in the backend", "before": "before to_edge"}

@@ -1,6 +1,6 @@
 """The import graph: the runtime runs packages without the lowering, and the layers import one way.
 
-    lowering (lowering.py, exported_signature.py, fallbacks.py) → passes → package contract ← runtime
+    lowering (aotcuda/lowering/) → passes → package contract ← runtime
 
 The package contract (package_format.py) imports neither side; the runtime never imports the lowering
 or the passes, not even lazily inside a function; the passes never import the runtime or the lowering.
@@ -14,7 +14,7 @@ import sys
 import aotcuda
 
 SOURCE = pathlib.Path(aotcuda.__file__).parent
-LOWERING = ("aotcuda.lowering", "aotcuda.exported_signature", "aotcuda.fallbacks")
+LOWERING = ("aotcuda.lowering",)
 
 
 def _imports(path: pathlib.Path) -> set[str]:

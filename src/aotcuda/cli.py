@@ -466,8 +466,8 @@ def _plain(value):
 @_clean_errors
 def inspect(package):
     """Show PACKAGE's device, inputs, outputs and the kernels its generated code calls."""
-    from aotcuda.fallbacks import find_fallback_kernels, generated_kernel_names, split_allowed
-    from aotcuda.lowering import DEVICE_PROFILES
+    from aotcuda.lowering.fallbacks import find_fallback_kernels, generated_kernel_names, split_allowed
+    from aotcuda.lowering.devices import DEVICE_PROFILES
     from aotcuda.runtime.package import describe_package
 
     metadata, signature = describe_package(package)  # read within limits; nothing extracted, nothing run

@@ -1,6 +1,6 @@
 """The aotcuda package contract: what aotcuda adds to an AOTInductor package (.pt2), and its JSON format.
 
-The lowering writes it (``aotcuda.lower`` → ``write_signature``, from ``aotcuda.exported_signature``);
+The lowering writes it (``aotcuda.lower`` → ``write_signature``, from ``aotcuda.lowering.signature``);
 the runtime only reads it (``aotcuda.runtime.package``, ``aotcuda.runtime.complex_adapter``). This module
 imports neither side, nor torch: it is the format, as PyTorch's Python side writes the AOTI archive that
 its C++ runner only reads.
@@ -8,7 +8,7 @@ its C++ runner only reads.
 The signature: AOTI's own files say nothing about input dtypes or shape ranges (the generated code checks
 them only with AOTI_RUNTIME_CHECK_INPUTS=1, and then as an opaque error code). So aotcuda adds one zip
 entry, ``<archive>/aotcuda/signature.json``, written by ``write_signature`` (the lowering builds it from the ExportedProgram:
-``aotcuda.exported_signature.signature_from_exported_program``).
+``aotcuda.lowering.signature.signature_from_exported_program``).
 Format (version 1)::
 
     {"format": "aotcuda.signature", "version": 1,

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import aotcuda
-from aotcuda.exporting import export_program
+from aotcuda.lowering.exporting import export_program
 from aotcuda.models.patterns import Case
 from aotcuda.passes import ReplaceComplexWithRealPass
 
@@ -66,7 +66,7 @@ def build_seeded(case: Case, dtype: torch.dtype, seed: int = 0):
 
 def export_real(model: torch.nn.Module, inputs: tuple, dynamic_shapes, kwargs: dict | None = None) -> torch.export.ExportedProgram:
     """aotcuda's export step (torch.export, with the guards torch cannot prove checked over the Dim ranges:
-    aotcuda.exporting) → run_decompositions → ReplaceComplexWithRealPass(strict=True)."""
+    aotcuda.lowering.exporting) → run_decompositions → ReplaceComplexWithRealPass(strict=True)."""
     ep = export_program(model, inputs, kwargs, dynamic_shapes).run_decompositions()
     return ReplaceComplexWithRealPass(strict=True)(ep)
 

@@ -25,7 +25,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aotcuda.lowering import decomposition_table
+from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.passes import ReplaceComplexWithRealPass, ReplaceViewCopyWithViewPass
 from aotcuda.passes.complex_to_real.registry import RULES, op_name, rule_for
 

@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from aotcuda.lowering import DEVICE_PROFILES, decomposition_table
+from aotcuda.lowering.decompositions import decomposition_table
+from aotcuda.lowering.devices import DEVICE_PROFILES
 from aotcuda.models.attention import RMSNorm
 from aotcuda.passes.vector_operands import STORE, StoreVectorOperandsPass
 
@@ -172,7 +173,7 @@ def test_cuda_lowering_runs_it_and_cpu_lowering_does_not():
 def test_the_decode_step_stores_one_vector_per_layer_and_still_matches_eager():
     # The program the H200 measurement was made on (benchmarks/decode.py), at the tiny config, after the
     # passes lower() runs before this one: each layer's SwiGLU product, and nothing else, is stored.
-    from aotcuda.lowering import passes
+    from aotcuda.lowering.pipeline import passes
     from aotcuda.models.decoder import DecoderConfig, make_decoder
 
     config = DecoderConfig.tiny()

@@ -6,7 +6,7 @@ these tests depend on the runtime alone), and gets aotcuda's signature entry fro
 
 import torch
 
-from aotcuda.exported_signature import signature_from_exported_program
+from aotcuda.lowering.signature import signature_from_exported_program
 from aotcuda.package_format import write_signature
 
 

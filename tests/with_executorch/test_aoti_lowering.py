@@ -17,7 +17,7 @@ import et_programs  # noqa: E402
 import torch  # noqa: E402
 
 from aotcuda.executorch import complex_pass_in  # noqa: E402
-from aotcuda.lowering import decomposition_table  # noqa: E402
+from aotcuda.lowering.decompositions import decomposition_table  # noqa: E402
 from aotcuda.passes import ReplaceComplexWithRealPass  # noqa: E402
 
 NAMES = list(et_programs.PROGRAMS)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.export.graph_signature import OutputKind
 
-from aotcuda.exported_signature import signature_from_exported_program
+from aotcuda.lowering.signature import signature_from_exported_program
 from aotcuda.passes.complex_to_real import ComplexBoundary, ReplaceComplexWithRealPass, complex_boundary
 
 from .helpers import assert_no_complex, export, tolerance

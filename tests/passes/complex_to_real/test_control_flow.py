@@ -166,7 +166,7 @@ class CondAndScan(torch.nn.Module):
 @pytest.fixture(scope="module")
 def lowered_cond(tmp_path_factory):
     """lower(device="cpu") + load() of CondAndScan. On torch 2.11 the scan's stacked outputs failed to
-    compile (InductorError: AssertionError in codegen_while_loop) until aotcuda.inductor_backports."""
+    compile (InductorError: AssertionError in codegen_while_loop) until aotcuda.lowering.torch_fixes."""
     module = CondAndScan()
     path = tmp_path_factory.mktemp("cond") / "cond.pt2"
     lowered = aotcuda.lower(module, (pair(4), torch.randn(4), pair(6, 3)), device="cpu", package_path=path)

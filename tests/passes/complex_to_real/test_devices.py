@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from aotcuda.lowering import decomposition_table
+from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.models.library import LIBRARY_MODELS
 from aotcuda.models.patterns import PATTERNS
 from aotcuda.passes import ReplaceComplexWithRealPass

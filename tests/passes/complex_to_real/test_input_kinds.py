@@ -16,7 +16,7 @@ import torch
 from torch.export import Dim
 
 from aotcuda.passes import ReplaceComplexWithRealPass
-from aotcuda.exported_signature import signature_from_exported_program
+from aotcuda.lowering.signature import signature_from_exported_program
 
 X = torch.randn(3, 2)
 

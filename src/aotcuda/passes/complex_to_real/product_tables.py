@@ -18,7 +18,7 @@ form is chosen by the environment variable ``AOTCUDA_PAIR_MUL``, read each time 
 
 Folding, step by step: ``product_tables`` (the rule side) tags the nodes of b's two tables
 (``meta[TABLE_KEY]``); ``FoldConstantProductTablesPass`` (the pass after ReplaceComplexWithRealPass in
-``aotcuda.lowering.passes()``, so that the complex pass keeps the program's state names as they are)
+``aotcuda.lowering.pipeline.passes()``, so that the complex pass keeps the program's state names as they are)
 evaluates each tagged node whose every ancestor is a constant placeholder, replaces it by a lifted
 constant (``(br, br)`` materialized at the full pair shape), and lets dead-code elimination drop the
 ops that made it. A table larger than the constants it came from

@@ -3,7 +3,9 @@
 torch moves its internals every release. The pass imports each one from here (never from torch
 directly), so that a torch upgrade is checked in one file: `SYMBOLS` says where each comes from, what
 uses it and what breaks without it; tests/passes/complex_to_real/test_torch_internals.py checks that every
-one resolves. Checked on torch 2.11 (2.11.0+cu130, /work/venv211) and 2.13 (2.13.0, CPU).
+one resolves. Checked on torch 2.11 (2.11.0+cu130) and 2.13 (2.13.0, CPU). The pass's torch-version
+workarounds (layout.py, symbols.py, placement.py) are rows of the one table of every torch-version fix,
+aotcuda.lowering.torch_fixes.FIXES, with when to remove each.
 
 Two of the uses are speed-ups only, and can be turned off (``ReplaceComplexWithRealPass(speedups=False)``,
 or ``AOTCUDA_PASS_SPEEDUPS=0`` in the environment): then the pass traces every node with make_fx as any

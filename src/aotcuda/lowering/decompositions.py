@@ -1,10 +1,10 @@
-"""Decompositions of the window factory ops (hann, hamming, blackman, bartlett, kaiser) into arange and
+"""The decomposition table of lower(), and decompositions of the window factory ops (hann, hamming, blackman, bartlett, kaiser) into arange and
 elementwise math, so that a window built inside forward becomes generated code instead of a fallback kernel.
 
 Inductor has no lowering for any of them (torch 2.11–2.13): ``torch.hann_window(n_fft)`` inside an stft
 front end (Cosmos3-audio's spectrogram encoder) compiles to ``aoti_torch_cuda_hann_window``. torch 2.13
 ships a decomposition for hann_window only (torch/_decomp/decompositions.py), torch 2.11 for none; where
-torch has one, ``lowering.decomposition_table`` keeps torch's and adds these only for the rest.
+torch has one, ``decomposition_table`` keeps torch's and adds these only for the rest.
 
 Each function follows ATen's own formula (aten/src/ATen/native/TensorFactories.cpp) step by step, in the
 window's dtype, so that it matches eager to rounding: a periodic window of length N is the symmetric window
@@ -20,6 +20,8 @@ import math
 from typing import Callable
 
 import torch
+
+from aotcuda.passes.view_copy import VIEW_OF_COPY
 
 aten = torch.ops.aten
 
@@ -91,3 +93,27 @@ WINDOW_DECOMPOSITIONS: dict[torch._ops.OpOverload, Callable] = {
     )
     for op in _overloads(packet, names)
 }
+
+
+def decomposition_table() -> dict:
+    """torch.export's default table, minus what Inductor does better undecomposed:
+
+    - scaled_dot_product_attention: kept whole, Inductor picks a fused kernel (flash / memory-efficient
+      on CUDA, the flash-attention CPU kernel) instead of the matmul-softmax-matmul decomposition.
+    - the ``*_copy`` view ops: ReplaceViewCopyWithViewPass turns them into free views; decomposed,
+      they would become clones first.
+
+    plus what Inductor cannot lower at all:
+
+    - the window factory ops (hann, hamming, blackman, bartlett, kaiser): without a decomposition a window
+      built inside forward is a fallback kernel (``aoti_torch_cuda_hann_window``); torch's own
+      decomposition is kept where the installed torch has one (hann_window on 2.13), ours fill the rest
+      (WINDOW_DECOMPOSITIONS below).
+    """
+    table = torch.export.default_decompositions()
+    for op in (torch.ops.aten.scaled_dot_product_attention.default, *VIEW_OF_COPY):
+        table.pop(op, None)
+    for op, decomposition in WINDOW_DECOMPOSITIONS.items():
+        if op not in table:  # a CustomDecompTable: setdefault would bypass its own bookkeeping
+            table[op] = decomposition
+    return table

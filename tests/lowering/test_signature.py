@@ -6,7 +6,7 @@ import collections
 import pytest
 import torch
 
-from aotcuda.exported_signature import signature_from_exported_program
+from aotcuda.lowering.signature import signature_from_exported_program
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 
 Pair = collections.namedtuple("Pair", "hidden scores")

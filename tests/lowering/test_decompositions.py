@@ -2,7 +2,7 @@
 
 Inductor has no lowering for them, so without a decomposition a window built inside forward is a fallback
 kernel (Cosmos3-audio on the H200: ``aoti_torch_cuda_hann_window``). The table test runs the decomposition
-lower() uses for every overload and option (torch's own where it has one, aotcuda.window_decompositions
+lower() uses for every overload and option (torch's own where it has one, aotcuda.lowering.decompositions
 otherwise) against the eager op at random lengths, 0 and 1 included; the program test checks that
 run_decompositions(decomposition_table()) leaves no window op in an exported program that builds each of
 them from a dynamic length, and that the program matches eager.
@@ -15,8 +15,8 @@ import random
 import pytest
 import torch
 
-from aotcuda.lowering import decomposition_table
-from aotcuda.window_decompositions import WINDOW_DECOMPOSITIONS
+from aotcuda.lowering.decompositions import decomposition_table
+from aotcuda.lowering.decompositions import WINDOW_DECOMPOSITIONS
 
 aten = torch.ops.aten
 TOLERANCE = {torch.float32: 1e-6, torch.float64: 1e-12}

@@ -1,4 +1,4 @@
-"""aotcuda's export step (aotcuda.exporting): a guard torch cannot prove over the caller's Dim range is
+"""aotcuda's export step (aotcuda.lowering.exporting): a guard torch cannot prove over the caller's Dim range is
 checked by aotcuda value by value; the program exports when it holds everywhere, and the caller gets
 torch's error (reasons, suggested fixes) with the failing size when it does not. Same results on torch
 2.11 (which cannot prove the repeat_kv guard below) and 2.13 (which does not emit it)."""
@@ -11,7 +11,7 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
 from aotcuda.errors import DynamicShapesError
-from aotcuda.exporting import MAX_CHECKED_POINTS, _first_failure, export_program
+from aotcuda.lowering.exporting import MAX_CHECKED_POINTS, _first_failure, export_program
 
 
 class RepeatKV(torch.nn.Module):

@@ -2,7 +2,7 @@
 
 - Program level: after lower()'s decompositions and passes, flex_attention's score_mod/mask_mod operands are
   still GraphModules registered on the program (Inductor reads their .graph), and the program matches eager.
-- Inductor level, CPU, no C++ compile: under aotcuda.inductor_workarounds, Inductor's flex_attention lowering
+- Inductor level, CPU, no C++ compile: under aotcuda.lowering.torch_fixes, Inductor's flex_attention lowering
   receives the captured buffers realized, and their readers load them. Unrealized, or realized but reading
   no other buffer (Inductor then inlines them), torch 2.11–2.13 inline their producer (on CUDA the
   ``torch.cat`` is a pointwise cat) into the Triton template, whose ``masked`` op then fails with
@@ -19,8 +19,9 @@ import pytest
 import torch
 
 import aotcuda
-from aotcuda.inductor_workarounds import flex_attention_captures_realized
-from aotcuda.lowering import decomposition_table, passes
+from aotcuda.lowering.torch_fixes import flex_attention_captures_realized
+from aotcuda.lowering.decompositions import decomposition_table
+from aotcuda.lowering.pipeline import passes
 
 HEADS, LENGTH, HEAD_DIM = 2, 128, 16  # 128: one block of the default BlockMask size, as AnyFlow-FAR
 

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import aotcuda
-from aotcuda.fallbacks import complex_value_nodes
-from aotcuda.lowering import STEPS, _written_on_success, decomposition_table, passes
+from aotcuda.lowering.fallbacks import complex_value_nodes
+from aotcuda.lowering.decompositions import decomposition_table
+from aotcuda.lowering.pipeline import STEPS, _written_on_success, passes
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
@@ -282,7 +283,7 @@ def test_torchs_pytree_deprecation_warning_is_kept_from_the_user():
     lower() (a new user saw it twice per call); lower() silences that warning alone around those steps."""
     import warnings
 
-    from aotcuda.lowering import _without_torch_pytree_warning
+    from aotcuda.lowering.torch_fixes import without_pytree_leafspec_warning as _without_torch_pytree_warning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -349,12 +350,12 @@ def test_lowered_program_says_what_each_pass_did(demo):
 
 def test_an_error_after_the_passes_carries_their_results(tmp_path, monkeypatch):
     """Without a compile: the compile step fails on purpose; the error says what the passes did."""
-    import aotcuda.lowering
+    import aotcuda.lowering.pipeline
 
     def failing_compile(ep, path, configs):
         raise RuntimeError("compile failed on purpose")
 
-    monkeypatch.setattr(aotcuda.lowering, "_compile", failing_compile)
+    monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", failing_compile)
     with pytest.raises(RuntimeError, match="on purpose") as caught:
         aotcuda.lower(ComplexCumsum(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
     views, complex_pass, _ = caught.value.pass_results
@@ -369,7 +370,7 @@ def test_the_default_package_path_is_the_model_class_as_spelt_in_a_new_folder():
     import os
     import shutil
 
-    from aotcuda.lowering import _package_path
+    from aotcuda.lowering.pipeline import _package_path
 
     class LlamaForCausalLM(torch.nn.Module):
         pass

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import aotcuda
-from aotcuda.export_hints import export_hints, fix_for
+from aotcuda.lowering.export_hints import export_hints, fix_for
 
 
 class ReturnsUnknownType(torch.nn.Module):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from aotcuda.fallbacks import KNOWN_FIXES, SCAN_KERNELS, FallbackKernel, missing_kernels_message, split_allowed
-from aotcuda.lowering import DEVICE_PROFILES
+from aotcuda.lowering.fallbacks import KNOWN_FIXES, SCAN_KERNELS, FallbackKernel, missing_kernels_message, split_allowed
+from aotcuda.lowering.devices import DEVICE_PROFILES
 
 
 @pytest.mark.parametrize("device", sorted(DEVICE_PROFILES))

@@ -6,14 +6,15 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
     export        torch.export.export(strict=False) there: device-specific choices made while tracing
                   (which fused attention kernel SDPA becomes) are the target's; then each whole-tensor write
                   (buffer.copy_(x)) is given its destination's dtype and shape explicitly, which the
-                  decompositions would otherwise drop (whole_tensor_writes.py)
+                  decompositions would otherwise drop (lowering/whole_tensor_writes.py)
     decompose     ExportedProgram.run_decompositions(decomposition_table())
     passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass,
                   FoldConstantProductTablesPass; then the device profile's (CUDA: StoreVectorOperandsPass)
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
-    check         the fallback-kernel check (aotcuda.fallbacks) against the device's allow-list
+    check         the fallback-kernel check (lowering/fallbacks.py) against the device's allow-list
 
-What differs between devices lives in DEVICE_PROFILES (allow-list, Inductor options, passes), not in the steps.
+What differs between devices lives in lowering/devices.py (allow-list, Inductor options, passes), not in the
+steps; every torch-version fix, with the step it is applied around, in lowering/torch_fixes.py.
 The model passed in is not modified: when it is not on the target device, a copy is moved there
 (so lowering a CPU model for CUDA holds its weights twice for a moment).
 """
@@ -35,29 +36,21 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import DeviceError, MissingFallbackKernelsError
-from aotcuda.export_hints import export_hints
-from aotcuda.exported_signature import signature_from_exported_program
-from aotcuda.exporting import export_program as _export
-from aotcuda.inductor_backports import backports
-from aotcuda.fallbacks import (
-    LIBRARY_KERNELS,
-    ONEDNN_KERNELS,
-    FallbackKernel,
-    find_fallback_kernels,
-    missing_kernels_message,
-    split_allowed,
-)
-from aotcuda.inductor_workarounds import inductor_workarounds
+from aotcuda.errors import MissingFallbackKernelsError
+from aotcuda.lowering import torch_fixes
+from aotcuda.lowering.decompositions import decomposition_table
+from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
+from aotcuda.lowering.export_hints import export_hints
+from aotcuda.lowering.exporting import export_program
+from aotcuda.lowering.fallbacks import FallbackKernel, find_fallback_kernels, missing_kernels_message, split_allowed
+from aotcuda.lowering.signature import signature_from_exported_program
+from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
 from aotcuda.package_format import write_signature
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
 from aotcuda.passes.result import PassResult
-from aotcuda.passes.vector_operands import StoreVectorOperandsPass
-from aotcuda.passes.view_copy import VIEW_OF_COPY, ReplaceViewCopyWithViewPass
+from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
-from aotcuda.window_decompositions import WINDOW_DECOMPOSITIONS
-from aotcuda.whole_tensor_writes import convert_whole_tensor_writes
 
 STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
 
@@ -66,57 +59,6 @@ def passes() -> list[Callable[[ExportedProgram], ExportedProgram]]:
     """The passes, in order. Views first, so the complex pass sees ``view_as_complex`` (not its copy);
     then the constant factors' product tables are stored as constants (complex_to_real/product_tables.py)."""
     return [ReplaceViewCopyWithViewPass(), ReplaceComplexWithRealPass(), FoldConstantProductTablesPass()]
-
-
-@dataclass(frozen=True)
-class DeviceProfile:
-    """What lowering for one device type needs to know.
-
-    allowed_kernels: C-shim op names of the library kernels the generated code may call.
-    inductor_configs: Inductor options for this device (the caller's ``inductor_configs`` win).
-    passes: pass classes run after passes(), for what this device's code generation needs.
-    """
-
-    allowed_kernels: frozenset[str]
-    inductor_configs: dict[str, Any] = field(default_factory=dict)
-    passes: tuple[Callable[[], Callable[[ExportedProgram], ExportedProgram]], ...] = ()
-
-
-DEVICE_PROFILES = {
-    # coordinate_descent_tuning: Inductor tunes each kernel's block sizes; on the H200 it took the pair
-    # product of a bf16 RoPE from 1.27x to 1.14x a device copy for a few seconds of compile time
-    # (benchmarks/NOTES.md).
-    # StoreVectorOperandsPass: with that option Inductor writes one-row matrix products as reductions that
-    # inline their vector; a costly vector (a SwiGLU's silu product) is stored once instead
-    # (passes/vector_operands.py: w2's kernels of the H200 decode step 272.6 -> 150.1 us).
-    "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS, inductor_configs={"coordinate_descent_tuning": True},
-                          passes=(StoreVectorOperandsPass,)),
-    "cpu": DeviceProfile(allowed_kernels=LIBRARY_KERNELS | ONEDNN_KERNELS),
-}
-
-
-def decomposition_table() -> dict:
-    """torch.export's default table, minus what Inductor does better undecomposed:
-
-    - scaled_dot_product_attention: kept whole, Inductor picks a fused kernel (flash / memory-efficient
-      on CUDA, the flash-attention CPU kernel) instead of the matmul-softmax-matmul decomposition.
-    - the ``*_copy`` view ops: ReplaceViewCopyWithViewPass turns them into free views; decomposed,
-      they would become clones first.
-
-    plus what Inductor cannot lower at all:
-
-    - the window factory ops (hann, hamming, blackman, bartlett, kaiser): without a decomposition a window
-      built inside forward is a fallback kernel (``aoti_torch_cuda_hann_window``); torch's own
-      decomposition is kept where the installed torch has one (hann_window on 2.13), ours fill the rest
-      (aotcuda.window_decompositions).
-    """
-    table = torch.export.default_decompositions()
-    for op in (torch.ops.aten.scaled_dot_product_attention.default, *VIEW_OF_COPY):
-        table.pop(op, None)
-    for op, decomposition in WINDOW_DECOMPOSITIONS.items():
-        if op not in table:  # a CustomDecompTable: setdefault would bypass its own bookkeeping
-            table[op] = decomposition
-    return table
 
 
 @dataclass
@@ -197,7 +139,7 @@ def lower(
             ``error.pass_results``.
         DynamicShapesError (a ValueError): the model does not hold over the dynamic_shapes ranges; the
             message has torch's reasons and suggested fixes, under the caller's Dim names. (A guard torch
-            cannot prove is first checked by aotcuda over the ranges: aotcuda.exporting.)
+            cannot prove is first checked by aotcuda over the ranges: aotcuda.lowering.exporting.)
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
             lower for, or CUDA asked for where there is none.
 
@@ -208,19 +150,19 @@ def lower(
     allow_fallbacks=True): ``aotcuda.load`` cannot run it, ``torch._inductor.aoti_load_package`` can;
     ``LoweredProgram.runs_in_aotcuda_runtime`` is then False.
     """
-    device = _target_device(device)
+    device = target_device(device)
     profile = DEVICE_PROFILES[device.type]
     times: dict[str, float] = {}
     step = _step_timer(times, progress)
     with step("to device"):
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
     with step("export"), export_hints():
-        ep = _export(model, args, kwargs, dynamic_shapes)
+        ep = export_program(model, args, kwargs, dynamic_shapes)
         _make_outputs_serializable(ep)
-        convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (whole_tensor_writes.py)
-    with step("decompose"), _without_torch_pytree_warning():
+        convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
+    with step("decompose"), torch_fixes.applied("decompose"):
         ep = ep.run_decompositions(decomposition_table())
-    with step("passes"), _without_torch_pytree_warning():  # the passes deep-copy graph modules
+    with step("passes"), torch_fixes.applied("passes"):
         pass_list = passes() + [make() for make in profile.passes]
         for graph_pass in pass_list:
             ep = graph_pass(ep)
@@ -228,7 +170,7 @@ def lower(
     pass_results = [p.result for p in pass_list]
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
-        with step("compile"), _without_torch_pytree_warning():
+        with step("compile"), torch_fixes.applied("compile"):
             _compile(ep, building, {**profile.inductor_configs, **(inductor_configs or {})})
         with step("check"):
             missing, library = split_allowed(find_fallback_kernels(building, ep), profile.allowed_kernels)
@@ -303,28 +245,6 @@ def _make_outputs_serializable(ep: ExportedProgram) -> None:
         signature.out_spec = pytree.tree_flatten(tuple(range(signature.out_spec.num_leaves)))[1]
 
 
-@contextlib.contextmanager
-def _without_torch_pytree_warning():
-    """torch's own pytree code warns "isinstance(treespec, LeafSpec) is deprecated" on every
-    run_decompositions and AOTI compile (torch 2.11 to 2.13): nothing a user of lower() can act on."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
-        yield
-
-
-def _target_device(device: str | torch.device) -> torch.device:
-    supported = " or ".join(repr(name) for name in DEVICE_PROFILES)
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise DeviceError(f"{device!r} is not a device; aotcuda lowers for {supported} (or 'cuda:N')") from exc
-    if device.type not in DEVICE_PROFILES:
-        raise DeviceError(f"aotcuda lowers for {supported}, not {device.type!r}")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise DeviceError("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'")
-    return device
-
-
 def _step_timer(times: dict[str, float], progress):
     @contextlib.contextmanager
     def step(name: str):
@@ -383,8 +303,6 @@ def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:
 def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
-    # Inductor bugs lower() works around (inductor_workarounds.py), and fixes of later torches this one
-    # lacks (inductor_backports.py), each for this compile only.
-    with torch.no_grad(), inductor_workarounds(), backports():
+    with torch.no_grad():  # torch-version fixes: entered around the step (torch_fixes.applied("compile"))
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
     write_signature(path, signature_from_exported_program(ep))

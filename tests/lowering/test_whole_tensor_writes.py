@@ -1,4 +1,4 @@
-"""Whole-tensor writes into buffers keep copy_'s cast and broadcast (aotcuda.whole_tensor_writes).
+"""Whole-tensor writes into buffers keep copy_'s cast and broadcast (aotcuda.lowering.whole_tensor_writes).
 
 Without the conversion, run_decompositions (torch 2.11 and 2.13) replaces a buffer written whole by the
 written value: dtype and shape silently become the value's. Each case: the returned values and the
@@ -15,9 +15,9 @@ import copy
 import pytest
 import torch
 
-import aotcuda.lowering
-from aotcuda.lowering import decomposition_table
-from aotcuda.whole_tensor_writes import convert_whole_tensor_writes
+import aotcuda.lowering.pipeline
+from aotcuda.lowering.decompositions import decomposition_table
+from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
 
 
 class WritesItsBuffer(torch.nn.Module):
@@ -115,7 +115,7 @@ def test_lower_hands_the_compiler_a_program_that_matches_eager(monkeypatch, tmp_
         seen["ep"] = ep
         raise _Compiled
 
-    monkeypatch.setattr(aotcuda.lowering, "_compile", compile_stops)
+    monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", compile_stops)
     eager = WritesItsBuffer(CASES["broadcast float64 value"][0])
     x = torch.randn(1, dtype=torch.float64)
     with pytest.raises(_Compiled):

@@ -51,7 +51,7 @@ def export_program(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
     if failure is None:
         return ep
     from aotcuda.runtime.checks import under_dim_names
-    from aotcuda.exported_signature import dim_names
+    from aotcuda.lowering.signature import dim_names
 
     error.add_note(f"aotcuda: {under_dim_names(failure, dim_names(ep))}")
     raise error from violation

@@ -1,0 +1,66 @@
+"""The target device: how a device argument is read, and what lowering for each device type needs.
+
+What differs between devices lives in DEVICE_PROFILES (allow-list, Inductor options, passes), not in the
+steps of lower(). ``target_device`` is the one place a device argument of the lowering (lower(), the demo,
+``aotcuda lower --device``) is parsed and checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.export import ExportedProgram
+
+from aotcuda.errors import DeviceError
+from aotcuda.lowering.fallbacks import LIBRARY_KERNELS, ONEDNN_KERNELS
+from aotcuda.passes.vector_operands import StoreVectorOperandsPass
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """What lowering for one device type needs to know.
+
+    allowed_kernels: C-shim op names of the library kernels the generated code may call.
+    inductor_configs: Inductor options for this device (the caller's ``inductor_configs`` win).
+    passes: pass classes run after the common passes, for what this device's code generation needs.
+    """
+
+    allowed_kernels: frozenset[str]
+    inductor_configs: dict[str, Any] = field(default_factory=dict)
+    passes: tuple[Callable[[], Callable[[ExportedProgram], ExportedProgram]], ...] = ()
+
+
+DEVICE_PROFILES = {
+    # coordinate_descent_tuning: Inductor tunes each kernel's block sizes; on the H200 it took the pair
+    # product of a bf16 RoPE from 1.27x to 1.14x a device copy for a few seconds of compile time
+    # (benchmarks/NOTES.md).
+    # StoreVectorOperandsPass: with that option Inductor writes one-row matrix products as reductions that
+    # inline their vector; a costly vector (a SwiGLU's silu product) is stored once instead
+    # (passes/vector_operands.py: w2's kernels of the H200 decode step 272.6 -> 150.1 us).
+    "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS, inductor_configs={"coordinate_descent_tuning": True},
+                          passes=(StoreVectorOperandsPass,)),
+    "cpu": DeviceProfile(allowed_kernels=LIBRARY_KERNELS | ONEDNN_KERNELS),
+}
+
+
+def target_device(device: str | torch.device) -> torch.device:
+    """The device to lower for: "auto" is CUDA when torch sees a GPU, else the CPU; "cuda", "cuda:N" and
+    "cpu" are themselves.
+
+    Raises DeviceError (a ValueError): a string torch cannot parse, a device type aotcuda does not lower
+    for, or CUDA asked for where torch sees none.
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    supported = " or ".join(repr(name) for name in DEVICE_PROFILES)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise DeviceError(f"{device!r} is not a device; aotcuda lowers for {supported} (or 'cuda:N')") from exc
+    if device.type not in DEVICE_PROFILES:
+        raise DeviceError(f"aotcuda lowers for {supported}, not {device.type!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise DeviceError("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'")
+    return device

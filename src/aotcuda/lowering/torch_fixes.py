@@ -1,0 +1,244 @@
+"""Every torch-version fix aotcuda makes, in one table, with one idiom.
+
+torch moves and fixes its internals every release. Each workaround of a torch bug and each backport of a
+later torch's fix that aotcuda carries is a row of ``FIXES`` below: what it fixes, which torch versions need
+it, the upstream issue or PR, how it is detected (by the fixed code's own marker, never by a version
+number, where a marker exists), when to remove it, and the module that holds its code.
+
+The idiom. A fix that patches torch is a context-manager factory (``apply``) entered around the one
+lowering step that needs it (``applied(step)``), a no-op where detection says the installed torch does not
+need it, and undone when the step ends: nothing is patched at import or outside lower(). A fix that is
+a program transform or a check of aotcuda's own (a pass's workaround, a retry, a decomposition torch
+lacks) lives in its module, named in ``where``; its row has no ``apply``. tests/lowering/test_torch_fixes.py
+checks the table: every ``where`` module exists and every ``apply`` is a no-op or a reversible patch.
+
+The torch internals the complex pass uses are listed, with what breaks without each, in
+aotcuda.passes.complex_to_real.torch_internals (the pass's door), which points here for version fixes.
+
+flex_attention's captured buffers (``flex_attention_captures_realized``)
+    A score_mod/mask_mod that reads a tensor computed in the program (AnyFlow-FAR's mask_mod indexes a
+    per-token frame table built with ``torch.cat``) gets that tensor as a "captured buffer". Inductor's
+    flex_attention lowering (torch/_inductor/kernel/flex/flex_attention.py) inlines the mask/score subgraph
+    with ``build_subgraph_buffer`` *before* it realizes the captured buffers (``maybe_realize`` comes later),
+    so an unrealized pointwise producer is inlined into the Triton template. ``cat`` and ``constant_pad_nd``
+    lower to ``ops.masked(mask, body, other)`` with a Python function as body, and Triton's ``masked`` reads
+    ``body.graph``: ``LoweringException: AttributeError: 'function' object has no attribute 'graph'``
+    (target: flex_attention). The C++ backend calls the body directly and is not affected.
+
+    Two steps, both needed. (1) The wrapper realizes every captured TensorBox, in place, before Inductor's
+    own lowering runs: the fix PyTorch made upstream (pytorch/pytorch#182737: materialize the captures
+    before building the modification subgraphs), and what the lowering does to these buffers anyway a few
+    lines later. (2) Realizing is not enough for a buffer that reads no other buffer (a table built from
+    ``zeros``/``ones``/``full``/``arange`` and ``cat``, as tests/lowering/test_flex_attention.py's is; AnyFlow-FAR
+    still failed on the H200 with step 1 alone):
+    ``ComputedBuffer.make_loader`` inlines such a buffer's computation into every reader instead of
+    loading it (torch/_inductor/ir.py, ``num_reads() == 0``), so the template still sees ``ops.masked``.
+    Inductor's own switch against that inlining, ``ComputedBuffer.force_realize()``, is held for the
+    lowering call, so every loader the modification subgraphs take is an ``ops.load`` of the stored
+    buffer. The generated code differs only in that the template loads these small tables instead of
+    recomputing them.
+
+while_loop's mutated carries (``while_loop_mutated_carries``)
+    pytorch#183657: AOTInductor's C++ wrapper (CPU and CUDA) carries a loop's mutated buffers. Without it,
+    torch 2.11 fails to compile every program with a scan that stacks outputs, a map, or a while_loop whose
+    body writes a carried tensor in place (InductorError: AssertionError in codegen_while_loop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+_CAPTURED_BUFFER_ARGS = (7, 8)
+
+
+def _realize_captured_buffers(args: tuple) -> None:
+    from torch._inductor import ir
+
+    for position in _CAPTURED_BUFFER_ARGS:
+        for buffer in args[position] if len(args) > position else ():
+            if isinstance(buffer, ir.TensorBox):
+                buffer.realize()
+
+
+def _loaded_not_inlined() -> contextlib.AbstractContextManager:
+    """Inductor's ComputedBuffer.force_realize() (torch 2.11–2.13): realized buffers that read no other
+    buffer are loaded by their readers, not inlined into them; a no-op on a torch without it."""
+    from torch._inductor import ir
+
+    force_realize = getattr(ir.ComputedBuffer, "force_realize", None)
+    return force_realize() if force_realize is not None else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def flex_attention_captures_realized() -> Iterator[None]:
+    """While active, Inductor's flex_attention lowering sees realized captured buffers (see module doc)."""
+    try:
+        from torch._inductor.lowering import lowerings
+    except ImportError:  # a torch without Inductor's lowering table: nothing to fix
+        yield
+        return
+    op = getattr(torch.ops.higher_order, "flex_attention", None)
+    original = lowerings.get(op) if op is not None else None
+    if original is None:
+        yield
+        return
+
+    def lowering(*args, **kwargs):
+        _realize_captured_buffers(args)
+        with _loaded_not_inlined():
+            return original(*args, **kwargs)
+
+    lowerings[op] = lowering
+    try:
+        yield
+    finally:
+        lowerings[op] = original
+
+
+def _mutated_carry_names(while_loop) -> dict[str, str]:
+    """{name of a buffer the loop body writes in place: the name of the MutationOutput that stands for it}."""
+    return {mutated: output.get_name()
+            for output in getattr(while_loop, "mutation_outputs", ())
+            for mutated in output.get_mutation_names()}
+
+
+def carried_outputs(while_loop) -> list:
+    """One output buffer per carried input of an Inductor WhileLoop, in carried-input order.
+
+    A carried input the body writes in place (the buffer Inductor's scan/map → while_loop decomposition
+    preallocates for the stacked outputs) is carried by its MutationOutput; every other one by the next
+    of ``while_loop.outputs``. torch 2.11's C++ wrapper paired carried inputs with ``outputs`` alone, so a
+    loop with a mutated carry lost its last carried inputs (the subgraph then has more inputs than the
+    wrapper passes: the AssertionError).
+    """
+    mutation_outputs = {output.get_name(): output for output in getattr(while_loop, "mutation_outputs", ())}
+    mutated = _mutated_carry_names(while_loop)
+    plain = iter(while_loop.outputs)
+    result = []
+    for carried in while_loop.carried_inputs:
+        name, seen = carried.get_name(), set()
+        while name in mutated and name not in seen:  # a mutation of a mutation: follow it to the last
+            seen.add(name)
+            name = mutated[name]
+        result.append(mutation_outputs[name] if name in mutation_outputs else next(plain))
+    return result
+
+
+def while_loop_mutated_carries() -> contextlib.AbstractContextManager:
+    """pytorch#183657 (module doc), for one compile; a no-op where torch has the fix."""
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+
+    if hasattr(CppWrapperCpu, "_get_while_loop_carried_output_names"):  # torch's own fix is there
+        return contextlib.nullcontext()
+    original = CppWrapperCpu.codegen_while_loop
+
+    @functools.wraps(original)
+    def codegen_while_loop(self, while_loop, *args, **kwargs):
+        outputs = while_loop.outputs
+        while_loop.outputs = carried_outputs(while_loop)
+        try:
+            return original(self, while_loop, *args, **kwargs)
+        finally:
+            while_loop.outputs = outputs
+
+    return _patched(CppWrapperCpu, "codegen_while_loop", codegen_while_loop)
+
+
+@contextlib.contextmanager
+def _patched(owner, name: str, value) -> Iterator[None]:
+    original = owner.__dict__[name]
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+@contextlib.contextmanager
+def without_pytree_leafspec_warning() -> Iterator[None]:
+    """torch's own pytree code warns "isinstance(treespec, LeafSpec) is deprecated" on every
+    run_decompositions and AOTI compile (torch 2.11 to 2.13): nothing a user of lower() can act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
+        yield
+
+
+@dataclass(frozen=True)
+class TorchFix:
+    """One row of the table.
+
+    name: what it fixes, in a few words. torch: the torch versions that need it ("2.11", "2.11-2.13").
+    upstream: the upstream issue or PR, or "none filed". detected_by: how aotcuda tells whether the installed
+    torch needs it. remove_when: the condition for deleting it. where: the module holding its code.
+    steps: the lowering steps ``apply`` is entered around (empty when the fix has no ``apply``).
+    apply: a context-manager factory that patches torch for one step, a no-op where not needed.
+    """
+
+    name: str
+    torch: str
+    upstream: str
+    detected_by: str
+    remove_when: str
+    where: str
+    steps: tuple[str, ...] = ()
+    apply: Callable[[], contextlib.AbstractContextManager] | None = None
+
+
+FIXES: tuple[TorchFix, ...] = (
+    TorchFix("flex_attention captured buffers inlined into the Triton template (CUDA)", "2.11-2.13",
+             "pytorch/pytorch#182737", "Inductor's lowering table has flex_attention; force_realize() exists",
+             "the oldest supported torch has #182737", __name__, ("compile",), flex_attention_captures_realized),
+    TorchFix("while_loop / scan / map with a mutated carry fails in codegen_while_loop", "2.11",
+             "pytorch/pytorch#183657", "CppWrapperCpu._get_while_loop_carried_output_names is missing",
+             "the oldest supported torch is 2.13", __name__, ("compile",), while_loop_mutated_carries),
+    TorchFix("pytree LeafSpec FutureWarning on every decomposition and compile", "2.11-2.13", "none filed",
+             "the warning's text (filtered, not raised)", "torch stops warning from its own code", __name__,
+             ("decompose", "passes", "compile"), without_pytree_leafspec_warning),
+    TorchFix("one-element mutated buffers folded to constants (self.step += 1 never advances)", "2.11-2.13",
+             "none filed", "the program mutates a buffer of one element",
+             "Inductor's constant_fold_uniform_value skips mutated buffers", "aotcuda.lowering.pipeline"),
+    TorchFix("named-tuple outputs (torch.return_types) cannot be packaged", "2.11-2.14", "none filed",
+             "treespec_dumps of the output spec raises", "torch registers return_types for serialization",
+             "aotcuda.lowering.pipeline"),
+    TorchFix("whole-tensor writes lose copy_'s cast and broadcast in run_decompositions", "2.11-2.13",
+             "none filed", "a copy_/fill_ whose value differs from its buffer in dtype, device or shape",
+             "functionalization keeps the cast (tests/lowering/test_whole_tensor_writes.py says when)",
+             "aotcuda.lowering.whole_tensor_writes"),
+    TorchFix("window factory ops have no decomposition (fallback kernels)", "2.11 (all), 2.13 (all but hann)",
+             "none filed", "the op is missing from torch.export.default_decompositions()",
+             "torch decomposes every window op", "aotcuda.lowering.decompositions"),
+    TorchFix("size guards torch cannot prove refuse a dynamic dim (repeat_kv strides, padded masks)", "2.11",
+             "none filed", "export raises a constraint violation; retried with deferred runtime asserts",
+             "the oldest supported torch proves them", "aotcuda.lowering.exporting"),
+    TorchFix("make_fx cannot rebuild Max/Min strides from the graph's symbols", "2.11", "none filed",
+             "always (dense layouts are made by permutes instead)", "the oldest supported torch tracks them",
+             "aotcuda.passes.complex_to_real.layout"),
+    TorchFix("sym_ite written as a sympy Piecewise; ReferenceAnalysis builds sympy for some handlers",
+             "2.11-2.13", "none filed", "always (handlers overridden)", "torch traces every handler",
+             "aotcuda.passes.complex_to_real.symbols"),
+    TorchFix("a constant copied to CUDA keeps its CPU layout (Triton gets a CPU tensor)", "2.11-2.13",
+             "none filed", "a complex constant used only on another device", "ConstantBuffer.constant_to_device "
+             "moves the layout too", "aotcuda.passes.complex_to_real.placement"),
+    TorchFix("TreeSpec children: children() (2.13) or children_specs (2.11)", "2.11", "none filed",
+             "hasattr(spec, 'children')", "the oldest supported torch is 2.13", "aotcuda.runtime.pytree_types"),
+    TorchFix("a CUDA package's .so binds libstdc++ facets privately and crashes in parse_device_str",
+             "2.11 (cu130)", "none filed", "always (libstdc++ promoted to the global scope before dlopen)",
+             "AOTInductor stops exporting libstdc++ internals", "aotcuda.runtime.libloader"),
+)
+
+
+@contextlib.contextmanager
+def applied(step: str) -> Iterator[None]:
+    """Every fix of FIXES that patches torch around ``step`` ("decompose", "passes", "compile"), for the
+    duration of the block; each is a no-op where the installed torch does not need it."""
+    with contextlib.ExitStack() as stack:
+        for fix in FIXES:
+            if fix.apply is not None and step in fix.steps:
+                stack.enter_context(fix.apply())
+        yield
