@@ -303,7 +303,7 @@ def test_cuda_where_there_is_none_is_a_usage_error_for_lower_and_demo(runner, tm
 
 
 def position_table_factory():
-    from test_lowering import PositionTable
+    from lowering.test_pipeline import PositionTable
 
     return PositionTable(), (torch.randn(2, 8, 4),)
 

@@ -76,6 +76,16 @@ def print_error(message: str, kind: str = "") -> None:
         status_console.print(f"hint: {hint}", highlight=False, markup=False, soft_wrap=True)
 
 
+def _debugging() -> bool:
+    from aotcuda import switches
+
+    try:
+        return switches.flag("AOTCUDA_DEBUG")
+    except ValueError as exc:  # said once, then the error it was asked for is shown as usual
+        status_console.print(f"warning: {exc}", highlight=False, markup=False, soft_wrap=True)
+        return False
+
+
 def _clean_errors(command):
     """Turn exceptions into 'error: ...' lines and exit code 1 (AOTCUDA_DEBUG=1 re-raises)."""
 
@@ -86,7 +96,7 @@ def _clean_errors(command):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:
-            if os.environ.get("AOTCUDA_DEBUG"):
+            if _debugging():
                 raise
             kind = "" if isinstance(exc, AotcudaError) else f"{type(exc).__name__}: "
             message = str(exc).strip() or type(exc).__name__
@@ -150,11 +160,15 @@ class TargetDevice(click.ParamType):
     name = "auto|cpu|cuda[:N]"
 
     def convert(self, value, param, ctx):
+        from aotcuda.errors import DeviceError
+        from aotcuda.lowering.devices import target_device  # the one place a lowering device is read
+
         if value not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", value):
             self.fail(f"{value!r}: expected auto, cpu, cuda or cuda:N", param, ctx)
-        if value.startswith("cuda") and not torch.cuda.is_available():
+        try:
+            return str(target_device(value))  # "auto" resolved: "cuda" or "cpu"
+        except DeviceError:
             self.fail(f"{value}: torch sees no CUDA device here; use --device cpu or auto", param, ctx)
-        return value
 
 
 # --- demo ------------------------------------------------------------------------------------------------
@@ -171,9 +185,9 @@ class TargetDevice(click.ParamType):
 @_clean_errors
 def demo(device, dtype, batch, seq, calls):
     """Lower the built-in attention block (complex RoPE), run it, compare with eager."""
-    from aotcuda.demo import pick_device, run_demo
+    from aotcuda.demo import run_demo
 
-    status_console.print(f"Lowering the attention block for {pick_device(device)} ...")
+    status_console.print(f"Lowering the attention block for {device} ...")
     with _StepProgress(transient=True) as progress:
         result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, progress=progress)
     console.print(_demo_table(result))
@@ -350,14 +364,13 @@ def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, st
 @_clean_errors
 def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks):
     """Lower FACTORY's model (MODULE:FACTORY; it returns model and example inputs) to an AOTI package."""
-    from aotcuda.demo import pick_device
     from aotcuda.lowering import lower
 
     model, args, kwargs = model_and_inputs(load_factory(factory)())
     dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
     with _StepProgress() as progress, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*proxy executor", category=UserWarning)  # said below
-        lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=pick_device(device),
+        lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=device,
                         package_path=output, allow_fallbacks=allow_fallbacks, progress=progress)
     if save_inputs:
         torch.save({"args": args, "kwargs": kwargs}, save_inputs)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from aotcuda.lowering import LoweredProgram, lower
+from aotcuda.lowering.devices import target_device
 from aotcuda.models.attention import attention_block
 
 # Relative-error bound per dtype: eager and the generated code sum in different orders.
@@ -54,13 +55,6 @@ def machine_load() -> tuple[float | None, int]:
         return None, cores
 
 
-def pick_device(device: str) -> str:
-    """"auto" → "cuda" when torch sees a CUDA device, else "cpu"."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
-
-
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     """‖actual − expected‖ / ‖expected‖, in float64."""
     actual, expected = actual.double(), expected.double()
@@ -85,7 +79,7 @@ def median_latency(fn, x: torch.Tensor, calls: int, warmup: int = 3) -> float:
 def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int = 2, seq: int = 64,
              calls: int = 50, package_path: str | None = None, progress=None) -> DemoResult:
     """Lower, load, compare and time the attention block. dtype default: bfloat16 on CUDA, float32 on CPU."""
-    device = pick_device(device)
+    device = str(target_device(device))  # "auto": CUDA when torch sees a GPU, else the CPU
     on_cuda = torch.device(device).type == "cuda"  # "cuda" or "cuda:N"
     dtype = dtype or (torch.bfloat16 if on_cuda else torch.float32)
     model, (x,) = attention_block(device=device, dtype=dtype, batch=batch, seq=seq)

@@ -112,7 +112,7 @@ def test_unrewritable_complex_program_raises_with_source_lines(tmp_path):
     by_name = {k.name: k for k in caught.value.kernels}
     assert {"aoti_torch_cpu_view_as_complex", "aoti_torch_cpu_cumsum", "aoti_torch_cpu_mul_Tensor",
             "aoti_torch_cpu_view_as_real"} <= set(by_name)
-    this_file = "test_lowering.py"
+    this_file = "test_pipeline.py"
     assert "torch.cumsum(z, 0)" in by_name["aoti_torch_cpu_cumsum"].sources[0]
     assert "running * z" in by_name["aoti_torch_cpu_mul_Tensor"].sources[0]
     for line in kernel_lines:
@@ -237,7 +237,7 @@ def test_demo_package_runs_in_aotcuda_runtime(demo):
 
 # --- docs/usage.md's complex example, as written: an unbounded Dim("batch") ------------------------------
 
-USAGE = Path(__file__).resolve().parents[1] / "docs" / "usage.md"
+USAGE = Path(__file__).resolve().parents[2] / "docs" / "usage.md"
 
 
 @pytest.fixture(scope="module")
@@ -384,4 +384,4 @@ def test_the_default_package_path_is_the_model_class_as_spelt_in_a_new_folder():
         finally:
             shutil.rmtree(folder)
     assert "`<tmp>/aotcuda-XXXX/<model class>.pt2` (the class name as spelt" in \
-        (Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+        (Path(__file__).parents[2] / "docs" / "usage.md").read_text()

@@ -23,12 +23,13 @@ Set a variable to 0 to lift that limit.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import zipfile
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
+from aotcuda import switches
 from aotcuda.errors import PackageError
+from aotcuda.switches import SWITCHES
 
 GiB, MiB = 1 << 30, 1 << 20
 _ENVIRONMENT = {
@@ -44,30 +45,22 @@ _ENVIRONMENT = {
 class ArchiveLimits:
     """Bounds on reading one package (module docstring). 0 lifts a bound."""
 
-    max_extract_bytes: int = 64 * GiB
-    max_ratio: float = 200.0
+    max_extract_bytes: int = SWITCHES["AOTCUDA_MAX_EXTRACT_BYTES"].default
+    max_ratio: float = SWITCHES["AOTCUDA_MAX_COMPRESSION_RATIO"].default
     ratio_floor: int = 64 * MiB
-    max_json_bytes: int = 64 * MiB
-    max_source_bytes: int = 256 * MiB
-    max_entries: int = 100_000
+    max_json_bytes: int = SWITCHES["AOTCUDA_MAX_JSON_BYTES"].default
+    max_source_bytes: int = SWITCHES["AOTCUDA_MAX_SOURCE_BYTES"].default
+    max_entries: int = SWITCHES["AOTCUDA_MAX_ENTRIES"].default
 
     @classmethod
     def from_environment(cls) -> ArchiveLimits:
         """The defaults, with each AOTCUDA_MAX_* variable that is set taking its place.
 
         Raises PackageError for a value that is not a number."""
-        limits = cls()
-        for field in fields(cls):
-            variable = _ENVIRONMENT.get(field.name)
-            text = os.environ.get(variable or "", "").strip()
-            if not text:
-                continue
-            try:
-                value = float(text) if field.name == "max_ratio" else int(text)
-            except ValueError as exc:
-                raise PackageError(f"{variable}={text!r} is not a number; set it to a number (0: no limit)") from exc
-            limits = replace(limits, **{field.name: value})
-        return limits
+        try:
+            return cls(**{field: switches.number(variable) for field, variable in _ENVIRONMENT.items()})
+        except ValueError as exc:
+            raise PackageError(str(exc)) from exc
 
 
 def _over(value: float, limit: float) -> bool:

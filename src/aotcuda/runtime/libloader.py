@@ -23,6 +23,7 @@ import os
 import struct
 import threading
 
+from aotcuda import switches
 from aotcuda.errors import PackageError
 
 _CXX_RUNTIME = "libstdc++.so.6"
@@ -173,7 +174,7 @@ class _QuietCxxErrors:
         self._setter = False  # False: not looked up yet; None: cannot mute here
 
     def _resolve(self) -> None:
-        self._setter = None if os.environ.get("AOTCUDA_CXX_ERRORS") == "1" else _cerr_state_setter()
+        self._setter = None if switches.flag("AOTCUDA_CXX_ERRORS") else _cerr_state_setter()
 
     def __enter__(self) -> None:
         global _mute_depth

@@ -44,8 +44,6 @@ and lifting constants into the rebuilt program.
 
 from __future__ import annotations
 
-import os
-
 from torch._dispatch.python import no_python_dispatcher
 from torch._export.passes.lift_constants_pass import ConstantAttrMap, lift_constants_pass
 from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager, unset_fake_temporarily
@@ -61,6 +59,8 @@ from torch.fx.experimental.proxy_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
 from torch.utils._sympy.interp import sympy_interp
 from torch.utils._sympy.reference import PythonReferenceAnalysis
+
+from aotcuda import switches
 
 # name → (module it comes from, needed only by the speed-ups)
 SYMBOLS: dict[str, tuple[str, bool]] = {
@@ -91,7 +91,7 @@ SPEEDUPS_VARIABLE = "AOTCUDA_PASS_SPEEDUPS"
 
 def speedups_default() -> bool:
     """Whether the pass uses its speed-ups unless told otherwise: yes, unless AOTCUDA_PASS_SPEEDUPS=0."""
-    return os.environ.get(SPEEDUPS_VARIABLE, "1").strip().lower() not in ("0", "false", "no", "off")
+    return switches.flag(SPEEDUPS_VARIABLE)
 
 
 __all__ = [*SYMBOLS, "SYMBOLS", "TRACER_ATTRIBUTES", "CHECKED_ON", "SPEEDUPS_VARIABLE", "speedups_default"]

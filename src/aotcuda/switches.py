@@ -1,0 +1,89 @@
+"""Every AOTCUDA_* environment variable, in one table, and the one place that reads them.
+
+A switch is read where it takes effect (``flag(name)`` / ``number(name)``), never by ``os.environ`` elsewhere:
+the table below is then the complete list, docs/usage.md's list is generated from it, and a value that is
+not one of the switch's spellings is an error that names the variable and what it takes, instead of a
+silent default (``AOTCUDA_DEBUG=0`` used to turn debugging on).
+
+Flags take 1/true/yes/on or 0/false/no/off (any case); unset or empty is the default. Numbers take an
+integer or a decimal number; 0 lifts a limit.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+@dataclass(frozen=True)
+class Switch:
+    """name: the environment variable. default: its value when unset (a bool for a flag, else a number).
+    what: what it changes, in one line. read: when it is read (so when setting it takes effect)."""
+
+    name: str
+    default: bool | int | float
+    what: str
+    read: str
+
+
+SWITCHES: dict[str, Switch] = {s.name: s for s in (
+    Switch("AOTCUDA_DEBUG", False, "the CLI shows the traceback of an error instead of one 'error:' line",
+           "at each error"),
+    Switch("AOTCUDA_PASS_SPEEDUPS", True, "ReplaceComplexWithRealPass replays fake-tensor metadata and copies "
+           "unchanged nodes (passes/complex_to_real/torch_internals.py); off: every node traced with make_fx",
+           "each time the pass is built"),
+    Switch("AOTCUDA_CXX_ERRORS", False, "the generated code's own C++ error lines reach stderr (by default "
+           "the runtime mutes std::cerr during a run and raises the error as RuntimeCallError)",
+           "at the first run in a process"),
+    Switch("AOTCUDA_MAX_EXTRACT_BYTES", 64 << 30, "bytes extracted from one package, all entries together",
+           "at each load"),
+    Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry",
+           "at each load"),
+    Switch("AOTCUDA_MAX_JSON_BYTES", 64 << 20, "a JSON entry of a package read into memory", "at each load"),
+    Switch("AOTCUDA_MAX_SOURCE_BYTES", 256 << 20, "a generated C++ source of a package read into memory",
+           "at each load"),
+    Switch("AOTCUDA_MAX_ENTRIES", 100_000, "entries in a package archive", "at each load"),
+)}
+
+
+def _declared(name: str) -> Switch:
+    try:
+        return SWITCHES[name]
+    except KeyError:
+        raise KeyError(f"{name} is not an aotcuda switch; add it to aotcuda.switches.SWITCHES") from None
+
+
+def flag(name: str) -> bool:
+    """The flag's value: its default when unset or empty.
+
+    Raises ValueError naming the variable and its spellings for any other value."""
+    switch = _declared(name)
+    text = os.environ.get(name, "").strip().lower()
+    if not text:
+        return bool(switch.default)
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"{name}={os.environ[name]!r} is not a flag; set it to 1 (on) or 0 (off), or unset it")
+
+
+def number(name: str) -> int | float:
+    """The number's value (an int unless the default is a float): its default when unset or empty.
+
+    Raises ValueError naming the variable for a value that is not a number, or is negative."""
+    switch = _declared(name)
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return switch.default
+    try:
+        value = float(text) if isinstance(switch.default, float) else int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 0 or value != value:
+        raise ValueError(f"{name}={text!r} is not a number of at least 0; set it to a number (0: no limit), "
+                         f"or unset it for the default ({switch.default})")
+    return value

@@ -1,0 +1,70 @@
+"""aotcuda.switches: every AOTCUDA_* variable is declared once and read one way; every value that is not
+a spelling of the switch is refused by name, never taken as a silent default."""
+
+import pathlib
+import re
+
+import pytest
+
+import aotcuda
+from aotcuda import switches
+
+SOURCE = pathlib.Path(aotcuda.__file__).parent
+
+
+@pytest.mark.parametrize("text, value", [("1", True), ("on", True), ("TRUE", True), ("yes", True),
+                                         ("0", False), ("off", False), ("False", False), ("no", False)])
+def test_a_flag_reads_each_spelling(monkeypatch, text, value):
+    monkeypatch.setenv("AOTCUDA_DEBUG", text)
+    assert switches.flag("AOTCUDA_DEBUG") is value
+
+
+def test_an_unset_or_empty_flag_is_its_default(monkeypatch):
+    monkeypatch.delenv("AOTCUDA_PASS_SPEEDUPS", raising=False)
+    assert switches.flag("AOTCUDA_PASS_SPEEDUPS") is True
+    monkeypatch.setenv("AOTCUDA_PASS_SPEEDUPS", " ")
+    assert switches.flag("AOTCUDA_PASS_SPEEDUPS") is True
+
+
+@pytest.mark.parametrize("text", ["2", "maybe", "enable"])
+def test_a_flag_refuses_other_values_by_name(monkeypatch, text):
+    monkeypatch.setenv("AOTCUDA_DEBUG", text)
+    with pytest.raises(ValueError, match=rf"AOTCUDA_DEBUG='{text}' is not a flag; set it to 1 \(on\) or 0 \(off\)"):
+        switches.flag("AOTCUDA_DEBUG")
+
+
+def test_numbers_keep_their_type_and_refuse_what_is_not_one(monkeypatch):
+    monkeypatch.setenv("AOTCUDA_MAX_ENTRIES", "12")
+    assert switches.number("AOTCUDA_MAX_ENTRIES") == 12
+    monkeypatch.setenv("AOTCUDA_MAX_COMPRESSION_RATIO", "2.5")
+    assert switches.number("AOTCUDA_MAX_COMPRESSION_RATIO") == 2.5
+    for bad in ("ten", "-1", "nan"):
+        monkeypatch.setenv("AOTCUDA_MAX_COMPRESSION_RATIO", bad)
+        with pytest.raises(ValueError, match="AOTCUDA_MAX_COMPRESSION_RATIO=.* is not a number of at least 0"):
+            switches.number("AOTCUDA_MAX_COMPRESSION_RATIO")
+
+
+def test_an_undeclared_switch_is_a_programming_error():
+    with pytest.raises(KeyError, match="AOTCUDA_NOPE is not an aotcuda switch"):
+        switches.flag("AOTCUDA_NOPE")
+
+
+def test_no_module_reads_an_aotcuda_variable_itself():
+    """Every AOTCUDA_* variable the package names is declared in the table, and only switches.py reads
+    the environment for one."""
+    named = set()
+    for path in SOURCE.rglob("*.py"):
+        text = path.read_text()
+        named |= set(re.findall(r"\bAOTCUDA_[A-Z_]+[A-Z]\b", text))
+        if path.name != "switches.py":
+            assert not re.search(r"environ(?:\.get)?[\[(]\s*['\"]AOTCUDA_", text), f"{path} reads an AOTCUDA_ variable"
+    assert named <= set(switches.SWITCHES), sorted(named - set(switches.SWITCHES))
+
+
+def test_the_cli_debug_switch_off_is_off(monkeypatch):
+    from aotcuda.cli import _debugging
+
+    monkeypatch.setenv("AOTCUDA_DEBUG", "0")
+    assert not _debugging()
+    monkeypatch.setenv("AOTCUDA_DEBUG", "1")
+    assert _debugging()
