@@ -1,11 +1,9 @@
 """Llama-style q/k rotary embedding on CUDA: every way to run it, against a device copy of the same bytes.
 
     python benchmarks/rope.py [--batch 4 --seq 4096 --heads 32 --head-dim 128] [--json out.json]
-    python benchmarks/rope.py --pair-mul fold,flip,flip-cat,unbind [--only-pair-mul]
 
-``--pair-mul`` adds one aotcuda row per form of the complex product (``AOTCUDA_PAIR_MUL``,
-aotcuda/passes/complex_to_real/product_tables.py), each lowered in its own child process, all at once;
-``--only-pair-mul`` leaves out every other row but the copy (an A/B of the forms in ~2 minutes on an H200).
+The A/B of the complex product's forms (the product keeps one) is benchmarks/scripts/pair_mul_forms.py,
+which times its rows with this script's functions.
 
 One run prints one table: median time (triton.testing.do_bench, CUDA events), the ratio to a
 device-to-device copy of the same bytes measured in the same run, and the relative error
@@ -45,53 +43,6 @@ def reference(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 def aoti_package(module, args, path):
     ep = torch.export.export(module, args)
     return torch._inductor.aoti_compile_and_package(ep, package_path=path)
-
-
-def lower_in_children(forms, shape, workdir) -> dict:
-    """Start one child process per product form, lowering ComplexRope with AOTCUDA_PAIR_MUL=form (they
-    compile side by side). Returns {form: (Popen, package path, log path)}."""
-    import subprocess
-
-    children = {}
-    for form in forms:
-        path, log = f"{workdir}/pair-mul-{form}.pt2", f"{workdir}/pair-mul-{form}.log"
-        env = dict(os.environ, AOTCUDA_PAIR_MUL=form)
-        command = [sys.executable, os.path.abspath(__file__), "--lower-to", path, "--batch", str(shape[0]),
-                   "--seq", str(shape[1]), "--heads", str(shape[2]), "--head-dim", str(shape[3])]
-        with open(log, "w") as out:
-            children[form] = (subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT), path, log)
-    return children
-
-
-def pair_mul_variants(children, q, k):
-    """One aotcuda row per form, from the children's packages."""
-    import aotcuda
-
-    rows = []
-    for form, (proc, path, log) in children.items():
-        name = f"aotcuda, AOTCUDA_PAIR_MUL={form}"
-        if proc.wait() != 0:
-            with open(log) as f:
-                tail = f.read().strip().splitlines()[-1:]
-            rows.append((name, None, None, f"lowering failed: {' '.join(tail)[:150]}"))
-            continue
-        with open(log) as f:
-            seconds = float(f.read().split("lowered in ")[-1].split()[0])
-        program = aotcuda.load(path)
-        rows.append((name, lambda p=program: p(q, k), seconds, "form of the complex product"))
-    return rows
-
-
-def lower_child(opts) -> None:
-    """``--lower-to PATH``: lower ComplexRope for CUDA under this process's AOTCUDA_PAIR_MUL, then exit."""
-    import aotcuda
-
-    shape = (opts.batch, opts.seq, opts.heads, opts.head_dim)
-    q = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
-    start = time.perf_counter()
-    aotcuda.lower(ComplexRope(opts.head_dim, opts.seq).cuda(), (q, k), device="cuda", package_path=opts.lower_to)
-    print(f"lowered in {time.perf_counter() - start:.1f} s")
 
 
 def build_variants(q, k, workdir):
@@ -188,46 +139,25 @@ def torch_complex_tensor_variant(module, q, k):
         return [("torch.compile + torch's ComplexTensor", None, None, f"failed: {type(exc).__name__}")]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=4096)
-    parser.add_argument("--heads", type=int, default=32)
-    parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--json", help="write the rows here too")
-    parser.add_argument("--pair-mul", default="", help="comma-separated forms of the complex product, one "
-                        "row each (fold, flip, flip-cat, unbind; product_tables.py)")
-    parser.add_argument("--only-pair-mul", action="store_true", help="only the copy and the --pair-mul rows")
-    parser.add_argument("--lower-to", help=argparse.SUPPRESS)  # child process: lower one form
-    opts = parser.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("benchmarks/rope.py needs a CUDA device")
-    if opts.lower_to:
-        return lower_child(opts)
-    forms = [f for f in opts.pair_mul.split(",") if f]
-    from aotcuda.passes.complex_to_real.product_tables import FORMS
-
-    if any(f not in FORMS for f in forms):
-        sys.exit(f"--pair-mul: {forms} has a form that is not one of {', '.join(FORMS)}")
+def measure(variants, refs) -> list[dict]:
+    """One row per (name, callable or None, compile seconds, note): median µs (triton.testing.do_bench) and
+    the relative error against ``refs``; the copy's error is 0 by definition."""
     import triton.testing
 
-    shape = (opts.batch, opts.seq, opts.heads, opts.head_dim)
-    q = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
-    refs = reference(q, k)
     rows = []
-    with tempfile.TemporaryDirectory() as workdir:
-        children = lower_in_children(forms, shape, workdir)  # they compile while the other rows build
-        variants = [] if opts.only_pair_mul else build_variants(q, k, workdir)
-        copy_row = [v for v in variants if "copy" in v[0]] or [copy_variant(q, k)]
-        variants = copy_row + [v for v in variants if "copy" not in v[0]] + pair_mul_variants(children, q, k)
-        for name, fn, compile_s, note in variants:
-            if fn is None:
-                rows.append(dict(variant=name, us=None, error=None, compile_s=None, note=note))
-                continue
-            error = relative_error(fn(), refs) if "copy" not in name else 0.0
-            us = 1e3 * triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median")
-            rows.append(dict(variant=name, us=us, error=error, compile_s=compile_s, note=note))
+    for name, fn, compile_s, note in variants:
+        if fn is None:
+            rows.append(dict(variant=name, us=None, error=None, compile_s=None, note=note))
+            continue
+        error = relative_error(fn(), refs) if "copy" not in name else 0.0
+        us = 1e3 * triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median")
+        rows.append(dict(variant=name, us=us, error=error, compile_s=compile_s, note=note))
+    return rows
+
+
+def report(rows: list[dict], q: torch.Tensor, json_path: str | None) -> None:
+    """Print the rows as one Markdown table, the first row (the copy) the floor; write them to json_path."""
+    shape = tuple(q.shape)
     floor = rows[0]["us"]
     moved_gb = 4 * q.numel() * q.element_size() / 1e9
     print(f"\nRoPE q/k {list(shape)} bf16, {torch.cuda.get_device_name()}, torch {torch.__version__}; "
@@ -240,10 +170,30 @@ def main() -> None:
         err = f"{r['error']:.1e}" if r["error"] is not None else "n/a"
         comp = f"{r['compile_s']:.1f}" if r["compile_s"] is not None else ""
         print(f"| {r['variant']} | {us} | {ratio} | {err} | {comp} | {r['note']} |")
-    if opts.json:
-        with open(opts.json, "w") as f:
+    if json_path:
+        with open(json_path, "w") as f:
             json.dump(dict(shape=shape, device=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), f,
                       indent=1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=4096)
+    parser.add_argument("--heads", type=int, default=32)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--json", help="write the rows here too")
+    opts = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("benchmarks/rope.py needs a CUDA device")
+    shape = (opts.batch, opts.seq, opts.heads, opts.head_dim)
+    q = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    with tempfile.TemporaryDirectory() as workdir:
+        variants = build_variants(q, k, workdir)
+        copy_row = [v for v in variants if "copy" in v[0]]
+        rows = measure(copy_row + [v for v in variants if "copy" not in v[0]], reference(q, k))
+    report(rows, q, opts.json)
 
 
 if __name__ == "__main__":

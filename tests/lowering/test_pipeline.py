@@ -12,7 +12,6 @@ from aotcuda.lowering.fallbacks import complex_value_nodes
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.pipeline import STEPS, _written_on_success, passes
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
-from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
 from lowered_demo import SEQ_RANGE, lowered_demo
 
@@ -69,8 +68,7 @@ def test_package_holds_the_signature(demo):
 
 
 def test_pass_list_and_table():
-    assert [type(p) for p in passes()] == [ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass,
-                                           FoldConstantProductTablesPass]
+    assert [type(p) for p in passes()] == [ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass]
     table = decomposition_table()
     assert torch.ops.aten.scaled_dot_product_attention.default not in table
     assert torch.ops.aten.expand_copy.default not in table
@@ -342,7 +340,7 @@ def test_a_size_that_must_be_a_multiple_gets_the_multiple_as_the_fix(tmp_path):
 def test_lowered_program_says_what_each_pass_did(demo):
     lowered, _, _ = demo
     names = [r.name for r in lowered.pass_results]
-    assert names == ["ReplaceViewCopyWithViewPass", "ReplaceComplexWithRealPass", "FoldConstantProductTablesPass"]
+    assert names == ["ReplaceViewCopyWithViewPass", "ReplaceComplexWithRealPass"]
     complex_pass = lowered.pass_results[1]
     assert complex_pass.changed and complex_pass.refusal is None and complex_pass.counts["rewritten nodes"] > 0
     assert complex_pass.summary().startswith("ReplaceComplexWithRealPass: changed (rewritten nodes ")
@@ -358,7 +356,7 @@ def test_an_error_after_the_passes_carries_their_results(tmp_path, monkeypatch):
     monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", failing_compile)
     with pytest.raises(RuntimeError, match="on purpose") as caught:
         aotcuda.lower(ComplexCumsum(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
-    views, complex_pass, _ = caught.value.pass_results
+    views, complex_pass = caught.value.pass_results
     assert views.name == "ReplaceViewCopyWithViewPass" and not complex_pass.changed
     assert complex_pass.refusal.op == "aten.cumsum.default"
     assert "refused aten.cumsum.default" in complex_pass.summary()

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-from torch.export import ExportedProgram
 
 from aotcuda.errors import DeviceError
 from aotcuda.lowering.fallbacks import LIBRARY_KERNELS, ONEDNN_KERNELS
+from aotcuda.passes.result import GraphPass
 from aotcuda.passes.vector_operands import StoreVectorOperandsPass
 
 
@@ -24,12 +24,13 @@ class DeviceProfile:
 
     allowed_kernels: C-shim op names of the library kernels the generated code may call.
     inductor_configs: Inductor options for this device (the caller's ``inductor_configs`` win).
-    passes: pass classes run after the common passes, for what this device's code generation needs.
+    passes: pass classes (each makes a GraphPass) run after the common passes, for what this device's
+        code generation needs.
     """
 
     allowed_kernels: frozenset[str]
     inductor_configs: dict[str, Any] = field(default_factory=dict)
-    passes: tuple[Callable[[], Callable[[ExportedProgram], ExportedProgram]], ...] = ()
+    passes: tuple[Callable[[], GraphPass], ...] = ()
 
 
 DEVICE_PROFILES = {

@@ -8,8 +8,9 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
                   (buffer.copy_(x)) is given its destination's dtype and shape explicitly, which the
                   decompositions would otherwise drop (lowering/whole_tensor_writes.py)
     decompose     ExportedProgram.run_decompositions(decomposition_table())
-    passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass,
-                  FoldConstantProductTablesPass; then the device profile's (CUDA: StoreVectorOperandsPass)
+    passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass; then the
+                  device profile's (CUDA: StoreVectorOperandsPass). Each is a GraphPass (passes/result.py):
+                  ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
     check         the fallback-kernel check (lowering/fallbacks.py) against the device's allow-list
 
@@ -47,18 +48,16 @@ from aotcuda.lowering.signature import signature_from_exported_program
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
 from aotcuda.package_format import write_signature
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
-from aotcuda.passes.complex_to_real.product_tables import FoldConstantProductTablesPass
-from aotcuda.passes.result import PassResult
+from aotcuda.passes.result import GraphPass, PassResult
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
 from aotcuda.runtime.package import proxy_executor_ops
 
 STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
 
 
-def passes() -> list[Callable[[ExportedProgram], ExportedProgram]]:
-    """The passes, in order. Views first, so the complex pass sees ``view_as_complex`` (not its copy);
-    then the constant factors' product tables are stored as constants (complex_to_real/product_tables.py)."""
-    return [ReplaceViewCopyWithViewPass(), ReplaceComplexWithRealPass(), FoldConstantProductTablesPass()]
+def passes() -> list[GraphPass]:
+    """The passes, in order. Views first, so the complex pass sees ``view_as_complex`` (not its copy)."""
+    return [ReplaceViewCopyWithViewPass(), ReplaceComplexWithRealPass()]
 
 
 @dataclass
@@ -163,11 +162,11 @@ def lower(
     with step("decompose"), torch_fixes.applied("decompose"):
         ep = ep.run_decompositions(decomposition_table())
     with step("passes"), torch_fixes.applied("passes"):
-        pass_list = passes() + [make() for make in profile.passes]
-        for graph_pass in pass_list:
+        pass_results = []
+        for graph_pass in passes() + [make() for make in profile.passes]:
             ep = graph_pass(ep)
-    refusal = next((p.refusal for p in pass_list if getattr(p, "refusal", None) is not None), None)
-    pass_results = [p.result for p in pass_list]
+            pass_results.append(graph_pass.result)
+    refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
         with step("compile"), torch_fixes.applied("compile"):

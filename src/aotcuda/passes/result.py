@@ -1,12 +1,18 @@
-"""What a pass did to a program: the small record every pass keeps after a call (``pass.result``).
+"""The pass contract, and the record of what a pass did to a program (``PassResult``).
 
-As ExecuTorch's PassResult and Torch-TensorRT's pass list: `lower()` collects one per pass, in order, on
-``LoweredProgram.pass_results``, and on an error after the passes (``error.pass_results``).
+Every pass, in ``aotcuda.lowering.pipeline.passes()`` and in a device profile's ``passes``, is a
+``GraphPass``: called as ``ep = graph_pass(ep)``, it sets ``graph_pass.result``. The pipeline reads
+nothing else. As ExecuTorch's PassResult and Torch-TensorRT's pass list: `lower()` collects one result
+per pass, in order, on ``LoweredProgram.pass_results``, and on an error after the passes
+(``error.pass_results``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol, runtime_checkable
+
+from torch.export import ExportedProgram
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,3 +36,21 @@ class PassResult:
             line += (f"; refused {refusal.op} (node {refusal.node}, at "
                      f"{refusal.source or 'an unknown source line'}): {refusal.reason}")
         return line
+
+
+@runtime_checkable
+class GraphPass(Protocol):
+    """What every pass is: ``graph_pass(ep) -> ExportedProgram``, and ``graph_pass.result``.
+
+    - ``__call__(ep)`` returns the program to use from then on: a new ExportedProgram when it changed
+      anything (sharing ep's weights: passes/program_copy.py), else ep itself. ep is never modified.
+    - ``result`` is a PassResult, ``PassResult(type(self).__name__)`` before the first call, and set
+      anew by each call to what that call did: changed, counts (the pass's own, by name), and the
+      refusal, if the pass left a program as it was because it could not rewrite it whole.
+    - The refusal lives only in ``result.refusal``: a pass has no other attribute the pipeline reads.
+      A pass may keep details for logs and tests beside it (ReplaceViewCopyWithViewPass's node names).
+    """
+
+    result: PassResult
+
+    def __call__(self, ep: ExportedProgram) -> ExportedProgram: ...

@@ -60,7 +60,9 @@ _ELEMENTWISE = _COSTLY | _VIEWS | {
 
 
 class StoreVectorOperandsPass:
-    """``pass(ep) → ep``: store costly pointwise vectors of one-row matrix products (module docstring)."""
+    """``pass(ep) → ep``: store costly pointwise vectors of one-row matrix products (module docstring).
+
+    A GraphPass (passes/result.py): ``result`` counts the vectors the last call stored."""
 
     def __init__(self) -> None:
         self.result = PassResult(type(self).__name__)

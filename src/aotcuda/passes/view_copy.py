@@ -63,19 +63,21 @@ class ReplaceViewCopyWithViewPass:
     mutated becomes its view op (same args, same node name, same stack trace; meta["val"] recomputed
     with the view's strides). Returns a new ExportedProgram; ``ep`` is left as it was.
 
-    Attributes after a call: ``replaced`` and ``kept`` (node names), for logs and tests, and ``result``
-    (a PassResult: changed, with their counts).
+    A GraphPass (passes/result.py): ``result`` says what the last call did (changed when a copy became a
+    view; counts replaced and kept). ``replaced`` and ``kept`` hold those nodes' names, for logs and tests.
     """
 
     def __init__(self) -> None:
         self.replaced: list[str] = []
         self.kept: list[str] = []
+        self.result = PassResult(type(self).__name__)
 
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
+        self.replaced, self.kept = [], []
+        self.result = self._result()
         graph_module = copy.deepcopy(ep.graph_module)
         graph = graph_module.graph
         candidates = [n for n in graph.nodes if n.op == "call_function" and n.target in VIEW_OF_COPY]
-        self.replaced, self.kept = [], []
         if not candidates:
             return ep
         mutated = _mutated_groups(graph, ep, set(candidates))
@@ -94,11 +96,10 @@ class ReplaceViewCopyWithViewPass:
                      len(self.kept), ", ".join(self.kept))
         graph.lint()
         graph_module.recompile()
+        self.result = self._result()
         return with_graph(ep, graph_module)
 
-    @property
-    def result(self) -> PassResult:
-        """What the last call did: changed when a copy became a view; counts replaced and kept."""
+    def _result(self) -> PassResult:
         return PassResult(type(self).__name__, changed=bool(self.replaced),
                           counts={"replaced": len(self.replaced), "kept": len(self.kept)})
 

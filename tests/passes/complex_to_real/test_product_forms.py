@@ -1,20 +1,19 @@
-"""The forms of the complex product (AOTCUDA_PAIR_MUL) and the folding of constant factors' tables.
+"""The complex product (pair_algebra.mul_pairs, its one measured form) on each kind of factor.
 
-Every form computes the same product (checked against eager on fresh random inputs for each kind of
-factor); ``fold`` stores the tables of a factor that depends only on constants as program constants and
-leaves every other factor (an input, a buffer the program writes, a table sliced to a dynamic length)
-as ``flip`` does. ExportedProgram level: no compile.
+Checked against eager on fresh random inputs: a constant factor (a read-only buffer sliced, the RoPE
+pattern, used twice), two inputs, state the program writes, and a table sliced to a dynamic length. The
+product stores nothing: no constant is lifted. The other forms of the A/B (benchmarks/scripts/
+pair_mul_forms.py, whose ``--check`` runs these modules through each) are not part of the product.
+ExportedProgram level: no compile.
 """
 
 import copy
 
-import pytest
 import torch
 from torch.export import Dim
 from torch.export.graph_signature import InputKind
 
 from aotcuda.passes import ReplaceComplexWithRealPass
-from aotcuda.passes.complex_to_real.product_tables import FORMS, PAIR_MUL_VARIABLE, FoldConstantProductTablesPass
 
 from .helpers import export
 
@@ -40,14 +39,14 @@ class ConstantFactor(torch.nn.Module):
 
 
 class InputFactor(torch.nn.Module):
-    """x · y, both inputs: nothing to fold."""
+    """x · y, both inputs."""
 
     def forward(self, x, y):
         return torch.view_as_real(torch.view_as_complex(x) * torch.view_as_complex(y))
 
 
 class WrittenFactor(torch.nn.Module):
-    """x · state where the program writes state: its value changes between calls, never folded."""
+    """x · state where the program writes state: its value changes between calls."""
 
     def __init__(self):
         super().__init__()
@@ -58,62 +57,39 @@ class WrittenFactor(torch.nn.Module):
         return torch.view_as_real(torch.view_as_complex(x) * self.state[: x.shape[1]].view(1, x.shape[1], 1, HALF))
 
 
-def _x(seq=SEQ):
+def x_like(seq=SEQ):
     return torch.randn(2, seq, 3, HALF, 2)
 
 
-def _lifted(ep) -> int:
+def lifted(ep) -> int:
     return sum(spec.kind == InputKind.CONSTANT_TENSOR for spec in ep.graph_signature.input_specs)
 
 
-def _rewrite(ep, form, monkeypatch):
-    """The complex pass and the folding pass, as lowering runs them."""
-    monkeypatch.setenv(PAIR_MUL_VARIABLE, form)
+def _rewrite(ep):
     rewritten = ReplaceComplexWithRealPass(strict=True)(ep)
-    assert _lifted(rewritten) == _lifted(ep)  # the complex pass keeps the state as it is; folding adds
-    return FoldConstantProductTablesPass()(rewritten)
+    assert lifted(rewritten) == lifted(ep) == 0  # the product keeps the program's state as it is
+    return rewritten
 
 
-@pytest.fixture(scope="module")
-def exported():
-    """Each module and its ExportedProgram, exported once for every form."""
-    constant, inputs = ConstantFactor(), InputFactor()
-    return constant, export(constant, (_x(),)), inputs, export(inputs, (_x(), _x()))
-
-
-@pytest.mark.parametrize("form", FORMS)
-def test_every_form_computes_the_product_of_each_kind_of_factor(form, exported, monkeypatch):
-    constant, constant_ep, inputs, inputs_ep = exported
-    new = _rewrite(constant_ep, form, monkeypatch)
-    x = _x()
+def test_the_product_of_a_constant_factor_and_of_two_inputs():
+    constant = ConstantFactor()
+    new, x = _rewrite(export(constant, (x_like(),))), x_like()
     for got, want in zip(new.module()(x), constant(x)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    # fold: the table's two factors (one pair of tables for both products) are constants; others: none
-    assert _lifted(new) == (2 if form == "fold" else 0)
 
-    new = _rewrite(inputs_ep, form, monkeypatch)
-    x, y = _x(), _x()
+    inputs = InputFactor()
+    new, x, y = _rewrite(export(inputs, (x_like(), x_like()))), x_like(), x_like()
     torch.testing.assert_close(new.module()(x, y), inputs(x, y), rtol=1e-5, atol=1e-5)
-    assert _lifted(new) == 0
 
 
-def test_fold_leaves_written_buffers_and_dynamic_slices_alone(monkeypatch):
+def test_the_product_of_written_state_and_of_a_dynamic_slice():
     model = WrittenFactor()
-    new = _rewrite(export(copy.deepcopy(model), (_x(),)), "fold", monkeypatch)
-    assert _lifted(new) == 0
-    module, x = new.module(), _x()
+    module, x = _rewrite(export(copy.deepcopy(model), (x_like(),))).module(), x_like()
     for _ in range(3):  # each call sees the state the one before wrote
         torch.testing.assert_close(module(x), model(x), rtol=1e-5, atol=1e-5)
 
-    model = ConstantFactor()  # the table sliced to a dynamic length: computed per call, still right
-    ep = export(model, (_x(),), ({1: Dim("s", min=2, max=SEQ)},))
-    new = _rewrite(ep, "fold", monkeypatch)
-    x = _x(seq=7)
+    model = ConstantFactor()  # the table sliced to a dynamic length
+    new = _rewrite(export(model, (x_like(),), ({1: Dim("s", min=2, max=SEQ)},)))
+    x = x_like(seq=7)
     for got, want in zip(new.module()(x), model(x)):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-
-
-def test_an_unknown_form_is_refused_naming_the_choices(exported, monkeypatch):
-    ep = exported[3]
-    with pytest.raises(ValueError, match="AOTCUDA_PAIR_MUL='fast'.*fold, flip, flip-cat, unbind"):
-        _rewrite(ep, "fast", monkeypatch)

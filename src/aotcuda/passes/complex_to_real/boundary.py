@@ -22,7 +22,8 @@ from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
 BOUNDARY_KEY = "aotcuda_complex_boundary"
 
-_STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+# The inputs that hold the program's state: complex ones become pair state under the same names.
+STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +109,7 @@ def boundary_of(ep: torch.export.ExportedProgram) -> ComplexBoundary:
     placeholders = {n.name: n for n in ep.graph.find_nodes(op="placeholder")}
     inputs = tuple(_complex_dtype(placeholders.get(name)) for name in user_input_names(ep.graph_signature))
     state = {spec.target: dtype for spec in ep.graph_signature.input_specs
-             if spec.kind in _STATE_KINDS and (dtype := _complex_dtype(placeholders.get(spec.arg.name)))}
+             if spec.kind in STATE_KINDS and (dtype := _complex_dtype(placeholders.get(spec.arg.name)))}
     returned = ep.graph.output_node().args[0]
     written, state_returned = mutation_targets(ep), written_state_returned(ep)
     outputs = tuple(_complex_dtype(node if state_returned[i] is None else placeholders[written[state_returned[i]]])

@@ -22,7 +22,6 @@ from aotcuda.passes.complex_to_real.pair import (
     scalar_pair,
     unsqueeze_real,
 )
-from aotcuda.passes.complex_to_real.product_tables import pair_mul_form, tag_table
 
 
 def cast(value, dtype: torch.dtype):
@@ -50,40 +49,29 @@ def as_addend(value, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return scalar_pair(value, 0, dtype, device)
 
 
-def product_tables(b: Pair, form: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """b's two factors in mul_pairs: br (as [..., 1], broadcast over the pair dim; (br, br) for
-    ``flip-cat``) and (−bi, bi) as [..., 2], tagged for folding into constants under ``fold``
-    (product_tables.py).
+def product_factors(b: Pair) -> tuple[torch.Tensor, torch.Tensor]:
+    """b's two factors in mul_pairs: br as [..., 1] (broadcast over the pair dim) and (−bi, bi) as [..., 2].
 
     Made once per traced value of b: a factor used by several products (RoPE's table for q and for k,
     a loop body) costs its slices once, in the trace and in the graph.
     """
     def make():
-        b_re = b.t[..., :1]
-        if form == "flip-cat":
-            b_re = torch.cat([b_re, b_re], -1)
-        b_im_signed = b.t[..., 1:] * rotate_sign(b.dtype, b.t.device)
-        if form == "fold":
-            tag_table(b_re, "re")
-            tag_table(b_im_signed, "im")
-        return b_re, b_im_signed
+        return b.t[..., :1], b.t[..., 1:] * rotate_sign(b.dtype, b.t.device)
 
-    return derived_once(b.t, f"product_tables_{form}", make)
+    return derived_once(b.t, "product_factors", make)
 
 
 def mul_pairs(a: Pair, b: Pair) -> Pair:
-    """(ar + i·ai)(br + i·bi) in the form AOTCUDA_PAIR_MUL names (product_tables.py; default ``flip``):
-    a·(br, br) + flip(a)·(−bi, bi), b's tables folded into constants when b depends only on constants.
+    """(ar + i·ai)(br + i·bi) as a·br + flip(a, −1)·(−bi, bi): one fused Inductor kernel that reads each
+    pair once, with br and (−bi, bi) built in the kernel.
 
-    The flip form compiles to one fused Inductor kernel reading each pair once (164 µs against 210 µs for
-    unbind → four products → stack on an H200 q/k RoPE; precomputed tables 1.07× the copy, NOTES.md).
+    The measured form. On an H200 (RoPE B=4, S=4096, H=32, D=128, bf16, torch 2.11; a device copy of the
+    same bytes 134.1 µs) it took 144.4 µs; b's tables precomputed as program constants 144.6, (br, br)
+    made with cat 144.4, the textbook unbind → four products → stack 198.8. The A/B, its other forms and
+    their results: benchmarks/scripts/pair_mul_forms.py (raw rows:
+    benchmarks/results/rope-h200-torch2.11-pair-mul.json).
     """
-    form = pair_mul_form()
-    if form == "unbind":
-        ar, ai = a.t.unbind(-1)
-        br, bi = b.t.unbind(-1)
-        return Pair(torch.stack([ar * br - ai * bi, ar * bi + ai * br], -1))
-    b_re, b_im_signed = product_tables(b, form)
+    b_re, b_im_signed = product_factors(b)
     return Pair(a.t * b_re + a.t.flip(-1) * b_im_signed)
 
 

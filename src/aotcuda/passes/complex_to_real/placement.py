@@ -16,7 +16,8 @@ Inductor turns into plain reads), so the program computes exactly what it did be
 from __future__ import annotations
 
 import torch
-from torch.export.graph_signature import InputKind
+
+from aotcuda.passes.complex_to_real.boundary import STATE_KINDS
 
 aten = torch.ops.aten
 
@@ -49,13 +50,10 @@ def used_device(placeholder: torch.fx.Node) -> torch.device | None:
     return device if device != own else None
 
 
-_STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
-
-
 def constant_devices(ep: torch.export.ExportedProgram, complex_placeholders: set[str]) -> dict[str, torch.device]:
     """{placeholder name: device} for the complex parameters, buffers and constants that are only ever
     used on another device (see the module docstring); the others are absent and keep their device."""
-    state = {s.arg.name for s in ep.graph_signature.input_specs if s.kind in _STATE_KINDS}
+    state = {s.arg.name for s in ep.graph_signature.input_specs if s.kind in STATE_KINDS}
     devices = {}
     for node in ep.graph.find_nodes(op="placeholder"):
         if node.name in complex_placeholders & state and (device := used_device(node)) is not None:

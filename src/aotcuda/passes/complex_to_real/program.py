@@ -17,15 +17,12 @@ import torch
 from torch.export.graph_signature import (
     ConstantArgument,
     ExportGraphSignature,
-    InputKind,
     OutputSpec,
     TensorArgument,
 )
 
-from aotcuda.passes.complex_to_real.boundary import boundary_of, record_boundary
+from aotcuda.passes.complex_to_real.boundary import STATE_KINDS, boundary_of, record_boundary
 from aotcuda.passes.complex_to_real.torch_internals import ConstantAttrMap, lift_constants_pass
-
-_STATE_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
 def as_pair_state(value: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
@@ -41,7 +38,7 @@ def _convert_state(ep: torch.export.ExportedProgram, complex_placeholders: set[s
                    devices: dict[str, torch.device]):
     state_dict, constants = dict(ep.state_dict), dict(ep.constants)
     for spec in ep.graph_signature.input_specs:
-        if spec.kind not in _STATE_KINDS or spec.arg.name not in complex_placeholders:
+        if spec.kind not in STATE_KINDS or spec.arg.name not in complex_placeholders:
             continue
         store = state_dict if spec.target in state_dict else constants
         store[spec.target] = as_pair_state(store[spec.target], devices.get(spec.arg.name))

@@ -27,7 +27,6 @@ from aotcuda.passes.complex_to_real.half import in_float32
 from aotcuda.passes.complex_to_real.layout import as_laid_out_in_eager
 from aotcuda.passes.complex_to_real.pair import Pair, real_as_pair, real_dtype, same_size, shared_constants
 from aotcuda.passes.complex_to_real.placement import constant_devices
-from aotcuda.passes.complex_to_real.product_tables import pair_mul_form
 from aotcuda.passes.complex_to_real.program import rebuild_program
 from aotcuda.passes.complex_to_real.registry import Rule, op_name
 from aotcuda.passes.complex_to_real.replay import ReplayMode, suspended, traced_node_argument
@@ -70,9 +69,11 @@ class ReplaceComplexWithRealPass:
     Calling the pass returns a new ExportedProgram and leaves its argument unchanged. A program with no
     complex value is returned as it is. A program with an op the pass cannot rewrite (no rule, or one of
     the cases refused in scan.REFUSAL_CHECKS) is returned as it is, after one line on the "aotcuda"
-    logger naming the op and the user's source line; `refusal` then holds it (op, node, source, reason)
-    until the next call (lower() puts it in its error). `result` (a PassResult) says what the last call
-    did: changed, the counts of rewritten nodes and of nodes computed in float32 (complex32), the refusal.
+    logger naming the op and the user's source line.
+
+    A GraphPass (passes/result.py): `result` says what the last call did: changed, the counts of
+    rewritten nodes and of nodes computed in float32 (complex32), and the refusal (op, node, source,
+    reason) when it left the program as it was (lower() puts it in its error).
 
     Raises:
         UnsupportedComplexOpError: with strict=True, for a program that cannot be rewritten.
@@ -81,15 +82,12 @@ class ReplaceComplexWithRealPass:
     def __init__(self, strict: bool = False, speedups: bool | None = None):
         self.strict = strict
         self.speedups = speedups_default() if speedups is None else speedups
-        self.refusal: Refusal | None = None  # why the last call left its program as it was, if it did
         self.result = PassResult(type(self).__name__)
 
     def __call__(self, ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-        self.refusal = None
         self.result = PassResult(type(self).__name__)
         if not program_has_complex(ep):
             return ep
-        pair_mul_form()  # a bad AOTCUDA_PAIR_MUL fails here, naming the choices, not as a rule's refusal
         decision = scan(ep)
         if isinstance(decision, Plan):
             try:
@@ -101,7 +99,6 @@ class ReplaceComplexWithRealPass:
                     "rewritten nodes": len(decision.rules), "in float32": len(decision.in_float32)})
                 return rewritten
         if isinstance(decision, Refusal):
-            self.refusal = decision
             self.result = PassResult(type(self).__name__, refusal=decision)
             if self.strict:
                 raise UnsupportedComplexOpError(decision.op, decision.node, decision.source, decision.reason)

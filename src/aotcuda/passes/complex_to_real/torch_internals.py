@@ -23,8 +23,8 @@ and lifting constants into the rebuilt program.
 | symbol | from | used by | without it |
 |---|---|---|---|
 | make_fx | torch.fx.experimental.proxy_tensor | rewrite | no rewrite (the trace itself) |
-| get_proxy_mode | torch.fx.experimental.proxy_tensor | rewrite, pair, replay, product_tables | no tracer to emit into; constants not shared per trace |
-| get_proxy_slot | torch.fx.experimental.proxy_tensor | rewrite, replay, symbols, product_tables | no proxy of a value: replay, copying and symbol tracking fail |
+| get_proxy_mode | torch.fx.experimental.proxy_tensor | rewrite, pair, replay | no tracer to emit into; constants not shared per trace |
+| get_proxy_slot | torch.fx.experimental.proxy_tensor | rewrite, replay, symbols | no proxy of a value: replay, copying and symbol tracking fail |
 | set_proxy_slot | torch.fx.experimental.proxy_tensor | symbols | original SymInts not traceable: PowByNatural / Min sizes fail |
 | track_tensor | torch.fx.experimental.proxy_tensor | rewrite, replay (speed-ups) | no copied or replayed node (speed-ups off) |
 | fetch_sym_proxy | torch.fx.experimental.proxy_tensor | replay, rewrite (speed-ups) | SymInt arguments of copied/replayed nodes (speed-ups off) |
@@ -37,7 +37,7 @@ and lifting constants into the rebuilt program.
 | TorchDispatchMode | torch.utils._python_dispatch | replay (speed-up) | no replay mode (replay off) |
 | sympy_interp | torch.utils._sympy.interp | symbols | as set_proxy_slot |
 | PythonReferenceAnalysis | torch.utils._sympy.reference | symbols | as set_proxy_slot |
-| lift_constants_pass, ConstantAttrMap | torch._export.passes.lift_constants_pass | program, product_tables | rebuilt program keeps tensor constants unlifted |
+| lift_constants_pass, ConstantAttrMap | torch._export.passes.lift_constants_pass | program | rebuilt program keeps tensor constants unlifted |
 | tracer.symnode_tracker, tracer.sympy_expr_tracker | make_fx's PythonKeyTracer (attributes) | symbols | as set_proxy_slot |
 | tracer.graph._target_to_str | torch.fx.Graph (method) | replay (speed-up) | replayed node names (replay off) |
 """
