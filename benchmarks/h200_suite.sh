@@ -38,7 +38,7 @@ step() {
   echo "$name rc=$? $((SECONDS - t0))s" | tee -a "$OUT/summary.txt"
 }
 step rope "${ROPE_LIMIT:-200}" python3 benchmarks/rope.py --json "$OUT/rope.json"
-step pairmul "${PAIRMUL_LIMIT:-300}" python3 benchmarks/rope.py --pair-mul fold,flip,flip-cat,unbind --only-pair-mul --json "$OUT/pairmul.json"
+step pairmul "${PAIRMUL_LIMIT:-300}" python3 benchmarks/scripts/pair_mul_forms.py --json "$OUT/pairmul.json"
 step latency "${LATENCY_LIMIT:-120}" python3 benchmarks/latency.py --json "$OUT/latency.json"
 step overhead "${OVERHEAD_LIMIT:-200}" python3 benchmarks/overhead.py --device cuda --json "$OUT/overhead.json"
 step decode1 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 1 --deadline 540 --json "$OUT/decode1.json"
