@@ -176,13 +176,18 @@ def report(rows: list[dict], q: torch.Tensor, json_path: str | None) -> None:
                       indent=1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """--batch, --seq, --heads, --head-dim of q and k (the Llama shape by default), and --json."""
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=4096)
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--json", help="write the rows here too")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_shape_arguments(parser)
     opts = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("benchmarks/rope.py needs a CUDA device")

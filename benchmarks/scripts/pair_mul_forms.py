@@ -369,13 +369,11 @@ def form_rows(children, q, k):
 
 
 def main() -> None:
+    from rope import add_shape_arguments
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--forms", default=",".join(FORMS), help=f"comma-separated, of {', '.join(FORMS)}")
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=4096)
-    parser.add_argument("--heads", type=int, default=32)
-    parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--json", help="write the rows here too")
+    add_shape_arguments(parser)
     parser.add_argument("--check", action="store_true", help="check every form against eager on the CPU, then exit")
     parser.add_argument("--lower-to", help=argparse.SUPPRESS)  # child process: lower one form
     opts = parser.parse_args()
