@@ -20,9 +20,9 @@ from torch.fx.passes.infra.pass_base import PassResult  # noqa: E402
 from torch.utils import _pytree as pytree  # noqa: E402
 
 from aotcuda.errors import UnsupportedComplexOpError  # noqa: E402
-from aotcuda.executorch import ReplaceComplexWithRealEdgePass, complex_pass_in  # noqa: E402
+from aotcuda.executorch import ReplaceComplexWithRealEdgePass, aten_overload, complex_pass_in  # noqa: E402
 from aotcuda.models.patterns import PATTERNS  # noqa: E402
-from aotcuda.passes.complex_to_real.registry import RULES, aten_overload, op_name, rule_for  # noqa: E402
+from aotcuda.passes.complex_to_real.registry import RULES, op_name, rule_for  # noqa: E402
 from aotcuda.passes.complex_to_real.scan import program_has_complex  # noqa: E402
 
 
