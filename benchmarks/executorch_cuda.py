@@ -91,7 +91,7 @@ def run_one(name: str, route: str, device: str, out_dir: str) -> dict:
     start = time.perf_counter()
     try:
         case = et_programs.PROGRAMS[name]
-        model, args, dynamic_shapes = case.build(torch.float32)
+        model, args, _, dynamic_shapes = case.build(torch.float32)  # positional: no keyword arguments
         model = model.to(device)
         ep = torch.export.export(model, tuple(a.to(device) for a in args), dynamic_shapes=dynamic_shapes, strict=False)
         program = lower(ep, route, device).to_executorch()

@@ -20,13 +20,16 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The DeepSeek-V2 factory is test-only (transformers is a test dependency): it lives with the tests, in
+# tests/models/library, imported as tests.models.library from the repository root.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from _common import relative_error  # noqa: E402
 
 
 def build_model(hidden: int, layers: int, heads: int, max_seq: int):
     import transformers
 
-    from aotcuda.models.library.transformers_models import DeepseekV2Hidden, deepseek_v2_config, widen_router_margins
+    from tests.models.library.transformers_models import DeepseekV2Hidden, deepseek_v2_config, widen_router_margins
 
     config = deepseek_v2_config(
         hidden_size=hidden, intermediate_size=4 * hidden, moe_intermediate_size=hidden, num_hidden_layers=layers,

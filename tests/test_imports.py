@@ -78,3 +78,9 @@ def test_the_public_lowering_names_are_imported_when_first_used():
 
     assert (lower, LoweredProgram) == (lowering_lower, lowered_program)
     assert {"lower", "LoweredProgram", "load"} <= set(dir(aotcuda))
+
+
+def test_the_passes_know_no_executorch():
+    """ExecuTorch's Edge dialect reaches the rule table only through aotcuda.executorch (registry.add_dialect)."""
+    assert _importing(_files("passes"), ("executorch", "aotcuda.executorch")) == []
+    assert [str(path.relative_to(SOURCE)) for path in _files("passes") if "dim_order_ops" in path.read_text()] == []

@@ -13,6 +13,10 @@ support nested backend"), and a backend under another name would be written into
 id the CUDA runtime does not know. `complex_pass_in(CudaBackend)` therefore extends the backend's own
 ``get_custom_passes`` for the duration of a ``with`` block and restores it afterwards.
 
+The rule table knows no dialect: importing this module adds ExecuTorch's Edge dialect to it (EDGE_DIALECT:
+Edge ops by the ATen overload their schema names, and the dim-order ops by the ATen op they stand for), so
+that ReplaceComplexWithRealPass rewrites Edge programs with the ATen rules.
+
 A program not yet passed to ``to_edge`` is better served by ``ReplaceComplexWithRealPass()(ep)`` before
 it (see docs/usage.md, "ExecuTorch"). Importing this module does not import ExecuTorch.
 """
@@ -28,8 +32,78 @@ from torch.fx.passes.infra.pass_base import PassResult
 from aotcuda.errors import UnsupportedComplexOpError
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.boundary import boundary_of
+from aotcuda.passes.complex_to_real.registry import RULES, Dialect, Rule, add_dialect, op_name
 
 logger = logging.getLogger("aotcuda")
+
+
+def aten_overload(op: object) -> torch._ops.OpOverload | None:
+    """The ATen (or prims) overload an op stands for: an OpOverload itself; for a dialect op such as
+    ExecuTorch's EdgeOpOverload (``exir_ops.edge.aten.mul.Tensor``), the overload its schema names
+    (``aten::mul.Tensor``), if that overload has the same schema."""
+    if isinstance(op, torch._ops.OpOverload):
+        return op
+    schema = getattr(op, "_schema", None)  # a FunctionSchema, or a dialect's own schema class
+    if not isinstance(getattr(schema, "name", None), str) or not isinstance(getattr(schema, "overload_name", None), str):
+        return None
+    namespace, _, name = schema.name.partition("::")
+    packet = getattr(getattr(torch.ops, namespace, None), name, None) if name else None
+    overload = getattr(packet, schema.overload_name or "default", None) if packet is not None else None
+    if isinstance(overload, torch._ops.OpOverload) and str(overload._schema) == str(schema):
+        return overload
+    return None
+
+
+# ExecuTorch's dim-order ops: ATen ops whose memory_format argument is a dim order instead (the order of
+# the dims from outermost to innermost in memory). Schema name → the ATen overload they stand for.
+_DIM_ORDER_OPS = {
+    "dim_order_ops::_clone_dim_order": ("clone", "default"),
+    "dim_order_ops::_to_dim_order_copy": ("_to_copy", "default"),
+    "dim_order_ops::_empty_dim_order": ("empty", "memory_format"),
+}
+
+
+def _dim_order_rule(op: object) -> Rule | None:
+    schema = getattr(op, "_schema", None)
+    target = _DIM_ORDER_OPS.get(getattr(schema, "name", None)) if not getattr(schema, "overload_name", "") else None
+    aten_op = getattr(getattr(torch.ops.aten, target[0]), target[1]) if target else None
+    rule = RULES.get(aten_op)
+    if rule is None:
+        return None
+    aten_fn, accepted = rule.fn, {argument.name for argument in aten_op._schema.arguments}
+
+    def dim_order_rule(out, *args, dim_order=None, **kwargs):
+        kwargs = {name: value for name, value in kwargs.items() if name in accepted}  # clone has no non_blocking
+        memory_format = memory_format_of(dim_order)
+        if memory_format is not None:
+            kwargs["memory_format"] = memory_format
+        return aten_fn(out, *args, **kwargs)
+
+    dim_order_rule.__doc__ = f"As {op_name(aten_op)}, the dim order as a memory format."
+    dim_order_rule.__name__ = dim_order_rule.__qualname__ = f"dim_order_of({aten_fn.__qualname__})"
+    return Rule(aten_op, dim_order_rule, rule.family, rule.refuses, rule.computes)
+
+
+def memory_format_of(dim_order) -> torch.memory_format | None:
+    """The memory format a dim order names: None for None (keep the input's) and for an order no
+    memory format names (the pass then copies the result into eager's strides, see layout.py)."""
+    if dim_order is None:
+        return None
+    dim_order = list(dim_order)
+    if dim_order == list(range(len(dim_order))):
+        return torch.contiguous_format
+    if dim_order == [0, 2, 3, 1]:
+        return torch.channels_last
+    if dim_order == [0, 2, 3, 4, 1]:
+        return torch.channels_last_3d
+    return None
+
+
+# Edge ops get the rule of the overload they wrap; the dim-order ops (``dim_order_ops._clone_dim_order``,
+# ``_to_dim_order_copy``, ``_empty_dim_order``, which Edge programs hold instead of clone, _to_copy and
+# empty) the ATen op's rule, the dim order given as the memory format it names.
+EDGE_DIALECT = Dialect("ExecuTorch Edge", aten_overload, _dim_order_rule)
+add_dialect(EDGE_DIALECT)
 
 
 class ReplaceComplexWithRealEdgePass:

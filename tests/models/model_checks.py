@@ -10,10 +10,11 @@ import time
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 
 import aotcuda
 from aotcuda.lowering.exporting import export_program
-from aotcuda.models.patterns import Case
+from aotcuda.models.case import Case
 from aotcuda.passes import ReplaceComplexWithRealPass
 
 # Where the model is computed in the same precision as eager, only rounding order differs.
@@ -37,9 +38,9 @@ def relative_error(actual, expected) -> float:
     return worst
 
 
-def eager(model: torch.nn.Module, inputs: tuple):
+def eager(model: torch.nn.Module, args: tuple, kwargs: dict | None = None):
     with torch.no_grad():
-        return model(*inputs)
+        return model(*args, **(kwargs or {}))
 
 
 def _holds_complex(value) -> bool:
@@ -71,24 +72,25 @@ def export_real(model: torch.nn.Module, inputs: tuple, dynamic_shapes, kwargs: d
     return ReplaceComplexWithRealPass(strict=True)(ep)
 
 
-def to_device(values: tuple, device: str) -> tuple:
-    return tuple(v.to(device) if isinstance(v, torch.Tensor) else v for v in values)
+def to_device(values, device: str):
+    """`values` (args, kwargs, or both) with every tensor in it moved to `device`."""
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), values)
 
 
 def assert_matches_eager(case: Case, dtype, model, program, tolerance: float, device: str = "cpu") -> None:
     """`program` (an ExportedProgram's module or a loaded package) against eager `model` on fresh random
     inputs at each of case.lengths."""
     for length in case.lengths:
-        fresh = to_device(case.make_inputs(length, dtype), device)
-        error = relative_error(program(*fresh), eager(model, fresh))
+        args, kwargs = to_device(case.make_inputs(length, dtype), device)
+        error = relative_error(program(*args, **kwargs), eager(model, args, kwargs))
         print(f"{case.name} {dtype} on {device} at length {length}: relative error {error:.1e}")
         assert error <= tolerance, f"{case.name} {dtype} on {device} at length {length}: relative error {error:.2e}"
 
 
 def assert_pass_leaves_no_complex(case: Case, dtype, tolerance: float) -> None:
     """Export, decompose, rewrite strictly; no complex value may be left and `.module()` must match eager."""
-    model, inputs, dynamic_shapes = build_seeded(case, dtype)
-    ep = export_real(model, inputs, dynamic_shapes)
+    model, args, kwargs, dynamic_shapes = build_seeded(case, dtype)
+    ep = export_real(model, args, dynamic_shapes, kwargs)
     assert complex_values_left(ep) == []
     assert_matches_eager(case, dtype, model, ep.module(), tolerance)
 
@@ -99,12 +101,12 @@ def lower_case(case: Case, dtype, device: str, directory) -> tuple[torch.nn.Modu
     Lowers with allow_fallbacks=True so that a fallback kernel and a wrong result show up as two separate
     test failures; tests assert `fallback_kernels_of(lowered) == []` themselves.
     """
-    model, inputs, dynamic_shapes = build_seeded(case, dtype)
-    model, inputs = model.to(device), to_device(inputs, device)
+    model, args, kwargs, dynamic_shapes = build_seeded(case, dtype)
+    model, (args, kwargs) = model.to(device), to_device((args, kwargs), device)
     package = directory / f"{case.name}-{str(dtype).removeprefix('torch.')}-{device}.pt2"
     start = time.perf_counter()
     lowered = aotcuda.lower(
-        model, inputs, dynamic_shapes=dynamic_shapes, device=device, package_path=str(package), allow_fallbacks=True
+        model, args, kwargs, dynamic_shapes=dynamic_shapes, device=device, package_path=str(package), allow_fallbacks=True
     )
     program = aotcuda.load(lowered.package_path)
     print(f"\n{case.name} ({dtype}, {device}): lowered and loaded in {time.perf_counter() - start:.1f} s")

@@ -1,4 +1,4 @@
-"""The diffusers suite (aotcuda.models.library.diffusers_suite): each library class exported as its pipeline
+"""The diffusers suite (tests/models/library: diffusers_suite, diffusers_video_audio): each library class exported as its pipeline
 calls it, then ReplaceComplexWithRealPass, lower() + load() in a fresh process (two cases), and CUDA.
 
 Every case is built once per module (fixture `exported`): seeded random weights, one eager call first (Z-Image
@@ -7,7 +7,7 @@ eager model's cache), then torch.export under torch.no_grad() as a pipeline runs
 1e-5 for the ExportedProgram and after the pass (same ATen ops, float32), 1e-4 compiled (Inductor reorders
 reductions). diffusers is a test dependency; without it every test here skips and says so.
 
-A case whose call cannot export (LibraryCall.export_error, the first line of torch.export's error) is not in
+A case whose call cannot export (Case.export_error, the first line of torch.export's error) is not in
 the normal tests: test_known_limits_fail_with_their_documented_cause runs the same export and asserts that
 error; a fix elsewhere makes it fail with a message to move the case back (clear export_error).
 """
@@ -25,9 +25,9 @@ import torch
 import torch.utils._pytree as pytree
 
 import aotcuda
-from aotcuda.models.library.diffusers_suite import DIFFUSERS_HEAVY, DIFFUSERS_SUITE
 from aotcuda.passes import ReplaceComplexWithRealPass
 from model_checks import assert_fails_with_documented_cause, complex_values_left, relative_error
+from tests.models.library import DIFFUSERS_HEAVY, DIFFUSERS_SUITE
 
 EXPORT_TOLERANCE, COMPILED_TOLERANCE = 1e-5, 1e-4
 FRESH_PROCESS_CASES = ("qwen_image",)
@@ -87,7 +87,7 @@ def test_known_limits_fail_with_their_documented_cause(name):
     case, model, args, kwargs, dynamic_shapes = build(name)
     assert_fails_with_documented_cause(name, lambda: export(model, args, kwargs, dynamic_shapes),
                                        re.escape(case.export_error), f"{case.notes} (export_error)",
-                                       f"its export_error in aotcuda.models.library and {TABLE}")
+                                       f"its export_error in tests/models/library and {TABLE}")
 
 
 def assert_matches_eager_at_every_length(case, model, program, tolerance: float, device: str = "cpu") -> None:

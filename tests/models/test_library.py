@@ -1,4 +1,4 @@
-"""Library models with complex rotary embeddings (aotcuda.models.library): pass, CPU compile, CUDA compile.
+"""Library models with complex rotary embeddings (tests/models/library): pass, CPU compile, CUDA compile.
 
 transformers and diffusers are test dependencies (pinned in pyproject.toml); a model's tests skip, with
 the import error as the reason, only where its library cannot be imported.
@@ -8,7 +8,7 @@ matmul and softmax reductions and, in bfloat16, round intermediates at other pla
 - pass level (`.module()` runs the same ATen ops as eager, in the same precision): float32 1e-5,
   bfloat16 1e-2;
 - compiled (AOTInductor fuses, and keeps fused intermediates in float32): float32 1e-4, bfloat16 3e-2.
-The DeepSeek-V2 router weights are drawn wide (see library.widen_router_margins) so that these
+The DeepSeek-V2 router weights are drawn wide (see library.transformers_models.widen_router_margins) so that these
 differences cannot change which experts a token goes to.
 
 One CPU compile per model and dtype (float32 and bfloat16, module-scoped fixture, 30–40 s each on a
@@ -22,7 +22,6 @@ import importlib
 import pytest
 import torch
 
-from aotcuda.models.library import LIBRARY_MODELS, LIBRARY_OF
 from model_checks import (
     assert_matches_eager,
     assert_pass_leaves_no_complex,
@@ -30,6 +29,7 @@ from model_checks import (
     fallback_kernels_of,
     lower_case,
 )
+from tests.models.library import LIBRARY_MODELS
 
 PASS_TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
 COMPILED_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2}
@@ -38,7 +38,7 @@ CASES = case_params(LIBRARY_MODELS)
 
 def require_library(name: str) -> None:
     """Skip (with the import error as the reason) where the model's library cannot be imported."""
-    module = LIBRARY_OF[name]
+    module = LIBRARY_MODELS[name].library
     try:
         importlib.import_module(module)
     except ImportError as error:

@@ -1,4 +1,4 @@
-"""The transformers library-model suite (issue 11): each class of aotcuda.models.library.TRANSFORMERS_SUITE,
+"""The transformers library-model suite (issue 11): each class of tests.models.library.TRANSFORMERS_SUITE,
 exported as its library calls it (the class itself, with the keyword arguments users pass), checked at
 three levels:
 
@@ -32,8 +32,8 @@ import torch
 import torch.utils._pytree as pytree
 
 import aotcuda
-from aotcuda.models.library.transformers_models import TRANSFORMERS_SUITE
 from model_checks import assert_fails_with_documented_cause, complex_values_left, export_real, relative_error
+from tests.models.library import TRANSFORMERS_SUITE
 
 PASS_TOLERANCE, COMPILED_TOLERANCE = 1e-5, 1e-4
 TABLE = "docs/models.md (transformers table)"
@@ -74,31 +74,31 @@ FRESH_PROCESS_CASES = ("llama_causal_lm",)
 
 
 def built(name: str):
-    """(case, model, example args, dynamic_shapes), weights seeded."""
+    """(case, model, example args, example kwargs, dynamic_shapes), weights seeded."""
     case = TRANSFORMERS_SUITE[name]
     pytest.importorskip(case.library, reason=f"{name} needs {case.library}; pip install -e '.[test]'")
     torch.manual_seed(0)
-    model, args, dims = case.build(torch.float32)
-    return case, model, args, dims
+    model, args, kwargs, dims = case.build(torch.float32)
+    return case, model, args, kwargs, dims
 
 
 def tensors_of(outputs) -> tuple[torch.Tensor, ...]:
     return tuple(leaf for leaf in pytree.tree_leaves(outputs) if isinstance(leaf, torch.Tensor))
 
 
-def eager(model, case, args):
+def eager(model, args, kwargs):
     with torch.no_grad():
-        return model(*args, **case.options)
+        return model(*args, **kwargs)
 
 
 @pytest.mark.parametrize("name", WORKING)
 def test_exported_program_has_no_complex_and_matches_eager(name):
-    case, model, args, dims = built(name)
-    ep = export_real(model, args, dims, kwargs=case.options)
+    case, model, args, kwargs, dims = built(name)
+    ep = export_real(model, args, dims, kwargs=kwargs)
     assert complex_values_left(ep) == []
     for length in case.lengths:
-        fresh = case.make_inputs(length, torch.float32)
-        error = relative_error(tensors_of(ep.module()(*fresh, **case.options)), tensors_of(eager(model, case, fresh)))
+        fresh, options = case.make_inputs(length, torch.float32)
+        error = relative_error(tensors_of(ep.module()(*fresh, **options)), tensors_of(eager(model, fresh, options)))
         print(f"{name} at length {length}: relative error {error:.1e}")
         assert error <= PASS_TOLERANCE, f"{name} at length {length}: relative error {error:.2e}"
 
@@ -106,9 +106,9 @@ def test_exported_program_has_no_complex_and_matches_eager(name):
 @pytest.mark.parametrize("name", list(KNOWN_LIMITS))
 def test_known_limits_fail_with_their_documented_cause(name):
     """The step the normal test runs (export → decompose → pass) raises the recorded error."""
-    case, model, args, dims = built(name)
+    case, model, args, kwargs, dims = built(name)
     limit = KNOWN_LIMITS[name]
-    assert_fails_with_documented_cause(name, lambda: export_real(model, args, dims, kwargs=case.options),
+    assert_fails_with_documented_cause(name, lambda: export_real(model, args, dims, kwargs=kwargs),
                                        limit.match, limit.cause, f"KNOWN_LIMITS and {TABLE}")
 
 
@@ -137,9 +137,9 @@ def fresh_python(*argv: str, timeout: int = 600) -> subprocess.CompletedProcess:
 def lowered_on_cpu(request, tmp_path_factory):
     """(name, case, eager model, LoweredProgram) of one CPU compile per case, in this process."""
     name = request.param
-    case, model, args, dims = built(name)
+    case, model, args, kwargs, dims = built(name)
     folder = tmp_path_factory.mktemp(name)
-    lowered = aotcuda.lower(model, args, dict(case.options), dynamic_shapes=dims, device="cpu",
+    lowered = aotcuda.lower(model, args, kwargs, dynamic_shapes=dims, device="cpu",
                             package_path=folder / f"{name}.pt2")
     return name, case, model, lowered
 
@@ -148,13 +148,13 @@ def test_lowered_package_runs_in_a_fresh_process_and_matches_eager(lowered_on_cp
     name, case, model, lowered = lowered_on_cpu
     assert lowered.fallback_kernels == [], f"{name}: {[k.describe() for k in lowered.fallback_kernels]}"
     for length in case.lengths:
-        fresh = case.make_inputs(length, torch.float32)
-        torch.save({"args": fresh, "kwargs": case.options}, tmp_path / "inputs.pt")
+        fresh, options = case.make_inputs(length, torch.float32)
+        torch.save({"args": fresh, "kwargs": options}, tmp_path / "inputs.pt")
         run = fresh_python("-c", LOAD_AND_RUN, lowered.package_path, str(tmp_path / "inputs.pt"),
                            str(tmp_path / "outputs.pt"))
         assert run.returncode == 0, run.stderr[-3000:]
         report = json.loads(run.stdout.strip().splitlines()[-1])
-        expected = eager(model, case, fresh)
+        expected = eager(model, fresh, options)
         assert report["type"] == f"{type(expected).__module__}.{type(expected).__qualname__}", report
         error = relative_error(tuple(torch.load(tmp_path / "outputs.pt")), tensors_of(expected))
         print(f"{name} in a fresh process at length {length}: {report['type']}, relative error {error:.1e}")
@@ -166,8 +166,8 @@ def test_cli_runs_and_inspects_a_package_with_library_outputs(lowered_on_cpu, tm
     name, case, _, lowered = lowered_on_cpu
     if name != "llama_causal_lm":
         pytest.skip("one package with a ModelOutput return is enough for the CLI")
-    torch.save({"args": case.make_inputs(case.lengths[-1], torch.float32), "kwargs": case.options},
-               tmp_path / "inputs.pt")
+    args, kwargs = case.make_inputs(case.lengths[-1], torch.float32)
+    torch.save({"args": args, "kwargs": kwargs}, tmp_path / "inputs.pt")
     run = fresh_python("-m", "aotcuda", "run", lowered.package_path, "--inputs", str(tmp_path / "inputs.pt"))
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"(2, {case.lengths[-1]}, 128)" in run.stdout, run.stdout  # the logits
@@ -181,16 +181,17 @@ def test_cli_runs_and_inspects_a_package_with_library_outputs(lowered_on_cpu, tm
 def lower_on_cuda_and_compare(name: str, tmp_path) -> None:
     """lower(device="cuda") + load(): no fallback kernel beyond the allow-list, outputs match eager at every
     length."""
-    case, model, args, dims = built(name)
+    case, model, args, kwargs, dims = built(name)
     model = model.cuda()
     on_cuda = lambda values: tuple(v.cuda() if isinstance(v, torch.Tensor) else v for v in values)  # noqa: E731
-    lowered = aotcuda.lower(model, on_cuda(args), dict(case.options), dynamic_shapes=dims, device="cuda",
+    lowered = aotcuda.lower(model, on_cuda(args), kwargs, dynamic_shapes=dims, device="cuda",
                             package_path=tmp_path / f"{name}.pt2", allow_fallbacks=True)
     assert lowered.fallback_kernels == [], f"{name}: {[k.describe() for k in lowered.fallback_kernels]}"
     program = lowered.load()
     for length in case.lengths:
-        fresh = on_cuda(case.make_inputs(length, torch.float32))
-        error = relative_error(tensors_of(program(*fresh, **case.options)), tensors_of(eager(model, case, fresh)))
+        fresh, options = case.make_inputs(length, torch.float32)
+        fresh = on_cuda(fresh)
+        error = relative_error(tensors_of(program(*fresh, **options)), tensors_of(eager(model, fresh, options)))
         print(f"{name} on CUDA at length {length}: relative error {error:.1e}")
         assert error <= COMPILED_TOLERANCE, f"{name} on CUDA at length {length}: relative error {error:.2e}"
 
@@ -213,7 +214,7 @@ def test_known_cuda_limits_fail_with_their_documented_cause(name, tmp_path):
 def test_the_first_call_a_user_writes_names_use_cache_false():
     """aotcuda.lower(LlamaForCausalLM(cfg), (input_ids,)): the DynamicCache output cannot be exported; the
     error is torch's, with the fix as a note (the call with the fix is the fresh-process case above)."""
-    case, model, args, _ = built("llama_causal_lm")
+    case, model, args, _, _ = built("llama_causal_lm")
     with pytest.raises(RuntimeError, match="DynamicCache") as caught:
         aotcuda.lower(model, args, device="cpu")
     assert any('{"use_cache": False}' in note for note in getattr(caught.value, "__notes__", [])), caught.value

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 from torch.export import Dim
 
-from aotcuda.models.patterns import PATTERNS, Case, llama2
+from aotcuda.models import Case
+from aotcuda.models.patterns import PATTERNS, llama2
 from aotcuda.models.patterns._common import as_complex_pairs, inverse_frequencies, polar_table
 
 
@@ -42,13 +43,13 @@ def _twice_build(dtype: torch.dtype = torch.float32):
     return TwiceRope(), _twice_inputs(12, dtype), ({1: Dim("seq", min=2, max=llama2.MAX_SEQ)},)
 
 
-TWICE = Case("twice", "one tensor in several output slots", "complex constant, slice, view, view_as_complex, "
-             "mul, view_as_real", _twice_build, _twice_inputs, (12, 5, 64))
+TWICE = Case.positional("twice", "one tensor in several output slots", "complex constant, slice, view, "
+                        "view_as_complex, mul, view_as_real", _twice_build, _twice_inputs, (12, 5, 64))
 
 PROGRAMS: dict[str, Case] = {"llama2": PATTERNS["llama2"], "twice": TWICE, "wan": PATTERNS["wan"]}
 
 
 def export(case: Case) -> tuple[nn.Module, torch.export.ExportedProgram]:
     """The case's model and its float32 ExportedProgram (non-strict, as aotcuda.lower exports)."""
-    model, args, dynamic_shapes = case.build(torch.float32)
-    return model, torch.export.export(model, args, dynamic_shapes=dynamic_shapes, strict=False)
+    model, args, kwargs, dynamic_shapes = case.build(torch.float32)
+    return model, torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)

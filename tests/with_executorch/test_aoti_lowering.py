@@ -61,7 +61,7 @@ def test_without_the_pass_aoti_reports_missing_fallback_kernels(name):
 
 def assert_matches_eager(model, manager, delegates, case):
     for length in case.lengths:
-        inputs = case.make_inputs(length, torch.float32)
+        inputs, _ = case.make_inputs(length, torch.float32)  # positional: no keyword arguments
         expected = model(*inputs)
         expected = expected if isinstance(expected, tuple) else (expected,)
         got = aoti_cpu.run_lowered(manager, delegates, *inputs)
@@ -81,7 +81,7 @@ def test_pass_in_the_backends_custom_passes_compiles_and_matches_eager(compiled,
 
 def test_twice_returns_one_tensor_in_both_slots(compiled):
     model, manager, delegates = compiled("twice", "in the backend")
-    (x,) = et_programs.TWICE.make_inputs(7, torch.float32)
+    (x,), _ = et_programs.TWICE.make_inputs(7, torch.float32)
     first, plus_one, second = aoti_cpu.run_lowered(manager, delegates, x)
     torch.testing.assert_close(first, second, rtol=0, atol=0)
     torch.testing.assert_close(plus_one, x + 1)

@@ -20,9 +20,9 @@ from torch.fx.passes.infra.pass_base import PassResult  # noqa: E402
 from torch.utils import _pytree as pytree  # noqa: E402
 
 from aotcuda.errors import UnsupportedComplexOpError  # noqa: E402
-from aotcuda.executorch import ReplaceComplexWithRealEdgePass, complex_pass_in  # noqa: E402
+from aotcuda.executorch import ReplaceComplexWithRealEdgePass, aten_overload, complex_pass_in  # noqa: E402
 from aotcuda.models.patterns import PATTERNS  # noqa: E402
-from aotcuda.passes.complex_to_real.registry import RULES, aten_overload, op_name, rule_for  # noqa: E402
+from aotcuda.passes.complex_to_real.registry import RULES, op_name, rule_for  # noqa: E402
 from aotcuda.passes.complex_to_real.scan import program_has_complex  # noqa: E402
 
 
@@ -73,14 +73,14 @@ def test_refusal_checks_see_the_aten_op():
 @pytest.mark.parametrize("name", list(PATTERNS))
 def test_every_pattern_as_an_edge_program_is_rewritten_in_place_and_matches_eager(name):
     case = PATTERNS[name]
-    model, args, dynamic_shapes = case.build(torch.float32)
+    model, args, _, dynamic_shapes = case.build(torch.float32)  # positional: no keyword arguments
     ep = edge_program(model, args, dynamic_shapes)
     assert any(isinstance(n.target, EdgeOpOverload) for n in ep.graph.nodes) and program_has_complex(ep)
     result = ReplaceComplexWithRealEdgePass()(ep)
     assert isinstance(result, PassResult) and result.modified and result.graph_module is ep.graph_module
     assert not program_has_complex(ep)
     for length in case.lengths:
-        inputs = case.make_inputs(length, torch.float32)
+        inputs, _ = case.make_inputs(length, torch.float32)
         for got, expected in zip(pytree.tree_leaves(ep.module()(*inputs)), pytree.tree_leaves(model(*inputs))):
             torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
@@ -114,7 +114,8 @@ def test_non_strict_logs_and_leaves_the_program_unchanged(caplog):
 
 
 def test_a_graph_module_is_refused_with_the_reason():
-    ep = edge_program(*et_programs.PROGRAMS["llama2"].build(torch.float32))
+    model, args, _, dynamic_shapes = et_programs.PROGRAMS["llama2"].build(torch.float32)
+    ep = edge_program(model, args, dynamic_shapes)
     assert ReplaceComplexWithRealEdgePass.requires_exported_program  # AotiBackend then passes the program
     with pytest.raises(TypeError, match="rewrites an ExportedProgram.*got GraphModule"):
         ReplaceComplexWithRealEdgePass()(ep.graph_module)

@@ -14,7 +14,7 @@ import torch
 @pytest.mark.parametrize("name", list(et_programs.PROGRAMS))
 def test_every_table_follows_the_model_to_another_device(name):
     case = et_programs.PROGRAMS[name]
-    model, args, _ = case.build(torch.float32)
+    model, args, _, _ = case.build(torch.float32)
     model = model.to("meta")
     outputs = model(*(a.to("meta") for a in args))
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)

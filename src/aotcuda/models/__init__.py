@@ -1,6 +1,8 @@
-"""Built-in example programs: the demo's attention block (``attention``), RoPE patterns of public models
-(``patterns``), and small library-model builders (``library``)."""
+"""Built-in example programs: the demo's attention block (``attention``), the decode step (``decoder``) and
+RoPE patterns of public models (``patterns``), each a Case (``case``) of one catalogue (``catalogue.CASES``).
+Library-model factories (transformers, diffusers) are test-only and live in tests/models/library."""
 
 from aotcuda.models.attention import AttentionBlock, attention_block
+from aotcuda.models.case import Case
 
-__all__ = ["AttentionBlock", "attention_block"]
+__all__ = ["AttentionBlock", "Case", "attention_block"]

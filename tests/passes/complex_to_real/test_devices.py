@@ -16,24 +16,23 @@ import torch
 from torch.utils import _pytree as pytree
 
 from aotcuda.lowering.decompositions import decomposition_table
-from aotcuda.models.library import LIBRARY_MODELS
 from aotcuda.models.patterns import PATTERNS
 from aotcuda.passes import ReplaceComplexWithRealPass
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
+from tests.models.library import LIBRARY_MODELS
 from tests.passes.complex_to_real.helpers import assert_devices_carried, assert_no_complex
 
 TARGET = torch.device("meta")
 DEVICE_COPIES = {torch.ops.aten._to_copy.default, torch.ops.prims.device_put.default}
-LIBRARY_OF = {"deepseek_v2": "transformers", "qwen_image": "diffusers"}
 CASES = {**PATTERNS, **LIBRARY_MODELS}
 
 
 def export_on(case, device: torch.device) -> torch.export.ExportedProgram:
     """The case exported and decomposed as aotcuda.lower does it for `device` (see lowering._on_device)."""
-    model, inputs, dynamic_shapes = case.build(torch.float32)
+    model, args, kwargs, dynamic_shapes = case.build(torch.float32)
     model = model.to(device)  # parameters and buffers only: plain attributes stay where they are
-    inputs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), inputs)
-    ep = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes, strict=False)
+    args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), (args, kwargs))
+    ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     return ReplaceViewCopyWithViewPass()(ep.run_decompositions(decomposition_table()))
 
 
@@ -58,8 +57,9 @@ def misplaced_operands(ep: torch.export.ExportedProgram, device: torch.device) -
 @pytest.fixture(scope="module", params=sorted(CASES))
 def rewritten(request):
     name = request.param
-    if name in LIBRARY_OF:
-        pytest.importorskip(LIBRARY_OF[name], reason=f"{name} needs {LIBRARY_OF[name]}")
+    library = CASES[name].library
+    if library:
+        pytest.importorskip(library, reason=f"{name} needs {library}")
     ep = export_on(CASES[name], TARGET)
     return name, ep, ReplaceComplexWithRealPass(strict=True)(ep)
 

@@ -6,11 +6,7 @@ index i rotate by the angle p · θ^(−2i/d), held as the unit complex number e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
-
 import torch
-from torch import nn
 
 
 def inverse_frequencies(dim: int, theta: float = 10000.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -29,26 +25,3 @@ def polar_table(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor
 def as_complex_pairs(x: torch.Tensor) -> torch.Tensor:
     """View the last dim of a float tensor [..., D] as D/2 complex numbers [..., D/2] (adjacent pairs)."""
     return torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
-
-
-@dataclass(frozen=True)
-class Case:
-    """One model or pattern that aotcuda must lower, with what a test needs to check it.
-
-    build(dtype) returns (model, example_inputs, dynamic_shapes) ready for torch.export.export;
-    make_inputs(length, dtype) returns fresh random inputs with the dynamic dim (if any) at `length`.
-    lengths[0] is the export length; lengths[1:] are other lengths the program must also run at
-    (empty where nothing is dynamic).
-    """
-
-    name: str
-    stands_for: str
-    complex_ops: str
-    build: Callable[[torch.dtype], tuple[nn.Module, tuple[Any, ...], Any]]
-    make_inputs: Callable[[int, torch.dtype], tuple[Any, ...]]
-    lengths: tuple[int, ...]
-    dtypes: tuple[torch.dtype, ...] = (torch.float32,)
-
-    @property
-    def dynamic(self) -> bool:
-        return len(self.lengths) > 1

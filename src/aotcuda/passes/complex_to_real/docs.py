@@ -35,7 +35,8 @@ does. Every result is laid out as eager lays out the value it replaces (the comp
 last), so views, `as_strided` and stride reads after it see eager's layout; where a rule's natural layout
 differs (the FFT rules), the result is copied into eager's.
 
-The same rules rewrite the other spellings of these ops (registry.rule_for): ExecuTorch's Edge-dialect ops
+The same rules rewrite the other spellings of these ops (registry.rule_for; the ExecuTorch ones once
+aotcuda.executorch, which adds its dialect, is imported): ExecuTorch's Edge-dialect ops
 (`exir_ops.edge.aten.*`, by the overload their schema names), the `*_copy` form of every view listed
 (`permute_copy`, `view_as_complex_copy`, …: the view's rule, into a fresh contiguous tensor), and ExecuTorch's
 dim-order ops (`_clone_dim_order`, `_to_dim_order_copy`, `_empty_dim_order`: clone, `_to_copy`, empty).

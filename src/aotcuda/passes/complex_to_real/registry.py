@@ -18,17 +18,15 @@ rule that does arithmetic (rounding matters), which on complex32 values runs in 
 (half.py); a rule without it only moves or casts values. ``refuses=`` names the arguments it does not
 cover (Rule.refuses). `family`, the rule's module name, only groups the rules in docs/ops.md.
 
-Rules are registered for ATen overloads only; `rule_for` finds them for two other spellings of the same
-op, so that programs in ExecuTorch's Edge dialect are rewritten by the same table:
+Rules are registered for ATen overloads only; `rule_for` also finds them for other spellings of the same
+op:
 
-- a dialect op that wraps an ATen overload (``exir_ops.edge.aten.mul.Tensor``): its schema names the
-  overload (``aten::mul.Tensor``), whose rule applies;
-- a ``*_copy`` view op (``aten.permute_copy.default``, which Edge programs hold instead of the view):
+- a ``*_copy`` view op (``aten.permute_copy.default``, which copy-op dialects hold instead of the view):
   the rule of the view it copies (`view_of_copy`), its result copied into a fresh contiguous tensor, as
   the copy op returns;
-- one of ExecuTorch's dim-order ops (``dim_order_ops._clone_dim_order``, ``_to_dim_order_copy``,
-  ``_empty_dim_order``, which Edge programs hold instead of clone, _to_copy and empty): the ATen op's
-  rule, the dim order given as the memory format it names.
+- the ops of a Dialect, which the module that knows the dialect adds (`add_dialect`): a dialect op that
+  wraps an ATen overload gets that overload's rule, and a dialect's own overloads get the rules it adapts
+  from ATen rules. The table knows no dialect itself: aotcuda.executorch adds ExecuTorch's Edge dialect.
 """
 
 from __future__ import annotations
@@ -65,13 +63,38 @@ class Rule:
 RULES: dict[object, Rule] = {}
 
 
+@dataclasses.dataclass(frozen=True)
+class Dialect:
+    """Another spelling of ATen ops, added to the table by the module that knows it (`add_dialect`).
+
+    wrapped(op) -> the OpOverload a dialect op wraps (same schema, so the overload's rule applies as is),
+        or None for an op that wraps none;
+    rule_of(op) -> for an op of the dialect's own (an OpOverload or not), a rule adapted from an ATen rule,
+        or None.
+    """
+
+    name: str
+    wrapped: Callable[[object], torch._ops.OpOverload | None]
+    rule_of: Callable[[object], Rule | None]
+
+
+DIALECTS: list[Dialect] = []
+
+
+def add_dialect(dialect: Dialect) -> None:
+    """Let rule_for and op_name see `dialect`'s ops (once per dialect)."""
+    if dialect not in DIALECTS:
+        DIALECTS.append(dialect)
+        _derived_rule.cache_clear()
+
+
 def op_name(op: object) -> str:
     """"aten.mul.Tensor" for an op overload, "aten.mul.Tensor (EdgeOpOverload)" for a dialect op that
     wraps one; the qualified name for anything else."""
     if isinstance(op, torch._ops.OpOverload):
         namespace = op.namespace
         return f"{namespace}.{op._opname}.{op._overloadname}"
-    aten_op = aten_overload(op)
+    aten_op = wrapped_overload(op)
     if aten_op is not None:
         return f"{op_name(aten_op)} ({type(op).__name__})"
     if isinstance(op, torch._ops.HigherOrderOperator):
@@ -106,28 +129,24 @@ def rule_for(op: object) -> Rule | None:
     return _derived_rule(op)
 
 
-def aten_overload(op: object) -> torch._ops.OpOverload | None:
-    """The ATen (or prims) overload an op stands for: an OpOverload itself; for a dialect op such as
-    ExecuTorch's EdgeOpOverload, the overload its schema names, if that overload has the same schema."""
+def wrapped_overload(op: object) -> torch._ops.OpOverload | None:
+    """The overload an op stands for: an OpOverload itself; for a dialect op, the overload it wraps (the
+    first added Dialect that knows it); None for anything else."""
     if isinstance(op, torch._ops.OpOverload):
         return op
-    schema = getattr(op, "_schema", None)  # a FunctionSchema, or a dialect's own schema class
-    if not isinstance(getattr(schema, "name", None), str) or not isinstance(getattr(schema, "overload_name", None), str):
-        return None
-    namespace, _, name = schema.name.partition("::")
-    packet = getattr(getattr(torch.ops, namespace, None), name, None) if name else None
-    overload = getattr(packet, schema.overload_name or "default", None) if packet is not None else None
-    if isinstance(overload, torch._ops.OpOverload) and str(overload._schema) == str(schema):
-        return overload
-    return None
+    return next((o for o in (dialect.wrapped(op) for dialect in DIALECTS) if o is not None), None)
+
+
+def _dialect_rule(op: object) -> Rule | None:
+    return next((r for r in (dialect.rule_of(op) for dialect in DIALECTS) if r is not None), None)
 
 
 @functools.cache
 def _derived_rule(op: object) -> Rule | None:
-    aten_op = aten_overload(op)
+    aten_op = wrapped_overload(op)
     if aten_op is None:
-        return _dim_order_rule(op)
-    rule = RULES.get(aten_op) or _copy_form_rule(aten_op) or _dim_order_rule(aten_op)
+        return _dialect_rule(op)
+    rule = RULES.get(aten_op) or _copy_form_rule(aten_op) or _dialect_rule(aten_op)
     if rule is None or rule.op is op:
         return rule
     refuses = rule.refuses
@@ -168,51 +187,6 @@ def _copy_form_rule(op: torch._ops.OpOverload) -> Rule | None:
     copy_rule.__doc__ = f"As {op_name(view_rule.op)}, into a fresh contiguous tensor."
     copy_rule.__name__ = copy_rule.__qualname__ = f"copy_of({view_fn.__qualname__})"
     return Rule(op, copy_rule, view_rule.family, view_rule.refuses, view_rule.computes)
-
-
-# ExecuTorch's dim-order ops: ATen ops whose memory_format argument is a dim order instead (the order of
-# the dims from outermost to innermost in memory). Schema name → the ATen overload they stand for.
-_DIM_ORDER_OPS = {
-    "dim_order_ops::_clone_dim_order": ("clone", "default"),
-    "dim_order_ops::_to_dim_order_copy": ("_to_copy", "default"),
-    "dim_order_ops::_empty_dim_order": ("empty", "memory_format"),
-}
-
-
-def _dim_order_rule(op: object) -> Rule | None:
-    schema = getattr(op, "_schema", None)
-    target = _DIM_ORDER_OPS.get(getattr(schema, "name", None)) if not getattr(schema, "overload_name", "") else None
-    aten_op = getattr(getattr(torch.ops.aten, target[0]), target[1]) if target else None
-    rule = RULES.get(aten_op)
-    if rule is None:
-        return None
-    aten_fn, accepted = rule.fn, {argument.name for argument in aten_op._schema.arguments}
-
-    def dim_order_rule(out, *args, dim_order=None, **kwargs):
-        kwargs = {name: value for name, value in kwargs.items() if name in accepted}  # clone has no non_blocking
-        memory_format = memory_format_of(dim_order)
-        if memory_format is not None:
-            kwargs["memory_format"] = memory_format
-        return aten_fn(out, *args, **kwargs)
-
-    dim_order_rule.__doc__ = f"As {op_name(aten_op)}, the dim order as a memory format."
-    dim_order_rule.__name__ = dim_order_rule.__qualname__ = f"dim_order_of({aten_fn.__qualname__})"
-    return Rule(aten_op, dim_order_rule, rule.family, rule.refuses, rule.computes)
-
-
-def memory_format_of(dim_order) -> torch.memory_format | None:
-    """The memory format a dim order names: None for None (keep the input's) and for an order no
-    memory format names (the pass then copies the result into eager's strides, see layout.py)."""
-    if dim_order is None:
-        return None
-    dim_order = list(dim_order)
-    if dim_order == list(range(len(dim_order))):
-        return torch.contiguous_format
-    if dim_order == [0, 2, 3, 1]:
-        return torch.channels_last
-    if dim_order == [0, 2, 3, 4, 1]:
-        return torch.channels_last_3d
-    return None
 
 
 def _is_pair(value: object) -> bool:

@@ -3,7 +3,7 @@
 - DeepseekV2Model: rotary rotations made with torch.polar each call, applied through view_as_complex,
   mul and view_as_real inside multi-head latent attention (MoE layer included).
 
-Each builder returns (model, example_inputs, dynamic_shapes) like the patterns' (see patterns._common.Case).
+Each builder returns (model, example_inputs, dynamic_shapes), made a Case by Case.positional (aotcuda.models.case).
 transformers is a test-only dependency: it is imported inside the builders.
 """
 
@@ -13,8 +13,9 @@ import torch
 from torch import nn
 from torch.export import Dim
 
-from aotcuda.models.library._common import LibraryCase, dims_by_name, import_library
-from aotcuda.models.patterns._common import Case
+from aotcuda.models.case import Case
+
+from ._common import dims_by_name, import_library
 
 DEEPSEEK_BATCH, DEEPSEEK_SEQ, DEEPSEEK_MAX_SEQ, DEEPSEEK_VOCAB = 2, 12, 64, 128
 
@@ -82,10 +83,11 @@ def build_deepseek_v2(dtype: torch.dtype = torch.float32):
 
 
 TRANSFORMERS_MODELS: dict[str, Case] = {
-    "deepseek_v2": Case(
+    "deepseek_v2": Case.positional(
         "deepseek_v2", "transformers DeepseekV2Model",
         "polar, mul by real scalar, view_as_complex, unsqueeze, mul, view_as_real",
         build_deepseek_v2, deepseek_v2_inputs, (DEEPSEEK_SEQ, 29), (torch.float32, torch.bfloat16),
+        library="transformers",
     ),
 }
 
@@ -287,31 +289,37 @@ def autoformer_inputs(length: int = 0, dtype: torch.dtype = torch.float32):
     )
 
 
-TRANSFORMERS_SUITE: dict[str, LibraryCase] = {case.name: case for case in (
-    LibraryCase("deepseek_v2_moe", "transformers", "DeepseekV2Model",
+def _suite_case(name, cls, complex_ops, build, make_inputs, lengths, options=None) -> Case:
+    """One transformers class in float32, called with its tensors positional and `options` as keywords."""
+    return Case.positional(name, cls, complex_ops, build, make_inputs, lengths, options=options,
+                           library="transformers")
+
+
+TRANSFORMERS_SUITE: dict[str, Case] = {case.name: case for case in (
+    _suite_case("deepseek_v2_moe", "DeepseekV2Model",
                 "polar, view_as_complex, mul, view_as_real (MoE: histc, cumsum, grouped_mm)",
                 build_deepseek_v2_moe, _token_inputs(DEEPSEEK_VOCAB, True), (DEEPSEEK_SEQ, 29), TOKEN_OPTIONS),
-    LibraryCase("deepseek_v2_dense", "transformers", "DeepseekV2Model",
+    _suite_case("deepseek_v2_dense", "DeepseekV2Model",
                 "polar, view_as_complex, mul, view_as_real",
                 build_deepseek_v2_dense, _token_inputs(DEEPSEEK_VOCAB, True), (DEEPSEEK_SEQ, 29), TOKEN_OPTIONS),
-    LibraryCase("llama4_text", "transformers", "Llama4TextModel",
+    _suite_case("llama4_text", "Llama4TextModel",
                 "polar, view_as_complex, mul, view_as_real (chunked attention mask)",
                 _llama4_builder(False), _token_inputs(LLAMA4_VOCAB, False), (LLAMA4_SEQ,), TOKEN_OPTIONS),
-    LibraryCase("llama4_text_dynamic", "transformers", "Llama4TextModel",
+    _suite_case("llama4_text_dynamic", "Llama4TextModel",
                 "polar, view_as_complex, mul, view_as_real (chunked attention mask)",
                 _llama4_builder(True), _token_inputs(LLAMA4_VOCAB, False), (LLAMA4_SEQ, 27), TOKEN_OPTIONS),
-    LibraryCase("xcodec2_decoder", "transformers", "Xcodec2Decoder", "polar, irfft (n_fft 16)",
+    _suite_case("xcodec2_decoder", "Xcodec2Decoder", "polar, irfft (n_fft 16)",
                 _codec_decoder_builder("Xcodec2Config", "Xcodec2Decoder"), _codec_inputs(48),
                 (CODEC_FRAMES, 23)),
-    LibraryCase("neucodec_decoder", "transformers", "NeuCodecDecoder", "polar, irfft (n_fft 16)",
+    _suite_case("neucodec_decoder", "NeuCodecDecoder", "polar, irfft (n_fft 16)",
                 _codec_decoder_builder("NeuCodecConfig", "NeuCodecDecoder"), _codec_inputs(48),
                 (CODEC_FRAMES, 23)),
-    LibraryCase("fnet", "transformers", "FNetModel", "fftn over (sequence, hidden), real part",
+    _suite_case("fnet", "FNetModel", "fftn over (sequence, hidden), real part",
                 _fnet_builder(False), _token_inputs(FNET_VOCAB, False), (FNET_SEQ,), {"return_dict": False}),
-    LibraryCase("fnet_dynamic", "transformers", "FNetModel", "fftn over (sequence, hidden), real part",
+    _suite_case("fnet_dynamic", "FNetModel", "fftn over (sequence, hidden), real part",
                 _fnet_builder(True), _token_inputs(FNET_VOCAB, False), (FNET_SEQ, 30), {"return_dict": False}),
-    LibraryCase("autoformer", "transformers", "AutoformerModel", "rfft, conj, mul, irfft (auto-correlation)",
+    _suite_case("autoformer", "AutoformerModel", "rfft, conj, mul, irfft (auto-correlation)",
                 build_autoformer, autoformer_inputs, (0,), {"use_cache": False, "return_dict": False}),
-    LibraryCase("llama_causal_lm", "transformers", "LlamaForCausalLM", "none (the control)",
+    _suite_case("llama_causal_lm", "LlamaForCausalLM", "none (the control)",
                 build_llama_causal_lm, _token_inputs(LLAMA_VOCAB, False), (LLAMA_SEQ, 33), {"use_cache": False}),
 )}

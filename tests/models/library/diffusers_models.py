@@ -4,7 +4,7 @@
   (export lifts them as constants), cut with split_with_sizes, slices, expand, cat and clone, applied
   through view_as_complex, mul and view_as_real.
 
-Each builder returns (model, example_inputs, dynamic_shapes) like the patterns' (see patterns._common.Case).
+Each builder returns (model, example_inputs, dynamic_shapes), made a Case by Case.positional (aotcuda.models.case).
 diffusers is a test-only dependency: it is imported inside the builders.
 """
 
@@ -13,8 +13,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from aotcuda.models.library._common import import_library
-from aotcuda.models.patterns._common import Case
+from aotcuda.models.case import Case
+
+from ._common import import_library
 
 QWEN_GRID, QWEN_TEXT, QWEN_CHANNELS, QWEN_TEXT_DIM = (1, 4, 4), 7, 16, 32
 
@@ -55,11 +56,11 @@ def build_qwen_image(dtype: torch.dtype = torch.float32):
 
 
 DIFFUSERS_MODELS: dict[str, Case] = {
-    "qwen_image": Case(
+    "qwen_image": Case.positional(
         "qwen_image", "diffusers QwenImageTransformer2DModel",
         "complex constants, split_with_sizes, slice, view, expand, cat, clone, view_as_complex, unsqueeze, "
         "mul, view_as_real",
         build_qwen_image, qwen_image_inputs, (QWEN_GRID[0] * QWEN_GRID[1] * QWEN_GRID[2],),
-        (torch.float32, torch.bfloat16),
+        (torch.float32, torch.bfloat16), library="diffusers",
     ),
 }
