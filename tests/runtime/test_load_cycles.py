@@ -1,6 +1,6 @@
 """load/close cycles stay flat (issue 12, item 9): before, every load mapped its own copy of the model
 library, which close() never unloaded (+58 MiB RSS and 205 deleted .so files still mapped over 200
-cycles). glibc cannot unload these libraries (see aotcuda.runtime.container), so a load reuses the
+cycles). glibc cannot unload these libraries (see aotcuda.runtime.libraries), so a load reuses the
 library of an earlier load of the same .so; each load still gets its own model container.
 
 CI runs 40 cycles; the full soak: ``AOTCUDA_LOAD_CYCLES=200 python -m pytest -s tests/runtime/test_load_cycles.py``.
@@ -13,7 +13,7 @@ import psutil
 import torch
 
 import aotcuda
-from aotcuda.runtime.container import loaded_libraries
+from aotcuda.runtime.libraries import loaded_libraries
 
 CYCLES = int(os.environ.get("AOTCUDA_LOAD_CYCLES", "40"))
 
