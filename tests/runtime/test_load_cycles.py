@@ -86,3 +86,27 @@ def test_a_package_whose_weights_its_library_maps_loads_again_after_the_first_lo
         torch.testing.assert_close(program(x), model(x), rtol=1e-5, atol=1e-6)
         program.close()
         assert not os.path.exists(program._package.model_dir)  # each load's own folder still goes
+
+
+def test_libraries_are_shared_by_the_bytes_of_the_file_opened(tmp_path):
+    """Sharing keys on the file dlopened, not on a name or an archive's claim: the same bytes under two paths
+    share one library, other bytes (also at the same path, rewritten) get their own."""
+    from aotcuda.runtime.libraries import open_shared
+
+    opened = []
+
+    def fake_open(path):  # stands for dlopen: records what it opened and which bytes that file held
+        opened.append(open(path, "rb").read())
+        return object()
+
+    for folder, data in (("a", b"model one"), ("b", b"model one"), ("c", b"model two")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "m.wrapper.so").write_bytes(data)
+    one = open_shared(str(tmp_path / "a" / "m.wrapper.so"), "test", fake_open)
+    assert open_shared(str(tmp_path / "b" / "m.wrapper.so"), "test", fake_open) is one
+    assert open_shared(str(tmp_path / "c" / "m.wrapper.so"), "test", fake_open) is not one
+    (tmp_path / "a" / "m.wrapper.so").unlink()  # same path, other bytes (a new file, as an extraction makes)
+    (tmp_path / "a" / "m.wrapper.so").write_bytes(b"model three")
+    assert open_shared(str(tmp_path / "a" / "m.wrapper.so"), "test", fake_open) is not one
+    assert opened == [b"model one", b"model two", b"model three"]
+

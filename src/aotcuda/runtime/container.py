@@ -53,16 +53,16 @@ _REQUIRED = (
     "AOTInductorModelContainerGetNumOutputs",
 )
 
-def open_library(so_path: str, key: tuple | None = None) -> ctypes.CDLL:
+def open_library(so_path: str, kind: str | None = None) -> ctypes.CDLL:
     """dlopen a generated wrapper .so (``libloader``: safe against the libstdc++ scope crash) and declare
-    the C ABI's signatures on it. With a ``key`` (the .so's content digest and kind), a library opened
-    before under that key is returned instead of loading another copy (``aotcuda.runtime.libraries``).
+    the C ABI's signatures on it. With a ``kind``, the library is shared with other loads of a .so with the
+    same bytes and kind (``aotcuda.runtime.libraries``); None loads it anew.
 
     Raises PackageError when the file cannot be opened or lacks the model-container functions.
     """
-    if key is not None and key[0]:
-        return open_shared(so_path, key, _open_and_declare)
-    return _open_and_declare(so_path)
+    if kind is None:
+        return _open_and_declare(so_path)
+    return open_shared(so_path, kind, _open_and_declare)
 
 
 def _open_and_declare(so_path: str) -> ctypes.CDLL:
@@ -88,15 +88,15 @@ class ModelContainer:
         cubin_dir: the folder that holds the package's kernel binaries (.cubin) for CUDA; the folder of
             the .so, as torch's own package loader passes it.
         num_models: how many model instances the container keeps for concurrent ``run`` calls.
-        library_key: (content digest of the .so, kind) to share the loaded library with other containers
-            of the same .so (``open_library``); None loads it anew.
+        library_kind: share the loaded library with other containers of a .so with the same bytes and
+            kind (``open_library``); None loads it anew.
 
     Raises PackageError when the container cannot be created.
     """
 
     def __init__(self, so_path: str, device: str, cubin_dir: str | None, num_models: int = 1,
-                 library_key: tuple | None = None):
-        self._lib = open_library(so_path, library_key)
+                 library_kind: str | None = None):
+        self._lib = open_library(so_path, library_kind)
         self._handle = _Handle()
         cubin = cubin_dir.encode() if cubin_dir else None
         code = self._lib.AOTInductorModelContainerCreateWithDevice(

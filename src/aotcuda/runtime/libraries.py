@@ -7,6 +7,10 @@ thread lives. Measured: after dlclose every one stays mapped. So a load reuses t
 the same .so made (each load still gets its own model container, with its own weights and kernels); 200
 load/close cycles of one package then map one library, not 200.
 
+Why keyed on the file opened: a library is shared with every later load whose .so has the same SHA-256, so
+the digest is computed from the very file that is dlopened (the pinned copy), never from what an archive
+claims: a package cannot get another package's library, nor plant its own under another's name.
+
 Why pinned: a shared library must keep the files it was opened from: the generated code finds them by its
 own path (dladdr). A package whose weights exceed 2 GB (or lowered with aot_inductor.force_mmap_weights) has
 them appended to the .so and maps them from that file at each container's creation; CPU Triton kernels are
@@ -20,28 +24,45 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import hashlib
 import os
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable
 
-_LIBRARIES: dict[tuple, ctypes.CDLL] = {}
+_LIBRARIES: dict[tuple[str, str], ctypes.CDLL] = {}  # (digest of the file opened, kind) -> library
 _LOCK = threading.Lock()
 
 
-def open_shared(so_path: str, key: tuple, open_library: Callable[[str], ctypes.CDLL]) -> ctypes.CDLL:
-    """The library of ``so_path`` opened with ``open_library`` from a pinned copy, or the one an earlier call
-    opened under the same ``key`` (the .so's content digest and kind)."""
-    with _LOCK:
-        if key not in _LIBRARIES:
-            pinned = _pin_library_folder(so_path)
-            try:
+def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CDLL]) -> ctypes.CDLL:
+    """The library of ``so_path``, opened with ``open_library`` from a pinned copy, or the one an earlier call
+    opened from a file with the same bytes and the same ``kind`` (a label that keeps libraries apart whose
+    first run sets different process-wide state, e.g. AOTI's input checks).
+
+    Raises as ``open_library`` does.
+    """
+    pinned = _pin_library_folder(so_path)
+    keep = False
+    try:
+        key = (file_digest(pinned), kind)
+        with _LOCK:
+            if key not in _LIBRARIES:
                 _LIBRARIES[key] = open_library(pinned)
-            except BaseException:
-                shutil.rmtree(os.path.dirname(pinned), ignore_errors=True)
-                raise
-        return _LIBRARIES[key]
+                keep = True
+            return _LIBRARIES[key]
+    finally:
+        if not keep:
+            shutil.rmtree(os.path.dirname(pinned), ignore_errors=True)
+
+
+def file_digest(path: str) -> str:
+    """The SHA-256 of a file's bytes."""
+    hasher = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            hasher.update(chunk)
+    return hasher.hexdigest()
 
 
 def loaded_libraries() -> int:
@@ -59,8 +80,9 @@ def _pinned_root() -> str:
 
 def _pin_library_folder(so_path: str) -> str:
     """Link the .so's folder into a folder that lives as long as the process; return the .so's path
-    there. Files that cannot be hard-linked (another file system) are copied. Called under the lock."""
-    target = tempfile.mkdtemp(dir=_pinned_root())
+    there. Files that cannot be hard-linked (another file system) are copied."""
+    with _LOCK:
+        target = tempfile.mkdtemp(dir=_pinned_root())
     shutil.copytree(os.path.dirname(so_path), target, copy_function=_link_or_copy, dirs_exist_ok=True)
     return os.path.join(target, os.path.basename(so_path))
 

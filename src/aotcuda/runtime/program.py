@@ -193,7 +193,7 @@ class Program:
     def _new_container(self, kind: str) -> ModelContainer:
         package = self._package
         container = ModelContainer(package.so_path, str(self._device), package.model_dir,
-                                   library_key=(package.so_digest, kind))
+                                   library_kind=kind)
         if package.blob_path:
             container.load_constants_blob(package.blob_path)
         return container
