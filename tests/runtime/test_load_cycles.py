@@ -8,6 +8,9 @@ CI runs 40 cycles; the full soak: ``AOTCUDA_LOAD_CYCLES=200 python -m pytest -s 
 
 import gc
 import os
+import subprocess
+import sys
+import textwrap
 
 import psutil
 import torch
@@ -110,3 +113,38 @@ def test_libraries_are_shared_by_the_bytes_of_the_file_opened(tmp_path):
     assert open_shared(str(tmp_path / "a" / "m.wrapper.so"), "test", fake_open) is not one
     assert opened == [b"model one", b"model two", b"model three"]
 
+
+FORK_THEN_LOAD = textwrap.dedent("""
+    import os, shutil, sys, torch, aotcuda
+    signed, unsigned = sys.argv[1:]
+
+    def mapped_libraries():               # the model libraries' files, as the process mapped them
+        with open("/proc/self/maps") as maps:
+            return sorted({line.split(None, 5)[-1].strip().removesuffix(" (deleted)")
+                           for line in maps if ".wrapper.so" in line})
+
+    first = aotcuda.load(signed)          # pins its library into this process's folder
+    child = os.fork()
+    if child == 0:
+        sys.exit(0)                       # the child's normal exit runs the exit handlers it inherited
+    assert os.waitpid(child, 0)[1] == 0
+    x = torch.randn(5, 4)
+    assert os.path.exists(first._package.model_dir), "the child removed the parent's extracted package"
+    pinned = mapped_libraries()
+    assert all(os.path.exists(p) for p in pinned), "the child removed the parent's pinned libraries"
+    torch.testing.assert_close(aotcuda.load(unsigned)(x)[1], x + 1)  # a new library: pinned again
+    shutil.rmtree(os.path.dirname(os.path.dirname(pinned[0])))      # a temp cleaner removes the folder
+    torch.testing.assert_close(aotcuda.load(signed)(x)[1], x + 1)
+    assert all(os.path.exists(p) for p in pinned), "a pinned library lost with its folder was not restored"
+    torch.testing.assert_close(aotcuda.load(unsigned)(x)[0], x * 2)
+    print("ok")
+""")
+
+
+def test_a_forked_child_exiting_leaves_the_parent_able_to_load(twice_pt2, twice_unsigned_pt2):
+    """A forked child inherits the exit handlers; its normal exit removed the parent's pinned library folder
+    (and extracted packages), and every later load in the parent raised a raw FileNotFoundError."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", FORK_THEN_LOAD, twice_pt2, twice_unsigned_pt2],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]

@@ -16,14 +16,15 @@ own path (dladdr). A package whose weights exceed 2 GB (or lowered with aot_indu
 them appended to the .so and maps them from that file at each container's creation; CPU Triton kernels are
 looked up next to it. The folder of the load that first opened the library is removed when that program
 closes, while later loads of the same .so keep using the library: so the library is opened from a copy of
-that folder made of hard links (no bytes copied), kept until the process exits.
+that folder made of hard links (no bytes copied), kept until the process that made it exits. Only that
+process removes it (a forked child inherits the exit handler), and a pinned folder found missing (removed
+by a temp cleaner, or by an older aotcuda's forked child) is restored from the load that finds it missing.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
-import functools
 import hashlib
 import os
 import shutil
@@ -31,8 +32,11 @@ import tempfile
 import threading
 from collections.abc import Callable
 
-_LIBRARIES: dict[tuple[str, str], ctypes.CDLL] = {}  # (digest of the file opened, kind) -> library
+from aotcuda.errors import PackageError
+
+_LIBRARIES: dict[tuple[str, str], tuple[ctypes.CDLL, str]] = {}  # (digest, kind) -> (library, pinned .so)
 _LOCK = threading.Lock()
+_root: tuple[int, str] | None = None  # (the pid that made it, the folder of the pinned copies)
 
 
 def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CDLL]) -> ctypes.CDLL:
@@ -40,17 +44,23 @@ def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CD
     opened from a file with the same bytes and the same ``kind`` (a label that keeps libraries apart whose
     first run sets different process-wide state, e.g. AOTI's input checks).
 
-    Raises as ``open_library`` does.
+    Raises PackageError when the pinned copy cannot be made or restored, or as ``open_library`` does.
     """
     pinned = _pin_library_folder(so_path)
     keep = False
     try:
         key = (file_digest(pinned), kind)
         with _LOCK:
-            if key not in _LIBRARIES:
-                _LIBRARIES[key] = open_library(pinned)
+            found = _LIBRARIES.get(key)
+            if found is None:
+                _LIBRARIES[key] = (open_library(pinned), pinned)
                 keep = True
-            return _LIBRARIES[key]
+                return _LIBRARIES[key][0]
+            library, first_pin = found
+            if not os.path.exists(first_pin):
+                _restore(os.path.dirname(pinned), os.path.dirname(first_pin))
+                keep = True  # moved into place
+            return library
     finally:
         if not keep:
             shutil.rmtree(os.path.dirname(pinned), ignore_errors=True)
@@ -70,21 +80,48 @@ def loaded_libraries() -> int:
     return len(_LIBRARIES)
 
 
-@functools.cache
+def remove_in_creator(folder: str, creator_pid: int) -> None:
+    """Remove ``folder`` if this is the process that made it (exit handlers and finalizers are inherited by
+    a forked child, whose normal exit would otherwise remove its parent's folders)."""
+    if os.getpid() == creator_pid:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _pinned_root() -> str:
-    """The folder that holds the pinned copies, made at the first pin and removed at exit."""
-    root = tempfile.mkdtemp(prefix="aotcuda_libraries_")
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
-    return root
+    """This process's folder of pinned copies: made at the first pin, removed at exit; made again where it
+    was removed (its path stays the same: the libraries opened from it know their files by that path)."""
+    global _root
+    pid = os.getpid()
+    if _root is None or _root[0] != pid:  # a forked child pins into a folder of its own
+        root = tempfile.mkdtemp(prefix="aotcuda_libraries_")
+        atexit.register(remove_in_creator, root, pid)
+        _root = (pid, root)
+    os.makedirs(_root[1], mode=0o700, exist_ok=True)
+    return _root[1]
 
 
 def _pin_library_folder(so_path: str) -> str:
     """Link the .so's folder into a folder that lives as long as the process; return the .so's path
     there. Files that cannot be hard-linked (another file system) are copied."""
-    with _LOCK:
-        target = tempfile.mkdtemp(dir=_pinned_root())
-    shutil.copytree(os.path.dirname(so_path), target, copy_function=_link_or_copy, dirs_exist_ok=True)
+    try:
+        with _LOCK:
+            target = tempfile.mkdtemp(dir=_pinned_root())
+        shutil.copytree(os.path.dirname(so_path), target, copy_function=_link_or_copy, dirs_exist_ok=True)
+    except OSError as exc:
+        raise PackageError(f"cannot keep a copy of the model library {so_path} for this process ({exc}); "
+                           "check the temporary folder (TMPDIR) is writable and has room") from exc
     return os.path.join(target, os.path.basename(so_path))
+
+
+def _restore(source_folder: str, lost_folder: str) -> None:
+    """Put a fresh pin of the same bytes where a library's pinned folder was. Called under the lock."""
+    try:
+        os.makedirs(os.path.dirname(lost_folder), mode=0o700, exist_ok=True)
+        shutil.rmtree(lost_folder, ignore_errors=True)  # a part left behind
+        os.rename(source_folder, lost_folder)
+    except OSError as exc:
+        raise PackageError(f"the folder {lost_folder}, which this process's copy of the model library was "
+                           f"opened from, was removed and cannot be made again ({exc}); restart the process") from exc
 
 
 def _link_or_copy(source: str, target: str) -> None:

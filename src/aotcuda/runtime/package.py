@@ -34,6 +34,7 @@ from aotcuda.package_format import SIGNATURE_ENTRY, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.package_format import open_zip as _open_zip
 from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction, copy_entry, read_entry
+from aotcuda.runtime.libraries import remove_in_creator
 
 
 @dataclass
@@ -168,8 +169,9 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)
             raise
-    # The folder goes when the package object does (or at cleanup(), or at interpreter exit).
-    package._finalizer = weakref.finalize(package, shutil.rmtree, out_dir, ignore_errors=True)
+    # The folder goes when the package object does (or at cleanup(), or at interpreter exit), in this process
+    # only: a forked child inherits the finalizer, and its exit must not remove its parent's folder.
+    package._finalizer = weakref.finalize(package, remove_in_creator, out_dir, os.getpid())
     return package
 
 
