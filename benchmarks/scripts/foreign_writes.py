@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from _common import markdown_row  # noqa: E402
-from overhead import build  # noqa: E402
+from overhead import build, per_call_us  # noqa: E402
 
 from aotcuda.runtime import handles, libloader  # noqa: E402
 
@@ -40,11 +39,16 @@ def set_switch(on: bool, programs=()) -> None:
     handles._capsule_field_offset.cache_clear()
     handles._capsule_reader.cache_clear()
     libloader.cxx_error_mute.cache_clear()
-    for program in programs:
-        program._stealer = handles.OutputStealer(program.num_outputs)
+    handles._capsule_reader(), libloader.cxx_error_mute()  # resolved here, untimed, not in a batch's first call
+    for program in programs:  # one stealer per state, kept (its capsule sets are made once)
+        stealers = program.__dict__.setdefault("_bench_stealers", {})
+        if on not in stealers:
+            stealers[on] = handles.OutputStealer(program.num_outputs)
+        program._stealer = stealers[on]
 
 
-def round_trip(tensors: list, stealer: handles.OutputStealer):
+def round_trip(tensors: list):
+    stealer = handles.OutputStealer(len(tensors))  # made under the switch state of its variant
     return lambda: stealer.steal(handles.new_handle_array(tensors))
 
 
@@ -58,30 +62,6 @@ def mute_cost():
             pass
 
     return enter_and_leave
-
-
-def measure(rows: dict, calls: int, sync, clock, programs) -> dict:
-    """{(row, on): (median, best) µs}; ``rows`` maps a name to a function that makes the callable for the
-    current switch state."""
-    batches = {(name, on): [] for name in rows for on in (False, True)}
-    for on in (False, True):  # warm-up
-        set_switch(on, programs)
-        for make in rows.values():
-            fn = make()
-            for _ in range(200):
-                fn()
-    for _ in range(max(1, calls // 100)):
-        for on in (False, True):
-            set_switch(on, programs)
-            for name, make in rows.items():
-                fn = make()
-                sync()
-                start = clock()
-                for _ in range(100):
-                    fn()
-                sync()
-                batches[(name, on)].append((clock() - start) / 100 / 1e3)
-    return {key: (statistics.median(b), min(b)) for key, b in batches.items()}
 
 
 def main() -> None:
@@ -103,10 +83,13 @@ def main() -> None:
     rows = {"plain call, tiny program": lambda: (lambda: program(x, y))}
     for n in (1, 4, 16):
         tensors = [torch.randn(8, device=device) for _ in range(n)]
-        rows[f"{n} tensor(s) -> handles -> tensors"] = (
-            lambda tensors=tensors: round_trip(tensors, handles.OutputStealer(len(tensors))))
+        rows[f"{n} tensor(s) -> handles -> tensors"] = lambda tensors=tensors: round_trip(tensors)
     rows["std::cerr mute, enter + leave"] = mute_cost
-    results = measure(rows, opts.calls, sync, clock, [program])
+    fns = {}
+    for on in (False, True):  # each variant's callable made under its own switch state
+        set_switch(on, [program])
+        fns.update({(name, on): make() for name, make in rows.items()})
+    results = per_call_us(fns, opts.calls, sync, clock, prepare=lambda key: set_switch(key[1], [program]))
     print(markdown_row("what", "off µs (median / best)", "on µs (median / best)", "saved by the switch µs (median)"))
     print(markdown_row("---", "---", "---", "---"))
     for name in rows:
