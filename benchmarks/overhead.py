@@ -41,16 +41,21 @@ def build(device: str, path: str) -> str:
     return aotcuda.lower(Tiny(), args, device=device, package_path=path).package_path
 
 
-def per_call_us(fns: dict, calls: int, sync, clock) -> dict:
+def per_call_us(fns: dict, calls: int, sync, clock, prepare=None) -> dict:
     """µs per call of each fn: (median, min) over batches of 100 back-to-back calls, by ``clock`` (ns).
-    The variants' batches are interleaved, so that a shared machine's load falls on all of them alike."""
-    for fn in fns.values():
+    The variants' batches are interleaved, so that a shared machine's load falls on all of them alike.
+    ``prepare(name)``, if given, runs before each batch of that fn, untimed (e.g. to flip a switch)."""
+    prepare = prepare or (lambda name: None)
+    for name, fn in fns.items():
+        prepare(name)
         for _ in range(200):
             fn()
     sync()
     batches = {name: [] for name in fns}
     for _ in range(max(1, calls // 100)):
         for name, fn in fns.items():
+            prepare(name)
+            sync()
             start = clock()
             for _ in range(100):
                 fn()

@@ -35,8 +35,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_PASS_SPEEDUPS", True, "ReplaceComplexWithRealPass replays fake-tensor metadata and copies "
            "unchanged nodes (passes/complex_to_real/torch_internals.py); off: every node traced with make_fx",
            "each time the pass is built"),
-    Switch("AOTCUDA_CXX_ERRORS", False, "the generated code's own C++ error lines reach stderr (by default "
-           "the runtime mutes std::cerr during a run and raises the error as RuntimeCallError)",
+    Switch("AOTCUDA_FOREIGN_WRITES", False, "the runtime writes into other libraries' memory: PyCapsule pointer "
+           "fields in place (tensors <-> handles without a ctypes.pythonapi call per handle) and libstdc++'s "
+           "std::cerr state (the generated code's C++ error lines muted during a run; the message still "
+           "reaches the RuntimeCallError). Off: public APIs only (docs/performance.md has the gain)",
            "at the first run in a process"),
     Switch("AOTCUDA_MAX_EXTRACT_BYTES", 64 << 30, "bytes extracted from one package, all entries together",
            "at each load"),

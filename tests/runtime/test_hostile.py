@@ -19,7 +19,7 @@ import torch
 from runtime_programs import Twice, build_package
 
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
-from aotcuda.runtime.program import load
+from aotcuda.runtime.program import load, read_signature
 
 
 @pytest.fixture(scope="module")
@@ -279,6 +279,78 @@ def test_truncated_so_is_refused_instead_of_crashing(twice_pt2, tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"the child died (code {result.returncode}): {result.stderr[-2000:]}"
     assert "is truncated: it has" in result.stdout and "ELF headers need" in result.stdout, result.stdout
+
+
+SWAP_MODELS = textwrap.dedent("""
+    import sys, torch
+    from runtime_programs import Twice
+    from aotcuda import PackageError, load
+    patched, genuine = sys.argv[1:]
+    try:
+        load(patched)  # the attacker's package is loaded first in this process...
+        print("patched package loaded")
+    except PackageError as exc:
+        print("refused:", exc)
+    x = torch.randn(5, 4)
+    try:  # ...and the genuine package must still compute its own model
+        got = load(genuine)(x)
+        ok = len(got) == 3 and all(torch.allclose(g, w) for g, w in zip(got, Twice()(x)))
+    except Exception as exc:
+        ok = f"{type(exc).__name__}: {exc}"
+    print("genuine package:", "right" if ok is True else f"WRONG ({ok})")
+""")
+
+
+def _so_entry(package) -> str:
+    with zipfile.ZipFile(package) as archive:
+        return next(n for n in archive.namelist() if n.endswith(".wrapper.so"))
+
+
+@pytest.mark.parametrize("where", ["same name, appended", "a constant named like the .so"])
+def test_a_second_library_in_a_genuine_package_cannot_swap_models(twice_pt2, transposed_pt2, tmp_path, where):
+    """An attacker appends another model's .so to a genuine package (zipfile's append mode): under the same
+    entry name, or as a constant (data/constants/, extracted next to the .so under its own base name). The
+    library's identity was the digest of the first .so entry while the file loaded was the last, and loaded
+    libraries are shared process-wide by that identity: after the patched package was loaded, the genuine
+    one computed the other model. Now the patched package is refused, and sharing keys on the file opened."""
+    import warnings
+
+    name = _so_entry(twice_pt2)
+    root = name[: name.index("data/aotinductor/")]
+    patched = tmp_path / "patched.pt2"
+    patched.write_bytes(read(twice_pt2))
+    with warnings.catch_warnings(), zipfile.ZipFile(patched, "a") as archive:
+        warnings.simplefilter("ignore")  # zipfile warns "Duplicate name", then writes it
+        target = name if where.startswith("same") else f"{root}data/constants/{os.path.basename(name)}"
+        archive.writestr(target, read_so(transposed_pt2))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", SWAP_MODELS, str(patched), twice_pt2], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "genuine package: right" in done.stdout, done.stdout
+    expected = "more than once" if where.startswith("same") else "would both be extracted to"
+    assert "refused:" in done.stdout and expected in done.stdout and os.path.basename(name) in done.stdout, done.stdout
+
+
+def read_so(package) -> bytes:
+    with zipfile.ZipFile(package) as archive:
+        return archive.read(_so_entry(package))
+
+
+def test_a_duplicated_entry_of_any_kind_is_refused_naming_it(twice_pt2, tmp_path):
+    import warnings
+
+    patched = tmp_path / "patched.pt2"
+    patched.write_bytes(read(twice_pt2))
+    with zipfile.ZipFile(patched) as archive:
+        meta = next(n for n in archive.namelist() if n.endswith("wrapper_metadata.json"))
+    with warnings.catch_warnings(), zipfile.ZipFile(patched, "a") as archive:
+        warnings.simplefilter("ignore")
+        archive.writestr(meta, json.dumps({"AOTI_DEVICE_KEY": "cpu", "extra": "x"}))
+    with pytest.raises(PackageError, match=rf"patched.pt2' holds the entry '{meta}' more than once"):
+        load(patched)
+    with pytest.raises(PackageError, match="more than once"):
+        read_signature(patched)
 
 
 def test_package_built_for_cuda_is_refused_on_the_cpu(twice_pt2, tmp_path):

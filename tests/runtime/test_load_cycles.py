@@ -1,6 +1,6 @@
 """load/close cycles stay flat (issue 12, item 9): before, every load mapped its own copy of the model
 library, which close() never unloaded (+58 MiB RSS and 205 deleted .so files still mapped over 200
-cycles). glibc cannot unload these libraries (see aotcuda.runtime.container), so a load reuses the
+cycles). glibc cannot unload these libraries (see aotcuda.runtime.libraries), so a load reuses the
 library of an earlier load of the same .so; each load still gets its own model container.
 
 CI runs 40 cycles; the full soak: ``AOTCUDA_LOAD_CYCLES=200 python -m pytest -s tests/runtime/test_load_cycles.py``.
@@ -8,12 +8,15 @@ CI runs 40 cycles; the full soak: ``AOTCUDA_LOAD_CYCLES=200 python -m pytest -s 
 
 import gc
 import os
+import subprocess
+import sys
+import textwrap
 
 import psutil
 import torch
 
 import aotcuda
-from aotcuda.runtime.container import loaded_libraries
+from aotcuda.runtime.libraries import loaded_libraries
 
 CYCLES = int(os.environ.get("AOTCUDA_LOAD_CYCLES", "40"))
 
@@ -86,3 +89,62 @@ def test_a_package_whose_weights_its_library_maps_loads_again_after_the_first_lo
         torch.testing.assert_close(program(x), model(x), rtol=1e-5, atol=1e-6)
         program.close()
         assert not os.path.exists(program._package.model_dir)  # each load's own folder still goes
+
+
+def test_libraries_are_shared_by_the_bytes_of_the_file_opened(tmp_path):
+    """Sharing keys on the file dlopened, not on a name or an archive's claim: the same bytes under two paths
+    share one library, other bytes (also at the same path, rewritten) get their own."""
+    from aotcuda.runtime.libraries import open_shared
+
+    opened = []
+
+    def fake_open(path):  # stands for dlopen: records what it opened and which bytes that file held
+        opened.append(open(path, "rb").read())
+        return object()
+
+    for folder, data in (("a", b"model one"), ("b", b"model one"), ("c", b"model two")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "m.wrapper.so").write_bytes(data)
+    one = open_shared(str(tmp_path / "a" / "m.wrapper.so"), "test", fake_open)
+    assert open_shared(str(tmp_path / "b" / "m.wrapper.so"), "test", fake_open) is one
+    assert open_shared(str(tmp_path / "c" / "m.wrapper.so"), "test", fake_open) is not one
+    (tmp_path / "a" / "m.wrapper.so").unlink()  # same path, other bytes (a new file, as an extraction makes)
+    (tmp_path / "a" / "m.wrapper.so").write_bytes(b"model three")
+    assert open_shared(str(tmp_path / "a" / "m.wrapper.so"), "test", fake_open) is not one
+    assert opened == [b"model one", b"model two", b"model three"]
+
+
+FORK_THEN_LOAD = textwrap.dedent("""
+    import os, shutil, sys, torch, aotcuda
+    signed, unsigned = sys.argv[1:]
+
+    def mapped_libraries():               # the model libraries' files, as the process mapped them
+        with open("/proc/self/maps") as maps:
+            return sorted({line.split(None, 5)[-1].strip().removesuffix(" (deleted)")
+                           for line in maps if ".wrapper.so" in line})
+
+    first = aotcuda.load(signed)          # pins its library into this process's folder
+    child = os.fork()
+    if child == 0:
+        sys.exit(0)                       # the child's normal exit runs the exit handlers it inherited
+    assert os.waitpid(child, 0)[1] == 0
+    x = torch.randn(5, 4)
+    assert os.path.exists(first._package.model_dir), "the child removed the parent's extracted package"
+    pinned = mapped_libraries()
+    assert all(os.path.exists(p) for p in pinned), "the child removed the parent's pinned libraries"
+    torch.testing.assert_close(aotcuda.load(unsigned)(x)[1], x + 1)  # a new library: pinned again
+    shutil.rmtree(os.path.dirname(os.path.dirname(pinned[0])))      # a temp cleaner removes the folder
+    torch.testing.assert_close(aotcuda.load(signed)(x)[1], x + 1)
+    assert all(os.path.exists(p) for p in pinned), "a pinned library lost with its folder was not restored"
+    torch.testing.assert_close(aotcuda.load(unsigned)(x)[0], x * 2)
+    print("ok")
+""")
+
+
+def test_a_forked_child_exiting_leaves_the_parent_able_to_load(twice_pt2, twice_unsigned_pt2):
+    """A forked child inherits the exit handlers; its normal exit removed the parent's pinned library folder
+    (and extracted packages), and every later load in the parent raised a raw FileNotFoundError."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", FORK_THEN_LOAD, twice_pt2, twice_unsigned_pt2],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]

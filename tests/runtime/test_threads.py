@@ -128,3 +128,42 @@ def test_one_cuda_program_from_eight_threads(tmp_path, cuda_graphs):
     with aotcuda.load(path, cuda_graphs=cuda_graphs) as program:
         _hammer(program, "cuda", calls=60)
         _hammer(program, "cuda", calls=30, caller_outputs=True)
+
+
+def test_many_threads_and_more_shapes_than_the_accepted_cache_holds(twice_pt2, monkeypatch):
+    """The accepted-signature cache evicted without a lock: two threads evicting at once popped one key twice,
+    and a valid call raised KeyError (or "dictionary changed size during iteration"). A cache of 4 entries,
+    8 threads calling with 63 shapes, the interpreter switching threads every microsecond; bounded to ~6 s."""
+    import time
+
+    from aotcuda.runtime import accepted
+
+    monkeypatch.setattr(accepted, "_MAX_ENTRIES", 4)
+    failures, deadline = [], time.monotonic() + 6
+    barrier = threading.Barrier(THREADS)
+
+    def worker(seed, program):
+        barrier.wait()
+        index = 0
+        while time.monotonic() < deadline and not failures and index < 3000:
+            x = torch.full((2 + (seed * 7 + index) % 63, 4), float(index))
+            try:
+                got = program(x)
+                if not torch.equal(got[1], x + 1):
+                    failures.append(f"thread {seed} call {index}: wrong result")
+            except Exception as exc:  # noqa: BLE001 - collected and reported by the test
+                failures.append(f"thread {seed} call {index}: {type(exc).__name__}: {exc}")
+            index += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with aotcuda.load(twice_pt2) as program:
+            threads = [threading.Thread(target=worker, args=(seed, program)) for seed in range(THREADS)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures, failures[:3]

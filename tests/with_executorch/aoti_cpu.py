@@ -33,7 +33,8 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 
 from aotcuda.passes.complex_to_real.scan import program_has_complex
 from aotcuda.runtime import ownership
-from aotcuda.runtime.container import ModelContainer, handle_array, new_handles, steal_handles
+from aotcuda.runtime.container import ModelContainer
+from aotcuda.runtime.handles import handle_array, new_handles, steal_handles
 
 CODEGEN_ONLY = CompileSpec("aotcuda_codegen_only", b"ON")
 

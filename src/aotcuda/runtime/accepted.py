@@ -14,6 +14,8 @@ with a strided example checks each call fully, since its inputs may need a copy 
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 _STRIDED = torch.strided
@@ -39,7 +41,10 @@ class AcceptedSignatures:
         # The conjugation bit exists only on complex tensors: a real dtype that matched needs no look at it.
         self._complex = None if specs is None else tuple(spec.dtype.is_complex for spec in specs)
         self.enabled = specs is None or all(spec.contiguous for spec in specs)
+        # Read without a lock (one dict.get, atomic); changed only under the lock, which the full checks'
+        # slow path takes: two threads evicting at once popped one key twice (KeyError in a valid call).
         self._entries: dict[tuple, dict[str, int]] = {}
+        self._lock = threading.Lock()
 
     def lookup(self, tensors: list) -> dict[str, int] | None:
         """The symbol values bound by the accepted signature these tensors repeat, or None: check fully.
@@ -69,9 +74,13 @@ class AcceptedSignatures:
         """Record a signature that just passed the full checks, if it needed no layout conversion."""
         if not self.enabled or any(p is not t for p, t in zip(prepared, tensors)):
             return
-        if len(self._entries) >= _MAX_ENTRIES:
-            self._entries.pop(next(iter(self._entries)))
-        self._entries[tuple([tensor.shape for tensor in tensors])] = bindings
+        key = tuple([tensor.shape for tensor in tensors])
+        with self._lock:
+            entries = self._entries
+            if key not in entries and len(entries) >= _MAX_ENTRIES:
+                del entries[next(iter(entries))]  # the oldest
+            entries[key] = bindings
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()

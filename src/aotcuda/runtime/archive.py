@@ -22,7 +22,6 @@ Set a variable to 0 to lift that limit.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import zipfile
 from dataclasses import dataclass
@@ -73,10 +72,23 @@ def _override(name: str) -> str:
 
 
 def check_entries(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits) -> None:
-    """Refuse an archive with too many entries, before anything is read."""
+    """Refuse an archive with too many entries, or with two entries of one name, before anything is read.
+
+    Why duplicates: zipfile's name lookup and an extraction in order both end on the LAST entry of a name,
+    while a reader that stops at the first sees another file: a genuine package with a second .so appended
+    (zipfile's append mode writes one) would run that one under the genuine one's identity. torch's own
+    loader refuses such archives too.
+    """
     if _over(len(infos), limits.max_entries):
         raise PackageError(f"{path!r} has {len(infos)} entries, more than the {limits.max_entries} a package may "
                            f"have; it is damaged or hostile. {_override('max_entries')}")
+    seen: set[str] = set()
+    for info in infos:
+        if info.filename in seen:
+            raise PackageError(f"{path!r} holds the entry {info.filename!r} more than once: a package written by "
+                               "AOTInductor never does, so it was altered (an entry appended to it); nothing was "
+                               "loaded. Use the package as it was written, or lower the model again")
+        seen.add(info.filename)
 
 
 def check_extraction(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits) -> None:
@@ -111,15 +123,7 @@ def read_entry(archive: zipfile.ZipFile, name: str, limit: int, path: str, limit
         return source.read(info.file_size + 1 if limit else -1)
 
 
-def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str, digest: bool = False) -> str:
-    """Extract one entry to ``target`` (at most its declared size: zipfile stops there); return the
-    SHA-256 of its bytes when ``digest`` (a library's identity, for sharing it), else ""."""
-    hasher = hashlib.sha256() if digest else None
+def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str) -> None:
+    """Extract one entry to ``target`` (at most its declared size: zipfile stops there)."""
     with archive.open(info) as source, open(target, "wb") as sink:
-        if hasher is None:
-            shutil.copyfileobj(source, sink, 1 << 20)
-            return ""
-        while chunk := source.read(1 << 20):
-            hasher.update(chunk)
-            sink.write(chunk)
-    return hasher.hexdigest()
+        shutil.copyfileobj(source, sink, 1 << 20)

@@ -109,22 +109,21 @@ def open_model_library(path: str) -> ctypes.CDLL:
         ) from exc
 
 
-# --- quiet C++ errors ----------------------------------------------------------------------------------
+# --- muting std::cerr (AOTCUDA_FOREIGN_WRITES) ----------------------------------------------------------
 #
 # The generated code prints every exception of a failed run on std::cerr, and a c10::Error (an index out
 # of range, AOTI's own input checks) carries the whole C++ stack trace: 18 lines on stderr for one
 # rejected call, which a server logs per call. The same message reaches the caller in the RuntimeCallError
-# (AOTInductorGetLastError, the trace cut off). So during a run std::cerr is muted: its badbit set, which
-# makes libstdc++ drop what is written to it. Process-wide: C++ code on other threads that writes to
-# std::cerr while a run is in flight is muted too (torch's Python-side warnings are not C++ cerr).
-# AOTCUDA_CXX_ERRORS=1 keeps the generated code's output.
+# (AOTInductorGetLastError, the trace cut off). With the switch AOTCUDA_FOREIGN_WRITES on, std::cerr is
+# muted during a run: its badbit set, which makes libstdc++ drop what is written to it. That writes
+# libstdc++'s state, process-wide: C++ code on other threads that writes to std::cerr while a run is in
+# flight is muted too. Off by default: the generated code's lines reach stderr.
 
 _BADBIT = 1  # std::ios_base::badbit in libstdc++
 _mute_lock = threading.Lock()
 _mute_depth = 0
 
 
-@functools.cache
 def _cerr_state_setter():
     """A function setting std::cerr's iostate (``basic_ios::clear``), or None where libstdc++ is not as
     expected."""
@@ -165,38 +164,33 @@ def _direct_state_setter(clear, ios: int):
 
 
 class _QuietCxxErrors:
-    """``with quiet_cxx_errors():`` mutes std::cerr while the block runs (nested and concurrent blocks:
-    muted until the last one ends). A class, not a generator: it runs around every model run, so what it
-    needs is looked up once, at the first run (the std::cerr address, and AOTCUDA_CXX_ERRORS, which, like
-    AOTI's own variables, is read once: set it before the first run)."""
+    """``with mute:`` mutes std::cerr while the block runs (nested and concurrent blocks: muted until the
+    last one ends). A class, not a generator: it runs around every model run."""
 
-    def __init__(self) -> None:
-        self._setter = False  # False: not looked up yet; None: cannot mute here
-
-    def _resolve(self) -> None:
-        self._setter = None if switches.flag("AOTCUDA_CXX_ERRORS") else _cerr_state_setter()
+    def __init__(self, setter) -> None:
+        self._setter = setter
 
     def __enter__(self) -> None:
         global _mute_depth
-        if self._setter is False:
-            self._resolve()
-        setter = self._setter
         with _mute_lock:
             _mute_depth += 1
-            if _mute_depth == 1 and setter is not None:
-                setter(_BADBIT)
+            if _mute_depth == 1:
+                self._setter(_BADBIT)
 
     def __exit__(self, *exc_info) -> None:
         global _mute_depth
-        setter = self._setter
         with _mute_lock:
             _mute_depth -= 1
-            if _mute_depth == 0 and setter is not None:
-                setter(0)
+            if _mute_depth == 0:
+                self._setter(0)
 
 
-_QUIET = _QuietCxxErrors()
-
-
-def quiet_cxx_errors() -> _QuietCxxErrors:
-    return _QUIET
+@functools.cache
+def cxx_error_mute() -> _QuietCxxErrors | None:
+    """The context manager that mutes std::cerr during a run, or None: AOTCUDA_FOREIGN_WRITES is off (the
+    default), or libstdc++ is not laid out as expected. Read once, at the first run in a process (like
+    AOTI's own variables: set it before the first run)."""
+    if not switches.flag("AOTCUDA_FOREIGN_WRITES"):
+        return None
+    setter = _cerr_state_setter()
+    return None if setter is None else _QuietCxxErrors(setter)

@@ -34,6 +34,7 @@ from aotcuda.package_format import SIGNATURE_ENTRY, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.package_format import open_zip as _open_zip
 from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction, copy_entry, read_entry
+from aotcuda.runtime.libraries import remove_in_creator
 
 
 @dataclass
@@ -49,7 +50,6 @@ class ExtractedPackage:
     blob_path: str | None
     signature: dict | None
     proxy_ops: list[str] = field(default_factory=list)
-    so_digest: str = ""  # SHA-256 of the .so: which loads may share one loaded library
     _finalizer: weakref.finalize = field(repr=False, default=None)
 
     @property
@@ -93,18 +93,18 @@ def _safe_target(root_dir: str, relative: str) -> str:
 _DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError)
 
 
-def _extract_model(archive: zipfile.ZipFile, names: list[str], model_dir_entry: str, root: str,
-                   out_dir: str, path: str, limits: ArchiveLimits) -> tuple[str, str]:
-    """Extract the model folder (and data/constants/*, flattened into it) to out_dir/<model>; return it
-    and the SHA-256 of its .so.
+def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, out_dir: str, path: str,
+                   limits: ArchiveLimits) -> str:
+    """Extract the model folder (and data/constants/*, flattened into it) to out_dir/model; return it.
 
-    Raises PackageError naming the damaged entry when an entry's data does not match its checksum, and
+    Raises PackageError naming the damaged entry when an entry's data does not match its checksum, naming
+    both entries when two would be extracted to one file (a constant named like the model's .so), and
     before writing anything when the entries would inflate past ``limits`` (``aotcuda.runtime.archive``).
     """
     model_dir = os.path.join(out_dir, "model")
     os.makedirs(model_dir)
     constants_entry = f"{root}data/constants/"
-    wanted = []
+    wanted, sources = [], {}
     for info in archive.infolist():
         name = info.filename
         if name.endswith("/"):
@@ -115,18 +115,22 @@ def _extract_model(archive: zipfile.ZipFile, names: list[str], model_dir_entry: 
             relative = posixpath.basename(name)
         else:
             continue
-        wanted.append((info, _safe_target(model_dir, relative)))
+        target = _safe_target(model_dir, relative)
+        if target in sources:
+            raise PackageError(f"{path!r}: its entries {sources[target]!r} and {name!r} would both be extracted to "
+                               f"{relative!r}, and the later would replace the earlier; the package was altered or "
+                               "is damaged, nothing was loaded. Lower the model again")
+        sources[target] = name
+        wanted.append((info, target))
     check_extraction(path, [info for info, _ in wanted], limits)
-    so_digest = ""
     for info, target in wanted:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         try:
-            digest = copy_entry(archive, info, target, digest=info.filename.endswith(".so"))
+            copy_entry(archive, info, target)
         except _DAMAGED_ZIP as exc:
             raise PackageError(f"{path!r} is damaged: its entry {info.filename!r} cannot be read ({exc}); copy the "
                                "package again, or lower the model again") from exc
-        so_digest = so_digest or digest
-    return model_dir, so_digest
+    return model_dir
 
 
 def _files_with_suffix(folder: str, suffix: str) -> list[str]:
@@ -160,15 +164,14 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     with _opened(path, model_name, limits) as (archive, names, model, root, signature):
         out_dir = tempfile.mkdtemp(prefix="aotcuda-")
         try:
-            model_dir, so_digest = _extract_model(archive, names, f"{root}data/aotinductor/{model}/", root,
-                                                  out_dir, path, limits)
+            model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits)
             package = _describe_model(path, model, model_dir, signature, limits)
-            package.so_digest = so_digest
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)
             raise
-    # The folder goes when the package object does (or at cleanup(), or at interpreter exit).
-    package._finalizer = weakref.finalize(package, shutil.rmtree, out_dir, ignore_errors=True)
+    # The folder goes when the package object does (or at cleanup(), or at interpreter exit), in this process
+    # only: a forked child inherits the finalizer, and its exit must not remove its parent's folder.
+    package._finalizer = weakref.finalize(package, remove_in_creator, out_dir, os.getpid())
     return package
 
 
@@ -317,8 +320,10 @@ def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None
     if isinstance(package, ExtractedPackage):
         return package.signature
     path = os.fspath(package)
+    limits = ArchiveLimits.from_environment()
     with _open_zip(path) as archive:
+        check_entries(path, archive.infolist(), limits)
         names = archive.namelist()
-        return _read_signature_entry(archive, names, _archive_root(names), path, ArchiveLimits.from_environment())
+        return _read_signature_entry(archive, names, _archive_root(names), path, limits)
 
 

@@ -50,17 +50,16 @@ from aotcuda.runtime.checks import (
     write_back,
 )
 from aotcuda.runtime.complex_adapter import split_signature
-from aotcuda.runtime.container import (
-    ModelContainer,
+from aotcuda.runtime.aoti_checks import aoti_input_checks, latch_aoti_input_checks
+from aotcuda.runtime.container import ModelContainer
+from aotcuda.runtime.graphs import GraphRunner, raw_stream_function
+from aotcuda.runtime.handles import (
     OutputStealer,
-    aoti_input_checks,
     delete_handle,
     handle_array_type,
-    latch_aoti_input_checks,
     new_handle_array,
     steal_handles,
 )
-from aotcuda.runtime.graphs import GraphRunner, raw_stream_function
 from aotcuda.runtime.lifetime import CallGate
 from aotcuda.runtime.keywords import (
     bind_keywords,
@@ -177,7 +176,7 @@ class Program:
     def _make_container(self, aoti_checks: bool) -> ModelContainer:
         """The model container, on a library shared with other loads of the same .so. A package whose inputs
         only AOTI's own checks can check gets a library of its own kind, whose first run (here, with
-        AOTI_RUNTIME_CHECK_INPUTS=1 for that run only) turns them on for good: container.latch_aoti_input_checks.
+        AOTI_RUNTIME_CHECK_INPUTS=1 for that run only) turns them on for good: aoti_checks.latch_aoti_input_checks.
         Raises PackageError (the environment turns the checks off; the container cannot be created)."""
         package = self._package
         if aoti_checks:
@@ -194,7 +193,7 @@ class Program:
     def _new_container(self, kind: str) -> ModelContainer:
         package = self._package
         container = ModelContainer(package.so_path, str(self._device), package.model_dir,
-                                   library_key=(package.so_digest, kind))
+                                   library_kind=kind)
         if package.blob_path:
             container.load_constants_blob(package.blob_path)
         return container
@@ -443,7 +442,7 @@ class Program:
 
         Calls in flight on other threads finish first (close waits for them); later calls raise
         RuntimeCallError. Outputs already returned stay valid. The model's library stays loaded for the
-        next load of the same package (``aotcuda.runtime.container``: such libraries cannot be unloaded),
+        next load of the same package (``aotcuda.runtime.libraries``: such libraries cannot be unloaded),
         and with it a hard-linked copy of the package folder it was opened from, removed at exit: the
         generated code reads its own file (weights over 2 GB are appended to it).
         """

@@ -1,0 +1,103 @@
+"""AOTInductor's own input checks, for packages whose inputs aotcuda cannot check itself (no signature).
+
+The generated code checks each input's dtype, sizes, strides and device when AOTI_RUNTIME_CHECK_INPUTS is
+set, and reads that variable once per library, at its first run. ``latch_aoti_input_checks`` makes that
+first run with the variable set (``aoti_input_checks``) and a probe input that every check rejects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import warnings
+
+import torch
+
+from aotcuda.errors import PackageError, RuntimeCallError
+from aotcuda.runtime.container import ModelContainer
+from aotcuda.runtime.handles import delete_handle, handle_array_type, new_handle_array
+
+AOTI_CHECKS_VARIABLE = "AOTI_RUNTIME_CHECK_INPUTS"
+
+
+@contextlib.contextmanager
+def aoti_input_checks(package_path: str):
+    """``with aoti_input_checks(path):`` AOTI_RUNTIME_CHECK_INPUTS=1 for the block, and the environment as
+    it was after it (also on error): child processes (Ray workers, subprocesses) never inherit it, and
+    packages loaded later keep their own setting. For a package whose inputs aotcuda cannot check itself
+    (no aotcuda signature), around the first run of its library (``latch_aoti_input_checks``).
+
+    Raises PackageError when the environment turns the checks off: such a package must never run
+    unchecked (a float64 input read as float32 bytes, a small input read past its end).
+    """
+    previous = os.environ.get(AOTI_CHECKS_VARIABLE)
+    if previous is not None and previous.startswith("0"):  # the generated code: on unless it starts with '0'
+        raise PackageError(
+            f"{package_path!r} has no aotcuda signature, so only AOTInductor's own input checks can check its "
+            f"inputs, and {AOTI_CHECKS_VARIABLE}={previous!r} in the environment turns them off. Unset "
+            f"{AOTI_CHECKS_VARIABLE} (or set it to 1), or add the signature: lower the model with aotcuda.lower, "
+            "or write it with aotcuda.package_format.write_signature")
+    os.environ.setdefault(AOTI_CHECKS_VARIABLE, "1")
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(AOTI_CHECKS_VARIABLE, None)
+
+
+def latch_aoti_input_checks(container: ModelContainer, device: str, package_path: str) -> None:
+    """Turn on, for good, the input checks in a library's generated code (dtype, sizes, strides, device).
+
+    The generated code reads AOTI_RUNTIME_CHECK_INPUTS once, into a function-local static, at the first
+    run of its library (``_check_aoti_runtime_check_inputs_env`` in torch's cpp_wrapper_cpu.py, called at
+    the top of ``run_impl``), not when the container is created. So, inside ``aoti_input_checks``, this makes
+    that first run: one input per slot that every check rejects at its first comparison (complex32, 16
+    dims of size 0; the checks take handles before the model steals them), so nothing runs and the
+    variable can be restored at once. Such packages get libraries of their own kind (``open_library``'s
+    kind). Raises PackageError if the probe is not rejected.
+    """
+    if container.num_inputs == 0:  # no input to check: the checks have nothing to do
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "ComplexHalf support is experimental": not computed with here
+        probes = [torch.empty((0,) * 16, dtype=torch.complex32, device=device) for _ in range(container.num_inputs)]
+    handles = new_handle_array(probes)
+    outputs = handle_array_type(container.num_outputs)()
+    try:
+        with _stderr_discarded():  # the rejection is expected: keep its C++ stack trace off stderr
+            container.run(handles, outputs)
+    except RuntimeCallError:
+        rejected = True
+    else:
+        rejected = False
+    for handle in {h for h in outputs if h}:
+        delete_handle(handle)
+    if probes[0]._use_count() > 1:  # our list and the handle: the model did not take the handles over
+        for handle in handles:
+            delete_handle(handle)
+    if not rejected:
+        raise PackageError(f"{package_path!r}: AOTInductor's input checks did not reject a probe "
+                           "input, so they cannot be turned on for this package; add aotcuda's signature")
+
+
+_STDERR_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _stderr_discarded():
+    """File descriptor 2 on /dev/null for the block (a probe's run at load, microseconds): the generated
+    code prints the rejection it expects, with 18 lines of C++ stack trace, on std::cerr. Through the OS's
+    file descriptors, so nothing of libstdc++ is written; what other threads print in those microseconds
+    is lost with it."""
+    with _STDERR_LOCK:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            with open(os.devnull, "wb") as null:
+                os.dup2(null.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)

@@ -1,0 +1,131 @@
+"""Loaded model libraries: one per distinct .so for the life of the process, each opened from a pinned copy.
+
+Why shared: glibc cannot unload these libraries. They define C++ "unique" symbols (STB_GNU_UNIQUE: inline
+statics of libstdc++ headers, e.g. std::piecewise_construct), which mark the library NODELETE, and the AOTI
+runtime's thread_local last-error string registers a thread-exit destructor that pins it while the loading
+thread lives. Measured: after dlclose every one stays mapped. So a load reuses the library an earlier load of
+the same .so made (each load still gets its own model container, with its own weights and kernels); 200
+load/close cycles of one package then map one library, not 200.
+
+Why keyed on the file opened: a library is shared with every later load whose .so has the same SHA-256, so
+the digest is computed from the very file that is dlopened (the pinned copy), never from what an archive
+claims: a package cannot get another package's library, nor plant its own under another's name.
+
+Why pinned: a shared library must keep the files it was opened from: the generated code finds them by its
+own path (dladdr). A package whose weights exceed 2 GB (or lowered with aot_inductor.force_mmap_weights) has
+them appended to the .so and maps them from that file at each container's creation; CPU Triton kernels are
+looked up next to it. The folder of the load that first opened the library is removed when that program
+closes, while later loads of the same .so keep using the library: so the library is opened from a copy of
+that folder made of hard links (no bytes copied), kept until the process that made it exits. Only that
+process removes it (a forked child inherits the exit handler), and a pinned folder found missing (removed
+by a temp cleaner, or by an older aotcuda's forked child) is restored from the load that finds it missing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+
+from aotcuda.errors import PackageError
+
+_LIBRARIES: dict[tuple[str, str], tuple[ctypes.CDLL, str]] = {}  # (digest, kind) -> (library, pinned .so)
+_LOCK = threading.Lock()
+_root: tuple[int, str] | None = None  # (the pid that made it, the folder of the pinned copies)
+
+
+def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CDLL]) -> ctypes.CDLL:
+    """The library of ``so_path``, opened with ``open_library`` from a pinned copy, or the one an earlier call
+    opened from a file with the same bytes and the same ``kind`` (a label that keeps libraries apart whose
+    first run sets different process-wide state, e.g. AOTI's input checks).
+
+    Raises PackageError when the pinned copy cannot be made or restored, or as ``open_library`` does.
+    """
+    pinned = _pin_library_folder(so_path)
+    keep = False
+    try:
+        key = (file_digest(pinned), kind)
+        with _LOCK:
+            found = _LIBRARIES.get(key)
+            if found is None:
+                _LIBRARIES[key] = (open_library(pinned), pinned)
+                keep = True
+                return _LIBRARIES[key][0]
+            library, first_pin = found
+            if not os.path.exists(first_pin):
+                _restore(os.path.dirname(pinned), os.path.dirname(first_pin))
+                keep = True  # moved into place
+            return library
+    finally:
+        if not keep:
+            shutil.rmtree(os.path.dirname(pinned), ignore_errors=True)
+
+
+def file_digest(path: str) -> str:
+    """The SHA-256 of a file's bytes."""
+    hasher = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def loaded_libraries() -> int:
+    """How many model libraries this process holds (for tests and leak checks)."""
+    return len(_LIBRARIES)
+
+
+def remove_in_creator(folder: str, creator_pid: int) -> None:
+    """Remove ``folder`` if this is the process that made it (exit handlers and finalizers are inherited by
+    a forked child, whose normal exit would otherwise remove its parent's folders)."""
+    if os.getpid() == creator_pid:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _pinned_root() -> str:
+    """This process's folder of pinned copies: made at the first pin, removed at exit; made again where it
+    was removed (its path stays the same: the libraries opened from it know their files by that path)."""
+    global _root
+    pid = os.getpid()
+    if _root is None or _root[0] != pid:  # a forked child pins into a folder of its own
+        root = tempfile.mkdtemp(prefix="aotcuda_libraries_")
+        atexit.register(remove_in_creator, root, pid)
+        _root = (pid, root)
+    os.makedirs(_root[1], mode=0o700, exist_ok=True)
+    return _root[1]
+
+
+def _pin_library_folder(so_path: str) -> str:
+    """Link the .so's folder into a folder that lives as long as the process; return the .so's path
+    there. Files that cannot be hard-linked (another file system) are copied."""
+    try:
+        with _LOCK:
+            target = tempfile.mkdtemp(dir=_pinned_root())
+        shutil.copytree(os.path.dirname(so_path), target, copy_function=_link_or_copy, dirs_exist_ok=True)
+    except OSError as exc:
+        raise PackageError(f"cannot keep a copy of the model library {so_path} for this process ({exc}); "
+                           "check the temporary folder (TMPDIR) is writable and has room") from exc
+    return os.path.join(target, os.path.basename(so_path))
+
+
+def _restore(source_folder: str, lost_folder: str) -> None:
+    """Put a fresh pin of the same bytes where a library's pinned folder was. Called under the lock."""
+    try:
+        os.makedirs(os.path.dirname(lost_folder), mode=0o700, exist_ok=True)
+        shutil.rmtree(lost_folder, ignore_errors=True)  # a part left behind
+        os.rename(source_folder, lost_folder)
+    except OSError as exc:
+        raise PackageError(f"the folder {lost_folder}, which this process's copy of the model library was "
+                           f"opened from, was removed and cannot be made again ({exc}); restart the process") from exc
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
