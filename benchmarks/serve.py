@@ -1,19 +1,21 @@
 """Serving throughput and latency: the demo block behind `aotcuda serve`, by replicas and batch size.
 
     python benchmarks/serve.py [--device cpu|cuda] [--replicas 1 2] [--batch-sizes 1 8] [--clients 16]
-                               [--requests 400] [--seq 16] [--json out.json]
+                               [--requests 400] [--seq 16] [--cuda-graphs off on] [--json out.json]
 
 One Ray instance (loopback) for the whole run; for each (replicas, max batch size) the package is
 deployed, warmed up with one request per client, then `--requests` requests of batch 1 are sent by
 `--clients` concurrent HTTP clients (aotcuda.serving.Client, keep-alive off, safetensors bodies).
 Reports requests/s and p50/p99 latency (ms, client side, request written → response read) and checks
-every response against eager. On CUDA each replica takes one GPU: more replicas than GPUs is refused.
+every response against eager. On CUDA each replica takes one GPU: more replicas than GPUs is refused;
+`--cuda-graphs off on` measures each configuration without and with the replicas' CUDA graphs.
 Prints a markdown table last.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -78,6 +80,8 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=16)
     parser.add_argument("--batch-wait-ms", type=float, default=5.0)
     parser.add_argument("--port", type=int, default=8790)
+    parser.add_argument("--cuda-graphs", nargs="+", choices=["off", "on"], default=["off"],
+                        help="replicas run the package without / with CUDA graphs (CUDA only)")
     parser.add_argument("--json")
     opts = parser.parse_args()
     import ray
@@ -91,15 +95,14 @@ def main() -> None:
              num_cpus=max(os.cpu_count() or 1, max(opts.replicas)))
     rows = []
     try:
-        for replicas in opts.replicas:
-            for batch_size in opts.batch_sizes:
-                options = ServeOptions(replicas=replicas, port=opts.port, max_batch_size=batch_size,
-                                       batch_wait_ms=opts.batch_wait_ms)
-                with serve_package(path, options) as server:
-                    row = {"replicas": replicas, "max_batch_size": batch_size,
-                           **measure(server.url, model, opts.seq, opts.clients, opts.requests)}
-                rows.append(row)
-                print(row, flush=True)
+        for replicas, batch_size, graphs in itertools.product(opts.replicas, opts.batch_sizes, opts.cuda_graphs):
+            options = ServeOptions(replicas=replicas, port=opts.port, max_batch_size=batch_size,
+                                   batch_wait_ms=opts.batch_wait_ms, cuda_graphs=graphs == "on")
+            with serve_package(path, options) as server:
+                row = {"replicas": replicas, "max_batch_size": batch_size, "cuda_graphs": graphs,
+                       **measure(server.url, model, opts.seq, opts.clients, opts.requests)}
+            rows.append(row)
+            print(row, flush=True)
     finally:
         ray.shutdown()
     meta = {"torch": torch.__version__, "device": opts.device, "cpus": os.cpu_count(),
@@ -109,11 +112,11 @@ def main() -> None:
         with open(opts.json, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
     print(f"\n{meta}\n")
-    print("| replicas | max batch | requests/s | p50 ms | p99 ms | max rel. error |")
-    print("|---|---|---|---|---|---|")
+    print("| replicas | max batch | CUDA graphs | requests/s | p50 ms | p99 ms | max rel. error |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['replicas']} | {r['max_batch_size']} | {r['requests_per_s']:.0f} | {r['p50_ms']:.1f} | "
-              f"{r['p99_ms']:.1f} | {r['max_rel_error']:.1e} |")
+        print(f"| {r['replicas']} | {r['max_batch_size']} | {r['cuda_graphs']} | {r['requests_per_s']:.0f} | "
+              f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_rel_error']:.1e} |")
 
 
 if __name__ == "__main__":
