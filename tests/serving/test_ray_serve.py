@@ -106,8 +106,9 @@ def test_health_and_unknown_routes(server):
 
 
 def test_a_replica_killed_under_load_loses_no_request_silently_and_comes_back(server):
-    """Kill one replica's process mid-load: every request either succeeds with the right answer or gets a
-    retriable error (none hangs: each has a timeout); retrying clients all succeed; Ray Serve starts a new
+    """Kill one replica's process mid-load: every request either succeeds with the right answer or gets an
+    error that says the replica may have died on it (none hangs: each has a timeout), and is not resent, even
+    by a retrying client (a request a replica died on may kill the next one); Ray Serve starts a new
     replica, and every later request succeeds."""
     running, model = server
     pids = {stats["pid"] for stats in replica_stats(running.url).values()}
@@ -131,10 +132,11 @@ def test_a_replica_killed_under_load_loses_no_request_silently_and_comes_back(se
         os.kill(victim, signal.SIGKILL)
         results = [future.result(timeout=180) for future in futures]
     failures = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
+    assert len(failures) <= 16, f"more requests failed than the victim can hold (max_ongoing_requests 16): {failures}"
     for index, result in enumerate(results):
         if isinstance(result, Exception):
-            assert index % 2 == 1, f"a retrying client failed: {result}"
-            assert result.retriable, f"request {index} got a non-retriable error: {result}"
+            assert not result.retriable and ("may have died" in str(result) or "not resent" in str(result)), \
+                f"request {index}: {result}"
         else:
             assert relative_error(result[0], eager(model, inputs[index])) < TOLERANCE
     deadline = time.monotonic() + 90

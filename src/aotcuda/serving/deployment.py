@@ -5,7 +5,7 @@ Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
                   400 with the reason as text for a bad request (not safetensors, missing input, wrong
                   dtype or shape: the runtime's own InputError message); 500 when the program fails. Both
                   carry the header X-Aotcuda-Error (the error's class): a 5xx without it comes from
-                  Ray's proxy (e.g. the request's replica died) and is safe to retry.
+                  Ray's proxy (e.g. the request's replica died on it: not safe to resend, see client).
   GET  /healthz   200 "ok" once every replica of the deployment runs (Ray Serve's own replica states),
                   503 with the states otherwise.
   GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected),
@@ -47,7 +47,7 @@ __all__ = ["ProgramReplica"]
 _CPU = torch.device("cpu")
 OCTET_STREAM = "application/octet-stream"
 # ERROR_HEADER marks the answers a replica gave itself (400 and 500): a 5xx without it came from Ray's
-# proxy, e.g. for a request whose replica died, and is safe to retry (see aotcuda.serving.client).
+# proxy, e.g. for a request whose replica died on it, which a client must not resend (aotcuda.serving.client).
 
 
 class ProgramReplica:
