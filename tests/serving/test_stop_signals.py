@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from aotcuda.serving.server import APP_NAME, Server
+from aotcuda.serving.server import APP_NAME, HEALTH_APP_NAME, Server
 
 
 @pytest.fixture
@@ -32,8 +32,9 @@ def recorded(monkeypatch):
 @pytest.mark.parametrize("number, started_ray, expected", [
     (signal.SIGINT, True, ["serve.shutdown", "ray.shutdown"]),
     (signal.SIGTERM, True, ["ray.shutdown"]),
-    (signal.SIGINT, False, [f"serve.delete {APP_NAME}"]),   # a cluster it joined: only its application
-    (signal.SIGTERM, False, [f"serve.delete {APP_NAME}"]),
+    # a cluster it joined: only its applications
+    (signal.SIGINT, False, [f"serve.delete {HEALTH_APP_NAME}", f"serve.delete {APP_NAME}"]),
+    (signal.SIGTERM, False, [f"serve.delete {HEALTH_APP_NAME}", f"serve.delete {APP_NAME}"]),
 ])
 def test_each_signal_stops_serving_as_documented(recorded, number, started_ray, expected):
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -19,8 +19,11 @@ from aotcuda.serving.server import ServeOptions
               help="how long a batch waits for more requests after its first.")
 @click.option("--cuda-graphs", is_flag=True, help="capture the program in CUDA graphs on each GPU replica.")
 @click.option("--max-request-bytes", default=256 << 20, show_default=True, type=click.IntRange(min=1),
-              help="larger request bodies get HTTP 400.")
-def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes):
+              help="larger request bodies get HTTP 400 (refused by Content-Length before reading).")
+@click.option("--body-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="a request body still arriving after this many seconds gets HTTP 408.")
+def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes,
+                  body_timeout_s):
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
     out), GET /healthz. Starts Ray locally, or joins the cluster in RAY_ADDRESS. Exits 0 once Serve and Ray
     are down (Ctrl-C lets Serve finish the requests in flight; SIGTERM stops at once).
@@ -35,7 +38,8 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
     logging.getLogger("ray.serve").setLevel(logging.WARNING)
 
     options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
-                           batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes)
+                           batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes,
+                           body_timeout_s=body_timeout_s)
     try:
         server = serve_package(package, options)
     except KeyboardInterrupt:  # Ctrl-C while the replicas start: serve_package has shut everything down

@@ -22,6 +22,7 @@ from aotcuda.serving.batching import serving_plan
 __all__ = ["ServeOptions", "Server", "build_app", "check_package", "replica_actor_options", "serve_package"]
 
 APP_NAME = "aotcuda"
+HEALTH_APP_NAME = "aotcuda-health"  # GET /healthz from a deployment of its own (deployment.HealthCheck)
 # Seconds a starting HTTP proxy has to answer Serve's controller (Ray's default: 5), in a Ray started here.
 PROXY_READY_TIMEOUT_S = 60
 
@@ -38,7 +39,8 @@ class ServeOptions:
         gpus_per_replica: GPUs Ray reserves per replica of a CUDA package (default 1; 0 for a CPU package).
         cpus_per_replica: CPUs Ray reserves per replica.
         request_timeout_s: the HTTP proxy answers a request that takes longer with an error.
-        max_request_bytes: larger request bodies get 400.
+        max_request_bytes: larger request bodies get 400 (refused by Content-Length before reading).
+        body_timeout_s: a request body still arriving after this many seconds gets 408.
     """
 
     replicas: int = 1
@@ -51,14 +53,15 @@ class ServeOptions:
     cpus_per_replica: float = 1.0
     request_timeout_s: float = 60.0
     max_request_bytes: int = 256 << 20
+    body_timeout_s: float = 30.0
     extra_actor_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for name in ("replicas", "max_batch_size", "port"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.batch_wait_ms < 0 or self.request_timeout_s <= 0:
-            raise ValueError("batch_wait_ms must be ≥ 0 and request_timeout_s > 0")
+        if self.batch_wait_ms < 0 or self.request_timeout_s <= 0 or self.body_timeout_s <= 0:
+            raise ValueError("batch_wait_ms must be ≥ 0, request_timeout_s and body_timeout_s > 0")
 
 
 def check_package(package_path: str, options: ServeOptions) -> str:
@@ -108,7 +111,18 @@ def _bind(path: str, options: ServeOptions, actor_options: dict):
                                   ray_actor_options=actor_options,
                                   max_ongoing_requests=max(8, 2 * options.max_batch_size))
     return deployment.bind(path, cuda_graphs=options.cuda_graphs, max_batch_size=options.max_batch_size,
-                           batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes)
+                           batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes,
+                           body_timeout_s=options.body_timeout_s)
+
+
+def _bind_health():
+    from ray import serve
+
+    from aotcuda.serving.deployment import HealthCheck
+
+    deployment = serve.deployment(HealthCheck, name="HealthCheck", num_replicas=1,
+                                  ray_actor_options={"num_cpus": 0}, max_ongoing_requests=64)
+    return deployment.bind(APP_NAME, "ProgramReplica")
 
 
 def build_app(package_path: str, options: ServeOptions = ServeOptions()):
@@ -160,6 +174,7 @@ class Server:
         from ray import serve
 
         if not self._started_ray:
+            serve.delete(HEALTH_APP_NAME)
             serve.delete(APP_NAME)
             return
         try:
@@ -210,6 +225,7 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
         serve.start(http_options={"host": options.host, "port": options.port,
                                   "request_timeout_s": options.request_timeout_s})
         serve.run(_bind(path, options, actor_options), name=APP_NAME, route_prefix="/")
+        serve.run(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")
     except BaseException:
         Server("", started_ray).shutdown()
         raise
