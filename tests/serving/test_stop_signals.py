@@ -1,5 +1,5 @@
 """Which stop each signal asks of `aotcuda serve` (Server.wait), with Ray and Serve replaced by recorders:
-SIGINT (Ctrl-C) shuts Serve down gracefully, then Ray; SIGTERM stops Ray at once. SIGTERM sent to the
+SIGINT (Ctrl-C) deletes the applications gracefully (requests in flight finish), then stops Ray; SIGTERM stops Ray at once. SIGTERM sent to the
 process group also ends the local Ray's GCS and raylet, and Serve's graceful shutdown then waited 30 s for a
 controller that was gone (the command took ~40 s to exit). Previous signal handlers come back."""
 
@@ -30,7 +30,7 @@ def recorded(monkeypatch):
 
 
 @pytest.mark.parametrize("number, started_ray, expected", [
-    (signal.SIGINT, True, ["serve.shutdown", "ray.shutdown"]),
+    (signal.SIGINT, True, [f"serve.delete {HEALTH_APP_NAME}", f"serve.delete {APP_NAME}", "ray.shutdown"]),
     (signal.SIGTERM, True, ["ray.shutdown"]),
     # a cluster it joined: only its applications
     (signal.SIGINT, False, [f"serve.delete {HEALTH_APP_NAME}", f"serve.delete {APP_NAME}"]),
