@@ -100,6 +100,8 @@ def _clean_errors(command):
                 raise
             kind = "" if isinstance(exc, AotcudaError) else f"{type(exc).__name__}: "
             message = str(exc).strip() or type(exc).__name__
+            if not isinstance(exc, AotcudaError):  # another library's text: its colours are not ours to show
+                message = ANSI_ESCAPE.sub("", message)
             # Our errors may list kernels on the lines after the first: keep them; others' tails are noise.
             lines = message.splitlines() if isinstance(exc, AotcudaError) else message.splitlines()[:1]
             print_error("\n".join(lines + list(getattr(exc, "__notes__", ()))), kind)
@@ -536,6 +538,10 @@ def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None 
         dtype = spec["dtype"] if stored.get("complex") is None else f"{spec['dtype']} ({stored['dtype']} pairs inside)"
         table.add_row(shown(spec["name"]), shown(dtype), shown(f"[{shape}]"), shown(spec["device"]))
     return table
+
+
+# CSI sequences (colours, cursor moves: ESC [ params final) and other two-character ESC sequences.
+ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
 
 
 def terminal_safe(text) -> str:

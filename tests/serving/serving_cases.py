@@ -6,6 +6,8 @@ import contextlib
 import itertools
 import json
 import os
+import select
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -68,3 +70,32 @@ def replica_stats(url: str, replicas: int = 2, tries: int = 60, wait_s: float = 
                 break
             time.sleep(0.25)
     return seen
+
+
+def raw_request(port: int, head: str) -> socket.socket:
+    """A connection to 127.0.0.1:port that has sent ``head`` (request line and headers, CRLF-joined) and
+    nothing more: what an attacker holds open."""
+    connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+    connection.sendall(head.replace("\n", "\r\n").encode() + b"\r\n\r\n")
+    return connection
+
+
+def status_of(connection: socket.socket, timeout: float) -> tuple[int | None, bytes]:
+    """The status code and the answer (headers and body) on ``connection`` (None: no answer in time)."""
+    connection.settimeout(timeout)
+    answer = b""
+    try:
+        while True:
+            piece = connection.recv(65536)
+            answer += piece
+            head, _, body = answer.partition(b"\r\n\r\n")
+            length = [line.split(b":")[1] for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
+            if not piece or (length and len(body) >= int(length[0])):
+                break
+    except (TimeoutError, OSError):
+        pass
+    return (int(answer.split()[1]) if answer.startswith(b"HTTP/") else None), answer
+
+
+def answered(connection: socket.socket) -> bool:
+    return bool(select.select([connection], [], [], 0)[0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -56,6 +57,10 @@ def test_aotcuda_serve_answers_then_stops_cleanly_on_ctrl_c(served_block, tmp_pa
     output = log.read()
     assert f"serving {path} at http://127.0.0.1:{PORT}" in output and "stopped" in output
     assert "Traceback" not in output, output[-3000:]
+    # Ray's noise on a clean start and stop: a raylet line about Serve's controller, an INFO line that reads
+    # as if --port were ignored, Ray's colour escapes
+    for noise in ("graceful_shutdown failed", "will not be applied", "\x1b[", "(raylet)", "Token authentication"):
+        assert noise not in output, f"{noise!r} in the output of a clean run:\n{output[-3000:]}"
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz", timeout=2)
 
@@ -89,3 +94,32 @@ def test_cuda_graphs_for_a_cpu_package_are_refused_before_ray_starts(served_bloc
     with pytest.raises(ServingConfigError, match="cuda_graphs=True needs a CUDA package.*lowered for cpu"):
         check_package(served_block[0], ServeOptions(cuda_graphs=True))
     assert check_package(served_block[0], ServeOptions()) == "cpu"
+
+
+def test_a_port_in_use_is_named_in_our_words_before_ray_starts(served_block):
+    """Before: Ray started, its proxy failed to bind, and the command printed
+    'error: RayTaskError(RuntimeError): \\x1b[36mray::ProxyActor.ready()...' after ~30 s."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, "-m", "aotcuda", "serve", served_block[0], "--port", str(port)],
+                                capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert f"port {port} on 127.0.0.1 is in use; choose another with --port" in result.stderr
+    assert "Ray" not in result.stderr and "\x1b" not in result.stderr and "\\x1b" not in result.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_foreign_error_text_is_shown_without_its_colour_escapes(capsys):
+    from aotcuda.cli import _clean_errors
+
+    def fails():
+        raise RuntimeError("\x1b[36mray::ProxyActor.ready()\x1b[39m (pid=1) failed: \x1b[1mbind\x1b[0m")
+
+    with pytest.raises(SystemExit):
+        _clean_errors(fails)()
+    shown = capsys.readouterr().err
+    assert "RuntimeError: ray::ProxyActor.ready() (pid=1) failed: bind" in shown
+    assert "\x1b" not in shown and "\\x1b" not in shown

@@ -1,5 +1,5 @@
 """Which stop each signal asks of `aotcuda serve` (Server.wait), with Ray and Serve replaced by recorders:
-SIGINT (Ctrl-C) shuts Serve down gracefully, then Ray; SIGTERM stops Ray at once. SIGTERM sent to the
+SIGINT (Ctrl-C) deletes the applications gracefully (requests in flight finish), then stops Ray; SIGTERM stops Ray at once. SIGTERM sent to the
 process group also ends the local Ray's GCS and raylet, and Serve's graceful shutdown then waited 30 s for a
 controller that was gone (the command took ~40 s to exit). Previous signal handlers come back."""
 
@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from aotcuda.serving.server import APP_NAME, Server
+from aotcuda.serving.server import APP_NAME, HEALTH_APP_NAME, Server
 
 
 @pytest.fixture
@@ -30,10 +30,11 @@ def recorded(monkeypatch):
 
 
 @pytest.mark.parametrize("number, started_ray, expected", [
-    (signal.SIGINT, True, ["serve.shutdown", "ray.shutdown"]),
+    (signal.SIGINT, True, [f"serve.delete {HEALTH_APP_NAME}", f"serve.delete {APP_NAME}", "ray.shutdown"]),
     (signal.SIGTERM, True, ["ray.shutdown"]),
-    (signal.SIGINT, False, [f"serve.delete {APP_NAME}"]),   # a cluster it joined: only its application
-    (signal.SIGTERM, False, [f"serve.delete {APP_NAME}"]),
+    # a cluster it joined: only its applications
+    (signal.SIGINT, False, [f"serve.delete {HEALTH_APP_NAME}", f"serve.delete {APP_NAME}"]),
+    (signal.SIGTERM, False, [f"serve.delete {HEALTH_APP_NAME}", f"serve.delete {APP_NAME}"]),
 ])
 def test_each_signal_stops_serving_as_documented(recorded, number, started_ray, expected):
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}

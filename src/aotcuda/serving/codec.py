@@ -12,15 +12,58 @@ rather than failing on every request.
 
 from __future__ import annotations
 
+import asyncio
+
 import torch
 
 from aotcuda.errors import InputError
 
-__all__ = ["RequestError", "decode_inputs", "encode_outputs", "unsupported_dtypes"]
+__all__ = ["RequestError", "SlowBodyError", "decode_inputs", "encode_outputs", "read_body", "unsupported_dtypes"]
 
 
 class RequestError(InputError):
     """A request body that is not a safetensors file of the program's inputs (answered with HTTP 400)."""
+
+
+class SlowBodyError(RequestError):
+    """A request body that did not arrive within the server's time for it (answered with HTTP 408)."""
+
+
+def _too_large(size: int, max_bytes: int, how: str) -> RequestError:
+    return RequestError(f"the request body {how} {size} bytes, more than this server's limit of {max_bytes}; "
+                        "send smaller batches, or start the server with a larger --max-request-bytes")
+
+
+async def read_body(request, max_bytes: int, timeout_s: float) -> bytes:
+    """The body of a Starlette request, read within ``timeout_s`` seconds and at most ``max_bytes`` long.
+
+    A declared Content-Length over the limit is refused before a byte of the body is read; a body without
+    one (chunked) is counted while it streams and refused as soon as it passes the limit. A body that is
+    still arriving after ``timeout_s`` (a client that sends headers and then trickles, or nothing) is
+    refused with SlowBodyError, which frees the replica's slot.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise RequestError(f"the request's Content-Length {declared[:40]!r} is not a number of bytes")
+        if int(declared) > max_bytes:
+            raise _too_large(int(declared), max_bytes, "declares")
+    chunks: list[bytes] = []
+
+    async def read() -> None:
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise _too_large(size, max_bytes, "has at least")
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(read(), timeout_s)
+    except asyncio.TimeoutError:
+        raise SlowBodyError(f"the request body did not arrive within {timeout_s:g} s (this server's "
+                            "--body-timeout-s); send the whole body at once") from None
+    return b"".join(chunks)
 
 
 def _safetensors():
@@ -43,8 +86,7 @@ def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.T
     unknown input name.
     """
     if len(body) > max_bytes:
-        raise RequestError(f"the request body has {len(body)} bytes, more than this server's limit of {max_bytes}; "
-                           "send smaller batches, or start the server with a larger --max-request-bytes")
+        raise _too_large(len(body), max_bytes, "has")
     try:
         tensors = _safetensors().load(body)
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types, all meaning "not a file"

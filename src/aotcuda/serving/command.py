@@ -19,23 +19,24 @@ from aotcuda.serving.server import ServeOptions
               help="how long a batch waits for more requests after its first.")
 @click.option("--cuda-graphs", is_flag=True, help="capture the program in CUDA graphs on each GPU replica.")
 @click.option("--max-request-bytes", default=256 << 20, show_default=True, type=click.IntRange(min=1),
-              help="larger request bodies get HTTP 400.")
-def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes):
+              help="larger request bodies get HTTP 400 (refused by Content-Length before reading).")
+@click.option("--body-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="a request body still arriving after this many seconds gets HTTP 408.")
+def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes,
+                  body_timeout_s):
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
     out), GET /healthz. Starts Ray locally, or joins the cluster in RAY_ADDRESS. Exits 0 once Serve and Ray
     are down (Ctrl-C lets Serve finish the requests in flight; SIGTERM stops at once).
     Needs pip install 'aotcuda[serve]'."""
-    import logging
     import signal
 
     from aotcuda.serving.server import serve_package
 
-    # Ray Serve's INFO lines ("Connecting to existing Serve app ... New http_options ... will not be applied",
-    # said even on the instance this command just started) read as if --port were ignored.
-    logging.getLogger("ray.serve").setLevel(logging.WARNING)
+    _quiet_ray_logs()
 
     options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
-                           batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes)
+                           batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes,
+                           body_timeout_s=body_timeout_s)
     try:
         server = serve_package(package, options)
     except KeyboardInterrupt:  # Ctrl-C while the replicas start: serve_package has shut everything down
@@ -45,3 +46,18 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
                f"({replicas} replica(s)); Ctrl-C or SIGTERM stops")
     received = server.wait()
     click.echo(f"stopped ({signal.Signals(received).name}): Serve and Ray are down")
+
+
+def _quiet_ray_logs() -> None:
+    """Keep Ray's INFO lines and its token-authentication notice off a clean run: "Connecting to existing
+    Serve app ... New http_options ... will not be applied", said on the instance this command just
+    started, reads as if --port were ignored. Importing ray.serve sets its logger to INFO, so the level is
+    set after the import."""
+    import logging
+
+    try:
+        import ray.serve  # noqa: F401
+    except ImportError:  # serve_package says what to install
+        return
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)

@@ -5,9 +5,10 @@ Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
                   400 with the reason as text for a bad request (not safetensors, missing input, wrong
                   dtype or shape: the runtime's own InputError message); 500 when the program fails. Both
                   carry the header X-Aotcuda-Error (the error's class): a 5xx without it comes from
-                  Ray's proxy (e.g. the request's replica died) and is safe to retry.
+                  Ray's proxy (e.g. the request's replica died on it: not safe to resend, see client).
   GET  /healthz   200 "ok" once every replica of the deployment runs (Ray Serve's own replica states),
-                  503 with the states otherwise.
+                  503 with the states otherwise. `aotcuda serve` answers it from a deployment of its own
+                  (HealthCheck), so that it never waits behind /predict requests.
   GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected),
                   its pid, device and the physical GPU ids Ray gave it.
 
@@ -15,6 +16,10 @@ Each request's inputs are checked on their own, before batching, with the runtim
 (``aotcuda.runtime.checks.check_inputs``): a bad request gets its own 400 and never joins a batch. A batch
 that fails as a whole (the container reports an error) is run again request by request, so that one
 request's failure stays its own.
+
+A body is read within ``body_timeout_s`` and at most ``max_request_bytes`` long (codec.read_body): a body
+over the limit is refused by its Content-Length before it is read, a chunked one as soon as it passes the
+limit, and one that trickles gets 408, so that slow clients cannot hold every replica slot.
 """
 
 from __future__ import annotations
@@ -40,14 +45,14 @@ from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, serving_plan, split_rows
 from aotcuda.serving.client import ERROR_HEADER
-from aotcuda.serving.codec import decode_inputs, encode_outputs
+from aotcuda.serving.codec import SlowBodyError, decode_inputs, encode_outputs, read_body
 
-__all__ = ["ProgramReplica"]
+__all__ = ["HealthCheck", "ProgramReplica"]
 
 _CPU = torch.device("cpu")
 OCTET_STREAM = "application/octet-stream"
 # ERROR_HEADER marks the answers a replica gave itself (400 and 500): a 5xx without it came from Ray's
-# proxy, e.g. for a request whose replica died, and is safe to retry (see aotcuda.serving.client).
+# proxy, e.g. for a request whose replica died on it, which a client must not resend (aotcuda.serving.client).
 
 
 class ProgramReplica:
@@ -60,16 +65,18 @@ class ProgramReplica:
         max_batch_size: most requests in one batch (1: no batching).
         batch_wait_ms: how long a batch waits for more requests after its first (milliseconds).
         max_request_bytes: larger request bodies are refused with 400.
+        body_timeout_s: a request body still arriving after this many seconds is refused with 408.
 
     Raises ServingConfigError (see batching.serving_plan) when the options do not fit the program;
     PackageError when the package does not load.
     """
 
     def __init__(self, package_path: str, *, device: str | None = None, cuda_graphs: bool = False,
-                 max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20):
+                 max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20,
+                 body_timeout_s: float = 30.0):
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
         self.plan = serving_plan(self.program.input_specs, self.program.output_specs, max_batch_size, package_path)
-        self.max_batch_size, self.max_request_bytes = max_batch_size, max_request_bytes
+        self.max_batch_size, self.max_request_bytes, self.body_timeout_s = max_batch_size, max_request_bytes, body_timeout_s
         self.names = [spec.name for spec in self.program.input_specs] if self.program.input_specs \
             else list(self.program.input_names)
         self.predict_batch.set_max_batch_size(max_batch_size)
@@ -83,21 +90,22 @@ class ProgramReplica:
     async def __call__(self, request: Request) -> Response:
         path, method = request.url.path.rstrip("/") or "/", request.method
         if path == "/predict" and method == "POST":
-            return await self._predict(await request.body())
+            return await self._predict(request)
         if path == "/healthz" and method == "GET":
-            return await asyncio.get_running_loop().run_in_executor(None, _health_response)
+            context = serve.get_replica_context()
+            return await _health(context.app_name, context.deployment)
         if path == "/stats" and method == "GET":
             return Response(json.dumps(self.stats()), media_type="application/json")
-        return PlainTextResponse(f"no route {method} {path}: POST /predict, GET /healthz, GET /stats",
-                                 status_code=404)
+        return _no_route(method, path)
 
-    async def _predict(self, body: bytes) -> Response:
+    async def _predict(self, request: Request) -> Response:
         self.counters["requests"] += 1
         try:
-            inputs = self.checked_inputs(body)
+            inputs = self.checked_inputs(await read_body(request, self.max_request_bytes, self.body_timeout_s))
         except InputError as error:
             self.counters["rejected"] += 1
-            return PlainTextResponse(str(error), status_code=400, headers={ERROR_HEADER: type(error).__name__})
+            return PlainTextResponse(str(error), status_code=408 if isinstance(error, SlowBodyError) else 400,
+                                     headers={ERROR_HEADER: type(error).__name__})
         if self.max_batch_size > 1:
             outputs = await self.predict_batch(inputs)
         else:
@@ -182,11 +190,33 @@ class ProgramReplica:
             program.close()
 
 
-def _health_response() -> Response:
-    """200 once every replica of this deployment runs; 503 with the replica states otherwise."""
-    context = serve.get_replica_context()
-    status = serve.status().applications.get(context.app_name)
-    deployment = status.deployments.get(context.deployment) if status else None
+class HealthCheck:
+    """GET /healthz for one ProgramReplica deployment, from a deployment of its own (no CPU reserved, many
+    slots): a health check never queues behind /predict requests, not even behind clients that hold every
+    replica slot with bodies that never arrive."""
+
+    def __init__(self, app_name: str, deployment_name: str):
+        self.app_name, self.deployment_name = app_name, deployment_name
+
+    async def __call__(self, request: Request) -> Response:
+        if request.method != "GET":
+            return _no_route(request.method, request.url.path)
+        return await _health(self.app_name, self.deployment_name)
+
+
+def _no_route(method: str, path: str) -> Response:
+    return PlainTextResponse(f"no route {method} {path}: POST /predict, GET /healthz, GET /stats", status_code=404)
+
+
+async def _health(app_name: str, deployment_name: str) -> Response:
+    # serve.status() asks the controller and blocks: off the event loop
+    return await asyncio.get_running_loop().run_in_executor(None, _health_response, app_name, deployment_name)
+
+
+def _health_response(app_name: str, deployment_name: str) -> Response:
+    """200 once every replica of that deployment runs; 503 with the replica states otherwise."""
+    status = serve.status().applications.get(app_name)
+    deployment = status.deployments.get(deployment_name) if status else None
     states = dict(deployment.replica_states) if deployment else {}
     ready = status is not None and str(status.status).endswith("RUNNING") and set(states) <= {"RUNNING"}
     if ready:

@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import threading
 from dataclasses import dataclass, field
 
@@ -19,9 +21,10 @@ from aotcuda.runtime.checks import TensorSpec
 from aotcuda.runtime.package import read_signature
 from aotcuda.serving.batching import serving_plan
 
-__all__ = ["ServeOptions", "Server", "build_app", "check_package", "replica_actor_options", "serve_package"]
+__all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_free", "replica_actor_options", "serve_package"]
 
 APP_NAME = "aotcuda"
+HEALTH_APP_NAME = "aotcuda-health"  # GET /healthz from a deployment of its own (deployment.HealthCheck)
 # Seconds a starting HTTP proxy has to answer Serve's controller (Ray's default: 5), in a Ray started here.
 PROXY_READY_TIMEOUT_S = 60
 
@@ -38,7 +41,8 @@ class ServeOptions:
         gpus_per_replica: GPUs Ray reserves per replica of a CUDA package (default 1; 0 for a CPU package).
         cpus_per_replica: CPUs Ray reserves per replica.
         request_timeout_s: the HTTP proxy answers a request that takes longer with an error.
-        max_request_bytes: larger request bodies get 400.
+        max_request_bytes: larger request bodies get 400 (refused by Content-Length before reading).
+        body_timeout_s: a request body still arriving after this many seconds gets 408.
     """
 
     replicas: int = 1
@@ -51,14 +55,15 @@ class ServeOptions:
     cpus_per_replica: float = 1.0
     request_timeout_s: float = 60.0
     max_request_bytes: int = 256 << 20
+    body_timeout_s: float = 30.0
     extra_actor_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for name in ("replicas", "max_batch_size", "port"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.batch_wait_ms < 0 or self.request_timeout_s <= 0:
-            raise ValueError("batch_wait_ms must be ≥ 0 and request_timeout_s > 0")
+        if self.batch_wait_ms < 0 or self.request_timeout_s <= 0 or self.body_timeout_s <= 0:
+            raise ValueError("batch_wait_ms must be ≥ 0, request_timeout_s and body_timeout_s > 0")
 
 
 def check_package(package_path: str, options: ServeOptions) -> str:
@@ -79,6 +84,25 @@ def check_package(package_path: str, options: ServeOptions) -> str:
         raise ServingConfigError(f"cuda_graphs=True needs a CUDA package; {package_path} was lowered for "
                                  f"{device_type}. Serve it with cuda_graphs=False, or lower it again with device='cuda'")
     return device_type
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise ServingConfigError, in our words, when something already listens on host:port. Checked by
+    binding it as the HTTP proxy will (SO_REUSEADDR, as uvicorn), before Ray starts: a proxy that cannot
+    bind fails only inside Ray, with a RayTaskError that names neither the port nor the cause."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise ServingConfigError(f"--host {host!r} is not an address of this machine ({error})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise ServingConfigError(f"port {port} on {host} is in use; choose another with --port") from None
+            raise ServingConfigError(f"cannot listen on {host} port {port}: {error.strerror}") from None
 
 
 def _check_cluster_gpus(needed: float) -> None:
@@ -108,7 +132,18 @@ def _bind(path: str, options: ServeOptions, actor_options: dict):
                                   ray_actor_options=actor_options,
                                   max_ongoing_requests=max(8, 2 * options.max_batch_size))
     return deployment.bind(path, cuda_graphs=options.cuda_graphs, max_batch_size=options.max_batch_size,
-                           batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes)
+                           batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes,
+                           body_timeout_s=options.body_timeout_s)
+
+
+def _bind_health():
+    from ray import serve
+
+    from aotcuda.serving.deployment import HealthCheck
+
+    deployment = serve.deployment(HealthCheck, name="HealthCheck", num_replicas=1,
+                                  ray_actor_options={"num_cpus": 0}, max_ongoing_requests=64)
+    return deployment.bind(APP_NAME, "ProgramReplica")
 
 
 def build_app(package_path: str, options: ServeOptions = ServeOptions()):
@@ -144,14 +179,17 @@ class Server:
         return received[0]
 
     def shutdown(self, drain: bool = True) -> None:
-        """Stop serving (idempotent). On a Ray instance this process started: stop Serve and Ray. On a
-        cluster it joined: delete only this application, leaving the cluster's other applications.
+        """Stop serving (idempotent). On a Ray instance this process started: delete the applications
+        (Serve's graceful stop of each replica: requests in flight finish), then stop Ray, which ends Serve's
+        controller and proxy with it. On a cluster it joined: delete only its applications, leaving the
+        cluster's others. (Not serve.shutdown(): it kills the controller while its own graceful_shutdown
+        task is pending, and the raylet prints "Task ServeController.graceful_shutdown failed" on a clean stop.)
 
-        ``drain=False`` (SIGTERM) skips Serve's graceful shutdown on a Ray instance this process started,
-        and stops Ray at once, which ends Serve's actors with it. Why: that instance's GCS and raylet run in
-        this process's group, so a SIGTERM sent to the group (``timeout``, ``kill -- -PGID``, systemd)
-        ends them too, and Serve's graceful shutdown then waits 30 s for a controller that is gone
-        ("Controller failed to shut down within 30.0s"); a stop asked by SIGTERM wants no wait anyway.
+        ``drain=False`` (SIGTERM) skips the graceful stop on a Ray instance this process started, and stops
+        Ray at once, which ends Serve's actors with it. Why: that instance's GCS and raylet run in this
+        process's group, so a SIGTERM sent to the group (``timeout``, ``kill -- -PGID``, systemd) ends them
+        too, and Serve's graceful shutdown then waits 30 s for a controller that is gone ("Controller failed
+        to shut down within 30.0s"); a stop asked by SIGTERM wants no wait anyway.
         """
         if self._stopped:
             return
@@ -159,14 +197,13 @@ class Server:
         import ray
         from ray import serve
 
-        if not self._started_ray:
-            serve.delete(APP_NAME)
-            return
         try:
-            if drain:
-                serve.shutdown()
+            if drain or not self._started_ray:
+                for name in (HEALTH_APP_NAME, APP_NAME):
+                    serve.delete(name)
         finally:
-            ray.shutdown()
+            if self._started_ray:
+                ray.shutdown()
 
     def __enter__(self) -> Server:
         return self
@@ -192,6 +229,8 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
     path = os.path.abspath(package_path)
     actor_options = replica_actor_options(path, options)  # before Ray starts: a bad package fails at once
     started_ray = not ray.is_initialized()
+    if started_ray and not os.environ.get("RAY_ADDRESS"):
+        check_port_free(options.host, options.port)  # a Ray this process starts: nothing else serves here
     if started_ray:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray would report usage to its vendor
         # Serve's controller gives a starting HTTP proxy 5 s to answer, then kills it, and serve.start
@@ -210,6 +249,7 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
         serve.start(http_options={"host": options.host, "port": options.port,
                                   "request_timeout_s": options.request_timeout_s})
         serve.run(_bind(path, options, actor_options), name=APP_NAME, route_prefix="/")
+        serve.run(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")
     except BaseException:
         Server("", started_ray).shutdown()
         raise

@@ -1,0 +1,112 @@
+"""Client's retry rule against a stand-in server on loopback (no Ray): a request the server may have run is
+never sent twice. Before the rule, a slow answer was sent 4 times for one call (retries=3), and a request
+whose replica died on it went to the next replica, and the next (a poison request killed four replicas)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import torch
+
+serving = pytest.importorskip("aotcuda.serving")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+OK = safetensors_torch.save({"output_0": torch.ones(2)})
+
+
+class StandIn(ThreadingHTTPServer):
+    """Answers POST /predict with ``behaviours`` in turn (the last one repeats); counts the requests."""
+
+    daemon_threads = True
+
+    def __init__(self, behaviours):
+        self.behaviours, self.received = list(behaviours), 0
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        server = self.server
+        self.rfile.read(int(self.headers["Content-Length"]))
+        behaviour = server.behaviours[min(server.received, len(server.behaviours) - 1)]
+        server.received += 1
+        behaviour(self)
+
+
+def answer(status, body=b"", headers=()):
+    def respond(handler):
+        handler.send_response(status)
+        for name, value in headers:
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    return respond
+
+
+def hang(handler):        # a replica that is still running the request
+    time.sleep(1.5)
+    answer(200, OK)(handler)
+
+
+def die(handler):         # a replica (or proxy) that dies holding the request: no answer at all
+    handler.close_connection = True
+    handler.connection.shutdown(socket.SHUT_RDWR)
+
+
+@pytest.fixture
+def stand_in(request):
+    server = StandIn(request.param)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def client_of(server, **options):
+    return serving.Client(f"http://127.0.0.1:{server.server_address[1]}", retries=3, backoff_s=0, **options)
+
+
+@pytest.mark.parametrize("stand_in, expected", [
+    ([hang], "not resent: the server may have run it"),
+    ([die], "not resent"),
+    # Ray's proxy answering 500 for a replica that died on this request (no X-Aotcuda-Error)
+    ([answer(500, b"Internal Server Error")], "replica that held the request may have died on it"),
+    ([answer(502, b"Bad Gateway")], "may have died"),
+    ([answer(503, b"unavailable")], "unavailable"),  # 503 without Retry-After: not known to be unprocessed
+    ([answer(500, b"RuntimeError: boom", [("X-Aotcuda-Error", "RuntimeError")])], "boom"),
+    ([answer(408, b"timed out", [("X-Aotcuda-Error", "RequestTimeout")])], "timed out"),
+], indirect=["stand_in"])
+def test_a_request_the_server_may_have_run_is_sent_once(stand_in, expected):
+    client = client_of(stand_in, timeout_s=0.5)
+    with pytest.raises(serving.ServingError, match=expected) as caught:
+        client.predict({"x": torch.zeros(2)})
+    assert not caught.value.retriable
+    time.sleep(1.2 if stand_in.behaviours[0] is hang else 0)  # a resend after the timeout would arrive now
+    assert stand_in.received == 1
+
+
+@pytest.mark.parametrize("stand_in", [[answer(503, b"busy", [("Retry-After", "0")]), answer(200, OK)]],
+                         indirect=True)
+def test_a_503_with_retry_after_is_sent_again_and_succeeds(stand_in):
+    (y,) = client_of(stand_in).predict({"x": torch.zeros(2)})
+    assert torch.equal(y, torch.ones(2)) and stand_in.received == 2
+
+
+def test_a_refused_connection_is_retried_then_reported_as_retriable():
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = serving.Client(f"http://127.0.0.1:{port}", retries=2, backoff_s=0)
+    started = time.monotonic()
+    with pytest.raises(serving.ServingError, match="could not connect") as caught:
+        client.predict({"x": torch.zeros(2)})
+    assert caught.value.retriable and caught.value.status is None and time.monotonic() - started < 10
