@@ -255,22 +255,56 @@ def test_demo_on_cpu_end_to_end(runner):
     assert "load average (1 min) at timing" in output and "cores" in output
 
 
-@pytest.mark.parametrize("message, hints", [
-    ("the package was built for cpu and cannot run on cuda; load it with device='cpu', or lower the model "
-     "again with device='cuda'",
-     ["on the command line, --device cpu", "on the command line, lower it again with `aotcuda lower ... --device cuda`"]),
-    ("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'",
-     ["on the command line, --device cpu"]),
-    ("input 'x' (#0) dim 1 is 600, outside the exported range [2, 512] of x_1; pass a size in that range, "
-     "or re-export with a wider torch.export.Dim",  # found by a new user: the Python advice had no CLI twin
+def _error_of(call) -> Exception:
+    with pytest.raises(Exception) as caught:
+        call()
+    return caught.value
+
+
+def _outside_range():
+    from aotcuda.runtime.checks import TensorSpec, check_inputs
+
+    spec = TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu",
+                                 "shape": [2, {"expr": "s0", "min": 2, "max": 512}]})
+    return lambda: check_inputs([torch.randn(2, 600)], [spec], ["x"], torch.device("cpu"), 1)
+
+
+def _not_that_size():
+    from aotcuda.runtime.checks import TensorSpec, check_inputs
+
+    spec = TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu", "shape": [2, 4]})
+    return lambda: check_inputs([torch.randn(3, 4)], [spec], ["x"], torch.device("cpu"), 1)
+
+
+def _cuda_where_there_is_none(monkeypatch):
+    from aotcuda.lowering.devices import target_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    return lambda: target_device("cuda")
+
+
+@pytest.mark.parametrize("make_call, hints", [
+    (lambda _: _outside_range(),  # found by a new user: the Python advice had no CLI twin
      ["on the command line, lower it again with a wider range: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"]),
-    ("input 'x' (#0) dim 0 is 3, but the program was exported with size 2 there ([2, 4]); pass that size, or "
-     "re-export with a torch.export.Dim there",
+    (lambda _: _not_that_size(),
      ["on the command line, lower it again with that dim dynamic: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"]),
+    (_cuda_where_there_is_none, ["on the command line, --device cpu"]),
 ])
-def test_hints_follow_the_advice_not_every_device_named(message, hints):
-    """Found by a new user: a device the message only names (the one asked for) also got a hint."""
-    assert cli_hints(message) == hints
+def test_hints_follow_the_errors_advice(monkeypatch, make_call, hints):
+    """The hints come from the error's advice (AotcudaError.advice), raised where the library raises it."""
+    assert cli_hints(_error_of(make_call(monkeypatch))) == hints
+
+
+def test_hints_follow_the_advice_not_every_device_named():
+    """Found by a new user: a device the message only names (the one asked for) also got a hint. The advice
+    of a package built for the CPU and loaded for CUDA is: load it for the CPU, or lower it again for CUDA."""
+    from aotcuda.errors import Advice, PackageError
+
+    error = PackageError("the package was built for cpu and cannot run on cuda; ...",
+                         advice=(Advice("device", "cpu"), Advice("device", "cuda", relower=True)))
+    assert cli_hints(error) == ["on the command line, --device cpu",
+                                "on the command line, lower it again with `aotcuda lower ... --device cuda`"]
+    assert cli_hints(ValueError("use device='cpu'")) == []  # a foreign error's words are never read
 
 
 @pytest.mark.parametrize("made, says", [

@@ -42,37 +42,39 @@ status_console = Console(stderr=True)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
-# The library's messages give Python-API advice; on the command line, this is how to follow it. Only the
-# advice is matched ("use device='cpu'"), not a device the message merely names ("device='cuda' asked for").
-CLI_HINTS = (
-    (r"allow_fallbacks=True", "on the command line, --allow-fallbacks keeps going with these kernels"),
-    (r"lower the model again with device='(\w+)'",
-     "on the command line, lower it again with `aotcuda lower ... --device {0}`"),
-    (r"(?:use|load it with|pass) device='(\w+)'", "on the command line, --device {0}"),
-    (r"cuda_graphs=False", "on the command line, leave out --cuda-graphs"),
-    (r"re-export with a wider torch\.export\.Dim", "on the command line, lower it again with a wider range: "
-                                                  "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"),
-    (r"re-export with a torch\.export\.Dim there", "on the command line, lower it again with that dim dynamic: "
-                                                  "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"),
-    (r"serve it with max batch size 1", "on the command line, leave out --max-batch-size; to batch, lower it "
-                                        "again with `aotcuda lower ... --dynamic NAME:0:1:MAX:batch` for every input"),
-)
+# The library's errors give Python-API advice, and say which (AotcudaError.advice); on the command line,
+# this is how to follow each. Read from the error, never matched against its words.
+_FLAG_HINTS = {
+    ("allow_fallbacks", True, False): "on the command line, --allow-fallbacks keeps going with these kernels",
+    ("cuda_graphs", False, False): "on the command line, leave out --cuda-graphs",
+    ("dynamic_shapes", "wider", True): "on the command line, lower it again with a wider range: "
+                                       "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
+    ("dynamic_shapes", "dynamic there", True): "on the command line, lower it again with that dim dynamic: "
+                                               "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
+    ("max_batch_size", 1, False): "on the command line, leave out --max-batch-size; to batch, lower it again with "
+                                  "`aotcuda lower ... --dynamic NAME:0:1:MAX:batch` for every input",
+}
 
 
-def cli_hints(message: str) -> list[str]:
-    """The command-line form of each piece of Python-API advice in an error message, in the message's order."""
-    found = [(match.start(), hint.format(*match.groups()))
-             for pattern, hint in CLI_HINTS for match in re.finditer(pattern, message)]
-    return [hint for _, hint in sorted(found)]
+def cli_hints(error: BaseException) -> list[str]:
+    """The command-line form of each fix the error gives (its ``advice``), in the error's order."""
+    hints = []
+    for advice in getattr(error, "advice", ()):
+        if advice.keyword == "device":
+            hints.append(f"on the command line, lower it again with `aotcuda lower ... --device {advice.value}`"
+                         if advice.relower else f"on the command line, --device {advice.value}")
+        elif (hint := _FLAG_HINTS.get((advice.keyword, advice.value, advice.relower))) is not None:
+            hints.append(hint)
+    return hints
 
 
-def print_error(message: str, kind: str = "") -> None:
+def print_error(message: str, kind: str = "", hints: list[str] = ()) -> None:
     """Print 'error: ...' lines unwrapped (soft_wrap: a log or a pipe gets whole lines), then the hints."""
     lines = message.split("\n") or [""]  # only newlines break lines: other control characters are shown escaped
     status_console.print(f"[red]error:[/red] {shown(kind + lines[0])}", highlight=False, soft_wrap=True)
     for line in lines[1:]:
         status_console.print(terminal_safe(line), highlight=False, markup=False, soft_wrap=True)
-    for hint in cli_hints(message):
+    for hint in hints:
         status_console.print(f"hint: {hint}", highlight=False, markup=False, soft_wrap=True)
 
 
@@ -104,7 +106,7 @@ def _clean_errors(command):
                 message = ANSI_ESCAPE.sub("", message)
             # Our errors may list kernels on the lines after the first: keep them; others' tails are noise.
             lines = message.splitlines() if isinstance(exc, AotcudaError) else message.splitlines()[:1]
-            print_error("\n".join(lines + list(getattr(exc, "__notes__", ()))), kind)
+            print_error("\n".join(lines + list(getattr(exc, "__notes__", ()))), kind, cli_hints(exc))
             sys.exit(1)
 
     return wrapper

@@ -1,8 +1,36 @@
 """Exceptions raised by aotcuda. Every one names the problem and, where there is one, the fix."""
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A fix an error's message gives, as the Python keyword that applies it, so that a front end (the
+    CLI) can say the same fix in its own terms without reading the message's words.
+
+    keyword: the argument of lower()/load()/serve the fix sets: "allow_fallbacks", "device", "cuda_graphs",
+        "dynamic_shapes" or "max_batch_size".
+    value: what to set it to (True, "cpu", False, "wider" / "dynamic there" for dynamic_shapes, 1).
+    relower: the fix is to lower the model again with it (else: to load / call / serve with it).
+    """
+
+    keyword: str
+    value: object = None
+    relower: bool = False
+
 
 class AotcudaError(Exception):
-    """Base class of every error aotcuda raises on purpose."""
+    """Base class of every error aotcuda raises on purpose. ``advice``: the fixes the message gives, in the
+    message's order (a tuple of Advice, empty when it gives none)."""
+
+    advice: tuple[Advice, ...] = ()
+
+    def __init__(self, *args, advice: tuple[Advice, ...] = ()):
+        super().__init__(*args)
+        if advice:
+            self.advice = tuple(advice)
 
 
 class UnsupportedComplexOpError(AotcudaError):
@@ -23,6 +51,8 @@ class UnsupportedComplexOpError(AotcudaError):
 
 class MissingFallbackKernelsError(AotcudaError):
     """The generated code calls ATen fallback kernels outside the allow-list and allow_fallbacks is False."""
+
+    advice = (Advice("allow_fallbacks", True),)  # the message always ends with that fix
 
 
 class DynamicShapesError(AotcudaError, ValueError):

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import torch
 
-from aotcuda.errors import DeviceError
+from aotcuda.errors import Advice, DeviceError
 from aotcuda.lowering.fallbacks import LIBRARY_KERNELS, ONEDNN_KERNELS
 from aotcuda.passes.result import GraphPass
 from aotcuda.passes.vector_operands import StoreVectorOperandsPass
@@ -63,5 +63,6 @@ def target_device(device: str | torch.device) -> torch.device:
     if device.type not in DEVICE_PROFILES:
         raise DeviceError(f"aotcuda lowers for {supported}, not {device.type!r}")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise DeviceError("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'")
+        raise DeviceError("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'",
+                          advice=(Advice("device", "cpu"),))
     return device

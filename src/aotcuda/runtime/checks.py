@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import InputError, OutputError
+from aotcuda.errors import Advice, InputError, OutputError
 
 
 _TORCH_SYMBOL = re.compile(r"\b[a-z]\d+\b")  # the names torch gives shape symbols: s27, u0
@@ -304,12 +304,14 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
         if dim.size is not None:
             if size != dim.size:
                 raise InputError(f"{where}, but the program was exported with size {dim.size} there (shape "
-                                 f"{spec.shape_text()}); pass that size, or re-export with a torch.export.Dim there")
+                                 f"{spec.shape_text()}); pass that size, or re-export with a torch.export.Dim there",
+                                 advice=(Advice("dynamic_shapes", "dynamic there", relower=True),))
             continue
         if size < dim.min or (dim.max is not None and size > dim.max):
             raise InputError(f"{where}, outside the exported range [{dim.min}, "
                              f"{'inf' if dim.max is None else dim.max}] of {dim.shown}; pass a size in that range, "
-                             "or re-export with a wider torch.export.Dim")
+                             "or re-export with a wider torch.export.Dim",
+                             advice=(Advice("dynamic_shapes", "wider", relower=True),))
         if _is_symbol(dim.expr):
             if dim.expr in bindings and bindings[dim.expr] != size:
                 raise InputError(f"{where}, but it must equal {bound_by[dim.expr]} ({bindings[dim.expr]}): the "

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from aotcuda.errors import RuntimeCallError
+from aotcuda.errors import Advice, RuntimeCallError
 from aotcuda.runtime.checks import write_back
 
 RunFn = Callable[..., list]  # run(inputs, stream=None, single_threaded=False) -> list[Tensor | None]
@@ -154,7 +154,8 @@ class GraphRunner:
         except RuntimeCallError as exc:
             state.eager_only = True
             raise RuntimeCallError(f"{exc}. Calls of this input shape now run without a graph; load with "
-                                   "cuda_graphs=False to skip capturing.") from exc.__cause__
+                                   "cuda_graphs=False to skip capturing.",
+                                   advice=(Advice("cuda_graphs", False),)) from exc.__cause__
         state.graph, state.static_inputs, state.static_outputs = graph, static_inputs, static_outputs
         graph.replay()
 

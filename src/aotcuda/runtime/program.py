@@ -36,7 +36,7 @@ import os
 import torch
 import torch.utils._pytree as pytree
 
-from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
+from aotcuda.errors import Advice, InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
@@ -116,11 +116,13 @@ def _resolve_device(package: ExtractedPackage, device) -> torch.device:
         raise PackageError(f"device={device!r} is not a device ({exc}); pass e.g. 'cpu' or 'cuda:0'") from exc
     if wanted.type != package_type:
         raise PackageError(f"the package was built for {package_type} and cannot run on {wanted}; "
-                           f"load it with device={package_type!r}, or lower the model again with device={wanted.type!r}")
+                           f"load it with device={package_type!r}, or lower the model again with device={wanted.type!r}",
+                           advice=(Advice("device", package_type), Advice("device", wanted.type, relower=True)))
     if wanted.type == "cuda":
         if not torch.cuda.is_available():
             raise PackageError(f"{package.path!r} was built for CUDA, but torch sees no CUDA device here; run it "
-                               "on a machine with a CUDA GPU, or lower the model again with device='cpu'")
+                               "on a machine with a CUDA GPU, or lower the model again with device='cpu'",
+                               advice=(Advice("device", "cpu", relower=True),))
         if wanted.index is None:
             wanted = torch.device("cuda", torch.cuda.current_device())
         count = torch.cuda.device_count()
@@ -147,7 +149,7 @@ class Program:
         self._device = _resolve_device(package, device)
         if cuda_graphs and self._device.type != "cuda":
             raise PackageError(f"cuda_graphs=True needs a CUDA package and device; this one runs on "
-                               f"{self._device}. Load it with cuda_graphs=False.")
+                               f"{self._device}. Load it with cuda_graphs=False.", advice=(Advice("cuda_graphs", False),))
         check_no_proxy_executor(package)
         self._gate = CallGate()
         unchecked = package.signature is None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import ServingConfigError
+from aotcuda.errors import Advice, ServingConfigError
 
 __all__ = ["BatchPlan", "combine", "serving_plan", "split_rows"]
 
@@ -104,5 +104,5 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str) -> 
     plan = BatchPlan.from_specs(input_specs, output_specs)
     if max_batch_size > 1 and not plan.batches:
         raise ServingConfigError(f"{where} cannot be batched: {plan.reason}; serve it with max batch size 1 "
-                                 "(the default)")
+                                 "(the default)", advice=(Advice("max_batch_size", 1),))
     return plan

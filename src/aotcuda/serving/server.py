@@ -16,7 +16,7 @@ import socket
 import threading
 from dataclasses import dataclass, field
 
-from aotcuda.errors import PackageError, ServingConfigError
+from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.runtime.checks import TensorSpec
 from aotcuda.runtime.package import read_signature
 from aotcuda.serving.batching import serving_plan
@@ -82,7 +82,8 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     device_type = devices.pop()
     if options.cuda_graphs and device_type != "cuda":
         raise ServingConfigError(f"cuda_graphs=True needs a CUDA package; {package_path} was lowered for "
-                                 f"{device_type}. Serve it with cuda_graphs=False, or lower it again with device='cuda'")
+                                 f"{device_type}. Serve it with cuda_graphs=False, or lower it again with device='cuda'",
+                                 advice=(Advice("cuda_graphs", False), Advice("device", "cuda", relower=True)))
     return device_type
 
 
