@@ -58,3 +58,23 @@ def test_one_replica_per_gpu_each_on_its_own_gpu_matches_eager(block_on_cuda):
         with torch.no_grad():
             for x, (y,) in zip(inputs, outputs):
                 assert relative_error(y, model(x)) < 1e-4  # TF32-free float32 on GPU; batched rows
+
+
+@pytest.mark.parametrize("cuda_graphs, max_batch_size", [(False, 1), (False, 8), (True, 1), (True, 8)])
+def test_one_gpu_replica_answers_concurrent_clients_like_eager(block_on_cuda, cuda_graphs, max_batch_size):
+    """One replica on the one GPU, with and without CUDA graphs and request batching: 64 concurrent
+    requests of random batch sizes each match eager, and the replica runs on a GPU."""
+    path, model = block_on_cuda
+    options = serving.ServeOptions(replicas=1, port=PORT, max_batch_size=max_batch_size, batch_wait_ms=5,
+                                   cuda_graphs=cuda_graphs)
+    with server_environment(), serving.serve_package(path, options, ray_init_options=loopback_ray()) as server:
+        (stats,) = replica_stats(server.url, replicas=1).values()
+        assert len(stats["gpu_ids"]) == 1
+        client = serving.Client(server.url, retries=0)
+        rng = random.Random(max_batch_size + cuda_graphs)
+        inputs = [torch.randn(rng.choice([1, 2]), SEQ, 256) for _ in range(64)]
+        with ThreadPoolExecutor(16) as pool:
+            outputs = list(pool.map(lambda x: client.predict({"x": x}), inputs))
+        with torch.no_grad():
+            for x, (y,) in zip(inputs, outputs):
+                assert relative_error(y, model(x)) < 1e-4
