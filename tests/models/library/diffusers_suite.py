@@ -86,9 +86,9 @@ def z_image_controlnet_inputs(length: int = ZIMAGE_CAPTION, dtype: torch.dtype =
 def build_z_image_controlnet(dtype: torch.dtype = torch.float32):
     """ZImageControlNetModel sharing its embedders and refiners with a Z-Image transformer
     (`from_transformer`, as the pipeline does); a control block after its one layer."""
-    diffusers = diffusers()
-    controlnet = diffusers.ZImageControlNetModel(control_layers_places=[0], control_in_dim=4, **_z_image_config())
-    controlnet = diffusers.ZImageControlNetModel.from_transformer(controlnet, _z_image_transformer(dtype))
+    library = diffusers()
+    controlnet = library.ZImageControlNetModel(control_layers_places=[0], control_in_dim=4, **_z_image_config())
+    controlnet = library.ZImageControlNetModel.from_transformer(controlnet, _z_image_transformer(dtype))
     # The class never sets the flag its forward reads whenever grad is enabled (torch.export traces with grad
     # on): AttributeError 'ZImageControlNetModel' object has no attribute 'gradient_checkpointing'.
     controlnet.gradient_checkpointing = False
