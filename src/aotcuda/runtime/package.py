@@ -34,6 +34,7 @@ from aotcuda.package_format import SIGNATURE_ENTRY, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.package_format import open_zip as _open_zip
 from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction, copy_entry, read_entry
+from aotcuda.runtime.shape_expressions import shape_expression
 
 
 @dataclass
@@ -304,7 +305,8 @@ def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str,
     entry = next((n for n in (f"{root}{SIGNATURE_ENTRY}", SIGNATURE_ENTRY) if n in names), None)
     if entry is None:
         return None
-    return parse_signature(read_json_entry(archive, entry, path, limits), entry, path)
+    # Every shape expression is read now, by the grammar (never evaluated): refused here, naming its field.
+    return parse_signature(read_json_entry(archive, entry, path, limits), entry, path, shape_expression)
 
 
 def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None:
