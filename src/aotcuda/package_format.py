@@ -65,7 +65,9 @@ without end, or asks for a number too large to compute.
 
 from __future__ import annotations
 
+import array
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -98,14 +100,56 @@ def open_zip(path: str) -> zipfile.ZipFile:
         raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
 
 
+# --- JSON of a package ------------------------------------------------------------------------------------
+
+# Python's json recurses once per nesting level: a 200 KB ``[[[...]]]`` raises RecursionError. Real package
+# JSON nests a few levels (a signature 4-5, a pytree call spec two per container level, ~10 for a transformers
+# model's outputs), so everything deeper is refused before it is parsed.
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1, +1, -1, -1 as signed bytes
+
+
+def json_depth(data: bytes | str, stop: int | None = None) -> int:
+    """How deep the arrays and objects of a JSON text nest (brackets inside strings do not count), found
+    by a scan at C speed: strings removed by one regex, brackets kept by one translate, depth summed in
+    chunks; with ``stop``, the scan ends at the first chunk that goes deeper (a depth above ``stop``)."""
+    data = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    steps = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS).translate(_STEPS)
+    depth = deepest = 0
+    for start in range(0, len(steps), 1 << 16):
+        running = list(itertools.accumulate(array.array("b", steps[start:start + (1 << 16)]), initial=depth))
+        depth, deepest = running[-1], max(deepest, *running)
+        if stop is not None and deepest > stop:
+            break
+    return deepest
+
+
+def check_json_depth(data: bytes | str, path: str, what: str) -> None:
+    """PackageError naming the package and ``what`` (its entry) when ``data`` nests past MAX_JSON_DEPTH."""
+    depth = json_depth(data, stop=MAX_JSON_DEPTH)
+    if depth > MAX_JSON_DEPTH:
+        raise PackageError(f"{path!r}: {what} nests more than the {MAX_JSON_DEPTH} levels a package's JSON may (real "
+                           "ones nest about 10); it is damaged or hostile, lower the model again")
+
+
+def load_json(data: bytes | str, path: str, what: str):
+    """The JSON value of a package's entry (``what`` names it in errors), bounded in depth before it is
+    parsed; PackageError naming the package and the entry for JSON too deep or not valid."""
+    check_json_depth(data, path, what)
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise PackageError(f"{path!r}: {what} is not valid JSON ({exc}); the package is damaged, lower the "
+                           "model again") from exc
+
+
 def parse_signature(data: bytes, entry: str, path: str, read_expression=None) -> dict:
     """The signature in `data` (the bytes of `entry` of the package at `path`), checked to be a JSON
     object of this format and version whose shape expressions ``read_expression`` reads (default: the
     grammar, ``parse_shape_expression``); PackageError otherwise."""
-    try:
-        signature = json.loads(data)
-    except ValueError as exc:
-        raise PackageError(f"{path!r}: {entry} is not valid JSON: {exc}") from exc
+    signature = load_json(data, path, entry)
     if not isinstance(signature, dict):
         raise PackageError(f"{path!r}: {entry} is a {type(signature).__name__}, not a JSON object; "
                            "write it again with aotcuda.package_format.write_signature, or lower the model again")
