@@ -43,15 +43,34 @@ Format (version 1)::
                                                     # aotcuda.load adapts it with zero-copy views and checks
                                                     # it in the caller's terms (runtime/complex_adapter.py)
     Dim = 4                                         # a static size, or
-        | {"expr": "s77", "min": 2, "max": 64}      # symbolic: a sympy expression of the input symbols;
-                                                    # "max": null means unbounded
+        | {"expr": "s77", "min": 2, "max": 64}      # symbolic: an expression of the input symbols, in the
+                                                    # grammar below; "max": null means unbounded
+
+Shape expressions are read with a small grammar and never evaluated (``parse_shape_expression``): what
+``str()`` of torch's shape expressions writes, and nothing else::
+
+    expr  = term (("+" | "-") term)*
+    term  = unary (("*" | "//" | "%") unary)*
+    unary = "-" unary | power
+    power = atom ("**" INTEGER)?                    # a literal exponent, at most 8
+    atom  = INTEGER | SYMBOL | FUNCTION "(" expr ("," expr)* ")" | "(" expr ")"
+    SYMBOL = [a-z][a-z0-9_]*                        # torch's s27, u0
+    FUNCTION = Max | Min | FloorDiv | CleanDiv | CeilDiv | Mod | PythonMod | ModularIndexing | Identity
+             | CeilToInt | FloorToInt | TruncToInt | IntTrueDiv     # torch.utils._sympy.functions
+
+bounded in length (``MAX_EXPRESSION_CHARS``), nesting (``MAX_EXPRESSION_DEPTH``) and the size of the value
+it can take for sizes below 2**64 (``MAX_EXPRESSION_BITS``), so that no string of a package runs code, recurses
+without end, or asks for a number too large to compute.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
+import itertools
 import json
 import os
+import re
 import tempfile
 import zipfile
 
@@ -81,20 +100,236 @@ def open_zip(path: str) -> zipfile.ZipFile:
         raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
 
 
-def parse_signature(data: bytes, entry: str, path: str) -> dict:
-    """The signature in `data` (the bytes of `entry` of the package at `path`), checked to be a JSON
-    object of this format and version; PackageError otherwise."""
+# --- JSON of a package ------------------------------------------------------------------------------------
+
+# Python's json recurses once per nesting level: a 200 KB ``[[[...]]]`` raises RecursionError. Real package
+# JSON nests a few levels (a signature 4-5, a pytree call spec two per container level, ~10 for a transformers
+# model's outputs), so everything deeper is refused before it is parsed.
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1, +1, -1, -1 as signed bytes
+
+
+def json_depth(data: bytes | str, stop: int | None = None) -> int:
+    """How deep the arrays and objects of a JSON text nest (brackets inside strings do not count), found
+    by a scan at C speed: strings removed by one regex, brackets kept by one translate, depth summed in
+    chunks; with ``stop``, the scan ends at the first chunk that goes deeper (a depth above ``stop``)."""
+    data = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    steps = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS).translate(_STEPS)
+    depth = deepest = 0
+    for start in range(0, len(steps), 1 << 16):
+        running = list(itertools.accumulate(array.array("b", steps[start:start + (1 << 16)]), initial=depth))
+        depth, deepest = running[-1], max(deepest, *running)
+        if stop is not None and deepest > stop:
+            break
+    return deepest
+
+
+def check_json_depth(data: bytes | str, path: str, what: str) -> None:
+    """PackageError naming the package and ``what`` (its entry) when ``data`` nests past MAX_JSON_DEPTH."""
+    depth = json_depth(data, stop=MAX_JSON_DEPTH)
+    if depth > MAX_JSON_DEPTH:
+        raise PackageError(f"{path!r}: {what} nests more than the {MAX_JSON_DEPTH} levels a package's JSON may (real "
+                           "ones nest about 10); it is damaged or hostile, lower the model again")
+
+
+def load_json(data: bytes | str, path: str, what: str):
+    """The JSON value of a package's entry (``what`` names it in errors), bounded in depth before it is
+    parsed; PackageError naming the package and the entry for JSON too deep or not valid."""
+    check_json_depth(data, path, what)
     try:
-        signature = json.loads(data)
-    except ValueError as exc:
-        raise PackageError(f"{path!r}: {entry} is not valid JSON: {exc}") from exc
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise PackageError(f"{path!r}: {what} is not valid JSON ({exc}); the package is damaged, lower the "
+                           "model again") from exc
+
+
+def parse_signature(data: bytes, entry: str, path: str, read_expression=None) -> dict:
+    """The signature in `data` (the bytes of `entry` of the package at `path`), checked to be a JSON
+    object of this format and version whose shape expressions ``read_expression`` reads (default: the
+    grammar, ``parse_shape_expression``); PackageError otherwise."""
+    signature = load_json(data, path, entry)
     if not isinstance(signature, dict):
         raise PackageError(f"{path!r}: {entry} is a {type(signature).__name__}, not a JSON object; "
                            "write it again with aotcuda.package_format.write_signature, or lower the model again")
     if signature.get("format") != SIGNATURE_FORMAT or signature.get("version") != SIGNATURE_VERSION:
         raise PackageError(f"{path!r}: {entry} has format {signature.get('format')!r} version "
                            f"{signature.get('version')!r}; this aotcuda reads {SIGNATURE_FORMAT} {SIGNATURE_VERSION}")
+    check_signature_expressions(signature, entry, path, read_expression or parse_shape_expression)
     return signature
+
+
+# --- shape expressions ------------------------------------------------------------------------------------
+
+MAX_EXPRESSION_CHARS, MAX_EXPRESSION_DEPTH, MAX_EXPRESSION_BITS = 2000, 32, 1024
+MAX_EXPONENT, SYMBOL_BITS = 8, 64  # a size symbol's value is below 2**64
+# name: (fewest arguments, most arguments (None: any), bits of the result from its arguments' bits)
+SHAPE_FUNCTIONS = {
+    "Max": (2, None, max), "Min": (2, None, max),
+    "FloorDiv": (2, 2, lambda a, b: a), "CleanDiv": (2, 2, lambda a, b: a), "CeilDiv": (2, 2, lambda a, b: a + 1),
+    "Mod": (2, 2, lambda a, b: b), "PythonMod": (2, 2, lambda a, b: b),
+    "ModularIndexing": (3, 3, lambda a, b, c: c), "Identity": (1, 1, lambda a: a),
+    "CeilToInt": (1, 1, lambda a: a + 1), "FloorToInt": (1, 1, lambda a: a), "TruncToInt": (1, 1, lambda a: a),
+    "IntTrueDiv": (2, 2, lambda a, b: a),
+}
+_TOKEN = re.compile(r"\s*(?:(?P<int>[0-9]+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>\*\*|//|[-+*%(),]))")
+_SYMBOL = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+class ShapeExpressionError(ValueError):
+    """A string of a package that is not a shape expression of the grammar (module docstring)."""
+
+
+def parse_shape_expression(text: str) -> tuple:
+    """The syntax tree of a shape expression (module docstring), built without evaluating anything:
+    ("int", n) | ("symbol", name) | ("neg", a) | (op, a, b) for + - * // % | ("**", a, n) |
+    ("call", name, (args...)). Raises ShapeExpressionError saying what is wrong."""
+    if not isinstance(text, str):
+        raise ShapeExpressionError(f"it is a {type(text).__name__}, not a string")
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise ShapeExpressionError(f"it has {len(text)} characters, more than the {MAX_EXPRESSION_CHARS} "
+                                   "a shape expression may have")
+    parser = _ExpressionParser(_tokens(text))
+    tree, _ = parser.expr(0)
+    if parser.peek() is not None:
+        raise ShapeExpressionError(f"unexpected {parser.peek()[1]!r} after a complete expression")
+    return tree
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    tokens, position = [], 0
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if match is None:
+            rest = text[position:].lstrip()
+            if not rest:
+                break
+            raise ShapeExpressionError(f"unexpected character {rest[0]!r} "
+                                       "(a shape expression has integers, symbols, + - * // % **, parentheses "
+                                       "and torch's shape functions)")
+        kind = match.lastgroup
+        tokens.append((kind, match.group(kind)))
+        position = match.end()
+    return tokens
+
+
+class _ExpressionParser:
+    """Recursive descent over the tokens; each rule returns (tree, a bound on the value's bits)."""
+
+    def __init__(self, tokens):
+        self.tokens, self.at = tokens, 0
+
+    def peek(self):
+        return self.tokens[self.at] if self.at < len(self.tokens) else None
+
+    def take(self, value=None):
+        token = self.peek()
+        if token is None:
+            raise ShapeExpressionError("the expression ends too soon" + (f": {value!r} expected" if value else ""))
+        if value is not None and token[1] != value:
+            raise ShapeExpressionError(f"{value!r} expected, got {token[1]!r}")
+        self.at += 1
+        return token
+
+    def binary(self, depth, operand, operators, bits):
+        tree, size = operand(depth)
+        while (token := self.peek()) is not None and token[0] == "op" and token[1] in operators:
+            self.take()
+            right, right_size = operand(depth)
+            tree, size = (token[1], tree, right), _bounded(bits[token[1]](size, right_size))
+        return tree, size
+
+    def expr(self, depth):
+        if depth > MAX_EXPRESSION_DEPTH:
+            raise ShapeExpressionError(f"it nests more than {MAX_EXPRESSION_DEPTH} levels deep")
+        grow = lambda a, b: max(a, b) + 1  # noqa: E731
+        return self.binary(depth, self.term, ("+", "-"), {"+": grow, "-": grow})
+
+    def term(self, depth):
+        return self.binary(depth, self.unary, ("*", "//", "%"),
+                           {"*": lambda a, b: a + b, "//": lambda a, b: a, "%": lambda a, b: b})
+
+    def unary(self, depth):
+        if self.peek() == ("op", "-"):
+            self.take()
+            if depth > MAX_EXPRESSION_DEPTH:
+                raise ShapeExpressionError(f"it nests more than {MAX_EXPRESSION_DEPTH} levels deep")
+            operand, size = self.unary(depth + 1)
+            return ("neg", operand), size
+        return self.power(depth)
+
+    def power(self, depth):
+        base, size = self.atom(depth)
+        if self.peek() != ("op", "**"):
+            return base, size
+        self.take()
+        kind, text = self.take()
+        if kind != "int" or len(text) > 2 or int(text) > MAX_EXPONENT:
+            raise ShapeExpressionError(f"the exponent {text!r} is not an integer from 0 to {MAX_EXPONENT}")
+        return ("**", base, int(text)), _bounded(size * max(int(text), 1))
+
+    def atom(self, depth):
+        kind, text = self.take()
+        if kind == "int":
+            if len(text) > 20:
+                raise ShapeExpressionError(f"the integer {text[:24]}... has more than 20 digits")
+            return ("int", int(text)), max(int(text).bit_length(), 1)
+        if (kind, text) == ("op", "("):
+            tree = self.expr(depth + 1)
+            self.take(")")
+            return tree
+        if kind == "name" and text in SHAPE_FUNCTIONS:
+            return self.call(depth, text)
+        if kind == "name" and _SYMBOL.fullmatch(text):
+            return ("symbol", text), SYMBOL_BITS
+        if kind == "name":
+            raise ShapeExpressionError(f"{text[:40]!r} is neither a size symbol ([a-z][a-z0-9_]*) nor one of "
+                                       f"torch's shape functions ({', '.join(SHAPE_FUNCTIONS)})")
+        raise ShapeExpressionError(f"unexpected {text!r}")
+
+    def call(self, depth, name):
+        fewest, most, bits = SHAPE_FUNCTIONS[name]
+        self.take("(")
+        args = [self.expr(depth + 1)]
+        while self.peek() == ("op", ","):
+            self.take()
+            args.append(self.expr(depth + 1))
+        self.take(")")
+        if len(args) < fewest or (most is not None and len(args) > most):
+            raise ShapeExpressionError(f"{name} takes {fewest if fewest == most else f'{fewest} or more'} "
+                                       f"arguments, got {len(args)}")
+        return ("call", name, tuple(tree for tree, _ in args)), _bounded(bits(*(size for _, size in args)))
+
+
+def _bounded(bits: int) -> int:
+    if bits > MAX_EXPRESSION_BITS:
+        raise ShapeExpressionError(f"its value could need more than {MAX_EXPRESSION_BITS} bits for sizes below "
+                                   "2**64 (a huge power or product)")
+    return bits
+
+
+def check_signature_expressions(signature: dict, entry: str, path: str, read=parse_shape_expression) -> None:
+    """Refuse (PackageError naming the package, the entry and the field) every symbolic dim of the
+    signature whose expression ``read`` refuses (ShapeExpressionError): by default the grammar (module
+    docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0))."""
+    for kind in ("inputs", "outputs"):
+        specs = signature.get(kind)
+        for index, spec in enumerate(specs if isinstance(specs, list) else ()):
+            for field in ("shape", "strides"):
+                dims = spec.get(field) if isinstance(spec, dict) else None
+                for axis, dim in enumerate(dims if isinstance(dims, list) else ()):
+                    if not isinstance(dim, dict) or "expr" not in dim:
+                        continue
+                    try:
+                        read(dim["expr"])
+                    except ShapeExpressionError as exc:
+                        text = repr(dim["expr"])
+                        text = text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+                        raise PackageError(
+                            f"{path!r}: {entry}: {kind}[{index}] ({spec.get('name')!r}) {field}[{axis}] expr {text} "
+                            f"is not a shape expression: {exc}. Nothing of it was run; the package is damaged or "
+                            "hostile, lower the model again") from exc
 
 
 def write_signature(package_path: str | os.PathLike, signature: dict) -> None:

@@ -61,3 +61,41 @@ def test_a_transformers_model_output_is_named_by_its_keys():
                              (torch.randn(2, 4),))
     signature = signature_from_exported_program(ep)
     assert [spec["name"] for spec in signature["outputs"]] == ["out['last_hidden_state']", "out['pooler_output']"]
+
+
+class ShapeOps(torch.nn.Module):
+    """Shape arithmetic torch.export writes into sizes and strides: slices with steps, pooling, cat,
+    flattening, padding, transposes, expands, pairs of a complex view, unfold, outer products, repeats."""
+
+    def forward(self, x, y):
+        flat = x.reshape(-1)
+        return (x[::2], x[:, 1::3], torch.cat([x, y], 0), torch.nn.functional.avg_pool1d(x.unsqueeze(0), 3, 2),
+                flat, torch.nn.functional.pad(x, (0, 1)), x.t(), x.unsqueeze(-1).expand(-1, -1, 4).transpose(0, 1),
+                torch.view_as_real(torch.complex(x, x)), x.unfold(0, 2, 2), torch.outer(flat, flat), x.repeat(2, 3),
+                torch.nn.functional.max_pool2d(x[None, None], 3, 2, 1, ceil_mode=True))
+
+
+def test_every_expression_the_lowering_writes_reads_back_with_the_runtime_grammar():
+    """The runtime reads shape expressions with a small grammar (never sympify: issue 26): every size and
+    stride expression a signature holds must read back to an expression equal to torch's own."""
+    import random
+
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    dims = torch.export.Dim.AUTO
+    ep = torch.export.export(ShapeOps(), (torch.randn(10, 13), torch.randn(5, 13)),
+                             dynamic_shapes=({0: dims, 1: dims}, {0: dims, 1: dims}))
+    signature = signature_from_exported_program(ep)
+    written = [dim["expr"] for kind in ("inputs", "outputs") for spec in signature[kind]
+               for dim in (*spec["shape"], *spec["strides"]) if isinstance(dim, dict)]
+    assert len(set(written)) >= 10 and any("//" in e for e in written) and any("Max(" in e for e in written)
+    exprs = {str(s.node.expr): s.node.expr for node in ep.graph.nodes if isinstance(node.meta.get("val"), torch.Tensor)
+             for s in (*node.meta["val"].shape, *node.meta["val"].stride()) if isinstance(s, torch.SymInt)}
+    assert set(written) <= set(exprs)
+    rng = random.Random(0)
+    for text, expr in exprs.items():
+        parsed = shape_expression(text)
+        for _ in range(5):
+            values = {name: rng.randint(4, 500) for name in sorted(str(s) for s in expr.free_symbols)}
+            assert parsed.subs({s: values[str(s)] for s in parsed.free_symbols}) == \
+                expr.subs({s: values[str(s)] for s in expr.free_symbols}), text

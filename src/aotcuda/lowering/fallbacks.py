@@ -24,13 +24,15 @@ are reported even where the generated code names them differently.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import zipfile
 from dataclasses import dataclass, field
 
 import torch
+
+from aotcuda.errors import PackageError
+from aotcuda.package_format import load_json
 
 # Library kernels Inductor calls deliberately, named by their C-shim op name (device prefix removed).
 MATMUL_KERNELS = frozenset({"mm", "mm_out", "addmm", "addmm_out", "bmm", "bmm_out", "baddbmm", "baddbmm_out",
@@ -115,8 +117,12 @@ def wrapper_sources(package_path: str) -> dict[str, tuple[str, dict]]:
             if name.endswith(".wrapper.cpp"):
                 table_name = name[: -len(".cpp")] + ".json"
                 table = {}
-                if table_name in names:
-                    table = json.loads(read_json_entry(archive, table_name, package_path, limits))
+                if table_name in names:  # bounded in depth too: a 200 KB [[[...]]] must not recurse
+                    table = load_json(read_json_entry(archive, table_name, package_path, limits), package_path,
+                                      f"the model's op list {table_name}")
+                    if not isinstance(table, dict):
+                        raise PackageError(f"{package_path!r}: the model's op list {table_name} is a "
+                                           f"{type(table).__name__}, not a JSON object; lower the model again")
                 source = read_entry(archive, name, limits.max_source_bytes, package_path, "max_source_bytes")
                 found[name] = (source.decode(errors="replace"), table)
     return found

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from aotcuda.errors import Advice, InputError, OutputError
+from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, shape_expression
 
 
 _TORCH_SYMBOL = re.compile(r"\b[a-z]\d+\b")  # the names torch gives shape symbols: s27, u0
@@ -60,6 +61,7 @@ class DimSpec:
     def from_json(cls, dim, dim_names: dict[str, str] | None = None) -> DimSpec:
         if isinstance(dim, int):
             return cls(size=dim)
+        shape_expression(dim["expr"])  # ShapeExpressionError (a ValueError) for a string outside the grammar
         named = under_dim_names(dim["expr"], dim_names)
         return cls(expr=dim["expr"], min=int(dim.get("min") or 0), max=dim.get("max"),
                    user_expr=named if named != dim["expr"] else None)
@@ -115,13 +117,6 @@ class TensorSpec:
 def _tuple_text(dims) -> str:
     """Dims as a Python tuple reads: (2, seq in [2, 512]), (4,), ()."""
     return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
-
-
-@functools.lru_cache(maxsize=256)
-def _parse(expr: str):
-    import sympy
-
-    return sympy.sympify(expr)
 
 
 def _is_symbol(expr: str) -> bool:
@@ -370,16 +365,18 @@ def _bind_derived_symbols(tensors, specs, bindings: dict, names) -> None:
 @functools.lru_cache(maxsize=256)
 def _linear_form(expr: str) -> tuple[tuple[str, int, int], ...] | None:
     """``expr`` as (symbol, scale, offset) triples, one per free symbol it is linear in with integer
-    coefficients (the others held fixed), or None when it is not such an expression."""
+    coefficients (the others held fixed), or None when it is not such an expression. Linear means the
+    derivative is free of the symbol and not zero (a derivative expands nothing: Poly of a package's
+    ``(s0 + ... + s9)**60`` would)."""
     import sympy
 
-    parsed = _parse(expr)
+    parsed = shape_expression(expr)
     forms = []
     for symbol in parsed.free_symbols:
-        poly = sympy.Poly(parsed, symbol) if parsed.is_polynomial(symbol) else None
-        if poly is None or poly.degree() != 1:
+        scale = parsed.diff(symbol)
+        if scale == 0 or symbol in scale.free_symbols or scale.has(sympy.Derivative):
             return None
-        forms.append((str(symbol), poly.coeffs()[0], parsed.subs(symbol, 0)))
+        forms.append((str(symbol), scale, parsed.subs(symbol, 0)))
     return tuple(forms)
 
 
@@ -407,10 +404,13 @@ def evaluate_dim(dim: DimSpec, bindings: dict[str, int]) -> int | None:
         return dim.size
     if _is_symbol(dim.expr):
         return bindings.get(dim.expr)
-    expr = _parse(dim.expr)
+    expr = shape_expression(dim.expr)
     if any(str(symbol) not in bindings for symbol in expr.free_symbols):
         return None
-    value = expr.subs({symbol: bindings[str(symbol)] for symbol in expr.free_symbols})
+    try:
+        value = expr.subs({symbol: bindings[str(symbol)] for symbol in expr.free_symbols})
+    except EVALUATION_ERRORS:  # a package's FloorDiv(s0, s1 - 4) at s1 = 4: no size, the caller is told
+        return None
     return int(value) if value.is_number else None
 
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import torch
 
 from aotcuda.errors import PackageError
-from aotcuda.package_format import REAL_OF_COMPLEX
+from aotcuda.package_format import REAL_OF_COMPLEX, ShapeExpressionError
+from aotcuda.runtime.shape_expressions import shape_expression
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,13 @@ def _halved(stride, name: str, path: str):
         return stride // 2
     import sympy
 
-    half = sympy.simplify(sympy.sympify(stride["expr"]) / 2)
+    try:
+        half = shape_expression(stride["expr"]) / 2  # parsed by the grammar, never sympify'd
+    except ShapeExpressionError as exc:
+        raise PackageError(f"{path!r}: the signature's stride of {name!r} is not a shape expression ({exc}); the "
+                           "package is damaged or hostile, lower the model again") from exc
+    if any(not number.is_Integer for number in half.atoms(sympy.Rational)):
+        raise PackageError(f"{path!r}: the signature gives {name!r} the pair stride {stride['expr']!r}, which is not "
+                           "even; the package is damaged, lower the model again")
     bound = lambda v: None if v is None else int(v) // 2  # noqa: E731
     return {"expr": str(half), "min": bound(stride.get("min")), "max": bound(stride.get("max"))}

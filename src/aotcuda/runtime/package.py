@@ -19,7 +19,6 @@ package contract of ``aotcuda.package_format``, which the lowering writes; this 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import posixpath
 import shutil
@@ -30,11 +29,12 @@ import zlib
 from dataclasses import dataclass, field
 
 from aotcuda.errors import PackageError
-from aotcuda.package_format import SIGNATURE_ENTRY, parse_signature
+from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.package_format import open_zip as _open_zip
 from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction, copy_entry, read_entry
 from aotcuda.runtime.libraries import remove_in_creator
+from aotcuda.runtime.shape_expressions import shape_expression
 
 
 @dataclass
@@ -187,7 +187,7 @@ def _describe_model(path: str, model: str, model_dir: str, signature: dict | Non
     metadata = _read_metadata(path, meta_files[0], limits) if meta_files else {}
     blobs = _files_with_suffix(model_dir, ".blob")
     return ExtractedPackage(path, model, so_files[0], os.path.dirname(so_files[0]), metadata,
-                            blobs[0] if blobs else None, signature, _proxy_executor_ops(so_files[0], limits))
+                            blobs[0] if blobs else None, signature, _proxy_executor_ops(path, so_files[0], limits))
 
 
 def _read_small_file(path: str, file: str, limits: ArchiveLimits) -> bytes:
@@ -206,24 +206,20 @@ def _read_metadata(path: str, meta_file: str, limits: ArchiveLimits) -> dict[str
 
 
 def _parse_metadata(path: str, file_name: str, data: bytes) -> dict[str, str]:
-    try:
-        metadata = json.loads(data)
-    except ValueError as exc:
-        raise PackageError(f"{path!r}: the model's metadata {file_name} is not valid JSON "
-                           f"({exc}); the package is damaged, lower the model again") from exc
+    metadata = load_json(data, path, f"the model's metadata {file_name}")
     if not isinstance(metadata, dict):
         raise PackageError(f"{path!r}: the model's metadata {file_name} is a "
                            f"{type(metadata).__name__}, not a JSON object; the package is damaged, lower the model again")
     return {str(k): str(v) for k, v in metadata.items()}
 
 
-def _proxy_executor_ops(so_path: str, limits: ArchiveLimits) -> list[str]:
+def _proxy_executor_ops(path: str, so_path: str, limits: ArchiveLimits) -> list[str]:
     """The ops the model runs through AOTI's proxy executor (ops without a C shim, e.g. aten::tanh on
     complex values, and custom ops), listed in ``<hash>.wrapper.json`` next to the .so."""
     extern_file = so_path[: -len(".so")] + ".json"
     if not os.path.exists(extern_file):
         return []
-    return _proxy_targets(_read_small_file(so_path, extern_file, limits), os.path.basename(extern_file))
+    return _proxy_targets(_read_small_file(path, extern_file, limits), os.path.basename(extern_file), path)
 
 
 def check_no_proxy_executor(package: ExtractedPackage) -> None:
@@ -256,7 +252,7 @@ def proxy_executor_ops(package_path: str | os.PathLike) -> list[str]:
         names = archive.namelist()
         tables = [n for n in names if n.endswith(".wrapper.json") and "/data/aotinductor/" in f"/{n}"]
         return [op for table in tables for op in _proxy_targets(read_json_entry(archive, table, path, limits),
-                                                                  posixpath.basename(table))]
+                                                                  posixpath.basename(table), path)]
 
 
 def read_json_entry(archive: zipfile.ZipFile, name: str, path: str, limits: ArchiveLimits) -> bytes:
@@ -290,13 +286,14 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
         return _parse_metadata(path, posixpath.basename(meta[0]), data), signature
 
 
-def _proxy_targets(data: bytes, file_name: str) -> list[str]:
+def _proxy_targets(data: bytes, file_name: str, path: str) -> list[str]:
     """The op names of a proxy-executor table: {"nodes": [{"node": {"target": "aten::tanh", ...}}, ...]}."""
+    table = load_json(data, path, f"the model's op list {file_name}")
     try:
-        nodes = json.loads(data).get("nodes", [])
-        return [str(node.get("node", {}).get("target", "?")) for node in nodes]
-    except (ValueError, AttributeError) as exc:
-        raise PackageError(f"the model's op list {file_name} is damaged ({exc}); lower the model again") from exc
+        return [str(node.get("node", {}).get("target", "?")) for node in table.get("nodes", [])]
+    except AttributeError as exc:
+        raise PackageError(f"{path!r}: the model's op list {file_name} is damaged ({exc}); lower the model "
+                           "again") from exc
 
 
 # --- the signature ----------------------------------------------------------------------------------------
@@ -307,7 +304,8 @@ def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str,
     entry = next((n for n in (f"{root}{SIGNATURE_ENTRY}", SIGNATURE_ENTRY) if n in names), None)
     if entry is None:
         return None
-    return parse_signature(read_json_entry(archive, entry, path, limits), entry, path)
+    # Every shape expression is read now, by the grammar (never evaluated): refused here, naming its field.
+    return parse_signature(read_json_entry(archive, entry, path, limits), entry, path, shape_expression)
 
 
 def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None:

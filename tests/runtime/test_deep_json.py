@@ -1,0 +1,136 @@
+"""Deeply nested JSON in a package (issue 26, item 4): a 200 KB ``[[[...]]]`` in any JSON entry used to
+raise a raw RecursionError from load, inspect and serve. Every JSON a package holds is now bounded in depth
+before it is parsed (``package_format.load_json``), and refused with a PackageError naming the package and
+the entry."""
+
+import json
+import zipfile
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aotcuda.cli import main
+from aotcuda.errors import PackageError
+from aotcuda.package_format import MAX_JSON_DEPTH, json_depth, load_json
+from aotcuda.runtime.program import load
+from aotcuda.runtime.pytree_types import load_spec
+
+DEEP = b"[" * 100_000 + b"]" * 100_000  # 200 KB
+
+
+def _signature(data: bytes) -> bytes:
+    signature = json.loads(data)
+    signature["pytree_types"] = "PLACEHOLDER"
+    return json.dumps(signature).encode().replace(b'"PLACEHOLDER"', DEEP)
+
+
+def _metadata(data: bytes) -> bytes:
+    return data.rstrip()[:-1] + b', "extra": ' + DEEP + b"}"
+
+
+# entry kind → (how to change the package's entries {name: data}, the entry the error names)
+ENTRIES = {
+    "signature": (lambda entries: {n: DEEP if n.endswith("signature.json") else d for n, d in entries.items()},
+                  r"aotcuda/signature\.json nests more than the 64 levels"),
+    "a deep value inside the signature": (
+        lambda entries: {n: _signature(d) if n.endswith("signature.json") else d for n, d in entries.items()},
+        r"aotcuda/signature\.json nests more than the 64 levels"),
+    "wrapper metadata": (
+        lambda entries: {n: _metadata(d) if n.endswith("wrapper_metadata.json") else d for n, d in entries.items()},
+        r"the model's metadata .*wrapper_metadata\.json nests more than the 64 levels"),
+    "op table": (
+        lambda entries: {**entries, **{n[: -len(".so")] + ".json": b'{"nodes": ' + DEEP + b"}"
+                                       for n in entries if n.endswith("wrapper.so")}},
+        r"the model's op list .*wrapper\.json nests more than the 64 levels"),
+}
+
+
+def deep_package(source, target, kind) -> str:
+    with zipfile.ZipFile(source) as zin:
+        entries = {info.filename: zin.read(info) for info in zin.infolist()}
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zout:
+        for name, data in ENTRIES[kind][0](entries).items():
+            zout.writestr(name, data)
+    return str(target)
+
+
+@pytest.mark.parametrize("kind", list(ENTRIES))
+def test_load_refuses_deep_json_naming_the_entry(twice_pt2, tmp_path, kind):
+    path = deep_package(twice_pt2, tmp_path / "deep.pt2", kind)
+    with pytest.raises(PackageError, match=r"deep\.pt2': (twice/)?" + ENTRIES[kind][1]):
+        load(path)
+
+
+@pytest.mark.parametrize("kind", list(ENTRIES))
+def test_inspect_refuses_deep_json_naming_the_entry(twice_pt2, tmp_path, kind):
+    path = deep_package(twice_pt2, tmp_path / "deep.pt2", kind)
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (result.output, result.exception)
+    assert "nests more than the 64 levels" in result.output and "RecursionError" not in result.output
+
+
+@pytest.mark.parametrize("kind", ["signature", "a deep value inside the signature"])
+def test_serve_refuses_deep_json_naming_the_entry(twice_pt2, tmp_path, kind):
+    from aotcuda.serving.server import ServeOptions, check_package
+
+    path = deep_package(twice_pt2, tmp_path / "deep.pt2", kind)
+    with pytest.raises(PackageError, match=ENTRIES[kind][1]):
+        check_package(path, ServeOptions())
+
+
+def test_a_deep_call_spec_is_refused():
+    """The pytree call specs come from the model library; torch's treespec_loads would recurse too."""
+    with pytest.raises(PackageError, match=r"'pkg.pt2': the outputs call spec nests more than the 64 levels"):
+        load_spec("[1, " + "[" * 50_000 + "]" * 50_000 + "]", None, "pkg.pt2", "outputs")
+
+
+def test_real_package_json_is_far_inside_the_bound(twice_pt2):
+    with zipfile.ZipFile(twice_pt2) as archive:
+        depths = {n: json_depth(archive.read(n)) for n in archive.namelist() if n.endswith(".json")}
+    with load(twice_pt2) as program:
+        depths.update(dict(zip(("in spec", "out spec"), map(json_depth, program._container.call_spec()))))
+    assert depths and max(depths.values()) <= 10 < MAX_JSON_DEPTH, depths
+
+
+# --- the depth scan against json itself ------------------------------------------------------------------
+
+NASTY_STRINGS = st.text(alphabet='[]{}"\\ab\n\u00e9', max_size=8)
+VALUES = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), NASTY_STRINGS),
+                      lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                              st.dictionaries(NASTY_STRINGS, inner, max_size=3)), max_leaves=30)
+
+
+def _depth(value) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    return 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES, st.booleans())
+def test_the_depth_scan_matches_the_structure(value, ascii_only):
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert json_depth(text) == json_depth(text.encode()) == _depth(value)
+    assert load_json(text.encode(), "p.pt2", "x.json") == value
+
+
+@pytest.mark.parametrize("text, depth", [
+    ('"[[[["', 0), ('["\\"[[", 1]', 1), ('{"a": "]]]]", "b": [[{}]]}', 4), ("", 0), ("[" * 65 + "]" * 65, 65),
+])
+def test_the_depth_scan_table(text, depth):
+    assert json_depth(text) == depth
+
+
+@pytest.mark.parametrize("data", [b"[" * (MAX_JSON_DEPTH + 1), b'{"a": ' * 70, DEEP, b"[" * 10_000_000])
+def test_too_deep_is_refused_before_parsing(data):
+    with pytest.raises(PackageError, match=r"'p.pt2': x.json nests more than the 64 levels"):
+        load_json(data, "p.pt2", "x.json")
+
+
+def test_bad_json_names_the_package_and_the_entry():
+    with pytest.raises(PackageError, match=r"'p.pt2': x.json is not valid JSON \("):
+        load_json(b"[1, 2", "p.pt2", "x.json")

@@ -1,0 +1,232 @@
+"""Shape expressions of a package (issue 26, item 2): read with a small grammar, never evaluated.
+
+A package's ``{"expr": ...}`` strings used to reach ``sympy.sympify``, which runs Python: a crafted
+signature ran a command when ``aotcuda inspect`` only showed it. Every hostile string below is refused with a
+PackageError naming the package, the entry and the field, by load, inspect and serve alike, and its payload
+(which would create a file) never runs. The grammar's valid expressions mean what sympy means by them
+(a property test), and every expression the lowering writes parses (tests/lowering/test_signature.py).
+"""
+
+import json
+import re
+import zipfile
+
+import pytest
+import sympy
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aotcuda.cli import main
+from aotcuda.errors import PackageError
+from aotcuda.package_format import ShapeExpressionError, parse_shape_expression
+from aotcuda.runtime.checks import DimSpec, evaluate_dim
+from aotcuda.runtime.complex_adapter import split_signature
+from aotcuda.runtime.program import load
+from aotcuda.runtime.shape_expressions import shape_expression
+
+
+def hostile_strings(marker) -> dict[str, str]:
+    """What an attacker writes into an expr: each would create ``marker`` if anything evaluated it."""
+    write = f"__import__('pathlib').Path({str(marker)!r}).write_text('pwned')"
+    return {
+        "__import__ call": write,
+        "os.system": f"__import__('os').system('touch {marker}')",
+        "lambda": f"(lambda: {write})()",
+        "attribute access": "s0.__class__.__mro__",
+        "a string": "'s0'",
+        "a payload after a valid prefix": f"s0 + {write}",
+        "a dunder name": "__builtins__",
+        "a keyword": "s0 if s0 else s1",
+        "huge exponent": "s0**99999999",
+        "huge exponent of a number": "10**99999999",
+        "powers of powers": "((s0**8)**8)**8",
+        "a huge integer": "9" * 5000,
+        "deeply nested parentheses": "(" * 5000 + "s0" + ")" * 5000,
+        "deeply nested calls": "Max(1, " * 200 + "s0" + ")" * 200,
+        "a long chain of minus signs": "-" * 10000 + "s0",
+        "1 MB expression": "s0 + " * 200_000 + "1",
+        "unknown function": "Symbol('s0')",
+        "sympy's own eval": "S('s0')",
+        "division by zero": "FloorDiv(s0, 0)",
+        "not a string": 12.5,
+    }
+
+
+def _signature_with(signature: dict, expr) -> dict:
+    """The Twice signature with input x marked as a complex64 pair whose first stride is ``expr`` (the
+    path ``aotcuda inspect`` takes to show complex inputs in the caller's terms)."""
+    signature = json.loads(json.dumps(signature))
+    x = signature["inputs"][0]
+    x.update(shape=[x["shape"][0], 2], strides=[{"expr": expr, "min": 4, "max": 128}, 1], complex="complex64")
+    return signature
+
+
+def hostile_package(source, target, expr) -> str:
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("aotcuda/signature.json"):
+                data = json.dumps(_signature_with(json.loads(data), expr)).encode()
+            zout.writestr(info, data)
+    return str(target)
+
+
+CASES = list(hostile_strings("marker"))
+NAMED = r"hostile\.pt2'?: .*aotcuda/signature\.json: inputs\[0\] \('x'\) strides\[0\] expr .* is not a shape expression"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_inspect_refuses_a_hostile_expression_and_runs_nothing(twice_pt2, tmp_path, case):
+    marker = tmp_path / "pwned"
+    path = hostile_package(twice_pt2, tmp_path / "hostile.pt2", hostile_strings(marker)[case])
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert not marker.exists(), "inspect ran code from the package"
+    assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
+    assert "signature.json: inputs[0] ('x') strides[0] expr" in result.output
+    assert "is not a shape expression" in result.output
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_load_refuses_a_hostile_expression_and_runs_nothing(twice_pt2, tmp_path, case):
+    marker = tmp_path / "pwned"
+    path = hostile_package(twice_pt2, tmp_path / "hostile.pt2", hostile_strings(marker)[case])
+    with pytest.raises(PackageError, match=NAMED):
+        load(path)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("case", ["__import__ call", "huge exponent", "deeply nested parentheses", "1 MB expression"])
+def test_serve_refuses_a_hostile_expression_and_runs_nothing(twice_pt2, tmp_path, case):
+    from aotcuda.serving.server import ServeOptions, check_package
+
+    marker = tmp_path / "pwned"
+    path = hostile_package(twice_pt2, tmp_path / "hostile.pt2", hostile_strings(marker)[case])
+    with pytest.raises(PackageError, match=NAMED):
+        check_package(path, ServeOptions())
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_runtime_refuses_a_hostile_expression_given_directly(tmp_path, case):
+    """split_signature and DimSpec take signatures that did not come through the package reader too."""
+    marker = tmp_path / "pwned"
+    expr = hostile_strings(marker)[case]
+    spec = {"name": "z", "dtype": "float32", "device": "cpu", "shape": [{"expr": "s0", "min": 2, "max": 8}, 2],
+            "strides": [{"expr": expr, "min": 4, "max": 16}, 1], "complex": "complex64"}
+    with pytest.raises(PackageError, match="'z'.*not a shape expression"):
+        split_signature({"inputs": [spec], "outputs": []}, "pkg.pt2")
+    with pytest.raises(ValueError):
+        DimSpec.from_json({"expr": expr, "min": 0, "max": None})
+    assert not marker.exists()
+
+
+# --- the grammar: a table of what it reads and refuses --------------------------------------------------
+
+VALID = {  # text → its value at s0 = 7, s1 = 3 (Python's integer meaning)
+    "s0": 7, "2*s0": 14, "s0 + s1": 10, "s0*s1": 21, "s0**2": 49, "-s0 + 1": -6, "2 - s0": -5,
+    "(((s0 - 3)//2)) + 1": 3, "((s0 + 1)//3)": 2, "Max(1, (((s0 - 3)//2)) + 1)": 3, "Min(s0, s1, 5)": 3,
+    "s1*Max(1, (((s0 - 3)//2)) + 1)": 9, "PythonMod(s0, 3)": 1, "Mod(s0, 3)": 1, "s0 % 3": 1,
+    "FloorDiv(s0, 2)": 3, "CleanDiv(6, s1)": 2, "CeilDiv(s0, 2)": 4, "ModularIndexing(s0, 2, 3)": 0,
+    "Identity(s0 + 1)": 8, "CeilToInt(IntTrueDiv(s0, 2))": 4, "FloorToInt(IntTrueDiv(s0, 2))": 3,
+    "TruncToInt(IntTrueDiv(s0, 2))": 3, "  s0 +\t1 ": 8, "u0 + s27_b": None,
+}
+REFUSED = {
+    "": "ends too soon", "s0 +": "ends too soon", "(s0": "')' expected", "s0)": "unexpected ')'",
+    "s0 s1": "unexpected 's1'", "s0 / 2": "unexpected character '/'", "s0 ** s1": "exponent 's1'",
+    "s0**-1": "exponent '-'", "s0**9": "exponent '9'", "S0": "neither a size symbol",
+    "Max(s0)": "Max takes 2 or more arguments, got 1", "FloorDiv(s0, 1, 2)": "takes 2 arguments, got 3",
+    "s0[0]": "unexpected character '['", "s0;s1": "unexpected character ';'", "1e9": "unexpected 'e9'",
+    "s0 == s1": "unexpected character '='", "s0\x00": "unexpected character '\\x00'",
+}
+
+
+@pytest.mark.parametrize("text", list(VALID))
+def test_valid_expressions_parse_to_their_value(text):
+    printed = str(shape_expression(text))
+    for form in (text, printed):  # what the runtime prints (complex strides are halved and printed), it reads back
+        value = evaluate_dim(DimSpec.from_json({"expr": form}), {"s0": 7, "s1": 3, "u0": 1, "s27_b": 2})
+        assert value == (VALID[text] if VALID[text] is not None else 3)
+
+
+@pytest.mark.parametrize("text", list(REFUSED))
+def test_refused_expressions_say_why(text):
+    with pytest.raises(ShapeExpressionError, match=re.escape(REFUSED[text])):
+        parse_shape_expression(text)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_hostile_string_is_refused_by_the_grammar(tmp_path, case):
+    marker = tmp_path / "pwned"
+    with pytest.raises(ShapeExpressionError):
+        shape_expression(hostile_strings(marker)[case])
+    assert not marker.exists()
+
+
+def test_a_divisor_that_is_zero_at_call_time_gives_no_size():
+    assert evaluate_dim(DimSpec.from_json({"expr": "FloorDiv(s0, s1 - 4)"}), {"s0": 8, "s1": 4}) is None
+    assert evaluate_dim(DimSpec.from_json({"expr": "Mod(s0 - 10, 3)"}), {"s0": 8}) is None  # torch's Mod: >= 0
+
+
+# --- the grammar against sympy: random expressions mean the same -----------------------------------------
+
+SYMBOLS = ("s0", "s1", "s27", "u0")
+
+
+def _expressions():
+    """(text, value function, sympy-built function) triples: text in the grammar, evaluated by Python's
+    integers and by sympy's own functions (floor, Mod, Max, ceiling)."""
+    leaf = st.one_of(
+        st.integers(0, 10**6).map(lambda n: (str(n), lambda v, n=n: n, lambda s, n=n: sympy.Integer(n))),
+        st.sampled_from(SYMBOLS).map(lambda name: (name, lambda v, name=name: v[name],
+                                                   lambda s, name=name: s[name])))
+
+    def grow(inner):
+        divisor = st.one_of(st.integers(1, 9).map(lambda n: (str(n), lambda v, n=n: n, lambda s, n=n: sympy.Integer(n))),
+                            inner.map(lambda d: (f"Max(1, {d[0]})", lambda v, d=d: max(1, d[1](v)),
+                                                 lambda s, d=d: sympy.Max(1, d[2](s)))))
+        binary = {
+            "+": (lambda a, b: a + b, lambda a, b: a + b), "-": (lambda a, b: a - b, lambda a, b: a - b),
+            "*": (lambda a, b: a * b, lambda a, b: a * b),
+        }
+        by_divisor = {
+            "//": ("({a})//({b})", lambda a, b: a // b, lambda a, b: sympy.floor(a / b)),
+            "%": ("({a}) % ({b})", lambda a, b: a % b, lambda a, b: sympy.Mod(a, b)),
+            "FloorDiv": ("FloorDiv({a}, {b})", lambda a, b: a // b, lambda a, b: sympy.floor(a / b)),
+            "CeilDiv": ("CeilDiv({a}, {b})", lambda a, b: -(-a // b), lambda a, b: sympy.ceiling(a / b)),
+            "PythonMod": ("PythonMod({a}, {b})", lambda a, b: a % b, lambda a, b: sympy.Mod(a, b)),
+        }
+        return st.one_of(
+            st.tuples(st.sampled_from(list(binary)), inner, inner).map(
+                lambda t: (f"({t[1][0]}) {t[0]} ({t[2][0]})",
+                           lambda v, t=t: binary[t[0]][0](t[1][1](v), t[2][1](v)),
+                           lambda s, t=t: binary[t[0]][1](t[1][2](s), t[2][2](s)))),
+            st.tuples(st.sampled_from(list(by_divisor)), inner, divisor).map(
+                lambda t: (by_divisor[t[0]][0].format(a=t[1][0], b=t[2][0]),
+                           lambda v, t=t: by_divisor[t[0]][1](t[1][1](v), t[2][1](v)),
+                           lambda s, t=t: by_divisor[t[0]][2](t[1][2](s), t[2][2](s)))),
+            st.tuples(st.sampled_from(["Max", "Min"]), st.lists(inner, min_size=2, max_size=3)).map(
+                lambda t: (f"{t[0]}({', '.join(a[0] for a in t[1])})",
+                           lambda v, t=t: (max if t[0] == "Max" else min)(a[1](v) for a in t[1]),
+                           lambda s, t=t: getattr(sympy, t[0])(*(a[2](s) for a in t[1])))),
+            st.tuples(inner, st.integers(0, 3)).map(
+                lambda t: (f"({t[0][0]})**{t[1]}", lambda v, t=t: t[0][1](v) ** t[1], lambda s, t=t: t[0][2](s) ** t[1])),
+            inner.map(lambda a: (f"-({a[0]})", lambda v, a=a: -a[1](v), lambda s, a=a: -a[2](s))),
+        )
+
+    return st.recursive(leaf, grow, max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_expressions(), st.fixed_dictionaries({name: st.integers(0, 2**20) for name in SYMBOLS}))
+def test_random_expressions_mean_what_sympy_means(expression, values):
+    text, python_value, sympy_built = expression
+    expected = python_value(values)
+    symbols = {name: sympy.Symbol(name, integer=True) for name in SYMBOLS}
+    reference = sympy_built(symbols).subs({symbols[name]: value for name, value in values.items()})
+    assert reference == expected  # the test's two references agree
+    parsed = shape_expression(text)
+    bindings = {str(symbol): values[str(symbol)] for symbol in parsed.free_symbols}
+    assert parsed.subs({symbol: bindings[str(symbol)] for symbol in parsed.free_symbols}) == expected
+    printed = shape_expression(str(parsed))  # printed and read back: the same value
+    assert printed.subs({symbol: bindings[str(symbol)] for symbol in printed.free_symbols}) == expected
