@@ -11,6 +11,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 
 import torch
 
@@ -99,3 +100,43 @@ def status_of(connection: socket.socket, timeout: float) -> tuple[int | None, by
 
 def answered(connection: socket.socket) -> bool:
     return bool(select.select([connection], [], [], 0)[0])
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One listening TCP socket of the served stack: which process (its title, e.g. "gcs_server",
+    "ray::ServeReplica:aotcuda:ProgramReplica"), pid, address and port."""
+
+    process: str
+    pid: int
+    address: str
+    port: int
+
+    @property
+    def on_loopback(self) -> bool:
+        import ipaddress
+
+        address = ipaddress.ip_address(self.address)
+        return address.is_loopback or bool(getattr(address, "ipv4_mapped", None) and address.ipv4_mapped.is_loopback)
+
+
+def ray_stack_listeners() -> list[Listener]:
+    """Every listening TCP socket of this driver and of the processes of the Ray instance it started: the
+    GCS, raylet, monitor, dashboard, agents, and every worker (Serve's controller, proxy and replicas
+    included), found as the driver's descendants."""
+    import psutil
+
+    driver = psutil.Process()
+    found = []
+    for process in [driver, *driver.children(recursive=True)]:
+        try:
+            command = process.cmdline()
+            title = os.path.basename(command[0]) if command and not command[0].startswith("ray::") else command[0]
+            if title.startswith("python") and len(command) > 1:  # the Python processes Ray starts: their script
+                script = next((part for part in command[1:] if part.endswith(".py")), command[1])
+                title = "/".join(script.split("/")[-2:])
+            sockets = process.net_connections("tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied, IndexError):
+            continue
+        found += [Listener(title, process.pid, s.laddr.ip, s.laddr.port) for s in sockets if s.status == psutil.CONN_LISTEN]
+    return found

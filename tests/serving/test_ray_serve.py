@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from serving_cases import (BATCH_MAX, SEQ, answered, get, loopback_ray, raw_request, relative_error, replica_stats,
-                           server_environment, status_of)
+from serving_cases import (BATCH_MAX, SEQ, answered, get, loopback_ray, raw_request, ray_stack_listeners, relative_error,
+                           replica_stats, server_environment, status_of)
 
 serving = pytest.importorskip("aotcuda.serving")
 safetensors_torch = pytest.importorskip("safetensors.torch")
@@ -52,6 +52,54 @@ def test_the_ray_it_started_gives_a_starting_proxy_time_to_answer(server):
     seen = ray.get(read.remote(), timeout=60)
     assert seen == str(serving.server.PROXY_READY_TIMEOUT_S) and serving.server.PROXY_READY_TIMEOUT_S >= 30
 
+
+# Serve's replicas listen on every interface for inter-deployment gRPC: Ray 2.60 binds it to "[::]:0" with no
+# setting (ray/serve/_private/replica.py, Replica._on_initialized), one per replica (docs/serving.md, "Ports").
+REPLICA_PREFIX, REPLICA_PROCESSES = "ray::ServeReplica:", 3  # 2 ProgramReplica + 1 HealthCheck
+
+
+def test_every_socket_of_the_served_stack_listens_on_loopback_but_the_replicas_inter_deployment_grpc(server):
+    import ray
+
+    assert ray.util.get_node_ip_address() == serving.server.RAY_NODE_ADDRESS == "127.0.0.1"
+    listeners = ray_stack_listeners()
+    processes = {listener.process.split(" ")[0] for listener in listeners}
+    for component in ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent", "ray::ServeController",
+                      "ray::ProxyActor"):
+        assert component in processes, f"{component} not found among {sorted(processes)}: the listing misses it"
+    assert any(listener.port == PORT and listener.address == "127.0.0.1" for listener in listeners)
+    off_loopback = [listener for listener in listeners if not listener.on_loopback]
+    replicas = {listener.pid for listener in listeners if listener.process.startswith(REPLICA_PREFIX)}
+    assert len(replicas) == REPLICA_PROCESSES, sorted(processes)
+    unknown = [listener for listener in off_loopback
+               if not (listener.process.startswith(REPLICA_PREFIX) and listener.address in ("::", "0.0.0.0"))]
+    assert not unknown, f"listening off loopback: {unknown}"
+    assert sorted(listener.pid for listener in off_loopback) == sorted(replicas), off_loopback  # one each, no more
+
+
+def test_the_replicas_grpc_port_refuses_a_caller_without_the_cluster_token(server):
+    """What keeps the one socket Ray 2.60 opens on every interface closed: Ray's token authentication (on by
+    default for a local ray.init). An attacker who reaches the port and calls the replica's ASGI service
+    without the token is refused."""
+    grpc = pytest.importorskip("grpc")
+    ports = [listener.port for listener in ray_stack_listeners()
+             if listener.process.startswith(REPLICA_PREFIX) and not listener.on_loopback]
+    assert ports
+    for port in ports:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_unary("/ray.serve.ASGIService/HandleRequest")
+            with pytest.raises(grpc.RpcError) as refused:
+                call(b"", timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, (port, refused.value)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "192.0.2.7"])
+def test_a_local_ray_puts_its_node_on_loopback_whatever_host_the_proxy_listens_on(host):
+    options = serving.ServeOptions(host=host)
+    init = serving.server.local_ray_init_options(options)
+    assert init["_node_ip_address"] == "127.0.0.1" and init["include_dashboard"] is False
+    assert serving.server.local_ray_init_options(serving.ServeOptions(dashboard=True))["include_dashboard"] is True
+    assert "_node_ip_address" not in serving.server.local_ray_init_options(options, joining=True)
 
 def test_concurrent_requests_match_eager_and_are_batched(server):
     running, model = server

@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import ipaddress
 import os
 import signal
 import socket
@@ -21,12 +23,15 @@ from aotcuda.runtime.checks import TensorSpec
 from aotcuda.runtime.package import read_signature
 from aotcuda.serving.batching import serving_plan
 
-__all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_free", "replica_actor_options", "serve_package"]
+__all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
+           "replica_actor_options", "serve_package"]
 
 APP_NAME = "aotcuda"
 HEALTH_APP_NAME = "aotcuda-health"  # GET /healthz from a deployment of its own (deployment.HealthCheck)
 # Seconds a starting HTTP proxy has to answer Serve's controller (Ray's default: 5), in a Ray started here.
 PROXY_READY_TIMEOUT_S = 60
+# The address of a local Ray's node: its GCS, raylet, workers and agents listen here (docs/serving.md, "Ports").
+RAY_NODE_ADDRESS = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class ServeOptions:
         request_timeout_s: the HTTP proxy answers a request that takes longer with an error.
         max_request_bytes: larger request bodies get 400 (refused by Content-Length before reading).
         body_timeout_s: a request body still arriving after this many seconds gets 408.
+        dashboard: start Ray's dashboard (on 127.0.0.1:8265) with a local Ray instance; off by default.
     """
 
     replicas: int = 1
@@ -56,6 +62,7 @@ class ServeOptions:
     request_timeout_s: float = 60.0
     max_request_bytes: int = 256 << 20
     body_timeout_s: float = 30.0
+    dashboard: bool = False
     extra_actor_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -213,6 +220,70 @@ class Server:
         self.shutdown()
 
 
+def local_ray_init_options(options: ServeOptions, joining: bool = False) -> dict:
+    """The ray.init options of the Ray instance serve_package starts (``joining``: it joins RAY_ADDRESS).
+
+    A local instance puts its node on loopback whatever ``options.host`` says: nothing joins it, so its
+    GCS, raylet, workers and agents listen on 127.0.0.1 only, and only the HTTP proxy listens on the host
+    asked for. No dashboard unless ``options.dashboard``; enough CPUs for every replica even on a small
+    machine (they mostly wait)."""
+    init = {"include_dashboard": options.dashboard, "logging_level": "WARNING", "log_to_driver": False}
+    if not joining:
+        init["_node_ip_address"] = RAY_NODE_ADDRESS
+        init["num_cpus"] = max(os.cpu_count() or 1, int(options.replicas * options.cpus_per_replica + 0.999))
+    return init
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def _loopback_node_kept():
+    """Ray 2.60's ray.init replaces a loopback ``_node_ip_address`` with this machine's outward address
+    (ray/_private/worker.py: ``services.resolve_ip_for_localhost``), and the servers of a node that is not
+    on 127.0.0.1 listen on every interface (the C++ gRPC servers of the GCS, raylet and workers bind
+    127.0.0.1 only when the node address is "127.0.0.1", else 0.0.0.0; the agents and metrics servers
+    follow the node address too). Ray keeps the loopback address only when its multi-node clusters are
+    off (``ray_constants.ENABLE_RAY_CLUSTER``, from RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER when ray is
+    imported; services.get_node_ip_address). A local instance is no cluster: turn them off while ray.init
+    runs, then restore. Ray's other readers of the flag are ``ray start``'s checks; serve_package checks
+    the address Ray kept afterwards, so a Ray that changes this fails loudly instead of listening widely."""
+    from ray._private import ray_constants
+
+    if not hasattr(ray_constants, "ENABLE_RAY_CLUSTER"):  # another Ray: the check after ray.init judges it
+        yield
+        return
+    saved, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+def _init_ray(init: dict, overrides: dict | None) -> None:
+    """ray.init with ``init`` updated by the caller's ``overrides``; a loopback node address stays loopback
+    (else ServingConfigError, with Ray stopped)."""
+    import ray
+
+    init = {**init, **(overrides or {})}
+    asked = init.get("_node_ip_address")
+    if not asked or not _is_loopback(asked):
+        ray.init(**init)
+        return
+    with _loopback_node_kept():
+        ray.init(**init)
+    got = ray.util.get_node_ip_address()
+    if not _is_loopback(got):
+        ray.shutdown()
+        raise ServingConfigError(f"Ray {ray.__version__} put its node on {got}, not {asked}: its GCS, raylet and "
+                                 "workers would listen there. aotcuda keeps a local Ray on loopback with a "
+                                 "workaround this Ray version does not honour (docs/serving.md, 'Ports')")
+
+
 def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
                   ray_init_options: dict | None = None) -> Server:
     """Serve a package; return once every replica has loaded it.
@@ -238,13 +309,7 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
         # fails with "ActorDiedError ... killed by ray.kill" (seen on the 2-core CI machine under load).
         # The workers of a Ray started here inherit this process's environment, the controller's included.
         os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", str(PROXY_READY_TIMEOUT_S))
-        init = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
-        if not os.environ.get("RAY_ADDRESS"):
-            # A local instance: on loopback only (nothing joins it), with enough CPUs for every replica even
-            # on a small machine (they mostly wait).
-            init["_node_ip_address"] = "127.0.0.1"
-            init["num_cpus"] = max(os.cpu_count() or 1, int(options.replicas * options.cpus_per_replica + 0.999))
-        ray.init(**{**init, **(ray_init_options or {})})
+        _init_ray(local_ray_init_options(options, joining=bool(os.environ.get("RAY_ADDRESS"))), ray_init_options)
     try:
         _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
         serve.start(http_options={"host": options.host, "port": options.port,
