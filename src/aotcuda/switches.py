@@ -38,6 +38,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_CXX_ERRORS", False, "the generated code's own C++ error lines reach stderr (by default "
            "the runtime mutes std::cerr during a run and raises the error as RuntimeCallError)",
            "at the first run in a process"),
+    Switch("AOTCUDA_CHECK_INDEX_RANGES", True, "a Program checks, before each call, that integer inputs reaching an "
+           "index hold values eager accepts (runtime/index_ranges.py); off: no check, and an out-of-range index "
+           "ends the process (CPU) or breaks the CUDA context. aotcuda.load(check_index_ranges=) overrides it",
+           "at each load"),
     Switch("AOTCUDA_MAX_EXTRACT_BYTES", 64 << 30, "bytes extracted from one package, all entries together",
            "at each load"),
     Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry",
