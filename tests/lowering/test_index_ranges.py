@@ -188,3 +188,20 @@ def test_the_reason_names_the_op_and_the_line():
     assert (entry["min"], entry["max"]) == (0, 4)
     assert entry["reason"].startswith("aten::embedding over 5 rows of ")
     assert "test_index_ranges.py:" in entry["reason"]
+
+
+def test_a_tiny_llama_records_the_vocabulary_of_its_token_ids():
+    """LlamaForCausalLM (transformers, vocabulary 128): input_ids reach the embedding, nothing else indexes."""
+    pytest.importorskip("transformers")
+    from aotcuda.lowering.index_ranges import exported_index_ranges
+    from aotcuda.models.library.transformers_models import LLAMA_VOCAB, build_llama_causal_lm
+
+    torch.manual_seed(0)
+    model, args, dims = build_llama_causal_lm()
+    ep = torch.export.export(model, args, {"use_cache": False}, dynamic_shapes=dims, strict=False)
+    ranges = exported_index_ranges(ep)
+    assert list(ranges) == ["input_ids"]
+    ((entry),) = ranges["input_ids"]
+    assert (entry["min"], entry["max"]) == (0, LLAMA_VOCAB - 1)
+    assert entry["reason"].startswith(f"aten::embedding over {LLAMA_VOCAB} rows of p_model_embed_tokens_weight")
+    assert "modeling_llama.py" in entry["reason"]

@@ -79,36 +79,24 @@ def _is_index(value) -> bool:
 
 
 @dataclass(frozen=True)
-class Rows:
-    """``index`` (argument position, name) indexes dim 0 of ``operand``: embedding(weight, indices)."""
+class Along:
+    """``index`` (argument position, name) indexes one dim of ``operand``: a fixed one (``dim`` 0: embedding's
+    rows), the one an argument gives (``dim`` (position, name): gather(x, dim, index)), or the flat elements
+    (``dim`` None: take)."""
 
     index: tuple[int, str]
     operand: tuple[int, str]
+    dim: int | tuple[int, str] | None = 0
     negative: bool = False
 
     def uses(self, node) -> list[IndexUse]:
         index, operand = _arg(node, *self.index), _arg(node, *self.operand)
-        size = _size(operand, 0)
+        dim = _arg(node, *self.dim) if isinstance(self.dim, tuple) else self.dim
+        size = _size(operand, dim) if dim is None or isinstance(dim, int) else None
         if not _is_index(index) or size is None:
             return []
-        return [IndexUse(index, size, self.negative, f"{size} rows of {operand.name}")]
-
-
-@dataclass(frozen=True)
-class Along:
-    """``index`` indexes the dim given by argument ``dim`` of ``operand``: gather(x, dim, index)."""
-
-    index: tuple[int, str]
-    operand: tuple[int, str]
-    dim: tuple[int, str]
-    negative: bool = False
-
-    def uses(self, node) -> list[IndexUse]:
-        index, operand, dim = _arg(node, *self.index), _arg(node, *self.operand), _arg(node, *self.dim)
-        size = _size(operand, dim) if isinstance(dim, int) else None
-        if not _is_index(index) or size is None:
-            return []
-        return [IndexUse(index, size, self.negative, f"dim {dim} (size {size}) of {operand.name}")]
+        what = {0: f"{size} rows", None: f"the {size} elements"}.get(self.dim, f"dim {dim} (size {size})")
+        return [IndexUse(index, size, self.negative, f"{what} of {operand.name}")]
 
 
 @dataclass(frozen=True)
@@ -136,22 +124,6 @@ class EachDim:
 
 
 @dataclass(frozen=True)
-class Elements:
-    """``index`` indexes ``operand`` as a flat tensor: take(x, index)."""
-
-    index: tuple[int, str]
-    operand: tuple[int, str]
-    negative: bool = True
-
-    def uses(self, node) -> list[IndexUse]:
-        index, operand = _arg(node, *self.index), _arg(node, *self.operand)
-        size = _size(operand)
-        if not _is_index(index) or size is None:
-            return []
-        return [IndexUse(index, size, self.negative, f"the {size} elements of {operand.name}")]
-
-
-@dataclass(frozen=True)
 class Classes:
     """``index`` holds class numbers below argument ``count``: one_hot(x, num_classes); -1 (count them
     from the values) bounds nothing."""
@@ -168,29 +140,30 @@ class Classes:
 
 
 _SELF, _DIM, _INDEX = (0, "self"), (1, "dim"), (2, "index")
+_ALONG_DIM = Along(_INDEX, _SELF, _DIM)  # op(self, dim, index, ...): index_select, gather, scatter, index_add, ...
 
 # Every op whose integer argument indexes a tensor, by overload packet (all overloads alike). ``negative``
 # follows eager, op by op (checked against eager by tests/lowering/test_index_ranges.py). Not here, on
 # purpose: take_along_dim (eager wraps every value, its decomposition takes a remainder).
 INDEXING: dict = {
-    aten.embedding: Rows((1, "indices"), (0, "weight")),
-    aten.embedding_bag: Rows((1, "indices"), (0, "weight")),
-    aten._embedding_bag: Rows((1, "indices"), (0, "weight")),
-    aten._embedding_bag_forward_only: Rows((1, "indices"), (0, "weight")),
-    aten.index_select: Along(_INDEX, _SELF, _DIM),
-    aten.gather: Along(_INDEX, _SELF, _DIM),
-    aten.scatter: Along(_INDEX, _SELF, _DIM),
-    aten.scatter_: Along(_INDEX, _SELF, _DIM),
-    aten.scatter_add: Along(_INDEX, _SELF, _DIM),
-    aten.scatter_add_: Along(_INDEX, _SELF, _DIM),
-    aten.scatter_reduce: Along(_INDEX, _SELF, _DIM),
-    aten.scatter_reduce_: Along(_INDEX, _SELF, _DIM),
-    aten.index_add: Along(_INDEX, _SELF, _DIM),
-    aten.index_add_: Along(_INDEX, _SELF, _DIM),
-    aten.index_copy: Along(_INDEX, _SELF, _DIM),
-    aten.index_copy_: Along(_INDEX, _SELF, _DIM),
-    aten.index_reduce: Along(_INDEX, _SELF, _DIM),
-    aten.index_reduce_: Along(_INDEX, _SELF, _DIM),
+    aten.embedding: Along((1, "indices"), (0, "weight")),
+    aten.embedding_bag: Along((1, "indices"), (0, "weight")),
+    aten._embedding_bag: Along((1, "indices"), (0, "weight")),
+    aten._embedding_bag_forward_only: Along((1, "indices"), (0, "weight")),
+    aten.index_select: _ALONG_DIM,
+    aten.gather: _ALONG_DIM,
+    aten.scatter: _ALONG_DIM,
+    aten.scatter_: _ALONG_DIM,
+    aten.scatter_add: _ALONG_DIM,
+    aten.scatter_add_: _ALONG_DIM,
+    aten.scatter_reduce: _ALONG_DIM,
+    aten.scatter_reduce_: _ALONG_DIM,
+    aten.index_add: _ALONG_DIM,
+    aten.index_add_: _ALONG_DIM,
+    aten.index_copy: _ALONG_DIM,
+    aten.index_copy_: _ALONG_DIM,
+    aten.index_reduce: _ALONG_DIM,
+    aten.index_reduce_: _ALONG_DIM,
     aten.index_fill: Along(_INDEX, _SELF, _DIM, negative=True),
     aten.index_fill_: Along(_INDEX, _SELF, _DIM, negative=True),
     aten.index: EachDim((1, "indices"), _SELF),
@@ -199,7 +172,7 @@ INDEXING: dict = {
     aten.index_put_: EachDim((1, "indices"), _SELF),
     aten._unsafe_index_put: EachDim((1, "indices"), _SELF),
     aten._index_put_impl_: EachDim((1, "indices"), _SELF),
-    aten.take: Elements((1, "index"), _SELF),
+    aten.take: Along((1, "index"), _SELF, dim=None, negative=True),
     aten.one_hot: Classes((0, "self"), (1, "num_classes")),
 }
 
