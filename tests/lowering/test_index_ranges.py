@@ -169,6 +169,38 @@ def test_a_bound_over_a_dynamic_size_is_an_expression_evaluated_per_call():
                 checks.check(inputs, bindings)
 
 
+def test_input_pos_plus_arange_seq_into_a_cache():
+    """A KV-cache write position: ``cache.index_copy(1, pos + arange(seq), new)``, cache of 32 slots; pos may
+    go up to 32 - seq, which depends on each call's seq."""
+
+    class Write(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(2, 32))
+
+        def forward(self, new, pos):
+            return self.cache.index_copy(1, pos + torch.arange(new.shape[1]), new)
+
+    seq = torch.export.Dim("seq", min=2, max=16)
+    ep = torch.export.export(Write(), (torch.randn(2, 4), torch.tensor(3)), dynamic_shapes=({1: seq}, None))
+    signature = signature_from_exported_program(ep.run_decompositions(decomposition_table()),
+                                                more_index_ranges=index_ranges(ep, ["new", "pos"]))
+    checks = IndexRangeChecks.from_signature(signature, 2, torch.device("cpu"))
+    specs = [TensorSpec.from_json(spec, signature["dim_names"]) for spec in signature["inputs"]]
+    module = Write()
+    for width in (2, 5, 16):
+        for pos in (-1, 0, 32 - width, 33 - width):
+            inputs = [torch.randn(2, width), torch.tensor(pos)]
+            _, bindings = check_inputs(inputs, specs, ["new", "pos"], torch.device("cpu"), 2)
+            try:
+                checks.check(inputs, bindings)
+                accepted = True
+            except InputError as error:
+                assert f"outside [0, {32 - width}]" in str(error) and "seq" not in str(error).split("outside")[0]
+                accepted = False
+            assert accepted == _eager_accepts(lambda x, i: module(inputs[0], i), inputs[1]), (width, pos)
+
+
 @pytest.mark.parametrize("function, example", [
     (lambda x, i: torch.take_along_dim(x, i.view(1, 1), 1), torch.tensor([1])),  # eager wraps every value
     (lambda x, i: x[i.clamp(0, 3)], torch.tensor([1])),  # the index is clamped: any value is fine

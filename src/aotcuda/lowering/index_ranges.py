@@ -27,6 +27,7 @@ symbols, written as the signature writes sizes, and evaluated at each call from 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import sympy
@@ -239,8 +240,9 @@ def _operand(value, flows: dict) -> Flow | None:
 
 
 def _shape(value) -> tuple:
+    """The sizes as ints and sympy expressions (comparing a SymInt would add a guard to the shape env)."""
     if isinstance(value, torch.fx.Node) and isinstance(value.meta.get("val"), torch.Tensor):
-        return tuple(value.meta["val"].shape)
+        return tuple(_expr(size) for size in value.meta["val"].shape)
     return ()
 
 
@@ -250,7 +252,7 @@ def _broadcast_apart(a, b) -> bool:
     shape_a, shape_b = _shape(a), _shape(b)
     width = max(len(shape_a), len(shape_b))
     shape_a, shape_b = (1,) * (width - len(shape_a)) + shape_a, (1,) * (width - len(shape_b)) + shape_b
-    return all(size_a == 1 or size_b == 1 for size_a, size_b in zip(shape_a, shape_b))
+    return all(size_a == 1 or size_b == 1 for size_a, size_b in zip(shape_a, shape_b))  # a symbol is not 1
 
 
 def _scaled(flow: Flow, factor: int) -> Flow:
@@ -345,7 +347,10 @@ def _input_flows(ep, names: set[str]) -> dict:
                 low, high = (int(v) for v in constants[node.name].aminmax())
                 flows[node] = Flow(None, 0, sympy.Integer(low), sympy.Integer(high))
         elif node.op == "call_function":
-            flow = _flow(node, flows)
+            try:
+                flow = _flow(node, flows)
+            except Exception:  # noqa: BLE001 - an argument form the flow does not know: its values are unknown
+                flow = None
             if flow is not None:
                 flows[node] = flow
     return flows
@@ -411,7 +416,7 @@ def index_ranges(ep, input_names) -> dict[str, list[dict]]:
     ranges: dict[str, list[dict]] = {}
     for node in ep.graph.nodes:
         rule = INDEXING.get(_packet(node)) if node.op == "call_function" else None
-        for use in rule.uses(node) if rule is not None else ():
+        for use in _uses(rule, node):
             flow = flows.get(use.index)
             if flow is None or flow.input is None or not flow.exact:
                 continue
@@ -423,6 +428,19 @@ def index_ranges(ep, input_names) -> dict[str, list[dict]]:
             if entry["min"] is not None or entry["max"] is not None:
                 _add_range(ranges.setdefault(flow.input, []), entry)
     return ranges
+
+
+def _uses(rule, node) -> list[IndexUse]:
+    """The node's index arguments; none, with a warning, where the rule cannot read them (a lowering must
+    not fail for want of a check: the generated code's own check then stays the only one)."""
+    if rule is None:
+        return []
+    try:
+        return rule.uses(node)
+    except Exception as exc:  # noqa: BLE001 - an argument form the table does not know
+        warnings.warn(f"aotcuda: no index range derived for {node.format_node()}: {type(exc).__name__}: {exc}",
+                      stacklevel=3)
+        return []
 
 
 def _add_range(entries: list[dict], entry: dict) -> None:

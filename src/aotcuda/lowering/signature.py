@@ -103,7 +103,8 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
     if device is not None:
         for spec in inputs + outputs:
             spec["device"] = torch.device(device).type
-    ranges = merge_ranges(index_ranges(ep, [spec["name"] for spec in inputs]), more_index_ranges or {})
+    # more_index_ranges first: those of the user's own ops, when lower() passes the exported program's
+    ranges = merge_ranges(more_index_ranges or {}, index_ranges(ep, [spec["name"] for spec in inputs]))
     for spec in inputs:
         if ranges.get(spec["name"]):
             spec["index_ranges"] = ranges[spec["name"]]

@@ -52,6 +52,12 @@ def _bound(bound) -> int | DimSpec | None:
     raise ValueError(f"an index bound is an int, {{'expr': ...}} or null, got {bound!r}")
 
 
+def _intersection(entries) -> tuple[int | None, int | None]:
+    lows = [entry.low for entry in entries if entry.low is not None]
+    highs = [entry.high for entry in entries if entry.high is not None]
+    return (max(lows) if lows else None), (min(highs) if highs else None)
+
+
 def _value(bound, bindings: dict[str, int]) -> int | None:
     if bound is None or isinstance(bound, int):
         return bound
@@ -65,6 +71,9 @@ class IndexRangeChecks:
         self._ranges, self._labels = ranges, labels
         self._on_cuda = device.type == "cuda"
         self._indices = tuple(sorted(ranges))
+        # Ranges of static bounds only (the usual case) are one comparison per side: their intersection.
+        self._static = {index: _intersection(entries) for index, entries in ranges.items()
+                        if all(isinstance(bound, (int, type(None))) for e in entries for bound in (e.low, e.high))}
 
     @classmethod
     def from_signature(cls, signature: dict | None, num_inputs: int, device: torch.device,
@@ -92,20 +101,39 @@ class IndexRangeChecks:
 
     def check(self, tensors: list, bindings: dict[str, int]) -> None:
         """Raise InputError, before the call, when an input holds a value outside a range it must keep."""
-        checked = [i for i in self._indices if tensors[i].numel()]
-        if not checked:
-            return
-        if self._on_cuda:  # one synchronization for all of them
+        if self._on_cuda:
+            checked = [i for i in self._indices if tensors[i].numel()]
+            if not checked:
+                return
+            # one synchronization for all of them
             extremes = torch.stack([torch.stack(tensors[i].aminmax()).long() for i in checked]).tolist()
         else:
-            extremes = [[int(value) for value in tensors[i].aminmax()] for i in checked]
+            checked, extremes = [], []
+            for index in self._indices:
+                tensor = tensors[index]
+                if tensor.numel():
+                    low, high = tensor.aminmax()
+                    checked.append(index)
+                    extremes.append((int(low), int(high)))
+        static = self._static
         for index, (low, high) in zip(checked, extremes):
-            for allowed in self._ranges[index]:
-                lowest, highest = allowed.evaluate(bindings)
-                if lowest is not None and low < lowest:
-                    self._refuse(tensors[index], index, low, lowest, highest, allowed.reason)
-                if highest is not None and high > highest:
-                    self._refuse(tensors[index], index, high, lowest, highest, allowed.reason)
+            bounds = static.get(index)
+            if bounds is not None and (bounds[0] is None or low >= bounds[0]) and (bounds[1] is None or high <= bounds[1]):
+                continue  # within every range
+            self._check_ranges(tensors[index], index, low, high, bindings)
+
+    def _check_ranges(self, tensor, index: int, low: int, high: int, bindings: dict[str, int]) -> None:
+        """Against every range of the input; a refusal shows their intersection and the reason of the
+        range that refuses (the first of equals: the one of the user's own op)."""
+        bounds = [(allowed, *allowed.evaluate(bindings)) for allowed in self._ranges[index]]
+        lows = [(lowest, allowed) for allowed, lowest, _ in bounds if lowest is not None]
+        highs = [(highest, allowed) for allowed, _, highest in bounds if highest is not None]
+        lowest = max(lows, key=lambda entry: entry[0], default=(None, None))
+        highest = min(highs, key=lambda entry: entry[0], default=(None, None))
+        if lowest[0] is not None and low < lowest[0]:
+            self._refuse(tensor, index, low, lowest[0], highest[0], lowest[1].reason)
+        if highest[0] is not None and high > highest[0]:
+            self._refuse(tensor, index, high, lowest[0], highest[0], highest[1].reason)
 
     def _refuse(self, tensor, index: int, value: int, lowest, highest, reason: str):
         where = tuple((tensor == value).nonzero()[0].tolist())

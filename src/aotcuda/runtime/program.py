@@ -6,7 +6,8 @@
 
 What a call does:
   1. flattens the arguments with the package's input pytree spec and checks every input before running
-     (``aotcuda.runtime.checks``): a rejected call raises InputError and leaves the Program usable;
+     (``aotcuda.runtime.checks``), and the values of integer inputs that reach an index
+     (``aotcuda.runtime.index_ranges``): a rejected call raises InputError and leaves the Program usable;
   2. makes one AtenTensorHandle per input (torch's ``unsafe_alloc_void_ptrs_from_tensors``; the
      container steals them, except those it rejects before its run, which we release) and runs the
      container;
@@ -430,7 +431,8 @@ class Program:
 
         Raises InputError / OutputError as a call would (and InputError when an input is not in the
         exported layout, which would need a copy), RuntimeCallError on a CPU Program, a closed one, or a
-        failed capture.
+        failed capture. Index ranges are checked on ``inputs`` here; replays read the buffers unchecked
+        (the caller writes them: values outside a range end in the generated code's device-side assert).
         """
         with self._gate:
             tensors = _as_list(inputs, "inputs", InputError)
