@@ -2,8 +2,9 @@
 
 An embedding followed by an RMSNorm, lowered once for the CPU (a module fixture): a token id of 500 (vocabulary
 128) used to abort the process inside the generated code's OpenMP region ('terminate called after throwing an
-instance of c10::Error ... index out of bounds', exit 134). Each call that could abort runs in a child process,
-so that a regression fails the test instead of killing pytest.
+instance of c10::Error ... index out of bounds', exit 134). The main tests call it in a child process, so that
+a regression fails them instead of killing pytest; the in-process ones (the message, serving) rely on the
+check (run on the code before it, they ended pytest itself).
 """
 
 import json
