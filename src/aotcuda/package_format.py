@@ -9,9 +9,9 @@ The signature: AOTI's own files say nothing about input dtypes or shape ranges (
 them only with AOTI_RUNTIME_CHECK_INPUTS=1, and then as an opaque error code). So aotcuda adds one zip
 entry, ``<archive>/aotcuda/signature.json``, written by ``write_signature`` (the lowering builds it from the ExportedProgram:
 ``aotcuda.lowering.signature.signature_from_exported_program``).
-Format (version 1)::
+Format (version 2; version 1 is the same without "index_ranges", and is read as well)::
 
-    {"format": "aotcuda.signature", "version": 1,
+    {"format": "aotcuda.signature", "version": 2,
      "inputs":  [TensorSpec, ...],      # in the container's (flattened) input order
      "outputs": [TensorSpec, ...],      # in the container's output order
      "dim_names": {"s27": "seq"},       # the Dim name the caller gave each input symbol (optional):
@@ -36,6 +36,10 @@ Format (version 1)::
                                                     # code assumes (optional: absent in older packages)
                   "mutated": false,                 # inputs: the program writes it in place (optional:
                                                     # absent in older packages, see runtime/checks.py)
+                  "index_ranges": [IndexRange, ...], # inputs (optional; version 2): the values an integer
+                                                    # input may hold where it reaches an index (one entry
+                                                    # per indexing op it reaches); the runtime checks them
+                                                    # before the call (runtime/index_ranges.py)
                   "complex": null}                  # or "complex64" (complex32, complex128): the caller's
                                                     # complex dtype of a tensor the package takes/returns
                                                     # as its real pair (ReplaceComplexWithRealPass); dtype,
@@ -45,6 +49,11 @@ Format (version 1)::
     Dim = 4                                         # a static size, or
         | {"expr": "s77", "min": 2, "max": 64}      # symbolic: an expression of the input symbols, in the
                                                     # grammar below; "max": null means unbounded
+    IndexRange = {"min": Bound, "max": Bound,       # eager's range of the index there, as the input's
+                  "reason": "aten.embedding.default over 128 rows of p_emb_weight, at model.py:12: ..."}
+    Bound = -128                                    # a static bound, or
+          | {"expr": "s27 - 1"}                     # an expression of the input size symbols (the grammar), or
+          | null                                    # not checked (it depends on a size no input gives)
 
 Shape expressions are read with a small grammar and never evaluated (``parse_shape_expression``): what
 ``str()`` of torch's shape expressions writes, and nothing else::
@@ -77,7 +86,8 @@ import zipfile
 from aotcuda.errors import PackageError
 
 SIGNATURE_ENTRY = "aotcuda/signature.json"
-SIGNATURE_FORMAT, SIGNATURE_VERSION = "aotcuda.signature", 1
+SIGNATURE_FORMAT, SIGNATURE_VERSION = "aotcuda.signature", 2
+READ_VERSIONS = (1, 2)  # what the runtime reads: each version adds optional fields to the one before
 
 # The real dtype of each complex dtype's pair (ReplaceComplexWithRealPass: a complex tensor of shape S is a
 # real tensor of shape S + [2]), by torch dtype name as TensorSpec writes them. The one table: the pass
@@ -153,9 +163,10 @@ def parse_signature(data: bytes, entry: str, path: str, read_expression=None) ->
     if not isinstance(signature, dict):
         raise PackageError(f"{path!r}: {entry} is a {type(signature).__name__}, not a JSON object; "
                            "write it again with aotcuda.package_format.write_signature, or lower the model again")
-    if signature.get("format") != SIGNATURE_FORMAT or signature.get("version") != SIGNATURE_VERSION:
+    if signature.get("format") != SIGNATURE_FORMAT or signature.get("version") not in READ_VERSIONS:
         raise PackageError(f"{path!r}: {entry} has format {signature.get('format')!r} version "
-                           f"{signature.get('version')!r}; this aotcuda reads {SIGNATURE_FORMAT} {SIGNATURE_VERSION}")
+                           f"{signature.get('version')!r}; this aotcuda reads {SIGNATURE_FORMAT} versions "
+                           f"{', '.join(map(str, READ_VERSIONS))}")
     check_signature_expressions(signature, entry, path, read_expression or parse_shape_expression)
     return signature
 

@@ -40,6 +40,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "std::cerr state (the generated code's C++ error lines muted during a run; the message still "
            "reaches the RuntimeCallError). Off: public APIs only (docs/performance.md has the gain)",
            "at the first run in a process"),
+    Switch("AOTCUDA_CHECK_INDEX_RANGES", True, "a Program checks, before each call, that integer inputs reaching an "
+           "index hold values eager accepts (runtime/index_ranges.py); off: no check, and an out-of-range index "
+           "ends the process (CPU) or breaks the CUDA context. aotcuda.load(check_index_ranges=) overrides it",
+           "at each load"),
     Switch("AOTCUDA_MAX_EXTRACT_BYTES", 64 << 30, "bytes extracted from one package, all entries together",
            "at each load"),
     Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry",

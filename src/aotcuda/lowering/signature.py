@@ -14,6 +14,7 @@ import torch
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import bound_sympy
 
+from aotcuda.lowering.index_ranges import index_ranges, merge_ranges
 from aotcuda.package_format import SIGNATURE_FORMAT, SIGNATURE_VERSION
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 from aotcuda.runtime.keywords import leaf_names, output_leaf_names
@@ -72,15 +73,18 @@ def mutated_user_inputs(ep) -> set[str]:
     return written
 
 
-def signature_from_exported_program(ep, device: str | None = None) -> dict:
+def signature_from_exported_program(ep, device: str | None = None, more_index_ranges: dict | None = None) -> dict:
     """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
 
     Inputs and outputs that ReplaceComplexWithRealPass turned into real pairs get their complex dtype in
-    the "complex" field (read from ``aotcuda.passes.complex_to_real.complex_boundary(ep)``).
+    the "complex" field (read from ``aotcuda.passes.complex_to_real.complex_boundary(ep)``). Integer inputs
+    that reach an index get the ranges eager accepts in "index_ranges" (``aotcuda.lowering.index_ranges``).
 
     Args:
         ep: the ExportedProgram that was (or will be) compiled into the package.
         device: the device type the package runs on ("cpu" / "cuda"); default: the example inputs'.
+        more_index_ranges: ranges found in another program of the same model, by input name (lower()
+            passes the exported program's, before decompositions turn ``one_hot`` into comparisons).
     """
     sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
@@ -99,6 +103,11 @@ def signature_from_exported_program(ep, device: str | None = None) -> dict:
     if device is not None:
         for spec in inputs + outputs:
             spec["device"] = torch.device(device).type
+    # more_index_ranges first: those of the user's own ops, when lower() passes the exported program's
+    ranges = merge_ranges(more_index_ranges or {}, index_ranges(ep, [spec["name"] for spec in inputs]))
+    for spec in inputs:
+        if ranges.get(spec["name"]):
+            spec["index_ranges"] = ranges[spec["name"]]
     signature = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": inputs, "outputs": outputs}
     names = dim_names(ep)
     if names:

@@ -6,7 +6,8 @@
 
 What a call does:
   1. flattens the arguments with the package's input pytree spec and checks every input before running
-     (``aotcuda.runtime.checks``): a rejected call raises InputError and leaves the Program usable;
+     (``aotcuda.runtime.checks``), and the values of integer inputs that reach an index
+     (``aotcuda.runtime.index_ranges``): a rejected call raises InputError and leaves the Program usable;
   2. makes one AtenTensorHandle per input (torch's ``unsafe_alloc_void_ptrs_from_tensors``; the
      container steals them, except those it rejects before its run, which we release) and runs the
      container;
@@ -36,6 +37,7 @@ import os
 import torch
 import torch.utils._pytree as pytree
 
+from aotcuda import switches
 from aotcuda.errors import Advice, InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
@@ -60,6 +62,7 @@ from aotcuda.runtime.handles import (
     new_handle_array,
     steal_handles,
 )
+from aotcuda.runtime.index_ranges import IndexRangeChecks
 from aotcuda.runtime.lifetime import CallGate
 from aotcuda.runtime.keywords import (
     bind_keywords,
@@ -77,7 +80,8 @@ _Tensor = torch.Tensor
 
 
 def load(path: str | os.PathLike, *, device: str | torch.device | None = None, cuda_graphs: bool = False,
-         model_name: str | None = None, limits: ArchiveLimits | None = None) -> Program:
+         model_name: str | None = None, limits: ArchiveLimits | None = None,
+         check_index_ranges: bool | None = None) -> Program:
     """Load an AOTInductor package (.pt2) and return a callable Program.
 
     Args:
@@ -88,12 +92,17 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
         model_name: which model of a package with several (default: "model", or the only one).
         limits: bounds on what the package may inflate to when extracted (``aotcuda.runtime.archive``;
             default: ``ArchiveLimits.from_environment()``).
+        check_index_ranges: check, before each call, that integer inputs which reach an index (token ids,
+            positions) hold values eager accepts, raising InputError otherwise (``aotcuda.runtime.index_ranges``:
+            one min/max per such input, and on CUDA one synchronization per call). False: trusted callers
+            skip it, and an out-of-range value then ends the process (CPU) or breaks the CUDA context.
+            Default: the switch AOTCUDA_CHECK_INDEX_RANGES (on).
 
     Raises PackageError when the package cannot be opened or loaded on that device, or exceeds the limits.
     """
     package = open_package(path, model_name, limits)
     try:
-        return Program(package, device=device, cuda_graphs=cuda_graphs)
+        return Program(package, device=device, cuda_graphs=cuda_graphs, check_index_ranges=check_index_ranges)
     except BaseException:
         package.cleanup()
         raise
@@ -144,7 +153,8 @@ class Program:
     (``aotcuda.runtime.complex_adapter``).
     """
 
-    def __init__(self, package: ExtractedPackage, *, device=None, cuda_graphs: bool = False):
+    def __init__(self, package: ExtractedPackage, *, device=None, cuda_graphs: bool = False,
+                 check_index_ranges: bool | None = None):
         self._package = package
         self._device = _resolve_device(package, device)
         if cuda_graphs and self._device.type != "cuda":
@@ -165,6 +175,10 @@ class Program:
         usable = self._input_specs is not None and self._output_specs is not None
         self._boundary = boundary if usable else None  # a stale signature adapts nothing
         self._mutated, self._written = _written_inputs(self._input_specs, self.num_inputs)
+        if check_index_ranges is None:
+            check_index_ranges = switches.flag("AOTCUDA_CHECK_INDEX_RANGES")
+        self._index_checks = IndexRangeChecks.from_signature(signature, self.num_inputs, self._device, package.path) \
+            if check_index_ranges and usable else None
         self._input_labels = tuple(spec.name for spec in self._input_specs or ()) or tuple(self._input_names)
         self._graphs = GraphRunner(self._run, self._device, mutated=self._written) if cuda_graphs else None
         self._arg_names = None
@@ -334,6 +348,8 @@ class Program:
                 prepared = originals  # checked before, and needing no copy into the exported layout
                 if self._mutated:  # these depend on the tensors themselves, not their signature
                     check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
+            if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too)
+                self._index_checks.check(prepared, bindings)
             if self._boundary is not None:
                 prepared_pairs = self._boundary.inputs_as_pairs(prepared)
             else:
@@ -416,12 +432,15 @@ class Program:
 
         Raises InputError / OutputError as a call would (and InputError when an input is not in the
         exported layout, which would need a copy), RuntimeCallError on a CPU Program, a closed one, or a
-        failed capture.
+        failed capture. Index ranges are checked on ``inputs`` here; replays read the buffers unchecked
+        (the caller writes them: values outside a range end in the generated code's device-side assert).
         """
         with self._gate:
             tensors = _as_list(inputs, "inputs", InputError)
             prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
                                               self.num_inputs, self._mutated)
+            if self._index_checks is not None:  # the warm-up inputs; replays read the buffers unchecked
+                self._index_checks.check(prepared, bindings)
             if self._boundary is not None:
                 prepared = self._boundary.inputs_as_pairs(prepared)
             if outputs is not None:

@@ -3,7 +3,8 @@
 Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
   POST /predict   body: safetensors of the inputs by name → 200 with safetensors of ``output_<i>``;
                   400 with the reason as text for a bad request (not safetensors, missing input, wrong
-                  dtype or shape: the runtime's own InputError message); 500 when the program fails. Both
+                  dtype or shape, a value outside an index's range: the runtime's own InputError message);
+                  500 when the program fails. Both
                   carry the header X-Aotcuda-Error (the error's class): a 5xx without it comes from
                   Ray's proxy (e.g. the request's replica died on it: not safe to resend, see client).
   GET  /healthz   200 "ok" once every replica of the deployment runs (Ray Serve's own replica states),
@@ -110,6 +111,9 @@ class ProgramReplica:
             outputs = await self.predict_batch(inputs)
         else:
             outputs = await self._in_program_thread(self._run_one, inputs)
+        if isinstance(outputs, InputError):  # the request's values (e.g. a token id out of range): the client's
+            self.counters["rejected"] += 1
+            return PlainTextResponse(str(outputs), status_code=400, headers={ERROR_HEADER: type(outputs).__name__})
         if isinstance(outputs, Exception):
             return PlainTextResponse(f"{type(outputs).__name__}: {outputs}", status_code=500,
                                      headers={ERROR_HEADER: type(outputs).__name__})

@@ -1,0 +1,143 @@
+"""The index ranges of a Program's inputs, checked before each call.
+
+An integer input that reaches an index (an embedding's token ids, a gather's positions) must hold values
+eager accepts there: the generated code's own check of an indirect index ends the process on the CPU (a C++
+exception thrown inside an OpenMP region) and leaves the CUDA context unusable on the GPU (a device-side
+assert). The lowering records each such range in the signature (``"index_ranges"``, format in
+``aotcuda.package_format``; derived by ``aotcuda.lowering.index_ranges``); this module checks them.
+
+The cost: one min/max reduction per checked input (``torch.aminmax``) and, on CUDA, one synchronization per
+call for all of them together (their results are stacked and read at once). Trusted callers turn it off with
+``aotcuda.load(..., check_index_ranges=False)`` or ``AOTCUDA_CHECK_INDEX_RANGES=0``; measurements in
+docs/performance.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from aotcuda.errors import InputError, PackageError
+from aotcuda.runtime.checks import DimSpec, evaluate_dim, under_dim_names
+
+
+@dataclass(frozen=True)
+class IndexRange:
+    """One recorded range: bounds (an int, a DimSpec holding an expression of the size symbols, or None:
+    not checked) and why (the indexing op and the user's line)."""
+
+    low: int | DimSpec | None
+    high: int | DimSpec | None
+    reason: str
+
+    @classmethod
+    def from_json(cls, entry, dim_names) -> IndexRange:
+        if not isinstance(entry, dict):
+            raise ValueError(f"an index range is a JSON object, got {type(entry).__name__}")
+        reason = entry.get("reason", "")
+        return cls(_bound(entry.get("min")), _bound(entry.get("max")),
+                   under_dim_names(reason if isinstance(reason, str) else "", dim_names))
+
+    def evaluate(self, bindings: dict[str, int]) -> tuple[int | None, int | None]:
+        """(low, high) for this call's sizes; None for a side that is not checked."""
+        return _value(self.low, bindings), _value(self.high, bindings)
+
+
+def _bound(bound) -> int | DimSpec | None:
+    if bound is None or (isinstance(bound, int) and not isinstance(bound, bool)):
+        return bound
+    if isinstance(bound, dict) and isinstance(bound.get("expr"), str):
+        return DimSpec(expr=bound["expr"])
+    raise ValueError(f"an index bound is an int, {{'expr': ...}} or null, got {bound!r}")
+
+
+def _intersection(entries) -> tuple[int | None, int | None]:
+    lows = [entry.low for entry in entries if entry.low is not None]
+    highs = [entry.high for entry in entries if entry.high is not None]
+    return (max(lows) if lows else None), (min(highs) if highs else None)
+
+
+def _value(bound, bindings: dict[str, int]) -> int | None:
+    if bound is None or isinstance(bound, int):
+        return bound
+    return evaluate_dim(bound, bindings)  # None when a symbol has no value: that side is not checked
+
+
+class IndexRangeChecks:
+    """The inputs of one Program that have index ranges, and their check (``check``)."""
+
+    def __init__(self, ranges: dict[int, tuple[IndexRange, ...]], labels: dict[int, str], device: torch.device):
+        self._ranges, self._labels = ranges, labels
+        self._on_cuda = device.type == "cuda"
+        self._indices = tuple(sorted(ranges))
+        # Ranges of static bounds only (the usual case) are one comparison per side: their intersection.
+        self._static = {index: _intersection(entries) for index, entries in ranges.items()
+                        if all(isinstance(bound, (int, type(None))) for e in entries for bound in (e.low, e.high))}
+
+    @classmethod
+    def from_signature(cls, signature: dict | None, num_inputs: int, device: torch.device,
+                       path: str = "") -> IndexRangeChecks | None:
+        """The checks the signature records (None when there are none). Raises PackageError for a
+        malformed ``index_ranges`` field: a package must not lose its checks silently."""
+        inputs = (signature or {}).get("inputs")
+        if not isinstance(inputs, list) or len(inputs) != num_inputs:
+            return None
+        names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
+        ranges, labels = {}, {}
+        for index, spec in enumerate(inputs):
+            entries = spec.get("index_ranges") if isinstance(spec, dict) else None
+            if not entries:
+                continue
+            try:
+                if not isinstance(entries, list):
+                    raise ValueError(f"index_ranges is a {type(entries).__name__}, not a list")
+                ranges[index] = tuple(IndexRange.from_json(entry, names) for entry in entries)
+            except ValueError as exc:
+                raise PackageError(f"{path!r}: the signature's index_ranges of input #{index} are malformed "
+                                   f"({exc}); lower the model again") from exc
+            labels[index] = f"input {spec.get('name', index)!r} (#{index})"
+        return cls(ranges, labels, device) if ranges else None
+
+    def check(self, tensors: list, bindings: dict[str, int]) -> None:
+        """Raise InputError, before the call, when an input holds a value outside a range it must keep."""
+        if self._on_cuda:
+            checked = [i for i in self._indices if tensors[i].numel()]
+            if not checked:
+                return
+            # one synchronization for all of them
+            extremes = torch.stack([torch.stack(tensors[i].aminmax()).long() for i in checked]).tolist()
+        else:
+            checked, extremes = [], []
+            for index in self._indices:
+                tensor = tensors[index]
+                if tensor.numel():
+                    low, high = tensor.aminmax()
+                    checked.append(index)
+                    extremes.append((int(low), int(high)))
+        static = self._static
+        for index, (low, high) in zip(checked, extremes):
+            bounds = static.get(index)
+            if bounds is not None and (bounds[0] is None or low >= bounds[0]) and (bounds[1] is None or high <= bounds[1]):
+                continue  # within every range
+            self._check_ranges(tensors[index], index, low, high, bindings)
+
+    def _check_ranges(self, tensor, index: int, low: int, high: int, bindings: dict[str, int]) -> None:
+        """Against every range of the input; a refusal shows their intersection and the reason of the
+        range that refuses (the first of equals: the one of the user's own op)."""
+        bounds = [(allowed, *allowed.evaluate(bindings)) for allowed in self._ranges[index]]
+        lows = [(lowest, allowed) for allowed, lowest, _ in bounds if lowest is not None]
+        highs = [(highest, allowed) for allowed, _, highest in bounds if highest is not None]
+        lowest = max(lows, key=lambda entry: entry[0], default=(None, None))
+        highest = min(highs, key=lambda entry: entry[0], default=(None, None))
+        if lowest[0] is not None and low < lowest[0]:
+            self._refuse(tensor, index, low, lowest[0], highest[0], lowest[1].reason)
+        if highest[0] is not None and high > highest[0]:
+            self._refuse(tensor, index, high, lowest[0], highest[0], highest[1].reason)
+
+    def _refuse(self, tensor, index: int, value: int, lowest, highest, reason: str):
+        where = tuple((tensor == value).nonzero()[0].tolist())
+        at = f" at {where}" if where else ""
+        shown = f"[{'-inf' if lowest is None else lowest}, {'inf' if highest is None else highest}]"
+        raise InputError(f"{self._labels[index]} holds {value}{at}, outside {shown}, the values it may hold as "
+                         f"the index of {reason}. Eager refuses it too; pass values in that range")

@@ -1,0 +1,239 @@
+"""The index ranges the signature records, at the ExportedProgram level (no compile): for each kind of
+indexing op in ``aotcuda.lowering.index_ranges.INDEXING`` and each value flow (a view, a cast, an offset, a
+negation, ``pos + arange``), a value is accepted by the recorded range iff eager accepts it (hypothesis draws
+the values); and where no exact range exists, none is recorded."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aotcuda.errors import InputError
+from aotcuda.lowering.decompositions import decomposition_table
+from aotcuda.lowering.index_ranges import INDEXING, index_ranges
+from aotcuda.lowering.signature import signature_from_exported_program
+from aotcuda.runtime.checks import TensorSpec, check_inputs
+from aotcuda.runtime.index_ranges import IndexRangeChecks
+
+X = torch.arange(20.0).reshape(4, 5)  # dim 0 of size 4, dim 1 of size 5, 20 elements
+W = torch.arange(15.0).reshape(5, 3)  # an embedding table of 5 rows
+ONE = torch.ones(1, 1)
+
+
+class Call(torch.nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+        self.register_buffer("x", X.clone())
+
+    def forward(self, i):
+        return self.function(self.x, i)
+
+
+# kind: (forward(x, i) with x of shape (4, 5), the index input's example)
+CASES = {
+    "embedding": (lambda x, i: F.embedding(i, W), torch.tensor([1, 2])),
+    "embedding_bag": (lambda x, i: F.embedding_bag(i, W, torch.tensor([0])), torch.tensor([1, 2])),
+    "index_select dim 0": (lambda x, i: x.index_select(0, i), torch.tensor([1])),
+    "index_select dim -1": (lambda x, i: x.index_select(-1, i), torch.tensor([1])),
+    "x[i]": (lambda x, i: x[i], torch.tensor([1])),
+    "x[:, i]": (lambda x, i: x[:, i], torch.tensor([1])),
+    "gather dim 1": (lambda x, i: x.gather(1, i.view(1, 1)), torch.tensor([1])),
+    "scatter": (lambda x, i: x.scatter(1, i.view(1, 1), 1.0), torch.tensor([1])),
+    "scatter_add": (lambda x, i: x.scatter_add(1, i.view(1, 1), ONE), torch.tensor([1])),
+    "scatter_reduce": (lambda x, i: x.scatter_reduce(1, i.view(1, 1), ONE, "amax"), torch.tensor([1])),
+    "index_put": (lambda x, i: x.index_put((i,), torch.tensor(1.0)), torch.tensor([1])),
+    "index_put accumulate": (lambda x, i: torch.ops.aten.index_put(x, [None, i], torch.tensor(1.0), True),
+                             torch.tensor([1])),
+    "index_add": (lambda x, i: x.index_add(0, i, X[:1]), torch.tensor([1])),
+    "index_copy": (lambda x, i: x.index_copy(0, i, X[:1]), torch.tensor([1])),
+    "index_fill": (lambda x, i: x.index_fill(1, i, 1.0), torch.tensor([1])),
+    "index_reduce": (lambda x, i: x.index_reduce(0, i, X[:1], "amax"), torch.tensor([1])),
+    "take": (lambda x, i: x.take(i), torch.tensor([1])),
+    "one_hot": (lambda x, i: F.one_hot(i, 6), torch.tensor([1])),
+    # the value flow
+    "a view, a cast, an unsqueeze": (lambda x, i: x[i.view(1, 1).to(torch.int32).squeeze(0)], torch.tensor([1])),
+    "i + 2": (lambda x, i: x.index_select(0, i + 2), torch.tensor([1])),
+    "i - 1 (a Python scalar)": (lambda x, i: x.index_select(1, i - 1), torch.tensor([1])),
+    "3 - i": (lambda x, i: x[3 - i], torch.tensor([1])),
+    "-i": (lambda x, i: x.gather(1, -i.view(1, 1)), torch.tensor([-1])),
+    "2 * i": (lambda x, i: x.index_select(1, i * 2), torch.tensor([1])),
+    "-3 * i": (lambda x, i: x[:, i * -3], torch.tensor([1])),
+    "pos + arange(3)": (lambda x, i: x.index_select(1, i + torch.arange(3)), torch.tensor(1)),
+    "pos + arange(0, 6, 2) - 4": (lambda x, i: x[:, i + torch.arange(0, 6, 2) - 4], torch.tensor(4)),
+    "i + a constant, broadcast": (lambda x, i: x[:, i.view(2, 1) + torch.tensor([0, 2])], torch.tensor([1, 2])),
+    "i through a slice": (lambda x, i: x[i[:1]], torch.tensor([1, 1])),
+    "used twice": (lambda x, i: (x[i], F.embedding(i, W[:3])), torch.tensor([1])),
+}
+
+# An index read through a slice is checked over the whole input (documented): iff holds only for the part read.
+CHECKED_WHOLE = {"i through a slice"}
+
+# Ops of the table that no case reaches, and why: export functionalizes in-place ops (index_put_ becomes
+# index_put); _unsafe_index(_put) and _index_put_impl_ come from decompositions with computed indices;
+# _embedding_bag is what embedding_bag becomes on other paths than export's.
+NOT_REACHED = {"_unsafe_index", "_unsafe_index_put", "_index_put_impl_", "_embedding_bag", "scatter_", "scatter_add_",
+               "scatter_reduce_", "index_put_", "index_add_", "index_copy_", "index_fill_", "index_reduce_"}
+
+
+def _eager_accepts(function, value: torch.Tensor) -> bool:
+    try:
+        function(X.clone(), value)
+    except (IndexError, RuntimeError):
+        return False
+    return True
+
+
+def _exported(function, example):
+    return torch.export.export(Call(function), (example,))
+
+
+@pytest.fixture(scope="module")
+def checks():
+    """{kind: (IndexRangeChecks or None, input spec)}, from the signature of the exported program and of
+    the program after lower()'s decompositions (as lower() records both)."""
+    found = {}
+    for kind, (function, example) in CASES.items():
+        ep = _exported(function, example)
+        decomposed = ep.run_decompositions(decomposition_table())
+        signature = signature_from_exported_program(decomposed, more_index_ranges=index_ranges(ep, ["i"]))
+        found[kind] = (IndexRangeChecks.from_signature(signature, 1, torch.device("cpu")),
+                       TensorSpec.from_json(signature["inputs"][0]))
+        REACHED.update(node.target.overloadpacket.__name__ for program in (ep, decomposed)
+                       for node in program.graph.nodes if getattr(node.target, "overloadpacket", None) in INDEXING)
+    return found
+
+
+REACHED: set[str] = set()  # the ops of the table that the cases' programs hold (filled by the fixture)
+
+
+def _accepted(checks, spec, value: torch.Tensor) -> bool:
+    if checks is None:
+        return True
+    _, bindings = check_inputs([value], [spec], ["i"], torch.device("cpu"), 1)
+    try:
+        checks.check([value], bindings)
+    except InputError:
+        return False
+    return True
+
+
+def test_every_op_of_the_table_has_a_case(checks):
+    assert {packet.__name__ for packet in INDEXING} - REACHED == NOT_REACHED
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_the_example_is_accepted_and_a_range_is_recorded(checks, kind):
+    found, spec = checks[kind]
+    assert found is not None, f"{kind}: no index range recorded"
+    assert _accepted(found, spec, CASES[kind][1])
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.integers(-45, 45), position=st.integers(0, 1))
+def test_a_value_is_accepted_iff_eager_accepts_it(checks, kind, value, position):
+    function, example = CASES[kind]
+    found, spec = checks[kind]
+    index = example.clone()
+    index.view(-1)[min(position, index.numel() - 1)] = value
+    if kind in CHECKED_WHOLE:  # a value outside the part read may be refused; a value accepted is eager's
+        assert not _accepted(found, spec, index) or _eager_accepts(function, index), (kind, index)
+    else:
+        assert _accepted(found, spec, index) == _eager_accepts(function, index), (kind, index)
+
+
+def test_a_bound_over_a_dynamic_size_is_an_expression_evaluated_per_call():
+    """gather along a dynamic dim: the bound is "seq - 1", checked against each call's seq."""
+    seq = torch.export.Dim("seq", min=2, max=64)
+
+    class Gather(torch.nn.Module):
+        def forward(self, h, i):
+            return h.gather(1, i)
+
+    ep = torch.export.export(Gather(), (torch.randn(2, 8), torch.zeros(2, 3, dtype=torch.long)),
+                             dynamic_shapes=({1: seq}, None))
+    signature = signature_from_exported_program(ep)
+    (entry,) = signature["inputs"][1]["index_ranges"]
+    assert entry["min"] == 0 and entry["max"] == {"expr": f"{next(iter(signature['dim_names']))} - 1"}
+    checks = IndexRangeChecks.from_signature(signature, 2, torch.device("cpu"))
+    specs = [TensorSpec.from_json(spec, signature["dim_names"]) for spec in signature["inputs"]]
+    for width, value, accepted in ((8, 7, True), (8, 8, False), (20, 19, True), (20, 20, False)):
+        inputs = [torch.randn(2, width), torch.full((2, 3), value)]
+        _, bindings = check_inputs(inputs, specs, ["h", "i"], torch.device("cpu"), 2)
+        if accepted:
+            checks.check(inputs, bindings)
+        else:
+            with pytest.raises(InputError, match=rf"holds {value} at \(0, 0\), outside \[0, {width - 1}\].*seq"):
+                checks.check(inputs, bindings)
+
+
+def test_input_pos_plus_arange_seq_into_a_cache():
+    """A KV-cache write position: ``cache.index_copy(1, pos + arange(seq), new)``, cache of 32 slots; pos may
+    go up to 32 - seq, which depends on each call's seq."""
+
+    class Write(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(2, 32))
+
+        def forward(self, new, pos):
+            return self.cache.index_copy(1, pos + torch.arange(new.shape[1]), new)
+
+    seq = torch.export.Dim("seq", min=2, max=16)
+    ep = torch.export.export(Write(), (torch.randn(2, 4), torch.tensor(3)), dynamic_shapes=({1: seq}, None))
+    signature = signature_from_exported_program(ep.run_decompositions(decomposition_table()),
+                                                more_index_ranges=index_ranges(ep, ["new", "pos"]))
+    checks = IndexRangeChecks.from_signature(signature, 2, torch.device("cpu"))
+    specs = [TensorSpec.from_json(spec, signature["dim_names"]) for spec in signature["inputs"]]
+    module = Write()
+    for width in (2, 5, 16):
+        for pos in (-1, 0, 32 - width, 33 - width):
+            inputs = [torch.randn(2, width), torch.tensor(pos)]
+            _, bindings = check_inputs(inputs, specs, ["new", "pos"], torch.device("cpu"), 2)
+            try:
+                checks.check(inputs, bindings)
+                accepted = True
+            except InputError as error:
+                assert f"outside [0, {32 - width}]" in str(error) and "seq" not in str(error).split("outside")[0]
+                accepted = False
+            assert accepted == _eager_accepts(lambda x, i: module(inputs[0], i), inputs[1]), (width, pos)
+
+
+@pytest.mark.parametrize("function, example", [
+    (lambda x, i: torch.take_along_dim(x, i.view(1, 1), 1), torch.tensor([1])),  # eager wraps every value
+    (lambda x, i: x[i.clamp(0, 3)], torch.tensor([1])),  # the index is clamped: any value is fine
+    (lambda x, i: x[i % 4], torch.tensor([1])),
+    (lambda x, i: x[i + torch.tensor([0, 1])], torch.tensor([1, 1])),  # an offset met element by element
+    (lambda x, i: x[i + torch.arange(2)], torch.tensor([1, 1])),
+], ids=["take_along_dim", "clamp", "remainder", "elementwise constant", "elementwise arange"])
+def test_no_range_where_no_exact_one_exists(function, example):
+    ep = _exported(function, example)
+    assert index_ranges(ep.run_decompositions(decomposition_table()), ["i"]) == {}
+    assert index_ranges(ep, ["i"]) == {}
+
+
+def test_the_reason_names_the_op_and_the_line():
+    ep = _exported(CASES["embedding"][0], torch.tensor([1]))
+    (entry,) = index_ranges(ep, ["i"])["i"]
+    assert (entry["min"], entry["max"]) == (0, 4)
+    assert entry["reason"].startswith("aten::embedding over 5 rows of ")
+    assert "test_index_ranges.py:" in entry["reason"]
+
+
+def test_a_tiny_llama_records_the_vocabulary_of_its_token_ids():
+    """LlamaForCausalLM (transformers, vocabulary 128): input_ids reach the embedding, nothing else indexes."""
+    pytest.importorskip("transformers")
+    from aotcuda.lowering.index_ranges import exported_index_ranges
+    from aotcuda.models.library.transformers_models import LLAMA_VOCAB, build_llama_causal_lm
+
+    torch.manual_seed(0)
+    model, args, dims = build_llama_causal_lm()
+    ep = torch.export.export(model, args, {"use_cache": False}, dynamic_shapes=dims, strict=False)
+    ranges = exported_index_ranges(ep)
+    assert list(ranges) == ["input_ids"]
+    ((entry),) = ranges["input_ids"]
+    assert (entry["min"], entry["max"]) == (0, LLAMA_VOCAB - 1)
+    assert entry["reason"].startswith(f"aten::embedding over {LLAMA_VOCAB} rows of p_model_embed_tokens_weight")
+    assert "modeling_llama.py" in entry["reason"]

@@ -1,0 +1,256 @@
+"""An out-of-range index is an InputError before the call, not the end of the process (issue 26, item 1).
+
+An embedding followed by an RMSNorm, lowered once for the CPU (a module fixture): a token id of 500 (vocabulary
+128) used to abort the process inside the generated code's OpenMP region ('terminate called after throwing an
+instance of c10::Error ... index out of bounds', exit 134). The main tests call it in a child process, so that
+a regression fails them instead of killing pytest; the in-process ones (the message, serving) rely on the
+check (run on the code before it, they ended pytest itself).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import pytest
+import torch
+
+import aotcuda
+from aotcuda.errors import InputError
+
+VOCAB, WIDTH = 128, 64
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class EmbedNorm(torch.nn.Module):
+    """An embedding followed by an RMSNorm: the smallest program whose generated code indexes by an input."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, WIDTH)
+        self.norm = torch.nn.RMSNorm(WIDTH)
+
+    def forward(self, ids):
+        return self.norm(self.embed(ids))
+
+
+def embed_norm(device="cpu"):
+    torch.manual_seed(0)
+    return EmbedNorm().eval().to(device)
+
+
+def lower_embed_norm(path, device="cpu"):
+    seq = torch.export.Dim("seq", min=2, max=512)
+    ids = torch.randint(0, VOCAB, (2, 16), device=device)
+    return aotcuda.lower(embed_norm(device), (ids,), dynamic_shapes=({1: seq},), device=device,
+                         package_path=str(path)).package_path
+
+
+@pytest.fixture(scope="module")
+def embed_norm_pt2(tmp_path_factory):
+    return lower_embed_norm(tmp_path_factory.mktemp("index_ranges") / "embed_norm.pt2")
+
+
+# The child: load, call with a bad id at [1, 5] (each value in argv), then a valid call compared with eager.
+CHILD = textwrap.dedent("""
+    import sys, torch, aotcuda
+    sys.path.insert(0, {here!r})
+    from test_index_ranges import embed_norm
+    device, path, values = sys.argv[1], sys.argv[2], [int(v) for v in sys.argv[3:]]
+    program = aotcuda.load(path)
+    for value in values:
+        ids = torch.randint(0, 128, (2, 64), device=device)
+        ids[1, 5] = value
+        try:
+            program(ids)
+            print("NO ERROR", flush=True)
+        except aotcuda.InputError as error:
+            print("InputError:", error, flush=True)
+    ids = torch.randint(0, 128, (2, 64), device=device)
+    got, want = program(ids), embed_norm(device)(ids)
+    error = ((got - want).norm() / want.norm()).item()
+    print("relative error", error, flush=True)
+    assert error <= 1e-5, error
+""")
+
+
+def run_child(path, values, device="cpu", env=None):
+    script = CHILD.format(here=HERE)
+    return subprocess.run([sys.executable, "-c", script, device, str(path), *map(str, values)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+
+
+def _assert_refused_quietly(child, values):
+    assert child.returncode == 0, f"exit {child.returncode}\n{child.stdout}\n{child.stderr[-3000:]}"
+    lines = [line for line in child.stdout.splitlines() if line.startswith("InputError:")]
+    assert len(lines) == len(values), child.stdout
+    for line, value in zip(lines, values):
+        assert f"input 'ids' (#0) holds {value} at (1, 5), outside [0, {VOCAB - 1}]" in line, line
+        assert "aten::embedding over 128 rows" in line and "test_index_ranges.py" in line, line
+    for text in ("c10::Error", "terminate called", "frame #", "index out of bounds", "device-side assert"):
+        assert text not in child.stderr, child.stderr[-3000:]
+    assert "relative error" in child.stdout
+
+
+def test_an_out_of_range_id_is_an_input_error_and_the_program_answers_next(embed_norm_pt2):
+    _assert_refused_quietly(run_child(embed_norm_pt2, [500, 128]), [500, 128])
+
+
+def test_negative_ids_are_refused_as_eager_refuses_them(embed_norm_pt2):
+    with pytest.raises(IndexError):
+        embed_norm()(torch.tensor([[1, -1]]))
+    _assert_refused_quietly(run_child(embed_norm_pt2, [-1, -500]), [-1, -500])
+
+
+def test_in_process_the_error_names_input_range_and_value(embed_norm_pt2):
+    program = aotcuda.load(embed_norm_pt2)
+    ids = torch.full((2, 8), 3)
+    ids[0, 2] = 1000
+    with pytest.raises(InputError, match=r"input 'ids' \(#0\) holds 1000 at \(0, 2\), outside \[0, 127\]"):
+        program(ids)
+    ids[0, 2] = 127  # the edge, and a repeated signature (the accepted-signature fast path checks values too)
+    torch.testing.assert_close(program(ids), embed_norm()(ids), rtol=1e-5, atol=1e-6)
+    ids[1, 7] = 128
+    with pytest.raises(InputError, match="holds 128 at"):
+        program(ids)
+    assert program.input_specs[0].name == "ids"
+
+
+def test_the_switch_turns_the_check_off(embed_norm_pt2):
+    """AOTCUDA_CHECK_INDEX_RANGES=0 (or load(check_index_ranges=False)): no check, the generated code's own
+    assert is met (in a child: it ends the process there, which is what the check prevents)."""
+    child = run_child(embed_norm_pt2, [500], env={"AOTCUDA_CHECK_INDEX_RANGES": "0"})
+    assert "InputError:" not in child.stdout
+    with aotcuda.load(embed_norm_pt2, check_index_ranges=False) as program:
+        assert program._index_checks is None
+    with aotcuda.load(embed_norm_pt2) as program:
+        assert program._index_checks is not None
+
+
+def test_a_version_1_signature_still_loads_and_runs(embed_norm_pt2, tmp_path):
+    """Packages written before the index ranges (signature version 1, no "index_ranges") load as before."""
+    old = tmp_path / "old.pt2"
+    with zipfile.ZipFile(embed_norm_pt2) as source, zipfile.ZipFile(old, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith("aotcuda/signature.json"):
+                signature = json.loads(data)
+                signature["version"] = 1
+                for spec in signature["inputs"]:
+                    spec.pop("index_ranges", None)
+                data = json.dumps(signature).encode()
+            target.writestr(info, data)
+    with aotcuda.load(old) as program:
+        assert program._index_checks is None
+        ids = torch.randint(0, VOCAB, (2, 8))
+        torch.testing.assert_close(program(ids), embed_norm()(ids), rtol=1e-5, atol=1e-6)
+
+
+def test_a_malformed_index_range_is_a_package_error():
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.index_ranges import IndexRangeChecks
+
+    signature = {"inputs": [{"name": "ids", "index_ranges": [{"min": "0; import os", "max": 3}]}]}
+    with pytest.raises(PackageError, match="index_ranges of input #0 are malformed"):
+        IndexRangeChecks.from_signature(signature, 1, torch.device("cpu"), "x.pt2")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("cuda_graphs", [False, True])
+def test_on_cuda_no_device_side_assert_and_the_next_call_works(tmp_path, cuda_graphs):
+    """On CUDA the generated code's check is a device-side assert, after which the context is unusable:
+    the runtime's check comes first (before a CUDA graph's replay too), and the same Program, and CUDA,
+    keep working. In a child, so that a regression cannot poison this process's CUDA context."""
+    path = lower_embed_norm(tmp_path / "embed_norm_cuda.pt2", device="cuda")
+    script = textwrap.dedent(f"""
+        import sys, torch, aotcuda
+        sys.path.insert(0, {HERE!r})
+        from test_index_ranges import embed_norm
+        program = aotcuda.load({path!r}, cuda_graphs={cuda_graphs})
+        model = embed_norm("cuda")
+        for call in range(6):  # warm-ups, the capture, replays: a bad call between each
+            ids = torch.randint(0, 128, (2, 64), device="cuda")
+            bad = ids.clone()
+            bad[1, 5] = 500 if call % 2 else -1
+            try:
+                program(bad)
+                print("NO ERROR", flush=True)
+            except aotcuda.InputError as error:
+                print("InputError:", error, flush=True)
+            got, want = program(ids), model(ids)
+            assert ((got - want).norm() / want.norm()).item() <= 1e-5
+        torch.cuda.synchronize()
+        print(torch.ones(3, device="cuda").sum().item(), "relative error ok", flush=True)
+    """)
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, f"exit {child.returncode}\n{child.stdout}\n{child.stderr[-3000:]}"
+    lines = [line for line in child.stdout.splitlines() if line.startswith("InputError:")]
+    assert len(lines) == 6 and "NO ERROR" not in child.stdout, child.stdout
+    assert "device-side assert" not in child.stderr and "3.0 relative error ok" in child.stdout
+
+
+LLAMA_CHILD = textwrap.dedent("""
+    import sys, torch, aotcuda
+    from aotcuda.models.library.transformers_models import build_llama_causal_lm
+    program = aotcuda.load(sys.argv[1])
+    ids = torch.randint(0, 128, (2, 12))
+    bad = ids.clone()
+    bad[0, 3] = 500
+    try:
+        program(bad, use_cache=False)
+        print("NO ERROR", flush=True)
+    except aotcuda.InputError as error:
+        print("InputError:", error, flush=True)
+    torch.manual_seed(0)
+    model = build_llama_causal_lm()[0]
+    got = program(ids, use_cache=False)["logits"]
+    with torch.no_grad():
+        want = model(ids, use_cache=False).logits
+    error = ((got - want).norm() / want.norm()).item()
+    print("relative error", error, flush=True)
+    assert error <= 1e-5, error
+""")
+
+
+@pytest.mark.slow
+def test_a_tiny_llama_refuses_a_token_id_of_500(tmp_path):
+    """The issue's own case: a tiny LlamaForCausalLM package called with a token id of 500 (vocabulary 128)."""
+    pytest.importorskip("transformers")
+    from aotcuda.models.library.transformers_models import build_llama_causal_lm
+
+    torch.manual_seed(0)
+    model, args, dims = build_llama_causal_lm()
+    path = aotcuda.lower(model, args, {"use_cache": False}, dynamic_shapes=dims, device="cpu",
+                         package_path=str(tmp_path / "llama.pt2")).package_path
+    child = subprocess.run([sys.executable, "-c", LLAMA_CHILD, path], capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, f"exit {child.returncode}\n{child.stdout}\n{child.stderr[-3000:]}"
+    assert "InputError: input 'input_ids' (#0) holds 500 at (0, 3), outside [0, 127]" in child.stdout, child.stdout
+    assert "relative error" in child.stdout
+    for text in ("c10::Error", "terminate called", "frame #"):
+        assert text not in child.stderr, child.stderr[-3000:]
+
+
+def _serve_twice(path):
+    """A serving replica (no Ray cluster: the class itself) answering a request with an id of 500, then a
+    valid one: (first response, second response)."""
+    import asyncio
+
+    pytest.importorskip("ray")
+    from safetensors.torch import save
+
+    from aotcuda.serving.deployment import ProgramReplica
+
+    replica = ProgramReplica(path)
+    ids = torch.randint(0, VOCAB, (2, 8))
+    bad = ids.clone()
+    bad[0, 1] = 500
+    return asyncio.run(replica._predict(save({"ids": bad}))), asyncio.run(replica._predict(save({"ids": ids})))
+
+
+def test_serving_answers_400_with_the_input_error_and_the_replica_lives(embed_norm_pt2):
+    refused, answered = _serve_twice(embed_norm_pt2)
+    assert refused.status_code == 400 and refused.headers["x-aotcuda-error"] == "InputError"
+    assert b"holds 500 at (0, 1), outside [0, 127]" in refused.body
+    assert answered.status_code == 200
