@@ -246,7 +246,22 @@ def _serve_twice(path):
     ids = torch.randint(0, VOCAB, (2, 8))
     bad = ids.clone()
     bad[0, 1] = 500
-    return asyncio.run(replica._predict(save({"ids": bad}))), asyncio.run(replica._predict(save({"ids": ids})))
+    return (asyncio.run(replica._predict(_post(save({"ids": bad})))),
+            asyncio.run(replica._predict(_post(save({"ids": ids})))))
+
+
+def _post(body: bytes):
+    """A POST /predict request as the replica receives it from Ray Serve's proxy (an ASGI request)."""
+    from starlette.requests import Request
+
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    scope = {"type": "http", "method": "POST", "path": "/predict", "query_string": b"",
+             "headers": [(b"content-length", str(len(body)).encode())]}
+    return Request(scope, receive)
 
 
 def test_serving_answers_400_with_the_input_error_and_the_replica_lives(embed_norm_pt2):
