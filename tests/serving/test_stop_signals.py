@@ -53,3 +53,23 @@ def test_shutdown_is_idempotent(recorded):
     server.shutdown(drain=False)
     server.shutdown()
     assert recorded == ["ray.shutdown"]
+
+
+def test_a_start_that_fails_before_serve_runs_stops_ray_and_keeps_its_own_error(monkeypatch):
+    """Found on the H200: more replicas than GPUs is refused before serve.start, and the clean-up's
+    serve.delete then raised "There is no Serve instance running" in place of the ServingConfigError."""
+    import ray
+    from ray import serve
+    from ray.serve.exceptions import RayServeException
+
+    from aotcuda.serving.server import Server
+
+    stopped = []
+
+    def no_serve_instance(name):
+        raise RayServeException("There is no Serve instance running on this Ray cluster.")
+
+    monkeypatch.setattr(serve, "delete", no_serve_instance)
+    monkeypatch.setattr(ray, "shutdown", lambda: stopped.append(True))
+    Server("", started_ray=True).shutdown()
+    assert stopped == [True]

@@ -204,11 +204,15 @@ class Server:
         self._stopped = True
         import ray
         from ray import serve
+        from ray.serve.exceptions import RayServeException
 
         try:
             if drain or not self._started_ray:
                 for name in (HEALTH_APP_NAME, APP_NAME):
-                    serve.delete(name)
+                    try:
+                        serve.delete(name)
+                    except RayServeException:  # no Serve instance: start-up failed before serve.start
+                        break
         finally:
             if self._started_ray:
                 ray.shutdown()
