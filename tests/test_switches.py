@@ -68,3 +68,8 @@ def test_the_cli_debug_switch_off_is_off(monkeypatch):
     assert not _debugging()
     monkeypatch.setenv("AOTCUDA_DEBUG", "1")
     assert _debugging()
+
+
+def test_the_docs_table_is_generated_from_the_switches():
+    usage = (SOURCE.parents[1] / "docs" / "usage.md").read_text()
+    assert switches.markdown_table() in usage, "regenerate docs/usage.md's table: aotcuda.switches.markdown_table()"

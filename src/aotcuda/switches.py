@@ -1,7 +1,8 @@
 """Every AOTCUDA_* environment variable, in one table, and the one place that reads them.
 
 A switch is read where it takes effect (``flag(name)`` / ``number(name)``), never by ``os.environ`` elsewhere:
-the table below is then the complete list, docs/usage.md's list is generated from it, and a value that is
+the table below is then the complete list, docs/usage.md's table is generated from it (``markdown_table``,
+checked by tests/test_switches.py), and a value that is
 not one of the switch's spellings is an error that names the variable and what it takes, instead of a
 silent default (``AOTCUDA_DEBUG=0`` used to turn debugging on).
 
@@ -93,3 +94,15 @@ def number(name: str) -> int | float:
         raise ValueError(f"{name}={text!r} is not a number of at least 0; set it to a number (0: no limit), "
                          f"or unset it for the default ({switch.default})")
     return value
+
+
+def markdown_table() -> str:
+    """The table of docs/usage.md, "Environment switches": one row per switch."""
+    def shown(value) -> str:
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    rows = ["| variable | default | what it changes | read |", "|---|---|---|---|"]
+    rows += [f"| `{s.name}` | {shown(s.default)} | {s.what} | {s.read} |" for s in SWITCHES.values()]
+    return "\n".join(rows)
