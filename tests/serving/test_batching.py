@@ -107,3 +107,40 @@ def test_encode_writes_outputs_in_slots_that_share_storage():
     assert sorted(decoded) == ["output_0", "output_1", "output_2", "output_3"]
     for index, expected in enumerate(outputs):
         assert torch.equal(decoded[f"output_{index}"], expected)
+
+
+def _header_only(header: dict) -> bytes:
+    import json
+    import struct
+
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text
+
+
+def test_a_body_of_many_names_is_refused_from_its_header_alone_and_briefly():
+    """Found by a breaker: a 56 MiB body of 1,000,000 zero-size tensors held a replica's event loop 25 s
+    (every tensor built before the names were checked) and the 400 echoed every name (10 MiB)."""
+    import time
+
+    def body_of(count: int) -> bytes:
+        names = {f"n{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(count)}
+        return _header_only({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, **names}) + b"\0" * 4
+
+    for count, says in ((10_000, r"unknown input\(s\) 'n0', 'n1', 'n2', 'n3', 'n4' and 9995 more"),
+                        (1_000_000, r"its header claims \d+ bytes; a header of this program's inputs is at most")):
+        body = body_of(count)
+        started = time.perf_counter()
+        with pytest.raises(RequestError, match=says) as caught:
+            decode_inputs(body, ["x"], max_bytes=1 << 30)
+        assert time.perf_counter() - started < 2.0 and len(str(caught.value)) < 500
+
+
+@pytest.mark.parametrize("body, says", [
+    (b"\x01\x02", "shorter than its 8-byte header length"),
+    ((1 << 40).to_bytes(8, "little") + b"{}", "its header claims"),
+    ((2).to_bytes(8, "little") + b"[]", "not a JSON object"),
+    ((4000).to_bytes(8, "little") + b"[" * 2000 + b"]" * 2000, "nests deeper"),
+])
+def test_a_body_that_is_not_a_safetensors_file_is_refused_before_it_is_parsed(body, says):
+    with pytest.raises(RequestError, match=says):
+        decode_inputs(body, ["x"], max_bytes=1 << 20)

@@ -13,10 +13,13 @@ rather than failing on every request.
 from __future__ import annotations
 
 import asyncio
+import json
+import struct
 
 import torch
 
 from aotcuda.errors import InputError
+from aotcuda.package_format import json_depth
 
 __all__ = ["RequestError", "SlowBodyError", "decode_inputs", "encode_outputs", "read_body", "unsupported_dtypes"]
 
@@ -87,18 +90,53 @@ def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.T
     """
     if len(body) > max_bytes:
         raise _too_large(len(body), max_bytes, "has")
+    _check_header_names(body, names)  # before a tensor is built: a million names cost the header's parse only
     try:
         tensors = _safetensors().load(body)
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types, all meaning "not a file"
-        raise RequestError(f"the request body is not a safetensors file ({exc}); send the inputs as "
+        raise RequestError(f"the request body is not a safetensors file ({_shown(str(exc))}); send the inputs as "
                            "safetensors.torch.save({name: tensor, ...})") from None
-    missing = [name for name in names if name not in tensors]
-    unknown = sorted(set(tensors) - set(names))
-    if missing or unknown:
-        parts = ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else []) + (
-            [f"unknown input(s) {', '.join(map(repr, unknown))}"] if unknown else [])
-        raise RequestError(f"{'; '.join(parts)}: the program takes {', '.join(map(repr, names))}")
     return [tensors[name] for name in names]
+
+
+# A safetensors header of the program's inputs is a few hundred bytes; one of this size holds no more.
+MAX_HEADER_BYTES = 1 << 20
+_NOT_A_FILE = ("the request body is not a safetensors file ({}); send the inputs as "
+               "safetensors.torch.save({{name: tensor, ...}})")
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def _check_header_names(body: bytes, names: list[str]) -> None:
+    """RequestError unless the body's safetensors header names exactly the program's inputs (read from the
+    header alone: 8 bytes of length, then JSON, bounded in size and depth before it is parsed)."""
+    if len(body) < 8:
+        raise RequestError(_NOT_A_FILE.format("shorter than its 8-byte header length"))
+    (size,) = struct.unpack("<Q", body[:8])
+    if size > min(MAX_HEADER_BYTES, len(body) - 8):
+        raise RequestError(_NOT_A_FILE.format(f"its header claims {size} bytes; a header of this program's "
+                                              f"inputs is at most {MAX_HEADER_BYTES}"))
+    header = body[8:8 + size]
+    try:
+        if json_depth(header, stop=4) > 3:  # {name: {"shape": [...]}}: three levels
+            raise ValueError("its header nests deeper than a safetensors header")
+        entries = json.loads(header)
+        if not isinstance(entries, dict):
+            raise ValueError("its header is not a JSON object")
+    except (ValueError, RecursionError) as exc:
+        raise RequestError(_NOT_A_FILE.format(_shown(str(exc)))) from None
+    given = [name for name in entries if name != "__metadata__"]
+    missing = [name for name in names if name not in entries]
+    unknown = [name for name in given if name not in names]
+    if missing or unknown:
+        shown_unknown = ", ".join(repr(_shown(name, 40)) for name in unknown[:5])
+        if len(unknown) > 5:
+            shown_unknown += f" and {len(unknown) - 5} more"
+        parts = ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else []) + (
+            [f"unknown input(s) {shown_unknown}"] if unknown else [])
+        raise RequestError(f"{'; '.join(parts)}: the program takes {', '.join(map(repr, names))}")
 
 
 def encode_outputs(outputs: list[torch.Tensor]) -> bytes:

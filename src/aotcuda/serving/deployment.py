@@ -102,7 +102,8 @@ class ProgramReplica:
     async def _predict(self, request: Request) -> Response:
         self.counters["requests"] += 1
         try:
-            inputs = self.checked_inputs(await read_body(request, self.max_request_bytes, self.body_timeout_s))
+            body = await read_body(request, self.max_request_bytes, self.body_timeout_s)
+            inputs = await asyncio.to_thread(self.checked_inputs, body)  # decoding never blocks the event loop
         except InputError as error:
             self.counters["rejected"] += 1
             return PlainTextResponse(str(error), status_code=408 if isinstance(error, SlowBodyError) else 400,
