@@ -110,3 +110,29 @@ def test_a_refused_connection_is_retried_then_reported_as_retriable():
     with pytest.raises(serving.ServingError, match="could not connect") as caught:
         client.predict({"x": torch.zeros(2)})
     assert caught.value.retriable and caught.value.status is None and time.monotonic() - started < 10
+
+
+def trickle(handler):     # an answer sent a byte at a time: each read is quick, the whole never ends in time
+    handler.send_response(200)
+    handler.send_header("Content-Length", "40")
+    handler.end_headers()
+    for _ in range(40):
+        handler.wfile.write(b"x")
+        handler.wfile.flush()
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("stand_in", [[trickle]], indirect=True)
+def test_timeout_bounds_the_whole_attempt_not_each_read(stand_in):
+    """Found by a breaker: a 20-byte answer at a byte a second held Client(timeout_s=2) for 20 s."""
+    started = time.perf_counter()
+    with pytest.raises(serving.ServingError, match=r"no complete answer within 0.5 s \(timeout_s\)"):
+        client_of(stand_in, timeout_s=0.5).predict({"x": torch.zeros(2)})
+    assert time.perf_counter() - started < 2.0 and stand_in.received == 1
+
+
+@pytest.mark.parametrize("stand_in", [[answer(200, b"not safetensors")], [answer(200, b"x" * 5000)]], indirect=True)
+def test_an_answer_that_is_not_outputs_or_too_long_is_a_serving_error(stand_in):
+    with pytest.raises(serving.ServingError, match="not a safetensors file|longer than|declares"):
+        client_of(stand_in, max_response_bytes=4096).predict({"x": torch.zeros(2)})
+    assert stand_in.received == 1

@@ -16,6 +16,8 @@ and resending one that is still running doubles the load), and every answer a re
 from __future__ import annotations
 
 import http.client
+import socket
+import threading
 import time
 import urllib.parse
 
@@ -47,12 +49,14 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class Client:
-    """POST /predict with safetensors bodies. ``timeout_s`` bounds each attempt (seconds)."""
+    """POST /predict with safetensors bodies. ``timeout_s`` bounds each attempt as a whole (seconds, from the
+    connection to the last byte of the answer, however slowly it arrives); ``max_response_bytes`` bounds an
+    answer's size."""
 
     def __init__(self, url: str, *, timeout_s: float = 60.0, retries: int = 3, backoff_s: float = 0.5,
-                 max_retry_after_s: float = 30.0):
+                 max_retry_after_s: float = 30.0, max_response_bytes: int = 1 << 30):
         self.url, self.timeout_s, self.retries, self.backoff_s = url.rstrip("/"), timeout_s, retries, backoff_s
-        self.max_retry_after_s = max_retry_after_s
+        self.max_retry_after_s, self.max_response_bytes = max_retry_after_s, max_response_bytes
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"url must be http://HOST[:PORT], got {url!r}")
@@ -72,8 +76,13 @@ class Client:
                 wait = error.retry_after_s if error.retry_after_s is not None else self.backoff_s * (attempt + 1)
                 time.sleep(min(wait, self.max_retry_after_s))
                 continue
-            outputs = safetensors_torch.load(answer)
-            return [outputs[f"output_{i}"] for i in range(len(outputs))]
+            try:
+                outputs = safetensors_torch.load(answer)
+                return [outputs[f"output_{i}"] for i in range(len(outputs))]
+            except Exception as error:  # noqa: BLE001 - safetensors' own error types, or a missing output_<i>
+                raise ServingError(200, f"the answer is not a safetensors file of output_0, output_1, ... "
+                                   f"({type(error).__name__}: {str(error)[:200]}); not resent: the server ran it",
+                                   retriable=False) from None
         raise AssertionError("unreachable")
 
     def post(self, body: bytes) -> bytes:
@@ -85,14 +94,24 @@ class Client:
                 connection.connect()
             except OSError as error:  # refused, unreachable, connect timeout: nothing was sent
                 raise ServingError(None, f"could not connect to {self.url}: {error}", retriable=True) from None
+            # The socket's timeout bounds each read, not the attempt: a server trickling its answer a byte a
+            # second would hold the call for ever. The watchdog closes the socket at the attempt's deadline.
+            expired = threading.Event()
+            watchdog = threading.Timer(self.timeout_s, _cut, (connection.sock, expired))
+            watchdog.start()
             try:
                 connection.request("POST", self._path, body=body, headers={"Content-Type": "application/octet-stream"})
                 response = connection.getresponse()
-                answer = response.read()
+                answer = self._read(response)
+                if expired.is_set():  # the cut socket reads as the end of the answer: it is not complete
+                    raise TimeoutError("the attempt's deadline passed")
             except (OSError, http.client.HTTPException) as error:
-                raise ServingError(None, f"no answer from {self.url} after the request was sent ({type(error).__name__}: "
-                                   f"{error}); not resent: the server may have run it, or may still run it",
-                                   retriable=False) from None
+                why = (f"no complete answer within {self.timeout_s:g} s (timeout_s)" if expired.is_set()
+                       else f"no answer ({type(error).__name__}: {error})")
+                raise ServingError(None, f"{why} from {self.url} after the request was sent; not resent: the server "
+                                   "may have run it, or may still run it", retriable=False) from None
+            finally:
+                watchdog.cancel()
         finally:
             connection.close()
         if response.status == 200:
@@ -105,3 +124,27 @@ class Client:
             text = (f"{text.strip() or response.reason} (from Ray's proxy, not the program: the replica that held "
                     "the request may have died on it; not resent)")
         raise ServingError(response.status, text, retriable=False)
+
+    def _read(self, response) -> bytes:
+        """The answer's body, refused past ``max_response_bytes``."""
+        declared = response.getheader("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_response_bytes:
+            raise ServingError(response.status, f"the answer declares {declared} bytes, more than max_response_bytes "
+                               f"({self.max_response_bytes})", retriable=False)
+        chunks, size = [], 0
+        while chunk := response.read(1 << 16):
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise ServingError(response.status, f"the answer is longer than max_response_bytes "
+                                   f"({self.max_response_bytes})", retriable=False)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _cut(sock, expired: threading.Event) -> None:
+    """End a connection's reads at once (the attempt's deadline passed)."""
+    expired.set()
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
