@@ -226,7 +226,7 @@ def test_a_tiny_llama_records_the_vocabulary_of_its_token_ids():
     """LlamaForCausalLM (transformers, vocabulary 128): input_ids reach the embedding, nothing else indexes."""
     pytest.importorskip("transformers")
     from aotcuda.lowering.index_ranges import exported_index_ranges
-    from aotcuda.models.library.transformers_models import LLAMA_VOCAB, build_llama_causal_lm
+    from tests.models.library.transformers_models import LLAMA_VOCAB, build_llama_causal_lm
 
     torch.manual_seed(0)
     model, args, dims = build_llama_causal_lm()

@@ -350,7 +350,7 @@ def test_an_error_after_the_passes_carries_their_results(tmp_path, monkeypatch):
     """Without a compile: the compile step fails on purpose; the error says what the passes did."""
     import aotcuda.lowering.pipeline
 
-    def failing_compile(ep, path, configs):
+    def failing_compile(ep, path, configs, *more):
         raise RuntimeError("compile failed on purpose")
 
     monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", failing_compile)

@@ -111,7 +111,7 @@ def test_lower_hands_the_compiler_a_program_that_matches_eager(monkeypatch, tmp_
     """lower()'s own steps up to the compile: the program it would compile returns what eager does."""
     seen = {}
 
-    def compile_stops(ep, path, configs):
+    def compile_stops(ep, path, configs, *more):
         seen["ep"] = ep
         raise _Compiled
 

@@ -193,7 +193,7 @@ def test_on_cuda_no_device_side_assert_and_the_next_call_works(tmp_path, cuda_gr
 
 LLAMA_CHILD = textwrap.dedent("""
     import sys, torch, aotcuda
-    from aotcuda.models.library.transformers_models import build_llama_causal_lm
+    from tests.models.library.transformers_models import build_llama_causal_lm
     program = aotcuda.load(sys.argv[1])
     ids = torch.randint(0, 128, (2, 12))
     bad = ids.clone()
@@ -218,7 +218,7 @@ LLAMA_CHILD = textwrap.dedent("""
 def test_a_tiny_llama_refuses_a_token_id_of_500(tmp_path):
     """The issue's own case: a tiny LlamaForCausalLM package called with a token id of 500 (vocabulary 128)."""
     pytest.importorskip("transformers")
-    from aotcuda.models.library.transformers_models import build_llama_causal_lm
+    from tests.models.library.transformers_models import build_llama_causal_lm
 
     torch.manual_seed(0)
     model, args, dims = build_llama_causal_lm()
