@@ -546,7 +546,6 @@ def _unchecked(name: str, node: torch.fx.Node, use: IndexUse, through: torch.fx.
     return f"input {name!r} reaches {op(node)} ({use.what}){passes}{why}: its values are not checked before the call"
 
 
-
 def input_size_symbols(ep) -> set[str]:
     """The shape symbols of the user inputs' sizes, which a call's sizes give values to."""
     symbols = set()
