@@ -496,6 +496,11 @@ def inspect(package):
         user_signature, _ = split_signature(signature, package)  # complex tensors as the caller sees them
         for kind in ("inputs", "outputs"):
             console.print(_signature_table(kind, user_signature[kind], signature.get("dim_names"), signature[kind]))
+        for spec in signature.get("inputs") or []:  # one line per input whose index values go unchecked
+            lines = spec.get("index_unchecked") if isinstance(spec, dict) else None
+            if isinstance(lines, list) and lines:
+                console.print(f"index values not checked: {shown('; '.join(str(line) for line in lines))}",
+                              highlight=False, soft_wrap=True)
         constants = _constant_inputs_line(signature)
         if constants:
             console.print(constants, highlight=False, soft_wrap=True)  # one line to grep, as the kernel lines

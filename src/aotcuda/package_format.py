@@ -40,6 +40,12 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                                     # input may hold where it reaches an index (one entry
                                                     # per indexing op it reaches); the runtime checks them
                                                     # before the call (runtime/index_ranges.py)
+                  "index_unchecked": ["input 'a' reaches aten.embedding at model.py:12 (128 rows of ...)
+                                      through aten.mul at model.py:11: its values are not checked ..."],
+                                                    # inputs (optional; version 2, older readers ignore it):
+                                                    # where the input reaches an index through an op the
+                                                    # lowering cannot bound exactly: no check before the
+                                                    # call; shown by `aotcuda inspect`, Program.index_unchecked
                   "complex": null}                  # or "complex64" (complex32, complex128): the caller's
                                                     # complex dtype of a tensor the package takes/returns
                                                     # as its real pair (ReplaceComplexWithRealPass); dtype,

@@ -65,10 +65,23 @@ CASES = {
     "i + a constant, broadcast": (lambda x, i: x[:, i.view(2, 1) + torch.tensor([0, 2])], torch.tensor([1, 2])),
     "i through a slice": (lambda x, i: x[i[:1]], torch.tensor([1, 1])),
     "used twice": (lambda x, i: (x[i], F.embedding(i, W[:3])), torch.tensor([1])),
+    "cat([i, i - 1])": (lambda x, i: F.embedding(torch.cat([i, i - 1]), W), torch.tensor([1])),
+    "stack([i, -i])": (lambda x, i: x[torch.stack([i, -i])], torch.tensor([1])),
+    "flip": (lambda x, i: x[i.flip(0)], torch.tensor([1, 2])),
+    "roll": (lambda x, i: x[:, i.roll(1)], torch.tensor([1, 2])),
+    "sort values": (lambda x, i: F.embedding(i.sort().values, W), torch.tensor([2, 1])),
+    "topk values": (lambda x, i: x[i.topk(1).values], torch.tensor([2, 1])),
+    "clamp(min=0)": (lambda x, i: F.embedding(i.clamp(min=0), W), torch.tensor([1])),
+    "clamp(max=2)": (lambda x, i: x[:, i.clamp(max=2)], torch.tensor([1])),
+    "clamp(-2, 9)": (lambda x, i: F.embedding(i.clamp(-2, 9), W), torch.tensor([1])),
+    "abs": (lambda x, i: F.embedding(i.abs(), W), torch.tensor([-2])),
+    "abs, negative allowed": (lambda x, i: x[i.abs()], torch.tensor([-2])),
+    "i + i": (lambda x, i: x[:, i + i], torch.tensor([1])),
+    "repeat": (lambda x, i: x[i.repeat(2)], torch.tensor([1])),
 }
 
 # An index read through a slice is checked over the whole input (documented): iff holds only for the part read.
-CHECKED_WHOLE = {"i through a slice"}
+CHECKED_WHOLE = {"i through a slice", "topk values"}
 
 # Ops of the table that no case reaches, and why: export functionalizes in-place ops (index_put_ becomes
 # index_put); _unsafe_index(_put) and _index_put_impl_ come from decompositions with computed indices;
@@ -237,3 +250,14 @@ def test_a_tiny_llama_records_the_vocabulary_of_its_token_ids():
     assert (entry["min"], entry["max"]) == (0, LLAMA_VOCAB - 1)
     assert entry["reason"].startswith(f"aten::embedding over {LLAMA_VOCAB} rows of p_model_embed_tokens_weight")
     assert "modeling_llama.py" in entry["reason"]
+
+
+@pytest.mark.parametrize("function", [lambda x, i: F.embedding(i * i, W), lambda x, i: F.embedding((i + 0.5).long(), W),
+                                      lambda x, i: x[i.abs() + 1]])
+def test_an_index_the_flow_cannot_bound_warns_and_is_recorded(function):
+    ep = _exported(function, torch.tensor([1]))
+    with pytest.warns(UserWarning, match="input 'i' reaches aten.* through .*not checked before the call"):
+        signature = signature_from_exported_program(ep)
+    (line,) = signature["inputs"][0]["index_unchecked"]
+    assert line.startswith("input 'i' reaches aten.") and "test_index_ranges.py:" in line
+    assert TensorSpec.from_json(signature["inputs"][0]).name == "i"  # old readers ignore the field

@@ -14,7 +14,14 @@ Two tables say it all:
 - the value flow (``_flow``): ops through which an index keeps its input's values, up to ``scale * x +
   offset`` with a bounded offset: views, reshapes, expand, clone, integer casts, slices (a subset of the
   values), adding or subtracting a constant, a SymInt or a bounded tensor (``input_pos + arange(seq)``),
-  negation, a product by an integer constant.
+  negation, a product by an integer constant, ``x + x``; concatenation (each input of ``cat`` keeps its
+  own flow), flip, roll, sort's values (a permutation), topk/max/min/kthvalue values (a subset); and, only
+  just before the index (through views and subsets), ``clamp`` and ``abs``, whose preimage of eager's range
+  is one interval (``abs`` only where eager's range holds 0).
+
+Never silent: an input whose values reach an index through an op the flow does not follow (or follows
+inexactly) gets no range, a UserWarning at lowering, and an ``index_unchecked`` line in the signature
+(``unchecked_inputs``): its values are not checked before the call.
 
 A range is recorded only where it is exact: a value is accepted iff eager accepts it, except that an index
 read through a slice or select is checked over the whole input. Where an input meets a bounded tensor
@@ -27,8 +34,9 @@ symbols, written as the signature writes sizes, and evaluated at each call from 
 
 from __future__ import annotations
 
+import operator
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy
 import torch
@@ -196,6 +204,13 @@ class Flow:
     high: sympy.Expr
     exact: bool = True
     whole: bool = True
+    clamp: tuple | None = None  # value = clamp(scale * x + c, *clamp) (min, max; None: that side open)
+    abs: bool = False  # value = |scale * x + c|
+    inexact_at: torch.fx.Node | None = None  # the node where exactness was lost
+
+
+def _folded(flow: Flow) -> bool:
+    return flow.clamp is not None or flow.abs
 
 
 _SAME_VALUES = {aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, aten.squeeze, aten.expand,
@@ -203,9 +218,15 @@ _SAME_VALUES = {aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, aten
                 aten.detach, aten.lift_fresh_copy, aten.flatten, aten.view_copy, aten.unsqueeze_copy,
                 aten.squeeze_copy, aten.permute_copy, aten.transpose_copy, aten.t_copy, aten.alias_copy,
                 aten.repeat, aten._to_copy, aten.to, aten.type_as, aten.movedim, aten.unflatten,
-                torch.ops.prims.convert_element_type}
+                torch.ops.prims.convert_element_type, aten.flip, aten.roll, aten.msort, aten.tile,
+                aten.expand_as, aten.swapaxes, aten.swapdims, aten.rot90, aten.fliplr, aten.flipud}
 _SUBSET = {aten.slice, aten.select, aten.narrow, aten.slice_copy, aten.select_copy, aten.narrow_copy,
-           aten.diagonal, aten.unfold, aten.index, aten.index_select, aten.gather}
+           aten.diagonal, aten.unfold, aten.index, aten.index_select, aten.gather, aten.amax, aten.amin,
+           aten.take, aten.masked_select}
+_CAT = {aten.cat, aten.stack, aten.concat, aten.concatenate, aten.hstack, aten.vstack, aten.dstack}
+# ops returning (values, indices): getitem 0 is a permutation (sort) or a part of the input's values
+_VALUES_SAME, _VALUES_SUBSET = {aten.sort}, {aten.topk, aten.kthvalue, aten.max, aten.min, aten.median,
+                                              aten.mode, aten.cummax, aten.cummin}
 _ADD = {aten.add, aten.add_}
 _SUB = {aten.sub, aten.sub_}
 _RSUB = {aten.rsub}
@@ -231,12 +252,12 @@ def _constant(value) -> sympy.Expr | None:
     return sympy.sympify(_expr(value))
 
 
-def _operand(value, flows: dict) -> Flow | None:
-    """The flow of an op's operand: a node's, or a constant offset."""
+def _operand(value, flows: dict) -> tuple[Flow, ...] | None:
+    """The flows of an op's operand: a node's, or a constant offset."""
     if isinstance(value, torch.fx.Node):
         return flows.get(value)
     constant = _constant(value)
-    return None if constant is None else Flow(None, 0, constant, constant)
+    return None if constant is None else (Flow(None, 0, constant, constant),)
 
 
 def _shape(value) -> tuple:
@@ -255,22 +276,68 @@ def _broadcast_apart(a, b) -> bool:
     return all(size_a == 1 or size_b == 1 for size_a, size_b in zip(shape_a, shape_b))  # a symbol is not 1
 
 
-def _scaled(flow: Flow, factor: int) -> Flow:
+def _scaled(flow: Flow, factor: int) -> Flow | None:
+    if _folded(flow):
+        return None  # a clamp or abs is followed only just before the index
     low, high = flow.low * factor, flow.high * factor
     if factor < 0:
         low, high = high, low
-    return Flow(flow.input, flow.scale * factor, low, high, flow.exact, flow.whole)
+    return Flow(flow.input, flow.scale * factor, low, high, flow.exact, flow.whole, inexact_at=flow.inexact_at)
 
 
-def _sum(a, b, flows: dict, sign: int = 1) -> Flow | None:
-    """a + sign * b, when at most one of them depends on an input."""
-    flow_a, flow_b = _operand(a, flows), _operand(b, flows)
-    if flow_a is None or flow_b is None or (flow_a.input is not None and flow_b.input is not None):
+def _each(flows, change) -> tuple[Flow, ...] | None:
+    """``change`` applied to each flow (None if it fails for one)."""
+    if flows is None:
         return None
-    flow_b = _scaled(flow_b, sign)
-    input_flow = flow_a if flow_a.input is not None else flow_b
-    return Flow(input_flow.input, flow_a.scale + flow_b.scale, flow_a.low + flow_b.low, flow_a.high + flow_b.high,
-                flow_a.exact and flow_b.exact and _broadcast_apart(a, b), flow_a.whole and flow_b.whole)
+    changed = tuple(change(flow) for flow in flows)
+    return None if any(flow is None for flow in changed) else changed
+
+
+def _sum(a, b, flows: dict, sign: int = 1) -> tuple[Flow, ...] | None:
+    """a + sign * b, when at most one of each pair of their flows depends on an input (or ``x + x``)."""
+    if a is b and isinstance(a, torch.fx.Node) and 1 + sign != 0:
+        return _each(flows.get(a), lambda flow: _scaled(flow, 1 + sign))
+    flows_a, flows_b = _operand(a, flows), _operand(b, flows)
+    if flows_a is None or flows_b is None:
+        return None
+    found = []
+    for flow_a in flows_a:
+        for flow_b in flows_b:
+            flow_b = _scaled(flow_b, sign)
+            if flow_b is None or _folded(flow_a) or (flow_a.input is not None and flow_b.input is not None):
+                return None
+            input_flow = flow_a if flow_a.input is not None else flow_b
+            found.append(Flow(input_flow.input, flow_a.scale + flow_b.scale, flow_a.low + flow_b.low,
+                              flow_a.high + flow_b.high, flow_a.exact and flow_b.exact and _broadcast_apart(a, b),
+                              flow_a.whole and flow_b.whole, inexact_at=input_flow.inexact_at))
+    return tuple(found)
+
+
+def _union(flows: list[Flow]) -> tuple[Flow, ...]:
+    """The flows of a concatenation: one per (input, scale, clamp, abs), its offsets the union of theirs
+    (every value of the input meets each of them)."""
+    merged: dict = {}
+    for flow in flows:
+        key = (flow.input, flow.scale, flow.clamp, flow.abs)
+        known = merged.get(key)
+        merged[key] = flow if known is None else Flow(
+            flow.input, flow.scale, sympy.Min(known.low, flow.low), sympy.Max(known.high, flow.high),
+            known.exact and flow.exact, known.whole and flow.whole, flow.clamp, flow.abs,
+            known.inexact_at or flow.inexact_at)
+    return tuple(merged.values())
+
+
+def _clamped(flow: Flow, low, high) -> Flow | None:
+    """clamp(flow, low, high): followed for an input's flow of one offset only."""
+    if _folded(flow) or flow.input is None or flow.low != flow.high:
+        return None
+    return Flow(flow.input, flow.scale, flow.low, flow.high, flow.exact, flow.whole, (low, high))
+
+
+def _absolute(flow: Flow) -> Flow | None:
+    if _folded(flow) or flow.input is None or flow.low != flow.high:
+        return None
+    return Flow(flow.input, flow.scale, flow.low, flow.high, flow.exact, flow.whole, abs=True)
 
 
 def _arange(node: torch.fx.Node) -> Flow | None:
@@ -287,40 +354,55 @@ def _arange(node: torch.fx.Node) -> Flow | None:
     return Flow(None, 0, *((start, last) if step.is_nonnegative else (last, start)))
 
 
-def _flow(node: torch.fx.Node, flows: dict) -> Flow | None:
-    """The node's flow from its operands' (None: its values are not an input's, up to a bounded offset)."""
+def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
+    """The node's flows from its operands' (None: its values are not an input's, up to a bounded offset)."""
     packet = _packet(node)
+    args = node.args
+    if node.target is operator.getitem and isinstance(args[0], torch.fx.Node) and args[1] == 0:
+        # the values of sort, topk, max(dim), ...: the source's values, or a part of them
+        packet, args = _packet(args[0]), args[0].args
+        if packet not in _VALUES_SAME | _VALUES_SUBSET:
+            return None
+        packet = aten.clone if packet in _VALUES_SAME else aten.slice
     if packet is None or not _integer_tensor(node):
         return None
-    args = node.args
     if packet is aten.arange:
-        return _arange(node)
+        flow = _arange(node)
+        return None if flow is None else (flow,)
     if packet in (aten.scalar_tensor, aten.full) and _constant(args[-1]) is not None:
         value = _constant(args[-1])
-        return Flow(None, 0, value, value)
+        return (Flow(None, 0, value, value),)
+    if packet in _CAT:
+        parts = [flows.get(part) for part in _arg(node, 0, "tensors", ())]
+        return None if not parts or any(part is None for part in parts) else _union([f for p in parts for f in p])
     if packet in _SAME_VALUES or packet in _SUBSET:
         source = flows.get(args[0]) if args and isinstance(args[0], torch.fx.Node) else None
-        if source is None:
-            return None
-        if packet in _SAME_VALUES:
+        if source is None or packet in _SAME_VALUES:
             return source
         # A part of an input's values (checked over the whole input), or of a bounded value (whose range
         # may then be wider than the part's: not exact).
-        return Flow(source.input, source.scale, source.low, source.high, source.exact and source.input is not None,
-                    False)
+        return tuple(Flow(f.input, f.scale, f.low, f.high, f.exact and f.input is not None, False, f.clamp, f.abs,
+                          f.inexact_at) for f in source)
+    if packet is aten.clamp and isinstance(args[0], torch.fx.Node):
+        low, high = _arg(node, 1, "min"), _arg(node, 2, "max")
+        if any(bound is not None and _constant(bound) is None for bound in (low, high)):
+            return None
+        low, high = (None if bound is None else _constant(bound) for bound in (low, high))
+        return _each(flows.get(args[0]), lambda flow: _clamped(flow, low, high))
+    if packet is aten.abs:
+        return _each(flows.get(args[0]), _absolute)
     alpha = node.kwargs.get("alpha", 1)
     if packet in _ADD | _SUB | _RSUB and isinstance(alpha, int) and len(args) >= 2:
         if packet in _RSUB:
             return _sum(args[1], args[0], flows, -alpha)
         return _sum(args[0], args[1], flows, alpha if packet in _ADD else -alpha)
     if packet in _NEG:
-        source = flows.get(args[0])
-        return None if source is None else _scaled(source, -1)
+        return _each(flows.get(args[0]), lambda flow: _scaled(flow, -1))
     if packet in _MUL and len(args) == 2:
         for tensor, factor in ((args[0], args[1]), (args[1], args[0])):
             source = flows.get(tensor) if isinstance(tensor, torch.fx.Node) else None
             if source is not None and isinstance(factor, int) and not isinstance(factor, bool) and factor != 0:
-                return _scaled(source, factor)
+                return _each(source, lambda flow: _scaled(flow, factor))
     return None
 
 
@@ -336,54 +418,113 @@ def _constant_values(ep) -> dict[str, torch.Tensor]:
             and state[target].dtype != torch.bool}
 
 
-def _input_flows(ep, names: set[str]) -> dict:
+def _input_flows(ep, names: set[str]) -> tuple[dict, dict]:
+    """The flows of the nodes; and, by node, the user inputs whose values reach it unfollowed, each with
+    the node where the flow lost them (``unfollowed``)."""
     flows: dict = {}
+    unfollowed: dict = {}
     constants = _constant_values(ep)
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             if node.name in names and _integer_tensor(node):
-                flows[node] = Flow(node.name, 1, sympy.Integer(0), sympy.Integer(0))
+                flows[node] = (Flow(node.name, 1, sympy.Integer(0), sympy.Integer(0)),)
             elif node.name in constants:
                 low, high = (int(v) for v in constants[node.name].aminmax())
-                flows[node] = Flow(None, 0, sympy.Integer(low), sympy.Integer(high))
+                flows[node] = (Flow(None, 0, sympy.Integer(low), sympy.Integer(high)),)
         elif node.op == "call_function":
             try:
                 flow = _flow(node, flows)
             except Exception:  # noqa: BLE001 - an argument form the flow does not know: its values are unknown
                 flow = None
             if flow is not None:
-                flows[node] = flow
-    return flows
+                flows[node] = tuple(f if f.exact or f.inexact_at is not None or f.input is None
+                                    else replace(f, inexact_at=node) for f in flow)
+            if isinstance(node.meta.get("val"), (tuple, list)) and _packet(node) in _VALUES_SAME | _VALUES_SUBSET:
+                lost = {name: where for operand in node.all_input_nodes  # followed by getitem 0
+                        for name, where in unfollowed.get(operand, {}).items()}
+            elif _holds_tensors(node):
+                lost = _unfollowed(node, flows, unfollowed, names)
+            else:
+                lost = None
+            if lost:
+                unfollowed[node] = lost
+    return flows, unfollowed
+
+
+def _holds_tensors(node) -> bool:
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) or (isinstance(value, (tuple, list)) and
+                                               any(isinstance(v, torch.Tensor) for v in value))
+
+
+def _unfollowed(node, flows: dict, unfollowed: dict, names: set[str]) -> dict:
+    """{input: node where the flow stopped following it} for the inputs whose values reach ``node``."""
+    followed = {flow.input for flow in flows.get(node, ())}
+    lost = {}
+    for operand in node.all_input_nodes:
+        for name, where in unfollowed.get(operand, {}).items():
+            lost.setdefault(name, where)
+        reaching = {flow.input for flow in flows.get(operand, ()) if flow.input is not None}
+        if operand.op == "placeholder" and operand.name in names and _holds_tensors(operand):
+            reaching.add(operand.name)  # a float or bool input, which the flow never follows
+        for name in reaching - followed:
+            lost.setdefault(name, node)
+    return lost
 
 
 # --- the ranges ---------------------------------------------------------------------------------------
 
 
 def _input_range(flow: Flow, use: IndexUse) -> tuple | None:
-    """The range of the input's values that keeps ``scale * x + c`` in eager's range for every c."""
+    """The range of the input's values that keeps ``scale * x + c`` (clamped, or its absolute value) in
+    eager's range for every c (a side ±oo: open); None where it is not one interval this can write."""
     low = -use.size if use.negative else sympy.Integer(0)
     high = use.size - 1
+    try:
+        if flow.abs:
+            if not bool(low <= 0):
+                return None  # |y| >= low > 0: two intervals
+            low, high = -high, high
+        elif flow.clamp is not None:
+            low, high = _clamp_preimage(*flow.clamp, low, high)
+    except (TypeError, _Empty):  # a comparison of sizes that is not decided, or no value accepted
+        return None
     scale = flow.scale
     if scale == 1:
         return low - flow.low, high - flow.high
     if scale == -1:
         return flow.high - high, flow.low - low
     bounds = [low - flow.low, high - flow.high]
-    if not all(b.is_Integer for b in bounds):
+    if not all(b.is_Integer or b in (sympy.oo, -sympy.oo) for b in bounds):
         return None  # a symbolic bound over a scale: not written (the runtime evaluates plain expressions)
-    lower, upper = (int(b) for b in bounds)
-    if scale > 0:
-        return sympy.Integer(-(-lower // scale)), sympy.Integer(upper // scale)
-    return sympy.Integer(-(-upper // scale)), sympy.Integer(lower // scale)
+    lower, upper = bounds
+    if scale < 0:
+        lower, upper, scale = -upper, -lower, -scale
+    return (lower if not lower.is_Integer else sympy.Integer(-(-int(lower) // scale)),
+            upper if not upper.is_Integer else sympy.Integer(int(upper) // scale))
+
+
+class _Empty(Exception):
+    pass
+
+
+def _clamp_preimage(minimum, maximum, low, high) -> tuple:
+    """The y with clamp(y, minimum, maximum) = min(max(y, minimum), maximum) in [low, high] (clamp is
+    monotone: an interval; ±oo for an open side). Raises _Empty when no y is."""
+    least = -sympy.oo if minimum is None else (minimum if maximum is None else sympy.Min(minimum, maximum))
+    most = sympy.oo if maximum is None else maximum
+    if bool(least > high) or bool(most < low):
+        raise _Empty
+    return (-sympy.oo if bool(least >= low) else low), (sympy.oo if bool(most <= high) else high)
 
 
 def _bound(expr: sympy.Expr, symbols: set[str]):
     """A bound as the signature writes it: an int, {"expr": "s27 - 1"}, or None when a symbol in it is
-    not an input size (an unbacked symbol): that side is then not checked."""
+    not an input size (an unbacked symbol) or it is infinite: that side is then not checked."""
     expr = sympy.expand(expr)
     if expr.is_Integer:
         return int(expr)
-    if not {str(s) for s in expr.free_symbols} <= symbols:
+    if expr.has(sympy.oo, -sympy.oo) or not {str(s) for s in expr.free_symbols} <= symbols:
         return None
     return {"expr": str(expr)}
 
@@ -393,6 +534,16 @@ def _reason(node: torch.fx.Node, use: IndexUse, flow: Flow) -> str:
     where = relative_source_line(node)
     through = "" if flow.whole else " (read through a slice: the whole input is checked)"
     return f"{op} over {use.what}{through}" + (f", at {where}" if where else "")
+
+
+def _unchecked(name: str, node: torch.fx.Node, use: IndexUse, through: torch.fx.Node | None, why: str = "") -> str:
+    """One ``index_unchecked`` line: the input, the op it passes through, the indexing op, with source lines."""
+    def op(n):
+        packet = _packet(n)
+        where = (relative_source_line(n) or "").split(": ")[0]
+        return (str(packet) if packet is not None else str(n.target)) + (f" at {where}" if where else "")
+    passes = f" through {op(through)}" if through is not None else ""
+    return f"input {name!r} reaches {op(node)} ({use.what}){passes}{why}: its values are not checked before the call"
 
 
 def input_size_symbols(ep) -> set[str]:
@@ -407,27 +558,61 @@ def input_size_symbols(ep) -> set[str]:
     return symbols
 
 
-def index_ranges(ep, input_names) -> dict[str, list[dict]]:
+def index_ranges(ep, input_names, unchecked: dict | None = None) -> dict[str, list[dict]]:
     """{user input name: [{"min": Bound, "max": Bound, "reason": str}, ...]}: for every integer input that
     reaches an index of the INDEXING table through the value flow, exactly (see the module docstring),
-    the range eager accepts there. Bound: an int, {"expr": ...} of input size symbols, or None (unchecked)."""
-    flows = _input_flows(ep, set(input_names))
+    the range eager accepts there. Bound: an int, {"expr": ...} of input size symbols, or None (unchecked).
+
+    ``unchecked`` (a dict, filled when given): {user input name: [line, ...]} for the inputs whose values
+    reach an index where no exact range is derived (``_unchecked``'s lines; ``unchecked_inputs`` warns)."""
+    flows, unfollowed = _input_flows(ep, set(input_names))
     symbols = input_size_symbols(ep)
     ranges: dict[str, list[dict]] = {}
+    lines = unchecked if unchecked is not None else {}
     for node in ep.graph.nodes:
         rule = INDEXING.get(_packet(node)) if node.op == "call_function" else None
         for use in _uses(rule, node):
-            flow = flows.get(use.index)
-            if flow is None or flow.input is None or not flow.exact:
-                continue
-            bounds = _input_range(flow, use)
-            if bounds is None:
-                continue
-            entry = {"min": _bound(bounds[0], symbols), "max": _bound(bounds[1], symbols),
-                     "reason": _reason(node, use, flow)}
-            if entry["min"] is not None or entry["max"] is not None:
-                _add_range(ranges.setdefault(flow.input, []), entry)
+            for name, through in unfollowed.get(use.index, {}).items():
+                _add_line(lines, name, _unchecked(name, node, use, through))
+            for flow in flows.get(use.index, ()):
+                if flow.input is None:
+                    continue
+                if not flow.exact:
+                    _add_line(lines, flow.input, _unchecked(flow.input, node, use, flow.inexact_at,
+                                                            " (its elements meet different offsets)"))
+                    continue
+                bounds = _input_range(flow, use)
+                if bounds is None:
+                    _add_line(lines, flow.input, _unchecked(flow.input, node, use, None,
+                                                            " (its range there is not one interval of sizes)"))
+                    continue
+                entry = {"min": _bound(bounds[0], symbols), "max": _bound(bounds[1], symbols),
+                         "reason": _reason(node, use, flow)}
+                if entry["min"] is not None or entry["max"] is not None:
+                    _add_range(ranges.setdefault(flow.input, []), entry)
     return ranges
+
+
+def _add_line(lines: dict, name: str, line: str) -> None:
+    if line not in lines.setdefault(name, []):
+        lines[name].append(line)
+
+
+def unchecked_inputs(found: dict, ranges: dict, more: dict | None = None, more_ranges: dict | None = None) -> dict:
+    """The ``index_unchecked`` lines of the signature, with a UserWarning each: ``more`` (those of the
+    exported program, the user's own ops) first; ``found`` (the decomposed program's) only for inputs the
+    exported program neither bounds nor leaves unchecked (when ``more_ranges`` is given)."""
+    lines: dict = {name: list(entries) for name, entries in (more or {}).items()}
+    for name, entries in found.items():
+        if more_ranges is not None and (name in lines or name in more_ranges):
+            continue
+        for line in entries:
+            _add_line(lines, name, line)
+    for entries in lines.values():
+        for line in entries:
+            warnings.warn(f"aotcuda: {line}; an out-of-range value ends the process (CPU) or breaks the CUDA "
+                          "context", UserWarning, stacklevel=2)
+    return lines
 
 
 def _uses(rule, node) -> list[IndexUse]:
@@ -449,11 +634,11 @@ def _add_range(entries: list[dict], entry: dict) -> None:
         entries.append(entry)
 
 
-def exported_index_ranges(ep) -> dict[str, list[dict]]:
+def exported_index_ranges(ep, unchecked: dict | None = None) -> dict[str, list[dict]]:
     """``index_ranges`` of every user input of ``ep`` (lower() reads them from the exported program)."""
     from aotcuda.passes.complex_to_real.boundary import user_input_names
 
-    return index_ranges(ep, [name for name in user_input_names(ep.graph_signature) if name is not None])
+    return index_ranges(ep, [name for name in user_input_names(ep.graph_signature) if name is not None], unchecked)
 
 
 def merge_ranges(*found: dict[str, list[dict]]) -> dict[str, list[dict]]:

@@ -160,7 +160,8 @@ def lower(
         ep = export_program(model, args, kwargs, dynamic_shapes)
         _make_outputs_serializable(ep)
         convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
-        exported_ranges = exported_index_ranges(ep)  # eager's ops, before decompositions rewrite one_hot
+        exported_unchecked: dict = {}
+        exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
     with step("decompose"), torch_fixes.applied("decompose"):
         ep = ep.run_decompositions(decomposition_table())
     with step("passes"), torch_fixes.applied("passes"):
@@ -172,7 +173,8 @@ def lower(
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
         with step("compile"), torch_fixes.applied("compile"):
-            _compile(ep, building, {**profile.inductor_configs, **(inductor_configs or {})}, exported_ranges)
+            _compile(ep, building, {**profile.inductor_configs, **(inductor_configs or {})}, exported_ranges,
+                     exported_unchecked)
         with step("check"):
             missing, library = split_allowed(find_fallback_kernels(building, ep), profile.allowed_kernels)
             if missing and not allow_fallbacks:
@@ -301,9 +303,11 @@ def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:
             if isinstance(state.get(name), torch.Tensor) and state[name].numel() == 1]
 
 
-def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any], more_index_ranges: dict) -> None:
+def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any], more_index_ranges: dict,
+             more_unchecked: dict | None = None) -> None:
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
     with torch.no_grad():  # torch-version fixes: entered around the step (torch_fixes.applied("compile"))
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
-    write_signature(path, signature_from_exported_program(ep, more_index_ranges=more_index_ranges))
+    write_signature(path, signature_from_exported_program(ep, more_index_ranges=more_index_ranges,
+                                                          more_unchecked=more_unchecked))

@@ -14,7 +14,7 @@ import torch
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import bound_sympy
 
-from aotcuda.lowering.index_ranges import index_ranges, merge_ranges
+from aotcuda.lowering.index_ranges import index_ranges, merge_ranges, unchecked_inputs
 from aotcuda.package_format import SIGNATURE_FORMAT, SIGNATURE_VERSION
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 from aotcuda.runtime.keywords import leaf_names, output_leaf_names
@@ -73,7 +73,8 @@ def mutated_user_inputs(ep) -> set[str]:
     return written
 
 
-def signature_from_exported_program(ep, device: str | None = None, more_index_ranges: dict | None = None) -> dict:
+def signature_from_exported_program(ep, device: str | None = None, more_index_ranges: dict | None = None,
+                                    more_unchecked: dict | None = None) -> dict:
     """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
 
     Inputs and outputs that ReplaceComplexWithRealPass turned into real pairs get their complex dtype in
@@ -85,6 +86,9 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
         device: the device type the package runs on ("cpu" / "cuda"); default: the example inputs'.
         more_index_ranges: ranges found in another program of the same model, by input name (lower()
             passes the exported program's, before decompositions turn ``one_hot`` into comparisons).
+        more_unchecked: the ``index_unchecked`` lines of that program (``index_ranges(..., unchecked=)``).
+            Each input's unchecked lines (inputs that reach an index the lowering cannot bound exactly)
+            go to its "index_unchecked", with a UserWarning each.
     """
     sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
@@ -104,10 +108,16 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
         for spec in inputs + outputs:
             spec["device"] = torch.device(device).type
     # more_index_ranges first: those of the user's own ops, when lower() passes the exported program's
-    ranges = merge_ranges(more_index_ranges or {}, index_ranges(ep, [spec["name"] for spec in inputs]))
+    found_unchecked: dict = {}
+    found = index_ranges(ep, [spec["name"] for spec in inputs], found_unchecked)
+    unchecked = unchecked_inputs(found_unchecked, found, more_unchecked,
+                                 None if more_index_ranges is None else more_index_ranges)
+    ranges = merge_ranges(more_index_ranges or {}, found)
     for spec in inputs:
         if ranges.get(spec["name"]):
             spec["index_ranges"] = ranges[spec["name"]]
+        if unchecked.get(spec["name"]):
+            spec["index_unchecked"] = unchecked[spec["name"]]
     signature = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": inputs, "outputs": outputs}
     names = dim_names(ep)
     if names:

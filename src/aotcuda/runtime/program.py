@@ -179,6 +179,11 @@ class Program:
             check_index_ranges = switches.flag("AOTCUDA_CHECK_INDEX_RANGES")
         self._index_checks = IndexRangeChecks.from_signature(signature, self.num_inputs, self._device, package.path) \
             if check_index_ranges and usable else None
+        # inputs that reach an index the lowering could not bound (signature "index_unchecked"): {name: lines}
+        self.index_unchecked = {spec["name"]: list(spec["index_unchecked"])
+                                for spec in (signature or {}).get("inputs") or []
+                                if isinstance(spec, dict) and isinstance(spec.get("index_unchecked"), list)
+                                and spec["index_unchecked"]}
         self._input_labels = tuple(spec.name for spec in self._input_specs or ()) or tuple(self._input_names)
         self._graphs = GraphRunner(self._run, self._device, mutated=self._written) if cuda_graphs else None
         self._arg_names = None
