@@ -280,7 +280,7 @@ def _signature(bound=None, dim_names=None, shape_min=2):
         {"name": "ids", "dtype": "int64", "device": "cpu",
          "shape": [2, {"expr": "s27", "min": shape_min, "max": 512}],
          "index_ranges": [{"min": 0, "max": bound if bound is not None else {"expr": "s27 - 1"},
-                           "reason": "embedding at model.py:3"}]}], "outputs": []}
+                           "reason": "a gather along s27 at model.py:3"}]}], "outputs": []}
     if dim_names is not None:
         signature["dim_names"] = dim_names
     return signature
@@ -290,7 +290,7 @@ UNREADABLE_BOUNDS = {  # bound → what the PackageError says about it
     "a truncated expression": ({"expr": "s27 +"}, "ends too soon"),
     "a constant divisor of 0": ({"expr": "FloorDiv(s27, 0)"}, "cannot be built"),
     "a modulus of 0": ({"expr": "PythonMod(s27, 0)"}, "cannot be built"),
-    "python": ({"expr": "__import__('os').system('true')"}, "neither a size symbol"),
+    "python": ({"expr": "__import__('os').system('true')"}, "unexpected character"),
     "not a string": ({"expr": 12}, "not a string"),
 }
 
