@@ -327,9 +327,10 @@ def _bounded(bits: int) -> int:
 
 
 def check_signature_expressions(signature: dict, entry: str, path: str, read=parse_shape_expression) -> None:
-    """Refuse (PackageError naming the package, the entry and the field) every symbolic dim of the
-    signature whose expression ``read`` refuses (ShapeExpressionError): by default the grammar (module
-    docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0))."""
+    """Refuse (PackageError naming the package, the entry and the field) every symbolic dim and every
+    expression bound of an input's ``index_ranges`` of the signature whose expression ``read`` refuses (ShapeExpressionError): by default the grammar (module
+    docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0)).
+    A ``dim_names`` that is not {str: str} is refused too."""
     for kind in ("inputs", "outputs"):
         specs = signature.get(kind)
         for index, spec in enumerate(specs if isinstance(specs, list) else ()):
@@ -347,6 +348,36 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                             f"{path!r}: {entry}: {kind}[{index}] ({spec.get('name')!r}) {field}[{axis}] expr {text} "
                             f"is not a shape expression: {exc}. Nothing of it was run; the package is damaged or "
                             "hostile, lower the model again") from exc
+    for index, spec in enumerate(signature.get("inputs") if isinstance(signature.get("inputs"), list) else ()):
+        ranges = spec.get("index_ranges") if isinstance(spec, dict) else None
+        for number, allowed in enumerate(ranges if isinstance(ranges, list) else ()):
+            for side in ("min", "max"):
+                bound = allowed.get(side) if isinstance(allowed, dict) else None
+                if not isinstance(bound, dict):
+                    continue  # an int or null; anything else IndexRangeChecks refuses (PackageError) at load
+                field = f"inputs[{index}] ({spec.get('name')!r}) index_ranges[{number}] {side}"
+                try:
+                    read(bound.get("expr"))
+                except ShapeExpressionError as exc:
+                    text = repr(bound.get("expr"))
+                    text = text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+                    raise PackageError(
+                        f"{path!r}: {entry}: {field} expr {text} is not a shape expression: {exc}. Nothing of it "
+                        "was run; the package is damaged or hostile, lower the model again") from exc
+    check_dim_names(signature, entry, path)
+
+
+def check_dim_names(signature: dict, entry: str, path: str) -> None:
+    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings."""
+    names = signature.get("dim_names")
+    if names is None:
+        return
+    if not isinstance(names, dict) or not all(isinstance(key, str) and isinstance(value, str)
+                                              for key, value in names.items()):
+        shown = repr(names)
+        shown = shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
+        raise PackageError(f"{path!r}: {entry}: dim_names {shown} is not an object of size symbols to Dim names "
+                           "(strings); the package is damaged or hostile, lower the model again")
 
 
 def write_signature(package_path: str | os.PathLike, signature: dict) -> None:

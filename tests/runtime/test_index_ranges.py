@@ -269,3 +269,108 @@ def test_serving_answers_400_with_the_input_error_and_the_replica_lives(embed_no
     assert refused.status_code == 400 and refused.headers["x-aotcuda-error"] == "InputError"
     assert b"holds 500 at (0, 1), outside [0, 127]" in refused.body
     assert answered.status_code == 200
+
+
+# --- hostile or damaged bounds, at the signature level (no package is compiled) ----------------------------
+
+def _signature(bound=None, dim_names=None, shape_min=2):
+    from aotcuda.package_format import SIGNATURE_FORMAT
+
+    signature = {"format": SIGNATURE_FORMAT, "version": 2, "inputs": [
+        {"name": "ids", "dtype": "int64", "device": "cpu",
+         "shape": [2, {"expr": "s27", "min": shape_min, "max": 512}],
+         "index_ranges": [{"min": 0, "max": bound if bound is not None else {"expr": "s27 - 1"},
+                           "reason": "a gather along s27 at model.py:3"}]}], "outputs": []}
+    if dim_names is not None:
+        signature["dim_names"] = dim_names
+    return signature
+
+
+UNREADABLE_BOUNDS = {  # bound → what the PackageError says about it
+    "a truncated expression": ({"expr": "s27 +"}, "ends too soon"),
+    "a constant divisor of 0": ({"expr": "FloorDiv(s27, 0)"}, "cannot be built"),
+    "a modulus of 0": ({"expr": "PythonMod(s27, 0)"}, "cannot be built"),
+    "python": ({"expr": "__import__('os').system('true')"}, "unexpected character"),
+    "not a string": ({"expr": 12}, "not a string"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE_BOUNDS))
+def test_an_unreadable_bound_is_refused_when_the_signature_is_read(case):
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import parse_signature
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    bound, why = UNREADABLE_BOUNDS[case]
+    data = json.dumps(_signature(bound)).encode()
+    for reader in (None, shape_expression):  # the grammar alone (lower/inspect) and the runtime's reader
+        if reader is None and why == "cannot be built":
+            continue  # the grammar reads FloorDiv(s27, 0); the runtime's reader refuses it
+        with pytest.raises(PackageError, match=r"x\.pt2'?: aotcuda/signature\.json: inputs\[0\] \('ids'\) "
+                                               r"index_ranges\[0\] max expr .*" + why):
+            parse_signature(data, "aotcuda/signature.json", "x.pt2", reader)
+    if not isinstance(bound["expr"], int):
+        with pytest.raises(aotcuda.errors.PackageError, match="index_ranges of input #0 are malformed"):
+            IndexRangeChecks_from(_signature(bound))
+
+
+def IndexRangeChecks_from(signature):
+    from aotcuda.runtime.index_ranges import IndexRangeChecks
+
+    return IndexRangeChecks.from_signature(signature, 1, torch.device("cpu"), "x.pt2")
+
+
+NO_VALUE_BOUNDS = {  # a bound that reads but has no value at s27 = 64: the call is refused, never unchecked
+    "a modulus of 0 at these sizes": {"expr": "PythonMod(1000, s27 - 64)"},
+    "a divisor of 0 at these sizes": {"expr": "FloorDiv(1000, s27 - 64)"},
+    "torch's Mod of a negative value": {"expr": "Mod(s27 - 100, 7)"},
+    "a symbol no input gives": {"expr": "s99 - 1"},
+}
+
+
+@pytest.mark.parametrize("case", list(NO_VALUE_BOUNDS))
+@pytest.mark.parametrize("value", [3, 500])
+def test_a_bound_without_a_value_refuses_the_call(case, value):
+    checks = IndexRangeChecks_from(_signature(NO_VALUE_BOUNDS[case]))
+    ids = torch.full((2, 64), 3)
+    ids[1, 5] = value
+    with pytest.raises(InputError, match=r"input 'ids' \(#0\): the upper bound .* could not be evaluated for these "
+                                         r"sizes \(s27=64\), so the call is refused"):
+        checks.check([ids], {"s27": 64})
+
+
+def test_a_bound_with_a_value_checks_as_before():
+    checks = IndexRangeChecks_from(_signature({"expr": "PythonMod(1000, s27 - 64)"}))
+    checks.check([torch.full((2, 70), 4)], {"s27": 70})  # 1000 % 6 = 4
+    with pytest.raises(InputError, match=r"holds 5 at \(0, 0\), outside \[0, 4\]"):
+        checks.check([torch.full((2, 70), 5)], {"s27": 70})
+
+
+BAD_DIM_NAMES = {"a number": {"s27": 5}, "a list": {"s27": ["seq"]}, "not an object": ["seq"],
+                 "a null": {"s27": None}}
+
+
+@pytest.mark.parametrize("case", list(BAD_DIM_NAMES))
+def test_dim_names_that_are_not_strings_are_a_package_error(case):
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import parse_signature
+
+    data = json.dumps(_signature(dim_names=BAD_DIM_NAMES[case])).encode()
+    with pytest.raises(PackageError, match=r"aotcuda/signature\.json: dim_names .* is not an object of size symbols"):
+        parse_signature(data, "aotcuda/signature.json", "x.pt2")
+    if isinstance(BAD_DIM_NAMES[case], dict):  # the checks refuse it too, given the signature directly
+        with pytest.raises(PackageError, match="index_ranges of input #0 are malformed"):
+            IndexRangeChecks_from(_signature(dim_names=BAD_DIM_NAMES[case]))
+
+
+@pytest.mark.parametrize("shape_min", [1e999, -1e999])
+def test_an_overflowing_shape_bound_is_a_package_error(shape_min):
+    from types import SimpleNamespace
+
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.program import Program
+
+    signature = json.loads(json.dumps(_signature(shape_min=shape_min)))  # JSON writes Infinity, reads float inf
+    stub = SimpleNamespace(package_path="x.pt2", num_inputs=1, num_outputs=0)
+    with pytest.raises(PackageError, match=r"signature entry is malformed \(OverflowError"):
+        Program._load_specs(stub, signature)

@@ -23,7 +23,7 @@ from aotcuda.package_format import ShapeExpressionError, parse_shape_expression
 from aotcuda.runtime.checks import DimSpec, evaluate_dim
 from aotcuda.runtime.complex_adapter import split_signature
 from aotcuda.runtime.program import load
-from aotcuda.runtime.shape_expressions import shape_expression
+from aotcuda.runtime.shape_expressions import evaluate_expression, shape_expression
 
 
 def hostile_strings(marker) -> dict[str, str]:
@@ -225,8 +225,75 @@ def test_random_expressions_mean_what_sympy_means(expression, values):
     symbols = {name: sympy.Symbol(name, integer=True) for name in SYMBOLS}
     reference = sympy_built(symbols).subs({symbols[name]: value for name, value in values.items()})
     assert reference == expected  # the test's two references agree
-    parsed = shape_expression(text)
+    parsed = shape_expression(text)  # built unevaluated; evaluated on the sizes, as the runtime does
     bindings = {str(symbol): values[str(symbol)] for symbol in parsed.free_symbols}
-    assert parsed.subs({symbol: bindings[str(symbol)] for symbol in parsed.free_symbols}) == expected
+    assert evaluate_expression(parsed, bindings) == expected
+    assert evaluate_dim(DimSpec.from_json({"expr": text}), bindings) == expected
     printed = shape_expression(str(parsed))  # printed and read back: the same value
-    assert printed.subs({symbol: bindings[str(symbol)] for symbol in printed.free_symbols}) == expected
+    assert evaluate_expression(printed, bindings) == expected
+
+
+# --- reading is linear in the text: no expression stalls load, inspect or serve ---------------------------
+
+_SUM = lambda a, b: "+".join(f"s{i}" for i in range(a, b))  # noqa: E731
+STALLS = {  # each took from seconds to minutes when torch's evaluating constructors built it (gcd, expand)
+    "FloorDiv of powers of sums": f"FloorDiv(({_SUM(0, 6)})**4*({_SUM(6, 12)})**4, ({_SUM(0, 6)})**3+s99)",
+    "FloorDiv of 7 symbols": f"FloorDiv(({_SUM(0, 7)})**4*({_SUM(7, 14)})**4, ({_SUM(0, 7)})**3+s99)",
+    "// of powers of sums": f"(({_SUM(0, 8)})**4*({_SUM(8, 16)})**4) // (({_SUM(0, 8)})**3+s99)",
+    "% of a power": f"({_SUM(0, 6)})**8 % (({_SUM(0, 6)})**3+s20)",
+    "PythonMod of a power": f"PythonMod(({_SUM(0, 8)})**8, ({_SUM(0, 8)})**3+s20)",
+    "ModularIndexing": f"ModularIndexing(({_SUM(0, 6)})**8, ({_SUM(0, 6)})**3+s20, ({_SUM(0, 6)})**2+s21)",
+    "CeilDiv": f"CeilDiv(({_SUM(0, 6)})**4*({_SUM(6, 12)})**4, ({_SUM(0, 6)})**3+s99)",
+    "CleanDiv": f"CleanDiv(({_SUM(0, 6)})**4*({_SUM(6, 12)})**4, ({_SUM(0, 6)})**3+s99)",
+    "Mod": f"Mod(({_SUM(0, 6)})**8, ({_SUM(0, 6)})**3+s20)",
+}
+
+
+@pytest.mark.parametrize("case", list(STALLS))
+def test_a_costly_expression_is_read_quickly_and_evaluates_to_python_value(case):
+    import time
+
+    text = STALLS[case]
+    shape_expression.cache_clear()
+    start = time.perf_counter()
+    dim = DimSpec.from_json({"expr": text})  # what load, inspect and serve do with it
+    expr = shape_expression(text)
+    assert time.perf_counter() - start < 0.5, f"reading {case} took {time.perf_counter() - start:.2f} s"
+    sizes = {f"s{i}": i + 2 for i in range(100)}
+    start = time.perf_counter()
+    value = evaluate_dim(dim, sizes)
+    assert time.perf_counter() - start < 0.5
+    total = lambda a, b: sum(sizes[f"s{i}"] for i in range(a, b))  # noqa: E731
+    expected = {
+        "FloorDiv of powers of sums": total(0, 6) ** 4 * total(6, 12) ** 4 // (total(0, 6) ** 3 + sizes["s99"]),
+        "FloorDiv of 7 symbols": total(0, 7) ** 4 * total(7, 14) ** 4 // (total(0, 7) ** 3 + sizes["s99"]),
+        "// of powers of sums": total(0, 8) ** 4 * total(8, 16) ** 4 // (total(0, 8) ** 3 + sizes["s99"]),
+        "% of a power": total(0, 6) ** 8 % (total(0, 6) ** 3 + sizes["s20"]),
+        "PythonMod of a power": total(0, 8) ** 8 % (total(0, 8) ** 3 + sizes["s20"]),
+        "ModularIndexing": total(0, 6) ** 8 // (total(0, 6) ** 3 + sizes["s20"]) % (total(0, 6) ** 2 + sizes["s21"]),
+        "CeilDiv": -(-total(0, 6) ** 4 * total(6, 12) ** 4 // (total(0, 6) ** 3 + sizes["s99"])),
+        "CleanDiv": total(0, 6) ** 4 * total(6, 12) ** 4 // (total(0, 6) ** 3 + sizes["s99"]),
+        "Mod": total(0, 6) ** 8 % (total(0, 6) ** 3 + sizes["s20"]),
+    }[case]
+    assert value == expected
+    assert not expr.free_symbols - {sympy.Symbol(name, integer=True) for name in sizes}
+
+
+@pytest.mark.parametrize("case", ["FloorDiv of powers of sums", "% of a power", "ModularIndexing"])
+def test_a_costly_expression_in_a_signature_is_read_quickly(case):
+    """The package reader (parse_signature with the runtime's reader), for a shape and an index bound."""
+    import time
+
+    from aotcuda.package_format import parse_signature
+
+    text = STALLS[case]
+    signature = {"format": "aotcuda-signature", "version": 2, "inputs": [
+        {"name": "ids", "dtype": "int64", "shape": [{"expr": text, "min": 0, "max": None}],
+         "index_ranges": [{"min": 0, "max": {"expr": text}, "reason": "x"}]}], "outputs": []}
+    from aotcuda import package_format
+
+    signature["format"] = package_format.SIGNATURE_FORMAT
+    shape_expression.cache_clear()
+    start = time.perf_counter()
+    parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2", shape_expression)
+    assert time.perf_counter() - start < 0.5

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from aotcuda.errors import Advice, InputError, OutputError
-from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, shape_expression
+from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, evaluate_expression, shape_expression
 
 
 _TORCH_SYMBOL = re.compile(r"\b[a-z]\d+\b")  # the names torch gives shape symbols: s27, u0
@@ -365,18 +365,23 @@ def _bind_derived_symbols(tensors, specs, bindings: dict, names) -> None:
 @functools.lru_cache(maxsize=256)
 def _linear_form(expr: str) -> tuple[tuple[str, int, int], ...] | None:
     """``expr`` as (symbol, scale, offset) triples, one per free symbol it is linear in with integer
-    coefficients (the others held fixed), or None when it is not such an expression. Linear means the
-    derivative is free of the symbol and not zero (a derivative expands nothing: Poly of a package's
-    ``(s0 + ... + s9)**60`` would)."""
+    coefficients (the others held fixed), or None when it is not such an expression. Only sums, products
+    and powers of symbols and integers are considered (an expression with one of torch's functions is not
+    linear: differentiating or substituting into it would evaluate the function on symbols, which runs
+    sympy's gcd); linear means the derivative is free of the symbol and not zero (a derivative expands
+    nothing: Poly of a package's ``(s0 + ... + s9)**60`` would)."""
     import sympy
 
     parsed = shape_expression(expr)
+    if any(not isinstance(node, (sympy.Add, sympy.Mul, sympy.Pow, sympy.Symbol, sympy.Number))
+           for node in sympy.preorder_traversal(parsed)):
+        return None
     forms = []
     for symbol in parsed.free_symbols:
         scale = parsed.diff(symbol)
         if scale == 0 or symbol in scale.free_symbols or scale.has(sympy.Derivative):
             return None
-        forms.append((str(symbol), scale, parsed.subs(symbol, 0)))
+        forms.append((str(symbol), scale, parsed.xreplace({symbol: sympy.Integer(0)})))
     return tuple(forms)
 
 
@@ -391,15 +396,16 @@ def _linear_unknown(expr: str, bindings: dict[str, int]) -> tuple[str, int, int]
         return None
     symbol, scale, offset = unbound[0]
     values = {name: bindings[name] for name, _, _ in form if name in bindings}
-    scale = scale.subs(values) if hasattr(scale, "subs") else scale
-    offset = offset.subs(values) if hasattr(offset, "subs") else offset
+    scale = evaluate_expression(scale, values) if hasattr(scale, "xreplace") else scale
+    offset = evaluate_expression(offset, values) if hasattr(offset, "xreplace") else offset
     if not (getattr(scale, "is_Integer", False) and getattr(offset, "is_Integer", False)) or int(scale) <= 0:
         return None
     return symbol, int(scale), int(offset)
 
 
 def evaluate_dim(dim: DimSpec, bindings: dict[str, int]) -> int | None:
-    """The size of a dim given the input symbols' values, or None when it depends on unknown symbols."""
+    """The size of a dim given the input symbols' values, or None when it depends on unknown symbols or
+    has no value at these sizes (a divisor of 0)."""
     if dim.size is not None:
         return dim.size
     if _is_symbol(dim.expr):
@@ -408,10 +414,15 @@ def evaluate_dim(dim: DimSpec, bindings: dict[str, int]) -> int | None:
     if any(str(symbol) not in bindings for symbol in expr.free_symbols):
         return None
     try:
-        value = expr.subs({symbol: bindings[str(symbol)] for symbol in expr.free_symbols})
+        value = evaluate_expression(expr, bindings)
     except EVALUATION_ERRORS:  # a package's FloorDiv(s0, s1 - 4) at s1 = 4: no size, the caller is told
         return None
-    return int(value) if value.is_number else None
+    if not value.is_number:
+        return None
+    try:
+        return int(value)
+    except EVALUATION_ERRORS:
+        return None
 
 
 def check_caller_outputs(outputs, specs: list[TensorSpec] | None, bindings: dict[str, int],

@@ -20,6 +20,7 @@ import torch
 
 from aotcuda.errors import InputError, PackageError
 from aotcuda.runtime.checks import DimSpec, evaluate_dim, under_dim_names
+from aotcuda.runtime.shape_expressions import shape_expression
 
 
 @dataclass(frozen=True)
@@ -39,15 +40,18 @@ class IndexRange:
         return cls(_bound(entry.get("min")), _bound(entry.get("max")),
                    under_dim_names(reason if isinstance(reason, str) else "", dim_names))
 
-    def evaluate(self, bindings: dict[str, int]) -> tuple[int | None, int | None]:
-        """(low, high) for this call's sizes; None for a side that is not checked."""
-        return _value(self.low, bindings), _value(self.high, bindings)
+    def evaluate(self, bindings: dict[str, int], label: str = "the input") -> tuple[int | None, int | None]:
+        """(low, high) for this call's sizes; None for a side that is not checked (null in the signature).
+        Raises InputError for an expression bound with no value at these sizes (a divisor of 0, a symbol
+        that no input size gives): the call is refused, never let through unchecked."""
+        return _value(self.low, bindings, label, "lower"), _value(self.high, bindings, label, "upper")
 
 
 def _bound(bound) -> int | DimSpec | None:
     if bound is None or (isinstance(bound, int) and not isinstance(bound, bool)):
         return bound
     if isinstance(bound, dict) and isinstance(bound.get("expr"), str):
+        shape_expression(bound["expr"])  # ShapeExpressionError (a ValueError) for a string outside the grammar
         return DimSpec(expr=bound["expr"])
     raise ValueError(f"an index bound is an int, {{'expr': ...}} or null, got {bound!r}")
 
@@ -58,10 +62,17 @@ def _intersection(entries) -> tuple[int | None, int | None]:
     return (max(lows) if lows else None), (min(highs) if highs else None)
 
 
-def _value(bound, bindings: dict[str, int]) -> int | None:
+def _value(bound, bindings: dict[str, int], label: str, side: str) -> int | None:
     if bound is None or isinstance(bound, int):
         return bound
-    return evaluate_dim(bound, bindings)  # None when a symbol has no value: that side is not checked
+    value = evaluate_dim(bound, bindings)
+    if value is None:
+        sizes = ", ".join(f"{name}={bindings[name]}" for name in sorted(bindings)) or "none"
+        raise InputError(f"{label}: the {side} bound {bound.expr!r} of the values it may hold as an index could not "
+                         f"be evaluated for these sizes ({sizes}), so the call is refused rather than run unchecked; "
+                         "the package's index_ranges are damaged or hostile, lower the model again, or load it with "
+                         "check_index_ranges=False if you trust its inputs")
+    return value
 
 
 class IndexRangeChecks:
@@ -84,6 +95,9 @@ class IndexRangeChecks:
         if not isinstance(inputs, list) or len(inputs) != num_inputs:
             return None
         names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
+        if names and not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+            raise PackageError(f"{path!r}: the signature's index_ranges of input #0 are malformed (dim_names "
+                               f"{names!r:.80} is not an object of strings); lower the model again")
         ranges, labels = {}, {}
         for index, spec in enumerate(inputs):
             entries = spec.get("index_ranges") if isinstance(spec, dict) else None
@@ -93,7 +107,7 @@ class IndexRangeChecks:
                 if not isinstance(entries, list):
                     raise ValueError(f"index_ranges is a {type(entries).__name__}, not a list")
                 ranges[index] = tuple(IndexRange.from_json(entry, names) for entry in entries)
-            except ValueError as exc:
+            except (ValueError, TypeError) as exc:  # TypeError: a dim_names value that is not a string
                 raise PackageError(f"{path!r}: the signature's index_ranges of input #{index} are malformed "
                                    f"({exc}); lower the model again") from exc
             labels[index] = f"input {spec.get('name', index)!r} (#{index})"
@@ -125,7 +139,7 @@ class IndexRangeChecks:
     def _check_ranges(self, tensor, index: int, low: int, high: int, bindings: dict[str, int]) -> None:
         """Against every range of the input; a refusal shows their intersection and the reason of the
         range that refuses (the first of equals: the one of the user's own op)."""
-        bounds = [(allowed, *allowed.evaluate(bindings)) for allowed in self._ranges[index]]
+        bounds = [(allowed, *allowed.evaluate(bindings, self._labels[index])) for allowed in self._ranges[index]]
         lows = [(lowest, allowed) for allowed, lowest, _ in bounds if lowest is not None]
         highs = [(highest, allowed) for allowed, _, highest in bounds if highest is not None]
         lowest = max(lows, key=lambda entry: entry[0], default=(None, None))

@@ -253,7 +253,7 @@ class Program:
             names = signature.get("dim_names")  # the user's Dim names: specs and errors show "seq", not s27
             inputs = tuple(TensorSpec.from_json(s, names) for s in signature.get("inputs", []))
             outputs = tuple(TensorSpec.from_json(s, names) for s in signature.get("outputs", []))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:  # int(1e999): Overflow
             raise PackageError(f"{self.package_path!r}: the aotcuda signature entry is malformed ({type(exc).__name__}: "
                                f"{exc}); lower the model again, or write it with write_signature") from exc
         # A signature that does not describe this container (e.g. a stale entry) is not used for checks.

@@ -21,13 +21,33 @@ EVALUATION_ERRORS = (ArithmeticError, AssertionError, TypeError, ValueError)
 
 @functools.lru_cache(maxsize=1024)
 def shape_expression(text: str):
-    """The sympy expression of a package's shape expression (symbols are integers); ShapeExpressionError
-    (a ValueError) for a string outside the grammar, or one whose constants torch refuses (FloorDiv(s0, 0))."""
+    """The sympy expression of a package's shape expression (symbols are integers), built UNEVALUATED:
+    every node is made with ``evaluate=False``, so reading a package's expression costs time linear in its
+    text (torch's evaluating constructors run sympy's gcd and simplification, which expand: an 85-character
+    ``FloorDiv((s0+...+s5)**4*(s6+...+s11)**4, (s0+...+s5)**3+s99)`` took 78 s). Its value for concrete sizes
+    is ``evaluate_expression``. ShapeExpressionError (a ValueError) for a string outside the grammar, or one
+    whose constants torch refuses (a divisor that is the constant 0: ``FloorDiv(s0, 0)``)."""
     tree = parse_shape_expression(text)
     try:
         return _build(tree, _constructors())
     except EVALUATION_ERRORS as exc:
         raise ShapeExpressionError(f"{text[:80]!r} cannot be built: {type(exc).__name__}: {exc}") from exc
+
+
+def evaluate_expression(expr, values: dict):
+    """``expr`` (a ``shape_expression``) with its symbols replaced by ``values`` ({symbol name: int}), as
+    a sympy number when every symbol has a value. The replacement is simultaneous and the tree is rebuilt
+    bottom-up, so each node is evaluated on numbers only (arithmetic, never a symbolic gcd). Raises one of
+    EVALUATION_ERRORS for a value torch's functions refuse (a divisor of 0 at these sizes)."""
+    import sympy
+
+    return expr.xreplace({symbol: sympy.Integer(values[str(symbol)])
+                          for symbol in expr.free_symbols if str(symbol) in values})
+
+
+# torch's functions whose arguments at these positions divide: a constant 0 there is refused when read.
+_DIVISORS = {"FloorDiv": (1,), "CleanDiv": (1,), "CeilDiv": (1,), "Mod": (1,), "PythonMod": (1,),
+             "IntTrueDiv": (1,), "ModularIndexing": (1, 2)}
 
 
 @functools.cache
@@ -36,19 +56,38 @@ def _constructors() -> dict:
     import torch.utils._sympy.functions as shape_functions
 
     calls = {name: getattr(shape_functions, name) for name in
-             ("Max", "Min", "FloorDiv", "CleanDiv", "CeilDiv", "Mod", "PythonMod", "ModularIndexing", "Identity",
+             ("Max", "Min", "FloorDiv", "CleanDiv", "Mod", "PythonMod", "ModularIndexing", "Identity",
               "CeilToInt", "FloorToInt", "TruncToInt", "IntTrueDiv")}
+    # Constants only (a.is_Number and b.is_Number) are folded: arithmetic on numbers of bounded bits.
+    add = lambda a, b: sympy.Add(a, b, evaluate=a.is_Number and b.is_Number)  # noqa: E731
+
+    def neg(a):
+        return -a if a.is_Number else sympy.Mul(sympy.S.NegativeOne, a, evaluate=False)
+
+    def call(name, *args):
+        for position in _DIVISORS.get(name, ()):
+            if args[position] == 0:
+                raise ZeroDivisionError(f"{name}'s divisor is 0")
+        if all(arg.is_Number for arg in args):  # constants only: torch's own evaluation is arithmetic
+            if name == "CeilDiv":
+                return shape_functions.CeilDiv(*args)
+            return calls[name](*args)
+        if name == "CeilDiv":  # torch's CeilDiv takes no evaluate=False: its definition, unevaluated
+            base, divisor = args
+            return shape_functions.FloorDiv(add(base, add(divisor, sympy.S.NegativeOne)), divisor, evaluate=False)
+        return calls[name](*args, evaluate=False)
+
     return {
         "int": sympy.Integer,
         "symbol": lambda name: sympy.Symbol(name, integer=True),
-        "neg": lambda a: -a,
-        "+": lambda a, b: a + b,
-        "-": lambda a, b: a - b,
-        "*": lambda a, b: a * b,
-        "//": shape_functions.FloorDiv,
-        "%": shape_functions.PythonMod,
-        "**": lambda a, n: sympy.Pow(a, sympy.Integer(n)),
-        "call": lambda name, *args: calls[name](*args),
+        "neg": neg,
+        "+": add,
+        "-": lambda a, b: add(a, neg(b)),
+        "*": lambda a, b: sympy.Mul(a, b, evaluate=a.is_Number and b.is_Number),
+        "//": lambda a, b: call("FloorDiv", a, b),
+        "%": lambda a, b: call("PythonMod", a, b),
+        "**": lambda a, n: sympy.Pow(a, sympy.Integer(n), evaluate=a.is_Number),
+        "call": call,
     }
 
 
