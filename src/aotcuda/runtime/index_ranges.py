@@ -96,8 +96,8 @@ class IndexRangeChecks:
             return None
         names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
         if names and not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
-            raise PackageError(f"{path!r}: the signature's index_ranges of input #0 are malformed (dim_names "
-                               f"{names!r:.80} is not an object of strings); lower the model again")
+            raise PackageError(f"{path!r}: the signature's dim_names {names!r:.80} is not an object of strings "
+                               "(the index ranges name sizes by it); lower the model again")
         ranges, labels = {}, {}
         for index, spec in enumerate(inputs):
             entries = spec.get("index_ranges") if isinstance(spec, dict) else None
