@@ -73,3 +73,26 @@ def test_a_start_that_fails_before_serve_runs_stops_ray_and_keeps_its_own_error(
     monkeypatch.setattr(ray, "shutdown", lambda: stopped.append(True))
     Server("", started_ray=True).shutdown()
     assert stopped == [True]
+
+
+def test_ray_interrupting_the_main_thread_during_the_stop_is_not_an_abort(monkeypatch):
+    """Found by a new user: Ctrl-C in a terminal (SIGINT to the process group) ended `aotcuda serve` with
+    "Aborted!" and exit 1: Ray's GCS and raylet got the signal too, and Ray's driver interrupted the main
+    thread (_thread.interrupt_main) while Serve was being stopped, after wait() had put the default handler
+    back. The stop now runs under wait()'s own handlers."""
+    import _thread
+    import os
+    import signal
+    import threading
+
+    import ray
+    from ray import serve
+
+    from aotcuda.serving.server import Server
+
+    stopped = []
+    monkeypatch.setattr(serve, "delete", lambda name: _thread.interrupt_main())  # as Ray's driver does
+    monkeypatch.setattr(ray, "shutdown", lambda: stopped.append(True))
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+    assert Server("", started_ray=True).wait() == signal.SIGINT
+    assert stopped == [True]

@@ -181,9 +181,15 @@ class Server:
             while not stop.wait(0.5):
                 pass
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            self.shutdown(drain=not received or received[0] != signal.SIGTERM)
+            # The handlers stay through the shutdown. A Ctrl-C in a terminal reaches the whole process group:
+            # Ray's GCS and raylet end with it, and Ray's driver then interrupts the main thread
+            # (_thread.interrupt_main) while Serve is being stopped; with the default handler back, that
+            # was a KeyboardInterrupt ("Aborted!", exit 1, found by a new user); with ours it is recorded.
+            try:
+                self.shutdown(drain=not received or received[0] != signal.SIGTERM)
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
         return received[0]
 
     def shutdown(self, drain: bool = True) -> None:
