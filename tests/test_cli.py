@@ -68,6 +68,7 @@ def test_run_saves_outputs_that_match_eager(demo, runner, tmp_path):
                                   "--save-outputs", str(tmp_path / "outputs.pt")])
     assert result.exit_code == 0, result.output
     assert "(2, 9, 256)" in result.output and "float32" in result.output
+    assert f"wrote {tmp_path / 'outputs.pt'}" in result.output.splitlines()  # a new user looked for it
     with torch.no_grad():
         expected = model(fresh)
     assert relative_error(torch.load(tmp_path / "outputs.pt"), expected) < 1e-5

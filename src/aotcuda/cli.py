@@ -451,6 +451,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
     console.print(table)
     if save_outputs:
         torch.save(_plain(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs)), save_outputs)
+        status_console.print(f"wrote {save_outputs}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _output_labels(spec) -> list[str]:
