@@ -9,7 +9,7 @@ eager would accept, and the runtime checks the input against it before the call
 
 Two tables say it all:
 
-- ``INDEXING``: op → which argument holds indices into which dim of which operand, and whether eager takes
+- ``INDEXING`` (lowering/index_ops.py): op → which argument holds indices into which dim of which operand, and whether eager takes
   negative indices there (``x[i]`` does, ``embedding`` does not), one row per kind of indexing op.
 - the value flow (``_flow``): ops through which an index keeps its input's values, up to ``scale * x +
   offset`` with a bounded offset: views, reshapes, expand, clone, integer casts, slices (a subset of the
@@ -42,148 +42,11 @@ import sympy
 import torch
 
 from aotcuda.lowering.fallbacks import relative_source_line
+from aotcuda.lowering.index_ops import (
+    INDEXING, IndexUse, argument, expression_of, size_of, uses,
+)
 
 aten = torch.ops.aten
-
-
-# --- the indexing table -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class IndexUse:
-    """One index argument of one op node: ``index`` holds indices into a dim of ``size`` (a sympy
-    expression); eager takes ``[-size, size - 1]`` when ``negative``, else ``[0, size - 1]``."""
-
-    index: torch.fx.Node
-    size: sympy.Expr
-    negative: bool
-    what: str  # "dim 1 (size 7) of x", "128 rows of p_emb_weight", "6 classes"
-
-
-def _size(node, dim: int | None = None):
-    """A node's size along dim (its numel when dim is None), as a sympy expression; None if unknown."""
-    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-    if not isinstance(value, torch.Tensor):
-        return None
-    if dim is None:
-        return sympy.sympify(_expr(value.numel()))
-    if value.dim() == 0:
-        return None
-    return sympy.sympify(_expr(value.shape[dim % value.dim()]))
-
-
-def _expr(value):
-    return value.node.expr if isinstance(value, torch.SymInt) else value
-
-
-def _arg(node: torch.fx.Node, position: int, name: str, default=None):
-    if len(node.args) > position:
-        return node.args[position]
-    return node.kwargs.get(name, default)
-
-
-def _is_index(value) -> bool:
-    return isinstance(value, torch.fx.Node) and isinstance(value.meta.get("val"), torch.Tensor) \
-        and not value.meta["val"].is_floating_point() and value.meta["val"].dtype not in (torch.bool, torch.uint8)
-
-
-@dataclass(frozen=True)
-class Along:
-    """``index`` (argument position, name) indexes one dim of ``operand``: a fixed one (``dim`` 0: embedding's
-    rows), the one an argument gives (``dim`` (position, name): gather(x, dim, index)), or the flat elements
-    (``dim`` None: take)."""
-
-    index: tuple[int, str]
-    operand: tuple[int, str]
-    dim: int | tuple[int, str] | None = 0
-    negative: bool = False
-
-    def uses(self, node) -> list[IndexUse]:
-        index, operand = _arg(node, *self.index), _arg(node, *self.operand)
-        dim = _arg(node, *self.dim) if isinstance(self.dim, tuple) else self.dim
-        size = _size(operand, dim) if dim is None or isinstance(dim, int) else None
-        if not _is_index(index) or size is None:
-            return []
-        what = {0: f"{size} rows", None: f"the {size} elements"}.get(self.dim, f"dim {dim} (size {size})")
-        return [IndexUse(index, size, self.negative, f"{what} of {operand.name}")]
-
-
-@dataclass(frozen=True)
-class EachDim:
-    """A list of indices, the k-th into dim k of ``operand`` (None skips a dim, a bool mask takes as many
-    dims as it has): x[i, :, j], index_put."""
-
-    indices: tuple[int, str]
-    operand: tuple[int, str]
-    negative: bool = True
-
-    def uses(self, node) -> list[IndexUse]:
-        indices, operand = _arg(node, *self.indices) or [], _arg(node, *self.operand)
-        found, dim = [], 0
-        for index in indices:
-            value = index.meta.get("val") if isinstance(index, torch.fx.Node) else None
-            if isinstance(value, torch.Tensor) and value.dtype in (torch.bool, torch.uint8):
-                dim += value.dim()
-                continue
-            size = _size(operand, dim)
-            if _is_index(index) and size is not None:
-                found.append(IndexUse(index, size, self.negative, f"dim {dim} (size {size}) of {operand.name}"))
-            dim += 1
-        return found
-
-
-@dataclass(frozen=True)
-class Classes:
-    """``index`` holds class numbers below argument ``count``: one_hot(x, num_classes); -1 (count them
-    from the values) bounds nothing."""
-
-    index: tuple[int, str]
-    count: tuple[int, str]
-
-    def uses(self, node) -> list[IndexUse]:
-        index, count = _arg(node, *self.index), _arg(node, *self.count, -1)
-        if not _is_index(index) or not isinstance(count, (int, torch.SymInt)) or (isinstance(count, int) and count < 0):
-            return []
-        size = sympy.sympify(_expr(count))
-        return [IndexUse(index, size, False, f"{size} classes")]
-
-
-_SELF, _DIM, _INDEX = (0, "self"), (1, "dim"), (2, "index")
-_ALONG_DIM = Along(_INDEX, _SELF, _DIM)  # op(self, dim, index, ...): index_select, gather, scatter, index_add, ...
-
-# Every op whose integer argument indexes a tensor, by overload packet (all overloads alike). ``negative``
-# follows eager, op by op (checked against eager by tests/lowering/test_index_ranges.py). Not here, on
-# purpose: take_along_dim (eager wraps every value, its decomposition takes a remainder).
-INDEXING: dict = {
-    aten.embedding: Along((1, "indices"), (0, "weight")),
-    aten.embedding_bag: Along((1, "indices"), (0, "weight")),
-    aten._embedding_bag: Along((1, "indices"), (0, "weight")),
-    aten._embedding_bag_forward_only: Along((1, "indices"), (0, "weight")),
-    aten.index_select: _ALONG_DIM,
-    aten.gather: _ALONG_DIM,
-    aten.scatter: _ALONG_DIM,
-    aten.scatter_: _ALONG_DIM,
-    aten.scatter_add: _ALONG_DIM,
-    aten.scatter_add_: _ALONG_DIM,
-    aten.scatter_reduce: _ALONG_DIM,
-    aten.scatter_reduce_: _ALONG_DIM,
-    aten.index_add: _ALONG_DIM,
-    aten.index_add_: _ALONG_DIM,
-    aten.index_copy: _ALONG_DIM,
-    aten.index_copy_: _ALONG_DIM,
-    aten.index_reduce: _ALONG_DIM,
-    aten.index_reduce_: _ALONG_DIM,
-    aten.index_fill: Along(_INDEX, _SELF, _DIM, negative=True),
-    aten.index_fill_: Along(_INDEX, _SELF, _DIM, negative=True),
-    aten.index: EachDim((1, "indices"), _SELF),
-    aten._unsafe_index: EachDim((1, "indices"), _SELF),
-    aten.index_put: EachDim((1, "indices"), _SELF),
-    aten.index_put_: EachDim((1, "indices"), _SELF),
-    aten._unsafe_index_put: EachDim((1, "indices"), _SELF),
-    aten._index_put_impl_: EachDim((1, "indices"), _SELF),
-    aten.take: Along((1, "index"), _SELF, dim=None, negative=True),
-    aten.one_hot: Classes((0, "self"), (1, "num_classes")),
-}
 
 
 # --- the value flow -----------------------------------------------------------------------------------
@@ -249,7 +112,7 @@ def _constant(value) -> sympy.Expr | None:
     """A Python int or SymInt argument as a sympy expression (None for anything else)."""
     if isinstance(value, bool) or not isinstance(value, (int, torch.SymInt)):
         return None
-    return sympy.sympify(_expr(value))
+    return sympy.sympify(expression_of(value))
 
 
 def _operand(value, flows: dict) -> tuple[Flow, ...] | None:
@@ -263,7 +126,7 @@ def _operand(value, flows: dict) -> tuple[Flow, ...] | None:
 def _shape(value) -> tuple:
     """The sizes as ints and sympy expressions (comparing a SymInt would add a guard to the shape env)."""
     if isinstance(value, torch.fx.Node) and isinstance(value.meta.get("val"), torch.Tensor):
-        return tuple(_expr(size) for size in value.meta["val"].shape)
+        return tuple(expression_of(size) for size in value.meta["val"].shape)
     return ()
 
 
@@ -347,7 +210,7 @@ def _arange(node: torch.fx.Node) -> Flow | None:
         start, step = 0, 1
     else:
         start, step = args[0], (args[2] if len(args) > 2 else node.kwargs.get("step", 1))
-    start, step, count = _constant(start), _constant(step), _size(node, 0)
+    start, step, count = _constant(start), _constant(step), size_of(node, 0)
     if start is None or step is None or not step.is_Integer or count is None or not _integer_tensor(node):
         return None
     last = start + step * (count - 1)
@@ -373,7 +236,7 @@ def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
         value = _constant(args[-1])
         return (Flow(None, 0, value, value),)
     if packet in _CAT:
-        parts = [flows.get(part) for part in _arg(node, 0, "tensors", ())]
+        parts = [flows.get(part) for part in argument(node, 0, "tensors", ())]
         return None if not parts or any(part is None for part in parts) else _union([f for p in parts for f in p])
     if packet in _SAME_VALUES or packet in _SUBSET:
         source = flows.get(args[0]) if args and isinstance(args[0], torch.fx.Node) else None
@@ -384,7 +247,7 @@ def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
         return tuple(Flow(f.input, f.scale, f.low, f.high, f.exact and f.input is not None, False, f.clamp, f.abs,
                           f.inexact_at) for f in source)
     if packet is aten.clamp and isinstance(args[0], torch.fx.Node):
-        low, high = _arg(node, 1, "min"), _arg(node, 2, "max")
+        low, high = argument(node, 1, "min"), argument(node, 2, "max")
         if any(bound is not None and _constant(bound) is None for bound in (low, high)):
             return None
         low, high = (None if bound is None else _constant(bound) for bound in (low, high))
@@ -571,7 +434,7 @@ def index_ranges(ep, input_names, unchecked: dict | None = None) -> dict[str, li
     lines = unchecked if unchecked is not None else {}
     for node in ep.graph.nodes:
         rule = INDEXING.get(_packet(node)) if node.op == "call_function" else None
-        for use in _uses(rule, node):
+        for use in uses(rule, node):
             for name, through in unfollowed.get(use.index, {}).items():
                 _add_line(lines, name, _unchecked(name, node, use, through))
             for flow in flows.get(use.index, ()):
@@ -613,19 +476,6 @@ def unchecked_inputs(found: dict, ranges: dict, more: dict | None = None, more_r
             warnings.warn(f"aotcuda: {line}; an out-of-range value ends the process (CPU) or breaks the CUDA "
                           "context", UserWarning, stacklevel=2)
     return lines
-
-
-def _uses(rule, node) -> list[IndexUse]:
-    """The node's index arguments; none, with a warning, where the rule cannot read them (a lowering must
-    not fail for want of a check: the generated code's own check then stays the only one)."""
-    if rule is None:
-        return []
-    try:
-        return rule.uses(node)
-    except Exception as exc:  # noqa: BLE001 - an argument form the table does not know
-        warnings.warn(f"aotcuda: no index range derived for {node.format_node()}: {type(exc).__name__}: {exc}",
-                      stacklevel=3)
-        return []
 
 
 def _add_range(entries: list[dict], entry: dict) -> None:
