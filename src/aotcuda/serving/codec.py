@@ -94,8 +94,7 @@ def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.T
     try:
         tensors = _safetensors().load(body)
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types, all meaning "not a file"
-        raise RequestError(f"the request body is not a safetensors file ({_shown(str(exc))}); send the inputs as "
-                           "safetensors.torch.save({name: tensor, ...})") from None
+        raise RequestError(_NOT_A_FILE.format(_shown(str(exc)))) from None
     return [tensors[name] for name in names]
 
 
