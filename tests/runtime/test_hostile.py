@@ -244,9 +244,22 @@ DAMAGED = {
     "signature without shapes": (
         lambda src, t: rewrite_package(src, t, edit_entry("signature.json", lambda d: d.replace(b'"shape"', b'"shap"'))),
         r"signature entry is malformed \(KeyError"),
+    "a file where another entry needs a folder": (
+        lambda src, t: file_over_folder(src, t), r"its entry '.*/model/extra' is a file where its entry '.*/model/extra/x' needs a folder"),
     "signature a list": (lambda src, t: rewrite_package(src, t, edit_entry("signature.json", lambda d: b"[]")),
                          r"signature.json is a list, not a JSON object"),
 }
+
+
+def file_over_folder(source, target):
+    """A copy with two entries beside the model's .so: ``extra`` (a file) and ``extra/x`` (which needs ``extra`` to
+    be a folder). Extracting them failed half-way with a raw FileExistsError."""
+    target.write_bytes(read(source))
+    folder = os.path.dirname(_so_entry(source))
+    with zipfile.ZipFile(target, "a") as archive:
+        archive.writestr(f"{folder}/extra", b"a file")
+        archive.writestr(f"{folder}/extra/x", b"a file in a folder of that name")
+    return target
 
 
 def _empty_elf() -> bytes:
@@ -387,3 +400,35 @@ def test_closed_program_refuses_calls_and_the_package_loads_again(twice_pt2):
     assert_like_eager(kept, x)
     with load(twice_pt2) as again:
         assert_next_call_is_right(again)
+
+
+def with_entry(where: str, data: bytes):
+    """A package editor that adds one entry: ``where`` is 'model/<name>' (beside the .so) or 'constants/<name>'."""
+    def add(source, target):
+        target.write_bytes(read(source))
+        so = _so_entry(source)
+        folder = os.path.dirname(so) if where.startswith("model/") else so[: so.index("data/aotinductor/")] + "data/constants"
+        with zipfile.ZipFile(target, "a") as archive:
+            archive.writestr(f"{folder}/{where.split('/', 1)[1].replace('SO', os.path.basename(so))}", data)
+        return target
+    return add
+
+
+REFUSED_BY_LOAD_AND_INSPECT = {
+    "a constant named like the .so": (with_entry("constants/SO", b"\x7fELF"), "would both be extracted to"),
+    "a second .so beside the model's": (with_entry("model/other.so", b"\x7fELF"), "holds several .so files"),
+    "a file where another entry needs a folder": (file_over_folder, "is a file where its entry"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_BY_LOAD_AND_INSPECT))
+def test_inspect_refuses_what_load_refuses(twice_pt2, tmp_path, case):
+    """inspect reads without extracting; it used to show packages that load then refused."""
+    from aotcuda.runtime.package import describe_package
+
+    make, message = REFUSED_BY_LOAD_AND_INSPECT[case]
+    path = make(twice_pt2, tmp_path / "altered.pt2")
+    with pytest.raises(PackageError, match=message):
+        load(path)
+    with pytest.raises(PackageError, match=message):
+        describe_package(path)

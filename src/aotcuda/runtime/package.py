@@ -97,12 +97,31 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
                    limits: ArchiveLimits) -> str:
     """Extract the model folder (and data/constants/*, flattened into it) to out_dir/model; return it.
 
-    Raises PackageError naming the damaged entry when an entry's data does not match its checksum, naming
-    both entries when two would be extracted to one file (a constant named like the model's .so), and
-    before writing anything when the entries would inflate past ``limits`` (``aotcuda.runtime.archive``).
+    Raises PackageError as ``_extraction_plan`` does, before writing anything, and naming the damaged entry
+    when an entry's data does not match its checksum.
     """
     model_dir = os.path.join(out_dir, "model")
+    wanted = _extraction_plan(archive, model_dir_entry, root, model_dir, path, limits)
     os.makedirs(model_dir)
+    for info, target in wanted:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        try:
+            copy_entry(archive, info, target)
+        except _DAMAGED_ZIP as exc:
+            raise PackageError(f"{path!r} is damaged: its entry {info.filename!r} cannot be read ({exc}); copy the "
+                               "package again, or lower the model again") from exc
+    return model_dir
+
+
+def _extraction_plan(archive: zipfile.ZipFile, model_dir_entry: str, root: str, model_dir: str, path: str,
+                     limits: ArchiveLimits) -> list[tuple[zipfile.ZipInfo, str]]:
+    """(entry, target file) for each file load extracts, checked before anything is written: load extracts by
+    this plan, and inspect checks it, so that inspect refuses what load refuses.
+
+    Raises PackageError naming both entries when two would be extracted to one file (a constant named like the
+    model's .so) or one as a file where the other needs a folder, when the model has no or several .so files,
+    and when the entries would inflate past ``limits`` (``aotcuda.runtime.archive``).
+    """
     constants_entry = f"{root}data/constants/"
     wanted, sources = [], {}
     for info in archive.infolist():
@@ -122,15 +141,28 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
                                "is damaged, nothing was loaded. Lower the model again")
         sources[target] = name
         wanted.append((info, target))
+    _refuse_file_over_folder(path, model_dir, sources)
+    libraries = [target for target in sources if target.endswith(".so")]
+    if len(libraries) != 1:
+        what = "several .so files" if libraries else (
+            "C++ sources but no compiled .so" if any(t.endswith(".cpp") for t in sources) else "no compiled .so")
+        raise PackageError(f"{path!r} (model {model_dir_entry.rstrip('/').rsplit('/', 1)[-1]!r}) holds {what}; "
+                           "rebuild it with torch._inductor.aoti_compile_and_package (without package_cpp_only)")
     check_extraction(path, [info for info, _ in wanted], limits)
-    for info, target in wanted:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        try:
-            copy_entry(archive, info, target)
-        except _DAMAGED_ZIP as exc:
-            raise PackageError(f"{path!r} is damaged: its entry {info.filename!r} cannot be read ({exc}); copy the "
-                               "package again, or lower the model again") from exc
-    return model_dir
+    return wanted
+
+
+def _refuse_file_over_folder(path: str, model_dir: str, sources: dict[str, str]) -> None:
+    """Refuse entries where one would be extracted as a file at a path another needs as a folder (``x`` beside
+    ``x/y``): AOTInductor never writes such a pair, and extracting it would fail half-way with a raw OSError."""
+    for target, name in sources.items():
+        folder = os.path.dirname(target)
+        while len(folder) > len(model_dir):
+            if folder in sources:
+                raise PackageError(f"{path!r}: its entry {sources[folder]!r} is a file where its entry {name!r} needs "
+                                   "a folder; the package was altered or is damaged, nothing was loaded. Lower the "
+                                   "model again")
+            folder = os.path.dirname(folder)
 
 
 def _files_with_suffix(folder: str, suffix: str) -> list[str]:
@@ -177,12 +209,7 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
 
 def _describe_model(path: str, model: str, model_dir: str, signature: dict | None,
                     limits: ArchiveLimits) -> ExtractedPackage:
-    so_files = _files_with_suffix(model_dir, ".so")
-    if len(so_files) != 1:
-        what = "several .so files" if so_files else (
-            "C++ sources but no compiled .so" if _files_with_suffix(model_dir, ".cpp") else "no compiled .so")
-        raise PackageError(f"{path!r} (model {model!r}) holds {what}; rebuild it with "
-                           "torch._inductor.aoti_compile_and_package (without package_cpp_only)")
+    so_files = _files_with_suffix(model_dir, ".so")  # exactly one: _extraction_plan checked it
     meta_files = _files_with_suffix(model_dir, "wrapper_metadata.json") or _files_with_suffix(model_dir, "_metadata.json")
     metadata = _read_metadata(path, meta_files[0], limits) if meta_files else {}
     blobs = _files_with_suffix(model_dir, ".blob")
@@ -275,9 +302,9 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
     limits = limits or ArchiveLimits.from_environment()
     with _opened(path, model_name, limits) as (archive, names, model, root, signature):
         folder = f"{root}data/aotinductor/{model}/"
-        # What load would extract, checked as load checks it: inspect refuses what load refuses.
-        check_extraction(path, [info for info in archive.infolist() if info.filename.startswith(
-            (folder, f"{root}data/constants/")) and not info.filename.endswith("/")], limits)
+        # What load would extract, planned and checked as load does (nothing is written): inspect refuses what
+        # load refuses. The folder is only a name here.
+        _extraction_plan(archive, folder, root, os.path.join(os.sep, "aotcuda-inspect", "model"), path, limits)
         meta = sorted(n for n in names if n.startswith(folder) and n.endswith("wrapper_metadata.json")) or sorted(
             n for n in names if n.startswith(folder) and n.endswith("_metadata.json"))
         if not meta:

@@ -128,7 +128,7 @@ class Client:
     def _read(self, response) -> bytes:
         """The answer's body, refused past ``max_response_bytes``."""
         declared = response.getheader("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_response_bytes:
+        if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > self.max_response_bytes:
             raise ServingError(response.status, f"the answer declares {declared} bytes, more than max_response_bytes "
                                f"({self.max_response_bytes})", retriable=False)
         chunks, size = [], 0

@@ -47,7 +47,7 @@ async def read_body(request, max_bytes: int, timeout_s: float) -> bytes:
     """
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):
             raise RequestError(f"the request's Content-Length {declared[:40]!r} is not a number of bytes")
         if int(declared) > max_bytes:
             raise _too_large(int(declared), max_bytes, "declares")

@@ -1,0 +1,54 @@
+"""read_body: the request body's limits, checked without a server (a stand-in for Starlette's request)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from aotcuda.serving.codec import RequestError, SlowBodyError, read_body
+
+
+class StandInRequest:
+    def __init__(self, headers: dict, chunks: list[bytes], pause_s: float = 0.0):
+        self.headers, self._chunks, self._pause_s = headers, chunks, pause_s
+
+    async def stream(self):
+        for chunk in self._chunks:
+            await asyncio.sleep(self._pause_s)
+            yield chunk
+
+
+def read(request, max_bytes=100, timeout_s=5.0) -> bytes:
+    return asyncio.run(read_body(request, max_bytes, timeout_s))
+
+
+@pytest.mark.parametrize("declared", ["²", "١٢", "12 ", "-1", "0x10", "1e3", ""])
+def test_a_content_length_that_is_not_ascii_digits_is_a_request_error(declared):
+    """str.isdigit() is True for '²' and Arabic-Indic digits, which int() then rejects with a raw ValueError."""
+    with pytest.raises(RequestError, match="Content-Length .* is not a number of bytes"):
+        read(StandInRequest({"content-length": declared}, [b"x"]))
+
+
+def test_a_declared_length_over_the_limit_is_refused_before_reading():
+    class Unread(StandInRequest):
+        async def stream(self):
+            raise AssertionError("the body was read")
+            yield b""  # pragma: no cover - makes this an async generator
+
+    with pytest.raises(RequestError, match="declares 101 bytes, more than this server's limit of 100"):
+        read(Unread({"content-length": "101"}, []))
+
+
+def test_a_streamed_body_is_counted_and_refused_past_the_limit():
+    with pytest.raises(RequestError, match="has at least 120 bytes"):
+        read(StandInRequest({}, [b"x" * 60] * 5))
+
+
+def test_a_body_within_the_limits_is_returned_whole():
+    assert read(StandInRequest({"content-length": "90"}, [b"ab" * 15] * 3)) == b"ab" * 45
+
+
+def test_a_trickling_body_is_cut_at_the_timeout():
+    with pytest.raises(SlowBodyError, match="did not arrive within 0.2 s"):
+        read(StandInRequest({}, [b"x"] * 50, pause_s=0.05), timeout_s=0.2)
