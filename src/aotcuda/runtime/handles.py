@@ -22,6 +22,7 @@ import torch
 
 from aotcuda import switches
 from aotcuda.errors import RuntimeCallError
+from aotcuda.runtime import ownership
 
 Handle = ctypes.c_void_p
 _OK = 0
@@ -161,3 +162,23 @@ def delete_handle(handle: int) -> None:
     code = _torch_shim().aoti_torch_delete_tensor_object(handle)
     if code != _OK:
         raise RuntimeCallError(f"releasing output handle {handle:#x} failed (code {code})")
+
+
+def release_written(output_array) -> None:
+    """After a failed run: release whatever handles the container wrote, each once."""
+    ownership.release_all(list(output_array), delete_handle)
+
+
+def release_unstolen(alias: torch.Tensor | None, input_handles) -> None:
+    """After a failed run: release the input handles if the model did not take them over.
+
+    The model steals all its input handles at once at the start of its run (one loop with nothing in it
+    that can fail), but AOTI's own input checks (AOTI_RUNTIME_CHECK_INPUTS, which unsigned packages turn
+    on) throw BEFORE that, leaving them to us: one leaked tensor per input per rejected call otherwise.
+    The first handle is the only reference to ``alias`` besides our own (the alias is private to this
+    call), so a use count above 1 means that handle, and so every handle, is still alive. Call it after
+    the output handles are released (an output may view an input).
+    """
+    if alias is not None and alias._use_count() > 1:
+        for handle in input_handles:
+            delete_handle(handle)

@@ -142,13 +142,13 @@ def _extraction_plan(archive: zipfile.ZipFile, model_dir_entry: str, root: str, 
         sources[target] = name
         wanted.append((info, target))
     _refuse_file_over_folder(path, model_dir, sources)
+    check_extraction(path, [info for info, _ in wanted], limits)
     libraries = [target for target in sources if target.endswith(".so")]
     if len(libraries) != 1:
         what = "several .so files" if libraries else (
             "C++ sources but no compiled .so" if any(t.endswith(".cpp") for t in sources) else "no compiled .so")
         raise PackageError(f"{path!r} (model {model_dir_entry.rstrip('/').rsplit('/', 1)[-1]!r}) holds {what}; "
                            "rebuild it with torch._inductor.aoti_compile_and_package (without package_cpp_only)")
-    check_extraction(path, [info for info, _ in wanted], limits)
     return wanted
 
 

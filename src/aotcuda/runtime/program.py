@@ -55,11 +55,14 @@ from aotcuda.runtime.complex_adapter import split_signature
 from aotcuda.runtime.aoti_checks import aoti_input_checks, latch_aoti_input_checks
 from aotcuda.runtime.container import ModelContainer
 from aotcuda.runtime.graphs import GraphRunner, raw_stream_function
+from aotcuda.runtime.devices import resolve_device
 from aotcuda.runtime.handles import (
     OutputStealer,
     delete_handle,
     handle_array_type,
     new_handle_array,
+    release_unstolen,
+    release_written,
     steal_handles,
 )
 from aotcuda.runtime.index_ranges import IndexRangeChecks
@@ -108,41 +111,6 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
         raise
 
 
-_DEVICE_TYPES = ("cpu", "cuda")  # what the runtime drives (streams, CUDA graphs, handles)
-
-
-def _resolve_device(package: ExtractedPackage, device) -> torch.device:
-    package_type = package.device_type
-    if not package_type:
-        raise PackageError(f"{package.path!r}: the model's metadata names no device (no AOTI_DEVICE_KEY); "
-                           "the package is damaged or not from AOTInductor, lower the model again")
-    if package_type not in _DEVICE_TYPES:
-        raise PackageError(f"{package.path!r} was built for {package_type!r}; aotcuda runs packages built for "
-                           f"{' or '.join(_DEVICE_TYPES)}: lower the model again with one of those devices")
-    try:
-        wanted = torch.device(device) if device is not None else torch.device(package_type)
-    except (RuntimeError, TypeError) as exc:
-        raise PackageError(f"device={device!r} is not a device ({exc}); pass e.g. 'cpu' or 'cuda:0'") from exc
-    if wanted.type != package_type:
-        raise PackageError(f"the package was built for {package_type} and cannot run on {wanted}; "
-                           f"load it with device={package_type!r}, or lower the model again with device={wanted.type!r}",
-                           advice=(Advice("device", package_type), Advice("device", wanted.type, relower=True)))
-    if wanted.type == "cuda":
-        if not torch.cuda.is_available():
-            raise PackageError(f"{package.path!r} was built for CUDA, but torch sees no CUDA device here; run it "
-                               "on a machine with a CUDA GPU, or lower the model again with device='cpu'",
-                               advice=(Advice("device", "cpu", relower=True),))
-        if wanted.index is None:
-            wanted = torch.device("cuda", torch.cuda.current_device())
-        count = torch.cuda.device_count()
-        if wanted.index >= count:
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-            raise PackageError(f"device={str(wanted)!r}, but torch sees {count} CUDA device(s) here (cuda:0"
-                               f"{'' if count == 1 else f' to cuda:{count - 1}'}"
-                               f"{'' if visible is None else f'; CUDA_VISIBLE_DEVICES={visible!r}'}); pass one of those")
-    return wanted
-
-
 class Program:
     """A loaded AOTI package. Build it with ``aotcuda.load``.
 
@@ -156,7 +124,7 @@ class Program:
     def __init__(self, package: ExtractedPackage, *, device=None, cuda_graphs: bool = False,
                  check_index_ranges: bool | None = None):
         self._package = package
-        self._device = _resolve_device(package, device)
+        self._device = resolve_device(package, device)
         if cuda_graphs and self._device.type != "cuda":
             raise PackageError(f"cuda_graphs=True needs a CUDA package and device; this one runs on "
                                f"{self._device}. Load it with cuda_graphs=False.", advice=(Advice("cuda_graphs", False),))
@@ -402,8 +370,8 @@ class Program:
         try:
             self._container.run(input_array, output_array, stream, single_threaded)
         except BaseException:
-            _release_written(output_array)
-            _release_unstolen(alias, input_array)
+            release_written(output_array)
+            release_unstolen(alias, input_array)
             raise
         handles = list(output_array)
         try:
@@ -517,26 +485,6 @@ def _written_inputs(specs, num_inputs: int) -> tuple[frozenset[int], frozenset[i
         known = frozenset(i for i, spec in enumerate(specs) if spec.mutated)
         return known, known
     return frozenset(), frozenset(range(num_inputs))
-
-
-def _release_written(output_array) -> None:
-    """After a failed run: release whatever handles the container wrote, each once."""
-    ownership.release_all(list(output_array), delete_handle)
-
-
-def _release_unstolen(alias: torch.Tensor | None, input_handles) -> None:
-    """After a failed run: release the input handles if the model did not take them over.
-
-    The model steals all its input handles at once at the start of its run (one loop with nothing in it
-    that can fail), but AOTI's own input checks (AOTI_RUNTIME_CHECK_INPUTS, which unsigned packages turn
-    on) throw BEFORE that, leaving them to us: one leaked tensor per input per rejected call otherwise.
-    The first handle is the only reference to ``alias`` besides our own (the alias is private to this
-    call), so a use count above 1 means that handle, and so every handle, is still alive. Call it after
-    the output handles are released (an output may view an input).
-    """
-    if alias is not None and alias._use_count() > 1:
-        for handle in input_handles:
-            delete_handle(handle)
 
 
 def _copy_sharing(tensors: list) -> list:
