@@ -368,7 +368,8 @@ def test_dynamic_option_takes_a_multiple_of_n():
 def test_lowering_progress_prints_each_step_once_with_one_time(terminal):
     """`aotcuda lower`'s progress: one line per step with the measured time (it printed the time twice,
     "export (3.2 s) 0:00:03"); the demo's (transient) shows nothing where stderr is no terminal, and
-    clears its lines on one, since its table lists the step times."""
+    clears its lines on one, since its table lists the step times. Where stderr is no terminal, each step
+    is one plain line as it ends (a live display there printed once, at the end, with its spinner)."""
     import io
 
     from rich.console import Console
@@ -386,8 +387,10 @@ def test_lowering_progress_prints_each_step_once_with_one_time(terminal):
         lines = [" ".join(line.split()) for line in final.splitlines() if line.strip()]
         if transient:  # nothing left: no terminal, nothing printed; a terminal, the lines cleared
             assert lines == [] and (terminal or written.getvalue() == "")
-        else:
+        elif terminal:
             assert lines == [f"{step} {seconds:.1f} s" for step, seconds in steps.items()]
+        else:  # a log: plain lines, each as its step ends, no spinner and no escape
+            assert written.getvalue() == "".join(f"{step}: {seconds:.1f} s\n" for step, seconds in steps.items())
 
 
 @pytest.mark.parametrize("load, cores, busy", [(0.4, 2, False), (1.99, 2, False), (2.0, 2, True), (7.5, 4, True),

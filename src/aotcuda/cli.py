@@ -125,15 +125,16 @@ class _StepProgress:
     its measured time when it ends.
 
     ``transient=True`` (the demo, whose table lists the step times) clears the lines at the end, and shows
-    nothing where stderr is no terminal (a log would get them only once the lowering is over, as the table
-    gives them), so that each step's time is printed once.
+    nothing where stderr is no terminal (the table gives the times), so that each step's time is printed once.
     """
 
     def __init__(self, transient: bool = False, console: Console | None = None):
         console = console or status_console
+        # Where stderr is no terminal (a log, a pipe) a live display has nothing to redraw: each finished step
+        # is one plain line instead, with no spinner character ("lower: 12.3 s").
+        self._plain = None if console.is_terminal else (None if transient else console)
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _StepTime(),
-                                  console=console, transient=transient,
-                                  disable=transient and not console.is_terminal)
+                                  console=console, transient=transient, disable=not console.is_terminal)
         self._tasks = {}
 
     def __enter__(self):
@@ -144,7 +145,10 @@ class _StepProgress:
         self._progress.__exit__(*exc_info)
 
     def __call__(self, step: str, seconds: float | None) -> None:
-        if seconds is None:
+        if self._plain is not None:
+            if seconds is not None:
+                self._plain.print(f"{step}: {seconds:.1f} s", highlight=False, markup=False, soft_wrap=True)
+        elif seconds is None:
             self._tasks[step] = self._progress.add_task(step, total=1, seconds=None)
         else:
             self._progress.update(self._tasks[step], completed=1, seconds=seconds)
