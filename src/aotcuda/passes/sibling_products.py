@@ -183,6 +183,9 @@ def _fuse(graph, products: list[torch.fx.Node], signature, state) -> None:
             columns = emit(graph, aten.slice.Tensor, (product, 1, start, start + width), like=old)
         start += width
         old.replace_all_uses_with(columns)
+        for spec in signature.output_specs:  # a product that is an output: the signature names its node
+            if getattr(spec.arg, "name", None) == old.name:
+                spec.arg.name = columns.name
         _keep_views_valid(graph, columns)
         graph.erase_node(old)
     for node in [*transposes, *weights, *biases]:
@@ -198,7 +201,7 @@ def _keep_views_valid(graph, columns: torch.fx.Node) -> None:
             continue
         try:
             user.meta["val"] = value.view(torch.fx.node.map_arg(user.args[1], fake_of))
-        except RuntimeError:
+        except (RuntimeError, ValueError):  # fake tensors raise the latter
             with graph.inserting_before(user):
                 dense = emit(graph, aten.clone.default, (columns,), {"memory_format": torch.contiguous_format},
                              like=user)
