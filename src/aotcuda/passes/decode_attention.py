@@ -42,7 +42,7 @@ import math
 import torch
 from torch.export import ExportedProgram
 
-from aotcuda.passes.emit import emit
+from aotcuda.passes.emit import emit, replace_uses
 from aotcuda.passes.program_copy import with_graph
 from aotcuda.passes.result import PassResult
 
@@ -96,14 +96,15 @@ class SplitCacheAttentionPass:
         if not wanted:
             self.result = PassResult(type(self).__name__, False, {"rewritten": 0, "kept": len(matches)})
             return ep
+        signature = copy.deepcopy(ep.graph_signature)
         for match in wanted:
-            _rewrite(graph, match, self._chunk(_static(match.k.meta["val"].shape[2])))
+            _rewrite(graph, match, self._chunk(_static(match.k.meta["val"].shape[2])), signature)
         graph.eliminate_dead_code()
         graph.lint()
         graph_module.recompile()
         self.result = PassResult(type(self).__name__, True,
                                  {"rewritten": len(wanted), "kept": len(matches) - len(wanted)})
-        return with_graph(ep, graph_module)
+        return with_graph(ep, graph_module, graph_signature=signature)
 
     def _wanted(self, match: _Match) -> bool:
         q, k = match.q.meta["val"], match.k.meta["val"]
@@ -243,7 +244,7 @@ def _match_sdpa(sdpa) -> _Match | None:
     return _Match(q, k, v, group, sdpa, None, None, sdpa, [])
 
 
-def _rewrite(graph, match: _Match, chunk: int) -> None:
+def _rewrite(graph, match: _Match, chunk: int, signature) -> None:
     q_value, k_value = match.q.meta["val"], match.k.meta["val"]
     batch, heads, rows, width = q_value.shape
     kv_heads, length = k_value.shape[1], k_value.shape[2]
@@ -284,8 +285,10 @@ def _rewrite(graph, match: _Match, chunk: int) -> None:
         out = op(aten.sum.dim_IntList, op(aten.mul.Tensor, chunk_out, weight), [3])  # [B, Hkv, M, Dv]
         out = op(aten._to_copy.default, op(aten.div.Tensor, out, total), dtype=match.out.meta["val"].dtype)
         out = op(aten.reshape.default, out, [-1, heads, rows, match.v.meta["val"].shape[-1]])
-    match.out.replace_all_uses_with(out)
+    replace_uses(match.out, out, signature)
     _erase_checks_of(graph, match.dropped + [match.out])
+    if not match.out.users:  # SDPA counts as impure (it may draw dropout): dead-code elimination keeps it
+        graph.erase_node(match.out)
 
 
 def _sdpa_logits(op, sdpa, raw, width):

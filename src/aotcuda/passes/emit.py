@@ -30,3 +30,12 @@ def emit(graph: torch.fx.Graph, target, args: tuple, kwargs: dict | None = None,
             if key in like.meta:
                 node.meta[key] = like.meta[key]
     return node
+
+
+def replace_uses(node: torch.fx.Node, new: torch.fx.Node, signature) -> None:
+    """Every use of ``node`` reads ``new`` instead, the program's outputs too: an output spec of the
+    graph signature that names ``node`` names ``new``."""
+    node.replace_all_uses_with(new)
+    for spec in signature.output_specs:
+        if getattr(spec.arg, "name", None) == node.name:
+            spec.arg.name = new.name

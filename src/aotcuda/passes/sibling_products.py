@@ -32,7 +32,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 
-from aotcuda.passes.emit import emit, fake_of
+from aotcuda.passes.emit import emit, fake_of, replace_uses
 from aotcuda.passes.program_copy import with_graph
 from aotcuda.passes.result import PassResult
 
@@ -182,10 +182,7 @@ def _fuse(graph, products: list[torch.fx.Node], signature, state) -> None:
         with graph.inserting_before(old):
             columns = emit(graph, aten.slice.Tensor, (product, 1, start, start + width), like=old)
         start += width
-        old.replace_all_uses_with(columns)
-        for spec in signature.output_specs:  # a product that is an output: the signature names its node
-            if getattr(spec.arg, "name", None) == old.name:
-                spec.arg.name = columns.name
+        replace_uses(old, columns, signature)
         _keep_views_valid(graph, columns)
         graph.erase_node(old)
     for node in [*transposes, *weights, *biases]:
