@@ -149,8 +149,10 @@ def build_package(kind: str, model, example, device, path: str, inductor_configs
         return torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=inductor_configs)
     import aotcuda
 
-    return aotcuda.lower(model, example, device=device.type, package_path=path,
-                         inductor_configs=inductor_configs).package_path
+    lowered = aotcuda.lower(model, example, device=device.type, package_path=path, inductor_configs=inductor_configs)
+    for result in lowered.pass_results:
+        print(f"pass {kind}: {result.summary()}", flush=True)
+    return lowered.package_path
 
 
 def parse_inductor_configs(values) -> dict:
@@ -251,6 +253,9 @@ class Builds:
             log.close()
         with open(f"{self._workdir}/{kind}.log") as f:
             lines = f.read()[-4000:].strip().splitlines()
+        for line in lines:
+            if line.startswith(f"pass {kind}: "):
+                print(line, file=sys.stderr)  # what lower()'s passes did to this package
         if proc.returncode != 0:
             raise RuntimeError(f"the {kind} compile failed (exit {proc.returncode}): {' / '.join(lines[-3:])}")
         # The child's own figure (export and compile, not the model's making); the wall time otherwise.

@@ -25,7 +25,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from decode import build_package, example_inputs, make_model, parse_inductor_configs, timer  # noqa: E402
+from decode import example_inputs, make_model, parse_inductor_configs, timer  # noqa: E402
 
 
 def kernel_family(name: str) -> str:
