@@ -146,3 +146,32 @@ def test_cuda_lowering_runs_it_by_default_off_by_its_switch_and_cpu_lowering_doe
     monkeypatch.setenv("AOTCUDA_DECODE_ATTENTION", "off")
     assert SplitCacheAttentionPass not in cuda.enabled_passes()
     assert SplitCacheAttentionPass not in DEVICE_PROFILES["cpu"].enabled_passes()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_cuda_lowering_of_a_decode_step_with_a_long_cache_runs_both_passes_and_matches_eager(tmp_path, batch):
+    # The tiny decoder with a cache long enough for the default limits (1024 positions, chunks of 128):
+    # the package's generated kernels, not just the rewritten program, against eager (bf16).
+    import dataclasses
+
+    import aotcuda
+    from aotcuda.models.decoder import DecoderConfig, make_decoder
+
+    config = dataclasses.replace(DecoderConfig.tiny(), max_seq_len=1024)
+    model = make_decoder(config, batch, device="cuda", dtype=torch.bfloat16, seed=6)
+    example = (torch.zeros(batch, 1, dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"))
+    lowered = aotcuda.lower(model, example, device="cuda", package_path=tmp_path / "decode.pt2")
+    counts = {r.name: r.counts for r in lowered.pass_results}
+    assert counts["SplitCacheAttentionPass"] == {"rewritten": config.n_layers, "kept": 0}
+    assert counts["ConcatSiblingProductsPass"] == {"groups": 2 * config.n_layers, "products": 5 * config.n_layers}
+    assert lowered.fallback_kernels == []
+    eager, program = make_decoder(config, batch, device="cuda", dtype=torch.bfloat16, seed=6), aotcuda.load(lowered.package_path)
+    tokens = torch.randint(0, config.vocab_size, (batch, 1), device="cuda")
+    with torch.no_grad():
+        for position in range(200):  # past the first chunk
+            at = torch.tensor([position], device="cuda")
+            want, got = eager(tokens, at), program(tokens, at)
+            if position % 20 == 0 or position > 190:
+                assert _relative_error(got, want) < 1e-2, position
+            tokens = want.argmax(-1, keepdim=True)

@@ -9,6 +9,8 @@ transformers is a test-only dependency: it is imported inside the builders.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 from torch.export import Dim
@@ -364,8 +366,11 @@ def build_llama_decode_step(config, batch: int, device="cpu", dtype=torch.bfloat
     model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
     model.generation_config.use_cache = True
     model.generation_config.cache_implementation = "static"
-    recipe = TorchExportableModuleForDecoderOnlyLM(model, batch_size=batch,
-                                                   max_cache_len=config.max_position_embeddings, device=device)
+    # The recipe's keywords moved between transformers releases (max_batch_size -> batch_size; device added).
+    accepted = inspect.signature(TorchExportableModuleForDecoderOnlyLM.__init__).parameters
+    sizes = {"batch_size" if "batch_size" in accepted else "max_batch_size": batch,
+             "max_cache_len": config.max_position_embeddings, **({"device": device} if "device" in accepted else {})}
+    recipe = TorchExportableModuleForDecoderOnlyLM(model, **sizes)
     ids = torch.zeros(batch, 1, dtype=torch.long, device=device)
     with torch.no_grad():
         exported = recipe.export(input_ids=ids, cache_position=torch.zeros(1, dtype=torch.long, device=device))
