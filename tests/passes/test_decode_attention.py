@@ -8,7 +8,6 @@ import torch
 from torch.nn import functional as F
 
 from aotcuda.lowering.decompositions import decomposition_table
-from aotcuda.lowering.devices import DEVICE_PROFILES
 from aotcuda.passes.decode_attention import SDPA, SplitCacheAttentionPass
 
 aten = torch.ops.aten
@@ -137,15 +136,6 @@ def test_the_decode_step_is_rewritten_in_every_layer_and_matches_eager_step_afte
             want = eager(tokens, at)
             assert _relative_error(lowered(tokens, at), want) < TOLERANCE[dtype], position
             tokens = want.argmax(-1, keepdim=True)
-
-
-def test_cuda_lowering_runs_it_by_default_off_by_its_switch_and_cpu_lowering_does_not(monkeypatch):
-    cuda = DEVICE_PROFILES["cuda"]
-    monkeypatch.delenv("AOTCUDA_DECODE_ATTENTION", raising=False)
-    assert SplitCacheAttentionPass in cuda.enabled_passes()
-    monkeypatch.setenv("AOTCUDA_DECODE_ATTENTION", "off")
-    assert SplitCacheAttentionPass not in cuda.enabled_passes()
-    assert SplitCacheAttentionPass not in DEVICE_PROFILES["cpu"].enabled_passes()
 
 
 @pytest.mark.cuda

@@ -7,6 +7,7 @@ from torch.nn import functional as F
 
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.devices import DEVICE_PROFILES
+from aotcuda.passes.decode_attention import SplitCacheAttentionPass
 from aotcuda.passes.sibling_products import ConcatSiblingProductsPass
 
 aten = torch.ops.aten
@@ -139,10 +140,13 @@ def test_the_decode_step_fuses_qkv_and_w1_w3_of_every_layer_and_matches_eager():
             tokens = want.argmax(-1, keepdim=True)
 
 
-def test_cuda_lowering_runs_it_by_default_off_by_its_switch_and_cpu_lowering_does_not(monkeypatch):
+@pytest.mark.parametrize("graph_pass, switch", [(ConcatSiblingProductsPass, "AOTCUDA_SIBLING_PRODUCTS"),
+                                                (SplitCacheAttentionPass, "AOTCUDA_DECODE_ATTENTION")])
+def test_cuda_lowering_runs_each_decode_pass_by_default_off_by_its_switch_and_cpu_lowering_does_not(
+        monkeypatch, graph_pass, switch):
     cuda = DEVICE_PROFILES["cuda"]
-    monkeypatch.delenv("AOTCUDA_SIBLING_PRODUCTS", raising=False)
-    assert ConcatSiblingProductsPass in cuda.enabled_passes()
-    monkeypatch.setenv("AOTCUDA_SIBLING_PRODUCTS", "0")
-    assert ConcatSiblingProductsPass not in cuda.enabled_passes() and len(cuda.enabled_passes()) == 2
-    assert ConcatSiblingProductsPass not in DEVICE_PROFILES["cpu"].enabled_passes()
+    monkeypatch.delenv(switch, raising=False)
+    assert graph_pass in cuda.enabled_passes()
+    monkeypatch.setenv(switch, "0")
+    assert graph_pass not in cuda.enabled_passes() and len(cuda.enabled_passes()) == len(cuda.passes) - 1
+    assert graph_pass not in DEVICE_PROFILES["cpu"].enabled_passes()
