@@ -156,12 +156,24 @@ def _cache(node):
                                                             aten.reshape.default, aten.clone.default):
         inner = inner.args[0]
     if inner.op == "call_function" and inner.target is aten.expand.default and len(_shape(inner)) == 5:
-        source = inner.args[0]
+        source = _whole(inner.args[0])
         if source.op == "call_function" and source.target is aten.unsqueeze.default and source.args[1] == 2:
-            base = source.args[0]
+            base = _whole(source.args[0])
             if len(_shape(base)) == 4 and _shape(base)[2:] == _shape(inner)[3:]:
                 return base, _shape(inner)[2]
     return node, 1
+
+
+def _whole(node):
+    """Through slices that keep a whole dim (``x[:, :, None]`` is one per ``:`` in some torch versions)."""
+    while node.op == "call_function" and node.target is aten.slice.Tensor:
+        source = node.args[0]
+        start = node.args[2] if len(node.args) > 2 else None
+        step = node.args[4] if len(node.args) > 4 else 1
+        if (start or 0) != 0 or step != 1 or _shape(node) != _shape(source):
+            break
+        node = source
+    return node
 
 
 def _match(node) -> _Match | None:
