@@ -83,6 +83,33 @@ def test_decode_attention_over_a_grouped_cache_is_rewritten_and_matches_eager(fo
             assert _relative_error(split.module()(*args), model(*args)) < TOLERANCE[dtype], pos
 
 
+def test_repeat_kv_traced_through_whole_dim_slices_is_still_undone():
+    # Some torch versions trace x[:, :, None] as slice(x, 0, 0, max) → slice(1, ...) → unsqueeze(2): the
+    # same program with those slices put in front of each unsqueeze is matched the same way.
+    torch.manual_seed(2)
+    model = CacheAttention("eager")
+    ep = _ep(model, _inputs())
+    graph = ep.graph_module.graph
+    for unsqueeze in [n for n in graph.nodes if n.target is aten.unsqueeze.default and n.args[1] == 2
+                      and len(n.meta["val"].shape) == 5]:
+        source, (expand,) = unsqueeze.args[0], list(unsqueeze.users)
+        with graph.inserting_before(unsqueeze):
+            before = graph.call_function(aten.slice.Tensor, (source, 1, 0, 2 ** 63 - 1))
+        with graph.inserting_after(unsqueeze):
+            after = graph.call_function(aten.slice.Tensor, (unsqueeze, 3, 0, 2 ** 63 - 1))
+        before.meta["val"], after.meta["val"] = source.meta["val"], unsqueeze.meta["val"]
+        unsqueeze.replace_input_with(source, before)
+        expand.replace_input_with(unsqueeze, after)
+    ep.graph_module.recompile()
+    graph_pass = SplitCacheAttentionPass(min_cache_len=32, chunk=16)
+    split = graph_pass(ep)
+    assert graph_pass.result.counts == {"rewritten": 1, "kept": 0}
+    assert not [n for n in split.graph.nodes if n.target is aten.expand.default and len(n.meta["val"].shape) == 5]
+    args = _inputs(pos=20)
+    with torch.no_grad():
+        assert _relative_error(split.module()(*args), model(*args)) < 1e-5
+
+
 def test_a_dynamic_batch_is_kept_symbolic():
     torch.manual_seed(1)
     model = CacheAttention("eager")
