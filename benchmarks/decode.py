@@ -9,10 +9,16 @@ vocab 32000, bfloat16, random weights; rotary embeddings in complex numbers as M
 writes them; a static KV cache of 2048 positions in mutated buffers, written at ``input_pos``). One step
 takes tokens [B, 1] and input_pos [1] and returns float32 logits [B, vocab].
 
-Rows (``--rows``, default all): eager; torch.compile (default and mode="reduce-overhead");
+Rows (``--rows``, default all): eager; torch.compile (default and mode="reduce-overhead", and
+reduce-overhead on the same model with its RoPE in real numbers as gpt-fast writes it, ``compile-ro-real``);
 AOTInductor with the complex fallback kernels (``aoti_compile_and_package`` + ``aoti_load_package``);
-aotcuda.load without and with CUDA graphs, and a graph bound with ``Program.bind`` (zero-copy replay);
-the graph rows run on CUDA only.
+aotcuda.load without and with CUDA graphs, and a graph bound with ``Program.bind`` (zero-copy replay).
+The ``llama-*`` rows run transformers' LlamaForCausalLM of the same sizes over its StaticCache, one decode
+step exported as users export it (``TorchExportableModuleForDecoderOnlyLM(...).export``, the ExecuTorch
+recipe; tests/models/library/transformers_models.py), lowered by aotcuda with the same passes, and under
+torch.compile reduce-overhead. The graph rows run on CUDA only. lower()'s passes are switched as in any
+lowering: ``AOTCUDA_SIBLING_PRODUCTS=0`` / ``AOTCUDA_DECODE_ATTENTION=0`` in the environment turn one off
+for the package compiles (docs/usage.md, "Environment switches").
 How it runs in a few minutes: the two AOTInductor packages (complex fallbacks; aotcuda) are compiled in
 two child processes started first (``--build``; each makes the same seeded model), while this process
 compiles the torch.compile rows; every row is timed only after all compiles have ended, so that no row
@@ -42,16 +48,58 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import markdown_row, relative_error  # noqa: E402
 
-ROWS = ("eager", "compile", "compile-ro", "aoti", "aotcuda", "aotcuda-graphs", "aotcuda-bind")
+ROWS = ("eager", "compile", "compile-ro", "compile-ro-real", "aoti", "aotcuda", "aotcuda-graphs", "aotcuda-bind",
+        "llama-compile-ro", "llama-aotcuda", "llama-aotcuda-graphs", "llama-aotcuda-bind")
 ROW_NAMES = {
     "eager": "eager",
     "compile": "torch.compile",
     "compile-ro": 'torch.compile mode="reduce-overhead"',
+    "compile-ro-real": 'torch.compile mode="reduce-overhead", RoPE in real numbers (gpt-fast)',
     "aoti": "AOTInductor, complex fallback kernels (aoti_load_package)",
     "aotcuda": "aotcuda.load",
     "aotcuda-graphs": "aotcuda.load, cuda_graphs=True",
     "aotcuda-bind": "aotcuda, Program.bind(...).replay() (zero-copy graph)",
+    "llama-compile-ro": 'transformers Llama, StaticCache: torch.compile mode="reduce-overhead"',
+    "llama-aotcuda": "transformers Llama, StaticCache, executorch recipe export: aotcuda.load",
+    "llama-aotcuda-graphs": "transformers Llama, StaticCache, executorch recipe export: aotcuda.load, cuda_graphs=True",
+    "llama-aotcuda-bind": "transformers Llama, StaticCache, executorch recipe export: aotcuda, Program.bind",
 }
+GRAPH_ROWS = ("aotcuda-graphs", "aotcuda-bind", "llama-aotcuda-graphs", "llama-aotcuda-bind")
+
+
+def family(key: str) -> str:
+    """Which model a row runs: "llama" (transformers' LlamaForCausalLM), "real" (our decoder with real
+    RoPE) or "decoder" (our decoder, complex RoPE)."""
+    return "llama" if key.startswith("llama-") else "real" if key.endswith("-real") else "decoder"
+
+
+def base_row(key: str) -> str:
+    """The way of running a row names, whatever its model: llama-aotcuda-graphs -> aotcuda-graphs."""
+    return key.removeprefix("llama-").removesuffix("-real")
+
+
+def make_model(kind: str, config, batch: int, device, dtype=torch.bfloat16):
+    """The model of a family (see family()) with decode.py's seeded weights, an empty cache."""
+    from aotcuda.models.decoder import make_decoder
+
+    if kind != "llama":
+        return make_decoder(config, batch, device=device, dtype=dtype, real_rope=kind == "real")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests.models.library
+    from tests.models.library.transformers_models import build_llama_decode_step, llama_decode_config
+
+    sizes = llama_decode_config(dim=config.dim, layers=config.n_layers, heads=config.n_heads,
+                                kv_heads=config.n_kv_heads, ffn=config.ffn_dim, vocab=config.vocab_size,
+                                max_seq=config.max_seq_len)
+    return build_llama_decode_step(sizes, batch, device=device, dtype=dtype)
+
+
+def bytes_read(model) -> int:
+    """bytes_read_per_step of any of the models: every weight but the token embedding table (only the rows
+    looked up are read), and the whole static KV cache (buffers named ...cache...)."""
+    weights = sum(p.numel() * p.element_size() for n, p in model.named_parameters()
+                  if "tok_embeddings" not in n and "embed_tokens" not in n)
+    cache = sum(b.numel() * b.element_size() for n, b in model.named_buffers() if "cache" in n)
+    return weights + cache
 
 
 def timer(device: torch.device):
@@ -88,19 +136,23 @@ def zero_caches(module: torch.nn.Module) -> None:
             buffer.zero_()
 
 
-PACKAGE_ROWS = {"aoti": "aoti", "aotcuda": "aotcuda", "aotcuda-graphs": "aotcuda", "aotcuda-bind": "aotcuda"}
+PACKAGE_ROWS = {"aoti": "aoti", "aotcuda": "aotcuda", "aotcuda-graphs": "aotcuda", "aotcuda-bind": "aotcuda",
+                "llama-aotcuda": "llama", "llama-aotcuda-graphs": "llama", "llama-aotcuda-bind": "llama"}
 
 
 def build_package(kind: str, model, example, device, path: str, inductor_configs=None) -> str:
     """Compile one package: "aoti" (torch.export + aoti_compile_and_package, the complex ops as fallback
-    kernels) or "aotcuda" (aotcuda.lower), with ``inductor_configs`` over each one's defaults. Returns its path."""
+    kernels) or "aotcuda" / "llama" (aotcuda.lower of the model given), with ``inductor_configs`` over each
+    one's defaults. Returns its path."""
     if kind == "aoti":
         ep = torch.export.export(model, example)
         return torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=inductor_configs)
     import aotcuda
 
-    return aotcuda.lower(model, example, device=device.type, package_path=path,
-                         inductor_configs=inductor_configs).package_path
+    lowered = aotcuda.lower(model, example, device=device.type, package_path=path, inductor_configs=inductor_configs)
+    for result in lowered.pass_results:
+        print(f"pass {kind}: {result.summary()}", flush=True)
+    return lowered.package_path
 
 
 def parse_inductor_configs(values) -> dict:
@@ -124,8 +176,8 @@ def parse_prebuilt(values) -> dict:
     prebuilt = {}
     for value in values or ():
         kind, sep, path = value.partition("=")
-        if not sep or kind not in ("aoti", "aotcuda") or not os.path.exists(path):
-            raise SystemExit(f"--prebuilt {value!r}: write aoti=PATH or aotcuda=PATH of an existing package")
+        if not sep or kind not in ("aoti", "aotcuda", "llama") or not os.path.exists(path):
+            raise SystemExit(f"--prebuilt {value!r}: write aoti=PATH, aotcuda=PATH or llama=PATH of an existing package")
         prebuilt[kind] = path
     return prebuilt
 
@@ -201,6 +253,9 @@ class Builds:
             log.close()
         with open(f"{self._workdir}/{kind}.log") as f:
             lines = f.read()[-4000:].strip().splitlines()
+        for line in lines:
+            if line.startswith(f"pass {kind}: "):
+                print(line, file=sys.stderr)  # what lower()'s passes did to this package
         if proc.returncode != 0:
             raise RuntimeError(f"the {kind} compile failed (exit {proc.returncode}): {' / '.join(lines[-3:])}")
         # The child's own figure (export and compile, not the model's making); the wall time otherwise.
@@ -219,7 +274,7 @@ class Builds:
 
 def check_row(key, step, tokens_per_step, reference):
     """Relative error of the last of the checked steps (from an empty cache, positions 0, 1, ...)."""
-    if key == "aotcuda-bind":
+    if base_row(key) == "aotcuda-bind":
         static_tokens, static_pos = step.inputs
         for position, tokens in enumerate(tokens_per_step):  # the bind's warm-up wrote position 0: rewritten
             static_tokens.copy_(tokens)
@@ -233,7 +288,7 @@ def check_row(key, step, tokens_per_step, reference):
 
 def time_row(key, step, example, measure, pos) -> float:
     """µs per step at position ``pos``."""
-    if key == "aotcuda-bind":
+    if base_row(key) == "aotcuda-bind":
         step.inputs[1].fill_(pos)
         return measure(step.replay)
     tokens_in = example[0]
@@ -245,15 +300,16 @@ def make_step(key, model, builds, example, device):
     """(the row's step: a callable (tokens, input_pos) → logits, or a BoundGraph; compile seconds or None)."""
     import aotcuda
 
-    if key == "eager":
+    base = base_row(key)
+    if base == "eager":
         return model, None
-    if key in ("compile", "compile-ro"):
-        return torch.compile(model, mode="reduce-overhead" if key == "compile-ro" else None), None
+    if base in ("compile", "compile-ro"):
+        return torch.compile(model, mode="reduce-overhead" if base == "compile-ro" else None), None
     path, seconds = builds.path(PACKAGE_ROWS[key], model, example, device)
-    if key == "aoti":
+    if base == "aoti":
         return torch._inductor.aoti_load_package(path), seconds
-    program = aotcuda.load(path, cuda_graphs=key == "aotcuda-graphs")
-    if key == "aotcuda-bind":
+    program = aotcuda.load(path, cuda_graphs=base == "aotcuda-graphs")
+    if base == "aotcuda-bind":
         return program.bind([t.clone() for t in example]), seconds
     return program, seconds
 
@@ -268,11 +324,11 @@ def parse_rows(values) -> list[str]:
 
 def child_build(opts) -> None:
     """``--build KIND``: compile one package for the parent process and exit."""
-    from aotcuda.models.decoder import DecoderConfig, make_decoder
+    from aotcuda.models.decoder import DecoderConfig
 
     config = DecoderConfig.tiny() if opts.tiny else DecoderConfig.llama_1b()
     device = torch.device(opts.device)
-    model = make_decoder(config, opts.batch[0], device=device, dtype=torch.bfloat16)
+    model = make_model("llama" if opts.build == "llama" else "decoder", config, opts.batch[0], device)
     start = time.perf_counter()
     with torch.no_grad():
         build_package(opts.build, model, example_inputs(opts.batch[0], device), device, opts.package,
@@ -298,7 +354,7 @@ def main() -> None:
                         help="Inductor options for both packages' compiles, e.g. combo_kernels=True")
     parser.add_argument("--prebuilt", nargs="+", metavar="KIND=PATH",
                         help="time these packages (aoti=PATH, aotcuda=PATH) instead of compiling them; one --batch")
-    parser.add_argument("--build", choices=("aoti", "aotcuda"), help=argparse.SUPPRESS)  # child process
+    parser.add_argument("--build", choices=("aoti", "aotcuda", "llama"), help=argparse.SUPPRESS)  # child process
     parser.add_argument("--package", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     from aotcuda.runtime.libloader import promote_cxx_runtime_to_global_scope
@@ -307,13 +363,13 @@ def main() -> None:
     if opts.build:
         return child_build(opts)
     rows_wanted = parse_rows(opts.rows)
-    from aotcuda.models.decoder import DecoderConfig, bytes_read_per_step, make_decoder
+    from aotcuda.models.decoder import DecoderConfig
 
     device = torch.device(opts.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device here: run with --device cpu (and --tiny)")
     if device.type != "cuda":
-        rows_wanted = [r for r in rows_wanted if r not in ("aotcuda-graphs", "aotcuda-bind")]  # CUDA only
+        rows_wanted = [r for r in rows_wanted if r not in GRAPH_ROWS]  # CUDA only
     config = DecoderConfig.tiny() if opts.tiny else DecoderConfig.llama_1b()
     pos = opts.pos if opts.pos is not None else config.max_seq_len // 2
     deadline = started + opts.deadline
@@ -335,7 +391,7 @@ def main() -> None:
             builds = Builds(kinds, opts, batch, workdir, deadline)  # the children compile from here on
             try:
                 run_batch(batch, rows_wanted, builds, config, device, measure, bandwidth, pos, opts,
-                          results, save, card, command, make_decoder, bytes_read_per_step)
+                          results, save, card, command)
             finally:
                 builds.stop()
     save()
@@ -343,28 +399,37 @@ def main() -> None:
 
 
 def run_batch(batch, rows_wanted, builds, config, device, measure, bandwidth, pos, opts, results, save, card,
-              command, make_decoder, bytes_read_per_step) -> None:
+              command) -> None:
     """Every wanted row at one batch size: check each (the compiles overlap the children's), then time
     each once all compiles have ended; print and save each row as it is measured."""
-    model = make_decoder(config, batch, device=device, dtype=torch.bfloat16)
-    reference_model = make_decoder(config, batch, device=device, dtype=torch.float32)
-    reference_model.load_state_dict({k: v.float() if v.is_floating_point() else v
-                                     for k, v in model.state_dict().items()})
     generator = torch.Generator().manual_seed(batch)
     tokens_per_step = [torch.randint(0, config.vocab_size, (batch, 1), generator=generator).to(device)
                        for _ in range(opts.check_steps)]
-    for position, tokens in enumerate(tokens_per_step):
-        reference = reference_model(tokens, torch.tensor([position], device=device))
-    del reference_model
+    subjects = {}
+
+    def subject(kind):
+        """(model, float32 eager logits of the checked steps, bound in tokens/s) of a family, made once."""
+        if kind not in subjects:
+            model = make_model(kind, config, batch, device)
+            reference_model = make_model(kind, config, batch, device, dtype=torch.float32)
+            reference_model.load_state_dict({k: v.float() if v.is_floating_point() else v
+                                             for k, v in model.state_dict().items()})
+            for position, tokens in enumerate(tokens_per_step):
+                reference = reference_model(tokens, torch.tensor([position], device=device))
+            del reference_model
+            subjects[kind] = (model, reference, batch * bandwidth / bytes_read(model))
+        return subjects[kind]
+
     example = example_inputs(batch, device)
-    step_bytes = bytes_read_per_step(model)
-    bound_tps = batch * bandwidth / step_bytes
+    model, _, bound_tps = subject("decoder")
+    step_bytes = bytes_read(model)
     rows = []
     results["batches"][batch] = dict(bytes_per_step=step_bytes, bound_tokens_per_s=bound_tps, rows=rows)
     print(f"\nDecode step, {'tiny config' if opts.tiny else 'Llama-3-shaped 1.2B'}, batch {batch}, bf16, "
           f"cache {config.max_seq_len} at position {pos}; {card}, torch {torch.__version__}; `{command}`")
     print(f"Bound: {step_bytes / 1e9:.3f} GB read per step at {bandwidth / 1e9:.1f} GB/s (device copy) = "
-          f"{bound_tps:.0f} tokens/s")
+          f"{bound_tps:.0f} tokens/s (the transformers Llama's rows: its own bytes, the same within the "
+          f"embedding)")
     print("| batch | how it runs | µs per step | tokens/s | of bound | rel. error vs float32 eager | compile s |")
     print("|---|---|---|---|---|---|---|", flush=True)
 
@@ -381,6 +446,7 @@ def run_batch(batch, rows_wanted, builds, config, device, measure, bandwidth, po
             continue
         try:
             start = time.perf_counter()
+            model, reference, _ = subject(family(key))
             zero_caches(model)
             step, _ = make_step(key, model, builds, example, device)
             error = check_row(key, step, tokens_per_step, reference)
@@ -390,6 +456,7 @@ def run_batch(batch, rows_wanted, builds, config, device, measure, bandwidth, po
     builds.wait_all()
     for key in rows_wanted:
         try:
+            model, reference, bound_tps = subject(family(key))
             if key in PACKAGE_ROWS:
                 step, seconds = make_step(key, model, builds, example, device)
                 error = check_row(key, step, tokens_per_step, reference)
@@ -407,7 +474,7 @@ def run_batch(batch, rows_wanted, builds, config, device, measure, bandwidth, po
         print(markdown_row(batch, ROW_NAMES[key], f"{us:.1f}", f"{tps:.0f}", f"{tps / bound_tps:.0%}",
                            f"{error:.1e}", "" if seconds is None else f"{seconds:.0f}"), flush=True)
         save()
-    del model, steps
+    del model, steps, subjects
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ with and without CUDA graphs.
 
     python3 benchmarks/scripts/decode_profile.py --batch 8                  (CUDA: the 1.2B config)
     python3 benchmarks/scripts/decode_profile.py --tiny --device cpu        (CPU smoke run)
+    python3 benchmarks/scripts/decode_profile.py --model llama --batch 1     (transformers' Llama, StaticCache)
+    AOTCUDA_DECODE_ATTENTION=0 python3 benchmarks/scripts/decode_profile.py  (the kernel table without a pass)
 
 decode.py measured (H200, torch 2.11) the plain aotcuda call at batch 8 slower than at batch 1 (4583 vs
 1881 µs) while the CUDA-graph replay of the same package grew from 1033 to 1514 µs, and the graph row at
@@ -23,7 +25,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from decode import build_package, example_inputs, parse_inductor_configs, timer  # noqa: E402
+from decode import example_inputs, make_model, parse_inductor_configs, timer  # noqa: E402
 
 
 def kernel_family(name: str) -> str:
@@ -91,13 +93,15 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--model", choices=("decoder", "llama"), default="decoder",
+                        help="our decoder (default) or transformers' LlamaForCausalLM of the same sizes")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--package", help="an aotcuda package of this model and batch (default: build one)")
     parser.add_argument("--inductor-config", nargs="+", metavar="KEY=VALUE", help="for the package it builds")
     opts = parser.parse_args()
     import aotcuda
-    from aotcuda.models.decoder import DecoderConfig, make_decoder
+    from aotcuda.models.decoder import DecoderConfig
 
     device = torch.device(opts.device)
     config = DecoderConfig.tiny() if opts.tiny else DecoderConfig.llama_1b()
@@ -105,16 +109,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir, torch.no_grad():
         path = opts.package
         if path is None:
-            model = make_decoder(config, opts.batch, device=device, dtype=torch.bfloat16)
+            model = make_model(opts.model, config, opts.batch, device)
             start = time.perf_counter()
-            path = build_package("aotcuda", model, example, device, f"{workdir}/decode.pt2",
-                                 parse_inductor_configs(opts.inductor_config))
-            print(f"built in {time.perf_counter() - start:.0f} s")
+            lowered = aotcuda.lower(model, example, device=device.type, package_path=f"{workdir}/decode.pt2",
+                                    inductor_configs=parse_inductor_configs(opts.inductor_config))
+            path = lowered.package_path
+            print(f"built in {time.perf_counter() - start:.0f} s; passes: "
+                  + "; ".join(result.summary() for result in lowered.pass_results))
             del model
         tokens = torch.randint(0, config.vocab_size, (opts.batch, 1), device=device)
         at = torch.tensor([config.max_seq_len // 2], device=device)
         for graphs in (False, True) if device.type == "cuda" else (False,):
-            print(f"\nbatch {opts.batch}, aotcuda.load(cuda_graphs={graphs}), {torch.__version__}")
+            print(f"\n{opts.model}, batch {opts.batch}, aotcuda.load(cuda_graphs={graphs}), {torch.__version__}")
             with aotcuda.load(path, cuda_graphs=graphs) as program:
                 profile_steps(program, (tokens, at), opts.steps, device, opts.top)
 

@@ -6,11 +6,15 @@
 #     bash benchmarks/scripts/decode_variants.sh           (on the device machine, from the repository root)
 # A variant is bBATCH:OPTIONS, OPTIONS "default" or KEY=VALUE[,KEY=VALUE...] (Inductor options over lower()'s;
 # a KEY starting with AOTCUDA_ is set in the compile's environment instead).
+# MODEL=llama: transformers' LlamaForCausalLM of the same sizes (decode.py's llama-* rows) instead of our decoder.
+# Issue 29's pass A/B: VARIANTS="b1:default b1:AOTCUDA_SIBLING_PRODUCTS=0 b1:AOTCUDA_DECODE_ATTENTION=0".
 # EXTRA="--tiny --device cpu" makes it a CPU smoke run. CODE_FOR names the variant whose generated code (TORCH_LOGS=output_code) is kept. Logs go under $OUT.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"; work=$(mktemp -d)
-VARIANTS=${VARIANTS:-"b1:default b8:default"}; ROWS=${ROWS:-aotcuda,aotcuda-graphs,aotcuda-bind}
+VARIANTS=${VARIANTS:-"b1:default b8:default"}; MODEL=${MODEL:-decoder}
+if [ "$MODEL" = llama ]; then KIND=llama; ROWS=${ROWS:-llama-aotcuda,llama-aotcuda-graphs,llama-aotcuda-bind}
+else KIND=aotcuda; ROWS=${ROWS:-aotcuda,aotcuda-graphs,aotcuda-bind}; fi
 name_of() { echo "$1" | sed 's/[:=,]/_/g'; }
 # Inductor options of a variant (AOTCUDA_* entries are environment variables instead: env_of).
 options_of() { local o=${1#*:} kv out=""; [ "$o" = default ] && return
@@ -21,7 +25,7 @@ t0=$SECONDS
 for v in $VARIANTS; do
   n=$(name_of "$v"); b=${v%%:*}; b=${b#b}
   if [ "${CODE_FOR:-}" = "$v" ]; then export TORCH_LOGS=output_code; fi
-  env $(env_of "$v") timeout "${BUILD_LIMIT:-330}" python3 benchmarks/decode.py --build aotcuda --package "$work/$n.pt2" --batch "$b" $(options_of "$v") ${EXTRA:-} \
+  env $(env_of "$v") timeout "${BUILD_LIMIT:-330}" python3 benchmarks/decode.py --build "$KIND" --package "$work/$n.pt2" --batch "$b" $(options_of "$v") ${EXTRA:-} \
     > "$OUT/build_$n.log" 2>&1 &
   unset TORCH_LOGS
 done
@@ -29,10 +33,10 @@ wait; echo "builds: $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 for v in $VARIANTS; do
   n=$(name_of "$v"); b=${v%%:*}; b=${b#b}
   [ -f "$work/$n.pt2" ] || { echo "$n: build failed: $(tail -2 "$OUT/build_$n.log")" | tee -a "$OUT/summary.txt"; continue; }
-  grep -h "^built" "$OUT/build_$n.log" | tee -a "$OUT/summary.txt"
-  timeout 120 python3 benchmarks/scripts/decode_profile.py --batch "$b" --package "$work/$n.pt2" --top 25 ${EXTRA:-} \
+  grep -h "^built\|^pass " "$OUT/build_$n.log" | tee -a "$OUT/summary.txt"
+  timeout 120 python3 benchmarks/scripts/decode_profile.py --model "$MODEL" --batch "$b" --package "$work/$n.pt2" --top 25 ${EXTRA:-} \
     > "$OUT/profile_$n.log" 2>&1; echo "profile $n rc=$?" >> "$OUT/summary.txt"
-  timeout 200 python3 benchmarks/decode.py --batch "$b" --prebuilt "aotcuda=$work/$n.pt2" --rows "$ROWS" ${EXTRA:-} \
+  timeout 200 python3 benchmarks/decode.py --batch "$b" --prebuilt "$KIND=$work/$n.pt2" --rows "$ROWS" ${EXTRA:-} \
     --json "$OUT/decode_$n.json" > "$OUT/decode_$n.log" 2>&1; echo "decode $n rc=$?" >> "$OUT/summary.txt"
 done
 for v in $VARIANTS; do

@@ -45,6 +45,12 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "index hold values eager accepts (runtime/index_ranges.py); off: no check, and an out-of-range index "
            "ends the process (CPU) or breaks the CUDA context. aotcuda.load(check_index_ranges=) overrides it",
            "at each load"),
+    Switch("AOTCUDA_SIBLING_PRODUCTS", True, "CUDA lowering runs ConcatSiblingProductsPass: matrix products that read "
+           "one activation (q/k/v, w1/w3) become one product over their stacked weights "
+           "(passes/sibling_products.py); off: each product on its own", "at each lower() for CUDA"),
+    Switch("AOTCUDA_DECODE_ATTENTION", True, "CUDA lowering runs SplitCacheAttentionPass: attention of a few query "
+           "rows over a long KV cache in split-cache (flash-decoding) form, in generated kernels "
+           "(passes/decode_attention.py); off: Inductor's own attention", "at each lower() for CUDA"),
     Switch("AOTCUDA_MAX_EXTRACT_BYTES", 64 << 30, "bytes extracted from one package, all entries together",
            "at each load"),
     Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry",

@@ -14,7 +14,10 @@ import torch
 
 from aotcuda.errors import Advice, DeviceError
 from aotcuda.lowering.fallbacks import LIBRARY_KERNELS, ONEDNN_KERNELS
+from aotcuda import switches
+from aotcuda.passes.decode_attention import SplitCacheAttentionPass
 from aotcuda.passes.result import GraphPass
+from aotcuda.passes.sibling_products import ConcatSiblingProductsPass
 from aotcuda.passes.vector_operands import StoreVectorOperandsPass
 
 
@@ -26,11 +29,17 @@ class DeviceProfile:
     inductor_configs: Inductor options for this device (the caller's ``inductor_configs`` win).
     passes: pass classes (each makes a GraphPass) run after the common passes, for what this device's
         code generation needs.
+    pass_switches: the AOTCUDA_* flag (aotcuda.switches) that turns a pass of ``passes`` off, by pass.
     """
 
     allowed_kernels: frozenset[str]
     inductor_configs: dict[str, Any] = field(default_factory=dict)
     passes: tuple[Callable[[], GraphPass], ...] = ()
+    pass_switches: dict[Callable[[], GraphPass], str] = field(default_factory=dict)
+
+    def enabled_passes(self) -> list[Callable[[], GraphPass]]:
+        """``passes`` without those whose switch is off (read now: each lower() reads them anew)."""
+        return [make for make in self.passes if make not in self.pass_switches or switches.flag(self.pass_switches[make])]
 
 
 DEVICE_PROFILES = {
@@ -40,8 +49,13 @@ DEVICE_PROFILES = {
     # StoreVectorOperandsPass: with that option Inductor writes one-row matrix products as reductions that
     # inline their vector; a costly vector (a SwiGLU's silu product) is stored once instead
     # (passes/vector_operands.py: w2's kernels of the H200 decode step 272.6 -> 150.1 us).
+    # ConcatSiblingProductsPass (q/k/v and w1/w3 as one product each) and SplitCacheAttentionPass (decode
+    # attention over the cache in split-cache form): on for CUDA pending the H200 measurement of issue 29,
+    # each off by its switch; StoreVectorOperandsPass runs after them, on the fused products.
     "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS, inductor_configs={"coordinate_descent_tuning": True},
-                          passes=(StoreVectorOperandsPass,)),
+                          passes=(ConcatSiblingProductsPass, SplitCacheAttentionPass, StoreVectorOperandsPass),
+                          pass_switches={ConcatSiblingProductsPass: "AOTCUDA_SIBLING_PRODUCTS",
+                                         SplitCacheAttentionPass: "AOTCUDA_DECODE_ATTENTION"}),
     "cpu": DeviceProfile(allowed_kernels=LIBRARY_KERNELS | ONEDNN_KERNELS),
 }
 

@@ -9,7 +9,8 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
                   decompositions would otherwise drop (lowering/whole_tensor_writes.py)
     decompose     ExportedProgram.run_decompositions(decomposition_table())
     passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass; then the
-                  device profile's (CUDA: StoreVectorOperandsPass). Each is a GraphPass (passes/result.py):
+                  device profile's (CUDA: ConcatSiblingProductsPass, SplitCacheAttentionPass, StoreVectorOperandsPass;
+                  the first two each off by a switch). Each is a GraphPass (passes/result.py):
                   ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
     check         the fallback-kernel check (lowering/fallbacks.py) against the device's allow-list
@@ -166,7 +167,7 @@ def lower(
         ep = ep.run_decompositions(decomposition_table())
     with step("passes"), torch_fixes.applied("passes"):
         pass_results = []
-        for graph_pass in passes() + [make() for make in profile.passes]:
+        for graph_pass in passes() + [make() for make in profile.enabled_passes()]:
             ep = graph_pass(ep)
             pass_results.append(graph_pass.result)
     refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)

@@ -73,6 +73,18 @@ def apply_rotary_emb(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor
     return xq_out.type_as(xq), xk_out.type_as(xk)
 
 
+def apply_rotary_emb_real(xq: torch.Tensor, xk: torch.Tensor, freqs: torch.Tensor):
+    """The same rotation written in real numbers, as gpt-fast writes it: freqs [S, hd/2, 2] float32 holds
+    (cos, sin) pairs (``view_as_real`` of the complex table)."""
+    def rotate(x):
+        pairs = x.float().reshape(*x.shape[:-1], -1, 2)
+        f = freqs.view(1, pairs.shape[1], 1, pairs.shape[3], 2)
+        out = torch.stack([pairs[..., 0] * f[..., 0] - pairs[..., 1] * f[..., 1],
+                           pairs[..., 1] * f[..., 0] + pairs[..., 0] * f[..., 1]], -1)
+        return out.flatten(3).type_as(x)
+    return rotate(xq), rotate(xk)
+
+
 class Attention(nn.Module):
     def __init__(self, config: DecoderConfig, batch: int):
         super().__init__()
@@ -90,7 +102,8 @@ class Attention(nn.Module):
         xq = self.wq(x).view(bsz, seqlen, self.n_heads, self.head_dim)
         xk = self.wk(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)
         xv = self.wv(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)
-        xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
+        rotary = apply_rotary_emb if freqs_cis.is_complex() else apply_rotary_emb_real
+        xq, xk = rotary(xq, xk, freqs_cis)
         self.cache_k.index_copy_(2, input_pos, xk.transpose(1, 2))
         self.cache_v.index_copy_(2, input_pos, xv.transpose(1, 2))
         rep = self.n_heads // self.n_kv_heads
@@ -153,10 +166,12 @@ class Decoder(nn.Module):
         return self.output(self.norm(h)).float()[:, -1]
 
 
-def make_decoder(config: DecoderConfig, batch: int, device="cpu", dtype=torch.bfloat16, seed: int = 0) -> Decoder:
+def make_decoder(config: DecoderConfig, batch: int, device="cpu", dtype=torch.bfloat16, seed: int = 0,
+                 real_rope: bool = False) -> Decoder:
     """A Decoder with random weights of a trained model's scale (normal, std 0.02; norms 1, reproducible by
     seed) in ``dtype`` on ``device``, an empty cache, and the rotation table kept complex64 (``Module.to``
-    would cast a complex buffer to a real dtype, dropping the imaginary part)."""
+    would cast a complex buffer to a real dtype, dropping the imaginary part). ``real_rope``: the table as
+    float32 (cos, sin) pairs instead, and the rotation in real numbers (gpt-fast's form; same values)."""
     model = Decoder(config, batch)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -167,6 +182,8 @@ def make_decoder(config: DecoderConfig, batch: int, device="cpu", dtype=torch.bf
                 param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
     freqs = model._buffers.pop("freqs_cis")
     model.to(device=device, dtype=dtype)
+    if real_rope:
+        freqs = torch.view_as_real(freqs).clone()
     model.register_buffer("freqs_cis", freqs.to(device), persistent=False)
     return model.eval()
 

@@ -14,9 +14,11 @@ from torch.export import ExportedProgram
 
 
 def with_graph(ep: ExportedProgram, graph_module: torch.fx.GraphModule, *,
-               graph_signature=None, constants: dict | None = None) -> ExportedProgram:
-    """``ep`` with ``graph_module`` (a changed copy of ep.graph_module). ``graph_signature`` and
-    ``constants``, when given, replace a copy of ep's (a pass that lifted new constants).
+               graph_signature=None, constants: dict | None = None, state_dict: dict | None = None
+               ) -> ExportedProgram:
+    """``ep`` with ``graph_module`` (a changed copy of ep.graph_module). ``graph_signature``,
+    ``constants`` and ``state_dict``, when given, replace a copy of ep's (a pass that lifted new
+    constants, or replaced parameters).
 
     The tensors are shared; the dicts that hold them are new, so that adding an entry to one program's
     state dict or constants does not add it to the other's."""
@@ -24,7 +26,7 @@ def with_graph(ep: ExportedProgram, graph_module: torch.fx.GraphModule, *,
         root=graph_module,
         graph=graph_module.graph,
         graph_signature=copy.deepcopy(ep.graph_signature) if graph_signature is None else graph_signature,
-        state_dict=dict(ep.state_dict),
+        state_dict=dict(ep.state_dict) if state_dict is None else state_dict,
         range_constraints=copy.copy(ep.range_constraints),
         module_call_graph=copy.deepcopy(ep.module_call_graph),
         example_inputs=ep.example_inputs,

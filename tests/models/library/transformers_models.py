@@ -9,6 +9,8 @@ transformers is a test-only dependency: it is imported inside the builders.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 from torch.export import Dim
@@ -323,3 +325,53 @@ TRANSFORMERS_SUITE: dict[str, Case] = {case.name: case for case in (
     _suite_case("llama_causal_lm", "LlamaForCausalLM", "none (the control)",
                 build_llama_causal_lm, _token_inputs(LLAMA_VOCAB, False), (LLAMA_SEQ, 33), {"use_cache": False}),
 )}
+
+
+class LlamaDecodeStep(nn.Module):
+    """One decode step of transformers' LlamaForCausalLM over its StaticCache, as users export it:
+    ``TorchExportableModuleForDecoderOnlyLM(model, batch_size, max_cache_len).export(input_ids=,
+    cache_position=)`` (transformers.integrations.executorch, the ExecuTorch recipe), then the exported
+    program's module. forward(input_ids [B, 1] int64, cache_position [1] int64) → logits [B, vocab] float32,
+    writing the cache (buffers key_cache_i / value_cache_i of the program)."""
+
+    def __init__(self, exported: nn.Module):
+        super().__init__()
+        self.exported = exported
+
+    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        return self.exported(input_ids=input_ids, cache_position=cache_position).float()[:, -1]
+
+
+def llama_decode_config(dim=2048, layers=16, heads=32, kv_heads=8, ffn=8192, vocab=32000, max_seq=2048):
+    """LlamaConfig of benchmarks/decode.py's decoder (Llama-3 1B-shaped; the defaults), or a tiny one."""
+    transformers = import_library("transformers")
+    return transformers.LlamaConfig(
+        vocab_size=vocab, hidden_size=dim, intermediate_size=ffn, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=max_seq,
+        rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False)
+
+
+def build_llama_decode_step(config, batch: int, device="cpu", dtype=torch.bfloat16, seed: int = 0) -> LlamaDecodeStep:
+    """LlamaForCausalLM(config) with seeded random weights (std 0.02, norms 1) in ``dtype`` on ``device``,
+    one decode step exported with transformers' own recipe at cache length config.max_position_embeddings,
+    an empty cache."""
+    transformers = import_library("transformers")
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    torch.manual_seed(seed)
+    model = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.fill_(1.0) if name.endswith("norm.weight") else param.normal_(0.0, 0.02)
+    model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+    model.generation_config.use_cache = True
+    model.generation_config.cache_implementation = "static"
+    # The recipe's keywords moved between transformers releases (max_batch_size -> batch_size; device added).
+    accepted = inspect.signature(TorchExportableModuleForDecoderOnlyLM.__init__).parameters
+    sizes = {"batch_size" if "batch_size" in accepted else "max_batch_size": batch,
+             "max_cache_len": config.max_position_embeddings, **({"device": device} if "device" in accepted else {})}
+    recipe = TorchExportableModuleForDecoderOnlyLM(model, **sizes)
+    ids = torch.zeros(batch, 1, dtype=torch.long, device=device)
+    with torch.no_grad():
+        exported = recipe.export(input_ids=ids, cache_position=torch.zeros(1, dtype=torch.long, device=device))
+    return LlamaDecodeStep(exported.module())  # an exported module refuses train()/eval()

@@ -1,0 +1,47 @@
+"""The decode passes on a library model: transformers' LlamaForCausalLM, one decode step over its
+StaticCache exported with transformers' own executorch recipe (tests.models.library.build_llama_decode_step),
+at a tiny size. After lower()'s export, decompositions and common passes, ConcatSiblingProductsPass makes
+one product of q/k/v and one of gate/up per layer, and SplitCacheAttentionPass rewrites each layer's SDPA
+over the repeat_kv-expanded cache; ``.module()`` matches eager step after step (float32, 1e-5)."""
+
+from __future__ import annotations
+
+import torch
+
+from aotcuda.lowering import torch_fixes
+from aotcuda.lowering.decompositions import decomposition_table
+from aotcuda.lowering.exporting import export_program
+from aotcuda.lowering.pipeline import passes
+from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
+from aotcuda.passes.decode_attention import SDPA, SplitCacheAttentionPass
+from aotcuda.passes.sibling_products import ConcatSiblingProductsPass
+
+from tests.models.library.transformers_models import build_llama_decode_step, llama_decode_config
+
+LAYERS, BATCH = 2, 2
+
+
+def test_the_library_llama_decode_step_gets_both_passes_and_matches_eager_step_after_step():
+    config = llama_decode_config(dim=64, layers=LAYERS, heads=4, kv_heads=2, ffn=128, vocab=256, max_seq=32)
+    step = build_llama_decode_step(config, BATCH, dtype=torch.float32, seed=3)
+    example = (torch.zeros(BATCH, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+    with torch.no_grad():
+        ep = export_program(step, example, {}, None)
+        convert_whole_tensor_writes(ep)
+        with torch_fixes.applied("decompose"):
+            ep = ep.run_decompositions(decomposition_table())
+        for graph_pass in passes():
+            ep = graph_pass(ep)
+        products, attention = ConcatSiblingProductsPass(), SplitCacheAttentionPass(min_cache_len=16, chunk=8)
+        ep = attention(products(ep))
+    assert products.result.counts == {"groups": 2 * LAYERS, "products": 5 * LAYERS}
+    assert attention.result.counts == {"rewritten": LAYERS, "kept": 0}
+    assert not [n for n in ep.graph.nodes if n.target is SDPA]
+    eager, lowered = build_llama_decode_step(config, BATCH, dtype=torch.float32, seed=3), ep.module()
+    tokens = torch.randint(0, config.vocab_size, (BATCH, 1), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for position in range(10):  # positions 0-7 leave whole chunks of 8 masked
+            at = torch.tensor([position])
+            want = eager(tokens, at)
+            assert ((lowered(tokens, at) - want).norm() / want.norm()).item() < 1e-5, position
+            tokens = want.argmax(-1, keepdim=True)
