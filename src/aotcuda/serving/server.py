@@ -30,6 +30,18 @@ APP_NAME = "aotcuda"
 HEALTH_APP_NAME = "aotcuda-health"  # GET /healthz from a deployment of its own (deployment.HealthCheck)
 # Seconds a starting HTTP proxy has to answer Serve's controller (Ray's default: 5), in a Ray started here.
 PROXY_READY_TIMEOUT_S = 60
+# Seconds a running HTTP proxy has to answer each of the controller's health checks (Ray's default: 10), in a Ray
+# started here. Three misses in a row and the controller kills the proxy and starts another
+# (ray/serve/_private/proxy_state.py: ProxyState.try_update_status, ProxyStateManager._stop_proxies_if_needed,
+# ActorProxyWrapper.kill): every request in it is dropped, its clients see "Remote end closed connection without
+# response", then "Connection refused" until the new one listens. A proxy that is only slow (a busy 2-core
+# machine) must not be killed with requests in it. One that died is still replaced as soon as before (its health
+# check fails at once, not by timing out); one alive but hung for good, after three checks of 120 s (~6.5 min).
+PROXY_HEALTH_CHECK_TIMEOUT_S = 120
+# What a Ray started here is told, through the environment its workers (Serve's controller among them) inherit;
+# a value the user set wins.
+RAY_SERVE_ENVIRONMENT = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": PROXY_READY_TIMEOUT_S,
+                         "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": PROXY_HEALTH_CHECK_TIMEOUT_S}
 # The address of a local Ray's node: its GCS, raylet, workers and agents listen here (docs/serving.md, "Ports").
 RAY_NODE_ADDRESS = "127.0.0.1"
 
@@ -316,9 +328,12 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
     if started_ray:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray would report usage to its vendor
         # Serve's controller gives a starting HTTP proxy 5 s to answer, then kills it, and serve.start
-        # fails with "ActorDiedError ... killed by ray.kill" (seen on the 2-core CI machine under load).
-        # The workers of a Ray started here inherit this process's environment, the controller's included.
-        os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", str(PROXY_READY_TIMEOUT_S))
+        # fails with "ActorDiedError ... killed by ray.kill" (seen on the 2-core CI machine under load); it
+        # gives a running one 10 s per health check, and killed it after three misses while it held requests
+        # (issue 26 item 13). The workers of a Ray started here inherit this process's environment, the
+        # controller's included.
+        for name, value in RAY_SERVE_ENVIRONMENT.items():
+            os.environ.setdefault(name, str(value))
         _init_ray(local_ray_init_options(options, joining=bool(os.environ.get("RAY_ADDRESS"))), ray_init_options)
     try:
         _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
