@@ -56,13 +56,9 @@ KNOWN_LIMITS = {
         "skips it) that Autoformer's auto-correlation adds to [B*H, T, head_dim] weights (docs/models.md)"),
 }
 # On CUDA (torch 2.11 on the H200) in addition: lower(device="cuda") + load().
-KNOWN_CUDA_LIMITS = {
-    "deepseek_v2_moe": KnownLimit(
-        r"grouped_mm_fallback",
-        "float32 experts call transformers::grouped_mm_fallback, which has no C shim (proxy executor): lower() "
-        "refuses it and names experts_implementation='batched_mm' (the batched_mm MoE is test_library.py's "
-        "deepseek_v2)"),
-}
+# (deepseek_v2_moe was one until its float32 experts' transformers::grouped_mm_fallback was traced through a
+# plain-torch rule: aotcuda/lowering/library_ops.py.)
+KNOWN_CUDA_LIMITS: dict[str, KnownLimit] = {}
 WORKING = [name for name in TRANSFORMERS_SUITE if name not in KNOWN_LIMITS]
 WORKING_ON_CUDA = [name for name in WORKING if name not in KNOWN_CUDA_LIMITS]
 # The most representative, one compile each (the fresh-process compile is the slow part of this file): the
