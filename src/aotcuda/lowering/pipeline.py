@@ -49,6 +49,7 @@ from aotcuda.lowering.fallbacks import FallbackKernel, find_fallback_kernels, mi
 from aotcuda.lowering.index_ranges import exported_index_ranges
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
+from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import signature_from_exported_program
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
 from aotcuda.package_format import write_signature
@@ -162,6 +163,7 @@ def lower(
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
     with step("export"), export_hints():
         ep = export_program(model, args, kwargs, dynamic_shapes)
+        sym_ite_for_symbool_casts(ep)  # torch 2.11: before any re-trace (lowering/unbacked.py)
         _make_outputs_serializable(ep)
         convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
         exported_unchecked: dict = {}
