@@ -69,9 +69,9 @@ WORKING_ON_CUDA = [name for name in WORKING if name not in KNOWN_CUDA_LIMITS]
 FRESH_PROCESS_CASES = ("llama_causal_lm",)
 
 
-def built(name: str):
-    """(case, model, example args, example kwargs, dynamic_shapes), weights seeded."""
-    case = TRANSFORMERS_SUITE[name]
+def built(name: str, suite: dict = TRANSFORMERS_SUITE):
+    """(case, model, example args, example kwargs, dynamic_shapes) of suite[name], weights seeded."""
+    case = suite[name]
     pytest.importorskip(case.library, reason=f"{name} needs {case.library}; pip install -e '.[test]'")
     torch.manual_seed(0)
     model, args, kwargs, dims = case.build(torch.float32)
@@ -174,10 +174,10 @@ def test_cli_runs_and_inspects_a_package_with_library_outputs(lowered_on_cpu, tm
 
 # --- CUDA ---------------------------------------------------------------------------------------------
 
-def lower_on_cuda_and_compare(name: str, tmp_path) -> None:
+def lower_on_cuda_and_compare(name: str, tmp_path, suite: dict = TRANSFORMERS_SUITE) -> None:
     """lower(device="cuda") + load(): no fallback kernel beyond the allow-list, outputs match eager at every
     length."""
-    case, model, args, kwargs, dims = built(name)
+    case, model, args, kwargs, dims = built(name, suite)
     model = model.cuda()
     on_cuda = lambda values: tuple(v.cuda() if isinstance(v, torch.Tensor) else v for v in values)  # noqa: E731
     lowered = aotcuda.lower(model, on_cuda(args), kwargs, dynamic_shapes=dims, device="cuda",

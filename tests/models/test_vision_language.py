@@ -9,33 +9,25 @@ has no fallback kernel and no proxy-executor op, and aotcuda.load runs it. One C
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
 
 import aotcuda
 from model_checks import relative_error
-from test_transformers import COMPILED_TOLERANCE, LOAD_AND_RUN, eager, fresh_python, tensors_of
+from test_transformers import (COMPILED_TOLERANCE, LOAD_AND_RUN, built, eager, fresh_python,
+                               lower_on_cuda_and_compare, tensors_of)
 from tests.models.library import VISION_LANGUAGE_SUITE
 from tests.models.library.vision_language import IMAGE_TOKEN
 
 MERGE_OPS = ("masked_scatter", "_is_all_true", "_assert_async.default")
 
 
-def built(name: str):
-    case = VISION_LANGUAGE_SUITE[name]
-    pytest.importorskip(case.library, reason=f"{name} needs {case.library}; pip install -e '.[test]'")
-    torch.manual_seed(0)
-    model, args, kwargs, dims = case.build(torch.float32)
-    return case, model, args, kwargs, dims
-
-
 @pytest.fixture(scope="module", params=list(VISION_LANGUAGE_SUITE))
 def lowered_on_cpu(request, tmp_path_factory):
     """(name, case, eager model, LoweredProgram): one CPU compile per model."""
     name = request.param
-    case, model, args, kwargs, dims = built(name)
+    case, model, args, kwargs, dims = built(name, VISION_LANGUAGE_SUITE)
     lowered = aotcuda.lower(model, args, kwargs, dynamic_shapes=dims, device="cpu",
                             package_path=tmp_path_factory.mktemp(name) / f"{name}.pt2")
     return name, case, model, lowered
@@ -88,16 +80,4 @@ def test_a_prompt_whose_image_tokens_disagree_with_the_image_is_refused(lowered_
 @pytest.mark.parametrize("name", list(VISION_LANGUAGE_SUITE))
 def test_cuda_lowering_matches_eager(name, tmp_path):
     """lower(device="cuda") + load(): no fallback kernel, outputs match eager at every length."""
-    case, model, args, kwargs, dims = built(name)
-    model = model.cuda()
-    on_cuda = lambda values: tuple(v.cuda() if isinstance(v, torch.Tensor) else v for v in values)  # noqa: E731
-    lowered = aotcuda.lower(model, on_cuda(args), kwargs, dynamic_shapes=dims, device="cuda",
-                            package_path=tmp_path / f"{name}.pt2")
-    assert lowered.fallback_kernels == [] and lowered.runs_in_aotcuda_runtime
-    program = lowered.load()
-    for length in case.lengths:
-        fresh, options = case.make_inputs(length, torch.float32)
-        fresh = on_cuda(fresh)
-        error = relative_error(tensors_of(program(*fresh, **options)), tensors_of(eager(model, fresh, options)))
-        print(f"{name} on CUDA at length {length}: relative error {error:.1e}")
-        assert error <= COMPILED_TOLERANCE, f"{name} on CUDA at length {length}: relative error {error:.2e}"
+    lower_on_cuda_and_compare(name, tmp_path, VISION_LANGUAGE_SUITE)

@@ -24,7 +24,7 @@ from torch.export import Dim
 
 from aotcuda.models.case import Case
 
-from ._common import dims_by_name, import_library
+from ._common import import_library
 
 VLM_BATCH, VLM_VOCAB, IMAGE_TOKEN = 1, 128, 127
 OPTIONS = {"use_cache": False}
