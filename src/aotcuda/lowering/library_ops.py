@@ -73,9 +73,12 @@ def implementation(op: torch._ops.OpOverload) -> Callable | None:
 
 
 def custom_op_decompositions(ep: ExportedProgram) -> dict[torch._ops.OpOverload, Callable]:
-    """{custom op of ep: the implementation to trace} for each custom op that has one."""
+    """{custom op of ep: the implementation to trace} for each custom op that has one and writes none of its
+    arguments (an op that does is functionalized by torch.export as it is, and kept)."""
     table = {}
     for op in custom_ops_in(ep):
+        if op._schema.is_mutable:
+            continue
         fn = implementation(op)
         if fn is not None:
             table[op] = fn
