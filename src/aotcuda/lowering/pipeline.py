@@ -178,7 +178,7 @@ def lower(
     refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)
     proxy_kernels = proxy_executor_kernels(ep)
     if proxy_kernels and not allow_fallbacks:  # known now: refuse before a compile of minutes
-        error = MissingFallbackKernelsError(proxy_executor_message(proxy_kernels, untraced))
+        error = MissingFallbackKernelsError(proxy_executor_message(proxy_kernels, untraced, refusal))
         error.kernels, error.refusal, error.pass_results = proxy_kernels, refusal, pass_results
         raise error
     path, own_folder = _package_path(package_path, model)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch.export import ExportedProgram
 
-from aotcuda.lowering.fallbacks import KNOWN_FIXES, FallbackKernel, relative_source_line
+from aotcuda.lowering.fallbacks import KNOWN_FIXES, FallbackKernel, refusal_line, relative_source_line
 from aotcuda.lowering.library_ops import is_custom_op
 
 
@@ -58,13 +58,16 @@ def proxy_executor_kernels(ep: ExportedProgram) -> list[FallbackKernel]:
     return list(kernels.values())
 
 
-def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, str]) -> str:
-    """The refusal: each op with its source lines, then the one hint that applies to it."""
+def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, str], refusal=None) -> str:
+    """The refusal: each op with its source lines, then the one hint that applies to it (and what the complex
+    pass refused, where it refused the program: complex math left as it was is the first thing to fix)."""
     lines = [f"aotcuda refuses this program before compiling: AOTInductor would run {len(kernels)} op(s) through "
              "its proxy executor, which aotcuda.load does not have:"]
     lines += [f"  - {kernel.describe()}" for kernel in kernels]
     for kernel in kernels:
         lines.append(f"  {kernel.op}: {_hint(kernel.op, untraced)}")
+    if refusal is not None:
+        lines.append(refusal_line(refusal))
     lines.append("(allow_fallbacks=True compiles it anyway, for torch._inductor.aoti_load_package only.)")
     return "\n".join(lines)
 
