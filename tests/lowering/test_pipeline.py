@@ -193,18 +193,16 @@ def test_a_failed_build_leaves_no_file_and_keeps_an_earlier_build(tmp_path):
 
 # --- ops through AOTI's proxy executor (allow_fallbacks=True) ----------------------------------------------
 
-@torch.library.custom_op("aotcuda_test::shifted_sin", mutates_args=())
-def shifted_sin(x: torch.Tensor) -> torch.Tensor:
-    return torch.sin(x) + 1
-
-
-@shifted_sin.register_fake
-def _(x):
-    return torch.empty_like(x)
+# Defined with a kernel only (as a C++ or CUDA op is), not torch.library.custom_op: a custom op with a Python
+# implementation is traced through it (lowering/library_ops.py) and never reaches the proxy executor.
+torch.library.define("aotcuda_test::shifted_sin", "(Tensor x) -> Tensor")
+torch.library.impl("aotcuda_test::shifted_sin", "CompositeExplicitAutograd")(lambda x: torch.sin(x) + 1)
+torch.library.register_fake("aotcuda_test::shifted_sin")(lambda x: torch.empty_like(x))
 
 
 class CustomOpModel(torch.nn.Module):
-    """A custom op has no C shim: AOTInductor calls it through its proxy executor."""
+    """A custom op with no C shim and no Python implementation to trace: AOTInductor calls it through its
+    proxy executor (only with allow_fallbacks=True: without, lower() refuses it before compiling)."""
 
     def forward(self, x):
         return torch.ops.aotcuda_test.shifted_sin(x * 2) * 3

@@ -56,13 +56,9 @@ KNOWN_LIMITS = {
         "skips it) that Autoformer's auto-correlation adds to [B*H, T, head_dim] weights (docs/models.md)"),
 }
 # On CUDA (torch 2.11 on the H200) in addition: lower(device="cuda") + load().
-KNOWN_CUDA_LIMITS = {
-    "deepseek_v2_moe": KnownLimit(
-        r"grouped_mm_fallback",
-        "float32 experts call transformers::grouped_mm_fallback, which has no C shim (proxy executor): lower() "
-        "refuses it and names experts_implementation='batched_mm' (the batched_mm MoE is test_library.py's "
-        "deepseek_v2)"),
-}
+# (deepseek_v2_moe was one until its float32 experts' transformers::grouped_mm_fallback was traced through a
+# plain-torch rule: aotcuda/lowering/library_ops.py.)
+KNOWN_CUDA_LIMITS: dict[str, KnownLimit] = {}
 WORKING = [name for name in TRANSFORMERS_SUITE if name not in KNOWN_LIMITS]
 WORKING_ON_CUDA = [name for name in WORKING if name not in KNOWN_CUDA_LIMITS]
 # The most representative, one compile each (the fresh-process compile is the slow part of this file): the
@@ -73,9 +69,9 @@ WORKING_ON_CUDA = [name for name in WORKING if name not in KNOWN_CUDA_LIMITS]
 FRESH_PROCESS_CASES = ("llama_causal_lm",)
 
 
-def built(name: str):
-    """(case, model, example args, example kwargs, dynamic_shapes), weights seeded."""
-    case = TRANSFORMERS_SUITE[name]
+def built(name: str, suite: dict = TRANSFORMERS_SUITE):
+    """(case, model, example args, example kwargs, dynamic_shapes) of suite[name], weights seeded."""
+    case = suite[name]
     pytest.importorskip(case.library, reason=f"{name} needs {case.library}; pip install -e '.[test]'")
     torch.manual_seed(0)
     model, args, kwargs, dims = case.build(torch.float32)
@@ -178,10 +174,10 @@ def test_cli_runs_and_inspects_a_package_with_library_outputs(lowered_on_cpu, tm
 
 # --- CUDA ---------------------------------------------------------------------------------------------
 
-def lower_on_cuda_and_compare(name: str, tmp_path) -> None:
+def lower_on_cuda_and_compare(name: str, tmp_path, suite: dict = TRANSFORMERS_SUITE) -> None:
     """lower(device="cuda") + load(): no fallback kernel beyond the allow-list, outputs match eager at every
     length."""
-    case, model, args, kwargs, dims = built(name)
+    case, model, args, kwargs, dims = built(name, suite)
     model = model.cuda()
     on_cuda = lambda values: tuple(v.cuda() if isinstance(v, torch.Tensor) else v for v in values)  # noqa: E731
     lowered = aotcuda.lower(model, on_cuda(args), kwargs, dynamic_shapes=dims, device="cuda",

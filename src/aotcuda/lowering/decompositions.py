@@ -21,6 +21,7 @@ from typing import Callable
 
 import torch
 
+from aotcuda.lowering.data_dependent import DATA_DEPENDENT_DECOMPOSITIONS
 from aotcuda.passes.view_copy import VIEW_OF_COPY
 
 aten = torch.ops.aten
@@ -108,12 +109,14 @@ def decomposition_table() -> dict:
     - the window factory ops (hann, hamming, blackman, bartlett, kaiser): without a decomposition a window
       built inside forward is a fallback kernel (``aoti_torch_cuda_hann_window``); torch's own
       decomposition is kept where the installed torch has one (hann_window on 2.13), ours fill the rest
-      (WINDOW_DECOMPOSITIONS below).
+      (WINDOW_DECOMPOSITIONS below);
+    - the data-dependent ops model libraries emit (masked_scatter, the tensor checks ``_is_all_true`` and
+      ``_assert_async``): lowering/data_dependent.py.
     """
     table = torch.export.default_decompositions()
     for op in (torch.ops.aten.scaled_dot_product_attention.default, *VIEW_OF_COPY):
         table.pop(op, None)
-    for op, decomposition in WINDOW_DECOMPOSITIONS.items():
+    for op, decomposition in {**WINDOW_DECOMPOSITIONS, **DATA_DEPENDENT_DECOMPOSITIONS}.items():
         if op not in table:  # a CustomDecompTable: setdefault would bypass its own bookkeeping
             table[op] = decomposition
     return table

@@ -247,6 +247,13 @@ def split_allowed(kernels: list[FallbackKernel], allowed: frozenset[str]) -> tup
     return [k for k in kernels if not is_allowed(k)], [k for k in kernels if is_allowed(k)]
 
 
+def refusal_line(refusal) -> str:
+    """What ReplaceComplexWithRealPass refused (a scan.Refusal), in one line: the first thing to fix."""
+    return (f"ReplaceComplexWithRealPass left the program's complex math as it was (all or nothing): it "
+            f"cannot rewrite {refusal.op} (node {refusal.node}) at "
+            f"{refusal.source or 'an unknown source line'}: {refusal.reason}.")
+
+
 def missing_kernels_message(method: str, missing: list[FallbackKernel], refusal=None) -> str:
     """The error text: the kernels with their source lines, then what to do. `refusal` (a
     ReplaceComplexWithRealPass Refusal) says why the pass left the complex math as it was: the op, the
@@ -256,9 +263,7 @@ def missing_kernels_message(method: str, missing: list[FallbackKernel], refusal=
     lines += [f"  {op}: {fix}" for op, fix in KNOWN_FIXES.items()
               if any(op in kernel.op.replace(".", "::") for kernel in missing)]
     if refusal is not None:
-        lines.append(f"ReplaceComplexWithRealPass left the program's complex math as it was (all or nothing): it "
-                     f"cannot rewrite {refusal.op} (node {refusal.node}) at "
-                     f"{refusal.source or 'an unknown source line'}: {refusal.reason}.")
+        lines.append(refusal_line(refusal))
         lines.append(f"Rewrite {refusal.op} at that line with ops the pass supports (docs/ops.md) and every complex "
                      "kernel above goes, or pass allow_fallbacks=True to ship the ATen kernels.")
     else:

@@ -7,12 +7,14 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
                   (which fused attention kernel SDPA becomes) are the target's; then each whole-tensor write
                   (buffer.copy_(x)) is given its destination's dtype and shape explicitly, which the
                   decompositions would otherwise drop (lowering/whole_tensor_writes.py)
-    decompose     ExportedProgram.run_decompositions(decomposition_table())
+    decompose     ExportedProgram.run_decompositions(decomposition_table()), custom ops of model libraries
+                  traced through their plain-torch implementation (lowering/library_ops.py)
     passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass; then the
                   device profile's (CUDA: ConcatSiblingProductsPass, SplitCacheAttentionPass, StoreVectorOperandsPass;
                   the first two each off by a switch). Each is a GraphPass (passes/result.py):
                   ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
+    (before compiling: an op AOTInductor would run through its proxy executor is refused, lowering/proxy_ops.py)
     check         the fallback-kernel check (lowering/fallbacks.py) against the device's allow-list
 
 What differs between devices lives in lowering/devices.py (allow-list, Inductor options, passes), not in the
@@ -46,6 +48,9 @@ from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
 from aotcuda.lowering.fallbacks import FallbackKernel, find_fallback_kernels, missing_kernels_message, split_allowed
 from aotcuda.lowering.index_ranges import exported_index_ranges
+from aotcuda.lowering.library_ops import custom_op_decompositions
+from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
+from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import signature_from_exported_program
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
 from aotcuda.package_format import write_signature
@@ -159,18 +164,24 @@ def lower(
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
     with step("export"), export_hints():
         ep = export_program(model, args, kwargs, dynamic_shapes)
+        sym_ite_for_symbool_casts(ep)  # torch 2.11: before any re-trace (lowering/unbacked.py)
         _make_outputs_serializable(ep)
         convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
         exported_unchecked: dict = {}
         exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
     with step("decompose"), torch_fixes.applied("decompose"):
-        ep = ep.run_decompositions(decomposition_table())
+        ep, untraced = _decomposed(ep)
     with step("passes"), torch_fixes.applied("passes"):
         pass_results = []
         for graph_pass in passes() + [make() for make in profile.enabled_passes()]:
             ep = graph_pass(ep)
             pass_results.append(graph_pass.result)
     refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)
+    proxy_kernels = proxy_executor_kernels(ep)
+    if proxy_kernels and not allow_fallbacks:  # known now: refuse before a compile of minutes
+        error = MissingFallbackKernelsError(proxy_executor_message(proxy_kernels, untraced, refusal))
+        error.kernels, error.refusal, error.pass_results = proxy_kernels, refusal, pass_results
+        raise error
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
         with step("compile"), torch_fixes.applied("compile"):
@@ -186,6 +197,25 @@ def lower(
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)
+
+
+def _decomposed(ep: ExportedProgram) -> tuple[ExportedProgram, dict[str, str]]:
+    """(ep decomposed, {custom op: why its implementation could not be traced}).
+
+    Custom ops of model libraries are traced through their plain-torch implementation
+    (lowering/library_ops.py). One whose implementation does not trace (Python control flow on tensor values)
+    stays a custom op, and the first line of the tracer's error says why."""
+    library = custom_op_decompositions(ep)
+    table = decomposition_table()
+    for op, implementation in library.items():
+        table[op] = implementation
+    try:
+        return ep.run_decompositions(table), {}
+    except Exception as exc:  # noqa: BLE001 - retried without them; the refusal names the cause
+        if not library:
+            raise
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    return ep.run_decompositions(decomposition_table()), {op._schema.name: why for op in library}
 
 
 @contextlib.contextmanager

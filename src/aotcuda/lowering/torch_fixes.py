@@ -38,6 +38,12 @@ flex_attention's captured buffers (``flex_attention_captures_realized``)
     buffer. The generated code differs only in that the template loads these small tables instead of
     recomputing them.
 
+Unbacked bools in runtime asserts (``piecewise_in_runtime_asserts``)
+    torch 2.11 writes the int of a data-dependent bool as a sympy Piecewise; re-tracing a program re-inserts
+    its deferred runtime asserts (torch/fx/passes/runtime_assert.py) by interpreting each expression with
+    PythonReferenceAnalysis, which has no ``expr_cond_pair``/``piecewise`` handler in 2.11 (AttributeError).
+    The handlers are torch 2.13's, added to the class for the step and removed after it.
+
 while_loop's mutated carries (``while_loop_mutated_carries``)
     pytorch#183657: AOTInductor's C++ wrapper (CPU and CUDA) carries a loop's mutated buffers. Without it,
     torch 2.11 fails to compile every program with a scan that stacks outputs, a map, or a while_loop whose
@@ -160,6 +166,35 @@ def _patched(owner, name: str, value) -> Iterator[None]:
         setattr(owner, name, original)
 
 
+def _expr_cond_pair(expr, cond):
+    return (expr, cond)
+
+
+def _piecewise(*pairs):
+    """Piecewise((e1, c1), ..., (en, True)) as sym_ite(c1, e1, sym_ite(..., en)): torch 2.13's handler."""
+    result = pairs[-1][0]
+    for expr, cond in reversed(pairs[:-1]):
+        result = torch.sym_ite(cond, expr, result)
+    return result
+
+
+@contextlib.contextmanager
+def piecewise_in_runtime_asserts() -> Iterator[None]:
+    """torch 2.13's Piecewise handlers of PythonReferenceAnalysis, backported for the step: a no-op where
+    the installed torch has them (see the module doc)."""
+    from torch.utils._sympy.reference import PythonReferenceAnalysis
+
+    if "piecewise" in PythonReferenceAnalysis.__dict__:
+        yield
+        return
+    PythonReferenceAnalysis.expr_cond_pair = staticmethod(_expr_cond_pair)
+    PythonReferenceAnalysis.piecewise = staticmethod(_piecewise)
+    try:
+        yield
+    finally:
+        del PythonReferenceAnalysis.expr_cond_pair, PythonReferenceAnalysis.piecewise
+
+
 @contextlib.contextmanager
 def without_pytree_leafspec_warning() -> Iterator[None]:
     """torch's own pytree code warns "isinstance(treespec, LeafSpec) is deprecated" on every
@@ -197,6 +232,14 @@ FIXES: tuple[TorchFix, ...] = (
     TorchFix("while_loop / scan / map with a mutated carry fails in codegen_while_loop", "2.11",
              "pytorch/pytorch#183657", "CppWrapperCpu._get_while_loop_carried_output_names is missing",
              "the oldest supported torch is 2.13", __name__, ("compile",), while_loop_mutated_carries),
+    TorchFix("a data-dependent bool cast to int (torch._check_tensor_all) is not traced: 'Piecewise(...) is not "
+             "tracked with proxy' in run_decompositions", "2.11", "none filed (2.13 writes the cast as sym_ite)",
+             "the graph has cast_symbool_to_symint_guardless nodes", "the oldest supported torch is 2.13",
+             "aotcuda.lowering.unbacked"),
+    TorchFix("runtime asserts on a sym_ite fail to rebuild: PythonReferenceAnalysis has no Piecewise handler",
+             "2.11", "none filed (2.13 has expr_cond_pair and piecewise)",
+             "'piecewise' missing from PythonReferenceAnalysis", "the oldest supported torch is 2.13", __name__,
+             ("decompose", "passes", "compile"), piecewise_in_runtime_asserts),
     TorchFix("pytree LeafSpec FutureWarning on every decomposition and compile", "2.11-2.13", "none filed",
              "the warning's text (filtered, not raised)", "torch stops warning from its own code", __name__,
              ("decompose", "passes", "compile"), without_pytree_leafspec_warning),

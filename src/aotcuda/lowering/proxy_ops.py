@@ -1,0 +1,87 @@
+"""Refuse before compiling what is known before compiling: ops that AOTInductor would run through its proxy
+executor, which aotcuda's runtime does not have (a package with one runs only in torch's loader).
+
+Inductor turns each op of the program into generated code (a lowering or a decomposition) or a fallback
+kernel; a fallback is a C-shim call where torchgen wrote a shim for the ATen overload
+(``torchgen.aoti.fallback_ops.inductor_fallback_ops``, the list Inductor itself reads,
+torch/_inductor/ir.py), a proxy-executor call otherwise, and always for a custom op (unless the user gave it
+a C shim through ``torch._inductor.config.aot_inductor.custom_ops_to_c_shims``). All of that can be read
+off the program and the installed torch, so lower() refuses such a program before a compile of minutes,
+with the one hint that applies to the op, instead of after it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.export import ExportedProgram
+
+from aotcuda.lowering.fallbacks import KNOWN_FIXES, FallbackKernel, refusal_line, relative_source_line
+from aotcuda.lowering.library_ops import is_custom_op
+
+
+def _inductor_generates(op: torch._ops.OpOverload) -> bool:
+    """Whether Inductor has generated code for op: a composite (traced into other ops before Inductor sees
+    it, as scaled_dot_product_attention), a decomposition, or a lowering that is not a fallback."""
+    from torch._inductor import lowering
+    from torch._inductor.decomposition import select_decomp_table
+
+    composite = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+    if composite or op in select_decomp_table():
+        return True
+    return op in lowering.lowerings and op not in lowering.fallbacks
+
+
+def _has_c_shim(op: torch._ops.OpOverload) -> bool:
+    if is_custom_op(op):
+        return op in torch._inductor.config.aot_inductor.custom_ops_to_c_shims
+    from torchgen.aoti.fallback_ops import inductor_fallback_ops
+
+    return str(op) in inductor_fallback_ops
+
+
+def proxy_executor_kernels(ep: ExportedProgram) -> list[FallbackKernel]:
+    """The ops of ep that AOTInductor would run through its proxy executor, one FallbackKernel each (named
+    as the fallback check names them), with the user's source lines."""
+    kernels: dict[str, FallbackKernel] = {}
+    for node in ep.graph.nodes:
+        op = node.target
+        if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload):
+            continue
+        if not is_custom_op(op) and (op.namespace != "aten" or _inductor_generates(op)):
+            continue
+        if _has_c_shim(op):
+            continue
+        name = op._schema.name
+        kernel = kernels.setdefault(name, FallbackKernel(f"{name} (proxy executor)", name))
+        kernel.nodes.append(node.name)
+        kernel.sources.append(relative_source_line(node))
+    return list(kernels.values())
+
+
+def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, str], refusal=None) -> str:
+    """The refusal: each op with its source lines, then the one hint that applies to it (and what the complex
+    pass refused, where it refused the program: complex math left as it was is the first thing to fix)."""
+    lines = [f"aotcuda refuses this program before compiling: AOTInductor would run {len(kernels)} op(s) through "
+             "its proxy executor, which aotcuda.load does not have:"]
+    lines += [f"  - {kernel.describe()}" for kernel in kernels]
+    for kernel in kernels:
+        lines.append(f"  {kernel.op}: {_hint(kernel.op, untraced)}")
+    if refusal is not None:
+        lines.append(refusal_line(refusal))
+    lines.append("(allow_fallbacks=True compiles it anyway, for torch._inductor.aoti_load_package only.)")
+    return "\n".join(lines)
+
+
+def _hint(op: str, untraced: dict[str, str]) -> str:
+    if op in KNOWN_FIXES:
+        return KNOWN_FIXES[op]
+    if op in untraced:
+        return (f"a custom op whose implementation aotcuda could not trace ({untraced[op]}); make it plain torch "
+                "without Python control flow on tensor values, or register a C shim for it "
+                "(torch._inductor.config.aot_inductor.custom_ops_to_c_shims)")
+    if "::" in op and not op.startswith("aten::"):
+        return ("a custom op with no Python implementation to trace (a C++ or CUDA kernel): register a C shim for "
+                "it (torch._inductor.config.aot_inductor.custom_ops_to_c_shims), or write it with torch.library."
+                "custom_op in plain torch")
+    return (f"{op} has no generated code in Inductor and no C shim in this torch ({torch.__version__}); rewrite "
+            "that line of the model with ops that have either")
