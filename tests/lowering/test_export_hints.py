@@ -55,3 +55,49 @@ def test_a_dim_specialized_by_another_input_names_the_shared_dim_fix():
                                 dynamic_shapes=({1: seq}, None), strict=False)
     notes = getattr(caught.value, "__notes__", [])
     assert any("give that input's dim the same torch.export.Dim" in n and "q_1" in n for n in notes), (str(caught.value), notes)
+
+
+class SpecializesByInt(torch.nn.Module):
+    """The pattern of diffusers' QwenEmbedRope: a Python int of a dynamic size."""
+
+    def forward(self, x):
+        width = int(x.shape[1])  # SPECIALIZING LINE
+        return x[:, :width] * 2
+
+
+def _line_of(marker: str) -> int:
+    import inspect
+
+    lines, start = inspect.getsourcelines(SpecializesByInt)
+    return start + next(i for i, line in enumerate(lines) if marker in line)
+
+
+def test_a_dim_specialized_by_the_model_names_the_models_line():
+    with pytest.raises(Exception) as caught:
+        aotcuda.lower(SpecializesByInt(), (torch.randn(2, 5, 3),),
+                      dynamic_shapes={"x": {1: torch.export.Dim("seq", min=2, max=64)}}, device="cpu")
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1, (str(caught.value), notes)
+    assert f"{__file__}:{_line_of('SPECIALIZING LINE')} in forward" in notes[0], notes
+    assert "int(x.shape[1])" in notes[0] and "the constant 5" in notes[0], notes
+
+
+def test_the_specialization_watch_is_undone_after_export():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    before = ShapeEnv.__dict__["_set_replacement"]
+    with pytest.raises(Exception):
+        with export_hints():
+            raise ValueError("boom")
+    assert ShapeEnv.__dict__["_set_replacement"] is before
+
+
+def test_a_specialization_torch_2_11_makes_names_the_torch_version():
+    import traceback
+
+    message = ("Constraints violated (frames)! - You marked frames as dynamic but your code specialized it to be a "
+               "constant (3).")
+    frame = traceback.FrameSummary("unet_3d_condition.py", 570, "forward", line="emb = emb.repeat_interleave("
+                                   "num_frames, dim=0, output_size=emb.shape[0] * num_frames)")
+    fix = fix_for(message, {"frames": frame})
+    assert "unet_3d_condition.py:570 in forward" in fix and "torch 2.11's Tensor.repeat_interleave" in fix, fix

@@ -4,22 +4,39 @@ torch.export's own message for a model that returns a type it cannot flatten say
 torch's terms ("Found <class 'transformers.cache_utils.DynamicCache'> in output, which is not a known
 type ... register a pytree for it"); the fix a user of a transformers model needs is one keyword. This
 module adds that fix as a note on torch's error (the error itself, its type and traceback stay as they are).
+
+A dim the model specializes (``int(max_txt_seq_len)``, ``if x.shape[1] == 5``) gets torch's "You marked seq as
+dynamic but your code specialized it to be a constant" with no line of the model in non-strict export (torch
+keeps a user stack for it only under dynamo). So while export runs, ``export_hints`` watches torch's
+ShapeEnv make a dim's symbol a constant and records the model's frame that asked for it (the first frame
+outside torch, sympy, the standard library and aotcuda); the note names that line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import os
 import re
+import sysconfig
+import traceback
+from collections.abc import Iterator
 
 _UNKNOWN_OUTPUT = re.compile(r"Found <class '([\w.]+)'> in output, which is not a known type")
 
 
 _EXAMPLE_OUT_OF_RANGE = re.compile(r"^(?:\w+: )?(\d+) not in range \[(\d+), (\d+|inf|int_oo)\]", re.MULTILINE)
+# Calls that a torch version specializes where a later one does not (docs/models.md, issue 28 item 2).
+_TORCH_SPECIALIZES = {
+    "repeat_interleave(": ("torch 2.11's Tensor.repeat_interleave makes a SymInt repeats a constant (torch 2.13 "
+                           "keeps it dynamic: use torch >= 2.13)"),
+}
 _SPECIALIZED = re.compile(r"You marked (\w+) as dynamic but your code specialized it to be a constant \((\d+)\)")
 
 
-def fix_for(message: str) -> str | None:
-    """The change that avoids the export failure whose message is `message`, or None where none is known."""
+def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | None = None) -> str | None:
+    """The change that avoids the export failure whose message is `message`, or None where none is known.
+    specialized_at: {dim name: the model's frame that made it a constant} (``recorded_specializations``)."""
     out_of_range = _EXAMPLE_OUT_OF_RANGE.search(message)
     if out_of_range is not None:
         size, low, high = out_of_range.groups()
@@ -29,6 +46,16 @@ def fix_for(message: str) -> str | None:
     specialized = _SPECIALIZED.search(message)
     if specialized is not None:
         dim, size = specialized.groups()
+        frame = (specialized_at or {}).get(dim)
+        if frame is not None:
+            line = f": `{frame.line.strip()}`" if frame.line else ""
+            known = next((why for call, why in _TORCH_SPECIALIZES.items() if call in (frame.line or "")), None)
+            cause = (known if known is not None else
+                     "That line needs a Python value of the size (int(), a comparison, a Python-level shape)")
+            return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
+                    f"{frame.lineno} in {frame.name}{line}. {cause}: keep {dim} static (None in dynamic_shapes), "
+                    "or change that line to keep the size a tensor size. If instead another input must have the "
+                    "same size there, give that input's dim the same torch.export.Dim.")
         return (f"aotcuda: the model made the dynamic dim {dim} the constant {size}. If another input must "
                 "have the same size there (k beside q, a mask beside its sequence), give that input's dim the same "
                 "torch.export.Dim (on the command line, the same SYMBOL: --dynamic q:1:2:256:seq --dynamic k:1:2:256:seq); "
@@ -45,13 +72,69 @@ def fix_for(message: str) -> str | None:
             "(a tuple or dict), or register the type with torch.utils._pytree.register_pytree_node.")
 
 
+def _outside_libraries() -> tuple[str, ...]:
+    import sympy
+    import torch
+
+    import aotcuda
+
+    return tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, sympy, aotcuda)) + (
+        sysconfig.get_paths()["stdlib"] + os.sep,)
+
+
+def _model_frame() -> traceback.FrameSummary | None:
+    """The innermost caller outside torch, sympy, the standard library and aotcuda: the model's line."""
+    skipped = _outside_libraries()
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if not frame.f_code.co_filename.startswith(skipped):
+                return traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+            frame = frame.f_back
+        return None
+    finally:
+        del frame
+
+
+@contextlib.contextmanager
+def recorded_specializations() -> Iterator[dict[str, traceback.FrameSummary]]:
+    """While active, {dim name: the model frame where torch's ShapeEnv first made that dim's symbol a
+    constant}. Wraps ShapeEnv._set_replacement (torch 2.11-2.15), where every specialization is recorded;
+    records nothing on a torch without it."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    sites: dict[str, traceback.FrameSummary] = {}
+    original = ShapeEnv.__dict__.get("_set_replacement")
+    if original is None:
+        yield sites
+        return
+
+    def _set_replacement(self, a, tgt, *args, **kwargs):
+        result = original(self, a, tgt, *args, **kwargs)
+        if getattr(tgt, "is_number", False) and getattr(a, "is_Symbol", False):
+            names = [self._debug_name(source) for source in self.var_to_sources.get(a, [])]
+            if names and not all(name in sites for name in names):
+                frame = _model_frame()
+                if frame is not None:
+                    for name in names:
+                        sites.setdefault(name, frame)
+        return result
+
+    ShapeEnv._set_replacement = _set_replacement
+    try:
+        yield sites
+    finally:
+        ShapeEnv._set_replacement = original
+
+
 @contextlib.contextmanager
 def export_hints():
     """Around torch.export.export: an error with a known fix gets the fix as a note (``exc.__notes__``)."""
     try:
-        yield
+        with recorded_specializations() as specialized_at:
+            yield
     except Exception as exc:
-        fix = fix_for(str(exc))
+        fix = fix_for(str(exc), specialized_at)
         if fix is not None:
             exc.add_note(fix)
         raise
