@@ -167,7 +167,8 @@ def test_the_decode_step_is_rewritten_in_every_layer_and_matches_eager_step_afte
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("batch", [1, 3])
-def test_a_cuda_lowering_of_a_decode_step_with_a_long_cache_runs_both_passes_and_matches_eager(tmp_path, batch):
+def test_a_cuda_lowering_of_a_decode_step_with_a_long_cache_runs_both_passes_and_matches_eager(tmp_path, batch,
+                                                                                                  monkeypatch):
     # The tiny decoder with a cache long enough for the default limits (1024 positions, chunks of 128):
     # the package's generated kernels, not just the rewritten program, against eager (bf16).
     import dataclasses
@@ -175,6 +176,8 @@ def test_a_cuda_lowering_of_a_decode_step_with_a_long_cache_runs_both_passes_and
     import aotcuda
     from aotcuda.models.decoder import DecoderConfig, make_decoder
 
+    monkeypatch.setenv("AOTCUDA_DECODE_ATTENTION", "1")  # both off by default (switches.py says why)
+    monkeypatch.setenv("AOTCUDA_SIBLING_PRODUCTS", "1")
     config = dataclasses.replace(DecoderConfig.tiny(), max_seq_len=1024)
     model = make_decoder(config, batch, device="cuda", dtype=torch.bfloat16, seed=6)
     example = (torch.zeros(batch, 1, dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"))

@@ -142,11 +142,15 @@ def test_the_decode_step_fuses_qkv_and_w1_w3_of_every_layer_and_matches_eager():
 
 @pytest.mark.parametrize("graph_pass, switch", [(ConcatSiblingProductsPass, "AOTCUDA_SIBLING_PRODUCTS"),
                                                 (SplitCacheAttentionPass, "AOTCUDA_DECODE_ATTENTION")])
-def test_cuda_lowering_runs_each_decode_pass_by_default_off_by_its_switch_and_cpu_lowering_does_not(
+def test_cuda_lowering_runs_each_decode_pass_only_when_its_switch_is_on_and_cpu_lowering_never(
         monkeypatch, graph_pass, switch):
+    """Off by default: the H200 measurement (switches.py) shows no win yet."""
     cuda = DEVICE_PROFILES["cuda"]
     monkeypatch.delenv(switch, raising=False)
+    assert graph_pass not in cuda.enabled_passes()
+    monkeypatch.setenv(switch, "1")
     assert graph_pass in cuda.enabled_passes()
     monkeypatch.setenv(switch, "0")
-    assert graph_pass not in cuda.enabled_passes() and len(cuda.enabled_passes()) == len(cuda.passes) - 1
+    assert graph_pass not in cuda.enabled_passes()
+    monkeypatch.setenv(switch, "1")
     assert graph_pass not in DEVICE_PROFILES["cpu"].enabled_passes()
