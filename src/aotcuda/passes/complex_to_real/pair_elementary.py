@@ -55,7 +55,7 @@ def from_times_i(t: torch.Tensor) -> torch.Tensor:
 def _exp_half_squared(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """e^|x| / 2 · factor, as e^(|x|/2) · (factor / 2) · e^(|x|/2): finite wherever the product is."""
     half = torch.exp(x.abs() * 0.5)
-    return half * (factor * 0.5) * half
+    return (half * factor) * (half * 0.5)  # factor · 0.5 first would round a denormal factor to 0
 
 
 def _hyperbolic_threshold(dtype: torch.dtype) -> float:
@@ -63,25 +63,49 @@ def _hyperbolic_threshold(dtype: torch.dtype) -> float:
     return 0.5 * -math.log(torch.finfo(dtype).eps) + 1
 
 
+def _cos_sin(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos y, sin y), sin of a subnormal y taken as y itself (exact: sin y rounds to y there; a kernel that
+    flushes subnormals would give 0, and cosh(100) · sin(1e-45) is 0.0188, not 0)."""
+    tiny = y.abs() < torch.finfo(y.dtype).tiny
+    return torch.cos(y), torch.where(tiny, y, torch.sin(y))
+
+
+def _zero_of_signs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """±0 with the sign of a · b (a or b infinite or nan included: never inf · 0)."""
+    return torch.copysign(torch.zeros_like(a), a) * torch.copysign(torch.ones_like(b), b)
+
+
+def _sign(x: torch.Tensor) -> torch.Tensor:
+    return torch.copysign(torch.ones_like(x), x)
+
+
 def sinh(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """sinh(x + iy) = (sinh x cos y, cosh x sin y) as a pair; see the module docstring."""
-    cos, sin = torch.cos(y), torch.sin(y)
+    """sinh(x + iy) = (sinh x cos y, cosh x sin y) as a pair; see the module docstring. A zero part of z
+    gives a zero part of the result (Annex G: sinh(±0 + i∞) = ±0 + i·nan, sinh(∞ + 0i) = ∞ + 0i)."""
+    cos, sin = _cos_sin(y)
     far = x.abs() > _hyperbolic_threshold(x.dtype)
-    re = torch.where(far, torch.copysign(_exp_half_squared(x, cos), x), torch.sinh(x) * cos)
+    re = torch.where(far, _sign(x) * _exp_half_squared(x, cos), torch.sinh(x) * cos)
     im = torch.where(far, _exp_half_squared(x, sin), torch.cosh(x) * sin)
-    re = torch.where(x == 0, x * cos.abs(), re)  # sinh(±0 + iy) keeps the zero's sign: ±0 · |cos y| (nan for inf y)
+    re = torch.where(x == 0, _zero_of_signs(x, cos), re)
     im = torch.where(y == 0, y, im)
-    return _stack(re, im)
+    return _infinite_by_nonfinite(x, y, x, re, im)
+
+
+def _infinite_by_nonfinite(x, y, infinite_re, re, im) -> torch.Tensor:
+    """Annex G: sinh and cosh of ±∞ + i·(∞ or nan) are ±∞ + i·nan (re's sign unspecified), not nan + i·nan."""
+    where = torch.isinf(x) & ~torch.isfinite(y)
+    return _stack(torch.where(where, infinite_re, re), torch.where(where, torch.nan, im))
 
 
 def cosh(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """cosh(x + iy) = (cosh x cos y, sinh x sin y) as a pair; see the module docstring."""
-    cos, sin = torch.cos(y), torch.sin(y)
+    """cosh(x + iy) = (cosh x cos y, sinh x sin y) as a pair; see the module docstring. A zero part of z
+    gives a zero imaginary part (Annex G: cosh(±0 + i∞) = nan ± 0i, cosh(∞ + 0i) = ∞ + 0i)."""
+    cos, sin = _cos_sin(y)
     far = x.abs() > _hyperbolic_threshold(x.dtype)
     re = torch.where(far, _exp_half_squared(x, cos), torch.cosh(x) * cos)
-    im = torch.where(far, torch.copysign(_exp_half_squared(x, sin), x), torch.sinh(x) * sin)
-    im = torch.where((y == 0) | (x == 0), x * y, im)  # a zero part: the product of the signs, never inf · 0
-    return _stack(re, im)
+    im = torch.where(far, _sign(x) * _exp_half_squared(x, sin), torch.sinh(x) * sin)
+    im = torch.where((y == 0) | (x == 0), _zero_of_signs(x, y), im)
+    return _infinite_by_nonfinite(x, y, x.abs(), re, im)
 
 
 def tanh(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -93,9 +117,12 @@ def tanh(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     rho = torch.sqrt(1 + s * s)
     denominator = 1 + beta * s * s
     re, im = beta * rho * s / denominator, t / denominator
-    far_im = 4 * torch.sin(y) * torch.cos(y) * torch.exp(-2 * x.abs())
-    re = torch.where(far, torch.copysign(torch.ones_like(x), x), re)
+    far_im = torch.where(torch.isinf(x), _zero_of_signs(y, y), 4 * torch.sin(y) * torch.cos(y) * torch.exp(-2 * x.abs()))
+    re = torch.where(far, _sign(x), re)
     im = torch.where(far, torch.where(y == 0, y, far_im), im)
+    # Annex G: tanh(±0 + iy) = ±0 + i·tan y (nan for infinite y); a finite x with y infinite or nan: nan + i·nan
+    re = torch.where(x == 0, x, torch.where(torch.isfinite(x) & ~torch.isfinite(y), torch.nan, re))
+    im = torch.where(x == 0, torch.tan(y), torch.where(y == 0, y, im))
     return _stack(re, im)
 
 
@@ -135,34 +162,36 @@ def _sqrt_parts(re: torch.Tensor, im: torch.Tensor) -> tuple[torch.Tensor, torch
     return _parts(pair_math.sqrt(re, im))
 
 
-def asin(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """asin z by Kahan's formula: (atan(x / Re(sqrt(1 − z)·sqrt(1 + z))), asinh(Im(conj(sqrt(1 − z))·sqrt(1 + z)))),
-    and −i·log(2iz)'s mirror image beyond 1/sqrt(eps) (asinh's asymptote at iz)."""
-    large = _large(x, y)
-    xs, ys = _finite_where(large, x), _finite_where(large, y)
-    a_re, a_im = _sqrt_parts(1 - xs, -ys)  # sqrt(1 − z)
-    b_re, b_im = _sqrt_parts(1 + xs, ys)  # sqrt(1 + z)
-    re = torch.atan2(xs, a_re * b_re - a_im * b_im)
-    im = torch.asinh(a_re * b_im - a_im * b_re)
-    far = from_times_i(_asinh_far(*times_i(x, y)))
-    return torch.where(large.unsqueeze(-1), far, _stack(re, im))
-
-
-def _asinh_far(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """asinh z for large |z|: log(2z) for Re z ≥ 0, mirrored (asinh is odd): (±log 2|z|, atan2(y, |x|))."""
-    log_twice, _ = _log_of_twice(x, y)
-    return _stack(torch.copysign(log_twice, x), pair_math.angle(x.abs(), y))
+def _asin_kahan(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """asin z by Kahan's formula: (atan2(x, Re(sqrt(1 − z)·sqrt(1 + z))), asinh(Im(conj(sqrt(1 − z))·sqrt(1 + z))))."""
+    a_re, a_im = _sqrt_parts(1 - x, -y)  # sqrt(1 − z)
+    b_re, b_im = _sqrt_parts(1 + x, y)  # sqrt(1 + z)
+    return torch.atan2(x, a_re * b_re - a_im * b_im), torch.asinh(a_re * b_im - a_im * b_re)
 
 
 def asinh(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """asinh z = −i asin(iz)... written as i·asin(−i·z)'s parts: asin at iz, rotated back."""
-    p, q = _parts(asin(*times_i(x, y)))  # asin(iz) = (p, q); asinh z = −i asin(iz) = (q, −p)
-    return _stack(q, -p)
+    """asinh z = −i asin(iz) by Kahan's asin; beyond 1/sqrt(eps) its asymptote log(2z), mirrored for Re z < 0
+    (asinh is odd): (±log 2|z|, atan2(y, |x|)). Annex G: asinh(nan ± 0i) = nan ± 0i, and an infinite part next
+    to a nan gives ∞ + i·nan."""
+    large = _large(x, y)
+    p, q = _asin_kahan(-_finite_where(large, y), _finite_where(large, x))  # asin(iz) = (p, q)
+    log_twice, _ = _log_of_twice(x, y)
+    re = torch.where(large, torch.copysign(log_twice, x), q)
+    im = torch.where(large, pair_math.angle(x.abs(), y), -p)
+    im = torch.where(torch.isnan(x) & (y == 0), y, im)
+    infinite_by_nan = (torch.isinf(x) & torch.isnan(y)) | (torch.isnan(x) & torch.isinf(y))
+    return _stack(torch.where(infinite_by_nan, torch.inf, re), torch.where(infinite_by_nan, torch.nan, im))
+
+
+def asin(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """asin z = −i asinh(iz)."""
+    return from_times_i(asinh(*times_i(x, y)))
 
 
 def acosh(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """acosh z by Kahan's formula: (asinh(Re(conj(sqrt(z − 1))·sqrt(z + 1))), 2 atan2(Im sqrt(z − 1), Re sqrt(z + 1))),
-    and log(2z) beyond 1/sqrt(eps) (for every z: sqrt(z − 1)·sqrt(z + 1) tends to z)."""
+    and log(2z) beyond 1/sqrt(eps) (for every z: sqrt(z − 1)·sqrt(z + 1) tends to z). Annex G:
+    acosh(±0 + i·nan) = nan + iπ/2, an infinite part next to a nan gives ∞ + i·nan."""
     large = _large(x, y)
     xs, ys = _finite_where(large, x), _finite_where(large, y)
     a_re, a_im = _sqrt_parts(xs - 1, ys)  # sqrt(z − 1)
@@ -170,7 +199,10 @@ def acosh(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     re = torch.asinh(a_re * b_re + a_im * b_im)
     im = 2 * torch.atan2(a_im, b_re)
     far_re, far_im = _log_of_twice(x, y)
-    return _stack(torch.where(large, far_re, re), torch.where(large, far_im, im))
+    re, im = torch.where(large, far_re, re), torch.where(large, far_im, im)
+    im = torch.where((x == 0) & torch.isnan(y), math.pi / 2, im)
+    infinite_by_nan = (torch.isinf(x) & torch.isnan(y)) | (torch.isnan(x) & torch.isinf(y))
+    return _stack(torch.where(infinite_by_nan, torch.inf, re), torch.where(infinite_by_nan, torch.nan, im))
 
 
 def acos(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -180,17 +212,26 @@ def acos(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def atanh(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """atanh z = (log1p(4x / ((1 − x)² + y²)) / 4, atan2(2y, (1 − x)(1 + x) − y²) / 2); beyond sqrt(max)/4,
-    where x² could overflow, (x / |z|², ±π/2)."""
+    """atanh z = (log1p(4x / ((1 − x)² + y²)) / 4, atan2(2y, (1 − x)(1 + x) − y²) / 2), the real part as
+    (log|1 + z| − log|1 − z|) / 2 where log1p's argument passes ±1/2 (near z = ±1 it would cancel, or
+    (1 − x)² + y² underflow); beyond sqrt(max)/4, where x² could overflow, (x / |z|², ±π/2). Annex G:
+    atanh(±0 + i·nan) = ±0 + i·nan, and ±0 ± iπ/2 where a part is infinite."""
     far = torch.maximum(x.abs(), y.abs()) > torch.finfo(x.dtype).max ** 0.5 / 4
     xs, ys = _finite_where(far, x), _finite_where(far, y)
     one_minus = 1 - xs
-    re = 0.25 * torch.log1p(4 * xs / (one_minus * one_minus + ys * ys))
+    v = 4 * xs / (one_minus * one_minus + ys * ys)
+    near_one = ~(v.abs() < 0.5)
+    re = torch.where(near_one, 0.5 * (pair_math.log_abs(1 + xs, ys) - pair_math.log_abs(one_minus, ys)),
+                     0.25 * torch.log1p(torch.where(near_one, 0.0, v)))
     im = 0.5 * torch.atan2(2 * ys, one_minus * (1 + xs) - ys * ys)
     h = torch.hypot(x * 0.5, y * 0.5)  # |z| / 2, finite for finite parts
     far_re = x * 0.25 / h / h
     far_im = torch.copysign(torch.full_like(y, math.pi / 2), y)
-    return _stack(torch.where(far, far_re, re), torch.where(far, far_im, im))
+    re = torch.where(far, far_re, torch.where(x == 0, x, re))
+    im = torch.where(far, far_im, im)
+    infinite = torch.isinf(x) | torch.isinf(y)  # Annex G: ±0 ± iπ/2, but ±0 + i·nan for ±∞ + i·nan
+    far_im = torch.where(torch.isnan(y), y, far_im)
+    return _stack(torch.where(infinite, _zero_of_signs(x, x), re), torch.where(infinite, far_im, im))
 
 
 def atan(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
