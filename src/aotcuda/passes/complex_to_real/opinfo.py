@@ -182,7 +182,7 @@ def walk(infos: list, dtypes=COMPLEX_DTYPES, limit: int | None = None, log=None)
                 for overload in complex_overloads(ep):
                     found.overloads.setdefault(overload, set()).add(name)
         if log:
-            log(name)
+            log(name, sorted(o for o, names in found.overloads.items() if name in names))
     return found
 
 
@@ -198,11 +198,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", choices=[str(d).split(".")[-1] for d in COMPLEX_DTYPES], action="append")
     parser.add_argument("--op", action="append", help="only these OpInfo names")
     parser.add_argument("--limit", type=int, default=None, help="samples per op and dtype")
-    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--verbose", action="store_true", help="each op and its overloads on stderr as it goes")
+    parser.add_argument("--part", default="0/1", help="K/N: only the K-th of N equal parts of the op list")
     options = parser.parse_args(argv)
     dtypes = [getattr(torch, d) for d in options.dtype] if options.dtype else COMPLEX_DTYPES
     infos = complex_ops(set(options.op) if options.op else None)
-    log = (lambda name: print(f"# {name}", file=sys.stderr, flush=True)) if options.verbose else None
+    part, parts = map(int, options.part.split("/"))
+    infos = infos[part::parts]
+    log = (lambda name, overloads: print(f"# {name}\t{' '.join(overloads)}", file=sys.stderr, flush=True)) \
+        if options.verbose else None
     found = walk(infos, dtypes, options.limit, log)
     rule_for(None)
     covered = {op_name(op) for op in RULES}
