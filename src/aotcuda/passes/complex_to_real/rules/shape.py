@@ -110,6 +110,20 @@ def roll(out, a, shifts, dims=()):
     return Pair(aten.roll.default(a.t, shifts, pair_dims(dims)))
 
 
+@register(aten.diagonal.default)
+def diagonal(out, a, offset=0, dim1=0, dim2=1):
+    """diagonal of the pair over the same dims; the diagonal, which the op appends last, moved before the pair dim."""
+    return Pair(aten.diagonal.default(a.t, offset, dim1 % a.ndim, dim2 % a.ndim).movedim(-1, -2))
+
+
+@register(aten.unfold.default)
+def unfold(out, a, dimension, size, step):
+    """unfold the pair along the same dim; the window dim, which the op appends last, moved before the pair dim."""
+    if a.ndim == 0:
+        return Pair(a.t.unsqueeze(0))
+    return Pair(aten.unfold.default(a.t, dimension % a.ndim, size, step).movedim(-1, -2))
+
+
 # ---- joins and repeats ---------------------------------------------------------------------------------
 
 
