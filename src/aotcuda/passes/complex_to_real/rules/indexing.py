@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dim
-from aotcuda.passes.complex_to_real.pair_algebra import as_addend, cast, result_dtype
+from aotcuda.passes.complex_to_real.pair_algebra import as_addend, cast, multiply, result_dtype
 from aotcuda.passes.complex_to_real.registry import register
 from aotcuda.passes.complex_to_real.rules.conversion import real_value
 
@@ -70,3 +70,38 @@ def copy(out, a, src, non_blocking=False):
     if not isinstance(a, Pair):
         return aten.copy.default(a, real_value(src, a.dtype), non_blocking)
     return Pair(aten.copy.default(a.t, source_pair(out, src), non_blocking))
+
+
+def _pair_index(index_: torch.Tensor) -> torch.Tensor:
+    """An index over complex elements, repeated for both parts of each."""
+    return index_.unsqueeze(-1).expand(*index_.shape, 2)
+
+
+@register(aten.scatter_add.default, computes=True)
+def scatter_add(out, a, dim, index_, src):
+    """scatter_add along the mapped dim, the index repeated for both parts (sums in eager's order)."""
+    src = source_pair(out, src)
+    return Pair(aten.scatter_add.default(a.t, pair_dim(dim), _pair_index(index_), src))
+
+
+@register(aten.index_add.default, computes=True)
+def index_add(out, a, dim, index_, source, *, alpha=1):
+    """index_add along the mapped dim of alpha · source (alpha a number, complex too)."""
+    dtype = result_dtype(out)
+    source = cast(source, dtype)
+    if alpha != 1:
+        source = multiply(source, alpha, dtype)
+    return Pair(aten.index_add.default(a.t, pair_dim(dim), index_, as_addend(source, dtype, out.device)))
+
+
+@register(aten.diagonal_scatter.default)
+def diagonal_scatter(out, a, src, offset=0, dim1=0, dim2=1):
+    """src written on the diagonal over the same dims (the pair dim moved after the diagonal, as diagonal's rule)."""
+    src = source_pair(out, src)
+    return Pair(aten.diagonal_scatter.default(a.t, src.movedim(-1, -2), offset, dim1 % a.ndim, dim2 % a.ndim))
+
+
+@register(aten.embedding.default)
+def embedding(out, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """Rows of a complex weight: an index over its first dim."""
+    return Pair(aten.index_select.default(weight.t, 0, indices.reshape(-1)).reshape(*indices.shape, *weight.t.shape[1:]))
