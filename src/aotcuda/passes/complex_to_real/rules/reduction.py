@@ -140,3 +140,10 @@ def cumprod(out, a, dim, *, dtype=None):
         shifted = torch.cat([_ones_like_slice(t, d, shift), t.narrow(d, 0, n - shift)], d)
         t, shift = mul_pairs(Pair(t), Pair(shifted)).t, shift * 2
     return Pair(t)
+
+
+@register(aten.var_mean.correction, computes=True)
+def var_mean(out, a, dim=None, *, correction=None, keepdim=False):
+    """(var z, mean z): var as `var`, the mean of both parts over the mapped dims."""
+    mean = _reduce(torch.mean, out[1], a, dim, keepdim)
+    return [var(out[0], a, dim, correction=correction, keepdim=keepdim), mean]

@@ -73,7 +73,7 @@ SAME_OP_ON_PAIR = (
     aten.unsqueeze.default, aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.transpose.int,
     aten.flip.default, aten.slice.Tensor, aten.select.int, aten.narrow.default, aten.split.Tensor,
     aten.split_with_sizes.default, aten.unbind.int, aten.chunk.default, aten.index_select.default,
-    aten.sym_size.int,
+    aten.sym_size.int, aten._reshape_copy.default,
 )
 for _op in SAME_OP_ON_PAIR:
     register(_op)(same_op_on_pair(_op))
