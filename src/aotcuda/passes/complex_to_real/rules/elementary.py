@@ -84,3 +84,16 @@ def pow_tensor(out, a, exponent):
     product = multiply(log_a, cast(exponent, wide), wide)
     product = product if isinstance(product, Pair) else Pair(as_addend(product, wide, out.device))
     return Pair(pair_math.exp(product.re, product.im).to(dtype))
+
+
+@register(aten.exp2.default, computes=True)
+def exp2(out, a):
+    """2^z = exp(z · log 2), each part scaled by the real log 2."""
+    return Pair(pair_math.exp(a.re * math.log(2), a.im * math.log(2)))
+
+
+@register(aten.ldexp.Tensor, computes=True)
+def ldexp(out, a, other):
+    """z · 2^other (a real exponent tensor) as eager: z · exp2(other), both parts by the same real factor."""
+    dtype = result_dtype(out)
+    return multiply(cast(a, dtype), torch.exp2(other.to(dtype)), dtype)

@@ -105,3 +105,12 @@ def diagonal_scatter(out, a, src, offset=0, dim1=0, dim2=1):
 def embedding(out, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     """Rows of a complex weight: an index over its first dim."""
     return Pair(aten.index_select.default(weight.t, 0, indices.reshape(-1)).reshape(*indices.shape, *weight.t.shape[1:]))
+
+
+@register(aten.scatter.src, aten.scatter.value)
+def scatter(out, a, dim, index_, src):
+    """scatter along the mapped dim, the index repeated for both parts (a number's pair broadcast to the index)."""
+    values = source_pair(out, src)
+    if not isinstance(src, (Pair, torch.Tensor)):
+        values = values.expand(*index_.shape, 2)
+    return Pair(aten.scatter.src(a.t, pair_dim(dim), _pair_index(index_), values))

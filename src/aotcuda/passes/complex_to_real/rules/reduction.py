@@ -147,3 +147,12 @@ def var_mean(out, a, dim=None, *, correction=None, keepdim=False):
     """(var z, mean z): var as `var`, the mean of both parts over the mapped dims."""
     mean = _reduce(torch.mean, out[1], a, dim, keepdim)
     return [var(out[0], a, dim, correction=correction, keepdim=keepdim), mean]
+
+
+@register(aten.dist.default, computes=True)
+def dist(out, a, b, p=2):
+    """‖a − b‖_p over every element: the p-norm of |a − b| (either operand may be real)."""
+    dtype = result_dtype(out)
+    difference = [x.t if isinstance(x, Pair) else torch.stack([x, torch.zeros_like(x)], -1) for x in (a, b)]
+    d = difference[0].to(dtype) - difference[1].to(dtype)
+    return aten.linalg_vector_norm.default(pair_math.magnitude(d[..., 0], d[..., 1]), p)
