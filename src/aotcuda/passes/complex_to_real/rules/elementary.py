@@ -94,6 +94,7 @@ def exp2(out, a):
 
 @register(aten.ldexp.Tensor, computes=True)
 def ldexp(out, a, other):
-    """z · 2^other (a real exponent tensor) as eager: z · exp2(other), both parts by the same real factor."""
+    """z · 2^other as eager: z · exp2(other), a real exponent scaling both parts, a complex one by 2^other's pair."""
     dtype = result_dtype(out)
-    return multiply(cast(a, dtype), torch.exp2(other.to(dtype)), dtype)
+    factor = exp2(out, cast(other, dtype)) if isinstance(other, Pair) else torch.exp2(other.to(dtype))
+    return multiply(cast(a, dtype), factor, dtype)

@@ -196,9 +196,3 @@ def lift_fresh_copy(out, a):
     """A copy of the pair."""
     return Pair(torch.clone(a.t))
 
-
-@register(aten.masked_select.default)
-def masked_select(out, a, mask):
-    """The elements where mask is set, both parts of each (mask and a broadcast as eager broadcasts them)."""
-    a_t, mask = torch.broadcast_tensors(a.t, unsqueeze_real(mask))
-    return Pair(aten.masked_select.default(a_t, mask).reshape(-1, 2))
