@@ -144,6 +144,7 @@ TRUE_VALUE = {
     "log1p": lambda z: _in_mpmath("log1p", z),
     "expm1": lambda z: _in_mpmath("expm1", z),
     "sigmoid": lambda z: 1 / (1 + _xp(z).exp(-z)),
+    "exp2": lambda z: _xp(z).exp(z * math.log(2)),
     "rsqrt": lambda z: 1 / _xp(z).sqrt(z),
     "pow_tensor": lambda z, w: _xp(z).exp(w * _xp(z).log(z)),
     "pow_real_base": lambda z: _xp(z).exp(z * math.log(2.5)),
@@ -155,7 +156,8 @@ TRUE_VALUE = {
 # rule's result is accepted when it is not finite either, or when eager's has a nan part (each such row was
 # read: the rules give Annex G's value). Every row where eager's result is finite is compared as any other.
 NONFINITE_BY_CLASS = {"sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
-                    "log1p", "expm1", "log2", "log10", "sigmoid", "rsqrt", "pow_tensor", "pow_real_base"}
+                    "log1p", "expm1", "log2", "log10", "sigmoid", "rsqrt", "pow_tensor", "pow_real_base", "exp2",
+                      "ldexp"}
 TRUE_SGN = lambda z: _xp(z).where(z == 0, 0 * z, z / abs(z))  # noqa: E731
 # Division: C99 Annex G's _Cdivd, computed in the wider type, is accepted beside eager's (or the true)
 # value: with an infinite or nan operand, where eager's Smith's method gives nan + nan·i for an infinity
@@ -214,6 +216,8 @@ CASES = [
     # disagree with each other (0^(1 + nan·i) is 0 on the scalar kernel, nan on the vectorized one), and past
     # |Im(w · log z)| = 1/eps the result's angle is the cos and sin of an argument where torch's vectorized
     # cos and glibc's differ (2.5^(2.7e154i)); the random-input tests cover the rest (test_opinfo.py)
+    C("exp2", torch.exp2, "z", aten.exp2.default, finite=True),  # as pow below: an angle y·log 2 beyond 1/eps
+    C("ldexp", torch.ldexp, "zr", aten.ldexp.Tensor, finite=True),  # a cast of inf to the exponent: undefined
     C("pow_tensor", torch.pow, "zz", aten.pow.Tensor_Tensor, finite=True),
     C("pow_real_base", lambda z: torch.pow(2.5, z), "z", aten.pow.Scalar, finite=True),
     # selection, copies, aliases
@@ -268,6 +272,7 @@ RULE_ONLY = {
     aten.resolve_neg.default: (lambda z, m: z.resolve_neg(), lambda p, m: (p,)),
     aten.conj_physical.default: (lambda z, m: torch.conj_physical(z), lambda p, m: (p,)),
     aten.real.default: (lambda z, m: z.real, lambda p, m: (p,)),
+    aten._neg_view.default: (lambda z, m: torch._neg_view(z), lambda p, m: (p,)),
     aten.imag.default: (lambda z, m: z.imag, lambda p, m: (p,)),
     aten.sgn.default: (lambda z, m: BY_PARTS["sgn"](z), lambda p, m: (p,)),  # and the true value: TRUE_SGN
     aten.rsub.Tensor: (lambda z, m: BY_PARTS["rsub"](z, z.flip(0)), lambda p, m: (p, Pair(p.t.flip(0)))),

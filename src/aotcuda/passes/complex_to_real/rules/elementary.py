@@ -88,8 +88,10 @@ def pow_tensor(out, a, exponent):
 
 @register(aten.exp2.default, computes=True)
 def exp2(out, a):
-    """2^z = exp(z · log 2), each part scaled by the real log 2."""
-    return Pair(pair_math.exp(a.re * math.log(2), a.im * math.log(2)))
+    """2^z = exp(z · log 2), each part scaled by the real log 2; complex64 in float64, as pow (the rounding of
+    y · log 2 is a relative error of the result's smaller part: 2^(100 + 100i) was 1.2e-5 off in float32)."""
+    wide = a.t.double() if a.dtype == torch.float32 else a.t
+    return Pair(pair_math.exp(wide[..., 0] * math.log(2), wide[..., 1] * math.log(2)).to(a.dtype))
 
 
 @register(aten.ldexp.Tensor, computes=True)
