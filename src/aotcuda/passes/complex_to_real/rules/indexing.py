@@ -1,4 +1,4 @@
-"""Indexing rules: gathers (index, gather; index_select is one of shape.SAME_OP_ON_PAIR) and the scatters slice assignment exports as
+"""Indexing rules: gathers (index, index_select, gather) and the scatters slice assignment exports as
 (slice_scatter, select_scatter, index_put, copy). Index tensors address the complex dims, which are the
 pair's leading dims, so they apply to the pair unchanged; the pair dim rides along.
 """
@@ -35,6 +35,17 @@ def scatter_operands(out, a, src):
 def index(out, a, indices):
     """Advanced indexing of the complex dims; the pair dim, never indexed, stays last."""
     return Pair(aten.index.Tensor(a.t, indices))
+
+
+@register(aten.index_select.default)
+def index_select(out, a, dim, index_):
+    """index_select along the mapped dim; a scalar's pair is indexed as [1, 2], then reshaped back to [2].
+
+    Of a scalar, eager takes an index of one element (0) and gives a 0-dim result; the pair's own dim 0 is its
+    parts, not a complex dim, so it is indexed with a leading dim of 1 added (keeping eager's bounds check)."""
+    if a.ndim == 0:
+        return Pair(aten.index_select.default(a.t.unsqueeze(0), 0, index_.reshape(-1)).reshape(2))
+    return Pair(aten.index_select.default(a.t, pair_dim(dim), index_))
 
 
 @register(aten.gather.default)

@@ -72,7 +72,7 @@ SAME_OP_ON_PAIR = (
     aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.expand.default,
     aten.unsqueeze.default, aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.transpose.int,
     aten.flip.default, aten.slice.Tensor, aten.select.int, aten.narrow.default, aten.split.Tensor,
-    aten.split_with_sizes.default, aten.unbind.int, aten.chunk.default, aten.index_select.default,
+    aten.split_with_sizes.default, aten.unbind.int, aten.chunk.default,
     aten.sym_size.int, aten._reshape_copy.default,
 )
 for _op in SAME_OP_ON_PAIR:
