@@ -25,6 +25,7 @@ import pytest
 import torch
 from runtime_programs import Twice, twice_package
 
+import aotcuda.runtime.handles as handles_module
 import aotcuda.runtime.program as program_module
 from aotcuda.errors import InputError, RuntimeCallError
 from aotcuda.runtime.program import load
@@ -103,7 +104,8 @@ def ledger(monkeypatch):
 
     monkeypatch.setattr(program_module, "new_handle_array", new_handle_array)
     monkeypatch.setattr(program_module, "steal_handles", steal_handles)
-    monkeypatch.setattr(program_module, "delete_handle", delete_handle)
+    for module in (program_module, handles_module):  # a failed run's releases live in handles.py
+        monkeypatch.setattr(module, "delete_handle", delete_handle)
     return ledger
 
 
