@@ -22,12 +22,12 @@ import torch
 from torch.export import ExportedProgram
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from aotcuda.passes.emit import emit
+
 aten = torch.ops.aten
 
 # Whole-tensor writes whose value functionalization substitutes for the destination.
 _WRITES = (aten.copy_.default, aten.fill_.Tensor)
-# Node metadata the inserted conversions share with the write they serve (for errors and profiles).
-_SHARED_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "torch_fn", "from_node")
 
 
 def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -35,11 +35,7 @@ def _same_shape(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _inserted(graph: torch.fx.Graph, write: torch.fx.Node, op, args: tuple, kwargs: dict) -> torch.fx.Node:
-    node = graph.call_function(op, args, kwargs)
-    values = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
-    node.meta["val"] = op(*values, **kwargs)  # fake tensors: computed in their own fake mode
-    node.meta.update({key: write.meta[key] for key in _SHARED_META if key in write.meta})
-    return node
+    return emit(graph, op, args, kwargs, like=write)  # the conversion shares the write's source metadata
 
 
 def convert_whole_tensor_writes(ep: ExportedProgram) -> int:

@@ -12,6 +12,10 @@ import torch
 import torch.utils._pytree as pytree
 
 
+# Node metadata a new node shares with the node it stands for (error messages, profiles, re-export).
+SHARED_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "torch_fn", "from_node")
+
+
 def fake_of(value):
     """The fake value a node stands for (its meta["val"]); anything else is itself."""
     return value.meta["val"] if isinstance(value, torch.fx.Node) else value
@@ -20,15 +24,13 @@ def fake_of(value):
 def emit(graph: torch.fx.Graph, target, args: tuple, kwargs: dict | None = None, *, like: torch.fx.Node | None = None
          ) -> torch.fx.Node:
     """A new ``call_function`` node ``target(*args, **kwargs)`` at the graph's insertion point, with
-    ``meta["val"]`` from the fake arguments and ``like``'s stack trace and module stack."""
+    ``meta["val"]`` from the fake arguments and ``like``'s stack trace, module stack and source (SHARED_META)."""
     kwargs = kwargs or {}
     node = graph.call_function(target, args, kwargs)
     fake_args, fake_kwargs = pytree.tree_map(fake_of, (args, kwargs))
     node.meta["val"] = target(*fake_args, **fake_kwargs)
     if like is not None:
-        for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
-            if key in like.meta:
-                node.meta[key] = like.meta[key]
+        node.meta.update({key: like.meta[key] for key in SHARED_META if key in like.meta})
     return node
 
 
