@@ -12,7 +12,8 @@ import torch
 from click.testing import CliRunner
 
 import aotcuda.lowering
-from aotcuda.cli import cli_hints, dynamic_shapes_from, load_factory, main
+from aotcuda.cli import cli_hints, main
+from aotcuda.cli_inputs import dynamic_shapes_from, load_factory
 from aotcuda.errors import MissingFallbackKernelsError
 from lowered_demo import lowered_demo
 
@@ -314,7 +315,7 @@ def test_hints_follow_the_advice_not_every_device_named():
     ([torch.nn.Linear(2, 2), torch.randn(1, 2)], "it returned a list"),
 ])
 def test_a_factory_returning_the_wrong_thing_is_told_what_it_returned(made, says):
-    from aotcuda.cli import model_and_inputs
+    from aotcuda.cli_inputs import model_and_inputs
 
     with pytest.raises(click.UsageError, match=re.escape(says)):
         model_and_inputs(made)
