@@ -1,5 +1,6 @@
 """The aotcuda command, through click's CliRunner; inspect and run reuse the session's demo package."""
 
+import logging
 import os
 import re
 import subprocess
@@ -229,8 +230,15 @@ def test_error_lines_are_not_wrapped_and_get_command_line_hints(runner, tmp_path
 
 
 def test_lower_says_when_only_torchs_loader_can_run_the_package(runner, tmp_path, monkeypatch):
+    # Inductor logs this note for each such op while compiling (torch/_inductor/ir.py); the command says it itself.
+    inductor_log = logging.getLogger("torch._inductor.ir")
+    shim_note = inductor_log.makeRecord(inductor_log.name, logging.WARNING, "ir.py", 1, "%s is missing a c-shim "
+                                        "implementation, using proxy executor as fallback", ("aotcuda_test.op",), None)
+    shown_while_lowering = []
+
     def lower_needing_the_proxy_executor(model, args, kwargs, *, package_path, **options):
         warnings.warn("runs aotcuda_test::op through AOTInductor's proxy executor", UserWarning)
+        shown_while_lowering.append(inductor_log.filter(shim_note))
         return aotcuda.lowering.LoweredProgram(str(package_path), "cpu", [], [], {}, None, ["aotcuda_test::op"])
 
     monkeypatch.setattr(aotcuda.lowering, "lower", lower_needing_the_proxy_executor)
@@ -240,6 +248,8 @@ def test_lower_says_when_only_torchs_loader_can_run_the_package(runner, tmp_path
     assert ("warning: aotcuda_test::op run through AOTInductor's proxy executor: `aotcuda run` and aotcuda.load cannot "
             "run this package, torch._inductor.aoti_load_package can") in result.output.splitlines()
     assert "UserWarning" not in result.output
+    assert shown_while_lowering == [False], "Inductor's own note about the op is dropped while lowering"
+    assert inductor_log.filter(shim_note), "and shown again afterwards"
 
 
 def test_demo_on_cpu_end_to_end(runner):

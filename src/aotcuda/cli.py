@@ -16,7 +16,9 @@ errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
 import re
 import sys
@@ -256,7 +258,7 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
 
     model, args, kwargs = model_and_inputs(load_factory(factory)())
     dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
-    with _StepProgress() as progress, warnings.catch_warnings():
+    with _StepProgress() as progress, warnings.catch_warnings(), _without_inductor_shim_notes():
         warnings.filterwarnings("ignore", message=".*proxy executor", category=UserWarning)  # said below
         lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=device,
                         package_path=output, allow_fallbacks=allow_fallbacks, progress=progress)
@@ -272,6 +274,24 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
         status_console.print(f"warning: {ops} run through AOTInductor's proxy executor: `aotcuda run` and aotcuda.load "
                              f"cannot run this package, torch._inductor.aoti_load_package can",
                              highlight=False, markup=False, soft_wrap=True)
+
+
+class _DropShimNotes(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "missing a c-shim implementation" not in str(record.msg)
+
+
+@contextlib.contextmanager
+def _without_inductor_shim_notes():
+    """Inductor logs "<op> is missing a c-shim implementation, using proxy executor as fallback" for each such
+    op (torch/_inductor/ir.py); the command says the same once, in its own words, after the progress lines."""
+    shim_filter = _DropShimNotes()
+    inductor_log = logging.getLogger("torch._inductor.ir")
+    inductor_log.addFilter(shim_filter)
+    try:
+        yield
+    finally:
+        inductor_log.removeFilter(shim_filter)
 
 
 # --- run -------------------------------------------------------------------------------------------------
