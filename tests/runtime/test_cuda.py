@@ -87,6 +87,39 @@ def test_twice_with_cuda_graphs_warmup_capture_replay(twice_cuda):
             assert_twice_outputs(outputs, x)
 
 
+def test_graph_outputs_are_handed_out_without_copies_and_never_overwritten_while_held(twice_cuda):
+    with load(twice_cuda, cuda_graphs=True) as program:
+        for _ in range(3):  # warm-up
+            program(torch.randn(6, 4, device="cuda"))
+        # A loop that drops each result before the next call but one alternates between two captures:
+        # the results are the graphs' own buffers (two sets of addresses), never copies.
+        addresses = set()
+        for _ in range(8):
+            x = torch.randn(6, 4, device="cuda")
+            outputs = program(x)
+            assert_twice_outputs(outputs, x)
+            addresses.add((storage(outputs[0]), storage(outputs[1])))
+        assert len(addresses) == 2 and program._graphs.num_captures == 2
+        # A view outlives its result: the graph that wrote it must not replay while the view lives.
+        x = torch.randn(6, 4, device="cuda")
+        kept_view, kept_values = program(x)[1][2:], (x + 1)[2:]
+        for _ in range(6):
+            x = torch.randn(6, 4, device="cuda")
+            outputs = program(x)
+            assert_twice_outputs(outputs, x)
+        torch.testing.assert_close(kept_view, kept_values, rtol=0, atol=0)
+        outputs[0].resize_(0)  # what a caller does to its tensors never changes the graph's own
+        del kept_view, outputs
+        for _ in range(3):
+            x = torch.randn(6, 4, device="cuda")
+            assert_twice_outputs(program(x), x)
+        # A caller that keeps every result gets copies once no capture is left to lend: none is overwritten.
+        kept = [(x, program(x)) for x in [torch.randn(6, 4, device="cuda") for _ in range(6)]]
+        for x, outputs in kept:
+            assert_twice_outputs(outputs, x)
+        assert program._graphs.num_captures == 3
+
+
 def test_cuda_graphs_with_caller_outputs_and_a_new_shape(twice_cuda):
     with load(twice_cuda, cuda_graphs=True) as program:
         for batch in (3, 9):  # each shape gets its own warm-up and capture

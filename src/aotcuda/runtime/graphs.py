@@ -1,4 +1,4 @@
-"""CUDA graphs for a loaded Program: warm-up calls, capture, replay, one graph per input shape.
+"""CUDA graphs for a loaded Program: warm-up calls, capture, replay, graphs per input shape.
 
 Per input signature (the shapes and dtypes of the call's inputs):
   * the first ``warmup_calls`` calls (3) run eagerly, so that lazy work (kernel loading from the cubins,
@@ -8,14 +8,25 @@ Per input signature (the shapes and dtypes of the call's inputs):
     replays the graph once to compute that call's outputs;
   * every later call copies its inputs into the static buffers (one multi-tensor copy; none for an input
     that IS its static buffer) and replays.
-The outputs of a replay live in the graph's static output buffers, which the next replay overwrites; the
-Program returns COPIES of them (slots that share one tensor still share one copy) or copies them into
-the caller's buffers. A new input shape starts its own warm-up and capture; at most ``max_graphs``
-graphs are kept (least recently used goes first). A failed capture raises RuntimeCallError, releases
-every output handle once (ownership rule), and that shape runs eagerly from then on.
 
-Zero copy: ``Program.bind`` (``aotcuda.runtime.bound``) captures one graph on the caller's own tensors
-with ``capture`` below; its replay is one graph launch and nothing else.
+Outputs without a copy: a replay writes the graph's static output buffers, which the next replay of that
+graph overwrites. So a call hands the caller those buffers themselves (as aliases: new tensors on the
+same memory; slots that share one tensor still share one) only while that graph has a spare: before a
+graph replays again, every alias it handed out must be gone (nothing else holds its storage: the use
+count of each output storage is back to what it was at capture, as torch.compile's CUDA-graph trees
+check liveness). A shape keeps up to ``output_sets + 1`` captures (2 + 1): the usual loop, which drops a
+call's result before the next but one, alternates between two graphs and never copies; a caller that
+keeps every result gets its first ``output_sets`` results as aliases, then the last capture's outputs as
+COPIES from then on (it is never lent, so there is always a graph to replay). ``output_sets=0``: always
+copies, one capture. Each capture has its own memory pool (the model's intermediates and outputs for that
+shape). As with the caching allocator, a caller that reads a result on another stream and drops it
+before that work ends must ``record_stream`` it (or synchronize) first.
+A new input shape starts its own warm-up and capture; at most ``max_graphs`` shapes keep graphs (least
+recently used goes first). A failed capture raises RuntimeCallError, releases every output handle once
+(ownership rule), and that shape runs eagerly from then on.
+
+Zero copy for inputs too: ``Program.bind`` (``aotcuda.runtime.bound``) captures one graph on the caller's
+own tensors with ``capture`` below; its replay is one graph launch and nothing else.
 
 Inputs the program writes in place (``mutated``) are written into the static input buffers by a
 replay; each replay copies them back into the call's own inputs, as an eager run writes them.
@@ -46,13 +57,32 @@ from aotcuda.runtime.checks import write_back
 RunFn = Callable[..., list]  # run(inputs, stream=None, single_threaded=False) -> list[Tensor | None]
 
 
+_use_count = torch._C._storage_Use_Count  # references to a StorageImpl (torch 2.11–2.15 have it)
+
+
+@dataclass
+class _Capture:
+    """One captured graph of a shape and its static buffers. ``held``: (storage, its use count when only
+    the static outputs held it) per distinct output storage; ``lent``: its outputs were handed out."""
+
+    graph: torch.cuda.CUDAGraph
+    static_inputs: list[torch.Tensor]
+    static_outputs: list[torch.Tensor | None]
+    held: tuple[tuple[int, int], ...]
+    lent: bool = False
+
+    def free(self) -> bool:
+        """True when a replay overwrites nothing the caller still holds."""
+        if self.lent and all(_use_count(storage) == alone for storage, alone in self.held):
+            self.lent = False
+        return not self.lent
+
+
 @dataclass
 class _ShapeState:
     calls: int = 0
     eager_only: bool = False
-    graph: torch.cuda.CUDAGraph | None = None
-    static_inputs: list[torch.Tensor] = field(default_factory=list)
-    static_outputs: list[torch.Tensor | None] = field(default_factory=list)
+    captures: list[_Capture] = field(default_factory=list)
 
 
 def shape_key(inputs: list[torch.Tensor]) -> tuple:
@@ -101,12 +131,15 @@ class GraphRunner:
         warmup_calls: eager calls per shape before the capture.
         max_graphs: graphs kept at most.
         mutated: indices of the inputs the program writes in place (copied back after each replay).
+        output_sets: captures per shape whose outputs may be handed out without a copy at once (0: always
+            copy); a shape keeps at most ``output_sets + 1`` captures.
     """
 
     def __init__(self, run: RunFn, device: torch.device, warmup_calls: int = 3, max_graphs: int = 8,
-                 mutated: frozenset[int] = frozenset()):
+                 mutated: frozenset[int] = frozenset(), output_sets: int = 2):
         self._run, self.device = run, device
         self.warmup_calls, self.max_graphs = warmup_calls, max_graphs
+        self.max_captures = output_sets + 1
         self.mutated = mutated
         self._states: OrderedDict[tuple, _ShapeState] = OrderedDict()
         self._last: tuple | None = None  # (key, state) of the latest call: repeats skip the LRU update
@@ -114,40 +147,54 @@ class GraphRunner:
         self._raw_stream = raw_stream_function(device)
         self._last_stream: int | None = None  # the raw stream of the last call through a graph
 
-    def __call__(self, inputs: list[torch.Tensor], finish: Callable[[list, bool], list]) -> list:
+    def __call__(self, inputs: list[torch.Tensor], finish: Callable[[list, bool], list], lend: bool = False) -> list:
         """Run once and return ``finish(outputs, static)``: static is True when the outputs are the graph's
-        buffers, which finish must copy (it runs under the lock, before the next replay can start)."""
+        buffers, which finish must copy (it runs under the lock, before the next replay can start). With
+        ``lend``, the outputs may be aliases of a graph's buffers instead (static False): pass it only when
+        finish hands them to the caller as they are."""
         key = shape_key(inputs)
         with self._lock:
             last = self._last
             state = last[1] if last is not None and last[0] == key else self._state_for(key)
-            if state.graph is None and (state.eager_only or state.calls < self.warmup_calls):
+            if not state.captures and (state.eager_only or state.calls < self.warmup_calls):
                 state.calls += 1
                 return finish(self._run(inputs), False)
-            return self._graph_call(state, inputs, finish)
+            return self._graph_call(state, inputs, finish, lend)
 
-    def _graph_call(self, state: _ShapeState, inputs, finish) -> list:
-        """Replay (capturing first if needed), write back mutated inputs, finish; under the lock."""
+    def _graph_call(self, state: _ShapeState, inputs, finish, lend: bool) -> list:
+        """Replay a free capture (capturing one first if none is), write back mutated inputs, finish; under
+        the lock."""
         stream = self._raw_stream()
         if self._last_stream is not None and stream != self._last_stream:
             # Another stream than the last call's: wait for everything queued there so far (its output copy).
             event = torch.cuda.Event()
             event.record(torch.cuda.ExternalStream(self._last_stream, device=self.device))
             torch.cuda.current_stream(self.device).wait_event(event)
-        if state.graph is not None:
-            copy_into(state.static_inputs, inputs)
-            state.graph.replay()
-            outputs = state.static_outputs
+        free = [c for c in state.captures if c.free()]
+        if free:
+            chosen = free[0]
+            copy_into(chosen.static_inputs, inputs)
+            chosen.graph.replay()
+        elif state.eager_only:  # every capture is lent and a further capture failed before
+            self._last_stream = stream
+            return finish(self._run(inputs), False)
         else:
-            self._capture(state, inputs)
-            outputs = list(state.static_outputs)
+            chosen = self._capture(state, inputs)
         if self.mutated:
-            write_back(inputs, state.static_inputs, self.mutated)
-        result = finish(outputs, True)
+            write_back(inputs, chosen.static_inputs, self.mutated)
+        # Lend only while another capture stays free or can still be made: the next call needs a graph
+        # whose outputs nobody holds (this keeps the last possible capture for copies).
+        can_make = 0 if state.eager_only else self.max_captures - len(state.captures)
+        spare = len(free) - bool(free) + can_make
+        if lend and spare > 0:
+            chosen.lent = True
+            result = finish(_aliases(chosen.static_outputs), False)
+        else:
+            result = finish(list(chosen.static_outputs), True)
         self._last_stream = stream
         return result
 
-    def _capture(self, state: _ShapeState, inputs) -> None:
+    def _capture(self, state: _ShapeState, inputs) -> _Capture:
         static_inputs = [t.clone() for t in inputs]
         try:
             graph, static_outputs = capture(self._run, self.device, static_inputs)
@@ -156,12 +203,20 @@ class GraphRunner:
             raise RuntimeCallError(f"{exc}. Calls of this input shape now run without a graph; load with "
                                    "cuda_graphs=False to skip capturing.",
                                    advice=(Advice("cuda_graphs", False),)) from exc.__cause__
-        state.graph, state.static_inputs, state.static_outputs = graph, static_inputs, static_outputs
+        storages = {t.untyped_storage()._cdata for t in static_outputs if t is not None}
+        held = tuple((storage, _use_count(storage)) for storage in storages)  # counted with no alias made yet
+        state.captures.append(made := _Capture(graph, static_inputs, static_outputs, held))
         graph.replay()
+        return made
 
     @property
     def num_graphs(self) -> int:
-        return sum(state.graph is not None for state in self._states.values())
+        """Input shapes that have a graph (each may have several captures: ``output_sets``)."""
+        return sum(bool(state.captures) for state in self._states.values())
+
+    @property
+    def num_captures(self) -> int:
+        return sum(len(state.captures) for state in self._states.values())
 
     def _state_for(self, key: tuple) -> _ShapeState:
         if key in self._states:
@@ -179,6 +234,13 @@ class GraphRunner:
         with self._lock:
             self._states.clear()
             self._last = None
+
+
+def _aliases(tensors: list) -> list:
+    """New tensors on the same memory (one per distinct tensor: slots sharing a tensor still share), so that
+    what the caller does to its tensors (resize_, set_) never changes the graph's own."""
+    aliases: dict[int, torch.Tensor] = {}
+    return [None if t is None else aliases.setdefault(id(t), t.data) for t in tensors]
 
 
 def raw_stream_function(device: torch.device):

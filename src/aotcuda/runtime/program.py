@@ -92,6 +92,8 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
         device: where to run; default: the package's device type ("cpu", or the current CUDA device).
             A CUDA package runs only on CUDA, a CPU package only on the CPU.
         cuda_graphs: capture the model in CUDA graphs after three warm-up calls per input shape (CUDA only).
+            Results are the graph's own output buffers while the caller drops each before the next call but
+            one (as a loop does), else copies of them (``aotcuda.runtime.graphs``).
         model_name: which model of a package with several (default: "model", or the only one).
         limits: bounds on what the package may inflate to when extracted (``aotcuda.runtime.archive``;
             default: ``ArchiveLimits.from_environment()``).
@@ -332,7 +334,8 @@ class Program:
                 check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
                                      originals, self._input_labels)
             if self._graphs is not None:
-                results = self._graphs(prepared_pairs, functools.partial(self._finish, outputs))
+                finish = functools.partial(self._finish, outputs)
+                results = self._graphs(prepared_pairs, finish, lend=outputs is None)  # lent: handed out as they are
             else:
                 results = self._finish(outputs, self._run(prepared_pairs), False)
             if prepared is not originals:  # some input may have been copied into the exported layout

@@ -1,0 +1,44 @@
+"""Lending a CUDA graph's outputs (runtime/graphs.py): a capture is free to replay again only once nothing
+the caller got from it is alive. The liveness rule runs on the CPU; the graphs themselves are in test_cuda.py."""
+
+import torch
+
+from aotcuda.runtime.graphs import _aliases, _Capture, _use_count
+
+
+def lent_capture(outputs):
+    held = tuple((s, _use_count(s)) for s in {t.untyped_storage()._cdata for t in outputs if t is not None})
+    return _Capture(graph=None, static_inputs=[], static_outputs=outputs, held=held, lent=True)
+
+
+def test_a_capture_is_free_only_when_no_alias_or_view_of_its_outputs_lives():
+    shared, other = torch.randn(6, 4), torch.randn(3)
+    capture = lent_capture([shared, other, shared, None])
+    aliases = _aliases(capture.static_outputs)
+    assert aliases[0] is aliases[2] and aliases[3] is None  # slots that shared one tensor still share
+    assert aliases[0] is not shared and aliases[0].data_ptr() == shared.data_ptr()
+    assert not capture.free()
+    view = aliases[1][1:]
+    del aliases
+    assert not capture.free(), "a view of one output keeps the capture busy"
+    storage_object = view.untyped_storage()  # a caller may look at the storage too
+    del view, storage_object
+    assert capture.free() and not capture.lent
+
+
+def test_what_the_caller_does_to_an_alias_never_changes_the_capture():
+    output = torch.randn(5)
+    capture = lent_capture([output])
+    (alias,) = _aliases(capture.static_outputs)
+    alias.resize_(0)
+    alias.set_(torch.zeros(2).untyped_storage())
+    assert output.shape == (5,) and capture.static_outputs[0] is output
+    del alias
+    assert capture.free()
+
+
+def test_a_capture_never_lent_is_free():
+    capture = lent_capture([torch.randn(2)])
+    capture.lent = False
+    keep = capture.static_outputs[0][:1]  # our own references do not count: it was never handed out
+    assert capture.free() and keep.numel() == 1
