@@ -90,14 +90,3 @@ def test_the_specialization_watch_is_undone_after_export():
         with export_hints():
             raise ValueError("boom")
     assert ShapeEnv.__dict__["_set_replacement"] is before
-
-
-def test_a_specialization_torch_2_11_makes_names_the_torch_version():
-    import traceback
-
-    message = ("Constraints violated (frames)! - You marked frames as dynamic but your code specialized it to be a "
-               "constant (3).")
-    frame = traceback.FrameSummary("unet_3d_condition.py", 570, "forward", line="emb = emb.repeat_interleave("
-                                   "num_frames, dim=0, output_size=emb.shape[0] * num_frames)")
-    fix = fix_for(message, {"frames": frame})
-    assert "unet_3d_condition.py:570 in forward" in fix and "torch 2.11's Tensor.repeat_interleave" in fix, fix

@@ -11,6 +11,7 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
 from aotcuda.errors import DynamicShapesError
+from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.exporting import MAX_CHECKED_POINTS, _first_failure, export_program
 
 
@@ -77,3 +78,36 @@ def test_guards_are_checked_at_every_size_or_said_to_be_unchecked():
     assert "unbounded s0" in _first_failure(tautology, {s: ValueRanges(1, int_oo)})  # a Dim without max=
     too_many = _first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS + 1)})
     assert "could not be checked" in too_many and "narrow the Dim ranges" in too_many
+
+
+class DFTMixing(torch.nn.Module):
+    """FNet's token mixing as one einsum of three operands, the first a DFT matrix of the dynamic length:
+    with opt_einsum installed, torch.einsum asks it for a contraction order and it reads every size as an int."""
+
+    def forward(self, x):
+        s, h = x.shape[1], x.shape[2]
+        k = torch.arange(s, dtype=torch.float32)
+        dft = torch.cos(2 * torch.pi * torch.outer(k, k) / s)
+        return torch.einsum("st,btd,dh->bsh", dft, x, torch.eye(h))
+
+
+def _exported_einsum():
+    return export_program(DFTMixing(), (torch.randn(2, 3, 4),), None, ({1: Dim("seq", min=2, max=64)},))
+
+
+def test_a_three_operand_einsum_over_a_dynamic_dim_stays_dynamic_in_the_export_step():
+    with torch_fixes.applied("export"):
+        ep = _exported_einsum()
+    (x,) = [node.meta["val"] for node in ep.graph.find_nodes(op="placeholder")]
+    assert isinstance(x.shape[1], torch.SymInt), x.shape
+    for length in (2, 7, 64):
+        x = torch.randn(2, length, 4)
+        torch.testing.assert_close(ep.module()(x), DFTMixing()(x), rtol=1e-5, atol=1e-4)
+
+
+def test_without_the_export_steps_fix_opt_einsum_makes_the_dim_a_constant():
+    """The row's detection: when this fails, torch's einsum no longer specializes and the row can go."""
+    if not torch.backends.opt_einsum.is_available():
+        pytest.skip("opt_einsum is not installed: torch.einsum never asks it for an order, so nothing specializes")
+    with pytest.raises(DynamicShapesError, match=r"(?s)Constraints violated \(seq\).*specialized it to be a constant"):
+        _exported_einsum()

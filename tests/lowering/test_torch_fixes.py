@@ -5,6 +5,7 @@ import importlib
 import warnings
 
 import pytest
+import torch
 
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.pipeline import STEPS
@@ -23,7 +24,12 @@ def _patch_targets():
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
     from torch._inductor.lowering import lowerings
 
-    return lambda: (CppWrapperCpu.__dict__["codegen_while_loop"], dict(lowerings), list(warnings.filters))
+    from torch.utils._sympy.functions import MinMaxBase
+
+    repeat_interleave = torch.ops.aten.repeat_interleave.self_int
+    return lambda: (CppWrapperCpu.__dict__["codegen_while_loop"], dict(lowerings), list(warnings.filters),
+                    torch.backends.opt_einsum.enabled, dict(repeat_interleave.py_kernels),
+                    MinMaxBase.__dict__["_find_localzeros"])
 
 
 @pytest.mark.parametrize("step", STEPS)
@@ -43,3 +49,86 @@ def test_the_while_loop_backport_is_entered_only_where_torch_lacks_the_fix():
         patched = CppWrapperCpu.__dict__["codegen_while_loop"]
     has_fix = hasattr(CppWrapperCpu, "_get_while_loop_carried_output_names")
     assert (patched is original) == has_fix
+
+
+def test_the_export_step_turns_opt_einsums_contraction_order_off_and_back():
+    enabled = torch.backends.opt_einsum.enabled
+    with torch_fixes.applied("export"):
+        assert torch.backends.opt_einsum.enabled is False
+    assert torch.backends.opt_einsum.enabled == enabled
+
+
+def test_lower_exports_with_opt_einsum_off():
+    """lower() enters the export step's fixes: a model that looks at the flag while it is traced, then stops
+    the lowering (no compile)."""
+    import aotcuda
+
+    class Seen(Exception):
+        pass
+
+    class LooksAtTheFlag(torch.nn.Module):
+        def forward(self, x):
+            raise Seen(torch.backends.opt_einsum.enabled)
+
+    with pytest.raises(Seen) as seen:
+        aotcuda.lower(LooksAtTheFlag(), (torch.randn(2),), device="cpu")
+    assert seen.value.args == (False,)
+
+
+class RepeatByFrames(torch.nn.Module):
+    """diffusers' UNet3DConditionModel: the time embedding repeated by the frame count, with output_size."""
+
+    def forward(self, emb, sample):
+        frames = sample.shape[2]
+        return emb.repeat_interleave(frames, dim=0, output_size=emb.shape[0] * frames) * 2
+
+
+def test_repeat_interleave_by_a_dynamic_frame_count_stays_dynamic_through_export_and_decompose():
+    from torch.export import Dim
+
+    from aotcuda.lowering.decompositions import decomposition_table
+
+    with torch_fixes.applied("export"):
+        ep = torch.export.export(RepeatByFrames(), (torch.randn(2, 8), torch.randn(1, 4, 3, 8, 8)),
+                                 dynamic_shapes=(None, {2: Dim("frames", min=2, max=16)}), strict=False)
+    with torch_fixes.applied("decompose"):
+        ep = ep.run_decompositions(decomposition_table())
+    assert torch.ops.aten.repeat_interleave.self_int not in {node.target for node in ep.graph.nodes}
+    for frames in (2, 5, 16):
+        emb, sample = torch.randn(2, 8), torch.randn(1, 4, frames, 8, 8)
+        assert torch.equal(ep.module()(emb, sample), RepeatByFrames()(emb, sample)), frames
+
+
+@pytest.mark.parametrize("shape, repeats, dim", [((2, 3), 4, 0), ((2, 3), 2, 1), ((2, 3), 3, -1), ((2, 3), 2, None),
+                                                 ((), 3, None), ((), 2, 0), ((2, 3), 2, 2), ((2, 0, 3), 2, 1),
+                                                 ((2, 3), 0, 0)])
+def test_the_repeat_interleave_formula_matches_eager(shape, repeats, dim):
+    x = torch.arange(float(torch.Size(shape).numel())).reshape(shape)
+    try:
+        expected = x.repeat_interleave(repeats, dim)
+    except IndexError:
+        with pytest.raises(IndexError):
+            torch_fixes._repeat_interleave_expanded(x, repeats, dim)
+        return
+    got = torch_fixes._repeat_interleave_expanded(x, repeats, dim, output_size=expected.shape[0 if dim is None else dim])
+    assert torch.equal(got, expected) and got.is_contiguous()
+
+
+def test_the_repeat_interleave_formula_checks_output_size_as_eager_does():
+    with pytest.raises(RuntimeError, match="output_size 5 is not 2 \\* 2"):
+        torch_fixes._repeat_interleave_expanded(torch.zeros(2), 2, 0, output_size=5)
+
+
+def test_min_and_max_of_two_multiples_of_one_size_collapse_in_every_step():
+    import sympy
+    from torch.utils._sympy.functions import Max, Min
+
+    s = sympy.Symbol("s", integer=True, nonnegative=True)
+    n = sympy.Symbol("n", integer=True, nonpositive=True)
+    t = sympy.Symbol("t", integer=True)
+    for step in ("export", "decompose", "passes", "compile"):
+        with torch_fixes.applied(step):
+            assert (Min(16 * s, 32 * s), Max(16 * s, 32 * s)) == (16 * s, 32 * s)
+            assert (Min(16 * n, 32 * n), Max(16 * n, 32 * n)) == (32 * n, 16 * n)
+            assert Min(16 * t, 32 * t).func is Min  # sign unknown: left as it is
+            assert Min(16 * s, 32 * s, 4).func is Min  # a number among them: torch 2.13 leaves it too

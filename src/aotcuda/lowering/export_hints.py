@@ -26,11 +26,6 @@ _UNKNOWN_OUTPUT = re.compile(r"Found <class '([\w.]+)'> in output, which is not 
 
 
 _EXAMPLE_OUT_OF_RANGE = re.compile(r"^(?:\w+: )?(\d+) not in range \[(\d+), (\d+|inf|int_oo)\]", re.MULTILINE)
-# Calls that a torch version specializes where a later one does not (docs/models.md, issue 28 item 2).
-_TORCH_SPECIALIZES = {
-    "repeat_interleave(": ("torch 2.11's Tensor.repeat_interleave makes a SymInt repeats a constant (torch 2.13 "
-                           "keeps it dynamic: use torch >= 2.13)"),
-}
 _SPECIALIZED = re.compile(r"You marked (\w+) as dynamic but your code specialized it to be a constant \((\d+)\)")
 
 
@@ -49,11 +44,9 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
         frame = (specialized_at or {}).get(dim)
         if frame is not None:
             line = f": `{frame.line.strip()}`" if frame.line else ""
-            known = next((why for call, why in _TORCH_SPECIALIZES.items() if call in (frame.line or "")), None)
-            cause = (known if known is not None else
-                     "That line needs a Python value of the size (int(), a comparison, a Python-level shape)")
             return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
-                    f"{frame.lineno} in {frame.name}{line}. {cause}: keep {dim} static (None in dynamic_shapes), "
+                    f"{frame.lineno} in {frame.name}{line}. That line needs a Python value of the size (int(), a "
+                    f"comparison, a Python-level shape): keep {dim} static (None in dynamic_shapes), "
                     "or change that line to keep the size a tensor size. If instead another input must have the "
                     "same size there, give that input's dim the same torch.export.Dim.")
         return (f"aotcuda: the model made the dynamic dim {dim} the constant {size}. If another input must "

@@ -5,6 +5,7 @@ reasoning cannot prove over the Dim's range, even when the guard holds for every
 cannot prove, for example, ``Eq(Min(16*seq, 32*seq), 16*seq)`` (the stride of a reshaped expand: Llama's
 ``repeat_kv``) or ``seq*(8 + seq - seq % 8) > 1`` (the size of an attention mask padded to a multiple of 8
 for CUDA's memory-efficient SDPA), where torch 2.13 emits or proves neither. Both hold for every seq >= 1.
+(In lower() the first is no longer emitted: torch_fixes backports 2.13's simplification of that Min.)
 
 So when export fails with a constraint violation, it is run again with
 ``prefer_deferred_runtime_asserts_over_guards=True`` (an option of torch.export.export in 2.11 and 2.13),

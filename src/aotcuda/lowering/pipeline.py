@@ -162,7 +162,7 @@ def lower(
     step = _step_timer(times, progress)
     with step("to device"):
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
-    with step("export"), export_hints():
+    with step("export"), torch_fixes.applied("export"), export_hints():
         ep = export_program(model, args, kwargs, dynamic_shapes)
         sym_ite_for_symbool_casts(ep)  # torch 2.11: before any re-trace (lowering/unbacked.py)
         _make_outputs_serializable(ep)

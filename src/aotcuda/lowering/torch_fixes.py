@@ -44,6 +44,41 @@ Unbacked bools in runtime asserts (``piecewise_in_runtime_asserts``)
     PythonReferenceAnalysis, which has no ``expr_cond_pair``/``piecewise`` handler in 2.11 (AttributeError).
     The handlers are torch 2.13's, added to the class for the step and removed after it.
 
+Multi-operand einsum over a dynamic dim (``einsum_contraction_order_unspecialized``)
+    ``torch.einsum`` with three or more operands asks opt_einsum for a contraction order whenever that
+    package is installed (``torch.backends.opt_einsum``, torch/functional.py), and opt_einsum reads every
+    size as a Python int (``int(sh[cnum])``, opt_einsum/contract.py): a SymInt size becomes a constant, and
+    export fails with "Constraints violated (seq) ... specialized it to be a constant" (an FNet-style DFT
+    einsum over a dynamic sequence; torch 2.11 and 2.13 alike, on any device, with opt_einsum 3.4). The export
+    step runs with ``torch.backends.opt_einsum.flags(enabled=False)``: einsum contracts left to right, as it
+    does anywhere opt_einsum is not installed (CI's environment), so the lowered program no longer depends on
+    that optional package; a static multi-operand einsum may lose opt_einsum's cheaper order (write the
+    order with two-operand einsums where it matters).
+
+repeat_interleave by a SymInt with output_size (``repeat_interleave_by_expand``)
+    torch 2.11's C++ kernel of ``Tensor.repeat_interleave(int repeats, dim, output_size=...)``
+    (CompositeImplicitAutograd) checks ``output_size`` against the product it computes as a Python int
+    (``guard_int``: "Invalid output_size, expected 9 but got 4*s27" when they differ), so a SymInt repeats
+    becomes a constant, in export and again in run_decompositions; without ``output_size`` it stays symbolic.
+    diffusers' UNet3DConditionModel repeats its time embedding by the frame count
+    (``emb.repeat_interleave(num_frames, dim=0, output_size=emb.shape[0] * num_frames)``,
+    unet_3d_condition.py), so a dynamic frame count failed with "Constraints violated (frames) ... specialized
+    it to be a constant", and a program exported without it got the guard ``frames == 3`` from
+    run_decompositions. torch 2.13's kernel writes the op as unsqueeze, expand, clone, view; that formula
+    (with ``output_size`` checked by ``torch._check``) is registered for the op's CompositeImplicitAutograd key
+    (``py_impl``, which torch's Python dispatcher prefers to the C++ kernel) for the export and decompose
+    steps, and removed after each. It is entered only where a one-op export shows the kernel specializing.
+
+Min/Max of two multiples of one term (``min_max_of_multiples_collapsed``)
+    torch 2.11's sympy ``Min``/``Max`` (torch/utils/_sympy/functions.py, MinMaxBase) leave ``Min(16*s, 32*s)``
+    as it is; torch 2.13 writes it ``16*s`` when s is nonnegative (``_collapse_known_multiplicative_terms``).
+    The view of a collapsed expand takes the smaller stride with ``min`` (torch/_prims ``_collapse_view_helper``),
+    which non-strict export makes a ``sym_min``: Llama's ``repeat_kv`` (expand, reshape) gets the stride
+    ``Min(16*seq, 32*seq)``, its contiguity check guards ``Eq(Min(16*seq, 32*seq), 16*seq)``, which 2.11
+    cannot prove, and export fails with "Constraints violated (seq)" (lowering/exporting.py's retry, which
+    turns such guards into runtime asserts checked over the range, came from this case). 2.13's collapse is
+    added to ``_find_localzeros`` for every step (Min/Max are built in each), and removed after it.
+
 while_loop's mutated carries (``while_loop_mutated_carries``)
     pytorch#183657: AOTInductor's C++ wrapper (CPU and CUDA) carries a loop's mutated buffers. Without it,
     torch 2.11 fails to compile every program with a scan that stacks outputs, a map, or a while_loop whose
@@ -195,6 +230,107 @@ def piecewise_in_runtime_asserts() -> Iterator[None]:
         del PythonReferenceAnalysis.expr_cond_pair, PythonReferenceAnalysis.piecewise
 
 
+def _repeat_interleave_expanded(self, repeats, dim=None, *, output_size=None):
+    """``self.repeat_interleave(repeats, dim)`` for an int repeats, as torch 2.13's kernel writes it (unsqueeze,
+    expand, contiguous clone, view)."""
+    if dim is None:
+        self, dim = self.flatten(), 0
+    size = self.size(dim)  # an IndexError where eager's is (a dim out of range, any dim of a 0-d tensor)
+    dim, shape = dim % self.dim(), list(self.shape)
+    torch._check(output_size is None or output_size == size * repeats,
+                 lambda: f"repeat_interleave: output_size {output_size} is not {size} * {repeats}")
+    expanded = self.unsqueeze(dim + 1).expand(*shape[:dim + 1], repeats, *shape[dim + 1:])
+    return expanded.clone(memory_format=torch.contiguous_format).view(*shape[:dim], size * repeats, *shape[dim + 1:])
+
+
+def _collapse_multiples(cls, values) -> object | None:
+    """torch 2.13's MinMaxBase._collapse_known_multiplicative_terms: Min/Max(c1*t, c2*t) as one of them, for
+    a nonnegative or nonpositive t; None where it does not apply."""
+    if len(values) != 2:
+        return None
+    a, b = values
+    (a_coeff, a_term), (b_coeff, b_term) = a.as_coeff_Mul(), b.as_coeff_Mul()
+    if a_term != b_term or not (a_coeff.is_comparable and b_coeff.is_comparable):
+        return None
+    if a_coeff == b_coeff:
+        return a
+    if a_term.is_nonnegative:
+        a_is_smaller = a_coeff < b_coeff
+    elif a_term.is_nonpositive:
+        a_is_smaller = a_coeff > b_coeff
+    else:
+        return None
+    return a if a_is_smaller == (cls.__name__ == "Min") else b
+
+
+@contextlib.contextmanager
+def min_max_of_multiples_collapsed() -> Iterator[None]:
+    """torch 2.13's collapse of Min/Max(c1*t, c2*t), backported for the step (see the module doc); a no-op
+    where the installed torch has it."""
+    from torch.utils._sympy.functions import MinMaxBase
+
+    if hasattr(MinMaxBase, "_collapse_known_multiplicative_terms"):
+        yield
+        return
+    original = MinMaxBase.__dict__["_find_localzeros"]
+
+    def _find_localzeros(cls, values, **options):
+        if not any(value.is_Number for value in values):  # 2.13 collapses only without a number among them
+            collapsed = _collapse_multiples(cls, tuple(values))
+            if collapsed is not None:
+                return {collapsed}
+        return original.__func__(cls, values, **options)
+
+    MinMaxBase._find_localzeros = classmethod(_find_localzeros)
+    try:
+        yield
+    finally:
+        MinMaxBase._find_localzeros = original
+
+
+class _RepeatBySize(torch.nn.Module):
+    def forward(self, x):
+        return x.repeat_interleave(x.shape[0], 0, output_size=x.shape[0] * x.shape[0])
+
+
+@functools.cache
+def _repeat_interleave_specializes() -> bool:
+    """Whether the installed torch's repeat_interleave makes a SymInt repeats a constant: a one-op export
+    with a dynamic dim, once per process."""
+    try:
+        torch.export.export(_RepeatBySize(), (torch.zeros(3),), dynamic_shapes=({0: torch.export.Dim("n")},),
+                            strict=False)
+    except torch._dynamo.exc.UserError:
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def repeat_interleave_by_expand() -> Iterator[None]:
+    """torch 2.13's repeat_interleave(int) formula for the step, where the installed torch's kernel
+    specializes a SymInt repeats (see the module doc); a no-op elsewhere."""
+    op, key = torch.ops.aten.repeat_interleave.self_int, torch._C.DispatchKey.CompositeImplicitAutograd
+    if key in op.py_kernels or not _repeat_interleave_specializes():
+        yield
+        return
+    op.py_impl(key)(_repeat_interleave_expanded)
+    op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        del op.py_kernels[key]
+        op._dispatch_cache.clear()
+
+
+def einsum_contraction_order_unspecialized() -> contextlib.AbstractContextManager:
+    """torch.einsum without opt_einsum's contraction order for the step (see the module doc); a no-op on a
+    torch without ``torch.backends.opt_einsum.flags``."""
+    import torch.backends.opt_einsum as opt_einsum
+
+    flags = getattr(opt_einsum, "flags", None)
+    return flags(enabled=False) if flags is not None else contextlib.nullcontext()
+
+
 @contextlib.contextmanager
 def without_pytree_leafspec_warning() -> Iterator[None]:
     """torch's own pytree code warns "isinstance(treespec, LeafSpec) is deprecated" on every
@@ -240,6 +376,19 @@ FIXES: tuple[TorchFix, ...] = (
              "2.11", "none filed (2.13 has expr_cond_pair and piecewise)",
              "'piecewise' missing from PythonReferenceAnalysis", "the oldest supported torch is 2.13", __name__,
              ("decompose", "passes", "compile"), piecewise_in_runtime_asserts),
+    TorchFix("Min/Max(16*s, 32*s) left unsimplified: repeat_kv's stride guard cannot be proven", "2.11",
+             "none found (2.13 has MinMaxBase._collapse_known_multiplicative_terms)",
+             "MinMaxBase._collapse_known_multiplicative_terms is missing", "the oldest supported torch is 2.13",
+             __name__, ("export", "decompose", "passes", "compile"), min_max_of_multiples_collapsed),
+    TorchFix("repeat_interleave by a SymInt with output_size makes the dim a constant (diffusers' UNet3D)", "2.11",
+             "none found (2.13's kernel expands)",
+             "a one-op export of repeat_interleave(n, output_size=...) by a dynamic n fails",
+             "the oldest supported torch is 2.13", __name__, ("export", "decompose"), repeat_interleave_by_expand),
+    TorchFix("multi-operand einsum makes a dynamic dim a constant (opt_einsum reads sizes as ints)",
+             "2.11-2.15 with opt_einsum installed", "none found",
+             "always in the export step (torch.backends.opt_einsum.flags; a no-op without opt_einsum)",
+             "torch.einsum computes the contraction order without specializing SymInt sizes", __name__,
+             ("export",), einsum_contraction_order_unspecialized),
     TorchFix("pytree LeafSpec FutureWarning on every decomposition and compile", "2.11-2.13", "none filed",
              "the warning's text (filtered, not raised)", "torch stops warning from its own code", __name__,
              ("decompose", "passes", "compile"), without_pytree_leafspec_warning),
@@ -256,7 +405,8 @@ FIXES: tuple[TorchFix, ...] = (
     TorchFix("window factory ops have no decomposition (fallback kernels)", "2.11 (all), 2.13 (all but hann)",
              "none filed", "the op is missing from torch.export.default_decompositions()",
              "torch decomposes every window op", "aotcuda.lowering.decompositions"),
-    TorchFix("size guards torch cannot prove refuse a dynamic dim (repeat_kv strides, padded masks)", "2.11",
+    TorchFix("size guards torch cannot prove refuse a dynamic dim (padded masks; repeat_kv strides without the "
+             "Min/Max row)", "2.11",
              "none filed", "export raises a constraint violation; retried with deferred runtime asserts",
              "the oldest supported torch proves them", "aotcuda.lowering.exporting"),
     TorchFix("make_fx cannot rebuild Max/Min strides from the graph's symbols", "2.11", "none filed",
@@ -278,7 +428,7 @@ FIXES: tuple[TorchFix, ...] = (
 
 @contextlib.contextmanager
 def applied(step: str) -> Iterator[None]:
-    """Every fix of FIXES that patches torch around ``step`` ("decompose", "passes", "compile"), for the
+    """Every fix of FIXES that patches torch around ``step`` ("export", "decompose", "passes", "compile"), for the
     duration of the block; each is a no-op where the installed torch does not need it."""
     with contextlib.ExitStack() as stack:
         for fix in FIXES:
