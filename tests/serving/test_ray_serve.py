@@ -54,6 +54,17 @@ def test_the_ray_it_started_gives_a_starting_proxy_time_to_answer(server):
     assert seen == str(serving.server.PROXY_READY_TIMEOUT_S) and serving.server.PROXY_READY_TIMEOUT_S >= 30
 
 
+def test_the_ray_it_started_gives_its_proxy_the_body_middleware_with_these_limits(server):
+    # Ray's proxy reads the callback and the limits from the environment it inherits (aotcuda.serving.proxy)
+    import ray
+
+    from aotcuda.serving import proxy
+
+    names = (proxy.CALLBACK_VARIABLE, proxy.BODY_TIMEOUT_VARIABLE, proxy.MAX_BYTES_VARIABLE)
+    read = ray.remote(num_cpus=0)(lambda: {name: os.environ.get(name) for name in names})
+    assert ray.get(read.remote(), timeout=60) == proxy.proxy_environment(BODY_TIMEOUT_S, MAX_BODY)
+
+
 # A stall Ray's own budget does not survive: three health checks of 10 s, 10 s apart, and the controller kills the
 # proxy; the first check of a stall is sent within 10 s of its start, so the kill comes within 60 s.
 PROXY_STALL_S = 70

@@ -9,8 +9,8 @@ the connection was never made (refused, unreachable, connect timeout: nothing wa
 capped at ``max_retry_after_s``). Anything after the request was sent is final: a read timeout (the server
 may still be running it), a connection closed without an answer, a 5xx without the X-Aotcuda-Error header
 (the replica that held the request died: resending the request a replica died on can kill the next one,
-and resending one that is still running doubles the load), and every answer a replica gave itself
-(400, 408, 500).
+and resending one that is still running doubles the load), and every answer aotcuda gave itself, from a
+replica or from its part of the proxy (400, 408, 500, 503, with X-Aotcuda-Error).
 """
 
 from __future__ import annotations

@@ -18,18 +18,30 @@ import struct
 
 import torch
 
-from aotcuda.errors import InputError
+from aotcuda.errors import AotcudaError, InputError
 from aotcuda.package_format import json_depth
 
-__all__ = ["RequestError", "SlowBodyError", "decode_inputs", "encode_outputs", "read_body", "unsupported_dtypes"]
+__all__ = ["LateBodyError", "RequestError", "SlowBodyError", "decode_inputs", "encode_outputs", "read_body",
+           "unsupported_dtypes"]
 
 
 class RequestError(InputError):
     """A request body that is not a safetensors file of the program's inputs (answered with HTTP 400)."""
 
+    http_status = 400
+
 
 class SlowBodyError(RequestError):
     """A request body that did not arrive within the server's time for it (answered with HTTP 408)."""
+
+    http_status = 408
+
+
+class LateBodyError(AotcudaError):
+    """A body that Ray Serve's HTTP proxy had read whole but that did not reach the replica in time: Ray's
+    delay, not the client's (answered with HTTP 503; the program did not run)."""
+
+    http_status = 503
 
 
 def _too_large(size: int, max_bytes: int, how: str) -> RequestError:
@@ -38,7 +50,8 @@ def _too_large(size: int, max_bytes: int, how: str) -> RequestError:
 
 
 async def read_body(request, max_bytes: int, timeout_s: float) -> bytes:
-    """The body of a Starlette request, read within ``timeout_s`` seconds and at most ``max_bytes`` long.
+    """The body of a Starlette request, read within ``timeout_s`` seconds and at most ``max_bytes`` long (by
+    Ray Serve's HTTP proxy, from the client: proxy.WholeBody; by a replica behind a proxy without it).
 
     A declared Content-Length over the limit is refused before a byte of the body is read; a body without
     one (chunked) is counted while it streams and refused as soon as it passes the limit. A body that is

@@ -4,9 +4,10 @@ Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
   POST /predict   body: safetensors of the inputs by name → 200 with safetensors of ``output_<i>``;
                   400 with the reason as text for a bad request (not safetensors, missing input, wrong
                   dtype or shape, a value outside an index's range: the runtime's own InputError message);
-                  500 when the program fails. Both
-                  carry the header X-Aotcuda-Error (the error's class): a 5xx without it comes from
-                  Ray's proxy (e.g. the request's replica died on it: not safe to resend, see client).
+                  408 for a body that trickles; 500 when the program fails; 503 when a body the proxy had
+                  read did not reach the replica (RAY_BODY_DELAY_S). Each carries the header
+                  X-Aotcuda-Error (the error's class): a 5xx without it comes from Ray's proxy (e.g. the
+                  request's replica died on it: not safe to resend, see client).
   GET  /healthz   200 "ok" once every replica of the deployment runs (Ray Serve's own replica states),
                   503 with the states otherwise. `aotcuda serve` answers it from a deployment of its own
                   (HealthCheck), so that it never waits behind /predict requests.
@@ -20,7 +21,10 @@ request's failure stays its own.
 
 A body is read within ``body_timeout_s`` and at most ``max_request_bytes`` long (codec.read_body): a body
 over the limit is refused by its Content-Length before it is read, a chunked one as soon as it passes the
-limit, and one that trickles gets 408, so that slow clients cannot hold every replica slot.
+limit, and one that trickles gets 408, so that slow clients cannot hold every replica slot. A Ray that
+serve_package starts reads it in its HTTP proxy, from the client (proxy.WholeBody), before a replica is
+asked; the replica then waits at most RAY_BODY_DELAY_S for the body's way from the proxy (503 after). Behind a
+proxy without that middleware, the replica times the body itself, as the proxy would.
 """
 
 from __future__ import annotations
@@ -46,14 +50,19 @@ from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, serving_plan, split_rows
 from aotcuda.serving.client import ERROR_HEADER
-from aotcuda.serving.codec import SlowBodyError, decode_inputs, encode_outputs, read_body
+from aotcuda.serving.codec import LateBodyError, SlowBodyError, decode_inputs, encode_outputs, read_body
+from aotcuda.serving.proxy import read_by_proxy
 
 __all__ = ["HealthCheck", "ProgramReplica"]
 
 _CPU = torch.device("cpu")
 OCTET_STREAM = "application/octet-stream"
-# ERROR_HEADER marks the answers a replica gave itself (400 and 500): a 5xx without it came from Ray's
+# ERROR_HEADER marks the answers a replica gave itself (400, 408, 500, 503): a 5xx without it came from Ray's
 # proxy, e.g. for a request whose replica died on it, which a client must not resend (aotcuda.serving.client).
+# Seconds a replica waits for a body that the HTTP proxy has already read whole: the body's way is an actor call
+# back to the proxy (Ray's delay: seconds on a busy machine), not the client's sending. With Ray's default
+# request_timeout_s (60) the proxy gives up on the request first; this frees the slot if the proxy is stuck.
+RAY_BODY_DELAY_S = 60.0
 
 
 class ProgramReplica:
@@ -66,7 +75,8 @@ class ProgramReplica:
         max_batch_size: most requests in one batch (1: no batching).
         batch_wait_ms: how long a batch waits for more requests after its first (milliseconds).
         max_request_bytes: larger request bodies are refused with 400.
-        body_timeout_s: a request body still arriving after this many seconds is refused with 408.
+        body_timeout_s: a request body still arriving after this many seconds is refused with 408 (timed here
+            only for a request the HTTP proxy did not read: see ``_body``).
 
     Raises ServingConfigError (see batching.serving_plan) when the options do not fit the program;
     PackageError when the package does not load.
@@ -102,11 +112,11 @@ class ProgramReplica:
     async def _predict(self, request: Request) -> Response:
         self.counters["requests"] += 1
         try:
-            body = await read_body(request, self.max_request_bytes, self.body_timeout_s)
+            body = await self._body(request)
             inputs = await asyncio.to_thread(self.checked_inputs, body)  # decoding never blocks the event loop
-        except InputError as error:
+        except (InputError, LateBodyError) as error:
             self.counters["rejected"] += 1
-            return PlainTextResponse(str(error), status_code=408 if isinstance(error, SlowBodyError) else 400,
+            return PlainTextResponse(str(error), status_code=getattr(error, "http_status", 400),
                                      headers={ERROR_HEADER: type(error).__name__})
         if self.max_batch_size > 1:
             outputs = await self.predict_batch(inputs)
@@ -119,6 +129,18 @@ class ProgramReplica:
             return PlainTextResponse(f"{type(outputs).__name__}: {outputs}", status_code=500,
                                      headers={ERROR_HEADER: type(outputs).__name__})
         return Response(encode_outputs(outputs), media_type=OCTET_STREAM)
+
+    async def _body(self, request: Request) -> bytes:
+        """The request's body: the client's time is bounded by the proxy when it read the body (the mark in
+        the scope), else here."""
+        if not read_by_proxy(request.scope):
+            return await read_body(request, self.max_request_bytes, self.body_timeout_s)
+        try:
+            return await read_body(request, self.max_request_bytes, RAY_BODY_DELAY_S)
+        except SlowBodyError:
+            raise LateBodyError(f"the request body, read whole by Ray Serve's HTTP proxy, did not reach the replica "
+                                f"within {RAY_BODY_DELAY_S:g} s (Ray's delay, not the client's; the program did not "
+                                "run)") from None
 
     def checked_inputs(self, body: bytes) -> list[torch.Tensor]:
         """One request's flat inputs, decoded and checked against the program's signature (on the CPU:

@@ -59,7 +59,8 @@ class ServeOptions:
         cpus_per_replica: CPUs Ray reserves per replica.
         request_timeout_s: the HTTP proxy answers a request that takes longer with an error.
         max_request_bytes: larger request bodies get 400 (refused by Content-Length before reading).
-        body_timeout_s: a request body still arriving after this many seconds gets 408.
+        body_timeout_s: a request body still arriving after this many seconds gets 408 (timed in the HTTP
+            proxy, on the client's sending alone, in a Ray that serve_package starts: aotcuda.serving.proxy).
         dashboard: start Ray's dashboard (on 127.0.0.1:8265) with a local Ray instance; off by default.
     """
 
@@ -317,6 +318,8 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
     try:
         import ray
         from ray import serve
+
+        from aotcuda.serving.proxy import CALLBACK_VARIABLE, proxy_environment  # needs starlette (Ray Serve's)
     except ImportError as error:
         raise ImportError("aotcuda serve needs Ray Serve: pip install 'aotcuda[serve]'") from error
 
@@ -334,6 +337,14 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
         # controller's included.
         for name, value in RAY_SERVE_ENVIRONMENT.items():
             os.environ.setdefault(name, str(value))
+        # The HTTP proxy reads each request's body from the client, within these options' limits (proxy.py).
+        # A proxy callback the user set wins (theirs may return proxy.middlewares() among its own); the limits
+        # are this call's.
+        for name, value in proxy_environment(options.body_timeout_s, options.max_request_bytes).items():
+            if name == CALLBACK_VARIABLE:
+                os.environ.setdefault(name, value)
+            else:
+                os.environ[name] = value
         _init_ray(local_ray_init_options(options, joining=bool(os.environ.get("RAY_ADDRESS"))), ray_init_options)
     try:
         _check_cluster_gpus(options.replicas * actor_options["num_gpus"])

@@ -1,0 +1,105 @@
+"""What aotcuda adds to Ray Serve's HTTP proxy: the request body is read there, from the client, within
+``--body-timeout-s`` and at most ``--max-request-bytes`` long, before any replica is asked.
+
+Why in the proxy: Ray Serve 2.60's proxy sends a replica only the request's scope
+(ray/serve/_private/proxy_request_response.py: ``serialized_replica_arg``), and the replica fetches the body
+with actor calls back to the proxy (http_util.py: ``ASGIReceiveProxy``). A timeout measured in the replica also
+counts Ray's own delay on a busy proxy: under load a body the client had sent whole got 408 (issue 26). Here the
+clock runs on the client's sending alone; a slow client gets 408 from the proxy and never holds a replica slot.
+
+How it is installed: Ray 2.60 refuses ``http_options={"middlewares": [...]}`` ("`middlewares` in HTTPOptions
+has been removed", ray/serve/config.py); its proxy instead calls the function named by the environment variable
+RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH when it starts and wraps its ASGI app in the Starlette middlewares
+that function returns (http_util.py: ``configure_http_middlewares``, ``_apply_middlewares``). A Ray that
+serve_package starts is given ``middlewares`` below, and the limits through ``proxy_environment``: the
+proxy's process inherits both from the environment of ray.init.
+
+The proxy marks each request whose body it read (``BODY_READ``, a key of the ASGI scope: a client cannot set
+it); the replica then bounds only Ray's delay (deployment.RAY_BODY_DELAY_S). A request without the mark (a
+cluster's proxy started without this callback) is timed in the replica as before.
+"""
+
+from __future__ import annotations
+
+import os
+
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import PlainTextResponse
+
+from aotcuda.serving.client import ERROR_HEADER
+from aotcuda.serving.codec import RequestError, read_body
+
+__all__ = ["BODY_READ", "CALLBACK", "WholeBody", "middlewares", "proxy_environment", "read_by_proxy"]
+
+CALLBACK = "aotcuda.serving.proxy:middlewares"
+CALLBACK_VARIABLE = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
+BODY_TIMEOUT_VARIABLE, MAX_BYTES_VARIABLE = "AOTCUDA_SERVE_BODY_TIMEOUT_S", "AOTCUDA_SERVE_MAX_REQUEST_BYTES"
+BODY_READ = "aotcuda.body_read"  # scope key: the proxy read this request's whole body within its limits
+
+
+def proxy_environment(body_timeout_s: float, max_request_bytes: int) -> dict[str, str]:
+    """The variables that give a Ray's HTTP proxy this middleware with these limits (read when it starts)."""
+    return {CALLBACK_VARIABLE: CALLBACK, BODY_TIMEOUT_VARIABLE: repr(float(body_timeout_s)),
+            MAX_BYTES_VARIABLE: str(int(max_request_bytes))}
+
+
+def middlewares() -> list[Middleware]:
+    """Called by Ray Serve's HTTP proxy when it starts: the limits come from its environment (defaults:
+    ServeOptions')."""
+    from aotcuda.serving.server import ServeOptions
+
+    defaults = ServeOptions()
+    timeout_s = _number(BODY_TIMEOUT_VARIABLE, float, defaults.body_timeout_s)
+    max_bytes = _number(MAX_BYTES_VARIABLE, int, defaults.max_request_bytes)
+    return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes)]
+
+
+def _number(name: str, kind: type, default):
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not value > 0:
+        raise ValueError(f"{name}={text[:40]!r} is not a positive {kind.__name__}")
+    return value
+
+
+def read_by_proxy(scope) -> bool:
+    """Whether the HTTP proxy read this request's body whole, within the client's time (see WholeBody)."""
+    return bool(scope.get(BODY_READ))
+
+
+class WholeBody:
+    """ASGI middleware: read an HTTP request's whole body within ``timeout_s`` and at most ``max_bytes`` long
+    (codec.read_body: refused by Content-Length before reading, counted while it streams), answer 408 or 400
+    itself when it does not fit, else hand the app the body as one message and mark the scope."""
+
+    def __init__(self, app, *, timeout_s: float, max_bytes: int):
+        self.app, self.timeout_s, self.max_bytes = app, timeout_s, max_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s)
+        except ClientDisconnect:  # the client left mid-body: nobody to answer
+            return
+        except RequestError as error:
+            headers = {ERROR_HEADER: type(error).__name__, "Connection": "close"}  # the rest of the body is unread
+            await PlainTextResponse(str(error), status_code=error.http_status, headers=headers)(scope, receive, send)
+            return
+        handed = False
+
+        async def whole_body_then_client():
+            nonlocal handed
+            if not handed:
+                handed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # what follows the body: the client's disconnect
+
+        await self.app({**scope, BODY_READ: True}, whole_body_then_client, send)

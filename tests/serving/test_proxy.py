@@ -1,0 +1,195 @@
+"""The request body is timed in Ray Serve's HTTP proxy, on the client's sending alone (aotcuda.serving.proxy):
+first the middleware driven as an ASGI app, then a served stack (loopback Ray) whose proxy hands bodies to the
+replica late, as a busy proxy does (issue 26: a body sent whole got 408 from the replica under load)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import types
+
+import pytest
+import torch
+
+from serving_cases import SEQ, loopback_ray, raw_request, relative_error, replica_stats, server_environment, status_of
+
+serving = pytest.importorskip("aotcuda.serving")
+proxy = pytest.importorskip("aotcuda.serving.proxy")
+from aotcuda.serving import deployment  # noqa: E402 - after the skip: it needs Ray Serve
+from aotcuda.serving.codec import LateBodyError, SlowBodyError  # noqa: E402
+
+
+class Recorder:
+    """The app behind the middleware: records the scope and every message it receives."""
+
+    def __init__(self):
+        self.scope, self.messages = None, []
+
+    async def __call__(self, scope, receive, send):
+        self.scope = scope
+        while True:
+            self.messages.append(await receive())
+            if self.messages[-1]["type"] == "http.disconnect" or scope["type"] != "http":
+                return
+
+
+def drive(middleware_app, messages, pause_s=0.0, headers=(), scope_type="http"):
+    """Run one request through ``middleware_app``: the client's ``messages`` (then a disconnect), each after
+    ``pause_s``; returns what was sent back and the number of receive calls."""
+    sent, received = [], [0]
+    queue = [*messages, {"type": "http.disconnect"}]
+
+    async def receive():
+        received[0] += 1
+        await asyncio.sleep(pause_s)
+        return queue.pop(0) if queue else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": scope_type, "method": "POST", "path": "/predict",
+             "headers": [(k.encode(), v.encode()) for k, v in headers]}
+    asyncio.run(middleware_app(scope, receive, send))
+    return sent, received[0]
+
+
+def chunk(body: bytes, more: bool) -> dict:
+    return {"type": "http.request", "body": body, "more_body": more}
+
+
+def whole_body(app, timeout_s=5.0, max_bytes=100):
+    return proxy.WholeBody(app, timeout_s=timeout_s, max_bytes=max_bytes)
+
+
+def test_a_body_in_pieces_reaches_the_app_whole_in_one_message_and_marked():
+    app = Recorder()
+    sent, _ = drive(whole_body(app), [chunk(b"ab", True), chunk(b"cd", True), chunk(b"e", False)])
+    assert sent == [] and app.messages == [chunk(b"abcde", False), {"type": "http.disconnect"}]
+    assert proxy.read_by_proxy(app.scope) and not proxy.read_by_proxy({"type": "http"})
+
+
+def test_a_trickling_body_gets_408_from_the_proxy_and_never_reaches_the_app():
+    app = Recorder()
+    sent, _ = drive(whole_body(app, timeout_s=0.2), [chunk(b"x", True)] * 50 + [chunk(b"", False)], pause_s=0.05)
+    assert app.scope is None
+    start, body = sent[0], sent[1]["body"]
+    headers = dict(start["headers"])
+    assert start["status"] == 408 and b"did not arrive within 0.2 s" in body
+    assert headers[b"x-aotcuda-error"] == b"SlowBodyError" and headers[b"connection"] == b"close"
+
+
+def test_a_declared_length_over_the_limit_gets_400_before_a_byte_is_read():
+    app = Recorder()
+    sent, receives = drive(whole_body(app), [chunk(b"x" * 101, False)], headers=[("content-length", "101")])
+    assert app.scope is None and receives == 0
+    assert sent[0]["status"] == 400 and b"declares 101 bytes, more than this server's limit of 100" in sent[1]["body"]
+
+
+def test_a_streamed_body_over_the_limit_gets_400_as_it_passes_it():
+    app = Recorder()
+    sent, receives = drive(whole_body(app), [chunk(b"x" * 60, True)] * 10)
+    assert app.scope is None and receives == 2
+    assert sent[0]["status"] == 400 and b"has at least 120 bytes" in sent[1]["body"]
+
+
+def test_a_client_gone_mid_body_gets_no_answer():
+    app = Recorder()
+    sent, _ = drive(whole_body(app), [chunk(b"x", True)])  # then the disconnect
+    assert sent == [] and app.scope is None
+
+
+@pytest.mark.parametrize("scope_type", ["lifespan", "websocket"])
+def test_other_scopes_pass_through(scope_type):
+    app = Recorder()
+    drive(whole_body(app), [{"type": "lifespan.startup"}], scope_type=scope_type)
+    assert app.scope["type"] == scope_type and app.messages == [{"type": "lifespan.startup"}]
+
+
+def test_the_callback_takes_the_limits_from_the_environment(monkeypatch):
+    for name, value in proxy.proxy_environment(2.5, 1234).items():
+        monkeypatch.setenv(name, value)
+    assert os.environ[proxy.CALLBACK_VARIABLE] == proxy.CALLBACK
+    (middleware,) = proxy.middlewares()
+    assert middleware.cls is proxy.WholeBody and middleware.kwargs == {"timeout_s": 2.5, "max_bytes": 1234}
+    monkeypatch.setenv(proxy.MAX_BYTES_VARIABLE, "-3")
+    with pytest.raises(ValueError, match="AOTCUDA_SERVE_MAX_REQUEST_BYTES='-3' is not a positive int"):
+        proxy.middlewares()
+
+
+class StandInRequest:
+    def __init__(self, scope, pause_s):
+        self.scope, self.headers, self._pause_s = scope, {}, pause_s
+
+    async def stream(self):
+        await asyncio.sleep(self._pause_s)
+        yield b"body"
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_the_replica_bounds_the_clients_time_only_for_a_body_the_proxy_did_not_read(monkeypatch, marked):
+    monkeypatch.setattr(deployment, "RAY_BODY_DELAY_S", 0.5)
+    replica = types.SimpleNamespace(max_request_bytes=100, body_timeout_s=0.1)
+    request = StandInRequest({proxy.BODY_READ: True} if marked else {}, pause_s=0.3)
+    read = deployment.ProgramReplica._body
+    if marked:
+        assert asyncio.run(read(replica, request)) == b"body"
+        request = StandInRequest({proxy.BODY_READ: True}, pause_s=1.0)
+        with pytest.raises(LateBodyError, match="read whole by Ray Serve's HTTP proxy, did not reach the replica "
+                                                "within 0.5 s") as late:
+            asyncio.run(read(replica, request))
+        assert late.value.http_status == 503
+    else:
+        with pytest.raises(SlowBodyError, match="did not arrive within 0.1 s"):
+            asyncio.run(read(replica, request))
+
+
+# --- a served stack whose proxy hands bodies over late ----------------------------------------------------------
+
+PORT = 8768
+BODY_TIMEOUT_S = 2.0
+LATE_S = 3 * BODY_TIMEOUT_S  # the proxy holds each body this long before the replica may fetch it
+
+
+@pytest.fixture(scope="module")
+def late_server(served_block):
+    path, model = served_block
+    tests_folder = os.path.dirname(__file__)
+    options = serving.ServeOptions(replicas=1, port=PORT, body_timeout_s=BODY_TIMEOUT_S, max_request_bytes=1 << 20)
+    with pytest.MonkeyPatch.context() as patch, server_environment():
+        # the proxy's process imports the callback: it inherits this environment at ray.init
+        patch.setenv("PYTHONPATH", os.pathsep.join([tests_folder, os.environ.get("PYTHONPATH", "")]))
+        patch.setenv(proxy.CALLBACK_VARIABLE, "late_proxy:middlewares")
+        patch.setenv("LATE_BODY_DELAY_S", str(LATE_S))
+        with serving.serve_package(path, options, ray_init_options=loopback_ray()) as running:
+            yield running, model
+
+
+def test_a_body_sent_at_once_but_handed_to_the_replica_late_is_answered(late_server):
+    """Before the fix the replica timed the body's fetch from the proxy, and answered 408 ("did not arrive
+    within 2 s") to a client that had sent it whole."""
+    running, model = late_server
+    x = torch.randn(1, SEQ, 256)
+    started = time.monotonic()
+    (y,) = serving.Client(running.url, retries=0, timeout_s=LATE_S + 60).predict({"x": x})
+    assert time.monotonic() - started >= LATE_S  # the late hand-over happened
+    with torch.no_grad():
+        assert relative_error(y, model(x)) < 1e-5
+
+
+@pytest.mark.parametrize("head, status, said", [
+    ("Content-Length: 1000", 408, b"did not arrive within 2 s"),            # headers and 10 bytes, then nothing
+    (f"Content-Length: {2 << 20}", 400, b"declares 2097152 bytes, more than this server's limit"),
+])
+def test_a_slow_or_oversized_body_is_answered_by_the_proxy_and_never_reaches_a_replica(late_server, head, status, said):
+    running, _ = late_server
+    (before,) = replica_stats(running.url, replicas=1).values()
+    started = time.monotonic()
+    with raw_request(PORT, f"POST /predict HTTP/1.1\nHost: x\n{head}") as attacker:
+        attacker.sendall(b"0123456789")
+        answer_status, answer = status_of(attacker, timeout=BODY_TIMEOUT_S + 30)
+    assert answer_status == status and said in answer, answer[:300]
+    assert b"x-aotcuda-error" in answer.lower()
+    assert time.monotonic() - started < BODY_TIMEOUT_S + 30
+    (after,) = replica_stats(running.url, replicas=1).values()
+    assert after["requests"] == before["requests"]  # no replica slot was held for it
