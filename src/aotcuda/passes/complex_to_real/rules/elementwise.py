@@ -59,7 +59,7 @@ def rsub(out, a, b, alpha=1):
     return add(out, b, a, alpha=-alpha)
 
 
-@register(aten.neg.default, computes=True)
+@register(aten.neg.default, aten._neg_view.default, computes=True)
 def neg(out, a):
     """−a."""
     return Pair(-a.t)
@@ -195,3 +195,4 @@ def alias(out, a):
 def lift_fresh_copy(out, a):
     """A copy of the pair."""
     return Pair(torch.clone(a.t))
+
