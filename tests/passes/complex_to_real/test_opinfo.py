@@ -19,7 +19,8 @@ import torch
 from torch.utils import _pytree as pytree
 
 from aotcuda.passes import ReplaceComplexWithRealPass
-from aotcuda.passes.complex_to_real import coverage, opinfo
+from aotcuda.lowering import opinfo
+from aotcuda.passes.complex_to_real import coverage
 from aotcuda.errors import UnsupportedComplexOpError
 from aotcuda.passes.complex_to_real.registry import rule_for
 

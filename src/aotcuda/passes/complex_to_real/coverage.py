@@ -1,7 +1,7 @@
 """The anchors' complex op lists and the OpInfo walk's, which docs/ops.md's coverage section checks the rule table against.
 
 - OPINFO_OVERLOADS: the ATen overloads that still read or write a complex value after lower()'s decompositions,
-  for each OpInfo entry walked by `python -m aotcuda.passes.complex_to_real.opinfo` (WALKED: the entries
+  for each OpInfo entry walked by `python -m aotcuda.lowering.opinfo` (WALKED: the entries
   walked, of the 383 whose dtypes include complex64/complex128 in torch 2.13; see OPINFO_WALK_NOTE).
 - TORCH_TENSORRT_OPS: the ops Torch-TensorRT's complex rewriter (py/torch_tensorrt/dynamo/lowering/passes/
   complex_graph_rewrite.py, read 2026-12-03) handles: its `_complex_unpacker` handlers and its
@@ -226,3 +226,8 @@ OPINFO_OVERLOADS = {
     "aten.view_copy.default": ("view_copy",),
     "aten.where.self": ("_unsafe_masked_index", "_unsafe_masked_index_put_accumulate", "diag", "diag_embed", "lerp", "linspace", "linspace.tensor_overload", "logaddexp", "masked_fill", "sgn", "sinc", "where"),
 }
+
+
+# The overloads of the lists above that lower()'s decomposition table removes before the pass (the passes never
+# import the lowering, so the table's answer is recorded here; tests/lowering/test_decompositions.py checks it).
+DECOMPOSED_BEFORE_THE_PASS = frozenset(['aten._unsafe_view.default', 'aten._unsafe_view.out', 'aten.all.all_out', 'aten.all.default', 'aten.all.dim', 'aten.all.dims', 'aten.all.dims_out', 'aten.all.out', 'aten.col2im.default', 'aten.col2im.out', 'aten.detach.default', 'aten.dot.default', 'aten.dot.out', 'aten.empty_like.default', 'aten.empty_like.out', 'aten.fill.Scalar', 'aten.fill.Tensor', 'aten.index_add.default', 'aten.index_add.out', 'aten.isclose.default', 'aten.isfinite.default', 'aten.masked_fill.Scalar', 'aten.masked_fill.Scalar_out', 'aten.masked_fill.Tensor', 'aten.masked_fill.Tensor_out', 'aten.masked_scatter.default', 'aten.matmul.default', 'aten.new_zeros.default', 'aten.new_zeros.out', 'aten.ones_like.default', 'aten.roll.default', 'aten.rsub.Scalar', 'aten.rsub.Scalar_out', 'aten.rsub.Tensor', 'aten.rsub.Tensor_out', 'aten.select_scatter.default', 'aten.select_scatter.out', 'aten.sgn.default', 'aten.sgn.out', 'aten.split.Tensor', 'aten.squeeze.default', 'aten.squeeze.dim', 'aten.stack.default', 'aten.stack.out', 'aten.sum.default', 'aten.sum.out', 'aten.sym_size.int', 'aten.t.default', 'aten.transpose.int', 'aten.true_divide.Scalar', 'aten.true_divide.Tensor', 'aten.var.default', 'aten.var.dim', 'aten.where.Scalar', 'aten.where.ScalarOther', 'aten.where.ScalarSelf', 'aten.where.default', 'aten.zero.default', 'aten.zero.out', 'aten.zeros_like.default', 'aten.zeros_like.out'])

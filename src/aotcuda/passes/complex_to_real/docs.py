@@ -91,7 +91,7 @@ def _status(name: str, table) -> str:
     if any(rule_for(op) is not None for op in overloads):
         return "rule"
     implicit = lambda op: torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")  # noqa: E731
-    if any(op in table or implicit(op) for op in overloads):
+    if any(f"aten.{op._schema.name.split('::')[1]}.{op._overloadname}" in table or implicit(op) for op in overloads):
         return "decomposed"
     return "missing"
 
@@ -107,12 +107,10 @@ def _coverage_line(title: str, names, table) -> str:
 
 def coverage_section() -> str:
     """docs/ops.md's coverage section: the OpInfo walk's overloads and the anchors' lists (coverage.py)."""
-    from aotcuda.lowering.decompositions import decomposition_table
-
-    table = decomposition_table()
+    table = coverage.DECOMPOSED_BEFORE_THE_PASS  # names of overloads lower()'s decompositions remove
     lines = ["## Coverage\n",
              "Against the complex ATen overloads left after lower()'s decompositions by PyTorch's OpInfo samples "
-             f"(`python -m aotcuda.passes.complex_to_real.opinfo`; {len(coverage.WALKED)} entries {coverage.OPINFO_WALK_NOTE}), "
+             f"(`python -m aotcuda.lowering.opinfo`; {len(coverage.WALKED)} entries {coverage.OPINFO_WALK_NOTE}), "
              "Torch-TensorRT's complex rewriter and torch 2.13's ComplexTensor (coverage.py says what each list holds):\n",
              _coverage_line("OpInfo", sorted(coverage.OPINFO_OVERLOADS), table),
              _coverage_line("Torch-TensorRT", coverage.TORCH_TENSORRT_OPS, table),

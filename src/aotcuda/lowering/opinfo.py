@@ -1,6 +1,6 @@
 """The complex ops PyTorch's OpInfo database exercises, as the ATen overloads they leave after lower()'s decompositions.
 
-    python -m aotcuda.passes.complex_to_real.opinfo [--dtype complex64|complex128] [--op NAME ...]
+    python -m aotcuda.lowering.opinfo [--dtype complex64|complex128] [--op NAME ...]
 
 Walks `torch.testing._internal.common_methods_invocations.op_db` for every op whose dtypes include
 complex64 or complex128, exports each of its sample inputs (a tiny module calling the op; complex tensors
