@@ -33,10 +33,10 @@ Complex program inputs and outputs become pair inputs and outputs under the same
 `complex_boundary(ep)` says which, and `aotcuda.load` adapts them with zero-copy views). Complex parameters,
 buffers and constants become pair state under the same names; a complex buffer mutated in place stays a
 mutated (pair) buffer (written with a real value, it gets `(value, 0)`, as copy_ does). complex32 ops that
-compute (elementwise, reductions, matrix products, polar) run in float32 and round once to float16, as eager
-does. Every result is laid out as eager lays out the value it replaces (the complex strides ×2, pair dim
-last), so views, `as_strided` and stride reads after it see eager's layout; where a rule's natural layout
-differs (the FFT rules), the result is copied into eager's.
+compute (elementwise, elementary functions, reductions, matrix products, polar, index_add and scatter_add) run
+in float32 and round once to float16, as eager does. Every result is laid out as eager lays out the value it
+replaces (the complex strides ×2, pair dim last), so views, `as_strided` and stride reads after it see eager's
+layout; where a rule's natural layout differs (the FFT rules), the result is copied into eager's.
 
 The same rules rewrite the other spellings of these ops (registry.rule_for; the ExecuTorch ones once
 aotcuda.executorch, which adds its dialect, is imported): ExecuTorch's Edge-dialect ops

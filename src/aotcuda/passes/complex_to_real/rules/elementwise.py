@@ -195,4 +195,3 @@ def alias(out, a):
 def lift_fresh_copy(out, a):
     """A copy of the pair."""
     return Pair(torch.clone(a.t))
-
