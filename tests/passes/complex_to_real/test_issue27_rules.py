@@ -26,6 +26,8 @@ CASES = {
     "baddbmm": (lambda c, a, b: torch.baddbmm(c, a, b), [(2, 3, 5), (2, 3, 4), (2, 4, 5)]),
     "diagonal": (lambda a: torch.diagonal(a, 1, -1, 0) * 1j, [(3, 4, 5)]),
     "unfold": (lambda a: a.unfold(1, 2, 1) * 1j, [(3, 4, 5)]),
+    "unfold_scalar": (lambda a: a.unfold(0, 1, 1) * 1j, [()]),
+    "unfold_scalar_size_0": (lambda a: a.unfold(0, 0, 1) * 1j, [()]),  # [0], not [1] (found by test_properties)
     "reshape_copy": (lambda a: torch.ops.aten._reshape_copy(a, [4, 3]) * 1j, [(3, 4)]),
     "scatter_add": (lambda a, s: torch.scatter_add(a, 1, INDEX, s), [(2, 3), (2, 4)]),
     "scatter": (lambda a, s: torch.scatter(a, 1, INDEX[:, :3], s), [(2, 3), (2, 4)]),

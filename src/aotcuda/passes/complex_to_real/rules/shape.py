@@ -119,8 +119,8 @@ def diagonal(out, a, offset=0, dim1=0, dim2=1):
 @register(aten.unfold.default)
 def unfold(out, a, dimension, size, step):
     """unfold the pair along the same dim; the window dim, which the op appends last, moved before the pair dim."""
-    if a.ndim == 0:
-        return Pair(a.t.unsqueeze(0))
+    if a.ndim == 0:  # eager's one window of `size` (0 or 1) of a scalar: [size]
+        return Pair(a.t.unsqueeze(0).narrow(0, 0, size))
     return Pair(aten.unfold.default(a.t, dimension % a.ndim, size, step).movedim(-1, -2))
 
 
