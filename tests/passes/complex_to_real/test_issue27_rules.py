@@ -20,6 +20,8 @@ CASES = {
     "prod_keepdim": (lambda a: torch.prod(a, -1, keepdim=True), [(3, 4, 5)]),
     "cumprod": (lambda a: torch.cumprod(a, 2), [(3, 4, 5)]),
     "cumprod_first": (lambda a: torch.cumprod(a, 0), [(3, 4, 5)]),
+    "cumprod_scalar": (lambda a: torch.cumprod(a, -1), [()]),  # dim -1 of a 0-dim tensor (found by test_properties)
+    "prod_scalar": (lambda a: torch.prod(a, 0, keepdim=True), [()]),
     "addmm": (lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2 - 1j), [(3, 5), (3, 4), (4, 5)]),
     "addmv": (lambda c, a, b: torch.addmv(c, a, b), [(3,), (3, 4), (4,)]),
     "addbmm_beta_0": (lambda c, a, b: torch.addbmm(c, a, b, beta=0), [(3, 5), (2, 3, 4), (2, 4, 5)]),

@@ -90,6 +90,8 @@ def cumsum(out, a, dim, *, dtype=None):
 def _symbolic_length(node: torch.fx.Node) -> str | None:
     """`torch.prod(z, d)`, `torch.cumprod(z, d)` over a dynamic dim: only dims of a fixed size have a rule."""
     value = node.args[0].meta.get("val")
+    if value.ndim == 0:  # dim 0 or -1 of a scalar: no length to know
+        return None
     dims = [node.args[1]] if len(node.args) > 1 else range(value.ndim)
     if any(not isinstance(value.shape[d], int) for d in dims):
         return "prod/cumprod over a dim of dynamic size has no rule (the product tree needs its length)"
