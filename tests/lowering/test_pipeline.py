@@ -86,18 +86,19 @@ def test_bad_arguments_get_clear_errors():
     assert issubclass(aotcuda.DeviceError, ValueError)
 
 
-class ComplexCumsum(torch.nn.Module):
-    """cumsum has no rule in ReplaceComplexWithRealPass, so the whole program stays complex."""
+class ComplexLogcumsumexp(torch.nn.Module):
+    """logcumsumexp has no rule in ReplaceComplexWithRealPass, so the whole program stays complex. Its kernel
+    is an allow-listed scan (fallbacks.SCAN_KERNELS), which on complex values must still be reported."""
 
     def forward(self, x):
         z = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
-        running = torch.cumsum(z, 0)
+        running = torch.logcumsumexp(z, 0)
         return torch.view_as_real(running * z).flatten(-2)
 
 
 def test_unrewritable_complex_program_raises_with_source_lines(tmp_path):
     with pytest.raises(aotcuda.MissingFallbackKernelsError) as caught:
-        aotcuda.lower(ComplexCumsum(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
+        aotcuda.lower(ComplexLogcumsumexp(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
     # the failed build is gone (it would look like a good one), and the error says no package was written
     assert not (tmp_path / "c.pt2").exists() and list(tmp_path.iterdir()) == []
     assert caught.value.__notes__ == [f"No package was written to {tmp_path / 'c.pt2'}."]
@@ -108,28 +109,29 @@ def test_unrewritable_complex_program_raises_with_source_lines(tmp_path):
     kernel_lines = [line for line in lines if line.startswith("  - ")]
     assert int(match.group(1)) == len(kernel_lines) == len(caught.value.kernels)
     by_name = {k.name: k for k in caught.value.kernels}
-    assert {"aoti_torch_cpu_view_as_complex", "aoti_torch_cpu_cumsum", "aoti_torch_cpu_mul_Tensor",
+    assert {"aoti_torch_cpu_view_as_complex", "aoti_torch_cpu_logcumsumexp", "aoti_torch_cpu_mul_Tensor",
             "aoti_torch_cpu_view_as_real"} <= set(by_name)
     this_file = "test_pipeline.py"
-    assert "torch.cumsum(z, 0)" in by_name["aoti_torch_cpu_cumsum"].sources[0]
+    assert "torch.logcumsumexp(z, 0)" in by_name["aoti_torch_cpu_logcumsumexp"].sources[0]
     assert "running * z" in by_name["aoti_torch_cpu_mul_Tensor"].sources[0]
     for line in kernel_lines:
         assert re.search(rf"{this_file}:\d+: ", line), line
     # the pass's refusal reaches the user: the refused op, its source line and why (issue #11 item 5)
     refusal = caught.value.refusal
-    assert refusal.op == "aten.cumsum.default" and "torch.cumsum(z, 0)" in refusal.source
-    assert re.search(rf"cannot rewrite aten.cumsum.default \(node \w+\) at \S*{this_file}:\d+ in forward: "
-                     r"running = torch.cumsum\(z, 0\): no rule rewrites this op on complex values", message), message
+    assert refusal.op == "aten.logcumsumexp.default" and "torch.logcumsumexp(z, 0)" in refusal.source
+    assert re.search(rf"cannot rewrite aten.logcumsumexp.default \(node \w+\) at \S*{this_file}:\d+ in forward: "
+                     r"running = torch.logcumsumexp\(z, 0\): no rule rewrites this op on complex values", message), message
     assert "complex math is rewritten by ReplaceComplexWithRealPass" not in message  # it did not run
 
 
 def test_allow_fallbacks_returns_them_and_the_package_runs(tmp_path):
     x = torch.randn(4, 8)
-    lowered = aotcuda.lower(ComplexCumsum(), (x,), device="cpu", package_path=tmp_path / "c.pt2", allow_fallbacks=True)
-    assert "aoti_torch_cpu_cumsum" in {k.name for k in lowered.fallback_kernels}
+    lowered = aotcuda.lower(ComplexLogcumsumexp(), (x,), device="cpu", package_path=tmp_path / "c.pt2",
+                            allow_fallbacks=True)
+    assert "aoti_torch_cpu_logcumsumexp" in {k.name for k in lowered.fallback_kernels}
     assert complex_value_nodes(lowered.exported_program), "the program was left complex"
     fresh = torch.randn(4, 8)
-    assert relative_error(lowered.load()(fresh), ComplexCumsum()(fresh)) < 1e-5
+    assert relative_error(lowered.load()(fresh), ComplexLogcumsumexp()(fresh)) < 1e-5
 
 
 class Router(torch.nn.Module):
@@ -353,11 +355,11 @@ def test_an_error_after_the_passes_carries_their_results(tmp_path, monkeypatch):
 
     monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", failing_compile)
     with pytest.raises(RuntimeError, match="on purpose") as caught:
-        aotcuda.lower(ComplexCumsum(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
+        aotcuda.lower(ComplexLogcumsumexp(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
     views, complex_pass = caught.value.pass_results
     assert views.name == "ReplaceViewCopyWithViewPass" and not complex_pass.changed
-    assert complex_pass.refusal.op == "aten.cumsum.default"
-    assert "refused aten.cumsum.default" in complex_pass.summary()
+    assert complex_pass.refusal.op == "aten.logcumsumexp.default"
+    assert "refused aten.logcumsumexp.default" in complex_pass.summary()
 
 
 def test_the_default_package_path_is_the_model_class_as_spelt_in_a_new_folder():

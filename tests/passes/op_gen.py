@@ -1,9 +1,10 @@
 """How to call each op of the rule registry in a random program: GENERATORS[op](builder) appends one call
 (sometimes with a helper step, e.g. empty then copy) to the program under construction.
 
-Every op overload registered in aotcuda.passes.complex_to_real.registry.RULES has an entry here or in
-NOT_GENERATED with the reason; test_properties.py fails when a new rule has neither. Ops are called as
-their aten overloads, so the exported graph holds them as long as run_decompositions keeps them.
+Every op overload registered in aotcuda.passes.complex_to_real.registry.RULES has an entry in GENERATORS (here,
+or in op_gen_shape, op_gen_indexing or op_gen_math, which this module imports) or in NOT_GENERATED with the
+reason; test_properties.py fails when a new rule has neither. Ops are called as their aten overloads, so the
+exported graph holds them as long as run_decompositions keeps them.
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def dim_of(b: Builder, ndim: int, extra: int = 0) -> int:
     return draw(b, st.integers(-n, n - 1))
 
 
+def two_dims(b: Builder, ndim: int) -> tuple[int, int]:
+    """Two different dims of a tensor of rank `ndim` >= 2, each maybe negative (diagonal's dim1 and dim2)."""
+    first = dim_of(b, ndim)
+    return first, draw(b, st.sampled_from([d for d in range(-ndim, ndim) if (d - first) % ndim]))
+
+
 def complex_with(b: Builder, min_ndim=0, max_ndim=None, safe=False, nonempty=False) -> Value:
     """A complex pool value of at least `min_ndim` dims, with elements if `nonempty` (else a new input)."""
     fits = lambda v: (v.ndim >= min_ndim and (max_ndim is None or v.ndim <= max_ndim)
@@ -75,10 +82,10 @@ def exact(b: Builder, shape: tuple, complex_=None, dtype=None) -> Value:
     complex_ = draw(b, st.booleans()) if complex_ is None else complex_
     found = b.pick(complex_=complex_, where=lambda v: v.shape == tuple(shape)
                    and (dtype is None or v.example.dtype == dtype))
-    return found or b.new_input(tuple(shape), complex_=complex_, dtype=dtype and _real(dtype))
+    return found or b.new_input(tuple(shape), complex_=complex_, dtype=dtype and real_dtype(dtype))
 
 
-def _real(dtype):
+def real_dtype(dtype):
     return {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
 
 
@@ -146,6 +153,14 @@ def lazy_conj(b, op):
     b.step(aten.resolve_conj.default, made.ref, safe=x.safe)
 
 
+@generates(aten._neg_view.default)
+def lazy_neg(b, op):
+    """The negative bit, resolved by resolve_neg as the conjugate bit is by resolve_conj."""
+    x = complex_with(b)
+    made = b.step(op, x.ref, pooled=False, readout=False)
+    b.step(aten.resolve_neg.default, made.ref, safe=x.safe)
+
+
 unary(aten.real.default)
 unary(aten.imag.default)
 unary(aten.view_as_real.default)
@@ -169,7 +184,7 @@ def clone(b, op):
 @generates(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther)
 def where(b, op):
     x = complex_with(b)
-    cond = b.mask(draw(b, _broadcast_into(x.shape)))
+    cond = b.mask(draw(b, broadcast_into(x.shape)))
     if op is aten.where.self:
         y = b.operand(x.shape).ref
         b.step(op, cond, *((x.ref, y) if draw(b, st.booleans()) else (y, x.ref)))
@@ -185,7 +200,7 @@ def where_scalars(b, op):
     b.step(op, cond, draw(b, st.sampled_from([1j, 2 - 1j])), draw(b, SCALARS))
 
 
-def _broadcast_into(shape):
+def broadcast_into(shape):
     from program_gen import broadcast_shapes
 
     return broadcast_shapes(shape)
@@ -194,7 +209,7 @@ def _broadcast_into(shape):
 @generates(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def masked_fill(b, op):
     x = complex_with(b)
-    mask = b.mask(draw(b, _broadcast_into(x.shape)))
+    mask = b.mask(draw(b, broadcast_into(x.shape)))
     value = draw(b, SCALARS) if op is aten.masked_fill.Scalar else b.new_input(()).ref
     if op is aten.masked_fill.Tensor and draw(b, st.booleans()):
         value = b.new_input((), complex_=False).ref
@@ -229,13 +244,13 @@ def assert_metadata(b, op):
 def from_real_parts(b, op):
     first = b.pick(complex_=False) or b.new_input(draw(b, shapes()), complex_=False)
     dtype = first.example.dtype
-    fits = lambda v: v.example.dtype == dtype and _fits(v.shape, first.shape)
+    fits = lambda v: v.example.dtype == dtype and broadcasts_to(v.shape, first.shape)
     second = (b.pick(complex_=False, where=fits) if draw(b, st.booleans()) else None) or b.new_input(
-        draw(b, _broadcast_into(first.shape)), complex_=False, dtype=dtype)
+        draw(b, broadcast_into(first.shape)), complex_=False, dtype=dtype)
     b.step(op, first.ref, second.ref)
 
 
-def _fits(shape, into):
+def broadcasts_to(shape, into) -> bool:
     from program_gen import _broadcasts
 
     return _broadcasts(shape, into)
@@ -305,83 +320,10 @@ def new(b, op):
         b.step(op, x.ref, size, **kwargs)
 
 
-# ---- indexing ---------------------------------------------------------------------------------------------
-
-
-def index_tensor(b, size: int, shape: tuple, *, negative=True) -> torch.Tensor:
-    low = -size if negative else 0
-    return torch.randint(low, size, shape, generator=b.generator)
-
-
-@generates(aten.index.Tensor)
-def index(b, op):
-    x = complex_with(b, min_ndim=1, nonempty=True)  # index values need a non-empty dim
-    k = draw(b, st.integers(1, x.ndim))
-    shape = draw(b, shapes(0, 2))
-    used = draw(b, st.lists(st.booleans(), min_size=k, max_size=k).filter(any))
-    indices = [b.constant(index_tensor(b, x.shape[d], shape)) if u else None for d, u in enumerate(used)]
-    b.step(op, x.ref, indices, safe=x.safe)
-
-
-@generates(aten.gather.default)
-def gather(b, op):
-    x = complex_with(b, min_ndim=1, nonempty=True)  # index values need a non-empty dim
-    dim = dim_of(b, x.ndim)
-    shape = tuple(draw(b, st.integers(1, s)) if s else 0 for s in x.shape)
-    shape = tuple(draw(b, st.integers(1, 4)) if d == dim % x.ndim else s for d, s in enumerate(shape))
-    b.step(op, x.ref, dim, b.constant(index_tensor(b, x.shape[dim], shape, negative=False)), safe=x.safe)
-
-
-@generates(aten.index_select.default)
-def index_select(b, op):
-    x = complex_with(b, min_ndim=1, nonempty=True)  # index values need a non-empty dim
-    dim = dim_of(b, x.ndim)
-    count = draw(b, st.integers(0, 4))
-    b.step(op, x.ref, dim, b.constant(index_tensor(b, x.shape[dim], (count,), negative=False)), safe=x.safe)
-
-
-@generates(aten.slice_scatter.default, aten.select_scatter.default)
-def scatter(b, op):
-    x = complex_with(b, min_ndim=1, nonempty=op is aten.select_scatter.default)  # select needs an index
-    dim = dim_of(b, x.ndim)
-    size = x.shape[dim]
-    if op is aten.slice_scatter.default:
-        start, end = draw(b, st.integers(-size, size)), draw(b, st.one_of(st.none(), st.integers(-size, size + 2)))
-        where = (dim, start, end, draw(b, st.integers(1, 3)))
-        shape = aten.slice.Tensor(x.example, *where).shape
-    else:
-        where = (dim, draw(b, st.integers(-size, size - 1)))
-        shape = aten.select.int(x.example, *where).shape
-    # src in x's precision: torch's select_scatter/slice_scatter decompositions (a where) promote x to a
-    # wider src's dtype, where eager keeps x's, so the exported program itself would differ from eager.
-    complex_ = draw(b, st.booleans())
-    dtype = x.example.dtype if complex_ else _real(x.example.dtype)
-    b.step(op, x.ref, exact(b, tuple(shape), complex_=complex_, dtype=dtype).ref, *where)
-
-
-@generates(aten.index_put.default)
-def index_put(b, op):
-    x = complex_with(b, min_ndim=1, nonempty=True)  # index values need a non-empty dim
-    accumulate = draw(b, st.booleans())
-    count = draw(b, st.integers(1, x.shape[0])) if x.shape[0] else 0
-    rows = (torch.randint(0, x.shape[0], (count,), generator=b.generator) if accumulate
-            else torch.randperm(x.shape[0], generator=b.generator)[:count])  # unique: writes don't race
-    shape = (count, *x.shape[1:])  # index_put wants values of the destination's dtype
-    values = exact(b, draw(b, _broadcast_into(shape)), complex_=True, dtype=x.example.dtype)
-    b.step(op, x.ref, [b.constant(rows)], values.ref, accumulate)
-
-
-@generates(aten.copy.default)
-def copy(b, op):
-    x = b.pick(complex_=None) or complex_with(b)
-    src = b.operand(x.shape, complex_=True if not x.is_complex else None)
-    b.step(op, x.ref, src.ref)
-
-
 # ---- linear algebra ---------------------------------------------------------------------------------------
 
 
-def _matrix_pair(b, a_shape, b_shape):
+def matrix_pair(b, a_shape, b_shape):
     a = exact(b, a_shape, complex_=True)
     other = exact(b, b_shape, complex_=True, dtype=a.example.dtype)
     return a, other
@@ -397,7 +339,7 @@ def matmul(b, op):
     else:
         a_shape = draw(b, st.sampled_from([(k,), (m, k), (batch, m, k)]))
         b_shape = draw(b, st.sampled_from([(k,), (k, n), (batch, k, n), (1, k, n)]))
-    a, other = _matrix_pair(b, a_shape, b_shape)
+    a, other = matrix_pair(b, a_shape, b_shape)
     b.step(op, a.ref, other.ref)
 
 
@@ -451,5 +393,8 @@ def any_over_dims(b, op):
     b.step(op, x.ref, dims, draw(b, st.booleans()))
 
 
-# The shape and FFT generators live in op_gen_shape.py; importing it registers them in GENERATORS.
+# The other generators live in op_gen_shape.py (shape, FFT), op_gen_indexing.py and op_gen_math.py (elementary
+# functions, the reductions and matrix products beyond sum, mean and matmul); importing them registers them.
+import op_gen_indexing  # noqa: E402, F401
+import op_gen_math  # noqa: E402, F401
 import op_gen_shape  # noqa: E402, F401

@@ -9,7 +9,7 @@ import torch
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from op_gen import complex_with, dim_of, draw, exact, generates
+from op_gen import complex_with, dim_of, draw, exact, generates, two_dims
 from program_gen import Value, shapes
 
 aten = torch.ops.aten
@@ -36,9 +36,10 @@ def same_numel_shapes(draw_, numel: int) -> list[int]:
     return shape
 
 
-@generates(aten.view.default, aten.reshape.default, aten._unsafe_view.default)
+@generates(aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten._reshape_copy.default)
 def view(b, op):
-    x = complex_with(b) if op is aten.reshape.default else b.pick(where=lambda v: v.example.is_contiguous())
+    copies = op in (aten.reshape.default, aten._reshape_copy.default)  # any layout; views need a contiguous x
+    x = complex_with(b) if copies else b.pick(where=lambda v: v.example.is_contiguous())
     if x is None:
         x = b.new_input(draw(b, shapes()))
     shape = draw(b, same_numel_shapes(x.example.numel())) if x.example.numel() else [0]
@@ -93,6 +94,22 @@ def reorder(b, op):
 def t(b, op):
     x = complex_with(b, max_ndim=2)
     b.step(op, x.ref, safe=x.safe)
+
+
+@generates(aten.diagonal.default)
+def diagonal(b, op):
+    x = complex_with(b, min_ndim=2)
+    b.step(op, x.ref, draw(b, st.integers(-3, 3)), *two_dims(b, x.ndim), safe=x.safe)
+
+
+@generates(aten.unfold.default)
+def unfold(b, op):
+    """Windows of `size` every `step` along a dim; a scalar has one dim of length 1 here (size 0 or 1)."""
+    x = complex_with(b)
+    n = max(x.ndim, 1)
+    dim = draw(b, st.integers(-n, n - 1))
+    length = x.shape[dim] if x.ndim else 1
+    b.step(op, x.ref, dim, draw(b, st.integers(0, length)), draw(b, st.integers(1, 3)), safe=x.safe)
 
 
 @generates(aten.slice.Tensor, aten.select.int, aten.narrow.default)

@@ -256,10 +256,11 @@ class Builder:
 
     # -- inputs
     def new_input(self, shape: tuple, *, complex_: bool = True, safe: bool | None = None,
-                  dtype: torch.dtype | None = None) -> Value:
-        """A new program input of `shape`: complex (made by a drawn maker) or real; safe if asked."""
+                  dtype: torch.dtype | None = None, unit_box: bool = False) -> Value:
+        """A new program input of `shape`: complex (made by a drawn maker) or real; safe if asked; with
+        `unit_box`, complex and made from parts drawn in [-1, 1) (see in_unit_box)."""
         draw, dtype = self.draw, dtype or self.dtype()
-        safe = draw(st.booleans()) if safe is None else safe
+        safe = False if unit_box else draw(st.booleans()) if safe is None else safe
         magnitude = Raw(shape, dtype, *SAFE_MAGNITUDE)
         if not complex_:
             inp = Input("real", (magnitude if safe else Raw(shape, dtype),))
@@ -270,12 +271,13 @@ class Builder:
                 Input(cast_maker(dtype), (magnitude,)),
             ]))
         else:
-            inp = draw(st.sampled_from([
+            makers = [
                 Input("view_as_complex", (Raw((*shape, 2), dtype),)),
                 Input("complex", (Raw(shape, dtype), Raw(shape, dtype))),
                 Input("polar", (Raw(shape, dtype, 0.0, 2.0), Raw(shape, dtype, -math.pi, math.pi))),
                 Input(cast_maker(dtype), (Raw(shape, dtype),)),
-            ]))
+            ]
+            inp = draw(st.sampled_from([m for m in makers if not (unit_box and m.maker == "polar")]))
         example = MAKERS[inp.maker](*(r.fresh(self.generator) for r in inp.raws))
         self.nodes.append(inp)
         return self._add(example, safe, pooled=True, is_input=True)
@@ -335,6 +337,18 @@ class Builder:
         found = self.pick(complex_=complex_, safe=safe, where=fits) if self.draw(st.booleans()) else None
         return found or self.new_input(self.draw(broadcast_shapes(shape)), complex_=complex_,
                                        safe=True if safe else None)
+
+    def in_unit_box(self) -> Value:
+        """A complex value whose parts lie in [-1, 1) by construction, on fresh inputs too: a program input made
+        from parts drawn there (view_as_complex, complex or a cast; not polar, whose magnitude reaches 2), or a
+        new one. For the functions with poles or branch cuts just outside that box (tan, tanh, the inverse
+        functions, log1p, sigmoid), whose error a value computed by earlier steps could amplify."""
+        def boxed(v: Value) -> bool:
+            node = self.nodes[v.ref.index]
+            return (isinstance(node, Input) and node.maker != "polar"
+                    and all(r.low >= -1 and r.high <= 1 for r in node.raws))
+
+        return self.pick(where=boxed) or self.new_input(self.draw(shapes()), unit_box=True)
 
     def program(self) -> Program:
         return Program(self.nodes, self.constants)

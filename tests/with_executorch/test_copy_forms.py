@@ -16,8 +16,10 @@ aten = torch.ops.aten
 # copy op → (complex shape, the op's other arguments)
 SAMPLES = {
     aten._conj_copy.default: ((3, 4), ()),
+    aten._neg_view_copy.default: ((3, 4), ()),
     aten.alias_copy.default: ((3, 4), ()),
     aten.detach_copy.default: ((3, 4), ()),
+    aten.diagonal_copy.default: ((2, 3, 4), (1, 0, -1)),
     aten.lift_fresh_copy.default: ((3, 4), ()),
     aten.expand_copy.default: ((1, 4), ([3, 4],)),
     aten.narrow_copy.default: ((4, 6), (1, 1, 3)),
@@ -32,6 +34,7 @@ SAMPLES = {
     aten.t_copy.default: ((3, 4), ()),
     aten.transpose_copy.int: ((2, 3, 4), (0, -1)),
     aten.unbind_copy.int: ((3, 4), (-1,)),
+    aten.unfold_copy.default: ((3, 5), (1, 2, 2)),
     aten.unsqueeze_copy.default: ((3, 4), (-1,)),
     aten.view_copy.default: ((2, 3, 4), ([6, 4],)),
     aten.view_as_real_copy.default: ((3, 4), ()),

@@ -30,6 +30,20 @@ def test_index_select(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, -1])
+@pytest.mark.parametrize("index", [torch.tensor(0), torch.tensor([0])], ids=["0-dim", "1-dim"])
+def test_index_select_of_a_scalar(dtype, dim, index):
+    """A 0-dim complex tensor: eager's result is 0-dim, its pair [2] (OpInfo's index_select samples)."""
+    check(lambda a, i: a.index_select(dim, i) * 1j, pair(dtype=dtype), index, expect_ops=[aten.index_select.default])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_index_select_by_a_0_dim_index(dtype):
+    check(lambda a, i: a.index_select(1, i) * 1j, pair(3, 5, dtype=dtype), torch.tensor(2),
+          expect_ops=[aten.index_select.default])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_gather(dtype, dim):
     index = torch.randint(0, 3, (3, 3, 2))

@@ -16,11 +16,13 @@ aten = torch.ops.aten
 
 
 def test_computing_rules_are_the_arithmetic_ones():
-    """The declared set: every elementwise, reduction and matrix-product rule, and polar; no rule that
-    only moves or casts values (shape, indexing, creation, conversion, comparison, fft, control flow)."""
+    """The declared set: every elementwise, elementary-function, reduction and matrix-product rule, polar, and
+    the scatters that add (index_add, scatter_add); no rule that only moves or casts values (shape, the other
+    indexing rules, creation, conversion, comparison, fft, control flow)."""
     computing = {op for op, rule in RULES.items() if rule.computes}
-    by_family = {op for op, rule in RULES.items() if rule.family in ("elementwise", "reduction", "linalg")}
-    assert computing == by_family | {aten.polar.default}
+    by_family = {op for op, rule in RULES.items()
+                 if rule.family in ("elementwise", "elementary", "reduction", "linalg")}
+    assert computing == by_family | {aten.polar.default, aten.index_add.default, aten.scatter_add.default}
     assert {aten.mul.Tensor, aten.sum.dim_IntList, aten.mm.default, aten.polar.default} <= computing
     assert not {aten.view.default, aten.index_select.default, aten.view_as_complex.default} & computing
 

@@ -85,3 +85,18 @@ def test_a_dynamic_shape_chain_gives_the_same_graph_both_ways(monkeypatch):
     assert ReplaceComplexWithRealPass().speedups is False
     monkeypatch.delenv(torch_internals.SPEEDUPS_VARIABLE)
     assert ReplaceComplexWithRealPass().speedups is True
+
+
+class _Sin(torch.nn.Module):
+    def forward(self, x):
+        return torch.view_as_real(torch.sin(torch.view_as_complex(x)))
+
+
+def test_a_replayed_factory_call_traces_no_detach():
+    """sin's rule calls torch.ones_like twice on values of one shape, so the second call is replayed. Its result
+    was also meta["val"] of the new node; autograd's make_variable, behind torch.ones_like, detached such a
+    shared result again, and make_fx traced that detach into the fast graph only."""
+    ep = torch.export.export(_Sin(), (torch.randn(3, 2),)).run_decompositions()
+    fast, plain = _both_ways(ep)
+    assert "aten.detach.default" not in {str(n.target) for n in fast.graph.nodes}
+    _assert_same_values(fast, plain, (torch.randn(3, 2),))

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import torch
+
+from aotcuda.passes.complex_to_real import coverage
 from aotcuda.passes.complex_to_real.registry import RULES, Rule, op_name, rule_for
 from aotcuda.passes.complex_to_real.scan import REFUSAL_CHECKS
 from aotcuda.passes.complex_to_real.spectral.plan import docs_section as fft_section
 
-FAMILY_ORDER = ["creation", "conversion", "comparison", "elementwise", "shape", "indexing", "reduction", "linalg", "fft",
+FAMILY_ORDER = ["creation", "conversion", "comparison", "elementwise", "elementary", "shape", "indexing", "reduction", "linalg", "fft",
                 "control_flow"]
 
 HEADER = """# Ops ReplaceComplexWithRealPass rewrites
@@ -30,10 +33,10 @@ Complex program inputs and outputs become pair inputs and outputs under the same
 `complex_boundary(ep)` says which, and `aotcuda.load` adapts them with zero-copy views). Complex parameters,
 buffers and constants become pair state under the same names; a complex buffer mutated in place stays a
 mutated (pair) buffer (written with a real value, it gets `(value, 0)`, as copy_ does). complex32 ops that
-compute (elementwise, reductions, matrix products, polar) run in float32 and round once to float16, as eager
-does. Every result is laid out as eager lays out the value it replaces (the complex strides ×2, pair dim
-last), so views, `as_strided` and stride reads after it see eager's layout; where a rule's natural layout
-differs (the FFT rules), the result is copied into eager's.
+compute (elementwise, elementary functions, reductions, matrix products, polar, index_add and scatter_add) run
+in float32 and round once to float16, as eager does. Every result is laid out as eager lays out the value it
+replaces (the complex strides ×2, pair dim last), so views, `as_strided` and stride reads after it see eager's
+layout; where a rule's natural layout differs (the FFT rules), the result is copied into eager's.
 
 The same rules rewrite the other spellings of these ops (registry.rule_for; the ExecuTorch ones once
 aotcuda.executorch, which adds its dialect, is imported): ExecuTorch's Edge-dialect ops
@@ -77,6 +80,50 @@ def _refusals() -> list[str]:
     return lines
 
 
+def _status(name: str, table) -> str:
+    """"rule", "decomposed" (export's table or a CompositeImplicit kernel removes it before the pass) or "missing",
+    for "aten.op.overload" or a packet name "op" (any overload of it)."""
+    parts = name.split(".")
+    packet = getattr(torch.ops.aten, parts[1] if len(parts) == 3 else parts[0], None)
+    if packet is None:
+        return "missing"
+    overloads = [getattr(packet, parts[2])] if len(parts) == 3 else [getattr(packet, o) for o in packet.overloads()]
+    if any(rule_for(op) is not None for op in overloads):
+        return "rule"
+    implicit = lambda op: torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")  # noqa: E731
+    if any(f"aten.{op._schema.name.split('::')[1]}.{op._overloadname}" in table or implicit(op) for op in overloads):
+        return "decomposed"
+    return "missing"
+
+
+def _coverage_line(title: str, names, table) -> str:
+    statuses = {name: _status(name, table) for name in names}
+    missing = sorted(n for n, s in statuses.items() if s == "missing")
+    rules = sum(s == "rule" for s in statuses.values())
+    line = (f"- **{title}**: {len(names) - len(missing)} of {len(names)} covered ({rules} by a rule, "
+            f"{len(names) - len(missing) - rules} decomposed by export before the pass)")
+    return line + (": not covered: " + ", ".join(f"`{n}`" for n in missing) if missing else ".")
+
+
+def coverage_section() -> str:
+    """docs/ops.md's coverage section: the OpInfo walk's overloads and the anchors' lists (coverage.py)."""
+    table = coverage.DECOMPOSED_BEFORE_THE_PASS  # names of overloads lower()'s decompositions remove
+    lines = ["## Coverage\n",
+             "Against the complex ATen overloads left after lower()'s decompositions by PyTorch's OpInfo samples "
+             f"(`python -m aotcuda.lowering.opinfo`; {len(coverage.WALKED)} entries {coverage.OPINFO_WALK_NOTE}), "
+             "Torch-TensorRT's complex rewriter and torch 2.13's ComplexTensor (coverage.py says what each list holds):\n",
+             _coverage_line("OpInfo", sorted(coverage.OPINFO_OVERLOADS), table),
+             _coverage_line("Torch-TensorRT", coverage.TORCH_TENSORRT_OPS, table),
+             _coverage_line("ComplexTensor", coverage.COMPLEX_TENSOR_OPS, table), "",
+             "Where a rule cannot match eager bit for bit: `prod` and `cumprod` multiply in a tree (log2 n rounds), "
+             "eager in a loop, so they differ by rounding (about log2 n ulp against eager's n; checked at the dtype's "
+             "tolerance on OpInfo's samples); `var`, `linalg_vector_norm` and the `add*mm` forms reduce in torch's own "
+             "real kernels, whose order differs from its complex ones by rounding only. The elementary functions "
+             "(elementary family) are checked against the true value on the special-value table, where glibc "
+             "(eager's) loses digits.\n"]
+    return "\n".join(lines)
+
+
 def render() -> str:
     """The text of docs/ops.md."""
     rule_for(None)  # imports the rule modules, filling RULES
@@ -91,6 +138,7 @@ def render() -> str:
     parts.append("## Refused (the program is left unchanged)\n")
     parts.append("\n".join(_refusals()) + "\n")
     parts.append("Any other op that reads or writes a complex value is refused the same way.\n")
+    parts.append(coverage_section())
     return "\n".join(parts)
 
 

@@ -3,11 +3,12 @@
 Eager computes a complex32 op in complex64 and rounds the result to complex32 once (checked on the
 CPU: chalf a·b and a+b equal (a.to(complex64) op b.to(complex64)).to(chalf) bit for bit). A rule run
 directly on float16 pairs would round after every real product and sum inside the rule instead. So
-the rules that compute (registered with ``computes=True``: elementwise, reductions, matrix products,
-polar) run on a node touching complex32 through `in_float32`: float16 operands go up to float32
-(exactly), the rule sees the eager result's dtype one step up (complex32 → complex64, float16 →
-float32), and the result comes back down to the eager result's dtype. Shape, indexing, creation and
-conversion rules only move or cast values and run on the float16 pairs as they are. The scan decides
+the rules that compute (registered with ``computes=True``: elementwise, elementary functions, reductions,
+matrix products, polar, and the scatters that add: index_add, scatter_add) run on a node touching complex32
+through `in_float32`: float16 operands go up to float32 (exactly), the rule sees the eager result's dtype one
+step up (complex32 → complex64, float16 → float32), and the result comes back down to the eager result's
+dtype. Shape, creation and conversion rules and the other indexing rules only move or cast values and run on
+the float16 pairs as they are. The scan decides
 (`runs_in_float32`), the rewrite applies `in_float32`.
 
 Eager's CPU kernels lack complex32 for many ops (div, exp, log, sqrt, pow, angle, reciprocal, sum,

@@ -11,7 +11,7 @@ mode. The first call of an op on inputs of given metadata runs as usual. A later
 have the same metadata (dtype, device, layout, sizes, strides and storage offset, SymInts compared by
 their expression) and the same other arguments creates its graph node directly: its meta["val"] is
 a new fake tensor detached from the first result (same sizes, strides and symbolic expressions, about
-20 µs) and its meta["tensor_meta"] is the first node's. The node itself is new, with its own inputs and
+20 µs; the call returns another, as make_fx does) and its meta["tensor_meta"] is the first node's. The node itself is new, with its own inputs and
 the stack trace of the node being rewritten: only the metadata computation is skipped.
 
 Not replayed (they run as usual): ops that mutate an argument, ops whose result creates new symbols
@@ -150,8 +150,11 @@ class ReplayMode(TorchDispatchMode):
         node_args, node_kwargs = pytree.tree_map(lambda v: traced_node_argument(v, tracer), (args, kwargs))
         proxy = tracer.create_proxy("call_function", func, node_args, node_kwargs,
                                     name=tracer.graph._target_to_str(func.overloadpacket.__name__))
+        # The node's own copy, as make_fx keeps a snapshot: a result also held by meta["val"] is shared, and
+        # autograd's make_variable (behind torch.ones_like and the other factories of torch.*) detaches a
+        # shared result again, a detach that make_fx would trace into the graph.
+        proxy.node.meta["val"] = detached_fake(first.meta["val"])
         value = detached_fake(first.meta["val"])
-        proxy.node.meta["val"] = value
         proxy.node.meta["tensor_meta"] = first.meta["tensor_meta"]
         proxy.node.meta["original_aten"] = func
         track_tensor(value, proxy, constant=None, tracer=tracer)

@@ -5,6 +5,7 @@ from aotcuda.passes.complex_to_real.rules import (  # noqa: F401
     control_flow,
     conversion,
     creation,
+    elementary,
     elementwise,
     fft,
     indexing,

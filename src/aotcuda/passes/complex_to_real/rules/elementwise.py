@@ -59,7 +59,7 @@ def rsub(out, a, b, alpha=1):
     return add(out, b, a, alpha=-alpha)
 
 
-@register(aten.neg.default, computes=True)
+@register(aten.neg.default, aten._neg_view.default, computes=True)
 def neg(out, a):
     """−a."""
     return Pair(-a.t)

@@ -1,4 +1,4 @@
-"""Indexing rules: gathers (index, gather; index_select is one of shape.SAME_OP_ON_PAIR) and the scatters slice assignment exports as
+"""Indexing rules: gathers (index, index_select, gather) and the scatters slice assignment exports as
 (slice_scatter, select_scatter, index_put, copy). Index tensors address the complex dims, which are the
 pair's leading dims, so they apply to the pair unchanged; the pair dim rides along.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dim
-from aotcuda.passes.complex_to_real.pair_algebra import as_addend, cast, result_dtype
+from aotcuda.passes.complex_to_real.pair_algebra import as_addend, cast, multiply, result_dtype
 from aotcuda.passes.complex_to_real.registry import register
 from aotcuda.passes.complex_to_real.rules.conversion import real_value
 
@@ -35,6 +35,17 @@ def scatter_operands(out, a, src):
 def index(out, a, indices):
     """Advanced indexing of the complex dims; the pair dim, never indexed, stays last."""
     return Pair(aten.index.Tensor(a.t, indices))
+
+
+@register(aten.index_select.default)
+def index_select(out, a, dim, index_):
+    """index_select along the mapped dim; a scalar's pair is indexed as [1, 2], then reshaped back to [2].
+
+    Of a scalar, eager takes an index of one element (0) and gives a 0-dim result; the pair's own dim 0 is its
+    parts, not a complex dim, so it is indexed with a leading dim of 1 added (keeping eager's bounds check)."""
+    if a.ndim == 0:
+        return Pair(aten.index_select.default(a.t.unsqueeze(0), 0, index_.reshape(-1)).reshape(2))
+    return Pair(aten.index_select.default(a.t, pair_dim(dim), index_))
 
 
 @register(aten.gather.default)
@@ -70,3 +81,47 @@ def copy(out, a, src, non_blocking=False):
     if not isinstance(a, Pair):
         return aten.copy.default(a, real_value(src, a.dtype), non_blocking)
     return Pair(aten.copy.default(a.t, source_pair(out, src), non_blocking))
+
+
+def _pair_index(index_: torch.Tensor) -> torch.Tensor:
+    """An index over complex elements, repeated for both parts of each."""
+    return index_.unsqueeze(-1).expand(*index_.shape, 2)
+
+
+@register(aten.scatter_add.default, computes=True)
+def scatter_add(out, a, dim, index_, src):
+    """scatter_add along the mapped dim, the index repeated for both parts (sums in eager's order)."""
+    src = source_pair(out, src)
+    return Pair(aten.scatter_add.default(a.t, pair_dim(dim), _pair_index(index_), src))
+
+
+@register(aten.index_add.default, computes=True)
+def index_add(out, a, dim, index_, source, *, alpha=1):
+    """index_add along the mapped dim of alpha · source (alpha a number, complex too)."""
+    dtype = result_dtype(out)
+    source = cast(source, dtype)
+    if alpha != 1:
+        source = multiply(source, alpha, dtype)
+    return Pair(aten.index_add.default(a.t, pair_dim(dim), index_, as_addend(source, dtype, out.device)))
+
+
+@register(aten.diagonal_scatter.default)
+def diagonal_scatter(out, a, src, offset=0, dim1=0, dim2=1):
+    """src written on the diagonal over the same dims (the pair dim moved after the diagonal, as diagonal's rule)."""
+    src = source_pair(out, src)
+    return Pair(aten.diagonal_scatter.default(a.t, src.movedim(-1, -2), offset, dim1 % a.ndim, dim2 % a.ndim))
+
+
+@register(aten.embedding.default)
+def embedding(out, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """Rows of a complex weight: an index over its first dim."""
+    return Pair(aten.index_select.default(weight.t, 0, indices.reshape(-1)).reshape(*indices.shape, *weight.t.shape[1:]))
+
+
+@register(aten.scatter.src, aten.scatter.value)
+def scatter(out, a, dim, index_, src):
+    """scatter along the mapped dim, the index repeated for both parts (a number's pair broadcast to the index)."""
+    values = source_pair(out, src)
+    if not isinstance(src, (Pair, torch.Tensor)):
+        values = values.expand(*index_.shape, 2)
+    return Pair(aten.scatter.src(a.t, pair_dim(dim), _pair_index(index_), values))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dim, rotate_sign
+from aotcuda.passes.complex_to_real.pair_algebra import as_addend, cast, multiply, result_dtype
 from aotcuda.passes.complex_to_real.registry import register
 
 aten = torch.ops.aten
@@ -62,3 +63,44 @@ def matmul(out, a, b):
     if a_vector:
         result = _squeeze(result, -2 if not b_vector else -1)
     return result
+
+
+# ---- beta · bias + alpha · product (BLAS's forms) ----------------------------------------------------------
+
+
+def _scaled_sum(out, bias, product: Pair, beta, alpha) -> Pair:
+    """beta · bias + alpha · product, alpha and beta numbers (complex ones too); bias ignored for beta = 0,
+    as eager ignores it (its nans and infinities included)."""
+    dtype = result_dtype(out)
+    if alpha != 1:
+        product = multiply(product, alpha, dtype)
+    if beta == 0:
+        return product
+    bias = cast(bias, dtype)
+    if beta != 1:
+        bias = multiply(bias, beta, dtype)
+    return Pair(as_addend(bias, dtype, out.device) + product.t)
+
+
+@register(aten.addmm.default, computes=True)
+def addmm(out, bias, a, b, *, beta=1, alpha=1):
+    """beta · bias + alpha · (a @ b)."""
+    return _scaled_sum(out, bias, matmul_pairs(a, b), beta, alpha)
+
+
+@register(aten.baddbmm.default, computes=True)
+def baddbmm(out, bias, a, b, *, beta=1, alpha=1):
+    """beta · bias + alpha · (a @ b), batched."""
+    return _scaled_sum(out, bias, matmul_pairs(a, b), beta, alpha)
+
+
+@register(aten.addbmm.default, computes=True)
+def addbmm(out, bias, a, b, *, beta=1, alpha=1):
+    """beta · bias + alpha · Σ_batch (a @ b)."""
+    return _scaled_sum(out, bias, Pair(matmul_pairs(a, b).t.sum(0)), beta, alpha)
+
+
+@register(aten.addmv.default, computes=True)
+def addmv(out, bias, a, v, *, beta=1, alpha=1):
+    """beta · bias + alpha · (a @ v)."""
+    return _scaled_sum(out, bias, _squeeze(matmul_pairs(a, _unsqueeze(v, -1)), -1), beta, alpha)

@@ -72,8 +72,8 @@ SAME_OP_ON_PAIR = (
     aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.expand.default,
     aten.unsqueeze.default, aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.transpose.int,
     aten.flip.default, aten.slice.Tensor, aten.select.int, aten.narrow.default, aten.split.Tensor,
-    aten.split_with_sizes.default, aten.unbind.int, aten.chunk.default, aten.index_select.default,
-    aten.sym_size.int,
+    aten.split_with_sizes.default, aten.unbind.int, aten.chunk.default,
+    aten.sym_size.int, aten._reshape_copy.default,
 )
 for _op in SAME_OP_ON_PAIR:
     register(_op)(same_op_on_pair(_op))
@@ -108,6 +108,20 @@ def roll(out, a, shifts, dims=()):
     if len(dims) == 0:
         return Pair(aten.roll.default(a.t.reshape(-1, 2), shifts, [0]).view(a.t.shape))
     return Pair(aten.roll.default(a.t, shifts, pair_dims(dims)))
+
+
+@register(aten.diagonal.default)
+def diagonal(out, a, offset=0, dim1=0, dim2=1):
+    """diagonal of the pair over the same dims; the diagonal, which the op appends last, moved before the pair dim."""
+    return Pair(aten.diagonal.default(a.t, offset, dim1 % a.ndim, dim2 % a.ndim).movedim(-1, -2))
+
+
+@register(aten.unfold.default)
+def unfold(out, a, dimension, size, step):
+    """unfold the pair along the same dim; the window dim, which the op appends last, moved before the pair dim."""
+    if a.ndim == 0:  # eager's one window of `size` (0 or 1) of a scalar: [size]
+        return Pair(a.t.unsqueeze(0).narrow(0, 0, size))
+    return Pair(aten.unfold.default(a.t, dimension % a.ndim, size, step).movedim(-1, -2))
 
 
 # ---- joins and repeats ---------------------------------------------------------------------------------
