@@ -352,6 +352,8 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan, speedups: bool = True)
         outputs = [o if state_returned[i] is None else outputs[state_returned[i]] for i, o in enumerate(outputs)]
         return [o.t if isinstance(o, Pair) else o for o in outputs]  # complex outputs leave as pairs
 
+    # decomposition_table={}: torch 2.14+ make_fx, given none, rewrites detach to alias, which ReplayMode's
+    # replayed calls would not (the two ways would differ); an explicit table keeps detach, as 2.11 and 2.13 do.
     with fx_traceback.preserve_node_meta(), shared_constants():
-        gm = make_fx(run, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*fake_args)
+        gm = make_fx(run, decomposition_table={}, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*fake_args)
     return rebuild_program(ep, gm, complex_placeholders, devices)
