@@ -61,6 +61,13 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_MAX_SOURCE_BYTES", 256 << 20, "a generated C++ source of a package read into memory",
            "at each load"),
     Switch("AOTCUDA_MAX_ENTRIES", 100_000, "entries in a package archive", "at each load"),
+    # Set by `aotcuda serve` for the Ray it starts, from its options; its HTTP proxy reads them (serving/proxy.py).
+    Switch("AOTCUDA_SERVE_BODY_TIMEOUT_S", 30.0, "seconds Ray Serve's HTTP proxy gives a client to send a request "
+           "body before answering 408 (`aotcuda serve --body-timeout-s` sets it for the Ray it starts)",
+           "when the proxy starts"),
+    Switch("AOTCUDA_SERVE_MAX_REQUEST_BYTES", 256 << 20, "bytes of a request body Ray Serve's HTTP proxy reads before "
+           "answering 400 (`aotcuda serve --max-request-bytes` sets it for the Ray it starts)",
+           "when the proxy starts"),
 )}
 
 

@@ -112,9 +112,18 @@ def test_the_callback_takes_the_limits_from_the_environment(monkeypatch):
     assert os.environ[proxy.CALLBACK_VARIABLE] == proxy.CALLBACK
     (middleware,) = proxy.middlewares()
     assert middleware.cls is proxy.WholeBody and middleware.kwargs == {"timeout_s": 2.5, "max_bytes": 1234}
-    monkeypatch.setenv(proxy.MAX_BYTES_VARIABLE, "-3")
-    with pytest.raises(ValueError, match="AOTCUDA_SERVE_MAX_REQUEST_BYTES='-3' is not a positive int"):
-        proxy.middlewares()
+    for bad, says in (("-3", "='-3' is not a number of at least 0"), ("0", "=0 is not a positive number")):
+        monkeypatch.setenv(proxy.MAX_BYTES_VARIABLE, bad)
+        with pytest.raises(ValueError, match=f"AOTCUDA_SERVE_MAX_REQUEST_BYTES{says}"):
+            proxy.middlewares()
+
+
+def test_the_proxys_defaults_are_the_servers():
+    from aotcuda import switches
+    from aotcuda.serving.server import ServeOptions
+
+    assert switches.SWITCHES[proxy.BODY_TIMEOUT_VARIABLE].default == ServeOptions().body_timeout_s
+    assert switches.SWITCHES[proxy.MAX_BYTES_VARIABLE].default == ServeOptions().max_request_bytes
 
 
 class StandInRequest:

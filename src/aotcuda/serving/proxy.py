@@ -21,12 +21,11 @@ cluster's proxy started without this callback) is timed in the replica as before
 
 from __future__ import annotations
 
-import os
-
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse
 
+from aotcuda import switches
 from aotcuda.serving.client import ERROR_HEADER
 from aotcuda.serving.codec import RequestError, read_body
 
@@ -45,26 +44,16 @@ def proxy_environment(body_timeout_s: float, max_request_bytes: int) -> dict[str
 
 
 def middlewares() -> list[Middleware]:
-    """Called by Ray Serve's HTTP proxy when it starts: the limits come from its environment (defaults:
-    ServeOptions')."""
-    from aotcuda.serving.server import ServeOptions
-
-    defaults = ServeOptions()
-    timeout_s = _number(BODY_TIMEOUT_VARIABLE, float, defaults.body_timeout_s)
-    max_bytes = _number(MAX_BYTES_VARIABLE, int, defaults.max_request_bytes)
-    return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes)]
+    """Called by Ray Serve's HTTP proxy when it starts: the limits come from its environment (the switches'
+    defaults are ServeOptions'). Raises ValueError naming a variable that is not a positive number."""
+    return [Middleware(WholeBody, timeout_s=_positive(BODY_TIMEOUT_VARIABLE),
+                       max_bytes=_positive(MAX_BYTES_VARIABLE))]
 
 
-def _number(name: str, kind: type, default):
-    text = os.environ.get(name)
-    if text is None:
-        return default
-    try:
-        value = kind(text)
-    except ValueError:
-        value = None
-    if value is None or not value > 0:
-        raise ValueError(f"{name}={text[:40]!r} is not a positive {kind.__name__}")
+def _positive(name: str):
+    value = switches.number(name)
+    if not value > 0:
+        raise ValueError(f"{name}={value!r} is not a positive number; a request body needs time and room")
     return value
 
 
