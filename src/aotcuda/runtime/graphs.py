@@ -236,11 +236,18 @@ class GraphRunner:
             self._last = None
 
 
+def per_distinct_tensor(tensors: list, make: Callable[[torch.Tensor], torch.Tensor]) -> list:
+    """``make(t)`` once per distinct tensor of ``tensors`` (slots that share a tensor share the result; None
+    stays None)."""
+    made: dict[int, torch.Tensor] = {}
+    return [None if t is None else made[id(t)] if id(t) in made else made.setdefault(id(t), make(t))
+            for t in tensors]
+
+
 def _aliases(tensors: list) -> list:
-    """New tensors on the same memory (one per distinct tensor: slots sharing a tensor still share), so that
-    what the caller does to its tensors (resize_, set_) never changes the graph's own."""
-    aliases: dict[int, torch.Tensor] = {}
-    return [None if t is None else aliases.setdefault(id(t), t.data) for t in tensors]
+    """New tensors on the same memory (slots sharing a tensor still share), so that what the caller does to
+    its tensors (resize_, set_) never changes the graph's own."""
+    return per_distinct_tensor(tensors, lambda t: t.data)
 
 
 def raw_stream_function(device: torch.device):

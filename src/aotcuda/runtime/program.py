@@ -54,7 +54,7 @@ from aotcuda.runtime.checks import (
 from aotcuda.runtime.complex_adapter import split_signature
 from aotcuda.runtime.aoti_checks import aoti_input_checks, latch_aoti_input_checks
 from aotcuda.runtime.container import ModelContainer
-from aotcuda.runtime.graphs import GraphRunner, raw_stream_function
+from aotcuda.runtime.graphs import GraphRunner, per_distinct_tensor, raw_stream_function
 from aotcuda.runtime.devices import resolve_device
 from aotcuda.runtime.handles import (
     OutputStealer,
@@ -352,7 +352,7 @@ class Program:
             for buffer, result in zip(outputs, results):
                 buffer.copy_(result)
             return outputs
-        return _copy_sharing(results) if static else results
+        return per_distinct_tensor(results, torch.Tensor.clone) if static else results  # one copy per tensor
 
     def _run(self, inputs: list[torch.Tensor], stream: int | None = None, single_threaded: bool = False) -> list:
         """One container run: handles in, handles out, adopted by the ownership rule.
@@ -488,9 +488,3 @@ def _written_inputs(specs, num_inputs: int) -> tuple[frozenset[int], frozenset[i
         known = frozenset(i for i, spec in enumerate(specs) if spec.mutated)
         return known, known
     return frozenset(), frozenset(range(num_inputs))
-
-
-def _copy_sharing(tensors: list) -> list:
-    """Copies of tensors that keep one copy per distinct tensor (slots sharing a tensor still share)."""
-    copies: dict[int, torch.Tensor] = {}
-    return [None if t is None else copies.setdefault(id(t), t.clone()) for t in tensors]
