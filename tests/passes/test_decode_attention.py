@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+import aotcuda.kernels.decode_attention  # noqa: F401 - registers aotcuda::decode_attention
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.passes.decode_attention import SDPA, SplitCacheAttentionPass
 
@@ -65,16 +66,22 @@ def _attention_ops(ep):
     return [n for n in ep.graph.nodes if n.target in (aten.bmm.default, aten._softmax.default, SDPA)]
 
 
+@pytest.mark.parametrize("kernel", [False, True], ids=["plain ATen", "kernel op"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("form", ["eager", "sdpa-bool", "sdpa-gqa"])
-def test_decode_attention_over_a_grouped_cache_is_rewritten_and_matches_eager(form, dtype):
+def test_decode_attention_over_a_grouped_cache_is_rewritten_and_matches_eager(form, dtype, kernel):
+    # kernel: the aotcuda::decode_attention op, run here by its CPU implementation (the Triton kernels
+    # themselves: tests/kernels); the test checks the pass's scale and bias against eager.
     torch.manual_seed(0)
     model = CacheAttention(form)
     ep = _ep(model, _inputs(dtype=dtype))
-    graph_pass = SplitCacheAttentionPass(min_cache_len=32, chunk=16)
+    graph_pass = SplitCacheAttentionPass(min_cache_len=32, chunk=16, kernel=kernel)
     split = graph_pass(ep)
-    assert graph_pass.result.changed and graph_pass.result.counts == {"rewritten": 1, "kept": 0}
+    assert graph_pass.result.changed
+    assert graph_pass.result.counts == {"rewritten": 1, "kernel": int(kernel), "kept": 0}
     assert _attention_ops(split) == [] and _attention_ops(ep) != []  # the input program is unchanged
+    kernels = [n for n in split.graph.nodes if n.target is torch.ops.aotcuda.decode_attention.default]
+    assert len(kernels) == int(kernel)
     # Each KV head is read as it is: no repeat of the cache (expand to [B, Hkv, group, L, D]) is left.
     assert not [n for n in split.graph.nodes if n.target is aten.expand.default and len(n.meta["val"].shape) == 5]
     for pos in (0, 10, 31, 63):  # 0 and 10: chunks the mask hides entirely
@@ -101,23 +108,24 @@ def test_repeat_kv_traced_through_whole_dim_slices_is_still_undone():
         unsqueeze.replace_input_with(source, before)
         expand.replace_input_with(unsqueeze, after)
     ep.graph_module.recompile()
-    graph_pass = SplitCacheAttentionPass(min_cache_len=32, chunk=16)
+    graph_pass = SplitCacheAttentionPass(min_cache_len=32, chunk=16, kernel=False)
     split = graph_pass(ep)
-    assert graph_pass.result.counts == {"rewritten": 1, "kept": 0}
+    assert graph_pass.result.counts == {"rewritten": 1, "kernel": 0, "kept": 0}
     assert not [n for n in split.graph.nodes if n.target is aten.expand.default and len(n.meta["val"].shape) == 5]
     args = _inputs(pos=20)
     with torch.no_grad():
         assert _relative_error(split.module()(*args), model(*args)) < 1e-5
 
 
-def test_a_dynamic_batch_is_kept_symbolic():
+@pytest.mark.parametrize("kernel", [False, True], ids=["plain ATen", "kernel op"])
+def test_a_dynamic_batch_is_kept_symbolic(kernel):
     torch.manual_seed(1)
     model = CacheAttention("eager")
     batch = torch.export.Dim("batch", min=1, max=16)
     ep = _ep(model, _inputs(), dynamic_shapes=({0: batch}, {0: batch}, {0: batch}, None))
-    graph_pass = SplitCacheAttentionPass(min_cache_len=32, chunk=16)
+    graph_pass = SplitCacheAttentionPass(min_cache_len=32, chunk=16, kernel=kernel)
     split = graph_pass(ep)
-    assert graph_pass.result.counts == {"rewritten": 1, "kept": 0}
+    assert graph_pass.result.counts == {"rewritten": 1, "kernel": int(kernel), "kept": 0}
     for size in (1, 5, 16):
         args = _inputs(batch=size, pos=40)
         with torch.no_grad():
@@ -129,7 +137,7 @@ def test_a_dynamic_batch_is_kept_symbolic():
 def test_outside_its_limits_attention_is_kept(rows, pass_options):
     ep = _ep(CacheAttention("sdpa-bool"), _inputs(rows=rows))
     graph_pass = SplitCacheAttentionPass(**pass_options)
-    assert graph_pass(ep) is ep and graph_pass.result.counts == {"rewritten": 0, "kept": 1}
+    assert graph_pass(ep) is ep and graph_pass.result.counts == {"rewritten": 0, "kernel": 0, "kept": 1}
 
 
 def test_causal_sdpa_is_not_matched():
@@ -139,11 +147,12 @@ def test_causal_sdpa_is_not_matched():
 
     ep = _ep(Causal(), (torch.randn(1, 2, 1, D), torch.randn(1, 2, L, D), torch.randn(1, 2, L, D)))
     graph_pass = SplitCacheAttentionPass(min_cache_len=32)
-    assert graph_pass(ep) is ep and graph_pass.result.counts == {"rewritten": 0, "kept": 0}
+    assert graph_pass(ep) is ep and graph_pass.result.counts == {"rewritten": 0, "kernel": 0, "kept": 0}
 
 
+@pytest.mark.parametrize("kernel", [False, True], ids=["plain ATen", "kernel op"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_the_decode_step_is_rewritten_in_every_layer_and_matches_eager_step_after_step(dtype):
+def test_the_decode_step_is_rewritten_in_every_layer_and_matches_eager_step_after_step(dtype, kernel):
     from aotcuda.lowering.pipeline import passes
     from aotcuda.models.decoder import DecoderConfig, make_decoder
 
@@ -152,9 +161,10 @@ def test_the_decode_step_is_rewritten_in_every_layer_and_matches_eager_step_afte
     ep = _ep(model, (torch.zeros(2, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long)))
     for graph_pass in passes():
         ep = graph_pass(ep)
-    graph_pass = SplitCacheAttentionPass(min_cache_len=16, chunk=8)
+    graph_pass = SplitCacheAttentionPass(min_cache_len=16, chunk=8, kernel=kernel)
     split = graph_pass(ep)
-    assert graph_pass.result.counts == {"rewritten": config.n_layers, "kept": 0} and not _attention_ops(split)
+    assert graph_pass.result.counts == {"rewritten": config.n_layers, "kernel": config.n_layers * kernel, "kept": 0}
+    assert not _attention_ops(split)
     eager, lowered = make_decoder(config, 2, dtype=dtype, seed=5), split.module()
     tokens = torch.randint(0, config.vocab_size, (2, 1))
     with torch.no_grad():
@@ -183,7 +193,7 @@ def test_a_cuda_lowering_of_a_decode_step_with_a_long_cache_runs_both_passes_and
     example = (torch.zeros(batch, 1, dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"))
     lowered = aotcuda.lower(model, example, device="cuda", package_path=tmp_path / "decode.pt2")
     counts = {r.name: r.counts for r in lowered.pass_results}
-    assert counts["SplitCacheAttentionPass"] == {"rewritten": config.n_layers, "kept": 0}
+    assert counts["SplitCacheAttentionPass"] == {"rewritten": config.n_layers, "kernel": config.n_layers, "kept": 0}
     assert counts["ConcatSiblingProductsPass"] == {"groups": 2 * config.n_layers, "products": 5 * config.n_layers}
     assert lowered.fallback_kernels == []
     eager, program = make_decoder(config, batch, device="cuda", dtype=torch.bfloat16, seed=6), aotcuda.load(lowered.package_path)

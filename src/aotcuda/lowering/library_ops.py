@@ -10,6 +10,10 @@ non-bfloat16 weights under export) loops over ``offs.tolist()`` and skips empty 
 ``if``, which no tracer can follow on data.
 
 A custom op that keeps neither is refused before compiling (lowering/proxy_ops.py).
+
+A Triton op (``torch.library.triton_op``: a custom op whose implementation launches Triton kernels through
+``wrap_triton``) is left as it is: AOTInductor's functionalization traces it into its kernels, which the
+package compiles and launches itself (no proxy executor), on devices where Triton runs (CUDA).
 """
 
 from __future__ import annotations
@@ -60,6 +64,13 @@ def is_custom_op(target) -> bool:
     return isinstance(target, torch._ops.OpOverload) and target.namespace not in ("aten", "prims", "_quantized")
 
 
+def is_triton_op(op: torch._ops.OpOverload) -> bool:
+    """Whether op was made by torch.library.triton_op (its registry, the same in torch 2.11 through 2.15)."""
+    from torch._library import triton
+
+    return is_custom_op(op) and op._schema.name in getattr(triton, "triton_ops_to_kernels", {})
+
+
 def implementation(op: torch._ops.OpOverload) -> Callable | None:
     """The plain-torch implementation to trace for a custom op: aotcuda's rule for it, else the Python
     function it was defined with (torch.library.custom_op); None when it has neither."""
@@ -74,10 +85,11 @@ def implementation(op: torch._ops.OpOverload) -> Callable | None:
 
 def custom_op_decompositions(ep: ExportedProgram) -> dict[torch._ops.OpOverload, Callable]:
     """{custom op of ep: the implementation to trace} for each custom op that has one and writes none of its
-    arguments (an op that does is functionalized by torch.export as it is, and kept)."""
+    arguments (an op that does is functionalized by torch.export as it is, and kept). Triton ops are kept:
+    their implementation launches kernels, which AOTInductor compiles (is_triton_op)."""
     table = {}
     for op in custom_ops_in(ep):
-        if op._schema.is_mutable:
+        if op._schema.is_mutable or is_triton_op(op):
             continue
         fn = implementation(op)
         if fn is not None:

@@ -177,7 +177,7 @@ def lower(
             ep = graph_pass(ep)
             pass_results.append(graph_pass.result)
     refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)
-    proxy_kernels = proxy_executor_kernels(ep)
+    proxy_kernels = proxy_executor_kernels(ep, device.type)
     if proxy_kernels and not allow_fallbacks:  # known now: refuse before a compile of minutes
         error = MissingFallbackKernelsError(proxy_executor_message(proxy_kernels, untraced, refusal))
         error.kernels, error.refusal, error.pass_results = proxy_kernels, refusal, pass_results

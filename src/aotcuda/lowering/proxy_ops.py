@@ -16,7 +16,7 @@ import torch
 from torch.export import ExportedProgram
 
 from aotcuda.lowering.fallbacks import KNOWN_FIXES, FallbackKernel, refusal_line, relative_source_line
-from aotcuda.lowering.library_ops import is_custom_op
+from aotcuda.lowering.library_ops import is_custom_op, is_triton_op
 
 
 def _inductor_generates(op: torch._ops.OpOverload) -> bool:
@@ -39,13 +39,16 @@ def _has_c_shim(op: torch._ops.OpOverload) -> bool:
     return str(op) in inductor_fallback_ops
 
 
-def proxy_executor_kernels(ep: ExportedProgram) -> list[FallbackKernel]:
+def proxy_executor_kernels(ep: ExportedProgram, device_type: str = "cuda") -> list[FallbackKernel]:
     """The ops of ep that AOTInductor would run through its proxy executor, one FallbackKernel each (named
-    as the fallback check names them), with the user's source lines."""
+    as the fallback check names them), with the user's source lines. A Triton op (torch.library.triton_op)
+    becomes its own kernels in the package on CUDA; on another device it is refused here."""
     kernels: dict[str, FallbackKernel] = {}
     for node in ep.graph.nodes:
         op = node.target
         if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload):
+            continue
+        if is_triton_op(op) and device_type == "cuda":
             continue
         if not is_custom_op(op) and (op.namespace != "aten" or _inductor_generates(op)):
             continue
@@ -75,6 +78,11 @@ def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, st
 def _hint(op: str, untraced: dict[str, str]) -> str:
     if op in KNOWN_FIXES:
         return KNOWN_FIXES[op]
+    from torch._library import triton
+
+    if op in getattr(triton, "triton_ops_to_kernels", {}):
+        return ("a Triton op (torch.library.triton_op): its kernels compile for CUDA only; lower for CUDA, or give "
+                "the model a plain-torch path on this device")
     if op in untraced:
         return (f"a custom op whose implementation aotcuda could not trace ({untraced[op]}); make it plain torch "
                 "without Python control flow on tensor values, or register a C shim for it "

@@ -31,6 +31,11 @@ What it matches, after lower()'s decompositions:
 Only where the query rows per KV head (group × Sq) are at most ``max_rows``, and the cache length L is
 static and at least ``min_cache_len``; the batch may be dynamic. Elsewhere (prefill, short sequences)
 Inductor's own attention is kept.
+
+With ``kernel=True`` (the default where Triton is installed) the attention becomes one call of
+``aotcuda::decode_attention`` instead (kernels/decode_attention.py: a Triton op, flash-decoding in two
+kernels that AOTInductor compiles into the package), where the program's scale and mask read as
+``scale · s + bias`` (passes/score_chain.py); elsewhere the plain-ATen form above.
 """
 
 from __future__ import annotations
@@ -42,9 +47,11 @@ import math
 import torch
 from torch.export import ExportedProgram
 
+from aotcuda.kernels import HAVE_TRITON
 from aotcuda.passes.emit import emit, replace_uses
 from aotcuda.passes.program_copy import with_graph
 from aotcuda.passes.result import PassResult
+from aotcuda.passes.score_chain import affine_chain
 
 aten = torch.ops.aten
 ASSERT = aten._assert_tensor_metadata.default
@@ -80,12 +87,15 @@ class SplitCacheAttentionPass:
     """``pass(ep) → ep``: decode attention over a KV cache in the split-cache form (module docstring).
 
     max_rows: the most query rows per KV head (group × Sq) rewritten. min_cache_len: the shortest cache
-    rewritten. chunk: the cache positions per chunk (the largest divisor of L not above it is used).
-    A GraphPass (passes/result.py): ``result.counts`` has ``rewritten`` and ``kept`` (attentions that
-    matched the shape of the pattern but not its size limits)."""
+    rewritten. chunk: the cache positions per chunk of the plain-ATen form (the largest divisor of L not
+    above it is used). kernel: write aotcuda::decode_attention where the scale and mask allow (module
+    docstring). A GraphPass (passes/result.py): ``result.counts`` has ``rewritten``, ``kernel`` (of those,
+    how many as the kernel) and ``kept`` (attentions that matched the shape of the pattern but not its
+    size limits)."""
 
-    def __init__(self, max_rows: int = 16, min_cache_len: int = 512, chunk: int = 128) -> None:
-        self.max_rows, self.min_cache_len, self.chunk = max_rows, min_cache_len, chunk
+    def __init__(self, max_rows: int = 16, min_cache_len: int = 512, chunk: int = 128,
+                 kernel: bool = HAVE_TRITON) -> None:
+        self.max_rows, self.min_cache_len, self.chunk, self.kernel = max_rows, min_cache_len, chunk, kernel
         self.result = PassResult(type(self).__name__)
 
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
@@ -94,16 +104,20 @@ class SplitCacheAttentionPass:
         matches = [m for node in list(graph.nodes) if (m := _match(node)) is not None]
         wanted = [m for m in matches if self._wanted(m)]
         if not wanted:
-            self.result = PassResult(type(self).__name__, False, {"rewritten": 0, "kept": len(matches)})
+            self.result = PassResult(type(self).__name__, False, {"rewritten": 0, "kernel": 0, "kept": len(matches)})
             return ep
         signature = copy.deepcopy(ep.graph_signature)
+        fused = 0
         for match in wanted:
-            _rewrite(graph, match, self._chunk(_static(match.k.meta["val"].shape[2])), signature)
+            if self.kernel and _rewrite_as_kernel(graph, match, signature):
+                fused += 1
+            else:
+                _rewrite(graph, match, self._chunk(_static(match.k.meta["val"].shape[2])), signature)
         graph.eliminate_dead_code()
         graph.lint()
         graph_module.recompile()
         self.result = PassResult(type(self).__name__, True,
-                                 {"rewritten": len(wanted), "kept": len(matches) - len(wanted)})
+                                 {"rewritten": len(wanted), "kernel": fused, "kept": len(matches) - len(wanted)})
         return with_graph(ep, graph_module, graph_signature=signature)
 
     def _wanted(self, match: _Match) -> bool:
@@ -301,6 +315,42 @@ def _rewrite(graph, match: _Match, chunk: int, signature) -> None:
     _erase_checks_of(graph, match.dropped + [match.out])
     if not match.out.users:  # SDPA counts as impure (it may draw dropout): dead-code elimination keeps it
         graph.erase_node(match.out)
+
+
+def _rewrite_as_kernel(graph, match: _Match, signature) -> bool:
+    """The attention as one aotcuda::decode_attention call; False (the graph unchanged but for dead nodes)
+    where its scale and mask are not ``scale · s + bias``."""
+    import aotcuda.kernels.decode_attention  # noqa: F401 - registers the op
+
+    q_value = match.q.meta["val"]
+    with graph.inserting_before(match.out):
+        if match.scores is not None:
+            read = affine_chain(graph, match.scores, match.logits, q_value.device, match.out)
+        else:
+            read = _sdpa_scale_and_bias(graph, match.start, q_value, match.out)
+        if read is None:
+            return False
+        scale, bias = read
+        out = emit(graph, torch.ops.aotcuda.decode_attention.default,
+                   (match.q, match.k, match.v, bias, scale, match.group), like=match.out)
+        if out.meta["val"].dtype != match.out.meta["val"].dtype:
+            out = emit(graph, aten._to_copy.default, (out,), {"dtype": match.out.meta["val"].dtype}, like=match.out)
+    replace_uses(match.out, out, signature)
+    _erase_checks_of(graph, match.dropped + [match.out])
+    if not match.out.users:
+        graph.erase_node(match.out)
+    return True
+
+
+def _sdpa_scale_and_bias(graph, sdpa, q_value, like):
+    """SDPA's scale and its mask as an additive bias (a bool mask keeps True)."""
+    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+    arguments = dict(zip(names, sdpa.args)) | dict(sdpa.kwargs)
+    scale = arguments.get("scale") or 1.0 / math.sqrt(q_value.shape[-1])
+    mask = arguments.get("attn_mask")
+    if mask is None or mask.meta["val"].dtype != torch.bool:
+        return scale, mask
+    return scale, emit(graph, aten.where.Scalar, (mask, 0.0, -math.inf), like=like)
 
 
 def _sdpa_logits(op, sdpa, raw, width):

@@ -1,0 +1,203 @@
+"""``aotcuda::decode_attention``: attention of a few query rows over a KV cache, one pass over the cache.
+
+    out[b, h, s, :] = softmax_l(scale · q[b, h, s] · k[b, h // group, l] + bias[b, h, s, l]) · v[b, h // group, l]
+
+q [B, Hq, Sq, D], k [B, Hkv, L, D], v [B, Hkv, L, Dv] (any strides; Hq = group · Hkv), bias None or a float
+tensor that broadcasts to [B, Hq, Sq, L] (an additive mask; −inf hides a position). Returns [B, Hq, Sq, Dv]
+in q's dtype. The products and the softmax run in float32 (probabilities are rounded to v's dtype before
+their product with v, as eager's attention rounds them).
+
+The CUDA kernel is flash-decoding (Dao, Haziza, Massa, Sizov, 2023): the cache is cut into ``splits``
+chunks; one program per (batch, KV head, chunk) reads its chunk of K and V once for all the group's query
+rows (grouped-query heads share the read), keeps a running max and sum (the online softmax of Milakov and
+Gimelshein, 2018) and writes a partial result; a second kernel combines the chunks with weights
+exp(max_c − max). A block of positions that the bias hides for every row is skipped without reading its
+K and V (a static cache filled to position p reads p positions, not L). A row hidden everywhere gives NaN,
+as eager's softmax does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from aotcuda.kernels import HAVE_TRITON
+
+OP = "aotcuda::decode_attention"
+BLOCK_L = 64  # cache positions a program reads per step
+
+
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float,
+              group: int) -> torch.Tensor:
+    """The same math in plain torch (float32), the CPU implementation and the tests' reference."""
+    k32 = k.float().repeat_interleave(group, dim=1)
+    v32 = v.float().repeat_interleave(group, dim=1)
+    scores = torch.matmul(q.float(), k32.transpose(-1, -2)) * scale
+    if bias is not None:
+        scores = scores + bias.float()
+    probs = torch.softmax(scores, dim=-1).to(v.dtype).float()
+    return torch.matmul(probs, v32).to(q.dtype)
+
+
+def splits_for(batch_heads: int, length: int, processors: int) -> int:
+    """Chunks of the cache: enough programs for about two per multiprocessor at batch 1, each chunk a
+    whole number of BLOCK_L blocks (a power of two, so that the combine kernel reads them in one tile)."""
+    blocks = max(1, -(-length // BLOCK_L))
+    want = max(1, -(-2 * processors // max(batch_heads, 1)))
+    return min(1 << (want - 1).bit_length(), 1 << (blocks.bit_length() - 1))
+
+
+def _strides4(t: torch.Tensor) -> list:
+    """t's strides as a [B, H, S, L]-shaped operand: a dim of size 1 broadcasts (stride 0), and missing
+    leading dims are broadcast ones."""
+    shape, strides = [1] * (4 - t.dim()) + list(t.shape), [0] * (4 - t.dim()) + list(t.stride())
+    return [0 if size == 1 else stride for size, stride in zip(shape, strides)]
+
+
+def _check(q, k, v, bias, group):
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"{OP}: q, k and v must be 4-d [B, H, S, D]; got {q.dim()}, {k.dim()} and {v.dim()} dims")
+    if q.shape[1] != k.shape[1] * group or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"{OP}: shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not "
+                         f"fit group {group} (q heads = group x KV heads, k and v of one cache)")
+    if bias is not None and (bias.dim() > 4 or not bias.is_floating_point()):
+        raise ValueError(f"{OP}: bias must be a float tensor of at most 4 dims that broadcasts to "
+                         f"[B, Hq, Sq, L]; got {bias.dtype} of {bias.dim()} dims")
+
+
+if HAVE_TRITON:
+    import triton
+    import triton.language as tl
+    from torch.library import triton_op, wrap_triton
+
+    @triton.jit
+    def _chunk_kernel(Q, K, V, Bias, PartO, PartM, PartL,
+                      sqb, sqh, sqs, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
+                      sbb, sbh, sbs, sbl, scale, length, chunk,
+                      KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, SQ: tl.constexpr,
+                      D: tl.constexpr, DV: tl.constexpr, SPLITS: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+                      BLOCK: tl.constexpr, IEEE: tl.constexpr):
+        pair = tl.program_id(0)  # b · KV_HEADS + kv head
+        split = tl.program_id(1)
+        b = pair // KV_HEADS
+        kv = pair % KV_HEADS
+        rows = tl.arange(0, BLOCK_M)  # row m of the KV head = (g, s): query head kv · GROUP + g, position s
+        head = kv * GROUP + rows // SQ
+        pos = rows % SQ
+        row_ok = rows < ROWS
+        d = tl.arange(0, BLOCK_D)
+        dv = tl.arange(0, BLOCK_DV)
+        q = tl.load(Q + b * sqb + head[:, None] * sqh + pos[:, None] * sqs + d[None, :] * sqd,
+                    mask=row_ok[:, None] & (d[None, :] < D), other=0.0)
+        q = q.to(K.dtype.element_ty)
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
+        begin = split * chunk
+        for offset in range(begin, begin + chunk, BLOCK):
+            at = offset + tl.arange(0, BLOCK)
+            at_ok = at < length
+            bias = tl.zeros([BLOCK_M, BLOCK], tl.float32)
+            if HAS_BIAS:
+                bias = tl.load(Bias + b * sbb + head[:, None] * sbh + pos[:, None] * sbs + at[None, :] * sbl,
+                               mask=row_ok[:, None] & at_ok[None, :], other=float("-inf")).to(tl.float32)
+            bias = tl.where(at_ok[None, :] & row_ok[:, None], bias, float("-inf"))
+            if tl.max(tl.max(bias, 1), 0) > float("-inf"):  # a block the bias hides everywhere: not read
+                k = tl.load(K + b * skb + kv * skh + at[None, :] * skl + d[:, None] * skd,
+                            mask=(d[:, None] < D) & at_ok[None, :], other=0.0)
+                if IEEE:
+                    s = tl.dot(q, k, input_precision="ieee")
+                else:
+                    s = tl.dot(q, k)
+                s = s * scale + bias
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+                alpha = tl.exp(m_i - m_safe)
+                p = tl.exp(s - m_safe[:, None])
+                l_i = l_i * alpha + tl.sum(p, 1)
+                vals = tl.load(V + b * svb + kv * svh + at[:, None] * svl + dv[None, :] * svd,
+                               mask=at_ok[:, None] & (dv[None, :] < DV), other=0.0)
+                if IEEE:
+                    acc = acc * alpha[:, None] + tl.dot(p.to(vals.dtype), vals, input_precision="ieee")
+                else:
+                    acc = acc * alpha[:, None] + tl.dot(p.to(vals.dtype), vals)
+                m_i = m_new
+        base = pair * SPLITS + split
+        tl.store(PartM + base * BLOCK_M + rows, m_i)
+        tl.store(PartL + base * BLOCK_M + rows, l_i)
+        tl.store(PartO + (base * BLOCK_M + rows[:, None]) * BLOCK_DV + dv[None, :], acc)
+
+    @triton.jit
+    def _combine_kernel(PartO, PartM, PartL, Out, sob, soh, sos, sod,
+                        KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, SQ: tl.constexpr,
+                        DV: tl.constexpr, SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
+        pair = tl.program_id(0)
+        b = pair // KV_HEADS
+        kv = pair % KV_HEADS
+        rows = tl.arange(0, BLOCK_M)
+        dv = tl.arange(0, BLOCK_DV)
+        c = tl.arange(0, SPLITS)
+        at = (pair * SPLITS + c[:, None]) * BLOCK_M + rows[None, :]  # [SPLITS, BLOCK_M]
+        m = tl.load(PartM + at)
+        l = tl.load(PartL + at)
+        top = tl.max(m, 0)  # [BLOCK_M]; −inf for a row hidden everywhere: its weights are NaN, as eager's
+        w = tl.exp(m - top[None, :])  # 0 for an empty chunk (m = −inf), NaN where top = −inf too
+        total = tl.sum(w * l, 0)
+        o = tl.load(PartO + at[:, :, None] * BLOCK_DV + dv[None, None, :])  # [SPLITS, BLOCK_M, BLOCK_DV]
+        out = tl.sum(o * w[:, :, None], 0) / total[:, None]
+        head = kv * GROUP + rows // SQ
+        pos = rows % SQ
+        tl.store(Out + b * sob + head[:, None] * soh + pos[:, None] * sos + dv[None, :] * sod,
+                 out.to(Out.dtype.element_ty), mask=(rows[:, None] < ROWS) & (dv[None, :] < DV))
+
+    def launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float,
+               group: int) -> torch.Tensor:
+        """The two kernels on q's device (the op's CUDA implementation; on CPU tensors under
+        TRITON_INTERPRET=1, Triton's interpreter runs them, as the tests do)."""
+        _check(q, k, v, bias, group)
+        batch, heads, sq, width = q.shape
+        kv_heads, length, width_v = k.shape[1], k.shape[2], v.shape[3]
+        rows = group * sq
+        block_m = max(16, 1 << (rows - 1).bit_length())
+        block_d, block_dv = max(16, 1 << (width - 1).bit_length()), max(16, 1 << (width_v - 1).bit_length())
+        processors = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 132
+        splits = splits_for(kv_heads, length, processors)  # chosen for batch 1, the latency-bound case
+        blocks = -(-length // BLOCK_L)
+        chunk = -(-blocks // splits) * BLOCK_L
+        out = torch.empty((batch, heads, sq, width_v), dtype=q.dtype, device=q.device)
+        part_o = torch.empty((batch * kv_heads * splits * block_m * block_dv,), dtype=torch.float32, device=q.device)
+        part_m = torch.empty((batch * kv_heads * splits * block_m,), dtype=torch.float32, device=q.device)
+        part_l = torch.empty_like(part_m)
+        bias_arg = bias if bias is not None else q
+        bias_strides = _strides4(bias) if bias is not None else [0, 0, 0, 0]
+        ieee = q.dtype == torch.float32 or k.dtype == torch.float32
+        wrap_triton(_chunk_kernel)[(batch * kv_heads, splits)](
+            q, k, v, bias_arg, part_o, part_m, part_l, *q.stride(), *k.stride(), *v.stride(), *bias_strides,
+            float(scale), length, chunk, KV_HEADS=kv_heads, GROUP=group, ROWS=rows, SQ=sq, D=width, DV=width_v,
+            SPLITS=splits, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_D=block_d, BLOCK_DV=block_dv,
+            BLOCK=BLOCK_L, IEEE=ieee)
+        wrap_triton(_combine_kernel)[(batch * kv_heads,)](
+            part_o, part_m, part_l, out, *out.stride(), KV_HEADS=kv_heads, GROUP=group, ROWS=rows, SQ=sq,
+            DV=width_v, SPLITS=splits, BLOCK_M=block_m, BLOCK_DV=block_dv)
+        return out
+
+    @triton_op(OP, mutates_args=())
+    def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
+                         scale: float, group: int) -> torch.Tensor:
+        return launch(q, k, v, bias, scale, group)
+
+    decode_attention.register_kernel("cpu")(reference)
+else:
+    decode_attention = torch.library.custom_op(OP, reference, mutates_args=())
+
+    @decode_attention.register_fake
+    def _(q, k, v, bias, scale, group):
+        _check(q, k, v, bias, group)
+        return q.new_empty((*q.shape[:3], v.shape[3]))
+
+
+def scale_of(width: int) -> float:
+    """SDPA's default scale for a head width."""
+    return 1.0 / math.sqrt(width)

@@ -1,0 +1,120 @@
+"""aotcuda::decode_attention's Triton kernels against the plain-torch reference: on the H200 (cuda), and on
+the CPU through Triton's interpreter where Triton is installed (float32 and float16: the interpreter's
+bfloat16 products are wrong, so bfloat16 is checked on CUDA only). Fresh random q, caches and masks;
+grouped heads, several query rows, strided q, broadcast masks, hidden blocks and a row hidden everywhere."""
+
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from aotcuda.kernels import decode_attention as attention
+
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+# (batch, KV heads, group, query rows, cache length, head width, mask): the decoder's step, odd sizes
+CASES = [(1, 8, 4, 1, 2048, 64, "causal"), (3, 2, 2, 2, 200, 32, "full"), (2, 1, 1, 1, 130, 64, None),
+         (1, 2, 8, 1, 256, 128, "causal-hidden-blocks"), (2, 4, 1, 3, 96, 80, "per-batch")]
+
+
+def _case(batch, kv_heads, group, rows, length, width, mask, dtype, device):
+    q = torch.randn(batch, rows, kv_heads * group, width, dtype=dtype, device=device).transpose(1, 2)  # strided
+    k = torch.randn(batch, kv_heads, length, width, dtype=dtype, device=device)
+    v = torch.randn(batch, kv_heads, length, width, dtype=dtype, device=device)
+    bias = None
+    if mask in ("causal", "causal-hidden-blocks"):
+        position = length // 2 if mask == "causal" else 5
+        visible = torch.arange(length, device=device)[None, :] <= position + torch.arange(rows, device=device)[:, None]
+        bias = torch.zeros(rows, length, device=device).masked_fill(~visible, -math.inf)  # [Sq, L]: broadcast
+    elif mask == "full":
+        bias = torch.randn(batch, kv_heads * group, rows, length, device=device)
+    elif mask == "per-batch":
+        bias = torch.zeros(batch, 1, rows, length, device=device)
+        bias[0, ..., 40:] = torch.finfo(torch.float32).min
+    return q, k, v, bias
+
+
+def _error(got, want):
+    return ((got.double() - want.double()).norm() / want.double().norm()).item()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("case", CASES, ids=[str(c) for c in CASES])
+def test_the_cuda_kernels_match_the_reference(case, dtype):
+    if not attention.HAVE_TRITON:
+        pytest.skip("Triton is not installed")
+    torch.manual_seed(0)
+    q, k, v, bias = _case(*case, dtype, "cuda")
+    scale = 1 / math.sqrt(q.shape[-1])
+    got = torch.ops.aotcuda.decode_attention(q, k, v, bias, scale, case[2])
+    assert got.shape == (*q.shape[:3], v.shape[-1]) and got.dtype == dtype
+    assert _error(got, attention.reference(q, k, v, bias, scale, case[2])) < TOLERANCE[dtype]
+
+
+@pytest.mark.cuda
+def test_a_row_hidden_everywhere_is_nan_as_in_eager():
+    if not attention.HAVE_TRITON:
+        pytest.skip("Triton is not installed")
+    q, k, v, _ = _case(1, 2, 2, 2, 256, 64, None, torch.float32, "cuda")
+    bias = torch.zeros(2, 256, device="cuda")
+    bias[1] = -math.inf
+    got = torch.ops.aotcuda.decode_attention(q, k, v, bias, 0.125, 2)
+    want = attention.reference(q, k, v, bias, 0.125, 2)
+    assert torch.isnan(got[:, :, 1]).all() and torch.isnan(want[:, :, 1]).all()
+    assert _error(got[:, :, 0], want[:, :, 0]) < 1e-5
+
+
+@pytest.mark.cuda
+def test_a_program_with_the_op_lowers_without_fallbacks_and_matches_eager(tmp_path):
+    # The Triton op in a user's program: AOTInductor compiles its kernels into the package, which runs in
+    # aotcuda's runtime (no proxy executor), over a dynamic batch.
+    if not attention.HAVE_TRITON:
+        pytest.skip("Triton is not installed")
+    import aotcuda
+
+    class Step(torch.nn.Module):
+        def forward(self, q, k, v, bias):
+            return torch.ops.aotcuda.decode_attention(q * 2, k, v, bias, 0.125, 4) + 1
+
+    torch.manual_seed(1)
+    args = _case(2, 2, 4, 1, 512, 64, "causal", torch.bfloat16, "cuda")
+    batch = torch.export.Dim("batch", min=1, max=8)
+    lowered = aotcuda.lower(Step(), args, device="cuda", package_path=tmp_path / "step.pt2",
+                            dynamic_shapes=({0: batch}, {0: batch}, {0: batch}, None))
+    assert lowered.fallback_kernels == [] and lowered.runs_in_aotcuda_runtime
+    program = aotcuda.load(lowered.package_path)
+    for size in (1, 5):
+        q, k, v, bias = _case(size, 2, 4, 1, 512, 64, "causal", torch.bfloat16, "cuda")
+        want = attention.reference(q * 2, k, v, bias, 0.125, 4) + 1
+        assert _error(program(q, k, v, bias), want) < 1e-2
+
+
+INTERPRETED = textwrap.dedent("""
+    import math, sys, torch
+    from aotcuda.kernels import decode_attention as attention
+    sys.path.insert(0, {tests!r})
+    from test_decode_attention_kernel import CASES, TOLERANCE, _case, _error
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.float16):
+        for case in CASES:
+            q, k, v, bias = _case(*case, dtype, "cpu")
+            scale = 1 / math.sqrt(q.shape[-1])
+            error = _error(attention.launch(q, k, v, bias, scale, case[2]),
+                           attention.reference(q, k, v, bias, scale, case[2]))
+            assert error < TOLERANCE[dtype], (case, dtype, error)
+            print(case, dtype, f"{{error:.1e}}")
+""")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+def test_the_kernels_match_the_reference_in_tritons_interpreter():
+    code = INTERPRETED.format(tests=os.path.dirname(__file__))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("\n") == 2 * len(CASES)
