@@ -109,7 +109,7 @@ class SplitCacheAttentionPass:
         signature = copy.deepcopy(ep.graph_signature)
         fused = 0
         for match in wanted:
-            if self.kernel and _rewrite_as_kernel(graph, match, signature):
+            if self.kernel and _rewrite_as_kernel(graph, match, signature, _lifted_constants(ep)):
                 fused += 1
             else:
                 _rewrite(graph, match, self._chunk(_static(match.k.meta["val"].shape[2])), signature)
@@ -317,7 +317,13 @@ def _rewrite(graph, match: _Match, chunk: int, signature) -> None:
         graph.erase_node(match.out)
 
 
-def _rewrite_as_kernel(graph, match: _Match, signature) -> bool:
+def _lifted_constants(ep: ExportedProgram) -> dict:
+    """{placeholder name: tensor} of ep's lifted tensor constants."""
+    names = ep.graph_signature.inputs_to_lifted_tensor_constants
+    return {node: ep.constants[name] for node, name in names.items() if name in ep.constants}
+
+
+def _rewrite_as_kernel(graph, match: _Match, signature, constants: dict) -> bool:
     """The attention as one aotcuda::decode_attention call; False (the graph unchanged but for dead nodes)
     where its scale and mask are not ``scale · s + bias``."""
     import aotcuda.kernels.decode_attention  # noqa: F401 - registers the op
@@ -325,7 +331,7 @@ def _rewrite_as_kernel(graph, match: _Match, signature) -> bool:
     q_value = match.q.meta["val"]
     with graph.inserting_before(match.out):
         if match.scores is not None:
-            read = affine_chain(graph, match.scores, match.logits, q_value.device, match.out)
+            read = affine_chain(graph, match.scores, match.logits, q_value.device, match.out, constants)
         else:
             read = _sdpa_scale_and_bias(graph, match.start, q_value, match.out)
         if read is None:

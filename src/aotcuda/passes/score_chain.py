@@ -28,17 +28,18 @@ HIDDEN = -1e30  # a fill at or below this hides its position (finfo(float32).min
 _IDENTITY = {aten._to_copy.default, aten.clone.default}
 
 
-def affine_chain(graph: torch.fx.Graph, scores: torch.fx.Node, logits: torch.fx.Node, device, like
-                 ) -> tuple[float, torch.fx.Node | None] | None:
+def affine_chain(graph: torch.fx.Graph, scores: torch.fx.Node, logits: torch.fx.Node, device, like,
+                 constants: dict | None = None) -> tuple[float, torch.fx.Node | None] | None:
     """(scale, bias node or None) with ``logits = scale · scores + bias`` (module docstring), the bias's
-    nodes emitted at the graph's insertion point; None when the chain is not of that form."""
+    nodes emitted at the graph's insertion point; None when the chain is not of that form. constants:
+    {placeholder name: tensor} of the program's lifted constants (a fill written ``torch.tensor(min)``)."""
     scale, ops, node = 1.0, [], scores
     while node is not logits:
         users = [u for u in node.users if u.target is not aten._assert_tensor_metadata.default]
         if len(users) != 1:
             return None
         user = users[0]
-        step = _step(user, node)
+        step = _step(user, node, constants or {})
         if step is None:
             return None
         factor, op = step
@@ -58,18 +59,24 @@ def _number(value) -> float | None:
     return float(value) if isinstance(value, numbers.Number) and not isinstance(value, bool) else None
 
 
-def _hides(value) -> bool:
-    """A fill that hides its position: a number at or below HIDDEN, or a node that makes one."""
+def _hides(value, constants: dict) -> bool:
+    """A fill that hides its position: a number at or below HIDDEN, or a node that makes one (a full, a
+    scalar_tensor, a one-element lifted constant, through copies)."""
+    while isinstance(value, torch.fx.Node) and value.target in _IDENTITY:
+        value = value.args[0]
     if isinstance(value, torch.fx.Node):
         if value.target in (aten.scalar_tensor.default, aten.full.default) and value.args:
             value = value.args[-1] if value.target is aten.full.default else value.args[0]
+        elif value.op == "placeholder" and isinstance(constants.get(value.name), torch.Tensor) \
+                and constants[value.name].numel() == 1:
+            value = constants[value.name].item()
         else:
             return False
     number = _number(value)
     return number is not None and (number <= HIDDEN or number == -math.inf)
 
 
-def _step(user: torch.fx.Node, chain: torch.fx.Node):
+def _step(user: torch.fx.Node, chain: torch.fx.Node, constants: dict):
     """(factor on the scale, (target, args builder, kwargs) to apply to the bias, or None) for one op of
     the chain; None when the op does not keep the affine form."""
     target, args, kwargs = user.target, user.args, dict(user.kwargs)
@@ -98,12 +105,12 @@ def _step(user: torch.fx.Node, chain: torch.fx.Node):
         condition, kept, other = args
         if _reads(condition, chain):
             return None
-        if kept is chain and other is not chain and _hides(other):
+        if kept is chain and other is not chain and _hides(other, constants):
             return 1.0, (target, lambda b: (condition, b, other), {})
-        if other is chain and kept is not chain and _hides(kept):
+        if other is chain and kept is not chain and _hides(kept, constants):
             return 1.0, (target, lambda b: (condition, kept, b), {})
         return None
-    if target is aten.masked_fill.Scalar and args[0] is chain and not _reads(args[1], chain) and _hides(args[2]):
+    if target is aten.masked_fill.Scalar and args[0] is chain and not _reads(args[1], chain) and _hides(args[2], constants):
         return 1.0, (target, lambda b: (b, args[1], args[2]), {})
     return None
 

@@ -1,0 +1,69 @@
+"""score_chain.affine_chain through SplitCacheAttentionPass(kernel=True): each way code scales and masks
+attention scores that reads as ``scale · s + bias`` becomes the kernel op and matches eager; a chain that
+does not (a tensor scale, a finite fill that does not hide) keeps the plain-ATen form, which matches too."""
+
+import math
+
+import pytest
+import torch
+
+import aotcuda.kernels.decode_attention  # noqa: F401 - registers aotcuda::decode_attention
+from aotcuda.lowering.decompositions import decomposition_table
+from aotcuda.passes.decode_attention import SplitCacheAttentionPass
+
+B, HQ, HKV, D, L = 2, 4, 2, 16, 64
+LOW = torch.finfo(torch.float32).min
+
+
+def _visible(length, pos):
+    return torch.arange(length)[None, :] <= pos  # [1, L]
+
+
+CHAINS = {  # name: (scores, visible, pos) → logits, and whether it reads as scale · s + bias
+    "scale then additive mask": (lambda s, m, p: s * 0.25 + torch.zeros(m.shape).masked_fill(~m, -math.inf), True),
+    "mask then divide": (lambda s, m, p: (s + torch.zeros(m.shape).masked_fill(~m, LOW)) / 4.0, True),
+    "where with -inf": (lambda s, m, p: torch.where(m, s * 0.3, -math.inf), True),
+    "where, scores second": (lambda s, m, p: torch.where(~m, torch.tensor(LOW), s / 3.0), True),
+    "masked_fill with finfo.min": (lambda s, m, p: (s / 4.0).masked_fill(~m, LOW), True),
+    "mask minus scores": (lambda s, m, p: torch.zeros(m.shape).masked_fill(~m, -math.inf) - s * 0.5, True),
+    "a bias per position and a mask": (lambda s, m, p: s * 0.25 + torch.linspace(-1, 1, m.shape[-1])
+                                       + torch.zeros(m.shape).masked_fill(~m, -math.inf), True),
+    "a scale per head (a tensor)": (lambda s, m, p: s * torch.linspace(0.1, 0.4, HQ)[:, None, None]
+                                    + torch.zeros(m.shape).masked_fill(~m, -math.inf), False),
+    "a finite fill that does not hide": (lambda s, m, p: torch.where(m, s * 0.25, 0.0), False),
+}
+
+
+class Chain(torch.nn.Module):
+    def __init__(self, chain):
+        super().__init__()
+        self.chain = chain
+
+    def forward(self, q, k, v, pos):
+        group = q.shape[1] // k.shape[1]
+        k = k[:, :, None].expand(-1, -1, group, -1, -1).reshape(k.shape[0], -1, *k.shape[2:])
+        v = v[:, :, None].expand(-1, -1, group, -1, -1).reshape(v.shape[0], -1, *v.shape[2:])
+        scores = torch.matmul(q, k.transpose(2, 3))
+        logits = self.chain(scores, _visible(k.shape[2], pos), pos)
+        return torch.matmul(torch.softmax(logits.float(), -1).to(q.dtype), v)
+
+
+def _inputs(pos):
+    return (torch.randn(B, HQ, 1, D), torch.randn(B, HKV, L, D), torch.randn(B, HKV, L, D), torch.tensor(pos))
+
+
+@pytest.mark.parametrize("name", list(CHAINS))
+def test_each_scale_and_mask_form_is_read_or_left_and_matches_eager(name):
+    chain, affine = CHAINS[name]
+    torch.manual_seed(3)
+    model = Chain(chain)
+    with torch.no_grad():
+        ep = torch.export.export(model, _inputs(5)).run_decompositions(decomposition_table())
+    graph_pass = SplitCacheAttentionPass(min_cache_len=32, chunk=16, kernel=True)
+    rewritten = graph_pass(ep)
+    assert graph_pass.result.counts == {"rewritten": 1, "kernel": int(affine), "kept": 0}
+    for pos in (0, 17, 63):
+        args = _inputs(pos)
+        with torch.no_grad():
+            got, want = rewritten.module()(*args), model(*args)
+        assert ((got - want).norm() / want.norm()).item() < 1e-5, pos
