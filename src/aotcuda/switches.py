@@ -51,8 +51,9 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "read one activation (q/k/v, w1/w3) become one product over their stacked weights "
            "(passes/sibling_products.py); off: each product on its own", "at each lower() for CUDA"),
     Switch("AOTCUDA_DECODE_ATTENTION", False, "CUDA lowering runs SplitCacheAttentionPass: attention of a few query "
-           "rows over a long KV cache in split-cache (flash-decoding) form, in generated kernels "
-           "(passes/decode_attention.py); off: Inductor's own attention", "at each lower() for CUDA"),
+           "rows over a long KV cache in one pass over the cache, as the aotcuda::decode_attention Triton op "
+           "(kernels/decode_attention.py) where Triton is installed, else in split-cache form in generated "
+           "kernels (passes/decode_attention.py); off: Inductor's own attention", "at each lower() for CUDA"),
     Switch("AOTCUDA_MAX_EXTRACT_BYTES", 64 << 30, "bytes extracted from one package, all entries together",
            "at each load"),
     Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry",

@@ -93,6 +93,31 @@ def test_a_custom_op_without_an_implementation_is_refused_before_compiling_with_
     assert "custom_ops_to_c_shims" in message
 
 
+@torch.library.custom_op("aotcuda_test::triton_scale", mutates_args=())
+def triton_scale(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+@triton_scale.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_triton_op_is_kept_for_cuda_and_refused_before_compiling_elsewhere(monkeypatch):
+    # A Triton op (torch.library.triton_op) is known by torch's registry of them; AOTInductor compiles its
+    # kernels for CUDA, so it is neither traced through nor a proxy-executor call there. This op stands in
+    # for one (Triton itself need not be installed): it is entered in the registry as triton_op does.
+    from torch._library import triton
+
+    monkeypatch.setitem(triton.triton_ops_to_kernels, "aotcuda_test::triton_scale", [])
+    ep, untraced = _decomposed(torch.export.export(Calls(triton_scale), (torch.randn(3, 4),), strict=False))
+    assert untraced == {} and custom_ops_in(ep) == [torch.ops.aotcuda_test.triton_scale.default]
+    assert proxy_executor_kernels(ep, "cuda") == []
+    assert [k.op for k in proxy_executor_kernels(ep, "cpu")] == ["aotcuda_test::triton_scale"]
+    message = _refused_before_compiling(Calls(triton_scale), torch.randn(3, 4))
+    assert "aotcuda_test::triton_scale (proxy executor)" in message and "compile for CUDA only" in message
+
+
 def test_deepseek_v2_float32_moe_as_users_build_it_decomposes_to_aten():
     """DeepseekV2Model with its library defaults in float32: the experts' grouped_mm_fallback is traced by its
     rule; nothing is left for the proxy executor, and the program matches eager at two lengths."""
