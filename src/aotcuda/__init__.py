@@ -16,23 +16,24 @@ from aotcuda.errors import (
     RuntimeCallError,
     UnsupportedComplexOpError,
 )
-from aotcuda.runtime.program import Program, load
 
-# The lowering (torch.export, the passes, Inductor) is imported when first used, so that a process that
-# only runs packages (``aotcuda.load``) imports the runtime alone (tests/test_imports.py).
-_LOWERING = frozenset({"LoweredProgram", "lower"})
+# The runtime and the lowering (torch.export, the passes, Inductor) are imported when first used: a process
+# that only runs packages (``aotcuda.load``) imports the runtime alone (tests/test_imports.py), and one that
+# imports a module needing no torch (Ray Serve's HTTP proxy: serving/proxy.py) imports no torch.
+_LAZY = {"LoweredProgram": "aotcuda.lowering", "lower": "aotcuda.lowering", "Program": "aotcuda.runtime.program",
+         "load": "aotcuda.runtime.program"}
 
 
 def __getattr__(name: str):
-    if name in _LOWERING:
-        from aotcuda import lowering
+    if name in _LAZY:
+        import importlib
 
-        return getattr(lowering, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'aotcuda' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LOWERING})
+    return sorted({*globals(), *_LAZY})
 
 __all__ = [
     "AotcudaError",

@@ -24,10 +24,9 @@ import urllib.parse
 import torch
 
 from aotcuda.errors import AotcudaError
+from aotcuda.serving.body import ERROR_HEADER
 
 __all__ = ["Client", "ServingError"]
-
-ERROR_HEADER = "X-Aotcuda-Error"
 
 
 class ServingError(AotcudaError):

@@ -12,74 +12,16 @@ rather than failing on every request.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import struct
 
 import torch
 
-from aotcuda.errors import AotcudaError, InputError
 from aotcuda.package_format import json_depth
+from aotcuda.serving.body import LateBodyError, RequestError, SlowBodyError, read_body, too_large  # noqa: F401 - re-exported
 
 __all__ = ["LateBodyError", "RequestError", "SlowBodyError", "decode_inputs", "encode_outputs", "read_body",
            "unsupported_dtypes"]
-
-
-class RequestError(InputError):
-    """A request body that is not a safetensors file of the program's inputs (answered with HTTP 400)."""
-
-    http_status = 400
-
-
-class SlowBodyError(RequestError):
-    """A request body that did not arrive within the server's time for it (answered with HTTP 408)."""
-
-    http_status = 408
-
-
-class LateBodyError(AotcudaError):
-    """A body that Ray Serve's HTTP proxy had read whole but that did not reach the replica in time: Ray's
-    delay, not the client's (answered with HTTP 503; the program did not run)."""
-
-    http_status = 503
-
-
-def _too_large(size: int, max_bytes: int, how: str) -> RequestError:
-    return RequestError(f"the request body {how} {size} bytes, more than this server's limit of {max_bytes}; "
-                        "send smaller batches, or start the server with a larger --max-request-bytes")
-
-
-async def read_body(request, max_bytes: int, timeout_s: float) -> bytes:
-    """The body of a Starlette request, read within ``timeout_s`` seconds and at most ``max_bytes`` long (by
-    Ray Serve's HTTP proxy, from the client: proxy.WholeBody; by a replica behind a proxy without it).
-
-    A declared Content-Length over the limit is refused before a byte of the body is read; a body without
-    one (chunked) is counted while it streams and refused as soon as it passes the limit. A body that is
-    still arriving after ``timeout_s`` (a client that sends headers and then trickles, or nothing) is
-    refused with SlowBodyError, which frees the replica's slot.
-    """
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not (declared.isascii() and declared.isdigit()):
-            raise RequestError(f"the request's Content-Length {declared[:40]!r} is not a number of bytes")
-        if int(declared) > max_bytes:
-            raise _too_large(int(declared), max_bytes, "declares")
-    chunks: list[bytes] = []
-
-    async def read() -> None:
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_bytes:
-                raise _too_large(size, max_bytes, "has at least")
-            chunks.append(chunk)
-
-    try:
-        await asyncio.wait_for(read(), timeout_s)
-    except asyncio.TimeoutError:
-        raise SlowBodyError(f"the request body did not arrive within {timeout_s:g} s (this server's "
-                            "--body-timeout-s); send the whole body at once") from None
-    return b"".join(chunks)
 
 
 def _safetensors():
@@ -102,7 +44,7 @@ def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.T
     unknown input name.
     """
     if len(body) > max_bytes:
-        raise _too_large(len(body), max_bytes, "has")
+        raise too_large(len(body), max_bytes, "has")
     _check_header_names(body, names)  # before a tensor is built: a million names cost the header's parse only
     try:
         tensors = _safetensors().load(body)

@@ -19,7 +19,7 @@ Each request's inputs are checked on their own, before batching, with the runtim
 that fails as a whole (the container reports an error) is run again request by request, so that one
 request's failure stays its own.
 
-A body is read within ``body_timeout_s`` and at most ``max_request_bytes`` long (codec.read_body): a body
+A body is read within ``body_timeout_s`` and at most ``max_request_bytes`` long (body.read_body): a body
 over the limit is refused by its Content-Length before it is read, a chunked one as soon as it passes the
 limit, and one that trickles gets 408, so that slow clients cannot hold every replica slot. A Ray that
 serve_package starts reads it in its HTTP proxy, from the client (proxy.WholeBody), before a replica is
@@ -49,8 +49,8 @@ from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, serving_plan, split_rows
-from aotcuda.serving.client import ERROR_HEADER
-from aotcuda.serving.codec import LateBodyError, SlowBodyError, decode_inputs, encode_outputs, read_body
+from aotcuda.serving.body import ERROR_HEADER, LateBodyError, SlowBodyError, read_body
+from aotcuda.serving.codec import decode_inputs, encode_outputs
 from aotcuda.serving.proxy import read_by_proxy
 
 __all__ = ["HealthCheck", "ProgramReplica"]

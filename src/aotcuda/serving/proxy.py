@@ -26,8 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse
 
 from aotcuda import switches
-from aotcuda.serving.client import ERROR_HEADER
-from aotcuda.serving.codec import RequestError, read_body
+from aotcuda.serving.body import ERROR_HEADER, RequestError, read_body
 
 __all__ = ["BODY_READ", "CALLBACK", "WholeBody", "middlewares", "proxy_environment", "read_by_proxy"]
 
@@ -64,7 +63,7 @@ def read_by_proxy(scope) -> bool:
 
 class WholeBody:
     """ASGI middleware: read an HTTP request's whole body within ``timeout_s`` and at most ``max_bytes`` long
-    (codec.read_body: refused by Content-Length before reading, counted while it streams), answer 408 or 400
+    (body.read_body: refused by Content-Length before reading, counted while it streams), answer 408 or 400
     itself when it does not fit, else hand the app the body as one message and mark the scope."""
 
     def __init__(self, app, *, timeout_s: float, max_bytes: int):
