@@ -17,6 +17,7 @@ from aotcuda.lowering.fallbacks import LIBRARY_KERNELS, ONEDNN_KERNELS
 from aotcuda import switches
 from aotcuda.passes.decode_attention import SplitCacheAttentionPass
 from aotcuda.passes.result import GraphPass
+from aotcuda.passes.row_products import RowProductsPass
 from aotcuda.passes.sibling_products import ConcatSiblingProductsPass
 from aotcuda.passes.vector_operands import StoreVectorOperandsPass
 
@@ -50,12 +51,15 @@ DEVICE_PROFILES = {
     # inline their vector; a costly vector (a SwiGLU's silu product) is stored once instead
     # (passes/vector_operands.py: w2's kernels of the H200 decode step 272.6 -> 150.1 us).
     # ConcatSiblingProductsPass (q/k/v and w1/w3 as one product each) and SplitCacheAttentionPass (decode
-    # attention over the cache in split-cache form): on for CUDA pending the H200 measurement of issue 29,
-    # each off by its switch; StoreVectorOperandsPass runs after them, on the fused products.
+    # attention over the cache in split-cache form or as a Triton op), RowProductsPass (few-row products as
+    # a Triton op, after the siblings are one product): each off by its switch pending the H200
+    # measurement of issue 29; StoreVectorOperandsPass runs after them, on the products left.
     "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS, inductor_configs={"coordinate_descent_tuning": True},
-                          passes=(ConcatSiblingProductsPass, SplitCacheAttentionPass, StoreVectorOperandsPass),
+                          passes=(ConcatSiblingProductsPass, SplitCacheAttentionPass, RowProductsPass,
+                                  StoreVectorOperandsPass),
                           pass_switches={ConcatSiblingProductsPass: "AOTCUDA_SIBLING_PRODUCTS",
-                                         SplitCacheAttentionPass: "AOTCUDA_DECODE_ATTENTION"}),
+                                         SplitCacheAttentionPass: "AOTCUDA_DECODE_ATTENTION",
+                                         RowProductsPass: "AOTCUDA_ROW_PRODUCTS"}),
     "cpu": DeviceProfile(allowed_kernels=LIBRARY_KERNELS | ONEDNN_KERNELS),
 }
 

@@ -1,0 +1,69 @@
+"""Few-row matrix products on CUDA (a decode step's projections and LM head): Inductor against
+aotcuda::row_product, against a device copy of the weight.
+
+    python benchmarks/row_products.py [--rows 1 8] [--json out.json]
+
+The products of one step of benchmarks/decode.py's decoder (dim 2048, FFN 8192, vocab 32000, bf16): wq and
+wo (2048 → 2048), q/k/v as one product (2048 → 3072), w1/w3 as one (2048 → 16384), w2 (8192 → 2048) and
+the LM head (2048 → 32000). Rows: "Inductor" (``x @ w.t()`` under torch.compile with
+coordinate_descent_tuning, as aotcuda's CUDA lowering compiles it), "row_product kernel" (RowProductsPass's
+op). Each timed as a CUDA graph replay (triton.testing.do_bench_cudagraph, median); "of copy": the time of a
+device copy of the weight's bytes in the same run over the row's time. Error: against float64 on the same
+values. Needs a CUDA device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import markdown_row  # noqa: E402
+
+PRODUCTS = {"wq, wo": (2048, 2048), "q/k/v": (2048, 3072), "w1/w3": (2048, 16384), "w2": (8192, 2048),
+            "LM head": (2048, 32000)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--json")
+    options = parser.parse_args()
+    import torch._inductor.config as inductor_config
+    from triton.testing import do_bench_cudagraph
+
+    import aotcuda.kernels.row_product  # noqa: F401 - registers the op
+
+    inductor_config.coordinate_descent_tuning = True
+    results = []
+    print(markdown_row("rows", "product", "how it runs", "µs", "of copy", "rel. error"))
+    print(markdown_row(*["---"] * 6))
+    for rows in options.rows:
+        for name, (k, n) in PRODUCTS.items():
+            x = torch.randn(rows, k, dtype=torch.bfloat16, device="cuda")
+            weight = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") / k ** 0.5
+            target = torch.empty_like(weight)
+            copy_us = do_bench_cudagraph(lambda: target.copy_(weight)) * 1e3
+            want = x.double() @ weight.double().t()
+            variants = {"Inductor": torch.compile(lambda x, w: x @ w.t()),
+                        "row_product kernel": lambda x, w: torch.ops.aotcuda.row_product(x, w.t(), None)}
+            print(markdown_row(rows, name, "device copy of the weight", f"{copy_us:.1f}", "100%", ""))
+            for variant, run in variants.items():
+                got = run(x, weight)
+                us = do_bench_cudagraph(lambda run=run: run(x, weight)) * 1e3
+                error = ((got.double() - want).norm() / want.norm()).item()
+                print(markdown_row(rows, name, variant, f"{us:.1f}", f"{copy_us / us:.0%}", f"{error:.1e}"))
+                results.append({"rows": rows, "product": name, "row": variant, "us": us, "copy_us": copy_us,
+                                "error": error})
+    if options.json:
+        with open(options.json, "w") as file:
+            json.dump({"torch": torch.__version__, "card": torch.cuda.get_device_name(), "rows": results}, file,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()

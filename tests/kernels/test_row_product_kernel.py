@@ -1,0 +1,67 @@
+"""aotcuda::row_product's Triton kernel against the plain-torch reference: on CUDA, and on the CPU in
+Triton's interpreter where Triton is installed (float32 and float16; bfloat16 on CUDA only). Fresh random
+rows and weights: one to sixteen rows, sizes that are no multiple of a block, a transposed weight (a linear
+layer's), a bias."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from aotcuda.kernels import row_product
+
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+# (rows, K, N, bias, the weight as a transposed [N, K])
+CASES = [(1, 2048, 3072, False, True), (8, 300, 70, True, True), (3, 130, 33, False, False),
+         (16, 64, 16, True, False), (1, 8192, 512, False, True)]
+
+
+def _case(rows, k, n, bias, transposed, dtype, device):
+    x = torch.randn(rows, k, dtype=dtype, device=device)
+    w = torch.randn(n, k, dtype=dtype, device=device).t() if transposed else torch.randn(k, n, dtype=dtype, device=device)
+    return x, w, (torch.randn(n, dtype=dtype, device=device) if bias else None)
+
+
+def _error(got, want):
+    return ((got.double() - want.double()).norm() / want.double().norm()).item()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("case", CASES, ids=[str(c) for c in CASES])
+def test_the_cuda_kernel_matches_the_reference(case, dtype):
+    if not row_product.HAVE_TRITON:
+        pytest.skip("Triton is not installed")
+    torch.manual_seed(0)
+    x, w, bias = _case(*case, dtype, "cuda")
+    got = torch.ops.aotcuda.row_product(x, w, bias)
+    assert got.shape == (x.shape[0], w.shape[1]) and got.dtype == dtype
+    assert _error(got, row_product.reference(x, w, bias)) < TOLERANCE[dtype]
+
+
+INTERPRETED = textwrap.dedent("""
+    import sys, torch
+    from aotcuda.kernels import row_product
+    sys.path.insert(0, {tests!r})
+    from test_row_product_kernel import CASES, TOLERANCE, _case, _error
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.float16):
+        for case in CASES:
+            x, w, bias = _case(*case, dtype, "cpu")
+            error = _error(row_product.launch(x, w, bias), row_product.reference(x, w, bias))
+            assert error < TOLERANCE[dtype], (case, dtype, error)
+            print(case, dtype, f"{{error:.1e}}")
+""")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+def test_the_kernel_matches_the_reference_in_tritons_interpreter():
+    code = INTERPRETED.format(tests=os.path.dirname(__file__))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("\n") == 2 * len(CASES)
