@@ -49,10 +49,11 @@ def splits_for(batch_heads: int, length: int, processors: int) -> int:
 
 
 def _strides4(t: torch.Tensor) -> list:
-    """t's strides as a [B, H, S, L]-shaped operand: a dim of size 1 broadcasts (stride 0), and missing
-    leading dims are broadcast ones."""
+    """t's strides as a [B, H, S, L]-shaped operand: a dim of static size 1 broadcasts (stride 0), and
+    missing leading dims are broadcast ones. A symbolic size (a dynamic batch) is never compared with 1:
+    that would guard on it; such a dim is q's own, read with its stride."""
     shape, strides = [1] * (4 - t.dim()) + list(t.shape), [0] * (4 - t.dim()) + list(t.stride())
-    return [0 if size == 1 else stride for size, stride in zip(shape, strides)]
+    return [0 if type(size) is int and size == 1 else stride for size, stride in zip(shape, strides)]
 
 
 def _check(q, k, v, bias, group):
