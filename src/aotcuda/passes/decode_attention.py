@@ -250,9 +250,14 @@ def _match_products(bmm) -> _Match | None:
     return _Match(q, k, v, group, bmm, scores, logits, out, dropped + [probs])
 
 
-def _match_sdpa(sdpa) -> _Match | None:
+def _sdpa_arguments(sdpa) -> dict:
+    """scaled_dot_product_attention's arguments by name, positional or not."""
     names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-    arguments = dict(zip(names, sdpa.args)) | dict(sdpa.kwargs)
+    return dict(zip(names, sdpa.args)) | dict(sdpa.kwargs)
+
+
+def _match_sdpa(sdpa) -> _Match | None:
+    arguments = _sdpa_arguments(sdpa)
     if arguments.get("dropout_p", 0.0) != 0.0 or arguments.get("is_causal", False):
         return None
     q, k, v = arguments["query"], arguments["key"], arguments["value"]
@@ -350,8 +355,7 @@ def _rewrite_as_kernel(graph, match: _Match, signature, constants: dict) -> bool
 
 def _sdpa_scale_and_bias(graph, sdpa, q_value, like):
     """SDPA's scale and its mask as an additive bias (a bool mask keeps True)."""
-    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-    arguments = dict(zip(names, sdpa.args)) | dict(sdpa.kwargs)
+    arguments = _sdpa_arguments(sdpa)
     scale = arguments.get("scale") or 1.0 / math.sqrt(q_value.shape[-1])
     mask = arguments.get("attn_mask")
     if mask is None or mask.meta["val"].dtype != torch.bool:
@@ -361,8 +365,7 @@ def _sdpa_scale_and_bias(graph, sdpa, q_value, like):
 
 def _sdpa_logits(op, sdpa, raw, width):
     """SDPA's scores: raw × scale, then its mask (a bool mask keeps True; a float mask is added)."""
-    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-    arguments = dict(zip(names, sdpa.args)) | dict(sdpa.kwargs)
+    arguments = _sdpa_arguments(sdpa)
     q_value = arguments["query"].meta["val"]
     batch, heads, rows, _ = q_value.shape
     length = raw.meta["val"].shape[-1]
