@@ -19,3 +19,25 @@ def relative_error(outs: torch.Tensor | Sequence[torch.Tensor], refs: torch.Tens
 def markdown_row(*cells) -> str:
     """One Markdown table row, ready to paste into docs/performance.md."""
     return "| " + " | ".join(str(cell) for cell in cells) + " |"
+
+
+def graph_replay_row(cells: tuple, run, args: tuple, want: torch.Tensor, copy_us: float) -> dict:
+    """Run ``run(*args)`` once, time its CUDA graph replay (triton.testing.do_bench_cudagraph, median µs),
+    print one table row: cells, µs, the copy's time over it, relative error against ``want`` (float64)."""
+    from triton.testing import do_bench_cudagraph
+
+    with torch.no_grad():
+        got = run(*args)
+        us = do_bench_cudagraph(lambda: run(*args)) * 1e3
+    error = relative_error(got, want)
+    print(markdown_row(*cells, f"{us:.1f}", f"{copy_us / us:.0%}", f"{error:.1e}"))
+    return {"us": us, "copy_us": copy_us, "error": error}
+
+
+def write_device_rows(path: str | None, rows: list) -> None:
+    """The rows as JSON, with the torch version and the card's name (nothing when path is None)."""
+    if path:
+        import json
+
+        with open(path, "w") as file:
+            json.dump({"torch": torch.__version__, "card": torch.cuda.get_device_name(), "rows": rows}, file, indent=1)

@@ -17,7 +17,6 @@ step reads the whole cache. Error: against float64 math on the same values. Need
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -25,7 +24,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import markdown_row  # noqa: E402
+from _common import graph_replay_row, markdown_row, write_device_rows  # noqa: E402
 
 HEADS, KV_HEADS, WIDTH, LENGTH = 32, 8, 64, 2048
 
@@ -92,18 +91,9 @@ def main() -> None:
             want = _reference(*args)
             print(markdown_row(batch, position, "device copy of the cache", f"{copy_us:.1f}", "100%", ""))
             for name, run in variants:
-                with torch.no_grad():
-                    got = run(*args)
-                    us = do_bench_cudagraph(lambda run=run: run(*args)) * 1e3
-                error = ((got.double() - want).norm() / want.norm()).item()
-                print(markdown_row(batch, position, name, f"{us:.1f}", f"{copy_us / us:.0%}", f"{error:.1e}"))
-                results.append({"batch": batch, "position": position, "row": name, "us": us, "copy_us": copy_us,
-                                "error": error})
-    if options.json:
-        with open(options.json, "w") as file:
-            json.dump({"torch": torch.__version__, "card": torch.cuda.get_device_name(), "rows": results}, file,
-                      indent=1)
-
+                row = graph_replay_row((batch, position, name), run, args, want, copy_us)
+                results.append({"batch": batch, "position": position, "row": name, **row})
+    write_device_rows(options.json, results)
 
 if __name__ == "__main__":
     main()

@@ -15,14 +15,13 @@ values. Needs a CUDA device.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import markdown_row  # noqa: E402
+from _common import graph_replay_row, markdown_row, write_device_rows  # noqa: E402
 
 PRODUCTS = {"wq, wo": (2048, 2048), "q/k/v": (2048, 3072), "w1/w3": (2048, 16384), "w2": (8192, 2048),
             "LM head": (2048, 32000)}
@@ -53,17 +52,9 @@ def main() -> None:
                         "row_product kernel": lambda x, w: torch.ops.aotcuda.row_product(x, w.t(), None)}
             print(markdown_row(rows, name, "device copy of the weight", f"{copy_us:.1f}", "100%", ""))
             for variant, run in variants.items():
-                got = run(x, weight)
-                us = do_bench_cudagraph(lambda run=run: run(x, weight)) * 1e3
-                error = ((got.double() - want).norm() / want.norm()).item()
-                print(markdown_row(rows, name, variant, f"{us:.1f}", f"{copy_us / us:.0%}", f"{error:.1e}"))
-                results.append({"rows": rows, "product": name, "row": variant, "us": us, "copy_us": copy_us,
-                                "error": error})
-    if options.json:
-        with open(options.json, "w") as file:
-            json.dump({"torch": torch.__version__, "card": torch.cuda.get_device_name(), "rows": results}, file,
-                      indent=1)
-
+                row = graph_replay_row((rows, name, variant), run, (x, weight), want, copy_us)
+                results.append({"rows": rows, "product": name, "row": variant, **row})
+    write_device_rows(options.json, results)
 
 if __name__ == "__main__":
     main()

@@ -5,15 +5,12 @@ grouped heads, several query rows, strided q, broadcast masks, hidden blocks and
 
 import importlib.util
 import math
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
 
 from aotcuda.kernels import decode_attention as attention
+from interpreted import run_interpreted
 
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 # (batch, KV heads, group, query rows, cache length, head width, mask): the decoder's step, odd sizes
@@ -94,11 +91,8 @@ def test_a_program_with_the_op_lowers_without_fallbacks_and_matches_eager(tmp_pa
         assert _error(program(q, k, v, bias), want) < 1e-2
 
 
-INTERPRETED = textwrap.dedent("""
-    import math, sys, torch
-    from aotcuda.kernels import decode_attention as attention
-    sys.path.insert(0, {tests!r})
-    from test_decode_attention_kernel import CASES, TOLERANCE, _case, _error
+def check_interpreted():
+    """Each case in float32 and float16 through Triton's interpreter (run by interpreted.run_interpreted)."""
     torch.manual_seed(0)
     for dtype in (torch.float32, torch.float16):
         for case in CASES:
@@ -107,14 +101,9 @@ INTERPRETED = textwrap.dedent("""
             error = _error(attention.launch(q, k, v, bias, scale, case[2]),
                            attention.reference(q, k, v, bias, scale, case[2]))
             assert error < TOLERANCE[dtype], (case, dtype, error)
-            print(case, dtype, f"{{error:.1e}}")
-""")
+            print(case, dtype, f"{error:.1e}")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
 def test_the_kernels_match_the_reference_in_tritons_interpreter():
-    code = INTERPRETED.format(tests=os.path.dirname(__file__))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "TRITON_INTERPRET": "1"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("\n") == 2 * len(CASES)
+    assert len(run_interpreted("test_decode_attention_kernel")) == 2 * len(CASES)

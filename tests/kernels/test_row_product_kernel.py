@@ -4,15 +4,12 @@ rows and weights: one to sixteen rows, sizes that are no multiple of a block, a 
 layer's), a bias."""
 
 import importlib.util
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
 
 from aotcuda.kernels import row_product
+from interpreted import run_interpreted
 
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 # (rows, K, N, bias, the weight as a transposed [N, K])
@@ -43,25 +40,17 @@ def test_the_cuda_kernel_matches_the_reference(case, dtype):
     assert _error(got, row_product.reference(x, w, bias)) < TOLERANCE[dtype]
 
 
-INTERPRETED = textwrap.dedent("""
-    import sys, torch
-    from aotcuda.kernels import row_product
-    sys.path.insert(0, {tests!r})
-    from test_row_product_kernel import CASES, TOLERANCE, _case, _error
+def check_interpreted():
+    """Each case in float32 and float16 through Triton's interpreter (run by interpreted.run_interpreted)."""
     torch.manual_seed(0)
     for dtype in (torch.float32, torch.float16):
         for case in CASES:
             x, w, bias = _case(*case, dtype, "cpu")
             error = _error(row_product.launch(x, w, bias), row_product.reference(x, w, bias))
             assert error < TOLERANCE[dtype], (case, dtype, error)
-            print(case, dtype, f"{{error:.1e}}")
-""")
+            print(case, dtype, f"{error:.1e}")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
 def test_the_kernel_matches_the_reference_in_tritons_interpreter():
-    code = INTERPRETED.format(tests=os.path.dirname(__file__))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "TRITON_INTERPRET": "1"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("\n") == 2 * len(CASES)
+    assert len(run_interpreted("test_row_product_kernel")) == 2 * len(CASES)
