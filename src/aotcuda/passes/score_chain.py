@@ -49,7 +49,10 @@ def affine_chain(graph: torch.fx.Graph, scores: torch.fx.Node, logits: torch.fx.
         node = user
     if not ops:
         return scale, None
-    bias = emit(graph, aten.scalar_tensor.default, (0.0,), {"dtype": torch.float32, "device": device}, like=like)
+    # A zero of the scores' rank, not 0-d: a 0-d float32 tensor loses type promotion to a dimensioned bf16 or
+    # fp16 mask, and the bias would be scaled in the mask's dtype where eager scales it in float32.
+    bias = emit(graph, aten.full.default, ([1] * scores.meta["val"].dim(), 0.0),
+                {"dtype": torch.float32, "device": device}, like=like)
     for target, make_args, kwargs in ops:
         bias = emit(graph, target, make_args(bias), kwargs, like=like)
     return scale, bias
