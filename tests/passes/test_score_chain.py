@@ -111,3 +111,12 @@ def test_a_float16_finfo_min_mask_scaled_up_stays_finite_as_in_eager():
     model = Biased(lambda s, m: (s + m) * 2.0)
     low = torch.finfo(torch.float16).min
     _run_pass_and_compare(model, lambda: (*_inputs(5)[:3], torch.full((L,), low, dtype=torch.float16)))
+
+
+@pytest.mark.parametrize("convert", [lambda s: (s * 3).long().float(), lambda s: s.to(torch.int32) * 0.5,
+                                     lambda s: s.bool().float()], ids=["to int64", "to int32", "to bool"])
+def test_a_conversion_to_an_integer_or_bool_is_not_read_as_the_identity(convert):
+    # A conversion to a float dtype only rounds; one to an integer (quantized scores) or bool changes the
+    # values, so the chain is not scale · s + bias: the plain-ATen form, which runs the program's own ops.
+    model = Biased(lambda s, m: convert(s) + m)
+    _run_pass_and_compare(model, lambda: (*_inputs(5)[:3], torch.randn(L)), kernel_count=0)
