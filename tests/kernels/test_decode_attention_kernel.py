@@ -118,3 +118,26 @@ def test_the_kernels_match_the_reference_in_tritons_interpreter():
                           env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("\n") == 2 * len(CASES)
+
+
+def _interpret(code: str) -> str:
+    """Run ``code`` in a fresh process under TRITON_INTERPRET=1 (Triton's interpreter on CPU tensors)."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+def test_a_cache_of_batch_one_shared_by_every_query_of_the_batch_is_read_as_broadcast():
+    # repeat_kv of a [1, Hkv, L, D] cache expanded to the batch: the pass gives the op the cache as it is
+    # (batch 1) and the reference broadcasts it; the kernels indexed it with the query's batch, past its end.
+    _interpret("""
+        import torch
+        from aotcuda.kernels import decode_attention as attention
+        torch.manual_seed(0)
+        q, k, v = torch.randn(3, 4, 2, 24), torch.randn(1, 2, 100, 24), torch.randn(1, 2, 100, 24)
+        bias = torch.randn(3, 1, 2, 100)
+        got, want = attention.launch(q, k, v, bias, 0.3, 2), attention.reference(q, k, v, bias, 0.3, 2)
+        assert ((got - want).norm() / want.norm()).item() < 1e-5, (got - want).abs().max()
+    """)

@@ -2,7 +2,8 @@
 
     out[b, h, s, :] = softmax_l(scale · q[b, h, s] · k[b, h // group, l] + bias[b, h, s, l]) · v[b, h // group, l]
 
-q [B, Hq, Sq, D], k [B, Hkv, L, D], v [B, Hkv, L, Dv] (any strides; Hq = group · Hkv), bias None or a float
+q [B, Hq, Sq, D], k [B, Hkv, L, D], v [B, Hkv, L, Dv] (any strides; Hq = group · Hkv; a cache of batch 1
+is shared by the whole batch, as a repeat_kv that expands it over the batch reads it), bias None or a float
 tensor that broadcasts to [B, Hq, Sq, L] (an additive mask; −inf hides a position). Returns [B, Hq, Sq, Dv]
 in q's dtype. The products and the softmax run in float32 (probabilities are rounded to v's dtype before
 their product with v, as eager's attention rounds them).
@@ -58,9 +59,10 @@ def _strides4(t: torch.Tensor) -> list:
 def _check(q, k, v, bias, group):
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(f"{OP}: q, k and v must be 4-d [B, H, S, D]; got {q.dim()}, {k.dim()} and {v.dim()} dims")
-    if q.shape[1] != k.shape[1] * group or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
+    if q.shape[1] != k.shape[1] * group or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1] \
+            or k.shape[0] not in (1, q.shape[0]):
         raise ValueError(f"{OP}: shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not "
-                         f"fit group {group} (q heads = group x KV heads, k and v of one cache)")
+                         f"fit group {group} (q heads = group x KV heads, k and v of one cache, of q's batch or 1)")
     if bias is not None and (bias.dim() > 4 or not bias.is_floating_point()):
         raise ValueError(f"{OP}: bias must be a float tensor of at most 4 dims that broadcasts to "
                          f"[B, Hq, Sq, L]; got {bias.dtype} of {bias.dim()} dims")
@@ -159,6 +161,7 @@ if HAVE_TRITON:
         _check(q, k, v, bias, group)
         batch, heads, sq, width = q.shape
         kv_heads, length, width_v = k.shape[1], k.shape[2], v.shape[3]
+        k, v = k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)  # a shared cache: batch stride 0
         rows = group * sq
         block_m = max(16, 1 << (rows - 1).bit_length())
         block_d, block_dv = max(16, 1 << (width - 1).bit_length()), max(16, 1 << (width_v - 1).bit_length())
