@@ -141,3 +141,25 @@ def test_a_cache_of_batch_one_shared_by_every_query_of_the_batch_is_read_as_broa
         got, want = attention.launch(q, k, v, bias, 0.3, 2), attention.reference(q, k, v, bias, 0.3, 2)
         assert ((got - want).norm() / want.norm()).item() < 1e-5, (got - want).abs().max()
     """)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+def test_keys_at_positions_the_bias_hides_are_not_read_in_the_interpreter():
+    # NaN and ±inf in the keys of hidden positions (a cache of torch.empty past the filled positions), in
+    # blocks the bias hides in part (the keys are loaded) and whole (skipped): the result is finite and
+    # matches eager's where(visible, s, -inf) attention, for several widths, groups and query rows.
+    _interpret("""
+        import math, torch
+        from aotcuda.kernels import decode_attention as attention
+        torch.manual_seed(0)
+        for width, group, rows, length, pos in [(16, 2, 1, 100, 10), (80, 3, 2, 200, 70), (24, 8, 4, 64, 0)]:
+            q = torch.randn(2, 2 * group, rows, width)
+            k, v = torch.randn(2, 2, length, width), torch.randn(2, 2, length, width)
+            k[:, :, pos + 1:] = torch.tensor([math.nan, math.inf, -math.inf])[torch.arange(length - pos - 1) % 3][:, None]
+            visible = torch.arange(length) <= pos
+            bias = torch.zeros(length).masked_fill(~visible, -math.inf)
+            scores = (q @ k.repeat_interleave(group, 1).transpose(-1, -2)) * 0.3
+            want = torch.softmax(torch.where(visible, scores, -math.inf), -1) @ v.repeat_interleave(group, 1)
+            for got in (attention.launch(q, k, v, bias, 0.3, group), attention.reference(q, k, v, bias, 0.3, group)):
+                assert ((got - want).norm() / want.norm()).item() < 1e-5, (width, group, rows, got.isnan().sum())
+    """)

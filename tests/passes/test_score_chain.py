@@ -120,3 +120,18 @@ def test_a_conversion_to_an_integer_or_bool_is_not_read_as_the_identity(convert)
     # values, so the chain is not scale · s + bias: the plain-ATen form, which runs the program's own ops.
     model = Biased(lambda s, m: convert(s) + m)
     _run_pass_and_compare(model, lambda: (*_inputs(5)[:3], torch.randn(L)), kernel_count=0)
+
+
+@pytest.mark.parametrize("hide", [lambda s, m: torch.where(m, s * 0.25, -math.inf),
+                                  lambda s, m: (s * 0.25).masked_fill(~m, -math.inf)], ids=["where", "masked_fill"])
+def test_a_key_the_mask_replaces_by_minus_inf_is_not_read_even_if_it_is_not_finite(hide):
+    # A cache of torch.empty (or a stale fp16 overflow) past the filled positions: where / masked_fill
+    # replace those scores by -inf, so eager never sees their NaN; scale · NaN + (-inf) is NaN, so the kernel
+    # op must treat a bias of -inf as a hidden position, not add to it.
+    def inputs():
+        q, k, v, _ = _inputs(5)
+        pos = int(torch.randint(0, L - 1, ()))
+        k[:, :, pos + 1:] = torch.tensor([math.nan, math.inf, -math.inf])[torch.randint(0, 3, (L - pos - 1,))][:, None]
+        return q, k, v, torch.arange(L) <= pos
+
+    _run_pass_and_compare(Biased(hide), inputs)

@@ -4,7 +4,9 @@
 
 q [B, Hq, Sq, D], k [B, Hkv, L, D], v [B, Hkv, L, Dv] (any strides; Hq = group · Hkv; a cache of batch 1
 is shared by the whole batch, as a repeat_kv that expands it over the batch reads it), bias None or a float
-tensor that broadcasts to [B, Hq, Sq, L] (an additive mask; −inf hides a position). Returns [B, Hq, Sq, Dv]
+tensor that broadcasts to [B, Hq, Sq, L] (an additive mask; −inf hides a position: its logit is −inf whatever
+its key holds, as in eager's ``where(visible, s, −inf)``, so a cache's unfilled NaN or ±inf keys are never
+mixed in; a finite bias is added). Returns [B, Hq, Sq, Dv]
 in q's dtype. The products and the softmax run in float32 (probabilities are rounded to v's dtype before
 their product with v, as eager's attention rounds them).
 
@@ -36,7 +38,8 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Ten
     v32 = v.float().repeat_interleave(group, dim=1)
     scores = torch.matmul(q.float(), k32.transpose(-1, -2)) * scale
     if bias is not None:
-        scores = scores + bias.float()
+        bias = bias.float()
+        scores = (scores + bias).masked_fill(bias == -math.inf, -math.inf)  # a hidden key is not read
     probs = torch.softmax(scores, dim=-1).to(v.dtype).float()
     return torch.matmul(probs, v32).to(q.dtype)
 
@@ -113,7 +116,7 @@ if HAVE_TRITON:
                     s = tl.dot(q, k, input_precision="ieee")
                 else:
                     s = tl.dot(q, k)
-                s = s * scale + bias
+                s = tl.where(bias == float("-inf"), float("-inf"), s * scale + bias)  # hidden: keys not read
                 m_new = tl.maximum(m_i, tl.max(s, 1))
                 m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
                 alpha = tl.exp(m_i - m_safe)
