@@ -163,3 +163,31 @@ def test_keys_at_positions_the_bias_hides_are_not_read_in_the_interpreter():
             for got in (attention.launch(q, k, v, bias, 0.3, group), attention.reference(q, k, v, bias, 0.3, group)):
                 assert ((got - want).norm() / want.norm()).item() < 1e-5, (width, group, rows, got.isnan().sum())
     """)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+@pytest.mark.parametrize("layout", ["batch stride past 2**30", "sequence-major cache"])
+def test_element_offsets_past_two_to_the_31_are_not_wrapped(tmp_path, layout):
+    # Triton types an integer argument below 2**31 as int32, so b * stride_b (or position * stride_l) wrapped
+    # to a negative offset for a cache of over 2**31 elements: a batch of 3 four-GiB caches, or a cache kept
+    # sequence-major ([L, B, H, D]). The caches are views of a sparse file (no memory for the gaps).
+    _interpret(f"""
+        import torch
+        from aotcuda.kernels import decode_attention as attention
+        elements = 2 ** 32
+        with open({str(tmp_path / "cache.bin")!r}, "wb") as f:
+            f.truncate(elements * 2)
+        storage = torch.from_file({str(tmp_path / "cache.bin")!r}, shared=True, size=elements, dtype=torch.float16)
+        batch, length, width = (3, 64, 16) if {layout!r} == "batch stride past 2**30" else (1, 100, 16)
+        if batch == 3:
+            strides = (2 ** 30 + 2 ** 10, length * width, width, 1)
+        else:
+            strides = (width, width, 2 ** 25 + 16, 1)
+        k = storage.as_strided((batch, 1, length, width), strides)
+        torch.manual_seed(0)
+        k.copy_(torch.randn(batch, 1, length, width, dtype=torch.float16))
+        q, v = torch.randn(batch, 2, 1, width, dtype=torch.float16), torch.randn(batch, 1, length, width, dtype=torch.float16)
+        bias = torch.randn(batch, 2, 1, length)
+        got, want = attention.launch(q, k, v, bias, 0.3, 2), attention.reference(q, k, v, bias, 0.3, 2)
+        assert ((got.float() - want.float()).norm() / want.float().norm()).item() < 2e-3
+    """)

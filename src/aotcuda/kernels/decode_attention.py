@@ -86,8 +86,8 @@ if HAVE_TRITON:
                       BLOCK: tl.constexpr, IEEE: tl.constexpr):
         pair = tl.program_id(0)  # b · KV_HEADS + kv head
         split = tl.program_id(1)
-        b = pair // KV_HEADS
-        kv = pair % KV_HEADS
+        b = (pair // KV_HEADS).to(tl.int64)  # int64 offsets: a cache may hold over 2**31 elements, and Triton
+        kv = (pair % KV_HEADS).to(tl.int64)  # types a stride below 2**31 as int32 (b · stride would wrap)
         rows = tl.arange(0, BLOCK_M)  # row m of the KV head = (g, s): query head kv · GROUP + g, position s
         head = kv * GROUP + rows // SQ
         pos = rows % SQ
@@ -103,14 +103,15 @@ if HAVE_TRITON:
         begin = split * chunk
         for offset in range(begin, begin + chunk, BLOCK):
             at = offset + tl.arange(0, BLOCK)
+            at64 = at.to(tl.int64)  # a sequence-major cache: position · stride passes 2**31
             at_ok = at < length
             bias = tl.zeros([BLOCK_M, BLOCK], tl.float32)
             if HAS_BIAS:
-                bias = tl.load(Bias + b * sbb + head[:, None] * sbh + pos[:, None] * sbs + at[None, :] * sbl,
+                bias = tl.load(Bias + b * sbb + head[:, None] * sbh + pos[:, None] * sbs + at64[None, :] * sbl,
                                mask=row_ok[:, None] & at_ok[None, :], other=float("-inf")).to(tl.float32)
             bias = tl.where(at_ok[None, :] & row_ok[:, None], bias, float("-inf"))
             if tl.max(tl.max(bias, 1), 0) > float("-inf"):  # a block the bias hides everywhere: not read
-                k = tl.load(K + b * skb + kv * skh + at[None, :] * skl + d[:, None] * skd,
+                k = tl.load(K + b * skb + kv * skh + at64[None, :] * skl + d[:, None] * skd,
                             mask=(d[:, None] < D) & at_ok[None, :], other=0.0)
                 if IEEE:
                     s = tl.dot(q, k, input_precision="ieee")
@@ -122,7 +123,7 @@ if HAVE_TRITON:
                 alpha = tl.exp(m_i - m_safe)
                 p = tl.exp(s - m_safe[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
-                vals = tl.load(V + b * svb + kv * svh + at[:, None] * svl + dv[None, :] * svd,
+                vals = tl.load(V + b * svb + kv * svh + at64[:, None] * svl + dv[None, :] * svd,
                                mask=at_ok[:, None] & (dv[None, :] < DV), other=0.0)
                 if IEEE:
                     acc = acc * alpha[:, None] + tl.dot(p.to(vals.dtype), vals, input_precision="ieee")
@@ -139,7 +140,7 @@ if HAVE_TRITON:
                         KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, SQ: tl.constexpr,
                         DV: tl.constexpr, SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
         pair = tl.program_id(0)
-        b = pair // KV_HEADS
+        b = (pair // KV_HEADS).to(tl.int64)
         kv = pair % KV_HEADS
         rows = tl.arange(0, BLOCK_M)
         dv = tl.arange(0, BLOCK_DV)
