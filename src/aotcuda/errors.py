@@ -48,6 +48,9 @@ class UnsupportedComplexOpError(AotcudaError):
         where = f"\n  at {stack_trace.strip()}" if stack_trace else ""
         super().__init__(f"cannot rewrite {op} (node {node}) as real math: {reason}{where}")
 
+    def __reduce__(self):  # pickle rebuilds an exception from self.args: here, the message alone
+        return type(self), (self.op, self.node, self.stack_trace, self.reason), self.__dict__
+
 
 class MissingFallbackKernelsError(AotcudaError):
     """The generated code calls ATen fallback kernels outside the allow-list and allow_fallbacks is False."""

@@ -5,6 +5,7 @@ imported): the kernels then run on CPU tensors."""
 import os
 import subprocess
 import sys
+import textwrap
 
 
 def run_interpreted(module: str) -> list[str]:
@@ -14,3 +15,12 @@ def run_interpreted(module: str) -> list[str]:
                           env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.splitlines()
+
+
+def run_code(code: str) -> str:
+    """Run ``code`` (dedented) in a fresh process under Triton's interpreter; its stdout. Fails the test
+    on an error."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from aotcuda.kernels import decode_attention as attention
-from interpreted import run_interpreted
+from interpreted import run_code, run_interpreted
 
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 # (batch, KV heads, group, query rows, cache length, head width, mask): the decoder's step, odd sizes
@@ -107,3 +107,68 @@ def check_interpreted():
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
 def test_the_kernels_match_the_reference_in_tritons_interpreter():
     assert len(run_interpreted("test_decode_attention_kernel")) == 2 * len(CASES)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+def test_a_cache_of_batch_one_shared_by_every_query_of_the_batch_is_read_as_broadcast():
+    # repeat_kv of a [1, Hkv, L, D] cache expanded to the batch: the pass gives the op the cache as it is
+    # (batch 1) and the reference broadcasts it; the kernels indexed it with the query's batch, past its end.
+    run_code("""
+        import torch
+        from aotcuda.kernels import decode_attention as attention
+        torch.manual_seed(0)
+        q, k, v = torch.randn(3, 4, 2, 24), torch.randn(1, 2, 100, 24), torch.randn(1, 2, 100, 24)
+        bias = torch.randn(3, 1, 2, 100)
+        got, want = attention.launch(q, k, v, bias, 0.3, 2), attention.reference(q, k, v, bias, 0.3, 2)
+        assert ((got - want).norm() / want.norm()).item() < 1e-5, (got - want).abs().max()
+    """)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+def test_keys_at_positions_the_bias_hides_are_not_read_in_the_interpreter():
+    # NaN and ±inf in the keys of hidden positions (a cache of torch.empty past the filled positions), in
+    # blocks the bias hides in part (the keys are loaded) and whole (skipped): the result is finite and
+    # matches eager's where(visible, s, -inf) attention, for several widths, groups and query rows.
+    run_code("""
+        import math, torch
+        from aotcuda.kernels import decode_attention as attention
+        torch.manual_seed(0)
+        for width, group, rows, length, pos in [(16, 2, 1, 100, 10), (80, 3, 2, 200, 70), (24, 8, 4, 64, 0)]:
+            q = torch.randn(2, 2 * group, rows, width)
+            k, v = torch.randn(2, 2, length, width), torch.randn(2, 2, length, width)
+            k[:, :, pos + 1:] = torch.tensor([math.nan, math.inf, -math.inf])[torch.arange(length - pos - 1) % 3][:, None]
+            visible = torch.arange(length) <= pos
+            bias = torch.zeros(length).masked_fill(~visible, -math.inf)
+            scores = (q @ k.repeat_interleave(group, 1).transpose(-1, -2)) * 0.3
+            want = torch.softmax(torch.where(visible, scores, -math.inf), -1) @ v.repeat_interleave(group, 1)
+            for got in (attention.launch(q, k, v, bias, 0.3, group), attention.reference(q, k, v, bias, 0.3, group)):
+                assert ((got - want).norm() / want.norm()).item() < 1e-5, (width, group, rows, got.isnan().sum())
+    """)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+@pytest.mark.parametrize("layout", ["batch stride past 2**30", "sequence-major cache"])
+def test_element_offsets_past_two_to_the_31_are_not_wrapped(tmp_path, layout):
+    # Triton types an integer argument below 2**31 as int32, so b * stride_b (or position * stride_l) wrapped
+    # to a negative offset for a cache of over 2**31 elements: a batch of 3 four-GiB caches, or a cache kept
+    # sequence-major ([L, B, H, D]). The caches are views of a sparse file (no memory for the gaps).
+    run_code(f"""
+        import torch
+        from aotcuda.kernels import decode_attention as attention
+        elements = 2 ** 32
+        with open({str(tmp_path / "cache.bin")!r}, "wb") as f:
+            f.truncate(elements * 2)
+        storage = torch.from_file({str(tmp_path / "cache.bin")!r}, shared=True, size=elements, dtype=torch.float16)
+        batch, length, width = (3, 64, 16) if {layout!r} == "batch stride past 2**30" else (1, 100, 16)
+        if batch == 3:
+            strides = (2 ** 30 + 2 ** 10, length * width, width, 1)
+        else:
+            strides = (width, width, 2 ** 25 + 16, 1)
+        k = storage.as_strided((batch, 1, length, width), strides)
+        torch.manual_seed(0)
+        k.copy_(torch.randn(batch, 1, length, width, dtype=torch.float16))
+        q, v = torch.randn(batch, 2, 1, width, dtype=torch.float16), torch.randn(batch, 1, length, width, dtype=torch.float16)
+        bias = torch.randn(batch, 2, 1, length)
+        got, want = attention.launch(q, k, v, bias, 0.3, 2), attention.reference(q, k, v, bias, 0.3, 2)
+        assert ((got.float() - want.float()).norm() / want.float().norm()).item() < 2e-3
+    """)

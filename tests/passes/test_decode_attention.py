@@ -205,3 +205,27 @@ def test_a_cuda_lowering_of_a_decode_step_with_a_long_cache_runs_both_passes_and
             if position % 20 == 0 or position > 190:
                 assert _relative_error(got, want) < 1e-2, position
             tokens = want.argmax(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("kernel", [False, True], ids=["plain ATen", "kernel op"])
+def test_an_sdpa_scale_of_zero_is_kept_not_taken_for_the_default(kernel):
+    # scale=0.0 is a scale (uniform weights over the visible positions), not "None": `scale or 1/√d` read it
+    # as the default.
+    class Uniform(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True, scale=0.0)
+
+    def inputs():
+        visible = torch.arange(L) <= torch.randint(0, L, ())
+        return (*_inputs()[:3], torch.zeros(1, L).masked_fill(~visible, -math.inf))
+
+    torch.manual_seed(4)
+    model = Uniform()
+    graph_pass = SplitCacheAttentionPass(min_cache_len=32, chunk=16, kernel=kernel)
+    split = graph_pass(_ep(model, inputs()))
+    assert graph_pass.result.counts == {"rewritten": 1, "kernel": int(kernel), "kept": 0}
+    for seed in range(3):
+        torch.manual_seed(seed)
+        args = inputs()
+        with torch.no_grad():
+            assert _relative_error(split.module()(*args), model(*args)) < 1e-5, seed

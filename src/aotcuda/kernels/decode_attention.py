@@ -2,8 +2,11 @@
 
     out[b, h, s, :] = softmax_l(scale · q[b, h, s] · k[b, h // group, l] + bias[b, h, s, l]) · v[b, h // group, l]
 
-q [B, Hq, Sq, D], k [B, Hkv, L, D], v [B, Hkv, L, Dv] (any strides; Hq = group · Hkv), bias None or a float
-tensor that broadcasts to [B, Hq, Sq, L] (an additive mask; −inf hides a position). Returns [B, Hq, Sq, Dv]
+q [B, Hq, Sq, D], k [B, Hkv, L, D], v [B, Hkv, L, Dv] (any strides; Hq = group · Hkv; a cache of batch 1
+is shared by the whole batch, as a repeat_kv that expands it over the batch reads it), bias None or a float
+tensor that broadcasts to [B, Hq, Sq, L] (an additive mask; −inf hides a position: its logit is −inf whatever
+its key holds, as in eager's ``where(visible, s, −inf)``, so a cache's unfilled NaN or ±inf keys are never
+mixed in; a finite bias is added). Returns [B, Hq, Sq, Dv]
 in q's dtype. The products and the softmax run in float32 (probabilities are rounded to v's dtype before
 their product with v, as eager's attention rounds them).
 
@@ -35,7 +38,8 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Ten
     v32 = v.float().repeat_interleave(group, dim=1)
     scores = torch.matmul(q.float(), k32.transpose(-1, -2)) * scale
     if bias is not None:
-        scores = scores + bias.float()
+        bias = bias.float()
+        scores = (scores + bias).masked_fill(bias == -math.inf, -math.inf)  # a hidden key is not read
     probs = torch.softmax(scores, dim=-1).to(v.dtype).float()
     return torch.matmul(probs, v32).to(q.dtype)
 
@@ -59,9 +63,10 @@ def _strides4(t: torch.Tensor) -> list:
 def _check(q, k, v, bias, group):
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError(f"{OP}: q, k and v must be 4-d [B, H, S, D]; got {q.dim()}, {k.dim()} and {v.dim()} dims")
-    if q.shape[1] != k.shape[1] * group or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1]:
+    if q.shape[1] != k.shape[1] * group or k.shape[:3] != v.shape[:3] or q.shape[-1] != k.shape[-1] \
+            or k.shape[0] not in (1, q.shape[0]):
         raise ValueError(f"{OP}: shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not "
-                         f"fit group {group} (q heads = group x KV heads, k and v of one cache)")
+                         f"fit group {group} (q heads = group x KV heads, k and v of one cache, of q's batch or 1)")
     if bias is not None and (bias.dim() > 4 or not bias.is_floating_point()):
         raise ValueError(f"{OP}: bias must be a float tensor of at most 4 dims that broadcasts to "
                          f"[B, Hq, Sq, L]; got {bias.dtype} of {bias.dim()} dims")
@@ -82,8 +87,8 @@ if HAVE_TRITON:
                       BLOCK: tl.constexpr, IEEE: tl.constexpr):
         pair = tl.program_id(0)  # b · KV_HEADS + kv head
         split = tl.program_id(1)
-        b = pair // KV_HEADS
-        kv = pair % KV_HEADS
+        b = (pair // KV_HEADS).to(tl.int64)  # int64 offsets: a cache may hold over 2**31 elements, and Triton
+        kv = (pair % KV_HEADS).to(tl.int64)  # types a stride below 2**31 as int32 (b · stride would wrap)
         rows = tl.arange(0, BLOCK_M)  # row m of the KV head = (g, s): query head kv · GROUP + g, position s
         head = kv * GROUP + rows // SQ
         pos = rows % SQ
@@ -99,26 +104,27 @@ if HAVE_TRITON:
         begin = split * chunk
         for offset in range(begin, begin + chunk, BLOCK):
             at = offset + tl.arange(0, BLOCK)
+            at64 = at.to(tl.int64)  # a sequence-major cache: position · stride passes 2**31
             at_ok = at < length
             bias = tl.zeros([BLOCK_M, BLOCK], tl.float32)
             if HAS_BIAS:
-                bias = tl.load(Bias + b * sbb + head[:, None] * sbh + pos[:, None] * sbs + at[None, :] * sbl,
+                bias = tl.load(Bias + b * sbb + head[:, None] * sbh + pos[:, None] * sbs + at64[None, :] * sbl,
                                mask=row_ok[:, None] & at_ok[None, :], other=float("-inf")).to(tl.float32)
             bias = tl.where(at_ok[None, :] & row_ok[:, None], bias, float("-inf"))
             if tl.max(tl.max(bias, 1), 0) > float("-inf"):  # a block the bias hides everywhere: not read
-                k = tl.load(K + b * skb + kv * skh + at[None, :] * skl + d[:, None] * skd,
+                k = tl.load(K + b * skb + kv * skh + at64[None, :] * skl + d[:, None] * skd,
                             mask=(d[:, None] < D) & at_ok[None, :], other=0.0)
                 if IEEE:
                     s = tl.dot(q, k, input_precision="ieee")
                 else:
                     s = tl.dot(q, k)
-                s = s * scale + bias
+                s = tl.where(bias == float("-inf"), float("-inf"), s * scale + bias)  # hidden: keys not read
                 m_new = tl.maximum(m_i, tl.max(s, 1))
                 m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
                 alpha = tl.exp(m_i - m_safe)
                 p = tl.exp(s - m_safe[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
-                vals = tl.load(V + b * svb + kv * svh + at[:, None] * svl + dv[None, :] * svd,
+                vals = tl.load(V + b * svb + kv * svh + at64[:, None] * svl + dv[None, :] * svd,
                                mask=at_ok[:, None] & (dv[None, :] < DV), other=0.0)
                 if IEEE:
                     acc = acc * alpha[:, None] + tl.dot(p.to(vals.dtype), vals, input_precision="ieee")
@@ -135,7 +141,7 @@ if HAVE_TRITON:
                         KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, SQ: tl.constexpr,
                         DV: tl.constexpr, SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
         pair = tl.program_id(0)
-        b = pair // KV_HEADS
+        b = (pair // KV_HEADS).to(tl.int64)
         kv = pair % KV_HEADS
         rows = tl.arange(0, BLOCK_M)
         dv = tl.arange(0, BLOCK_DV)
@@ -160,6 +166,7 @@ if HAVE_TRITON:
         _check(q, k, v, bias, group)
         batch, heads, sq, width = q.shape
         kv_heads, length, width_v = k.shape[1], k.shape[2], v.shape[3]
+        k, v = k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)  # a shared cache: batch stride 0
         rows = group * sq
         block_m = max(16, 1 << (rows - 1).bit_length())
         block_d, block_dv = max(16, 1 << (width - 1).bit_length()), max(16, 1 << (width_v - 1).bit_length())

@@ -356,11 +356,17 @@ def _rewrite_as_kernel(graph, match: _Match, signature, constants: dict) -> bool
 def _sdpa_scale_and_bias(graph, sdpa, q_value, like):
     """SDPA's scale and its mask as an additive bias (a bool mask keeps True)."""
     arguments = _sdpa_arguments(sdpa)
-    scale = arguments.get("scale") or 1.0 / math.sqrt(q_value.shape[-1])
+    scale = _sdpa_scale(arguments, q_value.shape[-1])
     mask = arguments.get("attn_mask")
     if mask is None or mask.meta["val"].dtype != torch.bool:
         return scale, mask
     return scale, emit(graph, aten.where.Scalar, (mask, 0.0, -math.inf), like=like)
+
+
+def _sdpa_scale(arguments: dict, width: int) -> float:
+    """SDPA's scale: its argument where given (0.0 included: ``scale or default`` would drop it), else 1/√d."""
+    scale = arguments.get("scale")
+    return 1.0 / math.sqrt(width) if scale is None else scale
 
 
 def _sdpa_logits(op, sdpa, raw, width):
@@ -369,7 +375,7 @@ def _sdpa_logits(op, sdpa, raw, width):
     q_value = arguments["query"].meta["val"]
     batch, heads, rows, _ = q_value.shape
     length = raw.meta["val"].shape[-1]
-    scale = arguments.get("scale") or 1.0 / math.sqrt(width)
+    scale = _sdpa_scale(arguments, width)
     logits = op(aten.reshape.default, op(aten.mul.Tensor, raw, scale), [-1, heads, rows, length])
     mask = arguments.get("attn_mask")
     if mask is None:

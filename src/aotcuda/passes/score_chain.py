@@ -8,7 +8,7 @@ to the logits and rebuilds the bias from the same ops applied to a zero, so that
 far as the masks do.
 
 Exact for: multiplication and division by numbers, addition and subtraction of tensors that do not
-depend on the scores, dtype conversions (the kernel computes in float32, eager in the scores' dtype: they
+depend on the scores, conversions to float dtypes (the kernel computes in float32, eager in the scores' dtype: they
 differ by that rounding), and ``where`` / ``masked_fill`` with a fill of −inf or below −1e30 (a position
 filled so low takes no weight in the softmax, whatever scale · s adds to it). Anything else: None, and
 the caller keeps the program's own form.
@@ -26,6 +26,13 @@ from aotcuda.passes.emit import emit
 aten = torch.ops.aten
 HIDDEN = -1e30  # a fill at or below this hides its position (finfo(float32).min is -3.4e38)
 _IDENTITY = {aten._to_copy.default, aten.clone.default}
+
+
+def _is_copy(node) -> bool:
+    """A copy or a conversion to a float dtype: the same values, but for rounding (a conversion to an integer
+    or bool dtype changes them: ``(s * 3).long()``, ``s.bool()``)."""
+    return isinstance(node, torch.fx.Node) and node.target in _IDENTITY \
+        and isinstance(node.meta.get("val"), torch.Tensor) and node.meta["val"].is_floating_point()
 
 
 def affine_chain(graph: torch.fx.Graph, scores: torch.fx.Node, logits: torch.fx.Node, device, like,
@@ -49,7 +56,10 @@ def affine_chain(graph: torch.fx.Graph, scores: torch.fx.Node, logits: torch.fx.
         node = user
     if not ops:
         return scale, None
-    bias = emit(graph, aten.scalar_tensor.default, (0.0,), {"dtype": torch.float32, "device": device}, like=like)
+    # A zero of the scores' rank, not 0-d: a 0-d float32 tensor loses type promotion to a dimensioned bf16 or
+    # fp16 mask, and the bias would be scaled in the mask's dtype where eager scales it in float32.
+    bias = emit(graph, aten.full.default, ([1] * scores.meta["val"].dim(), 0.0),
+                {"dtype": torch.float32, "device": device}, like=like)
     for target, make_args, kwargs in ops:
         bias = emit(graph, target, make_args(bias), kwargs, like=like)
     return scale, bias
@@ -62,7 +72,7 @@ def _number(value) -> float | None:
 def _hides(value, constants: dict) -> bool:
     """A fill that hides its position: a number at or below HIDDEN, or a node that makes one (a full, a
     scalar_tensor, a one-element lifted constant, through copies)."""
-    while isinstance(value, torch.fx.Node) and value.target in _IDENTITY:
+    while _is_copy(value):
         value = value.args[0]
     if isinstance(value, torch.fx.Node):
         if value.target in (aten.scalar_tensor.default, aten.full.default) and value.args:
@@ -81,7 +91,7 @@ def _step(user: torch.fx.Node, chain: torch.fx.Node, constants: dict):
     the chain; None when the op does not keep the affine form."""
     target, args, kwargs = user.target, user.args, dict(user.kwargs)
     if target in _IDENTITY:
-        return 1.0, None
+        return (1.0, None) if _is_copy(user) else None
     if target in (aten.mul.Tensor, aten.mul.Scalar):
         other = args[1] if args[0] is chain else args[0]
         factor = _number(other)

@@ -52,7 +52,9 @@ async def read_body(request, max_bytes: int, timeout_s: float) -> bytes:
     """
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not (declared.isascii() and declared.isdigit()):
+        # At most 20 digits (2**64): int() of a longer string raises ValueError past 4300 digits, and HTTP
+        # parsers other than h11 and httptools may hand one on.
+        if not (declared.isascii() and declared.isdigit() and len(declared) <= 20):
             raise RequestError(f"the request's Content-Length {declared[:40]!r} is not a number of bytes")
         if int(declared) > max_bytes:
             raise too_large(int(declared), max_bytes, "declares")

@@ -37,6 +37,9 @@ class ServingError(AotcudaError):
         self.status, self.message, self.retriable, self.retry_after_s = status, message, retriable, retry_after_s
         super().__init__(f"HTTP {status}: {message}" if status else message)
 
+    def __reduce__(self):  # pickle rebuilds an exception from self.args: here, the message alone
+        return type(self), (self.status, self.message, self.retriable, self.retry_after_s), self.__dict__
+
 
 def _retry_after(value: str | None) -> float | None:
     """Retry-After in seconds (the delta-seconds form; a date or garbage counts as absent)."""
