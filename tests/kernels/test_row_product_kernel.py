@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from aotcuda.kernels import row_product
-from interpreted import run_interpreted
+from interpreted import run_code, run_interpreted
 
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 # (rows, K, N, bias, the weight as a transposed [N, K])
@@ -54,3 +54,23 @@ def check_interpreted():
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
 def test_the_kernel_matches_the_reference_in_tritons_interpreter():
     assert len(run_interpreted("test_row_product_kernel")) == 2 * len(CASES)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+def test_element_offsets_past_two_to_the_31_are_not_wrapped(tmp_path):
+    # A weight whose columns lie 2**27 elements apart (a view of a sparse file, no memory for the gaps):
+    # column · stride passes 2**31, which an int32 offset wraps to a negative address.
+    run_code(f"""
+        import torch
+        from aotcuda.kernels import row_product
+        elements = 2 ** 32
+        with open({str(tmp_path / "weight.bin")!r}, "wb") as f:
+            f.truncate(elements * 2)
+        storage = torch.from_file({str(tmp_path / "weight.bin")!r}, shared=True, size=elements, dtype=torch.float16)
+        w = storage.as_strided((64, 20), (1, 2 ** 27 + 64))
+        torch.manual_seed(0)
+        w.copy_(torch.randn(64, 20, dtype=torch.float16))
+        x = torch.randn(2, 64, dtype=torch.float16)
+        got, want = row_product.launch(x, w, None), row_product.reference(x, w, None)
+        assert ((got.float() - want.float()).norm() / want.float().norm()).item() < 2e-3
+    """)

@@ -53,11 +53,13 @@ if HAVE_TRITON:
     def _row_product_kernel(X, W, Bias, Out, M, N, K, sxm, sxk, swk, swn, som, son,
                             HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, IEEE: tl.constexpr,
                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        columns = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-        rows = tl.arange(0, BLOCK_M)
+        # Offsets in int64: Triton types an integer argument below 2**31 as int32, and a weight of more
+        # elements than that (a 128k-vocabulary head of width 16k) would wrap k · swk or n · swn.
+        columns = (tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+        rows = tl.arange(0, BLOCK_M).to(tl.int64)
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         for start in range(0, K, BLOCK_K):
-            k = start + tl.arange(0, BLOCK_K)
+            k = start + tl.arange(0, BLOCK_K).to(tl.int64)
             x = tl.load(X + rows[:, None] * sxm + k[None, :] * sxk, mask=(rows[:, None] < M) & (k[None, :] < K),
                         other=0.0)
             w = tl.load(W + k[:, None] * swk + columns[None, :] * swn,
