@@ -69,3 +69,30 @@ def test_ci_runs_the_readmes_test_command():
     assert pins and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9.]*", pin) for pin in pins), pins
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert [p for p in pins if p.startswith("executorch==")] == extras["executorch"]
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``aotcuda.a.b.c`` names a module, or an attribute of the longest module prefix of it."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(value, name):
+                return False
+            value = getattr(value, name)
+        return True
+    return False
+
+
+def test_every_dotted_aotcuda_name_in_the_docs_resolves():
+    """A name the docs give in code (`aotcuda.lowering.devices.DEVICE_PROFILES`) is one a user can import:
+    a new user's trial found three that were not."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    names = {(page.name, name) for page in pages
+             for name in re.findall(r"`(aotcuda(?:\.[A-Za-z_]\w*)+)(?:\(\))?`", page.read_text())}
+    assert [f"{page}: {name}" for page, name in sorted(names) if not _resolves(name)] == []

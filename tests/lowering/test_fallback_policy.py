@@ -30,3 +30,19 @@ def test_a_known_custom_op_gets_its_fix_in_the_message():
     message = missing_kernels_message("forward", [kernel])
     assert KNOWN_FIXES["transformers::grouped_mm_fallback"] in message
     assert 'experts_implementation="batched_mm"' in message
+
+
+def test_a_refusal_that_is_not_a_missing_rule_gets_advice_that_fits_it():
+    # A complex program input written in place: the pass refuses at the op that writes it (mul, which has a
+    # rule), and Inductor's copy back into the input has no node. The advice follows the reason (a new
+    # user's trial read "Rewrite aten.mul.Tensor ... with ops the pass supports" and "<- node ?").
+    from aotcuda.passes.complex_to_real.scan import Refusal
+
+    refusal = Refusal("aten.mul.Tensor", "mul", "model.py:4 in forward: z.mul_(w)",
+                      "the complex program input z is mutated in place; mutated complex program inputs are not "
+                      "supported: return the new value instead")
+    copy = FallbackKernel("aten::copy_ (proxy executor)", "aten::copy_")
+    message = missing_kernels_message("forward", [copy], refusal)
+    assert "no node of the program" in message and "node ?" not in message
+    assert "return the new value instead" in message and "ops the pass supports" not in message
+    assert "runs in torch's loader only" in message

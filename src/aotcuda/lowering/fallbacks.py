@@ -100,7 +100,9 @@ class FallbackKernel:
     complex_valued: bool = False  # one of its nodes reads or writes a complex tensor
 
     def describe(self) -> str:
-        where = "; ".join(dict.fromkeys(s for s in self.sources if s)) or f"node {', '.join(self.nodes) or '?'}"
+        where = "; ".join(dict.fromkeys(s for s in self.sources if s)) or (
+            f"node {', '.join(self.nodes)}" if self.nodes else
+            "no node of the program: Inductor's own code (e.g. the copy back into an input written in place)")
         return f"{self.name}  <- {where}"
 
 
@@ -264,8 +266,11 @@ def missing_kernels_message(method: str, missing: list[FallbackKernel], refusal=
               if any(op in kernel.op.replace(".", "::") for kernel in missing)]
     if refusal is not None:
         lines.append(refusal_line(refusal))
-        lines.append(f"Rewrite {refusal.op} at that line with ops the pass supports (docs/ops.md) and every complex "
-                     "kernel above goes, or pass allow_fallbacks=True to ship the ATen kernels.")
+        # The reason says what to change: an op without a rule, or something else about the program (a
+        # complex input written in place), where "rewrite the op" would point at an op that has a rule.
+        lines.append("Change that line as the reason says (docs/ops.md lists what the pass rewrites and refuses) and "
+                     "every complex kernel above goes, or pass allow_fallbacks=True to ship the ATen kernels "
+                     "(a package with a proxy-executor kernel runs in torch's loader only, not in aotcuda.load).")
     else:
         lines.append("Rewrite those ops in the model (complex math is rewritten by ReplaceComplexWithRealPass; "
                      "see docs/ops.md for what it supports), or pass allow_fallbacks=True to ship the ATen kernels.")
