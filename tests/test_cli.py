@@ -83,6 +83,12 @@ def test_run_with_bad_inputs_is_one_clean_line(demo, runner, tmp_path):
     assert result.exit_code == 1
     assert result.output.startswith("error: ") and "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+    # An argument the program does not take: the error says how to change the file (a new user read
+    # "call it as the exported module was called" as advice for Python callers only).
+    torch.save({"args": (torch.randn(2, 5, 64),), "kwargs": {"extra": torch.ones(1)}}, tmp_path / "extra.pt")
+    result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "extra.pt")])
+    assert result.exit_code == 1 and "['extra']" in result.output
+    assert f"The call comes from {tmp_path / 'extra.pt'}" in result.output and "aotcuda inspect" in result.output
 
 
 def test_run_takes_inputs_by_name_and_refuses_a_non_torch_file_cleanly(demo, runner, tmp_path):
@@ -130,7 +136,7 @@ def test_lower_then_run_a_factory_with_a_dynamic_dim(runner, tmp_path):
                                   "--dynamic", "x:0:1:64:batch", "--dynamic", "angle:0:1:64:batch",
                                   "--save-inputs", str(inputs)])
     assert result.exit_code == 0, result.output
-    assert "0 fallback kernels" in result.output
+    assert "0 fallback kernels" in result.output and f"wrote the example inputs to {inputs}" in result.output
     model, _ = scale_factory()
     fresh = (torch.randn(11, 8), torch.randn(11, 4))
     torch.save({"args": fresh, "kwargs": {}}, inputs)
@@ -142,7 +148,7 @@ def test_lower_then_run_a_factory_with_a_dynamic_dim(runner, tmp_path):
 
 @pytest.mark.parametrize("spec, expected", [
     ("no_colon", "MODULE:FACTORY"),
-    ("aotcuda.models.attention:nope", "no callable 'nope'"),
+    ("aotcuda.models.attention:nope", "no callable 'nope'; its own callables: Attention, AttentionBlock, FeedForward, RMSNorm, RotaryEmbedding, attention_block"),
     ("missing_file.py:f", "no such file"),
 ])
 def test_lower_bad_factory_spec(runner, tmp_path, spec, expected):

@@ -34,7 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aotcuda.cli_inputs import dynamic_shapes_from, load_factory, load_inputs, model_and_inputs
-from aotcuda.errors import AotcudaError
+from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import under_dim_names
 
 console = Console()
@@ -269,6 +269,9 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
                   highlight=False, markup=False, soft_wrap=True)
     for kernel in lowered.fallback_kernels:
         console.print(f"  fallback: {kernel.describe()}", highlight=False, markup=False, soft_wrap=True)
+    if save_inputs:
+        console.print(f"wrote the example inputs to {save_inputs} (aotcuda run {lowered.package_path} --inputs "
+                      f"{save_inputs})", highlight=False, markup=False, soft_wrap=True)
     if not lowered.runs_in_aotcuda_runtime:
         ops = ", ".join(sorted(set(lowered.proxy_executor_ops)))
         status_console.print(f"warning: {ops} run through AOTInductor's proxy executor: `aotcuda run` and aotcuda.load "
@@ -310,7 +313,13 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
     args, kwargs = load_inputs(inputs_path)
     with load(package, device=device, cuda_graphs=cuda_graphs) as program:
         args, kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.to(program.device), (args, kwargs))
-        outputs = program(*args, **kwargs)
+        try:
+            outputs = program(*args, **kwargs)
+        except InputError as error:  # the call is the file's: say how to change the file, not a Python call
+            error.add_note(f"The call comes from {inputs_path}: a tuple of positional arguments, a dict of arguments "
+                           "by name, or {'args': (...), 'kwargs': {...}} (what `aotcuda lower --save-inputs` writes); "
+                           f"`aotcuda inspect {package}` lists the names, shapes and dtypes the program takes.")
+            raise
     table = Table(title=f"outputs of {os.path.basename(package)}")
     for column in ("output", "shape", "dtype", "device"):
         table.add_column(column)

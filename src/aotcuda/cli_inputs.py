@@ -33,7 +33,11 @@ def load_factory(spec: str):
         module = _import_module(module_name)
     factory = getattr(module, attribute, None)
     if not callable(factory):
-        raise click.BadParameter(f"{module_name} has no callable {attribute!r}")
+        callables = sorted(name for name, value in vars(module).items()
+                           if callable(value) and not name.startswith("_") and getattr(value, "__module__", None)
+                           == module.__name__)
+        raise click.BadParameter(f"{module_name} has no callable {attribute!r}; its own callables: "
+                                 f"{', '.join(callables) or 'none'}")
     return factory
 
 
