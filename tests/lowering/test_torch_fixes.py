@@ -163,14 +163,16 @@ def test_a_cond_branch_returning_a_view_times_one_lowers_and_matches_eager(tmp_p
         torch.testing.assert_close(program(p, y), module(p, y), rtol=0, atol=0)
 
 
-def _identity_graph(base: torch.Tensor, view) -> torch.fx.GraphModule:
-    """x → view(x) * 1.0 → output, with real tensors as metadata."""
+def _identity_graph(base: torch.Tensor, view, times: int = 1) -> torch.fx.GraphModule:
+    """x → view(x) * 1.0 (`times` times) → output, with real tensors as metadata."""
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
-    viewed = graph.call_function(view, (x,))
-    product = graph.call_function(torch.ops.aten.mul.Tensor, (viewed, 1.0))
-    graph.output((product,))
-    x.meta["val"], viewed.meta["val"], product.meta["val"] = base, view(base), view(base) * 1.0
+    node = graph.call_function(view, (x,))
+    x.meta["val"], node.meta["val"] = base, view(base)
+    for _ in range(times):
+        node = graph.call_function(torch.ops.aten.mul.Tensor, (node, 1.0))
+        node.meta["val"] = view(base) * 1.0
+    graph.output((node,))
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
@@ -190,11 +192,12 @@ def test_identity_removal_keeps_a_node_whose_layout_differs_and_removes_the_othe
     from aotcuda.lowering.identity_arithmetic import _keeping_layout
 
     wrapped = _keeping_layout(joint_graph.remove_no_ops)
-    offset_view = _identity_graph(torch.zeros(4, 2), lambda t: torch.ops.aten.select.int(t, 1, 1))
-    wrapped(offset_view, set(), set())
-    offset_view.recompile()
-    ran, claimed = _output_layout(offset_view)
-    assert ran == claimed == ((1,), 0), offset_view.code
+    for times in (1, 3):  # 3: a chain, whose later identities the pass removes after the first
+        offset_view = _identity_graph(torch.zeros(4, 2), lambda t: torch.ops.aten.select.int(t, 1, 1), times)
+        wrapped(offset_view, set(), set())
+        offset_view.recompile()
+        ran, claimed = _output_layout(offset_view)
+        assert ran == claimed == ((1,), 0), offset_view.code
 
     same_layout = [_identity_graph(torch.zeros(4, 2), torch.ops.aten.alias.default) for _ in range(2)]
     wrapped(same_layout[0], set(), set())

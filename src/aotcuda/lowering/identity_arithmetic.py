@@ -78,10 +78,10 @@ def _note(graph: torch.fx.Graph) -> list[_Kept]:
 
 
 def _restore(graph: torch.fx.Graph, kept: _Kept) -> None:
-    """Put back ``kept.node``, which the pass replaced by one of its operands (the one given its metadata)."""
-    value = kept.meta["val"]
+    """Put back ``kept.node``, which the pass replaced by one of its operands: the one whose metadata it
+    overwrote (with this node's, or, along a chain such as ``x * 1 * 1``, a later node's)."""
     for operand, (meta, users_before) in kept.operands.items():
-        if operand.meta.get("val") is not value:
+        if operand.meta.get("val") is meta.get("val"):
             continue
         operand.meta.clear()
         operand.meta.update(meta)
