@@ -57,6 +57,16 @@ def test_a_dim_specialized_by_another_input_names_the_shared_dim_fix():
     assert any("give that input's dim the same torch.export.Dim" in n and "q_1" in n for n in notes), (str(caught.value), notes)
 
 
+def test_a_dim_whose_example_has_size_one_says_to_give_a_larger_example():
+    batch = torch.export.Dim("batch", min=1, max=32)
+    with pytest.raises(Exception) as caught:
+        with export_hints():
+            torch.export.export(SharedLength(), (torch.randn(1, 16), torch.randn(1, 16)),
+                                dynamic_shapes=({0: batch}, {0: batch}), strict=False)
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and "0/1 specialization" in notes[0] and "example of size 2 or more" in notes[0], notes
+
+
 class SpecializesByInt(torch.nn.Module):
     """The pattern of diffusers' QwenEmbedRope: a Python int of a dynamic size."""
 

@@ -24,12 +24,13 @@ def _patch_targets():
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
     from torch._inductor.lowering import lowerings
 
+    from torch._inductor.fx_passes import joint_graph
     from torch.utils._sympy.functions import MinMaxBase
 
     repeat_interleave = torch.ops.aten.repeat_interleave.self_int
     return lambda: (CppWrapperCpu.__dict__["codegen_while_loop"], dict(lowerings), list(warnings.filters),
                     torch.backends.opt_einsum.enabled, dict(repeat_interleave.py_kernels),
-                    MinMaxBase.__dict__["_find_localzeros"])
+                    MinMaxBase.__dict__["_find_localzeros"], joint_graph.__dict__["remove_no_ops"])
 
 
 @pytest.mark.parametrize("step", STEPS)
@@ -132,3 +133,73 @@ def test_min_and_max_of_two_multiples_of_one_size_collapse_in_every_step():
             assert (Min(16 * n, 32 * n), Max(16 * n, 32 * n)) == (32 * n, 16 * n)
             assert Min(16 * t, 32 * t).func is Min  # sign unknown: left as it is
             assert Min(16 * s, 32 * s, 4).func is Min  # a number among them: torch 2.13 leaves it too
+
+
+class CondEndingInAViewTimesOne(torch.nn.Module):
+    """A cond whose false branch returns a column of a product times 1.0: the view at storage offset 1 that
+    torch 2.14's remove_no_ops exposed (test_control_flow.py's complex cond, written with real tensors)."""
+
+    def forward(self, p, y):
+        def true_branch(p, y):
+            return p[..., 0].abs() + y
+
+        def false_branch(p, y):
+            return (p * p)[..., 1] * 1.0
+
+        return torch.cond(y.sum() > 0, true_branch, false_branch, (p, y))
+
+
+def test_a_cond_branch_returning_a_view_times_one_lowers_and_matches_eager(tmp_path):
+    """Failed to compile on torch 2.14.1 and 2.15.0 without identity_arithmetic_keeps_layout ("When merging two
+    branches' output in torch.cond, expected same storage_offset but got 0 and 1")."""
+    import aotcuda
+
+    module = CondEndingInAViewTimesOne()
+    lowered = aotcuda.lower(module, (torch.randn(4, 2), torch.randn(4)), device="cpu",
+                            package_path=tmp_path / "cond.pt2")
+    program = lowered.load()
+    for sign in (1, -1, 1, -1):
+        p, y = torch.randn(4, 2), torch.randn(4).abs() * sign
+        torch.testing.assert_close(program(p, y), module(p, y), rtol=0, atol=0)
+
+
+def _identity_graph(base: torch.Tensor, view, times: int = 1) -> torch.fx.GraphModule:
+    """x → view(x) * 1.0 (`times` times) → output, with real tensors as metadata."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    node = graph.call_function(view, (x,))
+    x.meta["val"], node.meta["val"] = base, view(base)
+    for _ in range(times):
+        node = graph.call_function(torch.ops.aten.mul.Tensor, (node, 1.0))
+        node.meta["val"] = view(base) * 1.0
+    graph.output((node,))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def _output_layout(gm: torch.fx.GraphModule) -> tuple:
+    """(stride, storage offset) the graph's output has when run, and what its metadata claims."""
+    (node,) = gm.graph.output_node().args[0]
+    ran = gm(torch.randn(4, 2))[0]
+    claimed = node.meta["val"]
+    return (ran.stride(), ran.storage_offset()), (claimed.stride(), claimed.storage_offset())
+
+
+def test_identity_removal_keeps_a_node_whose_layout_differs_and_removes_the_others():
+    """With the wrapper, the graph's output metadata is the layout it computes, on every torch; an identity of
+    the same layout is removed or kept exactly as the installed pass does without the wrapper."""
+    from torch._inductor.fx_passes import joint_graph
+
+    from aotcuda.lowering.identity_arithmetic import _keeping_layout
+
+    wrapped = _keeping_layout(joint_graph.remove_no_ops)
+    for times in (1, 3):  # 3: a chain, whose later identities the pass removes after the first
+        offset_view = _identity_graph(torch.zeros(4, 2), lambda t: torch.ops.aten.select.int(t, 1, 1), times)
+        wrapped(offset_view, set(), set())
+        offset_view.recompile()
+        ran, claimed = _output_layout(offset_view)
+        assert ran == claimed == ((1,), 0), offset_view.code
+
+    same_layout = [_identity_graph(torch.zeros(4, 2), torch.ops.aten.alias.default) for _ in range(2)]
+    wrapped(same_layout[0], set(), set())
+    joint_graph.remove_no_ops(same_layout[1], set(), set())
+    assert [str(gm.graph) for gm in (same_layout[0], same_layout[1])] == [str(same_layout[1].graph)] * 2

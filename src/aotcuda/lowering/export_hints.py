@@ -49,6 +49,11 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
                     f"comparison, a Python-level shape): keep {dim} static (None in dynamic_shapes), "
                     "or change that line to keep the size a tensor size. If instead another input must have the "
                     "same size there, give that input's dim the same torch.export.Dim.")
+        if size in ("0", "1"):
+            return (f"aotcuda: the dynamic dim {dim} became the constant {size}: torch.export makes a dim whose "
+                    f"example input has size 0 or 1 a constant (its 0/1 specialization), whatever the Dim's range. "
+                    f"Give an example of size 2 or more there (the Dim may keep min={size}); if the model itself "
+                    f"needs size {size}, keep that dim static.")
         return (f"aotcuda: the model made the dynamic dim {dim} the constant {size}. If another input must "
                 "have the same size there (k beside q, a mask beside its sequence), give that input's dim the same "
                 "torch.export.Dim (on the command line, the same SYMBOL: --dynamic q:1:2:256:seq --dynamic k:1:2:256:seq); "

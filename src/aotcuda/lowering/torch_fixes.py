@@ -79,6 +79,14 @@ Min/Max of two multiples of one term (``min_max_of_multiples_collapsed``)
     turns such guards into runtime asserts checked over the range, came from this case). 2.13's collapse is
     added to ``_find_localzeros`` for every step (Min/Max are built in each), and removed after it.
 
+Identity arithmetic at another layout (``identity_arithmetic_keeps_layout``, in lowering/identity_arithmetic.py)
+    torch 2.14's Inductor removes ``x * 1.0`` (and ``+ 0``, ``- 0``, ``/ 1``) with a scalar operand even where x is
+    a view at another stride or storage offset, and gives x the removed node's metadata (pytorch/pytorch#166552
+    extended joint_graph's ``remove_no_ops`` to scalars without a layout check). A ``torch.cond`` branch that
+    returns ``(z * z).imag * 1.0`` then fails to compile: "When merging two branches' output in torch.cond,
+    expected same storage_offset but got 0 and 1". For the compile step the pass is wrapped so that such nodes
+    are put back (torch 2.13 kept them); entered only where a one-node probe shows the pass dropping one.
+
 while_loop's mutated carries (``while_loop_mutated_carries``)
     pytorch#183657: AOTInductor's C++ wrapper (CPU and CUDA) carries a loop's mutated buffers. Without it,
     torch 2.11 fails to compile every program with a scan that stacks outputs, a map, or a while_loop whose
@@ -94,6 +102,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
+
+from aotcuda.lowering.identity_arithmetic import identity_arithmetic_keeps_layout
 
 _CAPTURED_BUFFER_ARGS = (7, 8)
 
@@ -389,6 +399,12 @@ FIXES: tuple[TorchFix, ...] = (
              "always in the export step (torch.backends.opt_einsum.flags; a no-op without opt_einsum)",
              "torch.einsum computes the contraction order without specializing SymInt sizes", __name__,
              ("export",), einsum_contraction_order_unspecialized),
+    TorchFix("x * 1.0 / x + 0 of a view removed without its layout: a torch.cond branch returning one fails to "
+             "compile ('expected same storage_offset but got 0 and 1')", "2.14-2.15",
+             "pytorch/pytorch#166552 (remove_no_ops took scalar identities; no stride/offset check)",
+             "a probe: Inductor's remove_no_ops drops select(x, 1, 1) * 1.0",
+             "remove_no_ops compares strides and storage offset (the probe keeps the mul)",
+             "aotcuda.lowering.identity_arithmetic", ("compile",), identity_arithmetic_keeps_layout),
     TorchFix("pytree LeafSpec FutureWarning on every decomposition and compile", "2.11-2.13", "none filed",
              "the warning's text (filtered, not raised)", "torch stops warning from its own code", __name__,
              ("decompose", "passes", "compile"), without_pytree_leafspec_warning),
