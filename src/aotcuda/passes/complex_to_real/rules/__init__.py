@@ -10,6 +10,7 @@ from aotcuda.passes.complex_to_real.rules import (  # noqa: F401
     fft,
     indexing,
     linalg,
+    nn,
     reduction,
     shape,
 )
