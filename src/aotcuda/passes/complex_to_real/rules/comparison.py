@@ -106,3 +106,15 @@ def allclose(out, a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     error = pair_math.magnitude(ar - br, ai - bi)
     close = close | (torch.isfinite(error) & (error <= atol + rtol * pair_math.magnitude(br, bi)))
     return torch.all(close).item()
+
+
+@register(aten.nonzero.default)
+def nonzero(out, a):
+    """The indices where either part is nonzero (the truth of a complex value)."""
+    return aten.nonzero.default(truth(a))
+
+
+@register(aten.nonzero_static.default)
+def nonzero_static(out, a, *, size, fill_value=-1):
+    """nonzero_static of the truth of each element (either part nonzero)."""
+    return aten.nonzero_static.default(truth(a), size=size, fill_value=fill_value)
