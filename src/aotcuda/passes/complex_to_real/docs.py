@@ -16,7 +16,8 @@ from aotcuda.passes.complex_to_real.registry import RULES, Rule, op_name, rule_f
 from aotcuda.passes.complex_to_real.scan import REFUSAL_CHECKS
 from aotcuda.passes.complex_to_real.spectral.plan import docs_section as fft_section
 
-FAMILY_ORDER = ["creation", "conversion", "comparison", "elementwise", "elementary", "shape", "indexing", "reduction", "linalg", "linalg_embedding", "linalg_factors", "householder", "lu", "nn", "fft",
+FAMILY_ORDER = ["creation", "conversion", "comparison", "elementwise", "elementary", "shape", "strided", "indexing",
+                "reduction", "linalg", "linalg_embedding", "linalg_factors", "householder", "lu", "nn", "fft",
                 "control_flow"]
 
 HEADER = """# Ops ReplaceComplexWithRealPass rewrites

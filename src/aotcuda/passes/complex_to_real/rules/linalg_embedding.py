@@ -125,8 +125,9 @@ def cholesky_solve(out, b, factor, upper=False):
 
 @register(aten.cholesky_inverse.default, computes=True)
 def cholesky_inverse(out, factor, upper=False):
-    """(L L^H)⁻¹, the product formed and inverted through E (for a factor with a real diagonal, as Cholesky
-    factors have: LAPACK's potri, eager's kernel, assumes one, and returns no Hermitian matrix otherwise)."""
+    """(L L^H)⁻¹, the product formed and inverted through E (L with a real diagonal, as LAPACK's potri assumes).
+
+    Eager's kernel, potri, returns no Hermitian matrix for a factor whose diagonal is not real."""
     return unembed(torch.linalg.inv(embed(_cholesky_product(factor, upper))))
 
 

@@ -113,8 +113,9 @@ def linalg_inv_ex(out, a, *, check_errors=False):
 
 @register(aten._linalg_solve_ex.default, refuses=_no_factors_read, computes=True)
 def linalg_solve_ex(out, a, b, *, left=True, check_errors=False):
-    """(X, LU, pivots, info) of `torch.linalg.solve`: X through E (a batch of vectors B as one-column matrices),
-    info E(A)'s halved; the factors unread (refused where read)."""
+    """(X, LU, pivots, info) of `torch.linalg.solve`: X through E, info E(A)'s halved; LU and pivots never read.
+
+    A batch of vectors B is solved as one-column matrices; a program reading LU or pivots is refused."""
     vector = out[0].ndim == b.ndim and b.ndim == a.ndim - 1
     if vector:
         b = Pair(b.t.unsqueeze(-2 if left else -3))
