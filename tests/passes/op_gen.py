@@ -397,4 +397,5 @@ def any_over_dims(b, op):
 # functions, the reductions and matrix products beyond sum, mean and matmul); importing them registers them.
 import op_gen_indexing  # noqa: E402, F401
 import op_gen_math  # noqa: E402, F401
+import op_gen_more  # noqa: E402, F401
 import op_gen_shape  # noqa: E402, F401

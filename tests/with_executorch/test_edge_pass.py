@@ -52,7 +52,7 @@ def test_every_aten_rule_applies_to_its_edge_op():
 def test_edge_copy_ops_get_their_views_rule():
     rule = rule_for(exir_ops.edge.aten.view_as_complex_copy.default)
     assert rule.op is torch.ops.aten.view_as_complex_copy.default and rule.family == "creation"
-    assert rule_for(exir_ops.edge.aten.linalg_qr.default) is None  # no ATen rule, no Edge rule
+    assert rule_for(exir_ops.edge.aten.linalg_eig.default) is None  # no ATen rule, no Edge rule
 
 
 def test_refusal_checks_see_the_aten_op():

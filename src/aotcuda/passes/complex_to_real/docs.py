@@ -11,12 +11,13 @@ from collections import defaultdict
 
 import torch
 
-from aotcuda.passes.complex_to_real import coverage
+from aotcuda.passes.complex_to_real import coverage, no_rule
 from aotcuda.passes.complex_to_real.registry import RULES, Rule, op_name, rule_for
 from aotcuda.passes.complex_to_real.scan import REFUSAL_CHECKS
 from aotcuda.passes.complex_to_real.spectral.plan import docs_section as fft_section
 
-FAMILY_ORDER = ["creation", "conversion", "comparison", "elementwise", "elementary", "shape", "indexing", "reduction", "linalg", "fft",
+FAMILY_ORDER = ["creation", "conversion", "comparison", "elementwise", "elementary", "shape", "strided", "indexing",
+                "reduction", "linalg", "linalg_embedding", "linalg_factors", "householder", "lu", "nn", "fft",
                 "control_flow"]
 
 HEADER = """# Ops ReplaceComplexWithRealPass rewrites
@@ -77,6 +78,8 @@ def _refusals() -> list[str]:
     for check, rules in by_check.items():
         ops = ", ".join(f"`{op_name(r.op)}`" for r in sorted(rules, key=lambda r: op_name(r.op)))
         lines.append(f"- {ops}: {_first_line(check)}")
+    for op, why in sorted(no_rule.NO_RULE.items(), key=lambda item: op_name(item[0])):
+        lines.append(f"- `{op_name(op)}` (no rule): {why}.")
     return lines
 
 

@@ -37,6 +37,8 @@ def as_laid_out_in_eager(result, original):
 def _one(value, original):
     if not isinstance(original, torch.Tensor):
         return value
+    if isinstance(value, (Pair, torch.Tensor)) and _same_up_to_unbacked_names(_tensor(value), original):
+        return value
     if isinstance(value, Pair) and original.dtype.is_complex:
         shape = [*original.shape, 2]
         with disable_proxy_modes_tracing():  # metadata arithmetic, not graph nodes (see _restrided)
@@ -46,6 +48,33 @@ def _one(value, original):
     if isinstance(value, torch.Tensor) and not isinstance(value, Pair) and not original.dtype.is_complex:
         return _restrided(value, list(original.shape), list(original.stride()))
     return value
+
+
+def _tensor(value) -> torch.Tensor:
+    return value.t if isinstance(value, Pair) else value
+
+
+def _same_up_to_unbacked_names(t: torch.Tensor, original: torch.Tensor) -> bool:
+    """Whether t's strides are the original's once each data-dependent size symbol of the original (u0: a
+    nonzero's row count) is renamed to t's in the same dim (u1: the rule's own nonzero draws a fresh one, which
+    no expression relates to u0, and u0 is no value of the rewritten trace, so no copy could be made with it)."""
+    renamed = {}
+    for ours, theirs in zip(t.shape, original.shape):
+        if isinstance(ours, torch.SymInt) and isinstance(theirs, torch.SymInt) and theirs.node.expr.is_symbol \
+                and _hint(theirs) is None:  # a data-dependent (unbacked) size: it has no example value
+            renamed[theirs.node.expr] = ours.node.expr
+    if not renamed:
+        return False
+    extra = t.ndim - original.ndim  # the pair dim, last, stride 1
+    if extra not in (0, 1) or (extra and t.stride()[-1] != 1):
+        return False
+    factor = 2 if extra else 1
+    for size, ours, theirs in zip(original.shape, t.stride(), original.stride()):
+        theirs = theirs.node.expr.xreplace(renamed) if isinstance(theirs, torch.SymInt) else theirs
+        ours = ours.node.expr if isinstance(ours, torch.SymInt) else ours
+        if not _at_most_one(size) and ours != factor * theirs:
+            return False
+    return True
 
 
 def _restrided(t: torch.Tensor, shape: list, strides: list) -> torch.Tensor:

@@ -16,6 +16,7 @@ import torch
 from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
+from aotcuda.passes.complex_to_real import no_rule
 from aotcuda.passes.complex_to_real.half import runs_in_float32
 from aotcuda.passes.complex_to_real.registry import Rule, op_name, rule_for
 
@@ -185,7 +186,7 @@ def scan(ep: torch.export.ExportedProgram) -> Plan | Refusal:
             continue
         rule = rule_for(node.target)
         if rule is None:
-            return _refuse(node, "no rule rewrites this op on complex values")
+            return _refuse(node, no_rule.reason(node.target))
         reason = rule.refuses(node) if rule.refuses else None
         if reason:
             return _refuse(node, reason)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from aotcuda.passes.complex_to_real import pair_math
 from aotcuda.passes.complex_to_real.pair import Pair
 from aotcuda.passes.complex_to_real.registry import register
 from aotcuda.passes.complex_to_real.rules.conversion import real_value
@@ -91,3 +92,29 @@ def any_(out, a, dim=None, keepdim=False):
 def _dims(dim) -> list[int] | None:
     """any.dim's int, any.dims' list, or None (every dim): complex dims, the same dims of the truth."""
     return [dim] if isinstance(dim, int) else dim
+
+
+@register(aten.allclose.default, computes=True)
+def allclose(out, a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Eager's isclose on every element, then all: equal, or |a − b| finite and ≤ atol + rtol·|b| (complex
+    magnitudes); with equal_nan, nan (in either part) on both sides counts as close. Returns a Python bool
+    (an unbacked SymBool when traced: export itself refuses allclose, whose result steers Python)."""
+    (ar, ai), (br, bi) = parts(a), parts(b)
+    close = torch.logical_and(ar == br, ai == bi)
+    if equal_nan:
+        close = close | (isnan(None, a) & isnan(None, b))
+    error = pair_math.magnitude(ar - br, ai - bi)
+    close = close | (torch.isfinite(error) & (error <= atol + rtol * pair_math.magnitude(br, bi)))
+    return torch.all(close).item()
+
+
+@register(aten.nonzero.default)
+def nonzero(out, a):
+    """The indices where either part is nonzero (the truth of a complex value)."""
+    return aten.nonzero.default(truth(a))
+
+
+@register(aten.nonzero_static.default)
+def nonzero_static(out, a, *, size, fill_value=-1):
+    """nonzero_static of the truth of each element (either part nonzero)."""
+    return aten.nonzero_static.default(truth(a), size=size, fill_value=fill_value)

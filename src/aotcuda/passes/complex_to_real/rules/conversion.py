@@ -74,3 +74,10 @@ def conjugate(out, a):
 def assert_tensor_metadata(out, a, size=None, stride=None, dtype=None, *, device=None, layout=None):
     """Dropped: it checks the complex dtype the pass replaces by design."""
     return None
+
+
+@register(aten._local_scalar_dense.default)
+def local_scalar_dense(out, a):
+    """`z.item()`: the Python complex of the one element's parts (export itself refuses a complex item, which has
+    no symbolic form, so this runs only where the values are known)."""
+    return complex(a.re.item(), a.im.item())

@@ -151,3 +151,25 @@ def new_ones(out, a, size, *, dtype=None, layout=None, device=None, pin_memory=N
 def new_empty(out, a, size, *, dtype=None, layout=None, device=None, pin_memory=None):
     """A new uninitialised tensor of `size`."""
     return Pair(torch.empty(pair_shape(size), dtype=result_dtype(out), device=out.device))
+
+
+# ---- random: a complex standard normal has E|z|² = 1, so each part is a real normal of variance 1/2 ----------
+
+
+def normal_pair(size, out) -> Pair:
+    """A pair of independent normals of variance 1/2 each, as eager draws a complex standard normal."""
+    return Pair(torch.randn(pair_shape(size), dtype=result_dtype(out), device=out.device) * 0.5 ** 0.5)
+
+
+@register(aten.randn.default)
+def randn(out, size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """Complex standard normals: each part a real normal of variance 1/2 (values differ from eager's draw)."""
+    return normal_pair(size, out)
+
+
+@register(aten.randn_like.default)
+def randn_like(out, a, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    """Normals shaped like a: complex ones as randn's, real ones (a real dtype given) a real randn."""
+    if out.dtype.is_complex:
+        return normal_pair(a.shape, out)
+    return torch.randn(a.shape, dtype=out.dtype, device=out.device)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dim
-from aotcuda.passes.complex_to_real.pair_algebra import as_addend, cast, multiply, result_dtype
+from aotcuda.passes.complex_to_real.pair_algebra import as_addend, cast, mul_pairs, multiply, result_dtype
 from aotcuda.passes.complex_to_real.registry import register
 from aotcuda.passes.complex_to_real.rules.conversion import real_value
 
@@ -125,3 +125,34 @@ def scatter(out, a, dim, index_, src):
     if not isinstance(src, (Pair, torch.Tensor)):
         values = values.expand(*index_.shape, 2)
     return Pair(aten.scatter.src(a.t, pair_dim(dim), _pair_index(index_), values))
+
+
+@register(aten.put.default, computes=True)
+def put(out, a, index_, source, accumulate=False):
+    """put into the flattened pair: complex element i is real elements 2i and 2i + 1 (a negative i too: −1 → −2, −1)."""
+    pair_index = torch.stack([2 * index_, 2 * index_ + 1], -1)
+    return Pair(aten.put.default(a.t, pair_index, source_pair(out, source), accumulate))
+
+
+@register(aten.scatter.reduce, computes=True)
+def scatter_reduce(out, a, dim, index_, src, *, reduce):
+    """reduce="add": scatter_add's rule. reduce="multiply": one position of `dim` at a time (no two elements of
+    one index slice write the same place), each a gather, a complex product and a scatter back, in eager's order."""
+    d = pair_dim(dim)
+    values = source_pair(out, src)
+    if reduce == "add":
+        return Pair(aten.scatter.reduce(a.t, d, _pair_index(index_), values, reduce="add"))
+    t = a.t.to(result_dtype(out))
+    if index_.ndim == 0:  # a scalar's only element
+        return Pair(mul_pairs(Pair(t), Pair(values)).t)
+    for k in range(index_.shape[dim]):
+        at = _pair_index(index_.narrow(dim, k, 1))
+        factor = values[tuple(slice(0, n) for n in index_.shape)].narrow(d, k, 1)
+        t = aten.scatter.src(t, d, at, mul_pairs(Pair(aten.gather.default(t, d, at)), Pair(factor)).t)
+    return Pair(t)
+
+
+@register(aten.masked_select.default)
+def masked_select(out, a, mask):
+    """The pair's elements where the mask (broadcast over the pair dim) is set, two by two."""
+    return Pair(aten.masked_select.default(a.t, mask.unsqueeze(-1)).reshape(-1, 2))
