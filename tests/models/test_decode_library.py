@@ -6,6 +6,7 @@ over the repeat_kv-expanded cache; ``.module()`` matches eager step after step (
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from aotcuda.lowering import torch_fixes
@@ -21,7 +22,9 @@ from tests.models.library.transformers_models import build_llama_decode_step, ll
 LAYERS, BATCH = 2, 2
 
 
-def test_the_library_llama_decode_step_gets_both_passes_and_matches_eager_step_after_step():
+@pytest.mark.parametrize("kernel", [False, True], ids=["plain ATen", "kernel op"])
+def test_the_library_llama_decode_step_gets_both_passes_and_matches_eager_step_after_step(kernel):
+    # kernel: SplitCacheAttentionPass writes aotcuda::decode_attention (run here by its CPU implementation)
     config = llama_decode_config(dim=64, layers=LAYERS, heads=4, kv_heads=2, ffn=128, vocab=256, max_seq=32)
     step = build_llama_decode_step(config, BATCH, dtype=torch.float32, seed=3)
     example = (torch.zeros(BATCH, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
@@ -32,10 +35,10 @@ def test_the_library_llama_decode_step_gets_both_passes_and_matches_eager_step_a
             ep = ep.run_decompositions(decomposition_table())
         for graph_pass in passes():
             ep = graph_pass(ep)
-        products, attention = ConcatSiblingProductsPass(), SplitCacheAttentionPass(min_cache_len=16, chunk=8)
+        products, attention = ConcatSiblingProductsPass(), SplitCacheAttentionPass(min_cache_len=16, chunk=8, kernel=kernel)
         ep = attention(products(ep))
     assert products.result.counts == {"groups": 2 * LAYERS, "products": 5 * LAYERS}
-    assert attention.result.counts == {"rewritten": LAYERS, "kept": 0}
+    assert attention.result.counts == {"rewritten": LAYERS, "kernel": LAYERS * kernel, "kept": 0}
     assert not [n for n in ep.graph.nodes if n.target is SDPA]
     eager, lowered = build_llama_decode_step(config, BATCH, dtype=torch.float32, seed=3), ep.module()
     tokens = torch.randint(0, config.vocab_size, (BATCH, 1), generator=torch.Generator().manual_seed(0))

@@ -18,6 +18,7 @@ SAMPLES = {
     aten._conj_copy.default: ((3, 4), ()),
     aten._neg_view_copy.default: ((3, 4), ()),
     aten.alias_copy.default: ((3, 4), ()),
+    aten.as_strided_copy.default: ((3, 4), ([2, 3], [4, 1], 1)),
     aten.detach_copy.default: ((3, 4), ()),
     aten.diagonal_copy.default: ((2, 3, 4), (1, 0, -1)),
     aten.lift_fresh_copy.default: ((3, 4), ()),
