@@ -14,3 +14,17 @@ from __future__ import annotations
 import importlib.util
 
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
+
+
+def launcher(kernel):
+    """What launches a Triton kernel from an op's implementation: ``torch.library.wrap_triton(kernel)``,
+    which lets export and AOTInductor trace the launch into the program; under Triton's interpreter
+    (TRITON_INTERPRET=1, the CPU tests) the kernel itself, since torch 2.11's ``wrap_triton`` refuses the
+    interpreter's kernel objects ("only works on functions annotated with triton.jit")."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return kernel
+    from torch.library import wrap_triton
+
+    return wrap_triton(kernel)

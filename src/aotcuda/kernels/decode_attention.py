@@ -25,7 +25,7 @@ import math
 
 import torch
 
-from aotcuda.kernels import HAVE_TRITON
+from aotcuda.kernels import HAVE_TRITON, launcher
 
 OP = "aotcuda::decode_attention"
 BLOCK_L = 64  # cache positions a program reads per step
@@ -75,7 +75,7 @@ def _check(q, k, v, bias, group):
 if HAVE_TRITON:
     import triton
     import triton.language as tl
-    from torch.library import triton_op, wrap_triton
+    from torch.library import triton_op
 
     @triton.jit
     def _chunk_kernel(Q, K, V, Bias, PartO, PartM, PartL,
@@ -118,7 +118,10 @@ if HAVE_TRITON:
                     s = tl.dot(q, k, input_precision="ieee")
                 else:
                     s = tl.dot(q, k)
-                s = tl.where(bias == float("-inf"), float("-inf"), s * scale + bias)  # hidden: keys not read
+                # float32 whatever type the scale argument gets: AOTInductor passes a Python float as fp64,
+                # which would make the running max fp64 (Triton then refuses the loop-carried m_i)
+                s = (s * scale).to(tl.float32)
+                s = tl.where(bias == float("-inf"), float("-inf"), s + bias)  # hidden: keys not read
                 m_new = tl.maximum(m_i, tl.max(s, 1))
                 m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
                 alpha = tl.exp(m_i - m_safe)
@@ -181,12 +184,12 @@ if HAVE_TRITON:
         bias_arg = bias if bias is not None else q
         bias_strides = _strides4(bias) if bias is not None else [0, 0, 0, 0]
         ieee = q.dtype == torch.float32 or k.dtype == torch.float32
-        wrap_triton(_chunk_kernel)[(batch * kv_heads, splits)](
+        launcher(_chunk_kernel)[(batch * kv_heads, splits)](
             q, k, v, bias_arg, part_o, part_m, part_l, *q.stride(), *k.stride(), *v.stride(), *bias_strides,
             float(scale), length, chunk, KV_HEADS=kv_heads, GROUP=group, ROWS=rows, SQ=sq, D=width, DV=width_v,
             SPLITS=splits, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_D=block_d, BLOCK_DV=block_dv,
             BLOCK=BLOCK_L, IEEE=ieee)
-        wrap_triton(_combine_kernel)[(batch * kv_heads,)](
+        launcher(_combine_kernel)[(batch * kv_heads,)](
             part_o, part_m, part_l, out, *out.stride(), KV_HEADS=kv_heads, GROUP=group, ROWS=rows, SQ=sq,
             DV=width_v, SPLITS=splits, BLOCK_M=block_m, BLOCK_DV=block_dv)
         return out

@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from aotcuda.kernels import HAVE_TRITON
+from aotcuda.kernels import HAVE_TRITON, launcher
 
 OP = "aotcuda::row_product"
 
@@ -42,7 +42,7 @@ def _check(x, w, bias):
 if HAVE_TRITON:
     import triton
     import triton.language as tl
-    from torch.library import triton_op, wrap_triton
+    from torch.library import triton_op
 
     CONFIGS = [triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=warps, num_stages=stages)
                for n, k, warps, stages in ((16, 256, 4, 4), (16, 512, 4, 3), (32, 256, 4, 4), (32, 128, 4, 4),
@@ -87,7 +87,7 @@ if HAVE_TRITON:
         kernel, fixed = _row_product_kernel, {}
         if os.environ.get("TRITON_INTERPRET") == "1":  # the interpreter cannot time configs: the first one
             kernel, fixed = _row_product_kernel.fn, dict(CONFIGS[0].kwargs)
-        wrap_triton(kernel)[grid](
+        launcher(kernel)[grid](
             x, w, bias if bias is not None else w, out, rows, columns, x.shape[1], *x.stride(), *w.stride(),
             *out.stride(), HAS_BIAS=bias is not None, BLOCK_M=block_m, IEEE=ieee, **fixed)
         return out
