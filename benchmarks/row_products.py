@@ -1,7 +1,7 @@
 """Few-row matrix products on CUDA (a decode step's projections and LM head): Inductor against
 aotcuda::row_product, against a device copy of the weight.
 
-    python benchmarks/row_products.py [--rows 1 8] [--json out.json]
+    python benchmarks/row_products.py [--rows 1 2 4 8] [--json out.json]
 
 The products of one step of benchmarks/decode.py's decoder (dim 2048, FFN 8192, vocab 32000, bf16): wq and
 wo (2048 → 2048), q/k/v as one product (2048 → 3072), w1/w3 as one (2048 → 16384), w2 (8192 → 2048) and
@@ -29,7 +29,7 @@ PRODUCTS = {"wq, wo": (2048, 2048), "q/k/v": (2048, 3072), "w1/w3": (2048, 16384
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--json")
     options = parser.parse_args()
     import torch._inductor.config as inductor_config

@@ -50,8 +50,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_SIBLING_PRODUCTS", False, "CUDA lowering runs ConcatSiblingProductsPass: matrix products that "
            "read one activation (q/k/v, w1/w3) become one product over their stacked weights "
            "(passes/sibling_products.py); off: each product on its own", "at each lower() for CUDA"),
-    Switch("AOTCUDA_ROW_PRODUCTS", False, "CUDA lowering runs RowProductsPass: matrix products with at most 16 "
-           "rows on the left and a weight of 1M elements or more (a decode step's projections and LM head) become "
+    Switch("AOTCUDA_ROW_PRODUCTS", False, "CUDA lowering runs RowProductsPass: matrix products with at most 4 "
+           "rows on the left and a weight of 8M elements or more (a decode step's projections and LM head) become "
            "the aotcuda::row_product Triton op (passes/row_products.py, kernels/row_product.py); off: Inductor's "
            "own kernels", "at each lower() for CUDA"),
     Switch("AOTCUDA_DECODE_ATTENTION", False, "CUDA lowering runs SplitCacheAttentionPass: attention of a few query "
