@@ -45,8 +45,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "index hold values eager accepts (runtime/index_ranges.py); off: no check, and an out-of-range index "
            "ends the process (CPU) or breaks the CUDA context. aotcuda.load(check_index_ranges=) overrides it",
            "at each load"),
-    # Off by default: on the H200 (torch 2.11, decode.py batch 1, bound graph) both on gave 987.8 µs a step
-    # against 978.4 µs with both off; a pass turns on by default only where a measurement says it wins.
+    # Off by default, by the H200's decode step (torch 2.11, decode.py batch 1, bound graph): the sibling
+    # products alone 987.8 µs against 978.4 without (2026-12-02); with the row products and the decode
+    # attention 1164.9 µs against 939.0 with the decode attention alone (2026-12-03): in the step, the
+    # row_product kernels took 658.9 µs for the 33 products Inductor's fused reductions make in about 440.
     Switch("AOTCUDA_SIBLING_PRODUCTS", False, "CUDA lowering runs ConcatSiblingProductsPass: matrix products that "
            "read one activation (q/k/v, w1/w3) become one product over their stacked weights "
            "(passes/sibling_products.py); off: each product on its own", "at each lower() for CUDA"),
@@ -54,7 +56,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "rows on the left and a weight of 8M elements or more (a decode step's projections and LM head) become "
            "the aotcuda::row_product Triton op (passes/row_products.py, kernels/row_product.py); off: Inductor's "
            "own kernels", "at each lower() for CUDA"),
-    Switch("AOTCUDA_DECODE_ATTENTION", False, "CUDA lowering runs SplitCacheAttentionPass: attention of a few query "
+    # On by default: on the H200 (torch 2.11, decode.py batch 1, bound graph, 2026-12-03) the step took 939.0 µs
+    # with it against 1051.1 µs without (54% of the bound against 48%); benchmarks/decode_attention.py: the
+    # op 11.6 µs against Inductor's 21.3 at batch 1, 20.4 against 87.0 at batch 8 (position 1024).
+    Switch("AOTCUDA_DECODE_ATTENTION", True, "CUDA lowering runs SplitCacheAttentionPass: attention of a few query "
            "rows over a long KV cache in one pass over the cache, as the aotcuda::decode_attention Triton op "
            "(kernels/decode_attention.py) where Triton is installed, else in split-cache form in generated "
            "kernels (passes/decode_attention.py); off: Inductor's own attention", "at each lower() for CUDA"),
