@@ -5,7 +5,8 @@ t = b·c·t1 + c·t2 + t3, and its DFT X[k], k = k1 + a·k2 + a·b·k3, is three
 between (Cooley–Tukey's four-step applied twice; ω_m = exp(∓2πi/m), − forward, + inverse):
 
     t·k ≡ b·c·t1·k1 + c·t2·k1 + t3·k1 + a·c·t2·k2 + a·t3·k2 + a·b·t3·k3   (mod n), so
-    X[k] = Σ_t3 ω_c^(t3·k3) · ω_n^(a·t3·k2) · Σ_t2 ω_b^(t2·k2) · ω_n^((c·t2 + t3)·k1) · Σ_t1 ω_a^(t1·k1) · x[t]
+    X[k] = Σ_t3 ω_c^(t3·k3) · ω_n^(a·t3·k2) · Σ_t2 ω_b^(t2·k2) · ω_n^((c·t2 + t3)·k1)
+                                                     · Σ_t1 ω_a^(t1·k1) · x[t]
 
 (stage 1: DFT over t1; twiddle ω_n^(c·t2·k1) · ω_n^(t3·k1); stage 2: DFT over t2; twiddle ω_n^(a·t3·k2);
 stage 3: DFT over t3). A factor of 1 is a stage that is not run. Each DFT is a tl.dot of the tile against a

@@ -8,8 +8,9 @@ pair's two parts `stride(-1)` apart), out the pair of the length-n DFT along com
 "c2r": x the Hermitian half of a spectrum (pair), out the real inverse DFT of length n (pocketfft's c2r:
 bins past n//2 are the conjugates of those below, the imaginary parts of bins 0 and n/2 drop out). Along
 `dim`, x is zero-padded or cropped to n (c2r: its half to n//2 + 1 bins) and out keeps the first `out_len`
-points (r2c one-sided: n//2 + 1). out is a new contiguous tensor of x's dtype (float32, float16 or
-bfloat16; a pair again except for c2r) with `out_len` along `dim`. Every other dim of x (at most
+points (r2c one-sided: n//2 + 1). out is a new tensor of x's dtype (float32, float16 or
+bfloat16; a pair again except for c2r) with `out_len` along `dim`, laid out as cuFFT lays out its result
+(the transformed dim innermost, empty_out). Every other dim of x (at most
 MAX_BATCH_DIMS) is a batch dim read with its own stride: a transform along a middle dim needs no copy.
 `tables` is fft_plan.table_values(fft_plan.tiling(n), direction) in float32 (direction: inverse for c2c,
 forward for r2c, inverse for c2r) on x's device, or None to build it here; passes hand it in as a program
@@ -38,6 +39,10 @@ OP = "aotcuda::fft_rows"
 KINDS = ("c2c", "r2c", "c2r")
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BATCH_DIMS = 4
+# tl.dot's input_precision by data type: float32's accuracy for float32 data (three TF32 products; in
+# Triton's interpreter with its rounding emulated, 1.4e-7 relative at n = 4096, cuFFT's 3e-7), one TF32
+# product for half data (9e-4 for float16 at n = 4096: twice its own rounding; bfloat16's is 4e-3).
+PRECISION = {torch.float32: "tf32x3", torch.float16: "tf32", torch.bfloat16: "tf32"}
 
 
 def direction(kind: str, inverse: bool) -> bool:
@@ -58,10 +63,15 @@ def supports(x: torch.Tensor, dim: int, n, kind: str) -> bool:
             and 0 <= dim < complex_dims and complex_dims - 1 <= MAX_BATCH_DIMS)
 
 
-def _out_shape(x: torch.Tensor, dim: int, out_len, kind: str) -> list:
-    shape = list(x.shape if kind == "r2c" else x.shape[:-1])
-    shape[dim] = out_len
-    return shape if kind == "c2r" else [*shape, 2]
+def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
+    """The output: x's dims with `out_len` at `dim` (a pair's trailing 2 except for c2r), laid out as
+    cuFFT's (_exec_fft: the batch dims in order, the transformed dim innermost), so that a pass that
+    keeps eager's layout copies nothing after it where x is contiguous. No size is compared: a dynamic
+    batch adds no guard."""
+    complex_dims = x.dim() - (0 if kind == "r2c" else 1)
+    batch = [x.shape[d] for d in range(complex_dims) if d != dim]
+    pair = [] if kind == "c2r" else [2]
+    return x.new_empty([*batch, out_len, *pair]).movedim(len(batch), dim)
 
 
 def _check(x, tables, dim, n, out_len, kind):
@@ -90,6 +100,7 @@ def reference(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, ou
               inverse: bool, scale: float) -> torch.Tensor:
     """The same transform with torch.fft in float32 (complex64), the CPU implementation and the tests'
     reference; `tables` is not read."""
+    _check(x, tables, dim, n, out_len, kind)
     if kind == "r2c":
         z = x.float().movedim(dim, -1).to(torch.complex64)
     else:
@@ -100,9 +111,10 @@ def reference(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, ou
     else:
         z = _fit(z, n)
         out = (torch.fft.ifft(z, norm="forward") if direction(kind, inverse) else torch.fft.fft(z)) * scale
-    out = out[..., :out_len]
-    out = out.movedim(-1, dim) if kind == "c2r" else torch.view_as_real(out.movedim(-1, dim))
-    return out.to(x.dtype).contiguous()
+    out = out[..., :out_len].movedim(-1, dim)
+    laid_out = empty_out(x, dim, out_len, kind)
+    laid_out.copy_(out if kind == "c2r" else torch.view_as_real(out))
+    return laid_out
 
 
 def _batch(t: torch.Tensor, dim: int, pair: bool) -> tuple[list, list]:
@@ -239,7 +251,7 @@ if HAVE_TRITON:
         if tables is None:
             tables = tables_for(n, kind, inverse, x.device)
         pair_in = kind != "r2c"
-        out = x.new_empty(_out_shape(x, dim, out_len, kind))
+        out = empty_out(x, dim, out_len, kind)
         sizes, x_strides = _batch(x, dim, pair_in)
         _, out_strides = _batch(out, dim, kind != "c2r")
         rows = sizes[0] * sizes[1] * sizes[2] * sizes[3]
@@ -247,11 +259,11 @@ if HAVE_TRITON:
         per_program = rows_per_program(plan, rows, processors)
         a, b, c = plan.factors
         p1, p2, p3 = plan.padded
-        precision = "tf32x3" if x.dtype == torch.float32 else "tf32"
         wrap_triton(_fft_rows_kernel)[((rows + per_program - 1) // per_program,)](
             x, tables, out, rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
             x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
-            N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind), PRECISION=precision,
+            N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
+            PRECISION=PRECISION[x.dtype],
             num_warps=8 if per_program * plan.tile >= 4096 or max(plan.padded) > 32 else 4)
         return out
 
@@ -267,4 +279,4 @@ else:
     @fft_rows.register_fake
     def _(x, tables, dim, n, out_len, kind, inverse, scale):
         _check(x, tables, dim, n, out_len, kind)
-        return x.new_empty(_out_shape(x, dim, out_len, kind))
+        return empty_out(x, dim, out_len, kind)

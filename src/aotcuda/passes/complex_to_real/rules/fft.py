@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from aotcuda.passes.complex_to_real.pair import Pair, pair_dim, real_dtype
+from aotcuda.passes.complex_to_real.pair import Pair, real_dtype
 from aotcuda.passes.complex_to_real.registry import register
 from aotcuda.passes.complex_to_real.spectral import dynamic
 from aotcuda.passes.complex_to_real.spectral import transform as spectral
@@ -59,13 +59,11 @@ def _times(x: torch.Tensor, factor) -> torch.Tensor:
 
 def _c2c_along(x: Pair, dim: int, inverse: bool, scale) -> Pair:
     """The complex DFT of x along one dim (a dim of the complex tensor)."""
-    moved = x.t.movedim(pair_dim(dim), -2)
-    if _static(moved.shape[-2]):
+    d = dim % x.ndim
+    if _static(x.shape[d]):
         table_scale, after = _in_tables(scale)
-        out = _times(spectral.transform(moved, None, inverse, table_scale), after)
-    else:
-        out = dynamic.transform(moved, inverse, scale)
-    return Pair(out.movedim(-2, pair_dim(dim)))
+        return Pair(_times(spectral.c2c_along(x.t, d, inverse, table_scale), after))
+    return Pair(dynamic.transform(x.t.movedim(d, -2), inverse, scale).movedim(-2, d))
 
 
 def _c2c_dims(x: Pair, dims, inverse: bool, scale_first) -> Pair:
@@ -110,15 +108,14 @@ def fft_r2c(out, x, dim, normalization, onesided):
     x = x.to(real_dtype(out.dtype))
     scale = _scale(normalization, _signal_numel(x.shape[d] for d in dim))
     *first, last = dim
+    last = last % x.dim()
     n = x.shape[last]
     bins = n // 2 + 1 if onesided else n
-    moved = x.movedim(last, -1)
     if _static(n):
         table_scale, after = _in_tables(scale)
-        half = _times(spectral.r2c(moved, bins, table_scale), after)
+        result = Pair(_times(spectral.r2c_along(x, last, bins, table_scale), after))
     else:
-        half = dynamic.r2c(moved, bins, scale)
-    result = Pair(half.movedim(-2, pair_dim(last)))
+        result = Pair(dynamic.r2c(x.movedim(last, -1), bins, scale).movedim(-2, last))
     return _c2c_dims(result, first, False, 1.0) if first else result
 
 
@@ -131,10 +128,8 @@ def fft_c2r(out, x, dim, normalization, last_dim_size):
     scale = _scale(normalization, _signal_numel([*(x.shape[d] for d in first), n]))
     x = _c2c_dims(x, first, True, scale)
     scale = 1.0 if first else scale
-    moved = x.t.movedim(pair_dim(last), -2)
+    last = last % x.ndim
     if _static(n):
         table_scale, after = _in_tables(scale)
-        signal = _times(spectral.c2r(moved, n, table_scale), after)
-    else:
-        signal = dynamic.c2r(moved, n, scale)
-    return signal.movedim(-1, last)
+        return _times(spectral.c2r_along(x.t, last, n, table_scale), after)
+    return dynamic.c2r(x.t.movedim(last, -2), n, scale).movedim(-1, last)
