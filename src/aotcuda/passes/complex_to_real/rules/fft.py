@@ -1,19 +1,23 @@
 """FFT rules: _fft_r2c, _fft_c2c and _fft_c2r (torch.fft.*, stft, istft, rfft2, fftn) as real math.
 
 Inductor has no FFT codegen: left as they are, these ops become pocketfft/cuFFT fallback kernels on
-complex tensors. Each transformed dim of static length n takes one of two forms, by the device of
+complex tensors. Each transformed dim of static length n takes one of three forms, by the device of
 the traced tensors (spectral/transform.py): on the CPU, Stockham radix-4/2/3/5/7/11/13 stages as
 pointwise ops (spectral/stockham.py); elsewhere the GEMM plan (spectral/plan.py): one DFT product up
 to 64, a mixed-radix split n = n1·n2 into two smaller transforms with a twiddle product between them
-(400 = 20·20, 4096 = 64·64); both run Bluestein's chirp-z for a large prime factor. Every DFT,
-twiddle and chirp table is a program constant (spectral/tables.py). The normalization (none, 1/√N,
-1/N with N the product of the signal sizes) is folded into the first stage's table.
+(400 = 20·20, 4096 = 64·64); both run Bluestein's chirp-z for a large prime factor. With
+AOTCUDA_FFT_KERNEL on (and Triton installed), a non-CPU transform of a length the kernel covers (prime
+factors ≤ 61, n ≤ 4096: kernels/fft_plan.py) is one aotcuda::fft_rows Triton op instead, which reads the
+dim where it is (kernels/fft_rows.py). Every DFT, twiddle and chirp table is a program constant
+(spectral/tables.py). The normalization (none, 1/√N, 1/N with N the product of the signal sizes) is
+folded into the first stage's table (the kernel's `scale` argument).
 
 A dim of dynamic length (a SymInt bounded by its Dim's max) runs as spectral/dynamic.py says: a DFT
 product with its table built in the graph (max ≤ 64), else Bluestein at the power of two ≥ 2·max − 1.
 A normalization that depends on a dynamic length multiplies the result instead of a table.
 
-Dims are handled one at a time (the DFT is separable): the dim moves last, is transformed, moves back.
+Dims are handled one at a time (the DFT is separable): the dim moves last, is transformed, moves back
+(the kernel form reads and writes it in place).
 onesided r2c keeps the n//2 + 1 non-negative frequencies; c2r rebuilds the negative ones by Hermitian
 symmetry (the imaginary parts of bins 0 and n/2 drop out, as in pocketfft).
 """
