@@ -255,7 +255,8 @@ if HAVE_TRITON:
         sizes, x_strides = _batch(x, dim, pair_in)
         _, out_strides = _batch(out, dim, kind != "c2r")
         rows = sizes[0] * sizes[1] * sizes[2] * sizes[3]
-        processors = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        # Off CUDA (Triton's interpreter) there are no multiprocessors to fill: the most rows a program.
+        processors = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
         per_program = rows_per_program(plan, rows, processors)
         a, b, c = plan.factors
         p1, p2, p3 = plan.padded
