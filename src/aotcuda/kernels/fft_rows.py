@@ -8,11 +8,10 @@ pair's two parts `stride(-1)` apart), out the pair of the length-n DFT along com
 "c2r": x the Hermitian half of a spectrum (pair), out the real inverse DFT of length n (pocketfft's c2r:
 bins past n//2 are the conjugates of those below, the imaginary parts of bins 0 and n/2 drop out). Along
 `dim`, x is zero-padded or cropped to n (c2r: its half to n//2 + 1 bins) and out keeps the first `out_len`
-points (r2c one-sided: n//2 + 1). out is a new tensor of x's dtype (float32, float16 or
-bfloat16; a pair again except for c2r) with `out_len` along `dim`, laid out as cuFFT lays out its result
-(the transformed dim innermost, empty_out). Every other dim of x (at most
-MAX_BATCH_DIMS) is a batch dim read with its own stride: a transform along a middle dim needs no copy.
-`tables` is fft_plan.table_values(fft_plan.tiling(n), direction) in float32 (direction: inverse for c2c,
+points (r2c one-sided: n//2 + 1). out is a new tensor of x's dtype (float32, float16 or bfloat16; a pair
+again except for c2r) with `out_len` along `dim`, laid out as cuFFT lays out its result (the transformed
+dim innermost: empty_out). Every other dim of x (at most MAX_BATCH_DIMS) is a batch dim read with its own
+stride: a transform along a middle dim needs no copy. `tables` is fft_plan.table_values(fft_plan.tiling(n), direction) in float32 (direction: inverse for c2c,
 forward for r2c, inverse for c2r) on x's device, or None to build it here; passes hand it in as a program
 constant.
 
