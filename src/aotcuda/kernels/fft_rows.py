@@ -195,6 +195,7 @@ if HAVE_TRITON:
             if KIND == 0:
                 xi = tl.load(X + x_row + t.to(tl.int64) * xs_t + xs_p, mask=ok, other=0.0).to(tl.float32)
 
+        # Table offsets and the dots' row counts (declared constexpr: Triton 3.6 makes a plain local a tensor).
         F2: tl.constexpr = 2 * P1 * P1
         F3: tl.constexpr = F2 + 2 * P2 * P2
         W12: tl.constexpr = F3 + 2 * P3 * P3
@@ -238,6 +239,7 @@ if HAVE_TRITON:
         k = k1 + A * k2 + A * B * k3
         ok = row_ok & (k1 < A) & (k2 < B) & (k3 < C) & (k < out_len)
         at = Out + o_row + k.to(tl.int64) * os_t
+        scale = scale.to(tl.float32)  # AOTInductor passes a float argument as float64
         tl.store(at, (xr * scale).to(Out.dtype.element_ty), mask=ok)
         if KIND != 2:
             tl.store(at + os_p, (xi * scale).to(Out.dtype.element_ty), mask=ok)
