@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import torch
 
-from aotcuda.kernels import HAVE_TRITON
+from aotcuda.kernels import HAVE_TRITON, launcher
 from aotcuda.kernels.fft_plan import Tiling, rows_per_program, table_values, tiling
 
 OP = "aotcuda::fft_rows"
@@ -127,7 +127,7 @@ def _batch(t: torch.Tensor, dim: int, pair: bool) -> tuple[list, list]:
 if HAVE_TRITON:
     import triton
     import triton.language as tl
-    from torch.library import triton_op, wrap_triton
+    from torch.library import triton_op
 
     @triton.jit
     def _cdot(xr, xi, tables, off, P: tl.constexpr, REAL_IN: tl.constexpr, REAL_OUT: tl.constexpr,
@@ -239,7 +239,7 @@ if HAVE_TRITON:
         k = k1 + A * k2 + A * B * k3
         ok = row_ok & (k1 < A) & (k2 < B) & (k3 < C) & (k < out_len)
         at = Out + o_row + k.to(tl.int64) * os_t
-        scale = scale.to(tl.float32)  # AOTInductor passes a float argument as float64
+        scale = tl.cast(scale, tl.float32)  # AOTInductor passes a float argument as float64
         tl.store(at, (xr * scale).to(Out.dtype.element_ty), mask=ok)
         if KIND != 2:
             tl.store(at + os_p, (xi * scale).to(Out.dtype.element_ty), mask=ok)
@@ -261,7 +261,7 @@ if HAVE_TRITON:
         per_program = rows_per_program(plan, rows, processors)
         a, b, c = plan.factors
         p1, p2, p3 = plan.padded
-        wrap_triton(_fft_rows_kernel)[((rows + per_program - 1) // per_program,)](
+        launcher(_fft_rows_kernel)[((rows + per_program - 1) // per_program,)](
             x, tables, out, rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
             x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
             N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
