@@ -111,3 +111,16 @@ def test_the_gemm_form_stays_with_the_switch_off_an_uncovered_length_or_float64(
     monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "0")
     off = _on_meta()
     assert not _calls(off, (FFT_ROWS,)) and len(_calls(off, PRODUCTS)) == 6
+
+
+def test_the_entry_points_take_the_op_when_asked_on_any_device():
+    """kernel=True: the op on CPU tensors (its CPU implementation), its dim where it is, scale applied."""
+    z, x, h = pair(4, 64, 3), real(4, 100, 3), pair(4, 51, 3)
+    zc, hc = torch.view_as_complex(z), torch.view_as_complex(h)
+    assert_close_to_scale(spectral.c2c_along(z, 1, True, 0.5, kernel=True),
+                          torch.view_as_real(torch.fft.ifft(zc, dim=1, norm="forward") * 0.5), torch.float32)
+    assert_close_to_scale(spectral.r2c_along(x, 1, 51, 1.0, kernel=True), torch.view_as_real(torch.fft.rfft(x, dim=1)),
+                          torch.float32)
+    assert_close_to_scale(spectral.c2r_along(h, 1, 100, 0.01, kernel=True), torch.fft.irfft(hc, n=100, dim=1),
+                          torch.float32)
+    assert not spectral.kernel_form(z, 1, 64, "c2c", kernel=False)

@@ -149,9 +149,10 @@ measured on the H200) and Triton installed, a CUDA transform of a length whose p
 (n ≤ 4096, a padded tile of at most 4096 points) is instead one `aotcuda::fft_rows` Triton kernel that reads
 the data once along the dim where it is and writes the result once (kernels/fft_rows.py: a three-factor
 tile of DFT products in registers, TF32x3 products for float32; r2c and c2r fused in its load and store);
-the other lengths keep the GEMM form. A CPU program gets Stockham radix stages (spectral/stockham.py): n = r1·…·rk
-with radix 4 first, then 2, 3, 5, 7, 11, 13, each stage one pointwise Inductor kernel over two real
-planes (re, im) with the rows innermost, so every load and store is a contiguous vector; the pair
+the other lengths keep the GEMM form.
+
+A CPU program gets Stockham radix stages (spectral/stockham.py): n = r1·…·rk with radix 4 first, then 2,
+3, 5, 7, 11, 13, each stage one pointwise Inductor kernel over two real planes (re, im) with the rows innermost, so every load and store is a contiguous vector; the pair
 layout is read before the first stage and written, as a view, after the last. A radix-4 stage costs
 4.25 flops a point per bit of n (≈ a radix-4 FFT) and one read and write of the data; a radix-r
 stage for an odd prime r ≈ 2·r flops a point (its symmetric form). A length with a prime factor above 13
