@@ -2,6 +2,7 @@
 
     python3 benchmarks/fft.py                        # CPU: pocketfft
     python3 benchmarks/fft.py --device cuda          # the H200: cuFFT (about 3-4 minutes)
+    python3 benchmarks/fft.py --device cuda --forms gemm kernel   # both CUDA forms (the default there)
 
 Two programs, both compiled with torch.compile (Inductor, the code AOTInductor generates too) of the
 ExportedProgram's module, float32:
@@ -10,7 +11,12 @@ ExportedProgram's module, float32:
 - "whisper": a Whisper log-mel front end: stft (n_fft --n-fft, default 400, hop 160, hann window,
   center, reflect) → |.|² → 80-mel matmul → log10, on --batch × 30 s of 16 kHz audio.
 "library" compiles the exported program as it is (Inductor calls pocketfft/cuFFT for the FFT ops);
-"aotcuda" compiles it after the pass. Each time is the best of --repeat medians of
+"aotcuda" compiles it after the pass, once per form (--forms, CUDA only; one row each): "gemm", the DFT
+products of spectral/transform.py, and "kernel", one aotcuda::fft_rows Triton kernel per transform
+(AOTCUDA_FFT_KERNEL=1; kernels/fft_rows.py; lengths it does not cover stay DFT products). On the CPU the
+pass takes its CPU form (Stockham stages) whatever --forms says. On CUDA each row also gives the kernels
+a call of both programs (torch.profiler: every CUDA kernel of one call, the filter's product and the
+front end's mel matmul included) beside the FFTs in the program. Each time is the best of --repeat medians of
 torch.utils.benchmark (µs per call), the two programs alternating; the load average (`uptime`'s first
 figure) is read before each row. Both programs' errors are relative to the program run in float64 on
 the CPU (‖out − ref‖/‖ref‖): the documented result, which eager cuFFT is not at every length.
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -37,6 +44,7 @@ import time
 import torch
 from torch.utils import benchmark
 
+from aotcuda.kernels.fft_plan import tiling
 from aotcuda.passes import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_describe, plan
 
@@ -101,38 +109,84 @@ def _documented_reference(model: torch.nn.Module, x: torch.Tensor) -> torch.Tens
     return reference_model(x.detach().cpu().double())
 
 
-def _form(n: int, device: str) -> str:
+def _form(n: int, device: str, form: str) -> str:
     """How the pass computes a real length-n transform there: on the CPU the Stockham stages of the n/2-point
-    complex transform an even r2c/c2r runs (spectral/stockham.py), elsewhere the GEMM plan of n."""
+    complex transform an even r2c/c2r runs (spectral/stockham.py); elsewhere the GEMM plan of n, or the
+    kernel's tiling (kernels/fft_plan.py) where it covers n."""
     if device == "cpu":
         return f"{cpu_describe(n // 2)} (n/2)" if n % 2 == 0 else cpu_describe(n)
+    if form == "kernel" and tiling(n) is not None:
+        return f"kernel {tiling(n).describe()}"
     return plan(n).describe()
 
 
-def run_case(program: str, n: int, args, lock=None) -> dict:
-    """Export, rewrite, compile and warm both programs (in parallel with other cases), then measure
-    under `lock` (one case on the device at a time)."""
+def _forms(args) -> list[str]:
+    return ["stages"] if args.device == "cpu" else args.forms
+
+
+@contextlib.contextmanager
+def _fft_kernel_switch(on: bool):
+    """AOTCUDA_FFT_KERNEL set for the pass's run (read at each transform it rewrites), then restored."""
+    before = os.environ.get("AOTCUDA_FFT_KERNEL")
+    os.environ["AOTCUDA_FFT_KERNEL"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["AOTCUDA_FFT_KERNEL"]
+        else:
+            os.environ["AOTCUDA_FFT_KERNEL"] = before
+
+
+def _kernels_a_call(fn, x) -> int:
+    """CUDA kernels one call of fn launches (torch.profiler; copies and memsets not counted)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(x)
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and not e.name.startswith(("Memcpy", "Memset")))
+
+
+def _ffts(ep) -> int:
+    fft_ops = {torch.ops.aten._fft_r2c.default, torch.ops.aten._fft_c2c.default, torch.ops.aten._fft_c2r.default}
+    return sum(1 for node in ep.graph.nodes if node.target in fft_ops)
+
+
+def run_case(program: str, n: int, args, lock=None) -> list[dict]:
+    """Export, rewrite (once per form), compile and warm the programs (in parallel with other cases), then
+    measure under `lock` (one case on the device at a time): one row per form."""
     torch._dynamo.config.cache_size_limit = 64
     model, x = make_case(program, n, args)
     model, x = model.to(args.device), x.to(args.device)
+    cuda = args.device.startswith("cuda")
     started = time.perf_counter()
     ep = torch.export.export(model, (x,)).run_decompositions()
-    rewritten = ReplaceComplexWithRealPass(strict=True)(ep)
-    library, ours = torch.compile(ep.module()), torch.compile(rewritten.module())
+    forms = _forms(args)
+    ours = {}
+    for form in forms:
+        with _fft_kernel_switch(form == "kernel"):
+            ours[form] = torch.compile(ReplaceComplexWithRealPass(strict=True)(ep).module())
+    library = torch.compile(ep.module())
+    fns = [library, *ours.values()]
     with torch.no_grad():
         expected = _documented_reference(model, x).to(x.device)  # float64, beside the outputs
-        for fn in (library, ours, library, ours):  # compile and warm up
+        for fn in fns + fns:  # compile and warm up
             fn(x)
-        error, library_error = relative_error(ours(x), expected), relative_error(library(x), expected)
+        errors = [relative_error(fn(x), expected) for fn in fns]
+        kernels = [_kernels_a_call(fn, x) for fn in fns] if cuda else [None] * len(fns)
         compile_s = time.perf_counter() - started
         with lock if lock is not None else contextlib.nullcontext():
             load = os.getloadavg()[0]
-            if args.device.startswith("cuda"):
+            if cuda:
                 torch.cuda.synchronize()
-            library_us, ours_us = _best_median_us([library, ours], x, args.repeat, args.min_run_time)
-    return dict(program=program, n=n, plan=_form(n, args.device), library_us=library_us, aotcuda_us=ours_us,
-                ratio=ours_us / library_us, rel_error=error, library_rel_error=library_error, load=load,
-                compile_s=compile_s)
+            times = _best_median_us(fns, x, args.repeat, args.min_run_time)
+    return [dict(program=program, n=n, form=form, plan=_form(n, args.device, form), library_us=times[0],
+                 aotcuda_us=times[i + 1], ratio=times[i + 1] / times[0], rel_error=errors[i + 1],
+                 library_rel_error=errors[0], ffts=_ffts(ep), library_kernels=kernels[0], kernels=kernels[i + 1],
+                 load=load, compile_s=compile_s)
+            for i, form in enumerate(forms)]
 
 
 _LOCK = None
@@ -144,7 +198,7 @@ def _init_worker(lock, threads: int) -> None:
     torch._inductor.config.compile_threads = threads
 
 
-def _run_in_worker(program: str, n: int, args) -> dict:
+def _run_in_worker(program: str, n: int, args) -> list[dict]:
     return run_case(program, n, args, _LOCK)
 
 
@@ -156,10 +210,12 @@ def _cases(args) -> list[tuple[str, int]]:
 
 
 def _rows(args, cases, on_row):
-    """Run every case, sequentially or in worker processes, calling on_row(row) as each one ends."""
+    """Run every case, sequentially or in worker processes, calling on_row(row) for each of its rows as
+    each one ends."""
     if args.workers <= 1:
         for program, n in cases:
-            on_row(run_case(program, n, args))
+            for row in run_case(program, n, args):
+                on_row(row)
         return
     context = multiprocessing.get_context("spawn")
     lock = context.Lock()
@@ -169,7 +225,8 @@ def _rows(args, cases, on_row):
         futures = {pool.submit(_run_in_worker, program, n, args): (program, n) for program, n in cases}
         for future in concurrent.futures.as_completed(futures):
             try:
-                on_row(future.result())
+                for row in future.result():
+                    on_row(row)
             except Exception as error:  # one failed case: say which, keep the others
                 program, n = futures[future]
                 print(f"{program} n={n} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
@@ -184,6 +241,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--n-fft", type=int, nargs="+", default=[400], help="whisper's n_fft (one row each)")
     parser.add_argument("--no-whisper", action="store_true")
+    parser.add_argument("--forms", nargs="+", choices=["gemm", "kernel"], default=None,
+                        help="the pass's forms on CUDA, a row each (default: gemm and, where Triton is installed, "
+                             "kernel); the CPU always takes its stages")
     parser.add_argument("--repeat", type=int, default=3, help="best of this many medians")
     parser.add_argument("--min-run-time", type=float, default=None, help="s per median (CPU 1.0, CUDA 0.3)")
     parser.add_argument("--json", type=pathlib.Path, default=None,
@@ -192,6 +252,10 @@ def main() -> None:
                         help="cases compiled at once in spawned processes (CUDA: one per case up to 8; CPU: 1)")
     args = parser.parse_args()
     cuda = args.device.startswith("cuda")
+    if args.forms is None:
+        args.forms = ["gemm", "kernel"] if importlib.util.find_spec("triton") else ["gemm"]
+    if "kernel" in args.forms and importlib.util.find_spec("triton") is None:
+        parser.error("--forms kernel needs Triton (aotcuda::fft_rows is a Triton kernel)")
     cases = _cases(args)
     if args.workers is None:
         args.workers = min(len(cases), 8) if cuda else 1
@@ -202,7 +266,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     path = args.json or RESULTS / f"fft-{'cuda' if cuda else 'cpu'}-torch{torch.__version__.split('+')[0]}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = dict(machine=machine, torch=torch.__version__, library=library, signals=args.signals,
+    header = dict(machine=machine, torch=torch.__version__, library=library, forms=_forms(args), signals=args.signals,
                   batch=args.batch, seconds=args.seconds, repeat=args.repeat, min_run_time=args.min_run_time,
                   started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     rows = []
@@ -210,7 +274,7 @@ def main() -> None:
     def on_row(row):
         rows.append(row)
         path.write_text(json.dumps(dict(header, rows=rows), indent=1))
-        print(f"done: {row['program']} n={row['n']} {row['ratio']:.2f}× (load {row['load']:.1f}, "
+        print(f"done: {row['program']} n={row['n']} {row['form']} {row['ratio']:.2f}× (load {row['load']:.1f}, "
               f"compiled in {row['compile_s']:.0f} s)", file=sys.stderr, flush=True)
 
     started = time.perf_counter()
@@ -218,12 +282,15 @@ def main() -> None:
     order = {case: i for i, case in enumerate(cases)}
     print(f"{machine}, torch {torch.__version__}; library = {library} via torch.compile; float32; "
           f"best of {args.repeat} medians; {time.perf_counter() - started:.0f} s in all")
-    print(f"| program | n | plan | {library} (µs) | aotcuda (µs) | aotcuda / {library} | rel. error | "
-          f"{library} rel. error | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for row in sorted(rows, key=lambda r: order[(r["program"], r["n"])]):
-        print(f"| {row['program']} | {row['n']} | {row['plan']} | {row['library_us']:.1f} | {row['aotcuda_us']:.1f} | "
-              f"{row['ratio']:.2f}× | {row['rel_error']:.1e} | {row['library_rel_error']:.1e} | {row['load']:.1f} |")
+    print(f"| program | n | form | plan | {library} (µs) | aotcuda (µs) | aotcuda / {library} | rel. error | "
+          f"{library} rel. error | kernels a call ({library} / aotcuda), FFTs | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    forms = _forms(args)
+    for row in sorted(rows, key=lambda r: (order[(r["program"], r["n"])], forms.index(r["form"]))):
+        kernels = f"{row['library_kernels']} / {row['kernels']}, {row['ffts']}" if cuda else f"–, {row['ffts']}"
+        print(f"| {row['program']} | {row['n']} | {row['form']} | {row['plan']} | {row['library_us']:.1f} | "
+              f"{row['aotcuda_us']:.1f} | {row['ratio']:.2f}× | {row['rel_error']:.1e} | "
+              f"{row['library_rel_error']:.1e} | {kernels} | {row['load']:.1f} |")
     print(f"wrote {path}")
 
 

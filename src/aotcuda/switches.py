@@ -63,6 +63,13 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "rows over a long KV cache in one pass over the cache, as the aotcuda::decode_attention Triton op "
            "(kernels/decode_attention.py) where Triton is installed, else in split-cache form in generated "
            "kernels (passes/decode_attention.py); off: Inductor's own attention", "at each lower() for CUDA"),
+    # Off by default: not yet measured on the H200 (benchmarks/fft.py --device cuda --forms gemm kernel
+    # compares it with the GEMM form and cuFFT); it turns on by default where that measurement says it wins.
+    Switch("AOTCUDA_FFT_KERNEL", False, "ReplaceComplexWithRealPass computes an FFT of a covered static length "
+           "(kernels/fft_plan.py: every prime factor at most 61, n at most 4096) on a non-CPU device as one "
+           "aotcuda::fft_rows Triton kernel per transform (kernels/fft_rows.py) where Triton is installed; off: "
+           "the GEMM form (DFT products, passes/complex_to_real/spectral/transform.py)",
+           "at each FFT the pass rewrites"),
     Switch("AOTCUDA_MAX_EXTRACT_BYTES", 64 << 30, "bytes extracted from one package, all entries together",
            "at each load"),
     Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry",

@@ -1,19 +1,23 @@
 """FFT rules: _fft_r2c, _fft_c2c and _fft_c2r (torch.fft.*, stft, istft, rfft2, fftn) as real math.
 
 Inductor has no FFT codegen: left as they are, these ops become pocketfft/cuFFT fallback kernels on
-complex tensors. Each transformed dim of static length n takes one of two forms, by the device of
+complex tensors. Each transformed dim of static length n takes one of three forms, by the device of
 the traced tensors (spectral/transform.py): on the CPU, Stockham radix-4/2/3/5/7/11/13 stages as
 pointwise ops (spectral/stockham.py); elsewhere the GEMM plan (spectral/plan.py): one DFT product up
 to 64, a mixed-radix split n = n1·n2 into two smaller transforms with a twiddle product between them
-(400 = 20·20, 4096 = 64·64); both run Bluestein's chirp-z for a large prime factor. Every DFT,
-twiddle and chirp table is a program constant (spectral/tables.py). The normalization (none, 1/√N,
-1/N with N the product of the signal sizes) is folded into the first stage's table.
+(400 = 20·20, 4096 = 64·64); both run Bluestein's chirp-z for a large prime factor. With
+AOTCUDA_FFT_KERNEL on (and Triton installed), a non-CPU transform of a length the kernel covers (prime
+factors ≤ 61, n ≤ 4096: kernels/fft_plan.py) is one aotcuda::fft_rows Triton op instead, which reads the
+dim where it is (kernels/fft_rows.py). Every DFT, twiddle and chirp table is a program constant
+(spectral/tables.py). The normalization (none, 1/√N, 1/N with N the product of the signal sizes) is
+folded into the first stage's table (the kernel's `scale` argument).
 
 A dim of dynamic length (a SymInt bounded by its Dim's max) runs as spectral/dynamic.py says: a DFT
 product with its table built in the graph (max ≤ 64), else Bluestein at the power of two ≥ 2·max − 1.
 A normalization that depends on a dynamic length multiplies the result instead of a table.
 
-Dims are handled one at a time (the DFT is separable): the dim moves last, is transformed, moves back.
+Dims are handled one at a time (the DFT is separable): the dim moves last, is transformed, moves back
+(the kernel form reads and writes it in place).
 onesided r2c keeps the n//2 + 1 non-negative frequencies; c2r rebuilds the negative ones by Hermitian
 symmetry (the imaginary parts of bins 0 and n/2 drop out, as in pocketfft).
 """
@@ -24,7 +28,7 @@ import math
 
 import torch
 
-from aotcuda.passes.complex_to_real.pair import Pair, pair_dim, real_dtype
+from aotcuda.passes.complex_to_real.pair import Pair, real_dtype
 from aotcuda.passes.complex_to_real.registry import register
 from aotcuda.passes.complex_to_real.spectral import dynamic
 from aotcuda.passes.complex_to_real.spectral import transform as spectral
@@ -59,13 +63,11 @@ def _times(x: torch.Tensor, factor) -> torch.Tensor:
 
 def _c2c_along(x: Pair, dim: int, inverse: bool, scale) -> Pair:
     """The complex DFT of x along one dim (a dim of the complex tensor)."""
-    moved = x.t.movedim(pair_dim(dim), -2)
-    if _static(moved.shape[-2]):
+    d = dim % x.ndim
+    if _static(x.shape[d]):
         table_scale, after = _in_tables(scale)
-        out = _times(spectral.transform(moved, None, inverse, table_scale), after)
-    else:
-        out = dynamic.transform(moved, inverse, scale)
-    return Pair(out.movedim(-2, pair_dim(dim)))
+        return Pair(_times(spectral.c2c_along(x.t, d, inverse, table_scale), after))
+    return Pair(dynamic.transform(x.t.movedim(d, -2), inverse, scale).movedim(-2, d))
 
 
 def _c2c_dims(x: Pair, dims, inverse: bool, scale_first) -> Pair:
@@ -110,15 +112,14 @@ def fft_r2c(out, x, dim, normalization, onesided):
     x = x.to(real_dtype(out.dtype))
     scale = _scale(normalization, _signal_numel(x.shape[d] for d in dim))
     *first, last = dim
+    last = last % x.dim()
     n = x.shape[last]
     bins = n // 2 + 1 if onesided else n
-    moved = x.movedim(last, -1)
     if _static(n):
         table_scale, after = _in_tables(scale)
-        half = _times(spectral.r2c(moved, bins, table_scale), after)
+        result = Pair(_times(spectral.r2c_along(x, last, bins, table_scale), after))
     else:
-        half = dynamic.r2c(moved, bins, scale)
-    result = Pair(half.movedim(-2, pair_dim(last)))
+        result = Pair(dynamic.r2c(x.movedim(last, -1), bins, scale).movedim(-2, last))
     return _c2c_dims(result, first, False, 1.0) if first else result
 
 
@@ -131,10 +132,8 @@ def fft_c2r(out, x, dim, normalization, last_dim_size):
     scale = _scale(normalization, _signal_numel([*(x.shape[d] for d in first), n]))
     x = _c2c_dims(x, first, True, scale)
     scale = 1.0 if first else scale
-    moved = x.t.movedim(pair_dim(last), -2)
+    last = last % x.ndim
     if _static(n):
         table_scale, after = _in_tables(scale)
-        signal = _times(spectral.c2r(moved, n, table_scale), after)
-    else:
-        signal = dynamic.c2r(moved, n, scale)
-    return signal.movedim(-1, last)
+        return _times(spectral.c2r_along(x.t, last, n, table_scale), after)
+    return dynamic.c2r(x.t.movedim(last, -2), n, scale).movedim(-1, last)

@@ -1,5 +1,7 @@
 """How a transform of static length n is computed: direct DFT, mixed-radix split, or Bluestein (the
-GEMM form, for GPUs), or radix stages (the CPU form, cpu_radices; spectral/stockham.py).
+GEMM form, for GPUs), or radix stages (the CPU form, cpu_radices; spectral/stockham.py). The kernel form
+(AOTCUDA_FFT_KERNEL: one aotcuda::fft_rows Triton kernel per transform) has its own tiling,
+kernels/fft_plan.py; a length it does not cover takes the GEMM plan here.
 
 The form follows the device of the program's tensors (transform.on_cpu): on a GPU the extra flops of
 DFT products are cheap on matrix units and a few large GEMMs fuse well; on the CPU they measured 4–44×
@@ -141,10 +143,16 @@ multi-dim transform runs one dim at a time. Float32 results are within 1e-5 of e
 largest magnitude for n ≤ 4096, float64 within 1e-10 (tests/passes/complex_to_real/test_fft_lengths.py).
 Every table is a program constant (float64-accurate angles, cast to the program's dtype).
 
-**Two forms, chosen by the device of the program's tensors.** A CUDA (any non-CPU) program gets DFT
-products (GEMMs) as below. A CPU program gets Stockham radix stages (spectral/stockham.py): n = r1·…·rk
-with radix 4 first, then 2, 3, 5, 7, 11, 13, each stage one pointwise Inductor kernel over two real
-planes (re, im) with the rows innermost, so every load and store is a contiguous vector; the pair
+**Two forms, chosen by the device of the program's tensors** (and a third behind a switch). A CUDA (any
+non-CPU) program gets DFT products (GEMMs) as below. With `AOTCUDA_FFT_KERNEL=1` (off by default: not yet
+measured on the H200) and Triton installed, a CUDA transform of a length whose prime factors are all ≤ 61
+(n ≤ 4096, a padded tile of at most 4096 points) is instead one `aotcuda::fft_rows` Triton kernel that reads
+the data once along the dim where it is and writes the result once (kernels/fft_rows.py: a three-factor
+tile of DFT products in registers, TF32x3 products for float32; r2c and c2r fused in its load and store);
+the other lengths keep the GEMM form.
+
+A CPU program gets Stockham radix stages (spectral/stockham.py): n = r1·…·rk with radix 4 first, then 2,
+3, 5, 7, 11, 13, each stage one pointwise Inductor kernel over two real planes (re, im) with the rows innermost, so every load and store is a contiguous vector; the pair
 layout is read before the first stage and written, as a view, after the last. A radix-4 stage costs
 4.25 flops a point per bit of n (≈ a radix-4 FFT) and one read and write of the data; a radix-r
 stage for an odd prime r ≈ 2·r flops a point (its symmetric form). A length with a prime factor above 13

@@ -141,3 +141,12 @@ def inner_bins(m: int, dtype, device) -> torch.Tensor:
         k = torch.arange(m + 1)
         return ((k != 0) & (k != m)).to(torch.float64)[:, None]
     return _constant(("inner_bins", m), make, dtype, device)
+
+
+def fft_kernel_tables(n: int, inverse: bool, device) -> torch.Tensor:
+    """The float32 `tables` operand of aotcuda::fft_rows for length n (kernels/fft_plan.py: its DFT and
+    twiddle tables in one flat tensor) as a program constant."""
+    from aotcuda.kernels import fft_plan
+
+    return _constant(("fft_kernel", n, inverse), lambda: fft_plan.table_values(fft_plan.tiling(n), inverse),
+                     torch.float32, device)

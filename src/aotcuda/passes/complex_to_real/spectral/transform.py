@@ -1,6 +1,12 @@
-"""Transforms of static length along the last complex dim of a pair: the entry points, which pick the
-CPU form (Stockham stages, stockham.py) for CPU tensors, and the GEMM form (small DFT products, here)
-for every other device.
+"""Transforms of static length along one dim: the entry points, which pick one of three forms:
+- the CPU form (Stockham stages, stockham.py) for CPU tensors;
+- the kernel form on other devices when AOTCUDA_FFT_KERNEL is on, Triton is installed and the length is
+  covered (kernels/fft_plan.py: prime factors ≤ 61, n ≤ 4096): one aotcuda::fft_rows Triton op per
+  transform (kernels/fft_rows.py), which reads the data once along any dim, with its tables a program
+  constant (tables.fft_kernel_tables);
+- the GEMM form (small DFT products, here) for every other device and length.
+The ``*_along`` entry points take the transformed dim where it is (the kernel reads it there; the other
+forms move it last and back); transform, r2c and c2r take it last.
 
 Four-step Cooley–Tukey for n = n1·n2 with t = n2·t1 + t2 and k = k1 + n1·k2:
     X[k1 + n1·k2] = Σ_t2 W_n^(t2·k1) · (Σ_t1 x[n2·t1 + t2] · W_n1^(t1·k1)) · W_n2^(t2·k2)
@@ -16,6 +22,8 @@ from __future__ import annotations
 
 import torch
 
+from aotcuda import switches
+from aotcuda.kernels import HAVE_TRITON
 from aotcuda.passes.complex_to_real.pair import real_as_pair
 from aotcuda.passes.complex_to_real.spectral import stockham, tables
 from aotcuda.passes.complex_to_real.spectral.plan import Plan, plan
@@ -25,6 +33,52 @@ def on_cpu(x: torch.Tensor) -> bool:
     """Whether x (the traced node's fake tensor) lives on the CPU: the transform takes the CPU form
     (Stockham stages, stockham.py) there and the GEMM form (DFT products, this module) elsewhere."""
     return x.device.type == "cpu"
+
+
+def kernel_form(x: torch.Tensor, dim: int, n, kind: str, kernel: bool | None = None) -> bool:
+    """Whether a transform of length n along dim `dim` of x (kind "c2c", "r2c" or "c2r": x a pair but for
+    r2c) runs as aotcuda::fft_rows. kernel None: where AOTCUDA_FFT_KERNEL is on, Triton is installed and x
+    is not on the CPU; True or False decides (a test runs the op's CPU implementation with True). Either
+    way only where the op takes the length, dtype and dims (fft_rows.supports)."""
+    if kernel is None:
+        kernel = HAVE_TRITON and not on_cpu(x) and switches.flag("AOTCUDA_FFT_KERNEL")
+    if not kernel:
+        return False
+    from aotcuda.kernels import fft_rows  # registers the op (and imports Triton) only when wanted
+
+    return fft_rows.supports(x, dim, n, kind)
+
+
+def fft_rows_op(x: torch.Tensor, dim: int, n: int, out_len, kind: str, inverse: bool, scale: float) -> torch.Tensor:
+    """One aotcuda::fft_rows call (kernels/fft_rows.py has its arguments), its tables a program constant."""
+    from aotcuda.kernels.fft_rows import direction
+
+    table = tables.fft_kernel_tables(n, direction(kind, inverse), x.device)
+    return torch.ops.aotcuda.fft_rows(x, table, dim, n, out_len, kind, inverse, scale)
+
+
+def c2c_along(x: torch.Tensor, dim: int, inverse: bool, scale: float, kernel: bool | None = None) -> torch.Tensor:
+    """transform() of pair x along its dim `dim` (≥ 0, not the trailing 2): the kernel form, or the dim
+    moved last and back."""
+    n = x.shape[dim]
+    if kernel_form(x, dim, n, "c2c", kernel):
+        return fft_rows_op(x, dim, n, n, "c2c", inverse, scale)
+    return transform(x.movedim(dim, -2), None, inverse, scale).movedim(-2, dim)
+
+
+def r2c_along(x: torch.Tensor, dim: int, bins: int, scale: float, kernel: bool | None = None) -> torch.Tensor:
+    """r2c() of real x along its dim `dim` (≥ 0): a pair with `bins` at `dim`."""
+    n = x.shape[dim]
+    if kernel_form(x, dim, n, "r2c", kernel):
+        return fft_rows_op(x, dim, n, bins, "r2c", False, scale)
+    return r2c(x.movedim(dim, -1), bins, scale).movedim(-2, dim)
+
+
+def c2r_along(x: torch.Tensor, dim: int, n: int, scale: float, kernel: bool | None = None) -> torch.Tensor:
+    """c2r() of the Hermitian half in pair x along its dim `dim` (≥ 0): a real tensor with n at `dim`."""
+    if kernel_form(x, dim, n, "c2r", kernel):
+        return fft_rows_op(x, dim, n, n, "c2r", True, scale)
+    return c2r(x.movedim(dim, -2), n, scale).movedim(-1, dim)
 
 
 def cmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

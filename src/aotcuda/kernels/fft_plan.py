@@ -1,0 +1,150 @@
+"""How ``aotcuda::fft_rows`` (kernels/fft_rows.py) tiles a length-n DFT, and its DFT and twiddle tables.
+
+A row of length n = a·b·c (each factor ≤ MAX_FACTOR, ones last) is held as a tile x[t1, t2, t3] with
+t = b·c·t1 + c·t2 + t3, and its DFT X[k], k = k1 + a·k2 + a·b·k3, is three DFT products with twiddles
+between (Cooley–Tukey's four-step applied twice; ω_m = exp(∓2πi/m), − forward, + inverse):
+
+    t·k ≡ b·c·t1·k1 + c·t2·k1 + t3·k1 + a·c·t2·k2 + a·t3·k2 + a·b·t3·k3   (mod n), so
+    X[k] = Σ_t3 ω_c^(t3·k3) · ω_n^(a·t3·k2) · Σ_t2 ω_b^(t2·k2) · ω_n^((c·t2 + t3)·k1)
+                                                     · Σ_t1 ω_a^(t1·k1) · x[t]
+
+(stage 1: DFT over t1; twiddle ω_n^(c·t2·k1) · ω_n^(t3·k1); stage 2: DFT over t2; twiddle ω_n^(a·t3·k2);
+stage 3: DFT over t3). A factor of 1 is a stage that is not run. Each DFT is a tl.dot of the tile against a
+[P, P] table, P the factor padded to a power of two ≥ 16 (tl.dot's smallest size) with zero rows and
+columns, so padded lanes neither read nor write anything.
+
+The factors minimize the tile's multiply-adds, Π P · Σ P over the stages run (4096 = 16·16·16 rather than
+64·64: a third of the flops; 400 = 25·16 padded to 32·16; 32 and below one direct product), then the tile,
+among the tilings with no table wider than WIDE where there is one: a [64, 64] table made the kernel spill
+registers when compiled for sm_90 (64 runs as 16·4 padded to 16·16, 2048 as 16·16·8 padded to 16·16·16;
+a prime from 37 to 61 still takes a 64-wide table).
+A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, is not
+covered (None): the GEMM form (passes/complex_to_real/spectral) computes it.
+
+Tables are computed in float64 with the phase reduced exactly in integers ((m·i·k) mod n) before it becomes
+an angle, then stored in float32: one flat tensor, each table as its real then its imaginary [rows, cols]
+block, in the order of ``TABLES``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+MAX_FACTOR = 64  # the largest factor (prime, or not split further); padded to 64
+WIDE = 32  # tables wider than this spill registers on sm_90 (benchmarks/scripts/fft_kernel_resources.py)
+MAX_LENGTH = 4096  # 16·16·16 or 64·64: a tile of 4096 complex values, one row per program
+MIN_DOT = 16  # tl.dot's smallest M, N and K
+TILE = 4096  # the most complex values a program holds (rows × Π P): 32 KiB of float32 pairs
+ROWS_TILE = 2048  # the tile a program of several rows aims at (4 warps; 8 for a tile of 4096)
+
+
+def padded(f: int) -> int:
+    """The tile size of a factor: 1 for a stage not run, else the power of two ≥ max(f, 16)."""
+    return 1 if f == 1 else max(MIN_DOT, 1 << (f - 1).bit_length())
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiling:
+    """n = a·b·c (factors, ones last) and the padded tile sizes (p1, p2, p3)."""
+
+    n: int
+    factors: tuple[int, int, int]
+    padded: tuple[int, int, int]
+
+    @property
+    def tile(self) -> int:
+        return math.prod(self.padded)
+
+    def cost(self) -> int:
+        """Real multiply-adds per row of the DFT products (4 real products a complex one)."""
+        return 4 * self.tile * sum(p for p in self.padded if p > 1)
+
+    def describe(self) -> str:
+        shown = [f"{f}" if f == p else f"{f}→{p}" for f, p in zip(self.factors, self.padded) if f > 1]
+        return "·".join(shown) or "1"
+
+    def table_sizes(self) -> list[tuple[int, int]]:
+        """[rows, cols] of each table of ``TABLES``, in order."""
+        p1, p2, p3 = self.padded
+        return [(p1, p1), (p2, p2), (p3, p3), (p2, p1), (p3, p1), (p3, p2)]
+
+    def table_numel(self) -> int:
+        return sum(2 * r * c for r, c in self.table_sizes())
+
+
+# The tables, in the order they lie in the flat tensor (rows × cols, each complex: re block, im block).
+TABLES = ("F1 [p1, p1]: ω_a^(t1·k1)", "F2 [p2, p2]: ω_b^(t2·k2)", "F3 [p3, p3]: ω_c^(t3·k3)",
+          "W12 [p2, p1]: ω_n^(c·t2·k1)", "W13 [p3, p1]: ω_n^(t3·k1)", "W23 [p3, p2]: ω_n^(a·t3·k2)")
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, min(n, MAX_FACTOR) + 1) if n % d == 0]
+
+
+def tiling(n: int) -> Tiling | None:
+    """The cheapest three-factor tiling of length n (module docstring), or None when n is not covered."""
+    if not isinstance(n, int) or n < 1 or n > MAX_LENGTH:
+        return None
+    best = None
+    for a in _divisors(n):
+        for b in _divisors(n // a):
+            c = n // (a * b)
+            if c > MAX_FACTOR:
+                continue
+            factors = tuple(sorted((a, b, c), reverse=True))
+            candidate = Tiling(n, factors, tuple(padded(f) for f in factors))
+            if candidate.tile > TILE:  # 3757 = 17·17·13 would pad to 32·32·16: more than a program holds
+                continue
+            key = (max(candidate.padded) > WIDE, candidate.cost(), candidate.tile)
+            if best is None or key < best[0]:
+                best = (key, candidate)
+    return best[1] if best else None
+
+
+def covers(n) -> bool:
+    """Whether fft_rows computes a transform of length n (a static int)."""
+    return isinstance(n, int) and tiling(n) is not None
+
+
+def _unit(phase: torch.Tensor, n: int, inverse: bool, inside: torch.Tensor) -> torch.Tensor:
+    """[2, *phase.shape] float64: cos and ±sin of 2π·phase/n (phase an exact integer in [0, n)), 0 outside."""
+    theta = phase.to(torch.float64) * (2 * math.pi / n)
+    sign = 1.0 if inverse else -1.0
+    return torch.stack([theta.cos(), sign * theta.sin()]) * inside.to(torch.float64)
+
+
+def _table(rows: int, cols: int, row_limit: int, col_limit: int, multiplier: int, modulus: int,
+           inverse: bool) -> torch.Tensor:
+    """ω_modulus^(multiplier·i·k) at [i, k] for i < row_limit, k < col_limit, zero elsewhere."""
+    i = torch.arange(rows, dtype=torch.int64)[:, None]
+    k = torch.arange(cols, dtype=torch.int64)[None, :]
+    return _unit((multiplier * i * k) % modulus, modulus, inverse, (i < row_limit) & (k < col_limit))
+
+
+def table_values(t: Tiling, inverse: bool) -> torch.Tensor:
+    """The flat float64 tables of tiling t (``TABLES``); inverse: exp(+2πi…)."""
+    a, b, c = t.factors
+    p1, p2, p3 = t.padded
+    n = t.n
+    parts = [
+        _table(p1, p1, a, a, 1, a, inverse), _table(p2, p2, b, b, 1, b, inverse),
+        _table(p3, p3, c, c, 1, c, inverse), _table(p2, p1, b, a, c, n, inverse),
+        _table(p3, p1, c, a, 1, n, inverse), _table(p3, p2, c, b, a, n, inverse),
+    ]
+    return torch.cat([p.reshape(-1) for p in parts])
+
+
+def rows_per_program(t: Tiling, rows, processors: int = 132) -> int:
+    """Rows a program transforms: ROWS_TILE // tile (a 64-wide table: a quarter of it), fewer where a
+    static row count would leave the GPU's multiprocessors idle (two programs each wanted), never so few
+    that a tl.dot's M drops below 16."""
+    most = max(1, (ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4) // t.tile)
+    least = max([1] + [-(-MIN_DOT * p // t.tile) for p in t.padded if p > 1])
+    r = most
+    if isinstance(rows, int):
+        while r > least and -(-rows // r) < 2 * processors:
+            r //= 2
+    return max(r, least)

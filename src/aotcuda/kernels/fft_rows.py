@@ -1,0 +1,284 @@
+"""``aotcuda::fft_rows``: the DFT of every row of a tensor along one dim, one kernel launch, one read and write.
+
+    fft_rows(x, tables, dim, n, out_len, kind, inverse, scale) -> out
+
+kind "c2c": x a complex pair (a complex tensor of shape S as a real one of shape S + [2], any strides, the
+pair's two parts `stride(-1)` apart), out the pair of the length-n DFT along complex dim `dim`
+(exp(−2πi·t·k/n); inverse: exp(+2πi·t·k/n)) times `scale`. kind "r2c": x real, its forward DFT. kind
+"c2r": x the Hermitian half of a spectrum (pair), out the real inverse DFT of length n (pocketfft's c2r:
+bins past n//2 are the conjugates of those below, the imaginary parts of bins 0 and n/2 drop out). Along
+`dim`, x is zero-padded or cropped to n (c2r: its half to n//2 + 1 bins) and out keeps the first `out_len`
+points (r2c one-sided: n//2 + 1). out is a new tensor of x's dtype (float32, float16 or bfloat16; a pair
+again except for c2r) with `out_len` along `dim`, laid out as cuFFT lays out its result (the transformed
+dim innermost: empty_out). Every other dim of x (at most MAX_BATCH_DIMS) is a batch dim read with its own
+stride: a transform along a middle dim needs no copy. `tables` is
+fft_plan.table_values(fft_plan.tiling(n), direction) in float32 (direction: inverse for c2c, forward for
+r2c, inverse for c2r) on x's device, or None to build it here; passes hand it in as a program constant.
+
+The CUDA kernel holds R rows of the tile of kernels/fft_plan.py in registers: loads them once (a real row
+for r2c; for c2r the Hermitian half, mirrored and conjugated as it is loaded), runs up to three stages of
+complex DFT products (tl.dot of the tile against the [P, P] tables, four real products each; two where
+the input is real or only the real output is kept) with the twiddle products between them and tl.permute
+bringing the next stage's index last, and stores the first `out_len` points, times `scale`, once. All
+arithmetic is float32: the products in "tf32x3" (three TF32 tensor-core products, float32's accuracy:
+Markidis et al. 2018; Triton's input_precision) for float32 data, in TF32 for float16 and bfloat16 data
+(whose own rounding is coarser). The method is FlashFFTConv's (Fu, Kumbong et al. 2023: an FFT as
+matrix products on tensor cores, the data kept on chip between them), on the four-step decomposition of
+Bailey (1990).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aotcuda.kernels import HAVE_TRITON, launcher
+from aotcuda.kernels.fft_plan import Tiling, rows_per_program, table_values, tiling
+
+OP = "aotcuda::fft_rows"
+KINDS = ("c2c", "r2c", "c2r")
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+MAX_BATCH_DIMS = 4
+# tl.dot's input_precision by data type: float32's accuracy for float32 data (three TF32 products; in
+# Triton's interpreter with its rounding emulated, 1.4e-7 relative at n = 4096, cuFFT's 3e-7), one TF32
+# product for half data (9e-4 for float16 at n = 4096: twice its own rounding; bfloat16's is 4e-3).
+PRECISION = {torch.float32: "tf32x3", torch.float16: "tf32", torch.bfloat16: "tf32"}
+
+
+def direction(kind: str, inverse: bool) -> bool:
+    """Whether the tables of a transform of this kind are the inverse's (exp(+2πi…))."""
+    return {"c2c": inverse, "r2c": False, "c2r": True}[kind]
+
+
+def tables_for(n: int, kind: str, inverse: bool, device=None) -> torch.Tensor:
+    """The float32 `tables` argument for a length-n transform of this kind, on `device`."""
+    return table_values(tiling(n), direction(kind, inverse)).to(device=device, dtype=torch.float32)
+
+
+def supports(x: torch.Tensor, dim: int, n, kind: str) -> bool:
+    """Whether fft_rows takes x (a pair for c2c and c2r) for a transform of length n along complex dim
+    `dim`: n static and covered by a tiling, x of a supported dtype, at most MAX_BATCH_DIMS other dims."""
+    complex_dims = x.dim() - (0 if kind == "r2c" else 1)
+    return (isinstance(n, int) and tiling(n) is not None and x.dtype in DTYPES
+            and 0 <= dim < complex_dims and complex_dims - 1 <= MAX_BATCH_DIMS)
+
+
+def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
+    """The output: x's dims with `out_len` at `dim` (a pair's trailing 2 except for c2r), laid out as
+    cuFFT's (_exec_fft: the batch dims in order, the transformed dim innermost), so that a pass that
+    keeps eager's layout copies nothing after it where x is contiguous. No size is compared: a dynamic
+    batch adds no guard."""
+    complex_dims = x.dim() - (0 if kind == "r2c" else 1)
+    batch = [x.shape[d] for d in range(complex_dims) if d != dim]
+    pair = [] if kind == "c2r" else [2]
+    return x.new_empty([*batch, out_len, *pair]).movedim(len(batch), dim)
+
+
+def _check(x, tables, dim, n, out_len, kind):
+    if kind not in KINDS:
+        raise ValueError(f"{OP}: kind must be one of {KINDS}; got {kind!r}")
+    if not supports(x, dim, n, kind):
+        raise ValueError(f"{OP}: cannot transform a {x.dtype} tensor of shape {tuple(x.shape)} along dim {dim} "
+                         f"as {kind} of length {n} (a length of kernels/fft_plan.py's tilings, float32/16 or "
+                         f"bfloat16, at most {MAX_BATCH_DIMS} batch dims, a pair's trailing 2 for c2c and c2r)")
+    if kind != "r2c" and x.shape[-1] != 2:
+        raise ValueError(f"{OP}: {kind} takes a pair (trailing dim 2); got shape {tuple(x.shape)}")
+    if isinstance(out_len, int) and not 1 <= out_len <= n:
+        raise ValueError(f"{OP}: out_len must be in [1, n = {n}]; got {out_len}")
+    if tables is not None and (tables.dtype != torch.float32 or tables.numel() != tiling(n).table_numel()):
+        raise ValueError(f"{OP}: tables must be fft_plan.table_values(tiling({n}), …) in float32 "
+                         f"({tiling(n).table_numel()} values); got {tables.numel()} {tables.dtype}")
+
+
+def _fit(z: torch.Tensor, length: int) -> torch.Tensor:
+    """z [..., m] zero-padded or cropped to `length` along its last dim."""
+    m = z.shape[-1]
+    return z[..., :length] if m >= length else torch.nn.functional.pad(z, (0, length - m))
+
+
+def reference(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len: int, kind: str,
+              inverse: bool, scale: float) -> torch.Tensor:
+    """The same transform with torch.fft in float32 (complex64), the CPU implementation and the tests'
+    reference; `tables` is not read."""
+    _check(x, tables, dim, n, out_len, kind)
+    if kind == "r2c":
+        z = x.float().movedim(dim, -1).to(torch.complex64)
+    else:
+        z = torch.view_as_complex(x.float().movedim(dim, -2).contiguous())
+    if kind == "c2r":
+        half = _fit(z, n // 2 + 1)
+        out = torch.fft.irfft(half, n=n, norm="forward") * scale
+    else:
+        z = _fit(z, n)
+        out = (torch.fft.ifft(z, norm="forward") if direction(kind, inverse) else torch.fft.fft(z)) * scale
+    out = out[..., :out_len].movedim(-1, dim)
+    laid_out = empty_out(x, dim, out_len, kind)
+    laid_out.copy_(out if kind == "c2r" else torch.view_as_real(out))
+    return laid_out
+
+
+def _batch(t: torch.Tensor, dim: int, pair: bool) -> tuple[list, list]:
+    """Sizes and strides of t's batch dims (all but `dim` and a pair's last), padded to MAX_BATCH_DIMS
+    with size 1, stride 0 in front."""
+    dims = [d for d in range(t.dim() - (1 if pair else 0)) if d != dim]
+    pad = MAX_BATCH_DIMS - len(dims)
+    return [1] * pad + [t.shape[d] for d in dims], [0] * pad + [t.stride(d) for d in dims]
+
+
+if HAVE_TRITON:
+    import triton
+    import triton.language as tl
+    from torch.library import triton_op
+
+    @triton.jit
+    def _cdot(xr, xi, tables, off, P: tl.constexpr, REAL_IN: tl.constexpr, REAL_OUT: tl.constexpr,
+              PRECISION: tl.constexpr):
+        """[M, P] complex rows (xr, xi) times the [P, P] complex table at tables + off: (yr, yi).
+        REAL_IN: xi is zero (two products); REAL_OUT: only yr is wanted (two products; yi is yr)."""
+        at = tl.arange(0, P)[:, None] * P + tl.arange(0, P)[None, :]
+        fr = tl.load(tables + off + at)
+        fi = tl.load(tables + off + P * P + at)
+        if REAL_IN:
+            yr = tl.dot(xr, fr, input_precision=PRECISION)
+            yi = tl.dot(xr, fi, input_precision=PRECISION)
+        elif REAL_OUT:
+            yr = tl.dot(xr, fr, input_precision=PRECISION) - tl.dot(xi, fi, input_precision=PRECISION)
+            yi = yr
+        else:
+            yr = tl.dot(xr, fr, input_precision=PRECISION) - tl.dot(xi, fi, input_precision=PRECISION)
+            yi = tl.dot(xr, fi, input_precision=PRECISION) + tl.dot(xi, fr, input_precision=PRECISION)
+        return yr, yi
+
+    @triton.jit
+    def _twiddle(tables, off, ROWS: tl.constexpr, COLS: tl.constexpr):
+        """The [ROWS, COLS] complex table at tables + off: (re, im)."""
+        at = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
+        return tl.load(tables + off + at), tl.load(tables + off + ROWS * COLS + at)
+
+    @triton.jit
+    def _fft_rows_kernel(X, Tables, Out, rows, in_len, out_len, scale,
+                         size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
+                         os0, os1, os2, os3, os_t, os_p,
+                         N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                         P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
+                         KIND: tl.constexpr, PRECISION: tl.constexpr):
+        # KIND: 0 c2c, 1 r2c, 2 c2r. Offsets in int64: a row index times a batch stride passes 2**31 in
+        # large batches (Triton types an integer argument below 2**31 as int32).
+        r = tl.program_id(0).to(tl.int64) * R + tl.arange(0, R).to(tl.int64)
+        row_ok = r < rows
+        i3 = r % size3
+        q = r // size3
+        i2 = q % size2
+        q = q // size2
+        i1 = q % size1
+        i0 = q // size1
+        x_row = (i0 * xs0 + i1 * xs1 + i2 * xs2 + i3 * xs3)[:, None, None, None]
+        o_row = (i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3)[:, None, None, None]
+        row_ok = row_ok[:, None, None, None]
+
+        # Stage 1's tile [R, P2, P3, P1] at (r, t2, t3, t1): t = B·C·t1 + C·t2 + t3, t1 last (contracted).
+        t1 = tl.arange(0, P1)[None, None, None, :]
+        t2 = tl.arange(0, P2)[None, :, None, None]
+        t3 = tl.arange(0, P3)[None, None, :, None]
+        t = B * C * t1 + C * t2 + t3
+        inside = row_ok & (t1 < A) & (t2 < B) & (t3 < C)
+        if KIND == 2:  # the Hermitian half, mirrored: X[t] = conj(X[N − t]) past N // 2
+            mirrored = 2 * t > N
+            j = tl.where(mirrored, N - t, t).to(tl.int64)
+            ok = inside & (j < in_len)
+            xr = tl.load(X + x_row + j * xs_t, mask=ok, other=0.0).to(tl.float32)
+            xi = tl.load(X + x_row + j * xs_t + xs_p, mask=ok & (j != 0) & (2 * j != N), other=0.0).to(tl.float32)
+            xi = tl.where(mirrored, -xi, xi)
+        else:
+            ok = inside & (t < in_len)
+            xr = tl.load(X + x_row + t.to(tl.int64) * xs_t, mask=ok, other=0.0).to(tl.float32)
+            xi = tl.zeros_like(xr)  # r2c: unread by stage 1 (REAL_IN), stored as is where n = 1
+            if KIND == 0:
+                xi = tl.load(X + x_row + t.to(tl.int64) * xs_t + xs_p, mask=ok, other=0.0).to(tl.float32)
+
+        # Table offsets and the dots' row counts (declared constexpr: Triton 3.6 makes a plain local a tensor).
+        F2: tl.constexpr = 2 * P1 * P1
+        F3: tl.constexpr = F2 + 2 * P2 * P2
+        W12: tl.constexpr = F3 + 2 * P3 * P3
+        W13: tl.constexpr = W12 + 2 * P2 * P1
+        W23: tl.constexpr = W13 + 2 * P3 * P1
+        M1: tl.constexpr = R * P2 * P3
+        if A > 1:
+            yr, yi = _cdot(tl.reshape(xr, (M1, P1)), tl.reshape(xi, (M1, P1)), Tables, 0, P1,
+                           KIND == 1, (KIND == 2) and (B == 1), PRECISION)
+            xr = tl.reshape(yr, (R, P2, P3, P1))  # (r, t2, t3, k1)
+            xi = tl.reshape(yi, (R, P2, P3, P1))
+        if B > 1:
+            wr, wi = _twiddle(Tables, W12, P2, P1)  # ω_n^(C·t2·k1)
+            wr, wi = wr[None, :, None, :], wi[None, :, None, :]
+            if C > 1:
+                vr, vi = _twiddle(Tables, W13, P3, P1)  # ω_n^(t3·k1)
+                vr, vi = vr[None, None, :, :], vi[None, None, :, :]
+                wr, wi = wr * vr - wi * vi, wr * vi + wi * vr
+            xr, xi = xr * wr - xi * wi, xr * wi + xi * wr
+            M2: tl.constexpr = R * P3 * P1
+            xr = tl.reshape(tl.permute(xr, (0, 2, 3, 1)), (M2, P2))  # (r, t3, k1, t2)
+            xi = tl.reshape(tl.permute(xi, (0, 2, 3, 1)), (M2, P2))
+            yr, yi = _cdot(xr, xi, Tables, F2, P2, False, (KIND == 2) and (C == 1), PRECISION)
+            xr = tl.reshape(yr, (R, P3, P1, P2))  # (r, t3, k1, k2)
+            xi = tl.reshape(yi, (R, P3, P1, P2))
+            if C > 1:
+                wr, wi = _twiddle(Tables, W23, P3, P2)  # ω_n^(A·t3·k2)
+                wr, wi = wr[None, :, None, :], wi[None, :, None, :]
+                xr, xi = xr * wr - xi * wi, xr * wi + xi * wr
+                M3: tl.constexpr = R * P1 * P2
+                xr = tl.reshape(tl.permute(xr, (0, 2, 3, 1)), (M3, P3))  # (r, k1, k2, t3)
+                xi = tl.reshape(tl.permute(xi, (0, 2, 3, 1)), (M3, P3))
+                xr, xi = _cdot(xr, xi, Tables, F3, P3, False, KIND == 2, PRECISION)
+        # The result as [R, P1, P2, P3] at (r, k1, k2, k3): after stage 3 it is; after stage 2 (C = 1) it is
+        # [R, 1, P1, P2], after stage 1 (B = C = 1) [R, 1, 1, P1]: moving a dim of size 1 is a reshape.
+        xr = tl.reshape(xr, (R, P1, P2, P3))
+        xi = tl.reshape(xi, (R, P1, P2, P3))
+        k1 = tl.arange(0, P1)[None, :, None, None]
+        k2 = tl.arange(0, P2)[None, None, :, None]
+        k3 = tl.arange(0, P3)[None, None, None, :]
+        k = k1 + A * k2 + A * B * k3
+        ok = row_ok & (k1 < A) & (k2 < B) & (k3 < C) & (k < out_len)
+        at = Out + o_row + k.to(tl.int64) * os_t
+        scale = tl.cast(scale, tl.float32)  # AOTInductor passes a float argument as float64
+        tl.store(at, (xr * scale).to(Out.dtype.element_ty), mask=ok)
+        if KIND != 2:
+            tl.store(at + os_p, (xi * scale).to(Out.dtype.element_ty), mask=ok)
+
+    def launch(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len, kind: str,
+               inverse: bool, scale: float) -> torch.Tensor:
+        """The kernel on x's device (the op's CUDA implementation; the interpreter runs it on CPU tensors)."""
+        _check(x, tables, dim, n, out_len, kind)
+        plan: Tiling = tiling(n)
+        if tables is None:
+            tables = tables_for(n, kind, inverse, x.device)
+        pair_in = kind != "r2c"
+        out = empty_out(x, dim, out_len, kind)
+        sizes, x_strides = _batch(x, dim, pair_in)
+        _, out_strides = _batch(out, dim, kind != "c2r")
+        rows = sizes[0] * sizes[1] * sizes[2] * sizes[3]
+        # Off CUDA (Triton's interpreter) there are no multiprocessors to fill: the most rows a program.
+        processors = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
+        per_program = rows_per_program(plan, rows, processors)
+        a, b, c = plan.factors
+        p1, p2, p3 = plan.padded
+        launcher(_fft_rows_kernel)[((rows + per_program - 1) // per_program,)](
+            x, tables, out, rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
+            x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
+            N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
+            PRECISION=PRECISION[x.dtype],
+            num_warps=8 if per_program * plan.tile >= 4096 or max(plan.padded) > 32 else 4)
+        return out
+
+    @triton_op(OP, mutates_args=())
+    def fft_rows(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len: int, kind: str,
+                 inverse: bool, scale: float) -> torch.Tensor:
+        return launch(x, tables, dim, n, out_len, kind, inverse, scale)
+
+    fft_rows.register_kernel("cpu")(reference)
+else:
+    fft_rows = torch.library.custom_op(OP, reference, mutates_args=())
+
+    @fft_rows.register_fake
+    def _(x, tables, dim, n, out_len, kind, inverse, scale):
+        _check(x, tables, dim, n, out_len, kind)
+        return empty_out(x, dim, out_len, kind)

@@ -1,0 +1,275 @@
+"""aotcuda::fft_rows (kernels/fft_rows.py) against torch.fft in float64, on fresh random rows.
+
+- Without Triton: the tilings and tables (kernels/fft_plan.py) rebuild the DFT in float64 to 1e-12 (the
+  kernel's stages as plain torch), and the op's CPU implementation matches torch.fft for every kind,
+  float32 and bfloat16.
+- In Triton's interpreter (TRITON_INTERPRET=1, a subprocess; skipped where Triton is missing): the kernel
+  itself for n in LENGTHS, c2c forward and inverse, r2c and c2r, float32 and float16 (bfloat16 for
+  BFLOAT16_LENGTHS: the interpreter's bfloat16 tl.dot is wrong, but the kernel converts to float32 before
+  its products), rows in a batch of strided dims around a middle transformed dim, a planar pair;
+  zero-padded and cropped inputs and outputs; offsets past 2**31; and its float32 accuracy with tl.dot's
+  TF32x3 rounding emulated (cuFFT's level).
+- On CUDA (the H200): the kernel in float32, float16 and bfloat16, and a spectral filter lowered with
+  AOTCUDA_FFT_KERNEL=1 (aotcuda.lower refuses any fallback kernel) against eager.
+"""
+
+import importlib.util
+
+import pytest
+import torch
+
+from aotcuda.kernels import fft_plan, fft_rows
+from interpreted import run_code, run_interpreted
+
+LENGTHS = [1, 2, 3, 8, 16, 64, 100, 128, 400, 512, 1024, 4096]
+BFLOAT16_LENGTHS = [3, 64, 400, 4096]
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 2e-2}
+NEEDS_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+
+
+def _error(got, want):
+    return ((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-300)).item()
+
+
+def _pair_rows(n, dtype, device="cpu", planar=False):
+    """A pair [5, n, 7, 2] with strided batch dims (made as [7, 5, n, 2] and permuted; planar: the two
+    parts in separate planes, the pair dim's stride 5·n·7). 35 rows: several programs, the last one
+    part-filled."""
+    if planar:
+        return torch.randn(2, 7, 5, n, dtype=dtype, device=device).permute(2, 3, 1, 0)
+    return torch.randn(7, 5, n, 2, dtype=dtype, device=device).permute(1, 2, 0, 3)
+
+
+def expected(x, dim, n, out_len, kind, inverse, scale):
+    """torch.fft in float64 on x's values: the documented transform (c2r as pocketfft's irfft)."""
+    if kind == "r2c":
+        z = x.double().movedim(dim, -1)
+        out = torch.fft.fft(z, n=n)
+    else:
+        z = torch.view_as_complex(x.double().movedim(dim, -2).contiguous())
+        if kind == "c2r":
+            half = z[..., : n // 2 + 1]
+            out = torch.fft.irfft(half, n=n, norm="forward")
+        else:
+            out = torch.fft.ifft(z, n=n, norm="forward") if inverse else torch.fft.fft(z, n=n)
+    out = out[..., :out_len] * scale
+    return out.movedim(-1, dim) if kind == "c2r" else torch.view_as_real(out.movedim(-1, dim))
+
+
+def cases(n, dtype, device="cpu"):
+    """(name, x, dim, out_len, kind, inverse, scale) for a length n: every kind on the strided batch;
+    for n > 2 also a planar pair, a zero-padded input, cropped outputs, fewer and more c2r bins."""
+    z = _pair_rows(n, dtype, device)
+    half = _pair_rows(n // 2 + 1, dtype, device)
+    out = [("c2c", z, 1, n, "c2c", False, 1.0), ("c2c inverse", z, 1, n, "c2c", True, 1 / n),
+           ("r2c", z[..., 0], 1, n // 2 + 1, "r2c", False, 1.0), ("c2r", half, 1, n, "c2r", True, 0.5)]
+    if n > 2:
+        short = _pair_rows(n - 1, dtype, device, planar=True)
+        bins = _pair_rows(n // 2 + 3, dtype, device)
+        out += [("c2c planar, padded input, cropped output", short, 1, n - 2, "c2c", False, 1.0),
+                ("r2c full", z[..., 1], 1, n, "r2c", False, 2.0),
+                ("c2r from fewer bins", half[:, : n // 4 + 1], 1, n, "c2r", True, 1.0),
+                ("c2r from more bins", bins, 1, n, "c2r", True, 1.0),
+                ("c2c along the first dim", z.transpose(0, 1), 0, n, "c2c", False, 1.0)]
+    return out
+
+
+def check(transform, n, dtype, device="cpu"):
+    """transform(x, dim, n, out_len, kind, inverse, scale) against expected() on each case of cases()."""
+    for name, x, dim, out_len, kind, inverse, scale in cases(n, dtype, device):
+        got = transform(x, dim, n, out_len, kind, inverse, scale)
+        want = expected(x, dim, n, out_len, kind, inverse, scale)
+        assert got.shape == want.shape and got.dtype == dtype, (name, n, got.shape, want.shape)
+        error = _error(got, want)
+        assert error < TOLERANCE[dtype], (name, n, dtype, error)
+        yield name, error
+
+
+# ---- without Triton ------------------------------------------------------------------------------------
+
+def _stages_in_float64(z: torch.Tensor, t: fft_plan.Tiling, inverse: bool) -> torch.Tensor:
+    """The kernel's three stages in plain float64 torch on complex rows z [rows, n]: the tables' math."""
+    values = fft_plan.table_values(t, inverse)
+    pieces, at = [], 0
+    for rows, cols in t.table_sizes():
+        block = values[at: at + 2 * rows * cols].reshape(2, rows, cols)
+        pieces.append(torch.complex(block[0], block[1]))
+        at += 2 * rows * cols
+    f1, f2, f3, w12, w13, w23 = pieces
+    (a, b, c), (p1, p2, p3) = t.factors, t.padded
+    tile = torch.zeros(z.shape[0], p1, p2, p3, dtype=torch.complex128)
+    tile[:, :a, :b, :c] = z.reshape(-1, a, b, c)  # t = b·c·t1 + c·t2 + t3
+    y = torch.einsum("rijk,il->rljk", tile, f1)  # (r, k1, t2, t3)
+    y = y * w12.t()[None, :, :, None] * w13.t()[None, :, None, :]
+    y = torch.einsum("rljk,jm->rlmk", y, f2) * w23.t()[None, None, :, :]  # (r, k1, k2, t3)
+    y = torch.einsum("rlmk,kq->rlmq", y, f3)  # (r, k1, k2, k3)
+    return y[:, :a, :b, :c].permute(0, 3, 2, 1).reshape(z.shape[0], -1)  # k = k1 + a·k2 + a·b·k3
+
+
+@pytest.mark.parametrize("n", LENGTHS + [37, 61 * 59, 1000, 2048, 2 * 3 * 5 * 7 * 11])
+@pytest.mark.parametrize("inverse", [False, True], ids=["forward", "inverse"])
+def test_the_tables_rebuild_the_dft_in_float64(n, inverse):
+    t = fft_plan.tiling(n)
+    assert t is not None and math_prod(t.factors) == n and all(f <= fft_plan.MAX_FACTOR for f in t.factors)
+    assert t.tile <= fft_plan.TILE and t.table_numel() == fft_plan.table_values(t, inverse).numel()
+    z = torch.randn(3, n, dtype=torch.complex128)
+    want = torch.fft.ifft(z, norm="forward") if inverse else torch.fft.fft(z)
+    assert _error(torch.view_as_real(_stages_in_float64(z, t, inverse)), torch.view_as_real(want)) < 1e-12
+
+
+def math_prod(values):
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def test_tilings_cover_the_lengths_with_small_prime_factors_and_prefer_narrow_tables():
+    assert fft_plan.tiling(4096).describe() == "16·16·16"  # a third of 64·64's products
+    assert fft_plan.tiling(400).describe() == "25→32·16"
+    assert fft_plan.tiling(64).describe() == "16·4→16"  # not one 64-wide table (it spills on sm_90)
+    assert fft_plan.tiling(2048).describe() == "16·16·8→16"
+    assert fft_plan.tiling(37).describe() == "37→64"  # a prime up to 61: one direct product
+    for n in (67, 4093, 4097, 2 * 67, 17 * 17 * 13, 0):  # a prime factor above 61, too long, too wide a tile
+        assert fft_plan.tiling(n) is None, n
+    assert not fft_rows.supports(torch.zeros(4, 67, 2), 1, 67, "c2c")
+    assert not fft_rows.supports(torch.zeros(4, 64, 2, dtype=torch.float64), 1, 64, "c2c")
+    assert not fft_rows.supports(torch.zeros(1, 1, 1, 1, 1, 64, 2), 5, 64, "c2c")  # five batch dims
+    assert fft_rows.supports(torch.zeros(1, 1, 1, 1, 64, 2), 4, 64, "c2c")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("n", [1, 3, 64, 400])
+def test_the_cpu_implementation_matches_torch_fft(n, dtype):
+    torch.manual_seed(n)
+    for name, _ in check(lambda *args: torch.ops.aotcuda.fft_rows(args[0], None, *args[1:]), n, dtype):
+        pass
+
+
+def test_the_output_is_laid_out_as_cufft_lays_out_its_result():
+    x = torch.randn(5, 64, 8, 2)
+    out = torch.ops.aotcuda.fft_rows(x, None, 1, 64, 33, "c2c", False, 1.0)
+    assert out.shape == (5, 33, 8, 2) and out.stride() == (33 * 8 * 2, 2, 33 * 2, 1)  # the dim innermost
+    fake = torch.empty_strided(x.shape, x.stride(), device="meta")
+    assert torch.ops.aotcuda.fft_rows(fake, None, 1, 64, 33, "c2c", False, 1.0).stride() == out.stride()
+
+
+def test_a_bad_call_is_refused_with_what_it_takes():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        torch.ops.aotcuda.fft_rows(torch.randn(2, 8, 2), None, 1, 8, 8, "dct", False, 1.0)
+    with pytest.raises(ValueError, match="cannot transform"):
+        torch.ops.aotcuda.fft_rows(torch.randn(2, 67, 2), None, 1, 67, 67, "c2c", False, 1.0)
+    with pytest.raises(ValueError, match="out_len"):
+        torch.ops.aotcuda.fft_rows(torch.randn(2, 8, 2), None, 1, 8, 9, "c2c", False, 1.0)
+
+
+# ---- in Triton's interpreter ---------------------------------------------------------------------------
+
+def check_interpreted():
+    """Every case of every length in float32 and float16 (and bfloat16 for BFLOAT16_LENGTHS) through the
+    interpreter (run_interpreted)."""
+    torch.manual_seed(0)
+    for n in LENGTHS:
+        for dtype in (torch.float32, torch.float16) + ((torch.bfloat16,) if n in BFLOAT16_LENGTHS else ()):
+            for name, error in check(lambda *args: fft_rows.launch(args[0], None, *args[1:]), n, dtype):
+                print(n, dtype, name, f"{error:.1e}")
+
+
+@NEEDS_TRITON
+def test_the_kernel_matches_torch_fft_in_tritons_interpreter():
+    lines = run_interpreted("test_fft_rows_kernel")
+    assert len(lines) == sum((2 + (n in BFLOAT16_LENGTHS)) * len(cases(n, torch.float32)) for n in LENGTHS)
+
+
+@NEEDS_TRITON
+def test_element_offsets_past_two_to_the_31_are_not_wrapped(tmp_path):
+    # Rows 2**27 elements apart in a sparse file: row · stride passes 2**31 from the 17th row on.
+    run_code(f"""
+        import torch
+        from aotcuda.kernels import fft_rows
+        rows, stride = 20, 2 ** 27
+        with open({str(tmp_path / "rows.bin")!r}, "wb") as f:
+            f.truncate(rows * stride * 2)
+        storage = torch.from_file({str(tmp_path / "rows.bin")!r}, shared=True, size=rows * stride,
+                                  dtype=torch.float16)
+        x = storage.as_strided((rows, 16, 2), (stride, 2, 1))
+        torch.manual_seed(0)
+        x.copy_(torch.randn(rows, 16, 2, dtype=torch.float16))
+        got = fft_rows.launch(x, None, 1, 16, 16, "c2c", False, 1.0)
+        want = torch.view_as_real(torch.fft.fft(torch.view_as_complex(x.double().contiguous())))
+        assert ((got.double() - want).norm() / want.norm()).item() < 1e-2
+    """)
+
+
+@NEEDS_TRITON
+def test_float32_accuracy_with_tf32x3_products_emulated_is_at_cufft_level():
+    # The interpreter multiplies in float32 with numpy; here its tl.dot rounds as sm_90's does: TF32x3
+    # (Triton's split: big = rna(a), small = rna(a − big); big·big + big·small + small·big) and plain TF32
+    # (operands truncated to 10 mantissa bits). cuFFT at n = 4096 in float32: about 3e-7.
+    out = run_code("""
+        import numpy as np, torch
+        from triton.runtime import interpreter
+
+        def tf32(a, nearest):
+            bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+            bits = (bits + np.uint32(0x1000) if nearest else bits) & np.uint32(0xFFFFE000)
+            return bits.view(np.float32)
+
+        def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+            x, y = a.data.astype(np.float32), b.data.astype(np.float32)
+            if "TF32X3" in str(input_precision).upper():
+                xb, yb = tf32(x, True), tf32(y, True)
+                out = (np.matmul(tf32(x - xb, True), yb) + np.matmul(xb, tf32(y - yb, True))) + np.matmul(xb, yb)
+            else:
+                out = np.matmul(tf32(x, False), tf32(y, False))
+            return interpreter.TensorHandle((out + d.data).astype(np.float32), d.dtype.scalar)
+
+        interpreter.InterpreterBuilder.create_dot = create_dot
+        from aotcuda.kernels import fft_rows
+        torch.manual_seed(0)
+        for dtype in (torch.float32, torch.float16):
+            x = torch.randn(8, 4096, 2).to(dtype)
+            got = fft_rows.launch(x, None, 1, 4096, 4096, "c2c", False, 1.0)
+            want = torch.view_as_real(torch.fft.fft(torch.view_as_complex(x.double())))
+            print(((got.double() - want).norm() / want.norm()).item())
+    """)
+    float32, float16 = map(float, out.split())
+    assert float32 < 3e-7, float32
+    assert float16 < 2e-3, float16  # float16's own rounding: 3e-4 (a TF32 product truncates to 2**-10)
+
+
+# ---- on CUDA -------------------------------------------------------------------------------------------
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", LENGTHS)
+def test_the_cuda_kernel_matches_torch_fft(n, dtype):
+    if not fft_rows.HAVE_TRITON:
+        pytest.skip("Triton is not installed")
+    torch.manual_seed(n)
+    for _ in check(lambda *args: torch.ops.aotcuda.fft_rows(args[0], None, *args[1:]), n, dtype, "cuda"):
+        pass
+
+
+@pytest.mark.cuda
+def test_a_spectral_filter_lowered_with_the_kernel_form_matches_eager(tmp_path, monkeypatch):
+    if not fft_rows.HAVE_TRITON:
+        pytest.skip("Triton is not installed")
+    import aotcuda
+
+    class Filter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(201, dtype=torch.complex64) / 400)
+
+        def forward(self, x):  # the transform along a middle dim: x [batch, 400, channels]
+            return torch.fft.irfft(torch.fft.rfft(x, dim=1) * self.weight[:, None], n=400, dim=1)
+
+    monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "1")
+    module = Filter().cuda()
+    x = torch.randn(4, 400, 6, device="cuda")
+    lowered = aotcuda.lower(module, (x,), device="cuda", package_path=tmp_path / "filter.pt2")
+    with aotcuda.load(lowered.package_path) as program:
+        for _ in range(3):
+            x = torch.randn(4, 400, 6, device="cuda")
+            assert _error(program(x), module(x).detach()) < 1e-5
