@@ -63,9 +63,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "rows over a long KV cache in one pass over the cache, as the aotcuda::decode_attention Triton op "
            "(kernels/decode_attention.py) where Triton is installed, else in split-cache form in generated "
            "kernels (passes/decode_attention.py); off: Inductor's own attention", "at each lower() for CUDA"),
-    # Off by default: not yet measured on the H200 (benchmarks/fft.py --device cuda --forms gemm kernel
-    # compares it with the GEMM form and cuFFT); it turns on by default where that measurement says it wins.
-    Switch("AOTCUDA_FFT_KERNEL", False, "ReplaceComplexWithRealPass computes an FFT of a covered static length "
+    # On by default: on the H200 (torch 2.11, benchmarks/fft.py --device cuda, 2026-12-03) the kernel form took
+    # 0.45-0.87x cuFFT's time on the filter at n = 64, 128, 400, 1024, 2048 and 4096 and 0.55x on the Whisper
+    # front end, 1.05x at n = 512, where the GEMM form took 0.98-1.92x (docs/performance.md).
+    Switch("AOTCUDA_FFT_KERNEL", True, "ReplaceComplexWithRealPass computes an FFT of a covered static length "
            "(kernels/fft_plan.py: every prime factor at most 61, n at most 4096) on a non-CPU device as one "
            "aotcuda::fft_rows Triton kernel per transform (kernels/fft_rows.py) where Triton is installed; off: "
            "the GEMM form (DFT products, passes/complex_to_real/spectral/transform.py)",

@@ -77,9 +77,12 @@ def _matmuls(ep):
     return [n for n in ep.graph.nodes if n.op == "call_function" and n.target in (aten.mm.default, aten.bmm.default)]
 
 
-def test_non_cpu_programs_keep_the_gemm_form():
+def test_non_cpu_programs_keep_the_gemm_form(monkeypatch):
     """rfft/irfft of 100 (10·10: r2c two GEMMs, c2r two) and fft of 128 (16·8: two): six DFT products
-    on the meta device; none on the CPU, where the same program runs as Stockham stages."""
+    on the meta device; none on the CPU, where the same program runs as Stockham stages. The GEMM form is
+    what a non-CPU device gets with the kernel form off (AOTCUDA_FFT_KERNEL=0, or no Triton installed);
+    test_fft_kernel_form.py has the kernel form."""
+    monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "0")
     rewritten = {}
     for device in ("meta", "cpu"):
         args = (torch.randn(3, 100, device=device), torch.randn(3, 128, 2, device=device))
