@@ -143,13 +143,13 @@ multi-dim transform runs one dim at a time. Float32 results are within 1e-5 of e
 largest magnitude for n ≤ 4096, float64 within 1e-10 (tests/passes/complex_to_real/test_fft_lengths.py).
 Every table is a program constant (float64-accurate angles, cast to the program's dtype).
 
-**Two forms, chosen by the device of the program's tensors** (and a third behind a switch). A CUDA (any
-non-CPU) program gets DFT products (GEMMs) as below. With `AOTCUDA_FFT_KERNEL=1` (off by default: not yet
-measured on the H200) and Triton installed, a CUDA transform of a length whose prime factors are all ≤ 61
-(n ≤ 4096, a padded tile of at most 4096 points) is instead one `aotcuda::fft_rows` Triton kernel that reads
-the data once along the dim where it is and writes the result once (kernels/fft_rows.py: a three-factor
-tile of DFT products in registers, TF32x3 products for float32; r2c and c2r fused in its load and store);
-the other lengths keep the GEMM form.
+**Three forms, chosen by the device of the program's tensors and the length.** Where Triton is installed, a
+CUDA (any non-CPU) transform of a length whose prime factors are all ≤ 61 (n ≤ 4096, a padded tile of at
+most 4096 points) is one `aotcuda::fft_rows` Triton kernel that reads the data once along the dim where it
+is and writes the result once (kernels/fft_rows.py: a three-factor tile of DFT products in registers,
+TF32x3 products for float32; r2c and c2r fused in its load and store); on the H200 it took 0.45–1.05×
+cuFFT's time (docs/performance.md). `AOTCUDA_FFT_KERNEL=0` turns it off. Other lengths, and every
+non-CPU transform without Triton, get DFT products (GEMMs) as below.
 
 A CPU program gets Stockham radix stages (spectral/stockham.py): n = r1·…·rk with radix 4 first, then 2,
 3, 5, 7, 11, 13, each stage one pointwise Inductor kernel over two real planes (re, im) with the rows innermost, so every load and store is a contiguous vector; the pair
