@@ -4,6 +4,9 @@ Hopper's wgmma. Runs on any machine with Triton (its bundled ptxas); no device i
 
     python3 benchmarks/scripts/fft_kernel_resources.py                       # sm_90, the default lengths
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 64 400 --kinds c2c r2c c2r --arch 90
+    python3 benchmarks/scripts/fft_kernel_resources.py --sizes 400 --kinds r2c --windows yes   # stft's
+
+"window yes" compiles the kernel with its window operand (stft's window multiply, fused; c2c and r2c).
 
 A stack above 0 means spilled registers; a thread over 128 registers leaves one program of 8 warps per
 multiprocessor (65536 registers). The tile choices of kernels/fft_plan.py (WIDE, ROWS_TILE) were made
@@ -28,10 +31,10 @@ from aotcuda.kernels.fft_plan import rows_per_program, tiling  # noqa: E402
 
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 INTEGERS = ("size0", "size1", "size2", "size3", "xs0", "xs1", "xs2", "xs3", "xs_t", "xs_p",
-            "os0", "os1", "os2", "os3", "os_t", "os_p")
+            "os0", "os1", "os2", "os3", "os_t", "os_p", "ws")
 
 
-def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int) -> dict:
+def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: bool = False) -> dict:
     """The kernel as launch() would start it for `rows` rows of length n, compiled to a cubin."""
     plan = tiling(n)
     a, b, c = plan.factors
@@ -39,8 +42,8 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int) -> dict:
     per_program = rows_per_program(plan, rows)
     warps = 8 if per_program * plan.tile >= 4096 or max(plan.padded) > 32 else 4
     constants = dict(N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=fft_rows.KINDS.index(kind),
-                     PRECISION="tf32x3" if dtype == "fp32" else "tf32")
-    signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "rows": "i64", "in_len": "i32",
+                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window)
+    signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "rows": "i64", "in_len": "i32",
                  "out_len": "i32", "scale": "fp32", **{name: "i64" for name in INTEGERS},
                  **{name: "constexpr" for name in constants}}
     source = triton.compiler.ASTSource(fn=fft_rows._fft_rows_kernel, signature=signature, constexprs=constants)
@@ -59,18 +62,21 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 37, 64, 100, 128, 400, 512, 1024, 2048, 4096])
     parser.add_argument("--kinds", nargs="+", default=["c2c", "r2c", "c2r"], choices=fft_rows.KINDS)
     parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "fp16", "bf16"])
+    parser.add_argument("--windows", nargs="+", default=["no", "yes"], choices=["no", "yes"],
+                        help="without and with the window operand (c2r: without only)")
     parser.add_argument("--arch", type=int, default=90, help="compute capability × 10 (90: H100/H200)")
     parser.add_argument("--rows", type=int, default=1 << 20, help="rows of the launch (few rows: fewer a program)")
     args = parser.parse_args()
     print(f"sm_{args.arch}, Triton {triton.__version__}, {args.rows} rows")
-    print("| n | kind | dtype | tiling | rows a program | warps | registers | stack (spilled) | shared | wgmma |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| n | kind | window | dtype | tiling | rows a program | warps | registers | stack (spilled) | shared | wgmma |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         for kind in args.kinds:
-            for dtype in args.dtypes:
-                r = compile_kernel(n, kind, dtype, args.arch, args.rows)
-                print(f"| {n} | {kind} | {dtype} | {r['tiling']} | {r['rows']} | {r['warps']} | {r['registers']} | "
-                      f"{r['stack']} | {r['shared']} | {'yes' if r['wgmma'] else 'no'} |", flush=True)
+            for window in [w for w in args.windows if kind != "c2r" or w == "no"]:
+                for dtype in args.dtypes:
+                    r = compile_kernel(n, kind, dtype, args.arch, args.rows, window == "yes")
+                    print(f"| {n} | {kind} | {window} | {dtype} | {r['tiling']} | {r['rows']} | {r['warps']} | {r['registers']} | "
+                          f"{r['stack']} | {r['shared']} | {'yes' if r['wgmma'] else 'no'} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,15 @@
   itself for n in LENGTHS, c2c forward and inverse, r2c and c2r, float32 and float16 (bfloat16 for
   BFLOAT16_LENGTHS: the interpreter's bfloat16 tl.dot is wrong, but the kernel converts to float32 before
   its products), rows in a batch of strided dims around a middle transformed dim, a planar pair;
-  zero-padded and cropped inputs and outputs; offsets past 2**31; and its float32 accuracy with tl.dot's
-  TF32x3 rounding emulated (cuFFT's level).
+  zero-padded and cropped inputs and outputs; offsets past 2**31; its float32 accuracy with tl.dot's
+  TF32x3 rounding emulated (cuFFT's level); and stft's front end fused (WINDOWED_CASES): a window operand
+  and frames read in place through overlapping strides (unfold's view, hop < n), r2c and c2c.
 - On CUDA (the H200): the kernel in float32, float16 and bfloat16, and a spectral filter lowered with
   AOTCUDA_FFT_KERNEL=1 (aotcuda.lower refuses any fallback kernel) against eager.
 """
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
@@ -163,6 +165,59 @@ def test_a_bad_call_is_refused_with_what_it_takes():
         torch.ops.aotcuda.fft_rows(torch.randn(2, 8, 2), None, 1, 8, 9, "c2c", False, 1.0)
 
 
+def windowed_cases(n, hop, dtype, device="cpu"):
+    """(name, x, dim, out_len, kind, window) with x stft's frames, an unfold view of a longer signal (its
+    frame stride hop < n: the frames overlap), and a real window of n values: r2c and c2c, a window with
+    a stride, overlapping frames with no window, and a window along a middle dim of a plain tensor."""
+    signal = torch.randn(3, hop * 9 + n, dtype=dtype, device=device)
+    complex_signal = torch.randn(2, hop * 7 + n, 2, dtype=dtype, device=device)
+    window = torch.hann_window(n, dtype=torch.float32, device=device)
+    frames = signal.unfold(-1, n, hop)  # [3, 10, n], strides (…, hop, 1)
+    complex_frames = complex_signal.unfold(1, n, hop).permute(0, 1, 3, 2)  # [2, 8, n, 2]
+    assert frames.stride(1) == hop < n and complex_frames.stride(1) == 2 * hop < 2 * n  # overlapping rows
+    strided_window = torch.rand(2 * n, dtype=torch.float32, device=device)[::2]
+    return [("r2c frames, window", frames, 2, n // 2 + 1, "r2c", window),
+            ("r2c frames, no window", frames, 2, n // 2 + 1, "r2c", None),
+            ("c2c frames, window", complex_frames, 2, n, "c2c", window),
+            ("c2c frames, strided window", complex_frames, 2, n, "c2c", strided_window),
+            ("r2c middle dim, window", torch.randn(5, n, 7, dtype=dtype, device=device), 1, n // 2 + 1, "r2c",
+             window)]
+
+
+def check_windowed(transform, n, hop, dtype, device="cpu"):
+    """transform(x, dim, n, out_len, kind, window) against torch.fft in float64 of x·window."""
+    for name, x, dim, out_len, kind, window in windowed_cases(n, hop, dtype, device):
+        got = transform(x, dim, n, out_len, kind, window)
+        w = 1.0 if window is None else window.double()
+        if kind == "r2c":
+            windowed = (x.double().movedim(dim, -1) * w).movedim(-1, dim)
+        else:
+            windowed = x.double() * (w if window is None else w[:, None])
+        want = expected(windowed, dim, n, out_len, kind, False, 1.0)
+        assert got.shape == want.shape and got.dtype == dtype, (name, n, got.shape, want.shape)
+        error = _error(got, want)
+        assert error < TOLERANCE[dtype], (name, n, dtype, error)
+        yield name, error
+
+
+WINDOWED = [(64, 16), (400, 160), (100, 37)]  # (n, hop): the Whisper front end's 400 and 160
+
+
+@pytest.mark.parametrize("n, hop", WINDOWED)
+def test_the_cpu_implementation_applies_the_window_and_reads_overlapping_frames(n, hop):
+    torch.manual_seed(n)
+    for _ in check_windowed(lambda x, dim, n, out_len, kind, w: torch.ops.aotcuda.fft_rows(
+            x, None, dim, n, out_len, kind, False, 1.0, w), n, hop, torch.float32):
+        pass
+
+
+def test_a_window_is_refused_for_c2r_and_of_the_wrong_length():
+    with pytest.raises(ValueError, match="window must be"):
+        torch.ops.aotcuda.fft_rows(torch.randn(2, 5, 2), None, 1, 8, 8, "c2r", True, 1.0, torch.ones(5))
+    with pytest.raises(ValueError, match="window must be"):
+        torch.ops.aotcuda.fft_rows(torch.randn(2, 8), None, 1, 8, 5, "r2c", False, 1.0, torch.ones(7))
+
+
 # ---- in Triton's interpreter ---------------------------------------------------------------------------
 
 def check_interpreted():
@@ -179,6 +234,29 @@ def check_interpreted():
 def test_the_kernel_matches_torch_fft_in_tritons_interpreter():
     lines = run_interpreted("test_fft_rows_kernel")
     assert len(lines) == sum((2 + (n in BFLOAT16_LENGTHS)) * len(cases(n, torch.float32)) for n in LENGTHS)
+
+
+def check_windowed_interpreted():
+    """Every windowed case (windowed_cases) of WINDOWED in float32 and float16 through the interpreter."""
+    torch.manual_seed(1)
+    for n, hop in WINDOWED:
+        for dtype in (torch.float32, torch.float16):
+            for name, error in check_windowed(lambda x, dim, n, out_len, kind, w: fft_rows.launch(
+                    x, None, dim, n, out_len, kind, False, 1.0, w), n, hop, dtype):
+                print(n, dtype, name, f"{error:.1e}")
+
+
+@NEEDS_TRITON
+def test_the_kernel_applies_the_window_and_reads_overlapping_frames_in_tritons_interpreter():
+    out = run_code(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import test_fft_rows_kernel
+        test_fft_rows_kernel.check_windowed_interpreted()
+    """)
+    lines = out.splitlines()
+    print("\n".join(lines))
+    assert len(lines) == 2 * len(WINDOWED) * len(windowed_cases(8, 2, torch.float32))
 
 
 @NEEDS_TRITON

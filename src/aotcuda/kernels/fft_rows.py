@@ -1,6 +1,6 @@
 """``aotcuda::fft_rows``: the DFT of every row of a tensor along one dim, one kernel launch, one read and write.
 
-    fft_rows(x, tables, dim, n, out_len, kind, inverse, scale) -> out
+    fft_rows(x, tables, dim, n, out_len, kind, inverse, scale, window=None) -> out
 
 kind "c2c": x a complex pair (a complex tensor of shape S as a real one of shape S + [2], any strides, the
 pair's two parts `stride(-1)` apart), out the pair of the length-n DFT along complex dim `dim`
@@ -14,9 +14,14 @@ dim innermost: empty_out). Every other dim of x (at most MAX_BATCH_DIMS) is a ba
 stride: a transform along a middle dim needs no copy. `tables` is
 fft_plan.table_values(fft_plan.tiling(n), direction) in float32 (direction: inverse for c2c, forward for
 r2c, inverse for c2r) on x's device, or None to build it here; passes hand it in as a program constant.
+`window` (c2c and r2c; None: none): a real 1-D tensor of x.shape[dim] values (n for stft's frames) that
+multiplies each row as it is loaded, x[t]·window[t] in float32: stft's window multiply, fused. Batch strides
+may overlap (stft's frames, unfold's view with a hop below n): the kernel only reads x, so the frames are
+read from the signal in place.
 
 The CUDA kernel holds R rows of the tile of kernels/fft_plan.py in registers: loads them once (a real row
-for r2c; for c2r the Hermitian half, mirrored and conjugated as it is loaded), runs up to three stages of
+for r2c; for c2r the Hermitian half, mirrored and conjugated as it is loaded; times the window where one
+is given), runs up to three stages of
 complex DFT products (tl.dot of the tile against the [P, P] tables, four real products each; two where
 the input is real or only the real output is kept) with the twiddle products between them and tl.permute
 bringing the next stage's index last, and stores the first `out_len` points, times `scale`, once. All
@@ -73,7 +78,7 @@ def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
     return x.new_empty([*batch, out_len, *pair]).movedim(len(batch), dim)
 
 
-def _check(x, tables, dim, n, out_len, kind):
+def _check(x, tables, dim, n, out_len, kind, window=None):
     if kind not in KINDS:
         raise ValueError(f"{OP}: kind must be one of {KINDS}; got {kind!r}")
     if not supports(x, dim, n, kind):
@@ -87,6 +92,11 @@ def _check(x, tables, dim, n, out_len, kind):
     if tables is not None and (tables.dtype != torch.float32 or tables.numel() != tiling(n).table_numel()):
         raise ValueError(f"{OP}: tables must be fft_plan.table_values(tiling({n}), …) in float32 "
                          f"({tiling(n).table_numel()} values); got {tables.numel()} {tables.dtype}")
+    if window is not None and (kind == "c2r" or window.dim() != 1 or window.dtype not in (*DTYPES, torch.float64)
+                               or window.device != x.device or window.shape[0] != x.shape[dim]):
+        raise ValueError(f"{OP}: window must be a real 1-D tensor of x.shape[dim] = {x.shape[dim]} values on "
+                         f"{x.device}, for c2c or r2c; got {window.dtype} {tuple(window.shape)} on {window.device} "
+                         f"for {kind}")
 
 
 def _fit(z: torch.Tensor, length: int) -> torch.Tensor:
@@ -96,14 +106,16 @@ def _fit(z: torch.Tensor, length: int) -> torch.Tensor:
 
 
 def reference(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len: int, kind: str,
-              inverse: bool, scale: float) -> torch.Tensor:
+              inverse: bool, scale: float, window: torch.Tensor | None = None) -> torch.Tensor:
     """The same transform with torch.fft in float32 (complex64), the CPU implementation and the tests'
     reference; `tables` is not read."""
-    _check(x, tables, dim, n, out_len, kind)
+    _check(x, tables, dim, n, out_len, kind, window)
     if kind == "r2c":
         z = x.float().movedim(dim, -1).to(torch.complex64)
     else:
         z = torch.view_as_complex(x.float().movedim(dim, -2).contiguous())
+    if window is not None:
+        z = z * window.float()
     if kind == "c2r":
         half = _fit(z, n // 2 + 1)
         out = torch.fft.irfft(half, n=n, norm="forward") * scale
@@ -155,13 +167,13 @@ if HAVE_TRITON:
         return tl.load(tables + off + at), tl.load(tables + off + ROWS * COLS + at)
 
     @triton.jit
-    def _fft_rows_kernel(X, Tables, Out, rows, in_len, out_len, scale,
+    def _fft_rows_kernel(X, Tables, Out, Window, rows, in_len, out_len, scale,
                          size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
-                         os0, os1, os2, os3, os_t, os_p,
+                         os0, os1, os2, os3, os_t, os_p, ws,
                          N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                          P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
-                         KIND: tl.constexpr, PRECISION: tl.constexpr):
-        # KIND: 0 c2c, 1 r2c, 2 c2r. Offsets in int64: a row index times a batch stride passes 2**31 in
+                         KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr):
+        # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r). Offsets in int64: a row index times a batch stride passes 2**31 in
         # large batches (Triton types an integer argument below 2**31 as int32).
         r = tl.program_id(0).to(tl.int64) * R + tl.arange(0, R).to(tl.int64)
         row_ok = r < rows
@@ -194,6 +206,11 @@ if HAVE_TRITON:
             xi = tl.zeros_like(xr)  # r2c: unread by stage 1 (REAL_IN), stored as is where n = 1
             if KIND == 0:
                 xi = tl.load(X + x_row + t.to(tl.int64) * xs_t + xs_p, mask=ok, other=0.0).to(tl.float32)
+            if WINDOW:  # loaded in x's own [R, P2, P3, P1] shape: a broadcast row spills registers on sm_90
+                w = tl.load(Window + (t.to(tl.int64) * ws + 0 * x_row), mask=ok, other=0.0).to(tl.float32)
+                xr = xr * w
+                if KIND == 0:
+                    xi = xi * w
 
         # Table offsets and the dots' row counts (declared constexpr: Triton 3.6 makes a plain local a tensor).
         F2: tl.constexpr = 2 * P1 * P1
@@ -245,9 +262,9 @@ if HAVE_TRITON:
             tl.store(at + os_p, (xi * scale).to(Out.dtype.element_ty), mask=ok)
 
     def launch(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len, kind: str,
-               inverse: bool, scale: float) -> torch.Tensor:
+               inverse: bool, scale: float, window: torch.Tensor | None = None) -> torch.Tensor:
         """The kernel on x's device (the op's CUDA implementation; the interpreter runs it on CPU tensors)."""
-        _check(x, tables, dim, n, out_len, kind)
+        _check(x, tables, dim, n, out_len, kind, window)
         plan: Tiling = tiling(n)
         if tables is None:
             tables = tables_for(n, kind, inverse, x.device)
@@ -262,23 +279,24 @@ if HAVE_TRITON:
         a, b, c = plan.factors
         p1, p2, p3 = plan.padded
         launcher(_fft_rows_kernel)[((rows + per_program - 1) // per_program,)](
-            x, tables, out, rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
+            x, tables, out, tables if window is None else window, rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
             x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
+            0 if window is None else window.stride(0),
             N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
-            PRECISION=PRECISION[x.dtype],
+            PRECISION=PRECISION[x.dtype], WINDOW=window is not None,
             num_warps=8 if per_program * plan.tile >= 4096 or max(plan.padded) > 32 else 4)
         return out
 
     @triton_op(OP, mutates_args=())
     def fft_rows(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len: int, kind: str,
-                 inverse: bool, scale: float) -> torch.Tensor:
-        return launch(x, tables, dim, n, out_len, kind, inverse, scale)
+                 inverse: bool, scale: float, window: torch.Tensor | None = None) -> torch.Tensor:
+        return launch(x, tables, dim, n, out_len, kind, inverse, scale, window)
 
     fft_rows.register_kernel("cpu")(reference)
 else:
     fft_rows = torch.library.custom_op(OP, reference, mutates_args=())
 
     @fft_rows.register_fake
-    def _(x, tables, dim, n, out_len, kind, inverse, scale):
-        _check(x, tables, dim, n, out_len, kind)
+    def _(x, tables, dim, n, out_len, kind, inverse, scale, window=None):
+        _check(x, tables, dim, n, out_len, kind, window)
         return empty_out(x, dim, out_len, kind)

@@ -9,6 +9,9 @@ The form is taken on a non-CPU device where Triton is installed. Here, without a
   implementation (torch.fft, kernels/fft_rows.py), and matches eager on every FFT case of test_fft.py,
   stft/istft, a transform along a middle dim and a dynamic batch: the rule's dims, bins, lengths and
   scales reach the op right. The kernel itself is tested in tests/kernels/test_fft_rows_kernel.py.
+- stft's front end is fused (spectral/window.py): a Whisper-like stft (n_fft 400, hop 160, hann window,
+  center=True reflect) is one fft_rows node given the window, reading unfold's overlapping frames with no
+  multiply or copy before it, on meta and run on the CPU against eager; a complex stft (c2c) likewise.
 Triton itself is not needed: the op exists without it (its CPU implementation), so the switch's
 "Triton is installed" is set true here.
 """
@@ -124,3 +127,74 @@ def test_the_entry_points_take_the_op_when_asked_on_any_device():
     assert_close_to_scale(spectral.c2r_along(h, 1, 100, 0.01, kernel=True), torch.fft.irfft(hc, n=100, dim=1),
                           torch.float32)
     assert not spectral.kernel_form(z, 1, 64, "c2c", kernel=False)
+
+
+class WhisperStft(torch.nn.Module):
+    """Whisper's front end up to the power spectrum's input: stft(n_fft 400, hop 160, hann, center, reflect)."""
+
+    def __init__(self, device="cpu"):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(400, device=device))
+
+    def forward(self, audio):
+        return torch.view_as_real(torch.stft(audio, 400, 160, window=self.window, center=True, pad_mode="reflect",
+                                             return_complex=True))
+
+
+MATERIALIZING = (aten.mul.Tensor, aten.clone.default, aten.copy.default, aten._to_copy.default,
+                 aten.as_strided_copy.default, aten.unfold_copy.default)
+
+
+def _ancestors(node):
+    seen, todo = set(), list(node.all_input_nodes)
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo += n.all_input_nodes
+    return seen
+
+
+def assert_window_fused(ep, window_name):
+    """One fft_rows node, given the window placeholder, reading unfold's view; no multiply or copy before it."""
+    (kernel,) = _calls(ep, (FFT_ROWS,))
+    assert len(kernel.args) == 9 and kernel.args[8].op == "placeholder" and window_name in kernel.args[8].name
+    frames = kernel.args[0]
+    assert frames.target is aten.unfold.default, frames.target  # the view itself, not a materialized copy
+    x = frames.meta["val"]
+    assert x.stride(-2) == 160 < x.shape[-1] == 400  # overlapping frames
+    before = [n.target for n in _ancestors(kernel) if n.op == "call_function"]
+    assert not [t for t in before if t in MATERIALIZING], before
+    return kernel
+
+
+def test_a_whisper_stft_fuses_its_window_and_frames_into_one_kernel(switch_on):
+    ep = export(WhisperStft("meta"), (torch.randn(2, 16000, device="meta"),))
+    assert _calls(ep, (aten.mul.Tensor,))  # the window multiply, before the pass
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    kernel = assert_window_fused(new, "window")
+    assert kernel.args[2:8] == (2, 400, 201, "r2c", False, 1.0)
+    assert not _calls(new, (aten.mul.Tensor,) + PRODUCTS)
+
+
+def test_a_whisper_stft_with_the_fused_window_matches_eager_on_the_cpu(kernel_form_on_cpu):
+    module = WhisperStft()
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (torch.randn(2, 16000),)))
+    assert_window_fused(new, "window")
+    audio = torch.randn(2, 16000)
+    assert_close_to_scale(new.module()(audio), module(audio), torch.float32)
+
+
+def test_a_complex_stft_fuses_its_window_into_the_c2c_kernel(kernel_form_on_cpu):
+    window = torch.hann_window(64)
+    new = _rewrite_and_compare(lambda z: torch.stft(z, 64, hop_length=16, window=window, center=False,
+                                                    return_complex=True), pair(2, 1000), n_complex=1)
+    (kernel,) = _calls(new, (FFT_ROWS,))
+    assert kernel.args[5] == "c2c" and len(kernel.args) == 9 and kernel.args[8] is not None
+    assert not _calls(new, (aten.mul.Tensor,))
+
+
+def test_the_gemm_form_keeps_the_window_multiply(monkeypatch, switch_on):
+    monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "0")
+    new = ReplaceComplexWithRealPass(strict=True)(export(WhisperStft("meta"), (torch.randn(2, 16000, device="meta"),)))
+    assert not _calls(new, (FFT_ROWS,)) and _calls(new, (aten.mul.Tensor,))

@@ -39,6 +39,7 @@ from aotcuda.passes.complex_to_real.scan import (
     scan,
     source_location,
 )
+from aotcuda.passes.complex_to_real.spectral.window import fuse_windows
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
 from aotcuda.passes.complex_to_real.symbols import track_symbols
 from aotcuda.passes.complex_to_real.torch_internals import (
@@ -356,4 +357,6 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan, speedups: bool = True)
     # replayed calls would not (the two ways would differ); an explicit table keeps detach, as 2.11 and 2.13 do.
     with fx_traceback.preserve_node_meta(), shared_constants():
         gm = make_fx(run, decomposition_table={}, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*fake_args)
+    if fuse_windows(gm.graph):  # stft's window multiply into the kernel form's fft_rows (spectral/window.py)
+        gm.recompile()
     return rebuild_program(ep, gm, complex_placeholders, devices)

@@ -8,7 +8,8 @@ to 64, a mixed-radix split n = n1·n2 into two smaller transforms with a twiddle
 (400 = 20·20, 4096 = 64·64); both run Bluestein's chirp-z for a large prime factor. With
 AOTCUDA_FFT_KERNEL on (and Triton installed), a non-CPU transform of a length the kernel covers (prime
 factors ≤ 61, n ≤ 4096: kernels/fft_plan.py) is one aotcuda::fft_rows Triton op instead, which reads the
-dim where it is (kernels/fft_rows.py). Every DFT, twiddle and chirp table is a program constant
+dim where it is (kernels/fft_rows.py); stft's window multiply before it is fused into the op after the
+rewrite, its overlapping frames read in place (spectral/window.py). Every DFT, twiddle and chirp table is a program constant
 (spectral/tables.py). The normalization (none, 1/√N, 1/N with N the product of the signal sizes) is
 folded into the first stage's table (the kernel's `scale` argument).
 

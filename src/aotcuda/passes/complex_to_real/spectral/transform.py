@@ -3,7 +3,8 @@
 - the kernel form on other devices when AOTCUDA_FFT_KERNEL is on, Triton is installed and the length is
   covered (kernels/fft_plan.py: prime factors ≤ 61, n ≤ 4096): one aotcuda::fft_rows Triton op per
   transform (kernels/fft_rows.py), which reads the data once along any dim, with its tables a program
-  constant (tables.fft_kernel_tables);
+  constant (tables.fft_kernel_tables); after the rewrite, stft's window multiply before it becomes the op's
+  `window` operand and its frames unfold's view, read in place (window.py: fuse_windows);
 - the GEMM form (small DFT products, here) for every other device and length.
 The ``*_along`` entry points take the transformed dim where it is (the kernel reads it there; the other
 forms move it last and back); transform, r2c and c2r take it last.
