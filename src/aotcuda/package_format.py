@@ -113,8 +113,16 @@ def open_zip(path: str) -> zipfile.ZipFile:
         raise PackageError(f"no AOTInductor package at {path!r}: the file does not exist")
     try:
         return zipfile.ZipFile(path)
-    except zipfile.BadZipFile as exc:
+    except _NOT_A_ZIP as exc:
         raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
+    except OSError as exc:
+        raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+
+
+# What zipfile's reading of an archive's directory raises for a file that is no zip or a damaged one: besides
+# BadZipFile, an entry name that is not UTF-8 although its flag says so (UnicodeDecodeError), a "zip file
+# version" it does not know (NotImplementedError), and sizes or offsets its struct reading refuses.
+_NOT_A_ZIP = (zipfile.BadZipFile, UnicodeDecodeError, NotImplementedError, ValueError, EOFError, OverflowError)
 
 
 # --- JSON of a package ------------------------------------------------------------------------------------

@@ -59,12 +59,22 @@ class DimSpec:
 
     @classmethod
     def from_json(cls, dim, dim_names: dict[str, str] | None = None) -> DimSpec:
-        if isinstance(dim, int):
+        """A dim from the signature: a size (an int ≥ 0), or {"expr": str, "min": int, "max": int | null}.
+        Raises ValueError for anything else: every field is checked here, once, so that no call meets a
+        value of the wrong type later (a "max" of "64" raised a raw TypeError at every call)."""
+        if _is_int(dim):
+            if dim < 0:
+                raise ValueError(f"a size or stride of {dim}")
             return cls(size=dim)
-        shape_expression(dim["expr"])  # ShapeExpressionError (a ValueError) for a string outside the grammar
+        if not isinstance(dim, dict):
+            raise ValueError(f"a dim is a size or {{'expr': ..., 'min': ..., 'max': ...}}, got {_clipped(dim)}")
+        shape_expression(dim.get("expr"))  # ShapeExpressionError (a ValueError) for a string outside the grammar
+        low, high = dim.get("min"), dim.get("max")
+        if not (low is None or _is_int(low)) or not (high is None or _is_int(high)):
+            raise ValueError(f"the dim {dim['expr']!r} has the range [{_clipped(low)}, {_clipped(high)}]; its bounds "
+                             "are integers (max: null when unbounded)")
         named = under_dim_names(dim["expr"], dim_names)
-        return cls(expr=dim["expr"], min=int(dim.get("min") or 0), max=dim.get("max"),
-                   user_expr=named if named != dim["expr"] else None)
+        return cls(expr=dim["expr"], min=low or 0, max=high, user_expr=named if named != dim["expr"] else None)
 
     @property
     def shown(self) -> str:
@@ -91,15 +101,27 @@ class TensorSpec:
 
     @classmethod
     def from_json(cls, spec: dict, dim_names: dict[str, str] | None = None) -> TensorSpec:
-        """A TensorSpec from its signature entry; ``dim_names`` (the signature's) names its symbolic dims."""
-        dtype = getattr(torch, spec["dtype"], None)
+        """A TensorSpec from its signature entry; ``dim_names`` (the signature's) names its symbolic dims.
+        Raises KeyError, TypeError or ValueError for an entry that is not one (``specs_from_signature`` says
+        which)."""
+        if not isinstance(spec, dict):
+            raise TypeError(f"a tensor spec is a JSON object, got {_clipped(spec)}")
+        dtype = getattr(torch, spec["dtype"], None) if isinstance(spec["dtype"], str) else None
         if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"{spec['dtype']!r} is not a torch dtype")
-        strides = spec.get("strides")
-        return cls(spec["name"], dtype, spec.get("device", ""), tuple(DimSpec.from_json(d, dim_names) for d in spec["shape"]),
-                   bool(spec.get("contiguous", True)),
+            raise ValueError(f"{_clipped(spec['dtype'])} is not a torch dtype")
+        name, device, shape, strides = spec["name"], spec.get("device", ""), spec["shape"], spec.get("strides")
+        if not isinstance(name, str) or not isinstance(device, str):
+            raise TypeError(f"a tensor's name and device are strings, got {_clipped(name)} and {_clipped(device)}")
+        if not isinstance(shape, list) or not (strides is None or (isinstance(strides, list) and len(strides) == len(shape))):
+            raise TypeError(f"{name!r}: its shape is a list of dims and its strides null or as many, got "
+                            f"{_clipped(shape)} and {_clipped(strides)}")
+        for flag in ("contiguous", "mutated"):
+            if not isinstance(spec.get(flag, False), (bool, type(None))):
+                raise TypeError(f"{name!r}: {flag} is true, false or null, got {_clipped(spec[flag])}")
+        return cls(name, dtype, device, tuple(DimSpec.from_json(d, dim_names) for d in shape),
+                   spec.get("contiguous") is not False,
                    None if strides is None else tuple(DimSpec.from_json(d, dim_names) for d in strides),
-                   None if spec.get("mutated") is None else bool(spec["mutated"]))
+                   spec.get("mutated"))
 
     def __repr__(self) -> str:
         strides = "" if self.strides is None else f", strides={_tuple_text(self.strides)}"
@@ -112,6 +134,38 @@ class TensorSpec:
 
     def shape_text(self) -> str:
         return _tuple_text(self.dims)
+
+
+def specs_from_signature(signature: dict, path: str) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+    """(input specs, output specs) of a signature (complex tensors in the caller's terms or not, as given).
+    Raises PackageError naming the package and the fault for a signature whose entries are not TensorSpecs:
+    load, ``aotcuda inspect`` and ``aotcuda serve`` read the same fields the same way."""
+    from aotcuda.errors import PackageError
+
+    try:
+        names = signature.get("dim_names")  # the user's Dim names: specs and errors show "seq", not s27
+        if names is not None and not isinstance(names, dict):
+            raise TypeError(f"dim_names is {_clipped(names)}, not an object")
+        specs = {}
+        for kind in ("inputs", "outputs"):
+            entries = signature.get(kind, [])
+            if not isinstance(entries, list):
+                raise TypeError(f"{kind} is {_clipped(entries)}, not a list")
+            specs[kind] = tuple(TensorSpec.from_json(entry, names) for entry in entries)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise PackageError(f"{path!r}: the aotcuda signature entry is malformed ({type(exc).__name__}: "
+                           f"{exc}); lower the model again, or write it with write_signature") from exc
+    return specs["inputs"], specs["outputs"]
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _clipped(value, limit: int = 60) -> str:
+    """A value of a package as an error shows it: its repr, at most ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _tuple_text(dims) -> str:

@@ -32,7 +32,14 @@ from aotcuda.errors import PackageError
 from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.package_format import open_zip as _open_zip
-from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction, copy_entry, read_entry
+from aotcuda.runtime.archive import (
+    ArchiveLimits,
+    check_entries,
+    check_entry_path,
+    check_extraction,
+    copy_entry,
+    read_entry,
+)
 from aotcuda.runtime.libraries import remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
 
@@ -89,8 +96,9 @@ def _safe_target(root_dir: str, relative: str) -> str:
 
 
 # What zipfile raises for an archive whose directory looks fine but whose data is damaged
-# (a flipped byte: "Bad CRC-32"; a cut-off entry: EOFError; a broken deflate stream: zlib.error).
-_DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError)
+# (a flipped byte: "Bad CRC-32"; a cut-off entry: EOFError; a broken deflate stream: zlib.error; a local
+# header whose name is not UTF-8 although its flag says so: UnicodeDecodeError).
+DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError)
 
 
 def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, out_dir: str, path: str,
@@ -107,7 +115,7 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
         os.makedirs(os.path.dirname(target), exist_ok=True)
         try:
             copy_entry(archive, info, target)
-        except _DAMAGED_ZIP as exc:
+        except DAMAGED_ZIP as exc:
             raise PackageError(f"{path!r} is damaged: its entry {info.filename!r} cannot be read ({exc}); copy the "
                                "package again, or lower the model again") from exc
     return model_dir
@@ -134,6 +142,7 @@ def _extraction_plan(archive: zipfile.ZipFile, model_dir_entry: str, root: str, 
             relative = posixpath.basename(name)
         else:
             continue
+        check_entry_path(path, name, relative)
         target = _safe_target(model_dir, relative)
         if target in sources:
             raise PackageError(f"{path!r}: its entries {sources[target]!r} and {name!r} would both be extracted to "
@@ -286,7 +295,7 @@ def read_json_entry(archive: zipfile.ZipFile, name: str, path: str, limits: Arch
     """A JSON entry's bytes, within ``limits.max_json_bytes``; PackageError for a damaged entry."""
     try:
         return read_entry(archive, name, limits.max_json_bytes, path, "max_json_bytes")
-    except _DAMAGED_ZIP as exc:
+    except DAMAGED_ZIP as exc:
         raise PackageError(f"{path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy the "
                            "package again, or lower the model again") from exc
 

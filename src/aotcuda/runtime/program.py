@@ -44,11 +44,11 @@ from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
 from aotcuda.runtime.bound import BoundGraph, bind_graph
 from aotcuda.runtime.checks import (
-    TensorSpec,
     check_buffers_match,
     check_caller_outputs,
     check_inputs,
     check_mutated_inputs,
+    specs_from_signature,
     write_back,
 )
 from aotcuda.runtime.complex_adapter import split_signature
@@ -219,13 +219,7 @@ class Program:
     def _load_specs(self, signature: dict | None):
         if not signature:
             return None, None
-        try:
-            names = signature.get("dim_names")  # the user's Dim names: specs and errors show "seq", not s27
-            inputs = tuple(TensorSpec.from_json(s, names) for s in signature.get("inputs", []))
-            outputs = tuple(TensorSpec.from_json(s, names) for s in signature.get("outputs", []))
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:  # int(1e999): Overflow
-            raise PackageError(f"{self.package_path!r}: the aotcuda signature entry is malformed ({type(exc).__name__}: "
-                               f"{exc}); lower the model again, or write it with write_signature") from exc
+        inputs, outputs = specs_from_signature(signature, self.package_path)  # PackageError when malformed
         # A signature that does not describe this container (e.g. a stale entry) is not used for checks.
         return (inputs if len(inputs) == self.num_inputs else None,
                 outputs if len(outputs) == self.num_outputs else None)

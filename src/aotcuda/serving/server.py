@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 
 from aotcuda.errors import Advice, PackageError, ServingConfigError
-from aotcuda.runtime.checks import TensorSpec
+from aotcuda.runtime.checks import specs_from_signature
 from aotcuda.runtime.package import read_signature
 from aotcuda.serving.batching import serving_plan
 
@@ -93,8 +93,7 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     if not signature:
         raise PackageError(f"{package_path!r} has no aotcuda signature (inputs, outputs, device); serve a "
                            "package written by aotcuda.lower (or lower the model again)")
-    names = signature.get("dim_names")
-    specs = {kind: tuple(TensorSpec.from_json(s, names) for s in signature.get(kind, [])) for kind in ("inputs", "outputs")}
+    specs = dict(zip(("inputs", "outputs"), specs_from_signature(signature, package_path)))  # PackageError if malformed
     serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path)
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:
