@@ -40,7 +40,7 @@ from aotcuda.runtime.archive import (
     copy_entry,
     read_entry,
 )
-from aotcuda.runtime.libraries import remove_in_creator
+from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
 
 
@@ -203,8 +203,9 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     path = os.fspath(path)
     limits = limits or ArchiveLimits.from_environment()
     with _opened(path, model_name, limits) as (archive, names, model, root, signature):
-        out_dir = tempfile.mkdtemp(prefix="aotcuda-")
+        out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
         try:
+            mark_owned(out_dir)  # removed by a later process if this one dies without its exit handlers
             model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits)
             package = _describe_model(path, model, model_dir, signature, limits)
         except BaseException:
