@@ -70,6 +70,9 @@ class DimSpec:
             raise ValueError(f"a dim is a size or {{'expr': ..., 'min': ..., 'max': ...}}, got {_clipped(dim)}")
         shape_expression(dim.get("expr"))  # ShapeExpressionError (a ValueError) for a string outside the grammar
         low, high = dim.get("min"), dim.get("max")
+        if any(isinstance(bound, float) and bound in (float("inf"), float("-inf")) for bound in (low, high)):
+            raise OverflowError(f"the dim {dim['expr']!r} has the range [{low}, {high}]; its bounds are integers "
+                                "(max: null when unbounded)")
         if not (low is None or _is_int(low)) or not (high is None or _is_int(high)):
             raise ValueError(f"the dim {dim['expr']!r} has the range [{_clipped(low)}, {_clipped(high)}]; its bounds "
                              "are integers (max: null when unbounded)")
