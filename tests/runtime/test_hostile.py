@@ -553,3 +553,36 @@ def test_archive_and_signature_faults_are_package_errors_everywhere(twice, twice
         assert re.search(message, " ".join(result.output.split())), result.output
     assert not [n for n in os.listdir(tmp_path) if n.startswith("aotcuda-")]
     assert_next_call_is_right(twice)
+
+
+@pytest.fixture(scope="module")
+def blob_pt2(tmp_path_factory):
+    """A Linear(64, 64) package whose weights are a separate .blob (package_constants_on_disk_format
+    "binary_blob", as ExecuTorch's AOTI backend writes them), and the module."""
+    torch.manual_seed(0)
+    module = torch.nn.Linear(64, 64).eval()
+    path = build_package(module, (torch.randn(3, 64),), tmp_path_factory.mktemp("blob") / "blob.pt2",
+                         inductor_configs={"aot_inductor.package_constants_in_so": False,
+                                           "aot_inductor.package_constants_on_disk_format": "binary_blob"})
+    return path, module
+
+
+@pytest.mark.parametrize("size", ["whole", 1000, 0, "one byte more"])
+def test_a_weights_blob_of_another_size_is_refused_not_read_past_its_end(blob_pt2, tmp_path, size):
+    """The generated code reads the constants one after another from the blob's start, with no length: a blob
+    cut short was read past its end (NaN weights, a silent wrong answer; a crash for a larger model). Now a
+    blob whose size is not what the model's constants take is refused; the whole one gives eager's results."""
+    path, module = blob_pt2
+
+    def cut(data):
+        return data + b"\0" if size == "one byte more" else data if size == "whole" else data[:size]
+
+    damaged = rewrite_package(path, tmp_path / "blob.pt2", edit_entry(".blob", cut))
+    x = torch.randn(3, 64)
+    if size == "whole":
+        with load(damaged) as program, torch.no_grad():
+            torch.testing.assert_close(program(x), module(x))
+        return
+    with pytest.raises(PackageError, match=r"weights file .*\.blob has \d+ bytes, but the model's constants take "
+                                           r"16640: it was (cut short|made for another model)"):
+        load(damaged)
