@@ -23,26 +23,42 @@ from aotcuda.errors import RuntimeCallError
 
 CLOSED_MESSAGE = "this Program was closed; load the package again"
 _POLL_S = 0.001  # how often close() looks whether the calls in flight have returned
+_thread = threading.get_ident
 
 
 class CallGate:
-    """``with gate:`` around each call; ``gate.close()`` once, before freeing what the calls use."""
+    """``with gate:`` around each call; ``gate.close(free)`` once, to free what the calls use.
 
-    __slots__ = ("_calls", "_closed", "_close_lock")
+    A call made on the thread that closes (a signal handler that runs ``program.close()`` while the main
+    thread is inside a call, or a callback of the call) cannot return before close does: waiting for it
+    hung for ever (and a second SIGTERM ran the same handler, which hung too). So close never waits for
+    its own thread's calls: it refuses new calls, and the last call to leave frees, after its own work.
+    """
+
+    __slots__ = ("_calls", "_closed", "_close_lock", "_deferred")
 
     def __init__(self) -> None:
-        self._calls: list[None] = []  # one entry per call in flight
+        self._calls: list[int] = []  # the thread of each call in flight
         self._closed = False
-        self._close_lock = threading.Lock()  # close() against close(), never taken by calls
+        self._close_lock = threading.Lock()  # close() against close(), and a deferred free against itself
+        self._deferred = None  # the free that the last call in flight runs (see the class docstring)
 
     def __enter__(self) -> None:
-        self._calls.append(None)
+        self._calls.append(_thread())
         if self._closed:
-            self._calls.pop()
+            self._leave()
             raise RuntimeCallError(CLOSED_MESSAGE)
 
     def __exit__(self, *exc_info) -> None:
-        self._calls.pop()
+        self._leave()
+
+    def _leave(self) -> None:
+        self._calls.remove(_thread())  # one of this thread's entries (they are alike)
+        if self._deferred is not None:  # rare: a close on a thread that was inside a call
+            with self._close_lock:
+                free, self._deferred = (self._deferred, None) if not self._calls else (None, self._deferred)
+            if free is not None:
+                free()
 
     @property
     def closed(self) -> bool:
@@ -52,12 +68,20 @@ class CallGate:
     def in_flight(self) -> int:
         return len(self._calls)
 
-    def close(self) -> bool:
-        """Refuse new calls and wait for the calls in flight to return. Returns True the first time (the
-        caller then frees), False when already closed. Must not be called from inside a call."""
+    def close(self, free=None) -> bool:
+        """Refuse new calls; then ``free()``, once the calls in flight on other threads have returned, or, where
+        this thread is itself inside a call, when the last call leaves. Returns True the first time, False when
+        already closed (``free`` is then not called)."""
         with self._close_lock:
-            first = not self._closed
+            if self._closed:
+                return False
             self._closed = True
-            while self._calls:
+            mine = _thread()
+            while any(thread != mine for thread in list(self._calls)):
                 time.sleep(_POLL_S)
-        return first
+            if mine in self._calls:  # beneath this close, on this thread: it frees when it leaves
+                self._deferred = free
+                return True
+        if free is not None:
+            free()
+        return True

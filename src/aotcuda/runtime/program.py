@@ -431,15 +431,20 @@ class Program:
     def close(self) -> None:
         """Free the CUDA graphs and the model container, and remove the extracted package (idempotent).
 
-        Calls in flight on other threads finish first (close waits for them); later calls raise
-        RuntimeCallError. Outputs already returned stay valid. The model's library stays loaded for the
+        Calls in flight on other threads finish first (close waits for them); a close made on a thread that
+        is itself inside a call (a signal handler, a callback) returns at once, and that call frees when it
+        returns. Later calls raise RuntimeCallError. Outputs already returned stay valid. The model's library stays loaded for the
         next load of the same package (``aotcuda.runtime.libraries``: such libraries cannot be unloaded),
         and with it a hard-linked copy of the package folder it was opened from, removed at exit: the
         generated code reads its own file (weights over 2 GB are appended to it).
         """
         gate = getattr(self, "_gate", None)
-        if gate is not None:
-            gate.close()
+        if gate is None:  # __init__ failed before the gate: nothing can be in flight
+            self._free()
+        else:
+            gate.close(self._free)  # frees once no call is in flight (after the caller's own, on this thread)
+
+    def _free(self) -> None:
         graphs = getattr(self, "_graphs", None)
         if graphs is not None:
             graphs.clear()
