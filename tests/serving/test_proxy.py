@@ -264,3 +264,40 @@ def test_a_slow_or_oversized_body_is_answered_by_the_proxy_and_never_reaches_a_r
     assert time.monotonic() - started < BODY_TIMEOUT_S + 30
     (after,) = replica_stats(running.url, replicas=1).values()
     assert after["requests"] == before["requests"]  # no replica slot was held for it
+
+
+def test_the_proxy_refuses_a_request_head_over_16_kib(monkeypatch):
+    """Ray's proxy runs uvicorn with http="auto", which took httptools (installed with Ray Serve): it bounds no
+    request head and gathers a header value by concatenation, so one connection sending a 120 MiB header grew
+    the proxy by 120 MiB and held its CPU for 46 s. The proxy callback now makes "auto" mean h11, which refuses a
+    head over 16 KiB. Here a uvicorn configured as Ray configures its proxy's, after middlewares() ran."""
+    import socket
+    import threading
+
+    import uvicorn
+    import uvicorn.config
+
+    monkeypatch.setitem(uvicorn.config.HTTP_PROTOCOLS, "auto", uvicorn.config.HTTP_PROTOCOLS["auto"])  # restored
+    for name, value in proxy.proxy_environment(5.0, 100).items():
+        monkeypatch.setenv(name, value)
+    proxy.middlewares()  # what Ray's proxy calls when it starts
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(Recorder(), lifespan="off", log_level="critical"))  # http: "auto"
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[listening])), daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        with socket.create_connection(listening.getsockname(), timeout=5) as client:
+            client.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (256 << 10))  # no end of head
+            try:
+                answer = client.recv(4096)  # httptools waited for the rest of the head: no answer, a timeout
+            except ConnectionResetError:  # closed at once, the answer lost with it
+                answer = b"reset"
+            except TimeoutError:
+                answer = b"no answer within 5 s: the server kept reading the head"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert answer.startswith(b"HTTP/1.1 400") or answer in (b"", b"reset"), answer[:200]

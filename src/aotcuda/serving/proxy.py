@@ -28,7 +28,8 @@ from starlette.responses import PlainTextResponse
 from aotcuda import switches
 from aotcuda.serving.body import ERROR_HEADER, BusyError, PendingBytes, RequestError, read_body
 
-__all__ = ["BODY_READ", "CALLBACK", "WholeBody", "middlewares", "proxy_environment", "read_by_proxy"]
+__all__ = ["BODY_READ", "CALLBACK", "WholeBody", "bound_request_heads", "middlewares", "proxy_environment",
+           "read_by_proxy"]
 
 CALLBACK = "aotcuda.serving.proxy:middlewares"
 CALLBACK_VARIABLE = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
@@ -48,9 +49,32 @@ def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending
 
 def middlewares() -> list[Middleware]:
     """Called by Ray Serve's HTTP proxy when it starts: the limits come from its environment (the switches'
-    defaults are ServeOptions'). Raises ValueError naming a variable that is not a positive number."""
+    defaults are ServeOptions'), and request heads are bounded (``bound_request_heads``). Raises ValueError
+    naming a variable that is not a positive number."""
+    bound_request_heads()
     return [Middleware(WholeBody, timeout_s=_positive(BODY_TIMEOUT_VARIABLE),
                        max_bytes=_positive(MAX_BYTES_VARIABLE), max_pending_bytes=_positive(MAX_PENDING_VARIABLE))]
+
+
+def bound_request_heads() -> bool:
+    """Make uvicorn's ``http="auto"`` mean h11, in this process (Ray's proxy: called when it starts, before Ray
+    builds its uvicorn config, which leaves ``http`` at "auto"). Returns whether it could.
+
+    Why: "auto" takes httptools where it is installed (Ray Serve's own dependencies install it), and
+    httptools bounds no request head: it gathers a header value by concatenation, so one connection sending
+    a 120 MiB header grew the proxy by 120 MiB and took 46 s of its CPU (the copies grow with the value),
+    while every other request waited on the same event loop. h11 refuses a head over 16 KiB (uvicorn answers
+    400 and closes). The body is read here either way; h11 costs tens of microseconds a request more, beside a
+    model's run. A uvicorn without that table keeps its choice."""
+    try:
+        import uvicorn.config
+    except ImportError:
+        return False
+    protocols = getattr(uvicorn.config, "HTTP_PROTOCOLS", None)
+    if not isinstance(protocols, dict) or "h11" not in protocols or "auto" not in protocols:
+        return False
+    protocols["auto"] = protocols["h11"]
+    return True
 
 
 def _positive(name: str):
