@@ -586,3 +586,15 @@ def test_a_weights_blob_of_another_size_is_refused_not_read_past_its_end(blob_pt
     with pytest.raises(PackageError, match=r"weights file .*\.blob has \d+ bytes, but the model's constants take "
                                            r"16640: it was (cut short|made for another model)"):
         load(damaged)
+
+
+def test_a_refusal_lists_a_few_of_many_model_folders(twice_pt2, tmp_path):
+    """A package of 5,000 model folders: the refusal listed every one (40 KB on one error line)."""
+    path = tmp_path / "many.pt2"
+    path.write_bytes(read(twice_pt2))
+    with zipfile.ZipFile(path, "a") as archive:
+        for i in range(5000):
+            archive.writestr(f"twice/data/aotinductor/m{i:04d}/x", b"")
+    with pytest.raises(PackageError, match=r"has no model 'nope'; it has: 'm0000', .* and 4991 more$") as caught:
+        load(path, model_name="nope")
+    assert len(str(caught.value)) < 1000

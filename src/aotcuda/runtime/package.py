@@ -75,16 +75,22 @@ def model_names(names: list[str]) -> list[str]:
     return sorted({n[len(prefix):].split("/", 1)[0] for n in names if n.startswith(prefix) and n.count("/") > prefix.count("/")})
 
 
+def _listed(names: list[str], most: int = 10) -> str:
+    """Names of a package in a message: at most ``most`` of them, each at most 80 characters, and a count."""
+    shown = ", ".join(repr(name if len(name) <= 80 else f"{name[:60]}...") for name in names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 def _pick_model(path: str, names: list[str], model_name: str | None) -> str:
     found = model_names(names)
     if model_name is not None:
         if model_name not in found:
-            raise PackageError(f"{path!r} has no model {model_name!r}; it has: {', '.join(found) or 'none'}")
+            raise PackageError(f"{path!r} has no model {model_name!r}; it has: {_listed(found) or 'none'}")
         return model_name
     if not found:
         raise PackageError(f"{path!r} holds no AOTInductor model (no data/aotinductor/<model>/ folder)")
     if len(found) > 1 and "model" not in found:
-        raise PackageError(f"{path!r} holds several models ({', '.join(found)}); pass model_name=")
+        raise PackageError(f"{path!r} holds several models ({_listed(found)}); pass model_name=")
     return "model" if "model" in found else found[0]
 
 
