@@ -598,3 +598,27 @@ def test_a_refusal_lists_a_few_of_many_model_folders(twice_pt2, tmp_path):
     with pytest.raises(PackageError, match=r"has no model 'nope'; it has: 'm0000', .* and 4991 more$") as caught:
         load(path, model_name="nope")
     assert len(str(caught.value)) < 1000
+
+
+def test_a_signature_written_for_another_library_is_refused(blob_pt2, transposed_pt2, tmp_path):
+    """A signature copied from another package with as many inputs and outputs (here: a (3, 4) transposed
+    input, onto a Linear(64, 64) package): load used it, checked calls against its shapes and handed a (3, 4)
+    tensor to code that reads (3, 64), past the buffer's end (garbage outputs, or a crash). The signature
+    now records the SHA-256 of the library it was written for, and load compares it with the file it opens."""
+    from aotcuda.package_format import write_signature
+
+    path, module = blob_pt2
+    stale = tmp_path / "stale.pt2"
+    stale.write_bytes(read(path))
+    other = read_signature(transposed_pt2)
+    assert len(other["inputs"]) == len(read_signature(path)["inputs"]) == 1 and len(other["outputs"]) == 1
+    write_signature(stale, other)
+    with pytest.raises(PackageError, match=r"signature was written for another model library \(SHA-256 [0-9a-f]{16}"
+                                           r"\.\.\.\) than the one it holds"):
+        load(stale)
+    own = {key: value for key, value in read_signature(path).items() if key != "library_sha256"}
+    write_signature(stale, own)  # written again for this library: it loads and computes the module
+    assert read_signature(stale)["library_sha256"] == read_signature(path)["library_sha256"]
+    x = torch.randn(3, 64)
+    with load(stale) as program, torch.no_grad():
+        torch.testing.assert_close(program(x), module(x))

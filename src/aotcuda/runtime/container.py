@@ -116,6 +116,11 @@ class ModelContainer:
 
     # --- queries -------------------------------------------------------------------------------------
 
+    @property
+    def library_sha256(self) -> str | None:
+        """The SHA-256 of the file the model library was opened from (None for a library not shared)."""
+        return getattr(self._lib, "_aotcuda_sha256", None)
+
     def last_error(self) -> str:
         """The generated code's last C++ exception message on this thread, or "" where unavailable."""
         if not hasattr(self._lib, "AOTInductorGetLastError"):

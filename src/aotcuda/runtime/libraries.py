@@ -64,9 +64,11 @@ def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CD
         with _LOCK:
             found = _LIBRARIES.get(key)
             if found is None:
-                _LIBRARIES[key] = (open_library(pinned), pinned)
+                library = open_library(pinned)
+                library._aotcuda_sha256 = key[0]  # what it was opened from (ModelContainer.library_sha256)
+                _LIBRARIES[key] = (library, pinned)
                 keep = True
-                return _LIBRARIES[key][0]
+                return library
             library, first_pin = found
             if not os.path.exists(first_pin):
                 _restore(os.path.dirname(pinned), os.path.dirname(first_pin))

@@ -134,6 +134,7 @@ class Program:
         self._gate = CallGate()
         unchecked = package.signature is None
         self._container = self._make_container(aoti_checks=unchecked)
+        self._check_signature_library()
         self._input_names = self._container.input_names()
         self._output_names = self._container.output_names()
         self._in_spec, self._out_spec = self._load_call_spec()
@@ -163,6 +164,21 @@ class Program:
         self._stealer = OutputStealer(self.num_outputs)
         self._stream_of = raw_stream_function(self._device) if self._device.type == "cuda" else None
         self._fast_paths()
+
+    def _check_signature_library(self) -> None:
+        """Refuse (PackageError) a signature written for another model library than the one loaded: the checks
+        would pass inputs of its shapes and dtypes to generated code that reads others (past a buffer's end).
+        Signatures without ``library_sha256`` (older aotcuda) are trusted as before."""
+        recorded = (self._package.signature or {}).get("library_sha256")
+        opened = self._container.library_sha256
+        if recorded is None or opened is None or recorded == opened:
+            return
+        self._container.delete()
+        shown = repr(recorded)[:80] if not isinstance(recorded, str) else f"{recorded[:16]}..."
+        raise PackageError(f"{self._package.path!r}: its aotcuda signature was written for another model library "
+                           f"(SHA-256 {shown}) than the one it holds ({opened[:16]}...): the signature is stale, or "
+                           "the package was altered; nothing was run. Lower the model again, or write the signature "
+                           "again with write_signature (without its library_sha256)")
 
     def _make_container(self, aoti_checks: bool) -> ModelContainer:
         """The model container, on a library shared with other loads of the same .so. A package whose inputs
