@@ -595,7 +595,7 @@ def test_a_refusal_lists_a_few_of_many_model_folders(twice_pt2, tmp_path):
     with zipfile.ZipFile(path, "a") as archive:
         for i in range(5000):
             archive.writestr(f"twice/data/aotinductor/m{i:04d}/x", b"")
-    with pytest.raises(PackageError, match=r"has no model 'nope'; it has: 'm0000', .* and 4991 more$") as caught:
+    with pytest.raises(PackageError, match=r"has no model 'nope'; it has: m0000, .* and 4991 more$") as caught:
         load(path, model_name="nope")
     assert len(str(caught.value)) < 1000
 

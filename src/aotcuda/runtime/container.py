@@ -19,7 +19,7 @@ from aotcuda.errors import PackageError, RuntimeCallError
 from aotcuda.runtime.handles import Handle as _Handle
 from aotcuda.runtime.handles import handle_array
 from aotcuda.runtime.libloader import cxx_error_mute, open_model_library
-from aotcuda.runtime.libraries import open_shared
+from aotcuda.runtime.libraries import digest_of, open_shared
 
 _OK = 0
 _CXX_TRACE = "\nException raised from "
@@ -119,7 +119,7 @@ class ModelContainer:
     @property
     def library_sha256(self) -> str | None:
         """The SHA-256 of the file the model library was opened from (None for a library not shared)."""
-        return getattr(self._lib, "_aotcuda_sha256", None)
+        return digest_of(self._lib)
 
     def last_error(self) -> str:
         """The generated code's last C++ exception message on this thread, or "" where unavailable."""

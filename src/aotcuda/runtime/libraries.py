@@ -44,6 +44,7 @@ from collections.abc import Callable
 from aotcuda.errors import PackageError
 
 _LIBRARIES: dict[tuple[str, str], tuple[ctypes.CDLL, str]] = {}  # (digest, kind) -> (library, pinned .so)
+_DIGESTS: dict[int, str] = {}  # id(library) -> the SHA-256 of its file (libraries are never released)
 _LOCK = threading.Lock()
 _root: tuple[int, str, int] | None = None  # (the pid that made it, the folder of the pinned copies, its lock)
 ROOT_PREFIX, PACKAGE_PREFIX = "aotcuda_libraries_", "aotcuda-"  # in the temporary folder
@@ -65,7 +66,7 @@ def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CD
             found = _LIBRARIES.get(key)
             if found is None:
                 library = open_library(pinned)
-                library._aotcuda_sha256 = key[0]  # what it was opened from (ModelContainer.library_sha256)
+                _DIGESTS[id(library)] = key[0]  # kept for the life of the process, as the library
                 _LIBRARIES[key] = (library, pinned)
                 keep = True
                 return library
@@ -77,6 +78,11 @@ def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CD
     finally:
         if not keep:
             shutil.rmtree(os.path.dirname(pinned), ignore_errors=True)
+
+
+def digest_of(library) -> str | None:
+    """The SHA-256 of the file a shared library was opened from (None for one ``open_shared`` did not open)."""
+    return _DIGESTS.get(id(library))
 
 
 def file_digest(path: str) -> str:

@@ -77,7 +77,7 @@ def model_names(names: list[str]) -> list[str]:
 
 def _listed(names: list[str], most: int = 10) -> str:
     """Names of a package in a message: at most ``most`` of them, each at most 80 characters, and a count."""
-    shown = ", ".join(repr(name if len(name) <= 80 else f"{name[:60]}...") for name in names[:most])
+    shown = ", ".join(name if len(name) <= 80 else f"{name[:60]}..." for name in names[:most])
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
