@@ -35,7 +35,7 @@ from rich.text import Text
 
 from aotcuda.cli_inputs import dynamic_shapes_from, load_factory, load_inputs, model_and_inputs
 from aotcuda.errors import AotcudaError, InputError
-from aotcuda.runtime.checks import under_dim_names
+from aotcuda.runtime.specs import under_dim_names
 
 console = Console()
 status_console = Console(stderr=True)
@@ -366,7 +366,7 @@ def inspect(package):
     """Show PACKAGE's device, inputs, outputs and the kernels its generated code calls."""
     from aotcuda.lowering.devices import DEVICE_PROFILES
     from aotcuda.lowering.fallbacks import scan_kernels, split_allowed
-    from aotcuda.runtime.checks import specs_from_signature
+    from aotcuda.runtime.specs import specs_from_signature
     from aotcuda.runtime.package import describe_package
 
     metadata, signature = describe_package(package)  # read within limits; nothing extracted, nothing run

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from aotcuda.errors import InputError, PackageError
-from aotcuda.runtime.checks import DimSpec, evaluate_dim, under_dim_names
+from aotcuda.runtime.checks import evaluate_dim
+from aotcuda.runtime.specs import DimSpec, under_dim_names
 from aotcuda.runtime.shape_expressions import shape_expression
 
 

@@ -48,7 +48,6 @@ from aotcuda.runtime.checks import (
     check_caller_outputs,
     check_inputs,
     check_mutated_inputs,
-    specs_from_signature,
     write_back,
 )
 from aotcuda.runtime.complex_adapter import split_signature
@@ -76,6 +75,7 @@ from aotcuda.runtime.keywords import (
 )
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
+from aotcuda.runtime.specs import specs_from_signature
 
 __all__ = ["Program", "load", "read_signature"]
 

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 
 from aotcuda.errors import Advice, PackageError, ServingConfigError
-from aotcuda.runtime.checks import specs_from_signature
+from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.runtime.package import read_signature
 from aotcuda.serving.batching import serving_plan
 
