@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 
 import psutil
 import pytest
@@ -230,3 +231,53 @@ def test_the_folders_of_a_process_that_died_are_removed_by_the_next_load(twice_p
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(os.listdir(temp)) == ["aotcuda-not-ours"], os.listdir(temp)
+
+
+class SinCos(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2).sin() + x.cos()
+
+
+@pytest.fixture(scope="module")
+def parallel_pt2(tmp_path_factory):
+    """A program large enough that Inductor splits its kernel over OpenMP threads (#pragma omp parallel)."""
+    from runtime_programs import build_package
+
+    path = build_package(SinCos(), (torch.randn(2048, 1024),), tmp_path_factory.mktemp("parallel") / "p.pt2")
+    with zipfile.ZipFile(path) as archive:
+        assert any(b"#pragma omp parallel" in archive.read(n) for n in archive.namelist() if n.endswith(".cpp"))
+    return path
+
+
+CALL_IN_A_FORKED_CHILD = textwrap.dedent("""
+    import os, sys, time, torch, aotcuda
+    from test_load_cycles import SinCos
+    program = aotcuda.load(sys.argv[1])
+    x = torch.randn(2048, 1024)
+    program(x)                            # the parent's OpenMP threads start
+    child = os.fork()
+    if child == 0:                        # multiprocessing's default start on Linux, a preforked server
+        got = program(x)
+        os._exit(0 if torch.allclose(got, SinCos()(x), atol=1e-5) else 3)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            print("child exit", os.waitstatus_to_exitcode(status))
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        print("child hung")
+""")
+
+
+def test_a_forked_child_calls_a_program_its_parent_ran(parallel_pt2):
+    """A child forked after its parent had run a CPU program waited for good in its first OpenMP parallel
+    region (GNU OpenMP has no fork handler: the child inherits the pool's state, not its threads; eager torch
+    hangs alike). Now such a child runs OpenMP with one thread, and its call returns the right result."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", CALL_IN_A_FORKED_CHILD, parallel_pt2], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0 and "child exit 0" in done.stdout, done.stdout + done.stderr[-3000:]

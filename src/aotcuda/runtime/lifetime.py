@@ -16,6 +16,7 @@ refuses (after taking its entry back out).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -85,3 +86,29 @@ class CallGate:
         if free is not None:
             free()
         return True
+
+
+class _OpenMP:
+    """Whether a CPU model ran in this process (``Program._run`` sets ``used``): its generated code's
+    ``#pragma omp parallel`` regions then have started OpenMP's thread pool. A child forked after that
+    (``multiprocessing``'s default start on Linux, a server's preforked workers) inherits the pool's state but
+    not its threads: GNU OpenMP has no fork handler, and the child's first parallel region waited for the
+    parent's threads for good (eager torch hangs alike). A team of one thread needs none of them, so such a
+    child runs OpenMP with one thread (``torch.set_num_threads(1)``, which sets OpenMP's count too); a
+    child forked before any CPU run keeps every thread. Set more in the child with torch.set_num_threads
+    only if its parent never ran a parallel region."""
+
+    used = False
+
+
+OPENMP = _OpenMP()
+
+
+def _one_openmp_thread_in_a_child() -> None:
+    if OPENMP.used:
+        import torch
+
+        torch.set_num_threads(1)
+
+
+os.register_at_fork(after_in_child=_one_openmp_thread_in_a_child)

@@ -65,7 +65,7 @@ from aotcuda.runtime.handles import (
     steal_handles,
 )
 from aotcuda.runtime.index_ranges import IndexRangeChecks
-from aotcuda.runtime.lifetime import CallGate
+from aotcuda.runtime.lifetime import OPENMP, CallGate
 from aotcuda.runtime.keywords import (
     bind_keywords,
     check_constant_leaves,
@@ -372,6 +372,8 @@ class Program:
         """
         if stream is None and self._stream_of is not None:
             stream = self._stream_of()
+        elif not OPENMP.used and self._stream_of is None:  # a CPU run: OpenMP's threads may start (see OPENMP)
+            OPENMP.used = True
         output_array = self._output_array()
         # The first input's handle goes on a private alias (a new TensorImpl, same memory) so that after a
         # failed run we can tell whether the model took the handles over: see _release_unstolen.
