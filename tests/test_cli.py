@@ -430,3 +430,26 @@ def test_demo_reports_the_load_and_flags_its_timing_on_a_busy_machine(runner, mo
     assert ("unknown (2 cores)" if load is None else f"{load:.2f} on {cores} cores") in row
     assert ("busy" in row) is busy and ("2.00× (unreliable: machine busy)" in speed_up) is busy
     assert ("warning: the machine is busy" in output) is busy
+
+
+def test_an_inputs_file_that_inflates_a_thousandfold_is_refused_before_it_is_read(tmp_path):
+    """torch.load inflates a deflated record whole: a 256 KiB inputs file made a 256 MiB tensor (peak 477 MB),
+    and one of 64 MiB would make 64 GiB. `aotcuda run` now checks the zip's declared sizes first, with the
+    limits (and the variables to raise them) that packages are read with."""
+    import zipfile
+
+    import click
+
+    from aotcuda.cli_inputs import load_inputs
+
+    torch.save({"args": (torch.zeros(1 << 25),)}, tmp_path / "plain.pt")  # 128 MiB of zeros
+    with zipfile.ZipFile(tmp_path / "plain.pt") as plain, \
+            zipfile.ZipFile(tmp_path / "bomb.pt", "w", zipfile.ZIP_DEFLATED) as bomb:
+        for info in plain.infolist():
+            bomb.writestr(info.filename, plain.read(info))
+    (tmp_path / "plain.pt").unlink()
+    assert (tmp_path / "bomb.pt").stat().st_size < 1 << 20
+    with pytest.raises(click.BadParameter, match=r"would inflate from 0.1 MiB to 128.0 MiB .* a decompression bomb"):
+        load_inputs(str(tmp_path / "bomb.pt"))
+    torch.save({"args": (torch.ones(3),)}, tmp_path / "small.pt")  # a file torch.save wrote is read as before
+    assert torch.equal(load_inputs(str(tmp_path / "small.pt"))[0][0], torch.ones(3))

@@ -35,7 +35,7 @@ from rich.text import Text
 
 from aotcuda.cli_inputs import dynamic_shapes_from, load_factory, load_inputs, model_and_inputs
 from aotcuda.errors import AotcudaError, InputError
-from aotcuda.runtime.checks import under_dim_names
+from aotcuda.runtime.specs import under_dim_names
 
 console = Console()
 status_console = Console(stderr=True)
@@ -364,48 +364,88 @@ def _plain(value):
 @_clean_errors
 def inspect(package):
     """Show PACKAGE's device, inputs, outputs and the kernels its generated code calls."""
-    from aotcuda.lowering.fallbacks import find_fallback_kernels, generated_kernel_names, split_allowed
     from aotcuda.lowering.devices import DEVICE_PROFILES
+    from aotcuda.lowering.fallbacks import scan_kernels, split_allowed
+    from aotcuda.runtime.specs import specs_from_signature
     from aotcuda.runtime.package import describe_package
 
     metadata, signature = describe_package(package)  # read within limits; nothing extracted, nothing run
     device = metadata.get("AOTI_DEVICE_KEY", "")
-    console.print(f"[bold]{shown(package)}[/bold]: device {shown(device or '?')}", highlight=False)
+    console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False)
     if signature:
+        from aotcuda.errors import PackageError
         from aotcuda.runtime.complex_adapter import split_signature
 
-        user_signature, _ = split_signature(signature, package)  # complex tensors as the caller sees them
+        try:  # what load would refuse is shown as it is, after a warning that says why
+            user_signature, _ = split_signature(signature, package)  # complex tensors as the caller sees them
+            specs_from_signature(user_signature, package)
+        except PackageError as error:
+            user_signature = signature
+            status_console.print(f"warning: {terminal_safe(_clip(error, 5 * SHOWN_CHARS))}; aotcuda.load refuses "
+                                 "this package", highlight=False, markup=False, soft_wrap=True)
+        names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
         for kind in ("inputs", "outputs"):
-            console.print(_signature_table(kind, user_signature[kind], signature.get("dim_names"), signature[kind]))
-        for spec in signature.get("inputs") or []:  # one line per input whose index values go unchecked
-            lines = spec.get("index_unchecked") if isinstance(spec, dict) else None
-            if isinstance(lines, list) and lines:
-                console.print(f"index values not checked: {shown('; '.join(str(line) for line in lines))}",
-                              highlight=False, soft_wrap=True)
+            console.print(_signature_table(kind, _listed(user_signature.get(kind)), names, _listed(signature.get(kind))))
+        unchecked = [spec for spec in signature.get("inputs") or []  # inputs whose index values go unchecked
+                     if isinstance(spec, dict) and isinstance(spec.get("index_unchecked"), list) and spec["index_unchecked"]]
+        for spec in unchecked[:SHOWN_ROWS]:
+            lines = [str(line) for line in spec["index_unchecked"][:SHOWN_ROWS]]
+            console.print(f"index values not checked: {shown(_clip('; '.join(lines), 5 * SHOWN_CHARS))}",
+                          highlight=False, soft_wrap=True)
+        if len(unchecked) > SHOWN_ROWS:
+            console.print(f"index values not checked: ... and {len(unchecked) - SHOWN_ROWS} more inputs",
+                          highlight=False, soft_wrap=True)
         constants = _constant_inputs_line(signature)
         if constants:
             console.print(constants, highlight=False, soft_wrap=True)  # one line to grep, as the kernel lines
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
     profile = DEVICE_PROFILES.get(device)
-    missing, library = split_allowed(find_fallback_kernels(package), profile.allowed_kernels if profile else frozenset())
-    console.print(f"generated kernels: {len(generated_kernel_names(package))}")
-    console.print(f"library kernels (allowed): {shown(', '.join(k.name for k in library) or 'none')}", highlight=False,
-                  soft_wrap=True)
+    kernels, generated = scan_kernels(package)  # the generated sources, read within the limits, run never
+    missing, library = split_allowed(kernels, profile.allowed_kernels if profile else frozenset())
+    console.print(f"generated kernels: {len(generated)}")
+    console.print(f"library kernels (allowed): {shown(_clip(', '.join(k.name for k in library) or 'none', 5 * SHOWN_CHARS))}",
+                  highlight=False, soft_wrap=True)
     console.print(f"fallback kernels: {len(missing)}")
-    for kernel in missing:
-        console.print(f"  - {shown(kernel.describe())}", highlight=False, soft_wrap=True)
+    for kernel in missing[:SHOWN_ROWS]:
+        console.print(f"  - {shown(_clip(kernel.describe()))}", highlight=False, soft_wrap=True)
+    if len(missing) > SHOWN_ROWS:
+        console.print(f"  ... and {len(missing) - SHOWN_ROWS} more", highlight=False, soft_wrap=True)
+
+
+# What `aotcuda inspect` shows of a package at most: its lists are as long as its JSON and sources allow (tens of
+# MiB), and its output is read by a person. 200,000 outputs in a signature took 106 s and printed 12 MB.
+SHOWN_ROWS, SHOWN_CHARS = 50, 200
+
+
+def _clip(text, limit: int = SHOWN_CHARS) -> str:
+    """A string of a package, cut to ``limit`` characters (saying how long it was)."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _constant_inputs_line(signature: dict) -> str | None:
     """One line naming the non-tensor inputs fixed at export (``use_cache=False``), which a call may leave
     out or repeat but not change; None when there are none."""
     recorded = signature.get("constant_inputs") or []
+    recorded = [entry for entry in recorded if isinstance(entry, dict)] if isinstance(recorded, list) else []
     if not recorded:
         return None
     shown_values = ", ".join(f"{entry.get('name', '#' + str(entry.get('leaf')))}={entry.get('value')!r}"
-                             for entry in recorded)
-    return f"constant inputs (fixed at export; a call may leave them out or pass the same value): {shown(shown_values)}"
+                             for entry in recorded[:SHOWN_ROWS])
+    return (f"constant inputs (fixed at export; a call may leave them out or pass the same value): "
+            f"{shown(_clip(shown_values, 5 * SHOWN_CHARS))}")
+
+
+def _listed(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _dim_text(dim, names) -> str:
+    """A signature dim as inspect shows it: 4, or batch∈[2, 64] (anything else as it is written)."""
+    if isinstance(dim, dict) and isinstance(dim.get("expr"), str):
+        return f"{under_dim_names(_clip(dim['expr']), names)}∈[{dim.get('min') or 0}, {_bound(dim.get('max'))}]"
+    return _clip(dim, 40)
 
 
 def _bound(value) -> str:
@@ -419,12 +459,18 @@ def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None 
     table = Table(title=kind)
     for column in ("name", "dtype", "shape", "device"):
         table.add_column(column)
-    for spec, stored in zip(specs, package_specs or specs):
-        shape = ", ".join(str(d) if isinstance(d, int)
-                          else f"{under_dim_names(d['expr'], names)}∈[{d['min']}, {_bound(d['max'])}]"
-                          for d in spec["shape"])
-        dtype = spec["dtype"] if stored.get("complex") is None else f"{spec['dtype']} ({stored['dtype']} pairs inside)"
-        table.add_row(shown(spec["name"]), shown(dtype), shown(f"[{shape}]"), shown(spec["device"]))
+    for spec, stored in list(zip(specs, package_specs or specs))[:SHOWN_ROWS]:
+        spec, stored = (item if isinstance(item, dict) else {"name": item} for item in (spec, stored))
+        dims = _listed(spec.get("shape"))
+        shape = ", ".join(_dim_text(dim, names) for dim in dims[:SHOWN_ROWS])
+        if len(dims) > SHOWN_ROWS:
+            shape += f", ... ({len(dims)} dims)"
+        dtype = spec.get("dtype", "?")
+        if stored.get("complex") is not None:
+            dtype = f"{dtype} ({stored.get('dtype')} pairs inside)"
+        table.add_row(*(shown(_clip(text)) for text in (spec.get("name", "?"), dtype, f"[{shape}]", spec.get("device", ""))))
+    if len(specs) > SHOWN_ROWS:
+        table.add_row(f"... and {len(specs) - SHOWN_ROWS} more", "", "", "")
     return table
 
 

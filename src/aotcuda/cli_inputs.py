@@ -153,10 +153,35 @@ def _load_failure(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _check_inputs_archive(path: str) -> None:
+    """click.BadParameter when the inputs file is a zip (torch.save's format) whose entries would inflate
+    past the limits packages are read with (``aotcuda.runtime.archive``, the same variables to raise them)."""
+    import zipfile
+
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction
+
+    if not zipfile.is_zipfile(path):
+        return  # torch.load says what it is not
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+            limits = ArchiveLimits.from_environment()
+            check_entries(path, infos, limits)
+            check_extraction(path, infos, limits)
+    except PackageError as exc:
+        raise click.BadParameter(str(exc), param_hint="--inputs") from None
+    except (zipfile.BadZipFile, ValueError, NotImplementedError, OSError):
+        return  # torch.load says what is wrong with it
+
+
 def load_inputs(path: str) -> tuple[tuple, dict]:
     """inputs.pt as saved by ``aotcuda lower --save-inputs``: {"args": tuple, "kwargs": dict}, {name: value}
     (forward's arguments by name), or a bare tensor / tuple / list of tensors. Raises click.BadParameter for
-    a file torch.load cannot read with weights_only=True, or another structure."""
+    a file torch.load cannot read with weights_only=True, or another structure, or a zip that would inflate
+    past the archive limits (torch.load inflates a deflated record whole: a 256 KiB file made a 256 MiB
+    tensor, a 64 MiB one would make 64 GiB), checked from its declared sizes before anything is read."""
+    _check_inputs_archive(path)
     try:
         saved = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # not a torch.save file, or one holding more than tensors and containers

@@ -20,10 +20,13 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # ModuleCallSignature.forward_arg_names): lets a Program take a
                                         # positional argument by keyword, p(x=t), as ep.module() does
      "pytree_types": [{"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
-                       "module": "transformers.modeling_outputs"}, ...]}
+                       "module": "transformers.modeling_outputs"}, ...],
                                         # (optional) container types of the input/output pytree specs
                                         # that torch does not register itself, with the module that does:
                                         # aotcuda.load imports it (runtime/pytree_types.py)
+     "library_sha256": "9f86d0..."}     # (optional) the SHA-256 of the model's .so this signature was
+                                        # written for (write_signature adds it): load refuses a signature
+                                        # of another library, whose shapes the generated code would not read
     TensorSpec = {"name": "x",                      # inputs: the graph-signature name (forward's argument
                                                     # name); outputs: the place in forward's result, "out",
                                                     # "out[0]", "out['logits']", "out.hidden" (older packages
@@ -113,8 +116,32 @@ def open_zip(path: str) -> zipfile.ZipFile:
         raise PackageError(f"no AOTInductor package at {path!r}: the file does not exist")
     try:
         return zipfile.ZipFile(path)
-    except zipfile.BadZipFile as exc:
+    except _NOT_A_ZIP as exc:
         raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
+    except OSError as exc:
+        raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+
+
+# What zipfile's reading of an archive's directory raises for a file that is no zip or a damaged one: besides
+# BadZipFile, an entry name that is not UTF-8 although its flag says so (UnicodeDecodeError), a "zip file
+# version" it does not know (NotImplementedError), and sizes or offsets its struct reading refuses.
+_NOT_A_ZIP = (zipfile.BadZipFile, UnicodeDecodeError, NotImplementedError, ValueError, EOFError, OverflowError)
+
+
+def library_digest(archive: zipfile.ZipFile) -> str | None:
+    """The SHA-256 (hex) of the archive's one model library (``data/aotinductor/<model>/*.so``), or None when it
+    holds none or several."""
+    import hashlib
+
+    libraries = [info for info in archive.infolist()
+                 if info.filename.endswith(".so") and "data/aotinductor/" in f"/{info.filename}"]
+    if len(libraries) != 1:
+        return None
+    hasher = hashlib.sha256()
+    with archive.open(libraries[0]) as source:
+        while chunk := source.read(1 << 20):
+            hasher.update(chunk)
+    return hasher.hexdigest()
 
 
 # --- JSON of a package ------------------------------------------------------------------------------------
@@ -385,11 +412,16 @@ def check_dim_names(signature: dict, entry: str, path: str) -> None:
 
 
 def write_signature(package_path: str | os.PathLike, signature: dict) -> None:
-    """Add (or replace) the ``aotcuda/signature.json`` entry of a .pt2 package, in place."""
+    """Add (or replace) the ``aotcuda/signature.json`` entry of a .pt2 package, in place. A signature without
+    ``library_sha256`` gets the SHA-256 of the package's model library (when it holds one .so): a signature
+    that carries another's (copied from another package) keeps it, and load refuses the pair."""
     path = os.fspath(package_path)
     with open_zip(path) as archive:
         names = archive.namelist()
         root = archive_root(names)
+        if "library_sha256" not in signature:
+            digest = library_digest(archive)
+            signature = signature if digest is None else {**signature, "library_sha256": digest}
     entry = f"{root}{SIGNATURE_ENTRY}"
     data = json.dumps(signature, indent=1).encode()
     if entry not in names:

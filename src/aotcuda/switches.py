@@ -76,7 +76,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry",
            "at each load"),
     Switch("AOTCUDA_MAX_JSON_BYTES", 64 << 20, "a JSON entry of a package read into memory", "at each load"),
-    Switch("AOTCUDA_MAX_SOURCE_BYTES", 256 << 20, "a generated C++ source of a package read into memory",
+    Switch("AOTCUDA_MAX_SOURCE_BYTES", 256 << 20, "the generated C++ sources of a package read into memory "
+           "(by `aotcuda inspect`), together",
            "at each load"),
     Switch("AOTCUDA_MAX_ENTRIES", 100_000, "entries in a package archive", "at each load"),
     # Set by `aotcuda serve` for the Ray it starts, from its options; its HTTP proxy reads them (serving/proxy.py).
@@ -86,6 +87,9 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_SERVE_MAX_REQUEST_BYTES", 256 << 20, "bytes of a request body Ray Serve's HTTP proxy reads before "
            "answering 400 (`aotcuda serve --max-request-bytes` sets it for the Ray it starts)",
            "when the proxy starts"),
+    Switch("AOTCUDA_SERVE_MAX_PENDING_BYTES", 1 << 30, "bytes of request bodies Ray Serve's HTTP proxy holds at once, "
+           "read or being read, before answering 503 with Retry-After (`aotcuda serve --max-pending-bytes` sets it "
+           "for the Ray it starts)", "when the proxy starts"),
 )}
 
 

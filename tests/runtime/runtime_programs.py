@@ -34,10 +34,11 @@ class Structured(torch.nn.Module):
 BATCH = torch.export.Dim("batch", min=2, max=64)
 
 
-def build_package(module, args, path, *, kwargs=None, dynamic_shapes=None, signed=True, device="cpu"):
+def build_package(module, args, path, *, kwargs=None, dynamic_shapes=None, signed=True, device="cpu",
+                  inductor_configs=None):
     """Export, compile and package ``module``; add the aotcuda signature unless signed=False."""
     ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes)
-    torch._inductor.aoti_compile_and_package(ep, package_path=str(path))
+    torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs=inductor_configs)
     if signed:
         write_signature(path, signature_from_exported_program(ep, device))
     return str(path)

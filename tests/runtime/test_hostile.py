@@ -8,6 +8,7 @@ extra package is compiled, from a transposed example input, to check the layout 
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -432,3 +433,192 @@ def test_inspect_refuses_what_load_refuses(twice_pt2, tmp_path, case):
         load(path)
     with pytest.raises(PackageError, match=message):
         describe_package(path)
+
+
+# --- archives and signatures that zipfile or a reader met only half-way (issue 26 review) -----------------
+
+
+def patch_zip_headers(source, target, suffix, *, flags=0, method=None, last_name_byte=None):
+    """A byte copy of ``source`` whose entry ending with ``suffix`` has, in its central and local headers,
+    ``flags`` or'ed into its flag bits, its compression method set to ``method``, and/or the last byte of
+    its name replaced (the names' lengths stay, so every offset stays right)."""
+    import struct
+
+    data = bytearray(read(source))
+    with zipfile.ZipFile(source) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(suffix))
+    name = info.filename.encode()
+    headers = [info.header_offset]  # the local header; then every central record of this name
+    position = data.find(b"PK\x01\x02")
+    while position >= 0:
+        if data[position + 46: position + 46 + len(name)] == name:
+            headers.append(position)
+        position = data.find(b"PK\x01\x02", position + 4)
+    for start in headers:
+        local = start == info.header_offset
+        flag_at, method_at, name_at = (6, 8, 30) if local else (8, 10, 46)
+        bits = struct.unpack("<H", data[start + flag_at: start + flag_at + 2])[0] | flags
+        data[start + flag_at: start + flag_at + 2] = struct.pack("<H", bits)
+        if method is not None:
+            data[start + method_at: start + method_at + 2] = struct.pack("<H", method)
+        if last_name_byte is not None:
+            data[start + name_at + len(name) - 1] = last_name_byte
+    return write(target, bytes(data))
+
+
+def with_signature(change):
+    """A package editor that applies ``change(signature dict)`` to the signature entry."""
+    def edit(data):
+        signature = json.loads(data)
+        change(signature)
+        return json.dumps(signature).encode()
+    return lambda src, t: rewrite_package(src, t, edit_entry("signature.json", edit))
+
+
+def _set(path: str, value):
+    """change(signature): set the field at ``path`` ("inputs.0.shape.0.max") to ``value``."""
+    def change(signature):
+        *keys, last = (int(k) if k.isdigit() else k for k in path.split("."))
+        node = signature
+        for key in keys:
+            node = node[key]
+        node[last] = value
+    return change
+
+
+# Each failed with a raw error from load (and inspect, and serve's check) before: UnicodeDecodeError,
+# RuntimeError, NotImplementedError, OSError (bzip2: "Invalid data stream"; "File name too long"),
+# RecursionError (os.makedirs of 3,000 folders), and a raw TypeError at every CALL for a max of "64".
+ARCHIVE_FAULTS = {
+    "an entry name that is not UTF-8 though flagged so": (
+        lambda src, t: patch_zip_headers(src, t, "archive_version", flags=0x800, last_name_byte=0xFF),
+        r"is not an AOTInductor package \(.pt2 zip archive\): 'utf-8' codec can't decode"),
+    "an encrypted .so": (lambda src, t: patch_zip_headers(src, t, ".so", flags=0x1),
+                         r"its entry '.*wrapper.so' is encrypted; a package written by AOTInductor never is"),
+    "an encrypted signature": (lambda src, t: patch_zip_headers(src, t, "signature.json", flags=0x1),
+                               r"its entry '.*signature.json' is encrypted"),
+    "a .so of an unknown compression method": (
+        lambda src, t: patch_zip_headers(src, t, ".so", method=99),
+        r"its entry '.*wrapper.so' is compressed with zip method 99, which aotcuda does not read"),
+    "bzip2 metadata": (lambda src, t: patch_zip_headers(src, t, "wrapper_metadata.json", method=12),
+                       r"compressed with zip method 12"),
+    "an entry name longer than a file system takes": (
+        with_entry("model/" + "a" * 300, b"x"), r"would be extracted to a name component longer than 255 bytes"),
+    "a constant named longer than a file system takes": (
+        with_entry("constants/" + "b" * 300, b"x"), r"would be extracted to a name component longer than 255 bytes"),
+    "an entry 3,000 folders deep": (with_entry("model/" + "d/" * 3000 + "x", b"x"),
+                                    r"would be extracted to a path longer than 1024 bytes"),
+    "an entry 40 folders deep": (with_entry("model/" + "d/" * 40 + "x", b"x"),
+                                 r"would be extracted to more than 16 folders deep"),
+}
+SIGNATURE_FAULTS = {
+    "a dim's max that is a string": (with_signature(_set("inputs.0.shape.0.max", "64")),
+                                     r"malformed \(ValueError: the dim 's77' has the range \[2, '64'\]"),
+    "a dim's min that is a float": (with_signature(_set("inputs.0.shape.0.min", 2.5)), r"has the range \[2.5, 64\]"),
+    "a dim that is null": (with_signature(_set("inputs.0.shape.1", None)), r"a dim is a size or"),
+    "a negative size": (with_signature(_set("outputs.1.shape.1", -4)), r"a size or stride of -4"),
+    "a name that is a number": (with_signature(_set("inputs.0.name", 5)), r"a tensor's name and device are strings"),
+    "a device that is an object": (with_signature(_set("outputs.0.device", {})), r"name and device are strings"),
+    "mutated as a string": (with_signature(_set("inputs.0.mutated", "no")), r"mutated is true, false or null"),
+    "strides of another rank": (with_signature(_set("inputs.0.strides", [1])), r"strides null or as many"),
+    "inputs as an object": (with_signature(_set("inputs", {"x": 1})), r"inputs is \{'x': 1\}, not a list"),
+    "index ranges on a float input": (with_signature(_set("inputs.0.index_ranges", [{"min": 0, "max": 3}])),
+                                      r"index_ranges of input #0 are malformed \(they are given for a 'float32' input"),
+}
+
+
+@pytest.mark.parametrize("case", [*ARCHIVE_FAULTS, *SIGNATURE_FAULTS])
+def test_archive_and_signature_faults_are_package_errors_everywhere(twice, twice_pt2, tmp_path, case):
+    """load, serve's check, read_signature and inspect: a PackageError naming the fault (inspect shows a
+    signature load refuses, after a warning that says why), never a raw error; loaded programs keep working."""
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    make, message = {**ARCHIVE_FAULTS, **SIGNATURE_FAULTS}[case]
+    path = str(make(twice_pt2, tmp_path / "faulty.pt2"))
+    with pytest.raises(PackageError, match=message):
+        load(path)
+    if case in SIGNATURE_FAULTS and "index ranges" not in case:  # serve reads the signature alone
+        from aotcuda.serving.server import ServeOptions, check_package
+
+        with pytest.raises(PackageError, match=message):
+            check_package(path, ServeOptions())
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    if case in SIGNATURE_FAULTS:
+        assert result.exit_code == 0, result.output
+        assert ("aotcuda.load refuses this package" in result.output) == ("index ranges" not in case), result.output
+    else:  # our error, not another library's ("error: UnicodeDecodeError: ...")
+        assert result.exit_code == 1 and result.output.startswith("error: '"), result.output
+        assert re.search(message, " ".join(result.output.split())), result.output
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("aotcuda-")]
+    assert_next_call_is_right(twice)
+
+
+@pytest.fixture(scope="module")
+def blob_pt2(tmp_path_factory):
+    """A Linear(64, 64) package whose weights are a separate .blob (package_constants_on_disk_format
+    "binary_blob", as ExecuTorch's AOTI backend writes them), and the module."""
+    torch.manual_seed(0)
+    module = torch.nn.Linear(64, 64).eval()
+    path = build_package(module, (torch.randn(3, 64),), tmp_path_factory.mktemp("blob") / "blob.pt2",
+                         inductor_configs={"aot_inductor.package_constants_in_so": False,
+                                           "aot_inductor.package_constants_on_disk_format": "binary_blob"})
+    return path, module
+
+
+@pytest.mark.parametrize("size", ["whole", 1000, 0, "one byte more"])
+def test_a_weights_blob_of_another_size_is_refused_not_read_past_its_end(blob_pt2, tmp_path, size):
+    """The generated code reads the constants one after another from the blob's start, with no length: a blob
+    cut short was read past its end (NaN weights, a silent wrong answer; a crash for a larger model). Now a
+    blob whose size is not what the model's constants take is refused; the whole one gives eager's results."""
+    path, module = blob_pt2
+
+    def cut(data):
+        return data + b"\0" if size == "one byte more" else data if size == "whole" else data[:size]
+
+    damaged = rewrite_package(path, tmp_path / "blob.pt2", edit_entry(".blob", cut))
+    x = torch.randn(3, 64)
+    if size == "whole":
+        with load(damaged) as program, torch.no_grad():
+            torch.testing.assert_close(program(x), module(x))
+        return
+    with pytest.raises(PackageError, match=r"weights file .*\.blob has \d+ bytes, but the model's constants take "
+                                           r"16640: it was (cut short|made for another model)"):
+        load(damaged)
+
+
+def test_a_refusal_lists_a_few_of_many_model_folders(twice_pt2, tmp_path):
+    """A package of 5,000 model folders: the refusal listed every one (40 KB on one error line)."""
+    path = tmp_path / "many.pt2"
+    path.write_bytes(read(twice_pt2))
+    with zipfile.ZipFile(path, "a") as archive:
+        for i in range(5000):
+            archive.writestr(f"twice/data/aotinductor/m{i:04d}/x", b"")
+    with pytest.raises(PackageError, match=r"has no model 'nope'; it has: m0000, .* and 4991 more$") as caught:
+        load(path, model_name="nope")
+    assert len(str(caught.value)) < 1000
+
+
+def test_a_signature_written_for_another_library_is_refused(blob_pt2, transposed_pt2, tmp_path):
+    """A signature copied from another package with as many inputs and outputs (here: a (3, 4) transposed
+    input, onto a Linear(64, 64) package): load used it, checked calls against its shapes and handed a (3, 4)
+    tensor to code that reads (3, 64), past the buffer's end (garbage outputs, or a crash). The signature
+    now records the SHA-256 of the library it was written for, and load compares it with the file it opens."""
+    from aotcuda.package_format import write_signature
+
+    path, module = blob_pt2
+    stale = tmp_path / "stale.pt2"
+    stale.write_bytes(read(path))
+    other = read_signature(transposed_pt2)
+    assert len(other["inputs"]) == len(read_signature(path)["inputs"]) == 1 and len(other["outputs"]) == 1
+    write_signature(stale, other)
+    with pytest.raises(PackageError, match=r"signature was written for another model library \(SHA-256 [0-9a-f]{16}"
+                                           r"\.\.\.\) than the one it holds"):
+        load(stale)
+    own = {key: value for key, value in read_signature(path).items() if key != "library_sha256"}
+    write_signature(stale, own)  # written again for this library: it loads and computes the module
+    assert read_signature(stale)["library_sha256"] == read_signature(path)["library_sha256"]
+    x = torch.randn(3, 64)
+    with load(stale) as program, torch.no_grad():
+        torch.testing.assert_close(program(x), module(x))

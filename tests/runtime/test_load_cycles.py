@@ -11,8 +11,10 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 
 import psutil
+import pytest
 import torch
 
 import aotcuda
@@ -148,3 +150,134 @@ def test_a_forked_child_exiting_leaves_the_parent_able_to_load(twice_pt2, twice_
     done = subprocess.run([sys.executable, "-c", FORK_THEN_LOAD, twice_pt2, twice_unsigned_pt2],
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]
+
+
+PLANTED_ROOT = textwrap.dedent("""
+    import os, shutil, sys, torch, aotcuda
+    signed, unsigned, how, elsewhere = sys.argv[1:]
+
+    def mapped_libraries():
+        with open("/proc/self/maps") as maps:
+            return sorted({line.split(None, 5)[-1].strip().removesuffix(" (deleted)")
+                           for line in maps if ".wrapper.so" in line})
+
+    first = aotcuda.load(signed)
+    root = os.path.dirname(os.path.dirname(mapped_libraries()[0]))
+    shutil.rmtree(root)                       # a temp cleaner removes this process's folder...
+    if how == "folder":                       # ...and another user makes one at its path, open to all
+        os.mkdir(root)
+        os.chmod(root, 0o777)
+        if os.geteuid() == 0:
+            os.chown(root, 65534, 65534)
+    else:                                     # ...or a link to a folder of theirs
+        os.symlink(elsewhere, root)
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(aotcuda.load(unsigned)(x)[1], x + 1)  # a new library, pinned elsewhere
+    planted = root if how == "folder" else elsewhere
+    assert os.listdir(planted) == [], f"aotcuda wrote into the planted folder: {os.listdir(planted)}"
+    try:                                      # the first library's pin cannot be restored there: refused
+        aotcuda.load(signed)
+        print("loaded")
+    except aotcuda.PackageError as exc:
+        print("refused:", exc)
+    assert os.listdir(planted) == [], f"aotcuda wrote into the planted folder: {os.listdir(planted)}"
+    torch.testing.assert_close(first(x)[1], x + 1)
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("how", ["folder", "symlink"])
+def test_a_folder_planted_where_the_pinned_folder_was_is_never_written_into(twice_pt2, twice_unsigned_pt2,
+                                                                            tmp_path, how):
+    """After a temp cleaner removed the process's pinned folder, aotcuda made it again at the same path with
+    os.makedirs(exist_ok=True): a folder another user had made there in between (or a symbolic link to theirs)
+    was taken as its own, and the next library was copied into it and dlopened from it, where its owner could
+    swap the file first. Now a path this process did not make is never written into."""
+    elsewhere = tmp_path / "theirs"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", PLANTED_ROOT, twice_pt2, twice_unsigned_pt2, how, str(elsewhere)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]
+    assert "refused:" in done.stdout and "restart the process" in done.stdout, done.stdout
+
+
+KILLED = textwrap.dedent("""
+    import os, signal, sys, torch, aotcuda
+    program = aotcuda.load(sys.argv[1])
+    program(torch.randn(3, 4))
+    os.kill(os.getpid(), signal.SIGKILL)      # no exit handler, no finalizer runs
+""")
+
+
+def test_the_folders_of_a_process_that_died_are_removed_by_the_next_load(twice_pt2, tmp_path):
+    """A process killed (SIGKILL, an abort, the OOM killer: a Ray replica that dies) left its extracted
+    package and its pinned libraries in the temporary folder, the size of the package each time (this CI
+    machine had gathered 118 such folders, 400 MB). Now the next process's first load removes them: each
+    such folder names a lock its owner held while it lived."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    (temp / "aotcuda-not-ours").mkdir()   # another folder of the name (a lowering's output): left alone
+    (temp / "aotcuda-not-ours" / "model.pt2").write_bytes(b"x")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(temp)}
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", KILLED, twice_pt2], capture_output=True, text=True,
+                              timeout=300, env=env)
+        assert done.returncode == -9, done.stderr[-3000:]
+    left = sorted(os.listdir(temp))  # the second process removed the first's folders, then was killed itself
+    assert len([n for n in left if n.startswith("aotcuda_libraries_")]) == 1, left
+    assert len([n for n in left if n.startswith("aotcuda-") and n != "aotcuda-not-ours"]) == 1, left
+    done = subprocess.run([sys.executable, "-c", "import sys, aotcuda; aotcuda.load(sys.argv[1]).close()", twice_pt2],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(os.listdir(temp)) == ["aotcuda-not-ours"], os.listdir(temp)
+
+
+class SinCos(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2).sin() + x.cos()
+
+
+@pytest.fixture(scope="module")
+def parallel_pt2(tmp_path_factory):
+    """A program large enough that Inductor splits its kernel over OpenMP threads (#pragma omp parallel)."""
+    from runtime_programs import build_package
+
+    path = build_package(SinCos(), (torch.randn(2048, 1024),), tmp_path_factory.mktemp("parallel") / "p.pt2")
+    with zipfile.ZipFile(path) as archive:
+        assert any(b"#pragma omp parallel" in archive.read(n) for n in archive.namelist() if n.endswith(".cpp"))
+    return path
+
+
+CALL_IN_A_FORKED_CHILD = textwrap.dedent("""
+    import os, sys, time, torch, aotcuda
+    from test_load_cycles import SinCos
+    program = aotcuda.load(sys.argv[1])
+    x = torch.randn(2048, 1024)
+    program(x)                            # the parent's OpenMP threads start
+    child = os.fork()
+    if child == 0:                        # multiprocessing's default start on Linux, a preforked server
+        got = program(x)
+        os._exit(0 if torch.allclose(got, SinCos()(x), atol=1e-5) else 3)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            print("child exit", os.waitstatus_to_exitcode(status))
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        print("child hung")
+""")
+
+
+def test_a_forked_child_calls_a_program_its_parent_ran(parallel_pt2):
+    """A child forked after its parent had run a CPU program waited for good in its first OpenMP parallel
+    region (GNU OpenMP has no fork handler: the child inherits the pool's state, not its threads; eager torch
+    hangs alike). Now such a child runs OpenMP with one thread, and its call returns the right result."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", CALL_IN_A_FORKED_CHILD, parallel_pt2], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0 and "child exit 0" in done.stdout, done.stdout + done.stderr[-3000:]

@@ -167,3 +167,50 @@ def test_many_threads_and_more_shapes_than_the_accepted_cache_holds(twice_pt2, m
     finally:
         sys.setswitchinterval(interval)
     assert not failures, failures[:3]
+
+
+CLOSE_FROM_A_SIGNAL_HANDLER = textwrap.dedent("""
+    import os, signal, sys, torch, aotcuda
+    from runtime_programs import Twice
+
+    program = aotcuda.load(sys.argv[1])
+    closed_in = []
+
+    def on_sigterm(number, frame):          # a graceful shutdown, as servers write it
+        program.close()                     # ...while the main thread is inside a call, beneath this handler
+        closed_in.append(program._container.deleted)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    real_run = program._container.run
+
+    def run_then_signal(*args, **kwargs):   # the signal arrives during the third call's run
+        real_run(*args, **kwargs)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at the next bytecode, inside the call
+
+    program._container.run = run_then_signal
+    x, calls = torch.randn(64, 4), []
+    try:
+        while len(calls) < 10:
+            got = program(x)
+            torch.testing.assert_close(got[1], Twice()(x)[1])  # the call beneath the handler finished right
+            calls.append(1)
+        print("never closed")
+    except aotcuda.RuntimeCallError as exc:
+        assert "closed" in str(exc) and program._container.deleted, exc
+        print("closed after", len(calls), "calls; freed before the call returned:", closed_in)
+""")
+
+
+def test_close_from_a_signal_handler_during_a_call_returns_and_frees_after_it(twice_pt2):
+    """A SIGTERM handler that closes the Program ran while the main thread was inside a call: close waited for
+    that call, which could not return before the handler did. The process hung for good (a second SIGTERM ran
+    the same handler, which hung too; only SIGKILL ended it). Now close returns at once, the call beneath it
+    finishes with its result, frees the container as it leaves, and the next call says the Program is closed."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        done = subprocess.run([sys.executable, "-c", CLOSE_FROM_A_SIGNAL_HANDLER, twice_pt2], capture_output=True,
+                              text=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the process hung in close() ({exc})")
+    assert done.returncode == 0 and "closed after" in done.stdout, done.stdout + done.stderr[-3000:]

@@ -17,6 +17,7 @@ from serving_cases import SEQ, loopback_ray, raw_request, relative_error, replic
 serving = pytest.importorskip("aotcuda.serving")
 proxy = pytest.importorskip("aotcuda.serving.proxy")
 from aotcuda.serving import deployment  # noqa: E402 - after the skip: it needs Ray Serve
+from starlette.responses import PlainTextResponse  # noqa: E402
 from aotcuda.serving.codec import LateBodyError, SlowBodyError  # noqa: E402
 
 
@@ -106,12 +107,69 @@ def test_other_scopes_pass_through(scope_type):
     assert app.scope["type"] == scope_type and app.messages == [{"type": "lifespan.startup"}]
 
 
+@pytest.mark.parametrize("declared", [True, False], ids=["with Content-Length", "chunked"])
+def test_concurrent_bodies_are_held_within_the_pending_limit(monkeypatch, declared):
+    """Each client was bounded by max_bytes, but the proxy read every connection's body: 40 clients sending
+    256 MiB each would make it hold 10 GiB. With AOTCUDA_SERVE_MAX_PENDING_BYTES=250, ten 60-byte bodies held
+    by a slow app: four with a Content-Length reach it (two chunked ones: each holds room for the largest body
+    until it has arrived, so that concurrent ones cannot starve each other), the others get 503 with
+    Retry-After (BusyError, nothing ran), and once the app answers, room is given back."""
+    for name, value in proxy.proxy_environment(5.0, 100).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AOTCUDA_SERVE_MAX_PENDING_BYTES", "250")
+    (middleware,) = proxy.middlewares()
+    release, inside, most = asyncio.Event(), [0], [0]
+
+    async def slow_app(scope, receive, send):  # a replica that answers once released
+        message = await receive()
+        inside[0] += len(message["body"])
+        most[0] = max(most[0], inside[0])
+        await release.wait()
+        inside[0] -= len(message["body"])
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = middleware.cls(slow_app, **middleware.kwargs)
+    headers = [(b"content-length", b"60")] if declared else []
+
+    async def one_request():
+        queue = [chunk(b"x" * 30, True), chunk(b"x" * 30, False)]
+        sent = []
+
+        async def receive():
+            await asyncio.sleep(0.01)
+            return queue.pop(0) if queue else {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        await app({"type": "http", "method": "POST", "path": "/predict", "headers": headers}, receive, send)
+        return sent
+
+    async def scenario():
+        requests = [asyncio.create_task(one_request()) for _ in range(10)]
+        await asyncio.sleep(0.5)
+        release.set()
+        answers = await asyncio.gather(*requests)
+        return answers, await one_request()  # after the others: room again
+
+    answers, later = asyncio.run(scenario())
+    statuses = sorted(sent[0]["status"] for sent in answers)
+    fit = 4 if declared else 2  # a chunked body holds room for the largest (100) until it is read whole
+    assert most[0] <= 250 and statuses == [200] * fit + [503] * (10 - fit), (most[0], statuses)
+    busy = next(sent for sent in answers if sent[0]["status"] == 503)
+    headers_sent = dict(busy[0]["headers"])
+    assert headers_sent[b"retry-after"] == b"1" and headers_sent[b"x-aotcuda-error"] == b"BusyError"
+    assert b"--max-pending-bytes" in busy[1]["body"]
+    assert later[0]["status"] == 200 and app.pending.held == 0
+
+
 def test_the_callback_takes_the_limits_from_the_environment(monkeypatch):
     for name, value in proxy.proxy_environment(2.5, 1234).items():
         monkeypatch.setenv(name, value)
     assert os.environ[proxy.CALLBACK_VARIABLE] == proxy.CALLBACK
     (middleware,) = proxy.middlewares()
-    assert middleware.cls is proxy.WholeBody and middleware.kwargs == {"timeout_s": 2.5, "max_bytes": 1234}
+    assert middleware.cls is proxy.WholeBody
+    assert middleware.kwargs == {"timeout_s": 2.5, "max_bytes": 1234, "max_pending_bytes": 1 << 30}
     for bad, says in (("-3", "='-3' is not a number of at least 0"), ("0", "=0 is not a positive number")):
         monkeypatch.setenv(proxy.MAX_BYTES_VARIABLE, bad)
         with pytest.raises(ValueError, match=f"AOTCUDA_SERVE_MAX_REQUEST_BYTES{says}"):
@@ -124,6 +182,10 @@ def test_the_proxys_defaults_are_the_servers():
 
     assert switches.SWITCHES[proxy.BODY_TIMEOUT_VARIABLE].default == ServeOptions().body_timeout_s
     assert switches.SWITCHES[proxy.MAX_BYTES_VARIABLE].default == ServeOptions().max_request_bytes
+    assert proxy.proxy_environment(1.0, 1 << 20)[proxy.MAX_PENDING_VARIABLE] == str(1 << 30)
+    assert proxy.proxy_environment(1.0, 2 << 30)[proxy.MAX_PENDING_VARIABLE] == str(2 << 30)  # the largest body fits
+    with pytest.raises(ValueError, match="max_pending_bytes .* must be at least max_request_bytes"):
+        ServeOptions(max_request_bytes=1 << 20, max_pending_bytes=1 << 10)
 
 
 class StandInRequest:
@@ -202,3 +264,40 @@ def test_a_slow_or_oversized_body_is_answered_by_the_proxy_and_never_reaches_a_r
     assert time.monotonic() - started < BODY_TIMEOUT_S + 30
     (after,) = replica_stats(running.url, replicas=1).values()
     assert after["requests"] == before["requests"]  # no replica slot was held for it
+
+
+def test_the_proxy_refuses_a_request_head_over_16_kib(monkeypatch):
+    """Ray's proxy runs uvicorn with http="auto", which took httptools (installed with Ray Serve): it bounds no
+    request head and gathers a header value by concatenation, so one connection sending a 120 MiB header grew
+    the proxy by 120 MiB and held its CPU for 46 s. The proxy callback now makes "auto" mean h11, which refuses a
+    head over 16 KiB. Here a uvicorn configured as Ray configures its proxy's, after middlewares() ran."""
+    import socket
+    import threading
+
+    import uvicorn
+    import uvicorn.config
+
+    monkeypatch.setitem(uvicorn.config.HTTP_PROTOCOLS, "auto", uvicorn.config.HTTP_PROTOCOLS["auto"])  # restored
+    for name, value in proxy.proxy_environment(5.0, 100).items():
+        monkeypatch.setenv(name, value)
+    proxy.middlewares()  # what Ray's proxy calls when it starts
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(Recorder(), lifespan="off", log_level="critical"))  # http: "auto"
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[listening])), daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        with socket.create_connection(listening.getsockname(), timeout=5) as client:
+            client.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (256 << 10))  # no end of head
+            try:
+                answer = client.recv(4096)  # httptools waited for the rest of the head: no answer, a timeout
+            except ConnectionResetError:  # closed at once, the answer lost with it
+                answer = b"reset"
+            except TimeoutError:
+                answer = b"no answer within 5 s: the server kept reading the head"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    assert answer.startswith(b"HTTP/1.1 400") or answer in (b"", b"reset"), answer[:200]

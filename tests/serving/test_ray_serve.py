@@ -60,7 +60,7 @@ def test_the_ray_it_started_gives_its_proxy_the_body_middleware_with_these_limit
 
     from aotcuda.serving import proxy
 
-    names = (proxy.CALLBACK_VARIABLE, proxy.BODY_TIMEOUT_VARIABLE, proxy.MAX_BYTES_VARIABLE)
+    names = (proxy.CALLBACK_VARIABLE, proxy.BODY_TIMEOUT_VARIABLE, proxy.MAX_BYTES_VARIABLE, proxy.MAX_PENDING_VARIABLE)
     read = ray.remote(num_cpus=0)(lambda: {name: os.environ.get(name) for name in names})
     assert ray.get(read.remote(), timeout=60) == proxy.proxy_environment(BODY_TIMEOUT_S, MAX_BODY)
 
@@ -225,6 +225,17 @@ def test_health_and_unknown_routes(server):
     assert get(f"{running.url}/healthz") == (200, b"ok")
     status, body = get(f"{running.url}/nothing-here")
     assert status == 404 and b"POST /predict" in body
+
+
+def test_a_request_head_over_16_kib_is_refused_by_the_proxy(server):
+    """Ray's proxy took httptools (http="auto"), which bounds no request head: a 1 MiB header was read and the
+    request answered (a 120 MiB one grew the proxy by 120 MiB and held its CPU 46 s). Now h11 refuses it."""
+    running, _ = server
+    attacker = raw_request(PORT, "GET /healthz HTTP/1.1\nHost: x\nX-Big: " + "a" * (1 << 20))
+    status, answer = status_of(attacker, 30)
+    attacker.close()
+    assert status in (400, None), answer[:300]
+    assert get(f"{running.url}/healthz") == (200, b"ok")
 
 
 def test_bodies_that_never_arrive_neither_stall_health_checks_nor_hold_the_replicas(server):

@@ -51,7 +51,7 @@ def export_program(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
     failure = first_failing_size_assertion(ep)
     if failure is None:
         return ep
-    from aotcuda.runtime.checks import under_dim_names
+    from aotcuda.runtime.specs import under_dim_names
     from aotcuda.lowering.signature import dim_names
 
     error.add_note(f"aotcuda: {under_dim_names(failure, dim_names(ep))}")

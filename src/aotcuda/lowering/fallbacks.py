@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import re
-import zipfile
 from dataclasses import dataclass, field
 
 import torch
@@ -76,7 +75,10 @@ _HELPERS = re.compile(r"(guard|stream|caching_allocator)")
 _SHIM_CALL = re.compile(r"\baoti_torch_(cpu|cuda|xpu|mps)_(\w+)\s*\(")
 _PROXY_CALL = re.compile(r"\baoti_torch_proxy_executor_call_function\s*\(\s*\w+\s*,\s*(\d+)")
 _DISPATCHER_CALL = re.compile(r"\baoti_torch_call_dispatcher\s*\(\s*\"([^\"]+)\"\s*,\s*\"([^\"]*)\"")
-_SOURCE_NODES = re.compile(r"Source Nodes: \[([^\]]*)\]")
+# Node names hold no brackets: a list ends at the first "]" and never reaches past the next "[", so that a search
+# costs time linear in the text (with "[^\]]*", "Source Nodes: [" repeated without a "]" cost time quadratic in
+# it: 120 KB took 3.4 s, a 10 MB source packed to 10 KB hours, in `aotcuda inspect`).
+_SOURCE_NODES = re.compile(r"Source Nodes: \[([^\[\]]*)\]")
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 
@@ -106,28 +108,51 @@ class FallbackKernel:
         return f"{self.name}  <- {where}"
 
 
-def wrapper_sources(package_path: str) -> dict[str, tuple[str, dict]]:
-    """{wrapper.cpp entry: (its text, its proxy-executor node table)} for every model in the package."""
-    from aotcuda.runtime.archive import ArchiveLimits, read_entry  # bounded: the package may be hostile
-    from aotcuda.runtime.package import read_json_entry
+def wrapper_sources(package_path: str):
+    """Yield (wrapper.cpp entry, its text, its proxy-executor node table) for every model in the package, one
+    at a time, from one opening of the archive.
+
+    The package may be hostile (``aotcuda inspect`` reads any file): the archive is checked as load checks
+    it (``check_entries``), only the ``*.wrapper.cpp`` directly in a model's folder are read, each within the
+    compression-ratio limit, and together within ``max_source_bytes`` (so a thousand 256 MiB sources packed
+    to a few KiB each are refused, not read one after another); the node tables are bounded in size and depth.
+    """
+    from aotcuda.package_format import archive_root, open_zip
+    from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_ratio, read_entry
+    from aotcuda.runtime.package import DAMAGED_ZIP, model_names, read_json_entry
 
     limits = ArchiveLimits.from_environment()
-    found = {}
-    with zipfile.ZipFile(package_path) as archive:
-        names = set(archive.namelist())
-        for name in sorted(names):
-            if name.endswith(".wrapper.cpp"):
-                table_name = name[: -len(".cpp")] + ".json"
-                table = {}
-                if table_name in names:  # bounded in depth too: a 200 KB [[[...]]] must not recurse
-                    table = load_json(read_json_entry(archive, table_name, package_path, limits), package_path,
-                                      f"the model's op list {table_name}")
-                    if not isinstance(table, dict):
-                        raise PackageError(f"{package_path!r}: the model's op list {table_name} is a "
-                                           f"{type(table).__name__}, not a JSON object; lower the model again")
+    with open_zip(package_path) as archive:
+        infos = archive.infolist()
+        check_entries(package_path, infos, limits)
+        names = {info.filename: info for info in infos}
+        root = archive_root(list(names))
+        folders = tuple(f"{root}data/aotinductor/{model}/" for model in model_names(list(names)))
+        sources = [info for name, info in sorted(names.items()) if name.endswith(".wrapper.cpp")
+                   and any(name.startswith(folder) and "/" not in name[len(folder):] for folder in folders)]
+        total = sum(info.file_size for info in sources)
+        if limits.max_source_bytes and total > limits.max_source_bytes:
+            raise PackageError(f"{package_path!r}: its generated sources ({len(sources)} wrapper.cpp entries) are "
+                               f"{total / (1 << 20):.1f} MiB together, more than the {limits.max_source_bytes >> 20} "
+                               "MiB that are read; it is damaged or hostile. If you trust it, set "
+                               "AOTCUDA_MAX_SOURCE_BYTES (0: no limit)")
+        for info in sources:
+            name = info.filename
+            check_ratio(package_path, f"its entry {name!r}", info.file_size, info.compress_size, limits)
+            table_name = name[: -len(".cpp")] + ".json"
+            table = {}
+            if table_name in names:  # bounded in depth too: a 200 KB [[[...]]] must not recurse
+                table = load_json(read_json_entry(archive, table_name, package_path, limits), package_path,
+                                  f"the model's op list {table_name}")
+                if not isinstance(table, dict):
+                    raise PackageError(f"{package_path!r}: the model's op list {table_name} is a "
+                                       f"{type(table).__name__}, not a JSON object; lower the model again")
+            try:
                 source = read_entry(archive, name, limits.max_source_bytes, package_path, "max_source_bytes")
-                found[name] = (source.decode(errors="replace"), table)
-    return found
+            except DAMAGED_ZIP as exc:
+                raise PackageError(f"{package_path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy "
+                                   "the package again, or lower the model again") from exc
+            yield name, source.decode(errors="replace"), table
 
 
 def _calls_in(text: str, proxy_table: dict):
@@ -205,10 +230,25 @@ def find_fallback_kernels(package_path: str, ep=None) -> list[FallbackKernel]:
     """Every ATen kernel the package's generated code calls (allowed or not), plus the complex-valued
     ops of ``ep`` (the program given to Inductor) that no call was traced back to. One entry per kernel
     name, in the order the code first calls it. Without ``ep``, kernels carry node names only."""
+    return scan_kernels(package_path, ep)[0]
+
+
+def generated_kernel_names(package_path: str) -> list[str]:
+    """Names of the kernels Inductor generated (C++ loops on the CPU, Triton on CUDA) that the wrapper runs."""
+    return scan_kernels(package_path)[1]
+
+
+_GENERATED = re.compile(r"\b((?:cpp_fused|triton_\w+?_fused)_\w+)\b")
+
+
+def scan_kernels(package_path: str, ep=None) -> tuple[list[FallbackKernel], list[str]]:
+    """(``find_fallback_kernels``, ``generated_kernel_names``) from one reading of the package's sources."""
     nodes = {n.name: n for n in ep.graph.nodes} if ep is not None else {}
     kernels: dict[str, FallbackKernel] = {}
+    generated: dict[str, None] = {}
     mentioned: set[str] = set()
-    for text, proxy_table in wrapper_sources(package_path).values():
+    for _, text, proxy_table in wrapper_sources(package_path):
+        generated.update(dict.fromkeys(_GENERATED.findall(text)))
         for match in _SOURCE_NODES.finditer(text):
             mentioned.update(name.strip() for name in match.group(1).split(","))
         for name, op, source_nodes in _calls_in(text, proxy_table):
@@ -226,18 +266,7 @@ def find_fallback_kernels(package_path: str, ep=None) -> list[FallbackKernel]:
             kernel = kernels.setdefault(name, FallbackKernel(name, str(node.target)))
             kernel.nodes.append(node.name)
             kernel.sources.append(relative_source_line(node))
-    return list(kernels.values())
-
-
-_GENERATED = re.compile(r"\b((?:cpp_fused|triton_\w+?_fused)_\w+)\b")
-
-
-def generated_kernel_names(package_path: str) -> list[str]:
-    """Names of the kernels Inductor generated (C++ loops on the CPU, Triton on CUDA) that the wrapper runs."""
-    names: dict[str, None] = {}
-    for text, _ in wrapper_sources(package_path).values():
-        names.update(dict.fromkeys(_GENERATED.findall(text)))
-    return list(names)
+    return list(kernels.values()), list(generated)
 
 
 def split_allowed(kernels: list[FallbackKernel], allowed: frozenset[str]) -> tuple[list, list]:

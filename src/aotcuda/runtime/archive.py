@@ -22,6 +22,7 @@ Set a variable to 0 to lift that limit.
 
 from __future__ import annotations
 
+import os
 import shutil
 import zipfile
 from dataclasses import dataclass
@@ -84,11 +85,51 @@ def check_entries(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits
                            f"have; it is damaged or hostile. {_override('max_entries')}")
     seen: set[str] = set()
     for info in infos:
+        _check_readable(path, info)
         if info.filename in seen:
             raise PackageError(f"{path!r} holds the entry {info.filename!r} more than once: a package written by "
                                "AOTInductor never does, so it was altered (an entry appended to it); nothing was "
                                "loaded. Use the package as it was written, or lower the model again")
         seen.add(info.filename)
+
+
+# How AOTInductor and zipfile's writers store entries. zipfile reads others too (bzip2, lzma), each with its own
+# decompressor and its own errors; a package has no reason to use them, so they are refused with the fix.
+READABLE_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
+
+
+def _check_readable(path: str, info: zipfile.ZipInfo) -> None:
+    """Refuse an entry zipfile would refuse only when it is read, half-way through a load, with its own errors
+    (RuntimeError for an encrypted one, NotImplementedError for an unknown method)."""
+    if info.flag_bits & 0x1:
+        raise PackageError(f"{path!r}: its entry {info.filename!r} is encrypted; a package written by AOTInductor "
+                           "never is, and aotcuda reads no passwords. Use the package as it was written, or lower "
+                           "the model again")
+    if info.compress_type not in READABLE_METHODS:
+        raise PackageError(f"{path!r}: its entry {info.filename!r} is compressed with zip method "
+                           f"{info.compress_type}, which aotcuda does not read (only {' and '.join(READABLE_METHODS.values())}"
+                           " entries, as AOTInductor and zipfile write them); pack it again with one of those, or "
+                           "lower the model again")
+
+
+# Bounds on the path an entry is extracted to (relative to the package's folder): a name component longer than
+# a file system takes raised a raw OSError (File name too long), thousands of folders a RecursionError.
+MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_PATH_DEPTH = 255, 1024, 16
+
+
+def check_entry_path(path: str, name: str, relative: str) -> None:
+    """PackageError when the entry ``name`` would be extracted to a ``relative`` path no package needs: a
+    component over 255 bytes, a path over 1024 bytes or 16 folders deep (AOTInductor writes a few levels)."""
+    encoded = os.fsencode(relative)
+    parts = [part for part in encoded.split(b"/") if part]
+    problem = ("a name component longer than 255 bytes" if any(len(part) > MAX_NAME_BYTES for part in parts) else
+               f"a path longer than {MAX_PATH_BYTES} bytes" if len(encoded) > MAX_PATH_BYTES else
+               f"more than {MAX_PATH_DEPTH} folders deep" if len(parts) > MAX_PATH_DEPTH else "")
+    if problem:
+        shown = name if len(name) <= 120 else f"{name[:100]}... ({len(name)} characters)"
+        raise PackageError(f"{path!r}: its entry {shown!r} would be extracted to {problem}; AOTInductor writes no "
+                           "such entry, so the package was altered or is damaged, nothing was loaded. Lower the "
+                           "model again")
 
 
 def check_extraction(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits) -> None:
@@ -100,11 +141,12 @@ def check_extraction(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLim
         raise PackageError(f"{path!r} would extract to {total / GiB:.2f} GiB, more than the "
                            f"{limits.max_extract_bytes / GiB:.2f} GiB limit. {_override('max_extract_bytes')}")
     for info in infos:
-        _check_ratio(path, f"its entry {info.filename!r}", info.file_size, info.compress_size, limits)
-    _check_ratio(path, "its entries together", total, packed, limits)
+        check_ratio(path, f"its entry {info.filename!r}", info.file_size, info.compress_size, limits)
+    check_ratio(path, "its entries together", total, packed, limits)
 
 
-def _check_ratio(path: str, what: str, size: int, packed: int, limits: ArchiveLimits) -> None:
+def check_ratio(path: str, what: str, size: int, packed: int, limits: ArchiveLimits) -> None:
+    """PackageError when ``size`` bytes inflate from ``packed`` at more than the limit's ratio (above its floor)."""
     if size > limits.ratio_floor and _over(size, limits.max_ratio * max(packed, 1)):
         raise PackageError(
             f"{path!r}: {what} would inflate from {packed / MiB:.1f} MiB to {size / MiB:.1f} MiB "

@@ -14,109 +14,12 @@ contiguous tensor), and without the lazy negation/conjugation bits that a data p
 from __future__ import annotations
 
 import functools
-import re
-from dataclasses import dataclass
 
 import torch
 
 from aotcuda.errors import Advice, InputError, OutputError
 from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, evaluate_expression, shape_expression
-
-
-_TORCH_SYMBOL = re.compile(r"\b[a-z]\d+\b")  # the names torch gives shape symbols: s27, u0
-
-
-def under_dim_names(expr: str, dim_names: dict[str, str] | None) -> str:
-    """A dim's expression with each torch symbol under the Dim name the user gave it ("2*s27" → "2*seq")."""
-    if not dim_names:
-        return expr
-    return _TORCH_SYMBOL.sub(lambda match: dim_names.get(match.group(0), match.group(0)), expr)
-
-
-@dataclass(frozen=True)
-class DimSpec:
-    """One dim of an exported tensor: a static ``size``, or a sympy ``expr`` with its exported range.
-
-    ``expr`` is in torch's symbols (``s27``), which the checks evaluate; ``user_expr`` is the same
-    expression under the Dim names the user exported with (``seq``; the signature's ``dim_names``), which
-    ``str()``, ``repr()`` and the error messages show. Without names, ``user_expr`` is None and ``expr`` is
-    shown. A static dim's ``min`` and ``max`` are its size.
-    """
-
-    size: int | None = None
-    expr: str | None = None
-    min: int = 0
-    max: int | None = None  # None: unbounded
-    user_expr: str | None = None
-
-    def __post_init__(self):
-        if self.size is not None:  # a static dim's range is its size, not the dataclass defaults [0, None]
-            object.__setattr__(self, "min", self.size)
-            object.__setattr__(self, "max", self.size)
-
-    def __repr__(self) -> str:
-        return f"DimSpec({self})"  # DimSpec(4), DimSpec(seq in [2, 512]), DimSpec(2*seq in [4, inf])
-
-    @classmethod
-    def from_json(cls, dim, dim_names: dict[str, str] | None = None) -> DimSpec:
-        if isinstance(dim, int):
-            return cls(size=dim)
-        shape_expression(dim["expr"])  # ShapeExpressionError (a ValueError) for a string outside the grammar
-        named = under_dim_names(dim["expr"], dim_names)
-        return cls(expr=dim["expr"], min=int(dim.get("min") or 0), max=dim.get("max"),
-                   user_expr=named if named != dim["expr"] else None)
-
-    @property
-    def shown(self) -> str:
-        """The expression as the user knows it: under their Dim names where the package records them."""
-        return self.user_expr or self.expr
-
-    def __str__(self) -> str:
-        if self.size is not None:
-            return str(self.size)
-        return f"{self.shown} in [{self.min}, {'inf' if self.max is None else self.max}]"
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """What the package expects of one input or output tensor."""
-
-    name: str
-    dtype: torch.dtype
-    device_type: str
-    dims: tuple[DimSpec, ...]
-    contiguous: bool = True
-    strides: tuple[DimSpec, ...] | None = None  # the exported example's; None in older packages
-    mutated: bool | None = None  # inputs: the program writes it in place; None: unknown (older packages)
-
-    @classmethod
-    def from_json(cls, spec: dict, dim_names: dict[str, str] | None = None) -> TensorSpec:
-        """A TensorSpec from its signature entry; ``dim_names`` (the signature's) names its symbolic dims."""
-        dtype = getattr(torch, spec["dtype"], None)
-        if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"{spec['dtype']!r} is not a torch dtype")
-        strides = spec.get("strides")
-        return cls(spec["name"], dtype, spec.get("device", ""), tuple(DimSpec.from_json(d, dim_names) for d in spec["shape"]),
-                   bool(spec.get("contiguous", True)),
-                   None if strides is None else tuple(DimSpec.from_json(d, dim_names) for d in strides),
-                   None if spec.get("mutated") is None else bool(spec["mutated"]))
-
-    def __repr__(self) -> str:
-        strides = "" if self.strides is None else f", strides={_tuple_text(self.strides)}"
-        return (f"TensorSpec({self.name!r}, {self.dtype}, {self.device_type!r}, shape={self.shape_text()}"
-                f"{strides}, contiguous={self.contiguous}, mutated={self.mutated})")
-
-    @property
-    def rank(self) -> int:
-        return len(self.dims)
-
-    def shape_text(self) -> str:
-        return _tuple_text(self.dims)
-
-
-def _tuple_text(dims) -> str:
-    """Dims as a Python tuple reads: (2, seq in [2, 512]), (4,), ()."""
-    return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+from aotcuda.runtime.specs import DimSpec, TensorSpec, specs_from_signature, under_dim_names  # noqa: F401 - re-exported
 
 
 def _is_symbol(expr: str) -> bool:

@@ -89,7 +89,11 @@ def split_signature(signature: dict | None, path: str = "") -> tuple[dict | None
         marked[kind] = frozenset(i for i, spec in enumerate(specs)
                                  if isinstance(spec, dict) and spec.get("complex") is not None)
         for i in marked[kind]:
-            specs[i] = _user_spec(specs[i], path)
+            try:
+                specs[i] = _user_spec(specs[i], path)
+            except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:  # a field of another type
+                raise PackageError(f"{path!r}: the signature's complex {kind}[{i}] is malformed ({type(exc).__name__}: "
+                                   f"{str(exc)[:200]}); the package is damaged, lower the model again") from exc
     if not any(marked.values()):
         return signature, None
     return user, ComplexAdapter(marked.get("inputs", frozenset()), marked.get("outputs", frozenset()))

@@ -19,7 +19,7 @@ from aotcuda.errors import PackageError, RuntimeCallError
 from aotcuda.runtime.handles import Handle as _Handle
 from aotcuda.runtime.handles import handle_array
 from aotcuda.runtime.libloader import cxx_error_mute, open_model_library
-from aotcuda.runtime.libraries import open_shared
+from aotcuda.runtime.libraries import digest_of, open_shared
 
 _OK = 0
 _CXX_TRACE = "\nException raised from "
@@ -42,6 +42,9 @@ _SIGNATURES = {
     "AOTInductorModelContainerGetCallSpec": [
         _Handle, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p)],
     "AOTInductorModelContainerGetConstantsBlobSize": [_Handle, ctypes.POINTER(ctypes.c_uint64)],
+    "AOTInductorModelContainerGetNumConstants": [_Handle, ctypes.POINTER(ctypes.c_size_t)],
+    "AOTInductorModelContainerGetConstantFromFolded": [_Handle, ctypes.c_size_t, ctypes.POINTER(ctypes.c_bool)],
+    "AOTInductorModelContainerGetConstantDataSize": [_Handle, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
     "AOTInductorModelUpdateConstantsFromBlob": [_Handle, ctypes.c_char_p],
     "AOTInductorGetLastError": [ctypes.POINTER(ctypes.c_char_p)],
 }
@@ -113,6 +116,11 @@ class ModelContainer:
 
     # --- queries -------------------------------------------------------------------------------------
 
+    @property
+    def library_sha256(self) -> str | None:
+        """The SHA-256 of the file the model library was opened from (None for a library not shared)."""
+        return digest_of(self._lib)
+
     def last_error(self) -> str:
         """The generated code's last C++ exception message on this thread, or "" where unavailable."""
         if not hasattr(self._lib, "AOTInductorGetLastError"):
@@ -164,11 +172,37 @@ class ModelContainer:
         """Load the weights of a package that stores them in a separate ``.blob`` file (not in the .so)."""
         if not hasattr(self._lib, "AOTInductorModelUpdateConstantsFromBlob"):
             raise PackageError("the package keeps its weights in a .blob file, but its model cannot load one")
+        needed = self.blob_bytes()
+        size = os.path.getsize(blob_path)
+        if needed is not None and size != needed:
+            # The generated code reads the constants one after another from the blob's start, with no length:
+            # a shorter blob was read past its end (silent NaN weights, or a crash), a longer one is another model's.
+            raise PackageError(f"the weights file {os.path.basename(blob_path)} has {size} bytes, but the model's "
+                               f"constants take {needed}: it was {'cut short' if size < needed else 'made for another model'}"
+                               "; nothing was loaded. Copy the package again, or lower the model again")
         with open(blob_path, "rb") as blob:
             data = blob.read()
         self._blob = data  # the container may keep pointers into it
         self._check(self._lib.AOTInductorModelUpdateConstantsFromBlob(self._live(), data),
                     f"loading the weights from {os.path.basename(blob_path)}", PackageError)
+
+    def blob_bytes(self) -> int | None:
+        """The bytes the model reads from a weights blob: the data of its constants that are not folded, one
+        after another (AOTI's ``load_constants``); None where the library does not say."""
+        functions = ("AOTInductorModelContainerGetNumConstants", "AOTInductorModelContainerGetConstantFromFolded",
+                     "AOTInductorModelContainerGetConstantDataSize")
+        if not all(hasattr(self._lib, name) for name in functions):
+            return None
+        total, folded, size = 0, ctypes.c_bool(), ctypes.c_size_t()
+        for index in range(self._get_size(functions[0])):
+            self._check(self._lib.AOTInductorModelContainerGetConstantFromFolded(
+                self._live(), index, ctypes.byref(folded)), functions[1], PackageError)
+            if folded.value:
+                continue
+            self._check(self._lib.AOTInductorModelContainerGetConstantDataSize(
+                self._live(), index, ctypes.byref(size)), functions[2], PackageError)
+            total += size.value
+        return total
 
     # --- running -------------------------------------------------------------------------------------
 

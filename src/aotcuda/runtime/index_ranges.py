@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from aotcuda.errors import InputError, PackageError
-from aotcuda.runtime.checks import DimSpec, evaluate_dim, under_dim_names
+from aotcuda.runtime.checks import evaluate_dim
+from aotcuda.runtime.specs import DimSpec, under_dim_names
 from aotcuda.runtime.shape_expressions import shape_expression
 
 
@@ -75,6 +76,11 @@ def _value(bound, bindings: dict[str, int], label: str, side: str) -> int | None
     return value
 
 
+def _integer_dtype(name) -> bool:
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    return isinstance(dtype, torch.dtype) and not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+
+
 class IndexRangeChecks:
     """The inputs of one Program that have index ranges, and their check (``check``)."""
 
@@ -106,6 +112,9 @@ class IndexRangeChecks:
             try:
                 if not isinstance(entries, list):
                     raise ValueError(f"index_ranges is a {type(entries).__name__}, not a list")
+                if not _integer_dtype(spec.get("dtype")):  # the lowering records ranges of integer inputs only
+                    raise ValueError(f"they are given for a {str(spec.get('dtype'))[:40]!r} input; only integer "
+                                     "inputs have index ranges (a NaN has no place in a range check)")
                 ranges[index] = tuple(IndexRange.from_json(entry, names) for entry in entries)
             except (ValueError, TypeError) as exc:  # TypeError: a dim_names value that is not a string
                 raise PackageError(f"{path!r}: the signature's index_ranges of input #{index} are malformed "

@@ -18,16 +18,25 @@ looked up next to it. The folder of the load that first opened the library is re
 closes, while later loads of the same .so keep using the library: so the library is opened from a copy of
 that folder made of hard links (no bytes copied), kept until the process that made it exits. Only that
 process removes it (a forked child inherits the exit handler), and a pinned folder found missing (removed
-by a temp cleaner, or by an older aotcuda's forked child) is restored from the load that finds it missing.
+by a temp cleaner, or by an older aotcuda's forked child) is restored from the load that finds it missing,
+at its path, in a folder this process made again itself: a folder or link found there (another user may
+make one once ours is gone) is never written into; new libraries are then pinned in a new folder, and a lost
+one cannot be restored (PackageError: restart the process).
+
+Why a lock: a process killed without its exit handlers (SIGKILL, an abort, the OOM killer) cannot remove its
+folders. Each process's folder holds ``owner.lock``, locked while it lives, and each extracted package's
+folder names that lock; the first load of the next process removes the folders whose lock nobody holds.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Callable
@@ -35,8 +44,11 @@ from collections.abc import Callable
 from aotcuda.errors import PackageError
 
 _LIBRARIES: dict[tuple[str, str], tuple[ctypes.CDLL, str]] = {}  # (digest, kind) -> (library, pinned .so)
+_DIGESTS: dict[int, str] = {}  # id(library) -> the SHA-256 of its file (libraries are never released)
 _LOCK = threading.Lock()
-_root: tuple[int, str] | None = None  # (the pid that made it, the folder of the pinned copies)
+_root: tuple[int, str, int] | None = None  # (the pid that made it, the folder of the pinned copies, its lock)
+ROOT_PREFIX, PACKAGE_PREFIX = "aotcuda_libraries_", "aotcuda-"  # in the temporary folder
+OWNER_LOCK, OWNER_FILE = "owner.lock", ".aotcuda-owner"
 
 
 def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CDLL]) -> ctypes.CDLL:
@@ -53,9 +65,11 @@ def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CD
         with _LOCK:
             found = _LIBRARIES.get(key)
             if found is None:
-                _LIBRARIES[key] = (open_library(pinned), pinned)
+                library = open_library(pinned)
+                _DIGESTS[id(library)] = key[0]  # kept for the life of the process, as the library
+                _LIBRARIES[key] = (library, pinned)
                 keep = True
-                return _LIBRARIES[key][0]
+                return library
             library, first_pin = found
             if not os.path.exists(first_pin):
                 _restore(os.path.dirname(pinned), os.path.dirname(first_pin))
@@ -64,6 +78,11 @@ def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CD
     finally:
         if not keep:
             shutil.rmtree(os.path.dirname(pinned), ignore_errors=True)
+
+
+def digest_of(library) -> str | None:
+    """The SHA-256 of the file a shared library was opened from (None for one ``open_shared`` did not open)."""
+    return _DIGESTS.get(id(library))
 
 
 def file_digest(path: str) -> str:
@@ -89,15 +108,109 @@ def remove_in_creator(folder: str, creator_pid: int) -> None:
 
 def _pinned_root() -> str:
     """This process's folder of pinned copies: made at the first pin, removed at exit; made again where it
-    was removed (its path stays the same: the libraries opened from it know their files by that path)."""
+    was removed (its path stays the same: the libraries opened from it know their files by that path).
+
+    The folder holds ``owner.lock``, locked by this process while it lives, so that a later process can tell
+    the folder of one that died without its exit handlers (SIGKILL, an abort, the OOM killer) and remove it
+    (``sweep_dead_folders``). A path found taken by what this process did not make (another user's folder, a
+    symbolic link: planted after a temp cleaner removed ours) is never written into: a new folder is made."""
     global _root
     pid = os.getpid()
     if _root is None or _root[0] != pid:  # a forked child pins into a folder of its own
-        root = tempfile.mkdtemp(prefix="aotcuda_libraries_")
-        atexit.register(remove_in_creator, root, pid)
-        _root = (pid, root)
-    os.makedirs(_root[1], mode=0o700, exist_ok=True)
+        _root = (pid, *_new_root(pid))
+        sweep_dead_folders(os.path.dirname(_root[1]))
+    elif not _is_private_folder(_root[1]):
+        try:
+            os.mkdir(_root[1], 0o700)  # removed (a temp cleaner): the same path, made by us, or nothing
+            _root = (pid, _root[1], _lock_folder(_root[1]))
+        except FileExistsError:  # someone else's now: the libraries opened from it cannot be restored there
+            _root = (pid, *_new_root(pid))
     return _root[1]
+
+
+def _new_root(pid: int) -> tuple[str, int]:
+    root = tempfile.mkdtemp(prefix=ROOT_PREFIX)
+    atexit.register(remove_in_creator, root, pid)
+    return root, _lock_folder(root)
+
+
+def _lock_folder(folder: str) -> int:
+    """Lock ``folder``/owner.lock for as long as this process lives (the descriptor is kept; a forked child
+    shares the lock). Made under another name and renamed, so that no sweep ever sees it unlocked."""
+    fresh = os.path.join(folder, f"{OWNER_LOCK}.{os.getpid()}")
+    descriptor = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+    os.rename(fresh, os.path.join(folder, OWNER_LOCK))
+    return descriptor
+
+
+def owner_lock() -> str:
+    """The lock file of this process's folder (made if needed): written into each extracted package's folder
+    (``mark_owned``), so that a later process removes that folder once this process is gone."""
+    with _LOCK:
+        return os.path.join(_pinned_root(), OWNER_LOCK)
+
+
+def mark_owned(folder: str) -> None:
+    """Record in ``folder`` (a fresh temporary folder of this process) which process owns it."""
+    fresh = os.path.join(folder, f"{OWNER_FILE}.new")
+    with open(fresh, "w") as file:
+        file.write(owner_lock())
+    os.rename(fresh, os.path.join(folder, OWNER_FILE))
+
+
+def _is_private_folder(path: str) -> bool:
+    """Whether ``path`` is a folder (not a link) of this user that nobody else may write into."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+
+
+def sweep_dead_folders(temp_dir: str) -> list[str]:
+    """Remove the folders aotcuda processes of this user left in ``temp_dir`` when they died without their
+    exit handlers: a pinned-library folder whose ``owner.lock`` nobody holds, and an extracted package whose
+    owner file names such a lock. Folders without those files (another version's, one being made, another
+    user's) are left alone. Returns the folders removed."""
+    removed = []
+    try:
+        entries = sorted(os.scandir(temp_dir), key=lambda entry: entry.name.startswith(ROOT_PREFIX))  # roots last
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith((ROOT_PREFIX, PACKAGE_PREFIX)) or not _is_private_folder(entry.path):
+            continue
+        if entry.name.startswith(ROOT_PREFIX):
+            lock = os.path.join(entry.path, OWNER_LOCK)
+        else:
+            try:
+                with open(os.path.join(entry.path, OWNER_FILE), "rb") as file:
+                    lock = os.fsdecode(file.read(4096))
+            except OSError:
+                continue
+            if os.path.dirname(os.path.dirname(lock)) != temp_dir or not os.path.basename(
+                    os.path.dirname(lock)).startswith(ROOT_PREFIX) or os.path.basename(lock) != OWNER_LOCK:
+                continue
+        if _owner_gone(lock):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
+def _owner_gone(lock: str) -> bool:
+    """Whether the owner lock file exists and no process holds it."""
+    try:
+        descriptor = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
 
 
 def _pin_library_folder(so_path: str) -> str:
@@ -114,9 +227,11 @@ def _pin_library_folder(so_path: str) -> str:
 
 
 def _restore(source_folder: str, lost_folder: str) -> None:
-    """Put a fresh pin of the same bytes where a library's pinned folder was. Called under the lock."""
+    """Put a fresh pin of the same bytes where a library's pinned folder was. Called under the lock. Only into
+    a folder of this process's own making (``_pinned_root``): never into one another user planted there."""
     try:
-        os.makedirs(os.path.dirname(lost_folder), mode=0o700, exist_ok=True)
+        if not _is_private_folder(os.path.dirname(lost_folder)):
+            raise OSError(f"{os.path.dirname(lost_folder)} is not a private folder of this process any more")
         shutil.rmtree(lost_folder, ignore_errors=True)  # a part left behind
         os.rename(source_folder, lost_folder)
     except OSError as exc:

@@ -16,6 +16,7 @@ refuses (after taking its entry back out).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -23,26 +24,42 @@ from aotcuda.errors import RuntimeCallError
 
 CLOSED_MESSAGE = "this Program was closed; load the package again"
 _POLL_S = 0.001  # how often close() looks whether the calls in flight have returned
+_thread = threading.get_ident
 
 
 class CallGate:
-    """``with gate:`` around each call; ``gate.close()`` once, before freeing what the calls use."""
+    """``with gate:`` around each call; ``gate.close(free)`` once, to free what the calls use.
 
-    __slots__ = ("_calls", "_closed", "_close_lock")
+    A call made on the thread that closes (a signal handler that runs ``program.close()`` while the main
+    thread is inside a call, or a callback of the call) cannot return before close does: waiting for it
+    hung for ever (and a second SIGTERM ran the same handler, which hung too). So close never waits for
+    its own thread's calls: it refuses new calls, and the last call to leave frees, after its own work.
+    """
+
+    __slots__ = ("_calls", "_closed", "_close_lock", "_deferred")
 
     def __init__(self) -> None:
-        self._calls: list[None] = []  # one entry per call in flight
+        self._calls: list[int] = []  # the thread of each call in flight
         self._closed = False
-        self._close_lock = threading.Lock()  # close() against close(), never taken by calls
+        self._close_lock = threading.Lock()  # close() against close(), and a deferred free against itself
+        self._deferred = None  # the free that the last call in flight runs (see the class docstring)
 
     def __enter__(self) -> None:
-        self._calls.append(None)
+        self._calls.append(_thread())
         if self._closed:
-            self._calls.pop()
+            self._leave()
             raise RuntimeCallError(CLOSED_MESSAGE)
 
     def __exit__(self, *exc_info) -> None:
-        self._calls.pop()
+        self._leave()
+
+    def _leave(self) -> None:
+        self._calls.remove(_thread())  # one of this thread's entries (they are alike)
+        if self._deferred is not None:  # rare: a close on a thread that was inside a call
+            with self._close_lock:
+                free, self._deferred = (self._deferred, None) if not self._calls else (None, self._deferred)
+            if free is not None:
+                free()
 
     @property
     def closed(self) -> bool:
@@ -52,12 +69,46 @@ class CallGate:
     def in_flight(self) -> int:
         return len(self._calls)
 
-    def close(self) -> bool:
-        """Refuse new calls and wait for the calls in flight to return. Returns True the first time (the
-        caller then frees), False when already closed. Must not be called from inside a call."""
+    def close(self, free=None) -> bool:
+        """Refuse new calls; then ``free()``, once the calls in flight on other threads have returned, or, where
+        this thread is itself inside a call, when the last call leaves. Returns True the first time, False when
+        already closed (``free`` is then not called)."""
         with self._close_lock:
-            first = not self._closed
+            if self._closed:
+                return False
             self._closed = True
-            while self._calls:
+            mine = _thread()
+            while any(thread != mine for thread in list(self._calls)):
                 time.sleep(_POLL_S)
-        return first
+            if mine in self._calls:  # beneath this close, on this thread: it frees when it leaves
+                self._deferred = free
+                return True
+        if free is not None:
+            free()
+        return True
+
+
+class _OpenMP:
+    """Whether a CPU model ran in this process (``Program._run`` sets ``used``): its generated code's
+    ``#pragma omp parallel`` regions then have started OpenMP's thread pool. A child forked after that
+    (``multiprocessing``'s default start on Linux, a server's preforked workers) inherits the pool's state but
+    not its threads: GNU OpenMP has no fork handler, and the child's first parallel region waited for the
+    parent's threads for good (eager torch hangs alike). A team of one thread needs none of them, so such a
+    child runs OpenMP with one thread (``torch.set_num_threads(1)``, which sets OpenMP's count too); a
+    child forked before any CPU run keeps every thread. Set more in the child with torch.set_num_threads
+    only if its parent never ran a parallel region."""
+
+    used = False
+
+
+OPENMP = _OpenMP()
+
+
+def _one_openmp_thread_in_a_child() -> None:
+    if OPENMP.used:
+        import torch
+
+        torch.set_num_threads(1)
+
+
+os.register_at_fork(after_in_child=_one_openmp_thread_in_a_child)

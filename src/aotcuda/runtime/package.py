@@ -32,8 +32,15 @@ from aotcuda.errors import PackageError
 from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.package_format import open_zip as _open_zip
-from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction, copy_entry, read_entry
-from aotcuda.runtime.libraries import remove_in_creator
+from aotcuda.runtime.archive import (
+    ArchiveLimits,
+    check_entries,
+    check_entry_path,
+    check_extraction,
+    copy_entry,
+    read_entry,
+)
+from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
 
 
@@ -68,16 +75,22 @@ def model_names(names: list[str]) -> list[str]:
     return sorted({n[len(prefix):].split("/", 1)[0] for n in names if n.startswith(prefix) and n.count("/") > prefix.count("/")})
 
 
+def _listed(names: list[str], most: int = 10) -> str:
+    """Names of a package in a message: at most ``most`` of them, each at most 80 characters, and a count."""
+    shown = ", ".join(name if len(name) <= 80 else f"{name[:60]}..." for name in names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 def _pick_model(path: str, names: list[str], model_name: str | None) -> str:
     found = model_names(names)
     if model_name is not None:
         if model_name not in found:
-            raise PackageError(f"{path!r} has no model {model_name!r}; it has: {', '.join(found) or 'none'}")
+            raise PackageError(f"{path!r} has no model {model_name!r}; it has: {_listed(found) or 'none'}")
         return model_name
     if not found:
         raise PackageError(f"{path!r} holds no AOTInductor model (no data/aotinductor/<model>/ folder)")
     if len(found) > 1 and "model" not in found:
-        raise PackageError(f"{path!r} holds several models ({', '.join(found)}); pass model_name=")
+        raise PackageError(f"{path!r} holds several models ({_listed(found)}); pass model_name=")
     return "model" if "model" in found else found[0]
 
 
@@ -89,8 +102,9 @@ def _safe_target(root_dir: str, relative: str) -> str:
 
 
 # What zipfile raises for an archive whose directory looks fine but whose data is damaged
-# (a flipped byte: "Bad CRC-32"; a cut-off entry: EOFError; a broken deflate stream: zlib.error).
-_DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError)
+# (a flipped byte: "Bad CRC-32"; a cut-off entry: EOFError; a broken deflate stream: zlib.error; a local
+# header whose name is not UTF-8 although its flag says so: UnicodeDecodeError).
+DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError)
 
 
 def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, out_dir: str, path: str,
@@ -107,7 +121,7 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
         os.makedirs(os.path.dirname(target), exist_ok=True)
         try:
             copy_entry(archive, info, target)
-        except _DAMAGED_ZIP as exc:
+        except DAMAGED_ZIP as exc:
             raise PackageError(f"{path!r} is damaged: its entry {info.filename!r} cannot be read ({exc}); copy the "
                                "package again, or lower the model again") from exc
     return model_dir
@@ -134,6 +148,7 @@ def _extraction_plan(archive: zipfile.ZipFile, model_dir_entry: str, root: str, 
             relative = posixpath.basename(name)
         else:
             continue
+        check_entry_path(path, name, relative)
         target = _safe_target(model_dir, relative)
         if target in sources:
             raise PackageError(f"{path!r}: its entries {sources[target]!r} and {name!r} would both be extracted to "
@@ -194,8 +209,9 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     path = os.fspath(path)
     limits = limits or ArchiveLimits.from_environment()
     with _opened(path, model_name, limits) as (archive, names, model, root, signature):
-        out_dir = tempfile.mkdtemp(prefix="aotcuda-")
+        out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
         try:
+            mark_owned(out_dir)  # removed by a later process if this one dies without its exit handlers
             model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits)
             package = _describe_model(path, model, model_dir, signature, limits)
         except BaseException:
@@ -286,7 +302,7 @@ def read_json_entry(archive: zipfile.ZipFile, name: str, path: str, limits: Arch
     """A JSON entry's bytes, within ``limits.max_json_bytes``; PackageError for a damaged entry."""
     try:
         return read_entry(archive, name, limits.max_json_bytes, path, "max_json_bytes")
-    except _DAMAGED_ZIP as exc:
+    except DAMAGED_ZIP as exc:
         raise PackageError(f"{path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy the "
                            "package again, or lower the model again") from exc
 

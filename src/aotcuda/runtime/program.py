@@ -44,7 +44,6 @@ from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
 from aotcuda.runtime.bound import BoundGraph, bind_graph
 from aotcuda.runtime.checks import (
-    TensorSpec,
     check_buffers_match,
     check_caller_outputs,
     check_inputs,
@@ -66,7 +65,7 @@ from aotcuda.runtime.handles import (
     steal_handles,
 )
 from aotcuda.runtime.index_ranges import IndexRangeChecks
-from aotcuda.runtime.lifetime import CallGate
+from aotcuda.runtime.lifetime import OPENMP, CallGate
 from aotcuda.runtime.keywords import (
     bind_keywords,
     check_constant_leaves,
@@ -76,6 +75,7 @@ from aotcuda.runtime.keywords import (
 )
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
+from aotcuda.runtime.specs import specs_from_signature
 
 __all__ = ["Program", "load", "read_signature"]
 
@@ -134,6 +134,7 @@ class Program:
         self._gate = CallGate()
         unchecked = package.signature is None
         self._container = self._make_container(aoti_checks=unchecked)
+        self._check_signature_library()
         self._input_names = self._container.input_names()
         self._output_names = self._container.output_names()
         self._in_spec, self._out_spec = self._load_call_spec()
@@ -163,6 +164,21 @@ class Program:
         self._stealer = OutputStealer(self.num_outputs)
         self._stream_of = raw_stream_function(self._device) if self._device.type == "cuda" else None
         self._fast_paths()
+
+    def _check_signature_library(self) -> None:
+        """Refuse (PackageError) a signature written for another model library than the one loaded: the checks
+        would pass inputs of its shapes and dtypes to generated code that reads others (past a buffer's end).
+        Signatures without ``library_sha256`` (older aotcuda) are trusted as before."""
+        recorded = (self._package.signature or {}).get("library_sha256")
+        opened = self._container.library_sha256
+        if recorded is None or opened is None or recorded == opened:
+            return
+        self._container.delete()
+        shown = repr(recorded)[:80] if not isinstance(recorded, str) else f"{recorded[:16]}..."
+        raise PackageError(f"{self._package.path!r}: its aotcuda signature was written for another model library "
+                           f"(SHA-256 {shown}) than the one it holds ({opened[:16]}...): the signature is stale, or "
+                           "the package was altered; nothing was run. Lower the model again, or write the signature "
+                           "again with write_signature (without its library_sha256)")
 
     def _make_container(self, aoti_checks: bool) -> ModelContainer:
         """The model container, on a library shared with other loads of the same .so. A package whose inputs
@@ -219,13 +235,7 @@ class Program:
     def _load_specs(self, signature: dict | None):
         if not signature:
             return None, None
-        try:
-            names = signature.get("dim_names")  # the user's Dim names: specs and errors show "seq", not s27
-            inputs = tuple(TensorSpec.from_json(s, names) for s in signature.get("inputs", []))
-            outputs = tuple(TensorSpec.from_json(s, names) for s in signature.get("outputs", []))
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:  # int(1e999): Overflow
-            raise PackageError(f"{self.package_path!r}: the aotcuda signature entry is malformed ({type(exc).__name__}: "
-                               f"{exc}); lower the model again, or write it with write_signature") from exc
+        inputs, outputs = specs_from_signature(signature, self.package_path)  # PackageError when malformed
         # A signature that does not describe this container (e.g. a stale entry) is not used for checks.
         return (inputs if len(inputs) == self.num_inputs else None,
                 outputs if len(outputs) == self.num_outputs else None)
@@ -362,6 +372,8 @@ class Program:
         """
         if stream is None and self._stream_of is not None:
             stream = self._stream_of()
+        elif not OPENMP.used and self._stream_of is None:  # a CPU run: OpenMP's threads may start (see OPENMP)
+            OPENMP.used = True
         output_array = self._output_array()
         # The first input's handle goes on a private alias (a new TensorImpl, same memory) so that after a
         # failed run we can tell whether the model took the handles over: see _release_unstolen.
@@ -437,15 +449,20 @@ class Program:
     def close(self) -> None:
         """Free the CUDA graphs and the model container, and remove the extracted package (idempotent).
 
-        Calls in flight on other threads finish first (close waits for them); later calls raise
-        RuntimeCallError. Outputs already returned stay valid. The model's library stays loaded for the
+        Calls in flight on other threads finish first (close waits for them); a close made on a thread that
+        is itself inside a call (a signal handler, a callback) returns at once, and that call frees when it
+        returns. Later calls raise RuntimeCallError. Outputs already returned stay valid. The model's library stays loaded for the
         next load of the same package (``aotcuda.runtime.libraries``: such libraries cannot be unloaded),
         and with it a hard-linked copy of the package folder it was opened from, removed at exit: the
         generated code reads its own file (weights over 2 GB are appended to it).
         """
         gate = getattr(self, "_gate", None)
-        if gate is not None:
-            gate.close()
+        if gate is None:  # __init__ failed before the gate: nothing can be in flight
+            self._free()
+        else:
+            gate.close(self._free)  # frees once no call is in flight (after the caller's own, on this thread)
+
+    def _free(self) -> None:
         graphs = getattr(self, "_graphs", None)
         if graphs is not None:
             graphs.clear()

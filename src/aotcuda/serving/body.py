@@ -9,7 +9,7 @@ import asyncio
 
 from aotcuda.errors import AotcudaError, InputError
 
-__all__ = ["ERROR_HEADER", "LateBodyError", "RequestError", "SlowBodyError", "read_body"]
+__all__ = ["ERROR_HEADER", "BusyError", "LateBodyError", "PendingBytes", "RequestError", "SlowBodyError", "read_body"]
 
 # Marks the answers aotcuda gave itself (400, 408, 500, 503), from the proxy or a replica: a 5xx without it
 # came from Ray's own proxy (client.py retries those).
@@ -35,13 +35,39 @@ class LateBodyError(AotcudaError):
     http_status = 503
 
 
+class BusyError(AotcudaError):
+    """A request refused because the HTTP proxy already holds as many bytes of request bodies as it may
+    (answered with HTTP 503 and Retry-After; nothing of it ran, so a client may send it again)."""
+
+    http_status = 503
+
+
+class PendingBytes:
+    """The bytes of request bodies one HTTP proxy holds (read, or being read, until their request ends),
+    within ``limit``: concurrent clients cannot make it hold more than that, whatever each body's size."""
+
+    def __init__(self, limit: int):
+        self.limit, self.held = limit, 0
+
+    def take(self, size: int) -> None:
+        """Count ``size`` more bytes, or raise BusyError when they would pass the limit (nothing counted)."""
+        if self.held + size > self.limit:
+            raise BusyError(f"the server holds {self.held} bytes of request bodies, and {size} more would pass its "
+                            f"limit of {self.limit} (--max-pending-bytes); nothing of this request ran, send it "
+                            "again after the Retry-After seconds")
+        self.held += size
+
+    def give(self, size: int) -> None:
+        self.held -= size
+
+
 def too_large(size: int, max_bytes: int, how: str) -> RequestError:
     """The refusal of a body of `size` bytes (declared, counted so far, or whole) over `max_bytes`."""
     return RequestError(f"the request body {how} {size} bytes, more than this server's limit of {max_bytes}; "
                         "send smaller batches, or start the server with a larger --max-request-bytes")
 
 
-async def read_body(request, max_bytes: int, timeout_s: float) -> bytes:
+async def read_body(request, max_bytes: int, timeout_s: float, take=None) -> bytes:
     """The body of a Starlette request, read within ``timeout_s`` seconds and at most ``max_bytes`` long (by
     Ray Serve's HTTP proxy, from the client: proxy.WholeBody; by a replica behind a proxy without it).
 
@@ -49,6 +75,11 @@ async def read_body(request, max_bytes: int, timeout_s: float) -> bytes:
     one (chunked) is counted while it streams and refused as soon as it passes the limit. A body that is
     still arriving after ``timeout_s`` (a client that sends headers and then trickles, or nothing) is
     refused with SlowBodyError, which frees the replica's slot.
+
+    ``take(size)`` (optional) is called once before a byte is read, with the declared length (h11 refuses a
+    body longer than that), or ``max_bytes`` for a chunked body; it may raise (PendingBytes.take: BusyError)
+    to refuse the body. Counting chunks as they arrive instead let concurrent chunked bodies starve each
+    other: each took part of the room, none could finish.
     """
     declared = request.headers.get("content-length")
     if declared is not None:
@@ -58,6 +89,8 @@ async def read_body(request, max_bytes: int, timeout_s: float) -> bytes:
             raise RequestError(f"the request's Content-Length {declared[:40]!r} is not a number of bytes")
         if int(declared) > max_bytes:
             raise too_large(int(declared), max_bytes, "declares")
+    if take is not None:  # before a byte is read; a chunked body may be as long as the limit (the reader trims)
+        take(int(declared) if declared is not None else max_bytes)
     chunks: list[bytes] = []
 
     async def read() -> None:

@@ -5,8 +5,9 @@
 
 Retry rule: a request is sent again (up to ``retries`` times) only when the server cannot have run it:
 the connection was never made (refused, unreachable, connect timeout: nothing was sent), or the answer is a
-503 with ``Retry-After`` (Ray Serve's proxy refusing it before any replica took it; the wait is the header's,
-capped at ``max_retry_after_s``). Anything after the request was sent is final: a read timeout (the server
+503 with ``Retry-After`` (Ray Serve's proxy refusing it before any replica took it, or aotcuda's part of the
+proxy holding too many bodies: X-Aotcuda-Error BusyError; the wait is the header's, capped at
+``max_retry_after_s``). Anything after the request was sent is final: a read timeout (the server
 may still be running it), a connection closed without an answer, a 5xx without the X-Aotcuda-Error header
 (the replica that held the request died: resending the request a replica died on can kill the next one,
 and resending one that is still running doubles the load), and every answer aotcuda gave itself, from a
@@ -120,7 +121,7 @@ class Client:
             return answer
         text = answer.decode(errors="replace")
         retry_after = _retry_after(response.headers.get("Retry-After"))
-        if response.status == 503 and retry_after is not None and response.headers.get(ERROR_HEADER) is None:
+        if response.status == 503 and retry_after is not None and response.headers.get(ERROR_HEADER) in (None, "BusyError"):
             raise ServingError(503, text, retriable=True, retry_after_s=retry_after)
         if response.status >= 500 and response.headers.get(ERROR_HEADER) is None:
             text = (f"{text.strip() or response.reason} (from Ray's proxy, not the program: the replica that held "

@@ -22,10 +22,13 @@ from aotcuda.serving.server import ServeOptions
               help="larger request bodies get HTTP 400 (refused by Content-Length before reading).")
 @click.option("--body-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="a request body still arriving after this many seconds gets HTTP 408.")
+@click.option("--max-pending-bytes", default=None, type=click.IntRange(min=1),
+              help="bytes of request bodies the HTTP proxy holds at once, over all clients; more get HTTP 503 with "
+                   "Retry-After [default: 1 GiB, or --max-request-bytes if larger].")
 @click.option("--dashboard", is_flag=True,
               help="start Ray's dashboard on 127.0.0.1:8265 with the local Ray (off: no dashboard).")
 def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes,
-                  body_timeout_s, dashboard):
+                  body_timeout_s, max_pending_bytes, dashboard):
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
     out), GET /healthz. Starts Ray locally (its own servers on loopback only, whatever --host), or joins the
     cluster in RAY_ADDRESS. Exits 0 once Serve and Ray are down (Ctrl-C lets Serve finish the requests in
@@ -39,7 +42,7 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
 
     options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
                            batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes,
-                           body_timeout_s=body_timeout_s, dashboard=dashboard)
+                           body_timeout_s=body_timeout_s, max_pending_bytes=max_pending_bytes, dashboard=dashboard)
     try:
         server = serve_package(package, options)
     except KeyboardInterrupt:  # Ctrl-C while the replicas start: serve_package has shut everything down

@@ -26,27 +26,55 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse
 
 from aotcuda import switches
-from aotcuda.serving.body import ERROR_HEADER, RequestError, read_body
+from aotcuda.serving.body import ERROR_HEADER, BusyError, PendingBytes, RequestError, read_body
 
-__all__ = ["BODY_READ", "CALLBACK", "WholeBody", "middlewares", "proxy_environment", "read_by_proxy"]
+__all__ = ["BODY_READ", "CALLBACK", "WholeBody", "bound_request_heads", "middlewares", "proxy_environment",
+           "read_by_proxy"]
 
 CALLBACK = "aotcuda.serving.proxy:middlewares"
 CALLBACK_VARIABLE = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 BODY_TIMEOUT_VARIABLE, MAX_BYTES_VARIABLE = "AOTCUDA_SERVE_BODY_TIMEOUT_S", "AOTCUDA_SERVE_MAX_REQUEST_BYTES"
+MAX_PENDING_VARIABLE = "AOTCUDA_SERVE_MAX_PENDING_BYTES"
+RETRY_AFTER_S = 1  # what a client refused for lack of room is told to wait (BusyError)
 BODY_READ = "aotcuda.body_read"  # scope key: the proxy read this request's whole body within its limits
 
 
-def proxy_environment(body_timeout_s: float, max_request_bytes: int) -> dict[str, str]:
-    """The variables that give a Ray's HTTP proxy this middleware with these limits (read when it starts)."""
+def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending_bytes: int | None = None) -> dict[str, str]:
+    """The variables that give a Ray's HTTP proxy this middleware with these limits (read when it starts);
+    ``max_pending_bytes`` None: the switch's default, or ``max_request_bytes`` where that is larger."""
+    pending = max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, int(max_request_bytes))
     return {CALLBACK_VARIABLE: CALLBACK, BODY_TIMEOUT_VARIABLE: repr(float(body_timeout_s)),
-            MAX_BYTES_VARIABLE: str(int(max_request_bytes))}
+            MAX_BYTES_VARIABLE: str(int(max_request_bytes)), MAX_PENDING_VARIABLE: str(int(pending))}
 
 
 def middlewares() -> list[Middleware]:
     """Called by Ray Serve's HTTP proxy when it starts: the limits come from its environment (the switches'
-    defaults are ServeOptions'). Raises ValueError naming a variable that is not a positive number."""
+    defaults are ServeOptions'), and request heads are bounded (``bound_request_heads``). Raises ValueError
+    naming a variable that is not a positive number."""
+    bound_request_heads()
     return [Middleware(WholeBody, timeout_s=_positive(BODY_TIMEOUT_VARIABLE),
-                       max_bytes=_positive(MAX_BYTES_VARIABLE))]
+                       max_bytes=_positive(MAX_BYTES_VARIABLE), max_pending_bytes=_positive(MAX_PENDING_VARIABLE))]
+
+
+def bound_request_heads() -> bool:
+    """Make uvicorn's ``http="auto"`` mean h11, in this process (Ray's proxy: called when it starts, before Ray
+    builds its uvicorn config, which leaves ``http`` at "auto"). Returns whether it could.
+
+    Why: "auto" takes httptools where it is installed (Ray Serve's own dependencies install it), and
+    httptools bounds no request head: it gathers a header value by concatenation, so one connection sending
+    a 120 MiB header grew the proxy by 120 MiB and took 46 s of its CPU (the copies grow with the value),
+    while every other request waited on the same event loop. h11 refuses a head over 16 KiB (uvicorn answers
+    400 and closes). The body is read here either way; h11 costs tens of microseconds a request more, beside a
+    model's run. A uvicorn without that table keeps its choice."""
+    try:
+        import uvicorn.config
+    except ImportError:
+        return False
+    protocols = getattr(uvicorn.config, "HTTP_PROTOCOLS", None)
+    if not isinstance(protocols, dict) or "h11" not in protocols or "auto" not in protocols:
+        return False
+    protocols["auto"] = protocols["h11"]
+    return True
 
 
 def _positive(name: str):
@@ -64,21 +92,49 @@ def read_by_proxy(scope) -> bool:
 class WholeBody:
     """ASGI middleware: read an HTTP request's whole body within ``timeout_s`` and at most ``max_bytes`` long
     (body.read_body: refused by Content-Length before reading, counted while it streams), answer 408 or 400
-    itself when it does not fit, else hand the app the body as one message and mark the scope."""
+    itself when it does not fit, else hand the app the body as one message and mark the scope.
 
-    def __init__(self, app, *, timeout_s: float, max_bytes: int):
+    ``max_pending_bytes``: the bytes of bodies it holds at once, over all requests (a body is held from its
+    first byte, or from its Content-Length, until its request ends). Each client is bounded by ``max_bytes``,
+    but the proxy takes every connection: 40 clients sending 256 MiB each made it hold 10 GiB. A body that
+    would pass the limit is answered 503 with Retry-After (BusyError): nothing of it ran, the client may resend.
+    """
+
+    def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None):
         self.app, self.timeout_s, self.max_bytes = app, timeout_s, max_bytes
+        self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        held = 0
+
+        def take(size: int) -> None:
+            nonlocal held
+            self.pending.take(size)
+            held += size
+
+        def trim(size: int) -> None:  # a chunked body held room for the largest: keep what it is
+            nonlocal held
+            self.pending.give(held - size)
+            held = size
+
         try:
-            body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s)
+            await self._read_and_hand_on(scope, receive, send, take, trim)
+        finally:
+            self.pending.give(held)
+
+    async def _read_and_hand_on(self, scope, receive, send, take, trim) -> None:
+        try:
+            body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s, take)
+            trim(len(body))
         except ClientDisconnect:  # the client left mid-body: nobody to answer
             return
-        except RequestError as error:
+        except (RequestError, BusyError) as error:
             headers = {ERROR_HEADER: type(error).__name__, "Connection": "close"}  # the rest of the body is unread
+            if isinstance(error, BusyError):
+                headers["Retry-After"] = str(RETRY_AFTER_S)
             await PlainTextResponse(str(error), status_code=error.http_status, headers=headers)(scope, receive, send)
             return
         handed = False

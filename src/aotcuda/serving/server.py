@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 
 from aotcuda.errors import Advice, PackageError, ServingConfigError
-from aotcuda.runtime.checks import TensorSpec
+from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.runtime.package import read_signature
 from aotcuda.serving.batching import serving_plan
 
@@ -61,6 +61,9 @@ class ServeOptions:
         max_request_bytes: larger request bodies get 400 (refused by Content-Length before reading).
         body_timeout_s: a request body still arriving after this many seconds gets 408 (timed in the HTTP
             proxy, on the client's sending alone, in a Ray that serve_package starts: aotcuda.serving.proxy).
+        max_pending_bytes: the bytes of request bodies the HTTP proxy holds at once, over all clients (in a Ray
+            that serve_package starts); a body that would pass it gets 503 with Retry-After. None: 1 GiB, or
+            max_request_bytes where that is larger.
         dashboard: start Ray's dashboard (on 127.0.0.1:8265) with a local Ray instance; off by default.
     """
 
@@ -75,6 +78,7 @@ class ServeOptions:
     request_timeout_s: float = 60.0
     max_request_bytes: int = 256 << 20
     body_timeout_s: float = 30.0
+    max_pending_bytes: int | None = None
     dashboard: bool = False
     extra_actor_options: dict = field(default_factory=dict)
 
@@ -84,6 +88,9 @@ class ServeOptions:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if self.batch_wait_ms < 0 or self.request_timeout_s <= 0 or self.body_timeout_s <= 0:
             raise ValueError("batch_wait_ms must be ≥ 0, request_timeout_s and body_timeout_s > 0")
+        if self.max_pending_bytes is not None and self.max_pending_bytes < self.max_request_bytes:
+            raise ValueError(f"max_pending_bytes ({self.max_pending_bytes}) must be at least max_request_bytes "
+                             f"({self.max_request_bytes}): a body of the largest size must fit")
 
 
 def check_package(package_path: str, options: ServeOptions) -> str:
@@ -93,8 +100,7 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     if not signature:
         raise PackageError(f"{package_path!r} has no aotcuda signature (inputs, outputs, device); serve a "
                            "package written by aotcuda.lower (or lower the model again)")
-    names = signature.get("dim_names")
-    specs = {kind: tuple(TensorSpec.from_json(s, names) for s in signature.get(kind, [])) for kind in ("inputs", "outputs")}
+    specs = dict(zip(("inputs", "outputs"), specs_from_signature(signature, package_path)))  # PackageError if malformed
     serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path)
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:
@@ -340,7 +346,8 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
         # The HTTP proxy reads each request's body from the client, within these options' limits (proxy.py).
         # A proxy callback the user set wins (theirs may return proxy.middlewares() among its own); the limits
         # are this call's.
-        for name, value in proxy_environment(options.body_timeout_s, options.max_request_bytes).items():
+        for name, value in proxy_environment(options.body_timeout_s, options.max_request_bytes,
+                                             options.max_pending_bytes).items():
             if name == CALLBACK_VARIABLE:
                 os.environ.setdefault(name, value)
             else:

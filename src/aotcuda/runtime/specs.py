@@ -1,0 +1,168 @@
+"""What a package's signature says of each tensor, read once and checked: ``TensorSpec`` and ``DimSpec``.
+
+The signature is package content (``aotcuda.package_format``): every field is checked for its type here,
+when the package is read, so that no call meets a value of the wrong type later, and load, ``aotcuda
+inspect`` and ``aotcuda serve`` read it through the same function (``specs_from_signature``). The checks
+of each call against these specs are ``aotcuda.runtime.checks``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from aotcuda.errors import PackageError
+from aotcuda.runtime.shape_expressions import shape_expression
+
+
+_TORCH_SYMBOL = re.compile(r"\b[a-z]\d+\b")  # the names torch gives shape symbols: s27, u0
+
+
+def under_dim_names(expr: str, dim_names: dict[str, str] | None) -> str:
+    """A dim's expression with each torch symbol under the Dim name the user gave it ("2*s27" → "2*seq")."""
+    if not dim_names:
+        return expr
+    return _TORCH_SYMBOL.sub(lambda match: dim_names.get(match.group(0), match.group(0)), expr)
+
+
+@dataclass(frozen=True)
+class DimSpec:
+    """One dim of an exported tensor: a static ``size``, or a sympy ``expr`` with its exported range.
+
+    ``expr`` is in torch's symbols (``s27``), which the checks evaluate; ``user_expr`` is the same
+    expression under the Dim names the user exported with (``seq``; the signature's ``dim_names``), which
+    ``str()``, ``repr()`` and the error messages show. Without names, ``user_expr`` is None and ``expr`` is
+    shown. A static dim's ``min`` and ``max`` are its size.
+    """
+
+    size: int | None = None
+    expr: str | None = None
+    min: int = 0
+    max: int | None = None  # None: unbounded
+    user_expr: str | None = None
+
+    def __post_init__(self):
+        if self.size is not None:  # a static dim's range is its size, not the dataclass defaults [0, None]
+            object.__setattr__(self, "min", self.size)
+            object.__setattr__(self, "max", self.size)
+
+    def __repr__(self) -> str:
+        return f"DimSpec({self})"  # DimSpec(4), DimSpec(seq in [2, 512]), DimSpec(2*seq in [4, inf])
+
+    @classmethod
+    def from_json(cls, dim, dim_names: dict[str, str] | None = None) -> DimSpec:
+        """A dim from the signature: a size (an int ≥ 0), or {"expr": str, "min": int, "max": int | null}.
+        Raises ValueError for anything else: every field is checked here, once, so that no call meets a
+        value of the wrong type later (a "max" of "64" raised a raw TypeError at every call)."""
+        if _is_int(dim):
+            if dim < 0:
+                raise ValueError(f"a size or stride of {dim}")
+            return cls(size=dim)
+        if not isinstance(dim, dict):
+            raise ValueError(f"a dim is a size or {{'expr': ..., 'min': ..., 'max': ...}}, got {_clipped(dim)}")
+        shape_expression(dim.get("expr"))  # ShapeExpressionError (a ValueError) for a string outside the grammar
+        low, high = dim.get("min"), dim.get("max")
+        if any(isinstance(bound, float) and bound in (float("inf"), float("-inf")) for bound in (low, high)):
+            raise OverflowError(f"the dim {dim['expr']!r} has the range [{low}, {high}]; its bounds are integers "
+                                "(max: null when unbounded)")
+        if not (low is None or _is_int(low)) or not (high is None or _is_int(high)):
+            raise ValueError(f"the dim {dim['expr']!r} has the range [{_clipped(low)}, {_clipped(high)}]; its bounds "
+                             "are integers (max: null when unbounded)")
+        named = under_dim_names(dim["expr"], dim_names)
+        return cls(expr=dim["expr"], min=low or 0, max=high, user_expr=named if named != dim["expr"] else None)
+
+    @property
+    def shown(self) -> str:
+        """The expression as the user knows it: under their Dim names where the package records them."""
+        return self.user_expr or self.expr
+
+    def __str__(self) -> str:
+        if self.size is not None:
+            return str(self.size)
+        return f"{self.shown} in [{self.min}, {'inf' if self.max is None else self.max}]"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What the package expects of one input or output tensor."""
+
+    name: str
+    dtype: torch.dtype
+    device_type: str
+    dims: tuple[DimSpec, ...]
+    contiguous: bool = True
+    strides: tuple[DimSpec, ...] | None = None  # the exported example's; None in older packages
+    mutated: bool | None = None  # inputs: the program writes it in place; None: unknown (older packages)
+
+    @classmethod
+    def from_json(cls, spec: dict, dim_names: dict[str, str] | None = None) -> TensorSpec:
+        """A TensorSpec from its signature entry; ``dim_names`` (the signature's) names its symbolic dims.
+        Raises KeyError, TypeError or ValueError for an entry that is not one (``specs_from_signature`` says
+        which)."""
+        if not isinstance(spec, dict):
+            raise TypeError(f"a tensor spec is a JSON object, got {_clipped(spec)}")
+        dtype = getattr(torch, spec["dtype"], None) if isinstance(spec["dtype"], str) else None
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"{_clipped(spec['dtype'])} is not a torch dtype")
+        name, device, shape, strides = spec["name"], spec.get("device", ""), spec["shape"], spec.get("strides")
+        if not isinstance(name, str) or not isinstance(device, str):
+            raise TypeError(f"a tensor's name and device are strings, got {_clipped(name)} and {_clipped(device)}")
+        if not isinstance(shape, list) or not (strides is None or (isinstance(strides, list) and len(strides) == len(shape))):
+            raise TypeError(f"{name!r}: its shape is a list of dims and its strides null or as many, got "
+                            f"{_clipped(shape)} and {_clipped(strides)}")
+        for flag in ("contiguous", "mutated"):
+            if not isinstance(spec.get(flag, False), (bool, type(None))):
+                raise TypeError(f"{name!r}: {flag} is true, false or null, got {_clipped(spec[flag])}")
+        return cls(name, dtype, device, tuple(DimSpec.from_json(d, dim_names) for d in shape),
+                   spec.get("contiguous") is not False,
+                   None if strides is None else tuple(DimSpec.from_json(d, dim_names) for d in strides),
+                   spec.get("mutated"))
+
+    def __repr__(self) -> str:
+        strides = "" if self.strides is None else f", strides={_tuple_text(self.strides)}"
+        return (f"TensorSpec({self.name!r}, {self.dtype}, {self.device_type!r}, shape={self.shape_text()}"
+                f"{strides}, contiguous={self.contiguous}, mutated={self.mutated})")
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def shape_text(self) -> str:
+        return _tuple_text(self.dims)
+
+
+def specs_from_signature(signature: dict, path: str) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+    """(input specs, output specs) of a signature (complex tensors in the caller's terms or not, as given).
+    Raises PackageError naming the package and the fault for a signature whose entries are not TensorSpecs:
+    load, ``aotcuda inspect`` and ``aotcuda serve`` read the same fields the same way."""
+    try:
+        names = signature.get("dim_names")  # the user's Dim names: specs and errors show "seq", not s27
+        if names is not None and not isinstance(names, dict):
+            raise TypeError(f"dim_names is {_clipped(names)}, not an object")
+        specs = {}
+        for kind in ("inputs", "outputs"):
+            entries = signature.get(kind, [])
+            if not isinstance(entries, list):
+                raise TypeError(f"{kind} is {_clipped(entries)}, not a list")
+            specs[kind] = tuple(TensorSpec.from_json(entry, names) for entry in entries)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise PackageError(f"{path!r}: the aotcuda signature entry is malformed ({type(exc).__name__}: "
+                           f"{exc}); lower the model again, or write it with write_signature") from exc
+    return specs["inputs"], specs["outputs"]
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _clipped(value, limit: int = 60) -> str:
+    """A value of a package as an error shows it: its repr, at most ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _tuple_text(dims) -> str:
+    """Dims as a Python tuple reads: (2, seq in [2, 512]), (4,), ()."""
+    return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
