@@ -31,7 +31,7 @@ def _interpreter_problem() -> str | None:
     (the H200's) types a scalar kernel argument as a 1-element array, and ``range()`` over it raises
     "only 0-dimensional arrays can be converted to Python scalars" under numpy 2; Triton 3.9's runs it."""
     done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TRITON_INTERPRET": "1"})
+                          env=_interpreter_environment())
     if done.returncode == 0:
         return None
     import triton
@@ -46,12 +46,20 @@ def _need_interpreter() -> None:
         pytest.skip(problem + "; where a GPU is, the CUDA tests run the kernels themselves")
 
 
+def _interpreter_environment() -> dict:
+    """The subprocess's environment: the interpreter on, and tests/ on the path (comparisons.py, which the
+    test modules import)."""
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
+
+
 def run_interpreted(module: str) -> list[str]:
     """The lines ``tests/kernels/<module>.py``'s check_interpreted() printed; fails the test on an error."""
     _need_interpreter()
     code = f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); import {module}; {module}.check_interpreted()"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "TRITON_INTERPRET": "1"})
+                          env=_interpreter_environment())
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.splitlines()
 
@@ -61,6 +69,6 @@ def run_code(code: str) -> str:
     on an error."""
     _need_interpreter()
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "TRITON_INTERPRET": "1"})
+                          timeout=900, env=_interpreter_environment())
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout

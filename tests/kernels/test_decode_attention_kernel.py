@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from aotcuda.kernels import decode_attention as attention
+from comparisons import relative_error
 from interpreted import run_code, run_interpreted
 
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
@@ -35,9 +36,6 @@ def _case(batch, kv_heads, group, rows, length, width, mask, dtype, device):
     return q, k, v, bias
 
 
-def _error(got, want):
-    return ((got.double() - want.double()).norm() / want.double().norm()).item()
-
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -50,7 +48,7 @@ def test_the_cuda_kernels_match_the_reference(case, dtype):
     scale = 1 / math.sqrt(q.shape[-1])
     got = torch.ops.aotcuda.decode_attention(q, k, v, bias, scale, case[2])
     assert got.shape == (*q.shape[:3], v.shape[-1]) and got.dtype == dtype
-    assert _error(got, attention.reference(q, k, v, bias, scale, case[2])) < TOLERANCE[dtype]
+    assert relative_error(got, attention.reference(q, k, v, bias, scale, case[2])) < TOLERANCE[dtype]
 
 
 @pytest.mark.cuda
@@ -63,7 +61,7 @@ def test_a_row_hidden_everywhere_is_nan_as_in_eager():
     got = torch.ops.aotcuda.decode_attention(q, k, v, bias, 0.125, 2)
     want = attention.reference(q, k, v, bias, 0.125, 2)
     assert torch.isnan(got[:, :, 1]).all() and torch.isnan(want[:, :, 1]).all()
-    assert _error(got[:, :, 0], want[:, :, 0]) < 1e-5
+    assert relative_error(got[:, :, 0], want[:, :, 0]) < 1e-5
 
 
 @pytest.mark.cuda
@@ -88,7 +86,7 @@ def test_a_program_with_the_op_lowers_without_fallbacks_and_matches_eager(tmp_pa
     for size in (1, 5):
         q, k, v, bias = _case(size, 2, 4, 1, 512, 64, "causal", torch.bfloat16, "cuda")
         want = attention.reference(q * 2, k, v, bias, 0.125, 4) + 1
-        assert _error(program(q, k, v, bias), want) < 1e-2
+        assert relative_error(program(q, k, v, bias), want) < 1e-2
 
 
 def check_interpreted():
@@ -98,7 +96,7 @@ def check_interpreted():
         for case in CASES:
             q, k, v, bias = _case(*case, dtype, "cpu")
             scale = 1 / math.sqrt(q.shape[-1])
-            error = _error(attention.launch(q, k, v, bias, scale, case[2]),
+            error = relative_error(attention.launch(q, k, v, bias, scale, case[2]),
                            attention.reference(q, k, v, bias, scale, case[2]))
             assert error < TOLERANCE[dtype], (case, dtype, error)
             print(case, dtype, f"{error:.1e}")

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from aotcuda.kernels import fft_plan, fft_rows
+from comparisons import relative_error
 from interpreted import run_code, run_interpreted
 
 LENGTHS = [1, 2, 3, 8, 16, 64, 100, 128, 400, 512, 1024, 4096]
@@ -28,9 +29,6 @@ BFLOAT16_LENGTHS = [3, 64, 400, 4096]
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 2e-2}
 NEEDS_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
 
-
-def _error(got, want):
-    return ((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-300)).item()
 
 
 def _pair_rows(n, dtype, device="cpu", planar=False):
@@ -82,7 +80,7 @@ def check(transform, n, dtype, device="cpu"):
         got = transform(x, dim, n, out_len, kind, inverse, scale)
         want = expected(x, dim, n, out_len, kind, inverse, scale)
         assert got.shape == want.shape and got.dtype == dtype, (name, n, got.shape, want.shape)
-        error = _error(got, want)
+        error = relative_error(got, want)
         assert error < TOLERANCE[dtype], (name, n, dtype, error)
         yield name, error
 
@@ -116,7 +114,7 @@ def test_the_tables_rebuild_the_dft_in_float64(n, inverse):
     assert t.tile <= fft_plan.TILE and t.table_numel() == fft_plan.table_values(t, inverse).numel()
     z = torch.randn(3, n, dtype=torch.complex128)
     want = torch.fft.ifft(z, norm="forward") if inverse else torch.fft.fft(z)
-    assert _error(torch.view_as_real(_stages_in_float64(z, t, inverse)), torch.view_as_real(want)) < 1e-12
+    assert relative_error(torch.view_as_real(_stages_in_float64(z, t, inverse)), torch.view_as_real(want)) < 1e-12
 
 
 def math_prod(values):
@@ -195,7 +193,7 @@ def check_windowed(transform, n, hop, dtype, device="cpu"):
             windowed = x.double() * (w if window is None else w[:, None])
         want = expected(windowed, dim, n, out_len, kind, False, 1.0)
         assert got.shape == want.shape and got.dtype == dtype, (name, n, got.shape, want.shape)
-        error = _error(got, want)
+        error = relative_error(got, want)
         assert error < TOLERANCE[dtype], (name, n, dtype, error)
         yield name, error
 
@@ -350,4 +348,4 @@ def test_a_spectral_filter_lowered_with_the_kernel_form_matches_eager(tmp_path, 
     with aotcuda.load(lowered.package_path) as program:
         for _ in range(3):
             x = torch.randn(4, 400, 6, device="cuda")
-            assert _error(program(x), module(x).detach()) < 1e-5
+            assert relative_error(program(x), module(x).detach()) < 1e-5

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from aotcuda.kernels import row_product
+from comparisons import relative_error
 from interpreted import run_code, run_interpreted
 
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
@@ -23,9 +24,6 @@ def _case(rows, k, n, bias, transposed, dtype, device):
     return x, w, (torch.randn(n, dtype=dtype, device=device) if bias else None)
 
 
-def _error(got, want):
-    return ((got.double() - want.double()).norm() / want.double().norm()).item()
-
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -37,7 +35,7 @@ def test_the_cuda_kernel_matches_the_reference(case, dtype):
     x, w, bias = _case(*case, dtype, "cuda")
     got = torch.ops.aotcuda.row_product(x, w, bias)
     assert got.shape == (x.shape[0], w.shape[1]) and got.dtype == dtype
-    assert _error(got, row_product.reference(x, w, bias)) < TOLERANCE[dtype]
+    assert relative_error(got, row_product.reference(x, w, bias)) < TOLERANCE[dtype]
 
 
 def check_interpreted():
@@ -46,7 +44,7 @@ def check_interpreted():
     for dtype in (torch.float32, torch.float16):
         for case in CASES:
             x, w, bias = _case(*case, dtype, "cpu")
-            error = _error(row_product.launch(x, w, bias), row_product.reference(x, w, bias))
+            error = relative_error(row_product.launch(x, w, bias), row_product.reference(x, w, bias))
             assert error < TOLERANCE[dtype], (case, dtype, error)
             print(case, dtype, f"{error:.1e}")
 

@@ -10,6 +10,7 @@ from torch.nn import functional as F
 import aotcuda.kernels.decode_attention  # noqa: F401 - registers aotcuda::decode_attention
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.passes.decode_attention import SDPA, SplitCacheAttentionPass
+from comparisons import check_decode_steps
 
 aten = torch.ops.aten
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
@@ -167,12 +168,7 @@ def test_the_decode_step_is_rewritten_in_every_layer_and_matches_eager_step_afte
     assert not _attention_ops(split)
     eager, lowered = make_decoder(config, 2, dtype=dtype, seed=5), split.module()
     tokens = torch.randint(0, config.vocab_size, (2, 1))
-    with torch.no_grad():
-        for position in range(12):
-            at = torch.tensor([position])
-            want = eager(tokens, at)
-            assert _relative_error(lowered(tokens, at), want) < TOLERANCE[dtype], position
-            tokens = want.argmax(-1, keepdim=True)
+    check_decode_steps(eager, lowered, tokens, steps=12, rtol=TOLERANCE[dtype])
 
 
 @pytest.mark.cuda
