@@ -26,15 +26,31 @@ import torch
 from aotcuda.passes.complex_to_real.pair import real_as_pair
 from aotcuda.passes.complex_to_real.spectral import tables
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices
+from aotcuda.passes.complex_to_real.torch_internals import force_stride_order
 
 Planes = tuple[torch.Tensor, torch.Tensor]
+
+
+def _rows_innermost(rows: torch.Tensor) -> torch.Tensor:
+    """Rows [B, k] as [k, B] with the rows innermost: a view where they already are (a transform's own
+    output), else a transposed copy that Inductor makes a buffer of its own (force_stride_order) and
+    writes with 16×16 vector transposes. Left to Inductor, the transpose is inlined into the first stage,
+    whose loads become scalar gathers (stride 2 between re and im, a row apart between lanes): 5× a stage,
+    the largest cost of a transform at n = 512 (benchmarks/scripts/fft_cpu_loops.py)."""
+    if rows.shape[0] == 1 or rows.stride(0) == 1:
+        return rows.t()
+    moved = rows.t()
+    return force_stride_order(moved, [moved.shape[1], 1])
 
 
 def _to_planes(x: torch.Tensor) -> tuple[Planes, tuple]:
     """Pair x [..., n, 2] → (re, im) planes [n, B] and the leading shape."""
     lead, n = x.shape[:-2], x.shape[-2]
     flat = x.reshape(-1, n, 2)
-    return (flat[..., 0].t(), flat[..., 1].t()), lead
+    if flat.shape[0] == 1 or flat.stride(0) == 1:
+        return (flat[..., 0].t(), flat[..., 1].t()), lead
+    both = _rows_innermost(flat.reshape(-1, 2 * n))  # [2n, B]: re and im rows alternate
+    return (both[0::2], both[1::2]), lead
 
 
 def _from_planes(re: torch.Tensor, im: torch.Tensor, lead: tuple) -> torch.Tensor:
@@ -138,7 +154,7 @@ def _scaled(re: torch.Tensor, im: torch.Tensor, scale: float) -> Planes:
 def transform(x: torch.Tensor, inverse: bool, scale: float) -> torch.Tensor:
     """The DFT (inverse: exp(+2πi…)) of pair x [..., n, 2] along its complex last dim, times `scale`."""
     (re, im), lead = _to_planes(x)
-    re, im = _scaled(*_planes_fft(re, im, inverse), scale)
+    re, im = _planes_fft(*_scaled(re, im, scale), inverse)  # the scale fuses into the first stage's loads
     return _from_planes(re, im, lead)
 
 
@@ -178,13 +194,16 @@ def c2r(half: torch.Tensor, n: int, scale: float, full_spectrum) -> torch.Tensor
         return transform(full_spectrum(half, n), True, scale)[..., 0]
     m = n // 2
     (xr, xi), _ = _to_planes(half)
-    xi = xi * tables.inner_bins(m, xi.dtype, xi.device)  # bins 0 and m of a real signal have no imaginary part
     rr, ri = xr.flip(0)[:m], xi.flip(0)[:m]  # X[m − k]
     xr, xi = xr[:m], xi[:m]
-    ar, ai = xr + rr, xi - ri
-    br, bi = xr - rr, xi + ri
+    # Bins 0 and m of a real signal have no imaginary part: for k < m, Im X[k] and Im X[m − k] are both
+    # dropped at k = 0 only, by a table (not by masking xi first, which made it a buffer of its own),
+    # and the scale rides on the tables too, so that this is one pass with the product before it.
+    inner = tables.inner_bins(m, half.dtype, half.device)[:m]
+    ar, ai = xr + rr, (xi - ri) * inner
+    br, bi = xr - rr, (xi + ri) * inner
     w = tables.half_twiddles(n, m, True, half.dtype, half.device)
     c, s = w[0], w[1]
     cr, ci = br * c - bi * s, br * s + bi * c
-    zr, zi = _scaled(*_planes_fft(ar - ci, ai + cr, True), scale)
+    zr, zi = _planes_fft(*_scaled(ar - ci, ai + cr, scale), True)
     return torch.stack([zr, zi], 1).reshape(n, -1).t().reshape(*lead, n)  # x[2t + j] = z_j[t]
