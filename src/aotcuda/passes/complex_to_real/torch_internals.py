@@ -38,7 +38,6 @@ and lifting constants into the rebuilt program.
 | sympy_interp | torch.utils._sympy.interp | symbols | as set_proxy_slot |
 | PythonReferenceAnalysis | torch.utils._sympy.reference | symbols | as set_proxy_slot |
 | lift_constants_pass, ConstantAttrMap | torch._export.passes.lift_constants_pass | program | rebuilt program keeps tensor constants unlifted |
-| force_stride_order (prims.inductor_force_stride_order) | torch._inductor.inductor_prims | spectral.stockham | the CPU form's rows-innermost input is not a buffer of its own: Inductor inlines the transpose into the first stage as scalar gathers (3–5× that stage) |
 | tracer.symnode_tracker, tracer.sympy_expr_tracker | make_fx's PythonKeyTracer (attributes) | symbols | as set_proxy_slot |
 | tracer.graph._target_to_str | torch.fx.Graph (method) | replay (speed-up) | replayed node names (replay off) |
 """
@@ -47,7 +46,6 @@ from __future__ import annotations
 
 from torch._dispatch.python import no_python_dispatcher
 from torch._export.passes.lift_constants_pass import ConstantAttrMap, lift_constants_pass
-from torch._inductor.inductor_prims import force_stride_order
 from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager, unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import (
     disable_proxy_modes_tracing,
@@ -83,7 +81,6 @@ SYMBOLS: dict[str, tuple[str, bool]] = {
     "PythonReferenceAnalysis": ("torch.utils._sympy.reference", False),
     "lift_constants_pass": ("torch._export.passes.lift_constants_pass", False),
     "ConstantAttrMap": ("torch._export.passes.lift_constants_pass", False),
-    "force_stride_order": ("torch._inductor.inductor_prims", False),
 }
 # Attributes of make_fx's tracer the pass reads (checked by the test on a live trace).
 TRACER_ATTRIBUTES = ("symnode_tracker", "sympy_expr_tracker")

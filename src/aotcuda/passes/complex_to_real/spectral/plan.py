@@ -153,7 +153,8 @@ non-CPU transform without Triton, get DFT products (GEMMs) as below.
 
 A CPU program gets Stockham radix stages (spectral/stockham.py): n = r1·…·rk with radix 4 first, then 2,
 3, 5, 7, 11, 13, each stage one pointwise Inductor kernel over two real planes (re, im) with the rows innermost, so every load and store is a contiguous vector; the pair
-layout is read before the first stage and written, as a view, after the last. A radix-4 stage costs
+layout is read before the first stage (rows-outer input: one transposing copy, a buffer of its own) and
+written, as a view, after the last. A radix-4 stage costs
 4.25 flops a point per bit of n (≈ a radix-4 FFT) and one read and write of the data; a radix-r
 stage for an odd prime r ≈ 2·r flops a point (its symmetric form). A length with a prime factor above 13
 runs Bluestein over the power of two m ≥ 2n − 1 on the same stages. r2c and c2r of an even length are one complex

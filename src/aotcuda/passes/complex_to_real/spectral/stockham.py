@@ -10,7 +10,10 @@ contiguous, vectorizable run of B values whatever the stage's stride. A stage of
 [L, s, B] views it as [r, m, s, B] (t = m·t1 + t2), takes the r-point DFT across t1, multiplies by the
 twiddle W_L^(t2·k1) and writes [m, r·s, B] (Stockham DIF): after the last stage [1, n, B] holds
 the spectrum in natural order. The pair layout [..., n, 2] is read at the start and written at the
-end only (the transposes fuse into the first and last stage's kernels).
+end only: an input whose rows are not innermost already (anything but a transform's own output) is first
+transposed into a buffer of its own (_rows_innermost: one pass of 16×16 vector transposes), and the
+result is a view of the last stage's [n, 2, B] buffer. A normalization's scale rides on the first stage's
+loads (c2c) or on the merge (c2r, r2c), never a pass of its own.
 
 r2c and c2r of an even length run one complex transform of n/2 points (even samples as re, odd as im)
 and a pointwise split/merge; an odd length runs the complex transform of (x, 0). A length with a prime
@@ -26,21 +29,23 @@ import torch
 from aotcuda.passes.complex_to_real.pair import real_as_pair
 from aotcuda.passes.complex_to_real.spectral import tables
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices
-from aotcuda.passes.complex_to_real.torch_internals import force_stride_order
 
 Planes = tuple[torch.Tensor, torch.Tensor]
 
 
 def _rows_innermost(rows: torch.Tensor) -> torch.Tensor:
-    """Rows [B, k] as [k, B] with the rows innermost: a view where they already are (a transform's own
-    output), else a transposed copy that Inductor makes a buffer of its own (force_stride_order) and
-    writes with 16×16 vector transposes. Left to Inductor, the transpose is inlined into the first stage,
+    """Rows [B, k] as [k, B] with the rows innermost: a view where the strides say they already are (a
+    transform's own output), else a transposed copy in a buffer of its own, which Inductor writes with
+    16×16 vector transposes. A transposed view (or a clone of one) would be inlined into the first stage,
     whose loads become scalar gathers (stride 2 between re and im, a row apart between lanes): 5× a stage,
-    the largest cost of a transform at n = 512 (benchmarks/scripts/fft_cpu_loops.py)."""
-    if rows.shape[0] == 1 or rows.stride(0) == 1:
-        return rows.t()
+    the largest cost of a transform at n = 512 (benchmarks/scripts/fft_cpu_loops.py). The copy is a
+    torch.cat of its two halves because Inductor's CPU backend makes every cat a buffer of its own,
+    contiguous (ConcatKernel), and a cat is plain ATen: autograd and every backend take it."""
     moved = rows.t()
-    return force_stride_order(moved, [moved.shape[1], 1])
+    if rows.shape[0] == 1 or rows.stride(0) == 1 or moved.shape[0] < 2:
+        return moved
+    half = moved.shape[0] // 2
+    return torch.cat([moved[:half], moved[half:]])
 
 
 def _to_planes(x: torch.Tensor) -> tuple[Planes, tuple]:
