@@ -209,22 +209,28 @@ def default_launch(n: int, rows, processors: int = 132) -> Launch:
 
 
 def launches(n: int, rows, processors: int = 132, warps=(4, 8)) -> list[Launch]:
-    """Every launch of length n worth timing, the default first: then each tiling of ``tilings`` (cheapest
-    first) with the R and warps it would get by default, then each with every power-of-two R from
-    ``least_rows`` up to TILE values a program (or its least) and each of `warps`. A caller that can time
-    only some takes them from the front."""
-    out = [default_launch(n, rows, processors)]
-    own = [Launch(t, r, num_warps(t, r)) for t in tilings(n) for r in [rows_per_program(t, rows, processors)]]
-    others = []
-    for t in tilings(n):
-        r = least_rows(t)
+    """Every launch of length n worth timing, the default first; a caller that can time only some takes them
+    from the front. Then the tilings of ``tilings`` within twice the default's multiply-adds, each with the
+    R and warps it would get by default, then each of those at every power-of-two R from ``least_rows`` up
+    to TILE values a program (or its least) and each of `warps`; then the costlier tilings the same way."""
+    default = default_launch(n, rows, processors)
+
+    def own(t: Tiling) -> Launch:
+        r = rows_per_program(t, rows, processors)
+        return Launch(t, r, num_warps(t, r))
+
+    def others(t: Tiling) -> list[Launch]:
+        out, r = [], least_rows(t)
         while r <= max(least_rows(t), TILE // t.tile):
-            others += [Launch(t, r, w) for w in warps]
+            out += [Launch(t, r, w) for w in warps]
             r *= 2
-    for candidate in own + others:
-        if candidate not in out:
-            out.append(candidate)
-    return out
+        return out
+
+    near = [t for t in tilings(n) if t.cost() <= 2 * default.tiling.cost()]
+    far = [t for t in tilings(n) if t not in near]
+    ordered = [default] + [own(t) for t in near] + [c for t in near for c in others(t)]
+    ordered += [own(t) for t in far] + [c for t in far for c in others(t)]
+    return list(dict.fromkeys(ordered))
 
 
 def rows_per_program(t: Tiling, rows, processors: int = 132) -> int:
