@@ -4,6 +4,7 @@
     python3 benchmarks/fft.py --device cuda          # the H200: cuFFT (about 3-4 minutes)
     python3 benchmarks/fft.py --device cuda --forms gemm kernel   # both CUDA forms (the default there)
     python3 benchmarks/fft.py --programs stft_dynamic freeu filter_bf16     # issue 30's programs only
+                          # (CPU, 2 cores: about 8 minutes; the H200: about 4, beside 3-4 for the other two)
 
 The programs (--programs, default all), each compiled with torch.compile (Inductor, the code AOTInductor
 generates too) of the ExportedProgram's module, float32 unless said:
@@ -65,7 +66,7 @@ from aotcuda.kernels.fft_plan import tiling
 from aotcuda.passes import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_describe, plan
 
-from _common import relative_error
+from _common import cuda_kernels_a_call, relative_error
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
@@ -202,17 +203,6 @@ def _fft_kernel_switch(on: bool):
             os.environ["AOTCUDA_FFT_KERNEL"] = before
 
 
-def _kernels_a_call(fn, x) -> int:
-    """CUDA kernels one call of fn launches (torch.profiler; copies and memsets not counted)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(x)
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-               and not e.name.startswith(("Memcpy", "Memset")))
-
-
 def _ffts(ep) -> int:
     fft_ops = {torch.ops.aten._fft_r2c.default, torch.ops.aten._fft_c2c.default, torch.ops.aten._fft_c2r.default}
     return sum(1 for node in ep.graph.nodes if node.target in fft_ops)
@@ -268,7 +258,7 @@ def run_case(program: str, key, args, lock=None) -> list[dict]:
                     fn(inputs)
             floor = relative_error(expected.to(torch.bfloat16), expected) if program == "filter_bf16" else 0.0
             errors = [relative_error(fn(inputs), expected) for fn in fns]
-            kernels = [_kernels_a_call(fn, inputs) for fn in fns] if cuda else [None] * len(fns)
+            kernels = [cuda_kernels_a_call(fn, inputs) for fn in fns] if cuda else [None] * len(fns)
             if i == 0:
                 compile_s = time.perf_counter() - started
             with lock if lock is not None else contextlib.nullcontext():

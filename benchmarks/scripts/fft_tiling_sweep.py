@@ -39,10 +39,8 @@ import torch
 
 from aotcuda.kernels import fft_plan, fft_rows
 
-
-def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    got, want = got.detach().cpu().double(), want.double()
-    return ((got - want).norm() / want.norm().clamp_min(1e-300)).item()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from _common import cuda_kernels_a_call as cuda_kernels, relative_error  # noqa: E402
 
 
 def time_us(fn, device: str, graph: bool, reps: int, samples: int) -> float:
@@ -85,17 +83,6 @@ def time_us(fn, device: str, graph: bool, reps: int, samples: int) -> float:
     return statistics.median(times)
 
 
-def cuda_kernels(fn) -> int:
-    """CUDA kernels one call of fn launches (torch.profiler; copies and memsets not counted)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-               and not e.name.startswith(("Memcpy", "Memset")))
-
-
 class Problem:
     """The filter's two transforms of `rows` rows of length n on `device`, their inputs and float64 results."""
 
@@ -128,7 +115,7 @@ class Problem:
 def measure(fn, want, args) -> dict:
     """µs and error of fn, or the error it raised (a launch Triton cannot compile, out of resources)."""
     try:
-        error = relative_error(fn(), want)
+        error = relative_error(fn().cpu(), want)
         return dict(us=time_us(fn, args.device, args.graph, args.reps, args.samples), error=error)
     except Exception as failure:  # keep sweeping: one launch's failure is a row of the table
         return dict(us=None, error=None, failed=f"{type(failure).__name__}: {str(failure).splitlines()[0][:160]}")

@@ -279,6 +279,16 @@ def test_the_kernel_matches_torch_fft_in_tritons_interpreter():
     assert len(lines) == sum((2 + (n in BFLOAT16_LENGTHS)) * len(cases(n, torch.float32)) for n in LENGTHS)
 
 
+def _run_here(function: str) -> list[str]:
+    """The lines this module's `function`() printed, run in Triton's interpreter (run_code)."""
+    return run_code(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import test_fft_rows_kernel
+        test_fft_rows_kernel.{function}()
+    """).splitlines()
+
+
 def check_windowed_interpreted():
     """Every windowed case (windowed_cases) of WINDOWED in float32 and float16 through the interpreter."""
     torch.manual_seed(1)
@@ -291,13 +301,7 @@ def check_windowed_interpreted():
 
 @NEEDS_TRITON
 def test_the_kernel_applies_the_window_and_reads_overlapping_frames_in_tritons_interpreter():
-    out = run_code(f"""
-        import sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        import test_fft_rows_kernel
-        test_fft_rows_kernel.check_windowed_interpreted()
-    """)
-    lines = out.splitlines()
+    lines = _run_here("check_windowed_interpreted")
     print("\n".join(lines))
     assert len(lines) == 2 * len(WINDOWED) * len(windowed_cases(8, 2, torch.float32))
 
@@ -398,13 +402,7 @@ def check_launches_interpreted():
 
 @NEEDS_TRITON
 def test_every_launch_of_the_sweep_matches_torch_fft_in_tritons_interpreter():
-    out = run_code(f"""
-        import sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        import test_fft_rows_kernel
-        test_fft_rows_kernel.check_launches_interpreted()
-    """)
-    lines = out.splitlines()
+    lines = _run_here("check_launches_interpreted")
     refused = [line for line in lines if line.startswith("refused:")]
     assert len(lines) - len(refused) == 4 * len(sweep_launches())
     assert len(refused) == 3 and "of length 32" in refused[0] and "power of two" in refused[1]
