@@ -1,15 +1,18 @@
 """aotcuda::fft_rows (kernels/fft_rows.py) against torch.fft in float64, on fresh random rows.
 
 - Without Triton: the tilings and tables (kernels/fft_plan.py) rebuild the DFT in float64 to 1e-12 (the
-  kernel's stages as plain torch), and the op's CPU implementation matches torch.fft for every kind,
-  float32 and bfloat16.
+  kernel's stages as plain torch), every alternative tiling of fft_plan.tilings too; the default launch
+  (tiling, rows a program, warps) is pinned, fft_plan.launches starts with it, and a launch the kernel
+  cannot run says why; the op's CPU implementation matches torch.fft for every kind, float32 and bfloat16.
 - In Triton's interpreter (TRITON_INTERPRET=1, a subprocess; skipped where Triton is missing): the kernel
   itself for n in LENGTHS, c2c forward and inverse, r2c and c2r, float32 and float16 (bfloat16 for
   BFLOAT16_LENGTHS: the interpreter's bfloat16 tl.dot is wrong, but the kernel converts to float32 before
   its products), rows in a batch of strided dims around a middle transformed dim, a planar pair;
   zero-padded and cropped inputs and outputs; offsets past 2**31; its float32 accuracy with tl.dot's
   TF32x3 rounding emulated (cuFFT's level); and stft's front end fused (WINDOWED_CASES): a window operand
-  and frames read in place through overlapping strides (unfold's view, hop < n), r2c and c2c.
+  and frames read in place through overlapping strides (unfold's view, hop < n), r2c and c2c; launch()
+  given an explicit config (every tiling of 16, 64 and 100, and 64's default tiling at every R: what
+  benchmarks/scripts/fft_tiling_sweep.py times), and its refusals.
 - On CUDA (the H200): the kernel in float32, float16 and bfloat16, and a spectral filter lowered with
   AOTCUDA_FFT_KERNEL=1 (aotcuda.lower refuses any fallback kernel) against eager.
 """
