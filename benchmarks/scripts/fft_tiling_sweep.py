@@ -217,9 +217,13 @@ def main() -> None:
         parser.error(f"fft_rows does not cover {uncovered} (kernels/fft_plan.py: prime factors ≤ 61, n ≤ 4096)")
     cuda = args.device != "cpu"
     if cuda:
-        properties = torch.cuda.get_device_properties(args.device)
+        device = torch.device(args.device)
+        if device.index is None:  # set_device takes no "cuda" without an index
+            device = torch.device("cuda", torch.cuda.current_device())
+        args.device = str(device)
+        torch.cuda.set_device(device)
+        properties = torch.cuda.get_device_properties(device)
         processors, machine = properties.multi_processor_count, properties.name
-        torch.cuda.set_device(args.device)
     else:
         processors, machine = 1, "CPU (Triton's interpreter)"
     library_name = "cuFFT" if cuda else "pocketfft"
