@@ -34,7 +34,8 @@ front end's mel matmul included) beside the FFTs in the program. Each time is th
 torch.utils.benchmark (µs per call), the two programs alternating; the load average (`uptime`'s first
 figure) is read before each row. Every program's error is relative to the program run in float64 on
 the CPU (‖out − ref‖/‖ref‖): the documented result, which eager cuFFT is not at every length; "check"
-says ok where both programs' errors are within 1e-5 (float32) or the bfloat16 bound above. Every program
+says ok where aotcuda's error is within 1e-5 (float32) or the bfloat16 bound above (the library's error
+has its own column). Every program
 is checked to leave no FFT op after the pass (an AssertionError otherwise); "fft_rows" counts the
 aotcuda::fft_rows ops of the kernel form's program (one per transformed dim of a covered length).
 
@@ -271,11 +272,18 @@ def run_case(program: str, key, args, lock=None) -> list[dict]:
     forms = _forms(args)
     rewritten = {form: _rewritten(ep, program, form) for form in forms}
     fns = [_compiled(ep.module(), dynamic, x)] + [_compiled(new.module(), dynamic, x) for new in rewritten.values()]
+    if dynamic:  # the timed inputs too: on CUDA, .to(device) made them other tensors than x
+        for inputs in timed:
+            torch._dynamo.mark_dynamic(inputs, 1)
+    threads = torch.get_num_threads()
     rows = []
     with torch.no_grad():
         for i, inputs in enumerate(timed):
             expected = _documented_reference(model, inputs).to(inputs.device)  # float64, beside the outputs
             # Compile (at the first input) and warm up; a later length of a dynamic program must reuse its graph.
+            # the thread count the graphs were compiled under (a guard of theirs): what ran between the
+            # lengths (timing, profiling) may leave another, which would recompile for no reason of the program's
+            torch.set_num_threads(threads)
             with torch._dynamo.config.patch(error_on_recompile=dynamic and i > 0):
                 for fn in fns + fns:
                     fn(inputs)
@@ -294,7 +302,7 @@ def run_case(program: str, key, args, lock=None) -> list[dict]:
                           dynamic=dynamic, dim=_dim_spec(dynamic_shapes), form=form, plan=_form(n, args.device, form, program),
                           library_us=times[0], aotcuda_us=times[j + 1], ratio=times[j + 1] / times[0],
                           rel_error=errors[j + 1], library_rel_error=errors[0], error_floor=floor,
-                          ok=_within(errors[j + 1], program, floor) and _within(errors[0], program, floor),
+                          ok=_within(errors[j + 1], program, floor),  # the library's error has its column
                           ffts=_ffts(ep), fft_rows=_fft_rows_ops(rewritten[form]), library_kernels=kernels[0],
                           kernels=kernels[j + 1], load=load, compile_s=compile_s)
                      for j, form in enumerate(forms)]

@@ -196,9 +196,11 @@ def least_rows(t: Tiling) -> int:
 
 
 def num_warps(t: Tiling, rows: int) -> int:
-    """The default warps of a program of `rows` rows of tiling t: 8 for a tile of 4096 values or a table
-    wider than WIDE, else 4."""
-    return 8 if rows * t.tile >= 4096 or max(t.padded) > WIDE else 4
+    """The default warps of a program of `rows` rows of tiling t: 8 for a table wider than WIDE, else 4.
+    Measured on the H200 (benchmarks/scripts/fft_tiling_sweep.py, 512 rows, 2026-12-03): 4096 = 16·16·16
+    in one program took 28.0/38.2 µs (r2c/c2r) with 4 warps against 34.2/44.6 with 8, which the rule
+    before (8 for a program of 4096 values) gave."""
+    return 8 if max(t.padded) > WIDE else 4
 
 
 def default_launch(n: int, rows, processors: int = 132) -> Launch:
@@ -235,12 +237,14 @@ def launches(n: int, rows, processors: int = 132, warps=(4, 8)) -> list[Launch]:
 
 def rows_per_program(t: Tiling, rows, processors: int = 132) -> int:
     """Rows a program transforms: ROWS_TILE // tile (a 64-wide table: a quarter of it), fewer where a
-    static row count would leave the GPU's multiprocessors idle (two programs each wanted), never so few
-    that a tl.dot's M drops below 16."""
+    static row count would leave a GPU multiprocessor without a program, never so few that a tl.dot's M
+    drops below 16. One program per multiprocessor, not two: on the H200 (fft_tiling_sweep.py, 512 rows,
+    2026-12-03) n = 1024 took 8.4/8.1 µs (r2c/c2r) at 2 rows a program (256 programs) against 12.3/12.4 at
+    1 (512 programs), and n = 512 6.6/6.5 against 7.7/10.0."""
     most = max(1, (ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4) // t.tile)
     least = least_rows(t)
     r = most
     if isinstance(rows, int):
-        while r > least and -(-rows // r) < 2 * processors:
+        while r > least and -(-rows // r) < processors:
             r //= 2
     return max(r, least)

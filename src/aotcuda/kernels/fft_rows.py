@@ -281,8 +281,9 @@ if HAVE_TRITON:
         _, out_strides = _batch(out, dim, kind != "c2r")
         rows = sizes[0] * sizes[1] * sizes[2] * sizes[3]
         if config is None:
-            # Off CUDA (Triton's interpreter) there are no multiprocessors to fill: the most rows a program.
-            processors = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
+            # Off CUDA (Triton's interpreter) there are no multiprocessors to fill; two stand-ins keep the rows in
+            # at least two programs where they fill them, so that the tests run a program's partly filled rows.
+            processors = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 2
             config = default_launch(n, rows, processors)
         per_program = config.rows
         a, b, c = config.tiling.factors
