@@ -16,6 +16,17 @@ def relative_error(outs: torch.Tensor | Sequence[torch.Tensor], refs: torch.Tens
     return (num / den) ** 0.5
 
 
+def cuda_kernels_a_call(fn, *args) -> int:
+    """CUDA kernels one call of fn(*args) launches (torch.profiler; copies and memsets not counted)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and not e.name.startswith(("Memcpy", "Memset")))
+
+
 def markdown_row(*cells) -> str:
     """One Markdown table row, ready to paste into docs/performance.md."""
     return "| " + " | ".join(str(cell) for cell in cells) + " |"

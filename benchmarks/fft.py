@@ -3,13 +3,27 @@
     python3 benchmarks/fft.py                        # CPU: pocketfft
     python3 benchmarks/fft.py --device cuda          # the H200: cuFFT (about 3-4 minutes)
     python3 benchmarks/fft.py --device cuda --forms gemm kernel   # both CUDA forms (the default there)
+    python3 benchmarks/fft.py --programs stft_dynamic freeu filter_bf16     # issue 30's programs only
+                          # (CPU, 2 cores: about 8 minutes; the H200: about 4, beside 3-4 for the other two)
 
-Two programs, both compiled with torch.compile (Inductor, the code AOTInductor generates too) of the
-ExportedProgram's module, float32:
+The programs (--programs, default all), each compiled with torch.compile (Inductor, the code AOTInductor
+generates too) of the ExportedProgram's module, float32 unless said:
 - "filter": a spectral filter (FNO layers, spectral mixers): rfft along the last dim → a complex
   weight per frequency → irfft, on x = [signals, n], for every n of --sizes.
 - "whisper": a Whisper log-mel front end: stft (n_fft --n-fft, default 400, hop 160, hann window,
   center, reflect) → |.|² → 80-mel matmul → log10, on --batch × 30 s of 16 kHz audio.
+- "stft_dynamic": the same front end exported with the audio's length a dynamic dim (a torch.export Dim
+  of frames, samples = hop·frames, up to --dynamic-max-seconds): the frame count is symbolic, one
+  program (and one torch.compile graph, marked dynamic; a recompile is an error) timed at each length of
+  --dynamic-seconds, a row each.
+- "freeu": diffusers' FreeU fourier_filter on a feature map x [B, C, H, W] of --freeu-shapes (SDXL's
+  up-block skips): fftn over (H, W) → fftshift → times a low-frequency mask (threshold 1, scale 0.9) →
+  ifftshift → ifftn → real. n is H; a 2-D transform is one transform per dim.
+- "filter_bf16": the filter on bfloat16 x [signals, n], n of --bf16-sizes: torch.fft takes no bfloat16 (and
+  float16 only at powers of two on CUDA), so the program casts to float32, filters, and casts the result
+  back, as a bf16 model's FFT has to; the pass therefore sees float32 FFTs and the casts stay kernels of
+  their own. Its error is against the float64 program on the same bf16 values, the result not rounded;
+  its check passes at most 2× the error of rounding that reference to bfloat16 itself.
 "library" compiles the exported program as it is (Inductor calls pocketfft/cuFFT for the FFT ops);
 "aotcuda" compiles it after the pass, once per form (--forms, CUDA only; one row each): "gemm", the DFT
 products of spectral/transform.py, and "kernel", one aotcuda::fft_rows Triton kernel per transform
@@ -18,8 +32,12 @@ pass takes its CPU form (Stockham stages) whatever --forms says. On CUDA each ro
 a call of both programs (torch.profiler: every CUDA kernel of one call, the filter's product and the
 front end's mel matmul included) beside the FFTs in the program. Each time is the best of --repeat medians of
 torch.utils.benchmark (µs per call), the two programs alternating; the load average (`uptime`'s first
-figure) is read before each row. Both programs' errors are relative to the program run in float64 on
-the CPU (‖out − ref‖/‖ref‖): the documented result, which eager cuFFT is not at every length.
+figure) is read before each row. Every program's error is relative to the program run in float64 on
+the CPU (‖out − ref‖/‖ref‖): the documented result, which eager cuFFT is not at every length; "check"
+says ok where aotcuda's error is within 1e-5 (float32) or the bfloat16 bound above (the library's error
+has its own column). Every program
+is checked to leave no FFT op after the pass (an AssertionError otherwise); "fft_rows" counts the
+aotcuda::fft_rows ops of the kernel form's program (one per transformed dim of a covered length).
 
 On CUDA the cases compile in --workers spawned processes at once (each export, pass and torch.compile
 is CPU work, tens of seconds per program); a process measures its case under a lock shared by all, so
@@ -35,6 +53,7 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import json
+import math
 import multiprocessing
 import os
 import pathlib
@@ -48,7 +67,7 @@ from aotcuda.kernels.fft_plan import tiling
 from aotcuda.passes import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_describe, plan
 
-from _common import relative_error
+from _common import cuda_kernels_a_call, relative_error
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
@@ -79,12 +98,57 @@ class WhisperFrontEnd(torch.nn.Module):
         return (log_spec + 4.0) / 4.0
 
 
-def make_case(program: str, n: int, args) -> tuple[torch.nn.Module, torch.Tensor]:
-    """The model and input of one row, the same in every process (seeded by the row)."""
-    torch.manual_seed(n)
-    if program == "filter":
-        return SpectralFilter(n), torch.randn(args.signals, n)
-    return WhisperFrontEnd(n_fft=n), torch.randn(args.batch, int(16000 * args.seconds))
+class FilterInBfloat16(SpectralFilter):
+    """The filter of a bfloat16 model: float32 FFTs between casts (torch.fft takes no bfloat16); a float64
+    input (the reference) is filtered in float64."""
+
+    def forward(self, x):
+        return super().forward(x.float() if x.dtype == torch.bfloat16 else x).to(x.dtype)
+
+
+class FreeUFourierFilter(torch.nn.Module):
+    """diffusers' FreeU fourier_filter (utils/torch_utils.py) on a float32 feature map [B, C, H, W]."""
+
+    def __init__(self, threshold: int = 1, scale: float = 0.9):
+        super().__init__()
+        self.threshold, self.scale = threshold, scale
+
+    def forward(self, x):
+        x_freq = torch.fft.fftshift(torch.fft.fftn(x, dim=(-2, -1)), dim=(-2, -1))
+        B, C, H, W = x_freq.shape
+        mask = torch.ones((B, C, H, W), device=x.device)
+        crow, ccol, t = H // 2, W // 2, self.threshold
+        mask[..., crow - t:crow + t, ccol - t:ccol + t] = self.scale
+        x_freq = torch.fft.ifftshift(x_freq * mask, dim=(-2, -1))
+        return torch.fft.ifftn(x_freq, dim=(-2, -1)).real
+
+
+HOP = 160  # the Whisper front end's hop, samples = HOP·frames for stft_dynamic
+
+
+def _shape(key: str) -> tuple[int, ...]:
+    return tuple(int(size) for size in key.split("x"))
+
+
+def make_case(program: str, key, args):
+    """(model, example input, dynamic_shapes, the inputs timed) of one case, the same in every process
+    (seeded by the case). key: n (filter, whisper's n_fft, stft_dynamic's n_fft, filter_bf16) or a shape
+    "BxCxHxW" (freeu)."""
+    torch.manual_seed(math.prod(_shape(key)) if program == "freeu" else key)
+    if program in ("filter", "filter_bf16"):
+        dtype = torch.bfloat16 if program == "filter_bf16" else torch.float32
+        x = torch.randn(args.signals, key).to(dtype)
+        return (FilterInBfloat16 if program == "filter_bf16" else SpectralFilter)(key), x, None, [x]
+    if program == "whisper":
+        x = torch.randn(args.batch, int(16000 * args.seconds))
+        return WhisperFrontEnd(n_fft=key), x, None, [x]
+    if program == "freeu":
+        x = torch.randn(_shape(key))
+        return FreeUFourierFilter(), x, None, [x]
+    frames = [int(16000 * s) // HOP for s in args.dynamic_seconds]
+    timed = [torch.randn(args.batch, HOP * f) for f in frames]
+    dim = torch.export.Dim("frames", min=8, max=max(int(16000 * args.dynamic_max_seconds) // HOP, *frames))
+    return WhisperFrontEnd(n_fft=key), timed[0], {"audio": {1: HOP * dim}}, timed
 
 
 def _best_median_us(fns, x, repeat: int, min_run_time: float) -> list[float]:
@@ -109,10 +173,12 @@ def _documented_reference(model: torch.nn.Module, x: torch.Tensor) -> torch.Tens
     return reference_model(x.detach().cpu().double())
 
 
-def _form(n: int, device: str, form: str) -> str:
+def _form(n: int, device: str, form: str, program: str = "filter") -> str:
     """How the pass computes a real length-n transform there: on the CPU the Stockham stages of the n/2-point
     complex transform an even r2c/c2r runs (spectral/stockham.py); elsewhere the GEMM plan of n, or the
-    kernel's tiling (kernels/fft_plan.py) where it covers n."""
+    kernel's tiling (kernels/fft_plan.py) where it covers n. A c2c (freeu's) runs n as it is."""
+    if device == "cpu" and program == "freeu":
+        return cpu_describe(n)
     if device == "cpu":
         return f"{cpu_describe(n // 2)} (n/2)" if n % 2 == 0 else cpu_describe(n)
     if form == "kernel" and tiling(n) is not None:
@@ -138,55 +204,109 @@ def _fft_kernel_switch(on: bool):
             os.environ["AOTCUDA_FFT_KERNEL"] = before
 
 
-def _kernels_a_call(fn, x) -> int:
-    """CUDA kernels one call of fn launches (torch.profiler; copies and memsets not counted)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(x)
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-               and not e.name.startswith(("Memcpy", "Memset")))
-
-
 def _ffts(ep) -> int:
     fft_ops = {torch.ops.aten._fft_r2c.default, torch.ops.aten._fft_c2c.default, torch.ops.aten._fft_c2r.default}
     return sum(1 for node in ep.graph.nodes if node.target in fft_ops)
 
 
-def run_case(program: str, n: int, args, lock=None) -> list[dict]:
+def _fft_rows_ops(ep) -> int:
+    op = getattr(getattr(torch.ops, "aotcuda", None), "fft_rows", None)
+    return 0 if op is None else sum(1 for node in ep.graph.nodes if node.target is op.default)
+
+
+def _rewritten(ep, program: str, form: str):
+    """The pass's program in `form`, checked to have no FFT op left."""
+    with _fft_kernel_switch(form == "kernel"):
+        new = ReplaceComplexWithRealPass(strict=True)(ep)
+    assert _ffts(new) == 0, f"{program}: {_ffts(new)} FFT ops left after the pass ({form})"
+    return new
+
+
+def _compiled(module, dynamic: bool, first: torch.Tensor):
+    """torch.compile of module; dynamic: the input's dim 1 marked dynamic on the first input (one graph)."""
+    if dynamic:
+        torch._dynamo.mark_dynamic(first, 1)
+    return torch.compile(module)
+
+
+def _dim_spec(dynamic_shapes) -> str | None:
+    """How the program's dynamic dim was exported: "160·frames ≤ N" (a named Dim) or "AUTO"."""
+    if dynamic_shapes is None:
+        return None
+    (dim,) = [d for dims in dynamic_shapes.values() for d in dims.values()]
+    return "AUTO" if dim is torch.export.Dim.AUTO else f"{dim.__name__} ≤ {dim.max}"
+
+
+def _within(error: float, program: str, floor: float) -> bool:
+    """The error check: bfloat16 rows within 2× the reference's own bfloat16 rounding, others 1e-5."""
+    return error <= (2 * floor if program == "filter_bf16" else 1e-5)
+
+
+def _export(model, x, dynamic_shapes, program: str):
+    """torch.export (decomposed) and the dynamic_shapes it took: a named Dim where export takes it, else
+    Dim.AUTO (tests/passes/complex_to_real/test_fft_programs.py: an stft's named Dim was refused by
+    export itself in some torch versions, a guard from torch's stft)."""
+    try:
+        return torch.export.export(model, (x,), dynamic_shapes=dynamic_shapes).run_decompositions(), dynamic_shapes
+    except Exception as error:
+        if dynamic_shapes is None:
+            raise
+        print(f"{program}: export refused the named Dim ({type(error).__name__}: {str(error).splitlines()[0][:200]}); "
+              f"exported with Dim.AUTO instead", file=sys.stderr, flush=True)
+        auto = {name: {d: torch.export.Dim.AUTO for d in dims} for name, dims in dynamic_shapes.items()}
+        return torch.export.export(model, (x,), dynamic_shapes=auto).run_decompositions(), auto
+
+
+def run_case(program: str, key, args, lock=None) -> list[dict]:
     """Export, rewrite (once per form), compile and warm the programs (in parallel with other cases), then
-    measure under `lock` (one case on the device at a time): one row per form."""
+    measure under `lock` (one case on the device at a time): one row per form and timed input."""
     torch._dynamo.config.cache_size_limit = 64
-    model, x = make_case(program, n, args)
-    model, x = model.to(args.device), x.to(args.device)
+    model, x, dynamic_shapes, timed = make_case(program, key, args)
+    model = model.to(args.device)
+    x, timed = x.to(args.device), [t.to(args.device) for t in timed]
     cuda = args.device.startswith("cuda")
+    dynamic = dynamic_shapes is not None
+    n = _shape(key)[-2] if program == "freeu" else key
     started = time.perf_counter()
-    ep = torch.export.export(model, (x,)).run_decompositions()
+    ep, dynamic_shapes = _export(model, x, dynamic_shapes, program)
     forms = _forms(args)
-    ours = {}
-    for form in forms:
-        with _fft_kernel_switch(form == "kernel"):
-            ours[form] = torch.compile(ReplaceComplexWithRealPass(strict=True)(ep).module())
-    library = torch.compile(ep.module())
-    fns = [library, *ours.values()]
+    rewritten = {form: _rewritten(ep, program, form) for form in forms}
+    fns = [_compiled(ep.module(), dynamic, x)] + [_compiled(new.module(), dynamic, x) for new in rewritten.values()]
+    if dynamic:  # the timed inputs too: on CUDA, .to(device) made them other tensors than x
+        for inputs in timed:
+            torch._dynamo.mark_dynamic(inputs, 1)
+    threads = torch.get_num_threads()
+    rows = []
     with torch.no_grad():
-        expected = _documented_reference(model, x).to(x.device)  # float64, beside the outputs
-        for fn in fns + fns:  # compile and warm up
-            fn(x)
-        errors = [relative_error(fn(x), expected) for fn in fns]
-        kernels = [_kernels_a_call(fn, x) for fn in fns] if cuda else [None] * len(fns)
-        compile_s = time.perf_counter() - started
-        with lock if lock is not None else contextlib.nullcontext():
-            load = os.getloadavg()[0]
-            if cuda:
-                torch.cuda.synchronize()
-            times = _best_median_us(fns, x, args.repeat, args.min_run_time)
-    return [dict(program=program, n=n, form=form, plan=_form(n, args.device, form), library_us=times[0],
-                 aotcuda_us=times[i + 1], ratio=times[i + 1] / times[0], rel_error=errors[i + 1],
-                 library_rel_error=errors[0], ffts=_ffts(ep), library_kernels=kernels[0], kernels=kernels[i + 1],
-                 load=load, compile_s=compile_s)
-            for i, form in enumerate(forms)]
+        for i, inputs in enumerate(timed):
+            expected = _documented_reference(model, inputs).to(inputs.device)  # float64, beside the outputs
+            # Compile (at the first input) and warm up; a later length of a dynamic program must reuse its graph.
+            # the thread count the graphs were compiled under (a guard of theirs): what ran between the
+            # lengths (timing, profiling) may leave another, which would recompile for no reason of the program's
+            torch.set_num_threads(threads)
+            with torch._dynamo.config.patch(error_on_recompile=dynamic and i > 0):
+                for fn in fns + fns:
+                    fn(inputs)
+            floor = relative_error(expected.to(torch.bfloat16), expected) if program == "filter_bf16" else 0.0
+            errors = [relative_error(fn(inputs), expected) for fn in fns]
+            kernels = [cuda_kernels_a_call(fn, inputs) for fn in fns] if cuda else [None] * len(fns)
+            if i == 0:
+                compile_s = time.perf_counter() - started
+            with lock if lock is not None else contextlib.nullcontext():
+                load = os.getloadavg()[0]
+                if cuda:
+                    torch.cuda.synchronize()
+                times = _best_median_us(fns, inputs, args.repeat, args.min_run_time)
+            shape = "×".join(str(size) for size in inputs.shape)
+            rows += [dict(program=program, n=n, key=key, index=i, shape=shape, dtype=str(inputs.dtype).removeprefix("torch."),
+                          dynamic=dynamic, dim=_dim_spec(dynamic_shapes), form=form, plan=_form(n, args.device, form, program),
+                          library_us=times[0], aotcuda_us=times[j + 1], ratio=times[j + 1] / times[0],
+                          rel_error=errors[j + 1], library_rel_error=errors[0], error_floor=floor,
+                          ok=_within(errors[j + 1], program, floor),  # the library's error has its column
+                          ffts=_ffts(ep), fft_rows=_fft_rows_ops(rewritten[form]), library_kernels=kernels[0],
+                          kernels=kernels[j + 1], load=load, compile_s=compile_s)
+                     for j, form in enumerate(forms)]
+    return rows
 
 
 _LOCK = None
@@ -198,23 +318,27 @@ def _init_worker(lock, threads: int) -> None:
     torch._inductor.config.compile_threads = threads
 
 
-def _run_in_worker(program: str, n: int, args) -> list[dict]:
-    return run_case(program, n, args, _LOCK)
+def _run_in_worker(program: str, key, args) -> list[dict]:
+    return run_case(program, key, args, _LOCK)
 
 
-def _cases(args) -> list[tuple[str, int]]:
-    cases = [("filter", n) for n in args.sizes]
-    if not args.no_whisper:
-        cases += [("whisper", n) for n in args.n_fft]
-    return cases
+PROGRAMS = ("filter", "whisper", "stft_dynamic", "freeu", "filter_bf16")
+
+
+def _cases(args) -> list[tuple[str, object]]:
+    """(program, key) in table order: filter's sizes, whisper's and stft_dynamic's n_fft, freeu's shapes,
+    filter_bf16's sizes."""
+    keys = {"filter": args.sizes, "whisper": [] if args.no_whisper else args.n_fft, "stft_dynamic": args.n_fft,
+            "freeu": args.freeu_shapes, "filter_bf16": args.bf16_sizes}
+    return [(program, key) for program in PROGRAMS if program in args.programs for key in keys[program]]
 
 
 def _rows(args, cases, on_row):
     """Run every case, sequentially or in worker processes, calling on_row(row) for each of its rows as
     each one ends."""
     if args.workers <= 1:
-        for program, n in cases:
-            for row in run_case(program, n, args):
+        for program, key in cases:
+            for row in run_case(program, key, args):
                 on_row(row)
         return
     context = multiprocessing.get_context("spawn")
@@ -222,14 +346,14 @@ def _rows(args, cases, on_row):
     threads = max(1, (os.cpu_count() or 2) // args.workers)
     with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=context, initializer=_init_worker,
                                                 initargs=(lock, threads)) as pool:
-        futures = {pool.submit(_run_in_worker, program, n, args): (program, n) for program, n in cases}
+        futures = {pool.submit(_run_in_worker, program, key, args): (program, key) for program, key in cases}
         for future in concurrent.futures.as_completed(futures):
             try:
                 for row in future.result():
                     on_row(row)
             except Exception as error:  # one failed case: say which, keep the others
-                program, n = futures[future]
-                print(f"{program} n={n} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+                program, key = futures[future]
+                print(f"{program} {key} failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -240,7 +364,17 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="clips of 30 s of 16 kHz audio (whisper)")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--n-fft", type=int, nargs="+", default=[400], help="whisper's n_fft (one row each)")
-    parser.add_argument("--no-whisper", action="store_true")
+    parser.add_argument("--no-whisper", action="store_true", help="leave out the whisper program")
+    parser.add_argument("--programs", nargs="+", choices=PROGRAMS, default=list(PROGRAMS),
+                        help="the programs (module docstring; default all)")
+    parser.add_argument("--dynamic-seconds", type=float, nargs="+", default=[10.0, 30.0],
+                        help="stft_dynamic: the audio lengths timed (s of 16 kHz), a row each")
+    parser.add_argument("--dynamic-max-seconds", type=float, default=30.0,
+                        help="stft_dynamic: the exported Dim's max (s); at least the longest timed")
+    parser.add_argument("--freeu-shapes", nargs="+", default=["2x1280x32x32", "2x640x64x64"],
+                        help="freeu: feature maps BxCxHxW (SDXL's up-block skips)")
+    parser.add_argument("--bf16-sizes", type=int, nargs="+", default=[400, 1024, 4096],
+                        help="filter_bf16: n of the bfloat16 filter, a row each")
     parser.add_argument("--forms", nargs="+", choices=["gemm", "kernel"], default=None,
                         help="the pass's forms on CUDA, a row each (default: gemm and, where Triton is installed, "
                              "kernel); the CPU always takes its stages")
@@ -256,6 +390,9 @@ def main() -> None:
         args.forms = ["gemm", "kernel"] if importlib.util.find_spec("triton") else ["gemm"]
     if "kernel" in args.forms and importlib.util.find_spec("triton") is None:
         parser.error("--forms kernel needs Triton (aotcuda::fft_rows is a Triton kernel)")
+    for key in args.freeu_shapes:
+        if len(key.split("x")) != 4 or not all(part.isdigit() for part in key.split("x")):
+            parser.error(f"--freeu-shapes takes BxCxHxW, e.g. 2x1280x32x32; got {key!r}")
     cases = _cases(args)
     if args.workers is None:
         args.workers = min(len(cases), 8) if cuda else 1
@@ -267,30 +404,33 @@ def main() -> None:
     path = args.json or RESULTS / f"fft-{'cuda' if cuda else 'cpu'}-torch{torch.__version__.split('+')[0]}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     header = dict(machine=machine, torch=torch.__version__, library=library, forms=_forms(args), signals=args.signals,
-                  batch=args.batch, seconds=args.seconds, repeat=args.repeat, min_run_time=args.min_run_time,
+                  batch=args.batch, seconds=args.seconds, programs=args.programs, dynamic_seconds=args.dynamic_seconds,
+                  dynamic_max_seconds=args.dynamic_max_seconds, repeat=args.repeat, min_run_time=args.min_run_time,
                   started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     rows = []
 
     def on_row(row):
         rows.append(row)
         path.write_text(json.dumps(dict(header, rows=rows), indent=1))
-        print(f"done: {row['program']} n={row['n']} {row['form']} {row['ratio']:.2f}× (load {row['load']:.1f}, "
+        print(f"done: {row['program']} {row['shape']} {row['form']} {row['ratio']:.2f}× (load {row['load']:.1f}, "
               f"compiled in {row['compile_s']:.0f} s)", file=sys.stderr, flush=True)
 
     started = time.perf_counter()
     _rows(args, cases, on_row)
     order = {case: i for i, case in enumerate(cases)}
-    print(f"{machine}, torch {torch.__version__}; library = {library} via torch.compile; float32; "
-          f"best of {args.repeat} medians; {time.perf_counter() - started:.0f} s in all")
-    print(f"| program | n | form | plan | {library} (µs) | aotcuda (µs) | aotcuda / {library} | rel. error | "
-          f"{library} rel. error | kernels a call ({library} / aotcuda), FFTs | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"{machine}, torch {torch.__version__}; library = {library} via torch.compile; float32 (filter_bf16: "
+          f"bfloat16 in and out); best of {args.repeat} medians; {time.perf_counter() - started:.0f} s in all")
+    print(f"| program | n | input | form | plan | {library} (µs) | aotcuda (µs) | aotcuda / {library} | rel. error | "
+          f"{library} rel. error | check | kernels a call ({library} / aotcuda), FFTs, fft_rows | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     forms = _forms(args)
-    for row in sorted(rows, key=lambda r: (order[(r["program"], r["n"])], forms.index(r["form"]))):
-        kernels = f"{row['library_kernels']} / {row['kernels']}, {row['ffts']}" if cuda else f"–, {row['ffts']}"
-        print(f"| {row['program']} | {row['n']} | {row['form']} | {row['plan']} | {row['library_us']:.1f} | "
+    for row in sorted(rows, key=lambda r: (order[(r["program"], r["key"])], r["index"], forms.index(r["form"]))):
+        shape = f"{row['shape']} {row['dtype']}" + (f" (dynamic: {row['dim']})" if row["dynamic"] else "")
+        kernels = f"{row['library_kernels'] if cuda else '–'} / {row['kernels'] if cuda else '–'}, {row['ffts']}, {row['fft_rows']}"
+        check = ("ok" if row["ok"] else "HIGH") + (f" (bf16 ≤ {2 * row['error_floor']:.1e})" if row["error_floor"] else "")
+        print(f"| {row['program']} | {row['n']} | {shape} | {row['form']} | {row['plan']} | {row['library_us']:.1f} | "
               f"{row['aotcuda_us']:.1f} | {row['ratio']:.2f}× | {row['rel_error']:.1e} | "
-              f"{row['library_rel_error']:.1e} | {kernels} | {row['load']:.1f} |")
+              f"{row['library_rel_error']:.1e} | {check} | {kernels} | {row['load']:.1f} |")
     print(f"wrote {path}")
 
 

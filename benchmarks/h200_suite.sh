@@ -19,7 +19,7 @@ export OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"
 if [ -z "${NO_INSTALL:-}" ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
-ALL_STEPS="rope pairmul latency overhead kernels decode1 decode8 decode_profile models fft irfft_bins cuda_tests sanitizer"
+ALL_STEPS="rope pairmul latency overhead kernels decode1 decode8 decode_profile models fft fft_more fft_sweep irfft_bins cuda_tests sanitizer"
 STEPS=${STEPS:-$ALL_STEPS}
 if [ -n "${LANES:-}" ]; then
   IFS=';' read -ra lanes <<< "$LANES"; gpu=0
@@ -46,13 +46,16 @@ step decode1 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 1 --dea
 step decode8 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 8 --deadline 540 --json "$OUT/decode8.json"
 step decode_profile "${PROFILE_LIMIT:-400}" python3 benchmarks/scripts/decode_profile.py --batch 8
 step models "${MODELS_LIMIT:-240}" python3 benchmarks/models.py --json "$OUT/models.json"
-step fft "${FFT_LIMIT:-300}" python3 benchmarks/fft.py --device cuda --json "$OUT/fft.json"
+step fft "${FFT_LIMIT:-300}" python3 benchmarks/fft.py --device cuda --programs filter whisper --json "$OUT/fft.json"
+step fft_more "${FFT_LIMIT:-300}" python3 benchmarks/fft.py --device cuda --programs stft_dynamic freeu filter_bf16 \
+  --json "$OUT/fft_more.json"
+step fft_sweep 240 python3 benchmarks/scripts/fft_tiling_sweep.py --budget 180 --json "$OUT/fft_sweep.json"
 step irfft_bins 120 python3 benchmarks/scripts/irfft_ignored_bins.py --device cuda
 step cuda_tests "${TESTS_LIMIT:-400}" python3 -m pytest -q -s -m cuda -p no:cacheprovider ${CUDA_TESTS:-tests}
 step sanitizer "${SANITIZER_LIMIT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 \
   python3 -m pytest -q -m cuda -p no:cacheprovider tests/runtime/test_cuda.py
 [ -n "${NO_TABLES:-}" ] && exit 0
-for f in rope pairmul latency overhead kernels decode1 decode8 decode_profile models fft irfft_bins; do [ -f "$OUT/$f.log" ] && sed -n '/^|/p' "$OUT/$f.log"; done
+for f in rope pairmul latency overhead kernels decode1 decode8 decode_profile models fft fft_more fft_sweep irfft_bins; do [ -f "$OUT/$f.log" ] && sed -n '/^|/p' "$OUT/$f.log"; done
 [ -f "$OUT/cuda_tests.log" ] && tail -3 "$OUT/cuda_tests.log"
 [ -f "$OUT/sanitizer.log" ] && grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer.log" | tail -3
 [ -f "$OUT/summary.txt" ] && cat "$OUT/summary.txt"

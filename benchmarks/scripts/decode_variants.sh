@@ -7,7 +7,7 @@
 # A variant is bBATCH:OPTIONS, OPTIONS "default" or KEY=VALUE[,KEY=VALUE...] (Inductor options over lower()'s;
 # a KEY starting with AOTCUDA_ is set in the compile's environment instead).
 # MODEL=llama: transformers' LlamaForCausalLM of the same sizes (decode.py's llama-* rows) instead of our decoder.
-# Issue 29's pass A/B (both passes off by default): VARIANTS="b1:default b1:AOTCUDA_SIBLING_PRODUCTS=1 b1:AOTCUDA_DECODE_ATTENTION=1".
+# Issue 29's pass A/B (sibling products and decode attention on by default, row products off): VARIANTS="b8:default b8:AOTCUDA_SIBLING_PRODUCTS=0 b1:AOTCUDA_DECODE_ATTENTION=0 b1:AOTCUDA_ROW_PRODUCTS=1".
 # EXTRA="--tiny --device cpu" makes it a CPU smoke run. CODE_FOR names the variant whose generated code (TORCH_LOGS=output_code) is kept. Logs go under $OUT.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"

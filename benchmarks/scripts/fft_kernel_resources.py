@@ -27,7 +27,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
 from aotcuda.kernels import fft_rows  # noqa: E402
-from aotcuda.kernels.fft_plan import rows_per_program, tiling  # noqa: E402
+from aotcuda.kernels.fft_plan import default_launch  # noqa: E402
 
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 INTEGERS = ("size0", "size1", "size2", "size3", "xs0", "xs1", "xs2", "xs3", "xs_t", "xs_p",
@@ -36,11 +36,10 @@ INTEGERS = ("size0", "size1", "size2", "size3", "xs0", "xs1", "xs2", "xs3", "xs_
 
 def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: bool = False) -> dict:
     """The kernel as launch() would start it for `rows` rows of length n, compiled to a cubin."""
-    plan = tiling(n)
+    launch = default_launch(n, rows)
+    plan, per_program, warps = launch.tiling, launch.rows, launch.warps
     a, b, c = plan.factors
     p1, p2, p3 = plan.padded
-    per_program = rows_per_program(plan, rows)
-    warps = 8 if per_program * plan.tile >= 4096 or max(plan.padded) > 32 else 4
     constants = dict(N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=fft_rows.KINDS.index(kind),
                      PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window)
     signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "rows": "i64", "in_len": "i32",

@@ -45,12 +45,14 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "index hold values eager accepts (runtime/index_ranges.py); off: no check, and an out-of-range index "
            "ends the process (CPU) or breaks the CUDA context. aotcuda.load(check_index_ranges=) overrides it",
            "at each load"),
-    # Off by default, by the H200's decode step (torch 2.11, decode.py batch 1, bound graph): the sibling
-    # products alone 987.8 µs against 978.4 without (2026-12-02); with the row products and the decode
-    # attention 1164.9 µs against 939.0 with the decode attention alone (2026-12-03): in the step, the
-    # row_product kernels took 658.9 µs for the 33 products Inductor's fused reductions make in about 440.
-    Switch("AOTCUDA_SIBLING_PRODUCTS", False, "CUDA lowering runs ConcatSiblingProductsPass: matrix products that "
-           "read one activation (q/k/v, w1/w3) become one product over their stacked weights "
+    # The H200's decode step (torch 2.11, decode.py, bound graph): the sibling products at batch 8 1186.3 µs
+    # against 1406.4 without (2026-12-03), at batch 1 987.8 against 978.4 (2026-12-02), so the pass fuses
+    # products of 8 rows or more only. Row products off: at batch 1, with the sibling products and the decode
+    # attention, 1164.9 µs against 939.0 with the decode attention alone (2026-12-03; the 33 row_product
+    # kernels took 658.9 µs for the products Inductor's fused reductions make in about 440); at batch 8 (up to
+    # 8 rows, weights of 1M elements or more) 1208.9 against 1186.3 with the sibling products alone.
+    Switch("AOTCUDA_SIBLING_PRODUCTS", True, "CUDA lowering runs ConcatSiblingProductsPass: matrix products of 8 "
+           "rows or more that read one activation (q/k/v, w1/w3) become one product over their stacked weights "
            "(passes/sibling_products.py); off: each product on its own", "at each lower() for CUDA"),
     Switch("AOTCUDA_ROW_PRODUCTS", False, "CUDA lowering runs RowProductsPass: matrix products with at most 4 "
            "rows on the left and a weight of 8M elements or more (a decode step's projections and LM head) become "

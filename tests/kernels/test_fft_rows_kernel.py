@@ -1,15 +1,18 @@
 """aotcuda::fft_rows (kernels/fft_rows.py) against torch.fft in float64, on fresh random rows.
 
 - Without Triton: the tilings and tables (kernels/fft_plan.py) rebuild the DFT in float64 to 1e-12 (the
-  kernel's stages as plain torch), and the op's CPU implementation matches torch.fft for every kind,
-  float32 and bfloat16.
+  kernel's stages as plain torch), every alternative tiling of fft_plan.tilings too; the default launch
+  (tiling, rows a program, warps) is pinned, fft_plan.launches starts with it, and a launch the kernel
+  cannot run says why; the op's CPU implementation matches torch.fft for every kind, float32 and bfloat16.
 - In Triton's interpreter (TRITON_INTERPRET=1, a subprocess; skipped where Triton is missing): the kernel
   itself for n in LENGTHS, c2c forward and inverse, r2c and c2r, float32 and float16 (bfloat16 for
   BFLOAT16_LENGTHS: the interpreter's bfloat16 tl.dot is wrong, but the kernel converts to float32 before
   its products), rows in a batch of strided dims around a middle transformed dim, a planar pair;
   zero-padded and cropped inputs and outputs; offsets past 2**31; its float32 accuracy with tl.dot's
   TF32x3 rounding emulated (cuFFT's level); and stft's front end fused (WINDOWED_CASES): a window operand
-  and frames read in place through overlapping strides (unfold's view, hop < n), r2c and c2c.
+  and frames read in place through overlapping strides (unfold's view, hop < n), r2c and c2c; launch()
+  given an explicit config (every tiling of 16, 64 and 100, and 64's default tiling at every R: what
+  benchmarks/scripts/fft_tiling_sweep.py times), and its refusals.
 - On CUDA (the H200): the kernel in float32, float16 and bfloat16, and a spectral filter lowered with
   AOTCUDA_FFT_KERNEL=1 (aotcuda.lower refuses any fallback kernel) against eager.
 """
@@ -138,6 +141,52 @@ def test_tilings_cover_the_lengths_with_small_prime_factors_and_prefer_narrow_ta
     assert fft_rows.supports(torch.zeros(1, 1, 1, 1, 64, 2), 4, 64, "c2c")
 
 
+@pytest.mark.parametrize("n", [1, 16, 64, 100, 400, 512, 2048, 4096])
+@pytest.mark.parametrize("inverse", [False, True], ids=["forward", "inverse"])
+def test_every_alternative_tiling_rebuilds_the_dft_in_float64(n, inverse):
+    """fft_plan.tilings: factors in every order (ones last), each one's tables the DFT (benchmarks time them)."""
+    z = torch.randn(2, n, dtype=torch.complex128)
+    want = torch.view_as_real(torch.fft.ifft(z, norm="forward") if inverse else torch.fft.fft(z))
+    for t in fft_plan.tilings(n):
+        assert math_prod(t.factors) == n and t.tile <= fft_plan.TILE, t
+        assert fft_plan.Launch(t, fft_plan.least_rows(t), 4).problem() is None, t
+        assert relative_error(torch.view_as_real(_stages_in_float64(z, t, inverse)), want) < 1e-12, t.describe()
+
+
+def test_the_tilings_hold_the_default_and_the_launches_start_with_the_ops_choice():
+    for n in range(1, fft_plan.MAX_LENGTH + 1):
+        t = fft_plan.tiling(n)
+        assert (t is None and not fft_plan.tilings(n)) or t in fft_plan.tilings(n), n
+    assert [t.describe() for t in fft_plan.tilings(4096)] == ["16·16·16", "64·64"]
+    assert {t.factors for t in fft_plan.tilings(64)} >= {(16, 4, 1), (4, 16, 1), (8, 8, 1), (64, 1, 1), (4, 4, 4)}
+    # The op's own choice (kernels/fft_rows.launch) for a million rows, for 512 rows on the H200's 132 SMs
+    # (the sweep's measured best rows and warps), for 35
+    # rows in the interpreter (two stand-in "processors"): rows a program and warps.
+    for n, rows, processors, want in [(64, 1 << 20, 132, ("16·4→16", 8, 4)), (400, 1 << 20, 132, ("25→32·16", 4, 4)),
+                                      (4096, 1 << 20, 132, ("16·16·16", 1, 4)), (37, 1 << 20, 132, ("37→64", 16, 8)),
+                                      (1024, 512, 132, ("32·32", 2, 4)), (512, 512, 132, ("32·16", 2, 4)), (16, 35, 2, ("16", 32, 4))]:
+        launch = fft_plan.default_launch(n, rows, processors)
+        assert (launch.tiling.describe(), launch.rows, launch.warps) == want, (n, launch)
+        assert launch.rows == fft_plan.rows_per_program(fft_plan.tiling(n), rows, processors)
+        every = fft_plan.launches(n, rows, processors)
+        assert every[0] == launch and len(set(every)) == len(every)
+        assert all(c.problem() is None and c.tiling.n == n for c in every)
+        assert {c.tiling for c in every} == set(fft_plan.tilings(n))
+
+
+def test_a_launch_the_kernel_cannot_run_says_why():
+    t64 = fft_plan.tiling(64)
+    bad = {"multiply to n": fft_plan.Launch(fft_plan.Tiling(64, (16, 2, 1), (16, 16, 1)), 1, 4),
+           "each in [1, 64]": fft_plan.Launch(fft_plan.Tiling(128, (128, 1, 1), (128, 1, 1)), 1, 4),
+           "ones last": fft_plan.Launch(fft_plan.Tiling(64, (16, 1, 4), (16, 1, 16)), 1, 4),
+           "padded sizes": fft_plan.Launch(fft_plan.Tiling(64, (16, 4, 1), (16, 4, 1)), 1, 4),
+           "a power of two ≥ 1": fft_plan.Launch(t64, 3, 4),
+           "a power of two ≥ 16": fft_plan.Launch(fft_plan.tiling(16), 8, 4),
+           "warps": fft_plan.Launch(t64, 1, 3)}
+    for reason, launch in bad.items():
+        assert reason in (launch.problem() or ""), (reason, launch.problem())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("n", [1, 3, 64, 400])
 def test_the_cpu_implementation_matches_torch_fft(n, dtype):
@@ -234,6 +283,16 @@ def test_the_kernel_matches_torch_fft_in_tritons_interpreter():
     assert len(lines) == sum((2 + (n in BFLOAT16_LENGTHS)) * len(cases(n, torch.float32)) for n in LENGTHS)
 
 
+def _run_here(function: str) -> list[str]:
+    """The lines this module's `function`() printed, run in Triton's interpreter (run_code)."""
+    return run_code(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import test_fft_rows_kernel
+        test_fft_rows_kernel.{function}()
+    """).splitlines()
+
+
 def check_windowed_interpreted():
     """Every windowed case (windowed_cases) of WINDOWED in float32 and float16 through the interpreter."""
     torch.manual_seed(1)
@@ -246,13 +305,7 @@ def check_windowed_interpreted():
 
 @NEEDS_TRITON
 def test_the_kernel_applies_the_window_and_reads_overlapping_frames_in_tritons_interpreter():
-    out = run_code(f"""
-        import sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        import test_fft_rows_kernel
-        test_fft_rows_kernel.check_windowed_interpreted()
-    """)
-    lines = out.splitlines()
+    lines = _run_here("check_windowed_interpreted")
     print("\n".join(lines))
     assert len(lines) == 2 * len(WINDOWED) * len(windowed_cases(8, 2, torch.float32))
 
@@ -312,6 +365,52 @@ def test_float32_accuracy_with_tf32x3_products_emulated_is_at_cufft_level():
     float32, float16 = map(float, out.split())
     assert float32 < 3e-7, float32
     assert float16 < 2e-3, float16  # float16's own rounding: 3e-4 (a TF32 product truncates to 2**-10)
+
+
+LAUNCH_LENGTHS = [16, 64, 100]
+
+
+def sweep_launches() -> list:
+    """The launches the interpreter runs: every tiling of LAUNCH_LENGTHS at its fewest rows a program, and
+    64's default tiling at every R of fft_plan.launches (warps change nothing in the interpreter)."""
+    every = [fft_plan.Launch(t, fft_plan.least_rows(t), 4) for n in LAUNCH_LENGTHS for t in fft_plan.tilings(n)]
+    rows = sorted({c.rows for c in fft_plan.launches(64, 35, 1) if c.tiling == fft_plan.tiling(64)})
+    return every + [fft_plan.Launch(fft_plan.tiling(64), r, 8) for r in rows]
+
+
+def check_launches_interpreted():
+    """Each launch of sweep_launches() given to launch() as `config`, each kind (check()'s first four
+    cases) in float32, against torch.fft in float64; then the refusals of launches it cannot run."""
+    torch.manual_seed(2)
+    for config in sweep_launches():
+        n = config.tiling.n
+        for name, x, dim, out_len, kind, inverse, scale in cases(n, torch.float32)[:4]:
+            got = fft_rows.launch(x, None, dim, n, out_len, kind, inverse, scale, config=config)
+            want = expected(x, dim, n, out_len, kind, inverse, scale)
+            error = relative_error(got, want)
+            assert got.shape == want.shape and error < TOLERANCE[torch.float32], (config, name, error)
+            print(n, config.describe(), name, f"{error:.1e}")
+    x = torch.randn(3, 64, 2)
+    tables = fft_rows.tables_for(64, "c2c", False, t=fft_plan.tiling(64))
+    for config in (fft_plan.default_launch(32, 3), fft_plan.Launch(fft_plan.tiling(64), 3, 4)):
+        try:
+            fft_rows.launch(x, None, 1, 64, 64, "c2c", False, 1.0, config=config)
+        except ValueError as error:
+            print("refused:", error)
+    other = fft_plan.Launch(fft_plan.Tiling(64, (64, 1, 1), (64, 1, 1)), 16, 4)
+    try:  # the default tiling's tables with another tiling (of another size)
+        fft_rows.launch(x, tables, 1, 64, 64, "c2c", False, 1.0, config=other)
+    except ValueError as error:
+        print("refused:", error)
+
+
+@NEEDS_TRITON
+def test_every_launch_of_the_sweep_matches_torch_fft_in_tritons_interpreter():
+    lines = _run_here("check_launches_interpreted")
+    refused = [line for line in lines if line.startswith("refused:")]
+    assert len(lines) - len(refused) == 4 * len(sweep_launches())
+    assert len(refused) == 3 and "of length 32" in refused[0] and "power of two" in refused[1]
+    assert "tables must be" in refused[2]
 
 
 # ---- on CUDA -------------------------------------------------------------------------------------------

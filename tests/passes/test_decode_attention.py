@@ -172,7 +172,7 @@ def test_the_decode_step_is_rewritten_in_every_layer_and_matches_eager_step_afte
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("batch", [1, 8])
 def test_a_cuda_lowering_of_a_decode_step_with_a_long_cache_runs_both_passes_and_matches_eager(tmp_path, batch,
                                                                                                   monkeypatch):
     # The tiny decoder with a cache long enough for the default limits (1024 positions, chunks of 128):
@@ -182,15 +182,17 @@ def test_a_cuda_lowering_of_a_decode_step_with_a_long_cache_runs_both_passes_and
     import aotcuda
     from aotcuda.models.decoder import DecoderConfig, make_decoder
 
-    monkeypatch.setenv("AOTCUDA_DECODE_ATTENTION", "1")  # both off by default (switches.py says why)
-    monkeypatch.setenv("AOTCUDA_SIBLING_PRODUCTS", "1")
+    monkeypatch.delenv("AOTCUDA_DECODE_ATTENTION", raising=False)  # both on by default (switches.py says why)
+    monkeypatch.delenv("AOTCUDA_SIBLING_PRODUCTS", raising=False)
     config = dataclasses.replace(DecoderConfig.tiny(), max_seq_len=1024)
     model = make_decoder(config, batch, device="cuda", dtype=torch.bfloat16, seed=6)
     example = (torch.zeros(batch, 1, dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"))
     lowered = aotcuda.lower(model, example, device="cuda", package_path=tmp_path / "decode.pt2")
     counts = {r.name: r.counts for r in lowered.pass_results}
     assert counts["SplitCacheAttentionPass"] == {"rewritten": config.n_layers, "kernel": config.n_layers, "kept": 0}
-    assert counts["ConcatSiblingProductsPass"] == {"groups": 2 * config.n_layers, "products": 5 * config.n_layers}
+    fused = 2 * config.n_layers if batch >= 8 else 0  # products of 8 rows or more
+    assert counts["ConcatSiblingProductsPass"] == {"groups": fused, "products": 5 * fused // 2,
+                                                   "kept": 2 * config.n_layers - fused}
     assert lowered.fallback_kernels == []
     eager, program = make_decoder(config, batch, device="cuda", dtype=torch.bfloat16, seed=6), aotcuda.load(lowered.package_path)
     tokens = torch.randint(0, config.vocab_size, (batch, 1), device="cuda")

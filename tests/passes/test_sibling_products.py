@@ -87,9 +87,9 @@ def test_qkv_and_w1_w3_become_one_product_each_with_dynamic_batch_and_sequence(d
     model = Block(bias=bias).to(dtype).eval()
     batch, seq = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=1, max=64)
     ep = _ep(model, (torch.randn(2, 5, 32, dtype=dtype),), ({0: batch, 1: seq},))
-    graph_pass = ConcatSiblingProductsPass()
+    graph_pass = ConcatSiblingProductsPass(min_rows=1)
     fused = graph_pass(ep)
-    assert graph_pass.result.changed and graph_pass.result.counts == {"groups": 2, "products": 5}
+    assert graph_pass.result.changed and graph_pass.result.counts == {"groups": 2, "products": 5, "kept": 0}
     assert len(_products(fused)) == 3 and len(_products(ep)) == 6  # the input program is unchanged
     assert all(p.target is (aten.addmm.default if bias else aten.mm.default) for p in _products(fused))
     names = set(fused.state_dict)
@@ -100,17 +100,36 @@ def test_qkv_and_w1_w3_become_one_product_each_with_dynamic_batch_and_sequence(d
     _check(model, fused, (1, 1, 32), (3, 17, 32), (8, 64, 32), dtype=dtype)
 
 
+def test_by_default_only_products_of_eight_rows_or_more_are_fused_a_symbolic_count_by_its_lower_bound():
+    # The measured rule (switches.py): one-row products of a batch-1 decode step stay Inductor's fused
+    # reductions; a batch of 8 (cuBLAS GEMMs) is fused. A dynamic batch may be 1, unless its min says not.
+    torch.manual_seed(2)
+    model = Block().eval()
+    for rows, dynamic, fused in [(1, None, False), (7, None, False), (8, None, True),
+                                 (8, torch.export.Dim("batch", min=1, max=64), False),
+                                 (8, torch.export.Dim("batch", min=8, max=64), True)]:
+        ep = _ep(model, (torch.randn(rows, 32),), None if dynamic is None else ({0: dynamic},))
+        graph_pass = ConcatSiblingProductsPass()
+        out = graph_pass(ep)
+        want = {"groups": 2, "products": 5, "kept": 0} if fused else {"groups": 0, "products": 0, "kept": 2}
+        assert graph_pass.result.counts == want, (rows, dynamic)
+        assert (out is ep) is not fused
+        _check(model, out, (rows, 32), (9, 32) if dynamic is not None else (rows, 32))
+    with pytest.raises(ValueError, match="min_rows must be an int of at least 1"):
+        ConcatSiblingProductsPass(min_rows=0)
+
+
 def test_a_shared_weight_and_a_bias_mismatch_keep_their_products():
     model = TiedAndMixed().eval()
     ep = _ep(model, (torch.randn(3, 16), torch.tensor([1, 2])))
-    graph_pass = ConcatSiblingProductsPass()
-    assert graph_pass(ep) is ep and graph_pass.result.counts == {"groups": 0, "products": 0}
+    graph_pass = ConcatSiblingProductsPass(min_rows=1)
+    assert graph_pass(ep) is ep and graph_pass.result.counts == {"groups": 0, "products": 0, "kept": 0}
 
 
 def test_a_consumer_that_cannot_view_the_columns_reads_a_contiguous_copy():
     torch.manual_seed(1)
     model = Flattened().eval()
-    ep = ConcatSiblingProductsPass()(_ep(model, (torch.randn(3, 16),)))
+    ep = ConcatSiblingProductsPass(min_rows=1)(_ep(model, (torch.randn(3, 16),)))
     assert len(_products(ep)) == 1
     x = torch.randn(3, 16)
     with torch.no_grad():
@@ -127,9 +146,9 @@ def test_the_decode_step_fuses_qkv_and_w1_w3_of_every_layer_and_matches_eager():
     ep = _ep(model, (torch.zeros(2, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long)))
     for graph_pass in passes():
         ep = graph_pass(ep)
-    graph_pass = ConcatSiblingProductsPass()
+    graph_pass = ConcatSiblingProductsPass(min_rows=1)
     fused = graph_pass(ep)
-    assert graph_pass.result.counts == {"groups": 2 * config.n_layers, "products": 5 * config.n_layers}
+    assert graph_pass.result.counts == {"groups": 2 * config.n_layers, "products": 5 * config.n_layers, "kept": 0}
     assert abs(_state_bytes(fused) - _state_bytes(ep)) <= 0.01 * _state_bytes(ep)
     eager, lowered = make_decoder(config, 2, dtype=torch.float32, seed=4), fused.module()
     tokens = torch.randint(0, config.vocab_size, (2, 1))
@@ -137,7 +156,7 @@ def test_the_decode_step_fuses_qkv_and_w1_w3_of_every_layer_and_matches_eager():
 
 
 @pytest.mark.parametrize("graph_pass, switch, by_default", [
-    (ConcatSiblingProductsPass, "AOTCUDA_SIBLING_PRODUCTS", False),  # no win measured on the H200
+    (ConcatSiblingProductsPass, "AOTCUDA_SIBLING_PRODUCTS", True),  # 1186.3 against 1406.4 µs a batch-8 step
     (SplitCacheAttentionPass, "AOTCUDA_DECODE_ATTENTION", True),  # 939.0 against 1051.1 µs a batch-1 step
 ])
 def test_cuda_lowering_runs_each_decode_pass_only_when_its_switch_is_on_and_cpu_lowering_never(

@@ -45,8 +45,11 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Ten
 
 
 def splits_for(batch_heads: int, length: int, processors: int) -> int:
-    """Chunks of the cache: enough programs for about two per multiprocessor at batch 1, each chunk a
-    whole number of BLOCK_L blocks (a power of two, so that the combine kernel reads them in one tile)."""
+    """Chunks of the cache: enough programs (batch_heads · chunks) for about two per multiprocessor, each
+    chunk a whole number of BLOCK_L blocks (a power of two, so that the combine kernel reads them in one
+    tile). More chunks than that make each program's fixed work (its q rows, its partial writes, the
+    combine's reads) outweigh its share of the cache: at batch 8, 32 chunks of one block each wrote 8 MB of
+    partials for 17 MB of cache read."""
     blocks = max(1, -(-length // BLOCK_L))
     want = max(1, -(-2 * processors // max(batch_heads, 1)))
     return min(1 << (want - 1).bit_length(), 1 << (blocks.bit_length() - 1))
@@ -135,9 +138,11 @@ if HAVE_TRITON:
                     acc = acc * alpha[:, None] + tl.dot(p.to(vals.dtype), vals)
                 m_i = m_new
         base = pair * SPLITS + split
-        tl.store(PartM + base * BLOCK_M + rows, m_i)
-        tl.store(PartL + base * BLOCK_M + rows, l_i)
-        tl.store(PartO + (base * BLOCK_M + rows[:, None]) * BLOCK_DV + dv[None, :], acc)
+        # only the real rows: BLOCK_M pads the group's rows to tl.dot's 16 (4 at a group of 4), and the padding's
+        # partials would be written for nothing (the combine kernel reads real rows only)
+        tl.store(PartM + base * BLOCK_M + rows, m_i, mask=row_ok)
+        tl.store(PartL + base * BLOCK_M + rows, l_i, mask=row_ok)
+        tl.store(PartO + (base * BLOCK_M + rows[:, None]) * BLOCK_DV + dv[None, :], acc, mask=row_ok[:, None])
 
     @triton.jit
     def _combine_kernel(PartO, PartM, PartL, Out, sob, soh, sos, sod,
@@ -176,7 +181,9 @@ if HAVE_TRITON:
         block_m = max(16, 1 << (rows - 1).bit_length())
         block_d, block_dv = max(16, 1 << (width - 1).bit_length()), max(16, 1 << (width_v - 1).bit_length())
         processors = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 132
-        splits = splits_for(kv_heads, length, processors)  # chosen for batch 1, the latency-bound case
+        # chunks for the programs there are: batch · KV heads where the batch is static; a symbolic batch
+        # (exported dynamic) cannot choose a constexpr from its size, so the chunks are chosen for batch 1
+        splits = splits_for(batch * kv_heads if type(batch) is int else kv_heads, length, processors)
         blocks = -(-length // BLOCK_L)
         chunk = -(-blocks // splits) * BLOCK_L
         out = torch.empty((batch, heads, sq, width_v), dtype=q.dtype, device=q.device)

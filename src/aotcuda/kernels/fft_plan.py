@@ -21,6 +21,10 @@ a prime from 37 to 61 still takes a 64-wide table).
 A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, is not
 covered (None): the GEMM form (passes/complex_to_real/spectral) computes it.
 
+How a launch holds the tile (``Launch``: the tiling, rows a program, warps) is ``default_launch``'s choice;
+``tilings`` and ``launches`` list the alternatives the kernel also runs, which fft_rows.launch takes as an
+explicit ``config`` (benchmarks/scripts/fft_tiling_sweep.py times them; the op itself always takes the default).
+
 Tables are computed in float64 with the phase reduced exactly in integers ((m·i·k) mod n) before it becomes
 an angle, then stored in float32: one flat tensor, each table as its real then its imaginary [rows, cols]
 block, in the order of ``TABLES``.
@@ -137,14 +141,110 @@ def table_values(t: Tiling, inverse: bool) -> torch.Tensor:
     return torch.cat([p.reshape(-1) for p in parts])
 
 
+def tilings(n: int) -> list[Tiling]:
+    """Every tiling of length n the kernel runs, the default (``tiling(n)``) among them: factors in any order
+    with the ones last, each ≤ MAX_FACTOR, the padded tile ≤ TILE; cheapest first (cost, tile, factors)."""
+    if not isinstance(n, int) or n < 1 or n > MAX_LENGTH:
+        return []
+    found = set()
+    for a in _divisors(n):
+        for b in _divisors(n // a):
+            c = n // (a * b)
+            if c > MAX_FACTOR:
+                continue
+            ones_last = tuple([f for f in (a, b, c) if f > 1] + [f for f in (a, b, c) if f == 1])
+            candidate = Tiling(n, ones_last, tuple(padded(f) for f in ones_last))
+            if candidate.tile <= TILE:
+                found.add(candidate)
+    return sorted(found, key=lambda t: (t.cost(), t.tile, tuple(-f for f in t.factors)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """How aotcuda::fft_rows runs: the tiling, `rows` rows a program (R, a power of two) and `warps`."""
+
+    tiling: Tiling
+    rows: int
+    warps: int
+
+    def describe(self) -> str:
+        return f"{self.tiling.describe()}, R={self.rows}, {self.warps} warps"
+
+    def problem(self) -> str | None:
+        """Why the kernel cannot run this launch, or None: the factors must multiply to n with the ones last,
+        each ≤ MAX_FACTOR and padded by ``padded``, the tile ≤ TILE; R a power of two whose stages' tl.dot
+        rows reach MIN_DOT; 1 to 16 warps, a power of two."""
+        t = self.tiling
+        if (len(t.factors) != 3 or math.prod(t.factors) != t.n
+                or any(not isinstance(f, int) or f < 1 or f > MAX_FACTOR for f in t.factors)):
+            return f"factors {t.factors} must be three that multiply to n = {t.n}, each in [1, {MAX_FACTOR}]"
+        stages = [f for f in t.factors if f > 1]
+        if list(t.factors[:len(stages)]) != stages:
+            return f"factors {t.factors} must have their ones last"
+        if t.padded != tuple(padded(f) for f in t.factors) or t.tile > TILE:
+            return f"padded sizes {t.padded} must be {tuple(padded(f) for f in t.factors)}, a tile ≤ {TILE}"
+        if self.rows < least_rows(t) or self.rows & (self.rows - 1):
+            return f"R = {self.rows} must be a power of two ≥ {least_rows(t)} (tl.dot's M ≥ {MIN_DOT})"
+        if not 1 <= self.warps <= 16 or self.warps & (self.warps - 1):
+            return f"warps = {self.warps} must be a power of two from 1 to 16"
+        return None
+
+
+def least_rows(t: Tiling) -> int:
+    """The fewest rows a program of tiling t holds: each stage's tl.dot multiplies R·tile/P ≥ MIN_DOT rows."""
+    return max([1] + [-(-MIN_DOT * p // t.tile) for p in t.padded if p > 1])
+
+
+def num_warps(t: Tiling, rows: int) -> int:
+    """The default warps of a program of `rows` rows of tiling t: 8 for a table wider than WIDE, else 4.
+    Measured on the H200 (benchmarks/scripts/fft_tiling_sweep.py, 512 rows, 2026-12-03): 4096 = 16·16·16
+    in one program took 28.0/38.2 µs (r2c/c2r) with 4 warps against 34.2/44.6 with 8, which the rule
+    before (8 for a program of 4096 values) gave."""
+    return 8 if max(t.padded) > WIDE else 4
+
+
+def default_launch(n: int, rows, processors: int = 132) -> Launch:
+    """The launch the op takes for `rows` rows of length n (covered) on a GPU of `processors` multiprocessors."""
+    t = tiling(n)
+    r = rows_per_program(t, rows, processors)
+    return Launch(t, r, num_warps(t, r))
+
+
+def launches(n: int, rows, processors: int = 132, warps=(4, 8)) -> list[Launch]:
+    """Every launch of length n worth timing, the default first; a caller that can time only some takes them
+    from the front. Then the tilings of ``tilings`` within twice the default's multiply-adds, each with the
+    R and warps it would get by default, then each of those at every power-of-two R from ``least_rows`` up
+    to TILE values a program (or its least) and each of `warps`; then the costlier tilings the same way."""
+    default = default_launch(n, rows, processors)
+
+    def own(t: Tiling) -> Launch:
+        r = rows_per_program(t, rows, processors)
+        return Launch(t, r, num_warps(t, r))
+
+    def others(t: Tiling) -> list[Launch]:
+        out, r = [], least_rows(t)
+        while r <= max(least_rows(t), TILE // t.tile):
+            out += [Launch(t, r, w) for w in warps]
+            r *= 2
+        return out
+
+    near = [t for t in tilings(n) if t.cost() <= 2 * default.tiling.cost()]
+    far = [t for t in tilings(n) if t not in near]
+    ordered = [default] + [own(t) for t in near] + [c for t in near for c in others(t)]
+    ordered += [own(t) for t in far] + [c for t in far for c in others(t)]
+    return list(dict.fromkeys(ordered))
+
+
 def rows_per_program(t: Tiling, rows, processors: int = 132) -> int:
     """Rows a program transforms: ROWS_TILE // tile (a 64-wide table: a quarter of it), fewer where a
-    static row count would leave the GPU's multiprocessors idle (two programs each wanted), never so few
-    that a tl.dot's M drops below 16."""
+    static row count would leave a GPU multiprocessor without a program, never so few that a tl.dot's M
+    drops below 16. One program per multiprocessor, not two: on the H200 (fft_tiling_sweep.py, 512 rows,
+    2026-12-03) n = 1024 took 8.4/8.1 µs (r2c/c2r) at 2 rows a program (256 programs) against 12.3/12.4 at
+    1 (512 programs), and n = 512 6.6/6.5 against 7.7/10.0."""
     most = max(1, (ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4) // t.tile)
-    least = max([1] + [-(-MIN_DOT * p // t.tile) for p in t.padded if p > 1])
+    least = least_rows(t)
     r = most
     if isinstance(rows, int):
-        while r > least and -(-rows // r) < 2 * processors:
+        while r > least and -(-rows // r) < processors:
             r //= 2
     return max(r, least)

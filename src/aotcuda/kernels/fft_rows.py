@@ -37,7 +37,7 @@ from __future__ import annotations
 import torch
 
 from aotcuda.kernels import HAVE_TRITON, launcher
-from aotcuda.kernels.fft_plan import Tiling, rows_per_program, table_values, tiling
+from aotcuda.kernels.fft_plan import Launch, Tiling, default_launch, table_values, tiling
 
 OP = "aotcuda::fft_rows"
 KINDS = ("c2c", "r2c", "c2r")
@@ -54,9 +54,10 @@ def direction(kind: str, inverse: bool) -> bool:
     return {"c2c": inverse, "r2c": False, "c2r": True}[kind]
 
 
-def tables_for(n: int, kind: str, inverse: bool, device=None) -> torch.Tensor:
-    """The float32 `tables` argument for a length-n transform of this kind, on `device`."""
-    return table_values(tiling(n), direction(kind, inverse)).to(device=device, dtype=torch.float32)
+def tables_for(n: int, kind: str, inverse: bool, device=None, t: Tiling | None = None) -> torch.Tensor:
+    """The float32 `tables` argument for a length-n transform of this kind, on `device`, for tiling t
+    (default: tiling(n), the op's)."""
+    return table_values(t or tiling(n), direction(kind, inverse)).to(device=device, dtype=torch.float32)
 
 
 def supports(x: torch.Tensor, dim: int, n, kind: str) -> bool:
@@ -78,7 +79,7 @@ def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
     return x.new_empty([*batch, out_len, *pair]).movedim(len(batch), dim)
 
 
-def _check(x, tables, dim, n, out_len, kind, window=None):
+def _check(x, tables, dim, n, out_len, kind, window=None, t: Tiling | None = None):
     if kind not in KINDS:
         raise ValueError(f"{OP}: kind must be one of {KINDS}; got {kind!r}")
     if not supports(x, dim, n, kind):
@@ -89,9 +90,10 @@ def _check(x, tables, dim, n, out_len, kind, window=None):
         raise ValueError(f"{OP}: {kind} takes a pair (trailing dim 2); got shape {tuple(x.shape)}")
     if isinstance(out_len, int) and not 1 <= out_len <= n:
         raise ValueError(f"{OP}: out_len must be in [1, n = {n}]; got {out_len}")
-    if tables is not None and (tables.dtype != torch.float32 or tables.numel() != tiling(n).table_numel()):
-        raise ValueError(f"{OP}: tables must be fft_plan.table_values(tiling({n}), …) in float32 "
-                         f"({tiling(n).table_numel()} values); got {tables.numel()} {tables.dtype}")
+    t = t or tiling(n)
+    if tables is not None and (tables.dtype != torch.float32 or tables.numel() != t.table_numel()):
+        raise ValueError(f"{OP}: tables must be fft_plan.table_values({t.describe()} of {n}, …) in float32 "
+                         f"({t.table_numel()} values); got {tables.numel()} {tables.dtype}")
     if window is not None and (kind == "c2r" or window.dim() != 1 or window.dtype not in (*DTYPES, torch.float64)
                                or window.device != x.device or window.shape[0] != x.shape[dim]):
         raise ValueError(f"{OP}: window must be a real 1-D tensor of x.shape[dim] = {x.shape[dim]} values on "
@@ -262,29 +264,36 @@ if HAVE_TRITON:
             tl.store(at + os_p, (xi * scale).to(Out.dtype.element_ty), mask=ok)
 
     def launch(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len, kind: str,
-               inverse: bool, scale: float, window: torch.Tensor | None = None) -> torch.Tensor:
-        """The kernel on x's device (the op's CUDA implementation; the interpreter runs it on CPU tensors)."""
-        _check(x, tables, dim, n, out_len, kind, window)
-        plan: Tiling = tiling(n)
+               inverse: bool, scale: float, window: torch.Tensor | None = None,
+               config: Launch | None = None) -> torch.Tensor:
+        """The kernel on x's device (the op's CUDA implementation; the interpreter runs it on CPU tensors).
+        config: a launch of fft_plan.launches(n, …) to run instead of fft_plan.default_launch's (benchmarks
+        compare them; the op never passes one); `tables`, when given, must be that tiling's."""
+        if config is not None and (config.tiling.n != n or config.problem()):
+            raise ValueError(f"{OP}: config {config} cannot run a length-{n} transform: "
+                             f"{config.problem() or f'its tiling is of length {config.tiling.n}'}")
+        _check(x, tables, dim, n, out_len, kind, window, config.tiling if config else None)
         if tables is None:
-            tables = tables_for(n, kind, inverse, x.device)
+            tables = tables_for(n, kind, inverse, x.device, config.tiling if config else None)
         pair_in = kind != "r2c"
         out = empty_out(x, dim, out_len, kind)
         sizes, x_strides = _batch(x, dim, pair_in)
         _, out_strides = _batch(out, dim, kind != "c2r")
         rows = sizes[0] * sizes[1] * sizes[2] * sizes[3]
-        # Off CUDA (Triton's interpreter) there are no multiprocessors to fill: the most rows a program.
-        processors = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
-        per_program = rows_per_program(plan, rows, processors)
-        a, b, c = plan.factors
-        p1, p2, p3 = plan.padded
+        if config is None:
+            # Off CUDA (Triton's interpreter) there are no multiprocessors to fill; two stand-ins keep the rows in
+            # at least two programs where they fill them, so that the tests run a program's partly filled rows.
+            processors = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 2
+            config = default_launch(n, rows, processors)
+        per_program = config.rows
+        a, b, c = config.tiling.factors
+        p1, p2, p3 = config.tiling.padded
         launcher(_fft_rows_kernel)[((rows + per_program - 1) // per_program,)](
             x, tables, out, tables if window is None else window, rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
             x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
             0 if window is None else window.stride(0),
             N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
-            PRECISION=PRECISION[x.dtype], WINDOW=window is not None,
-            num_warps=8 if per_program * plan.tile >= 4096 or max(plan.padded) > 32 else 4)
+            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, num_warps=config.warps)
         return out
 
     @triton_op(OP, mutates_args=())

@@ -51,10 +51,11 @@ DEVICE_PROFILES = {
     # inline their vector; a costly vector (a SwiGLU's silu product) is stored once instead
     # (passes/vector_operands.py: w2's kernels of the H200 decode step 272.6 -> 150.1 us).
     # Issue 29's passes, each behind its switch (aotcuda.switches says what the H200 measured): on by default,
+    # ConcatSiblingProductsPass (q/k/v and w1/w3 as one product each, for products of 8 rows or more) and
     # SplitCacheAttentionPass (decode attention over the cache as a Triton op, or in split-cache form where
-    # Triton is missing); off, ConcatSiblingProductsPass (q/k/v and w1/w3 as one product each) and
-    # RowProductsPass (few-row products as a Triton op, after the siblings are one product), which did not
-    # win in the decode step. StoreVectorOperandsPass runs after them, on the products left.
+    # Triton is missing); off, RowProductsPass (few-row products as a Triton op, after the siblings are one
+    # product), which did not win in the decode step. StoreVectorOperandsPass runs after them, on the
+    # products left.
     "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS, inductor_configs={"coordinate_descent_tuning": True},
                           passes=(ConcatSiblingProductsPass, SplitCacheAttentionPass, RowProductsPass,
                                   StoreVectorOperandsPass),

@@ -12,6 +12,9 @@ The form is taken on a non-CPU device where Triton is installed. Here, without a
 - stft's front end is fused (spectral/window.py): a Whisper-like stft (n_fft 400, hop 160, hann window,
   center=True reflect) is one fft_rows node given the window, reading unfold's overlapping frames with no
   multiply or copy before it, on meta and run on the CPU against eager; a complex stft (c2c) likewise.
+- benchmarks/fft.py's issue-30 programs: FreeU's fourier_filter (fftn/fftshift/ifftn: four fft_rows nodes),
+  a bfloat16 filter (float32 transforms between casts, kernel and CPU forms), and a Whisper stft over a
+  named Dim of frames (one windowed fft_rows node, its frame count symbolic), each against eager.
 Triton itself is not needed: the op exists without it (its CPU implementation), so the switch's
 "Triton is installed" is set true here.
 """
@@ -198,3 +201,65 @@ def test_the_gemm_form_keeps_the_window_multiply(monkeypatch, switch_on):
     monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "0")
     new = ReplaceComplexWithRealPass(strict=True)(export(WhisperStft("meta"), (torch.randn(2, 16000, device="meta"),)))
     assert not _calls(new, (FFT_ROWS,)) and _calls(new, (aten.mul.Tensor,))
+
+
+def fourier_filter(x, threshold=1, scale=0.9):
+    """diffusers' FreeU fourier_filter (utils/torch_utils.py), float32 x [B, C, H, W]."""
+    x_freq = torch.fft.fftshift(torch.fft.fftn(x, dim=(-2, -1)), dim=(-2, -1))
+    B, C, H, W = x_freq.shape
+    mask = torch.ones((B, C, H, W), device=x.device)
+    crow, ccol = H // 2, W // 2
+    mask[..., crow - threshold:crow + threshold, ccol - threshold:ccol + threshold] = scale
+    x_freq = torch.fft.ifftshift(x_freq * mask, dim=(-2, -1))
+    return torch.fft.ifftn(x_freq, dim=(-2, -1)).real
+
+
+def test_freeu_fourier_filter_runs_as_one_kernel_op_a_dim_of_each_transform(kernel_form_on_cpu):
+    """fftn and ifftn over (H, W) with fftshift between (benchmarks/fft.py "freeu"): four fft_rows nodes, c2c
+    along dims 2 then 3 (H, then W), forward then inverse; no FFT op left; eager's result on fresh maps."""
+    new = _rewrite_and_compare(fourier_filter, real(2, 6, 32, 16))
+    kernels = _calls(new, (FFT_ROWS,))
+    assert [k.args[2:7] for k in kernels] == [(2, 32, 32, "c2c", False), (3, 16, 16, "c2c", False),
+                                              (2, 32, 32, "c2c", True), (3, 16, 16, "c2c", True)]
+
+
+class FilterInBfloat16(torch.nn.Module):
+    """benchmarks/fft.py's "filter_bf16": a bfloat16 signal filtered with float32 FFTs (torch.fft takes no bfloat16)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(n // 2 + 1, dtype=torch.complex64) / n)
+
+    def forward(self, x):
+        return torch.fft.irfft(torch.fft.rfft(x.float()) * self.weight, n=x.shape[-1]).to(x.dtype)
+
+
+@pytest.mark.parametrize("on_cpu", [False, True], ids=["kernel form", "cpu form"])
+def test_a_bfloat16_filter_takes_float32_transforms_and_matches_eager(switch_on, monkeypatch, on_cpu):
+    """The casts stay ops of their own around float32 fft_rows nodes (the kernel form) or Stockham stages (the
+    CPU form); the bfloat16 result is eager's within a bfloat16 rounding (the same float32 value rounded)."""
+    if not on_cpu:
+        monkeypatch.setattr(spectral, "on_cpu", lambda x: False)
+    module = FilterInBfloat16(400)
+    x = torch.randn(8, 400).bfloat16()
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (x,)))
+    assert_no_complex(new)
+    kernels = _calls(new, (FFT_ROWS,))
+    assert [k.args[0].meta["val"].dtype for k in kernels] == ([] if on_cpu else [torch.float32] * 2)
+    for _ in range(3):
+        x = torch.randn(8, 400).bfloat16()
+        got, want = new.module()(x), module(x).detach()
+        assert got.dtype == torch.bfloat16
+        torch.testing.assert_close(got, want, rtol=2 ** -7, atol=2 ** -7 * want.abs().max().item())
+
+
+def test_a_whisper_front_end_over_a_named_dynamic_frame_count_runs_as_one_windowed_kernel_op(kernel_form_on_cpu):
+    """benchmarks/fft.py "stft_dynamic": samples = 160·frames (a named Dim with a max), one fft_rows node given
+    the window, its frame count symbolic; eager's result at two lengths."""
+    window = torch.hann_window(400)
+    frames = torch.export.Dim("frames", min=8, max=3000)
+    new = _rewrite_and_compare(lambda x: torch.stft(x, 400, 160, window=window, return_complex=True).abs() ** 2,
+                               real(2, 160 * 50), dynamic_shapes=(({1: 160 * frames},),),
+                               fresh=[(real(2, 160 * f),) for f in (9, 120)])
+    (kernel,) = _calls(new, (FFT_ROWS,))
+    assert kernel.args[8] is not None and isinstance(kernel.meta["val"].shape[1], torch.SymInt)
