@@ -42,10 +42,19 @@ def _rows_innermost(rows: torch.Tensor) -> torch.Tensor:
     torch.cat of its two halves because Inductor's CPU backend makes every cat a buffer of its own,
     contiguous (ConcatKernel), and a cat is plain ATen: autograd and every backend take it."""
     moved = rows.t()
-    if rows.shape[0] == 1 or rows.stride(0) == 1 or moved.shape[0] < 2:
+    count = rows.numel()
+    if (rows.shape[0] == 1 or rows.stride(0) == 1 or moved.shape[0] < 2 or not isinstance(count, int)
+            or count * rows.element_size() > COPY_BYTES):
         return moved
     half = moved.shape[0] // 2
     return torch.cat([moved[:half], moved[half:]])
+
+
+# Above this, the rows-innermost copy is left out: the first stage gathers from the source instead. A copy
+# of a large input (a Whisper stft's 38 MB of windowed frames, FreeU's 21–42 MB of feature maps) is a
+# pass to and from DRAM and fresh pages every call, and its source is often a pointwise op over a smaller
+# tensor (the frames overlap) that the first stage reads in cache; measured slower there (docs/performance.md).
+COPY_BYTES = 16 << 20
 
 
 def _to_planes(x: torch.Tensor) -> tuple[Planes, tuple]:
