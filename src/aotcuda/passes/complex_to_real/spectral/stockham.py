@@ -212,7 +212,7 @@ def c2r(half: torch.Tensor, n: int, scale: float, full_spectrum) -> torch.Tensor
     xr, xi = xr[:m], xi[:m]
     # Bins 0 and m of a real signal have no imaginary part: for k < m, Im X[k] and Im X[m − k] are both
     # dropped at k = 0 only, by a table (not by masking xi first, which made it a buffer of its own),
-    # and the scale rides on the tables too, so that this is one pass with the product before it.
+    # and the scale multiplies the merged planes, so that this is one pass with the product before it.
     inner = tables.inner_bins(m, half.dtype, half.device)[:m]
     ar, ai = xr + rr, (xi - ri) * inner
     br, bi = xr - rr, (xi + ri) * inner
