@@ -88,23 +88,29 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, min(n, MAX_FACTOR) + 1) if n % d == 0]
 
 
+def _factorings(n: int):
+    """Every ordered (a, b, c) with a·b·c = n and each factor ≤ MAX_FACTOR, in one fixed order (tiling's
+    ties go to the first found)."""
+    for a in _divisors(n):
+        for b in _divisors(n // a):
+            c = n // (a * b)
+            if c <= MAX_FACTOR:
+                yield a, b, c
+
+
 def tiling(n: int) -> Tiling | None:
     """The cheapest three-factor tiling of length n (module docstring), or None when n is not covered."""
     if not isinstance(n, int) or n < 1 or n > MAX_LENGTH:
         return None
     best = None
-    for a in _divisors(n):
-        for b in _divisors(n // a):
-            c = n // (a * b)
-            if c > MAX_FACTOR:
-                continue
-            factors = tuple(sorted((a, b, c), reverse=True))
-            candidate = Tiling(n, factors, tuple(padded(f) for f in factors))
-            if candidate.tile > TILE:  # 3757 = 17·17·13 would pad to 32·32·16: more than a program holds
-                continue
-            key = (max(candidate.padded) > WIDE, candidate.cost(), candidate.tile)
-            if best is None or key < best[0]:
-                best = (key, candidate)
+    for a, b, c in _factorings(n):
+        factors = tuple(sorted((a, b, c), reverse=True))
+        candidate = Tiling(n, factors, tuple(padded(f) for f in factors))
+        if candidate.tile > TILE:  # 3757 = 17·17·13 would pad to 32·32·16: more than a program holds
+            continue
+        key = (max(candidate.padded) > WIDE, candidate.cost(), candidate.tile)
+        if best is None or key < best[0]:
+            best = (key, candidate)
     return best[1] if best else None
 
 
@@ -147,15 +153,11 @@ def tilings(n: int) -> list[Tiling]:
     if not isinstance(n, int) or n < 1 or n > MAX_LENGTH:
         return []
     found = set()
-    for a in _divisors(n):
-        for b in _divisors(n // a):
-            c = n // (a * b)
-            if c > MAX_FACTOR:
-                continue
-            ones_last = tuple([f for f in (a, b, c) if f > 1] + [f for f in (a, b, c) if f == 1])
-            candidate = Tiling(n, ones_last, tuple(padded(f) for f in ones_last))
-            if candidate.tile <= TILE:
-                found.add(candidate)
+    for a, b, c in _factorings(n):
+        ones_last = tuple([f for f in (a, b, c) if f > 1] + [f for f in (a, b, c) if f == 1])
+        candidate = Tiling(n, ones_last, tuple(padded(f) for f in ones_last))
+        if candidate.tile <= TILE:
+            found.add(candidate)
     return sorted(found, key=lambda t: (t.cost(), t.tile, tuple(-f for f in t.factors)))
 
 
