@@ -12,7 +12,9 @@ takes tokens [B, 1] and input_pos [1] and returns float32 logits [B, vocab].
 Rows (``--rows``, default all): eager; torch.compile (default and mode="reduce-overhead", and
 reduce-overhead on the same model with its RoPE in real numbers as gpt-fast writes it, ``compile-ro-real``);
 AOTInductor with the complex fallback kernels (``aoti_compile_and_package`` + ``aoti_load_package``);
-aotcuda.load without and with CUDA graphs, and a graph bound with ``Program.bind`` (zero-copy replay).
+aotcuda.load without and with CUDA graphs, the latter also without its index-range check
+(``aotcuda-graphs-unchecked``: ``check_index_ranges=False``, what the check's synchronization costs a step),
+and a graph bound with ``Program.bind`` (zero-copy replay).
 The ``llama-*`` rows run transformers' LlamaForCausalLM of the same sizes over its StaticCache, one decode
 step exported as users export it (``TorchExportableModuleForDecoderOnlyLM(...).export``, the ExecuTorch
 recipe; tests/models/library/transformers_models.py), lowered by aotcuda with the same passes, and under
@@ -49,7 +51,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import markdown_row, relative_error  # noqa: E402
 
 ROWS = ("eager", "compile", "compile-ro", "compile-ro-real", "aoti", "aotcuda", "aotcuda-graphs", "aotcuda-bind",
-        "llama-compile-ro", "llama-aotcuda", "llama-aotcuda-graphs", "llama-aotcuda-bind")
+        "aotcuda-graphs-unchecked", "llama-compile-ro", "llama-aotcuda", "llama-aotcuda-graphs", "llama-aotcuda-bind",
+        "llama-aotcuda-graphs-unchecked")
 ROW_NAMES = {
     "eager": "eager",
     "compile": "torch.compile",
@@ -59,12 +62,16 @@ ROW_NAMES = {
     "aotcuda": "aotcuda.load",
     "aotcuda-graphs": "aotcuda.load, cuda_graphs=True",
     "aotcuda-bind": "aotcuda, Program.bind(...).replay() (zero-copy graph)",
+    "aotcuda-graphs-unchecked": "aotcuda.load, cuda_graphs=True, check_index_ranges=False",
     "llama-compile-ro": 'transformers Llama, StaticCache: torch.compile mode="reduce-overhead"',
     "llama-aotcuda": "transformers Llama, StaticCache, executorch recipe export: aotcuda.load",
     "llama-aotcuda-graphs": "transformers Llama, StaticCache, executorch recipe export: aotcuda.load, cuda_graphs=True",
     "llama-aotcuda-bind": "transformers Llama, StaticCache, executorch recipe export: aotcuda, Program.bind",
+    "llama-aotcuda-graphs-unchecked": "transformers Llama, StaticCache, executorch recipe export: aotcuda.load, "
+                                      "cuda_graphs=True, check_index_ranges=False",
 }
-GRAPH_ROWS = ("aotcuda-graphs", "aotcuda-bind", "llama-aotcuda-graphs", "llama-aotcuda-bind")
+GRAPH_ROWS = ("aotcuda-graphs", "aotcuda-bind", "aotcuda-graphs-unchecked", "llama-aotcuda-graphs", "llama-aotcuda-bind",
+              "llama-aotcuda-graphs-unchecked")
 
 
 def family(key: str) -> str:
@@ -137,7 +144,8 @@ def zero_caches(module: torch.nn.Module) -> None:
 
 
 PACKAGE_ROWS = {"aoti": "aoti", "aotcuda": "aotcuda", "aotcuda-graphs": "aotcuda", "aotcuda-bind": "aotcuda",
-                "llama-aotcuda": "llama", "llama-aotcuda-graphs": "llama", "llama-aotcuda-bind": "llama"}
+                "aotcuda-graphs-unchecked": "aotcuda", "llama-aotcuda": "llama", "llama-aotcuda-graphs": "llama",
+                "llama-aotcuda-bind": "llama", "llama-aotcuda-graphs-unchecked": "llama"}
 
 
 def build_package(kind: str, model, example, device, path: str, inductor_configs=None) -> str:
@@ -308,7 +316,10 @@ def make_step(key, model, builds, example, device):
     path, seconds = builds.path(PACKAGE_ROWS[key], model, example, device)
     if base == "aoti":
         return torch._inductor.aoti_load_package(path), seconds
-    program = aotcuda.load(path, cuda_graphs=base == "aotcuda-graphs")
+    # "-unchecked": without the index-range check (runtime/index_ranges.py), which synchronizes before each
+    # call; the row beside aotcuda-graphs says what that synchronization costs a step
+    program = aotcuda.load(path, cuda_graphs=base.startswith("aotcuda-graphs"),
+                           check_index_ranges=False if base.endswith("-unchecked") else None)
     if base == "aotcuda-bind":
         return program.bind([t.clone() for t in example]), seconds
     return program, seconds
