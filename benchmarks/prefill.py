@@ -18,7 +18,8 @@ recipe's exported module (ATen ops one by one, as eager runs them).
 Rows (``--rows``, default all), for each model: eager; torch.compile (default, and mode="max-autotune": the
 one to beat; on CUDA that mode replays CUDA graphs); aotcuda (``aotcuda.lower`` of the prefill → ``aotcuda.load``,
 the device's default Inductor options, on CUDA coordinate-descent tuning) and aotcuda-max-autotune (the same
-with Inductor's ``max_autotune=True``: GEMM templates autotuned, as torch.compile's mode does). Prefill is
+with Inductor's ``max_autotune=True``: GEMM templates autotuned, as torch.compile's mode does; on the CPU
+also ``cpp.weight_prepack=False``, see child_build). Prefill is
 long kernels, so no CUDA-graph rows of the packages: a few hundred launches are hidden behind them.
 lower()'s passes are switched as in any lowering (``AOTCUDA_*`` in the environment, docs/usage.md); the
 decode passes keep a prefill's attention (its rows per KV head are far above their limit) and products.
@@ -143,6 +144,11 @@ def child_build(opts) -> None:
     configs = parse_inductor_configs(opts.inductor_config)
     if opts.build.endswith("-max-autotune"):
         configs = {**configs, **MAX_AUTOTUNE}
+        if device.type == "cpu":
+            # torch 2.13's CPU AOTInductor with max_autotune and its prepacked weights (cpp GEMM templates)
+            # gives our decoder wrong logits (relative error 0.5-1, its decode step too, through
+            # aoti_compile_and_package as well); without the prepacking, right ones (1e-7 in float32).
+            configs = {"cpp.weight_prepack": False, **configs}
     start = time.perf_counter()
     with torch.no_grad():
         build_package(opts.build, model, prompt_inputs(opts.batch, opts.tokens, device), device, opts.package,
