@@ -62,7 +62,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import markdown_row, relative_error  # noqa: E402
-from decode import Builds, build_package, make_model, parse_inductor_configs, timer, zero_caches  # noqa: E402
+from decode import (Builds, build_package, make_model, parse_inductor_configs, parse_rows, timer,  # noqa: E402
+                    zero_caches)
 
 ROWS = ("eager", "compile", "compile-max-autotune", "aotcuda", "aotcuda-max-autotune",
         "llama-eager", "llama-compile", "llama-compile-max-autotune", "llama-aotcuda", "llama-aotcuda-max-autotune")
@@ -169,14 +170,6 @@ def make_step(key, model, builds):
     return aotcuda.load(path), seconds
 
 
-def parse_rows(values) -> list[str]:
-    rows = [r for value in values for r in value.split(",") if r]
-    unknown = [r for r in rows if r not in ROWS]
-    if unknown:
-        raise SystemExit(f"--rows: unknown row(s) {unknown}; choose from {','.join(ROWS)}")
-    return rows
-
-
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
@@ -216,7 +209,7 @@ def main() -> None:
     promote_cxx_runtime_to_global_scope()  # torch's own AOTI loader needs it on the H200 machine
     if opts.build:
         return child_build(opts)
-    rows_wanted = parse_rows(opts.rows)
+    rows_wanted = parse_rows(opts.rows, ROWS)
     device = torch.device(opts.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device here: run with --device cpu (and --tiny)")

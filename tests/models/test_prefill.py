@@ -119,3 +119,71 @@ def test_a_lowered_prefill_package_matches_eager_and_leaves_the_cache_for_decode
         again, repeated = program(tokens, torch.arange(PROMPT, 2 * PROMPT)), eager(tokens, torch.arange(PROMPT, 2 * PROMPT))
     assert relative_error(again, repeated) < 1e-5
     assert relative_error(again, want) > 1e-3
+
+
+def _through_the_cuda_passes(model, example, kernel: bool = True):
+    """The program lower() would give Inductor for CUDA (export, decompositions, the common passes, then the
+    CUDA profile's passes in its order), built on the CPU; the attention pass's cache-length limit lowered to
+    the tiny cache so that only its rows limit decides; ``kernel``: its aotcuda::decode_attention form (run
+    here by the op's CPU implementation) or its plain-ATen one. → (program, {pass name: counts})."""
+    from aotcuda.lowering import torch_fixes
+    from aotcuda.lowering.decompositions import decomposition_table
+    from aotcuda.lowering.exporting import export_program
+    from aotcuda.lowering.pipeline import passes
+    from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
+    from aotcuda.passes.decode_attention import SplitCacheAttentionPass
+    from aotcuda.passes.row_products import RowProductsPass
+    from aotcuda.passes.sibling_products import ConcatSiblingProductsPass
+    from aotcuda.passes.vector_operands import StoreVectorOperandsPass
+
+    with torch.no_grad():
+        ep = export_program(model, example, {}, None)
+        convert_whole_tensor_writes(ep)
+        with torch_fixes.applied("decompose"):
+            ep = ep.run_decompositions(decomposition_table())
+        for graph_pass in passes():
+            ep = graph_pass(ep)
+        counts = {}
+        for graph_pass in (ConcatSiblingProductsPass(), SplitCacheAttentionPass(min_cache_len=16, chunk=8, kernel=kernel),
+                           RowProductsPass(), StoreVectorOperandsPass()):
+            ep = graph_pass(ep)
+            counts[type(graph_pass).__name__] = graph_pass.result.counts
+    return ep, counts
+
+
+@pytest.mark.parametrize("prompt", [2, PROMPT])
+def test_the_cuda_passes_leave_a_prefill_that_matches_eager(prompt):
+    # At 2 tokens the group's query rows (2 · 2 per KV head) are within SplitCacheAttentionPass's limit, but
+    # a prefill's attention is not its pattern (the mask is per query position): it must be left alone,
+    # whatever the sizes (the pass does not even count it as kept).
+    config = DecoderConfig.tiny()
+    model = make_decoder(config, BATCH, dtype=torch.float32, seed=6)
+    ep, counts = _through_the_cuda_passes(model, (torch.zeros(BATCH, prompt, dtype=torch.long), torch.arange(prompt)))
+    assert counts["SplitCacheAttentionPass"] == {"rewritten": 0, "kernel": 0, "kept": 0}  # not its pattern
+    # q/k/v and w1/w3 as one product each where the products have 8 rows or more (B·S), as for decode
+    assert counts["ConcatSiblingProductsPass"]["groups"] == (2 * config.n_layers if BATCH * prompt >= 8 else 0)
+    eager, lowered = make_decoder(config, BATCH, dtype=torch.float32, seed=6), ep.module()
+    tokens = prompt_tokens(config.vocab_size, length=prompt)
+    with torch.no_grad():
+        want = eager(tokens, torch.arange(prompt))
+        assert relative_error(lowered(tokens, torch.arange(prompt)), want) < 1e-5
+
+
+@pytest.mark.parametrize("kernel", [False, True], ids=["plain ATen", "kernel op"])
+@pytest.mark.parametrize("prompt", [2, PROMPT])
+def test_the_decode_attention_pass_rewrites_a_short_library_llama_prefill_that_still_matches_eager(prompt, kernel):
+    # transformers' SDPA over the StaticCache with 2 · prompt ≤ 16 query rows per KV head is the pass's
+    # pattern (a causal mask per query row); its result must keep SDPA's [B, S, H, hd] memory order, which
+    # the model's transpose-then-view after it relies on (with one token any order views).
+    from tests.models.library.transformers_models import build_llama_decode_step, llama_decode_config
+
+    config = llama_decode_config(dim=64, layers=2, heads=4, kv_heads=2, ffn=128, vocab=256, max_seq=32)
+    step = build_llama_decode_step(config, BATCH, dtype=torch.float32, seed=7, tokens=prompt)
+    example = (torch.zeros(BATCH, prompt, dtype=torch.long), torch.arange(prompt))
+    ep, counts = _through_the_cuda_passes(step, example, kernel)
+    assert counts["SplitCacheAttentionPass"] == {"rewritten": 2, "kernel": 2 * kernel, "kept": 0}
+    eager = build_llama_decode_step(config, BATCH, dtype=torch.float32, seed=7, tokens=prompt)
+    tokens = prompt_tokens(config.vocab_size, length=prompt)
+    with torch.no_grad():
+        want = eager(tokens, torch.arange(prompt))
+        assert relative_error(ep.module()(tokens, torch.arange(prompt)), want) < 1e-5

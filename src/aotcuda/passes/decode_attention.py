@@ -316,10 +316,28 @@ def _rewrite(graph, match: _Match, chunk: int, signature) -> None:
         out = op(aten.sum.dim_IntList, op(aten.mul.Tensor, chunk_out, weight), [3])  # [B, Hkv, M, Dv]
         out = op(aten._to_copy.default, op(aten.div.Tensor, out, total), dtype=match.out.meta["val"].dtype)
         out = op(aten.reshape.default, out, [-1, heads, rows, match.v.meta["val"].shape[-1]])
+        out = _in_layout_of(graph, out, match.out)
     replace_uses(match.out, out, signature)
     _erase_checks_of(graph, match.dropped + [match.out])
     if not match.out.users:  # SDPA counts as impure (it may draw dropout): dead-code elimination keeps it
         graph.erase_node(match.out)
+
+
+def _in_layout_of(graph, out, like):
+    """out [B, H, Sq, Dv] (contiguous) in the memory order of ``like``, the node it replaces, where Sq > 1.
+
+    SDPA returns [B, H, Sq, Dv] laid out as [B, Sq, H, Dv], and the program after it (transformers'
+    ``transpose(1, 2)`` then ``view`` to [B, Sq, H·Dv]) relies on that: with several query rows (a
+    multi-token call over the cache) a contiguous result makes that ``view`` fail. One row per head
+    (a decode step) views either way, and keeps its graph as it was."""
+    want, got = like.meta["val"], out.meta["val"]
+    if want.shape[2] == 1 or want.stride() == got.stride():
+        return out
+    order = sorted(range(want.dim()), key=lambda d: -want.stride()[d])  # outermost dim first
+    inverse = [order.index(d) for d in range(want.dim())]
+    laid = emit(graph, aten.clone.default, (emit(graph, aten.permute.default, (out, order), like=like),),
+                {"memory_format": torch.contiguous_format}, like=like)
+    return emit(graph, aten.permute.default, (laid, inverse), like=like)
 
 
 def _lifted_constants(ep: ExportedProgram) -> dict:
@@ -346,6 +364,7 @@ def _rewrite_as_kernel(graph, match: _Match, signature, constants: dict) -> bool
                    (match.q, match.k, match.v, bias, scale, match.group), like=match.out)
         if out.meta["val"].dtype != match.out.meta["val"].dtype:
             out = emit(graph, aten._to_copy.default, (out,), {"dtype": match.out.meta["val"].dtype}, like=match.out)
+        out = _in_layout_of(graph, out, match.out)
     replace_uses(match.out, out, signature)
     _erase_checks_of(graph, match.dropped + [match.out])
     if not match.out.users:
