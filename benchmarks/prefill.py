@@ -28,8 +28,9 @@ How it runs: the packages are compiled in child processes started first (``--bui
 seeded model; decode.py's ``Builds``), while this process makes the models, their float32 references and
 the torch.compile rows (which compile at their first call); every row is timed only after all compiles
 have ended. The compiles share the machine, and the max-autotune ones time their candidate kernels on the
-GPU that the others use: for picks made on a quiet GPU, build one package at a time (``--rows`` one package
-row each) and time them with ``--prebuilt``. A child still compiling at ``--deadline`` is stopped and its
+GPU that the others use: for picks made on a quiet GPU, build one package at a time with the children's
+command (``python3 benchmarks/prefill.py --build decoder-max-autotune --package PATH [--tokens ...]``) and
+time them with ``--prebuilt decoder-max-autotune=PATH``. A child still compiling at ``--deadline`` is stopped and its
 rows say so. Each row prints its table row and rewrites ``--json`` as soon as it is measured.
 
 Method: every row runs the same random prompt from an empty cache (the prefill writes every position it
@@ -140,6 +141,9 @@ def sizes(opts):
 
 def child_build(opts) -> None:
     """``--build KIND``: compile one prefill package for the parent process and exit."""
+    # Its own Inductor cache: the default and max_autotune packages of one model are the same graph, and
+    # two children writing it into one cache at once left a package whose wrapper metadata did not parse.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = f"{os.path.abspath(opts.package)}.inductor-cache"
     device = torch.device(opts.device)
     model = make_model(family(opts.build), sizes(opts), opts.batch, device, tokens=opts.tokens)
     configs = parse_inductor_configs(opts.inductor_config)
