@@ -40,11 +40,12 @@ reads, so repeated calls compute the same thing); its last token's logits are co
 
 Bound: prefill is compute-bound, so the bound is FLOPs at ``--peak-tflops`` (default 989: the H200's dense
 bf16 tensor-core peak), not bytes. A prefill of S tokens from position 0 must compute at least
-    2 · P · S                  every layer's weight matrices (P = L · (2·dim·H·hd + 2·dim·KV·hd + 3·dim·ffn)) for each token
+    2 · P · S                  every layer's weight matrices for each token,
+                               P = L · (2·dim·H·hd + 2·dim·KV·hd + 3·dim·ffn)
   + 2 · dim · vocab            the LM head for the last token
   + 2 · L · dim · S · (S + 1)  causal attention: token p's q·kᵀ and p·v over p + 1 positions, 2·hd FLOPs each,
                                for H heads of hd (H · hd = dim): 4 · hd · H · S(S+1)/2 a layer
-(1.24e9-parameter sizes, S = 2048: 3.99 + 0.0001 + 0.28 = 4.27 TFLOP, 4.3 ms at 989 TFLOP/s). Norms, RoPE and
+(1.24e9-parameter sizes, S = 2048: 3.986 + 0.0001 + 0.275 = 4.26 TFLOP, 4.31 ms at 989 TFLOP/s). Norms, RoPE and
 softmax are not counted; a row that computes more (all S logits, the masked part of the cache) pays for it.
 "of peak" = the bound's time over the row's. On the CPU the peak is not the CPU's: that column then says nothing.
 """
@@ -239,7 +240,8 @@ def main() -> None:
                   f"{opts.tokens} prompt tokens, bf16, cache {config.max_seq_len}; {card}, torch {torch.__version__}; "
                   f"`{command}`")
             print(f"Bound: {flops / 1e12:.3f} TFLOP a prefill at {opts.peak_tflops:g} TFLOP/s = {bound_ms:.3f} ms")
-            print("| tokens | how it runs | ms per prefill | tokens/s | of peak | rel. error vs float32 eager | compile s |")
+            print("| tokens | how it runs | ms per prefill | tokens/s | of peak | rel. error vs float32 eager "
+                  "| compile s |")
             print("|---|---|---|---|---|---|---|", flush=True)
             run_rows(rows_wanted, builds, config, device, opts, bound_ms, results["rows"], save)
         finally:
