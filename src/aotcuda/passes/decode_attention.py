@@ -30,7 +30,9 @@ What it matches, after lower()'s decompositions:
   scale=, enable_gqa=)`` with the same k and v.
 Only where the query rows per KV head (group × Sq) are at most ``max_rows``, and the cache length L is
 static and at least ``min_cache_len``; the batch may be dynamic. Elsewhere (prefill, short sequences)
-Inductor's own attention is kept.
+Inductor's own attention is kept. A call of a few tokens within the limit (Sq > 1: a short prefill over the
+cache, its mask per query row) is rewritten too, its result laid out in the memory order of the node it
+replaces (``_in_layout_of``).
 
 With ``kernel=True`` (the default where Triton is installed) the attention becomes one call of
 ``aotcuda::decode_attention`` instead (kernels/decode_attention.py: a Triton op, flash-decoding in two
