@@ -85,8 +85,9 @@ def base_row(key: str) -> str:
     return key.removeprefix("llama-").removesuffix("-real")
 
 
-def make_model(kind: str, config, batch: int, device, dtype=torch.bfloat16):
-    """The model of a family (see family()) with decode.py's seeded weights, an empty cache."""
+def make_model(kind: str, config, batch: int, device, dtype=torch.bfloat16, tokens: int = 1):
+    """The model of a family (see family()) with decode.py's seeded weights, an empty cache. ``tokens``: the
+    tokens a call of the transformers Llama is exported for (1: a decode step; our decoder takes any)."""
     from aotcuda.models.decoder import make_decoder
 
     if kind != "llama":
@@ -97,7 +98,7 @@ def make_model(kind: str, config, batch: int, device, dtype=torch.bfloat16):
     sizes = llama_decode_config(dim=config.dim, layers=config.n_layers, heads=config.n_heads,
                                 kv_heads=config.n_kv_heads, ffn=config.ffn_dim, vocab=config.vocab_size,
                                 max_seq=config.max_seq_len)
-    return build_llama_decode_step(sizes, batch, device=device, dtype=dtype)
+    return build_llama_decode_step(sizes, batch, device=device, dtype=dtype, tokens=tokens)
 
 
 def bytes_read(model) -> int:
@@ -205,7 +206,7 @@ class Builds:
 
         self._procs, self._paths, self._deadline, self._workdir, self._done = {}, {}, deadline, workdir, {}
         self._serial, self._configs = opts.serial, parse_inductor_configs(opts.inductor_config)
-        prebuilt = parse_prebuilt(opts.prebuilt)
+        prebuilt = self.prebuilt(opts)
         for kind in kinds:
             path = f"{workdir}/{kind}.pt2"
             self._paths[kind] = path
@@ -216,11 +217,21 @@ class Builds:
             if opts.serial:
                 continue
             log = open(f"{workdir}/{kind}.log", "w")
-            command = [sys.executable, os.path.abspath(__file__), "--build", kind, "--package", path,
-                       "--batch", str(batch), "--device", opts.device] + (["--tiny"] if opts.tiny else [])
-            command += [arg for value in opts.inductor_config or () for arg in ("--inductor-config", value)]
-            self._procs[kind] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                                  start_new_session=True), log, time.perf_counter())
+            self._procs[kind] = (subprocess.Popen(self.child_command(kind, path, opts, batch), stdout=log,
+                                                  stderr=subprocess.STDOUT, start_new_session=True),
+                                 log, time.perf_counter())
+
+    @staticmethod
+    def prebuilt(opts) -> dict:
+        """{kind: path} of the packages given with --prebuilt (a subclass for another script reads its own kinds)."""
+        return parse_prebuilt(opts.prebuilt)
+
+    @staticmethod
+    def child_command(kind, path, opts, batch) -> list[str]:
+        """The command line of the child that compiles ``kind`` into ``path`` (it prints ``built KIND in S s``)."""
+        command = [sys.executable, os.path.abspath(__file__), "--build", kind, "--package", path,
+                   "--batch", str(batch), "--device", opts.device] + (["--tiny"] if opts.tiny else [])
+        return command + [arg for value in opts.inductor_config or () for arg in ("--inductor-config", value)]
 
     def wait_all(self) -> None:
         """Wait for every child (until the deadline), so that no row is timed while one compiles."""
@@ -325,11 +336,12 @@ def make_step(key, model, builds, example, device):
     return program, seconds
 
 
-def parse_rows(values) -> list[str]:
+def parse_rows(values, known=ROWS) -> list[str]:
+    """``--rows`` values (comma- or space-separated) → row keys, each one of ``known``."""
     rows = [r for value in values for r in value.split(",") if r]
-    unknown = [r for r in rows if r not in ROWS]
+    unknown = [r for r in rows if r not in known]
     if unknown:
-        raise SystemExit(f"--rows: unknown row(s) {unknown}; choose from {','.join(ROWS)}")
+        raise SystemExit(f"--rows: unknown row(s) {unknown}; choose from {','.join(known)}")
     return rows
 
 

@@ -1,7 +1,8 @@
-"""A Llama-3-shaped decoder for one decode step, with a static KV cache held in mutated buffers.
+"""A Llama-3-shaped decoder for a decode step or a prefill, with a static KV cache held in mutated buffers.
 
     model = Decoder(DecoderConfig.llama_1b(), batch=1).to("cuda", torch.bfloat16)
     logits = model(tokens, input_pos)        # tokens [B, 1] int64, input_pos [1] int64 → logits [B, vocab] f32
+    logits = model(prompt, torch.arange(S))  # a prefill: prompt [B, S], input_pos [S] → the last token's logits
 
 The math is Meta's reference Llama code (facebookresearch/llama, llama/model.py): RMSNorm, rotary
 embeddings with complex numbers (``precompute_freqs_cis`` with ``torch.polar``, ``view_as_complex`` on
@@ -14,6 +15,12 @@ slicing it to a data-dependent length. The cache is [batch, kv_heads, max_seq_le
 (registered buffers, so torch.export records their mutation and AOTInductor updates them in place).
 The grouped heads share the cache without copying it (a [B, kv, rep, hd] × [B, kv, hd, S] product), which
 reads each cache row once where the reference's ``repeat_kv`` reads it ``n_heads / n_kv_heads`` times.
+
+A prefill (S > 1 tokens, S static at export) writes its S rows of the cache first and then attends over the
+whole cache with a causal mask [S, max_seq_len] (position p sees positions ≤ p), the group's rep·S query
+rows of each KV head as one product with the cache ([B, kv, rep·S, hd] × [B, kv, hd, max_seq_len]); only
+the last token goes through the LM head. The one-token code is kept apart, op for op: the lowering's passes
+(passes/decode_attention.py) recognise its graph.
 """
 
 from __future__ import annotations
@@ -98,7 +105,8 @@ class Attention(nn.Module):
         self.register_buffer("cache_v", torch.zeros(cache_shape))
 
     def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        bsz, seqlen, _ = x.shape  # seqlen is 1: one decode step
+        """x [B, S, dim] at positions input_pos [S] → [B, S, dim]; writes S rows of the cache."""
+        bsz, seqlen, _ = x.shape
         xq = self.wq(x).view(bsz, seqlen, self.n_heads, self.head_dim)
         xk = self.wk(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)
         xv = self.wv(x).view(bsz, seqlen, self.n_kv_heads, self.head_dim)
@@ -106,6 +114,8 @@ class Attention(nn.Module):
         xq, xk = rotary(xq, xk, freqs_cis)
         self.cache_k.index_copy_(2, input_pos, xk.transpose(1, 2))
         self.cache_v.index_copy_(2, input_pos, xv.transpose(1, 2))
+        if seqlen > 1:  # static at export: a prefill; one token keeps the graph the decode passes recognise
+            return self.wo(self._prompt_attention(xq, input_pos))
         rep = self.n_heads // self.n_kv_heads
         q = xq.view(bsz, self.n_kv_heads, rep, self.head_dim)  # query heads grouped by their KV head
         scores = torch.matmul(q, self.cache_k.transpose(2, 3)).float() / math.sqrt(self.head_dim)
@@ -114,6 +124,26 @@ class Attention(nn.Module):
         probs = F.softmax(scores, dim=-1).type_as(xq)
         out = torch.matmul(probs, self.cache_v)  # [B, kv, rep, hd]
         return self.wo(out.reshape(bsz, seqlen, -1))
+
+    def _prompt_attention(self, xq: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        """Causal grouped-query attention of xq [B, S, H, hd] (rotated) over the cache, the prompt's rows
+        already written: the query at input_pos[i] sees cache positions ≤ input_pos[i]. → [B, S, H·hd].
+
+        Each KV head's rep·S query rows are one [rep·S, hd] × [hd, max_seq_len] product with the cache as
+        it is (no repeat_kv copy of the cache); the mask [S, max_seq_len] broadcasts over the group."""
+        bsz, seqlen, _, _ = xq.shape
+        rep = self.n_heads // self.n_kv_heads
+        max_len = self.cache_k.shape[2]
+        q = xq.view(bsz, seqlen, self.n_kv_heads, rep, self.head_dim).permute(0, 2, 3, 1, 4)  # [B, kv, rep, S, hd]
+        q = q.reshape(bsz, self.n_kv_heads, rep * seqlen, self.head_dim)
+        scores = torch.matmul(q, self.cache_k.transpose(2, 3)).float() / math.sqrt(self.head_dim)
+        scores = scores.view(bsz, self.n_kv_heads, rep, seqlen, max_len)
+        visible = torch.arange(max_len, device=xq.device) <= input_pos.unsqueeze(-1)  # [S, max_len]
+        scores = scores.masked_fill(~visible, float("-inf"))
+        probs = F.softmax(scores, dim=-1).type_as(xq).view(bsz, self.n_kv_heads, rep * seqlen, max_len)
+        out = torch.matmul(probs, self.cache_v)  # [B, kv, rep·S, hd]
+        out = out.view(bsz, self.n_kv_heads, rep, seqlen, self.head_dim).permute(0, 3, 1, 2, 4)
+        return out.reshape(bsz, seqlen, self.n_heads * self.head_dim)
 
 
 class FeedForward(nn.Module):
@@ -141,11 +171,18 @@ class TransformerBlock(nn.Module):
 
 
 class Decoder(nn.Module):
-    """forward(tokens [B, 1] int64, input_pos [1] int64) → float32 logits [B, vocab]; writes the cache.
+    """forward(tokens [B, S] int64, input_pos [S] int64) → float32 logits [B, vocab] of the last token;
+    writes cache rows input_pos of every layer.
+
+    S = 1 is a decode step; S > 1 a prefill of S prompt tokens at positions input_pos (usually
+    ``arange(start, start + S)``), each attending causally to the cache (position p sees cache
+    positions ≤ p, earlier calls' rows included). S is static once exported: a decode step and a
+    prefill are two programs. input_pos must lie in [0, max_seq_len) (``index_copy_`` and the rotation
+    table index by it; out of range is an IndexError in eager).
 
     Args:
         config: the sizes.
-        batch: the decode batch; the KV cache holds that many sequences.
+        batch: the batch; the KV cache holds that many sequences.
     """
 
     def __init__(self, config: DecoderConfig, batch: int):
@@ -163,6 +200,8 @@ class Decoder(nn.Module):
         freqs_cis = self.freqs_cis[input_pos]
         for layer in self.layers:
             h = layer(h, freqs_cis, input_pos)
+        if tokens.shape[1] > 1:  # a prefill: the LM head for the last token only (its logits are all we return)
+            h = h[:, -1:]
         return self.output(self.norm(h)).float()[:, -1]
 
 

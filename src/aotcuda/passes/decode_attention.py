@@ -30,7 +30,9 @@ What it matches, after lower()'s decompositions:
   scale=, enable_gqa=)`` with the same k and v.
 Only where the query rows per KV head (group × Sq) are at most ``max_rows``, and the cache length L is
 static and at least ``min_cache_len``; the batch may be dynamic. Elsewhere (prefill, short sequences)
-Inductor's own attention is kept.
+Inductor's own attention is kept. A call of a few tokens within the limit (Sq > 1: a short prefill over the
+cache, its mask per query row) is rewritten too, its result laid out in the memory order of the node it
+replaces (``_in_layout_of``).
 
 With ``kernel=True`` (the default where Triton is installed) the attention becomes one call of
 ``aotcuda::decode_attention`` instead (kernels/decode_attention.py: a Triton op, flash-decoding in two
@@ -316,10 +318,28 @@ def _rewrite(graph, match: _Match, chunk: int, signature) -> None:
         out = op(aten.sum.dim_IntList, op(aten.mul.Tensor, chunk_out, weight), [3])  # [B, Hkv, M, Dv]
         out = op(aten._to_copy.default, op(aten.div.Tensor, out, total), dtype=match.out.meta["val"].dtype)
         out = op(aten.reshape.default, out, [-1, heads, rows, match.v.meta["val"].shape[-1]])
+        out = _in_layout_of(graph, out, match.out)
     replace_uses(match.out, out, signature)
     _erase_checks_of(graph, match.dropped + [match.out])
     if not match.out.users:  # SDPA counts as impure (it may draw dropout): dead-code elimination keeps it
         graph.erase_node(match.out)
+
+
+def _in_layout_of(graph, out, like):
+    """out [B, H, Sq, Dv] (contiguous) in the memory order of ``like``, the node it replaces, where Sq > 1.
+
+    SDPA returns [B, H, Sq, Dv] laid out as [B, Sq, H, Dv], and the program after it (transformers'
+    ``transpose(1, 2)`` then ``view`` to [B, Sq, H·Dv]) relies on that: with several query rows (a
+    multi-token call over the cache) a contiguous result makes that ``view`` fail. One row per head
+    (a decode step) views either way, and keeps its graph as it was."""
+    want, got = like.meta["val"], out.meta["val"]
+    if want.shape[2] == 1 or want.stride() == got.stride():
+        return out
+    order = sorted(range(want.dim()), key=lambda d: -want.stride()[d])  # outermost dim first
+    inverse = [order.index(d) for d in range(want.dim())]
+    laid = emit(graph, aten.clone.default, (emit(graph, aten.permute.default, (out, order), like=like),),
+                {"memory_format": torch.contiguous_format}, like=like)
+    return emit(graph, aten.permute.default, (laid, inverse), like=like)
 
 
 def _lifted_constants(ep: ExportedProgram) -> dict:
@@ -346,6 +366,7 @@ def _rewrite_as_kernel(graph, match: _Match, signature, constants: dict) -> bool
                    (match.q, match.k, match.v, bias, scale, match.group), like=match.out)
         if out.meta["val"].dtype != match.out.meta["val"].dtype:
             out = emit(graph, aten._to_copy.default, (out,), {"dtype": match.out.meta["val"].dtype}, like=match.out)
+        out = _in_layout_of(graph, out, match.out)
     replace_uses(match.out, out, signature)
     _erase_checks_of(graph, match.dropped + [match.out])
     if not match.out.users:

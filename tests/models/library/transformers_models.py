@@ -328,11 +328,14 @@ TRANSFORMERS_SUITE: dict[str, Case] = {case.name: case for case in (
 
 
 class LlamaDecodeStep(nn.Module):
-    """One decode step of transformers' LlamaForCausalLM over its StaticCache, as users export it:
-    ``TorchExportableModuleForDecoderOnlyLM(model, batch_size, max_cache_len).export(input_ids=,
+    """One decode step (or prefill) of transformers' LlamaForCausalLM over its StaticCache, as users export
+    it: ``TorchExportableModuleForDecoderOnlyLM(model, batch_size, max_cache_len).export(input_ids=,
     cache_position=)`` (transformers.integrations.executorch, the ExecuTorch recipe), then the exported
-    program's module. forward(input_ids [B, 1] int64, cache_position [1] int64) → logits [B, vocab] float32,
-    writing the cache (buffers key_cache_i / value_cache_i of the program)."""
+    program's module. forward(input_ids [B, S] int64, cache_position [S] int64) → logits of the last token
+    [B, vocab] float32, writing the cache (buffers key_cache_i / value_cache_i of the program). S is the
+    length it was exported with (1: a decode step). The recipe takes the positions from cache_position[0]
+    on (the cache's cumulative length), so cache_position must be consecutive; the model computes the
+    logits of all S tokens (the recipe passes no ``logits_to_keep``) and this keeps the last."""
 
     def __init__(self, exported: nn.Module):
         super().__init__()
@@ -351,10 +354,11 @@ def llama_decode_config(dim=2048, layers=16, heads=32, kv_heads=8, ffn=8192, voc
         rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False)
 
 
-def build_llama_decode_step(config, batch: int, device="cpu", dtype=torch.bfloat16, seed: int = 0) -> LlamaDecodeStep:
+def build_llama_decode_step(config, batch: int, device="cpu", dtype=torch.bfloat16, seed: int = 0,
+                            tokens: int = 1) -> LlamaDecodeStep:
     """LlamaForCausalLM(config) with seeded random weights (std 0.02, norms 1) in ``dtype`` on ``device``,
-    one decode step exported with transformers' own recipe at cache length config.max_position_embeddings,
-    an empty cache."""
+    one call of ``tokens`` tokens (1: a decode step; more: a prefill) exported with transformers' own
+    recipe at cache length config.max_position_embeddings, an empty cache."""
     transformers = import_library("transformers")
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
 
@@ -371,7 +375,7 @@ def build_llama_decode_step(config, batch: int, device="cpu", dtype=torch.bfloat
     sizes = {"batch_size" if "batch_size" in accepted else "max_batch_size": batch,
              "max_cache_len": config.max_position_embeddings, **({"device": device} if "device" in accepted else {})}
     recipe = TorchExportableModuleForDecoderOnlyLM(model, **sizes)
-    ids = torch.zeros(batch, 1, dtype=torch.long, device=device)
+    ids = torch.zeros(batch, tokens, dtype=torch.long, device=device)
     with torch.no_grad():
-        exported = recipe.export(input_ids=ids, cache_position=torch.zeros(1, dtype=torch.long, device=device))
+        exported = recipe.export(input_ids=ids, cache_position=torch.arange(tokens, device=device))
     return LlamaDecodeStep(exported.module())  # an exported module refuses train()/eval()
