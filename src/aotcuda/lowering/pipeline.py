@@ -131,6 +131,8 @@ def lower(
             (the caller owns it; nothing is written to the working directory unless asked).
         allow_fallbacks: accept ATen fallback kernels outside the allow-list instead of raising.
         inductor_configs: extra Inductor options, applied over the device profile's.
+            On the CPU with max-autotune on, ``cpp.weight_prepack=False`` is added unless given
+            (``package_inductor_configs``: torch 2.13 packs a buffer written in place at its compile-time value).
         progress: called as ``progress(step, None)`` when a step starts and ``progress(step, seconds)``
             when it ends; the CLI shows it.
 
@@ -185,7 +187,8 @@ def lower(
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
         with step("compile"), torch_fixes.applied("compile"):
-            _compile(ep, building, {**profile.inductor_configs, **(inductor_configs or {})}, exported_ranges,
+            _compile(ep, building, package_inductor_configs(device, profile.inductor_configs, inductor_configs),
+                     exported_ranges,
                      exported_unchecked)
         with step("check"):
             missing, library = split_allowed(find_fallback_kernels(building, ep), profile.allowed_kernels)
@@ -318,6 +321,36 @@ def _package_path(package_path, model: torch.nn.Module) -> tuple[str, str | None
         return path, None
     folder = tempfile.mkdtemp(prefix="aotcuda-")
     return os.path.join(folder, f"{type(model).__name__}.pt2"), folder  # as spelt: LlamaForCausalLM.pt2
+
+
+def package_inductor_configs(device: torch.device, profile_configs: dict[str, Any],
+                             inductor_configs: dict[str, Any] | None) -> dict[str, Any]:
+    """The Inductor options a package for ``device`` is compiled with: the device profile's, the caller's
+    ``inductor_configs`` over them, and for the CPU ``cpp.weight_prepack=False`` when max-autotune is on.
+
+    Why: with ``max_autotune`` (or ``max_autotune_gemm``) on the CPU, Inductor may write a matrix product as
+    its C++ GEMM/BMM template (torch/_inductor/utils.py ``use_cpp_gemm_template``/``use_cpp_bmm_template``,
+    which ``cpp.weight_prepack`` gates). The template takes an operand whose name is in
+    ``V.graph.constants`` for a constant and blocks (packs) its value at compile time
+    (codegen/cpp_gemm_template.py ``CppGemmTemplate.prep_weight``/``block_weight``, codegen/cpp_bmm_template.py
+    ``CppBmmTemplate.check_if_block_weight``). In an AOTInductor package a mutated buffer is such a constant,
+    so a product that reads a buffer written in place (a KV cache after ``index_copy_``) reads the packed
+    copy of its compile-time value: measured on torch 2.13 (CPU), ``matmul(q, cache.transpose(2, 3))`` after
+    ``cache.index_copy_(2, pos, k)`` gave a relative error of 0.30 (float32 and bfloat16), the tiny decoder's
+    decode step 1.1, through ``torch._inductor.aoti_compile_and_package`` alike; with the template off, 0
+    (``torch.compile(mode="max-autotune")`` does not hit it: its buffers are inputs, not constants).
+    Turned off for every CPU package with max-autotune on (the torch versions without the bug are not
+    known), unless the caller sets ``cpp.weight_prepack`` themselves (their value wins). Max-autotune then
+    chooses among ATen's products only. Whether max-autotune is on is read from the caller's options, else
+    from torch._inductor.config (TORCHINDUCTOR_MAX_AUTOTUNE and the like), as Inductor reads it.
+    """
+    configs = {**profile_configs, **(inductor_configs or {})}
+    if device.type != "cpu" or "cpp.weight_prepack" in configs:
+        return configs
+    from torch._inductor import config as inductor_config
+    if any(configs.get(name, getattr(inductor_config, name)) for name in ("max_autotune", "max_autotune_gemm")):
+        configs["cpp.weight_prepack"] = False
+    return configs
 
 
 def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:

@@ -1,0 +1,88 @@
+"""CPU packages with max-autotune: lower() turns Inductor's C++ GEMM/BMM template off (``cpp.weight_prepack``)
+unless the caller sets it, because the template packs a mutated buffer's compile-time value as a constant
+(torch 2.13: a product that reads a KV cache after ``index_copy_`` was wrong by 0.30 relative;
+aotcuda.lowering.pipeline.package_inductor_configs says where in torch). The option tests need no compile;
+the last test compiles the minimal program once (~20 s)."""
+
+import pytest
+import torch
+
+import aotcuda
+import aotcuda.lowering.pipeline
+from aotcuda.lowering.devices import DEVICE_PROFILES
+from aotcuda.lowering.pipeline import package_inductor_configs
+
+CPU, CUDA = torch.device("cpu"), torch.device("cuda")
+
+
+class CacheProduct(torch.nn.Module):
+    """The smallest program that showed it: one row written into a buffer in place, then a batched product
+    that reads the whole buffer (a decode step's attention scores over its KV cache)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.randn(1, 2, 32, 16, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, q, k, pos):
+        self.cache.index_copy_(2, pos, k)
+        return torch.matmul(q, self.cache.transpose(2, 3))
+
+
+def _example():
+    generator = torch.Generator().manual_seed(1)
+    return (torch.randn(1, 2, 2, 16, generator=generator), torch.randn(1, 2, 1, 16, generator=generator),
+            torch.tensor([3]))
+
+
+@pytest.mark.parametrize("option", ["max_autotune", "max_autotune_gemm"])
+def test_max_autotune_on_the_cpu_turns_weight_prepack_off(option):
+    configs = package_inductor_configs(CPU, DEVICE_PROFILES["cpu"].inductor_configs, {option: True})
+    assert configs == {option: True, "cpp.weight_prepack": False}
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_the_callers_weight_prepack_wins(value):
+    configs = package_inductor_configs(CPU, {}, {"max_autotune": True, "cpp.weight_prepack": value})
+    assert configs["cpp.weight_prepack"] is value
+
+
+def test_without_max_autotune_or_on_cuda_the_options_are_left_as_given():
+    assert package_inductor_configs(CPU, {}, None) == {}
+    assert package_inductor_configs(CPU, {}, {"max_autotune": False}) == {"max_autotune": False}
+    cuda_profile = DEVICE_PROFILES["cuda"].inductor_configs
+    assert package_inductor_configs(CUDA, cuda_profile, {"max_autotune": True}) == {**cuda_profile,
+                                                                                    "max_autotune": True}
+
+
+def test_max_autotune_in_torchs_config_counts_too(monkeypatch):
+    monkeypatch.setattr(torch._inductor.config, "max_autotune", True)
+    assert package_inductor_configs(CPU, {}, None) == {"cpp.weight_prepack": False}
+    assert package_inductor_configs(CPU, {}, {"max_autotune": False}) == {"max_autotune": False}
+
+
+@pytest.mark.parametrize("given, expected", [({"max_autotune": True}, False),
+                                             ({"max_autotune": True, "cpp.weight_prepack": True}, True)])
+def test_lower_compiles_with_those_options(tmp_path, monkeypatch, given, expected):
+    """Without a compile: lower()'s compile step is replaced by one that records its options."""
+    seen = {}
+
+    def recording_compile(ep, path, configs, *more):
+        seen.update(configs)
+        raise RuntimeError("stopped before the compile on purpose")
+
+    monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", recording_compile)
+    with pytest.raises(RuntimeError, match="on purpose"):
+        aotcuda.lower(CacheProduct(), _example(), device="cpu", package_path=tmp_path / "c.pt2",
+                      inductor_configs=given)
+    assert seen["cpp.weight_prepack"] is expected and seen["max_autotune"] is True
+
+
+@pytest.mark.slow
+def test_the_cache_product_lowered_with_max_autotune_matches_eager(tmp_path):
+    model, example = CacheProduct(), _example()
+    lowered = aotcuda.lower(model, example, device="cpu", package_path=tmp_path / "c.pt2",
+                            inductor_configs={"max_autotune": True})
+    with torch.no_grad():
+        want = CacheProduct()(*example)  # the same cache, fresh
+        got = torch._inductor.aoti_load_package(str(lowered.package_path))(*example)
+    assert (got - want).norm() / want.norm() < 1e-5
