@@ -288,12 +288,20 @@ def launches(n: int, rows, processors: int = 132, warps=(4, 8)) -> list[Launch]:
 
 
 def rows_per_program(t: Tiling, rows, processors: int = 132) -> int:
-    """Rows a program transforms: ROWS_TILE // tile (a 64-wide table: a quarter of it), fewer where a
-    static row count would leave a GPU multiprocessor without a program, never so few that a tl.dot's M
-    drops below 16. One program per multiprocessor, not two: on the H200 (fft_tiling_sweep.py, 512 rows,
+    """Rows a program transforms: ROWS_TILE // tile (a 64-wide table: a quarter of it; a butterfly stage 2:
+    half of it), fewer where a static row count would leave a GPU multiprocessor without a program, never so
+    few that a tl.dot's M drops below 16. One program per multiprocessor, not two: on the H200 (fft_tiling_sweep.py, 512 rows,
     2026-12-03) n = 1024 took 8.4/8.1 µs (r2c/c2r) at 2 rows a program (256 programs) against 12.3/12.4 at
     1 (512 programs), and n = 512 6.6/6.5 against 7.7/10.0."""
-    most = max(1, (ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4) // t.tile)
+    aim = ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4
+    if t.butterflies()[1]:
+        # Half for a butterfly stage 2 (two stages, many rows a program). Compiled for sm_90 (Triton 3.9,
+        # benchmarks/scripts/fft_kernel_resources.py, 2026-12-03; not yet timed): at 2048 values a program
+        # 32 = 16·2b and 64 = 16·4b took 254 registers a thread, at 1024 122–124; 128 = 32·4b c2r spilled
+        # 200 bytes at 2048, none at 1024 (254 registers). A butterfly stage 3 (512, 1024, 2048) took 143–168
+        # at 2048 and keeps ROWS_TILE (1024 keeps its measured 2 rows a program for 512 rows, below).
+        aim //= 2
+    most = max(1, aim // t.tile)
     least = least_rows(t)
     r = most
     if isinstance(rows, int):
