@@ -1,7 +1,8 @@
 """aotcuda::fft_rows (kernels/fft_rows.py) against torch.fft in float64, on fresh random rows.
 
 - Without Triton: the tilings and tables (kernels/fft_plan.py) rebuild the DFT in float64 to 1e-12 (the
-  kernel's stages as plain torch), every alternative tiling of fft_plan.tilings too; the default launch
+  kernel's stages as plain torch, a butterfly last stage as its radix-2/radix-4 adds), every alternative
+  tiling of fft_plan.tilings too; the default launch
   (tiling, rows a program, warps) is pinned, fft_plan.launches starts with it, and a launch the kernel
   cannot run says why; the op's CPU implementation matches torch.fft for every kind, float32 and bfloat16.
 - In Triton's interpreter (TRITON_INTERPRET=1, a subprocess; skipped where Triton is missing): the kernel

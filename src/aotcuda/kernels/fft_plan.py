@@ -16,7 +16,7 @@ columns, so padded lanes neither read nor write anything.
 Except a butterfly stage: the last stage run (stage 2 when c = 1, else stage 3), where its factor is 2 or 4,
 may be a radix-2 or radix-4 butterfly in plain float32 adds instead of a dot (``BUTTERFLY``), on a tile axis
 of exactly that size (P = the factor: no padding, and its [P, P] table block is not read). With
-ω_4 = ∓i (− forward) and u·v for the complex product:
+ω_4 = ∓i (− forward):
 
     radix 2: X0 = x0 + x1, X1 = x0 − x1
     radix 4: X0 = (x0 + x2) + (x1 + x3), X2 = (x0 + x2) − (x1 + x3),

@@ -24,7 +24,9 @@ for r2c; for c2r the Hermitian half, mirrored and conjugated as it is loaded; ti
 is given), runs up to three stages of
 complex DFT products (tl.dot of the tile against the [P, P] tables, four real products each; two where
 the input is real or only the real output is kept) with the twiddle products between them and tl.permute
-bringing the next stage's index last, and stores the first `out_len` points, times `scale`, once. All
+bringing the next stage's index last (a last stage of 2 or 4 points is fft_plan's radix-2 or radix-4
+butterfly instead: float32 adds on an axis of exactly 2 or 4, split and rebuilt with tl.split/tl.join, no
+table; it needs the direction, the INVERSE constexpr), and stores the first `out_len` points, times `scale`, once. All
 arithmetic is float32: the products in "tf32x3" (three TF32 tensor-core products, float32's accuracy:
 Markidis et al. 2018; Triton's input_precision) for float32 data, in TF32 for float16 and bfloat16 data
 (whose own rounding is coarser). The method is FlashFFTConv's (Fu, Kumbong et al. 2023: an FFT as
