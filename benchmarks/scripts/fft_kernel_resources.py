@@ -41,7 +41,8 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
     a, b, c = plan.factors
     p1, p2, p3 = plan.padded
     constants = dict(N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=fft_rows.KINDS.index(kind),
-                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window)
+                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window,
+                     INVERSE=fft_rows.direction(kind, False))
     signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "rows": "i64", "in_len": "i32",
                  "out_len": "i32", "scale": "fp32", **{name: "i64" for name in INTEGERS},
                  **{name: "constexpr" for name in constants}}

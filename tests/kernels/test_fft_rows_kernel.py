@@ -1,7 +1,8 @@
 """aotcuda::fft_rows (kernels/fft_rows.py) against torch.fft in float64, on fresh random rows.
 
 - Without Triton: the tilings and tables (kernels/fft_plan.py) rebuild the DFT in float64 to 1e-12 (the
-  kernel's stages as plain torch), every alternative tiling of fft_plan.tilings too; the default launch
+  kernel's stages as plain torch, a butterfly last stage as its radix-2/radix-4 adds), every alternative
+  tiling of fft_plan.tilings too; the default launch
   (tiling, rows a program, warps) is pinned, fft_plan.launches starts with it, and a launch the kernel
   cannot run says why; the op's CPU implementation matches torch.fft for every kind, float32 and bfloat16.
 - In Triton's interpreter (TRITON_INTERPRET=1, a subprocess; skipped where Triton is missing): the kernel
@@ -27,8 +28,11 @@ from aotcuda.kernels import fft_plan, fft_rows
 from comparisons import relative_error
 from interpreted import run_code, run_interpreted
 
-LENGTHS = [1, 2, 3, 8, 16, 64, 100, 128, 400, 512, 1024, 4096]
-BFLOAT16_LENGTHS = [3, 64, 400, 4096]
+# With a butterfly last stage (fft_plan.BUTTERFLY): 32 = 16·2b and 64 = 16·4b (stage 2), 100 = 25→32·4b and
+# 128 = 32·4b (stage 2 after a padded or a wide dot), 512 = 16·16·2b, 1024 = 16·16·4b and 2048 = 32·16·4b
+# (stage 3).
+LENGTHS = [1, 2, 3, 8, 16, 32, 64, 100, 128, 400, 512, 1024, 2048, 4096]
+BFLOAT16_LENGTHS = [3, 32, 64, 400, 1024, 4096]
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 2e-2}
 NEEDS_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
 
@@ -90,8 +94,21 @@ def check(transform, n, dtype, device="cpu"):
 
 # ---- without Triton ------------------------------------------------------------------------------------
 
+def _butterfly_in_float64(y: torch.Tensor, p: int, inverse: bool) -> torch.Tensor:
+    """The radix-p butterfly (p = 2 or 4) of fft_plan's docstring along y's last axis, as the kernel's
+    _butterfly computes it (no table): x[2i + j] split, X[k] rebuilt at index k."""
+    if p == 2:
+        x0, x1 = y.unbind(-1)
+        return torch.stack([x0 + x1, x0 - x1], -1)
+    x0, x1, x2, x3 = y.unbind(-1)
+    s, u, t, d = x0 + x2, x0 - x2, x1 + x3, x1 - x3
+    i_d = (1j if inverse else -1j) * d  # ω_4·d: −i forward, +i inverse
+    return torch.stack([s + t, u + i_d, s - t, u - i_d], -1)
+
+
 def _stages_in_float64(z: torch.Tensor, t: fft_plan.Tiling, inverse: bool) -> torch.Tensor:
-    """The kernel's three stages in plain float64 torch on complex rows z [rows, n]: the tables' math."""
+    """The kernel's three stages in plain float64 torch on complex rows z [rows, n]: the tables' math, a
+    butterfly stage (Tiling.butterflies) as its adds instead of its table's product."""
     values = fft_plan.table_values(t, inverse)
     pieces, at = [], 0
     for rows, cols in t.table_sizes():
@@ -102,14 +119,25 @@ def _stages_in_float64(z: torch.Tensor, t: fft_plan.Tiling, inverse: bool) -> to
     (a, b, c), (p1, p2, p3) = t.factors, t.padded
     tile = torch.zeros(z.shape[0], p1, p2, p3, dtype=torch.complex128)
     tile[:, :a, :b, :c] = z.reshape(-1, a, b, c)  # t = b·c·t1 + c·t2 + t3
+    butterfly = t.butterflies()
+    assert not butterfly[0] and sum(butterfly) <= 1, t  # only the last stage run, never the first
     y = torch.einsum("rijk,il->rljk", tile, f1)  # (r, k1, t2, t3)
     y = y * w12.t()[None, :, :, None] * w13.t()[None, :, None, :]
-    y = torch.einsum("rljk,jm->rlmk", y, f2) * w23.t()[None, None, :, :]  # (r, k1, k2, t3)
-    y = torch.einsum("rlmk,kq->rlmq", y, f3)  # (r, k1, k2, k3)
+    if butterfly[1]:
+        assert c == 1 and p2 == b in fft_plan.BUTTERFLY, t
+        y = _butterfly_in_float64(y.transpose(2, 3), p2, inverse).transpose(2, 3)
+    else:
+        y = torch.einsum("rljk,jm->rlmk", y, f2)
+    y = y * w23.t()[None, None, :, :]  # (r, k1, k2, t3)
+    if butterfly[2]:
+        assert p3 == c in fft_plan.BUTTERFLY, t
+        y = _butterfly_in_float64(y, p3, inverse)
+    else:
+        y = torch.einsum("rlmk,kq->rlmq", y, f3)  # (r, k1, k2, k3)
     return y[:, :a, :b, :c].permute(0, 3, 2, 1).reshape(z.shape[0], -1)  # k = k1 + a·k2 + a·b·k3
 
 
-@pytest.mark.parametrize("n", LENGTHS + [37, 61 * 59, 1000, 2048, 2 * 3 * 5 * 7 * 11])
+@pytest.mark.parametrize("n", LENGTHS + [37, 61 * 59, 1000, 2 * 3 * 5 * 7 * 11])
 @pytest.mark.parametrize("inverse", [False, True], ids=["forward", "inverse"])
 def test_the_tables_rebuild_the_dft_in_float64(n, inverse):
     t = fft_plan.tiling(n)
@@ -130,8 +158,12 @@ def math_prod(values):
 def test_tilings_cover_the_lengths_with_small_prime_factors_and_prefer_narrow_tables():
     assert fft_plan.tiling(4096).describe() == "16·16·16"  # a third of 64·64's products
     assert fft_plan.tiling(400).describe() == "25→32·16"
-    assert fft_plan.tiling(64).describe() == "16·4→16"  # not one 64-wide table (it spills on sm_90)
-    assert fft_plan.tiling(2048).describe() == "16·16·8→16"
+    assert fft_plan.tiling(64).describe() == "16·4b"  # not one 64-wide table (it spills on sm_90), nor 4→16
+    assert fft_plan.tiling(32).describe() == "16·2b"  # a butterfly: cheaper than one 32-wide product
+    assert fft_plan.tiling(128).describe() == "32·4b"
+    assert fft_plan.tiling(2048).describe() == "32·16·4b"  # a 2048 tile, not 16·16·8 padded to 4096
+    assert fft_plan.tiling(1000).describe() == "25→32·10→16·4b"  # a stage-3 butterfly after padded dots
+    assert fft_plan.tiling(16).describe() == "16" and fft_plan.tiling(4).describe() == "4→16"  # stage 1: a dot
     assert fft_plan.tiling(37).describe() == "37→64"  # a prime up to 61: one direct product
     for n in (67, 4093, 4097, 2 * 67, 17 * 17 * 13, 0):  # a prime factor above 61, too long, too wide a tile
         assert fft_plan.tiling(n) is None, n
@@ -141,7 +173,7 @@ def test_tilings_cover_the_lengths_with_small_prime_factors_and_prefer_narrow_ta
     assert fft_rows.supports(torch.zeros(1, 1, 1, 1, 64, 2), 4, 64, "c2c")
 
 
-@pytest.mark.parametrize("n", [1, 16, 64, 100, 400, 512, 2048, 4096])
+@pytest.mark.parametrize("n", [1, 16, 32, 64, 100, 128, 400, 512, 1000, 2048, 4096])
 @pytest.mark.parametrize("inverse", [False, True], ids=["forward", "inverse"])
 def test_every_alternative_tiling_rebuilds_the_dft_in_float64(n, inverse):
     """fft_plan.tilings: factors in every order (ones last), each one's tables the DFT (benchmarks time them)."""
@@ -157,14 +189,25 @@ def test_the_tilings_hold_the_default_and_the_launches_start_with_the_ops_choice
     for n in range(1, fft_plan.MAX_LENGTH + 1):
         t = fft_plan.tiling(n)
         assert (t is None and not fft_plan.tilings(n)) or t in fft_plan.tilings(n), n
-    assert [t.describe() for t in fft_plan.tilings(4096)] == ["16·16·16", "64·64"]
+        if t is not None:  # a butterfly only as the last stage run, of a factor 2 or 4, and never stage 1
+            last = sum(f > 1 for f in t.factors) - 1
+            assert all(not b or (i == last >= 1 and t.padded[i] == t.factors[i] in fft_plan.BUTTERFLY)
+                       for i, b in enumerate(t.butterflies())), t
+    assert [t.describe() for t in fft_plan.tilings(4096)][:3] == ["16·16·16", "32·32·4b", "64·16·4b"]
+    assert "64·64" in [t.describe() for t in fft_plan.tilings(4096)]
     assert {t.factors for t in fft_plan.tilings(64)} >= {(16, 4, 1), (4, 16, 1), (8, 8, 1), (64, 1, 1), (4, 4, 4)}
+    # Each factoring whose last factor run is 2 or 4 is there with that stage a dot and as a butterfly.
+    assert {t.describe() for t in fft_plan.tilings(64)} >= {"16·4b", "16·4→16", "4→16·4→16·4b", "4→16·4→16·4→16"}
+    # A butterfly costs its adds (2·log2(P) a value), a dot its products (4·tile·P).
+    assert fft_plan.tiling(64).cost() == 4 * 64 * 16 + 4 * 64 and fft_plan.tiling(32).cost() == 4 * 32 * 16 + 2 * 32
     # The op's own choice (kernels/fft_rows.launch) for a million rows, for 512 rows on the H200's 132 SMs
     # (the sweep's measured best rows and warps), for 35
     # rows in the interpreter (two stand-in "processors"): rows a program and warps.
-    for n, rows, processors, want in [(64, 1 << 20, 132, ("16·4→16", 8, 4)), (400, 1 << 20, 132, ("25→32·16", 4, 4)),
+    for n, rows, processors, want in [(64, 1 << 20, 132, ("16·4b", 16, 4)), (400, 1 << 20, 132, ("25→32·16", 4, 4)),
                                       (4096, 1 << 20, 132, ("16·16·16", 1, 4)), (37, 1 << 20, 132, ("37→64", 16, 8)),
-                                      (1024, 512, 132, ("32·32", 2, 4)), (512, 512, 132, ("32·16", 2, 4)), (16, 35, 2, ("16", 32, 4))]:
+                                      (1024, 512, 132, ("16·16·4b", 2, 4)), (512, 512, 132, ("16·16·2b", 2, 4)),
+                                      (16, 35, 2, ("16", 32, 4)), (2048, 1 << 20, 132, ("32·16·4b", 1, 4)),
+                                      (128, 1 << 20, 132, ("32·4b", 8, 4))]:
         launch = fft_plan.default_launch(n, rows, processors)
         assert (launch.tiling.describe(), launch.rows, launch.warps) == want, (n, launch)
         assert launch.rows == fft_plan.rows_per_program(fft_plan.tiling(n), rows, processors)
@@ -179,10 +222,14 @@ def test_a_launch_the_kernel_cannot_run_says_why():
     bad = {"multiply to n": fft_plan.Launch(fft_plan.Tiling(64, (16, 2, 1), (16, 16, 1)), 1, 4),
            "each in [1, 64]": fft_plan.Launch(fft_plan.Tiling(128, (128, 1, 1), (128, 1, 1)), 1, 4),
            "ones last": fft_plan.Launch(fft_plan.Tiling(64, (16, 1, 4), (16, 1, 16)), 1, 4),
-           "padded sizes": fft_plan.Launch(fft_plan.Tiling(64, (16, 4, 1), (16, 4, 1)), 1, 4),
-           "a power of two ≥ 1": fft_plan.Launch(t64, 3, 4),
+           "padded sizes": fft_plan.Launch(fft_plan.Tiling(64, (16, 4, 1), (16, 8, 1)), 4, 4),
+           "(4, 16, 1) must be (16, 16, 1),": fft_plan.Launch(fft_plan.Tiling(64, (4, 16, 1), (4, 16, 1)), 4, 4),  # stage 1
+           # a butterfly stage 2 with a stage 3 after it
+           "must be (16, 16, 16) or (16, 16, 4)": fft_plan.Launch(fft_plan.Tiling(64, (4, 4, 4), (16, 4, 4)), 1, 4),
+           "a power of two ≥ 1": fft_plan.Launch(fft_plan.tiling(4096), 3, 4),
+           "a power of two ≥ 4": fft_plan.Launch(t64, 2, 4),  # 16·4b: stage 1's M = 4·R
            "a power of two ≥ 16": fft_plan.Launch(fft_plan.tiling(16), 8, 4),
-           "warps": fft_plan.Launch(t64, 1, 3)}
+           "warps": fft_plan.Launch(t64, 4, 3)}
     for reason, launch in bad.items():
         assert reason in (launch.problem() or ""), (reason, launch.problem())
 
@@ -356,18 +403,21 @@ def test_float32_accuracy_with_tf32x3_products_emulated_is_at_cufft_level():
         interpreter.InterpreterBuilder.create_dot = create_dot
         from aotcuda.kernels import fft_rows
         torch.manual_seed(0)
-        for dtype in (torch.float32, torch.float16):
-            x = torch.randn(8, 4096, 2).to(dtype)
-            got = fft_rows.launch(x, None, 1, 4096, 4096, "c2c", False, 1.0)
-            want = torch.view_as_real(torch.fft.fft(torch.view_as_complex(x.double())))
-            print(((got.double() - want).norm() / want.norm()).item())
+        for n in (4096, 2048):  # 2048 = 32·16·4b: two TF32x3 stages, then a radix-4 butterfly in float32
+            for dtype in (torch.float32, torch.float16):
+                x = torch.randn(8, n, 2).to(dtype)
+                got = fft_rows.launch(x, None, 1, n, n, "c2c", False, 1.0)
+                want = torch.view_as_real(torch.fft.fft(torch.view_as_complex(x.double())))
+                print(((got.double() - want).norm() / want.norm()).item())
     """)
-    float32, float16 = map(float, out.split())
-    assert float32 < 3e-7, float32
-    assert float16 < 2e-3, float16  # float16's own rounding: 3e-4 (a TF32 product truncates to 2**-10)
+    errors = list(map(float, out.split()))
+    assert len(errors) == 4, out
+    for float32, float16 in (errors[:2], errors[2:]):
+        assert float32 < 3e-7, float32
+        assert float16 < 2e-3, float16  # float16's own rounding: 3e-4 (a TF32 product truncates to 2**-10)
 
 
-LAUNCH_LENGTHS = [16, 64, 100]
+LAUNCH_LENGTHS = [16, 32, 64, 100]
 
 
 def sweep_launches() -> list:

@@ -13,11 +13,24 @@ stage 3: DFT over t3). A factor of 1 is a stage that is not run. Each DFT is a t
 [P, P] table, P the factor padded to a power of two ≥ 16 (tl.dot's smallest size) with zero rows and
 columns, so padded lanes neither read nor write anything.
 
-The factors minimize the tile's multiply-adds, Π P · Σ P over the stages run (4096 = 16·16·16 rather than
-64·64: a third of the flops; 400 = 25·16 padded to 32·16; 32 and below one direct product), then the tile,
-among the tilings with no table wider than WIDE where there is one: a [64, 64] table made the kernel spill
-registers when compiled for sm_90 (64 runs as 16·4 padded to 16·16, 2048 as 16·16·8 padded to 16·16·16;
-a prime from 37 to 61 still takes a 64-wide table).
+Except a butterfly stage: the last stage run (stage 2 when c = 1, else stage 3), where its factor is 2 or 4,
+may be a radix-2 or radix-4 butterfly in plain float32 adds instead of a dot (``BUTTERFLY``), on a tile axis
+of exactly that size (P = the factor: no padding, and its [P, P] table block is not read). With
+ω_4 = ∓i (− forward):
+
+    radix 2: X0 = x0 + x1, X1 = x0 − x1
+    radix 4: X0 = (x0 + x2) + (x1 + x3), X2 = (x0 + x2) − (x1 + x3),
+             X1 = (x0 − x2) ∓ i·(x1 − x3), X3 = (x0 − x2) ± i·(x1 − x3)   (upper sign forward)
+
+A dot stage pads a factor of 4 to 16: a 16×16 product for a 4-point DFT, the tile four times the row (64 ran
+as 16·4 padded to 16·16, compute-bound on padding). describe() marks a butterfly factor with a "b": "16·4b".
+Only the last stage may be one: the stages before it keep their dots (and their ≥ 16 padding).
+
+The factors minimize the tile's arithmetic (``Tiling.cost``: Π P · Σ P multiply-adds over the dot stages,
+about 2·log2(P) adds a value for a butterfly: 4096 = 16·16·16 rather than 64·64, a third of the flops;
+400 = 25·16 padded to 32·16; 64 = 16·4b, 32 = 16·2b, 128 = 32·4b, 2048 = 32·16·4b), then the tile, among
+the tilings with no table wider than WIDE where there is one: a [64, 64] table made the kernel spill
+registers when compiled for sm_90 (a prime from 37 to 61 still takes a 64-wide table).
 A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, is not
 covered (None): the GEMM form (passes/complex_to_real/spectral) computes it.
 
@@ -45,14 +58,34 @@ TILE = 4096  # the most complex values a program holds (rows × Π P): 32 KiB of
 ROWS_TILE = 2048  # the tile a program of several rows aims at (4 warps; 8 for a tile of 4096)
 
 
+BUTTERFLY = (2, 4)  # the factors a last stage may take as a butterfly instead of a dot
+
+
 def padded(f: int) -> int:
-    """The tile size of a factor: 1 for a stage not run, else the power of two ≥ max(f, 16)."""
+    """The tile size of a factor of a dot stage: 1 for a stage not run, else the power of two ≥ max(f, 16)."""
     return 1 if f == 1 else max(MIN_DOT, 1 << (f - 1).bit_length())
+
+
+def _last_stage(factors) -> int:
+    """The index of the last stage run (factors with their ones last), -1 where none is."""
+    return sum(1 for f in factors if f > 1) - 1
+
+
+def paddings(factors) -> list[tuple[int, int, int]]:
+    """The padded sizes the kernel runs factors (ones last) with: every stage a dot (``padded``), then, where
+    the last stage run is not the first and its factor is in BUTTERFLY, that stage a butterfly (P = f)."""
+    dots = tuple(padded(f) for f in factors)
+    out = [dots]
+    last = _last_stage(factors)
+    if last >= 1 and factors[last] in BUTTERFLY:
+        out.append(dots[:last] + (factors[last],) + dots[last + 1:])
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
 class Tiling:
-    """n = a·b·c (factors, ones last) and the padded tile sizes (p1, p2, p3)."""
+    """n = a·b·c (factors, ones last) and the padded tile sizes (p1, p2, p3). A stage run whose P is below
+    MIN_DOT is a butterfly (``paddings``: only the last one, of a factor in BUTTERFLY); the others are dots."""
 
     n: int
     factors: tuple[int, int, int]
@@ -62,16 +95,27 @@ class Tiling:
     def tile(self) -> int:
         return math.prod(self.padded)
 
+    def butterflies(self) -> tuple[bool, bool, bool]:
+        """Whether each stage is a butterfly (P = its factor, below tl.dot's MIN_DOT) rather than a dot."""
+        return tuple(1 < p < MIN_DOT for p in self.padded)
+
     def cost(self) -> int:
-        """Real multiply-adds per row of the DFT products (4 real products a complex one)."""
-        return 4 * self.tile * sum(p for p in self.padded if p > 1)
+        """Real arithmetic per row: a dot stage's multiply-adds (tile·P complex ones, 4 real products each);
+        a butterfly stage's real adds, 2·log2(P) a complex value (radix 2: 2 complex adds a pair; radix 4:
+        8 a quadruple, its ±i free). Twiddles and permutes are not counted."""
+        dots = 4 * self.tile * sum(p for p, b in zip(self.padded, self.butterflies()) if p > 1 and not b)
+        adds = sum(2 * self.tile * (p.bit_length() - 1) for p, b in zip(self.padded, self.butterflies()) if b)
+        return dots + adds
 
     def describe(self) -> str:
-        shown = [f"{f}" if f == p else f"{f}→{p}" for f, p in zip(self.factors, self.padded) if f > 1]
+        """The factors as run: "f" a dot of its own size, "f→P" a dot padded to P, "fb" a butterfly."""
+        shown = [f"{f}b" if b else f"{f}" if f == p else f"{f}→{p}"
+                 for f, p, b in zip(self.factors, self.padded, self.butterflies()) if f > 1]
         return "·".join(shown) or "1"
 
     def table_sizes(self) -> list[tuple[int, int]]:
-        """[rows, cols] of each table of ``TABLES``, in order."""
+        """[rows, cols] of each table of ``TABLES``, in order (a butterfly stage keeps its small [P, P] DFT
+        block, unread by the kernel: one layout for every tiling)."""
         p1, p2, p3 = self.padded
         return [(p1, p1), (p2, p2), (p3, p3), (p2, p1), (p3, p1), (p3, p2)]
 
@@ -104,13 +148,14 @@ def tiling(n: int) -> Tiling | None:
         return None
     best = None
     for a, b, c in _factorings(n):
-        factors = tuple(sorted((a, b, c), reverse=True))
-        candidate = Tiling(n, factors, tuple(padded(f) for f in factors))
-        if candidate.tile > TILE:  # 3757 = 17·17·13 would pad to 32·32·16: more than a program holds
-            continue
-        key = (max(candidate.padded) > WIDE, candidate.cost(), candidate.tile)
-        if best is None or key < best[0]:
-            best = (key, candidate)
+        factors = tuple(sorted((a, b, c), reverse=True))  # the smallest factor run last: a butterfly if 2 or 4
+        for sizes in paddings(factors):
+            candidate = Tiling(n, factors, sizes)
+            if candidate.tile > TILE:  # 3757 = 17·17·13 would pad to 32·32·16: more than a program holds
+                continue
+            key = (max(candidate.padded) > WIDE, candidate.cost(), candidate.tile)
+            if best is None or key < best[0]:
+                best = (key, candidate)
     return best[1] if best else None
 
 
@@ -135,7 +180,8 @@ def _table(rows: int, cols: int, row_limit: int, col_limit: int, multiplier: int
 
 
 def table_values(t: Tiling, inverse: bool) -> torch.Tensor:
-    """The flat float64 tables of tiling t (``TABLES``); inverse: exp(+2πi…)."""
+    """The flat float64 tables of tiling t (``TABLES``); inverse: exp(+2πi…). A butterfly stage's DFT block
+    is its exact [P, P] DFT (P = its factor), which the kernel does not read."""
     a, b, c = t.factors
     p1, p2, p3 = t.padded
     n = t.n
@@ -149,16 +195,18 @@ def table_values(t: Tiling, inverse: bool) -> torch.Tensor:
 
 def tilings(n: int) -> list[Tiling]:
     """Every tiling of length n the kernel runs, the default (``tiling(n)``) among them: factors in any order
-    with the ones last, each ≤ MAX_FACTOR, the padded tile ≤ TILE; cheapest first (cost, tile, factors)."""
+    with the ones last, each ≤ MAX_FACTOR, each of its ``paddings`` (all dots; a last butterfly), the padded
+    tile ≤ TILE; cheapest first (cost, tile, factors, then a butterfly before the dot)."""
     if not isinstance(n, int) or n < 1 or n > MAX_LENGTH:
         return []
     found = set()
     for a, b, c in _factorings(n):
         ones_last = tuple([f for f in (a, b, c) if f > 1] + [f for f in (a, b, c) if f == 1])
-        candidate = Tiling(n, ones_last, tuple(padded(f) for f in ones_last))
-        if candidate.tile <= TILE:
-            found.add(candidate)
-    return sorted(found, key=lambda t: (t.cost(), t.tile, tuple(-f for f in t.factors)))
+        for sizes in paddings(ones_last):
+            candidate = Tiling(n, ones_last, sizes)
+            if candidate.tile <= TILE:
+                found.add(candidate)
+    return sorted(found, key=lambda t: (t.cost(), t.tile, tuple(-f for f in t.factors), t.padded))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,8 +222,8 @@ class Launch:
 
     def problem(self) -> str | None:
         """Why the kernel cannot run this launch, or None: the factors must multiply to n with the ones last,
-        each ≤ MAX_FACTOR and padded by ``padded``, the tile ≤ TILE; R a power of two whose stages' tl.dot
-        rows reach MIN_DOT; 1 to 16 warps, a power of two."""
+        each ≤ MAX_FACTOR and padded as one of ``paddings`` (dots; a last butterfly), the tile ≤ TILE; R a
+        power of two whose dot stages' tl.dot rows reach MIN_DOT; 1 to 16 warps, a power of two."""
         t = self.tiling
         if (len(t.factors) != 3 or math.prod(t.factors) != t.n
                 or any(not isinstance(f, int) or f < 1 or f > MAX_FACTOR for f in t.factors)):
@@ -183,8 +231,9 @@ class Launch:
         stages = [f for f in t.factors if f > 1]
         if list(t.factors[:len(stages)]) != stages:
             return f"factors {t.factors} must have their ones last"
-        if t.padded != tuple(padded(f) for f in t.factors) or t.tile > TILE:
-            return f"padded sizes {t.padded} must be {tuple(padded(f) for f in t.factors)}, a tile ≤ {TILE}"
+        allowed = paddings(t.factors)
+        if t.padded not in allowed or t.tile > TILE:
+            return f"padded sizes {t.padded} must be {' or '.join(map(str, allowed))}, a tile ≤ {TILE}"
         if self.rows < least_rows(t) or self.rows & (self.rows - 1):
             return f"R = {self.rows} must be a power of two ≥ {least_rows(t)} (tl.dot's M ≥ {MIN_DOT})"
         if not 1 <= self.warps <= 16 or self.warps & (self.warps - 1):
@@ -193,8 +242,9 @@ class Launch:
 
 
 def least_rows(t: Tiling) -> int:
-    """The fewest rows a program of tiling t holds: each stage's tl.dot multiplies R·tile/P ≥ MIN_DOT rows."""
-    return max([1] + [-(-MIN_DOT * p // t.tile) for p in t.padded if p > 1])
+    """The fewest rows a program of tiling t holds: each dot stage's tl.dot multiplies R·tile/P ≥ MIN_DOT rows
+    (a butterfly stage has no such floor)."""
+    return max([1] + [-(-MIN_DOT * p // t.tile) for p, b in zip(t.padded, t.butterflies()) if p > 1 and not b])
 
 
 def num_warps(t: Tiling, rows: int) -> int:
@@ -238,12 +288,20 @@ def launches(n: int, rows, processors: int = 132, warps=(4, 8)) -> list[Launch]:
 
 
 def rows_per_program(t: Tiling, rows, processors: int = 132) -> int:
-    """Rows a program transforms: ROWS_TILE // tile (a 64-wide table: a quarter of it), fewer where a
-    static row count would leave a GPU multiprocessor without a program, never so few that a tl.dot's M
-    drops below 16. One program per multiprocessor, not two: on the H200 (fft_tiling_sweep.py, 512 rows,
+    """Rows a program transforms: ROWS_TILE // tile (a 64-wide table: a quarter of it; a butterfly stage 2:
+    half of it), fewer where a static row count would leave a GPU multiprocessor without a program, never so
+    few that a tl.dot's M drops below 16. One program per multiprocessor, not two: on the H200 (fft_tiling_sweep.py, 512 rows,
     2026-12-03) n = 1024 took 8.4/8.1 µs (r2c/c2r) at 2 rows a program (256 programs) against 12.3/12.4 at
     1 (512 programs), and n = 512 6.6/6.5 against 7.7/10.0."""
-    most = max(1, (ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4) // t.tile)
+    aim = ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4
+    if t.butterflies()[1]:
+        # Half for a butterfly stage 2 (two stages, many rows a program). Compiled for sm_90 (Triton 3.9,
+        # benchmarks/scripts/fft_kernel_resources.py, 2026-12-03; not yet timed): at 2048 values a program
+        # 32 = 16·2b and 64 = 16·4b took 254 registers a thread, at 1024 122–124; 128 = 32·4b c2r spilled
+        # 200 bytes at 2048, none at 1024 (254 registers). A butterfly stage 3 (512, 1024, 2048) took 143–168
+        # at 2048 and keeps ROWS_TILE (1024 keeps its measured 2 rows a program for 512 rows, below).
+        aim //= 2
+    most = max(1, aim // t.tile)
     least = least_rows(t)
     r = most
     if isinstance(rows, int):

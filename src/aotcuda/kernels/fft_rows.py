@@ -24,7 +24,9 @@ for r2c; for c2r the Hermitian half, mirrored and conjugated as it is loaded; ti
 is given), runs up to three stages of
 complex DFT products (tl.dot of the tile against the [P, P] tables, four real products each; two where
 the input is real or only the real output is kept) with the twiddle products between them and tl.permute
-bringing the next stage's index last, and stores the first `out_len` points, times `scale`, once. All
+bringing the next stage's index last (a last stage of 2 or 4 points is fft_plan's radix-2 or radix-4
+butterfly instead: float32 adds on an axis of exactly 2 or 4, split and rebuilt with tl.split/tl.join, no
+table; it needs the direction, the INVERSE constexpr), and stores the first `out_len` points, times `scale`, once. All
 arithmetic is float32: the products in "tf32x3" (three TF32 tensor-core products, float32's accuracy:
 Markidis et al. 2018; Triton's input_precision) for float32 data, in TF32 for float16 and bfloat16 data
 (whose own rounding is coarser). The method is FlashFFTConv's (Fu, Kumbong et al. 2023: an FFT as
@@ -163,6 +165,39 @@ if HAVE_TRITON:
         return yr, yi
 
     @triton.jit
+    def _butterfly(xr, xi, D0: tl.constexpr, D1: tl.constexpr, D2: tl.constexpr, P: tl.constexpr,
+                   INVERSE: tl.constexpr):
+        """The P-point DFT (P = 2 or 4) along the last axis of [D0, D1, D2, P] complex (xr, xi) as a radix-P
+        butterfly in float32 adds (kernels/fft_plan.py), output k at index k of that axis. The axis is split
+        with reshape to (.., 2, 2) ([i, j] = x[2i + j]) and tl.split (the last axis of 2 into two halves), and
+        rebuilt with tl.join (a new last axis of 2): no table, no padding, no tensor core."""
+        if P == 2:
+            x0r, x1r = tl.split(xr)
+            x0i, x1i = tl.split(xi)
+            yr = tl.join(x0r + x1r, x0r - x1r)
+            yi = tl.join(x0i + x1i, x0i - x1i)
+        else:
+            # x[2i + j]: the first split takes j (even: x0, x2; odd: x1, x3), the second i.
+            er, od_r = tl.split(tl.reshape(xr, (D0, D1, D2, 2, 2)))
+            ei, od_i = tl.split(tl.reshape(xi, (D0, D1, D2, 2, 2)))
+            x0r, x2r = tl.split(er)
+            x0i, x2i = tl.split(ei)
+            x1r, x3r = tl.split(od_r)
+            x1i, x3i = tl.split(od_i)
+            sr, si = x0r + x2r, x0i + x2i  # x0 + x2
+            ur, ui = x0r - x2r, x0i - x2i  # x0 − x2
+            tr, ti = x1r + x3r, x1i + x3i  # x1 + x3
+            dr, di = x1r - x3r, x1i - x3i  # x1 − x3; i·d = (−di, dr)
+            if INVERSE:  # X1 = u + i·d, X3 = u − i·d (ω_4 = +i)
+                y1r, y1i, y3r, y3i = ur - di, ui + dr, ur + di, ui - dr
+            else:  # X1 = u − i·d, X3 = u + i·d (ω_4 = −i)
+                y1r, y1i, y3r, y3i = ur + di, ui - dr, ur - di, ui + dr
+            # [i, j] = X[2i + j]: join over i (X0, X2 | X1, X3), then over j.
+            yr = tl.reshape(tl.join(tl.join(sr + tr, sr - tr), tl.join(y1r, y3r)), (D0, D1, D2, 4))
+            yi = tl.reshape(tl.join(tl.join(si + ti, si - ti), tl.join(y1i, y3i)), (D0, D1, D2, 4))
+        return yr, yi
+
+    @triton.jit
     def _twiddle(tables, off, ROWS: tl.constexpr, COLS: tl.constexpr):
         """The [ROWS, COLS] complex table at tables + off: (re, im)."""
         at = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
@@ -174,8 +209,12 @@ if HAVE_TRITON:
                          os0, os1, os2, os3, os_t, os_p, ws,
                          N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                          P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
-                         KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr):
-        # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r). Offsets in int64: a row index times a batch stride passes 2**31 in
+                         KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
+                         INVERSE: tl.constexpr):
+        # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r);
+        # INVERSE: the tables' direction (exp(+2πi…)), which a butterfly stage, reading no table, needs.
+        # A stage run with P below 16 (P2 or P3 = B or C = 2 or 4, the last stage: fft_plan.paddings) is a
+        # butterfly. Offsets in int64: a row index times a batch stride passes 2**31 in
         # large batches (Triton types an integer argument below 2**31 as int32).
         r = tl.program_id(0).to(tl.int64) * R + tl.arange(0, R).to(tl.int64)
         row_ok = r < rows
@@ -234,20 +273,28 @@ if HAVE_TRITON:
                 vr, vi = vr[None, None, :, :], vi[None, None, :, :]
                 wr, wi = wr * vr - wi * vi, wr * vi + wi * vr
             xr, xi = xr * wr - xi * wi, xr * wi + xi * wr
-            M2: tl.constexpr = R * P3 * P1
-            xr = tl.reshape(tl.permute(xr, (0, 2, 3, 1)), (M2, P2))  # (r, t3, k1, t2)
-            xi = tl.reshape(tl.permute(xi, (0, 2, 3, 1)), (M2, P2))
-            yr, yi = _cdot(xr, xi, Tables, F2, P2, False, (KIND == 2) and (C == 1), PRECISION)
-            xr = tl.reshape(yr, (R, P3, P1, P2))  # (r, t3, k1, k2)
-            xi = tl.reshape(yi, (R, P3, P1, P2))
+            if P2 < 16:  # a butterfly (C = 1: the last stage), on the tile as it is
+                xr, xi = _butterfly(tl.permute(xr, (0, 2, 3, 1)), tl.permute(xi, (0, 2, 3, 1)),
+                                    R, P3, P1, P2, INVERSE)  # (r, t3, k1, t2) to (r, t3, k1, k2)
+            else:
+                M2: tl.constexpr = R * P3 * P1
+                xr = tl.reshape(tl.permute(xr, (0, 2, 3, 1)), (M2, P2))  # (r, t3, k1, t2)
+                xi = tl.reshape(tl.permute(xi, (0, 2, 3, 1)), (M2, P2))
+                yr, yi = _cdot(xr, xi, Tables, F2, P2, False, (KIND == 2) and (C == 1), PRECISION)
+                xr = tl.reshape(yr, (R, P3, P1, P2))  # (r, t3, k1, k2)
+                xi = tl.reshape(yi, (R, P3, P1, P2))
             if C > 1:
                 wr, wi = _twiddle(Tables, W23, P3, P2)  # ω_n^(A·t3·k2)
                 wr, wi = wr[None, :, None, :], wi[None, :, None, :]
                 xr, xi = xr * wr - xi * wi, xr * wi + xi * wr
-                M3: tl.constexpr = R * P1 * P2
-                xr = tl.reshape(tl.permute(xr, (0, 2, 3, 1)), (M3, P3))  # (r, k1, k2, t3)
-                xi = tl.reshape(tl.permute(xi, (0, 2, 3, 1)), (M3, P3))
-                xr, xi = _cdot(xr, xi, Tables, F3, P3, False, KIND == 2, PRECISION)
+                if P3 < 16:  # a butterfly
+                    xr, xi = _butterfly(tl.permute(xr, (0, 2, 3, 1)), tl.permute(xi, (0, 2, 3, 1)),
+                                        R, P1, P2, P3, INVERSE)  # (r, k1, k2, t3) to (r, k1, k2, k3)
+                else:
+                    M3: tl.constexpr = R * P1 * P2
+                    xr = tl.reshape(tl.permute(xr, (0, 2, 3, 1)), (M3, P3))  # (r, k1, k2, t3)
+                    xi = tl.reshape(tl.permute(xi, (0, 2, 3, 1)), (M3, P3))
+                    xr, xi = _cdot(xr, xi, Tables, F3, P3, False, KIND == 2, PRECISION)
         # The result as [R, P1, P2, P3] at (r, k1, k2, k3): after stage 3 it is; after stage 2 (C = 1) it is
         # [R, 1, P1, P2], after stage 1 (B = C = 1) [R, 1, 1, P1]: moving a dim of size 1 is a reshape.
         xr = tl.reshape(xr, (R, P1, P2, P3))
@@ -293,7 +340,8 @@ if HAVE_TRITON:
             x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
             0 if window is None else window.stride(0),
             N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
-            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, num_warps=config.warps)
+            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, INVERSE=direction(kind, inverse),
+            num_warps=config.warps)
         return out
 
     @triton_op(OP, mutates_args=())
