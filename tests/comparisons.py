@@ -18,3 +18,14 @@ def check_decode_steps(eager, lowered, tokens: torch.Tensor, steps: int, rtol: f
             want = eager(tokens, at)
             assert relative_error(lowered(tokens, at), want) < rtol, position
             tokens = want.argmax(-1, keepdim=True)
+
+
+def torch_aoti_load(path):
+    """torch's own loader (``torch._inductor.aoti_load_package``), after putting libstdc++ in the global
+    symbol scope as ``aotcuda.load`` does: without that, a CUDA package segfaults in its container's
+    constructor on torch 2.11+cu130 (the H200's) when no aotcuda package was loaded first in the process
+    (root cause in aotcuda/runtime/libloader.py)."""
+    from aotcuda.runtime.libloader import promote_cxx_runtime_to_global_scope
+
+    promote_cxx_runtime_to_global_scope()
+    return torch._inductor.aoti_load_package(str(path))

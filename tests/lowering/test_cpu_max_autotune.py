@@ -6,6 +6,7 @@ the last test compiles the minimal program once (~20 s)."""
 
 import pytest
 import torch
+from comparisons import torch_aoti_load
 
 import aotcuda
 import aotcuda.lowering.pipeline
@@ -84,5 +85,5 @@ def test_the_cache_product_lowered_with_max_autotune_matches_eager(tmp_path):
                             inductor_configs={"max_autotune": True})
     with torch.no_grad():
         want = CacheProduct()(*example)  # the same cache, fresh
-        got = torch._inductor.aoti_load_package(str(lowered.package_path))(*example)
+        got = torch_aoti_load(lowered.package_path)(*example)
     assert (got - want).norm() / want.norm() < 1e-5

@@ -14,6 +14,7 @@ from aotcuda.lowering.pipeline import STEPS, _written_on_success, passes
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
 from lowered_demo import SEQ_RANGE, lowered_demo
+from comparisons import torch_aoti_load
 
 
 def relative_error(actual, expected):
@@ -225,7 +226,7 @@ def test_proxy_executor_package_warns_and_runs_only_in_torchs_loader(tmp_path):
     assert f"torch._inductor.aoti_load_package({str(path)!r})" in message
     assert "rewrite aotcuda_test::shifted_sin" in message and "aotcuda.lower" not in message  # not circular
     x = torch.randn(4, 8)
-    assert relative_error(torch._inductor.aoti_load_package(str(path))(x), CustomOpModel()(x)) < 1e-6
+    assert relative_error(torch_aoti_load(path)(x), CustomOpModel()(x)) < 1e-6
 
 
 def test_demo_package_runs_in_aotcuda_runtime(demo):

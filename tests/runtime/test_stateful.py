@@ -20,6 +20,7 @@ import zipfile
 import pytest
 import torch
 from runtime_programs import Stateful, stateful_inputs
+from comparisons import torch_aoti_load
 
 import aotcuda
 from aotcuda.errors import InputError, RuntimeCallError
@@ -40,7 +41,7 @@ def _assert_same_outputs(got, want):
 
 @pytest.mark.parametrize("loader", ["aotcuda", "torch"])
 def test_mutated_buffers_of_every_shape_class_persist_over_calls(stateful_pt2, loader):
-    program = aotcuda.load(stateful_pt2) if loader == "aotcuda" else torch._inductor.aoti_load_package(stateful_pt2)
+    program = aotcuda.load(stateful_pt2) if loader == "aotcuda" else torch_aoti_load(stateful_pt2)
     eager, calls = _eager_and_inputs(1)
     for call, (x, cache, idx) in enumerate(calls, start=1):
         want = eager(x, cache.clone(), idx)

@@ -11,6 +11,7 @@ import zipfile
 
 import pytest
 import torch
+from comparisons import torch_aoti_load
 
 from aotcuda.passes import ReplaceComplexWithRealPass
 
@@ -43,7 +44,7 @@ def generated_sources(package: str) -> str:
 
 def compile_and_load(ep, path):
     package = torch._inductor.aoti_compile_and_package(ep, package_path=str(path))
-    return package, torch._inductor.aoti_load_package(package)
+    return package, torch_aoti_load(package)
 
 
 @pytest.fixture(scope="module")

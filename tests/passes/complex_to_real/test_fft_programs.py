@@ -4,6 +4,7 @@ on the CPU (one compile, module-scoped); the same on CUDA where there is one (cu
 
 import pytest
 import torch
+from comparisons import torch_aoti_load
 
 from aotcuda.passes import ReplaceComplexWithRealPass
 
@@ -57,7 +58,7 @@ def test_whisper_front_end_rewritten_matches_eager():
 def whisper_package(tmp_path_factory):
     model, new = whisper_program("cpu")
     path = torch._inductor.aoti_compile_and_package(new, package_path=str(tmp_path_factory.mktemp("aoti") / "w.pt2"))
-    return model, torch._inductor.aoti_load_package(path)
+    return model, torch_aoti_load(path)
 
 
 @pytest.mark.slow
@@ -72,4 +73,4 @@ def test_whisper_front_end_aoti_package_on_cuda(tmp_path):
         pytest.skip("no CUDA device")
     model, new = whisper_program("cuda")
     path = torch._inductor.aoti_compile_and_package(new, package_path=str(tmp_path / "w.pt2"))
-    assert_matches_eager(model, torch._inductor.aoti_load_package(path), "cuda")
+    assert_matches_eager(model, torch_aoti_load(path), "cuda")
