@@ -367,7 +367,15 @@ def build_llama_decode_step(config, batch: int, device="cpu", dtype=torch.bfloat
     with torch.no_grad():
         for name, param in model.named_parameters():
             param.fill_(1.0) if name.endswith("norm.weight") else param.normal_(0.0, 0.02)
+    # Module.to(dtype) also casts the rotary embedding's inv_freq buffers; in bfloat16 their frequencies are off by
+    # up to 2**-9 relative, so angles drift by radians at positions in the thousands (a 2048-token prefill in
+    # bf16 then differed from float32 eager by 0.5 relative). Checkpoints loaded as users load them keep them
+    # in float32: so do we.
+    frequencies = {name: buffer.float() for name, buffer in model.named_buffers() if name.endswith("inv_freq")}
     model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+    for name, buffer in frequencies.items():
+        owner, _, attribute = name.rpartition(".")
+        model.get_submodule(owner)._buffers[attribute] = buffer.to(device)
     model.generation_config.use_cache = True
     model.generation_config.cache_implementation = "static"
     # The recipe's keywords moved between transformers releases (max_batch_size -> batch_size; device added).
