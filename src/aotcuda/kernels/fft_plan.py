@@ -296,10 +296,13 @@ def rows_per_program(t: Tiling, rows, processors: int = 132) -> int:
     aim = ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4
     if t.butterflies()[1]:
         # Half for a butterfly stage 2 (two stages, many rows a program). Compiled for sm_90 (Triton 3.9,
-        # benchmarks/scripts/fft_kernel_resources.py, 2026-12-03; not yet timed): at 2048 values a program
+        # benchmarks/scripts/fft_kernel_resources.py, 2026-12-03): at 2048 values a program
         # 32 = 16·2b and 64 = 16·4b took 254 registers a thread, at 1024 122–124; 128 = 32·4b c2r spilled
         # 200 bytes at 2048, none at 1024 (254 registers). A butterfly stage 3 (512, 1024, 2048) took 143–168
         # at 2048 and keeps ROWS_TILE (1024 keeps its measured 2 rows a program for 512 rows, below).
+        # Timed on the H200 (fft_tiling_sweep.py, session 13, docs/performance.md): at 64 over 81,920 rows
+        # this R = 16 was the fastest launch swept; at 128 R = 16 beat this rule's R = 8 (158 against 236
+        # µs r2c + c2r) in one sweep whose R = 4 took 175: too uneven to change the rule on.
         aim //= 2
     most = max(1, aim // t.tile)
     least = least_rows(t)
