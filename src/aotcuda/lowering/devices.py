@@ -16,6 +16,7 @@ from aotcuda.errors import Advice, DeviceError
 from aotcuda.lowering.fallbacks import LIBRARY_KERNELS, ONEDNN_KERNELS
 from aotcuda import switches
 from aotcuda.passes.decode_attention import SplitCacheAttentionPass
+from aotcuda.passes.prompt_attention import PromptAttentionPass
 from aotcuda.passes.result import GraphPass
 from aotcuda.passes.row_products import RowProductsPass
 from aotcuda.passes.sibling_products import ConcatSiblingProductsPass
@@ -53,14 +54,16 @@ DEVICE_PROFILES = {
     # Issue 29's passes, each behind its switch (aotcuda.switches says what the H200 measured): on by default,
     # ConcatSiblingProductsPass (q/k/v and w1/w3 as one product each, for products of 8 rows or more) and
     # SplitCacheAttentionPass (decode attention over the cache as a Triton op, or in split-cache form where
-    # Triton is missing); off, RowProductsPass (few-row products as a Triton op, after the siblings are one
+    # Triton is missing); PromptAttentionPass (written-out attention of many query rows, a prefill, as one
+    # scaled_dot_product_attention call: the attentions SplitCacheAttentionPass leaves); off, RowProductsPass (few-row products as a Triton op, after the siblings are one
     # product), which did not win in the decode step. StoreVectorOperandsPass runs after them, on the
     # products left.
     "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS, inductor_configs={"coordinate_descent_tuning": True},
-                          passes=(ConcatSiblingProductsPass, SplitCacheAttentionPass, RowProductsPass,
-                                  StoreVectorOperandsPass),
+                          passes=(ConcatSiblingProductsPass, SplitCacheAttentionPass, PromptAttentionPass,
+                                  RowProductsPass, StoreVectorOperandsPass),
                           pass_switches={ConcatSiblingProductsPass: "AOTCUDA_SIBLING_PRODUCTS",
                                          SplitCacheAttentionPass: "AOTCUDA_DECODE_ATTENTION",
+                                         PromptAttentionPass: "AOTCUDA_PROMPT_ATTENTION",
                                          RowProductsPass: "AOTCUDA_ROW_PRODUCTS"}),
     "cpu": DeviceProfile(allowed_kernels=LIBRARY_KERNELS | ONEDNN_KERNELS),
 }

@@ -32,7 +32,7 @@ Only where the query rows per KV head (group × Sq) are at most ``max_rows``, an
 static and at least ``min_cache_len``; the batch may be dynamic. Elsewhere (prefill, short sequences)
 Inductor's own attention is kept. A call of a few tokens within the limit (Sq > 1: a short prefill over the
 cache, its mask per query row) is rewritten too, its result laid out in the memory order of the node it
-replaces (``_in_layout_of``).
+replaces (``in_layout_of``).
 
 With ``kernel=True`` (the default where Triton is installed) the attention becomes one call of
 ``aotcuda::decode_attention`` instead (kernels/decode_attention.py: a Triton op, flash-decoding in two
@@ -57,11 +57,11 @@ from aotcuda.passes.score_chain import affine_chain
 
 aten = torch.ops.aten
 ASSERT = aten._assert_tensor_metadata.default
-_THROUGH = {aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default,
+THROUGH = {aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default,
             aten.clone.default}
-_CONVERSIONS = {aten._to_copy.default, aten.clone.default}
+CONVERSIONS = {aten._to_copy.default, aten.clone.default}
 # Pointwise ops allowed between the scores and the softmax (scale, mask, conversions).
-_SCORE_OPS = _CONVERSIONS | {
+SCORE_OPS = CONVERSIONS | {
     aten.div.Tensor, aten.div.Scalar, aten.mul.Tensor, aten.mul.Scalar, aten.add.Tensor, aten.sub.Tensor,
     aten.where.self, aten.masked_fill.Scalar, aten.masked_fill.Tensor,
 }
@@ -69,7 +69,7 @@ SDPA = aten.scaled_dot_product_attention.default
 
 
 @dataclasses.dataclass
-class _Match:
+class Match:
     """One attention: q [B, Hq, Sq, D], k / v [B, Hkv, L, D / Dv] (the cache, before any repeat), group =
     Hq / Hkv; ``start`` is where the new scores go, ``scores`` the node they replace (or None: SDPA),
     ``logits`` the softmax's input, ``out`` the node whose value [B, Hq, Sq, Dv] the result replaces."""
@@ -103,7 +103,7 @@ class SplitCacheAttentionPass:
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
         graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
         graph = graph_module.graph
-        matches = [m for node in list(graph.nodes) if (m := _match(node)) is not None]
+        matches = [m for node in list(graph.nodes) if (m := match_attention(node)) is not None]
         wanted = [m for m in matches if self._wanted(m)]
         if not wanted:
             self.result = PassResult(type(self).__name__, False, {"rewritten": 0, "kernel": 0, "kept": len(matches)})
@@ -111,7 +111,7 @@ class SplitCacheAttentionPass:
         signature = copy.deepcopy(ep.graph_signature)
         fused = 0
         for match in wanted:
-            if self.kernel and _rewrite_as_kernel(graph, match, signature, _lifted_constants(ep)):
+            if self.kernel and _rewrite_as_kernel(graph, match, signature, lifted_constants(ep)):
                 fused += 1
             else:
                 _rewrite(graph, match, self._chunk(_static(match.k.meta["val"].shape[2])), signature)
@@ -122,7 +122,7 @@ class SplitCacheAttentionPass:
                                  {"rewritten": len(wanted), "kernel": fused, "kept": len(matches) - len(wanted)})
         return with_graph(ep, graph_module, graph_signature=signature)
 
-    def _wanted(self, match: _Match) -> bool:
+    def _wanted(self, match: Match) -> bool:
         q, k = match.q.meta["val"], match.k.meta["val"]
         rows, length = _static(q.shape[2]), _static(k.shape[2])
         return rows is not None and length is not None and rows * match.group <= self.max_rows \
@@ -136,7 +136,7 @@ def _static(size) -> int | None:
     return size if type(size) is int else None
 
 
-def _shape(node) -> tuple:
+def shape_of(node) -> tuple:
     value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return tuple(value.shape) if isinstance(value, torch.Tensor) else ()
 
@@ -146,37 +146,37 @@ def _users(node) -> list:
     return [u for u in node.users if u.target is not ASSERT]
 
 
-def _only_user(node):
+def only_user(node):
     users = _users(node)
     return users[0] if len(users) == 1 else None
 
 
-def _back_to_4d(node, shape: tuple):
+def back_to_4d(node, shape: tuple):
     """Walk back from a product's operand through views, expands and clones to a 4-d node of ``shape``."""
     while isinstance(node, torch.fx.Node):
-        if _shape(node) == shape and node.meta["val"].dim() == 4:
-            while node.op == "call_function" and node.target in _THROUGH and _shape(node.args[0]) == shape:
+        if shape_of(node) == shape and node.meta["val"].dim() == 4:
+            while node.op == "call_function" and node.target in THROUGH and shape_of(node.args[0]) == shape:
                 node = node.args[0]  # an expand to its own shape, a clone: the same values
             return node
-        if node.op != "call_function" or node.target not in _THROUGH:
+        if node.op != "call_function" or node.target not in THROUGH:
             return None
         node = node.args[0]
     return None
 
 
-def _cache(node):
+def cache_of(node):
     """(cache [B, Hkv, L, D], group) for k or v of [B, H, L, D]: repeat_kv's ``unsqueeze(2) → expand →
     clone → view`` undone, else (node, 1)."""
     inner = node
     while inner.op == "call_function" and inner.target in (aten.view.default, aten._unsafe_view.default,
                                                             aten.reshape.default, aten.clone.default):
         inner = inner.args[0]
-    if inner.op == "call_function" and inner.target is aten.expand.default and len(_shape(inner)) == 5:
+    if inner.op == "call_function" and inner.target is aten.expand.default and len(shape_of(inner)) == 5:
         source = _whole(inner.args[0])
         if source.op == "call_function" and source.target is aten.unsqueeze.default and source.args[1] == 2:
             base = _whole(source.args[0])
-            if len(_shape(base)) == 4 and _shape(base)[2:] == _shape(inner)[3:]:
-                return base, _shape(inner)[2]
+            if len(shape_of(base)) == 4 and shape_of(base)[2:] == shape_of(inner)[3:]:
+                return base, shape_of(inner)[2]
     return node, 1
 
 
@@ -186,13 +186,13 @@ def _whole(node):
         source = node.args[0]
         start = node.args[2] if len(node.args) > 2 else None
         step = node.args[4] if len(node.args) > 4 else 1
-        if (start or 0) != 0 or step != 1 or _shape(node) != _shape(source):
+        if (start or 0) != 0 or step != 1 or shape_of(node) != shape_of(source):
             break
         node = source
     return node
 
 
-def _match(node) -> _Match | None:
+def match_attention(node) -> Match | None:
     if node.op != "call_function":
         return None
     if node.target is SDPA:
@@ -202,54 +202,54 @@ def _match(node) -> _Match | None:
     return None
 
 
-def _match_products(bmm) -> _Match | None:
-    scores = _only_user(bmm)
-    if scores is None or scores.target is not aten.view.default or len(_shape(scores)) != 4:
+def _match_products(bmm) -> Match | None:
+    scores = only_user(bmm)
+    if scores is None or scores.target is not aten.view.default or len(shape_of(scores)) != 4:
         return None
-    batch, heads, rows, length = _shape(scores)
-    width = _shape(bmm.args[0])[-1]
-    q = _back_to_4d(bmm.args[0], (batch, heads, rows, width))
-    transposed = _back_to_4d(bmm.args[1], (batch, heads, width, length))
+    batch, heads, rows, length = shape_of(scores)
+    width = shape_of(bmm.args[0])[-1]
+    q = back_to_4d(bmm.args[0], (batch, heads, rows, width))
+    transposed = back_to_4d(bmm.args[1], (batch, heads, width, length))
     if q is None or transposed is None or transposed.target is not aten.permute.default \
             or list(transposed.args[1]) != [0, 1, 3, 2]:
         return None
     dropped, node = [bmm, scores], scores
     while True:  # the scale, the mask and conversions, to the softmax
-        user = _only_user(node)
+        user = only_user(node)
         if user is None:
             return None
         if user.target is aten._softmax.default:
-            if user.args[1] not in (-1, 3) or _shape(user) != _shape(scores):
+            if user.args[1] not in (-1, 3) or shape_of(user) != shape_of(scores):
                 return None
             logits, softmax = node, user
             break
-        if user.target not in _SCORE_OPS or _shape(user) != _shape(scores):
+        if user.target not in SCORE_OPS or shape_of(user) != shape_of(scores):
             return None
         node = user
     node, probs = softmax, None
     dropped.append(softmax)
     while probs is None:  # conversions, then the expand and view into the second product
-        user = _only_user(node)
+        user = only_user(node)
         if user is None:
             return None
         if user.target is aten.bmm.default and user.args[0] is node:
             probs = user
-        elif user.target in _THROUGH | _CONVERSIONS:
+        elif user.target in THROUGH | CONVERSIONS:
             node = user
             dropped.append(user)
         else:
             return None
-    out = _only_user(probs)
-    if out is None or out.target is not aten.view.default or _shape(out)[:3] != (batch, heads, rows):
+    out = only_user(probs)
+    if out is None or out.target is not aten.view.default or shape_of(out)[:3] != (batch, heads, rows):
         return None
-    v = _back_to_4d(probs.args[1], (batch, heads, length, _shape(out)[3]))
+    v = back_to_4d(probs.args[1], (batch, heads, length, shape_of(out)[3]))
     if v is None:
         return None
-    k, group = _cache(transposed.args[0])
-    v, v_group = _cache(v)
-    if group != v_group or _shape(k)[1] * group != heads:
+    k, group = cache_of(transposed.args[0])
+    v, v_group = cache_of(v)
+    if group != v_group or shape_of(k)[1] * group != heads:
         return None
-    return _Match(q, k, v, group, bmm, scores, logits, out, dropped + [probs])
+    return Match(q, k, v, group, bmm, scores, logits, out, dropped + [probs])
 
 
 def _sdpa_arguments(sdpa) -> dict:
@@ -258,26 +258,26 @@ def _sdpa_arguments(sdpa) -> dict:
     return dict(zip(names, sdpa.args)) | dict(sdpa.kwargs)
 
 
-def _match_sdpa(sdpa) -> _Match | None:
+def _match_sdpa(sdpa) -> Match | None:
     arguments = _sdpa_arguments(sdpa)
     if arguments.get("dropout_p", 0.0) != 0.0 or arguments.get("is_causal", False):
         return None
     q, k, v = arguments["query"], arguments["key"], arguments["value"]
-    if any(len(_shape(t)) != 4 for t in (q, k, v)):
+    if any(len(shape_of(t)) != 4 for t in (q, k, v)):
         return None
-    heads = _shape(q)[1]
-    k, group = _cache(k)
-    v, v_group = _cache(v)
-    if group == 1 and _shape(k)[1] != heads:  # enable_gqa: the cache has Hkv heads as it is
-        if not arguments.get("enable_gqa", False) or heads % _shape(k)[1]:
+    heads = shape_of(q)[1]
+    k, group = cache_of(k)
+    v, v_group = cache_of(v)
+    if group == 1 and shape_of(k)[1] != heads:  # enable_gqa: the cache has Hkv heads as it is
+        if not arguments.get("enable_gqa", False) or heads % shape_of(k)[1]:
             return None
-        group = v_group = heads // _shape(k)[1]
-    if group != v_group or _shape(k)[1] * group != heads or _shape(v)[1] != _shape(k)[1]:
+        group = v_group = heads // shape_of(k)[1]
+    if group != v_group or shape_of(k)[1] * group != heads or shape_of(v)[1] != shape_of(k)[1]:
         return None
-    return _Match(q, k, v, group, sdpa, None, None, sdpa, [])
+    return Match(q, k, v, group, sdpa, None, None, sdpa, [])
 
 
-def _rewrite(graph, match: _Match, chunk: int, signature) -> None:
+def _rewrite(graph, match: Match, chunk: int, signature) -> None:
     q_value, k_value = match.q.meta["val"], match.k.meta["val"]
     batch, heads, rows, width = q_value.shape
     kv_heads, length = k_value.shape[1], k_value.shape[2]
@@ -318,14 +318,14 @@ def _rewrite(graph, match: _Match, chunk: int, signature) -> None:
         out = op(aten.sum.dim_IntList, op(aten.mul.Tensor, chunk_out, weight), [3])  # [B, Hkv, M, Dv]
         out = op(aten._to_copy.default, op(aten.div.Tensor, out, total), dtype=match.out.meta["val"].dtype)
         out = op(aten.reshape.default, out, [-1, heads, rows, match.v.meta["val"].shape[-1]])
-        out = _in_layout_of(graph, out, match.out)
+        out = in_layout_of(graph, out, match.out)
     replace_uses(match.out, out, signature)
-    _erase_checks_of(graph, match.dropped + [match.out])
+    erase_checks_of(graph, match.dropped + [match.out])
     if not match.out.users:  # SDPA counts as impure (it may draw dropout): dead-code elimination keeps it
         graph.erase_node(match.out)
 
 
-def _in_layout_of(graph, out, like):
+def in_layout_of(graph, out, like):
     """out [B, H, Sq, Dv] (contiguous) in the memory order of ``like``, the node it replaces, where Sq > 1.
 
     SDPA returns [B, H, Sq, Dv] laid out as [B, Sq, H, Dv], and the program after it (transformers'
@@ -342,13 +342,13 @@ def _in_layout_of(graph, out, like):
     return emit(graph, aten.permute.default, (laid, inverse), like=like)
 
 
-def _lifted_constants(ep: ExportedProgram) -> dict:
+def lifted_constants(ep: ExportedProgram) -> dict:
     """{placeholder name: tensor} of ep's lifted tensor constants."""
     names = ep.graph_signature.inputs_to_lifted_tensor_constants
     return {node: ep.constants[name] for node, name in names.items() if name in ep.constants}
 
 
-def _rewrite_as_kernel(graph, match: _Match, signature, constants: dict) -> bool:
+def _rewrite_as_kernel(graph, match: Match, signature, constants: dict) -> bool:
     """The attention as one aotcuda::decode_attention call; False (the graph unchanged but for dead nodes)
     where its scale and mask are not ``scale · s + bias``."""
     import aotcuda.kernels.decode_attention  # noqa: F401 - registers the op
@@ -366,9 +366,9 @@ def _rewrite_as_kernel(graph, match: _Match, signature, constants: dict) -> bool
                    (match.q, match.k, match.v, bias, scale, match.group), like=match.out)
         if out.meta["val"].dtype != match.out.meta["val"].dtype:
             out = emit(graph, aten._to_copy.default, (out,), {"dtype": match.out.meta["val"].dtype}, like=match.out)
-        out = _in_layout_of(graph, out, match.out)
+        out = in_layout_of(graph, out, match.out)
     replace_uses(match.out, out, signature)
-    _erase_checks_of(graph, match.dropped + [match.out])
+    erase_checks_of(graph, match.dropped + [match.out])
     if not match.out.users:
         graph.erase_node(match.out)
     return True
@@ -407,7 +407,7 @@ def _sdpa_logits(op, sdpa, raw, width):
     return op(aten.add.Tensor, logits, op(aten._to_copy.default, mask, dtype=torch.float32))
 
 
-def _erase_checks_of(graph, nodes) -> None:
+def erase_checks_of(graph, nodes) -> None:
     """Erase the dtype checks (_assert_tensor_metadata) on nodes the rewrite made dead, so that dead-code
     elimination can take those nodes (a check counts as a use, and is kept as a side effect)."""
     for node in nodes:
