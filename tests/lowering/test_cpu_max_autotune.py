@@ -1,8 +1,10 @@
 """CPU packages with max-autotune: lower() turns Inductor's C++ GEMM/BMM template off (``cpp.weight_prepack``)
-unless the caller sets it, because the template packs a mutated buffer's compile-time value as a constant
-(torch 2.13: a product that reads a KV cache after ``index_copy_`` was wrong by 0.30 relative;
-aotcuda.lowering.pipeline.package_inductor_configs says where in torch). The option tests need no compile;
-the last test compiles the minimal program once (~20 s)."""
+for programs that write a buffer (or parameter) in place, unless the caller sets it, because the template packs
+a mutated buffer's compile-time value as a constant (torch 2.13: a product that reads a KV cache after
+``index_copy_`` was wrong by 0.30 relative; aotcuda.lowering.pipeline.package_inductor_configs says where in
+torch). Programs that write no state keep the template. The option tests need no compile; the last two
+tests compile one program each (~20-40 s): the minimal cache program, and a product with a fixed weight that
+keeps the template."""
 
 import pytest
 import torch
@@ -11,7 +13,7 @@ from comparisons import torch_aoti_load
 import aotcuda
 import aotcuda.lowering.pipeline
 from aotcuda.lowering.devices import DEVICE_PROFILES
-from aotcuda.lowering.pipeline import package_inductor_configs
+from aotcuda.lowering.pipeline import package_inductor_configs, state_written_in_place
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
@@ -35,35 +37,105 @@ def _example():
             torch.tensor([3]))
 
 
+class WeightProduct(torch.nn.Module):
+    """A product with a weight no step writes: nothing for the template to get wrong."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("weight", torch.randn(16, 32, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, q, k, pos):
+        return torch.matmul(q, self.weight)
+
+
+class ParameterStep(torch.nn.Module):
+    """A parameter written in place (under no_grad): AOTInductor holds parameters as constants too."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(16, 16), requires_grad=False)
+
+    def forward(self, q, k, pos):
+        self.weight.add_(1.0)
+        return torch.matmul(q, self.weight)
+
+
+class InputProduct(torch.nn.Module):
+    """An input written in place: a graph input, not a constant, so not at risk."""
+
+    def forward(self, q, k, pos):
+        k.mul_(2.0)
+        return torch.matmul(q, k.transpose(2, 3))
+
+
+def _functional(model):
+    """The program as lower() hands it to the compile: exported, then decomposed (functional)."""
+    return torch.export.export(model, _example(), strict=False).run_decompositions()
+
+
+@pytest.fixture(scope="module")
+def writes_cache():
+    return _functional(CacheProduct())
+
+
+@pytest.fixture(scope="module")
+def writes_nothing():
+    return _functional(WeightProduct())
+
+
+def test_state_written_in_place_lists_buffers_and_parameters_not_inputs(writes_cache, writes_nothing):
+    assert state_written_in_place(writes_cache) == ["cache"]
+    assert state_written_in_place(_functional(ParameterStep())) == ["weight"]
+    assert state_written_in_place(writes_nothing) == []
+    assert state_written_in_place(_functional(InputProduct())) == []
+
+
 @pytest.mark.parametrize("option", ["max_autotune", "max_autotune_gemm"])
-def test_max_autotune_on_the_cpu_turns_weight_prepack_off(option):
-    configs = package_inductor_configs(CPU, DEVICE_PROFILES["cpu"].inductor_configs, {option: True})
+def test_max_autotune_on_the_cpu_turns_weight_prepack_off_for_a_written_buffer(option, writes_cache):
+    configs = package_inductor_configs(CPU, DEVICE_PROFILES["cpu"].inductor_configs, {option: True}, writes_cache)
     assert configs == {option: True, "cpp.weight_prepack": False}
 
 
+@pytest.mark.parametrize("option", ["max_autotune", "max_autotune_gemm"])
+def test_a_program_that_writes_no_state_keeps_the_template(option, writes_nothing):
+    configs = package_inductor_configs(CPU, DEVICE_PROFILES["cpu"].inductor_configs, {option: True}, writes_nothing)
+    assert configs == {option: True}
+
+
+def test_a_written_input_alone_keeps_the_template():
+    configs = package_inductor_configs(CPU, {}, {"max_autotune": True}, _functional(InputProduct()))
+    assert configs == {"max_autotune": True}
+
+
 @pytest.mark.parametrize("value", [True, False])
-def test_the_callers_weight_prepack_wins(value):
-    configs = package_inductor_configs(CPU, {}, {"max_autotune": True, "cpp.weight_prepack": value})
-    assert configs["cpp.weight_prepack"] is value
+def test_the_callers_weight_prepack_wins(value, writes_cache, writes_nothing):
+    for ep in (writes_cache, writes_nothing):
+        configs = package_inductor_configs(CPU, {}, {"max_autotune": True, "cpp.weight_prepack": value}, ep)
+        assert configs["cpp.weight_prepack"] is value
 
 
-def test_without_max_autotune_or_on_cuda_the_options_are_left_as_given():
-    assert package_inductor_configs(CPU, {}, None) == {}
-    assert package_inductor_configs(CPU, {}, {"max_autotune": False}) == {"max_autotune": False}
+def test_without_max_autotune_or_on_cuda_the_options_are_left_as_given(writes_cache):
+    assert package_inductor_configs(CPU, {}, None, writes_cache) == {}
+    assert package_inductor_configs(CPU, {}, {"max_autotune": False}, writes_cache) == {"max_autotune": False}
     cuda_profile = DEVICE_PROFILES["cuda"].inductor_configs
-    assert package_inductor_configs(CUDA, cuda_profile, {"max_autotune": True}) == {**cuda_profile,
-                                                                                    "max_autotune": True}
+    assert package_inductor_configs(CUDA, cuda_profile, {"max_autotune": True}, writes_cache) == {
+        **cuda_profile, "max_autotune": True}
 
 
-def test_max_autotune_in_torchs_config_counts_too(monkeypatch):
+def test_max_autotune_in_torchs_config_counts_too(monkeypatch, writes_cache, writes_nothing):
     monkeypatch.setattr(torch._inductor.config, "max_autotune", True)
-    assert package_inductor_configs(CPU, {}, None) == {"cpp.weight_prepack": False}
-    assert package_inductor_configs(CPU, {}, {"max_autotune": False}) == {"max_autotune": False}
+    assert package_inductor_configs(CPU, {}, None, writes_cache) == {"cpp.weight_prepack": False}
+    assert package_inductor_configs(CPU, {}, {"max_autotune": False}, writes_cache) == {"max_autotune": False}
+    assert package_inductor_configs(CPU, {}, None, writes_nothing) == {}
 
 
-@pytest.mark.parametrize("given, expected", [({"max_autotune": True}, False),
-                                             ({"max_autotune": True, "cpp.weight_prepack": True}, True)])
-def test_lower_compiles_with_those_options(tmp_path, monkeypatch, given, expected):
+@pytest.mark.parametrize("model, given, expected", [
+    (CacheProduct, {"max_autotune": True}, False),
+    (CacheProduct, {"max_autotune": True, "cpp.weight_prepack": True}, True),
+    (WeightProduct, {"max_autotune": True}, None),
+    (WeightProduct, {"max_autotune": True, "cpp.weight_prepack": False}, False),
+])
+def test_lower_compiles_with_those_options(tmp_path, monkeypatch, model, given, expected):
     """Without a compile: lower()'s compile step is replaced by one that records its options."""
     seen = {}
 
@@ -73,9 +145,8 @@ def test_lower_compiles_with_those_options(tmp_path, monkeypatch, given, expecte
 
     monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", recording_compile)
     with pytest.raises(RuntimeError, match="on purpose"):
-        aotcuda.lower(CacheProduct(), _example(), device="cpu", package_path=tmp_path / "c.pt2",
-                      inductor_configs=given)
-    assert seen["cpp.weight_prepack"] is expected and seen["max_autotune"] is True
+        aotcuda.lower(model(), _example(), device="cpu", package_path=tmp_path / "c.pt2", inductor_configs=given)
+    assert seen.get("cpp.weight_prepack") is expected and seen["max_autotune"] is True
 
 
 @pytest.mark.slow
@@ -85,5 +156,18 @@ def test_the_cache_product_lowered_with_max_autotune_matches_eager(tmp_path):
                             inductor_configs={"max_autotune": True})
     with torch.no_grad():
         want = CacheProduct()(*example)  # the same cache, fresh
+        got = torch_aoti_load(lowered.package_path)(*example)
+    assert (got - want).norm() / want.norm() < 1e-5
+
+
+@pytest.mark.slow
+def test_a_fixed_weight_product_lowered_with_max_autotune_matches_eager(tmp_path):
+    """The template kept: on a 2-core CPU with torch 2.13 max-autotune chose it for this product (the package's
+    kernel.cpp had ``cpp_fused_mm_view_0_micro_gemm``); not asserted, since autotuning picks by measured time."""
+    model, example = WeightProduct(), _example()
+    lowered = aotcuda.lower(model, example, device="cpu", package_path=tmp_path / "w.pt2",
+                            inductor_configs={"max_autotune": True})
+    with torch.no_grad():
+        want = model(*example)
         got = torch_aoti_load(lowered.package_path)(*example)
     assert (got - want).norm() / want.norm() < 1e-5

@@ -132,8 +132,9 @@ def lower(
             (the caller owns it; nothing is written to the working directory unless asked).
         allow_fallbacks: accept ATen fallback kernels outside the allow-list instead of raising.
         inductor_configs: extra Inductor options, applied over the device profile's.
-            On the CPU with max-autotune on, ``cpp.weight_prepack=False`` is added unless given
-            (``package_inductor_configs``: torch 2.13 packs a buffer written in place at its compile-time value).
+            On the CPU with max-autotune on, for a program that writes a buffer (or parameter) in place,
+            ``cpp.weight_prepack=False`` is added unless given (``package_inductor_configs``: torch 2.13 packs
+            such a buffer at its compile-time value).
         progress: called as ``progress(step, None)`` when a step starts and ``progress(step, seconds)``
             when it ends; the CLI shows it.
 
@@ -188,7 +189,7 @@ def lower(
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
         with step("compile"), torch_fixes.applied("compile"):
-            _compile(ep, building, package_inductor_configs(device, profile.inductor_configs, inductor_configs),
+            _compile(ep, building, package_inductor_configs(device, profile.inductor_configs, inductor_configs, ep),
                      exported_ranges,
                      exported_unchecked)
         with step("check"):
@@ -325,9 +326,10 @@ def _package_path(package_path, model: torch.nn.Module) -> tuple[str, str | None
 
 
 def package_inductor_configs(device: torch.device, profile_configs: dict[str, Any],
-                             inductor_configs: dict[str, Any] | None) -> dict[str, Any]:
-    """The Inductor options a package for ``device`` is compiled with: the device profile's, the caller's
-    ``inductor_configs`` over them, and for the CPU ``cpp.weight_prepack=False`` when max-autotune is on.
+                             inductor_configs: dict[str, Any] | None, ep: ExportedProgram) -> dict[str, Any]:
+    """The Inductor options ``ep`` is compiled with for ``device``: the device profile's, the caller's
+    ``inductor_configs`` over them, and for the CPU ``cpp.weight_prepack=False`` when max-autotune is on and
+    the program writes state in place (``state_written_in_place``).
 
     Why: with ``max_autotune`` (or ``max_autotune_gemm``) on the CPU, Inductor may write a matrix product as
     its C++ GEMM/BMM template (torch/_inductor/utils.py ``use_cpp_gemm_template``/``use_cpp_bmm_template``,
@@ -340,18 +342,32 @@ def package_inductor_configs(device: torch.device, profile_configs: dict[str, An
     ``cache.index_copy_(2, pos, k)`` gave a relative error of 0.30 (float32 and bfloat16), the tiny decoder's
     decode step 1.1, through ``torch._inductor.aoti_compile_and_package`` alike; with the template off, 0
     (``torch.compile(mode="max-autotune")`` does not hit it: its buffers are inputs, not constants).
-    Turned off for every CPU package with max-autotune on (the torch versions without the bug are not
-    known), unless the caller sets ``cpp.weight_prepack`` themselves (their value wins). Max-autotune then
-    chooses among ATen's products only. Whether max-autotune is on is read from the caller's options, else
+
+    Only programs that write state in place are at risk: AOTInductor makes parameters and buffers its
+    constants (compile_fx.py ``_unlift_graph``), user inputs stay graph inputs (a mutated input is read
+    from memory), and torch.export refuses a plain tensor constant written in place ("register it as
+    buffer"). A program that writes none keeps the template and torch's default (its weights do not change
+    after compile, so packing them is right). For one that does, the template is turned off (the torch
+    versions without the bug are not known), for every product of the program (the option is one switch
+    for the whole compile): max-autotune then chooses among ATen's products only. The caller's own
+    ``cpp.weight_prepack`` always wins. Whether max-autotune is on is read from the caller's options, else
     from torch._inductor.config (TORCHINDUCTOR_MAX_AUTOTUNE and the like), as Inductor reads it.
     """
     configs = {**profile_configs, **(inductor_configs or {})}
-    if device.type != "cpu" or "cpp.weight_prepack" in configs:
+    if device.type != "cpu" or "cpp.weight_prepack" in configs or not state_written_in_place(ep):
         return configs
     from torch._inductor import config as inductor_config
     if any(configs.get(name, getattr(inductor_config, name)) for name in ("max_autotune", "max_autotune_gemm")):
         configs["cpp.weight_prepack"] = False
     return configs
+
+
+def state_written_in_place(ep: ExportedProgram) -> list[str]:
+    """The buffers and parameters ``ep`` writes in place, by name: what AOTInductor holds as constants that
+    change at run time. ``ep`` must be functional (after ``run_decompositions``): before it, torch.export's
+    graph signature lists no mutation."""
+    signature = ep.graph_signature
+    return [*signature.buffers_to_mutate.values(), *signature.parameters_to_mutate.values()]
 
 
 def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:
