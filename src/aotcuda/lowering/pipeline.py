@@ -367,7 +367,8 @@ def state_written_in_place(ep: ExportedProgram) -> list[str]:
     change at run time. ``ep`` must be functional (after ``run_decompositions``): before it, torch.export's
     graph signature lists no mutation."""
     signature = ep.graph_signature
-    return [*signature.buffers_to_mutate.values(), *signature.parameters_to_mutate.values()]
+    parameters = getattr(signature, "parameters_to_mutate", {})  # not in every torch the pin admits
+    return [*signature.buffers_to_mutate.values(), *parameters.values()]
 
 
 def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:
