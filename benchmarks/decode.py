@@ -50,9 +50,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import markdown_row, relative_error  # noqa: E402
 
-ROWS = ("eager", "compile", "compile-ro", "compile-ro-real", "aoti", "aotcuda", "aotcuda-graphs", "aotcuda-bind",
-        "aotcuda-graphs-unchecked", "llama-compile-ro", "llama-aotcuda", "llama-aotcuda-graphs", "llama-aotcuda-bind",
-        "llama-aotcuda-graphs-unchecked")
+# A row's key says how it runs: [llama-]<way>[-real], the way (base_row) one of eager, compile, compile-ro,
+# aoti, aotcuda, aotcuda-graphs, aotcuda-bind, aotcuda-graphs-unchecked. The sets below follow from the key.
 ROW_NAMES = {
     "eager": "eager",
     "compile": "torch.compile",
@@ -70,8 +69,7 @@ ROW_NAMES = {
     "llama-aotcuda-graphs-unchecked": "transformers Llama, StaticCache, executorch recipe export: aotcuda.load, "
                                       "cuda_graphs=True, check_index_ranges=False",
 }
-GRAPH_ROWS = ("aotcuda-graphs", "aotcuda-bind", "aotcuda-graphs-unchecked", "llama-aotcuda-graphs", "llama-aotcuda-bind",
-              "llama-aotcuda-graphs-unchecked")
+ROWS = tuple(ROW_NAMES)
 
 
 def family(key: str) -> str:
@@ -83,6 +81,22 @@ def family(key: str) -> str:
 def base_row(key: str) -> str:
     """The way of running a row names, whatever its model: llama-aotcuda-graphs -> aotcuda-graphs."""
     return key.removeprefix("llama-").removesuffix("-real")
+
+
+def package_kind(key: str) -> str | None:
+    """The package a row loads (a ``--build`` kind): "aoti", "aotcuda" (our decoder) or "llama" (transformers'
+    Llama), both of the latter lowered by aotcuda; None for a row that compiles no package."""
+    base = base_row(key)
+    if base == "aoti":
+        return "aoti"
+    if base == "aotcuda" or base.startswith("aotcuda-"):
+        return "llama" if family(key) == "llama" else "aotcuda"
+    return None
+
+
+# CUDA only: the rows that run a CUDA graph (aotcuda-graphs*, and aotcuda-bind's bound graph)
+GRAPH_ROWS = tuple(key for key in ROWS if base_row(key).startswith("aotcuda-"))
+PACKAGE_ROWS = {key: package_kind(key) for key in ROWS if package_kind(key) is not None}
 
 
 def make_model(kind: str, config, batch: int, device, dtype=torch.bfloat16, tokens: int = 1):
@@ -142,11 +156,6 @@ def zero_caches(module: torch.nn.Module) -> None:
     for name, buffer in module.named_buffers():
         if "cache" in name:
             buffer.zero_()
-
-
-PACKAGE_ROWS = {"aoti": "aoti", "aotcuda": "aotcuda", "aotcuda-graphs": "aotcuda", "aotcuda-bind": "aotcuda",
-                "aotcuda-graphs-unchecked": "aotcuda", "llama-aotcuda": "llama", "llama-aotcuda-graphs": "llama",
-                "llama-aotcuda-bind": "llama", "llama-aotcuda-graphs-unchecked": "llama"}
 
 
 def build_package(kind: str, model, example, device, path: str, inductor_configs=None) -> str:
