@@ -9,11 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aotcuda.lowering import torch_fixes
-from aotcuda.lowering.decompositions import decomposition_table
-from aotcuda.lowering.exporting import export_program
-from aotcuda.lowering.pipeline import passes
-from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
+from aotcuda.lowering.pipeline import before_compile, passes
 from aotcuda.passes.decode_attention import SDPA, SplitCacheAttentionPass
 from aotcuda.passes.sibling_products import ConcatSiblingProductsPass
 
@@ -29,15 +25,9 @@ def test_the_library_llama_decode_step_gets_both_passes_and_matches_eager_step_a
     config = llama_decode_config(dim=64, layers=LAYERS, heads=4, kv_heads=2, ffn=128, vocab=256, max_seq=32)
     step = build_llama_decode_step(config, BATCH, dtype=torch.float32, seed=3)
     example = (torch.zeros(BATCH, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+    products, attention = ConcatSiblingProductsPass(min_rows=1), SplitCacheAttentionPass(min_cache_len=16, chunk=8, kernel=kernel)
     with torch.no_grad():
-        ep = export_program(step, example, {}, None)
-        convert_whole_tensor_writes(ep)
-        with torch_fixes.applied("decompose"):
-            ep = ep.run_decompositions(decomposition_table())
-        for graph_pass in passes():
-            ep = graph_pass(ep)
-        products, attention = ConcatSiblingProductsPass(min_rows=1), SplitCacheAttentionPass(min_cache_len=16, chunk=8, kernel=kernel)
-        ep = attention(products(ep))
+        ep = before_compile(step, example, make_passes=lambda: passes() + [products, attention]).program
     assert products.result.counts == {"groups": 2 * LAYERS, "products": 5 * LAYERS, "kept": 0}
     assert attention.result.counts == {"rewritten": LAYERS, "kernel": LAYERS * kernel, "kept": 0}
     assert not [n for n in ep.graph.nodes if n.target is SDPA]

@@ -123,33 +123,21 @@ def test_a_lowered_prefill_package_matches_eager_and_leaves_the_cache_for_decode
 
 
 def _through_the_cuda_passes(model, example, kernel: bool = True):
-    """The program lower() would give Inductor for CUDA (export, decompositions, the common passes, then the
-    CUDA profile's passes in its order), built on the CPU; the attention pass's cache-length limit lowered to
+    """The program lower() would give Inductor for CUDA (its steps before the compile: the common passes, then
+    the CUDA profile's passes in its order), built on the CPU; the attention pass's cache-length limit lowered to
     the tiny cache so that only its rows limit decides; ``kernel``: its aotcuda::decode_attention form (run
     here by the op's CPU implementation) or its plain-ATen one. → (program, {pass name: counts})."""
-    from aotcuda.lowering import torch_fixes
-    from aotcuda.lowering.decompositions import decomposition_table
-    from aotcuda.lowering.exporting import export_program
-    from aotcuda.lowering.pipeline import passes
-    from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
+    from aotcuda.lowering.pipeline import before_compile, passes
     from aotcuda.passes.decode_attention import SplitCacheAttentionPass
     from aotcuda.passes.row_products import RowProductsPass
     from aotcuda.passes.sibling_products import ConcatSiblingProductsPass
     from aotcuda.passes.vector_operands import StoreVectorOperandsPass
 
+    cuda_passes = [ConcatSiblingProductsPass(), SplitCacheAttentionPass(min_cache_len=16, chunk=8, kernel=kernel),
+                   RowProductsPass(), StoreVectorOperandsPass()]
     with torch.no_grad():
-        ep = export_program(model, example, {}, None)
-        convert_whole_tensor_writes(ep)
-        with torch_fixes.applied("decompose"):
-            ep = ep.run_decompositions(decomposition_table())
-        for graph_pass in passes():
-            ep = graph_pass(ep)
-        counts = {}
-        attention = SplitCacheAttentionPass(min_cache_len=16, chunk=8, kernel=kernel)
-        for graph_pass in (ConcatSiblingProductsPass(), attention, RowProductsPass(), StoreVectorOperandsPass()):
-            ep = graph_pass(ep)
-            counts[type(graph_pass).__name__] = graph_pass.result.counts
-    return ep, counts
+        ep = before_compile(model, example, make_passes=lambda: passes() + cuda_passes).program
+    return ep, {type(graph_pass).__name__: graph_pass.result.counts for graph_pass in cuda_passes}
 
 
 @pytest.mark.parametrize("prompt", [2, PROMPT])

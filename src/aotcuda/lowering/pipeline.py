@@ -18,6 +18,7 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
     (before compiling: an op AOTInductor would run through its proxy executor is refused, lowering/proxy_ops.py)
     check         the fallback-kernel check (lowering/fallbacks.py) against the device's allow-list
 
+The first three are before_compile(), which tests also call for the program Inductor would be given.
 What differs between devices lives in lowering/devices.py (allow-list, Inductor options, passes), not in the
 steps; every torch-version fix, with the step it is applied around, in lowering/torch_fixes.py.
 The model passed in is not modified: when it is not on the target device, a copy is moved there
@@ -35,7 +36,7 @@ import time
 import uuid
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -166,20 +167,8 @@ def lower(
     step = _step_timer(times, progress)
     with step("to device"):
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
-    with step("export"), torch_fixes.applied("export"), export_hints():
-        ep = export_program(model, args, kwargs, dynamic_shapes)
-        sym_ite_for_symbool_casts(ep)  # torch 2.11: before any re-trace (lowering/unbacked.py)
-        _make_outputs_serializable(ep)
-        convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
-        exported_unchecked: dict = {}
-        exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
-    with step("decompose"), torch_fixes.applied("decompose"):
-        ep, untraced = _decomposed(ep)
-    with step("passes"), torch_fixes.applied("passes"):
-        pass_results = []
-        for graph_pass in passes() + [make() for make in profile.enabled_passes()]:
-            ep = graph_pass(ep)
-            pass_results.append(graph_pass.result)
+    ep, pass_results, untraced, exported_ranges, exported_unchecked = before_compile(
+        model, args, kwargs, dynamic_shapes, lambda: passes() + [make() for make in profile.enabled_passes()], step)
     refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)
     proxy_kernels = proxy_executor_kernels(ep, device.type)
     if proxy_kernels and not allow_fallbacks:  # known now: refuse before a compile of minutes
@@ -202,6 +191,44 @@ def lower(
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)
+
+
+class BeforeCompile(NamedTuple):
+    """What lower()'s steps before the compile give: the program for Inductor, and what they found on the way.
+
+    pass_results: one PassResult per pass, in order. untraced: {custom op: why its implementation could not
+    be traced} (``_decomposed``). index_ranges, unchecked: ``exported_index_ranges`` of the exported program,
+    read before the decompositions rewrite eager's ops (one_hot)."""
+
+    program: ExportedProgram
+    pass_results: list[PassResult]
+    untraced: dict[str, str]
+    index_ranges: dict
+    unchecked: dict
+
+
+def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, dynamic_shapes=None,
+                   make_passes: Callable[[], list[GraphPass]] = passes, step=None) -> BeforeCompile:
+    """lower()'s steps export, decompose and passes, each in its torch-version fixes, on a model and inputs
+    already on their device. make_passes: called when the passes step starts, the passes in order (default
+    passes(), the common ones; lower() adds its device profile's). step: lower()'s step timer (none by
+    default). Tests use it for the program lower() would give Inductor, without compiling it."""
+    step = step or _step_timer({}, None)
+    with step("export"), torch_fixes.applied("export"), export_hints():
+        ep = export_program(model, args, kwargs or {}, dynamic_shapes)
+        sym_ite_for_symbool_casts(ep)  # torch 2.11: before any re-trace (lowering/unbacked.py)
+        _make_outputs_serializable(ep)
+        convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
+        exported_unchecked: dict = {}
+        exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
+    with step("decompose"), torch_fixes.applied("decompose"):
+        ep, untraced = _decomposed(ep)
+    with step("passes"), torch_fixes.applied("passes"):
+        pass_results = []
+        for graph_pass in make_passes():
+            ep = graph_pass(ep)
+            pass_results.append(graph_pass.result)
+    return BeforeCompile(ep, pass_results, untraced, exported_ranges, exported_unchecked)
 
 
 def _decomposed(ep: ExportedProgram) -> tuple[ExportedProgram, dict[str, str]]:
