@@ -22,8 +22,14 @@ computed in float32 inside the kernel from the scores of the inputs' dtype; the 
 the scores and probabilities to its dtypes between its ops: results differ by that rounding. A query row
 that the mask hides entirely is NaN in eager and may be 0 here.
 
+The batch and the cache length may be symbolic (the new nodes name neither); the heads, the query rows and
+the head dims must be static. Attentions are matched in graph order, each after the rewrites before it, so
+that one reading another's result reads the new one.
+
 Not matched, and kept as written: a chain that is not affine in the scores (a soft cap ``tanh(s / c) · c``),
-a non-4-d layout, and the few-row attentions of a decode step. The pass runs in the CUDA lowering behind
+a non-4-d layout, the few-row attentions of a decode step, and a mask the program builds in float32 for
+queries of lower precision where q's dtype, which SDPA takes it in, would change it (a float32 bias of its
+own such as ALiBi's, a −1e9 or finfo(float32).min fill in float16 or bfloat16: ``_fits``). The pass runs in the CUDA lowering behind
 AOTCUDA_PROMPT_ATTENTION (aotcuda.switches).
 """
 
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 
 import torch
 from torch.export import ExportedProgram
@@ -69,7 +76,8 @@ class PromptAttentionPass:
     min_rows: the fewest query rows per KV head (group × Sq) rewritten (SplitCacheAttentionPass's
     ``max_rows`` + 1, so that the two passes split the attentions between them). A GraphPass
     (passes/result.py): ``result.counts`` has ``rewritten`` and ``kept`` (written-out attentions of enough
-    rows whose scale and mask are not ``scale · s + bias``)."""
+    rows whose scale and mask are not ``scale · s + bias``, or whose mask would lose values in the query's
+    dtype)."""
 
     def __init__(self, min_rows: int = 17) -> None:
         self.min_rows = min_rows
@@ -78,22 +86,33 @@ class PromptAttentionPass:
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
         graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
         graph = graph_module.graph
-        found = [p for node in list(graph.nodes) if (p := _match(node)) is not None]
-        wanted = [p for p in found if type(p.rows) is int and p.rows * p.match.group >= self.min_rows]
-        if not wanted:
-            self.result = PassResult(type(self).__name__, False, {"rewritten": 0, "kept": 0})
-            return ep
         signature = copy.deepcopy(ep.graph_signature)
         constants = decode_attention.lifted_constants(ep)
-        rewritten = sum(_rewrite(graph, prompt, signature, constants) for prompt in wanted)
-        self.result = PassResult(type(self).__name__, rewritten > 0,
-                                 {"rewritten": rewritten, "kept": len(wanted) - rewritten})
+        rewritten = kept = 0
+        # Matched in graph order, each after the rewrites before it: an attention that reads an earlier one's
+        # result must read the new result, not the node it replaced (which would then stay alive).
+        for node in list(graph.nodes):
+            prompt = _match(node)
+            if prompt is None or not self._wanted(prompt):
+                continue
+            if _rewrite(graph, prompt, signature, constants):
+                rewritten += 1
+            else:
+                kept += 1
+        self.result = PassResult(type(self).__name__, rewritten > 0, {"rewritten": rewritten, "kept": kept})
         if not rewritten:
             return ep
         graph.eliminate_dead_code()
         graph.lint()
         graph_module.recompile()
         return with_graph(ep, graph_module, graph_signature=signature)
+
+    def _wanted(self, prompt: _Prompt) -> bool:
+        """Enough query rows per KV head, and the sizes the new nodes name static (the batch and the cache
+        length may be symbolic: the new nodes leave them to -1 and flattening)."""
+        q, v = prompt.match.q.meta["val"], prompt.match.v.meta["val"]
+        static = (q.shape[1], q.shape[2], q.shape[3], v.shape[1], v.shape[3])
+        return all(type(size) is int for size in static) and prompt.rows * prompt.match.group >= self.min_rows
 
 
 def _match(node) -> _Prompt | None:
@@ -205,6 +224,40 @@ def _scale_only(first, last) -> float | None:
     return factor
 
 
+def _fits(prompt: _Prompt, dtype: torch.dtype) -> bool:
+    """Whether the mask of an attention loses nothing that matters in ``dtype`` (q's), where the program
+    builds it in another (float32): every tensor it adds is of ``dtype`` or narrower in range, and every
+    fill is −inf or within ``dtype``'s range (a float32 −1e9 or finfo(float32).min is −inf in float16 or
+    bfloat16: a row the mask hides entirely would then differ). A float32 bias of its own (ALiBi, a
+    padding mask computed in float32) is not rounded to ``dtype``: the attention is kept."""
+    largest = torch.finfo(dtype).max
+    match, node = prompt.match, prompt.match.scores
+    while node is not match.logits:
+        user = decode_attention.only_user(node)
+        others = [a for a in (*user.args, *user.kwargs.values()) if a is not node]
+        if user.target in (aten.add.Tensor, aten.sub.Tensor):
+            if any(isinstance(a, torch.fx.Node) and a.meta["val"].dtype != dtype for a in others):
+                return False
+        elif user.target in (aten.where.self, aten.masked_fill.Scalar, aten.masked_fill.Tensor):
+            fill = others[-1]
+            value = _fill_value(fill)
+            if value is None and not (isinstance(fill, torch.fx.Node) and fill.meta["val"].dtype == dtype):
+                return False
+            if value is not None and value != -math.inf and abs(value) > largest:
+                return False
+        node = user
+    return True
+
+
+def _fill_value(fill) -> float | None:
+    """A fill's number: itself, or a scalar_tensor's or full's (through conversions); None otherwise."""
+    while isinstance(fill, torch.fx.Node) and fill.target in (aten._to_copy.default, aten.clone.default):
+        fill = fill.args[0]
+    if isinstance(fill, torch.fx.Node) and fill.target in (aten.scalar_tensor.default, aten.full.default):
+        fill = fill.args[-1] if fill.target is aten.full.default else fill.args[0]
+    return float(fill) if _is_number(fill) else None
+
+
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -218,25 +271,27 @@ def _repeated(graph, cache, times: int, like):
     order: query head h reads KV head h // times)."""
     if times == 1:
         return cache
-    batch, heads, length, width = cache.meta["val"].shape
     expanded = emit(graph, aten.expand.default,
-                    (emit(graph, aten.unsqueeze.default, (cache, 2), like=like), [batch, heads, times, length, width]),
-                    like=like)
-    copied = emit(graph, aten.clone.default, (expanded,), {"memory_format": torch.contiguous_format}, like=like)
-    return emit(graph, aten.view.default, (copied, [batch, heads * times, length, width]), like=like)
+                    (emit(graph, aten.unsqueeze.default, (cache, 2), like=like), [-1, -1, times, -1, -1]), like=like)
+    return _merged_heads(graph, expanded, like)
+
+
+def _merged_heads(graph, x, like):
+    """x [B, h1, h2, S, L] as [B, h1·h2, S, L], a copy where x is expanded; no size named (B, S and L may
+    be symbolic)."""
+    copied = emit(graph, aten.clone.default, (x,), {"memory_format": torch.contiguous_format}, like=like)
+    return emit(graph, aten.flatten.using_ints, (copied, 1, 2), like=like)
 
 
 def _heads_bias(graph, bias, prompt: _Prompt, like):
     """The grouped form's bias, broadcast over [B, Hkv, rep, Sq, L], as a 4-d bias over [B, Hkv·rep, Sq, L]:
     a view where it does not vary over Hkv and rep (a causal mask), else expanded and copied."""
-    shape = list(bias.meta["val"].shape)
+    shape = bias.meta["val"].shape
     if shape[1] == 1 and shape[2] == 1:
-        return emit(graph, aten.view.default, (bias, [shape[0], 1, shape[3], shape[4]]), like=like)
+        return emit(graph, aten.squeeze.dim, (bias, 2), like=like)  # [b, 1, S, L]: broadcast over the heads
     _, kv_heads, rep, _, _ = _shape(prompt.match.scores)
-    full = [shape[0], kv_heads, rep, shape[3], shape[4]]
-    expanded = emit(graph, aten.expand.default, (bias, full), like=like)
-    copied = emit(graph, aten.clone.default, (expanded,), {"memory_format": torch.contiguous_format}, like=like)
-    return emit(graph, aten.view.default, (copied, [shape[0], kv_heads * rep, shape[3], shape[4]]), like=like)
+    expanded = emit(graph, aten.expand.default, (bias, [-1, kv_heads, rep, -1, -1]), like=like)
+    return _merged_heads(graph, expanded, like)
 
 
 def _rewrite(graph, prompt: _Prompt, signature, constants: dict) -> bool:
@@ -256,13 +311,15 @@ def _rewrite(graph, prompt: _Prompt, signature, constants: dict) -> bool:
             if before is None:
                 return False
             scale *= before
+        if bias is not None and bias.meta["val"].dtype != q_value.dtype and not _fits(prompt, q_value.dtype):
+            return False  # SDPA takes the mask in q's dtype; eager adds it in float32 (kept, dead nodes removed)
         q = match.q
         if prompt.rep > 1:  # [B, Hkv, rep·Sq, D] → [B, Hkv·rep, Sq, D]: query head h = kv·rep + r
-            batch, kv_heads, grouped, width = q_value.shape
-            q = emit(graph, aten.reshape.default, (q, [batch, kv_heads * prompt.rep, grouped // prompt.rep, width]),
+            _, kv_heads, grouped, width = q_value.shape
+            q = emit(graph, aten.reshape.default, (q, [-1, kv_heads * prompt.rep, grouped // prompt.rep, width]),
                      like=match.out)
-            if bias is not None:
-                bias = _heads_bias(graph, bias, prompt, match.out)
+        if bias is not None and bias.meta["val"].dim() == 5:  # the grouped form's, rep = 1 included
+            bias = _heads_bias(graph, bias, prompt, match.out)
         if bias is not None and bias.meta["val"].dtype != q_value.dtype:
             bias = emit(graph, aten._to_copy.default, (bias,), {"dtype": q_value.dtype}, like=match.out)
         times = match.group * prompt.rep
@@ -270,7 +327,7 @@ def _rewrite(graph, prompt: _Prompt, signature, constants: dict) -> bool:
         v = _repeated(graph, match.v, times, match.out)
         out = emit(graph, SDPA, (q, k, v), {"attn_mask": bias, "scale": scale}, like=match.out)
         if prompt.rep > 1:
-            out = emit(graph, aten.reshape.default, (out, list(out_value.shape)), like=match.out)
+            out = emit(graph, aten.reshape.default, (out, [-1, *out_value.shape[1:]]), like=match.out)
         if out.meta["val"].dtype != out_value.dtype:
             out = emit(graph, aten._to_copy.default, (out,), {"dtype": out_value.dtype}, like=match.out)
         out = decode_attention.in_layout_of(graph, out, match.out)
