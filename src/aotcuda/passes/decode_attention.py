@@ -213,32 +213,11 @@ def _match_products(bmm) -> Match | None:
     if q is None or transposed is None or transposed.target is not aten.permute.default \
             or list(transposed.args[1]) != [0, 1, 3, 2]:
         return None
-    dropped, node = [bmm, scores], scores
-    while True:  # the scale, the mask and conversions, to the softmax
-        user = only_user(node)
-        if user is None:
-            return None
-        if user.target is aten._softmax.default:
-            if user.args[1] not in (-1, 3) or shape_of(user) != shape_of(scores):
-                return None
-            logits, softmax = node, user
-            break
-        if user.target not in SCORE_OPS or shape_of(user) != shape_of(scores):
-            return None
-        node = user
-    node, probs = softmax, None
-    dropped.append(softmax)
-    while probs is None:  # conversions, then the expand and view into the second product
-        user = only_user(node)
-        if user is None:
-            return None
-        if user.target is aten.bmm.default and user.args[0] is node:
-            probs = user
-        elif user.target in THROUGH | CONVERSIONS:
-            node = user
-            dropped.append(user)
-        else:
-            return None
+    chain = softmax_chain(scores)
+    if chain is None:
+        return None
+    logits, softmax, probs, passed = chain
+    dropped = [bmm, scores, softmax, *passed]
     out = only_user(probs)
     if out is None or out.target is not aten.view.default or shape_of(out)[:3] != (batch, heads, rows):
         return None
@@ -250,6 +229,37 @@ def _match_products(bmm) -> Match | None:
     if group != v_group or shape_of(k)[1] * group != heads:
         return None
     return Match(q, k, v, group, bmm, scores, logits, out, dropped + [probs])
+
+
+def softmax_chain(scores) -> tuple | None:
+    """(logits, softmax, probs, passed) from the scores node of a written-out attention: pointwise ops of the
+    scores' shape (SCORE_OPS: scale, mask, conversions) to a ``_softmax`` over the last dim (logits, its input),
+    then conversions and views (``passed``) into the second product (probs, a bmm that reads them first).
+    None where the chain is anything else."""
+    node, last = scores, len(shape_of(scores)) - 1
+    while True:  # the scale, the mask and conversions, to the softmax
+        user = only_user(node)
+        if user is None:
+            return None
+        if user.target is aten._softmax.default:
+            if user.args[1] not in (-1, last) or shape_of(user) != shape_of(scores):
+                return None
+            logits, softmax = node, user
+            break
+        if user.target not in SCORE_OPS or shape_of(user) != shape_of(scores):
+            return None
+        node = user
+    node, passed = softmax, []
+    while True:  # conversions, then the expand and view into the second product
+        user = only_user(node)
+        if user is None:
+            return None
+        if user.target is aten.bmm.default and user.args[0] is node:
+            return logits, softmax, user, passed
+        if user.target not in THROUGH | CONVERSIONS:
+            return None
+        node = user
+        passed.append(user)
 
 
 def _sdpa_arguments(sdpa) -> dict:

@@ -162,32 +162,11 @@ def _match_grouped(bmm) -> _Prompt | None:
     if q is None or transposed is None or transposed.target is not aten.permute.default \
             or list(transposed.args[1]) != [0, 1, 3, 2]:
         return None
-    dropped, node = [bmm, first, scores], scores
-    while True:  # the scale, the mask and conversions, to the softmax
-        user = decode_attention.only_user(node)
-        if user is None:
-            return None
-        if user.target is aten._softmax.default:
-            if user.args[1] not in (-1, 4) or _shape(user) != _shape(scores):
-                return None
-            logits, softmax = node, user
-            break
-        if user.target not in decode_attention.SCORE_OPS or _shape(user) != _shape(scores):
-            return None
-        node = user
-    node, probs = softmax, None
-    dropped.append(softmax)
-    while probs is None:  # conversions, then the view to [B, Hkv, rep·Sq, L] into the second product
-        user = decode_attention.only_user(node)
-        if user is None:
-            return None
-        if user.target is aten.bmm.default and user.args[0] is node:
-            probs = user
-        elif user.target in decode_attention.THROUGH | decode_attention.CONVERSIONS:
-            node = user
-            dropped.append(user)
-        else:
-            return None
+    chain = decode_attention.softmax_chain(scores)
+    if chain is None:
+        return None
+    logits, softmax, probs, passed = chain
+    dropped = [bmm, first, scores, softmax, *passed]
     out = decode_attention.only_user(probs)
     if out is None or out.target is not aten.view.default or _shape(out)[:3] != (batch, kv_heads, grouped):
         return None
