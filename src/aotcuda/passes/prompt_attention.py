@@ -54,7 +54,7 @@ SDPA = decode_attention.SDPA
 
 @dataclasses.dataclass
 class _Prompt:
-    """One written-out attention: ``match`` (decode_attention's _Match: q [B, Hq, M, D], the caches
+    """One written-out attention: ``match`` (decode_attention.Match: q [B, Hq, M, D], the caches
     [B, Hkv, L, D], group = Hq / Hkv) and ``rep``, the query heads per KV head that its M rows hold as
     [rep, Sq] (our decoder's grouped form: scores [B, Hkv, rep, Sq, L]), 1 where each query head is a head
     of its own (M = Sq); ``before_grouping``, the grouped form's scores before their view to 5-d, where
