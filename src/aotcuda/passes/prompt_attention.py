@@ -46,7 +46,7 @@ from aotcuda.passes import decode_attention
 from aotcuda.passes.emit import emit, replace_uses
 from aotcuda.passes.program_copy import with_graph
 from aotcuda.passes.result import PassResult
-from aotcuda.passes.score_chain import affine_chain
+from aotcuda.passes.score_chain import affine_chain, fill_value, scale_only
 
 aten = torch.ops.aten
 SDPA = decode_attention.SDPA
@@ -181,29 +181,7 @@ def _match_grouped(bmm) -> _Prompt | None:
     return _Prompt(match, rep, None if flat is None else (flat, scores.args[0]))
 
 
-def _scale_only(first, last) -> float | None:
-    """The factor of the ops from ``first`` to ``last`` where each multiplies or divides by a number or
-    converts to a float dtype (the grouped form's scale before its view); None for anything else."""
-    factor, node = 1.0, first
-    while node is not last:
-        user = decode_attention.only_user(node)
-        if user is None:
-            return None
-        args = user.args
-        number = args[1] if len(args) == 2 and args[0] is node else None
-        if user.target in (aten.mul.Tensor, aten.mul.Scalar) and _is_number(number):
-            factor *= number
-        elif user.target in (aten.div.Tensor, aten.div.Scalar) and _is_number(number) and number != 0 \
-                and not user.kwargs:
-            factor /= number
-        elif not (user.target in (aten._to_copy.default, aten.clone.default)
-                  and user.meta["val"].is_floating_point()):
-            return None
-        node = user
-    return factor
-
-
-def _fits(prompt: _Prompt, dtype: torch.dtype) -> bool:
+def _fits(prompt: _Prompt, dtype: torch.dtype, constants: dict) -> bool:
     """Whether the mask of an attention loses nothing that matters in ``dtype`` (q's), where the program
     builds it in another (float32): every tensor it adds is of ``dtype`` or narrower in range, and every
     fill is −inf or within ``dtype``'s range (a float32 −1e9 or finfo(float32).min is −inf in float16 or
@@ -219,26 +197,13 @@ def _fits(prompt: _Prompt, dtype: torch.dtype) -> bool:
                 return False
         elif user.target in (aten.where.self, aten.masked_fill.Scalar, aten.masked_fill.Tensor):
             fill = others[-1]
-            value = _fill_value(fill)
+            value = fill_value(fill, constants)
             if value is None and not (isinstance(fill, torch.fx.Node) and fill.meta["val"].dtype == dtype):
                 return False
             if value is not None and value != -math.inf and abs(value) > largest:
                 return False
         node = user
     return True
-
-
-def _fill_value(fill) -> float | None:
-    """A fill's number: itself, or a scalar_tensor's or full's (through conversions); None otherwise."""
-    while isinstance(fill, torch.fx.Node) and fill.target in (aten._to_copy.default, aten.clone.default):
-        fill = fill.args[0]
-    if isinstance(fill, torch.fx.Node) and fill.target in (aten.scalar_tensor.default, aten.full.default):
-        fill = fill.args[-1] if fill.target is aten.full.default else fill.args[0]
-    return float(fill) if _is_number(fill) else None
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _shape(node) -> tuple:
@@ -286,11 +251,11 @@ def _rewrite(graph, prompt: _Prompt, signature, constants: dict) -> bool:
             return False
         scale, bias = read
         if prompt.before_grouping is not None:  # a scale before the grouping view; a mask there is not read
-            before = _scale_only(*prompt.before_grouping)
+            before = scale_only(*prompt.before_grouping, constants)
             if before is None:
                 return False
             scale *= before
-        if bias is not None and bias.meta["val"].dtype != q_value.dtype and not _fits(prompt, q_value.dtype):
+        if bias is not None and bias.meta["val"].dtype != q_value.dtype and not _fits(prompt, q_value.dtype, constants):
             return False  # SDPA takes the mask in q's dtype; eager adds it in float32 (kept, dead nodes removed)
         q = match.q
         if prompt.rep > 1:  # [B, Hkv, rep·Sq, D] → [B, Hkv·rep, Sq, D]: query head h = kv·rep + r

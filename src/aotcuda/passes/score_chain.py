@@ -69,9 +69,9 @@ def _number(value) -> float | None:
     return float(value) if isinstance(value, numbers.Number) and not isinstance(value, bool) else None
 
 
-def _hides(value, constants: dict) -> bool:
-    """A fill that hides its position: a number at or below HIDDEN, or a node that makes one (a full, a
-    scalar_tensor, a one-element lifted constant, through copies)."""
+def fill_value(value, constants: dict) -> float | None:
+    """A fill's number: a number, or a node that makes one (a full, a scalar_tensor, a one-element lifted
+    constant, through copies); None for anything else."""
     while _is_copy(value):
         value = value.args[0]
     if isinstance(value, torch.fx.Node):
@@ -81,9 +81,29 @@ def _hides(value, constants: dict) -> bool:
                 and constants[value.name].numel() == 1:
             value = constants[value.name].item()
         else:
-            return False
-    number = _number(value)
+            return None
+    return _number(value)
+
+
+def _hides(value, constants: dict) -> bool:
+    """A fill that hides its position: a number at or below HIDDEN, or a node that makes one (fill_value)."""
+    number = fill_value(value, constants)
     return number is not None and (number <= HIDDEN or number == -math.inf)
+
+
+def scale_only(first: torch.fx.Node, last: torch.fx.Node, constants: dict | None = None) -> float | None:
+    """The factor of the chain from ``first`` to ``last`` where every op multiplies or divides by a number or
+    converts to a float dtype (``_step`` without a bias); None for anything else."""
+    factor, node = 1.0, first
+    while node is not last:
+        users = [u for u in node.users if u.target is not aten._assert_tensor_metadata.default]
+        step = _step(users[0], node, constants or {}) if len(users) == 1 else None
+        if step is None or (step[1] is not None and step[1][0] not in (aten.mul.Tensor, aten.mul.Scalar,
+                                                                       aten.div.Tensor, aten.div.Scalar)):
+            return None
+        factor *= step[0]
+        node = users[0]
+    return factor
 
 
 def _step(user: torch.fx.Node, chain: torch.fx.Node, constants: dict):
