@@ -77,6 +77,14 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "aotcuda::fft_rows Triton kernel per transform (kernels/fft_rows.py) where Triton is installed; off: "
            "the GEMM form (DFT products, passes/complex_to_real/spectral/transform.py)",
            "at each FFT the pass rewrites"),
+    # On by default: on the shared 2-core CPU (torch 2.13, benchmarks/fft.py, 2026-12-04) the kernel took
+    # 0.5-1.1x pocketfft's time a transform where the Stockham ATen form took 1.7-2.8x (docs/performance.md).
+    Switch("AOTCUDA_FFT_CPU_KERNEL", True, "ReplaceComplexWithRealPass computes a CPU FFT of a covered static "
+           "length (kernels/fft_cpu.py: n at most 4096, no prime factor above 13 in the complex length) as one "
+           "aotcuda::fft_rows_cpu op, which Inductor compiles as a C++ template kernel keeping blocks of 8 rows in "
+           "cache through all stages (kernels/fft_cpu_template.py; where this torch lacks the template machinery "
+           "it stays off); off: the Stockham form (pointwise stages, passes/complex_to_real/spectral/stockham.py)",
+           "at each FFT the pass rewrites"),
     Switch("AOTCUDA_MAX_EXTRACT_BYTES", 64 << 30, "bytes extracted from one package, all entries together",
            "at each load"),
     Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry",

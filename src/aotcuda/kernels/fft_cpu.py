@@ -79,6 +79,46 @@ def _(x, dim, n, out_len, kind, inverse, scale, window=None):
     return empty_out(x, dim, out_len, kind)
 
 
+
+def _transform(x, window, dim, n, out_len, kind, inverse, scale):
+    """reference's math with torch.fft, left in whatever layout torch.fft gives (differentiable: the
+    op's backward is this function's vector-Jacobian product)."""
+    if kind == "r2c":
+        z = x.float().movedim(dim, -1).to(torch.complex64)
+    else:
+        z = torch.view_as_complex(x.float().movedim(dim, -2).contiguous())
+    if window is not None:
+        z = z * window.float()
+    if kind == "c2r":
+        m = n // 2 + 1
+        z = z[..., :m] if z.shape[-1] >= m else torch.nn.functional.pad(z, (0, m - z.shape[-1]))
+        out = torch.fft.irfft(z, n=n, norm="forward") * scale
+    else:
+        z = z[..., :n] if z.shape[-1] >= n else torch.nn.functional.pad(z, (0, n - z.shape[-1]))
+        out = (torch.fft.ifft(z, norm="forward") if direction(kind, inverse) else torch.fft.fft(z)) * scale
+    out = out[..., :out_len].movedim(-1, dim)
+    return (out if kind == "c2r" else torch.view_as_real(out)).to(x.dtype)
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.args = inputs
+    ctx.save_for_backward(inputs[0], inputs[-1])
+
+
+def _backward(ctx, grad):
+    x, window = ctx.saved_tensors
+    _, dim, n, out_len, kind, inverse, scale, _ = ctx.args
+    needs = [x.requires_grad or ctx.needs_input_grad[0], window is not None and ctx.needs_input_grad[7]]
+    primals = (x, window) if window is not None else (x,)
+    _, vjp = torch.func.vjp(lambda *p: _transform(p[0], p[1] if len(p) > 1 else None, dim, n, out_len, kind,
+                                                  inverse, scale), *primals)
+    grads = vjp(grad.contiguous())
+    return (grads[0] if needs[0] else None, None, None, None, None, None, None,
+            grads[1] if window is not None and needs[1] else None)
+
+
+fft_rows_cpu.register_autograd(_backward, setup_context=_setup_context)
+
 # --- the C++ source -----------------------------------------------------------------------------------------
 
 def _f(value: float) -> str:
@@ -372,6 +412,8 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
 
 
 SCRATCH = r"""
+#ifndef AOTCUDA_FFT_HELPERS  // AOTInductor puts every kernel of a package into one source file
+#define AOTCUDA_FFT_HELPERS
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
@@ -445,13 +487,14 @@ static inline float* scratch(int64_t floats) {
   return buf;
 }
 }  // namespace aotcuda_fft
+#endif
 """
 
 
 def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float, has_window: bool,
                 sizes: list[str], x_strides: list[str], y_strides: list[str], xt: str, xp: str, yt: str, yp: str,
                 ws: str, x_offset: str, y_offset: str, y_type: str, threads: int, fast: bool) -> tuple[str, str]:
-    """(file-scope C++: tables and SCRATCH, the kernel function's body) for pointers X, Y, WIN and the C++
+    """(file-scope C++: SCRATCH's helpers, the kernel function's body with its tables) for pointers X, Y, WIN and the C++
     expressions of the batch dims' sizes and strides (x's and out's, in the same order), the strides of
     the transformed dim (xt, yt) and of a pair's parts (xp, yp; "0" where there is none), the window's
     stride, the storage offsets of x and out, Y's element type, the OpenMP thread count and whether x and
@@ -465,6 +508,7 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         offsets.append(f"    {{ const int64_t i = q % ({sizes[d]}); q /= ({sizes[d]}); "
                        f"x += i * ({x_strides[d]}); y += i * ({y_strides[d]}); }}")
     body = [
+        *tables,  # function-local statics: one package holds many transforms' kernels
         f"const int64_t rows = {rows};",
         f"const int64_t blocks = (rows + {V - 1}) / {V};",
         f"const int64_t XT = {xt}, XP = {xp}, YT = {yt}, YP = {yp}, WS = {ws};",
@@ -490,4 +534,4 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         "  }",
         "}",
     ]
-    return SCRATCH + "\n".join(tables) + "\n", "\n".join(body)
+    return SCRATCH, "\n".join(body)

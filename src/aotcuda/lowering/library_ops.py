@@ -71,6 +71,15 @@ def is_triton_op(op: torch._ops.OpOverload) -> bool:
     return is_custom_op(op) and op._schema.name in getattr(triton, "triton_ops_to_kernels", {})
 
 
+def has_inductor_lowering(op: torch._ops.OpOverload) -> bool:
+    """Whether Inductor has a lowering of its own for custom op `op` that is not a fallback (aotcuda's
+    fft_rows_cpu: a C++ template, kernels/fft_cpu_template.py): Inductor generates its code, so the op is
+    kept, neither traced into its implementation nor refused."""
+    from torch._inductor import lowering
+
+    return is_custom_op(op) and op in lowering.lowerings and op not in lowering.fallbacks
+
+
 def implementation(op: torch._ops.OpOverload) -> Callable | None:
     """The plain-torch implementation to trace for a custom op: aotcuda's rule for it, else the Python
     function it was defined with (torch.library.custom_op); None when it has neither."""
@@ -86,10 +95,11 @@ def implementation(op: torch._ops.OpOverload) -> Callable | None:
 def custom_op_decompositions(ep: ExportedProgram) -> dict[torch._ops.OpOverload, Callable]:
     """{custom op of ep: the implementation to trace} for each custom op that has one and writes none of its
     arguments (an op that does is functionalized by torch.export as it is, and kept). Triton ops are kept:
-    their implementation launches kernels, which AOTInductor compiles (is_triton_op)."""
+    their implementation launches kernels, which AOTInductor compiles (is_triton_op); so are ops Inductor
+    lowers itself (has_inductor_lowering)."""
     table = {}
     for op in custom_ops_in(ep):
-        if op._schema.is_mutable or is_triton_op(op):
+        if op._schema.is_mutable or is_triton_op(op) or has_inductor_lowering(op):
             continue
         fn = implementation(op)
         if fn is not None:

@@ -16,7 +16,7 @@ import torch
 from torch.export import ExportedProgram
 
 from aotcuda.lowering.fallbacks import KNOWN_FIXES, FallbackKernel, refusal_line, relative_source_line
-from aotcuda.lowering.library_ops import is_custom_op, is_triton_op
+from aotcuda.lowering.library_ops import has_inductor_lowering, is_custom_op, is_triton_op
 
 
 def _inductor_generates(op: torch._ops.OpOverload) -> bool:
@@ -42,13 +42,14 @@ def _has_c_shim(op: torch._ops.OpOverload) -> bool:
 def proxy_executor_kernels(ep: ExportedProgram, device_type: str = "cuda") -> list[FallbackKernel]:
     """The ops of ep that AOTInductor would run through its proxy executor, one FallbackKernel each (named
     as the fallback check names them), with the user's source lines. A Triton op (torch.library.triton_op)
-    becomes its own kernels in the package on CUDA; on another device it is refused here."""
+    becomes its own kernels in the package on CUDA; on another device it is refused here. A custom op with an
+    Inductor lowering of its own (library_ops.has_inductor_lowering) is generated code."""
     kernels: dict[str, FallbackKernel] = {}
     for node in ep.graph.nodes:
         op = node.target
         if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload):
             continue
-        if is_triton_op(op) and device_type == "cuda":
+        if (is_triton_op(op) and device_type == "cuda") or has_inductor_lowering(op):
             continue
         if not is_custom_op(op) and (op.namespace != "aten" or _inductor_generates(op)):
             continue

@@ -1,5 +1,9 @@
-"""Transforms of static length along one dim: the entry points, which pick one of three forms:
-- the CPU form (Stockham stages, stockham.py) for CPU tensors;
+"""Transforms of static length along one dim: the entry points, which pick one of four forms:
+- the CPU kernel form on CPU tensors when AOTCUDA_FFT_CPU_KERNEL is on, the length is covered and this
+  torch has Inductor's C++ templates (kernels/fft_cpu.py, kernels/fft_cpu_template.py): one
+  aotcuda::fft_rows_cpu op per transform, which Inductor compiles as one C++ kernel that keeps blocks of
+  rows in cache through all stages, reading and writing the data where it is;
+- the CPU form (Stockham stages, stockham.py) for other CPU transforms;
 - the kernel form on other devices when AOTCUDA_FFT_KERNEL is on, Triton is installed and the length is
   covered (kernels/fft_plan.py: prime factors ≤ 61, n ≤ 4096): one aotcuda::fft_rows Triton op per
   transform (kernels/fft_rows.py), which reads the data once along any dim, with its tables a program
@@ -50,6 +54,16 @@ def kernel_form(x: torch.Tensor, dim: int, n, kind: str, kernel: bool | None = N
     return fft_rows.supports(x, dim, n, kind)
 
 
+def cpu_kernel_form(x: torch.Tensor, dim: int, n, out_len, kind: str) -> bool:
+    """Whether a CPU transform (x the traced node's fake tensor) runs as aotcuda::fft_rows_cpu: on the CPU,
+    AOTCUDA_FFT_CPU_KERNEL on, the transform covered (fft_cpu.covers) and the template usable on this torch."""
+    if not on_cpu(x) or not switches.flag("AOTCUDA_FFT_CPU_KERNEL"):
+        return False
+    from aotcuda.kernels import fft_cpu, fft_cpu_template  # registers the op and its lowering when wanted
+
+    return fft_cpu.covers(x, dim, n, out_len, kind) and fft_cpu_template.available()
+
+
 def fft_rows_op(x: torch.Tensor, dim: int, n: int, out_len, kind: str, inverse: bool, scale: float) -> torch.Tensor:
     """One aotcuda::fft_rows call (kernels/fft_rows.py has its arguments), its tables a program constant."""
     from aotcuda.kernels.fft_rows import direction
@@ -64,6 +78,8 @@ def c2c_along(x: torch.Tensor, dim: int, inverse: bool, scale: float, kernel: bo
     n = x.shape[dim]
     if kernel_form(x, dim, n, "c2c", kernel):
         return fft_rows_op(x, dim, n, n, "c2c", inverse, scale)
+    if kernel is None and cpu_kernel_form(x, dim, n, n, "c2c"):
+        return torch.ops.aotcuda.fft_rows_cpu(x, dim, n, n, "c2c", inverse, scale)
     return transform(x.movedim(dim, -2), None, inverse, scale).movedim(-2, dim)
 
 
@@ -72,6 +88,8 @@ def r2c_along(x: torch.Tensor, dim: int, bins: int, scale: float, kernel: bool |
     n = x.shape[dim]
     if kernel_form(x, dim, n, "r2c", kernel):
         return fft_rows_op(x, dim, n, bins, "r2c", False, scale)
+    if kernel is None and cpu_kernel_form(x, dim, n, bins, "r2c"):
+        return torch.ops.aotcuda.fft_rows_cpu(x, dim, n, bins, "r2c", False, scale)
     return r2c(x.movedim(dim, -1), bins, scale).movedim(-2, dim)
 
 
@@ -79,6 +97,8 @@ def c2r_along(x: torch.Tensor, dim: int, n: int, scale: float, kernel: bool | No
     """c2r() of the Hermitian half in pair x along its dim `dim` (≥ 0): a real tensor with n at `dim`."""
     if kernel_form(x, dim, n, "c2r", kernel):
         return fft_rows_op(x, dim, n, n, "c2r", True, scale)
+    if kernel is None and cpu_kernel_form(x, dim, n, n, "c2r"):
+        return torch.ops.aotcuda.fft_rows_cpu(x, dim, n, n, "c2r", True, scale)
     return c2r(x.movedim(dim, -2), n, scale).movedim(-1, dim)
 
 

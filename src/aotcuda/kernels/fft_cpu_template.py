@@ -1,0 +1,163 @@
+"""Inductor's lowering of ``aotcuda::fft_rows_cpu`` (kernels/fft_cpu.py) as a C++ template.
+
+Inductor's CPU backend has C++ templates (torch/_inductor/codegen/cpp_template.py: CppTemplate, whose
+`render` writes a whole kernel, compiled into the package like any other Inductor kernel); flex attention
+on the CPU is the precedent for one outside GEMMs (kernel/flex/flex_cpu.py). Here a lowering registered
+for the op makes the template's one choice (CppTemplate.generate: a CppTemplateCaller) and its output
+node, a CppTemplateBuffer, whose kernel is fft_cpu.kernel_body over the input's sizes and strides
+(symbolic sizes become kernel arguments: a dynamic row count compiles once). Consumers are not fused
+into it (allow_epilogue_fusion False): the kernel writes its whole output, and the next op reads it.
+
+These are torch internals. ``available()`` checks, once, what this module uses (the imports, CppTemplate's
+constructor and TemplateBuffer's allow_epilogue_fusion, which torch 2.13 has); where something is
+missing the pass keeps the Stockham ATen form (spectral/transform.py asks before it emits the op), so an
+unsupported torch costs speed, not correctness. Checked: torch 2.13.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import sympy
+import torch
+
+from aotcuda.kernels import fft_cpu
+
+
+@functools.cache
+def available() -> bool:
+    """Whether this torch has the template machinery this module uses (module docstring); registers the
+    lowering the first time it says yes."""
+    try:
+        from torch._inductor.lowering import register_lowering  # noqa: F401  (first: the template's import cycle)
+        from torch._inductor import ir
+        from torch._inductor.codegen.cpp_template import CppTemplate
+        from torch._inductor.codegen.cpp_utils import DTYPE_TO_CPP, cexpr_index  # noqa: F401
+        from torch._inductor.utils import parallel_num_threads  # noqa: F401
+
+        params = list(inspect.signature(CppTemplate.__init__).parameters)
+        if params[:5] != ["self", "name", "input_nodes", "layout", "num_threads"]:
+            return False
+        if "allow_epilogue_fusion" not in inspect.getsource(ir.TemplateBuffer.__init__):
+            return False
+    except Exception:  # an ImportError, or a source torch cannot show: no template
+        return False
+    _register()
+    return True
+
+
+def _contiguous_strides(sizes: list) -> list:
+    strides, acc = [], sympy.Integer(1)
+    for size in reversed(sizes):
+        strides.append(acc)
+        acc = acc * size
+    return list(reversed(strides))
+
+
+def _out_layout(x, dim: int, out_len: int, kind: str):
+    """fft_rows.empty_out's layout as a FixedLayout: x's batch dims in order, the transformed dim
+    innermost (before a pair's 2)."""
+    from torch._inductor import ir
+
+    sizes = list(x.get_size())
+    complex_dims = len(sizes) - (0 if kind == "r2c" else 1)
+    batch = [d for d in range(complex_dims) if d != dim]
+    pair = [] if kind == "c2r" else [sympy.Integer(2)]
+    dense = [sizes[d] for d in batch] + [sympy.Integer(out_len)] + pair
+    dense_strides = _contiguous_strides(dense)
+    out_sizes, out_strides = [None] * len(dense), [None] * len(dense)
+    for i, d in enumerate(batch):
+        out_sizes[d], out_strides[d] = dense[i], dense_strides[i]
+    out_sizes[dim], out_strides[dim] = dense[len(batch)], dense_strides[len(batch)]
+    if pair:
+        out_sizes[-1], out_strides[-1] = pair[0], sympy.Integer(1)
+    dtype = x.get_dtype()
+    return ir.FixedLayout(x.get_device(), dtype, out_sizes, out_strides)
+
+
+def _template_class():
+    from torch._inductor.codegen.cpp_template import CppTemplate
+    from torch._inductor.codegen.cpp_utils import DTYPE_TO_CPP, cexpr_index
+    from torch._inductor.utils import parallel_num_threads
+
+    class FFTRowsTemplate(CppTemplate):
+        """One fft_rows_cpu transform: fft_cpu.kernel_body inside the function def_kernel declares."""
+
+        def __init__(self, input_nodes, layout, spec: dict) -> None:
+            super().__init__("aotcuda_fft_rows", input_nodes, layout, parallel_num_threads())
+            self.spec = spec
+
+        def render(self, kernel, template_buffer_node=None, flag_template_buffer_has_other_users=None,
+                   epilogue_nodes=None, **kwargs) -> str:
+            if epilogue_nodes:
+                raise NotImplementedError("aotcuda fft_rows_cpu: no epilogue fusion")
+            spec = self.spec
+            x = self.input_nodes[0]
+            window = self.input_nodes[1] if len(self.input_nodes) > 1 else None
+            out = template_buffer_node if template_buffer_node is not None else self.output_node
+            inputs = {"X": x}
+            if window is not None:
+                inputs["WIN"] = window
+            signature = kernel.def_kernel(inputs=inputs, outputs={"Y": out})
+
+            def expr(e) -> str:
+                return cexpr_index(kernel.rename_indexing(sympy.sympify(e)))
+
+            dim, kind = spec["dim"], spec["kind"]
+            pair_in, pair_out = kind != "r2c", kind != "c2r"
+            x_dims = len(x.get_size()) - (1 if pair_in else 0)
+            batch = [d for d in range(x_dims) if d != dim]
+            x_stride, out_stride = x.get_stride(), out.get_layout().stride
+            fast = x.get_dtype() == torch.float32
+            pre, body = fft_cpu.kernel_body(
+                spec["n"], kind, spec["inverse"], spec["in_len"], spec["out_len"], spec["scale"],
+                window is not None,
+                sizes=[expr(x.get_size()[d]) for d in batch],
+                x_strides=[expr(x_stride[d]) for d in batch],
+                y_strides=[expr(out_stride[d]) for d in batch],
+                xt=expr(x_stride[dim]), xp=expr(x_stride[-1]) if pair_in else "0",
+                yt=expr(out_stride[dim]), yp=expr(out_stride[-1]) if pair_out else "0",
+                ws=expr(window.get_stride()[0]) if window is not None else "0",
+                x_offset=expr(x.get_layout().offset), y_offset=expr(out.get_layout().offset),
+                y_type=DTYPE_TO_CPP[out.get_layout().dtype], threads=self.num_threads, fast=fast)
+            window_offset = (f"WIN += {expr(window.get_layout().offset)};\n" if window is not None else "")
+            return (self.header().getvalue() + pre + '\nextern "C"\n' + signature + "\n{\n" + window_offset
+                    + body + "\n}\n")
+
+    return FFTRowsTemplate
+
+
+def _realized(node):
+    """node as a buffer or a view of one with a fixed layout (the template reads it with its strides)."""
+    from torch._inductor import ir
+
+    node = ir.ExternKernel.realize_input(node)
+    if isinstance(node, (ir.TensorBox, ir.StorageBox)) or not isinstance(node, ir.ReinterpretView):
+        try:
+            node.freeze_layout()
+        except (AttributeError, NotImplementedError):
+            pass
+    return node
+
+
+def _register() -> None:
+    from torch._inductor.lowering import register_lowering
+
+    template_class = _template_class()
+
+    @register_lowering(torch.ops.aotcuda.fft_rows_cpu.default, type_promotion_kind=None)
+    def _lower(x, dim, n, out_len, kind, inverse, scale, window=None):
+        x = _realized(x)
+        inputs = [x] if window is None else [x, _realized(window)]
+        in_len = x.get_size()[dim]
+        spec = dict(dim=dim, n=n, out_len=out_len, kind=kind, inverse=inverse, scale=float(scale),
+                    in_len=int(in_len))
+        layout = _out_layout(x, dim, out_len, kind)
+        template = template_class(inputs, layout, spec)
+        choice = template.generate()
+        result = choice.output_node()
+        buffer = result.data.data if hasattr(result, "data") and hasattr(result.data, "data") else None
+        if buffer is not None and hasattr(buffer, "allow_epilogue_fusion"):
+            buffer.allow_epilogue_fusion = False
+        return result
