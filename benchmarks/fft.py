@@ -177,13 +177,23 @@ def _form(n: int, device: str, form: str, program: str = "filter") -> str:
     """How the pass computes a real length-n transform there: on the CPU the Stockham stages of the n/2-point
     complex transform an even r2c/c2r runs (spectral/stockham.py); elsewhere the GEMM plan of n, or the
     kernel's tiling (kernels/fft_plan.py) where it covers n. A c2c (freeu's) runs n as it is."""
-    if device == "cpu" and program == "freeu":
-        return cpu_describe(n)
     if device == "cpu":
-        return f"{cpu_describe(n // 2)} (n/2)" if n % 2 == 0 else cpu_describe(n)
+        complex_n = n if program == "freeu" or n % 2 else n // 2
+        text = cpu_describe(complex_n) + ("" if complex_n == n else " (n/2)")
+        return f"kernel {text}" if _cpu_kernel(complex_n) else text
     if form == "kernel" and tiling(n) is not None:
         return f"kernel {tiling(n).describe()}"
     return plan(n).describe()
+
+
+def _cpu_kernel(complex_n: int) -> bool:
+    """Whether the pass computes a CPU transform of this complex length as aotcuda::fft_rows_cpu (one C++
+    template kernel a transform, kernels/fft_cpu.py) rather than as Stockham stages of ATen ops."""
+    from aotcuda import switches
+    from aotcuda.kernels import fft_cpu, fft_cpu_template
+
+    return (switches.flag("AOTCUDA_FFT_CPU_KERNEL") and complex_n <= fft_cpu.MAX_N
+            and fft_cpu.radices(complex_n) is not None and fft_cpu_template.available())
 
 
 def _forms(args) -> list[str]:
@@ -210,8 +220,10 @@ def _ffts(ep) -> int:
 
 
 def _fft_rows_ops(ep) -> int:
-    op = getattr(getattr(torch.ops, "aotcuda", None), "fft_rows", None)
-    return 0 if op is None else sum(1 for node in ep.graph.nodes if node.target is op.default)
+    """aotcuda::fft_rows (CUDA) and aotcuda::fft_rows_cpu nodes: one kernel a transform each."""
+    ops = [getattr(getattr(torch.ops, "aotcuda", None), name, None) for name in ("fft_rows", "fft_rows_cpu")]
+    targets = {op.default for op in ops if op is not None}
+    return sum(1 for node in ep.graph.nodes if node.target in targets)
 
 
 def _rewritten(ep, program: str, form: str):

@@ -493,12 +493,12 @@ static inline float* scratch(int64_t floats) {
 
 def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float, has_window: bool,
                 sizes: list[str], x_strides: list[str], y_strides: list[str], xt: str, xp: str, yt: str, yp: str,
-                ws: str, x_offset: str, y_offset: str, y_type: str, threads: int, fast: bool) -> tuple[str, str]:
+                ws: str, x_offset: str, y_offset: str, y_type: str, fast: bool) -> tuple[str, str]:
     """(file-scope C++: SCRATCH's helpers, the kernel function's body with its tables) for pointers X, Y, WIN and the C++
     expressions of the batch dims' sizes and strides (x's and out's, in the same order), the strides of
     the transformed dim (xt, yt) and of a pair's parts (xp, yp; "0" where there is none), the window's
-    stride, the storage offsets of x and out, Y's element type, the OpenMP thread count and whether x and
-    out are float32 (kernel_source's fast)."""
+    stride, the storage offsets of x and out, Y's element type and whether x and out are float32
+    (kernel_source's fast). The blocks run on OpenMP's threads."""
     V = ROWS
     tables, gather, stages, store = kernel_source(n, kind, inverse, in_len, out_len, scale, has_window, fast)
     plane = ((complex_length(n, kind) + 1) * V + 15) // 16 * 16
@@ -514,7 +514,9 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         f"const int64_t XT = {xt}, XP = {xp}, YT = {yt}, YP = {yp}, WS = {ws};",
         "(void)XP; (void)YP; (void)WS;",
         f"using YT_T = {y_type};",
-        f"#pragma omp parallel num_threads({threads}) if (blocks > 1)",
+        # OpenMP's current thread count (torch.set_num_threads sets it), not the compiling process's: a caller
+        # that runs torch on one thread gets one here too.
+        "#pragma omp parallel if (blocks > 1)",
         "{",
         f"  float* const ar = aotcuda_fft::scratch({plane});",
         f"  float* const ai = ar + {plane}; float* const br = ai + {plane}; float* const bi = br + {plane};",

@@ -120,7 +120,7 @@ def _template_class():
                 yt=expr(out_stride[dim]), yp=expr(out_stride[-1]) if pair_out else "0",
                 ws=expr(window.get_stride()[0]) if window is not None else "0",
                 x_offset=expr(x.get_layout().offset), y_offset=expr(out.get_layout().offset),
-                y_type=DTYPE_TO_CPP[out.get_layout().dtype], threads=self.num_threads, fast=fast)
+                y_type=DTYPE_TO_CPP[out.get_layout().dtype], fast=fast)
             window_offset = (f"WIN += {expr(window.get_layout().offset)};\n" if window is not None else "")
             return (self.header().getvalue() + pre + '\nextern "C"\n' + signature + "\n{\n" + window_offset
                     + body + "\n}\n")
