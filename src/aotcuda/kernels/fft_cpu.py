@@ -36,7 +36,7 @@ import torch
 from aotcuda.kernels.fft_rows import DTYPES, KINDS, direction, empty_out, reference
 
 OP = "aotcuda::fft_rows_cpu"
-ROWS = 8  # V: rows a block, one AVX2 vector of float32 (two on AVX-512 hardware: the compiler unrolls)
+ROWS = 8  # V: rows a block, one vf8 (an AVX2 vector of float32); the generated code assumes 8
 MAX_N = 4096
 RADICES = (4, 2, 3, 5, 7, 11, 13)
 
@@ -139,35 +139,36 @@ def _unit(k: int, length: int, sign: float) -> tuple[float, float]:
 
 
 def _butterfly(r: int, inverse: bool) -> list[str]:
-    """C++ statements: y{k}r, y{k}i = the r-point DFT of a{t}r, a{t}i (stockham._butterfly's math)."""
+    """C++ statements: y{k}r, y{k}i = the r-point DFT of a{t}r, a{t}i, all vf8 (8 rows; stockham._butterfly's
+    math: radix 2 and 4 by hand, an odd r by its symmetry)."""
     if r == 2:
-        return ["const float y0r = a0r + a1r, y0i = a0i + a1i, y1r = a0r - a1r, y1i = a0i - a1i;"]
+        return ["const vf8 y0r = a0r + a1r, y0i = a0i + a1i, y1r = a0r - a1r, y1i = a0i - a1i;"]
     if r == 4:
-        e = "const float er = -di, ei = dr;" if inverse else "const float er = di, ei = -dr;"
-        return ["const float sr = a0r + a2r, si = a0i + a2i, tr = a1r + a3r, ti = a1i + a3i;",
-                "const float cr = a0r - a2r, ci = a0i - a2i, dr = a1r - a3r, di = a1i - a3i;", e,
-                "const float y0r = sr + tr, y0i = si + ti, y2r = sr - tr, y2i = si - ti;",
-                "const float y1r = cr + er, y1i = ci + ei, y3r = cr - er, y3i = ci - ei;"]
+        e = "const vf8 er = -di, ei = dr;" if inverse else "const vf8 er = di, ei = -dr;"
+        return ["const vf8 sr = a0r + a2r, si = a0i + a2i, tr = a1r + a3r, ti = a1i + a3i;",
+                "const vf8 cr = a0r - a2r, ci = a0i - a2i, dr = a1r - a3r, di = a1i - a3i;", e,
+                "const vf8 y0r = sr + tr, y0i = si + ti, y2r = sr - tr, y2i = si - ti;",
+                "const vf8 y1r = cr + er, y1i = ci + ei, y3r = cr - er, y3i = ci - ei;"]
     sign = 1.0 if inverse else -1.0
     half = r // 2
     lines = []
     for t in range(1, half + 1):
-        lines.append(f"const float p{t}r = a{t}r + a{r - t}r, p{t}i = a{t}i + a{r - t}i, "
+        lines.append(f"const vf8 p{t}r = a{t}r + a{r - t}r, p{t}i = a{t}i + a{r - t}i, "
                      f"q{t}r = a{t}r - a{r - t}r, q{t}i = a{t}i - a{r - t}i;")
-    lines.append("const float y0r = a0r + " + " + ".join(f"p{t}r" for t in range(1, half + 1))
+    lines.append("const vf8 y0r = a0r + " + " + ".join(f"p{t}r" for t in range(1, half + 1))
                  + ", y0i = a0i + " + " + ".join(f"p{t}i" for t in range(1, half + 1)) + ";")
     for k in range(1, half + 1):
         pr, pi, qr, qi = ["a0r"], ["a0i"], [], []
         for t in range(1, half + 1):
             theta = 2 * math.pi * ((t * k) % r) / r
-            c, s = _f(math.cos(theta)), _f(sign * math.sin(theta))
-            pr.append(f"{c} * p{t}r")
-            pi.append(f"{c} * p{t}i")
-            qr.append(f"- {s} * q{t}i")  # i·s·q
-            qi.append(f"+ {s} * q{t}r")
-        lines.append(f"const float P{k}r = {' + '.join(pr)}, P{k}i = {' + '.join(pi)};")
-        lines.append(f"const float Q{k}r = 0.0f {' '.join(qr)}, Q{k}i = 0.0f {' '.join(qi)};")
-        lines.append(f"const float y{k}r = P{k}r + Q{k}r, y{k}i = P{k}i + Q{k}i, "
+            c, s = math.cos(theta), sign * math.sin(theta)
+            pr.append(f"{_f(c)} * p{t}r")
+            pi.append(f"{_f(c)} * p{t}i")
+            qr.append(f"{_f(-s)} * q{t}i")  # i·s·q
+            qi.append(f"{_f(s)} * q{t}r")
+        lines.append(f"const vf8 P{k}r = {' + '.join(pr)}, P{k}i = {' + '.join(pi)};")
+        lines.append(f"const vf8 Q{k}r = {' + '.join(qr)}, Q{k}i = {' + '.join(qi)};")
+        lines.append(f"const vf8 y{k}r = P{k}r + Q{k}r, y{k}i = P{k}i + Q{k}i, "
                      f"y{r - k}r = P{k}r - Q{k}r, y{r - k}i = P{k}i - Q{k}i;")
     return lines
 
@@ -199,16 +200,15 @@ def _stages(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
         for k in range(r):
             code.append(f"  float* __restrict__ z{k}r = {dr} + (t2 * {r} + {k}) * {sv};")
             code.append(f"  float* __restrict__ z{k}i = {di} + (t2 * {r} + {k}) * {sv};")
-        code.append("  #pragma omp simd")
-        code.append(f"  for (int64_t e = 0; e < {sv}; ++e) {{")
-        code.append("    " + " ".join(f"const float a{t}r = x{t}r[e], a{t}i = x{t}i[e];" for t in range(r)))
+        code.append(f"  for (int64_t e = 0; e < {sv}; e += 8) {{  // 8 floats a vector: no loop vectorizer needed")
+        code.append("    " + " ".join(f"const vf8 a{t}r = ld(x{t}r + e), a{t}i = ld(x{t}i + e);" for t in range(r)))
         code.extend("    " + line for line in _butterfly(r, inverse))
-        code.append("    z0r[e] = y0r; z0i[e] = y0i;")
+        code.append("    st(z0r + e, y0r); st(z0i + e, y0i);")
         for k in range(1, r):
             if m > 1:
-                code.append(f"    z{k}r[e] = y{k}r * w{k}r - y{k}i * w{k}i; z{k}i[e] = y{k}r * w{k}i + y{k}i * w{k}r;")
+                code.append(f"    st(z{k}r + e, y{k}r * w{k}r - y{k}i * w{k}i); st(z{k}i + e, y{k}r * w{k}i + y{k}i * w{k}r);")
             else:
-                code.append(f"    z{k}r[e] = y{k}r; z{k}i[e] = y{k}i;")
+                code.append(f"    st(z{k}r + e, y{k}r); st(z{k}i + e, y{k}i);")
         code.append("  }")
         code.append("}")
         length, s, flip = m, r * s, not flip
@@ -280,8 +280,7 @@ def _windowed(lines: list, plane: str, count: int, sample: str) -> None:
     V = ROWS
     lines.append(f"for (int64_t q = 0; q < {count}; ++q) {{")
     lines.append(f"  const float w = static_cast<float>(WIN[({sample}) * WS]);")
-    lines.append("  #pragma omp simd")
-    lines.append(f"  for (int64_t v = 0; v < {V}; ++v) {plane}[q * {V} + v] *= w;")
+    lines.append(f"  st({plane} + q * {V}, ld({plane} + q * {V}) * w);")
     lines.append("}")
 
 
@@ -360,12 +359,10 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         gather.append(f"  const float* __restrict__ xr = br + k * {V}; const float* __restrict__ xi = bi + k * {V};")
         gather.append(f"  const float* __restrict__ mr = br + ({m} - k) * {V}; const float* __restrict__ mi = bi + ({m} - k) * {V};")
         gather.append(f"  float* __restrict__ zr = ar + k * {V}; float* __restrict__ zi = ai + k * {V};")
-        gather.append("  #pragma omp simd")
-        gather.append(f"  for (int64_t v = 0; v < {V}; ++v) {{")
-        gather.append("    const float a_r = xr[v] + mr[v], a_i = xi[v] - mi[v], b_r = xr[v] - mr[v], b_i = xi[v] + mi[v];")
-        gather.append("    const float c_r = b_r * c - b_i * s, c_i = b_r * s + b_i * c;")
-        gather.append("    zr[v] = a_r - c_i; zi[v] = a_i + c_r;")
-        gather.append("  }")
+        gather.append("  const vf8 Xr = ld(xr), Xi = ld(xi), Mr = ld(mr), Mi = ld(mi);")
+        gather.append("  const vf8 a_r = Xr + Mr, a_i = Xi - Mi, b_r = Xr - Mr, b_i = Xi + Mi;")
+        gather.append("  const vf8 c_r = b_r * c - b_i * s, c_i = b_r * s + b_i * c;")
+        gather.append("  st(zr, a_r - c_i); st(zi, a_i + c_r);")
         gather.append("}")
     # store
     if kind == "c2c" or (kind == "r2c" and not real_pairs):
@@ -391,12 +388,9 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         store.append(f"  const float* __restrict__ zr = {rr} + ka * {V}; const float* __restrict__ zi = {ri} + ka * {V};")
         store.append(f"  const float* __restrict__ mr = {rr} + kb * {V}; const float* __restrict__ mi = {ri} + kb * {V};")
         store.append(f"  float* __restrict__ xr = {sr} + k * {V}; float* __restrict__ xi = {si} + k * {V};")
-        store.append("  #pragma omp simd")
-        store.append(f"  for (int64_t v = 0; v < {V}; ++v) {{")
-        store.append("    const float e_r = zr[v] + mr[v], e_i = zi[v] - mi[v];")
-        store.append("    const float o_r = zi[v] + mi[v], o_i = mr[v] - zr[v];")
-        store.append("    xr[v] = e_r + c * o_r - s * o_i; xi[v] = e_i + c * o_i + s * o_r;")
-        store.append("  }")
+        store.append("  const vf8 Zr = ld(zr), Zi = ld(zi), Mr = ld(mr), Mi = ld(mi);")
+        store.append("  const vf8 e_r = Zr + Mr, e_i = Zi - Mi, o_r = Zi + Mi, o_i = Mr - Zr;")
+        store.append("  st(xr, e_r + c * o_r - s * o_i); st(xi, e_i + c * o_i + s * o_r);")
         store.append("}")
         half_scale = _f(scale * 0.5)  # E and O's 1/2, folded into the scale
         _copy_out(store, sr, si, min(out_len, m + 1), "YT", "YP", half_scale, fast)
@@ -421,6 +415,11 @@ SCRATCH = r"""
 #include <immintrin.h>
 #endif
 namespace aotcuda_fft {
+// 8 floats, one row of the block each: GCC/Clang vector extensions, so that the butterflies are vector code
+// under Inductor's -fno-tree-loop-vectorize (an AVX2 register where there is one, narrower code elsewhere).
+typedef float vf8 __attribute__((vector_size(32)));
+static inline vf8 ld(const float* p) { vf8 v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void st(float* p, vf8 v) { __builtin_memcpy(p, &v, sizeof v); }
 #if defined(__AVX2__)
 // r[i] <- column i of the 8x8 matrix whose rows are r[0..7].
 static inline void transpose8(__m256 r[8]) {
@@ -508,6 +507,7 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         offsets.append(f"    {{ const int64_t i = q % ({sizes[d]}); q /= ({sizes[d]}); "
                        f"x += i * ({x_strides[d]}); y += i * ({y_strides[d]}); }}")
     body = [
+        "using aotcuda_fft::vf8; using aotcuda_fft::ld; using aotcuda_fft::st;",
         *tables,  # function-local statics: one package holds many transforms' kernels
         f"const int64_t rows = {rows};",
         f"const int64_t blocks = (rows + {V - 1}) / {V};",

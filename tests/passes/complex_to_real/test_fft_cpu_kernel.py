@@ -1,0 +1,111 @@
+"""The CPU kernel form (AOTCUDA_FFT_CPU_KERNEL: aotcuda::fft_rows_cpu, one C++ template kernel a transform,
+kernels/fft_cpu.py and kernels/fft_cpu_template.py) lowered by aotcuda.lower into one AOTInductor package
+and run through aotcuda.load, against eager torch.fft on fresh random inputs (float64 where the program
+allows it): c2c, r2c and c2r, forward and inverse, a middle dim read in place, odd lengths (375, 96·…),
+zero-padding and cropping, an uncovered length (a prime factor of 17) in the Stockham form beside them,
+an stft, a dynamic row count, and the op itself on bfloat16 data with a window. One compile for all."""
+
+import pytest
+import torch
+
+import aotcuda
+from aotcuda.kernels import fft_cpu, fft_cpu_template
+from aotcuda.kernels.fft_rows import reference
+from aotcuda.passes import ReplaceComplexWithRealPass
+
+from .helpers import export
+
+pytestmark = pytest.mark.skipif(not fft_cpu_template.available(),
+                                reason="this torch has no usable Inductor C++ template (fft_cpu_template.available)")
+
+
+class Transforms(torch.nn.Module):
+    """Every kind of transform the kernel covers, and one it does not, in one program."""
+
+    def forward(self, x, z, signal, xb, window):
+        filtered = torch.fft.irfft(torch.fft.rfft(x, norm="ortho") * 3, n=400, norm="ortho")  # dynamic rows
+        middle = torch.fft.fft(torch.view_as_complex(z), dim=1)  # [3, 96, 5]: a middle dim, in place
+        odd = torch.fft.ifft(torch.view_as_complex(z).movedim(1, 2), n=375, norm="forward")  # zero-padded 96→375
+        odd_r2c = torch.fft.rfft(x[:, :375])  # odd r2c, a strided input
+        odd_c2r = torch.fft.irfft(odd_r2c, n=375)  # odd c2r
+        cropped = torch.fft.irfft(torch.fft.rfft(x, n=96), n=90)  # r2c cropped to 96, c2r to 90 points
+        two_sided = torch.fft.fft(x[:, :100])  # r2c of all 100 bins (fft of a real input)
+        uncovered = torch.fft.fft(torch.view_as_complex(z).movedim(1, 2), n=68)  # 68 = 4·17: Stockham/Bluestein
+        spec = torch.stft(signal, 400, hop_length=160, window=torch.hann_window(400), return_complex=True)
+        direct = torch.ops.aotcuda.fft_rows_cpu(xb, 1, 400, 201, "r2c", False, 0.5, window)
+        direct_c2c = torch.ops.aotcuda.fft_rows_cpu(torch.view_as_real(middle).to(torch.bfloat16), 1, 96, 96,
+                                                    "c2c", True, 1.0 / 96)
+        return (filtered, torch.view_as_real(middle), torch.view_as_real(odd), odd_c2r, cropped,
+                torch.view_as_real(two_sided), torch.view_as_real(uncovered), torch.view_as_real(spec), direct,
+                direct_c2c)
+
+
+def _inputs(seed: int, rows: int):
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.randn(rows, 400, generator=generator), torch.randn(3, 96, 5, 2, generator=generator),
+            torch.randn(2, 4000, generator=generator),
+            torch.randn(4, 400, generator=generator).to(torch.bfloat16), torch.rand(400, generator=generator))
+
+
+def _error(actual, expected):
+    return ((actual.double() - expected.double()).norm() / expected.double().norm()).item()
+
+
+@pytest.fixture(scope="module")
+def lowered(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fft_cpu_kernel") / "transforms.pt2"
+    rows = torch.export.Dim("rows", min=2, max=4096)
+    result = aotcuda.lower(Transforms(), _inputs(0, 6), dynamic_shapes=({0: rows}, None, None, None, None),
+                           device="cpu", package_path=path)
+    return result, aotcuda.load(path, device="cpu")
+
+
+def _fft_rows_cpu_nodes(program) -> int:
+    return sum(1 for node in program.graph.nodes if node.target is torch.ops.aotcuda.fft_rows_cpu.default)
+
+
+def test_the_program_lowers_without_a_fallback_kernel_one_kernel_a_covered_transform(lowered):
+    result, _ = lowered
+    assert result.fallback_kernels == [] and result.proxy_executor_ops == []
+    # filtered 2, middle, odd, odd_r2c, odd_c2r, cropped 2, two_sided, spec, direct 2; not the uncovered one
+    assert _fft_rows_cpu_nodes(result.exported_program) == 12
+
+
+@pytest.mark.parametrize("rows", [6, 37, 1000])
+def test_the_package_matches_eager_on_fresh_inputs(lowered, rows):
+    _, program = lowered
+    inputs = _inputs(rows, rows)
+    outputs = program(*inputs)
+    x, z, signal, xb, window = inputs
+    # float64 reference of the float32 transforms: the same program in double
+    want64 = Transforms()(x.double(), z.double(), signal.double(), xb, window)
+    for index, (actual, expected) in enumerate(zip(outputs[:8], want64[:8], strict=True)):
+        assert actual.shape == expected.shape, index
+        assert _error(actual, expected) <= 1e-5, (index, _error(actual, expected))
+    direct = reference(xb, None, 1, 400, 201, "r2c", False, 0.5, window)
+    assert outputs[8].dtype == torch.bfloat16 and outputs[8].shape == (4, 201, 2)
+    assert _error(outputs[8], direct) <= 1e-2
+    middle = torch.view_as_real(torch.fft.fft(torch.view_as_complex(z), dim=1)).to(torch.bfloat16)
+    expected = reference(middle, None, 1, 96, 96, "c2c", True, 1.0 / 96)
+    assert _error(outputs[9], expected) <= 1e-2
+
+
+def test_the_switch_turns_the_kernel_form_off(monkeypatch):
+    x = torch.randn(4, 400)
+    ep = export(_Rfft(), (x,))
+    assert _fft_rows_cpu_nodes(ReplaceComplexWithRealPass(strict=True)(ep)) == 1
+    monkeypatch.setenv("AOTCUDA_FFT_CPU_KERNEL", "0")
+    assert _fft_rows_cpu_nodes(ReplaceComplexWithRealPass(strict=True)(ep)) == 0
+
+
+class _Rfft(torch.nn.Module):
+    def forward(self, x):
+        return torch.view_as_real(torch.fft.rfft(x))
+
+
+@pytest.mark.parametrize("n, kind, covered", [(400, "r2c", True), (4096, "c2c", True), (8192, "r2c", False),
+                                              (375, "c2r", True), (68, "c2c", False), (2 * 17, "r2c", False),
+                                              (1001, "c2c", True), (1, "c2c", False)])
+def test_covers(n, kind, covered):
+    x = torch.empty(3, n, 2) if kind != "r2c" else torch.empty(3, n)
+    assert fft_cpu.covers(x, 1, n, n // 2 + 1 if kind == "r2c" else n, kind) is covered
