@@ -11,8 +11,9 @@ would be one more kernel, writing every frame's n values out once. After the rew
 
 with frames of the product's own shape and dtype (no broadcast, no promotion), and hands the op `frames`
 and `window` instead: the frames, still the unfold view, are read from the signal in place and multiplied
-by the window as they are loaded. The multiply is then dead (rebuild_program removes it). The GEMM and
-CPU forms make no fft_rows node and keep the multiply.
+by the window as they are loaded. The multiply is then dead (rebuild_program removes it). The CPU kernel
+form's aotcuda::fft_rows_cpu (kernels/fft_cpu.py: the same operands without `tables`) takes its window the
+same way. The GEMM and Stockham forms make no such node and keep the multiply.
 """
 
 from __future__ import annotations
@@ -39,10 +40,17 @@ def _window_of(factor: torch.fx.Node, kind: str) -> torch.fx.Node | None:
     return factor
 
 
+def _operands(node: torch.fx.Node) -> int:
+    """How many operands come before `window`: 8 for fft_rows (x, tables, dim, …), 7 for fft_rows_cpu."""
+    return 7 if node.target.name().startswith("aotcuda::fft_rows_cpu") else 8
+
+
 def fused(node: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
-    """(frames, window) that fft_rows node `node` can take in place of its multiplied input, or None."""
-    x, _, dim, _, _, kind = node.args[:6]
-    if kind not in ("c2c", "r2c") or (len(node.args) > 8 and node.args[8] is not None) or "window" in node.kwargs:
+    """(frames, window) that fft_rows (or fft_rows_cpu) node `node` can take in place of its multiplied
+    input, or None."""
+    count = _operands(node)
+    x, dim, kind = node.args[0], node.args[count - 6], node.args[count - 3]
+    if kind not in ("c2c", "r2c") or (len(node.args) > count and node.args[count] is not None) or "window" in node.kwargs:
         return None
     if not (isinstance(x, torch.fx.Node) and x.target is aten.mul.Tensor and len(x.users) == 1
             and len(x.args) == 2 and not x.kwargs):
@@ -66,16 +74,19 @@ def fused(node: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
 
 
 def fuse_windows(graph: torch.fx.Graph) -> int:
-    """Give each fft_rows node of `graph` its window multiply (module docstring); how many were fused."""
-    target = getattr(getattr(torch.ops, "aotcuda", None), "fft_rows", None)
-    if target is None:
-        return 0
+    """Give each fft_rows and fft_rows_cpu node of `graph` its window multiply (module docstring); how many
+    were fused."""
+    namespace = getattr(torch.ops, "aotcuda", None)
     count = 0
-    for node in graph.find_nodes(op="call_function", target=target.default):
-        found = fused(node)
-        if found is None:
+    for name in ("fft_rows", "fft_rows_cpu"):
+        target = getattr(namespace, name, None) if namespace is not None else None
+        if target is None:
             continue
-        frames, window = found
-        node.args = (frames, *node.args[1:8], window)
-        count += 1
+        for node in graph.find_nodes(op="call_function", target=target.default):
+            found = fused(node)
+            if found is None:
+                continue
+            frames, window = found
+            node.args = (frames, *node.args[1:_operands(node)], window)
+            count += 1
     return count
