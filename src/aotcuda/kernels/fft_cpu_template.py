@@ -56,24 +56,22 @@ def _contiguous_strides(sizes: list) -> list:
 
 
 def _out_layout(x, dim: int, out_len: int, kind: str):
-    """fft_rows.empty_out's layout as a FixedLayout: x's batch dims in order, the transformed dim
-    innermost (before a pair's 2)."""
+    """fft_cpu.empty_out's layout as a FixedLayout: x's batch dims in order, then (a pair's 2 where
+    fft_cpu.PLANES, then) the transformed dim, (else the pair's 2)."""
     from torch._inductor import ir
 
     sizes = list(x.get_size())
-    complex_dims = len(sizes) - (0 if kind == "r2c" else 1)
-    batch = [d for d in range(complex_dims) if d != dim]
-    pair = [] if kind == "c2r" else [sympy.Integer(2)]
-    dense = [sizes[d] for d in batch] + [sympy.Integer(out_len)] + pair
-    dense_strides = _contiguous_strides(dense)
-    out_sizes, out_strides = [None] * len(dense), [None] * len(dense)
-    for i, d in enumerate(batch):
-        out_sizes[d], out_strides[d] = dense[i], dense_strides[i]
-    out_sizes[dim], out_strides[dim] = dense[len(batch)], dense_strides[len(batch)]
-    if pair:
-        out_sizes[-1], out_strides[-1] = pair[0], sympy.Integer(1)
-    dtype = x.get_dtype()
-    return ir.FixedLayout(x.get_device(), dtype, out_sizes, out_strides)
+    rank = len(sizes) - (0 if kind == "r2c" else 1)
+    pair = kind != "c2r"
+    order = [d for d in range(rank) if d != dim]  # axes of the output from outermost to innermost
+    order += ([rank, dim] if fft_cpu.PLANES else [dim, rank]) if pair else [dim]
+    out_sizes = [sizes[d] for d in range(rank)] + ([sympy.Integer(2)] if pair else [])
+    out_sizes[dim] = sympy.Integer(out_len)
+    strides = _contiguous_strides([out_sizes[d] for d in order])
+    out_strides = [None] * len(out_sizes)
+    for axis, stride in zip(order, strides):
+        out_strides[axis] = stride
+    return ir.FixedLayout(x.get_device(), x.get_dtype(), out_sizes, out_strides)
 
 
 def _template_class():
