@@ -9,7 +9,10 @@ to 64, a mixed-radix split n = n1·n2 into two smaller transforms with a twiddle
 AOTCUDA_FFT_KERNEL on (and Triton installed), a non-CPU transform of a length the kernel covers (prime
 factors ≤ 61, n ≤ 4096: kernels/fft_plan.py) is one aotcuda::fft_rows Triton op instead, which reads the
 dim where it is (kernels/fft_rows.py); stft's window multiply before it is fused into the op after the
-rewrite, its overlapping frames read in place (spectral/window.py). Every DFT, twiddle and chirp table is a program constant
+rewrite, its overlapping frames read in place (spectral/window.py). With AOTCUDA_FFT_CPU_KERNEL on (the
+default), a CPU transform the C++ kernel covers (n ≤ 4096 with no prime factor above 13 in its complex
+length: kernels/fft_cpu.py) is one aotcuda::fft_rows_cpu op, which Inductor compiles as one C++ template
+kernel (kernels/fft_cpu_template.py), its stft window fused the same way. Every DFT, twiddle and chirp table is a program constant
 (spectral/tables.py). The normalization (none, 1/√N, 1/N with N the product of the signal sizes) is
 folded into the first stage's table (the kernel's `scale` argument).
 

@@ -1,5 +1,10 @@
 """The CPU form of a static-length transform: Stockham (autosort) radix stages as pointwise ops on planes.
 
+Since issue 30's CPU kernel (kernels/fft_cpu.py: the same stages, run per block of 8 rows in cache by one
+C++ template kernel), this form computes only the CPU transforms that kernel does not take: lengths above
+4096 or with a prime factor above 13 (Bluestein), float64, a transform whose x.shape[dim] is dynamic, and
+every transform with AOTCUDA_FFT_CPU_KERNEL off or on a torch without Inductor's C++ templates.
+
 The GEMM form (transform.py) does 6–17× an FFT's flops in skinny GEMMs; on a CPU that measured 4–44×
 pocketfft. Here a transform of n = r1·r2·…·rk points is k stages of pointwise butterflies, about an
 FFT's flops (plan.cpu_flops), each stage one fused Inductor loop that reads and writes the data once.
