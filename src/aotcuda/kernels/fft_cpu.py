@@ -7,7 +7,7 @@ complex dim `dim`, exp(−2πi·t·k/n), inverse exp(+2πi…)), "r2c" (x real),
 real; the imaginary parts of bins 0 and n/2 drop out, as in pocketfft); x zero-padded or cropped to n along
 `dim`, out keeps `out_len` points, times `scale`, laid out as fft_rows.empty_out lays it out; `window` (c2c,
 r2c) multiplies each row as it is loaded. Dtypes float32, float16, bfloat16 (float32 math). The eager
-implementation is fft_rows.reference (torch.fft); compiled, Inductor lowers the op through a C++ template
+implementation is fft_rows.transformed (torch.fft); compiled, Inductor lowers the op through a C++ template
 (kernels/fft_cpu_template.py) whose code is `kernel_source` here: AOTInductor builds it into the package,
 no fallback kernel and no library beyond the package's own .so.
 
@@ -33,24 +33,14 @@ import math
 
 import torch
 
-from aotcuda.kernels.fft_rows import DTYPES, KINDS, direction, reference
+from aotcuda.kernels.fft_rows import DTYPES, KINDS, direction, transformed
+from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices as radices
 
 OP = "aotcuda::fft_rows_cpu"
 ROWS = 8  # V: rows a block, one vf8 (an AVX2 vector of float32); the generated code assumes 8
 MAX_N = 4096
-RADICES = (4, 2, 3, 5, 7, 11, 13)
-
-
-def radices(n: int) -> list[int] | None:
-    """The Stockham stages of a complex length-n transform, or None where a prime factor is above 13."""
-    out = []
-    for r in RADICES:
-        while n % r == 0 and n > 1:
-            out.append(r)
-            n //= r
-    return out if n == 1 else None
-
-
+# The stages: plan.cpu_radices (radix 4 while 4 divides the length, then 2, 3, 5, 7, 11, 13; None where a
+# prime factor is above 13), the Stockham form's own, imported above as `radices`.
 def complex_length(n: int, kind: str) -> int:
     """The length of the complex transform the kernel runs for a length-n transform of this kind."""
     return n // 2 if kind != "c2c" and n % 2 == 0 else n
@@ -84,41 +74,32 @@ def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
     return x.new_empty([*batch, out_len, 2]).movedim(len(batch), dim)
 
 
+def _check(x, dim, n, out_len, kind, window) -> None:
+    """ValueError naming what fft_rows_cpu does not take (covers; a window: real, 1-D, x.shape[dim] values,
+    on x's device, for c2c or r2c)."""
+    if not covers(x, dim, n, out_len, kind):
+        raise ValueError(f"{OP}: cannot transform a {x.dtype} tensor of shape {tuple(x.shape)} along dim {dim} "
+                         f"as {kind} of length {n} into {out_len} points (fft_cpu.covers)")
+    if window is not None and (kind == "c2r" or window.dim() != 1 or not window.dtype.is_floating_point
+                               or window.device != x.device or window.shape[0] != x.shape[dim]):
+        raise ValueError(f"{OP}: window must be a real 1-D tensor of x.shape[dim] = {x.shape[dim]} values on "
+                         f"{x.device}, for c2c or r2c; got {window.dtype} {tuple(window.shape)} for {kind}")
+
+
 @torch.library.custom_op(OP, mutates_args=())
 def fft_rows_cpu(x: torch.Tensor, dim: int, n: int, out_len: int, kind: str, inverse: bool, scale: float,
                  window: torch.Tensor | None = None) -> torch.Tensor:
+    _check(x, dim, n, out_len, kind, window)
     out = empty_out(x, dim, out_len, kind)
-    out.copy_(reference(x, None, dim, n, out_len, kind, inverse, scale, window))
+    out.copy_(transformed(x, dim, n, out_len, kind, inverse, scale, window))
     return out
 
 
 @fft_rows_cpu.register_fake
 def _(x, dim, n, out_len, kind, inverse, scale, window=None):
-    if not covers(x, dim, n, out_len, kind):
-        raise ValueError(f"{OP}: cannot transform a {x.dtype} tensor of shape {tuple(x.shape)} along dim {dim} "
-                         f"as {kind} of length {n} into {out_len} points (fft_cpu.covers)")
+    _check(x, dim, n, out_len, kind, window)
     return empty_out(x, dim, out_len, kind)
 
-
-
-def _transform(x, window, dim, n, out_len, kind, inverse, scale):
-    """reference's math with torch.fft, left in whatever layout torch.fft gives (differentiable: the
-    op's backward is this function's vector-Jacobian product)."""
-    if kind == "r2c":
-        z = x.float().movedim(dim, -1).to(torch.complex64)
-    else:
-        z = torch.view_as_complex(x.float().movedim(dim, -2).contiguous())
-    if window is not None:
-        z = z * window.float()
-    if kind == "c2r":
-        m = n // 2 + 1
-        z = z[..., :m] if z.shape[-1] >= m else torch.nn.functional.pad(z, (0, m - z.shape[-1]))
-        out = torch.fft.irfft(z, n=n, norm="forward") * scale
-    else:
-        z = z[..., :n] if z.shape[-1] >= n else torch.nn.functional.pad(z, (0, n - z.shape[-1]))
-        out = (torch.fft.ifft(z, norm="forward") if direction(kind, inverse) else torch.fft.fft(z)) * scale
-    out = out[..., :out_len].movedim(-1, dim)
-    return (out if kind == "c2r" else torch.view_as_real(out)).to(x.dtype)
 
 
 def _setup_context(ctx, inputs, output):
@@ -131,8 +112,8 @@ def _backward(ctx, grad):
     _, dim, n, out_len, kind, inverse, scale, _ = ctx.args
     needs = [x.requires_grad or ctx.needs_input_grad[0], window is not None and ctx.needs_input_grad[7]]
     primals = (x, window) if window is not None else (x,)
-    _, vjp = torch.func.vjp(lambda *p: _transform(p[0], p[1] if len(p) > 1 else None, dim, n, out_len, kind,
-                                                  inverse, scale), *primals)
+    _, vjp = torch.func.vjp(lambda *p: transformed(p[0], dim, n, out_len, kind, inverse, scale,
+                                                   p[1] if len(p) > 1 else None).to(x.dtype), *primals)
     grads = vjp(grad.contiguous())
     return (grads[0] if needs[0] else None, None, None, None, None, None, None,
             grads[1] if window is not None and needs[1] else None)

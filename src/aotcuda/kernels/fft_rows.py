@@ -109,11 +109,11 @@ def _fit(z: torch.Tensor, length: int) -> torch.Tensor:
     return z[..., :length] if m >= length else torch.nn.functional.pad(z, (0, length - m))
 
 
-def reference(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len: int, kind: str,
-              inverse: bool, scale: float, window: torch.Tensor | None = None) -> torch.Tensor:
-    """The same transform with torch.fft in float32 (complex64), the CPU implementation and the tests'
-    reference; `tables` is not read."""
-    _check(x, tables, dim, n, out_len, kind, window)
+def transformed(x: torch.Tensor, dim: int, n: int, out_len: int, kind: str, inverse: bool, scale: float,
+                window: torch.Tensor | None = None) -> torch.Tensor:
+    """The transform with torch.fft in float32 (complex64): out's values in whatever layout torch.fft gives
+    them (a pair as view_as_real), float32; differentiable (fft_cpu's backward is its vector-Jacobian
+    product). Not checked: reference checks, then lays it out."""
     if kind == "r2c":
         z = x.float().movedim(dim, -1).to(torch.complex64)
     else:
@@ -127,8 +127,16 @@ def reference(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, ou
         z = _fit(z, n)
         out = (torch.fft.ifft(z, norm="forward") if direction(kind, inverse) else torch.fft.fft(z)) * scale
     out = out[..., :out_len].movedim(-1, dim)
+    return out if kind == "c2r" else torch.view_as_real(out)
+
+
+def reference(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len: int, kind: str,
+              inverse: bool, scale: float, window: torch.Tensor | None = None) -> torch.Tensor:
+    """The same transform with torch.fft in float32 (complex64), the CPU implementation and the tests'
+    reference; `tables` is not read."""
+    _check(x, tables, dim, n, out_len, kind, window)
     laid_out = empty_out(x, dim, out_len, kind)
-    laid_out.copy_(out if kind == "c2r" else torch.view_as_real(out))
+    laid_out.copy_(transformed(x, dim, n, out_len, kind, inverse, scale, window))
     return laid_out
 
 
