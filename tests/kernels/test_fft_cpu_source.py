@@ -1,0 +1,87 @@
+"""aotcuda::fft_rows_cpu's C++ (kernels/fft_cpu.py kernel_body) built alone with the system C++ compiler and
+run through ctypes against torch.fft on random rows: every kind, forward and inverse, even and odd lengths,
+each radix (4, 2, 3, 5, 7, 11, 13), zero-padding and cropping, a window, a partial last block of rows, pairs
+interleaved and as planes, with Inductor's flags (-fno-tree-loop-vectorize -ffp-contract=off) and without.
+A second or so a case, where an Inductor compile takes tens: the lowered kernel's own tests are
+tests/passes/complex_to_real/test_fft_cpu_kernel.py."""
+
+import ctypes
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from aotcuda.kernels import fft_cpu
+from aotcuda.kernels.fft_rows import transformed
+
+COMPILER = shutil.which("g++") or shutil.which("c++")
+pytestmark = pytest.mark.skipif(COMPILER is None, reason="no C++ compiler")
+
+
+def _build(tmp_path, n, kind, inverse, in_len, out_len, scale, window, x, y, flags):
+    """The kernel for contiguous-batch x and y (any strides along the dim and the pair), one batch dim."""
+    pair_in, pair_out = kind != "r2c", kind != "c2r"
+    pre, body = fft_cpu.kernel_body(
+        n, kind, inverse, in_len, out_len, scale, window, ["R"], [str(x.stride(0))], [str(y.stride(0))],
+        str(x.stride(1)), str(x.stride(2)) if pair_in else "0", str(y.stride(1)), str(y.stride(2)) if pair_out else "0",
+        "1", "0", "0", "float", True)
+    source = tmp_path / "kernel.cpp"
+    source.write_text(pre + 'extern "C" void k(const float* X, const float* WIN, float* Y, int64_t R) {\n'
+                      + body + "\n}\n")
+    library = tmp_path / "kernel.so"
+    subprocess.check_call([COMPILER, "-O2", "-march=native", *flags, "-fopenmp", "-shared", "-fPIC", str(source),
+                           "-o", str(library)])
+    return ctypes.CDLL(str(library)).k
+
+
+CASES = {  # n, kind, inverse, in_len, out_len, scale, window
+    "c2c_8": (8, "c2c", False, 8, 8, 1.0, False),
+    "c2c_16_inverse_scaled": (16, "c2c", True, 16, 16, 0.5, False),
+    "c2c_400": (400, "c2c", False, 400, 400, 1.0, False),
+    "c2c_375_inverse": (375, "c2c", True, 375, 375, 1.0, False),
+    "c2c_96_padded_cropped": (96, "c2c", False, 90, 50, 1.0, False),
+    "c2c_1001_radix_7_11_13": (1001, "c2c", False, 1001, 1001, 1.0, False),
+    "c2c_1625_window": (1625, "c2c", False, 1625, 1625, 1.0, True),
+    "r2c_512": (512, "r2c", False, 512, 257, 1.0, False),
+    "r2c_400_two_sided": (400, "r2c", False, 400, 400, 1.0, False),
+    "r2c_400_window": (400, "r2c", False, 400, 201, 0.25, True),
+    "r2c_375": (375, "r2c", False, 375, 188, 1.0, False),
+    "r2c_100_odd_in_len": (100, "r2c", False, 91, 51, 1.0, False),
+    "r2c_4096": (4096, "r2c", False, 4096, 2049, 1.0, False),
+    "c2r_512": (512, "c2r", True, 257, 512, 1 / 512, False),
+    "c2r_400": (400, "c2r", True, 201, 400, 1.0, False),
+    "c2r_375": (375, "c2r", True, 188, 375, 1.0, False),
+    "c2r_96_few_bins": (96, "c2r", True, 30, 96, 1.0, False),
+    "c2r_96_odd_out_len": (96, "c2r", True, 60, 95, 1.0, False),
+    "c2r_4096": (4096, "c2r", True, 2049, 4096, 1.0, False),
+}
+
+
+@pytest.mark.parametrize("planes", [False, True], ids=["interleaved", "planes"])
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_kernel_source_matches_torch_fft(case, planes, tmp_path):
+    n, kind, inverse, in_len, out_len, scale, has_window = CASES[case]
+    rows = 37  # four full blocks of 8 rows and a partial one
+    generator = torch.Generator().manual_seed(len(case))
+    pair_in, pair_out = kind != "r2c", kind != "c2r"
+
+    def pair_tensor(length):  # [rows, length, 2], the 2 innermost or each row's re then im
+        if planes:
+            return torch.empty(rows, 2, length).transpose(1, 2)
+        return torch.empty(rows, length, 2)
+
+    x = pair_tensor(in_len) if pair_in else torch.empty(rows, in_len, 1)
+    x.copy_(torch.randn(x.shape, generator=generator))
+    y = pair_tensor(out_len) if pair_out else torch.empty(rows, out_len, 1)
+    window = torch.rand(in_len, generator=generator)
+    flags = ("-fno-tree-loop-vectorize", "-ffp-contract=off") if planes else ()
+    kernel = _build(tmp_path, n, kind, inverse, in_len, out_len, scale, has_window, x, y, flags)
+    kernel(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(window.data_ptr()), ctypes.c_void_p(y.data_ptr()),
+           ctypes.c_int64(rows))
+    source = x if pair_in else x[..., 0]
+    expected = transformed(source.double().float(), 1, n, out_len, kind, inverse, scale,
+                           window if has_window else None)
+    actual = y if pair_out else y[..., 0]
+    error = ((actual - expected).norm() / expected.norm()).item()
+    assert error <= 1e-6, error
