@@ -422,8 +422,8 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
 
 
 SCRATCH = r"""
-#ifndef AOTCUDA_FFT_HELPERS  // AOTInductor puts every kernel of a package into one source file
-#define AOTCUDA_FFT_HELPERS
+#ifndef FFT_ROWS_CPU_HELPERS  // AOTInductor puts every kernel of a package into one source file
+#define FFT_ROWS_CPU_HELPERS
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
