@@ -26,7 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "src"))
-from aotcuda.kernels import fft_cpu  # noqa: E402
+from aotcuda.kernels import fft_cpu_source  # noqa: E402
 
 INDUCTOR_FLAGS = ("-fno-tree-loop-vectorize", "-ffp-contract=off")
 
@@ -35,18 +35,18 @@ def build(n: int, kind: str, parts: str, flags: tuple):
     """The kernel of a length-n r2c (or c2r) over contiguous [R, n] rows, keeping only `parts` (g, s, t)."""
     bins = n // 2 + 1
     in_len, out_len = (n, bins) if kind == "r2c" else (bins, n)
-    tables, gather, stages, store = fft_cpu.kernel_source(n, kind, kind == "c2r", in_len, out_len, 1.0, False)
+    tables, gather, stages, store = fft_cpu_source.kernel_source(n, kind, kind == "c2r", in_len, out_len, 1.0, False)
     keep = {"g": gather, "s": stages, "t": store}
-    original = fft_cpu.kernel_source
-    fft_cpu.kernel_source = lambda *a, **k: (tables, *[keep[p] if p in parts else [] for p in "gst"])
+    original = fft_cpu_source.kernel_source
+    fft_cpu_source.kernel_source = lambda *a, **k: (tables, *[keep[p] if p in parts else [] for p in "gst"])
     try:
         pair_in, pair_out = kind != "r2c", kind != "c2r"
-        pre, body = fft_cpu.kernel_body(
+        pre, body = fft_cpu_source.kernel_body(
             n, kind, kind == "c2r", in_len, out_len, 1.0, False, ["R"], [str(in_len * (2 if pair_in else 1))],
             [str(out_len * (2 if pair_out else 1))], "2" if pair_in else "1", "1" if pair_in else "0",
             "2" if pair_out else "1", "1" if pair_out else "0", "1", "0", "0", "float", True)
     finally:
-        fft_cpu.kernel_source = original
+        fft_cpu_source.kernel_source = original
     source = pre + 'extern "C" void k(const float* X, const float* WIN, float* Y, int64_t R) {\n' + body + "\n}\n"
     folder = tempfile.mkdtemp()
     path, library = os.path.join(folder, "k.cpp"), os.path.join(folder, "k.so")

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import torch
 
-from aotcuda.kernels import fft_cpu
+from aotcuda.kernels import fft_cpu_source
 from aotcuda.kernels.fft_rows import transformed
 
 COMPILER = shutil.which("g++") or shutil.which("c++")
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(COMPILER is None, reason="no C++ compiler")
 def _build(tmp_path, n, kind, inverse, in_len, out_len, scale, window, x, y, flags):
     """The kernel for contiguous-batch x and y (any strides along the dim and the pair), one batch dim."""
     pair_in, pair_out = kind != "r2c", kind != "c2r"
-    pre, body = fft_cpu.kernel_body(
+    pre, body = fft_cpu_source.kernel_body(
         n, kind, inverse, in_len, out_len, scale, window, ["R"], [str(x.stride(0))], [str(y.stride(0))],
         str(x.stride(1)), str(x.stride(2)) if pair_in else "0", str(y.stride(1)), str(y.stride(2)) if pair_out else "0",
         "1", "0", "0", "float", True)

@@ -4,7 +4,7 @@ Inductor's CPU backend has C++ templates (torch/_inductor/codegen/cpp_template.p
 `render` writes a whole kernel, compiled into the package like any other Inductor kernel); flex attention
 on the CPU is the precedent for one outside GEMMs (kernel/flex/flex_cpu.py). Here a lowering registered
 for the op makes the template's one choice (CppTemplate.generate: a CppTemplateCaller) and its output
-node, a CppTemplateBuffer, whose kernel is fft_cpu.kernel_body over the input's sizes and strides
+node, a CppTemplateBuffer, whose kernel is fft_cpu_source.kernel_body over the input's sizes and strides
 (symbolic sizes become kernel arguments: a dynamic row count compiles once). Consumers are not fused
 into it (allow_epilogue_fusion False): the kernel writes its whole output, and the next op reads it.
 
@@ -22,7 +22,7 @@ import inspect
 import sympy
 import torch
 
-from aotcuda.kernels import fft_cpu
+from aotcuda.kernels import fft_cpu, fft_cpu_source
 
 
 @functools.cache
@@ -80,7 +80,7 @@ def _template_class():
     from torch._inductor.utils import parallel_num_threads
 
     class FFTRowsTemplate(CppTemplate):
-        """One fft_rows_cpu transform: fft_cpu.kernel_body inside the function def_kernel declares."""
+        """One fft_rows_cpu transform: fft_cpu_source.kernel_body inside the function def_kernel declares."""
 
         def __init__(self, input_nodes, layout, spec: dict) -> None:
             super().__init__("aotcuda_fft_rows", input_nodes, layout, parallel_num_threads())
@@ -108,7 +108,7 @@ def _template_class():
             batch = [d for d in range(x_dims) if d != dim]
             x_stride, out_stride = x.get_stride(), out.get_layout().stride
             fast = x.get_dtype() == torch.float32
-            pre, body = fft_cpu.kernel_body(
+            pre, body = fft_cpu_source.kernel_body(
                 spec["n"], kind, spec["inverse"], spec["in_len"], spec["out_len"], spec["scale"],
                 window is not None,
                 sizes=[expr(x.get_size()[d]) for d in batch],

@@ -1,0 +1,447 @@
+"""The C++ of ``aotcuda::fft_rows_cpu`` (kernels/fft_cpu.py has the op and the method): ``kernel_body`` writes
+one transform's kernel body over the pointers, sizes and strides that kernels/fft_cpu_template.py hands it
+(or a test's or a benchmark's standalone build), ``kernel_source`` its parts (tables, loads, stages, stores).
+
+Stockham DIF stages (Van Loan 1992, §1.7; Swarztrauber 1984) on planes [n][8] of float32, 8 rows a vector
+(GCC/Clang vector types: Inductor builds with -fno-tree-loop-vectorize), the loads and stores as 8×8 AVX2
+register transposes where the rows are float32 and dense along the dim (scalar code elsewhere), twiddles
+static tables computed in float64 and rounded once to float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+from aotcuda.kernels.fft_cpu import ROWS, complex_length, radices
+from aotcuda.kernels.fft_rows import direction
+
+def _f(value: float) -> str:
+    """A float32 C++ literal of a float64 value (rounded once, by the compiler)."""
+    return f"{value:.17e}f" if math.isfinite(value) else "0.0f"
+
+
+def _table(name: str, values: list[float]) -> str:
+    body = ", ".join(_f(v) for v in values)
+    return f"alignas(64) static const float {name}[{max(len(values), 1)}] = {{{body}}};"
+
+
+def _unit(k: int, length: int, sign: float) -> tuple[float, float]:
+    """exp(sign·2πi·k/length) in float64, the angle reduced first so that the table is exact to float64."""
+    k %= length
+    theta = 2 * math.pi * k / length
+    return math.cos(theta), sign * math.sin(theta)
+
+
+def _butterfly(r: int, inverse: bool) -> list[str]:
+    """C++ statements: y{k}r, y{k}i = the r-point DFT of a{t}r, a{t}i, all vf8 (8 rows; stockham._butterfly's
+    math: radix 2 and 4 by hand, an odd r by its symmetry)."""
+    if r == 2:
+        return ["const vf8 y0r = a0r + a1r, y0i = a0i + a1i, y1r = a0r - a1r, y1i = a0i - a1i;"]
+    if r == 4:
+        e = "const vf8 er = -di, ei = dr;" if inverse else "const vf8 er = di, ei = -dr;"
+        return ["const vf8 sr = a0r + a2r, si = a0i + a2i, tr = a1r + a3r, ti = a1i + a3i;",
+                "const vf8 cr = a0r - a2r, ci = a0i - a2i, dr = a1r - a3r, di = a1i - a3i;", e,
+                "const vf8 y0r = sr + tr, y0i = si + ti, y2r = sr - tr, y2i = si - ti;",
+                "const vf8 y1r = cr + er, y1i = ci + ei, y3r = cr - er, y3i = ci - ei;"]
+    sign = 1.0 if inverse else -1.0
+    half = r // 2
+    lines = []
+    for t in range(1, half + 1):
+        lines.append(f"const vf8 p{t}r = a{t}r + a{r - t}r, p{t}i = a{t}i + a{r - t}i, "
+                     f"q{t}r = a{t}r - a{r - t}r, q{t}i = a{t}i - a{r - t}i;")
+    lines.append("const vf8 y0r = a0r + " + " + ".join(f"p{t}r" for t in range(1, half + 1))
+                 + ", y0i = a0i + " + " + ".join(f"p{t}i" for t in range(1, half + 1)) + ";")
+    for k in range(1, half + 1):
+        pr, pi, qr, qi = ["a0r"], ["a0i"], [], []
+        for t in range(1, half + 1):
+            theta = 2 * math.pi * ((t * k) % r) / r
+            c, s = math.cos(theta), sign * math.sin(theta)
+            pr.append(f"{_f(c)} * p{t}r")
+            pi.append(f"{_f(c)} * p{t}i")
+            qr.append(f"{_f(-s)} * q{t}i")  # i·s·q
+            qi.append(f"{_f(s)} * q{t}r")
+        lines.append(f"const vf8 P{k}r = {' + '.join(pr)}, P{k}i = {' + '.join(pi)};")
+        lines.append(f"const vf8 Q{k}r = {' + '.join(qr)}, Q{k}i = {' + '.join(qi)};")
+        lines.append(f"const vf8 y{k}r = P{k}r + Q{k}r, y{k}i = P{k}i + Q{k}i, "
+                     f"y{r - k}r = P{k}r - Q{k}r, y{r - k}i = P{k}i - Q{k}i;")
+    return lines
+
+
+def _stages(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
+    """(static tables, the stages' statements, whether the result ends in the second plane pair)."""
+    sign = 1.0 if inverse else -1.0
+    tables, code = [], []
+    length, s, flip = nc, 1, False
+    for i, r in enumerate(radices(nc)):
+        m = length // r
+        sr, si, dr, di = ("ar", "ai", "br", "bi") if not flip else ("br", "bi", "ar", "ai")
+        if m > 1:
+            values = []
+            for t2 in range(m):
+                for k in range(1, r):
+                    values.extend(_unit(t2 * k, length, sign))
+            tables.append(_table(f"tw{i}", values))
+        sv = s * ROWS
+        code.append(f"// stage {i}: radix {r}, [{length}, {s}] -> [{m}, {r * s}]")
+        code.append(f"for (int64_t t2 = 0; t2 < {m}; ++t2) {{")
+        if m > 1:
+            code.append(f"  const float* w = tw{i} + t2 * {2 * (r - 1)};")
+            for k in range(1, r):
+                code.append(f"  const float w{k}r = w[{2 * (k - 1)}], w{k}i = w[{2 * (k - 1) + 1}];")
+        for t1 in range(r):
+            code.append(f"  const float* __restrict__ x{t1}r = {sr} + ({t1 * m} + t2) * {sv};")
+            code.append(f"  const float* __restrict__ x{t1}i = {si} + ({t1 * m} + t2) * {sv};")
+        for k in range(r):
+            code.append(f"  float* __restrict__ z{k}r = {dr} + (t2 * {r} + {k}) * {sv};")
+            code.append(f"  float* __restrict__ z{k}i = {di} + (t2 * {r} + {k}) * {sv};")
+        code.append(f"  for (int64_t e = 0; e < {sv}; e += 8) {{  // 8 floats a vector: no loop vectorizer needed")
+        code.append("    " + " ".join(f"const vf8 a{t}r = ld(x{t}r + e), a{t}i = ld(x{t}i + e);" for t in range(r)))
+        code.extend("    " + line for line in _butterfly(r, inverse))
+        code.append("    st(z0r + e, y0r); st(z0i + e, y0i);")
+        for k in range(1, r):
+            if m > 1:
+                code.append(f"    st(z{k}r + e, y{k}r * w{k}r - y{k}i * w{k}i); st(z{k}i + e, y{k}r * w{k}i + y{k}i * w{k}r);")
+            else:
+                code.append(f"    st(z{k}r + e, y{k}r); st(z{k}i + e, y{k}i);")
+        code.append("  }")
+        code.append("}")
+        length, s, flip = m, r * s, not flip
+    return tables, code, flip
+
+
+def _copy_in(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, fast: bool) -> None:
+    """Statements that load points q < count of each row of the block into plane_r (and plane_i: a pair,
+    its parts `p` apart) at [q][v], the transformed dim's stride `t`: 8×8 AVX2 transposes where the rows
+    are float32 and dense along the dim (fast), one value at a time for the rest."""
+    V = ROWS
+    if count <= 0:
+        return
+    lines.append("{")
+    lines.append("  int64_t done = 0;")
+    if fast and V == 8 and count >= 8:
+        lines.append("#if defined(__AVX2__)")
+        lines.append("  const float* rows8[8]; for (int v = 0; v < 8; ++v) rows8[v] = reinterpret_cast<const float*>(X) + xo[v];")
+        if plane_i is None:
+            lines.append(f"  if (nv == 8 && ({t}) == 1) {{")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) aotcuda_fft::load_real(rows8, done, {plane_r} + done * 8);")
+        else:
+            lines.append(f"  if (nv == 8 && ({t}) == 2 && ({p}) == 1) {{  // interleaved pairs")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) "
+                         f"aotcuda_fft::load_pair(rows8, done, {plane_r} + done * 8, {plane_i} + done * 8);")
+            lines.append(f"  }} else if (nv == 8 && ({t}) == 1) {{  // planes: re, then im {p} floats on")
+            lines.append("    const float* imag8[8]; for (int v = 0; v < 8; ++v) imag8[v] = rows8[v] + (" + p + ");")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ aotcuda_fft::load_real(rows8, done, {plane_r} + done * 8); "
+                         f"aotcuda_fft::load_real(imag8, done, {plane_i} + done * 8); }}")
+        lines.append("  }")
+        lines.append("#endif")
+    lines.append("  for (int64_t v = 0; v < nv; ++v) {")
+    lines.append("    const auto* __restrict__ row = X + xo[v];")
+    lines.append(f"    for (int64_t q = done; q < {count}; ++q) {{")
+    lines.append(f"      {plane_r}[q * {V} + v] = static_cast<float>(row[q * ({t})]);")
+    if plane_i is not None:
+        lines.append(f"      {plane_i}[q * {V} + v] = static_cast<float>(row[q * ({t}) + ({p})]);")
+    lines.append("    }")
+    lines.append("  }")
+    lines.append("}")
+
+
+def _copy_out(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, scale: str,
+              fast: bool, first: int = 0) -> None:
+    """Statements that store points first ≤ q < count of planes [q][v] (times `scale`) to each row of the
+    block (pair: plane_i at `p` past plane_r), the output dim's stride `t`: AVX2 transposes where fast."""
+    V = ROWS
+    if count <= first:
+        return
+    lines.append("{")
+    lines.append(f"  int64_t done = {first};")
+    if fast and V == 8 and count - first >= 8:
+        lines.append("#if defined(__AVX2__)")
+        lines.append("  float* rows8[8]; for (int v = 0; v < 8; ++v) rows8[v] = reinterpret_cast<float*>(Y) + oo[v];")
+        if plane_i is None:
+            lines.append(f"  if (nv == 8 && ({t}) == 1) {{")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) "
+                         f"aotcuda_fft::store_real(rows8, done, {plane_r} + done * 8, {scale});")
+        else:
+            lines.append(f"  if (nv == 8 && ({t}) == 2 && ({p}) == 1) {{  // interleaved pairs")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) "
+                         f"aotcuda_fft::store_pair(rows8, done, {plane_r} + done * 8, {plane_i} + done * 8, {scale});")
+            lines.append(f"  }} else if (nv == 8 && ({t}) == 1) {{  // planes: re, then im {p} floats on")
+            lines.append("    float* imag8[8]; for (int v = 0; v < 8; ++v) imag8[v] = rows8[v] + (" + p + ");")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ "
+                         f"aotcuda_fft::store_real(rows8, done, {plane_r} + done * 8, {scale}); "
+                         f"aotcuda_fft::store_real(imag8, done, {plane_i} + done * 8, {scale}); }}")
+        lines.append("  }")
+        lines.append("#endif")
+    lines.append("  for (int64_t v = 0; v < nv; ++v) {")
+    lines.append("    auto* __restrict__ row = Y + oo[v];")
+    lines.append(f"    for (int64_t q = done; q < {count}; ++q) {{")
+    lines.append(f"      row[q * ({t})] = static_cast<YT_T>({plane_r}[q * {V} + v] * {scale});")
+    if plane_i is not None:
+        lines.append(f"      row[q * ({t}) + ({p})] = static_cast<YT_T>({plane_i}[q * {V} + v] * {scale});")
+    lines.append("    }")
+    lines.append("  }")
+    lines.append("}")
+
+
+def _windowed(lines: list, plane: str, count: int, sample: str) -> None:
+    """plane[q][v] *= window[sample(q)] for q < count: stft's window, after the loads, in L1."""
+    V = ROWS
+    lines.append(f"for (int64_t q = 0; q < {count}; ++q) {{")
+    lines.append(f"  const float w = static_cast<float>(WIN[({sample}) * WS]);")
+    lines.append(f"  st({plane} + q * {V}, ld({plane} + q * {V}) * w);")
+    lines.append("}")
+
+
+def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float,
+                  has_window: bool, fast: bool = True) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The C++ of one transform as (static tables, gather, stages, store) statement lists over these names,
+    which kernel_body defines: X, Y, WIN (the input, output and window pointers), `xo[v]`, `oo[v]` (the
+    offsets of row v of the block in X and Y), `nv` (rows in the block), XT, XP, YT, YP, WS (the strides
+    of the transformed dim, of a pair's parts and of the window), YT_T (Y's element type), and the planes
+    ar, ai, br, bi of (nc + 1)·ROWS floats. fast: the data is float32 (the AVX2 transposes may run)."""
+    V = ROWS
+    nc = complex_length(n, kind)
+    fwd = not direction(kind, inverse)
+    tables, stages, flip = _stages(nc, not fwd)
+    rr, ri = ("br", "bi") if flip else ("ar", "ai")  # where the stages leave the result
+    sc = _f(scale)
+    gather, store = [], []
+    real_pairs = kind != "c2c" and n % 2 == 0
+    count = min(in_len, n)
+
+    def zero(plane: str, start: int, stop: int) -> None:  # the points no load writes, every row of the block
+        if start < stop:
+            gather.append(f"for (int64_t e = {start * V}; e < {stop * V}; ++e) {plane}[e] = 0.0f;")
+
+    if kind == "c2c":
+        zero("ar", count, n)
+        zero("ai", count, n)
+        _copy_in(gather, "ar", "ai", count, "XT", "XP", fast)
+        if has_window:
+            _windowed(gather, "ar", count, "q")
+            _windowed(gather, "ai", count, "q")
+    elif kind == "r2c" and not real_pairs:  # (x, 0)
+        zero("ar", count, n)
+        zero("ai", 0, n)
+        _copy_in(gather, "ar", None, count, "XT", "0", fast)
+        if has_window:
+            _windowed(gather, "ar", count, "q")
+    elif kind == "r2c":  # z[t] = x[2t] + i·x[2t + 1]: x read as a pair of stride 2·XT, parts XT apart
+        zero("ar", (count + 1) // 2, nc)
+        zero("ai", count // 2, nc)
+        _copy_in(gather, "ar", "ai", count // 2, "2 * XT", "XT", fast)
+        if count % 2:
+            last = count // 2
+            gather.append(f"for (int64_t v = 0; v < nv; ++v) ar[{last * V} + v] = static_cast<float>(X[xo[v] + {count - 1} * XT]);")
+        if has_window:
+            _windowed(gather, "ar", (count + 1) // 2, "2 * q")
+            _windowed(gather, "ai", count // 2, "2 * q + 1")
+    elif not real_pairs:  # c2r, odd n: the Hermitian spectrum, mirrored and conjugated
+        if in_len < n // 2 + 1:
+            zero("ar", 0, n)
+            zero("ai", 0, n)
+        gather.append("for (int64_t v = 0; v < nv; ++v) {")
+        gather.append("  const auto* __restrict__ p = X + xo[v];")
+        gather.append(f"  for (int64_t t = 0; t < {n}; ++t) {{")
+        gather.append(f"    const int64_t j = 2 * t > {n} ? {n} - t : t;")
+        gather.append(f"    if (j >= {in_len}) continue;")
+        gather.append(f"    ar[t * {V} + v] = static_cast<float>(p[j * XT]);")
+        gather.append(f"    const float im = j == 0 ? 0.0f : static_cast<float>(p[j * XT + XP]);")
+        gather.append(f"    ai[t * {V} + v] = 2 * t > {n} ? -im : im;")
+        gather.append("  }")
+        gather.append("}")
+    else:  # c2r, even n: the half into (br, bi), merged into (ar, ai)
+        m = nc
+        half = min(in_len, m + 1)
+        zero("br", half, m + 1)
+        zero("bi", half, m + 1)
+        _copy_in(gather, "br", "bi", half, "XT", "XP", fast)
+        gather.append(f"for (int64_t v = 0; v < {V}; ++v) {{ bi[v] = 0.0f; bi[{m * V} + v] = 0.0f; }}")
+        values = []
+        for k in range(m):
+            values.extend(_unit(k, n, 1.0))
+        tables.append(_table("merge", values))
+        # Z[k] = (X[k] + conj X[m−k]) + i·W_n^(−k)·(X[k] − conj X[m−k]), k < m (stockham.c2r)
+        gather.append(f"for (int64_t k = 0; k < {m}; ++k) {{")
+        gather.append("  const float c = merge[2 * k], s = merge[2 * k + 1];")
+        gather.append(f"  const float* __restrict__ xr = br + k * {V}; const float* __restrict__ xi = bi + k * {V};")
+        gather.append(f"  const float* __restrict__ mr = br + ({m} - k) * {V}; const float* __restrict__ mi = bi + ({m} - k) * {V};")
+        gather.append(f"  float* __restrict__ zr = ar + k * {V}; float* __restrict__ zi = ai + k * {V};")
+        gather.append("  const vf8 Xr = ld(xr), Xi = ld(xi), Mr = ld(mr), Mi = ld(mi);")
+        gather.append("  const vf8 a_r = Xr + Mr, a_i = Xi - Mi, b_r = Xr - Mr, b_i = Xi + Mi;")
+        gather.append("  const vf8 c_r = b_r * c - b_i * s, c_i = b_r * s + b_i * c;")
+        gather.append("  st(zr, a_r - c_i); st(zi, a_i + c_r);")
+        gather.append("}")
+    # store
+    if kind == "c2c" or (kind == "r2c" and not real_pairs):
+        _copy_out(store, rr, ri, out_len, "YT", "YP", sc, fast)
+    elif kind == "c2r" and not real_pairs:
+        _copy_out(store, rr, None, out_len, "YT", "0", sc, fast)
+    elif kind == "c2r":  # x[2t] = Re z[t], x[2t + 1] = Im z[t]: out written as a pair of stride 2·YT
+        _copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", sc, fast)
+        if out_len % 2:
+            last = out_len // 2
+            store.append(f"for (int64_t v = 0; v < nv; ++v) Y[oo[v] + {out_len - 1} * YT] = static_cast<YT_T>({rr}[{last * V} + v] * {sc});")
+    else:  # r2c, even n: the split into the other planes, then the bins out (past n/2: conjugates)
+        m = nc
+        sr, si = ("ar", "ai") if flip else ("br", "bi")
+        values = []
+        for k in range(m + 1):
+            values.extend(_unit(k, n, -1.0))
+        tables.append(_table("split", values))
+        # X[k] = E[k] + W_n^k·O[k], E = (Z[k] + conj Z[m−k])/2, O = (Z[k] − conj Z[m−k])/2i (stockham.r2c)
+        store.append(f"for (int64_t k = 0; k <= {min(m, out_len - 1)}; ++k) {{")
+        store.append("  const float c = split[2 * k], s = split[2 * k + 1];")
+        store.append(f"  const int64_t ka = k == {m} ? 0 : k, kb = k == 0 ? 0 : {m} - k;")
+        store.append(f"  const float* __restrict__ zr = {rr} + ka * {V}; const float* __restrict__ zi = {ri} + ka * {V};")
+        store.append(f"  const float* __restrict__ mr = {rr} + kb * {V}; const float* __restrict__ mi = {ri} + kb * {V};")
+        store.append(f"  float* __restrict__ xr = {sr} + k * {V}; float* __restrict__ xi = {si} + k * {V};")
+        store.append("  const vf8 Zr = ld(zr), Zi = ld(zi), Mr = ld(mr), Mi = ld(mi);")
+        store.append("  const vf8 e_r = Zr + Mr, e_i = Zi - Mi, o_r = Zi + Mi, o_i = Mr - Zr;")
+        store.append("  st(xr, e_r + c * o_r - s * o_i); st(xi, e_i + c * o_i + s * o_r);")
+        store.append("}")
+        half_scale = _f(scale * 0.5)  # E and O's 1/2, folded into the scale
+        _copy_out(store, sr, si, min(out_len, m + 1), "YT", "YP", half_scale, fast)
+        if out_len > m + 1:
+            store.append("for (int64_t v = 0; v < nv; ++v) {")
+            store.append("  auto* __restrict__ p = Y + oo[v];")
+            store.append(f"  for (int64_t k = {m + 1}; k < {out_len}; ++k) {{")
+            store.append(f"    p[k * YT] = static_cast<YT_T>({sr}[({n} - k) * {V} + v] * {half_scale});")
+            store.append(f"    p[k * YT + YP] = static_cast<YT_T>(-{si}[({n} - k) * {V} + v] * {half_scale});")
+            store.append("  }")
+            store.append("}")
+    return tables, gather, stages, store
+
+
+SCRATCH = r"""
+#ifndef FFT_ROWS_CPU_HELPERS  // AOTInductor puts every kernel of a package into one source file
+#define FFT_ROWS_CPU_HELPERS
+#include <cstdlib>
+#include <cstring>
+#include <cstdint>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+namespace aotcuda_fft {
+// 8 floats, one row of the block each: GCC/Clang vector extensions, so that the butterflies are vector code
+// under Inductor's -fno-tree-loop-vectorize (an AVX2 register where there is one, narrower code elsewhere).
+typedef float vf8 __attribute__((vector_size(32)));
+static inline vf8 ld(const float* p) { vf8 v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void st(float* p, vf8 v) { __builtin_memcpy(p, &v, sizeof v); }
+#if defined(__AVX2__)
+// r[i] <- column i of the 8x8 matrix whose rows are r[0..7].
+static inline void transpose8(__m256 r[8]) {
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20); r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20); r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31); r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31); r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+// plane[i][v] = rows[v][t0 + i], i < 8
+static inline void load_real(const float* const* rows, int64_t t0, float* plane) {
+  __m256 r[8];
+  for (int v = 0; v < 8; ++v) r[v] = _mm256_loadu_ps(rows[v] + t0);
+  transpose8(r);
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(plane + 8 * i, r[i]);
+}
+// re[i][v], im[i][v] = the complex point t0 + i of row v (interleaved re, im)
+static inline void load_pair(const float* const* rows, int64_t t0, float* re, float* im) {
+  __m256 a[8], b[8];
+  for (int v = 0; v < 8; ++v) {
+    const __m256 lo = _mm256_loadu_ps(rows[v] + 2 * t0), hi = _mm256_loadu_ps(rows[v] + 2 * t0 + 8);
+    a[v] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+    b[v] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+  }
+  transpose8(a); transpose8(b);
+  for (int i = 0; i < 8; ++i) { _mm256_storeu_ps(re + 8 * i, a[i]); _mm256_storeu_ps(im + 8 * i, b[i]); }
+}
+static inline void store_real(float* const* rows, int64_t t0, const float* plane, float scale) {
+  __m256 r[8]; const __m256 s = _mm256_set1_ps(scale);
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(plane + 8 * i);
+  transpose8(r);
+  for (int v = 0; v < 8; ++v) _mm256_storeu_ps(rows[v] + t0, _mm256_mul_ps(r[v], s));
+}
+static inline void store_pair(float* const* rows, int64_t t0, const float* re, const float* im, float scale) {
+  __m256 a[8], b[8]; const __m256 s = _mm256_set1_ps(scale);
+  for (int i = 0; i < 8; ++i) { a[i] = _mm256_loadu_ps(re + 8 * i); b[i] = _mm256_loadu_ps(im + 8 * i); }
+  transpose8(a); transpose8(b);
+  for (int v = 0; v < 8; ++v) {
+    const __m256 x = _mm256_mul_ps(a[v], s), y = _mm256_mul_ps(b[v], s);
+    const __m256 lo = _mm256_unpacklo_ps(x, y), hi = _mm256_unpackhi_ps(x, y);
+    _mm256_storeu_ps(rows[v] + 2 * t0, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(rows[v] + 2 * t0 + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+  }
+}
+#endif
+// Four planes of `floats` floats for this thread, kept between calls (a fresh allocation of a few hundred KB
+// each call would come back from the OS and be faulted in again: docs/performance.md).
+static inline float* scratch(int64_t floats) {
+  static thread_local float* buf = nullptr;
+  static thread_local int64_t have = 0;
+  if (have < floats) {
+    std::free(buf);
+    buf = static_cast<float*>(std::aligned_alloc(64, ((floats * 4 + 15) / 16) * 16 * sizeof(float)));
+    std::memset(buf, 0, ((floats * 4 + 15) / 16) * 16 * sizeof(float));
+    have = floats;
+  }
+  return buf;
+}
+}  // namespace aotcuda_fft
+#endif
+"""
+
+
+def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float, has_window: bool,
+                sizes: list[str], x_strides: list[str], y_strides: list[str], xt: str, xp: str, yt: str, yp: str,
+                ws: str, x_offset: str, y_offset: str, y_type: str, fast: bool) -> tuple[str, str]:
+    """(file-scope C++: SCRATCH's helpers, the kernel function's body with its tables) for pointers X, Y, WIN and the C++
+    expressions of the batch dims' sizes and strides (x's and out's, in the same order), the strides of
+    the transformed dim (xt, yt) and of a pair's parts (xp, yp; "0" where there is none), the window's
+    stride, the storage offsets of x and out, Y's element type and whether x and out are float32
+    (kernel_source's fast). The blocks run on OpenMP's threads."""
+    V = ROWS
+    tables, gather, stages, store = kernel_source(n, kind, inverse, in_len, out_len, scale, has_window, fast)
+    plane = ((complex_length(n, kind) + 1) * V + 15) // 16 * 16
+    rows = " * ".join(f"({s})" for s in sizes) or "1"
+    offsets = []
+    for d in reversed(range(len(sizes))):
+        offsets.append(f"    {{ const int64_t i = q % ({sizes[d]}); q /= ({sizes[d]}); "
+                       f"x += i * ({x_strides[d]}); y += i * ({y_strides[d]}); }}")
+    body = [
+        "using aotcuda_fft::vf8; using aotcuda_fft::ld; using aotcuda_fft::st;",
+        *tables,  # function-local statics: one package holds many transforms' kernels
+        f"const int64_t rows = {rows};",
+        f"const int64_t blocks = (rows + {V - 1}) / {V};",
+        f"const int64_t XT = {xt}, XP = {xp}, YT = {yt}, YP = {yp}, WS = {ws};",
+        "(void)XP; (void)YP; (void)WS;",
+        f"using YT_T = {y_type};",
+        # OpenMP's current thread count (torch.set_num_threads sets it), not the compiling process's: a caller
+        # that runs torch on one thread gets one here too.
+        "#pragma omp parallel if (blocks > 1)",
+        "{",
+        f"  float* const ar = aotcuda_fft::scratch({plane});",
+        f"  float* const ai = ar + {plane}; float* const br = ai + {plane}; float* const bi = br + {plane};",
+        "  #pragma omp for schedule(static)",
+        "  for (int64_t blk = 0; blk < blocks; ++blk) {",
+        f"    const int64_t first = blk * {V};",
+        f"    const int64_t nv = rows - first < {V} ? rows - first : {V};",
+        f"    int64_t xo[{V}], oo[{V}];",
+        "    for (int64_t v = 0; v < nv; ++v) {",
+        f"      int64_t q = first + v, x = {x_offset}, y = {y_offset};",
+        *["  " + line for line in offsets],
+        "      xo[v] = x; oo[v] = y;",
+        "    }",
+        *["    " + line for line in gather],
+        *["    " + line for line in stages],
+        *["    " + line for line in store],
+        "  }",
+        "}",
+    ]
+    return SCRATCH, "\n".join(body)
