@@ -5,8 +5,12 @@
 Same semantics as fft_rows without its `tables` operand: kind "c2c" (x a pair, out the length-n DFT along
 complex dim `dim`, exp(−2πi·t·k/n), inverse exp(+2πi…)), "r2c" (x real), "c2r" (x the Hermitian half, out
 real; the imaginary parts of bins 0 and n/2 drop out, as in pocketfft); x zero-padded or cropped to n along
-`dim`, out keeps `out_len` points, times `scale`, laid out as fft_rows.empty_out lays it out; `window` (c2c,
-r2c) multiplies each row as it is loaded. Dtypes float32, float16, bfloat16 (float32 math). The eager
+`dim`, out keeps `out_len` points, times `scale`, laid out by empty_out here (the batch dims in order, the
+transformed dim innermost, a pair's re and im as two planes of each row: PLANES); `window` (c2c, r2c)
+multiplies each row as it is loaded. Shapes: x [..., L, ...] (a pair [..., L, ..., 2]) with L = x.shape[dim]
+static; out the same with out_len at `dim` (c2r: no pair). Dtypes float32, float16, bfloat16 (float32 math);
+out has x's dtype. Anything else (a length `covers` refuses, a window that is not a real 1-D tensor of L
+values on x's device, a window with c2r) raises ValueError, eagerly and when traced. The eager
 implementation is fft_rows.transformed (torch.fft); compiled, Inductor lowers the op through a C++ template
 (kernels/fft_cpu_template.py) whose code is kernels/fft_cpu_source.py's: AOTInductor builds it into the package,
 no fallback kernel and no library beyond the package's own .so.
