@@ -273,6 +273,15 @@ def test_demo_on_cpu_end_to_end(runner):
     assert "load average (1 min) at timing" in output and "cores" in output
 
 
+def test_demo_in_float64_is_held_to_its_float32_math(runner):
+    """The block computes its norms and RoPE in float32 whatever its dtype: a float64 demo differs from
+    eager by float32 roundings (~1e-7), which a float64 bound of 1e-10 refused (a new user's report)."""
+    result = runner.invoke(main, ["demo", "--device", "cpu", "--dtype", "float64", "--calls", "3", "--seq", "64"])
+    assert result.exit_code == 0, result.output
+    error_row = next(line for line in result.output.splitlines() if "relative error vs eager" in line)
+    assert "(≤ 1e-05)" in error_row
+
+
 def _error_of(call) -> Exception:
     with pytest.raises(Exception) as caught:
         call()
