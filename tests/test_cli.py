@@ -214,6 +214,33 @@ def test_python_dash_m_aotcuda():
     assert "Usage: aotcuda lower" in result.stdout and "--dynamic NAME:DIM:MIN:MAX[:SYMBOL[*N]]" in result.stdout
 
 
+def test_errors_print_lowercase_error_with_stderr_piped(tmp_path):
+    """With stderr a pipe (``2>&1 | head -1``), run's and serve's errors and click's usage errors all start
+    "error: " as documented, never click's "Error: "; the exit codes stay 1 and 2."""
+    (tmp_path / "bad.pt2").write_text("not a package\n")
+    torch.save((torch.ones(2),), tmp_path / "one.pt")
+    env = {**os.environ, "COLUMNS": "200"}
+    for command, code in ((["run", "bad.pt2", "--inputs", "one.pt"], 1), (["serve", "bad.pt2"], 1),
+                          (["run", "bad.pt2", "--inputs", "missing.pt"], 2), (["lower", "--no-such-option"], 2)):
+        result = subprocess.run([sys.executable, "-m", "aotcuda", *command], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        assert result.returncode == code, (command, result.stdout)
+        assert "Error:" not in result.stdout, (command, result.stdout)
+        errors = [line for line in result.stdout.splitlines() if "error:" in line]
+        assert len(errors) == 1 and errors[0].startswith("error: "), (command, result.stdout)
+        if code == 1:
+            assert result.stdout.startswith("error: 'bad.pt2' is not an AOTInductor package") or \
+                result.stdout.startswith(f"error: '{tmp_path / 'bad.pt2'}' is not an AOTInductor package"), result.stdout
+        else:
+            assert result.stdout.startswith("Usage: aotcuda"), result.stdout
+
+
+def test_usage_errors_through_the_runner_print_lowercase_error(runner):
+    result = runner.invoke(main, ["inspect", "--no-such-option"])
+    assert result.exit_code == 2 and "error: No such option '--no-such-option'." in result.output, result.output
+    assert "Error:" not in result.output and "inspect --help' for help." in result.output
+
+
 LONG_KERNEL = "aoti_torch_cpu_" + "very_long_kernel_name_" * 8
 
 

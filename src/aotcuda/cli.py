@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import logging
 import os
 import re
@@ -154,7 +155,28 @@ class _StepProgress:
             self._progress.update(self._tasks[step], completed=1, seconds=seconds)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """click's group, except that click's own errors (usage errors, exit code 2) print "error: ..." like
+    every other error of the command, not click's "Error: ...", with click's usage line and "Try" hint kept."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)  # click handles a broken pipe itself
+        except click.ClickException as exc:
+            shown_error = io.StringIO()
+            exc.show(file=shown_error)
+            sys.stderr.write(re.sub(r"^Error: ", "error: ", shown_error.getvalue(), count=1, flags=re.MULTILINE))
+            sys.stderr.flush()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            sys.stderr.write("Aborted!\n")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="aotcuda")
 def main():
     """Lower PyTorch programs ahead of time with AOTInductor (complex numbers included) and run them."""

@@ -277,13 +277,18 @@ def _written_on_success(path: str, own_folder: str | None):
     ``allow_fallbacks`` used to remove it). A note on the error says which case it was.
     """
     folder, name = os.path.split(os.path.abspath(path))
-    building = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial.pt2")  # AOTI wants .pt2
+    # AOTInductor names the archive's root folder after the file's stem, so the build gets the final name
+    # (rope.pt2 -> rope/...) inside a private folder beside ``path``: os.replace stays on one file system.
+    private = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
+    os.mkdir(private)
+    building = os.path.join(private, name if name.endswith(".pt2") else f"{name}.pt2")  # AOTI wants .pt2
     try:
-        yield building
-        os.replace(building, path)
+        try:
+            yield building
+            os.replace(building, path)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
     except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(building)
         if own_folder is not None:
             shutil.rmtree(own_folder, ignore_errors=True)
         if os.path.exists(path):
