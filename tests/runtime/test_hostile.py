@@ -224,8 +224,14 @@ def flip_bytes_inside_the_so(source, target):
 DAMAGED = {
     "empty file": (lambda src, t: write(t, b""), r"not an AOTInductor package \(.pt2 zip archive\)"),
     "random bytes": (lambda src, t: write(t, os.urandom(50_000)), r"not an AOTInductor package"),
-    "cut in half": (lambda src, t: write(t, read(src)[: os.path.getsize(src) // 2]), r"not an AOTInductor package"),
-    "last 100 bytes missing": (lambda src, t: write(t, read(src)[:-100]), r"not an AOTInductor package"),
+    "a text file": (lambda src, t: write(t, b"name,value\nx,1\n" * 100), r"not an AOTInductor package \(.pt2 zip archive\)"),
+    "cut in half": (lambda src, t: write(t, read(src)[: os.path.getsize(src) // 2]),
+                    r"'.*damaged.pt2' is damaged or incomplete \(a truncated copy\?\): .*; copy the package again, "
+                    r"or lower the model again"),
+    "last 100 bytes missing": (lambda src, t: write(t, read(src)[:-100]),
+                               r"is damaged or incomplete \(a truncated copy\?\).*copy the package again"),
+    "only its first 4 bytes": (lambda src, t: write(t, read(src)[:4]), r"is damaged or incomplete \(a truncated copy\?\)"),
+    "a directory": (lambda src, t: (os.mkdir(t), t)[1], r"no AOTInductor package at '.*damaged.pt2': it is a directory"),
     "bytes flipped in the .so": (flip_bytes_inside_the_so, r"is damaged: its entry '.*wrapper.so' cannot be read \(Bad CRC"),
     "garbage .so": (lambda src, t: rewrite_package(src, t, edit_entry(".so", lambda d: os.urandom(len(d)))),
                     r"cannot open the model library .*invalid ELF header.*lower the model again"),
