@@ -241,6 +241,30 @@ def test_usage_errors_through_the_runner_print_lowercase_error(runner):
     assert "Error:" not in result.output and "inspect --help' for help." in result.output
 
 
+def test_lower_checks_the_output_path_before_any_work(runner, tmp_path, monkeypatch):
+    """-o under a file, or -o a directory, is refused with exit code 1 before the factory is even loaded."""
+    (tmp_path / "mymodel.py").write_text("raise SystemExit('the factory module was imported')\n")
+    monkeypatch.setattr(aotcuda.lowering, "lower", lambda *a, **k: pytest.fail("lower() was called"))
+    folder = tmp_path / "adir.pt2"
+    folder.mkdir()
+    for output, says in ((tmp_path / "mymodel.py" / "x.pt2", "mymodel.py' is a file, not a folder; choose another path"),
+                         (tmp_path / "mymodel.py" / "a" / "b" / "x.pt2", "mymodel.py' is a file, not a folder")):
+        result = runner.invoke(main, ["lower", f"{tmp_path / 'mymodel.py'}:make", "-o", str(output)])
+        assert result.exit_code == 1 and f"error: cannot write the package to '{output}': " in result.output, result.output
+        assert says in result.output and "imported" not in result.output and "Traceback" not in result.output
+    result = runner.invoke(main, ["lower", f"{tmp_path / 'mymodel.py'}:make", "-o", str(folder)])
+    assert result.exit_code == 2 and "is a directory" in result.output  # click's own check of a FILE option
+    assert not (tmp_path / "mymodel.py").is_dir()
+
+
+def test_lower_help_says_folders_are_created_and_the_path_form(runner):
+    result = runner.invoke(main, ["lower", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "folders of the path that do not exist are created" in text
+    assert "path/to/model.py:FACTORY" in text and "MODULE:FACTORY" in text
+
+
 LONG_KERNEL = "aoti_torch_cpu_" + "very_long_kernel_name_" * 8
 
 

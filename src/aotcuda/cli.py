@@ -265,7 +265,8 @@ def _microseconds(seconds: float) -> str:
 
 @main.command("lower")
 @click.argument("factory")
-@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="the .pt2 to write.")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              help="the .pt2 to write; folders of the path that do not exist are created (checked before any work).")
 @click.option("--device", type=TargetDevice(), default="auto", show_default=True,
               help="auto: CUDA when torch sees a GPU, else the CPU.")
 @click.option("--dynamic", multiple=True, metavar="NAME:DIM:MIN:MAX[:SYMBOL[*N]]",
@@ -275,9 +276,16 @@ def _microseconds(seconds: float) -> str:
 @click.option("--allow-fallbacks", is_flag=True, help="accept ATen fallback kernels outside the allow-list.")
 @_clean_errors
 def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks):
-    """Lower FACTORY's model (MODULE:FACTORY; it returns model and example inputs) to an AOTI package."""
-    from aotcuda.lowering import lower
+    """Lower FACTORY's model to an AOTI package.
 
+    FACTORY is MODULE:FACTORY (a module importable from the current directory, e.g. mymodel:Rope for
+    ./mymodel.py) or path/to/model.py:FACTORY; called with no arguments, it returns (model, inputs) or
+    (model, args, kwargs).
+    """
+    from aotcuda.lowering import lower
+    from aotcuda.lowering.pipeline import checked_package_path
+
+    checked_package_path(output)  # a bad -o is said before the model is even imported
     model, args, kwargs = model_and_inputs(load_factory(factory)())
     dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
     with _StepProgress() as progress, warnings.catch_warnings(), _without_inductor_shim_notes():

@@ -209,6 +209,26 @@ def test_a_failed_build_leaves_no_file_and_keeps_an_earlier_build(tmp_path):
     assert earlier.read_bytes() == b"the new build" and list(tmp_path.iterdir()) == [earlier]
 
 
+def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering.pipeline import checked_package_path
+
+    (tmp_path / "mymodel.py").write_text("")
+    (tmp_path / "adir.pt2").mkdir()
+    model, x = torch.nn.Linear(2, 2), torch.randn(1, 2)
+    for path, says in ((tmp_path / "mymodel.py" / "x.pt2", "mymodel.py' is a file, not a folder"),
+                       (tmp_path / "mymodel.py" / "deeper" / "x.pt2", "mymodel.py' is a file, not a folder"),
+                       (tmp_path / "adir.pt2", "it is a directory; give the .pt2 file to write")):
+        with pytest.raises(PackageError, match=re.escape(says)):
+            aotcuda.lower(model, (x,), device="cpu", package_path=path)
+        with pytest.raises(PackageError, match=re.escape(says)):  # before the model and inputs are even looked at
+            aotcuda.lower(None, "not a tuple", device="cpu", package_path=path)
+    # folders that do not exist yet are fine: they are created when the package is written, not by the check
+    deep = tmp_path / "new" / "folders" / "x.pt2"
+    assert checked_package_path(deep) == str(deep) and not (tmp_path / "new").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir.pt2", "mymodel.py"]
+
+
 # --- ops through AOTI's proxy executor (allow_fallbacks=True) ----------------------------------------------
 
 # Defined with a kernel only (as a C++ or CUDA op is), not torch.library.custom_op: a custom op with a Python
