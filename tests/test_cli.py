@@ -265,6 +265,18 @@ def test_lower_help_says_folders_are_created_and_the_path_form(runner):
     assert "path/to/model.py:FACTORY" in text and "MODULE:FACTORY" in text
 
 
+def test_run_with_a_wrong_static_size_leads_with_passing_that_size(demo, runner, tmp_path):
+    """The demo's batch (2) is static: the hint says first to pass that size, then to re-lower with it dynamic."""
+    lowered, _, x = demo
+    torch.save((torch.randn(3, *x.shape[1:]),), tmp_path / "batch3.pt")
+    result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "batch3.pt")])
+    assert result.exit_code == 1, result.output
+    assert "dim 0 is 3, but the program was exported with size 2 there" in result.output, result.output
+    hints = [line for line in result.output.splitlines() if line.startswith("hint: ")]
+    assert hints == ["hint: pass the size the program was exported with (change the --inputs file), or lower it "
+                     "again with that dim dynamic: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"], result.output
+
+
 LONG_KERNEL = "aoti_torch_cpu_" + "very_long_kernel_name_" * 8
 
 
@@ -365,7 +377,8 @@ def _cuda_where_there_is_none(monkeypatch):
     (lambda _: _outside_range(),  # found by a new user: the Python advice had no CLI twin
      ["on the command line, lower it again with a wider range: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"]),
     (lambda _: _not_that_size(),
-     ["on the command line, lower it again with that dim dynamic: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"]),
+     ["pass the size the program was exported with (change the --inputs file), or lower it again with that dim "
+      "dynamic: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"]),
     (_cuda_where_there_is_none, ["on the command line, --device cpu"]),
 ])
 def test_hints_follow_the_errors_advice(monkeypatch, make_call, hints):

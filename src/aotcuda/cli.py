@@ -50,7 +50,9 @@ _FLAG_HINTS = {
     ("cuda_graphs", False, False): "on the command line, leave out --cuda-graphs",
     ("dynamic_shapes", "wider", True): "on the command line, lower it again with a wider range: "
                                        "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
-    ("dynamic_shapes", "dynamic there", True): "on the command line, lower it again with that dim dynamic: "
+    # the dim is static in the program: the first fix is the size it was exported with, re-lowering second
+    ("dynamic_shapes", "dynamic there", True): "pass the size the program was exported with (change the --inputs "
+                                               "file), or lower it again with that dim dynamic: "
                                                "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
     ("max_batch_size", 1, False): "on the command line, leave out --max-batch-size; to batch, lower it again with "
                                   "`aotcuda lower ... --dynamic NAME:0:1:MAX:batch` for every input",
