@@ -170,6 +170,34 @@ def test_bad_caller_outputs_are_refused_before_running(twice, monkeypatch, case)
     assert_like_eager(good, x)
 
 
+def test_an_input_that_requires_grad_warns_once_per_program(twice_pt2):
+    """Packages are inference-only: an input that requires grad runs (outputs requires_grad=False), with one
+    UserWarning per Program naming the input, pointing at the caller's line; none under torch.no_grad()."""
+    import warnings
+
+    program = load(twice_pt2)
+    x = torch.randn(5, 4, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            program(x)  # grad mode off: nothing to say
+        assert caught == []
+        outputs = program(x)
+        program(x)  # once per Program
+        program.execute([x])
+    assert [w.category for w in caught] == [UserWarning], [str(w.message) for w in caught]
+    message = str(caught[0].message)
+    assert re.search(r"input '\w+' \(#0\) requires grad, but aotcuda programs are inference-only: the outputs carry "
+                     r"no autograd graph .*torch.no_grad\(\).*tensor.detach\(\)", message), message
+    assert caught[0].filename == __file__
+    assert all(not t.requires_grad for t in torch.utils._pytree.tree_leaves(outputs))
+    assert_like_eager(outputs, x.detach())
+    with warnings.catch_warnings(record=True) as caught:  # a new Program says it again
+        warnings.simplefilter("always")
+        load(twice_pt2)(x)
+    assert len(caught) == 1
+
+
 def test_unusual_but_writable_caller_outputs_get_the_results(twice):
     x = torch.randn(5, 4)
     transposed = torch.empty(4, 5).t()
