@@ -214,6 +214,69 @@ def test_python_dash_m_aotcuda():
     assert "Usage: aotcuda lower" in result.stdout and "--dynamic NAME:DIM:MIN:MAX[:SYMBOL[*N]]" in result.stdout
 
 
+def test_errors_print_lowercase_error_with_stderr_piped(tmp_path):
+    """With stderr a pipe (``2>&1 | head -1``), run's and serve's errors and click's usage errors all start
+    "error: " as documented, never click's "Error: "; the exit codes stay 1 and 2."""
+    (tmp_path / "bad.pt2").write_text("not a package\n")
+    torch.save((torch.ones(2),), tmp_path / "one.pt")
+    env = {**os.environ, "COLUMNS": "200"}
+    for command, code in ((["run", "bad.pt2", "--inputs", "one.pt"], 1), (["serve", "bad.pt2"], 1),
+                          (["run", "bad.pt2", "--inputs", "missing.pt"], 2), (["lower", "--no-such-option"], 2)):
+        result = subprocess.run([sys.executable, "-m", "aotcuda", *command], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        assert result.returncode == code, (command, result.stdout)
+        assert "Error:" not in result.stdout, (command, result.stdout)
+        errors = [line for line in result.stdout.splitlines() if "error:" in line]
+        assert len(errors) == 1 and errors[0].startswith("error: "), (command, result.stdout)
+        if code == 1:
+            assert result.stdout.startswith("error: 'bad.pt2' is not an AOTInductor package") or \
+                result.stdout.startswith(f"error: '{tmp_path / 'bad.pt2'}' is not an AOTInductor package"), result.stdout
+        else:
+            assert result.stdout.startswith("Usage: aotcuda"), result.stdout
+
+
+def test_usage_errors_through_the_runner_print_lowercase_error(runner):
+    result = runner.invoke(main, ["inspect", "--no-such-option"])
+    assert result.exit_code == 2 and "error: No such option '--no-such-option'." in result.output, result.output
+    assert "Error:" not in result.output and "inspect --help' for help." in result.output
+
+
+def test_lower_checks_the_output_path_before_any_work(runner, tmp_path, monkeypatch):
+    """-o under a file, or -o a directory, is refused with exit code 1 before the factory is even loaded."""
+    (tmp_path / "mymodel.py").write_text("raise SystemExit('the factory module was imported')\n")
+    monkeypatch.setattr(aotcuda.lowering, "lower", lambda *a, **k: pytest.fail("lower() was called"))
+    folder = tmp_path / "adir.pt2"
+    folder.mkdir()
+    for output, says in ((tmp_path / "mymodel.py" / "x.pt2", "mymodel.py' is a file, not a folder; choose another path"),
+                         (tmp_path / "mymodel.py" / "a" / "b" / "x.pt2", "mymodel.py' is a file, not a folder")):
+        result = runner.invoke(main, ["lower", f"{tmp_path / 'mymodel.py'}:make", "-o", str(output)])
+        assert result.exit_code == 1 and f"error: cannot write the package to '{output}': " in result.output, result.output
+        assert says in result.output and "imported" not in result.output and "Traceback" not in result.output
+    result = runner.invoke(main, ["lower", f"{tmp_path / 'mymodel.py'}:make", "-o", str(folder)])
+    assert result.exit_code == 2 and "is a directory" in result.output  # click's own check of a FILE option
+    assert not (tmp_path / "mymodel.py").is_dir()
+
+
+def test_lower_help_says_folders_are_created_and_the_path_form(runner):
+    result = runner.invoke(main, ["lower", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "folders of the path that do not exist are created" in text
+    assert "path/to/model.py:FACTORY" in text and "MODULE:FACTORY" in text
+
+
+def test_run_with_a_wrong_static_size_leads_with_passing_that_size(demo, runner, tmp_path):
+    """The demo's batch (2) is static: the hint says first to pass that size, then to re-lower with it dynamic."""
+    lowered, _, x = demo
+    torch.save((torch.randn(3, *x.shape[1:]),), tmp_path / "batch3.pt")
+    result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "batch3.pt")])
+    assert result.exit_code == 1, result.output
+    assert "dim 0 is 3, but the program was exported with size 2 there" in result.output, result.output
+    hints = [line for line in result.output.splitlines() if line.startswith("hint: ")]
+    assert hints == ["hint: pass the size the program was exported with (change the --inputs file), or lower it "
+                     "again with that dim dynamic: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"], result.output
+
+
 LONG_KERNEL = "aoti_torch_cpu_" + "very_long_kernel_name_" * 8
 
 
@@ -273,6 +336,15 @@ def test_demo_on_cpu_end_to_end(runner):
     assert "load average (1 min) at timing" in output and "cores" in output
 
 
+def test_demo_in_float64_is_held_to_its_float32_math(runner):
+    """The block computes its norms and RoPE in float32 whatever its dtype: a float64 demo differs from
+    eager by float32 roundings (~1e-7), which a float64 bound of 1e-10 refused (a new user's report)."""
+    result = runner.invoke(main, ["demo", "--device", "cpu", "--dtype", "float64", "--calls", "3", "--seq", "64"])
+    assert result.exit_code == 0, result.output
+    error_row = next(line for line in result.output.splitlines() if "relative error vs eager" in line)
+    assert "(≤ 1e-05)" in error_row
+
+
 def _error_of(call) -> Exception:
     with pytest.raises(Exception) as caught:
         call()
@@ -305,7 +377,8 @@ def _cuda_where_there_is_none(monkeypatch):
     (lambda _: _outside_range(),  # found by a new user: the Python advice had no CLI twin
      ["on the command line, lower it again with a wider range: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"]),
     (lambda _: _not_that_size(),
-     ["on the command line, lower it again with that dim dynamic: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"]),
+     ["pass the size the program was exported with (change the --inputs file), or lower it again with that dim "
+      "dynamic: `aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`"]),
     (_cuda_where_there_is_none, ["on the command line, --device cpu"]),
 ])
 def test_hints_follow_the_errors_advice(monkeypatch, make_call, hints):

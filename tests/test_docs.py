@@ -96,3 +96,29 @@ def test_every_dotted_aotcuda_name_in_the_docs_resolves():
     names = {(page.name, name) for page in pages
              for name in re.findall(r"`(aotcuda(?:\.[A-Za-z_]\w*)+)(?:\(\))?`", page.read_text())}
     assert [f"{page}: {name}" for page, name in sorted(names) if not _resolves(name)] == []
+
+
+def undefined_names(code: str) -> set[str]:
+    """Names a snippet reads but never imports, assigns or gets from builtins (ast, nothing run)."""
+    import ast
+    import builtins
+
+    tree = ast.parse(code)
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - bound
+
+
+def test_models_doc_example_imports_what_it_uses():
+    """docs/models.md's example is a whole program a reader copies (it lowers, so it is not run here: an
+    AOTInductor compile): every name it uses is imported or assigned in it (it once used torch unimported)."""
+    text = (ROOT / "docs" / "models.md").read_text()
+    first = re.search(r"^```python\n(.*?)^```", text, re.S | re.M).group(1)
+    assert "PATTERNS" in first and undefined_names(first) == set()
+    assert undefined_names("x = torch.ones(2)\n") == {"torch"}

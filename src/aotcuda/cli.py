@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import logging
 import os
 import re
@@ -49,7 +50,9 @@ _FLAG_HINTS = {
     ("cuda_graphs", False, False): "on the command line, leave out --cuda-graphs",
     ("dynamic_shapes", "wider", True): "on the command line, lower it again with a wider range: "
                                        "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
-    ("dynamic_shapes", "dynamic there", True): "on the command line, lower it again with that dim dynamic: "
+    # the dim is static in the program: the first fix is the size it was exported with, re-lowering second
+    ("dynamic_shapes", "dynamic there", True): "pass the size the program was exported with (change the --inputs "
+                                               "file), or lower it again with that dim dynamic: "
                                                "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
     ("max_batch_size", 1, False): "on the command line, leave out --max-batch-size; to batch, lower it again with "
                                   "`aotcuda lower ... --dynamic NAME:0:1:MAX:batch` for every input",
@@ -154,7 +157,28 @@ class _StepProgress:
             self._progress.update(self._tasks[step], completed=1, seconds=seconds)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """click's group, except that click's own errors (usage errors, exit code 2) print "error: ..." like
+    every other error of the command, not click's "Error: ...", with click's usage line and "Try" hint kept."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)  # click handles a broken pipe itself
+        except click.ClickException as exc:
+            shown_error = io.StringIO()
+            exc.show(file=shown_error)
+            sys.stderr.write(re.sub(r"^Error: ", "error: ", shown_error.getvalue(), count=1, flags=re.MULTILINE))
+            sys.stderr.flush()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            sys.stderr.write("Aborted!\n")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="aotcuda")
 def main():
     """Lower PyTorch programs ahead of time with AOTInductor (complex numbers included) and run them."""
@@ -243,7 +267,8 @@ def _microseconds(seconds: float) -> str:
 
 @main.command("lower")
 @click.argument("factory")
-@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False), help="the .pt2 to write.")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              help="the .pt2 to write; folders of the path that do not exist are created (checked before any work).")
 @click.option("--device", type=TargetDevice(), default="auto", show_default=True,
               help="auto: CUDA when torch sees a GPU, else the CPU.")
 @click.option("--dynamic", multiple=True, metavar="NAME:DIM:MIN:MAX[:SYMBOL[*N]]",
@@ -253,9 +278,16 @@ def _microseconds(seconds: float) -> str:
 @click.option("--allow-fallbacks", is_flag=True, help="accept ATen fallback kernels outside the allow-list.")
 @_clean_errors
 def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks):
-    """Lower FACTORY's model (MODULE:FACTORY; it returns model and example inputs) to an AOTI package."""
-    from aotcuda.lowering import lower
+    """Lower FACTORY's model to an AOTI package.
 
+    FACTORY is MODULE:FACTORY (a module importable from the current directory, e.g. mymodel:Rope for
+    ./mymodel.py) or path/to/model.py:FACTORY; called with no arguments, it returns (model, inputs) or
+    (model, args, kwargs).
+    """
+    from aotcuda.lowering import lower
+    from aotcuda.lowering.pipeline import checked_package_path
+
+    checked_package_path(output)  # a bad -o is said before the model is even imported
     model, args, kwargs = model_and_inputs(load_factory(factory)())
     dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
     with _StepProgress() as progress, warnings.catch_warnings(), _without_inductor_shim_notes():

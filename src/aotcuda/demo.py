@@ -21,6 +21,13 @@ from aotcuda.models.attention import attention_block
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10, torch.bfloat16: 2e-2, torch.float16: 5e-3}
 
 
+def tolerance(dtype: torch.dtype) -> float:
+    """The demo's bound for a block of this dtype. The block computes its RMSNorms and RoPE in float32
+    whatever its dtype (as Llama's reference does: models/attention.py), so a float64 block is only as
+    exact as float32 math: eager and the generated code round those float32 steps differently (~1e-7)."""
+    return max(TOLERANCE[dtype], TOLERANCE[torch.float32])
+
+
 @dataclass
 class DemoResult:
     lowered: LoweredProgram
@@ -98,5 +105,5 @@ def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int 
     graphs_latency = None
     if on_cuda:  # warm-up calls and the capture happen inside median_latency's warm-up
         graphs_latency = median_latency(lowered.load(cuda_graphs=True), fresh, calls, warmup=5)
-    return DemoResult(lowered, device, dtype, tuple(x.shape), error, TOLERANCE[dtype], latency, eager,
+    return DemoResult(lowered, device, dtype, tuple(x.shape), error, tolerance(dtype), latency, eager,
                       graphs_latency, load_average, cores)

@@ -77,7 +77,8 @@ class OutputError(AotcudaError, ValueError):
 
 
 class PackageError(AotcudaError):
-    """An AOTInductor package cannot be opened or loaded (missing, corrupt, or built for another device)."""
+    """An AOTInductor package cannot be opened or loaded (missing, corrupt, or built for another device), or
+    lower() cannot write one where ``package_path`` says (a directory, a file where a folder should be)."""
 
 
 class RuntimeCallError(AotcudaError, RuntimeError):

@@ -112,14 +112,45 @@ def archive_root(names: list[str]) -> str:
 
 
 def open_zip(path: str) -> zipfile.ZipFile:
+    if os.path.isdir(path):
+        raise PackageError(f"no AOTInductor package at {path!r}: it is a directory; pass the .pt2 file "
+                           "(aotcuda.lower's package_path), not a folder")
     if not os.path.isfile(path):
         raise PackageError(f"no AOTInductor package at {path!r}: the file does not exist")
     try:
         return zipfile.ZipFile(path)
     except _NOT_A_ZIP as exc:
+        if _truncated_zip(path):
+            raise PackageError(f"{path!r} is damaged or incomplete (a truncated copy?): it starts as a zip archive "
+                               f"but its end, the archive's directory, is missing ({exc}); copy the package again, "
+                               "or lower the model again") from exc
         raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
     except OSError as exc:
         raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+
+
+_ZIP_LOCAL_HEADER, _ZIP_END_OF_DIRECTORY = b"PK\x03\x04", b"PK\x05\x06"
+_ZIP_END_SEARCH = 22 + 65535  # the end-of-directory record and the longest comment it may be followed by
+
+
+def _truncated_zip(path: str) -> bool:
+    """A file that begins as a zip (a local file header at offset 0, as every .pt2 does) but has no
+    whole end-of-central-directory record at its end: the start of a zip whose end was cut off (an
+    interrupted copy or download). A file that is no zip at all (random bytes, text) does not begin so."""
+    try:
+        with open(path, "rb") as file:
+            if file.read(4) != _ZIP_LOCAL_HEADER:
+                return False
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(0, size - _ZIP_END_SEARCH))
+            tail = file.read()
+    except OSError:
+        return False
+    end = tail.rfind(_ZIP_END_OF_DIRECTORY)
+    if end < 0 or end + 22 > len(tail):
+        return True  # no record, or only the start of one
+    comment_length = int.from_bytes(tail[end + 20:end + 22], "little")
+    return end + 22 + comment_length > len(tail)  # the record's comment runs past the end of the file
 
 
 # What zipfile's reading of an archive's directory raises for a file that is no zip or a damaged one: besides

@@ -207,7 +207,7 @@ def test_the_tilings_hold_the_default_and_the_launches_start_with_the_ops_choice
                                       (4096, 1 << 20, 132, ("16·16·16", 1, 4)), (37, 1 << 20, 132, ("37→64", 16, 8)),
                                       (1024, 512, 132, ("16·16·4b", 2, 4)), (512, 512, 132, ("16·16·2b", 2, 4)),
                                       (16, 35, 2, ("16", 32, 4)), (2048, 1 << 20, 132, ("32·16·4b", 1, 4)),
-                                      (128, 1 << 20, 132, ("32·4b", 8, 4))]:
+                                      (128, 1 << 20, 132, ("32·4b", 16, 4)), (32, 1 << 20, 132, ("16·2b", 16, 4))]:
         launch = fft_plan.default_launch(n, rows, processors)
         assert (launch.tiling.describe(), launch.rows, launch.warps) == want, (n, launch)
         assert launch.rows == fft_plan.rows_per_program(fft_plan.tiling(n), rows, processors)

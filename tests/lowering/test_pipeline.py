@@ -68,6 +68,20 @@ def test_package_holds_the_signature(demo):
     assert signature["dim_names"] == {seq: "seq"}
 
 
+def test_package_root_folder_is_the_package_stem(demo):
+    """The archive's root folder is the package's stem (attention_block/...), as torch's own
+    aoti_compile_and_package writes it, not the name of the temporary build file; both loaders load it."""
+    lowered, model, x = demo
+    with zipfile.ZipFile(lowered.package_path) as archive:
+        names = archive.namelist()
+    assert names and all(name.startswith("attention_block/") for name in names), sorted({n.split("/")[0] for n in names})
+    assert not any("partial" in name for name in names)
+    with torch.no_grad():
+        expected = model(x)
+    assert relative_error(aotcuda.load(lowered.package_path)(x), expected) < 1e-5
+    assert relative_error(torch_aoti_load(lowered.package_path)(x), expected) < 1e-5
+
+
 def test_pass_list_and_table():
     assert [type(p) for p in passes()] == [ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass]
     table = decomposition_table()
@@ -190,8 +204,29 @@ def test_a_failed_build_leaves_no_file_and_keeps_an_earlier_build(tmp_path):
         assert caught.value.__notes__ == [f"No package was written: {earlier} is an earlier build, left as it was."]
 
     with _written_on_success(str(earlier), None) as building:
+        assert Path(building).name == "earlier.pt2"  # AOTI names the archive's root folder after it
         open(building, "wb").write(b"the new build")
     assert earlier.read_bytes() == b"the new build" and list(tmp_path.iterdir()) == [earlier]
+
+
+def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering.pipeline import checked_package_path
+
+    (tmp_path / "mymodel.py").write_text("")
+    (tmp_path / "adir.pt2").mkdir()
+    model, x = torch.nn.Linear(2, 2), torch.randn(1, 2)
+    for path, says in ((tmp_path / "mymodel.py" / "x.pt2", "mymodel.py' is a file, not a folder"),
+                       (tmp_path / "mymodel.py" / "deeper" / "x.pt2", "mymodel.py' is a file, not a folder"),
+                       (tmp_path / "adir.pt2", "it is a directory; give the .pt2 file to write")):
+        with pytest.raises(PackageError, match=re.escape(says)):
+            aotcuda.lower(model, (x,), device="cpu", package_path=path)
+        with pytest.raises(PackageError, match=re.escape(says)):  # before the model and inputs are even looked at
+            aotcuda.lower(None, "not a tuple", device="cpu", package_path=path)
+    # folders that do not exist yet are fine: they are created when the package is written, not by the check
+    deep = tmp_path / "new" / "folders" / "x.pt2"
+    assert checked_package_path(deep) == str(deep) and not (tmp_path / "new").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir.pt2", "mymodel.py"]
 
 
 # --- ops through AOTI's proxy executor (allow_fallbacks=True) ----------------------------------------------

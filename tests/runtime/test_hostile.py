@@ -170,6 +170,34 @@ def test_bad_caller_outputs_are_refused_before_running(twice, monkeypatch, case)
     assert_like_eager(good, x)
 
 
+def test_an_input_that_requires_grad_warns_once_per_program(twice_pt2):
+    """Packages are inference-only: an input that requires grad runs (outputs requires_grad=False), with one
+    UserWarning per Program naming the input, pointing at the caller's line; none under torch.no_grad()."""
+    import warnings
+
+    program = load(twice_pt2)
+    x = torch.randn(5, 4, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            program(x)  # grad mode off: nothing to say
+        assert caught == []
+        outputs = program(x)
+        program(x)  # once per Program
+        program.execute([x])
+    assert [w.category for w in caught] == [UserWarning], [str(w.message) for w in caught]
+    message = str(caught[0].message)
+    assert re.search(r"input '\w+' \(#0\) requires grad, but aotcuda programs are inference-only: the outputs carry "
+                     r"no autograd graph .*torch.no_grad\(\).*tensor.detach\(\)", message), message
+    assert caught[0].filename == __file__
+    assert all(not t.requires_grad for t in torch.utils._pytree.tree_leaves(outputs))
+    assert_like_eager(outputs, x.detach())
+    with warnings.catch_warnings(record=True) as caught:  # a new Program says it again
+        warnings.simplefilter("always")
+        load(twice_pt2)(x)
+    assert len(caught) == 1
+
+
 def test_unusual_but_writable_caller_outputs_get_the_results(twice):
     x = torch.randn(5, 4)
     transposed = torch.empty(4, 5).t()
@@ -224,8 +252,14 @@ def flip_bytes_inside_the_so(source, target):
 DAMAGED = {
     "empty file": (lambda src, t: write(t, b""), r"not an AOTInductor package \(.pt2 zip archive\)"),
     "random bytes": (lambda src, t: write(t, os.urandom(50_000)), r"not an AOTInductor package"),
-    "cut in half": (lambda src, t: write(t, read(src)[: os.path.getsize(src) // 2]), r"not an AOTInductor package"),
-    "last 100 bytes missing": (lambda src, t: write(t, read(src)[:-100]), r"not an AOTInductor package"),
+    "a text file": (lambda src, t: write(t, b"name,value\nx,1\n" * 100), r"not an AOTInductor package \(.pt2 zip archive\)"),
+    "cut in half": (lambda src, t: write(t, read(src)[: os.path.getsize(src) // 2]),
+                    r"'.*damaged.pt2' is damaged or incomplete \(a truncated copy\?\): .*; copy the package again, "
+                    r"or lower the model again"),
+    "last 100 bytes missing": (lambda src, t: write(t, read(src)[:-100]),
+                               r"is damaged or incomplete \(a truncated copy\?\).*copy the package again"),
+    "only its first 4 bytes": (lambda src, t: write(t, read(src)[:4]), r"is damaged or incomplete \(a truncated copy\?\)"),
+    "a directory": (lambda src, t: (os.mkdir(t), t)[1], r"no AOTInductor package at '.*damaged.pt2': it is a directory"),
     "bytes flipped in the .so": (flip_bytes_inside_the_so, r"is damaged: its entry '.*wrapper.so' cannot be read \(Bad CRC"),
     "garbage .so": (lambda src, t: rewrite_package(src, t, edit_entry(".so", lambda d: os.urandom(len(d)))),
                     r"cannot open the model library .*invalid ELF header.*lower the model again"),

@@ -16,6 +16,28 @@ def test_missing_file(tmp_path):
         load(tmp_path / "nope.pt2")
 
 
+def test_a_directory_is_named_as_one(tmp_path):
+    (tmp_path / "adir.pt2").mkdir()
+    with pytest.raises(PackageError, match=r"no AOTInductor package at '.*adir.pt2': it is a directory; pass the .pt2 file"):
+        load(tmp_path / "adir.pt2")
+    with pytest.raises(PackageError, match="does not exist"):  # still said for a path with nothing there
+        load(tmp_path / "adir.pt2" / "nope.pt2")
+
+
+def test_a_truncated_zip_is_damaged_and_random_bytes_are_not_a_package(tmp_path):
+    whole = write_zip(tmp_path / "whole.pt2", {"whole/data/x": b"x" * 5000, "whole/data/y": b"y" * 5000})
+    data = whole.read_bytes()
+    for cut in (data[: len(data) // 2], data[:-100], data[:-1]):
+        (tmp_path / "trunc.pt2").write_bytes(cut)
+        with pytest.raises(PackageError, match=r"'.*trunc.pt2' is damaged or incomplete \(a truncated copy\?\): "
+                                               r".*copy the package again, or lower the model again"):
+            load(tmp_path / "trunc.pt2")
+    for other in (b"", b"PK", bytes(range(256)) * 40, b"hello, a text file\n" * 50):
+        (tmp_path / "other.pt2").write_bytes(other)
+        with pytest.raises(PackageError, match=r"not an AOTInductor package \(.pt2 zip archive\)"):
+            load(tmp_path / "other.pt2")
+
+
 def write_zip(path, entries):
     with zipfile.ZipFile(path, "w") as archive:
         for name, data in entries.items():

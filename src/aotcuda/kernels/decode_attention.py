@@ -117,6 +117,10 @@ if HAVE_TRITON:
             if tl.max(tl.max(bias, 1), 0) > float("-inf"):  # a block the bias hides everywhere: not read
                 k = tl.load(K + b * skb + kv * skh + at64[None, :] * skl + d[:, None] * skd,
                             mask=(d[:, None] < D) & at_ok[None, :], other=0.0)
+                # V's load is issued with K's, before the scores that do not need it, so that the two
+                # reads from DRAM overlap instead of the second waiting for the softmax
+                vals = tl.load(V + b * svb + kv * svh + at64[:, None] * svl + dv[None, :] * svd,
+                               mask=at_ok[:, None] & (dv[None, :] < DV), other=0.0)
                 if IEEE:
                     s = tl.dot(q, k, input_precision="ieee")
                 else:
@@ -130,8 +134,6 @@ if HAVE_TRITON:
                 alpha = tl.exp(m_i - m_safe)
                 p = tl.exp(s - m_safe[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
-                vals = tl.load(V + b * svb + kv * svh + at64[:, None] * svl + dv[None, :] * svd,
-                               mask=at_ok[:, None] & (dv[None, :] < DV), other=0.0)
                 if IEEE:
                     acc = acc * alpha[:, None] + tl.dot(p.to(vals.dtype), vals, input_precision="ieee")
                 else:

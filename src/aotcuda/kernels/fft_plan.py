@@ -288,23 +288,23 @@ def launches(n: int, rows, processors: int = 132, warps=(4, 8)) -> list[Launch]:
 
 
 def rows_per_program(t: Tiling, rows, processors: int = 132) -> int:
-    """Rows a program transforms: ROWS_TILE // tile (a 64-wide table: a quarter of it; a butterfly stage 2:
-    half of it), fewer where a static row count would leave a GPU multiprocessor without a program, never so
+    """Rows a program transforms: ROWS_TILE // tile (a 64-wide table: a quarter of it; one product stage and a
+    butterfly stage 2: 16 rows), fewer where a static row count would leave a GPU multiprocessor without a program, never so
     few that a tl.dot's M drops below 16. One program per multiprocessor, not two: on the H200 (fft_tiling_sweep.py, 512 rows,
     2026-12-03) n = 1024 took 8.4/8.1 µs (r2c/c2r) at 2 rows a program (256 programs) against 12.3/12.4 at
     1 (512 programs), and n = 512 6.6/6.5 against 7.7/10.0."""
     aim = ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4
-    if t.butterflies()[1]:
-        # Half for a butterfly stage 2 (two stages, many rows a program). Compiled for sm_90 (Triton 3.9,
-        # benchmarks/scripts/fft_kernel_resources.py, 2026-12-03): at 2048 values a program
-        # 32 = 16·2b and 64 = 16·4b took 254 registers a thread, at 1024 122–124; 128 = 32·4b c2r spilled
-        # 200 bytes at 2048, none at 1024 (254 registers). A butterfly stage 3 (512, 1024, 2048) took 143–168
-        # at 2048 and keeps ROWS_TILE (1024 keeps its measured 2 rows a program for 512 rows, below).
-        # Timed on the H200 (fft_tiling_sweep.py, session 13, docs/performance.md): at 64 over 81,920 rows
-        # this R = 16 was the fastest launch swept; at 128 R = 16 beat this rule's R = 8 (158 against 236
-        # µs r2c + c2r) in one sweep whose R = 4 took 175: too uneven to change the rule on.
-        aim //= 2
     most = max(1, aim // t.tile)
+    if t.butterflies()[1]:
+        # One product stage and a butterfly stage 2 (32 = 16·2b, 64 = 16·4b, 128 = 32·4b): 16 rows a
+        # program. Timed on the H200 over 81,920 rows (fft_tiling_sweep.py, r2c + c2r µs; sessions 13 and 14,
+        # docs/performance.md): 32 took 43.7 at R = 16 against 69.9 at R = 32 (r2c alone 19.9 against
+        # 51.0) and 72.1 at R = 8; 64 was fastest at R = 16 of every launch swept; 128 took 158 at R = 16
+        # against 236 at R = 8 and 175 at R = 4. Compiled for sm_90 (Triton 3.9, fft_kernel_resources.py):
+        # 32 and 64 at 16 rows hold 122–124 registers a thread, 128 = 32·4b c2r at 16 rows (2048 values)
+        # spills 200 bytes and is still the fastest. A butterfly stage 3 (512, 1024, 2048: 143–168 registers
+        # at 2048 values) keeps ROWS_TILE // 2 (1024 keeps its measured 2 rows a program for 512 rows).
+        most = 16
     least = least_rows(t)
     r = most
     if isinstance(rows, int):

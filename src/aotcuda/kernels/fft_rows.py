@@ -206,6 +206,25 @@ if HAVE_TRITON:
         return yr, yi
 
     @triton.jit
+    def _stage(xr, xi, tables, off, R: tl.constexpr, D1: tl.constexpr, D2: tl.constexpr, P: tl.constexpr,
+               REAL_OUT: tl.constexpr, INVERSE: tl.constexpr, PRECISION: tl.constexpr):
+        """Stage 2 or 3: the P-point DFT over axis 1 of [R, P, D1, D2] complex (xr, xi), returned as
+        [R, D1, D2, P] with output k at index k of the last axis (the permute brings the transformed index
+        last, through shared memory): a radix-2/4 butterfly for P below tl.dot's 16 (_butterfly), else a
+        product with the [P, P] table at `off` (_cdot; REAL_OUT keeps only the real part)."""
+        xr = tl.permute(xr, (0, 2, 3, 1))
+        xi = tl.permute(xi, (0, 2, 3, 1))
+        if P < 16:
+            yr, yi = _butterfly(xr, xi, R, D1, D2, P, INVERSE)
+        else:
+            M: tl.constexpr = R * D1 * D2
+            yr, yi = _cdot(tl.reshape(xr, (M, P)), tl.reshape(xi, (M, P)), tables, off, P, False, REAL_OUT,
+                           PRECISION)
+            yr = tl.reshape(yr, (R, D1, D2, P))
+            yi = tl.reshape(yi, (R, D1, D2, P))
+        return yr, yi
+
+    @triton.jit
     def _twiddle(tables, off, ROWS: tl.constexpr, COLS: tl.constexpr):
         """The [ROWS, COLS] complex table at tables + off: (re, im)."""
         at = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
@@ -281,28 +300,14 @@ if HAVE_TRITON:
                 vr, vi = vr[None, None, :, :], vi[None, None, :, :]
                 wr, wi = wr * vr - wi * vi, wr * vi + wi * vr
             xr, xi = xr * wr - xi * wi, xr * wi + xi * wr
-            if P2 < 16:  # a butterfly (C = 1: the last stage), on the tile as it is
-                xr, xi = _butterfly(tl.permute(xr, (0, 2, 3, 1)), tl.permute(xi, (0, 2, 3, 1)),
-                                    R, P3, P1, P2, INVERSE)  # (r, t3, k1, t2) to (r, t3, k1, k2)
-            else:
-                M2: tl.constexpr = R * P3 * P1
-                xr = tl.reshape(tl.permute(xr, (0, 2, 3, 1)), (M2, P2))  # (r, t3, k1, t2)
-                xi = tl.reshape(tl.permute(xi, (0, 2, 3, 1)), (M2, P2))
-                yr, yi = _cdot(xr, xi, Tables, F2, P2, False, (KIND == 2) and (C == 1), PRECISION)
-                xr = tl.reshape(yr, (R, P3, P1, P2))  # (r, t3, k1, k2)
-                xi = tl.reshape(yi, (R, P3, P1, P2))
+            # (r, t2, t3, k1) to (r, t3, k1, k2); a butterfly only as the last stage (C = 1)
+            xr, xi = _stage(xr, xi, Tables, F2, R, P3, P1, P2, (KIND == 2) and (C == 1), INVERSE, PRECISION)
             if C > 1:
                 wr, wi = _twiddle(Tables, W23, P3, P2)  # ω_n^(A·t3·k2)
                 wr, wi = wr[None, :, None, :], wi[None, :, None, :]
                 xr, xi = xr * wr - xi * wi, xr * wi + xi * wr
-                if P3 < 16:  # a butterfly
-                    xr, xi = _butterfly(tl.permute(xr, (0, 2, 3, 1)), tl.permute(xi, (0, 2, 3, 1)),
-                                        R, P1, P2, P3, INVERSE)  # (r, k1, k2, t3) to (r, k1, k2, k3)
-                else:
-                    M3: tl.constexpr = R * P1 * P2
-                    xr = tl.reshape(tl.permute(xr, (0, 2, 3, 1)), (M3, P3))  # (r, k1, k2, t3)
-                    xi = tl.reshape(tl.permute(xi, (0, 2, 3, 1)), (M3, P3))
-                    xr, xi = _cdot(xr, xi, Tables, F3, P3, False, KIND == 2, PRECISION)
+                # (r, t3, k1, k2) to (r, k1, k2, k3)
+                xr, xi = _stage(xr, xi, Tables, F3, R, P1, P2, P3, KIND == 2, INVERSE, PRECISION)
         # The result as [R, P1, P2, P3] at (r, k1, k2, k3): after stage 3 it is; after stage 2 (C = 1) it is
         # [R, 1, P1, P2], after stage 1 (B = C = 1) [R, 1, 1, P1]: moving a dim of size 1 is a reshape.
         xr = tl.reshape(xr, (R, P1, P2, P3))

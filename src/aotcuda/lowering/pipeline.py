@@ -42,7 +42,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import MissingFallbackKernelsError
+from aotcuda.errors import MissingFallbackKernelsError, PackageError
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
@@ -130,7 +130,9 @@ def lower(
         device: "cuda" (or "cuda:N") or "cpu".
         package_path: where to write the .pt2; default: ``<model class>.pt2``, the class name as spelt
             (``AttentionBlock.pt2``), in a new temporary folder
-            (the caller owns it; nothing is written to the working directory unless asked).
+            (the caller owns it; nothing is written to the working directory unless asked). Folders of
+            the path that do not exist are created; a path that is a directory, or whose folder is a file
+            or not writable, raises PackageError before any work.
         allow_fallbacks: accept ATen fallback kernels outside the allow-list instead of raising.
         inductor_configs: extra Inductor options, applied over the device profile's.
             On the CPU with max-autotune on, for a program that writes a buffer (or parameter) in place,
@@ -162,6 +164,8 @@ def lower(
     ``LoweredProgram.runs_in_aotcuda_runtime`` is then False.
     """
     device = target_device(device)
+    if package_path is not None:
+        checked_package_path(package_path)  # before the minutes of export and compile
     profile = DEVICE_PROFILES[device.type]
     times: dict[str, float] = {}
     step = _step_timer(times, progress)
@@ -277,13 +281,18 @@ def _written_on_success(path: str, own_folder: str | None):
     ``allow_fallbacks`` used to remove it). A note on the error says which case it was.
     """
     folder, name = os.path.split(os.path.abspath(path))
-    building = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial.pt2")  # AOTI wants .pt2
+    # AOTInductor names the archive's root folder after the file's stem, so the build gets the final name
+    # (rope.pt2 -> rope/...) inside a private folder beside ``path``: os.replace stays on one file system.
+    private = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
+    os.mkdir(private)
+    building = os.path.join(private, name if name.endswith(".pt2") else f"{name}.pt2")  # AOTI wants .pt2
     try:
-        yield building
-        os.replace(building, path)
+        try:
+            yield building
+            os.replace(building, path)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
     except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(building)
         if own_folder is not None:
             shutil.rmtree(own_folder, ignore_errors=True)
         if os.path.exists(path):
@@ -342,10 +351,34 @@ def _differs(have: torch.device, want: torch.device) -> bool:
     return have.type != want.type or (want.index is not None and have.index != want.index)
 
 
+def checked_package_path(package_path: str | os.PathLike) -> str:
+    """``package_path`` as an absolute path, once it is known that a package can be written there; checked
+    before any work (export and compile take minutes), nothing created. The folders it names that do not
+    exist yet are created when the package is written (as ``mkdir -p``).
+
+    Raises PackageError when the path is a directory, when a folder on the way to it is a file, or when the
+    folder that would hold it (the nearest one that exists) is not writable.
+    """
+    path = os.path.abspath(os.fspath(package_path))
+    if os.path.isdir(path):
+        raise PackageError(f"cannot write the package to {path!r}: it is a directory; give the .pt2 file to "
+                           f"write, e.g. {os.path.join(path, 'model.pt2')!r}")
+    folder = os.path.dirname(path)
+    while not os.path.exists(folder):  # the nearest part of the path that exists
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise PackageError(f"cannot write the package to {path!r}: {folder!r} is a file, not a folder; "
+                           "choose another path")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PackageError(f"cannot write the package to {path!r}: the folder {folder!r} is not writable; "
+                           "choose another path, or change the folder's permissions")
+    return path
+
+
 def _package_path(package_path, model: torch.nn.Module) -> tuple[str, str | None]:
     """(where the package goes, the temporary folder made for it when package_path is None)."""
     if package_path is not None:
-        path = os.path.abspath(os.fspath(package_path))
+        path = checked_package_path(package_path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return path, None
     folder = tempfile.mkdtemp(prefix="aotcuda-")

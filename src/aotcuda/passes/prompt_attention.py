@@ -29,8 +29,8 @@ that one reading another's result reads the new one.
 Not matched, and kept as written: a chain that is not affine in the scores (a soft cap ``tanh(s / c) · c``),
 a non-4-d layout, the few-row attentions of a decode step, and a mask the program builds in float32 for
 queries of lower precision where q's dtype, which SDPA takes it in, would change it (a float32 bias of its
-own such as ALiBi's, a −1e9 or finfo(float32).min fill in float16 or bfloat16: ``_fits``). The pass runs in the CUDA lowering behind
-AOTCUDA_PROMPT_ATTENTION (aotcuda.switches).
+own such as ALiBi's, a −1e9 or finfo(float32).min fill in float16 or bfloat16: ``_fits``). The pass runs in the CUDA lowering, on by
+default (AOTCUDA_PROMPT_ATTENTION=0 turns it off; aotcuda.switches has the measurement).
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
+import warnings
 
 import torch
 import torch.utils._pytree as pytree
@@ -132,6 +134,7 @@ class Program:
                                f"{self._device}. Load it with cuda_graphs=False.", advice=(Advice("cuda_graphs", False),))
         check_no_proxy_executor(package)
         self._gate = CallGate()
+        self._grad_warning_due = True  # warn_if_inputs_require_grad: once per Program
         unchecked = package.signature is None
         self._container = self._make_container(aoti_checks=unchecked)
         self._check_signature_library()
@@ -304,6 +307,20 @@ class Program:
             self._arg_names = positional_names(self._in_spec, self._package.signature, self._input_specs)
         return self._arg_names
 
+    def _warn_if_inputs_require_grad(self, inputs: list) -> None:
+        """A package is inference-only: its outputs carry no autograd graph. Say so (a UserWarning, once per
+        Program) when an input requires grad with grad mode on, where a caller may expect backward() to work."""
+        for index, tensor in enumerate(inputs):
+            if isinstance(tensor, torch.Tensor) and tensor.requires_grad:
+                self._grad_warning_due = False
+                name = self._input_labels[index] if index < len(self._input_labels) else f"#{index}"
+                warnings.warn(f"input {name!r} (#{index}) requires grad, but aotcuda programs are inference-only: "
+                              "the outputs carry no autograd graph (requires_grad=False) and backward() will not "
+                              f"reach {name!r}. Call under torch.no_grad() (or torch.inference_mode()), or pass "
+                              "tensor.detach(), to silence this warning", UserWarning,
+                              stacklevel=_caller_stacklevel())
+                return
+
     def execute(self, inputs, outputs=None) -> list:
         """Run on flat inputs (the container's order: ``input_names``).
 
@@ -333,6 +350,8 @@ class Program:
                 prepared = originals  # checked before, and needing no copy into the exported layout
                 if self._mutated:  # these depend on the tensors themselves, not their signature
                     check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
+            if self._grad_warning_due and torch.is_grad_enabled():
+                self._warn_if_inputs_require_grad(originals)
             if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too)
                 self._index_checks.check(prepared, bindings)
             if self._boundary is not None:
@@ -505,3 +524,12 @@ def _written_inputs(specs, num_inputs: int) -> tuple[frozenset[int], frozenset[i
         known = frozenset(i for i, spec in enumerate(specs) if spec.mutated)
         return known, known
     return frozenset(), frozenset(range(num_inputs))
+
+
+def _caller_stacklevel() -> int:
+    """The stacklevel of warnings.warn, called from a method of this file, that points at the first frame
+    outside aotcuda.runtime (the user's call, through __call__ or execute)."""
+    here, level, frame = os.path.dirname(os.path.abspath(__file__)), 2, sys._getframe(2)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+        frame, level = frame.f_back, level + 1
+    return level
