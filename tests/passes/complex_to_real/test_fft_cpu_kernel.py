@@ -98,6 +98,20 @@ def test_the_switch_turns_the_kernel_form_off(monkeypatch):
     assert _fft_rows_cpu_nodes(ReplaceComplexWithRealPass(strict=True)(ep)) == 0
 
 
+def test_fft_kernels_false_gives_plain_aten_ops_that_match_eager():
+    """For a runtime without aotcuda's ops (an ExecuTorch CPU backend): no aotcuda op at all, eager's values;
+    the next pass with the default takes the kernel form again."""
+    x = torch.randn(4, 400)
+    ep = export(_Rfft(), (x,))
+    portable = ReplaceComplexWithRealPass(strict=True, fft_kernels=False)(ep)
+    targets = {str(node.target) for node in portable.graph.nodes if node.op == "call_function"}
+    assert not any(target.startswith("aotcuda.") for target in targets), targets
+    assert _error(portable.module()(x), _Rfft()(x.double())) <= 1e-5
+    assert _fft_rows_cpu_nodes(ReplaceComplexWithRealPass(strict=True)(ep)) == 1
+    with pytest.raises(ValueError, match="fft_kernels=True: pass None"):
+        ReplaceComplexWithRealPass(fft_kernels=True)
+
+
 class _Rfft(torch.nn.Module):
     def forward(self, x):
         return torch.view_as_real(torch.fft.rfft(x))

@@ -39,6 +39,7 @@ from aotcuda.passes.complex_to_real.scan import (
     scan,
     source_location,
 )
+from aotcuda.passes.complex_to_real.spectral.transform import kernel_forms
 from aotcuda.passes.complex_to_real.spectral.window import fuse_windows
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
 from aotcuda.passes.complex_to_real.symbols import track_symbols
@@ -66,6 +67,11 @@ class ReplaceComplexWithRealPass:
         speedups: replay repeated ops' metadata and copy unchanged nodes (the two uses of torch internals
             that only save time, see torch_internals.py); False traces every node, for the same graph.
             Default: on, unless AOTCUDA_PASS_SPEEDUPS=0.
+        fft_kernels: None (default): an FFT of a covered length becomes one aotcuda kernel op where the
+            switches say (aotcuda::fft_rows, a Triton kernel, off the CPU: AOTCUDA_FFT_KERNEL;
+            aotcuda::fft_rows_cpu, a C++ template kernel, on the CPU: AOTCUDA_FFT_CPU_KERNEL). Those ops run
+            in eager PyTorch and compile in Inductor and AOTInductor (aotcuda imported). False: plain ATen ops
+            only, for a program meant for a runtime without aotcuda's ops (an ExecuTorch CPU backend).
 
     Calling the pass returns a new ExportedProgram and leaves its argument unchanged. A program with no
     complex value is returned as it is. A program with an op the pass cannot rewrite (no rule, or one of
@@ -80,8 +86,12 @@ class ReplaceComplexWithRealPass:
         UnsupportedComplexOpError: with strict=True, for a program that cannot be rewritten.
     """
 
-    def __init__(self, strict: bool = False, speedups: bool | None = None):
+    def __init__(self, strict: bool = False, speedups: bool | None = None, fft_kernels: bool | None = None):
+        if fft_kernels not in (None, False):
+            raise ValueError(f"fft_kernels={fft_kernels!r}: pass None (the kernel forms where the switches "
+                             "AOTCUDA_FFT_KERNEL and AOTCUDA_FFT_CPU_KERNEL say) or False (plain ATen ops only)")
         self.strict = strict
+        self.fft_kernels = fft_kernels
         self.speedups = speedups_default() if speedups is None else speedups
         self.result = PassResult(type(self).__name__)
 
@@ -92,7 +102,8 @@ class ReplaceComplexWithRealPass:
         decision = scan(ep)
         if isinstance(decision, Plan):
             try:
-                rewritten = rewrite(ep, decision, self.speedups)
+                with kernel_forms(self.fft_kernels):
+                    rewritten = rewrite(ep, decision, self.speedups)
             except RuleFailed as failure:
                 decision = failure.refusal
             else:

@@ -25,6 +25,9 @@ kernel's spectrum (a table).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import torch
 
 from aotcuda import switches
@@ -32,6 +35,26 @@ from aotcuda.kernels import HAVE_TRITON
 from aotcuda.passes.complex_to_real.pair import real_as_pair
 from aotcuda.passes.complex_to_real.spectral import stockham, tables
 from aotcuda.passes.complex_to_real.spectral.plan import Plan, plan
+
+
+# What the running ReplaceComplexWithRealPass said of the kernel forms (its ``fft_kernels``): None, as the
+# switches say; False, never (plain ATen ops only, for a runtime that has no aotcuda ops).
+_KERNELS_WANTED: contextvars.ContextVar[bool | None] = contextvars.ContextVar("aotcuda_fft_kernels", default=None)
+
+
+@contextlib.contextmanager
+def kernel_forms(wanted: bool | None):
+    """Within the block, transforms take the kernel forms (aotcuda::fft_rows, aotcuda::fft_rows_cpu) where
+    the switches say (None) or never (False)."""
+    token = _KERNELS_WANTED.set(wanted)
+    try:
+        yield
+    finally:
+        _KERNELS_WANTED.reset(token)
+
+
+def _kernels_refused() -> bool:
+    return _KERNELS_WANTED.get() is False
 
 
 def on_cpu(x: torch.Tensor) -> bool:
@@ -46,7 +69,7 @@ def kernel_form(x: torch.Tensor, dim: int, n, kind: str, kernel: bool | None = N
     is not on the CPU; True or False decides (a test runs the op's CPU implementation with True). Either
     way only where the op takes the length, dtype and dims (fft_rows.supports)."""
     if kernel is None:
-        kernel = HAVE_TRITON and not on_cpu(x) and switches.flag("AOTCUDA_FFT_KERNEL")
+        kernel = HAVE_TRITON and not on_cpu(x) and not _kernels_refused() and switches.flag("AOTCUDA_FFT_KERNEL")
     if not kernel:
         return False
     from aotcuda.kernels import fft_rows  # registers the op (and imports Triton) only when wanted
@@ -57,7 +80,7 @@ def kernel_form(x: torch.Tensor, dim: int, n, kind: str, kernel: bool | None = N
 def cpu_kernel_form(x: torch.Tensor, dim: int, n, out_len, kind: str) -> bool:
     """Whether a CPU transform (x the traced node's fake tensor) runs as aotcuda::fft_rows_cpu: on the CPU,
     AOTCUDA_FFT_CPU_KERNEL on, the transform covered (fft_cpu.covers) and the template usable on this torch."""
-    if not on_cpu(x) or not switches.flag("AOTCUDA_FFT_CPU_KERNEL"):
+    if not on_cpu(x) or _kernels_refused() or not switches.flag("AOTCUDA_FFT_CPU_KERNEL"):
         return False
     from aotcuda.kernels import fft_cpu, fft_cpu_template  # registers the op and its lowering when wanted
 
