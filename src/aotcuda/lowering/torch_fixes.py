@@ -436,6 +436,10 @@ FIXES: tuple[TorchFix, ...] = (
              "moves the layout too", "aotcuda.passes.complex_to_real.placement"),
     TorchFix("TreeSpec children: children() (2.13) or children_specs (2.11)", "2.11", "none filed",
              "hasattr(spec, 'children')", "the oldest supported torch is 2.13", "aotcuda.runtime.pytree_types"),
+    TorchFix("aten::cholesky is gone (torch.cholesky raises; torch.linalg.cholesky stays): registering its rule "
+             "raised AttributeError when the rule table loaded, so every ReplaceComplexWithRealPass failed", "2.14-2.15",
+             "none found", "hasattr(torch.ops.aten, 'cholesky')", "the oldest supported torch lacks aten::cholesky",
+             "aotcuda.passes.complex_to_real.rules.linalg_factors"),
     TorchFix("a CUDA package's .so binds libstdc++ facets privately and crashes in parse_device_str",
              "2.11 (cu130)", "none filed", "always (libstdc++ promoted to the global scope before dlopen)",
              "AOTInductor stops exporting libstdc++ internals", "aotcuda.runtime.libloader"),

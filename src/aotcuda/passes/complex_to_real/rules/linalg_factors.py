@@ -92,10 +92,14 @@ def _cholesky(a: Pair, upper: bool) -> Pair:
     return (adjoint_of(lower) if upper else lower), _halved(info)
 
 
-@register(aten.cholesky.default, computes=True)
 def cholesky(out, a, upper=False):
     """L with A = L L^H (U with A = U^H U if upper), through E."""
     return _cholesky(a, upper)[0]
+
+
+# torch 2.14 and 2.15 have no aten::cholesky (torch.cholesky was removed; torch.linalg.cholesky stays): torch_fixes.FIXES.
+if hasattr(aten, "cholesky"):
+    register(aten.cholesky.default, computes=True)(cholesky)
 
 
 @register(aten.linalg_cholesky_ex.default, computes=True)
