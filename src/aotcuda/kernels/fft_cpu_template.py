@@ -39,12 +39,22 @@ def available() -> bool:
         params = list(inspect.signature(CppTemplate.__init__).parameters)
         if params[:5] != ["self", "name", "input_nodes", "layout", "num_threads"]:
             return False
-        if "allow_epilogue_fusion" not in inspect.getsource(ir.TemplateBuffer.__init__):
+        if not _can_refuse_fusion(ir):
             return False
     except Exception:  # an ImportError, or a source torch cannot show: no template
         return False
     _register()
     return True
+
+
+def _can_refuse_fusion(ir) -> bool:
+    """Whether this torch lets a lowering keep consumers out of a template buffer: the graph's
+    no_fuse_buffer_names (torch 2.11 on: Scheduler.can_fuse refuses any pair with a buffer named there) or
+    TemplateBuffer.allow_epilogue_fusion (torch 2.12 on)."""
+    from torch._inductor.graph import GraphLowering
+
+    return ("no_fuse_buffer_names" in inspect.getsource(GraphLowering.__init__)
+            or "allow_epilogue_fusion" in inspect.getsource(ir.TemplateBuffer.__init__))
 
 
 def _contiguous_strides(sizes: list) -> list:
@@ -156,6 +166,11 @@ def _register() -> None:
         choice = template.generate()
         result = choice.output_node()
         buffer = result.data.data if hasattr(result, "data") and hasattr(result.data, "data") else None
-        if buffer is not None and hasattr(buffer, "allow_epilogue_fusion"):
-            buffer.allow_epilogue_fusion = False
+        if buffer is not None:  # no epilogue fused into the template (render writes none): _can_refuse_fusion
+            if hasattr(buffer, "allow_epilogue_fusion"):
+                buffer.allow_epilogue_fusion = False
+            else:  # torch 2.11: no per-template switch; the scheduler's list of unfusable buffers
+                from torch._inductor.virtualized import V
+
+                V.graph.no_fuse_buffer_names.add(buffer.get_name())
         return result
