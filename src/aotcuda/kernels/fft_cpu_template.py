@@ -6,12 +6,14 @@ on the CPU is the precedent for one outside GEMMs (kernel/flex/flex_cpu.py). Her
 for the op makes the template's one choice (CppTemplate.generate: a CppTemplateCaller) and its output
 node, a CppTemplateBuffer, whose kernel is fft_cpu_source.kernel_body over the input's sizes and strides
 (symbolic sizes become kernel arguments: a dynamic row count compiles once). Consumers are not fused
-into it (allow_epilogue_fusion False): the kernel writes its whole output, and the next op reads it.
+into it (TemplateBuffer.allow_epilogue_fusion False, torch 2.12 on; on 2.11, which lacks it, the buffer's name
+in V.graph.no_fuse_buffer_names, which Scheduler.can_fuse refuses): the kernel writes its whole output, and
+the next op reads it.
 
 These are torch internals. ``available()`` checks, once, what this module uses (the imports, CppTemplate's
-constructor and TemplateBuffer's allow_epilogue_fusion, which torch 2.13 has); where something is
-missing the pass keeps the Stockham ATen form (spectral/transform.py asks before it emits the op), so an
-unsupported torch costs speed, not correctness. Checked: torch 2.13.
+constructor, and one of the two ways to refuse fusion above); where something is missing the pass keeps the
+Stockham ATen form (spectral/transform.py asks before it emits the op), so an unsupported torch costs speed,
+not correctness. Checked: torch 2.11.0, 2.12.1, 2.13.0, 2.14.1, 2.15.0 (available() True on each).
 """
 
 from __future__ import annotations
