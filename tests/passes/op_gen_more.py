@@ -61,7 +61,7 @@ NOT_GENERATED.update({
     **{op: _LINALG for op in (
         aten.triangular_solve.default, aten.linalg_solve_triangular.default, aten.cholesky_solve.default,
         aten.cholesky_inverse.default, aten.linalg_matrix_exp.default, aten.linalg_pinv.atol_rtol_tensor,
-        aten.cholesky.default, aten.linalg_cholesky_ex.default, aten.linalg_inv_ex.default,
+        *([aten.cholesky.default] if hasattr(aten, "cholesky") else []), aten.linalg_cholesky_ex.default, aten.linalg_inv_ex.default,
         aten._linalg_solve_ex.default, aten._linalg_eigh.default, aten._linalg_svd.default, aten.lu_unpack.default,
         aten.linalg_lu_solve.default, aten.geqrf.default, aten.linalg_householder_product.default,
         aten.ormqr.default, aten.linalg_qr.default, aten._linalg_det.default, aten._linalg_slogdet.default, aten.linalg_lu_factor_ex.default,

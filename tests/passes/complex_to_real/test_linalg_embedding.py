@@ -78,6 +78,8 @@ LU_CASES = {
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("name", CASES)
 def test_matches_eager(name, dtype):
+    if name == "cholesky_old" and not hasattr(torch.ops.aten, "cholesky"):
+        pytest.skip("torch.cholesky and aten::cholesky were removed in torch 2.14")
     fn, shapes = CASES[name]
     check(fn, *[pair(*shape, dtype=dtype) for shape in shapes], n_complex=len(shapes))
 
