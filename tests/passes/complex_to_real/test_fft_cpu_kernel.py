@@ -15,8 +15,12 @@ from aotcuda.passes import ReplaceComplexWithRealPass
 
 from .helpers import export
 
-pytestmark = pytest.mark.skipif(not fft_cpu_template.available(),
-                                reason="this torch has no usable Inductor C++ template (fft_cpu_template.available)")
+
+
+def test_the_template_is_available_on_every_supported_torch():
+    """available() is checked on torch 2.11-2.15 (fft_cpu_template's docstring): False on one of them would turn
+    the kernel form off there with nothing else failing, as it once did on 2.11."""
+    assert fft_cpu_template.available(), f"torch {torch.__version__}: the CPU FFT template is unavailable"
 
 
 class Transforms(torch.nn.Module):

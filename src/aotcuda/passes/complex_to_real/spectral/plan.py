@@ -143,7 +143,7 @@ multi-dim transform runs one dim at a time. Float32 results are within 1e-5 of e
 largest magnitude for n ≤ 4096, float64 within 1e-10 (tests/passes/complex_to_real/test_fft_lengths.py).
 Every table is a program constant (float64-accurate angles, cast to the program's dtype).
 
-**Three forms, chosen by the device of the program's tensors and the length.** Where Triton is installed, a
+**Four forms, chosen by the device of the program's tensors and the length.** Where Triton is installed, a
 CUDA (any non-CPU) transform of a length whose prime factors are all ≤ 61 (n ≤ 4096, a padded tile of at
 most 4096 points) is one `aotcuda::fft_rows` Triton kernel that reads the data once along the dim where it
 is and writes the result once (kernels/fft_rows.py: a three-factor tile of DFT products in registers,
@@ -151,7 +151,16 @@ TF32x3 products for float32; r2c and c2r fused in its load and store); on the H2
 cuFFT's time (docs/performance.md). `AOTCUDA_FFT_KERNEL=0` turns it off. Other lengths, and every
 non-CPU transform without Triton, get DFT products (GEMMs) as below.
 
-A CPU program gets Stockham radix stages (spectral/stockham.py): n = r1·…·rk with radix 4 first, then 2,
+A CPU transform of n ≤ 4096 whose complex length (n/2 for an even r2c or c2r) has no prime factor above 13,
+float32 (float16 and bfloat16 data in float32 math when the op is called directly), is one
+`aotcuda::fft_rows_cpu` op (kernels/fft_cpu.py), which Inductor compiles through a C++ template
+(kernels/fft_cpu_template.py) into one kernel: blocks of 8 rows gathered into float32 planes, every Stockham
+stage below run while the block stays in L1/L2, scattered back with the output's strides (a middle dim read
+in place, stft's window fused into the loads); on the shared 2-core CPU it took 0.44–1.03× pocketfft's time
+where the stages as ATen ops took 1.07–3.42× (docs/performance.md). `AOTCUDA_FFT_CPU_KERNEL=0` turns it off;
+a torch without the template machinery this uses (checked on 2.11–2.15) keeps the stages as ATen ops.
+
+Every other CPU transform gets Stockham radix stages as ATen ops (spectral/stockham.py): n = r1·…·rk with radix 4 first, then 2,
 3, 5, 7, 11, 13, each stage one pointwise Inductor kernel over two real planes (re, im) with the rows innermost, so every load and store is a contiguous vector; the pair
 layout is read before the first stage (rows-outer input: one transposing copy, a buffer of its own) and
 written, as a view, after the last. A radix-4 stage costs
