@@ -85,3 +85,39 @@ def test_kernel_source_matches_torch_fft(case, planes, tmp_path):
     actual = y if pair_out else y[..., 0]
     error = ((actual - expected).norm() / expected.norm()).item()
     assert error <= 1e-6, error
+
+
+LARGE = {  # n, kind, inverse, out_len, scale, the input: results float32 holds, sums on the way that it would not
+    "r2c_400_split": (400, "r2c", False, 201, 1.0, "first_two"),  # |X[0]| = 2e38: the split's halves first
+    "r2c_4096_forward": (4096, "r2c", False, 2049, 1 / 4096, "constant"),  # the scale before the stages
+    "c2c_4096_ortho": (4096, "c2c", False, 4096, 1 / 64, "constant"),
+    "c2c_375_inverse": (375, "c2c", True, 375, 1 / 375, "constant"),
+    "c2r_512_backward": (512, "c2r", True, 512, 1 / 512, "constant"),
+    "c2r_375_backward": (375, "c2r", True, 375, 1 / 375, "constant"),
+}
+
+
+@pytest.mark.parametrize("case", LARGE, ids=list(LARGE))
+def test_values_near_float32s_largest_stay_finite(case, tmp_path):
+    """Inputs near float32's largest value whose transform float32 still holds (torch.fft gives finite
+    values): the kernel scales the points as it loads them and halves before it adds in the r2c split, so
+    no intermediate sum overflows."""
+    n, kind, inverse, out_len, scale, pattern = LARGE[case]
+    rows, pair_in, pair_out = 9, kind != "r2c", kind != "c2r"
+    in_len = n // 2 + 1 if kind == "c2r" else n
+    x = torch.empty(rows, in_len, 2) if pair_in else torch.empty(rows, in_len, 1)
+    if pattern == "constant":
+        x.fill_(1e36)
+    else:
+        x.zero_()
+        x[:, :2] = 1e38
+    x.mul_(torch.rand(rows, 1, 1, generator=torch.Generator().manual_seed(7)) * 0.5 + 0.5)  # rows of other sizes
+    y = torch.empty(rows, out_len, 2) if pair_out else torch.empty(rows, out_len, 1)
+    kernel = _build(tmp_path, n, kind, inverse, in_len, out_len, scale, False, x, y, ())
+    kernel(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(0), ctypes.c_void_p(y.data_ptr()), ctypes.c_int64(rows))
+    source = x if pair_in else x[..., 0]
+    expected = transformed(source.double(), 1, n, out_len, kind, inverse, scale).double()
+    actual = (y if pair_out else y[..., 0]).double()
+    assert torch.isfinite(expected).all() and torch.isfinite(actual).all(), case
+    error = ((actual - expected).norm() / expected.norm()).item()
+    assert error <= 1e-6, error

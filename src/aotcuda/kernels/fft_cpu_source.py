@@ -183,13 +183,21 @@ def _copy_out(lines: list, plane_r: str, plane_i: str | None, count: int, t: str
     lines.append("}")
 
 
-def _windowed(lines: list, plane: str, count: int, sample: str) -> None:
-    """plane[q][v] *= window[sample(q)] for q < count: stft's window, after the loads, in L1."""
+def _windowed(lines: list, plane: str, count: int, sample: str, scale: str) -> None:
+    """plane[q][v] *= window[sample(q)] · scale for q < count: stft's window (and the transform's scale),
+    after the loads, in L1."""
     V = ROWS
     lines.append(f"for (int64_t q = 0; q < {count}; ++q) {{")
-    lines.append(f"  const float w = static_cast<float>(WIN[({sample}) * WS]);")
+    lines.append(f"  const float w = static_cast<float>(WIN[({sample}) * WS]) * {scale};")
     lines.append(f"  st({plane} + q * {V}, ld({plane} + q * {V}) * w);")
     lines.append("}")
+
+
+def _scaled(lines: list, plane: str, count: int, scale: str) -> None:
+    """plane[q][v] *= scale for q < count, after the loads: the scale (1/n, 1/√n) goes in before the stages,
+    whose sums grow up to n-fold, so that a result float32 holds is not lost to an intermediate overflow."""
+    V = ROWS
+    lines.append(f"for (int64_t q = 0; q < {count}; ++q) st({plane} + q * {V}, ld({plane} + q * {V}) * {scale});")
 
 
 def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float,
@@ -204,7 +212,14 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     fwd = not direction(kind, inverse)
     tables, stages, flip = _stages(nc, not fwd)
     rr, ri = ("br", "bi") if flip else ("ar", "ai")  # where the stages leave the result
-    sc = _f(scale)
+    one = "1.0f"  # the store's scale: the loads took it
+    sc = _f(scale)  # applied to the loaded points (with the window where there is one), not at the store
+
+    def scaled(plane: str, count_: int, sample: str | None = None) -> None:
+        if has_window and sample is not None:
+            _windowed(gather, plane, count_, sample, sc)
+        elif scale != 1.0:
+            _scaled(gather, plane, count_, sc)
     gather, store = [], []
     real_pairs = kind != "c2c" and n % 2 == 0
     count = min(in_len, n)
@@ -217,15 +232,13 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         zero("ar", count, n)
         zero("ai", count, n)
         _copy_in(gather, "ar", "ai", count, "XT", "XP", fast)
-        if has_window:
-            _windowed(gather, "ar", count, "q")
-            _windowed(gather, "ai", count, "q")
+        scaled("ar", count, "q")
+        scaled("ai", count, "q")
     elif kind == "r2c" and not real_pairs:  # (x, 0)
         zero("ar", count, n)
         zero("ai", 0, n)
         _copy_in(gather, "ar", None, count, "XT", "0", fast)
-        if has_window:
-            _windowed(gather, "ar", count, "q")
+        scaled("ar", count, "q")
     elif kind == "r2c":  # z[t] = x[2t] + i·x[2t + 1]: x read as a pair of stride 2·XT, parts XT apart
         zero("ar", (count + 1) // 2, nc)
         zero("ai", count // 2, nc)
@@ -233,9 +246,8 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         if count % 2:
             last = count // 2
             gather.append(f"for (int64_t v = 0; v < nv; ++v) ar[{last * V} + v] = static_cast<float>(X[xo[v] + {count - 1} * XT]);")
-        if has_window:
-            _windowed(gather, "ar", (count + 1) // 2, "2 * q")
-            _windowed(gather, "ai", count // 2, "2 * q + 1")
+        scaled("ar", (count + 1) // 2, "2 * q")
+        scaled("ai", count // 2, "2 * q + 1")
     elif not real_pairs:  # c2r, odd n: the Hermitian spectrum, mirrored and conjugated
         if in_len < n // 2 + 1:
             zero("ar", 0, n)
@@ -250,6 +262,8 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         gather.append(f"    ai[t * {V} + v] = 2 * t > {n} ? -im : im;")
         gather.append("  }")
         gather.append("}")
+        scaled("ar", n)
+        scaled("ai", n)
     else:  # c2r, even n: the half into (br, bi), merged into (ar, ai)
         m = nc
         half = min(in_len, m + 1)
@@ -257,6 +271,8 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         zero("bi", half, m + 1)
         _copy_in(gather, "br", "bi", half, "XT", "XP", fast)
         gather.append(f"for (int64_t v = 0; v < {V}; ++v) {{ bi[v] = 0.0f; bi[{m * V} + v] = 0.0f; }}")
+        scaled("br", half)
+        scaled("bi", half)
         values = []
         for k in range(m):
             values.extend(_unit(k, n, 1.0))
@@ -274,14 +290,14 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         gather.append("}")
     # store
     if kind == "c2c" or (kind == "r2c" and not real_pairs):
-        _copy_out(store, rr, ri, out_len, "YT", "YP", sc, fast)
+        _copy_out(store, rr, ri, out_len, "YT", "YP", one, fast)
     elif kind == "c2r" and not real_pairs:
-        _copy_out(store, rr, None, out_len, "YT", "0", sc, fast)
+        _copy_out(store, rr, None, out_len, "YT", "0", one, fast)
     elif kind == "c2r":  # x[2t] = Re z[t], x[2t + 1] = Im z[t]: out written as a pair of stride 2·YT
-        _copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", sc, fast)
+        _copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", one, fast)
         if out_len % 2:
             last = out_len // 2
-            store.append(f"for (int64_t v = 0; v < nv; ++v) Y[oo[v] + {out_len - 1} * YT] = static_cast<YT_T>({rr}[{last * V} + v] * {sc});")
+            store.append(f"for (int64_t v = 0; v < nv; ++v) Y[oo[v] + {out_len - 1} * YT] = static_cast<YT_T>({rr}[{last * V} + v]);")
     else:  # r2c, even n: the split into the other planes, then the bins out (past n/2: conjugates)
         m = nc
         sr, si = ("ar", "ai") if flip else ("br", "bi")
@@ -289,25 +305,25 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         for k in range(m + 1):
             values.extend(_unit(k, n, -1.0))
         tables.append(_table("split", values))
-        # X[k] = E[k] + W_n^k·O[k], E = (Z[k] + conj Z[m−k])/2, O = (Z[k] − conj Z[m−k])/2i (stockham.r2c)
+        # X[k] = E[k] + W_n^k·O[k], E = (Z[k] + conj Z[m−k])/2, O = (Z[k] − conj Z[m−k])/2i (stockham.r2c),
+        # the halves taken first (Z near float32's largest values: their sum would overflow)
         store.append(f"for (int64_t k = 0; k <= {min(m, out_len - 1)}; ++k) {{")
         store.append("  const float c = split[2 * k], s = split[2 * k + 1];")
         store.append(f"  const int64_t ka = k == {m} ? 0 : k, kb = k == 0 ? 0 : {m} - k;")
         store.append(f"  const float* __restrict__ zr = {rr} + ka * {V}; const float* __restrict__ zi = {ri} + ka * {V};")
         store.append(f"  const float* __restrict__ mr = {rr} + kb * {V}; const float* __restrict__ mi = {ri} + kb * {V};")
         store.append(f"  float* __restrict__ xr = {sr} + k * {V}; float* __restrict__ xi = {si} + k * {V};")
-        store.append("  const vf8 Zr = ld(zr), Zi = ld(zi), Mr = ld(mr), Mi = ld(mi);")
+        store.append("  const vf8 Zr = ld(zr) * 0.5f, Zi = ld(zi) * 0.5f, Mr = ld(mr) * 0.5f, Mi = ld(mi) * 0.5f;")
         store.append("  const vf8 e_r = Zr + Mr, e_i = Zi - Mi, o_r = Zi + Mi, o_i = Mr - Zr;")
         store.append("  st(xr, e_r + c * o_r - s * o_i); st(xi, e_i + c * o_i + s * o_r);")
         store.append("}")
-        half_scale = _f(scale * 0.5)  # E and O's 1/2, folded into the scale
-        _copy_out(store, sr, si, min(out_len, m + 1), "YT", "YP", half_scale, fast)
+        _copy_out(store, sr, si, min(out_len, m + 1), "YT", "YP", one, fast)
         if out_len > m + 1:
             store.append("for (int64_t v = 0; v < nv; ++v) {")
             store.append("  auto* __restrict__ p = Y + oo[v];")
             store.append(f"  for (int64_t k = {m + 1}; k < {out_len}; ++k) {{")
-            store.append(f"    p[k * YT] = static_cast<YT_T>({sr}[({n} - k) * {V} + v] * {half_scale});")
-            store.append(f"    p[k * YT + YP] = static_cast<YT_T>(-{si}[({n} - k) * {V} + v] * {half_scale});")
+            store.append(f"    p[k * YT] = static_cast<YT_T>({sr}[({n} - k) * {V} + v]);")
+            store.append(f"    p[k * YT + YP] = static_cast<YT_T>(-{si}[({n} - k) * {V} + v]);")
             store.append("  }")
             store.append("}")
     return tables, gather, stages, store

@@ -120,12 +120,14 @@ def transformed(x: torch.Tensor, dim: int, n: int, out_len: int, kind: str, inve
         z = torch.view_as_complex(x.float().movedim(dim, -2).contiguous())
     if window is not None:
         z = z * window.float()
+    if scale != 1.0:  # before the transform, whose sums grow up to n-fold: no intermediate overflow
+        z = z * scale
     if kind == "c2r":
         half = _fit(z, n // 2 + 1)
-        out = torch.fft.irfft(half, n=n, norm="forward") * scale
+        out = torch.fft.irfft(half, n=n, norm="forward")
     else:
         z = _fit(z, n)
-        out = (torch.fft.ifft(z, norm="forward") if direction(kind, inverse) else torch.fft.fft(z)) * scale
+        out = torch.fft.ifft(z, norm="forward") if direction(kind, inverse) else torch.fft.fft(z)
     out = out[..., :out_len].movedim(-1, dim)
     return out if kind == "c2r" else torch.view_as_real(out)
 
