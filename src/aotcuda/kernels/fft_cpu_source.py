@@ -109,10 +109,11 @@ def _stages(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
     return tables, code, flip
 
 
-def _copy_in(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, fast: bool) -> None:
-    """Statements that load points q < count of each row of the block into plane_r (and plane_i: a pair,
-    its parts `p` apart) at [q][v], the transformed dim's stride `t`: 8×8 AVX2 transposes where the rows
-    are float32 and dense along the dim (fast), one value at a time for the rest."""
+def _copy_in(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, fast: bool,
+             scale: str = "1.0f") -> None:
+    """Statements that load points q < count of each row of the block, times `scale`, into plane_r (and
+    plane_i: a pair, its parts `p` apart) at [q][v], the transformed dim's stride `t`: 8×8 AVX2 transposes
+    where the rows are float32 and dense along the dim (fast), one value at a time for the rest."""
     V = ROWS
     if count <= 0:
         return
@@ -123,23 +124,23 @@ def _copy_in(lines: list, plane_r: str, plane_i: str | None, count: int, t: str,
         lines.append("  const float* rows8[8]; for (int v = 0; v < 8; ++v) rows8[v] = reinterpret_cast<const float*>(X) + xo[v];")
         if plane_i is None:
             lines.append(f"  if (nv == 8 && ({t}) == 1) {{")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) aotcuda_fft::load_real(rows8, done, {plane_r} + done * 8);")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) aotcuda_fft::load_real(rows8, done, {plane_r} + done * 8, {scale});")
         else:
             lines.append(f"  if (nv == 8 && ({t}) == 2 && ({p}) == 1) {{  // interleaved pairs")
             lines.append(f"    for (; done + 8 <= {count}; done += 8) "
-                         f"aotcuda_fft::load_pair(rows8, done, {plane_r} + done * 8, {plane_i} + done * 8);")
+                         f"aotcuda_fft::load_pair(rows8, done, {plane_r} + done * 8, {plane_i} + done * 8, {scale});")
             lines.append(f"  }} else if (nv == 8 && ({t}) == 1) {{  // planes: re, then im {p} floats on")
             lines.append("    const float* imag8[8]; for (int v = 0; v < 8; ++v) imag8[v] = rows8[v] + (" + p + ");")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ aotcuda_fft::load_real(rows8, done, {plane_r} + done * 8); "
-                         f"aotcuda_fft::load_real(imag8, done, {plane_i} + done * 8); }}")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ aotcuda_fft::load_real(rows8, done, {plane_r} + done * 8, {scale}); "
+                         f"aotcuda_fft::load_real(imag8, done, {plane_i} + done * 8, {scale}); }}")
         lines.append("  }")
         lines.append("#endif")
     lines.append("  for (int64_t v = 0; v < nv; ++v) {")
     lines.append("    const auto* __restrict__ row = X + xo[v];")
     lines.append(f"    for (int64_t q = done; q < {count}; ++q) {{")
-    lines.append(f"      {plane_r}[q * {V} + v] = static_cast<float>(row[q * ({t})]);")
+    lines.append(f"      {plane_r}[q * {V} + v] = static_cast<float>(row[q * ({t})]) * {scale};")
     if plane_i is not None:
-        lines.append(f"      {plane_i}[q * {V} + v] = static_cast<float>(row[q * ({t}) + ({p})]);")
+        lines.append(f"      {plane_i}[q * {V} + v] = static_cast<float>(row[q * ({t}) + ({p})]) * {scale};")
     lines.append("    }")
     lines.append("  }")
     lines.append("}")
@@ -193,13 +194,6 @@ def _windowed(lines: list, plane: str, count: int, sample: str, scale: str) -> N
     lines.append("}")
 
 
-def _scaled(lines: list, plane: str, count: int, scale: str) -> None:
-    """plane[q][v] *= scale for q < count, after the loads: the scale (1/n, 1/√n) goes in before the stages,
-    whose sums grow up to n-fold, so that a result float32 holds is not lost to an intermediate overflow."""
-    V = ROWS
-    lines.append(f"for (int64_t q = 0; q < {count}; ++q) st({plane} + q * {V}, ld({plane} + q * {V}) * {scale});")
-
-
 def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float,
                   has_window: bool, fast: bool = True) -> tuple[list[str], list[str], list[str], list[str]]:
     """The C++ of one transform as (static tables, gather, stages, store) statement lists over these names,
@@ -212,14 +206,11 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     fwd = not direction(kind, inverse)
     tables, stages, flip = _stages(nc, not fwd)
     rr, ri = ("br", "bi") if flip else ("ar", "ai")  # where the stages leave the result
-    one = "1.0f"  # the store's scale: the loads took it
-    sc = _f(scale)  # applied to the loaded points (with the window where there is one), not at the store
-
-    def scaled(plane: str, count_: int, sample: str | None = None) -> None:
-        if has_window and sample is not None:
-            _windowed(gather, plane, count_, sample, sc)
-        elif scale != 1.0:
-            _scaled(gather, plane, count_, sc)
+    # The scale multiplies the points as they are loaded (or with the window, which multiplies them after),
+    # before the stages, whose sums grow up to n-fold: a result float32 holds is not lost to an overflow.
+    one = "1.0f"  # the store's scale
+    sc = _f(scale)
+    load_scale = one if has_window else sc
     gather, store = [], []
     real_pairs = kind != "c2c" and n % 2 == 0
     count = min(in_len, n)
@@ -231,23 +222,26 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     if kind == "c2c":
         zero("ar", count, n)
         zero("ai", count, n)
-        _copy_in(gather, "ar", "ai", count, "XT", "XP", fast)
-        scaled("ar", count, "q")
-        scaled("ai", count, "q")
+        _copy_in(gather, "ar", "ai", count, "XT", "XP", fast, load_scale)
+        if has_window:
+            _windowed(gather, "ar", count, "q", sc)
+            _windowed(gather, "ai", count, "q", sc)
     elif kind == "r2c" and not real_pairs:  # (x, 0)
         zero("ar", count, n)
         zero("ai", 0, n)
-        _copy_in(gather, "ar", None, count, "XT", "0", fast)
-        scaled("ar", count, "q")
+        _copy_in(gather, "ar", None, count, "XT", "0", fast, load_scale)
+        if has_window:
+            _windowed(gather, "ar", count, "q", sc)
     elif kind == "r2c":  # z[t] = x[2t] + i·x[2t + 1]: x read as a pair of stride 2·XT, parts XT apart
         zero("ar", (count + 1) // 2, nc)
         zero("ai", count // 2, nc)
-        _copy_in(gather, "ar", "ai", count // 2, "2 * XT", "XT", fast)
+        _copy_in(gather, "ar", "ai", count // 2, "2 * XT", "XT", fast, load_scale)
         if count % 2:
             last = count // 2
-            gather.append(f"for (int64_t v = 0; v < nv; ++v) ar[{last * V} + v] = static_cast<float>(X[xo[v] + {count - 1} * XT]);")
-        scaled("ar", (count + 1) // 2, "2 * q")
-        scaled("ai", count // 2, "2 * q + 1")
+            gather.append(f"for (int64_t v = 0; v < nv; ++v) ar[{last * V} + v] = static_cast<float>(X[xo[v] + {count - 1} * XT]) * {load_scale};")
+        if has_window:
+            _windowed(gather, "ar", (count + 1) // 2, "2 * q", sc)
+            _windowed(gather, "ai", count // 2, "2 * q + 1", sc)
     elif not real_pairs:  # c2r, odd n: the Hermitian spectrum, mirrored and conjugated
         if in_len < n // 2 + 1:
             zero("ar", 0, n)
@@ -257,22 +251,18 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         gather.append(f"  for (int64_t t = 0; t < {n}; ++t) {{")
         gather.append(f"    const int64_t j = 2 * t > {n} ? {n} - t : t;")
         gather.append(f"    if (j >= {in_len}) continue;")
-        gather.append(f"    ar[t * {V} + v] = static_cast<float>(p[j * XT]);")
-        gather.append(f"    const float im = j == 0 ? 0.0f : static_cast<float>(p[j * XT + XP]);")
+        gather.append(f"    ar[t * {V} + v] = static_cast<float>(p[j * XT]) * {sc};")
+        gather.append(f"    const float im = j == 0 ? 0.0f : static_cast<float>(p[j * XT + XP]) * {sc};")
         gather.append(f"    ai[t * {V} + v] = 2 * t > {n} ? -im : im;")
         gather.append("  }")
         gather.append("}")
-        scaled("ar", n)
-        scaled("ai", n)
     else:  # c2r, even n: the half into (br, bi), merged into (ar, ai)
         m = nc
         half = min(in_len, m + 1)
         zero("br", half, m + 1)
         zero("bi", half, m + 1)
-        _copy_in(gather, "br", "bi", half, "XT", "XP", fast)
+        _copy_in(gather, "br", "bi", half, "XT", "XP", fast, sc)
         gather.append(f"for (int64_t v = 0; v < {V}; ++v) {{ bi[v] = 0.0f; bi[{m * V} + v] = 0.0f; }}")
-        scaled("br", half)
-        scaled("bi", half)
         values = []
         for k in range(m):
             values.extend(_unit(k, n, 1.0))
@@ -361,14 +351,14 @@ static inline void transpose8(__m256 r[8]) {
   r[6] = _mm256_permute2f128_ps(u2, u6, 0x31); r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 // plane[i][v] = rows[v][t0 + i], i < 8
-static inline void load_real(const float* const* rows, int64_t t0, float* plane) {
-  __m256 r[8];
+static inline void load_real(const float* const* rows, int64_t t0, float* plane, float scale) {
+  __m256 r[8]; const __m256 s = _mm256_set1_ps(scale);
   for (int v = 0; v < 8; ++v) r[v] = _mm256_loadu_ps(rows[v] + t0);
   transpose8(r);
-  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(plane + 8 * i, r[i]);
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(plane + 8 * i, _mm256_mul_ps(r[i], s));
 }
 // re[i][v], im[i][v] = the complex point t0 + i of row v (interleaved re, im)
-static inline void load_pair(const float* const* rows, int64_t t0, float* re, float* im) {
+static inline void load_pair(const float* const* rows, int64_t t0, float* re, float* im, float scale) {
   __m256 a[8], b[8];
   for (int v = 0; v < 8; ++v) {
     const __m256 lo = _mm256_loadu_ps(rows[v] + 2 * t0), hi = _mm256_loadu_ps(rows[v] + 2 * t0 + 8);
@@ -376,7 +366,8 @@ static inline void load_pair(const float* const* rows, int64_t t0, float* re, fl
     b[v] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
   }
   transpose8(a); transpose8(b);
-  for (int i = 0; i < 8; ++i) { _mm256_storeu_ps(re + 8 * i, a[i]); _mm256_storeu_ps(im + 8 * i, b[i]); }
+  const __m256 s = _mm256_set1_ps(scale);
+  for (int i = 0; i < 8; ++i) { _mm256_storeu_ps(re + 8 * i, _mm256_mul_ps(a[i], s)); _mm256_storeu_ps(im + 8 * i, _mm256_mul_ps(b[i], s)); }
 }
 static inline void store_real(float* const* rows, int64_t t0, const float* plane, float scale) {
   __m256 r[8]; const __m256 s = _mm256_set1_ps(scale);
