@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import torch
 
-from aotcuda.kernels.fft_rows import DTYPES, KINDS, direction, transformed
+from aotcuda.kernels.fft_rows import DTYPES, KINDS, check_window, direction, transformed
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices as radices
 
 OP = "aotcuda::fft_rows_cpu"
@@ -77,15 +77,11 @@ def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
 
 
 def _check(x, dim, n, out_len, kind, window) -> None:
-    """ValueError naming what fft_rows_cpu does not take (covers; a window: real, 1-D, x.shape[dim] values,
-    on x's device, for c2c or r2c)."""
+    """ValueError naming what fft_rows_cpu does not take (covers; a window as fft_rows.check_window says)."""
     if not covers(x, dim, n, out_len, kind):
         raise ValueError(f"{OP}: cannot transform a {x.dtype} tensor of shape {tuple(x.shape)} along dim {dim} "
                          f"as {kind} of length {n} into {out_len} points (fft_cpu.covers)")
-    if window is not None and (kind == "c2r" or window.dim() != 1 or not window.dtype.is_floating_point
-                               or window.device != x.device or window.shape[0] != x.shape[dim]):
-        raise ValueError(f"{OP}: window must be a real 1-D tensor of x.shape[dim] = {x.shape[dim]} values on "
-                         f"{x.device}, for c2c or r2c; got {window.dtype} {tuple(window.shape)} for {kind}")
+    check_window(OP, x, dim, kind, window)
 
 
 @torch.library.custom_op(OP, mutates_args=())

@@ -96,9 +96,15 @@ def _check(x, tables, dim, n, out_len, kind, window=None, t: Tiling | None = Non
     if tables is not None and (tables.dtype != torch.float32 or tables.numel() != t.table_numel()):
         raise ValueError(f"{OP}: tables must be fft_plan.table_values({t.describe()} of {n}, …) in float32 "
                          f"({t.table_numel()} values); got {tables.numel()} {tables.dtype}")
+    check_window(OP, x, dim, kind, window)
+
+
+def check_window(op: str, x: torch.Tensor, dim: int, kind: str, window: torch.Tensor | None) -> None:
+    """ValueError unless `window` is None or what `op` (fft_rows, fft_rows_cpu) multiplies rows by: a real
+    1-D tensor (float16, bfloat16, float32 or float64) of x.shape[dim] values on x's device, for c2c or r2c."""
     if window is not None and (kind == "c2r" or window.dim() != 1 or window.dtype not in (*DTYPES, torch.float64)
                                or window.device != x.device or window.shape[0] != x.shape[dim]):
-        raise ValueError(f"{OP}: window must be a real 1-D tensor of x.shape[dim] = {x.shape[dim]} values on "
+        raise ValueError(f"{op}: window must be a real 1-D tensor of x.shape[dim] = {x.shape[dim]} values on "
                          f"{x.device}, for c2c or r2c; got {window.dtype} {tuple(window.shape)} on {window.device} "
                          f"for {kind}")
 
