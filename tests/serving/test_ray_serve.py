@@ -133,7 +133,10 @@ def test_every_socket_of_the_served_stack_listens_on_loopback_but_the_replicas_i
 
     assert ray.util.get_node_ip_address() == serving.server.RAY_NODE_ADDRESS == "127.0.0.1"
     listeners = ray_stack_listeners()
-    processes = {listener.process.split(" ")[0] for listener in listeners}
+    # An actor's process title names the method it is running at that moment ("ray::ServeController.
+    # listen_for_change"): the component is the title before that.
+    processes = {listener.process.split(" ")[0].split(".")[0] if listener.process.startswith("ray::")
+                 else listener.process.split(" ")[0] for listener in listeners}
     for component in ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent", "ray::ServeController",
                       "ray::ProxyActor"):
         assert component in processes, f"{component} not found among {sorted(processes)}: the listing misses it"
