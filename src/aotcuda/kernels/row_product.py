@@ -105,7 +105,7 @@ if HAVE_TRITON:
 
     @triton.jit
     def _row_product_kernel(X, W, Bias, Out, Part, Splits, M, N, K, sxm, sxk, swk, swn, som, son,
-                            HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, IEEE: tl.constexpr,
+                            HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, IEEE: tl.constexpr, UNIT_K: tl.constexpr,
                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
         # Offsets in int64: Triton types an integer argument below 2**31 as int32, and a weight of more
         # elements than that (a 128k-vocabulary head of width 16k) would wrap k · swk or n · swn.
@@ -116,13 +116,22 @@ if HAVE_TRITON:
         steps = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
         begin = tl.program_id(1) * steps * BLOCK_K
         end = tl.minimum(begin + steps * BLOCK_K, K)
+        # UNIT_K: x and w are contiguous along K (a linear layer's), written as a literal stride of 1 so
+        # that the loads are 16 bytes wide whether or not the caller's compiler specializes a 1 argument
+        if UNIT_K:
+            x_at = X + rows[:, None] * sxm
+            w_at = W + columns[None, :] * swn
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         for start in range(begin, end, BLOCK_K):
             k = start + tl.arange(0, BLOCK_K).to(tl.int64)
-            x = tl.load(X + rows[:, None] * sxm + k[None, :] * sxk, mask=(rows[:, None] < M) & (k[None, :] < K),
-                        other=0.0)
-            w = tl.load(W + k[:, None] * swk + columns[None, :] * swn,
-                        mask=(k[:, None] < K) & (columns[None, :] < N), other=0.0)
+            if UNIT_K:
+                x_ptr = x_at + k[None, :]
+                w_ptr = w_at + k[:, None]
+            else:
+                x_ptr = X + rows[:, None] * sxm + k[None, :] * sxk
+                w_ptr = W + k[:, None] * swk + columns[None, :] * swn
+            x = tl.load(x_ptr, mask=(rows[:, None] < M) & (k[None, :] < K), other=0.0)
+            w = tl.load(w_ptr, mask=(k[:, None] < K) & (columns[None, :] < N), other=0.0)
             if IEEE:
                 acc += tl.dot(x.to(w.dtype), w, input_precision="ieee")
             else:
@@ -174,9 +183,11 @@ if HAVE_TRITON:
         plans = _for_dtype(plans, max(x.element_size(), w.element_size()))
         split = plans[0].split_k > 1  # a list holds one form only
         out = torch.empty((rows, columns), dtype=x.dtype, device=x.device)
-        most = max(p.split_k for p in plans) if split else 0
-        part = torch.empty((most * rows * columns,), dtype=torch.float32, device=x.device)
-        splits = torch.empty((1,), dtype=torch.int32, device=x.device)
+        part = splits = out  # the whole form reads and writes neither: no buffers to allocate
+        if split:
+            most = max(p.split_k for p in plans)
+            part = torch.empty((most * rows * columns,), dtype=torch.float32, device=x.device)
+            splits = torch.empty((1,), dtype=torch.int32, device=x.device)
         block_m = max(16, 1 << (max(rows, 1) - 1).bit_length())
         ieee = torch.float32 in (x.dtype, w.dtype)
         bias_arg = bias if bias is not None else w
@@ -190,7 +201,8 @@ if HAVE_TRITON:
             fixed = {"BLOCK_N": plans[0].block_n, "BLOCK_K": plans[0].block_k, "SPLIT_K": plans[0].split_k}
         launcher(kernel)[grid](
             x, w, bias_arg, out, part, splits, rows, columns, depth, *x.stride(), *w.stride(), *out.stride(),
-            HAS_BIAS=bias is not None, BLOCK_M=block_m, IEEE=ieee, **fixed)
+            HAS_BIAS=bias is not None, BLOCK_M=block_m, IEEE=ieee, UNIT_K=x.stride(1) == 1 and w.stride(0) == 1,
+            **fixed)
         if split:
             launcher(_sum_kernel)[(triton.cdiv(rows * columns, SUM_BLOCK),)](
                 part, splits, bias_arg, out, rows, columns, *out.stride(), HAS_BIAS=bias is not None,
