@@ -171,16 +171,25 @@ if HAVE_TRITON:
     def _processors(device: torch.device) -> int:
         return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
 
+    def tuned_plans(x: torch.Tensor, w: torch.Tensor) -> tuple[Plan, ...]:
+        """The plans the op's tuning chooses among for x @ w: SPLIT or WHOLE, BLOCK_K fitted to the dtype."""
+        plans = SPLIT if splits_wanted(w.shape[1], w.shape[0], _processors(x.device)) else WHOLE
+        return _for_dtype(plans, max(x.element_size(), w.element_size()))
+
+    def tuned_choice(x: torch.Tensor, w: torch.Tensor) -> Plan | None:
+        """The plan the tuning chose for x @ w in this process (None before the first call of its shape)."""
+        config = getattr(_tuned(tuned_plans(x, w)), "best_config", None)
+        if config is None:
+            return None
+        meta = config.kwargs
+        return Plan(meta["BLOCK_N"], meta["BLOCK_K"], meta["SPLIT_K"], config.num_warps, config.num_stages)
+
     def launch(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, plan: Plan | None = None) -> torch.Tensor:
         """The kernel on x's device (the op's CUDA implementation; the interpreter runs it on CPU tensors).
         ``plan``: one fixed config instead of the tuned choice among WHOLE or SPLIT."""
         _check(x, w, bias)
         rows, depth, columns = x.shape[0], x.shape[1], w.shape[1]
-        if plan is not None:
-            plans = (plan,)
-        else:
-            plans = SPLIT if splits_wanted(columns, depth, _processors(x.device)) else WHOLE
-        plans = _for_dtype(plans, max(x.element_size(), w.element_size()))
+        plans = _for_dtype((plan,), max(x.element_size(), w.element_size())) if plan is not None else tuned_plans(x, w)
         split = plans[0].split_k > 1  # a list holds one form only
         out = torch.empty((rows, columns), dtype=x.dtype, device=x.device)
         part = splits = out  # the whole form reads and writes neither: no buffers to allocate
