@@ -192,11 +192,11 @@ if HAVE_TRITON:
         plans = _for_dtype((plan,), max(x.element_size(), w.element_size())) if plan is not None else tuned_plans(x, w)
         split = plans[0].split_k > 1  # a list holds one form only
         out = torch.empty((rows, columns), dtype=x.dtype, device=x.device)
-        part = splits = out  # the whole form reads and writes neither: no buffers to allocate
-        if split:
-            most = max(p.split_k for p in plans)
-            part = torch.empty((most * rows * columns,), dtype=torch.float32, device=x.device)
-            splits = torch.empty((1,), dtype=torch.int32, device=x.device)
+        # the whole form touches neither buffer: one element each (not ``out`` again, which a caller's
+        # functionalization, seeing one tensor in two mutable arguments, might copy back twice)
+        most = max(p.split_k for p in plans) if split else 0
+        part = torch.empty((max(1, most * rows * columns),), dtype=torch.float32, device=x.device)
+        splits = torch.empty((1,), dtype=torch.int32, device=x.device)
         block_m = max(16, 1 << (max(rows, 1) - 1).bit_length())
         ieee = torch.float32 in (x.dtype, w.dtype)
         bias_arg = bias if bias is not None else w
