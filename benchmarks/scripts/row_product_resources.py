@@ -34,7 +34,7 @@ def compile_plan(plan: row_product.Plan, dtype: str, arch: int) -> dict:
     constants = dict(HAS_BIAS=False, BLOCK_M=16, IEEE=dtype == "fp32", UNIT_K=True, BLOCK_N=plan.block_n,
                      BLOCK_K=plan.block_k, SPLIT_K=plan.split_k)
     types = {"X": f"*{dtype}", "W": f"*{dtype}", "Bias": f"*{dtype}", "Out": f"*{dtype}",
-             "Part": "*fp32" if plan.split_k > 1 else f"*{dtype}", "Splits": "*i32" if plan.split_k > 1 else f"*{dtype}"}
+             "Part": "*fp32", "Splits": "*i32"}
     signature = {**types, **{name: "i32" for name in INTEGERS}, **{name: "constexpr" for name in constants}}
     constants.update(sxk=1, swk=1, son=1)  # a 1 argument is specialized as a constant, as a launch does
     signature.update(sxk="constexpr", swk="constexpr", son="constexpr")
