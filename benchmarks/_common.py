@@ -32,14 +32,15 @@ def markdown_row(*cells) -> str:
     return "| " + " | ".join(str(cell) for cell in cells) + " |"
 
 
-def graph_replay_row(cells: tuple, run, args: tuple, want: torch.Tensor, copy_us: float) -> dict:
-    """Run ``run(*args)`` once, time its CUDA graph replay (triton.testing.do_bench_cudagraph, median µs),
-    print one table row: cells, µs, the copy's time over it, relative error against ``want`` (float64)."""
+def graph_replay_row(cells: tuple, run, args: tuple, want: torch.Tensor, copy_us: float, rep: int = 20) -> dict:
+    """Run ``run(*args)`` once, time its CUDA graph replay (triton.testing.do_bench_cudagraph over ``rep``
+    ms, median µs), print one table row: cells, µs, the copy's time over it, relative error against
+    ``want`` (float64)."""
     from triton.testing import do_bench_cudagraph
 
     with torch.no_grad():
         got = run(*args)
-        us = do_bench_cudagraph(lambda: run(*args)) * 1e3
+        us = do_bench_cudagraph(lambda: run(*args), rep=rep) * 1e3
     error = relative_error(got, want)
     print(markdown_row(*cells, f"{us:.1f}", f"{copy_us / us:.0%}", f"{error:.1e}"))
     return {"us": us, "copy_us": copy_us, "error": error}

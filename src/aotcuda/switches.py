@@ -58,6 +58,12 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "rows on the left and a weight of 8M elements or more (a decode step's projections and LM head) become "
            "the aotcuda::row_product Triton op (passes/row_products.py, kernels/row_product.py); off: Inductor's "
            "own kernels", "at each lower() for CUDA"),
+    # RowProductsPass's limits, to try the op at 8 rows or on smaller weights without editing code; the
+    # defaults are the pass's own (passes/row_products.py says what the H200 measured for them).
+    Switch("AOTCUDA_ROW_PRODUCTS_MAX_ROWS", 4, "RowProductsPass (AOTCUDA_ROW_PRODUCTS) rewrites products of at most "
+           "this many rows on the left (0: no limit)", "each time the pass is built"),
+    Switch("AOTCUDA_ROW_PRODUCTS_MIN_WEIGHT", 1 << 23, "RowProductsPass (AOTCUDA_ROW_PRODUCTS) rewrites products whose "
+           "weight has at least this many elements (0: any)", "each time the pass is built"),
     # On by default: on the H200 (torch 2.11, decode.py batch 1, bound graph, 2026-12-03) the step took 939.0 µs
     # with it against 1051.1 µs without (54% of the bound against 48%); benchmarks/decode_attention.py: the
     # op 11.6 µs against Inductor's 21.3 at batch 1, 20.4 against 87.0 at batch 8 (position 1024).

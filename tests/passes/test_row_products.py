@@ -60,6 +60,23 @@ def test_outside_its_limits_products_are_kept(case):
     assert graph_pass(ep) is ep and graph_pass.result.counts == {"rewritten": 0, "kept": 3}
 
 
+def test_the_limits_come_from_the_switches_and_arguments_override_them(monkeypatch):
+    ep = _ep(Projections(torch.float32), (torch.randn(8, 64),))  # weights of 16384, 16384 and 32000 elements
+    assert RowProductsPass()(ep) is ep  # 4 rows, 8M elements: kept
+    monkeypatch.setenv("AOTCUDA_ROW_PRODUCTS_MAX_ROWS", "8")
+    monkeypatch.setenv("AOTCUDA_ROW_PRODUCTS_MIN_WEIGHT", "20000")
+    graph_pass = RowProductsPass()
+    graph_pass(ep)
+    assert (graph_pass.max_rows, graph_pass.min_weight_elements) == (8, 20000)
+    assert graph_pass.result.counts == {"rewritten": 1, "kept": 2}  # the head alone
+    monkeypatch.setenv("AOTCUDA_ROW_PRODUCTS_MAX_ROWS", "0")  # no limit
+    graph_pass = RowProductsPass(min_weight_elements=0)
+    graph_pass(ep)
+    assert graph_pass.result.counts == {"rewritten": 3, "kept": 0}
+    graph_pass = RowProductsPass(max_rows=4, min_weight_elements=0)
+    assert graph_pass(ep) is ep and graph_pass.result.counts == {"rewritten": 0, "kept": 3}
+
+
 def test_the_decode_step_after_the_other_passes_matches_eager_step_after_step():
     from aotcuda.lowering.pipeline import passes
     from aotcuda.models.decoder import DecoderConfig, make_decoder

@@ -21,6 +21,7 @@ import copy
 import torch
 from torch.export import ExportedProgram
 
+from aotcuda import switches
 from aotcuda.passes.emit import emit, replace_uses
 from aotcuda.passes.program_copy import with_graph
 from aotcuda.passes.result import PassResult
@@ -35,12 +36,17 @@ class RowProductsPass:
     A GraphPass (passes/result.py): ``result.counts`` has ``rewritten`` and ``kept`` (products of the
     right form outside the limits: too many rows, a dynamic row count, a small weight)."""
 
-    # The limits from benchmarks/row_products.py on the H200 (torch 2.11, bf16, 2026-12-03): at one row the op
-    # read a weight of 16M elements or more 1.3-1.8x faster than Inductor's kernel (LM head 34.4 vs 62.6 µs,
-    # w1/w3 18.3 vs 25.2, w2 11.5 vs 15.5), and tied or lost on 4M-6M weights (wq 4.6 vs 4.0 µs); at eight
-    # rows Inductor tied it or won (w2 9.9 vs 12.4 µs).
-    def __init__(self, max_rows: int = 4, min_weight_elements: int = 1 << 23) -> None:
-        self.max_rows, self.min_weight_elements = max_rows, min_weight_elements
+    # The default limits (the switches AOTCUDA_ROW_PRODUCTS_MAX_ROWS and _MIN_WEIGHT, 4 and 1 << 23) from
+    # benchmarks/row_products.py on the H200 (torch 2.11, bf16, 2026-12-03), with the kernel before its
+    # split-K form: at one row the op read a weight of 16M elements or more 1.3-1.8x faster than Inductor's
+    # kernel (LM head 34.4 vs 62.6 µs, w1/w3 18.3 vs 25.2, w2 11.5 vs 15.5), and tied or lost on 4M-6M
+    # weights (wq 4.6 vs 4.0 µs); at eight rows Inductor tied it or won (w2 9.9 vs 12.4 µs). Whether the split-K
+    # kernel moves them is benchmarks/scripts/row_product_sweep.py's to say. Arguments override the switches;
+    # 0 lifts a limit.
+    def __init__(self, max_rows: int | None = None, min_weight_elements: int | None = None) -> None:
+        self.max_rows = switches.number("AOTCUDA_ROW_PRODUCTS_MAX_ROWS") if max_rows is None else max_rows
+        self.min_weight_elements = (switches.number("AOTCUDA_ROW_PRODUCTS_MIN_WEIGHT") if min_weight_elements is None
+                                    else min_weight_elements)
         self.result = PassResult(type(self).__name__)
 
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
@@ -71,7 +77,7 @@ class RowProductsPass:
         k, n = w.meta["val"].shape
         if not all(type(size) is int for size in (rows, k, n)):
             return False
-        return rows <= self.max_rows and k * n >= self.min_weight_elements
+        return (self.max_rows == 0 or rows <= self.max_rows) and k * n >= self.min_weight_elements
 
 
 def _operands(node: torch.fx.Node):
