@@ -239,18 +239,10 @@ if HAVE_TRITON:
         return tl.load(tables + off + at), tl.load(tables + off + ROWS * COLS + at)
 
     @triton.jit
-    def _fft_rows_kernel(X, Tables, Out, Window, rows, in_len, out_len, scale,
-                         size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
-                         os0, os1, os2, os3, os_t, os_p, ws,
-                         N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
-                         P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
-                         KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
-                         INVERSE: tl.constexpr):
-        # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r);
-        # INVERSE: the tables' direction (exp(+2πi…)), which a butterfly stage, reading no table, needs.
-        # A stage run with P below 16 (P2 or P3 = B or C = 2 or 4, the last stage: fft_plan.paddings) is a
-        # butterfly. Offsets in int64: a row index times a batch stride passes 2**31 in
-        # large batches (Triton types an integer argument below 2**31 as int32).
+    def _row_offsets(R: tl.constexpr, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3):
+        """This program's R rows: their element offsets in x and out ([R, 1, 1, 1] each, int64: a row index
+        times a batch stride passes 2**31 in large batches, and Triton types an integer argument below 2**31
+        as int32) and which of them exist."""
         r = tl.program_id(0).to(tl.int64) * R + tl.arange(0, R).to(tl.int64)
         row_ok = r < rows
         i3 = r % size3
@@ -261,14 +253,14 @@ if HAVE_TRITON:
         i0 = q // size1
         x_row = (i0 * xs0 + i1 * xs1 + i2 * xs2 + i3 * xs3)[:, None, None, None]
         o_row = (i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3)[:, None, None, None]
-        row_ok = row_ok[:, None, None, None]
+        return x_row, o_row, row_ok[:, None, None, None]
 
-        # Stage 1's tile [R, P2, P3, P1] at (r, t2, t3, t1): t = B·C·t1 + C·t2 + t3, t1 last (contracted).
-        t1 = tl.arange(0, P1)[None, None, None, :]
-        t2 = tl.arange(0, P2)[None, :, None, None]
-        t3 = tl.arange(0, P3)[None, None, :, None]
-        t = B * C * t1 + C * t2 + t3
-        inside = row_ok & (t1 < A) & (t2 < B) & (t3 < C)
+    @triton.jit
+    def _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N: tl.constexpr, KIND: tl.constexpr,
+                   WINDOW: tl.constexpr):
+        """The rows' points t (a tile of indices; `inside`: those of the row) in float32 (xr, xi): c2c's
+        pair, r2c's real row (xi zero), c2r's Hermitian half of length N mirrored and conjugated past N // 2;
+        x zero-padded past in_len; times Window[t] (stride ws) where WINDOW (not c2r)."""
         if KIND == 2:  # the Hermitian half, mirrored: X[t] = conj(X[N − t]) past N // 2
             mirrored = 2 * t > N
             j = tl.where(mirrored, N - t, t).to(tl.int64)
@@ -287,7 +279,17 @@ if HAVE_TRITON:
                 xr = xr * w
                 if KIND == 0:
                     xi = xi * w
+        return xr, xi
 
+    @triton.jit
+    def _forward_stages(xr, xi, Tables, R: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                        P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, REAL_IN: tl.constexpr,
+                        REAL_OUT: tl.constexpr, INVERSE: tl.constexpr, PRECISION: tl.constexpr):
+        """The DFT of fft_plan's tiling (A, B, C) padded (P1, P2, P3) with the tables at Tables: stage 1's
+        tile [R, P2, P3, P1] at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3, in; [R, P1, P2, P3] at (r, k1, k2, k3),
+        k = k1 + A·k2 + A·B·k3, out. REAL_IN: xi is zero; REAL_OUT: only the real part is wanted (the
+        last stage's imaginary part is its real part). A stage run with P below 16 (P2 or P3 = B or C = 2 or
+        4, the last stage: fft_plan.paddings) is a butterfly, which needs the direction (INVERSE)."""
         # Table offsets and the dots' row counts (declared constexpr: Triton 3.6 makes a plain local a tensor).
         F2: tl.constexpr = 2 * P1 * P1
         F3: tl.constexpr = F2 + 2 * P2 * P2
@@ -297,7 +299,7 @@ if HAVE_TRITON:
         M1: tl.constexpr = R * P2 * P3
         if A > 1:
             yr, yi = _cdot(tl.reshape(xr, (M1, P1)), tl.reshape(xi, (M1, P1)), Tables, 0, P1,
-                           KIND == 1, (KIND == 2) and (B == 1), PRECISION)
+                           REAL_IN, REAL_OUT and (B == 1), PRECISION)
             xr = tl.reshape(yr, (R, P2, P3, P1))  # (r, t2, t3, k1)
             xi = tl.reshape(yi, (R, P2, P3, P1))
         if B > 1:
@@ -309,22 +311,46 @@ if HAVE_TRITON:
                 wr, wi = wr * vr - wi * vi, wr * vi + wi * vr
             xr, xi = xr * wr - xi * wi, xr * wi + xi * wr
             # (r, t2, t3, k1) to (r, t3, k1, k2); a butterfly only as the last stage (C = 1)
-            xr, xi = _stage(xr, xi, Tables, F2, R, P3, P1, P2, (KIND == 2) and (C == 1), INVERSE, PRECISION)
+            xr, xi = _stage(xr, xi, Tables, F2, R, P3, P1, P2, REAL_OUT and (C == 1), INVERSE, PRECISION)
             if C > 1:
                 wr, wi = _twiddle(Tables, W23, P3, P2)  # ω_n^(A·t3·k2)
                 wr, wi = wr[None, :, None, :], wi[None, :, None, :]
                 xr, xi = xr * wr - xi * wi, xr * wi + xi * wr
                 # (r, t3, k1, k2) to (r, k1, k2, k3)
-                xr, xi = _stage(xr, xi, Tables, F3, R, P1, P2, P3, KIND == 2, INVERSE, PRECISION)
+                xr, xi = _stage(xr, xi, Tables, F3, R, P1, P2, P3, REAL_OUT, INVERSE, PRECISION)
         # The result as [R, P1, P2, P3] at (r, k1, k2, k3): after stage 3 it is; after stage 2 (C = 1) it is
         # [R, 1, P1, P2], after stage 1 (B = C = 1) [R, 1, 1, P1]: moving a dim of size 1 is a reshape.
-        xr = tl.reshape(xr, (R, P1, P2, P3))
-        xi = tl.reshape(xi, (R, P1, P2, P3))
+        return tl.reshape(xr, (R, P1, P2, P3)), tl.reshape(xi, (R, P1, P2, P3))
+
+    @triton.jit
+    def _fft_rows_kernel(X, Tables, Out, Window, rows, in_len, out_len, scale,
+                         size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
+                         os0, os1, os2, os3, os_t, os_p, ws,
+                         N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                         P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
+                         KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
+                         INVERSE: tl.constexpr):
+        # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r);
+        # INVERSE: the tables' direction (exp(+2πi…)), which a butterfly stage, reading no table, needs.
+        x_row, o_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3)
+        # Stage 1's tile [R, P2, P3, P1] at (r, t2, t3, t1): t = B·C·t1 + C·t2 + t3, t1 last (contracted).
+        t1 = tl.arange(0, P1)[None, None, None, :]
+        t2 = tl.arange(0, P2)[None, :, None, None]
+        t3 = tl.arange(0, P3)[None, None, :, None]
+        t = B * C * t1 + C * t2 + t3
+        inside = row_ok & (t1 < A) & (t2 < B) & (t3 < C)
+        xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N, KIND, WINDOW)
+        xr, xi = _forward_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, KIND == 1, KIND == 2, INVERSE, PRECISION)
         k1 = tl.arange(0, P1)[None, :, None, None]
         k2 = tl.arange(0, P2)[None, None, :, None]
         k3 = tl.arange(0, P3)[None, None, None, :]
         k = k1 + A * k2 + A * B * k3
         ok = row_ok & (k1 < A) & (k2 < B) & (k3 < C) & (k < out_len)
+        _store_rows(Out, o_row, k, ok, xr, xi, scale, os_t, os_p, KIND)
+
+    @triton.jit
+    def _store_rows(Out, o_row, k, ok, xr, xi, scale, os_t, os_p, KIND: tl.constexpr):
+        """Points k of the rows (where ok), times scale, in Out's dtype: a pair, or c2r's real part."""
         at = Out + o_row + k.to(tl.int64) * os_t
         scale = tl.cast(scale, tl.float32)  # AOTInductor passes a float argument as float64
         tl.store(at, (xr * scale).to(Out.dtype.element_ty), mask=ok)
