@@ -39,7 +39,7 @@ from __future__ import annotations
 import torch
 
 from aotcuda.kernels import HAVE_TRITON, launcher
-from aotcuda.kernels.fft_plan import Launch, Tiling, default_launch, table_values, tiling
+from aotcuda.kernels.fft_plan import Bluestein, Launch, Tiling, covers, default_launch, kernel_plan, table_values
 
 OP = "aotcuda::fft_rows"
 KINDS = ("c2c", "r2c", "c2r")
@@ -56,17 +56,18 @@ def direction(kind: str, inverse: bool) -> bool:
     return {"c2c": inverse, "r2c": False, "c2r": True}[kind]
 
 
-def tables_for(n: int, kind: str, inverse: bool, device=None, t: Tiling | None = None) -> torch.Tensor:
+def tables_for(n: int, kind: str, inverse: bool, device=None, t: Tiling | Bluestein | None = None) -> torch.Tensor:
     """The float32 `tables` argument for a length-n transform of this kind, on `device`, for tiling t
-    (default: tiling(n), the op's)."""
-    return table_values(t or tiling(n), direction(kind, inverse)).to(device=device, dtype=torch.float32)
+    (default: kernel_plan(n), the op's)."""
+    return table_values(t or kernel_plan(n), direction(kind, inverse)).to(device=device, dtype=torch.float32)
 
 
 def supports(x: torch.Tensor, dim: int, n, kind: str) -> bool:
     """Whether fft_rows takes x (a pair for c2c and c2r) for a transform of length n along complex dim
-    `dim`: n static and covered by a tiling, x of a supported dtype, at most MAX_BATCH_DIMS other dims."""
+    `dim`: n static and covered (fft_plan.covers: a tiling, or Bluestein), x of a supported dtype, at most
+    MAX_BATCH_DIMS other dims."""
     complex_dims = x.dim() - (0 if kind == "r2c" else 1)
-    return (isinstance(n, int) and tiling(n) is not None and x.dtype in DTYPES
+    return (covers(n) and x.dtype in DTYPES
             and 0 <= dim < complex_dims and complex_dims - 1 <= MAX_BATCH_DIMS)
 
 
@@ -81,7 +82,7 @@ def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
     return x.new_empty([*batch, out_len, *pair]).movedim(len(batch), dim)
 
 
-def _check(x, tables, dim, n, out_len, kind, window=None, t: Tiling | None = None):
+def _check(x, tables, dim, n, out_len, kind, window=None, t: Tiling | Bluestein | None = None):
     if kind not in KINDS:
         raise ValueError(f"{OP}: kind must be one of {KINDS}; got {kind!r}")
     if not supports(x, dim, n, kind):
@@ -92,7 +93,7 @@ def _check(x, tables, dim, n, out_len, kind, window=None, t: Tiling | None = Non
         raise ValueError(f"{OP}: {kind} takes a pair (trailing dim 2); got shape {tuple(x.shape)}")
     if isinstance(out_len, int) and not 1 <= out_len <= n:
         raise ValueError(f"{OP}: out_len must be in [1, n = {n}]; got {out_len}")
-    t = t or tiling(n)
+    t = t or kernel_plan(n)
     if tables is not None and (tables.dtype != torch.float32 or tables.numel() != t.table_numel()):
         raise ValueError(f"{OP}: tables must be fft_plan.table_values({t.describe()} of {n}, …) in float32 "
                          f"({t.table_numel()} values); got {tables.numel()} {tables.dtype}")
@@ -382,13 +383,17 @@ if HAVE_TRITON:
         per_program = config.rows
         a, b, c = config.tiling.factors
         p1, p2, p3 = config.tiling.padded
-        launcher(_fft_rows_kernel)[((rows + per_program - 1) // per_program,)](
+        if isinstance(config.tiling, Bluestein):
+            from aotcuda.kernels.fft_bluestein import _bluestein_kernel as kernel
+            own = {}
+        else:
+            kernel, own = _fft_rows_kernel, dict(INVERSE=direction(kind, inverse))
+        launcher(kernel)[((rows + per_program - 1) // per_program,)](
             x, tables, out, tables if window is None else window, rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
             x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
             0 if window is None else window.stride(0),
             N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
-            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, INVERSE=direction(kind, inverse),
-            num_warps=config.warps)
+            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, num_warps=config.warps, **own)
         return out
 
     @triton_op(OP, mutates_args=())
