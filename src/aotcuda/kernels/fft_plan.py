@@ -31,8 +31,17 @@ about 2·log2(P) adds a value for a butterfly: 4096 = 16·16·16 rather than 64�
 400 = 25·16 padded to 32·16; 64 = 16·4b, 32 = 16·2b, 128 = 32·4b, 2048 = 32·16·4b), then the tile, among
 the tilings with no table wider than WIDE where there is one: a [64, 64] table made the kernel spill
 registers when compiled for sm_90 (a prime from 37 to 61 still takes a 64-wide table).
-A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, is not
-covered (None): the GEMM form (passes/complex_to_real/spectral) computes it.
+A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, has no
+tiling (None). Such a length runs as Bluestein's chirp-z transform inside the kernel
+(``bluestein``; kernels/fft_bluestein.py) where a convolution length m ≥ 2n − 1 up to the next power of two
+has a tiling with a tile ≤ BLUESTEIN_TILE (TILE: n ≤ 2048): the cheapest such m by the same key (no table
+wider than WIDE, cost, tile), any of its tilings, a butterfly last stage included (the inverse DFT runs the
+forward's stages transposed, so both passes share the tile's layout, paddings and tables); describe() says
+"Bluestein m=135 (15→16·9→16)". ``kernel_plan`` is the tiling or else the Bluestein plan; ``covers`` whether
+there is one. Only longer lengths with a large prime factor are left to the GEMM form
+(passes/complex_to_real/spectral). BLUESTEIN_TILE = 2·TILE (n ≤ 4096, m ≤ 8192: ``set_bluestein_tile``)
+compiles for sm_90 with 8 warps (spilling ~1.3 KB a thread) and is correct in the interpreter; the H200 is to
+judge its speed before it becomes the default.
 
 How a launch holds the tile (``Launch``: the tiling, rows a program, warps) is ``default_launch``'s choice;
 ``tilings`` and ``launches`` list the alternatives the kernel also runs, which fft_rows.launch takes as an
@@ -40,7 +49,7 @@ explicit ``config`` (benchmarks/scripts/fft_tiling_sweep.py times them; the op i
 
 Tables are computed in float64 with the phase reduced exactly in integers ((m·i·k) mod n) before it becomes
 an angle, then stored in float32: one flat tensor, each table as its real then its imaginary [rows, cols]
-block, in the order of ``TABLES``.
+block, in the order of ``TABLES``; a Bluestein plan's tables follow its tiling's (``bluestein_values``).
 """
 
 from __future__ import annotations
@@ -319,6 +328,15 @@ def bluestein(n: int) -> Bluestein | None:
     return Bluestein(n, best[1]) if best else None
 
 
+def set_bluestein_tile(most: int) -> None:
+    """BLUESTEIN_TILE = most (TILE or 2·TILE) for what follows in this process; the benchmarks' switch."""
+    global BLUESTEIN_TILE
+    if most not in (TILE, 2 * TILE):
+        raise ValueError(f"BLUESTEIN_TILE must be {TILE} or {2 * TILE}; got {most}")
+    BLUESTEIN_TILE = most
+    bluestein.cache_clear()
+
+
 def kernel_plan(n) -> Tiling | Bluestein | None:
     """How fft_rows computes length n: its tiling, else its Bluestein plan, else None (not covered)."""
     return (tiling(n) or bluestein(n)) if isinstance(n, int) else None
@@ -371,7 +389,11 @@ def num_warps(t: Tiling | Bluestein, rows: int) -> int:
     Measured on the H200 (benchmarks/scripts/fft_tiling_sweep.py, 512 rows, 2026-12-03): 4096 = 16·16·16
     in one program took 28.0/38.2 µs (r2c/c2r) with 4 warps against 34.2/44.6 with 8, which the rule
     before (8 for a program of 4096 values) gave."""
-    return 8 if max(t.padded) > WIDE or rows * t.tile > TILE else 4
+    if isinstance(t, Bluestein):
+        # Compiled for sm_90 (Triton 3.9, fft_kernel_resources.py, fp32 c2c): 2039 = Bluestein m=4096 at
+        # one row spilled 1272 bytes with 4 warps, 16 with 8; 1009 (m = 2048) at one row spilled none with 4.
+        return 8 if rows * t.tile >= TILE else 4
+    return 8 if max(t.padded) > WIDE else 4
 
 
 def default_launch(n: int, rows, processors: int = 132) -> Launch:
@@ -417,6 +439,8 @@ def rows_per_program(t: Tiling | Bluestein, rows, processors: int = 132) -> int:
     2026-12-03) n = 1024 took 8.4/8.1 µs (r2c/c2r) at 2 rows a program (256 programs) against 12.3/12.4 at
     1 (512 programs), and n = 512 6.6/6.5 against 7.7/10.0."""
     aim = ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4
+    if isinstance(t, Bluestein):  # two DFTs' live values: 67 (m = 135) at 8 rows spilled 96 bytes, at 4 none
+        aim //= 2
     most = max(1, aim // t.tile)
     if t.butterflies()[1] and not isinstance(t, Bluestein):  # (a Bluestein tile holds more: its default)
         # One product stage and a butterfly stage 2 (32 = 16·2b, 64 = 16·4b, 128 = 32·4b): 16 rows a

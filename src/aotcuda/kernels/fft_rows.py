@@ -11,8 +11,9 @@ bins past n//2 are the conjugates of those below, the imaginary parts of bins 0 
 points (r2c one-sided: n//2 + 1). out is a new tensor of x's dtype (float32, float16 or bfloat16; a pair
 again except for c2r) with `out_len` along `dim`, laid out as cuFFT lays out its result (the transformed
 dim innermost: empty_out). Every other dim of x (at most MAX_BATCH_DIMS) is a batch dim read with its own
-stride: a transform along a middle dim needs no copy. `tables` is
-fft_plan.table_values(fft_plan.tiling(n), direction) in float32 (direction: inverse for c2c, forward for
+stride: a transform along a middle dim needs no copy. n is any length fft_plan covers (``covers``: a tiling, or
+a Bluestein plan run by the Bluestein kernel, kernels/fft_bluestein.py, with the same arguments). `tables` is
+fft_plan.table_values(fft_plan.kernel_plan(n), direction) in float32 (direction: inverse for c2c, forward for
 r2c, inverse for c2r) on x's device, or None to build it here; passes hand it in as a program constant.
 `window` (c2c and r2c; None: none): a real 1-D tensor of x.shape[dim] values (n for stft's frames) that
 multiplies each row as it is loaded, x[t]·window[t] in float32: stft's window multiply, fused. Batch strides
