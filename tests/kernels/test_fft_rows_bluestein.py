@@ -10,7 +10,8 @@ plan fft_plan.bluestein), against torch.fft in float64 on fresh random rows.
   LENGTHS in float32, bfloat16 in and out at 67, stft's window and overlapping frames, and
   BLUESTEIN_TILE = 8192 (n = 2049: m's tile 8192) on a few rows.
 - On CUDA (the H200): the kernel at LENGTHS and 2039 in float32, float16 and bfloat16; n = 4093 with
-  BLUESTEIN_TILE = 8192; a spectral filter of n = 1009 lowered with the kernel form against eager.
+  BLUESTEIN_TILE = 8192 (a spectral filter of n = 1009 lowered with the kernel form against eager:
+  test_fft_rows_kernel.py).
 """
 
 import importlib.util
@@ -172,27 +173,3 @@ def test_the_cuda_bluestein_kernel_with_a_tile_of_8192():
                 pass
     finally:
         fft_plan.set_bluestein_tile(fft_plan.TILE)
-
-
-@pytest.mark.cuda
-def test_a_spectral_filter_of_a_prime_length_lowered_with_the_kernel_form_matches_eager(tmp_path, monkeypatch):
-    if not fft_rows.HAVE_TRITON:
-        pytest.skip("Triton is not installed")
-    import aotcuda
-
-    class Filter(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.randn(505, dtype=torch.complex64) / 1009)
-
-        def forward(self, x):  # along a middle dim: x [batch, 1009, channels]
-            return torch.fft.irfft(torch.fft.rfft(x, dim=1) * self.weight[:, None], n=1009, dim=1)
-
-    monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "1")
-    module = Filter().cuda()
-    x = torch.randn(4, 1009, 6, device="cuda")
-    lowered = aotcuda.lower(module, (x,), device="cuda", package_path=tmp_path / "filter.pt2")
-    with aotcuda.load(lowered.package_path) as program:
-        for _ in range(3):
-            x = torch.randn(4, 1009, 6, device="cuda")
-            assert relative_error(program(x), module(x).detach()) < 1e-5

@@ -478,7 +478,8 @@ def test_the_cuda_kernel_matches_torch_fft(n, dtype):
 
 
 @pytest.mark.cuda
-def test_a_spectral_filter_lowered_with_the_kernel_form_matches_eager(tmp_path, monkeypatch):
+@pytest.mark.parametrize("n", [400, 1009])  # 1009: Bluestein inside the kernel (test_fft_rows_bluestein.py)
+def test_a_spectral_filter_lowered_with_the_kernel_form_matches_eager(tmp_path, monkeypatch, n):
     if not fft_rows.HAVE_TRITON:
         pytest.skip("Triton is not installed")
     import aotcuda
@@ -486,16 +487,16 @@ def test_a_spectral_filter_lowered_with_the_kernel_form_matches_eager(tmp_path, 
     class Filter(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.weight = torch.nn.Parameter(torch.randn(201, dtype=torch.complex64) / 400)
+            self.weight = torch.nn.Parameter(torch.randn(n // 2 + 1, dtype=torch.complex64) / n)
 
-        def forward(self, x):  # the transform along a middle dim: x [batch, 400, channels]
-            return torch.fft.irfft(torch.fft.rfft(x, dim=1) * self.weight[:, None], n=400, dim=1)
+        def forward(self, x):  # the transform along a middle dim: x [batch, n, channels]
+            return torch.fft.irfft(torch.fft.rfft(x, dim=1) * self.weight[:, None], n=n, dim=1)
 
     monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "1")
     module = Filter().cuda()
-    x = torch.randn(4, 400, 6, device="cuda")
+    x = torch.randn(4, n, 6, device="cuda")
     lowered = aotcuda.lower(module, (x,), device="cuda", package_path=tmp_path / "filter.pt2")
     with aotcuda.load(lowered.package_path) as program:
         for _ in range(3):
-            x = torch.randn(4, 400, 6, device="cuda")
+            x = torch.randn(4, n, 6, device="cuda")
             assert relative_error(program(x), module(x).detach()) < 1e-5

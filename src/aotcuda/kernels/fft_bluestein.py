@@ -33,7 +33,7 @@ if HAVE_TRITON:
     import triton.language as tl
 
     from aotcuda.kernels.fft_rows import (_butterfly, _cdot, _forward_stages, _load_rows, _row_offsets,
-                                          _store_rows, _twiddle)
+                                          _store_rows, _tile_index, _twiddle)
 
     @triton.jit
     def _unstage(xr, xi, tables, off, R: tl.constexpr, D1: tl.constexpr, D2: tl.constexpr, P: tl.constexpr,
@@ -99,11 +99,7 @@ if HAVE_TRITON:
         SPECTRUM: tl.constexpr = CHIRP + 2 * N
         TILE: tl.constexpr = P1 * P2 * P3
         # The tile [R, P2, P3, P1] at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3: the points t < N of a row.
-        t1 = tl.arange(0, P1)[None, None, None, :]
-        t2 = tl.arange(0, P2)[None, :, None, None]
-        t3 = tl.arange(0, P3)[None, None, :, None]
-        t = B * C * t1 + C * t2 + t3
-        in_tile = row_ok & (t1 < A) & (t2 < B) & (t3 < C)
+        t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
         inside = in_tile & (t < N)
         xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N, KIND, WINDOW)
         # Tables read in the tile's own shape (0 · x_row): a broadcast row spills registers on sm_90.

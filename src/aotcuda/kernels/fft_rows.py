@@ -258,6 +258,16 @@ if HAVE_TRITON:
         return x_row, o_row, row_ok[:, None, None, None]
 
     @triton.jit
+    def _tile_index(row_ok, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
+                    P2: tl.constexpr, P3: tl.constexpr):
+        """Stage 1's tile [R, P2, P3, P1] at (r, t2, t3, t1), t1 last (contracted): each position's point
+        t = B·C·t1 + C·t2 + t3, and whether it is one (a row's, not padding)."""
+        t1 = tl.arange(0, P1)[None, None, None, :]
+        t2 = tl.arange(0, P2)[None, :, None, None]
+        t3 = tl.arange(0, P3)[None, None, :, None]
+        return B * C * t1 + C * t2 + t3, row_ok & (t1 < A) & (t2 < B) & (t3 < C)
+
+    @triton.jit
     def _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N: tl.constexpr, KIND: tl.constexpr,
                    WINDOW: tl.constexpr):
         """The rows' points t (a tile of indices; `inside`: those of the row) in float32 (xr, xi): c2c's
@@ -335,12 +345,7 @@ if HAVE_TRITON:
         # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r);
         # INVERSE: the tables' direction (exp(+2πi…)), which a butterfly stage, reading no table, needs.
         x_row, o_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3)
-        # Stage 1's tile [R, P2, P3, P1] at (r, t2, t3, t1): t = B·C·t1 + C·t2 + t3, t1 last (contracted).
-        t1 = tl.arange(0, P1)[None, None, None, :]
-        t2 = tl.arange(0, P2)[None, :, None, None]
-        t3 = tl.arange(0, P3)[None, None, :, None]
-        t = B * C * t1 + C * t2 + t3
-        inside = row_ok & (t1 < A) & (t2 < B) & (t3 < C)
+        t, inside = _tile_index(row_ok, A, B, C, P1, P2, P3)
         xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N, KIND, WINDOW)
         xr, xi = _forward_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, KIND == 1, KIND == 2, INVERSE, PRECISION)
         k1 = tl.arange(0, P1)[None, :, None, None]
