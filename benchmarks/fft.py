@@ -4,6 +4,7 @@
     python3 benchmarks/fft.py --device cuda          # the H200: cuFFT (about 3-4 minutes)
     python3 benchmarks/fft.py --device cuda --forms gemm kernel   # both CUDA forms (the default there)
     python3 benchmarks/fft.py --programs stft_dynamic freeu filter_bf16     # issue 30's programs only
+    python3 benchmarks/fft.py --device cuda --programs filter_bluestein --bluestein-tile 8192  # Bluestein lengths
                           # (CPU, 2 cores: about 8 minutes; the H200: about 4, beside 3-4 for the other two)
 
 The programs (--programs, default all), each compiled with torch.compile (Inductor, the code AOTInductor
@@ -24,6 +25,11 @@ generates too) of the ExportedProgram's module, float32 unless said:
   back, as a bf16 model's FFT has to; the pass therefore sees float32 FFTs and the casts stay kernels of
   their own. Its error is against the float64 program on the same bf16 values, the result not rounded;
   its check passes at most 2× the error of rounding that reference to bfloat16 itself.
+- "filter_bluestein": the filter at the lengths of --bluestein-sizes (default 1009, 2039 and 4093: primes,
+  which no tiling of kernels/fft_plan.py covers), which the kernel form runs as Bluestein inside one
+  aotcuda::fft_rows kernel a transform (kernels/fft_bluestein.py) and the GEMM form as several DFT products.
+  --bluestein-tile sets fft_plan.BLUESTEIN_TILE in every process: 4096 (the default: n ≤ 2048, so 4093
+  stays DFT products) or 8192 (n ≤ 4096, m ≤ 8192: the setting this benchmark is to judge).
 "library" compiles the exported program as it is (Inductor calls pocketfft/cuFFT for the FFT ops);
 "aotcuda" compiles it after the pass, once per form (--forms, CUDA only; one row each): "gemm", the DFT
 products of spectral/transform.py, and "kernel", one aotcuda::fft_rows Triton kernel per transform
@@ -63,7 +69,7 @@ import time
 import torch
 from torch.utils import benchmark
 
-from aotcuda.kernels.fft_plan import tiling
+from aotcuda.kernels import fft_plan
 from aotcuda.passes import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_describe, plan
 
@@ -135,7 +141,7 @@ def make_case(program: str, key, args):
     (seeded by the case). key: n (filter, whisper's n_fft, stft_dynamic's n_fft, filter_bf16) or a shape
     "BxCxHxW" (freeu)."""
     torch.manual_seed(math.prod(_shape(key)) if program == "freeu" else key)
-    if program in ("filter", "filter_bf16"):
+    if program in ("filter", "filter_bf16", "filter_bluestein"):
         dtype = torch.bfloat16 if program == "filter_bf16" else torch.float32
         x = torch.randn(args.signals, key).to(dtype)
         return (FilterInBfloat16 if program == "filter_bf16" else SpectralFilter)(key), x, None, [x]
@@ -176,13 +182,13 @@ def _documented_reference(model: torch.nn.Module, x: torch.Tensor) -> torch.Tens
 def _form(n: int, device: str, form: str, program: str = "filter") -> str:
     """How the pass computes a real length-n transform there: on the CPU the Stockham stages of the n/2-point
     complex transform an even r2c/c2r runs (spectral/stockham.py); elsewhere the GEMM plan of n, or the
-    kernel's tiling (kernels/fft_plan.py) where it covers n. A c2c (freeu's) runs n as it is."""
+    kernel's tiling or Bluestein plan (kernels/fft_plan.py) where it covers n. A c2c (freeu's) runs n as it is."""
     if device == "cpu":
         complex_n = n if program == "freeu" or n % 2 else n // 2
         text = cpu_describe(complex_n) + ("" if complex_n == n else " (n/2)")
         return f"kernel {text}" if _cpu_kernel(complex_n) else text
-    if form == "kernel" and tiling(n) is not None:
-        return f"kernel {tiling(n).describe()}"
+    if form == "kernel" and fft_plan.covers(n):
+        return f"kernel {fft_plan.kernel_plan(n).describe()}"
     return plan(n).describe()
 
 
@@ -273,6 +279,7 @@ def run_case(program: str, key, args, lock=None) -> list[dict]:
     """Export, rewrite (once per form), compile and warm the programs (in parallel with other cases), then
     measure under `lock` (one case on the device at a time): one row per form and timed input."""
     torch._dynamo.config.cache_size_limit = 64
+    fft_plan.set_bluestein_tile(args.bluestein_tile)  # in this process (a spawned worker's too)
     model, x, dynamic_shapes, timed = make_case(program, key, args)
     model = model.to(args.device)
     x, timed = x.to(args.device), [t.to(args.device) for t in timed]
@@ -334,14 +341,14 @@ def _run_in_worker(program: str, key, args) -> list[dict]:
     return run_case(program, key, args, _LOCK)
 
 
-PROGRAMS = ("filter", "whisper", "stft_dynamic", "freeu", "filter_bf16")
+PROGRAMS = ("filter", "whisper", "stft_dynamic", "freeu", "filter_bf16", "filter_bluestein")
 
 
 def _cases(args) -> list[tuple[str, object]]:
     """(program, key) in table order: filter's sizes, whisper's and stft_dynamic's n_fft, freeu's shapes,
-    filter_bf16's sizes."""
+    filter_bf16's sizes, filter_bluestein's sizes."""
     keys = {"filter": args.sizes, "whisper": [] if args.no_whisper else args.n_fft, "stft_dynamic": args.n_fft,
-            "freeu": args.freeu_shapes, "filter_bf16": args.bf16_sizes}
+            "freeu": args.freeu_shapes, "filter_bf16": args.bf16_sizes, "filter_bluestein": args.bluestein_sizes}
     return [(program, key) for program in PROGRAMS if program in args.programs for key in keys[program]]
 
 
@@ -387,6 +394,11 @@ def main() -> None:
                         help="freeu: feature maps BxCxHxW (SDXL's up-block skips)")
     parser.add_argument("--bf16-sizes", type=int, nargs="+", default=[400, 1024, 4096],
                         help="filter_bf16: n of the bfloat16 filter, a row each")
+    parser.add_argument("--bluestein-sizes", type=int, nargs="+", default=[1009, 2039, 4093],
+                        help="filter_bluestein: n of the filter at lengths no tiling covers, a row each")
+    parser.add_argument("--bluestein-tile", type=int, choices=[fft_plan.TILE, 2 * fft_plan.TILE],
+                        default=fft_plan.TILE, help="kernels/fft_plan.py's BLUESTEIN_TILE for the run (8192: "
+                        "Bluestein up to n = 4096)")
     parser.add_argument("--forms", nargs="+", choices=["gemm", "kernel"], default=None,
                         help="the pass's forms on CUDA, a row each (default: gemm and, where Triton is installed, "
                              "kernel); the CPU always takes its stages")
@@ -417,7 +429,8 @@ def main() -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     header = dict(machine=machine, torch=torch.__version__, library=library, forms=_forms(args), signals=args.signals,
                   batch=args.batch, seconds=args.seconds, programs=args.programs, dynamic_seconds=args.dynamic_seconds,
-                  dynamic_max_seconds=args.dynamic_max_seconds, repeat=args.repeat, min_run_time=args.min_run_time,
+                  dynamic_max_seconds=args.dynamic_max_seconds, bluestein_tile=args.bluestein_tile,
+                  repeat=args.repeat, min_run_time=args.min_run_time,
                   started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     rows = []
 

@@ -5,8 +5,11 @@ Hopper's wgmma. Runs on any machine with Triton (its bundled ptxas); no device i
     python3 benchmarks/scripts/fft_kernel_resources.py                       # sm_90, the default lengths
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 64 400 --kinds c2c r2c c2r --arch 90
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 400 --kinds r2c --windows yes   # stft's
+    python3 benchmarks/scripts/fft_kernel_resources.py --sizes 67 1009 2039 4093 --bluestein-tile 8192  # Bluestein
 
-"window yes" compiles the kernel with its window operand (stft's window multiply, fused; c2c and r2c).
+"window yes" compiles the kernel with its window operand (stft's window multiply, fused; c2c and r2c). A
+length no tiling covers compiles the Bluestein kernel (kernels/fft_bluestein.py); --bluestein-tile sets
+fft_plan.BLUESTEIN_TILE (8192: n up to 4096, m up to 8192) for the run.
 
 A stack above 0 means spilled registers; a thread over 128 registers leaves one program of 8 warps per
 multiprocessor (65536 registers). The tile choices of kernels/fft_plan.py (WIDE, ROWS_TILE) were made
@@ -26,7 +29,7 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
-from aotcuda.kernels import fft_rows  # noqa: E402
+from aotcuda.kernels import fft_bluestein, fft_plan, fft_rows  # noqa: E402
 from aotcuda.kernels.fft_plan import default_launch  # noqa: E402
 
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
@@ -41,12 +44,15 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
     a, b, c = plan.factors
     p1, p2, p3 = plan.padded
     constants = dict(N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=fft_rows.KINDS.index(kind),
-                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window,
-                     INVERSE=fft_rows.direction(kind, False))
+                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window)
+    bluestein = isinstance(plan, fft_plan.Bluestein)
+    if not bluestein:
+        constants["INVERSE"] = fft_rows.direction(kind, False)
     signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "rows": "i64", "in_len": "i32",
                  "out_len": "i32", "scale": "fp32", **{name: "i64" for name in INTEGERS},
                  **{name: "constexpr" for name in constants}}
-    source = triton.compiler.ASTSource(fn=fft_rows._fft_rows_kernel, signature=signature, constexprs=constants)
+    function = fft_bluestein._bluestein_kernel if bluestein else fft_rows._fft_rows_kernel
+    source = triton.compiler.ASTSource(fn=function, signature=signature, constexprs=constants)
     kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(kernel.asm["cubin"])
@@ -66,7 +72,10 @@ def main() -> None:
                         help="without and with the window operand (c2r: without only)")
     parser.add_argument("--arch", type=int, default=90, help="compute capability × 10 (90: H100/H200)")
     parser.add_argument("--rows", type=int, default=1 << 20, help="rows of the launch (few rows: fewer a program)")
+    parser.add_argument("--bluestein-tile", type=int, default=fft_plan.BLUESTEIN_TILE,
+                        help="fft_plan.BLUESTEIN_TILE for this run: the largest tile of a Bluestein length's m")
     args = parser.parse_args()
+    fft_plan.set_bluestein_tile(args.bluestein_tile)
     print(f"sm_{args.arch}, Triton {triton.__version__}, {args.rows} rows")
     print("| n | kind | window | dtype | tiling | rows a program | warps | registers | stack (spilled) | shared | wgmma |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -214,7 +214,8 @@ def main() -> None:
         parser.error("aotcuda::fft_rows is a Triton kernel: install Triton")
     uncovered = [n for n in args.sizes if fft_plan.tiling(n) is None]
     if uncovered:
-        parser.error(f"fft_rows does not cover {uncovered} (kernels/fft_plan.py: prime factors ≤ 61, n ≤ 4096)")
+        parser.error(f"no tiling covers {uncovered} (kernels/fft_plan.py: prime factors ≤ 61, n ≤ 4096; a Bluestein "
+                     f"length runs its default launch only: benchmarks/fft.py --programs filter_bluestein)")
     cuda = args.device != "cpu"
     if cuda:
         device = torch.device(args.device)

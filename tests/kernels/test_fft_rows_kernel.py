@@ -167,7 +167,8 @@ def test_tilings_cover_the_lengths_with_small_prime_factors_and_prefer_narrow_ta
     assert fft_plan.tiling(37).describe() == "37→64"  # a prime up to 61: one direct product
     for n in (67, 4093, 4097, 2 * 67, 17 * 17 * 13, 0):  # a prime factor above 61, too long, too wide a tile
         assert fft_plan.tiling(n) is None, n
-    assert not fft_rows.supports(torch.zeros(4, 67, 2), 1, 67, "c2c")
+    assert fft_rows.supports(torch.zeros(4, 67, 2), 1, 67, "c2c")  # no tiling: Bluestein (test_fft_rows_bluestein.py)
+    assert not fft_rows.supports(torch.zeros(4, 4093, 2), 1, 4093, "c2c")  # a prime above 2048: neither
     assert not fft_rows.supports(torch.zeros(4, 64, 2, dtype=torch.float64), 1, 64, "c2c")
     assert not fft_rows.supports(torch.zeros(1, 1, 1, 1, 1, 64, 2), 5, 64, "c2c")  # five batch dims
     assert fft_rows.supports(torch.zeros(1, 1, 1, 1, 64, 2), 4, 64, "c2c")
@@ -254,7 +255,7 @@ def test_a_bad_call_is_refused_with_what_it_takes():
     with pytest.raises(ValueError, match="kind must be one of"):
         torch.ops.aotcuda.fft_rows(torch.randn(2, 8, 2), None, 1, 8, 8, "dct", False, 1.0)
     with pytest.raises(ValueError, match="cannot transform"):
-        torch.ops.aotcuda.fft_rows(torch.randn(2, 67, 2), None, 1, 67, 67, "c2c", False, 1.0)
+        torch.ops.aotcuda.fft_rows(torch.randn(2, 4093, 2), None, 1, 4093, 4093, "c2c", False, 1.0)
     with pytest.raises(ValueError, match="out_len"):
         torch.ops.aotcuda.fft_rows(torch.randn(2, 8, 2), None, 1, 8, 9, "c2c", False, 1.0)
 
@@ -477,7 +478,8 @@ def test_the_cuda_kernel_matches_torch_fft(n, dtype):
 
 
 @pytest.mark.cuda
-def test_a_spectral_filter_lowered_with_the_kernel_form_matches_eager(tmp_path, monkeypatch):
+@pytest.mark.parametrize("n", [400, 1009])  # 1009: Bluestein inside the kernel (test_fft_rows_bluestein.py)
+def test_a_spectral_filter_lowered_with_the_kernel_form_matches_eager(tmp_path, monkeypatch, n):
     if not fft_rows.HAVE_TRITON:
         pytest.skip("Triton is not installed")
     import aotcuda
@@ -485,16 +487,16 @@ def test_a_spectral_filter_lowered_with_the_kernel_form_matches_eager(tmp_path, 
     class Filter(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.weight = torch.nn.Parameter(torch.randn(201, dtype=torch.complex64) / 400)
+            self.weight = torch.nn.Parameter(torch.randn(n // 2 + 1, dtype=torch.complex64) / n)
 
-        def forward(self, x):  # the transform along a middle dim: x [batch, 400, channels]
-            return torch.fft.irfft(torch.fft.rfft(x, dim=1) * self.weight[:, None], n=400, dim=1)
+        def forward(self, x):  # the transform along a middle dim: x [batch, n, channels]
+            return torch.fft.irfft(torch.fft.rfft(x, dim=1) * self.weight[:, None], n=n, dim=1)
 
     monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "1")
     module = Filter().cuda()
-    x = torch.randn(4, 400, 6, device="cuda")
+    x = torch.randn(4, n, 6, device="cuda")
     lowered = aotcuda.lower(module, (x,), device="cuda", package_path=tmp_path / "filter.pt2")
     with aotcuda.load(lowered.package_path) as program:
         for _ in range(3):
-            x = torch.randn(4, 400, 6, device="cuda")
+            x = torch.randn(4, n, 6, device="cuda")
             assert relative_error(program(x), module(x).detach()) < 1e-5

@@ -31,8 +31,17 @@ about 2·log2(P) adds a value for a butterfly: 4096 = 16·16·16 rather than 64�
 400 = 25·16 padded to 32·16; 64 = 16·4b, 32 = 16·2b, 128 = 32·4b, 2048 = 32·16·4b), then the tile, among
 the tilings with no table wider than WIDE where there is one: a [64, 64] table made the kernel spill
 registers when compiled for sm_90 (a prime from 37 to 61 still takes a 64-wide table).
-A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, is not
-covered (None): the GEMM form (passes/complex_to_real/spectral) computes it.
+A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, has no
+tiling (None). Such a length runs as Bluestein's chirp-z transform inside the kernel
+(``bluestein``; kernels/fft_bluestein.py) where a convolution length m ≥ 2n − 1 up to the next power of two
+has a tiling with a tile ≤ BLUESTEIN_TILE (TILE: n ≤ 2048): the cheapest such m by the same key (no table
+wider than WIDE, cost, tile), any of its tilings, a butterfly last stage included (the inverse DFT runs the
+forward's stages transposed, so both passes share the tile's layout, paddings and tables); describe() says
+"Bluestein m=135 (15→16·9→16)". ``kernel_plan`` is the tiling or else the Bluestein plan; ``covers`` whether
+there is one. Only longer lengths with a large prime factor are left to the GEMM form
+(passes/complex_to_real/spectral). BLUESTEIN_TILE = 2·TILE (n ≤ 4096, m ≤ 8192: ``set_bluestein_tile``)
+compiles for sm_90 with 8 warps (spilling ~1.3 KB a thread) and is correct in the interpreter; the H200 is to
+judge its speed before it becomes the default.
 
 How a launch holds the tile (``Launch``: the tiling, rows a program, warps) is ``default_launch``'s choice;
 ``tilings`` and ``launches`` list the alternatives the kernel also runs, which fft_rows.launch takes as an
@@ -40,12 +49,13 @@ explicit ``config`` (benchmarks/scripts/fft_tiling_sweep.py times them; the op i
 
 Tables are computed in float64 with the phase reduced exactly in integers ((m·i·k) mod n) before it becomes
 an angle, then stored in float32: one flat tensor, each table as its real then its imaginary [rows, cols]
-block, in the order of ``TABLES``.
+block, in the order of ``TABLES``; a Bluestein plan's tables follow its tiling's (``bluestein_values``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import torch
@@ -56,6 +66,9 @@ MAX_LENGTH = 4096  # 16·16·16 or 64·64: a tile of 4096 complex values, one ro
 MIN_DOT = 16  # tl.dot's smallest M, N and K
 TILE = 4096  # the most complex values a program holds (rows × Π P): 32 KiB of float32 pairs
 ROWS_TILE = 2048  # the tile a program of several rows aims at (4 warps; 8 for a tile of 4096)
+# The largest tile of a Bluestein plan's m: TILE takes n ≤ 2048 (m ≤ 4096); 2 · TILE (m ≤ 8192, n ≤ 4096:
+# one row a program of 8 warps) is what the H200 benchmark is to judge before it becomes the default.
+BLUESTEIN_TILE = TILE
 
 
 BUTTERFLY = (2, 4)  # the factors a last stage may take as a butterfly instead of a dot
@@ -160,8 +173,8 @@ def tiling(n: int) -> Tiling | None:
 
 
 def covers(n) -> bool:
-    """Whether fft_rows computes a transform of length n (a static int)."""
-    return isinstance(n, int) and tiling(n) is not None
+    """Whether fft_rows computes a transform of length n (a static int): a tiling of n, or Bluestein."""
+    return kernel_plan(n) is not None
 
 
 def _unit(phase: torch.Tensor, n: int, inverse: bool, inside: torch.Tensor) -> torch.Tensor:
@@ -179,9 +192,12 @@ def _table(rows: int, cols: int, row_limit: int, col_limit: int, multiplier: int
     return _unit((multiplier * i * k) % modulus, modulus, inverse, (i < row_limit) & (k < col_limit))
 
 
-def table_values(t: Tiling, inverse: bool) -> torch.Tensor:
+def table_values(t: Tiling | Bluestein, inverse: bool) -> torch.Tensor:
     """The flat float64 tables of tiling t (``TABLES``); inverse: exp(+2πi…). A butterfly stage's DFT block
-    is its exact [P, P] DFT (P = its factor), which the kernel does not read."""
+    is its exact [P, P] DFT (P = its factor), which the kernel does not read. A Bluestein plan's:
+    ``bluestein_values``."""
+    if isinstance(t, Bluestein):
+        return bluestein_values(t, inverse)
     a, b, c = t.factors
     p1, p2, p3 = t.padded
     n = t.n
@@ -193,27 +209,144 @@ def table_values(t: Tiling, inverse: bool) -> torch.Tensor:
     return torch.cat([p.reshape(-1) for p in parts])
 
 
+def bluestein_values(p: Bluestein, inverse: bool) -> torch.Tensor:
+    """The flat float64 tables of Bluestein plan p: the forward DFT tables of its tiling of m (both of its
+    DFTs are forward ones: the second runs them transposed on the conjugate), then the chirp
+    c[t] = exp(∓πi·t²/n) for t < n ([2, n]; t² reduced mod 2n exactly), then the spectrum of the
+    convolution kernel b[j] = conj(c[|j|]) (|j| < n, wrapped mod m), divided by m, laid out as the forward
+    DFT leaves its output: [2, p1, p2, p3] at (k1, k2, k3), k = k1 + a·k2 + a·b·k3, zero in the padding."""
+    n, m, t = p.n, p.m, p.tiling
+    index = torch.arange(n, dtype=torch.int64)
+    chirp = _unit((index * index) % (2 * n), 2 * n, inverse, torch.ones(n, dtype=torch.bool))
+    j = torch.arange(m, dtype=torch.int64)
+    distance = torch.where(j < n, j, m - j)
+    kernel = _unit((distance * distance) % (2 * n), 2 * n, not inverse, (j < n) | (j > m - n))
+    spectrum = torch.view_as_real(torch.fft.fft(torch.complex(kernel[0], kernel[1])) / m).T  # [2, m]
+    (a, b, c), (p1, p2, p3) = t.factors, t.padded
+    k1, k2, k3 = torch.meshgrid(torch.arange(p1), torch.arange(p2), torch.arange(p3), indexing="ij")
+    k = k1 + a * k2 + a * b * k3
+    inside = (k1 < a) & (k2 < b) & (k3 < c)
+    laid_out = torch.where(inside, spectrum[:, torch.where(inside, k, 0)], 0.0)
+    return torch.cat([table_values(t, False), chirp.reshape(-1), laid_out.reshape(-1)])
+
+
 def tilings(n: int) -> list[Tiling]:
     """Every tiling of length n the kernel runs, the default (``tiling(n)``) among them: factors in any order
     with the ones last, each ≤ MAX_FACTOR, each of its ``paddings`` (all dots; a last butterfly), the padded
     tile ≤ TILE; cheapest first (cost, tile, factors, then a butterfly before the dot)."""
     if not isinstance(n, int) or n < 1 or n > MAX_LENGTH:
         return []
+    return _tilings(n, TILE)
+
+
+def _tilings(n: int, most: int) -> list[Tiling]:
+    """``tilings`` of any length n, with a padded tile ≤ `most`."""
     found = set()
     for a, b, c in _factorings(n):
         ones_last = tuple([f for f in (a, b, c) if f > 1] + [f for f in (a, b, c) if f == 1])
         for sizes in paddings(ones_last):
             candidate = Tiling(n, ones_last, sizes)
-            if candidate.tile <= TILE:
+            if candidate.tile <= most:
                 found.add(candidate)
     return sorted(found, key=lambda t: (t.cost(), t.tile, tuple(-f for f in t.factors), t.padded))
+
+
+@dataclasses.dataclass(frozen=True)
+class Bluestein:
+    """A length n that no tiling covers, run as Bluestein's chirp-z transform in the same kernel: the row
+    times the chirp, a forward DFT of length m ≥ 2n − 1 on ``tiling`` (of m), a product with the
+    convolution kernel's spectrum, the DFT's transpose (the same stages backwards) as the inverse, times the
+    chirp again (module docstring)."""
+
+    n: int
+    tiling: Tiling
+
+    @property
+    def m(self) -> int:
+        return self.tiling.n
+
+    @property
+    def tile(self) -> int:
+        return self.tiling.tile
+
+    @property
+    def factors(self) -> tuple[int, int, int]:
+        return self.tiling.factors
+
+    @property
+    def padded(self) -> tuple[int, int, int]:
+        return self.tiling.padded
+
+    def butterflies(self) -> tuple[bool, bool, bool]:
+        return self.tiling.butterflies()
+
+    def cost(self) -> int:
+        """Two DFTs of m (the pointwise products are not counted, as twiddles are not)."""
+        return 2 * self.tiling.cost()
+
+    def describe(self) -> str:
+        return f"Bluestein m={self.m} ({self.tiling.describe()})"
+
+    def table_numel(self) -> int:
+        """m's DFT tables (``TABLES``), then the chirp [2, n] and the kernel's spectrum [2, p1, p2, p3]."""
+        return self.tiling.table_numel() + 2 * self.n + 2 * self.tile
+
+
+def _smooth(m: int) -> bool:
+    """Whether every prime factor of m is below MAX_FACTOR (a tiling may exist)."""
+    for p in range(2, MAX_FACTOR):
+        while m % p == 0:
+            m //= p
+    return m == 1
+
+
+@functools.cache
+def _cheapest(m: int, most: int) -> Tiling | None:
+    """The tiling of m (``_tilings``, tile ≤ `most`) that ``tiling`` would prefer: no table wider than WIDE
+    where there is one, then the least cost, then the smallest tile."""
+    if not _smooth(m):
+        return None
+    found = _tilings(m, most)
+    return min(found, key=lambda t: (max(t.padded) > WIDE, t.cost(), t.tile)) if found else None
+
+
+@functools.cache
+def bluestein(n: int) -> Bluestein | None:
+    """The Bluestein plan of a length n that ``tiling`` does not cover, or None (n covered, or 2n − 1 past
+    what a program holds): m ≥ 2n − 1 up to the power of two, whose tiling (any of ``_tilings``, a butterfly
+    last stage included: the inverse runs the same stages transposed) is cheapest by ``tiling``'s key, among
+    tiles ≤ BLUESTEIN_TILE."""
+    if not isinstance(n, int) or n < 2 or tiling(n) is not None:
+        return None
+    best = None
+    for m in range(2 * n - 1, (1 << (2 * n - 2).bit_length()) + 1):
+        t = _cheapest(m, BLUESTEIN_TILE)
+        if t is not None:
+            key = (max(t.padded) > WIDE, t.cost(), t.tile)
+            if best is None or key < best[0]:
+                best = (key, t)
+    return Bluestein(n, best[1]) if best else None
+
+
+def set_bluestein_tile(most: int) -> None:
+    """BLUESTEIN_TILE = most (TILE or 2·TILE) for what follows in this process; the benchmarks' switch."""
+    global BLUESTEIN_TILE
+    if most not in (TILE, 2 * TILE):
+        raise ValueError(f"BLUESTEIN_TILE must be {TILE} or {2 * TILE}; got {most}")
+    BLUESTEIN_TILE = most
+    bluestein.cache_clear()
+
+
+def kernel_plan(n) -> Tiling | Bluestein | None:
+    """How fft_rows computes length n: its tiling, else its Bluestein plan, else None (not covered)."""
+    return (tiling(n) or bluestein(n)) if isinstance(n, int) else None
 
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
     """How aotcuda::fft_rows runs: the tiling, `rows` rows a program (R, a power of two) and `warps`."""
 
-    tiling: Tiling
+    tiling: Tiling | Bluestein
     rows: int
     warps: int
 
@@ -224,7 +357,11 @@ class Launch:
         """Why the kernel cannot run this launch, or None: the factors must multiply to n with the ones last,
         each ≤ MAX_FACTOR and padded as one of ``paddings`` (dots; a last butterfly), the tile ≤ TILE; R a
         power of two whose dot stages' tl.dot rows reach MIN_DOT; 1 to 16 warps, a power of two."""
-        t = self.tiling
+        t, most = self.tiling, TILE
+        if isinstance(t, Bluestein):
+            if t.m < 2 * t.n - 1:
+                return f"Bluestein's m = {t.m} must be at least 2n − 1 = {2 * t.n - 1}"
+            t, most = t.tiling, BLUESTEIN_TILE
         if (len(t.factors) != 3 or math.prod(t.factors) != t.n
                 or any(not isinstance(f, int) or f < 1 or f > MAX_FACTOR for f in t.factors)):
             return f"factors {t.factors} must be three that multiply to n = {t.n}, each in [1, {MAX_FACTOR}]"
@@ -232,8 +369,8 @@ class Launch:
         if list(t.factors[:len(stages)]) != stages:
             return f"factors {t.factors} must have their ones last"
         allowed = paddings(t.factors)
-        if t.padded not in allowed or t.tile > TILE:
-            return f"padded sizes {t.padded} must be {' or '.join(map(str, allowed))}, a tile ≤ {TILE}"
+        if t.padded not in allowed or t.tile > most:
+            return f"padded sizes {t.padded} must be {' or '.join(map(str, allowed))}, a tile ≤ {most}"
         if self.rows < least_rows(t) or self.rows & (self.rows - 1):
             return f"R = {self.rows} must be a power of two ≥ {least_rows(t)} (tl.dot's M ≥ {MIN_DOT})"
         if not 1 <= self.warps <= 16 or self.warps & (self.warps - 1):
@@ -241,23 +378,29 @@ class Launch:
         return None
 
 
-def least_rows(t: Tiling) -> int:
+def least_rows(t: Tiling | Bluestein) -> int:
     """The fewest rows a program of tiling t holds: each dot stage's tl.dot multiplies R·tile/P ≥ MIN_DOT rows
     (a butterfly stage has no such floor)."""
     return max([1] + [-(-MIN_DOT * p // t.tile) for p, b in zip(t.padded, t.butterflies()) if p > 1 and not b])
 
 
-def num_warps(t: Tiling, rows: int) -> int:
+def num_warps(t: Tiling | Bluestein, rows: int) -> int:
     """The default warps of a program of `rows` rows of tiling t: 8 for a table wider than WIDE, else 4.
     Measured on the H200 (benchmarks/scripts/fft_tiling_sweep.py, 512 rows, 2026-12-03): 4096 = 16·16·16
     in one program took 28.0/38.2 µs (r2c/c2r) with 4 warps against 34.2/44.6 with 8, which the rule
     before (8 for a program of 4096 values) gave."""
+    if isinstance(t, Bluestein):
+        # Compiled for sm_90 (Triton 3.9, fft_kernel_resources.py, fp32 c2c): 2039 = Bluestein m=4096 at
+        # one row spilled 1272 bytes with 4 warps, 16 with 8; 1009 (m = 2048) at one row spilled none with 4.
+        return 8 if rows * t.tile >= TILE else 4
     return 8 if max(t.padded) > WIDE else 4
 
 
 def default_launch(n: int, rows, processors: int = 132) -> Launch:
-    """The launch the op takes for `rows` rows of length n (covered) on a GPU of `processors` multiprocessors."""
-    t = tiling(n)
+    """The launch the op takes for `rows` rows of length n (covered: ``kernel_plan``) on a GPU of
+    `processors` multiprocessors. A Bluestein plan takes its tiling of m's rows a program; a tile past TILE
+    (BLUESTEIN_TILE raised) one row of 8 warps."""
+    t = kernel_plan(n)
     r = rows_per_program(t, rows, processors)
     return Launch(t, r, num_warps(t, r))
 
@@ -268,6 +411,8 @@ def launches(n: int, rows, processors: int = 132, warps=(4, 8)) -> list[Launch]:
     R and warps it would get by default, then each of those at every power-of-two R from ``least_rows`` up
     to TILE values a program (or its least) and each of `warps`; then the costlier tilings the same way."""
     default = default_launch(n, rows, processors)
+    if isinstance(default.tiling, Bluestein):  # the op's own choice only: not yet swept
+        return [default]
 
     def own(t: Tiling) -> Launch:
         r = rows_per_program(t, rows, processors)
@@ -287,15 +432,17 @@ def launches(n: int, rows, processors: int = 132, warps=(4, 8)) -> list[Launch]:
     return list(dict.fromkeys(ordered))
 
 
-def rows_per_program(t: Tiling, rows, processors: int = 132) -> int:
+def rows_per_program(t: Tiling | Bluestein, rows, processors: int = 132) -> int:
     """Rows a program transforms: ROWS_TILE // tile (a 64-wide table: a quarter of it; one product stage and a
     butterfly stage 2: 16 rows), fewer where a static row count would leave a GPU multiprocessor without a program, never so
     few that a tl.dot's M drops below 16. One program per multiprocessor, not two: on the H200 (fft_tiling_sweep.py, 512 rows,
     2026-12-03) n = 1024 took 8.4/8.1 µs (r2c/c2r) at 2 rows a program (256 programs) against 12.3/12.4 at
     1 (512 programs), and n = 512 6.6/6.5 against 7.7/10.0."""
     aim = ROWS_TILE if max(t.padded) <= WIDE else ROWS_TILE // 4
+    if isinstance(t, Bluestein):  # two DFTs' live values: 67 (m = 135) at 8 rows spilled 96 bytes, at 4 none
+        aim //= 2
     most = max(1, aim // t.tile)
-    if t.butterflies()[1]:
+    if t.butterflies()[1] and not isinstance(t, Bluestein):  # (a Bluestein tile holds more: its default)
         # One product stage and a butterfly stage 2 (32 = 16·2b, 64 = 16·4b, 128 = 32·4b): 16 rows a
         # program. Timed on the H200 over 81,920 rows (fft_tiling_sweep.py, r2c + c2r µs; sessions 13 and 14,
         # docs/performance.md): 32 took 43.7 at R = 16 against 69.9 at R = 32 (r2c alone 19.9 against

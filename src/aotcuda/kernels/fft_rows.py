@@ -11,8 +11,9 @@ bins past n//2 are the conjugates of those below, the imaginary parts of bins 0 
 points (r2c one-sided: n//2 + 1). out is a new tensor of x's dtype (float32, float16 or bfloat16; a pair
 again except for c2r) with `out_len` along `dim`, laid out as cuFFT lays out its result (the transformed
 dim innermost: empty_out). Every other dim of x (at most MAX_BATCH_DIMS) is a batch dim read with its own
-stride: a transform along a middle dim needs no copy. `tables` is
-fft_plan.table_values(fft_plan.tiling(n), direction) in float32 (direction: inverse for c2c, forward for
+stride: a transform along a middle dim needs no copy. n is any length fft_plan covers (``covers``: a tiling, or
+a Bluestein plan run by the Bluestein kernel, kernels/fft_bluestein.py, with the same arguments). `tables` is
+fft_plan.table_values(fft_plan.kernel_plan(n), direction) in float32 (direction: inverse for c2c, forward for
 r2c, inverse for c2r) on x's device, or None to build it here; passes hand it in as a program constant.
 `window` (c2c and r2c; None: none): a real 1-D tensor of x.shape[dim] values (n for stft's frames) that
 multiplies each row as it is loaded, x[t]·window[t] in float32: stft's window multiply, fused. Batch strides
@@ -39,7 +40,7 @@ from __future__ import annotations
 import torch
 
 from aotcuda.kernels import HAVE_TRITON, launcher
-from aotcuda.kernels.fft_plan import Launch, Tiling, default_launch, table_values, tiling
+from aotcuda.kernels.fft_plan import Bluestein, Launch, Tiling, covers, default_launch, kernel_plan, table_values
 
 OP = "aotcuda::fft_rows"
 KINDS = ("c2c", "r2c", "c2r")
@@ -56,17 +57,18 @@ def direction(kind: str, inverse: bool) -> bool:
     return {"c2c": inverse, "r2c": False, "c2r": True}[kind]
 
 
-def tables_for(n: int, kind: str, inverse: bool, device=None, t: Tiling | None = None) -> torch.Tensor:
+def tables_for(n: int, kind: str, inverse: bool, device=None, t: Tiling | Bluestein | None = None) -> torch.Tensor:
     """The float32 `tables` argument for a length-n transform of this kind, on `device`, for tiling t
-    (default: tiling(n), the op's)."""
-    return table_values(t or tiling(n), direction(kind, inverse)).to(device=device, dtype=torch.float32)
+    (default: kernel_plan(n), the op's)."""
+    return table_values(t or kernel_plan(n), direction(kind, inverse)).to(device=device, dtype=torch.float32)
 
 
 def supports(x: torch.Tensor, dim: int, n, kind: str) -> bool:
     """Whether fft_rows takes x (a pair for c2c and c2r) for a transform of length n along complex dim
-    `dim`: n static and covered by a tiling, x of a supported dtype, at most MAX_BATCH_DIMS other dims."""
+    `dim`: n static and covered (fft_plan.covers: a tiling, or Bluestein), x of a supported dtype, at most
+    MAX_BATCH_DIMS other dims."""
     complex_dims = x.dim() - (0 if kind == "r2c" else 1)
-    return (isinstance(n, int) and tiling(n) is not None and x.dtype in DTYPES
+    return (covers(n) and x.dtype in DTYPES
             and 0 <= dim < complex_dims and complex_dims - 1 <= MAX_BATCH_DIMS)
 
 
@@ -81,7 +83,7 @@ def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
     return x.new_empty([*batch, out_len, *pair]).movedim(len(batch), dim)
 
 
-def _check(x, tables, dim, n, out_len, kind, window=None, t: Tiling | None = None):
+def _check(x, tables, dim, n, out_len, kind, window=None, t: Tiling | Bluestein | None = None):
     if kind not in KINDS:
         raise ValueError(f"{OP}: kind must be one of {KINDS}; got {kind!r}")
     if not supports(x, dim, n, kind):
@@ -92,7 +94,7 @@ def _check(x, tables, dim, n, out_len, kind, window=None, t: Tiling | None = Non
         raise ValueError(f"{OP}: {kind} takes a pair (trailing dim 2); got shape {tuple(x.shape)}")
     if isinstance(out_len, int) and not 1 <= out_len <= n:
         raise ValueError(f"{OP}: out_len must be in [1, n = {n}]; got {out_len}")
-    t = t or tiling(n)
+    t = t or kernel_plan(n)
     if tables is not None and (tables.dtype != torch.float32 or tables.numel() != t.table_numel()):
         raise ValueError(f"{OP}: tables must be fft_plan.table_values({t.describe()} of {n}, …) in float32 "
                          f"({t.table_numel()} values); got {tables.numel()} {tables.dtype}")
@@ -239,18 +241,10 @@ if HAVE_TRITON:
         return tl.load(tables + off + at), tl.load(tables + off + ROWS * COLS + at)
 
     @triton.jit
-    def _fft_rows_kernel(X, Tables, Out, Window, rows, in_len, out_len, scale,
-                         size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
-                         os0, os1, os2, os3, os_t, os_p, ws,
-                         N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
-                         P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
-                         KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
-                         INVERSE: tl.constexpr):
-        # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r);
-        # INVERSE: the tables' direction (exp(+2πi…)), which a butterfly stage, reading no table, needs.
-        # A stage run with P below 16 (P2 or P3 = B or C = 2 or 4, the last stage: fft_plan.paddings) is a
-        # butterfly. Offsets in int64: a row index times a batch stride passes 2**31 in
-        # large batches (Triton types an integer argument below 2**31 as int32).
+    def _row_offsets(R: tl.constexpr, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3):
+        """This program's R rows: their element offsets in x and out ([R, 1, 1, 1] each, int64: a row index
+        times a batch stride passes 2**31 in large batches, and Triton types an integer argument below 2**31
+        as int32) and which of them exist."""
         r = tl.program_id(0).to(tl.int64) * R + tl.arange(0, R).to(tl.int64)
         row_ok = r < rows
         i3 = r % size3
@@ -261,14 +255,24 @@ if HAVE_TRITON:
         i0 = q // size1
         x_row = (i0 * xs0 + i1 * xs1 + i2 * xs2 + i3 * xs3)[:, None, None, None]
         o_row = (i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3)[:, None, None, None]
-        row_ok = row_ok[:, None, None, None]
+        return x_row, o_row, row_ok[:, None, None, None]
 
-        # Stage 1's tile [R, P2, P3, P1] at (r, t2, t3, t1): t = B·C·t1 + C·t2 + t3, t1 last (contracted).
+    @triton.jit
+    def _tile_index(row_ok, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
+                    P2: tl.constexpr, P3: tl.constexpr):
+        """Stage 1's tile [R, P2, P3, P1] at (r, t2, t3, t1), t1 last (contracted): each position's point
+        t = B·C·t1 + C·t2 + t3, and whether it is one (a row's, not padding)."""
         t1 = tl.arange(0, P1)[None, None, None, :]
         t2 = tl.arange(0, P2)[None, :, None, None]
         t3 = tl.arange(0, P3)[None, None, :, None]
-        t = B * C * t1 + C * t2 + t3
-        inside = row_ok & (t1 < A) & (t2 < B) & (t3 < C)
+        return B * C * t1 + C * t2 + t3, row_ok & (t1 < A) & (t2 < B) & (t3 < C)
+
+    @triton.jit
+    def _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N: tl.constexpr, KIND: tl.constexpr,
+                   WINDOW: tl.constexpr):
+        """The rows' points t (a tile of indices; `inside`: those of the row) in float32 (xr, xi): c2c's
+        pair, r2c's real row (xi zero), c2r's Hermitian half of length N mirrored and conjugated past N // 2;
+        x zero-padded past in_len; times Window[t] (stride ws) where WINDOW (not c2r)."""
         if KIND == 2:  # the Hermitian half, mirrored: X[t] = conj(X[N − t]) past N // 2
             mirrored = 2 * t > N
             j = tl.where(mirrored, N - t, t).to(tl.int64)
@@ -287,7 +291,17 @@ if HAVE_TRITON:
                 xr = xr * w
                 if KIND == 0:
                     xi = xi * w
+        return xr, xi
 
+    @triton.jit
+    def _forward_stages(xr, xi, Tables, R: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                        P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, REAL_IN: tl.constexpr,
+                        REAL_OUT: tl.constexpr, INVERSE: tl.constexpr, PRECISION: tl.constexpr):
+        """The DFT of fft_plan's tiling (A, B, C) padded (P1, P2, P3) with the tables at Tables: stage 1's
+        tile [R, P2, P3, P1] at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3, in; [R, P1, P2, P3] at (r, k1, k2, k3),
+        k = k1 + A·k2 + A·B·k3, out. REAL_IN: xi is zero; REAL_OUT: only the real part is wanted (the
+        last stage's imaginary part is its real part). A stage run with P below 16 (P2 or P3 = B or C = 2 or
+        4, the last stage: fft_plan.paddings) is a butterfly, which needs the direction (INVERSE)."""
         # Table offsets and the dots' row counts (declared constexpr: Triton 3.6 makes a plain local a tensor).
         F2: tl.constexpr = 2 * P1 * P1
         F3: tl.constexpr = F2 + 2 * P2 * P2
@@ -297,7 +311,7 @@ if HAVE_TRITON:
         M1: tl.constexpr = R * P2 * P3
         if A > 1:
             yr, yi = _cdot(tl.reshape(xr, (M1, P1)), tl.reshape(xi, (M1, P1)), Tables, 0, P1,
-                           KIND == 1, (KIND == 2) and (B == 1), PRECISION)
+                           REAL_IN, REAL_OUT and (B == 1), PRECISION)
             xr = tl.reshape(yr, (R, P2, P3, P1))  # (r, t2, t3, k1)
             xi = tl.reshape(yi, (R, P2, P3, P1))
         if B > 1:
@@ -309,22 +323,41 @@ if HAVE_TRITON:
                 wr, wi = wr * vr - wi * vi, wr * vi + wi * vr
             xr, xi = xr * wr - xi * wi, xr * wi + xi * wr
             # (r, t2, t3, k1) to (r, t3, k1, k2); a butterfly only as the last stage (C = 1)
-            xr, xi = _stage(xr, xi, Tables, F2, R, P3, P1, P2, (KIND == 2) and (C == 1), INVERSE, PRECISION)
+            xr, xi = _stage(xr, xi, Tables, F2, R, P3, P1, P2, REAL_OUT and (C == 1), INVERSE, PRECISION)
             if C > 1:
                 wr, wi = _twiddle(Tables, W23, P3, P2)  # ω_n^(A·t3·k2)
                 wr, wi = wr[None, :, None, :], wi[None, :, None, :]
                 xr, xi = xr * wr - xi * wi, xr * wi + xi * wr
                 # (r, t3, k1, k2) to (r, k1, k2, k3)
-                xr, xi = _stage(xr, xi, Tables, F3, R, P1, P2, P3, KIND == 2, INVERSE, PRECISION)
+                xr, xi = _stage(xr, xi, Tables, F3, R, P1, P2, P3, REAL_OUT, INVERSE, PRECISION)
         # The result as [R, P1, P2, P3] at (r, k1, k2, k3): after stage 3 it is; after stage 2 (C = 1) it is
         # [R, 1, P1, P2], after stage 1 (B = C = 1) [R, 1, 1, P1]: moving a dim of size 1 is a reshape.
-        xr = tl.reshape(xr, (R, P1, P2, P3))
-        xi = tl.reshape(xi, (R, P1, P2, P3))
+        return tl.reshape(xr, (R, P1, P2, P3)), tl.reshape(xi, (R, P1, P2, P3))
+
+    @triton.jit
+    def _fft_rows_kernel(X, Tables, Out, Window, rows, in_len, out_len, scale,
+                         size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
+                         os0, os1, os2, os3, os_t, os_p, ws,
+                         N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                         P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
+                         KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
+                         INVERSE: tl.constexpr):
+        # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r);
+        # INVERSE: the tables' direction (exp(+2πi…)), which a butterfly stage, reading no table, needs.
+        x_row, o_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3)
+        t, inside = _tile_index(row_ok, A, B, C, P1, P2, P3)
+        xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N, KIND, WINDOW)
+        xr, xi = _forward_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, KIND == 1, KIND == 2, INVERSE, PRECISION)
         k1 = tl.arange(0, P1)[None, :, None, None]
         k2 = tl.arange(0, P2)[None, None, :, None]
         k3 = tl.arange(0, P3)[None, None, None, :]
         k = k1 + A * k2 + A * B * k3
         ok = row_ok & (k1 < A) & (k2 < B) & (k3 < C) & (k < out_len)
+        _store_rows(Out, o_row, k, ok, xr, xi, scale, os_t, os_p, KIND)
+
+    @triton.jit
+    def _store_rows(Out, o_row, k, ok, xr, xi, scale, os_t, os_p, KIND: tl.constexpr):
+        """Points k of the rows (where ok), times scale, in Out's dtype: a pair, or c2r's real part."""
         at = Out + o_row + k.to(tl.int64) * os_t
         scale = tl.cast(scale, tl.float32)  # AOTInductor passes a float argument as float64
         tl.store(at, (xr * scale).to(Out.dtype.element_ty), mask=ok)
@@ -356,13 +389,17 @@ if HAVE_TRITON:
         per_program = config.rows
         a, b, c = config.tiling.factors
         p1, p2, p3 = config.tiling.padded
-        launcher(_fft_rows_kernel)[((rows + per_program - 1) // per_program,)](
+        if isinstance(config.tiling, Bluestein):
+            from aotcuda.kernels.fft_bluestein import _bluestein_kernel as kernel
+            own = {}
+        else:
+            kernel, own = _fft_rows_kernel, dict(INVERSE=direction(kind, inverse))
+        launcher(kernel)[((rows + per_program - 1) // per_program,)](
             x, tables, out, tables if window is None else window, rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
             x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
             0 if window is None else window.stride(0),
             N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
-            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, INVERSE=direction(kind, inverse),
-            num_warps=config.warps)
+            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, num_warps=config.warps, **own)
         return out
 
     @triton_op(OP, mutates_args=())

@@ -148,5 +148,5 @@ def fft_kernel_tables(n: int, inverse: bool, device) -> torch.Tensor:
     twiddle tables in one flat tensor) as a program constant."""
     from aotcuda.kernels import fft_plan
 
-    return _constant(("fft_kernel", n, inverse), lambda: fft_plan.table_values(fft_plan.tiling(n), inverse),
+    return _constant(("fft_kernel", n, inverse), lambda: fft_plan.table_values(fft_plan.kernel_plan(n), inverse),
                      torch.float32, device)
