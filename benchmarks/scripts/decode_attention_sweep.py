@@ -1,19 +1,22 @@
 """aotcuda::decode_attention's kernel and its candidate variants timed side by side, on CUDA.
 
     python3 benchmarks/scripts/decode_attention_sweep.py [--batch 1 8] [--position 1024 2047]
-        [--variants NAME ...] [--budget 170] [--splits 1] [--warps 4] [--module other.py ...] [--json out.json]
+        [--variants NAME ...] [--budget 170] [--mask-dtype float32] [--splits 1] [--warps 4]
+        [--module other.py ...] [--json out.json]
 
 The attention of one layer of benchmarks/decode.py's decoder (benchmarks/decode_attention.py's inputs: 32
 query heads over 8 KV heads of 64, a bf16 cache of 2048 positions, the positions past ``position`` hidden by
-a [1, 1, 1, L] mask), run through a kernel module's ``launch``: the current kernels/decode_attention.py and
-each of VARIANTS below (a copy of the module under decode_attention_variants/, its OP renamed, with module
-settings, a factor on ``splits_for``'s chunk count and the chunk kernel's warps). Each row a CUDA graph
-replay (graph_replay_row: triton.testing.do_bench_cudagraph, µs), beside a device copy of the whole cache
-(the step reads the positions up to ``position``: about half of it at 1024) and the error against float64
-math. Then one table: each variant's µs at each (batch, position), the best per case in bold, and the
-best variant per case with its gain over the current kernel. --budget (seconds) stops starting variants
-once spent (those left are listed); VARIANTS is ordered most telling first. --module times other copies
-of the kernel module (their OP renamed) at each --splits factor and --warps, as the current one.
+a [1, 1, 1, L] mask; float32 by default, as SplitCacheAttentionPass builds the decoder's bias, or
+--mask-dtype bfloat16 as benchmarks/decode_attention.py's own), run through a kernel module's ``launch``:
+the current kernels/decode_attention.py and each of VARIANTS below (a copy of the module under
+decode_attention_variants/, its OP renamed, with module settings, a factor on ``splits_for``'s chunk count
+and the chunk kernel's warps). Each row a CUDA graph replay (graph_replay_row:
+triton.testing.do_bench_cudagraph, µs), beside a device copy of the whole cache (the step reads the
+positions up to ``position``: about half of it at 1024) and the error against float64 math. Then one
+table: each variant's µs at each (batch, position), the best per case in bold, and the best variant per
+case with its gain over the current kernel. --budget (seconds) stops starting variants once spent (those
+left are listed); VARIANTS is ordered most telling first. --module times other copies of the kernel module
+(their OP renamed) at each --splits factor and --warps, as the current one.
 """
 
 from __future__ import annotations
@@ -172,6 +175,7 @@ def main() -> None:
     parser.add_argument("--position", type=int, nargs="+", default=[1024, 2047])
     parser.add_argument("--variants", nargs="*", help="names in VARIANTS (default: all; none: --module only)")
     parser.add_argument("--budget", type=float, default=170.0, help="seconds; no variant starts after them")
+    parser.add_argument("--mask-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--splits", type=float, nargs="+", default=[1], help="chunk factors for --module files")
     parser.add_argument("--warps", type=int, nargs="+", default=[4], help="chunk-kernel warps for --module files")
     parser.add_argument("--module", nargs="*", default=[], help="other copies of kernels/decode_attention.py")
@@ -196,6 +200,7 @@ def main() -> None:
     print(markdown_row(*["---"] * 8))
     for batch, position in cases:
         q, k, v, mask = _inputs(batch, position)
+        mask = mask.to(getattr(torch, options.mask_dtype))
         cache = torch.cat([k.flatten(), v.flatten()])
         target = torch.empty_like(cache)
         copy_us = do_bench_cudagraph(lambda: target.copy_(cache)) * 1e3

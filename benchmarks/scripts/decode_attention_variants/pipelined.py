@@ -85,23 +85,21 @@ if HAVE_TRITON:
     from torch.library import triton_op
 
     @triton.jit
-    def _bias_tile(Bias, b, head, pos, at, ok, row_ok, sbb, sbh, sbs, sbl,
-                   BLOCK_M: tl.constexpr, BLOCK: tl.constexpr, BIAS_ROW: tl.constexpr):
-        """The bias of the program's rows at positions ``at`` in float32, −inf where not ``ok``; where every
-        row shares one bias row (the decoder's causal mask [1, 1, 1, L]), that row is loaded once and
-        broadcast instead of a [BLOCK_M, BLOCK] tile of the same values."""
+    def _bias_rows(Bias, b, head, pos, at, ok, row_ok, sbb, sbh, sbs, sbl, BIAS_ROW: tl.constexpr):
+        """The bias at positions ``at`` ([N]) of the program's rows in float32, −inf where not ``ok``: [BLOCK_M,
+        N], or [1, N] where every row shares one bias row (the decoder's causal mask [1, 1, 1, L]), loaded
+        once instead of as BLOCK_M copies."""
         at64 = at.to(tl.int64)
         if BIAS_ROW:
-            row = tl.load(Bias + b * sbb + at64 * sbl, mask=ok, other=float("-inf")).to(tl.float32)
-            tile = tl.broadcast_to(row[None, :], (BLOCK_M, BLOCK))
+            tile = tl.load(Bias + b * sbb + at64[None, :] * sbl, mask=ok[None, :], other=float("-inf"))
         else:
             tile = tl.load(Bias + b * sbb + head[:, None] * sbh + pos[:, None] * sbs + at64[None, :] * sbl,
-                           mask=row_ok[:, None] & ok[None, :], other=float("-inf")).to(tl.float32)
-        return tile
+                           mask=row_ok[:, None] & ok[None, :], other=float("-inf"))
+        return tile.to(tl.float32)
 
     @triton.jit
     def _visible(bias):
-        """[BLOCK]: whether any row sees the position."""
+        """[N] of a bias [rows, N]: whether any row sees the position."""
         return tl.max(bias, 0) > float("-inf")
 
     @triton.jit
@@ -144,7 +142,7 @@ if HAVE_TRITON:
                       D: tl.constexpr, DV: tl.constexpr, SPLITS: tl.constexpr, HAS_BIAS: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                       BLOCK: tl.constexpr, IEEE: tl.constexpr, BIAS_ROW: tl.constexpr, SKIP: tl.constexpr,
-                      INTERLEAVE: tl.constexpr, STAGES: tl.constexpr):
+                      INTERLEAVE: tl.constexpr, STAGES: tl.constexpr, SCAN: tl.constexpr):
         pair = tl.program_id(0)  # b · KV_HEADS + kv head
         split = tl.program_id(1)
         b = (pair // KV_HEADS).to(tl.int64)  # int64 offsets: a cache may hold over 2**31 elements, and Triton
@@ -178,29 +176,33 @@ if HAVE_TRITON:
         begin = 0
         end = length
         if SKIP == 2 and HAS_BIAS:
-            # bounds: the chunk's visible positions [begin, end) from its bias first (loads independent of
-            # each other), then a loop over the blocks holding them, with no test in it, that Triton can
-            # pipeline; K and V are not read outside [begin, end)
+            # bounds: the chunk's visible positions [begin, end) from its bias first (SCAN positions a load,
+            # the whole chunk in one at the decoder's sizes), then a loop with no test in it over the blocks
+            # that hold them, which Triton pipelines; K and V are not read outside [begin, end)
             begin = length
             end = 0
-            for i in tl.range(0, chunk_blocks, num_stages=STAGES):
-                at = first + i * step + offsets
-                seen = _visible(_bias_tile(Bias, b, head, pos, at, at < length, row_ok, sbb, sbh, sbs, sbl,
-                                           BLOCK_M, BLOCK, BIAS_ROW))
+            cols = tl.arange(0, SCAN)
+            for g in range(0, chunk_blocks, SCAN // BLOCK):
+                i = g + cols // BLOCK
+                at = first + i * step + cols % BLOCK
+                seen = _visible(_bias_rows(Bias, b, head, pos, at, (i < chunk_blocks) & (at < length), row_ok,
+                                           sbb, sbh, sbs, sbl, BIAS_ROW))
                 begin = tl.minimum(begin, tl.min(tl.where(seen, at, length), 0))
                 end = tl.maximum(end, tl.max(tl.where(seen, at + 1, 0), 0))
             lo = tl.where(end > begin, (begin - first) // step, 0)
             hi = tl.where(end > begin, (end - 1 - first) // step + 1, 0)
         for i in tl.range(lo, hi, num_stages=STAGES):
             at = first + i * step + offsets
-            ok = (at >= begin) & (at < end)
+            # the bias's mask is `at < length` alone (whole 16-element runs, which the pipeliner's
+            # asynchronous copies need): outside [begin, end) the bias is −inf for every row anyway
             if HAS_BIAS:
-                bias = _bias_tile(Bias, b, head, pos, at, ok, row_ok, sbb, sbh, sbs, sbl, BLOCK_M, BLOCK, BIAS_ROW)
+                bias = _bias_rows(Bias, b, head, pos, at, at < length, row_ok, sbb, sbh, sbs, sbl, BIAS_ROW)
             else:
-                bias = tl.broadcast_to(tl.where(ok, 0.0, float("-inf"))[None, :], (BLOCK_M, BLOCK))
+                bias = tl.where(at < length, 0.0, float("-inf"))[None, :]
+            ok = (at >= begin) & (at < end)
             if SKIP == 0:
                 # branch: a block the bias hides everywhere is not read (the loads sit in the branch, which
-                # Triton's pipeliner does not reach)
+                # Triton's pipeliner does not reach: only the bias load is pipelined)
                 if tl.max(tl.max(bias, 1), 0) > float("-inf"):
                     m_i, l_i, acc = _attend(q, K, V, kbase, vbase, at, ok, bias, m_i, l_i, acc, scale,
                                             skl, skd, svl, svd, D, DV, BLOCK_D, BLOCK_DV, IEEE)
@@ -268,12 +270,15 @@ if HAVE_TRITON:
         bias_strides = _strides4(bias) if bias is not None else [0, 0, 0, 0]
         # every row of a program reads one bias row: strides 0 over heads and query positions
         bias_row = bias is not None and all(type(s) is int and s == 0 for s in bias_strides[1:3])
+        # positions of the bias a load of the bounds' scan reads: the chunk, up to 2048 values a program
+        scan = min(1 << (chunk_blocks - 1).bit_length(), max(1, (2048 if bias_row else 4096 // block_m) // BLOCK_L))
         ieee = q.dtype == torch.float32 or k.dtype == torch.float32
         launcher(_chunk_kernel)[(batch * kv_heads, splits)](
             q, k, v, bias_arg, part_o, part_m, part_l, *q.stride(), *k.stride(), *v.stride(), *bias_strides,
             float(scale), length, chunk_blocks, KV_HEADS=kv_heads, GROUP=group, ROWS=rows, SQ=sq, D=width, DV=width_v,
             SPLITS=splits, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_D=block_d, BLOCK_DV=block_dv,
-            BLOCK=BLOCK_L, IEEE=ieee, BIAS_ROW=bias_row, SKIP=_SKIPS[SKIP], INTERLEAVE=INTERLEAVE, STAGES=STAGES)
+            BLOCK=BLOCK_L, IEEE=ieee, BIAS_ROW=bias_row, SKIP=_SKIPS[SKIP], INTERLEAVE=INTERLEAVE, STAGES=STAGES,
+            SCAN=scan * BLOCK_L)
         launcher(_combine_kernel)[(batch * kv_heads, rows)](
             part_o, part_m, part_l, out, *out.stride(), KV_HEADS=kv_heads, GROUP=group, SQ=sq, DV=width_v,
             SPLITS=splits, BLOCK_M=block_m, BLOCK_DV=block_dv)
