@@ -9,6 +9,8 @@ checks in separate snippets, on fresh random inputs: keys of NaN and ±inf at hi
 in part and whole), a cache of batch 1 shared by the batch, a row hidden everywhere (NaN, as eager), element
 offsets past 2**31 (a sparse file); and, for the new ways of skipping, a mask with hidden runs in the middle
 of the cache and a cache shorter than chunks × blocks. Sets TRITON_INTERPRET=1 for its own process only.
+--cuda runs the same compiled on the GPU, every variant (pipelining included), in float32 and bfloat16 with
+the CUDA tests' batch-8 case, without the sparse-file check.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import os
 import sys
 import tempfile
 
-os.environ["TRITON_INTERPRET"] = "1"  # before Triton and the kernels are imported
+if "--cuda" not in sys.argv:
+    os.environ["TRITON_INTERPRET"] = "1"  # before Triton and the kernels are imported
 
 import torch  # noqa: E402
 
@@ -28,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path[:0] = [os.path.join(ROOT, "tests", "kernels"), os.path.join(ROOT, "tests"), os.path.dirname(HERE)]
 import decode_attention_sweep as sweep  # noqa: E402
 from comparisons import relative_error  # noqa: E402
-from test_decode_attention_kernel import CASES, TOLERANCE, _case  # noqa: E402
+from test_decode_attention_kernel import CASES, CUDA_CASES, TOLERANCE, _case  # noqa: E402
 
 
 def _check(module, q, k, v, bias, scale, group, tolerance, what):
@@ -39,9 +42,10 @@ def _check(module, q, k, v, bias, scale, group, tolerance, what):
 
 
 def _test_cases(module):
-    for dtype in (torch.float32, torch.float16):
-        for case in CASES:
-            q, k, v, bias = _case(*case, dtype, "cpu")
+    cuda = torch.get_default_device().type == "cuda"
+    for dtype in (torch.float32, torch.bfloat16 if cuda else torch.float16):  # the interpreter's bf16 is wrong
+        for case in CUDA_CASES if cuda else CASES:
+            q, k, v, bias = _case(*case, dtype, torch.get_default_device())
             _check(module, q, k, v, bias, 1 / math.sqrt(q.shape[-1]), case[2], TOLERANCE[dtype], (case, dtype))
 
 
@@ -69,7 +73,7 @@ def _shared_cache(module):
 
 
 def _row_hidden_everywhere(module):
-    q, k, v, _ = _case(1, 2, 2, 2, 256, 64, None, torch.float32, "cpu")
+    q, k, v, _ = _case(1, 2, 2, 2, 256, 64, None, torch.float32, torch.get_default_device())
     bias = torch.zeros(2, 256)
     bias[1] = -math.inf
     got, want = module.launch(q, k, v, bias, 0.125, 2), module.reference(q, k, v, bias, 0.125, 2)
@@ -94,6 +98,8 @@ def _holes_and_short_caches(module):
 
 
 def _offsets_past_two_to_the_31(module):
+    if torch.get_default_device().type == "cuda":
+        return  # a sparse file's view: CPU only
     elements = 2 ** 32
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "cache.bin")
@@ -115,15 +121,20 @@ CHECKS = [_test_cases, _hidden_keys_not_read, _shared_cache, _row_hidden_everywh
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", nargs="*", help="names in decode_attention_sweep.VARIANTS (default: all)")
+    parser.add_argument("--cuda", action="store_true", help="compiled, on the GPU (bfloat16 and the batch-8 case too)")
     options = parser.parse_args()
+    if options.cuda:
+        torch.set_default_device("cuda")
     checked = {}
     for variant in sweep.VARIANTS:
         if options.variants and variant.name not in options.variants:
             continue
         module = sweep.configured(variant)
         key = (variant.path, variant.splits, tuple(sorted((k, v) for k, v in variant.settings.items() if k != "STAGES")))
+        if options.cuda:
+            key = variant.name  # compiled: the pipelining and the warps are checked too
         if key in checked:
-            print(f"{variant.name}: as {checked[key]} in the interpreter (differs in pipelining only)")
+            print(f"{variant.name}: as {checked[key]} in the interpreter (differs in pipelining or warps only)")
             continue
         for check in CHECKS:
             torch.manual_seed(0)

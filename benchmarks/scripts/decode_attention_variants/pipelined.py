@@ -17,6 +17,17 @@ Gimelshein, 2018) and writes a partial result; a second kernel combines the chun
 exp(max_c − max). A block of positions that the bias hides for every row is skipped without reading its
 K and V (a static cache filled to position p reads p positions, not L). A row hidden everywhere gives NaN,
 as eager's softmax does.
+
+This copy (decode_attention_sweep.py's candidates; its OP renamed so that it registers beside the op) reads
+the cache with fewer round trips to DRAM one after another: the chunk's visible positions are found from
+its bias first (SKIP "bounds"), so that the block loop holds no branch and Triton's software pipelining
+(STAGES, tl.range num_stages) copies the next blocks' K, V and bias while one is computed; the loads inside
+the current kernel's per-block branch ("branch") are out of the pipeliner's reach, and "mask" keeps the
+per-block test as the loads' masks. INTERLEAVE gives chunk c the blocks c, c + chunks, ..., so that a cache
+filled to p leaves every chunk its share of the visible blocks; a bias row shared by every query row (the
+decoder's [1, 1, 1, L] mask) is loaded once, not once a row. Adopting it: copy it over
+kernels/decode_attention.py with OP restored and the winning settings as the module's constants (dropping
+the settings that lost).
 """
 
 from __future__ import annotations
