@@ -1,31 +1,87 @@
-"""aotcuda::decode_attention's launch swept: chunks of the cache and warps of the chunk kernel, on CUDA.
+"""aotcuda::decode_attention's kernel and its candidate variants timed side by side, on CUDA.
 
     python3 benchmarks/scripts/decode_attention_sweep.py [--batch 1 8] [--position 1024 2047]
-        [--splits 0.5 1 2 4] [--warps 2 4 8] [--module other.py ...] [--json out.json]
+        [--variants NAME ...] [--budget 170] [--mask-dtype float32] [--splits 1] [--warps 4]
+        [--module other.py ...] [--json out.json]
 
 The attention of one layer of benchmarks/decode.py's decoder (benchmarks/decode_attention.py's inputs: 32
-query heads over 8 KV heads of 64, a bf16 cache of 2048 positions, the positions past ``position`` hidden),
-run through kernels/decode_attention.launch with ``splits_for``'s choice scaled by each --splits factor (a
-power of two, at least one chunk, at most one 64-position block a chunk) and the chunk kernel launched with
-each --warps. Each row a CUDA graph replay (triton.testing.do_bench_cudagraph, median µs), beside a device
-copy of the whole cache (the step reads the positions up to ``position``: about half of it at 1024) and the
-error against float64 math. --module times another copy of kernels/decode_attention.py (an older kernel,
-its OP renamed so both register) the same way, for an A/B in one run.
+query heads over 8 KV heads of 64, a bf16 cache of 2048 positions, the positions past ``position`` hidden by
+a [1, 1, 1, L] mask; float32 by default, as SplitCacheAttentionPass builds the decoder's bias, or
+--mask-dtype bfloat16 as benchmarks/decode_attention.py's own), run through a kernel module's ``launch``:
+the current kernels/decode_attention.py and each of VARIANTS below (a copy of the module under
+decode_attention_variants/, its OP renamed, with module settings, a factor on ``splits_for``'s chunk count
+and the chunk kernel's warps). Each row a CUDA graph replay (graph_replay_row:
+triton.testing.do_bench_cudagraph, µs), beside a device copy of the whole cache (the step reads the
+positions up to ``position``: about half of it at 1024) and the error against float64 math. Then one
+table: each variant's µs at each (batch, position), the best per case in bold, and the best variant per
+case with its gain over the current kernel. --budget (seconds) stops starting variants once spent (those
+left are listed); VARIANTS is ordered most telling first. --module times other copies of the kernel module
+(their OP renamed) at each --splits factor and --warps, as the current one.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import faulthandler
 import importlib.util
 import os
 import sys
+import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
 from _common import graph_replay_row, markdown_row, write_device_rows  # noqa: E402
-from decode_attention import _inputs, _reference  # noqa: E402
+
+PIPELINED = os.path.join(HERE, "decode_attention_variants", "pipelined.py")
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    name: str
+    path: str | None = None  # None: aotcuda.kernels.decode_attention
+    settings: dict = dataclasses.field(default_factory=dict)  # module globals (pipelined.py: SKIP, STAGES, ...)
+    splits: float = 1.0  # factor on splits_for's chunk count
+    warps: int = 4  # the chunk kernel's num_warps
+
+
+def _pipelined(name, skip, stages, interleave, block=64, splits=1.0, warps=4):
+    return Variant(name, PIPELINED, {"SKIP": skip, "STAGES": stages, "INTERLEAVE": interleave, "BLOCK_L": block},
+                   splits, warps)
+
+
+# Most telling first (--budget cuts from the end). Names: how hidden blocks are skipped (branch: the current
+# per-block test; mask: no branch, the loads' masks; bounds: the chunk's visible range found first, then a
+# loop with no test), s<N>: tl.range num_stages, il: chunks interleaved block by block, b128: 128-position
+# blocks, x<F>: chunks times F, w<N>: warps.
+VARIANTS = [
+    Variant("current"),
+    _pipelined("bounds-s3-il", "bounds", 3, True),
+    _pipelined("bounds-s3", "bounds", 3, False),
+    _pipelined("mask-s3-il", "mask", 3, True),
+    _pipelined("branch-s3", "branch", 3, False),
+    _pipelined("branch-s1-il", "branch", 1, True),
+    _pipelined("branch-s1", "branch", 1, False),  # the current kernel with the one-row bias load only
+    _pipelined("bounds-s2-il", "bounds", 2, True),
+    _pipelined("bounds-s4-il", "bounds", 4, True),
+    _pipelined("bounds-s1-il", "bounds", 1, True),
+    _pipelined("bounds-s2", "bounds", 2, False),
+    _pipelined("bounds-s4", "bounds", 4, False),
+    _pipelined("mask-s2-il", "mask", 2, True),
+    _pipelined("mask-s3", "mask", 3, False),
+    _pipelined("bounds-s3-il-x2", "bounds", 3, True, splits=2),
+    _pipelined("bounds-s3-x2", "bounds", 3, False, splits=2),
+    _pipelined("bounds-s3-il-x0.5", "bounds", 3, True, splits=0.5),
+    Variant("current-x2", splits=2),
+    _pipelined("bounds-s3-il-w2", "bounds", 3, True, warps=2),
+    _pipelined("bounds-s3-il-w8", "bounds", 3, True, warps=8),
+    _pipelined("bounds-s2-il-b128", "bounds", 2, True, block=128),
+    _pipelined("bounds-s3-b128", "bounds", 3, False, block=128),
+    _pipelined("bounds-s2-il-b128-x2", "bounds", 2, True, block=128, splits=2),
+    Variant("current-w2", warps=2),
+]
 
 
 class _Launch:
@@ -38,15 +94,27 @@ class _Launch:
         return lambda *args, **kwargs: self.kernel[grid](*args, **kwargs, **self.options)
 
 
-def _load(path: str):
-    spec = importlib.util.spec_from_file_location(f"decode_attention_{abs(hash(path))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_MODULES: dict = {}
+
+
+def _module(path: str | None):
+    """The kernel module at path (each loaded once: loading registers its op), or the current one."""
+    if path is None:
+        from aotcuda.kernels import decode_attention
+
+        return decode_attention
+    if path not in _MODULES:
+        spec = importlib.util.spec_from_file_location(f"decode_attention_{len(_MODULES)}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.file_settings = {name: value for name, value in vars(module).items() if name.isupper()}
+        _MODULES[path] = module
+    return _MODULES[path]
 
 
 def _configure(module, factor: float, warps: int):
-    """Point module.launch at raw launches with `warps` for the chunk kernel and splits_for scaled by factor."""
+    """Point module.launch at raw launches with `warps` for the chunk kernel and splits_for scaled by factor
+    (a power of two, at least one chunk, at most one block a chunk)."""
     chosen = module.splits_for.__wrapped__ if hasattr(module.splits_for, "__wrapped__") else module.splits_for
 
     def splits_for(batch_heads, length, processors):
@@ -59,43 +127,105 @@ def _configure(module, factor: float, warps: int):
     module.launcher = lambda kernel: _Launch(kernel, {"num_warps": warps} if kernel is module._chunk_kernel else {})
 
 
+def configured(variant: Variant):
+    """variant's module with its settings (the others at the file's values), chunk factor and warps."""
+    module = _module(variant.path)
+    for name, value in {**getattr(module, "file_settings", {}), **variant.settings}.items():
+        setattr(module, name, value)
+    _configure(module, variant.splits, variant.warps)
+    return module
+
+
+def _summary(results: list, cases: list, names: list) -> None:
+    """One table: a variant a row, a case a column (µs; the case's best in bold), then the best per case."""
+    timed = {(r["kernel"], r["batch"], r["position"]): r for r in results}
+    best = {}
+    for case in cases:
+        rows = [r for r in results if (r["batch"], r["position"]) == case and r["correct"]]
+        best[case] = min(rows, key=lambda r: r["us"]) if rows else None
+    print()
+    print(markdown_row("variant", *[f"b{b} p{p} µs" for b, p in cases]))
+    print(markdown_row(*["---"] * (len(cases) + 1)))
+    for name in names:
+        cells = []
+        for case in cases:
+            row = timed.get((name, *case))
+            if row is None:
+                cells.append("")
+                continue
+            cell = f"{row['us']:.1f}" + ("" if row["correct"] else " (wrong)")
+            cells.append(f"**{cell}**" if best[case] is row else cell)
+        print(markdown_row(name, *cells))
+    print()
+    print(markdown_row("batch", "position", "best variant", "µs", "of copy", "current µs", "current / best"))
+    print(markdown_row(*["---"] * 7))
+    for case in cases:
+        row, current = best[case], timed.get(("current", *case))
+        if row is None:
+            continue
+        base = f"{current['us']:.1f}" if current else ""
+        gain = f"{current['us'] / row['us']:.2f}" if current else ""
+        print(markdown_row(*case, row["kernel"], f"{row['us']:.1f}", f"{row['copy_us'] / row['us']:.0%}", base, gain))
+
+
 def main() -> None:
     faulthandler.enable()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--position", type=int, nargs="+", default=[1024, 2047])
-    parser.add_argument("--splits", type=float, nargs="+", default=[0.5, 1, 2, 4])
-    parser.add_argument("--warps", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--variants", nargs="*", help="names in VARIANTS (default: all; none: --module only)")
+    parser.add_argument("--budget", type=float, default=170.0, help="seconds; no variant starts after them")
+    parser.add_argument("--mask-dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--splits", type=float, nargs="+", default=[1], help="chunk factors for --module files")
+    parser.add_argument("--warps", type=int, nargs="+", default=[4], help="chunk-kernel warps for --module files")
     parser.add_argument("--module", nargs="*", default=[], help="other copies of kernels/decode_attention.py")
     parser.add_argument("--json")
     options = parser.parse_args()
-    from aotcuda.kernels import decode_attention as current
+    from triton.testing import do_bench_cudagraph
 
-    modules = [("current", current)] + [(os.path.basename(p), _load(p)) for p in options.module]
+    from decode_attention import _inputs, _reference
+
+    started = time.monotonic()
+    known = {variant.name for variant in VARIANTS}
+    unknown = set(options.variants or []) - known
+    if unknown:
+        raise SystemExit(f"unknown variants {sorted(unknown)}; known: {sorted(known)}")
+    variants = [v for v in VARIANTS if options.variants is None or v.name in options.variants]
+    variants += [Variant(f"{os.path.basename(path)}-x{factor:g}-w{warps}", os.path.abspath(path), {}, factor, warps)
+                 for path in options.module for factor in options.splits for warps in options.warps]
     processors = torch.cuda.get_device_properties(0).multi_processor_count
-    results = []
-    print(markdown_row("batch", "position", "kernel", "chunks", "warps", "µs", "of copy", "rel. error"))
+    cases = [(batch, position) for batch in options.batch for position in options.position]
+    inputs = {}
+    print(markdown_row("batch", "position", "variant", "chunks", "warps", "µs", "of copy", "rel. error"))
     print(markdown_row(*["---"] * 8))
-    for batch in options.batch:
-        for position in options.position:
-            q, k, v, mask = _inputs(batch, position)
-            cache = torch.cat([k.flatten(), v.flatten()])
-            target = torch.empty_like(cache)
-            from triton.testing import do_bench_cudagraph
-
-            copy_us = do_bench_cudagraph(lambda: target.copy_(cache)) * 1e3
-            want = _reference(q, k, v, mask)
-            scale = 1.0 / q.shape[-1] ** 0.5
-            for name, module in modules:
-                for factor in options.splits:
-                    for warps in options.warps:
-                        _configure(module, factor, warps)
-                        chunks = module.splits_for(batch * k.shape[1], k.shape[2], processors)
-                        row = graph_replay_row((batch, position, name, chunks, warps),
-                                               lambda *a: module.launch(*a, scale, q.shape[1] // k.shape[1]),
-                                               (q, k, v, mask), want, copy_us)
-                        results.append({"batch": batch, "position": position, "kernel": name, "chunks": chunks,
-                                        "warps": warps, **row})
+    for batch, position in cases:
+        q, k, v, mask = _inputs(batch, position)
+        mask = mask.to(getattr(torch, options.mask_dtype))
+        cache = torch.cat([k.flatten(), v.flatten()])
+        target = torch.empty_like(cache)
+        copy_us = do_bench_cudagraph(lambda: target.copy_(cache)) * 1e3
+        print(markdown_row(batch, position, "device copy of the cache", "", "", f"{copy_us:.1f}", "100%", ""))
+        inputs[batch, position] = (q, k, v, mask), _reference(q, k, v, mask), copy_us
+    results, left = [], []
+    for variant in variants:  # variant-major: a cut budget leaves whole variants out, not whole cases
+        if time.monotonic() - started > options.budget:
+            left.append(variant.name)
+            continue
+        module = configured(variant)
+        for batch, position in cases:
+            args, want, copy_us = inputs[batch, position]
+            q, k = args[0], args[1]
+            group, scale = q.shape[1] // k.shape[1], 1.0 / q.shape[-1] ** 0.5
+            chunks = module.splits_for(batch * k.shape[1], k.shape[2], processors)
+            row = graph_replay_row((batch, position, variant.name, chunks, variant.warps),
+                                   lambda *a: module.launch(*a, scale, group), args, want, copy_us)
+            results.append({"batch": batch, "position": position, "kernel": variant.name, "chunks": chunks,
+                            "warps": variant.warps, "settings": variant.settings, "splits": variant.splits,
+                            "correct": row["error"] < 1e-2, **row})
+    if left:
+        print(f"\nbudget of {options.budget:.0f} s spent; not timed: {', '.join(left)}")
+    _summary(results, cases, [v.name for v in variants if v.name not in left])
+    print(f"\n{time.monotonic() - started:.0f} s")
     write_device_rows(options.json, results)
 
 
