@@ -8,9 +8,8 @@ The attention of one layer of benchmarks/decode.py's decoder (benchmarks/decode_
 query heads over 8 KV heads of 64, a bf16 cache of 2048 positions, the positions past ``position`` hidden by
 a [1, 1, 1, L] mask; float32 by default, as SplitCacheAttentionPass builds the decoder's bias, or
 --mask-dtype bfloat16 as benchmarks/decode_attention.py's own), run through a kernel module's ``launch``:
-the current kernels/decode_attention.py and each of VARIANTS below (a copy of the module under
-decode_attention_variants/, its OP renamed, with module settings, a factor on ``splits_for``'s chunk count
-and the chunk kernel's warps). Each row a CUDA graph replay (graph_replay_row:
+the current kernels/decode_attention.py and each of VARIANTS below (its module settings, a factor on
+``splits_for``'s chunk count and the chunk kernel's warps). Each row a CUDA graph replay (graph_replay_row:
 triton.testing.do_bench_cudagraph, µs), beside a device copy of the whole cache (the step reads the
 positions up to ``position``: about half of it at 1024) and the error against float64 math. Then one
 table: each variant's µs at each (batch, position), the best per case in bold, and the best variant per
@@ -35,52 +34,31 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from _common import graph_replay_row, markdown_row, write_device_rows  # noqa: E402
 
-PIPELINED = os.path.join(HERE, "decode_attention_variants", "pipelined.py")
 
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
     name: str
     path: str | None = None  # None: aotcuda.kernels.decode_attention
-    settings: dict = dataclasses.field(default_factory=dict)  # module globals (pipelined.py: SKIP, STAGES, ...)
+    settings: dict = dataclasses.field(default_factory=dict)  # module globals: BLOCK_L, STAGES
     splits: float = 1.0  # factor on splits_for's chunk count
     warps: int = 4  # the chunk kernel's num_warps
 
 
-def _pipelined(name, skip, stages, interleave, block=64, splits=1.0, warps=4):
-    return Variant(name, PIPELINED, {"SKIP": skip, "STAGES": stages, "INTERLEAVE": interleave, "BLOCK_L": block},
-                   splits, warps)
-
-
-# Most telling first (--budget cuts from the end). Names: how hidden blocks are skipped (branch: the current
-# per-block test; mask: no branch, the loads' masks; bounds: the chunk's visible range found first, then a
-# loop with no test), s<N>: tl.range num_stages, il: chunks interleaved block by block, b128: 128-position
-# blocks, x<F>: chunks times F, w<N>: warps.
+# The op's kernel with one setting changed each, most telling first (--budget cuts from the end). Names:
+# s<N>: tl.range num_stages, b<N>: positions a block, x<F>: chunks times F, w<N>: warps. The kernel before
+# session 15's (a run of 64-position blocks a chunk, each read behind a per-block branch) is git history:
+# time it with --module on a copy of it (its OP renamed).
 VARIANTS = [
     Variant("current"),
-    _pipelined("bounds-s3-il", "bounds", 3, True),
-    _pipelined("bounds-s3", "bounds", 3, False),
-    _pipelined("mask-s3-il", "mask", 3, True),
-    _pipelined("branch-s3", "branch", 3, False),
-    _pipelined("branch-s1-il", "branch", 1, True),
-    _pipelined("branch-s1", "branch", 1, False),  # the current kernel with the one-row bias load only
-    _pipelined("bounds-s2-il", "bounds", 2, True),
-    _pipelined("bounds-s4-il", "bounds", 4, True),
-    _pipelined("bounds-s1-il", "bounds", 1, True),
-    _pipelined("bounds-s2", "bounds", 2, False),
-    _pipelined("bounds-s4", "bounds", 4, False),
-    _pipelined("mask-s2-il", "mask", 2, True),
-    _pipelined("mask-s3", "mask", 3, False),
-    _pipelined("bounds-s3-il-x2", "bounds", 3, True, splits=2),
-    _pipelined("bounds-s3-x2", "bounds", 3, False, splits=2),
-    _pipelined("bounds-s3-il-x0.5", "bounds", 3, True, splits=0.5),
-    Variant("current-x2", splits=2),
-    _pipelined("bounds-s3-il-w2", "bounds", 3, True, warps=2),
-    _pipelined("bounds-s3-il-w8", "bounds", 3, True, warps=8),
-    _pipelined("bounds-s2-il-b128", "bounds", 2, True, block=128),
-    _pipelined("bounds-s3-b128", "bounds", 3, False, block=128),
-    _pipelined("bounds-s2-il-b128-x2", "bounds", 2, True, block=128, splits=2),
-    Variant("current-w2", warps=2),
+    Variant("s1", settings={"STAGES": 1}),
+    Variant("s3", settings={"STAGES": 3}),
+    Variant("b64", settings={"BLOCK_L": 64}),
+    Variant("b64-s3", settings={"BLOCK_L": 64, "STAGES": 3}),
+    Variant("x2", splits=2),
+    Variant("x0.5", splits=0.5),
+    Variant("w2", warps=2),
+    Variant("w8", warps=8),
 ]
 
 
@@ -99,10 +77,11 @@ _MODULES: dict = {}
 
 def _module(path: str | None):
     """The kernel module at path (each loaded once: loading registers its op), or the current one."""
-    if path is None:
-        from aotcuda.kernels import decode_attention
+    if path not in _MODULES and path is None:
+        from aotcuda.kernels import decode_attention as module
 
-        return decode_attention
+        module.file_settings = {name: getattr(module, name) for name in ("BLOCK_L", "STAGES")}
+        _MODULES[path] = module
     if path not in _MODULES:
         spec = importlib.util.spec_from_file_location(f"decode_attention_{len(_MODULES)}", path)
         module = importlib.util.module_from_spec(spec)

@@ -5,6 +5,7 @@ grouped heads, several query rows, strided q, broadcast masks, hidden blocks and
 
 import importlib.util
 import math
+import textwrap
 
 import pytest
 import torch
@@ -145,6 +146,45 @@ def test_keys_at_positions_the_bias_hides_are_not_read_in_the_interpreter():
             for got in (attention.launch(q, k, v, bias, 0.3, group), attention.reference(q, k, v, bias, 0.3, group)):
                 assert ((got - want).norm() / want.norm()).item() < 1e-5, (width, group, rows, got.isnan().sum())
     """)
+
+
+_HOLES_AND_SHORT_CACHES = """
+    import math, torch
+    from aotcuda.kernels import decode_attention as attention
+    torch.manual_seed(0)
+    # Hidden runs between visible ones (a whole chunk hidden; blocks hidden inside a chunk's visible range,
+    # which the kernel reads and masks), per batch entry; and caches of fewer blocks than chunks (chunks past
+    # the cache's end). Hidden keys hold NaN: never mixed in.
+    for batch, kv_heads, group, length in [(2, 2, 4, 700), (1, 1, 2, 150), (3, 1, 1, 64), (2, 8, 4, 1100)]:
+        q = torch.randn(batch, kv_heads * group, 1, 32)
+        k, v = torch.randn(batch, kv_heads, length, 32), torch.randn(batch, kv_heads, length, 32)
+        bias = torch.randn(batch, 1, 1, length)
+        bias[0, ..., 3:min(200, length - 20)] = -math.inf
+        if batch > 1:
+            bias[-1, ..., length // 2:] = -math.inf
+            bias[-1, ..., :5] = -math.inf
+        for mask in (None, bias):
+            keys = k if mask is None else k.masked_fill(bias.transpose(-1, -2) == -math.inf, math.nan)
+            got = attention.launch(q, keys, v, mask, 0.2, group)
+            want = attention.reference(q, keys, v, mask, 0.2, group)
+            assert ((got - want).norm() / want.norm()).item() < 1e-5, (batch, length, mask is None)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+def test_hidden_runs_inside_the_cache_and_caches_shorter_than_the_chunks_in_the_interpreter():
+    run_code(_HOLES_AND_SHORT_CACHES)
+
+
+@pytest.mark.cuda
+def test_hidden_runs_inside_the_cache_and_caches_shorter_than_the_chunks_on_cuda():
+    if not attention.HAVE_TRITON:
+        pytest.skip("Triton is not installed")
+    torch.set_default_device("cuda")
+    try:
+        exec(compile(textwrap.dedent(_HOLES_AND_SHORT_CACHES), "holes", "exec"), {})
+    finally:
+        torch.set_default_device(None)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")

@@ -17,6 +17,18 @@ Gimelshein, 2018) and writes a partial result; a second kernel combines the chun
 exp(max_c − max). A block of positions that the bias hides for every row is skipped without reading its
 K and V (a static cache filled to position p reads p positions, not L). A row hidden everywhere gives NaN,
 as eager's softmax does.
+
+How the chunk kernel reads the cache (chosen on the H200, benchmarks/scripts/decode_attention_sweep.py,
+docs/performance.md): the chunk's visible positions [begin, end) are found from its bias first, in one load
+at a decoder's sizes, so that the block loop over them holds no branch and Triton's software pipelining
+(``STAGES``, tl.range's num_stages) copies the next block's K, V and bias while one is computed (a per-block
+"is it hidden" branch kept K and V out of the pipeliner's reach); chunk c reads the blocks c, c + chunks,
+c + 2·chunks, ... (interleaved, not a run), so that a cache filled to position p leaves every chunk its
+share of the p visible positions instead of leaving the last chunks idle; a bias row shared by every query
+row (a decoder's [1, 1, 1, L] mask) is loaded once a block, not once a row. Blocks of ``BLOCK_L`` = 128
+positions. One layer of the 1.2B decoder's attention (32 query heads over 8 KV heads of 64, bf16) took 8.6 µs
+at batch 8, position 1024 (12.5 with the kernel before: a run of 64-position blocks a chunk, each behind a
+branch), 10.8 at position 2047 (14.5), and 5.3 and 5.4 at batch 1 (5.8).
 """
 
 from __future__ import annotations
@@ -28,7 +40,8 @@ import torch
 from aotcuda.kernels import HAVE_TRITON, launcher
 
 OP = "aotcuda::decode_attention"
-BLOCK_L = 64  # cache positions a program reads per step
+BLOCK_L = 128  # cache positions a program reads per step
+STAGES = 2  # software pipelining of the block loop (tl.range num_stages): 2 beat 1, 3 and 4 on the H200
 
 
 def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float,
@@ -81,13 +94,64 @@ if HAVE_TRITON:
     from torch.library import triton_op
 
     @triton.jit
+    def _bias_rows(Bias, b, head, pos, at, ok, row_ok, sbb, sbh, sbs, sbl, BIAS_ROW: tl.constexpr):
+        """The bias at positions ``at`` ([N]) of the program's rows in float32, −inf where not ``ok``: [BLOCK_M,
+        N], or [1, N] where every row shares one bias row (the decoder's causal mask [1, 1, 1, L]), loaded
+        once instead of as BLOCK_M copies."""
+        at64 = at.to(tl.int64)
+        if BIAS_ROW:
+            tile = tl.load(Bias + b * sbb + at64[None, :] * sbl, mask=ok[None, :], other=float("-inf"))
+        else:
+            tile = tl.load(Bias + b * sbb + head[:, None] * sbh + pos[:, None] * sbs + at64[None, :] * sbl,
+                           mask=row_ok[:, None] & ok[None, :], other=float("-inf"))
+        return tile.to(tl.float32)
+
+    @triton.jit
+    def _visible(bias):
+        """[N] of a bias [rows, N]: whether any row sees the position."""
+        return tl.max(bias, 0) > float("-inf")
+
+    @triton.jit
+    def _attend(q, K, V, kbase, vbase, at, ok, bias, m_i, l_i, acc, scale, skl, skd, svl, svd,
+                D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+                IEEE: tl.constexpr):
+        """One block of positions ``at`` folded into the running max, sum and output; K and V are read at
+        the ``ok`` positions only (0 elsewhere, where the bias is −inf)."""
+        d = tl.arange(0, BLOCK_D)
+        dv = tl.arange(0, BLOCK_DV)
+        at64 = at.to(tl.int64)  # a sequence-major cache: position · stride passes 2**31
+        k = tl.load(K + kbase + at64[None, :] * skl + d[:, None] * skd, mask=(d[:, None] < D) & ok[None, :],
+                    other=0.0)
+        # V's load is issued with K's, before the scores that do not need it
+        vals = tl.load(V + vbase + at64[:, None] * svl + dv[None, :] * svd, mask=ok[:, None] & (dv[None, :] < DV),
+                       other=0.0)
+        if IEEE:
+            s = tl.dot(q, k, input_precision="ieee")
+        else:
+            s = tl.dot(q, k)
+        # float32 whatever type the scale argument gets: AOTInductor passes a Python float as fp64
+        s = (s * scale).to(tl.float32)
+        s = tl.where(bias == float("-inf"), float("-inf"), s + bias)  # hidden: keys not read
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp(m_i - m_safe)
+        p = tl.exp(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if IEEE:
+            acc = acc * alpha[:, None] + tl.dot(p.to(vals.dtype), vals, input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(vals.dtype), vals)
+        return m_new, l_i, acc
+
+    @triton.jit
     def _chunk_kernel(Q, K, V, Bias, PartO, PartM, PartL,
                       sqb, sqh, sqs, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
-                      sbb, sbh, sbs, sbl, scale, length, chunk,
+                      sbb, sbh, sbs, sbl, scale, length, chunk_blocks,
                       KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, SQ: tl.constexpr,
                       D: tl.constexpr, DV: tl.constexpr, SPLITS: tl.constexpr, HAS_BIAS: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-                      BLOCK: tl.constexpr, IEEE: tl.constexpr):
+                      BLOCK: tl.constexpr, IEEE: tl.constexpr, BIAS_ROW: tl.constexpr, STAGES: tl.constexpr,
+                      SCAN: tl.constexpr):
         pair = tl.program_id(0)  # b · KV_HEADS + kv head
         split = tl.program_id(1)
         b = (pair // KV_HEADS).to(tl.int64)  # int64 offsets: a cache may hold over 2**31 elements, and Triton
@@ -101,44 +165,48 @@ if HAVE_TRITON:
         q = tl.load(Q + b * sqb + head[:, None] * sqh + pos[:, None] * sqs + d[None, :] * sqd,
                     mask=row_ok[:, None] & (d[None, :] < D), other=0.0)
         q = q.to(K.dtype.element_ty)
+        kbase = b * skb + kv * skh
+        vbase = b * svb + kv * svh
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
-        begin = split * chunk
-        for offset in range(begin, begin + chunk, BLOCK):
-            at = offset + tl.arange(0, BLOCK)
-            at64 = at.to(tl.int64)  # a sequence-major cache: position · stride passes 2**31
-            at_ok = at < length
-            bias = tl.zeros([BLOCK_M, BLOCK], tl.float32)
+        offsets = tl.arange(0, BLOCK)
+        # block i of the chunk starts at first + i · step: every SPLITS-th block from the split's own, so that a
+        # mask hiding the cache's end leaves each chunk its share of the visible blocks (a run of blocks a chunk
+        # left the last chunks idle at position 1024 of 2048)
+        first = split * BLOCK
+        step = SPLITS * BLOCK
+        lo = 0
+        hi = chunk_blocks
+        begin = 0
+        end = length
+        if HAS_BIAS:
+            # the chunk's visible positions [begin, end) from its bias first (SCAN positions a load,
+            # the whole chunk in one at the decoder's sizes), then a loop with no test in it over the blocks
+            # that hold them, which Triton pipelines; K and V are not read outside [begin, end)
+            begin = length
+            end = 0
+            cols = tl.arange(0, SCAN)
+            for g in range(0, chunk_blocks, SCAN // BLOCK):
+                i = g + cols // BLOCK
+                at = first + i * step + cols % BLOCK
+                seen = _visible(_bias_rows(Bias, b, head, pos, at, (i < chunk_blocks) & (at < length), row_ok,
+                                           sbb, sbh, sbs, sbl, BIAS_ROW))
+                begin = tl.minimum(begin, tl.min(tl.where(seen, at, length), 0))
+                end = tl.maximum(end, tl.max(tl.where(seen, at + 1, 0), 0))
+            lo = tl.where(end > begin, (begin - first) // step, 0)
+            hi = tl.where(end > begin, (end - 1 - first) // step + 1, 0)
+        for i in tl.range(lo, hi, num_stages=STAGES):
+            at = first + i * step + offsets
+            # the bias's mask is `at < length` alone (whole 16-element runs, which the pipeliner's
+            # asynchronous copies need): outside [begin, end) the bias is −inf for every row anyway
             if HAS_BIAS:
-                bias = tl.load(Bias + b * sbb + head[:, None] * sbh + pos[:, None] * sbs + at64[None, :] * sbl,
-                               mask=row_ok[:, None] & at_ok[None, :], other=float("-inf")).to(tl.float32)
-            bias = tl.where(at_ok[None, :] & row_ok[:, None], bias, float("-inf"))
-            if tl.max(tl.max(bias, 1), 0) > float("-inf"):  # a block the bias hides everywhere: not read
-                k = tl.load(K + b * skb + kv * skh + at64[None, :] * skl + d[:, None] * skd,
-                            mask=(d[:, None] < D) & at_ok[None, :], other=0.0)
-                # V's load is issued with K's, before the scores that do not need it, so that the two
-                # reads from DRAM overlap instead of the second waiting for the softmax
-                vals = tl.load(V + b * svb + kv * svh + at64[:, None] * svl + dv[None, :] * svd,
-                               mask=at_ok[:, None] & (dv[None, :] < DV), other=0.0)
-                if IEEE:
-                    s = tl.dot(q, k, input_precision="ieee")
-                else:
-                    s = tl.dot(q, k)
-                # float32 whatever type the scale argument gets: AOTInductor passes a Python float as fp64,
-                # which would make the running max fp64 (Triton then refuses the loop-carried m_i)
-                s = (s * scale).to(tl.float32)
-                s = tl.where(bias == float("-inf"), float("-inf"), s + bias)  # hidden: keys not read
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-                m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-                alpha = tl.exp(m_i - m_safe)
-                p = tl.exp(s - m_safe[:, None])
-                l_i = l_i * alpha + tl.sum(p, 1)
-                if IEEE:
-                    acc = acc * alpha[:, None] + tl.dot(p.to(vals.dtype), vals, input_precision="ieee")
-                else:
-                    acc = acc * alpha[:, None] + tl.dot(p.to(vals.dtype), vals)
-                m_i = m_new
+                bias = _bias_rows(Bias, b, head, pos, at, at < length, row_ok, sbb, sbh, sbs, sbl, BIAS_ROW)
+            else:
+                bias = tl.where(at < length, 0.0, float("-inf"))[None, :]
+            ok = (at >= begin) & (at < end)
+            m_i, l_i, acc = _attend(q, K, V, kbase, vbase, at, ok, bias, m_i, l_i, acc, scale,
+                                    skl, skd, svl, svd, D, DV, BLOCK_D, BLOCK_DV, IEEE)
         base = pair * SPLITS + split
         # only the real rows: BLOCK_M pads the group's rows to tl.dot's 16 (4 at a group of 4), and the padding's
         # partials would be written for nothing (the combine kernel reads real rows only)
@@ -187,19 +255,23 @@ if HAVE_TRITON:
         # (exported dynamic) cannot choose a constexpr from its size, so the chunks are chosen for batch 1
         splits = splits_for(batch * kv_heads if type(batch) is int else kv_heads, length, processors)
         blocks = -(-length // BLOCK_L)
-        chunk = -(-blocks // splits) * BLOCK_L
+        chunk_blocks = -(-blocks // splits)
         out = torch.empty((batch, heads, sq, width_v), dtype=q.dtype, device=q.device)
         part_o = torch.empty((batch * kv_heads * splits * block_m * block_dv,), dtype=torch.float32, device=q.device)
         part_m = torch.empty((batch * kv_heads * splits * block_m,), dtype=torch.float32, device=q.device)
         part_l = torch.empty_like(part_m)
         bias_arg = bias if bias is not None else q
         bias_strides = _strides4(bias) if bias is not None else [0, 0, 0, 0]
+        # every row of a program reads one bias row: strides 0 over heads and query positions
+        bias_row = bias is not None and all(type(s) is int and s == 0 for s in bias_strides[1:3])
+        # positions of the bias a load of the bounds' scan reads: the chunk, up to 2048 values a program
+        scan = min(1 << (chunk_blocks - 1).bit_length(), max(1, (2048 if bias_row else 4096 // block_m) // BLOCK_L))
         ieee = q.dtype == torch.float32 or k.dtype == torch.float32
         launcher(_chunk_kernel)[(batch * kv_heads, splits)](
             q, k, v, bias_arg, part_o, part_m, part_l, *q.stride(), *k.stride(), *v.stride(), *bias_strides,
-            float(scale), length, chunk, KV_HEADS=kv_heads, GROUP=group, ROWS=rows, SQ=sq, D=width, DV=width_v,
+            float(scale), length, chunk_blocks, KV_HEADS=kv_heads, GROUP=group, ROWS=rows, SQ=sq, D=width, DV=width_v,
             SPLITS=splits, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_D=block_d, BLOCK_DV=block_dv,
-            BLOCK=BLOCK_L, IEEE=ieee)
+            BLOCK=BLOCK_L, IEEE=ieee, BIAS_ROW=bias_row, STAGES=STAGES, SCAN=scan * BLOCK_L)
         launcher(_combine_kernel)[(batch * kv_heads, rows)](
             part_o, part_m, part_l, out, *out.stride(), KV_HEADS=kv_heads, GROUP=group, SQ=sq, DV=width_v,
             SPLITS=splits, BLOCK_M=block_m, BLOCK_DV=block_dv)
