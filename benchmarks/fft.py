@@ -4,7 +4,7 @@
     python3 benchmarks/fft.py --device cuda          # the H200: cuFFT (about 3-4 minutes)
     python3 benchmarks/fft.py --device cuda --forms gemm kernel   # both CUDA forms (the default there)
     python3 benchmarks/fft.py --programs stft_dynamic freeu filter_bf16     # issue 30's programs only
-    python3 benchmarks/fft.py --device cuda --programs filter_bluestein --bluestein-tile 8192  # Bluestein lengths
+    python3 benchmarks/fft.py --device cuda --programs filter_bluestein  # Bluestein (A/B: --bluestein-tile 4096)
                           # (CPU, 2 cores: about 8 minutes; the H200: about 4, beside 3-4 for the other two)
 
 The programs (--programs, default all), each compiled with torch.compile (Inductor, the code AOTInductor
@@ -28,8 +28,8 @@ generates too) of the ExportedProgram's module, float32 unless said:
 - "filter_bluestein": the filter at the lengths of --bluestein-sizes (default 1009, 2039 and 4093: primes,
   which no tiling of kernels/fft_plan.py covers), which the kernel form runs as Bluestein inside one
   aotcuda::fft_rows kernel a transform (kernels/fft_bluestein.py) and the GEMM form as several DFT products.
-  --bluestein-tile sets fft_plan.BLUESTEIN_TILE in every process: 4096 (the default: n ≤ 2048, so 4093
-  stays DFT products) or 8192 (n ≤ 4096, m ≤ 8192: the setting this benchmark is to judge).
+  --bluestein-tile sets fft_plan.BLUESTEIN_TILE in every process: 8192 (the module's default: n ≤ 4096,
+  m ≤ 8192) or 4096 (n ≤ 2048, so 4093 stays DFT products: the setting before, for A/B).
 "library" compiles the exported program as it is (Inductor calls pocketfft/cuFFT for the FFT ops);
 "aotcuda" compiles it after the pass, once per form (--forms, CUDA only; one row each): "gemm", the DFT
 products of spectral/transform.py, and "kernel", one aotcuda::fft_rows Triton kernel per transform
@@ -397,8 +397,8 @@ def main() -> None:
     parser.add_argument("--bluestein-sizes", type=int, nargs="+", default=[1009, 2039, 4093],
                         help="filter_bluestein: n of the filter at lengths no tiling covers, a row each")
     parser.add_argument("--bluestein-tile", type=int, choices=[fft_plan.TILE, 2 * fft_plan.TILE],
-                        default=fft_plan.TILE, help="kernels/fft_plan.py's BLUESTEIN_TILE for the run (8192: "
-                        "Bluestein up to n = 4096)")
+                        default=fft_plan.BLUESTEIN_TILE, help="kernels/fft_plan.py's BLUESTEIN_TILE for the run "
+                        "(default the module's, 8192: Bluestein up to n = 4096; 4096: up to n = 2048)")
     parser.add_argument("--forms", nargs="+", choices=["gemm", "kernel"], default=None,
                         help="the pass's forms on CUDA, a row each (default: gemm and, where Triton is installed, "
                              "kernel); the CPU always takes its stages")

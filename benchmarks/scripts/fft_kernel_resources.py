@@ -5,11 +5,11 @@ Hopper's wgmma. Runs on any machine with Triton (its bundled ptxas); no device i
     python3 benchmarks/scripts/fft_kernel_resources.py                       # sm_90, the default lengths
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 64 400 --kinds c2c r2c c2r --arch 90
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 400 --kinds r2c --windows yes   # stft's
-    python3 benchmarks/scripts/fft_kernel_resources.py --sizes 67 1009 2039 4093 --bluestein-tile 8192  # Bluestein
+    python3 benchmarks/scripts/fft_kernel_resources.py --sizes 67 1009 2039 4093  # Bluestein
 
 "window yes" compiles the kernel with its window operand (stft's window multiply, fused; c2c and r2c). A
 length no tiling covers compiles the Bluestein kernel (kernels/fft_bluestein.py); --bluestein-tile sets
-fft_plan.BLUESTEIN_TILE (8192: n up to 4096, m up to 8192) for the run.
+fft_plan.BLUESTEIN_TILE for the run (default the module's, 8192: n up to 4096, m up to 8192; 4096: n up to 2048).
 
 A stack above 0 means spilled registers; a thread over 128 registers leaves one program of 8 warps per
 multiprocessor (65536 registers). The tile choices of kernels/fft_plan.py (WIDE, ROWS_TILE) were made

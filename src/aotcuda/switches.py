@@ -82,7 +82,7 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     # 0.45-0.87x cuFFT's time on the filter at n = 64, 128, 400, 1024, 2048 and 4096 and 0.55x on the Whisper
     # front end, 1.05x at n = 512, where the GEMM form took 0.98-1.92x (docs/performance.md).
     Switch("AOTCUDA_FFT_KERNEL", True, "ReplaceComplexWithRealPass computes an FFT of a covered static length "
-           "(kernels/fft_plan.py: every prime factor at most 61 and n at most 4096, or any other n at most 2048 as "
+           "(kernels/fft_plan.py: n at most 4096: every prime factor at most 61 as a tiling, any other n as "
            "Bluestein inside the kernel) on a non-CPU device as one "
            "aotcuda::fft_rows Triton kernel per transform (kernels/fft_rows.py) where Triton is installed; off: "
            "the GEMM form (DFT products, passes/complex_to_real/spectral/transform.py)",

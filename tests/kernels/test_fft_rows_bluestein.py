@@ -7,11 +7,11 @@ plan fft_plan.bluestein), against torch.fft in float64 on fresh random rows.
   chirp); the default launches; the op's CPU implementation at such lengths.
 - In Triton's interpreter (a subprocess): every case of test_fft_rows_kernel.check (c2c forward and inverse,
   r2c, c2r from fewer and more bins, a scale, a middle and a first dim, a planar pair, padded and cropped) at
-  LENGTHS in float32, bfloat16 in and out at 67, stft's window and overlapping frames, and
-  BLUESTEIN_TILE = 8192 (n = 2049: m's tile 8192) on a few rows.
-- On CUDA (the H200): the kernel at LENGTHS and 2039 in float32, float16 and bfloat16; n = 4093 with
-  BLUESTEIN_TILE = 8192 (a spectral filter of n = 1009 lowered with the kernel form against eager:
-  test_fft_rows_kernel.py).
+  LENGTHS in float32, bfloat16 in and out at 67, stft's window and overlapping frames, and n = 2049 (m's
+  tile past 4096: BLUESTEIN_TILE = 8192, the default) on a few rows.
+- On CUDA (the H200): the kernel at LENGTHS and 2039 in float32, float16 and bfloat16; n = 2049 and 4093
+  (m's tile past 4096) in float32 (a spectral filter of n = 1009 lowered with the kernel form against
+  eager: test_fft_rows_kernel.py).
 """
 
 import importlib.util
@@ -31,39 +31,46 @@ LENGTHS = [67, 194, 1009]
 NEEDS_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
 
 
-def test_lengths_with_a_prime_factor_above_61_up_to_2048_have_a_bluestein_plan():
+def test_lengths_with_a_prime_factor_above_61_up_to_4096_have_a_bluestein_plan():
     for n, want in [(67, "Bluestein m=135 (15→16·9→16)"), (194, "Bluestein m=390 (15→16·13→16·2b)"),
-                    (1009, "Bluestein m=2048 (32·16·4b)"), (2039, "Bluestein m=4096 (16·16·16)")]:
+                    (1009, "Bluestein m=2048 (32·16·4b)"), (2039, "Bluestein m=4096 (16·16·16)"),
+                    (4093, "Bluestein m=8192 (32·16·16)")]:
         plan = fft_plan.kernel_plan(n)
         assert fft_plan.tiling(n) is None and isinstance(plan, fft_plan.Bluestein) and plan.describe() == want
         assert 2 * n - 1 <= plan.m and plan.tile <= fft_plan.BLUESTEIN_TILE and fft_plan.covers(n)
         assert fft_rows.supports(torch.zeros(2, n, 2), 1, n, "c2c") and fft_rows.supports(torch.zeros(n), 0, n, "r2c")
     for n in (64, 1000, 4096):  # a tiling: no Bluestein
         assert fft_plan.bluestein(n) is None and fft_plan.kernel_plan(n) == fft_plan.tiling(n)
-    for n in (2 * 1031, 4093, 17 * 17 * 13, 4097, 0):  # m's tile past 4096 (n > 2048), out of range
+    for n in (4097, 4099, 5003, 2 * 4099, 0):  # n > 4096: m's tile past 8192 (the GEMM form's), out of range
         assert fft_plan.bluestein(n) is None and not fft_plan.covers(n), n
     assert fft_plan.bluestein(1) is None and fft_plan.covers(1)  # a tiling of its own
-    assert all(fft_plan.covers(n) for n in range(1, 2049))
+    assert all(fft_plan.covers(n) for n in range(1, 4097))
 
 
-def test_a_bluestein_tile_of_8192_takes_lengths_to_4096_and_the_switch_takes_only_that():
+def test_the_default_tile_of_8192_takes_lengths_to_4096_and_a_tile_of_4096_takes_them_back():
+    assert fft_plan.BLUESTEIN_TILE == 2 * fft_plan.TILE
+    for n in (2049, 2 * 1031, 17 * 17 * 13, 4093):  # m's tile past 4096
+        assert fft_plan.bluestein(n).tile > fft_plan.TILE and fft_plan.covers(n), n
+    launch = fft_plan.default_launch(4093, 1 << 20)
+    assert (launch.rows, launch.warps, launch.problem()) == (1, 8, None)
+    before = fft_plan.BLUESTEIN_TILE
     try:
-        fft_plan.set_bluestein_tile(2 * fft_plan.TILE)
-        assert fft_plan.bluestein(4093).describe() == "Bluestein m=8192 (32·16·16)"
-        launch = fft_plan.default_launch(4093, 1 << 20)
-        assert (launch.rows, launch.warps, launch.problem()) == (1, 8, None)
-        assert fft_plan.covers(17 * 17 * 13) and fft_plan.covers(2049)
+        fft_plan.set_bluestein_tile(fft_plan.TILE)  # the A/B switch: n ≤ 2048
+        for n in (2049, 2 * 1031, 17 * 17 * 13, 4093):
+            assert fft_plan.bluestein(n) is None and not fft_plan.covers(n), n
+        assert fft_plan.bluestein(2039).describe() == "Bluestein m=4096 (16·16·16)"
+        assert "a tile ≤ 4096" in launch.problem()
     finally:
-        fft_plan.set_bluestein_tile(fft_plan.TILE)
-    assert fft_plan.bluestein(4093) is None
+        fft_plan.set_bluestein_tile(before)
+    assert fft_plan.bluestein(4093).describe() == "Bluestein m=8192 (32·16·16)"
     with pytest.raises(ValueError, match="BLUESTEIN_TILE must be"):
         fft_plan.set_bluestein_tile(16384)
 
 
 def test_the_default_launches_and_a_launch_that_cannot_run():
-    """Bluestein holds two DFTs' values: half the rows a tiling of m would take, 8 warps for a 4096 tile
+    """Bluestein holds two DFTs' values: half the rows a tiling of m would take, 8 warps for a tile of 4096 or 8192
     (compiled for sm_90: fft_kernel_resources.py); its launches are its default only (not yet swept)."""
-    for n, want in [(67, (4, 4)), (194, (2, 4)), (1009, (1, 4)), (2039, (1, 8))]:
+    for n, want in [(67, (4, 4)), (194, (2, 4)), (1009, (1, 4)), (2039, (1, 8)), (4093, (1, 8))]:
         launch = fft_plan.default_launch(n, 1 << 20)
         assert (launch.rows, launch.warps) == want and launch.problem() is None, n
         assert fft_plan.launches(n, 1 << 20) == [launch]
@@ -105,7 +112,7 @@ def test_the_cpu_implementation_matches_torch_fft_at_a_bluestein_length(dtype):
 
 def check_interpreted():
     """check()'s cases at LENGTHS in float32, at 67 in bfloat16; the windowed cases at 67 (hop 23) in float32
-    and float16; n = 2049 with BLUESTEIN_TILE = 8192 (c2c and c2r on 2 rows)."""
+    and float16; n = 2049, m's tile past 4096 (c2c and c2r on 2 rows)."""
     torch.manual_seed(3)
     launch = lambda *args: fft_rows.launch(args[0], None, *args[1:])  # noqa: E731
     for n in LENGTHS:
@@ -117,7 +124,6 @@ def check_interpreted():
         for name, error in check_windowed(lambda x, dim, n, out_len, kind, w: fft_rows.launch(
                 x, None, dim, n, out_len, kind, False, 1.0, w), 67, 23, dtype):
             print(67, dtype, name, f"{error:.1e}")
-    fft_plan.set_bluestein_tile(2 * fft_plan.TILE)
     n = 2049
     z = torch.randn(2, n, 2)
     got = fft_rows.launch(z, None, 1, n, n, "c2c", True, 0.5)
@@ -162,14 +168,10 @@ def test_the_cuda_bluestein_kernel_matches_torch_fft(n, dtype):
 
 
 @pytest.mark.cuda
-def test_the_cuda_bluestein_kernel_with_a_tile_of_8192():
+@pytest.mark.parametrize("n", [2049, 4093])
+def test_the_cuda_bluestein_kernel_past_a_tile_of_4096(n):
     if not fft_rows.HAVE_TRITON:
         pytest.skip("Triton is not installed")
-    torch.manual_seed(0)
-    try:
-        fft_plan.set_bluestein_tile(2 * fft_plan.TILE)
-        for n in (2049, 4093):
-            for _ in check(lambda *args: fft_rows.launch(args[0], None, *args[1:]), n, torch.float32, "cuda"):
-                pass
-    finally:
-        fft_plan.set_bluestein_tile(fft_plan.TILE)
+    torch.manual_seed(n)
+    for _ in check(lambda *args: torch.ops.aotcuda.fft_rows(args[0], None, *args[1:]), n, torch.float32, "cuda"):
+        pass

@@ -34,14 +34,15 @@ registers when compiled for sm_90 (a prime from 37 to 61 still takes a 64-wide t
 A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, has no
 tiling (None). Such a length runs as Bluestein's chirp-z transform inside the kernel
 (``bluestein``; kernels/fft_bluestein.py) where a convolution length m ≥ 2n − 1 up to the next power of two
-has a tiling with a tile ≤ BLUESTEIN_TILE (TILE: n ≤ 2048): the cheapest such m by the same key (no table
-wider than WIDE, cost, tile), any of its tilings, a butterfly last stage included (the inverse DFT runs the
-forward's stages transposed, so both passes share the tile's layout, paddings and tables); describe() says
-"Bluestein m=135 (15→16·9→16)". ``kernel_plan`` is the tiling or else the Bluestein plan; ``covers`` whether
-there is one. Only longer lengths with a large prime factor are left to the GEMM form
-(passes/complex_to_real/spectral). BLUESTEIN_TILE = 2·TILE (n ≤ 4096, m ≤ 8192: ``set_bluestein_tile``)
-compiles for sm_90 with 8 warps (spilling ~1.3 KB a thread) and is correct in the interpreter; the H200 is to
-judge its speed before it becomes the default.
+has a tiling with a tile ≤ BLUESTEIN_TILE (2·TILE: n ≤ 4096, m ≤ 8192): the cheapest such m by the same
+key (no table wider than WIDE, cost, tile), any of its tilings, a butterfly last stage included (the
+inverse DFT runs the forward's stages transposed, so both passes share the tile's layout, paddings and
+tables); describe() says "Bluestein m=135 (15→16·9→16)". ``kernel_plan`` is the tiling or else the
+Bluestein plan; ``covers`` whether there is one. Every length 1…4096 is then one kernel; only n > 4096 is
+left to the GEMM form (passes/complex_to_real/spectral). A tile past TILE (n in 2049…4096) holds one row
+in 8 warps and spills registers: measured on the H200 (docs/performance.md) it halves the GEMM form's time
+at n = 4093 but stays 2.88× cuFFT's. ``set_bluestein_tile(TILE)`` (n ≤ 2048, those lengths back to the
+GEMM form) is the A/B switch.
 
 How a launch holds the tile (``Launch``: the tiling, rows a program, warps) is ``default_launch``'s choice;
 ``tilings`` and ``launches`` list the alternatives the kernel also runs, which fft_rows.launch takes as an
@@ -66,9 +67,10 @@ MAX_LENGTH = 4096  # 16·16·16 or 64·64: a tile of 4096 complex values, one ro
 MIN_DOT = 16  # tl.dot's smallest M, N and K
 TILE = 4096  # the most complex values a program holds (rows × Π P): 32 KiB of float32 pairs
 ROWS_TILE = 2048  # the tile a program of several rows aims at (4 warps; 8 for a tile of 4096)
-# The largest tile of a Bluestein plan's m: TILE takes n ≤ 2048 (m ≤ 4096); 2 · TILE (m ≤ 8192, n ≤ 4096:
-# one row a program of 8 warps) is what the H200 benchmark is to judge before it becomes the default.
-BLUESTEIN_TILE = TILE
+# The largest tile of a Bluestein plan's m: 2 · TILE (m ≤ 8192, n ≤ 4096: one row a program of 8 warps);
+# TILE (n ≤ 2048) through set_bluestein_tile. H200, 512 rows, n = 4093 filter: 585 µs against 1126 µs as
+# DFT products (benchmarks/results/fft-h200-torch2.11-session15-bluestein.md).
+BLUESTEIN_TILE = 2 * TILE
 
 
 BUTTERFLY = (2, 4)  # the factors a last stage may take as a butterfly instead of a dot
@@ -399,7 +401,7 @@ def num_warps(t: Tiling | Bluestein, rows: int) -> int:
 def default_launch(n: int, rows, processors: int = 132) -> Launch:
     """The launch the op takes for `rows` rows of length n (covered: ``kernel_plan``) on a GPU of
     `processors` multiprocessors. A Bluestein plan takes its tiling of m's rows a program; a tile past TILE
-    (BLUESTEIN_TILE raised) one row of 8 warps."""
+    (m > 4096: n > 2048) one row of 8 warps."""
     t = kernel_plan(n)
     r = rows_per_program(t, rows, processors)
     return Launch(t, r, num_warps(t, r))

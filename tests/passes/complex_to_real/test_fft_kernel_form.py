@@ -5,7 +5,7 @@ The form is taken on a non-CPU device where Triton is installed. Here, without a
 - programs on the meta device (standing in for CUDA: the choice reads the traced tensor's device) are
   rewritten with fft_rows nodes and nothing else of the transform with the switch on (a length with a
   prime factor above 61 too: Bluestein inside the kernel), with DFT products with it off, for lengths the
-  kernel does not cover (a large prime above 2048), and for float64;
+  kernel does not cover (a prime above 4096), and for float64;
 - the same rewrite made on the CPU (the device check pretends it is not one) runs the op's CPU
   implementation (torch.fft, kernels/fft_rows.py), and matches eager on every FFT case of test_fft.py,
   stft/istft, a transform along a middle dim and a dynamic batch: the rule's dims, bins, lengths and
@@ -111,18 +111,18 @@ def test_a_non_cpu_program_takes_one_kernel_a_transform_with_the_switch_on(switc
 
 
 def test_the_gemm_form_stays_with_the_switch_off_an_uncovered_length_or_float64(monkeypatch, switch_on):
-    uncovered = _on_meta(n=4093)  # a prime above 2048: rfft and irfft as DFT products, the fft of 128 a kernel
+    uncovered = _on_meta(n=4099)  # a prime above 4096: rfft and irfft as DFT products, the fft of 128 a kernel
     assert len(_calls(uncovered, (FFT_ROWS,))) == 1 and _calls(uncovered, PRODUCTS)
-    assert len(_calls(_on_meta(n=100, m=4093), (FFT_ROWS,))) == 2
+    assert len(_calls(_on_meta(n=100, m=4099), (FFT_ROWS,))) == 2
     assert not _calls(_on_meta(dtype=torch.float64), (FFT_ROWS,))
     monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "0")
     off = _on_meta()
     assert not _calls(off, (FFT_ROWS,)) and len(_calls(off, PRODUCTS)) == 6
 
 
-@pytest.mark.parametrize("n, m", [(67, 134), (1009, 2039), (97 * 2, 67)])
+@pytest.mark.parametrize("n, m", [(67, 134), (1009, 2039), (97 * 2, 67), (4093, 2 * 1031)])
 def test_a_length_with_a_prime_factor_above_61_is_one_bluestein_kernel_a_transform(switch_on, n, m):
-    """Lengths no tiling covers (kernels/fft_plan.py: a prime factor ≥ 67, n ≤ 2048) run Bluestein inside
+    """Lengths no tiling covers (kernels/fft_plan.py: a prime factor ≥ 67, n ≤ 4096) run Bluestein inside
     aotcuda::fft_rows: rfft, irfft and fft are one fft_rows node each, no DFT product left, their tables
     (m's DFT, the chirp, the kernel's spectrum) one program constant each."""
     from aotcuda.kernels import fft_plan

@@ -7,7 +7,7 @@ pointwise ops (spectral/stockham.py); elsewhere the GEMM plan (spectral/plan.py)
 to 64, a mixed-radix split n = n1·n2 into two smaller transforms with a twiddle product between them
 (400 = 20·20, 4096 = 64·64); both run Bluestein's chirp-z for a large prime factor. With
 AOTCUDA_FFT_KERNEL on (and Triton installed), a non-CPU transform of a length the kernel covers (prime
-factors ≤ 61 and n ≤ 4096, or any other n ≤ 2048 as Bluestein inside the kernel: kernels/fft_plan.py) is
+factors ≤ 61, or any other n as Bluestein inside the kernel; n ≤ 4096: kernels/fft_plan.py) is
 one aotcuda::fft_rows Triton op instead, which reads the
 dim where it is (kernels/fft_rows.py); stft's window multiply before it is fused into the op after the
 rewrite, its overlapping frames read in place (spectral/window.py). With AOTCUDA_FFT_CPU_KERNEL on (the

@@ -1,7 +1,7 @@
 """How a transform of static length n is computed: direct DFT, mixed-radix split, or Bluestein (the
 GEMM form, for GPUs), or radix stages (the CPU form, cpu_radices; spectral/stockham.py). The kernel form
 (AOTCUDA_FFT_KERNEL: one aotcuda::fft_rows Triton kernel per transform) has its own tiling,
-kernels/fft_plan.py, and its own Bluestein (inside the kernel, n ≤ 2048); a length it does not cover takes
+kernels/fft_plan.py, and its own Bluestein (inside the kernel, n ≤ 4096); a length it does not cover takes
 the GEMM plan here.
 
 The form follows the device of the program's tensors (transform.on_cpu): on a GPU the extra flops of
@@ -149,14 +149,16 @@ CUDA (any non-CPU) transform of a length whose prime factors are all ≤ 61 (n �
 most 4096 points) is one `aotcuda::fft_rows` Triton kernel that reads the data once along the dim where it
 is and writes the result once (kernels/fft_rows.py: a three-factor tile of DFT products in registers,
 TF32x3 products for float32; r2c and c2r fused in its load and store); on the H200 it took 0.45–1.05×
-cuFFT's time (docs/performance.md). Every other length up to 2048 (a prime factor of 67 or more: 67, 134,
-1009, 2039) is the same one kernel running Bluestein's chirp-z inside it (kernels/fft_bluestein.py; `Bluestein m=…` in fft_plan's describe()):
-the chirp product, a forward DFT of the cheapest tiled length m ≥ 2n − 1 (not necessarily a power of two:
-67 runs m = 135 = 15·9, 1009 m = 2048), the product with the chirp kernel's spectrum, the same DFT's stages
-transposed as the inverse, and the chirp again, with stft's window, r2c's real input and c2r's real output
-fused as for the other lengths (not yet measured on the H200). `AOTCUDA_FFT_KERNEL=0` turns it off. Longer
-lengths with a prime factor above 61, and every non-CPU transform without Triton, get DFT products (GEMMs)
-as below.
+cuFFT's time (docs/performance.md). Every other length up to 4096 (a prime factor of 67 or more: 67, 134,
+1009, 2039, 4093) is the same one kernel running Bluestein's chirp-z inside it (kernels/fft_bluestein.py;
+`Bluestein m=…` in fft_plan's describe()): the chirp product, a forward DFT of the cheapest tiled length
+m ≥ 2n − 1 (not necessarily a power of two: 67 runs m = 135 = 15·9, 1009 m = 2048, 4093 m = 8192), the
+product with the chirp kernel's spectrum, the same DFT's stages transposed as the inverse, and the chirp
+again, with stft's window, r2c's real input and c2r's real output fused as for the other lengths: on the
+H200 (a 512-row float32 filter) 0.60× cuFFT's time at 1009, 0.72× at 2039, and 2.88× at 4093, where
+m = 8192 holds one row a program and spills registers (still half the DFT products' time).
+`AOTCUDA_FFT_KERNEL=0` turns it off. Longer lengths (n > 4096), and every non-CPU transform without Triton,
+get DFT products (GEMMs) as below.
 
 A CPU transform of n ≤ 4096 whose complex length (n/2 for an even r2c or c2r) has no prime factor above 13,
 float32 (float16 and bfloat16 data in float32 math when the op is called directly), is one
