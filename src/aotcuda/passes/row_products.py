@@ -40,9 +40,11 @@ class RowProductsPass:
     # benchmarks/row_products.py on the H200 (torch 2.11, bf16, 2026-12-03), with the kernel before its
     # split-K form: at one row the op read a weight of 16M elements or more 1.3-1.8x faster than Inductor's
     # kernel (LM head 34.4 vs 62.6 µs, w1/w3 18.3 vs 25.2, w2 11.5 vs 15.5), and tied or lost on 4M-6M
-    # weights (wq 4.6 vs 4.0 µs); at eight rows Inductor tied it or won (w2 9.9 vs 12.4 µs). Whether the split-K
-    # kernel moves them is benchmarks/scripts/row_product_sweep.py's to say. Arguments override the switches;
-    # 0 lifts a limit.
+    # weights (wq 4.6 vs 4.0 µs); at eight rows Inductor tied it or won (w2 9.9 vs 12.4 µs). With the split-K
+    # form (session 15, benchmarks/scripts/row_product_sweep.py, 8 rows) its best plans tied cuBLAS or lost
+    # (w2 9.0 vs 9.8 µs, q/k/v 6.7 vs 5.3), and in the batch-8 decode step with products of 16M elements or
+    # more rewritten the kernels it replaced took the same time (538.6 vs 540.9 µs a step): the pass stays
+    # off (docs/performance.md). Arguments override the switches; 0 lifts a limit.
     def __init__(self, max_rows: int | None = None, min_weight_elements: int | None = None) -> None:
         self.max_rows = switches.number("AOTCUDA_ROW_PRODUCTS_MAX_ROWS") if max_rows is None else max_rows
         self.min_weight_elements = (switches.number("AOTCUDA_ROW_PRODUCTS_MIN_WEIGHT") if min_weight_elements is None
