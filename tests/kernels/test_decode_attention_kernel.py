@@ -213,3 +213,38 @@ def test_element_offsets_past_two_to_the_31_are_not_wrapped(tmp_path, layout):
         got, want = attention.launch(q, k, v, bias, 0.3, 2), attention.reference(q, k, v, bias, 0.3, 2)
         assert ((got.float() - want.float()).norm() / want.float().norm()).item() < 2e-3
     """)
+
+
+def test_a_bias_that_does_not_broadcast_is_refused_with_its_shape():
+    # The kernel reads the bias with broadcast strides and no bound: a bias one position short was read past
+    # its end (and one too long, or of other heads, silently misread), where eager's broadcast raises.
+    q, k, v = torch.randn(1, 2, 1, 16), torch.randn(1, 1, 300, 16), torch.randn(1, 1, 300, 16)
+    for shape in [(299,), (1, 2, 1, 301), (1, 3, 1, 300), (2, 300, 1)]:
+        for run in [torch.ops.aotcuda.decode_attention] + ([attention.launch] if attention.HAVE_TRITON else []):
+            with pytest.raises(ValueError, match=r"broadcasts to \[B, Hq, Sq, L\] = \[1, 2, 1, 300\]"):
+                run(q, k, v, torch.zeros(shape), 0.25, 2)  # the launch refuses before any kernel runs
+    for shape in [(300,), (1, 300), (2, 1, 300), (1, 1, 1, 1), (1, 2, 1, 300)]:
+        assert torch.ops.aotcuda.decode_attention(q, k, v, torch.zeros(shape), 0.25, 2).shape == (1, 2, 1, 16)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+def test_nan_in_the_bias_outside_the_visible_range_and_an_empty_cache_match_eager_in_the_interpreter():
+    # A NaN bias is not −inf: eager's row is NaN wherever it lies. The bounds' scan took the position for
+    # hidden (max(NaN, −inf) > −inf is false, and CUDA's max drops a NaN), so a NaN past the last visible
+    # position was skipped and the row came out finite. An empty cache (L = 0) gave NaN where eager gives 0.
+    run_code("""
+        import math, torch
+        from aotcuda.kernels import decode_attention as attention
+        torch.manual_seed(0)
+        q, k, v = torch.randn(1, 4, 1, 32), torch.randn(1, 2, 300, 32), torch.randn(1, 2, 300, 32)
+        bias = torch.full((1, 4, 1, 300), -math.inf)
+        bias[..., 10] = 0.0
+        bias[0, 1, 0, 250] = math.nan  # head 1: a NaN in another block, past the visible position
+        bias[0, 2, 0, 0] = math.nan  # head 2: a NaN alone
+        got, want = attention.launch(q, k, v, bias, 0.2, 2), attention.reference(q, k, v, bias, 0.2, 2)
+        assert torch.equal(got.isnan(), want.isnan()) and want[0, 1:3].isnan().all(), got.isnan().any(-1)
+        assert torch.allclose(got[0, ::3], want[0, ::3], rtol=1e-5, atol=1e-6)
+        empty = torch.randn(1, 2, 0, 32)
+        got, want = attention.launch(q, empty, empty, None, 0.2, 2), attention.reference(q, empty, empty, None, 0.2, 2)
+        assert torch.equal(got, want) and not want.isnan().any()
+    """)

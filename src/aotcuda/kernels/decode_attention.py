@@ -47,6 +47,7 @@ STAGES = 2  # software pipelining of the block loop (tl.range num_stages): 2 bea
 def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float,
               group: int) -> torch.Tensor:
     """The same math in plain torch (float32), the CPU implementation and the tests' reference."""
+    _check(q, k, v, bias, group)
     k32 = k.float().repeat_interleave(group, dim=1)
     v32 = v.float().repeat_interleave(group, dim=1)
     scores = torch.matmul(q.float(), k32.transpose(-1, -2)) * scale
@@ -83,9 +84,18 @@ def _check(q, k, v, bias, group):
             or k.shape[0] not in (1, q.shape[0]):
         raise ValueError(f"{OP}: shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not "
                          f"fit group {group} (q heads = group x KV heads, k and v of one cache, of q's batch or 1)")
-    if bias is not None and (bias.dim() > 4 or not bias.is_floating_point()):
-        raise ValueError(f"{OP}: bias must be a float tensor of at most 4 dims that broadcasts to "
-                         f"[B, Hq, Sq, L]; got {bias.dtype} of {bias.dim()} dims")
+    if bias is not None and (bias.dim() > 4 or not bias.is_floating_point() or not _broadcasts(bias, q, k)):
+        raise ValueError(f"{OP}: bias must be a float tensor of at most 4 dims that broadcasts to [B, Hq, Sq, L] = "
+                         f"{[*q.shape[:3], k.shape[2]]}; got {bias.dtype} of shape {tuple(bias.shape)}")
+
+
+def _broadcasts(bias, q, k) -> bool:
+    """Whether bias's static sizes broadcast to [B, Hq, Sq, L] (the kernel reads it with _strides4's
+    strides: a size that neither is 1 nor matches would be read past its end). A symbolic size on either
+    side is not compared: that would guard on it."""
+    target = [*q.shape[:3], k.shape[2]][4 - bias.dim():]
+    return all(type(size) is not int or type(want) is not int or size in (1, want)
+               for size, want in zip(bias.shape, target))
 
 
 if HAVE_TRITON:
@@ -108,8 +118,9 @@ if HAVE_TRITON:
 
     @triton.jit
     def _visible(bias):
-        """[N] of a bias [rows, N]: whether any row sees the position."""
-        return tl.max(bias, 0) > float("-inf")
+        """[N] of a bias [rows, N]: whether any row sees the position. A NaN is seen (it is not −inf), so that
+        its row's result is NaN, as eager's softmax gives: tl.max, which on CUDA drops a NaN, would hide it."""
+        return tl.max((bias != float("-inf")).to(tl.int32), 0) > 0
 
     @triton.jit
     def _attend(q, K, V, kbase, vbase, at, ok, bias, m_i, l_i, acc, scale, skl, skd, svl, svd,
@@ -257,6 +268,8 @@ if HAVE_TRITON:
         blocks = -(-length // BLOCK_L)
         chunk_blocks = -(-blocks // splits)
         out = torch.empty((batch, heads, sq, width_v), dtype=q.dtype, device=q.device)
+        if type(length) is int and length == 0:  # an empty cache: eager's product of empty probabilities, zeros
+            return out.zero_()
         part_o = torch.empty((batch * kv_heads * splits * block_m * block_dv,), dtype=torch.float32, device=q.device)
         part_m = torch.empty((batch * kv_heads * splits * block_m,), dtype=torch.float32, device=q.device)
         part_l = torch.empty_like(part_m)
