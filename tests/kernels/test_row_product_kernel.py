@@ -111,3 +111,29 @@ def test_element_offsets_past_two_to_the_31_are_not_wrapped(tmp_path):
             got = row_product.launch(x, w, None, plan)
             assert ((got.float() - want.float()).norm() / want.float().norm()).item() < 2e-3, plan
     """)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
+def test_a_strided_bias_and_a_float32_x_on_a_half_weight_in_the_interpreter():
+    # Both kernels read the bias as contiguous (bias + n): a bias sliced with a step (stride 2) was read
+    # from the wrong elements. A float32 x was rounded to the weight's float16 before the product (x.to(w's
+    # dtype)): a relative error of 2e-4 on a float32 result. Both forms.
+    run_code('''
+        import torch
+        from aotcuda.kernels import row_product
+        torch.manual_seed(0)
+        x, w, bias = torch.randn(3, 70), torch.randn(70, 40), torch.randn(80)[::2]
+        half = torch.randn(70, 40, dtype=torch.float16)
+        for plan in (row_product.Plan(32, 32, 1, 4, 2), row_product.Plan(16, 32, 3, 4, 2)):
+            for args in ((x, w, bias), (x, half, None), (x, half, bias)):
+                got, want = row_product.launch(*args, plan), row_product.reference(*args)
+                error = ((got - want).norm() / want.norm()).item()
+                assert got.dtype == torch.float32 and error < 1e-5, (plan, args[1].dtype, args[2] is None, error)
+    ''')
+
+
+def test_bad_shapes_are_refused_by_name_on_the_cpu():
+    with pytest.raises(ValueError, match=r"x \[M, K\] and w \[K, N\] expected"):
+        torch.ops.aotcuda.row_product(torch.randn(2, 8), torch.randn(9, 4), None)
+    with pytest.raises(ValueError, match=r"bias must be \[N\] = \[4\]"):
+        torch.ops.aotcuda.row_product(torch.randn(2, 8), torch.randn(8, 4), torch.randn(5))

@@ -72,6 +72,7 @@ SPLIT_BELOW = 1.0
 
 def reference(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """The same math in plain torch (float32 sums), the CPU implementation and the tests' reference."""
+    _check(x, w, bias)
     out = x.float() @ w.float()
     if bias is not None:
         out = out + bias.float()
@@ -104,7 +105,7 @@ if HAVE_TRITON:
     from torch.library import triton_op
 
     @triton.jit
-    def _row_product_kernel(X, W, Bias, Out, Part, Splits, M, N, K, sxm, sxk, swk, swn, som, son,
+    def _row_product_kernel(X, W, Bias, Out, Part, Splits, M, N, K, sxm, sxk, swk, swn, som, son, sb,
                             HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, IEEE: tl.constexpr, UNIT_K: tl.constexpr,
                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
         # Offsets in int64: Triton types an integer argument below 2**31 as int32, and a weight of more
@@ -132,14 +133,14 @@ if HAVE_TRITON:
                 w_ptr = W + k[:, None] * swk + columns[None, :] * swn
             x = tl.load(x_ptr, mask=(rows[:, None] < M) & (k[None, :] < K), other=0.0)
             w = tl.load(w_ptr, mask=(k[:, None] < K) & (columns[None, :] < N), other=0.0)
-            if IEEE:
-                acc += tl.dot(x.to(w.dtype), w, input_precision="ieee")
+            if IEEE:  # a float32 operand: both in float32 (x.to(w.dtype) would round a float32 x to w's half type)
+                acc += tl.dot(x.to(tl.float32), w.to(tl.float32), input_precision="ieee")
             else:
                 acc += tl.dot(x.to(w.dtype), w)
         keep = (rows[:, None] < M) & (columns[None, :] < N)
         if SPLIT_K == 1:
             if HAS_BIAS:
-                acc += tl.load(Bias + columns, mask=columns < N, other=0.0).to(tl.float32)[None, :]
+                acc += tl.load(Bias + columns * sb, mask=columns < N, other=0.0).to(tl.float32)[None, :]
             tl.store(Out + rows[:, None] * som + columns[None, :] * son, acc.to(Out.dtype.element_ty), mask=keep)
         else:
             # the real rows' partials at [slice, m, n]; the summing kernel reads how many slices there are
@@ -148,7 +149,7 @@ if HAVE_TRITON:
             tl.store(Splits, SPLIT_K, mask=(tl.program_id(0) == 0) & (tl.program_id(1) == 0))
 
     @triton.jit
-    def _sum_kernel(Part, Splits, Bias, Out, M, N, som, son, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
+    def _sum_kernel(Part, Splits, Bias, Out, M, N, som, son, sb, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
         # out[m, n] = Σ_s part[s, m, n] (+ bias[n]), the slices added in order: the same bits every call
         at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         keep = at < M * N
@@ -158,7 +159,7 @@ if HAVE_TRITON:
         m = at // N
         n = at % N
         if HAS_BIAS:
-            acc += tl.load(Bias + n, mask=keep, other=0.0).to(tl.float32)
+            acc += tl.load(Bias + n * sb, mask=keep, other=0.0).to(tl.float32)
         tl.store(Out + m * som + n * son, acc.to(Out.dtype.element_ty), mask=keep)
 
     @functools.cache
@@ -200,6 +201,7 @@ if HAVE_TRITON:
         block_m = max(16, 1 << (max(rows, 1) - 1).bit_length())
         ieee = torch.float32 in (x.dtype, w.dtype)
         bias_arg = bias if bias is not None else w
+        bias_stride = bias.stride(0) if bias is not None else 0  # a bias sliced from a longer one: stride ≠ 1
 
         def grid(meta):
             return (triton.cdiv(columns, meta["BLOCK_N"]), meta["SPLIT_K"])
@@ -210,11 +212,12 @@ if HAVE_TRITON:
             fixed = {"BLOCK_N": plans[0].block_n, "BLOCK_K": plans[0].block_k, "SPLIT_K": plans[0].split_k}
         launcher(kernel)[grid](
             x, w, bias_arg, out, part, splits, rows, columns, depth, *x.stride(), *w.stride(), *out.stride(),
-            HAS_BIAS=bias is not None, BLOCK_M=block_m, IEEE=ieee, UNIT_K=x.stride(1) == 1 and w.stride(0) == 1,
+            bias_stride, HAS_BIAS=bias is not None, BLOCK_M=block_m, IEEE=ieee,
+            UNIT_K=x.stride(1) == 1 and w.stride(0) == 1,
             **fixed)
         if split:
             launcher(_sum_kernel)[(triton.cdiv(rows * columns, SUM_BLOCK),)](
-                part, splits, bias_arg, out, rows, columns, *out.stride(), HAS_BIAS=bias is not None,
+                part, splits, bias_arg, out, rows, columns, *out.stride(), bias_stride, HAS_BIAS=bias is not None,
                 BLOCK=SUM_BLOCK)
         return out
 
