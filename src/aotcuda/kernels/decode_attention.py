@@ -6,7 +6,7 @@ q [B, Hq, Sq, D], k [B, Hkv, L, D], v [B, Hkv, L, Dv] (any strides; Hq = group ﾂ
 is shared by the whole batch, as a repeat_kv that expands it over the batch reads it), bias None or a float
 tensor that broadcasts to [B, Hq, Sq, L] (an additive mask; 竏段nf hides a position: its logit is 竏段nf whatever
 its key holds, as in eager's ``where(visible, s, 竏段nf)``, so a cache's unfilled NaN or ﾂｱinf keys are never
-mixed in; a finite bias is added). Returns [B, Hq, Sq, Dv]
+mixed in; a finite bias is added; a NaN is not 竏段nf: its row is NaN, as eager's). Returns [B, Hq, Sq, Dv]
 in q's dtype. The products and the softmax run in float32 (probabilities are rounded to v's dtype before
 their product with v, as eager's attention rounds them).
 

@@ -3,7 +3,7 @@
     out[m, n] = Σ_k x[m, k] · w[k, n]  (+ bias[n])
 
 x [M, K] with M small (the tokens of a decode step), w [K, N] with any strides (a linear layer's weight
-[N, K] transposed is w with strides (1, K)), bias None or [N]. Returns [M, N] in x's dtype; the products
+[N, K] transposed is w with strides (1, K)), bias None or [N] (any stride). Returns [M, N] in x's dtype; the products
 are summed in float32. Such a product reads the whole weight to make a few rows: it is bound by memory,
 and its speed is the weight's bytes over its time.
 
