@@ -36,6 +36,7 @@ from __future__ import annotations
 import torch
 
 from aotcuda.kernels.fft_rows import DTYPES, KINDS, check_window, direction, transformed
+from aotcuda.passes.complex_to_real.spectral.plan import cpu_bluestein_length
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices as radices
 
 OP = "aotcuda::fft_rows_cpu"
@@ -48,13 +49,24 @@ def complex_length(n: int, kind: str) -> int:
     return n // 2 if kind != "c2c" and n % 2 == 0 else n
 
 
+def bluestein_length(nc: int) -> int | None:
+    """The convolution length m of Bluestein for complex length nc (plan.cpu_bluestein_length), or None
+    where the stages run on nc itself (no prime factor above 13)."""
+    return None if radices(nc) is not None else cpu_bluestein_length(nc)
+
+
+def stage_length(n: int, kind: str) -> int:
+    """The length the kernel's stages run on: the complex length, or its Bluestein length m."""
+    nc = complex_length(n, kind)
+    return bluestein_length(nc) or nc
+
+
 def covers(x: torch.Tensor, dim: int, n, out_len, kind: str) -> bool:
     """Whether fft_rows_cpu takes this transform (x a pair for c2c and c2r, the fake tensor of a node)."""
     complex_dims = x.dim() - (0 if kind == "r2c" else 1)
     return (isinstance(n, int) and isinstance(out_len, int) and 2 <= n <= MAX_N and 1 <= out_len <= n
             and kind in KINDS and x.dtype in DTYPES and 0 <= dim < complex_dims
-            and isinstance(x.shape[dim], int) and radices(complex_length(n, kind)) is not None
-            and (kind == "r2c" or x.shape[-1] == 2))
+            and isinstance(x.shape[dim], int) and (kind == "r2c" or x.shape[-1] == 2))
 
 
 # A pair's output keeps each row's real and imaginary parts as two planes (re[out_len], then im[out_len]),

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 
-from aotcuda.kernels.fft_cpu import ROWS, complex_length, radices
+import torch
+
+from aotcuda.kernels.fft_cpu import ROWS, bluestein_length, complex_length, radices, stage_length
 from aotcuda.kernels.fft_rows import direction
 
 def _f(value: float) -> str:
@@ -106,6 +108,50 @@ def _stages(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
         code.append("  }")
         code.append("}")
         length, s, flip = m, r * s, not flip
+    return tables, code, flip
+
+
+def _bluestein(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
+    """_stages' result for a complex length nc with a prime factor above 13, by Bluestein's chirp-z
+    transform over m = bluestein_length(nc) points (the same math as the CUDA kernel's, fft_plan.bluestein):
+    the loaded points (ar, ai; t < nc) times the chirp c[t] = exp(∓πi·t²/nc) (t² reduced mod 2·nc exactly),
+    zero to m, the forward m-point stages, times the spectrum DFT_m(b)/m of b[j] = conj c[|j|] (|j| < nc,
+    wrapped mod m) and conjugated, the same forward stages again (conj∘DFT∘conj is m times the inverse),
+    then X[k] = c[k]·conj(that) for k < nc, left where the stages leave it. Tables in float64, rounded once."""
+    V, m = ROWS, bluestein_length(nc)
+    sign = 1.0 if inverse else -1.0
+    tables, stage_code, flip = _stages(m, False)
+    rr, ri = ("br", "bi") if flip else ("ar", "ai")
+    chirp = [_unit(t * t, 2 * nc, sign) for t in range(nc)]
+    j = torch.arange(m, dtype=torch.int64)
+    distance = torch.where(j < nc, j, m - j)
+    angle = ((distance * distance) % (2 * nc)).double() * (-sign * math.pi / nc)
+    kernel = torch.where((j < nc) | (j > m - nc), torch.polar(torch.ones(m, dtype=torch.float64), angle), 0)
+    spectrum = torch.view_as_real(torch.fft.fft(kernel) / m).reshape(-1).tolist()
+    tables.append(_table("chirp", [v for c in chirp for v in c]))
+    tables.append(_table("spectrum", spectrum))
+    code = [f"// Bluestein: {nc} points as a circular convolution of {m}",
+            f"for (int64_t t = 0; t < {nc}; ++t) {{",
+            "  const float c = chirp[2 * t], s = chirp[2 * t + 1];",
+            f"  const vf8 xr = ld(ar + t * {V}), xi = ld(ai + t * {V});",
+            f"  st(ar + t * {V}, xr * c - xi * s); st(ai + t * {V}, xr * s + xi * c);",
+            "}",
+            f"for (int64_t e = {nc * V}; e < {m * V}; ++e) {{ ar[e] = 0.0f; ai[e] = 0.0f; }}",
+            "for (int pass = 0; pass < 2; ++pass) {",
+            *["  " + line for line in stage_code],
+            "  if (pass == 0) {  // times the spectrum, conjugated: the next pass is the inverse DFT",
+            f"    for (int64_t k = 0; k < {m}; ++k) {{",
+            "      const float c = spectrum[2 * k], s = spectrum[2 * k + 1];",
+            f"      const vf8 yr = ld({rr} + k * {V}), yi = ld({ri} + k * {V});",
+            f"      st(ar + k * {V}, yr * c - yi * s); st(ai + k * {V}, -(yr * s + yi * c));",
+            "    }",
+            "  }",
+            "}",
+            f"for (int64_t k = 0; k < {nc}; ++k) {{  // times the chirp, conjugated back",
+            "  const float c = chirp[2 * k], s = chirp[2 * k + 1];",
+            f"  const vf8 zr = ld({rr} + k * {V}), zi = ld({ri} + k * {V});",
+            f"  st({rr} + k * {V}, zr * c + zi * s); st({ri} + k * {V}, zr * s - zi * c);",
+            "}"]
     return tables, code, flip
 
 
@@ -204,7 +250,7 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     V = ROWS
     nc = complex_length(n, kind)
     fwd = not direction(kind, inverse)
-    tables, stages, flip = _stages(nc, not fwd)
+    tables, stages, flip = (_stages if bluestein_length(nc) is None else _bluestein)(nc, not fwd)
     rr, ri = ("br", "bi") if flip else ("ar", "ai")  # where the stages leave the result
     # The scale multiplies the points as they are loaded (or with the window, which multiplies them after),
     # before the stages, whose sums grow up to n-fold: a result float32 holds is not lost to an overflow.
@@ -415,7 +461,7 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
     (kernel_source's fast). The blocks run on OpenMP's threads."""
     V = ROWS
     tables, gather, stages, store = kernel_source(n, kind, inverse, in_len, out_len, scale, has_window, fast)
-    plane = ((complex_length(n, kind) + 1) * V + 15) // 16 * 16
+    plane = ((max(complex_length(n, kind), stage_length(n, kind)) + 1) * V + 15) // 16 * 16
     rows = " * ".join(f"({s})" for s in sizes) or "1"
     offsets = []
     for d in reversed(range(len(sizes))):

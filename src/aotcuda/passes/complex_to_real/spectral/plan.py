@@ -115,6 +115,19 @@ def cpu_flops(n: int) -> int:
     return sum(_stage_flops(r, n, i == len(radices) - 1) for i, r in enumerate(radices))
 
 
+def cpu_bluestein_length(n: int) -> int:
+    """The convolution length m ≥ 2n − 1 of Bluestein in the CPU kernel (kernels/fft_cpu.py) for a length n
+    that cpu_radices refuses: among m up to the power of two whose stages are radix 4, 2, 3 and 5 only, the
+    one with the fewest flops plus 4·m a stage (each stage a pass over the planes): 2048 for 1009, 2304 for
+    1031 (4·4·4·4·3·3), 144 for 67."""
+    def cost(m: int) -> int:
+        return cpu_flops(m) + 4 * m * len(cpu_radices(m))
+
+    candidates = [m for m in range(2 * n - 1, (1 << (2 * n - 2).bit_length()) + 1)
+                  if (r := cpu_radices(m)) is not None and max(r, default=2) <= 5]
+    return min(candidates, key=lambda m: (cost(m), m))
+
+
 def cpu_describe(n: int) -> str:
     """The CPU form's stages of a length-n c2c transform, as cost_table and benchmarks/fft.py show them."""
     radices = cpu_radices(n)
