@@ -49,6 +49,12 @@ def complex_length(n: int, kind: str) -> int:
     return n // 2 if kind != "c2c" and n % 2 == 0 else n
 
 
+def packed(n: int, kind: str) -> bool:
+    """Whether a block holds 2·ROWS rows: an odd-length r2c or c2r runs two real rows as one complex row
+    (x1 + i·x2, the spectra split by symmetry after; X1 + i·X2 before a c2r), half the complex transforms."""
+    return kind != "c2c" and n % 2 == 1
+
+
 def bluestein_length(nc: int) -> int | None:
     """The convolution length m of Bluestein for complex length nc (plan.cpu_bluestein_length), or None
     where the stages run on nc itself (no prime factor above 13)."""

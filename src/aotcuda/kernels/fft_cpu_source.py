@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from aotcuda.kernels.fft_cpu import ROWS, bluestein_length, complex_length, radices, stage_length
+from aotcuda.kernels.fft_cpu import ROWS, bluestein_length, complex_length, packed, radices, stage_length
 from aotcuda.kernels.fft_rows import direction
 
 def _f(value: float) -> str:
@@ -230,6 +230,17 @@ def _copy_out(lines: list, plane_r: str, plane_i: str | None, count: int, t: str
     lines.append("}")
 
 
+def _upper_rows(lines: list, emit) -> None:
+    """emit(lines)'s statements for the block's upper 8 rows (a PACKED block of 16: xo, oo, nv theirs)."""
+    lines.append("if (nv_hi > 0) {")
+    lines.append("  const int64_t* const xo = xo_hi; const int64_t* const oo = oo_hi; const int64_t nv = nv_hi;")
+    lines.append("  (void)xo; (void)oo;")
+    inner = []
+    emit(inner)
+    lines.extend("  " + line for line in inner)
+    lines.append("}")
+
+
 def _windowed(lines: list, plane: str, count: int, sample: str, scale: str) -> None:
     """plane[q][v] *= window[sample(q)] · scale for q < count: stft's window (and the transform's scale),
     after the loads, in L1."""
@@ -272,12 +283,15 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         if has_window:
             _windowed(gather, "ar", count, "q", sc)
             _windowed(gather, "ai", count, "q", sc)
-    elif kind == "r2c" and not real_pairs:  # (x, 0)
+    elif kind == "r2c" and not real_pairs:  # x1 + i·x2: the block's first 8 rows and its other 8 (PACKED)
         zero("ar", count, n)
-        zero("ai", 0, n)
+        zero("ai", count, n)
+        gather.append(f"if (nv_hi < {V}) for (int64_t e = 0; e < {count * V}; ++e) ai[e] = 0.0f;")
         _copy_in(gather, "ar", None, count, "XT", "0", fast, load_scale)
+        _upper_rows(gather, lambda lines: _copy_in(lines, "ai", None, count, "XT", "0", fast, load_scale))
         if has_window:
             _windowed(gather, "ar", count, "q", sc)
+            _windowed(gather, "ai", count, "q", sc)
     elif kind == "r2c":  # z[t] = x[2t] + i·x[2t + 1]: x read as a pair of stride 2·XT, parts XT apart
         zero("ar", (count + 1) // 2, nc)
         zero("ai", count // 2, nc)
@@ -288,19 +302,29 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         if has_window:
             _windowed(gather, "ar", (count + 1) // 2, "2 * q", sc)
             _windowed(gather, "ai", count // 2, "2 * q + 1", sc)
-    elif not real_pairs:  # c2r, odd n: the Hermitian spectrum, mirrored and conjugated
+    elif not real_pairs:  # c2r, odd n: two rows' Hermitian spectra, mirrored, as X1 + i·X2 (PACKED)
+        def mirrored(lines: list, pr: str, pi: str) -> None:
+            lines.append("for (int64_t v = 0; v < nv; ++v) {")
+            lines.append("  const auto* __restrict__ p = X + xo[v];")
+            lines.append(f"  for (int64_t t = 0; t < {n}; ++t) {{")
+            lines.append(f"    const int64_t j = 2 * t > {n} ? {n} - t : t;")
+            lines.append(f"    if (j >= {in_len}) continue;")
+            lines.append(f"    {pr}[t * {V} + v] = static_cast<float>(p[j * XT]) * {sc};")
+            lines.append(f"    const float im = j == 0 ? 0.0f : static_cast<float>(p[j * XT + XP]) * {sc};")
+            lines.append(f"    {pi}[t * {V} + v] = 2 * t > {n} ? -im : im;")
+            lines.append("  }")
+            lines.append("}")
+
         if in_len < n // 2 + 1:
             zero("ar", 0, n)
             zero("ai", 0, n)
-        gather.append("for (int64_t v = 0; v < nv; ++v) {")
-        gather.append("  const auto* __restrict__ p = X + xo[v];")
-        gather.append(f"  for (int64_t t = 0; t < {n}; ++t) {{")
-        gather.append(f"    const int64_t j = 2 * t > {n} ? {n} - t : t;")
-        gather.append(f"    if (j >= {in_len}) continue;")
-        gather.append(f"    ar[t * {V} + v] = static_cast<float>(p[j * XT]) * {sc};")
-        gather.append(f"    const float im = j == 0 ? 0.0f : static_cast<float>(p[j * XT + XP]) * {sc};")
-        gather.append(f"    ai[t * {V} + v] = 2 * t > {n} ? -im : im;")
-        gather.append("  }")
+        gather.append(f"if (nv_hi < {V} || {int(in_len < n // 2 + 1)}) "
+                      f"for (int64_t e = 0; e < {n * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
+        mirrored(gather, "ar", "ai")
+        _upper_rows(gather, lambda lines: mirrored(lines, "br", "bi"))
+        gather.append(f"for (int64_t t = 0; t < {n}; ++t) {{")
+        gather.append(f"  const vf8 x1r = ld(ar + t * {V}), x1i = ld(ai + t * {V}), x2r = ld(br + t * {V}), x2i = ld(bi + t * {V});")
+        gather.append(f"  st(ar + t * {V}, x1r - x2i); st(ai + t * {V}, x1i + x2r);")
         gather.append("}")
     else:  # c2r, even n: the half into (br, bi), merged into (ar, ai)
         m = nc
@@ -325,10 +349,24 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         gather.append("  st(zr, a_r - c_i); st(zi, a_i + c_r);")
         gather.append("}")
     # store
-    if kind == "c2c" or (kind == "r2c" and not real_pairs):
+    if kind == "c2c":
         _copy_out(store, rr, ri, out_len, "YT", "YP", one, fast)
-    elif kind == "c2r" and not real_pairs:
+    elif kind == "r2c" and not real_pairs:  # Z = X1 + i·X2: X1 into the other planes, X2 in place
+        sr, si = ("ar", "ai") if flip else ("br", "bi")
+        # X1[k] = (Z[k] + conj Z[n−k])/2, X2[k] = (Z[k] − conj Z[n−k])/2i, k and n − k together
+        store.append(f"for (int64_t k = 0; 2 * k < {n}; ++k) {{")
+        store.append(f"  const int64_t j = k == 0 ? 0 : {n} - k;")
+        store.append(f"  const vf8 ar_ = ld({rr} + k * {V}) * 0.5f, ai_ = ld({ri} + k * {V}) * 0.5f;")
+        store.append(f"  const vf8 br_ = ld({rr} + j * {V}) * 0.5f, bi_ = ld({ri} + j * {V}) * 0.5f;")
+        store.append("  const vf8 pr = ar_ + br_, pi = ai_ - bi_, qr = ai_ + bi_, qi = br_ - ar_;")
+        store.append(f"  st({sr} + k * {V}, pr); st({si} + k * {V}, pi); st({sr} + j * {V}, pr); st({si} + j * {V}, -pi);")
+        store.append(f"  st({rr} + k * {V}, qr); st({ri} + k * {V}, qi); st({rr} + j * {V}, qr); st({ri} + j * {V}, -qi);")
+        store.append("}")
+        _copy_out(store, sr, si, out_len, "YT", "YP", one, fast)
+        _upper_rows(store, lambda lines: _copy_out(lines, rr, ri, out_len, "YT", "YP", one, fast))
+    elif kind == "c2r" and not real_pairs:  # z = x1 + i·x2
         _copy_out(store, rr, None, out_len, "YT", "0", one, fast)
+        _upper_rows(store, lambda lines: _copy_out(lines, ri, None, out_len, "YT", "0", one, fast))
     elif kind == "c2r":  # x[2t] = Re z[t], x[2t + 1] = Im z[t]: out written as a pair of stride 2·YT
         _copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", one, fast)
         if out_len % 2:
@@ -461,6 +499,7 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
     (kernel_source's fast). The blocks run on OpenMP's threads."""
     V = ROWS
     tables, gather, stages, store = kernel_source(n, kind, inverse, in_len, out_len, scale, has_window, fast)
+    B = 2 * V if packed(n, kind) else V  # rows a block
     plane = ((max(complex_length(n, kind), stage_length(n, kind)) + 1) * V + 15) // 16 * 16
     rows = " * ".join(f"({s})" for s in sizes) or "1"
     offsets = []
@@ -471,7 +510,7 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         "using aotcuda_fft::vf8; using aotcuda_fft::ld; using aotcuda_fft::st;",
         *tables,  # function-local statics: one package holds many transforms' kernels
         f"const int64_t rows = {rows};",
-        f"const int64_t blocks = (rows + {V - 1}) / {V};",
+        f"const int64_t blocks = (rows + {B - 1}) / {B};",
         f"const int64_t XT = {xt}, XP = {xp}, YT = {yt}, YP = {yp}, WS = {ws};",
         "(void)XP; (void)YP; (void)WS;",
         f"using YT_T = {y_type};",
@@ -483,14 +522,18 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         f"  float* const ai = ar + {plane}; float* const br = ai + {plane}; float* const bi = br + {plane};",
         "  #pragma omp for schedule(static)",
         "  for (int64_t blk = 0; blk < blocks; ++blk) {",
-        f"    const int64_t first = blk * {V};",
-        f"    const int64_t nv = rows - first < {V} ? rows - first : {V};",
-        f"    int64_t xo[{V}], oo[{V}];",
-        "    for (int64_t v = 0; v < nv; ++v) {",
+        f"    const int64_t first = blk * {B};",
+        f"    const int64_t nv_all = rows - first < {B} ? rows - first : {B};",
+        f"    int64_t xo_all[{B}], oo_all[{B}];",
+        "    for (int64_t v = 0; v < nv_all; ++v) {",
         f"      int64_t q = first + v, x = {x_offset}, y = {y_offset};",
         *["  " + line for line in offsets],
-        "      xo[v] = x; oo[v] = y;",
+        "      xo_all[v] = x; oo_all[v] = y;",
         "    }",
+        f"    const int64_t* const xo = xo_all; const int64_t* const oo = oo_all; const int64_t nv = nv_all < {V} ? nv_all : {V};",
+        f"    const int64_t* const xo_hi = xo_all + {V}; const int64_t* const oo_hi = oo_all + {V};",
+        f"    const int64_t nv_hi = nv_all > {V} ? nv_all - {V} : 0;",
+        "    (void)xo_hi; (void)oo_hi; (void)nv_hi;",
         *["    " + line for line in gather],
         *["    " + line for line in stages],
         *["    " + line for line in store],
