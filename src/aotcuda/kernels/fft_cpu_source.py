@@ -302,29 +302,20 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         if has_window:
             _windowed(gather, "ar", (count + 1) // 2, "2 * q", sc)
             _windowed(gather, "ai", count // 2, "2 * q + 1", sc)
-    elif not real_pairs:  # c2r, odd n: two rows' Hermitian spectra, mirrored, as X1 + i·X2 (PACKED)
-        def mirrored(lines: list, pr: str, pi: str) -> None:
-            lines.append("for (int64_t v = 0; v < nv; ++v) {")
-            lines.append("  const auto* __restrict__ p = X + xo[v];")
-            lines.append(f"  for (int64_t t = 0; t < {n}; ++t) {{")
-            lines.append(f"    const int64_t j = 2 * t > {n} ? {n} - t : t;")
-            lines.append(f"    if (j >= {in_len}) continue;")
-            lines.append(f"    {pr}[t * {V} + v] = static_cast<float>(p[j * XT]) * {sc};")
-            lines.append(f"    const float im = j == 0 ? 0.0f : static_cast<float>(p[j * XT + XP]) * {sc};")
-            lines.append(f"    {pi}[t * {V} + v] = 2 * t > {n} ? -im : im;")
-            lines.append("  }")
-            lines.append("}")
-
-        if in_len < n // 2 + 1:
-            zero("ar", 0, n)
-            zero("ai", 0, n)
-        gather.append(f"if (nv_hi < {V} || {int(in_len < n // 2 + 1)}) "
-                      f"for (int64_t e = 0; e < {n * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
-        mirrored(gather, "ar", "ai")
-        _upper_rows(gather, lambda lines: mirrored(lines, "br", "bi"))
-        gather.append(f"for (int64_t t = 0; t < {n}; ++t) {{")
+    elif not real_pairs:  # c2r, odd n: two rows' Hermitian halves, as X1 + i·X2 mirrored (PACKED)
+        h = n // 2
+        half = min(in_len, h + 1)
+        for plane in ("ar", "ai", "br", "bi"):
+            zero(plane, half, h + 1)
+        gather.append(f"if (nv_hi < {V}) for (int64_t e = 0; e < {half * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
+        _copy_in(gather, "ar", "ai", half, "XT", "XP", fast, sc)
+        _upper_rows(gather, lambda lines: _copy_in(lines, "br", "bi", half, "XT", "XP", fast, sc))
+        # z[t] = X1[t] + i·X2[t], z[n − t] = conj X1[t] + i·conj X2[t] (t ≤ n/2; bin 0's imaginary parts dropped)
+        gather.append(f"for (int64_t v = 0; v < {V}; ++v) {{ ai[v] = 0.0f; bi[v] = 0.0f; }}")
+        gather.append(f"for (int64_t t = 0; t <= {h}; ++t) {{")
         gather.append(f"  const vf8 x1r = ld(ar + t * {V}), x1i = ld(ai + t * {V}), x2r = ld(br + t * {V}), x2i = ld(bi + t * {V});")
         gather.append(f"  st(ar + t * {V}, x1r - x2i); st(ai + t * {V}, x1i + x2r);")
+        gather.append(f"  if (t > 0) {{ st(ar + ({n} - t) * {V}, x1r + x2i); st(ai + ({n} - t) * {V}, x2r - x1i); }}")
         gather.append("}")
     else:  # c2r, even n: the half into (br, bi), merged into (ar, ai)
         m = nc
