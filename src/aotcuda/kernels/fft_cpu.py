@@ -67,6 +67,14 @@ def stage_length(n: int, kind: str) -> int:
     return bluestein_length(nc) or nc
 
 
+def describe(nc: int) -> str:
+    """The kernel's stages for complex length nc, as benchmarks/fft.py shows them: 4·2·5·5, or
+    bluestein(1009 via 2048: 4·4·4·4·4·2)."""
+    m = bluestein_length(nc)
+    stages = "·".join(map(str, radices(m or nc)))
+    return f"bluestein({nc} via {m}: {stages})" if m else stages
+
+
 def covers(x: torch.Tensor, dim: int, n, out_len, kind: str) -> bool:
     """Whether fft_rows_cpu takes this transform (x a pair for c2c and c2r, the fake tensor of a node)."""
     complex_dims = x.dim() - (0 if kind == "r2c" else 1)
