@@ -257,7 +257,9 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     which kernel_body defines: X, Y, WIN (the input, output and window pointers), `xo[v]`, `oo[v]` (the
     offsets of row v of the block in X and Y), `nv` (rows in the block), XT, XP, YT, YP, WS (the strides
     of the transformed dim, of a pair's parts and of the window), YT_T (Y's element type), and the planes
-    ar, ai, br, bi of (nc + 1)·ROWS floats. fast: the data is float32 (the AVX2 transposes may run)."""
+    ar, ai, br, bi of (max(nc, m) + 1)·ROWS floats (m: Bluestein's length, stage_length), and, in a packed
+    block (fft_cpu.packed: an odd r2c or c2r), xo_hi, oo_hi, nv_hi for its upper ROWS rows (_upper_rows).
+    fast: the data is float32 (the AVX2 transposes may run)."""
     V = ROWS
     nc = complex_length(n, kind)
     fwd = not direction(kind, inverse)
