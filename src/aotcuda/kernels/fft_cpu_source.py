@@ -255,7 +255,7 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
                   has_window: bool, fast: bool = True) -> tuple[list[str], list[str], list[str], list[str]]:
     """The C++ of one transform as (static tables, gather, stages, store) statement lists over these names,
     which kernel_body defines: X, Y, WIN (the input, output and window pointers), `xo[v]`, `oo[v]` (the
-    offsets of row v of the block in X and Y), `nv` (rows in the block), XT, XP, YT, YP, WS (the strides
+    offsets of row v of the block in X and Y), `nv` (rows in the block; in a packed block, of its first ROWS), XT, XP, YT, YP, WS (the strides
     of the transformed dim, of a pair's parts and of the window), YT_T (Y's element type), and the planes
     ar, ai, br, bi of (max(nc, m) + 1)·ROWS floats (m: Bluestein's length, stage_length), and, in a packed
     block (fft_cpu.packed: an odd r2c or c2r), xo_hi, oo_hi, nv_hi for its upper ROWS rows (_upper_rows).
