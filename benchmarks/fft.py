@@ -185,21 +185,25 @@ def _form(n: int, device: str, form: str, program: str = "filter") -> str:
     kernel's tiling or Bluestein plan (kernels/fft_plan.py) where it covers n. A c2c (freeu's) runs n as it is."""
     if device == "cpu":
         complex_n = n if program == "freeu" or n % 2 else n // 2
-        text = cpu_describe(complex_n) + ("" if complex_n == n else " (n/2)")
-        return f"kernel {text}" if _cpu_kernel(complex_n) else text
+        half = "" if complex_n == n else " (n/2)"
+        if _cpu_kernel(n):
+            from aotcuda.kernels import fft_cpu
+
+            return f"kernel {fft_cpu.describe(complex_n)}{half}"
+        return cpu_describe(complex_n) + half
     if form == "kernel" and fft_plan.covers(n):
         return f"kernel {fft_plan.kernel_plan(n).describe()}"
     return plan(n).describe()
 
 
-def _cpu_kernel(complex_n: int) -> bool:
-    """Whether the pass computes a CPU transform of this complex length as aotcuda::fft_rows_cpu (one C++
-    template kernel a transform, kernels/fft_cpu.py) rather than as Stockham stages of ATen ops."""
+def _cpu_kernel(n: int) -> bool:
+    """Whether the pass computes a CPU transform of length n as aotcuda::fft_rows_cpu (one C++ template
+    kernel a transform, kernels/fft_cpu.py: every n ≤ MAX_N, Bluestein inside it for a prime factor above
+    13) rather than as Stockham stages of ATen ops."""
     from aotcuda import switches
     from aotcuda.kernels import fft_cpu, fft_cpu_template
 
-    return (switches.flag("AOTCUDA_FFT_CPU_KERNEL") and complex_n <= fft_cpu.MAX_N
-            and fft_cpu.radices(complex_n) is not None and fft_cpu_template.available())
+    return switches.flag("AOTCUDA_FFT_CPU_KERNEL") and n <= fft_cpu.MAX_N and fft_cpu_template.available()
 
 
 def _forms(args) -> list[str]:

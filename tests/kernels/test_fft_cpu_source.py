@@ -6,6 +6,7 @@ A second or so a case, where an Inductor compile takes tens: the lowered kernel'
 tests/passes/complex_to_real/test_fft_cpu_kernel.py."""
 
 import ctypes
+import math
 import shutil
 import subprocess
 
@@ -13,21 +14,23 @@ import pytest
 import torch
 
 from aotcuda.kernels import fft_cpu_source
+from aotcuda.kernels.fft_cpu import bluestein_length, complex_length
 from aotcuda.kernels.fft_rows import transformed
 
 COMPILER = shutil.which("g++") or shutil.which("c++")
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="no C++ compiler")
 
 
-def _build(tmp_path, n, kind, inverse, in_len, out_len, scale, window, x, y, flags):
-    """The kernel for contiguous-batch x and y (any strides along the dim and the pair), one batch dim."""
+def _build(tmp_path, n, kind, inverse, in_len, out_len, scale, window, x, y, flags, ctype="float"):
+    """The kernel for contiguous-batch x and y (any strides along the dim and the pair), one batch dim, x and
+    y of C++ type ctype (float, or _Float16: the scalar loads and stores)."""
     pair_in, pair_out = kind != "r2c", kind != "c2r"
     pre, body = fft_cpu_source.kernel_body(
         n, kind, inverse, in_len, out_len, scale, window, ["R"], [str(x.stride(0))], [str(y.stride(0))],
         str(x.stride(1)), str(x.stride(2)) if pair_in else "0", str(y.stride(1)), str(y.stride(2)) if pair_out else "0",
-        "1", "0", "0", "float", True)
+        "1", "0", "0", ctype, ctype == "float")
     source = tmp_path / "kernel.cpp"
-    source.write_text(pre + 'extern "C" void k(const float* X, const float* WIN, float* Y, int64_t R) {\n'
+    source.write_text(pre + f'extern "C" void k(const {ctype}* X, const float* WIN, {ctype}* Y, int64_t R) {{\n'
                       + body + "\n}\n")
     library = tmp_path / "kernel.so"
     subprocess.check_call([COMPILER, "-O2", "-march=native", *flags, "-fopenmp", "-shared", "-fPIC", str(source),
@@ -55,6 +58,19 @@ CASES = {  # n, kind, inverse, in_len, out_len, scale, window
     "c2r_96_few_bins": (96, "c2r", True, 30, 96, 1.0, False),
     "c2r_96_odd_out_len": (96, "c2r", True, 60, 95, 1.0, False),
     "c2r_4096": (4096, "c2r", True, 2049, 4096, 1.0, False),
+    # Bluestein: a prime factor above 13 in the complex length
+    "bluestein_c2c_67": (67, "c2c", False, 67, 67, 1.0, False),
+    "bluestein_c2c_1009_inverse_scaled": (1009, "c2c", True, 1009, 1009, 1 / 1009, False),
+    "bluestein_c2c_68_padded_cropped": (68, "c2c", False, 60, 40, 1.0, False),
+    "bluestein_c2c_4093": (4093, "c2c", False, 4093, 4093, 1.0, False),
+    "bluestein_c2c_1031_window": (1031, "c2c", False, 1031, 1031, 0.5, True),
+    "bluestein_r2c_1009": (1009, "r2c", False, 1009, 505, 1.0, False),
+    "bluestein_r2c_134_window": (134, "r2c", False, 134, 68, 0.25, True),
+    "bluestein_r2c_134_two_sided": (134, "r2c", False, 134, 134, 1.0, False),
+    "bluestein_r2c_4078": (4078, "r2c", False, 4078, 2040, 1.0, False),
+    "bluestein_c2r_1009": (1009, "c2r", True, 505, 1009, 1 / 1009, False),
+    "bluestein_c2r_134": (134, "c2r", True, 68, 134, 1.0, False),
+    "bluestein_c2r_134_few_bins_odd_out_len": (134, "c2r", True, 30, 133, 1.0, False),
 }
 
 
@@ -84,7 +100,35 @@ def test_kernel_source_matches_torch_fft(case, planes, tmp_path):
                            window if has_window else None)
     actual = y if pair_out else y[..., 0]
     error = ((actual - expected).norm() / expected.norm()).item()
-    assert error <= 1e-6, error
+    # Bluestein's two m-point transforms and three products: a few times a plain FFT's error, ~log(n)
+    assert error <= (1e-6 if bluestein_length(complex_length(n, kind)) is None else 1e-7 * math.log2(n)), error
+
+
+HALF = {  # Bluestein on float16 rows (float32 math, the scalar loads and stores), the dim strided
+    "c2c_67_inverse": (67, "c2c", True, 67, 67, 1 / 67, False),
+    "r2c_1009_window": (1009, "r2c", False, 1009, 505, 0.5, True),
+    "c2r_134": (134, "c2r", True, 68, 134, 1 / 134, False),
+}
+
+
+@pytest.mark.parametrize("case", HALF, ids=list(HALF))
+def test_bluestein_on_float16_rows(case, tmp_path):
+    n, kind, inverse, in_len, out_len, scale, has_window = HALF[case]
+    rows = 21
+    generator = torch.Generator().manual_seed(len(case))
+    pair_in, pair_out = kind != "r2c", kind != "c2r"
+    # the transformed dim outermost: its points R rows apart, as a middle dim is read in place
+    x = torch.randn(in_len, rows, 2 if pair_in else 1, generator=generator).half().transpose(0, 1)
+    y = torch.empty(rows, out_len, 2 if pair_out else 1, dtype=torch.float16)
+    window = torch.rand(in_len, generator=generator)
+    kernel = _build(tmp_path, n, kind, inverse, in_len, out_len, scale, has_window, x, y, (), "_Float16")
+    kernel(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(window.data_ptr()), ctypes.c_void_p(y.data_ptr()),
+           ctypes.c_int64(rows))
+    source = (x if pair_in else x[..., 0]).double()
+    expected = transformed(source, 1, n, out_len, kind, inverse, scale, window.double() if has_window else None)
+    actual = (y if pair_out else y[..., 0]).double()
+    error = ((actual - expected).norm() / expected.norm()).item()
+    assert error <= 1e-3, error
 
 
 LARGE = {  # n, kind, inverse, out_len, scale, the input: results float32 holds, sums on the way that it would not

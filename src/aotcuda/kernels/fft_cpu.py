@@ -25,10 +25,25 @@ r-point DFT across t1, multiplies output k1 by W_L^(t2·k1) and writes [m, r·s]
 hold the spectrum in natural order. Twiddles are static const tables in the generated code, computed in
 float64 and rounded once to float32. r2c of an even n is the n/2-point complex transform of
 x[2t] + i·x[2t+1] and a split, c2r of an even n a merge and the n/2-point inverse (spectral/stockham.py's
-formulas); an odd n runs the complex transform of (x, 0) or of the mirrored Hermitian spectrum.
+formulas); an odd n packs two rows into one complex row (``packed``: blocks of 2·V rows, the block's first V
+rows the real parts and its other V the imaginary ones): r2c transforms x1 + i·x2 and splits the spectra by
+symmetry, X1[k] = (Z[k] + conj Z[n−k])/2, X2[k] = (Z[k] − conj Z[n−k])/2i; c2r mirrors both Hermitian halves
+and transforms X1 + i·X2, whose real and imaginary parts are x1 and x2. Half the complex transforms of the
+(x, 0) it ran before: a 512-row r2c at n = 1009 (Bluestein) took 1685 µs, 3059 as (x, 0) (one thread).
 
-Covered (``covers``): n ≤ MAX_N whose complex length (n, or n/2 for an even r2c/c2r) has no prime factor
-above 13, static x.shape[dim] and out_len; other transforms keep the Stockham ATen form (spectral/stockham.py).
+A complex length with a prime factor above 13 runs Bluestein's chirp-z transform inside the same kernel
+(fft_cpu_source._bluestein; the math of the CUDA kernel's, kernels/fft_bluestein.py): the loaded points times
+the chirp c[t] = exp(∓πi·t²/L) (t² reduced mod 2L in integers), zero-padded to m = ``bluestein_length`` ≥
+2L − 1 (plan.cpu_bluestein_length: the cheapest length of radix 4, 2, 3, 5 stages up to the power of two),
+the forward m-point stages, times the spectrum DFT_m(b)/m of b[j] = conj c[|j|] (conjugated), the same
+forward stages again (conj∘DFT∘conj: the inverse), times the chirp, then the split/merge/store path above
+for the first L points. The chirp and spectrum are static tables like the twiddles (float64, rounded once);
+the planes are sized for m. On the 2-core machine (512 rows, rfft → multiply → irfft, float32, 2 threads):
+1.18× pocketfft's time at n = 1009, 1.08× at 2039, 0.99× at 4093, where the ATen Bluestein took 7.7–8.1×
+(docs/performance.md).
+
+Covered (``covers``): n ≤ MAX_N, static x.shape[dim] and out_len; longer transforms (and float64, dynamic
+lengths) keep the Stockham ATen form (spectral/stockham.py).
 """
 
 from __future__ import annotations
@@ -36,6 +51,7 @@ from __future__ import annotations
 import torch
 
 from aotcuda.kernels.fft_rows import DTYPES, KINDS, check_window, direction, transformed
+from aotcuda.passes.complex_to_real.spectral.plan import cpu_bluestein_length
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices as radices
 
 OP = "aotcuda::fft_rows_cpu"
@@ -48,13 +64,38 @@ def complex_length(n: int, kind: str) -> int:
     return n // 2 if kind != "c2c" and n % 2 == 0 else n
 
 
+def packed(n: int, kind: str) -> bool:
+    """Whether a block holds 2·ROWS rows: an odd-length r2c or c2r runs two real rows as one complex row
+    (x1 + i·x2, the spectra split by symmetry after; X1 + i·X2 before a c2r), half the complex transforms."""
+    return kind != "c2c" and n % 2 == 1
+
+
+def bluestein_length(nc: int) -> int | None:
+    """The convolution length m of Bluestein for complex length nc (plan.cpu_bluestein_length), or None
+    where the stages run on nc itself (no prime factor above 13)."""
+    return None if radices(nc) is not None else cpu_bluestein_length(nc)
+
+
+def stage_length(n: int, kind: str) -> int:
+    """The length the kernel's stages run on: the complex length, or its Bluestein length m."""
+    nc = complex_length(n, kind)
+    return bluestein_length(nc) or nc
+
+
+def describe(nc: int) -> str:
+    """The kernel's stages for complex length nc, as benchmarks/fft.py shows them: 4·2·5·5, or
+    bluestein(1009 via 2048: 4·4·4·4·4·2)."""
+    m = bluestein_length(nc)
+    stages = "·".join(map(str, radices(m or nc)))
+    return f"bluestein({nc} via {m}: {stages})" if m else stages
+
+
 def covers(x: torch.Tensor, dim: int, n, out_len, kind: str) -> bool:
     """Whether fft_rows_cpu takes this transform (x a pair for c2c and c2r, the fake tensor of a node)."""
     complex_dims = x.dim() - (0 if kind == "r2c" else 1)
     return (isinstance(n, int) and isinstance(out_len, int) and 2 <= n <= MAX_N and 1 <= out_len <= n
             and kind in KINDS and x.dtype in DTYPES and 0 <= dim < complex_dims
-            and isinstance(x.shape[dim], int) and radices(complex_length(n, kind)) is not None
-            and (kind == "r2c" or x.shape[-1] == 2))
+            and isinstance(x.shape[dim], int) and (kind == "r2c" or x.shape[-1] == 2))
 
 
 # A pair's output keeps each row's real and imaginary parts as two planes (re[out_len], then im[out_len]),

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 
-from aotcuda.kernels.fft_cpu import ROWS, complex_length, radices
+import torch
+
+from aotcuda.kernels.fft_cpu import ROWS, bluestein_length, complex_length, packed, radices, stage_length
 from aotcuda.kernels.fft_rows import direction
 
 def _f(value: float) -> str:
@@ -109,6 +111,50 @@ def _stages(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
     return tables, code, flip
 
 
+def _bluestein(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
+    """_stages' result for a complex length nc with a prime factor above 13, by Bluestein's chirp-z
+    transform over m = bluestein_length(nc) points (the same math as the CUDA kernel's, fft_plan.bluestein):
+    the loaded points (ar, ai; t < nc) times the chirp c[t] = exp(∓πi·t²/nc) (t² reduced mod 2·nc exactly),
+    zero to m, the forward m-point stages, times the spectrum DFT_m(b)/m of b[j] = conj c[|j|] (|j| < nc,
+    wrapped mod m) and conjugated, the same forward stages again (conj∘DFT∘conj is m times the inverse),
+    then X[k] = c[k]·conj(that) for k < nc, left where the stages leave it. Tables in float64, rounded once."""
+    V, m = ROWS, bluestein_length(nc)
+    sign = 1.0 if inverse else -1.0
+    tables, stage_code, flip = _stages(m, False)
+    rr, ri = ("br", "bi") if flip else ("ar", "ai")
+    chirp = [_unit(t * t, 2 * nc, sign) for t in range(nc)]
+    j = torch.arange(m, dtype=torch.int64)
+    distance = torch.where(j < nc, j, m - j)
+    angle = ((distance * distance) % (2 * nc)).double() * (-sign * math.pi / nc)
+    kernel = torch.where((j < nc) | (j > m - nc), torch.polar(torch.ones(m, dtype=torch.float64), angle), 0)
+    spectrum = torch.view_as_real(torch.fft.fft(kernel) / m).reshape(-1).tolist()
+    tables.append(_table("chirp", [v for c in chirp for v in c]))
+    tables.append(_table("spectrum", spectrum))
+    code = [f"// Bluestein: {nc} points as a circular convolution of {m}",
+            f"for (int64_t t = 0; t < {nc}; ++t) {{",
+            "  const float c = chirp[2 * t], s = chirp[2 * t + 1];",
+            f"  const vf8 xr = ld(ar + t * {V}), xi = ld(ai + t * {V});",
+            f"  st(ar + t * {V}, xr * c - xi * s); st(ai + t * {V}, xr * s + xi * c);",
+            "}",
+            f"for (int64_t e = {nc * V}; e < {m * V}; ++e) {{ ar[e] = 0.0f; ai[e] = 0.0f; }}",
+            "for (int pass = 0; pass < 2; ++pass) {",
+            *["  " + line for line in stage_code],
+            "  if (pass == 0) {  // times the spectrum, conjugated: the next pass is the inverse DFT",
+            f"    for (int64_t k = 0; k < {m}; ++k) {{",
+            "      const float c = spectrum[2 * k], s = spectrum[2 * k + 1];",
+            f"      const vf8 yr = ld({rr} + k * {V}), yi = ld({ri} + k * {V});",
+            f"      st(ar + k * {V}, yr * c - yi * s); st(ai + k * {V}, -(yr * s + yi * c));",
+            "    }",
+            "  }",
+            "}",
+            f"for (int64_t k = 0; k < {nc}; ++k) {{  // times the chirp, conjugated back",
+            "  const float c = chirp[2 * k], s = chirp[2 * k + 1];",
+            f"  const vf8 zr = ld({rr} + k * {V}), zi = ld({ri} + k * {V});",
+            f"  st({rr} + k * {V}, zr * c + zi * s); st({ri} + k * {V}, zr * s - zi * c);",
+            "}"]
+    return tables, code, flip
+
+
 def _copy_in(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, fast: bool,
              scale: str = "1.0f") -> None:
     """Statements that load points q < count of each row of the block, times `scale`, into plane_r (and
@@ -184,6 +230,17 @@ def _copy_out(lines: list, plane_r: str, plane_i: str | None, count: int, t: str
     lines.append("}")
 
 
+def _upper_rows(lines: list, emit) -> None:
+    """emit(lines)'s statements for the block's upper 8 rows (a PACKED block of 16: xo, oo, nv theirs)."""
+    lines.append("if (nv_hi > 0) {")
+    lines.append("  const int64_t* const xo = xo_hi; const int64_t* const oo = oo_hi; const int64_t nv = nv_hi;")
+    lines.append("  (void)xo; (void)oo;")
+    inner = []
+    emit(inner)
+    lines.extend("  " + line for line in inner)
+    lines.append("}")
+
+
 def _windowed(lines: list, plane: str, count: int, sample: str, scale: str) -> None:
     """plane[q][v] *= window[sample(q)] · scale for q < count: stft's window (and the transform's scale),
     after the loads, in L1."""
@@ -198,13 +255,15 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
                   has_window: bool, fast: bool = True) -> tuple[list[str], list[str], list[str], list[str]]:
     """The C++ of one transform as (static tables, gather, stages, store) statement lists over these names,
     which kernel_body defines: X, Y, WIN (the input, output and window pointers), `xo[v]`, `oo[v]` (the
-    offsets of row v of the block in X and Y), `nv` (rows in the block), XT, XP, YT, YP, WS (the strides
+    offsets of row v of the block in X and Y), `nv` (rows in the block; in a packed block, of its first ROWS), XT, XP, YT, YP, WS (the strides
     of the transformed dim, of a pair's parts and of the window), YT_T (Y's element type), and the planes
-    ar, ai, br, bi of (nc + 1)·ROWS floats. fast: the data is float32 (the AVX2 transposes may run)."""
+    ar, ai, br, bi of (max(nc, m) + 1)·ROWS floats (m: Bluestein's length, stage_length), and, in a packed
+    block (fft_cpu.packed: an odd r2c or c2r), xo_hi, oo_hi, nv_hi for its upper ROWS rows (_upper_rows).
+    fast: the data is float32 (the AVX2 transposes may run)."""
     V = ROWS
     nc = complex_length(n, kind)
     fwd = not direction(kind, inverse)
-    tables, stages, flip = _stages(nc, not fwd)
+    tables, stages, flip = (_stages if bluestein_length(nc) is None else _bluestein)(nc, not fwd)
     rr, ri = ("br", "bi") if flip else ("ar", "ai")  # where the stages leave the result
     # The scale multiplies the points as they are loaded (or with the window, which multiplies them after),
     # before the stages, whose sums grow up to n-fold: a result float32 holds is not lost to an overflow.
@@ -226,12 +285,15 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         if has_window:
             _windowed(gather, "ar", count, "q", sc)
             _windowed(gather, "ai", count, "q", sc)
-    elif kind == "r2c" and not real_pairs:  # (x, 0)
+    elif kind == "r2c" and not real_pairs:  # x1 + i·x2: the block's first 8 rows and its other 8 (PACKED)
         zero("ar", count, n)
-        zero("ai", 0, n)
+        zero("ai", count, n)
+        gather.append(f"if (nv_hi < {V}) for (int64_t e = 0; e < {count * V}; ++e) ai[e] = 0.0f;")
         _copy_in(gather, "ar", None, count, "XT", "0", fast, load_scale)
+        _upper_rows(gather, lambda lines: _copy_in(lines, "ai", None, count, "XT", "0", fast, load_scale))
         if has_window:
             _windowed(gather, "ar", count, "q", sc)
+            _windowed(gather, "ai", count, "q", sc)
     elif kind == "r2c":  # z[t] = x[2t] + i·x[2t + 1]: x read as a pair of stride 2·XT, parts XT apart
         zero("ar", (count + 1) // 2, nc)
         zero("ai", count // 2, nc)
@@ -242,19 +304,20 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         if has_window:
             _windowed(gather, "ar", (count + 1) // 2, "2 * q", sc)
             _windowed(gather, "ai", count // 2, "2 * q + 1", sc)
-    elif not real_pairs:  # c2r, odd n: the Hermitian spectrum, mirrored and conjugated
-        if in_len < n // 2 + 1:
-            zero("ar", 0, n)
-            zero("ai", 0, n)
-        gather.append("for (int64_t v = 0; v < nv; ++v) {")
-        gather.append("  const auto* __restrict__ p = X + xo[v];")
-        gather.append(f"  for (int64_t t = 0; t < {n}; ++t) {{")
-        gather.append(f"    const int64_t j = 2 * t > {n} ? {n} - t : t;")
-        gather.append(f"    if (j >= {in_len}) continue;")
-        gather.append(f"    ar[t * {V} + v] = static_cast<float>(p[j * XT]) * {sc};")
-        gather.append(f"    const float im = j == 0 ? 0.0f : static_cast<float>(p[j * XT + XP]) * {sc};")
-        gather.append(f"    ai[t * {V} + v] = 2 * t > {n} ? -im : im;")
-        gather.append("  }")
+    elif not real_pairs:  # c2r, odd n: two rows' Hermitian halves, as X1 + i·X2 mirrored (PACKED)
+        h = n // 2
+        half = min(in_len, h + 1)
+        for plane in ("ar", "ai", "br", "bi"):
+            zero(plane, half, h + 1)
+        gather.append(f"if (nv_hi < {V}) for (int64_t e = 0; e < {half * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
+        _copy_in(gather, "ar", "ai", half, "XT", "XP", fast, sc)
+        _upper_rows(gather, lambda lines: _copy_in(lines, "br", "bi", half, "XT", "XP", fast, sc))
+        # z[t] = X1[t] + i·X2[t], z[n − t] = conj X1[t] + i·conj X2[t] (t ≤ n/2; bin 0's imaginary parts dropped)
+        gather.append(f"for (int64_t v = 0; v < {V}; ++v) {{ ai[v] = 0.0f; bi[v] = 0.0f; }}")
+        gather.append(f"for (int64_t t = 0; t <= {h}; ++t) {{")
+        gather.append(f"  const vf8 x1r = ld(ar + t * {V}), x1i = ld(ai + t * {V}), x2r = ld(br + t * {V}), x2i = ld(bi + t * {V});")
+        gather.append(f"  st(ar + t * {V}, x1r - x2i); st(ai + t * {V}, x1i + x2r);")
+        gather.append(f"  if (t > 0) {{ st(ar + ({n} - t) * {V}, x1r + x2i); st(ai + ({n} - t) * {V}, x2r - x1i); }}")
         gather.append("}")
     else:  # c2r, even n: the half into (br, bi), merged into (ar, ai)
         m = nc
@@ -279,10 +342,24 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         gather.append("  st(zr, a_r - c_i); st(zi, a_i + c_r);")
         gather.append("}")
     # store
-    if kind == "c2c" or (kind == "r2c" and not real_pairs):
+    if kind == "c2c":
         _copy_out(store, rr, ri, out_len, "YT", "YP", one, fast)
-    elif kind == "c2r" and not real_pairs:
+    elif kind == "r2c" and not real_pairs:  # Z = X1 + i·X2: X1 into the other planes, X2 in place
+        sr, si = ("ar", "ai") if flip else ("br", "bi")
+        # X1[k] = (Z[k] + conj Z[n−k])/2, X2[k] = (Z[k] − conj Z[n−k])/2i, k and n − k together
+        store.append(f"for (int64_t k = 0; 2 * k < {n}; ++k) {{")
+        store.append(f"  const int64_t j = k == 0 ? 0 : {n} - k;")
+        store.append(f"  const vf8 ar_ = ld({rr} + k * {V}) * 0.5f, ai_ = ld({ri} + k * {V}) * 0.5f;")
+        store.append(f"  const vf8 br_ = ld({rr} + j * {V}) * 0.5f, bi_ = ld({ri} + j * {V}) * 0.5f;")
+        store.append("  const vf8 pr = ar_ + br_, pi = ai_ - bi_, qr = ai_ + bi_, qi = br_ - ar_;")
+        store.append(f"  st({sr} + k * {V}, pr); st({si} + k * {V}, pi); st({sr} + j * {V}, pr); st({si} + j * {V}, -pi);")
+        store.append(f"  st({rr} + k * {V}, qr); st({ri} + k * {V}, qi); st({rr} + j * {V}, qr); st({ri} + j * {V}, -qi);")
+        store.append("}")
+        _copy_out(store, sr, si, out_len, "YT", "YP", one, fast)
+        _upper_rows(store, lambda lines: _copy_out(lines, rr, ri, out_len, "YT", "YP", one, fast))
+    elif kind == "c2r" and not real_pairs:  # z = x1 + i·x2
         _copy_out(store, rr, None, out_len, "YT", "0", one, fast)
+        _upper_rows(store, lambda lines: _copy_out(lines, ri, None, out_len, "YT", "0", one, fast))
     elif kind == "c2r":  # x[2t] = Re z[t], x[2t + 1] = Im z[t]: out written as a pair of stride 2·YT
         _copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", one, fast)
         if out_len % 2:
@@ -415,7 +492,8 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
     (kernel_source's fast). The blocks run on OpenMP's threads."""
     V = ROWS
     tables, gather, stages, store = kernel_source(n, kind, inverse, in_len, out_len, scale, has_window, fast)
-    plane = ((complex_length(n, kind) + 1) * V + 15) // 16 * 16
+    B = 2 * V if packed(n, kind) else V  # rows a block
+    plane = ((max(complex_length(n, kind), stage_length(n, kind)) + 1) * V + 15) // 16 * 16
     rows = " * ".join(f"({s})" for s in sizes) or "1"
     offsets = []
     for d in reversed(range(len(sizes))):
@@ -425,7 +503,7 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         "using aotcuda_fft::vf8; using aotcuda_fft::ld; using aotcuda_fft::st;",
         *tables,  # function-local statics: one package holds many transforms' kernels
         f"const int64_t rows = {rows};",
-        f"const int64_t blocks = (rows + {V - 1}) / {V};",
+        f"const int64_t blocks = (rows + {B - 1}) / {B};",
         f"const int64_t XT = {xt}, XP = {xp}, YT = {yt}, YP = {yp}, WS = {ws};",
         "(void)XP; (void)YP; (void)WS;",
         f"using YT_T = {y_type};",
@@ -437,14 +515,18 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         f"  float* const ai = ar + {plane}; float* const br = ai + {plane}; float* const bi = br + {plane};",
         "  #pragma omp for schedule(static)",
         "  for (int64_t blk = 0; blk < blocks; ++blk) {",
-        f"    const int64_t first = blk * {V};",
-        f"    const int64_t nv = rows - first < {V} ? rows - first : {V};",
-        f"    int64_t xo[{V}], oo[{V}];",
-        "    for (int64_t v = 0; v < nv; ++v) {",
+        f"    const int64_t first = blk * {B};",
+        f"    const int64_t nv_all = rows - first < {B} ? rows - first : {B};",
+        f"    int64_t xo_all[{B}], oo_all[{B}];",
+        "    for (int64_t v = 0; v < nv_all; ++v) {",
         f"      int64_t q = first + v, x = {x_offset}, y = {y_offset};",
         *["  " + line for line in offsets],
-        "      xo[v] = x; oo[v] = y;",
+        "      xo_all[v] = x; oo_all[v] = y;",
         "    }",
+        f"    const int64_t* const xo = xo_all; const int64_t* const oo = oo_all; const int64_t nv = nv_all < {V} ? nv_all : {V};",
+        f"    const int64_t* const xo_hi = xo_all + {V}; const int64_t* const oo_hi = oo_all + {V};",
+        f"    const int64_t nv_hi = nv_all > {V} ? nv_all - {V} : 0;",
+        "    (void)xo_hi; (void)oo_hi; (void)nv_hi;",
         *["    " + line for line in gather],
         *["    " + line for line in stages],
         *["    " + line for line in store],

@@ -2,8 +2,9 @@
 kernels/fft_cpu.py and kernels/fft_cpu_template.py) lowered by aotcuda.lower into one AOTInductor package
 and run through aotcuda.load, against eager torch.fft on fresh random inputs (float64 where the program
 allows it): c2c, r2c and c2r, forward and inverse, a middle dim read in place, odd lengths (375, 96·…),
-zero-padding and cropping, an uncovered length (a prime factor of 17) in the Stockham form beside them,
-an stft, a dynamic row count, and the op itself on bfloat16 data with a window. One compile for all."""
+zero-padding and cropping, Bluestein inside the kernel (68 = 4·17 cropped from 96, an rfft/irfft pair at
+134 = 2·67), an stft, a dynamic row count, and the op itself on bfloat16 data with a window. One compile
+for all."""
 
 import pytest
 import torch
@@ -24,7 +25,7 @@ def test_the_template_is_available_on_every_supported_torch():
 
 
 class Transforms(torch.nn.Module):
-    """Every kind of transform the kernel covers, and one it does not, in one program."""
+    """Every kind of transform the kernel covers, in one program."""
 
     def forward(self, x, z, signal, xb, window):
         filtered = torch.fft.irfft(torch.fft.rfft(x, norm="ortho") * 3, n=400, norm="ortho")  # dynamic rows
@@ -34,14 +35,15 @@ class Transforms(torch.nn.Module):
         odd_c2r = torch.fft.irfft(odd_r2c, n=375)  # odd c2r
         cropped = torch.fft.irfft(torch.fft.rfft(x, n=96), n=90)  # r2c cropped to 96, c2r to 90 points
         two_sided = torch.fft.fft(x[:, :100])  # r2c of all 100 bins (fft of a real input)
-        uncovered = torch.fft.fft(torch.view_as_complex(z).movedim(1, 2), n=68)  # 68 = 4·17: Stockham/Bluestein
+        bluestein = torch.fft.fft(torch.view_as_complex(z).movedim(1, 2), n=68)  # 68 = 4·17: Bluestein, cropped
+        prime = torch.fft.irfft(torch.fft.rfft(x[:, :134]) * 2, n=134)  # 67 complex points: Bluestein, both ways
         spec = torch.stft(signal, 400, hop_length=160, window=torch.hann_window(400), return_complex=True)
         direct = torch.ops.aotcuda.fft_rows_cpu(xb, 1, 400, 201, "r2c", False, 0.5, window)
         direct_c2c = torch.ops.aotcuda.fft_rows_cpu(torch.view_as_real(middle).to(torch.bfloat16), 1, 96, 96,
                                                     "c2c", True, 1.0 / 96)
         return (filtered, torch.view_as_real(middle), torch.view_as_real(odd), odd_c2r, cropped,
-                torch.view_as_real(two_sided), torch.view_as_real(uncovered), torch.view_as_real(spec), direct,
-                direct_c2c)
+                torch.view_as_real(two_sided), torch.view_as_real(bluestein), torch.view_as_real(spec), direct,
+                direct_c2c, prime)
 
 
 def _inputs(seed: int, rows: int):
@@ -71,8 +73,8 @@ def _fft_rows_cpu_nodes(program) -> int:
 def test_the_program_lowers_without_a_fallback_kernel_one_kernel_a_covered_transform(lowered):
     result, _ = lowered
     assert result.fallback_kernels == [] and result.proxy_executor_ops == []
-    # filtered 2, middle, odd, odd_r2c, odd_c2r, cropped 2, two_sided, spec, direct 2; not the uncovered one
-    assert _fft_rows_cpu_nodes(result.exported_program) == 12
+    # filtered 2, middle, odd, odd_r2c, odd_c2r, cropped 2, two_sided, bluestein, spec, direct 2, prime 2
+    assert _fft_rows_cpu_nodes(result.exported_program) == 15
 
 
 @pytest.mark.parametrize("rows", [6, 37, 1000])
@@ -83,7 +85,8 @@ def test_the_package_matches_eager_on_fresh_inputs(lowered, rows):
     x, z, signal, xb, window = inputs
     # float64 reference of the float32 transforms: the same program in double
     want64 = Transforms()(x.double(), z.double(), signal.double(), xb, window)
-    for index, (actual, expected) in enumerate(zip(outputs[:8], want64[:8], strict=True)):
+    for index, (actual, expected) in [*enumerate(zip(outputs[:8], want64[:8], strict=True)),
+                                      (10, (outputs[10], want64[10]))]:
         assert actual.shape == expected.shape, index
         assert _error(actual, expected) <= 1e-5, (index, _error(actual, expected))
     direct = reference(xb, None, 1, 400, 201, "r2c", False, 0.5, window)
@@ -116,14 +119,31 @@ def test_fft_kernels_false_gives_plain_aten_ops_that_match_eager():
         ReplaceComplexWithRealPass(fft_kernels=True)
 
 
+class _Primes(torch.nn.Module):
+    def forward(self, x, z):
+        filtered = torch.fft.irfft(torch.fft.rfft(x) * 2, n=x.shape[-1])  # 1009: a prime, r2c and c2r
+        middle = torch.fft.ifft(torch.view_as_complex(z), dim=1, norm="ortho")  # 134 = 2·67 along a middle dim
+        return filtered, torch.view_as_real(middle)
+
+
+def test_a_length_with_a_prime_factor_above_13_takes_the_kernel_bluestein_inside():
+    x, z = torch.randn(3, 1009), torch.randn(2, 134, 3, 2)
+    ep = export(_Primes(), (x, z))
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    assert _fft_rows_cpu_nodes(new) == 3
+    for actual, expected in zip(new.module()(x, z), _Primes()(x.double(), z.double()), strict=True):
+        assert _error(actual, expected) <= 1e-5
+
+
 class _Rfft(torch.nn.Module):
     def forward(self, x):
         return torch.view_as_real(torch.fft.rfft(x))
 
 
 @pytest.mark.parametrize("n, kind, covered", [(400, "r2c", True), (4096, "c2c", True), (8192, "r2c", False),
-                                              (375, "c2r", True), (68, "c2c", False), (2 * 17, "r2c", False),
-                                              (1001, "c2c", True), (1, "c2c", False)])
+                                              (375, "c2r", True), (68, "c2c", True), (2 * 17, "r2c", True),
+                                              (1001, "c2c", True), (4093, "c2r", True), (4099, "c2c", False),
+                                              (1, "c2c", False)])
 def test_covers(n, kind, covered):
     x = torch.empty(3, n, 2) if kind != "r2c" else torch.empty(3, n)
     assert fft_cpu.covers(x, 1, n, n // 2 + 1 if kind == "r2c" else n, kind) is covered

@@ -78,7 +78,8 @@ CPU_RADICES = (4, 2, 3, 5, 7, 11, 13)
 
 def cpu_radices(n: int) -> list[int] | None:
     """The Stockham stages of a length-n transform on the CPU (radix-4 while 4 divides n, then 2, 3, 5,
-    7, 11, 13), or None when n has a prime factor above 13 (Bluestein over a power of two)."""
+    7, 11, 13), or None when n has a prime factor above 13 (Bluestein: in the C++ kernel over
+    cpu_bluestein_length(n), in the ATen form over a power of two)."""
     radices = []
     for r in CPU_RADICES:
         while n % r == 0 and n > 1:
@@ -113,6 +114,19 @@ def cpu_flops(n: int) -> int:
         m = 1 << (2 * n - 2).bit_length()
         return 2 * cpu_flops(m) + 6 * (2 * n + m)
     return sum(_stage_flops(r, n, i == len(radices) - 1) for i, r in enumerate(radices))
+
+
+def cpu_bluestein_length(n: int) -> int:
+    """The convolution length m ≥ 2n − 1 of Bluestein in the CPU kernel (kernels/fft_cpu.py) for a length n
+    that cpu_radices refuses: among m up to the power of two whose stages are radix 4, 2, 3 and 5 only, the
+    one with the fewest flops plus 4·m a stage (each stage a pass over the planes): 2048 for 1009, 2304 for
+    1031 (4·4·4·4·3·3), 144 for 67."""
+    def cost(m: int) -> int:
+        return cpu_flops(m) + 4 * m * len(cpu_radices(m))
+
+    candidates = [m for m in range(2 * n - 1, (1 << (2 * n - 2).bit_length()) + 1)
+                  if (r := cpu_radices(m)) is not None and max(r, default=2) <= 5]
+    return min(candidates, key=lambda m: (cost(m), m))
 
 
 def cpu_describe(n: int) -> str:
@@ -160,14 +174,17 @@ m = 8192 holds one row a program and spills registers (still half the DFT produc
 `AOTCUDA_FFT_KERNEL=0` turns it off. Longer lengths (n > 4096), and every non-CPU transform without Triton,
 get DFT products (GEMMs) as below.
 
-A CPU transform of n ≤ 4096 whose complex length (n/2 for an even r2c or c2r) has no prime factor above 13,
-float32 (float16 and bfloat16 data in float32 math when the op is called directly), is one
+Every CPU transform of n ≤ 4096, float32 (float16 and bfloat16 data in float32 math when the op is called directly), is one
 `aotcuda::fft_rows_cpu` op (kernels/fft_cpu.py), which Inductor compiles through a C++ template
 (kernels/fft_cpu_template.py) into one kernel: blocks of 8 rows gathered into float32 planes, every Stockham
 stage below run while the block stays in L1/L2, scattered back with the output's strides (a middle dim read
 in place, stft's window fused into the loads); on the shared 2-core CPU it took 0.44–1.03× pocketfft's time
-where the stages as ATen ops took 1.07–3.42× (docs/performance.md). `AOTCUDA_FFT_CPU_KERNEL=0` turns it off;
-a torch without the template machinery this uses (checked on 2.11–2.15) keeps the stages as ATen ops.
+where the stages as ATen ops took 1.07–3.42× (docs/performance.md). A complex length with a prime factor
+above 13 (n/2 for an even r2c or c2r) runs Bluestein inside that kernel: chirp, m-point stages, the
+kernel's spectrum, the same stages on the conjugate, chirp, with m ≥ 2n − 1 the cheapest length of radix 4,
+2, 3 and 5 stages (2048 for 1009); an odd r2c or c2r runs two rows as one complex row. A 512-row filter at
+n = 1009, 2039, 4093 took 0.99–1.18× pocketfft's time, where Bluestein as ATen ops took 7.7–8.1×.
+`AOTCUDA_FFT_CPU_KERNEL=0` turns it off; a torch without the template machinery this uses (checked on 2.11–2.15) keeps the stages as ATen ops.
 
 Every other CPU transform gets Stockham radix stages as ATen ops (spectral/stockham.py): n = r1·…·rk with radix 4 first, then 2,
 3, 5, 7, 11, 13, each stage one pointwise Inductor kernel over two real planes (re, im) with the rows innermost, so every load and store is a contiguous vector; the pair
