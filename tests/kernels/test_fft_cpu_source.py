@@ -58,6 +58,9 @@ CASES = {  # n, kind, inverse, in_len, out_len, scale, window
     "c2r_96_few_bins": (96, "c2r", True, 30, 96, 1.0, False),
     "c2r_96_odd_out_len": (96, "c2r", True, 60, 95, 1.0, False),
     "c2r_4096": (4096, "c2r", True, 2049, 4096, 1.0, False),
+    "c2c_32768": (32768, "c2c", False, 32768, 32768, 1.0, False),  # MAX_N: about a second a build
+    "r2c_32768": (32768, "r2c", False, 32768, 16385, 1.0, False),
+    "c2r_32768": (32768, "c2r", True, 16385, 32768, 1 / 32768, False),
     # Bluestein: a prime factor above 13 in the complex length
     "bluestein_c2c_67": (67, "c2c", False, 67, 67, 1.0, False),
     "bluestein_c2c_1009_inverse_scaled": (1009, "c2c", True, 1009, 1009, 1 / 1009, False),
@@ -68,6 +71,7 @@ CASES = {  # n, kind, inverse, in_len, out_len, scale, window
     "bluestein_r2c_134_window": (134, "r2c", False, 134, 68, 0.25, True),
     "bluestein_r2c_134_two_sided": (134, "r2c", False, 134, 134, 1.0, False),
     "bluestein_r2c_4078": (4078, "r2c", False, 4078, 2040, 1.0, False),
+    "bluestein_r2c_32749": (32749, "r2c", False, 32749, 16375, 1.0, False),  # packed, m = 65536: 8.7 MB of C++
     "bluestein_c2r_1009": (1009, "c2r", True, 505, 1009, 1 / 1009, False),
     "bluestein_c2r_134": (134, "c2r", True, 68, 134, 1.0, False),
     "bluestein_c2r_134_few_bins_odd_out_len": (134, "c2r", True, 30, 133, 1.0, False),

@@ -18,9 +18,9 @@ no fallback kernel and no library beyond the package's own .so.
 The kernel: the rows in blocks of V (ROWS), each block gathered into two float32 planes re[n][V], im[n][V]
 (the block's V rows innermost: every butterfly is a V-wide vector operation), all Stockham autosort stages
 of radix 4, 2, 3, 5, 7, 11, 13 run while the block stays in L1/L2 (two ping-pong plane pairs, thread-local,
-allocated once per thread), then scattered to the output with its strides; blocks are parallel over the
-OpenMP threads. A stage of radix r on [L, s] points views them as [r, m, s] (t = m·t1 + t2), computes the
-r-point DFT across t1, multiplies output k1 by W_L^(t2·k1) and writes [m, r·s] (Stockham DIF, Van Loan,
+allocated once per thread: 128 bytes a point of the stage length, 1 MiB at 8192, past L2 beyond it), then
+scattered to the output with its strides; blocks are parallel over the OpenMP threads. A stage of radix r
+on [L, s] points views them as [r, m, s] (t = m·t1 + t2), computes the r-point DFT across t1, multiplies output k1 by W_L^(t2·k1) and writes [m, r·s] (Stockham DIF, Van Loan,
 "Computational Frameworks for the FFT", 1992, §1.7; Swarztrauber 1984): after the last stage the planes
 hold the spectrum in natural order. Twiddles are static const tables in the generated code, computed in
 float64 and rounded once to float32. r2c of an even n is the n/2-point complex transform of
@@ -42,8 +42,8 @@ the planes are sized for m. On the 2-core machine (512 rows, rfft → multiply �
 1.18× pocketfft's time at n = 1009, 1.08× at 2039, 0.99× at 4093, where the ATen Bluestein took 7.7–8.1×
 (docs/performance.md).
 
-Covered (``covers``): n ≤ MAX_N, static x.shape[dim] and out_len; longer transforms (and float64, dynamic
-lengths) keep the Stockham ATen form (spectral/stockham.py).
+Covered (``covers``): n ≤ MAX_N (32768: Bluestein's m up to 65536), static x.shape[dim] and out_len; longer
+transforms (and float64, dynamic lengths) keep the Stockham ATen form (spectral/stockham.py).
 """
 
 from __future__ import annotations
@@ -56,7 +56,11 @@ from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices as radices
 
 OP = "aotcuda::fft_rows_cpu"
 ROWS = 8  # V: rows a block, one vf8 (an AVX2 vector of float32); the generated code assumes 8
-MAX_N = 4096
+# The longest n: the per-thread planes (4 × 8 rows × the stage length, float32, kept between calls: 8 MiB
+# a thread for Bluestein m = 65536 at n = 32749) and the static tables (8.7 MB of source, g++ 1.2 s for that
+# kernel) grow with it. At 8192–32768 on the 2-core machine the kernel took 0.26–0.50× the Stockham ATen
+# form's time, Bluestein 0.02–0.05× (docs/performance.md).
+MAX_N = 32768
 # The stages: plan.cpu_radices (radix 4 while 4 divides the length, then 2, 3, 5, 7, 11, 13; None where a
 # prime factor is above 13), the Stockham form's own, imported above as `radices`.
 def complex_length(n: int, kind: str) -> int:

@@ -464,7 +464,7 @@ static inline void store_pair(float* const* rows, int64_t t0, const float* re, c
   }
 }
 #endif
-// Four planes of `floats` floats for this thread, kept between calls (a fresh allocation of a few hundred KB
+// Four planes of `floats` floats for this thread, kept between calls (a fresh allocation of up to 8 MiB
 // each call would come back from the OS and be faulted in again: docs/performance.md).
 static inline float* scratch(int64_t floats) {
   static thread_local float* buf = nullptr;

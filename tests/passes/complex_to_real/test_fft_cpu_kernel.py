@@ -140,10 +140,11 @@ class _Rfft(torch.nn.Module):
         return torch.view_as_real(torch.fft.rfft(x))
 
 
-@pytest.mark.parametrize("n, kind, covered", [(400, "r2c", True), (4096, "c2c", True), (8192, "r2c", False),
+@pytest.mark.parametrize("n, kind, covered", [(400, "r2c", True), (4096, "c2c", True), (8192, "r2c", True),
                                               (375, "c2r", True), (68, "c2c", True), (2 * 17, "r2c", True),
-                                              (1001, "c2c", True), (4093, "c2r", True), (4099, "c2c", False),
-                                              (1, "c2c", False)])
+                                              (1001, "c2c", True), (4093, "c2r", True), (4099, "c2c", True),
+                                              (32749, "r2c", True), (32768, "c2c", True), (32769, "c2r", False),
+                                              (65536, "r2c", False), (1, "c2c", False)])
 def test_covers(n, kind, covered):
     x = torch.empty(3, n, 2) if kind != "r2c" else torch.empty(3, n)
     assert fft_cpu.covers(x, 1, n, n // 2 + 1 if kind == "r2c" else n, kind) is covered

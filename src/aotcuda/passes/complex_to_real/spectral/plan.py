@@ -174,7 +174,7 @@ m = 8192 holds one row a program and spills registers (still half the DFT produc
 `AOTCUDA_FFT_KERNEL=0` turns it off. Longer lengths (n > 4096), and every non-CPU transform without Triton,
 get DFT products (GEMMs) as below.
 
-Every CPU transform of n ≤ 4096, float32 (float16 and bfloat16 data in float32 math when the op is called directly), is one
+Every CPU transform of n ≤ 32768, float32 (float16 and bfloat16 data in float32 math when the op is called directly), is one
 `aotcuda::fft_rows_cpu` op (kernels/fft_cpu.py), which Inductor compiles through a C++ template
 (kernels/fft_cpu_template.py) into one kernel: blocks of 8 rows gathered into float32 planes, every Stockham
 stage below run while the block stays in L1/L2, scattered back with the output's strides (a middle dim read
@@ -183,7 +183,9 @@ where the stages as ATen ops took 1.07–3.42× (docs/performance.md). A complex
 above 13 (n/2 for an even r2c or c2r) runs Bluestein inside that kernel: chirp, m-point stages, the
 kernel's spectrum, the same stages on the conjugate, chirp, with m ≥ 2n − 1 the cheapest length of radix 4,
 2, 3 and 5 stages (2048 for 1009); an odd r2c or c2r runs two rows as one complex row. A 512-row filter at
-n = 1009, 2039, 4093 took 0.99–1.18× pocketfft's time, where Bluestein as ATen ops took 7.7–8.1×.
+n = 1009, 2039, 4093 took 0.99–1.18× pocketfft's time, where Bluestein as ATen ops took 7.7–8.1×; past
+4096 (n = 8192–32768, Bluestein's m up to 65536) the kernel took 0.26–0.50× the ATen stages' time and
+0.02–0.05× the ATen Bluestein's.
 `AOTCUDA_FFT_CPU_KERNEL=0` turns it off; a torch without the template machinery this uses (checked on 2.11–2.15) keeps the stages as ATen ops.
 
 Every other CPU transform gets Stockham radix stages as ATen ops (spectral/stockham.py): n = r1·…·rk with radix 4 first, then 2,

@@ -2,7 +2,7 @@
 
 Since issue 30's CPU kernel (kernels/fft_cpu.py: the same stages, run per block of 8 rows in cache by one
 C++ template kernel, Bluestein inside it for a prime factor above 13), this form computes only the CPU
-transforms that kernel does not take: lengths above 4096, float64, a transform whose x.shape[dim] is dynamic, and
+transforms that kernel does not take: lengths above 32768 (its MAX_N), float64, a transform whose x.shape[dim] is dynamic, and
 every transform with AOTCUDA_FFT_CPU_KERNEL off or on a torch without Inductor's C++ templates.
 
 The GEMM form (transform.py) does 6–17× an FFT's flops in skinny GEMMs; on a CPU that measured 4–44×
