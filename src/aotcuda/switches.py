@@ -90,7 +90,7 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     # On by default: on the shared 2-core CPU (torch 2.13, benchmarks/fft.py, 2026-12-04) the kernel took
     # 0.5-1.1x pocketfft's time a transform where the Stockham ATen form took 1.7-2.8x (docs/performance.md).
     Switch("AOTCUDA_FFT_CPU_KERNEL", True, "ReplaceComplexWithRealPass computes a CPU FFT of a covered static "
-           "length (kernels/fft_cpu.py: n at most 4096; a prime factor above 13 in the complex length runs as "
+           "length (kernels/fft_cpu.py: n at most 32768; a prime factor above 13 in the complex length runs as "
            "Bluestein inside the kernel) as one "
            "aotcuda::fft_rows_cpu op, which Inductor compiles as a C++ template kernel keeping blocks of 8 rows in "
            "cache through all stages (kernels/fft_cpu_template.py; where this torch lacks the template machinery "
