@@ -48,6 +48,8 @@ transforms (and float64, dynamic lengths) keep the Stockham ATen form (spectral/
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from aotcuda.kernels.fft_rows import DTYPES, KINDS, check_window, direction, transformed
@@ -84,6 +86,28 @@ def stage_length(n: int, kind: str) -> int:
     """The length the kernel's stages run on: the complex length, or its Bluestein length m."""
     nc = complex_length(n, kind)
     return bluestein_length(nc) or nc
+
+
+# From this many points on, a DFT in the kernel runs as the four-step split (four_step); below it the planes of
+# a block (128 bytes a point) stay near L1 and the stages run over the whole block.
+FOUR_STEP = 1024
+
+
+def four_step(m: int) -> tuple[int, int] | None:
+    """(m1, m2), m = m1·m2 with m1 the largest divisor ≤ √m, where an m-point DFT in the kernel runs as the
+    four-step split (fft_cpu_source._four_step: m2 column DFTs of m1 points, then m1 row DFTs of m2, each in
+    L1), or None (fewer than FOUR_STEP points, or no divisor)."""
+    if m < FOUR_STEP:
+        return None
+    m1 = max((d for d in range(2, math.isqrt(m) + 1) if m % d == 0), default=None)
+    return None if m1 is None else (m1, m // m1)
+
+
+def four_step_planes(n: int, kind: str) -> int:
+    """Floats in each of the four small per-thread planes of the four-step split (0 where it does not run):
+    the columns, 2·ROWS floats a point of m1 (two columns at a time), or a row, ROWS a point of m2."""
+    split = four_step(stage_length(n, kind))
+    return 0 if split is None else max(split[0] * 2 * ROWS, split[1] * ROWS)
 
 
 def describe(nc: int) -> str:

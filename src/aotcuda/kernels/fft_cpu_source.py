@@ -14,7 +14,8 @@ import math
 
 import torch
 
-from aotcuda.kernels.fft_cpu import ROWS, bluestein_length, complex_length, packed, radices, stage_length
+from aotcuda.kernels.fft_cpu import (ROWS, bluestein_length, complex_length, four_step, four_step_planes, packed,
+                                     radices, stage_length)
 from aotcuda.kernels.fft_rows import direction
 
 def _f(value: float) -> str:
@@ -34,9 +35,13 @@ def _unit(k: int, length: int, sign: float) -> tuple[float, float]:
     return math.cos(theta), sign * math.sin(theta)
 
 
-def _butterfly(r: int, inverse: bool) -> list[str]:
-    """C++ statements: y{k}r, y{k}i = the r-point DFT of a{t}r, a{t}i, all vf8 (8 rows; stockham._butterfly's
-    math: radix 2 and 4 by hand, an odd r by its symmetry)."""
+def _butterfly(r: int, inverse: bool, vt: str = "vf8") -> list[str]:
+    """C++ statements: y{k}r, y{k}i = the r-point DFT of a{t}r, a{t}i, all of vector type vt (vf8: 8 rows;
+    stockham._butterfly's math: radix 2 and 4 by hand, an odd r by its symmetry)."""
+    return [line.replace("const vf8 ", f"const {vt} ") for line in _butterfly8(r, inverse)]
+
+
+def _butterfly8(r: int, inverse: bool) -> list[str]:
     if r == 2:
         return ["const vf8 y0r = a0r + a1r, y0i = a0i + a1i, y1r = a0r - a1r, y1i = a0i - a1i;"]
     if r == 4:
@@ -69,25 +74,46 @@ def _butterfly(r: int, inverse: bool) -> list[str]:
     return lines
 
 
-def _stages(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
-    """(static tables, the stages' statements, whether the result ends in the second plane pair)."""
+def _butterfly_loop(r: int, m: int, sv: int, inverse: bool, vt: str, width: int) -> list[str]:
+    """The inner loop of a stage over the sv floats of one (t2, t1): loads, the butterfly, twiddles, stores,
+    `width` floats (vector type vt) a step; no loop vectorizer needed."""
+    code = [f"  for (int64_t e = 0; e < {sv}; e += {width}) {{",
+            "    " + " ".join(f"const {vt} a{t}r = aotcuda_fft::ldv<{vt}>(x{t}r + e), "
+                              f"a{t}i = aotcuda_fft::ldv<{vt}>(x{t}i + e);" for t in range(r))]
+    code.extend("    " + line for line in _butterfly(r, inverse, vt))
+    code.append("    st(z0r + e, y0r); st(z0i + e, y0i);")
+    for k in range(1, r):
+        if m > 1:
+            code.append(f"    st(z{k}r + e, y{k}r * w{k}r - y{k}i * w{k}i); st(z{k}i + e, y{k}r * w{k}i + y{k}i * w{k}r);")
+        else:
+            code.append(f"    st(z{k}r + e, y{k}r); st(z{k}i + e, y{k}i);")
+    code.append("  }")
+    return code
+
+
+def _stage_code(nc: int, inverse: bool, lanes: int, src: tuple[str, str], bufs: tuple, prefix: str,
+                last: tuple[str, str] | None = None) -> tuple[list[str], list[str], tuple[str, str]]:
+    """(static tables, statements, the plane pair holding the result) of the Stockham stages of an nc-point
+    DFT on planes [nc][lanes]: stage 0 reads the pair `src`, stage i writes bufs[i % 2] (and stage i + 1
+    reads it), the last stage `last` where given; twiddle tables named prefix0, prefix1, …"""
     sign = 1.0 if inverse else -1.0
     tables, code = [], []
-    length, s, flip = nc, 1, False
-    for i, r in enumerate(radices(nc)):
+    length, s, (sr, si) = nc, 1, src
+    stages = radices(nc)
+    for i, r in enumerate(stages):
         m = length // r
-        sr, si, dr, di = ("ar", "ai", "br", "bi") if not flip else ("br", "bi", "ar", "ai")
+        dr, di = last if last is not None and i == len(stages) - 1 else bufs[i % 2]
         if m > 1:
             values = []
             for t2 in range(m):
                 for k in range(1, r):
                     values.extend(_unit(t2 * k, length, sign))
-            tables.append(_table(f"tw{i}", values))
-        sv = s * ROWS
+            tables.append(_table(f"{prefix}{i}", values))
+        sv = s * lanes
         code.append(f"// stage {i}: radix {r}, [{length}, {s}] -> [{m}, {r * s}]")
         code.append(f"for (int64_t t2 = 0; t2 < {m}; ++t2) {{")
         if m > 1:
-            code.append(f"  const float* w = tw{i} + t2 * {2 * (r - 1)};")
+            code.append(f"  const float* w = {prefix}{i} + t2 * {2 * (r - 1)};")
             for k in range(1, r):
                 code.append(f"  const float w{k}r = w[{2 * (k - 1)}], w{k}i = w[{2 * (k - 1) + 1}];")
         for t1 in range(r):
@@ -96,32 +122,100 @@ def _stages(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
         for k in range(r):
             code.append(f"  float* __restrict__ z{k}r = {dr} + (t2 * {r} + {k}) * {sv};")
             code.append(f"  float* __restrict__ z{k}i = {di} + (t2 * {r} + {k}) * {sv};")
-        code.append(f"  for (int64_t e = 0; e < {sv}; e += 8) {{  // 8 floats a vector: no loop vectorizer needed")
-        code.append("    " + " ".join(f"const vf8 a{t}r = ld(x{t}r + e), a{t}i = ld(x{t}i + e);" for t in range(r)))
-        code.extend("    " + line for line in _butterfly(r, inverse))
-        code.append("    st(z0r + e, y0r); st(z0i + e, y0i);")
-        for k in range(1, r):
-            if m > 1:
-                code.append(f"    st(z{k}r + e, y{k}r * w{k}r - y{k}i * w{k}i); st(z{k}i + e, y{k}r * w{k}i + y{k}i * w{k}r);")
-            else:
-                code.append(f"    st(z{k}r + e, y{k}r); st(z{k}i + e, y{k}i);")
-        code.append("  }")
+        if sv % 16 == 0:  # 16 floats of one twiddle: a 512-bit register where the CPU has one
+            code.append("#if defined(__AVX512F__)")
+            code.extend(_butterfly_loop(r, m, sv, inverse, "vf16", 16))
+            code.append("#else")
+            code.extend(_butterfly_loop(r, m, sv, inverse, "vf8", 8))
+            code.append("#endif")
+        else:
+            code.extend(_butterfly_loop(r, m, sv, inverse, "vf8", 8))
         code.append("}")
-        length, s, flip = m, r * s, not flip
-    return tables, code, flip
+        length, s, (sr, si) = m, r * s, (dr, di)
+    return tables, code, (sr, si)
 
 
-def _bluestein(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
+def _stages(nc: int, inverse: bool, natural: bool = True) -> tuple[list[str], list[str], bool, object]:
+    """(static tables, the statements of the nc-point DFT of planes (ar, ai), whether the result ends in the
+    second plane pair (br, bi), at: k ↦ the C++ index of the point that holds X[k]): the Stockham stages over
+    the whole block (X[k] at k), or the four-step split where fft_cpu.four_step gives one (_four_step: X[k] at
+    k where `natural`, else where its rows leave it, saving a pass for a caller that reads X[k] one k at a
+    time anyway)."""
+    split = four_step(nc)
+    if split is not None:
+        return _four_step(nc, *split, inverse, natural)
+    tables, code, result = _stage_code(nc, inverse, ROWS, ("ar", "ai"), (("br", "bi"), ("ar", "ai")), "tw")
+    return tables, code, result[0] == "br", lambda k: k
+
+
+def _four_step(nc: int, m1: int, m2: int, inverse: bool, natural: bool) -> tuple[list[str], list[str], bool, object]:
+    """_stages' result by the four-step split (Bailey 1990; Van Loan 1992, §3.3) nc = m1·m2, each small DFT
+    in L1: X[k1 + m1·k2] = Σ_j2 W_m2^(j2·k2) · W_nc^(j2·k1) · Σ_j1 W_m1^(j1·k1) · x[j1·m2 + j2].
+    Columns: two adjacent columns j2 at a time (16 floats a point: whole cache lines) from (ar, ai) into the
+    thread's small planes c0, their m1-point stages there, times W_nc^(j2·k1), written to (br, bi) at
+    k1·P + j2, rows P = m2 + 2 points apart (a stride of m2 points, a power of two, would put a column's
+    points in one L1 set). Rows: row k1 of (br, bi) through its m2-point stages, back in place: X[k1 + m1·k2]
+    at k1·P + k2. Where `natural`, a pass copies X[k] to (ar, ai) at k. Two or three passes over the block's
+    planes where the stages over the whole block make one a stage, each in L2 past 256 points."""
+    V, sign, P = ROWS, (1.0 if inverse else -1.0), m2 + 2
+    G = 2 if m2 % 2 == 0 else 1
+    lanes = V * G
+    c_tables, c_code, (cr, ci) = _stage_code(m1, inverse, lanes, ("c0r", "c0i"), (("c1r", "c1i"), ("c0r", "c0i")), "tc")
+    r_tables, r_code, _ = _stage_code(m2, inverse, V, ("rowr", "rowi"), (("c0r", "c0i"), ("c1r", "c1i")), "tr",
+                                      last=("rowr", "rowi"))
+    values = []
+    for j2 in range(m2):
+        for k1 in range(m1):
+            values.extend(_unit(j2 * k1, nc, sign))
+    tables = c_tables + r_tables + [_table("t4", values)]
+    code = [f"// four-step: {nc} = {m1} x {m2}; columns of {m1} points, {G} at a time",
+            f"for (int64_t j2 = 0; j2 < {m2}; j2 += {G}) {{",
+            f"  for (int64_t j1 = 0; j1 < {m1}; ++j1) {{",
+            f"    const float* __restrict__ pr = ar + (j1 * {m2} + j2) * {V}; const float* __restrict__ pi = ai + (j1 * {m2} + j2) * {V};",
+            *[f"    st(c0r + j1 * {lanes} + {e}, ld(pr + {e})); st(c0i + j1 * {lanes} + {e}, ld(pi + {e}));"
+              for e in range(0, lanes, 8)],
+            "  }",
+            *["  " + line for line in c_code],
+            f"  for (int64_t k1 = 0; k1 < {m1}; ++k1) {{",
+            f"    float* __restrict__ pr = br + (k1 * {P} + j2) * {V}; float* __restrict__ pi = bi + (k1 * {P} + j2) * {V};"]
+    for g in range(G):
+        code += [f"    {{ const float wr = t4[2 * ((j2 + {g}) * {m1} + k1)], wi = t4[2 * ((j2 + {g}) * {m1} + k1) + 1];",
+                 f"      const vf8 yr = ld({cr} + k1 * {lanes} + {g * V}), yi = ld({ci} + k1 * {lanes} + {g * V});",
+                 f"      st(pr + {g * V}, yr * wr - yi * wi); st(pi + {g * V}, yr * wi + yi * wr); }}"]
+    code += ["  }",
+             "}",
+             f"// rows of {m2} points, in place",
+             f"for (int64_t k1 = 0; k1 < {m1}; ++k1) {{",
+             f"  float* const rowr = br + k1 * {P * V}; float* const rowi = bi + k1 * {P * V};",
+             *["  " + line for line in r_code],
+             "}",
+             ]
+    if not natural:
+        return tables, code, True, lambda k: f"(({k}) % {m1} * {P} + ({k}) / {m1})"
+    code += ["// natural order: X[k1 + m1·k2] from k1·P + k2",
+             f"for (int64_t k2 = 0; k2 < {m2}; ++k2) {{",
+             f"  for (int64_t k1 = 0; k1 < {m1}; ++k1) {{",
+             f"    st(ar + (k2 * {m1} + k1) * {V}, ld(br + (k1 * {P} + k2) * {V})); "
+             f"st(ai + (k2 * {m1} + k1) * {V}, ld(bi + (k1 * {P} + k2) * {V}));",
+             "  }",
+             "}"]
+    return tables, code, False, lambda k: k
+
+
+def _bluestein(nc: int, inverse: bool) -> tuple[list[str], list[str], bool, object]:
     """_stages' result for a complex length nc with a prime factor above 13, by Bluestein's chirp-z
     transform over m = bluestein_length(nc) points (the same math as the CUDA kernel's, fft_plan.bluestein):
     the loaded points (ar, ai; t < nc) times the chirp c[t] = exp(∓πi·t²/nc) (t² reduced mod 2·nc exactly),
     zero to m, the forward m-point stages, times the spectrum DFT_m(b)/m of b[j] = conj c[|j|] (|j| < nc,
     wrapped mod m) and conjugated, the same forward stages again (conj∘DFT∘conj is m times the inverse),
-    then X[k] = c[k]·conj(that) for k < nc, left where the stages leave it. Tables in float64, rounded once."""
+    then X[k] = c[k]·conj(that) for k < nc, at k of the pair the stages leave it in (Stockham) or of (ar, ai)
+    (the four-step split, whose X[k] lie elsewhere: the spectrum's and chirp's passes read them where they
+    are). Tables in float64, rounded once."""
     V, m = ROWS, bluestein_length(nc)
     sign = 1.0 if inverse else -1.0
-    tables, stage_code, flip = _stages(m, False)
+    tables, stage_code, flip, at = _stages(m, False, natural=False)
     rr, ri = ("br", "bi") if flip else ("ar", "ai")
+    dr, di = (rr, ri) if at("k") == "k" else ("ar", "ai")  # where X[k] goes: in place, or to natural order
     chirp = [_unit(t * t, 2 * nc, sign) for t in range(nc)]
     j = torch.arange(m, dtype=torch.int64)
     distance = torch.where(j < nc, j, m - j)
@@ -142,17 +236,17 @@ def _bluestein(nc: int, inverse: bool) -> tuple[list[str], list[str], bool]:
             "  if (pass == 0) {  // times the spectrum, conjugated: the next pass is the inverse DFT",
             f"    for (int64_t k = 0; k < {m}; ++k) {{",
             "      const float c = spectrum[2 * k], s = spectrum[2 * k + 1];",
-            f"      const vf8 yr = ld({rr} + k * {V}), yi = ld({ri} + k * {V});",
+            f"      const vf8 yr = ld({rr} + {at('k')} * {V}), yi = ld({ri} + {at('k')} * {V});",
             f"      st(ar + k * {V}, yr * c - yi * s); st(ai + k * {V}, -(yr * s + yi * c));",
             "    }",
             "  }",
             "}",
             f"for (int64_t k = 0; k < {nc}; ++k) {{  // times the chirp, conjugated back",
             "  const float c = chirp[2 * k], s = chirp[2 * k + 1];",
-            f"  const vf8 zr = ld({rr} + k * {V}), zi = ld({ri} + k * {V});",
-            f"  st({rr} + k * {V}, zr * c + zi * s); st({ri} + k * {V}, zr * s - zi * c);",
+            f"  const vf8 zr = ld({rr} + {at('k')} * {V}), zi = ld({ri} + {at('k')} * {V});",
+            f"  st({dr} + k * {V}, zr * c + zi * s); st({di} + k * {V}, zr * s - zi * c);",
             "}"]
-    return tables, code, flip
+    return tables, code, dr == "br", lambda k: k
 
 
 def _copy_in(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, fast: bool,
@@ -263,7 +357,11 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     V = ROWS
     nc = complex_length(n, kind)
     fwd = not direction(kind, inverse)
-    tables, stages, flip = (_stages if bluestein_length(nc) is None else _bluestein)(nc, not fwd)
+    real_pairs = kind != "c2c" and n % 2 == 0
+    if bluestein_length(nc) is not None:
+        tables, stages, flip, at = _bluestein(nc, not fwd)
+    else:  # an even r2c's split reads X[k] where the stages leave it (at); the rest read them in order
+        tables, stages, flip, at = _stages(nc, not fwd, natural=not (kind == "r2c" and real_pairs))
     rr, ri = ("br", "bi") if flip else ("ar", "ai")  # where the stages leave the result
     # The scale multiplies the points as they are loaded (or with the window, which multiplies them after),
     # before the stages, whose sums grow up to n-fold: a result float32 holds is not lost to an overflow.
@@ -271,7 +369,6 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     sc = _f(scale)
     load_scale = one if has_window else sc
     gather, store = [], []
-    real_pairs = kind != "c2c" and n % 2 == 0
     count = min(in_len, n)
 
     def zero(plane: str, start: int, stop: int) -> None:  # the points no load writes, every row of the block
@@ -377,8 +474,8 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         store.append(f"for (int64_t k = 0; k <= {min(m, out_len - 1)}; ++k) {{")
         store.append("  const float c = split[2 * k], s = split[2 * k + 1];")
         store.append(f"  const int64_t ka = k == {m} ? 0 : k, kb = k == 0 ? 0 : {m} - k;")
-        store.append(f"  const float* __restrict__ zr = {rr} + ka * {V}; const float* __restrict__ zi = {ri} + ka * {V};")
-        store.append(f"  const float* __restrict__ mr = {rr} + kb * {V}; const float* __restrict__ mi = {ri} + kb * {V};")
+        store.append(f"  const float* __restrict__ zr = {rr} + {at('ka')} * {V}; const float* __restrict__ zi = {ri} + {at('ka')} * {V};")
+        store.append(f"  const float* __restrict__ mr = {rr} + {at('kb')} * {V}; const float* __restrict__ mi = {ri} + {at('kb')} * {V};")
         store.append(f"  float* __restrict__ xr = {sr} + k * {V}; float* __restrict__ xi = {si} + k * {V};")
         store.append("  const vf8 Zr = ld(zr) * 0.5f, Zi = ld(zi) * 0.5f, Mr = ld(mr) * 0.5f, Mi = ld(mi) * 0.5f;")
         store.append("  const vf8 e_r = Zr + Mr, e_i = Zi - Mi, o_r = Zi + Mi, o_i = Mr - Zr;")
@@ -411,6 +508,11 @@ namespace aotcuda_fft {
 typedef float vf8 __attribute__((vector_size(32)));
 static inline vf8 ld(const float* p) { vf8 v; __builtin_memcpy(&v, p, sizeof v); return v; }
 static inline void st(float* p, vf8 v) { __builtin_memcpy(p, &v, sizeof v); }
+// 16 floats: two points of the block's 8 rows where a stage's inner loop has them with one twiddle (a zmm
+// register under AVX-512, which Inductor's build enables where the CPU has it).
+typedef float vf16 __attribute__((vector_size(64)));
+static inline void st(float* p, vf16 v) { __builtin_memcpy(p, &v, sizeof v); }
+template <class T> static inline T ldv(const float* p) { T v; __builtin_memcpy(&v, p, sizeof v); return v; }
 #if defined(__AVX2__)
 // r[i] <- column i of the 8x8 matrix whose rows are r[0..7].
 static inline void transpose8(__m256 r[8]) {
@@ -464,15 +566,15 @@ static inline void store_pair(float* const* rows, int64_t t0, const float* re, c
   }
 }
 #endif
-// Four planes of `floats` floats for this thread, kept between calls (a fresh allocation of up to 8 MiB
-// each call would come back from the OS and be faulted in again: docs/performance.md).
+// `floats` floats (the planes) for this thread, kept between calls (a fresh allocation of up to 8 MiB each
+// call would come back from the OS and be faulted in again: docs/performance.md).
 static inline float* scratch(int64_t floats) {
   static thread_local float* buf = nullptr;
   static thread_local int64_t have = 0;
   if (have < floats) {
     std::free(buf);
-    buf = static_cast<float*>(std::aligned_alloc(64, ((floats * 4 + 15) / 16) * 16 * sizeof(float)));
-    std::memset(buf, 0, ((floats * 4 + 15) / 16) * 16 * sizeof(float));
+    buf = static_cast<float*>(std::aligned_alloc(64, ((floats + 15) / 16) * 16 * sizeof(float)));
+    std::memset(buf, 0, ((floats + 15) / 16) * 16 * sizeof(float));
     have = floats;
   }
   return buf;
@@ -493,14 +595,17 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
     V = ROWS
     tables, gather, stages, store = kernel_source(n, kind, inverse, in_len, out_len, scale, has_window, fast)
     B = 2 * V if packed(n, kind) else V  # rows a block
-    plane = ((max(complex_length(n, kind), stage_length(n, kind)) + 1) * V + 15) // 16 * 16
+    split = four_step(stage_length(n, kind))
+    pad = 2 * split[0] if split else 0  # the four-step split's padded rows (_four_step)
+    plane = ((max(complex_length(n, kind), stage_length(n, kind) + pad) + 1) * V + 15) // 16 * 16
+    small = (four_step_planes(n, kind) + 15) // 16 * 16  # the four-step split's L1 planes c0r, c0i, c1r, c1i
     rows = " * ".join(f"({s})" for s in sizes) or "1"
     offsets = []
     for d in reversed(range(len(sizes))):
         offsets.append(f"    {{ const int64_t i = q % ({sizes[d]}); q /= ({sizes[d]}); "
                        f"x += i * ({x_strides[d]}); y += i * ({y_strides[d]}); }}")
     body = [
-        "using aotcuda_fft::vf8; using aotcuda_fft::ld; using aotcuda_fft::st;",
+        "using aotcuda_fft::vf8; using aotcuda_fft::vf16; using aotcuda_fft::ld; using aotcuda_fft::st;",
         *tables,  # function-local statics: one package holds many transforms' kernels
         f"const int64_t rows = {rows};",
         f"const int64_t blocks = (rows + {B - 1}) / {B};",
@@ -511,8 +616,11 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         # that runs torch on one thread gets one here too.
         "#pragma omp parallel if (blocks > 1)",
         "{",
-        f"  float* const ar = aotcuda_fft::scratch({plane});",
+        f"  float* const ar = aotcuda_fft::scratch({4 * plane + 4 * small});",
         f"  float* const ai = ar + {plane}; float* const br = ai + {plane}; float* const bi = br + {plane};",
+        f"  float* const c0r = bi + {plane}; float* const c0i = c0r + {small}; float* const c1r = c0i + {small}; "
+        f"float* const c1i = c1r + {small};",
+        "  (void)c0r; (void)c0i; (void)c1r; (void)c1i;",
         "  #pragma omp for schedule(static)",
         "  for (int64_t blk = 0; blk < blocks; ++blk) {",
         f"    const int64_t first = blk * {B};",
