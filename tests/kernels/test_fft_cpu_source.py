@@ -169,3 +169,42 @@ def test_values_near_float32s_largest_stay_finite(case, tmp_path):
     assert torch.isfinite(expected).all() and torch.isfinite(actual).all(), case
     error = ((actual - expected).norm() / expected.norm()).item()
     assert error <= 1e-6, error
+
+
+FOUR_STEP = {  # the four-step split (fft_cpu.four_step: 1024 points and more), against float64; (m1, m2) in the id
+    "c2c_1024_32x32": (1024, "c2c", False, 1024, 1024, 1.0, False),  # the first length that takes it
+    "c2c_1125_25x45_inverse_window": (1125, "c2c", True, 1125, 1125, 1 / 1125, True),  # odd m2: one column at a time
+    "r2c_2400_30x40_window": (2400, "r2c", False, 2400, 1201, 0.5, True),  # the split reads X[k] where rows leave it
+    "r2c_2400_padded_cropped": (2400, "r2c", False, 2000, 700, 1.0, False),
+    "c2r_2400_few_bins_odd_out_len": (2400, "c2r", True, 900, 2399, 1 / 2400, False),  # natural order: a pass more
+    "r2c_1215_27x45_packed": (1215, "r2c", False, 1215, 608, 1.0, False),
+    "c2r_1215_packed": (1215, "c2r", True, 608, 1215, 1.0, False),
+    "bluestein_r2c_2042_32x64_window": (2042, "r2c", False, 2042, 1022, 1.0, True),  # 1021 via 2048
+    "bluestein_c2r_2042": (2042, "c2r", True, 1022, 2042, 1 / 2042, False),
+}
+
+
+@pytest.mark.parametrize("case", FOUR_STEP, ids=list(FOUR_STEP))
+def test_four_step_matches_float64(case, tmp_path):
+    """The four-step split on rows whose transformed dim is strided (the dim outermost, its points R rows
+    apart; the scalar loads and stores) and on dense rows (the AVX2 transposes), against torch.fft in float64."""
+    n, kind, inverse, in_len, out_len, scale, has_window = FOUR_STEP[case]
+    rows = 13  # a full block of 8 and a partial one (packed: one partial block of 16)
+    generator = torch.Generator().manual_seed(len(case))
+    pair_in, pair_out = kind != "r2c", kind != "c2r"
+    window = torch.rand(in_len, generator=generator)
+    for strided in (True, False):
+        x = torch.randn(in_len, rows, 2 if pair_in else 1, generator=generator)
+        x = x.transpose(0, 1) if strided else x.transpose(0, 1).contiguous()
+        y = torch.empty(rows, out_len, 2 if pair_out else 1)
+        folder = tmp_path / ("strided" if strided else "dense")
+        folder.mkdir()
+        kernel = _build(folder, n, kind, inverse, in_len, out_len, scale, has_window, x, y, ())
+        kernel(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(window.data_ptr()), ctypes.c_void_p(y.data_ptr()),
+               ctypes.c_int64(rows))
+        source = (x if pair_in else x[..., 0]).double()
+        expected = transformed(source, 1, n, out_len, kind, inverse, scale, window.double() if has_window else None)
+        actual = (y if pair_out else y[..., 0]).double()
+        error = ((actual - expected).norm() / expected.norm()).item()
+        bluestein = bluestein_length(complex_length(n, kind)) is not None
+        assert error <= (1e-7 * math.log2(n) if bluestein else 1e-6), (strided, error)

@@ -74,12 +74,18 @@ def _butterfly8(r: int, inverse: bool) -> list[str]:
     return lines
 
 
-def _butterfly_loop(r: int, m: int, sv: int, inverse: bool, vt: str, width: int) -> list[str]:
-    """The inner loop of a stage over the sv floats of one (t2, t1): loads, the butterfly, twiddles, stores,
-    `width` floats (vector type vt) a step; no loop vectorizer needed."""
-    code = [f"  for (int64_t e = 0; e < {sv}; e += {width}) {{",
-            "    " + " ".join(f"const {vt} a{t}r = aotcuda_fft::ldv<{vt}>(x{t}r + e), "
-                              f"a{t}i = aotcuda_fft::ldv<{vt}>(x{t}i + e);" for t in range(r))]
+def _butterfly_loop(r: int, m: int, sv: int, inverse: bool, vt: str, width: int, pre: bool = False) -> list[str]:
+    """The inner loop of a stage over the sv floats of one (t2, t1): loads (times p{t}r + i·p{t}i where
+    `pre`), the butterfly, twiddles, stores, `width` floats (vector type vt) a step; no loop vectorizer
+    needed."""
+    code = [f"  for (int64_t e = 0; e < {sv}; e += {width}) {{"]
+    if pre:
+        for t in range(r):
+            code.append(f"    const {vt} u{t}r = aotcuda_fft::ldv<{vt}>(x{t}r + e), u{t}i = aotcuda_fft::ldv<{vt}>(x{t}i + e);")
+            code.append(f"    const {vt} a{t}r = u{t}r * p{t}r - u{t}i * p{t}i, a{t}i = u{t}r * p{t}i + u{t}i * p{t}r;")
+    else:
+        code.append("    " + " ".join(f"const {vt} a{t}r = aotcuda_fft::ldv<{vt}>(x{t}r + e), "
+                                      f"a{t}i = aotcuda_fft::ldv<{vt}>(x{t}i + e);" for t in range(r)))
     code.extend("    " + line for line in _butterfly(r, inverse, vt))
     code.append("    st(z0r + e, y0r); st(z0i + e, y0i);")
     for k in range(1, r):
@@ -92,10 +98,13 @@ def _butterfly_loop(r: int, m: int, sv: int, inverse: bool, vt: str, width: int)
 
 
 def _stage_code(nc: int, inverse: bool, lanes: int, src: tuple[str, str], bufs: tuple, prefix: str,
-                last: tuple[str, str] | None = None) -> tuple[list[str], list[str], tuple[str, str]]:
+                last: tuple[str, str] | None = None, src_stride: int | None = None, pre: str | None = None
+                ) -> tuple[list[str], list[str], tuple[str, str]]:
     """(static tables, statements, the plane pair holding the result) of the Stockham stages of an nc-point
-    DFT on planes [nc][lanes]: stage 0 reads the pair `src`, stage i writes bufs[i % 2] (and stage i + 1
-    reads it), the last stage `last` where given; twiddle tables named prefix0, prefix1, …"""
+    DFT on planes [nc][lanes]: stage 0 reads the pair `src` (its points src_stride floats apart where given,
+    times the complex factors pre[2·t], pre[2·t + 1] where `pre` names them: lanes = ROWS), stage i writes
+    bufs[i % 2] (and stage i + 1 reads it), the last stage `last` where given; twiddle tables named prefix0,
+    prefix1, …"""
     sign = 1.0 if inverse else -1.0
     tables, code = [], []
     length, s, (sr, si) = nc, 1, src
@@ -116,20 +125,25 @@ def _stage_code(nc: int, inverse: bool, lanes: int, src: tuple[str, str], bufs: 
             code.append(f"  const float* w = {prefix}{i} + t2 * {2 * (r - 1)};")
             for k in range(1, r):
                 code.append(f"  const float w{k}r = w[{2 * (k - 1)}], w{k}i = w[{2 * (k - 1) + 1}];")
+        stride = src_stride if i == 0 and src_stride is not None else sv
         for t1 in range(r):
-            code.append(f"  const float* __restrict__ x{t1}r = {sr} + ({t1 * m} + t2) * {sv};")
-            code.append(f"  const float* __restrict__ x{t1}i = {si} + ({t1 * m} + t2) * {sv};")
+            code.append(f"  const float* __restrict__ x{t1}r = {sr} + ({t1 * m} + t2) * {stride};")
+            code.append(f"  const float* __restrict__ x{t1}i = {si} + ({t1 * m} + t2) * {stride};")
+            if i == 0 and pre is not None:
+                code.append(f"  const float p{t1}r = {pre}[2 * ({t1 * m} + t2)], p{t1}i = {pre}[2 * ({t1 * m} + t2) + 1];")
+        scaled = i == 0 and pre is not None
+        assert not scaled or lanes == ROWS
         for k in range(r):
             code.append(f"  float* __restrict__ z{k}r = {dr} + (t2 * {r} + {k}) * {sv};")
             code.append(f"  float* __restrict__ z{k}i = {di} + (t2 * {r} + {k}) * {sv};")
         if sv % 16 == 0:  # 16 floats of one twiddle: a 512-bit register where the CPU has one
             code.append("#if defined(__AVX512F__)")
-            code.extend(_butterfly_loop(r, m, sv, inverse, "vf16", 16))
+            code.extend(_butterfly_loop(r, m, sv, inverse, "vf16", 16, scaled))
             code.append("#else")
-            code.extend(_butterfly_loop(r, m, sv, inverse, "vf8", 8))
+            code.extend(_butterfly_loop(r, m, sv, inverse, "vf8", 8, scaled))
             code.append("#endif")
         else:
-            code.extend(_butterfly_loop(r, m, sv, inverse, "vf8", 8))
+            code.extend(_butterfly_loop(r, m, sv, inverse, "vf8", 8, scaled))
         code.append("}")
         length, s, (sr, si) = m, r * s, (dr, di)
     return tables, code, (sr, si)
@@ -151,42 +165,39 @@ def _stages(nc: int, inverse: bool, natural: bool = True) -> tuple[list[str], li
 def _four_step(nc: int, m1: int, m2: int, inverse: bool, natural: bool) -> tuple[list[str], list[str], bool, object]:
     """_stages' result by the four-step split (Bailey 1990; Van Loan 1992, §3.3) nc = m1·m2, each small DFT
     in L1: X[k1 + m1·k2] = Σ_j2 W_m2^(j2·k2) · W_nc^(j2·k1) · Σ_j1 W_m1^(j1·k1) · x[j1·m2 + j2].
-    Columns: two adjacent columns j2 at a time (16 floats a point: whole cache lines) from (ar, ai) into the
-    thread's small planes c0, their m1-point stages there, times W_nc^(j2·k1), written to (br, bi) at
+    Columns: two adjacent columns j2 at a time (16 floats a point: whole cache lines) read from (ar, ai) by
+    their first stage, their m1-point stages in the thread's small planes c0, c1, written to (br, bi) at
     k1·P + j2, rows P = m2 + 2 points apart (a stride of m2 points, a power of two, would put a column's
-    points in one L1 set). Rows: row k1 of (br, bi) through its m2-point stages, back in place: X[k1 + m1·k2]
-    at k1·P + k2. Where `natural`, a pass copies X[k] to (ar, ai) at k. Two or three passes over the block's
-    planes where the stages over the whole block make one a stage, each in L2 past 256 points."""
+    points in one L1 set). Rows: row k1 of (br, bi) times W_nc^(j2·k1) as its first stage loads it, its
+    m2-point stages, back in place: X[k1 + m1·k2] at k1·P + k2. Where `natural`, a pass copies X[k] to
+    (ar, ai) at k. Two or three passes over the block's planes where the stages over the whole block make
+    one a stage, each in L2 past 256 points (docs/performance.md, branch cpu4)."""
     V, sign, P = ROWS, (1.0 if inverse else -1.0), m2 + 2
     G = 2 if m2 % 2 == 0 else 1
     lanes = V * G
-    c_tables, c_code, (cr, ci) = _stage_code(m1, inverse, lanes, ("c0r", "c0i"), (("c1r", "c1i"), ("c0r", "c0i")), "tc")
+    c_tables, c_code, (cr, ci) = _stage_code(m1, inverse, lanes, ("colr", "coli"), (("c0r", "c0i"), ("c1r", "c1i")),
+                                             "tc", src_stride=m2 * V)
     r_tables, r_code, _ = _stage_code(m2, inverse, V, ("rowr", "rowi"), (("c0r", "c0i"), ("c1r", "c1i")), "tr",
-                                      last=("rowr", "rowi"))
+                                      last=("rowr", "rowi"), pre="pre")
     values = []
-    for j2 in range(m2):
-        for k1 in range(m1):
+    for k1 in range(m1):
+        for j2 in range(m2):
             values.extend(_unit(j2 * k1, nc, sign))
     tables = c_tables + r_tables + [_table("t4", values)]
     code = [f"// four-step: {nc} = {m1} x {m2}; columns of {m1} points, {G} at a time",
             f"for (int64_t j2 = 0; j2 < {m2}; j2 += {G}) {{",
-            f"  for (int64_t j1 = 0; j1 < {m1}; ++j1) {{",
-            f"    const float* __restrict__ pr = ar + (j1 * {m2} + j2) * {V}; const float* __restrict__ pi = ai + (j1 * {m2} + j2) * {V};",
-            *[f"    st(c0r + j1 * {lanes} + {e}, ld(pr + {e})); st(c0i + j1 * {lanes} + {e}, ld(pi + {e}));"
-              for e in range(0, lanes, 8)],
-            "  }",
+            f"  const float* const colr = ar + j2 * {V}; const float* const coli = ai + j2 * {V};",
             *["  " + line for line in c_code],
             f"  for (int64_t k1 = 0; k1 < {m1}; ++k1) {{",
-            f"    float* __restrict__ pr = br + (k1 * {P} + j2) * {V}; float* __restrict__ pi = bi + (k1 * {P} + j2) * {V};"]
-    for g in range(G):
-        code += [f"    {{ const float wr = t4[2 * ((j2 + {g}) * {m1} + k1)], wi = t4[2 * ((j2 + {g}) * {m1} + k1) + 1];",
-                 f"      const vf8 yr = ld({cr} + k1 * {lanes} + {g * V}), yi = ld({ci} + k1 * {lanes} + {g * V});",
-                 f"      st(pr + {g * V}, yr * wr - yi * wi); st(pi + {g * V}, yr * wi + yi * wr); }}"]
-    code += ["  }",
-             "}",
+            f"    float* __restrict__ pr = br + (k1 * {P} + j2) * {V}; float* __restrict__ pi = bi + (k1 * {P} + j2) * {V};",
+            *[f"    st(pr + {e}, ld({cr} + k1 * {lanes} + {e})); st(pi + {e}, ld({ci} + k1 * {lanes} + {e}));"
+              for e in range(0, lanes, 8)],
+            "  }",
+            "}",
              f"// rows of {m2} points, in place",
              f"for (int64_t k1 = 0; k1 < {m1}; ++k1) {{",
              f"  float* const rowr = br + k1 * {P * V}; float* const rowi = bi + k1 * {P * V};",
+             f"  const float* const pre = t4 + k1 * {2 * m2};  // W_nc^(j2·k1), as stage 0 loads point j2",
              *["  " + line for line in r_code],
              "}",
              ]
