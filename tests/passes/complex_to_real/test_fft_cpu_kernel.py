@@ -3,7 +3,7 @@ kernels/fft_cpu.py and kernels/fft_cpu_template.py) lowered by aotcuda.lower int
 and run through aotcuda.load, against eager torch.fft on fresh random inputs (float64 where the program
 allows it): c2c, r2c and c2r, forward and inverse, a middle dim read in place, odd lengths (375, 96·…),
 zero-padding and cropping, Bluestein inside the kernel (68 = 4·17 cropped from 96, an rfft/irfft pair at
-134 = 2·67), an stft, a dynamic row count, and the op itself on bfloat16 data with a window. One compile
+134 = 2·67), the four-step split (an rfft/irfft pair at 2048, 400 points zero-padded), an stft, a dynamic row count, and the op itself on bfloat16 data with a window. One compile
 for all."""
 
 import pytest
@@ -37,13 +37,14 @@ class Transforms(torch.nn.Module):
         two_sided = torch.fft.fft(x[:, :100])  # r2c of all 100 bins (fft of a real input)
         bluestein = torch.fft.fft(torch.view_as_complex(z).movedim(1, 2), n=68)  # 68 = 4·17: Bluestein, cropped
         prime = torch.fft.irfft(torch.fft.rfft(x[:, :134]) * 2, n=134)  # 67 complex points: Bluestein, both ways
+        long = torch.fft.irfft(torch.fft.rfft(x, n=2048) * 2, n=2048)  # 1024 complex points: the four-step split
         spec = torch.stft(signal, 400, hop_length=160, window=torch.hann_window(400), return_complex=True)
         direct = torch.ops.aotcuda.fft_rows_cpu(xb, 1, 400, 201, "r2c", False, 0.5, window)
         direct_c2c = torch.ops.aotcuda.fft_rows_cpu(torch.view_as_real(middle).to(torch.bfloat16), 1, 96, 96,
                                                     "c2c", True, 1.0 / 96)
         return (filtered, torch.view_as_real(middle), torch.view_as_real(odd), odd_c2r, cropped,
                 torch.view_as_real(two_sided), torch.view_as_real(bluestein), torch.view_as_real(spec), direct,
-                direct_c2c, prime)
+                direct_c2c, prime, long)
 
 
 def _inputs(seed: int, rows: int):
@@ -73,8 +74,8 @@ def _fft_rows_cpu_nodes(program) -> int:
 def test_the_program_lowers_without_a_fallback_kernel_one_kernel_a_covered_transform(lowered):
     result, _ = lowered
     assert result.fallback_kernels == [] and result.proxy_executor_ops == []
-    # filtered 2, middle, odd, odd_r2c, odd_c2r, cropped 2, two_sided, bluestein, spec, direct 2, prime 2
-    assert _fft_rows_cpu_nodes(result.exported_program) == 15
+    # filtered 2, middle, odd, odd_r2c, odd_c2r, cropped 2, two_sided, bluestein, spec, direct 2, prime 2, long 2
+    assert _fft_rows_cpu_nodes(result.exported_program) == 17
 
 
 @pytest.mark.parametrize("rows", [6, 37, 1000])
@@ -86,7 +87,7 @@ def test_the_package_matches_eager_on_fresh_inputs(lowered, rows):
     # float64 reference of the float32 transforms: the same program in double
     want64 = Transforms()(x.double(), z.double(), signal.double(), xb, window)
     for index, (actual, expected) in [*enumerate(zip(outputs[:8], want64[:8], strict=True)),
-                                      (10, (outputs[10], want64[10]))]:
+                                      (10, (outputs[10], want64[10])), (11, (outputs[11], want64[11]))]:
         assert actual.shape == expected.shape, index
         assert _error(actual, expected) <= 1e-5, (index, _error(actual, expected))
     direct = reference(xb, None, 1, 400, 201, "r2c", False, 0.5, window)
