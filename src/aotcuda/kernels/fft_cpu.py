@@ -19,8 +19,12 @@ The kernel: the rows in blocks of V (ROWS), each block gathered into two float32
 (the block's V rows innermost: every butterfly is a V-wide vector operation), all Stockham autosort stages
 of radix 4, 2, 3, 5, 7, 11, 13 run while the block stays in L1/L2 (two ping-pong plane pairs, thread-local,
 allocated once per thread: 128 bytes a point of the stage length, 1 MiB at 8192, past L2 beyond it), then
-scattered to the output with its strides; blocks are parallel over the OpenMP threads. A stage of radix r
-on [L, s] points views them as [r, m, s] (t = m·t1 + t2), computes the r-point DFT across t1, multiplies output k1 by W_L^(t2·k1) and writes [m, r·s] (Stockham DIF, Van Loan,
+scattered to the output with its strides; blocks are parallel over the OpenMP threads. From FOUR_STEP (1024)
+points on, where a block's planes (128 bytes a point) have left L1 and each stage is a pass through L2, a DFT
+runs as the four-step split m = m1·m2 inside the block (four_step; fft_cpu_source._four_step): m2 column
+DFTs of m1 points, then m1 row DFTs of m2 points, each in L1, two passes through L2 instead of one a stage.
+A stage of radix r on [L, s] points views them as [r, m, s] (t = m·t1 + t2), computes the r-point DFT across
+t1, multiplies output k1 by W_L^(t2·k1) and writes [m, r·s] (Stockham DIF, Van Loan,
 "Computational Frameworks for the FFT", 1992, §1.7; Swarztrauber 1984): after the last stage the planes
 hold the spectrum in natural order. Twiddles are static const tables in the generated code, computed in
 float64 and rounded once to float32. r2c of an even n is the n/2-point complex transform of

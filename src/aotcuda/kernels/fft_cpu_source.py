@@ -298,38 +298,48 @@ def _copy_in(lines: list, plane_r: str, plane_i: str | None, count: int, t: str,
 
 
 def _copy_out(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, scale: str,
-              fast: bool, first: int = 0) -> None:
-    """Statements that store points first ≤ q < count of planes [q][v] (times `scale`) to each row of the
-    block (pair: plane_i at `p` past plane_r), the output dim's stride `t`: AVX2 transposes where fast."""
+              fast: bool, first: int = 0, at=None) -> None:
+    """Statements that store points first ≤ q < count of planes [q][v] (times `scale`; point q at at(q) where
+    given: _stages' order) to each row of the block (pair: plane_i at `p` past plane_r), the output dim's
+    stride `t`: AVX2 transposes where fast (8 points gathered into L1 first where `at`)."""
     V = ROWS
     if count <= first:
         return
     lines.append("{")
     lines.append(f"  int64_t done = {first};")
+    if at is not None:  # the 8 points of a transpose into gr, gi first
+        lines.append("  alignas(64) float gr[64], gi[64]; (void)gr; (void)gi;")
+        gather = (f"for (int64_t i = 0; i < 8; ++i) {{ st(gr + 8 * i, ld({plane_r} + {at('done + i')} * 8));"
+                  + (f" st(gi + 8 * i, ld({plane_i} + {at('done + i')} * 8));" if plane_i else "") + " } ")
+        point = at
+        src_r, src_i = "gr", "gi"
+    else:
+        gather, point = "", (lambda q: q)
+        src_r, src_i = f"{plane_r} + done * 8", f"{plane_i} + done * 8"
     if fast and V == 8 and count - first >= 8:
         lines.append("#if defined(__AVX2__)")
         lines.append("  float* rows8[8]; for (int v = 0; v < 8; ++v) rows8[v] = reinterpret_cast<float*>(Y) + oo[v];")
         if plane_i is None:
             lines.append(f"  if (nv == 8 && ({t}) == 1) {{")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) "
-                         f"aotcuda_fft::store_real(rows8, done, {plane_r} + done * 8, {scale});")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ {gather}"
+                         f"aotcuda_fft::store_real(rows8, done, {src_r}, {scale}); }}")
         else:
             lines.append(f"  if (nv == 8 && ({t}) == 2 && ({p}) == 1) {{  // interleaved pairs")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) "
-                         f"aotcuda_fft::store_pair(rows8, done, {plane_r} + done * 8, {plane_i} + done * 8, {scale});")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ {gather}"
+                         f"aotcuda_fft::store_pair(rows8, done, {src_r}, {src_i}, {scale}); }}")
             lines.append(f"  }} else if (nv == 8 && ({t}) == 1) {{  // planes: re, then im {p} floats on")
             lines.append("    float* imag8[8]; for (int v = 0; v < 8; ++v) imag8[v] = rows8[v] + (" + p + ");")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ "
-                         f"aotcuda_fft::store_real(rows8, done, {plane_r} + done * 8, {scale}); "
-                         f"aotcuda_fft::store_real(imag8, done, {plane_i} + done * 8, {scale}); }}")
+            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ {gather}"
+                         f"aotcuda_fft::store_real(rows8, done, {src_r}, {scale}); "
+                         f"aotcuda_fft::store_real(imag8, done, {src_i}, {scale}); }}")
         lines.append("  }")
         lines.append("#endif")
     lines.append("  for (int64_t v = 0; v < nv; ++v) {")
     lines.append("    auto* __restrict__ row = Y + oo[v];")
     lines.append(f"    for (int64_t q = done; q < {count}; ++q) {{")
-    lines.append(f"      row[q * ({t})] = static_cast<YT_T>({plane_r}[q * {V} + v] * {scale});")
+    lines.append(f"      row[q * ({t})] = static_cast<YT_T>({plane_r}[{point('q')} * {V} + v] * {scale});")
     if plane_i is not None:
-        lines.append(f"      row[q * ({t}) + ({p})] = static_cast<YT_T>({plane_i}[q * {V} + v] * {scale});")
+        lines.append(f"      row[q * ({t}) + ({p})] = static_cast<YT_T>({plane_i}[{point('q')} * {V} + v] * {scale});")
     lines.append("    }")
     lines.append("  }")
     lines.append("}")
@@ -371,8 +381,9 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     real_pairs = kind != "c2c" and n % 2 == 0
     if bluestein_length(nc) is not None:
         tables, stages, flip, at = _bluestein(nc, not fwd)
-    else:  # an even r2c's split reads X[k] where the stages leave it (at); the rest read them in order
-        tables, stages, flip, at = _stages(nc, not fwd, natural=not (kind == "r2c" and real_pairs))
+    else:  # c2c, an even r2c's split and an even c2r's store read X[k] where the stages leave it (at)
+        tables, stages, flip, at = _stages(nc, not fwd, natural=kind != "c2c" and not real_pairs)
+    mapped = None if at("k") == "k" else at  # _copy_out's at: None where X[k] lies at k
     rr, ri = ("br", "bi") if flip else ("ar", "ai")  # where the stages leave the result
     # The scale multiplies the points as they are loaded (or with the window, which multiplies them after),
     # before the stages, whose sums grow up to n-fold: a result float32 holds is not lost to an overflow.
@@ -451,7 +462,7 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         gather.append("}")
     # store
     if kind == "c2c":
-        _copy_out(store, rr, ri, out_len, "YT", "YP", one, fast)
+        _copy_out(store, rr, ri, out_len, "YT", "YP", one, fast, at=mapped)
     elif kind == "r2c" and not real_pairs:  # Z = X1 + i·X2: X1 into the other planes, X2 in place
         sr, si = ("ar", "ai") if flip else ("br", "bi")
         # X1[k] = (Z[k] + conj Z[n−k])/2, X2[k] = (Z[k] − conj Z[n−k])/2i, k and n − k together
@@ -469,10 +480,10 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         _copy_out(store, rr, None, out_len, "YT", "0", one, fast)
         _upper_rows(store, lambda lines: _copy_out(lines, ri, None, out_len, "YT", "0", one, fast))
     elif kind == "c2r":  # x[2t] = Re z[t], x[2t + 1] = Im z[t]: out written as a pair of stride 2·YT
-        _copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", one, fast)
+        _copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", one, fast, at=mapped)
         if out_len % 2:
-            last = out_len // 2
-            store.append(f"for (int64_t v = 0; v < nv; ++v) Y[oo[v] + {out_len - 1} * YT] = static_cast<YT_T>({rr}[{last * V} + v]);")
+            last = at(str(out_len // 2))
+            store.append(f"for (int64_t v = 0; v < nv; ++v) Y[oo[v] + {out_len - 1} * YT] = static_cast<YT_T>({rr}[{last} * {V} + v]);")
     else:  # r2c, even n: the split into the other planes, then the bins out (past n/2: conjugates)
         m = nc
         sr, si = ("ar", "ai") if flip else ("br", "bi")
