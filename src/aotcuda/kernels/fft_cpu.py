@@ -115,10 +115,14 @@ def four_step_planes(n: int, kind: str) -> int:
 
 
 def describe(nc: int) -> str:
-    """The kernel's stages for complex length nc, as benchmarks/fft.py shows them: 4·2·5·5, or
-    bluestein(1009 via 2048: 4·4·4·4·4·2)."""
+    """The kernel's stages for complex length nc, as benchmarks/fft.py shows them: 4·2·5·5,
+    (4·4·2)×(4·4·4·4) (the four-step split: columns × rows), or bluestein(1009 via 2048: (4·4·2)×(4·4·4))."""
     m = bluestein_length(nc)
-    stages = "·".join(map(str, radices(m or nc)))
+    split = four_step(m or nc)
+    if split is None:
+        stages = "·".join(map(str, radices(m or nc)))
+    else:
+        stages = "×".join("(" + "·".join(map(str, radices(part))) + ")" for part in split)
     return f"bluestein({nc} via {m}: {stages})" if m else stages
 
 
