@@ -151,6 +151,28 @@ def _realized(node):
     return node
 
 
+def _planes_where_free(x, dim: int):
+    """A pair x (c2c, c2r) laid out as fft_cpu.PLANES (each row's re, then its im; the batch dims in order)
+    where that costs no copy: x is a pointwise result whose layout is not fixed yet (the filter's complex
+    product before its irfft). The op that computes x then writes planes, vectorized along the points,
+    where the pair's default layout (re, im interleaved) had it transpose 2×16 blocks (docs/performance.md,
+    branch cpu4). Anything else keeps its layout: the kernel reads any strides."""
+    from torch._inductor import ir
+
+    data = getattr(x, "data", None)
+    if not (fft_cpu.PLANES and isinstance(x, ir.TensorBox) and isinstance(data, ir.StorageBox)):
+        return x
+    if ir.IRNode.is_realized_node(data.data) and not isinstance(data.data.get_layout(), ir.FlexibleLayout):
+        return x
+    rank = len(x.get_size())
+    batch = [d for d in range(rank - 1) if d != dim]
+    order = [0] * rank  # order[d]: the rank of dim d's stride, 0 the smallest
+    order[dim], order[rank - 1] = 0, 1
+    for i, d in enumerate(reversed(batch)):
+        order[d] = 2 + i
+    return ir.ExternKernel.require_stride_order(x, order)
+
+
 def _register() -> None:
     from torch._inductor.lowering import register_lowering
 
@@ -158,6 +180,8 @@ def _register() -> None:
 
     @register_lowering(torch.ops.aotcuda.fft_rows_cpu.default, type_promotion_kind=None)
     def _lower(x, dim, n, out_len, kind, inverse, scale, window=None):
+        if kind != "r2c":
+            x = _planes_where_free(x, dim)
         x = _realized(x)
         inputs = [x] if window is None else [x, _realized(window)]
         in_len = x.get_size()[dim]
