@@ -38,6 +38,20 @@ def _build(tmp_path, n, kind, inverse, in_len, out_len, scale, window, x, y, fla
     return ctypes.CDLL(str(library)).k
 
 
+def _float64_error(folder, case, x, y, window, ctype="float") -> float:
+    """The kernel of `case` (n, kind, inverse, in_len, out_len, scale, window) built and run on x [R, in_len, 1 or
+    2] into y, and its error relative to torch.fft in float64."""
+    n, kind, inverse, in_len, out_len, scale, has_window = case
+    pair_in, pair_out = kind != "r2c", kind != "c2r"
+    kernel = _build(folder, n, kind, inverse, in_len, out_len, scale, has_window, x, y, (), ctype)
+    kernel(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(window.data_ptr()), ctypes.c_void_p(y.data_ptr()),
+           ctypes.c_int64(x.shape[0]))
+    source = (x if pair_in else x[..., 0]).double()
+    expected = transformed(source, 1, n, out_len, kind, inverse, scale, window.double() if has_window else None)
+    actual = (y if pair_out else y[..., 0]).double()
+    return ((actual - expected).norm() / expected.norm()).item()
+
+
 CASES = {  # n, kind, inverse, in_len, out_len, scale, window
     "c2c_8": (8, "c2c", False, 8, 8, 1.0, False),
     "c2c_16_inverse_scaled": (16, "c2c", True, 16, 16, 0.5, False),
@@ -125,13 +139,7 @@ def test_bluestein_on_float16_rows(case, tmp_path):
     x = torch.randn(in_len, rows, 2 if pair_in else 1, generator=generator).half().transpose(0, 1)
     y = torch.empty(rows, out_len, 2 if pair_out else 1, dtype=torch.float16)
     window = torch.rand(in_len, generator=generator)
-    kernel = _build(tmp_path, n, kind, inverse, in_len, out_len, scale, has_window, x, y, (), "_Float16")
-    kernel(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(window.data_ptr()), ctypes.c_void_p(y.data_ptr()),
-           ctypes.c_int64(rows))
-    source = (x if pair_in else x[..., 0]).double()
-    expected = transformed(source, 1, n, out_len, kind, inverse, scale, window.double() if has_window else None)
-    actual = (y if pair_out else y[..., 0]).double()
-    error = ((actual - expected).norm() / expected.norm()).item()
+    error = _float64_error(tmp_path, HALF[case], x, y, window, "_Float16")
     assert error <= 1e-3, error
 
 
@@ -199,12 +207,6 @@ def test_four_step_matches_float64(case, tmp_path):
         y = torch.empty(rows, out_len, 2 if pair_out else 1)
         folder = tmp_path / ("strided" if strided else "dense")
         folder.mkdir()
-        kernel = _build(folder, n, kind, inverse, in_len, out_len, scale, has_window, x, y, ())
-        kernel(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(window.data_ptr()), ctypes.c_void_p(y.data_ptr()),
-               ctypes.c_int64(rows))
-        source = (x if pair_in else x[..., 0]).double()
-        expected = transformed(source, 1, n, out_len, kind, inverse, scale, window.double() if has_window else None)
-        actual = (y if pair_out else y[..., 0]).double()
-        error = ((actual - expected).norm() / expected.norm()).item()
+        error = _float64_error(folder, FOUR_STEP[case], x, y, window)
         bluestein = bluestein_length(complex_length(n, kind)) is not None
         assert error <= (1e-7 * math.log2(n) if bluestein else 1e-6), (strided, error)
