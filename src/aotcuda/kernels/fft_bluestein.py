@@ -19,9 +19,24 @@ The kernel holds R rows of m's tile in registers and runs, with no trip through 
 The inverse DFT is conj(DFT(conj(·))); the DFT is the symmetric matrix ω^(t·k), so its transpose, the same
 stages run backwards (each DFT block symmetric, each twiddle a diagonal), is the DFT again, and it reads the
 forward's output layout and writes its input layout: no permutation of the whole tile between the two, the
-same tables, the same paddings, a butterfly last stage the transposed pass's first. Tables (one flat tensor,
-fft_plan.bluestein_values): m's forward DFT and twiddle tables, the chirp [2, n], the spectrum [2, p1, p2, p3].
-All in float32, the products as fft_rows's (PRECISION).
+same tables, the same paddings, a butterfly last stage the transposed pass's first.
+
+An m past TILE (n in 2049…4096: m up to 8192) is not one tile (one row of 8192 values a program spilled
+registers): fft_plan.Bluestein.halves = 2 runs it as two convolutions of h = m/2 ≥ n (decimation in
+frequency). x·c is zero past n ≤ h, so with ω_m = exp(−2πi/m) (the convolution's forward sign)
+
+    DFT_m(x·c)[2k] = DFT_h(x·c)[k],   DFT_m(x·c)[2k + 1] = DFT_h(x·c·ω_m^t)[k],
+    y[t] = IDFT_h(even bins · spectrum's even bins)[t] + ω_m^(−t)·IDFT_h(odd · odd)[t]   (t < n ≤ h;
+           the IDFTs unscaled, 1/m in the spectrum),
+
+each half the pipeline above (``_half``) with its own chirps in and out (c[t]·ω_m^(±t) for the odd half) and
+spectrum bins. With float32 out the first half is stored, and the second reads it back and adds to it after
+a barrier, so that nothing of the first is held through the second (float16/bfloat16 out, whose rounding
+would be taken twice, holds it in registers); compiled for sm_90 at n = 4093, 8 warps: 144 bytes spilled a
+thread (288 holding it), where the one tile of 8192 spilled 864 (docs/performance.md). Tables (one flat
+tensor, fft_plan.bluestein_values): the DFT and twiddle tables of m's tiling (or h's), each half's chirps in
+and out [2, n] each, each half's spectrum [2, p1, p2, p3]. All in float32, the products as fft_rows's
+(PRECISION).
 """
 
 from __future__ import annotations

@@ -34,15 +34,17 @@ registers when compiled for sm_90 (a prime from 37 to 61 still takes a 64-wide t
 A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, has no
 tiling (None). Such a length runs as Bluestein's chirp-z transform inside the kernel
 (``bluestein``; kernels/fft_bluestein.py) where a convolution length m ≥ 2n − 1 up to the next power of two
-has a tiling with a tile ≤ BLUESTEIN_TILE (2·TILE: n ≤ 4096, m ≤ 8192): the cheapest such m by the same
-key (no table wider than WIDE, cost, tile), any of its tilings, a butterfly last stage included (the
-inverse DFT runs the forward's stages transposed, so both passes share the tile's layout, paddings and
-tables); describe() says "Bluestein m=135 (15→16·9→16)". ``kernel_plan`` is the tiling or else the
-Bluestein plan; ``covers`` whether there is one. Every length 1…4096 is then one kernel; only n > 4096 is
-left to the GEMM form (passes/complex_to_real/spectral). A tile past TILE (n in 2049…4096) holds one row
-in 8 warps and spills registers: measured on the H200 (docs/performance.md) it halves the GEMM form's time
-at n = 4093 but stays 2.88× cuFFT's. ``set_bluestein_tile(TILE)`` (n ≤ 2048, those lengths back to the
-GEMM form) is the A/B switch.
+has a tiling with a tile ≤ TILE (n ≤ 2048): the cheapest such m by the same key (no table wider than WIDE,
+cost, tile), any of its tilings, a butterfly last stage included (the inverse DFT runs the forward's stages
+transposed, so both passes share the tile's layout, paddings and tables); describe() says "Bluestein m=135
+(15→16·9→16)". For n in 2049…4096 (m past TILE, up to BLUESTEIN_TILE = 2·TILE) the convolution runs as
+two halves of h = m/2 ≥ n, each on a tiling of h with a tile ≤ TILE (``Bluestein.halves``: decimation in
+frequency, the odd bins' half with ω_m^(±t) folded into its chirps): "Bluestein m=8192 (2 halves of 4096:
+16·16·16)". ``kernel_plan`` is the tiling or else the Bluestein plan; ``covers`` whether there is one. Every
+length 1…4096 is then one kernel; only n > 4096 is left to the GEMM form (passes/complex_to_real/spectral).
+``set_bluestein_tile`` is the A/B switch: TILE puts n in 2049…4096 back on the GEMM form; 2·TILE with
+halves=False runs them as one tile of m (one row of up to 8192 values a program: 255 registers and spills
+on sm_90; 2.88× cuFFT's time at n = 4093 on the H200, docs/performance.md).
 
 How a launch holds the tile (``Launch``: the tiling, rows a program, warps) is ``default_launch``'s choice;
 ``tilings`` and ``launches`` list the alternatives the kernel also runs, which fft_rows.launch takes as an
@@ -432,14 +434,15 @@ def num_warps(t: Tiling | Bluestein, rows: int) -> int:
     if isinstance(t, Bluestein):
         # Compiled for sm_90 (Triton 3.9, fft_kernel_resources.py, fp32 c2c): 2039 = Bluestein m=4096 at
         # one row spilled 1272 bytes with 4 warps, 16 with 8; 1009 (m = 2048) at one row spilled none with 4.
+        # Two halves of 4096 (4093): 960 bytes with 4 warps, 144 with 8, 464 with 16.
         return 8 if rows * t.tile >= TILE else 4
     return 8 if max(t.padded) > WIDE else 4
 
 
 def default_launch(n: int, rows, processors: int = 132) -> Launch:
     """The launch the op takes for `rows` rows of length n (covered: ``kernel_plan``) on a GPU of
-    `processors` multiprocessors. A Bluestein plan takes its tiling of m's rows a program; a tile past TILE
-    (m > 4096: n > 2048) one row of 8 warps."""
+    `processors` multiprocessors. A Bluestein plan takes its tiling's rows a program (m's, or a half's: one
+    row of 8 warps for n > 2048)."""
     t = kernel_plan(n)
     r = rows_per_program(t, rows, processors)
     return Launch(t, r, num_warps(t, r))
