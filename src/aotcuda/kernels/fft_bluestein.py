@@ -152,9 +152,10 @@ if HAVE_TRITON:
                 # c2c: 144 bytes spilled a thread against 456 held in registers; fft_kernel_resources.py).
                 _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, scale, os_t, os_p, KIND)
                 tl.debug_barrier()
-                # rows // (rows + 1) is 0 (rows ≥ 1), which the compiler cannot see: the indices and addresses
-                # below are recomputed rather than held from the first half (288 → 144 bytes spilled).
-                zero = (rows // (rows + 1)).to(tl.int32)
+                # rows // (rows + 1) is 0 (1 ≤ rows < 2**63), which the compiler cannot see: the indices and
+                # addresses below are recomputed rather than held from the first half (328 → 144 bytes spilled).
+                many = tl.cast(rows, tl.int64)
+                zero = (many // (many + 1)).to(tl.int32)
                 x_row, o_row, row_ok = _row_offsets(R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3,
                                                     os0, os1, os2, os3)
                 t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
