@@ -74,7 +74,7 @@ ROWS_TILE = 2048  # the tile a program of several rows aims at (4 warps; 8 for a
 # against 1126 µs as DFT products (benchmarks/results/fft-h200-torch2.11-session15-bluestein.md).
 BLUESTEIN_TILE = 2 * TILE
 # An m past TILE as two interleaved halves of h = m/2 ≥ n, each ≤ TILE (``Bluestein.halves``); False: one
-# tile of up to BLUESTEIN_TILE (one row of 8 192 values a program: 255 registers and 1.3 KB spilled on sm_90,
+# tile of up to BLUESTEIN_TILE (one row of 8192 values a program: 255 registers and 1.3 KB spilled on sm_90,
 # 2.88× cuFFT at 4093), kept for A/B until the halves are timed on the H200.
 BLUESTEIN_HALVES = True
 
@@ -225,7 +225,7 @@ def bluestein_values(p: Bluestein, inverse: bool) -> torch.Tensor:
     ω_m = exp(−2πi/m), the convolution's own forward sign), then for each half s the spectrum of the
     convolution kernel b[j] = conj(c[|j|]) (|j| < n, wrapped mod m) divided by m at its bins S·k + s, laid
     out as the forward DFT of h leaves its output: [2, p1, p2, p3] at (k1, k2, k3), k = k1 + a·k2 + a·b·k3,
-    zero in the padding. S = 1: one chirp, in and out alike, and the whole spectrum."""
+    zero in the padding. S = 1: the chirp c[t] twice (in and out alike) and the whole spectrum."""
     n, m, t, halves = p.n, p.m, p.tiling, p.halves
     index = torch.arange(n, dtype=torch.int64)
     every = torch.ones(n, dtype=torch.bool)
