@@ -391,7 +391,7 @@ if HAVE_TRITON:
         p1, p2, p3 = config.tiling.padded
         if isinstance(config.tiling, Bluestein):
             from aotcuda.kernels.fft_bluestein import _bluestein_kernel as kernel
-            own = {}
+            own = dict(HALVES=config.tiling.halves)
         else:
             kernel, own = _fft_rows_kernel, dict(INVERSE=direction(kind, inverse))
         launcher(kernel)[((rows + per_program - 1) // per_program,)](
