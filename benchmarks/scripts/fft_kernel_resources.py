@@ -49,7 +49,8 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
     a, b, c = plan.factors
     p1, p2, p3 = plan.padded
     constants = dict(N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=fft_rows.KINDS.index(kind),
-                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window)
+                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window,
+                     SCALED=kind == "c2r")  # as torch.fft's default norm: the inverse scaled by 1/n
     bluestein = isinstance(plan, fft_plan.Bluestein)
     if not bluestein:
         constants["INVERSE"] = fft_rows.direction(kind, False)

@@ -14,7 +14,7 @@ The kernel holds R rows of m's tile in registers and runs, with no trip through 
     the forward DFT of m (fft_rows's own stages)         → the tile at (k1, k2, k3), k = k1 + a·k2 + a·b·k3
     times DFT_m(b)/m at (k1, k2, k3), conjugated
     the forward DFT of m again, its stages transposed    → the tile at (t2, t3, t1), t = b·c·t1 + c·t2 + t3
-    conjugated, times c[t]; the first out_len points stored (c2r: the real part), times scale
+    conjugated, times c[t]; the first out_len points stored (c2r: the real part); the scale taken at the load
 
 The inverse DFT is conj(DFT(conj(·))); the DFT is the symmetric matrix ω^(t·k), so its transpose, the same
 stages run backwards (each DFT block symmetric, each twiddle a diagonal), is the DFT again, and it reads the
@@ -102,16 +102,16 @@ if HAVE_TRITON:
         return tl.reshape(yr, (R, P2, P3, P1)), tl.reshape(yi, (R, P2, P3, P1))
 
     @triton.jit
-    def _half(X, Window, Tables, x_row, t, inside, in_len, xs_t, xs_p, ws, IN: tl.constexpr, OUT: tl.constexpr,
+    def _half(X, Window, Tables, x_row, t, inside, in_len, xs_t, xs_p, ws, scale, IN: tl.constexpr, OUT: tl.constexpr,
               SPECTRUM: tl.constexpr, N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
               P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr, KIND: tl.constexpr,
-              PRECISION: tl.constexpr, WINDOW: tl.constexpr):
+              PRECISION: tl.constexpr, WINDOW: tl.constexpr, SCALED: tl.constexpr):
         """One convolution on the tiling (A, B, C) padded (P1, P2, P3): the rows loaded at points t (`inside`:
         a row's) times the chirp in at Tables + IN, the forward stages, times the spectrum at SPECTRUM
         (conjugated), the transposed stages, conjugated, times the chirp out at OUT: [R, P2, P3, P1] at
         (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3 (zero where not `inside`)."""
         TILE: tl.constexpr = P1 * P2 * P3
-        xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N, KIND, WINDOW)
+        xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, scale, N, KIND, WINDOW, SCALED)
         # Tables read in the tile's own shape (0 · x_row): a broadcast row spills registers on sm_90.
         cr = tl.load(Tables + IN + (t + 0 * x_row), mask=inside, other=0.0)
         ci = tl.load(Tables + IN + N + (t + 0 * x_row), mask=inside, other=0.0)
@@ -136,7 +136,7 @@ if HAVE_TRITON:
                           N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                           P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
                           KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
-                          HALVES: tl.constexpr):
+                          SCALED: tl.constexpr, HALVES: tl.constexpr):
         # fft_rows's arguments; N the transform's length, (A, B, C) padded (P1, P2, P3) the tiling of m / HALVES.
         x_row, o_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3)
         CHIRP: tl.constexpr = 2 * (P1 * P1 + P2 * P2 + P3 * P3 + P2 * P1 + P3 * P1 + P3 * P2)
@@ -144,13 +144,13 @@ if HAVE_TRITON:
         TILE: tl.constexpr = P1 * P2 * P3
         # The tile [R, P2, P3, P1] at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3: the points t < N of a row.
         t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
-        yr, yi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, CHIRP, CHIRP + 2 * N,
-                       SPECTRUM, N, A, B, C, P1, P2, P3, R, KIND, PRECISION, WINDOW)
+        yr, yi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale, CHIRP,
+                       CHIRP + 2 * N, SPECTRUM, N, A, B, C, P1, P2, P3, R, KIND, PRECISION, WINDOW, SCALED)
         if HALVES == 2:  # the odd bins' half, added to the even ones' (fft_plan.Bluestein)
             if Out.dtype.element_ty == tl.float32:
                 # The first half stored and read back: nothing of it held through the second (sm_90, 4093
                 # c2c: 144 bytes spilled a thread against 456 held in registers; fft_kernel_resources.py).
-                _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, scale, os_t, os_p, KIND)
+                _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, os_t, os_p, KIND)
                 tl.debug_barrier()
                 # rows // (rows + 1) is 0 (1 ≤ rows < 2**63), which the compiler cannot see: the indices and
                 # addresses below are recomputed rather than held from the first half (328 → 144 bytes spilled).
@@ -160,19 +160,19 @@ if HAVE_TRITON:
                                                     os0, os1, os2, os3)
                 t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
                 t = t + zero
-                vr, vi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, CHIRP + 4 * N,
-                               CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R, KIND, PRECISION, WINDOW)
+                vr, vi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale,
+                               CHIRP + 4 * N, CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R,
+                               KIND, PRECISION, WINDOW, SCALED)
                 at = Out + o_row + t.to(tl.int64) * os_t
                 stored = in_tile & (t < out_len)
-                scale = tl.cast(scale, tl.float32)
-                yr = vr * scale + tl.load(at, mask=stored, other=0.0)
-                yi = vi * scale
+                yr = vr + tl.load(at, mask=stored, other=0.0)
+                yi = vi
                 if KIND != 2:
                     yi += tl.load(at + os_p, mask=stored, other=0.0)
-                scale = 1.0
             else:  # float16 or bfloat16 out: the first half held in float32 registers
-                vr, vi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, CHIRP + 4 * N,
-                               CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R, KIND, PRECISION, WINDOW)
+                vr, vi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale,
+                               CHIRP + 4 * N, CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R,
+                               KIND, PRECISION, WINDOW, SCALED)
                 yr += vr
                 yi += vi
-        _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, scale, os_t, os_p, KIND)
+        _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, os_t, os_p, KIND)
