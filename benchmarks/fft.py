@@ -29,7 +29,9 @@ generates too) of the ExportedProgram's module, float32 unless said:
   which no tiling of kernels/fft_plan.py covers), which the kernel form runs as Bluestein inside one
   aotcuda::fft_rows kernel a transform (kernels/fft_bluestein.py) and the GEMM form as several DFT products.
   --bluestein-tile sets fft_plan.BLUESTEIN_TILE in every process: 8192 (the module's default: n ≤ 4096,
-  m ≤ 8192) or 4096 (n ≤ 2048, so 4093 stays DFT products: the setting before, for A/B).
+  m ≤ 8192) or 4096 (n ≤ 2048, so 4093 stays DFT products: the setting before, for A/B); --bluestein-halves
+  fft_plan.BLUESTEIN_HALVES: yes (the default: an m past 4096 as two halves of m/2) or no (one tile of m, up
+  to 8192 values in one program: the form before, for A/B).
 "library" compiles the exported program as it is (Inductor calls pocketfft/cuFFT for the FFT ops);
 "aotcuda" compiles it after the pass, once per form (--forms, CUDA only; one row each): "gemm", the DFT
 products of spectral/transform.py, and "kernel", one aotcuda::fft_rows Triton kernel per transform
@@ -283,7 +285,7 @@ def run_case(program: str, key, args, lock=None) -> list[dict]:
     """Export, rewrite (once per form), compile and warm the programs (in parallel with other cases), then
     measure under `lock` (one case on the device at a time): one row per form and timed input."""
     torch._dynamo.config.cache_size_limit = 64
-    fft_plan.set_bluestein_tile(args.bluestein_tile)  # in this process (a spawned worker's too)
+    fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")  # in this process (a spawned worker's too)
     model, x, dynamic_shapes, timed = make_case(program, key, args)
     model = model.to(args.device)
     x, timed = x.to(args.device), [t.to(args.device) for t in timed]
@@ -403,6 +405,9 @@ def main() -> None:
     parser.add_argument("--bluestein-tile", type=int, choices=[fft_plan.TILE, 2 * fft_plan.TILE],
                         default=fft_plan.BLUESTEIN_TILE, help="kernels/fft_plan.py's BLUESTEIN_TILE for the run "
                         "(default the module's, 8192: Bluestein up to n = 4096; 4096: up to n = 2048)")
+    parser.add_argument("--bluestein-halves", choices=["yes", "no"], default="yes" if fft_plan.BLUESTEIN_HALVES else "no",
+                        help="kernels/fft_plan.py's BLUESTEIN_HALVES for the run (default yes: an m past 4096 as two "
+                        "halves of m/2; no: one tile of m)")
     parser.add_argument("--forms", nargs="+", choices=["gemm", "kernel"], default=None,
                         help="the pass's forms on CUDA, a row each (default: gemm and, where Triton is installed, "
                              "kernel); the CPU always takes its stages")
@@ -434,6 +439,7 @@ def main() -> None:
     header = dict(machine=machine, torch=torch.__version__, library=library, forms=_forms(args), signals=args.signals,
                   batch=args.batch, seconds=args.seconds, programs=args.programs, dynamic_seconds=args.dynamic_seconds,
                   dynamic_max_seconds=args.dynamic_max_seconds, bluestein_tile=args.bluestein_tile,
+                  bluestein_halves=args.bluestein_halves,
                   repeat=args.repeat, min_run_time=args.min_run_time,
                   started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     rows = []

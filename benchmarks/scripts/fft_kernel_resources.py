@@ -6,13 +6,16 @@ Hopper's wgmma. Runs on any machine with Triton (its bundled ptxas); no device i
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 64 400 --kinds c2c r2c c2r --arch 90
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 400 --kinds r2c --windows yes   # stft's
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 67 1009 2039 4093  # Bluestein
+    python3 benchmarks/scripts/fft_kernel_resources.py --sizes 4093 --windows no --warps 4 8 16 --bluestein-halves no
 
 "window yes" compiles the kernel with its window operand (stft's window multiply, fused; c2c and r2c). A
 length no tiling covers compiles the Bluestein kernel (kernels/fft_bluestein.py); --bluestein-tile sets
-fft_plan.BLUESTEIN_TILE for the run (default the module's, 8192: n up to 4096, m up to 8192; 4096: n up to 2048).
+fft_plan.BLUESTEIN_TILE for the run (default the module's, 8192: n up to 4096, m up to 8192; 4096: n up to 2048),
+--bluestein-halves fft_plan.BLUESTEIN_HALVES (yes, the default: an m past 4096 as two halves of m/2; no: one
+tile of m). --warps compiles each case at each of these warps instead of the default launch's.
 
-A stack above 0 means spilled registers; a thread over 128 registers leaves one program of 8 warps per
-multiprocessor (65536 registers). The tile choices of kernels/fft_plan.py (WIDE, ROWS_TILE) were made
+A stack above 0 means spilled registers (LDL/STL: the spill loads and stores in the machine code); a thread
+over 128 registers leaves one program of 8 warps per multiprocessor (65536 registers). The tile choices of kernels/fft_plan.py (WIDE, ROWS_TILE) were made
 from this table; their speed is measured by benchmarks/fft.py --forms kernel on the H200.
 """
 
@@ -37,17 +40,22 @@ INTEGERS = ("size0", "size1", "size2", "size3", "xs0", "xs1", "xs2", "xs3", "xs_
             "os0", "os1", "os2", "os3", "os_t", "os_p", "ws")
 
 
-def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: bool = False) -> dict:
-    """The kernel as launch() would start it for `rows` rows of length n, compiled to a cubin."""
+def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: bool = False,
+                   warps: int | None = None) -> dict:
+    """The kernel as launch() would start it for `rows` rows of length n (with `warps`, where given, instead of
+    the default launch's), compiled to a cubin."""
     launch = default_launch(n, rows)
-    plan, per_program, warps = launch.tiling, launch.rows, launch.warps
+    plan, per_program, warps = launch.tiling, launch.rows, warps or launch.warps
     a, b, c = plan.factors
     p1, p2, p3 = plan.padded
     constants = dict(N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=fft_rows.KINDS.index(kind),
-                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window)
+                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window,
+                     SCALED=kind == "c2r")  # as torch.fft's default norm: the inverse scaled by 1/n
     bluestein = isinstance(plan, fft_plan.Bluestein)
     if not bluestein:
         constants["INVERSE"] = fft_rows.direction(kind, False)
+    else:
+        constants["HALVES"] = plan.halves
     signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "rows": "i64", "in_len": "i32",
                  "out_len": "i32", "scale": "fp32", **{name: "i64" for name in INTEGERS},
                  **{name: "constexpr" for name in constants}}
@@ -58,8 +66,10 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
         cubin.write(kernel.asm["cubin"])
         cubin.flush()
         usage = subprocess.run([CUOBJDUMP, "-res-usage", cubin.name], capture_output=True, text=True).stdout
+        sass = subprocess.run([CUOBJDUMP, "-sass", cubin.name], capture_output=True, text=True).stdout
     registers, stack = re.search(r"REG:(\d+) STACK:(\d+)", usage).groups()
     return dict(tiling=plan.describe(), rows=per_program, warps=warps, registers=int(registers), stack=int(stack),
+                spill_loads=len(re.findall(r"\bLDL\b", sass)), spill_stores=len(re.findall(r"\bSTL\b", sass)),
                 shared=kernel.metadata.shared, wgmma="warp_group_dot" in kernel.asm["ttgir"])
 
 
@@ -73,19 +83,25 @@ def main() -> None:
     parser.add_argument("--arch", type=int, default=90, help="compute capability × 10 (90: H100/H200)")
     parser.add_argument("--rows", type=int, default=1 << 20, help="rows of the launch (few rows: fewer a program)")
     parser.add_argument("--bluestein-tile", type=int, default=fft_plan.BLUESTEIN_TILE,
-                        help="fft_plan.BLUESTEIN_TILE for this run: the largest tile of a Bluestein length's m")
+                        help="fft_plan.BLUESTEIN_TILE for this run: the largest m of a Bluestein length")
+    parser.add_argument("--bluestein-halves", choices=["yes", "no"], default="yes" if fft_plan.BLUESTEIN_HALVES else "no",
+                        help="fft_plan.BLUESTEIN_HALVES: an m past 4096 as two halves (yes) or one tile (no)")
+    parser.add_argument("--warps", type=int, nargs="+", default=[None],
+                        help="warps a program (default: the default launch's), a row each")
     args = parser.parse_args()
-    fft_plan.set_bluestein_tile(args.bluestein_tile)
+    fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")
     print(f"sm_{args.arch}, Triton {triton.__version__}, {args.rows} rows")
-    print("| n | kind | window | dtype | tiling | rows a program | warps | registers | stack (spilled) | shared | wgmma |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| n | kind | window | dtype | tiling | rows a program | warps | registers | stack (spilled) | LDL/STL | shared "
+          "| wgmma |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         for kind in args.kinds:
             for window in [w for w in args.windows if kind != "c2r" or w == "no"]:
-                for dtype in args.dtypes:
-                    r = compile_kernel(n, kind, dtype, args.arch, args.rows, window == "yes")
+                for dtype, warps in [(d, w) for d in args.dtypes for w in args.warps]:
+                    r = compile_kernel(n, kind, dtype, args.arch, args.rows, window == "yes", warps)
                     print(f"| {n} | {kind} | {window} | {dtype} | {r['tiling']} | {r['rows']} | {r['warps']} | {r['registers']} | "
-                          f"{r['stack']} | {r['shared']} | {'yes' if r['wgmma'] else 'no'} |", flush=True)
+                          f"{r['stack']} | {r['spill_loads']}/{r['spill_stores']} | {r['shared']} | "
+                          f"{'yes' if r['wgmma'] else 'no'} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ through ``fft_rows.launch(..., config=)`` with that tiling's tables. The op's de
 Each (n, rows) gets an equal share of what is left of --budget (seconds, compiles included: a new launch is
 a Triton compile of a second or two); the cuFFT row and the default launch always run, the others in order
 until the share is spent (the table says how many were left out).
+A Bluestein length (fft_plan.bluestein) runs its default launch only; --bluestein-halves no puts m past 4096
+back on one tile, for A/B.
 
 Times: --graph (default) replays a CUDA graph of --reps calls and divides (no launch overhead: the kernels
 alone), the median of --samples replays; --no-graph times --reps back-to-back calls with CUDA events
@@ -206,16 +208,20 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20, help="calls a measurement")
     parser.add_argument("--samples", type=int, default=7, help="measurements, the median kept")
     parser.add_argument("--json", default=None, help="write every row here")
+    parser.add_argument("--bluestein-halves", choices=["yes", "no"], default=None,
+                        help="a Bluestein length (its default launch only) with m past 4096 as two halves (yes, the "
+                             "default) or one tile (no): fft_plan.set_bluestein_tile's halves")
     args = parser.parse_args()
     started = time.perf_counter()
     if args.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         parser.error("--device cpu runs the kernel in Triton's interpreter: set TRITON_INTERPRET=1")
     if not fft_rows.HAVE_TRITON:
         parser.error("aotcuda::fft_rows is a Triton kernel: install Triton")
-    uncovered = [n for n in args.sizes if fft_plan.tiling(n) is None]
+    if args.bluestein_halves is not None:
+        fft_plan.set_bluestein_tile(fft_plan.BLUESTEIN_TILE, halves=args.bluestein_halves == "yes")
+    uncovered = [n for n in args.sizes if fft_plan.kernel_plan(n) is None]
     if uncovered:
-        parser.error(f"no tiling covers {uncovered} (kernels/fft_plan.py: prime factors ≤ 61, n ≤ 4096; a Bluestein "
-                     f"length runs its default launch only: benchmarks/fft.py --programs filter_bluestein)")
+        parser.error(f"the kernel covers none of {uncovered} (kernels/fft_plan.py: n ≤ 4096)")
     cuda = args.device != "cpu"
     if cuda:
         device = torch.device(args.device)

@@ -210,3 +210,51 @@ def test_four_step_matches_float64(case, tmp_path):
         error = _float64_error(folder, FOUR_STEP[case], x, y, window)
         bluestein = bluestein_length(complex_length(n, kind)) is not None
         assert error <= (1e-7 * math.log2(n) if bluestein else 1e-6), (strided, error)
+
+
+def test_planes_it_cannot_allocate_raise_instead_of_being_written_through(tmp_path):
+    """A transform past 16384 points allocates its planes for the one call: where that allocation fails (here
+    an address-space limit set just before the call), the kernel throws a C++ exception that names the bytes,
+    which AOTInductor's run turns into an error code, instead of writing through a null pointer. Run in a
+    small C++ driver of its own, one OpenMP thread, so that the limit meets only the planes."""
+    n, rows = 32768, 9
+    x, y = torch.empty(rows, n, 2), torch.empty(rows, n, 2)
+    pre, body = fft_cpu_source.kernel_body(
+        n, "c2c", False, n, n, 1.0, False, ["R"], [str(x.stride(0))], [str(y.stride(0))],
+        "2", "1", "2", "1", "1", "0", "0", "float", True)
+    driver = r"""
+#include <cstdio>
+#include <vector>
+#include <sys/resource.h>
+int main(int argc, char**) {
+  std::vector<float> x(%(size)d, 1.0f), y(%(size)d);
+  if (argc > 1) {  // the address space in use now, plus 1 MiB: less than the planes' 4 MiB
+    rlimit limit{};
+    FILE* f = std::fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!f || std::fscanf(f, "%%lu", &pages) != 1) return 3;
+    std::fclose(f);
+    limit.rlim_cur = limit.rlim_max = pages * 4096UL + (1UL << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) return 4;
+  }
+  try {
+    k(x.data(), nullptr, y.data(), %(rows)d);
+  } catch (const std::exception& e) {
+    std::printf("caught: %%s\n", e.what());
+    return 2;
+  }
+  std::printf("ran: %%g\n", static_cast<double>(y[0]));
+  return 0;
+}
+""" % {"size": x.numel(), "rows": rows}
+    source = tmp_path / "driver.cpp"
+    source.write_text(pre + 'void k(const float* X, const float* WIN, float* Y, int64_t R) {\n' + body + "\n}\n"
+                      + driver)
+    program = tmp_path / "driver"
+    subprocess.check_call([COMPILER, "-O1", "-march=native", "-fopenmp", str(source), "-o", str(program)])
+    environment = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    free = subprocess.run([str(program)], env=environment, capture_output=True, text=True, timeout=120)
+    assert free.returncode == 0 and free.stdout == f"ran: {n}\n", free  # all ones: X[0] = n
+    limited = subprocess.run([str(program), "limit"], env=environment, capture_output=True, text=True, timeout=120)
+    assert limited.returncode == 2, limited
+    assert "caught: aotcuda::fft_rows_cpu: out of memory" in limited.stdout and "bytes of planes" in limited.stdout

@@ -7,11 +7,13 @@ plan fft_plan.bluestein), against torch.fft in float64 on fresh random rows.
   chirp); the default launches; the op's CPU implementation at such lengths.
 - In Triton's interpreter (a subprocess): every case of test_fft_rows_kernel.check (c2c forward and inverse,
   r2c, c2r from fewer and more bins, a scale, a middle and a first dim, a planar pair, padded and cropped) at
-  LENGTHS in float32, bfloat16 in and out at 67, stft's window and overlapping frames, and n = 2049 (m's
-  tile past 4096: BLUESTEIN_TILE = 8192, the default) on a few rows.
-- On CUDA (the H200): the kernel at LENGTHS and 2039 in float32, float16 and bfloat16; n = 2049 and 4093
-  (m's tile past 4096) in float32 (a spectral filter of n = 1009 lowered with the kernel form against
-  eager: test_fft_rows_kernel.py).
+  LENGTHS in float32, bfloat16 in and out at 67, stft's window and overlapping frames; n in 2049…4096 (m past
+  4096: two halves of m/2, fft_plan.Bluestein.halves) on one or two rows a case (_halves_cases: every kind,
+  a window, a strided middle dim, float32 to 1e-6 and float16 and bfloat16, whose first half the kernel
+  holds in registers where float32's is stored and read back), and check()'s cases at 4093 in float32.
+- On CUDA (the H200): the kernel at LENGTHS and 2039 in float32, float16 and bfloat16; n = 2049, 4093 and
+  4094 (m past 4096) in float32, float16 and bfloat16 (a spectral filter of n = 1009 lowered with the kernel
+  form against eager: test_fft_rows_kernel.py).
 """
 
 import importlib.util
@@ -23,7 +25,7 @@ import torch
 from aotcuda.kernels import fft_plan, fft_rows
 from comparisons import relative_error
 from interpreted import run_code
-from test_fft_rows_kernel import TOLERANCE, _stages_in_float64, cases, check, check_windowed, windowed_cases
+from test_fft_rows_kernel import TOLERANCE, _stages_in_float64, cases, check, check_windowed, expected, windowed_cases
 
 # 67 = a prime: m = 135 (15→16·9→16); 194 = 97·2: m = 390 with a radix-2 butterfly last (the transposed
 # pass's first); 1009: m = 2048 (32·16·4b)
@@ -34,10 +36,12 @@ NEEDS_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None, re
 def test_lengths_with_a_prime_factor_above_61_up_to_4096_have_a_bluestein_plan():
     for n, want in [(67, "Bluestein m=135 (15→16·9→16)"), (194, "Bluestein m=390 (15→16·13→16·2b)"),
                     (1009, "Bluestein m=2048 (32·16·4b)"), (2039, "Bluestein m=4096 (16·16·16)"),
-                    (4093, "Bluestein m=8192 (32·16·16)")]:
+                    (2049, "Bluestein m=4160 (2 halves of 2080: 16·13→16·10→16)"),
+                    (3001, "Bluestein m=6144 (2 halves of 3072: 16·16·12→16)"),
+                    (4093, "Bluestein m=8192 (2 halves of 4096: 16·16·16)")]:
         plan = fft_plan.kernel_plan(n)
         assert fft_plan.tiling(n) is None and isinstance(plan, fft_plan.Bluestein) and plan.describe() == want
-        assert 2 * n - 1 <= plan.m and plan.tile <= fft_plan.BLUESTEIN_TILE and fft_plan.covers(n)
+        assert 2 * n - 1 <= plan.m and plan.tile <= fft_plan.TILE and fft_plan.covers(n)
         assert fft_rows.supports(torch.zeros(2, n, 2), 1, n, "c2c") and fft_rows.supports(torch.zeros(n), 0, n, "r2c")
     for n in (64, 1000, 4096):  # a tiling: no Bluestein
         assert fft_plan.bluestein(n) is None and fft_plan.kernel_plan(n) == fft_plan.tiling(n)
@@ -47,30 +51,44 @@ def test_lengths_with_a_prime_factor_above_61_up_to_4096_have_a_bluestein_plan()
     assert all(fft_plan.covers(n) for n in range(1, 4097))
 
 
-def test_the_default_tile_of_8192_takes_lengths_to_4096_and_a_tile_of_4096_takes_them_back():
-    assert fft_plan.BLUESTEIN_TILE == 2 * fft_plan.TILE
-    for n in (2049, 2 * 1031, 17 * 17 * 13, 4093):  # m's tile past 4096
-        assert fft_plan.bluestein(n).tile > fft_plan.TILE and fft_plan.covers(n), n
+def test_lengths_past_2048_run_as_two_halves_of_at_most_4096_and_the_switch_takes_them_back():
+    """m > TILE: two halves of h = m/2 ≥ n, each tile ≤ TILE (BLUESTEIN_HALVES); set_bluestein_tile(TILE) puts
+    n > 2048 back on the GEMM form, set_bluestein_tile(2·TILE, halves=False) on one tile of m (the A/B)."""
+    assert fft_plan.BLUESTEIN_TILE == 2 * fft_plan.TILE and fft_plan.BLUESTEIN_HALVES
+    for n in (2049, 2053, 2 * 1031, 3001, 17 * 17 * 13, 4093, 4094, 4095):
+        plan = fft_plan.bluestein(n)
+        assert plan.halves == 2 and plan.tiling.n >= n and plan.m == 2 * plan.tiling.n, n
+        assert plan.tile <= fft_plan.TILE < plan.m and fft_plan.covers(n), n
+        assert plan.cost() == 4 * plan.tiling.cost()
+    for n in range(2, 2049):  # m ≤ 4096: one tile, as before
+        assert fft_plan.bluestein(n) is None or fft_plan.bluestein(n).halves == 1, n
     launch = fft_plan.default_launch(4093, 1 << 20)
     assert (launch.rows, launch.warps, launch.problem()) == (1, 8, None)
-    before = fft_plan.BLUESTEIN_TILE
+    before = fft_plan.BLUESTEIN_TILE, fft_plan.BLUESTEIN_HALVES
     try:
-        fft_plan.set_bluestein_tile(fft_plan.TILE)  # the A/B switch: n ≤ 2048
+        fft_plan.set_bluestein_tile(fft_plan.TILE)  # n ≤ 2048
         for n in (2049, 2 * 1031, 17 * 17 * 13, 4093):
             assert fft_plan.bluestein(n) is None and not fft_plan.covers(n), n
         assert fft_plan.bluestein(2039).describe() == "Bluestein m=4096 (16·16·16)"
-        assert "a tile ≤ 4096" in launch.problem()
+        fft_plan.set_bluestein_tile(2 * fft_plan.TILE, halves=False)  # one tile of m ≤ 8192, one row of 8 warps
+        one = fft_plan.bluestein(4093)
+        assert one.describe() == "Bluestein m=8192 (32·16·16)" and one.halves == 1 and one.tile > fft_plan.TILE
+        assert fft_plan.default_launch(4093, 1 << 20).problem() is None
+        assert fft_plan.bluestein(2039).describe() == "Bluestein m=4096 (16·16·16)"
     finally:
-        fft_plan.set_bluestein_tile(before)
-    assert fft_plan.bluestein(4093).describe() == "Bluestein m=8192 (32·16·16)"
+        fft_plan.set_bluestein_tile(*before)
+    assert fft_plan.bluestein(4093).describe() == "Bluestein m=8192 (2 halves of 4096: 16·16·16)"
     with pytest.raises(ValueError, match="BLUESTEIN_TILE must be"):
         fft_plan.set_bluestein_tile(16384)
+    short = fft_plan.Bluestein(3001, fft_plan.tiling(3000), 2)  # h < n: x·c would wrap into the other half
+    assert "m = 6000 must be at least 2n − 1 = 6001" in fft_plan.Launch(short, 1, 8).problem()
+    assert "halves = 3 must be 1 or 2" in fft_plan.Launch(fft_plan.Bluestein(2049, fft_plan.tiling(4096), 3), 1, 8).problem()
 
 
 def test_the_default_launches_and_a_launch_that_cannot_run():
     """Bluestein holds two DFTs' values: half the rows a tiling of m would take, 8 warps for a tile of 4096 or 8192
     (compiled for sm_90: fft_kernel_resources.py); its launches are its default only (not yet swept)."""
-    for n, want in [(67, (4, 4)), (194, (2, 4)), (1009, (1, 4)), (2039, (1, 8)), (4093, (1, 8))]:
+    for n, want in [(67, (4, 4)), (194, (2, 4)), (1009, (1, 4)), (2039, (1, 8)), (2049, (1, 8)), (4093, (1, 8))]:
         launch = fft_plan.default_launch(n, 1 << 20)
         assert (launch.rows, launch.warps) == want and launch.problem() is None, n
         assert fft_plan.launches(n, 1 << 20) == [launch]
@@ -78,25 +96,28 @@ def test_the_default_launches_and_a_launch_that_cannot_run():
     assert "at least 2n − 1 = 133" in fft_plan.Launch(short, 4, 4).problem()
 
 
-@pytest.mark.parametrize("n", LENGTHS + [2039])
+@pytest.mark.parametrize("n", LENGTHS + [2039, 2049, 3001, 4093, 4094])
 @pytest.mark.parametrize("inverse", [False, True], ids=["forward", "inverse"])
 def test_the_tables_run_as_the_kernel_runs_them_rebuild_the_dft_in_float64(n, inverse):
-    """The kernel's math in float64 (the stages as test_fft_rows_kernel's _stages_in_float64): x·c, the
-    forward DFT of m (its output at tile position (k1, k2, k3)), times the spectrum block, the forward DFT
-    again on the conjugate (the transposed stages compute the same DFT), conjugated, times c."""
+    """The kernel's math in float64 (the stages as test_fft_rows_kernel's _stages_in_float64), each half s
+    of S (one, or two past m = 4096): x times the chirp in, the forward DFT of h = m/S (its output at tile
+    position (k1, k2, k3)), times the half's spectrum block, the forward DFT again on the conjugate (the
+    transposed stages compute the same DFT), conjugated, times the chirp out; the halves summed."""
     plan = fft_plan.bluestein(n)
-    t, values = plan.tiling, fft_plan.table_values(plan, inverse)
+    t, values, halves = plan.tiling, fft_plan.table_values(plan, inverse), plan.halves
     assert values.numel() == plan.table_numel()
     base = t.table_numel()
-    chirp = torch.complex(values[base: base + n], values[base + n: base + 2 * n])
-    at = base + 2 * n
-    block = torch.complex(values[at: at + plan.tile], values[at + plan.tile:]).reshape(t.padded)
+    chirps = values[base: base + halves * 4 * n].reshape(halves, 2, 2, n)  # [half, in/out, re/im, n]
+    chirps = torch.complex(chirps[:, :, 0], chirps[:, :, 1])
+    blocks = values[base + halves * 4 * n:].reshape(halves, 2, *t.padded)
     (a, b, c) = t.factors
-    spectrum = block[:a, :b, :c].permute(2, 1, 0).reshape(-1)  # k = k1 + a·k2 + a·b·k3
     x = torch.randn(3, n, dtype=torch.complex128)
-    padded = torch.nn.functional.pad(x * chirp, (0, plan.m - n))
-    y = _stages_in_float64(padded, t, False) * spectrum
-    got = (_stages_in_float64(y.conj(), t, False).conj()[:, :n]) * chirp
+    got = 0
+    for s in range(halves):
+        spectrum = torch.complex(blocks[s, 0], blocks[s, 1])[:a, :b, :c].permute(2, 1, 0).reshape(-1)  # k = k1 + a·k2 + a·b·k3
+        padded = torch.nn.functional.pad(x * chirps[s, 0], (0, t.n - n))
+        y = _stages_in_float64(padded, t, False) * spectrum
+        got = got + _stages_in_float64(y.conj(), t, False).conj()[:, :n] * chirps[s, 1]
     want = torch.fft.ifft(x, norm="forward") if inverse else torch.fft.fft(x)
     assert relative_error(torch.view_as_real(got), torch.view_as_real(want)) < 1e-12
 
@@ -124,15 +145,50 @@ def check_interpreted():
         for name, error in check_windowed(lambda x, dim, n, out_len, kind, w: fft_rows.launch(
                 x, None, dim, n, out_len, kind, False, 1.0, w), 67, 23, dtype):
             print(67, dtype, name, f"{error:.1e}")
-    n = 2049
-    z = torch.randn(2, n, 2)
-    got = fft_rows.launch(z, None, 1, n, n, "c2c", True, 0.5)
-    want = torch.view_as_real(torch.fft.ifft(torch.view_as_complex(z.double()), norm="forward") * 0.5)
-    print(n, "8192 tile c2c", f"{relative_error(got, want):.1e}")
-    half = torch.randn(2, n // 2 + 1, 2)
-    got = fft_rows.launch(half, None, 1, n, n, "c2r", True, 1.0)
-    want = torch.fft.irfft(torch.view_as_complex(half.double()), n=n, norm="forward")
-    print(n, "8192 tile c2r", f"{relative_error(got, want):.1e}")
+    check_halves_interpreted()
+
+
+def _halves_cases():
+    """(name, n, dtype, x, dim, out_len, kind, inverse, scale, window) at lengths past m = 4096 (two halves),
+    one or two rows each: the interpreter takes seconds a row at h = 4096."""
+    f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
+    pair = lambda n, dtype, rows=2: torch.randn(rows, n, 2).to(dtype)  # noqa: E731
+    middle = lambda n, dtype: torch.randn(2, 1, n, 2).to(dtype).permute(1, 2, 0, 3)  # noqa: E731  [1, n, 2, 2], rows n·2 apart
+    hann = lambda n: torch.hann_window(n, dtype=torch.float32)  # noqa: E731
+    return [
+        ("c2c", 2049, f32, pair(2049, f32), 1, 2049, "c2c", False, 1.0, None),
+        ("c2c inverse, scaled", 2053, f32, pair(2053, f32), 1, 2053, "c2c", True, 0.5, None),
+        ("c2r", 2049, f32, pair(2049 // 2 + 1, f32), 1, 2049, "c2r", True, 1.0, None),
+        ("c2c middle dim", 3001, f32, middle(3001, f32), 1, 3001, "c2c", False, 1.0, None),
+        ("r2c, window", 3001, f32, torch.randn(2, 3001), 1, 3001 // 2 + 1, "r2c", False, 1.0, hann(3001)),
+        ("c2c", 4093, f32, pair(4093, f32, 1), 1, 4093, "c2c", False, 1.0, None),
+        ("r2c middle dim, cropped", 4093, f32, torch.randn(1, 4093, 2), 1, 100, "r2c", False, 2.0, None),
+        ("c2r from fewer bins", 4094, f32, pair(1000, f32, 1), 1, 4094, "c2r", True, 1.0, None),
+        ("c2c window, padded input", 4094, f32, pair(4000, f32, 1), 1, 4094, "c2c", False, 1.0, hann(4000)),
+        ("c2c", 4093, bf16, pair(4093, bf16, 1), 1, 4093, "c2c", False, 1.0, None),
+        ("c2r", 4094, bf16, pair(4094 // 2 + 1, bf16, 1), 1, 4094, "c2r", True, 1.0, None),
+        ("r2c, window", 2049, f16, torch.randn(1, 2049).to(f16), 1, 2049 // 2 + 1, "r2c", False, 1.0, hann(2049)),
+        ("c2c inverse middle dim", 3001, f16, middle(3001, f16), 1, 3001, "c2c", True, 1 / 3001, None),
+    ]
+
+
+HALVES_TOLERANCE = {torch.float32: 1e-6, torch.float16: TOLERANCE[torch.float16], torch.bfloat16: TOLERANCE[torch.bfloat16]}
+
+
+def check_halves_interpreted():
+    """_halves_cases() against torch.fft in float64 (x times the window where one is given), one line each;
+    then check()'s cases at 4093 in float32 (35 strided rows, a planar pair, the first dim, …)."""
+    torch.manual_seed(5)
+    for name, n, dtype, x, dim, out_len, kind, inverse, scale, window in _halves_cases():
+        got = fft_rows.launch(x, None, dim, n, out_len, kind, inverse, scale, window)
+        windowed = x if window is None else (x.double().movedim(dim, -1 if kind == "r2c" else -2)
+                                             * (window.double() if kind == "r2c" else window.double()[:, None])
+                                             ).movedim(-1 if kind == "r2c" else -2, dim)
+        want = expected(windowed, dim, n, out_len, kind, inverse, scale)
+        assert got.shape == want.shape and got.dtype == dtype, (name, n, got.shape, want.shape)
+        print(n, "halves", dtype, name, f"{relative_error(got, want):.1e}", flush=True)
+    for name, error in check(lambda *args: fft_rows.launch(args[0], None, *args[1:]), 4093, torch.float32):
+        print(4093, "halves float32", name, f"{error:.1e}", flush=True)  # 35 rows a case: 2 s each
 
 
 @NEEDS_TRITON
@@ -144,11 +200,12 @@ def test_the_bluestein_kernel_matches_torch_fft_in_tritons_interpreter():
         test_fft_rows_bluestein.check_interpreted()
     """).splitlines()
     print("\n".join(lines))
-    assert len(lines) == (len(LENGTHS) + 1) * len(cases(8, torch.float32)) + 2 * len(windowed_cases(8, 2, torch.float32)) + 2
+    assert len(lines) == ((len(LENGTHS) + 1) * len(cases(8, torch.float32)) + 2 * len(windowed_cases(8, 2, torch.float32))
+                          + len(_halves_cases()) + len(cases(8, torch.float32)))
     for line in lines:
         dtype = next((d for name, d in [("bfloat16", torch.bfloat16), ("float16", torch.float16)] if name in line),
                      torch.float32)
-        assert float(line.split()[-1]) < TOLERANCE[dtype], line
+        assert float(line.split()[-1]) < (HALVES_TOLERANCE if "halves" in line else TOLERANCE)[dtype], line
 
 
 # ---- on CUDA -------------------------------------------------------------------------------------------
@@ -168,10 +225,14 @@ def test_the_cuda_bluestein_kernel_matches_torch_fft(n, dtype):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("n", [2049, 4093])
-def test_the_cuda_bluestein_kernel_past_a_tile_of_4096(n):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [2049, 4093, 4094])
+def test_the_cuda_bluestein_kernel_in_two_halves_past_m_4096(n, dtype):
     if not fft_rows.HAVE_TRITON:
         pytest.skip("Triton is not installed")
     torch.manual_seed(n)
-    for _ in check(lambda *args: torch.ops.aotcuda.fft_rows(args[0], None, *args[1:]), n, torch.float32, "cuda"):
+    for _ in check(lambda *args: torch.ops.aotcuda.fft_rows(args[0], None, *args[1:]), n, dtype, "cuda"):
+        pass
+    for _ in check_windowed(lambda x, dim, n, out_len, kind, w: torch.ops.aotcuda.fft_rows(
+            x, None, dim, n, out_len, kind, False, 1.0, w), n, n // 3, dtype, "cuda"):
         pass

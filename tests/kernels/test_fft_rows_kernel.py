@@ -358,6 +358,46 @@ def test_the_kernel_applies_the_window_and_reads_overlapping_frames_in_tritons_i
     assert len(lines) == 2 * len(WINDOWED) * len(windowed_cases(8, 2, torch.float32))
 
 
+# n, kind, inverse, scale: inputs near float32's largest value whose scaled transform float32 holds, where the
+# unscaled sums of the stages would not (norm="forward" and "backward" as torch.fft scales them); 1009 and 4093
+# are Bluestein inside the kernel (4093 in two halves).
+NEAR_LARGEST = [(1024, "c2c", False, 1 / 1024), (4096, "r2c", False, 1 / 4096), (512, "c2r", True, 1 / 512),
+                (400, "c2c", True, 1 / 400), (1009, "c2c", False, 1 / 1009), (4093, "r2c", False, 1 / 4093)]
+
+
+def check_near_largest_interpreted():
+    """Each NEAR_LARGEST case: x of 3e38 · U(0.5, 1) through the kernel; prints whether every value is finite
+    and the error against float64."""
+    torch.manual_seed(3)
+    for n, kind, inverse, scale in NEAR_LARGEST:
+        bins = n // 2 + 1
+        in_len, out_len = (bins, n) if kind == "c2r" else (n, bins if kind == "r2c" else n)
+        shape = (3, in_len) if kind == "r2c" else (3, in_len, 2)
+        x = (torch.rand(shape, dtype=torch.float64) * 0.5 + 0.5) * 3e38
+        if kind == "c2r":
+            x[:, 0, 1] = 0.0  # bins 0 and n/2 of a real signal's spectrum are real
+            x[:, -1, 1] = 0.0
+        out = fft_rows.launch(x.float(), None, 1, n, out_len, kind, inverse, scale)
+        want = fft_rows.transformed(x, 1, n, out_len, kind, inverse, scale).double()
+        got = out.double()
+        error = ((got - want).norm() / want.norm()).item()
+        print(n, kind, bool(torch.isfinite(got).all()), bool(torch.isfinite(want).all()), f"{error:.1e}")
+
+
+@NEEDS_TRITON
+def test_values_near_float32s_largest_stay_finite_in_tritons_interpreter():
+    """The scale is taken as the points are loaded, before the stages' sums grow up to n-fold: a transform
+    whose scaled result float32 holds does not overflow on the way (it did when the scale was taken at the
+    store: inf where torch.fft gives finite values)."""
+    lines = _run_here("check_near_largest_interpreted")
+    print("\n".join(lines))
+    assert len(lines) == len(NEAR_LARGEST)
+    for line in lines:
+        n, kind, finite, reference_finite, error = line.split()
+        assert reference_finite == "True" and finite == "True", line
+        assert float(error) < 1e-6, line
+
+
 @NEEDS_TRITON
 def test_element_offsets_past_two_to_the_31_are_not_wrapped(tmp_path):
     # Rows 2**27 elements apart in a sparse file: row · stride passes 2**31 from the 17th row on.

@@ -14,14 +14,29 @@ The kernel holds R rows of m's tile in registers and runs, with no trip through 
     the forward DFT of m (fft_rows's own stages)         → the tile at (k1, k2, k3), k = k1 + a·k2 + a·b·k3
     times DFT_m(b)/m at (k1, k2, k3), conjugated
     the forward DFT of m again, its stages transposed    → the tile at (t2, t3, t1), t = b·c·t1 + c·t2 + t3
-    conjugated, times c[t]; the first out_len points stored (c2r: the real part), times scale
+    conjugated, times c[t]; the first out_len points stored (c2r: the real part); the scale taken at the load
 
 The inverse DFT is conj(DFT(conj(·))); the DFT is the symmetric matrix ω^(t·k), so its transpose, the same
 stages run backwards (each DFT block symmetric, each twiddle a diagonal), is the DFT again, and it reads the
 forward's output layout and writes its input layout: no permutation of the whole tile between the two, the
-same tables, the same paddings, a butterfly last stage the transposed pass's first. Tables (one flat tensor,
-fft_plan.bluestein_values): m's forward DFT and twiddle tables, the chirp [2, n], the spectrum [2, p1, p2, p3].
-All in float32, the products as fft_rows's (PRECISION).
+same tables, the same paddings, a butterfly last stage the transposed pass's first.
+
+An m past TILE (n in 2049…4096: m up to 8192) is not one tile (one row of 8192 values a program spilled
+registers): fft_plan.Bluestein.halves = 2 runs it as two convolutions of h = m/2 ≥ n (decimation in
+frequency). x·c is zero past n ≤ h, so with ω_m = exp(−2πi/m) (the convolution's forward sign)
+
+    DFT_m(x·c)[2k] = DFT_h(x·c)[k],   DFT_m(x·c)[2k + 1] = DFT_h(x·c·ω_m^t)[k],
+    y[t] = IDFT_h(even bins · spectrum's even bins)[t] + ω_m^(−t)·IDFT_h(odd · odd)[t]   (t < n ≤ h;
+           the IDFTs unscaled, 1/m in the spectrum),
+
+each half the pipeline above (``_half``) with its own chirps in and out (c[t]·ω_m^(±t) for the odd half) and
+spectrum bins. With float32 out the first half is stored, and the second reads it back and adds to it after
+a barrier, so that nothing of the first is held through the second (float16/bfloat16 out, whose rounding
+would be taken twice, holds it in registers); compiled for sm_90 at n = 4093, 8 warps: 144 bytes spilled a
+thread (288 holding it), where the one tile of 8192 spilled 864 (docs/performance.md). Tables (one flat
+tensor, fft_plan.bluestein_values): the DFT and twiddle tables of m's tiling (or h's), each half's chirps in
+and out [2, n] each, each half's spectrum [2, p1, p2, p3]. All in float32, the products as fft_rows's
+(PRECISION).
 """
 
 from __future__ import annotations
@@ -87,24 +102,19 @@ if HAVE_TRITON:
         return tl.reshape(yr, (R, P2, P3, P1)), tl.reshape(yi, (R, P2, P3, P1))
 
     @triton.jit
-    def _bluestein_kernel(X, Tables, Out, Window, rows, in_len, out_len, scale,
-                          size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
-                          os0, os1, os2, os3, os_t, os_p, ws,
-                          N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
-                          P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
-                          KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr):
-        # fft_rows's arguments; N the transform's length, (A, B, C) padded (P1, P2, P3) the tiling of m.
-        x_row, o_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3)
-        CHIRP: tl.constexpr = 2 * (P1 * P1 + P2 * P2 + P3 * P3 + P2 * P1 + P3 * P1 + P3 * P2)
-        SPECTRUM: tl.constexpr = CHIRP + 2 * N
+    def _half(X, Window, Tables, x_row, t, inside, in_len, xs_t, xs_p, ws, scale, IN: tl.constexpr, OUT: tl.constexpr,
+              SPECTRUM: tl.constexpr, N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+              P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr, KIND: tl.constexpr,
+              PRECISION: tl.constexpr, WINDOW: tl.constexpr, SCALED: tl.constexpr):
+        """One convolution on the tiling (A, B, C) padded (P1, P2, P3): the rows loaded at points t (`inside`:
+        a row's) times the chirp in at Tables + IN, the forward stages, times the spectrum at SPECTRUM
+        (conjugated), the transposed stages, conjugated, times the chirp out at OUT: [R, P2, P3, P1] at
+        (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3 (zero where not `inside`)."""
         TILE: tl.constexpr = P1 * P2 * P3
-        # The tile [R, P2, P3, P1] at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3: the points t < N of a row.
-        t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
-        inside = in_tile & (t < N)
-        xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N, KIND, WINDOW)
+        xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, scale, N, KIND, WINDOW, SCALED)
         # Tables read in the tile's own shape (0 · x_row): a broadcast row spills registers on sm_90.
-        cr = tl.load(Tables + CHIRP + (t + 0 * x_row), mask=inside, other=0.0)
-        ci = tl.load(Tables + CHIRP + N + (t + 0 * x_row), mask=inside, other=0.0)
+        cr = tl.load(Tables + IN + (t + 0 * x_row), mask=inside, other=0.0)
+        ci = tl.load(Tables + IN + N + (t + 0 * x_row), mask=inside, other=0.0)
         xr, xi = _twiddled(xr, xi, cr, ci)
         xr, xi = _forward_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, False, False, False, PRECISION)
         # (r, k1, k2, k3): times the kernel's spectrum (1/m in it), conjugated for the inverse.
@@ -114,9 +124,55 @@ if HAVE_TRITON:
         bi = tl.load(Tables + SPECTRUM + TILE + at)
         xr, xi = xr * br - xi * bi, -(xr * bi + xi * br)
         xr, xi = _transposed_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, PRECISION)
-        # (r, t2, t3, t1): the convolution is (xr, −xi); times c[t] (read again: fewer registers held).
-        cr = tl.load(Tables + CHIRP + (t + 0 * x_row), mask=inside, other=0.0)
-        ci = tl.load(Tables + CHIRP + N + (t + 0 * x_row), mask=inside, other=0.0)
-        yr = cr * xr + ci * xi
-        yi = ci * xr - cr * xi
-        _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, scale, os_t, os_p, KIND)
+        # (r, t2, t3, t1): the convolution is (xr, −xi); times the chirp out (read here: fewer registers held).
+        cr = tl.load(Tables + OUT + (t + 0 * x_row), mask=inside, other=0.0)
+        ci = tl.load(Tables + OUT + N + (t + 0 * x_row), mask=inside, other=0.0)
+        return cr * xr + ci * xi, ci * xr - cr * xi
+
+    @triton.jit
+    def _bluestein_kernel(X, Tables, Out, Window, rows, in_len, out_len, scale,
+                          size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
+                          os0, os1, os2, os3, os_t, os_p, ws,
+                          N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                          P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
+                          KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
+                          SCALED: tl.constexpr, HALVES: tl.constexpr):
+        # fft_rows's arguments; N the transform's length, (A, B, C) padded (P1, P2, P3) the tiling of m / HALVES.
+        x_row, o_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3)
+        CHIRP: tl.constexpr = 2 * (P1 * P1 + P2 * P2 + P3 * P3 + P2 * P1 + P3 * P1 + P3 * P2)
+        SPECTRUM: tl.constexpr = CHIRP + HALVES * 4 * N  # after each half's chirps in and out
+        TILE: tl.constexpr = P1 * P2 * P3
+        # The tile [R, P2, P3, P1] at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3: the points t < N of a row.
+        t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
+        yr, yi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale, CHIRP,
+                       CHIRP + 2 * N, SPECTRUM, N, A, B, C, P1, P2, P3, R, KIND, PRECISION, WINDOW, SCALED)
+        if HALVES == 2:  # the odd bins' half, added to the even ones' (fft_plan.Bluestein)
+            if Out.dtype.element_ty == tl.float32:
+                # The first half stored and read back: nothing of it held through the second (sm_90, 4093
+                # c2c: 144 bytes spilled a thread against 456 held in registers; fft_kernel_resources.py).
+                _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, os_t, os_p, KIND)
+                tl.debug_barrier()
+                # rows // (rows + 1) is 0 (1 ≤ rows < 2**63), which the compiler cannot see: the indices and
+                # addresses below are recomputed rather than held from the first half (328 → 144 bytes spilled).
+                many = tl.cast(rows, tl.int64)
+                zero = (many // (many + 1)).to(tl.int32)
+                x_row, o_row, row_ok = _row_offsets(R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3,
+                                                    os0, os1, os2, os3)
+                t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
+                t = t + zero
+                vr, vi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale,
+                               CHIRP + 4 * N, CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R,
+                               KIND, PRECISION, WINDOW, SCALED)
+                at = Out + o_row + t.to(tl.int64) * os_t
+                stored = in_tile & (t < out_len)
+                yr = vr + tl.load(at, mask=stored, other=0.0)
+                yi = vi
+                if KIND != 2:
+                    yi += tl.load(at + os_p, mask=stored, other=0.0)
+            else:  # float16 or bfloat16 out: the first half held in float32 registers
+                vr, vi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale,
+                               CHIRP + 4 * N, CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R,
+                               KIND, PRECISION, WINDOW, SCALED)
+                yr += vr
+                yi += vi
+        _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, os_t, os_p, KIND)

@@ -521,6 +521,7 @@ SCRATCH = r"""
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
+#include <stdexcept>
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -588,19 +589,36 @@ static inline void store_pair(float* const* rows, int64_t t0, const float* re, c
   }
 }
 #endif
-// `floats` floats (the planes) for this thread, kept between calls (a fresh allocation of up to 8 MiB each
-// call would come back from the OS and be faulted in again: docs/performance.md).
-static inline float* scratch(int64_t floats) {
-  static thread_local float* buf = nullptr;
-  static thread_local int64_t have = 0;
-  if (have < floats) {
-    std::free(buf);
-    buf = static_cast<float*>(std::aligned_alloc(64, ((floats + 15) / 16) * 16 * sizeof(float)));
-    std::memset(buf, 0, ((floats + 15) / 16) * 16 * sizeof(float));
-    have = floats;
+// 4·`floats` floats for one thread (four planes, or four and the four-step split's four small ones). Up to
+// KEPT_BYTES they are kept between calls (a fresh allocation each call would come back from the OS and be
+// faulted in again: docs/performance.md); larger ones (m past 16384) live for one call, so that a long transform does not leave 8 MiB on every OpenMP
+// thread for the life of the process. p is null where the allocation failed.
+struct Planes {
+  static constexpr int64_t KEPT_BYTES = 2 << 20;
+  float* p = nullptr;
+  bool owned = false;
+  explicit Planes(int64_t floats) {
+    const int64_t bytes = ((floats * 4 + 15) / 16) * 16 * static_cast<int64_t>(sizeof(float));
+    if (bytes > KEPT_BYTES) {
+      p = static_cast<float*>(std::aligned_alloc(64, bytes));
+      owned = true;
+      if (p) std::memset(p, 0, bytes);
+      return;
+    }
+    static thread_local float* kept = nullptr;
+    static thread_local int64_t have = 0;
+    if (have < bytes) {
+      std::free(kept);
+      kept = static_cast<float*>(std::aligned_alloc(64, bytes));
+      have = kept ? bytes : 0;
+      if (kept) std::memset(kept, 0, bytes);
+    }
+    p = kept;
   }
-  return buf;
-}
+  ~Planes() { if (owned) std::free(p); }
+  Planes(const Planes&) = delete;
+  Planes& operator=(const Planes&) = delete;
+};
 }  // namespace aotcuda_fft
 #endif
 """
@@ -636,15 +654,22 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         f"using YT_T = {y_type};",
         # OpenMP's current thread count (torch.set_num_threads sets it), not the compiling process's: a caller
         # that runs torch on one thread gets one here too.
+        "bool out_of_memory = false;",
         "#pragma omp parallel if (blocks > 1)",
         "{",
-        f"  float* const ar = aotcuda_fft::scratch({4 * plane + 4 * small});",
-        f"  float* const ai = ar + {plane}; float* const br = ai + {plane}; float* const bi = br + {plane};",
+        f"  const aotcuda_fft::Planes planes({plane + small});  // ar, ai, br, bi of {plane} floats, c0r … c1i of {small}",
+        "  if (!planes.p) {",
+        "    #pragma omp atomic write",
+        "    out_of_memory = true;",
+        "  }",
+        f"  float* const ar = planes.p; float* const ai = ar + {plane}; float* const br = ai + {plane};",
+        f"  float* const bi = br + {plane};",
         f"  float* const c0r = bi + {plane}; float* const c0i = c0r + {small}; float* const c1r = c0i + {small}; "
         f"float* const c1i = c1r + {small};",
         "  (void)c0r; (void)c0i; (void)c1r; (void)c1i;",
         "  #pragma omp for schedule(static)",
         "  for (int64_t blk = 0; blk < blocks; ++blk) {",
+        "    if (!ar) continue;",
         f"    const int64_t first = blk * {B};",
         f"    const int64_t nv_all = rows - first < {B} ? rows - first : {B};",
         f"    int64_t xo_all[{B}], oo_all[{B}];",
@@ -662,5 +687,9 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         *["    " + line for line in store],
         "  }",
         "}",
+        # Outside the parallel region: an exception may not leave one. AOTInductor's run turns it into an
+        # error code (aotcuda: a RuntimeCallError), where a null plane would have been written through.
+        f'if (out_of_memory) throw std::runtime_error("aotcuda::fft_rows_cpu: out of memory for the {4 * (plane + small) * 4} '
+        f'bytes of planes a thread of a length-{n} transform needs");',
     ]
     return SCRATCH, "\n".join(body)

@@ -34,15 +34,17 @@ registers when compiled for sm_90 (a prime from 37 to 61 still takes a 64-wide t
 A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, has no
 tiling (None). Such a length runs as Bluestein's chirp-z transform inside the kernel
 (``bluestein``; kernels/fft_bluestein.py) where a convolution length m ≥ 2n − 1 up to the next power of two
-has a tiling with a tile ≤ BLUESTEIN_TILE (2·TILE: n ≤ 4096, m ≤ 8192): the cheapest such m by the same
-key (no table wider than WIDE, cost, tile), any of its tilings, a butterfly last stage included (the
-inverse DFT runs the forward's stages transposed, so both passes share the tile's layout, paddings and
-tables); describe() says "Bluestein m=135 (15→16·9→16)". ``kernel_plan`` is the tiling or else the
-Bluestein plan; ``covers`` whether there is one. Every length 1…4096 is then one kernel; only n > 4096 is
-left to the GEMM form (passes/complex_to_real/spectral). A tile past TILE (n in 2049…4096) holds one row
-in 8 warps and spills registers: measured on the H200 (docs/performance.md) it halves the GEMM form's time
-at n = 4093 but stays 2.88× cuFFT's. ``set_bluestein_tile(TILE)`` (n ≤ 2048, those lengths back to the
-GEMM form) is the A/B switch.
+has a tiling with a tile ≤ TILE (n ≤ 2048): the cheapest such m by the same key (no table wider than WIDE,
+cost, tile), any of its tilings, a butterfly last stage included (the inverse DFT runs the forward's stages
+transposed, so both passes share the tile's layout, paddings and tables); describe() says "Bluestein m=135
+(15→16·9→16)". For n in 2049…4096 (m past TILE, up to BLUESTEIN_TILE = 2·TILE) the convolution runs as
+two halves of h = m/2 ≥ n, each on a tiling of h with a tile ≤ TILE (``Bluestein.halves``: decimation in
+frequency, the odd bins' half with ω_m^(±t) folded into its chirps): "Bluestein m=8192 (2 halves of 4096:
+16·16·16)". ``kernel_plan`` is the tiling or else the Bluestein plan; ``covers`` whether there is one. Every
+length 1…4096 is then one kernel; only n > 4096 is left to the GEMM form (passes/complex_to_real/spectral).
+``set_bluestein_tile`` is the A/B switch: TILE puts n in 2049…4096 back on the GEMM form; 2·TILE with
+halves=False runs them as one tile of m (one row of up to 8192 values a program: 255 registers and spills
+on sm_90; 2.88× cuFFT's time at n = 4093 on the H200, docs/performance.md).
 
 How a launch holds the tile (``Launch``: the tiling, rows a program, warps) is ``default_launch``'s choice;
 ``tilings`` and ``launches`` list the alternatives the kernel also runs, which fft_rows.launch takes as an
@@ -67,10 +69,14 @@ MAX_LENGTH = 4096  # 16·16·16 or 64·64: a tile of 4096 complex values, one ro
 MIN_DOT = 16  # tl.dot's smallest M, N and K
 TILE = 4096  # the most complex values a program holds (rows × Π P): 32 KiB of float32 pairs
 ROWS_TILE = 2048  # the tile a program of several rows aims at (4 warps; 8 for a tile of 4096)
-# The largest tile of a Bluestein plan's m: 2 · TILE (m ≤ 8192, n ≤ 4096: one row a program of 8 warps);
-# TILE (n ≤ 2048) through set_bluestein_tile. H200, 512 rows, n = 4093 filter: 585 µs against 1126 µs as
-# DFT products (benchmarks/results/fft-h200-torch2.11-session15-bluestein.md).
+# The largest m a Bluestein plan takes: 2 · TILE (m ≤ 8192, n ≤ 4096); TILE (n ≤ 2048, the rest back to the
+# GEMM form) through set_bluestein_tile. H200, 512 rows, n = 4093 filter, m = 8192 as one tile: 585 µs
+# against 1126 µs as DFT products (benchmarks/results/fft-h200-torch2.11-session15-bluestein.md).
 BLUESTEIN_TILE = 2 * TILE
+# An m past TILE as two interleaved halves of h = m/2 ≥ n, each ≤ TILE (``Bluestein.halves``); False: one
+# tile of up to BLUESTEIN_TILE (one row of 8192 values a program: 255 registers, 864 bytes spilled on sm_90,
+# 2.88× cuFFT at 4093), kept for A/B until the halves are timed on the H200.
+BLUESTEIN_HALVES = True
 
 
 BUTTERFLY = (2, 4)  # the factors a last stage may take as a butterfly instead of a dot
@@ -212,14 +218,23 @@ def table_values(t: Tiling | Bluestein, inverse: bool) -> torch.Tensor:
 
 
 def bluestein_values(p: Bluestein, inverse: bool) -> torch.Tensor:
-    """The flat float64 tables of Bluestein plan p: the forward DFT tables of its tiling of m (both of its
-    DFTs are forward ones: the second runs them transposed on the conjugate), then the chirp
-    c[t] = exp(∓πi·t²/n) for t < n ([2, n]; t² reduced mod 2n exactly), then the spectrum of the
-    convolution kernel b[j] = conj(c[|j|]) (|j| < n, wrapped mod m), divided by m, laid out as the forward
-    DFT leaves its output: [2, p1, p2, p3] at (k1, k2, k3), k = k1 + a·k2 + a·b·k3, zero in the padding."""
-    n, m, t = p.n, p.m, p.tiling
+    """The flat float64 tables of Bluestein plan p of S = p.halves transforms of h = m/S (``Bluestein``): the
+    forward DFT tables of its tiling of h (both of a half's DFTs are forward ones: the second runs them
+    transposed on the conjugate), then for each half s its chirps in and out, [2, n] each:
+    c[t]·ω_m^(s·t) and c[t]·ω_m^(−s·t), c[t] = exp(∓πi·t²/n) (t² reduced mod 2n, s·t mod m, exactly;
+    ω_m = exp(−2πi/m), the convolution's own forward sign), then for each half s the spectrum of the
+    convolution kernel b[j] = conj(c[|j|]) (|j| < n, wrapped mod m) divided by m at its bins S·k + s, laid
+    out as the forward DFT of h leaves its output: [2, p1, p2, p3] at (k1, k2, k3), k = k1 + a·k2 + a·b·k3,
+    zero in the padding. S = 1: the chirp c[t] twice (in and out alike) and the whole spectrum."""
+    n, m, t, halves = p.n, p.m, p.tiling, p.halves
     index = torch.arange(n, dtype=torch.int64)
-    chirp = _unit((index * index) % (2 * n), 2 * n, inverse, torch.ones(n, dtype=torch.bool))
+    every = torch.ones(n, dtype=torch.bool)
+    chirp = _unit((index * index) % (2 * n), 2 * n, inverse, every)
+    chirps = []
+    for s in range(halves):
+        for out in (False, True):  # ω_m^(s·t) in, ω_m^(−s·t) out
+            turn = _unit((s * index) % m, m, out, every)
+            chirps.append(torch.stack([chirp[0] * turn[0] - chirp[1] * turn[1], chirp[0] * turn[1] + chirp[1] * turn[0]]))
     j = torch.arange(m, dtype=torch.int64)
     distance = torch.where(j < n, j, m - j)
     kernel = _unit((distance * distance) % (2 * n), 2 * n, not inverse, (j < n) | (j > m - n))
@@ -228,8 +243,8 @@ def bluestein_values(p: Bluestein, inverse: bool) -> torch.Tensor:
     k1, k2, k3 = torch.meshgrid(torch.arange(p1), torch.arange(p2), torch.arange(p3), indexing="ij")
     k = k1 + a * k2 + a * b * k3
     inside = (k1 < a) & (k2 < b) & (k3 < c)
-    laid_out = torch.where(inside, spectrum[:, torch.where(inside, k, 0)], 0.0)
-    return torch.cat([table_values(t, False), chirp.reshape(-1), laid_out.reshape(-1)])
+    laid_out = [torch.where(inside, spectrum[:, torch.where(inside, halves * k + s, 0)], 0.0) for s in range(halves)]
+    return torch.cat([table_values(t, False)] + [part.reshape(-1) for part in chirps + laid_out])
 
 
 def tilings(n: int) -> list[Tiling]:
@@ -256,16 +271,22 @@ def _tilings(n: int, most: int) -> list[Tiling]:
 @dataclasses.dataclass(frozen=True)
 class Bluestein:
     """A length n that no tiling covers, run as Bluestein's chirp-z transform in the same kernel: the row
-    times the chirp, a forward DFT of length m ≥ 2n − 1 on ``tiling`` (of m), a product with the
-    convolution kernel's spectrum, the DFT's transpose (the same stages backwards) as the inverse, times the
-    chirp again (module docstring)."""
+    times the chirp, a forward DFT of length m ≥ 2n − 1, a product with the convolution kernel's spectrum,
+    the DFT's transpose (the same stages backwards) as the inverse, times the chirp again (module docstring).
+
+    halves = 1: the DFT of m on ``tiling`` (of m). halves = 2: m = 2h, ``tiling`` h's, h ≥ n, and the m-point
+    convolution is two h-point ones (decimation in frequency): x·c is zero past n ≤ h, so the even bins of
+    its DFT are DFT_h(x·c)[k] and the odd ones DFT_h(x·c·ω_m^t)[k]; each times its bins of the spectrum,
+    inverted as h points, and y[t] = IDFT_h(even)[t] + ω_m^(−t)·IDFT_h(odd)[t] for t < n ≤ h. Each half is
+    the halves = 1 pipeline with its own chirps (ω_m^(±t) folded in) and spectrum (bluestein_values)."""
 
     n: int
     tiling: Tiling
+    halves: int = 1
 
     @property
     def m(self) -> int:
-        return self.tiling.n
+        return self.halves * self.tiling.n
 
     @property
     def tile(self) -> int:
@@ -283,15 +304,17 @@ class Bluestein:
         return self.tiling.butterflies()
 
     def cost(self) -> int:
-        """Two DFTs of m (the pointwise products are not counted, as twiddles are not)."""
-        return 2 * self.tiling.cost()
+        """Two DFTs of the tiling a half (the pointwise products are not counted, as twiddles are not)."""
+        return 2 * self.halves * self.tiling.cost()
 
     def describe(self) -> str:
-        return f"Bluestein m={self.m} ({self.tiling.describe()})"
+        if self.halves == 1:
+            return f"Bluestein m={self.m} ({self.tiling.describe()})"
+        return f"Bluestein m={self.m} ({self.halves} halves of {self.tiling.n}: {self.tiling.describe()})"
 
     def table_numel(self) -> int:
-        """m's DFT tables (``TABLES``), then the chirp [2, n] and the kernel's spectrum [2, p1, p2, p3]."""
-        return self.tiling.table_numel() + 2 * self.n + 2 * self.tile
+        """h's DFT tables (``TABLES``), then a half's two chirps [2, n] and spectrum [2, p1, p2, p3] each."""
+        return self.tiling.table_numel() + self.halves * (4 * self.n + 2 * self.tile)
 
 
 def _smooth(m: int) -> bool:
@@ -315,27 +338,42 @@ def _cheapest(m: int, most: int) -> Tiling | None:
 @functools.cache
 def bluestein(n: int) -> Bluestein | None:
     """The Bluestein plan of a length n that ``tiling`` does not cover, or None (n covered, or 2n − 1 past
-    what a program holds): m ≥ 2n − 1 up to the power of two, whose tiling (any of ``_tilings``, a butterfly
-    last stage included: the inverse runs the same stages transposed) is cheapest by ``tiling``'s key, among
-    tiles ≤ BLUESTEIN_TILE."""
+    BLUESTEIN_TILE): m ≥ 2n − 1 up to the power of two, whose tiling (any of ``_tilings``, a butterfly last
+    stage included: the inverse runs the same stages transposed) is cheapest by ``tiling``'s key, among tiles
+    ≤ TILE; where none is (n > 2048) and BLUESTEIN_TILE allows m past TILE, two halves of the cheapest
+    h ≥ n up to the power of two with a tile ≤ TILE (BLUESTEIN_HALVES; else one tile ≤ BLUESTEIN_TILE)."""
     if not isinstance(n, int) or n < 2 or tiling(n) is not None:
         return None
+    one = _cheapest_in(range(2 * n - 1, (1 << (2 * n - 2).bit_length()) + 1),
+                       TILE if BLUESTEIN_HALVES else BLUESTEIN_TILE)
+    if one is not None:
+        return Bluestein(n, one)
+    if BLUESTEIN_HALVES and BLUESTEIN_TILE > TILE and 2 * n <= BLUESTEIN_TILE:
+        half = _cheapest_in(range(n, (1 << (n - 1).bit_length()) + 1), TILE)
+        if half is not None:
+            return Bluestein(n, half, 2)
+    return None
+
+
+def _cheapest_in(lengths, most: int) -> Tiling | None:
+    """The tiling of one of `lengths` (tile ≤ `most`) cheapest by ``tiling``'s key, the first such length on ties."""
     best = None
-    for m in range(2 * n - 1, (1 << (2 * n - 2).bit_length()) + 1):
-        t = _cheapest(m, BLUESTEIN_TILE)
+    for m in lengths:
+        t = _cheapest(m, most)
         if t is not None:
             key = (max(t.padded) > WIDE, t.cost(), t.tile)
             if best is None or key < best[0]:
                 best = (key, t)
-    return Bluestein(n, best[1]) if best else None
+    return best[1] if best else None
 
 
-def set_bluestein_tile(most: int) -> None:
-    """BLUESTEIN_TILE = most (TILE or 2·TILE) for what follows in this process; the benchmarks' switch."""
-    global BLUESTEIN_TILE
+def set_bluestein_tile(most: int, halves: bool = True) -> None:
+    """BLUESTEIN_TILE = most (TILE or 2·TILE) and BLUESTEIN_HALVES = halves (an m past TILE as two halves, or
+    as one tile) for what follows in this process; the benchmarks' switch."""
+    global BLUESTEIN_TILE, BLUESTEIN_HALVES
     if most not in (TILE, 2 * TILE):
         raise ValueError(f"BLUESTEIN_TILE must be {TILE} or {2 * TILE}; got {most}")
-    BLUESTEIN_TILE = most
+    BLUESTEIN_TILE, BLUESTEIN_HALVES = most, bool(halves)
     bluestein.cache_clear()
 
 
@@ -363,7 +401,9 @@ class Launch:
         if isinstance(t, Bluestein):
             if t.m < 2 * t.n - 1:
                 return f"Bluestein's m = {t.m} must be at least 2n − 1 = {2 * t.n - 1}"
-            t, most = t.tiling, BLUESTEIN_TILE
+            if t.halves not in (1, 2):  # (two halves of h: m = 2h ≥ 2n − 1 is h ≥ n, all of x·c in one half)
+                return f"Bluestein's halves = {t.halves} must be 1 or 2"
+            t, most = t.tiling, TILE if t.halves == 2 else BLUESTEIN_TILE
         if (len(t.factors) != 3 or math.prod(t.factors) != t.n
                 or any(not isinstance(f, int) or f < 1 or f > MAX_FACTOR for f in t.factors)):
             return f"factors {t.factors} must be three that multiply to n = {t.n}, each in [1, {MAX_FACTOR}]"
@@ -394,14 +434,15 @@ def num_warps(t: Tiling | Bluestein, rows: int) -> int:
     if isinstance(t, Bluestein):
         # Compiled for sm_90 (Triton 3.9, fft_kernel_resources.py, fp32 c2c): 2039 = Bluestein m=4096 at
         # one row spilled 1272 bytes with 4 warps, 16 with 8; 1009 (m = 2048) at one row spilled none with 4.
+        # Two halves of 4096 (4093): 960 bytes with 4 warps, 144 with 8, 464 with 16.
         return 8 if rows * t.tile >= TILE else 4
     return 8 if max(t.padded) > WIDE else 4
 
 
 def default_launch(n: int, rows, processors: int = 132) -> Launch:
     """The launch the op takes for `rows` rows of length n (covered: ``kernel_plan``) on a GPU of
-    `processors` multiprocessors. A Bluestein plan takes its tiling of m's rows a program; a tile past TILE
-    (m > 4096: n > 2048) one row of 8 warps."""
+    `processors` multiprocessors. A Bluestein plan takes its tiling's rows a program (m's, or a half's: one
+    row of 8 warps for n > 2048)."""
     t = kernel_plan(n)
     r = rows_per_program(t, rows, processors)
     return Launch(t, r, num_warps(t, r))

@@ -268,11 +268,15 @@ if HAVE_TRITON:
         return B * C * t1 + C * t2 + t3, row_ok & (t1 < A) & (t2 < B) & (t3 < C)
 
     @triton.jit
-    def _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N: tl.constexpr, KIND: tl.constexpr,
-                   WINDOW: tl.constexpr):
+    def _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, scale, N: tl.constexpr,
+                   KIND: tl.constexpr, WINDOW: tl.constexpr, SCALED: tl.constexpr):
         """The rows' points t (a tile of indices; `inside`: those of the row) in float32 (xr, xi): c2c's
         pair, r2c's real row (xi zero), c2r's Hermitian half of length N mirrored and conjugated past N // 2;
-        x zero-padded past in_len; times Window[t] (stride ws) where WINDOW (not c2r)."""
+        x zero-padded past in_len; times Window[t] (stride ws) where WINDOW (not c2r); times scale where
+        SCALED (scale ≠ 1: an unscaled transform spends no multiply and no register on it). The scale is
+        taken here, before the stages, whose sums grow up to N-fold: an input near float32's largest value
+        whose scaled transform float32 holds (norm="forward", "ortho") does not overflow on the way."""
+        scale = tl.cast(scale, tl.float32)  # AOTInductor passes a float argument as float64
         if KIND == 2:  # the Hermitian half, mirrored: X[t] = conj(X[N − t]) past N // 2
             mirrored = 2 * t > N
             j = tl.where(mirrored, N - t, t).to(tl.int64)
@@ -280,6 +284,8 @@ if HAVE_TRITON:
             xr = tl.load(X + x_row + j * xs_t, mask=ok, other=0.0).to(tl.float32)
             xi = tl.load(X + x_row + j * xs_t + xs_p, mask=ok & (j != 0) & (2 * j != N), other=0.0).to(tl.float32)
             xi = tl.where(mirrored, -xi, xi)
+            if SCALED:
+                xr, xi = xr * scale, xi * scale
         else:
             ok = inside & (t < in_len)
             xr = tl.load(X + x_row + t.to(tl.int64) * xs_t, mask=ok, other=0.0).to(tl.float32)
@@ -291,6 +297,10 @@ if HAVE_TRITON:
                 xr = xr * w
                 if KIND == 0:
                     xi = xi * w
+            if SCALED:
+                xr = xr * scale
+                if KIND == 0:
+                    xi = xi * scale
         return xr, xi
 
     @triton.jit
@@ -341,28 +351,29 @@ if HAVE_TRITON:
                          N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                          P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
                          KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
-                         INVERSE: tl.constexpr):
+                         SCALED: tl.constexpr, INVERSE: tl.constexpr):
         # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r);
         # INVERSE: the tables' direction (exp(+2πi…)), which a butterfly stage, reading no table, needs.
         x_row, o_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3)
         t, inside = _tile_index(row_ok, A, B, C, P1, P2, P3)
-        xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, N, KIND, WINDOW)
+        xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, scale, N, KIND, WINDOW,
+                            SCALED)
         xr, xi = _forward_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, KIND == 1, KIND == 2, INVERSE, PRECISION)
         k1 = tl.arange(0, P1)[None, :, None, None]
         k2 = tl.arange(0, P2)[None, None, :, None]
         k3 = tl.arange(0, P3)[None, None, None, :]
         k = k1 + A * k2 + A * B * k3
         ok = row_ok & (k1 < A) & (k2 < B) & (k3 < C) & (k < out_len)
-        _store_rows(Out, o_row, k, ok, xr, xi, scale, os_t, os_p, KIND)
+        _store_rows(Out, o_row, k, ok, xr, xi, os_t, os_p, KIND)
 
     @triton.jit
-    def _store_rows(Out, o_row, k, ok, xr, xi, scale, os_t, os_p, KIND: tl.constexpr):
-        """Points k of the rows (where ok), times scale, in Out's dtype: a pair, or c2r's real part."""
+    def _store_rows(Out, o_row, k, ok, xr, xi, os_t, os_p, KIND: tl.constexpr):
+        """Points k of the rows (where ok) in Out's dtype: a pair, or c2r's real part (the scale was taken
+        at the load)."""
         at = Out + o_row + k.to(tl.int64) * os_t
-        scale = tl.cast(scale, tl.float32)  # AOTInductor passes a float argument as float64
-        tl.store(at, (xr * scale).to(Out.dtype.element_ty), mask=ok)
+        tl.store(at, xr.to(Out.dtype.element_ty), mask=ok)
         if KIND != 2:
-            tl.store(at + os_p, (xi * scale).to(Out.dtype.element_ty), mask=ok)
+            tl.store(at + os_p, xi.to(Out.dtype.element_ty), mask=ok)
 
     def launch(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len, kind: str,
                inverse: bool, scale: float, window: torch.Tensor | None = None,
@@ -391,7 +402,7 @@ if HAVE_TRITON:
         p1, p2, p3 = config.tiling.padded
         if isinstance(config.tiling, Bluestein):
             from aotcuda.kernels.fft_bluestein import _bluestein_kernel as kernel
-            own = {}
+            own = dict(HALVES=config.tiling.halves)
         else:
             kernel, own = _fft_rows_kernel, dict(INVERSE=direction(kind, inverse))
         launcher(kernel)[((rows + per_program - 1) // per_program,)](
@@ -399,7 +410,8 @@ if HAVE_TRITON:
             x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
             0 if window is None else window.stride(0),
             N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
-            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, num_warps=config.warps, **own)
+            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, SCALED=float(scale) != 1.0, num_warps=config.warps,
+            **own)
         return out
 
     @triton_op(OP, mutates_args=())

@@ -145,8 +145,10 @@ def inner_bins(m: int, dtype, device) -> torch.Tensor:
 
 def fft_kernel_tables(n: int, inverse: bool, device) -> torch.Tensor:
     """The float32 `tables` operand of aotcuda::fft_rows for length n (kernels/fft_plan.py: its DFT and
-    twiddle tables in one flat tensor) as a program constant."""
+    twiddle tables in one flat tensor) as a program constant, keyed on the plan (fft_plan.set_bluestein_tile
+    changes a Bluestein length's plan and so its tables' layout)."""
     from aotcuda.kernels import fft_plan
 
-    return _constant(("fft_kernel", n, inverse), lambda: fft_plan.table_values(fft_plan.kernel_plan(n), inverse),
+    plan = fft_plan.kernel_plan(n)
+    return _constant(("fft_kernel", n, inverse, plan), lambda: fft_plan.table_values(plan, inverse),
                      torch.float32, device)
