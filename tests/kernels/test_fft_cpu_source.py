@@ -213,8 +213,8 @@ def test_four_step_matches_float64(case, tmp_path):
 
 
 def test_planes_it_cannot_allocate_raise_instead_of_being_written_through(tmp_path):
-    """A transform past 16384 points allocates its planes for the one call: where that allocation fails (here
-    an address-space limit set just before the call), the kernel throws a C++ exception that names the bytes,
+    """A transform of m = 16384 points and more allocates its planes for the one call: where that allocation
+    fails (here an address-space limit set just before the call), the kernel throws a C++ exception that names the bytes,
     which AOTInductor's run turns into an error code, instead of writing through a null pointer. Run in a
     small C++ driver of its own, one OpenMP thread, so that the limit meets only the planes."""
     n, rows = 32768, 9

@@ -33,7 +33,7 @@ each half the pipeline above (``_half``) with its own chirps in and out (c[t]·�
 spectrum bins. With float32 out the first half is stored, and the second reads it back and adds to it after
 a barrier, so that nothing of the first is held through the second (float16/bfloat16 out, whose rounding
 would be taken twice, holds it in registers); compiled for sm_90 at n = 4093, 8 warps: 144 bytes spilled a
-thread (288 holding it), where the one tile of 8192 spilled 864 (docs/performance.md). Tables (one flat
+thread (408 holding it), where the one tile of 8192 spilled 864 (docs/performance.md). Tables (one flat
 tensor, fft_plan.bluestein_values): the DFT and twiddle tables of m's tiling (or h's), each half's chirps in
 and out [2, n] each, each half's spectrum [2, p1, p2, p3]. All in float32, the products as fft_rows's
 (PRECISION).
@@ -149,11 +149,12 @@ if HAVE_TRITON:
         if HALVES == 2:  # the odd bins' half, added to the even ones' (fft_plan.Bluestein)
             if Out.dtype.element_ty == tl.float32:
                 # The first half stored and read back: nothing of it held through the second (sm_90, 4093
-                # c2c: 144 bytes spilled a thread against 456 held in registers; fft_kernel_resources.py).
+                # c2c: 144 bytes spilled a thread against 408 held in registers; fft_kernel_resources.py).
                 _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, os_t, os_p, KIND)
                 tl.debug_barrier()
-                # rows // (rows + 1) is 0 (1 ≤ rows < 2**63), which the compiler cannot see: the indices and
-                # addresses below are recomputed rather than held from the first half (328 → 144 bytes spilled).
+                # rows // (rows + 1) is 0 (1 ≤ rows < 2**63), which the compiler cannot see: the row masks and
+                # tile indices below are recomputed rather than held from the first half (328 → 144 bytes
+                # spilled; the row offsets depend on the program id alone and may still be reused).
                 many = tl.cast(rows, tl.int64)
                 zero = (many // (many + 1)).to(tl.int32)
                 x_row, o_row, row_ok = _row_offsets(R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3,

@@ -17,8 +17,9 @@ no fallback kernel and no library beyond the package's own .so.
 
 The kernel: the rows in blocks of V (ROWS), each block gathered into two float32 planes re[n][V], im[n][V]
 (the block's V rows innermost: every butterfly is a V-wide vector operation), all Stockham autosort stages
-of radix 4, 2, 3, 5, 7, 11, 13 run while the block stays in L1/L2 (two ping-pong plane pairs, thread-local,
-allocated once per thread: 128 bytes a point of the stage length, 1 MiB at 8192, past L2 beyond it), then
+of radix 4, 2, 3, 5, 7, 11, 13 run while the block stays in L1/L2 (two ping-pong plane pairs a thread, 128
+bytes a point of the stage length: kept between calls up to 2 MiB, m < 16384, allocated for the call past
+it; 1 MiB at 8192, past L2 beyond it), then
 scattered to the output with its strides; blocks are parallel over the OpenMP threads. From FOUR_STEP (1024)
 points on, where a block's planes (128 bytes a point) have left L1 and each stage is a pass through L2, a DFT
 runs as the four-step split m = m1·m2 inside the block (four_step; fft_cpu_source._four_step): m2 column
@@ -62,8 +63,8 @@ from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices as radices
 
 OP = "aotcuda::fft_rows_cpu"
 ROWS = 8  # V: rows a block, one vf8 (an AVX2 vector of float32); the generated code assumes 8
-# The longest n: the per-thread planes (4 × 8 rows × the stage length, float32, kept between calls: 8 MiB
-# a thread for Bluestein m = 65536 at n = 32749) and the static tables (8.7 MB of source, g++ 1.2 s for that
+# The longest n: the per-thread planes (4 × 8 rows × the stage length, float32: 8 MiB a thread for the
+# call's length for Bluestein m = 65536 at n = 32749) and the static tables (8.7 MB of source, g++ 1.2 s for that
 # kernel) grow with it. At 8192–32768 on the 2-core machine the kernel took 0.26–0.50× the Stockham ATen
 # form's time, Bluestein 0.02–0.05× (docs/performance.md).
 MAX_N = 32768

@@ -372,7 +372,8 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     which kernel_body defines: X, Y, WIN (the input, output and window pointers), `xo[v]`, `oo[v]` (the
     offsets of row v of the block in X and Y), `nv` (rows in the block; in a packed block, of its first ROWS), XT, XP, YT, YP, WS (the strides
     of the transformed dim, of a pair's parts and of the window), YT_T (Y's element type), and the planes
-    ar, ai, br, bi of (max(nc, m) + 1)·ROWS floats (m: Bluestein's length, stage_length), and, in a packed
+    ar, ai, br, bi of (max(nc, m + 2·m1) + 1)·ROWS floats (m: Bluestein's length, stage_length; m1 the
+    four-step split's column length, 0 without one), c0r, c0i, c1r, c1i (the split's small planes), and, in a packed
     block (fft_cpu.packed: an odd r2c or c2r), xo_hi, oo_hi, nv_hi for its upper ROWS rows (_upper_rows).
     fast: the data is float32 (the AVX2 transposes may run)."""
     V = ROWS
@@ -522,6 +523,9 @@ SCRATCH = r"""
 #include <cstring>
 #include <cstdint>
 #include <stdexcept>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -591,8 +595,9 @@ static inline void store_pair(float* const* rows, int64_t t0, const float* re, c
 #endif
 // 4·`floats` floats for one thread (four planes, or four and the four-step split's four small ones). Up to
 // KEPT_BYTES they are kept between calls (a fresh allocation each call would come back from the OS and be
-// faulted in again: docs/performance.md); larger ones (m past 16384) live for one call, so that a long transform does not leave 8 MiB on every OpenMP
-// thread for the life of the process. p is null where the allocation failed.
+// faulted in again: docs/performance.md); larger ones (m of 16384 and more) live for one call, so that a
+// long transform does not leave 8 MiB on every OpenMP thread for the life of the process. p is null where
+// the allocation failed.
 struct Planes {
   static constexpr int64_t KEPT_BYTES = 2 << 20;
   float* p = nullptr;
@@ -619,6 +624,18 @@ struct Planes {
   Planes(const Planes&) = delete;
   Planes& operator=(const Planes&) = delete;
 };
+// The threads a call of `blocks` blocks runs on: OpenMP's current count (torch.set_num_threads sets it) but
+// no more than there are blocks, so that no idle thread builds Planes (up to 8 MiB, allocated and zeroed
+// each call past KEPT_BYTES) for no work.
+static inline int threads_for(int64_t blocks) {
+#ifdef _OPENMP
+  const int most = omp_get_max_threads();
+  return blocks < most ? static_cast<int>(blocks) : most;
+#else
+  (void)blocks;
+  return 1;
+#endif
+}
 }  // namespace aotcuda_fft
 #endif
 """
@@ -655,7 +672,7 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         # OpenMP's current thread count (torch.set_num_threads sets it), not the compiling process's: a caller
         # that runs torch on one thread gets one here too.
         "bool out_of_memory = false;",
-        "#pragma omp parallel if (blocks > 1)",
+        "#pragma omp parallel if (blocks > 1) num_threads(aotcuda_fft::threads_for(blocks))",
         "{",
         f"  const aotcuda_fft::Planes planes({plane + small});  // ar, ai, br, bi of {plane} floats, c0r … c1i of {small}",
         "  if (!planes.p) {",

@@ -367,13 +367,15 @@ def _cheapest_in(lengths, most: int) -> Tiling | None:
     return best[1] if best else None
 
 
-def set_bluestein_tile(most: int, halves: bool = True) -> None:
-    """BLUESTEIN_TILE = most (TILE or 2·TILE) and BLUESTEIN_HALVES = halves (an m past TILE as two halves, or
-    as one tile) for what follows in this process; the benchmarks' switch."""
+def set_bluestein_tile(most: int, halves: bool | None = None) -> None:
+    """BLUESTEIN_TILE = most (TILE or 2·TILE) and, where given, BLUESTEIN_HALVES = halves (an m past TILE as two
+    halves, or as one tile; None leaves it as it is) for what follows in this process; the benchmarks' switch."""
     global BLUESTEIN_TILE, BLUESTEIN_HALVES
     if most not in (TILE, 2 * TILE):
         raise ValueError(f"BLUESTEIN_TILE must be {TILE} or {2 * TILE}; got {most}")
-    BLUESTEIN_TILE, BLUESTEIN_HALVES = most, bool(halves)
+    BLUESTEIN_TILE = most
+    if halves is not None:
+        BLUESTEIN_HALVES = bool(halves)
     bluestein.cache_clear()
 
 
