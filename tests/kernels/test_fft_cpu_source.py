@@ -212,6 +212,50 @@ def test_four_step_matches_float64(case, tmp_path):
         assert error <= (1e-7 * math.log2(n) if bluestein else 1e-6), (strided, error)
 
 
+FUSED = {  # an even r2c's split fused into its stores, an even c2r's merge into its loads (_split_store, _merged_load)
+    "r2c_32_m16": (32, "r2c", False, 32, 17, 1.0, False),  # the split's one-point tail past 16
+    "r2c_100_cropped_to_24": (100, "r2c", False, 100, 24, 1.0, False),  # whole transposes only
+    "r2c_100_cropped_to_30": (100, "r2c", False, 100, 30, 1.0, False),
+    "r2c_4096_32x64_window": (4096, "r2c", False, 4096, 2049, 0.5, True),  # X[k] where the four-step rows leave it
+    "r2c_8192_64x64": (8192, "r2c", False, 8192, 4097, 1.0, False),
+    "bluestein_r2c_2042": (2042, "r2c", False, 2042, 1022, 1.0, False),
+    "c2r_32_m16": (32, "c2r", True, 17, 32, 1.0, False),  # the smallest fused merge: one pair of transposes
+    "c2r_36_m18": (36, "c2r", True, 19, 36, 1 / 36, False),  # m not a multiple of 8: the mirror chunks overlap
+    "c2r_100_more_bins": (100, "c2r", True, 60, 100, 1.0, False),  # bins past m + 1, not read
+    "c2r_100_odd_out_len": (100, "c2r", True, 51, 99, 1.0, False),
+    "c2r_4096_32x64": (4096, "c2r", True, 2049, 4096, 1 / 4096, False),
+    "c2r_8192_64x64": (8192, "c2r", True, 4097, 8192, 1.0, False),
+    "bluestein_c2r_2042": (2042, "c2r", True, 1022, 2042, 1 / 2042, False),
+}
+
+
+@pytest.mark.parametrize("planes", [False, True], ids=["interleaved", "planes"])
+@pytest.mark.parametrize("case", FUSED, ids=list(FUSED))
+def test_fused_split_and_merge_match_float64(case, planes, tmp_path):
+    """The fused passes on full blocks of 8 dense rows (pairs interleaved and as planes), and the two-pass code
+    they fall back to on the partial block after them, against torch.fft in float64."""
+    n, kind, inverse, in_len, out_len, scale, has_window = FUSED[case]
+    tables, gather, stages, store = fft_cpu_source.kernel_source(n, kind, inverse, in_len, out_len, scale,
+                                                                 has_window, True)
+    assert any("merged = true" in line for line in gather) if kind == "c2r" else \
+        any("split_done = true" in line for line in store)
+    rows = 21  # two full blocks and a partial one
+    generator = torch.Generator().manual_seed(len(case))
+
+    def tensor(length, pair):  # [rows, length, 2 or 1], a pair's 2 innermost or each row's re then im
+        if pair and planes:
+            return torch.empty(rows, 2, length).transpose(1, 2)
+        return torch.empty(rows, length, 2 if pair else 1)
+
+    x = tensor(in_len, kind == "c2r")
+    x.copy_(torch.randn(x.shape, generator=generator))
+    y = tensor(out_len, kind == "r2c")
+    window = torch.rand(in_len, generator=generator)
+    error = _float64_error(tmp_path, FUSED[case], x, y, window)
+    bluestein = bluestein_length(complex_length(n, kind)) is not None
+    assert error <= (1e-7 * math.log2(n) if bluestein else 1e-6), error
+
+
 def test_planes_it_cannot_allocate_raise_instead_of_being_written_through(tmp_path):
     """A transform of m = 16384 points and more allocates its planes for the one call: where that allocation
     fails (here an address-space limit set just before the call), the kernel throws a C++ exception that names the bytes,

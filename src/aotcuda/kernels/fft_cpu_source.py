@@ -366,6 +366,95 @@ def _windowed(lines: list, plane: str, count: int, sample: str, scale: str) -> N
     lines.append("}")
 
 
+def _split_point(k: str, m: int, rr: str, ri: str, at) -> list[str]:
+    """Statements defining vf8 Xr, Xi = bin k ≤ m of an even r2c from the n/2-point Z in (rr, ri) at at(·):
+    X[k] = E[k] + W_n^k·O[k], E = (Z[k] + conj Z[m−k])/2, O = (Z[k] − conj Z[m−k])/2i (stockham.r2c), the
+    halves taken first (Z near float32's largest values: their sum would overflow)."""
+    V = ROWS
+    return [f"const int64_t ka = ({k}) == {m} ? 0 : ({k}), kb = ({k}) == 0 ? 0 : {m} - ({k});",
+            f"const float c = split[2 * ({k})], s = split[2 * ({k}) + 1];",
+            f"const vf8 Zr = ld({rr} + {at('ka')} * {V}) * 0.5f, Zi = ld({ri} + {at('ka')} * {V}) * 0.5f;",
+            f"const vf8 Mr = ld({rr} + {at('kb')} * {V}) * 0.5f, Mi = ld({ri} + {at('kb')} * {V}) * 0.5f;",
+            "const vf8 e_r = Zr + Mr, e_i = Zi - Mi, o_r = Zi + Mi, o_i = Mr - Zr;",
+            "const vf8 Xr = e_r + c * o_r - s * o_i, Xi = e_i + c * o_i + s * o_r;"]
+
+
+def _split_store(lines: list, point, count: int) -> None:
+    """An even r2c's bins k < count computed (point(k): _split_point) 8 at a time into L1 and stored to the
+    block's rows by one 8×8 transpose: one pass over the planes where the split and _copy_out made two
+    (docs/performance.md, branch fuse). Where the rows are float32 and dense along the dim (AVX2, 8 rows);
+    sets split_done, else leaves the block to the two passes."""
+    lines += ["#if defined(__AVX2__)",
+              "if (nv == 8 && (((YT) == 2 && (YP) == 1) || (YT) == 1)) {",
+              "  float* rows8[8]; float* imag8[8];",
+              "  for (int v = 0; v < 8; ++v) { rows8[v] = reinterpret_cast<float*>(Y) + oo[v]; imag8[v] = rows8[v] + (YP); }",
+              "  float* const* const im8 = ((YT) == 2 && (YP) == 1) ? nullptr : imag8;  // null: interleaved pairs",
+              "  alignas(64) float gr[64], gi[64];",
+              "  int64_t k0 = 0;",
+              f"  for (; k0 + 8 <= {count}; k0 += 8) {{",
+              "    for (int64_t i = 0; i < 8; ++i) {",
+              "      const int64_t k = k0 + i;",
+              *["      " + line for line in point("k")],
+              "      st(gr + 8 * i, Xr); st(gi + 8 * i, Xi);",
+              "    }",
+              "    aotcuda_fft::store_points(rows8, im8, k0, gr, gi);",
+              "  }",
+              f"  for (; k0 < {count}; ++k0) {{",
+              "    const int64_t k = k0;",
+              *["    " + line for line in point("k")],
+              "    for (int v = 0; v < 8; ++v) { Y[oo[v] + k * (YT)] = Xr[v]; Y[oo[v] + k * (YT) + (YP)] = Xi[v]; }",
+              "  }",
+              "  split_done = true;",
+              "}",
+              "#endif"]
+
+
+def _merge_point(k: str, xr: str, xi: str, mr: str, mi: str) -> list[str]:
+    """Statements defining vf8 Zr, Zi = point k of an even c2r's n/2-point input from X[k] at (xr, xi) and
+    X[m−k] at (mr, mi): Z[k] = (X[k] + conj X[m−k]) + i·W_n^(−k)·(X[k] − conj X[m−k]) (stockham.c2r)."""
+    return [f"const float c = merge[2 * ({k})], s = merge[2 * ({k}) + 1];",
+            f"const vf8 Xr = ld({xr}), Xi = ld({xi}), Mr = ld({mr}), Mi = ld({mi});",
+            "const vf8 a_r = Xr + Mr, a_i = Xi - Mi, b_r = Xr - Mr, b_i = Xi + Mi;",
+            "const vf8 c_r = b_r * c - b_i * s, c_i = b_r * s + b_i * c;",
+            "const vf8 Zr = a_r - c_i, Zi = a_i + c_r;"]
+
+
+def _merged_load(lines: list, m: int, scale: str) -> None:
+    """An even c2r's merge fused into the loads: bins k0 … k0 + 7 and their mirrors m − k0 − 7 … m − k0 read
+    by two 8×8 transposes into L1 (the imaginary parts of bins 0 and m dropped), Z of all 16 points written
+    to (ar, ai) (Z[m] too: a point past the transform's, which nothing reads): one pass over the planes where
+    the loads into (br, bi) and the merge made two (docs/performance.md, branch fuse). Needs bins 0 … m of
+    x, float32, dense along the dim, 8 rows (AVX2); sets merged, else leaves the block to the two passes."""
+    V = ROWS
+    lines += ["#if defined(__AVX2__)",
+              "if (nv == 8 && (((XT) == 2 && (XP) == 1) || (XT) == 1)) {",
+              "  const float* rows8[8]; const float* imag8[8];",
+              "  for (int v = 0; v < 8; ++v) { rows8[v] = reinterpret_cast<const float*>(X) + xo[v]; imag8[v] = rows8[v] + (XP); }",
+              "  const float* const* const im8 = ((XT) == 2 && (XP) == 1) ? nullptr : imag8;  // null: interleaved pairs",
+              "  alignas(64) float lr[64], li[64], hr[64], hi[64];",
+              f"  for (int64_t k0 = 0; 2 * k0 <= {m}; k0 += 8) {{",
+              f"    const int64_t j0 = {m - 7} - k0;",
+              f"    aotcuda_fft::load_points(rows8, im8, k0, lr, li, {scale});",
+              f"    aotcuda_fft::load_points(rows8, im8, j0, hr, hi, {scale});",
+              "    if (k0 == 0) for (int v = 0; v < 8; ++v) { li[v] = 0.0f; hi[56 + v] = 0.0f; }",
+              "    for (int64_t i = 0; i < 8; ++i) {",
+              "      {",
+              "        const int64_t k = k0 + i;",
+              *["        " + line for line in _merge_point("k", "lr + 8 * i", "li + 8 * i", "hr + 8 * (7 - i)", "hi + 8 * (7 - i)")],
+              f"        st(ar + k * {V}, Zr); st(ai + k * {V}, Zi);",
+              "      }",
+              "      {",
+              "        const int64_t k = j0 + i;",
+              *["        " + line for line in _merge_point("k", "hr + 8 * i", "hi + 8 * i", "lr + 8 * (7 - i)", "li + 8 * (7 - i)")],
+              f"        st(ar + k * {V}, Zr); st(ai + k * {V}, Zi);",
+              "      }",
+              "    }",
+              "  }",
+              "  merged = true;",
+              "}",
+              "#endif"]
+
+
 def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float,
                   has_window: bool, fast: bool = True) -> tuple[list[str], list[str], list[str], list[str]]:
     """The C++ of one transform as (static tables, gather, stages, store) statement lists over these names,
@@ -439,28 +528,31 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         gather.append(f"  st(ar + t * {V}, x1r - x2i); st(ai + t * {V}, x1i + x2r);")
         gather.append(f"  if (t > 0) {{ st(ar + ({n} - t) * {V}, x1r + x2i); st(ai + ({n} - t) * {V}, x2r - x1i); }}")
         gather.append("}")
-    else:  # c2r, even n: the half into (br, bi), merged into (ar, ai)
+    else:  # c2r, even n: the half merged into (ar, ai), read straight from x (_merged_load) or via (br, bi)
         m = nc
         half = min(in_len, m + 1)
-        zero("br", half, m + 1)
-        zero("bi", half, m + 1)
-        _copy_in(gather, "br", "bi", half, "XT", "XP", fast, sc)
-        gather.append(f"for (int64_t v = 0; v < {V}; ++v) {{ bi[v] = 0.0f; bi[{m * V} + v] = 0.0f; }}")
         values = []
-        for k in range(m):
+        for k in range(m + 1):
             values.extend(_unit(k, n, 1.0))
         tables.append(_table("merge", values))
-        # Z[k] = (X[k] + conj X[m−k]) + i·W_n^(−k)·(X[k] − conj X[m−k]), k < m (stockham.c2r)
-        gather.append(f"for (int64_t k = 0; k < {m}; ++k) {{")
-        gather.append("  const float c = merge[2 * k], s = merge[2 * k + 1];")
-        gather.append(f"  const float* __restrict__ xr = br + k * {V}; const float* __restrict__ xi = bi + k * {V};")
-        gather.append(f"  const float* __restrict__ mr = br + ({m} - k) * {V}; const float* __restrict__ mi = bi + ({m} - k) * {V};")
-        gather.append(f"  float* __restrict__ zr = ar + k * {V}; float* __restrict__ zi = ai + k * {V};")
-        gather.append("  const vf8 Xr = ld(xr), Xi = ld(xi), Mr = ld(mr), Mi = ld(mi);")
-        gather.append("  const vf8 a_r = Xr + Mr, a_i = Xi - Mi, b_r = Xr - Mr, b_i = Xi + Mi;")
-        gather.append("  const vf8 c_r = b_r * c - b_i * s, c_i = b_r * s + b_i * c;")
-        gather.append("  st(zr, a_r - c_i); st(zi, a_i + c_r);")
-        gather.append("}")
+        fused = fast and half == m + 1 and m >= 16
+        if fused:
+            gather.append("bool merged = false;")
+            _merged_load(gather, m, sc)
+            gather.append("if (!merged) {")
+        body = []
+        if half < m + 1:
+            body.append(f"for (int64_t e = {half * V}; e < {(m + 1) * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
+        _copy_in(body, "br", "bi", half, "XT", "XP", fast, sc)
+        body.append(f"for (int64_t v = 0; v < {V}; ++v) {{ bi[v] = 0.0f; bi[{m * V} + v] = 0.0f; }}")
+        body.append(f"for (int64_t k = 0; k < {m}; ++k) {{")
+        body.extend("  " + line for line in _merge_point("k", f"br + k * {V}", f"bi + k * {V}",
+                                                         f"br + ({m} - k) * {V}", f"bi + ({m} - k) * {V}"))
+        body.append(f"  st(ar + k * {V}, Zr); st(ai + k * {V}, Zi);")
+        body.append("}")
+        gather.extend(("  " if fused else "") + line for line in body)
+        if fused:
+            gather.append("}")
     # store
     if kind == "c2c":
         _copy_out(store, rr, ri, out_len, "YT", "YP", one, fast, at=mapped)
@@ -485,33 +577,37 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         if out_len % 2:
             last = at(str(out_len // 2))
             store.append(f"for (int64_t v = 0; v < nv; ++v) Y[oo[v] + {out_len - 1} * YT] = static_cast<YT_T>({rr}[{last} * {V} + v]);")
-    else:  # r2c, even n: the split into the other planes, then the bins out (past n/2: conjugates)
+    else:  # r2c, even n: the split straight into the stores (_split_store), or into the other planes, then out
         m = nc
         sr, si = ("ar", "ai") if flip else ("br", "bi")
         values = []
         for k in range(m + 1):
             values.extend(_unit(k, n, -1.0))
         tables.append(_table("split", values))
-        # X[k] = E[k] + W_n^k·O[k], E = (Z[k] + conj Z[m−k])/2, O = (Z[k] − conj Z[m−k])/2i (stockham.r2c),
-        # the halves taken first (Z near float32's largest values: their sum would overflow)
-        store.append(f"for (int64_t k = 0; k <= {min(m, out_len - 1)}; ++k) {{")
-        store.append("  const float c = split[2 * k], s = split[2 * k + 1];")
-        store.append(f"  const int64_t ka = k == {m} ? 0 : k, kb = k == 0 ? 0 : {m} - k;")
-        store.append(f"  const float* __restrict__ zr = {rr} + {at('ka')} * {V}; const float* __restrict__ zi = {ri} + {at('ka')} * {V};")
-        store.append(f"  const float* __restrict__ mr = {rr} + {at('kb')} * {V}; const float* __restrict__ mi = {ri} + {at('kb')} * {V};")
-        store.append(f"  float* __restrict__ xr = {sr} + k * {V}; float* __restrict__ xi = {si} + k * {V};")
-        store.append("  const vf8 Zr = ld(zr) * 0.5f, Zi = ld(zi) * 0.5f, Mr = ld(mr) * 0.5f, Mi = ld(mi) * 0.5f;")
-        store.append("  const vf8 e_r = Zr + Mr, e_i = Zi - Mi, o_r = Zi + Mi, o_i = Mr - Zr;")
-        store.append("  st(xr, e_r + c * o_r - s * o_i); st(xi, e_i + c * o_i + s * o_r);")
-        store.append("}")
-        _copy_out(store, sr, si, min(out_len, m + 1), "YT", "YP", one, fast)
+
+        def point(k: str) -> list[str]:
+            return _split_point(k, m, rr, ri, at)
+
+        fused = fast and out_len <= m + 1 and out_len >= 8
+        if fused:
+            store.append("bool split_done = false;")
+            _split_store(store, point, out_len)
+            store.append("if (!split_done) {")
+        body = [f"for (int64_t k = 0; k <= {min(m, out_len - 1)}; ++k) {{",
+                *["  " + line for line in point("k")],
+                f"  st({sr} + k * {V}, Xr); st({si} + k * {V}, Xi);",
+                "}"]
+        _copy_out(body, sr, si, min(out_len, m + 1), "YT", "YP", one, fast)
         if out_len > m + 1:
-            store.append("for (int64_t v = 0; v < nv; ++v) {")
-            store.append("  auto* __restrict__ p = Y + oo[v];")
-            store.append(f"  for (int64_t k = {m + 1}; k < {out_len}; ++k) {{")
-            store.append(f"    p[k * YT] = static_cast<YT_T>({sr}[({n} - k) * {V} + v]);")
-            store.append(f"    p[k * YT + YP] = static_cast<YT_T>(-{si}[({n} - k) * {V} + v]);")
-            store.append("  }")
+            body.append("for (int64_t v = 0; v < nv; ++v) {")
+            body.append("  auto* __restrict__ p = Y + oo[v];")
+            body.append(f"  for (int64_t k = {m + 1}; k < {out_len}; ++k) {{")
+            body.append(f"    p[k * YT] = static_cast<YT_T>({sr}[({n} - k) * {V} + v]);")
+            body.append(f"    p[k * YT + YP] = static_cast<YT_T>(-{si}[({n} - k) * {V} + v]);")
+            body.append("  }")
+            body.append("}")
+        store.extend(("  " if fused else "") + line for line in body)
+        if fused:
             store.append("}")
     return tables, gather, stages, store
 
@@ -591,6 +687,16 @@ static inline void store_pair(float* const* rows, int64_t t0, const float* re, c
     _mm256_storeu_ps(rows[v] + 2 * t0, _mm256_permute2f128_ps(lo, hi, 0x20));
     _mm256_storeu_ps(rows[v] + 2 * t0 + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
   }
+}
+// 8 complex points from t0 of the block's 8 rows: interleaved pairs where imag is null, else planes (re from
+// rows, im from imag)
+static inline void load_points(const float* const* rows, const float* const* imag, int64_t t0, float* re,
+                               float* im, float scale) {
+  if (imag) { load_real(rows, t0, re, scale); load_real(imag, t0, im, scale); } else load_pair(rows, t0, re, im, scale);
+}
+static inline void store_points(float* const* rows, float* const* imag, int64_t t0, const float* re,
+                                const float* im) {
+  if (imag) { store_real(rows, t0, re, 1.0f); store_real(imag, t0, im, 1.0f); } else store_pair(rows, t0, re, im, 1.0f);
 }
 #endif
 // 4·`floats` floats for one thread (four planes, or four and the four-step split's four small ones). Up to
