@@ -22,7 +22,7 @@ bytes a point of the stage length: kept between calls up to 2 MiB, m < 16384, al
 it; 1 MiB at 8192, past L2 beyond it), then
 scattered to the output with its strides; blocks are parallel over the OpenMP threads. From FOUR_STEP (1024)
 points on, where a block's planes (128 bytes a point) have left L1 and each stage is a pass through L2, a DFT
-runs as the four-step split m = m1·m2 inside the block (four_step; fft_cpu_source._four_step): m2 column
+runs as the four-step split m = m1·m2 inside the block (four_step; fft_cpu_stages.four_step_stages): m2 column
 DFTs of m1 points, then m1 row DFTs of m2 points, each in L1, two passes through L2 instead of one a stage.
 A stage of radix r on [L, s] points views them as [r, m, s] (t = m·t1 + t2), computes the r-point DFT across
 t1, multiplies output k1 by W_L^(t2·k1) and writes [m, r·s] (Stockham DIF, Van Loan,
@@ -37,7 +37,7 @@ and transforms X1 + i·X2, whose real and imaginary parts are x1 and x2. Half th
 (x, 0) it ran before: a 512-row r2c at n = 1009 (Bluestein) took 1685 µs, 3059 as (x, 0) (one thread).
 
 A complex length with a prime factor above 13 runs Bluestein's chirp-z transform inside the same kernel
-(fft_cpu_source._bluestein; the math of the CUDA kernel's, kernels/fft_bluestein.py): the loaded points times
+(fft_cpu_stages.bluestein_stages; the math of the CUDA kernel's, kernels/fft_bluestein.py): the loaded points times
 the chirp c[t] = exp(∓πi·t²/L) (t² reduced mod 2L in integers), zero-padded to m = ``bluestein_length`` ≥
 2L − 1 (plan.cpu_bluestein_length: the cheapest length of radix 4, 2, 3, 5 stages up to the power of two),
 the forward m-point stages, times the spectrum DFT_m(b)/m of b[j] = conj c[|j|] (conjugated), the same
@@ -100,7 +100,7 @@ FOUR_STEP = 1024
 
 def four_step(m: int) -> tuple[int, int] | None:
     """(m1, m2), m = m1·m2 with m1 the largest divisor ≤ √m, where an m-point DFT in the kernel runs as the
-    four-step split (fft_cpu_source._four_step: m2 column DFTs of m1 points, then m1 row DFTs of m2, each in
+    four-step split (fft_cpu_stages.four_step_stages: m2 column DFTs of m1 points, then m1 row DFTs of m2, each in
     L1), or None (fewer than FOUR_STEP points, or no divisor)."""
     if m < FOUR_STEP:
         return None
