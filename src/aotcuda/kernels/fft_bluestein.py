@@ -147,9 +147,11 @@ if HAVE_TRITON:
         yr, yi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale, CHIRP,
                        CHIRP + 2 * N, SPECTRUM, N, A, B, C, P1, P2, P3, R, KIND, PRECISION, WINDOW, SCALED)
         if HALVES == 2:  # the odd bins' half, added to the even ones' (fft_plan.Bluestein)
-            if Out.dtype.element_ty == tl.float32:
-                # The first half stored and read back: nothing of it held through the second (sm_90, 4093
-                # c2c: 144 bytes spilled a thread against 408 held in registers; fft_kernel_resources.py).
+            # float32 out: the first half stored and read back, nothing of it held through the second (sm_90,
+            # 4093 c2c: 144 bytes spilled a thread against 408 held in registers; fft_kernel_resources.py).
+            # float16 or bfloat16 out, whose rounding would be taken twice: held in float32 registers.
+            READ_BACK: tl.constexpr = Out.dtype.element_ty == tl.float32
+            if READ_BACK:
                 _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, os_t, os_p, KIND)
                 tl.debug_barrier()
                 # rows // (rows + 1) is 0 (1 ≤ rows < 2**63), which the compiler cannot see: the row masks and
@@ -161,19 +163,17 @@ if HAVE_TRITON:
                                                     os0, os1, os2, os3)
                 t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
                 t = t + zero
-                vr, vi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale,
-                               CHIRP + 4 * N, CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R,
-                               KIND, PRECISION, WINDOW, SCALED)
+            vr, vi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale,
+                           CHIRP + 4 * N, CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R,
+                           KIND, PRECISION, WINDOW, SCALED)
+            if READ_BACK:
                 at = Out + o_row + t.to(tl.int64) * os_t
                 stored = in_tile & (t < out_len)
                 yr = vr + tl.load(at, mask=stored, other=0.0)
                 yi = vi
                 if KIND != 2:
                     yi += tl.load(at + os_p, mask=stored, other=0.0)
-            else:  # float16 or bfloat16 out: the first half held in float32 registers
-                vr, vi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale,
-                               CHIRP + 4 * N, CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R,
-                               KIND, PRECISION, WINDOW, SCALED)
+            else:
                 yr += vr
                 yi += vi
         _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, os_t, os_p, KIND)

@@ -74,8 +74,9 @@ ROWS_TILE = 2048  # the tile a program of several rows aims at (4 warps; 8 for a
 # against 1126 µs as DFT products (benchmarks/results/fft-h200-torch2.11-session15-bluestein.md).
 BLUESTEIN_TILE = 2 * TILE
 # An m past TILE as two interleaved halves of h = m/2 ≥ n, each ≤ TILE (``Bluestein.halves``); False: one
-# tile of up to BLUESTEIN_TILE (one row of 8192 values a program: 255 registers, 864 bytes spilled on sm_90,
-# 2.88× cuFFT at 4093), kept for A/B until the halves are timed on the H200.
+# tile of up to BLUESTEIN_TILE (one row of 8192 values a program: 255 registers, 864 bytes spilled on sm_90),
+# kept for A/B: on the H200 the two took the same time within 5% (2049: the halves 8% faster), and the
+# halves hold half the shared memory (docs/performance.md).
 BLUESTEIN_HALVES = True
 
 
