@@ -44,9 +44,10 @@ def kernel_family(name: str) -> str:
     return "other"
 
 
-def profile_steps(step, inputs, steps: int, device: torch.device, top: int) -> None:
+def profile_steps(step, inputs, steps: int, device: torch.device, top: int, sequence: int = 0) -> None:
     """Run ``step(*inputs)`` ``steps`` times under torch.profiler; print µs per step (decode.py's timer), the kernels'
-    summed device µs per step, kernels per step and the ``top`` kernels by device time."""
+    summed device µs per step, kernels per step and the ``top`` kernels by device time; with ``sequence``, the
+    first that many kernels of the last step in the order they ran (which kernels make one layer)."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -81,11 +82,29 @@ def profile_steps(step, inputs, steps: int, device: torch.device, top: int) -> N
     for e in sorted(kernels, key=lambda e: -e.self_device_time_total)[:top]:
         share = e.self_device_time_total / steps / device_us
         print(f"| {e.key[:90]} | {e.count / steps:.0f} | {e.self_device_time_total / steps:.1f} | {share:.0%} |")
+    if sequence:
+        print_sequence(prof, steps, sequence)
     host = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CPU]
     print("| host op (what launches the kernels) | calls per step | host µs per step (self) |")
     print("|---|---|---|")
     for e in sorted(host, key=lambda e: -e.self_cpu_time_total)[:top]:
         print(f"| {e.key[:90]} | {e.count / steps:.0f} | {e.self_cpu_time_total / steps:.1f} |")
+
+
+def print_sequence(prof, steps: int, count: int) -> None:
+    """The first ``count`` kernels of the last profiled step, in start order, with their device µs and the gap
+    to the kernel before (launch and ramp cost inside a graph)."""
+    ran = sorted((e for e in prof.events() if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA),
+                 key=lambda e: e.time_range.start)
+    per_step = len(ran) // steps
+    last = ran[len(ran) - per_step:]
+    print(f"| # | kernel (the last step, in order; {per_step} kernels) | device µs | gap before µs |")
+    print("|---|---|---|---|")
+    previous_end = None
+    for index, e in enumerate(last[:count]):
+        gap = "" if previous_end is None else f"{e.time_range.start - previous_end:.1f}"
+        print(f"| {index} | {e.name[:100]} | {e.time_range.elapsed_us():.1f} | {gap} |")
+        previous_end = e.time_range.end
 
 
 def main() -> None:
@@ -97,6 +116,8 @@ def main() -> None:
                         help="our decoder (default) or transformers' LlamaForCausalLM of the same sizes")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--sequence", type=int, default=0, metavar="N",
+                        help="also print the first N kernels of one step in the order they ran")
     parser.add_argument("--package", help="an aotcuda package of this model and batch (default: build one)")
     parser.add_argument("--inductor-config", nargs="+", metavar="KEY=VALUE", help="for the package it builds")
     opts = parser.parse_args()
@@ -122,7 +143,7 @@ def main() -> None:
         for graphs in (False, True) if device.type == "cuda" else (False,):
             print(f"\n{opts.model}, batch {opts.batch}, aotcuda.load(cuda_graphs={graphs}), {torch.__version__}")
             with aotcuda.load(path, cuda_graphs=graphs) as program:
-                profile_steps(program, (tokens, at), opts.steps, device, opts.top)
+                profile_steps(program, (tokens, at), opts.steps, device, opts.top, opts.sequence)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 # a KEY starting with AOTCUDA_ is set in the compile's environment instead).
 # MODEL=llama: transformers' LlamaForCausalLM of the same sizes (decode.py's llama-* rows) instead of our decoder.
 # Issue 29's pass A/B (sibling products and decode attention on by default, row products off): VARIANTS="b8:default b8:AOTCUDA_SIBLING_PRODUCTS=0 b1:AOTCUDA_DECODE_ATTENTION=0 b1:AOTCUDA_ROW_PRODUCTS=1".
-# EXTRA="--tiny --device cpu" makes it a CPU smoke run. CODE_FOR names the variant whose generated code (TORCH_LOGS=output_code) is kept. Logs go under $OUT.
+# SEQUENCE=N prints each profile's first N kernels of a step in order. EXTRA="--tiny --device cpu" makes it a CPU smoke run. CODE_FOR names the variant whose generated code (TORCH_LOGS=output_code) is kept. Logs go under $OUT.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"; work=$(mktemp -d)
@@ -34,7 +34,7 @@ for v in $VARIANTS; do
   n=$(name_of "$v"); b=${v%%:*}; b=${b#b}
   [ -f "$work/$n.pt2" ] || { echo "$n: build failed: $(tail -2 "$OUT/build_$n.log")" | tee -a "$OUT/summary.txt"; continue; }
   grep -h "^built\|^pass " "$OUT/build_$n.log" | tee -a "$OUT/summary.txt"
-  timeout 120 python3 benchmarks/scripts/decode_profile.py --model "$MODEL" --batch "$b" --package "$work/$n.pt2" --top 25 ${EXTRA:-} \
+  timeout 120 python3 benchmarks/scripts/decode_profile.py --model "$MODEL" --batch "$b" --package "$work/$n.pt2" --top 25 --sequence "${SEQUENCE:-0}" ${EXTRA:-} \
     > "$OUT/profile_$n.log" 2>&1; echo "profile $n rc=$?" >> "$OUT/summary.txt"
   timeout 200 python3 benchmarks/decode.py --batch "$b" --prebuilt "$KIND=$work/$n.pt2" --rows "$ROWS" ${EXTRA:-} \
     --json "$OUT/decode_$n.json" > "$OUT/decode_$n.log" 2>&1; echo "decode $n rc=$?" >> "$OUT/summary.txt"

@@ -54,6 +54,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_SIBLING_PRODUCTS", True, "CUDA lowering runs ConcatSiblingProductsPass: matrix products of 8 "
            "rows or more that read one activation (q/k/v, w1/w3) become one product over their stacked weights "
            "(passes/sibling_products.py); off: each product on its own", "at each lower() for CUDA"),
+    # ConcatSiblingProductsPass's row limit, to try the pass at fewer rows without editing code (the default is
+    # the pass's own: passes/sibling_products.py says what the H200 measured).
+    Switch("AOTCUDA_SIBLING_PRODUCTS_MIN_ROWS", 8, "ConcatSiblingProductsPass (AOTCUDA_SIBLING_PRODUCTS) fuses products "
+           "of at least this many rows on the left (1: every product)", "each time the pass is built"),
     Switch("AOTCUDA_ROW_PRODUCTS", False, "CUDA lowering runs RowProductsPass: matrix products with at most 4 "
            "rows on the left and a weight of 8M elements or more (a decode step's projections and LM head) become "
            "the aotcuda::row_product Triton op (passes/row_products.py, kernels/row_product.py); off: Inductor's "

@@ -39,6 +39,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 
+from aotcuda import switches
 from aotcuda.passes.emit import emit, fake_of, replace_uses
 from aotcuda.passes.program_copy import with_graph
 from aotcuda.passes.result import PassResult
@@ -55,9 +56,11 @@ class ConcatSiblingProductsPass:
     ``min_rows`` rows, or a symbolic row count that may be fewer).
 
     min_rows: the fewest rows (the left operand's first dim) a product must have for its group to be fused;
-    1 fuses every group."""
+    1 fuses every group; None reads the switch AOTCUDA_SIBLING_PRODUCTS_MIN_ROWS (8 unless set)."""
 
-    def __init__(self, min_rows: int = 8) -> None:
+    def __init__(self, min_rows: int | None = None) -> None:
+        if min_rows is None:
+            min_rows = max(1, int(switches.number("AOTCUDA_SIBLING_PRODUCTS_MIN_ROWS")))  # 0 lifts the limit
         if type(min_rows) is not int or min_rows < 1:
             raise ValueError(f"ConcatSiblingProductsPass: min_rows must be an int of at least 1; got {min_rows!r}")
         self.min_rows = min_rows
