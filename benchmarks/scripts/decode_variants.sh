@@ -30,6 +30,9 @@ for v in $VARIANTS; do
   unset TORCH_LOGS
 done
 wait; echo "builds: $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+# BEFORE_TIMING: a command run once the builds end and before anything is timed (e.g. waiting for a test
+# run started beside the builds to finish, so that nothing runs beside the timings).
+if [ -n "${BEFORE_TIMING:-}" ]; then bash -c "$BEFORE_TIMING"; echo "before timing: $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"; fi
 for v in $VARIANTS; do
   n=$(name_of "$v"); b=${v%%:*}; b=${b#b}
   [ -f "$work/$n.pt2" ] || { echo "$n: build failed: $(tail -2 "$OUT/build_$n.log")" | tee -a "$OUT/summary.txt"; continue; }

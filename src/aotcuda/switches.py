@@ -82,6 +82,9 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "rows written out as matmul, scale, mask, softmax, matmul (a prefill) becomes one "
            "scaled_dot_product_attention call (passes/prompt_attention.py); off: Inductor's own products and "
            "softmax", "at each lower() for CUDA"),
+    Switch("AOTCUDA_COMMON_SUBEXPRESSIONS", True, "CUDA lowering runs EliminateCommonSubexpressionsPass last: a pure "
+           "computation written several times (a mask built in every layer) is computed once "
+           "(passes/common_subexpressions.py); off: every copy kept", "at each lower() for CUDA"),
     # On by default: on the H200 (torch 2.11, benchmarks/fft.py --device cuda, 2026-12-03) the kernel form took
     # 0.45-0.87x cuFFT's time on the filter at n = 64, 128, 400, 1024, 2048 and 4096 and 0.55x on the Whisper
     # front end, 1.05x at n = 512, where the GEMM form took 0.98-1.92x (docs/performance.md).
