@@ -31,7 +31,9 @@ for v in $VARIANTS; do
 done
 wait; echo "builds: $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 # BEFORE_TIMING: a command run once the builds end and before anything is timed (e.g. waiting for a test
-# run started beside the builds to finish, so that nothing runs beside the timings).
+# run started beside the builds to finish, so that nothing runs beside the timings). Quote it in single
+# quotes: it runs with this script's $OUT, and OUT=... set in the same command line is already the new value
+# when a later assignment on that line expands (BEFORE_TIMING="... $OUT/var/..." names $OUT/var/var).
 if [ -n "${BEFORE_TIMING:-}" ]; then bash -c "$BEFORE_TIMING"; echo "before timing: $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"; fi
 for v in $VARIANTS; do
   n=$(name_of "$v"); b=${v%%:*}; b=${b#b}

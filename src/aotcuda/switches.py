@@ -56,8 +56,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "(passes/sibling_products.py); off: each product on its own", "at each lower() for CUDA"),
     # ConcatSiblingProductsPass's row limit, to try the pass at fewer rows without editing code (the default is
     # the pass's own: passes/sibling_products.py says what the H200 measured).
-    Switch("AOTCUDA_SIBLING_PRODUCTS_MIN_ROWS", 8, "ConcatSiblingProductsPass (AOTCUDA_SIBLING_PRODUCTS) fuses products "
-           "of at least this many rows on the left (1: every product)", "each time the pass is built"),
+    Switch("AOTCUDA_SIBLING_PRODUCTS_MIN_ROWS", 8, "ConcatSiblingProductsPass (AOTCUDA_SIBLING_PRODUCTS) fuses "
+           "products of at least this many rows on the left (1: every product)", "each time the pass is built"),
     Switch("AOTCUDA_ROW_PRODUCTS", False, "CUDA lowering runs RowProductsPass: matrix products with at most 4 "
            "rows on the left and a weight of 8M elements or more (a decode step's projections and LM head) become "
            "the aotcuda::row_product Triton op (passes/row_products.py, kernels/row_product.py); off: Inductor's "
@@ -82,7 +82,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "rows written out as matmul, scale, mask, softmax, matmul (a prefill) becomes one "
            "scaled_dot_product_attention call (passes/prompt_attention.py); off: Inductor's own products and "
            "softmax", "at each lower() for CUDA"),
-    Switch("AOTCUDA_COMMON_SUBEXPRESSIONS", True, "CUDA lowering runs EliminateCommonSubexpressionsPass last: a pure "
+    # Off by default until the H200 times it in a decode step: built there (torch 2.11, 2026-12-04) it merged 153
+    # nodes of the batch-1 step (the mask each layer builds, which ran as 16 kernels of 0.9 us) and the CUDA
+    # decode, decode-attention and FFT tests passed with it on; the step's A/B did not run (device time spent).
+    Switch("AOTCUDA_COMMON_SUBEXPRESSIONS", False, "CUDA lowering runs EliminateCommonSubexpressionsPass last: a pure "
            "computation written several times (a mask built in every layer) is computed once "
            "(passes/common_subexpressions.py); off: every copy kept", "at each lower() for CUDA"),
     # On by default: on the H200 (torch 2.11, benchmarks/fft.py --device cuda, 2026-12-03) the kernel form took

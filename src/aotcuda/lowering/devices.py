@@ -58,8 +58,8 @@ DEVICE_PROFILES = {
     # Triton is missing); PromptAttentionPass (written-out attention of many query rows, a prefill, as one
     # scaled_dot_product_attention call: the attentions SplitCacheAttentionPass leaves); off, RowProductsPass (few-row products as a Triton op, after the siblings are one
     # product), which did not win in the decode step. StoreVectorOperandsPass runs after them, on the
-    # products left; EliminateCommonSubexpressionsPass last, so that what the others wrote per layer (the
-    # decode attention's mask) is merged too.
+    # products left; EliminateCommonSubexpressionsPass (off by default, not yet timed) last, so that what the
+    # others wrote per layer (the decode attention's mask) is merged too.
     "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS, inductor_configs={"coordinate_descent_tuning": True},
                           passes=(ConcatSiblingProductsPass, SplitCacheAttentionPass, PromptAttentionPass,
                                   RowProductsPass, StoreVectorOperandsPass, EliminateCommonSubexpressionsPass),

@@ -11,8 +11,9 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
                   traced through their plain-torch implementation (lowering/library_ops.py)
     passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass; then the
                   device profile's (CUDA: ConcatSiblingProductsPass, SplitCacheAttentionPass,
-                  PromptAttentionPass, RowProductsPass, StoreVectorOperandsPass; the first four each behind a
-                  switch). Each is a GraphPass (passes/result.py):
+                  PromptAttentionPass, RowProductsPass, StoreVectorOperandsPass,
+                  EliminateCommonSubexpressionsPass; all but StoreVectorOperandsPass each behind a switch).
+                  Each is a GraphPass (passes/result.py):
                   ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
     (before compiling: an op AOTInductor would run through its proxy executor is refused, lowering/proxy_ops.py)
