@@ -39,8 +39,8 @@ class Unhashable(Exception):
 
 class EliminateCommonSubexpressionsPass:
     """``pass(ep) → ep``: one node per distinct pure computation (module docstring; off by default on CUDA
-    until timed: switches.py). A GraphPass (passes/result.py): ``result.counts`` has ``merged``, the nodes whose uses now read an earlier
-    identical node."""
+    until timed: switches.py). A GraphPass (passes/result.py): ``result.counts`` has ``merged``, the nodes
+    whose uses now read an earlier identical node."""
 
     def __init__(self) -> None:
         self.result = PassResult(type(self).__name__)
