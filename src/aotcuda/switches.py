@@ -82,6 +82,11 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "rows written out as matmul, scale, mask, softmax, matmul (a prefill) becomes one "
            "scaled_dot_product_attention call (passes/prompt_attention.py); off: Inductor's own products and "
            "softmax", "at each lower() for CUDA"),
+    # Off by default: built after the session's device time was spent, not yet compiled for CUDA or timed.
+    Switch("AOTCUDA_NORM_PRODUCTS", False, "CUDA lowering runs FoldRMSNormIntoProductPass: a one-row matrix product of "
+           "an RMSNorm's output runs on the unnormalized row and scales its outputs by the row's rsqrt factor, "
+           "computed in the product's own loop (passes/norm_products.py); off: the norm before the product",
+           "at each lower() for CUDA"),
     # Off by default until the H200 times it in a decode step: built there (torch 2.11, 2026-12-04) it merged 153
     # nodes of the batch-1 step (the mask each layer builds, which ran as 16 kernels of 0.9 us) and the CUDA
     # decode, decode-attention and FFT tests passed with it on; the step's A/B did not run (device time spent).

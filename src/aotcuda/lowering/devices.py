@@ -15,11 +15,12 @@ import torch
 from aotcuda.errors import Advice, DeviceError
 from aotcuda.lowering.fallbacks import LIBRARY_KERNELS, ONEDNN_KERNELS
 from aotcuda import switches
+from aotcuda.passes.common_subexpressions import EliminateCommonSubexpressionsPass
 from aotcuda.passes.decode_attention import SplitCacheAttentionPass
+from aotcuda.passes.norm_products import FoldRMSNormIntoProductPass
 from aotcuda.passes.prompt_attention import PromptAttentionPass
 from aotcuda.passes.result import GraphPass
 from aotcuda.passes.row_products import RowProductsPass
-from aotcuda.passes.common_subexpressions import EliminateCommonSubexpressionsPass
 from aotcuda.passes.sibling_products import ConcatSiblingProductsPass
 from aotcuda.passes.vector_operands import StoreVectorOperandsPass
 
@@ -58,15 +59,18 @@ DEVICE_PROFILES = {
     # Triton is missing); PromptAttentionPass (written-out attention of many query rows, a prefill, as one
     # scaled_dot_product_attention call: the attentions SplitCacheAttentionPass leaves); off, RowProductsPass (few-row products as a Triton op, after the siblings are one
     # product), which did not win in the decode step. StoreVectorOperandsPass runs after them, on the
-    # products left; EliminateCommonSubexpressionsPass (off by default, not yet timed) last, so that what the
-    # others wrote per layer (the decode attention's mask) is merged too.
+    # products left; FoldRMSNormIntoProductPass (off by default, not yet timed) before it, so that the products
+    # it rewrites are seen there; EliminateCommonSubexpressionsPass (off by default, not yet timed) last, so that
+    # what the others wrote per layer (the decode attention's mask) is merged too.
     "cuda": DeviceProfile(allowed_kernels=LIBRARY_KERNELS, inductor_configs={"coordinate_descent_tuning": True},
                           passes=(ConcatSiblingProductsPass, SplitCacheAttentionPass, PromptAttentionPass,
-                                  RowProductsPass, StoreVectorOperandsPass, EliminateCommonSubexpressionsPass),
+                                  RowProductsPass, FoldRMSNormIntoProductPass, StoreVectorOperandsPass,
+                                  EliminateCommonSubexpressionsPass),
                           pass_switches={ConcatSiblingProductsPass: "AOTCUDA_SIBLING_PRODUCTS",
                                          SplitCacheAttentionPass: "AOTCUDA_DECODE_ATTENTION",
                                          PromptAttentionPass: "AOTCUDA_PROMPT_ATTENTION",
                                          RowProductsPass: "AOTCUDA_ROW_PRODUCTS",
+                                         FoldRMSNormIntoProductPass: "AOTCUDA_NORM_PRODUCTS",
                                          EliminateCommonSubexpressionsPass: "AOTCUDA_COMMON_SUBEXPRESSIONS"}),
     "cpu": DeviceProfile(allowed_kernels=LIBRARY_KERNELS | ONEDNN_KERNELS),
 }

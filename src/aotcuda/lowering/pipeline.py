@@ -11,7 +11,7 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
                   traced through their plain-torch implementation (lowering/library_ops.py)
     passes        passes(), in order: ReplaceViewCopyWithViewPass, ReplaceComplexWithRealPass; then the
                   device profile's (CUDA: ConcatSiblingProductsPass, SplitCacheAttentionPass,
-                  PromptAttentionPass, RowProductsPass, StoreVectorOperandsPass,
+                  PromptAttentionPass, RowProductsPass, FoldRMSNormIntoProductPass, StoreVectorOperandsPass,
                   EliminateCommonSubexpressionsPass; all but StoreVectorOperandsPass each behind a switch).
                   Each is a GraphPass (passes/result.py):
                   ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did
