@@ -34,3 +34,22 @@ def test_the_library_llama_decode_step_gets_both_passes_and_matches_eager_step_a
     eager, lowered = build_llama_decode_step(config, BATCH, dtype=torch.float32, seed=3), ep.module()
     tokens = torch.randint(0, config.vocab_size, (BATCH, 1), generator=torch.Generator().manual_seed(0))
     check_decode_steps(eager, lowered, tokens, steps=10, rtol=1e-5)  # positions 0-7 leave whole chunks of 8 masked
+
+
+def test_the_library_llama_decode_step_at_batch_1_folds_its_norms_and_merges_repeated_work():
+    """FoldRMSNormIntoProductPass on transformers' LlamaRMSNorm (weight · row.to(dtype)): q/k/v and gate/up after
+    each layer's two norms, the LM head after the last; EliminateCommonSubexpressionsPass after them."""
+    from aotcuda.passes.common_subexpressions import EliminateCommonSubexpressionsPass
+    from aotcuda.passes.norm_products import FoldRMSNormIntoProductPass
+
+    config = llama_decode_config(dim=64, layers=LAYERS, heads=4, kv_heads=2, ffn=128, vocab=256, max_seq=32)
+    step = build_llama_decode_step(config, 1, dtype=torch.float32, seed=4)
+    example = (torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+    fold, merge = FoldRMSNormIntoProductPass(), EliminateCommonSubexpressionsPass()
+    with torch.no_grad():
+        ep = before_compile(step, example, make_passes=lambda: passes() + [fold, merge]).program
+    assert fold.result.counts == {"rewritten": 5 * LAYERS + 1}
+    assert merge.result.changed
+    eager, lowered = build_llama_decode_step(config, 1, dtype=torch.float32, seed=4), ep.module()
+    tokens = torch.randint(0, config.vocab_size, (1, 1), generator=torch.Generator().manual_seed(1))
+    check_decode_steps(eager, lowered, tokens, steps=6, rtol=1e-5)

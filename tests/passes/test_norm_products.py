@@ -151,3 +151,26 @@ def test_cuda_lowering_runs_it_only_when_its_switch_is_on_and_cpu_lowering_never
     from aotcuda.passes.vector_operands import StoreVectorOperandsPass
     assert enabled.index(FoldRMSNormIntoProductPass) < enabled.index(StoreVectorOperandsPass)
     assert FoldRMSNormIntoProductPass not in DEVICE_PROFILES["cpu"].enabled_passes()
+
+
+class LastTokenHead(torch.nn.Module):
+    """transformers' causal-LM head: the norm, then ``[:, -1:, :]`` of the one token, then the LM head."""
+
+    def __init__(self, dim=32, vocab=40):
+        super().__init__()
+        self.norm, self.head = LibraryNorm(dim), torch.nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, x):
+        return self.head(self.norm(x)[:, -1:, :])
+
+
+def test_a_slice_that_keeps_the_one_row_is_seen_through_and_one_that_drops_rows_is_not():
+    torch.manual_seed(2)
+    model = LastTokenHead().eval()
+    graph_pass = FoldRMSNormIntoProductPass()
+    folded = graph_pass(_ep(model, (torch.randn(1, 1, 32),)))
+    assert graph_pass.result.counts == {"rewritten": 1}
+    x = torch.randn(1, 1, 32)
+    assert relative_error(folded.module()(x), model(x)) < 1e-5
+    ep = _ep(model, (torch.randn(1, 4, 32),))  # the slice keeps one row of four: the product's row is not y's
+    assert graph_pass(ep) is ep and graph_pass.result.counts == {"rewritten": 0}

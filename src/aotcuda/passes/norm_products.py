@@ -11,7 +11,7 @@ the same N outputs, reading the same h: ``mm(h·g, Wᵀ)``, and ``mean(expand(h�
 value in every column, so that Inductor sees a reduction of N outputs like the product's, decomposed from a
 one-row mm, and computes both in one loop); the scale is the epilogue.
 
-Matched: ``mm(view(y), Wᵀ)`` with one row on the left (a static 1, as Inductor decomposes one-row products
+Matched: ``mm(view(y), Wᵀ)`` (views, and slices that keep every element) with one row on the left (a static 1, as Inductor decomposes one-row products
 only then), y = ``[g ·] cast?(hf · rsqrt(mean(pow(hf, 2), [-1], keepdim) + eps)) [· g]`` with hf =
 ``cast?(h)``, as torch.export writes Meta's and transformers' RMSNorm after lower()'s decompositions. Other
 consumers of y keep reading y.
@@ -35,7 +35,7 @@ from aotcuda.passes.program_copy import with_graph
 from aotcuda.passes.result import PassResult
 
 aten = torch.ops.aten
-_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.alias.default)
 
 
 @dataclass(frozen=True)
@@ -93,9 +93,18 @@ def _one_row_product_of_norm(mm) -> _Norm | None:
     if mm.args[0].meta["val"].shape[0] != 1:
         return None
     y = mm.args[0]
-    while _is(y, *_VIEWS):
+    while _is(y, *_VIEWS) or _whole_slice(y):
         y = y.args[0]
     return _rms_norm(y)
+
+
+def _whole_slice(node) -> bool:
+    """A slice that keeps every element (transformers' ``hidden_states[:, -1:, :]`` of a one-token step)."""
+    if not _is(node, aten.slice.Tensor) or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    source, value = node.args[0].meta.get("val"), node.meta.get("val")
+    return (isinstance(source, torch.Tensor) and isinstance(value, torch.Tensor)
+            and tuple(source.shape) == tuple(value.shape) and all(type(size) is int for size in value.shape))
 
 
 def _cast_only(node) -> bool:
