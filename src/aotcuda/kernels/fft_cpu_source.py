@@ -107,7 +107,7 @@ def _upper_rows(lines: list, emit) -> None:
     """emit(lines)'s statements for the block's upper 8 rows (a PACKED block of 16: xo, oo, nv theirs)."""
     lines.append("if (nv_hi > 0) {")
     lines.append("  const int64_t* const xo = xo_hi; const int64_t* const oo = oo_hi; const int64_t nv = nv_hi;")
-    lines.append("  (void)xo; (void)oo;")
+    lines.append("  const int64_t* const wo = wo_hi; (void)xo; (void)oo; (void)wo;")
     inner = []
     emit(inner)
     lines.extend("  " + line for line in inner)
@@ -122,6 +122,31 @@ def _windowed(lines: list, plane: str, count: int, sample: str, scale: str) -> N
     lines.append(f"  const float w = static_cast<float>(WIN[({sample}) * WS]) * {scale};")
     lines.append(f"  st({plane} + q * {V}, ld({plane} + q * {V}) * w);")
     lines.append("}")
+
+
+def _weigh(re: str, im: str, at: str, weight: str) -> str:
+    """A statement: the 8 rows' point at (re, im) times the weight's point `at` along the dim, as complex numbers
+    (the pair product fused into the loads: fft_cpu's `weight`). weight "uniform": one value for every row of
+    the block (its batch strides all 0: a filter's weight), read once; "rows": each row's own (wo[v])."""
+    def value(part: str, v: str) -> str:
+        return f"static_cast<float>(WGT[wo[{v}] + ({at}) * WT{part}])"
+
+    if weight == "uniform":
+        w = f"const float wr = {value('', '0')}, wi = {value(' + WP', '0')};"
+    else:
+        w = (f"vf8 wr, wi; for (int v = 0; v < {ROWS}; ++v) "
+             f"{{ wr[v] = {value('', 'v')}; wi[v] = {value(' + WP', 'v')}; }}")
+    return (f"{{ {w} const vf8 pr = ld({re}), pi = ld({im}); "
+            f"st({re}, pr * wr - pi * wi); st({im}, pr * wi + pi * wr); }}")
+
+
+def _weighted(lines: list, plane_r: str, plane_i: str, count: int, weight: str | None) -> None:
+    """planes (plane_r, plane_i)[q][v] times the weight's point q for q < count (nothing without a weight)."""
+    if weight is None or count <= 0:
+        return
+    V = ROWS
+    lines.append(f"for (int64_t q = 0; q < {count}; ++q) "
+                 + _weigh(f"{plane_r} + q * {V}", f"{plane_i} + q * {V}", "q", weight))
 
 
 def _split_point(k: str, m: int, rr: str, ri: str, at) -> list[str]:
@@ -177,11 +202,12 @@ def _merge_point(k: str, xr: str, xi: str, mr: str, mi: str) -> list[str]:
             "const vf8 Zr = a_r - c_i, Zi = a_i + c_r;"]
 
 
-def _merged_load(lines: list, m: int, scale: str) -> None:
+def _merged_load(lines: list, m: int, scale: str, weight: str | None) -> None:
     """An even c2r's merge fused into the loads: bins k0 … k0 + 7 and their mirrors m − k0 − 7 … m − k0 read
     by two 8×8 transposes into L1 (the imaginary parts of bins 0 and m dropped), Z of all 16 points written
     to (ar, ai) (Z[m] too: a point past the transform's, which nothing reads): one pass over the planes where
-    the loads into (br, bi) and the merge made two (docs/performance.md, branch fuse). Needs bins 0 … m of
+    the loads into (br, bi) and the merge made two (docs/performance.md, branch fuse); the weight's product
+    (_weigh) in L1 between the transposes and the merge. Needs bins 0 … m of
     x, float32, dense along the dim, 8 rows (AVX2); sets merged, else leaves the block to the two passes."""
     V = ROWS
     lines += ["#if defined(__AVX2__)",
@@ -194,6 +220,8 @@ def _merged_load(lines: list, m: int, scale: str) -> None:
               f"    const int64_t j0 = {m - 7} - k0;",
               f"    aotcuda_fft::load_points(rows8, im8, k0, lr, li, {scale});",
               f"    aotcuda_fft::load_points(rows8, im8, j0, hr, hi, {scale});",
+              *([f"    for (int64_t i = 0; i < 8; ++i) {{ {_weigh('lr + 8 * i', 'li + 8 * i', 'k0 + i', weight)} "
+                 f"{_weigh('hr + 8 * i', 'hi + 8 * i', 'j0 + i', weight)} }}"] if weight else []),
               "    if (k0 == 0) for (int v = 0; v < 8; ++v) { li[v] = 0.0f; hi[56 + v] = 0.0f; }",
               "    for (int64_t i = 0; i < 8; ++i) {",
               "      {",
@@ -214,7 +242,8 @@ def _merged_load(lines: list, m: int, scale: str) -> None:
 
 
 def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float,
-                  has_window: bool, fast: bool = True) -> tuple[list[str], list[str], list[str], list[str]]:
+                  has_window: bool, fast: bool = True,
+                  weight: str | None = None) -> tuple[list[str], list[str], list[str], list[str]]:
     """The C++ of one transform as (static tables, gather, stages, store) statement lists over these names,
     which kernel_body defines: X, Y, WIN (the input, output and window pointers), `xo[v]`, `oo[v]` (the
     offsets of row v of the block in X and Y), `nv` (rows in the block; in a packed block, of its first ROWS), XT, XP, YT, YP, WS (the strides
@@ -222,7 +251,9 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     ar, ai, br, bi of (max(nc, m + 2·m1) + 1)·ROWS floats (m: Bluestein's length, stage_length; m1 the
     four-step split's column length, 0 without one), c0r, c0i, c1r, c1i (the split's small planes), and, in a packed
     block (fft_cpu.packed: an odd r2c or c2r), xo_hi, oo_hi, nv_hi for its upper ROWS rows (_upper_rows).
-    fast: the data is float32 (the AVX2 transposes may run)."""
+    fast: the data is float32 (the AVX2 transposes may run). weight (c2c, c2r): None, or "uniform" / "rows"
+    (_weigh) to multiply the loaded points by WGT (a pair: WT, WP its strides along the dim and between its
+    parts, wo[v] row v's offset in it), before a c2r's bins 0 and n/2 lose their imaginary parts."""
     V = ROWS
     nc = complex_length(n, kind)
     fwd = not direction(kind, inverse)
@@ -249,6 +280,7 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         zero("ar", count, n)
         zero("ai", count, n)
         _copy_in(gather, "ar", "ai", count, "XT", "XP", fast, load_scale)
+        _weighted(gather, "ar", "ai", count, weight)
         if has_window:
             _windowed(gather, "ar", count, "q", sc)
             _windowed(gather, "ai", count, "q", sc)
@@ -278,7 +310,13 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
             zero(plane, half, h + 1)
         gather.append(f"if (nv_hi < {V}) for (int64_t e = 0; e < {half * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
         _copy_in(gather, "ar", "ai", half, "XT", "XP", fast, sc)
-        _upper_rows(gather, lambda lines: _copy_in(lines, "br", "bi", half, "XT", "XP", fast, sc))
+        _weighted(gather, "ar", "ai", half, weight)
+
+        def upper(lines: list) -> None:
+            _copy_in(lines, "br", "bi", half, "XT", "XP", fast, sc)
+            _weighted(lines, "br", "bi", half, weight)
+
+        _upper_rows(gather, upper)
         # z[t] = X1[t] + i·X2[t], z[n − t] = conj X1[t] + i·conj X2[t] (t ≤ n/2; bin 0's imaginary parts dropped)
         gather.append(f"for (int64_t v = 0; v < {V}; ++v) {{ ai[v] = 0.0f; bi[v] = 0.0f; }}")
         gather.append(f"for (int64_t t = 0; t <= {h}; ++t) {{")
@@ -296,12 +334,13 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         fused = fast and half == m + 1 and m >= 16
         if fused:
             gather.append("bool merged = false;")
-            _merged_load(gather, m, sc)
+            _merged_load(gather, m, sc, weight)
             gather.append("if (!merged) {")
         body = []
         if half < m + 1:
             body.append(f"for (int64_t e = {half * V}; e < {(m + 1) * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
         _copy_in(body, "br", "bi", half, "XT", "XP", fast, sc)
+        _weighted(body, "br", "bi", half, weight)
         body.append(f"for (int64_t v = 0; v < {V}; ++v) {{ bi[v] = 0.0f; bi[{m * V} + v] = 0.0f; }}")
         body.append(f"for (int64_t k = 0; k < {m}; ++k) {{")
         body.extend("  " + line for line in _merge_point("k", f"br + k * {V}", f"bi + k * {V}",
@@ -372,31 +411,38 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
 
 def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float, has_window: bool,
                 sizes: list[str], x_strides: list[str], y_strides: list[str], xt: str, xp: str, yt: str, yp: str,
-                ws: str, x_offset: str, y_offset: str, y_type: str, fast: bool) -> tuple[str, str]:
+                ws: str, x_offset: str, y_offset: str, y_type: str, fast: bool,
+                weight: dict | None = None) -> tuple[str, str]:
     """(file-scope C++: SCRATCH's helpers, the kernel function's body with its tables) for pointers X, Y, WIN and the C++
     expressions of the batch dims' sizes and strides (x's and out's, in the same order), the strides of
     the transformed dim (xt, yt) and of a pair's parts (xp, yp; "0" where there is none), the window's
     stride, the storage offsets of x and out, Y's element type and whether x and out are float32
-    (kernel_source's fast). The blocks run on OpenMP's threads."""
+    (kernel_source's fast). weight: None, or the weight WGT's C++ expressions (keys strides: one a batch dim, "0"
+    where it broadcasts; wt, wp; offset) beside "uniform" (every batch stride 0). The blocks run on OpenMP's
+    threads."""
     V = ROWS
-    tables, gather, stages, store = kernel_source(n, kind, inverse, in_len, out_len, scale, has_window, fast)
+    mode = None if weight is None else ("uniform" if weight["uniform"] else "rows")
+    tables, gather, stages, store = kernel_source(n, kind, inverse, in_len, out_len, scale, has_window, fast, mode)
+    w_strides = weight["strides"] if weight else ["0"] * len(sizes)
     B = 2 * V if packed(n, kind) else V  # rows a block
     split = four_step(stage_length(n, kind))
     pad = 2 * split[0] if split else 0  # the four-step split's padded rows (four_step_stages)
     plane = ((max(complex_length(n, kind), stage_length(n, kind) + pad) + 1) * V + 15) // 16 * 16
     small = (four_step_planes(n, kind) + 15) // 16 * 16  # the four-step split's L1 planes c0r, c0i, c1r, c1i
+    w_offset = weight["offset"] if weight else "0"
     rows = " * ".join(f"({s})" for s in sizes) or "1"
     offsets = []
     for d in reversed(range(len(sizes))):
         offsets.append(f"    {{ const int64_t i = q % ({sizes[d]}); q /= ({sizes[d]}); "
-                       f"x += i * ({x_strides[d]}); y += i * ({y_strides[d]}); }}")
+                       f"x += i * ({x_strides[d]}); y += i * ({y_strides[d]}); w += i * ({w_strides[d]}); }}")
     body = [
         "using aotcuda_fft::vf8; using aotcuda_fft::vf16; using aotcuda_fft::ld; using aotcuda_fft::st;",
         *tables,  # function-local statics: one package holds many transforms' kernels
         f"const int64_t rows = {rows};",
         f"const int64_t blocks = (rows + {B - 1}) / {B};",
         f"const int64_t XT = {xt}, XP = {xp}, YT = {yt}, YP = {yp}, WS = {ws};",
-        "(void)XP; (void)YP; (void)WS;",
+        f"const int64_t WT = {weight['wt'] if weight else '0'}, WP = {weight['wp'] if weight else '0'};",
+        "(void)XP; (void)YP; (void)WS; (void)WT; (void)WP;",
         f"using YT_T = {y_type};",
         # OpenMP's current thread count (torch.set_num_threads sets it), not the compiling process's: a caller
         # that runs torch on one thread gets one here too.
@@ -418,16 +464,18 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         "    if (!ar) continue;",
         f"    const int64_t first = blk * {B};",
         f"    const int64_t nv_all = rows - first < {B} ? rows - first : {B};",
-        f"    int64_t xo_all[{B}], oo_all[{B}];",
+        f"    int64_t xo_all[{B}], oo_all[{B}], wo_all[{B}];",
+        f"    for (int64_t v = 0; v < {B}; ++v) wo_all[v] = {w_offset};  // rows past nv_all: a point of the weight",
         "    for (int64_t v = 0; v < nv_all; ++v) {",
-        f"      int64_t q = first + v, x = {x_offset}, y = {y_offset};",
+        f"      int64_t q = first + v, x = {x_offset}, y = {y_offset}, w = {w_offset};",
         *["  " + line for line in offsets],
-        "      xo_all[v] = x; oo_all[v] = y;",
+        "      xo_all[v] = x; oo_all[v] = y; wo_all[v] = w;",
         "    }",
         f"    const int64_t* const xo = xo_all; const int64_t* const oo = oo_all; const int64_t nv = nv_all < {V} ? nv_all : {V};",
         f"    const int64_t* const xo_hi = xo_all + {V}; const int64_t* const oo_hi = oo_all + {V};",
+        f"    const int64_t* const wo = wo_all; const int64_t* const wo_hi = wo_all + {V};",
         f"    const int64_t nv_hi = nv_all > {V} ? nv_all - {V} : 0;",
-        "    (void)xo_hi; (void)oo_hi; (void)nv_hi;",
+        "    (void)xo_hi; (void)oo_hi; (void)nv_hi; (void)wo; (void)wo_hi;",
         *["    " + line for line in gather],
         *["    " + line for line in stages],
         *["    " + line for line in store],
