@@ -166,22 +166,33 @@ def _split_store(lines: list, point, count: int) -> None:
     """An even r2c's bins k < count computed (point(k): _split_point) 8 at a time into L1 and stored to the
     block's rows by one 8×8 transpose: one pass over the planes where the split and _copy_out made two
     (docs/performance.md, branch fuse). Where the rows are float32 and dense along the dim (AVX2, 8 rows);
-    sets split_done, else leaves the block to the two passes."""
+    sets split_done, else leaves the block to the two passes. Planes whose re and im lie a multiple of 4 KiB
+    apart (± 128 bytes: n = 4096 and 8192 of the filter's [rows, 2, bins]) would have the 8 rows' re and im
+    stores, 16 lines being written, in one 12-way L1 set (r2c at 4096: 2.32 ms against 1.78 interleaved, or with
+    the im plane 64 bytes further); there the im stores trail the re ones by 8 chunks (256 bytes: other sets),
+    their values kept in a ring in L1 (docs/performance.md, branch cpufft)."""
     lines += ["#if defined(__AVX2__)",
               "if (nv == 8 && (((YT) == 2 && (YP) == 1) || (YT) == 1)) {",
               "  float* rows8[8]; float* imag8[8];",
               "  for (int v = 0; v < 8; ++v) { rows8[v] = reinterpret_cast<float*>(Y) + oo[v]; imag8[v] = rows8[v] + (YP); }",
               "  float* const* const im8 = ((YT) == 2 && (YP) == 1) ? nullptr : imag8;  // null: interleaved pairs",
-              "  alignas(64) float gr[64], gi[64];",
+              "  alignas(64) float gr[64], gi[64 * 8];  // gi: a ring of the last 8 chunks' imaginary parts",
+              "  const int64_t gap = ((YP) * 4 % 4096 + 4096) % 4096;  // bytes from a row's re to its im, mod 4 KiB",
+              "  const int64_t lag = im8 && (gap < 128 || gap > 3968) ? 8 : 0;  // chunks the im stores trail by",
               "  int64_t k0 = 0;",
               f"  for (; k0 + 8 <= {count}; k0 += 8) {{",
+              "    float* const gk = gi + 64 * ((k0 / 8) % 8);",
+              "    if (lag && k0 >= 8 * lag) aotcuda_fft::store_real(imag8, k0 - 8 * lag, gk, 1.0f);",
               "    for (int64_t i = 0; i < 8; ++i) {",
               "      const int64_t k = k0 + i;",
               *["      " + line for line in point("k")],
-              "      st(gr + 8 * i, Xr); st(gi + 8 * i, Xi);",
+              "      st(gr + 8 * i, Xr); st(gk + 8 * i, Xi);",
               "    }",
-              "    aotcuda_fft::store_points(rows8, im8, k0, gr, gi);",
+              "    if (lag) aotcuda_fft::store_real(rows8, k0, gr, 1.0f);",
+              "    else aotcuda_fft::store_points(rows8, im8, k0, gr, gk);",
               "  }",
+              "  for (int64_t j = k0 > 8 * lag ? k0 - 8 * lag : 0; lag && j < k0; j += 8)",
+              "    aotcuda_fft::store_real(imag8, j, gi + 64 * ((j / 8) % 8), 1.0f);",
               f"  for (; k0 < {count}; ++k0) {{",
               "    const int64_t k = k0;",
               *["    " + line for line in point("k")],
