@@ -3,150 +3,22 @@ one transform's kernel body over the pointers, sizes and strides that kernels/ff
 (or a test's or a benchmark's standalone build), ``kernel_source`` its parts (tables, loads, stages, stores).
 
 The stages are kernels/fft_cpu_stages.py's (Stockham, the four-step split, Bluestein), the file-scope helpers
-kernels/fft_cpu_helpers.py's; here are the loads and stores: the rows of a block gathered into planes [n][8]
-of float32 and scattered back, as 8×8 AVX2 register transposes where the rows are float32 and dense along
-the dim (scalar code elsewhere), with the r2c split and the c2r merge fused into them where they can be.
+kernels/fft_cpu_helpers.py's, the rows' plain loads and stores kernels/fft_cpu_copies.py's (the rows of a block
+gathered into planes [n][8] of float32 and scattered back, as 8×8 AVX2 register transposes where the rows are
+float32 and dense along the dim, scalar code elsewhere); here are the r2c split and the c2r merge fused into
+them where they can be, and the order of a transform's parts.
 """
 
 from __future__ import annotations
 
 from aotcuda.kernels.fft_cpu import (ROWS, bluestein_length, complex_length, four_step, four_step_planes, packed,
                                      stage_length)
+from aotcuda.kernels.fft_cpu_copies import (copy_in, copy_out, planes_store, ring, upper_rows, weigh, weighted,
+                                            windowed)
 from aotcuda.kernels.fft_cpu_helpers import SCRATCH
 from aotcuda.kernels.fft_cpu_stages import (bluestein_stages, float_literal, four_step_stages, stockham_stages, table,
                                             unit)
 from aotcuda.kernels.fft_rows import direction
-
-
-def _copy_in(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, fast: bool,
-             scale: str = "1.0f") -> None:
-    """Statements that load points q < count of each row of the block, times `scale`, into plane_r (and
-    plane_i: a pair, its parts `p` apart) at [q][v], the transformed dim's stride `t`: 8×8 AVX2 transposes
-    where the rows are float32 and dense along the dim (fast), one value at a time for the rest."""
-    V = ROWS
-    if count <= 0:
-        return
-    lines.append("{")
-    lines.append("  int64_t done = 0;")
-    if fast and V == 8 and count >= 8:
-        lines.append("#if defined(__AVX2__)")
-        lines.append("  const float* rows8[8]; for (int v = 0; v < 8; ++v) rows8[v] = reinterpret_cast<const float*>(X) + xo[v];")
-        if plane_i is None:
-            lines.append(f"  if (nv == 8 && ({t}) == 1) {{")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) aotcuda_fft::load_real(rows8, done, {plane_r} + done * 8, {scale});")
-        else:
-            lines.append(f"  if (nv == 8 && ({t}) == 2 && ({p}) == 1) {{  // interleaved pairs")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) "
-                         f"aotcuda_fft::load_pair(rows8, done, {plane_r} + done * 8, {plane_i} + done * 8, {scale});")
-            lines.append(f"  }} else if (nv == 8 && ({t}) == 1) {{  // planes: re, then im {p} floats on")
-            lines.append("    const float* imag8[8]; for (int v = 0; v < 8; ++v) imag8[v] = rows8[v] + (" + p + ");")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ aotcuda_fft::load_real(rows8, done, {plane_r} + done * 8, {scale}); "
-                         f"aotcuda_fft::load_real(imag8, done, {plane_i} + done * 8, {scale}); }}")
-        lines.append("  }")
-        lines.append("#endif")
-    lines.append("  for (int64_t v = 0; v < nv; ++v) {")
-    lines.append("    const auto* __restrict__ row = X + xo[v];")
-    lines.append(f"    for (int64_t q = done; q < {count}; ++q) {{")
-    lines.append(f"      {plane_r}[q * {V} + v] = static_cast<float>(row[q * ({t})]) * {scale};")
-    if plane_i is not None:
-        lines.append(f"      {plane_i}[q * {V} + v] = static_cast<float>(row[q * ({t}) + ({p})]) * {scale};")
-    lines.append("    }")
-    lines.append("  }")
-    lines.append("}")
-
-
-def _copy_out(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, scale: str,
-              fast: bool, first: int = 0, at=None) -> None:
-    """Statements that store points first ≤ q < count of planes [q][v] (times `scale`; point q at at(q) where
-    given: stockham_stages' order) to each row of the block (pair: plane_i at `p` past plane_r), the output dim's
-    stride `t`: AVX2 transposes where fast (8 points gathered into L1 first where `at`)."""
-    V = ROWS
-    if count <= first:
-        return
-    lines.append("{")
-    lines.append(f"  int64_t done = {first};")
-    if at is not None:  # the 8 points of a transpose into gr, gi first
-        lines.append("  alignas(64) float gr[64], gi[64]; (void)gr; (void)gi;")
-        gather = (f"for (int64_t i = 0; i < 8; ++i) {{ st(gr + 8 * i, ld({plane_r} + {at('done + i')} * 8));"
-                  + (f" st(gi + 8 * i, ld({plane_i} + {at('done + i')} * 8));" if plane_i else "") + " } ")
-        point = at
-        src_r, src_i = "gr", "gi"
-    else:
-        gather, point = "", (lambda q: q)
-        src_r, src_i = f"{plane_r} + done * 8", f"{plane_i} + done * 8"
-    if fast and V == 8 and count - first >= 8:
-        lines.append("#if defined(__AVX2__)")
-        lines.append("  float* rows8[8]; for (int v = 0; v < 8; ++v) rows8[v] = reinterpret_cast<float*>(Y) + oo[v];")
-        if plane_i is None:
-            lines.append(f"  if (nv == 8 && ({t}) == 1) {{")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ {gather}"
-                         f"aotcuda_fft::store_real(rows8, done, {src_r}, {scale}); }}")
-        else:
-            lines.append(f"  if (nv == 8 && ({t}) == 2 && ({p}) == 1) {{  // interleaved pairs")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ {gather}"
-                         f"aotcuda_fft::store_pair(rows8, done, {src_r}, {src_i}, {scale}); }}")
-            lines.append(f"  }} else if (nv == 8 && ({t}) == 1) {{  // planes: re, then im {p} floats on")
-            lines.append("    float* imag8[8]; for (int v = 0; v < 8; ++v) imag8[v] = rows8[v] + (" + p + ");")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ {gather}"
-                         f"aotcuda_fft::store_real(rows8, done, {src_r}, {scale}); "
-                         f"aotcuda_fft::store_real(imag8, done, {src_i}, {scale}); }}")
-        lines.append("  }")
-        lines.append("#endif")
-    lines.append("  for (int64_t v = 0; v < nv; ++v) {")
-    lines.append("    auto* __restrict__ row = Y + oo[v];")
-    lines.append(f"    for (int64_t q = done; q < {count}; ++q) {{")
-    lines.append(f"      row[q * ({t})] = static_cast<YT_T>({plane_r}[{point('q')} * {V} + v] * {scale});")
-    if plane_i is not None:
-        lines.append(f"      row[q * ({t}) + ({p})] = static_cast<YT_T>({plane_i}[{point('q')} * {V} + v] * {scale});")
-    lines.append("    }")
-    lines.append("  }")
-    lines.append("}")
-
-
-def _upper_rows(lines: list, emit) -> None:
-    """emit(lines)'s statements for the block's upper 8 rows (a PACKED block of 16: xo, oo, nv theirs)."""
-    lines.append("if (nv_hi > 0) {")
-    lines.append("  const int64_t* const xo = xo_hi; const int64_t* const oo = oo_hi; const int64_t nv = nv_hi;")
-    lines.append("  const int64_t* const wo = wo_hi; (void)xo; (void)oo; (void)wo;")
-    inner = []
-    emit(inner)
-    lines.extend("  " + line for line in inner)
-    lines.append("}")
-
-
-def _windowed(lines: list, plane: str, count: int, sample: str, scale: str) -> None:
-    """plane[q][v] *= window[sample(q)] · scale for q < count: stft's window (and the transform's scale),
-    after the loads, in L1."""
-    V = ROWS
-    lines.append(f"for (int64_t q = 0; q < {count}; ++q) {{")
-    lines.append(f"  const float w = static_cast<float>(WIN[({sample}) * WS]) * {scale};")
-    lines.append(f"  st({plane} + q * {V}, ld({plane} + q * {V}) * w);")
-    lines.append("}")
-
-
-def _weigh(re: str, im: str, at: str, weight: str) -> str:
-    """A statement: the 8 rows' point at (re, im) times the weight's point `at` along the dim, as complex numbers
-    (the pair product fused into the loads: fft_cpu's `weight`). weight "uniform": one value for every row of
-    the block (its batch strides all 0: a filter's weight), read once; "rows": each row's own (wo[v])."""
-    def value(part: str, v: str) -> str:
-        return f"static_cast<float>(WGT[wo[{v}] + ({at}) * WT{part}])"
-
-    if weight == "uniform":
-        w = f"const float wr = {value('', '0')}, wi = {value(' + WP', '0')};"
-    else:
-        w = (f"vf8 wr, wi; for (int v = 0; v < {ROWS}; ++v) "
-             f"{{ wr[v] = {value('', 'v')}; wi[v] = {value(' + WP', 'v')}; }}")
-    return (f"{{ {w} const vf8 pr = ld({re}), pi = ld({im}); "
-            f"st({re}, pr * wr - pi * wi); st({im}, pr * wi + pi * wr); }}")
-
-
-def _weighted(lines: list, plane_r: str, plane_i: str, count: int, weight: str | None) -> None:
-    """planes (plane_r, plane_i)[q][v] times the weight's point q for q < count (nothing without a weight)."""
-    if weight is None or count <= 0:
-        return
-    V = ROWS
-    lines.append(f"for (int64_t q = 0; q < {count}; ++q) "
-                 + _weigh(f"{plane_r} + q * {V}", f"{plane_i} + q * {V}", "q", weight))
 
 
 def _split_point(k: str, m: int, rr: str, ri: str, at) -> list[str]:
@@ -164,35 +36,27 @@ def _split_point(k: str, m: int, rr: str, ri: str, at) -> list[str]:
 
 def _split_store(lines: list, point, count: int) -> None:
     """An even r2c's bins k < count computed (point(k): _split_point) 8 at a time into L1 and stored to the
-    block's rows by one 8×8 transpose: one pass over the planes where the split and _copy_out made two
+    block's rows by one 8×8 transpose: one pass over the planes where the split and copy_out made two
     (docs/performance.md, branch fuse). Where the rows are float32 and dense along the dim (AVX2, 8 rows);
-    sets split_done, else leaves the block to the two passes. Planes whose re and im lie a multiple of 4 KiB
-    apart (± 128 bytes: n = 4096 and 8192 of the filter's [rows, 2, bins]) would have the 8 rows' re and im
-    stores, 16 lines being written, in one 12-way L1 set (r2c at 4096: 2.32 ms against 1.78 interleaved, or with
-    the im plane 64 bytes further); there the im stores trail the re ones by 8 chunks (256 bytes: other sets),
-    their values kept in a ring in L1 (docs/performance.md, branch cpufft)."""
+    sets split_done, else leaves the block to the two passes. Planes out: planes_store, the bins in a ring."""
+    def split_into(im: str) -> str:  # chunk k0's bins into gr and im
+        return " ".join(["for (int64_t i = 0; i < 8; ++i) {", "const int64_t k = k0 + i;", *point("k"),
+                         f"st(gr + 8 * i, Xr); st({im} + 8 * i, Xi);", "}"])
+
     lines += ["#if defined(__AVX2__)",
               "if (nv == 8 && (((YT) == 2 && (YP) == 1) || (YT) == 1)) {",
               "  float* rows8[8]; float* imag8[8];",
               "  for (int v = 0; v < 8; ++v) { rows8[v] = reinterpret_cast<float*>(Y) + oo[v]; imag8[v] = rows8[v] + (YP); }",
               "  float* const* const im8 = ((YT) == 2 && (YP) == 1) ? nullptr : imag8;  // null: interleaved pairs",
-              "  alignas(64) float gr[64], gi[64 * 8];  // gi: a ring of the last 8 chunks' imaginary parts",
-              "  const int64_t gap = ((YP) * 4 % 4096 + 4096) % 4096;  // bytes from a row's re to its im, mod 4 KiB",
-              "  const int64_t lag = im8 && (gap < 128 || gap > 3968) ? 8 : 0;  // chunks the im stores trail by",
+              "  alignas(64) float gr[64], gi[64 * 8];  // gi: planes keep a ring of 8 chunks (planes_store)",
               "  int64_t k0 = 0;",
-              f"  for (; k0 + 8 <= {count}; k0 += 8) {{",
-              "    float* const gk = gi + 64 * ((k0 / 8) % 8);",
-              "    if (lag && k0 >= 8 * lag) aotcuda_fft::store_real(imag8, k0 - 8 * lag, gk, 1.0f);",
-              "    for (int64_t i = 0; i < 8; ++i) {",
-              "      const int64_t k = k0 + i;",
-              *["      " + line for line in point("k")],
-              "      st(gr + 8 * i, Xr); st(gk + 8 * i, Xi);",
-              "    }",
-              "    if (lag) aotcuda_fft::store_real(rows8, k0, gr, 1.0f);",
-              "    else aotcuda_fft::store_points(rows8, im8, k0, gr, gk);",
+              "  if (im8) {",
+              *["    " + line for line in planes_store("k0", count, "YP", split_into(ring()("k0")), "gr",
+                                                         ring(), "1.0f")],
+              "  } else {",
+              f"    for (; k0 + 8 <= {count}; k0 += 8) {{ {split_into('gi')} "
+              "aotcuda_fft::store_pair(rows8, k0, gr, gi, 1.0f); }",
               "  }",
-              "  for (int64_t j = k0 > 8 * lag ? k0 - 8 * lag : 0; lag && j < k0; j += 8)",
-              "    aotcuda_fft::store_real(imag8, j, gi + 64 * ((j / 8) % 8), 1.0f);",
               f"  for (; k0 < {count}; ++k0) {{",
               "    const int64_t k = k0;",
               *["    " + line for line in point("k")],
@@ -218,7 +82,7 @@ def _merged_load(lines: list, m: int, scale: str, weight: str | None) -> None:
     by two 8×8 transposes into L1 (the imaginary parts of bins 0 and m dropped), Z of all 16 points written
     to (ar, ai) (Z[m] too: a point past the transform's, which nothing reads): one pass over the planes where
     the loads into (br, bi) and the merge made two (docs/performance.md, branch fuse); the weight's product
-    (_weigh) in L1 between the transposes and the merge. Needs bins 0 … m of
+    (weigh) in L1 between the transposes and the merge. Needs bins 0 … m of
     x, float32, dense along the dim, 8 rows (AVX2); sets merged, else leaves the block to the two passes."""
     V = ROWS
     lines += ["#if defined(__AVX2__)",
@@ -231,8 +95,8 @@ def _merged_load(lines: list, m: int, scale: str, weight: str | None) -> None:
               f"    const int64_t j0 = {m - 7} - k0;",
               f"    aotcuda_fft::load_points(rows8, im8, k0, lr, li, {scale});",
               f"    aotcuda_fft::load_points(rows8, im8, j0, hr, hi, {scale});",
-              *([f"    for (int64_t i = 0; i < 8; ++i) {{ {_weigh('lr + 8 * i', 'li + 8 * i', 'k0 + i', weight)} "
-                 f"{_weigh('hr + 8 * i', 'hi + 8 * i', 'j0 + i', weight)} }}"] if weight else []),
+              *([f"    for (int64_t i = 0; i < 8; ++i) {{ {weigh('lr + 8 * i', 'li + 8 * i', 'k0 + i', weight)} "
+                 f"{weigh('hr + 8 * i', 'hi + 8 * i', 'j0 + i', weight)} }}"] if weight else []),
               "    if (k0 == 0) for (int v = 0; v < 8; ++v) { li[v] = 0.0f; hi[56 + v] = 0.0f; }",
               "    for (int64_t i = 0; i < 8; ++i) {",
               "      {",
@@ -261,9 +125,9 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     of the transformed dim, of a pair's parts and of the window), YT_T (Y's element type), and the planes
     ar, ai, br, bi of (max(nc, m + 2·m1) + 1)·ROWS floats (m: Bluestein's length, stage_length; m1 the
     four-step split's column length, 0 without one), c0r, c0i, c1r, c1i (the split's small planes), and, in a packed
-    block (fft_cpu.packed: an odd r2c or c2r), xo_hi, oo_hi, nv_hi for its upper ROWS rows (_upper_rows).
+    block (fft_cpu.packed: an odd r2c or c2r), xo_hi, oo_hi, nv_hi for its upper ROWS rows (upper_rows).
     fast: the data is float32 (the AVX2 transposes may run). weight (c2c, c2r): None, or "uniform" / "rows"
-    (_weigh) to multiply the loaded points by WGT (a pair: WT, WP its strides along the dim and between its
+    (weigh) to multiply the loaded points by WGT (a pair: WT, WP its strides along the dim and between its
     parts, wo[v] row v's offset in it), before a c2r's bins 0 and n/2 lose their imaginary parts."""
     V = ROWS
     nc = complex_length(n, kind)
@@ -273,7 +137,7 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         tables, stages, flip, at = bluestein_stages(nc, not fwd)
     else:  # c2c, an even r2c's split and an even c2r's store read X[k] where the stages leave it (at)
         tables, stages, flip, at = stockham_stages(nc, not fwd, natural=kind != "c2c" and not real_pairs)
-    mapped = None if at("k") == "k" else at  # _copy_out's at: None where X[k] lies at k
+    mapped = None if at("k") == "k" else at  # copy_out's at: None where X[k] lies at k
     rr, ri = ("br", "bi") if flip else ("ar", "ai")  # where the stages leave the result
     # The scale multiplies the points as they are loaded (or with the window, which multiplies them after),
     # before the stages, whose sums grow up to n-fold: a result float32 holds is not lost to an overflow.
@@ -290,44 +154,44 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     if kind == "c2c":
         zero("ar", count, n)
         zero("ai", count, n)
-        _copy_in(gather, "ar", "ai", count, "XT", "XP", fast, load_scale)
-        _weighted(gather, "ar", "ai", count, weight)
+        copy_in(gather, "ar", "ai", count, "XT", "XP", fast, load_scale)
+        weighted(gather, "ar", "ai", count, weight)
         if has_window:
-            _windowed(gather, "ar", count, "q", sc)
-            _windowed(gather, "ai", count, "q", sc)
+            windowed(gather, "ar", count, "q", sc)
+            windowed(gather, "ai", count, "q", sc)
     elif kind == "r2c" and not real_pairs:  # x1 + i·x2: the block's first 8 rows and its other 8 (PACKED)
         zero("ar", count, n)
         zero("ai", count, n)
         gather.append(f"if (nv_hi < {V}) for (int64_t e = 0; e < {count * V}; ++e) ai[e] = 0.0f;")
-        _copy_in(gather, "ar", None, count, "XT", "0", fast, load_scale)
-        _upper_rows(gather, lambda lines: _copy_in(lines, "ai", None, count, "XT", "0", fast, load_scale))
+        copy_in(gather, "ar", None, count, "XT", "0", fast, load_scale)
+        upper_rows(gather, lambda lines: copy_in(lines, "ai", None, count, "XT", "0", fast, load_scale))
         if has_window:
-            _windowed(gather, "ar", count, "q", sc)
-            _windowed(gather, "ai", count, "q", sc)
+            windowed(gather, "ar", count, "q", sc)
+            windowed(gather, "ai", count, "q", sc)
     elif kind == "r2c":  # z[t] = x[2t] + i·x[2t + 1]: x read as a pair of stride 2·XT, parts XT apart
         zero("ar", (count + 1) // 2, nc)
         zero("ai", count // 2, nc)
-        _copy_in(gather, "ar", "ai", count // 2, "2 * XT", "XT", fast, load_scale)
+        copy_in(gather, "ar", "ai", count // 2, "2 * XT", "XT", fast, load_scale)
         if count % 2:
             last = count // 2
             gather.append(f"for (int64_t v = 0; v < nv; ++v) ar[{last * V} + v] = static_cast<float>(X[xo[v] + {count - 1} * XT]) * {load_scale};")
         if has_window:
-            _windowed(gather, "ar", (count + 1) // 2, "2 * q", sc)
-            _windowed(gather, "ai", count // 2, "2 * q + 1", sc)
+            windowed(gather, "ar", (count + 1) // 2, "2 * q", sc)
+            windowed(gather, "ai", count // 2, "2 * q + 1", sc)
     elif not real_pairs:  # c2r, odd n: two rows' Hermitian halves, as X1 + i·X2 mirrored (PACKED)
         h = n // 2
         half = min(in_len, h + 1)
         for plane in ("ar", "ai", "br", "bi"):
             zero(plane, half, h + 1)
         gather.append(f"if (nv_hi < {V}) for (int64_t e = 0; e < {half * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
-        _copy_in(gather, "ar", "ai", half, "XT", "XP", fast, sc)
-        _weighted(gather, "ar", "ai", half, weight)
+        copy_in(gather, "ar", "ai", half, "XT", "XP", fast, sc)
+        weighted(gather, "ar", "ai", half, weight)
 
         def upper(lines: list) -> None:
-            _copy_in(lines, "br", "bi", half, "XT", "XP", fast, sc)
-            _weighted(lines, "br", "bi", half, weight)
+            copy_in(lines, "br", "bi", half, "XT", "XP", fast, sc)
+            weighted(lines, "br", "bi", half, weight)
 
-        _upper_rows(gather, upper)
+        upper_rows(gather, upper)
         # z[t] = X1[t] + i·X2[t], z[n − t] = conj X1[t] + i·conj X2[t] (t ≤ n/2; bin 0's imaginary parts dropped)
         gather.append(f"for (int64_t v = 0; v < {V}; ++v) {{ ai[v] = 0.0f; bi[v] = 0.0f; }}")
         gather.append(f"for (int64_t t = 0; t <= {h}; ++t) {{")
@@ -350,8 +214,8 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         body = []
         if half < m + 1:
             body.append(f"for (int64_t e = {half * V}; e < {(m + 1) * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
-        _copy_in(body, "br", "bi", half, "XT", "XP", fast, sc)
-        _weighted(body, "br", "bi", half, weight)
+        copy_in(body, "br", "bi", half, "XT", "XP", fast, sc)
+        weighted(body, "br", "bi", half, weight)
         body.append(f"for (int64_t v = 0; v < {V}; ++v) {{ bi[v] = 0.0f; bi[{m * V} + v] = 0.0f; }}")
         body.append(f"for (int64_t k = 0; k < {m}; ++k) {{")
         body.extend("  " + line for line in _merge_point("k", f"br + k * {V}", f"bi + k * {V}",
@@ -363,7 +227,7 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
             gather.append("}")
     # store
     if kind == "c2c":
-        _copy_out(store, rr, ri, out_len, "YT", "YP", one, fast, at=mapped)
+        copy_out(store, rr, ri, out_len, "YT", "YP", one, fast, at=mapped)
     elif kind == "r2c" and not real_pairs:  # Z = X1 + i·X2: X1 into the other planes, X2 in place
         sr, si = ("ar", "ai") if flip else ("br", "bi")
         # X1[k] = (Z[k] + conj Z[n−k])/2, X2[k] = (Z[k] − conj Z[n−k])/2i, k and n − k together
@@ -375,13 +239,13 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         store.append(f"  st({sr} + k * {V}, pr); st({si} + k * {V}, pi); st({sr} + j * {V}, pr); st({si} + j * {V}, -pi);")
         store.append(f"  st({rr} + k * {V}, qr); st({ri} + k * {V}, qi); st({rr} + j * {V}, qr); st({ri} + j * {V}, -qi);")
         store.append("}")
-        _copy_out(store, sr, si, out_len, "YT", "YP", one, fast)
-        _upper_rows(store, lambda lines: _copy_out(lines, rr, ri, out_len, "YT", "YP", one, fast))
+        copy_out(store, sr, si, out_len, "YT", "YP", one, fast)
+        upper_rows(store, lambda lines: copy_out(lines, rr, ri, out_len, "YT", "YP", one, fast))
     elif kind == "c2r" and not real_pairs:  # z = x1 + i·x2
-        _copy_out(store, rr, None, out_len, "YT", "0", one, fast)
-        _upper_rows(store, lambda lines: _copy_out(lines, ri, None, out_len, "YT", "0", one, fast))
+        copy_out(store, rr, None, out_len, "YT", "0", one, fast)
+        upper_rows(store, lambda lines: copy_out(lines, ri, None, out_len, "YT", "0", one, fast))
     elif kind == "c2r":  # x[2t] = Re z[t], x[2t + 1] = Im z[t]: out written as a pair of stride 2·YT
-        _copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", one, fast, at=mapped)
+        copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", one, fast, at=mapped)
         if out_len % 2:
             last = at(str(out_len // 2))
             store.append(f"for (int64_t v = 0; v < nv; ++v) Y[oo[v] + {out_len - 1} * YT] = static_cast<YT_T>({rr}[{last} * {V} + v]);")
@@ -405,7 +269,7 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
                 *["  " + line for line in point("k")],
                 f"  st({sr} + k * {V}, Xr); st({si} + k * {V}, Xi);",
                 "}"]
-        _copy_out(body, sr, si, min(out_len, m + 1), "YT", "YP", one, fast)
+        copy_out(body, sr, si, min(out_len, m + 1), "YT", "YP", one, fast)
         if out_len > m + 1:
             body.append("for (int64_t v = 0; v < nv; ++v) {")
             body.append("  auto* __restrict__ p = Y + oo[v];")
