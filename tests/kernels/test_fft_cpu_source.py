@@ -338,10 +338,10 @@ def _weighted_kernel(tmp_path, case, x, y, w, w_strides, uniform):
 @pytest.mark.parametrize("per_row", [False, True], ids=["one_weight", "a_weight_a_row"])
 @pytest.mark.parametrize("planes", [False, True], ids=["interleaved", "planes"])
 @pytest.mark.parametrize("case", WEIGHTED, ids=list(WEIGHTED))
-def test_weight_multiplied_into_the_loads_matches_float64(case, planes, per_row, tmp_path):
+def test_weight_multiplied_into_the_loads_matches_torch_fft(case, planes, per_row, tmp_path):
     """x times a complex weight (one for every row, or each row's own; interleaved, as the pass hands a filter's
     parameter) as the kernel loads it, then the transform: full blocks (the fused merge where it runs) and a
-    partial one, x interleaved or as planes, against the product and torch.fft in float64."""
+    partial one, x interleaved or as planes, against torch.fft of the product taken in float64."""
     n, kind, inverse, in_len, out_len, scale = WEIGHTED[case]
     rows = 21
     generator = torch.Generator().manual_seed(len(case) + 7 * per_row)
