@@ -302,3 +302,66 @@ int main(int argc, char**) {
     limited = subprocess.run([str(program), "limit"], env=environment, capture_output=True, text=True, timeout=120)
     assert limited.returncode == 2, limited
     assert "caught: aotcuda::fft_rows_cpu: out of memory" in limited.stdout and "bytes of planes" in limited.stdout
+
+
+WEIGHTED = {  # n, kind, inverse, in_len, out_len, scale: a weight multiplied into the loads (fft_cpu's `weight`)
+    "c2r_32_m16": (32, "c2r", True, 17, 32, 1 / 32),  # the fused merge's one pair of transposes
+    "c2r_36_m18": (36, "c2r", True, 19, 36, 1.0),  # the mirror chunks overlap: each point weighed once
+    "c2r_96_few_bins": (96, "c2r", True, 30, 96, 1.0),  # the two-pass merge, zero-padded
+    "c2r_100_more_bins": (100, "c2r", True, 60, 100, 1.0),  # bins past m + 1: two-pass, cropped
+    "c2r_375_packed": (375, "c2r", True, 188, 375, 1 / 375),  # odd: two rows a complex row
+    "c2r_4096_four_step": (4096, "c2r", True, 2049, 4096, 1 / 4096),
+    "c2r_134_bluestein": (134, "c2r", True, 68, 134, 1.0),
+    "c2c_400": (400, "c2c", True, 400, 400, 1 / 400),
+    "c2c_96_padded_cropped": (96, "c2c", False, 90, 50, 1.0),
+}
+
+
+def _weighted_kernel(tmp_path, case, x, y, w, w_strides, uniform):
+    """The kernel of a WEIGHTED case for x, y [R, length, 2] and the weight w [·, in_len, 2] (batch stride
+    w_strides[0], "0" where one weight serves every row), built and loaded."""
+    n, kind, inverse, in_len, out_len, scale = case
+    weight = dict(strides=w_strides, wt=str(w.stride(-2)), wp=str(w.stride(-1)), offset="0", uniform=uniform)
+    pre, body = fft_cpu_source.kernel_body(
+        n, kind, inverse, in_len, out_len, scale, False, ["R"], [str(x.stride(0))], [str(y.stride(0))],
+        str(x.stride(1)), str(x.stride(2)), str(y.stride(1)), str(y.stride(2)) if kind == "c2c" else "0", "1", "0",
+        "0", "float", True, weight=weight)
+    source = tmp_path / "kernel.cpp"
+    source.write_text(pre + 'extern "C" void k(const float* X, const float* WIN, const float* WGT, float* Y, '
+                      'int64_t R) {\n' + body + "\n}\n")
+    library = tmp_path / "kernel.so"
+    subprocess.check_call([COMPILER, "-O2", "-march=native", "-fno-tree-loop-vectorize", "-ffp-contract=off",
+                           "-fopenmp", "-shared", "-fPIC", str(source), "-o", str(library)])
+    return ctypes.CDLL(str(library)).k
+
+
+@pytest.mark.parametrize("per_row", [False, True], ids=["one_weight", "a_weight_a_row"])
+@pytest.mark.parametrize("planes", [False, True], ids=["interleaved", "planes"])
+@pytest.mark.parametrize("case", WEIGHTED, ids=list(WEIGHTED))
+def test_weight_multiplied_into_the_loads_matches_torch_fft(case, planes, per_row, tmp_path):
+    """x times a complex weight (one for every row, or each row's own; interleaved, as the pass hands a filter's
+    parameter) as the kernel loads it, then the transform: full blocks (the fused merge where it runs) and a
+    partial one, x interleaved or as planes, against torch.fft of the product taken in float64."""
+    n, kind, inverse, in_len, out_len, scale = WEIGHTED[case]
+    rows = 21
+    generator = torch.Generator().manual_seed(len(case) + 7 * per_row)
+
+    def pair_tensor(length):
+        return torch.empty(rows, 2, length).transpose(1, 2) if planes else torch.empty(rows, length, 2)
+
+    x = pair_tensor(in_len)
+    x.copy_(torch.randn(x.shape, generator=generator))
+    y = pair_tensor(out_len) if kind == "c2c" else torch.empty(rows, out_len, 1)
+    w = torch.randn(rows if per_row else 1, in_len, 2, generator=generator)
+    strides = [str(w.stride(0))] if per_row else ["0"]
+    kernel = _weighted_kernel(tmp_path, WEIGHTED[case], x, y, w, strides, not per_row)
+    window = torch.zeros(1)
+    kernel(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(window.data_ptr()), ctypes.c_void_p(w.data_ptr()),
+           ctypes.c_void_p(y.data_ptr()), ctypes.c_int64(rows))
+    product = torch.view_as_real(torch.view_as_complex(x.double().contiguous())
+                                 * torch.view_as_complex(w.double().contiguous()))
+    expected = transformed(product, 1, n, out_len, kind, inverse, scale)
+    actual = (y if kind == "c2c" else y[..., 0]).double()
+    error = ((actual - expected).norm() / expected.norm()).item()
+    bluestein = bluestein_length(complex_length(n, kind)) is not None
+    assert error <= (1e-7 * math.log2(n) if bluestein else 1e-6), error

@@ -1,13 +1,15 @@
 """``aotcuda::fft_rows_cpu``: fft_rows (kernels/fft_rows.py) on the CPU as one C++ kernel per transform.
 
-    fft_rows_cpu(x, dim, n, out_len, kind, inverse, scale, window=None) -> out
+    fft_rows_cpu(x, dim, n, out_len, kind, inverse, scale, window=None, weight=None) -> out
 
 Same semantics as fft_rows without its `tables` operand: kind "c2c" (x a pair, out the length-n DFT along
 complex dim `dim`, exp(−2πi·t·k/n), inverse exp(+2πi…)), "r2c" (x real), "c2r" (x the Hermitian half, out
 real; the imaginary parts of bins 0 and n/2 drop out, as in pocketfft); x zero-padded or cropped to n along
 `dim`, out keeps `out_len` points, times `scale`, laid out by empty_out here (the batch dims in order, the
 transformed dim innermost, a pair's re and im as two planes of each row: PLANES); `window` (c2c, r2c)
-multiplies each row as it is loaded. Shapes: x [..., L, ...] (a pair [..., L, ..., 2]) with L = x.shape[dim]
+multiplies each row as it is loaded; `weight` (c2c, c2r: a pair that broadcasts against x, float32 math) multiplies
+x as it is loaded, a complex product: the filter's spectrum times its weight before an irfft, one pass through
+memory fewer (spectral/product.py fuses it). Shapes: x [..., L, ...] (a pair [..., L, ..., 2]) with L = x.shape[dim]
 static; out the same with out_len at `dim` (c2r: no pair). Dtypes float32, float16, bfloat16 (float32 math);
 out has x's dtype. Anything else (a length `covers` refuses, a window that is not a real 1-D tensor of L
 values on x's device, a window with c2r) raises ValueError, eagerly and when traced. The eager
@@ -154,45 +156,77 @@ def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
     return x.new_empty([*batch, out_len, 2]).movedim(len(batch), dim)
 
 
-def _check(x, dim, n, out_len, kind, window) -> None:
-    """ValueError naming what fft_rows_cpu does not take (covers; a window as fft_rows.check_window says)."""
+def check_weight(x: torch.Tensor, kind: str, weight: torch.Tensor | None) -> None:
+    """ValueError unless `weight` is None or a pair (trailing 2, a dtype of DTYPES, x's device) that
+    broadcasts against pair x without growing it, for c2c or c2r."""
+    if weight is None:
+        return
+    fits = (kind != "r2c" and weight.dtype in DTYPES and weight.device == x.device and 0 < weight.dim() <= x.dim()
+            and weight.shape[-1] == 2)
+    if fits:
+        try:
+            fits = tuple(torch.broadcast_shapes(weight.shape, x.shape)) == tuple(x.shape)
+        except RuntimeError:
+            fits = False
+    if not fits:
+        raise ValueError(f"{OP}: weight must be a pair that broadcasts against x {tuple(x.shape)} on {x.device}, "
+                         f"for c2c or c2r; got {weight.dtype} {tuple(weight.shape)} on {weight.device} for {kind}")
+
+
+def weighted(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """Pair x times pair weight as complex numbers, in float32 (x itself where weight is None)."""
+    if weight is None:
+        return x
+    xr, xi = x.float().unbind(-1)
+    wr, wi = weight.float().unbind(-1)
+    return torch.stack([xr * wr - xi * wi, xr * wi + xi * wr], -1)
+
+
+def _check(x, dim, n, out_len, kind, window, weight=None) -> None:
+    """ValueError naming what fft_rows_cpu does not take (covers; a window as fft_rows.check_window says, a
+    weight as check_weight does)."""
     if not covers(x, dim, n, out_len, kind):
         raise ValueError(f"{OP}: cannot transform a {x.dtype} tensor of shape {tuple(x.shape)} along dim {dim} "
                          f"as {kind} of length {n} into {out_len} points (fft_cpu.covers)")
     check_window(OP, x, dim, kind, window)
+    check_weight(x, kind, weight)
 
 
 @torch.library.custom_op(OP, mutates_args=())
 def fft_rows_cpu(x: torch.Tensor, dim: int, n: int, out_len: int, kind: str, inverse: bool, scale: float,
-                 window: torch.Tensor | None = None) -> torch.Tensor:
-    _check(x, dim, n, out_len, kind, window)
+                 window: torch.Tensor | None = None, weight: torch.Tensor | None = None) -> torch.Tensor:
+    _check(x, dim, n, out_len, kind, window, weight)
     out = empty_out(x, dim, out_len, kind)
-    out.copy_(transformed(x, dim, n, out_len, kind, inverse, scale, window))
+    out.copy_(transformed(weighted(x, weight), dim, n, out_len, kind, inverse, scale, window))
     return out
 
 
 @fft_rows_cpu.register_fake
-def _(x, dim, n, out_len, kind, inverse, scale, window=None):
-    _check(x, dim, n, out_len, kind, window)
+def _(x, dim, n, out_len, kind, inverse, scale, window=None, weight=None):
+    _check(x, dim, n, out_len, kind, window, weight)
     return empty_out(x, dim, out_len, kind)
 
 
 
 def _setup_context(ctx, inputs, output):
     ctx.args = inputs
-    ctx.save_for_backward(inputs[0], inputs[-1])
+    ctx.save_for_backward(inputs[0], inputs[7], inputs[8])
 
 
 def _backward(ctx, grad):
-    x, window = ctx.saved_tensors
-    _, dim, n, out_len, kind, inverse, scale, _ = ctx.args
-    needs = [x.requires_grad or ctx.needs_input_grad[0], window is not None and ctx.needs_input_grad[7]]
-    primals = (x, window) if window is not None else (x,)
-    _, vjp = torch.func.vjp(lambda *p: transformed(p[0], dim, n, out_len, kind, inverse, scale,
-                                                   p[1] if len(p) > 1 else None).to(x.dtype), *primals)
-    grads = vjp(grad.contiguous())
-    return (grads[0] if needs[0] else None, None, None, None, None, None, None,
-            grads[1] if window is not None and needs[1] else None)
+    x, window, weight = ctx.saved_tensors
+    _, dim, n, out_len, kind, inverse, scale, _, _ = ctx.args
+    operands = {0: x, 7: window, 8: weight}
+    given = [i for i, t in operands.items() if t is not None]
+
+    def run(*primals):
+        p = dict(zip(given, primals))
+        return transformed(weighted(p[0], p.get(8)), dim, n, out_len, kind, inverse, scale, p.get(7)).to(x.dtype)
+
+    _, vjp = torch.func.vjp(run, *(operands[i] for i in given))
+    grads = dict(zip(given, vjp(grad.contiguous())))
+    wanted = [grads.get(i) if ctx.needs_input_grad[i] or (i == 0 and x.requires_grad) else None for i in range(9)]
+    return tuple(wanted)
 
 
 fft_rows_cpu.register_autograd(_backward, setup_context=_setup_context)

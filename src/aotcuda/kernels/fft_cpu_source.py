@@ -3,125 +3,22 @@ one transform's kernel body over the pointers, sizes and strides that kernels/ff
 (or a test's or a benchmark's standalone build), ``kernel_source`` its parts (tables, loads, stages, stores).
 
 The stages are kernels/fft_cpu_stages.py's (Stockham, the four-step split, Bluestein), the file-scope helpers
-kernels/fft_cpu_helpers.py's; here are the loads and stores: the rows of a block gathered into planes [n][8]
-of float32 and scattered back, as 8×8 AVX2 register transposes where the rows are float32 and dense along
-the dim (scalar code elsewhere), with the r2c split and the c2r merge fused into them where they can be.
+kernels/fft_cpu_helpers.py's, the rows' plain loads and stores kernels/fft_cpu_copies.py's (the rows of a block
+gathered into planes [n][8] of float32 and scattered back, as 8×8 AVX2 register transposes where the rows are
+float32 and dense along the dim, scalar code elsewhere); here are the r2c split and the c2r merge fused into
+them where they can be, and the order of a transform's parts.
 """
 
 from __future__ import annotations
 
 from aotcuda.kernels.fft_cpu import (ROWS, bluestein_length, complex_length, four_step, four_step_planes, packed,
                                      stage_length)
+from aotcuda.kernels.fft_cpu_copies import (copy_in, copy_out, planes_store, ring, upper_rows, weigh, weighted,
+                                            windowed)
 from aotcuda.kernels.fft_cpu_helpers import SCRATCH
 from aotcuda.kernels.fft_cpu_stages import (bluestein_stages, float_literal, four_step_stages, stockham_stages, table,
                                             unit)
 from aotcuda.kernels.fft_rows import direction
-
-
-def _copy_in(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, fast: bool,
-             scale: str = "1.0f") -> None:
-    """Statements that load points q < count of each row of the block, times `scale`, into plane_r (and
-    plane_i: a pair, its parts `p` apart) at [q][v], the transformed dim's stride `t`: 8×8 AVX2 transposes
-    where the rows are float32 and dense along the dim (fast), one value at a time for the rest."""
-    V = ROWS
-    if count <= 0:
-        return
-    lines.append("{")
-    lines.append("  int64_t done = 0;")
-    if fast and V == 8 and count >= 8:
-        lines.append("#if defined(__AVX2__)")
-        lines.append("  const float* rows8[8]; for (int v = 0; v < 8; ++v) rows8[v] = reinterpret_cast<const float*>(X) + xo[v];")
-        if plane_i is None:
-            lines.append(f"  if (nv == 8 && ({t}) == 1) {{")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) aotcuda_fft::load_real(rows8, done, {plane_r} + done * 8, {scale});")
-        else:
-            lines.append(f"  if (nv == 8 && ({t}) == 2 && ({p}) == 1) {{  // interleaved pairs")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) "
-                         f"aotcuda_fft::load_pair(rows8, done, {plane_r} + done * 8, {plane_i} + done * 8, {scale});")
-            lines.append(f"  }} else if (nv == 8 && ({t}) == 1) {{  // planes: re, then im {p} floats on")
-            lines.append("    const float* imag8[8]; for (int v = 0; v < 8; ++v) imag8[v] = rows8[v] + (" + p + ");")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ aotcuda_fft::load_real(rows8, done, {plane_r} + done * 8, {scale}); "
-                         f"aotcuda_fft::load_real(imag8, done, {plane_i} + done * 8, {scale}); }}")
-        lines.append("  }")
-        lines.append("#endif")
-    lines.append("  for (int64_t v = 0; v < nv; ++v) {")
-    lines.append("    const auto* __restrict__ row = X + xo[v];")
-    lines.append(f"    for (int64_t q = done; q < {count}; ++q) {{")
-    lines.append(f"      {plane_r}[q * {V} + v] = static_cast<float>(row[q * ({t})]) * {scale};")
-    if plane_i is not None:
-        lines.append(f"      {plane_i}[q * {V} + v] = static_cast<float>(row[q * ({t}) + ({p})]) * {scale};")
-    lines.append("    }")
-    lines.append("  }")
-    lines.append("}")
-
-
-def _copy_out(lines: list, plane_r: str, plane_i: str | None, count: int, t: str, p: str, scale: str,
-              fast: bool, first: int = 0, at=None) -> None:
-    """Statements that store points first ≤ q < count of planes [q][v] (times `scale`; point q at at(q) where
-    given: stockham_stages' order) to each row of the block (pair: plane_i at `p` past plane_r), the output dim's
-    stride `t`: AVX2 transposes where fast (8 points gathered into L1 first where `at`)."""
-    V = ROWS
-    if count <= first:
-        return
-    lines.append("{")
-    lines.append(f"  int64_t done = {first};")
-    if at is not None:  # the 8 points of a transpose into gr, gi first
-        lines.append("  alignas(64) float gr[64], gi[64]; (void)gr; (void)gi;")
-        gather = (f"for (int64_t i = 0; i < 8; ++i) {{ st(gr + 8 * i, ld({plane_r} + {at('done + i')} * 8));"
-                  + (f" st(gi + 8 * i, ld({plane_i} + {at('done + i')} * 8));" if plane_i else "") + " } ")
-        point = at
-        src_r, src_i = "gr", "gi"
-    else:
-        gather, point = "", (lambda q: q)
-        src_r, src_i = f"{plane_r} + done * 8", f"{plane_i} + done * 8"
-    if fast and V == 8 and count - first >= 8:
-        lines.append("#if defined(__AVX2__)")
-        lines.append("  float* rows8[8]; for (int v = 0; v < 8; ++v) rows8[v] = reinterpret_cast<float*>(Y) + oo[v];")
-        if plane_i is None:
-            lines.append(f"  if (nv == 8 && ({t}) == 1) {{")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ {gather}"
-                         f"aotcuda_fft::store_real(rows8, done, {src_r}, {scale}); }}")
-        else:
-            lines.append(f"  if (nv == 8 && ({t}) == 2 && ({p}) == 1) {{  // interleaved pairs")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ {gather}"
-                         f"aotcuda_fft::store_pair(rows8, done, {src_r}, {src_i}, {scale}); }}")
-            lines.append(f"  }} else if (nv == 8 && ({t}) == 1) {{  // planes: re, then im {p} floats on")
-            lines.append("    float* imag8[8]; for (int v = 0; v < 8; ++v) imag8[v] = rows8[v] + (" + p + ");")
-            lines.append(f"    for (; done + 8 <= {count}; done += 8) {{ {gather}"
-                         f"aotcuda_fft::store_real(rows8, done, {src_r}, {scale}); "
-                         f"aotcuda_fft::store_real(imag8, done, {src_i}, {scale}); }}")
-        lines.append("  }")
-        lines.append("#endif")
-    lines.append("  for (int64_t v = 0; v < nv; ++v) {")
-    lines.append("    auto* __restrict__ row = Y + oo[v];")
-    lines.append(f"    for (int64_t q = done; q < {count}; ++q) {{")
-    lines.append(f"      row[q * ({t})] = static_cast<YT_T>({plane_r}[{point('q')} * {V} + v] * {scale});")
-    if plane_i is not None:
-        lines.append(f"      row[q * ({t}) + ({p})] = static_cast<YT_T>({plane_i}[{point('q')} * {V} + v] * {scale});")
-    lines.append("    }")
-    lines.append("  }")
-    lines.append("}")
-
-
-def _upper_rows(lines: list, emit) -> None:
-    """emit(lines)'s statements for the block's upper 8 rows (a PACKED block of 16: xo, oo, nv theirs)."""
-    lines.append("if (nv_hi > 0) {")
-    lines.append("  const int64_t* const xo = xo_hi; const int64_t* const oo = oo_hi; const int64_t nv = nv_hi;")
-    lines.append("  (void)xo; (void)oo;")
-    inner = []
-    emit(inner)
-    lines.extend("  " + line for line in inner)
-    lines.append("}")
-
-
-def _windowed(lines: list, plane: str, count: int, sample: str, scale: str) -> None:
-    """plane[q][v] *= window[sample(q)] · scale for q < count: stft's window (and the transform's scale),
-    after the loads, in L1."""
-    V = ROWS
-    lines.append(f"for (int64_t q = 0; q < {count}; ++q) {{")
-    lines.append(f"  const float w = static_cast<float>(WIN[({sample}) * WS]) * {scale};")
-    lines.append(f"  st({plane} + q * {V}, ld({plane} + q * {V}) * w);")
-    lines.append("}")
 
 
 def _split_point(k: str, m: int, rr: str, ri: str, at) -> list[str]:
@@ -139,23 +36,26 @@ def _split_point(k: str, m: int, rr: str, ri: str, at) -> list[str]:
 
 def _split_store(lines: list, point, count: int) -> None:
     """An even r2c's bins k < count computed (point(k): _split_point) 8 at a time into L1 and stored to the
-    block's rows by one 8×8 transpose: one pass over the planes where the split and _copy_out made two
+    block's rows by one 8×8 transpose: one pass over the planes where the split and copy_out made two
     (docs/performance.md, branch fuse). Where the rows are float32 and dense along the dim (AVX2, 8 rows);
-    sets split_done, else leaves the block to the two passes."""
+    sets split_done, else leaves the block to the two passes. Planes out: planes_store, the bins in a ring."""
+    def split_into(im: str) -> str:  # chunk k0's bins into gr and im
+        return " ".join(["for (int64_t i = 0; i < 8; ++i) {", "const int64_t k = k0 + i;", *point("k"),
+                         f"st(gr + 8 * i, Xr); st({im} + 8 * i, Xi);", "}"])
+
     lines += ["#if defined(__AVX2__)",
               "if (nv == 8 && (((YT) == 2 && (YP) == 1) || (YT) == 1)) {",
               "  float* rows8[8]; float* imag8[8];",
               "  for (int v = 0; v < 8; ++v) { rows8[v] = reinterpret_cast<float*>(Y) + oo[v]; imag8[v] = rows8[v] + (YP); }",
               "  float* const* const im8 = ((YT) == 2 && (YP) == 1) ? nullptr : imag8;  // null: interleaved pairs",
-              "  alignas(64) float gr[64], gi[64];",
+              "  alignas(64) float gr[64], gi[64 * 8];  // gi: planes keep a ring of 8 chunks (planes_store)",
               "  int64_t k0 = 0;",
-              f"  for (; k0 + 8 <= {count}; k0 += 8) {{",
-              "    for (int64_t i = 0; i < 8; ++i) {",
-              "      const int64_t k = k0 + i;",
-              *["      " + line for line in point("k")],
-              "      st(gr + 8 * i, Xr); st(gi + 8 * i, Xi);",
-              "    }",
-              "    aotcuda_fft::store_points(rows8, im8, k0, gr, gi);",
+              "  if (im8) {",
+              *["    " + line for line in planes_store("k0", count, "YP", split_into(ring()("k0")), "gr",
+                                                         ring(), "1.0f")],
+              "  } else {",
+              f"    for (; k0 + 8 <= {count}; k0 += 8) {{ {split_into('gi')} "
+              "aotcuda_fft::store_pair(rows8, k0, gr, gi, 1.0f); }",
               "  }",
               f"  for (; k0 < {count}; ++k0) {{",
               "    const int64_t k = k0;",
@@ -177,11 +77,12 @@ def _merge_point(k: str, xr: str, xi: str, mr: str, mi: str) -> list[str]:
             "const vf8 Zr = a_r - c_i, Zi = a_i + c_r;"]
 
 
-def _merged_load(lines: list, m: int, scale: str) -> None:
+def _merged_load(lines: list, m: int, scale: str, weight: str | None) -> None:
     """An even c2r's merge fused into the loads: bins k0 … k0 + 7 and their mirrors m − k0 − 7 … m − k0 read
     by two 8×8 transposes into L1 (the imaginary parts of bins 0 and m dropped), Z of all 16 points written
     to (ar, ai) (Z[m] too: a point past the transform's, which nothing reads): one pass over the planes where
-    the loads into (br, bi) and the merge made two (docs/performance.md, branch fuse). Needs bins 0 … m of
+    the loads into (br, bi) and the merge made two (docs/performance.md, branch fuse); the weight's product
+    (weigh) in L1 between the transposes and the merge. Needs bins 0 … m of
     x, float32, dense along the dim, 8 rows (AVX2); sets merged, else leaves the block to the two passes."""
     V = ROWS
     lines += ["#if defined(__AVX2__)",
@@ -194,6 +95,8 @@ def _merged_load(lines: list, m: int, scale: str) -> None:
               f"    const int64_t j0 = {m - 7} - k0;",
               f"    aotcuda_fft::load_points(rows8, im8, k0, lr, li, {scale});",
               f"    aotcuda_fft::load_points(rows8, im8, j0, hr, hi, {scale});",
+              *([f"    for (int64_t i = 0; i < 8; ++i) {{ {weigh('lr + 8 * i', 'li + 8 * i', 'k0 + i', weight)} "
+                 f"{weigh('hr + 8 * i', 'hi + 8 * i', 'j0 + i', weight)} }}"] if weight else []),
               "    if (k0 == 0) for (int v = 0; v < 8; ++v) { li[v] = 0.0f; hi[56 + v] = 0.0f; }",
               "    for (int64_t i = 0; i < 8; ++i) {",
               "      {",
@@ -214,15 +117,18 @@ def _merged_load(lines: list, m: int, scale: str) -> None:
 
 
 def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float,
-                  has_window: bool, fast: bool = True) -> tuple[list[str], list[str], list[str], list[str]]:
+                  has_window: bool, fast: bool = True,
+                  weight: str | None = None) -> tuple[list[str], list[str], list[str], list[str]]:
     """The C++ of one transform as (static tables, gather, stages, store) statement lists over these names,
     which kernel_body defines: X, Y, WIN (the input, output and window pointers), `xo[v]`, `oo[v]` (the
     offsets of row v of the block in X and Y), `nv` (rows in the block; in a packed block, of its first ROWS), XT, XP, YT, YP, WS (the strides
     of the transformed dim, of a pair's parts and of the window), YT_T (Y's element type), and the planes
     ar, ai, br, bi of (max(nc, m + 2·m1) + 1)·ROWS floats (m: Bluestein's length, stage_length; m1 the
     four-step split's column length, 0 without one), c0r, c0i, c1r, c1i (the split's small planes), and, in a packed
-    block (fft_cpu.packed: an odd r2c or c2r), xo_hi, oo_hi, nv_hi for its upper ROWS rows (_upper_rows).
-    fast: the data is float32 (the AVX2 transposes may run)."""
+    block (fft_cpu.packed: an odd r2c or c2r), xo_hi, oo_hi, nv_hi for its upper ROWS rows (upper_rows).
+    fast: the data is float32 (the AVX2 transposes may run). weight (c2c, c2r): None, or "uniform" / "rows"
+    (weigh) to multiply the loaded points by WGT (a pair: WT, WP its strides along the dim and between its
+    parts, wo[v] row v's offset in it), before a c2r's bins 0 and n/2 lose their imaginary parts."""
     V = ROWS
     nc = complex_length(n, kind)
     fwd = not direction(kind, inverse)
@@ -231,7 +137,7 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         tables, stages, flip, at = bluestein_stages(nc, not fwd)
     else:  # c2c, an even r2c's split and an even c2r's store read X[k] where the stages leave it (at)
         tables, stages, flip, at = stockham_stages(nc, not fwd, natural=kind != "c2c" and not real_pairs)
-    mapped = None if at("k") == "k" else at  # _copy_out's at: None where X[k] lies at k
+    mapped = None if at("k") == "k" else at  # copy_out's at: None where X[k] lies at k
     rr, ri = ("br", "bi") if flip else ("ar", "ai")  # where the stages leave the result
     # The scale multiplies the points as they are loaded (or with the window, which multiplies them after),
     # before the stages, whose sums grow up to n-fold: a result float32 holds is not lost to an overflow.
@@ -248,37 +154,44 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
     if kind == "c2c":
         zero("ar", count, n)
         zero("ai", count, n)
-        _copy_in(gather, "ar", "ai", count, "XT", "XP", fast, load_scale)
+        copy_in(gather, "ar", "ai", count, "XT", "XP", fast, load_scale)
+        weighted(gather, "ar", "ai", count, weight)
         if has_window:
-            _windowed(gather, "ar", count, "q", sc)
-            _windowed(gather, "ai", count, "q", sc)
+            windowed(gather, "ar", count, "q", sc)
+            windowed(gather, "ai", count, "q", sc)
     elif kind == "r2c" and not real_pairs:  # x1 + i·x2: the block's first 8 rows and its other 8 (PACKED)
         zero("ar", count, n)
         zero("ai", count, n)
         gather.append(f"if (nv_hi < {V}) for (int64_t e = 0; e < {count * V}; ++e) ai[e] = 0.0f;")
-        _copy_in(gather, "ar", None, count, "XT", "0", fast, load_scale)
-        _upper_rows(gather, lambda lines: _copy_in(lines, "ai", None, count, "XT", "0", fast, load_scale))
+        copy_in(gather, "ar", None, count, "XT", "0", fast, load_scale)
+        upper_rows(gather, lambda lines: copy_in(lines, "ai", None, count, "XT", "0", fast, load_scale))
         if has_window:
-            _windowed(gather, "ar", count, "q", sc)
-            _windowed(gather, "ai", count, "q", sc)
+            windowed(gather, "ar", count, "q", sc)
+            windowed(gather, "ai", count, "q", sc)
     elif kind == "r2c":  # z[t] = x[2t] + i·x[2t + 1]: x read as a pair of stride 2·XT, parts XT apart
         zero("ar", (count + 1) // 2, nc)
         zero("ai", count // 2, nc)
-        _copy_in(gather, "ar", "ai", count // 2, "2 * XT", "XT", fast, load_scale)
+        copy_in(gather, "ar", "ai", count // 2, "2 * XT", "XT", fast, load_scale)
         if count % 2:
             last = count // 2
             gather.append(f"for (int64_t v = 0; v < nv; ++v) ar[{last * V} + v] = static_cast<float>(X[xo[v] + {count - 1} * XT]) * {load_scale};")
         if has_window:
-            _windowed(gather, "ar", (count + 1) // 2, "2 * q", sc)
-            _windowed(gather, "ai", count // 2, "2 * q + 1", sc)
+            windowed(gather, "ar", (count + 1) // 2, "2 * q", sc)
+            windowed(gather, "ai", count // 2, "2 * q + 1", sc)
     elif not real_pairs:  # c2r, odd n: two rows' Hermitian halves, as X1 + i·X2 mirrored (PACKED)
         h = n // 2
         half = min(in_len, h + 1)
         for plane in ("ar", "ai", "br", "bi"):
             zero(plane, half, h + 1)
         gather.append(f"if (nv_hi < {V}) for (int64_t e = 0; e < {half * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
-        _copy_in(gather, "ar", "ai", half, "XT", "XP", fast, sc)
-        _upper_rows(gather, lambda lines: _copy_in(lines, "br", "bi", half, "XT", "XP", fast, sc))
+        copy_in(gather, "ar", "ai", half, "XT", "XP", fast, sc)
+        weighted(gather, "ar", "ai", half, weight)
+
+        def upper(lines: list) -> None:
+            copy_in(lines, "br", "bi", half, "XT", "XP", fast, sc)
+            weighted(lines, "br", "bi", half, weight)
+
+        upper_rows(gather, upper)
         # z[t] = X1[t] + i·X2[t], z[n − t] = conj X1[t] + i·conj X2[t] (t ≤ n/2; bin 0's imaginary parts dropped)
         gather.append(f"for (int64_t v = 0; v < {V}; ++v) {{ ai[v] = 0.0f; bi[v] = 0.0f; }}")
         gather.append(f"for (int64_t t = 0; t <= {h}; ++t) {{")
@@ -296,12 +209,13 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         fused = fast and half == m + 1 and m >= 16
         if fused:
             gather.append("bool merged = false;")
-            _merged_load(gather, m, sc)
+            _merged_load(gather, m, sc, weight)
             gather.append("if (!merged) {")
         body = []
         if half < m + 1:
             body.append(f"for (int64_t e = {half * V}; e < {(m + 1) * V}; ++e) {{ br[e] = 0.0f; bi[e] = 0.0f; }}")
-        _copy_in(body, "br", "bi", half, "XT", "XP", fast, sc)
+        copy_in(body, "br", "bi", half, "XT", "XP", fast, sc)
+        weighted(body, "br", "bi", half, weight)
         body.append(f"for (int64_t v = 0; v < {V}; ++v) {{ bi[v] = 0.0f; bi[{m * V} + v] = 0.0f; }}")
         body.append(f"for (int64_t k = 0; k < {m}; ++k) {{")
         body.extend("  " + line for line in _merge_point("k", f"br + k * {V}", f"bi + k * {V}",
@@ -313,7 +227,7 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
             gather.append("}")
     # store
     if kind == "c2c":
-        _copy_out(store, rr, ri, out_len, "YT", "YP", one, fast, at=mapped)
+        copy_out(store, rr, ri, out_len, "YT", "YP", one, fast, at=mapped)
     elif kind == "r2c" and not real_pairs:  # Z = X1 + i·X2: X1 into the other planes, X2 in place
         sr, si = ("ar", "ai") if flip else ("br", "bi")
         # X1[k] = (Z[k] + conj Z[n−k])/2, X2[k] = (Z[k] − conj Z[n−k])/2i, k and n − k together
@@ -325,13 +239,13 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
         store.append(f"  st({sr} + k * {V}, pr); st({si} + k * {V}, pi); st({sr} + j * {V}, pr); st({si} + j * {V}, -pi);")
         store.append(f"  st({rr} + k * {V}, qr); st({ri} + k * {V}, qi); st({rr} + j * {V}, qr); st({ri} + j * {V}, -qi);")
         store.append("}")
-        _copy_out(store, sr, si, out_len, "YT", "YP", one, fast)
-        _upper_rows(store, lambda lines: _copy_out(lines, rr, ri, out_len, "YT", "YP", one, fast))
+        copy_out(store, sr, si, out_len, "YT", "YP", one, fast)
+        upper_rows(store, lambda lines: copy_out(lines, rr, ri, out_len, "YT", "YP", one, fast))
     elif kind == "c2r" and not real_pairs:  # z = x1 + i·x2
-        _copy_out(store, rr, None, out_len, "YT", "0", one, fast)
-        _upper_rows(store, lambda lines: _copy_out(lines, ri, None, out_len, "YT", "0", one, fast))
+        copy_out(store, rr, None, out_len, "YT", "0", one, fast)
+        upper_rows(store, lambda lines: copy_out(lines, ri, None, out_len, "YT", "0", one, fast))
     elif kind == "c2r":  # x[2t] = Re z[t], x[2t + 1] = Im z[t]: out written as a pair of stride 2·YT
-        _copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", one, fast, at=mapped)
+        copy_out(store, rr, ri, out_len // 2, "2 * YT", "YT", one, fast, at=mapped)
         if out_len % 2:
             last = at(str(out_len // 2))
             store.append(f"for (int64_t v = 0; v < nv; ++v) Y[oo[v] + {out_len - 1} * YT] = static_cast<YT_T>({rr}[{last} * {V} + v]);")
@@ -355,7 +269,7 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
                 *["  " + line for line in point("k")],
                 f"  st({sr} + k * {V}, Xr); st({si} + k * {V}, Xi);",
                 "}"]
-        _copy_out(body, sr, si, min(out_len, m + 1), "YT", "YP", one, fast)
+        copy_out(body, sr, si, min(out_len, m + 1), "YT", "YP", one, fast)
         if out_len > m + 1:
             body.append("for (int64_t v = 0; v < nv; ++v) {")
             body.append("  auto* __restrict__ p = Y + oo[v];")
@@ -372,31 +286,38 @@ def kernel_source(n: int, kind: str, inverse: bool, in_len: int, out_len: int, s
 
 def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, scale: float, has_window: bool,
                 sizes: list[str], x_strides: list[str], y_strides: list[str], xt: str, xp: str, yt: str, yp: str,
-                ws: str, x_offset: str, y_offset: str, y_type: str, fast: bool) -> tuple[str, str]:
+                ws: str, x_offset: str, y_offset: str, y_type: str, fast: bool,
+                weight: dict | None = None) -> tuple[str, str]:
     """(file-scope C++: SCRATCH's helpers, the kernel function's body with its tables) for pointers X, Y, WIN and the C++
     expressions of the batch dims' sizes and strides (x's and out's, in the same order), the strides of
     the transformed dim (xt, yt) and of a pair's parts (xp, yp; "0" where there is none), the window's
     stride, the storage offsets of x and out, Y's element type and whether x and out are float32
-    (kernel_source's fast). The blocks run on OpenMP's threads."""
+    (kernel_source's fast). weight: None, or the weight WGT's C++ expressions (keys strides: one a batch dim, "0"
+    where it broadcasts; wt, wp; offset) beside "uniform" (every batch stride 0). The blocks run on OpenMP's
+    threads."""
     V = ROWS
-    tables, gather, stages, store = kernel_source(n, kind, inverse, in_len, out_len, scale, has_window, fast)
+    mode = None if weight is None else ("uniform" if weight["uniform"] else "rows")
+    tables, gather, stages, store = kernel_source(n, kind, inverse, in_len, out_len, scale, has_window, fast, mode)
+    w_strides = weight["strides"] if weight else ["0"] * len(sizes)
     B = 2 * V if packed(n, kind) else V  # rows a block
     split = four_step(stage_length(n, kind))
     pad = 2 * split[0] if split else 0  # the four-step split's padded rows (four_step_stages)
     plane = ((max(complex_length(n, kind), stage_length(n, kind) + pad) + 1) * V + 15) // 16 * 16
     small = (four_step_planes(n, kind) + 15) // 16 * 16  # the four-step split's L1 planes c0r, c0i, c1r, c1i
+    w_offset = weight["offset"] if weight else "0"
     rows = " * ".join(f"({s})" for s in sizes) or "1"
     offsets = []
     for d in reversed(range(len(sizes))):
         offsets.append(f"    {{ const int64_t i = q % ({sizes[d]}); q /= ({sizes[d]}); "
-                       f"x += i * ({x_strides[d]}); y += i * ({y_strides[d]}); }}")
+                       f"x += i * ({x_strides[d]}); y += i * ({y_strides[d]}); w += i * ({w_strides[d]}); }}")
     body = [
         "using aotcuda_fft::vf8; using aotcuda_fft::vf16; using aotcuda_fft::ld; using aotcuda_fft::st;",
         *tables,  # function-local statics: one package holds many transforms' kernels
         f"const int64_t rows = {rows};",
         f"const int64_t blocks = (rows + {B - 1}) / {B};",
         f"const int64_t XT = {xt}, XP = {xp}, YT = {yt}, YP = {yp}, WS = {ws};",
-        "(void)XP; (void)YP; (void)WS;",
+        f"const int64_t WT = {weight['wt'] if weight else '0'}, WP = {weight['wp'] if weight else '0'};",
+        "(void)XP; (void)YP; (void)WS; (void)WT; (void)WP;",
         f"using YT_T = {y_type};",
         # OpenMP's current thread count (torch.set_num_threads sets it), not the compiling process's: a caller
         # that runs torch on one thread gets one here too.
@@ -418,16 +339,18 @@ def kernel_body(n: int, kind: str, inverse: bool, in_len: int, out_len: int, sca
         "    if (!ar) continue;",
         f"    const int64_t first = blk * {B};",
         f"    const int64_t nv_all = rows - first < {B} ? rows - first : {B};",
-        f"    int64_t xo_all[{B}], oo_all[{B}];",
+        f"    int64_t xo_all[{B}], oo_all[{B}], wo_all[{B}];",
+        f"    for (int64_t v = 0; v < {B}; ++v) wo_all[v] = {w_offset};  // rows past nv_all: a point of the weight",
         "    for (int64_t v = 0; v < nv_all; ++v) {",
-        f"      int64_t q = first + v, x = {x_offset}, y = {y_offset};",
+        f"      int64_t q = first + v, x = {x_offset}, y = {y_offset}, w = {w_offset};",
         *["  " + line for line in offsets],
-        "      xo_all[v] = x; oo_all[v] = y;",
+        "      xo_all[v] = x; oo_all[v] = y; wo_all[v] = w;",
         "    }",
         f"    const int64_t* const xo = xo_all; const int64_t* const oo = oo_all; const int64_t nv = nv_all < {V} ? nv_all : {V};",
         f"    const int64_t* const xo_hi = xo_all + {V}; const int64_t* const oo_hi = oo_all + {V};",
+        f"    const int64_t* const wo = wo_all; const int64_t* const wo_hi = wo_all + {V};",
         f"    const int64_t nv_hi = nv_all > {V} ? nv_all - {V} : 0;",
-        "    (void)xo_hi; (void)oo_hi; (void)nv_hi;",
+        "    (void)xo_hi; (void)oo_hi; (void)nv_hi; (void)wo; (void)wo_hi;",
         *["    " + line for line in gather],
         *["    " + line for line in stages],
         *["    " + line for line in store],

@@ -104,11 +104,14 @@ def _template_class():
                 raise NotImplementedError("aotcuda fft_rows_cpu: no epilogue fusion")
             spec = self.spec
             x = self.input_nodes[0]
-            window = self.input_nodes[1] if len(self.input_nodes) > 1 else None
+            named = dict(zip(spec["operands"], self.input_nodes[1:]))
+            window, weight = named.get("window"), named.get("weight")
             out = template_buffer_node if template_buffer_node is not None else self.output_node
             inputs = {"X": x}
             if window is not None:
                 inputs["WIN"] = window
+            if weight is not None:
+                inputs["WGT"] = weight
             signature = kernel.def_kernel(inputs=inputs, outputs={"Y": out})
 
             def expr(e) -> str:
@@ -130,12 +133,29 @@ def _template_class():
                 yt=expr(out_stride[dim]), yp=expr(out_stride[-1]) if pair_out else "0",
                 ws=expr(window.get_stride()[0]) if window is not None else "0",
                 x_offset=expr(x.get_layout().offset), y_offset=expr(out.get_layout().offset),
-                y_type=DTYPE_TO_CPP[out.get_layout().dtype], fast=fast)
+                y_type=DTYPE_TO_CPP[out.get_layout().dtype], fast=fast,
+                weight=None if weight is None else _weight_strides(weight, x, dim, batch, expr))
             window_offset = (f"WIN += {expr(window.get_layout().offset)};\n" if window is not None else "")
             return (self.header().getvalue() + pre + '\nextern "C"\n' + signature + "\n{\n" + window_offset
                     + body + "\n}\n")
 
     return FFTRowsTemplate
+
+
+def _weight_strides(weight, x, dim: int, batch: list, expr) -> dict:
+    """fft_cpu_source.kernel_body's `weight`: the pair weight's strides along x's batch dims, its dim and its
+    pair dim, broadcast as torch broadcasts it (aligned at the last dim; "0" where it has no such dim or one
+    point), its offset, and whether every batch stride is 0 (one weight for every row)."""
+    sizes, strides = weight.get_size(), weight.get_stride()
+    lead = len(x.get_size()) - len(sizes)
+
+    def stride(d: int) -> str:
+        w = d - lead
+        return "0" if w < 0 or sizes[w] == 1 else expr(strides[w])
+
+    batch_strides = [stride(d) for d in batch]
+    return dict(strides=batch_strides, wt=stride(dim), wp=stride(len(x.get_size()) - 1),
+                offset=expr(weight.get_layout().offset), uniform=all(s == "0" for s in batch_strides))
 
 
 def _realized(node):
@@ -179,14 +199,15 @@ def _register() -> None:
     template_class = _template_class()
 
     @register_lowering(torch.ops.aotcuda.fft_rows_cpu.default, type_promotion_kind=None)
-    def _lower(x, dim, n, out_len, kind, inverse, scale, window=None):
+    def _lower(x, dim, n, out_len, kind, inverse, scale, window=None, weight=None):
         if kind != "r2c":
             x = _planes_where_free(x, dim)
         x = _realized(x)
-        inputs = [x] if window is None else [x, _realized(window)]
+        operands = {name: _realized(t) for name, t in (("window", window), ("weight", weight)) if t is not None}
+        inputs = [x, *operands.values()]
         in_len = x.get_size()[dim]
         spec = dict(dim=dim, n=n, out_len=out_len, kind=kind, inverse=inverse, scale=float(scale),
-                    in_len=int(in_len))
+                    in_len=int(in_len), operands=list(operands))
         layout = _out_layout(x, dim, out_len, kind)
         template = template_class(inputs, layout, spec)
         choice = template.generate()

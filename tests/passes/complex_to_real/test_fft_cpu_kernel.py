@@ -3,7 +3,8 @@ kernels/fft_cpu.py and kernels/fft_cpu_template.py) lowered by aotcuda.lower int
 and run through aotcuda.load, against eager torch.fft on fresh random inputs (float64 where the program
 allows it): c2c, r2c and c2r, forward and inverse, a middle dim read in place, odd lengths (375, 96·…),
 zero-padding and cropping, Bluestein inside the kernel (68 = 4·17 cropped from 96, an rfft/irfft pair at
-134 = 2·67), the four-step split (an rfft/irfft pair at 2048, 400 points zero-padded), an stft, a dynamic row count, and the op itself on bfloat16 data with a window. One compile
+134 = 2·67), the four-step split (an rfft/irfft pair at 2048, 400 points zero-padded), an stft, a dynamic row count, a
+complex product fused into an irfft (its weight), and the op itself on bfloat16 data with a window. One compile
 for all."""
 
 import pytest
@@ -27,6 +28,11 @@ def test_the_template_is_available_on_every_supported_torch():
 class Transforms(torch.nn.Module):
     """Every kind of transform the kernel covers, in one program."""
 
+    def __init__(self):
+        super().__init__()
+        spectral = torch.randn(201, 2, generator=torch.Generator().manual_seed(5))
+        self.register_buffer("spectral", torch.view_as_complex(spectral))
+
     def forward(self, x, z, signal, xb, window):
         filtered = torch.fft.irfft(torch.fft.rfft(x, norm="ortho") * 3, n=400, norm="ortho")  # dynamic rows
         middle = torch.fft.fft(torch.view_as_complex(z), dim=1)  # [3, 96, 5]: a middle dim, in place
@@ -44,7 +50,8 @@ class Transforms(torch.nn.Module):
                                                     "c2c", True, 1.0 / 96)
         return (filtered, torch.view_as_real(middle), torch.view_as_real(odd), odd_c2r, cropped,
                 torch.view_as_real(two_sided), torch.view_as_real(bluestein), torch.view_as_real(spec), direct,
-                direct_c2c, prime, long)
+                direct_c2c, prime, long,
+                torch.fft.irfft(torch.fft.rfft(x) * self.spectral, n=400))  # the product: the c2r's weight
 
 
 def _inputs(seed: int, rows: int):
@@ -74,8 +81,12 @@ def _fft_rows_cpu_nodes(program) -> int:
 def test_the_program_lowers_without_a_fallback_kernel_one_kernel_a_covered_transform(lowered):
     result, _ = lowered
     assert result.fallback_kernels == [] and result.proxy_executor_ops == []
-    # filtered 2, middle, odd, odd_r2c, odd_c2r, cropped 2, two_sided, bluestein, spec, direct 2, prime 2, long 2
-    assert _fft_rows_cpu_nodes(result.exported_program) == 17
+    # filtered 2, middle, odd, odd_r2c, odd_c2r, cropped 2, two_sided, bluestein, spec, direct 2, prime 2, long 2,
+    # the product 2 (its c2r weighted: spectral/product.py)
+    assert _fft_rows_cpu_nodes(result.exported_program) == 19
+    weighted = [node for node in result.exported_program.graph.nodes
+                if node.target is torch.ops.aotcuda.fft_rows_cpu.default and len(node.args) > 8]
+    assert len(weighted) == 1 and weighted[0].args[8] is not None
 
 
 @pytest.mark.parametrize("rows", [6, 37, 1000])
@@ -87,7 +98,7 @@ def test_the_package_matches_eager_on_fresh_inputs(lowered, rows):
     # float64 reference of the float32 transforms: the same program in double
     want64 = Transforms()(x.double(), z.double(), signal.double(), xb, window)
     for index, (actual, expected) in [*enumerate(zip(outputs[:8], want64[:8], strict=True)),
-                                      (10, (outputs[10], want64[10])), (11, (outputs[11], want64[11]))]:
+                                      *((i, (outputs[i], want64[i])) for i in (10, 11, 12))]:
         assert actual.shape == expected.shape, index
         assert _error(actual, expected) <= 1e-5, (index, _error(actual, expected))
     direct = reference(xb, None, 1, 400, 201, "r2c", False, 0.5, window)

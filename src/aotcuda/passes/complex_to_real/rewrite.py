@@ -40,6 +40,7 @@ from aotcuda.passes.complex_to_real.scan import (
     source_location,
 )
 from aotcuda.passes.complex_to_real.spectral.transform import kernel_forms
+from aotcuda.passes.complex_to_real.spectral.product import fuse_products
 from aotcuda.passes.complex_to_real.spectral.window import fuse_windows
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
 from aotcuda.passes.complex_to_real.symbols import track_symbols
@@ -368,6 +369,8 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan, speedups: bool = True)
     # replayed calls would not (the two ways would differ); an explicit table keeps detach, as 2.11 and 2.13 do.
     with fx_traceback.preserve_node_meta(), shared_constants():
         gm = make_fx(run, decomposition_table={}, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*fake_args)
-    if fuse_windows(gm.graph):  # stft's window multiply into the kernel form's fft_rows (spectral/window.py)
+    fused = fuse_windows(gm.graph)  # stft's window multiply into the kernel form's fft_rows (spectral/window.py)
+    fused += fuse_products(gm.graph)  # a product before a CPU kernel's c2r or c2c into it (spectral/product.py)
+    if fused:
         gm.recompile()
     return rebuild_program(ep, gm, complex_placeholders, devices)

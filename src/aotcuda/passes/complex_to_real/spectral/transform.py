@@ -2,7 +2,8 @@
 - the CPU kernel form on CPU tensors when AOTCUDA_FFT_CPU_KERNEL is on, the length is covered and this
   torch has Inductor's C++ templates (kernels/fft_cpu.py, kernels/fft_cpu_template.py): one
   aotcuda::fft_rows_cpu op per transform, which Inductor compiles as one C++ kernel that keeps blocks of
-  rows in cache through all stages, reading and writing the data where it is;
+  rows in cache through all stages, reading and writing the data where it is; after the rewrite, a complex
+  product before its c2r or c2c becomes the op's `weight`, multiplied as it loads (product.py: fuse_products);
 - the CPU form (Stockham stages, stockham.py) for other CPU transforms;
 - the kernel form on other devices when AOTCUDA_FFT_KERNEL is on, Triton is installed and the length is
   covered (kernels/fft_plan.py: n ≤ 4096, prime factors ≤ 61 as a tiling, any other as Bluestein's

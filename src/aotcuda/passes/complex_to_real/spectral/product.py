@@ -1,0 +1,133 @@
+"""A complex product before a CPU inverse transform fused into it: the product's factors become the op's `weight`.
+
+A spectral filter (irfft(rfft(x) · w), FFT convolution, FNO's pointwise modes) multiplies a spectrum by a weight
+between two transforms. Left as it is, the product is one more pass through memory between the two kernels
+(on the 2-core machine, 512 rows at n = 4096: 1.25 ms of a 5.7 ms filter, scalar code, since the weight's pair
+is read with stride 2, docs/performance.md), plus the copy of the first transform's planes into eager's pair
+layout that the product reads. After the rewrite, ``fuse_products`` finds each aotcuda::fft_rows_cpu node (c2c
+or c2r, no weight yet) whose input is the only use of the product mul_pairs writes
+(pair_algebra.mul_pairs: a·br + flip(a, −1)·(−bi, bi)),
+
+    add(mul(a, slice(b, -1, 0, 1)), mul(flip(a, [-1]), mul(slice(b, -1, 1, ·), arange(-1, 2, 2))))
+
+with a and b float32 pairs (the kernel multiplies in float32: no rounding of eager's is skipped) of which one has
+the product's shape and the other broadcasts against it, and hands the op that one as x (its layout copies
+peeled off: the kernel reads any strides) and the other as `weight`, which the kernel multiplies the points by
+as it loads them (kernels/fft_cpu_source.py: in L1, between the transposes and a c2r's merge). The product is
+then dead (rebuild_program removes it). The CUDA kernel form and the ATen forms keep the product.
+"""
+
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+_WEIGHT = 8  # fft_rows_cpu's operands: x, dim, n, out_len, kind, inverse, scale, window, weight
+
+
+def _tensor(node) -> torch.Tensor | None:
+    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _call(node, target, count: int) -> bool:
+    return isinstance(node, torch.fx.Node) and node.target is target and len(node.args) == count and not node.kwargs
+
+
+def _last(node: torch.fx.Node, dim) -> bool:
+    value = _tensor(node)
+    return value is not None and isinstance(dim, int) and dim % value.dim() == value.dim() - 1
+
+
+def _part(node, start: int, stop: int):
+    """b where node is slice(b, last dim, start, stop…) (stop: at least `stop`), else None."""
+    if not (isinstance(node, torch.fx.Node) and node.target is aten.slice.Tensor and not node.kwargs
+            and len(node.args) == 4):
+        return None
+    b, dim, first, end = node.args
+    return b if _last(b, dim) and first == start and isinstance(end, int) and end >= stop else None
+
+
+def _is_rotate_sign(node) -> bool:
+    """Whether node is pair.rotate_sign's arange(-1, 2, 2): [-1, 1]."""
+    return (isinstance(node, torch.fx.Node) and node.target is aten.arange.start_step
+            and tuple(node.args) == (-1, 2, 2))
+
+
+def factors(product: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+    """(a, b) where `product` is mul_pairs(a, b) as the rewrite writes it (module docstring), else None."""
+    if not _call(product, aten.add.Tensor, 2):
+        return None
+    first, second = product.args
+    if not (_call(first, aten.mul.Tensor, 2) and _call(second, aten.mul.Tensor, 2)):
+        return None
+    a, b = first.args[0], _part(first.args[1], 0, 1)
+    flipped, signed = second.args
+    if b is None or not (_call(flipped, aten.flip.default, 2) and flipped.args[0] is a):
+        return None
+    if not (len(flipped.args[1]) == 1 and _last(a, flipped.args[1][0]) and _call(signed, aten.mul.Tensor, 2)):
+        return None
+    im, sign = signed.args
+    return (a, b) if _part(im, 1, 2) is b and _is_rotate_sign(sign) else None
+
+
+def values_of(node: torch.fx.Node) -> tuple[torch.fx.Node, list[int]]:
+    """(source, order): node's values are source.permute(order)'s, through the layout copies the rewrite adds
+    (layout.py: permute → clone → permute) and any permute or clone."""
+    order = list(range(_tensor(node).dim()))
+    while isinstance(node, torch.fx.Node):
+        if node.target is aten.permute.default and len(node.args) == 2 and not node.kwargs:
+            order = [node.args[1][i] for i in order]
+        elif not (node.target is aten.clone.default and len(node.args) == 1):
+            break
+        node = node.args[0]
+    return node, order
+
+
+def _operands(node: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+    """(x, weight) that fft_rows_cpu node `node` can take in place of its input, the product of the two."""
+    from aotcuda.kernels.fft_cpu import check_weight  # (the kernel's module imports the pass's plan)
+
+    if node.args[4] not in ("c2c", "c2r") or len(node.args) > _WEIGHT or "weight" in node.kwargs:
+        return None
+    product = node.args[0]
+    found = factors(product) if isinstance(product, torch.fx.Node) and len(product.users) == 1 else None
+    value = _tensor(product)
+    if found is None or value is None or value.dtype != torch.float32:
+        return None
+    for x, weight in (found, found[::-1]):
+        xv, wv = _tensor(x), _tensor(weight)
+        if xv is None or wv is None or xv.dtype != torch.float32 or tuple(xv.shape) != tuple(value.shape):
+            continue
+        try:
+            check_weight(xv, node.args[4], wv)
+        except ValueError:
+            continue
+        return x, weight
+    return None
+
+
+def fuse_products(graph: torch.fx.Graph) -> int:
+    """Give each fft_rows_cpu node of `graph` the complex product before it as its weight (module docstring);
+    how many were fused."""
+    namespace = getattr(torch.ops, "aotcuda", None)
+    target = getattr(namespace, "fft_rows_cpu", None) if namespace is not None else None
+    if target is None:
+        return 0
+    count = 0
+    for node in graph.find_nodes(op="call_function", target=target.default):
+        found = _operands(node)
+        if found is None:
+            continue
+        x, weight = found
+        source, order = values_of(x)
+        if order != list(range(len(order))):
+            with graph.inserting_before(node):
+                permuted = graph.call_function(aten.permute.default, (source, order))
+            permuted.meta = {**x.meta, "val": _tensor(source).permute(order)}
+            source = permuted
+        window = node.args[7] if len(node.args) > 7 else node.kwargs.get("window")
+        node.args = (source, *node.args[1:7], window, weight)
+        node.kwargs = {}
+        count += 1
+    return count
