@@ -70,16 +70,126 @@ class Twice(torch.nn.Module):
         return torch.sin(x) + 1.0, torch.sin(x) + 1.0, torch.cos(x)
 
 
-def test_outputs_that_become_one_node_name_it_in_both_slots():
+def test_identical_outputs_stay_two_tensors_while_what_they_share_is_computed_once():
+    """Two outputs merged into one node would come back as one tensor: a write into one would reach the other."""
     ep = _ep(Twice(), (torch.randn(5),))
     merged = EliminateCommonSubexpressionsPass()(ep)
     names = [spec.arg.name for spec in merged.graph_signature.output_specs]
-    assert names[0] == names[1] != names[2]
-    output = next(node for node in merged.graph.nodes if node.op == "output")
-    assert [node.name for node in output.args[0]] == names
+    assert len(set(names)) == 3 and _count(merged, aten.sin.default) == 1
     x = torch.randn(5)
-    for got, want in zip(merged.module()(x), Twice()(x)):
-        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
+    got = merged.module()(x)
+    for g, want in zip(got, Twice()(x)):
+        torch.testing.assert_close(g, want, rtol=1e-6, atol=1e-7)
+    got[0].add_(1.0)
+    assert not torch.equal(got[0], got[1])
+
+
+class Recorder(torch.nn.Module):
+    """Each layer records the position it ran at: two buffers get the same new value."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(1, dtype=torch.long))
+
+    def forward(self, x, position):
+        self.seen.copy_(position + 1)
+        return x * 2
+
+
+class TwoRecorders(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = Recorder(), Recorder()
+
+    def forward(self, x, position):
+        return self.b(self.a(x, position), position)
+
+
+class CacheAndResult(torch.nn.Module):
+    """A buffer's new value equal to a user output."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(4))
+
+    def forward(self, x):
+        self.k.copy_(x * 2)
+        return x * 2
+
+
+def test_buffers_given_the_same_value_keep_their_own_outputs():
+    ep = _ep(TwoRecorders(), (torch.randn(4), torch.tensor([3])))
+    merged = EliminateCommonSubexpressionsPass()(ep)
+    model, lowered = TwoRecorders(), merged.module()
+    x, at = torch.randn(4), torch.tensor([7])
+    torch.testing.assert_close(lowered(x, at), model(x, at))
+    assert lowered.a.seen.item() == lowered.b.seen.item() == 8
+
+
+def test_a_buffers_new_value_and_an_equal_result_stay_apart():
+    ep = _ep(CacheAndResult(), (torch.randn(4),))
+    lowered = EliminateCommonSubexpressionsPass()(ep).module()
+    first = lowered(torch.ones(4))
+    lowered(torch.full((4,), 5.0))
+    assert first.tolist() == [2.0] * 4 and first.data_ptr() != lowered.k.data_ptr()
+
+
+class Sub(torch.nn.Module):
+    def forward(self, x):
+        return torch.sin(x) + 1.0
+
+
+class TwoSubs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = Sub(), Sub()
+
+    def forward(self, x):
+        return self.a(x) * self.b(x)
+
+
+def test_a_program_that_preserves_module_call_signatures_is_left_as_it_is():
+    with torch.no_grad():
+        ep = torch.export.export(TwoSubs(), (torch.randn(5),), preserve_module_call_signature=("a", "b"))
+    ep = ep.run_decompositions(decomposition_table())
+    graph_pass = EliminateCommonSubexpressionsPass()
+    assert graph_pass(ep) is ep and not graph_pass.result.changed
+
+
+class ComplexZeros(torch.nn.Module):
+    def forward(self, x):
+        return x * complex(-0.0, 0.0), x * complex(0.0, 0.0)
+
+
+def test_complex_constants_that_differ_in_a_zeros_sign_keep_their_nodes():
+    graph_pass = EliminateCommonSubexpressionsPass()
+    graph_pass(_ep(ComplexZeros(), (torch.tensor([1 + 0j, -2 + 0j]),)))
+    assert graph_pass.result.counts["merged"] == 0
+
+
+class CondRandom(torch.nn.Module):
+    def forward(self, x):
+        def plus(x):
+            return x + torch.rand_like(x)
+
+        def minus(x):
+            return x - torch.rand_like(x)
+
+        return torch.cond(x.sum() > 0, plus, minus, (x,)), torch.cond(x.sum() > 0, plus, minus, (x,))
+
+
+def test_higher_order_ops_are_never_merged_even_over_one_shared_subgraph():
+    """is_impure does not look into a cond's branches: two conds sharing random branches must stay two."""
+    ep = _ep(CondRandom(), (torch.randn(8),))
+    graph = ep.graph_module.graph
+    conds = [node for node in graph.nodes if node.target is torch.ops.higher_order.cond]
+    first, second = conds
+    second.args = (first.args[0], first.args[1], first.args[2], second.args[3])  # one subgraph, as a dedup would
+    graph.eliminate_dead_code()
+    ep.graph_module.recompile()
+    graph_pass = EliminateCommonSubexpressionsPass()
+    a, b = graph_pass(ep).module()(torch.randn(8))
+    assert not torch.equal(a, b)
 
 
 class Random(torch.nn.Module):

@@ -174,3 +174,74 @@ def test_a_slice_that_keeps_the_one_row_is_seen_through_and_one_that_drops_rows_
     assert relative_error(folded.module()(x), model(x)) < 1e-5
     ep = _ep(model, (torch.randn(1, 4, 32),))  # the slice keeps one row of four: the product's row is not y's
     assert graph_pass(ep) is ep and graph_pass.result.counts == {"rewritten": 0}
+
+
+class FlattenedRows(torch.nn.Module):
+    """Two normalized rows of 24 flattened into one product row of 48 (a grouped RMSNorm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(48, 8, bias=False)
+
+    def forward(self, x):
+        return self.linear((x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)).reshape(1, 48))
+
+
+class ScaledEps(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(48, 8, bias=False)
+
+    def forward(self, x):
+        return self.linear(x * torch.rsqrt(torch.add(x.pow(2).mean(-1, keepdim=True), 0.5, alpha=4.0)))
+
+
+class WholeMean(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(48, 8, bias=False)
+
+    def forward(self, x):
+        return self.linear(x * torch.rsqrt(x.pow(2).mean(dim=None, keepdim=True) + 1e-5))
+
+
+class HalfProduct(torch.nn.Module):
+    """A float32 residual stream normalized, then cast to float16 for a float16 product."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(64, 16, bias=False).half()
+
+    def forward(self, x):
+        return self.linear((x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)).half())
+
+
+class IntegerProduct(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randint(-3, 4, (16, 8), dtype=torch.int32))
+
+    def forward(self, x):
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)).to(torch.int32).view(1, 16) @ self.w
+
+
+@pytest.mark.parametrize("model, x", [
+    (FlattenedRows(), torch.randn(2, 24) * torch.tensor([[1.0], [5.0]])),
+    (ScaledEps(), torch.randn(1, 1, 48)),
+    (WholeMean(), torch.randn(1, 1, 48)),
+    (HalfProduct(), torch.randn(1, 1, 64) * 1e5),  # the unnormalized row's product would overflow float16
+    (IntegerProduct(), torch.randn(1, 16) * 50),
+], ids=["flattened-rows", "eps-times-alpha", "mean-over-all-dims", "float16-product", "integer-product"])
+def test_norms_whose_factor_cannot_move_past_the_product_are_left_alone(model, x):
+    ep = _ep(model.eval(), (x,))
+    graph_pass = FoldRMSNormIntoProductPass()
+    assert graph_pass(ep) is ep and graph_pass.result.counts == {"rewritten": 0}
+
+
+def test_a_program_that_preserves_module_call_signatures_is_left_as_it_is():
+    model = NormThenLinears(MetaNorm(48)).eval()
+    with torch.no_grad():
+        ep = torch.export.export(model, (torch.randn(1, 1, 48),), preserve_module_call_signature=("linears.0",))
+    ep = ep.run_decompositions(decomposition_table())
+    graph_pass = FoldRMSNormIntoProductPass()
+    assert graph_pass(ep) is ep and not graph_pass.result.changed

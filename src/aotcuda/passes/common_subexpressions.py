@@ -11,10 +11,13 @@ arguments (the same nodes, after earlier merges, and equal constants); the later
 Pure means ``Node.is_impure()`` is false (torch's own test: no mutable schema, no side effect, no random
 op) and the op is not tagged ``nondeterministic_seeded`` (checked here again, for every torch the pin
 admits). Only ``call_function`` nodes are merged: placeholders, parameters and constants are the program's
-inputs. A graph with an op that writes one of its arguments in place (an exported program is functional,
-so this is rare) is left as it is: two merged buffers would alias, and a write into one would reach the
-other's readers. An output that becomes the same node as another output is returned in both slots (the shared
-output handle the runtime releases once: runtime/README). Values are unchanged.
+inputs; higher-order ops (``cond``, ``map``) are never merged, since their subgraphs may hold random ops that
+``is_impure`` does not look into. A node the graph signature names (a user output, a buffer's or an input's
+new value) is never merged either: two outputs would become one tensor (a write into one reaching the other,
+or a buffer handed out as a result), and two buffers' new values one output. A graph with an op that writes
+one of its arguments in place (an exported program is functional, so this is rare), or a program exported
+with ``preserve_module_call_signature`` (its module call graph names the graph's nodes), is left as it is.
+Values are unchanged.
 
 The program passed in is not changed; a new ExportedProgram is returned when anything was merged (sharing
 its weights: passes/program_copy.py).
@@ -29,7 +32,7 @@ import torch
 from torch.export import ExportedProgram
 
 from aotcuda.passes.emit import replace_uses
-from aotcuda.passes.program_copy import with_graph
+from aotcuda.passes.program_copy import preserves_call_signatures, with_graph
 from aotcuda.passes.result import PassResult
 
 
@@ -47,13 +50,15 @@ class EliminateCommonSubexpressionsPass:
 
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
         graph = ep.graph_module.graph
-        if any(_writes_in_place(node) for node in graph.nodes) or not any(_merges(graph)):
+        outputs = {spec.arg.name for spec in ep.graph_signature.output_specs if hasattr(spec.arg, "name")}
+        if (preserves_call_signatures(ep) or any(_writes_in_place(node) for node in graph.nodes)
+                or not any(_merges(graph, outputs))):
             self.result = PassResult(type(self).__name__, False, {"merged": 0})
             return ep
         graph_module = copy.deepcopy(ep.graph_module)
         signature = copy.deepcopy(ep.graph_signature)
         merged = 0
-        for node, first in list(_merges(graph_module.graph)):
+        for node, first in list(_merges(graph_module.graph, outputs)):
             replace_uses(node, first, signature)
             graph_module.graph.erase_node(node)
             merged += 1
@@ -63,13 +68,14 @@ class EliminateCommonSubexpressionsPass:
         return with_graph(ep, graph_module, graph_signature=signature)
 
 
-def _merges(graph: torch.fx.Graph):
+def _merges(graph: torch.fx.Graph, outputs: set[str]):
     """(node, first) for each node that computes what an earlier node ``first`` computes, in graph order;
-    a node's key reads its arguments through the merges before it, so chains of copies merge whole."""
+    a node's key reads its arguments through the merges before it, so chains of copies merge whole. Nodes
+    named in ``outputs`` (the graph signature's) are neither merged nor merged into."""
     first_of: dict = {}
     merged_into: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in graph.nodes:
-        if not _mergeable(node):
+        if node.name in outputs or not _mergeable(node):
             continue
         try:
             key = (node.target, _key(node.args, merged_into), _key(node.kwargs, merged_into))
@@ -89,7 +95,7 @@ def _writes_in_place(node: torch.fx.Node) -> bool:
 
 
 def _mergeable(node: torch.fx.Node) -> bool:
-    if node.op != "call_function" or node.is_impure():
+    if node.op != "call_function" or isinstance(node.target, torch._ops.HigherOrderOperator) or node.is_impure():
         return False
     tags = getattr(node.target, "tags", ())
     return torch.Tag.nondeterministic_seeded not in tags
@@ -112,7 +118,9 @@ def _key(value, merged_into: dict):
         if math.isnan(value):
             raise Unhashable
         return float, value.hex()  # 0.0 and -0.0 are different arguments
-    if value is None or isinstance(value, (bool, int, float, complex, str, torch.dtype, torch.device,
+    if isinstance(value, complex):
+        return complex, _key(value.real, merged_into), _key(value.imag, merged_into)
+    if value is None or isinstance(value, (bool, int, str, torch.dtype, torch.device,
                                            torch.layout, torch.memory_format)):
         return type(value), value
     raise Unhashable

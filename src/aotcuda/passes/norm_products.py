@@ -16,6 +16,10 @@ only then), y = ``[g ·] cast?(hf · rsqrt(mean(pow(hf, 2), [-1], keepdim) + eps
 ``cast?(h)``, as torch.export writes Meta's and transformers' RMSNorm after lower()'s decompositions. Other
 consumers of y keep reading y.
 
+Not rewritten: a norm whose rows a view flattens into the product's one row, an eps scaled by add's alpha,
+casts to or products in float16 or integers (the unnormalized row and its product need float32's range: only
+float32, bfloat16 and float64 are taken), programs exported with ``preserve_module_call_signature``.
+
 Values: the same math in another order. Where the model runs in bfloat16, the original rounds the
 normalized row to bfloat16 before the product and this rounds the product before the scale, so results
 differ at bfloat16's rounding (tests: 1e-2 against float32 eager, as the original; float32 1e-5). The
@@ -31,7 +35,7 @@ import torch
 from torch.export import ExportedProgram
 
 from aotcuda.passes.emit import emit, replace_uses
-from aotcuda.passes.program_copy import with_graph
+from aotcuda.passes.program_copy import preserves_call_signatures, with_graph
 from aotcuda.passes.result import PassResult
 
 aten = torch.ops.aten
@@ -61,7 +65,7 @@ class FoldRMSNormIntoProductPass:
 
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
         found = [mm.name for mm in ep.graph_module.graph.nodes if _one_row_product_of_norm(mm) is not None]
-        if not found:
+        if not found or preserves_call_signatures(ep):  # its module call graph names nodes this would remove
             self.result = PassResult(type(self).__name__, False, {"rewritten": 0})
             return ep
         graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
@@ -95,7 +99,13 @@ def _one_row_product_of_norm(mm) -> _Norm | None:
     y = mm.args[0]
     while _is(y, *_VIEWS) or _whole_slice(y):
         y = y.args[0]
-    return _rms_norm(y)
+    norm = _rms_norm(y)
+    k = mm.args[0].meta["val"].shape[1]
+    row = norm.hf.meta.get("val") if norm is not None else None
+    # The norm's one row must be the product's whole row (a view may flatten several normalized rows into one).
+    if not isinstance(row, torch.Tensor) or row.shape[-1] != k or row.numel() != k:
+        return None
+    return norm
 
 
 def _whole_slice(node) -> bool:
@@ -120,7 +130,15 @@ def _cast_only(node) -> bool:
             and (device is None or torch.device(device) == source.device))
 
 
+# Moving the factor past a cast and the product keeps float32's range only for these: the unnormalized row
+# (and the product) may be far larger or smaller than the normalized one, which float16 or an integer would not hold.
+_WIDE = (torch.float32, torch.bfloat16, torch.float64)
+
+
 def _rms_norm(y) -> _Norm | None:
+    value = y.meta.get("val")
+    if not isinstance(value, torch.Tensor) or value.dtype not in _WIDE:
+        return None
     weight, weight_first, normalized = None, False, y
     if _is(y, aten.mul.Tensor) and all(isinstance(arg, torch.fx.Node) for arg in y.args):
         for index in (0, 1):
@@ -132,6 +150,9 @@ def _rms_norm(y) -> _Norm | None:
     if parts is None:
         return None
     hf, square, eps, cast = parts
+    dtypes = [node.meta["val"].dtype for node in (hf, normalized) if isinstance(node.meta.get("val"), torch.Tensor)]
+    if len(dtypes) != 2 or not all(dtype in _WIDE for dtype in dtypes):
+        return None
     return _Norm(hf, square, eps, weight, weight_first, cast)
 
 
@@ -153,14 +174,17 @@ def _normalized_row(node):
         if not _is(rsqrt, aten.rsqrt.default) or not isinstance(hf, torch.fx.Node):
             continue
         add = rsqrt.args[0]
-        if not _is(add, aten.add.Tensor, aten.add.Scalar) or not isinstance(add.args[1], (int, float)):
-            continue
+        if (not _is(add, aten.add.Tensor, aten.add.Scalar) or add.kwargs or len(add.args) != 2
+                or isinstance(add.args[1], bool) or not isinstance(add.args[1], (int, float))):
+            continue  # add's alpha scales eps: not this form
         mean = add.args[0]
-        if not _is(mean, aten.mean.dim) or len(mean.args) < 3 or mean.args[2] is not True:
+        if not _is(mean, aten.mean.dim) or len(mean.args) < 3 or mean.args[2] is not True or mean.kwargs:
             continue
-        square = mean.args[0]
-        rank = hf.meta["val"].dim() if isinstance(hf.meta.get("val"), torch.Tensor) else None
-        if list(mean.args[1]) not in ([-1], [rank - 1]) or mean.kwargs.get("dtype") is not None:
+        square, dims = mean.args[0], mean.args[1]
+        row = hf.meta.get("val")
+        if not isinstance(row, torch.Tensor) or not isinstance(dims, (list, tuple)):
+            continue
+        if list(dims) not in ([-1], [row.dim() - 1]):
             continue
         if _is(square, aten.pow.Tensor_Scalar) and _same_value(square.args[0], hf) and square.args[1] == 2:
             return hf, square, float(add.args[1]), cast

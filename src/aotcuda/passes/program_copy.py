@@ -33,3 +33,10 @@ def with_graph(ep: ExportedProgram, graph_module: torch.fx.GraphModule, *,
         constants=dict(ep.constants) if constants is None else constants,
         verifiers=list(ep.verifiers),
     )
+
+
+def preserves_call_signatures(ep: ExportedProgram) -> bool:
+    """Whether ``ep`` was exported with ``preserve_module_call_signature``: its module call graph then names
+    nodes of the graph (a submodule's inputs and outputs), which a pass that merges or removes nodes would
+    leave dangling. The passes that remove nodes leave such programs as they are."""
+    return any(entry.fqn and entry.signature is not None for entry in ep.module_call_graph)
