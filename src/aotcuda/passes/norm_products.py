@@ -11,8 +11,8 @@ the same N outputs, reading the same h: ``mm(h·g, Wᵀ)``, and ``mean(expand(h�
 value in every column, so that Inductor sees a reduction of N outputs like the product's, decomposed from a
 one-row mm, and computes both in one loop); the scale is the epilogue.
 
-Matched: ``mm(view(y), Wᵀ)`` (views, and slices that keep every element) with one row on the left (a static 1, as Inductor decomposes one-row products
-only then), y = ``[g ·] cast?(hf · rsqrt(mean(pow(hf, 2), [-1], keepdim) + eps)) [· g]`` with hf =
+Matched: ``mm(view(y), Wᵀ)`` (views, and slices that keep every element) with one row on the left (a
+static 1, as Inductor decomposes one-row products only then) that is the norm's whole row, y = ``[g ·] cast?(hf · rsqrt(mean(pow(hf, 2), [-1], keepdim) + eps)) [· g]`` with hf =
 ``cast?(h)``, as torch.export writes Meta's and transformers' RMSNorm after lower()'s decompositions. Other
 consumers of y keep reading y.
 
