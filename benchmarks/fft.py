@@ -1,6 +1,6 @@
 """FFTs as real math (ReplaceComplexWithRealPass) against the library FFT, per length n, in one table.
 
-    python3 benchmarks/fft.py                        # CPU: pocketfft
+    python3 benchmarks/fft.py                        # CPU: torch.fft's library (MKL on x86 wheels, else pocketfft)
     python3 benchmarks/fft.py --device cuda          # the H200: cuFFT (about 3-4 minutes)
     python3 benchmarks/fft.py --device cuda --forms gemm kernel   # both CUDA forms (the default there)
     python3 benchmarks/fft.py --programs stft_dynamic freeu filter_bf16     # issue 30's programs only
@@ -32,7 +32,8 @@ generates too) of the ExportedProgram's module, float32 unless said:
   m ≤ 8192) or 4096 (n ≤ 2048, so 4093 stays DFT products: the setting before, for A/B); --bluestein-halves
   fft_plan.BLUESTEIN_HALVES: yes (the default: an m past 4096 as two halves of m/2) or no (one tile of m, up
   to 8192 values in one program: the form before, for A/B).
-"library" compiles the exported program as it is (Inductor calls pocketfft/cuFFT for the FFT ops);
+"library" compiles the exported program as it is (Inductor calls torch.fft's library for the FFT ops: cuFFT,
+or MKL or pocketfft);
 "aotcuda" compiles it after the pass, once per form (--forms, CUDA only; one row each): "gemm", the DFT
 products of spectral/transform.py, and "kernel", one aotcuda::fft_rows Triton kernel per transform
 (AOTCUDA_FFT_KERNEL=1; kernels/fft_rows.py; lengths it does not cover stay DFT products). On the CPU the
@@ -170,7 +171,7 @@ def _best_median_us(fns, x, repeat: int, min_run_time: float) -> list[float]:
 
 
 def _documented_reference(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """The program in float64 on the CPU (pocketfft), on the device's input: the reference both errors are
+    """The program in float64 on the CPU (torch.fft's CPU library), on the device's input: the reference both errors are
     measured against. Not eager on the device: torch.fft.irfft is documented to ignore the imaginary
     parts of the zero-frequency and Nyquist bins, which the filter's complex weight makes nonzero, and
     cuFFT reads them at some lengths (pytorch/pytorch#154496: 1D, e.g. 8192 and 16384 points), which
@@ -431,8 +432,10 @@ def main() -> None:
         args.workers = min(len(cases), 8) if cuda else 1
     if args.min_run_time is None:
         args.min_run_time = 0.3 if cuda else 1.0
-    machine = torch.cuda.get_device_name() if cuda else f"CPU ({os.cpu_count()} cores), {torch.get_num_threads()} threads"
-    library = "cuFFT" if cuda else "pocketfft"
+    # torch.utils.benchmark's Timer runs the timed calls on one thread (its num_threads default), both sides alike.
+    machine = torch.cuda.get_device_name() if cuda else f"CPU ({os.cpu_count()} cores), timed on 1 thread"
+    # torch.fft's CPU path: MKL's DFTI where this torch has MKL (x86 wheels), pocketfft elsewhere (ARM, macOS).
+    library = "cuFFT" if cuda else ("MKL" if torch.backends.mkl.is_available() else "pocketfft")
     RESULTS.mkdir(exist_ok=True)
     path = args.json or RESULTS / f"fft-{'cuda' if cuda else 'cpu'}-torch{torch.__version__.split('+')[0]}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
