@@ -34,7 +34,11 @@ wait; echo "builds: $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 # run started beside the builds to finish, so that nothing runs beside the timings). Quote it in single
 # quotes: it runs with this script's $OUT, and OUT=... set in the same command line is already the new value
 # when a later assignment on that line expands (BEFORE_TIMING="... $OUT/var/..." names $OUT/var/var).
-if [ -n "${BEFORE_TIMING:-}" ]; then bash -c "$BEFORE_TIMING"; echo "before timing: $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"; fi
+# It gets BEFORE_TIMING_LIMIT seconds (default 300): a wait that never ends must not spend the run's device time.
+if [ -n "${BEFORE_TIMING:-}" ]; then
+  timeout "${BEFORE_TIMING_LIMIT:-300}" bash -c "$BEFORE_TIMING"
+  echo "before timing: rc=$? at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+fi
 for v in $VARIANTS; do
   n=$(name_of "$v"); b=${v%%:*}; b=${b#b}
   [ -f "$work/$n.pt2" ] || { echo "$n: build failed: $(tail -2 "$OUT/build_$n.log")" | tee -a "$OUT/summary.txt"; continue; }
