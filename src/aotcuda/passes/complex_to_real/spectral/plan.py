@@ -186,7 +186,10 @@ kernel's spectrum, the same stages on the conjugate, chirp, with m ≥ 2n − 1 
 2, 3 and 5 stages (2048 for 1009); an odd r2c or c2r runs two rows as one complex row. A 512-row filter at
 n = 1009, 2039, 4093 took 0.99–1.18× pocketfft's time, where Bluestein as ATen ops took 7.7–8.1×; past
 4096 (n = 8192–32768, Bluestein's m up to 65536) the kernel took 0.26–0.50× the ATen stages' time and
-0.02–0.05× the ATen Bluestein's.
+0.02–0.05× the ATen Bluestein's. A complex product whose only use is such a c2c or c2r (a spectral filter's
+spectrum times its weight before the irfft, FFT convolution) is fused into that transform's loads (the op's
+`weight`; spectral/product.py): the filter is two kernels, and every row of `benchmarks/fft.py --device cpu` took
+0.57–1.22× the library's time (MKL on the x86 wheel) in session 17.
 `AOTCUDA_FFT_CPU_KERNEL=0` turns it off; a torch without the template machinery this uses (checked on 2.11–2.15) keeps the stages as ATen ops.
 
 Every other CPU transform gets Stockham radix stages as ATen ops (spectral/stockham.py): n = r1·…·rk with radix 4 first, then 2,
