@@ -31,7 +31,6 @@ import math
 import torch
 from torch.export import ExportedProgram
 
-from aotcuda.passes.emit import replace_uses
 from aotcuda.passes.program_copy import preserves_call_signatures, with_graph
 from aotcuda.passes.result import PassResult
 
@@ -51,21 +50,21 @@ class EliminateCommonSubexpressionsPass:
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
         graph = ep.graph_module.graph
         outputs = {spec.arg.name for spec in ep.graph_signature.output_specs if hasattr(spec.arg, "name")}
-        if (preserves_call_signatures(ep) or any(_writes_in_place(node) for node in graph.nodes)
-                or not any(_merges(graph, outputs))):
+        writes = preserves_call_signatures(ep) or any(_writes_in_place(node) for node in graph.nodes)
+        pairs = [] if writes else [(node.name, first.name) for node, first in _merges(graph, outputs)]
+        if not pairs:
             self.result = PassResult(type(self).__name__, False, {"merged": 0})
             return ep
-        graph_module = copy.deepcopy(ep.graph_module)
-        signature = copy.deepcopy(ep.graph_signature)
-        merged = 0
-        for node, first in list(_merges(graph_module.graph, outputs)):
-            replace_uses(node, first, signature)
-            graph_module.graph.erase_node(node)
-            merged += 1
+        graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
+        copied = {node.name: node for node in graph_module.graph.nodes}
+        for name, first in pairs:
+            # No output names a merged node (_merges), so the graph signature stays as it is.
+            copied[name].replace_all_uses_with(copied[first])
+            graph_module.graph.erase_node(copied[name])
         graph_module.graph.lint()
         graph_module.recompile()
-        self.result = PassResult(type(self).__name__, True, {"merged": merged})
-        return with_graph(ep, graph_module, graph_signature=signature)
+        self.result = PassResult(type(self).__name__, True, {"merged": len(pairs)})
+        return with_graph(ep, graph_module)
 
 
 def _merges(graph: torch.fx.Graph, outputs: set[str]):
