@@ -25,7 +25,9 @@ t0=$SECONDS
 for v in $VARIANTS; do
   n=$(name_of "$v"); b=${v%%:*}; b=${b#b}
   if [ "${CODE_FOR:-}" = "$v" ]; then export TORCH_LOGS=output_code; fi
-  env $(env_of "$v") timeout "${BUILD_LIMIT:-330}" python3 benchmarks/decode.py --build "$KIND" --package "$work/$n.pt2" --batch "$b" $(options_of "$v") ${EXTRA:-} \
+  # Each build its own Inductor cache: builds running at once must not take each other's coordinate-descent
+  # picks (a kernel's cached pick is whichever build wrote it first), so that each is what a user's build is.
+  env TORCHINDUCTOR_CACHE_DIR="$work/cache_$n" $(env_of "$v") timeout "${BUILD_LIMIT:-330}" python3 benchmarks/decode.py --build "$KIND" --package "$work/$n.pt2" --batch "$b" $(options_of "$v") ${EXTRA:-} \
     > "$OUT/build_$n.log" 2>&1 &
   unset TORCH_LOGS
 done
