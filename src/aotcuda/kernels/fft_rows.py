@@ -1,6 +1,6 @@
 """``aotcuda::fft_rows``: the DFT of every row of a tensor along one dim, one kernel launch, one read and write.
 
-    fft_rows(x, tables, dim, n, out_len, kind, inverse, scale, window=None) -> out
+    fft_rows(x, tables, dim, n, out_len, kind, inverse, scale, window=None, weight=None) -> out
 
 kind "c2c": x a complex pair (a complex tensor of shape S as a real one of shape S + [2], any strides, the
 pair's two parts `stride(-1)` apart), out the pair of the length-n DFT along complex dim `dim`
@@ -16,13 +16,18 @@ a Bluestein plan run by the Bluestein kernel, kernels/fft_bluestein.py, with the
 fft_plan.table_values(fft_plan.kernel_plan(n), direction) in float32 (direction: inverse for c2c, forward for
 r2c, inverse for c2r) on x's device, or None to build it here; passes hand it in as a program constant.
 `window` (c2c and r2c; None: none): a real 1-D tensor of x.shape[dim] values (n for stft's frames) that
-multiplies each row as it is loaded, x[t]·window[t] in float32: stft's window multiply, fused. Batch strides
+multiplies each row as it is loaded, x[t]·window[t] in float32: stft's window multiply, fused. `weight` (c2c
+and c2r; None: none): a pair (float32, float16 or bfloat16, on x's device) that broadcasts against x without
+growing it, read with its own strides (0 on a broadcast dim); x times weight as complex numbers in float32 as
+the points are loaded, before the transform (c2r: the Hermitian half's bins, before the mirror), i.e.
+transformed(weighted(x, weight), …): a spectral filter's spectrum times its weight before the irfft, fused
+(spectral/product.py; fft_rows_cpu takes the same operand, checked by the same check_weight). Batch strides
 may overlap (stft's frames, unfold's view with a hop below n): the kernel only reads x, so the frames are
 read from the signal in place.
 
 The CUDA kernel holds R rows of the tile of kernels/fft_plan.py in registers: loads them once (a real row
-for r2c; for c2r the Hermitian half, mirrored and conjugated as it is loaded; times the window where one
-is given), runs up to three stages of
+for r2c; for c2r the Hermitian half, mirrored and conjugated as it is loaded; times the weight and the window
+where they are given), runs up to three stages of
 complex DFT products (tl.dot of the tile against the [P, P] tables, four real products each; two where
 the input is real or only the real output is kept) with the twiddle products between them and tl.permute
 bringing the next stage's index last (a last stage of 2 or 4 points is fft_plan's radix-2 or radix-4
