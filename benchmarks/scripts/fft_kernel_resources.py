@@ -7,12 +7,14 @@ Hopper's wgmma. Runs on any machine with Triton (its bundled ptxas); no device i
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 400 --kinds r2c --windows yes   # stft's
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 67 1009 2039 4093  # Bluestein
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 4093 --windows no --warps 4 8 16 --bluestein-halves no
+    python3 benchmarks/scripts/fft_kernel_resources.py --sizes 512 1009 --kinds c2r --windows no --weights no yes
 
 "window yes" compiles the kernel with its window operand (stft's window multiply, fused; c2c and r2c). A
 length no tiling covers compiles the Bluestein kernel (kernels/fft_bluestein.py); --bluestein-tile sets
 fft_plan.BLUESTEIN_TILE for the run (default the module's, 8192: n up to 4096, m up to 8192; 4096: n up to 2048),
 --bluestein-halves fft_plan.BLUESTEIN_HALVES (yes, the default: an m past 4096 as two halves of m/2; no: one
-tile of m). --warps compiles each case at each of these warps instead of the default launch's.
+tile of m). --warps compiles each case at each of these warps instead of the default launch's. "weights yes"
+compiles the kernel with its weight operand (a spectral filter's complex product, fused; c2c and c2r).
 
 A stack above 0 means spilled registers (LDL/STL: the spill loads and stores in the machine code); a thread
 over 128 registers leaves one program of 8 warps per multiprocessor (65536 registers). The tile choices of kernels/fft_plan.py (WIDE, ROWS_TILE) were made
@@ -37,11 +39,11 @@ from aotcuda.kernels.fft_plan import default_launch  # noqa: E402
 
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 INTEGERS = ("size0", "size1", "size2", "size3", "xs0", "xs1", "xs2", "xs3", "xs_t", "xs_p",
-            "os0", "os1", "os2", "os3", "os_t", "os_p", "ws")
+            "os0", "os1", "os2", "os3", "os_t", "os_p", "ws", "vs0", "vs1", "vs2", "vs3", "vs_t", "vs_p")
 
 
 def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: bool = False,
-                   warps: int | None = None) -> dict:
+                   warps: int | None = None, weight: bool = False) -> dict:
     """The kernel as launch() would start it for `rows` rows of length n (with `warps`, where given, instead of
     the default launch's), compiled to a cubin."""
     launch = default_launch(n, rows)
@@ -49,14 +51,14 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
     a, b, c = plan.factors
     p1, p2, p3 = plan.padded
     constants = dict(N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=fft_rows.KINDS.index(kind),
-                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window,
+                     PRECISION="tf32x3" if dtype == "fp32" else "tf32", WINDOW=window, WEIGHT=weight,
                      SCALED=kind == "c2r")  # as torch.fft's default norm: the inverse scaled by 1/n
     bluestein = isinstance(plan, fft_plan.Bluestein)
     if not bluestein:
         constants["INVERSE"] = fft_rows.direction(kind, False)
     else:
         constants["HALVES"] = plan.halves
-    signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "rows": "i64", "in_len": "i32",
+    signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "Weight": "*fp32", "rows": "i64", "in_len": "i32",
                  "out_len": "i32", "scale": "fp32", **{name: "i64" for name in INTEGERS},
                  **{name: "constexpr" for name in constants}}
     function = fft_bluestein._bluestein_kernel if bluestein else fft_rows._fft_rows_kernel
@@ -80,6 +82,8 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "fp16", "bf16"])
     parser.add_argument("--windows", nargs="+", default=["no", "yes"], choices=["no", "yes"],
                         help="without and with the window operand (c2r: without only)")
+    parser.add_argument("--weights", nargs="+", default=["no"], choices=["no", "yes"],
+                        help="without (the default) and with the weight operand (r2c: without only)")
     parser.add_argument("--arch", type=int, default=90, help="compute capability × 10 (90: H100/H200)")
     parser.add_argument("--rows", type=int, default=1 << 20, help="rows of the launch (few rows: fewer a program)")
     parser.add_argument("--bluestein-tile", type=int, default=fft_plan.BLUESTEIN_TILE,
@@ -91,15 +95,16 @@ def main() -> None:
     args = parser.parse_args()
     fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")
     print(f"sm_{args.arch}, Triton {triton.__version__}, {args.rows} rows")
-    print("| n | kind | window | dtype | tiling | rows a program | warps | registers | stack (spilled) | LDL/STL | shared "
+    print("| n | kind | window | weight | dtype | tiling | rows a program | warps | registers | stack (spilled) | LDL/STL | shared "
           "| wgmma |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         for kind in args.kinds:
-            for window in [w for w in args.windows if kind != "c2r" or w == "no"]:
+            weights = [w for w in args.weights if kind != "r2c" or w == "no"]
+            for window, weight in [(w, v) for w in args.windows if kind != "c2r" or w == "no" for v in weights]:
                 for dtype, warps in [(d, w) for d in args.dtypes for w in args.warps]:
-                    r = compile_kernel(n, kind, dtype, args.arch, args.rows, window == "yes", warps)
-                    print(f"| {n} | {kind} | {window} | {dtype} | {r['tiling']} | {r['rows']} | {r['warps']} | {r['registers']} | "
+                    r = compile_kernel(n, kind, dtype, args.arch, args.rows, window == "yes", warps, weight == "yes")
+                    print(f"| {n} | {kind} | {window} | {weight} | {dtype} | {r['tiling']} | {r['rows']} | {r['warps']} | {r['registers']} | "
                           f"{r['stack']} | {r['spill_loads']}/{r['spill_stores']} | {r['shared']} | "
                           f"{'yes' if r['wgmma'] else 'no'} |", flush=True)
 

@@ -13,7 +13,10 @@
   TF32x3 rounding emulated (cuFFT's level); and stft's front end fused (WINDOWED_CASES): a window operand
   and frames read in place through overlapping strides (unfold's view, hop < n), r2c and c2c; launch()
   given an explicit config (every tiling of 16, 64 and 100, and 64's default tiling at every R: what
-  benchmarks/scripts/fft_tiling_sweep.py times), and its refusals.
+  benchmarks/scripts/fft_tiling_sweep.py times), and its refusals; a complex weight multiplied at the load
+  (WEIGHTED_LENGTHS, weighted_cases: c2c and c2r, a weight broadcast over the batch dims and one of x's
+  full shape, strided x and weight, with a window; 67 is the Bluestein kernel), and a spectral filter
+  irfft(rfft(x)·w) rewritten by the pass (its product fused into the c2r's weight) run through the kernel.
 - On CUDA (the H200): the kernel in float32, float16 and bfloat16, and a spectral filter lowered with
   AOTCUDA_FFT_KERNEL=1 (aotcuda.lower refuses any fallback kernel) against eager.
 """
@@ -313,6 +316,63 @@ def test_a_window_is_refused_for_c2r_and_of_the_wrong_length():
         torch.ops.aotcuda.fft_rows(torch.randn(2, 8), None, 1, 8, 5, "r2c", False, 1.0, torch.ones(7))
 
 
+def weighted_cases(n, dtype=torch.float32, device="cpu"):
+    """(name, x, dim, out_len, kind, inverse, scale, window, weight) with x a strided pair (_pair_rows) and
+    `weight` a pair that broadcasts against it: over the batch dims (one weight per point, [L, 1, 2]) or of
+    x's full shape (each row its own, itself strided), for c2c and c2r; c2r also from fewer bins than
+    n // 2 + 1 (the weight masked with x), c2c also with a window."""
+    z = _pair_rows(n, dtype, device)
+    half = _pair_rows(n // 2 + 1, dtype, device)
+    fewer = half[:, : n // 4 + 1]
+    window = torch.rand(n, dtype=torch.float32, device=device)
+    return [("c2c, a weight per point", z, 1, n, "c2c", False, 1.0, None, _pair_rows(n, dtype, device)[0, :, :1]),
+            ("c2c inverse, a weight per row and point", z, 1, n, "c2c", True, 1 / n, None, _pair_rows(n, dtype, device)),
+            ("c2c, a weight and a window", z, 1, n, "c2c", False, 1.0, window, torch.randn(n, 1, 2, dtype=dtype)),
+            ("c2r, a weight per bin", half, 1, n, "c2r", True, 1 / n, None, torch.randn(n // 2 + 1, 1, 2, dtype=dtype)),
+            ("c2r from fewer bins, a weight per row and bin", fewer, 1, n, "c2r", True, 1.0, None,
+             _pair_rows(n // 4 + 1, dtype, device))]
+
+
+def check_weighted(transform, n, dtype=torch.float32, device="cpu"):
+    """transform(x, dim, n, out_len, kind, inverse, scale, window, weight) against torch.fft in float64 of
+    x·weight (complex) ·window."""
+    for name, x, dim, out_len, kind, inverse, scale, window, weight in weighted_cases(n, dtype, device):
+        got = transform(x, dim, n, out_len, kind, inverse, scale, window, weight)
+        product = torch.view_as_complex(x.double().contiguous()) * torch.view_as_complex(weight.double().contiguous())
+        if window is not None:
+            product = product * window.double()[:, None]
+        want = expected(torch.view_as_real(product), dim, n, out_len, kind, inverse, scale)
+        assert got.shape == want.shape and got.dtype == dtype, (name, n, got.shape, want.shape)
+        error = relative_error(got, want)
+        assert error < TOLERANCE[dtype], (name, n, dtype, error)
+        yield name, error
+
+
+WEIGHTED_LENGTHS = [16, 64, 67]  # 16: one dot; 64: a dot and a butterfly; 67: Bluestein (m = 135)
+
+
+def test_the_cpu_implementation_multiplies_by_the_weight():
+    torch.manual_seed(4)
+    for _ in check_weighted(lambda x, *args: torch.ops.aotcuda.fft_rows(x, None, *args), 64):
+        pass
+
+
+def test_a_bad_weight_is_refused_naming_what_it_takes():
+    """A weight that does not broadcast against x (or would grow it), with no pair's 2, for r2c, of float64,
+    on another device: ValueError from the op (its CPU implementation and its fake alike)."""
+    x, h = torch.randn(3, 8, 2), torch.randn(3, 5, 2)
+    bad = [(x, "c2c", torch.randn(9, 2)), (x, "c2c", torch.randn(2, 3, 8, 2)), (x, "c2c", torch.randn(8, 1)),
+           (h, "c2r", torch.randn(4, 2)), (x[..., 0], "r2c", torch.randn(8, 2)),
+           (x, "c2c", torch.randn(8, 2, dtype=torch.float64)), (x, "c2c", torch.randn(8, 2, device="meta"))]
+    for value, kind, weight in bad:
+        with pytest.raises(ValueError, match=r"weight must be a pair that broadcasts against x .* for c2c or c2r; got"):
+            torch.ops.aotcuda.fft_rows(value, None, 1, 8, 8, kind, kind == "c2r", 1.0, None, weight)
+    with torch._subclasses.FakeTensorMode() as mode:
+        with pytest.raises(ValueError, match="weight must be"):
+            torch.ops.aotcuda.fft_rows(mode.from_tensor(x), None, 1, 8, 8, "c2c", False, 1.0, None,
+                                       mode.from_tensor(torch.randn(7, 2)))
+
+
 # ---- in Triton's interpreter ---------------------------------------------------------------------------
 
 def check_interpreted():
@@ -356,6 +416,80 @@ def test_the_kernel_applies_the_window_and_reads_overlapping_frames_in_tritons_i
     lines = _run_here("check_windowed_interpreted")
     print("\n".join(lines))
     assert len(lines) == 2 * len(WINDOWED) * len(windowed_cases(8, 2, torch.float32))
+
+
+def check_weighted_interpreted():
+    """Every weighted case (weighted_cases) of WEIGHTED_LENGTHS in float32 through the interpreter."""
+    torch.manual_seed(5)
+    for n in WEIGHTED_LENGTHS:
+        for name, error in check_weighted(lambda x, *args: fft_rows.launch(x, None, *args), n):
+            print(n, name, f"{error:.1e}")
+
+
+@NEEDS_TRITON
+def test_the_kernel_multiplies_by_the_weight_in_tritons_interpreter():
+    lines = _run_here("check_weighted_interpreted")
+    print("\n".join(lines))
+    assert len(lines) == len(WEIGHTED_LENGTHS) * len(weighted_cases(8))
+
+
+class Filters(torch.nn.Module):
+    """A spectral filter irfft(rfft(x, dim=1)·w, dim=1) (one weight per bin and channel) and an inverse c2c of
+    a product (one weight per point)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+        self.w = torch.nn.Parameter(torch.randn(n // 2 + 1, 3, dtype=torch.complex64))
+        self.v = torch.nn.Parameter(torch.randn(n, dtype=torch.complex64))
+
+    def forward(self, x, z):
+        filtered = torch.fft.irfft(torch.fft.rfft(x, dim=1) * self.w, n=self.n, dim=1)
+        return filtered, torch.view_as_real(torch.fft.ifft(self.v * torch.fft.fft(torch.view_as_complex(z))))
+
+
+@NEEDS_TRITON
+@pytest.mark.parametrize("n", [64, 67])  # 67: the Bluestein kernel
+def test_a_filter_whose_product_the_pass_fused_matches_eager_in_tritons_interpreter(tmp_path, monkeypatch, n):
+    """Filters rewritten by the pass with the kernel form taken on the CPU (as on CUDA): each product fused into
+    its fft_rows node's weight, no multiply or flip left; the program saved and run in the interpreter with
+    every fft_rows node launching the kernel (fft_rows.launch, not the op's CPU implementation), against eager
+    on fresh inputs. (The rewrite itself runs here: under the interpreter the op's trace would call the kernel.)"""
+    from aotcuda.passes import ReplaceComplexWithRealPass
+    from aotcuda.passes.complex_to_real.spectral import transform as spectral
+
+    monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "1")
+    monkeypatch.setattr(spectral, "on_cpu", lambda x: False)
+    torch.manual_seed(n)
+    model = Filters(n)
+    ep = torch.export.export(model, (torch.randn(2, n, 3), torch.randn(4, n, 2))).run_decompositions()
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    kernels = [node for node in new.graph.nodes if node.target is torch.ops.aotcuda.fft_rows.default]
+    assert [node.args[5] for node in kernels if len(node.args) > 9 and node.args[9] is not None] == ["c2r", "c2c"]
+    others = [node.target for node in new.graph.nodes if node.op == "call_function" and node not in kernels]
+    assert not {torch.ops.aten.mul.Tensor, torch.ops.aten.flip.default} & set(others), others
+    inputs = [(torch.randn(2, n, 3), torch.randn(4, n, 2)) for _ in range(2)]
+    with torch.no_grad():
+        torch.save({"inputs": inputs, "want": [model(*args) for args in inputs]}, tmp_path / "cases.pt")
+    torch.export.save(new, tmp_path / "filters.pt2")
+    lines = run_code(f"""
+        import sys
+        import torch
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from comparisons import relative_error
+        from aotcuda.kernels import fft_rows
+        module = torch.export.load({str(tmp_path / "filters.pt2")!r}).module()
+        for node in module.graph.nodes:
+            if node.target is torch.ops.aotcuda.fft_rows.default:
+                node.target = fft_rows.launch
+        module.recompile()
+        cases = torch.load({str(tmp_path / "cases.pt")!r})
+        for args, want in zip(cases["inputs"], cases["want"]):
+            for got, expected in zip(module(*args), want, strict=True):
+                print(f"{{relative_error(got, expected):.1e}}")
+    """).splitlines()
+    print("\n".join(lines))
+    assert len(lines) == 2 * 2 and all(float(line) < 1e-5 for line in lines), lines
 
 
 # n, kind, inverse, scale: inputs near float32's largest value whose scaled transform float32 holds, where the

@@ -10,7 +10,7 @@ exactly: y = IDFT_m(DFT_m(x·c) · DFT_m(b)) (fft_plan.Bluestein: m the cheapest
 The kernel holds R rows of m's tile in registers and runs, with no trip through memory:
 
     load x (as fft_rows loads it: c2c's pair, r2c's real row, c2r's Hermitian half of length n mirrored,
-           windowed) at t < n of m's tile, zero beyond; times c[t]
+           weighted, windowed) at t < n of m's tile, zero beyond; times c[t]
     the forward DFT of m (fft_rows's own stages)         → the tile at (k1, k2, k3), k = k1 + a·k2 + a·b·k3
     times DFT_m(b)/m at (k1, k2, k3), conjugated
     the forward DFT of m again, its stages transposed    → the tile at (t2, t3, t1), t = b·c·t1 + c·t2 + t3
@@ -102,16 +102,18 @@ if HAVE_TRITON:
         return tl.reshape(yr, (R, P2, P3, P1)), tl.reshape(yi, (R, P2, P3, P1))
 
     @triton.jit
-    def _half(X, Window, Tables, x_row, t, inside, in_len, xs_t, xs_p, ws, scale, IN: tl.constexpr, OUT: tl.constexpr,
+    def _half(X, Window, Weight, Tables, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+              IN: tl.constexpr, OUT: tl.constexpr,
               SPECTRUM: tl.constexpr, N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
               P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr, KIND: tl.constexpr,
-              PRECISION: tl.constexpr, WINDOW: tl.constexpr, SCALED: tl.constexpr):
+              PRECISION: tl.constexpr, WINDOW: tl.constexpr, WEIGHT: tl.constexpr, SCALED: tl.constexpr):
         """One convolution on the tiling (A, B, C) padded (P1, P2, P3): the rows loaded at points t (`inside`:
         a row's) times the chirp in at Tables + IN, the forward stages, times the spectrum at SPECTRUM
         (conjugated), the transposed stages, conjugated, times the chirp out at OUT: [R, P2, P3, P1] at
         (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3 (zero where not `inside`)."""
         TILE: tl.constexpr = P1 * P2 * P3
-        xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, scale, N, KIND, WINDOW, SCALED)
+        xr, xi = _load_rows(X, Window, Weight, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                            N, KIND, WINDOW, WEIGHT, SCALED)
         # Tables read in the tile's own shape (0 · x_row): a broadcast row spills registers on sm_90.
         cr = tl.load(Tables + IN + (t + 0 * x_row), mask=inside, other=0.0)
         ci = tl.load(Tables + IN + N + (t + 0 * x_row), mask=inside, other=0.0)
@@ -130,22 +132,24 @@ if HAVE_TRITON:
         return cr * xr + ci * xi, ci * xr - cr * xi
 
     @triton.jit
-    def _bluestein_kernel(X, Tables, Out, Window, rows, in_len, out_len, scale,
+    def _bluestein_kernel(X, Tables, Out, Window, Weight, rows, in_len, out_len, scale,
                           size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
-                          os0, os1, os2, os3, os_t, os_p, ws,
+                          os0, os1, os2, os3, os_t, os_p, ws, vs0, vs1, vs2, vs3, vs_t, vs_p,
                           N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                           P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
                           KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
-                          SCALED: tl.constexpr, HALVES: tl.constexpr):
+                          WEIGHT: tl.constexpr, SCALED: tl.constexpr, HALVES: tl.constexpr):
         # fft_rows's arguments; N the transform's length, (A, B, C) padded (P1, P2, P3) the tiling of m / HALVES.
-        x_row, o_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3)
+        x_row, o_row, v_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3,
+                                                   os0, os1, os2, os3, vs0, vs1, vs2, vs3)
         CHIRP: tl.constexpr = 2 * (P1 * P1 + P2 * P2 + P3 * P3 + P2 * P1 + P3 * P1 + P3 * P2)
         SPECTRUM: tl.constexpr = CHIRP + HALVES * 4 * N  # after each half's chirps in and out
         TILE: tl.constexpr = P1 * P2 * P3
         # The tile [R, P2, P3, P1] at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3: the points t < N of a row.
         t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
-        yr, yi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale, CHIRP,
-                       CHIRP + 2 * N, SPECTRUM, N, A, B, C, P1, P2, P3, R, KIND, PRECISION, WINDOW, SCALED)
+        yr, yi = _half(X, Window, Weight, Tables, x_row, v_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws,
+                       vs_t, vs_p, scale, CHIRP, CHIRP + 2 * N, SPECTRUM, N, A, B, C, P1, P2, P3, R, KIND,
+                       PRECISION, WINDOW, WEIGHT, SCALED)
         if HALVES == 2:  # the odd bins' half, added to the even ones' (fft_plan.Bluestein)
             # float32 out: the first half stored and read back, nothing of it held through the second (sm_90,
             # 4093 c2c: 144 bytes spilled a thread against 408 held in registers; fft_kernel_resources.py).
@@ -159,13 +163,13 @@ if HAVE_TRITON:
                 # spilled; the row offsets depend on the program id alone and may still be reused).
                 many = tl.cast(rows, tl.int64)
                 zero = (many // (many + 1)).to(tl.int32)
-                x_row, o_row, row_ok = _row_offsets(R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3,
-                                                    os0, os1, os2, os3)
+                x_row, o_row, v_row, row_ok = _row_offsets(R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3,
+                                                           os0, os1, os2, os3, vs0, vs1, vs2, vs3)
                 t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
                 t = t + zero
-            vr, vi = _half(X, Window, Tables, x_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws, scale,
-                           CHIRP + 4 * N, CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R,
-                           KIND, PRECISION, WINDOW, SCALED)
+            vr, vi = _half(X, Window, Weight, Tables, x_row, v_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws,
+                           vs_t, vs_p, scale, CHIRP + 4 * N, CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C,
+                           P1, P2, P3, R, KIND, PRECISION, WINDOW, WEIGHT, SCALED)
             if READ_BACK:
                 at = Out + o_row + t.to(tl.int64) * os_t
                 stored = in_tile & (t < out_len)

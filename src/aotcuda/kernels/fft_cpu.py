@@ -59,7 +59,7 @@ import math
 
 import torch
 
-from aotcuda.kernels.fft_rows import DTYPES, KINDS, check_window, direction, transformed
+from aotcuda.kernels.fft_rows import DTYPES, KINDS, check_weight, check_window, direction, transformed, weighted
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_bluestein_length
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices as radices
 
@@ -156,40 +156,14 @@ def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
     return x.new_empty([*batch, out_len, 2]).movedim(len(batch), dim)
 
 
-def check_weight(x: torch.Tensor, kind: str, weight: torch.Tensor | None) -> None:
-    """ValueError unless `weight` is None or a pair (trailing 2, a dtype of DTYPES, x's device) that
-    broadcasts against pair x without growing it, for c2c or c2r."""
-    if weight is None:
-        return
-    fits = (kind != "r2c" and weight.dtype in DTYPES and weight.device == x.device and 0 < weight.dim() <= x.dim()
-            and weight.shape[-1] == 2)
-    if fits:
-        try:
-            fits = tuple(torch.broadcast_shapes(weight.shape, x.shape)) == tuple(x.shape)
-        except RuntimeError:
-            fits = False
-    if not fits:
-        raise ValueError(f"{OP}: weight must be a pair that broadcasts against x {tuple(x.shape)} on {x.device}, "
-                         f"for c2c or c2r; got {weight.dtype} {tuple(weight.shape)} on {weight.device} for {kind}")
-
-
-def weighted(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
-    """Pair x times pair weight as complex numbers, in float32 (x itself where weight is None)."""
-    if weight is None:
-        return x
-    xr, xi = x.float().unbind(-1)
-    wr, wi = weight.float().unbind(-1)
-    return torch.stack([xr * wr - xi * wi, xr * wi + xi * wr], -1)
-
-
 def _check(x, dim, n, out_len, kind, window, weight=None) -> None:
     """ValueError naming what fft_rows_cpu does not take (covers; a window as fft_rows.check_window says, a
-    weight as check_weight does)."""
+    weight as fft_rows.check_weight does)."""
     if not covers(x, dim, n, out_len, kind):
         raise ValueError(f"{OP}: cannot transform a {x.dtype} tensor of shape {tuple(x.shape)} along dim {dim} "
                          f"as {kind} of length {n} into {out_len} points (fft_cpu.covers)")
     check_window(OP, x, dim, kind, window)
-    check_weight(x, kind, weight)
+    check_weight(OP, x, kind, weight)
 
 
 @torch.library.custom_op(OP, mutates_args=())

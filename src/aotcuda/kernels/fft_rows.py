@@ -1,6 +1,6 @@
 """``aotcuda::fft_rows``: the DFT of every row of a tensor along one dim, one kernel launch, one read and write.
 
-    fft_rows(x, tables, dim, n, out_len, kind, inverse, scale, window=None) -> out
+    fft_rows(x, tables, dim, n, out_len, kind, inverse, scale, window=None, weight=None) -> out
 
 kind "c2c": x a complex pair (a complex tensor of shape S as a real one of shape S + [2], any strides, the
 pair's two parts `stride(-1)` apart), out the pair of the length-n DFT along complex dim `dim`
@@ -16,13 +16,18 @@ a Bluestein plan run by the Bluestein kernel, kernels/fft_bluestein.py, with the
 fft_plan.table_values(fft_plan.kernel_plan(n), direction) in float32 (direction: inverse for c2c, forward for
 r2c, inverse for c2r) on x's device, or None to build it here; passes hand it in as a program constant.
 `window` (c2c and r2c; None: none): a real 1-D tensor of x.shape[dim] values (n for stft's frames) that
-multiplies each row as it is loaded, x[t]·window[t] in float32: stft's window multiply, fused. Batch strides
+multiplies each row as it is loaded, x[t]·window[t] in float32: stft's window multiply, fused. `weight` (c2c
+and c2r; None: none): a pair (float32, float16 or bfloat16, on x's device) that broadcasts against x without
+growing it, read with its own strides (0 on a broadcast dim); x times weight as complex numbers in float32 as
+the points are loaded, before the transform (c2r: the Hermitian half's bins, before the mirror), i.e.
+transformed(weighted(x, weight), …): a spectral filter's spectrum times its weight before the irfft, fused
+(spectral/product.py; fft_rows_cpu takes the same operand, checked by the same check_weight). Batch strides
 may overlap (stft's frames, unfold's view with a hop below n): the kernel only reads x, so the frames are
 read from the signal in place.
 
 The CUDA kernel holds R rows of the tile of kernels/fft_plan.py in registers: loads them once (a real row
-for r2c; for c2r the Hermitian half, mirrored and conjugated as it is loaded; times the window where one
-is given), runs up to three stages of
+for r2c; for c2r the Hermitian half, mirrored and conjugated as it is loaded; times the weight and the window
+where they are given), runs up to three stages of
 complex DFT products (tl.dot of the tile against the [P, P] tables, four real products each; two where
 the input is real or only the real output is kept) with the twiddle products between them and tl.permute
 bringing the next stage's index last (a last stage of 2 or 4 points is fft_plan's radix-2 or radix-4
@@ -83,7 +88,7 @@ def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
     return x.new_empty([*batch, out_len, *pair]).movedim(len(batch), dim)
 
 
-def _check(x, tables, dim, n, out_len, kind, window=None, t: Tiling | Bluestein | None = None):
+def _check(x, tables, dim, n, out_len, kind, window=None, weight=None, t: Tiling | Bluestein | None = None):
     if kind not in KINDS:
         raise ValueError(f"{OP}: kind must be one of {KINDS}; got {kind!r}")
     if not supports(x, dim, n, kind):
@@ -99,6 +104,7 @@ def _check(x, tables, dim, n, out_len, kind, window=None, t: Tiling | Bluestein 
         raise ValueError(f"{OP}: tables must be fft_plan.table_values({t.describe()} of {n}, …) in float32 "
                          f"({t.table_numel()} values); got {tables.numel()} {tables.dtype}")
     check_window(OP, x, dim, kind, window)
+    check_weight(OP, x, kind, weight)
 
 
 def check_window(op: str, x: torch.Tensor, dim: int, kind: str, window: torch.Tensor | None) -> None:
@@ -109,6 +115,34 @@ def check_window(op: str, x: torch.Tensor, dim: int, kind: str, window: torch.Te
         raise ValueError(f"{op}: window must be a real 1-D tensor of x.shape[dim] = {x.shape[dim]} values on "
                          f"{x.device}, for c2c or r2c; got {window.dtype} {tuple(window.shape)} on {window.device} "
                          f"for {kind}")
+
+
+def check_weight(op: str, x: torch.Tensor, kind: str, weight: torch.Tensor | None) -> None:
+    """ValueError unless `weight` is None or what `op` (fft_rows, fft_rows_cpu) multiplies x by: a pair
+    (trailing 2, a dtype of DTYPES, x's device) that broadcasts against pair x without growing it, for c2c
+    or c2r."""
+    if weight is None:
+        return
+    fits = (kind != "r2c" and weight.dtype in DTYPES and weight.device == x.device and 0 < weight.dim() <= x.dim()
+            and weight.shape[-1] == 2)
+    if fits:
+        try:
+            fits = tuple(torch.broadcast_shapes(weight.shape, x.shape)) == tuple(x.shape)
+        except RuntimeError:
+            fits = False
+    if not fits:
+        raise ValueError(f"{op}: weight must be a pair that broadcasts against x {tuple(x.shape)} on {x.device}, "
+                         f"for c2c or c2r; got {weight.dtype} {tuple(weight.shape)} on {weight.device} for {kind}")
+
+
+def weighted(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """Pair x times pair weight as complex numbers, in float32 (x itself where weight is None): what the
+    `weight` operand means (transformed(weighted(x, weight), …))."""
+    if weight is None:
+        return x
+    xr, xi = x.float().unbind(-1)
+    wr, wi = weight.float().unbind(-1)
+    return torch.stack([xr * wr - xi * wi, xr * wi + xi * wr], -1)
 
 
 def _fit(z: torch.Tensor, length: int) -> torch.Tensor:
@@ -141,12 +175,13 @@ def transformed(x: torch.Tensor, dim: int, n: int, out_len: int, kind: str, inve
 
 
 def reference(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len: int, kind: str,
-              inverse: bool, scale: float, window: torch.Tensor | None = None) -> torch.Tensor:
+              inverse: bool, scale: float, window: torch.Tensor | None = None,
+              weight: torch.Tensor | None = None) -> torch.Tensor:
     """The same transform with torch.fft in float32 (complex64), the CPU implementation and the tests'
     reference; `tables` is not read."""
-    _check(x, tables, dim, n, out_len, kind, window)
+    _check(x, tables, dim, n, out_len, kind, window, weight)
     laid_out = empty_out(x, dim, out_len, kind)
-    laid_out.copy_(transformed(x, dim, n, out_len, kind, inverse, scale, window))
+    laid_out.copy_(transformed(weighted(x, weight), dim, n, out_len, kind, inverse, scale, window))
     return laid_out
 
 
@@ -156,6 +191,15 @@ def _batch(t: torch.Tensor, dim: int, pair: bool) -> tuple[list, list]:
     dims = [d for d in range(t.dim() - (1 if pair else 0)) if d != dim]
     pad = MAX_BATCH_DIMS - len(dims)
     return [1] * pad + [t.shape[d] for d in dims], [0] * pad + [t.stride(d) for d in dims]
+
+
+def _weight_strides(weight: torch.Tensor | None, x: torch.Tensor, dim: int) -> list:
+    """The kernel's strides of `weight` read as a pair of x's shape (its broadcast dims stride 0): the four
+    batch dims as _batch orders them, the transformed dim, the pair's parts; all 0 where there is none."""
+    if weight is None:
+        return [0] * (MAX_BATCH_DIMS + 2)
+    full = weight.expand(x.shape)
+    return [*_batch(full, dim, True)[1], full.stride(dim), full.stride(-1)]
 
 
 if HAVE_TRITON:
@@ -241,10 +285,11 @@ if HAVE_TRITON:
         return tl.load(tables + off + at), tl.load(tables + off + ROWS * COLS + at)
 
     @triton.jit
-    def _row_offsets(R: tl.constexpr, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3):
-        """This program's R rows: their element offsets in x and out ([R, 1, 1, 1] each, int64: a row index
-        times a batch stride passes 2**31 in large batches, and Triton types an integer argument below 2**31
-        as int32) and which of them exist."""
+    def _row_offsets(R: tl.constexpr, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3,
+                     vs0, vs1, vs2, vs3):
+        """This program's R rows: their element offsets in x, out and the weight ([R, 1, 1, 1] each, int64: a
+        row index times a batch stride passes 2**31 in large batches, and Triton types an integer argument
+        below 2**31 as int32; the weight's strides are 0 on its broadcast dims) and which of them exist."""
         r = tl.program_id(0).to(tl.int64) * R + tl.arange(0, R).to(tl.int64)
         row_ok = r < rows
         i3 = r % size3
@@ -255,7 +300,8 @@ if HAVE_TRITON:
         i0 = q // size1
         x_row = (i0 * xs0 + i1 * xs1 + i2 * xs2 + i3 * xs3)[:, None, None, None]
         o_row = (i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3)[:, None, None, None]
-        return x_row, o_row, row_ok[:, None, None, None]
+        v_row = (i0 * vs0 + i1 * vs1 + i2 * vs2 + i3 * vs3)[:, None, None, None]
+        return x_row, o_row, v_row, row_ok[:, None, None, None]
 
     @triton.jit
     def _tile_index(row_ok, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
@@ -268,11 +314,23 @@ if HAVE_TRITON:
         return B * C * t1 + C * t2 + t3, row_ok & (t1 < A) & (t2 < B) & (t3 < C)
 
     @triton.jit
-    def _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, scale, N: tl.constexpr,
-                   KIND: tl.constexpr, WINDOW: tl.constexpr, SCALED: tl.constexpr):
+    def _weigh(xr, xi, Weight, v_row, j, ok, vs_t, vs_p):
+        """Points (xr, xi) times the weight's points j (int64; its row at v_row, stride vs_t along the
+        transformed dim, its parts vs_p apart) as complex numbers, in float32; loaded in x's own tile shape."""
+        at = Weight + v_row + j * vs_t
+        wr = tl.load(at, mask=ok, other=0.0).to(tl.float32)
+        wi = tl.load(at + vs_p, mask=ok, other=0.0).to(tl.float32)
+        return xr * wr - xi * wi, xr * wi + xi * wr
+
+    @triton.jit
+    def _load_rows(X, Window, Weight, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                   N: tl.constexpr, KIND: tl.constexpr, WINDOW: tl.constexpr, WEIGHT: tl.constexpr,
+                   SCALED: tl.constexpr):
         """The rows' points t (a tile of indices; `inside`: those of the row) in float32 (xr, xi): c2c's
         pair, r2c's real row (xi zero), c2r's Hermitian half of length N mirrored and conjugated past N // 2;
-        x zero-padded past in_len; times Window[t] (stride ws) where WINDOW (not c2r); times scale where
+        x zero-padded past in_len; times the weight's point (_weigh) where WEIGHT (c2c, c2r: a c2r's bin j
+        times the weight's bin j before bins 0 and N/2 lose their imaginary parts and the mirror conjugates,
+        as transformed(weighted(x, weight), …) defines it); times Window[t] (stride ws) where WINDOW (not c2r); times scale where
         SCALED (scale ≠ 1: an unscaled transform spends no multiply and no register on it). The scale is
         taken here, before the stages, whose sums grow up to N-fold: an input near float32's largest value
         whose scaled transform float32 holds (norm="forward", "ortho") does not overflow on the way."""
@@ -282,7 +340,12 @@ if HAVE_TRITON:
             j = tl.where(mirrored, N - t, t).to(tl.int64)
             ok = inside & (j < in_len)
             xr = tl.load(X + x_row + j * xs_t, mask=ok, other=0.0).to(tl.float32)
-            xi = tl.load(X + x_row + j * xs_t + xs_p, mask=ok & (j != 0) & (2 * j != N), other=0.0).to(tl.float32)
+            if WEIGHT:  # the bin's imaginary part enters the product's real part: dropped after it
+                xi = tl.load(X + x_row + j * xs_t + xs_p, mask=ok, other=0.0).to(tl.float32)
+                xr, xi = _weigh(xr, xi, Weight, v_row, j, ok, vs_t, vs_p)
+                xi = tl.where((j != 0) & (2 * j != N), xi, 0.0)
+            else:
+                xi = tl.load(X + x_row + j * xs_t + xs_p, mask=ok & (j != 0) & (2 * j != N), other=0.0).to(tl.float32)
             xi = tl.where(mirrored, -xi, xi)
             if SCALED:
                 xr, xi = xr * scale, xi * scale
@@ -292,6 +355,8 @@ if HAVE_TRITON:
             xi = tl.zeros_like(xr)  # r2c: unread by stage 1 (REAL_IN), stored as is where n = 1
             if KIND == 0:
                 xi = tl.load(X + x_row + t.to(tl.int64) * xs_t + xs_p, mask=ok, other=0.0).to(tl.float32)
+                if WEIGHT:
+                    xr, xi = _weigh(xr, xi, Weight, v_row, t.to(tl.int64), ok, vs_t, vs_p)
             if WINDOW:  # loaded in x's own [R, P2, P3, P1] shape: a broadcast row spills registers on sm_90
                 w = tl.load(Window + (t.to(tl.int64) * ws + 0 * x_row), mask=ok, other=0.0).to(tl.float32)
                 xr = xr * w
@@ -345,19 +410,21 @@ if HAVE_TRITON:
         return tl.reshape(xr, (R, P1, P2, P3)), tl.reshape(xi, (R, P1, P2, P3))
 
     @triton.jit
-    def _fft_rows_kernel(X, Tables, Out, Window, rows, in_len, out_len, scale,
+    def _fft_rows_kernel(X, Tables, Out, Window, Weight, rows, in_len, out_len, scale,
                          size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
-                         os0, os1, os2, os3, os_t, os_p, ws,
+                         os0, os1, os2, os3, os_t, os_p, ws, vs0, vs1, vs2, vs3, vs_t, vs_p,
                          N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                          P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
                          KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
-                         SCALED: tl.constexpr, INVERSE: tl.constexpr):
+                         WEIGHT: tl.constexpr, SCALED: tl.constexpr, INVERSE: tl.constexpr):
         # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r);
+        # WEIGHT: each point times the weight's (strides vs…, 0 where it broadcasts) as it is loaded (not r2c);
         # INVERSE: the tables' direction (exp(+2πi…)), which a butterfly stage, reading no table, needs.
-        x_row, o_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3)
+        x_row, o_row, v_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3,
+                                                   os0, os1, os2, os3, vs0, vs1, vs2, vs3)
         t, inside = _tile_index(row_ok, A, B, C, P1, P2, P3)
-        xr, xi = _load_rows(X, Window, x_row, t, inside, in_len, xs_t, xs_p, ws, scale, N, KIND, WINDOW,
-                            SCALED)
+        xr, xi = _load_rows(X, Window, Weight, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                            N, KIND, WINDOW, WEIGHT, SCALED)
         xr, xi = _forward_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, KIND == 1, KIND == 2, INVERSE, PRECISION)
         k1 = tl.arange(0, P1)[None, :, None, None]
         k2 = tl.arange(0, P2)[None, None, :, None]
@@ -377,14 +444,14 @@ if HAVE_TRITON:
 
     def launch(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len, kind: str,
                inverse: bool, scale: float, window: torch.Tensor | None = None,
-               config: Launch | None = None) -> torch.Tensor:
+               weight: torch.Tensor | None = None, config: Launch | None = None) -> torch.Tensor:
         """The kernel on x's device (the op's CUDA implementation; the interpreter runs it on CPU tensors).
         config: a launch of fft_plan.launches(n, …) to run instead of fft_plan.default_launch's (benchmarks
         compare them; the op never passes one); `tables`, when given, must be that tiling's."""
         if config is not None and (config.tiling.n != n or config.problem()):
             raise ValueError(f"{OP}: config {config} cannot run a length-{n} transform: "
                              f"{config.problem() or f'its tiling is of length {config.tiling.n}'}")
-        _check(x, tables, dim, n, out_len, kind, window, config.tiling if config else None)
+        _check(x, tables, dim, n, out_len, kind, window, weight, config.tiling if config else None)
         if tables is None:
             tables = tables_for(n, kind, inverse, x.device, config.tiling if config else None)
         pair_in = kind != "r2c"
@@ -406,24 +473,26 @@ if HAVE_TRITON:
         else:
             kernel, own = _fft_rows_kernel, dict(INVERSE=direction(kind, inverse))
         launcher(kernel)[((rows + per_program - 1) // per_program,)](
-            x, tables, out, tables if window is None else window, rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
+            x, tables, out, tables if window is None else window, tables if weight is None else weight,
+            rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
             x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
-            0 if window is None else window.stride(0),
+            0 if window is None else window.stride(0), *_weight_strides(weight, x, dim),
             N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
-            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, SCALED=float(scale) != 1.0, num_warps=config.warps,
-            **own)
+            PRECISION=PRECISION[x.dtype], WINDOW=window is not None, WEIGHT=weight is not None,
+            SCALED=float(scale) != 1.0, num_warps=config.warps, **own)
         return out
 
     @triton_op(OP, mutates_args=())
     def fft_rows(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len: int, kind: str,
-                 inverse: bool, scale: float, window: torch.Tensor | None = None) -> torch.Tensor:
-        return launch(x, tables, dim, n, out_len, kind, inverse, scale, window)
+                 inverse: bool, scale: float, window: torch.Tensor | None = None,
+                 weight: torch.Tensor | None = None) -> torch.Tensor:
+        return launch(x, tables, dim, n, out_len, kind, inverse, scale, window, weight)
 
     fft_rows.register_kernel("cpu")(reference)
 else:
     fft_rows = torch.library.custom_op(OP, reference, mutates_args=())
 
     @fft_rows.register_fake
-    def _(x, tables, dim, n, out_len, kind, inverse, scale, window=None):
-        _check(x, tables, dim, n, out_len, kind, window)
+    def _(x, tables, dim, n, out_len, kind, inverse, scale, window=None, weight=None):
+        _check(x, tables, dim, n, out_len, kind, window, weight)
         return empty_out(x, dim, out_len, kind)

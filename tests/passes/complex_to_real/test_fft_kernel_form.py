@@ -13,6 +13,10 @@ The form is taken on a non-CPU device where Triton is installed. Here, without a
 - stft's front end is fused (spectral/window.py): a Whisper-like stft (n_fft 400, hop 160, hann window,
   center=True reflect) is one fft_rows node given the window, reading unfold's overlapping frames with no
   multiply or copy before it, on meta and run on the CPU against eager; a complex stft (c2c) likewise.
+- a spectral filter's complex product is fused (spectral/product.py): irfft(rfft(x)·w) and ifft(fft(z)·v) are
+  two fft_rows nodes each, the second given the product's factors as x and `weight`, no multiply, flip or
+  add left, on meta and run on the CPU against eager; a product that is also an output stays (the kernel
+  itself, and such a program run through it: tests/kernels/test_fft_rows_kernel.py, in the interpreter).
 - benchmarks/fft.py's issue-30 programs: FreeU's fourier_filter (fftn/fftshift/ifftn: four fft_rows nodes),
   a bfloat16 filter (float32 transforms between casts, kernel and CPU forms), and a Whisper stft over a
   named Dim of frames (one windowed fft_rows node, its frame count symbolic), each against eager.
@@ -229,6 +233,52 @@ def test_the_gemm_form_keeps_the_window_multiply(monkeypatch, switch_on):
     monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "0")
     new = ReplaceComplexWithRealPass(strict=True)(export(WhisperStft("meta"), (torch.randn(2, 16000, device="meta"),)))
     assert not _calls(new, (FFT_ROWS,)) and _calls(new, (aten.mul.Tensor,))
+
+
+class SpectralProducts(torch.nn.Module):
+    """A filter (one weight a bin and channel, along a middle dim), an inverse c2c of a product (weight first),
+    and a product that is also an output (left unfused: the product is computed once either way)."""
+
+    def __init__(self, n=64, device="cpu"):
+        super().__init__()
+        self.n = n
+        self.w = torch.nn.Parameter(torch.randn(n // 2 + 1, 3, dtype=torch.complex64, device=device))
+        self.v = torch.nn.Parameter(torch.randn(n, dtype=torch.complex64, device=device))
+
+    def forward(self, x, z):
+        filtered = torch.fft.irfft(torch.fft.rfft(x, dim=1) * self.w, n=self.n, dim=1)
+        c2c = torch.fft.ifft(self.v * torch.fft.fft(torch.view_as_complex(z)), norm="ortho")
+        kept = torch.fft.rfft(x[:, :, 0]) * self.w[:, 0]
+        return filtered, torch.view_as_real(c2c), torch.fft.irfft(kept, n=self.n), torch.view_as_real(kept)
+
+
+def _weights(ep):
+    """The kind of each fft_rows node given a weight, and of each left without one."""
+    kernels = _calls(ep, (FFT_ROWS,))
+    given = [k for k in kernels if len(k.args) > 9 and k.args[9] is not None]
+    return [k.args[5] for k in given], [k.args[5] for k in kernels if k not in given]
+
+
+def test_a_spectral_filters_product_is_fused_into_the_kernels_weight(switch_on):
+    """On meta (standing in for CUDA): the filter's c2r and the c2c take their products as x and weight; the
+    product of mul_pairs (mul, flip, add) is gone but for the one that is also an output."""
+    args = (torch.randn(2, 64, 3, device="meta"), torch.randn(4, 64, 2, device="meta"))
+    new = ReplaceComplexWithRealPass(strict=True)(export(SpectralProducts(device="meta"), args))
+    assert _weights(new) == (["c2r", "c2c"], ["r2c", "c2c", "r2c", "c2r"])
+    (kept,) = [k for k in _calls(new, (FFT_ROWS,)) if k.args[5] == "c2r" and len(k.args) <= 9]
+    assert kept.args[0].target is aten.add.Tensor and len(kept.args[0].users) == 2
+    assert len(_calls(new, (aten.flip.default,))) == 1  # the kept product's, and no other
+
+
+def test_a_spectral_filter_with_the_fused_product_matches_eager_on_the_cpu(kernel_form_on_cpu):
+    module = SpectralProducts()
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (real(2, 64, 3), pair(4, 64))))
+    assert _weights(new)[0] == ["c2r", "c2c"]
+    for _ in range(2):
+        args = (real(2, 64, 3), pair(4, 64))
+        with torch.no_grad():
+            for got, want in zip(new.module()(*args), module(*args), strict=True):
+                assert_close_to_scale(got, want, torch.float32)
 
 
 def fourier_filter(x, threshold=1, scale=0.9):

@@ -1,20 +1,24 @@
-"""A complex product before a CPU inverse transform fused into it: the product's factors become the op's `weight`.
+"""A complex product before an inverse transform's kernel fused into it: the product's factors become the op's `weight`.
 
 A spectral filter (irfft(rfft(x) · w), FFT convolution, FNO's pointwise modes) multiplies a spectrum by a weight
 between two transforms. Left as it is, the product is one more pass through memory between the two kernels
 (on the 2-core machine, 512 rows at n = 4096: 1.25 ms of a 5.7 ms filter, scalar code, since the weight's pair
 is read with stride 2, docs/performance.md), plus the copy of the first transform's planes into eager's pair
-layout that the product reads. After the rewrite, ``fuse_products`` finds each aotcuda::fft_rows_cpu node (c2c
-or c2r, no weight yet) whose input is the only use of the product mul_pairs writes
+layout that the product reads. After the rewrite, ``fuse_products`` finds each aotcuda::fft_rows_cpu node and
+each aotcuda::fft_rows node (the CUDA kernel form's Triton op, kernels/fft_rows.py; c2c or c2r, no weight yet)
+whose input is the only use of the product mul_pairs writes
 (pair_algebra.mul_pairs: a·br + flip(a, −1)·(−bi, bi)),
 
     add(mul(a, slice(b, -1, 0, 1)), mul(flip(a, [-1]), mul(slice(b, -1, 1, ·), arange(-1, 2, 2))))
 
 with a and b float32 pairs (the kernel multiplies in float32: no rounding of eager's is skipped) of which one has
-the product's shape and the other broadcasts against it, and hands the op that one as x (its layout copies
-peeled off: the kernel reads any strides) and the other as `weight`, which the kernel multiplies the points by
-as it loads them (kernels/fft_cpu_source.py: in L1, between the transposes and a c2r's merge). The product is
-then dead (rebuild_program removes it). The CUDA kernel form and the ATen forms keep the product.
+the product's shape and the other broadcasts against it (fft_rows.check_weight, both ops' check), and hands the
+op that one as x (its layout copies peeled off: both kernels read any strides) and the other as `weight`, which
+the kernel multiplies the points by as it loads them (kernels/fft_cpu_source.py: in L1, between the transposes
+and a c2r's merge; kernels/fft_rows.py: in registers, before a c2r's mirror, in the tiled and the Bluestein
+kernel alike). The product is then dead (rebuild_program removes it). The two ops order their operands
+differently (fft_rows has `tables` second); each operand's place is read from the op's schema by name. The
+GEMM and Stockham ATen forms make no such node and keep the product.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import torch
 
 aten = torch.ops.aten
-_WEIGHT = 8  # fft_rows_cpu's operands: x, dim, n, out_len, kind, inverse, scale, window, weight
+OPS = ("fft_rows_cpu", "fft_rows")  # the aotcuda ops that take a weight, each fused where it is registered
 
 
 def _tensor(node) -> torch.Tensor | None:
@@ -84,11 +88,24 @@ def values_of(node: torch.fx.Node) -> tuple[torch.fx.Node, list[int]]:
     return node, order
 
 
-def _operands(node: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
-    """(x, weight) that fft_rows_cpu node `node` can take in place of its input, the product of the two."""
-    from aotcuda.kernels.fft_cpu import check_weight  # (the kernel's module imports the pass's plan)
+def operand_index(node: torch.fx.Node, name: str) -> int:
+    """Where operand `name` (kind, window, weight) of an aotcuda op node sits in its arguments, from its schema."""
+    return [argument.name for argument in node.target._schema.arguments].index(name)
 
-    if node.args[4] not in ("c2c", "c2r") or len(node.args) > _WEIGHT or "weight" in node.kwargs:
+
+def _argument(node: torch.fx.Node, name: str):
+    at = operand_index(node, name)
+    return node.args[at] if len(node.args) > at else node.kwargs.get(name)
+
+
+def _operands(node: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+    """(x, weight) that fft_rows or fft_rows_cpu node `node` can take in place of its input, the product of
+    the two."""
+    # Imported here: fft_rows imports Triton where it is installed, which a CPU-only program never needs.
+    from aotcuda.kernels.fft_rows import check_weight
+
+    kind = _argument(node, "kind")
+    if kind not in ("c2c", "c2r") or _argument(node, "weight") is not None:
         return None
     product = node.args[0]
     found = factors(product) if isinstance(product, torch.fx.Node) and len(product.users) == 1 else None
@@ -100,34 +117,38 @@ def _operands(node: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None
         if xv is None or wv is None or xv.dtype != torch.float32 or tuple(xv.shape) != tuple(value.shape):
             continue
         try:
-            check_weight(xv, node.args[4], wv)
+            check_weight(node.target.name(), xv, kind, wv)
         except ValueError:
             continue
         return x, weight
     return None
 
 
-def fuse_products(graph: torch.fx.Graph) -> int:
-    """Give each fft_rows_cpu node of `graph` the complex product before it as its weight (module docstring);
-    how many were fused."""
+def _targets() -> list:
+    """The OPS registered in this process (an op's module registers it when a pass first wants it)."""
     namespace = getattr(torch.ops, "aotcuda", None)
-    target = getattr(namespace, "fft_rows_cpu", None) if namespace is not None else None
-    if target is None:
-        return 0
+    found = [getattr(namespace, name, None) if namespace is not None else None for name in OPS]
+    return [target.default for target in found if target is not None]
+
+
+def fuse_products(graph: torch.fx.Graph) -> int:
+    """Give each fft_rows_cpu and fft_rows node of `graph` the complex product before it as its weight (module
+    docstring); how many were fused."""
     count = 0
-    for node in graph.find_nodes(op="call_function", target=target.default):
-        found = _operands(node)
-        if found is None:
-            continue
-        x, weight = found
-        source, order = values_of(x)
-        if order != list(range(len(order))):
-            with graph.inserting_before(node):
-                permuted = graph.call_function(aten.permute.default, (source, order))
-            permuted.meta = {**x.meta, "val": _tensor(source).permute(order)}
-            source = permuted
-        window = node.args[7] if len(node.args) > 7 else node.kwargs.get("window")
-        node.args = (source, *node.args[1:7], window, weight)
-        node.kwargs = {}
-        count += 1
+    for target in _targets():
+        for node in graph.find_nodes(op="call_function", target=target):
+            found = _operands(node)
+            if found is None:
+                continue
+            x, weight = found
+            source, order = values_of(x)
+            if order != list(range(len(order))):
+                with graph.inserting_before(node):
+                    permuted = graph.call_function(aten.permute.default, (source, order))
+                permuted.meta = {**x.meta, "val": _tensor(source).permute(order)}
+                source = permuted
+            before = [argument.name for argument in target._schema.arguments][1:operand_index(node, "weight")]
+            node.args = (source, *(_argument(node, name) for name in before), weight)
+            node.kwargs = {}
+            count += 1
     return count
