@@ -58,7 +58,8 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
         constants["INVERSE"] = fft_rows.direction(kind, False)
     else:
         constants["HALVES"] = plan.halves
-    signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "Weight": "*fp32", "rows": "i64", "in_len": "i32",
+    signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "Weight": "*fp32",
+                 "rows": "i64", "in_len": "i32",
                  "out_len": "i32", "scale": "fp32", **{name: "i64" for name in INTEGERS},
                  **{name: "constexpr" for name in constants}}
     function = fft_bluestein._bluestein_kernel if bluestein else fft_rows._fft_rows_kernel
@@ -95,8 +96,8 @@ def main() -> None:
     args = parser.parse_args()
     fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")
     print(f"sm_{args.arch}, Triton {triton.__version__}, {args.rows} rows")
-    print("| n | kind | window | weight | dtype | tiling | rows a program | warps | registers | stack (spilled) | LDL/STL | shared "
-          "| wgmma |")
+    print("| n | kind | window | weight | dtype | tiling | rows a program | warps | registers | stack (spilled) "
+          "| LDL/STL | shared | wgmma |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         for kind in args.kinds:
@@ -104,7 +105,8 @@ def main() -> None:
             for window, weight in [(w, v) for w in args.windows if kind != "c2r" or w == "no" for v in weights]:
                 for dtype, warps in [(d, w) for d in args.dtypes for w in args.warps]:
                     r = compile_kernel(n, kind, dtype, args.arch, args.rows, window == "yes", warps, weight == "yes")
-                    print(f"| {n} | {kind} | {window} | {weight} | {dtype} | {r['tiling']} | {r['rows']} | {r['warps']} | {r['registers']} | "
+                    print(f"| {n} | {kind} | {window} | {weight} | {dtype} | {r['tiling']} | {r['rows']} | "
+                          f"{r['warps']} | {r['registers']} | "
                           f"{r['stack']} | {r['spill_loads']}/{r['spill_stores']} | {r['shared']} | "
                           f"{'yes' if r['wgmma'] else 'no'} |", flush=True)
 

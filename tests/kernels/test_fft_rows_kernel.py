@@ -326,9 +326,12 @@ def weighted_cases(n, dtype=torch.float32, device="cpu"):
     fewer = half[:, : n // 4 + 1]
     window = torch.rand(n, dtype=torch.float32, device=device)
     return [("c2c, a weight per point", z, 1, n, "c2c", False, 1.0, None, _pair_rows(n, dtype, device)[0, :, :1]),
-            ("c2c inverse, a weight per row and point", z, 1, n, "c2c", True, 1 / n, None, _pair_rows(n, dtype, device)),
-            ("c2c, a weight and a window", z, 1, n, "c2c", False, 1.0, window, torch.randn(n, 1, 2, dtype=dtype)),
-            ("c2r, a weight per bin", half, 1, n, "c2r", True, 1 / n, None, torch.randn(n // 2 + 1, 1, 2, dtype=dtype)),
+            ("c2c inverse, a weight per row and point", z, 1, n, "c2c", True, 1 / n, None,
+             _pair_rows(n, dtype, device)),
+            ("c2c, a weight and a window", z, 1, n, "c2c", False, 1.0, window,
+             torch.randn(n, 1, 2, dtype=dtype, device=device)),
+            ("c2r, a weight per bin", half, 1, n, "c2r", True, 1 / n, None,
+             torch.randn(n // 2 + 1, 1, 2, dtype=dtype, device=device)),
             ("c2r from fewer bins, a weight per row and bin", fewer, 1, n, "c2r", True, 1.0, None,
              _pair_rows(n // 4 + 1, dtype, device))]
 
@@ -648,6 +651,18 @@ def test_the_cuda_kernel_matches_torch_fft(n, dtype):
         pytest.skip("Triton is not installed")
     torch.manual_seed(n)
     for _ in check(lambda *args: torch.ops.aotcuda.fft_rows(args[0], None, *args[1:]), n, dtype, "cuda"):
+        pass
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("n", [64, 400, 4096, 1009, 4093])  # 4096: the weighted c2c spills; 4093: two halves
+def test_the_cuda_kernel_multiplies_by_the_weight(n):
+    """The weighted cases (weighted_cases) on the device, lengths of the tiled kernel and of the Bluestein
+    kernel's one tile and two halves (which Triton's interpreter is too slow to run)."""
+    if not fft_rows.HAVE_TRITON:
+        pytest.skip("Triton is not installed")
+    torch.manual_seed(n)
+    for _ in check_weighted(lambda x, *args: torch.ops.aotcuda.fft_rows(x, None, *args), n, device="cuda"):
         pass
 
 

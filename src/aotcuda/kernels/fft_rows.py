@@ -330,8 +330,8 @@ if HAVE_TRITON:
         pair, r2c's real row (xi zero), c2r's Hermitian half of length N mirrored and conjugated past N // 2;
         x zero-padded past in_len; times the weight's point (_weigh) where WEIGHT (c2c, c2r: a c2r's bin j
         times the weight's bin j before bins 0 and N/2 lose their imaginary parts and the mirror conjugates,
-        as transformed(weighted(x, weight), …) defines it); times Window[t] (stride ws) where WINDOW (not c2r); times scale where
-        SCALED (scale ≠ 1: an unscaled transform spends no multiply and no register on it). The scale is
+        as transformed(weighted(x, weight), …) defines it); times Window[t] (stride ws) where WINDOW (not
+        c2r); times scale where SCALED (scale ≠ 1: an unscaled transform spends no multiply and no register on it). The scale is
         taken here, before the stages, whose sums grow up to N-fold: an input near float32's largest value
         whose scaled transform float32 holds (norm="forward", "ortho") does not overflow on the way."""
         scale = tl.cast(scale, tl.float32)  # AOTInductor passes a float argument as float64

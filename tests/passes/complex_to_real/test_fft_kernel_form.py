@@ -270,6 +270,17 @@ def test_a_spectral_filters_product_is_fused_into_the_kernels_weight(switch_on):
     assert len(_calls(new, (aten.flip.default,))) == 1  # the kept product's, and no other
 
 
+@pytest.mark.parametrize("n, fused", [(1009, True), (4096, False), (4093, False)])
+def test_the_cuda_form_fuses_a_product_only_where_its_tile_gains(switch_on, n, fused):
+    """fft_rows takes a product's weight where its plan's tile holds at most 2048 points (1009: Bluestein's
+    m = 2048) and keeps the product at 4096's tile and 4093's two halves of it, where the weighted kernel
+    measured slower than the product and the transform apart (spectral/product.py)."""
+    args = (torch.randn(2, n, 3, device="meta"), torch.randn(4, n, 2, device="meta"))
+    new = ReplaceComplexWithRealPass(strict=True)(export(SpectralProducts(n, device="meta"), args))
+    assert _weights(new)[0] == (["c2r", "c2c"] if fused else [])
+    assert len(_calls(new, (aten.flip.default,))) == (1 if fused else 3)
+
+
 def test_a_spectral_filter_with_the_fused_product_matches_eager_on_the_cpu(kernel_form_on_cpu):
     module = SpectralProducts()
     new = ReplaceComplexWithRealPass(strict=True)(export(module, (real(2, 64, 3), pair(4, 64))))

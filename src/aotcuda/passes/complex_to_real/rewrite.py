@@ -370,7 +370,7 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan, speedups: bool = True)
     with fx_traceback.preserve_node_meta(), shared_constants():
         gm = make_fx(run, decomposition_table={}, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*fake_args)
     fused = fuse_windows(gm.graph)  # stft's window multiply into the kernel form's fft_rows (spectral/window.py)
-    fused += fuse_products(gm.graph)  # a product before a kernel's c2r or c2c into it, CPU or CUDA (spectral/product.py)
+    fused += fuse_products(gm.graph)  # a product before a kernel's c2r or c2c into it (spectral/product.py)
     if fused:
         gm.recompile()
     return rebuild_program(ep, gm, complex_placeholders, devices)

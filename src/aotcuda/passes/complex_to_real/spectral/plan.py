@@ -168,13 +168,15 @@ cuFFT's time (docs/performance.md). Every other length up to 4096 (a prime facto
 `Bluestein m=…` in fft_plan's describe()): the chirp product, a forward DFT of the cheapest tiled length
 m ≥ 2n − 1 (not necessarily a power of two: 67 runs m = 135 = 15·9, 1009 m = 2048), the product with the
 chirp kernel's spectrum, the same DFT's stages transposed as the inverse, and the chirp again, with stft's
-window, a product's weight, r2c's real input and c2r's real output fused as for the other lengths; past m = 4096 (n in
+window, r2c's real input and c2r's real output fused as for the other lengths; past m = 4096 (n in
 2049…4096: 4093 runs m = 8192) as two convolutions of m/2 in turn (decimation in frequency). On the H200 (a
 512-row float32 filter) 0.60× cuFFT's time at 1009, 0.72× at 2039; 2.88× at 4093 when m = 8192 was one
 tile a program (spilling registers; the two halves are not measured on the H200 yet).
 A complex product whose only use is such a c2c or c2r (a spectral filter's spectrum times its weight before
-the irfft) is fused into the kernel's loads as on the CPU below (the op's `weight`; spectral/product.py): the
-filter is two kernels, not three (not yet timed on the H200).
+the irfft) is fused into the kernel's loads as on the CPU below (the op's `weight`; spectral/product.py) where
+the kernel's tile holds at most 2048 points: the filter is two kernels, not three, and on the H200 the
+weighted transform took 0.67–0.97× the time of the product and the transform apart (n = 64 to 1009, 4096
+rows); at 4096's tile it took 0.99–1.11×, so there the product stays its own kernel.
 `AOTCUDA_FFT_KERNEL=0` turns it off. Longer lengths (n > 4096), and every non-CPU transform without Triton,
 get DFT products (GEMMs) as below.
 

@@ -19,6 +19,13 @@ and a c2r's merge; kernels/fft_rows.py: in registers, before a c2r's mirror, in 
 kernel alike). The product is then dead (rebuild_program removes it). The two ops order their operands
 differently (fft_rows has `tables` second); each operand's place is read from the op's schema by name. The
 GEMM and Stockham ATen forms make no such node and keep the product.
+
+On CUDA the product is fused only where the kernel's tile holds at most CUDA_TILE_MOST points: the weight's
+loads and registers cost more than the product's pass through memory saves in the largest tiles
+(H200, torch 2.11, 4096 rows, float32, the separate product kernel then fft_rows against fft_rows with the
+weight, CUDA-graph replays, benchmarks/scripts/fft_weight_ab.py: 0.67-0.91x the time at n = 64, 400 and 1024,
+0.94-0.97x at 1009 (Bluestein, a tile of 2048), but 1.11x for c2r and 0.99x for c2c at 4096 and 1.03-1.07x at
+4093 (two halves of 4096)). The CPU kernel fuses at every length (its product is scalar code, 0.2x of a filter).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import torch
 
 aten = torch.ops.aten
 OPS = ("fft_rows_cpu", "fft_rows")  # the aotcuda ops that take a weight, each fused where it is registered
+CUDA_TILE_MOST = 2048  # fft_rows (CUDA) takes a product's weight only where its plan's tile is at most this
 
 
 def _tensor(node) -> torch.Tensor | None:
@@ -105,7 +113,7 @@ def _operands(node: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None
     from aotcuda.kernels.fft_rows import check_weight
 
     kind = _argument(node, "kind")
-    if kind not in ("c2c", "c2r") or _argument(node, "weight") is not None:
+    if kind not in ("c2c", "c2r") or _argument(node, "weight") is not None or not _worth_it(node):
         return None
     product = node.args[0]
     found = factors(product) if isinstance(product, torch.fx.Node) and len(product.users) == 1 else None
@@ -122,6 +130,18 @@ def _operands(node: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None
             continue
         return x, weight
     return None
+
+
+def _worth_it(node: torch.fx.Node) -> bool:
+    """Whether the kernel of `node` gains by taking the weight: always for fft_rows_cpu; for fft_rows, where
+    its plan's tile (a Bluestein plan's: each half's) holds at most CUDA_TILE_MOST points (module docstring)."""
+    if node.target.name() != "aotcuda::fft_rows":
+        return True
+    from aotcuda.kernels.fft_plan import kernel_plan
+
+    n = _argument(node, "n")
+    plan = kernel_plan(n) if isinstance(n, int) else None
+    return plan is not None and plan.tile <= CUDA_TILE_MOST
 
 
 def _targets() -> list:
