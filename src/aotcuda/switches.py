@@ -82,14 +82,17 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "rows written out as matmul, scale, mask, softmax, matmul (a prefill) becomes one "
            "scaled_dot_product_attention call (passes/prompt_attention.py); off: Inductor's own products and "
            "softmax", "at each lower() for CUDA"),
-    # Off by default: built after the session's device time was spent, not yet compiled for CUDA or timed.
+    # Off by default: it loses. On the H200 (torch 2.11, 2026-12-04, decode_variants.sh, batch-1 bound graph) the
+    # step took 1052.5 us against 936.3 without it: the norm kernels went, but Inductor's w1/w3 product with the
+    # sum of squares in its loop took 29.9 us against 17.3, w2 14.5 against 9.3 (docs/performance.md).
     Switch("AOTCUDA_NORM_PRODUCTS", False, "CUDA lowering runs FoldRMSNormIntoProductPass: a one-row matrix product of "
            "an RMSNorm's output runs on the unnormalized row and scales its outputs by the row's rsqrt factor, "
            "computed in the product's own loop (passes/norm_products.py); off: the norm before the product",
            "at each lower() for CUDA"),
-    # Off by default until the H200 times it in a decode step: built there (torch 2.11, 2026-12-04) it merged 153
-    # nodes of the batch-1 step (the mask each layer builds, which ran as 16 kernels of 0.9 us) and the CUDA
-    # decode, decode-attention and FFT tests passed with it on; the step's A/B did not run (device time spent).
+    # Off by default: it saves no kernel. On the H200 (torch 2.11, 2026-12-04) it merged 153 nodes of the batch-1
+    # step (the mask each layer builds) and the CUDA decode tests passed with it on, but the step still ran 200
+    # kernels (Inductor inlines a pointwise producer into each consumer's kernel, so the merged mask is
+    # recomputed in every layer's RoPE kernel as before): 840.0 us against 850.9, within two builds' spread.
     Switch("AOTCUDA_COMMON_SUBEXPRESSIONS", False, "CUDA lowering runs EliminateCommonSubexpressionsPass last: a pure "
            "computation written several times (a mask built in every layer) is computed once "
            "(passes/common_subexpressions.py); off: every copy kept", "at each lower() for CUDA"),

@@ -7,6 +7,10 @@ and Inductor's AOT path does not merge them either: on the H200 the batch-1 deco
 benchmarks/decode.py ran the same 2048-element mask kernel 16 times (0.9 µs each; the profile's
 ``--sequence`` listing, 2026-12-04). Here two nodes are one when they call the same pure op on the same
 arguments (the same nodes, after earlier merges, and equal constants); the later one's uses read the first.
+Measured on that step it merged 153 nodes but saved no kernel: Inductor inlines a pointwise producer into
+each consumer's kernel, so the one mask is still computed inside every layer's RoPE kernel (200 kernels
+either way; docs/performance.md, session 18). It stays off by default: it can save a kernel only where the
+repeated computation is a reduction or a product, which Inductor does not inline.
 
 Pure means ``Node.is_impure()`` is false (torch's own test: no mutable schema, no side effect, no random
 op) and the op is not tagged ``nondeterministic_seeded`` (checked here again, for every torch the pin
@@ -40,8 +44,8 @@ class Unhashable(Exception):
 
 
 class EliminateCommonSubexpressionsPass:
-    """``pass(ep) → ep``: one node per distinct pure computation (module docstring; off by default on CUDA
-    until timed: switches.py). A GraphPass (passes/result.py): ``result.counts`` has ``merged``, the nodes
+    """``pass(ep) → ep``: one node per distinct pure computation (module docstring; off by default on CUDA:
+    switches.py). A GraphPass (passes/result.py): ``result.counts`` has ``merged``, the nodes
     whose uses now read an earlier identical node."""
 
     def __init__(self) -> None:

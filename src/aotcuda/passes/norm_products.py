@@ -11,6 +11,12 @@ the same N outputs, reading the same h: ``mm(h·g, Wᵀ)``, and ``mean(expand(h�
 value in every column, so that Inductor sees a reduction of N outputs like the product's, decomposed from a
 one-row mm, and computes both in one loop); the scale is the epilogue.
 
+Measured, it loses (H200, torch 2.11, session 18, docs/performance.md): the norm kernels go, but Inductor's
+product with the sum of squares in its loop took 29.9 µs for w1/w3 against 17.3 and 14.5 for w2 against 9.3,
+and the batch-1 step 1052.5 µs against 936.3. So it is off by default (switches.py: AOTCUDA_NORM_PRODUCTS);
+the same fusion needs a product kernel that reads h once for its sum of squares, which Inductor's generated
+reduction does not do.
+
 Matched: ``mm(view(y), Wᵀ)`` (views, and slices that keep every element) with one row on the left (a
 static 1, as Inductor decomposes one-row products only then) that is the norm's whole row, y = ``[g ·] cast?(hf · rsqrt(mean(pow(hf, 2), [-1], keepdim) + eps)) [· g]`` with hf =
 ``cast?(h)``, as torch.export writes Meta's and transformers' RMSNorm after lower()'s decompositions. Other
