@@ -99,3 +99,25 @@ def test_every_expression_the_lowering_writes_reads_back_with_the_runtime_gramma
             values = {name: rng.randint(4, 500) for name in sorted(str(s) for s in expr.free_symbols)}
             assert parsed.subs({s: values[str(s)] for s in parsed.free_symbols}) == \
                 expr.subs({s: values[str(s)] for s in expr.free_symbols}), text
+
+
+class Pairs(torch.nn.Module):
+    def forward(self, x, y):
+        return x.reshape(x.shape[0], -1, 2).sum(-1), y * 2
+
+
+def test_dim_names_name_plain_and_derived_dims_by_the_users_dims():
+    """A plain Dim's symbol and the root of a derived one (2 * Dim("n"): the size is 2*s…) both map to the
+    caller's names, so that the signature, inspect and errors read 2*n, not 2*s69."""
+    from torch.export import Dim
+
+    from aotcuda.lowering.signature import dim_names
+    from aotcuda.runtime.specs import under_dim_names
+
+    n, batch = Dim("n", min=8, max=512), Dim("batch", min=2, max=64)
+    ep = torch.export.export(Pairs(), (torch.randn(3, 256), torch.randn(5)),
+                             dynamic_shapes={"x": {0: batch, 1: 2 * n}, "y": None})
+    names = dim_names(ep)
+    x = next(iter(ep.graph.find_nodes(op="placeholder"))).meta["val"]
+    assert [under_dim_names(str(size), names) for size in x.shape] == ["batch", "2*n"]
+    assert sorted(names.values()) == ["batch", "n"]

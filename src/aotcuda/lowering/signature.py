@@ -178,12 +178,16 @@ def _plain_value(value) -> bool:
 
 
 def dim_names(ep) -> dict[str, str]:
-    """{symbol: the Dim name the caller gave it} for the input sizes that are one symbol ("s27": "seq").
+    """{symbol: the Dim name the caller gave it} for the symbols of the input sizes ("s27": "seq").
 
     torch.export keeps the names in the shape environment of the program's fake tensors
     (``source_name_to_debug_name``, keyed by source, "L['x'].size()[1]"; the same on torch 2.11 and 2.13);
-    a symbol torch named itself (Dim.AUTO, the CLI's x_1 is a name too) maps to that name.
+    a symbol torch named itself (Dim.AUTO, the CLI's x_1 is a name too) maps to that name. A derived dim
+    (``2 * Dim("n")``: the size is 2*s69) has no size of its own symbol: its root's symbol comes from a
+    ConstantSource whose name is the root Dim's ("n"), so the size reads 2*n.
     """
+    from torch._dynamo.source import ConstantSource
+
     names = {}
     for node in ep.graph.find_nodes(op="placeholder"):
         value = node.meta.get("val")
@@ -193,11 +197,13 @@ def dim_names(ep) -> dict[str, str]:
         debug_names = getattr(shape_env, "source_name_to_debug_name", {})
         for size in value.shape:
             expr = size.node.expr if isinstance(size, torch.SymInt) else None
-            if expr is None or not expr.is_Symbol or str(expr) in names:
-                continue
-            for source in getattr(shape_env, "var_to_sources", {}).get(expr, []):
-                key = source.name() if callable(source.name) else source.name  # a property on torch 2.13
-                if (name := debug_names.get(key)) is not None:
-                    names[str(expr)] = name
-                    break
+            for symbol in getattr(expr, "free_symbols", ()):
+                if str(symbol) in names:
+                    continue
+                for source in getattr(shape_env, "var_to_sources", {}).get(symbol, []):
+                    key = source.name() if callable(source.name) else source.name  # a property on torch 2.13
+                    name = key if isinstance(source, ConstantSource) else debug_names.get(key)
+                    if isinstance(name, str) and name.isidentifier():
+                        names[str(symbol)] = name
+                        break
     return names
