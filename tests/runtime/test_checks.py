@@ -1,5 +1,7 @@
 """Input/output checks against a signature, on synthetic specs (no compile needed)."""
 
+import re
+
 import pytest
 import torch
 
@@ -127,3 +129,23 @@ def test_errors_use_the_users_dim_names_and_checks_use_torchs_symbols():
         check_inputs(inputs(n=9), NAMED_SPECS, [], CPU, 3)
     with pytest.raises(InputError, match=r"must equal input 'q' \(#0\) dim 0 \(3\): the program was exported with both as N$"):
         check_inputs(inputs(k_rows=4), NAMED_SPECS, [], CPU, 3)
+
+
+@pytest.mark.parametrize("given, fix", [
+    (torch.randn(3, 4, 2), r"pass torch.view_as_complex\(tensor\) \(tensor.to\(torch.complex64\) would keep"),
+    (torch.randn(3, 4, 2, dtype=torch.float64), r"torch.view_as_complex\(tensor.to\(torch.float32\)\)"),
+    (torch.randn(3, 4), r"^pass tensor.to\(torch.complex64\)$"),  # no pair dim: a cast is what it takes
+])
+def test_real_pairs_for_a_complex_input_are_told_to_use_view_as_complex(given, fix):
+    """A complex input given as view_as_real's (re, im) pairs: the fix is view_as_complex, not a cast that
+    would keep the pairs as real parts of the wrong shape."""
+    spec = TensorSpec.from_json({"name": "z", "dtype": "complex64", "device": "cpu", "shape": [3, 4]})
+    with pytest.raises(InputError, match=r"input 'z' \(#0\) has dtype torch.float.*complex64; ") as caught:
+        check_inputs([given], [spec], [], CPU, 1)
+    assert re.search(fix, str(caught.value).split("complex64; ", 1)[1])
+
+
+def test_a_wrong_rank_says_the_shape_to_pass():
+    with pytest.raises(InputError, match=r"has 3 dims \(shape \(3, 4, 1\)\), but the program takes 2 .*; pass a "
+                                         r"tensor of that shape"):
+        check_inputs([torch.randn(3, 4, 1), *inputs()[1:]], SPECS, [], CPU, 3)

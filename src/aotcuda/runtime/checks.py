@@ -180,23 +180,30 @@ def _has_strides(tensor: torch.Tensor, strides: list[int]) -> bool:
     return all(size <= 1 or have == want for size, have, want in zip(tensor.shape, tensor.stride(), strides))
 
 
-def _dtype_fix(given: torch.dtype, wanted: torch.dtype) -> str:
+def _dtype_fix(tensor: torch.Tensor, spec: TensorSpec) -> str:
     """How to pass the exported dtype. A cast from complex to real drops the imaginary part (torch warns
-    and goes on), so for a complex tensor where a real one is taken it is not the advice."""
+    and goes on), so for a complex tensor where a real one is taken it is not the advice; nor is a cast to
+    complex for a real tensor of (re, im) pairs (view_as_real's layout: one more dim, of 2), which a cast
+    would keep as real parts of the wrong shape."""
+    given, wanted = tensor.dtype, spec.dtype
     if given.is_complex and not wanted.is_complex:
         return (f"it takes a real tensor, and tensor.to({wanted}) would drop the imaginary part: pass the real "
                 f"values it was exported with (torch.view_as_real(tensor) for the (re, im) pairs, "
                 f"tensor.real for the real part only), as {wanted}")
+    if wanted.is_complex and given.is_floating_point and tensor.dim() == spec.rank + 1 and tensor.shape[-1] == 2:
+        real = torch.empty((), dtype=wanted).real.dtype
+        return (f"for (re, im) pairs in the last dim, pass torch.view_as_complex(tensor"
+                f"{'' if given == real else f'.to({real})'}) (tensor.to({wanted}) would keep the pairs as real parts)")
     return f"pass tensor.to({wanted})"
 
 
 def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by: dict) -> None:
     if tensor.dtype != spec.dtype:
         raise InputError(f"{label} has dtype {tensor.dtype}, but the program was exported with {spec.dtype}; "
-                         f"{_dtype_fix(tensor.dtype, spec.dtype)}")
+                         f"{_dtype_fix(tensor, spec)}")
     if tensor.dim() != spec.rank:
         raise InputError(f"{label} has {tensor.dim()} dims (shape {tuple(tensor.shape)}), but the program takes "
-                         f"{spec.rank} (shape {spec.shape_text()})")
+                         f"{spec.rank} (shape {spec.shape_text()}); pass a tensor of that shape")
     for axis, (size, dim) in enumerate(zip(tensor.shape, spec.dims)):
         where = f"{label} dim {axis} is {size}"
         if dim.size is not None:
