@@ -66,6 +66,8 @@ def test_a_constant_keyword_may_be_left_out_or_repeated_but_not_changed(structur
 @pytest.mark.parametrize("call, message", [
     (lambda p: p(torch.randn(3, 4), x=torch.randn(3, 4)), r"argument 'x' given twice, as positional #0 and by keyword"),
     (lambda p: p(y=torch.randn(3, 4)), r"keyword arguments \['y'\] do not match the exported module's: the program takes x"),
+    (lambda p: p(torch.randn(3, 4), outputs=[torch.empty(3, 4)] * 3),
+     r"keyword arguments \['outputs'\] do not match .*output buffers go to program.execute\(inputs, outputs=\[...\]\)"),
     (lambda p: p([torch.randn(3, 4)]), r"input #0 \('x'\) is a list of 1, expected a tensor"),
     (lambda p: p(x=(torch.randn(3, 4), torch.randn(3, 4))), r"input #0 \('x'\) is a tuple of 2, expected a tensor"),
 ])

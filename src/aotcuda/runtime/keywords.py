@@ -82,8 +82,10 @@ def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None]) -
         slots[position] = value
     unknown = sorted(set(rest) - set(keywords))
     if unknown:
+        buffers = ("; caller-provided output buffers go to program.execute(inputs, outputs=[...])"
+                   if "outputs" in unknown or "out" in unknown else "")
         raise InputError(f"keyword arguments {unknown} do not match the exported module's: the program takes "
-                         f"{takes}; call it as the exported module was called")
+                         f"{takes}; call it as the exported module was called{buffers}")
     absent = [i for i, value in enumerate(slots) if value is _MISSING]
     if absent:
         if not set(kwargs) & set(filter(None, names)):  # nothing bound by keyword: a count problem
