@@ -107,6 +107,17 @@ def test_run_takes_inputs_by_name_and_refuses_a_non_torch_file_cleanly(demo, run
     assert "Traceback" not in result.output and "weights_only=False" not in result.output
     assert "set to `False`" not in result.output  # torch's advice to run pickled code: not the CLI's fix
     assert "the weights-only unpickler refused it: Unsupported operand" in result.output
+    assert "it is not the zip archive torch.save writes; torch.load: " in result.output
+    import pickle
+    import warnings
+
+    with open(tmp_path / "raw.pkl", "wb") as handle:  # a pickle, not torch.save's zip: torch warns, then refuses
+        pickle.dump({"x": 1}, handle, protocol=4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "raw.pkl")])
+    assert result.exit_code == 2 and "not the zip archive torch.save writes" in result.output
+    assert not [w for w in caught if "pickle protocol" in str(w.message)]  # torch's warning is not shown
 
 
 def test_saved_library_outputs_load_with_torch_defaults():

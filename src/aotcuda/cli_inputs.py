@@ -13,6 +13,7 @@ import inspect as pyinspect
 import os
 import re
 import sys
+import warnings
 
 import click
 import torch
@@ -183,9 +184,16 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
     tensor, a 64 MiB one would make 64 GiB), checked from its declared sizes before anything is read."""
     _check_inputs_archive(path)
     try:
-        saved = torch.load(path, weights_only=True, map_location="cpu")
+        with warnings.catch_warnings():  # torch's advice about pickle protocols, for a file it then refuses
+            warnings.simplefilter("ignore")
+            saved = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # not a torch.save file, or one holding more than tensors and containers
-        raise click.BadParameter(f"{path}: not a file torch.load reads with weights_only=True ({_load_failure(exc)}); "
+        import zipfile
+
+        why = f"torch.load: {_load_failure(exc)}"
+        if not zipfile.is_zipfile(path):  # torch.save's format is a zip archive
+            why = f"it is not the zip archive torch.save writes; {why}"
+        raise click.BadParameter(f"{path}: not a file torch.load reads with weights_only=True ({why}); "
                                  "save the inputs with torch.save (tensors, lists, tuples, dicts, numbers)",
                                  param_hint="--inputs")
     if isinstance(saved, dict) and "args" in saved:
