@@ -28,7 +28,8 @@ def _safetensors():
     try:
         import safetensors.torch as safetensors_torch
     except ImportError as error:
-        raise ImportError("aotcuda.serving needs safetensors and ray[serve]: pip install 'aotcuda[serve]'") from error
+        raise ImportError("aotcuda.serving needs safetensors and ray[serve]: pip install 'aotcuda[serve]' "
+                          "(from a clone: pip install -e '.[serve]')") from error
     return safetensors_torch
 
 

@@ -43,7 +43,8 @@ try:
     from starlette.requests import Request
     from starlette.responses import PlainTextResponse, Response
 except ImportError as error:  # pragma: no cover - the error message is the point
-    raise ImportError("aotcuda.serving needs Ray Serve: pip install 'aotcuda[serve]'") from error
+    raise ImportError("aotcuda.serving needs Ray Serve: pip install 'aotcuda[serve]' (from a clone: "
+                      "pip install -e '.[serve]')") from error
 
 from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import check_inputs

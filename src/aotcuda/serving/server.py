@@ -327,7 +327,8 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
 
         from aotcuda.serving.proxy import CALLBACK_VARIABLE, proxy_environment  # needs starlette (Ray Serve's)
     except ImportError as error:
-        raise ImportError("aotcuda serve needs Ray Serve: pip install 'aotcuda[serve]'") from error
+        raise ImportError("aotcuda serve needs Ray Serve: pip install 'aotcuda[serve]' (from a clone: "
+                          "pip install -e '.[serve]')") from error
 
     path = os.path.abspath(package_path)
     actor_options = replica_actor_options(path, options)  # before Ray starts: a bad package fails at once
