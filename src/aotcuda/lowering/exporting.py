@@ -154,12 +154,15 @@ def constraint_violation_message(text: str) -> str:
         kept.pop()
     text_kept = "\n".join(kept)
     advice = []
-    divisor = _size_divisor(text_kept)
-    if divisor is not None:
+    divided = _size_divided(text_kept)
+    divisor = divided[2] if divided else None
+    if divided is not None:
+        name, dim, divisor = divided
         advice.append(f"The model needs this size to be a multiple of {divisor} (a guard divides it by {divisor}): "
-                      f"export it as {divisor} * torch.export.Dim(...), e.g. dynamic_shapes={{'audio': {{1: {divisor} * "
-                      f"torch.export.Dim('frames', min=..., max=...)}}}} (on the CLI: --dynamic NAME:DIM:MIN:MAX:"
-                      f"frames*{divisor}).")
+                      f"export it as {divisor} * torch.export.Dim(...), e.g. dynamic_shapes={{{name!r}: {{{dim}: "
+                      f"{divisor} * torch.export.Dim('n', min=..., max=...)}}}} (on the CLI: --dynamic "
+                      f"{name}:{dim}:MIN:MAX:n*{divisor}, MIN and MAX the sizes' range), whatever torch's own "
+                      "suggestion above leaves open (a max of oo: aotcuda's lowering may need a finite one).")
     if "Suggested fixes" in text_kept:
         advice.append("Adjust dynamic_shapes (or the CLI's --dynamic) as suggested, or change the model.")
     elif divisor is None:
@@ -168,10 +171,11 @@ def constraint_violation_message(text: str) -> str:
     return "\n".join([text_kept, *advice])
 
 
-_SIZE_DIVIDED = re.compile(r"\.size\(\)\[\d+\]\s*(?://|%)\s*(\d+)")
+_SIZE_DIVIDED = re.compile(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]\s*(?://|%)\s*(\d+)")
 
 
-def _size_divisor(text: str) -> int | None:
-    """N where a violated guard divides an input size by N (``L['audio'].size()[1] // 160``), else None."""
-    divisors = {int(n) for n in _SIZE_DIVIDED.findall(text) if int(n) > 1}
-    return max(divisors) if divisors else None
+def _size_divided(text: str) -> tuple[str, int, int] | None:
+    """(input, dim, N) where a violated guard divides an input's size by N (``L['audio'].size()[1] // 160``:
+    ("audio", 1, 160); the largest N where several do), else None."""
+    found = [(name, int(dim), int(n)) for name, dim, n in _SIZE_DIVIDED.findall(text) if int(n) > 1]
+    return max(found, key=lambda entry: entry[2]) if found else None
