@@ -159,12 +159,23 @@ def test_lower_then_run_a_factory_with_a_dynamic_dim(runner, tmp_path):
 
 @pytest.mark.parametrize("spec, expected", [
     ("no_colon", "MODULE:FACTORY"),
-    ("aotcuda.models.attention:nope", "no callable 'nope'; its own callables: Attention, AttentionBlock, FeedForward, RMSNorm, RotaryEmbedding, attention_block"),
+    ("aotcuda.models.attention:nope", "has no 'nope'; its own callables: Attention, AttentionBlock, FeedForward, "
+                                      "RMSNorm, RotaryEmbedding, attention_block"),
+    ("aotcuda.models.attention:torch", "'torch' is a module, not a callable that returns a model; its own callables:"),
     ("missing_file.py:f", "no such file"),
 ])
 def test_lower_bad_factory_spec(runner, tmp_path, spec, expected):
     result = runner.invoke(main, ["lower", spec, "-o", str(tmp_path / "m.pt2"), "--device", "cpu"])
     assert result.exit_code != 0 and expected in result.output and "Traceback" not in result.output
+
+
+def test_a_factory_that_raises_is_named_with_where_it_raised(runner, tmp_path):
+    (tmp_path / "raising.py").write_text("def make():\n    raise ValueError('boom in factory')\n")
+    result = runner.invoke(main, ["lower", f"{tmp_path / 'raising.py'}:make", "-o", str(tmp_path / "m.pt2"),
+                                  "--device", "cpu"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert re.search(r"the factory .*raising.py:make raised ValueError: boom in factory \(at .*raising.py:2, in make\)",
+                     result.output), result.output
 
 
 def test_dynamic_option_parsing():

@@ -34,7 +34,7 @@ from rich.progress import Progress, ProgressColumn, SpinnerColumn, TextColumn
 from rich.table import Table
 from rich.text import Text
 
-from aotcuda.cli_inputs import dynamic_shapes_from, load_factory, load_inputs, model_and_inputs
+from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, load_inputs, model_and_inputs
 from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.specs import under_dim_names
 
@@ -288,7 +288,7 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     from aotcuda.lowering.pipeline import checked_package_path
 
     checked_package_path(output)  # a bad -o is said before the model is even imported
-    model, args, kwargs = model_and_inputs(load_factory(factory)())
+    model, args, kwargs = model_and_inputs(call_factory(factory))
     dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
     with _StepProgress() as progress, warnings.catch_warnings(), _without_inductor_shim_notes():
         warnings.filterwarnings("ignore", message=".*proxy executor", category=UserWarning)  # said below

@@ -37,9 +37,26 @@ def load_factory(spec: str):
         callables = sorted(name for name, value in vars(module).items()
                            if callable(value) and not name.startswith("_") and getattr(value, "__module__", None)
                            == module.__name__)
-        raise click.BadParameter(f"{module_name} has no callable {attribute!r}; its own callables: "
-                                 f"{', '.join(callables) or 'none'}")
+        if hasattr(module, attribute):
+            problem = f"{attribute!r} is a {type(factory).__name__}, not a callable that returns a model"
+        else:
+            problem = f"has no {attribute!r}"
+        raise click.BadParameter(f"{module_name}: {problem}; its own callables: {', '.join(callables) or 'none'}")
     return factory
+
+
+def call_factory(spec: str):
+    """What MODULE:FACTORY's factory returns (load_factory), called with no arguments; an exception it raises
+    becomes a click error that says it came from the factory and where (the innermost frame: file and line)."""
+    factory = load_factory(spec)
+    try:
+        return factory()
+    except Exception as exc:  # the user's code: say whose and where, not only what
+        import traceback
+
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        raise click.ClickException(f"the factory {spec} raised {type(exc).__name__}: {exc} "
+                                   f"(at {frame.filename}:{frame.lineno}, in {frame.name})") from exc
 
 
 def _import_file(path: str):
