@@ -1,5 +1,6 @@
 """lower() end to end on the CPU: the demo block with zero fallback kernels, and the fallback-kernel check."""
 
+import os
 import re
 import zipfile
 from pathlib import Path
@@ -227,6 +228,10 @@ def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
     deep = tmp_path / "new" / "folders" / "x.pt2"
     assert checked_package_path(deep) == str(deep) and not (tmp_path / "new").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir.pt2", "mymodel.py"]
+    # a folder whose permission bits let root write but which takes no file (/proc): tried, not assumed
+    if os.path.isdir("/proc") and os.access("/proc", os.W_OK):
+        with pytest.raises(PackageError, match=r"the folder '/proc' is not writable \(.+\); choose another path"):
+            aotcuda.lower(None, "not a tuple", device="cpu", package_path="/proc/x.pt2")
 
 
 # --- ops through AOTI's proxy executor (allow_fallbacks=True) ----------------------------------------------

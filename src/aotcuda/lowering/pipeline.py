@@ -354,7 +354,8 @@ def _differs(have: torch.device, want: torch.device) -> bool:
 
 def checked_package_path(package_path: str | os.PathLike) -> str:
     """``package_path`` as an absolute path, once it is known that a package can be written there; checked
-    before any work (export and compile take minutes), nothing created. The folders it names that do not
+    before any work (export and compile take minutes), nothing left behind (a file is made in the folder
+    and removed: permission bits alone do not say it, e.g. for root in /proc or on a read-only mount). The folders it names that do not
     exist yet are created when the package is written (as ``mkdir -p``).
 
     Raises PackageError when the path is a directory, when a folder on the way to it is a file, or when the
@@ -370,9 +371,16 @@ def checked_package_path(package_path: str | os.PathLike) -> str:
     if not os.path.isdir(folder):
         raise PackageError(f"cannot write the package to {path!r}: {folder!r} is a file, not a folder; "
                            "choose another path")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PackageError(f"cannot write the package to {path!r}: the folder {folder!r} is not writable; "
-                           "choose another path, or change the folder's permissions")
+    problem = None if os.access(folder, os.W_OK | os.X_OK) else "permission denied"
+    if problem is None:
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            problem = exc.strerror or type(exc).__name__
+    if problem is not None:
+        raise PackageError(f"cannot write the package to {path!r}: the folder {folder!r} is not writable "
+                           f"({problem}); choose another path, or change the folder's permissions")
     return path
 
 
