@@ -154,10 +154,8 @@ def constraint_violation_message(text: str) -> str:
         kept.pop()
     text_kept = "\n".join(kept)
     advice = []
-    divided = _size_divided(text_kept)
-    divisor = divided[2] if divided else None
-    if divided is not None:
-        name, dim, divisor = divided
+    name, dim, divisor = _size_divided(text_kept) or (None, None, None)
+    if divisor is not None:
         advice.append(f"The model needs this size to be a multiple of {divisor} (a guard divides it by {divisor}): "
                       f"export it as {divisor} * torch.export.Dim(...), e.g. dynamic_shapes={{{name!r}: {{{dim}: "
                       f"{divisor} * torch.export.Dim('n', min=..., max=...)}}}} (on the CLI: --dynamic "

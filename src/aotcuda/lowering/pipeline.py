@@ -355,8 +355,8 @@ def _differs(have: torch.device, want: torch.device) -> bool:
 def checked_package_path(package_path: str | os.PathLike) -> str:
     """``package_path`` as an absolute path, once it is known that a package can be written there; checked
     before any work (export and compile take minutes), nothing left behind (a file is made in the folder
-    and removed: permission bits alone do not say it, e.g. for root in /proc or on a read-only mount). The folders it names that do not
-    exist yet are created when the package is written (as ``mkdir -p``).
+    and removed: permission bits alone do not say it, e.g. for root in /proc or on a read-only mount). The
+    folders it names that do not exist yet are created when the package is written (as ``mkdir -p``).
 
     Raises PackageError when the path is a directory, when a folder on the way to it is a file, or when the
     folder that would hold it (the nearest one that exists) is not writable.

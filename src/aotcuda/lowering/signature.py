@@ -186,7 +186,10 @@ def dim_names(ep) -> dict[str, str]:
     (``2 * Dim("n")``: the size is 2*s69) has no size of its own symbol: its root's symbol comes from a
     ConstantSource whose name is the root Dim's ("n"), so the size reads 2*n.
     """
-    from torch._dynamo.source import ConstantSource
+    try:  # torch's own class for a derived dim's root (torch 2.11 through 2.15 have it here)
+        from torch._dynamo.source import ConstantSource
+    except ImportError:  # elsewhere: derived dims keep torch's symbol, the rest are named as before
+        ConstantSource = ()
 
     names = {}
     for node in ep.graph.find_nodes(op="placeholder"):

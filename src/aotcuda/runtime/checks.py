@@ -191,9 +191,10 @@ def _dtype_fix(tensor: torch.Tensor, spec: TensorSpec) -> str:
                 f"values it was exported with (torch.view_as_real(tensor) for the (re, im) pairs, "
                 f"tensor.real for the real part only), as {wanted}")
     if wanted.is_complex and given.is_floating_point and tensor.dim() == spec.rank + 1 and tensor.shape[-1] == 2:
-        real = torch.empty((), dtype=wanted).real.dtype
-        return (f"for (re, im) pairs in the last dim, pass torch.view_as_complex(tensor"
-                f"{'' if given == real else f'.to({real})'}) (tensor.to({wanted}) would keep the pairs as real parts)")
+        real = wanted.to_real()
+        cast = "" if given == real else f".to({real})"
+        return (f"for (re, im) pairs in the last dim, pass torch.view_as_complex(tensor{cast}) "
+                f"(tensor.to({wanted}) would keep the pairs as real parts)")
     return f"pass tensor.to({wanted})"
 
 
