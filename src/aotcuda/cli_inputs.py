@@ -47,10 +47,15 @@ def load_factory(spec: str):
 
 def call_factory(spec: str):
     """What MODULE:FACTORY's factory returns (load_factory), called with no arguments; an exception it raises
-    becomes a click error that says it came from the factory and where (the innermost frame: file and line)."""
+    (other than aotcuda's and click's own, printed as they are) becomes a click error that says it came from
+    the factory and where (the innermost frame: file and line)."""
+    from aotcuda.errors import AotcudaError
+
     factory = load_factory(spec)
     try:
         return factory()
+    except (AotcudaError, click.ClickException):  # aotcuda's own errors (a factory may call lower()) say it all
+        raise
     except Exception as exc:  # the user's code: say whose and where, not only what
         import traceback
 
