@@ -371,16 +371,13 @@ def checked_package_path(package_path: str | os.PathLike) -> str:
     if not os.path.isdir(folder):
         raise PackageError(f"cannot write the package to {path!r}: {folder!r} is a file, not a folder; "
                            "choose another path")
-    problem = None if os.access(folder, os.W_OK | os.X_OK) else "permission denied"
-    if problem is None:
-        try:
-            with tempfile.TemporaryFile(dir=folder):
-                pass
-        except OSError as exc:
-            problem = exc.strerror or type(exc).__name__
-    if problem is not None:
+    try:  # the file system answers for itself (os.access's bits pass root in /proc or on a read-only mount)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
         raise PackageError(f"cannot write the package to {path!r}: the folder {folder!r} is not writable "
-                           f"({problem}); choose another path, or change the folder's permissions")
+                           f"({exc.strerror or type(exc).__name__}); choose another path, or change the folder's "
+                           "permissions") from None
     return path
 
 
