@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import warnings
+import zipfile
 
 import click
 import torch
@@ -179,8 +180,6 @@ def _load_failure(exc: Exception) -> str:
 def _check_inputs_archive(path: str) -> None:
     """click.BadParameter when the inputs file is a zip (torch.save's format) whose entries would inflate
     past the limits packages are read with (``aotcuda.runtime.archive``, the same variables to raise them)."""
-    import zipfile
-
     from aotcuda.errors import PackageError
     from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction
 
@@ -210,8 +209,6 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
             warnings.simplefilter("ignore")
             saved = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # not a torch.save file, or one holding more than tensors and containers
-        import zipfile
-
         why = f"torch.load: {_load_failure(exc)}"
         if not zipfile.is_zipfile(path):  # torch.save's format is a zip archive
             why = f"it is not the zip archive torch.save writes; {why}"
