@@ -45,6 +45,7 @@ for v in $VARIANTS; do
   n=$(name_of "$v"); b=${v%%:*}; b=${b#b}
   [ -f "$work/$n.pt2" ] || { echo "$n: build failed: $(tail -2 "$OUT/build_$n.log")" | tee -a "$OUT/summary.txt"; continue; }
   grep -h "^built\|^pass " "$OUT/build_$n.log" | tee -a "$OUT/summary.txt"
+  python3 benchmarks/scripts/package_launches.py "$work/$n.pt2" | sed "s|$work/||" | tee -a "$OUT/summary.txt"
   timeout 120 python3 benchmarks/scripts/decode_profile.py --model "$MODEL" --batch "$b" --package "$work/$n.pt2" --top 25 --sequence "${SEQUENCE:-0}" ${EXTRA:-} \
     > "$OUT/profile_$n.log" 2>&1; echo "profile $n rc=$?" >> "$OUT/summary.txt"
   timeout 200 python3 benchmarks/decode.py --batch "$b" --prebuilt "$KIND=$work/$n.pt2" --rows "$ROWS" ${EXTRA:-} \

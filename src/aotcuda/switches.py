@@ -96,6 +96,11 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_COMMON_SUBEXPRESSIONS", False, "CUDA lowering runs EliminateCommonSubexpressionsPass last: a pure "
            "computation written several times (a mask built in every layer) is computed once "
            "(passes/common_subexpressions.py); off: every copy kept", "at each lower() for CUDA"),
+    # Off until measured on the H200's decode step (docs/performance.md, "Programmatic dependent launch").
+    Switch("AOTCUDA_DEPENDENT_LAUNCH", False, "CUDA lowering compiles Inductor's Triton kernels for programmatic "
+           "dependent launch (Inductor's triton.enable_pdl; sm_90 and later) and the package launches them so: "
+           "a kernel's start overlaps the end of the kernel ahead (lowering/dependent_launch.py); off: each "
+           "kernel starts when the one ahead has ended", "at each lower() for CUDA"),
     # On by default: on the H200 (torch 2.11, benchmarks/fft.py --device cuda, 2026-12-03) the kernel form took
     # 0.45-0.87x cuFFT's time on the filter at n = 64, 128, 400, 1024, 2048 and 4096 and 0.55x on the Whisper
     # front end, 1.05x at n = 512, where the GEMM form took 0.98-1.92x (docs/performance.md).

@@ -21,6 +21,7 @@ def test_each_row_is_complete_and_points_at_real_code(fix):
 
 
 def _patch_targets():
+    from torch._inductor.codecache import AotCodeCompiler
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
     from torch._inductor.lowering import lowerings
 
@@ -30,7 +31,8 @@ def _patch_targets():
     repeat_interleave = torch.ops.aten.repeat_interleave.self_int
     return lambda: (CppWrapperCpu.__dict__["codegen_while_loop"], dict(lowerings), list(warnings.filters),
                     torch.backends.opt_einsum.enabled, dict(repeat_interleave.py_kernels),
-                    MinMaxBase.__dict__["_find_localzeros"], joint_graph.__dict__["remove_no_ops"])
+                    MinMaxBase.__dict__["_find_localzeros"], joint_graph.__dict__["remove_no_ops"],
+                    AotCodeCompiler.__dict__["compile"])
 
 
 @pytest.mark.parametrize("step", STEPS)

@@ -46,6 +46,7 @@ from torch.export import ExportedProgram
 from aotcuda.errors import MissingFallbackKernelsError, PackageError
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.decompositions import decomposition_table
+from aotcuda.lowering.dependent_launch import with_pdl_codegen
 from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
 from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
@@ -183,9 +184,9 @@ def lower(
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
         with step("compile"), torch_fixes.applied("compile"):
-            _compile(ep, building, package_inductor_configs(device, profile.inductor_configs, inductor_configs, ep),
-                     exported_ranges,
-                     exported_unchecked)
+            configs = with_pdl_codegen(device, package_inductor_configs(device, profile.inductor_configs,
+                                                                        inductor_configs, ep))
+            _compile(ep, building, configs, exported_ranges, exported_unchecked)
         with step("check"):
             missing, library = split_allowed(find_fallback_kernels(building, ep), profile.allowed_kernels)
             if missing and not allow_fallbacks:

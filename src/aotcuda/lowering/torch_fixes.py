@@ -103,6 +103,7 @@ from dataclasses import dataclass
 
 import torch
 
+from aotcuda.lowering.dependent_launch import host_launches_for_pdl
 from aotcuda.lowering.identity_arithmetic import identity_arithmetic_keeps_layout
 
 _CAPTURED_BUFFER_ARGS = (7, 8)
@@ -440,6 +441,12 @@ FIXES: tuple[TorchFix, ...] = (
              "raised AttributeError when the rule table loaded, so every ReplaceComplexWithRealPass failed", "2.14-2.15",
              "none found", "hasattr(torch.ops.aten, 'cholesky')", "the oldest supported torch lacks aten::cholesky",
              "aotcuda.passes.complex_to_real.rules.linalg_factors"),
+    TorchFix("AOTInductor launches Triton kernels compiled for programmatic dependent launch (triton.enable_pdl) "
+             "without the launch attribute, so they never overlap", "2.11-2.13",
+             "pytorch/pytorch#194079 (host-side PDL launches in AOTInductor)",
+             "the CUDA kernel driver's source has no cuLaunchKernelEx",
+             "the oldest supported torch launches PDL kernels itself", "aotcuda.lowering.dependent_launch",
+             ("compile",), host_launches_for_pdl),
     TorchFix("a CUDA package's .so binds libstdc++ facets privately and crashes in parse_device_str",
              "2.11 (cu130)", "none filed", "always (libstdc++ promoted to the global scope before dlopen)",
              "AOTInductor stops exporting libstdc++ internals", "aotcuda.runtime.libloader"),
