@@ -343,9 +343,18 @@ def test_lower_says_when_only_torchs_loader_can_run_the_package(runner, tmp_path
     assert inductor_log.filter(shim_note), "and shown again afterwards"
 
 
+def _demo_folders() -> set[str]:
+    import tempfile
+
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("aotcuda-demo-")}
+
+
 def test_demo_on_cpu_end_to_end(runner):
+    folders = _demo_folders()
     result = runner.invoke(main, ["demo", "--device", "cpu", "--calls", "5", "--seq", "16"])
     assert result.exit_code == 0, result.output
+    assert _demo_folders() <= folders, "the demo's temporary package is removed (7 MB a run otherwise)"
+    assert "package kept" not in result.output
     output = result.output
     assert "relative error vs eager" in output
     assert "fallback kernels" in output and "│ fallback kernels" in output
@@ -358,11 +367,15 @@ def test_demo_on_cpu_end_to_end(runner):
     assert "load average (1 min) at timing" in output and "cores" in output
 
 
-def test_demo_in_float64_is_held_to_its_float32_math(runner):
+def test_demo_in_float64_is_held_to_its_float32_math(runner, tmp_path):
     """The block computes its norms and RoPE in float32 whatever its dtype: a float64 demo differs from
     eager by float32 roundings (~1e-7), which a float64 bound of 1e-10 refused (a new user's report)."""
-    result = runner.invoke(main, ["demo", "--device", "cpu", "--dtype", "float64", "--calls", "3", "--seq", "64"])
+    result = runner.invoke(main, ["demo", "--device", "cpu", "--dtype", "float64", "--calls", "3", "--seq", "64",
+                                  "-o", str(tmp_path / "kept" / "demo.pt2")])
     assert result.exit_code == 0, result.output
+    # -o keeps the package, and says where
+    assert (tmp_path / "kept" / "demo.pt2").is_file()
+    assert f"package kept: {tmp_path / 'kept' / 'demo.pt2'}" in result.output.splitlines()
     error_row = next(line for line in result.output.splitlines() if "relative error vs eager" in line)
     assert "(≤ 1e-05)" in error_row
 

@@ -1,7 +1,7 @@
 """The ``aotcuda`` command (also ``python -m aotcuda``): demo, lower, run, inspect, serve.
 
     aotcuda demo [--device auto|cpu|cuda[:N]] [--dtype bfloat16|float16|float32|float64] [--batch 2] [--seq 64]
-                 [--calls 50]
+                 [--calls 50] [-o demo.pt2]
     aotcuda lower MODULE:FACTORY -o model.pt2 [--device auto|cpu|cuda[:N]] [--dynamic NAME:DIM:MIN:MAX[:SYMBOL[*N]] ...]
                   [--save-inputs inputs.pt] [--allow-fallbacks]
     aotcuda run model.pt2 --inputs inputs.pt [--device] [--cuda-graphs] [--save-outputs outputs.pt]
@@ -214,15 +214,24 @@ class TargetDevice(click.ParamType):
 @click.option("--seq", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--calls", type=click.IntRange(min=1), default=50, show_default=True,
               help="calls per latency median.")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
+              help="keep the package here (for `aotcuda inspect` or `run`); default: a temporary folder, removed "
+                   "at the end.")
 @_clean_errors
-def demo(device, dtype, batch, seq, calls):
+def demo(device, dtype, batch, seq, calls, output):
     """Lower the built-in attention block (complex RoPE), run it, compare with eager."""
     from aotcuda.demo import run_demo
+    from aotcuda.lowering.pipeline import checked_package_path
 
+    if output is not None:
+        output = checked_package_path(output)  # a bad -o is said before the minute of lowering
     status_console.print(f"Lowering the attention block for {device} ...")
     with _StepProgress(transient=True) as progress:
-        result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, progress=progress)
+        result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, package_path=output,
+                          progress=progress)
     console.print(_demo_table(result))
+    if output is not None:  # after the table, unwrapped: a path is copied from here
+        console.print(f"package kept: {result.lowered.package_path}", highlight=False, markup=False, soft_wrap=True)
     if result.machine_busy:
         status_console.print(f"warning: the machine is busy (load average {result.load_average:.2f} on "
                              f"{result.cores} cores): the latencies and the speed-up measure the contention, "
@@ -240,7 +249,8 @@ def _demo_table(result) -> Table:
     table.add_row("input shape", " × ".join(map(str, result.input_shape)))
     table.add_row("relative error vs eager", f"{result.relative_error:.2e} (≤ {result.tolerance:.0e})")
     table.add_row("fallback kernels", str(len(result.lowered.fallback_kernels)))
-    table.add_row("library kernels", ", ".join(k.op for k in result.lowered.library_kernels) or "none")
+    # one a line: the CPU's attention kernel alone is 43 characters, and a comma list wraps mid-name at 80 columns
+    table.add_row("library kernels", "\n".join(k.op for k in result.lowered.library_kernels) or "none")
     for step, seconds in result.lowered.step_times.items():
         table.add_row(f"lowering: {step}", f"{seconds:.2f} s")
     table.add_row("latency per call, aotcuda", _microseconds(result.latency_s))

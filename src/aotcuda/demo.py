@@ -5,6 +5,7 @@ Used by ``aotcuda demo``; returns numbers, prints nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import tempfile
@@ -85,25 +86,31 @@ def median_latency(fn, x: torch.Tensor, calls: int, warmup: int = 3) -> float:
 
 def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int = 2, seq: int = 64,
              calls: int = 50, package_path: str | None = None, progress=None) -> DemoResult:
-    """Lower, load, compare and time the attention block. dtype default: bfloat16 on CUDA, float32 on CPU."""
+    """Lower, load, compare and time the attention block. dtype default: bfloat16 on CUDA, float32 on CPU.
+    package_path: where the package is written and kept; default: a temporary folder, removed before this
+    returns (the result's ``lowered.package_path`` then names a file that is gone)."""
     device = str(target_device(device))  # "auto": CUDA when torch sees a GPU, else the CPU
     on_cuda = torch.device(device).type == "cuda"  # "cuda" or "cuda:N"
     dtype = dtype or (torch.bfloat16 if on_cuda else torch.float32)
     model, (x,) = attention_block(device=device, dtype=dtype, batch=batch, seq=seq)
-    package_path = package_path or os.path.join(tempfile.mkdtemp(prefix="aotcuda-demo-"), "attention_block.pt2")
-    lowered = lower(model, (x,), device=device, package_path=package_path, progress=progress)
-    program = lowered.load()
-    fresh = torch.randn_like(x)
-    # Read before the timing loops, whose threads would count themselves; the compile that ran before
-    # adds at most its one thread's share to the 1-minute average.
-    load_average, cores = machine_load()
-    with torch.no_grad():
-        expected = model(fresh)
-        error = relative_error(program(fresh), expected)
-        eager = median_latency(model, fresh, calls)
-    latency = median_latency(program, fresh, calls)
-    graphs_latency = None
-    if on_cuda:  # warm-up calls and the capture happen inside median_latency's warm-up
-        graphs_latency = median_latency(lowered.load(cuda_graphs=True), fresh, calls, warmup=5)
+    with contextlib.ExitStack() as cleanup:
+        if package_path is None:  # a demo run leaves nothing behind unless asked (7 MB a run)
+            folder = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="aotcuda-demo-"))
+            package_path = os.path.join(folder, "attention_block.pt2")
+        lowered = lower(model, (x,), device=device, package_path=package_path, progress=progress)
+        program = cleanup.enter_context(lowered.load())
+        fresh = torch.randn_like(x)
+        # Read before the timing loops, whose threads would count themselves; the compile that ran before
+        # adds at most its one thread's share to the 1-minute average.
+        load_average, cores = machine_load()
+        with torch.no_grad():
+            expected = model(fresh)
+            error = relative_error(program(fresh), expected)
+            eager = median_latency(model, fresh, calls)
+        latency = median_latency(program, fresh, calls)
+        graphs_latency = None
+        if on_cuda:  # warm-up calls and the capture happen inside median_latency's warm-up
+            graphs = cleanup.enter_context(lowered.load(cuda_graphs=True))
+            graphs_latency = median_latency(graphs, fresh, calls, warmup=5)
     return DemoResult(lowered, device, dtype, tuple(x.shape), error, tolerance(dtype), latency, eager,
                       graphs_latency, load_average, cores)

@@ -112,9 +112,12 @@ class ComplexLogcumsumexp(torch.nn.Module):
         return torch.view_as_real(running * z).flatten(-2)
 
 
-def test_unrewritable_complex_program_raises_with_source_lines(tmp_path):
+def test_unrewritable_complex_program_raises_with_source_lines(tmp_path, caplog, recwarn):
     with pytest.raises(aotcuda.MissingFallbackKernelsError) as caught:
         aotcuda.lower(ComplexLogcumsumexp(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
+    # the refusal is said once, in the error: not also as the pass's log line, nor Inductor's note on complex ops
+    assert "left the program unchanged" not in caplog.text
+    assert not [w for w in recwarn if "code generation for complex" in str(w.message)]
     # the failed build is gone (it would look like a good one), and the error says no package was written
     assert not (tmp_path / "c.pt2").exists() and list(tmp_path.iterdir()) == []
     assert caught.value.__notes__ == [f"No package was written to {tmp_path / 'c.pt2'}."]
@@ -140,10 +143,13 @@ def test_unrewritable_complex_program_raises_with_source_lines(tmp_path):
     assert "complex math is rewritten by ReplaceComplexWithRealPass" not in message  # it did not run
 
 
-def test_allow_fallbacks_returns_them_and_the_package_runs(tmp_path):
+def test_allow_fallbacks_returns_them_and_the_package_runs(tmp_path, caplog):
     x = torch.randn(4, 8)
     lowered = aotcuda.lower(ComplexLogcumsumexp(), (x,), device="cpu", package_path=tmp_path / "c.pt2",
                             allow_fallbacks=True)
+    # with no error to carry it, the pass's refusal is logged once, as the pass wrote it
+    assert caplog.text.count("ReplaceComplexWithRealPass left the program unchanged: cannot rewrite "
+                             "aten.logcumsumexp.default") == 1
     assert "aoti_torch_cpu_logcumsumexp" in {k.name for k in lowered.fallback_kernels}
     assert complex_value_nodes(lowered.exported_program), "the program was left complex"
     fresh = torch.randn(4, 8)

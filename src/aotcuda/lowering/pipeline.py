@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import os
 import shutil
 import tempfile
@@ -37,6 +38,7 @@ import time
 import uuid
 import warnings
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any, Callable, NamedTuple
 
 import torch
@@ -173,6 +175,13 @@ def lower(
     step = _step_timer(times, progress)
     with step("to device"):
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
+    with _refusal_said_once():
+        return _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, allow_fallbacks,
+                                inductor_configs, profile, step, times)
+
+
+def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, allow_fallbacks, inductor_configs,
+                     profile, step, times) -> LoweredProgram:
     ep, pass_results, untraced, exported_ranges, exported_unchecked = before_compile(
         model, args, kwargs, dynamic_shapes, lambda: passes() + [make() for make in profile.enabled_passes()], step)
     refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)
@@ -382,6 +391,35 @@ def checked_package_path(package_path: str | os.PathLike) -> str:
     return path
 
 
+@contextlib.contextmanager
+def _refusal_said_once() -> Iterator[None]:
+    """lower()'s block, with ReplaceComplexWithRealPass's refusal line (its warning on the "aotcuda" logger)
+    held back until the end: a MissingFallbackKernelsError that carries the refusal says it in its own
+    message, so the line is then dropped; on success (fallback kernels allowed) and on any other error it
+    is logged as the pass wrote it, after the step lines instead of between them."""
+    held: list[logging.LogRecord] = []
+
+    def hold(record: logging.LogRecord) -> bool:
+        if getattr(record, "aotcuda_refusal", None) is None:
+            return True
+        held.append(record)
+        return False
+
+    logger = logging.getLogger("aotcuda")
+    logger.addFilter(hold)
+    said_by_error = False
+    try:
+        yield
+    except MissingFallbackKernelsError as error:
+        said_by_error = error.refusal is not None
+        raise
+    finally:
+        logger.removeFilter(hold)
+        if not said_by_error:
+            for record in held:
+                logger.handle(record)
+
+
 def _package_path(package_path, model: torch.nn.Module) -> tuple[str, str | None]:
     """(where the package goes, the temporary folder made for it when package_path is None)."""
     if package_path is not None:
@@ -456,7 +494,10 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any], more_index
              more_unchecked: dict | None = None) -> None:
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
-    with torch.no_grad():  # torch-version fixes: entered around the step (torch_fixes.applied("compile"))
+    with torch.no_grad(), warnings.catch_warnings():  # torch-version fixes: torch_fixes.applied("compile")
+        # Inductor's generic note on complex ops ("Performance may be worse than eager") adds nothing to what
+        # lower() says of each fallback kernel, with its source line (the error, or fallback_kernels).
+        warnings.filterwarnings("ignore", message="Torchinductor does not support code generation for complex")
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
     write_signature(path, signature_from_exported_program(ep, more_index_ranges=more_index_ranges,
                                                           more_unchecked=more_unchecked))

@@ -115,7 +115,7 @@ class ReplaceComplexWithRealPass:
             self.result = PassResult(type(self).__name__, refusal=decision)
             if self.strict:
                 raise UnsupportedComplexOpError(decision.op, decision.node, decision.source, decision.reason)
-            logger.warning(decision.log_line())
+            logger.warning(decision.log_line(), extra={"aotcuda_refusal": decision})  # lower() holds it back
         return ep
 
 
