@@ -1,7 +1,7 @@
 """The ``aotcuda`` command (also ``python -m aotcuda``): demo, lower, run, inspect, serve.
 
     aotcuda demo [--device auto|cpu|cuda[:N]] [--dtype bfloat16|float16|float32|float64] [--batch 2] [--seq 64]
-                 [--calls 50] [-o demo.pt2]
+                 [--calls 50] [--output demo.pt2]
     aotcuda lower MODULE:FACTORY -o model.pt2 [--device auto|cpu|cuda[:N]] [--dynamic NAME:DIM:MIN:MAX[:SYMBOL[*N]] ...]
                   [--save-inputs inputs.pt] [--allow-fallbacks]
     aotcuda run model.pt2 --inputs inputs.pt [--device] [--cuda-graphs] [--save-outputs outputs.pt]
