@@ -214,7 +214,7 @@ class TargetDevice(click.ParamType):
 @click.option("--seq", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--calls", type=click.IntRange(min=1), default=50, show_default=True,
               help="calls per latency median.")
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None,
               help="keep the package here (for `aotcuda inspect` or `run`); default: a temporary folder, removed "
                    "at the end.")
 @_clean_errors
