@@ -29,6 +29,10 @@ void call_user_kernel(const CUdeviceptr& in_ptr0, cudaStream_t stream_) {
     void* kernel_args_[] = {&var_1};
     launchKernel(kernels_.user_kernel, grid_0, grid_1, grid_2, 4, 0, kernel_args_, stream_);
 }
+void call_triton_poi_fused_1(const CUdeviceptr& in_ptr0, cudaStream_t stream_) {
+    void* kernel_args_[] = {&var_2};
+    launchKernel(kernels_.triton_poi_fused_1, grid_0, grid_1, grid_2, 4, 0, kernel_args_, stream_, true);
+}
 """
 
 
@@ -39,6 +43,8 @@ def test_only_launches_of_marked_kernels_become_dependent_launches():
     assert count == 1
     assert "launchKernelPdl(kernels_.triton_red_fused_0, grid_0" in code
     assert "launchKernel(kernels_.user_kernel, grid_0" in code
+    # a launch with other arguments than the helper's eight (a later torch's own flag) is not touched
+    assert "launchKernel(kernels_.triton_poi_fused_1, grid_0" in code
     assert code.count("static inline void launchKernelPdl(") == 1
     assert code.index("static inline void launchKernelPdl(") < code.index("call_triton_red_fused_0")
     assert "CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION" in code

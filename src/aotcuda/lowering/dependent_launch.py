@@ -57,8 +57,10 @@ log = logging.getLogger(__name__)
 _LAUNCH_DEFINITION = re.compile(
     r"static inline void launchKernel\(\s*CUfunction func,\s*uint32_t gridX,\s*uint32_t gridY,\s*uint32_t gridZ,"
     r"\s*uint32_t numWarps,\s*uint32_t sharedMemBytes,\s*void\* args\[\],\s*cudaStream_t stream\)")
-# A launch in a kernel's call function: launchKernel(kernels_.NAME, grid_0, ...) (AOT mode) or launchKernel(NAME, ...).
-_LAUNCH_CALL = re.compile(r"\blaunchKernel\((\s*(?:kernels_\.)?(\w+)\s*,)")
+# A launch in a kernel's call function, launchKernel(kernels_.NAME, grid_0, grid_1, grid_2, warps, shared, args,
+# stream) (AOT mode; NAME alone in JIT mode): rewritten only with the definition's eight plain arguments, so that
+# a torch whose calls pass more (a launch flag of its own) is left as it is.
+_LAUNCH_CALL = re.compile(r"\blaunchKernel\((\s*(?:kernels_\.)?(\w+)\s*,(?:[^,();]*,){6}[^,();]*\);)")
 
 _PDL_LAUNCH_HELPER = """\
 // aotcuda (lowering/dependent_launch.py): a kernel Inductor compiled with launch_pdl, launched as a
