@@ -37,8 +37,8 @@ import tempfile
 import time
 import uuid
 import warnings
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 import torch
@@ -182,6 +182,7 @@ def lower(
 
 def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, allow_fallbacks, inductor_configs,
                      profile, step, times) -> LoweredProgram:
+    """lower()'s steps from export on, on a model and inputs already on ``device``."""
     ep, pass_results, untraced, exported_ranges, exported_unchecked = before_compile(
         model, args, kwargs, dynamic_shapes, lambda: passes() + [make() for make in profile.enabled_passes()], step)
     refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)
