@@ -18,7 +18,7 @@ wait), and mark the kernel ``launch_pdl`` in its ``triton_meta``; Triton's Pytho
 with the attribute, so torch.compile gets the overlap. Templates and user-defined Triton kernels are never
 marked.
 
-What AOTInductor lacks (torch 2.11 to 2.13; pytorch/pytorch#194079 adds it later). The C++ wrapper launches
+What AOTInductor lacks (torch 2.11 to 2.14; pytorch/pytorch#194079 adds it in 2.15, where this is a no-op). The C++ wrapper launches
 every kernel with ``cuLaunchKernel`` (``launchKernel`` in the wrapper's kernel driver,
 torch/_inductor/codegen/cuda/device_op_overrides.py), without the attribute: the instructions are compiled in
 and do nothing (``griddepcontrol`` is a no-op for a kernel not launched as dependent). ``host_launches_for_pdl``
@@ -52,7 +52,7 @@ from aotcuda.switches import flag
 
 log = logging.getLogger(__name__)
 
-# The kernel driver's launch helper, as Inductor writes it (torch 2.11-2.13): its parameter list is what the
+# The kernel driver's launch helper, as Inductor writes it (torch 2.11-2.14): its parameter list is what the
 # rewritten calls pass on unchanged, so the rewrite requires exactly these parameters.
 _LAUNCH_DEFINITION = re.compile(
     r"static inline void launchKernel\(\s*CUfunction func,\s*uint32_t gridX,\s*uint32_t gridY,\s*uint32_t gridZ,"

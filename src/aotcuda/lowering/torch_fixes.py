@@ -442,8 +442,8 @@ FIXES: tuple[TorchFix, ...] = (
              "none found", "hasattr(torch.ops.aten, 'cholesky')", "the oldest supported torch lacks aten::cholesky",
              "aotcuda.passes.complex_to_real.rules.linalg_factors"),
     TorchFix("AOTInductor launches Triton kernels compiled for programmatic dependent launch (triton.enable_pdl) "
-             "without the launch attribute, so they never overlap", "2.11-2.13",
-             "pytorch/pytorch#194079 (host-side PDL launches in AOTInductor)",
+             "without the launch attribute, so they never overlap", "2.11-2.14",
+             "pytorch/pytorch#194079 (host-side PDL launches in AOTInductor; in 2.15)",
              "the CUDA kernel driver's source has no cuLaunchKernelEx",
              "the oldest supported torch launches PDL kernels itself", "aotcuda.lowering.dependent_launch",
              ("compile",), host_launches_for_pdl),
