@@ -118,6 +118,34 @@ def test_in_process_the_error_names_input_range_and_value(embed_norm_pt2):
     assert program.input_specs[0].name == "ids"
 
 
+def test_the_call_runs_on_the_values_it_checked(embed_norm_pt2, monkeypatch):
+    """The caller's ids may change between the check and the generated code's read (another thread, or
+    another process writing shared memory): an id checked in range then read out of range aborted the
+    process. The call runs on the copy it checked: here the caller's ids change right after the check, to
+    other valid ids, and the result is that of the ids checked."""
+    from aotcuda.runtime.index_ranges import IndexRangeChecks
+
+    ids = torch.full((2, 8), 3)
+    check = IndexRangeChecks.check
+
+    def check_then_rewritten(self, tensors, bindings):
+        check(self, tensors, bindings)
+        ids.fill_(7)  # a writer elsewhere
+
+    monkeypatch.setattr(IndexRangeChecks, "check", check_then_rewritten)
+    with aotcuda.load(embed_norm_pt2) as program:
+        torch.testing.assert_close(program(ids), embed_norm()(torch.full((2, 8), 3)), rtol=1e-5, atol=1e-6)
+    assert bool((ids == 7).all())
+
+
+def test_a_refusal_whose_value_is_gone_from_memory_still_reads_clearly():
+    from aotcuda.runtime.index_ranges import IndexRangeChecks
+
+    checks = IndexRangeChecks({}, {0: "input 'ids' (#0)"}, torch.device("cpu"))
+    with pytest.raises(InputError, match=r"input 'ids' \(#0\) holds 500, outside \[0, 127\]"):
+        checks._refuse(torch.zeros(4, dtype=torch.long), 0, 500, 0, 127, "aten::embedding")
+
+
 def test_the_switch_turns_the_check_off(embed_norm_pt2):
     """AOTCUDA_CHECK_INDEX_RANGES=0 (or load(check_index_ranges=False)): no check, the generated code's own
     assert is met (in a child: it ends the process there, which is what the check prevents)."""

@@ -122,6 +122,20 @@ class IndexRangeChecks:
             labels[index] = f"input {spec.get('name', index)!r} (#{index})"
         return cls(ranges, labels, device) if ranges else None
 
+    def checked_copies(self, tensors: list, bindings: dict[str, int]) -> list:
+        """``tensors`` with each input that has index ranges replaced by a copy of it, checked (``check``):
+        the call must run on the values checked. The caller's memory may change between the check and the
+        generated code's read (another thread, another process writing shared memory): an index checked in
+        range and then read out of range ends the process (measured: an id rewritten in shared memory got
+        past the check and aborted it). The copies cost one read of the index inputs (ids, positions),
+        which the check reads anyway; a copy of an input the program writes is copied back after the call
+        (``checks.write_back``), as the exported-layout copies are."""
+        copies = list(tensors)
+        for index in self._indices:
+            copies[index] = tensors[index].clone(memory_format=torch.preserve_format)
+        self.check(copies, bindings)
+        return copies
+
     def check(self, tensors: list, bindings: dict[str, int]) -> None:
         """Raise InputError, before the call, when an input holds a value outside a range it must keep."""
         if self._on_cuda:
@@ -159,7 +173,8 @@ class IndexRangeChecks:
             self._refuse(tensor, index, high, lowest[0], highest[0], highest[1].reason)
 
     def _refuse(self, tensor, index: int, value: int, lowest, highest, reason: str):
-        where = tuple((tensor == value).nonzero()[0].tolist())
+        hits = (tensor == value).nonzero()  # empty only where the memory changed since the check read it
+        where = tuple(hits[0].tolist()) if len(hits) else ()
         at = f" at {where}" if where else ""
         shown = f"[{'-inf' if lowest is None else lowest}, {'inf' if highest is None else highest}]"
         raise InputError(f"{self._labels[index]} holds {value}{at}, outside {shown}, the values it may hold as "

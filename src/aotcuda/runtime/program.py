@@ -352,8 +352,8 @@ class Program:
                     check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
             if self._grad_warning_due and torch.is_grad_enabled():
                 self._warn_if_inputs_require_grad(originals)
-            if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too)
-                self._index_checks.check(prepared, bindings)
+            if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too),
+                prepared = self._index_checks.checked_copies(prepared, bindings)  # on a copy the call then reads
             if self._boundary is not None:
                 prepared_pairs = self._boundary.inputs_as_pairs(prepared)
             else:
