@@ -233,6 +233,30 @@ def test_the_folders_of_a_process_that_died_are_removed_by_the_next_load(twice_p
     assert sorted(os.listdir(temp)) == ["aotcuda-not-ours"], os.listdir(temp)
 
 
+def test_the_sweep_opens_only_a_lock_file_of_ours_and_never_blocks(tmp_path):
+    """A leftover package folder names its owner's lock; once a temp cleaner removed that root, anyone could
+    make a folder of the name with a FIFO named owner.lock there, and the sweep's open blocked every later
+    load of this user for good. Now only a regular file of this user in a private folder of this user counts
+    (opened without blocking): such a leftover is left alone, and the sweep returns at once."""
+    from aotcuda.runtime.libraries import OWNER_FILE, OWNER_LOCK, ROOT_PREFIX, sweep_dead_folders
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    leftover = temp / "aotcuda-leftover"
+    leftover.mkdir(mode=0o700)
+    root = temp / f"{ROOT_PREFIX}gone"
+    (leftover / OWNER_FILE).write_text(str(root / OWNER_LOCK))
+    root.mkdir()
+    os.chmod(root, 0o777)  # re-made by someone else: writable by all
+    os.mkfifo(root / OWNER_LOCK)
+    sweep = "import sys; from aotcuda.runtime.libraries import sweep_dead_folders as s; print(s(sys.argv[1]))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", sweep, str(temp)], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-2000:]
+    os.chmod(root, 0o700)  # a private folder of ours, but the lock is a FIFO, not a file: still not opened
+    assert sweep_dead_folders(str(temp)) == [] and leftover.exists()
+
+
 class SinCos(torch.nn.Module):
     def forward(self, x):
         return (x * 2).sin() + x.cos()

@@ -199,12 +199,19 @@ def sweep_dead_folders(temp_dir: str) -> list[str]:
 
 
 def _owner_gone(lock: str) -> bool:
-    """Whether the owner lock file exists and no process holds it."""
+    """Whether the owner lock file exists and no process holds it. Only a regular file of this user in a
+    private folder of this user counts: a folder re-made at a removed root's path by someone else, with a FIFO
+    named like the lock, made every later load of this user block in ``open`` (hence O_NONBLOCK too)."""
+    if not _is_private_folder(os.path.dirname(lock)):
+        return False
     try:
-        descriptor = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+        descriptor = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return False
     try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return False
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True
     except OSError:
