@@ -561,3 +561,25 @@ def test_an_inputs_file_that_inflates_a_thousandfold_is_refused_before_it_is_rea
         load_inputs(str(tmp_path / "bomb.pt"))
     torch.save({"args": (torch.ones(3),)}, tmp_path / "small.pt")  # a file torch.save wrote is read as before
     assert torch.equal(load_inputs(str(tmp_path / "small.pt"))[0][0], torch.ones(3))
+
+
+def test_save_paths_are_checked_before_any_work_and_their_folders_made(demo, runner, tmp_path):
+    """--save-inputs/--save-outputs into a folder that did not exist failed after the whole compile (or run),
+    and either would replace any file there (`--save-inputs model.py`). Now each is checked before the work,
+    as -o is, and its folders are made when it is written."""
+    (tmp_path / "model.py").write_text("source")
+    result = runner.invoke(main, ["lower", "no_such_module:make", "-o", str(tmp_path / "m.pt2"),
+                                  "--save-inputs", str(tmp_path / "model.py")])
+    assert result.exit_code == 2 and "--save-inputs" in result.output, result.output
+    assert "a file that is not a torch.save file is there" in result.output
+    assert (tmp_path / "model.py").read_text() == "source" and not (tmp_path / "m.pt2").exists()
+    lowered, _, x = demo
+    torch.save({"args": (torch.randn(2, 16, x.shape[-1]),)}, tmp_path / "inputs.pt")
+    saved = tmp_path / "new" / "folder" / "outputs.pt"
+    result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "inputs.pt"),
+                                  "--save-outputs", str(saved)])
+    assert result.exit_code == 0, result.output
+    assert isinstance(torch.load(saved), torch.Tensor)
+    result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "inputs.pt"),
+                                  "--save-outputs", str(saved)])  # an earlier save is replaced
+    assert result.exit_code == 0, result.output

@@ -35,7 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, load_inputs, model_and_inputs
-from aotcuda.errors import AotcudaError, InputError
+from aotcuda.errors import AotcudaError, InputError, PackageError
 from aotcuda.runtime.specs import under_dim_names
 
 console = Console()
@@ -298,6 +298,8 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     from aotcuda.lowering.pipeline import checked_package_path
 
     checked_package_path(output)  # a bad -o is said before the model is even imported
+    if save_inputs:
+        save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the example inputs")
     model, args, kwargs = model_and_inputs(call_factory(factory))
     dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
     with _StepProgress() as progress, warnings.catch_warnings(), _without_inductor_shim_notes():
@@ -305,7 +307,7 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
         lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=device,
                         package_path=output, allow_fallbacks=allow_fallbacks, progress=progress)
     if save_inputs:
-        torch.save({"args": args, "kwargs": kwargs}, save_inputs)
+        _saved({"args": args, "kwargs": kwargs}, save_inputs)
     console.print(f"wrote {lowered.package_path} ({lowered.device}; "
                   f"{len(lowered.fallback_kernels)} fallback kernels, {len(lowered.library_kernels)} library kernels)",
                   highlight=False, markup=False, soft_wrap=True)
@@ -352,6 +354,8 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
     """Run PACKAGE on saved inputs; print each output's shape and dtype."""
     from aotcuda.runtime.program import load
 
+    if save_outputs:
+        save_outputs = _checked_save_path(save_outputs, "--save-outputs", "the outputs")
     args, kwargs = load_inputs(inputs_path)
     with load(package, device=device, cuda_graphs=cuda_graphs) as program:
         args, kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.to(program.device), (args, kwargs))
@@ -372,8 +376,25 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
                           str(tensor.device))
     console.print(table)
     if save_outputs:
-        torch.save(_plain(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs)), save_outputs)
+        _saved(_plain(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs)), save_outputs)
         status_console.print(f"wrote {save_outputs}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _checked_save_path(path: str, option: str, what: str) -> str:
+    """A file ``option`` saves ``what`` to (torch.save), checked before any work, as -o is: a folder that takes
+    it, and no file there but an earlier torch.save file (``--save-inputs model.py`` would replace the model's
+    source). Its missing folders are made when it is written."""
+    from aotcuda.lowering.pipeline import checked_output_path, is_torch_save_file
+
+    try:
+        return checked_output_path(path, what, is_torch_save_file, "a torch.save file", "saved.pt")
+    except PackageError as error:
+        raise click.BadParameter(str(error), param_hint=option) from None
+
+
+def _saved(value, path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)  # as -o: the folders of the path are made
+    torch.save(value, path)
 
 
 def _output_labels(spec) -> list[str]:
@@ -415,7 +436,6 @@ def inspect(package):
     device = metadata.get("AOTI_DEVICE_KEY", "")
     console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False)
     if signature:
-        from aotcuda.errors import PackageError
         from aotcuda.runtime.complex_adapter import split_signature
 
         try:  # what load would refuse is shown as it is, after a warning that says why

@@ -223,9 +223,14 @@ def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
     (tmp_path / "mymodel.py").write_text("")
     (tmp_path / "adir.pt2").mkdir()
     model, x = torch.nn.Linear(2, 2), torch.randn(1, 2)
+    not_a_package = "a file that is not an AOTInductor package is there, and writing would replace it"
+    with zipfile.ZipFile(tmp_path / "data.zip", "w") as archive:  # a zip, but no package
+        archive.writestr("data/archive_formats.txt", "x")
     for path, says in ((tmp_path / "mymodel.py" / "x.pt2", "mymodel.py' is a file, not a folder"),
                        (tmp_path / "mymodel.py" / "deeper" / "x.pt2", "mymodel.py' is a file, not a folder"),
-                       (tmp_path / "adir.pt2", "it is a directory; give the .pt2 file to write")):
+                       (tmp_path / "adir.pt2", "it is a directory; give the .pt2 file to write"),
+                       (tmp_path / "mymodel.py", not_a_package),  # `lower m.py:make -o m.py` kept the source
+                       (tmp_path / "data.zip", not_a_package)):
         with pytest.raises(PackageError, match=re.escape(says)):
             aotcuda.lower(model, (x,), device="cpu", package_path=path)
         with pytest.raises(PackageError, match=re.escape(says)):  # before the model and inputs are even looked at
@@ -233,7 +238,8 @@ def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
     # folders that do not exist yet are fine: they are created when the package is written, not by the check
     deep = tmp_path / "new" / "folders" / "x.pt2"
     assert checked_package_path(deep) == str(deep) and not (tmp_path / "new").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir.pt2", "mymodel.py"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir.pt2", "data.zip", "mymodel.py"]
+    assert (tmp_path / "mymodel.py").read_text() == ""
     # a folder whose permission bits let root write but which takes no file (/proc): tried, not assumed
     if os.path.isdir("/proc") and os.access("/proc", os.W_OK):
         with pytest.raises(PackageError, match=r"the folder '/proc' is not writable \(.+\); choose another path"):

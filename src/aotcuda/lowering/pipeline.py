@@ -37,6 +37,7 @@ import tempfile
 import time
 import uuid
 import warnings
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
@@ -369,27 +370,63 @@ def checked_package_path(package_path: str | os.PathLike) -> str:
     and removed: permission bits alone do not say it, e.g. for root in /proc or on a read-only mount). The
     folders it names that do not exist yet are created when the package is written (as ``mkdir -p``).
 
-    Raises PackageError when the path is a directory, when a folder on the way to it is a file, or when the
-    folder that would hold it (the nearest one that exists) is not writable.
+    Raises PackageError when the path is a directory, when a folder on the way to it is a file, when the
+    folder that would hold it (the nearest one that exists) is not writable, or when a file that is not an
+    AOTInductor package is there (an earlier package is replaced; ``aotcuda lower m.py:make -o m.py`` would
+    have replaced the model's source).
     """
-    path = os.path.abspath(os.fspath(package_path))
+    return checked_output_path(package_path, "the package", _is_package_file, "an AOTInductor package", "model.pt2")
+
+
+def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callable[[str], bool], kind: str,
+                        example: str) -> str:
+    """``path`` as an absolute path, once it is known that ``what`` (e.g. "the package") can be written there
+    without losing anything: not a directory, no file on the way to it, a writable folder (tried with a
+    temporary file), and no file there unless ``replaceable(path)`` says it is ``kind`` (an earlier output of
+    the same sort). ``example``: a file name to suggest inside a directory given instead. Raises PackageError
+    naming the problem and the fix."""
+    path = os.path.abspath(os.fspath(path))
     if os.path.isdir(path):
-        raise PackageError(f"cannot write the package to {path!r}: it is a directory; give the .pt2 file to "
-                           f"write, e.g. {os.path.join(path, 'model.pt2')!r}")
+        raise PackageError(f"cannot write {what} to {path!r}: it is a directory; give the "
+                           f"{os.path.splitext(example)[1]} file to write, e.g. {os.path.join(path, example)!r}")
+    if os.path.lexists(path) and not replaceable(path):
+        raise PackageError(f"will not write {what} to {path!r}: a file that is not {kind} is there, and writing "
+                           "would replace it; choose another path, or remove that file first")
     folder = os.path.dirname(path)
     while not os.path.exists(folder):  # the nearest part of the path that exists
         folder = os.path.dirname(folder)
     if not os.path.isdir(folder):
-        raise PackageError(f"cannot write the package to {path!r}: {folder!r} is a file, not a folder; "
+        raise PackageError(f"cannot write {what} to {path!r}: {folder!r} is a file, not a folder; "
                            "choose another path")
     try:  # the file system answers for itself (os.access's bits pass root in /proc or on a read-only mount)
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise PackageError(f"cannot write the package to {path!r}: the folder {folder!r} is not writable "
+        raise PackageError(f"cannot write {what} to {path!r}: the folder {folder!r} is not writable "
                            f"({exc.strerror or type(exc).__name__}); choose another path, or change the folder's "
                            "permissions") from None
     return path
+
+
+def _is_package_file(path: str) -> bool:
+    """Whether ``path`` is a regular file holding an AOTInductor package (a zip with an ``archive_format``
+    entry, as torch.export's package writer makes it), so that writing a new package there loses nothing."""
+    return _zip_has_entry(path, "archive_format")
+
+
+def is_torch_save_file(path: str) -> bool:
+    """Whether ``path`` is a regular file that torch.save wrote (a zip with a ``data.pkl`` entry)."""
+    return _zip_has_entry(path, "data.pkl")
+
+
+def _zip_has_entry(path: str, basename: str) -> bool:
+    if not os.path.isfile(path) or os.path.islink(path):
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return any(name.rsplit("/", 1)[-1] == basename for name in archive.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
 
 
 @contextlib.contextmanager
