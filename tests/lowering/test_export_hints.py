@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -100,3 +102,28 @@ def test_the_specialization_watch_is_undone_after_export():
         with export_hints():
             raise ValueError("boom")
     assert ShapeEnv.__dict__["_set_replacement"] is before
+
+
+class BranchesOnValues(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # DATA-DEPENDENT LINE
+            return x * 2
+        return x - 1
+
+
+def test_a_branch_on_tensor_values_names_the_line_and_the_fix_without_torchs_graph_dumps(capfd):
+    """torch's error for `if x.sum() > 0` came after its partial graph printed twice (20 lines) and a warning
+    with the graph; its own first line says nothing of the model. Now the note names the line and the
+    rewrites, and nothing else reaches stderr."""
+    from torch.export import _trace
+
+    with pytest.raises(Exception, match="data-dependent") as caught:
+        aotcuda.lower(BranchesOnValues(), (torch.randn(4, 4),), device="cpu")
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1, (str(caught.value), notes)
+    lineno = inspect.getsourcelines(BranchesOnValues)[1] + 2
+    assert f"{__file__}:{lineno} in forward: `if x.sum() > 0:  # DATA-DEPENDENT LINE`" in notes[0], notes
+    assert "torch.where" in notes[0] and "torch.cond" in notes[0]
+    err = capfd.readouterr().err
+    assert "def forward(" not in err and "Unable to find user code" not in err, err
+    assert "print" not in vars(_trace), "the print filter is removed after the step"

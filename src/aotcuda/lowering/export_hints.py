@@ -14,10 +14,13 @@ outside torch, sympy, the standard library and aotcuda); the note names that lin
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import inspect
+import logging
 import os
 import re
+import sys
 import sysconfig
 import traceback
 from collections.abc import Iterator
@@ -29,9 +32,23 @@ _EXAMPLE_OUT_OF_RANGE = re.compile(r"^(?:\w+: )?(\d+) not in range \[(\d+), (\d+
 _SPECIALIZED = re.compile(r"You marked (\w+) as dynamic but your code specialized it to be a constant \((\d+)\)")
 
 
+_DATA_DEPENDENT = re.compile(r"Could not guard on data-dependent expression")
+# torch's data-dependent error names the model's frame as a traceback entry after this line
+_RAISED_AT = re.compile(r'The following call raised this error:\n\s*File "([^"]+)", line (\d+), in (\w+)\n\s*(.*)')
+
+
 def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | None = None) -> str | None:
     """The change that avoids the export failure whose message is `message`, or None where none is known.
     specialized_at: {dim name: the model's frame that made it a constant} (``recorded_specializations``)."""
+    if _DATA_DEPENDENT.search(message):
+        raised = _RAISED_AT.search(message)
+        where = (f" at {raised.group(1)}:{raised.group(2)} in {raised.group(3)}: `{raised.group(4).strip()}`"
+                 if raised else "")
+        return (f"aotcuda: the model decides something from the values of a tensor{where}. torch.export records "
+                "one path through the program, so Python control flow on values computed from the inputs (an if "
+                "or while on a tensor, bool(t), t.item() used as a Python number) cannot be exported. Compute both "
+                "sides and pick with torch.where, write the branch with torch.cond (both branches are kept), or "
+                "take the decision out of the model (an argument it is given).")
     out_of_range = _EXAMPLE_OUT_OF_RANGE.search(message)
     if out_of_range is not None:
         size, low, high = out_of_range.groups()
@@ -125,14 +142,56 @@ def recorded_specializations() -> Iterator[dict[str, traceback.FrameSummary]]:
         ShapeEnv._set_replacement = original
 
 
+def _without_unfound_user_code(record) -> bool:
+    """torch's symbolic-shapes warning "Unable to find user code corresponding to {u0}" comes with the whole
+    traced graph (20 lines) just before a data-dependent error that names the user's line itself."""
+    return not str(record.msg).startswith("Unable to find user code corresponding to")
+
+
+@contextlib.contextmanager
+def _without_partial_graph_prints() -> Iterator[None]:
+    """torch.export prints a failed trace's partial graph to stderr (``print(e.partial_fx_graph,
+    file=sys.stderr)`` in torch/export/_trace.py, once per nested export wrapper: 20 lines twice for a one-line
+    model) before it raises an error that names the model's line itself. For the step, that module's
+    ``print`` drops exactly those calls (a module global shadows the builtin; other prints pass)."""
+    try:
+        from torch.export import _trace
+    except ImportError:
+        yield
+        return
+
+    def print_without_partial_graphs(*values, **kwargs):
+        partial = (len(values) == 1 and kwargs.get("file") is sys.stderr and isinstance(values[0], str)
+                   and values[0].lstrip().startswith("def forward("))
+        if not partial:
+            builtins.print(*values, **kwargs)
+
+    had = "print" in vars(_trace)
+    previous = vars(_trace).get("print")
+    _trace.print = print_without_partial_graphs
+    try:
+        yield
+    finally:
+        if had:
+            _trace.print = previous
+        else:
+            del _trace.print
+
+
 @contextlib.contextmanager
 def export_hints():
-    """Around torch.export.export: an error with a known fix gets the fix as a note (``exc.__notes__``)."""
+    """Around torch.export.export: an error with a known fix gets the fix as a note (``exc.__notes__``);
+    torch's noise before such an error (its partial-graph prints, the "Unable to find user code" warning with
+    the graph) is dropped: the error names the model's line."""
+    symbolic_shapes_log = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    symbolic_shapes_log.addFilter(_without_unfound_user_code)
     try:
-        with recorded_specializations() as specialized_at:
+        with recorded_specializations() as specialized_at, _without_partial_graph_prints():
             yield
     except Exception as exc:
         fix = fix_for(str(exc), specialized_at)
         if fix is not None:
             exc.add_note(fix)
         raise
+    finally:
+        symbolic_shapes_log.removeFilter(_without_unfound_user_code)
