@@ -127,3 +127,16 @@ def test_a_branch_on_tensor_values_names_the_line_and_the_fix_without_torchs_gra
     err = capfd.readouterr().err
     assert "def forward(" not in err and "Unable to find user code" not in err, err
     assert "print" not in vars(_trace), "the print filter is removed after the step"
+
+
+def test_a_size_one_example_gets_one_fix_not_torchs_contrary_one():
+    """torch's "Suggested fixes: batch = 1" (make the dim static) sat above aotcuda's note (give an example
+    of size 2 or more, the dim stays dynamic): only the note remains."""
+    batch = torch.export.Dim("batch", min=1, max=32)
+    with pytest.raises(aotcuda.DynamicShapesError) as caught:
+        aotcuda.lower(SharedLength(), (torch.randn(1, 16), torch.randn(1, 16)),
+                      dynamic_shapes=({0: batch}, {0: batch}), device="cpu")
+    message = str(caught.value)
+    assert "Suggested fixes" not in message and "batch = 1" not in message and "Adjust dynamic_shapes" not in message
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and "example of size 2 or more" in notes[0], notes

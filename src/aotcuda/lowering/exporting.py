@@ -152,6 +152,12 @@ def constraint_violation_message(text: str) -> str:
         kept.append(line.split(" For more information")[0].rstrip())
     while kept and not kept[-1].strip():
         kept.pop()
+    specialized = _ZERO_ONE_SPECIALIZED.findall("\n".join(kept))
+    if specialized and all(size in ("0", "1") for size in specialized):
+        # torch's fix for its 0/1 specialization ("ids_1 = 1": make the dim static) contradicts the one that
+        # keeps it dynamic (an example of size 2 or more), which export_hints adds as a note: that note is the
+        # advice
+        return "\n".join(_without_suggested_fixes(kept))
     text_kept = "\n".join(kept)
     advice = []
     name, dim, divisor = _size_divided(text_kept) or (None, None, None)
@@ -167,6 +173,23 @@ def constraint_violation_message(text: str) -> str:
         advice.append("Narrow or change the dynamic_shapes ranges (or the CLI's --dynamic) so that the guard above "
                       "holds over them, or change the model.")
     return "\n".join([text_kept, *advice])
+
+
+_ZERO_ONE_SPECIALIZED = re.compile(r"your code specialized it to be a constant \((\d+)\)")
+
+
+def _without_suggested_fixes(lines: list[str]) -> list[str]:
+    """``lines`` without torch's "Suggested fixes:" header and the indented fixes under it."""
+    kept, skipping = [], False
+    for line in lines:
+        if line.strip() == "Suggested fixes:":
+            skipping = True
+            continue
+        if skipping and line.startswith((" ", "\t")):
+            continue
+        skipping = False
+        kept.append(line)
+    return kept
 
 
 _SIZE_DIVIDED = re.compile(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]\s*(?://|%)\s*(\d+)")
