@@ -187,25 +187,33 @@ def main():
 
 
 class TargetDevice(click.ParamType):
-    """--device of demo and lower: auto, cpu, cuda or cuda:N; CUDA where torch sees none is a usage error."""
+    """--device of demo and lower (auto, cpu, cuda or cuda:N) and of run (``auto=False``: no auto; its default
+    is the package's device), in any case; CUDA where torch sees none is a usage error, as any other value."""
 
-    name = "auto|cpu|cuda[:N]"
+    def __init__(self, auto: bool = True):
+        self.auto = auto
+        self.name = "auto|cpu|cuda[:N]" if auto else "cpu|cuda[:N]"
+
+    def get_metavar(self, *args, **kwargs) -> str:  # as typed: click would show AUTO|CPU|CUDA[:N]
+        return self.name
 
     def convert(self, value, param, ctx):
         from aotcuda.errors import DeviceError
         from aotcuda.lowering.devices import target_device  # the one place a lowering device is read
 
-        if value not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", value):
-            self.fail(f"{value!r}: expected auto, cpu, cuda or cuda:N", param, ctx)
+        device = str(value).strip().lower()
+        if device not in (("auto",) if self.auto else ()) + ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", device):
+            self.fail(f"{value!r}: expected {'auto, ' if self.auto else ''}cpu, cuda or cuda:N", param, ctx)
         try:
-            return str(target_device(value))  # "auto" resolved: "cuda" or "cpu"
+            return str(target_device(device))  # "auto" resolved: "cuda" or "cpu"
         except DeviceError:
-            self.fail(f"{value}: torch sees no CUDA device here; use --device cpu or auto", param, ctx)
+            self.fail(f"{value}: torch sees no CUDA device here; use --device cpu{' or auto' if self.auto else ''}",
+                      param, ctx)
 
 
 # --- demo ------------------------------------------------------------------------------------------------
 
-@main.command()
+@main.command(short_help="Lower, run and check the built-in attention block.")
 @click.option("--device", type=TargetDevice(), default="auto", show_default=True,
               help="auto: CUDA when torch sees a GPU, else the CPU.")
 @click.option("--dtype", type=click.Choice(sorted(DTYPES)), default=None,
@@ -309,7 +317,8 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     if save_inputs:
         _saved({"args": args, "kwargs": kwargs}, save_inputs)
     console.print(f"wrote {lowered.package_path} ({lowered.device}; "
-                  f"{len(lowered.fallback_kernels)} fallback kernels, {len(lowered.library_kernels)} library kernels)",
+                  f"{_counted(len(lowered.fallback_kernels), 'fallback kernel')}, "
+                  f"{_counted(len(lowered.library_kernels), 'library kernel')})",
                   highlight=False, markup=False, soft_wrap=True)
     for kernel in lowered.fallback_kernels:
         console.print(f"  fallback: {kernel.describe()}", highlight=False, markup=False, soft_wrap=True)
@@ -345,8 +354,10 @@ def _without_inductor_shim_notes():
 
 @main.command()
 @click.argument("package", type=click.Path(exists=True, dir_okay=False))
-@click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--device", default=None, help="default: the package's device (cpu, cuda, cuda:N).")
+@click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="a torch.save file: a tuple of positional arguments, a dict by name, or "
+                   "{'args': (...), 'kwargs': {...}} (what `aotcuda lower --save-inputs` writes).")
+@click.option("--device", type=TargetDevice(auto=False), default=None, help="default: the package's device.")
 @click.option("--cuda-graphs", is_flag=True, help="capture in CUDA graphs after three warm-up calls.")
 @click.option("--save-outputs", type=click.Path(dir_okay=False), help="save the outputs (torch.save).")
 @_clean_errors
@@ -378,6 +389,11 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
     if save_outputs:
         _saved(_plain(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs)), save_outputs)
         status_console.print(f"wrote {save_outputs}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _counted(count: int, thing: str) -> str:
+    """'1 fallback kernel', '3 fallback kernels'."""
+    return f"{count} {thing}{'' if count == 1 else 's'}"
 
 
 def _checked_save_path(path: str, option: str, what: str) -> str:
@@ -422,7 +438,7 @@ def _plain(value):
 
 # --- inspect ---------------------------------------------------------------------------------------------
 
-@main.command()
+@main.command(short_help="Show a package's inputs, outputs and kernels.")
 @click.argument("package", type=click.Path(exists=True, dir_okay=False))
 @_clean_errors
 def inspect(package):
@@ -559,6 +575,7 @@ def _serve_command() -> click.Command:
     from aotcuda.serving.command import serve_command
 
     serve_command.callback = _clean_errors(serve_command.callback)
+    serve_command.short_help = serve_command.short_help or "Serve a package over HTTP with Ray Serve."  # one line
     return serve_command
 
 

@@ -2,6 +2,7 @@
 
 import os
 import re
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -437,3 +438,16 @@ def test_the_default_package_path_is_the_model_class_as_spelt_in_a_new_folder():
             shutil.rmtree(folder)
     assert "`<tmp>/aotcuda-XXXX/<model class>.pt2` (the class name as spelt" in \
         (Path(__file__).parents[2] / "docs" / "usage.md").read_text()
+
+
+def test_a_model_in_training_mode_with_dropout_or_batch_norm_is_warned_about():
+    """A new user lowered a model with Dropout without .eval(): the package drew random masks at every call."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5), torch.nn.BatchNorm1d(4))
+    with pytest.warns(UserWarning, match=r"training mode .* holds BatchNorm1d, Dropout: .* call model.eval\(\) first"):
+        with pytest.raises(TypeError):  # the warning comes first, before any work on the bad inputs
+            aotcuda.lower(model, "not a tuple", device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for quiet in (model.eval(), torch.nn.Linear(4, 4).train()):  # eval mode; training mode but no such module
+            with pytest.raises(TypeError):
+                aotcuda.lower(quiet, "not a tuple", device="cpu")

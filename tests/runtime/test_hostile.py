@@ -56,7 +56,7 @@ BAD_CALLS = {
     "meta device": (lambda p: p(torch.empty(3, 4, device="meta")), r"is on meta, but the program runs on cpu.*\.to\('cpu'\)"),
     "sparse": (lambda p: p(torch.randn(3, 4).to_sparse()), r"is a torch.sparse_coo tensor.*to_dense\(\)"),
     "rank 3": (lambda p: p(torch.randn(3, 4, 1)), r"has 3 dims \(shape \(3, 4, 1\)\), but the program takes 2"),
-    "rank 1": (lambda p: p(torch.randn(4)), r"has 1 dims.*takes 2 \(shape \(batch in \[2, 64\], 4\)\)"),
+    "rank 1": (lambda p: p(torch.randn(4)), r"has 1 dim \(shape \(4,\)\), but the program takes 2 \(shape \(batch in \[2, 64\], 4\)\)"),
     "static size": (lambda p: p(torch.randn(3, 5)), r"dim 1 is 5, but the program was exported with size 4"),
     "below the range": (lambda p: p(torch.randn(1, 4)), r"dim 0 is 1, outside the exported range \[2, 64\].*wider torch.export.Dim"),
     "above the range": (lambda p: p(torch.randn(65, 4)), r"dim 0 is 65, outside the exported range \[2, 64\]"),

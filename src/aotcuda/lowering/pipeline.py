@@ -171,6 +171,7 @@ def lower(
     device = target_device(device)
     if package_path is not None:
         checked_package_path(package_path)  # before the minutes of export and compile
+    _warn_if_training(model)
     profile = DEVICE_PROFILES[device.type]
     times: dict[str, float] = {}
     step = _step_timer(times, progress)
@@ -406,6 +407,20 @@ def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callabl
                            f"({exc.strerror or type(exc).__name__}); choose another path, or change the folder's "
                            "permissions") from None
     return path
+
+
+def _warn_if_training(model) -> None:
+    """A UserWarning when ``model`` is in training mode and holds a module that behaves otherwise in eval mode
+    (dropout, batch or instance norm): torch.export records the training behaviour (random masks, batch
+    statistics), which a user lowering for inference rarely wants, and a new user easily forgets .eval()."""
+    if not isinstance(model, torch.nn.Module) or not model.training:
+        return
+    modes = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._NormBase)
+    kinds = sorted({type(m).__name__ for m in model.modules() if m.training and isinstance(m, modes)})
+    if kinds:
+        warnings.warn(f"the model is in training mode (model.training is True) and holds {', '.join(kinds)}: the "
+                      "package computes them as in training (random dropout masks, batch statistics). To lower for "
+                      "inference, call model.eval() first.", UserWarning, stacklevel=3)
 
 
 def _is_package_file(path: str) -> bool:
