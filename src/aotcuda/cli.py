@@ -444,7 +444,7 @@ def _plain(value):
 def inspect(package):
     """Show PACKAGE's device, inputs, outputs and the kernels its generated code calls."""
     from aotcuda.lowering.devices import DEVICE_PROFILES
-    from aotcuda.lowering.fallbacks import scan_kernels, split_allowed
+    from aotcuda.lowering.fallbacks import kernels_from_signature, scan_kernels, split_allowed
     from aotcuda.runtime.specs import specs_from_signature
     from aotcuda.runtime.package import describe_package
 
@@ -480,7 +480,10 @@ def inspect(package):
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
     profile = DEVICE_PROFILES.get(device)
     kernels, generated = scan_kernels(package)  # the generated sources, read within the limits, run never
-    missing, library = split_allowed(kernels, profile.allowed_kernels if profile else frozenset())
+    # as lower() classified them, with the model's lines (it had the program: a scan on complex values is
+    # complex math, not a library kernel); a package without that record, as the sources alone say
+    missing, library = kernels_from_signature(signature) or split_allowed(
+        kernels, profile.allowed_kernels if profile else frozenset())
     console.print(f"generated kernels: {len(generated)}")
     console.print(f"library kernels (allowed): {shown(_clip(', '.join(k.name for k in library) or 'none', 5 * SHOWN_CHARS))}",
                   highlight=False, soft_wrap=True)

@@ -24,6 +24,11 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # (optional) container types of the input/output pytree specs
                                         # that torch does not register itself, with the module that does:
                                         # aotcuda.load imports it (runtime/pytree_types.py)
+     "kernels": [{"name": "aoti_torch_cpu_logcumsumexp", "allowed": false, "nodes": ["logcumsumexp"],
+                  "sources": ["model.py:12: y = torch.logcumsumexp(z, 0)"]}, ...],
+                                        # (optional) the ATen kernels lower() found the generated code
+                                        # calling, allowed (library kernels) or not, with the model's lines:
+                                        # `aotcuda inspect` shows them as lower() classified them
      "library_sha256": "9f86d0..."}     # (optional) the SHA-256 of the model's .so this signature was
                                         # written for (write_signature adds it): load refuses a signature
                                         # of another library, whose shapes the generated code would not read

@@ -46,3 +46,20 @@ def test_a_refusal_that_is_not_a_missing_rule_gets_advice_that_fits_it():
     assert "no node of the program" in message and "node ?" not in message
     assert "return the new value instead" in message and "ops the pass supports" not in message
     assert "runs in torch's loader only" in message
+
+
+@pytest.mark.parametrize("record", [
+    "not a list", [1], [{"name": "k", "allowed": "yes", "nodes": [], "sources": []}],
+    [{"name": "k", "allowed": False, "nodes": [1], "sources": []}], [{"name": "k", "allowed": False}],
+])
+def test_a_kernels_record_not_in_its_form_is_not_read(record):
+    """The signature's "kernels" field is read by `aotcuda inspect` from any package: anything but the form
+    lower() writes means "no record" (inspect then classifies the sources itself), never a raw error."""
+    from aotcuda.lowering.fallbacks import kernels_from_signature
+
+    assert kernels_from_signature({"kernels": record}) is None
+    assert kernels_from_signature(None) is None and kernels_from_signature({}) is None
+    missing, library = kernels_from_signature({"kernels": [
+        {"name": "a", "allowed": False, "nodes": ["n"], "sources": ["m.py:1: x"]},
+        {"name": "b", "allowed": True, "nodes": [], "sources": []}]})
+    assert [k.describe() for k in missing] == ["a  <- m.py:1: x"] and [k.name for k in library] == ["b"]

@@ -153,6 +153,14 @@ def test_allow_fallbacks_returns_them_and_the_package_runs(tmp_path, caplog):
                              "aten.logcumsumexp.default") == 1
     assert "aoti_torch_cpu_logcumsumexp" in {k.name for k in lowered.fallback_kernels}
     assert complex_value_nodes(lowered.exported_program), "the program was left complex"
+    # `aotcuda inspect` (which has no program) shows the kernels as lower() classified them, with the lines
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    shown = CliRunner().invoke(main, ["inspect", lowered.package_path]).output
+    assert f"fallback kernels: {len(lowered.fallback_kernels)}" in shown.splitlines(), shown
+    assert all(f"  - {kernel.describe()}" in shown for kernel in lowered.fallback_kernels), shown
     fresh = torch.randn(4, 8)
     assert relative_error(lowered.load()(fresh), ComplexLogcumsumexp()(fresh)) < 1e-5
 

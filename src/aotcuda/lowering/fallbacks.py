@@ -269,6 +269,33 @@ def scan_kernels(package_path: str, ep=None) -> tuple[list[FallbackKernel], list
     return list(kernels.values()), list(generated)
 
 
+def kernels_record(missing: list[FallbackKernel], library: list[FallbackKernel]) -> list[dict]:
+    """The signature's ``"kernels"`` field: each ATen kernel lower() found, whether it is allowed (a library
+    kernel) and the model's lines it came from, as lower() classified them with the program in hand."""
+    return [{"name": kernel.name, "allowed": allowed, "nodes": list(kernel.nodes), "sources": list(kernel.sources)}
+            for allowed, kernels in ((False, missing), (True, library)) for kernel in kernels]
+
+
+def kernels_from_signature(signature: dict | None) -> tuple[list[FallbackKernel], list[FallbackKernel]] | None:
+    """(kernels outside the allow-list, library kernels) as the signature's ``"kernels"`` records them, or
+    None where it records none (an older package) or not in that form (read from any package: each field's
+    type is checked, and what is read is as large as the signature's limits let it be)."""
+    record = (signature or {}).get("kernels")
+    if not isinstance(record, list):
+        return None
+    missing, library = [], []
+    def strings(value) -> bool:
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+    for entry in record:
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("allowed"), bool)
+                and strings(entry.get("nodes")) and strings(entry.get("sources"))):
+            return None
+        kernel = FallbackKernel(entry["name"], entry["name"], list(entry["nodes"]), list(entry["sources"]))
+        (library if entry["allowed"] else missing).append(kernel)
+    return missing, library
+
+
 def split_allowed(kernels: list[FallbackKernel], allowed: frozenset[str]) -> tuple[list, list]:
     """(kernels outside the allow-list, library kernels on it). A scan or histogram kernel on complex
     values is complex math the pass did not rewrite, not index bookkeeping: it stays outside."""

@@ -53,7 +53,8 @@ from aotcuda.lowering.dependent_launch import with_pdl_codegen
 from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
 from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
-from aotcuda.lowering.fallbacks import FallbackKernel, find_fallback_kernels, missing_kernels_message, split_allowed
+from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
+                                       split_allowed)
 from aotcuda.lowering.index_ranges import exported_index_ranges
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
@@ -198,7 +199,7 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
         with step("compile"), torch_fixes.applied("compile"):
             configs = with_pdl_codegen(device, package_inductor_configs(device, profile.inductor_configs,
                                                                         inductor_configs, ep))
-            _compile(ep, building, configs, exported_ranges, exported_unchecked)
+            _compile(ep, building, configs)
         with step("check"):
             missing, library = split_allowed(find_fallback_kernels(building, ep), profile.allowed_kernels)
             if missing and not allow_fallbacks:
@@ -206,6 +207,10 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
                 error.kernels, error.refusal = missing, refusal
                 raise error
             proxy_ops = proxy_executor_ops(building)
+            signature = signature_from_exported_program(ep, more_index_ranges=exported_ranges,
+                                                        more_unchecked=exported_unchecked)
+            # what this check found, with the model's lines, for `aotcuda inspect` (which has no program)
+            write_signature(building, {**signature, "kernels": kernels_record(missing, library)})
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)
@@ -543,8 +548,8 @@ def one_element_buffers_mutated(ep: ExportedProgram) -> list[str]:
             if isinstance(state.get(name), torch.Tensor) and state[name].numel() == 1]
 
 
-def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any], more_index_ranges: dict,
-             more_unchecked: dict | None = None) -> None:
+def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
+    """The AOTInductor package of ``ep`` at ``path`` (its signature is written after the check step)."""
     if one_element_buffers_mutated(ep):
         configs = {**configs, "joint_graph_constant_folding": False}
     with torch.no_grad(), warnings.catch_warnings():  # torch-version fixes: torch_fixes.applied("compile")
@@ -552,5 +557,3 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any], more_index
         # lower() says of each fallback kernel, with its source line (the error, or fallback_kernels).
         warnings.filterwarnings("ignore", message="Torchinductor does not support code generation for complex")
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
-    write_signature(path, signature_from_exported_program(ep, more_index_ranges=more_index_ranges,
-                                                          more_unchecked=more_unchecked))
