@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 from aotcuda.errors import Advice, InputError, MissingFallbackKernelsError, UnsupportedComplexOpError
-from aotcuda.serving.body import LateBodyError, RequestError, SlowBodyError
+from aotcuda.serving.body import LateBodyError, RequestError, SlowBodyError, SlowHeadError
 from aotcuda.serving.client import ServingError
 
 ERRORS = {
@@ -17,6 +17,7 @@ ERRORS = {
     "MissingFallbackKernelsError": lambda: MissingFallbackKernelsError("kernels missing"),
     "RequestError": lambda: RequestError("not safetensors"),
     "SlowBodyError": lambda: SlowBodyError("slow"),
+    "SlowHeadError": lambda: SlowHeadError("slow head"),
     "LateBodyError": lambda: LateBodyError("late"),
 }
 

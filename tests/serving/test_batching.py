@@ -144,3 +144,25 @@ def test_a_body_of_many_names_is_refused_from_its_header_alone_and_briefly():
 def test_a_body_that_is_not_a_safetensors_file_is_refused_before_it_is_parsed(body, says):
     with pytest.raises(RequestError, match=says):
         decode_inputs(body, ["x"], max_bytes=1 << 20)
+
+
+def test_a_shape_of_many_dims_is_refused_with_a_bounded_message():
+    """Found by a breaker: a request of one tensor with 480,000 dims got a 1.44 MB 400 that echoed its whole
+    shape. The runtime's message shows a few dims, and every error answer of a replica is bounded
+    (deployment._error_response), whatever the message."""
+    from aotcuda.errors import InputError
+    from aotcuda.runtime.checks import check_inputs
+
+    import json
+    import struct
+
+    header = json.dumps({"x": {"dtype": "F32", "shape": [1] * 480_000, "data_offsets": [0, 4]}}, separators=(",", ":"))
+    body = struct.pack("<Q", len(header)) + header.encode() + b"\0" * 4  # under the 1 MiB header bound
+    inputs = decode_inputs(body, ["x"], max_bytes=1 << 30)
+    with pytest.raises(InputError, match=r"has 480000 dims \(shape \(1, 1, 1, 1, 1, 1, 1, 1, \.\.\.\)\)") as caught:
+        check_inputs(inputs, [spec("x", 2, 4)], ["x"], torch.device("cpu"), 1)
+    assert len(str(caught.value)) < 500
+    deployment = pytest.importorskip("aotcuda.serving.deployment")
+    answer = deployment._error_response(InputError("x" * 1_000_000), 400)
+    assert answer.status_code == 400 and len(answer.body) < deployment.MAX_ERROR_CHARS + 100
+    assert answer.body.endswith(b"(1000000 characters)") and answer.headers["x-aotcuda-error"] == "InputError"

@@ -5,7 +5,10 @@ replica late, as a busy proxy does (issue 26: a body sent whole got 408 from the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import socket
+import threading
 import time
 import types
 
@@ -100,20 +103,43 @@ def test_a_client_gone_mid_body_gets_no_answer():
     assert sent == [] and app.scope is None
 
 
-@pytest.mark.parametrize("scope_type", ["lifespan", "websocket"])
-def test_other_scopes_pass_through(scope_type):
+def test_a_lifespan_scope_passes_through():
     app = Recorder()
-    drive(whole_body(app), [{"type": "lifespan.startup"}], scope_type=scope_type)
-    assert app.scope["type"] == scope_type and app.messages == [{"type": "lifespan.startup"}]
+    drive(whole_body(app), [{"type": "lifespan.startup"}], scope_type="lifespan")
+    assert app.scope["type"] == "lifespan" and app.messages == [{"type": "lifespan.startup"}]
+
+
+@pytest.mark.parametrize("extensions", [{"websocket.http.response": {}}, None], ids=["denial response", "close"])
+def test_a_websocket_handshake_is_refused_by_the_proxy_and_never_reaches_the_app(extensions):
+    """Found by a breaker: a WebSocket upgrade to any route reached Ray's replica, whose Request(scope) asserts an
+    HTTP scope: 500 without X-Aotcuda-Error, and a traceback in the replica's log."""
+    app, sent = Recorder(), []
+    messages = [{"type": "websocket.connect"}]
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "websocket.disconnect", "code": 1000}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "websocket", "path": "/predict", "headers": [], "extensions": extensions}
+    asyncio.run(whole_body(app)(scope, receive, send))
+    assert app.scope is None
+    if extensions:
+        assert sent[0]["type"] == "websocket.http.response.start" and sent[0]["status"] == 400
+        assert (b"x-aotcuda-error", b"RequestError") in sent[0]["headers"]
+        assert b"not WebSocket" in sent[1]["body"] and len(sent) == 2
+    else:
+        assert [message["type"] for message in sent] == ["websocket.close"] and "not WebSocket" in sent[0]["reason"]
 
 
 @pytest.mark.parametrize("declared", [True, False], ids=["with Content-Length", "chunked"])
 def test_concurrent_bodies_are_held_within_the_pending_limit(monkeypatch, declared):
     """Each client was bounded by max_bytes, but the proxy read every connection's body: 40 clients sending
-    256 MiB each would make it hold 10 GiB. With AOTCUDA_SERVE_MAX_PENDING_BYTES=250, ten 60-byte bodies held
-    by a slow app: four with a Content-Length reach it (two chunked ones: each holds room for the largest body
-    until it has arrived, so that concurrent ones cannot starve each other), the others get 503 with
-    Retry-After (BusyError, nothing ran), and once the app answers, room is given back."""
+    256 MiB each would make it hold 10 GiB. With AOTCUDA_SERVE_MAX_PENDING_BYTES=250, ten 60-byte bodies (two
+    pieces of 30) held by a slow app: room is taken for each piece as it arrives, so four reach it, with a
+    Content-Length or without (a refused body gives its room back at once: the others finish), the others get
+    503 with Retry-After (BusyError, nothing ran), and once the app answers, room is given back."""
     for name, value in proxy.proxy_environment(5.0, 100).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("AOTCUDA_SERVE_MAX_PENDING_BYTES", "250")
@@ -154,13 +180,54 @@ def test_concurrent_bodies_are_held_within_the_pending_limit(monkeypatch, declar
 
     answers, later = asyncio.run(scenario())
     statuses = sorted(sent[0]["status"] for sent in answers)
-    fit = 4 if declared else 2  # a chunked body holds room for the largest (100) until it is read whole
-    assert most[0] <= 250 and statuses == [200] * fit + [503] * (10 - fit), (most[0], statuses)
+    assert most[0] <= 250 and statuses == [200] * 4 + [503] * 6, (most[0], statuses)
     busy = next(sent for sent in answers if sent[0]["status"] == 503)
     headers_sent = dict(busy[0]["headers"])
     assert headers_sent[b"retry-after"] == b"1" and headers_sent[b"x-aotcuda-error"] == b"BusyError"
     assert b"--max-pending-bytes" in busy[1]["body"]
     assert later[0]["status"] == 200 and app.pending.held == 0
+
+
+def test_connections_that_declare_a_length_and_send_nothing_hold_no_room():
+    """Found by a breaker: room was taken for the declared Content-Length before a byte arrived, so four
+    connections declaring 256 MiB each and sending nothing filled the default 1 GiB: every honest request got
+    503 for the whole body timeout, and the attacker reconnected. A request without Content-Length (every GET,
+    /healthz and /stats among them) took a whole max_bytes, so health checks got 503 once room was low. Here
+    the pool holds 250 bytes, the largest body 100: ten idle connections declare 100 each while an honest
+    body and a GET pass, and the idle ones get 408 at the body timeout, with all room given back."""
+    app = whole_body(PlainTextResponse("ok"), timeout_s=0.5)
+    app.pending = proxy.PendingBytes(250)
+    never = asyncio.Event()
+
+    async def one_request(headers, pieces):
+        queue, sent = list(pieces), []
+
+        async def receive():
+            if not queue:
+                await never.wait()  # an attacker that sent its head and nothing more
+            return queue.pop(0)
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/predict",
+                 "headers": [(k.encode(), v.encode()) for k, v in headers]}
+        await app(scope, receive, send)
+        return sent[0]["status"], time.monotonic()
+
+    async def scenario():
+        idle = [asyncio.create_task(one_request([("content-length", "100")], [])) for _ in range(10)]
+        await asyncio.sleep(0.05)
+        held_by_idle = app.pending.held
+        honest = await one_request([("content-length", "60")], [chunk(b"x" * 60, False)])
+        health = await one_request([], [chunk(b"", False)])
+        return held_by_idle, honest, health, await asyncio.gather(*idle)
+
+    started = time.monotonic()
+    held_by_idle, honest, health, idle = asyncio.run(scenario())
+    assert held_by_idle == 0 and honest[0] == 200 and health[0] == 200
+    assert honest[1] - started < 0.4 and health[1] - started < 0.4  # before the idle ones' timeout
+    assert [status for status, _ in idle] == [408] * 10 and app.pending.held == 0
 
 
 def test_the_callback_takes_the_limits_from_the_environment(monkeypatch):
@@ -266,30 +333,38 @@ def test_a_slow_or_oversized_body_is_answered_by_the_proxy_and_never_reaches_a_r
     assert after["requests"] == before["requests"]  # no replica slot was held for it
 
 
-def test_the_proxy_refuses_a_request_head_over_16_kib(monkeypatch):
-    """Ray's proxy runs uvicorn with http="auto", which took httptools (installed with Ray Serve): it bounds no
-    request head and gathers a header value by concatenation, so one connection sending a 120 MiB header grew
-    the proxy by 120 MiB and held its CPU for 46 s. The proxy callback now makes "auto" mean h11, which refuses a
-    head over 16 KiB. Here a uvicorn configured as Ray configures its proxy's, after middlewares() ran."""
-    import socket
-    import threading
-
+@contextlib.contextmanager
+def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0):
+    """A uvicorn on loopback configured as Ray configures its proxy's (http "auto"), after middlewares() ran;
+    yields its address."""
     import uvicorn
     import uvicorn.config
 
     monkeypatch.setitem(uvicorn.config.HTTP_PROTOCOLS, "auto", uvicorn.config.HTTP_PROTOCOLS["auto"])  # restored
-    for name, value in proxy.proxy_environment(5.0, 100).items():
+    for name, value in proxy.proxy_environment(body_timeout_s, 100).items():
         monkeypatch.setenv(name, value)
     proxy.middlewares()  # what Ray's proxy calls when it starts
 
     listening = socket.create_server(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(Recorder(), lifespan="off", log_level="critical"))  # http: "auto"
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="critical"))  # http: "auto"
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[listening])), daemon=True)
     thread.start()
     while not server.started:
         time.sleep(0.05)
     try:
-        with socket.create_connection(listening.getsockname(), timeout=5) as client:
+        yield listening.getsockname()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_the_proxy_refuses_a_request_head_over_16_kib(monkeypatch):
+    """Ray's proxy runs uvicorn with http="auto", which took httptools (installed with Ray Serve): it bounds no
+    request head and gathers a header value by concatenation, so one connection sending a 120 MiB header grew
+    the proxy by 120 MiB and held its CPU for 46 s. The proxy callback now makes "auto" mean h11, which refuses a
+    head over 16 KiB."""
+    with uvicorn_as_ray_runs_it(monkeypatch, Recorder()) as address:
+        with socket.create_connection(address, timeout=5) as client:
             client.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (256 << 10))  # no end of head
             try:
                 answer = client.recv(4096)  # httptools waited for the rest of the head: no answer, a timeout
@@ -297,7 +372,48 @@ def test_the_proxy_refuses_a_request_head_over_16_kib(monkeypatch):
                 answer = b"reset"
             except TimeoutError:
                 answer = b"no answer within 5 s: the server kept reading the head"
-    finally:
-        server.should_exit = True
-        thread.join(10)
     assert answer.startswith(b"HTTP/1.1 400") or answer in (b"", b"reset"), answer[:200]
+
+
+def test_a_request_head_has_a_deadline_and_connections_are_bounded(monkeypatch):
+    """Found by a breaker: uvicorn times no request head, so a connection trickling a header byte every 5 s
+    stayed open past 80 s with a 5 s body timeout, and 2,000 of them held 2,000 of the proxy's descriptors.
+    Now a head must be whole within the body timeout (408 SlowHeadError, or a silent close for a connection that
+    sent nothing), connections past the limit are closed at once, and the server answers the next request."""
+    from aotcuda.serving import heads
+
+    def answer_of(client, limit_s=5.0) -> tuple[bytes, float]:
+        started, data = time.monotonic(), b""
+        client.settimeout(limit_s)
+        try:
+            while chunk := client.recv(4096):
+                data += chunk
+        except (ConnectionResetError, TimeoutError):
+            pass
+        return data, time.monotonic() - started
+
+    app = proxy.WholeBody(PlainTextResponse("ok"), timeout_s=1.0, max_bytes=100)
+    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=1.0) as address:
+        assert heads.DeadlineH11Protocol.head_timeout_s == 1.0
+        monkeypatch.setattr(heads.DeadlineH11Protocol, "max_connections", 3)
+        silent = [socket.create_connection(address) for _ in range(3)]
+        time.sleep(0.1)
+        with socket.create_connection(address) as one_too_many:
+            data, took = answer_of(one_too_many)
+            assert data == b"" and took < 0.5  # closed at once, not at the head's deadline
+        for client in silent:
+            data, took = answer_of(client)
+            assert data == b"" and took < 2.0  # sent nothing: closed at the deadline, without an answer
+            client.close()
+        with socket.create_connection(address) as trickler:
+            trickler.sendall(b"POST /predict HTTP/1.1\r\nHost: a\r\n")
+            for _ in range(4):  # a header byte every 0.2 s: each byte used to restart nothing, and nothing ended it
+                time.sleep(0.2)
+                trickler.sendall(b"X")
+            data, took = answer_of(trickler)
+        assert data.startswith(b"HTTP/1.1 408") and b"x-aotcuda-error: SlowHeadError" in data, data[:300]
+        assert b"request head did not arrive within 1 s" in data and took < 2.0
+        with socket.create_connection(address, timeout=5) as honest:
+            honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            data, _ = answer_of(honest)
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok"), data[:300]

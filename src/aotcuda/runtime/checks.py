@@ -203,8 +203,10 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
         raise InputError(f"{label} has dtype {tensor.dtype}, but the program was exported with {spec.dtype}; "
                          f"{_dtype_fix(tensor, spec)}")
     if tensor.dim() != spec.rank:
-        raise InputError(f"{label} has {tensor.dim()} dim{'' if tensor.dim() == 1 else 's'} (shape "
-                         f"{tuple(tensor.shape)}), but the program takes "
+        # a served request's shape may have any number of dims: show a few, not 480,000
+        shape = tuple(tensor.shape) if tensor.dim() <= 8 else f"({', '.join(map(str, tensor.shape[:8]))}, ...)"
+        raise InputError(f"{label} has {tensor.dim()} dim{'' if tensor.dim() == 1 else 's'} (shape {shape}), "
+                         "but the program takes "
                          f"{spec.rank} (shape {spec.shape_text()}); pass a tensor of that shape")
     for axis, (size, dim) in enumerate(zip(tensor.shape, spec.dims)):
         where = f"{label} dim {axis} is {size}"

@@ -9,7 +9,8 @@ import asyncio
 
 from aotcuda.errors import AotcudaError, InputError
 
-__all__ = ["ERROR_HEADER", "BusyError", "LateBodyError", "PendingBytes", "RequestError", "SlowBodyError", "read_body"]
+__all__ = ["ERROR_HEADER", "BusyError", "LateBodyError", "PendingBytes", "RequestError", "SlowBodyError",
+           "SlowHeadError", "read_body", "shown"]
 
 # Marks the answers aotcuda gave itself (400, 408, 500, 503), from the proxy or a replica: a 5xx without it
 # came from Ray's own proxy (client.py retries those).
@@ -26,6 +27,11 @@ class SlowBodyError(RequestError):
     """A request body that did not arrive within the server's time for it (answered with HTTP 408)."""
 
     http_status = 408
+
+
+class SlowHeadError(SlowBodyError):
+    """A request head (request line and headers) that did not arrive within the server's time for it (answered
+    with HTTP 408 by the HTTP proxy's connection, before any app sees the request: serving/heads.py)."""
 
 
 class LateBodyError(AotcudaError):
@@ -76,21 +82,20 @@ async def read_body(request, max_bytes: int, timeout_s: float, take=None) -> byt
     still arriving after ``timeout_s`` (a client that sends headers and then trickles, or nothing) is
     refused with SlowBodyError, which frees the replica's slot.
 
-    ``take(size)`` (optional) is called once before a byte is read, with the declared length (h11 refuses a
-    body longer than that), or ``max_bytes`` for a chunked body; it may raise (PendingBytes.take: BusyError)
-    to refuse the body. Counting chunks as they arrive instead let concurrent chunked bodies starve each
-    other: each took part of the room, none could finish.
+    ``take(size)`` (optional) is called for each piece of the body as it arrives, with that piece's length,
+    before it is kept; it may raise (PendingBytes.take: BusyError) to refuse the body. Room is counted for
+    bytes received, never for bytes declared: a client that declares 256 MiB and sends nothing holds nothing
+    (four such connections filled the proxy's 1 GiB and every honest request got 503 for the body timeout),
+    and a request without a body (a GET) takes nothing.
     """
     declared = request.headers.get("content-length")
     if declared is not None:
         # At most 20 digits (2**64): int() of a longer string raises ValueError past 4300 digits, and HTTP
         # parsers other than h11 and httptools may hand one on.
         if not (declared.isascii() and declared.isdigit() and len(declared) <= 20):
-            raise RequestError(f"the request's Content-Length {declared[:40]!r} is not a number of bytes")
+            raise RequestError(f"the request's Content-Length {shown(declared, 40)!r} is not a number of bytes")
         if int(declared) > max_bytes:
             raise too_large(int(declared), max_bytes, "declares")
-    if take is not None:  # before a byte is read; a chunked body may be as long as the limit (the reader trims)
-        take(int(declared) if declared is not None else max_bytes)
     chunks: list[bytes] = []
 
     async def read() -> None:
@@ -99,6 +104,8 @@ async def read_body(request, max_bytes: int, timeout_s: float, take=None) -> byt
             size += len(chunk)
             if size > max_bytes:
                 raise too_large(size, max_bytes, "has at least")
+            if chunk and take is not None:
+                take(len(chunk))
             chunks.append(chunk)
 
     try:
@@ -107,3 +114,9 @@ async def read_body(request, max_bytes: int, timeout_s: float, take=None) -> byt
         raise SlowBodyError(f"the request body did not arrive within {timeout_s:g} s (this server's "
                             "--body-timeout-s); send the whole body at once") from None
     return b"".join(chunks)
+
+
+def shown(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was: what an answer echoes of a request stays
+    small whatever the request held (a shape of 480,000 dims made a 1.44 MB 400)."""
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"

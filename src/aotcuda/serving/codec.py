@@ -18,7 +18,8 @@ import struct
 import torch
 
 from aotcuda.package_format import json_depth
-from aotcuda.serving.body import LateBodyError, RequestError, SlowBodyError, read_body, too_large  # noqa: F401 - re-exported
+from aotcuda.serving.body import (LateBodyError, RequestError, SlowBodyError, read_body,  # noqa: F401 - re-exported
+                                  shown, too_large)
 
 __all__ = ["LateBodyError", "RequestError", "SlowBodyError", "decode_inputs", "encode_outputs", "read_body",
            "unsupported_dtypes"]
@@ -50,7 +51,7 @@ def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.T
     try:
         tensors = _safetensors().load(body)
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types, all meaning "not a file"
-        raise RequestError(_NOT_A_FILE.format(_shown(str(exc)))) from None
+        raise RequestError(_NOT_A_FILE.format(shown(str(exc)))) from None
     return [tensors[name] for name in names]
 
 
@@ -58,10 +59,6 @@ def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.T
 MAX_HEADER_BYTES = 1 << 20
 _NOT_A_FILE = ("the request body is not a safetensors file ({}); send the inputs as "
                "safetensors.torch.save({{name: tensor, ...}})")
-
-
-def _shown(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _check_header_names(body: bytes, names: list[str]) -> None:
@@ -81,12 +78,12 @@ def _check_header_names(body: bytes, names: list[str]) -> None:
         if not isinstance(entries, dict):
             raise ValueError("its header is not a JSON object")
     except (ValueError, RecursionError) as exc:
-        raise RequestError(_NOT_A_FILE.format(_shown(str(exc)))) from None
+        raise RequestError(_NOT_A_FILE.format(shown(str(exc)))) from None
     given = [name for name in entries if name != "__metadata__"]
     missing = [name for name in names if name not in entries]
     unknown = [name for name in given if name not in names]
     if missing or unknown:
-        shown_unknown = ", ".join(repr(_shown(name, 40)) for name in unknown[:5])
+        shown_unknown = ", ".join(repr(shown(name, 40)) for name in unknown[:5])
         if len(unknown) > 5:
             shown_unknown += f" and {len(unknown) - 5} more"
         parts = ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else []) + (

@@ -50,7 +50,7 @@ from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, serving_plan, split_rows
-from aotcuda.serving.body import ERROR_HEADER, LateBodyError, SlowBodyError, read_body
+from aotcuda.serving.body import ERROR_HEADER, LateBodyError, SlowBodyError, read_body, shown
 from aotcuda.serving.codec import decode_inputs, encode_outputs
 from aotcuda.serving.proxy import read_by_proxy
 
@@ -64,6 +64,8 @@ OCTET_STREAM = "application/octet-stream"
 # back to the proxy (Ray's delay: seconds on a busy machine), not the client's sending. With Ray's default
 # request_timeout_s (60) the proxy gives up on the request first; this frees the slot if the proxy is stuck.
 RAY_BODY_DELAY_S = 60.0
+# The most characters of an error's text an answer carries: the runtime's messages are a few hundred.
+MAX_ERROR_CHARS = 2000
 
 
 class ProgramReplica:
@@ -117,18 +119,16 @@ class ProgramReplica:
             inputs = await asyncio.to_thread(self.checked_inputs, body)  # decoding never blocks the event loop
         except (InputError, LateBodyError) as error:
             self.counters["rejected"] += 1
-            return PlainTextResponse(str(error), status_code=getattr(error, "http_status", 400),
-                                     headers={ERROR_HEADER: type(error).__name__})
+            return _error_response(error, getattr(error, "http_status", 400))
         if self.max_batch_size > 1:
             outputs = await self.predict_batch(inputs)
         else:
             outputs = await self._in_program_thread(self._run_one, inputs)
         if isinstance(outputs, InputError):  # the request's values (e.g. a token id out of range): the client's
             self.counters["rejected"] += 1
-            return PlainTextResponse(str(outputs), status_code=400, headers={ERROR_HEADER: type(outputs).__name__})
+            return _error_response(outputs, 400)
         if isinstance(outputs, Exception):
-            return PlainTextResponse(f"{type(outputs).__name__}: {outputs}", status_code=500,
-                                     headers={ERROR_HEADER: type(outputs).__name__})
+            return _error_response(outputs, 500, f"{type(outputs).__name__}: ")
         return Response(encode_outputs(outputs), media_type=OCTET_STREAM)
 
     async def _body(self, request: Request) -> bytes:
@@ -232,8 +232,16 @@ class HealthCheck:
         return await _health(self.app_name, self.deployment_name)
 
 
+def _error_response(error: Exception, status: int, prefix: str = "") -> Response:
+    """An error's answer, its text bounded: a message may echo the request (a shape of 480,000 dims made a
+    1.44 MB 400), and what a client sent must not decide how much the server writes back."""
+    return PlainTextResponse(shown(prefix + str(error), MAX_ERROR_CHARS), status_code=status,
+                             headers={ERROR_HEADER: type(error).__name__})
+
+
 def _no_route(method: str, path: str) -> Response:
-    return PlainTextResponse(f"no route {method} {path}: POST /predict, GET /healthz, GET /stats", status_code=404)
+    return PlainTextResponse(f"no route {method} {shown(path, 100)}: POST /predict, GET /healthz, GET /stats",
+                             status_code=404)
 
 
 async def _health(app_name: str, deployment_name: str) -> Response:

@@ -29,7 +29,7 @@ from aotcuda import switches
 from aotcuda.serving.body import ERROR_HEADER, BusyError, PendingBytes, RequestError, read_body
 
 __all__ = ["BODY_READ", "CALLBACK", "WholeBody", "bound_request_heads", "middlewares", "proxy_environment",
-           "read_by_proxy"]
+           "read_by_proxy", "refuse_websocket"]
 
 CALLBACK = "aotcuda.serving.proxy:middlewares"
 CALLBACK_VARIABLE = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
@@ -49,31 +49,39 @@ def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending
 
 def middlewares() -> list[Middleware]:
     """Called by Ray Serve's HTTP proxy when it starts: the limits come from its environment (the switches'
-    defaults are ServeOptions'), and request heads are bounded (``bound_request_heads``). Raises ValueError
-    naming a variable that is not a positive number."""
-    bound_request_heads()
-    return [Middleware(WholeBody, timeout_s=_positive(BODY_TIMEOUT_VARIABLE),
+    defaults are ServeOptions'), and request heads are bounded in size and time (``bound_request_heads``).
+    Raises ValueError naming a variable that is not a positive number."""
+    timeout_s = _positive(BODY_TIMEOUT_VARIABLE)
+    bound_request_heads(timeout_s)
+    return [Middleware(WholeBody, timeout_s=timeout_s,
                        max_bytes=_positive(MAX_BYTES_VARIABLE), max_pending_bytes=_positive(MAX_PENDING_VARIABLE))]
 
 
-def bound_request_heads() -> bool:
-    """Make uvicorn's ``http="auto"`` mean h11, in this process (Ray's proxy: called when it starts, before Ray
-    builds its uvicorn config, which leaves ``http`` at "auto"). Returns whether it could.
+def bound_request_heads(head_timeout_s: float) -> bool:
+    """Make uvicorn's ``http="auto"`` mean h11 with a deadline on each request head (heads.DeadlineH11Protocol),
+    in this process (Ray's proxy: called when it starts, before Ray builds its uvicorn config, which leaves
+    ``http`` at "auto"). Returns whether it could.
 
-    Why: "auto" takes httptools where it is installed (Ray Serve's own dependencies install it), and
+    Why h11: "auto" takes httptools where it is installed (Ray Serve's own dependencies install it), and
     httptools bounds no request head: it gathers a header value by concatenation, so one connection sending
     a 120 MiB header grew the proxy by 120 MiB and took 46 s of its CPU (the copies grow with the value),
     while every other request waited on the same event loop. h11 refuses a head over 16 KiB (uvicorn answers
     400 and closes). The body is read here either way; h11 costs tens of microseconds a request more, beside a
-    model's run. A uvicorn without that table keeps its choice."""
+    model's run. Why the deadline: uvicorn times no head at all (heads.py), so a head trickled a byte at a time
+    held its connection for ever; now it has ``head_timeout_s`` (the body's time), and connections past three
+    quarters of the process's file limit are closed at once. A uvicorn without that table keeps its choice."""
     try:
         import uvicorn.config
+
+        from aotcuda.serving import heads
     except ImportError:
         return False
     protocols = getattr(uvicorn.config, "HTTP_PROTOCOLS", None)
     if not isinstance(protocols, dict) or "h11" not in protocols or "auto" not in protocols:
         return False
-    protocols["auto"] = protocols["h11"]
+    heads.DeadlineH11Protocol.head_timeout_s = head_timeout_s
+    heads.DeadlineH11Protocol.max_connections = heads.connection_limit()
+    protocols["auto"] = heads.PROTOCOL
     return True
 
 
@@ -94,10 +102,11 @@ class WholeBody:
     (body.read_body: refused by Content-Length before reading, counted while it streams), answer 408 or 400
     itself when it does not fit, else hand the app the body as one message and mark the scope.
 
-    ``max_pending_bytes``: the bytes of bodies it holds at once, over all requests (a body is held from its
-    first byte, or from its Content-Length, until its request ends). Each client is bounded by ``max_bytes``,
-    but the proxy takes every connection: 40 clients sending 256 MiB each made it hold 10 GiB. A body that
-    would pass the limit is answered 503 with Retry-After (BusyError): nothing of it ran, the client may resend.
+    ``max_pending_bytes``: the bytes of bodies it holds at once, over all requests (each piece is counted as it
+    arrives, until its request ends; a declared Content-Length holds nothing by itself, nor does a request
+    without a body). Each client is bounded by ``max_bytes``, but the proxy takes every connection: 40 clients
+    sending 256 MiB each made it hold 10 GiB. A piece that would pass the limit gets its request 503 with
+    Retry-After (BusyError): nothing of it ran, the client may resend; its room is given back at once.
     """
 
     def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None):
@@ -105,30 +114,35 @@ class WholeBody:
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "websocket":
+            await refuse_websocket(scope, receive, send)
+            return
+        if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
         held = 0
 
-        def take(size: int) -> None:
+        def take(size: int) -> None:  # room for the bytes received, as they arrive (body.read_body)
             nonlocal held
-            self.pending.take(size)
+            try:
+                self.pending.take(size)
+            except BusyError:
+                # Refused: its room goes back now, not once its answer is sent (read_body's reader is a task of
+                # its own: a loop turn later), so that the bodies still arriving can finish instead of being
+                # refused one after the other against room that nobody will use.
+                self.pending.give(held)
+                held = 0
+                raise
             held += size
 
-        def trim(size: int) -> None:  # a chunked body held room for the largest: keep what it is
-            nonlocal held
-            self.pending.give(held - size)
-            held = size
-
         try:
-            await self._read_and_hand_on(scope, receive, send, take, trim)
+            await self._read_and_hand_on(scope, receive, send, take)
         finally:
             self.pending.give(held)
 
-    async def _read_and_hand_on(self, scope, receive, send, take, trim) -> None:
+    async def _read_and_hand_on(self, scope, receive, send, take) -> None:
         try:
             body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s, take)
-            trim(len(body))
         except ClientDisconnect:  # the client left mid-body: nobody to answer
             return
         except (RequestError, BusyError) as error:
@@ -147,3 +161,24 @@ class WholeBody:
             return await receive()  # what follows the body: the client's disconnect
 
         await self.app({**scope, BODY_READ: True}, whole_body_then_client, send)
+
+
+WEBSOCKET_REFUSAL = ("this server answers HTTP requests only, not WebSocket: send POST /predict, GET /healthz or "
+                     "GET /stats without an Upgrade header")
+
+
+async def refuse_websocket(scope, receive, send) -> None:
+    """Refuse a WebSocket handshake before it is accepted. Passed on, it reached Ray's replica, whose
+    ``Request(scope)`` asserts an HTTP scope: 500 without X-Aotcuda-Error and a traceback in the replica's log.
+    400 with our header where the server lets an app answer a handshake (ASGI's websocket.http.response, which
+    uvicorn's websockets protocol offers), else a close before accepting (uvicorn answers 403)."""
+    message = await receive()
+    if message["type"] != "websocket.connect":  # the client left already
+        return
+    if "websocket.http.response" in (scope.get("extensions") or {}):
+        await send({"type": "websocket.http.response.start", "status": 400,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (ERROR_HEADER.lower().encode(), b"RequestError")]})
+        await send({"type": "websocket.http.response.body", "body": WEBSOCKET_REFUSAL.encode()})
+    else:
+        await send({"type": "websocket.close", "code": 1008, "reason": WEBSOCKET_REFUSAL[:120]})
