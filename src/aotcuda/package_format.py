@@ -239,8 +239,50 @@ def parse_signature(data: bytes, entry: str, path: str, read_expression=None) ->
         raise PackageError(f"{path!r}: {entry} has format {signature.get('format')!r} version "
                            f"{signature.get('version')!r}; this aotcuda reads {SIGNATURE_FORMAT} versions "
                            f"{', '.join(map(str, READ_VERSIONS))}")
+    check_signature_counts(signature, entry, path)
     check_signature_expressions(signature, entry, path, read_expression or parse_shape_expression)
     return signature
+
+
+# How much a signature may hold, counted before any expression is read: reading one costs up to ~15 ms (2,000
+# characters, the grammar and sympy's constructors), and 3,000 of them held `aotcuda inspect` 34 s. A real
+# signature holds tens of tensors of a few dims, with expressions like "2*s27" (~1 KiB in all); a 128-layer
+# model's KV cache as inputs is ~260 tensors.
+MAX_SIGNATURE_TENSORS, MAX_TENSOR_DIMS, MAX_INDEX_RANGES = 10_000, 64, 1_000
+MAX_SIGNATURE_EXPRESSIONS, MAX_SIGNATURE_EXPRESSION_CHARS = 10_000, 128 * 1024  # together: well under a second
+
+
+def check_signature_counts(signature: dict, entry: str, path: str) -> None:
+    """Refuse (PackageError naming the field) a signature holding more tensors, dims, index ranges or shape
+    expressions (and characters of them) than the bounds above, before any expression is read."""
+    def refuse(what: str):
+        raise PackageError(f"{path!r}: {entry}: {what}; no package aotcuda writes comes near, so it is damaged or "
+                           "hostile, nothing of it was read further. Lower the model again")
+
+    expressions = []
+    lists = {kind: signature.get(kind) for kind in ("inputs", "outputs")}
+    tensors = sum(len(specs) for specs in lists.values() if isinstance(specs, list))
+    if tensors > MAX_SIGNATURE_TENSORS:
+        refuse(f"it lists {tensors} inputs and outputs, more than {MAX_SIGNATURE_TENSORS}")
+    for kind, specs in lists.items():
+        for index, spec in enumerate(specs if isinstance(specs, list) else ()):
+            if not isinstance(spec, dict):
+                continue  # specs_from_signature names it
+            for field in ("shape", "strides", "index_ranges"):
+                values = spec.get(field)
+                most = MAX_INDEX_RANGES if field == "index_ranges" else MAX_TENSOR_DIMS
+                if isinstance(values, list) and len(values) > most:
+                    refuse(f"{kind}[{index}] {field} has {len(values)} entries, more than {most}")
+                for value in values if isinstance(values, list) else ():
+                    bounds = (value.get("min"), value.get("max")) if field == "index_ranges" and isinstance(
+                        value, dict) else (value,)
+                    expressions += [bound["expr"] for bound in bounds if isinstance(bound, dict)
+                                    and isinstance(bound.get("expr"), str)]
+    # One longer than the grammar takes is refused by its length, at no cost, naming its field: count it so.
+    characters = sum(min(len(text), MAX_EXPRESSION_CHARS + 1) for text in expressions)
+    if len(expressions) > MAX_SIGNATURE_EXPRESSIONS or characters > MAX_SIGNATURE_EXPRESSION_CHARS:
+        refuse(f"it holds {len(expressions)} shape expressions of {characters} characters, more than "
+               f"{MAX_SIGNATURE_EXPRESSIONS} or {MAX_SIGNATURE_EXPRESSION_CHARS} characters")
 
 
 # --- shape expressions ------------------------------------------------------------------------------------
