@@ -213,3 +213,16 @@ def test_a_directory_within_the_count_is_read_as_before(tmp_path):
         aotcuda.load(path, limits=ArchiveLimits(max_entries=60))
     with pytest.raises(PackageError, match=r"has 50 entries, more than the 40 .*counted in its directory"):
         aotcuda.load(path, limits=ArchiveLimits(max_entries=40))
+
+
+def test_an_extraction_larger_than_the_free_space_is_refused_before_writing(so_bomb, watched_temp, monkeypatch):
+    """Within the limits (ratio lifted here), 64 GiB may be extracted: the disk's free space is checked first."""
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(1 << 40, (1 << 40) - (10 << 20), 10 << 20))
+    with pytest.raises(PackageError, match=r"extracts to 0.10 GiB, but the temporary folder .* has 0.01 GiB free; "
+                                           r"nothing was extracted.*TMPDIR"):
+        aotcuda.load(so_bomb, limits=ArchiveLimits(max_ratio=0))
+    assert _written(watched_temp) == 0

@@ -453,6 +453,9 @@ REFUSED_BY_LOAD_AND_INSPECT = {
     "a constant named like the .so": (with_entry("constants/SO", b"\x7fELF"), "would both be extracted to"),
     "a second .so beside the model's": (with_entry("model/other.so", b"\x7fELF"), "holds several .so files"),
     "a file where another entry needs a folder": (file_over_folder, "is a file where its entry"),
+    "an entry that points outside the package's folder": (  # the refusal named neither the package nor the entry
+        with_entry("model/../../../../evil.txt", b"x"),
+        r"altered\.pt2'?: refusing to extract its entry '.*/model/\.\./\.\./\.\./\.\./evil\.txt': it points outside"),
 }
 
 

@@ -120,6 +120,7 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
     """
     model_dir = os.path.join(out_dir, "model")
     wanted = _extraction_plan(archive, model_dir_entry, root, model_dir, path, limits)
+    _check_free_space(path, out_dir, sum(info.file_size for info, _ in wanted))
     os.makedirs(model_dir)
     for info, target in wanted:
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -129,6 +130,16 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
             raise PackageError(f"{path!r} is damaged: its entry {info.filename!r} cannot be read ({exc}); copy the "
                                "package again, or lower the model again") from exc
     return model_dir
+
+
+def _check_free_space(path: str, folder: str, size: int) -> None:
+    """PackageError when the temporary folder's file system has less room than the extraction needs: the ratio
+    and total limits allow a 330 MB package 64 GiB, and a disk filled half-way fails every process on it."""
+    free = shutil.disk_usage(folder).free
+    if size > free:
+        raise PackageError(f"{path!r} extracts to {size / (1 << 30):.2f} GiB, but the temporary folder "
+                           f"{os.path.dirname(folder)!r} has {free / (1 << 30):.2f} GiB free; nothing was extracted. "
+                           "Free space there, or point TMPDIR to a larger disk")
 
 
 def _extraction_plan(archive: zipfile.ZipFile, model_dir_entry: str, root: str, model_dir: str, path: str,
