@@ -79,7 +79,8 @@ Shape expressions are read with a small grammar and never evaluated (``parse_sha
 
 bounded in length (``MAX_EXPRESSION_CHARS``), nesting (``MAX_EXPRESSION_DEPTH``) and the size of the value
 it can take for sizes below 2**64 (``MAX_EXPRESSION_BITS``), so that no string of a package runs code, recurses
-without end, or asks for a number too large to compute.
+without end, or asks for a number too large to compute; and a signature's tensors, dims and expressions are
+counted before any expression is read (``check_signature_counts``).
 """
 
 from __future__ import annotations
