@@ -181,14 +181,15 @@ def _check_inputs_archive(path: str) -> None:
     """click.BadParameter when the inputs file is a zip (torch.save's format) whose entries would inflate
     past the limits packages are read with (``aotcuda.runtime.archive``, the same variables to raise them)."""
     from aotcuda.errors import PackageError
-    from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_extraction
+    from aotcuda.runtime.archive import ArchiveLimits, check_directory, check_entries, check_extraction
 
     if not zipfile.is_zipfile(path):
         return  # torch.load says what it is not
     try:
+        limits = ArchiveLimits.from_environment()
+        check_directory(path, limits)  # before zipfile builds an object for every record
         with zipfile.ZipFile(path) as archive:
             infos = archive.infolist()
-            limits = ArchiveLimits.from_environment()
             check_entries(path, infos, limits)
             check_extraction(path, infos, limits)
     except PackageError as exc:

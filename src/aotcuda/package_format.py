@@ -84,7 +84,8 @@ Shape expressions are read with a small grammar and never evaluated (``parse_sha
 
 bounded in length (``MAX_EXPRESSION_CHARS``), nesting (``MAX_EXPRESSION_DEPTH``) and the size of the value
 it can take for sizes below 2**64 (``MAX_EXPRESSION_BITS``), so that no string of a package runs code, recurses
-without end, or asks for a number too large to compute.
+without end, or asks for a number too large to compute; and a signature's tensors, dims and expressions are
+counted before any expression is read (``check_signature_counts``).
 """
 
 from __future__ import annotations
@@ -186,17 +187,24 @@ def library_digest(archive: zipfile.ZipFile) -> str | None:
 # JSON nests a few levels (a signature 4-5, a pytree call spec two per container level, ~10 for a transformers
 # model's outputs), so everything deeper is refused before it is parsed.
 MAX_JSON_DEPTH = 64
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# Strings are removed in two linear passes, never by one pattern for a whole string: `"(?:[^"\\]|\\.)*"` failed
+# from every quote of an unterminated `"\"\"\"...` to the end of the text (quadratic: a 64 KB signature took 9 s,
+# 1 MiB ~45 min). First every escape pair goes (left to right, as JSON pairs them: `\\` then `"`), so that each
+# remaining quote opens or closes a string; then `"[^"]*"?` removes them, an unterminated one to the end of
+# the text (json stops there). A backslash outside a string is invalid JSON, where json stops too.
+_JSON_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_JSON_STRING = re.compile(rb'"[^"]*"?')
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1, +1, -1, -1 as signed bytes
 
 
 def json_depth(data: bytes | str, stop: int | None = None) -> int:
     """How deep the arrays and objects of a JSON text nest (brackets inside strings do not count), found
-    by a scan at C speed: strings removed by one regex, brackets kept by one translate, depth summed in
-    chunks; with ``stop``, the scan ends at the first chunk that goes deeper (a depth above ``stop``)."""
+    in time linear in its length by a scan at C speed: escapes, then strings removed by two regexes,
+    brackets kept by one translate, depth summed in chunks; with ``stop``, the scan ends at the first chunk
+    that goes deeper (a depth above ``stop``)."""
     data = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    steps = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS).translate(_STEPS)
+    steps = _JSON_STRING.sub(b"", _JSON_ESCAPE.sub(b"", data)).translate(None, _NOT_BRACKETS).translate(_STEPS)
     depth = deepest = 0
     for start in range(0, len(steps), 1 << 16):
         running = list(itertools.accumulate(array.array("b", steps[start:start + (1 << 16)]), initial=depth))
@@ -237,8 +245,50 @@ def parse_signature(data: bytes, entry: str, path: str, read_expression=None) ->
         raise PackageError(f"{path!r}: {entry} has format {signature.get('format')!r} version "
                            f"{signature.get('version')!r}; this aotcuda reads {SIGNATURE_FORMAT} versions "
                            f"{', '.join(map(str, READ_VERSIONS))}")
+    check_signature_counts(signature, entry, path)
     check_signature_expressions(signature, entry, path, read_expression or parse_shape_expression)
     return signature
+
+
+# How much a signature may hold, counted before any expression is read: reading one costs up to ~15 ms (2,000
+# characters, the grammar and sympy's constructors), and 3,000 of them held `aotcuda inspect` 34 s. A real
+# signature holds tens of tensors of a few dims, with expressions like "2*s27" (~1 KiB in all); a 128-layer
+# model's KV cache as inputs is ~260 tensors.
+MAX_SIGNATURE_TENSORS, MAX_TENSOR_DIMS, MAX_INDEX_RANGES = 10_000, 64, 1_000
+MAX_SIGNATURE_EXPRESSIONS, MAX_SIGNATURE_EXPRESSION_CHARS = 10_000, 128 * 1024  # together: well under a second
+
+
+def check_signature_counts(signature: dict, entry: str, path: str) -> None:
+    """Refuse (PackageError naming the field) a signature holding more tensors, dims, index ranges or shape
+    expressions (and characters of them) than the bounds above, before any expression is read."""
+    def refuse(what: str):
+        raise PackageError(f"{path!r}: {entry}: {what}; no package aotcuda writes comes near, so it is damaged or "
+                           "hostile, nothing of it was read further. Lower the model again")
+
+    expressions = []
+    lists = {kind: signature.get(kind) for kind in ("inputs", "outputs")}
+    tensors = sum(len(specs) for specs in lists.values() if isinstance(specs, list))
+    if tensors > MAX_SIGNATURE_TENSORS:
+        refuse(f"it lists {tensors} inputs and outputs, more than {MAX_SIGNATURE_TENSORS}")
+    for kind, specs in lists.items():
+        for index, spec in enumerate(specs if isinstance(specs, list) else ()):
+            if not isinstance(spec, dict):
+                continue  # specs_from_signature names it
+            for field in ("shape", "strides", "index_ranges"):
+                values = spec.get(field)
+                most = MAX_INDEX_RANGES if field == "index_ranges" else MAX_TENSOR_DIMS
+                if isinstance(values, list) and len(values) > most:
+                    refuse(f"{kind}[{index}] {field} has {len(values)} entries, more than {most}")
+                for value in values if isinstance(values, list) else ():
+                    bounds = (value.get("min"), value.get("max")) if field == "index_ranges" and isinstance(
+                        value, dict) else (value,)
+                    expressions += [bound["expr"] for bound in bounds if isinstance(bound, dict)
+                                    and isinstance(bound.get("expr"), str)]
+    # One longer than the grammar takes is refused by its length, at no cost, naming its field: count it so.
+    characters = sum(min(len(text), MAX_EXPRESSION_CHARS + 1) for text in expressions)
+    if len(expressions) > MAX_SIGNATURE_EXPRESSIONS or characters > MAX_SIGNATURE_EXPRESSION_CHARS:
+        refuse(f"it holds {len(expressions)} shape expressions of {characters} characters, more than "
+               f"{MAX_SIGNATURE_EXPRESSIONS} or {MAX_SIGNATURE_EXPRESSION_CHARS} characters")
 
 
 # --- shape expressions ------------------------------------------------------------------------------------

@@ -124,6 +124,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry",
            "at each load"),
     Switch("AOTCUDA_MAX_JSON_BYTES", 64 << 20, "a JSON entry of a package read into memory", "at each load"),
+    Switch("AOTCUDA_MAX_SIGNATURE_BYTES", 1 << 20, "the aotcuda signature and the model's metadata JSON of a package "
+           "(real ones are about 1 KiB)", "at each load"),
     Switch("AOTCUDA_MAX_SOURCE_BYTES", 256 << 20, "the generated C++ sources of a package read into memory "
            "(by `aotcuda inspect`), together",
            "at each load"),

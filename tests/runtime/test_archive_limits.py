@@ -6,6 +6,8 @@ or ``limits=``). Each bomb is ~80-100 MiB of zeros that deflates to ~100 KiB (re
 """
 
 import os
+import re
+import struct
 import tempfile
 import zipfile
 
@@ -68,8 +70,8 @@ def test_load_refuses_a_library_bomb_before_writing(so_bomb, watched_temp):
 
 def test_signature_bomb_is_refused_before_it_is_read(signature_bomb, watched_temp):
     for read in (aotcuda.load, read_signature, describe_package):
-        with pytest.raises(PackageError, match=r"signature.json' is 80.0 MiB, more than the 64 MiB .*"
-                                               r"AOTCUDA_MAX_JSON_BYTES"):
+        with pytest.raises(PackageError, match=r"signature.json' is 80.0 MiB, more than the 1 MiB .*"
+                                               r"AOTCUDA_MAX_SIGNATURE_BYTES"):
             read(signature_bomb)
     assert _written(watched_temp) == 0
 
@@ -86,7 +88,10 @@ def test_the_limits_can_be_raised(so_bomb, signature_bomb, watched_temp, monkeyp
     # past the ratio limit, the bomb is what it is: a package with a .so that is no library
     with pytest.raises(PackageError, match="cannot open the model library|invalid ELF|not an AOTInductor"):
         aotcuda.load(so_bomb, limits=ArchiveLimits(max_ratio=0))
-    monkeypatch.setenv("AOTCUDA_MAX_JSON_BYTES", "0")
+    monkeypatch.setenv("AOTCUDA_MAX_SIGNATURE_BYTES", "0")  # then the ratio: a JSON entry is read whole
+    with pytest.raises(PackageError, match=r"signature.json' would inflate .* to 80.0 MiB .*decompression bomb"):
+        read_signature(signature_bomb)
+    monkeypatch.setenv("AOTCUDA_MAX_COMPRESSION_RATIO", "0")
     with pytest.raises(PackageError, match="not valid JSON"):
         read_signature(signature_bomb)
 
@@ -115,3 +120,110 @@ def test_a_real_package_is_far_inside_the_limits(twice_pt2, watched_temp):
         infos = archive.infolist()
     worst = max(info.file_size / max(info.compress_size, 1) for info in infos if info.file_size > 1 << 16)
     assert worst < ArchiveLimits().max_ratio / 10
+
+
+# --- JSON read whole, below the extraction's ratio floor (breaker, item 2) ----------------------------------
+
+def _many_objects(mib: int) -> bytes:
+    """``[{},{},...]``: json.loads makes a dict of each 3 bytes (63 MiB: 5 GB); deflated ~1000x."""
+    return b"[" + b"{}," * ((mib << 20) // 3) + b"{}]"
+
+
+def _write_small(path, entries):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, data in entries:
+            archive.writestr(name, data)
+    return str(path)
+
+
+def test_a_small_signature_that_inflates_to_many_objects_is_refused_before_it_is_read(tmp_path, watched_temp):
+    """A 65 KB package whose signature inflates to 63 MiB of ``[{},...]``, under the 64 MiB JSON limit and the
+    64 MiB ratio floor: `inspect` took 42 s and 5 GB, load 35 s, then a raw KeyError. Now refused by the
+    signature's size, and past that limit by the ratio a JSON entry read whole is held to, from 1 MiB."""
+    import time
+
+    signature = b'{"format": "aotcuda.signature", "version": 2, "inputs": ' + _many_objects(8) + b', "outputs": []}'
+    path = _write_small(tmp_path / "jsonbomb.pt2", [(f"{MODEL}abc.wrapper.so", b""),
+                                                    ("bomb/aotcuda/signature.json", signature)])
+    assert os.path.getsize(path) < 64 << 10
+    started = time.perf_counter()
+    for read in (aotcuda.load, read_signature, describe_package):
+        with pytest.raises(PackageError, match=r"signature.json' is 8.0 MiB, more than the 1 MiB .*"
+                                               r"AOTCUDA_MAX_SIGNATURE_BYTES"):
+            read(path)
+        with pytest.raises(PackageError, match=r"signature.json' would inflate from 0.0 MiB to 8.0 MiB .*x, more "
+                                               r"than the 200x limit"):
+            read(path, limits=ArchiveLimits(max_signature_bytes=0)) if read is not read_signature else \
+                describe_package(path, limits=ArchiveLimits(max_signature_bytes=0))
+    assert time.perf_counter() - started < 5 and _written(watched_temp) == 0
+
+
+@pytest.mark.parametrize("entry", ["abc.wrapper_metadata.json", "abc.wrapper.json"])
+def test_model_json_that_inflates_to_many_objects_is_refused_before_it_is_read(tmp_path, watched_temp, entry):
+    """The metadata (within the signature's limit) and the op table (within max_json_bytes, 64 MiB, but read
+    whole once extracted: ratio-checked from 1 MiB by load's plan, and by inspect's reading)."""
+    data = b'{"AOTI_DEVICE_KEY": "cpu", "x": ' + _many_objects(8) + b"}"
+    path = _write_small(tmp_path / "modeljson.pt2", [(f"{MODEL}abc.wrapper.so", b""), (f"{MODEL}{entry}", data)])
+    ratio = r"would inflate from 0.0 MiB to 8.0 MiB .*more than the 200x limit"
+    # the metadata: load's plan checks the ratio before anything is extracted, inspect its size before reading
+    size = r"is 8.0 MiB, more than the 1 MiB .*AOTCUDA_MAX_SIGNATURE_BYTES"
+    message = rf"({size}|{ratio})" if "metadata" in entry else ratio
+    with pytest.raises(PackageError, match=message):
+        aotcuda.load(path)
+    result = CliRunner().invoke(main, ["inspect", path])
+    assert result.exit_code == 1 and re.search(message, " ".join(result.output.split())), result.output
+    assert _written(watched_temp) == 0
+
+
+# --- the directory, before zipfile reads it (breaker, item 3) -----------------------------------------------
+
+def _directory_only(path, records: int, declared: int | None = None):
+    """A zip of ``records`` directory records (no data), with zip64 end records declaring ``declared`` of them
+    (default: as many): zipfile builds an object for every record before aotcuda could count them."""
+    name = b"a"
+    record = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, 0, 0, 0, len(name), 0, 0, 0, 0, 0, 0)
+    size, declared = len(record + name) * records, records if declared is None else declared
+    with open(path, "wb") as file:
+        file.write((record + name) * records)
+        file.write(struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, declared, declared, size, 0))
+        file.write(struct.pack("<4sLQL", b"PK\x06\x07", 0, size, 1))
+        file.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0))
+    return str(path)
+
+
+@pytest.mark.parametrize("declared", [None, 1])
+def test_the_entry_count_is_refused_before_zipfile_reads_the_directory(tmp_path, monkeypatch, declared):
+    """300,000 records (repro: 1,000,000 took 5 s and 360 MB before the refusal). The count the end record
+    declares is checked first; one that lies (1) does not help, as the records are counted too."""
+    import time
+
+    path = _directory_only(tmp_path / "entries.pt2", 300_000, declared)
+    built = []
+    monkeypatch.setattr(zipfile.ZipFile, "_RealGetContents", lambda self: built.append(self))
+    started = time.perf_counter()
+    for read in (aotcuda.load, read_signature, describe_package):
+        with pytest.raises(PackageError, match=r"has (300000|100001) entries, more than the 100000 .*counted in its "
+                                               r"directory.*AOTCUDA_MAX_ENTRIES"):
+            read(path)
+    assert not built and time.perf_counter() - started < 3
+
+
+def test_a_directory_within_the_count_is_read_as_before(tmp_path):
+    path = _directory_only(tmp_path / "few.pt2", 50)
+    with pytest.raises(PackageError, match="holds the entry 'a' more than once"):  # zipfile read the records
+        aotcuda.load(path, limits=ArchiveLimits(max_entries=60))
+    with pytest.raises(PackageError, match=r"has 50 entries, more than the 40 .*counted in its directory"):
+        aotcuda.load(path, limits=ArchiveLimits(max_entries=40))
+
+
+def test_an_extraction_larger_than_the_free_space_is_refused_before_writing(so_bomb, watched_temp, monkeypatch):
+    """Within the limits (ratio lifted here), 64 GiB may be extracted: the disk's free space is checked first."""
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(1 << 40, (1 << 40) - (10 << 20), 10 << 20))
+    with pytest.raises(PackageError, match=r"extracts to 0.10 GiB, but the temporary folder .* has 0.01 GiB free; "
+                                           r"nothing was extracted.*TMPDIR"):
+        aotcuda.load(so_bomb, limits=ArchiveLimits(max_ratio=0))
+    assert _written(watched_temp) == 0

@@ -275,10 +275,10 @@ DAMAGED = {
                       r"was built for 'xpu'; aotcuda runs packages built for cpu or cuda"),
     "signature with an unknown dtype": (
         lambda src, t: rewrite_package(src, t, edit_entry("signature.json", lambda d: d.replace(b'"float32"', b'"float99"'))),
-        r"signature entry is malformed \(ValueError: 'float99' is not a torch dtype\)"),
+        r"signature entry is malformed \(inputs\[0\] ValueError: 'float99' is not a torch dtype\)"),
     "signature without shapes": (
         lambda src, t: rewrite_package(src, t, edit_entry("signature.json", lambda d: d.replace(b'"shape"', b'"shap"'))),
-        r"signature entry is malformed \(KeyError"),
+        r"signature entry is malformed \(inputs\[0\] has no 'shape' field\)"),
     "a file where another entry needs a folder": (
         lambda src, t: file_over_folder(src, t), r"its entry '.*/model/extra' is a file where its entry '.*/model/extra/x' needs a folder"),
     "signature a list": (lambda src, t: rewrite_package(src, t, edit_entry("signature.json", lambda d: b"[]")),
@@ -453,6 +453,9 @@ REFUSED_BY_LOAD_AND_INSPECT = {
     "a constant named like the .so": (with_entry("constants/SO", b"\x7fELF"), "would both be extracted to"),
     "a second .so beside the model's": (with_entry("model/other.so", b"\x7fELF"), "holds several .so files"),
     "a file where another entry needs a folder": (file_over_folder, "is a file where its entry"),
+    "an entry that points outside the package's folder": (  # the refusal named neither the package nor the entry
+        with_entry("model/../../../../evil.txt", b"x"),
+        r"altered\.pt2'?: refusing to extract its entry '.*/model/\.\./\.\./\.\./\.\./evil\.txt': it points outside"),
 }
 
 
@@ -547,7 +550,7 @@ ARCHIVE_FAULTS = {
 }
 SIGNATURE_FAULTS = {
     "a dim's max that is a string": (with_signature(_set("inputs.0.shape.0.max", "64")),
-                                     r"malformed \(ValueError: the dim 's77' has the range \[2, '64'\]"),
+                                     r"malformed \(inputs\[0\] ValueError: the dim 's77' has the range \[2, '64'\]"),
     "a dim's min that is a float": (with_signature(_set("inputs.0.shape.0.min", 2.5)), r"has the range \[2.5, 64\]"),
     "a dim that is null": (with_signature(_set("inputs.0.shape.1", None)), r"a dim is a size or"),
     "a negative size": (with_signature(_set("outputs.1.shape.1", -4)), r"a size or stride of -4"),

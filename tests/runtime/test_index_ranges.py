@@ -400,5 +400,5 @@ def test_an_overflowing_shape_bound_is_a_package_error(shape_min):
 
     signature = json.loads(json.dumps(_signature(shape_min=shape_min)))  # JSON writes Infinity, reads float inf
     stub = SimpleNamespace(package_path="x.pt2", num_inputs=1, num_outputs=0)
-    with pytest.raises(PackageError, match=r"signature entry is malformed \(OverflowError"):
+    with pytest.raises(PackageError, match=r"signature entry is malformed \(inputs\[0\] OverflowError"):
         Program._load_specs(stub, signature)

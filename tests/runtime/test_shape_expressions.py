@@ -300,3 +300,72 @@ def test_a_costly_expression_in_a_signature_is_read_quickly(case):
     start = time.perf_counter()
     parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2", shape_expression)
     assert time.perf_counter() - start < 0.5
+
+
+# --- how many expressions a signature may hold (breaker, item 2) ------------------------------------------
+
+def _edited_signature(source, target, edit) -> str:
+    """Stored, not deflated: what bounds the signature must not be the ratio check alone."""
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("aotcuda/signature.json"):
+                signature = json.loads(data)
+                edit(signature)
+                data = json.dumps(signature).encode()
+            zout.writestr(info.filename, data)
+    return str(target)
+
+
+def _many_expressions(signature, count=3000):
+    """3,000 distinct expressions near the grammar's 2,000 characters (reads are cached by text): each cost
+    ~11 ms to read, 34 s in all, before any count was bounded."""
+    long = "+".join(["s0*s1"] * 330)[:1979]
+    signature["inputs"][0]["shape"] = [{"expr": f"{i}+{long}", "min": 1, "max": 4} for i in range(count)]
+    signature["inputs"][0]["strides"] = [1] * count
+
+
+COUNTS = {
+    "3,000 long expressions": (_many_expressions, r"inputs\[0\] shape has 3000 entries, more than 64"),
+    "64 dims of long expressions in each of 2 inputs": (
+        lambda signature: signature.update(inputs=[
+            {**signature["inputs"][0], "shape": [{"expr": f"{i}+" + "+".join(["s0*s1"] * 330)[:1979], "min": 1}
+                                                 for i in range(64 * j, 64 * j + 64)], "strides": [1] * 64}
+            for j in range(2)]),
+        r"it holds 13\d shape expressions of \d+ characters, more than 10000 or 131072 characters"),
+    "20,000 outputs": (lambda signature: signature.update(outputs=signature["outputs"][:1] * 20_000),
+                       r"it lists 20001 inputs and outputs, more than 10000"),
+    "2,000 index ranges": (lambda signature: signature["inputs"][0].update(index_ranges=[{"min": 0, "max": 1}] * 2000),
+                           r"inputs\[0\] index_ranges has 2000 entries, more than 1000"),
+}
+
+
+@pytest.mark.parametrize("case", list(COUNTS))
+def test_a_signature_holding_too_much_is_refused_before_its_expressions_are_read(twice_pt2, tmp_path, monkeypatch,
+                                                                                  case):
+    """Most of these are past AOTCUDA_MAX_SIGNATURE_BYTES (1 MiB) too: lifted, the counts still hold."""
+    import time
+
+    from aotcuda.runtime.package import describe_package
+
+    edit, message = COUNTS[case]
+    path = _edited_signature(twice_pt2, tmp_path / "many.pt2", edit)
+    monkeypatch.setenv("AOTCUDA_MAX_SIGNATURE_BYTES", "0")
+    started = time.perf_counter()
+    for read in (load, describe_package):
+        with pytest.raises(PackageError, match=r"many\.pt2'?: .*aotcuda/signature\.json: " + message):
+            read(path)
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and re.search(message, " ".join(result.output.split())), result.output
+    assert time.perf_counter() - started < 10  # each refusal is immediate; reading them took 34 s each
+
+
+def test_a_real_signature_is_far_inside_the_counts(twice_pt2):
+    from aotcuda.package_format import MAX_SIGNATURE_EXPRESSION_CHARS, check_signature_counts
+
+    with zipfile.ZipFile(twice_pt2) as archive:
+        name = next(n for n in archive.namelist() if n.endswith("aotcuda/signature.json"))
+        data = archive.read(name)
+    assert len(data) < 4096  # against AOTCUDA_MAX_SIGNATURE_BYTES, 1 MiB
+    check_signature_counts(json.loads(data), name, "twice.pt2")
+    assert data.count(b'"expr"') * 100 < MAX_SIGNATURE_EXPRESSION_CHARS

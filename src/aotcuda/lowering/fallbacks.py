@@ -113,18 +113,17 @@ def wrapper_sources(package_path: str):
     at a time, from one opening of the archive.
 
     The package may be hostile (``aotcuda inspect`` reads any file): the archive is checked as load checks
-    it (``check_entries``), only the ``*.wrapper.cpp`` directly in a model's folder are read, each within the
+    it (``open_archive``), only the ``*.wrapper.cpp`` directly in a model's folder are read, each within the
     compression-ratio limit, and together within ``max_source_bytes`` (so a thousand 256 MiB sources packed
     to a few KiB each are refused, not read one after another); the node tables are bounded in size and depth.
     """
-    from aotcuda.package_format import archive_root, open_zip
-    from aotcuda.runtime.archive import ArchiveLimits, check_entries, check_ratio, read_entry
+    from aotcuda.package_format import archive_root
+    from aotcuda.runtime.archive import ArchiveLimits, check_ratio, open_archive, read_entry
     from aotcuda.runtime.package import DAMAGED_ZIP, model_names, read_json_entry
 
     limits = ArchiveLimits.from_environment()
-    with open_zip(package_path) as archive:
+    with open_archive(package_path, limits) as archive:
         infos = archive.infolist()
-        check_entries(package_path, infos, limits)
         names = {info.filename: info for info in infos}
         root = archive_root(list(names))
         folders = tuple(f"{root}data/aotinductor/{model}/" for model in model_names(list(names)))
@@ -148,7 +147,7 @@ def wrapper_sources(package_path: str):
                     raise PackageError(f"{package_path!r}: the model's op list {table_name} is a "
                                        f"{type(table).__name__}, not a JSON object; lower the model again")
             try:
-                source = read_entry(archive, name, limits.max_source_bytes, package_path, "max_source_bytes")
+                source = read_entry(archive, name, package_path, limits, "max_source_bytes")
             except DAMAGED_ZIP as exc:
                 raise PackageError(f"{package_path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy "
                                    "the package again, or lower the model again") from exc

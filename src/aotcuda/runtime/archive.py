@@ -9,10 +9,17 @@ what extracting or reading writes, and they are checked BEFORE anything is writt
     max_ratio                     200   AOTCUDA_MAX_COMPRESSION_RATIO    uncompressed / compressed size, of each
                                                                          entry and of all extracted together,
                                                                          once more than ratio_floor bytes inflate
-    max_json_bytes             64 MiB   AOTCUDA_MAX_JSON_BYTES           a JSON entry read into memory
-                                                                         (signature, metadata, op table)
+    max_json_bytes             64 MiB   AOTCUDA_MAX_JSON_BYTES           another JSON entry read into memory
+                                                                         (the op table)
+    max_signature_bytes         1 MiB   AOTCUDA_MAX_SIGNATURE_BYTES      the aotcuda signature and the model's
+                                                                         metadata (real ones: about 1 KiB)
     max_source_bytes          256 MiB   AOTCUDA_MAX_SOURCE_BYTES         a generated C++ source read into memory
     max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive
+
+An entry read into memory (JSON, a generated source) is ratio-checked from 1 MiB (``READ_RATIO_FLOOR``), not
+from ``ratio_floor``: json.loads turns 63 MiB of ``[{},{},...]`` into 5 GB of objects, packed in 65 KB.
+The entry count is read from the archive's end records, and the directory's records counted, before zipfile
+builds an object for each of them (``check_directory``).
 
 Real packages are far inside them: a compiled .so deflates 2-4x, weights about 1.1x; bombs inflate
 ~1000x. A package of mostly-zero weights (a zero-initialized cache of a GiB) does exceed the ratio:
@@ -24,18 +31,24 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import zipfile
 from dataclasses import dataclass
 
 from aotcuda import switches
 from aotcuda.errors import PackageError
+from aotcuda.package_format import open_zip
 from aotcuda.switches import SWITCHES
 
 GiB, MiB = 1 << 30, 1 << 20
+# Entries read whole into memory are ratio-checked above this size (extracted ones above ratio_floor): what they
+# inflate to is parsed into objects many times its size, and real JSON entries are a few KiB.
+READ_RATIO_FLOOR = 1 * MiB
 _ENVIRONMENT = {
     "max_extract_bytes": "AOTCUDA_MAX_EXTRACT_BYTES",
     "max_ratio": "AOTCUDA_MAX_COMPRESSION_RATIO",
     "max_json_bytes": "AOTCUDA_MAX_JSON_BYTES",
+    "max_signature_bytes": "AOTCUDA_MAX_SIGNATURE_BYTES",
     "max_source_bytes": "AOTCUDA_MAX_SOURCE_BYTES",
     "max_entries": "AOTCUDA_MAX_ENTRIES",
 }
@@ -49,6 +62,7 @@ class ArchiveLimits:
     max_ratio: float = SWITCHES["AOTCUDA_MAX_COMPRESSION_RATIO"].default
     ratio_floor: int = 64 * MiB
     max_json_bytes: int = SWITCHES["AOTCUDA_MAX_JSON_BYTES"].default
+    max_signature_bytes: int = SWITCHES["AOTCUDA_MAX_SIGNATURE_BYTES"].default
     max_source_bytes: int = SWITCHES["AOTCUDA_MAX_SOURCE_BYTES"].default
     max_entries: int = SWITCHES["AOTCUDA_MAX_ENTRIES"].default
 
@@ -91,6 +105,80 @@ def check_entries(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits
                                "AOTInductor never does, so it was altered (an entry appended to it); nothing was "
                                "loaded. Use the package as it was written, or lower the model again")
         seen.add(info.filename)
+
+
+_END, _END64, _LOCATOR64, _DIRECTORY_RECORD = b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07", b"PK\x01\x02"
+_END_SEARCH = 22 + 65535  # the end record and the longest comment that may follow it
+
+
+def check_directory(path: str, limits: ArchiveLimits) -> None:
+    """Refuse an archive whose directory lists more than ``limits.max_entries`` entries BEFORE zipfile reads it:
+    zipfile builds an object for every record of the directory (1M records: 360 MB and 5 s) before
+    ``check_entries`` can count them. zipfile reads the records the directory's declared size holds, whatever
+    count the end record declares, so both are looked at: the declared count (of the zip64 record where there
+    is one), then, when the size could hold more records than the limit, the records themselves, counted
+    without building anything. A file whose end records cannot be read is left to zipfile, which says why."""
+    if not limits.max_entries:
+        return
+    with open(path, "rb") as file:
+        size = file.seek(0, os.SEEK_END)
+        file.seek(max(0, size - _END_SEARCH))
+        tail = file.read()
+        # Where zipfile looks: a record without comment at the very end, else the last one in the tail.
+        end = len(tail) - 22 if tail[-22:-18] == _END and tail[-2:] == b"\0\0" else tail.rfind(_END)
+        if end < 0 or end + 22 > len(tail):
+            return
+        end_at = size - len(tail) + end
+        count, directory_size = struct.unpack("<H4xL", tail[end + 10:end + 20])
+        if end >= 20 and tail[end - 20:end - 16] == _LOCATOR64 and end_at >= 76:
+            file.seek(end_at - 76)  # zipfile reads the zip64 end record right before its locator, as here
+            record = file.read(56)
+            if record[:4] == _END64:
+                count, directory_size = struct.unpack("<QQ", record[32:48])
+                end_at -= 76
+        _refuse_too_many(path, count, limits)
+        if directory_size <= 46 * limits.max_entries:  # a record takes at least 46 bytes: no room for more
+            return
+        file.seek(max(0, end_at - directory_size))
+        _refuse_too_many(path, _count_records(file, directory_size, limits.max_entries + 1), limits)
+
+
+def _count_records(file, directory_size: int, most: int) -> int:
+    """The directory records from the file's position within ``directory_size`` bytes, counted up to ``most``."""
+    count = read = 0
+    while count < most and read + 46 <= directory_size:
+        header = file.read(46)
+        if len(header) < 46 or header[:4] != _DIRECTORY_RECORD:
+            break  # damaged: zipfile says so
+        name, extra, comment = struct.unpack("<3H", header[28:34])
+        file.seek(name + extra + comment, os.SEEK_CUR)
+        read += 46 + name + extra + comment
+        count += 1
+    return count
+
+
+def _refuse_too_many(path: str, count: int, limits: ArchiveLimits) -> None:
+    if _over(count, limits.max_entries):
+        raise PackageError(f"{path!r} has {count} entries, more than the {limits.max_entries} a package may have "
+                           "(counted in its directory before it was read); it is damaged or hostile. "
+                           f"{_override('max_entries')}")
+
+
+def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
+    """The package's zip (``package_format.open_zip``: PackageError for what is no zip), its directory bounded
+    before zipfile reads it and its entries checked (``check_directory``, ``check_entries``)."""
+    if os.path.isfile(path):
+        try:
+            check_directory(path, limits)
+        except OSError as exc:
+            raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+    archive = open_zip(path)
+    try:
+        check_entries(path, archive.infolist(), limits)
+    except BaseException:
+        archive.close()
+        raise
+    return archive
 
 
 # How AOTInductor and zipfile's writers store entries. zipfile reads others too (bzip2, lzma), each with its own
@@ -145,24 +233,34 @@ def check_extraction(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLim
     check_ratio(path, "its entries together", total, packed, limits)
 
 
-def check_ratio(path: str, what: str, size: int, packed: int, limits: ArchiveLimits) -> None:
-    """PackageError when ``size`` bytes inflate from ``packed`` at more than the limit's ratio (above its floor)."""
-    if size > limits.ratio_floor and _over(size, limits.max_ratio * max(packed, 1)):
+def check_ratio(path: str, what: str, size: int, packed: int, limits: ArchiveLimits, floor: int | None = None) -> None:
+    """PackageError when ``size`` bytes inflate from ``packed`` at more than the limit's ratio, above ``floor``
+    (default: the limits' ratio_floor)."""
+    floor = limits.ratio_floor if floor is None else floor
+    if size > floor and _over(size, limits.max_ratio * max(packed, 1)):
         raise PackageError(
             f"{path!r}: {what} would inflate from {packed / MiB:.1f} MiB to {size / MiB:.1f} MiB "
             f"({size / max(packed, 1):.0f}x, more than the {limits.max_ratio:g}x limit): a decompression bomb, "
             f"or weights that are mostly zeros. Nothing was extracted. {_override('max_ratio')}")
 
 
-def read_entry(archive: zipfile.ZipFile, name: str, limit: int, path: str, limit_name: str) -> bytes:
-    """An entry's bytes, refused (PackageError) when it declares more than ``limit`` bytes."""
+def check_size(path: str, what: str, size: int, limits: ArchiveLimits, limit_name: str) -> None:
+    """PackageError when ``size`` bytes (of ``what``) exceed the limit ``limit_name`` of ``limits``."""
+    limit = getattr(limits, limit_name)
+    if _over(size, limit):
+        shown = f"{limit / MiB:.0f} MiB" if limit >= MiB else f"{limit} bytes"
+        raise PackageError(f"{path!r}: {what} is {size / MiB:.1f} MiB, more than the {shown} an entry of its kind "
+                           f"may have; it is damaged or hostile. {_override(limit_name)}")
+
+
+def read_entry(archive: zipfile.ZipFile, name: str, path: str, limits: ArchiveLimits, limit_name: str) -> bytes:
+    """An entry's bytes, refused (PackageError) when it declares more than the limit ``limit_name`` of ``limits``,
+    or inflates at more than their ratio from READ_RATIO_FLOOR."""
     info = archive.getinfo(name)
-    if _over(info.file_size, limit):
-        raise PackageError(f"{path!r}: its entry {name!r} is {info.file_size / MiB:.1f} MiB, more than the "
-                           f"{limit / MiB:.0f} MiB an entry of its kind may have; it is damaged or hostile. "
-                           f"{_override(limit_name)}")
+    check_size(path, f"its entry {name!r}", info.file_size, limits, limit_name)
+    check_ratio(path, f"its entry {name!r}", info.file_size, info.compress_size, limits, READ_RATIO_FLOOR)
     with archive.open(info) as source:
-        return source.read(info.file_size + 1 if limit else -1)
+        return source.read(info.file_size + 1 if getattr(limits, limit_name) else -1)
 
 
 def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str) -> None:

@@ -31,13 +31,15 @@ from dataclasses import dataclass, field
 from aotcuda.errors import PackageError
 from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
-from aotcuda.package_format import open_zip as _open_zip
 from aotcuda.runtime.archive import (
     ArchiveLimits,
-    check_entries,
     check_entry_path,
+    READ_RATIO_FLOOR,
     check_extraction,
+    check_ratio,
+    check_size,
     copy_entry,
+    open_archive,
     read_entry,
 )
 from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
@@ -94,10 +96,12 @@ def _pick_model(path: str, names: list[str], model_name: str | None) -> str:
     return "model" if "model" in found else found[0]
 
 
-def _safe_target(root_dir: str, relative: str) -> str:
+def _safe_target(path: str, root_dir: str, name: str, relative: str) -> str:
     target = os.path.normpath(os.path.join(root_dir, relative))
     if not target.startswith(root_dir + os.sep):
-        raise PackageError(f"refusing to extract {relative!r}: it points outside the package's folder")
+        raise PackageError(f"{path!r}: refusing to extract its entry {name!r}: it points outside the package's "
+                           "folder; AOTInductor writes no such entry, so the package was altered or is hostile, "
+                           "nothing was loaded. Lower the model again")
     return target
 
 
@@ -116,6 +120,7 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
     """
     model_dir = os.path.join(out_dir, "model")
     wanted = _extraction_plan(archive, model_dir_entry, root, model_dir, path, limits)
+    _check_free_space(path, out_dir, sum(info.file_size for info, _ in wanted))
     os.makedirs(model_dir)
     for info, target in wanted:
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -125,6 +130,16 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
             raise PackageError(f"{path!r} is damaged: its entry {info.filename!r} cannot be read ({exc}); copy the "
                                "package again, or lower the model again") from exc
     return model_dir
+
+
+def _check_free_space(path: str, folder: str, size: int) -> None:
+    """PackageError when the temporary folder's file system has less room than the extraction needs: the ratio
+    and total limits allow a 330 MB package 64 GiB, and a disk filled half-way fails every process on it."""
+    free = shutil.disk_usage(folder).free
+    if size > free:
+        raise PackageError(f"{path!r} extracts to {size / (1 << 30):.2f} GiB, but the temporary folder "
+                           f"{os.path.dirname(folder)!r} has {free / (1 << 30):.2f} GiB free; nothing was extracted. "
+                           "Free space there, or point TMPDIR to a larger disk")
 
 
 def _extraction_plan(archive: zipfile.ZipFile, model_dir_entry: str, root: str, model_dir: str, path: str,
@@ -149,7 +164,7 @@ def _extraction_plan(archive: zipfile.ZipFile, model_dir_entry: str, root: str, 
         else:
             continue
         check_entry_path(path, name, relative)
-        target = _safe_target(model_dir, relative)
+        target = _safe_target(path, model_dir, name, relative)
         if target in sources:
             raise PackageError(f"{path!r}: its entries {sources[target]!r} and {name!r} would both be extracted to "
                                f"{relative!r}, and the later would replace the earlier; the package was altered or "
@@ -158,6 +173,10 @@ def _extraction_plan(archive: zipfile.ZipFile, model_dir_entry: str, root: str, 
         wanted.append((info, target))
     _refuse_file_over_folder(path, model_dir, sources)
     check_extraction(path, [info for info, _ in wanted], limits)
+    for info, target in wanted:  # load reads these whole into memory once extracted: ratio-checked as reads are
+        if target.endswith(".json"):
+            check_ratio(path, f"its entry {info.filename!r}", info.file_size, info.compress_size, limits,
+                        READ_RATIO_FLOOR)
     libraries = [target for target in sources if target.endswith(".so")]
     if len(libraries) != 1:
         what = "several .so files" if libraries else (
@@ -188,8 +207,7 @@ def _files_with_suffix(folder: str, suffix: str) -> list[str]:
 def _opened(path: str, model_name: str | None, limits: ArchiveLimits):
     """The open zip, its entry names, the chosen model, the archive root and the signature (None if
     absent), with the entry count checked."""
-    with _open_zip(path) as archive:
-        check_entries(path, archive.infolist(), limits)
+    with open_archive(path, limits) as archive:
         names = archive.namelist()
         root = _archive_root(names)
         model = _pick_model(path, names, model_name)
@@ -233,19 +251,16 @@ def _describe_model(path: str, model: str, model_dir: str, signature: dict | Non
                             blobs[0] if blobs else None, signature, _proxy_executor_ops(path, so_files[0], limits))
 
 
-def _read_small_file(path: str, file: str, limits: ArchiveLimits) -> bytes:
-    size = os.path.getsize(file)
-    if limits.max_json_bytes and size > limits.max_json_bytes:
-        raise PackageError(f"{path!r}: the model's {os.path.basename(file)} is {size / (1 << 20):.1f} MiB, more than "
-                           f"the {limits.max_json_bytes >> 20} MiB a JSON entry may have; it is damaged or hostile. "
-                           "If you trust it, set AOTCUDA_MAX_JSON_BYTES (0: no limit)")
+def _read_small_file(path: str, file: str, limits: ArchiveLimits, limit_name: str = "max_json_bytes") -> bytes:
+    check_size(path, f"the model's {os.path.basename(file)}", os.path.getsize(file), limits, limit_name)
     with open(file, "rb") as f:
         return f.read()
 
 
 def _read_metadata(path: str, meta_file: str, limits: ArchiveLimits) -> dict[str, str]:
     """The model's ``<hash>.wrapper_metadata.json``: a JSON object of strings (AOTI_DEVICE_KEY, ...)."""
-    return _parse_metadata(path, os.path.basename(meta_file), _read_small_file(path, meta_file, limits))
+    data = _read_small_file(path, meta_file, limits, "max_signature_bytes")
+    return _parse_metadata(path, os.path.basename(meta_file), data)
 
 
 def _parse_metadata(path: str, file_name: str, data: bytes) -> dict[str, str]:
@@ -290,18 +305,19 @@ def proxy_executor_ops(package_path: str | os.PathLike) -> list[str]:
     """
     path = os.fspath(package_path)
     limits = ArchiveLimits.from_environment()
-    with _open_zip(path) as archive:
-        check_entries(path, archive.infolist(), limits)
+    with open_archive(path, limits) as archive:
         names = archive.namelist()
         tables = [n for n in names if n.endswith(".wrapper.json") and "/data/aotinductor/" in f"/{n}"]
         return [op for table in tables for op in _proxy_targets(read_json_entry(archive, table, path, limits),
                                                                   posixpath.basename(table), path)]
 
 
-def read_json_entry(archive: zipfile.ZipFile, name: str, path: str, limits: ArchiveLimits) -> bytes:
-    """A JSON entry's bytes, within ``limits.max_json_bytes``; PackageError for a damaged entry."""
+def read_json_entry(archive: zipfile.ZipFile, name: str, path: str, limits: ArchiveLimits,
+                    limit_name: str = "max_json_bytes") -> bytes:
+    """A JSON entry's bytes, within the limit ``limit_name`` of ``limits`` and their ratio; PackageError for a
+    damaged entry."""
     try:
-        return read_entry(archive, name, limits.max_json_bytes, path, "max_json_bytes")
+        return read_entry(archive, name, path, limits, limit_name)
     except DAMAGED_ZIP as exc:
         raise PackageError(f"{path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy the "
                            "package again, or lower the model again") from exc
@@ -325,7 +341,7 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
             n for n in names if n.startswith(folder) and n.endswith("_metadata.json"))
         if not meta:
             return {}, signature
-        data = read_json_entry(archive, meta[0], path, limits)
+        data = read_json_entry(archive, meta[0], path, limits, "max_signature_bytes")
         return _parse_metadata(path, posixpath.basename(meta[0]), data), signature
 
 
@@ -348,7 +364,8 @@ def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str,
     if entry is None:
         return None
     # Every shape expression is read now, by the grammar (never evaluated): refused here, naming its field.
-    return parse_signature(read_json_entry(archive, entry, path, limits), entry, path, shape_expression)
+    data = read_json_entry(archive, entry, path, limits, "max_signature_bytes")
+    return parse_signature(data, entry, path, shape_expression)
 
 
 def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None:
@@ -362,8 +379,7 @@ def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None
         return package.signature
     path = os.fspath(package)
     limits = ArchiveLimits.from_environment()
-    with _open_zip(path) as archive:
-        check_entries(path, archive.infolist(), limits)
+    with open_archive(path, limits) as archive:
         names = archive.namelist()
         return _read_signature_entry(archive, names, _archive_root(names), path, limits)
 

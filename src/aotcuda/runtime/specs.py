@@ -137,20 +137,34 @@ def specs_from_signature(signature: dict, path: str) -> tuple[tuple[TensorSpec, 
     """(input specs, output specs) of a signature (complex tensors in the caller's terms or not, as given).
     Raises PackageError naming the package and the fault for a signature whose entries are not TensorSpecs:
     load, ``aotcuda inspect`` and ``aotcuda serve`` read the same fields the same way."""
-    try:
-        names = signature.get("dim_names")  # the user's Dim names: specs and errors show "seq", not s27
-        if names is not None and not isinstance(names, dict):
-            raise TypeError(f"dim_names is {_clipped(names)}, not an object")
-        specs = {}
-        for kind in ("inputs", "outputs"):
-            entries = signature.get(kind, [])
-            if not isinstance(entries, list):
-                raise TypeError(f"{kind} is {_clipped(entries)}, not a list")
-            specs[kind] = tuple(TensorSpec.from_json(entry, names) for entry in entries)
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
-        raise PackageError(f"{path!r}: the aotcuda signature entry is malformed ({type(exc).__name__}: "
-                           f"{exc}); lower the model again, or write it with write_signature") from exc
+    if not isinstance(signature, dict):
+        raise _malformed(path, "", TypeError(f"the signature is {_clipped(signature)}, not an object"))
+    names = signature.get("dim_names")  # the user's Dim names: specs and errors show "seq", not s27
+    if names is not None and not isinstance(names, dict):
+        raise _malformed(path, "", TypeError(f"dim_names is {_clipped(names)}, not an object"))
+    specs = {}
+    for kind in ("inputs", "outputs"):
+        entries = signature.get(kind, [])
+        if not isinstance(entries, list):
+            raise _malformed(path, "", TypeError(f"{kind} is {_clipped(entries)}, not a list"))
+        specs[kind] = tuple(_tensor_spec(entry, names, path, f"{kind}[{index}]") for index, entry in enumerate(entries))
     return specs["inputs"], specs["outputs"]
+
+
+def _tensor_spec(entry, names: dict[str, str] | None, path: str, field: str) -> TensorSpec:
+    try:
+        return TensorSpec.from_json(entry, names)
+    except KeyError as exc:  # a missing field is named as one, not as Python's KeyError: 'dtype'
+        raise _malformed(path, f"{field} ", ValueError(f"has no {exc.args[0]!r} field"), "") from exc
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise _malformed(path, f"{field} ", exc) from exc
+
+
+def _malformed(path: str, field: str, exc: Exception, kind: str | None = None) -> PackageError:
+    """The PackageError of a signature entry that is not a TensorSpec: the package, the field, the fault."""
+    kind = f"{type(exc).__name__}: " if kind is None else kind
+    return PackageError(f"{path!r}: the aotcuda signature entry is malformed ({field}{kind}{exc}); lower the model "
+                        "again, or write it with write_signature")
 
 
 def _is_int(value) -> bool:
