@@ -96,3 +96,48 @@ def test_ray_interrupting_the_main_thread_during_the_stop_is_not_an_abort(monkey
     threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
     assert Server("", started_ray=True).wait() == signal.SIGINT
     assert stopped == [True]
+
+
+def test_sigterm_while_the_replicas_start_stops_cleanly_not_with_rays_abort(monkeypatch):
+    """A new user's orchestrator sent SIGTERM as soon as /healthz answered, before `aotcuda serve` printed its
+    "serving" line: the handler ray.init installs in the driver dumped a stack and aborted (exit -6). From
+    ray.init on, SIGTERM raises StopRequested; the command stops Serve and Ray and says so, exit 0."""
+    from click.testing import CliRunner
+
+    import aotcuda.serving.server as server_module
+    from aotcuda.serving.command import serve_command
+    from aotcuda.serving.server import StopRequested, _stop_on_sigterm
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        _stop_on_sigterm()
+        with pytest.raises(StopRequested) as caught:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(100):  # the handler runs at the next bytecode boundary
+                pass
+        assert caught.value.signal == signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+    def starting(path, options):
+        raise StopRequested(signal.SIGTERM)
+
+    monkeypatch.setattr(server_module, "serve_package", starting)
+    result = CliRunner().invoke(serve_command, [__file__])
+    assert result.exit_code == 0 and "stopped (SIGTERM) before serving: Serve and Ray are down" in result.output
+
+    stops = []
+
+    class Started:
+        url = "http://127.0.0.1:1"
+
+        def wait(self):
+            raise StopRequested(signal.SIGTERM)  # the signal came before wait() took it over
+
+        def shutdown(self, drain=True):
+            stops.append(drain)
+
+    monkeypatch.setattr(server_module, "serve_package", lambda path, options: Started())
+    result = CliRunner().invoke(serve_command, [__file__])
+    assert result.exit_code == 0 and "stopped (SIGTERM): Serve and Ray are down" in result.output
+    assert stops == [False]

@@ -36,7 +36,7 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
     Needs pip install 'aotcuda[serve]'."""
     import signal
 
-    from aotcuda.serving.server import serve_package
+    from aotcuda.serving.server import StopRequested, serve_package
 
     _quiet_ray_logs()
 
@@ -45,12 +45,17 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
                            body_timeout_s=body_timeout_s, max_pending_bytes=max_pending_bytes, dashboard=dashboard)
     try:
         server = serve_package(package, options)
-    except KeyboardInterrupt:  # Ctrl-C while the replicas start: serve_package has shut everything down
-        click.echo("stopped before serving")
+    except (KeyboardInterrupt, StopRequested) as stop:  # while the replicas start: all is shut down already
+        name = signal.Signals(stop.signal).name if isinstance(stop, StopRequested) else "SIGINT"
+        click.echo(f"stopped ({name}) before serving: Serve and Ray are down")
         return
-    click.echo(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
-               f"({replicas} replica(s)); Ctrl-C or SIGTERM stops")
-    received = server.wait()
+    try:
+        click.echo(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
+                   f"({replicas} replica(s)); Ctrl-C or SIGTERM stops")
+        received = server.wait()
+    except (KeyboardInterrupt, StopRequested) as stop:  # before wait() took the signals over
+        received = stop.signal if isinstance(stop, StopRequested) else signal.SIGINT
+        server.shutdown(drain=received != signal.SIGTERM)
     click.echo(f"stopped ({signal.Signals(received).name}): Serve and Ray are down")
 
 

@@ -180,6 +180,29 @@ def build_app(package_path: str, options: ServeOptions = ServeOptions()):
     return _bind(path, options, replica_actor_options(path, options))
 
 
+class StopRequested(BaseException):
+    """SIGTERM arrived while serve_package was starting the application (or before ``Server.wait`` took the
+    signal over). A BaseException, as KeyboardInterrupt is: it must reach the caller through ``except
+    Exception``. ``signal``: its number."""
+
+    def __init__(self, number: int):
+        super().__init__(f"stopped by {signal.Signals(number).name}")
+        self.signal = number
+
+
+def _stop_on_sigterm() -> None:
+    """From here on SIGTERM raises StopRequested in the main thread. ray.init installs a fatal-signal handler
+    in this (driver) process that dumps a stack and aborts on SIGTERM: an orchestrator that stopped a server
+    which had just answered its readiness probe got exit -6 and no "stopped" line (a new user's report)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(number, _frame):
+        raise StopRequested(number)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 class Server:
     """A running application: ``url``, ``wait()`` (until Ctrl-C or SIGTERM), ``shutdown()``."""
 
@@ -354,13 +377,14 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             else:
                 os.environ[name] = value
         _init_ray(local_ray_init_options(options, joining=bool(os.environ.get("RAY_ADDRESS"))), ray_init_options)
+    _stop_on_sigterm()  # after ray.init, whose handler it replaces; Server.wait takes SIGTERM over later
     try:
         _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
         serve.start(http_options={"host": options.host, "port": options.port,
                                   "request_timeout_s": options.request_timeout_s})
         serve.run(_bind(path, options, actor_options), name=APP_NAME, route_prefix="/")
         serve.run(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")
-    except BaseException:
-        Server("", started_ray).shutdown()
+    except BaseException as error:
+        Server("", started_ray).shutdown(drain=not isinstance(error, StopRequested))
         raise
     return Server(f"http://{options.host}:{options.port}", started_ray)
