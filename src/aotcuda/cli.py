@@ -476,6 +476,11 @@ def inspect(package):
         constants = _constant_inputs_line(signature)
         if constants:
             console.print(constants, highlight=False, soft_wrap=True)  # one line to grep, as the kernel lines
+        state = signature.get("state_written")
+        if isinstance(state, list) and state:  # serving takes one replica and no batching for it
+            names = ", ".join(str(name) for name in state[:SHOWN_ROWS]) + (" ..." if len(state) > SHOWN_ROWS else "")
+            console.print(f"state written at every call: {shown(_clip(names, 5 * SHOWN_CHARS))}", highlight=False,
+                          soft_wrap=True)
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
     profile = DEVICE_PROFILES.get(device)

@@ -29,6 +29,9 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # (optional) the ATen kernels lower() found the generated code
                                         # calling, allowed (library kernels) or not, with the model's lines:
                                         # `aotcuda inspect` shows them as lower() classified them
+     "state_written": ["angle", ...],  # (optional) the buffers and parameters the program writes in place at
+                                        # every call (a KV cache, a step counter): serving refuses batching
+                                        # and several replicas for it (each would hold its own state)
      "library_sha256": "9f86d0..."}     # (optional) the SHA-256 of the model's .so this signature was
                                         # written for (write_signature adds it): load refuses a signature
                                         # of another library, whose shapes the generated code would not read

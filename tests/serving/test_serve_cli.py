@@ -68,6 +68,7 @@ def test_aotcuda_serve_answers_then_stops_cleanly_on_ctrl_c(served_block, tmp_pa
 def test_serving_a_program_that_cannot_batch_with_batching_fails_at_once_with_the_reason(served_block, tmp_path):
     """Checked from the package's signature before Ray starts: no replica retries, no wait. (The package
     is the served block with its signature's batch dim made static: only the signature is read.)"""
+    from aotcuda.errors import ServingConfigError
     from aotcuda.package_format import write_signature
     from aotcuda.runtime.package import read_signature
 
@@ -123,3 +124,23 @@ def test_foreign_error_text_is_shown_without_its_colour_escapes(capsys):
     shown = capsys.readouterr().err
     assert "RuntimeError: ray::ProxyActor.ready() (pid=1) failed: bind" in shown
     assert "\x1b" not in shown and "\\x1b" not in shown
+
+
+def test_a_program_that_writes_its_state_is_served_unbatched_by_one_replica(served_block, tmp_path):
+    """A new user served the docs' Rotate example (its angle advances at every call) with two replicas and got
+    0.5, 0.5, 1.0, 1.0, ... for eager's 0.5, 1.0, 1.5, ...; a batch would advance it once for all its requests.
+    lower() records the state a program writes; serving refuses both, before Ray starts, saying why."""
+    from aotcuda.errors import ServingConfigError
+    from aotcuda.package_format import write_signature
+    from aotcuda.runtime.package import read_signature
+    from aotcuda.serving.server import ServeOptions, check_package
+
+    stateful = tmp_path / "stateful.pt2"
+    shutil.copy(served_block[0], stateful)
+    write_signature(stateful, {**read_signature(str(stateful)), "state_written": ["angle"]})
+    for options, says in ((ServeOptions(max_batch_size=4), "its state would advance once a batch"),
+                          (ServeOptions(replicas=2), "an answer would depend on the replica")):
+        with pytest.raises(ServingConfigError, match=f"writes its state at every call \\('angle'\\).*{says}"):
+            check_package(str(stateful), options)
+    assert check_package(str(stateful), ServeOptions()) == "cpu"
+    assert check_package(served_block[0], ServeOptions(replicas=2, max_batch_size=4)) == "cpu"  # no state

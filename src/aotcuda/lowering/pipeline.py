@@ -210,7 +210,8 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
             signature = signature_from_exported_program(ep, more_index_ranges=exported_ranges,
                                                         more_unchecked=exported_unchecked)
             # what this check found, with the model's lines, for `aotcuda inspect` (which has no program)
-            write_signature(building, {**signature, "kernels": kernels_record(missing, library)})
+            write_signature(building, {**signature, "kernels": kernels_record(missing, library),
+                                       "state_written": state_written_in_place(ep)})
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)

@@ -102,6 +102,7 @@ def check_package(package_path: str, options: ServeOptions) -> str:
                            "package written by aotcuda.lower (or lower the model again)")
     specs = dict(zip(("inputs", "outputs"), specs_from_signature(signature, package_path)))  # PackageError if malformed
     serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path)
+    _check_state(signature.get("state_written"), options, package_path)
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:
         raise PackageError(f"{package_path!r}: its signature names devices {sorted(devices)}, not one")
@@ -111,6 +112,24 @@ def check_package(package_path: str, options: ServeOptions) -> str:
                                  f"{device_type}. Serve it with cuda_graphs=False, or lower it again with device='cuda'",
                                  advice=(Advice("cuda_graphs", False), Advice("device", "cuda", relower=True)))
     return device_type
+
+
+def _check_state(state, options: ServeOptions, package_path: str) -> None:
+    """A program that writes its state at every call (the signature's ``state_written``: a KV cache, a counter)
+    answers each request after the ones before: a batch of requests is one call (its state would advance
+    once for the batch), and each replica would hold its own state (answers would depend on the replica a
+    request reached; a new user saw 0.5, 0.5, 1.0, 1.0, ... where eager gives 0.5, 1.0, 1.5, ...)."""
+    if not (isinstance(state, list) and state and all(isinstance(name, str) for name in state)):
+        return
+    names = ", ".join(repr(name[:60]) for name in state[:4]) + (f" and {len(state) - 4} more" if len(state) > 4 else "")
+    if options.max_batch_size > 1:
+        raise ServingConfigError(f"{package_path} writes its state at every call ({names}): a batch of requests is "
+                                 "one call, so its state would advance once a batch; serve it with max batch size 1 "
+                                 "(the default; --max-batch-size 1)")
+    if options.replicas > 1:
+        raise ServingConfigError(f"{package_path} writes its state at every call ({names}): each replica would hold "
+                                 "its own, and an answer would depend on the replica a request reached; serve it "
+                                 "with one replica (the default; --replicas 1)")
 
 
 def check_port_free(host: str, port: int) -> None:
