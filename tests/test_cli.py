@@ -638,6 +638,19 @@ def test_an_inputs_file_torch_reads_as_a_zip_but_zipfile_cannot_is_refused(tmp_p
     (tmp_path / "junk.pt").write_bytes(data[:end] + b"\0" * 64 + bytes(record))
     _refused(tmp_path / "junk.pt", r"starts as a zip archive \(torch.save's format\) but is not one Python's zipfile "
                                    r"can read \(.*\): it is damaged or was altered")
+    # Two directories, one for each reader: zipfile takes a directory away from where the end record says as
+    # shifted by a prefix, and reads entries until the directory's size is used up; torch's reader does neither.
+    offset = struct.unpack("<L", data[end + 16:end + 20])[0]
+    (tmp_path / "shifted.pt").write_bytes(data[:offset] + b"\0" * 64 + data[offset:])
+    _refused(tmp_path / "shifted.pt", r"its central directory is at byte \d+, not at \d+ as its end record says")
+    record = bytearray(data[end:])
+    record[8:12] = struct.pack("<HH", 1, 1)  # one entry, of the several torch.save wrote, in the classic record
+    (tmp_path / "fewer.pt").write_bytes(data[:end] + bytes(record))
+    _refused(tmp_path / "fewer.pt", r"its two end records disagree \(1 and \d+\)")
+    zip64 = data.rfind(b"PK\x06\x06")  # and in the zip64 record too
+    (tmp_path / "fewer.pt").write_bytes(data[:zip64 + 24] + struct.pack("<QQ", 1, 1) + data[zip64 + 40:end]
+                                        + bytes(record))
+    _refused(tmp_path / "fewer.pt", r"its central directory holds \d+ entries, its end record says 1")
     # torch.save's legacy format is no zip: its storages are read raw from the file, bounded by it; it is read.
     torch.save({"args": (torch.ones(3),)}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     assert torch.equal(load_inputs(str(tmp_path / "legacy.pt"))[0][0], torch.ones(3))

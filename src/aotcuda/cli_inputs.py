@@ -13,6 +13,7 @@ import inspect as pyinspect
 import os
 import re
 import stat
+import struct
 import sys
 import warnings
 import zipfile
@@ -249,6 +250,7 @@ def _check_inputs_archive(path: str, handle, limits) -> None:
     try:
         with zipfile.ZipFile(handle) as archive:
             infos = archive.infolist()
+            _check_one_directory(archive, handle, len(infos))
     except (zipfile.BadZipFile, ValueError, NotImplementedError, OSError, EOFError) as exc:
         raise _refuse(f"{path} starts as a zip archive (torch.save's format) but is not one Python's zipfile can "
                       f"read ({exc}): it is damaged or was altered, and its sizes cannot be checked before torch.load "
@@ -260,6 +262,33 @@ def _check_inputs_archive(path: str, handle, limits) -> None:
         check_extraction(path, infos, limits)
     except PackageError as exc:
         raise _refuse(str(exc)) from None
+
+
+def _check_one_directory(archive: zipfile.ZipFile, handle, count: int) -> None:
+    """zipfile.BadZipFile unless zipfile read the directory torch's reader reads: zipfile takes a directory that
+    is not where the end record says as shifted by bytes before the archive, and reads entries until the
+    directory's size is used up; miniz reads the declared number of entries at the declared offset. Two
+    directories, one for each reader, would let the checked entries differ from the inflated ones."""
+    end_record = getattr(zipfile, "_EndRecData", None)  # private; where a Python lacks it, the sizes still count
+    if end_record is None:
+        return
+    record = end_record(handle)
+    if record is None:
+        raise zipfile.BadZipFile("no end of central directory record")
+    # With a zip64 record (torch.save writes one), zipfile takes its values, and a reader may take the classic
+    # record's: those must be the same, or the "see zip64" marker.
+    handle.seek(record[zipfile._ECD_LOCATION])
+    classic = struct.unpack("<4s4H2LH", handle.read(22))
+    for field, value, marker in ((zipfile._ECD_ENTRIES_TOTAL, classic[4], 0xFFFF), (zipfile._ECD_SIZE, classic[5],
+                                 0xFFFFFFFF), (zipfile._ECD_OFFSET, classic[6], 0xFFFFFFFF)):
+        if value not in (record[field], marker):
+            raise zipfile.BadZipFile(f"its two end records disagree ({value} and {record[field]})")
+    if archive.start_dir != record[zipfile._ECD_OFFSET]:
+        raise zipfile.BadZipFile(f"its central directory is at byte {archive.start_dir}, not at "
+                                 f"{record[zipfile._ECD_OFFSET]} as its end record says")
+    if count != record[zipfile._ECD_ENTRIES_TOTAL]:
+        raise zipfile.BadZipFile(f"its central directory holds {count} entries, its end record says "
+                                 f"{record[zipfile._ECD_ENTRIES_TOTAL]}")
 
 
 def _torch_load(path: str, handle):
