@@ -583,3 +583,150 @@ def test_save_paths_are_checked_before_any_work_and_their_folders_made(demo, run
     result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "inputs.pt"),
                                   "--save-outputs", str(saved)])  # an earlier save is replaced
     assert result.exit_code == 0, result.output
+
+
+def _refused(path, match):
+    from aotcuda.cli_inputs import load_inputs
+
+    with pytest.raises(click.BadParameter, match=match) as caught:
+        load_inputs(str(path))
+    assert caught.value.param_hint == "--inputs"
+
+
+def test_an_inputs_file_of_shared_lists_is_refused_before_anything_walks_it(tmp_path):
+    """A 1.9 KB file: 40 levels of [x, x], shared through the pickle memo. torch.load reads it; pytree then walked
+    2**40 leaves (a hang, memory growing). The walk that refuses it visits each container once."""
+    import time
+
+    from aotcuda.cli_inputs import load_inputs
+
+    shared = [torch.zeros(2, 4)]
+    for _ in range(40):
+        shared = [shared, shared]
+    torch.save({"args": (shared,), "kwargs": {}}, tmp_path / "laughs.pt")
+    assert (tmp_path / "laughs.pt").stat().st_size < 4096
+    started = time.monotonic()
+    _refused(tmp_path / "laughs.pt", r"more than 100,000 values, counting a container as often as it is reached")
+    assert time.monotonic() - started < 5
+    cycle = [torch.ones(1)]
+    cycle.append(cycle)
+    torch.save({"args": (cycle,)}, tmp_path / "cycle.pt")
+    _refused(tmp_path / "cycle.pt", r"a container in it holds itself \(a cycle\)")
+    # Sharing that stays small is how torch.save writes one list passed twice: read as before.
+    pair, x = [torch.ones(2), torch.zeros(2)], torch.ones(3)
+    torch.save({"args": (pair, pair, x, x), "kwargs": {"x2": x}}, tmp_path / "shared.pt")
+    args, kwargs = load_inputs(str(tmp_path / "shared.pt"))
+    assert len(args) == 4 and torch.equal(args[1][0], torch.ones(2)) and torch.equal(kwargs["x2"], x)
+
+
+def test_an_inputs_file_nested_deeper_than_any_call_is_refused_cleanly(tmp_path):
+    """200,000 nested lists in a 2 KB pickle (its opcodes are iterative: torch.load reads it); pytree recursed
+    into a RecursionError. 65 container levels are refused by the same bounded walk, 64 are read."""
+    import pickle
+    import zipfile
+
+    from aotcuda.cli_inputs import MAX_INPUTS_DEPTH, load_inputs
+
+    torch.save({"args": (torch.zeros(2),)}, tmp_path / "base.pt")
+    levels = 200_000
+    body = b"\x80\x02}" + pickle.dumps("args", 2)[2:-1] + b"]" * levels + b"a" * (levels - 1) + b"\x85s."
+    with zipfile.ZipFile(tmp_path / "base.pt") as base, zipfile.ZipFile(tmp_path / "deep.pt", "w") as deep:
+        for info in base.infolist():
+            deep.writestr(info.filename, body if info.filename.endswith("data.pkl") else base.read(info))
+    _refused(tmp_path / "deep.pt", rf"its containers nest more than {MAX_INPUTS_DEPTH} levels deep; save the inputs")
+    for depth, refused in ((MAX_INPUTS_DEPTH - 2, False), (MAX_INPUTS_DEPTH - 1, True)):
+        nested = torch.ones(1)
+        for _ in range(depth):
+            nested = [nested]
+        torch.save({"args": (nested,)}, tmp_path / "nested.pt")  # the dict and the args tuple: two levels more
+        if refused:
+            _refused(tmp_path / "nested.pt", "nest more than")
+        else:
+            assert len(load_inputs(str(tmp_path / "nested.pt"))[0]) == 1
+
+
+def test_an_inputs_file_torch_reads_as_a_zip_but_zipfile_cannot_is_refused(tmp_path):
+    """64 junk bytes before the end record, counted in the directory's size: Python's zipfile refuses the
+    archive, torch.load's own reader does not, and the inflate check used to be skipped (262 KB → 256 MiB)."""
+    import struct
+
+    from aotcuda.cli_inputs import load_inputs
+
+    torch.save({"args": (torch.ones(3),)}, tmp_path / "small.pt")
+    data = (tmp_path / "small.pt").read_bytes()
+    end = data.rfind(b"PK\x05\x06")
+    record = bytearray(data[end:])
+    record[12:16] = struct.pack("<L", struct.unpack("<L", record[12:16])[0] + 64)
+    (tmp_path / "junk.pt").write_bytes(data[:end] + b"\0" * 64 + bytes(record))
+    _refused(tmp_path / "junk.pt", r"starts as a zip archive \(torch.save's format\) but is not one Python's zipfile "
+                                   r"can read \(.*\): it is damaged or was altered")
+    # Two directories, one for each reader: zipfile takes a directory away from where the end record says as
+    # shifted by a prefix, and reads entries until the directory's size is used up; torch's reader does neither.
+    offset = struct.unpack("<L", data[end + 16:end + 20])[0]
+    (tmp_path / "shifted.pt").write_bytes(data[:offset] + b"\0" * 64 + data[offset:])
+    _refused(tmp_path / "shifted.pt", r"its central directory is at byte \d+, not at \d+ as its end record says")
+    record = bytearray(data[end:])
+    record[8:12] = struct.pack("<HH", 1, 1)  # one entry, of the several torch.save wrote, in the classic record
+    (tmp_path / "fewer.pt").write_bytes(data[:end] + bytes(record))
+    _refused(tmp_path / "fewer.pt", r"its two end records disagree \(1 and \d+\)")
+    zip64 = data.rfind(b"PK\x06\x06")  # and in the zip64 record too
+    (tmp_path / "fewer.pt").write_bytes(data[:zip64 + 24] + struct.pack("<QQ", 1, 1) + data[zip64 + 40:end]
+                                        + bytes(record))
+    _refused(tmp_path / "fewer.pt", r"its central directory holds \d+ entries, its end record says 1")
+    # torch.save's legacy format is no zip: its storages are read raw from the file, bounded by it; it is read.
+    torch.save({"args": (torch.ones(3),)}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    assert torch.equal(load_inputs(str(tmp_path / "legacy.pt"))[0][0], torch.ones(3))
+
+
+def test_an_expanded_tensor_is_bounded_by_what_the_file_holds(tmp_path, monkeypatch):
+    """zeros(1, 4).expand(2**26, 4) saves in 1.5 KB (stride 0) and the runtime's dense copy took 1 GiB: the
+    dense size of the inputs is held to the archive's inflate ratio against the file's size."""
+    from aotcuda.cli_inputs import load_inputs
+
+    torch.save({"args": (torch.ones(2), torch.zeros(1, 4).expand(1 << 26, 4))}, tmp_path / "expanded.pt")
+    _refused(tmp_path / "expanded.pt", r"its tensors would take 1024.0 MiB dense, more than the limit of 200x the "
+                                       r"file's [\d,]+ bytes; the tensor at \['args'\]\[1\] \(shape \(67108864, 4\), "
+                                       r"strides \(0, 1\) \(an expanded view.*set AOTCUDA_MAX_COMPRESSION_RATIO")
+    torch.save({"args": (torch.zeros(1, 4).expand(1 << 20, 4),)}, tmp_path / "small.pt")  # 16 MiB: under the floor
+    assert load_inputs(str(tmp_path / "small.pt"))[0][0].shape == (1 << 20, 4)
+    monkeypatch.setenv("AOTCUDA_MAX_COMPRESSION_RATIO", "0")  # a trusted file: the variable lifts the ratio
+    assert load_inputs(str(tmp_path / "expanded.pt"))[0][1].shape == (1 << 26, 4)
+    monkeypatch.setenv("AOTCUDA_MAX_EXTRACT_BYTES", str(1 << 29))  # and the bound on one load still holds
+    _refused(tmp_path / "expanded.pt", r"more than the limit of 0.50 GiB.*set AOTCUDA_MAX_EXTRACT_BYTES")
+
+
+def test_inputs_must_be_a_regular_file(runner, tmp_path):
+    """A FIFO waited for a writer for ever, /dev/zero was read until memory ran out: both are refused before
+    they are read, by the CLI as a usage error (exit 2), before the package is opened."""
+    os.mkfifo(tmp_path / "fifo")
+    _refused(tmp_path / "fifo", r"fifo is a FIFO \(named pipe\); --inputs reads a regular file")
+    if os.path.exists("/dev/zero"):
+        _refused("/dev/zero", r"/dev/zero is a character device; --inputs reads a regular file")
+    (tmp_path / "any.pt2").write_bytes(b"not read")
+    result = runner.invoke(main, ["run", str(tmp_path / "any.pt2"), "--inputs", str(tmp_path / "fifo")])
+    assert result.exit_code == 2 and "is a FIFO (named pipe)" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("saved, says", [
+    ({"args": 5}, r"its 'args' has type int; it must be a tuple or list of the positional arguments"),
+    ({"args": [torch.ones(1)], "kwargs": 5}, r"its 'kwargs' has type int; it must be a dict of arguments by name"),
+    ({"args": [torch.ones(1)], "kwargs": [1, 2]}, r"its 'kwargs' has type list; it must be a dict"),
+    ({"args": [torch.ones(1)], "kwargs": {1: torch.ones(1)}}, r"its 'kwargs' has the key 1 \(int\); its keys must be "
+                                                              r"forward's argument names \(str\)"),
+    ({"args": [torch.ones(1)], "kwarg": {}}, r"holds 'kwarg' beside 'args'; the form .* has only those two keys"),
+    ({1: torch.ones(1)}, r"it is a dict, so it must be .*; as arguments by name, it has the key 1 \(int\)"),
+    (5, r"holds a value of type int; expected \{'args'"),
+])
+def test_an_inputs_file_of_the_wrong_inner_types_says_what_it_must_hold(tmp_path, saved, says):
+    """These reached raw TypeErrors (tuple(5), dict(5), keywords must be strings)."""
+    torch.save(saved, tmp_path / "inputs.pt")
+    _refused(tmp_path / "inputs.pt", says)
+
+
+def test_inputs_args_of_one_tensor_are_one_argument(tmp_path):
+    """{'args': tensor} was split into its rows by tuple(tensor); it is one positional argument, as a bare tensor."""
+    from aotcuda.cli_inputs import load_inputs
+
+    torch.save({"args": torch.ones(3, 2)}, tmp_path / "inputs.pt")
+    args, kwargs = load_inputs(str(tmp_path / "inputs.pt"))
+    assert len(args) == 1 and args[0].shape == (3, 2) and kwargs == {}

@@ -12,6 +12,8 @@ import importlib.util
 import inspect as pyinspect
 import os
 import re
+import stat
+import struct
 import sys
 import warnings
 import zipfile
@@ -177,52 +179,294 @@ def _load_failure(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _check_inputs_archive(path: str) -> None:
-    """click.BadParameter when the inputs file is a zip (torch.save's format) whose entries would inflate
-    past the limits packages are read with (``aotcuda.runtime.archive``, the same variables to raise them)."""
-    from aotcuda.errors import PackageError
-    from aotcuda.runtime.archive import ArchiveLimits, check_directory, check_entries, check_extraction
+# torch.load takes a file for a zip archive exactly when it starts with a zip's local header (torch.serialization
+# _is_zipfile), and reads it with its own zip reader (miniz), which accepts archives Python's zipfile refuses.
+ZIP_MAGIC = b"PK\x03\x04"
+# How deep and how large a saved structure may be: torch's pytree (which hands the call its tensors) recurses
+# once per level, and walks a container each time it is reached, so a 1.9 KB pickle whose 40 levels each hold
+# one list twice (shared through the pickle memo) is 2**40 values to it. Real inputs nest a few levels (a KV
+# cache: a tuple of layers of pairs) and hold at most thousands of values.
+MAX_INPUTS_DEPTH = 64
+MAX_INPUTS_VALUES = 100_000
 
-    if not zipfile.is_zipfile(path):
-        return  # torch.load says what it is not
+
+def _refuse(message: str):
+    return click.BadParameter(message, param_hint="--inputs")
+
+
+def _open_regular(path: str):
+    """The inputs file, opened for reading, refused unless it is a regular file: a FIFO would wait for a writer
+    for ever and a device (/dev/zero) would be read until memory runs out. It is checked before it is opened
+    (opening some devices acts) and again on the descriptor that every later read uses (the path may change)."""
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+    def check(mode: int) -> None:
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+            raise _refuse(f"{path} is {kind}; --inputs reads a regular file: save the inputs with torch.save to a "
+                          "file and pass its path")
     try:
-        limits = ArchiveLimits.from_environment()
-        check_directory(path, limits)  # before zipfile builds an object for every record
-        with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
-            check_entries(path, infos, limits)
-            check_extraction(path, infos, limits)
+        check(os.stat(path).st_mode)
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO swapped in: no wait
+    except OSError as exc:
+        raise _refuse(f"{path}: cannot be read ({exc.strerror})") from None
+    handle = os.fdopen(descriptor, "rb")
+    try:
+        check(os.fstat(descriptor).st_mode)
+    except click.BadParameter:
+        handle.close()
+        raise
+    return handle
+
+
+def _starts_as_zip(handle) -> bool:
+    handle.seek(0)
+    magic = handle.read(len(ZIP_MAGIC))
+    handle.seek(0)
+    return magic == ZIP_MAGIC
+
+
+def _inputs_limits():
+    """The limits packages are read with (``aotcuda.runtime.archive``), and the variables that raise them."""
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.archive import ArchiveLimits
+
+    try:
+        return ArchiveLimits.from_environment()
     except PackageError as exc:
-        raise click.BadParameter(str(exc), param_hint="--inputs") from None
-    except (zipfile.BadZipFile, ValueError, NotImplementedError, OSError):
-        return  # torch.load says what is wrong with it
+        raise _refuse(str(exc)) from None
 
 
-def load_inputs(path: str) -> tuple[tuple, dict]:
-    """inputs.pt as saved by ``aotcuda lower --save-inputs``: {"args": tuple, "kwargs": dict}, {name: value}
-    (forward's arguments by name), or a bare tensor / tuple / list of tensors. Raises click.BadParameter for
-    a file torch.load cannot read with weights_only=True, or another structure, or a zip that would inflate
-    past the archive limits (torch.load inflates a deflated record whole: a 256 KiB file made a 256 MiB
-    tensor, a 64 MiB one would make 64 GiB), checked from its declared sizes before anything is read."""
-    _check_inputs_archive(path)
+def _check_inputs_archive(path: str, handle, limits) -> None:
+    """click.BadParameter when the inputs file, which torch.load will read as a zip (it starts as one), is one
+    Python's zipfile cannot read, or one whose entries would inflate past the archive limits.
+
+    An archive zipfile refuses is refused, not left to torch.load: torch's more lenient reader inflated one
+    (64 bytes of junk before the end record) to 256 MiB from 262 KB while this check was skipped."""
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.archive import check_directory, check_entries, check_extraction
+
+    try:
+        check_directory(path, limits)  # before zipfile builds an object for every record
+    except PackageError as exc:
+        raise _refuse(str(exc)) from None
+    try:
+        with zipfile.ZipFile(handle) as archive:
+            infos = archive.infolist()
+            _check_one_directory(archive, handle, len(infos))
+    except (zipfile.BadZipFile, ValueError, NotImplementedError, OSError, EOFError) as exc:
+        raise _refuse(f"{path} starts as a zip archive (torch.save's format) but is not one Python's zipfile can "
+                      f"read ({exc}): it is damaged or was altered, and its sizes cannot be checked before torch.load "
+                      "inflates it; save the inputs again with torch.save") from None
+    finally:
+        handle.seek(0)
+    try:
+        check_entries(path, infos, limits)
+        check_extraction(path, infos, limits)
+    except PackageError as exc:
+        raise _refuse(str(exc)) from None
+
+
+def _check_one_directory(archive: zipfile.ZipFile, handle, count: int) -> None:
+    """zipfile.BadZipFile unless zipfile read the directory torch's reader reads: zipfile takes a directory that
+    is not where the end record says as shifted by bytes before the archive, and reads entries until the
+    directory's size is used up; miniz reads the declared number of entries at the declared offset. Two
+    directories, one for each reader, would let the checked entries differ from the inflated ones."""
+    end_record = getattr(zipfile, "_EndRecData", None)  # private; where a Python lacks it, the sizes still count
+    if end_record is None:
+        return
+    record = end_record(handle)
+    if record is None:
+        raise zipfile.BadZipFile("no end of central directory record")
+    # With a zip64 record (torch.save writes one), zipfile takes its values, and a reader may take the classic
+    # record's: those must be the same, or the "see zip64" marker.
+    handle.seek(record[zipfile._ECD_LOCATION])
+    classic = struct.unpack("<4s4H2LH", handle.read(22))
+    for field, value, marker in ((zipfile._ECD_ENTRIES_TOTAL, classic[4], 0xFFFF), (zipfile._ECD_SIZE, classic[5],
+                                 0xFFFFFFFF), (zipfile._ECD_OFFSET, classic[6], 0xFFFFFFFF)):
+        if value not in (record[field], marker):
+            raise zipfile.BadZipFile(f"its two end records disagree ({value} and {record[field]})")
+    if archive.start_dir != record[zipfile._ECD_OFFSET]:
+        raise zipfile.BadZipFile(f"its central directory is at byte {archive.start_dir}, not at "
+                                 f"{record[zipfile._ECD_OFFSET]} as its end record says")
+    if count != record[zipfile._ECD_ENTRIES_TOTAL]:
+        raise zipfile.BadZipFile(f"its central directory holds {count} entries, its end record says "
+                                 f"{record[zipfile._ECD_ENTRIES_TOTAL]}")
+
+
+def _torch_load(path: str, handle):
+    """torch.load(weights_only=True) of the open file; click.BadParameter for what it refuses, in its words."""
     try:
         with warnings.catch_warnings():  # torch's advice about pickle protocols, for a file it then refuses
             warnings.simplefilter("ignore")
-            saved = torch.load(path, weights_only=True, map_location="cpu")
+            return torch.load(handle, weights_only=True, map_location="cpu")
+    except RecursionError:  # a nesting torch.load's own code recurses through (its pickle opcodes do not)
+        raise _refuse(f"{path}: its values nest too deeply for torch.load to read (Python's recursion limit); "
+                      f"inputs nest a few levels (at most {MAX_INPUTS_DEPTH}): save them as a tuple of "
+                      "tensors or {'args': (...), 'kwargs': {...}}") from None
     except Exception as exc:  # not a torch.save file, or one holding more than tensors and containers
         why = f"torch.load: {_load_failure(exc)}"
-        if not zipfile.is_zipfile(path):  # torch.save's format is a zip archive
+        if not _starts_as_zip(handle):
             why = f"it is not the zip archive torch.save writes; {why}"
-        raise click.BadParameter(f"{path}: not a file torch.load reads with weights_only=True ({why}); "
-                                 "save the inputs with torch.save (tensors, lists, tuples, dicts, numbers)",
-                                 param_hint="--inputs")
+        raise _refuse(f"{path}: not a file torch.load reads with weights_only=True ({why}); "
+                      "save the inputs with torch.save (tensors, lists, tuples, dicts, numbers)") from None
+
+
+def _children(value) -> list | tuple | None:
+    """What pytree walks inside a loaded value (a dict's values, a list's or tuple's items); None for a leaf."""
+    if isinstance(value, dict):
+        return list(value.values())
+    return value if isinstance(value, (list, tuple)) else None
+
+
+def _check_structure(path: str, saved) -> None:
+    """click.BadParameter when the loaded structure nests deeper than MAX_INPUTS_DEPTH, holds itself, or
+    reaches more than MAX_INPUTS_VALUES values counted as a walk reaches them (a container held twice, twice).
+
+    Iterative, and each container is walked once (``reached`` remembers by id what it reaches), so this walk
+    stays as small as the file while the walks after it (pytree, the runtime's) get a bounded tree."""
+    if _children(saved) is None:
+        return
+    reached: dict[int, int] = {}  # id of a container walked whole → values reached through it, itself included
+    open_ids = {id(saved)}
+    frames = [[saved, iter(_children(saved)), 1]]  # [container, its items to walk, values reached so far]
+    total = 1
+    fix = "save the inputs as a tuple of tensors or {'args': (...), 'kwargs': {...}}"
+    while frames:
+        frame = frames[-1]
+        child = next(frame[1], frames)  # frames: the end marker, never an item
+        if child is frames:
+            frames.pop()
+            open_ids.discard(id(frame[0]))
+            reached[id(frame[0])] = frame[2]
+            if frames:
+                frames[-1][2] += frame[2]
+            continue
+        if id(child) in reached:  # a container met again: pytree walks it again
+            count = reached[id(child)]
+        elif _children(child) is None:
+            count = 1
+        elif id(child) in open_ids:
+            raise _refuse(f"{path}: a container in it holds itself (a cycle), which no call can take; {fix}")
+        elif len(frames) >= MAX_INPUTS_DEPTH:
+            raise _refuse(f"{path}: its containers nest more than {MAX_INPUTS_DEPTH} levels deep; {fix}")
+        else:
+            frames.append([child, iter(_children(child)), 1])
+            open_ids.add(id(child))
+            total += 1
+            _check_values(path, total, fix)
+            continue
+        frame[2] += count
+        total += count
+        _check_values(path, total, fix)
+
+
+def _check_values(path: str, total: int, fix: str) -> None:
+    if total > MAX_INPUTS_VALUES:
+        raise _refuse(f"{path}: it holds more than {MAX_INPUTS_VALUES:,} values, counting a container as often as it "
+                      f"is reached (one list held by two others is walked twice); {fix}, each container held once")
+
+
+def _tensors(saved):
+    """(where, tensor) for each tensor a walk reaches, where as the subscripts that reach it (``['args'][0]``);
+    only after _check_structure, which bounds how many there are."""
+    stack = [("", saved)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            yield where or "the top level", value
+        elif isinstance(value, dict):
+            stack.extend((f"{where}[{key!r}]", item) for key, item in reversed(value.items()))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{where}[{index}]", item) for index, item in reversed(list(enumerate(value))))
+
+
+def _check_dense_bytes(path: str, saved, file_bytes: int, limits) -> None:
+    """click.BadParameter when the tensors, as the program reads them (dense: numel × element size), would take
+    more than the archive limits allow for the file's size: the inflate ratio (above its floor) and the bound
+    on what one load extracts. A 1.5 KB file held zeros(1, 4).expand(2**26, 4) (stride 0) and the runtime's
+    dense copy took 1 GiB."""
+    from aotcuda.runtime.archive import GiB, MiB
+
+    total = 0
+    for where, tensor in _tensors(saved):
+        try:
+            size = tensor.numel() * tensor.element_size()
+        except RuntimeError:  # a nested tensor has no one size: the program's input checks refuse it by name
+            continue
+        total += size
+        over_ratio = (limits.max_ratio and total > limits.ratio_floor
+                      and total > limits.max_ratio * max(file_bytes, 1))
+        if not over_ratio and not (limits.max_extract_bytes and total > limits.max_extract_bytes):
+            continue
+        expanded = " (an expanded view: a stride of 0 repeats the elements it holds)" if 0 in tensor.stride() \
+            else ""
+        limit, variable = ((f"{limits.max_ratio:g}x the file's {file_bytes:,} bytes", "AOTCUDA_MAX_COMPRESSION_RATIO")
+                           if over_ratio else (f"{limits.max_extract_bytes / GiB:.2f} GiB",
+                                               "AOTCUDA_MAX_EXTRACT_BYTES"))
+        raise _refuse(f"{path}: its tensors would take {total / MiB:.1f} MiB dense, more than the limit of {limit}; "
+                      f"the tensor at {where} (shape {tuple(tensor.shape)}, strides {tuple(tensor.stride())}"
+                      f"{expanded}) takes {size / MiB:.1f} MiB. Save the inputs dense (tensor.contiguous()), or, "
+                      f"if you trust this file, set {variable} (0: no limit)")
+
+
+def _args_and_kwargs(path: str, saved) -> tuple[tuple, dict]:
+    """The call a loaded inputs file holds (load_inputs), or click.BadParameter saying what the file must hold."""
+    forms = "{'args': (...), 'kwargs': {...}}, {name: value}, a tensor, or a list of tensors"
     if isinstance(saved, dict) and "args" in saved:
-        return tuple(saved["args"]), dict(saved.get("kwargs") or {})
-    if isinstance(saved, dict) and all(isinstance(key, str) for key in saved):
+        others = [key for key in saved if key not in ("args", "kwargs")]
+        args, kwargs = saved["args"], saved.get("kwargs")
+        if others:
+            raise _refuse(f"{path}: holds {others[0]!r} beside 'args'; the form {{'args': (...), 'kwargs': {{...}}}} "
+                          "has only those two keys (a dict of arguments by name has no 'args')")
+        if isinstance(args, torch.Tensor):
+            args = (args,)  # one positional argument, as a bare tensor file is
+        if not isinstance(args, (list, tuple)):
+            raise _refuse(f"{path}: its 'args' has type {type(args).__name__}; it must be a tuple or list of the "
+                          "positional arguments, e.g. {'args': (x,), 'kwargs': {}}")
+        kwargs = {} if kwargs is None else kwargs
+        _check_names(path, kwargs, "its 'kwargs'")
+        return tuple(args), dict(kwargs)
+    if isinstance(saved, dict):
+        _check_names(path, saved, f"it is a dict, so it must be {forms}; as arguments by name, it")
         return (), dict(saved)  # {name: value}: forward's arguments by name
     if isinstance(saved, torch.Tensor):
         return (saved,), {}
     if isinstance(saved, (list, tuple)):
         return tuple(saved), {}
-    raise click.BadParameter(f"{path}: expected {{'args': ..., 'kwargs': ...}}, {{name: value}}, a tensor, or a list "
-                             "of tensors", param_hint="--inputs")
+    raise _refuse(f"{path}: holds a value of type {type(saved).__name__}; expected {forms}")
+
+
+def _check_names(path: str, kwargs, what: str) -> None:
+    if not isinstance(kwargs, dict):
+        raise _refuse(f"{path}: {what} has type {type(kwargs).__name__}; it must be a dict of arguments by name, "
+                      "e.g. {'args': (x,), 'kwargs': {'mask': m}}")
+    key = next((key for key in kwargs if not isinstance(key, str)), None)
+    if key is not None:
+        raise _refuse(f"{path}: {what} has the key {key!r} ({type(key).__name__}); its keys must be forward's "
+                      "argument names (str), e.g. {'args': (x,), 'kwargs': {'mask': m}}")
+
+
+def load_inputs(path: str) -> tuple[tuple, dict]:
+    """inputs.pt as saved by ``aotcuda lower --save-inputs``: {"args": tuple, "kwargs": dict}, {name: value}
+    (forward's arguments by name), or a bare tensor / tuple / list of tensors → (args, kwargs).
+
+    Raises click.BadParameter, naming the problem and the fix, for: a path that is not a regular file; a file
+    that starts as a zip (torch.load then reads it as one) that Python's zipfile cannot read, or whose entries
+    would inflate past the archive limits (checked from the declared sizes before anything is inflated:
+    torch.load inflates a deflated record whole, a 256 KiB file made a 256 MiB tensor); a file torch.load
+    cannot read with weights_only=True; a structure too deep, cyclic or large to walk (_check_structure);
+    tensors whose dense size is out of proportion to the file (_check_dense_bytes); another structure.
+    A file that does not start as a zip is torch.save's legacy format, whose storages are read raw from
+    the file: what they hold is bounded by its size, and what they claim by _check_dense_bytes.
+    """
+    limits = _inputs_limits()
+    with _open_regular(path) as handle:
+        if _starts_as_zip(handle):
+            _check_inputs_archive(path, handle, limits)
+        saved = _torch_load(path, handle)
+        file_bytes = os.fstat(handle.fileno()).st_size
+    _check_structure(path, saved)
+    _check_dense_bytes(path, saved, file_bytes, limits)
+    return _args_and_kwargs(path, saved)

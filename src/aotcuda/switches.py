@@ -119,10 +119,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "cache through all stages (kernels/fft_cpu_template.py; where this torch lacks the template machinery "
            "it stays off); off: the Stockham form (pointwise stages, passes/complex_to_real/spectral/stockham.py)",
            "at each FFT the pass rewrites"),
-    Switch("AOTCUDA_MAX_EXTRACT_BYTES", 64 << 30, "bytes extracted from one package, all entries together",
-           "at each load"),
-    Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry",
-           "at each load"),
+    Switch("AOTCUDA_MAX_EXTRACT_BYTES", 64 << 30, "bytes extracted from one package, all entries together; "
+           "bytes the tensors of an `aotcuda run --inputs` file take dense", "at each load"),
+    Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry; dense size "
+           "of an `aotcuda run --inputs` file's tensors / the file's size (above 64 MiB)", "at each load"),
     Switch("AOTCUDA_MAX_JSON_BYTES", 64 << 20, "a JSON entry of a package read into memory", "at each load"),
     Switch("AOTCUDA_MAX_SIGNATURE_BYTES", 1 << 20, "the aotcuda signature and the model's metadata JSON of a package "
            "(real ones are about 1 KiB)", "at each load"),

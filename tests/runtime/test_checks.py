@@ -149,3 +149,17 @@ def test_a_wrong_rank_says_the_shape_to_pass():
     with pytest.raises(InputError, match=r"has 3 dims \(shape \(3, 4, 1\)\), but the program takes 2 .*; pass a "
                                          r"tensor of that shape"):
         check_inputs([torch.randn(3, 4, 1), *inputs()[1:]], SPECS, [], CPU, 3)
+
+
+@pytest.mark.parametrize("layout", [torch.strided, torch.jagged])
+def test_a_nested_tensor_is_an_input_error_not_torchs_internal_error(layout):
+    """A strided nested tensor passed the layout check and reached torch's "NestedTensorImpl doesn't support
+    sizes" (a RuntimeError) when its shape was read; an inputs file of `aotcuda run` carries one too."""
+    nested = torch.nested.nested_tensor([torch.randn(3, 4)], layout=layout)
+    good = inputs()
+    with pytest.raises(InputError, match=r"input 'q' \(#0\) is a nested tensor \(torch.nested\), but the program "
+                                         r"takes dense tensors of one shape; pass a dense one, e.g. "
+                                         r"torch.nested.to_padded_tensor"):
+        check_inputs([nested, *good[1:]], SPECS, [], CPU, 3)
+    with pytest.raises(OutputError, match=r"output buffer #0 is a nested tensor"):
+        check_caller_outputs([nested], OUT_SPECS, {"s0": 3, "s1": 5}, CPU, 1)

@@ -147,6 +147,9 @@ def _check_tensor_on_device(value, device: torch.device, label: str, error: type
     if not isinstance(value, torch.Tensor):
         hint = "convert it with torch.as_tensor" if error is InputError else "allocate one, e.g. with torch.empty"
         raise error(f"{label} must be a torch.Tensor, got {type(value).__name__}; {hint}")
+    if value.is_nested:  # strided ones pass the layout test, then fail in torch ("doesn't support sizes")
+        raise error(f"{label} is a nested tensor (torch.nested), but the program takes dense tensors of one shape; "
+                    "pass a dense one, e.g. torch.nested.to_padded_tensor(tensor, 0.0), or each component in a call")
     if value.layout != torch.strided:
         raise error(f"{label} is a {value.layout} tensor, but the program works on dense (strided) tensors; "
                     "pass a dense one, e.g. tensor.to_dense()")
