@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import warnings
+import zipfile
 
 import click
 import pytest
@@ -544,7 +545,6 @@ def test_an_inputs_file_that_inflates_a_thousandfold_is_refused_before_it_is_rea
     """torch.load inflates a deflated record whole: a 256 KiB inputs file made a 256 MiB tensor (peak 477 MB),
     and one of 64 MiB would make 64 GiB. `aotcuda run` now checks the zip's declared sizes first, with the
     limits (and the variables to raise them) that packages are read with."""
-    import zipfile
 
     import click
 
@@ -623,7 +623,6 @@ def test_an_inputs_file_nested_deeper_than_any_call_is_refused_cleanly(tmp_path)
     """200,000 nested lists in a 2 KB pickle (its opcodes are iterative: torch.load reads it); pytree recursed
     into a RecursionError. 65 container levels are refused by the same bounded walk, 64 are read."""
     import pickle
-    import zipfile
 
     from aotcuda.cli_inputs import MAX_INPUTS_DEPTH, load_inputs
 
@@ -730,3 +729,34 @@ def test_inputs_args_of_one_tensor_are_one_argument(tmp_path):
     torch.save({"args": torch.ones(3, 2)}, tmp_path / "inputs.pt")
     args, kwargs = load_inputs(str(tmp_path / "inputs.pt"))
     assert len(args) == 1 and args[0].shape == (3, 2) and kwargs == {}
+
+
+def test_factory_import_and_call_errors_say_where_and_what_to_change(runner, tmp_path):
+    """A new user's reports: the path form did not find a helper module beside the model file (python does),
+    an error raised while importing the user's module came without saying so, and a factory that takes
+    arguments was reported at aotcuda's own line with exit 1."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "helper.py").write_text("import torch\ndef build():\n    return torch.nn.Identity()\n")
+    (tmp_path / "sub" / "model.py").write_text("import helper\ndef make():\n    return helper.build()\n"
+                                               "def needs(a, b):\n    return None\n")
+    (tmp_path / "broken.py").write_text("import torch\nx = 1 / 0\ndef make():\n    pass\n")
+    result = runner.invoke(main, ["lower", f"{tmp_path}/sub/model.py:make", "-o", str(tmp_path / "m.pt2")])
+    assert result.exit_code == 2 and "it returned an Identity instance" in result.output, result.output  # imported
+    result = runner.invoke(main, ["lower", f"{tmp_path}/sub/model.py:needs", "-o", str(tmp_path / "m.pt2")])
+    assert result.exit_code == 2 and "cannot be called with no arguments" in result.output, result.output
+    assert "missing 2 required positional arguments" in result.output and "cli_inputs.py" not in result.output
+    result = runner.invoke(main, ["lower", f"{tmp_path}/broken.py:make", "-o", str(tmp_path / "m.pt2")])
+    assert result.exit_code == 1, result.output
+    assert (f"importing {tmp_path}/broken.py raised ZeroDivisionError: division by zero (at {tmp_path}/broken.py:2, "
+            "in <module>)") in result.output, result.output
+
+
+def test_a_numpy_file_or_a_package_given_as_inputs_is_named_for_what_it_is(tmp_path):
+    import numpy
+
+    numpy.save(tmp_path / "a.npy", numpy.zeros(3))
+    _refused(tmp_path / "a.npy", r"is a NumPy \.npy file; --inputs reads a torch\.save file")
+    with zipfile.ZipFile(tmp_path / "p.pt2", "w") as package:  # the shape of an AOTInductor package's archive
+        package.writestr("p/archive_format", "pt2")
+        package.writestr("p/data/aotinductor/model/m.wrapper.so", b"\0")
+    _refused(tmp_path / "p.pt2", r"is an AOTInductor package, not inputs: `aotcuda run PACKAGE --inputs FILE`")

@@ -62,18 +62,47 @@ def call_factory(spec: str):
     except Exception as exc:  # the user's code: say whose and where, not only what
         import traceback
 
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        frames = traceback.extract_tb(exc.__traceback__)
+        if len(frames) == 1 and isinstance(exc, TypeError):  # the call itself: FACTORY takes arguments
+            raise click.UsageError(f"the factory {spec} cannot be called with no arguments ({exc}); FACTORY is "
+                                   "called with none: point at a function that takes none and returns the model "
+                                   "and its inputs") from exc
+        frame = frames[-1]
         raise click.ClickException(f"the factory {spec} raised {type(exc).__name__}: {exc} "
                                    f"(at {frame.filename}:{frame.lineno}, in {frame.name})") from exc
 
 
 def _import_file(path: str):
+    """The module of a .py file, with the file's folder first on sys.path, as ``python path/to/model.py`` has it
+    (a model file importing a helper beside it failed with ModuleNotFoundError from any other folder)."""
     if not os.path.isfile(path):
         raise click.BadParameter(f"{path!r}: no such file")
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     loader_spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
     module = importlib.util.module_from_spec(loader_spec)
-    loader_spec.loader.exec_module(module)
+    try:
+        loader_spec.loader.exec_module(module)
+    except click.ClickException:
+        raise
+    except Exception as exc:
+        raise _import_error(path, exc) from exc
     return module
+
+
+def _import_error(what: str, exc: Exception) -> click.ClickException:
+    """An exception raised while importing the user's ``what``, as a click error that says so, and where (the
+    innermost frame of the user's code; a SyntaxError's own line)."""
+    import traceback
+
+    if isinstance(exc, SyntaxError) and exc.filename:
+        at = f" (at {exc.filename}:{exc.lineno})"
+    else:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename
+                  and not f.filename.startswith("<frozen") and f.filename != __file__]
+        at = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
+    return click.ClickException(f"importing {what} raised {type(exc).__name__}: {exc}{at}")
 
 
 def _import_module(name: str):
@@ -84,18 +113,28 @@ def _import_module(name: str):
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name is None or not (name == exc.name or name.startswith(f"{exc.name}.")):
-            raise  # the module was found, and something it imports was not: that error is the user's
+            # the module was found, and something it imports was not: that error is the user's, said as such
+            raise _import_error(f"module {name}", exc) from exc
         raise click.BadParameter(
             f"no module named {name!r} (looked in the current directory {cwd} and on sys.path); "
             f"for a file elsewhere use the path form, e.g. path/to/{name.replace('.', '/')}.py:FACTORY") from exc
+    except click.ClickException:
+        raise
+    except Exception as exc:  # the user's module raised while it was imported
+        raise _import_error(f"module {name}", exc) from exc
+
+
+def _a(name: str) -> str:
+    """'a Linear', 'an Identity'."""
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def model_and_inputs(made) -> tuple[torch.nn.Module, tuple, dict]:
     """A factory's result → (model, args, kwargs). Accepts (model, inputs) and (model, args, kwargs)."""
     if not isinstance(made, tuple) or len(made) not in (2, 3) or not isinstance(made[0], torch.nn.Module):
-        got = (f"a {type(made).__name__} instance" if isinstance(made, torch.nn.Module) else
+        got = (f"{_a(type(made).__name__)} instance" if isinstance(made, torch.nn.Module) else
                f"a tuple of {len(made)}: ({', '.join(type(v).__name__ for v in made)})" if isinstance(made, tuple)
-               else f"a {type(made).__name__}")
+               else _a(type(made).__name__))
         hint = (" (FACTORY names an nn.Module class? Point at a function that builds the model and its example "
                 "inputs and returns both)" if isinstance(made, torch.nn.Module) else "")
         raise click.UsageError("the factory must return (model, inputs) or (model, args, kwargs), model an "
@@ -218,6 +257,29 @@ def _open_regular(path: str):
         handle.close()
         raise
     return handle
+
+
+def _refuse_other_formats(path: str, handle) -> None:
+    """A NumPy file given as inputs: torch's unpickler refused it as "Unsupported operand 147" (a new user's)."""
+    handle.seek(0)
+    magic = handle.read(6)
+    handle.seek(0)
+    if magic == b"\x93NUMPY":
+        raise _refuse(f"{path} is a NumPy .npy file; --inputs reads a torch.save file: save the arrays with "
+                      "torch.save({'args': (torch.from_numpy(numpy.load(PATH)),)}, 'inputs.pt')")
+
+
+def _refuse_a_package(path: str, handle) -> None:
+    """An AOTInductor package given as inputs (the two paths of `aotcuda run` swapped): torch.load said only
+    that its zip had no data.pkl (a new user's)."""
+    try:
+        with zipfile.ZipFile(handle) as archive:  # its directory is checked already (_check_inputs_archive)
+            package = any(name.rsplit("/", 1)[-1] == "archive_format" for name in archive.namelist())
+    finally:
+        handle.seek(0)
+    if package:
+        raise _refuse(f"{path} is an AOTInductor package, not inputs: `aotcuda run PACKAGE --inputs FILE` takes the "
+                      "package first and a torch.save file of the inputs after --inputs")
 
 
 def _starts_as_zip(handle) -> bool:
@@ -463,8 +525,10 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
     """
     limits = _inputs_limits()
     with _open_regular(path) as handle:
+        _refuse_other_formats(path, handle)
         if _starts_as_zip(handle):
             _check_inputs_archive(path, handle, limits)
+            _refuse_a_package(path, handle)
         saved = _torch_load(path, handle)
         file_bytes = os.fstat(handle.fileno()).st_size
     _check_structure(path, saved)
