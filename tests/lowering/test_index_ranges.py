@@ -250,7 +250,7 @@ def test_a_tiny_llama_records_the_vocabulary_of_its_token_ids():
     assert list(ranges) == ["input_ids"]
     ((entry),) = ranges["input_ids"]
     assert (entry["min"], entry["max"]) == (0, LLAMA_VOCAB - 1)
-    assert entry["reason"].startswith(f"aten::embedding over {LLAMA_VOCAB} rows of p_model_embed_tokens_weight")
+    assert entry["reason"].startswith(f"aten::embedding over {LLAMA_VOCAB} rows of model.embed_tokens.weight")  # the module's name
     assert "modeling_llama.py" in entry["reason"]
 
 

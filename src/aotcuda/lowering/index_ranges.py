@@ -432,9 +432,10 @@ def index_ranges(ep, input_names, unchecked: dict | None = None) -> dict[str, li
     symbols = input_size_symbols(ep)
     ranges: dict[str, list[dict]] = {}
     lines = unchecked if unchecked is not None else {}
+    names = _state_names(ep)
     for node in ep.graph.nodes:
         rule = INDEXING.get(_packet(node)) if node.op == "call_function" else None
-        for use in uses(rule, node):
+        for use in (_named(use, names) for use in uses(rule, node)):
             for name, through in unfollowed.get(use.index, {}).items():
                 _add_line(lines, name, _unchecked(name, node, use, through))
             for flow in flows.get(use.index, ()):
@@ -454,6 +455,24 @@ def index_ranges(ep, input_names, unchecked: dict | None = None) -> dict[str, li
                 if entry["min"] is not None or entry["max"] is not None:
                     _add_range(ranges.setdefault(flow.input, []), entry)
     return ranges
+
+
+def _state_names(ep) -> dict[str, str]:
+    """{placeholder name: the module's own name} of the program's parameters, buffers and constants
+    (``p_embed_weight`` → ``embed.weight``): a refusal names the table as the user's model does."""
+    signature = ep.graph_signature
+    names = {}
+    for field in ("inputs_to_parameters", "inputs_to_buffers", "inputs_to_lifted_tensor_constants"):
+        names.update(getattr(signature, field, None) or {})
+    return names
+
+
+def _named(use: IndexUse, names: dict[str, str]) -> IndexUse:
+    """``use`` with the operand its ``what`` ends with ("128 rows of p_embed_weight") under its module name."""
+    head, sep, operand = use.what.rpartition(" of ")
+    if not sep or operand not in names:
+        return use
+    return replace(use, what=f"{head} of {names[operand]}")
 
 
 def _add_line(lines: dict, name: str, line: str) -> None:
