@@ -67,7 +67,7 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
         | {"expr": "s77", "min": 2, "max": 64}      # symbolic: an expression of the input symbols, in the
                                                     # grammar below; "max": null means unbounded
     IndexRange = {"min": Bound, "max": Bound,       # eager's range of the index there, as the input's
-                  "reason": "aten.embedding.default over 128 rows of p_emb_weight, at model.py:12: ..."}
+                  "reason": "aten.embedding.default over 128 rows of emb.weight, at model.py:12: ..."}
     Bound = -128                                    # a static bound, or
           | {"expr": "s27 - 1"}                     # an expression of the input size symbols (the grammar), or
           | null                                    # not checked (it depends on a size no input gives)
