@@ -519,7 +519,7 @@ def test_lowering_progress_prints_each_step_once_with_one_time(terminal):
             assert written.getvalue() == "".join(f"{step}: {seconds:.1f} s\n" for step, seconds in steps.items())
 
 
-@pytest.mark.parametrize("load, cores, busy", [(0.4, 2, False), (1.99, 2, False), (2.0, 2, True), (7.5, 4, True),
+@pytest.mark.parametrize("load, cores, busy", [(0.4, 2, False), (1.49, 2, False), (1.5, 2, True), (7.5, 4, True),
                                                (None, 2, False)])
 def test_demo_reports_the_load_and_flags_its_timing_on_a_busy_machine(runner, monkeypatch, load, cores, busy):
     """The demo's speed-up beside the load average; where the load reaches the cores, the row and a

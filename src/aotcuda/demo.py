@@ -18,6 +18,9 @@ from aotcuda.lowering import LoweredProgram, lower
 from aotcuda.lowering.devices import target_device
 from aotcuda.models.attention import attention_block
 
+# The 1-minute load per core from which the demo's timing is marked unreliable (DemoResult.machine_busy).
+BUSY_LOAD_PER_CORE = 0.75
+
 # Relative-error bound per dtype: eager and the generated code sum in different orders.
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10, torch.bfloat16: 2e-2, torch.float16: 5e-3}
 
@@ -49,9 +52,10 @@ class DemoResult:
 
     @property
     def machine_busy(self) -> bool:
-        """Whether other work kept every core busy (1-minute load average ≥ the cores): the latencies,
-        and the speed-up against eager, then measure the contention more than the program."""
-        return self.load_average is not None and self.load_average >= self.cores
+        """Whether other work kept most cores busy (1-minute load average ≥ 3/4 of the cores): eager and the
+        program both run a thread per core, so the latencies, and the speed-up against eager, then measure the
+        contention more than the program (a new user's 4.90× at a load of 1.96 on 2 cores, 1.04-1.50× idle)."""
+        return self.load_average is not None and self.load_average >= BUSY_LOAD_PER_CORE * self.cores
 
 
 def machine_load() -> tuple[float | None, int]:
