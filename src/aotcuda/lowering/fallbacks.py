@@ -270,9 +270,15 @@ def scan_kernels(package_path: str, ep=None) -> tuple[list[FallbackKernel], list
 
 def kernels_record(missing: list[FallbackKernel], library: list[FallbackKernel]) -> list[dict]:
     """The signature's ``"kernels"`` field: each ATen kernel lower() found, whether it is allowed (a library
-    kernel) and the model's lines it came from, as lower() classified them with the program in hand."""
-    return [{"name": kernel.name, "allowed": allowed, "nodes": list(kernel.nodes), "sources": list(kernel.sources)}
+    kernel) and the model's lines it came from, as lower() classified them with the program in hand. At most
+    RECORDED_PLACES nodes and lines a kernel (a 32-layer model calls a product from hundreds of nodes): the
+    signature stays far below the size load accepts (AOTCUDA_MAX_SIGNATURE_BYTES)."""
+    return [{"name": kernel.name, "allowed": allowed, "nodes": kernel.nodes[:RECORDED_PLACES],
+             "sources": list(dict.fromkeys(kernel.sources))[:RECORDED_PLACES]}
             for allowed, kernels in ((False, missing), (True, library)) for kernel in kernels]
+
+
+RECORDED_PLACES = 16
 
 
 def kernels_from_signature(signature: dict | None) -> tuple[list[FallbackKernel], list[FallbackKernel]] | None:
