@@ -122,11 +122,15 @@ def test_without_max_autotune_or_on_cuda_the_options_are_left_as_given(writes_ca
         **cuda_profile, "max_autotune": True}
 
 
-def test_max_autotune_in_torchs_config_counts_too(monkeypatch, writes_cache, writes_nothing):
-    monkeypatch.setattr(torch._inductor.config, "max_autotune", True)
-    assert package_inductor_configs(CPU, {}, None, writes_cache) == {"cpp.weight_prepack": False}
-    assert package_inductor_configs(CPU, {}, {"max_autotune": False}, writes_cache) == {"max_autotune": False}
-    assert package_inductor_configs(CPU, {}, None, writes_nothing) == {}
+def test_max_autotune_in_torchs_config_counts_too(writes_cache, writes_nothing):
+    # config.patch, not monkeypatch.setattr: on torch 2.15 pytest's setattr of max_autotune (a config other
+    # options are implied from) left it unreadable ("config.max_autotune does not exist") for every later compile
+    before = torch._inductor.config.max_autotune
+    with torch._inductor.config.patch(max_autotune=True):
+        assert package_inductor_configs(CPU, {}, None, writes_cache) == {"cpp.weight_prepack": False}
+        assert package_inductor_configs(CPU, {}, {"max_autotune": False}, writes_cache) == {"max_autotune": False}
+        assert package_inductor_configs(CPU, {}, None, writes_nothing) == {}
+    assert torch._inductor.config.max_autotune == before
 
 
 @pytest.mark.parametrize("model, given, expected", [
