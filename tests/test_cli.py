@@ -223,10 +223,11 @@ def test_module_not_found_suggests_the_file_form(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(click.BadParameter, match=r"no module named 'nowhere_model'.*path/to/nowhere_model.py:FACTORY"):
         load_factory("nowhere_model:make")
-    # a module that is found but imports a missing one: that error is the user's, unchanged
+    # a module that is found but imports a missing one: that error is the user's, said as such, with its line
     (tmp_path / "imports_missing.py").write_text("import not_installed_anywhere\n")
     monkeypatch.delitem(sys.modules, "imports_missing", raising=False)
-    with pytest.raises(ModuleNotFoundError, match="not_installed_anywhere"):
+    with pytest.raises(click.ClickException, match=r"importing module imports_missing raised ModuleNotFoundError: "
+                       r"No module named 'not_installed_anywhere' \(at .*imports_missing.py:1, in <module>\)"):
         load_factory("imports_missing:make")
 
 
