@@ -520,15 +520,21 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
     torch.load inflates a deflated record whole, a 256 KiB file made a 256 MiB tensor); a file torch.load
     cannot read with weights_only=True; a structure too deep, cyclic or large to walk (_check_structure);
     tensors whose dense size is out of proportion to the file (_check_dense_bytes); another structure.
-    A file that does not start as a zip is torch.save's legacy format, whose storages are read raw from
-    the file: what they hold is bounded by its size, and what they claim by _check_dense_bytes.
+    A file that does not start as a zip is refused: torch.load would try it as a tar archive (the pre-1.6
+    format), whose pax headers Python 3.11.7's tarfile scans in quadratic time.
     """
     limits = _inputs_limits()
     with _open_regular(path) as handle:
         _refuse_other_formats(path, handle)
-        if _starts_as_zip(handle):
-            _check_inputs_archive(path, handle, limits)
-            _refuse_a_package(path, handle)
+        if not _starts_as_zip(handle):
+            # torch.load tries any other file as a tar archive first (its pre-1.6 format), and Python's tarfile
+            # scans pax headers with a quadratic pattern (CVE-2024-6232; 3.11.7): a 300 KB file held the CLI at
+            # full CPU for a minute, 10 MB for hours. torch.save has written zip archives since torch 1.6.
+            raise _refuse(f"{path} is not a zip archive, which torch.save writes (since torch 1.6; the older "
+                          "formats are not read here): save the inputs again with torch.save, e.g. "
+                          "torch.save({'args': (x,)}, 'inputs.pt')")
+        _check_inputs_archive(path, handle, limits)
+        _refuse_a_package(path, handle)
         saved = _torch_load(path, handle)
         file_bytes = os.fstat(handle.fileno()).st_size
     _check_structure(path, saved)
