@@ -500,6 +500,12 @@ def check_dim_names(signature: dict, entry: str, path: str) -> None:
                            "(strings); the package is damaged or hostile, lower the model again")
 
 
+def signature_bytes(signature: dict) -> bytes:
+    """The signature as written into a package: compact JSON (indented, a 2,000-tensor signature was 1.1 MB
+    where 0.6 MB say the same)."""
+    return json.dumps(signature, separators=(",", ":")).encode()
+
+
 def write_signature(package_path: str | os.PathLike, signature: dict) -> None:
     """Add (or replace) the ``aotcuda/signature.json`` entry of a .pt2 package, in place. A signature without
     ``library_sha256`` gets the SHA-256 of the package's model library (when it holds one .so): a signature
@@ -512,7 +518,7 @@ def write_signature(package_path: str | os.PathLike, signature: dict) -> None:
             digest = library_digest(archive)
             signature = signature if digest is None else {**signature, "library_sha256": digest}
     entry = f"{root}{SIGNATURE_ENTRY}"
-    data = json.dumps(signature, indent=1).encode()
+    data = signature_bytes(signature)
     if entry not in names:
         with zipfile.ZipFile(path, "a") as archive:
             archive.writestr(entry, data)

@@ -124,8 +124,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_MAX_COMPRESSION_RATIO", 200.0, "uncompressed / compressed size of a package entry; dense size "
            "of an `aotcuda run --inputs` file's tensors / the file's size (above 64 MiB)", "at each load"),
     Switch("AOTCUDA_MAX_JSON_BYTES", 64 << 20, "a JSON entry of a package read into memory", "at each load"),
-    Switch("AOTCUDA_MAX_SIGNATURE_BYTES", 1 << 20, "the aotcuda signature and the model's metadata JSON of a package "
-           "(real ones are about 1 KiB)", "at each load"),
+    # 8 MiB: a program of 1,000 inputs and 1,000 outputs of rank 6 writes 0.6 MiB, the count limits allow about 6;
+    # json.loads of 8 MiB of the worst shape ([{},{},...]) makes about 200 MB of objects, for a moment.
+    Switch("AOTCUDA_MAX_SIGNATURE_BYTES", 8 << 20, "the aotcuda signature and the model's metadata JSON of a package "
+           "(about 1 KiB for most programs; 0.6 MiB for 2,000 inputs and outputs)", "at each load"),
     Switch("AOTCUDA_MAX_SOURCE_BYTES", 256 << 20, "the generated C++ sources of a package read into memory "
            "(by `aotcuda inspect`), together",
            "at each load"),

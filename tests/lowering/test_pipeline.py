@@ -459,3 +459,16 @@ def test_a_model_in_training_mode_with_dropout_or_batch_norm_is_warned_about():
         for quiet in (model.eval(), torch.nn.Linear(4, 4).train()):  # eval mode; training mode but no such module
             with pytest.raises(TypeError):
                 aotcuda.lower(quiet, "not a tuple", device="cpu")
+
+
+def test_a_signature_larger_than_load_reads_by_default_is_said_at_lowering():
+    """A second review lowered 1,000 inputs and 1,000 outputs: lower() wrote a signature that load refused as
+    damaged. Signatures are compact JSON now, load reads 8 MiB by default, and a larger one is warned about."""
+    from aotcuda.lowering.pipeline import _warn_if_signature_too_large
+
+    with pytest.warns(UserWarning, match=r"more than the 8,388,608 aotcuda.load reads by default: .*"
+                                         r"AOTCUDA_MAX_SIGNATURE_BYTES=\d+ or more"):
+        _warn_if_signature_too_large({"inputs": ["x" * 100] * (90 << 10)}, "p.pt2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_if_signature_too_large({"inputs": ["x" * 100] * 1000}, "p.pt2")

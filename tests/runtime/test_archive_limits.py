@@ -65,12 +65,13 @@ def test_load_refuses_a_library_bomb_before_writing(so_bomb, watched_temp):
     with pytest.raises(PackageError, match=r"its entry '.*wrapper.so' would inflate from .* MiB to 100.0 MiB "
                                            r".*decompression bomb.*AOTCUDA_MAX_COMPRESSION_RATIO"):
         aotcuda.load(so_bomb)
-    assert _written(watched_temp) == 0 and not os.listdir(watched_temp)
+    # nothing written: at most the (empty) folder a first load in the process makes for its pinned libraries
+    assert _written(watched_temp) == 0 and all(n.startswith("aotcuda_libraries_") for n in os.listdir(watched_temp))
 
 
 def test_signature_bomb_is_refused_before_it_is_read(signature_bomb, watched_temp):
     for read in (aotcuda.load, read_signature, describe_package):
-        with pytest.raises(PackageError, match=r"signature.json' is 80.0 MiB, more than the 1 MiB .*"
+        with pytest.raises(PackageError, match=r"signature.json' is 80.0 MiB, more than the 8 MiB .*"
                                                r"AOTCUDA_MAX_SIGNATURE_BYTES"):
             read(signature_bomb)
     assert _written(watched_temp) == 0
@@ -137,21 +138,21 @@ def _write_small(path, entries):
 
 
 def test_a_small_signature_that_inflates_to_many_objects_is_refused_before_it_is_read(tmp_path, watched_temp):
-    """A 65 KB package whose signature inflates to 63 MiB of ``[{},...]``, under the 64 MiB JSON limit and the
+    """A 65 KB package whose signature inflates to 63 MiB (here 9) of ``[{},...]``, under the 64 MiB JSON limit and the
     64 MiB ratio floor: `inspect` took 42 s and 5 GB, load 35 s, then a raw KeyError. Now refused by the
     signature's size, and past that limit by the ratio a JSON entry read whole is held to, from 1 MiB."""
     import time
 
-    signature = b'{"format": "aotcuda.signature", "version": 2, "inputs": ' + _many_objects(8) + b', "outputs": []}'
+    signature = b'{"format": "aotcuda.signature", "version": 2, "inputs": ' + _many_objects(9) + b', "outputs": []}'
     path = _write_small(tmp_path / "jsonbomb.pt2", [(f"{MODEL}abc.wrapper.so", b""),
                                                     ("bomb/aotcuda/signature.json", signature)])
     assert os.path.getsize(path) < 64 << 10
     started = time.perf_counter()
     for read in (aotcuda.load, read_signature, describe_package):
-        with pytest.raises(PackageError, match=r"signature.json' is 8.0 MiB, more than the 1 MiB .*"
+        with pytest.raises(PackageError, match=r"signature.json' is 9.0 MiB, more than the 8 MiB .*"
                                                r"AOTCUDA_MAX_SIGNATURE_BYTES"):
             read(path)
-        with pytest.raises(PackageError, match=r"signature.json' would inflate from 0.0 MiB to 8.0 MiB .*x, more "
+        with pytest.raises(PackageError, match=r"signature.json' would inflate from 0.0 MiB to 9.0 MiB .*x, more "
                                                r"than the 200x limit"):
             read(path, limits=ArchiveLimits(max_signature_bytes=0)) if read is not read_signature else \
                 describe_package(path, limits=ArchiveLimits(max_signature_bytes=0))
@@ -162,11 +163,11 @@ def test_a_small_signature_that_inflates_to_many_objects_is_refused_before_it_is
 def test_model_json_that_inflates_to_many_objects_is_refused_before_it_is_read(tmp_path, watched_temp, entry):
     """The metadata (within the signature's limit) and the op table (within max_json_bytes, 64 MiB, but read
     whole once extracted: ratio-checked from 1 MiB by load's plan, and by inspect's reading)."""
-    data = b'{"AOTI_DEVICE_KEY": "cpu", "x": ' + _many_objects(8) + b"}"
+    data = b'{"AOTI_DEVICE_KEY": "cpu", "x": ' + _many_objects(9) + b"}"
     path = _write_small(tmp_path / "modeljson.pt2", [(f"{MODEL}abc.wrapper.so", b""), (f"{MODEL}{entry}", data)])
-    ratio = r"would inflate from 0.0 MiB to 8.0 MiB .*more than the 200x limit"
+    ratio = r"would inflate from 0.0 MiB to 9.0 MiB .*more than the 200x limit"
     # the metadata: load's plan checks the ratio before anything is extracted, inspect its size before reading
-    size = r"is 8.0 MiB, more than the 1 MiB .*AOTCUDA_MAX_SIGNATURE_BYTES"
+    size = r"is 9.0 MiB, more than the 8 MiB .*AOTCUDA_MAX_SIGNATURE_BYTES"
     message = rf"({size}|{ratio})" if "metadata" in entry else ratio
     with pytest.raises(PackageError, match=message):
         aotcuda.load(path)

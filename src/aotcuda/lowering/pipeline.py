@@ -210,8 +210,10 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
             signature = signature_from_exported_program(ep, more_index_ranges=exported_ranges,
                                                         more_unchecked=exported_unchecked)
             # what this check found, with the model's lines, for `aotcuda inspect` (which has no program)
-            write_signature(building, {**signature, "kernels": kernels_record(missing, library),
-                                       "state_written": state_written_in_place(ep)})
+            signature = {**signature, "kernels": kernels_record(missing, library),
+                         "state_written": state_written_in_place(ep)}
+            _warn_if_signature_too_large(signature, path)
+            write_signature(building, signature)
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)
@@ -413,6 +415,19 @@ def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callabl
                            f"({exc.strerror or type(exc).__name__}); choose another path, or change the folder's "
                            "permissions") from None
     return path
+
+
+def _warn_if_signature_too_large(signature: dict, path: str) -> None:
+    """A UserWarning when the package's signature is larger than load reads by default (a program of
+    thousands of inputs and outputs): say so at lowering, with the variable, not first at load time."""
+    from aotcuda.package_format import signature_bytes
+    from aotcuda.switches import SWITCHES
+
+    size, limit = len(signature_bytes(signature)), SWITCHES["AOTCUDA_MAX_SIGNATURE_BYTES"].default
+    if size > limit:
+        warnings.warn(f"the signature of {path} is {size:,} bytes, more than the {limit:,} aotcuda.load reads by "
+                      f"default: where the package is loaded, set AOTCUDA_MAX_SIGNATURE_BYTES={size} or more",
+                      UserWarning, stacklevel=4)
 
 
 def _warn_if_training(model) -> None:
