@@ -773,3 +773,20 @@ def test_a_numpy_file_or_a_package_given_as_inputs_is_named_for_what_it_is(tmp_p
         package.writestr("p/archive_format", "pt2")
         package.writestr("p/data/aotinductor/model/m.wrapper.so", b"\0")
     _refused(tmp_path / "p.pt2", r"is an AOTInductor package, not inputs: `aotcuda run PACKAGE --inputs FILE`")
+
+
+def test_inspect_lists_what_the_code_calls_whatever_the_kernels_record_says():
+    """A second review edited `"kernels": []` into a signature and inspect showed no kernels: the record is
+    read from the package, so it may add lines and refuse more, never hide a call or allow a kernel."""
+    from aotcuda.cli import _as_lowered
+    from aotcuda.lowering.fallbacks import FallbackKernel
+
+    scanned_missing, scanned_library = [FallbackKernel("polar", "polar")], [FallbackKernel("cumsum", "cumsum")]
+    assert _as_lowered(scanned_missing, scanned_library, [], []) == (scanned_missing, scanned_library,
+                                                                      ["polar", "cumsum"])
+    lined = FallbackKernel("cumsum", "cumsum", ["n"], ["m.py:3: y = z.cumsum(0)"])  # complex: lower refused it
+    allowed_polar = FallbackKernel("polar", "polar")
+    complex_op = FallbackKernel("aten.mul.Tensor on complex values", "aten.mul.Tensor", ["mul"], ["m.py:4: z * z"])
+    missing, library, unlike = _as_lowered(scanned_missing, scanned_library, [lined, complex_op], [allowed_polar])
+    assert [k.name for k in missing] == ["polar", "cumsum", "aten.mul.Tensor on complex values"]
+    assert library == [] and unlike == [] and missing[1].sources == ["m.py:3: y = z.cumsum(0)"]

@@ -485,10 +485,14 @@ def inspect(package):
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
     profile = DEVICE_PROFILES.get(device)
     kernels, generated = scan_kernels(package)  # the generated sources, read within the limits, run never
-    # as lower() classified them, with the model's lines (it had the program: a scan on complex values is
-    # complex math, not a library kernel); a package without that record, as the sources alone say
-    missing, library = kernels_from_signature(signature) or split_allowed(
-        kernels, profile.allowed_kernels if profile else frozenset())
+    missing, library = split_allowed(kernels, profile.allowed_kernels if profile else frozenset())
+    recorded = kernels_from_signature(signature)
+    if recorded is not None:  # what lower() recorded, for the kernels the sources call: see _as_lowered
+        missing, library, unlike = _as_lowered(missing, library, *recorded)
+        if unlike:
+            status_console.print(f"warning: the signature's record of kernels differs from what the generated "
+                                 f"code calls ({shown(_clip(', '.join(unlike), 5 * SHOWN_CHARS))}): listed as the "
+                                 "code calls them", highlight=False, markup=False, soft_wrap=True)
     console.print(f"generated kernels: {len(generated)}")
     console.print(f"library kernels (allowed): {shown(_clip(', '.join(k.name for k in library) or 'none', 5 * SHOWN_CHARS))}",
                   highlight=False, soft_wrap=True)
@@ -497,6 +501,31 @@ def inspect(package):
         console.print(f"  - {shown(_clip(kernel.describe()))}", highlight=False, soft_wrap=True)
     if len(missing) > SHOWN_ROWS:
         console.print(f"  ... and {len(missing) - SHOWN_ROWS} more", highlight=False, soft_wrap=True)
+
+
+def _as_lowered(missing, library, recorded_missing, recorded_library):
+    """The kernels the generated code calls (the scan: ``missing``, ``library``), each classified and given the
+    model's lines as lower() recorded them (it had the program: a scan on complex values is complex math, not a
+    library kernel; the record can only refuse more), plus the recorded ops on complex values no call was traced to (known only from the
+    program). A package's record is never trusted over its code: a kernel the code calls stays listed whatever
+    the record says, and the names where the two differ are returned to be warned about."""
+    record = {kernel.name: (kernel, allowed) for allowed, kernels in ((False, recorded_missing),
+                                                                     (True, recorded_library)) for kernel in kernels}
+    out_missing, out_library, unlike = [], [], []
+    for scanned, allowed in [(k, False) for k in missing] + [(k, True) for k in library]:
+        kernel, recorded_allowed = record.pop(scanned.name, (None, None))
+        if kernel is None:
+            unlike.append(scanned.name)
+            kernel, recorded_allowed = scanned, allowed
+        # the record may only make a kernel stricter (a scan on complex values), never allow one the code's
+        # own classification refuses
+        (out_library if allowed and recorded_allowed else out_missing).append(kernel)
+    for name, (kernel, allowed) in record.items():
+        if name.endswith(" on complex values") and not allowed:
+            out_missing.append(kernel)
+        else:
+            unlike.append(name)
+    return out_missing, out_library, unlike
 
 
 # What `aotcuda inspect` shows of a package at most: its lists are as long as its JSON and sources allow (tens of
