@@ -758,6 +758,8 @@ def test_factory_import_and_call_errors_say_where_and_what_to_change(runner, tmp
     result = runner.invoke(main, ["lower", f"{tmp_path}/sub/model.py:needs", "-o", str(tmp_path / "m.pt2")])
     assert result.exit_code == 2 and "cannot be called with no arguments" in result.output, result.output
     assert "missing 2 required positional arguments" in result.output and "cli_inputs.py" not in result.output
+    result = runner.invoke(main, ["lower", f"{tmp_path}/sub/model:make", "-o", str(tmp_path / "m.pt2")])
+    assert result.exit_code == 2 and "is a path but not a .py file" in result.output, result.output
     result = runner.invoke(main, ["lower", f"{tmp_path}/broken.py:make", "-o", str(tmp_path / "m.pt2")])
     assert result.exit_code == 1, result.output
     assert (f"importing {tmp_path}/broken.py raised ZeroDivisionError: division by zero (at {tmp_path}/broken.py:2, "

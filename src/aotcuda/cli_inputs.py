@@ -32,6 +32,10 @@ def load_factory(spec: str):
     if not sep or not module_name or not attribute:
         raise click.BadParameter(f"{spec!r}: expected MODULE:FACTORY, e.g. aotcuda.models.attention:attention_block")
     if module_name.endswith(".py") or os.path.sep in module_name:
+        if not module_name.endswith(".py"):
+            raise click.BadParameter(f"{spec!r}: {module_name!r} is a path but not a .py file; give the model's "
+                                     f"file, e.g. {module_name}.py:{attribute}, or a module name, e.g. "
+                                     f"{os.path.basename(module_name)}:{attribute} from its folder")
         module = _import_file(module_name)
     else:
         module = _import_module(module_name)

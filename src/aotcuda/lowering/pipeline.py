@@ -450,9 +450,20 @@ def _is_package_file(path: str) -> bool:
     return _zip_has_entry(path, "archive_format")
 
 
+# torch.save's pre-1.6 format begins with its magic number, pickled (protocol 2)
+_LEGACY_TORCH_SAVE = b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19."
+
+
 def is_torch_save_file(path: str) -> bool:
-    """Whether ``path`` is a regular file that torch.save wrote (a zip with a ``data.pkl`` entry)."""
-    return _zip_has_entry(path, "data.pkl")
+    """Whether ``path`` is a regular file that torch.save wrote (a zip with a ``data.pkl`` entry, or its
+    pre-1.6 format)."""
+    if _zip_has_entry(path, "data.pkl"):
+        return True
+    try:
+        with open(path, "rb") as file:
+            return os.path.isfile(path) and file.read(len(_LEGACY_TORCH_SAVE)) == _LEGACY_TORCH_SAVE
+    except OSError:
+        return False
 
 
 def _zip_has_entry(path: str, basename: str) -> bool:
