@@ -238,14 +238,13 @@ def _check_extra(path: str, info: zipfile.ZipInfo, extra: bytes, where: str, fix
             problem = f"ends in {len(extra) - at} bytes that are no whole block"
             break
         ident, size = struct.unpack_from("<HH", extra, at)
+        zip64 = " (two zip64 blocks: Python's zipfile reads the second, torch's reader the first)" if ident == 1 else ""
         problem = (f"has a block 0x{ident:04x} of {size} bytes that runs past its end" if at + 4 + size > len(extra)
-                   else f"holds the block 0x{ident:04x} more than once" if ident in seen else "")
+                   else f"holds the block 0x{ident:04x} more than once{zip64}" if ident in seen else "")
         seen.add(ident)
         at += 4 + size
     if problem:
-        zip64 = " (two zip64 blocks: Python's zipfile reads the second, torch's reader the first)" \
-            if "0x0001 more than once" in problem else ""
-        raise PackageError(f"{path!r}: the extra field of its entry {info.filename!r} ({where}) {problem}{zip64}: "
+        raise PackageError(f"{path!r}: the extra field of its entry {info.filename!r} ({where}) {problem}: "
                            "zip readers can read its sizes differently, so its checked sizes are not what would be "
                            f"inflated; no zip writer makes one, nothing was read. {fix}")
 
