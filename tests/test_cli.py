@@ -3,6 +3,7 @@
 import logging
 import os
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -688,6 +689,58 @@ def test_an_inputs_file_torch_reads_as_a_zip_but_zipfile_cannot_is_refused(tmp_p
     started = time.monotonic()
     _refused(tar, r"is not a zip archive")
     assert time.monotonic() - started < 5
+
+
+def _directory_record(data: bytes, name: str) -> int:
+    """Where the central directory record of the entry ``name`` starts in a zip's bytes."""
+    directory = struct.unpack("<L", data[data.rfind(b"PK\x05\x06") + 16:][:4])[0]
+    if directory == 0xFFFFFFFF:  # torch.save writes a zip64 end record: the offset is there
+        directory = struct.unpack("<Q", data[data.rfind(b"PK\x06\x06") + 48:][:8])[0]
+    return data.index(name.encode(), directory) - 46
+
+
+def test_an_inputs_file_of_entries_sharing_one_stream_is_refused_before_it_is_read(tmp_path):
+    """Breaker round 2: 40 directory records naming one deflate stream passed every ratio check (they add up the
+    DECLARED packed sizes, the file holds the stream once) and torch.load inflated 2.5 GiB from 724 KB: torch's
+    reader does not compare local names. Here two records of three point at the first one's bytes."""
+    torch.save({"args": (torch.ones(4), torch.zeros(4), torch.full((4,), 2.0))}, tmp_path / "three.pt")
+    data = bytearray((tmp_path / "three.pt").read_bytes())
+    first = _directory_record(data, "three/data/0")
+    for name in ("three/data/1", "three/data/2"):
+        record = _directory_record(data, name)
+        data[record + 16:record + 28] = data[first + 16:first + 28]  # CRC and sizes
+        data[record + 42:record + 46] = data[first + 42:first + 46]  # where its local header is
+    (tmp_path / "shared.pt").write_bytes(bytes(data))
+    _refused(tmp_path / "shared.pt", r"its entry 'three/data/[01]' \(bytes \d+ to \d+\) runs into the entry "
+                                     r"'three/data/[01]' at byte \d+: overlapping entries: a zip bomb .*nothing was "
+                                     r"read. Save the inputs again with torch.save")
+
+
+def test_an_inputs_file_with_two_zip64_blocks_in_one_entry_is_refused_before_it_is_read(tmp_path):
+    """Breaker round 2: Python's zipfile applies a second zip64 block (the first left the 0xFFFFFFFF marker),
+    torch's miniz stops at the first: every check saw 64 bytes, torch.load inflated 4 GiB from a 4 MB file."""
+    from aotcuda.cli_inputs import load_inputs
+
+    torch.save({"args": (torch.ones(4), torch.zeros(16))}, tmp_path / "plain.pt")
+    with zipfile.ZipFile(tmp_path / "plain.pt") as plain, zipfile.ZipFile(tmp_path / "z64.pt", "w") as split:
+        for info in plain.infolist():
+            copied = zipfile.ZipInfo(info.filename)
+            if info.filename.endswith("data/1"):
+                copied.extra = struct.pack("<HHQ", 1, 8, 0xFFFFFFFF) + struct.pack("<HHQ", 1, 8, info.file_size)
+            split.writestr(copied, plain.read(info))
+    data = bytearray((tmp_path / "z64.pt").read_bytes())
+    record = _directory_record(data, "plain/data/1")
+    data[record + 24:record + 28] = struct.pack("<L", 0xFFFFFFFF)  # the size: "see zip64"
+    (tmp_path / "z64.pt").write_bytes(bytes(data))
+    with zipfile.ZipFile(tmp_path / "z64.pt") as split:  # zipfile reads the second block, as the checks did
+        assert split.getinfo("plain/data/1").file_size == 64
+    _refused(tmp_path / "z64.pt", r"the extra field of its entry 'plain/data/1' \(directory record\) holds the block "
+                                  r"0x0001 more than once \(two zip64 blocks.*nothing was read")
+    # torch.save's own files carry extra fields (alignment padding) and data descriptors: they are read as before
+    tensors = {"args": (torch.randn(1000, 1000), torch.arange(7)), "kwargs": {"mask": torch.ones(3, dtype=bool)}}
+    torch.save(tensors, tmp_path / "several.pt")
+    args, kwargs = load_inputs(str(tmp_path / "several.pt"))
+    assert torch.equal(args[0], tensors["args"][0]) and torch.equal(kwargs["mask"], tensors["kwargs"]["mask"])
 
 
 def test_an_expanded_tensor_is_bounded_by_what_the_file_holds(tmp_path, monkeypatch):

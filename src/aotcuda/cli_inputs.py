@@ -306,12 +306,13 @@ def _inputs_limits():
 
 def _check_inputs_archive(path: str, handle, limits) -> None:
     """click.BadParameter when the inputs file, which torch.load will read as a zip (it starts as one), is one
-    Python's zipfile cannot read, or one whose entries would inflate past the archive limits.
+    Python's zipfile cannot read, one whose entries overlap or whose extra fields zip readers read differently
+    (``check_layout``), or one whose entries would inflate past the archive limits.
 
     An archive zipfile refuses is refused, not left to torch.load: torch's more lenient reader inflated one
     (64 bytes of junk before the end record) to 256 MiB from 262 KB while this check was skipped."""
     from aotcuda.errors import PackageError
-    from aotcuda.runtime.archive import check_directory, check_entries, check_extraction
+    from aotcuda.runtime.archive import check_directory, check_entries, check_extraction, check_layout
 
     try:
         check_directory(path, limits)  # before zipfile builds an object for every record
@@ -321,6 +322,7 @@ def _check_inputs_archive(path: str, handle, limits) -> None:
         with zipfile.ZipFile(handle) as archive:
             infos = archive.infolist()
             _check_one_directory(archive, handle, len(infos))
+            directory_start = archive.start_dir
     except (zipfile.BadZipFile, ValueError, NotImplementedError, OSError, EOFError) as exc:
         raise _refuse(f"{path} starts as a zip archive (torch.save's format) but is not one Python's zipfile can "
                       f"read ({exc}): it is damaged or was altered, and its sizes cannot be checked before torch.load "
@@ -329,9 +331,15 @@ def _check_inputs_archive(path: str, handle, limits) -> None:
         handle.seek(0)
     try:
         check_entries(path, infos, limits)
+        # before the ratios: they add up declared packed sizes, which overlapping entries count many times
+        check_layout(path, handle, infos, directory_start, fix="Save the inputs again with torch.save")
         check_extraction(path, infos, limits)
     except PackageError as exc:
         raise _refuse(str(exc)) from None
+    except OSError as exc:
+        raise _refuse(f"{path}: cannot be read ({exc.strerror})") from None
+    finally:
+        handle.seek(0)
 
 
 def _check_one_directory(archive: zipfile.ZipFile, handle, count: int) -> None:

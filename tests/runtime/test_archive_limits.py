@@ -228,3 +228,130 @@ def test_an_extraction_larger_than_the_free_space_is_refused_before_writing(so_b
                                            r"nothing was extracted.*TMPDIR"):
         aotcuda.load(so_bomb, limits=ArchiveLimits(max_ratio=0))
     assert _written(watched_temp) == 0
+
+
+# --- entries that overlap, extra fields read two ways (review 5) --------------------------------------------
+
+def _rewrite_directory(path, change):
+    """Rewrite the central directory of a zip zipfile wrote: ``change`` takes and returns its records, each a
+    [46 fixed bytes (bytearray), name, extra]; the end record follows. Local headers and data stay as they are."""
+    data = open(path, "rb").read()
+    end = data.rfind(b"PK\x05\x06")
+    size, offset = struct.unpack("<LL", data[end + 12:end + 20])
+    records, at = [], offset
+    while at < offset + size:
+        name, extra, comment = struct.unpack("<3H", data[at + 28:at + 34])
+        records.append([bytearray(data[at:at + 46]), data[at + 46:at + 46 + name],
+                        data[at + 46 + name:at + 46 + name + extra]])
+        at += 46 + name + extra + comment
+    records = change(records)
+    directory = b"".join(bytes(fixed[:28]) + struct.pack("<3H", len(name), len(extra), 0) + bytes(fixed[34:]) + name
+                         + extra for fixed, name, extra in records)
+    end_record = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(records), len(records), len(directory), offset, 0)
+    with open(path, "wb") as file:
+        file.write(data[:offset] + directory + end_record)
+    return str(path)
+
+
+def _small_package(path, extra=b""):
+    """metadata, a 'library' of 8 MiB of zeros (8 KiB packed: under the ratio floor, so no ratio applies) and a
+    third entry, ``extra`` as the library's extra field (local header and directory)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"{MODEL}abc.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
+        library = zipfile.ZipInfo(f"{MODEL}abc.wrapper.so")
+        library.compress_type, library.extra = zipfile.ZIP_DEFLATED, extra
+        archive.writestr(library, ZEROS * 8)
+        archive.writestr("bomb/archive_format", "pt2")
+    return str(path)
+
+
+def _refused_by_every_reader(path, match, watched_temp):
+    for read in (aotcuda.load, read_signature, describe_package):
+        with pytest.raises(PackageError, match=match):
+            read(path)
+    result = CliRunner().invoke(main, ["inspect", path])
+    assert result.exit_code == 1 and re.search(match, " ".join(result.output.split())), result.output
+    assert _written(watched_temp) == 0
+
+
+def test_entries_that_share_one_packed_stream_are_refused_before_anything_is_read(tmp_path, watched_temp):
+    """Breaker round 2: directory records naming one stored stream each passed every ratio check, which adds up
+    DECLARED packed sizes (the file holds the stream once): 30 such entries of 64 MiB made load write 1.9 GB to the
+    temporary folder from a 720 KB package. Each entry must end before the next begins."""
+    path = _small_package(tmp_path / "shared.pt2")
+
+    def copies(records):
+        library = next(record for record in records if record[1].endswith(b".so"))
+        return records + [[library[0], f"{MODEL}copy{index}.so".encode(), library[2]] for index in range(20)]
+
+    _rewrite_directory(path, copies)
+    _refused_by_every_reader(path, r"its entry '.*' \(bytes \d+ to \d+\) runs into the entry '.*' at byte \d+: "
+                                   r"overlapping entries: a zip bomb .*nothing was read", watched_temp)
+
+
+@pytest.mark.parametrize("into", ["the next entry", "the directory"])
+def test_an_entry_whose_packed_bytes_run_into_the_next_one_is_refused(tmp_path, watched_temp, into):
+    """D. Fifield's quoted overlap: an entry's packed bytes run on over the next entries' local headers (names and
+    CRCs right, so zipfile and torch read each entry as valid). Its declared packed size reaches past the next
+    header; the last entry's, into the central directory."""
+    path = _small_package(tmp_path / "quoted.pt2")
+    at = 1 if into == "the next entry" else 2
+
+    def longer(records):
+        records[at][0][20:24] = struct.pack("<L", struct.unpack("<L", records[at][0][20:24])[0] + 100)
+        return records
+
+    _rewrite_directory(path, longer)
+    other = r"the entry 'bomb/archive_format' at byte \d+" if at == 1 else r"the central directory at byte \d+"
+    _refused_by_every_reader(path, rf"runs into {other}: overlapping entries", watched_temp)
+
+
+def test_an_entry_without_its_local_header_is_refused(tmp_path, watched_temp):
+    path = _small_package(tmp_path / "nowhere.pt2")
+
+    def moved(records):
+        records[1][0][42:46] = struct.pack("<L", struct.unpack("<L", records[1][0][42:46])[0] + 7)
+        return records
+
+    _rewrite_directory(path, moved)
+    _refused_by_every_reader(path, r"its entry '.*wrapper.so' has no local header at byte \d+", watched_temp)
+
+
+ZIP64_TWICE = struct.pack("<HHQ", 1, 8, 0xFFFFFFFF) + struct.pack("<HHQ", 1, 8, 64)
+
+
+@pytest.mark.parametrize("where, extra, says", [
+    ("both", ZIP64_TWICE, r"holds the block 0x0001 more than once \(two zip64 blocks"),
+    ("both", struct.pack("<HH4s", 0xCAFE, 4, b"abcd") * 2, "holds the block 0xcafe more than once"),
+    ("directory", struct.pack("<HH4s", 0xCAFE, 4, b"abcd") + b"\0\0", "ends in 2 bytes that are no whole block"),
+    ("local header", ZIP64_TWICE, r"\(local header\) holds the block 0x0001 more than once"),
+])
+def test_an_extra_field_two_readers_read_differently_is_refused(tmp_path, watched_temp, where, extra, says):
+    """Breaker round 2: two zip64 blocks in one entry: zipfile applies the second (the first left the 0xFFFFFFFF
+    marker), torch's miniz stops at the first; every check saw 64 bytes, torch.load inflated 4 GiB. An extra field
+    must parse into whole blocks of distinct IDs, in the directory and in the local header."""
+    path = _small_package(tmp_path / "extra.pt2", extra)
+    if where != "both":
+        def directory_only(records):
+            records[1][2] = extra if where == "directory" else b""
+            return records
+
+        _rewrite_directory(path, directory_only)
+    _refused_by_every_reader(path, rf"the extra field of its entry '.*wrapper.so' .*{says}.*nothing was read",
+                             watched_temp)
+
+
+def test_packages_as_zipfile_and_torch_write_them_pass_the_layout_check(twice_pt2, tmp_path):
+    """A real package (torch's writer: data descriptors and alignment padding between entries), and a zipfile one
+    with a zip64 local header (force_zip64)."""
+    from aotcuda.runtime.archive import check_layout
+
+    path = tmp_path / "zip64.pt2"
+    with zipfile.ZipFile(path, "w") as archive:
+        with archive.open(f"{MODEL}abc.wrapper.so", "w", force_zip64=True) as sink:
+            sink.write(b"x" * 1000)
+        archive.writestr(f"{MODEL}abc.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
+    for package in (twice_pt2, str(path)):
+        with zipfile.ZipFile(package) as archive:
+            check_layout(package, archive.fp, archive.infolist(), archive.start_dir)
+    assert describe_package(twice_pt2)[0]["AOTI_DEVICE_KEY"] == "cpu"

@@ -20,6 +20,9 @@ An entry read into memory (JSON, a generated source) is ratio-checked from 1 MiB
 from ``ratio_floor``: json.loads turns 63 MiB of ``[{},{},...]`` into 5 GB of objects, packed in 65 KB.
 The entry count is read from the archive's end records, and the directory's records counted, before zipfile
 builds an object for each of them (``check_directory``).
+The packed sizes the ratios use must be really in the file, once: entries that overlap (many records naming one
+stored stream) and extra fields two zip readers read differently are refused before anything is read
+(``check_layout``).
 
 Real packages are far inside them: a compiled .so deflates 2-4x, weights about 1.1x; bombs inflate
 ~1000x. A package of mostly-zero weights (a zero-initialized cache of a GiB) does exceed the ratio:
@@ -166,7 +169,7 @@ def _refuse_too_many(path: str, count: int, limits: ArchiveLimits) -> None:
 
 def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
     """The package's zip (``package_format.open_zip``: PackageError for what is no zip), its directory bounded
-    before zipfile reads it and its entries checked (``check_directory``, ``check_entries``)."""
+    before zipfile reads it and its entries checked (``check_directory``, ``check_entries``, ``check_layout``)."""
     if os.path.isfile(path):
         try:
             check_directory(path, limits)
@@ -175,10 +178,75 @@ def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
     archive = open_zip(path)
     try:
         check_entries(path, archive.infolist(), limits)
+        try:  # on the file zipfile reads (not the path again, which may have changed)
+            check_layout(path, archive.fp, archive.infolist(), archive.start_dir)
+        except OSError as exc:
+            raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
     except BaseException:
         archive.close()
         raise
     return archive
+
+
+_LOCAL_HEADER = b"PK\x03\x04"
+
+
+def check_layout(path: str, file, infos: list[zipfile.ZipInfo], directory_start: int,
+                 fix: str = "Lower the model again") -> None:
+    """Refuse, before any entry is read, an archive whose entries overlap, or one whose extra fields two zip
+    readers could read differently; ``file`` is the archive, ``directory_start`` where its directory begins.
+
+    Overlap: the ratio checks add up the DECLARED packed sizes, but many directory records can name one
+    compressed stream stored once (40 entries of one 718 KB stream: 2.5 GiB from a 724 KB file), or quote each
+    other's local headers (D. Fifield's overlapped bomb). Python 3.11.7's zipfile has no overlap check and
+    torch's miniz does not even compare local names, so each entry's local header and packed data must end
+    before the next entry's header (by offset), the last before the directory: the packed bytes then fit in the
+    file once, and the ratios hold for what is really inflated. Gaps are allowed (torch writes data descriptors
+    there). One pass over the local headers, each read once: I/O bounded by the entry count and the file.
+
+    Extra fields: zipfile applies every zip64 block (a second one after the first left the 0xFFFFFFFF marker),
+    miniz stops at the first: one entry was 64 bytes to every check and 4 GiB to torch.load. So neither the
+    directory's nor the local header's extra field may hold a block ID twice, or end in a partial block."""
+    entries = sorted(infos, key=lambda info: info.header_offset)
+    for index, info in enumerate(entries):
+        _check_extra(path, info, info.extra, "directory record", fix)
+        following = entries[index + 1] if index + 1 < len(entries) else None
+        limit = following.header_offset if following is not None else directory_start
+        file.seek(max(info.header_offset, 0))
+        header = file.read(30)
+        if info.header_offset < 0 or len(header) < 30 or header[:4] != _LOCAL_HEADER:
+            raise PackageError(f"{path!r}: its entry {info.filename!r} has no local header at byte "
+                               f"{info.header_offset}, where its directory record says: it is damaged or was "
+                               f"altered; nothing was read. {fix}")
+        name_length, extra_length = struct.unpack("<HH", header[26:30])
+        end = info.header_offset + 30 + name_length + extra_length + info.compress_size
+        if end > limit:
+            other = (f"the entry {following.filename!r} at byte {limit}" if following is not None else
+                     f"the central directory at byte {limit}")
+            raise PackageError(f"{path!r}: its entry {info.filename!r} (bytes {info.header_offset} to {end}) runs "
+                               f"into {other}: overlapping entries: a zip bomb (one packed stream inflated for many "
+                               f"entries), which no zip writer makes; nothing was read. {fix}")
+        file.seek(name_length, os.SEEK_CUR)  # within this entry's bytes, which no other entry shares
+        _check_extra(path, info, file.read(extra_length), "local header", fix)
+
+
+def _check_extra(path: str, info: zipfile.ZipInfo, extra: bytes, where: str, fix: str) -> None:
+    """PackageError when ``extra`` does not parse into whole (id, size, data) blocks of distinct IDs."""
+    seen, at, problem = set(), 0, ""
+    while at < len(extra) and not problem:
+        if at + 4 > len(extra):
+            problem = f"ends in {len(extra) - at} bytes that are no whole block"
+            break
+        ident, size = struct.unpack_from("<HH", extra, at)
+        zip64 = " (two zip64 blocks: Python's zipfile reads the second, torch's reader the first)" if ident == 1 else ""
+        problem = (f"has a block 0x{ident:04x} of {size} bytes that runs past its end" if at + 4 + size > len(extra)
+                   else f"holds the block 0x{ident:04x} more than once{zip64}" if ident in seen else "")
+        seen.add(ident)
+        at += 4 + size
+    if problem:
+        raise PackageError(f"{path!r}: the extra field of its entry {info.filename!r} ({where}) {problem}: "
+                           "zip readers can read its sizes differently, so its checked sizes are not what would be "
+                           f"inflated; no zip writer makes one, nothing was read. {fix}")
 
 
 # How AOTInductor and zipfile's writers store entries. zipfile reads others too (bzip2, lzma), each with its own
