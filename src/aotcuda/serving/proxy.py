@@ -49,7 +49,8 @@ def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending
 
 def middlewares() -> list[Middleware]:
     """Called by Ray Serve's HTTP proxy when it starts: the limits come from its environment (the switches'
-    defaults are ServeOptions'), and request heads are bounded in size and time (``bound_request_heads``).
+    defaults are ServeOptions'), request heads are bounded in size and time, and answers the client stops
+    reading in time (``bound_request_heads``).
     Raises ValueError naming a variable that is not a positive number."""
     timeout_s = _positive(BODY_TIMEOUT_VARIABLE)
     bound_request_heads(timeout_s)
@@ -69,7 +70,10 @@ def bound_request_heads(head_timeout_s: float) -> bool:
     400 and closes). The body is read here either way; h11 costs tens of microseconds a request more, beside a
     model's run. Why the deadline: uvicorn times no head at all (heads.py), so a head trickled a byte at a time
     held its connection for ever; now it has ``head_timeout_s`` (the body's time), and connections past three
-    quarters of the process's file limit are closed at once. A uvicorn without that table keeps its choice."""
+    quarters of the process's file limit are closed at once. The same time bounds an answer the client stops
+    reading (heads.py: a connection whose client accepts no byte of it for ``head_timeout_s`` is aborted and the
+    answer dropped; else the proxy held each answer for as long as the client kept the connection open). A
+    uvicorn without that table keeps its choice."""
     try:
         import uvicorn.config
 
@@ -80,6 +84,7 @@ def bound_request_heads(head_timeout_s: float) -> bool:
     if not isinstance(protocols, dict) or "h11" not in protocols or "auto" not in protocols:
         return False
     heads.DeadlineH11Protocol.head_timeout_s = head_timeout_s
+    heads.DeadlineH11Protocol.send_timeout_s = head_timeout_s
     heads.DeadlineH11Protocol.max_connections = heads.connection_limit()
     protocols["auto"] = heads.PROTOCOL
     return True
