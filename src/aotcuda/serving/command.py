@@ -21,7 +21,8 @@ from aotcuda.serving.server import ServeOptions
 @click.option("--max-request-bytes", default=256 << 20, show_default=True, type=click.IntRange(min=1),
               help="larger request bodies get HTTP 400 (refused by Content-Length before reading).")
 @click.option("--body-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="a request head or body still arriving after this many seconds gets HTTP 408.")
+              help="a request head or body still arriving after this many seconds gets HTTP 408; a client that "
+                   "reads no byte of its answer for as long is disconnected.")
 @click.option("--max-pending-bytes", default=None, type=click.IntRange(min=1),
               help="bytes of request bodies the HTTP proxy holds at once, over all clients; more get HTTP 503 with "
                    "Retry-After [default: 1 GiB, or the request limit if larger].")
