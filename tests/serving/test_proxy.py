@@ -477,6 +477,7 @@ def test_an_answer_the_client_stops_reading_is_dropped_after_the_send_timeout_an
         protocols["stuck"].pause_writing()  # what the transport calls once its buffer passes the high-water mark
         protocols["slow reader"].pause_writing()
         protocols["tail"].on_response_complete()
+        unread = heads.unread_answer_bytes()
         for _ in range(10):  # 2 s, five timeouts: the slow reader takes a little every 0.2 s
             await asyncio.sleep(0.2)
             protocols["slow reader"].transport.size -= 1000
@@ -486,10 +487,11 @@ def test_an_answer_the_client_stops_reading_is_dropped_after_the_send_timeout_an
         watching = slow._send_watch is not None
         for protocol in protocols.values():
             protocol.connection_lost(None)
-        return started, {name: p.transport.aborted_at for name, p in protocols.items()}, watching
+        return started, {name: p.transport.aborted_at for name, p in protocols.items()}, watching, unread
 
-    started, aborted_at, still_watching = asyncio.run(scenario())
+    started, aborted_at, still_watching, unread = asyncio.run(scenario())
     assert aborted_at["slow reader"] is None and not still_watching
+    assert unread == (64 << 20) + 1000 and heads.unread_answer_bytes() == 0  # what WholeBody's room counts
     for name in ("stuck", "tail"):
         assert aborted_at[name] is not None and 0.35 <= aborted_at[name] - started < 0.8, (name, aborted_at)
 
@@ -539,3 +541,26 @@ def test_the_proxy_closes_a_connection_that_never_reads_its_answer_and_frees_it(
             except ConnectionResetError:  # aborted: the kernel's unread bytes go with it
                 pass
             assert got < len(answer)  # closed before the whole answer, not kept for ever
+
+
+def test_answers_clients_have_not_read_count_in_the_pending_room():
+    """The send timeout bounds how long a client may leave its answer unread, not how many clients do so at once:
+    a new non-reader every 30 ms of 32 MiB answers would make the proxy hold 32 GiB in a 30 s timeout. Answers held
+    in write buffers count in --max-pending-bytes: past it, a request with a body gets 503 with Retry-After
+    before it reaches the app; a GET (a health check) passes whatever is held."""
+    unread = [300]
+    app = Recorder()
+    middleware = proxy.WholeBody(app, timeout_s=5.0, max_bytes=100, max_pending_bytes=250,
+                                 unread_answers=lambda: unread[0])
+    sent, _ = drive(middleware, [chunk(b"x" * 10, False)])
+    headers = dict(sent[0]["headers"])
+    assert app.scope is None and sent[0]["status"] == 503
+    assert headers[b"retry-after"] == b"1" and headers[b"x-aotcuda-error"] == b"BusyError"
+    assert b"holds 300 bytes of answers that their clients have not read" in sent[1]["body"]
+    assert middleware.pending.held == 0
+    drive(middleware, [chunk(b"", False)])  # no body: passes
+    assert app.messages[0] == chunk(b"", False)
+    unread[0], app = 200, Recorder()
+    middleware.app = app
+    sent, _ = drive(middleware, [chunk(b"x" * 10, False)])  # 200 + 10 bytes fit in 250
+    assert sent == [] and app.messages[0] == chunk(b"x" * 10, False)

@@ -30,7 +30,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from aotcuda.serving.body import ERROR_HEADER, SlowHeadError
 
-__all__ = ["PROTOCOL", "DeadlineH11Protocol", "connection_limit"]
+__all__ = ["PROTOCOL", "DeadlineH11Protocol", "connection_limit", "unread_answer_bytes"]
 
 PROTOCOL = "aotcuda.serving.heads:DeadlineH11Protocol"  # the import path uvicorn's table takes
 
@@ -40,6 +40,12 @@ def connection_limit() -> int | None:
     that Ray's own sockets (to the controller and the replicas) and files are never starved by clients."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return None if soft == resource.RLIM_INFINITY else max(1, soft * 3 // 4)
+
+
+def unread_answer_bytes() -> int:
+    """The bytes of answers this process's connections hold for clients that have not read them yet (their write
+    buffers, while watched): proxy.WholeBody refuses new requests past its room, as it does for request bodies."""
+    return sum(protocol.transport.get_write_buffer_size() for protocol in list(DeadlineH11Protocol.sending))
 
 
 def late_head_answer(timeout_s: float) -> bytes:
@@ -60,6 +66,7 @@ class DeadlineH11Protocol(H11Protocol):
     head_timeout_s: float = 30.0  # proxy.bound_request_heads sets these from the proxy's limits
     send_timeout_s: float = 30.0
     max_connections: int | None = None
+    sending: set[DeadlineH11Protocol] = set()  # the connections whose write buffer is watched: unread_answer_bytes
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -100,6 +107,7 @@ class DeadlineH11Protocol(H11Protocol):
         """Watch the write buffer until it is empty: abort when it keeps one size for ``send_timeout_s``. Sampled
         four times a timeout, so a client that stops reading is cut off between 1 and 1.25 timeouts later."""
         if self._send_watch is None:
+            self.sending.add(self)
             self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick,
                                                     self.transport.get_write_buffer_size(), self.loop.time())
 
@@ -107,6 +115,7 @@ class DeadlineH11Protocol(H11Protocol):
         self._send_watch = None
         size = self.transport.get_write_buffer_size()
         if size == 0:  # all sent: a later pause watches again
+            self.sending.discard(self)
             return
         if size != size_then:  # the client took bytes (or the app wrote more, which needs a reader to pause again)
             size_then, since = size, self.loop.time()
@@ -114,6 +123,7 @@ class DeadlineH11Protocol(H11Protocol):
             # The client accepted nothing for the timeout: drop the answer (close() would wait to flush it) and let
             # connection_lost tell the request, whose sends then return at once.
             self.transport.abort()
+            self.sending.discard(self)
             return
         self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick, size_then, since)
 
@@ -121,6 +131,7 @@ class DeadlineH11Protocol(H11Protocol):
         if getattr(self, "_send_watch", None) is not None:
             self._send_watch.cancel()
         self._send_watch = None
+        self.sending.discard(self)
 
     def _arm_head_deadline(self) -> None:
         self._head_deadline = self.loop.call_later(self.head_timeout_s, self._head_late)

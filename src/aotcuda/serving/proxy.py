@@ -112,11 +112,19 @@ class WholeBody:
     without a body). Each client is bounded by ``max_bytes``, but the proxy takes every connection: 40 clients
     sending 256 MiB each made it hold 10 GiB. A piece that would pass the limit gets its request 503 with
     Retry-After (BusyError): nothing of it ran, the client may resend; its room is given back at once.
+
+    The same room covers answers that clients have not read yet (``unread_answers()``: heads.unread_answer_bytes,
+    the connections' write buffers): a request with a body, read whole while they and the bodies held pass the
+    limit, gets the same 503 before it reaches a replica. The send timeout (heads.py) bounds how long a client may
+    leave its answer unread, but not how many do so at once: 32 MiB answers to a new non-reader every 30 ms would
+    make the proxy hold 32 GiB within a 30 s timeout. A request without a body (``GET /healthz``) is never refused.
     """
 
-    def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None):
+    def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None,
+                 unread_answers=None):
         self.app, self.timeout_s, self.max_bytes = app, timeout_s, max_bytes
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
+        self.unread_answers = unread_answers or _unread_answer_bytes
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "websocket":
@@ -148,6 +156,8 @@ class WholeBody:
     async def _read_and_hand_on(self, scope, receive, send, take) -> None:
         try:
             body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s, take)
+            if body:
+                self._check_room_for_answers()
         except ClientDisconnect:  # the client left mid-body: nobody to answer
             return
         except (RequestError, BusyError) as error:
@@ -166,6 +176,22 @@ class WholeBody:
             return await receive()  # what follows the body: the client's disconnect
 
         await self.app({**scope, BODY_READ: True}, whole_body_then_client, send)
+
+    def _check_room_for_answers(self) -> None:
+        answers = self.unread_answers()
+        if answers and self.pending.held + answers > self.pending.limit:
+            raise BusyError(f"the server holds {answers} bytes of answers that their clients have not read and "
+                            f"{self.pending.held} bytes of request bodies, past its limit of {self.pending.limit} "
+                            "(--max-pending-bytes); nothing of this request ran, send it again after the "
+                            "Retry-After seconds")
+
+
+def _unread_answer_bytes() -> int:
+    try:  # heads needs uvicorn's h11 protocol; without it no answer is watched, so none is counted
+        from aotcuda.serving.heads import unread_answer_bytes
+    except ImportError:
+        return 0
+    return unread_answer_bytes()
 
 
 WEBSOCKET_REFUSAL = ("this server answers HTTP requests only, not WebSocket: send POST /predict, GET /healthz or "
