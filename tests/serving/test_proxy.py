@@ -497,11 +497,11 @@ def test_an_answer_the_client_stops_reading_is_dropped_after_the_send_timeout_an
 
 
 def test_the_proxy_closes_a_connection_that_never_reads_its_answer_and_frees_it(monkeypatch):
-    """The same through uvicorn as Ray runs it, on loopback, with a 16 MiB answer and a 0.5 s send timeout: a
+    """The same through uvicorn as Ray runs it, on loopback, with a 32 MiB answer and a 0.5 s send timeout: a
     client that never reads holds megabytes of the server's write buffer until the timeout, then its connection is
-    closed and nothing of it is held; a client that reads 1 MiB every 0.2 s (its buffer never drains in the
+    closed and nothing of it is held; a client that reads 2 MiB every 0.2 s (its buffer never drains in the
     timeout, but it always takes bytes) gets the whole answer."""
-    answer = b"x" * (16 << 20)
+    answer = b"x" * (32 << 20)  # more than the kernel's socket buffers take: the rest waits in the server
     app = proxy.WholeBody(Response(answer, media_type="application/octet-stream"), timeout_s=0.5, max_bytes=100)
     request = b"GET /predict HTTP/1.1\r\nHost: a\r\n\r\n"
 
@@ -521,7 +521,7 @@ def test_the_proxy_closes_a_connection_that_never_reads_its_answer_and_frees_it(
             received, gap_s, most_held = 0, [], 0
             while received < len(answer):  # the slow reader, while the other one reads nothing
                 started = time.monotonic()
-                want = received + (1 << 20)
+                want = received + (2 << 20)
                 while received < want and (data := slow.recv(1 << 20)):
                     received += len(data)
                 gap_s.append(time.monotonic() - started)
