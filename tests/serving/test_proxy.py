@@ -20,7 +20,7 @@ from serving_cases import SEQ, loopback_ray, raw_request, relative_error, replic
 serving = pytest.importorskip("aotcuda.serving")
 proxy = pytest.importorskip("aotcuda.serving.proxy")
 from aotcuda.serving import deployment  # noqa: E402 - after the skip: it needs Ray Serve
-from starlette.responses import PlainTextResponse  # noqa: E402
+from starlette.responses import PlainTextResponse, Response  # noqa: E402
 from aotcuda.serving.codec import LateBodyError, SlowBodyError  # noqa: E402
 
 
@@ -336,7 +336,7 @@ def test_a_slow_or_oversized_body_is_answered_by_the_proxy_and_never_reaches_a_r
 @contextlib.contextmanager
 def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0):
     """A uvicorn on loopback configured as Ray configures its proxy's (http "auto"), after middlewares() ran;
-    yields its address."""
+    yields its address and the uvicorn Server."""
     import uvicorn
     import uvicorn.config
 
@@ -352,7 +352,7 @@ def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0):
     while not server.started:
         time.sleep(0.05)
     try:
-        yield listening.getsockname()
+        yield listening.getsockname(), server
     finally:
         server.should_exit = True
         thread.join(10)
@@ -363,7 +363,7 @@ def test_the_proxy_refuses_a_request_head_over_16_kib(monkeypatch):
     request head and gathers a header value by concatenation, so one connection sending a 120 MiB header grew
     the proxy by 120 MiB and held its CPU for 46 s. The proxy callback now makes "auto" mean h11, which refuses a
     head over 16 KiB."""
-    with uvicorn_as_ray_runs_it(monkeypatch, Recorder()) as address:
+    with uvicorn_as_ray_runs_it(monkeypatch, Recorder()) as (address, _):
         with socket.create_connection(address, timeout=5) as client:
             client.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (256 << 10))  # no end of head
             try:
@@ -393,7 +393,7 @@ def test_a_request_head_has_a_deadline_and_connections_are_bounded(monkeypatch):
         return data, time.monotonic() - started
 
     app = proxy.WholeBody(PlainTextResponse("ok"), timeout_s=1.0, max_bytes=100)
-    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=1.0) as address:
+    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=1.0) as (address, _):
         assert heads.DeadlineH11Protocol.head_timeout_s == 1.0
         monkeypatch.setattr(heads.DeadlineH11Protocol, "max_connections", 3)
         silent = [socket.create_connection(address) for _ in range(3)]
@@ -417,3 +417,150 @@ def test_a_request_head_has_a_deadline_and_connections_are_bounded(monkeypatch):
             honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
             data, _ = answer_of(honest)
         assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok"), data[:300]
+
+
+# --- answers the client stops reading ------------------------------------------------------------------------
+
+class WriteBuffer(asyncio.Transport):
+    """A transport whose write buffer holds ``size`` bytes, which the test's "client" drains (or not)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size, self.aborted_at, self.closing = size, None, False
+
+    def get_extra_info(self, name, default=None):
+        return {"peername": ("127.0.0.1", 2), "sockname": ("127.0.0.1", 1)}.get(name, default)
+
+    def get_write_buffer_size(self):
+        return self.size
+
+    def is_closing(self):
+        return self.closing
+
+    def close(self):  # asyncio's close waits for the buffer to flush: it drops nothing
+        self.closing = True
+
+    def abort(self):
+        self.size, self.closing, self.aborted_at = 0, True, time.monotonic()
+
+    def write(self, data):
+        pass
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass
+
+
+def test_an_answer_the_client_stops_reading_is_dropped_after_the_send_timeout_and_a_slow_reader_is_not():
+    """Found by a breaker: a client that sent a request and never read the answer pinned it in Ray's proxy
+    (uvicorn's transport buffer) for as long as it kept the connection: 20 such clients grew the proxy from 139 to
+    913 MiB, still held after 100 s. Now the connection's protocol watches its write buffer: one size for the send
+    timeout (0.4 s) and the connection is aborted, dropping the buffer; a client that drains a few bytes every
+    0.2 s is never cut off, and once the buffer is empty the watch stops. An answer's tail left in the buffer when
+    the request ends (below the high-water mark, so writing never paused) is watched too."""
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from aotcuda.serving import heads
+
+    async def scenario():
+        config = uvicorn.Config(PlainTextResponse("ok"), lifespan="off", log_level="critical")
+        protocols = {}
+        for name, size in (("stuck", 32 << 20), ("slow reader", 32 << 20), ("tail", 1000)):
+            protocol = heads.DeadlineH11Protocol(config, ServerState(), app_state={})
+            protocol.send_timeout_s = 0.4
+            protocol.connection_made(WriteBuffer(size))
+            protocols[name] = protocol
+        started = time.monotonic()
+        protocols["stuck"].pause_writing()  # what the transport calls once its buffer passes the high-water mark
+        protocols["slow reader"].pause_writing()
+        protocols["tail"].on_response_complete()
+        unread = heads.unread_answer_bytes()
+        for _ in range(10):  # 2 s, five timeouts: the slow reader takes a little every 0.2 s
+            await asyncio.sleep(0.2)
+            protocols["slow reader"].transport.size -= 1000
+        slow = protocols["slow reader"]
+        slow.transport.size = 0  # it read the rest
+        await asyncio.sleep(0.2)
+        watching = slow._send_watch is not None
+        for protocol in protocols.values():
+            protocol.connection_lost(None)
+        return started, {name: p.transport.aborted_at for name, p in protocols.items()}, watching, unread
+
+    started, aborted_at, still_watching, unread = asyncio.run(scenario())
+    assert aborted_at["slow reader"] is None and not still_watching
+    assert unread == (64 << 20) + 1000 and heads.unread_answer_bytes() == 0  # what WholeBody's room counts
+    for name in ("stuck", "tail"):
+        assert aborted_at[name] is not None and 0.35 <= aborted_at[name] - started < 0.8, (name, aborted_at)
+
+
+def test_the_proxy_closes_a_connection_that_never_reads_its_answer_and_frees_it(monkeypatch):
+    """The same through uvicorn as Ray runs it, on loopback, with a 32 MiB answer and a 0.5 s send timeout: a
+    client that never reads holds megabytes of the server's write buffer until the timeout, then its connection is
+    closed and nothing of it is held; a client that reads 2 MiB every 0.2 s (its buffer never drains in the
+    timeout, but it always takes bytes) gets the whole answer."""
+    answer = b"x" * (32 << 20)  # more than the kernel's socket buffers take: the rest waits in the server
+    app = proxy.WholeBody(Response(answer, media_type="application/octet-stream"), timeout_s=0.5, max_bytes=100)
+    request = b"GET /predict HTTP/1.1\r\nHost: a\r\n\r\n"
+
+    def client(address):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)  # before connecting: a small window
+        sock.settimeout(10)
+        sock.connect(address)
+        sock.sendall(request)
+        return sock
+
+    def held(server) -> int:  # bytes of answers waiting in the server's write buffers
+        return sum(c.transport.get_write_buffer_size() for c in list(server.server_state.connections))
+
+    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=0.5) as (address, server):
+        with client(address) as never_reads, client(address) as slow:
+            received, gap_s, most_held = 0, [], 0
+            while received < len(answer):  # the slow reader, while the other one reads nothing
+                started = time.monotonic()
+                want = received + (2 << 20)
+                while received < want and (data := slow.recv(1 << 20)):
+                    received += len(data)
+                gap_s.append(time.monotonic() - started)
+                most_held = max(most_held, held(server))
+                time.sleep(0.2)
+            assert received >= len(answer)  # headers and the whole body
+            deadline = time.monotonic() + 5
+            while len(server.server_state.connections) > 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert most_held > 4 << 20  # the non-reader's answer waited in the buffer meanwhile
+            assert len(server.server_state.connections) <= 1 and held(server) == 0
+            never_reads.settimeout(5)
+            got = 0
+            try:
+                while data := never_reads.recv(1 << 20):
+                    got += len(data)
+            except ConnectionResetError:  # aborted: the kernel's unread bytes go with it
+                pass
+            assert got < len(answer)  # closed before the whole answer, not kept for ever
+
+
+def test_answers_clients_have_not_read_count_in_the_pending_room():
+    """The send timeout bounds how long a client may leave its answer unread, not how many clients do so at once:
+    a new non-reader every 30 ms of 32 MiB answers would make the proxy hold 32 GiB in a 30 s timeout. Answers held
+    in write buffers count in --max-pending-bytes: past it, a request with a body gets 503 with Retry-After
+    before it reaches the app; a GET (a health check) passes whatever is held."""
+    unread = [300]
+    app = Recorder()
+    middleware = proxy.WholeBody(app, timeout_s=5.0, max_bytes=100, max_pending_bytes=250,
+                                 unread_answers=lambda: unread[0])
+    sent, _ = drive(middleware, [chunk(b"x" * 10, False)])
+    headers = dict(sent[0]["headers"])
+    assert app.scope is None and sent[0]["status"] == 503
+    assert headers[b"retry-after"] == b"1" and headers[b"x-aotcuda-error"] == b"BusyError"
+    assert b"holds 300 bytes of answers that their clients have not read" in sent[1]["body"]
+    assert middleware.pending.held == 0
+    drive(middleware, [chunk(b"", False)])  # no body: passes
+    assert app.messages[0] == chunk(b"", False)
+    unread[0], app = 200, Recorder()
+    middleware.app = app
+    sent, _ = drive(middleware, [chunk(b"x" * 10, False)])  # 200 + 10 bytes fit in 250
+    assert sent == [] and app.messages[0] == chunk(b"x" * 10, False)

@@ -21,10 +21,11 @@ from aotcuda.serving.server import ServeOptions
 @click.option("--max-request-bytes", default=256 << 20, show_default=True, type=click.IntRange(min=1),
               help="larger request bodies get HTTP 400 (refused by Content-Length before reading).")
 @click.option("--body-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="a request head or body still arriving after this many seconds gets HTTP 408.")
+              help="a request head or body still arriving after this many seconds gets HTTP 408; a client that "
+                   "reads no byte of its answer for as long is disconnected.")
 @click.option("--max-pending-bytes", default=None, type=click.IntRange(min=1),
-              help="bytes of request bodies the HTTP proxy holds at once, over all clients; more get HTTP 503 with "
-                   "Retry-After [default: 1 GiB, or the request limit if larger].")
+              help="bytes of request bodies and unread answers the HTTP proxy holds at once, over all clients; "
+                   "more get HTTP 503 with Retry-After [default: 1 GiB, or the request limit if larger].")
 @click.option("--dashboard", is_flag=True,
               help="start Ray's dashboard on 127.0.0.1:8265 with the local Ray (off: no dashboard).")
 def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes,

@@ -8,6 +8,16 @@ only once a head is whole. A connection that trickled a header byte every 5 s st
 5 s body timeout, and 2,000 of them held 2,000 of the proxy's file descriptors for as long as they liked.
 Now a head must be whole within ``head_timeout_s`` of its first byte (of the connection, for the first):
 else the connection gets 408 (SlowHeadError) and is closed, or is closed silently when it sent nothing.
+
+Answers under a send timeout, measured between the client's reads (nginx's send_timeout): a connection whose
+answer waits in the proxy's write buffer while the client accepts no byte of it for ``send_timeout_s`` is
+aborted, and the buffer dropped. Why here and not in an ASGI middleware around ``send``: uvicorn's send writes a
+body message whole into the transport's buffer and waits on flow control only before the next message, so an
+answer of one message (a replica's whole Response: 32 MiB for embnorm.pt2) never stalls a send: the request ends,
+the answer stays in the buffer, and uvicorn's close (keep-alive timeout) waits for the buffer to flush, for ever
+when the client never reads. 20 such clients held 774 MiB of the proxy past 100 s. Only the protocol sees the
+transport: progress is its write buffer changing size (non-empty means the kernel's socket buffer is full, so
+the client is not reading), and ``transport.abort()`` drops the buffer where ``close()`` would wait on it.
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from aotcuda.serving.body import ERROR_HEADER, SlowHeadError
 
-__all__ = ["PROTOCOL", "DeadlineH11Protocol", "connection_limit"]
+__all__ = ["PROTOCOL", "DeadlineH11Protocol", "connection_limit", "unread_answer_bytes"]
 
 PROTOCOL = "aotcuda.serving.heads:DeadlineH11Protocol"  # the import path uvicorn's table takes
 
@@ -30,6 +40,12 @@ def connection_limit() -> int | None:
     that Ray's own sockets (to the controller and the replicas) and files are never starved by clients."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return None if soft == resource.RLIM_INFINITY else max(1, soft * 3 // 4)
+
+
+def unread_answer_bytes() -> int:
+    """The bytes of answers this process's connections hold for clients that have not read them yet (their write
+    buffers, while watched): proxy.WholeBody refuses new requests past its room, as it does for request bodies."""
+    return sum(protocol.transport.get_write_buffer_size() for protocol in list(DeadlineH11Protocol.sending))
 
 
 def late_head_answer(timeout_s: float) -> bytes:
@@ -47,13 +63,16 @@ def late_head_answer(timeout_s: float) -> bytes:
 class DeadlineH11Protocol(H11Protocol):
     """uvicorn's H11Protocol, with a deadline on each request head and at most ``max_connections`` open."""
 
-    head_timeout_s: float = 30.0  # proxy.bound_request_heads sets both from the proxy's limits
+    head_timeout_s: float = 30.0  # proxy.bound_request_heads sets these from the proxy's limits
+    send_timeout_s: float = 30.0
     max_connections: int | None = None
+    sending: set[DeadlineH11Protocol] = set()  # the connections whose write buffer is watched: unread_answer_bytes
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._head_deadline: asyncio.TimerHandle | None = None
         self._head_started = False
+        self._send_watch: asyncio.TimerHandle | None = None
         if self.max_connections is not None and len(self.connections) > self.max_connections:
             transport.close()  # connection_lost follows and forgets it
             return
@@ -70,7 +89,49 @@ class DeadlineH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()
+        self._stop_send_watch()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._watch_sending()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # An answer under the high-water mark never paused writing, yet its rest may wait in the buffer (the client
+        # stopped reading near its end): uvicorn's close of this connection would wait on it for ever.
+        if self.transport.get_write_buffer_size():
+            self._watch_sending()
+
+    def _watch_sending(self) -> None:
+        """Watch the write buffer until it is empty: abort when it keeps one size for ``send_timeout_s``. Sampled
+        four times a timeout, so a client that stops reading is cut off between 1 and 1.25 timeouts later."""
+        if self._send_watch is None:
+            self.sending.add(self)
+            self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick,
+                                                    self.transport.get_write_buffer_size(), self.loop.time())
+
+    def _send_tick(self, size_then: int, since: float) -> None:
+        self._send_watch = None
+        size = self.transport.get_write_buffer_size()
+        if size == 0:  # all sent: a later pause watches again
+            self.sending.discard(self)
+            return
+        if size != size_then:  # the client took bytes (or the app wrote more, which needs a reader to pause again)
+            size_then, since = size, self.loop.time()
+        elif self.loop.time() - since >= self.send_timeout_s:
+            # The client accepted nothing for the timeout: drop the answer (close() would wait to flush it) and let
+            # connection_lost tell the request, whose sends then return at once.
+            self.transport.abort()
+            self.sending.discard(self)
+            return
+        self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick, size_then, since)
+
+    def _stop_send_watch(self) -> None:
+        if getattr(self, "_send_watch", None) is not None:
+            self._send_watch.cancel()
+        self._send_watch = None
+        self.sending.discard(self)
 
     def _arm_head_deadline(self) -> None:
         self._head_deadline = self.loop.call_later(self.head_timeout_s, self._head_late)

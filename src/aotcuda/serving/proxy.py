@@ -49,7 +49,8 @@ def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending
 
 def middlewares() -> list[Middleware]:
     """Called by Ray Serve's HTTP proxy when it starts: the limits come from its environment (the switches'
-    defaults are ServeOptions'), and request heads are bounded in size and time (``bound_request_heads``).
+    defaults are ServeOptions'), request heads are bounded in size and time, and answers the client stops
+    reading in time (``bound_request_heads``).
     Raises ValueError naming a variable that is not a positive number."""
     timeout_s = _positive(BODY_TIMEOUT_VARIABLE)
     bound_request_heads(timeout_s)
@@ -69,7 +70,10 @@ def bound_request_heads(head_timeout_s: float) -> bool:
     400 and closes). The body is read here either way; h11 costs tens of microseconds a request more, beside a
     model's run. Why the deadline: uvicorn times no head at all (heads.py), so a head trickled a byte at a time
     held its connection for ever; now it has ``head_timeout_s`` (the body's time), and connections past three
-    quarters of the process's file limit are closed at once. A uvicorn without that table keeps its choice."""
+    quarters of the process's file limit are closed at once. The same time bounds an answer the client stops
+    reading (heads.py: a connection whose client accepts no byte of it for ``head_timeout_s`` is aborted and the
+    answer dropped; else the proxy held each answer for as long as the client kept the connection open). A
+    uvicorn without that table keeps its choice."""
     try:
         import uvicorn.config
 
@@ -80,6 +84,7 @@ def bound_request_heads(head_timeout_s: float) -> bool:
     if not isinstance(protocols, dict) or "h11" not in protocols or "auto" not in protocols:
         return False
     heads.DeadlineH11Protocol.head_timeout_s = head_timeout_s
+    heads.DeadlineH11Protocol.send_timeout_s = head_timeout_s
     heads.DeadlineH11Protocol.max_connections = heads.connection_limit()
     protocols["auto"] = heads.PROTOCOL
     return True
@@ -107,11 +112,19 @@ class WholeBody:
     without a body). Each client is bounded by ``max_bytes``, but the proxy takes every connection: 40 clients
     sending 256 MiB each made it hold 10 GiB. A piece that would pass the limit gets its request 503 with
     Retry-After (BusyError): nothing of it ran, the client may resend; its room is given back at once.
+
+    The same room covers answers that clients have not read yet (``unread_answers()``: heads.unread_answer_bytes,
+    the connections' write buffers): a request with a body, read whole while they and the bodies held pass the
+    limit, gets the same 503 before it reaches a replica. The send timeout (heads.py) bounds how long a client may
+    leave its answer unread, but not how many do so at once: 32 MiB answers to a new non-reader every 30 ms would
+    make the proxy hold 32 GiB within a 30 s timeout. A request without a body (``GET /healthz``) is never refused.
     """
 
-    def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None):
+    def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None,
+                 unread_answers=None):
         self.app, self.timeout_s, self.max_bytes = app, timeout_s, max_bytes
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
+        self.unread_answers = unread_answers or _unread_answer_bytes
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "websocket":
@@ -143,6 +156,8 @@ class WholeBody:
     async def _read_and_hand_on(self, scope, receive, send, take) -> None:
         try:
             body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s, take)
+            if body:
+                self._check_room_for_answers()
         except ClientDisconnect:  # the client left mid-body: nobody to answer
             return
         except (RequestError, BusyError) as error:
@@ -161,6 +176,22 @@ class WholeBody:
             return await receive()  # what follows the body: the client's disconnect
 
         await self.app({**scope, BODY_READ: True}, whole_body_then_client, send)
+
+    def _check_room_for_answers(self) -> None:
+        answers = self.unread_answers()
+        if answers and self.pending.held + answers > self.pending.limit:
+            raise BusyError(f"the server holds {answers} bytes of answers that their clients have not read and "
+                            f"{self.pending.held} bytes of request bodies, past its limit of {self.pending.limit} "
+                            "(--max-pending-bytes); nothing of this request ran, send it again after the "
+                            "Retry-After seconds")
+
+
+def _unread_answer_bytes() -> int:
+    try:  # heads needs uvicorn's h11 protocol; without it no answer is watched, so none is counted
+        from aotcuda.serving.heads import unread_answer_bytes
+    except ImportError:
+        return 0
+    return unread_answer_bytes()
 
 
 WEBSOCKET_REFUSAL = ("this server answers HTTP requests only, not WebSocket: send POST /predict, GET /healthz or "
