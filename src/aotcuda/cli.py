@@ -506,9 +506,10 @@ def inspect(package):
 def _as_lowered(missing, library, recorded_missing, recorded_library):
     """The kernels the generated code calls (the scan: ``missing``, ``library``), each classified and given the
     model's lines as lower() recorded them (it had the program: a scan on complex values is complex math, not a
-    library kernel; the record can only refuse more), plus the recorded ops on complex values no call was traced to (known only from the
-    program). A package's record is never trusted over its code: a kernel the code calls stays listed whatever
-    the record says, and the names where the two differ are returned to be warned about."""
+    library kernel; the record can only refuse more), plus the recorded ops on complex values no call was
+    traced to (known only from the program). A package's record is never trusted over its code: a kernel the
+    code calls stays listed whatever the record says, and the names where the two differ are returned to be
+    warned about."""
     record = {kernel.name: (kernel, allowed) for allowed, kernels in ((False, recorded_missing),
                                                                      (True, recorded_library)) for kernel in kernels}
     out_missing, out_library, unlike = [], [], []
