@@ -584,6 +584,10 @@ def test_save_paths_are_checked_before_any_work_and_their_folders_made(demo, run
     result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "inputs.pt"),
                                   "--save-outputs", str(saved)])  # an earlier save is replaced
     assert result.exit_code == 0, result.output
+    os.mkfifo(tmp_path / "fifo")  # neither replaced nor opened (an open would wait for a writer)
+    from aotcuda.lowering.pipeline import is_torch_save_file
+
+    assert not is_torch_save_file(str(tmp_path / "fifo"))
 
 
 def _refused(path, match):

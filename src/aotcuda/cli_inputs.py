@@ -265,32 +265,26 @@ def _open_regular(path: str):
 
 def _refuse_other_formats(path: str, handle) -> None:
     """A NumPy file given as inputs: torch's unpickler refused it as "Unsupported operand 147" (a new user's)."""
-    handle.seek(0)
-    magic = handle.read(6)
-    handle.seek(0)
-    if magic == b"\x93NUMPY":
+    if _starts_with(handle, b"\x93NUMPY"):
         raise _refuse(f"{path} is a NumPy .npy file; --inputs reads a torch.save file: save the arrays with "
                       "torch.save({'args': (torch.from_numpy(numpy.load(PATH)),)}, 'inputs.pt')")
 
 
-def _refuse_a_package(path: str, handle) -> None:
+def _refuse_a_package(path: str, infos: list[zipfile.ZipInfo]) -> None:
     """An AOTInductor package given as inputs (the two paths of `aotcuda run` swapped): torch.load said only
     that its zip had no data.pkl (a new user's)."""
-    try:
-        with zipfile.ZipFile(handle) as archive:  # its directory is checked already (_check_inputs_archive)
-            package = any(name.rsplit("/", 1)[-1] == "archive_format" for name in archive.namelist())
-    finally:
-        handle.seek(0)
-    if package:
+    from aotcuda.package_format import lists_a_package
+
+    if lists_a_package([info.filename for info in infos]):
         raise _refuse(f"{path} is an AOTInductor package, not inputs: `aotcuda run PACKAGE --inputs FILE` takes the "
                       "package first and a torch.save file of the inputs after --inputs")
 
 
-def _starts_as_zip(handle) -> bool:
+def _starts_with(handle, magic: bytes) -> bool:
     handle.seek(0)
-    magic = handle.read(len(ZIP_MAGIC))
+    start = handle.read(len(magic))
     handle.seek(0)
-    return magic == ZIP_MAGIC
+    return start == magic
 
 
 def _inputs_limits():
@@ -304,8 +298,8 @@ def _inputs_limits():
         raise _refuse(str(exc)) from None
 
 
-def _check_inputs_archive(path: str, handle, limits) -> None:
-    """click.BadParameter when the inputs file, which torch.load will read as a zip (it starts as one), is one
+def _check_inputs_archive(path: str, handle, limits) -> list[zipfile.ZipInfo]:
+    """The entries of the inputs file; click.BadParameter when the inputs file, which torch.load will read as a zip (it starts as one), is one
     Python's zipfile cannot read, one whose entries overlap or whose extra fields zip readers read differently
     (``check_layout``), or one whose entries would inflate past the archive limits.
 
@@ -340,6 +334,7 @@ def _check_inputs_archive(path: str, handle, limits) -> None:
         raise _refuse(f"{path}: cannot be read ({exc.strerror})") from None
     finally:
         handle.seek(0)
+    return infos
 
 
 def _check_one_directory(archive: zipfile.ZipFile, handle, count: int) -> None:
@@ -379,10 +374,8 @@ def _torch_load(path: str, handle):
         raise _refuse(f"{path}: its values nest too deeply for torch.load to read (Python's recursion limit); "
                       f"inputs nest a few levels (at most {MAX_INPUTS_DEPTH}): save them as a tuple of "
                       "tensors or {'args': (...), 'kwargs': {...}}") from None
-    except Exception as exc:  # not a torch.save file, or one holding more than tensors and containers
+    except Exception as exc:  # a zip that is no torch.save file, or one holding more than tensors and containers
         why = f"torch.load: {_load_failure(exc)}"
-        if not _starts_as_zip(handle):
-            why = f"it is not the zip archive torch.save writes; {why}"
         raise _refuse(f"{path}: not a file torch.load reads with weights_only=True ({why}); "
                       "save the inputs with torch.save (tensors, lists, tuples, dicts, numbers)") from None
 
@@ -538,15 +531,14 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
     limits = _inputs_limits()
     with _open_regular(path) as handle:
         _refuse_other_formats(path, handle)
-        if not _starts_as_zip(handle):
+        if not _starts_with(handle, ZIP_MAGIC):
             # torch.load tries any other file as a tar archive first (its pre-1.6 format), and Python's tarfile
             # scans pax headers with a quadratic pattern (CVE-2024-6232; 3.11.7): a 300 KB file held the CLI at
             # full CPU for a minute, 10 MB for hours. torch.save has written zip archives since torch 1.6.
             raise _refuse(f"{path} is not a zip archive, which torch.save writes (since torch 1.6; the older "
                           "formats are not read here): save the inputs again with torch.save, e.g. "
                           "torch.save({'args': (x,)}, 'inputs.pt')")
-        _check_inputs_archive(path, handle, limits)
-        _refuse_a_package(path, handle)
+        _refuse_a_package(path, _check_inputs_archive(path, handle, limits))
         saved = _torch_load(path, handle)
         file_bytes = os.fstat(handle.fileno()).st_size
     _check_structure(path, saved)

@@ -120,6 +120,12 @@ def archive_root(names: list[str]) -> str:
     return f"{tops.pop()}/" if len(tops) == 1 and all("/" in n for n in names) else ""
 
 
+def lists_a_package(names: list[str]) -> bool:
+    """Whether an archive of these entry names is an AOTInductor package: torch.export's package writer puts
+    an ``archive_format`` entry in it (``<root>/archive_format``)."""
+    return any(name.rsplit("/", 1)[-1] == "archive_format" for name in names)
+
+
 def open_zip(path: str) -> zipfile.ZipFile:
     if os.path.isdir(path):
         raise PackageError(f"no AOTInductor package at {path!r}: it is a directory; pass the .pt2 file "

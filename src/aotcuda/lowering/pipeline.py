@@ -61,7 +61,7 @@ from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_me
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import signature_from_exported_program
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
-from aotcuda.package_format import write_signature
+from aotcuda.package_format import lists_a_package, write_signature
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.result import GraphPass, PassResult
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
@@ -445,9 +445,10 @@ def _warn_if_training(model) -> None:
 
 
 def _is_package_file(path: str) -> bool:
-    """Whether ``path`` is a regular file holding an AOTInductor package (a zip with an ``archive_format``
-    entry, as torch.export's package writer makes it), so that writing a new package there loses nothing."""
-    return _zip_has_entry(path, "archive_format")
+    """Whether ``path`` is a regular file holding an AOTInductor package (``lists_a_package``), so that writing
+    a new package there loses nothing."""
+    names = _zip_names(path)
+    return names is not None and lists_a_package(names)
 
 
 # torch.save's pre-1.6 format begins with its magic number, pickled (protocol 2)
@@ -457,23 +458,27 @@ _LEGACY_TORCH_SAVE = b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19."
 def is_torch_save_file(path: str) -> bool:
     """Whether ``path`` is a regular file that torch.save wrote (a zip with a ``data.pkl`` entry, or its
     pre-1.6 format)."""
-    if _zip_has_entry(path, "data.pkl"):
-        return True
+    names = _zip_names(path)
+    if names is not None:
+        return any(name.rsplit("/", 1)[-1] == "data.pkl" for name in names)
+    if not os.path.isfile(path) or os.path.islink(path):  # before open: a FIFO's open waits for a writer
+        return False
     try:
         with open(path, "rb") as file:
-            return os.path.isfile(path) and file.read(len(_LEGACY_TORCH_SAVE)) == _LEGACY_TORCH_SAVE
+            return file.read(len(_LEGACY_TORCH_SAVE)) == _LEGACY_TORCH_SAVE
     except OSError:
         return False
 
 
-def _zip_has_entry(path: str, basename: str) -> bool:
+def _zip_names(path: str) -> list[str] | None:
+    """The entry names of the zip at ``path``, a regular file; None for anything else."""
     if not os.path.isfile(path) or os.path.islink(path):
-        return False
+        return None
     try:
         with zipfile.ZipFile(path) as archive:
-            return any(name.rsplit("/", 1)[-1] == basename for name in archive.namelist())
+            return archive.namelist()
     except (OSError, zipfile.BadZipFile, ValueError):
-        return False
+        return None
 
 
 @contextlib.contextmanager

@@ -32,9 +32,9 @@ from aotcuda.errors import PackageError
 from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.runtime.archive import (
+    READ_RATIO_FLOOR,
     ArchiveLimits,
     check_entry_path,
-    READ_RATIO_FLOOR,
     check_extraction,
     check_ratio,
     check_size,
