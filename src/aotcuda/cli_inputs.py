@@ -299,9 +299,9 @@ def _inputs_limits():
 
 
 def _check_inputs_archive(path: str, handle, limits) -> list[zipfile.ZipInfo]:
-    """The entries of the inputs file; click.BadParameter when the inputs file, which torch.load will read as a zip (it starts as one), is one
-    Python's zipfile cannot read, one whose entries overlap or whose extra fields zip readers read differently
-    (``check_layout``), or one whose entries would inflate past the archive limits.
+    """The entries of the inputs file, which torch.load will read as a zip (it starts as one); click.BadParameter
+    when it is one Python's zipfile cannot read, one whose entries overlap or whose extra fields zip readers read
+    differently (``check_layout``), or one whose entries would inflate past the archive limits.
 
     An archive zipfile refuses is refused, not left to torch.load: torch's more lenient reader inflated one
     (64 bytes of junk before the end record) to 256 MiB from 262 KB while this check was skipped."""

@@ -18,20 +18,20 @@ wait), and mark the kernel ``launch_pdl`` in its ``triton_meta``; Triton's Pytho
 with the attribute, so torch.compile gets the overlap. Templates and user-defined Triton kernels are never
 marked.
 
-What AOTInductor lacks (torch 2.11 to 2.14; pytorch/pytorch#194079 adds it in 2.15, where this is a no-op). The C++ wrapper launches
-every kernel with ``cuLaunchKernel`` (``launchKernel`` in the wrapper's kernel driver,
-torch/_inductor/codegen/cuda/device_op_overrides.py), without the attribute: the instructions are compiled in
-and do nothing (``griddepcontrol`` is a no-op for a kernel not launched as dependent). ``host_launches_for_pdl``
+What AOTInductor lacks (torch 2.11 to 2.14; pytorch/pytorch#194079 adds it in 2.15, where this is a no-op). The
+C++ wrapper launches every kernel with ``cuLaunchKernel`` (``launchKernel`` in the wrapper's kernel driver,
+torch/_inductor/codegen/cuda/device_op_overrides.py), without the attribute: the instructions are compiled in and
+do nothing (``griddepcontrol`` is a no-op for a kernel not launched as dependent). ``host_launches_for_pdl``
 rewrites the generated wrapper before it is compiled: a ``launchKernelPdl`` beside ``launchKernel``, the same
-arguments through ``cuLaunchKernelEx`` with the attribute, and each launch of a kernel whose ``triton_meta``
-says ``launch_pdl`` and whose source executes ``gdc_wait()`` goes through it. Every other kernel keeps the plain
-launch, which waits for the whole stream ahead: a user-defined Triton kernel (aotcuda's decode attention and
-FFT ops) is never started early, and neither is a marked kernel without a wait (one that touches nothing the
-kernel ahead writes, such as a fill). That second rule is what makes the order hold across more than two
-kernels: a dependent kernel starts only once the kernel ahead has passed its own wait (Inductor triggers its
-dependents after the wait) or ended, so everything before that one has ended; a kernel launched plainly
-starts after everything ahead has ended. So before its wait a kernel can only meet the kernel right ahead
-of it, and Inductor's codegen puts the wait before any access that kernel conflicts with.
+arguments through ``cuLaunchKernelEx`` with the attribute, and each launch of a kernel whose ``triton_meta`` says
+``launch_pdl`` and whose source executes ``gdc_wait()`` goes through it. Every other kernel keeps the plain
+launch, which waits for the whole stream ahead: a user-defined Triton kernel (aotcuda's decode attention and FFT
+ops) is never started early, and neither is a marked kernel without a wait (one that touches nothing the kernel
+ahead writes, such as a fill). That second rule is what makes the order hold across more than two kernels: a
+dependent kernel starts only once the kernel ahead has passed its own wait (Inductor triggers its dependents after
+the wait) or ended, so everything before that one has ended; a kernel launched plainly starts after everything
+ahead has ended. So before its wait a kernel can only meet the kernel right ahead of it, and Inductor's codegen
+puts the wait before any access that kernel conflicts with.
 
 Where the wrapper is not as expected (another launch helper's signature, no kernel driver) nothing is
 rewritten: the kernels then run as without PDL, correct and unchanged in speed.
@@ -179,9 +179,12 @@ def host_launches_for_pdl() -> Iterator[None]:
 
     @functools.wraps(compile_function)
     def compile_with_pdl_launches(cls, graph, wrapper_code, *args, **kwargs):
-        wrapper_code, count = rewrite_launches(wrapper_code, _launches_dependent(_kernel_sources(graph)))
-        if count:
-            log.info("aotcuda: %d kernel launch sites made programmatic dependent launches", count)
+        from torch._inductor import config
+
+        if config.triton.enable_pdl:  # the package's options, patched in for its compile: else no kernel is marked
+            wrapper_code, count = rewrite_launches(wrapper_code, _launches_dependent(_kernel_sources(graph)))
+            if count:
+                log.info("aotcuda: %d kernel launch sites made programmatic dependent launches", count)
         return compile_function(cls, graph, wrapper_code, *args, **kwargs)
 
     AotCodeCompiler.compile = classmethod(compile_with_pdl_launches)

@@ -293,8 +293,9 @@ def kernels_from_signature(signature: dict | None) -> tuple[list[FallbackKernel]
         return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
     for entry in record:
-        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("allowed"), bool)
-                and strings(entry.get("nodes")) and strings(entry.get("sources"))):
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str)
+                and isinstance(entry.get("allowed"), bool) and strings(entry.get("nodes"))
+                and strings(entry.get("sources"))):
             return None
         kernel = FallbackKernel(entry["name"], entry["name"], list(entry["nodes"]), list(entry["sources"]))
         (library if entry["allowed"] else missing).append(kernel)
