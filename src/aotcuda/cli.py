@@ -35,7 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, load_inputs, model_and_inputs
-from aotcuda.errors import AotcudaError, InputError, PackageError
+from aotcuda.errors import AotcudaError, InputError, PackageError, clipped
 from aotcuda.runtime.specs import under_dim_names
 
 console = Console()
@@ -535,9 +535,8 @@ SHOWN_ROWS, SHOWN_CHARS = 50, 200
 
 
 def _clip(text, limit: int = SHOWN_CHARS) -> str:
-    """A string of a package, cut to ``limit`` characters (saying how long it was)."""
-    text = str(text)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+    """A string of a package, cut to ``limit`` characters (errors.clipped)."""
+    return clipped(text, limit)
 
 
 def _constant_inputs_line(signature: dict) -> str | None:

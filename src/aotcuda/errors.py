@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def clipped(text, limit: int) -> str:
+    """``text`` (str() of it) cut to ``limit`` characters, saying how long it was: what a message echoes of
+    outside input (a package's strings, a request's shape) stays small whatever that input held."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class Advice:
     """A fix an error's message gives, as the Python keyword that applies it, so that a front end (the

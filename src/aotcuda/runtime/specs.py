@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import PackageError
+from aotcuda.errors import PackageError, clipped
 from aotcuda.runtime.shape_expressions import shape_expression
 
 
@@ -172,9 +172,8 @@ def _is_int(value) -> bool:
 
 
 def _clipped(value, limit: int = 60) -> str:
-    """A value of a package as an error shows it: its repr, at most ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+    """A value of a package as an error shows it: its repr, at most ``limit`` characters (errors.clipped)."""
+    return clipped(repr(value), limit)
 
 
 def _tuple_text(dims) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from aotcuda.errors import AotcudaError, InputError
+from aotcuda.errors import AotcudaError, InputError, clipped
 
 __all__ = ["ERROR_HEADER", "BusyError", "LateBodyError", "PendingBytes", "RequestError", "SlowBodyError",
            "SlowHeadError", "read_body", "shown"]
@@ -117,6 +117,6 @@ async def read_body(request, max_bytes: int, timeout_s: float, take=None) -> byt
 
 
 def shown(text: str, limit: int = 200) -> str:
-    """``text`` cut to ``limit`` characters, saying how long it was: what an answer echoes of a request stays
-    small whatever the request held (a shape of 480,000 dims made a 1.44 MB 400)."""
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+    """``text`` cut to ``limit`` characters (errors.clipped): what an answer echoes of a request stays small
+    whatever the request held (a shape of 480,000 dims made a 1.44 MB 400)."""
+    return clipped(text, limit)
