@@ -13,7 +13,6 @@ import inspect as pyinspect
 import os
 import re
 import stat
-import struct
 import sys
 import warnings
 import zipfile
@@ -341,27 +340,23 @@ def _check_one_directory(archive: zipfile.ZipFile, handle, count: int) -> None:
     """zipfile.BadZipFile unless zipfile read the directory torch's reader reads: zipfile takes a directory that
     is not where the end record says as shifted by bytes before the archive, and reads entries until the
     directory's size is used up; miniz reads the declared number of entries at the declared offset. Two
-    directories, one for each reader, would let the checked entries differ from the inflated ones."""
-    end_record = getattr(zipfile, "_EndRecData", None)  # private; where a Python lacks it, the sizes still count
-    if end_record is None:
-        return
-    record = end_record(handle)
-    if record is None:
+    directories, one for each reader, would let the checked entries differ from the inflated ones. With a zip64
+    record (torch.save writes one), zipfile takes its values and a reader may take the classic record's: those
+    must be the same, or the classic record's "see zip64" marker."""
+    from aotcuda.runtime.archive import read_end_records
+
+    records = read_end_records(handle)
+    if records is None:
         raise zipfile.BadZipFile("no end of central directory record")
-    # With a zip64 record (torch.save writes one), zipfile takes its values, and a reader may take the classic
-    # record's: those must be the same, or the "see zip64" marker.
-    handle.seek(record[zipfile._ECD_LOCATION])
-    classic = struct.unpack("<4s4H2LH", handle.read(22))
-    for field, value, marker in ((zipfile._ECD_ENTRIES_TOTAL, classic[4], 0xFFFF), (zipfile._ECD_SIZE, classic[5],
-                                 0xFFFFFFFF), (zipfile._ECD_OFFSET, classic[6], 0xFFFFFFFF)):
-        if value not in (record[field], marker):
-            raise zipfile.BadZipFile(f"its two end records disagree ({value} and {record[field]})")
-    if archive.start_dir != record[zipfile._ECD_OFFSET]:
+    disagreement = records.disagreement()
+    if disagreement:
+        raise zipfile.BadZipFile(disagreement)
+    if archive.start_dir != records.directory_offset:
         raise zipfile.BadZipFile(f"its central directory is at byte {archive.start_dir}, not at "
-                                 f"{record[zipfile._ECD_OFFSET]} as its end record says")
-    if count != record[zipfile._ECD_ENTRIES_TOTAL]:
+                                 f"{records.directory_offset} as its end record says")
+    if count != records.entries:
         raise zipfile.BadZipFile(f"its central directory holds {count} entries, its end record says "
-                                 f"{record[zipfile._ECD_ENTRIES_TOTAL]}")
+                                 f"{records.entries}")
 
 
 def _torch_load(path: str, handle):

@@ -111,7 +111,62 @@ def check_entries(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits
 
 
 _END, _END64, _LOCATOR64, _DIRECTORY_RECORD = b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07", b"PK\x01\x02"
-_END_SEARCH = 22 + 65535  # the end record and the longest comment that may follow it
+_END_SEARCH = 22 + (1 << 16)  # the end record and the longest comment after it, as far back as zipfile looks
+_NO_ENTRIES, _NO_SIZE, _NO_OFFSET = 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF  # "see the zip64 record" in the classic one
+
+
+@dataclass(frozen=True)
+class EndRecords:
+    """A zip's end records read as Python's zipfile reads them (its private ``_EndRecData``, mirrored so that no
+    check depends on it). ``classic`` holds the end record's entry count, directory size and directory offset
+    (``0xFFFF``/``0xFFFFFFFF`` where it defers to the zip64 record); ``entries``, ``directory_size`` and
+    ``directory_offset`` are what zipfile takes: the zip64 end record's, where one sits right before its
+    locator, else the classic record's. ``directory_end``: where zipfile takes the directory to end (the zip64
+    record's start, else the end record's)."""
+
+    classic: tuple[int, int, int]
+    entries: int
+    directory_size: int
+    directory_offset: int
+    directory_end: int
+
+    def disagreement(self) -> str | None:
+        """Where the classic record states a value other than the zip64 record's (not the defer marker), which
+        one: zipfile takes the zip64 value and a reader without zip64 support the classic one. None if none."""
+        taken = (self.entries, self.directory_size, self.directory_offset)
+        for what, stated, used, marker in zip(("entry counts", "directory sizes", "directory offsets"), self.classic,
+                                              taken, (_NO_ENTRIES, _NO_SIZE, _NO_OFFSET)):
+            if stated not in (used, marker):
+                return f"its two end records state different {what} ({stated} and {used})"
+        return None
+
+
+def read_end_records(file) -> EndRecords | None:
+    """The end records of the zip open in ``file`` (binary, seekable), or None where zipfile finds none: the
+    end record without comment at the very end, else the last one in the file's last 64 KiB + 22 bytes; then a
+    zip64 end record if its locator precedes that record. The file's position is left anywhere."""
+    size = file.seek(0, os.SEEK_END)
+    start = max(0, size - _END_SEARCH)
+    file.seek(start)
+    tail = file.read()
+    end = len(tail) - 22 if tail[-22:-18] == _END and tail[-2:] == b"\0\0" else tail.rfind(_END)
+    if end < 0 or end + 22 > len(tail):
+        return None
+    end_at = start + end
+    entries, directory_size, directory_offset = struct.unpack("<HLL", tail[end + 10:end + 20])
+    records = EndRecords((entries, directory_size, directory_offset), entries, directory_size, directory_offset,
+                         end_at)
+    if end_at < 76:
+        return records
+    file.seek(end_at - 20)
+    if file.read(4) != _LOCATOR64:
+        return records
+    file.seek(end_at - 76)  # zipfile takes the zip64 end record to sit right before its locator
+    record = file.read(56)
+    if record[:4] != _END64:
+        return records
+    entries, directory_size, directory_offset = struct.unpack("<QQQ", record[32:56])
+    return EndRecords(records.classic, entries, directory_size, directory_offset, end_at - 76)
 
 
 def check_directory(path: str, limits: ArchiveLimits) -> None:
@@ -124,26 +179,14 @@ def check_directory(path: str, limits: ArchiveLimits) -> None:
     if not limits.max_entries:
         return
     with open(path, "rb") as file:
-        size = file.seek(0, os.SEEK_END)
-        file.seek(max(0, size - _END_SEARCH))
-        tail = file.read()
-        # Where zipfile looks: a record without comment at the very end, else the last one in the tail.
-        end = len(tail) - 22 if tail[-22:-18] == _END and tail[-2:] == b"\0\0" else tail.rfind(_END)
-        if end < 0 or end + 22 > len(tail):
+        records = read_end_records(file)
+        if records is None:
             return
-        end_at = size - len(tail) + end
-        count, directory_size = struct.unpack("<H4xL", tail[end + 10:end + 20])
-        if end >= 20 and tail[end - 20:end - 16] == _LOCATOR64 and end_at >= 76:
-            file.seek(end_at - 76)  # zipfile reads the zip64 end record right before its locator, as here
-            record = file.read(56)
-            if record[:4] == _END64:
-                count, directory_size = struct.unpack("<QQ", record[32:48])
-                end_at -= 76
-        _refuse_too_many(path, count, limits)
-        if directory_size <= 46 * limits.max_entries:  # a record takes at least 46 bytes: no room for more
+        _refuse_too_many(path, records.entries, limits)
+        if records.directory_size <= 46 * limits.max_entries:  # a record takes at least 46 bytes: no room for more
             return
-        file.seek(max(0, end_at - directory_size))
-        _refuse_too_many(path, _count_records(file, directory_size, limits.max_entries + 1), limits)
+        file.seek(max(0, records.directory_end - records.directory_size))
+        _refuse_too_many(path, _count_records(file, records.directory_size, limits.max_entries + 1), limits)
 
 
 def _count_records(file, directory_size: int, most: int) -> int:
