@@ -5,7 +5,7 @@
 # Each step has a time limit (seconds, overridable: ROPE_LIMIT=... etc.) so that one slow step cannot
 # take the whole call. A device command may run 10 minutes, and all steps together need more: run them
 # in two or three calls with STEPS, e.g. STEPS="rope latency models" then STEPS="fft cuda_tests", then
-# STEPS=sanitizer. Issue 29's Triton ops alone: STEPS=kernels (decode_attention.py, row_products.py). Issue 14's figures: STEPS="rope latency overhead" then STEPS=decode1 then STEPS=decode8
+# STEPS=sanitizer. Issue 29's Triton ops alone: STEPS=kernels (decode_attention.py, row_products.py); its PDL A/B: STEPS=pdl. Issue 14's figures: STEPS="rope latency overhead" then STEPS=decode1 then STEPS=decode8
 # (each decode step compiles the 1.2B model twice: AOTInductor and aotcuda). Bring .whl/ (click, diffusers) where those packages are missing.
 # On a machine of several GPUs, LANES runs step lists side by side, one GPU each (the benchmark steps then
 # share the host's CPUs with the other lane's compiles, which matters for the launch-bound latency step):
@@ -19,7 +19,7 @@ export OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"
 if [ -z "${NO_INSTALL:-}" ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
-ALL_STEPS="rope pairmul latency overhead kernels decode1 decode8 decode_profile models fft fft_more fft_sweep irfft_bins cuda_tests sanitizer"
+ALL_STEPS="rope pairmul latency overhead kernels decode1 decode8 decode_profile pdl models fft fft_more fft_sweep irfft_bins cuda_tests sanitizer"
 STEPS=${STEPS:-$ALL_STEPS}
 if [ -n "${LANES:-}" ]; then
   IFS=';' read -ra lanes <<< "$LANES"; gpu=0
@@ -45,6 +45,12 @@ step kernels "${KERNELS_LIMIT:-300}" bash -c "python3 benchmarks/decode_attentio
 step decode1 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 1 --deadline 540 --json "$OUT/decode1.json"
 step decode8 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 8 --deadline 540 --json "$OUT/decode8.json"
 step decode_profile "${PROFILE_LIMIT:-400}" python3 benchmarks/scripts/decode_profile.py --batch 8
+# Issue 29's programmatic dependent launch, A/B (AOTCUDA_DEPENDENT_LAUNCH, off until this says it wins): its CUDA
+# test first, then the decode step with and without it at batch 1 and 8 (four packages built at once).
+step pdl "${PDL_LIMIT:-580}" bash -c "python3 -m pytest -q -m cuda -p no:cacheprovider \
+  tests/lowering/test_dependent_launch.py && OUT=$OUT/pdl BUILD_LIMIT=300 SEQUENCE=30 ROWS=aotcuda-bind \
+  VARIANTS='b1:default b1:AOTCUDA_DEPENDENT_LAUNCH=1 b8:default b8:AOTCUDA_DEPENDENT_LAUNCH=1' \
+  bash benchmarks/scripts/decode_variants.sh"
 step models "${MODELS_LIMIT:-240}" python3 benchmarks/models.py --json "$OUT/models.json"
 step fft "${FFT_LIMIT:-300}" python3 benchmarks/fft.py --device cuda --programs filter whisper --json "$OUT/fft.json"
 step fft_more "${FFT_LIMIT:-300}" python3 benchmarks/fft.py --device cuda --programs stft_dynamic freeu filter_bf16 \
@@ -55,7 +61,7 @@ step cuda_tests "${TESTS_LIMIT:-400}" python3 -m pytest -q -s -m cuda -p no:cach
 step sanitizer "${SANITIZER_LIMIT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 \
   python3 -m pytest -q -m cuda -p no:cacheprovider tests/runtime/test_cuda.py
 [ -n "${NO_TABLES:-}" ] && exit 0
-for f in rope pairmul latency overhead kernels decode1 decode8 decode_profile models fft fft_more fft_sweep irfft_bins; do [ -f "$OUT/$f.log" ] && sed -n '/^|/p' "$OUT/$f.log"; done
+for f in rope pairmul latency overhead kernels decode1 decode8 decode_profile pdl models fft fft_more fft_sweep irfft_bins; do [ -f "$OUT/$f.log" ] && sed -n '/^|/p' "$OUT/$f.log"; done
 [ -f "$OUT/cuda_tests.log" ] && tail -3 "$OUT/cuda_tests.log"
 [ -f "$OUT/sanitizer.log" ] && grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer.log" | tail -3
 [ -f "$OUT/summary.txt" ] && cat "$OUT/summary.txt"
