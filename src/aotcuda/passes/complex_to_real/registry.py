@@ -61,6 +61,9 @@ class Rule:
 
 
 RULES: dict[object, Rule] = {}
+# Rules of ops the installed torch lacks (aten::cholesky since torch 2.14), by qualified name: never matched (no
+# program holds the op), kept so that docs/ops.md and its coverage read the same on every supported torch.
+RULES_OF_ABSENT_OPS: dict[str, Rule] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +93,9 @@ def add_dialect(dialect: Dialect) -> None:
 
 def op_name(op: object) -> str:
     """"aten.mul.Tensor" for an op overload, "aten.mul.Tensor (EdgeOpOverload)" for a dialect op that
-    wraps one; the qualified name for anything else."""
+    wraps one; the qualified name for anything else (a name string as it is)."""
+    if isinstance(op, str):
+        return op
     if isinstance(op, torch._ops.OpOverload):
         namespace = op.namespace
         return f"{namespace}.{op._opname}.{op._overloadname}"
@@ -116,6 +121,21 @@ def register(*ops: object, refuses: Callable[[torch.fx.Node], str | None] | None
         return fn
 
     return decorate
+
+
+def register_where_present(name: str, computes: bool = False) -> Callable[[Callable], Callable]:
+    """``register`` for the ATen overload ``name`` ("aten.cholesky.default") where the installed torch has it;
+    where it does not, the rule is kept in RULES_OF_ABSENT_OPS under the name, for the docs only."""
+    _, packet, overload = name.split(".")
+    op = getattr(getattr(torch.ops.aten, packet, None), overload, None)
+    if op is not None:
+        return register(op, computes=computes)
+
+    def keep(fn: Callable) -> Callable:
+        RULES_OF_ABSENT_OPS[name] = Rule(name, fn, fn.__module__.rsplit(".", 1)[-1], None, computes)
+        return fn
+
+    return keep
 
 
 def rule_for(op: object) -> Rule | None:

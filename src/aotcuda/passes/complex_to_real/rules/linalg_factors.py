@@ -19,7 +19,7 @@ import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, real_as_pair
 from aotcuda.passes.complex_to_real.pair_algebra import result_dtype
-from aotcuda.passes.complex_to_real.registry import register
+from aotcuda.passes.complex_to_real.registry import register, register_where_present
 from aotcuda.passes.complex_to_real.rules.linalg import matmul_pairs
 from aotcuda.passes.complex_to_real.rules.linalg_embedding import (
     adjoint as adjoint_of,
@@ -92,14 +92,11 @@ def _cholesky(a: Pair, upper: bool) -> Pair:
     return (adjoint_of(lower) if upper else lower), _halved(info)
 
 
+# torch 2.14 and 2.15 have no aten::cholesky (torch.cholesky was removed; torch.linalg.cholesky stays): torch_fixes.FIXES.
+@register_where_present("aten.cholesky.default", computes=True)
 def cholesky(out, a, upper=False):
     """L with A = L L^H (U with A = U^H U if upper), through E."""
     return _cholesky(a, upper)[0]
-
-
-# torch 2.14 and 2.15 have no aten::cholesky (torch.cholesky was removed; torch.linalg.cholesky stays): torch_fixes.FIXES.
-if hasattr(aten, "cholesky"):
-    register(aten.cholesky.default, computes=True)(cholesky)
 
 
 @register(aten.linalg_cholesky_ex.default, computes=True)
