@@ -240,7 +240,7 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
     passes(), the common ones; lower() adds its device profile's). step: lower()'s step timer (none by
     default). Tests use it for the program lower() would give Inductor, without compiling it."""
     step = step or _step_timer({}, None)
-    with step("export"), torch_fixes.applied("export"), export_hints():
+    with step("export"), torch_fixes.applied("export"), export_hints(model):
         ep = export_program(model, args, kwargs or {}, dynamic_shapes)
         sym_ite_for_symbool_casts(ep)  # torch 2.11: before any re-trace (lowering/unbacked.py)
         _make_outputs_serializable(ep)
