@@ -159,7 +159,8 @@ def test_a_dim_fixed_by_a_parameters_size_names_the_parameter_not_a_python_value
     from aotcuda.lowering.pipeline import before_compile
 
     with pytest.raises(Exception) as caught:
-        before_compile(ProjectsFeatures(), (torch.randn(2, 8),), {}, {"x": {1: torch.export.Dim("feat", min=2, max=64)}})
+        before_compile(ProjectsFeatures(), (torch.randn(2, 8),), {},
+                       {"x": {1: torch.export.Dim("feat", min=2, max=64)}})
     notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
     assert len(notes) == 1, (str(caught.value), notes)
     assert "the constant 8" in notes[0] and "self.proj(x)" in notes[0], notes

@@ -127,11 +127,12 @@ class Masked(torch.nn.Module):
 
 
 def _derived_root_range(reshape: bool):
-    seq = Dim("seq", min=1, max=32)
+    """The signature's dim 1 of x (8*seq), with "narrowed" where the program could not keep the asked range."""
+    seq, narrowed = Dim("seq", min=1, max=32), {}
     ep = export_program(Masked(reshape), (torch.randn(2, 16, 8), torch.ones(2, 16)), {},
-                        {"x": {1: 8 * seq}, "mask": {1: 8 * seq}})
+                        {"x": {1: 8 * seq}, "mask": {1: 8 * seq}}, narrowed)
     from aotcuda.lowering.signature import signature_from_exported_program
-    return signature_from_exported_program(ep)["inputs"][0]["shape"][1]
+    return signature_from_exported_program(ep, narrowed=narrowed)["inputs"][0]["shape"][1]
 
 
 def test_the_root_of_a_derived_dim_keeps_the_asked_min_of_1():
@@ -142,11 +143,12 @@ def test_the_root_of_a_derived_dim_keeps_the_asked_min_of_1():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         shape = _derived_root_range(reshape=False)
-    assert (shape["min"], shape["max"]) == (8, 256)
+    assert (shape["min"], shape["max"]) == (8, 256) and "narrowed" not in shape
 
 
 def test_a_root_min_the_trace_assumed_away_is_said_at_lowering():
     """The reshape's -1 makes torch trace assuming seq != 1: the program cannot take seq = 1, and lowering says
     so (the range it got, why, what to do) instead of narrowing it silently."""
     with pytest.warns(UserWarning, match=r"asked for min 1, but the program takes seq in \[2, 32\]: .*seq != 1"):
-        assert _derived_root_range(reshape=True)["min"] == 16
+        shape = _derived_root_range(reshape=True)
+    assert shape["min"] == 16 and "assuming seq != 1" in shape["narrowed"]  # what a refusal at run time says

@@ -33,13 +33,15 @@ from aotcuda.errors import DynamicShapesError
 MAX_CHECKED_POINTS = 1 << 15
 
 
-def export_program(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
+def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str] | None = None) -> ExportedProgram:
     """torch.export.export(strict=False); a violated dynamic-shape constraint is checked as described
     above, and one that does not hold becomes a DynamicShapesError that keeps torch's why-lines and
-    suggested fixes (its UserError's first line alone says neither)."""
+    suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
+    for each root Dim whose asked range the program could not keep (``with_asked_root_ranges``)."""
     try:
         return with_asked_root_ranges(
-            torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False), dynamic_shapes)
+            torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False), dynamic_shapes,
+            narrowed)
     except torch._dynamo.exc.UserError as exc:
         if "Constraints violated" not in str(exc):
             raise
@@ -50,7 +52,7 @@ def export_program(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
                                  prefer_deferred_runtime_asserts_over_guards=True)
     except Exception:  # noqa: BLE001 - the first error is the one the caller can act on
         raise error from violation
-    with_asked_root_ranges(ep, dynamic_shapes)  # before the check: the assertions must hold over the asked range
+    with_asked_root_ranges(ep, dynamic_shapes, narrowed)  # first: the assertions must hold over the asked range
     failure = first_failing_size_assertion(ep)
     if failure is None:
         return ep
@@ -61,7 +63,8 @@ def export_program(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
     raise error from violation
 
 
-def with_asked_root_ranges(ep: ExportedProgram, dynamic_shapes) -> ExportedProgram:
+def with_asked_root_ranges(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str, str] | None = None
+                           ) -> ExportedProgram:
     """``ep`` with the range the caller asked for each root Dim of a derived Dim that no input has as a size
     of its own (``seq`` of ``8 * seq``), where torch gave it min 2 instead of the asked 0 or 1; a UserWarning
     where that min cannot be given.
@@ -72,7 +75,8 @@ def with_asked_root_ranges(ep: ExportedProgram, dynamic_shapes) -> ExportedProgr
     [16, ...], and the program refused seq = 1, which eager runs. The root gets the asked min where every
     guard torch recorded on it alone (``ep.module()`` checks them) holds there; where one does not
     (``seq != 1``: the model was traced assuming it), the program keeps torch's range and the warning says
-    which range it got, why, and what to do."""
+    which range it got, why, and what to do; ``narrowed`` gets {symbol: why} for the package's signature, so
+    that a size refused at run time is refused with that reason."""
     roots = _derived_roots(dynamic_shapes)
     if not roots:
         return ep
@@ -92,6 +96,9 @@ def with_asked_root_ranges(ep: ExportedProgram, dynamic_shapes) -> ExportedProgr
         if failing is None:
             ep.range_constraints[key] = ValueRanges(low, got.upper)
             continue
+        if narrowed is not None:
+            narrowed[symbol] = (f"lowering was asked for {name} >= {low}, but torch.export traced the model "
+                                f"assuming {failing}")
         warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for min {low}, but the program "
                       f"takes {name} in [2, {_as_int(got.upper)}]: torch.export traced the model assuming {failing} "
                       f"(its 0/1 specialization), so sizes with {name} < 2 are refused. To take them, lower a "
