@@ -101,9 +101,10 @@ def with_asked_root_ranges(ep: ExportedProgram, dynamic_shapes, narrowed: dict[s
                                 f"assuming {failing}")
         warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for min {low}, but the program "
                       f"takes {name} in [2, {_as_int(got.upper)}]: torch.export traced the model assuming {failing} "
-                      f"(its 0/1 specialization), so sizes with {name} < 2 are refused. To take them, lower a "
-                      f"separate program for {name} < 2, or make the size a plain Dim of its own.",
-                      UserWarning, stacklevel=4)
+                      f"(its 0/1 specialization), so the program refuses sizes with {name} < 2, and says why. To "
+                      f"take them, lower another program with those dims static at the size {name} < 2 gives, or "
+                      f"change the model's line that needs {name} != 1.",
+                      UserWarning, stacklevel=6)  # lower()'s caller: here, export_program, before_compile, lower()
     return ep
 
 
@@ -127,7 +128,10 @@ def _failing_guard(ep: ExportedProgram, symbol, name: str, values: range) -> str
 
 def _derived_roots(dynamic_shapes) -> dict[str, tuple[int, int | float]]:
     """{root name: (min, max) asked} for the derived Dims (``8 * Dim("seq")``) anywhere in ``dynamic_shapes``."""
-    from torch.export.dynamic_shapes import _DerivedDim  # torch 2.11-2.15
+    try:
+        from torch.export.dynamic_shapes import _DerivedDim  # torch 2.11-2.15
+    except ImportError:  # a torch without it: its ranges are kept as torch gives them
+        return {}
 
     roots = {}
     stack = [dynamic_shapes]
