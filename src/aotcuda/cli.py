@@ -559,7 +559,9 @@ def _listed(value) -> list:
 def _dim_text(dim, names) -> str:
     """A signature dim as inspect shows it: 4, or batch∈[2, 64] (anything else as it is written)."""
     if isinstance(dim, dict) and isinstance(dim.get("expr"), str):
-        return f"{under_dim_names(_clip(dim['expr']), names)}∈[{dim.get('min') or 0}, {_bound(dim.get('max'))}]"
+        narrowed = " (narrowed at lowering)" if dim.get("narrowed") else ""  # why: a refusal at run time says it
+        shown = under_dim_names(_clip(dim["expr"]), names)
+        return f"{shown}∈[{dim.get('min') or 0}, {_bound(dim.get('max'))}]{narrowed}"
     return _clip(dim, 40)
 
 

@@ -140,3 +140,29 @@ def test_a_size_one_example_gets_one_fix_not_torchs_contrary_one():
     assert "Suggested fixes" not in message and "batch = 1" not in message and "Adjust dynamic_shapes" not in message
     notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
     assert len(notes) == 1 and "example of size 2 or more" in notes[0], notes
+
+
+class ProjectsFeatures(torch.nn.Module):
+    """A Linear of in_features 8: the feature dim of x must be 8, whatever its Dim says."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Sequential(torch.nn.Linear(8, 4, bias=False))
+
+    def forward(self, x):
+        return self.proj(x).relu()  # PARAMETER LINE
+
+
+def test_a_dim_fixed_by_a_parameters_size_names_the_parameter_not_a_python_value():
+    """The size is the weight's (in_features), not one the model's line asks of Python: the note names
+    proj.0.weight and its shape, and does not advise keeping the size a tensor size."""
+    from aotcuda.lowering.pipeline import before_compile
+
+    with pytest.raises(Exception) as caught:
+        before_compile(ProjectsFeatures(), (torch.randn(2, 8),), {},
+                       {"x": {1: torch.export.Dim("feat", min=2, max=64)}})
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1, (str(caught.value), notes)
+    assert "the constant 8" in notes[0] and "self.proj(x)" in notes[0], notes
+    assert "proj.0.weight, of fixed shape (4, 8)" in notes[0], notes
+    assert "Python value" not in notes[0], notes

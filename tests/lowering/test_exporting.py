@@ -111,3 +111,44 @@ def test_without_the_export_steps_fix_opt_einsum_makes_the_dim_a_constant():
         pytest.skip("opt_einsum is not installed: torch.einsum never asks it for an order, so nothing specializes")
     with pytest.raises(DynamicShapesError, match=r"(?s)Constraints violated \(seq\).*specialized it to be a constant"):
         _exported_einsum()
+
+
+class Masked(torch.nn.Module):
+    """x [b, 8*seq, 8] masked by mask [b, 8*seq]; with ``reshape``, also [b, seq, 64] summed over seq (the
+    reshape's -1 makes torch trace assuming seq != 1)."""
+
+    def __init__(self, reshape: bool = False):
+        super().__init__()
+        self.reshape = reshape
+
+    def forward(self, x, mask):
+        y = x * mask.unsqueeze(-1)
+        return y.reshape(x.shape[0], -1, 64).sum(1) if self.reshape else y
+
+
+def _derived_root_range(reshape: bool):
+    """The signature's dim 1 of x (8*seq), with "narrowed" where the program could not keep the asked range."""
+    seq, narrowed = Dim("seq", min=1, max=32), {}
+    ep = export_program(Masked(reshape), (torch.randn(2, 16, 8), torch.ones(2, 16)), {},
+                        {"x": {1: 8 * seq}, "mask": {1: 8 * seq}}, narrowed)
+    from aotcuda.lowering.signature import signature_from_exported_program
+    return signature_from_exported_program(ep, narrowed=narrowed)["inputs"][0]["shape"][1]
+
+
+def test_the_root_of_a_derived_dim_keeps_the_asked_min_of_1():
+    """torch gives the root of 8*seq (a symbol of its own) min 2; a plain Dim keeps its asked min 1, and so does
+    this root: the program takes 8*seq from 8, as asked (it took it from 16, and said nothing)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shape = _derived_root_range(reshape=False)
+    assert (shape["min"], shape["max"]) == (8, 256) and "narrowed" not in shape
+
+
+def test_a_root_min_the_trace_assumed_away_is_said_at_lowering():
+    """The reshape's -1 makes torch trace assuming seq != 1: the program cannot take seq = 1, and lowering says
+    so (the range it got, why, what to do) instead of narrowing it silently."""
+    with pytest.warns(UserWarning, match=r"asked for min 1, but the program takes seq in \[2, 32\]: .*seq != 1"):
+        shape = _derived_root_range(reshape=True)
+    assert shape["min"] == 16 and "assuming seq != 1" in shape["narrowed"]  # what a refusal at run time says

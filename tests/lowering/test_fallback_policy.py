@@ -5,6 +5,7 @@ without a C shim that has a known fix names it."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from aotcuda.lowering.fallbacks import KNOWN_FIXES, SCAN_KERNELS, FallbackKernel, missing_kernels_message, split_allowed
 from aotcuda.lowering.devices import DEVICE_PROFILES
@@ -63,3 +64,41 @@ def test_a_kernels_record_not_in_its_form_is_not_read(record):
         {"name": "a", "allowed": False, "nodes": ["n"], "sources": ["m.py:1: x"]},
         {"name": "b", "allowed": True, "nodes": [], "sources": []}]})
     assert [k.describe() for k in missing] == ["a  <- m.py:1: x"] and [k.name for k in library] == ["b"]
+
+
+class TrainingNet(torch.nn.Module):
+    """Linear → BatchNorm1d → Dropout, left in training mode (.eval() not called), as people do."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+        self.bn = torch.nn.BatchNorm1d(16)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.bn(self.lin(x)))
+
+
+# Inductor's seeds for the program's random ops (torch/_inductor/ir.py RandomSeeds: aten.randint.low_out, the
+# same on the CPU and CUDA) come from no node: the comment before them, if any, names another kernel's nodes.
+SEEDS_WRAPPER = """
+    // Topologically Sorted Source Nodes: [linear], Original ATen: [aten.addmm]
+    aoti_torch_{device}_addmm_out(buf0, arg2_1, arg0_1, arg1_1, 1LL, 1LL);
+    aoti_torch_{device}_randint_low_out(buf1, -9223372036854775808LL, 9223372036854775807LL, int_array_0, 1);
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"], ids=lambda device: f"{device}_wrapper")  # text only: no GPU
+def test_inductors_random_seeds_kernel_names_the_dropout_and_says_to_call_eval(device):
+    from aotcuda.lowering.fallbacks import kernels_in
+    from aotcuda.lowering.pipeline import before_compile
+
+    torch.manual_seed(0)
+    ep = before_compile(TrainingNet(), (torch.randn(8, 16),)).program
+    kernels, _ = kernels_in([(SEEDS_WRAPPER.format(device=device), {})], ep)
+    missing, _ = split_allowed(kernels, DEVICE_PROFILES[device].allowed_kernels)
+    assert [k.name for k in missing] == [f"aoti_torch_{device}_randint_low_out"]
+    message = missing_kernels_message("forward", missing)
+    assert "no node of the program" not in message
+    assert "test_fallback_policy.py" in message and "self.drop(" in message  # the dropout's line
+    assert "model.eval()" in message and "training mode" in message

@@ -163,3 +163,19 @@ def test_a_nested_tensor_is_an_input_error_not_torchs_internal_error(layout):
         check_inputs([nested, *good[1:]], SPECS, [], CPU, 3)
     with pytest.raises(OutputError, match=r"output buffer #0 is a nested tensor"):
         check_caller_outputs([nested], OUT_SPECS, {"s0": 3, "s1": 5}, CPU, 1)
+
+
+def test_a_range_narrowed_at_lowering_is_refused_with_why_not_with_widen_the_dim():
+    """A derived dim whose root torch traced assuming seq != 1 has the range [16, 256] where [8, 256] was asked:
+    the refusal says lowering narrowed it and why, and does not advise the wider Dim the user already asked."""
+    why = "lowering was asked for seq >= 1, but torch.export traced the model assuming seq != 1"
+    spec = TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu",
+                                 "shape": [{"expr": "8*s1", "min": 16, "max": 256, "narrowed": why}]}, {"s1": "seq"})
+    with pytest.raises(InputError) as caught:
+        check_inputs([torch.randn(8)], [spec], [], CPU, 1)
+    message = str(caught.value)
+    assert "outside the exported range [16, 256] of 8*seq, which lowering narrowed" in message and why in message
+    assert "wider" not in message and not getattr(caught.value, "advice", ())
+    with pytest.raises(ValueError, match="'narrowed'"):
+        TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu",
+                              "shape": [{"expr": "s1", "min": 2, "max": 8, "narrowed": ["not", "text"]}]})

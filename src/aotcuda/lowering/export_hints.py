@@ -39,7 +39,8 @@ _RAISED_AT = re.compile(r'The following call raised this error:\n\s*File "([^"]+
 
 def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | None = None) -> str | None:
     """The change that avoids the export failure whose message is `message`, or None where none is known.
-    specialized_at: {dim name: the model's frame that made it a constant} (``recorded_specializations``)."""
+    specialized_at: {dim name: the model's frame that made it a constant} (``recorded_specializations``;
+    its ``fixed_by``, where present: {dim name: (parameter or buffer, its shape) whose fixed size did it})."""
     if _DATA_DEPENDENT.search(message):
         raised = _RAISED_AT.search(message)
         where = (f" at {raised.group(1)}:{raised.group(2)} in {raised.group(3)}: `{raised.group(4).strip()}`"
@@ -59,6 +60,16 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
     if specialized is not None:
         dim, size = specialized.groups()
         frame = (specialized_at or {}).get(dim)
+        fixed_by = getattr(specialized_at, "fixed_by", {}).get(dim)
+        if frame is not None and fixed_by is not None:
+            line = f": `{frame.line.strip()}`" if frame.line else ""
+            parameter, shape = fixed_by
+            return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
+                    f"{frame.lineno} in {frame.name}{line}. There an op meets {dim} with {parameter}, of fixed shape "
+                    f"{shape}, and needs the two sizes equal: {size} is the model's size (its {parameter}), not a "
+                    f"size the input may choose. Keep {dim} "
+                    "static (None in dynamic_shapes; on the command line, no --dynamic for that dim), or make "
+                    "another dim dynamic.")
         if frame is not None:
             line = f": `{frame.line.strip()}`" if frame.line else ""
             return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
@@ -111,14 +122,53 @@ def _model_frame() -> traceback.FrameSummary | None:
         del frame
 
 
+class Specializations(dict):
+    """{dim name: the model's frame that made it a constant}, and in ``fixed_by`` {dim name: (the parameter or
+    buffer, its shape)} where an op met the dim with that tensor's fixed size (``_fixed_size_tensor``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fixed_by: dict[str, tuple[str, tuple[int, ...]]] = {}
+
+
+_FAKE_TENSOR_DISPATCH = os.path.join("torch", "_subclasses", "fake_tensor.py")
+
+
+def _fixed_size_tensor(size: int, model) -> tuple[str, tuple[int, ...]] | None:
+    """Where a tensor op made a dim the constant ``size`` (the stack holds torch's fake-tensor dispatch: not
+    int() or a comparison in the model's code), the parameter or buffer of a module running there (innermost
+    first; ``wq.weight`` of an nn.Linear) with a dim of that size, named as in ``model``, and its shape."""
+    import torch
+
+    frame, modules, dispatched = inspect.currentframe(), [], False
+    try:
+        while frame is not None:
+            dispatched = dispatched or frame.f_code.co_filename.endswith(_FAKE_TENSOR_DISPATCH)
+            owner = frame.f_locals.get("self") if frame.f_code.co_name == "forward" else None
+            if isinstance(owner, torch.nn.Module) and owner not in modules:
+                modules.append(owner)
+            frame = frame.f_back
+    finally:
+        del frame
+    if not dispatched:
+        return None
+    names = {id(t): n for n, t in (*model.named_parameters(), *model.named_buffers())} if model is not None else {}
+    for module in modules:
+        for name, tensor in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)):
+            if size in tuple(tensor.shape):
+                return names.get(id(tensor), name), tuple(tensor.shape)
+    return None
+
+
 @contextlib.contextmanager
-def recorded_specializations() -> Iterator[dict[str, traceback.FrameSummary]]:
+def recorded_specializations(model=None) -> Iterator[Specializations]:
     """While active, {dim name: the model frame where torch's ShapeEnv first made that dim's symbol a
-    constant}. Wraps ShapeEnv._set_replacement (torch 2.11-2.15), where every specialization is recorded;
-    records nothing on a torch without it."""
+    constant}, and its ``fixed_by`` (``Specializations``; names as in ``model``). Wraps
+    ShapeEnv._set_replacement (torch 2.11-2.15), where every specialization is recorded; records nothing on a
+    torch without it."""
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    sites: dict[str, traceback.FrameSummary] = {}
+    sites = Specializations()
     original = ShapeEnv.__dict__.get("_set_replacement")
     if original is None:
         yield sites
@@ -130,8 +180,11 @@ def recorded_specializations() -> Iterator[dict[str, traceback.FrameSummary]]:
             names = [self._debug_name(source) for source in self.var_to_sources.get(a, [])]
             if names and not all(name in sites for name in names):
                 frame = _model_frame()
+                fixed_by = _fixed_size_tensor(int(tgt), model) if frame is not None else None
                 if frame is not None:
                     for name in names:
+                        if name not in sites and fixed_by is not None:
+                            sites.fixed_by[name] = fixed_by
                         sites.setdefault(name, frame)
         return result
 
@@ -179,14 +232,14 @@ def _without_partial_graph_prints() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def export_hints():
-    """Around torch.export.export: an error with a known fix gets the fix as a note (``exc.__notes__``);
+def export_hints(model=None):
+    """Around torch.export.export of ``model``: an error with a known fix gets the fix as a note (``exc.__notes__``);
     torch's noise before such an error (its partial-graph prints, the "Unable to find user code" warning with
     the graph) is dropped: the error names the model's line."""
     symbolic_shapes_log = logging.getLogger("torch.fx.experimental.symbolic_shapes")
     symbolic_shapes_log.addFilter(_without_unfound_user_code)
     try:
-        with recorded_specializations() as specialized_at, _without_partial_graph_prints():
+        with recorded_specializations(model) as specialized_at, _without_partial_graph_prints():
             yield
     except Exception as exc:
         fix = fix_for(str(exc), specialized_at)

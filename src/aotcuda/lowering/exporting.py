@@ -22,6 +22,7 @@ import itertools
 import math
 import operator
 import re
+import warnings
 
 import torch
 from torch.export import ExportedProgram
@@ -32,12 +33,15 @@ from aotcuda.errors import DynamicShapesError
 MAX_CHECKED_POINTS = 1 << 15
 
 
-def export_program(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
+def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str] | None = None) -> ExportedProgram:
     """torch.export.export(strict=False); a violated dynamic-shape constraint is checked as described
     above, and one that does not hold becomes a DynamicShapesError that keeps torch's why-lines and
-    suggested fixes (its UserError's first line alone says neither)."""
+    suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
+    for each root Dim whose asked range the program could not keep (``with_asked_root_ranges``)."""
     try:
-        return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+        return with_asked_root_ranges(
+            torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False), dynamic_shapes,
+            narrowed)
     except torch._dynamo.exc.UserError as exc:
         if "Constraints violated" not in str(exc):
             raise
@@ -48,6 +52,7 @@ def export_program(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
                                  prefer_deferred_runtime_asserts_over_guards=True)
     except Exception:  # noqa: BLE001 - the first error is the one the caller can act on
         raise error from violation
+    with_asked_root_ranges(ep, dynamic_shapes, narrowed)  # first: the assertions must hold over the asked range
     failure = first_failing_size_assertion(ep)
     if failure is None:
         return ep
@@ -56,6 +61,92 @@ def export_program(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
 
     error.add_note(f"aotcuda: {under_dim_names(failure, dim_names(ep))}")
     raise error from violation
+
+
+def with_asked_root_ranges(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str, str] | None = None
+                           ) -> ExportedProgram:
+    """``ep`` with the range the caller asked for each root Dim of a derived Dim that no input has as a size
+    of its own (``seq`` of ``8 * seq``), where torch gave it min 2 instead of the asked 0 or 1; a UserWarning
+    where that min cannot be given.
+
+    Why: torch.export records a plain Dim's range as asked (min 1 stays 1, though it traces with sizes of 2
+    or more: its 0/1 specialization), but it makes such a root a symbol of its own whose range is the shape
+    environment's, which starts at 2, and says nothing: ``8 * Dim("seq", min=1)`` became ``8*seq`` in
+    [16, ...], and the program refused seq = 1, which eager runs. The root gets the asked min where every
+    guard torch recorded on it alone (``ep.module()`` checks them) holds there; where one does not
+    (``seq != 1``: the model was traced assuming it), the program keeps torch's range and the warning says
+    which range it got, why, and what to do; ``narrowed`` gets {symbol: why} for the package's signature, so
+    that a size refused at run time is refused with that reason."""
+    roots = _derived_roots(dynamic_shapes)
+    if not roots:
+        return ep
+    from torch.utils._sympy.value_ranges import ValueRanges
+
+    from aotcuda.lowering.signature import dim_names
+
+    for symbol, name in dim_names(ep).items():
+        key = next((s for s in ep.range_constraints if str(s) == symbol), None)
+        if name not in roots or key is None:
+            continue
+        low, high = roots[name]
+        got = ep.range_constraints[key]
+        if low >= 2 or _as_int(got.lower) != 2:
+            continue
+        failing = _failing_guard(ep, key, name, range(low, 2))
+        if failing is None:
+            ep.range_constraints[key] = ValueRanges(low, got.upper)
+            continue
+        if narrowed is not None:
+            narrowed[symbol] = (f"lowering was asked for {name} >= {low}, but torch.export traced the model "
+                                f"assuming {failing}")
+        warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for min {low}, but the program "
+                      f"takes {name} in [2, {_as_int(got.upper)}]: torch.export traced the model assuming {failing} "
+                      f"(its 0/1 specialization), so the program refuses sizes with {name} < 2, and says why. To "
+                      f"take them, lower another program with those dims static at the size {name} < 2 gives, or "
+                      f"change the model's line that needs {name} != 1.",
+                      UserWarning, stacklevel=6)  # lower()'s caller: here, export_program, before_compile, lower()
+    return ep
+
+
+def _failing_guard(ep: ExportedProgram, symbol, name: str, values: range) -> str | None:
+    """A guard of ``ep``'s shape environment on ``symbol`` alone that fails at one of ``values``, as text with
+    ``symbol`` written ``name``."""
+    import sympy
+
+    shape_env = next((v.fake_mode.shape_env for v in (n.meta.get("val") for n in ep.graph.find_nodes(op="placeholder"))
+                      if isinstance(v, torch.Tensor) and getattr(v, "fake_mode", None) is not None), None)
+    replacements = getattr(shape_env, "replacements", {})  # the inputs' symbols as the root's (8*seq)
+    for guard in getattr(shape_env, "guards", ()):
+        expr = guard.expr.xreplace(replacements)
+        if expr.free_symbols == {symbol}:
+            for value in values:
+                if expr.xreplace({symbol: sympy.Integer(value)}) is not sympy.true:
+                    shown = f"{expr.lhs} != {expr.rhs}" if isinstance(expr, sympy.Ne) else str(expr)
+                    return shown.replace(str(symbol), name)
+    return None
+
+
+def _derived_roots(dynamic_shapes) -> dict[str, tuple[int, int | float]]:
+    """{root name: (min, max) asked} for the derived Dims (``8 * Dim("seq")``) anywhere in ``dynamic_shapes``."""
+    try:
+        from torch.export.dynamic_shapes import _DerivedDim  # torch 2.11-2.15
+    except ImportError:  # a torch without it: its ranges are kept as torch gives them
+        return {}
+
+    roots = {}
+    stack = [dynamic_shapes]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, _DerivedDim):
+            root = value.root
+            while isinstance(root, _DerivedDim):
+                root = root.root
+            roots[root.__name__] = (root.min, root.max)
+    return roots
 
 
 def first_failing_size_assertion(ep: ExportedProgram) -> str | None:

@@ -70,6 +70,12 @@ KNOWN_FIXES = {
         "or model.set_experts_implementation(\"batched_mm\"))"),
 }
 
+# The kernel Inductor calls for the seeds of the random numbers it generates for the program's random ops
+# (dropout, rand, bernoulli...: ATen tags them nondeterministic_seeded): its RandomSeeds node
+# (torch/_inductor/ir.py, aten.randint.low_out on every device; fx_passes/replace_random.py fuses the seeds
+# into one inductor_seeds call) comes from no node of the program, so the wrapper names none for it.
+SEED_KERNELS = frozenset({"randint_low_out"})
+
 # C-shim functions with a device prefix that are runtime helpers, not ATen kernels.
 _HELPERS = re.compile(r"(guard|stream|caching_allocator)")
 _SHIM_CALL = re.compile(r"\baoti_torch_(cpu|cuda|xpu|mps)_(\w+)\s*\(")
@@ -100,6 +106,7 @@ class FallbackKernel:
     nodes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     complex_valued: bool = False  # one of its nodes reads or writes a complex tensor
+    dropout: bool = False  # its nodes include a dropout, which the program has only in training mode
 
     def describe(self) -> str:
         where = "; ".join(dict.fromkeys(s for s in self.sources if s)) or (
@@ -225,6 +232,19 @@ def complex_value_nodes(ep) -> list[torch.fx.Node]:
             if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and touches_complex(node)]
 
 
+def random_nodes(ep) -> list[torch.fx.Node]:
+    """The program's random ops (dropout, rand, bernoulli...), whose random numbers Inductor generates from
+    seeds that one kernel of its own makes (``SEED_KERNELS``)."""
+    return [node for node in ep.graph.nodes if node.op == "call_function"
+            and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())]
+
+
+def _is_dropout(node: torch.fx.Node) -> bool:
+    """A dropout node: torch.export keeps one only where dropout ran in training mode (eval's is the identity)."""
+    return "dropout" in str(node.target) or any(
+        "dropout" in str(kind).lower() for _, kind in (node.meta.get("nn_module_stack") or {}).values())
+
+
 def find_fallback_kernels(package_path: str, ep=None) -> list[FallbackKernel]:
     """Every ATen kernel the package's generated code calls (allowed or not), plus the complex-valued
     ops of ``ep`` (the program given to Inductor) that no call was traced back to. One entry per kernel
@@ -242,16 +262,24 @@ _GENERATED = re.compile(r"\b((?:cpp_fused|triton_\w+?_fused)_\w+)\b")
 
 def scan_kernels(package_path: str, ep=None) -> tuple[list[FallbackKernel], list[str]]:
     """(``find_fallback_kernels``, ``generated_kernel_names``) from one reading of the package's sources."""
+    return kernels_in(((text, table) for _, text, table in wrapper_sources(package_path)), ep)
+
+
+def kernels_in(sources, ep=None) -> tuple[list[FallbackKernel], list[str]]:
+    """``scan_kernels`` of wrapper sources given as (text, proxy-executor node table) pairs."""
     nodes = {n.name: n for n in ep.graph.nodes} if ep is not None else {}
     kernels: dict[str, FallbackKernel] = {}
     generated: dict[str, None] = {}
     mentioned: set[str] = set()
-    for _, text, proxy_table in wrapper_sources(package_path):
+    for text, proxy_table in sources:
         generated.update(dict.fromkeys(_GENERATED.findall(text)))
         for match in _SOURCE_NODES.finditer(text):
             mentioned.update(name.strip() for name in match.group(1).split(","))
         for name, op, source_nodes in _calls_in(text, proxy_table):
             kernel = kernels.setdefault(name, FallbackKernel(name, op))
+            if op in SEED_KERNELS and ep is not None and random_nodes(ep):
+                _attribute_to_random_nodes(kernel, ep)  # a comment before it names another kernel's nodes
+                continue
             node = _producing_node(op, source_nodes, nodes)
             if node is not None and node.name not in kernel.nodes:
                 kernel.complex_valued = kernel.complex_valued or touches_complex(node)
@@ -266,6 +294,15 @@ def scan_kernels(package_path: str, ep=None) -> tuple[list[FallbackKernel], list
             kernel.nodes.append(node.name)
             kernel.sources.append(relative_source_line(node))
     return list(kernels.values()), list(generated)
+
+
+def _attribute_to_random_nodes(kernel: FallbackKernel, ep) -> None:
+    """The seed kernel's nodes and lines: the program's random ops it makes the seeds for."""
+    for node in random_nodes(ep):
+        if node.name not in kernel.nodes:
+            kernel.nodes.append(node.name)
+            kernel.sources.append(relative_source_line(node))
+            kernel.dropout = kernel.dropout or _is_dropout(node)
 
 
 def kernels_record(missing: list[FallbackKernel], library: list[FallbackKernel]) -> list[dict]:
@@ -326,6 +363,14 @@ def missing_kernels_message(method: str, missing: list[FallbackKernel], refusal=
     lines += [f"  - {kernel.describe()}" for kernel in missing]
     lines += [f"  {op}: {fix}" for op, fix in KNOWN_FIXES.items()
               if any(op in kernel.op.replace(".", "::") for kernel in missing)]
+    seeded = [kernel for kernel in missing if kernel.op in SEED_KERNELS and kernel.nodes]
+    if seeded:
+        lines.append(f"  {seeded[0].name} makes the seeds of the random numbers Inductor generates for the program's "
+                     f"random ops ({', '.join(seeded[0].nodes)}).")
+    if any(kernel.dropout for kernel in seeded):
+        lines.append("  The program has dropout, which torch.export keeps only for a model in training mode: to lower "
+                     "for inference, call model.eval() before lowering (dropout is then the identity, and the "
+                     "kernel goes).")
     if refusal is not None:
         lines.append(refusal_line(refusal))
         # The reason says what to change: an op without a rule, or something else about the program (a
@@ -333,6 +378,9 @@ def missing_kernels_message(method: str, missing: list[FallbackKernel], refusal=
         lines.append("Change that line as the reason says (docs/ops.md lists what the pass rewrites and refuses) and "
                      "every complex kernel above goes, or pass allow_fallbacks=True to ship the ATen kernels "
                      "(a package with a proxy-executor kernel runs in torch's loader only, not in aotcuda.load).")
+    elif len(seeded) == len(missing):
+        lines.append("Keep the model's random ops out of the program (model.eval() for dropout), or pass "
+                     "allow_fallbacks=True to ship the ATen kernel.")
     else:
         lines.append("Rewrite those ops in the model (complex math is rewritten by ReplaceComplexWithRealPass; "
                      "see docs/ops.md for what it supports), or pass allow_fallbacks=True to ship the ATen kernels.")

@@ -186,7 +186,7 @@ def lower(
 def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, allow_fallbacks, inductor_configs,
                      profile, step, times) -> LoweredProgram:
     """lower()'s steps from export on, on a model and inputs already on ``device``."""
-    ep, pass_results, untraced, exported_ranges, exported_unchecked = before_compile(
+    ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed = before_compile(
         model, args, kwargs, dynamic_shapes, lambda: passes() + [make() for make in profile.enabled_passes()], step)
     refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)
     proxy_kernels = proxy_executor_kernels(ep, device.type)
@@ -208,7 +208,7 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
                 raise error
             proxy_ops = proxy_executor_ops(building)
             signature = signature_from_exported_program(ep, more_index_ranges=exported_ranges,
-                                                        more_unchecked=exported_unchecked)
+                                                        more_unchecked=exported_unchecked, narrowed=narrowed)
             # what this check found, with the model's lines, for `aotcuda inspect` (which has no program)
             signature = {**signature, "kernels": kernels_record(missing, library),
                          "state_written": state_written_in_place(ep)}
@@ -224,13 +224,15 @@ class BeforeCompile(NamedTuple):
 
     pass_results: one PassResult per pass, in order. untraced: {custom op: why its implementation could not
     be traced} (``_decomposed``). index_ranges, unchecked: ``exported_index_ranges`` of the exported program,
-    read before the decompositions rewrite eager's ops (one_hot)."""
+    read before the decompositions rewrite eager's ops (one_hot). narrowed: {symbol: why} for the root Dims
+    whose asked range the program could not keep (``exporting.with_asked_root_ranges``)."""
 
     program: ExportedProgram
     pass_results: list[PassResult]
     untraced: dict[str, str]
     index_ranges: dict
     unchecked: dict
+    narrowed: dict
 
 
 def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, dynamic_shapes=None,
@@ -240,8 +242,9 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
     passes(), the common ones; lower() adds its device profile's). step: lower()'s step timer (none by
     default). Tests use it for the program lower() would give Inductor, without compiling it."""
     step = step or _step_timer({}, None)
-    with step("export"), torch_fixes.applied("export"), export_hints():
-        ep = export_program(model, args, kwargs or {}, dynamic_shapes)
+    with step("export"), torch_fixes.applied("export"), export_hints(model):
+        narrowed: dict[str, str] = {}
+        ep = export_program(model, args, kwargs or {}, dynamic_shapes, narrowed)
         sym_ite_for_symbool_casts(ep)  # torch 2.11: before any re-trace (lowering/unbacked.py)
         _make_outputs_serializable(ep)
         convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
@@ -254,7 +257,7 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         for graph_pass in make_passes():
             ep = graph_pass(ep)
             pass_results.append(graph_pass.result)
-    return BeforeCompile(ep, pass_results, untraced, exported_ranges, exported_unchecked)
+    return BeforeCompile(ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed)
 
 
 def _decomposed(ep: ExportedProgram) -> tuple[ExportedProgram, dict[str, str]]:

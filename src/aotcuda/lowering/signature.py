@@ -10,6 +10,8 @@ runtime reads the result and never imports this module.
 
 from __future__ import annotations
 
+import re
+
 import torch
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import bound_sympy
@@ -55,6 +57,13 @@ def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dic
     }
 
 
+def _mark_narrowed(inputs: list[dict], narrowed: dict[str, str]) -> None:
+    for dim in (d for spec in inputs for d in spec["shape"] if isinstance(d, dict)):
+        why = [text for symbol, text in narrowed.items() if re.search(rf"\b{re.escape(symbol)}\b", dim["expr"])]
+        if why:
+            dim["narrowed"] = "; ".join(why)
+
+
 def mutated_user_inputs(ep) -> set[str]:
     """Names of the user inputs the program writes in place: the graph signature's USER_INPUT_MUTATION
     targets (a functionalized program, as lower() compiles), and placeholders passed as a written
@@ -74,7 +83,8 @@ def mutated_user_inputs(ep) -> set[str]:
 
 
 def signature_from_exported_program(ep, device: str | None = None, more_index_ranges: dict | None = None,
-                                    more_unchecked: dict | None = None) -> dict:
+                                    more_unchecked: dict | None = None, narrowed: dict[str, str] | None = None
+                                    ) -> dict:
     """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
 
     Inputs and outputs that ReplaceComplexWithRealPass turned into real pairs get their complex dtype in
@@ -89,6 +99,8 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
         more_unchecked: the ``index_unchecked`` lines of that program (``index_ranges(..., unchecked=)``).
             Each input's unchecked lines (inputs that reach an index the lowering cannot bound exactly)
             go to its "index_unchecked", with a UserWarning each.
+        narrowed: {symbol: why its range is narrower than the caller asked} (``BeforeCompile.narrowed``):
+            each input dim of that symbol gets it as "narrowed", which a refusal at run time says.
     """
     sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
@@ -104,6 +116,7 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
     outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints, complex_dtype)
                for name, node, complex_dtype in zip(output_names(ep), user_output_nodes, boundary.outputs)
                if hasattr(node, "meta") and isinstance(node.meta.get("val"), torch.Tensor)]
+    _mark_narrowed(inputs, narrowed or {})
     if device is not None:
         for spec in inputs + outputs:
             spec["device"] = torch.device(device).type

@@ -42,6 +42,7 @@ class DimSpec:
     min: int = 0
     max: int | None = None  # None: unbounded
     user_expr: str | None = None
+    narrowed: str | None = None  # why the range is narrower than the lowering was asked (the signature's "narrowed")
 
     def __post_init__(self):
         if self.size is not None:  # a static dim's range is its size, not the dataclass defaults [0, None]
@@ -53,7 +54,8 @@ class DimSpec:
 
     @classmethod
     def from_json(cls, dim, dim_names: dict[str, str] | None = None) -> DimSpec:
-        """A dim from the signature: a size (an int ≥ 0), or {"expr": str, "min": int, "max": int | null}.
+        """A dim from the signature: a size (an int ≥ 0), or {"expr": str, "min": int, "max": int | null} with an
+        optional "narrowed": str (shown at most NARROWED_CHARS characters).
         Raises ValueError for anything else: every field is checked here, once, so that no call meets a
         value of the wrong type later (a "max" of "64" raised a raw TypeError at every call)."""
         if _is_int(dim):
@@ -70,8 +72,12 @@ class DimSpec:
         if not (low is None or _is_int(low)) or not (high is None or _is_int(high)):
             raise ValueError(f"the dim {dim['expr']!r} has the range [{_clipped(low)}, {_clipped(high)}]; its bounds "
                              "are integers (max: null when unbounded)")
+        narrowed = dim.get("narrowed")
+        if not (narrowed is None or isinstance(narrowed, str)):
+            raise ValueError(f"the dim {dim['expr']!r} has a 'narrowed' of {_clipped(narrowed)}; it is a string")
         named = under_dim_names(dim["expr"], dim_names)
-        return cls(expr=dim["expr"], min=low or 0, max=high, user_expr=named if named != dim["expr"] else None)
+        return cls(expr=dim["expr"], min=low or 0, max=high, user_expr=named if named != dim["expr"] else None,
+                   narrowed=None if narrowed is None else clipped(narrowed, NARROWED_CHARS))
 
     @property
     def shown(self) -> str:
@@ -169,6 +175,9 @@ def _malformed(path: str, field: str, exc: Exception, kind: str | None = None) -
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+NARROWED_CHARS = 300
 
 
 def _clipped(value, limit: int = 60) -> str:
