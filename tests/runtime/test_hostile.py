@@ -235,6 +235,16 @@ def edit_entry(suffix, change):
     return lambda name, data: change(data) if name.endswith(suffix) else data
 
 
+def without_digest(edit):
+    """``edit``, with the signature's library_sha256 removed (as an older aotcuda wrote signatures)."""
+    def change(name, data):
+        if name.endswith("signature.json"):
+            return json.dumps({k: v for k, v in json.loads(data).items() if k != "library_sha256"}).encode()
+        return edit(name, data)
+
+    return change
+
+
 def with_metadata(**fields):
     return edit_entry("wrapper_metadata.json", lambda data: json.dumps({**json.loads(data), **fields}).encode())
 
@@ -261,10 +271,19 @@ DAMAGED = {
     "only its first 4 bytes": (lambda src, t: write(t, read(src)[:4]), r"is damaged or incomplete \(a truncated copy\?\)"),
     "a directory": (lambda src, t: (os.mkdir(t), t)[1], r"no AOTInductor package at '.*damaged.pt2': it is a directory"),
     "bytes flipped in the .so": (flip_bytes_inside_the_so, r"is damaged: its entry '.*wrapper.so' cannot be read \(Bad CRC"),
+    # A signature records its library's SHA-256: another library is refused before dlopen (review 6) ...
     "garbage .so": (lambda src, t: rewrite_package(src, t, edit_entry(".so", lambda d: os.urandom(len(d)))),
-                    r"cannot open the model library .*invalid ELF header.*lower the model again"),
+                    r"written for another model library .*: the package was damaged or altered.*the library was not "
+                    r"opened"),
     ".so without its model": (lambda src, t: rewrite_package(src, t, edit_entry(".so", lambda d: _empty_elf())),
-                              r"is not an AOTInductor model: it does not export AOTInductorModelContainerCreateWithDevice.*lower the model again"),
+                              r"written for another model library .*the library was not opened"),
+    # ... and without that record (a signature of an older aotcuda), dlopen's and the C ABI's checks say why
+    "garbage .so, no library digest": (
+        lambda src, t: rewrite_package(src, t, without_digest(edit_entry(".so", lambda d: os.urandom(len(d))))),
+        r"cannot open the model library .*invalid ELF header.*lower the model again"),
+    ".so without its model, no library digest": (
+        lambda src, t: rewrite_package(src, t, without_digest(edit_entry(".so", lambda d: _empty_elf()))),
+        r"is not an AOTInductor model: it does not export AOTInductorModelContainerCreateWithDevice.*lower the model again"),
     "metadata not JSON": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"{no")),
                           r"metadata .*wrapper_metadata.json is not valid JSON"),
     "metadata a list": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"[1]")),
@@ -314,8 +333,9 @@ def test_damaged_package_is_refused_and_loaded_programs_keep_working(twice, twic
 
 def test_truncated_so_is_refused_instead_of_crashing(twice_pt2, tmp_path):
     """dlopen maps a truncated .so happily; its first run then dies of SIGBUS. Run it in a child process, so
-    that a regression fails this test instead of killing the test session."""
-    path = rewrite_package(twice_pt2, tmp_path / "cut.pt2", edit_entry(".so", lambda d: d[:200_000]))
+    that a regression fails this test instead of killing the test session. The signature is one without its
+    library's digest (an older aotcuda's): with one, the digest refuses the cut library before dlopen."""
+    path = rewrite_package(twice_pt2, tmp_path / "cut.pt2", without_digest(edit_entry(".so", lambda d: d[:200_000])))
     code = textwrap.dedent(f"""
         import torch
         from aotcuda import PackageError, load
@@ -659,3 +679,34 @@ def test_a_signature_written_for_another_library_is_refused(blob_pt2, transposed
     x = torch.randn(3, 64)
     with load(stale) as program, torch.no_grad():
         torch.testing.assert_close(program(x), module(x))
+
+
+def test_a_library_other_than_the_signatures_is_refused_before_it_is_opened(twice_pt2, tmp_path):
+    """Review 6: a package whose .so was swapped for another library (here one whose constructor writes a
+    file) was opened first, so its constructor ran, and only then refused for its stale signature, with "nothing
+    was run", its pinned folder kept for the life of the process. The signature's library_sha256 is now compared
+    with the pinned copy before dlopen: the constructor never runs and the pinned copy is removed."""
+    from aotcuda.runtime import libraries
+
+    marker = tmp_path / "constructor-ran"
+    source = tmp_path / "other.c"
+    source.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void ran(void) {{ '
+                      f'FILE *f = fopen("{marker}", "w"); if (f) fclose(f); }}\n')
+    other = tmp_path / "other.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(other), str(source)], check=True, timeout=60)
+    swapped = tmp_path / "swapped.pt2"
+    entry = _so_entry(twice_pt2)
+    with zipfile.ZipFile(twice_pt2) as original, zipfile.ZipFile(swapped, "w") as archive:
+        for info in original.infolist():
+            archive.writestr(info, other.read_bytes() if info.filename == entry else original.read(info))
+    load(twice_pt2).close()  # this process's pinned folder exists
+    root = libraries._pinned_root()
+    before = sorted(os.listdir(root))
+    with pytest.raises(PackageError, match=r"signature was written for another model library .* the library was "
+                                           r"not opened"):
+        load(swapped)
+    assert not marker.exists(), "the swapped library's constructor ran"
+    assert sorted(os.listdir(root)) == before, "the refused library's pinned copy was kept"
+    with load(twice_pt2) as program:  # the genuine package still loads and computes
+        x = torch.randn(3, 4)
+        torch.testing.assert_close(program(x)[0], Twice()(x)[0])

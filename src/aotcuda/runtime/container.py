@@ -56,16 +56,18 @@ _REQUIRED = (
     "AOTInductorModelContainerGetNumOutputs",
 )
 
-def open_library(so_path: str, kind: str | None = None) -> ctypes.CDLL:
+def open_library(so_path: str, kind: str | None = None, expected_sha256: object = None) -> ctypes.CDLL:
     """dlopen a generated wrapper .so (``libloader``: safe against the libstdc++ scope crash) and declare
     the C ABI's signatures on it. With a ``kind``, the library is shared with other loads of a .so with the
-    same bytes and kind (``aotcuda.runtime.libraries``); None loads it anew.
+    same bytes and kind (``aotcuda.runtime.libraries``), and a file whose SHA-256 is not ``expected_sha256``
+    (None: any) is refused before it is opened; None loads it anew.
 
-    Raises PackageError when the file cannot be opened or lacks the model-container functions.
+    Raises PackageError when the file cannot be opened or lacks the model-container functions;
+    libraries.LibraryDigestMismatch for another digest.
     """
     if kind is None:
         return _open_and_declare(so_path)
-    return open_shared(so_path, kind, _open_and_declare)
+    return open_shared(so_path, kind, _open_and_declare, expected_sha256)
 
 
 def _open_and_declare(so_path: str) -> ctypes.CDLL:
@@ -98,8 +100,8 @@ class ModelContainer:
     """
 
     def __init__(self, so_path: str, device: str, cubin_dir: str | None, num_models: int = 1,
-                 library_kind: str | None = None):
-        self._lib = open_library(so_path, library_kind)
+                 library_kind: str | None = None, expected_sha256: object = None):
+        self._lib = open_library(so_path, library_kind, expected_sha256)
         self._handle = _Handle()
         cubin = cubin_dir.encode() if cubin_dir else None
         code = self._lib.AOTInductorModelContainerCreateWithDevice(

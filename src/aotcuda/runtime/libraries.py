@@ -51,17 +51,35 @@ ROOT_PREFIX, PACKAGE_PREFIX = "aotcuda_libraries_", "aotcuda-"  # in the tempora
 OWNER_LOCK, OWNER_FILE = "owner.lock", ".aotcuda-owner"
 
 
-def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CDLL]) -> ctypes.CDLL:
+class LibraryDigestMismatch(PackageError):
+    """The library file's SHA-256 is not the one the caller expected (``opened``: the file's): nothing of it
+    was opened, and its pinned copy is removed."""
+
+    def __init__(self, opened: str):
+        super().__init__(f"the model library's SHA-256 is {opened}, not the one expected")
+        self.opened = opened
+
+
+def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CDLL],
+                expected_sha256: object = None) -> ctypes.CDLL:
     """The library of ``so_path``, opened with ``open_library`` from a pinned copy, or the one an earlier call
     opened from a file with the same bytes and the same ``kind`` (a label that keeps libraries apart whose
     first run sets different process-wide state, e.g. AOTI's input checks).
 
-    Raises PackageError when the pinned copy cannot be made or restored, or as ``open_library`` does.
+    ``expected_sha256`` (a package signature's ``library_sha256``; None: any) is compared with the digest of
+    the pinned copy BEFORE it is opened: dlopen runs the library's constructors, so a library that is not the
+    one the signature was written for must be refused before, not after (review 6: a swapped .so ran its
+    constructor, then the load was refused as if nothing had run, and its pinned folder stayed).
+
+    Raises LibraryDigestMismatch (a PackageError) for another digest; PackageError when the pinned copy
+    cannot be made or restored, or as ``open_library`` does.
     """
     pinned = _pin_library_folder(so_path)
     keep = False
     try:
         key = (file_digest(pinned), kind)
+        if expected_sha256 is not None and expected_sha256 != key[0]:
+            raise LibraryDigestMismatch(key[0])
         with _LOCK:
             found = _LIBRARIES.get(key)
             if found is None:

@@ -55,6 +55,7 @@ from aotcuda.runtime.checks import (
 from aotcuda.runtime.complex_adapter import split_signature
 from aotcuda.runtime.aoti_checks import aoti_input_checks, latch_aoti_input_checks
 from aotcuda.runtime.container import ModelContainer
+from aotcuda.runtime.libraries import LibraryDigestMismatch
 from aotcuda.runtime.graphs import GraphRunner, per_distinct_tensor, raw_stream_function
 from aotcuda.runtime.devices import resolve_device
 from aotcuda.runtime.handles import (
@@ -137,7 +138,6 @@ class Program:
         self._grad_warning_due = True  # warn_if_inputs_require_grad: once per Program
         unchecked = package.signature is None
         self._container = self._make_container(aoti_checks=unchecked)
-        self._check_signature_library()
         self._input_names = self._container.input_names()
         self._output_names = self._container.output_names()
         self._in_spec, self._out_spec = self._load_call_spec()
@@ -168,20 +168,16 @@ class Program:
         self._stream_of = raw_stream_function(self._device) if self._device.type == "cuda" else None
         self._fast_paths()
 
-    def _check_signature_library(self) -> None:
-        """Refuse (PackageError) a signature written for another model library than the one loaded: the checks
+    def _stale_signature(self, opened: str) -> PackageError:
+        """The refusal of a signature written for another model library than the package holds: the checks
         would pass inputs of its shapes and dtypes to generated code that reads others (past a buffer's end).
-        Signatures without ``library_sha256`` (older aotcuda) are trusted as before."""
-        recorded = (self._package.signature or {}).get("library_sha256")
-        opened = self._container.library_sha256
-        if recorded is None or opened is None or recorded == opened:
-            return
-        self._container.delete()
+        Found before the library is opened (``libraries.open_shared``), so that nothing of it ran."""
+        recorded = self._package.signature.get("library_sha256")
         shown = repr(recorded)[:80] if not isinstance(recorded, str) else f"{recorded[:16]}..."
-        raise PackageError(f"{self._package.path!r}: its aotcuda signature was written for another model library "
-                           f"(SHA-256 {shown}) than the one it holds ({opened[:16]}...): the signature is stale, or "
-                           "the package was altered; nothing was run. Lower the model again, or write the signature "
-                           "again with write_signature (without its library_sha256)")
+        return PackageError(f"{self._package.path!r}: its aotcuda signature was written for another model library "
+                            f"(SHA-256 {shown}) than the one it holds ({opened[:16]}...): the package was damaged or "
+                            "altered, or the signature is stale; the library was not opened. Lower the model again, or "
+                            "write the signature again with write_signature (without its library_sha256)")
 
     def _make_container(self, aoti_checks: bool) -> ModelContainer:
         """The model container, on a library shared with other loads of the same .so. A package whose inputs
@@ -201,9 +197,15 @@ class Program:
         return self._new_container("")
 
     def _new_container(self, kind: str) -> ModelContainer:
+        """A model container on the package's library, refused before the library is opened where the signature
+        records another library's SHA-256 (signatures without ``library_sha256``, from older aotcuda, are
+        trusted as before)."""
         package = self._package
-        container = ModelContainer(package.so_path, str(self._device), package.model_dir,
-                                   library_kind=kind)
+        try:
+            container = ModelContainer(package.so_path, str(self._device), package.model_dir, library_kind=kind,
+                                       expected_sha256=(package.signature or {}).get("library_sha256"))
+        except LibraryDigestMismatch as mismatch:
+            raise self._stale_signature(mismatch.opened) from None
         if package.blob_path:
             container.load_constants_blob(package.blob_path)
         return container
