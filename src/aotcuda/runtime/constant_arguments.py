@@ -205,7 +205,10 @@ def _constants(recorded, in_spec, names: list[str | None]) -> tuple[ConstantInpu
         return ()
     values = {leaf: value for leaf, value in values.items() if 0 <= leaf < in_spec.num_leaves}
     whole = _whole_arguments(in_spec, names)
-    shown = leaf_names(in_spec)
+    try:
+        shown = leaf_names(in_spec)
+    except ValueError:  # a container type registered with torch's pytree without key paths
+        shown = [f"#{leaf}" for leaf in range(in_spec.num_leaves)]
     constants = []
     for leaf, value in sorted(values.items()):
         parameter, position = whole.get(leaf, (None, None))
