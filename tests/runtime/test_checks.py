@@ -180,7 +180,8 @@ def test_a_value_that_is_not_a_tensor_gets_the_conversion_to_the_tensor_the_prog
     given[index] = value
     label = f"input '{POSITION[index].name}' \\(#{index}\\)"
     with pytest.raises(InputError, match=rf"{label} must be a torch.Tensor, got {type(value).__name__}; the program "
-                                         rf"takes a tensor of shape {re.escape(POSITION[index].shape_text())} and dtype "
+                                         rf"takes a tensor of shape {re.escape(POSITION[index].shape_text())} and "
+                                         rf"dtype "
                                          rf"{POSITION[index].dtype} on cpu, e.g. {re.escape(advice)}$"):
         check_inputs(given, POSITION, [], CPU, 2)
     given[index] = eval(advice, {"torch": torch, "value": value})

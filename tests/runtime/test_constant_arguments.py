@@ -147,3 +147,32 @@ def test_a_package_without_forwards_parameters_behaves_as_before(scaled_pt2, tmp
             program(t, 2.0, True)
         with pytest.raises(InputError, match=r"keyword arguments \['shift'\] .*does not record forward's parameters"):
             program(t, shift=1.0)
+
+
+def _arguments(kwargs, parameters, constants):
+    """ConstantArguments of forward(x, **kwargs) exported with a tensor x and ``kwargs`` (no compile)."""
+    from torch.utils._pytree import tree_flatten
+
+    from aotcuda.runtime.constant_arguments import ConstantArguments
+
+    in_spec = tree_flatten(((torch.zeros(1),), kwargs))[1]
+    return ConstantArguments({"forward_parameters": parameters, "constant_inputs": constants}, in_spec, ["x"])
+
+
+def test_a_constant_without_a_default_must_be_passed():
+    arguments = _arguments({"scale": 2.0}, [{"name": "x", "positional": True, "has_default": False},
+                                            {"name": "scale", "positional": True, "has_default": False}],
+                           [{"leaf": 1, "value": 2.0}])
+    args, kwargs = arguments.bind((torch.zeros(1),), {})
+    with pytest.raises(InputError, match=r"'scale' \(the program computes with 2.0; the module's forward has no "
+                                         r"default for it, so eager needs it passed\); pass scale=2.0"):
+        arguments.check([args[0], kwargs["scale"]])
+    assert arguments.bind((torch.zeros(1), 2.0), {})[1] == {"scale": 2.0}
+
+
+def test_a_nested_constant_is_named_by_its_path():
+    arguments = _arguments({"extra": {"scale": 2.0}}, None, [{"leaf": 1, "value": 2.0}])
+    assert arguments.shown() == {"extra['scale']": 2.0}
+    with pytest.raises(InputError, match=r"argument \"extra\['scale'\]\" is 3.0, but the program was exported with "
+                                         r"2.0 there .*; pass 2.0, or lower"):
+        arguments.check([torch.zeros(1), 3.0])

@@ -75,7 +75,8 @@ def test_program_names_are_those_of_its_specs(twice_pt2, twice_unsigned_pt2):
     output_specs do, not as the container's arg0_1 / output0; without a signature they are the container's."""
     with load(twice_pt2) as program:
         assert program.input_names == tuple(spec.name for spec in program.input_specs) == ("x",)
-        assert program.output_names == tuple(spec.name for spec in program.output_specs) == ("out[0]", "out[1]", "out[2]")
+        assert program.output_names == tuple(spec.name for spec in program.output_specs) \
+            == ("out[0]", "out[1]", "out[2]")
         assert program._input_names != ["x"]  # the container's own, kept for the checks
     with load(twice_unsigned_pt2) as program:
         assert program.input_names == tuple(program._container.input_names())

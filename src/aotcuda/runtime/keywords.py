@@ -7,7 +7,8 @@ with the names recorded in aotcuda's signature entry (or, for older packages, th
 of inputs that are one tensor each, which torch.export takes from forward's parameters).
 
 When the structure still differs, ``structure_difference`` names the first place, in the caller's terms
-("input 'x' (#0) is a list of 2, expected a tensor", as every input check names an input), instead of printing two TreeSpecs.
+("input 'x' (#0) is a list of 2, expected a tensor", as every input check names an input), instead of
+printing two TreeSpecs.
 """
 
 from __future__ import annotations

@@ -118,9 +118,9 @@ class Program:
     (the specs' names, in the container's order: ``execute`` and ``bind`` take their inputs in that order;
     the container's own names, ``arg5_1``, without a signature), ``constant_inputs`` (``{"scale": 2.0}``:
     the non-tensor arguments fixed at lowering, which the program computes with whatever a call passes:
-    ``aotcuda.runtime.constant_arguments``), ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``. Complex inputs and outputs of the user's program
-    (real pairs in the package) are passed and returned as complex tensors, and their specs say so
-    (``aotcuda.runtime.complex_adapter``).
+    ``aotcuda.runtime.constant_arguments``), ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``.
+    Complex inputs and outputs of the user's program (real pairs in the package) are passed and returned as
+    complex tensors, and their specs say so (``aotcuda.runtime.complex_adapter``).
     """
 
     def __init__(self, package: ExtractedPackage, *, device=None, cuda_graphs: bool = False,
