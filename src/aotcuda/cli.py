@@ -540,16 +540,30 @@ def _clip(text, limit: int = SHOWN_CHARS) -> str:
 
 
 def _constant_inputs_line(signature: dict) -> str | None:
-    """One line naming the non-tensor inputs fixed at export (``use_cache=False``), which a call may leave
-    out or repeat but not change; None when there are none."""
+    """One line naming the non-tensor arguments fixed at lowering (``scale=2.0 (module default 1.0)``), which
+    the program computes with whatever a call passes; None when there are none. Forward's defaults come from
+    the signature's "forward_parameters" (absent in older packages: then not shown)."""
+    from aotcuda.runtime.constant_arguments import argument_name
+
     recorded = signature.get("constant_inputs") or []
     recorded = [entry for entry in recorded if isinstance(entry, dict)] if isinstance(recorded, list) else []
     if not recorded:
         return None
-    shown_values = ", ".join(f"{entry.get('name', '#' + str(entry.get('leaf')))}={entry.get('value')!r}"
-                             for entry in recorded[:SHOWN_ROWS])
-    return (f"constant inputs (fixed at export; a call may leave them out or pass the same value): "
-            f"{shown(_clip(shown_values, 5 * SHOWN_CHARS))}")
+    parameters = signature.get("forward_parameters")
+    defaults = {p["name"]: p for p in parameters if isinstance(p, dict) and isinstance(p.get("name"), str)} \
+        if isinstance(parameters, list) else None
+    arg_names = signature.get("forward_arg_names") if isinstance(signature.get("forward_arg_names"), list) else []
+    shown_values = []
+    for entry in recorded[:SHOWN_ROWS]:
+        name = argument_name(str(entry.get("name", f"#{entry.get('leaf')}")), arg_names)
+        text = f"{name}={entry.get('value')!r}"
+        parameter = defaults.get(name) if defaults is not None else None
+        if defaults is not None and "[" not in name:
+            text += (f" (module default {parameter['default']!r})" if parameter is not None and "default" in parameter
+                     else " (module default: none recorded)")
+        shown_values.append(text)
+    return (f"arguments fixed at lowering (the program computes with these values whatever a call passes): "
+            f"{shown(_clip(', '.join(shown_values), 5 * SHOWN_CHARS))}")
 
 
 def _listed(value) -> list:

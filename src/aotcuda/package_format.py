@@ -19,6 +19,17 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
      "forward_arg_names": ["x", ...],   # forward's argument names, positional first (optional; torch's
                                         # ModuleCallSignature.forward_arg_names): lets a Program take a
                                         # positional argument by keyword, p(x=t), as ep.module() does
+     "forward_parameters": [{"name": "scale", "positional": true, "has_default": true, "default": 1.0}, ...],
+                                        # (optional) every named parameter of the exported module's forward,
+                                        # in order, with its default where JSON holds it (lowering/
+                                        # signature.py forward_parameters): the runtime binds extra positional
+                                        # arguments by it and compares left-out and left-at-default arguments
+                                        # with the defaults (runtime/constant_arguments.py). Older packages
+                                        # lack it and are called as before
+     "constant_inputs": [{"leaf": 1, "value": 2.0, "name": "'scale'"}, ...],
+                                        # (optional) the non-tensor arguments torch.export specialized into
+                                        # the program: their place among the flat leaves of the (args, kwargs)
+                                        # input spec, the exported value, the argument as the caller writes it
      "pytree_types": [{"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
                        "module": "transformers.modeling_outputs"}, ...],
                                         # (optional) container types of the input/output pytree specs

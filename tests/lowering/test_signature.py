@@ -121,3 +121,20 @@ def test_dim_names_name_plain_and_derived_dims_by_the_users_dims():
     x = next(iter(ep.graph.find_nodes(op="placeholder"))).meta["val"]
     assert [under_dim_names(str(size), names) for size in x.shape] == ["batch", "2*n"]
     assert sorted(names.values()) == ["batch", "n"]
+
+
+def test_forward_parameters_record_positions_and_json_defaults():
+    """What the runtime binds a call by (runtime/constant_arguments.py): positional parameters until *args,
+    defaults that JSON holds, and has_default for one it does not (a tensor)."""
+    from aotcuda.lowering.signature import forward_parameters
+
+    class Model(torch.nn.Module):
+        def forward(self, x, scale=1.0, *rest, mode: str = "a", table=torch.ones(1), flag=None, **extra):
+            return x
+
+    assert forward_parameters(Model()) == [
+        {"name": "x", "positional": True, "has_default": False},
+        {"name": "scale", "positional": True, "has_default": True, "default": 1.0},
+        {"name": "mode", "positional": False, "has_default": True, "default": "a"},
+        {"name": "table", "positional": False, "has_default": True},
+        {"name": "flag", "positional": False, "has_default": True, "default": None}]

@@ -40,3 +40,22 @@ def stateful_pt2(tmp_path_factory):
     from runtime_programs import stateful_package
 
     return stateful_package(tmp_path_factory.mktemp("stateful") / "stateful.pt2")
+
+
+@pytest.fixture(scope="session")
+def scaled_pt2(tmp_path_factory):
+    """Scaled lowered by aotcuda.lower with the keywords scale=2.0, use_relu=True (neither forward's default)."""
+    import aotcuda
+    from runtime_programs import Scaled
+
+    path = tmp_path_factory.mktemp("scaled") / "scaled.pt2"
+    aotcuda.lower(Scaled(), (torch.randn(3, 4),), {"scale": 2.0, "use_relu": True}, device="cpu", package_path=path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def scaled_default_pt2(tmp_path_factory):
+    """Scaled exported with scale=1.0 (its default) passed positionally, use_relu left at its default."""
+    from runtime_programs import Scaled
+
+    return build_package(Scaled(), (torch.randn(3, 4), 1.0), tmp_path_factory.mktemp("scaled1") / "scaled.pt2")

@@ -31,6 +31,14 @@ class Structured(torch.nn.Module):
         return {"h": h, "pair": (extra["scale"] * h, x.sum(-1))}
 
 
+class Scaled(torch.nn.Module):
+    """Python-scalar arguments with defaults, each of which changes the answer (the new-user trial's model)."""
+
+    def forward(self, x, scale: float = 1.0, use_relu: bool = False):
+        y = x * scale
+        return y.relu() if use_relu else y
+
+
 BATCH = torch.export.Dim("batch", min=2, max=64)
 
 
@@ -40,7 +48,7 @@ def build_package(module, args, path, *, kwargs=None, dynamic_shapes=None, signe
     ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes)
     torch._inductor.aoti_compile_and_package(ep, package_path=str(path), inductor_configs=inductor_configs)
     if signed:
-        write_signature(path, signature_from_exported_program(ep, device))
+        write_signature(path, signature_from_exported_program(ep, device, module=module))
     return str(path)
 
 

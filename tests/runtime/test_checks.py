@@ -179,3 +179,33 @@ def test_a_range_narrowed_at_lowering_is_refused_with_why_not_with_widen_the_dim
     with pytest.raises(ValueError, match="'narrowed'"):
         TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu",
                               "shape": [{"expr": "s1", "min": 2, "max": 8, "narrowed": ["not", "text"]}]})
+
+
+POSITION = [TensorSpec.from_json({"name": "pos", "dtype": "int64", "device": "cpu", "shape": [1]}),
+            TensorSpec.from_json({"name": "grid", "dtype": "float32", "device": "cpu", "shape": [2, 3]})]
+
+
+@pytest.mark.parametrize("index, value, advice", [
+    (0, 3, "torch.tensor([3], dtype=torch.int64)"),         # torch.as_tensor(3) would have shape ()
+    (1, 0.5, "torch.full((2, 3), 0.5, dtype=torch.float32)"),
+    (1, [[1, 2, 3], [4, 5, 6]], "torch.as_tensor(value, dtype=torch.float32)"),
+])
+def test_a_value_that_is_not_a_tensor_gets_the_conversion_to_the_tensor_the_program_takes(index, value, advice):
+    """The advice, run as written, gives a tensor the checks accept (the trial's int 3 for a (1,) position)."""
+    given = [torch.tensor([1]), torch.zeros(2, 3)]
+    given[index] = value
+    label = f"input '{POSITION[index].name}' \\(#{index}\\)"
+    with pytest.raises(InputError, match=rf"{label} must be a torch.Tensor, got {type(value).__name__}; the program "
+                                         rf"takes a tensor of shape {re.escape(POSITION[index].shape_text())} and "
+                                         rf"dtype "
+                                         rf"{POSITION[index].dtype} on cpu, e.g. {re.escape(advice)}$"):
+        check_inputs(given, POSITION, [], CPU, 2)
+    given[index] = eval(advice, {"torch": torch, "value": value})
+    check_inputs(given, POSITION, [], CPU, 2)
+
+
+def test_none_is_named_a_missing_input_with_the_tensor_wanted():
+    with pytest.raises(InputError, match=r"^input 'pos' \(#0\) is None: the input is missing; the program takes a "
+                                         r"tensor of shape \(1,\) and dtype torch.int64 on cpu there$") as caught:
+        check_inputs([None, torch.zeros(2, 3)], POSITION, [], CPU, 2)
+    assert "as_tensor" not in str(caught.value)

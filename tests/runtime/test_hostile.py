@@ -50,7 +50,13 @@ BAD_CALLS = {
     "lone tensor to execute": (lambda p: p.execute(torch.randn(3, 4)), r"execute\(\) takes its inputs as a list.*\[tensor"),
     "unknown keyword": (lambda p: p(y=torch.randn(3, 4)), r"keyword arguments \[.y.\] do not match.*call it as the exported module was called"),
     "python float": (lambda p: p(1.0), r"input 'x' \(#0\) must be a torch.Tensor, got float"),
-    "numpy array": (lambda p: p(np.ones((3, 4), np.float32)), r"got ndarray; convert it with torch.as_tensor"),
+    "None": (lambda p: p(None), r"input 'x' \(#0\) is None: the input is missing; the program takes a tensor of "
+                                r"shape \(batch in \[2, 64\], 4\) and dtype torch.float32 on cpu there"),
+    "None to execute": (lambda p: p.execute([None]), r"input 'x' \(#0\) is None: the input is missing; the program "
+                                                     r"takes a tensor of shape \(batch in \[2, 64\], 4\)"),
+    "numpy array": (lambda p: p(np.ones((3, 4), np.float32)),
+                    r"got ndarray; the program takes a tensor of shape \(batch in \[2, 64\], 4\) and dtype torch.float32 "
+                    r"on cpu, e.g. torch.as_tensor\(value, dtype=torch.float32\)"),
     "float64": (lambda p: p(torch.randn(3, 4, dtype=torch.float64)), r"dtype torch.float64.*exported with torch.float32.*\.to\("),
     "int64": (lambda p: p(torch.ones(3, 4, dtype=torch.int64)), r"dtype torch.int64.*torch.float32"),
     "meta device": (lambda p: p(torch.empty(3, 4, device="meta")), r"is on meta, but the program runs on cpu.*\.to\('cpu'\)"),

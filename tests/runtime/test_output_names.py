@@ -68,3 +68,16 @@ def test_a_package_with_fx_node_output_names_still_loads_runs_and_inspects(twice
     result = CliRunner().invoke(main, ["inspect", old], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     assert _table_names(result.output, "outputs") == ["mul", "add", "mul"]
+
+
+def test_program_names_are_those_of_its_specs(twice_pt2, twice_unsigned_pt2):
+    """input_names / output_names (the order execute and bind take and give) read as input_specs and
+    output_specs do, not as the container's arg0_1 / output0; without a signature they are the container's."""
+    with load(twice_pt2) as program:
+        assert program.input_names == tuple(spec.name for spec in program.input_specs) == ("x",)
+        assert program.output_names == tuple(spec.name for spec in program.output_specs) \
+            == ("out[0]", "out[1]", "out[2]")
+        assert program._input_names != ["x"]  # the container's own, kept for the checks
+    with load(twice_unsigned_pt2) as program:
+        assert program.input_names == tuple(program._container.input_names())
+        assert program.output_names == tuple(program._container.output_names())

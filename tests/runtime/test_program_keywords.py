@@ -37,8 +37,9 @@ def test_every_argument_by_keyword_in_any_order(structured):
     x, scale = torch.randn(5, 4), torch.randn(5, 3)
     with torch.no_grad():
         expected = module(x, {"scale": scale}, use_cache=False)  # as exported
-    assert_outputs_equal(program(extra={"scale": scale}, x=x), expected)
-    assert_outputs_equal(program(x, extra={"scale": scale}), expected)
+    assert_outputs_equal(program(extra={"scale": scale}, use_cache=False, x=x), expected)
+    assert_outputs_equal(program(x, extra={"scale": scale}, use_cache=False), expected)
+    assert_outputs_equal(program(x, {"scale": scale}, False), expected)  # positionally, as eager binds them
 
 
 def test_the_signature_records_forward_argument_names(structured):
@@ -46,21 +47,26 @@ def test_the_signature_records_forward_argument_names(structured):
     assert program._package.signature["forward_arg_names"] == ["x", "extra", "use_cache"]
 
 
-def test_a_constant_keyword_may_be_left_out_or_repeated_but_not_changed(structured):
-    """use_cache=False was specialized into the package: leaving it out or passing False runs the program;
-    passing True would silently answer for False (eager's True adds 1), so it is refused, naming both."""
+def test_a_constant_keyword_may_be_repeated_but_not_changed_nor_left_out(structured):
+    """use_cache=False was specialized into the package: passing False runs the program; passing True would
+    silently answer for False (eager's True adds 1), so it is refused, naming both; and so is leaving it out,
+    where eager computes with forward's default True (this test let that run before the trial found it)."""
     program, module = structured
     assert program._package.signature["constant_inputs"] == [{"leaf": 2, "value": False, "name": "'use_cache'"}]
     x, scale = torch.randn(5, 4), torch.randn(5, 3)
     with torch.no_grad():
         expected = module(x, {"scale": scale}, use_cache=False)
-    assert_outputs_equal(program(x, extra={"scale": scale}), expected)
+        assert not torch.allclose(module(x, {"scale": scale})["h"], expected["h"])
     assert_outputs_equal(program(x, extra={"scale": scale}, use_cache=False), expected)
+    with pytest.raises(InputError, match=r"argument left out where the program was exported with another value than "
+                                         r"the module's default: 'use_cache' \(the program computes with False; eager "
+                                         r"with the module's default True\); pass use_cache=False"):
+        program(x, extra={"scale": scale})
     for other in (True, None, 0):
         with pytest.raises(InputError, match=rf"argument 'use_cache' is {other!r}, but the program was exported with "
                                              r"False there and computes with that value whatever is passed"):
             program(x, extra={"scale": scale}, use_cache=other)
-    assert_outputs_equal(program(x, extra={"scale": scale}), expected)  # still usable
+    assert_outputs_equal(program(x, extra={"scale": scale}, use_cache=False), expected)  # still usable
 
 
 @pytest.mark.parametrize("call, message", [
@@ -68,8 +74,8 @@ def test_a_constant_keyword_may_be_left_out_or_repeated_but_not_changed(structur
     (lambda p: p(y=torch.randn(3, 4)), r"keyword arguments \['y'\] do not match the exported module's: the program takes x"),
     (lambda p: p(torch.randn(3, 4), outputs=[torch.empty(3, 4)] * 3),
      r"keyword arguments \['outputs'\] do not match .*output buffers go to program.execute\(inputs, outputs=\[...\]\)"),
-    (lambda p: p([torch.randn(3, 4)]), r"input #0 \('x'\) is a list of 1, expected a tensor"),
-    (lambda p: p(x=(torch.randn(3, 4), torch.randn(3, 4))), r"input #0 \('x'\) is a tuple of 2, expected a tensor"),
+    (lambda p: p([torch.randn(3, 4)]), r"input 'x' \(#0\) is a list of 1, expected a tensor"),
+    (lambda p: p(x=(torch.randn(3, 4), torch.randn(3, 4))), r"input 'x' \(#0\) is a tuple of 2, expected a tensor"),
 ])
 def test_bad_keyword_calls_name_the_argument(twice, call, message):
     with pytest.raises(InputError, match=message) as caught:
@@ -98,5 +104,5 @@ def test_inspect_lists_the_constant_inputs(structured_pt2):
 
     result = CliRunner().invoke(main, ["inspect", structured_pt2[0]], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
-    assert "constant inputs (fixed at export; a call may leave them out or pass the same value): " \
-           "'use_cache'=False" in result.output
+    assert "arguments fixed at lowering (the program computes with these values whatever a call passes): " \
+           "use_cache=False (module default True)" in result.output

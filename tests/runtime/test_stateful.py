@@ -51,6 +51,28 @@ def test_mutated_buffers_of_every_shape_class_persist_over_calls(stateful_pt2, l
         assert got[0][0, 0].item() == pytest.approx(x[0, 0].item() * call)  # the (1,) step counter
 
 
+def test_state_is_per_loaded_program_and_a_new_load_starts_over(stateful_pt2):
+    """docs/usage.md's promise (the trial's t4_kv found none): two Programs of one package, alive together and
+    called in turn, each hold their own state as two eager modules do; a rejected call leaves it as it was; a
+    new load starts from the state the module had at lowering."""
+    first, second = aotcuda.load(stateful_pt2), aotcuda.load(stateful_pt2)
+    eager_first, calls = _eager_and_inputs(1)
+    eager_second, _ = _eager_and_inputs(1)
+    for x, cache, idx in calls:
+        _assert_same_outputs(first(x, cache.clone(), idx), eager_first(x, cache.clone(), idx))
+    x, cache, idx = calls[0]
+    with pytest.raises(InputError):
+        first(x, cache.clone(), idx.to(torch.int32))
+    _assert_same_outputs(second(x, cache.clone(), idx), eager_second(x, cache.clone(), idx))  # its own: step 1
+    _assert_same_outputs(first(x, cache.clone(), idx), eager_first(x, cache.clone(), idx))  # step 4, not 5
+    first.close()
+    again, (fresh, _) = aotcuda.load(stateful_pt2), _eager_and_inputs(1)
+    _assert_same_outputs(again(x, cache.clone(), idx), fresh(x, cache.clone(), idx))  # starts over: step 1
+    assert again(x, cache.clone(), idx)[1].item() == 2
+    again.close()
+    second.close()
+
+
 def _layouts():
     return {
         "contiguous": lambda base: base,

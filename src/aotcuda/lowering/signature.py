@@ -10,7 +10,11 @@ runtime reads the result and never imports this module.
 
 from __future__ import annotations
 
+<<<<<<< HEAD
 import re
+=======
+import inspect
+>>>>>>> msgs
 
 import torch
 from torch.utils._sympy.numbers import int_oo
@@ -83,8 +87,12 @@ def mutated_user_inputs(ep) -> set[str]:
 
 
 def signature_from_exported_program(ep, device: str | None = None, more_index_ranges: dict | None = None,
+<<<<<<< HEAD
                                     more_unchecked: dict | None = None, narrowed: dict[str, str] | None = None
                                     ) -> dict:
+=======
+                                    more_unchecked: dict | None = None, module: torch.nn.Module | None = None) -> dict:
+>>>>>>> msgs
     """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
 
     Inputs and outputs that ReplaceComplexWithRealPass turned into real pairs get their complex dtype in
@@ -99,8 +107,14 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
         more_unchecked: the ``index_unchecked`` lines of that program (``index_ranges(..., unchecked=)``).
             Each input's unchecked lines (inputs that reach an index the lowering cannot bound exactly)
             go to its "index_unchecked", with a UserWarning each.
+<<<<<<< HEAD
         narrowed: {symbol: why its range is narrower than the caller asked} (``BeforeCompile.narrowed``):
             each input dim of that symbol gets it as "narrowed", which a refusal at run time says.
+=======
+        module: the module that was exported: its forward's parameters and their defaults go to
+            "forward_parameters" (``forward_parameters``), which the runtime compares a call's left-out and
+            extra arguments with. None: not recorded (the runtime then treats the package as an older one).
+>>>>>>> msgs
     """
     sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
@@ -144,6 +158,9 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
             for entry in constants:
                 entry["name"] = names[entry["leaf"]]
         signature["constant_inputs"] = constants
+    parameters = forward_parameters(module) if module is not None else None
+    if parameters is not None:
+        signature["forward_parameters"] = parameters
     call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
     arg_names = getattr(call_signature, "forward_arg_names", None)
     if arg_names:
@@ -184,6 +201,35 @@ def constant_inputs(graph_signature) -> list[dict]:
     user = [spec for spec in graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
     return [{"leaf": leaf, "value": spec.arg.value} for leaf, spec in enumerate(user)
             if isinstance(spec.arg, ConstantArgument) and _plain_value(spec.arg.value)]
+
+
+def forward_parameters(module: torch.nn.Module) -> list[dict] | None:
+    """forward's named parameters as ``{"name", "positional", "default"?, "has_default"}``, in order.
+
+    torch.export keeps only the arguments the example call passed (``forward_arg_names``): a default the
+    call left out, or one that a passed constant replaced, is not in the ExportedProgram. The runtime needs
+    it to tell a left-out argument that eager would compute with its default (``scale=1.0``) from one the
+    package computes with another value (exported with ``scale=2.0``). "positional": it may be passed by
+    position (before any ``*args``); "default": a default that JSON holds (None, bool, int, float, str),
+    absent when forward has none or another kind ("has_default" says which). None when forward's
+    signature cannot be read (a builtin).
+    """
+    try:
+        parameters = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    recorded, positional = [], True
+    for parameter in parameters:
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            positional = positional and parameter.kind is parameter.VAR_KEYWORD  # after *args: keyword-only
+            continue
+        entry = {"name": parameter.name, "positional": positional and parameter.kind in (
+                 parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD),
+                 "has_default": parameter.default is not parameter.empty}
+        if entry["has_default"] and _plain_value(parameter.default):
+            entry["default"] = parameter.default
+        recorded.append(entry)
+    return recorded
 
 
 def _plain_value(value) -> bool:

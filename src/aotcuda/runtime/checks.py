@@ -53,6 +53,8 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
     bindings, bound_by = {}, {}
     for index, tensor in enumerate(tensors):
         label = _label(specs, names, index)
+        if not isinstance(tensor, torch.Tensor):
+            raise _not_a_tensor(tensor, specs[index] if specs else None, label, device)
         _check_tensor_on_device(tensor, device, label, InputError, f"move it there first, e.g. tensor.to({str(device)!r})")
         if specs:
             _check_tensor(tensor, specs[index], label, bindings, bound_by)
@@ -143,10 +145,34 @@ def _bytes_of(mask: torch.Tensor, tensor: torch.Tensor, base: int) -> torch.Tens
                            tensor.data_ptr() - base)
 
 
+def _not_a_tensor(value, spec: TensorSpec | None, label: str, device: torch.device) -> InputError:
+    """The InputError for an input that is not a tensor, with the tensor the program wants there: its shape,
+    dtype and device, and a conversion that gives that tensor (``torch.as_tensor(3)`` has shape (), not the
+    (1,) a program may take; None is a missing input, not a value to convert)."""
+    on = "" if device.type == "cpu" else f", device={str(device)!r}"
+    wanted = (f"a tensor of shape {spec.shape_text()} and dtype {spec.dtype} on {device}" if spec is not None
+              else f"a tensor on {device}")
+    if value is None:
+        return InputError(f"{label} is None: the input is missing; the program takes {wanted} there")
+    example = None
+    static = spec is not None and all(dim.size is not None for dim in spec.dims)
+    if spec is not None and isinstance(value, (bool, int, float, complex)):
+        shape = tuple(dim.size for dim in spec.dims)
+        if static and all(size == 1 for size in shape):  # one element: the value in as many brackets as dims
+            example = f"torch.tensor({'[' * len(shape)}{value!r}{']' * len(shape)}, dtype={spec.dtype}{on})"
+        elif static:
+            example = f"torch.full({shape!r}, {value!r}, dtype={spec.dtype}{on})"
+    elif spec is not None:  # a list, a numpy array: its own shape, which must be the wanted one
+        example = f"torch.as_tensor(value, dtype={spec.dtype}{on})"
+    else:
+        example = f"torch.as_tensor(value{on})"
+    return InputError(f"{label} must be a torch.Tensor, got {type(value).__name__}; the program takes {wanted}"
+                      + (f", e.g. {example}" if example else ""))
+
+
 def _check_tensor_on_device(value, device: torch.device, label: str, error: type, fix: str) -> None:
-    if not isinstance(value, torch.Tensor):
-        hint = "convert it with torch.as_tensor" if error is InputError else "allocate one, e.g. with torch.empty"
-        raise error(f"{label} must be a torch.Tensor, got {type(value).__name__}; {hint}")
+    if not isinstance(value, torch.Tensor):  # inputs: _not_a_tensor, first
+        raise error(f"{label} must be a torch.Tensor, got {type(value).__name__}; allocate one, e.g. with torch.empty")
     if value.is_nested:  # strided ones pass the layout test, then fail in torch ("doesn't support sizes")
         raise error(f"{label} is a nested tensor (torch.nested), but the program takes dense tensors of one shape; "
                     "pass a dense one, e.g. torch.nested.to_padded_tensor(tensor, 0.0), or each component in a call")

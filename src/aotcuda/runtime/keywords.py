@@ -7,7 +7,8 @@ with the names recorded in aotcuda's signature entry (or, for older packages, th
 of inputs that are one tensor each, which torch.export takes from forward's parameters).
 
 When the structure still differs, ``structure_difference`` names the first place, in the caller's terms
-("input #0 ('x') is a list of 2, expected a tensor"), instead of printing two TreeSpecs.
+("input 'x' (#0) is a list of 2, expected a tensor", as every input check names an input), instead of
+printing two TreeSpecs.
 """
 
 from __future__ import annotations
@@ -53,12 +54,14 @@ def positional_names(in_spec, signature: dict | None, input_specs) -> list[str |
     return names
 
 
-def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None]) -> tuple[tuple, dict]:
+def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None],
+                  unknown_hint: str = "") -> tuple[tuple, dict]:
     """(positional arguments, keyword arguments in the spec's order), with keywords that name a positional
     parameter moved to its position.
 
     Raises InputError for too many or missing positional arguments, one argument given twice, and
-    unknown or missing keywords; each message says what the program takes.
+    unknown or missing keywords; each message says what the program takes (``unknown_hint``: added to the
+    unknown-keyword message).
     """
     args_spec, kwargs_spec = _args_and_kwargs_specs(in_spec)
     if args_spec is None:
@@ -85,7 +88,7 @@ def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None]) -
         buffers = ("; caller-provided output buffers go to program.execute(inputs, outputs=[...])"
                    if "outputs" in unknown or "out" in unknown else "")
         raise InputError(f"keyword arguments {unknown} do not match the exported module's: the program takes "
-                         f"{takes}; call it as the exported module was called{buffers}")
+                         f"{takes}; call it as the exported module was called{buffers}{unknown_hint}")
     absent = [i for i, value in enumerate(slots) if value is _MISSING]
     if absent:
         if not set(kwargs) & set(filter(None, names)):  # nothing bound by keyword: a count problem
@@ -98,39 +101,6 @@ def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None]) -
         raise InputError(f"missing keyword argument(s) {lacking}: the program takes {takes}; "
                          "call it as the exported module was called")
     return tuple(slots), {key: rest[key] for key in keywords}
-
-
-def fill_constant_keywords(kwargs: dict, in_spec, constants: dict[int, object]) -> dict:
-    """``kwargs`` with every keyword the caller left out whose leaves are all constant inputs filled with
-    the exported values (``use_cache=False`` need not be passed again: the package has it baked in)."""
-    args_spec, kwargs_spec = _args_and_kwargs_specs(in_spec)
-    if args_spec is None or not constants:
-        return kwargs
-    import torch.utils._pytree as pytree
-
-    filled, leaf = dict(kwargs), args_spec.num_leaves
-    for key, child in zip(kwargs_spec.context, _children(kwargs_spec)):
-        leaves = range(leaf, leaf + child.num_leaves)
-        if key not in filled and child.num_leaves and all(i in constants for i in leaves):
-            filled[key] = pytree.tree_unflatten([constants[i] for i in leaves], child)
-        leaf += child.num_leaves
-    return filled
-
-
-def check_constant_leaves(flat: list, constants: dict[int, object], in_spec) -> None:
-    """Refuse a call that passes another value where the program was exported with a constant: the
-    package computes with the exported value, so ``use_cache=True`` on a ``use_cache=False`` package
-    would silently answer for False. ``flat``: the call's leaves, already checked to have ``in_spec``.
-
-    Raises InputError naming the argument (``leaf_names``), both values and the fix.
-    """
-    for leaf, value in constants.items():
-        given = flat[leaf]
-        if type(given) is type(value) and (given == value or given != given and value != value):  # nan == nan
-            continue
-        raise InputError(f"argument {leaf_names(in_spec)[leaf]} is {given!r}, but the program was exported with "
-                         f"{value!r} there and computes with that value whatever is passed; pass {value!r} "
-                         "(or leave a keyword out), or lower the model again with the value you need")
 
 
 def leaf_names(in_spec) -> list[str]:
@@ -184,7 +154,7 @@ def structure_difference(given, expected, names: list[str | None]) -> str:
     expected_args, expected_kwargs = _args_and_kwargs_specs(expected)
     if given_args is None or expected_args is None:
         return f"the arguments are structured as {given}, but the program was exported with {expected}"
-    pairs = [(f"input #{i}" + (f" ({names[i]!r})" if i < len(names) and names[i] else ""), g, e)
+    pairs = [((f"input {names[i]!r} (#{i})" if i < len(names) and names[i] else f"input #{i}"), g, e)
              for i, (g, e) in enumerate(zip(_children(given_args), _children(expected_args)))]
     pairs += [(f"keyword input {key!r}", g, e)
               for key, g, e in zip(expected_kwargs.context, _children(given_kwargs), _children(expected_kwargs))]

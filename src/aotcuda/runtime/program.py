@@ -69,13 +69,8 @@ from aotcuda.runtime.handles import (
 )
 from aotcuda.runtime.index_ranges import IndexRangeChecks
 from aotcuda.runtime.lifetime import OPENMP, CallGate
-from aotcuda.runtime.keywords import (
-    bind_keywords,
-    check_constant_leaves,
-    fill_constant_keywords,
-    positional_names,
-    structure_difference,
-)
+from aotcuda.runtime.constant_arguments import ConstantArguments
+from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
 from aotcuda.runtime.specs import specs_from_signature
@@ -120,10 +115,13 @@ class Program:
     """A loaded AOTI package. Build it with ``aotcuda.load``.
 
     Read-only info: ``package_path``, ``device``, ``input_specs`` / ``output_specs`` (TensorSpec per flat
-    input/output, or None when the package has no aotcuda signature), ``input_names``, ``output_names``,
-    ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``. Complex inputs and outputs of the user's program
-    (real pairs in the package) are passed and returned as complex tensors, and their specs say so
-    (``aotcuda.runtime.complex_adapter``).
+    input/output, or None when the package has no aotcuda signature), ``input_names`` / ``output_names``
+    (the specs' names, in the container's order: ``execute`` and ``bind`` take their inputs in that order;
+    the container's own names, ``arg5_1``, without a signature), ``constant_inputs`` (``{"scale": 2.0}``:
+    the non-tensor arguments fixed at lowering, which the program computes with whatever a call passes:
+    ``aotcuda.runtime.constant_arguments``), ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``.
+    Complex inputs and outputs of the user's program (real pairs in the package) are passed and returned as
+    complex tensors, and their specs say so (``aotcuda.runtime.complex_adapter``).
     """
 
     def __init__(self, package: ExtractedPackage, *, device=None, cuda_graphs: bool = False,
@@ -161,7 +159,7 @@ class Program:
         self._input_labels = tuple(spec.name for spec in self._input_specs or ()) or tuple(self._input_names)
         self._graphs = GraphRunner(self._run, self._device, mutated=self._written) if cuda_graphs else None
         self._arg_names = None
-        self._constants: dict[int, object] | None = None
+        self._constants: ConstantArguments | None = None
         self._accepted = AcceptedSignatures(self._input_specs, self._device, self.num_inputs)
         self._output_array = handle_array_type(self.num_outputs)
         self._stealer = OutputStealer(self.num_outputs)
@@ -216,8 +214,13 @@ class Program:
     device = property(lambda self: self._device)
     input_specs = property(lambda self: self._input_specs)
     output_specs = property(lambda self: self._output_specs)
-    input_names = property(lambda self: tuple(self._input_names))
-    output_names = property(lambda self: tuple(self._output_names))
+    # The names a user reads: those of input_specs / output_specs (forward's parameter, the place in its
+    # result: "x", "out['logits']"); the container's own ("arg5_1", "output0") only where there is no usable
+    # signature. The container's stay in self._input_names / self._output_names for the checks.
+    input_names = property(lambda self: self._input_labels)
+    output_names = property(lambda self: tuple(spec.name for spec in self._output_specs) if self._output_specs
+                            else tuple(self._output_names))
+    constant_inputs = property(lambda self: self._constant_arguments().shown() if self._in_spec is not None else {})
     num_inputs = property(lambda self: self._container.num_inputs)
     num_outputs = property(lambda self: self._container.num_outputs)
     cuda_graphs = property(lambda self: self._graphs is not None)
@@ -278,29 +281,26 @@ class Program:
             if kwargs:
                 raise InputError("this package has no input pytree spec: pass its inputs positionally")
             return list(args)
-        constants = self._constant_inputs()
-        kwargs = fill_constant_keywords(kwargs, self._in_spec, constants)
-        args, kwargs = bind_keywords(args, kwargs, self._in_spec, self._positional_names())
+        constants = self._constant_arguments()
+        args, kwargs = constants.bind(args, kwargs)
+        args, kwargs = bind_keywords(args, kwargs, self._in_spec, self._positional_names(),
+                                     constants.unknown_keyword_hint())
         flat, spec = pytree.tree_flatten((args, kwargs))
         if spec != self._in_spec:
             raise InputError(f"{structure_difference(spec, self._in_spec, self._positional_names())}; "
                              "call it as the exported module was called")
-        if constants:
-            check_constant_leaves(flat, constants, self._in_spec)
+        if constants.constants:
+            constants.check(flat)
         if len(flat) == self.num_inputs:
             return flat  # every leaf is an input: a non-tensor there is an error that check_inputs names
         # Non-tensor leaves (ints, floats) were specialized into the program at export: they are not inputs.
         return [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
 
-    def _constant_inputs(self) -> dict[int, object]:
-        """{flat leaf index: exported value} of the constant inputs the signature records (none in older
-        packages: those accept any value there, as torch's loader does)."""
+    def _constant_arguments(self) -> ConstantArguments:
+        """The constant inputs the signature records and forward's parameters (none in older packages:
+        those accept any value there, as torch's loader does), read once."""
         if self._constants is None:
-            recorded = (self._package.signature or {}).get("constant_inputs") or []
-            try:
-                self._constants = {int(entry["leaf"]): entry["value"] for entry in recorded}
-            except (TypeError, KeyError, ValueError):
-                self._constants = {}
+            self._constants = ConstantArguments(self._package.signature, self._in_spec, self._positional_names())
         return self._constants
 
     def _positional_names(self) -> list[str | None]:

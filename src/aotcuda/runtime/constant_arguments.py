@@ -1,0 +1,246 @@
+"""The non-tensor arguments a package was lowered with (``scale=2.0``, ``use_cache=False``), against a call's.
+
+torch.export specializes a Python scalar argument into the program: the package computes with the exported
+value whatever a call passes. Eager computes with what the call passes, or with forward's default when the
+call leaves the argument out. So a call is run only where eager would compute the same thing:
+
+- an argument passed with the exported value runs (by keyword, or by position as ``inspect.Signature.bind``
+  binds it: ``p(x, 2.0, True)`` for ``forward(x, scale=1.0, use_relu=False)``);
+- one left out runs where the exported value is forward's default, and is refused where it is not (or
+  where forward has no default): eager would compute with the default, the package with the exported value;
+- one the example call left out (so the package computes with forward's default) runs when passed with
+  the default, and is refused with another value.
+
+Every refusal is an InputError naming the argument, the value the program computes with, forward's
+default and the fix. The defaults come from the signature's "forward_parameters", which aotcuda.lower
+records since this check; a package without it (an older aotcuda, or a signature written without the
+module) behaves as before: a left-out keyword is filled with the exported value, a left-out positional
+constant or an argument the package does not take is refused as a count or unknown-keyword error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aotcuda.errors import InputError
+from aotcuda.runtime.keywords import _args_and_kwargs_specs, _children, leaf_names
+
+_NO_DEFAULT = object()
+_LEFT_OUT = object()  # bind's mark of a constant left out where eager computes with another value
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One of forward's named parameters, as the signature records it."""
+
+    name: str
+    positional: bool
+    default: object = _NO_DEFAULT  # _NO_DEFAULT: none, or one the package could not record (has_default)
+    has_default: bool = False
+
+
+@dataclass(frozen=True)
+class ConstantInput:
+    """A non-tensor input fixed at lowering: its flat leaf, value and name as the caller writes it
+    (``scale``, ``extra['scale']``); ``parameter``/``position``: forward's parameter and its place among
+    the exported positional arguments, for a constant that is a whole argument (else None)."""
+
+    leaf: int
+    value: object
+    name: str
+    parameter: str | None = None
+    position: int | None = None
+
+
+def same_value(given, value) -> bool:
+    """The check a passed constant must pass: the same type and value (``0`` is not ``False``; nan is nan)."""
+    return type(given) is type(value) and (given == value or (given != given and value != value))
+
+
+class ConstantArguments:
+    """A package's constant inputs and forward's parameters, read once from its signature (both checked
+    for their types here: the signature is package content)."""
+
+    def __init__(self, signature: dict | None, in_spec, positional_names: list[str | None]):
+        self._in_spec, self._names = in_spec, positional_names
+        self.parameters = _parameters((signature or {}).get("forward_parameters"))
+        self.constants = _constants((signature or {}).get("constant_inputs"), in_spec, positional_names)
+        self.values = {c.leaf: c.value for c in self.constants}
+        self._by_name = {p.name: p for p in self.parameters or ()}
+
+    def unknown_keyword_hint(self) -> str:
+        """What bind_keywords adds to its unknown-keyword message: a package that does not record forward's
+        parameters cannot tell an argument left at its default at lowering from a misspelt one."""
+        if self.parameters is not None:
+            return ""
+        return ("; this package does not record forward's parameters (lowered by an older aotcuda, or not by "
+                "aotcuda.lower), so an argument the example call left out cannot be passed, even with its default: "
+                "leave it out, or lower the model again to accept it")
+
+    def shown(self) -> dict[str, object]:
+        """{argument as the caller writes it: value} of every constant input (``Program.constant_inputs``)."""
+        return {c.name: c.value for c in self.constants}
+
+    def bind(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """(args, kwargs) with forward's parameters bound as eager binds them: positional arguments past
+        the exported ones moved to their parameter's keyword, arguments the program has no input for (left
+        at forward's default at lowering) checked against that default and dropped, and left-out
+        constants filled with the exported value where that is forward's default (else marked, for
+        ``check`` to refuse). Raises InputError."""
+        args_spec, kwargs_spec = _args_and_kwargs_specs(self._in_spec)
+        if args_spec is None:
+            return args, kwargs
+        kwargs = dict(kwargs)
+        if self.parameters is not None:
+            args = self._positional_to_keywords(args, kwargs, args_spec.num_children)
+            self._drop_defaults_left_at_lowering(kwargs, set(kwargs_spec.context))
+        for constant in self.constants:
+            if constant.parameter is None or self._given(constant, args, kwargs):
+                continue
+            keyword = constant.parameter if constant.position is None else self._names[constant.position]
+            parameter = self._by_name.get(constant.parameter)
+            if self.parameters is None:  # an older package: keywords filled with the exported value, as before
+                if constant.position is None:
+                    kwargs[keyword] = constant.value
+            elif keyword is not None:  # check() refuses a left-out one after bind_keywords named missing tensors
+                left_out = parameter is None or not same_value(constant.value, parameter.default)
+                kwargs[keyword] = _LEFT_OUT if left_out else constant.value
+        return args, kwargs
+
+    def check(self, flat: list) -> None:
+        """Refuse a call that passes another value where the program was exported with a constant: the
+        package computes with the exported value, so ``use_cache=True`` on a ``use_cache=False`` package
+        would silently answer for False; and one that ``bind`` found left out where eager would compute
+        with another value. ``flat``: the call's leaves, already checked to have the spec."""
+        left_out = [(c, self._by_name.get(c.parameter)) for c in self.constants if flat[c.leaf] is _LEFT_OUT]
+        if left_out:
+            raise InputError(_left_out_message(left_out))
+        for constant in self.constants:
+            given = flat[constant.leaf]
+            if same_value(given, constant.value):
+                continue
+            parameter = self._by_name.get(constant.parameter) if constant.parameter else None
+            may_leave_out = (self.parameters is None and constant.parameter and constant.position is None) or (
+                parameter is not None and same_value(constant.value, parameter.default))
+            fix = f"pass {_assignment(constant)}" + (" or leave it out" if may_leave_out else "")
+            raise InputError(f"argument {constant.name!r} is {given!r}, but the program was exported with "
+                             f"{constant.value!r} there and computes with that value whatever is passed; {fix}, "
+                             "or lower the model again with the value you need")
+
+    def _given(self, constant: ConstantInput, args: tuple, kwargs: dict) -> bool:
+        if constant.position is None:
+            return constant.parameter in kwargs
+        return constant.position < len(args) or self._names[constant.position] in kwargs
+
+    def _positional_to_keywords(self, args: tuple, kwargs: dict, count: int) -> tuple:
+        """Positional arguments past the ``count`` exported ones, bound by forward's parameter order."""
+        positional = [p for p in self.parameters if p.positional]
+        if len(args) <= count or len(args) > len(positional):
+            return args  # bind_keywords names a count problem
+        for position in range(count, len(args)):
+            name = positional[position].name
+            if name in kwargs:
+                raise InputError(f"argument {name!r} given twice, as positional #{position} and by keyword")
+            kwargs[name] = args[position]
+        return args[:count]
+
+    def _drop_defaults_left_at_lowering(self, kwargs: dict, keywords: set[str]) -> None:
+        """Keywords the program has no input for but forward has as a parameter: the example call left them
+        out, so the program computes with forward's default. That value runs; another is refused."""
+        taken = keywords | set(filter(None, self._names))
+        for key in [k for k in kwargs if k not in taken and k in self._by_name]:
+            parameter, value = self._by_name[key], kwargs[key]
+            if parameter.has_default and same_value(value, parameter.default):
+                del kwargs[key]
+                continue
+            if not parameter.has_default:
+                continue  # forward needs it, yet the program does not take it: bind_keywords refuses it
+            default = "" if parameter.default is _NO_DEFAULT else f" {parameter.default!r}"
+            leave = f"leave it out (or pass{default})" if default else "leave it out"
+            raise InputError(f"argument {key!r} is {value!r}, but the program was exported with {key}'s default"
+                             f"{default} (the example call left it out) and computes with that value whatever is "
+                             f"passed; {leave}, or lower the model again with {key}={value!r} in kwargs")
+
+
+def _left_out_message(refused: list[tuple[ConstantInput, Parameter | None]]) -> str:
+    described = []
+    for constant, parameter in refused:
+        if parameter is None or not parameter.has_default:
+            eager = "the module's forward has no default for it, so eager needs it passed"
+        elif parameter.default is _NO_DEFAULT:
+            eager = "eager with the module's default, which the package does not record"
+        else:
+            eager = f"eager with the module's default {parameter.default!r}"
+        described.append(f"{constant.name!r} (the program computes with {constant.value!r}; {eager})")
+    several = len(refused) > 1
+    return (f"argument{'s' if several else ''} left out where the program was exported with another value than "
+            f"the module's default: {', '.join(described)}; pass {', '.join(_assignment(c) for c, _ in refused)}, "
+            f"or lower the model again with the value{'s' if several else ''} you want")
+
+
+def _assignment(constant: ConstantInput) -> str:
+    return f"{constant.parameter}={constant.value!r}" if constant.parameter else repr(constant.value)
+
+
+def _parameters(recorded) -> list[Parameter] | None:
+    if not isinstance(recorded, list):
+        return None
+    parameters = []
+    for entry in recorded:
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str)):
+            return None  # malformed: treated as not recorded, as an older package
+        has_default = entry.get("has_default") is True or "default" in entry
+        parameters.append(Parameter(entry["name"], entry.get("positional") is True,
+                                    entry["default"] if "default" in entry else _NO_DEFAULT, has_default))
+    return parameters
+
+
+def _constants(recorded, in_spec, names: list[str | None]) -> tuple[ConstantInput, ...]:
+    """The signature's "constant_inputs" ({"leaf", "value"}), each named and placed from the input spec."""
+    if not isinstance(recorded, list) or in_spec is None:
+        return ()
+    try:
+        values = {int(entry["leaf"]): entry["value"] for entry in recorded}
+    except (TypeError, KeyError, ValueError):
+        return ()
+    values = {leaf: value for leaf, value in values.items() if 0 <= leaf < in_spec.num_leaves}
+    whole = _whole_arguments(in_spec, names)
+    try:
+        shown = leaf_names(in_spec)
+    except ValueError:  # a container type registered with torch's pytree without key paths
+        shown = [f"#{leaf}" for leaf in range(in_spec.num_leaves)]
+    constants = []
+    for leaf, value in sorted(values.items()):
+        parameter, position = whole.get(leaf, (None, None))
+        name = parameter or (names[position] if position is not None and position < len(names) else None)
+        constants.append(ConstantInput(leaf, value, name or argument_name(shown[leaf]), parameter or name, position))
+    return tuple(constants)
+
+
+def _whole_arguments(in_spec, names: list[str | None]) -> dict[int, tuple[str | None, int | None]]:
+    """{flat leaf: (keyword, None) or (None, position)} of the arguments that are one leaf each."""
+    args_spec, kwargs_spec = _args_and_kwargs_specs(in_spec)
+    if args_spec is None:
+        return {}
+    whole, leaf = {}, 0
+    for position, child in enumerate(_children(args_spec)):
+        if child.is_leaf():
+            whole[leaf] = (None, position)
+        leaf += child.num_leaves
+    for key, child in zip(kwargs_spec.context, _children(kwargs_spec)):
+        if child.is_leaf():
+            whole[leaf] = (key, None)
+        leaf += child.num_leaves
+    return whole
+
+
+def argument_name(name: str, arg_names: list | None = None) -> str:
+    """A leaf name of ``keywords.leaf_names`` (what the signature's "constant_inputs" record) as the caller
+    writes the argument: ``'scale'`` → scale, ``'extra'['scale']`` → extra['scale'], ``#1`` → forward's
+    second argument name where ``arg_names`` (its "forward_arg_names") has it."""
+    if name.startswith("#") and name[1:].isdigit() and arg_names and int(name[1:]) < len(arg_names):
+        return str(arg_names[int(name[1:])])
+    if name.startswith("'"):
+        key, _, rest = name[1:].partition("'")
+        return key + rest
+    return name

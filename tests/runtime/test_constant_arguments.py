@@ -1,0 +1,178 @@
+"""Python-scalar arguments fixed at lowering, against eager (the new-user trial's t8/t9): a call runs only where
+eager computes what the package computes; left-out, positional and extra arguments bind as eager binds them.
+
+scaled_pt2: ``forward(x, scale=1.0, use_relu=False)`` lowered with scale=2.0, use_relu=True (keywords);
+scaled_default_pt2: the same exported with scale=1.0 passed positionally, use_relu left at its default."""
+
+import json
+import zipfile
+
+import pytest
+import torch
+from click.testing import CliRunner
+from runtime_programs import Scaled
+
+from aotcuda.errors import InputError
+from aotcuda.package_format import write_signature
+from aotcuda.runtime.package import read_signature
+from aotcuda.runtime.program import load
+
+EAGER = Scaled()
+
+
+@pytest.fixture(scope="module")
+def scaled(scaled_pt2):
+    with load(scaled_pt2) as program:
+        yield program
+
+
+@pytest.fixture(scope="module")
+def scaled_default(scaled_default_pt2):
+    with load(scaled_default_pt2) as program:
+        yield program
+
+
+def x():
+    return torch.randn(3, 4)
+
+
+@pytest.mark.parametrize("call", [
+    lambda p, t: p(t, scale=2.0, use_relu=True),
+    lambda p, t: p(t, 2.0, True),           # positional, as eager binds them
+    lambda p, t: p(t, 2.0, use_relu=True),
+    lambda p, t: p(x=t, use_relu=True, scale=2.0),
+])
+def test_the_exported_values_run_like_eager_by_keyword_or_position(scaled, call):
+    t = x()
+    torch.testing.assert_close(call(scaled, t), EAGER(t, 2.0, True))
+
+
+@pytest.mark.parametrize("kwargs, left_out", [
+    ({}, ["scale", "use_relu"]),
+    ({"scale": 2.0}, ["use_relu"]),
+    ({"use_relu": True}, ["scale"]),
+])
+def test_leaving_out_an_argument_exported_with_another_value_than_its_default_is_refused(scaled, kwargs, left_out):
+    """Eager's m(x) computes x; the package would compute relu(2x): refused, naming each argument, the value the
+    program computes with, forward's default and the fix."""
+    t = x()
+    assert not torch.allclose(EAGER(t, **kwargs), EAGER(t, 2.0, True))  # the silent case the trial found
+    with pytest.raises(InputError) as caught:
+        scaled(t, **kwargs)
+    message = str(caught.value)
+    exported, default = {"scale": (2.0, 1.0), "use_relu": (True, False)}, []
+    for name in left_out:
+        assert f"'{name}' (the program computes with {exported[name][0]!r}; eager with the module's default " \
+               f"{exported[name][1]!r})" in message
+    assert f"pass {', '.join(f'{name}={exported[name][0]!r}' for name in left_out)}, or lower the model again" \
+        in message
+    torch.testing.assert_close(scaled(t, scale=2.0, use_relu=True), EAGER(t, 2.0, True))  # still usable
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda p, t: p(t, scale=3.0, use_relu=True), r"argument 'scale' is 3.0, but the program was exported with 2.0 "
+                                                   r"there .*; pass scale=2.0, or lower the model again"),
+    (lambda p, t: p(t, 3.0, True), r"argument 'scale' is 3.0, but the program was exported with 2.0"),
+    (lambda p, t: p(t, 2.0, False), r"argument 'use_relu' is False, but the program was exported with True"),
+    (lambda p, t: p(t, 2.0, scale=2.0), r"argument 'scale' given twice, as positional #1 and by keyword"),
+])
+def test_another_value_positional_or_keyword_is_refused_with_one_message(scaled, call, message):
+    with pytest.raises(InputError, match=message) as caught:
+        call(scaled, x())
+    assert "leave" not in str(caught.value)  # leaving it out is refused too: not offered as a fix
+
+
+def test_program_and_inspect_show_the_arguments_fixed_at_lowering(scaled, scaled_pt2):
+    from aotcuda.cli import main
+
+    assert scaled.constant_inputs == {"scale": 2.0, "use_relu": True}
+    result = CliRunner().invoke(main, ["inspect", scaled_pt2], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "arguments fixed at lowering (the program computes with these values whatever a call passes): " \
+           "scale=2.0 (module default 1.0), use_relu=True (module default False)" in result.output
+
+
+def test_the_lowering_records_forwards_parameters(scaled):
+    assert scaled._package.signature["forward_parameters"] == [
+        {"name": "x", "positional": True, "has_default": False},
+        {"name": "scale", "positional": True, "has_default": True, "default": 1.0},
+        {"name": "use_relu", "positional": True, "has_default": True, "default": False}]
+
+
+@pytest.mark.parametrize("call", [
+    lambda p, t: p(t),                               # the positional constant equals forward's default: filled
+    lambda p, t: p(t, 1.0),
+    lambda p, t: p(t, scale=1.0),
+    lambda p, t: p(t, use_relu=False),               # left at its default at lowering: that value runs
+    lambda p, t: p(t, 1.0, False),
+    lambda p, t: p(t, scale=1.0, use_relu=False),
+])
+def test_values_equal_to_forwards_defaults_run_like_eager(scaled_default, call):
+    t = x()
+    torch.testing.assert_close(call(scaled_default, t), EAGER(t))
+
+
+def test_another_value_for_an_argument_left_at_its_default_is_refused(scaled_default):
+    """The example call left use_relu out: the program computes with forward's default, False."""
+    for call in (lambda t: scaled_default(t, use_relu=True), lambda t: scaled_default(t, 1.0, True)):
+        with pytest.raises(InputError, match=r"argument 'use_relu' is True, but the program was exported with "
+                                             r"use_relu's default False \(the example call left it out\) .*; leave "
+                                             r"it out \(or pass False\), or lower the model again with "
+                                             r"use_relu=True in kwargs"):
+            call(x())
+    with pytest.raises(InputError, match=r"argument 'scale' is 3.0, but the program was exported with 1.0 there "
+                                         r".*; pass scale=1.0 or leave it out, or lower"):
+        scaled_default(x(), scale=3.0)
+    with pytest.raises(InputError, match=r"keyword arguments \['shift'\] do not match"):
+        scaled_default(x(), shift=1.0)  # not forward's: unknown, as before
+
+
+def test_a_package_without_forwards_parameters_behaves_as_before(scaled_pt2, tmp_path):
+    """Packages lowered before the parameters were recorded: a left-out keyword is filled with the exported
+    value (what they did), other values are still refused, positional constants give the count error."""
+    path = tmp_path / "older.pt2"
+    path.write_bytes(open(scaled_pt2, "rb").read())
+    signature = read_signature(str(path))
+    del signature["forward_parameters"]
+    write_signature(path, signature)
+    with zipfile.ZipFile(path) as archive:
+        assert "forward_parameters" not in json.loads(archive.read(next(n for n in archive.namelist()
+                                                                       if n.endswith("aotcuda/signature.json"))))
+    t = x()
+    with load(path) as program:
+        torch.testing.assert_close(program(t), EAGER(t, 2.0, True))
+        with pytest.raises(InputError, match=r"argument 'scale' is 3.0, .*; pass scale=2.0 or leave it out"):
+            program(t, scale=3.0)
+        with pytest.raises(InputError, match=r"takes 1 positional argument\(s\) \(x\), got 3"):
+            program(t, 2.0, True)
+        with pytest.raises(InputError, match=r"keyword arguments \['shift'\] .*does not record forward's parameters"):
+            program(t, shift=1.0)
+
+
+def _arguments(kwargs, parameters, constants):
+    """ConstantArguments of forward(x, **kwargs) exported with a tensor x and ``kwargs`` (no compile)."""
+    from torch.utils._pytree import tree_flatten
+
+    from aotcuda.runtime.constant_arguments import ConstantArguments
+
+    in_spec = tree_flatten(((torch.zeros(1),), kwargs))[1]
+    return ConstantArguments({"forward_parameters": parameters, "constant_inputs": constants}, in_spec, ["x"])
+
+
+def test_a_constant_without_a_default_must_be_passed():
+    arguments = _arguments({"scale": 2.0}, [{"name": "x", "positional": True, "has_default": False},
+                                            {"name": "scale", "positional": True, "has_default": False}],
+                           [{"leaf": 1, "value": 2.0}])
+    args, kwargs = arguments.bind((torch.zeros(1),), {})
+    with pytest.raises(InputError, match=r"'scale' \(the program computes with 2.0; the module's forward has no "
+                                         r"default for it, so eager needs it passed\); pass scale=2.0"):
+        arguments.check([args[0], kwargs["scale"]])
+    assert arguments.bind((torch.zeros(1), 2.0), {})[1] == {"scale": 2.0}
+
+
+def test_a_nested_constant_is_named_by_its_path():
+    arguments = _arguments({"extra": {"scale": 2.0}}, None, [{"leaf": 1, "value": 2.0}])
+    assert arguments.shown() == {"extra['scale']": 2.0}
+    with pytest.raises(InputError, match=r"argument \"extra\['scale'\]\" is 3.0, but the program was exported with "
+                                         r"2.0 there .*; pass 2.0, or lower"):
+        arguments.check([torch.zeros(1), 3.0])
