@@ -208,11 +208,8 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
                 raise error
             proxy_ops = proxy_executor_ops(building)
             signature = signature_from_exported_program(ep, more_index_ranges=exported_ranges,
-<<<<<<< HEAD
-                                                        more_unchecked=exported_unchecked, narrowed=narrowed)
-=======
-                                                        more_unchecked=exported_unchecked, module=model)
->>>>>>> msgs
+                                                        more_unchecked=exported_unchecked, narrowed=narrowed,
+                                                        module=model)
             # what this check found, with the model's lines, for `aotcuda inspect` (which has no program)
             signature = {**signature, "kernels": kernels_record(missing, library),
                          "state_written": state_written_in_place(ep)}

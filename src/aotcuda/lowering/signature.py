@@ -10,11 +10,8 @@ runtime reads the result and never imports this module.
 
 from __future__ import annotations
 
-<<<<<<< HEAD
-import re
-=======
 import inspect
->>>>>>> msgs
+import re
 
 import torch
 from torch.utils._sympy.numbers import int_oo
@@ -87,12 +84,8 @@ def mutated_user_inputs(ep) -> set[str]:
 
 
 def signature_from_exported_program(ep, device: str | None = None, more_index_ranges: dict | None = None,
-<<<<<<< HEAD
-                                    more_unchecked: dict | None = None, narrowed: dict[str, str] | None = None
-                                    ) -> dict:
-=======
-                                    more_unchecked: dict | None = None, module: torch.nn.Module | None = None) -> dict:
->>>>>>> msgs
+                                    more_unchecked: dict | None = None, narrowed: dict[str, str] | None = None,
+                                    module: torch.nn.Module | None = None) -> dict:
     """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
 
     Inputs and outputs that ReplaceComplexWithRealPass turned into real pairs get their complex dtype in
@@ -107,14 +100,11 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
         more_unchecked: the ``index_unchecked`` lines of that program (``index_ranges(..., unchecked=)``).
             Each input's unchecked lines (inputs that reach an index the lowering cannot bound exactly)
             go to its "index_unchecked", with a UserWarning each.
-<<<<<<< HEAD
         narrowed: {symbol: why its range is narrower than the caller asked} (``BeforeCompile.narrowed``):
             each input dim of that symbol gets it as "narrowed", which a refusal at run time says.
-=======
         module: the module that was exported: its forward's parameters and their defaults go to
             "forward_parameters" (``forward_parameters``), which the runtime compares a call's left-out and
             extra arguments with. None: not recorded (the runtime then treats the package as an older one).
->>>>>>> msgs
     """
     sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
