@@ -895,6 +895,21 @@ def test_an_inputs_pickle_of_many_views_is_refused_before_torch_load_runs_it(tmp
     _refused(deflated, r"deflated.pt'?: its pickle 'archive/data.pkl' would inflate from 0.0 MiB to 1.2 MiB "
                        r".*more than the 200x limit")
     assert time.monotonic() - started < 20  # the scan stops at the bound: ~1 s here
+    # Each entry named data.pkl is counted (torch reads the one under the first entry's folder), in one reading of
+    # the directory.
+    with zipfile.ZipFile(stored) as source, zipfile.ZipFile(tmp_path / "second.pt", "w") as second:
+        second.writestr("archive/data.pkl", _pickle_of(tmp_path, torch.ones(2)))
+        for info in source.infolist():
+            if info.filename != "archive/data.pkl":
+                second.writestr(info.filename, source.read(info))
+        second.writestr("other/data.pkl", source.read("archive/data.pkl"))
+    _refused(tmp_path / "second.pt", r"its pickle 'other/data.pkl' would build more than 500,000 objects")
+
+
+def _pickle_of(tmp_path, value) -> bytes:
+    torch.save(value, tmp_path / "value.pt")
+    with zipfile.ZipFile(tmp_path / "value.pt") as archive:
+        return archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
 
 
 def test_an_inputs_pickle_over_its_size_or_opcode_bound_is_refused_before_torch_load(tmp_path, monkeypatch):
@@ -907,7 +922,7 @@ def test_an_inputs_pickle_over_its_size_or_opcode_bound_is_refused_before_torch_
     large = _views_file(tmp_path / "large.pt", 20_000)
     references = _views_file(tmp_path / "references.pt", 0, tail=b"h\x01" * 20_000 + b".")
     _no_torch_load(monkeypatch)
-    _refused(large, r"large.pt: its pickle 'archive/data.pkl' is 0.1 MiB, more than the 0 MiB .*nothing of it was run")
+    _refused(large, r"large.pt: its pickle \('archive/data.pkl'\) takes 0.1 MiB, more than the 0 MiB .*nothing of it was run")
     _refused(references, r"its pickle 'archive/data.pkl' runs more than 10,000 pickle opcodes")
 
 

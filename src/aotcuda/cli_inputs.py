@@ -372,38 +372,44 @@ def _check_pickles(path: str, handle, infos: list[zipfile.ZipInfo], limits) -> N
     archive ratio from READ_RATIO_FLOOR (as a package's JSON), or whose opcodes would build more objects, or run
     more opcodes, than inputs of MAX_INPUTS_VALUES values need (``aotcuda.pickle_count``)."""
     from aotcuda.errors import PackageError
-    from aotcuda.pickle_count import count_pickle
     from aotcuda.runtime.archive import READ_RATIO_FLOOR, MiB, check_ratio
 
     fix = ("save the inputs with torch.save as a tuple of tensors or {'args': (...), 'kwargs': {...}}, holding at "
            f"most {MAX_INPUTS_VALUES:,} values")
-    for info in infos:
-        if info.filename.rpartition("/")[2] != "data.pkl":
-            continue
-        if info.file_size > MAX_INPUTS_PICKLE_BYTES:
-            raise _refuse(f"{path}: its pickle {info.filename!r} is {info.file_size / MiB:.1f} MiB, more than the "
-                          f"{MAX_INPUTS_PICKLE_BYTES / MiB:.0f} MiB that inputs of {MAX_INPUTS_VALUES:,} values need "
-                          f"(torch.save writes ~9 MB for 100,000 tensors); nothing of it was run: {fix}")
-        try:
-            check_ratio(path, f"its pickle {info.filename!r}", info.file_size, info.compress_size, limits,
-                        READ_RATIO_FLOOR)
-            with zipfile.ZipFile(handle) as archive, archive.open(info) as source:
-                data = source.read(MAX_INPUTS_PICKLE_BYTES + 1)
-        except PackageError as exc:
-            raise _refuse(str(exc)) from None
-        except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-            raise _refuse(f"{path}: its pickle {info.filename!r} cannot be read ({exc}): the file is damaged; "
-                          "save the inputs again with torch.save") from None
-        finally:
-            handle.seek(0)
-        count = count_pickle(data, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES)
-        if count.stopped:
-            what = (f"would build more than {MAX_INPUTS_PICKLE_OBJECTS:,} objects (tensors, their storages and "
-                    "hooks, items of lists and dicts)" if count.objects > MAX_INPUTS_PICKLE_OBJECTS else
-                    f"runs more than {MAX_INPUTS_PICKLE_OPCODES:,} pickle opcodes")
-            raise _refuse(f"{path}: its pickle {info.filename!r} {what}, counted from its opcodes before torch.load "
-                          f"ran any (at least {count.objects:,} objects in {count.opcodes:,} opcodes): more than "
-                          f"inputs of {MAX_INPUTS_VALUES:,} values need, so nothing of it was run; {fix}")
+    pickles = [info for info in infos if info.filename.rpartition("/")[2] == "data.pkl"]
+    size = sum(info.file_size for info in pickles)  # together: one reading of the directory reads them all
+    if size > MAX_INPUTS_PICKLE_BYTES:
+        raise _refuse(f"{path}: its pickle{'s' if len(pickles) > 1 else ''} ({pickles[0].filename!r}"
+                      f"{' and more' if len(pickles) > 1 else ''}) take{'' if len(pickles) > 1 else 's'} {size / MiB:.1f} MiB, more than the "
+                      f"{MAX_INPUTS_PICKLE_BYTES / MiB:.0f} MiB that inputs of {MAX_INPUTS_VALUES:,} values need "
+                      f"(torch.save writes ~9 MB for 100,000 tensors); nothing of it was run: {fix}")
+    try:
+        with zipfile.ZipFile(handle) as archive:
+            for info in pickles:
+                check_ratio(path, f"its pickle {info.filename!r}", info.file_size, info.compress_size, limits,
+                            READ_RATIO_FLOOR)
+                with archive.open(info) as source:
+                    _check_pickle(path, info.filename, source.read(MAX_INPUTS_PICKLE_BYTES + 1), fix)
+    except PackageError as exc:
+        raise _refuse(str(exc)) from None
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise _refuse(f"{path}: its pickle cannot be read ({exc}): the file is damaged; save the inputs again with "
+                      "torch.save") from None
+    finally:
+        handle.seek(0)
+
+
+def _check_pickle(path: str, name: str, data: bytes, fix: str) -> None:
+    from aotcuda.pickle_count import count_pickle
+
+    count = count_pickle(data, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES)
+    if count.stopped:
+        what = (f"would build more than {MAX_INPUTS_PICKLE_OBJECTS:,} objects (tensors, their storages and hooks, "
+                "items of lists and dicts)" if count.objects > MAX_INPUTS_PICKLE_OBJECTS else
+                f"runs more than {MAX_INPUTS_PICKLE_OPCODES:,} pickle opcodes")
+        raise _refuse(f"{path}: its pickle {name!r} {what}, counted from its opcodes before torch.load ran any (at "
+                      f"least {count.objects:,} objects in {count.opcodes:,} opcodes): more than inputs of "
+                      f"{MAX_INPUTS_VALUES:,} values need, so nothing of it was run; {fix}")
 
 
 def _torch_load(path: str, handle):
