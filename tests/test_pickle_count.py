@@ -19,3 +19,9 @@ def test_stops_at_a_bound_and_reads_no_further():
 def test_bytes_that_are_no_pickle_end_the_count_without_an_error():
     for data in (b"", b"\x80\x02]q\x00(K\x01", b"\xff\xff", b"\x80\x02e."):
         assert not count_pickle(data, 10, 10).stopped
+
+
+def test_a_call_that_takes_a_mark_counts_once():
+    # MARK, GLOBAL, OBJ builds one object (the weights-only unpickler refuses OBJ; the count still sees it)
+    data = b"(c__main__\nX\no."
+    assert count_pickle(data, 10, 10).objects == 1

@@ -49,8 +49,7 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int) -> PickleCou
                 marks.append(depth)
             elif pickletools.markobject in op.stack_before:
                 start = marks.pop() if marks else depth
-                if name in _ITEMS_SINCE_MARK:
-                    objects += max(depth - start, 0)
+                objects += max(depth - start, 0) if name in _ITEMS_SINCE_MARK else int(name in _CALLS)  # OBJ, INST
                 below = op.stack_before.index(pickletools.markobject)  # the operands under the mark (APPENDS' list)
                 depth = max(start - below, 0) + len(op.stack_after)
             else:
