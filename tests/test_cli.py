@@ -849,3 +849,103 @@ def test_inspect_lists_what_the_code_calls_whatever_the_kernels_record_says():
     missing, library, unlike = _as_lowered(scanned_missing, scanned_library, [lined, complex_op], [allowed_polar])
     assert [k.name for k in missing] == ["polar", "cumsum", "aten.mul.Tensor on complex values"]
     assert library == [] and unlike == [] and missing[1].sources == ["m.py:3: y = z.cumsum(0)"]
+
+
+# --- the pickle of an inputs file, bounded before torch.load runs it (review 6) --------------------------------
+
+def _views_file(path, views: int, method=zipfile.ZIP_STORED, tail: bytes = b"e.") -> str:
+    """A torch.save file of [t[0:1], t[1:2]] whose data.pkl then makes ``views`` more views of t, 5 bytes each:
+    BINGET the rebuild function, BINGET its memoized arguments, REDUCE (review 6: an 88 KB file of 12M views
+    took 6.7 GiB and 3 minutes before the 100,000-values bound was checked)."""
+    import io
+
+    buffer = io.BytesIO()
+    t = torch.zeros(4)
+    torch.save([t[0:1], t[1:2]], buffer)
+    with zipfile.ZipFile(buffer) as base, zipfile.ZipFile(path, "w") as out:
+        name = next(n for n in base.namelist() if n.endswith("data.pkl"))
+        pickle = base.read(name)
+        assert pickle[148:151] == b"q\x0bR"  # the arguments memoized as 11, then the second REDUCE
+        for info in base.infolist():
+            data = pickle[:150] + b"h\x01h\x0bR" * views + tail if info.filename == name else base.read(info)
+            out.writestr(info.filename, data, method if info.filename == name else zipfile.ZIP_STORED)
+    return str(path)
+
+
+def _no_torch_load(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("torch.load ran")
+
+    monkeypatch.setattr(torch, "load", refuse)
+
+
+def test_an_inputs_pickle_of_many_views_is_refused_before_torch_load_runs_it(tmp_path, monkeypatch):
+    """Stored (no ratio to check): its opcodes are counted (REDUCEs, and the items APPENDS puts in the list) up to
+    the bound, and nothing is built. Deflated: a data.pkl read whole is ratio-checked from 1 MiB, as a package's
+    JSON is."""
+    from aotcuda.cli_inputs import MAX_INPUTS_PICKLE_OBJECTS
+
+    stored = _views_file(tmp_path / "views.pt", MAX_INPUTS_PICKLE_OBJECTS // 2 + 1)
+    deflated = _views_file(tmp_path / "deflated.pt", 250_000, zipfile.ZIP_DEFLATED)
+    assert os.path.getsize(deflated) < 16_000
+    _no_torch_load(monkeypatch)
+    started = time.monotonic()
+    _refused(stored, r"views.pt: its pickle 'archive/data.pkl' would build more than 500,000 objects .* before "
+                     r"torch.load ran any \(at least 500,00\d objects in [\d,]+ opcodes\)")
+    _refused(deflated, r"deflated.pt'?: its pickle 'archive/data.pkl' would inflate from 0.0 MiB to 1.2 MiB "
+                       r".*more than the 200x limit")
+    assert time.monotonic() - started < 20  # the scan stops at the bound: ~1 s here
+    # Each entry named data.pkl is counted (torch reads the one under the first entry's folder), in one reading of
+    # the directory.
+    with zipfile.ZipFile(stored) as source, zipfile.ZipFile(tmp_path / "second.pt", "w") as second:
+        second.writestr("archive/data.pkl", _pickle_of(tmp_path, torch.ones(2)))
+        for info in source.infolist():
+            if info.filename != "archive/data.pkl":
+                second.writestr(info.filename, source.read(info))
+        second.writestr("other/data.pkl", source.read("archive/data.pkl"))
+    _refused(tmp_path / "second.pt", r"its pickle 'other/data.pkl' would build more than 500,000 objects")
+
+
+def _pickle_of(tmp_path, value) -> bytes:
+    torch.save(value, tmp_path / "value.pt")
+    with zipfile.ZipFile(tmp_path / "value.pt") as archive:
+        return archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
+
+
+def test_an_inputs_pickle_over_its_size_or_opcode_bound_is_refused_before_torch_load(tmp_path, monkeypatch):
+    """The bounds, lowered here to keep the files small: a data.pkl's size (before it is read), and the opcodes of
+    one that builds nothing counted (BINGET pushes a reference: a stack of them costs the unpickler's memory)."""
+    from aotcuda import cli_inputs
+
+    monkeypatch.setattr(cli_inputs, "MAX_INPUTS_PICKLE_BYTES", 1 << 16, raising=False)
+    monkeypatch.setattr(cli_inputs, "MAX_INPUTS_PICKLE_OPCODES", 10_000, raising=False)
+    large = _views_file(tmp_path / "large.pt", 20_000)
+    references = _views_file(tmp_path / "references.pt", 0, tail=b"h\x01" * 20_000 + b".")
+    _no_torch_load(monkeypatch)
+    _refused(large, r"large.pt: its pickle \('archive/data.pkl'\) takes 0.1 MiB, more than the 0 MiB .*nothing of it was run")
+    _refused(references, r"its pickle 'archive/data.pkl' runs more than 10,000 pickle opcodes")
+
+
+def test_inputs_files_torch_save_writes_are_read_and_far_inside_the_pickle_bounds(tmp_path):
+    """Tuples and dicts of tensors nested a few levels, views of one storage, one tensor held twice, numbers: read
+    as saved. 2,000 tensors take a fiftieth of each bound or less, so 100,000 (MAX_INPUTS_VALUES) fit."""
+    from aotcuda.cli_inputs import (MAX_INPUTS_PICKLE_BYTES, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES,
+                                    load_inputs)
+    from aotcuda.pickle_count import count_pickle
+
+    base = torch.arange(12.0)
+    cache = [(base[i:i + 2], base.view(3, 4)[:, i % 4]) for i in range(4)]
+    saved = {"args": (base.view(3, 4), {"cache": cache, "pair": (base, base)}), "kwargs": {"scale": 0.5, "n": 3}}
+    torch.save(saved, tmp_path / "real.pt")
+    args, kwargs = load_inputs(str(tmp_path / "real.pt"))
+    assert torch.equal(args[0], base.view(3, 4)) and torch.equal(args[1]["cache"][3][1], base.view(3, 4)[:, 3])
+    assert args[1]["pair"][0] is args[1]["pair"][1] and kwargs == {"scale": 0.5, "n": 3}
+    many = {"args": ([torch.zeros(1, 2, 3, 4) for _ in range(1000)],
+                     {f"x{i}": base[i % 10:] for i in range(1000)})}
+    torch.save(many, tmp_path / "many.pt")
+    with zipfile.ZipFile(tmp_path / "many.pt") as archive:
+        pickle = archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
+    count = count_pickle(pickle, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES)
+    assert not count.stopped and 50 * len(pickle) < MAX_INPUTS_PICKLE_BYTES
+    assert 50 * count.objects <= MAX_INPUTS_PICKLE_OBJECTS and 50 * count.opcodes < MAX_INPUTS_PICKLE_OPCODES
+    assert len(load_inputs(str(tmp_path / "many.pt"))[0][0]) == 1000

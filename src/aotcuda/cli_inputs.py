@@ -230,6 +230,13 @@ ZIP_MAGIC = b"PK\x03\x04"
 # cache: a tuple of layers of pairs) and hold at most thousands of values.
 MAX_INPUTS_DEPTH = 64
 MAX_INPUTS_VALUES = 100_000
+# The pickle (data.pkl) is bounded before torch.load runs it (aotcuda.pickle_count): 5 bytes of it build a tensor
+# view, and an 88 KB file built 12M of them (6.7 GiB, 3 minutes) before MAX_INPUTS_VALUES was checked. torch.save
+# writes ~87 bytes, ~36 opcodes and up to 5 counted objects (its rebuild call, its hooks' OrderedDict, its storage,
+# its key and slot in a dict) for a 4-dim tensor: 100,000 of them take 8.7 MB and 3.6M opcodes, 100,000 ints 0.4 MB.
+MAX_INPUTS_PICKLE_BYTES = 32 << 20
+MAX_INPUTS_PICKLE_OBJECTS = 5 * MAX_INPUTS_VALUES
+MAX_INPUTS_PICKLE_OPCODES = 64 * MAX_INPUTS_VALUES
 
 
 def _refuse(message: str):
@@ -357,6 +364,52 @@ def _check_one_directory(archive: zipfile.ZipFile, handle, count: int) -> None:
     if count != records.entries:
         raise zipfile.BadZipFile(f"its central directory holds {count} entries, its end record says "
                                  f"{records.entries}")
+
+
+def _check_pickles(path: str, handle, infos: list[zipfile.ZipInfo], limits) -> None:
+    """click.BadParameter, before torch.load runs any of it, for a data.pkl (every entry of that name: torch's
+    reader takes the one under the archive's folder) over MAX_INPUTS_PICKLE_BYTES, inflating at more than the
+    archive ratio from READ_RATIO_FLOOR (as a package's JSON), or whose opcodes would build more objects, or run
+    more opcodes, than inputs of MAX_INPUTS_VALUES values need (``aotcuda.pickle_count``)."""
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.archive import READ_RATIO_FLOOR, MiB, check_ratio
+
+    fix = ("save the inputs with torch.save as a tuple of tensors or {'args': (...), 'kwargs': {...}}, holding at "
+           f"most {MAX_INPUTS_VALUES:,} values")
+    pickles = [info for info in infos if info.filename.rpartition("/")[2] == "data.pkl"]
+    size = sum(info.file_size for info in pickles)  # together: one reading of the directory reads them all
+    if size > MAX_INPUTS_PICKLE_BYTES:
+        raise _refuse(f"{path}: its pickle{'s' if len(pickles) > 1 else ''} ({pickles[0].filename!r}"
+                      f"{' and more' if len(pickles) > 1 else ''}) take{'' if len(pickles) > 1 else 's'} {size / MiB:.1f} MiB, more than the "
+                      f"{MAX_INPUTS_PICKLE_BYTES / MiB:.0f} MiB that inputs of {MAX_INPUTS_VALUES:,} values need "
+                      f"(torch.save writes ~9 MB for 100,000 tensors); nothing of it was run: {fix}")
+    try:
+        with zipfile.ZipFile(handle) as archive:
+            for info in pickles:
+                check_ratio(path, f"its pickle {info.filename!r}", info.file_size, info.compress_size, limits,
+                            READ_RATIO_FLOOR)
+                with archive.open(info) as source:
+                    _check_pickle(path, info.filename, source.read(MAX_INPUTS_PICKLE_BYTES + 1), fix)
+    except PackageError as exc:
+        raise _refuse(str(exc)) from None
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise _refuse(f"{path}: its pickle cannot be read ({exc}): the file is damaged; save the inputs again with "
+                      "torch.save") from None
+    finally:
+        handle.seek(0)
+
+
+def _check_pickle(path: str, name: str, data: bytes, fix: str) -> None:
+    from aotcuda.pickle_count import count_pickle
+
+    count = count_pickle(data, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES)
+    if count.stopped:
+        what = (f"would build more than {MAX_INPUTS_PICKLE_OBJECTS:,} objects (tensors, their storages and hooks, "
+                "items of lists and dicts)" if count.objects > MAX_INPUTS_PICKLE_OBJECTS else
+                f"runs more than {MAX_INPUTS_PICKLE_OPCODES:,} pickle opcodes")
+        raise _refuse(f"{path}: its pickle {name!r} {what}, counted from its opcodes before torch.load ran any (at "
+                      f"least {count.objects:,} objects in {count.opcodes:,} opcodes): more than inputs of "
+                      f"{MAX_INPUTS_VALUES:,} values need, so nothing of it was run; {fix}")
 
 
 def _torch_load(path: str, handle):
@@ -517,7 +570,9 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
     Raises click.BadParameter, naming the problem and the fix, for: a path that is not a regular file; a file
     that starts as a zip (torch.load then reads it as one) that Python's zipfile cannot read, or whose entries
     would inflate past the archive limits (checked from the declared sizes before anything is inflated:
-    torch.load inflates a deflated record whole, a 256 KiB file made a 256 MiB tensor); a file torch.load
+    torch.load inflates a deflated record whole, a 256 KiB file made a 256 MiB tensor); a pickle (data.pkl) too
+    large, or whose opcodes would build more than inputs of MAX_INPUTS_VALUES values need (_check_pickles,
+    before torch.load runs any of it); a file torch.load
     cannot read with weights_only=True; a structure too deep, cyclic or large to walk (_check_structure);
     tensors whose dense size is out of proportion to the file (_check_dense_bytes); another structure.
     A file that does not start as a zip is refused: torch.load would try it as a tar archive (the pre-1.6
@@ -533,7 +588,9 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
             raise _refuse(f"{path} is not a zip archive, which torch.save writes (since torch 1.6; the older "
                           "formats are not read here): save the inputs again with torch.save, e.g. "
                           "torch.save({'args': (x,)}, 'inputs.pt')")
-        _refuse_a_package(path, _check_inputs_archive(path, handle, limits))
+        infos = _check_inputs_archive(path, handle, limits)
+        _refuse_a_package(path, infos)
+        _check_pickles(path, handle, infos, limits)
         saved = _torch_load(path, handle)
         file_bytes = os.fstat(handle.fileno()).st_size
     _check_structure(path, saved)

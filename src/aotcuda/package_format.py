@@ -209,24 +209,59 @@ def library_digest(archive: zipfile.ZipFile) -> str | None:
 # JSON nests a few levels (a signature 4-5, a pytree call spec two per container level, ~10 for a transformers
 # model's outputs), so everything deeper is refused before it is parsed.
 MAX_JSON_DEPTH = 64
+# What json.loads costs is the objects it builds, and a container is the dearest per byte: 8 MiB of `[{},{},...]`
+# are 2.8M dicts (200 MiB; a stored 64 MiB op table of them took load to 1.96 GiB), where a value takes at least
+# 2 bytes and at most ~65 bytes parsed. Real package JSON holds few containers: a signature 3 a tensor (its spec,
+# shape, strides) and one a shape expression, so 10,000 tensors of 64 dims and 10,000 expressions (the signature's
+# bounds) are ~40,000; an op table ~18 a proxy-executor node (~300 bytes), a call spec 2 a leaf.
+MAX_JSON_CONTAINERS = 500_000
 # Strings are removed in two linear passes, never by one pattern for a whole string: `"(?:[^"\\]|\\.)*"` failed
 # from every quote of an unterminated `"\"\"\"...` to the end of the text (quadratic: a 64 KB signature took 9 s,
 # 1 MiB ~45 min). First every escape pair goes (left to right, as JSON pairs them: `\\` then `"`), so that each
 # remaining quote opens or closes a string; then `"[^"]*"?` removes them, an unterminated one to the end of
-# the text (json stops there). A backslash outside a string is invalid JSON, where json stops too.
+# the text (json stops there). A backslash outside a string is invalid JSON, where json stops too. Both run on
+# 64 KiB chunks (an escape pair or a string that spans two is carried over): re.sub gathers one fragment per match,
+# and on a whole 8 MiB text of `"ab",` those 1.7M fragments took the scan alone to 284 MiB.
 _JSON_ESCAPE = re.compile(rb"\\.", re.DOTALL)
 _JSON_STRING = re.compile(rb'"[^"]*"?')
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1, +1, -1, -1 as signed bytes
 
 
-def json_depth(data: bytes | str, stop: int | None = None) -> int:
-    """How deep the arrays and objects of a JSON text nest (brackets inside strings do not count), found
-    in time linear in its length by a scan at C speed: escapes, then strings removed by two regexes,
-    brackets kept by one translate, depth summed in chunks; with ``stop``, the scan ends at the first chunk
-    that goes deeper (a depth above ``stop``)."""
+def _json_steps(data: bytes | str, chunk: int = 1 << 16) -> bytes:
+    """The brackets of a JSON text outside its strings, as +1 (open) and -1 (close) signed bytes, found in time
+    linear in its length at C speed and in memory bounded by ``chunk``, chunk by chunk: escapes, then strings
+    removed by two regexes, brackets kept by one translate."""
     data = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    steps = _JSON_STRING.sub(b"", _JSON_ESCAPE.sub(b"", data)).translate(None, _NOT_BRACKETS).translate(_STEPS)
+    steps, carry, inside = [], b"", False
+    for start in range(0, len(data), chunk):
+        piece = _JSON_ESCAPE.sub(b"", carry + data[start:start + chunk])
+        carry = b""
+        if piece.endswith(b"\\"):  # the first half of an escape pair: the next chunk holds the second
+            piece, carry = piece[:-1], b"\\"
+        if inside:  # a string runs on from the chunk before
+            end = piece.find(b'"')
+            if end < 0:
+                continue
+            piece, inside = piece[end + 1:], False
+        inside = piece.count(b'"') % 2 == 1
+        steps.append(_JSON_STRING.sub(b"", piece).translate(None, _NOT_BRACKETS).translate(_STEPS))
+    return b"".join(steps)
+
+
+def json_depth(data: bytes | str, stop: int | None = None) -> int:
+    """How deep the arrays and objects of a JSON text nest (brackets inside strings do not count), in linear
+    time (``_json_steps``, then depth summed in chunks); with ``stop``, the scan ends at the first chunk that
+    goes deeper (a depth above ``stop``)."""
+    return _deepest(_json_steps(data), stop)
+
+
+def json_containers(data: bytes | str) -> int:
+    """How many arrays and objects a JSON text opens (brackets inside strings do not count), in linear time."""
+    return _json_steps(data).count(1)
+
+
+def _deepest(steps: bytes, stop: int | None) -> int:
     depth = deepest = 0
     for start in range(0, len(steps), 1 << 16):
         running = list(itertools.accumulate(array.array("b", steps[start:start + (1 << 16)]), initial=depth))
@@ -236,18 +271,25 @@ def json_depth(data: bytes | str, stop: int | None = None) -> int:
     return deepest
 
 
-def check_json_depth(data: bytes | str, path: str, what: str) -> None:
-    """PackageError naming the package and ``what`` (its entry) when ``data`` nests past MAX_JSON_DEPTH."""
-    depth = json_depth(data, stop=MAX_JSON_DEPTH)
-    if depth > MAX_JSON_DEPTH:
+def check_json_bounds(data: bytes | str, path: str, what: str) -> None:
+    """PackageError naming the package and ``what`` (its entry) when ``data`` nests past MAX_JSON_DEPTH or opens
+    more than MAX_JSON_CONTAINERS arrays and objects: one linear scan, before json parses any of it."""
+    steps = _json_steps(data)
+    if _deepest(steps, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise PackageError(f"{path!r}: {what} nests more than the {MAX_JSON_DEPTH} levels a package's JSON may (real "
                            "ones nest about 10); it is damaged or hostile, lower the model again")
+    containers = steps.count(1)
+    if containers > MAX_JSON_CONTAINERS:
+        raise PackageError(f"{path!r}: {what} holds {containers:,} arrays and objects, more than the "
+                           f"{MAX_JSON_CONTAINERS:,} a package's JSON may (a signature of 10,000 tensors holds about "
+                           "40,000); it is damaged or hostile, nothing of it was parsed. Lower the model again")
 
 
 def load_json(data: bytes | str, path: str, what: str):
     """The JSON value of a package's entry (``what`` names it in errors), bounded in depth before it is
-    parsed; PackageError naming the package and the entry for JSON too deep or not valid."""
-    check_json_depth(data, path, what)
+    parsed; PackageError naming the package and the entry for JSON too deep, of too many containers
+    (``check_json_bounds``) or not valid."""
+    check_json_bounds(data, path, what)
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:

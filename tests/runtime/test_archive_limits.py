@@ -161,7 +161,7 @@ def test_a_small_signature_that_inflates_to_many_objects_is_refused_before_it_is
 
 @pytest.mark.parametrize("entry", ["abc.wrapper_metadata.json", "abc.wrapper.json"])
 def test_model_json_that_inflates_to_many_objects_is_refused_before_it_is_read(tmp_path, watched_temp, entry):
-    """The metadata (within the signature's limit) and the op table (within max_json_bytes, 64 MiB, but read
+    """The metadata (within the signature's limit) and the op table (within max_json_bytes, 8 MiB, but read
     whole once extracted: ratio-checked from 1 MiB by load's plan, and by inspect's reading)."""
     data = b'{"AOTI_DEVICE_KEY": "cpu", "x": ' + _many_objects(9) + b"}"
     path = _write_small(tmp_path / "modeljson.pt2", [(f"{MODEL}abc.wrapper.so", b""), (f"{MODEL}{entry}", data)])
@@ -364,3 +364,55 @@ def test_packages_as_zipfile_and_torch_write_them_pass_the_layout_check(twice_pt
         with zipfile.ZipFile(package) as archive:
             check_layout(package, archive.fp, archive.infolist(), archive.start_dir)
     assert describe_package(twice_pt2)[0]["AOTI_DEVICE_KEY"] == "cpu"
+
+
+# --- stored JSON of many containers (review 6) ----------------------------------------------------------------
+
+def _write_stored(path, entries):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for name, data in entries:
+            archive.writestr(name, data)
+    return str(path)
+
+
+@pytest.mark.parametrize("entry", ["abc.wrapper.json", "signature.json"])
+def test_stored_json_of_many_containers_is_refused_before_it_is_parsed(tmp_path, watched_temp, entry, monkeypatch):
+    """A stored entry inflates at ratio 1, so the ratio check that stopped review 5's bomb passes it: a stored
+    64 MiB op table of ``{},{},...`` took load to 1.96 GiB before dlopen, an 8 MiB signature with an unknown key
+    of ``[{},...]`` took inspect to 1 GB and loaded. Now the arrays and objects are counted in the linear scan
+    that bounds the depth, before json builds any (here 3 MiB: 1M containers, past 500,000)."""
+    import json
+
+    from aotcuda.package_format import MAX_JSON_CONTAINERS
+    from aotcuda.runtime.package import proxy_executor_ops
+
+    many = _many_objects(3)
+    if entry == "signature.json":
+        name, data = "bomb/aotcuda/signature.json", b'{"format":"aotcuda.signature","version":2,"junk":' + many + b"}"
+    else:
+        name, data = f"{MODEL}{entry}", b'{"nodes":' + many + b"}"
+    path = _write_stored(tmp_path / "stored.pt2", [(f"{MODEL}abc.wrapper.so", b""), (name, data)])
+    parsed = []
+    real_loads = json.loads
+    monkeypatch.setattr(json, "loads", lambda text, *a, **k: parsed.append(len(text)) or real_loads(text, *a, **k))
+    message = rf"{re.escape(name.rpartition('/')[2])}.* holds 1,048,\d+ arrays and objects, more than the {MAX_JSON_CONTAINERS:,}"
+    reads = [aotcuda.load] + ([read_signature, describe_package] if entry == "signature.json" else [proxy_executor_ops])
+    for read in reads:
+        with pytest.raises(PackageError, match=message):
+            read(path)
+    if entry == "signature.json":  # inspect reads no op table
+        result = CliRunner().invoke(main, ["inspect", path])
+        assert result.exit_code == 1 and re.search(message, " ".join(result.output.split())), result.output
+    assert not [size for size in parsed if size >= len(data)]  # refused before json.loads saw it
+
+
+def test_a_stored_op_table_is_held_to_8_mib(tmp_path, watched_temp):
+    """Real op tables take ~300 bytes a proxy-executor node (a few KiB), and a package with any is refused:
+    the op table's limit (max_json_bytes) is the signature's 8 MiB now, not 64 MiB."""
+    from aotcuda.runtime.package import proxy_executor_ops
+
+    table = b'{"nodes":[' + b'{"node":{"target":"aten::tanh"}},' * ((9 << 20) // 33) + b"{}]}"
+    path = _write_stored(tmp_path / "table.pt2", [(f"{MODEL}abc.wrapper.so", b""), (f"{MODEL}abc.wrapper.json", table)])
+    for read in (aotcuda.load, proxy_executor_ops):
+        with pytest.raises(PackageError, match=r"wrapper.json.* is 9.0 MiB, more than the 8 MiB .*AOTCUDA_MAX_JSON_BYTES"):
+            read(path)

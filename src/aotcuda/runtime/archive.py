@@ -9,15 +9,17 @@ what extracting or reading writes, and they are checked BEFORE anything is writt
     max_ratio                     200   AOTCUDA_MAX_COMPRESSION_RATIO    uncompressed / compressed size, of each
                                                                          entry and of all extracted together,
                                                                          once more than ratio_floor bytes inflate
-    max_json_bytes             64 MiB   AOTCUDA_MAX_JSON_BYTES           another JSON entry read into memory
-                                                                         (the op table)
+    max_json_bytes              8 MiB   AOTCUDA_MAX_JSON_BYTES           another JSON entry read into memory
+                                                                         (the op table: ~300 bytes an op)
     max_signature_bytes         8 MiB   AOTCUDA_MAX_SIGNATURE_BYTES      the aotcuda signature and the model's
                                                                          metadata (real ones: about 1 KiB)
     max_source_bytes          256 MiB   AOTCUDA_MAX_SOURCE_BYTES         a generated C++ source read into memory
     max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive
 
 An entry read into memory (JSON, a generated source) is ratio-checked from 1 MiB (``READ_RATIO_FLOOR``), not
-from ``ratio_floor``: json.loads turns 63 MiB of ``[{},{},...]`` into 5 GB of objects, packed in 65 KB.
+from ``ratio_floor``: json.loads turns 63 MiB of ``[{},{},...]`` into 5 GB of objects, packed in 65 KB. A stored
+entry has no ratio to check: what bounds its objects is the count of arrays and objects
+(``package_format.check_json_bounds``, before json parses it).
 The entry count is read from the archive's end records, and the directory's records counted, before zipfile
 builds an object for each of them (``check_directory``).
 The packed sizes the ratios use must be really in the file, once: entries that overlap (many records naming one

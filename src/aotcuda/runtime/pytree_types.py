@@ -28,7 +28,7 @@ import warnings
 
 import torch.utils._pytree as pytree
 
-from aotcuda.package_format import check_json_depth
+from aotcuda.package_format import check_json_bounds
 
 # torch's own container types (builtins.tuple, collections.OrderedDict, ...): always registered, never recorded.
 _BUILTIN_TYPES = frozenset(pytree.SUPPORTED_SERIALIZED_TYPES[cls].serialized_type_name
@@ -64,7 +64,7 @@ def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: s
     """
     if not text:
         return None
-    check_json_depth(text, package_path, f"the {what} call spec")  # json recurses once per level
+    check_json_bounds(text, package_path, f"the {what} call spec")  # json recurses once per level
     try:
         return pytree.treespec_loads(text)
     except NotImplementedError:
