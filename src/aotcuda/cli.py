@@ -55,8 +55,9 @@ _FLAG_HINTS = {
                                                "file), or lower it again with that dim dynamic: "
                                                "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
     ("allow_unbounded_outputs", True, False): "on the command line, --allow-unbounded-outputs serves it anyway",
-    ("max_batch_size", 1, False): "on the command line, leave out --max-batch-size; to batch, lower it again with "
-                                  "`aotcuda lower ... --dynamic NAME:0:1:MAX:batch` for every input",
+    ("max_batch_size", 1, False): "on the command line, leave out --max-batch-size",
+    ("dynamic_shapes", "batch", True): "to batch, lower it again with `aotcuda lower ... --dynamic NAME:0:1:MAX:batch` "
+                                       "for every input",
 }
 
 

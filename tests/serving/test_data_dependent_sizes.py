@@ -58,8 +58,10 @@ def test_a_data_dependent_output_is_never_batched(mask_packages):
     from aotcuda.serving.batching import serving_plan
 
     path = mask_packages[512]
-    with pytest.raises(ServingConfigError, match=r"cannot be batched: output 'out' dim 1 \(u0\) is data-dependent"):
+    with pytest.raises(ServingConfigError, match=r"cannot be batched: output 'out' dim 1 \(u0\) is data-dependent") as refused:
         check_package(path, ServeOptions(max_batch_size=8))
+    # no advice to lower it again with a batch dim: it has one, and its own computation is what cannot batch
+    assert [(advice.keyword, advice.value) for advice in refused.value.advice] == [("max_batch_size", 1)]
     program = aotcuda.load(path)
     with pytest.raises(ServingConfigError, match="cannot be batched"):
         serving_plan(program.input_specs, program.output_specs, 8, path)  # what ProgramReplica runs

@@ -34,11 +34,14 @@ class BatchPlan:
         symbol: the dim-0 shape symbol every input and output shares, or None when the program does not batch.
         max_rows: that symbol's exported maximum (None: unbounded).
         reason: why the program does not batch ("" when it does).
+        dim_zero: the reason is its dim 0, which lowering it again with a batch Dim at dim 0 of every input fixes
+            (not so for an output dim the inputs do not set: that is the program's own computation).
     """
 
     symbol: str | None
     max_rows: int | None = None
     reason: str = ""
+    dim_zero: bool = False
 
     @property
     def batches(self) -> bool:
@@ -53,10 +56,11 @@ class BatchPlan:
         symbols = {dim.expr for dim in first if dim is not None and dim.expr is not None}
         if any(dim is None or dim.expr is None for dim in first) or len(symbols) != 1:
             return cls(None, reason="not every input and output has the same dynamic dim 0 (export it with "
-                                    "dynamic_shapes={name: {0: Dim('batch', max=...)}} for every input)")
+                                    "dynamic_shapes={name: {0: Dim('batch', max=...)}} for every input)",
+                       dim_zero=True)
         (symbol,) = symbols
         if not re.fullmatch(r"[A-Za-z_]\w*", symbol):
-            return cls(None, reason=f"dim 0 is the expression {symbol}, not a plain batch symbol")
+            return cls(None, reason=f"dim 0 is the expression {symbol}, not a plain batch symbol", dim_zero=True)
         mentions = re.compile(rf"\b{re.escape(symbol)}\b")
         for spec in (*input_specs, *output_specs):
             if any(dim.expr is not None and mentions.search(dim.expr) for dim in spec.dims[1:]):
@@ -147,7 +151,8 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
     plan = BatchPlan.from_specs(input_specs, output_specs)
     if max_batch_size > 1 and not plan.batches:
         raise ServingConfigError(f"{where} cannot be batched: {plan.reason}; serve it with max batch size 1 "
-                                 "(the default)", advice=(Advice("max_batch_size", 1),))
+                                 "(the default)", advice=(Advice("max_batch_size", 1),
+                                                          *[Advice("dynamic_shapes", "batch", relower=True)] * plan.dim_zero))
     return plan
 
 
