@@ -54,8 +54,10 @@ _FLAG_HINTS = {
     ("dynamic_shapes", "dynamic there", True): "pass the size the program was exported with (change the --inputs "
                                                "file), or lower it again with that dim dynamic: "
                                                "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
-    ("max_batch_size", 1, False): "on the command line, leave out --max-batch-size; to batch, lower it again with "
-                                  "`aotcuda lower ... --dynamic NAME:0:1:MAX:batch` for every input",
+    ("allow_unbounded_outputs", True, False): "on the command line, --allow-unbounded-outputs serves it anyway",
+    ("max_batch_size", 1, False): "on the command line, leave out --max-batch-size",
+    ("dynamic_shapes", "batch", True): "to batch, lower it again with `aotcuda lower ... --dynamic NAME:0:1:MAX:batch` "
+                                       "for every input",
 }
 
 
@@ -456,9 +458,9 @@ def inspect(package):
 
         try:  # what load would refuse is shown as it is, after a warning that says why
             user_signature, _ = split_signature(signature, package)  # complex tensors as the caller sees them
-            specs_from_signature(user_signature, package)
+            _, output_specs = specs_from_signature(user_signature, package)
         except PackageError as error:
-            user_signature = signature
+            user_signature, output_specs = signature, ()
             status_console.print(f"warning: {terminal_safe(_clip(error, 5 * SHOWN_CHARS))}; aotcuda.load refuses "
                                  "this package", highlight=False, markup=False, soft_wrap=True)
         names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
@@ -473,6 +475,13 @@ def inspect(package):
         if len(unchecked) > SHOWN_ROWS:
             console.print(f"index values not checked: ... and {len(unchecked) - SHOWN_ROWS} more inputs",
                           highlight=False, soft_wrap=True)
+        for spec in output_specs[:SHOWN_ROWS]:  # what serve refuses (serving.batching.unbounded_output_dim)
+            for index, dim in enumerate(spec.dims[:SHOWN_ROWS]):
+                if dim.data_dependent and dim.max is None:
+                    console.print(f"unbounded data-dependent size: output {shown(_clip(spec.name))!r} dim {index} "
+                                  f"({shown(_clip(dim.shown))}) is computed from an input's values with no upper "
+                                  "bound (torch._check(n <= N) in the model bounds it); aotcuda serve refuses it "
+                                  "without --allow-unbounded-outputs", highlight=False, soft_wrap=True)
         constants = _constant_inputs_line(signature)
         if constants:
             console.print(constants, highlight=False, soft_wrap=True)  # one line to grep, as the kernel lines

@@ -32,3 +32,18 @@ def served_block(tmp_path_factory):
     batch = torch.export.Dim("batch", min=1, max=BATCH_MAX)
     aotcuda.lower(model, (x,), device="cpu", package_path=str(path), dynamic_shapes={"x": {0: batch}})
     return str(path), model
+
+
+@pytest.fixture(scope="session")
+def mask_packages(tmp_path_factory):
+    """{None: the lengths-to-mask program with an unbounded width, 512: the same bounded by torch._check}."""
+    from serving_cases import LengthsToMask
+
+    folder = tmp_path_factory.mktemp("masks")
+    batch = torch.export.Dim("b", min=1, max=64)
+    paths = {}
+    for bound in (None, 512):
+        paths[bound] = str(folder / f"mask_{bound}.pt2")
+        aotcuda.lower(LengthsToMask(bound), (torch.tensor([3, 5]),), device="cpu", package_path=paths[bound],
+                      dynamic_shapes=({0: batch},))
+    return paths

@@ -140,3 +140,19 @@ def ray_stack_listeners() -> list[Listener]:
             continue
         found += [Listener(title, process.pid, s.laddr.ip, s.laddr.port) for s in sockets if s.status == psutil.CONN_LISTEN]
     return found
+
+
+class LengthsToMask(torch.nn.Module):
+    """The padding mask of a batch of sequence lengths: its width is the largest length, a size read from the
+    input's values (an unbacked u0 in the signature), at most ``bound`` where one is given (torch._check)."""
+
+    def __init__(self, bound: int | None = None):
+        super().__init__()
+        self.bound = bound
+
+    def forward(self, lengths):
+        n = lengths.max().item()
+        torch._check(n >= 1)
+        if self.bound is not None:
+            torch._check(n <= self.bound)
+        return torch.arange(n, device=lengths.device)[None, :] < lengths[:, None]

@@ -166,3 +166,42 @@ def test_a_shape_of_many_dims_is_refused_with_a_bounded_message():
     answer = deployment._error_response(InputError("x" * 1_000_000), 400)
     assert answer.status_code == 400 and len(answer.body) < deployment.MAX_ERROR_CHARS + 100
     assert answer.body.endswith(b"(1000000 characters)") and answer.headers["x-aotcuda-error"] == "InputError"
+
+
+def dims(name: str, *dims) -> TensorSpec:
+    """A spec of explicit DimSpecs (sizes as ints)."""
+    return TensorSpec(name, torch.float32, "cpu", tuple(DimSpec(size=d) if isinstance(d, int) else d for d in dims))
+
+
+BATCH = DimSpec(expr="s0", min=1, max=16)
+
+
+@pytest.mark.parametrize("output_dim, said", [
+    (DimSpec(expr="u0", min=1, max=512), "dim 1 (u0) is data-dependent"),        # lengths.max().item(), bounded
+    (DimSpec(expr="Max(1, u0)", min=1, max=512), "is data-dependent"),
+    (DimSpec(expr="s5", min=1, max=16), "dim 1 (s5) is not set by the inputs' dims past dim 0"),
+])
+def test_an_output_dim_the_inputs_other_dims_do_not_set_refuses_batching(output_dim, said):
+    """Found by a breaker: from_specs looked at the outputs' dim 0 only, so a program whose mask is as wide as the
+    largest length in the batch (an unbacked u0) batched, and alice's answer took mallory's width (her length)."""
+    plan = BatchPlan.from_specs((dims("lengths", BATCH),), (dims("out", BATCH, output_dim),))
+    assert not plan.batches and said in plan.reason
+    with pytest.raises(ServingConfigError, match="cannot be batched.*" + said.split(" (")[0]):
+        serving_plan((dims("lengths", BATCH),), (dims("out", BATCH, output_dim),), 8, "mask.pt2")
+    # an output dim the inputs' other dims set still batches
+    seq = DimSpec(expr="s1", min=1, max=16)
+    ok = BatchPlan.from_specs((dims("x", BATCH, seq),), (dims("y", BATCH, DimSpec(expr="2*s1", min=2, max=32)),))
+    assert ok.batches, ok.reason
+
+
+def test_an_output_dim_from_an_inputs_values_without_a_bound_is_refused_unless_allowed():
+    """Found by a breaker: lengths=[2**31] (8 bytes of a request) made a replica allocate 2 GiB; the signature
+    records the size (u0) with max null."""
+    unbounded = (dims("lengths", BATCH),), (dims("out", BATCH, DimSpec(expr="u0", min=1, max=None)),)
+    with pytest.raises(ServingConfigError, match=r"output 'out' dim 1 is u0.*data-dependent.*no upper bound.*"
+                                                 r"torch._check\(n <= N\).*allow_unbounded_outputs=True") as refused:
+        serving_plan(*unbounded, 1, "mask.pt2")
+    assert [advice.keyword for advice in refused.value.advice] == ["allow_unbounded_outputs"]
+    assert not serving_plan(*unbounded, 1, "mask.pt2", allow_unbounded_outputs=True).batches
+    bounded = unbounded[0], (dims("out", BATCH, DimSpec(expr="u0", min=1, max=512)),)
+    assert not serving_plan(*bounded, 1, "mask.pt2").batches  # served, one request a call

@@ -139,3 +139,20 @@ def test_an_answer_that_is_not_outputs_or_too_long_is_a_serving_error(stand_in):
     with pytest.raises(serving.ServingError, match="not a safetensors file|longer than|declares"):
         client_of(stand_in, max_response_bytes=4096).predict({"x": torch.zeros(2)})
     assert stand_in.received == 1
+
+
+def long_length(handler):  # an answer whose Content-Length has 5,000 digits (http.client hands it on)
+    handler.send_response(200)
+    handler.send_header("Content-Length", "1" * 5000)
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    handler.wfile.write(b"xx")
+
+
+@pytest.mark.parametrize("stand_in", [[long_length]], indirect=True)
+def test_a_content_length_of_thousands_of_digits_is_a_serving_error(stand_in):
+    """Found by a breaker: int() of a 5,000-digit Content-Length raised a raw ValueError ("Exceeds the limit (4300
+    digits) for integer string conversion") out of Client.predict."""
+    with pytest.raises(serving.ServingError, match="Content-Length has 5000 digits") as refused:
+        client_of(stand_in).predict({"x": torch.zeros(2)})
+    assert not refused.value.retriable and stand_in.received == 1

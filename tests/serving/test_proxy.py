@@ -12,6 +12,7 @@ import threading
 import time
 import types
 
+import h11
 import pytest
 import torch
 
@@ -564,3 +565,74 @@ def test_answers_clients_have_not_read_count_in_the_pending_room():
     middleware.app = app
     sent, _ = drive(middleware, [chunk(b"x" * 10, False)])  # 200 + 10 bytes fit in 250
     assert sent == [] and app.messages[0] == chunk(b"x" * 10, False)
+
+
+# --- chunked bodies of tiny chunks ---------------------------------------------------------------------------
+
+async def body_size(scope, receive, send):
+    """An app that answers with the size of the body it was handed."""
+    size, more = 0, True
+    while more:
+        message = await receive()
+        size, more = size + len(message.get("body", b"")), message.get("more_body", False)
+    await PlainTextResponse(str(size))(scope, receive, send)
+
+
+def chunked(*chunks: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in chunks) + b"0\r\n\r\n"
+
+
+def test_a_chunked_body_of_tiny_chunks_is_refused_after_a_few_and_large_chunks_pass():
+    """The count itself, on h11 alone: chunk FREE_CHUNKS + 1 of a 1-byte-chunk body is refused, before the
+    rest of what arrived is parsed."""
+    from aotcuda.serving import heads
+
+    connection = heads.ChunkCount(h11.SERVER)
+    connection.receive_data(b"POST /predict HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                            + b"1\r\nx\r\n" * 100_000)
+    assert isinstance(connection.next_event(), h11.Request)
+    events = 0
+    with pytest.raises(heads.SmallChunksError, match=r"65 chunks for 65 bytes.*Content-Length"):
+        while True:
+            connection.next_event()
+            events += 1
+    assert events == heads.FREE_CHUNKS
+    honest = heads.ChunkCount(h11.SERVER)
+    honest.receive_data(b"POST /predict HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        + chunked(*[b"x" * 1024] * 500, *[b"y"] * 60))
+    kinds = []
+    while (event := honest.next_event()) is not h11.NEED_DATA and not isinstance(event, h11.EndOfMessage):
+        kinds.append(type(event))
+    assert kinds.count(h11.Data) == 560
+
+
+def test_one_byte_chunks_get_400_from_the_proxy_and_leave_it_free(monkeypatch):
+    """Found by a breaker: h11 and uvicorn handle each chunk of a body as a Python event on the proxy's one event
+    loop; two connections sending 1-byte chunks ("1\\r\\nx\\r\\n" repeated) made GET /healthz take 4.7-6.1 s for as
+    long as they sent. Now such a body gets 400 (SmallChunksError) and its connection is closed after FREE_CHUNKS
+    chunks; a body of larger chunks, and one of a few small ones, reach the app whole."""
+    from aotcuda.serving import heads
+
+    app = proxy.WholeBody(body_size, timeout_s=5.0, max_bytes=1 << 20)
+    with uvicorn_as_ray_runs_it(monkeypatch, app) as (address, _):
+        head = b"POST /predict HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        with socket.create_connection(address, timeout=5) as attacker:
+            started = time.monotonic()
+            attacker.sendall(head)
+            answer = b""
+            with contextlib.suppress(OSError):
+                for _ in range(1000):  # 6 MB of 1-byte chunks at most; the server closes long before
+                    attacker.sendall(b"1\r\nx\r\n" * 1000)
+            with contextlib.suppress(OSError):
+                while piece := attacker.recv(65536):
+                    answer += piece
+        assert answer.startswith(b"HTTP/1.1 400") and b"x-aotcuda-error: SmallChunksError" in answer, answer[:300]
+        assert b"chunks of 1024 bytes on average" in answer and time.monotonic() - started < 5
+        for body in (chunked(*[b"x" * 4096] * 100), chunked(*[b"y"] * heads.FREE_CHUNKS)):
+            with socket.create_connection(address, timeout=5) as honest:
+                honest.sendall(head + body)
+                answer = b""
+                while piece := honest.recv(65536):
+                    answer += piece
+            size = 409600 if body.startswith(b"1000") else heads.FREE_CHUNKS
+            assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(str(size).encode()), answer[:300]

@@ -84,6 +84,7 @@ def test_serving_a_program_that_cannot_batch_with_batching_fails_at_once_with_th
     assert result.returncode == 1
     assert "cannot be batched" in result.stderr and "max batch size 1" in result.stderr
     assert "hint: on the command line, leave out --max-batch-size" in result.stderr
+    assert "hint: to batch, lower it again with `aotcuda lower ... --dynamic NAME:0:1:MAX:batch`" in result.stderr
     assert time.monotonic() - started < 60
 
 

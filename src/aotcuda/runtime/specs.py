@@ -18,6 +18,9 @@ from aotcuda.runtime.shape_expressions import shape_expression
 
 
 _TORCH_SYMBOL = re.compile(r"\b[a-z]\d+\b")  # the names torch gives shape symbols: s27, u0
+# torch's name for a data-dependent (unbacked) size: a value the program read from a tensor (``x.max().item()``,
+# ``nonzero``), u0, u1, ... (torch.utils._sympy.symbol.SymT.UNBACKED_INT); its range is the model's torch._check.
+_UNBACKED_SYMBOL = re.compile(r"\bu\d+\b")
 
 
 def under_dim_names(expr: str, dim_names: dict[str, str] | None) -> str:
@@ -78,6 +81,11 @@ class DimSpec:
         named = under_dim_names(dim["expr"], dim_names)
         return cls(expr=dim["expr"], min=low or 0, max=high, user_expr=named if named != dim["expr"] else None,
                    narrowed=None if narrowed is None else clipped(narrowed, NARROWED_CHARS))
+
+    @property
+    def data_dependent(self) -> bool:
+        """The dim's size comes from an input's values, not its shape (an unbacked symbol: u0)."""
+        return self.expr is not None and _UNBACKED_SYMBOL.search(self.expr) is not None
 
     @property
     def shown(self) -> str:

@@ -1,10 +1,16 @@
 """Request batching for a program with a dynamic batch dim: which dim, how requests combine, how results split.
 
 A program batches when every input and every output has one shape symbol as its dim 0 (the exported
-``Dim("batch")``), no other dim mentions that symbol, and so the rows of a batch are computed
-independently (the usual case for a model's batch dim; a program that mixes rows across its batch dim
-must be served with ``max_batch_size=1``). Requests combine when they agree on every other dim; a batch
-holds at most the symbol's exported maximum of rows, so a burst of requests may run as several batches.
+``Dim("batch")``), no other dim mentions that symbol, every other dim of an output is set by the inputs' other
+dims, and so the rows of a batch are computed independently (the usual case for a model's batch dim; a
+program that mixes rows across its batch dim must be served with ``max_batch_size=1``). Requests combine when
+they agree on every other dim; a batch holds at most the symbol's exported maximum of rows, so a burst of
+requests may run as several batches.
+
+Why the outputs' other dims: requests that agree on their inputs' shapes must get answers of the shapes they
+would get alone. A dim the program computes from the inputs' values (``lengths.max().item()``: an unbacked
+u0) is computed over the whole batch: batched with a request of length 7, one of length 3 got a mask 7 wide,
+which told it the other client's length (and one large value set the memory of every answer in its batch).
 Pure tensor code: unit-tested without Ray.
 """
 
@@ -17,7 +23,7 @@ import torch
 
 from aotcuda.errors import Advice, ServingConfigError
 
-__all__ = ["BatchPlan", "combine", "serving_plan", "split_rows"]
+__all__ = ["BatchPlan", "combine", "serving_plan", "split_rows", "unbounded_output_dim"]
 
 
 @dataclass(frozen=True)
@@ -28,11 +34,14 @@ class BatchPlan:
         symbol: the dim-0 shape symbol every input and output shares, or None when the program does not batch.
         max_rows: that symbol's exported maximum (None: unbounded).
         reason: why the program does not batch ("" when it does).
+        dim_zero: the reason is its dim 0, which lowering it again with a batch Dim at dim 0 of every input fixes
+            (not so for an output dim the inputs do not set: that is the program's own computation).
     """
 
     symbol: str | None
     max_rows: int | None = None
     reason: str = ""
+    dim_zero: bool = False
 
     @property
     def batches(self) -> bool:
@@ -47,14 +56,18 @@ class BatchPlan:
         symbols = {dim.expr for dim in first if dim is not None and dim.expr is not None}
         if any(dim is None or dim.expr is None for dim in first) or len(symbols) != 1:
             return cls(None, reason="not every input and output has the same dynamic dim 0 (export it with "
-                                    "dynamic_shapes={name: {0: Dim('batch', max=...)}} for every input)")
+                                    "dynamic_shapes={name: {0: Dim('batch', max=...)}} for every input)",
+                       dim_zero=True)
         (symbol,) = symbols
         if not re.fullmatch(r"[A-Za-z_]\w*", symbol):
-            return cls(None, reason=f"dim 0 is the expression {symbol}, not a plain batch symbol")
+            return cls(None, reason=f"dim 0 is the expression {symbol}, not a plain batch symbol", dim_zero=True)
         mentions = re.compile(rf"\b{re.escape(symbol)}\b")
         for spec in (*input_specs, *output_specs):
             if any(dim.expr is not None and mentions.search(dim.expr) for dim in spec.dims[1:]):
                 return cls(None, reason=f"{spec.name!r} uses the batch symbol {symbol} in another dim")
+        unset = _dim_not_set_by_inputs(input_specs, output_specs)
+        if unset:
+            return cls(None, reason=unset)
         return cls(symbol, first[0].max)
 
     def chunks(self, requests: list[list[torch.Tensor]]) -> list[list[int]]:
@@ -73,6 +86,29 @@ class BatchPlan:
         return [batch for batches in groups.values() for batch in batches]
 
 
+def _dim_not_set_by_inputs(input_specs, output_specs) -> str:
+    """Why an output's dim past dim 0 is not a function of the inputs' dims past dim 0 ("" when each is): then
+    the requests of one batch, which agree on those, could get answers of other sizes than they would alone."""
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    def symbols(dim) -> set[str]:
+        return {str(symbol) for symbol in shape_expression(dim.expr).free_symbols}
+
+    known = {name for spec in input_specs for dim in spec.dims[1:] if dim.expr is not None for name in symbols(dim)}
+    for spec in output_specs:
+        for index, dim in enumerate(spec.dims[1:], 1):
+            if dim.expr is None:
+                continue
+            if dim.data_dependent:
+                return (f"output {spec.name!r} dim {index} ({dim.shown}) is data-dependent (computed from the inputs' "
+                        "values): over a batch it would take the size the batch's values give, so one request's "
+                        "answer would show another request's data")
+            if not symbols(dim) <= known:
+                return (f"output {spec.name!r} dim {index} ({dim.shown}) is not set by the inputs' dims past dim 0: "
+                        "requests batched together could get answers of other sizes than they would alone")
+    return ""
+
+
 def combine(requests: list[list[torch.Tensor]]) -> tuple[list[torch.Tensor], list[int]]:
     """One batch's flat inputs (each input concatenated along dim 0) and each request's row count."""
     counts = [tensors[0].shape[0] for tensors in requests]
@@ -89,11 +125,13 @@ def split_rows(outputs: list[torch.Tensor], counts: list[int]) -> list[list[torc
     return [[piece[i] for piece in pieces] for i in range(len(counts))]
 
 
-def serving_plan(input_specs, output_specs, max_batch_size: int, where: str) -> BatchPlan:
+def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
+                 allow_unbounded_outputs: bool = False) -> BatchPlan:
     """The batch plan of a program about to be served, after checking that the options fit it.
 
-    Raises ServingConfigError when max_batch_size > 1 and the program does not batch, or when one of its
-    input or output dtypes cannot travel as safetensors.
+    Raises ServingConfigError when max_batch_size > 1 and the program does not batch, when one of its
+    input or output dtypes cannot travel as safetensors, or when an output has a data-dependent dim with no
+    upper bound (unless ``allow_unbounded_outputs``: see unbounded_output_dim).
     """
     from aotcuda.serving.codec import unsupported_dtypes
 
@@ -101,8 +139,30 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str) -> 
     if refused:
         raise ServingConfigError(f"{where}: safetensors cannot carry {', '.join(map(str, refused))}, which this "
                                  "program takes or returns; serve a program without them")
+    unbounded = unbounded_output_dim(output_specs)
+    if unbounded and not allow_unbounded_outputs:
+        raise ServingConfigError(
+            f"{where}: {unbounded}, with no upper bound: one request of a few bytes (lengths=[2**36]) makes a replica "
+            "allocate as much memory as its value says. Bound it in the model: torch._check(n <= N) after the "
+            "value is read (n = lengths.max().item()), which torch.export records as the size's max and the "
+            "program checks at every call; or, accepting that any client may make a replica allocate any amount, "
+            "serve it with allow_unbounded_outputs=True",
+            advice=(Advice("allow_unbounded_outputs", True),))
     plan = BatchPlan.from_specs(input_specs, output_specs)
     if max_batch_size > 1 and not plan.batches:
         raise ServingConfigError(f"{where} cannot be batched: {plan.reason}; serve it with max batch size 1 "
-                                 "(the default)", advice=(Advice("max_batch_size", 1),))
+                                 "(the default)", advice=(Advice("max_batch_size", 1),
+                                                          *[Advice("dynamic_shapes", "batch", relower=True)] * plan.dim_zero))
     return plan
+
+
+def unbounded_output_dim(output_specs) -> str:
+    """The first output dim whose size comes from an input's values (an unbacked symbol: ``n =
+    lengths.max().item()``) with no recorded maximum, in words ("" when none). Such a size is whatever a
+    request's values say, so a request's bytes do not bound what the program allocates for it."""
+    for spec in output_specs or ():
+        for index, dim in enumerate(spec.dims):
+            if dim.data_dependent and dim.max is None:
+                return (f"output {spec.name!r} dim {index} is {dim.shown}, a size the program computes from an "
+                        "input's values (data-dependent)")
+    return ""

@@ -131,6 +131,11 @@ class Client:
     def _read(self, response) -> bytes:
         """The answer's body, refused past ``max_response_bytes``."""
         declared = response.getheader("Content-Length")
+        # At most 20 digits (2**64) before int(), as body.read_body does server-side: int() of more than 4300
+        # digits raises ValueError, and http.client hands such a header on (it then reads to the end).
+        if declared is not None and declared.isascii() and declared.isdigit() and len(declared) > 20:
+            raise ServingError(response.status, f"the answer's Content-Length has {len(declared)} digits, not a "
+                               "number of bytes", retriable=False)
         if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > self.max_response_bytes:
             raise ServingError(response.status, f"the answer declares {declared} bytes, more than max_response_bytes "
                                f"({self.max_response_bytes})", retriable=False)

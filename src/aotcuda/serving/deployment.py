@@ -80,6 +80,8 @@ class ProgramReplica:
         max_request_bytes: larger request bodies are refused with 400.
         body_timeout_s: a request body still arriving after this many seconds is refused with 408 (timed here
             only for a request the HTTP proxy did not read: see ``_body``).
+        allow_unbounded_outputs: serve a program with an output dim computed from an input's values and no upper
+            bound (batching.serving_plan refuses it otherwise).
 
     Raises ServingConfigError (see batching.serving_plan) when the options do not fit the program;
     PackageError when the package does not load.
@@ -87,9 +89,10 @@ class ProgramReplica:
 
     def __init__(self, package_path: str, *, device: str | None = None, cuda_graphs: bool = False,
                  max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20,
-                 body_timeout_s: float = 30.0):
+                 body_timeout_s: float = 30.0, allow_unbounded_outputs: bool = False):
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
-        self.plan = serving_plan(self.program.input_specs, self.program.output_specs, max_batch_size, package_path)
+        self.plan = serving_plan(self.program.input_specs, self.program.output_specs, max_batch_size, package_path,
+                                 allow_unbounded_outputs=allow_unbounded_outputs)
         self.max_batch_size, self.max_request_bytes, self.body_timeout_s = max_batch_size, max_request_bytes, body_timeout_s
         self.names = [spec.name for spec in self.program.input_specs] if self.program.input_specs \
             else list(self.program.input_names)

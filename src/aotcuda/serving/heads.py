@@ -18,6 +18,18 @@ the answer stays in the buffer, and uvicorn's close (keep-alive timeout) waits f
 when the client never reads. 20 such clients held 774 MiB of the proxy past 100 s. Only the protocol sees the
 transport: progress is its write buffer changing size (non-empty means the kernel's socket buffer is full, so
 the client is not reading), and ``transport.abort()`` drops the buffer where ``close()`` would wait on it.
+
+A chunked request body whose chunks are too small for what each costs (``ChunkCount``): h11 and uvicorn handle each
+chunk as an event in Python, on the proxy's one event loop, so a body of 1-byte chunks (``1\r\nx\r\n`` repeated)
+cost ~5,000 times the CPU of the same bytes in large chunks, and two such connections made a ``GET /healthz`` take
+4.7-5.7 s for as long as they sent (the body limit does not help: a byte of body is 6 bytes of wire). Past
+FREE_CHUNKS, a body must average MIN_CHUNK_BYTES a chunk: else it gets 400 and its connection is closed, before
+the rest of the connection's bytes are parsed. Why this and not 411 for every chunked body: a client that streams
+a body it cannot size first (requests with a generator, curl reading a pipe) sends chunked, and its chunks are
+kilobytes; refusing them all would refuse honest clients to stop one kind of dishonest one. Go's net/http bounds
+a chunked body's framing the same way (``chunked encoding contains too much non-data``, CVE-2023-39326: it bounds
+the overhead bytes; here the cost is per chunk, so the chunks are counted). aotcuda's own Client sends a
+Content-Length.
 """
 
 from __future__ import annotations
@@ -26,13 +38,17 @@ import asyncio
 import resource
 
 import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
 
-from aotcuda.serving.body import ERROR_HEADER, SlowHeadError
+from aotcuda.serving.body import ERROR_HEADER, RequestError, SlowHeadError
 
-__all__ = ["PROTOCOL", "DeadlineH11Protocol", "connection_limit", "unread_answer_bytes"]
+__all__ = ["PROTOCOL", "ChunkCount", "DeadlineH11Protocol", "SmallChunksError", "connection_limit",
+           "unread_answer_bytes"]
 
 PROTOCOL = "aotcuda.serving.heads:DeadlineH11Protocol"  # the import path uvicorn's table takes
+# A chunked request body may have FREE_CHUNKS chunks of any size, then must average MIN_CHUNK_BYTES a chunk: a
+# streaming client's chunks are its writes (kilobytes: urllib3 16 KiB, curl's reads of a pipe, Go's 4 KiB buffer).
+FREE_CHUNKS, MIN_CHUNK_BYTES = 64, 1024
 
 
 def connection_limit() -> int | None:
@@ -51,13 +67,47 @@ def unread_answer_bytes() -> int:
 def late_head_answer(timeout_s: float) -> bytes:
     """The 408 written on a connection whose head is late: raw bytes, since h11 sends no answer before a
     request."""
-    error = SlowHeadError(f"the request head did not arrive within {timeout_s:g} s (this server's "
-                          "--body-timeout-s, which bounds the request line and headers too); send the whole "
-                          "request at once")
+    return raw_answer(SlowHeadError(f"the request head did not arrive within {timeout_s:g} s (this server's "
+                                    "--body-timeout-s, which bounds the request line and headers too); send the "
+                                    "whole request at once"), "Request Timeout")
+
+
+def raw_answer(error: RequestError, reason: str) -> bytes:
+    """An error's answer as bytes for the transport, closing the connection (written past h11, whose state
+    is not asked)."""
     body = str(error).encode()
-    return (f"HTTP/1.1 {error.http_status} Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    return (f"HTTP/1.1 {error.http_status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
             f"connection: close\r\n{ERROR_HEADER.lower()}: {type(error).__name__}\r\n"
             f"content-length: {len(body)}\r\n\r\n").encode() + body
+
+
+class SmallChunksError(RequestError):
+    """A chunked request body whose chunks are too small for what each costs the proxy (answered with 400)."""
+
+
+class ChunkCount(h11.Connection):
+    """h11's server connection, counting each request's body chunks: ``next_event`` raises SmallChunksError once
+    a chunked body has more than FREE_CHUNKS chunks and averages under MIN_CHUNK_BYTES a chunk."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.chunks = self.body_bytes = 0
+
+    def next_event(self):
+        event = super().next_event()
+        if isinstance(event, h11.Request):
+            self.chunks = self.body_bytes = 0
+        elif isinstance(event, h11.Data):
+            self.body_bytes += len(event.data)
+            if event.chunk_start:  # h11 marks the first piece of each chunk of a chunked body, and only those
+                self.chunks += 1
+                if self.chunks > FREE_CHUNKS + self.body_bytes // MIN_CHUNK_BYTES:
+                    raise SmallChunksError(
+                        f"the request body came in {self.chunks} chunks for {self.body_bytes} bytes: past "
+                        f"{FREE_CHUNKS} chunks this server takes chunks of {MIN_CHUNK_BYTES} bytes on average "
+                        "(each chunk costs it as much as a large one); send the body with a Content-Length, or "
+                        "in larger chunks")
+        return event
 
 
 class DeadlineH11Protocol(H11Protocol):
@@ -67,6 +117,12 @@ class DeadlineH11Protocol(H11Protocol):
     send_timeout_s: float = 30.0
     max_connections: int | None = None
     sending: set[DeadlineH11Protocol] = set()  # the connections whose write buffer is watched: unread_answer_bytes
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # uvicorn's own connection (H11Protocol.__init__, before any request) with the chunks counted
+        size = self.config.h11_max_incomplete_event_size
+        self.conn = ChunkCount(h11.SERVER, DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if size is None else size)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -86,6 +142,16 @@ class DeadlineH11Protocol(H11Protocol):
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:  # the head is whole (or refused): the body has its own clock
             self._disarm_head_deadline()
+
+    def handle_events(self) -> None:
+        try:
+            super().handle_events()
+        except SmallChunksError as error:
+            # Answer unless the app has begun to (a route that answers before reading the body), and close: the
+            # rest of the connection's bytes are never parsed. The app's receive then says the client left.
+            if self.conn.our_state is h11.SEND_RESPONSE:
+                self.transport.write(raw_answer(error, "Bad Request"))
+            self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()

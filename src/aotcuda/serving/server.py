@@ -65,6 +65,9 @@ class ServeOptions:
             that serve_package starts); a body that would pass it gets 503 with Retry-After. None: 1 GiB, or
             max_request_bytes where that is larger.
         dashboard: start Ray's dashboard (on 127.0.0.1:8265) with a local Ray instance; off by default.
+        allow_unbounded_outputs: serve a program with an output dim computed from an input's values and no upper
+            bound (``n = lengths.max().item()`` without ``torch._check(n <= N)``), which is refused otherwise: any
+            client can then make a replica allocate as much memory as its request's values say.
     """
 
     replicas: int = 1
@@ -80,6 +83,7 @@ class ServeOptions:
     body_timeout_s: float = 30.0
     max_pending_bytes: int | None = None
     dashboard: bool = False
+    allow_unbounded_outputs: bool = False
     extra_actor_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -101,7 +105,8 @@ def check_package(package_path: str, options: ServeOptions) -> str:
         raise PackageError(f"{package_path!r} has no aotcuda signature (inputs, outputs, device); serve a "
                            "package written by aotcuda.lower (or lower the model again)")
     specs = dict(zip(("inputs", "outputs"), specs_from_signature(signature, package_path)))  # PackageError if malformed
-    serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path)
+    serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path,
+                 allow_unbounded_outputs=options.allow_unbounded_outputs)
     _check_state(signature.get("state_written"), options, package_path)
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:
@@ -179,7 +184,8 @@ def _bind(path: str, options: ServeOptions, actor_options: dict):
                                   max_ongoing_requests=max(8, 2 * options.max_batch_size))
     return deployment.bind(path, cuda_graphs=options.cuda_graphs, max_batch_size=options.max_batch_size,
                            batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes,
-                           body_timeout_s=options.body_timeout_s)
+                           body_timeout_s=options.body_timeout_s,
+                           allow_unbounded_outputs=options.allow_unbounded_outputs)
 
 
 def _bind_health():
