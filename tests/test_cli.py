@@ -883,17 +883,18 @@ def test_an_inputs_pickle_of_many_views_is_refused_before_torch_load_runs_it(tmp
     """Stored (no ratio to check): its opcodes are counted (REDUCEs, and the items APPENDS puts in the list) up to
     the bound, and nothing is built. Deflated: a data.pkl read whole is ratio-checked from 1 MiB, as a package's
     JSON is."""
-    from aotcuda.cli_inputs import MAX_INPUTS_PICKLE_OBJECTS
+    from aotcuda.cli_inputs import MAX_INPUTS_PICKLE_CALLS
 
-    stored = _views_file(tmp_path / "views.pt", MAX_INPUTS_PICKLE_OBJECTS // 2 + 1)
+    stored = _views_file(tmp_path / "views.pt", MAX_INPUTS_PICKLE_CALLS + 1)
     deflated = _views_file(tmp_path / "deflated.pt", 250_000, zipfile.ZIP_DEFLATED)
     assert os.path.getsize(deflated) < 16_000
     _no_torch_load(monkeypatch)
     started = time.monotonic()
-    _refused(stored, r"views.pt: its pickle 'archive/data.pkl' would build more than 500,000 objects .* before "
-                     r"torch.load ran any \(at least 500,00\d objects in [\d,]+ opcodes\)")
+    _refused(stored, r"views.pt: its pickle 'archive/data.pkl' would make more than 500,000 calls .* before "
+                     r"torch.load ran any \(at least [\d,]+ objects, 500,00\d calls in [\d,]+ opcodes\)")
     _refused(deflated, r"deflated.pt'?: its pickle 'archive/data.pkl' would inflate from 0.0 MiB to 1.2 MiB "
-                       r".*more than the 200x limit")
+                       r".*more than the 200x limit.*if you trust this file, raise the limit: set "
+                       r"AOTCUDA_MAX_COMPRESSION_RATIO \(0: no limit\)$")  # not aotcuda.load's argument
     assert time.monotonic() - started < 20  # the scan stops at the bound: ~1 s here
     # Each entry named data.pkl is counted (torch reads the one under the first entry's folder), in one reading of
     # the directory.
@@ -903,7 +904,30 @@ def test_an_inputs_pickle_of_many_views_is_refused_before_torch_load_runs_it(tmp
             if info.filename != "archive/data.pkl":
                 second.writestr(info.filename, source.read(info))
         second.writestr("other/data.pkl", source.read("archive/data.pkl"))
-    _refused(tmp_path / "second.pt", r"its pickle 'other/data.pkl' would build more than 500,000 objects")
+    _refused(tmp_path / "second.pt", r"its pickle 'other/data.pkl' would make more than 500,000 calls")
+    # torch's reader finds the record whatever the case of its name (review 7: DATA.PKL skipped every bound)
+    with zipfile.ZipFile(stored) as source, zipfile.ZipFile(tmp_path / "upper.pt", "w") as upper:
+        for info in source.infolist():
+            upper.writestr(info.filename.replace("data.pkl", "DATA.PKL"), source.read(info))
+    _refused(tmp_path / "upper.pt", r"its pickle 'archive/DATA.PKL' would make more than 500,000 calls")
+
+
+def test_an_inputs_pickle_of_colliding_keys_or_sets_is_refused_before_torch_load(tmp_path, monkeypatch):
+    """Review 7: int keys that all hash to 0 (``k * (2**61 - 1)``) made each dict insertion walk the ones before
+    (100,000 of them, 1.3 MB: 53 s to load) within the count; a set's items are hashed too, and inputs hold none."""
+    from aotcuda.cli_inputs import MAX_INPUTS_PICKLE_HASHED
+
+    torch.save({"args": ({k * (2**61 - 1): 0 for k in range(MAX_INPUTS_PICKLE_HASHED + 1)},)}, tmp_path / "keys.pt")
+    torch.save({"args": ({1, 2},)}, tmp_path / "set.pt")
+    torch.save({"args": ({k: torch.ones(1) for k in range(100)},)}, tmp_path / "few.pt")  # a few int keys: read
+    _no_torch_load(monkeypatch)
+    _refused(tmp_path / "keys.pt", rf"puts more than {MAX_INPUTS_PICKLE_HASHED:,} keys that are not strings into "
+                                   r"dicts .*nothing of it was run")
+    _refused(tmp_path / "set.pt", r"its pickle 'set/data.pkl' holds a set, which inputs never do")
+    monkeypatch.undo()
+    from aotcuda.cli_inputs import load_inputs
+
+    assert torch.equal(load_inputs(str(tmp_path / "few.pt"))[0][0][99], torch.ones(1))
 
 
 def _pickle_of(tmp_path, value) -> bytes:
@@ -929,8 +953,8 @@ def test_an_inputs_pickle_over_its_size_or_opcode_bound_is_refused_before_torch_
 def test_inputs_files_torch_save_writes_are_read_and_far_inside_the_pickle_bounds(tmp_path):
     """Tuples and dicts of tensors nested a few levels, views of one storage, one tensor held twice, numbers: read
     as saved. 2,000 tensors take a fiftieth of each bound or less, so 100,000 (MAX_INPUTS_VALUES) fit."""
-    from aotcuda.cli_inputs import (MAX_INPUTS_PICKLE_BYTES, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES,
-                                    load_inputs)
+    from aotcuda.cli_inputs import (MAX_INPUTS_PICKLE_BYTES, MAX_INPUTS_PICKLE_CALLS, MAX_INPUTS_PICKLE_HASHED,
+                                    MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES, load_inputs)
     from aotcuda.pickle_count import count_pickle
 
     base = torch.arange(12.0)
@@ -945,7 +969,9 @@ def test_inputs_files_torch_save_writes_are_read_and_far_inside_the_pickle_bound
     torch.save(many, tmp_path / "many.pt")
     with zipfile.ZipFile(tmp_path / "many.pt") as archive:
         pickle = archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
-    count = count_pickle(pickle, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES)
-    assert not count.stopped and 50 * len(pickle) < MAX_INPUTS_PICKLE_BYTES
+    count = count_pickle(pickle, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES, MAX_INPUTS_PICKLE_CALLS,
+                         MAX_INPUTS_PICKLE_HASHED)
+    assert not count.stopped and not count.refused and 50 * len(pickle) < MAX_INPUTS_PICKLE_BYTES
     assert 50 * count.objects <= MAX_INPUTS_PICKLE_OBJECTS and 50 * count.opcodes < MAX_INPUTS_PICKLE_OPCODES
+    assert 50 * count.calls <= MAX_INPUTS_PICKLE_CALLS and count.hashed == 0
     assert len(load_inputs(str(tmp_path / "many.pt"))[0][0]) == 1000

@@ -232,14 +232,23 @@ MAX_INPUTS_DEPTH = 64
 MAX_INPUTS_VALUES = 100_000
 # The pickle (data.pkl) is bounded before torch.load runs it (aotcuda.pickle_count): 5 bytes of it build a tensor
 # view, and an 88 KB file built 12M of them (6.7 GiB, 3 minutes) before MAX_INPUTS_VALUES was checked. torch.save
-# writes ~87 bytes, ~36 opcodes and up to 5 counted objects (its rebuild call, its hooks' OrderedDict, its storage,
-# its key and slot in a dict) for a 4-dim tensor: 100,000 of them take 8.7 MB and 3.6M opcodes, 100,000 ints 0.4 MB.
+# writes ~87 bytes, ~36 opcodes, 3 calls and 17-19 counted objects (calls, argument tuples, memo entries, its key
+# and slot) for a 4-dim tensor: 100,000 of them take 8.7 MB, 3.3M opcodes, 300,000 calls and 1.9M objects.
+# Dict keys that are not strings (whose hashes an attacker can make collide) are few in real inputs.
 MAX_INPUTS_PICKLE_BYTES = 32 << 20
-MAX_INPUTS_PICKLE_OBJECTS = 5 * MAX_INPUTS_VALUES
+MAX_INPUTS_PICKLE_OBJECTS = 25 * MAX_INPUTS_VALUES
+MAX_INPUTS_PICKLE_CALLS = 5 * MAX_INPUTS_VALUES
+MAX_INPUTS_PICKLE_HASHED = MAX_INPUTS_VALUES // 10
 MAX_INPUTS_PICKLE_OPCODES = 64 * MAX_INPUTS_VALUES
 
 
+# The archive limits' advice names aotcuda.load's argument, which an inputs file is not read through.
+_PACKAGE_OVERRIDE = re.compile(r"if you trust this package, raise the limit: set (\w+) \(0: no limit\), or pass "
+                               r"limits=ArchiveLimits\(\w+=\.\.\.\) to aotcuda\.load")
+
+
 def _refuse(message: str):
+    message = _PACKAGE_OVERRIDE.sub(r"if you trust this file, raise the limit: set \1 (0: no limit)", message)
     return click.BadParameter(message, param_hint="--inputs")
 
 
@@ -376,7 +385,8 @@ def _check_pickles(path: str, handle, infos: list[zipfile.ZipInfo], limits) -> N
 
     fix = ("save the inputs with torch.save as a tuple of tensors or {'args': (...), 'kwargs': {...}}, holding at "
            f"most {MAX_INPUTS_VALUES:,} values")
-    pickles = [info for info in infos if info.filename.rpartition("/")[2] == "data.pkl"]
+    # torch's reader finds the record whatever its case (miniz looks names up case-insensitively): DATA.PKL too
+    pickles = [info for info in infos if info.filename.rpartition("/")[2].lower() == "data.pkl"]
     size = sum(info.file_size for info in pickles)  # together: one reading of the directory reads them all
     if size > MAX_INPUTS_PICKLE_BYTES:
         raise _refuse(f"{path}: its pickle{'s' if len(pickles) > 1 else ''} ({pickles[0].filename!r}"
@@ -402,14 +412,25 @@ def _check_pickles(path: str, handle, infos: list[zipfile.ZipInfo], limits) -> N
 def _check_pickle(path: str, name: str, data: bytes, fix: str) -> None:
     from aotcuda.pickle_count import count_pickle
 
-    count = count_pickle(data, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES)
-    if count.stopped:
-        what = (f"would build more than {MAX_INPUTS_PICKLE_OBJECTS:,} objects (tensors, their storages and hooks, "
-                "items of lists and dicts)" if count.objects > MAX_INPUTS_PICKLE_OBJECTS else
-                f"runs more than {MAX_INPUTS_PICKLE_OPCODES:,} pickle opcodes")
-        raise _refuse(f"{path}: its pickle {name!r} {what}, counted from its opcodes before torch.load ran any (at "
-                      f"least {count.objects:,} objects in {count.opcodes:,} opcodes): more than inputs of "
-                      f"{MAX_INPUTS_VALUES:,} values need, so nothing of it was run; {fix}")
+    count = count_pickle(data, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES, MAX_INPUTS_PICKLE_CALLS,
+                         MAX_INPUTS_PICKLE_HASHED)
+    if count.refused:
+        raise _refuse(f"{path}: its pickle {name!r} holds {count.refused}, which inputs never do, so nothing of it "
+                      f"was run; {fix}")
+    if not count.stopped:
+        return
+    if count.objects > MAX_INPUTS_PICKLE_OBJECTS:
+        what = f"would build more than {MAX_INPUTS_PICKLE_OBJECTS:,} objects (containers, their items, memo entries)"
+    elif count.calls > MAX_INPUTS_PICKLE_CALLS:
+        what = f"would make more than {MAX_INPUTS_PICKLE_CALLS:,} calls (tensors, their storages and hooks)"
+    elif count.hashed > MAX_INPUTS_PICKLE_HASHED:
+        what = (f"puts more than {MAX_INPUTS_PICKLE_HASHED:,} keys that are not strings into dicts (keys whose hashes "
+                "can be made to collide, which makes each insertion slower than the last)")
+    else:
+        what = f"runs more than {MAX_INPUTS_PICKLE_OPCODES:,} pickle opcodes"
+    raise _refuse(f"{path}: its pickle {name!r} {what}, counted from its opcodes before torch.load ran any (at "
+                  f"least {count.objects:,} objects, {count.calls:,} calls in {count.opcodes:,} opcodes): more than "
+                  f"inputs of {MAX_INPUTS_VALUES:,} values need, so nothing of it was run; {fix}")
 
 
 def _torch_load(path: str, handle):

@@ -3,16 +3,24 @@ reads a torch.save file, whose ``data.pkl`` torch.load unpickles whole before an
 
 A pickle is a program: ``BINGET rebuild, BINGET args, REDUCE`` makes one more tensor view in 5 bytes, so an
 88 KB file built 12M tensors (6.7 GiB, 3 minutes) before the structure it held could be counted. This scan
-walks the opcodes once (``pickletools.genops``: nothing is called, nothing is built) and counts:
+walks the opcodes once (``pickletools.genops``: nothing is called, nothing is built), follows the kind of each
+value on the unpickler's stack (a string or not: two values a byte), and counts as objects:
 
-- objects built by a call: REDUCE, NEWOBJ(_EX), OBJ, INST, and the storages of BINPERSID/PERSID;
-- items put into lists, dicts and sets: APPEND, SETITEM (1 each), APPENDS, SETITEMS, LIST, DICT, FROZENSET,
-  ADDITEMS (the items since their MARK).
+- what a call builds: REDUCE, NEWOBJ(_EX), OBJ, INST, and the storages of BINPERSID/PERSID;
+- every container made (lists, dicts, tuples, and the list the unpickler makes for each MARK), and every item
+  put into a list or dict (APPEND(S), SETITEM(S), LIST, DICT);
+- every memo entry (PUT, BINPUT, LONG_BINPUT): the unpickler keeps each one in its memo dict.
 
-Tuple items are not counted: every tensor's arguments are tuples (its storage key, shape and strides), so
-counting them would count a tensor's dims; the opcode bound (``most_opcodes``) bounds them instead.
-torch.save writes 4 counted objects for a tensor held in a list (its rebuild call, its hooks' OrderedDict, its
-storage, its slot; 5 in a dict: its key too) and about 36 opcodes for a 4-dim one.
+What calls build is counted apart too (``calls``): a call may build a tensor view (~600 bytes), an item costs a
+slot. Dict keys that are not strings are counted apart (``hashed``): a str's hash is salted per process, an int's or a
+tuple's is not, so keys that all hash alike (``k * (2**61 - 1)``) make each insertion a walk over the ones
+before (a 1.3 MB pickle of 100,000 such keys took 53 s to load). What hashes items another way is refused
+(``refused``): sets and Counters (EMPTY_SET, FROZENSET, ADDITEMS, the globals ``set`` and ``Counter``), which
+inputs never hold, and an OrderedDict built from items by its call (pickle writes ``OrderedDict()`` and puts
+the items with SETITEMS, where their keys are counted).
+
+torch.save writes about 15 counted objects for a tensor held in a list (its rebuild call, argument tuples,
+hooks' OrderedDict, storage, memo entries) and about 36 opcodes for a 4-dim one.
 """
 
 from __future__ import annotations
@@ -21,42 +29,98 @@ import pickletools
 from dataclasses import dataclass
 
 _CALLS = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX", "OBJ", "INST", "BINPERSID", "PERSID"})
+_CONTAINERS = frozenset({"EMPTY_LIST", "EMPTY_DICT", "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "LIST",
+                         "DICT"})
 _ONE_ITEM = frozenset({"APPEND", "SETITEM"})
-_ITEMS_SINCE_MARK = frozenset({"APPENDS", "SETITEMS", "LIST", "DICT", "FROZENSET", "ADDITEMS"})
+_ITEMS_SINCE_MARK = frozenset({"APPENDS", "SETITEMS", "LIST", "DICT"})
+_KEYS_SINCE_MARK = frozenset({"SETITEMS", "DICT"})
+_MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+_MEMO_GETS = frozenset({"GET", "BINGET", "LONG_BINGET"})
+_STRINGS = frozenset({"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "SHORT_BINUNICODE", "BINUNICODE",
+                      "BINUNICODE8"})
+_SETS = frozenset({"EMPTY_SET", "ADDITEMS", "FROZENSET"})
+_HASHING_GLOBALS = {"builtins set": "a set", "__builtin__ set": "a set", "builtins frozenset": "a set",
+                    "__builtin__ frozenset": "a set", "collections Counter": "a Counter"}
+_ORDERED_DICT_GLOBALS = frozenset({"collections OrderedDict"})
+_OTHER, _STR, _MARK, _ORDERED_DICT, _EMPTY_TUPLE = 0, 1, 2, 3, 4  # the kinds of values on the stack
 
 
 @dataclass(frozen=True)
 class PickleCount:
-    """``objects``: objects built by calls and items put into containers (module docstring); ``opcodes``: the
-    opcodes read; ``stopped``: the scan ended at a bound (the counts are then lower bounds) rather than at the
-    end of the pickle or at bytes that are no pickle (which torch.load refuses at the same place)."""
+    """``objects``: what the module docstring counts; ``calls``: those built by calls; ``hashed``: dict keys that are
+    not strings; ``opcodes``: the
+    opcodes read; ``stopped``: the scan ended at a bound (the counts are then lower bounds) rather than at the end
+    of the pickle or at bytes that are no pickle (where the unpickler stops too); ``refused``: what the pickle
+    holds that inputs never do (a set), or None."""
 
     objects: int
+    calls: int
+    hashed: int
     opcodes: int
     stopped: bool
+    refused: str | None = None
 
 
-def count_pickle(data: bytes, most_objects: int, most_opcodes: int) -> PickleCount:
-    """The objects ``data`` would build and its opcodes, counted up to one past ``most_objects`` or
-    ``most_opcodes`` (the scan stops there: time linear in what is allowed, not in the pickle)."""
-    objects = opcodes = depth = 0
-    marks: list[int] = []
+def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: int | None = None,
+                 most_hashed: int | None = None) -> PickleCount:
+    """What ``data`` would build, counted up to one past ``most_objects``, ``most_opcodes``, ``most_calls`` or
+    ``most_hashed`` (the last two default to ``most_objects``; the scan stops at the first bound passed: time
+    linear in what is allowed, not in the pickle)."""
+    most_calls = most_objects if most_calls is None else most_calls
+    most_hashed = most_objects if most_hashed is None else most_hashed
+    objects = calls = hashed = opcodes = 0
+    stack = bytearray()  # the kind of each value the unpickler would hold
+    memo_kinds: dict[int, int] = {}  # memo slots that hold a value of a kind other than _OTHER
     try:
-        for op, _, _ in pickletools.genops(data):
+        for op, arg, _ in pickletools.genops(data):
             opcodes += 1
             name = op.name
+            refused = "a set" if name in _SETS else _HASHING_GLOBALS.get(arg) if name == "GLOBAL" else None
+            if refused is None and name == "REDUCE" and len(stack) >= 2 and stack[-2] == _ORDERED_DICT \
+                    and stack[-1] != _EMPTY_TUPLE:
+                refused = "an OrderedDict built from items by its call"
+            if refused:
+                return PickleCount(objects, calls, hashed, opcodes, False, refused)
             if name == "MARK":
-                marks.append(depth)
+                stack.append(_MARK)
+                objects += 1
+            elif name in _MEMO_GETS:
+                stack.append(memo_kinds.get(arg, _OTHER))
+            elif name in _MEMO_PUTS:
+                kind = stack[-1] if stack else _OTHER
+                if kind == _OTHER:
+                    memo_kinds.pop(arg, None)
+                else:
+                    memo_kinds[arg] = kind
+                objects += 1
+            elif name == "MEMOIZE":
+                break  # protocol 4's: torch's weights-only unpickler stops at it, so nothing after it is built
+            elif name == "DUP":
+                stack.append(stack[-1] if stack else _OTHER)
             elif pickletools.markobject in op.stack_before:
-                start = marks.pop() if marks else depth
-                objects += max(depth - start, 0) if name in _ITEMS_SINCE_MARK else int(name in _CALLS)  # OBJ, INST
+                mark = stack.rfind(_MARK)
+                if mark < 0:
+                    break  # the unpickler fails here (no mark to pop): it builds nothing more
+                items = stack[mark + 1:]
+                del stack[mark:]
+                if name in _KEYS_SINCE_MARK:
+                    hashed += sum(kind != _STR for kind in items[0::2])
+                calls += name in _CALLS  # OBJ, INST
+                objects += (len(items) if name in _ITEMS_SINCE_MARK else int(name in _CALLS)) + (name in _CONTAINERS)
                 below = op.stack_before.index(pickletools.markobject)  # the operands under the mark (APPENDS' list)
-                depth = max(start - below, 0) + len(op.stack_after)
+                del stack[max(len(stack) - below, 0):]
+                stack.extend(bytes(len(op.stack_after)))
             else:
-                objects += 1 if name in _CALLS or name in _ONE_ITEM else 0
-                depth = max(depth + len(op.stack_after) - len(op.stack_before), 0)
-            if objects > most_objects or opcodes > most_opcodes:
-                return PickleCount(objects, opcodes, True)
+                if name == "SETITEM" and len(stack) >= 2 and stack[-2] != _STR:
+                    hashed += 1
+                calls += name in _CALLS
+                objects += name in _CALLS or name in _ONE_ITEM or name in _CONTAINERS
+                del stack[max(len(stack) - len(op.stack_before), 0):]
+                kind = _STR if name in _STRINGS else _EMPTY_TUPLE if name == "EMPTY_TUPLE" else \
+                    _ORDERED_DICT if name == "GLOBAL" and arg in _ORDERED_DICT_GLOBALS else _OTHER
+                stack.extend(bytes([kind]) * len(op.stack_after))
+            if objects > most_objects or opcodes > most_opcodes or calls > most_calls or hashed > most_hashed:
+                return PickleCount(objects, calls, hashed, opcodes, True)
     except ValueError:  # not a pickle from here on: the unpickler stops here too, having built what was counted
         pass
-    return PickleCount(objects, opcodes, False)
+    return PickleCount(objects, calls, hashed, opcodes, False)
