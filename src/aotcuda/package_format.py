@@ -271,10 +271,32 @@ def _deepest(steps: bytes, stop: int | None) -> int:
     return deepest
 
 
+def json_text(data: bytes | str, path: str, what: str) -> str:
+    """The text of a package's JSON entry (``what`` names it), decoded strictly as UTF-8: the one encoding
+    aotcuda, torch and AOTInductor write. PackageError for anything else: json.loads(bytes) would detect
+    UTF-16 and UTF-32 and decode them, where the bounds scan reads bytes as UTF-8 (a UTF-16 ``\u2200`` is the
+    bytes of a quote, which hid 1.3M containers from it), so the scan and the parse read this one str."""
+    if isinstance(data, str):
+        return data
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = f"{exc.reason} at byte {exc.start}"
+    else:
+        # UTF-16 and UTF-32 of ASCII are valid UTF-8 with NUL bytes between, and JSON holds no raw NUL anywhere.
+        nul = text.find("\0")
+        if nul < 0:
+            return text
+        problem = f"a NUL character at {nul}: UTF-16 or UTF-32?"
+    raise PackageError(f"{path!r}: {what} is not UTF-8 text ({problem}); a package's JSON is UTF-8, so it is damaged "
+                       "or hostile, nothing of it was parsed. Lower the model again")
+
+
 def check_json_bounds(data: bytes | str, path: str, what: str) -> None:
-    """PackageError naming the package and ``what`` (its entry) when ``data`` nests past MAX_JSON_DEPTH or opens
-    more than MAX_JSON_CONTAINERS arrays and objects: one linear scan, before json parses any of it."""
-    steps = _json_steps(data)
+    """PackageError naming the package and ``what`` (its entry) when ``data`` is not UTF-8 (``json_text``),
+    nests past MAX_JSON_DEPTH or opens more than MAX_JSON_CONTAINERS arrays and objects: one linear scan,
+    before json parses any of it."""
+    steps = _json_steps(json_text(data, path, what))
     if _deepest(steps, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise PackageError(f"{path!r}: {what} nests more than the {MAX_JSON_DEPTH} levels a package's JSON may (real "
                            "ones nest about 10); it is damaged or hostile, lower the model again")
@@ -287,11 +309,13 @@ def check_json_bounds(data: bytes | str, path: str, what: str) -> None:
 
 def load_json(data: bytes | str, path: str, what: str):
     """The JSON value of a package's entry (``what`` names it in errors), bounded in depth before it is
-    parsed; PackageError naming the package and the entry for JSON too deep, of too many containers
-    (``check_json_bounds``) or not valid."""
-    check_json_bounds(data, path, what)
+    parsed; PackageError naming the package and the entry for text that is not UTF-8 (``json_text``), JSON
+    too deep, of too many containers (``check_json_bounds``) or not valid. Every JSON of a package is parsed
+    here (or, already a str, after check_json_bounds)."""
+    text = json_text(data, path, what)  # the scan and the parse read the same str
+    check_json_bounds(text, path, what)
     try:
-        return json.loads(data)
+        return json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise PackageError(f"{path!r}: {what} is not valid JSON ({exc}); the package is damaged, lower the "
                            "model again") from exc
