@@ -25,11 +25,13 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # signature.py forward_parameters): the runtime binds extra positional
                                         # arguments by it and compares left-out and left-at-default arguments
                                         # with the defaults (runtime/constant_arguments.py). Older packages
-                                        # lack it and are called as before
+                                        # lack it and are called as before. A default is a plain JSON scalar
+                                        # (plain_value), a name a string given once: else refused at load
      "constant_inputs": [{"leaf": 1, "value": 2.0, "name": "'scale'"}, ...],
                                         # (optional) the non-tensor arguments torch.export specialized into
                                         # the program: their place among the flat leaves of the (args, kwargs)
-                                        # input spec, the exported value, the argument as the caller writes it
+                                        # input spec (an int, not a tensor input's), the exported value (a
+                                        # plain JSON scalar), the argument as the caller writes it
      "pytree_types": [{"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
                        "module": "transformers.modeling_outputs"}, ...],
                                         # (optional) container types of the input/output pytree specs
@@ -201,6 +203,18 @@ def library_digest(archive: zipfile.ZipFile) -> str | None:
         while chunk := source.read(1 << 20):
             hasher.update(chunk)
     return hasher.hexdigest()
+
+
+# The values a signature records for forward's defaults and constant inputs ("forward_parameters",
+# "constant_inputs"): plain JSON scalars of exactly these types (not a subclass: an IntEnum reads back as an
+# int, which a call's IntEnum would not match). The lowering records only these, the runtime reads only these.
+PLAIN_VALUE_TYPES = (type(None), bool, int, float, str)
+
+
+def plain_value(value) -> bool:
+    """Whether ``value`` is a plain JSON scalar (``PLAIN_VALUE_TYPES``): what a signature records as a default
+    or a constant input, and all the runtime compares."""
+    return type(value) in PLAIN_VALUE_TYPES
 
 
 # --- JSON of a package ------------------------------------------------------------------------------------
