@@ -288,7 +288,7 @@ def _deepest(steps: bytes, stop: int | None) -> int:
 def json_text(data: bytes | str, path: str, what: str) -> str:
     """The text of a package's JSON entry (``what`` names it), decoded strictly as UTF-8: the one encoding
     aotcuda, torch and AOTInductor write. PackageError for anything else: json.loads(bytes) would detect
-    UTF-16 and UTF-32 and decode them, where the bounds scan reads bytes as UTF-8 (a UTF-16 ``\u2200`` is the
+    UTF-16 and UTF-32 and decode them, where the bounds scan reads bytes as UTF-8 (a UTF-16 U+2200 is the
     bytes of a quote, which hid 1.3M containers from it), so the scan and the parse read this one str."""
     if isinstance(data, str):
         return data
