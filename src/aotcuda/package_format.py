@@ -25,11 +25,13 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # signature.py forward_parameters): the runtime binds extra positional
                                         # arguments by it and compares left-out and left-at-default arguments
                                         # with the defaults (runtime/constant_arguments.py). Older packages
-                                        # lack it and are called as before
+                                        # lack it and are called as before. A default is a plain JSON scalar
+                                        # (plain_value), a name a string given once: else refused at load
      "constant_inputs": [{"leaf": 1, "value": 2.0, "name": "'scale'"}, ...],
                                         # (optional) the non-tensor arguments torch.export specialized into
                                         # the program: their place among the flat leaves of the (args, kwargs)
-                                        # input spec, the exported value, the argument as the caller writes it
+                                        # input spec (an int, not a tensor input's), the exported value (a
+                                        # plain JSON scalar), the argument as the caller writes it
      "pytree_types": [{"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
                        "module": "transformers.modeling_outputs"}, ...],
                                         # (optional) container types of the input/output pytree specs
@@ -203,6 +205,18 @@ def library_digest(archive: zipfile.ZipFile) -> str | None:
     return hasher.hexdigest()
 
 
+# The values a signature records for forward's defaults and constant inputs ("forward_parameters",
+# "constant_inputs"): plain JSON scalars of exactly these types (not a subclass: an IntEnum reads back as an
+# int, which a call's IntEnum would not match). The lowering records only these, the runtime reads only these.
+PLAIN_VALUE_TYPES = (type(None), bool, int, float, str)
+
+
+def plain_value(value) -> bool:
+    """Whether ``value`` is a plain JSON scalar (``PLAIN_VALUE_TYPES``): what a signature records as a default
+    or a constant input, and all the runtime compares."""
+    return type(value) in PLAIN_VALUE_TYPES
+
+
 # --- JSON of a package ------------------------------------------------------------------------------------
 
 # Python's json recurses once per nesting level: a 200 KB ``[[[...]]]`` raises RecursionError. Real package
@@ -271,10 +285,32 @@ def _deepest(steps: bytes, stop: int | None) -> int:
     return deepest
 
 
+def json_text(data: bytes | str, path: str, what: str) -> str:
+    """The text of a package's JSON entry (``what`` names it), decoded strictly as UTF-8: the one encoding
+    aotcuda, torch and AOTInductor write. PackageError for anything else: json.loads(bytes) would detect
+    UTF-16 and UTF-32 and decode them, where the bounds scan reads bytes as UTF-8 (a UTF-16 U+2200 is the
+    bytes of a quote, which hid 1.3M containers from it), so the scan and the parse read this one str."""
+    if isinstance(data, str):
+        return data
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = f"{exc.reason} at byte {exc.start}"
+    else:
+        # UTF-16 and UTF-32 of ASCII are valid UTF-8 with NUL bytes between, and JSON holds no raw NUL anywhere.
+        nul = text.find("\0")
+        if nul < 0:
+            return text
+        problem = f"a NUL character at {nul}: UTF-16 or UTF-32?"
+    raise PackageError(f"{path!r}: {what} is not UTF-8 text ({problem}); a package's JSON is UTF-8, so it is damaged "
+                       "or hostile, nothing of it was parsed. Lower the model again")
+
+
 def check_json_bounds(data: bytes | str, path: str, what: str) -> None:
-    """PackageError naming the package and ``what`` (its entry) when ``data`` nests past MAX_JSON_DEPTH or opens
-    more than MAX_JSON_CONTAINERS arrays and objects: one linear scan, before json parses any of it."""
-    steps = _json_steps(data)
+    """PackageError naming the package and ``what`` (its entry) when ``data`` is not UTF-8 (``json_text``),
+    nests past MAX_JSON_DEPTH or opens more than MAX_JSON_CONTAINERS arrays and objects: one linear scan,
+    before json parses any of it."""
+    steps = _json_steps(json_text(data, path, what))
     if _deepest(steps, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise PackageError(f"{path!r}: {what} nests more than the {MAX_JSON_DEPTH} levels a package's JSON may (real "
                            "ones nest about 10); it is damaged or hostile, lower the model again")
@@ -287,11 +323,13 @@ def check_json_bounds(data: bytes | str, path: str, what: str) -> None:
 
 def load_json(data: bytes | str, path: str, what: str):
     """The JSON value of a package's entry (``what`` names it in errors), bounded in depth before it is
-    parsed; PackageError naming the package and the entry for JSON too deep, of too many containers
-    (``check_json_bounds``) or not valid."""
-    check_json_bounds(data, path, what)
+    parsed; PackageError naming the package and the entry for text that is not UTF-8 (``json_text``), JSON
+    too deep, of too many containers (``check_json_bounds``) or not valid. Every JSON of a package is parsed
+    here (or, already a str, after check_json_bounds)."""
+    text = json_text(data, path, what)  # the scan and the parse read the same str
+    check_json_bounds(text, path, what)
     try:
-        return json.loads(data)
+        return json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise PackageError(f"{path!r}: {what} is not valid JSON ({exc}); the package is damaged, lower the "
                            "model again") from exc

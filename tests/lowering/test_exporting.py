@@ -135,15 +135,38 @@ def _derived_root_range(reshape: bool):
     return signature_from_exported_program(ep, narrowed=narrowed)["inputs"][0]["shape"][1]
 
 
-def test_the_root_of_a_derived_dim_keeps_the_asked_min_of_1():
-    """torch gives the root of 8*seq (a symbol of its own) min 2; a plain Dim keeps its asked min 1, and so does
-    this root: the program takes 8*seq from 8, as asked (it took it from 16, and said nothing)."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+def test_the_root_of_a_derived_dim_keeps_torchs_min_2_and_lowering_says_so():
+    """torch gives the root of 8*seq (a symbol of its own) min 2 and traces for it: the program keeps that range
+    (8*seq from 16, not the asked 8), and lowering says so (the range it got, why, what to do); the signature's
+    "narrowed" is what a refusal at run time says."""
+    with pytest.warns(UserWarning, match=r"asked for min 1, but the program takes seq in \[2, 32\]: .*0/1 "
+                                         r"specialization"):
         shape = _derived_root_range(reshape=False)
-    assert (shape["min"], shape["max"]) == (8, 256) and "narrowed" not in shape
+    assert (shape["min"], shape["max"]) == (16, 256) and "0/1 specialization" in shape["narrowed"]
+
+
+class SqueezeFirst(torch.nn.Module):
+    """reshape(-1, 8).squeeze(0): torch decides from b*seq >= 2 that dim 0 is no 1, and records no guard."""
+
+    def forward(self, x):
+        return x.reshape(-1, 8).squeeze(0) * 2
+
+
+def test_a_root_is_not_widened_where_torch_decided_from_its_range_without_a_guard():
+    """(review 7) Widening seq to the asked min 1 made this program return (1, 8) at (b, seq) = (1, 1), where
+    eager returns (8,), silently: no guard says b*seq != 1. The program keeps seq >= 2 and refuses seq = 1."""
+    ds = {"x": {0: Dim("b", min=1, max=16), 1: 8 * Dim("seq", min=1, max=32)}}
+    narrowed = {}
+    with pytest.warns(UserWarning, match=r"takes seq in \[2, 32\]"):
+        ep = export_program(SqueezeFirst(), (torch.randn(2, 32),), {}, ds, narrowed)
+    (root,) = [s for s in ep.range_constraints if str(s) in narrowed]
+    assert int(ep.range_constraints[root].lower) == 2
+    module = ep.module()
+    for b in (1, 2):
+        x = torch.randn(b, 16)
+        torch.testing.assert_close(module(x), SqueezeFirst()(x))
+    with pytest.raises(Exception):
+        module(torch.randn(1, 8))  # eager gives (8,): the program must not answer (1, 8)
 
 
 def test_a_root_min_the_trace_assumed_away_is_said_at_lowering():

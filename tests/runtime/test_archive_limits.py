@@ -93,7 +93,7 @@ def test_the_limits_can_be_raised(so_bomb, signature_bomb, watched_temp, monkeyp
     with pytest.raises(PackageError, match=r"signature.json' would inflate .* to 80.0 MiB .*decompression bomb"):
         read_signature(signature_bomb)
     monkeypatch.setenv("AOTCUDA_MAX_COMPRESSION_RATIO", "0")
-    with pytest.raises(PackageError, match="not valid JSON"):
+    with pytest.raises(PackageError, match=r"is not UTF-8 text \(a NUL character at 0"):  # 80 MiB of zeros
         read_signature(signature_bomb)
 
 
@@ -416,3 +416,31 @@ def test_a_stored_op_table_is_held_to_8_mib(tmp_path, watched_temp):
     for read in (aotcuda.load, proxy_executor_ops):
         with pytest.raises(PackageError, match=r"wrapper.json.* is 9.0 MiB, more than the 8 MiB .*AOTCUDA_MAX_JSON_BYTES"):
             read(path)
+
+
+# --- JSON in another encoding (review 7) ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16", "utf-32-le", "utf-32-be"])
+@pytest.mark.parametrize("entry", ["abc.wrapper.json", "signature.json"])
+def test_json_of_another_encoding_is_refused_before_it_is_parsed(tmp_path, watched_temp, entry, encoding, monkeypatch):
+    """The bounds scan read the bytes as UTF-8 while json.loads(bytes) detects and decodes UTF-16 and UTF-32:
+    a UTF-16 ``\\u2200`` is the bytes of a quote, so a stored UTF-16 signature of 1.3M containers passed the
+    scan and loaded (538 MB). A package's JSON is UTF-8: anything else is refused, naming the entry, unparsed."""
+    import json
+
+    many = "[" + "{}," * 600_000 + "{}]"
+    if entry == "signature.json":
+        name, text = "bomb/aotcuda/signature.json", '{"x":"\u2200","format":"aotcuda.signature","version":2,"junk":' + many + "}"
+    else:
+        name, text = f"{MODEL}{entry}", '{"x":"\u2200","nodes":' + many + "}"
+    path = _write_stored(tmp_path / "utf.pt2", [(f"{MODEL}abc.wrapper.so", b""), (name, text.encode(encoding))])
+    parsed = []
+    real_loads = json.loads
+    monkeypatch.setattr(json, "loads", lambda text, *a, **k: parsed.append(len(text)) or real_loads(text, *a, **k))
+    from aotcuda.runtime.package import proxy_executor_ops
+
+    message = rf"{re.escape(name.rpartition('/')[2])}.* is not UTF-8 text"
+    for read in [aotcuda.load] + ([read_signature, describe_package] if entry == "signature.json" else [proxy_executor_ops]):
+        with pytest.raises(PackageError, match=message):
+            read(path)
+    assert not parsed  # refused before json.loads saw any of it

@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 from runtime_programs import Scaled
 
-from aotcuda.errors import InputError
+from aotcuda.errors import InputError, PackageError
 from aotcuda.package_format import write_signature
 from aotcuda.runtime.package import read_signature
 from aotcuda.runtime.program import load
@@ -176,3 +176,51 @@ def test_a_nested_constant_is_named_by_its_path():
     with pytest.raises(InputError, match=r"argument \"extra\['scale'\]\" is 3.0, but the program was exported with "
                                          r"2.0 there .*; pass 2.0, or lower"):
         arguments.check([torch.zeros(1), 3.0])
+
+
+# --- hostile constant_inputs / forward_parameters (review 7) --------------------------------------------------
+
+@pytest.mark.parametrize("change, says", [
+    ({"constant_inputs": [{"leaf": float("inf"), "value": 2.0}]}, r"constant_inputs\[0\] leaf is inf, not a leaf"),
+    ({"constant_inputs": [{"leaf": True, "value": 2.0}]}, r"constant_inputs\[0\] leaf is True, not a leaf"),
+    ({"constant_inputs": [{"leaf": 7, "value": 2.0}]}, r"constant_inputs\[0\] leaf is 7, not a leaf .* from 0 to 2"),
+    ({"constant_inputs": [{"leaf": 0, "value": 5}]}, r"constant_inputs gives a value at leaf 0, the tensor input 'x'"),
+    ({"constant_inputs": [{"leaf": 1, "value": [1, 2]}]}, r"constant_inputs\[0\] value is \[1, 2\], not a plain JSON"),
+    ({"constant_inputs": [{"leaf": 1, "value": 2.0}, {"leaf": 1, "value": 2.0}]}, r"constant_inputs\[1\] leaf 1 is "
+                                                                                 "given a second time"),
+    ({"constant_inputs": {"leaf": 1}}, r"constant_inputs is a dict, not a list"),
+    ({"forward_parameters": [{"name": "x", "positional": True}, {"name": "scale", "has_default": True,
+                                                                 "default": [1.0, 2.0]}]},
+     r"forward_parameters\[1\] default is \[1.0, 2.0\], not a plain JSON scalar"),
+    ({"forward_parameters": [{"name": "x", "positional": True}, {"name": "x", "positional": True}]},
+     r"forward_parameters\[1\] names 'x' a second time"),
+    ({"forward_parameters": [{"name": 3}]}, r"forward_parameters\[0\] has no name"),
+])
+def test_a_malformed_constant_or_parameter_is_refused_at_load_naming_the_field(scaled_pt2, tmp_path, change, says):
+    """(review 7) A leaf of Infinity raised a raw OverflowError from int(); a list default compared with a call's
+    list of tensors raised torch's raw RuntimeError from ==; a constant at a tensor input's leaf gave a misleading
+    "pass x=5". Both fields are read at load: a malformed one is a PackageError naming it, nothing read in part."""
+    path = tmp_path / "hostile.pt2"
+    path.write_bytes(open(scaled_pt2, "rb").read())
+    write_signature(path, {**read_signature(str(path)), **change})
+    with pytest.raises(PackageError, match=rf"hostile.pt2'.*signature's {says}.*damaged or hostile"):
+        load(str(path))
+
+
+def test_only_plain_values_are_compared_and_lowering_records_only_those():
+    """same_value compares the plain JSON scalars a signature holds; anything else (a list holding tensors, whose
+    == is elementwise) is not the same. The lowering records defaults and constants by the same test."""
+    from aotcuda.lowering.signature import forward_parameters
+    from aotcuda.runtime.constant_arguments import same_value
+
+    assert same_value(2.0, 2.0) and same_value(float("nan"), float("nan")) and same_value(None, None)
+    assert not same_value(1, True) and not same_value([1.0], [1.0])
+    assert not same_value([torch.ones(2), torch.ones(2)], [torch.ones(2), torch.ones(2)])  # raised RuntimeError
+
+    class Defaults(torch.nn.Module):
+        def forward(self, x, extra=(1.0, 2.0), flag=True, mode=torch.float32):
+            return x
+
+    recorded = {p["name"]: p for p in forward_parameters(Defaults())}
+    assert recorded["flag"]["default"] is True
+    assert "default" not in recorded["extra"] and "default" not in recorded["mode"] and recorded["extra"]["has_default"]

@@ -205,3 +205,34 @@ def test_the_scan_of_many_strings_stays_small():
     finally:
         tracemalloc.stop()
     assert peak < 4 * len(data), peak
+
+
+def test_package_json_is_read_as_utf8_only_and_the_scan_and_parse_read_the_same_text():
+    """(review 7) json.loads(bytes) decodes UTF-16/32 where the bounds scan read UTF-8: a UTF-16 entry hid its
+    containers and its depth from the scan. Bytes are decoded strictly as UTF-8 once; anything else is refused."""
+    from aotcuda.package_format import check_json_bounds, json_text
+
+    deep = '["\u2200",' + "[" * 100_000 + "]" * 100_000 + "]"
+    for encoding in ("utf-16-le", "utf-16", "utf-32"):
+        for read in (check_json_bounds, load_json):
+            with pytest.raises(PackageError, match=r"'p': the entry is not UTF-8 text"):
+                read(deep.encode(encoding), "p", "the entry")
+    with pytest.raises(PackageError, match="nests more than"):
+        load_json(deep.encode(), "p", "the entry")
+    text = json.dumps({"name": "\u5b5b" * 10, "caf\u00e9": [1]}, ensure_ascii=False)  # non-ASCII UTF-8 still reads
+    assert load_json(text.encode(), "p", "x") == json.loads(text) and json_text(text.encode(), "p", "x") == text
+    with pytest.raises(PackageError, match="not valid JSON"):
+        load_json(b"\xef\xbb\xbf{}", "p", "x")  # a BOM: json.loads(bytes) skipped it, a str parse refuses it
+
+
+def test_a_deep_context_string_of_an_unknown_call_spec_type_is_read_as_no_field_names():
+    """(review 7) A context is a JSON string inside the call spec, which the bounds scan does not look into:
+    the plain reading of an unknown type parsed it with json.loads, unbounded (a RecursionError). It goes
+    through load_json, and a context it refuses (or one that is no string) means: no field names, a tuple."""
+    from aotcuda.runtime.pytree_types import _plain
+
+    for context in ("[" * 100_000 + "]" * 100_000, 5, '["a"]'):
+        leaf = {"type": None, "context": None, "children_spec": []}
+        document = [1, {"type": "unknown.Type", "context": context, "children_spec": [leaf]}]
+        node = _plain(document, {"unknown.Type"}, "p.pt2")[1]
+        assert node["type"] == ("builtins.dict" if context == '["a"]' else "builtins.tuple"), node

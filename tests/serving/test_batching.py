@@ -140,6 +140,9 @@ def test_a_body_of_many_names_is_refused_from_its_header_alone_and_briefly():
     ((1 << 40).to_bytes(8, "little") + b"{}", "its header claims"),
     ((2).to_bytes(8, "little") + b"[]", "not a JSON object"),
     ((4000).to_bytes(8, "little") + b"[" * 2000 + b"]" * 2000, "nests deeper"),
+    # (review 7) the depth scan read UTF-8 where json.loads(bytes) decodes UTF-16: both read one UTF-8 str now
+    ((8004).to_bytes(8, "little") + ('["\u2200",' + "[" * 2000 + "]" * 2000 + "]").encode("utf-16-le")[:8004],
+     "not a safetensors file"),
 ])
 def test_a_body_that_is_not_a_safetensors_file_is_refused_before_it_is_parsed(body, says):
     with pytest.raises(RequestError, match=says):

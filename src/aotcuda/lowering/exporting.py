@@ -37,9 +37,9 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
     """torch.export.export(strict=False); a violated dynamic-shape constraint is checked as described
     above, and one that does not hold becomes a DynamicShapesError that keeps torch's why-lines and
     suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
-    for each root Dim whose asked range the program could not keep (``with_asked_root_ranges``)."""
+    for each root Dim whose asked range the program does not take (``said_narrowed_roots``)."""
     try:
-        return with_asked_root_ranges(
+        return said_narrowed_roots(
             torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False), dynamic_shapes,
             narrowed)
     except torch._dynamo.exc.UserError as exc:
@@ -52,10 +52,9 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
                                  prefer_deferred_runtime_asserts_over_guards=True)
     except Exception:  # noqa: BLE001 - the first error is the one the caller can act on
         raise error from violation
-    with_asked_root_ranges(ep, dynamic_shapes, narrowed)  # first: the assertions must hold over the asked range
     failure = first_failing_size_assertion(ep)
     if failure is None:
-        return ep
+        return said_narrowed_roots(ep, dynamic_shapes, narrowed)
     from aotcuda.runtime.specs import under_dim_names
     from aotcuda.lowering.signature import dim_names
 
@@ -63,25 +62,24 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
     raise error from violation
 
 
-def with_asked_root_ranges(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str, str] | None = None
-                           ) -> ExportedProgram:
-    """``ep`` with the range the caller asked for each root Dim of a derived Dim that no input has as a size
-    of its own (``seq`` of ``8 * seq``), where torch gave it min 2 instead of the asked 0 or 1; a UserWarning
-    where that min cannot be given.
+def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str, str] | None = None
+                        ) -> ExportedProgram:
+    """``ep`` unchanged; a UserWarning for each root Dim of a derived Dim that no input has as a size of its own
+    (``seq`` of ``8 * seq``) where torch gave it min 2 instead of the asked 0 or 1, and ``narrowed`` gets
+    {symbol: why} for the package's signature, so that a size refused at run time is refused with that reason.
 
     Why: torch.export records a plain Dim's range as asked (min 1 stays 1, though it traces with sizes of 2
     or more: its 0/1 specialization), but it makes such a root a symbol of its own whose range is the shape
-    environment's, which starts at 2, and says nothing: ``8 * Dim("seq", min=1)`` became ``8*seq`` in
-    [16, ...], and the program refused seq = 1, which eager runs. The root gets the asked min where every
-    guard torch recorded on it alone (``ep.module()`` checks them) holds there; where one does not
-    (``seq != 1``: the model was traced assuming it), the program keeps torch's range and the warning says
-    which range it got, why, and what to do; ``narrowed`` gets {symbol: why} for the package's signature, so
-    that a size refused at run time is refused with that reason."""
+    environment's, which starts at 2, and says nothing: ``8 * Dim("seq", min=1)`` becomes ``8*seq`` in
+    [16, ...]. That range is the one the program was traced for, and it is kept: torch decides from it without
+    recording a guard (``x.reshape(-1, 8).squeeze(0)`` squeezes nothing because ``b*seq >= 2``), and guards
+    that involve other symbols (``b*seq != b``) are not looked at here, so no check of the recorded guards
+    can show that a wider range is sound (an earlier widening made that program return (1, 8) where eager
+    returns (8,)). The warning says the range the program got, why (a recorded guard that fails at a smaller
+    root, where one on the root alone does), and what to do."""
     roots = _derived_roots(dynamic_shapes)
     if not roots:
         return ep
-    from torch.utils._sympy.value_ranges import ValueRanges
-
     from aotcuda.lowering.signature import dim_names
 
     for symbol, name in dim_names(ep).items():
@@ -93,17 +91,16 @@ def with_asked_root_ranges(ep: ExportedProgram, dynamic_shapes, narrowed: dict[s
         if low >= 2 or _as_int(got.lower) != 2:
             continue
         failing = _failing_guard(ep, key, name, range(low, 2))
-        if failing is None:
-            ep.range_constraints[key] = ValueRanges(low, got.upper)
-            continue
+        why = (f"torch.export traced the model assuming {failing}" if failing is not None else
+               "torch.export gives the root of a derived Dim min 2 (its 0/1 specialization) and traced the model "
+               f"for {name} >= 2")
         if narrowed is not None:
-            narrowed[symbol] = (f"lowering was asked for {name} >= {low}, but torch.export traced the model "
-                                f"assuming {failing}")
+            narrowed[symbol] = f"lowering was asked for {name} >= {low}, but {why}"
         warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for min {low}, but the program "
-                      f"takes {name} in [2, {_as_int(got.upper)}]: torch.export traced the model assuming {failing} "
-                      f"(its 0/1 specialization), so the program refuses sizes with {name} < 2, and says why. To "
-                      f"take them, lower another program with those dims static at the size {name} < 2 gives, or "
-                      f"change the model's line that needs {name} != 1.",
+                      f"takes {name} in [2, {_as_int(got.upper)}]: {why}, so the program refuses sizes with "
+                      f"{name} < 2, and says why. To take them, lower another program with those dims static at "
+                      f"the size {name} < 2 gives" + (f", or change the model's line that needs {failing}"
+                                                       if failing is not None else "") + ".",
                       UserWarning, stacklevel=6)  # lower()'s caller: here, export_program, before_compile, lower()
     return ep
 

@@ -226,7 +226,7 @@ class BeforeCompile(NamedTuple):
     pass_results: one PassResult per pass, in order. untraced: {custom op: why its implementation could not
     be traced} (``_decomposed``). index_ranges, unchecked: ``exported_index_ranges`` of the exported program,
     read before the decompositions rewrite eager's ops (one_hot). narrowed: {symbol: why} for the root Dims
-    whose asked range the program could not keep (``exporting.with_asked_root_ranges``)."""
+    whose asked range the program does not take (``exporting.said_narrowed_roots``)."""
 
     program: ExportedProgram
     pass_results: list[PassResult]

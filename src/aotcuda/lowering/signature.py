@@ -18,7 +18,7 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import bound_sympy
 
 from aotcuda.lowering.index_ranges import index_ranges, merge_ranges, unchecked_inputs
-from aotcuda.package_format import SIGNATURE_FORMAT, SIGNATURE_VERSION
+from aotcuda.package_format import SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 from aotcuda.runtime.keywords import leaf_names, output_leaf_names
 from aotcuda.runtime.pytree_types import recorded_types
@@ -190,7 +190,7 @@ def constant_inputs(graph_signature) -> list[dict]:
 
     user = [spec for spec in graph_signature.input_specs if spec.kind == InputKind.USER_INPUT]
     return [{"leaf": leaf, "value": spec.arg.value} for leaf, spec in enumerate(user)
-            if isinstance(spec.arg, ConstantArgument) and _plain_value(spec.arg.value)]
+            if isinstance(spec.arg, ConstantArgument) and plain_value(spec.arg.value)]
 
 
 def forward_parameters(module: torch.nn.Module) -> list[dict] | None:
@@ -216,14 +216,10 @@ def forward_parameters(module: torch.nn.Module) -> list[dict] | None:
         entry = {"name": parameter.name, "positional": positional and parameter.kind in (
                  parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD),
                  "has_default": parameter.default is not parameter.empty}
-        if entry["has_default"] and _plain_value(parameter.default):
+        if entry["has_default"] and plain_value(parameter.default):
             entry["default"] = parameter.default
         recorded.append(entry)
     return recorded
-
-
-def _plain_value(value) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
 
 
 def dim_names(ep) -> dict[str, str]:

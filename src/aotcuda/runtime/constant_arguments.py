@@ -16,13 +16,20 @@ default and the fix. The defaults come from the signature's "forward_parameters"
 records since this check; a package without it (an older aotcuda, or a signature written without the
 module) behaves as before: a left-out keyword is filled with the exported value, a left-out positional
 constant or an argument the package does not take is refused as a count or unknown-keyword error.
+
+Both fields are package content, read at load: one that is present but malformed (a leaf that is no int
+leaf of the input spec, or names a tensor input; a default or value that is no plain JSON scalar,
+``package_format.plain_value``, the same test the lowering records them by; a parameter without a name, or
+named twice) is refused with a PackageError naming the field, never read in part: the program would check
+calls against values it was not exported with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aotcuda.errors import InputError
+from aotcuda.errors import InputError, PackageError, clipped
+from aotcuda.package_format import plain_value
 from aotcuda.runtime.keywords import _args_and_kwargs_specs, _children, leaf_names
 
 _NO_DEFAULT = object()
@@ -53,18 +60,24 @@ class ConstantInput:
 
 
 def same_value(given, value) -> bool:
-    """The check a passed constant must pass: the same type and value (``0`` is not ``False``; nan is nan)."""
-    return type(given) is type(value) and (given == value or (given != given and value != value))
+    """The check a passed constant must pass: the same plain type (``plain_value``) and value (``0`` is not
+    ``False``; nan is nan). Anything else is not the same: a list's ``==`` would compare what it holds (tensors)."""
+    return type(given) is type(value) and plain_value(value) and (
+        given == value or (given != given and value != value))
 
 
 class ConstantArguments:
     """A package's constant inputs and forward's parameters, read once from its signature (both checked
     for their types here: the signature is package content)."""
 
-    def __init__(self, signature: dict | None, in_spec, positional_names: list[str | None]):
+    def __init__(self, signature: dict | None, in_spec, positional_names: list[str | None], path: str = "the package",
+                 tensor_inputs: list[str] | None = None):
+        """tensor_inputs: the names of the program's tensor inputs (the signature's inputs, in order), when known:
+        a constant at one of their leaves is refused. Raises PackageError for malformed fields (module docstring)."""
         self._in_spec, self._names = in_spec, positional_names
-        self.parameters = _parameters((signature or {}).get("forward_parameters"))
-        self.constants = _constants((signature or {}).get("constant_inputs"), in_spec, positional_names)
+        self.parameters = _parameters((signature or {}).get("forward_parameters"), path)
+        self.constants = _constants((signature or {}).get("constant_inputs"), in_spec, positional_names, path,
+                                    tensor_inputs)
         self.values = {c.leaf: c.value for c in self.constants}
         self._by_name = {p.name: p for p in self.parameters or ()}
 
@@ -182,28 +195,57 @@ def _assignment(constant: ConstantInput) -> str:
     return f"{constant.parameter}={constant.value!r}" if constant.parameter else repr(constant.value)
 
 
-def _parameters(recorded) -> list[Parameter] | None:
+def _refuse(path: str, field: str, what: str):
+    raise PackageError(f"{path!r}: its aotcuda signature's {field} {what}; the package is damaged or hostile "
+                       "(aotcuda.lower writes none such), lower the model again")
+
+
+def _shown(value) -> str:
+    return clipped(repr(value), 60)
+
+
+def _parameters(recorded, path: str) -> list[Parameter] | None:
+    if recorded is None:
+        return None  # not recorded: an older package
     if not isinstance(recorded, list):
-        return None
-    parameters = []
-    for entry in recorded:
-        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str)):
-            return None  # malformed: treated as not recorded, as an older package
+        _refuse(path, "forward_parameters", f"is a {type(recorded).__name__}, not a list")
+    parameters, names = [], set()
+    for index, entry in enumerate(recorded):
+        field = f"forward_parameters[{index}]"
+        if not (isinstance(entry, dict) and type(entry.get("name")) is str):
+            _refuse(path, field, "has no name (a string)")
+        if entry["name"] in names:
+            _refuse(path, field, f"names {_shown(entry['name'])} a second time")
+        names.add(entry["name"])
+        if "default" in entry and not plain_value(entry["default"]):
+            _refuse(path, f"{field} default", f"is {_shown(entry['default'])}, not a plain JSON scalar (null, a bool, "
+                    "a number or a string: the defaults lowering records)")
         has_default = entry.get("has_default") is True or "default" in entry
         parameters.append(Parameter(entry["name"], entry.get("positional") is True,
                                     entry["default"] if "default" in entry else _NO_DEFAULT, has_default))
     return parameters
 
 
-def _constants(recorded, in_spec, names: list[str | None]) -> tuple[ConstantInput, ...]:
+def _constants(recorded, in_spec, names: list[str | None], path: str,
+               tensor_inputs: list[str] | None = None) -> tuple[ConstantInput, ...]:
     """The signature's "constant_inputs" ({"leaf", "value"}), each named and placed from the input spec."""
-    if not isinstance(recorded, list) or in_spec is None:
+    if recorded is None or in_spec is None:
         return ()
-    try:
-        values = {int(entry["leaf"]): entry["value"] for entry in recorded}
-    except (TypeError, KeyError, ValueError):
-        return ()
-    values = {leaf: value for leaf, value in values.items() if 0 <= leaf < in_spec.num_leaves}
+    if not isinstance(recorded, list):
+        _refuse(path, "constant_inputs", f"is a {type(recorded).__name__}, not a list")
+    values = {}
+    for index, entry in enumerate(recorded):
+        field = f"constant_inputs[{index}]"
+        leaf = entry.get("leaf") if isinstance(entry, dict) else None
+        if type(leaf) is not int or not 0 <= leaf < in_spec.num_leaves:
+            _refuse(path, f"{field} leaf", f"is {_shown(leaf)}, not a leaf of the input spec (an int from 0 to "
+                    f"{in_spec.num_leaves - 1})")
+        if leaf in values:
+            _refuse(path, f"{field} leaf", f"{leaf} is given a second time")
+        if "value" not in entry or not plain_value(entry["value"]):
+            _refuse(path, f"{field} value", f"is {_shown(entry.get('value'))}, not a plain JSON scalar (null, a bool, "
+                    "a number or a string: the constants lowering records)")
+        values[leaf] = entry["value"]
     whole = _whole_arguments(in_spec, names)
     try:
         shown = leaf_names(in_spec)
@@ -213,7 +255,12 @@ def _constants(recorded, in_spec, names: list[str | None]) -> tuple[ConstantInpu
     for leaf, value in sorted(values.items()):
         parameter, position = whole.get(leaf, (None, None))
         name = parameter or (names[position] if position is not None and position < len(names) else None)
+        if name is not None and name in (tensor_inputs or ()):
+            _refuse(path, "constant_inputs", f"gives a value at leaf {leaf}, the tensor input {_shown(name)}")
         constants.append(ConstantInput(leaf, value, name or argument_name(shown[leaf]), parameter or name, position))
+    if tensor_inputs is not None and len(values) > in_spec.num_leaves - len(tensor_inputs):
+        _refuse(path, "constant_inputs", f"lists {len(values)} constants, but {len(tensor_inputs)} of the input "
+                f"spec's {in_spec.num_leaves} leaves are tensor inputs: a constant names a tensor input")
     return tuple(constants)
 
 

@@ -160,6 +160,7 @@ class Program:
         self._graphs = GraphRunner(self._run, self._device, mutated=self._written) if cuda_graphs else None
         self._arg_names = None
         self._constants: ConstantArguments | None = None
+        self._constant_arguments()  # read at load: a malformed constant_inputs/forward_parameters is a PackageError
         self._accepted = AcceptedSignatures(self._input_specs, self._device, self.num_inputs)
         self._output_array = handle_array_type(self.num_outputs)
         self._stealer = OutputStealer(self.num_outputs)
@@ -298,9 +299,11 @@ class Program:
 
     def _constant_arguments(self) -> ConstantArguments:
         """The constant inputs the signature records and forward's parameters (none in older packages:
-        those accept any value there, as torch's loader does), read once."""
+        those accept any value there, as torch's loader does), read once, at load (PackageError where malformed)."""
         if self._constants is None:
-            self._constants = ConstantArguments(self._package.signature, self._in_spec, self._positional_names())
+            tensors = [spec.name for spec in self._input_specs] if self._input_specs is not None else None
+            self._constants = ConstantArguments(self._package.signature, self._in_spec, self._positional_names(),
+                                                self._package.path, tensors)
         return self._constants
 
     def _positional_names(self) -> list[str | None]:

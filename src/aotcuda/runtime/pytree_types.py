@@ -28,7 +28,8 @@ import warnings
 
 import torch.utils._pytree as pytree
 
-from aotcuda.package_format import check_json_bounds
+from aotcuda.errors import PackageError
+from aotcuda.package_format import check_json_bounds, load_json
 
 # torch's own container types (builtins.tuple, collections.OrderedDict, ...): always registered, never recorded.
 _BUILTIN_TYPES = frozenset(pytree.SUPPORTED_SERIALIZED_TYPES[cls].serialized_type_name
@@ -88,7 +89,7 @@ def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: s
         f"back plain: a container with named fields as a dict {{field: value}}, any other as a tuple. Install "
         f"the module (or import it before aotcuda.load) to get the original types.",
         UserWarning, stacklevel=4)
-    return pytree.treespec_loads(json.dumps(_plain(json.loads(text), set(still_missing))))
+    return pytree.treespec_loads(json.dumps(_plain(json.loads(text), set(still_missing), package_path)))
 
 
 def _unregistered_types(text: str) -> list[str]:
@@ -103,7 +104,7 @@ def _unregistered_types(text: str) -> list[str]:
     return list(names)
 
 
-def _plain(document: list, unknown: set[str]) -> list:
+def _plain(document: list, unknown: set[str], package_path: str) -> list:
     """The serialized spec with each node of an unknown type turned into a dict (when its context is the
     list of its children's field names) or a tuple."""
 
@@ -111,9 +112,10 @@ def _plain(document: list, unknown: set[str]) -> list:
         children = [convert(child) for child in node.get("children_spec", [])]
         if node.get("type") not in unknown:
             return {**node, "children_spec": children}
-        try:
-            fields = json.loads(node.get("context") or "null")
-        except ValueError:
+        context = node.get("context") or "null"
+        try:  # a string inside the spec, which the bounds scan did not look into: bounded on its own
+            fields = load_json(context, package_path, "a call spec's context") if isinstance(context, str) else None
+        except PackageError:
             fields = None
         named = isinstance(fields, list) and len(fields) == len(children) and all(isinstance(f, str) for f in fields)
         if named:

@@ -72,9 +72,12 @@ def _check_header_names(body: bytes, names: list[str]) -> None:
                                               f"inputs is at most {MAX_HEADER_BYTES}"))
     header = body[8:8 + size]
     try:
-        if json_depth(header, stop=4) > 3:  # {name: {"shape": [...]}}: three levels
+        # Decoded strictly as UTF-8 (safetensors' header encoding) before anything reads it: json.loads(bytes)
+        # would detect UTF-16/32 where json_depth reads the bytes as UTF-8, so both read this one str.
+        text = header.decode("utf-8")  # a UnicodeDecodeError is a ValueError: refused below
+        if json_depth(text, stop=4) > 3:  # {name: {"shape": [...]}}: three levels
             raise ValueError("its header nests deeper than a safetensors header")
-        entries = json.loads(header)
+        entries = json.loads(text)
         if not isinstance(entries, dict):
             raise ValueError("its header is not a JSON object")
     except (ValueError, RecursionError) as exc:
