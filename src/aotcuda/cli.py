@@ -482,6 +482,16 @@ def inspect(package):
                                   f"({shown(_clip(dim.shown))}) is computed from an input's values with no upper "
                                   "bound (torch._check(n <= N) in the model bounds it); aotcuda serve refuses it "
                                   "without --allow-unbounded-outputs", highlight=False, soft_wrap=True)
+        try:  # what serve refuses beyond the outputs (serving.batching.unbounded_size): an intermediate's size
+            from aotcuda.serving.batching import unbounded_size
+
+            inner = unbounded_size(signature.get("data_dependent_sizes"))
+        except (ImportError, PackageError) as exc:
+            inner = f"the signature's data_dependent_sizes cannot be read ({_clip(str(exc))})" \
+                if isinstance(exc, PackageError) else ""
+        if inner:
+            console.print(f"unbounded data-dependent size: {shown(inner)}, with no upper bound; aotcuda serve refuses "
+                          "it without --allow-unbounded-outputs", highlight=False, soft_wrap=True)
         constants = _constant_inputs_line(signature)
         if constants:
             console.print(constants, highlight=False, soft_wrap=True)  # one line to grep, as the kernel lines

@@ -45,6 +45,10 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
      "state_written": ["angle", ...],  # (optional) the buffers and parameters the program writes in place at
                                         # every call (a KV cache, a step counter): serving refuses batching
                                         # and several replicas for it (each would hold its own state)
+     "data_dependent_sizes": [{"expr": "u0", "min": 0, "max": null}, ...],
+                                        # (optional) every size the program computes from an input's values
+                                        # (an unbacked symbol), output or intermediate, with its range:
+                                        # serving refuses one without a max (absent: older aotcuda)
      "library_sha256": "9f86d0..."}     # (optional) the SHA-256 of the model's .so this signature was
                                         # written for (write_signature adds it): load refuses a signature
                                         # of another library, whose shapes the generated code would not read

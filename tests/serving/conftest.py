@@ -36,8 +36,9 @@ def served_block(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def mask_packages(tmp_path_factory):
-    """{None: the lengths-to-mask program with an unbounded width, 512: the same bounded by torch._check}."""
-    from serving_cases import LengthsToMask
+    """{None: the lengths-to-mask program with an unbounded width, 512: the same bounded by torch._check,
+    "intermediate": a program whose output is (1,) but which allocates a tensor as long as an input's value}."""
+    from serving_cases import LastOfARange, LengthsToMask
 
     folder = tmp_path_factory.mktemp("masks")
     batch = torch.export.Dim("b", min=1, max=64)
@@ -46,4 +47,7 @@ def mask_packages(tmp_path_factory):
         paths[bound] = str(folder / f"mask_{bound}.pt2")
         aotcuda.lower(LengthsToMask(bound), (torch.tensor([3, 5]),), device="cpu", package_path=paths[bound],
                       dynamic_shapes=({0: batch},))
+    paths["intermediate"] = str(folder / "intermediate.pt2")
+    aotcuda.lower(LastOfARange(), (torch.tensor([3, 5]),), device="cpu", package_path=paths["intermediate"],
+                  dynamic_shapes=({0: batch},))
     return paths

@@ -156,3 +156,14 @@ class LengthsToMask(torch.nn.Module):
         if self.bound is not None:
             torch._check(n <= self.bound)
         return torch.arange(n, device=lengths.device)[None, :] < lengths[:, None]
+
+
+class LastOfARange(torch.nn.Module):
+    """Breaker, review 8: a tensor sized by an input's value (``arange(n)``, n = lengths.max()) that no output
+    shows: the output is (1,), so the outputs' dims alone did not say what a request's values make it allocate."""
+
+    def forward(self, lengths):
+        n = lengths.max().item()
+        torch._check(n >= 1)
+        ramp = torch.arange(n, device=lengths.device).flip(0)
+        return ramp[-1:].sum().reshape(1) + lengths.sum()

@@ -65,3 +65,54 @@ def test_a_data_dependent_output_is_never_batched(mask_packages):
     program = aotcuda.load(path)
     with pytest.raises(ServingConfigError, match="cannot be batched"):
         serving_plan(program.input_specs, program.output_specs, 8, path)  # what ProgramReplica runs
+
+
+def test_a_tensor_sized_by_a_requests_value_is_refused_where_no_output_shows_it(mask_packages):
+    """Review 8: arange(n) for n = lengths.max(), behind an output of shape (1,): 16 bytes of request made a replica
+    allocate 1.5 GB (lengths=[2**25]) and serve let it through, as no output dim was data-dependent. lower() records
+    every data-dependent size of the program ("data_dependent_sizes"), and serving refuses one without a max."""
+    from aotcuda.serving.batching import serving_plan, unbounded_size
+
+    path = mask_packages["intermediate"]
+    signature = read_signature(path)
+    assert [dim for spec in signature["outputs"] for dim in spec["shape"]] == [1]
+    assert signature["data_dependent_sizes"] == [{"expr": "u0", "min": 1, "max": None}]
+    with pytest.raises(ServingConfigError, match=r"computes a tensor size, u0, from an input's values.*no upper "
+                                                 r"bound.*torch._check"):
+        check_package(path, ServeOptions())
+    assert check_package(path, ServeOptions(allow_unbounded_outputs=True)) == "cpu"
+    program = aotcuda.load(path)
+    with pytest.raises(ServingConfigError, match="computes a tensor size"):  # what ProgramReplica runs
+        serving_plan(program.input_specs, program.output_specs, 1, path,
+                     data_dependent_sizes=signature["data_dependent_sizes"])
+    lengths = torch.tensor([3, 7])
+    torch.testing.assert_close(program(lengths), torch.tensor([10]))  # the program itself computes as eager
+    shown = subprocess.run([sys.executable, "-m", "aotcuda", "inspect", path], capture_output=True, text=True,
+                           timeout=120).stdout
+    assert "unbounded data-dependent size: the program computes a tensor size, u0" in shown, shown
+    # the bounded mask records its size with the max; a record not in its form is refused, an absent one is
+    # an older package's (nothing to judge)
+    assert read_signature(mask_packages[512])["data_dependent_sizes"] == [{"expr": "u0", "min": 1, "max": 512}]
+    assert unbounded_size([{"expr": "u0", "min": 1, "max": 512}]) == "" and unbounded_size(None) == ""
+    for malformed in ("u0", [{"expr": "u0", "max": "9"}], [{"expr": 3, "max": None}], [{"expr": "u0", "max": -1}]):
+        with pytest.raises(aotcuda.PackageError, match="data_dependent_sizes is not a list"):
+            unbounded_size(malformed)
+
+
+def test_an_output_symbol_no_input_has_counts_as_data_dependent_and_ranges_are_checked():
+    """Review 8: an output dim of a symbol that no input dim binds (``x9``) escaped the unbounded check, which
+    looked for torch's u-names only; and a range that holds no size ([9, 2], max -1) was read as given."""
+    from aotcuda.runtime.specs import DimSpec, TensorSpec
+    from aotcuda.serving.batching import unbounded_output_dim
+
+    def spec(name, shape):
+        return TensorSpec.from_json({"name": name, "dtype": "float32", "device": "cpu", "shape": shape})
+
+    inputs = [spec("x", [{"expr": "s0", "min": 1, "max": 8}])]
+    assert unbounded_output_dim([spec("out", [{"expr": "2*s0", "min": 2, "max": None}])], inputs) == ""
+    assert "output 'out' dim 0 is x9" in unbounded_output_dim([spec("out", [{"expr": "x9", "min": 0, "max": None}])],
+                                                               inputs)
+    assert unbounded_output_dim([spec("out", [{"expr": "x9", "min": 0, "max": 4}])], inputs) == ""
+    for low, high in ((9, 2), (0, -1)):
+        with pytest.raises(ValueError, match="which holds no size"):
+            DimSpec.from_json({"expr": "s0", "min": low, "max": high})

@@ -46,6 +46,29 @@ def _finite_bound(value) -> int | None:
     return int(value)
 
 
+def data_dependent_sizes(ep) -> list[dict]:
+    """Every data-dependent (unbacked) size of a tensor anywhere in ``ep`` (a value the program reads from a
+    tensor, ``n = lengths.max().item()``, that sizes an output or an intermediate: ``torch.arange(n)``), as
+    {"expr": "u0", "min": int, "max": int | None}, its range as the ExportedProgram records it (the model's
+    torch._check; None: unbounded). The signature's "data_dependent_sizes": what one request's values can make
+    the program allocate, which serving refuses unbounded (an output's dims alone miss an intermediate)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    found = set()
+    for node in ep.graph.nodes:
+        values = node.meta.get("val")
+        for value in values if isinstance(values, (list, tuple)) else (values,):
+            if isinstance(value, torch.Tensor):
+                found |= free_unbacked_symbols((*value.shape, *value.stride()))
+    sizes = []
+    for symbol in sorted(found, key=str):
+        bounds = ep.range_constraints.get(symbol)
+        low = None if bounds is None else _finite_bound(bounds.lower)
+        sizes.append({"expr": str(symbol), "min": 0 if low is None else max(low, 0),
+                      "max": None if bounds is None else _finite_bound(bounds.upper)})
+    return sizes
+
+
 def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dict:
     return {
         "name": name,

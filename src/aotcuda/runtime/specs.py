@@ -75,6 +75,8 @@ class DimSpec:
         if not (low is None or _is_int(low)) or not (high is None or _is_int(high)):
             raise ValueError(f"the dim {dim['expr']!r} has the range [{_clipped(low)}, {_clipped(high)}]; its bounds "
                              "are integers (max: null when unbounded)")
+        if high is not None and (high < 0 or (low is not None and high < low)):
+            raise ValueError(f"the dim {dim['expr']!r} has the range [{low}, {high}], which holds no size")
         narrowed = dim.get("narrowed")
         if not (narrowed is None or isinstance(narrowed, str)):
             raise ValueError(f"the dim {dim['expr']!r} has a 'narrowed' of {_clipped(narrowed)}; it is a string")
@@ -86,6 +88,13 @@ class DimSpec:
     def data_dependent(self) -> bool:
         """The dim's size comes from an input's values, not its shape (an unbacked symbol: u0)."""
         return self.expr is not None and _UNBACKED_SYMBOL.search(self.expr) is not None
+
+    @property
+    def symbols(self) -> frozenset[str]:
+        """The names of the symbols the dim's expression holds (empty for a static dim)."""
+        if self.expr is None:
+            return frozenset()
+        return frozenset(str(symbol) for symbol in shape_expression(self.expr).free_symbols)
 
     @property
     def shown(self) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import Advice, ServingConfigError
+from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped
 
 __all__ = ["BatchPlan", "combine", "serving_plan", "split_rows", "unbounded_output_dim"]
 
@@ -126,12 +126,14 @@ def split_rows(outputs: list[torch.Tensor], counts: list[int]) -> list[list[torc
 
 
 def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
-                 allow_unbounded_outputs: bool = False) -> BatchPlan:
+                 allow_unbounded_outputs: bool = False, data_dependent_sizes: list | None = None) -> BatchPlan:
     """The batch plan of a program about to be served, after checking that the options fit it.
 
     Raises ServingConfigError when max_batch_size > 1 and the program does not batch, when one of its
     input or output dtypes cannot travel as safetensors, or when an output has a data-dependent dim with no
-    upper bound (unless ``allow_unbounded_outputs``: see unbounded_output_dim).
+    upper bound, or ``data_dependent_sizes`` (the signature's: intermediates too) holds one (unless
+    ``allow_unbounded_outputs``: see unbounded_output_dim and unbounded_size). PackageError for a
+    ``data_dependent_sizes`` that is not in its form.
     """
     from aotcuda.serving.codec import unsupported_dtypes
 
@@ -139,7 +141,7 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
     if refused:
         raise ServingConfigError(f"{where}: safetensors cannot carry {', '.join(map(str, refused))}, which this "
                                  "program takes or returns; serve a program without them")
-    unbounded = unbounded_output_dim(output_specs)
+    unbounded = unbounded_output_dim(output_specs, input_specs) or unbounded_size(data_dependent_sizes)
     if unbounded and not allow_unbounded_outputs:
         raise ServingConfigError(
             f"{where}: {unbounded}, with no upper bound: one request of a few bytes (lengths=[2**36]) makes a replica "
@@ -156,13 +158,34 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
     return plan
 
 
-def unbounded_output_dim(output_specs) -> str:
+def unbounded_output_dim(output_specs, input_specs=None) -> str:
     """The first output dim whose size comes from an input's values (an unbacked symbol: ``n =
-    lengths.max().item()``) with no recorded maximum, in words ("" when none). Such a size is whatever a
-    request's values say, so a request's bytes do not bound what the program allocates for it."""
+    lengths.max().item()``), or holds a symbol no input dim has (``input_specs`` given), with no recorded
+    maximum, in words ("" when none). Such a size is whatever a request's values say, so a request's bytes do
+    not bound what the program allocates for it."""
+    bound_by_inputs = {symbol for spec in input_specs or () for dim in spec.dims for symbol in dim.symbols}
     for spec in output_specs or ():
         for index, dim in enumerate(spec.dims):
-            if dim.data_dependent and dim.max is None:
+            free = input_specs is not None and not dim.symbols <= bound_by_inputs
+            if (dim.data_dependent or free) and dim.max is None:
                 return (f"output {spec.name!r} dim {index} is {dim.shown}, a size the program computes from an "
                         "input's values (data-dependent)")
+    return ""
+
+
+def unbounded_size(recorded) -> str:
+    """The first size of the signature's "data_dependent_sizes" (lowering.signature.data_dependent_sizes: every
+    size computed from an input's values, intermediates included) with no maximum, in words ("" when none;
+    None, from an older aotcuda, records nothing). PackageError for a record not in that form."""
+    if recorded is None:
+        return ""
+    if not isinstance(recorded, list) or not all(
+            isinstance(size, dict) and isinstance(size.get("expr"), str) and
+            (size.get("max") is None or (type(size.get("max")) is int and size["max"] >= 0)) for size in recorded):
+        raise PackageError(f"the signature's data_dependent_sizes is not a list of {{'expr': str, 'max': int or "
+                           f"null}}: {clipped(repr(recorded), 80)}; lower the model again")
+    for size in recorded:
+        if size.get("max") is None:
+            return (f"the program computes a tensor size, {clipped(size['expr'], 40)}, from an input's values "
+                    "(data-dependent; an intermediate tensor's, or an output's)")
     return ""

@@ -106,7 +106,8 @@ def check_package(package_path: str, options: ServeOptions) -> str:
                            "package written by aotcuda.lower (or lower the model again)")
     specs = dict(zip(("inputs", "outputs"), specs_from_signature(signature, package_path)))  # PackageError if malformed
     serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path,
-                 allow_unbounded_outputs=options.allow_unbounded_outputs)
+                 allow_unbounded_outputs=options.allow_unbounded_outputs,
+                 data_dependent_sizes=signature.get("data_dependent_sizes"))
     _check_state(signature.get("state_written"), options, package_path)
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:
