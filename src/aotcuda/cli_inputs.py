@@ -389,10 +389,11 @@ def _check_pickles(path: str, handle, infos: list[zipfile.ZipInfo], limits) -> N
     pickles = [info for info in infos if info.filename.rpartition("/")[2].lower() == "data.pkl"]
     size = sum(info.file_size for info in pickles)  # together: one reading of the directory reads them all
     if size > MAX_INPUTS_PICKLE_BYTES:
-        raise _refuse(f"{path}: its pickle{'s' if len(pickles) > 1 else ''} ({pickles[0].filename!r}"
-                      f"{' and more' if len(pickles) > 1 else ''}) take{'' if len(pickles) > 1 else 's'} {size / MiB:.1f} MiB, more than the "
-                      f"{MAX_INPUTS_PICKLE_BYTES / MiB:.0f} MiB that inputs of {MAX_INPUTS_VALUES:,} values need "
-                      f"(torch.save writes ~9 MB for 100,000 tensors); nothing of it was run: {fix}")
+        several = len(pickles) > 1
+        raise _refuse(f"{path}: its pickle{'s' if several else ''} ({pickles[0].filename!r}"
+                      f"{' and more' if several else ''}) take{'' if several else 's'} {size / MiB:.1f} MiB, more "
+                      f"than the {MAX_INPUTS_PICKLE_BYTES / MiB:.0f} MiB that inputs of {MAX_INPUTS_VALUES:,} values "
+                      f"need (torch.save writes ~9 MB for 100,000 tensors); nothing of it was run: {fix}")
     try:
         with zipfile.ZipFile(handle) as archive:
             for info in pickles:

@@ -152,9 +152,9 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
             advice=(Advice("allow_unbounded_outputs", True),))
     plan = BatchPlan.from_specs(input_specs, output_specs)
     if max_batch_size > 1 and not plan.batches:
+        relower = [Advice("dynamic_shapes", "batch", relower=True)] * plan.dim_zero  # only where dim 0 is why
         raise ServingConfigError(f"{where} cannot be batched: {plan.reason}; serve it with max batch size 1 "
-                                 "(the default)", advice=(Advice("max_batch_size", 1),
-                                                          *[Advice("dynamic_shapes", "batch", relower=True)] * plan.dim_zero))
+                                 "(the default)", advice=(Advice("max_batch_size", 1), *relower))
     return plan
 
 

@@ -92,7 +92,8 @@ def _cholesky(a: Pair, upper: bool) -> Pair:
     return (adjoint_of(lower) if upper else lower), _halved(info)
 
 
-# torch 2.14 and 2.15 have no aten::cholesky (torch.cholesky was removed; torch.linalg.cholesky stays): torch_fixes.FIXES.
+# torch 2.14 and 2.15 have no aten::cholesky (torch.cholesky was removed; torch.linalg.cholesky stays):
+# torch_fixes.FIXES.
 @register_where_present("aten.cholesky.default", computes=True)
 def cholesky(out, a, upper=False):
     """L with A = L L^H (U with A = U^H U if upper), through E."""
