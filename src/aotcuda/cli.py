@@ -458,9 +458,9 @@ def inspect(package):
 
         try:  # what load would refuse is shown as it is, after a warning that says why
             user_signature, _ = split_signature(signature, package)  # complex tensors as the caller sees them
-            _, output_specs = specs_from_signature(user_signature, package)
+            input_specs, output_specs = specs_from_signature(user_signature, package)
         except PackageError as error:
-            user_signature, output_specs = signature, ()
+            user_signature, input_specs, output_specs = signature, (), ()
             status_console.print(f"warning: {terminal_safe(_clip(error, 5 * SHOWN_CHARS))}; aotcuda.load refuses "
                                  "this package", highlight=False, markup=False, soft_wrap=True)
         names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
@@ -475,20 +475,19 @@ def inspect(package):
         if len(unchecked) > SHOWN_ROWS:
             console.print(f"index values not checked: ... and {len(unchecked) - SHOWN_ROWS} more inputs",
                           highlight=False, soft_wrap=True)
-        for spec in output_specs[:SHOWN_ROWS]:  # what serve refuses (serving.batching.unbounded_output_dim)
-            for index, dim in enumerate(spec.dims[:SHOWN_ROWS]):
-                if dim.data_dependent and dim.max is None:
-                    console.print(f"unbounded data-dependent size: output {shown(_clip(spec.name))!r} dim {index} "
-                                  f"({shown(_clip(dim.shown))}) is computed from an input's values with no upper "
-                                  "bound (torch._check(n <= N) in the model bounds it); aotcuda serve refuses it "
-                                  "without --allow-unbounded-outputs", highlight=False, soft_wrap=True)
-        try:  # what serve refuses beyond the outputs (serving.batching.unbounded_size): an intermediate's size
-            from aotcuda.serving.batching import unbounded_size
-
+        try:  # what serve refuses (serving.batching: unbounded_output_dim, and unbounded_size for intermediates)
+            from aotcuda.serving.batching import unbounded_dims, unbounded_size
+        except ImportError:
+            unbounded_dims, unbounded_size = (lambda *specs: []), (lambda recorded: "")
+        for spec, index, dim in unbounded_dims(output_specs, input_specs)[:SHOWN_ROWS]:
+            console.print(f"unbounded data-dependent size: output {shown(_clip(spec.name))!r} dim {index} "
+                          f"({shown(_clip(dim.shown))}) is computed from an input's values with no upper "
+                          "bound (torch._check(n <= N) in the model bounds it); aotcuda serve refuses it "
+                          "without --allow-unbounded-outputs", highlight=False, soft_wrap=True)
+        try:
             inner = unbounded_size(signature.get("data_dependent_sizes"))
-        except (ImportError, PackageError) as exc:
-            inner = f"the signature's data_dependent_sizes cannot be read ({_clip(str(exc))})" \
-                if isinstance(exc, PackageError) else ""
+        except PackageError as exc:
+            inner = f"the signature's data_dependent_sizes cannot be read ({_clip(str(exc))})"
         if inner:
             console.print(f"unbounded data-dependent size: {shown(inner)}, with no upper bound; aotcuda serve refuses "
                           "it without --allow-unbounded-outputs", highlight=False, soft_wrap=True)

@@ -163,14 +163,21 @@ def unbounded_output_dim(output_specs, input_specs=None) -> str:
     lengths.max().item()``), or holds a symbol no input dim has (``input_specs`` given), with no recorded
     maximum, in words ("" when none). Such a size is whatever a request's values say, so a request's bytes do
     not bound what the program allocates for it."""
+    unbounded = unbounded_dims(output_specs, input_specs)
+    if not unbounded:
+        return ""
+    spec, index, dim = unbounded[0]
+    return f"output {spec.name!r} dim {index} is {dim.shown}, a size the program computes from an input's values " \
+           "(data-dependent)"
+
+
+def unbounded_dims(output_specs, input_specs=None) -> list:
+    """Every (output spec, dim index, DimSpec) that unbounded_output_dim refuses, in order (``aotcuda inspect``
+    lists them all)."""
     bound_by_inputs = {symbol for spec in input_specs or () for dim in spec.dims for symbol in dim.symbols}
-    for spec in output_specs or ():
-        for index, dim in enumerate(spec.dims):
-            free = input_specs is not None and not dim.symbols <= bound_by_inputs
-            if (dim.data_dependent or free) and dim.max is None:
-                return (f"output {spec.name!r} dim {index} is {dim.shown}, a size the program computes from an "
-                        "input's values (data-dependent)")
-    return ""
+    return [(spec, index, dim) for spec in output_specs or () for index, dim in enumerate(spec.dims)
+            if (dim.data_dependent or (input_specs is not None and not dim.symbols <= bound_by_inputs))
+            and dim.max is None]
 
 
 def unbounded_size(recorded) -> str:
