@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import aotcuda
-from aotcuda.errors import AotcudaError, ServingConfigError
+from aotcuda.errors import InputError, ServingConfigError
 from aotcuda.runtime.package import read_signature
 
 serving = pytest.importorskip("aotcuda.serving")
@@ -47,9 +47,15 @@ def test_the_models_bound_is_the_signatures_max_and_the_program_refuses_a_value_
     assert check_package(path, ServeOptions()) == "cpu"
     program = aotcuda.load(path)
     assert program(torch.tensor([3, 512])).shape == (2, 512)
-    for value in (513, 2**31):
-        with pytest.raises(AotcudaError, match=rf"Expected u0 <= 512 but received {value}"):
+    for value in (513, 2**31, 0):
+        # The inputs' values fail the model's own check: the caller's error (serving answers 400), and the
+        # program runs the next call as before.
+        with pytest.raises(InputError, match=rf"fail the model's own check .*u0.* is {value}\b") as refused:
             program(torch.tensor([value]))
+        assert "torch._check" in str(refused.value)
+        lengths = torch.randint(1, 513, (int(torch.randint(1, 9, ())),))
+        expected = torch.arange(int(lengths.max()))[None, :] < lengths[:, None]
+        assert torch.equal(program(lengths), expected)
 
 
 def test_a_data_dependent_output_is_never_batched(mask_packages):

@@ -15,7 +15,7 @@ import warnings
 
 import torch
 
-from aotcuda.errors import PackageError, RuntimeCallError
+from aotcuda.errors import InputError, PackageError, RuntimeCallError
 from aotcuda.runtime.container import ModelContainer
 from aotcuda.runtime.handles import delete_handle, handle_array_type, new_handle_array
 
@@ -68,7 +68,7 @@ def latch_aoti_input_checks(container: ModelContainer, device: str, package_path
     try:
         with _stderr_discarded():  # the rejection is expected: keep its C++ stack trace off stderr
             container.run(handles, outputs)
-    except RuntimeCallError:
+    except (RuntimeCallError, InputError):  # a probe every check refuses: whichever the refusal is
         rejected = True
     else:
         rejected = False

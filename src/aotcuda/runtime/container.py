@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 
-from aotcuda.errors import PackageError, RuntimeCallError
+from aotcuda.errors import InputError, PackageError, RuntimeCallError
 from aotcuda.runtime.handles import Handle as _Handle
 from aotcuda.runtime.handles import handle_array
 from aotcuda.runtime.libloader import cxx_error_mute, open_model_library
@@ -23,6 +24,11 @@ from aotcuda.runtime.libraries import digest_of, open_shared
 
 _OK = 0
 _CXX_TRACE = "\nException raised from "
+# What the generated code throws when a model's own check on a value it computed from its inputs fails
+# (torch._check(n <= 512) after n = lengths.max().item(): an unbacked symbol's runtime assert, written by
+# Inductor's AssertScalar codegen as `throw std::runtime_error("Expected " MSG " but received " + value)`).
+# The inputs' values decide it, so it is the caller's error (InputError; serving answers 400), not the program's.
+_VALUE_CHECK = re.compile(r"Expected (?P<check>.+) but received (?P<value>-?\d+)", re.DOTALL)
 
 # (name, argtypes) of every function we call; restype is AOTIRuntimeError (int32) for all of them.
 _SIGNATURES = {
@@ -224,7 +230,8 @@ class ModelContainer:
             single_threaded: use ``RunSingleThreaded``, which skips the container's model pool and its
                 events and can be captured into a CUDA graph.
 
-        Raises RuntimeCallError when the container reports an error.
+        Raises RuntimeCallError when the container reports an error, InputError when the error is a model's own
+        check on a value computed from the inputs (torch._check after .item(): the values are the caller's).
         """
         if not isinstance(input_handles, ctypes.Array):
             input_handles = handle_array(input_handles)
@@ -249,6 +256,14 @@ class ModelContainer:
                 code = function(handle, input_handles, len(input_handles), output_handles, len(output_handles),
                                 stream, None)
         if code != _OK:
+            detail = self.last_error()
+            check = _VALUE_CHECK.fullmatch(detail)
+            if check is not None:
+                raise InputError(
+                    f"the inputs' values fail the model's own check {check['check']} (a value computed from them "
+                    f"is {check['value']}; the model's torch._check, recorded at export, allows no other): pass "
+                    "values the model accepts, or export it with a wider check. Nothing was returned; the program "
+                    "runs the next call as before")
             self._check(code, "running the model")
 
     # --- lifetime ------------------------------------------------------------------------------------
