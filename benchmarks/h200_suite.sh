@@ -5,12 +5,14 @@
 # Each step has a time limit (seconds, overridable: ROPE_LIMIT=... etc.) so that one slow step cannot
 # take the whole call. A device command may run 10 minutes, and all steps together need more: run them
 # in two or three calls with STEPS, e.g. STEPS="rope latency models" then STEPS="fft cuda_tests", then
-# STEPS=sanitizer. Issue 29's Triton ops alone: STEPS=kernels (decode_attention.py, row_products.py); its PDL A/B: STEPS=pdl. Issue 14's figures: STEPS="rope latency overhead" then STEPS=decode1 then STEPS=decode8
+# STEPS=sanitizer. Issue 29's Triton ops alone: STEPS=kernels (decode_attention.py, row_products.py); its PDL A/B: STEPS=pdl.
+# The CUDA tests: STEPS=cuda_tests, then STEPS=cuda_models, then STEPS=cuda_kernels; the gate before dependent launches go on by default:
+# STEPS=pdl_tests. Issue 14's figures: STEPS="rope latency overhead" then STEPS=decode1 then STEPS=decode8
 # (each decode step compiles the 1.2B model twice: AOTInductor and aotcuda). Bring .whl/ (click, diffusers) where those packages are missing.
 # On a machine of several GPUs, LANES runs step lists side by side, one GPU each (the benchmark steps then
 # share the host's CPUs with the other lane's compiles, which matters for the launch-bound latency step):
 #   LANES="cuda_tests sanitizer;rope latency models fft" bash benchmarks/h200_suite.sh
-# CUDA_TESTS narrows the cuda_tests step (default: tests). Run cuda_tests before sanitizer in one lane:
+# CUDA_TESTS narrows the cuda_tests and pdl_tests steps (default: $LOWERING_CUDA_TESTS). Run cuda_tests before sanitizer in one lane:
 # the sanitizer's run then finds Inductor's caches warm instead of autotuning under memcheck.
 # compute-sanitizer needs a Firecracker machine (the multi-GPU kinds): on gVisor it refuses the device.
 set -u
@@ -19,7 +21,12 @@ export OUT=${OUT:-/tmp/aotcuda-out}; mkdir -p "$OUT"
 if [ -z "${NO_INSTALL:-}" ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
-ALL_STEPS="rope pairmul latency overhead kernels decode1 decode8 decode_profile pdl models fft fft_more fft_sweep irfft_bins cuda_tests sanitizer"
+ALL_STEPS="rope pairmul latency overhead kernels decode1 decode8 decode_profile pdl models fft fft_more fft_sweep irfft_bins cuda_tests cuda_models cuda_kernels pdl_tests sanitizer"
+# The CUDA tests come in three steps, each meant for one device call: those of the runtime, the lowering and the
+# passes (in session 21 their ~40 tests took ~6 minutes on the H200), the library models and serving, and aotcuda's
+# own Triton kernels (tests/kernels: their many shapes compile for longer than one call; in session 21 the first 32
+# of 116 took the whole 560 s: narrow it with CUDA_KERNEL_TESTS).
+LOWERING_CUDA_TESTS="tests/runtime tests/lowering tests/passes"
 STEPS=${STEPS:-$ALL_STEPS}
 if [ -n "${LANES:-}" ]; then
   IFS=';' read -ra lanes <<< "$LANES"; gpu=0
@@ -45,7 +52,7 @@ step kernels "${KERNELS_LIMIT:-300}" bash -c "python3 benchmarks/decode_attentio
 step decode1 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 1 --deadline 540 --json "$OUT/decode1.json"
 step decode8 "${DECODE_LIMIT:-580}" python3 benchmarks/decode.py --batch 8 --deadline 540 --json "$OUT/decode8.json"
 step decode_profile "${PROFILE_LIMIT:-400}" python3 benchmarks/scripts/decode_profile.py --batch 8
-# Issue 29's programmatic dependent launch, A/B (AOTCUDA_DEPENDENT_LAUNCH, off until this says it wins): its CUDA
+# Issue 29's programmatic dependent launch, A/B (AOTCUDA_DEPENDENT_LAUNCH; measured in session 21, docs/performance.md): its CUDA
 # test first, then the decode step with and without it at batch 1 and 8 (four packages built at once).
 step pdl "${PDL_LIMIT:-580}" bash -c "python3 -m pytest -q -m cuda -p no:cacheprovider \
   tests/lowering/test_dependent_launch.py && OUT=$OUT/pdl BUILD_LIMIT=300 SEQUENCE=30 ROWS=aotcuda-bind \
@@ -57,12 +64,17 @@ step fft_more "${FFT_LIMIT:-300}" python3 benchmarks/fft.py --device cuda --prog
   --json "$OUT/fft_more.json"
 step fft_sweep 240 python3 benchmarks/scripts/fft_tiling_sweep.py --budget 180 --json "$OUT/fft_sweep.json"
 step irfft_bins 120 python3 benchmarks/scripts/irfft_ignored_bins.py --device cuda
-step cuda_tests "${TESTS_LIMIT:-400}" python3 -m pytest -q -s -m cuda -p no:cacheprovider ${CUDA_TESTS:-tests}
+step cuda_tests "${TESTS_LIMIT:-560}" python3 -m pytest -q -rs -m cuda -p no:cacheprovider ${CUDA_TESTS:-$LOWERING_CUDA_TESTS}
+step cuda_models "${TESTS_LIMIT:-560}" python3 -m pytest -q -rs -m cuda -p no:cacheprovider tests/models tests/serving
+step cuda_kernels "${TESTS_LIMIT:-560}" python3 -m pytest -q -rs -m cuda -p no:cacheprovider ${CUDA_KERNEL_TESTS:-tests/kernels}
+# The gate before AOTCUDA_DEPENDENT_LAUNCH turns on by default: the same CUDA tests with dependent launches.
+step pdl_tests "${TESTS_LIMIT:-560}" env AOTCUDA_DEPENDENT_LAUNCH=1 python3 -m pytest -q -rs -m cuda -p no:cacheprovider \
+  ${CUDA_TESTS:-$LOWERING_CUDA_TESTS}
 step sanitizer "${SANITIZER_LIMIT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 \
   python3 -m pytest -q -m cuda -p no:cacheprovider tests/runtime/test_cuda.py
 [ -n "${NO_TABLES:-}" ] && exit 0
 for f in rope pairmul latency overhead kernels decode1 decode8 decode_profile pdl models fft fft_more fft_sweep irfft_bins; do [ -f "$OUT/$f.log" ] && sed -n '/^|/p' "$OUT/$f.log"; done
-[ -f "$OUT/cuda_tests.log" ] && tail -3 "$OUT/cuda_tests.log"
+for f in cuda_tests cuda_models cuda_kernels pdl_tests; do [ -f "$OUT/$f.log" ] && tail -3 "$OUT/$f.log"; done
 [ -f "$OUT/sanitizer.log" ] && grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitizer.log" | tail -3
 [ -f "$OUT/summary.txt" ] && cat "$OUT/summary.txt"
 python3 benchmarks/h200_summary.py "$OUT"  # the issue-14 targets, one line each, last
