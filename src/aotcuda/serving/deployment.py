@@ -48,7 +48,7 @@ except ImportError as error:  # pragma: no cover - the error message is the poin
 
 from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import check_inputs
-from aotcuda.runtime.program import load, read_signature
+from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, serving_plan, split_rows
 from aotcuda.serving.body import ERROR_HEADER, LateBodyError, SlowBodyError, read_body, shown
 from aotcuda.serving.codec import decode_inputs, encode_outputs
@@ -93,7 +93,7 @@ class ProgramReplica:
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
         self.plan = serving_plan(self.program.input_specs, self.program.output_specs, max_batch_size, package_path,
                                  allow_unbounded_outputs=allow_unbounded_outputs,
-                                 data_dependent_sizes=(read_signature(package_path) or {}).get("data_dependent_sizes"))
+                                 data_dependent_sizes=self.program.data_dependent_sizes)
         self.max_batch_size, self.max_request_bytes, self.body_timeout_s = max_batch_size, max_request_bytes, body_timeout_s
         self.names = [spec.name for spec in self.program.input_specs] if self.program.input_specs \
             else list(self.program.input_names)
