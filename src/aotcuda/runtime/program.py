@@ -123,7 +123,7 @@ class Program:
     the non-tensor arguments fixed at lowering, which the program computes with whatever a call passes:
     ``aotcuda.runtime.constant_arguments``), ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``,
     ``data_dependent_sizes`` (the signature's sizes computed from tensor values, each ``{"expr": "u0", "min": int,
-    "max": int or None}``; None without a signature or from aotcuda before session 20's record).
+    "max": int or None}``; None without a signature or from an aotcuda that did not record them).
     Complex inputs and outputs of the user's program (real pairs in the package) are passed and returned as
     complex tensors, and their specs say so (``aotcuda.runtime.complex_adapter``).
     """
@@ -231,7 +231,7 @@ class Program:
     cuda_graphs = property(lambda self: self._graphs is not None)
     # The signature's sizes computed from tensor values (lowering.signature.data_dependent_sizes: [{"expr": "u0",
     # "min": 1, "max": 512 or None}, ...]), as loaded: serving refuses unbounded ones from this, not from a second
-    # read of the file another process may have replaced. None: no signature, or one older than the record.
+    # read of the file another process may have replaced. None: no signature, or one from an aotcuda that did not record them.
     data_dependent_sizes = property(
         lambda self: copy.deepcopy((self._package.signature or {}).get("data_dependent_sizes")))
     closed = property(lambda self: self._gate.closed)  # True from the moment close() begins
