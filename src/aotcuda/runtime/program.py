@@ -231,7 +231,8 @@ class Program:
     cuda_graphs = property(lambda self: self._graphs is not None)
     # The signature's sizes computed from tensor values (lowering.signature.data_dependent_sizes: [{"expr": "u0",
     # "min": 1, "max": 512 or None}, ...]), as loaded: serving refuses unbounded ones from this, not from a second
-    # read of the file another process may have replaced. None: no signature, or one from an aotcuda that did not record them.
+    # read of the file another process may have replaced. None: no signature, or one from an aotcuda that did not
+    # record them.
     data_dependent_sizes = property(
         lambda self: copy.deepcopy((self._package.signature or {}).get("data_dependent_sizes")))
     closed = property(lambda self: self._gate.closed)  # True from the moment close() begins
