@@ -12,7 +12,6 @@ import importlib.util
 import inspect as pyinspect
 import os
 import re
-import stat
 import sys
 import warnings
 import zipfile
@@ -254,28 +253,17 @@ def _refuse(message: str):
 
 def _open_regular(path: str):
     """The inputs file, opened for reading, refused unless it is a regular file: a FIFO would wait for a writer
-    for ever and a device (/dev/zero) would be read until memory runs out. It is checked before it is opened
-    (opening some devices acts) and again on the descriptor that every later read uses (the path may change)."""
-    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+    for ever and a device (/dev/zero) would be read until memory runs out (``aotcuda.regular_files``: checked
+    before the open and on the descriptor that every later read uses, since the path may change)."""
+    from aotcuda.regular_files import NotARegularFileError, open_regular
 
-    def check(mode: int) -> None:
-        if not stat.S_ISREG(mode):
-            kind = next((name for test, name in kinds if test(mode)), "not a regular file")
-            raise _refuse(f"{path} is {kind}; --inputs reads a regular file: save the inputs with torch.save to a "
-                          "file and pass its path")
     try:
-        check(os.stat(path).st_mode)
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO swapped in: no wait
+        return open_regular(path)
+    except NotARegularFileError as exc:
+        raise _refuse(f"{path} is {exc.kind}; --inputs reads a regular file: save the inputs with torch.save to a "
+                      "file and pass its path") from None
     except OSError as exc:
         raise _refuse(f"{path}: cannot be read ({exc.strerror})") from None
-    handle = os.fdopen(descriptor, "rb")
-    try:
-        check(os.fstat(descriptor).st_mode)
-    except click.BadParameter:
-        handle.close()
-        raise
-    return handle
 
 
 def _refuse_other_formats(path: str, handle) -> None:
@@ -324,7 +312,7 @@ def _check_inputs_archive(path: str, handle, limits) -> list[zipfile.ZipInfo]:
     from aotcuda.runtime.archive import check_directory, check_entries, check_extraction, check_layout
 
     try:
-        check_directory(path, limits)  # before zipfile builds an object for every record
+        check_directory(path, handle, limits)  # before zipfile builds an object for every record
     except PackageError as exc:
         raise _refuse(str(exc)) from None
     try:

@@ -120,8 +120,10 @@ import os
 import re
 import tempfile
 import zipfile
+from typing import BinaryIO
 
 from aotcuda.errors import PackageError
+from aotcuda.regular_files import NotARegularFileError, open_regular
 
 SIGNATURE_ENTRY = "aotcuda/signature.json"
 SIGNATURE_FORMAT, SIGNATURE_VERSION = "aotcuda.signature", 2
@@ -145,39 +147,77 @@ def lists_a_package(names: list[str]) -> bool:
     return any(name.rsplit("/", 1)[-1] == "archive_format" for name in names)
 
 
-def open_zip(path: str) -> zipfile.ZipFile:
-    if os.path.isdir(path):
-        raise PackageError(f"no AOTInductor package at {path!r}: it is a directory; pass the .pt2 file "
-                           "(aotcuda.lower's package_path), not a folder")
-    if not os.path.isfile(path):
-        raise PackageError(f"no AOTInductor package at {path!r}: the file does not exist")
+def open_package_file(path: str) -> BinaryIO:
+    """The package file at ``path``, opened once for reading (``aotcuda.regular_files``: a FIFO or device that
+    another process renames over the path is refused on the descriptor, never waited on or read). Raises
+    PackageError naming what is there instead and the fix."""
     try:
-        return zipfile.ZipFile(path)
+        return open_regular(path)
+    except NotARegularFileError as exc:
+        if exc.kind == "a directory":
+            raise PackageError(f"no AOTInductor package at {path!r}: it is a directory; pass the .pt2 file "
+                               "(aotcuda.lower's package_path), not a folder") from None
+        raise PackageError(f"no AOTInductor package at {path!r}: it is {exc.kind}, not a regular file; pass the "
+                           ".pt2 file aotcuda.lower wrote (copy it to a regular file first)") from None
+    except FileNotFoundError:
+        raise PackageError(f"no AOTInductor package at {path!r}: the file does not exist") from None
+    except OSError as exc:
+        raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+
+
+class _PackageZip(zipfile.ZipFile):
+    """A ZipFile on a file we opened (``open_package_file``), which it closes: zipfile closes only files it
+    opened itself from a path."""
+
+    def __init__(self, handle: BinaryIO):
+        self._handle = handle
+        super().__init__(handle)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._handle.close()
+
+
+def open_zip(path: str, handle: BinaryIO | None = None) -> zipfile.ZipFile:
+    """The package at ``path`` as a zip archive, read through ``handle`` (from ``open_package_file``; opened
+    here when None), which the archive then owns and closes, on error too. Raises PackageError for what is no
+    zip, a truncated copy, or a file that cannot be read."""
+    handle = open_package_file(path) if handle is None else handle
+    try:
+        return _PackageZip(handle)
     except _NOT_A_ZIP as exc:
-        if _truncated_zip(path):
+        truncated = _truncated_zip(handle)
+        handle.close()
+        if truncated:
             raise PackageError(f"{path!r} is damaged or incomplete (a truncated copy?): it starts as a zip archive "
                                f"but its end, the archive's directory, is missing ({exc}); copy the package again, "
                                "or lower the model again") from exc
         raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
     except OSError as exc:
+        handle.close()
         raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+    except BaseException:
+        handle.close()
+        raise
 
 
 _ZIP_LOCAL_HEADER, _ZIP_END_OF_DIRECTORY = b"PK\x03\x04", b"PK\x05\x06"
 _ZIP_END_SEARCH = 22 + 65535  # the end-of-directory record and the longest comment it may be followed by
 
 
-def _truncated_zip(path: str) -> bool:
+def _truncated_zip(file: BinaryIO) -> bool:
     """A file that begins as a zip (a local file header at offset 0, as every .pt2 does) but has no
     whole end-of-central-directory record at its end: the start of a zip whose end was cut off (an
     interrupted copy or download). A file that is no zip at all (random bytes, text) does not begin so."""
     try:
-        with open(path, "rb") as file:
-            if file.read(4) != _ZIP_LOCAL_HEADER:
-                return False
-            size = file.seek(0, os.SEEK_END)
-            file.seek(max(0, size - _ZIP_END_SEARCH))
-            tail = file.read()
+        file.seek(0)
+        if file.read(4) != _ZIP_LOCAL_HEADER:
+            return False
+        size = file.seek(0, os.SEEK_END)
+        file.seek(max(0, size - _ZIP_END_SEARCH))
+        tail = file.read()
     except OSError:
         return False
     end = tail.rfind(_ZIP_END_OF_DIRECTORY)

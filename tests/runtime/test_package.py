@@ -114,3 +114,78 @@ def test_package_needing_the_proxy_executor_is_refused(twice_pt2, tmp_path):
                 target.writestr(info.filename[: -len(".so")] + ".json", json.dumps(nodes))
     with pytest.raises(PackageError, match=r"1 op\(s\) through AOTInductor's proxy executor \(aten::unsqueeze\)"):
         load(path)
+
+
+def _within(seconds: float, call, fifo=None):
+    """call()'s result or exception, failing the test (not hanging it) when the call blocks: a thread that
+    waits on ``fifo`` is released by opening the FIFO for writing."""
+    import os
+    import threading
+
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        if fifo is not None:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(10)
+        pytest.fail(f"{call} waited more than {seconds} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def test_a_fifo_or_a_device_is_named_and_refused_without_waiting(tmp_path):
+    """Found by a breaker (session 21): a FIFO was said not to exist, and one renamed over a package between the
+    check and the open left load and inspect waiting for a writer for ever."""
+    import os
+
+    fifo = tmp_path / "fifo.pt2"
+    os.mkfifo(fifo)
+    with pytest.raises(PackageError, match=r"'.*fifo.pt2': it is a FIFO \(named pipe\), not a regular file"):
+        _within(20, lambda: load(fifo), fifo)
+    device = tmp_path / "zero.pt2"
+    device.symlink_to("/dev/zero")
+    with pytest.raises(PackageError, match=r"'.*zero.pt2': it is a character device, not a regular file"):
+        _within(20, lambda: read_signature(device))
+
+
+def test_a_package_is_read_through_the_one_descriptor_it_was_opened_with(tmp_path, monkeypatch):
+    """Another process renames a FIFO over the package right after it is opened: every check and zipfile read the
+    opened file, so the package opens as it was (before, the directory count, zipfile and the truncation check
+    each opened the path again: the first of them to find the FIFO waited for ever)."""
+    import os
+
+    import aotcuda.package_format as package_format
+    from aotcuda.runtime.archive import ArchiveLimits, open_archive
+
+    path = write_zip(tmp_path / "pkg.pt2", {"pkg/data/x": b"x" * 5000, "pkg/archive_format": b"pt2"})
+    fifo = tmp_path / "swap"
+    os.mkfifo(fifo)
+    real = package_format.open_regular
+
+    def open_then_swapped(name):
+        handle = real(name)
+        os.replace(fifo, name)  # what the other process does: the path now names a FIFO
+        return handle
+
+    monkeypatch.setattr(package_format, "open_regular", open_then_swapped)
+    archive = _within(20, lambda: open_archive(str(path), ArchiveLimits()), path)
+    with archive:
+        assert archive.read("pkg/data/x") == b"x" * 5000
+    assert archive.fp is None  # closed with the archive: the descriptor it owned is not left open
+
+    # A damaged file's truncation check reads the opened file too
+    damaged = tmp_path / "cut.pt2"
+    damaged.write_bytes(write_zip(tmp_path / "w.pt2", {"w/x": b"x" * 5000}).read_bytes()[:-100])
+    os.mkfifo(fifo)
+    with pytest.raises(PackageError, match="damaged or incomplete"):
+        _within(20, lambda: open_archive(str(damaged), ArchiveLimits()), damaged)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from aotcuda import switches
 from aotcuda.errors import PackageError
-from aotcuda.package_format import open_zip
+from aotcuda.package_format import open_package_file, open_zip
 from aotcuda.switches import SWITCHES
 
 GiB, MiB = 1 << 30, 1 << 20
@@ -171,24 +171,24 @@ def read_end_records(file) -> EndRecords | None:
     return EndRecords(records.classic, entries, directory_size, directory_offset, end_at - 76)
 
 
-def check_directory(path: str, limits: ArchiveLimits) -> None:
+def check_directory(path: str, file, limits: ArchiveLimits) -> None:
     """Refuse an archive whose directory lists more than ``limits.max_entries`` entries BEFORE zipfile reads it:
     zipfile builds an object for every record of the directory (1M records: 360 MB and 5 s) before
     ``check_entries`` can count them. zipfile reads the records the directory's declared size holds, whatever
     count the end record declares, so both are looked at: the declared count (of the zip64 record where there
     is one), then, when the size could hold more records than the limit, the records themselves, counted
-    without building anything. A file whose end records cannot be read is left to zipfile, which says why."""
+    without building anything. A file whose end records cannot be read is left to zipfile, which says why.
+    ``file`` is the archive zipfile will then read (opened once: the path, named in messages, may change)."""
     if not limits.max_entries:
         return
-    with open(path, "rb") as file:
-        records = read_end_records(file)
-        if records is None:
-            return
-        _refuse_too_many(path, records.entries, limits)
-        if records.directory_size <= 46 * limits.max_entries:  # a record takes at least 46 bytes: no room for more
-            return
-        file.seek(max(0, records.directory_end - records.directory_size))
-        _refuse_too_many(path, _count_records(file, records.directory_size, limits.max_entries + 1), limits)
+    records = read_end_records(file)
+    if records is None:
+        return
+    _refuse_too_many(path, records.entries, limits)
+    if records.directory_size <= 46 * limits.max_entries:  # a record takes at least 46 bytes: no room for more
+        return
+    file.seek(max(0, records.directory_end - records.directory_size))
+    _refuse_too_many(path, _count_records(file, records.directory_size, limits.max_entries + 1), limits)
 
 
 def _count_records(file, directory_size: int, most: int) -> int:
@@ -214,16 +214,21 @@ def _refuse_too_many(path: str, count: int, limits: ArchiveLimits) -> None:
 
 def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
     """The package's zip (``package_format.open_zip``: PackageError for what is no zip), its directory bounded
-    before zipfile reads it and its entries checked (``check_directory``, ``check_entries``, ``check_layout``)."""
-    if os.path.isfile(path):
+    before zipfile reads it and its entries checked (``check_directory``, ``check_entries``, ``check_layout``).
+    The file is opened once and every check reads what zipfile reads (``package_format.open_package_file``)."""
+    handle = open_package_file(path)
+    try:
         try:
-            check_directory(path, limits)
+            check_directory(path, handle, limits)
         except OSError as exc:
             raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
-    archive = open_zip(path)
+    except BaseException:
+        handle.close()
+        raise
+    archive = open_zip(path, handle)
     try:
         check_entries(path, archive.infolist(), limits)
-        try:  # on the file zipfile reads (not the path again, which may have changed)
+        try:
             check_layout(path, archive.fp, archive.infolist(), archive.start_dir)
         except OSError as exc:
             raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
