@@ -1,7 +1,7 @@
 """The ``aotcuda`` command (also ``python -m aotcuda``): demo, lower, run, inspect, serve.
 
     aotcuda demo [--device auto|cpu|cuda[:N]] [--dtype bfloat16|float16|float32|float64] [--batch 2] [--seq 64]
-                 [--calls 50] [--output demo.pt2]
+                 [--calls 50] [--output demo.pt2] [--save-inputs inputs.pt]
     aotcuda lower MODULE:FACTORY -o model.pt2 [--device auto|cpu|cuda[:N]] [--dynamic NAME:DIM:MIN:MAX[:SYMBOL[*N]] ...]
                   [--save-inputs inputs.pt] [--allow-fallbacks]
     aotcuda run model.pt2 --inputs inputs.pt [--device] [--cuda-graphs] [--save-outputs outputs.pt]
@@ -227,14 +227,18 @@ class TargetDevice(click.ParamType):
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None,
               help="keep the package here (for `aotcuda inspect` or `run`); default: a temporary folder, removed "
                    "at the end.")
+@click.option("--save-inputs", type=click.Path(dir_okay=False), default=None,
+              help="save the input the demo ran (torch.save): with -o, `aotcuda run PACKAGE --inputs` takes it.")
 @_clean_errors
-def demo(device, dtype, batch, seq, calls, output):
+def demo(device, dtype, batch, seq, calls, output, save_inputs):
     """Lower the built-in attention block (complex RoPE), run it, compare with eager."""
     from aotcuda.demo import run_demo
     from aotcuda.lowering.pipeline import checked_package_path
 
     if output is not None:
         output = checked_package_path(output)  # a bad -o is said before the minute of lowering
+    if save_inputs:
+        save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the demo's input")
     status_console.print(f"Lowering the attention block for {device} ...")
     with _StepProgress(transient=True) as progress:
         result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, package_path=output,
@@ -242,9 +246,14 @@ def demo(device, dtype, batch, seq, calls, output):
     console.print(_demo_table(result))
     if output is not None:  # after the table, unwrapped: a path is copied from here
         console.print(f"package kept: {result.lowered.package_path}", highlight=False, markup=False, soft_wrap=True)
+    if save_inputs:
+        _saved({"args": (result.inputs,), "kwargs": {}}, save_inputs)
+        run_line = f" (aotcuda run {result.lowered.package_path} --inputs {save_inputs})" if output is not None else ""
+        console.print(f"wrote the demo's input to {save_inputs}{run_line}", highlight=False, markup=False,
+                      soft_wrap=True)
     if result.machine_busy:
-        status_console.print(f"warning: the machine is busy (load average {result.load_average:.2f} on "
-                             f"{result.cores} cores): the latencies and the speed-up measure the contention, "
+        status_console.print(f"warning: the machine is busy (other work kept {result.busy_cores:.2f} of "
+                             f"{result.cores} cores busy): the latencies and the speed-up measure the contention, "
                              "not the program; run the demo again on an idle machine",
                              highlight=False, markup=False, soft_wrap=True)
     if not result.passed:
@@ -269,14 +278,14 @@ def _demo_table(result) -> Table:
     table.add_row("latency per call, eager", _microseconds(result.eager_latency_s))
     busy = " (unreliable: machine busy)" if result.machine_busy else ""
     table.add_row("speed-up vs eager", f"{result.eager_latency_s / result.latency_s:.2f}×{busy}")
-    table.add_row("load average (1 min) at timing", _load_text(result))
+    table.add_row("other work at timing", _load_text(result))
     return table
 
 
 def _load_text(result) -> str:
-    if result.load_average is None:
+    if result.busy_cores is None:
         return f"unknown ({result.cores} cores)"
-    return f"{result.load_average:.2f} on {result.cores} cores{': busy' if result.machine_busy else ''}"
+    return f"{result.busy_cores:.2f} of {result.cores} cores busy{': unreliable timing' if result.machine_busy else ''}"
 
 
 def _microseconds(seconds: float) -> str:

@@ -18,8 +18,11 @@ from aotcuda.lowering import LoweredProgram, lower
 from aotcuda.lowering.devices import target_device
 from aotcuda.models.attention import attention_block
 
-# The 1-minute load per core from which the demo's timing is marked unreliable (DemoResult.machine_busy).
-BUSY_LOAD_PER_CORE = 0.75
+# The share of the cores other work keeps busy from which the demo's timing is marked unreliable
+# (DemoResult.machine_busy).
+BUSY_SHARE_OF_CORES = 0.75
+# How long the CPU time of other work is sampled before the timing (other_work_cores).
+SAMPLE_S = 0.5
 
 # Relative-error bound per dtype: eager and the generated code sum in different orders.
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10, torch.bfloat16: 2e-2, torch.float16: 5e-3}
@@ -43,8 +46,9 @@ class DemoResult:
     latency_s: float       # median per call, aotcuda
     eager_latency_s: float  # median per call, eager PyTorch
     graphs_latency_s: float | None = None  # median per call, aotcuda with CUDA graphs (CUDA only)
-    load_average: float | None = None  # the machine's 1-minute load average when timing began (None: unknown)
+    busy_cores: float | None = None  # cores other work kept busy just before the timing (None: unknown)
     cores: int = 1  # the CPU cores this process may run on
+    inputs: torch.Tensor | None = None  # the input the comparison and the timing used, (batch, seq, dim)
 
     @property
     def passed(self) -> bool:
@@ -52,19 +56,47 @@ class DemoResult:
 
     @property
     def machine_busy(self) -> bool:
-        """Whether other work kept most cores busy (1-minute load average ≥ 3/4 of the cores): eager and the
-        program both run a thread per core, so the latencies, and the speed-up against eager, then measure the
-        contention more than the program (a new user's 4.90× at a load of 1.96 on 2 cores, 1.04-1.50× idle)."""
-        return self.load_average is not None and self.load_average >= BUSY_LOAD_PER_CORE * self.cores
+        """Whether other work kept most cores busy (≥ 3/4 of them) as the timing began: eager and the program
+        both run a thread per core, so the latencies, and the speed-up against eager, then measure the
+        contention more than the program (a new user's 4.90× with 2 cores busy, 1.04-1.50× idle)."""
+        return self.busy_cores is not None and self.busy_cores >= BUSY_SHARE_OF_CORES * self.cores
 
 
-def machine_load() -> tuple[float | None, int]:
-    """(1-minute load average, or None where the OS has none; the cores this process may run on)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def _busy_and_total_ticks() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of all CPUs since boot (/proc/stat's first line), or None without it."""
     try:
-        return os.getloadavg()[0], cores
-    except OSError:
-        return None, cores
+        with open("/proc/stat") as stat:
+            fields = [int(field) for field in stat.readline().split()[1:9]]  # user .. steal
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 5:
+        return None
+    return sum(fields) - fields[3] - fields[4], sum(fields)  # idle and iowait are not busy
+
+
+def other_work_cores(sample_s: float = SAMPLE_S) -> float | None:
+    """How many cores other processes kept busy over the next ``sample_s`` seconds: the CPUs' busy time
+    (/proc/stat) less this process's own (``time.process_time``), per second. Measured right before the
+    timing, it sees the work that competes with it; the 1-minute load average, used before, also counted the
+    demo's own compile that had just ended (a new user's 1.89 on an idle 2-core machine). None where there
+    is no /proc/stat: then the 1-minute load average, the only figure such a system gives."""
+    before, own = _busy_and_total_ticks(), time.process_time()
+    if before is None:
+        try:
+            return os.getloadavg()[0]
+        except OSError:
+            return None
+    time.sleep(sample_s)
+    after, own = _busy_and_total_ticks(), time.process_time() - own
+    if after is None:
+        return None
+    busy_s = (after[0] - before[0]) / os.sysconf("SC_CLK_TCK")
+    return max(0.0, busy_s - own) / sample_s
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
@@ -104,9 +136,7 @@ def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int 
         lowered = lower(model, (x,), device=device, package_path=package_path, progress=progress)
         program = cleanup.enter_context(lowered.load())
         fresh = torch.randn_like(x)
-        # Read before the timing loops, whose threads would count themselves; the compile that ran before
-        # adds at most its one thread's share to the 1-minute average.
-        load_average, cores = machine_load()
+        busy_cores = other_work_cores()  # before the timing loops, whose threads would count themselves
         with torch.no_grad():
             expected = model(fresh)
             error = relative_error(program(fresh), expected)
@@ -117,4 +147,4 @@ def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int 
             graphs = cleanup.enter_context(lowered.load(cuda_graphs=True))
             graphs_latency = median_latency(graphs, fresh, calls, warmup=5)
     return DemoResult(lowered, device, dtype, tuple(x.shape), error, tolerance(dtype), latency, eager,
-                      graphs_latency, load_average, cores)
+                      graphs_latency, busy_cores, usable_cores(), fresh)
