@@ -55,6 +55,7 @@ _FLAG_HINTS = {
                                                "file), or lower it again with that dim dynamic: "
                                                "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
     ("allow_unbounded_outputs", True, False): "on the command line, --allow-unbounded-outputs serves it anyway",
+    ("allow_unchecked_indices", True, False): "on the command line, --allow-unchecked-indices serves it anyway",
     ("max_batch_size", 1, False): "on the command line, leave out --max-batch-size",
     ("dynamic_shapes", "batch", True): "to batch, lower it again with `aotcuda lower ... --dynamic NAME:0:1:MAX:batch` "
                                        "for every input",
@@ -479,8 +480,8 @@ def inspect(package):
                      if isinstance(spec, dict) and isinstance(spec.get("index_unchecked"), list) and spec["index_unchecked"]]
         for spec in unchecked[:SHOWN_ROWS]:
             lines = [str(line) for line in spec["index_unchecked"][:SHOWN_ROWS]]
-            console.print(f"index values not checked: {shown(_clip('; '.join(lines), 5 * SHOWN_CHARS))}",
-                          highlight=False, soft_wrap=True)
+            console.print(f"index values not checked: {shown(_clip('; '.join(lines), 5 * SHOWN_CHARS))}; aotcuda serve "
+                          "refuses it without --allow-unchecked-indices", highlight=False, soft_wrap=True)
         if len(unchecked) > SHOWN_ROWS:
             console.print(f"index values not checked: ... and {len(unchecked) - SHOWN_ROWS} more inputs",
                           highlight=False, soft_wrap=True)

@@ -18,7 +18,7 @@ class Advice:
     CLI) can say the same fix in its own terms without reading the message's words.
 
     keyword: the argument of lower()/load()/serve the fix sets: "allow_fallbacks", "device", "cuda_graphs",
-        "dynamic_shapes", "max_batch_size" or "allow_unbounded_outputs".
+        "dynamic_shapes", "max_batch_size", "allow_unbounded_outputs" or "allow_unchecked_indices".
     value: what to set it to (True, "cpu", False, "wider" / "dynamic there" / "batch" (a batch Dim at dim 0 of
         every input) for dynamic_shapes, 1).
     relower: the fix is to lower the model again with it (else: to load / call / serve with it).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -50,4 +52,26 @@ def mask_packages(tmp_path_factory):
     paths["intermediate"] = str(folder / "intermediate.pt2")
     aotcuda.lower(LastOfARange(), (torch.tensor([3, 5]),), device="cpu", package_path=paths["intermediate"],
                   dynamic_shapes=({0: batch},))
+    return paths
+
+
+@pytest.fixture(scope="session")
+def index_packages(tmp_path_factory):
+    """Programs whose integer inputs reach an index: {"rows": x[ids] over the batch dim (ids' range mentions the
+    batch symbol), "embed": an embedding over a fixed table and a gather along t (ranges without it), "unchecked":
+    positions from mask.cumsum(-1) - 1 (mask's values reach an embedding unchecked)}, lowered for the CPU."""
+    from serving_cases import EmbedAndGather, PositionsFromAMask, RowsOfTheBatch
+
+    folder = tmp_path_factory.mktemp("indices")
+    batch, t = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("t", min=1, max=32)
+    ids = torch.zeros(2, 3, dtype=torch.long)
+    cases = {"rows": (RowsOfTheBatch(), (torch.randn(3, 4), torch.zeros(3, dtype=torch.long)), ({0: batch}, {0: batch})),
+             "embed": (EmbedAndGather(), (ids, ids.clone(), torch.randn(2, 3)), ({0: batch, 1: t},) * 3),
+             "unchecked": (PositionsFromAMask(), (ids, torch.ones(2, 3, dtype=torch.long)), ({0: batch, 1: t},) * 2)}
+    paths = {}
+    for name, (model, inputs, dynamic) in cases.items():
+        paths[name] = str(folder / f"{name}.pt2")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "unchecked": lower() warns that mask's values are not checked
+            aotcuda.lower(model, inputs, device="cpu", package_path=paths[name], dynamic_shapes=dynamic)
     return paths

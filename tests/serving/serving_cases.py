@@ -167,3 +167,35 @@ class LastOfARange(torch.nn.Module):
         torch._check(n >= 1)
         ramp = torch.arange(n, device=lengths.device).flip(0)
         return ramp[-1:].sum().reshape(1) + lengths.sum()
+
+
+class RowsOfTheBatch(torch.nn.Module):
+    """Breaker: ``x[ids]`` with x and ids both [batch, ...]: ids index x's batch dim, so their range is [-batch,
+    batch - 1], which over a batch of requests is the batch's rows (one client's ids=[0] read another's row)."""
+
+    def forward(self, x, ids):
+        return x[ids] * 1.0
+
+
+class EmbedAndGather(torch.nn.Module):
+    """Indices that stay within a request: token ids into a fixed table ([0, 15]) and positions gathered along the
+    sequence dim ([0, t - 1]): neither range mentions the batch symbol, so requests batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(16, 4)
+
+    def forward(self, ids, pos, x):
+        return self.table(ids) * 2 + x.gather(1, pos).unsqueeze(-1)
+
+
+class PositionsFromAMask(torch.nn.Module):
+    """Breaker: HF-style position ids from an attention mask (``mask.cumsum(-1) - 1``) into a position embedding:
+    lowering cannot bound mask's values there (index_unchecked), and mask=1000 ended the replica's process."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok, self.pos = torch.nn.Embedding(256, 8), torch.nn.Embedding(32, 8)
+
+    def forward(self, ids, mask):
+        return self.tok(ids) + self.pos(mask.cumsum(-1) - 1)

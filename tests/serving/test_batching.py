@@ -208,3 +208,40 @@ def test_an_output_dim_from_an_inputs_values_without_a_bound_is_refused_unless_a
     assert not serving_plan(*unbounded, 1, "mask.pt2", allow_unbounded_outputs=True).batches
     bounded = unbounded[0], (dims("out", BATCH, DimSpec(expr="u0", min=1, max=512)),)
     assert not serving_plan(*bounded, 1, "mask.pt2").batches  # served, one request a call
+
+
+@pytest.mark.parametrize("low, high, batches", [
+    ({"expr": "-s0"}, {"expr": "s0 - 1"}, False),   # x[ids] over x's batch dim
+    (0, {"expr": "4*s0 - 1"}, False),               # over a flattened batch
+    (0, {"expr": "s1 - 1"}, True),                  # a gather along another dim
+    (0, 15, True),                                  # an embedding's table
+    (None, {"expr": "s1 - 1"}, True),
+])
+def test_an_index_range_over_the_batch_symbol_refuses_batching(low, high, batches):
+    """Found by a breaker: ids with the range [-s0, s0 - 1] (x[ids], x [b, 4]) batched: over a batch that range is
+    the batch's rows, so one request's ids read another request's row."""
+    from aotcuda.runtime.index_ranges import IndexRange
+
+    seq = DimSpec(expr="s1", min=1, max=16)
+    inputs, outputs = (dims("ids", BATCH, seq),), (dims("y", BATCH, seq),)
+    ranges = {"ids": (IndexRange.from_json({"min": low, "max": high, "reason": "aten::index at m.py:3"}, None),)}
+    plan = BatchPlan.from_specs(inputs, outputs, ranges)
+    assert plan.batches == batches and BatchPlan.from_specs(inputs, outputs).batches
+    if not batches:
+        assert "input 'ids' is an index over the batch dim" in plan.reason and "aten::index at m.py:3" in plan.reason
+        with pytest.raises(ServingConfigError, match="cannot be batched: input 'ids'") as refused:
+            serving_plan(inputs, outputs, 8, "m.pt2", index_ranges=ranges)
+        assert [advice.keyword for advice in refused.value.advice] == ["max_batch_size"]
+    serving_plan(inputs, outputs, 1, "m.pt2", index_ranges=ranges)  # served one request a call, whatever the ranges
+
+
+def test_an_unchecked_index_input_is_refused_unless_allowed():
+    unchecked = {"mask": ["input 'mask' reaches aten.embedding at m.py:9 (32 rows of pos.weight) through aten.cumsum "
+                          "at m.py:8: its values are not checked before the call"]}
+    specs = (dims("mask", BATCH),), (dims("y", BATCH),)
+    with pytest.raises(ServingConfigError, match=r"m.pt2: input 'mask' reaches an index .*through aten.cumsum at m.py:8"
+                                                 r".*ends the replica's process.*allow_unchecked_indices=True") as refused:
+        serving_plan(*specs, 1, "m.pt2", index_unchecked=unchecked)
+    assert [advice.keyword for advice in refused.value.advice] == ["allow_unchecked_indices"]
+    assert serving_plan(*specs, 8, "m.pt2", index_unchecked=unchecked, allow_unchecked_indices=True).batches
+    assert serving_plan(*specs, 8, "m.pt2", index_unchecked={}).batches

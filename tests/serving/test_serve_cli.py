@@ -145,3 +145,19 @@ def test_a_program_that_writes_its_state_is_served_unbatched_by_one_replica(serv
             check_package(str(stateful), options)
     assert check_package(str(stateful), ServeOptions()) == "cpu"
     assert check_package(served_block[0], ServeOptions(replicas=2, max_batch_size=4)) == "cpu"  # no state
+
+
+def test_serving_md_lists_every_option_of_aotcuda_serve():
+    """Every flag of `aotcuda serve` has a row in docs/serving.md's option table (--allow-unchecked-indices was
+    added with its refusal)."""
+    from pathlib import Path
+
+    import click
+
+    from aotcuda.serving.command import serve_command
+
+    table = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text().split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `--")]
+    for param in serve_command.params:
+        if isinstance(param, click.Option):
+            assert any(f"`{param.opts[0]}" in row for row in rows), f"docs/serving.md has no row for {param.opts[0]}"

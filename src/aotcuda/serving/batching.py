@@ -11,6 +11,9 @@ Why the outputs' other dims: requests that agree on their inputs' shapes must ge
 would get alone. A dim the program computes from the inputs' values (``lengths.max().item()``: an unbacked
 u0) is computed over the whole batch: batched with a request of length 7, one of length 3 got a mask 7 wide,
 which told it the other client's length (and one large value set the memory of every answer in its batch).
+Why the index ranges: an input whose recorded range (the signature's "index_ranges") mentions the batch symbol
+indexes across the batch dim (``x[ids]`` over x's rows): batched, one client's ``ids=[0]`` read another
+client's row, and a value refused alone (``ids=[-2]`` for one row) was accepted, whatever the values.
 Pure tensor code: unit-tested without Ray.
 """
 
@@ -23,7 +26,7 @@ import torch
 
 from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped
 
-__all__ = ["BatchPlan", "combine", "serving_plan", "split_rows", "unbounded_output_dim"]
+__all__ = ["BatchPlan", "combine", "index_records", "serving_plan", "split_rows", "unbounded_output_dim"]
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,9 @@ class BatchPlan:
         return self.symbol is not None
 
     @classmethod
-    def from_specs(cls, input_specs, output_specs) -> BatchPlan:
-        """Read the plan off a Program's ``input_specs`` / ``output_specs`` (TensorSpec tuples or None)."""
+    def from_specs(cls, input_specs, output_specs, index_ranges: dict | None = None) -> BatchPlan:
+        """Read the plan off a Program's ``input_specs`` / ``output_specs`` (TensorSpec tuples or None) and the
+        inputs' index ranges (``{name: (IndexRange, ...)}``, see index_records; None: none recorded)."""
         if not input_specs or output_specs is None:
             return cls(None, reason="the package has no aotcuda signature (inputs and outputs unknown)")
         first = [spec.dims[0] if spec.rank else None for spec in (*input_specs, *output_specs)]
@@ -65,7 +69,8 @@ class BatchPlan:
         for spec in (*input_specs, *output_specs):
             if any(dim.expr is not None and mentions.search(dim.expr) for dim in spec.dims[1:]):
                 return cls(None, reason=f"{spec.name!r} uses the batch symbol {symbol} in another dim")
-        unset = _dim_not_set_by_inputs(input_specs, output_specs)
+        unset = _dim_not_set_by_inputs(input_specs, output_specs) or \
+            _index_across_batch(symbol, index_ranges, input_specs)
         if unset:
             return cls(None, reason=unset)
         return cls(symbol, first[0].max)
@@ -109,6 +114,72 @@ def _dim_not_set_by_inputs(input_specs, output_specs) -> str:
     return ""
 
 
+def _index_across_batch(symbol: str, index_ranges: dict | None, input_specs) -> str:
+    """Why an input indexes across the batch dim ("" when none does): its recorded index range has a bound that
+    mentions the batch symbol (``x[ids]`` over x's rows: [-batch, batch - 1]). Over a batch the range is the
+    batch's rows, not the request's: one request's index would read another request's rows, and a value
+    refused alone would be accepted. No value check can fix that: the program's computation crosses rows."""
+    from aotcuda.runtime.specs import DimSpec, under_dim_names
+
+    names = {dim.expr: dim.user_expr for spec in input_specs for dim in spec.dims
+             if dim.user_expr and re.fullmatch(r"[A-Za-z_]\w*", dim.expr)}  # torch symbol -> the user's Dim name
+
+    def text(bound) -> str:  # an int, a DimSpec of an expression, or None (that side is not checked)
+        return under_dim_names(bound.expr, names) if isinstance(bound, DimSpec) else "unchecked" if bound is None \
+            else str(bound)
+
+    for name, ranges in (index_ranges or {}).items():
+        for allowed in ranges:
+            if any(isinstance(bound, DimSpec) and symbol in bound.symbols for bound in (allowed.low, allowed.high)):
+                shown = f"{text(allowed.low)}, {text(allowed.high)}"
+                return (f"input {clipped(name, 60)!r} is an index over the batch dim: the values it may hold, [{shown}], "
+                        f"depend on the batch size ({clipped(allowed.reason, 200) or 'no op recorded'}); over a batch "
+                        "one request's index would read another request's rows, and a value refused alone would be "
+                        "accepted")
+    return ""
+
+
+def index_records(signature: dict | None, where: str) -> tuple[dict, dict]:
+    """The inputs' index records of a signature (a package's, or the one a Program loaded): ``({name:
+    (IndexRange, ...)}, {name: [line, ...]})``, the "index_ranges" and the "index_unchecked" lines of each
+    input that has them. PackageError for ranges not in their form (load refuses them too)."""
+    from aotcuda.runtime.index_ranges import IndexRange
+
+    inputs = (signature or {}).get("inputs")
+    names = (signature or {}).get("dim_names")
+    names = names if isinstance(names, dict) and all(isinstance(v, str) for v in names.values()) else None
+    ranges, unchecked = {}, {}
+    for index, spec in enumerate(inputs if isinstance(inputs, list) else ()):
+        if not isinstance(spec, dict):
+            continue
+        name = str(spec.get("name", f"#{index}"))
+        entries, lines = spec.get("index_ranges"), spec.get("index_unchecked")
+        if entries:
+            try:
+                if not isinstance(entries, list):
+                    raise ValueError(f"index_ranges is a {type(entries).__name__}, not a list")
+                ranges[name] = tuple(IndexRange.from_json(entry, names) for entry in entries)
+            except (ValueError, TypeError) as exc:
+                raise PackageError(f"{where}: the signature's index_ranges of input {clipped(name, 60)!r} are "
+                                   f"malformed ({clipped(exc, 200)}); lower the model again") from exc
+        if lines:
+            unchecked[name] = [str(line) for line in lines] if isinstance(lines, list) else [str(lines)]
+    return ranges, unchecked
+
+
+def unchecked_index_inputs(index_unchecked: dict | None) -> str:
+    """The inputs whose values reach an index unchecked (the signature's "index_unchecked": lowering could not
+    bound the index), with the model lines recorded, in words ("" when none)."""
+    if not index_unchecked:
+        return ""
+    names = ", ".join(repr(clipped(name, 60)) for name in list(index_unchecked)[:4])
+    more = f" and {len(index_unchecked) - 4} more" if len(index_unchecked) > 4 else ""
+    lines = "; ".join(clipped(line, 300) for entries in list(index_unchecked.values())[:4] for line in entries[:2])
+    return f"input{'s' * (len(index_unchecked) > 1)} {names}{more} reach{'es' * (len(index_unchecked) == 1)} an " \
+           f"index that lowering could not bound, so {'its' if len(index_unchecked) == 1 else 'their'} values are " \
+           f"not checked before a call ({lines})"
+
+
 def combine(requests: list[list[torch.Tensor]]) -> tuple[list[torch.Tensor], list[int]]:
     """One batch's flat inputs (each input concatenated along dim 0) and each request's row count."""
     counts = [tensors[0].shape[0] for tensors in requests]
@@ -126,14 +197,18 @@ def split_rows(outputs: list[torch.Tensor], counts: list[int]) -> list[list[torc
 
 
 def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
-                 allow_unbounded_outputs: bool = False, data_dependent_sizes: list | None = None) -> BatchPlan:
+                 allow_unbounded_outputs: bool = False, data_dependent_sizes: list | None = None,
+                 index_ranges: dict | None = None, index_unchecked: dict | None = None,
+                 allow_unchecked_indices: bool = False) -> BatchPlan:
     """The batch plan of a program about to be served, after checking that the options fit it.
 
-    Raises ServingConfigError when max_batch_size > 1 and the program does not batch, when one of its
-    input or output dtypes cannot travel as safetensors, or when an output has a data-dependent dim with no
-    upper bound, or ``data_dependent_sizes`` (the signature's: intermediates too) holds one (unless
-    ``allow_unbounded_outputs``: see unbounded_output_dim and unbounded_size). PackageError for a
-    ``data_dependent_sizes`` that is not in its form.
+    Raises ServingConfigError when max_batch_size > 1 and the program does not batch (an input whose
+    ``index_ranges`` mention the batch symbol included), when one of its input or output dtypes cannot travel
+    as safetensors, when an output has a data-dependent dim with no upper bound, or ``data_dependent_sizes``
+    (the signature's: intermediates too) holds one (unless ``allow_unbounded_outputs``: see unbounded_output_dim
+    and unbounded_size), or when ``index_unchecked`` names an input (unless ``allow_unchecked_indices``).
+    ``index_ranges`` and ``index_unchecked``: index_records of the signature (``index_unchecked`` is also
+    Program.index_unchecked). PackageError for a ``data_dependent_sizes`` that is not in its form.
     """
     from aotcuda.serving.codec import unsupported_dtypes
 
@@ -150,7 +225,19 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
             "program checks at every call; or, accepting that any client may make a replica allocate any amount, "
             "serve it with allow_unbounded_outputs=True",
             advice=(Advice("allow_unbounded_outputs", True),))
-    plan = BatchPlan.from_specs(input_specs, output_specs)
+    unchecked = unchecked_index_inputs(index_unchecked)
+    if unchecked and not allow_unchecked_indices:
+        raise ServingConfigError(
+            f"{where}: {unchecked}. One request holding an index out of range, a few bytes, ends the replica's "
+            "process (on the CPU the generated code's own bounds check aborts it: `terminate called`) or leaves its "
+            "CUDA context unusable (a device-side assert), with every request in it. Make the index one that "
+            "lowering bounds, so that each request is checked and refused with 400: pass it as an input of its own "
+            "(position_ids into the embedding, checked against the table's rows), or compute it only through the "
+            "ops lowering follows (docs/reliability.md, 'Out-of-range indices'; a clamp counts only where the "
+            "input's values reach it through those ops); or, accepting that any client can end a replica, serve "
+            "it with allow_unchecked_indices=True",
+            advice=(Advice("allow_unchecked_indices", True),))
+    plan = BatchPlan.from_specs(input_specs, output_specs, index_ranges)
     if max_batch_size > 1 and not plan.batches:
         relower = [Advice("dynamic_shapes", "batch", relower=True)] * plan.dim_zero  # only where dim 0 is why
         raise ServingConfigError(f"{where} cannot be batched: {plan.reason}; serve it with max batch size 1 "

@@ -30,10 +30,14 @@ from aotcuda.serving.server import ServeOptions
               help="serve a program with an output size computed from an input's values (n = x.max().item()) and "
                    "no upper bound, which is refused otherwise: any client can then make a replica allocate as "
                    "much memory as its values say (bound it instead: torch._check(n <= N) in the model).")
+@click.option("--allow-unchecked-indices", is_flag=True,
+              help="serve a program with an input whose values reach an index that lowering could not bound "
+                   "(aotcuda inspect: 'index values not checked'), which is refused otherwise: any client can then "
+                   "end a replica's process, or its CUDA context, with one out-of-range value.")
 @click.option("--dashboard", is_flag=True,
               help="start Ray's dashboard on 127.0.0.1:8265 with the local Ray (off: no dashboard).")
 def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes,
-                  body_timeout_s, max_pending_bytes, allow_unbounded_outputs, dashboard):
+                  body_timeout_s, max_pending_bytes, allow_unbounded_outputs, allow_unchecked_indices, dashboard):
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
     out), GET /healthz. Starts Ray locally (its own servers on loopback only, whatever --host), or joins the
     cluster in RAY_ADDRESS. Exits 0 once Serve and Ray are down (Ctrl-C lets Serve finish the requests in
@@ -48,7 +52,8 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
     options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
                            batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes,
                            body_timeout_s=body_timeout_s, max_pending_bytes=max_pending_bytes, dashboard=dashboard,
-                           allow_unbounded_outputs=allow_unbounded_outputs)
+                           allow_unbounded_outputs=allow_unbounded_outputs,
+                           allow_unchecked_indices=allow_unchecked_indices)
     try:
         server = serve_package(package, options)
     except (KeyboardInterrupt, StopRequested) as stop:  # while the replicas start: all is shut down already

@@ -49,7 +49,7 @@ except ImportError as error:  # pragma: no cover - the error message is the poin
 from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.program import load
-from aotcuda.serving.batching import combine, serving_plan, split_rows
+from aotcuda.serving.batching import combine, index_records, serving_plan, split_rows
 from aotcuda.serving.body import ERROR_HEADER, LateBodyError, SlowBodyError, read_body, shown
 from aotcuda.serving.codec import decode_inputs, encode_outputs
 from aotcuda.serving.proxy import read_by_proxy
@@ -82,6 +82,8 @@ class ProgramReplica:
             only for a request the HTTP proxy did not read: see ``_body``).
         allow_unbounded_outputs: serve a program with an output dim computed from an input's values and no upper
             bound (batching.serving_plan refuses it otherwise).
+        allow_unchecked_indices: serve a program with an input whose values reach an index that lowering could not
+            bound (``Program.index_unchecked``; batching.serving_plan refuses it otherwise).
 
     Raises ServingConfigError (see batching.serving_plan) when the options do not fit the program;
     PackageError when the package does not load.
@@ -89,11 +91,17 @@ class ProgramReplica:
 
     def __init__(self, package_path: str, *, device: str | None = None, cuda_graphs: bool = False,
                  max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20,
-                 body_timeout_s: float = 30.0, allow_unbounded_outputs: bool = False):
+                 body_timeout_s: float = 30.0, allow_unbounded_outputs: bool = False,
+                 allow_unchecked_indices: bool = False):
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
+        # the index records of the signature the program loaded, not of a second read of the file (another process
+        # may have replaced it); Program keeps index_unchecked public, its ranges only in its checks
+        ranges, _ = index_records(self.program._package.signature, package_path)
         self.plan = serving_plan(self.program.input_specs, self.program.output_specs, max_batch_size, package_path,
                                  allow_unbounded_outputs=allow_unbounded_outputs,
-                                 data_dependent_sizes=self.program.data_dependent_sizes)
+                                 data_dependent_sizes=self.program.data_dependent_sizes, index_ranges=ranges,
+                                 index_unchecked=self.program.index_unchecked,
+                                 allow_unchecked_indices=allow_unchecked_indices)
         self.max_batch_size, self.max_request_bytes, self.body_timeout_s = max_batch_size, max_request_bytes, body_timeout_s
         self.names = [spec.name for spec in self.program.input_specs] if self.program.input_specs \
             else list(self.program.input_names)

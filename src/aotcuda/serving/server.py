@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.runtime.package import read_signature
-from aotcuda.serving.batching import serving_plan
+from aotcuda.serving.batching import index_records, serving_plan
 
 __all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
            "replica_actor_options", "serve_package"]
@@ -68,6 +68,9 @@ class ServeOptions:
         allow_unbounded_outputs: serve a program with an output dim computed from an input's values and no upper
             bound (``n = lengths.max().item()`` without ``torch._check(n <= N)``), which is refused otherwise: any
             client can then make a replica allocate as much memory as its request's values say.
+        allow_unchecked_indices: serve a program with an input whose values reach an index that lowering could not
+            bound (the signature's ``index_unchecked``; ``aotcuda inspect``: "index values not checked"), which is
+            refused otherwise: any client can then end a replica's process (or its CUDA context) with one value.
     """
 
     replicas: int = 1
@@ -84,6 +87,7 @@ class ServeOptions:
     max_pending_bytes: int | None = None
     dashboard: bool = False
     allow_unbounded_outputs: bool = False
+    allow_unchecked_indices: bool = False
     extra_actor_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -105,9 +109,11 @@ def check_package(package_path: str, options: ServeOptions) -> str:
         raise PackageError(f"{package_path!r} has no aotcuda signature (inputs, outputs, device); serve a "
                            "package written by aotcuda.lower (or lower the model again)")
     specs = dict(zip(("inputs", "outputs"), specs_from_signature(signature, package_path)))  # PackageError if malformed
+    ranges, unchecked = index_records(signature, package_path)
     serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path,
                  allow_unbounded_outputs=options.allow_unbounded_outputs,
-                 data_dependent_sizes=signature.get("data_dependent_sizes"))
+                 data_dependent_sizes=signature.get("data_dependent_sizes"), index_ranges=ranges,
+                 index_unchecked=unchecked, allow_unchecked_indices=options.allow_unchecked_indices)
     _check_state(signature.get("state_written"), options, package_path)
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:
@@ -186,7 +192,8 @@ def _bind(path: str, options: ServeOptions, actor_options: dict):
     return deployment.bind(path, cuda_graphs=options.cuda_graphs, max_batch_size=options.max_batch_size,
                            batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes,
                            body_timeout_s=options.body_timeout_s,
-                           allow_unbounded_outputs=options.allow_unbounded_outputs)
+                           allow_unbounded_outputs=options.allow_unbounded_outputs,
+                           allow_unchecked_indices=options.allow_unchecked_indices)
 
 
 def _bind_health():

@@ -1,0 +1,118 @@
+"""Programs whose integer inputs reach an index, served: an index over the batch dim is never batched, and an input
+whose index values go unchecked is refused unless the deployer allows it. No Ray: the checks run before Ray starts
+(server.check_package) and in the replica (ProgramReplica's plan, built here without a cluster)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import aotcuda
+from aotcuda.errors import ServingConfigError
+from aotcuda.runtime.package import read_signature
+
+serving = pytest.importorskip("aotcuda.serving")
+from aotcuda.serving.batching import index_records, serving_plan  # noqa: E402 - after the skip
+from aotcuda.serving.deployment import ProgramReplica  # noqa: E402
+from aotcuda.serving.server import ServeOptions, check_package  # noqa: E402
+
+
+def test_an_index_over_the_batch_dim_is_never_batched(index_packages):
+    """Found by a breaker: x[ids] (x and ids [batch, ...]) served with --max-batch-size 8; batched, alice's ids=[0]
+    read mallory's row, and mallory's ids=[-2], refused alone (400, out of range for one row), was accepted. ids'
+    recorded range is [-batch, batch - 1]: over a batch, the batch's rows, whatever the values."""
+    path = index_packages["rows"]
+    (recorded,) = read_signature(path)["inputs"][1]["index_ranges"]
+    assert recorded["max"]["expr"].endswith(" - 1") and recorded["min"]["expr"].startswith("-")
+    said = (r"cannot be batched: input 'ids' is an index over the batch dim: the values it may hold, \[-batch, "
+            r"batch - 1\], depend on the batch size \(aten::index.Tensor over dim 0 \(size batch\) of x, at "
+            r"\S*serving_cases.py:\d+: return x\[ids\] \* 1.0\).*another request's rows.*max batch size 1")
+    with pytest.raises(ServingConfigError, match=said) as refused:
+        check_package(path, ServeOptions(max_batch_size=8))
+    # no advice to lower it again with a batch dim: it has one; its own computation is what cannot batch
+    assert [(advice.keyword, advice.value) for advice in refused.value.advice] == [("max_batch_size", 1)]
+    assert check_package(path, ServeOptions()) == "cpu"
+    program = aotcuda.load(path)
+    ranges, unchecked = index_records(read_signature(path), path)
+    assert list(ranges) == ["ids"] and unchecked == {}
+    with pytest.raises(ServingConfigError, match="cannot be batched: input 'ids' is an index over the batch dim"):
+        serving_plan(program.input_specs, program.output_specs, 8, path, index_ranges=ranges)
+    assert not serving_plan(program.input_specs, program.output_specs, 1, path, index_ranges=ranges).batches
+    with pytest.raises(ServingConfigError, match="cannot be batched: input 'ids'"):  # what a replica runs
+        ProgramReplica(path, max_batch_size=8)
+    assert not ProgramReplica(path).plan.batches
+    result = subprocess.run([sys.executable, "-m", "aotcuda", "serve", path, "--max-batch-size", "8", "--port",
+                             "18793"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "is an index over the batch dim" in result.stderr, result.stderr[-2000:]
+    assert "hint: on the command line, leave out --max-batch-size" in result.stderr
+    assert "lower it again" not in result.stderr
+
+
+def test_indices_within_a_request_still_batch(index_packages):
+    """An embedding over a fixed table ([0, 15]) and a gather along t ([0, t - 1]): the requests of a batch agree
+    on t, so each range is the one each request has alone."""
+    path = index_packages["embed"]
+    ranges, _ = index_records(read_signature(path), path)
+    assert set(ranges) == {"ids", "pos"}
+    assert any(bound is not None and not isinstance(bound, int) for entry in ranges["pos"]
+               for bound in (entry.low, entry.high))  # a bound over t
+    assert check_package(path, ServeOptions(max_batch_size=8)) == "cpu"
+    replica = ProgramReplica(path, max_batch_size=8)
+    assert replica.plan.batches and replica.plan.max_rows == 64
+
+
+def test_an_input_whose_index_values_go_unchecked_is_refused_unless_allowed(index_packages):
+    """Found by a breaker: positions from mask.cumsum(-1) - 1 into an embedding, served with no flag; a 5 KB request
+    (mask=1000) ended the replica's process (terminate called, SIGABRT; on CUDA a device-side assert breaks the
+    context). lower() records mask as index_unchecked; serving refuses it as it refuses an unbounded size."""
+    path = index_packages["unchecked"]
+    assert "through aten.cumsum" in read_signature(path)["inputs"][1]["index_unchecked"][0]
+    said = (r"input 'mask' reaches an index that lowering could not bound.*aten.embedding at \S*serving_cases.py:\d+ "
+            r"\(32 rows of pos.weight\) through aten.cumsum.*ends the replica's process.*CUDA context.*position_ids.*"
+            r"allow_unchecked_indices=True")
+    with pytest.raises(ServingConfigError, match=said) as refused:
+        check_package(path, ServeOptions())
+    assert [(advice.keyword, advice.value) for advice in refused.value.advice] == [("allow_unchecked_indices", True)]
+    assert check_package(path, ServeOptions(allow_unchecked_indices=True)) == "cpu"  # the deployer's choice
+    program = aotcuda.load(path)
+    assert list(program.index_unchecked) == ["mask"]
+    with pytest.raises(ServingConfigError, match="input 'mask' reaches an index"):
+        serving_plan(program.input_specs, program.output_specs, 1, path, index_unchecked=program.index_unchecked)
+    with pytest.raises(ServingConfigError, match="input 'mask' reaches an index"):  # what a replica runs
+        ProgramReplica(path)
+    ProgramReplica(path, allow_unchecked_indices=True)  # the deployer's choice
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "aotcuda", "serve", path, "--port", "18794"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout[-2000:]
+    assert "input 'mask' reaches an index that lowering could not bound" in result.stderr
+    assert "hint: on the command line, --allow-unchecked-indices serves it anyway" in result.stderr
+    assert time.monotonic() - started < 60
+    shown = subprocess.run([sys.executable, "-m", "aotcuda", "inspect", path], capture_output=True, text=True,
+                           timeout=120).stdout
+    assert "index values not checked: input 'mask' reaches aten.embedding" in shown
+    assert "aotcuda serve refuses it without --allow-unchecked-indices" in shown
+
+
+def test_the_command_passes_allow_unchecked_indices_to_serve_package(monkeypatch):
+    """The flag reaches ServeOptions (serve_package stands in: no Ray)."""
+    from click.testing import CliRunner
+
+    import aotcuda.serving.server as server_module
+    from aotcuda.serving.command import serve_command
+
+    seen = []
+
+    def starting(path, options):
+        seen.append(options)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(server_module, "serve_package", starting)
+    for flags, allowed in (([], False), (["--allow-unchecked-indices"], True)):
+        result = CliRunner().invoke(serve_command, [__file__, *flags])
+        assert result.exit_code == 0 and "stopped (SIGINT) before serving" in result.output, result.output
+        assert seen.pop().allow_unchecked_indices is allowed
