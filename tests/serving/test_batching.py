@@ -243,5 +243,7 @@ def test_an_unchecked_index_input_is_refused_unless_allowed():
                                                  r".*ends the replica's process.*allow_unchecked_indices=True") as refused:
         serving_plan(*specs, 1, "m.pt2", index_unchecked=unchecked)
     assert [advice.keyword for advice in refused.value.advice] == ["allow_unchecked_indices"]
-    assert serving_plan(*specs, 8, "m.pt2", index_unchecked=unchecked, allow_unchecked_indices=True).batches
+    serving_plan(*specs, 1, "m.pt2", index_unchecked=unchecked, allow_unchecked_indices=True)  # allowed: no raise
+    with pytest.raises(ServingConfigError, match="cannot be batched: input 'mask'.*own rows of a batch"):
+        serving_plan(*specs, 8, "m.pt2", index_unchecked=unchecked, allow_unchecked_indices=True)  # allowed, not batched
     assert serving_plan(*specs, 8, "m.pt2", index_unchecked={}).batches

@@ -85,6 +85,10 @@ def test_an_input_whose_index_values_go_unchecked_is_refused_unless_allowed(inde
     with pytest.raises(ServingConfigError, match="input 'mask' reaches an index"):  # what a replica runs
         ProgramReplica(path)
     ProgramReplica(path, allow_unchecked_indices=True)  # the deployer's choice
+    # allowed to run unchecked, still never batched: nothing shows the index stays within a request's rows
+    with pytest.raises(ServingConfigError, match=r"cannot be batched: input 'mask' reaches an index.*own rows") as no:
+        check_package(path, ServeOptions(allow_unchecked_indices=True, max_batch_size=8))
+    assert [(advice.keyword, advice.value) for advice in no.value.advice] == [("max_batch_size", 1)]
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", "aotcuda", "serve", path, "--port", "18794"],
                             capture_output=True, text=True, timeout=120)

@@ -122,8 +122,8 @@ class Program:
     the container's own names, ``arg5_1``, without a signature), ``constant_inputs`` (``{"scale": 2.0}``:
     the non-tensor arguments fixed at lowering, which the program computes with whatever a call passes:
     ``aotcuda.runtime.constant_arguments``), ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``,
-    ``data_dependent_sizes`` (the signature's sizes computed from tensor values, each ``{"expr": "u0", "min": int,
-    "max": int or None}``; None without a signature or from an aotcuda that did not record them).
+    ``signature`` (a copy of the package's aotcuda signature as loaded, the dict ``aotcuda.package_format``
+    describes; None for a package without one).
     Complex inputs and outputs of the user's program (real pairs in the package) are passed and returned as
     complex tensors, and their specs say so (``aotcuda.runtime.complex_adapter``).
     """
@@ -229,12 +229,9 @@ class Program:
     num_inputs = property(lambda self: self._container.num_inputs)
     num_outputs = property(lambda self: self._container.num_outputs)
     cuda_graphs = property(lambda self: self._graphs is not None)
-    # The signature's sizes computed from tensor values (lowering.signature.data_dependent_sizes: [{"expr": "u0",
-    # "min": 1, "max": 512 or None}, ...]), as loaded: serving refuses unbounded ones from this, not from a second
-    # read of the file another process may have replaced. None: no signature, or one from an aotcuda that did not
-    # record them.
-    data_dependent_sizes = property(
-        lambda self: copy.deepcopy((self._package.signature or {}).get("data_dependent_sizes")))
+    # The signature as loaded (a copy): serving plans from this, not from a second read of the file, which another
+    # process may have replaced in between.
+    signature = property(lambda self: copy.deepcopy(self._package.signature))
     closed = property(lambda self: self._gate.closed)  # True from the moment close() begins
     metadata = property(lambda self: dict(self._package.metadata))
 

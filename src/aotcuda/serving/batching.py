@@ -206,7 +206,8 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
     ``index_ranges`` mention the batch symbol included), when one of its input or output dtypes cannot travel
     as safetensors, when an output has a data-dependent dim with no upper bound, or ``data_dependent_sizes``
     (the signature's: intermediates too) holds one (unless ``allow_unbounded_outputs``: see unbounded_output_dim
-    and unbounded_size), or when ``index_unchecked`` names an input (unless ``allow_unchecked_indices``).
+    and unbounded_size), or when ``index_unchecked`` names an input (unless ``allow_unchecked_indices``; and
+    then still when max_batch_size > 1: nothing shows such an index stays within one request's rows).
     ``index_ranges`` and ``index_unchecked``: index_records of the signature (``index_unchecked`` is also
     Program.index_unchecked). PackageError for a ``data_dependent_sizes`` that is not in its form.
     """
@@ -237,6 +238,11 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
             "input's values reach it through those ops); or, accepting that any client can end a replica, serve "
             "it with allow_unchecked_indices=True",
             advice=(Advice("allow_unchecked_indices", True),))
+    if unchecked and max_batch_size > 1:  # allowed to run unchecked, still not to mix requests
+        raise ServingConfigError(f"{where} cannot be batched: {unchecked}, so nothing shows that a request's index "
+                                 "values stay within its own rows of a batch (an index over the batch dim reads "
+                                 "other clients' rows); serve it with max batch size 1 (the default)",
+                                 advice=(Advice("max_batch_size", 1),))
     plan = BatchPlan.from_specs(input_specs, output_specs, index_ranges)
     if max_batch_size > 1 and not plan.batches:
         relower = [Advice("dynamic_shapes", "batch", relower=True)] * plan.dim_zero  # only where dim 0 is why

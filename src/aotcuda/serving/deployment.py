@@ -94,12 +94,13 @@ class ProgramReplica:
                  body_timeout_s: float = 30.0, allow_unbounded_outputs: bool = False,
                  allow_unchecked_indices: bool = False):
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
-        # the index records of the signature the program loaded, not of a second read of the file (another process
-        # may have replaced it); Program keeps index_unchecked public, its ranges only in its checks
-        ranges, _ = index_records(self.program._package.signature, package_path)
+        # the records of the signature the program loaded, not of a second read of the file (another process may
+        # have replaced it in between)
+        signature = self.program.signature or {}
+        ranges, _ = index_records(signature, package_path)
         self.plan = serving_plan(self.program.input_specs, self.program.output_specs, max_batch_size, package_path,
                                  allow_unbounded_outputs=allow_unbounded_outputs,
-                                 data_dependent_sizes=self.program.data_dependent_sizes, index_ranges=ranges,
+                                 data_dependent_sizes=signature.get("data_dependent_sizes"), index_ranges=ranges,
                                  index_unchecked=self.program.index_unchecked,
                                  allow_unchecked_indices=allow_unchecked_indices)
         self.max_batch_size, self.max_request_bytes, self.body_timeout_s = max_batch_size, max_request_bytes, body_timeout_s
