@@ -1010,3 +1010,47 @@ def test_inputs_files_torch_save_writes_are_read_and_far_inside_the_pickle_bound
     assert 50 * count.objects <= MAX_INPUTS_PICKLE_OBJECTS and 50 * count.opcodes < MAX_INPUTS_PICKLE_OPCODES
     assert 50 * count.calls <= MAX_INPUTS_PICKLE_CALLS and count.hashed == 0
     assert len(load_inputs(str(tmp_path / "many.pt"))[0][0]) == 1000
+
+
+def test_saving_replaces_what_another_process_put_at_the_path_and_never_follows_or_waits_on_it(tmp_path):
+    """Found by a breaker (review 9): --save-outputs (and --save-inputs) was checked, then written by name after the
+    run: a symlink planted meanwhile made torch.save overwrite its target, a FIFO left `aotcuda run` waiting."""
+    from aotcuda.cli import _saved
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    link = tmp_path / "out.pt"
+    link.symlink_to(victim)
+    value = {"y": torch.randn(3)}
+    _saved(value, str(link))
+    assert victim.read_text() == "keep me" and not link.is_symlink()
+    assert torch.equal(torch.load(link)["y"], value["y"])
+    assert oct(link.stat().st_mode & 0o777) == oct(0o666 & ~_umask())  # as a plain open makes it
+    fifo = tmp_path / "fifo.pt"
+    os.mkfifo(fifo)
+    _saved(value, str(fifo))  # replaced at once: nothing waits for a reader
+    assert fifo.is_file() and torch.equal(torch.load(fifo)["y"], value["y"])
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".aotcuda-")] == []  # no partial file left
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(OSError):
+        _saved(value, str(tmp_path / "adir"))  # a directory is not replaced
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".aotcuda-")] == []
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_meta_inputs_and_a_long_stray_key_get_their_named_errors(demo, runner, tmp_path):
+    """Found by a breaker (review 9): a meta tensor in --inputs gave torch's raw 'Cannot copy out of meta tensor'
+    (run moved it to the program's device before the checks), and a 20 MB key beside 'args' was echoed whole."""
+    lowered, _, x = demo
+    torch.save({"args": (torch.empty(2, 9, x.shape[-1], device="meta"),), "kwargs": {}}, tmp_path / "meta.pt")
+    result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "meta.pt")])
+    assert result.exit_code == 1 and "is on meta" in result.output, result.output
+    assert "Cannot copy out of meta tensor" not in result.output
+    torch.save({"args": (torch.randn(2, 9, x.shape[-1]),), "k" * 1_000_000: 1}, tmp_path / "key.pt")
+    result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "key.pt")])
+    assert result.exit_code == 2 and "beside 'args'" in result.output and len(result.output) < 5000

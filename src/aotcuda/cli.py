@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import unicodedata
 import warnings
 
@@ -38,8 +39,9 @@ from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, load_inputs, m
 from aotcuda.errors import AotcudaError, InputError, PackageError, clipped
 from aotcuda.runtime.specs import under_dim_names
 
-console = Console()
-status_console = Console(stderr=True)
+# emoji=False: a package's names may hold ":lock:"-style codes, which rich would draw as emoji where markup is on.
+console = Console(emoji=False)
+status_console = Console(stderr=True, emoji=False)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
@@ -381,7 +383,9 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
         save_outputs = _checked_save_path(save_outputs, "--save-outputs", "the outputs")
     args, kwargs = load_inputs(inputs_path)
     with load(package, device=device, cuda_graphs=cuda_graphs) as program:
-        args, kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.to(program.device), (args, kwargs))
+        # onto the program's device; a tensor with no data (meta) stays as it is, for the call's own check to name
+        args, kwargs = torch.utils._pytree.tree_map_only(
+            torch.Tensor, lambda t: t if t.is_meta else t.to(program.device), (args, kwargs))
         try:
             outputs = program(*args, **kwargs)
         except InputError as error:  # the call is the file's: say how to change the file, not a Python call
@@ -389,7 +393,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
                            "by name, or {'args': (...), 'kwargs': {...}} (what `aotcuda lower --save-inputs` writes); "
                            f"`aotcuda inspect {package}` lists the names, shapes and dtypes the program takes.")
             raise
-    table = Table(title=f"outputs of {os.path.basename(package)}")
+    table = Table(title=f"outputs of {shown(os.path.basename(package))}")  # a file name is anyone's text
     for column in ("output", "shape", "dtype", "device"):
         table.add_column(column)
     leaves, spec = torch.utils._pytree.tree_flatten(outputs)
@@ -421,8 +425,24 @@ def _checked_save_path(path: str, option: str, what: str) -> str:
 
 
 def _saved(value, path: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)  # as -o: the folders of the path are made
-    torch.save(value, path)
+    """torch.save ``value`` to ``path``, written to a new file beside it and renamed over the path: what another
+    process puts at the path after it was checked (a symlink to another file, a FIFO) is replaced, never
+    followed or waited on, and a failed save leaves the path as it was. The folders of the path are made (as
+    -o does); the file gets the mode a plain open would give it (0666 less the umask)."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    descriptor, partial = tempfile.mkstemp(dir=folder, prefix=".aotcuda-", suffix=".partial")  # O_EXCL: a new file
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            torch.save(value, file)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(partial, 0o666 & ~umask)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(partial)
+        raise
 
 
 def _output_labels(spec) -> list[str]:
@@ -490,7 +510,7 @@ def inspect(package):
         except ImportError:
             unbounded_dims, unbounded_size = (lambda *specs: []), (lambda recorded: "")
         for spec, index, dim in unbounded_dims(output_specs, input_specs)[:SHOWN_ROWS]:
-            console.print(f"unbounded data-dependent size: output {shown(_clip(spec.name))!r} dim {index} "
+            console.print(f"unbounded data-dependent size: output {shown(repr(_clip(spec.name)))} dim {index} "
                           f"({shown(_clip(dim.shown))}) is computed from an input's values with no upper "
                           "bound (torch._check(n <= N) in the model bounds it); aotcuda serve refuses it "
                           "without --allow-unbounded-outputs", highlight=False, soft_wrap=True)

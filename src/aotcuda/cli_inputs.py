@@ -19,6 +19,8 @@ import zipfile
 import click
 import torch
 
+from aotcuda.errors import clipped
+
 
 def load_factory(spec: str):
     """MODULE:FACTORY (a module name, or a path to a .py file) → the factory callable.
@@ -543,7 +545,7 @@ def _args_and_kwargs(path: str, saved) -> tuple[tuple, dict]:
         others = [key for key in saved if key not in ("args", "kwargs")]
         args, kwargs = saved["args"], saved.get("kwargs")
         if others:
-            raise _refuse(f"{path}: holds {others[0]!r} beside 'args'; the form {{'args': (...), 'kwargs': {{...}}}} "
+            raise _refuse(f"{path}: holds {clipped(repr(others[0]), 80)} beside 'args'; the form {{'args': (...), 'kwargs': {{...}}}} "
                           "has only those two keys (a dict of arguments by name has no 'args')")
         if isinstance(args, torch.Tensor):
             args = (args,)  # one positional argument, as a bare tensor file is

@@ -119,3 +119,70 @@ def test_inspect_output_is_bounded_whatever_the_package_lists(twice_pt2, tmp_pat
     assert result.exit_code == 0, result.output
     assert len(result.output) < 30_000, len(result.output)
     assert "... and 4950 more" in result.output and "fallback kernels: 5000" in result.output, result.output
+
+
+# --- review 9: markup, emoji, entry names and file names -------------------------------------------------
+
+
+def test_no_package_string_is_read_as_markup_or_emoji_on_any_inspect_line(twice_pt2, tmp_path):
+    """Found by a breaker (review 9): the unbounded-size line printed repr(shown(name)), whose doubled backslash
+    let a rich tag through: an output named 'out[/]' made inspect fail (MarkupError), '[link=...]' made a live
+    link; and ':lock:' in a name was drawn as an emoji."""
+    name = "out[/][link=https://evil.example/]click[/link]:lock:"
+
+    def edit(entry, data):
+        if not entry.endswith("aotcuda/signature.json"):
+            return data
+        signature = json.loads(data)
+        signature["inputs"][0]["name"] = "x :white_check_mark: signed"
+        signature["outputs"][0]["name"] = name
+        signature["outputs"][0]["shape"][0] = {"expr": "u0", "min": 1, "max": None}
+        return json.dumps(signature).encode()
+
+    path = _copy_with(twice_pt2, tmp_path / "markup.pt2", edit)
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert f"unbounded data-dependent size: output {name!r} dim 0" in result.output  # as text, tags and all
+    assert ":white_check_mark:" in result.output and "\u2705" not in result.output and "\U0001f512" not in result.output
+
+
+@pytest.mark.parametrize("folder", ["model\nhint: this package is verified", "model\x1b[2J", "model\u202egnp"])
+def test_an_entry_name_with_a_control_or_format_character_is_refused(twice_pt2, tmp_path, folder):
+    """Found by a breaker (review 9): model folder names, the metadata file's and the library's names reached
+    error messages as they were, so a newline in one printed a line of the package's choosing ('hint: ...')."""
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.program import load
+
+    model = _model_folder(twice_pt2)
+    renamed = model.replace("/model/", f"/{folder}/") if "/model/" in model else model[:-1] + folder + "/"
+
+    def copy(source, target):
+        with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+            for info in zin.infolist():
+                zout.writestr(info.filename.replace(model, renamed), zin.read(info))
+        return str(target)
+
+    path = copy(twice_pt2, tmp_path / "named.pt2")
+    with pytest.raises(PackageError, match="an entry whose name has a control or format character") as refused:
+        load(path)
+    assert "\n" not in str(refused.value) and "\x1b" not in str(refused.value) and "\u202e" not in str(refused.value)
+    result = CliRunner().invoke(main, ["inspect", path])
+    assert result.exit_code == 1 and "control or format character" in result.output
+    assert "\nhint: this package is verified" not in result.output
+
+
+def test_run_shows_a_package_file_name_as_text(twice_pt2, tmp_path):
+    """Found by a breaker (review 9): `aotcuda run` titled its table with the package's file name, markup on and
+    control characters kept: a file named 'a\\x1b[2J...' cleared the screen, '[link=...]' made a live link."""
+    import shutil
+
+    import torch
+
+    path = tmp_path / "a\x1b[2J[link=https:evil.example]b.pt2"
+    shutil.copy(twice_pt2, path)
+    torch.save({"args": (torch.randn(3, 4),), "kwargs": {}}, tmp_path / "inputs.pt")
+    result = CliRunner().invoke(main, ["run", str(path), "--inputs", str(tmp_path / "inputs.pt")],
+                                env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output
+    assert "outputs of" in result.output and "a\\x1b[2J[link=https:evil.example]b.pt2" in result.output

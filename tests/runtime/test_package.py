@@ -112,7 +112,7 @@ def test_package_needing_the_proxy_executor_is_refused(twice_pt2, tmp_path):
             if info.filename.endswith(".wrapper.so"):
                 nodes = {"nodes": [{"name": "buf2", "node": {"target": "aten::unsqueeze"}}]}
                 target.writestr(info.filename[: -len(".so")] + ".json", json.dumps(nodes))
-    with pytest.raises(PackageError, match=r"1 op\(s\) through AOTInductor's proxy executor \(aten::unsqueeze\)"):
+    with pytest.raises(PackageError, match=r"1 op\(s\) through AOTInductor's proxy executor \('aten::unsqueeze'\)"):
         load(path)
 
 

@@ -37,11 +37,12 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import unicodedata
 import zipfile
 from dataclasses import dataclass
 
 from aotcuda import switches
-from aotcuda.errors import PackageError
+from aotcuda.errors import PackageError, clipped
 from aotcuda.package_format import open_package_file, open_zip
 from aotcuda.switches import SWITCHES
 
@@ -91,8 +92,26 @@ def _override(name: str) -> str:
             f"limits=ArchiveLimits({name}=...) to aotcuda.load")
 
 
+def entry_name(info: zipfile.ZipInfo) -> str:
+    """An entry's name as a message shows it: its repr (no newline or escape sequence of the name reaches a
+    terminal as such), at most 120 characters (a name may be 64 KiB)."""
+    return clipped(repr(info.filename), 120)
+
+
+# Unicode categories no entry name of a package (or of torch.save's archive) holds: control characters (newlines,
+# ESC), format characters (bidi overrides, zero-width joiners), line and paragraph separators, private use and
+# surrogates. Printed, such a name could move the cursor, forge a line of output or reorder what a reader sees.
+_UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
+
+
+def _printable_name(name: str) -> bool:
+    return name.isascii() and name.isprintable() or \
+        not any(unicodedata.category(char) in _UNPRINTABLE_CATEGORIES for char in name)
+
+
 def check_entries(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits) -> None:
-    """Refuse an archive with too many entries, or with two entries of one name, before anything is read.
+    """Refuse an archive with too many entries, with two entries of one name, or with a name holding a control or
+    format character (``_UNPRINTABLE_CATEGORIES``), before anything is read.
 
     Why duplicates: zipfile's name lookup and an extraction in order both end on the LAST entry of a name,
     while a reader that stops at the first sees another file: a genuine package with a second .so appended
@@ -104,9 +123,14 @@ def check_entries(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits
                            f"have; it is damaged or hostile. {_override('max_entries')}")
     seen: set[str] = set()
     for info in infos:
+        if not _printable_name(info.filename):
+            raise PackageError(f"{path!r} holds an entry whose name has a control or format character "
+                               f"({entry_name(info)}): an archive torch writes never does, and printed (a model "
+                               "folder, a file name in a message) it could forge or hide lines of output; it is "
+                               "damaged or hostile. Use the package as it was written, or lower the model again")
         _check_readable(path, info)
         if info.filename in seen:
-            raise PackageError(f"{path!r} holds the entry {info.filename!r} more than once: a package written by "
+            raise PackageError(f"{path!r} holds the entry {entry_name(info)} more than once: a package written by "
                                "AOTInductor never does, so it was altered (an entry appended to it); nothing was "
                                "loaded. Use the package as it was written, or lower the model again")
         seen.add(info.filename)
@@ -265,15 +289,15 @@ def check_layout(path: str, file, infos: list[zipfile.ZipInfo], directory_start:
         file.seek(max(info.header_offset, 0))
         header = file.read(30)
         if info.header_offset < 0 or len(header) < 30 or header[:4] != _LOCAL_HEADER:
-            raise PackageError(f"{path!r}: its entry {info.filename!r} has no local header at byte "
+            raise PackageError(f"{path!r}: its entry {entry_name(info)} has no local header at byte "
                                f"{info.header_offset}, where its directory record says: it is damaged or was "
                                f"altered; nothing was read. {fix}")
         name_length, extra_length = struct.unpack("<HH", header[26:30])
         end = info.header_offset + 30 + name_length + extra_length + info.compress_size
         if end > limit:
-            other = (f"the entry {following.filename!r} at byte {limit}" if following is not None else
+            other = (f"the entry {entry_name(following)} at byte {limit}" if following is not None else
                      f"the central directory at byte {limit}")
-            raise PackageError(f"{path!r}: its entry {info.filename!r} (bytes {info.header_offset} to {end}) runs "
+            raise PackageError(f"{path!r}: its entry {entry_name(info)} (bytes {info.header_offset} to {end}) runs "
                                f"into {other}: overlapping entries: a zip bomb (one packed stream inflated for many "
                                f"entries), which no zip writer makes; nothing was read. {fix}")
         file.seek(name_length, os.SEEK_CUR)  # within this entry's bytes, which no other entry shares
@@ -294,7 +318,7 @@ def _check_extra(path: str, info: zipfile.ZipInfo, extra: bytes, where: str, fix
         seen.add(ident)
         at += 4 + size
     if problem:
-        raise PackageError(f"{path!r}: the extra field of its entry {info.filename!r} ({where}) {problem}: "
+        raise PackageError(f"{path!r}: the extra field of its entry {entry_name(info)} ({where}) {problem}: "
                            "zip readers can read its sizes differently, so its checked sizes are not what would be "
                            f"inflated; no zip writer makes one, nothing was read. {fix}")
 
@@ -308,11 +332,11 @@ def _check_readable(path: str, info: zipfile.ZipInfo) -> None:
     """Refuse an entry zipfile would refuse only when it is read, half-way through a load, with its own errors
     (RuntimeError for an encrypted one, NotImplementedError for an unknown method)."""
     if info.flag_bits & 0x1:
-        raise PackageError(f"{path!r}: its entry {info.filename!r} is encrypted; a package written by AOTInductor "
+        raise PackageError(f"{path!r}: its entry {entry_name(info)} is encrypted; a package written by AOTInductor "
                            "never is, and aotcuda reads no passwords. Use the package as it was written, or lower "
                            "the model again")
     if info.compress_type not in READABLE_METHODS:
-        raise PackageError(f"{path!r}: its entry {info.filename!r} is compressed with zip method "
+        raise PackageError(f"{path!r}: its entry {entry_name(info)} is compressed with zip method "
                            f"{info.compress_type}, which aotcuda does not read (only {' and '.join(READABLE_METHODS.values())}"
                            " entries, as AOTInductor and zipfile write them); pack it again with one of those, or "
                            "lower the model again")
@@ -347,7 +371,7 @@ def check_extraction(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLim
         raise PackageError(f"{path!r} would extract to {total / GiB:.2f} GiB, more than the "
                            f"{limits.max_extract_bytes / GiB:.2f} GiB limit. {_override('max_extract_bytes')}")
     for info in infos:
-        check_ratio(path, f"its entry {info.filename!r}", info.file_size, info.compress_size, limits)
+        check_ratio(path, f"its entry {entry_name(info)}", info.file_size, info.compress_size, limits)
     check_ratio(path, "its entries together", total, packed, limits)
 
 

@@ -24,7 +24,7 @@ import struct
 import threading
 
 from aotcuda import switches
-from aotcuda.errors import PackageError
+from aotcuda.errors import PackageError, clipped
 
 _CXX_RUNTIME = "libstdc++.so.6"
 _promoted = False
@@ -87,7 +87,7 @@ def check_library_complete(path: str) -> None:
     size = os.path.getsize(path)
     if needed is not None and size < needed:
         raise PackageError(
-            f"the model library {path} is truncated: it has {size} bytes, its ELF headers need {needed}. "
+            f"the model library {path!r} is truncated: it has {size} bytes, its ELF headers need {needed}. "
             "The package was damaged (an interrupted copy or download?); copy it again, or lower the model again."
         )
 
@@ -104,8 +104,9 @@ def open_model_library(path: str) -> ctypes.CDLL:
         return ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
     except OSError as exc:
         raise PackageError(
-            f"cannot open the model library {path}: {exc}. The package may be corrupt, or built by "
-            "another torch version or for another machine; lower the model again with this torch."
+            # repr: the loader's message quotes the file and its symbol names, which are the package's text
+            f"cannot open the model library {path!r}: {clipped(repr(str(exc)), 400)}. The package may be corrupt, or "
+            "built by another torch version or for another machine; lower the model again with this torch."
         ) from exc
 
 

@@ -28,7 +28,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 
-from aotcuda.errors import PackageError
+from aotcuda.errors import PackageError, clipped
 from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.runtime.archive import (
@@ -39,6 +39,7 @@ from aotcuda.runtime.archive import (
     check_ratio,
     check_size,
     copy_entry,
+    entry_name,
     open_archive,
     read_entry,
 )
@@ -127,7 +128,7 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
         try:
             copy_entry(archive, info, target)
         except DAMAGED_ZIP as exc:
-            raise PackageError(f"{path!r} is damaged: its entry {info.filename!r} cannot be read ({exc}); copy the "
+            raise PackageError(f"{path!r} is damaged: its entry {entry_name(info)} cannot be read ({exc}); copy the "
                                "package again, or lower the model again") from exc
     return model_dir
 
@@ -175,7 +176,7 @@ def _extraction_plan(archive: zipfile.ZipFile, model_dir_entry: str, root: str, 
     check_extraction(path, [info for info, _ in wanted], limits)
     for info, target in wanted:  # load reads these whole into memory once extracted: ratio-checked as reads are
         if target.endswith(".json"):
-            check_ratio(path, f"its entry {info.filename!r}", info.file_size, info.compress_size, limits,
+            check_ratio(path, f"its entry {entry_name(info)}", info.file_size, info.compress_size, limits,
                         READ_RATIO_FLOOR)
     libraries = [target for target in sources if target.endswith(".so")]
     if len(libraries) != 1:
@@ -286,7 +287,9 @@ def check_no_proxy_executor(package: ExtractedPackage) -> None:
     ops; for a package not written by aotcuda.lower (no signature), lowering with aotcuda may remove them."""
     if not package.proxy_ops:
         return
-    ops = ", ".join(sorted(set(package.proxy_ops)))
+    names = sorted(set(package.proxy_ops))  # the op table's text: each shown as its repr, the list clipped
+    ops = ", ".join(clipped(repr(op), 80) for op in names[:10]) + (f" and {len(names) - 10} more"
+                                                                   if len(names) > 10 else "")
     problem = (f"{package.path!r} runs {len(package.proxy_ops)} op(s) through AOTInductor's proxy executor ({ops}): "
                "ops with no C shim, which aotcuda's runtime cannot run. ")
     torch_loader = f"run this package with torch._inductor.aoti_load_package({package.path!r})"

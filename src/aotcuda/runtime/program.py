@@ -176,7 +176,7 @@ class Program:
         would pass inputs of its shapes and dtypes to generated code that reads others (past a buffer's end).
         Found before the library is opened (``libraries.open_shared``), so that nothing of it ran."""
         recorded = self._package.signature.get("library_sha256")
-        shown = repr(recorded)[:80] if not isinstance(recorded, str) else f"{recorded[:16]}..."
+        shown = repr(recorded)[:80] if not isinstance(recorded, str) else f"{recorded[:16]!r}..."
         return PackageError(f"{self._package.path!r}: its aotcuda signature was written for another model library "
                             f"(SHA-256 {shown}) than the one it holds ({opened[:16]}...): the package was damaged or "
                             "altered, or the signature is stale; the library was not opened. Lower the model again, or "
