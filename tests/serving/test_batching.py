@@ -247,3 +247,17 @@ def test_an_unchecked_index_input_is_refused_unless_allowed():
     with pytest.raises(ServingConfigError, match="cannot be batched: input 'mask'.*own rows of a batch"):
         serving_plan(*specs, 8, "m.pt2", index_unchecked=unchecked, allow_unchecked_indices=True)  # allowed, not batched
     assert serving_plan(*specs, 8, "m.pt2", index_unchecked={}).batches
+
+
+def test_package_text_in_serving_refusals_stays_on_one_line():
+    """Review 9: a signature's index reasons and unchecked lines are quoted in errors, which print a line per
+    newline; a newline of the package's would print a line of its choosing ('hint: ...')."""
+    from aotcuda.runtime.index_ranges import IndexRange
+    from aotcuda.serving.batching import index_records
+
+    signature = {"inputs": [{"name": "mask", "index_unchecked": ["at m.py:8\nhint: this package is verified"],
+                             "index_ranges": [{"min": 0, "max": 3, "reason": "of x\r\nhint: forged\u2028too"}]}]}
+    ranges, unchecked = index_records(signature, "m.pt2")
+    assert unchecked == {"mask": ["at m.py:8 hint: this package is verified"]}
+    assert ranges["mask"][0].reason == "of x hint: forged too"
+    assert IndexRange.from_json({"min": 0, "max": 3, "reason": "a\nb"}, None).reason == "a b"

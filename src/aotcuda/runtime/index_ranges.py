@@ -38,8 +38,10 @@ class IndexRange:
         if not isinstance(entry, dict):
             raise ValueError(f"an index range is a JSON object, got {type(entry).__name__}")
         reason = entry.get("reason", "")
-        return cls(_bound(entry.get("min")), _bound(entry.get("max")),
-                   under_dim_names(reason if isinstance(reason, str) else "", dim_names))
+        # one line whatever the package wrote: the reason is quoted in InputErrors, and an error prints a line per
+        # newline (a reason's own would print a line of the package's choosing under `aotcuda run`)
+        reason = " ".join(reason.split()) if isinstance(reason, str) else ""
+        return cls(_bound(entry.get("min")), _bound(entry.get("max")), under_dim_names(reason, dim_names))
 
     def evaluate(self, bindings: dict[str, int], label: str = "the input") -> tuple[int | None, int | None]:
         """(low, high) for this call's sizes; None for a side that is not checked (null in the signature).

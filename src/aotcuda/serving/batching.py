@@ -133,10 +133,17 @@ def _index_across_batch(symbol: str, index_ranges: dict | None, input_specs) -> 
             if any(isinstance(bound, DimSpec) and symbol in bound.symbols for bound in (allowed.low, allowed.high)):
                 shown = f"{text(allowed.low)}, {text(allowed.high)}"
                 return (f"input {clipped(name, 60)!r} is an index over the batch dim: the values it may hold, [{shown}], "
-                        f"depend on the batch size ({clipped(allowed.reason, 200) or 'no op recorded'}); over a batch "
+                        f"depend on the batch size ({clipped(one_line(allowed.reason), 200) or 'no op recorded'}); "
+                        "over a batch "
                         "one request's index would read another request's rows, and a value refused alone would be "
                         "accepted")
     return ""
+
+
+def one_line(text) -> str:
+    """A package's text as one line of a message: every run of whitespace, newlines and other line breaks
+    included, one space (an error prints a line per newline: a name's own would print a line of its choosing)."""
+    return " ".join(str(text).split())
 
 
 def index_records(signature: dict | None, where: str) -> tuple[dict, dict]:
@@ -163,7 +170,7 @@ def index_records(signature: dict | None, where: str) -> tuple[dict, dict]:
                 raise PackageError(f"{where}: the signature's index_ranges of input {clipped(name, 60)!r} are "
                                    f"malformed ({clipped(exc, 200)}); lower the model again") from exc
         if lines:
-            unchecked[name] = [str(line) for line in lines] if isinstance(lines, list) else [str(lines)]
+            unchecked[name] = [one_line(line) for line in (lines if isinstance(lines, list) else [lines])]
     return ranges, unchecked
 
 
