@@ -120,3 +120,25 @@ def test_the_command_passes_allow_unchecked_indices_to_serve_package(monkeypatch
         result = CliRunner().invoke(serve_command, [__file__, *flags])
         assert result.exit_code == 0 and "stopped (SIGINT) before serving" in result.output, result.output
         assert seen.pop().allow_unchecked_indices is allowed
+
+
+def test_records_load_refuses_are_refused_before_ray_starts(index_packages, tmp_path):
+    """Found by a breaker (review 9): index ranges on a float input, or a "complex" field that describes no pair,
+    passed check_package and failed only in each replica, once serving had started."""
+    import shutil
+
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import write_signature
+
+    for name, edit, said in (
+            ("float_ranges", lambda s: s["inputs"][1].update(dtype="float32"), "only integer inputs have index ranges"),
+            ("bad_complex", lambda s: s["inputs"][0].update(complex="complex64"), "complex")):
+        path = tmp_path / f"{name}.pt2"
+        shutil.copy(index_packages["embed"], path)
+        signature = read_signature(path)
+        edit(signature)
+        write_signature(path, signature)
+        with pytest.raises(PackageError, match=said):
+            check_package(str(path), ServeOptions())
+        with pytest.raises(PackageError, match=said):
+            aotcuda.load(str(path))  # the same refusal load gives
