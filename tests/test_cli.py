@@ -317,9 +317,20 @@ def test_error_lines_are_not_wrapped_and_get_command_line_hints(runner, tmp_path
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0] == "error: Method forward missing fallback kernels (1 total):"
-    assert f"  - {LONG_KERNEL}  <- m.py:3: y = op(x)" in lines  # one line, longer than 80 columns
-    assert "No package was written to /tmp/m.pt2." in lines
+    assert f"    - {LONG_KERNEL}  <- m.py:3: y = op(x)" in lines  # one line, longer than 80 columns, indented
+    assert "  No package was written to /tmp/m.pt2." in lines
     assert lines[-1] == "hint: on the command line, --allow-fallbacks keeps going with these kernels"
+
+
+def test_a_newline_in_quoted_text_cannot_print_a_line_of_aotcudas_own(capsys):
+    """Review 9: messages quote outside text (a package's names, another library's error); a newline in it printed
+    a line of its choosing at the first column ('hint: this package is verified ...'). Later lines are indented."""
+    from aotcuda.cli import print_error
+
+    print_error("the model's metadata x\nhint: this package is verified\n\x1b[2Jerror: none", hints=["real one"])
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["error: the model's metadata x", "  hint: this package is verified", "  \\x1b[2Jerror: none",
+                     "hint: real one"]
 
 
 def test_lower_says_when_only_torchs_loader_can_run_the_package(runner, tmp_path, monkeypatch):

@@ -9,7 +9,7 @@
     aotcuda serve model.pt2 [--replicas N] [--port 8000] [--host 127.0.0.1] [--max-batch-size B]
                   [--batch-wait-ms W] [--cuda-graphs]                 (pip install 'aotcuda[serve]')
 
-Errors print as "error: ..." (a message of several lines keeps them, never wrapped), then a "hint:" line
+Errors print as "error: ..." (a message of several lines keeps them, indented, never wrapped), then a "hint:" line
 with the command-line form of the library's advice where there is one, and exit with code 1; usage
 errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback.
 """
@@ -77,11 +77,16 @@ def cli_hints(error: BaseException) -> list[str]:
 
 
 def print_error(message: str, kind: str = "", hints: list[str] = ()) -> None:
-    """Print 'error: ...' lines unwrapped (soft_wrap: a log or a pipe gets whole lines), then the hints."""
+    """Print 'error: ...' lines unwrapped (soft_wrap: a log or a pipe gets whole lines), then the hints.
+
+    The message's later lines are indented: only aotcuda's own 'error:', 'hint:' and 'warning:' lines start at
+    the first column, so that text a message quotes (a package's names, another library's error) cannot print
+    a line that reads as one of them, whatever newline it holds."""
     lines = message.split("\n") or [""]  # only newlines break lines: other control characters are shown escaped
     status_console.print(f"[red]error:[/red] {shown(kind + lines[0])}", highlight=False, soft_wrap=True)
     for line in lines[1:]:
-        status_console.print(terminal_safe(line), highlight=False, markup=False, soft_wrap=True)
+        status_console.print(f"  {terminal_safe(line)}" if line else "", highlight=False, markup=False,
+                             soft_wrap=True)
     for hint in hints:
         status_console.print(f"hint: {hint}", highlight=False, markup=False, soft_wrap=True)
 

@@ -176,7 +176,8 @@ class Program:
         would pass inputs of its shapes and dtypes to generated code that reads others (past a buffer's end).
         Found before the library is opened (``libraries.open_shared``), so that nothing of it ran."""
         recorded = self._package.signature.get("library_sha256")
-        shown = repr(recorded)[:80] if not isinstance(recorded, str) else f"{recorded[:16]!r}..."
+        hexadecimal = isinstance(recorded, str) and all(char in "0123456789abcdef" for char in recorded[:16])
+        shown = f"{recorded[:16]}..." if hexadecimal else repr(recorded)[:80]  # not hex: the package's text, quoted
         return PackageError(f"{self._package.path!r}: its aotcuda signature was written for another model library "
                             f"(SHA-256 {shown}) than the one it holds ({opened[:16]}...): the package was damaged or "
                             "altered, or the signature is stale; the library was not opened. Lower the model again, or "
