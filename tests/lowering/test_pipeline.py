@@ -285,7 +285,7 @@ def test_proxy_executor_package_warns_and_runs_only_in_torchs_loader(tmp_path):
     message = str(caught.value)
     assert "aotcuda_test::shifted_sin" in message and "no C shim" in message
     assert f"torch._inductor.aoti_load_package({str(path)!r})" in message
-    assert "rewrite aotcuda_test::shifted_sin" in message and "aotcuda.lower" not in message  # not circular
+    assert "rewrite 'aotcuda_test::shifted_sin'" in message and "aotcuda.lower" not in message  # not circular
     x = torch.randn(4, 8)
     assert relative_error(torch_aoti_load(path)(x), CustomOpModel()(x)) < 1e-6
 
