@@ -25,7 +25,7 @@ ALL_STEPS="rope pairmul latency overhead kernels decode1 decode8 decode_profile 
 # The CUDA tests come in three steps, each meant for one device call: those of the runtime, the lowering and the
 # passes (in session 21 their ~40 tests took ~6 minutes on the H200), the library models and serving, and aotcuda's
 # own Triton kernels (tests/kernels: their many shapes compile for longer than one call; in session 21 the first 32
-# of 116 took the whole 560 s: narrow it with CUDA_KERNEL_TESTS).
+# of 115 took the whole 560 s: narrow it with CUDA_KERNEL_TESTS).
 LOWERING_CUDA_TESTS="tests/runtime tests/lowering tests/passes"
 STEPS=${STEPS:-$ALL_STEPS}
 if [ -n "${LANES:-}" ]; then
