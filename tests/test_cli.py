@@ -577,9 +577,9 @@ def test_other_work_is_the_cpus_busy_time_less_this_processs_own(monkeypatch):
     import aotcuda.demo as demo
 
     hz = os.sysconf("SC_CLK_TCK")
-    ticks = iter([(10 * hz, 100 * hz), (10 * hz + int(1.5 * hz), 100 * hz + 2 * hz)])  # 1.5 s busy of 2 s (2 cores)
+    ticks = iter([10 * hz, 10 * hz + int(1.5 * hz)])  # all CPUs together busy 1.5 s over the 1 s sample
     clock = iter([3.0, 3.25])  # this process used 0.25 s of CPU meanwhile
-    monkeypatch.setattr(demo, "_busy_and_total_ticks", lambda: next(ticks))
+    monkeypatch.setattr(demo, "_busy_ticks", lambda: next(ticks))
     monkeypatch.setattr(demo.time, "process_time", lambda: next(clock))
     monkeypatch.setattr(demo.time, "sleep", lambda seconds: None)
     assert demo.other_work_cores(1.0) == pytest.approx(1.25)

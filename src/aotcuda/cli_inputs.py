@@ -545,8 +545,9 @@ def _args_and_kwargs(path: str, saved) -> tuple[tuple, dict]:
         others = [key for key in saved if key not in ("args", "kwargs")]
         args, kwargs = saved["args"], saved.get("kwargs")
         if others:
-            raise _refuse(f"{path}: holds {clipped(repr(others[0]), 80)} beside 'args'; the form {{'args': (...), 'kwargs': {{...}}}} "
-                          "has only those two keys (a dict of arguments by name has no 'args')")
+            raise _refuse(f"{path}: holds {clipped(repr(others[0]), 80)} beside 'args'; the form "
+                          "{'args': (...), 'kwargs': {...}} has only those two keys (a dict of arguments by name has "
+                          "no 'args')")
         if isinstance(args, torch.Tensor):
             args = (args,)  # one positional argument, as a bare tensor file is
         if not isinstance(args, (list, tuple)):

@@ -62,8 +62,8 @@ class DemoResult:
         return self.busy_cores is not None and self.busy_cores >= BUSY_SHARE_OF_CORES * self.cores
 
 
-def _busy_and_total_ticks() -> tuple[int, int] | None:
-    """(busy, total) clock ticks of all CPUs since boot (/proc/stat's first line), or None without it."""
+def _busy_ticks() -> int | None:
+    """The busy clock ticks of all CPUs since boot (/proc/stat's first line), or None without it."""
     try:
         with open("/proc/stat") as stat:
             fields = [int(field) for field in stat.readline().split()[1:9]]  # user .. steal
@@ -71,7 +71,7 @@ def _busy_and_total_ticks() -> tuple[int, int] | None:
         return None
     if len(fields) < 5:
         return None
-    return sum(fields) - fields[3] - fields[4], sum(fields)  # idle and iowait are not busy
+    return sum(fields) - fields[3] - fields[4]  # idle and iowait are not busy
 
 
 def other_work_cores(sample_s: float = SAMPLE_S) -> float | None:
@@ -80,17 +80,17 @@ def other_work_cores(sample_s: float = SAMPLE_S) -> float | None:
     timing, it sees the work that competes with it; the 1-minute load average, used before, also counted the
     demo's own compile that had just ended (a new user's 1.89 on an idle 2-core machine). None where there
     is no /proc/stat: then the 1-minute load average, the only figure such a system gives."""
-    before, own = _busy_and_total_ticks(), time.process_time()
+    before, own = _busy_ticks(), time.process_time()
     if before is None:
         try:
             return os.getloadavg()[0]
         except OSError:
             return None
     time.sleep(sample_s)
-    after, own = _busy_and_total_ticks(), time.process_time() - own
+    after, own = _busy_ticks(), time.process_time() - own
     if after is None:
         return None
-    busy_s = (after[0] - before[0]) / os.sysconf("SC_CLK_TCK")
+    busy_s = (after - before) / os.sysconf("SC_CLK_TCK")
     return max(0.0, busy_s - own) / sample_s
 
 

@@ -12,6 +12,13 @@ def clipped(text, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+def one_line(text) -> str:
+    """Outside text (a package's) as one line of a message: every run of whitespace, newlines and other line
+    breaks included, one space (an error prints a line per newline: the text's own would print a line of its
+    choosing)."""
+    return " ".join(str(text).split())
+
+
 @dataclass(frozen=True)
 class Advice:
     """A fix an error's message gives, as the Python keyword that applies it, so that a front end (the

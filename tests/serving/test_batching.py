@@ -255,7 +255,8 @@ def test_package_text_in_serving_refusals_stays_on_one_line():
     from aotcuda.runtime.index_ranges import IndexRange
     from aotcuda.serving.batching import index_records
 
-    signature = {"inputs": [{"name": "mask", "index_unchecked": ["at m.py:8\nhint: this package is verified"],
+    signature = {"inputs": [{"name": "mask", "dtype": "int64",
+                             "index_unchecked": ["at m.py:8\nhint: this package is verified"],
                              "index_ranges": [{"min": 0, "max": 3, "reason": "of x\r\nhint: forged\u2028too"}]}]}
     ranges, unchecked = index_records(signature, "m.pt2")
     assert unchecked == {"mask": ["at m.py:8 hint: this package is verified"]}

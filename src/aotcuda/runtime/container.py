@@ -140,9 +140,11 @@ class ModelContainer:
         # c10::Error's what() appends the C++ stack trace (18 lines of frames): keep the message.
         return text.split(_CXX_TRACE, 1)[0].strip()
 
-    def _check(self, code: int, what: str, error=RuntimeCallError) -> None:
+    def _check(self, code: int, what: str, error=RuntimeCallError, detail: str | None = None) -> None:
+        """Raise ``error`` for a failed call, with the generated code's last error (``detail`` where the caller
+        has read it already)."""
         if code != _OK:
-            detail = self.last_error() or (
+            detail = (self.last_error() if detail is None else detail) or (
                 "" if hasattr(self._lib, "AOTInductorGetLastError")
                 else "the generated code printed the cause on stderr (this torch's AOTI keeps no last error)")
             raise error(f"{what} failed with AOTIRuntimeError {code}" + (f": {detail}" if detail else ""))
@@ -264,7 +266,7 @@ class ModelContainer:
                     f"is {check['value']}; the model's torch._check, recorded at export, allows no other): pass "
                     "values the model accepts, or export it with a wider check. Nothing was returned; the program "
                     "runs the next call as before")
-            self._check(code, "running the model")
+            self._check(code, "running the model", detail=detail)
 
     # --- lifetime ------------------------------------------------------------------------------------
 

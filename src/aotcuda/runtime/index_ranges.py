@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import InputError, PackageError
+from aotcuda.errors import InputError, PackageError, one_line
 from aotcuda.runtime.checks import evaluate_dim
 from aotcuda.runtime.specs import DimSpec, under_dim_names
 from aotcuda.runtime.shape_expressions import shape_expression
@@ -40,7 +40,7 @@ class IndexRange:
         reason = entry.get("reason", "")
         # one line whatever the package wrote: the reason is quoted in InputErrors, and an error prints a line per
         # newline (a reason's own would print a line of the package's choosing under `aotcuda run`)
-        reason = " ".join(reason.split()) if isinstance(reason, str) else ""
+        reason = one_line(reason) if isinstance(reason, str) else ""
         return cls(_bound(entry.get("min")), _bound(entry.get("max")), under_dim_names(reason, dim_names))
 
     def evaluate(self, bindings: dict[str, int], label: str = "the input") -> tuple[int | None, int | None]:
@@ -83,6 +83,36 @@ def _integer_dtype(name) -> bool:
     return isinstance(dtype, torch.dtype) and not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
+def parse_index_ranges(signature: dict | None, path: str = "") -> dict[int, tuple[IndexRange, ...]]:
+    """{input index: its IndexRanges} of every input of the signature that records "index_ranges" (the one
+    reading of that field: the runtime's checks and serving's batch plan both take it from here). Raises
+    PackageError for a malformed field (not a list, an entry not in its form, ranges of a non-integer input,
+    dim_names that are not strings): a package must not lose its checks silently."""
+    inputs = (signature or {}).get("inputs")
+    if not isinstance(inputs, list):
+        return {}
+    names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
+    if names and not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+        raise PackageError(f"{path!r}: the signature's dim_names {names!r:.80} is not an object of strings "
+                           "(the index ranges name sizes by it); lower the model again")
+    ranges = {}
+    for index, spec in enumerate(inputs):
+        entries = spec.get("index_ranges") if isinstance(spec, dict) else None
+        if not entries:
+            continue
+        try:
+            if not isinstance(entries, list):
+                raise ValueError(f"index_ranges is a {type(entries).__name__}, not a list")
+            if not _integer_dtype(spec.get("dtype")):  # the lowering records ranges of integer inputs only
+                raise ValueError(f"they are given for a {str(spec.get('dtype'))[:40]!r} input; only integer "
+                                 "inputs have index ranges (a NaN has no place in a range check)")
+            ranges[index] = tuple(IndexRange.from_json(entry, names) for entry in entries)
+        except (ValueError, TypeError) as exc:  # TypeError: a dim_names value that is not a string
+            raise PackageError(f"{path!r}: the signature's index_ranges of input #{index} are malformed "
+                               f"({exc}); lower the model again") from exc
+    return ranges
+
+
 class IndexRangeChecks:
     """The inputs of one Program that have index ranges, and their check (``check``)."""
 
@@ -102,26 +132,8 @@ class IndexRangeChecks:
         inputs = (signature or {}).get("inputs")
         if not isinstance(inputs, list) or len(inputs) != num_inputs:
             return None
-        names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
-        if names and not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
-            raise PackageError(f"{path!r}: the signature's dim_names {names!r:.80} is not an object of strings "
-                               "(the index ranges name sizes by it); lower the model again")
-        ranges, labels = {}, {}
-        for index, spec in enumerate(inputs):
-            entries = spec.get("index_ranges") if isinstance(spec, dict) else None
-            if not entries:
-                continue
-            try:
-                if not isinstance(entries, list):
-                    raise ValueError(f"index_ranges is a {type(entries).__name__}, not a list")
-                if not _integer_dtype(spec.get("dtype")):  # the lowering records ranges of integer inputs only
-                    raise ValueError(f"they are given for a {str(spec.get('dtype'))[:40]!r} input; only integer "
-                                     "inputs have index ranges (a NaN has no place in a range check)")
-                ranges[index] = tuple(IndexRange.from_json(entry, names) for entry in entries)
-            except (ValueError, TypeError) as exc:  # TypeError: a dim_names value that is not a string
-                raise PackageError(f"{path!r}: the signature's index_ranges of input #{index} are malformed "
-                                   f"({exc}); lower the model again") from exc
-            labels[index] = f"input {spec.get('name', index)!r} (#{index})"
+        ranges = parse_index_ranges(signature, path)
+        labels = {index: f"input {inputs[index].get('name', index)!r} (#{index})" for index in ranges}
         return cls(ranges, labels, device) if ranges else None
 
     def checked_copies(self, tensors: list, bindings: dict[str, int]) -> list:

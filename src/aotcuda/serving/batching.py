@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped
+from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped, one_line
 
 __all__ = ["BatchPlan", "combine", "index_records", "serving_plan", "split_rows", "unbounded_output_dim"]
 
@@ -132,45 +132,30 @@ def _index_across_batch(symbol: str, index_ranges: dict | None, input_specs) -> 
         for allowed in ranges:
             if any(isinstance(bound, DimSpec) and symbol in bound.symbols for bound in (allowed.low, allowed.high)):
                 shown = f"{text(allowed.low)}, {text(allowed.high)}"
-                return (f"input {clipped(name, 60)!r} is an index over the batch dim: the values it may hold, [{shown}], "
-                        f"depend on the batch size ({clipped(one_line(allowed.reason), 200) or 'no op recorded'}); "
-                        "over a batch "
-                        "one request's index would read another request's rows, and a value refused alone would be "
-                        "accepted")
+                why = clipped(allowed.reason, 200) or "no op recorded"  # one line: IndexRange.from_json
+                return (f"input {clipped(name, 60)!r} is an index over the batch dim: the values it may hold, "
+                        f"[{shown}], depend on the batch size ({why}); over a batch one request's index would read "
+                        "another request's rows, and a value refused alone would be accepted")
     return ""
-
-
-def one_line(text) -> str:
-    """A package's text as one line of a message: every run of whitespace, newlines and other line breaks
-    included, one space (an error prints a line per newline: a name's own would print a line of its choosing)."""
-    return " ".join(str(text).split())
 
 
 def index_records(signature: dict | None, where: str) -> tuple[dict, dict]:
     """The inputs' index records of a signature (a package's, or the one a Program loaded): ``({name:
-    (IndexRange, ...)}, {name: [line, ...]})``, the "index_ranges" and the "index_unchecked" lines of each
-    input that has them. PackageError for ranges not in their form (load refuses them too)."""
-    from aotcuda.runtime.index_ranges import IndexRange
+    (IndexRange, ...)}, {name: [line, ...]})``, the "index_ranges" (read by the runtime's
+    ``parse_index_ranges``, which load reads them with) and the "index_unchecked" lines of each input that has
+    them. PackageError for ranges not in their form (load refuses them too)."""
+    from aotcuda.runtime.index_ranges import parse_index_ranges
 
     inputs = (signature or {}).get("inputs")
-    names = (signature or {}).get("dim_names")
-    names = names if isinstance(names, dict) and all(isinstance(v, str) for v in names.values()) else None
-    ranges, unchecked = {}, {}
-    for index, spec in enumerate(inputs if isinstance(inputs, list) else ()):
-        if not isinstance(spec, dict):
-            continue
-        name = str(spec.get("name", f"#{index}"))
-        entries, lines = spec.get("index_ranges"), spec.get("index_unchecked")
-        if entries:
-            try:
-                if not isinstance(entries, list):
-                    raise ValueError(f"index_ranges is a {type(entries).__name__}, not a list")
-                ranges[name] = tuple(IndexRange.from_json(entry, names) for entry in entries)
-            except (ValueError, TypeError) as exc:
-                raise PackageError(f"{where}: the signature's index_ranges of input {clipped(name, 60)!r} are "
-                                   f"malformed ({clipped(exc, 200)}); lower the model again") from exc
+    inputs = inputs if isinstance(inputs, list) else []
+    ranges = {str(inputs[index].get("name", f"#{index}")): entries
+              for index, entries in parse_index_ranges(signature, where).items()}
+    unchecked = {}
+    for index, spec in enumerate(inputs):
+        lines = spec.get("index_unchecked") if isinstance(spec, dict) else None
         if lines:
-            unchecked[name] = [one_line(line) for line in (lines if isinstance(lines, list) else [lines])]
+            unchecked[str(spec.get("name", f"#{index}"))] = \
+                [one_line(line) for line in (lines if isinstance(lines, list) else [lines])]
     return ranges, unchecked
 
 

@@ -109,6 +109,7 @@ def check_package(package_path: str, options: ServeOptions) -> str:
         raise PackageError(f"{package_path!r} has no aotcuda signature (inputs, outputs, device); serve a "
                            "package written by aotcuda.lower (or lower the model again)")
     specs = dict(zip(("inputs", "outputs"), specs_from_signature(signature, package_path)))  # PackageError if malformed
+    _check_as_load_reads_it(signature, package_path)
     ranges, unchecked = index_records(signature, package_path)
     serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path,
                  allow_unbounded_outputs=options.allow_unbounded_outputs,
@@ -119,7 +120,6 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     if len(devices) != 1:
         raise PackageError(f"{package_path!r}: its signature names devices {sorted(devices)}, not one")
     device_type = devices.pop()
-    _check_as_load_reads_it(signature, len(specs["inputs"]), device_type, package_path)
     if options.cuda_graphs and device_type != "cuda":
         raise ServingConfigError(f"cuda_graphs=True needs a CUDA package; {package_path} was lowered for "
                                  f"{device_type}. Serve it with cuda_graphs=False, or lower it again with device='cuda'",
@@ -127,17 +127,13 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     return device_type
 
 
-def _check_as_load_reads_it(signature: dict, num_inputs: int, device_type: str, package_path: str) -> None:
-    """PackageError for the records load refuses (a "complex" field that describes no pair, index ranges of a
-    non-integer input), here before Ray starts rather than in every replica as it loads (a breaker's
-    signatures passed this check and failed only once serving had started)."""
-    import torch
-
+def _check_as_load_reads_it(signature: dict, package_path: str) -> None:
+    """PackageError for a "complex" field that describes no pair, which load refuses, here before Ray starts
+    rather than in every replica as it loads (a breaker's signatures passed this check and failed only once
+    serving had started). Index ranges load refuses are refused by index_records, which reads them as load does."""
     from aotcuda.runtime.complex_adapter import split_signature
-    from aotcuda.runtime.index_ranges import IndexRangeChecks
 
-    caller_signature, _ = split_signature(signature, package_path)
-    IndexRangeChecks.from_signature(caller_signature, num_inputs, torch.device(device_type), package_path)
+    split_signature(signature, package_path)
 
 
 def _check_state(state, options: ServeOptions, package_path: str) -> None:
