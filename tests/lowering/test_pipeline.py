@@ -10,6 +10,8 @@ import pytest
 import torch
 
 import aotcuda
+from aotcuda.lowering.complex_fallbacks import complex_fallback_kernels
+from aotcuda.lowering.devices import DEVICE_PROFILES
 from aotcuda.lowering.fallbacks import complex_value_nodes
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.pipeline import STEPS, _written_on_success, passes
@@ -113,9 +115,19 @@ class ComplexLogcumsumexp(torch.nn.Module):
         return torch.view_as_real(running * z).flatten(-2)
 
 
-def test_unrewritable_complex_program_raises_with_source_lines(tmp_path, caplog, recwarn):
+def test_unrewritable_complex_program_raises_with_source_lines_before_compiling(tmp_path, caplog, recwarn,
+                                                                              monkeypatch):
+    """The kernels that complex math left as it was becomes are known before compiling
+    (lowering/complex_fallbacks.py): the refusal comes without the compile of a minute it used to wait for."""
+    import aotcuda.lowering.pipeline
+
+    def no_compile(*args):
+        raise AssertionError("compiled a program that was known to be refused")
+
+    monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", no_compile)
     with pytest.raises(aotcuda.MissingFallbackKernelsError) as caught:
         aotcuda.lower(ComplexLogcumsumexp(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
+    assert [r.name for r in caught.value.pass_results] == ["ReplaceViewCopyWithViewPass", "ReplaceComplexWithRealPass"]
     # the refusal is said once, in the error: not also as the pass's log line, nor Inductor's note on complex ops
     assert "left the program unchanged" not in caplog.text
     assert not [w for w in recwarn if "code generation for complex" in str(w.message)]
@@ -153,6 +165,11 @@ def test_allow_fallbacks_returns_them_and_the_package_runs(tmp_path, caplog):
                              "aten.logcumsumexp.default") == 1
     assert "aoti_torch_cpu_logcumsumexp" in {k.name for k in lowered.fallback_kernels}
     assert complex_value_nodes(lowered.exported_program), "the program was left complex"
+    # what lower() refuses before compiling without allow_fallbacks is what the compile gives: the same kernels
+    # (on the allow-list or not: the scan is refused on complex values), from the same nodes
+    found = {k.name: k.nodes for k in lowered.fallback_kernels}
+    known = complex_fallback_kernels(lowered.exported_program, "cpu", DEVICE_PROFILES["cpu"].allowed_kernels)
+    assert {k.name: k.nodes for k in known} == found
     # `aotcuda inspect` (which has no program) shows the kernels as lower() classified them, with the lines
     from click.testing import CliRunner
 
@@ -417,8 +434,9 @@ def test_an_error_after_the_passes_carries_their_results(tmp_path, monkeypatch):
         raise RuntimeError("compile failed on purpose")
 
     monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", failing_compile)
-    with pytest.raises(RuntimeError, match="on purpose") as caught:
-        aotcuda.lower(ComplexLogcumsumexp(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2")
+    with pytest.raises(RuntimeError, match="on purpose") as caught:  # allowed fallbacks: it reaches the compile
+        aotcuda.lower(ComplexLogcumsumexp(), (torch.randn(4, 8),), device="cpu", package_path=tmp_path / "c.pt2",
+                      allow_fallbacks=True)
     views, complex_pass = caught.value.pass_results
     assert views.name == "ReplaceViewCopyWithViewPass" and not complex_pass.changed
     assert complex_pass.refusal.op == "aten.logcumsumexp.default"

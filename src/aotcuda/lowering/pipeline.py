@@ -16,7 +16,8 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
                   Each is a GraphPass (passes/result.py):
                   ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
-    (before compiling: an op AOTInductor would run through its proxy executor is refused, lowering/proxy_ops.py)
+    (before compiling, the fallbacks known then are refused: an op AOTInductor would run through its proxy
+    executor, lowering/proxy_ops.py; complex math left as it was, lowering/complex_fallbacks.py)
     check         the fallback-kernel check (lowering/fallbacks.py) against the device's allow-list
 
 The first three are before_compile(), which tests also call for the program Inductor would be given.
@@ -48,6 +49,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.errors import MissingFallbackKernelsError, PackageError
 from aotcuda.lowering import torch_fixes
+from aotcuda.lowering.complex_fallbacks import complex_fallback_kernels
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.dependent_launch import with_pdl_codegen
 from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
@@ -189,11 +191,8 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
     ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed = before_compile(
         model, args, kwargs, dynamic_shapes, lambda: passes() + [make() for make in profile.enabled_passes()], step)
     refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)
-    proxy_kernels = proxy_executor_kernels(ep, device.type)
-    if proxy_kernels and not allow_fallbacks:  # known now: refuse before a compile of minutes
-        error = MissingFallbackKernelsError(proxy_executor_message(proxy_kernels, untraced, refusal))
-        error.kernels, error.refusal, error.pass_results = proxy_kernels, refusal, pass_results
-        raise error
+    if not allow_fallbacks:  # what is known now is refused before a compile of minutes
+        _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path)
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
         with step("compile"), torch_fixes.applied("compile"):
@@ -218,6 +217,24 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)
+
+
+def _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path) -> None:
+    """Raise MissingFallbackKernelsError for the fallbacks known before compiling: ops AOTInductor would run
+    through its proxy executor (lowering/proxy_ops.py), then the kernels of complex math left as it was
+    (lowering/complex_fallbacks.py), with what the complex pass refused."""
+    kernels = proxy_executor_kernels(ep, device.type)
+    if kernels:
+        message = proxy_executor_message(kernels, untraced, refusal)
+    else:
+        kernels = complex_fallback_kernels(ep, device.type, profile.allowed_kernels)
+        message = missing_kernels_message("forward", kernels, refusal)
+    if kernels:
+        error = MissingFallbackKernelsError(message)
+        error.kernels, error.refusal, error.pass_results = kernels, refusal, pass_results
+        if package_path is not None:
+            error.add_note(_not_written(os.path.abspath(package_path)))
+        raise error
 
 
 class BeforeCompile(NamedTuple):
@@ -321,12 +338,15 @@ def _written_on_success(path: str, own_folder: str | None):
     except BaseException as exc:
         if own_folder is not None:
             shutil.rmtree(own_folder, ignore_errors=True)
-        if os.path.exists(path):
-            note = f"No package was written: {path} is an earlier build, left as it was."
-        else:
-            note = f"No package was written to {path}."
-        exc.add_note(note)
+        exc.add_note(_not_written(path))
         raise
+
+
+def _not_written(path: str) -> str:
+    """The note on a failed lower()'s error: that it wrote no package, and what is at ``path``."""
+    if os.path.exists(path):
+        return f"No package was written: {path} is an earlier build, left as it was."
+    return f"No package was written to {path}."
 
 
 def _make_outputs_serializable(ep: ExportedProgram) -> None:
