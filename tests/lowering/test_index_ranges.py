@@ -3,6 +3,8 @@ indexing op in ``aotcuda.lowering.index_ranges.INDEXING`` and each value flow (a
 negation, ``pos + arange``), a value is accepted by the recorded range iff eager accepts it (hypothesis draws
 the values); and where no exact range exists, none is recorded."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -263,3 +265,76 @@ def test_an_index_the_flow_cannot_bound_warns_and_is_recorded(function):
     (line,) = signature["inputs"][0]["index_unchecked"]
     assert line.startswith("input 'i' reaches aten.") and "test_index_ranges.py:" in line
     assert TensorSpec.from_json(signature["inputs"][0]).name == "i"  # old readers ignore the field
+
+
+# --- values bounded whatever the input holds: the input is absorbed, not checked and not left unchecked -----
+
+BOUNDED = {  # forward(x, i), x of shape (4, 5); W has 5 rows
+    "cumsum then clamp into the table": lambda x, i: F.embedding((i.cumsum(0) - 1).clamp(0, 4), W),
+    "clamp of an offset met element by element": lambda x, i: x[(i + torch.arange(2)).clamp(0, 3)],
+    "clamp then a constant": lambda x, i: x[(i * i).clamp(0, 2) + 1],
+    "remainder by the size": lambda x, i: x[:, (i * i) % 5],
+    "remainder by a negative divisor": lambda x, i: x[(i * i) % -4],  # [-3, 0]: x[i] takes negative indices
+    "argmax of a float input's rows": lambda x, i: F.embedding((x[:, :2] * i.float()).argmax(-1), W),
+}
+
+
+@pytest.mark.parametrize("kind", BOUNDED)
+def test_an_index_bounded_whatever_the_input_holds_needs_no_check(kind):
+    """``(mask.cumsum(-1) - 1).clamp(0, N - 1)`` into an N-row table, ``ids % N``, ``logits.argmax(-1)``: the op
+    before the index keeps it in eager's range whatever the input holds (lowering/index_ranges.py ``_bounded``),
+    so the input gets neither a range nor an ``index_unchecked`` line (a served program needs no flag), and eager
+    indeed accepts every value, extreme ones included."""
+    function = BOUNDED[kind]
+    ep = _exported(function, torch.tensor([1, 2]))
+    for program in (ep, ep.run_decompositions(decomposition_table())):
+        unchecked: dict = {}
+        assert index_ranges(program, ["i"], unchecked) == {} and unchecked == {}, unchecked
+    for value in ([2**40, -(2**40)], [-1, 7], [0, 0], torch.randint(-10**6, 10**6, (2,)).tolist()):
+        function(X.clone(), torch.tensor(value))  # no IndexError: any value is in range
+
+
+UNBOUNDED = {  # (forward, why the line says so)
+    "a clamp wider than the table": (lambda x, i: F.embedding((i.cumsum(0) - 1).clamp(0, 5), W),
+                                     r"bounded on the way to \[0, 5\]"),
+    "a product after the clamp": (lambda x, i: x[(i * i).clamp(0, 1) * i], r"through aten.mul"),
+    "a clamp of one side": (lambda x, i: F.embedding((i * i - 10).clamp(max=4), W), r"through aten.(mul|sub|clamp)"),
+    "a remainder by more than the size": (lambda x, i: x[(i * i) % 5], r"bounded on the way to \[0, 4\]"),
+}
+
+
+@pytest.mark.parametrize("kind", UNBOUNDED)
+def test_a_bound_that_does_not_hold_the_index_leaves_the_input_unchecked(kind):
+    """Where the bound is wider than eager's range, or the value goes on through an op the flow does not follow
+    after it, the input is recorded as unchecked, as before (eager refuses some value: checked here too)."""
+    function, why = UNBOUNDED[kind]
+    ep = _exported(function, torch.tensor([1, 2]))
+    unchecked: dict = {}
+    index_ranges(ep, ["i"], unchecked)
+    (line,) = unchecked["i"]
+    assert re.search(why, line), line
+    assert not all(_eager_accepts(function, torch.tensor([v, v])) for v in (-6, -5, 2, 3, 5, 6))
+
+
+def test_a_bound_over_a_dynamic_size_is_not_taken_for_one():
+    """An index over a dim of dynamic size (the batch: once batched, other requests' rows) bounded by a
+    constant, or a bound of a dynamic size (argmax over a dynamic dim) into a fixed table: which sizes the
+    program will take is not known at lowering, so the input stays unchecked."""
+    class Rows(torch.nn.Module):
+        def forward(self, x, ids):
+            return x[ids.cumsum(0).clamp(0, 3)]
+
+    class Argmax(torch.nn.Module):
+        def forward(self, logits):
+            return F.embedding(logits.argmax(1), W)
+
+    batch = torch.export.Dim("batch", min=2, max=64)
+    rows = torch.export.export(Rows(), (torch.randn(4, 3), torch.tensor([0, 1, 2, 3])),
+                               dynamic_shapes=({0: batch}, {0: batch}))
+    argmax = torch.export.export(Argmax(), (torch.randn(2, 5),),
+                                 dynamic_shapes=({1: torch.export.Dim("v", min=2, max=64)},))
+    for ep, name in ((rows, "ids"), (argmax, "logits")):
+        unchecked: dict = {}
+        index_ranges(ep, [name], unchecked)
+        (line,) = unchecked[name]
+        assert "bounded on the way to" in line, line

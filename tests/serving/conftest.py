@@ -59,15 +59,17 @@ def mask_packages(tmp_path_factory):
 def index_packages(tmp_path_factory):
     """Programs whose integer inputs reach an index: {"rows": x[ids] over the batch dim (ids' range mentions the
     batch symbol), "embed": an embedding over a fixed table and a gather along t (ranges without it), "unchecked":
-    positions from mask.cumsum(-1) - 1 (mask's values reach an embedding unchecked)}, lowered for the CPU."""
-    from serving_cases import EmbedAndGather, PositionsFromAMask, RowsOfTheBatch
+    positions from mask.cumsum(-1) - 1 (mask's values reach an embedding unchecked), "clamped": those positions
+    clamped into the table}, lowered for the CPU."""
+    from serving_cases import ClampedPositionsFromAMask, EmbedAndGather, PositionsFromAMask, RowsOfTheBatch
 
     folder = tmp_path_factory.mktemp("indices")
     batch, t = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("t", min=1, max=32)
     ids = torch.zeros(2, 3, dtype=torch.long)
     cases = {"rows": (RowsOfTheBatch(), (torch.randn(3, 4), torch.zeros(3, dtype=torch.long)), ({0: batch}, {0: batch})),
              "embed": (EmbedAndGather(), (ids, ids.clone(), torch.randn(2, 3)), ({0: batch, 1: t},) * 3),
-             "unchecked": (PositionsFromAMask(), (ids, torch.ones(2, 3, dtype=torch.long)), ({0: batch, 1: t},) * 2)}
+             "unchecked": (PositionsFromAMask(), (ids, torch.ones(2, 3, dtype=torch.long)), ({0: batch, 1: t},) * 2),
+             "clamped": (ClampedPositionsFromAMask(), (ids, torch.ones(2, 3, dtype=torch.long)), ({0: batch, 1: t},) * 2)}
     paths = {}
     for name, (model, inputs, dynamic) in cases.items():
         paths[name] = str(folder / f"{name}.pt2")

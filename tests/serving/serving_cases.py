@@ -199,3 +199,18 @@ class PositionsFromAMask(torch.nn.Module):
 
     def forward(self, ids, mask):
         return self.tok(ids) + self.pos(mask.cumsum(-1) - 1)
+
+
+class ClampedPositionsFromAMask(PositionsFromAMask):
+    """The same positions clamped into the table's rows: ``(mask.cumsum(-1) - 1).clamp(0, 31)`` is in range whatever
+    the mask holds, so lowering leaves nothing unchecked (lowering/index_ranges.py ``_bounded``) and it serves.
+    Its weights come from a fixed seed, so that a test can build eager's twin of a lowered one."""
+
+    def __init__(self):
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+        for table in (self.tok, self.pos):
+            table.weight.data = torch.randn(table.weight.shape, generator=generator)
+
+    def forward(self, ids, mask):
+        return self.tok(ids) + self.pos((mask.cumsum(-1) - 1).clamp(0, 31))

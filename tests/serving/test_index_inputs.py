@@ -102,6 +102,23 @@ def test_an_input_whose_index_values_go_unchecked_is_refused_unless_allowed(inde
     assert "aotcuda serve refuses it without --allow-unchecked-indices" in shown
 
 
+def test_positions_clamped_into_the_table_need_no_flag_and_any_mask_runs(index_packages):
+    """The fix serving's refusal names: the same positions clamped to the table's rows are in range whatever the
+    mask holds, so nothing is unchecked, the program serves (and batches) without a flag, and masks of any values,
+    1000s and negatives included, give eager's answer instead of ending the process."""
+    from serving_cases import ClampedPositionsFromAMask
+
+    path = index_packages["clamped"]
+    assert all("index_unchecked" not in spec and "index_ranges" not in spec for spec in read_signature(path)["inputs"][1:])
+    assert check_package(path, ServeOptions(max_batch_size=8)) == "cpu"
+    program = aotcuda.load(path)
+    assert not program.index_unchecked
+    model = ClampedPositionsFromAMask()  # the lowered one's weights (a fixed seed)
+    for mask in (torch.full((2, 5), 1000), torch.randint(-10**6, 10**6, (3, 7)), torch.ones(1, 4, dtype=torch.long)):
+        ids = torch.randint(0, 256, mask.shape)
+        torch.testing.assert_close(program(ids, mask), model(ids, mask), rtol=1e-5, atol=1e-6)
+
+
 def test_the_command_passes_allow_unchecked_indices_to_serve_package(monkeypatch):
     """The flag reaches ServeOptions (serve_package stands in: no Ray)."""
     from click.testing import CliRunner

@@ -19,6 +19,11 @@ Two tables say it all:
   just before the index (through views and subsets), ``clamp`` and ``abs``, whose preimage of eager's range
   is one interval (``abs`` only where eager's range holds 0).
 
+Bounded whatever the input holds (``_bounded``): ``clamp`` to two constant bounds, ``remainder`` by a constant,
+``argmax``/``argmin``. The inputs reaching such an op are absorbed (``Flow.absorbed``): where its bound is within
+eager's range at the index, for every size the program takes, they need no check at all
+(``(mask.cumsum(-1) - 1).clamp(0, 31)`` into a 32-row table); where it is not, they are unchecked.
+
 Never silent: an input whose values reach an index through an op the flow does not follow (or follows
 inexactly) gets no range, a UserWarning at lowering, and an ``index_unchecked`` line in the signature
 (``unchecked_inputs``): its values are not checked before the call.
@@ -70,6 +75,9 @@ class Flow:
     clamp: tuple | None = None  # value = clamp(scale * x + c, *clamp) (min, max; None: that side open)
     abs: bool = False  # value = |scale * x + c|
     inexact_at: torch.fx.Node | None = None  # the node where exactness was lost
+    # the user inputs whose values a bounding op took in (``_bounded``): this value stays within
+    # [low, high] whatever they hold, so they need no check where it is within eager's range
+    absorbed: frozenset = frozenset()
 
 
 def _folded(flow: Flow) -> bool:
@@ -145,7 +153,8 @@ def _scaled(flow: Flow, factor: int) -> Flow | None:
     low, high = flow.low * factor, flow.high * factor
     if factor < 0:
         low, high = high, low
-    return Flow(flow.input, flow.scale * factor, low, high, flow.exact, flow.whole, inexact_at=flow.inexact_at)
+    return Flow(flow.input, flow.scale * factor, low, high, flow.exact, flow.whole, inexact_at=flow.inexact_at,
+                absorbed=flow.absorbed)
 
 
 def _each(flows, change) -> tuple[Flow, ...] | None:
@@ -172,7 +181,8 @@ def _sum(a, b, flows: dict, sign: int = 1) -> tuple[Flow, ...] | None:
             input_flow = flow_a if flow_a.input is not None else flow_b
             found.append(Flow(input_flow.input, flow_a.scale + flow_b.scale, flow_a.low + flow_b.low,
                               flow_a.high + flow_b.high, flow_a.exact and flow_b.exact and _broadcast_apart(a, b),
-                              flow_a.whole and flow_b.whole, inexact_at=input_flow.inexact_at))
+                              flow_a.whole and flow_b.whole, inexact_at=input_flow.inexact_at,
+                              absorbed=flow_a.absorbed | flow_b.absorbed))
     return tuple(found)
 
 
@@ -186,7 +196,7 @@ def _union(flows: list[Flow]) -> tuple[Flow, ...]:
         merged[key] = flow if known is None else Flow(
             flow.input, flow.scale, sympy.Min(known.low, flow.low), sympy.Max(known.high, flow.high),
             known.exact and flow.exact, known.whole and flow.whole, flow.clamp, flow.abs,
-            known.inexact_at or flow.inexact_at)
+            known.inexact_at or flow.inexact_at, known.absorbed | flow.absorbed)
     return tuple(merged.values())
 
 
@@ -217,6 +227,32 @@ def _arange(node: torch.fx.Node) -> Flow | None:
     return Flow(None, 0, *((start, last) if step.is_nonnegative else (last, start)))
 
 
+def _bounded(node: torch.fx.Node) -> Flow | None:
+    """The range of an op whose values stay in one interval whatever its operand holds: ``clamp`` to two
+    constant bounds, ``remainder`` by a constant (Python's modulo: [0, n - 1] for n > 0, [n + 1, 0] for
+    n < 0), and ``argmax``/``argmin`` ([0, size - 1] along their dim). Its operand's inputs are then
+    absorbed (``Flow.absorbed``): ``(mask.cumsum(-1) - 1).clamp(0, 127)`` into a 128-row table is safe
+    whatever the mask holds. None for any other op, or where a bound is unknown."""
+    packet, args = _packet(node), node.args
+    if not _integer_tensor(node) or not args or not isinstance(args[0], torch.fx.Node):
+        return None
+    if packet is aten.clamp:
+        low, high = (_constant(argument(node, index, name)) for index, name in ((1, "min"), (2, "max")))
+        if low is None or high is None:
+            return None
+        return Flow(None, 0, sympy.Min(low, high), high)  # clamp = min(max(x, low), high): high where low > high
+    if packet is aten.remainder and len(args) == 2:
+        divisor = _constant(args[1])
+        if divisor is None or not divisor.is_Integer or divisor == 0:
+            return None
+        return Flow(None, 0, *((sympy.Integer(0), divisor - 1) if divisor > 0 else (divisor + 1, sympy.Integer(0))))
+    if packet in (aten.argmax, aten.argmin):
+        dim = argument(node, 1, "dim")
+        size = size_of(args[0], dim) if dim is None or isinstance(dim, int) else None
+        return None if size is None else Flow(None, 0, sympy.Integer(0), size - 1)
+    return None
+
+
 def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
     """The node's flows from its operands' (None: its values are not an input's, up to a bounded offset)."""
     packet = _packet(node)
@@ -245,7 +281,7 @@ def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
         # A part of an input's values (checked over the whole input), or of a bounded value (whose range
         # may then be wider than the part's: not exact).
         return tuple(Flow(f.input, f.scale, f.low, f.high, f.exact and f.input is not None, False, f.clamp, f.abs,
-                          f.inexact_at) for f in source)
+                          f.inexact_at, f.absorbed) for f in source)
     if packet is aten.clamp and isinstance(args[0], torch.fx.Node):
         low, high = argument(node, 1, "min"), argument(node, 2, "max")
         if any(bound is not None and _constant(bound) is None for bound in (low, high)):
@@ -299,6 +335,10 @@ def _input_flows(ep, names: set[str]) -> tuple[dict, dict]:
                 flow = _flow(node, flows)
             except Exception:  # noqa: BLE001 - an argument form the flow does not know: its values are unknown
                 flow = None
+            if flow is None and (bounded := _bounded(node)) is not None:
+                # every input reaching it is absorbed (followed, to be checked against the bound at its index)
+                flows[node] = (replace(bounded, absorbed=frozenset(_reaching(node, flows, unfollowed, names))),)
+                continue
             if flow is not None:
                 flows[node] = tuple(f if f.exact or f.inexact_at is not None or f.input is None
                                     else replace(f, inexact_at=node) for f in flow)
@@ -322,17 +362,31 @@ def _holds_tensors(node) -> bool:
 
 def _unfollowed(node, flows: dict, unfollowed: dict, names: set[str]) -> dict:
     """{input: node where the flow stopped following it} for the inputs whose values reach ``node``."""
-    followed = {flow.input for flow in flows.get(node, ())}
+    followed = {flow.input for flow in flows.get(node, ())} | {name for flow in flows.get(node, ())
+                                                               for name in flow.absorbed}
     lost = {}
     for operand in node.all_input_nodes:
         for name, where in unfollowed.get(operand, {}).items():
             lost.setdefault(name, where)
-        reaching = {flow.input for flow in flows.get(operand, ()) if flow.input is not None}
-        if operand.op == "placeholder" and operand.name in names and _holds_tensors(operand):
-            reaching.add(operand.name)  # a float or bool input, which the flow never follows
-        for name in reaching - followed:
+        for name in _reaching_from(operand, flows, names) - followed:
             lost.setdefault(name, node)
     return lost
+
+
+def _reaching_from(operand, flows: dict, names: set[str]) -> set[str]:
+    """The inputs an operand's flows follow (as an input or absorbed), and the operand itself where it is a
+    float or bool input, which the flow never follows."""
+    reaching = {flow.input for flow in flows.get(operand, ()) if flow.input is not None}
+    reaching |= {name for flow in flows.get(operand, ()) for name in flow.absorbed}
+    if operand.op == "placeholder" and operand.name in names and _holds_tensors(operand):
+        reaching.add(operand.name)
+    return reaching
+
+
+def _reaching(node, flows: dict, unfollowed: dict, names: set[str]) -> set[str]:
+    """Every input whose values reach ``node``'s operands, followed or not."""
+    return {name for operand in node.all_input_nodes
+            for name in (*unfollowed.get(operand, {}), *_reaching_from(operand, flows, names))}
 
 
 # --- the ranges ---------------------------------------------------------------------------------------
@@ -365,6 +419,16 @@ def _input_range(flow: Flow, use: IndexUse) -> tuple | None:
         lower, upper, scale = -upper, -lower, -scale
     return (lower if not lower.is_Integer else sympy.Integer(-(-int(lower) // scale)),
             upper if not upper.is_Integer else sympy.Integer(int(upper) // scale))
+
+
+def _within(flow: Flow, use: IndexUse) -> bool:
+    """Whether every value of a bounded flow is one eager accepts at ``use``, for every size the program
+    takes: decided only over a size that is a number (a bound compared with a dynamic size is not; an index
+    over a dim of the batch's size would read other requests' rows once batched)."""
+    size = sympy.sympify(use.size)
+    if size.free_symbols or flow.low.free_symbols or flow.high.free_symbols:
+        return False
+    return bool(flow.low >= (-size if use.negative else 0)) and bool(flow.high <= size - 1)
 
 
 class _Empty(Exception):
@@ -440,6 +504,11 @@ def index_ranges(ep, input_names, unchecked: dict | None = None) -> dict[str, li
                 _add_line(lines, name, _unchecked(name, node, use, through))
             for flow in flows.get(use.index, ()):
                 if flow.input is None:
+                    if flow.absorbed and not _within(flow, use):
+                        for name in sorted(flow.absorbed):
+                            _add_line(lines, name, _unchecked(
+                                name, node, use, None, f" (bounded on the way to [{flow.low}, {flow.high}], which "
+                                "is not within eager's range there)"))
                     continue
                 if not flow.exact:
                     _add_line(lines, flow.input, _unchecked(flow.input, node, use, flow.inexact_at,

@@ -226,9 +226,9 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
             "CUDA context unusable (a device-side assert), with every request in it. Make the index one that "
             "lowering bounds, so that each request is checked and refused with 400: pass it as an input of its own "
             "(position_ids into the embedding, checked against the table's rows), or compute it only through the "
-            "ops lowering follows (docs/reliability.md, 'Out-of-range indices'; a clamp counts only where the "
-            "input's values reach it through those ops); or, accepting that any client can end a replica, serve "
-            "it with allow_unchecked_indices=True",
+            "ops lowering follows, or bound it into the table whatever the input holds (a clamp to the table's "
+            "rows, e.g. (mask.cumsum(-1) - 1).clamp(0, rows - 1): docs/reliability.md, 'Out-of-range indices'); "
+            "or, accepting that any client can end a replica, serve it with allow_unchecked_indices=True",
             advice=(Advice("allow_unchecked_indices", True),))
     if unchecked and max_batch_size > 1:  # allowed to run unchecked, still not to mix requests
         raise ServingConfigError(f"{where} cannot be batched: {unchecked}, so nothing shows that a request's index "
