@@ -22,6 +22,7 @@ import io
 import logging
 import os
 import re
+import secrets
 import sys
 import tempfile
 import unicodedata
@@ -436,18 +437,27 @@ def _saved(value, path: str) -> None:
     -o does); the file gets the mode a plain open would give it (0666 less the umask)."""
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
-    descriptor, partial = tempfile.mkstemp(dir=folder, prefix=".aotcuda-", suffix=".partial")  # O_EXCL: a new file
+    descriptor, partial = _new_file_beside(folder)
     try:
         with os.fdopen(descriptor, "wb") as file:
             torch.save(value, file)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(partial, 0o666 & ~umask)
         os.replace(partial, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(partial)
         raise
+
+
+def _new_file_beside(folder: str) -> tuple[int, str]:
+    """(descriptor, path) of a new file in ``folder`` with a random name, made by this call (O_EXCL: never a file,
+    symlink or FIFO already there) with mode 0666, which the kernel lessens by the umask as for any new file
+    (reading the umask would mean setting it, for the whole process, for a moment)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        partial = os.path.join(folder, f".aotcuda-{secrets.token_hex(8)}.partial")
+        with contextlib.suppress(FileExistsError):  # a name taken by chance (or planted): draw another
+            return os.open(partial, flags, 0o666), partial
+    raise FileExistsError(f"no new file name was free in {folder} after 100 tries")
 
 
 def _output_labels(spec) -> list[str]:
