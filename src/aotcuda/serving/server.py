@@ -59,6 +59,8 @@ class ServeOptions:
         cpus_per_replica: CPUs Ray reserves per replica.
         request_timeout_s: the HTTP proxy answers a request that takes longer with an error.
         max_request_bytes: larger request bodies get 400 (refused by Content-Length before reading).
+        max_response_bytes: a request whose outputs would be larger (computed from its inputs' shapes, before the
+            program runs) gets 400.
         body_timeout_s: a request body still arriving after this many seconds gets 408 (timed in the HTTP
             proxy, on the client's sending alone, in a Ray that serve_package starts: aotcuda.serving.proxy).
         max_pending_bytes: the bytes of request bodies the HTTP proxy holds at once, over all clients (in a Ray
@@ -83,6 +85,7 @@ class ServeOptions:
     cpus_per_replica: float = 1.0
     request_timeout_s: float = 60.0
     max_request_bytes: int = 256 << 20
+    max_response_bytes: int = 1 << 30
     body_timeout_s: float = 30.0
     max_pending_bytes: int | None = None
     dashboard: bool = False
@@ -91,7 +94,7 @@ class ServeOptions:
     extra_actor_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        for name in ("replicas", "max_batch_size", "port"):
+        for name in ("replicas", "max_batch_size", "port", "max_response_bytes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if self.batch_wait_ms < 0 or self.request_timeout_s <= 0 or self.body_timeout_s <= 0:
@@ -201,6 +204,7 @@ def _bind(path: str, options: ServeOptions, actor_options: dict):
                                   max_ongoing_requests=max(8, 2 * options.max_batch_size))
     return deployment.bind(path, cuda_graphs=options.cuda_graphs, max_batch_size=options.max_batch_size,
                            batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes,
+                           max_response_bytes=options.max_response_bytes,
                            body_timeout_s=options.body_timeout_s,
                            allow_unbounded_outputs=options.allow_unbounded_outputs,
                            allow_unchecked_indices=options.allow_unchecked_indices)

@@ -1,0 +1,90 @@
+"""A request's shapes, not its bytes, set what a call allocates: a replica bounds both before the program runs (review
+10). Without Ray: the replica's routes are called with a request the HTTP proxy has read."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+safetensors_torch = pytest.importorskip("safetensors.torch", reason="aotcuda[serve] is not installed")
+deployment = pytest.importorskip("aotcuda.serving.deployment", reason="aotcuda[serve] is not installed")
+
+from aotcuda.serving.proxy import BODY_READ  # noqa: E402
+from aotcuda.serving.server import ServeOptions  # noqa: E402
+
+
+def predict(replica, body: bytes):
+    """POST /predict to a replica, its body read by the HTTP proxy: (status, error header, answer body)."""
+    from starlette.requests import Request
+
+    scope = {"type": "http", "method": "POST", "path": "/predict", "headers": [], "query_string": b"", BODY_READ: True}
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    answer = asyncio.run(replica._predict(Request(scope, receive)))
+    return answer.status_code, answer.headers.get("x-aotcuda-error"), answer.body
+
+
+def test_an_answer_that_grows_faster_than_its_request_is_refused_before_the_program_runs(shape_packages):
+    """Found by a breaker: x[:, :, None] * x[:, None, :] with no max on x's dim 1; a 128 KiB request of x (2, 16384)
+    made the replica allocate and return 2 GiB (43 s, 6.4 GiB peak), a 256 KiB one 8 GiB. The outputs' sizes
+    follow from the request's shapes: past --max-response-bytes (1 GiB) it gets 400 before the program runs."""
+    replica = deployment.ProgramReplica(shape_packages["outer"])
+    body = safetensors_torch.save({"x": torch.randn(2, 16384)})
+    assert len(body) < 140_000
+    status, error, text = predict(replica, body)
+    assert (status, error) == (400, "RequestError"), text[:300]
+    assert b"would be 2147483648 bytes (output" in text and b"(2, 16384, 16384)" in text
+    assert b"--max-response-bytes" in text and replica.counters["batches"] == 0  # nothing ran
+    x = torch.randn(2, 64)
+    status, _, answer = predict(replica, safetensors_torch.save({"x": x}))  # the next one is served
+    assert status == 200 and torch.equal(safetensors_torch.load(answer)["output_0"], x[:, :, None] * x[:, None, :])
+    small = deployment.ProgramReplica(shape_packages["outer"], max_response_bytes=2 * 64 * 64 * 4)
+    assert predict(small, safetensors_torch.save({"x": x}))[0] == 200  # exactly the limit
+    assert predict(small, safetensors_torch.save({"x": torch.randn(2, 65)}))[0] == 400
+
+
+def test_an_empty_tensor_with_a_huge_dim_allocates_nothing(shape_packages):
+    """Found by a breaker: x (0, 2**28), 112 bytes of request, to x.sum(0) + 1 (dim 0 from 0, no max on dim 1): the
+    replica allocated and answered 1 GiB in 1.3 s (2**32: 16 GiB). No dim may be larger than the body carrying it."""
+    replica = deployment.ProgramReplica(shape_packages["sum"])
+    for shape in ((0, 1 << 28), (0, 1 << 40)):
+        body = safetensors_torch.save({"x": torch.empty(shape)})
+        status, error, text = predict(replica, body)
+        assert (status, error) == (400, "RequestError") and b"larger than the body" in text, text[:300]
+    x = torch.randn(0, 16)  # an empty request of honest dims is served
+    status, _, answer = predict(replica, safetensors_torch.save({"x": x}))
+    assert status == 200 and torch.equal(safetensors_torch.load(answer)["output_0"], torch.ones(16))
+    assert replica.counters["batches"] == 1
+
+
+def test_the_response_limit_is_an_option_of_serve():
+    """--max-response-bytes reaches ServeOptions (serve_package stands in: no Ray); it must be positive."""
+    from click.testing import CliRunner
+
+    import aotcuda.serving.server as server_module
+    from aotcuda.serving.command import serve_command
+
+    seen = []
+
+    def starting(path, options):
+        seen.append(options)
+        raise KeyboardInterrupt
+
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as patched:
+        patched.setattr(server_module, "serve_package", starting)
+        for flags, limit in (([], 1 << 30), (["--max-response-bytes", "4096"], 4096)):
+            result = CliRunner().invoke(serve_command, [__file__, *flags])
+            assert result.exit_code == 0, result.output
+            assert seen.pop().max_response_bytes == limit
+    with pytest.raises(ValueError, match="max_response_bytes must be a positive integer"):
+        ServeOptions(max_response_bytes=0)
