@@ -13,6 +13,7 @@ rather than failing on every request.
 from __future__ import annotations
 
 import json
+import math
 import struct
 
 import torch
@@ -43,7 +44,7 @@ def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.T
         max_bytes: refuse bodies larger than this (bytes).
 
     Raises RequestError (an InputError) naming what is wrong: too large, not safetensors, a missing or an
-    unknown input name, a dim larger than the body (an empty tensor's: _check_dims_carried).
+    unknown input name, an empty tensor whose other dims hold more elements than the body has bytes.
     """
     if len(body) > max_bytes:
         raise too_large(len(body), max_bytes, "has")
@@ -59,15 +60,19 @@ def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.T
 
 
 def _check_dims_carried(name: str, tensor: torch.Tensor, body_bytes: int) -> None:
-    """RequestError for a dim larger than the body that carries it, which only an empty tensor can have (a dim of
-    a tensor with elements is at most its element count, so at most its bytes): the program's memory follows the
-    request's shape, not its bytes. A 112-byte body of x with shape (0, 2**28) made a program that sums over dim 0
-    allocate and return 1 GiB (2**32: 16 GiB); the request's bytes must bound every size it sets."""
-    if tensor.dim() and max(tensor.shape) > body_bytes:
-        raise RequestError(f"input {name!r} has shape {shown(str(tuple(tensor.shape)), 100)}, with a dim of "
-                           f"{max(tensor.shape)} in a request body of {body_bytes} bytes: an empty tensor's dims cost "
-                           "no bytes, but the program's memory follows them, so this server takes no dim larger than "
-                           "the body that carries it; send the tensor's real shape")
+    """RequestError for an empty tensor whose other dims hold more elements than the body has bytes: the program's
+    memory follows the request's shape, not its bytes, and an empty tensor's dims cost none. A 112-byte body of x
+    with shape (0, 2**28) made a program that sums over dim 0 allocate and return 1 GiB (2**32: 16 GiB). A tensor
+    with elements has at most as many as its bytes, so the request's bytes now bound every size it sets, as they
+    would for a tensor of those dims with elements."""
+    if tensor.numel() or not tensor.dim():
+        return
+    held = math.prod(size for size in tensor.shape if size)
+    if held > body_bytes:
+        raise RequestError(f"input {name!r} has shape {shown(str(tuple(tensor.shape)), 100)}: an empty tensor whose "
+                           f"other dims hold {held} elements, in a request body of {body_bytes} bytes. Its dims cost "
+                           "no bytes, but the program's memory follows them, so this server takes no empty tensor "
+                           "whose other dims hold more elements than the body has bytes; send the tensor's real shape")
 
 
 # A safetensors header of the program's inputs is a few hundred bytes; one of this size holds no more.
