@@ -209,6 +209,14 @@ class OuterProduct(torch.nn.Module):
         return x[:, :, None] * x[:, None, :]
 
 
+class GramAttention(torch.nn.Module):
+    """Breaker, review 10: an intermediate that grows faster than the answer: x [n, 8] -> [n, n] scores -> [n, 8];
+    a 1 MiB request of x (32768, 8) made a 4 GiB tensor (8.4 GiB peak, 36 s), though n has a max (2**20)."""
+
+    def forward(self, x):
+        return (x @ x.T).softmax(-1) @ x
+
+
 class SumOfRows(torch.nn.Module):
     """Breaker, review 10: an output as long as an input's dim 1, whose dim 0 may be 0: x (0, 2**28) is an empty
     tensor of 112 bytes of request, and its answer 1 GiB."""

@@ -66,8 +66,44 @@ def test_an_empty_tensor_with_a_huge_dim_allocates_nothing(shape_packages):
     assert replica.counters["batches"] == 1
 
 
+def test_an_intermediate_that_grows_faster_than_the_answer_is_refused_before_the_program_runs(shape_packages):
+    """Found by a breaker: (x @ x.T).softmax(-1) @ x, n at most 2**20: a 1 MiB request of x (32768, 8) has a 1 MiB
+    answer, and made a 4 GiB [n, n] tensor (the process peaked at 8.4 GiB, 36 s on 2 cores; 2 MiB: 16 GiB). lower()
+    records the bytes of the tensors the program makes as expressions of the shape symbols; the replica evaluates
+    them at the request's shapes and refuses one past --max-tensor-bytes (1 GiB) before the program runs."""
+    from aotcuda.runtime.package import read_signature
+
+    replica = deployment.ProgramReplica(shape_packages["gram"])
+    body = safetensors_torch.save({"x": torch.randn(32768, 8)})
+    assert len(body) < (1 << 20) + 200
+    status, error, text = predict(replica, body)
+    assert (status, error) == (400, "RequestError"), text[:300]
+    assert b"would make a tensor of 4294967296 bytes" in text and b"--max-tensor-bytes" in text
+    assert replica.counters["batches"] == 0  # nothing ran
+    recorded = read_signature(shape_packages["gram"])["tensor_sizes"]
+    assert recorded[0].startswith("4*s") and recorded[0].endswith("**2"), recorded  # the [n, n] scores, largest first
+    x = torch.randn(512, 8)
+    status, _, answer = predict(replica, safetensors_torch.save({"x": x}))  # the next one is served
+    assert status == 200
+    torch.testing.assert_close(safetensors_torch.load(answer)["output_0"], (x @ x.T).softmax(-1) @ x)
+    small = deployment.ProgramReplica(shape_packages["gram"], max_tensor_bytes=4 * 512 * 512)
+    assert predict(small, safetensors_torch.save({"x": x}))[0] == 200  # exactly the limit
+    assert predict(small, safetensors_torch.save({"x": torch.randn(513, 8)}))[0] == 400
+
+
+@pytest.mark.parametrize("recorded", ["4*s0", [1], ["s0 +"], ["__import__('os')"], ["s0"] * 65])
+def test_a_tensor_sizes_record_not_in_its_form_is_a_package_error(recorded):
+    from aotcuda.errors import PackageError
+    from aotcuda.serving.batching import tensor_size_records
+
+    with pytest.raises(PackageError, match="tensor_sizes"):
+        tensor_size_records(recorded, "p.pt2")
+    assert tensor_size_records(None, "p.pt2") == ()  # an older aotcuda recorded none
+
+
 def test_the_response_limit_is_an_option_of_serve():
-    """--max-response-bytes reaches ServeOptions (serve_package stands in: no Ray); it must be positive."""
+    """--max-response-bytes and --max-tensor-bytes reach ServeOptions (serve_package stands in: no Ray); they must
+    be positive."""
     from click.testing import CliRunner
 
     import aotcuda.serving.server as server_module
@@ -82,9 +118,12 @@ def test_the_response_limit_is_an_option_of_serve():
     monkeypatch = pytest.MonkeyPatch()
     with monkeypatch.context() as patched:
         patched.setattr(server_module, "serve_package", starting)
-        for flags, limit in (([], 1 << 30), (["--max-response-bytes", "4096"], 4096)):
+        for flags, limits in (([], (1 << 30, 1 << 30)), (["--max-response-bytes", "4096"], (4096, 1 << 30)),
+                              (["--max-tensor-bytes", "8192"], (1 << 30, 8192))):
             result = CliRunner().invoke(serve_command, [__file__, *flags])
             assert result.exit_code == 0, result.output
-            assert seen.pop().max_response_bytes == limit
-    with pytest.raises(ValueError, match="max_response_bytes must be a positive integer"):
-        ServeOptions(max_response_bytes=0)
+            options = seen.pop()
+            assert (options.max_response_bytes, options.max_tensor_bytes) == limits
+    for name in ("max_response_bytes", "max_tensor_bytes"):
+        with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+            ServeOptions(**{name: 0})

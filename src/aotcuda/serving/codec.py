@@ -22,8 +22,8 @@ from aotcuda.package_format import json_depth
 from aotcuda.serving.body import (LateBodyError, RequestError, SlowBodyError, read_body,  # noqa: F401 - re-exported
                                   shown, too_large)
 
-__all__ = ["LateBodyError", "RequestError", "SlowBodyError", "check_answer_size", "decode_inputs", "encode_outputs",
-           "read_body", "unsupported_dtypes"]
+__all__ = ["LateBodyError", "RequestError", "SlowBodyError", "check_answer_size", "check_tensor_sizes", "decode_inputs",
+           "encode_outputs", "read_body", "unsupported_dtypes"]
 
 
 def _safetensors():
@@ -139,6 +139,27 @@ def check_answer_size(output_specs, bindings: dict[str, int], max_bytes: int) ->
                            f"shape {shape} and {spec.dtype}: {size} bytes), more than this server's limit of "
                            f"{max_bytes} (--max-response-bytes); the program's outputs grow with the inputs' sizes: "
                            "send smaller inputs, or start the server with a larger --max-response-bytes")
+
+
+def check_tensor_sizes(sizes, bindings: dict[str, int], max_bytes: int) -> None:
+    """RequestError when one of the tensors the program makes (``sizes``: batching.tensor_size_records of the
+    signature's "tensor_sizes", outputs and intermediates) would be larger than ``max_bytes`` for a request's
+    shapes (``bindings``), before the program runs. Why: an intermediate may grow faster than every output and
+    than the request: ``(x @ x.T).softmax(-1) @ x`` answers a 1 MiB request of x (32768, 8) with 1 MiB, and made a
+    4 GiB tensor for it (the process peaked at 8.4 GiB, 36 s on 2 cores; 2 MiB: 16 GiB a tensor)."""
+    from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, evaluate_expression
+
+    for text, expression in sizes:
+        try:
+            value = evaluate_expression(expression, bindings)
+            size = int(value) if value.is_number else None
+        except EVALUATION_ERRORS:
+            size = None
+        if size is not None and size > max_bytes:
+            raise RequestError(f"for this request's shapes the program would make a tensor of {size} bytes "
+                               f"({shown(text, 60)} bytes in its shape symbols), more than this server's limit of "
+                               f"{max_bytes} (--max-tensor-bytes); its memory grows faster than the request: send "
+                               "smaller inputs, or start the server with a larger --max-tensor-bytes")
 
 
 def encode_outputs(outputs: list[torch.Tensor]) -> bytes:
