@@ -127,3 +127,20 @@ def test_the_response_limit_is_an_option_of_serve():
     for name in ("max_response_bytes", "max_tensor_bytes"):
         with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
             ServeOptions(**{name: 0})
+
+
+def test_a_batch_whose_call_would_pass_the_tensor_limit_runs_its_requests_alone(shape_packages):
+    """The tensors of a batch grow with its rows: requests that each fit --max-tensor-bytes alone (checked as they
+    arrive) could make one call pass it (8 requests of 1 GiB: 8 GiB). Such a batch runs its requests one by one."""
+    limit = 4 * 2 * 64 * 64  # the [b, n, n] product for two rows of n = 64
+    replica = deployment.ProgramReplica(shape_packages["outer"], max_batch_size=4, max_tensor_bytes=limit)
+    assert replica.plan.batches
+    rows = [torch.randn(1, 64) for _ in range(4)]
+    requests = [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in rows]  # each fits alone
+    results = replica._run_batched(requests)
+    assert (replica.counters["batches"], replica.counters["largest_batch"]) == (4, 1)
+    for x, (y,) in zip(rows, results):
+        assert torch.equal(y, x[:, :, None] * x[:, None, :])
+    pairs = deployment.ProgramReplica(shape_packages["outer"], max_batch_size=4, max_tensor_bytes=limit)
+    pairs._run_batched(requests[:2])  # two rows fit: one call
+    assert (pairs.counters["batches"], pairs.counters["largest_batch"]) == (1, 2)

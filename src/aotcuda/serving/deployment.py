@@ -192,6 +192,10 @@ class ProgramReplica:
         results: list = [None] * len(requests)
         for batch in self.plan.chunks(requests):
             flat, counts = combine([requests[i] for i in batch])
+            if len(batch) > 1 and not self._batch_fits(flat):  # each request fits alone (checked_inputs)
+                for index in batch:
+                    results[index] = self._run_one(requests[index])
+                continue
             self._count_batch(len(batch), sum(counts))
             try:
                 pieces = split_rows(self._execute(flat), counts)
@@ -200,6 +204,16 @@ class ProgramReplica:
             for index, piece in zip(batch, pieces):
                 results[index] = piece
         return results
+
+    def _batch_fits(self, flat: list[torch.Tensor]) -> bool:
+        """Whether a batch's call makes no tensor past max_tensor_bytes: each request was checked alone, and the
+        tensors of a batch grow with its rows (8 requests of 1 GiB each would make 8 GiB in one call)."""
+        try:
+            _, bindings = check_inputs(flat, self.program.input_specs, self.names, _CPU, self.program.num_inputs)
+            check_tensor_sizes(self.tensor_sizes, bindings, self.max_tensor_bytes)
+        except InputError:
+            return False
+        return True
 
     def _run_alone(self, inputs: list[torch.Tensor]):
         try:
