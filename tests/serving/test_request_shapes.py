@@ -144,3 +144,23 @@ def test_a_batch_whose_call_would_pass_the_tensor_limit_runs_its_requests_alone(
     pairs = deployment.ProgramReplica(shape_packages["outer"], max_batch_size=4, max_tensor_bytes=limit)
     pairs._run_batched(requests[:2])  # two rows fit: one call
     assert (pairs.counters["batches"], pairs.counters["largest_batch"]) == (1, 2)
+
+
+def test_lowering_records_only_tensor_sizes_the_runtime_can_read_back():
+    """A size past the runtime's expression grammar (an exponent past 8) would make check_package and every replica
+    refuse the package; lowering leaves it out."""
+    from aotcuda.lowering.signature import tensor_sizes
+    from aotcuda.serving.batching import tensor_size_records
+
+    class Rank9(torch.nn.Module):
+        def forward(self, x):
+            y = x
+            for _ in range(8):
+                y = y[..., None] * x
+            return y.sum() + x
+
+    ep = torch.export.export(Rank9(), (torch.randn(3),),
+                             dynamic_shapes={"x": {0: torch.export.Dim("n", max=64)}}).run_decompositions()
+    recorded = tensor_sizes(ep)
+    assert recorded and not any("**9" in text for text in recorded) and recorded[0].endswith("**8"), recorded
+    assert len(tensor_size_records(recorded, "p.pt2")) == len(recorded)

@@ -79,9 +79,20 @@ def tensor_sizes(ep) -> list[str]:
     PROBE_SIZE first, at most MAX_TENSOR_SIZES. The signature's "tensor_sizes": serving evaluates them for each
     request's shapes before the program runs, since an intermediate may grow faster than every output (``(x @
     x.T).softmax(-1) @ x``: a 1 MiB request of x (32768, 8) made a 4 GiB tensor, the process peaked at 8.4 GiB).
-    Sizes with a data-dependent symbol are data_dependent_sizes' business and left out."""
+    Sizes with a data-dependent symbol are data_dependent_sizes' business and left out, and so is one the runtime's
+    expression grammar refuses (more than its bounds: an exponent past 8, a value past 1024 bits), which serving
+    could not read back."""
     import sympy
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    def readable(text: str) -> bool:
+        try:
+            shape_expression(text)
+        except ValueError:
+            return False
+        return True
 
     found = {}
     for node in ep.graph.nodes:
@@ -94,8 +105,8 @@ def tensor_sizes(ep) -> list[str]:
             size = sympy.Integer(value.dtype.itemsize)
             for dim in value.shape:
                 size = size * (dim.node.expr if isinstance(dim, torch.SymInt) else sympy.Integer(int(dim)))
-            if size.free_symbols and not free_unbacked_symbols(size):
-                found.setdefault(str(size), size)
+            if size.free_symbols and not free_unbacked_symbols(size) and str(size) not in found and readable(str(size)):
+                found[str(size)] = size
 
     def at_probe(expr) -> int:
         try:
