@@ -43,7 +43,8 @@ from aotcuda.serving.server import ServeOptions
 @click.option("--dashboard", is_flag=True,
               help="start Ray's dashboard on 127.0.0.1:8265 with the local Ray (off: no dashboard).")
 def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes,
-                  max_response_bytes, max_tensor_bytes, body_timeout_s, max_pending_bytes, allow_unbounded_outputs, allow_unchecked_indices, dashboard):
+                  max_response_bytes, max_tensor_bytes, body_timeout_s, max_pending_bytes, allow_unbounded_outputs,
+                  allow_unchecked_indices, dashboard):
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
     out), GET /healthz. Starts Ray locally (its own servers on loopback only, whatever --host), or joins the
     cluster in RAY_ADDRESS. Exits 0 once Serve and Ray are down (Ctrl-C lets Serve finish the requests in
