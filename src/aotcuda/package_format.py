@@ -49,6 +49,12 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # (optional) every size the program computes from an input's values
                                         # (an unbacked symbol), output or intermediate, with its range:
                                         # serving refuses one without a max (absent: older aotcuda)
+     "tensor_sizes": ["4*s27**2", "32*s27", ...],
+                                        # (optional) the bytes of the tensors the program makes (outputs and
+                                        # intermediates) whose size depends on the input shapes, as
+                                        # expressions of the shape symbols, the largest first (at most 16):
+                                        # serving refuses a request whose shapes make one larger than its
+                                        # --max-tensor-bytes (absent: older aotcuda, nothing checked)
      "library_sha256": "9f86d0..."}     # (optional) the SHA-256 of the model's .so this signature was
                                         # written for (write_signature adds it): load refuses a signature
                                         # of another library, whose shapes the generated code would not read

@@ -77,3 +77,21 @@ def index_packages(tmp_path_factory):
             warnings.simplefilter("ignore", UserWarning)  # "unchecked": lower() warns that mask's values are not checked
             aotcuda.lower(model, inputs, device="cpu", package_path=paths[name], dynamic_shapes=dynamic)
     return paths
+
+
+@pytest.fixture(scope="session")
+def shape_packages(tmp_path_factory):
+    """Programs whose outputs' sizes follow an input's size with no max: {"outer": x [b, n] -> [b, n, n], "sum":
+    x [b, n] -> [n] with b from 0, "gram": x [n, 8] -> [n, n] scores -> [n, 8], n at most 2**20}."""
+    from serving_cases import GramAttention, OuterProduct, SumOfRows
+
+    folder = tmp_path_factory.mktemp("shapes")
+    n = torch.export.Dim("n")
+    paths = {"outer": str(folder / "outer.pt2"), "sum": str(folder / "sum.pt2"), "gram": str(folder / "gram.pt2")}
+    aotcuda.lower(OuterProduct(), (torch.randn(2, 8),), device="cpu", package_path=paths["outer"],
+                  dynamic_shapes={"x": {0: torch.export.Dim("b", max=64), 1: n}})
+    aotcuda.lower(SumOfRows(), (torch.randn(3, 8),), device="cpu", package_path=paths["sum"],
+                  dynamic_shapes={"x": {0: torch.export.Dim("b", min=0, max=64), 1: n}})
+    aotcuda.lower(GramAttention(), (torch.randn(4, 8),), device="cpu", package_path=paths["gram"],
+                  dynamic_shapes={"x": {0: torch.export.Dim("n", max=1 << 20)}})
+    return paths

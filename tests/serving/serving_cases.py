@@ -214,3 +214,27 @@ class ClampedPositionsFromAMask(PositionsFromAMask):
 
     def forward(self, ids, mask):
         return self.tok(ids) + self.pos((mask.cumsum(-1) - 1).clamp(0, 31))
+
+
+class OuterProduct(torch.nn.Module):
+    """Breaker, review 10: an output that grows with the square of an input's size (no max on it): a 128 KiB
+    request of x (2, 16384) was answered with 2 GiB."""
+
+    def forward(self, x):
+        return x[:, :, None] * x[:, None, :]
+
+
+class GramAttention(torch.nn.Module):
+    """Breaker, review 10: an intermediate that grows faster than the answer: x [n, 8] -> [n, n] scores -> [n, 8];
+    a 1 MiB request of x (32768, 8) made a 4 GiB tensor (8.4 GiB peak, 36 s), though n has a max (2**20)."""
+
+    def forward(self, x):
+        return (x @ x.T).softmax(-1) @ x
+
+
+class SumOfRows(torch.nn.Module):
+    """Breaker, review 10: an output as long as an input's dim 1, whose dim 0 may be 0: x (0, 2**28) is an empty
+    tensor of 112 bytes of request, and its answer 1 GiB."""
+
+    def forward(self, x):
+        return x.sum(0) + 1

@@ -149,6 +149,26 @@ def test_a_body_that_is_not_a_safetensors_file_is_refused_before_it_is_parsed(bo
         decode_inputs(body, ["x"], max_bytes=1 << 20)
 
 
+@pytest.mark.parametrize("shape", [(0, 1 << 28), (1 << 40, 0), (0,) * 3 + (1 << 20,), (0, 129), (0, 16, 16)])
+def test_an_empty_tensor_of_more_elements_than_its_request_body_is_refused(shape):
+    """Found by a breaker (review 10): an empty tensor's dims cost no bytes, so a 112-byte body carried x of shape
+    (0, 2**28), which a program summing over dim 0 (no max on dim 1) answered with 1 GiB in 1.3 s (2**32: 16 GiB).
+    A tensor with elements has at most as many as its bytes: an empty one whose other dims hold more elements than
+    the body has bytes is refused, and a real tensor as large as the body is not."""
+    body = safetensors_torch.save({"x": torch.empty(shape)})
+    held = 1
+    for size in shape:
+        held *= size or 1
+    assert len(body) < 200
+    with pytest.raises(RequestError, match=rf"input 'x' has shape .*: an empty tensor whose other dims hold {held} "
+                                           rf"elements, in a request body of {len(body)} bytes.*send the tensor's "
+                                           "real shape"):
+        decode_inputs(body, ["x"], max_bytes=1 << 30)
+    for kept in (torch.empty(0, 8), torch.zeros(len(body), dtype=torch.uint8), torch.zeros(1 << 16, dtype=torch.bool)):
+        carried = safetensors_torch.save({"x": kept})
+        assert decode_inputs(carried, ["x"], max_bytes=1 << 30)[0].shape == kept.shape
+
+
 def test_a_shape_of_many_dims_is_refused_with_a_bounded_message():
     """Found by a breaker: a request of one tensor with 480,000 dims got a 1.44 MB 400 that echoed its whole
     shape. The runtime's message shows a few dims, and every error answer of a replica is bounded

@@ -156,3 +156,35 @@ def test_a_content_length_of_thousands_of_digits_is_a_serving_error(stand_in):
     with pytest.raises(serving.ServingError, match="Content-Length has 5000 digits") as refused:
         client_of(stand_in).predict({"x": torch.zeros(2)})
     assert not refused.value.retriable and stand_in.received == 1
+
+
+def many_names(count: int, name="output_{}") -> bytes:
+    import json
+    import struct
+
+    header = json.dumps({name.format(i): {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(count)},
+                        separators=(",", ":")).encode()
+    return struct.pack("<Q", len(header)) + header
+
+
+@pytest.mark.parametrize("stand_in, says", [
+    ([answer(200, many_names(200_000))], "its header claims 12"),
+    ([answer(200, many_names(3, "n{}"))], r"its 3 names are not output_0 to output_2 \(e.g. 'n0', 'n1', 'n2'\)"),
+    ([answer(200, many_names(2, "output_{}0"))], "its 2 names are not output_0 to output_1"),
+], indirect=["stand_in"])
+def test_an_answer_of_many_names_is_refused_from_its_header_alone(stand_in, says):
+    """Found by a breaker (review 10): a server answering 1,000,000 zero-size tensors (61 MiB, within
+    max_response_bytes) held Client(timeout_s=2).predict 16.7 s and grew it by 1.4 GiB: safetensors built every
+    tensor. The answer's header is read first, at most 1 MiB, and must name output_0 ... output_<n-1>."""
+    started = time.perf_counter()
+    with pytest.raises(serving.ServingError, match=says) as refused:
+        client_of(stand_in, timeout_s=2).predict({"x": torch.zeros(2)})
+    assert time.perf_counter() - started < 2.0 and not refused.value.retriable and stand_in.received == 1
+    assert len(str(refused.value)) < 600
+
+
+@pytest.mark.parametrize("stand_in", [[answer(200, safetensors_torch.save({f"output_{i}": torch.full((2,), float(i))
+                                                                          for i in range(12)}))]], indirect=True)
+def test_an_answer_of_many_outputs_comes_back_in_order(stand_in):
+    outputs = client_of(stand_in).predict({"x": torch.zeros(2)})
+    assert [float(output[0]) for output in outputs] == [float(i) for i in range(12)]

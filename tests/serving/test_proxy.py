@@ -335,14 +335,14 @@ def test_a_slow_or_oversized_body_is_answered_by_the_proxy_and_never_reaches_a_r
 
 
 @contextlib.contextmanager
-def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0):
+def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0, max_pending_bytes=None):
     """A uvicorn on loopback configured as Ray configures its proxy's (http "auto"), after middlewares() ran;
     yields its address and the uvicorn Server."""
     import uvicorn
     import uvicorn.config
 
     monkeypatch.setitem(uvicorn.config.HTTP_PROTOCOLS, "auto", uvicorn.config.HTTP_PROTOCOLS["auto"])  # restored
-    for name, value in proxy.proxy_environment(body_timeout_s, 100).items():
+    for name, value in proxy.proxy_environment(body_timeout_s, 100, max_pending_bytes).items():
         monkeypatch.setenv(name, value)
     proxy.middlewares()  # what Ray's proxy calls when it starts
 
@@ -418,6 +418,38 @@ def test_a_request_head_has_a_deadline_and_connections_are_bounded(monkeypatch):
             honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
             data, _ = answer_of(honest)
         assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok"), data[:300]
+
+
+def test_the_connections_kept_open_are_bounded_by_the_room_their_heads_hold(monkeypatch):
+    """Found by a breaker (review 10): each connection that has sent part of a head holds it in h11's buffer (up to
+    16 KiB), counted nowhere: 3,000 connections that sent 16,000 bytes each grew the proxy by 21 KiB each, and
+    the only bound was three quarters of the file limit, which Ray raises to the hard one (1,048,576 in a Docker
+    container): 786,000 such connections, within the head's deadline, would hold 16 GiB. The connections kept
+    open are now also bounded by --max-pending-bytes at 32 KiB each."""
+    from aotcuda.serving import heads
+
+    app = proxy.WholeBody(PlainTextResponse("ok"), timeout_s=5.0, max_bytes=100)
+    with uvicorn_as_ray_runs_it(monkeypatch, app, max_pending_bytes=4 * (32 << 10)) as (address, _):
+        begun = [socket.create_connection(address) for _ in range(4)]
+        for client in begun:
+            client.sendall(b"POST /predict HTTP/1.1\r\nHost: a\r\nX-Pad: " + b"a" * 16_000)
+        time.sleep(0.2)
+        with socket.create_connection(address) as one_too_many:
+            one_too_many.settimeout(2.0)
+            one_too_many.sendall(b"POST /predict HTTP/1.1\r\nHost: a\r\nX-Pad: " + b"a" * 16_000)
+            try:
+                data = one_too_many.recv(100)
+            except (ConnectionResetError, TimeoutError) as error:
+                data = type(error).__name__.encode()
+            assert data in (b"", b"ConnectionResetError"), data  # closed at once, its head never kept
+        for client in begun:
+            client.close()
+        time.sleep(0.2)
+        with socket.create_connection(address, timeout=5) as honest:
+            honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            assert honest.recv(100).startswith(b"HTTP/1.1 200")
+        assert heads.DeadlineH11Protocol.max_connections == 4
+    assert heads.connection_limit(1 << 30) <= (1 << 30) // (32 << 10)
 
 
 # --- answers the client stops reading ------------------------------------------------------------------------

@@ -61,7 +61,7 @@ from aotcuda.lowering.index_ranges import exported_index_ranges
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
-from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program
+from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
 from aotcuda.package_format import lists_a_package, write_signature
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
@@ -211,7 +211,8 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
                                                         module=model)
             # what this check found, with the model's lines, for `aotcuda inspect` (which has no program)
             signature = {**signature, "kernels": kernels_record(missing, library),
-                         "state_written": state_written_in_place(ep), "data_dependent_sizes": data_dependent_sizes(ep)}
+                         "state_written": state_written_in_place(ep), "data_dependent_sizes": data_dependent_sizes(ep),
+                         "tensor_sizes": tensor_sizes(ep)}
             _warn_if_signature_too_large(signature, path)
             write_signature(building, signature)
     if proxy_ops:

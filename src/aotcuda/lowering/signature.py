@@ -69,6 +69,54 @@ def data_dependent_sizes(ep) -> list[dict]:
     return sizes
 
 
+# The most tensor sizes "tensor_sizes" keeps: the largest at a probe size of every symbol (PROBE_SIZE).
+MAX_TENSOR_SIZES, PROBE_SIZE = 16, 4096
+
+
+def tensor_sizes(ep) -> list[str]:
+    """The bytes of the tensors ``ep`` makes (its nodes' values, outputs and intermediates; not its inputs) whose
+    size depends on the input shapes, as distinct expressions of the shape symbols (``4*s27**2``), the largest at
+    PROBE_SIZE first, at most MAX_TENSOR_SIZES. The signature's "tensor_sizes": serving evaluates them for each
+    request's shapes before the program runs, since an intermediate may grow faster than every output (``(x @
+    x.T).softmax(-1) @ x``: a 1 MiB request of x (32768, 8) made a 4 GiB tensor, the process peaked at 8.4 GiB).
+    Sizes with a data-dependent symbol are data_dependent_sizes' business and left out, and so is one the runtime's
+    expression grammar refuses (more than its bounds: an exponent past 8, a value past 1024 bits), which serving
+    could not read back."""
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    def readable(text: str) -> bool:
+        try:
+            shape_expression(text)
+        except ValueError:
+            return False
+        return True
+
+    found = {}
+    for node in ep.graph.nodes:
+        if node.op == "placeholder":
+            continue
+        values = node.meta.get("val")
+        for value in values if isinstance(values, (list, tuple)) else (values,):
+            if not isinstance(value, torch.Tensor):
+                continue
+            size = sympy.Integer(value.dtype.itemsize)
+            for dim in value.shape:
+                size = size * (dim.node.expr if isinstance(dim, torch.SymInt) else sympy.Integer(int(dim)))
+            if size.free_symbols and not free_unbacked_symbols(size) and str(size) not in found and readable(str(size)):
+                found[str(size)] = size
+
+    def at_probe(expr) -> int:
+        try:
+            return int(expr.xreplace({symbol: sympy.Integer(PROBE_SIZE) for symbol in expr.free_symbols}))
+        except (TypeError, ValueError, ZeroDivisionError):
+            return 0
+
+    return sorted(found, key=lambda text: (-at_probe(found[text]), text))[:MAX_TENSOR_SIZES]
+
+
 def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dict:
     return {
         "name": name,

@@ -26,7 +26,8 @@ import torch
 
 from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped, one_line
 
-__all__ = ["BatchPlan", "combine", "index_records", "serving_plan", "split_rows", "unbounded_output_dim"]
+__all__ = ["BatchPlan", "combine", "index_records", "serving_plan", "split_rows", "tensor_size_records",
+           "unbounded_output_dim"]
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,24 @@ def unbounded_dims(output_specs, input_specs=None) -> list:
     return [(spec, index, dim) for spec in output_specs or () for index, dim in enumerate(spec.dims)
             if (dim.data_dependent or (input_specs is not None and not dim.symbols <= bound_by_inputs))
             and dim.max is None]
+
+
+def tensor_size_records(recorded, where: str) -> tuple:
+    """The signature's "tensor_sizes" (lowering.signature.tensor_sizes: the bytes of the tensors the program makes,
+    as expressions of the shape symbols) as ``((text, expression), ...)``, read with the runtime's small grammar;
+    () when absent (an older aotcuda). PackageError for a record not in that form."""
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    if recorded is None:
+        return ()
+    if not isinstance(recorded, list) or not all(isinstance(text, str) for text in recorded) or len(recorded) > 64:
+        raise PackageError(f"{where}: the signature's tensor_sizes is not a list of at most 64 expressions: "
+                           f"{clipped(repr(recorded), 80)}; lower the model again")
+    try:
+        return tuple((text, shape_expression(text)) for text in recorded)
+    except ValueError as error:
+        raise PackageError(f"{where}: the signature's tensor_sizes holds an expression aotcuda cannot read "
+                           f"({clipped(str(error), 120)}); lower the model again") from None
 
 
 def unbounded_size(recorded) -> str:

@@ -17,7 +17,9 @@ replica or from its part of the proxy (400, 408, 500, 503, with X-Aotcuda-Error)
 from __future__ import annotations
 
 import http.client
+import json
 import socket
+import struct
 import threading
 import time
 import urllib.parse
@@ -80,6 +82,7 @@ class Client:
                 time.sleep(min(wait, self.max_retry_after_s))
                 continue
             try:
+                _check_answer_header(answer)  # before a tensor is built
                 outputs = safetensors_torch.load(answer)
                 return [outputs[f"output_{i}"] for i in range(len(outputs))]
             except Exception as error:  # noqa: BLE001 - safetensors' own error types, or a missing output_<i>
@@ -147,6 +150,36 @@ class Client:
                                    f"({self.max_response_bytes})", retriable=False)
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+# An answer's safetensors header: ~80 bytes an output, so this holds 13,000 outputs.
+MAX_ANSWER_HEADER_BYTES = 1 << 20
+
+
+def _check_answer_header(answer: bytes) -> None:
+    """ValueError unless the answer's safetensors header is at most MAX_ANSWER_HEADER_BYTES of JSON, three levels
+    deep, naming output_0, ..., output_<n-1> and nothing else: read before safetensors builds a tensor. An answer of
+    1,000,000 zero-size tensors (61 MiB, within max_response_bytes) held Client(timeout_s=2).predict 16.7 s and grew
+    it by 1.4 GiB (safetensors built every tensor), as a body of many names once held a replica (review 5)."""
+    from aotcuda.package_format import json_depth
+
+    if len(answer) < 8:
+        raise ValueError("shorter than its 8-byte header length")
+    (size,) = struct.unpack("<Q", answer[:8])
+    if size > min(MAX_ANSWER_HEADER_BYTES, len(answer) - 8):
+        raise ValueError(f"its header claims {size} bytes; a header of a program's outputs is at most "
+                         f"{MAX_ANSWER_HEADER_BYTES} here")
+    text = answer[8:8 + size].decode("utf-8")  # UnicodeDecodeError is a ValueError
+    if json_depth(text, stop=4) > 3:
+        raise ValueError("its header nests deeper than a safetensors header")
+    entries = json.loads(text)
+    if not isinstance(entries, dict):
+        raise ValueError("its header is not a JSON object")
+    names = [name for name in entries if name != "__metadata__"]
+    if set(names) != {f"output_{index}" for index in range(len(names))}:
+        unknown = [str(name)[:40] for name in names if not (name.startswith("output_") and name[7:].isdigit())][:3]
+        raise ValueError(f"its {len(names)} names are not output_0 to output_{len(names) - 1}"
+                         + (f" (e.g. {', '.join(map(repr, unknown))})" if unknown else ""))
 
 
 def _cut(sock, expired: threading.Event) -> None:

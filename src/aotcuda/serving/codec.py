@@ -13,6 +13,7 @@ rather than failing on every request.
 from __future__ import annotations
 
 import json
+import math
 import struct
 
 import torch
@@ -21,8 +22,8 @@ from aotcuda.package_format import json_depth
 from aotcuda.serving.body import (LateBodyError, RequestError, SlowBodyError, read_body,  # noqa: F401 - re-exported
                                   shown, too_large)
 
-__all__ = ["LateBodyError", "RequestError", "SlowBodyError", "decode_inputs", "encode_outputs", "read_body",
-           "unsupported_dtypes"]
+__all__ = ["LateBodyError", "RequestError", "SlowBodyError", "check_answer_size", "check_tensor_sizes", "decode_inputs",
+           "encode_outputs", "read_body", "unsupported_dtypes"]
 
 
 def _safetensors():
@@ -43,7 +44,7 @@ def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.T
         max_bytes: refuse bodies larger than this (bytes).
 
     Raises RequestError (an InputError) naming what is wrong: too large, not safetensors, a missing or an
-    unknown input name.
+    unknown input name, an empty tensor whose other dims hold more elements than the body has bytes.
     """
     if len(body) > max_bytes:
         raise too_large(len(body), max_bytes, "has")
@@ -52,7 +53,26 @@ def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.T
         tensors = _safetensors().load(body)
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types, all meaning "not a file"
         raise RequestError(_NOT_A_FILE.format(shown(str(exc)))) from None
-    return [tensors[name] for name in names]
+    inputs = [tensors[name] for name in names]
+    for name, tensor in zip(names, inputs):
+        _check_dims_carried(name, tensor, len(body))
+    return inputs
+
+
+def _check_dims_carried(name: str, tensor: torch.Tensor, body_bytes: int) -> None:
+    """RequestError for an empty tensor whose other dims hold more elements than the body has bytes: the program's
+    memory follows the request's shape, not its bytes, and an empty tensor's dims cost none. A 112-byte body of x
+    with shape (0, 2**28) made a program that sums over dim 0 allocate and return 1 GiB (2**32: 16 GiB). A tensor
+    with elements has at most as many as its bytes, so the request's bytes now bound every size it sets, as they
+    would for a tensor of those dims with elements."""
+    if tensor.numel() or not tensor.dim():
+        return
+    held = math.prod(size for size in tensor.shape if size)
+    if held > body_bytes:
+        raise RequestError(f"input {name!r} has shape {shown(str(tuple(tensor.shape)), 100)}: an empty tensor whose "
+                           f"other dims hold {held} elements, in a request body of {body_bytes} bytes. Its dims cost "
+                           "no bytes, but the program's memory follows them, so this server takes no empty tensor "
+                           "whose other dims hold more elements than the body has bytes; send the tensor's real shape")
 
 
 # A safetensors header of the program's inputs is a few hundred bytes; one of this size holds no more.
@@ -92,6 +112,54 @@ def _check_header_names(body: bytes, names: list[str]) -> None:
         parts = ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else []) + (
             [f"unknown input(s) {shown_unknown}"] if unknown else [])
         raise RequestError(f"{'; '.join(parts)}: the program takes {', '.join(map(repr, names))}")
+
+
+def check_answer_size(output_specs, bindings: dict[str, int], max_bytes: int) -> None:
+    """RequestError when the outputs a request's shapes give (``bindings``: each shape symbol's value, from
+    check_inputs) would pass ``max_bytes`` together, before the program runs. Why: an output's size is an
+    expression of the inputs' sizes, and may grow faster than the request's bytes: a 128 KiB request of x (2, 16384)
+    to x[:, :, None] * x[:, None, :] (no max on dim 1) made the program allocate and return 2 GiB (43 s, 6.4 GiB
+    peak on one replica), a 256 KiB one 8 GiB. A dim the shapes do not give (data-dependent) counts at its max,
+    or not at all where it has none (a program served with allow_unbounded_outputs)."""
+    from aotcuda.runtime.checks import evaluate_dim
+
+    total, largest = 0, None
+    for spec in output_specs or ():
+        size = spec.dtype.itemsize
+        for dim in spec.dims:
+            value = evaluate_dim(dim, bindings)
+            size *= max(0, value if value is not None else dim.max if dim.max is not None else 1)
+        total += size
+        if largest is None or size > largest[0]:
+            largest = (size, spec)
+    if total > max_bytes:
+        size, spec = largest
+        shape = shown(str(tuple(evaluate_dim(dim, bindings) for dim in spec.dims)), 100)
+        raise RequestError(f"the answer to this request would be {total} bytes (output {shown(spec.name, 40)!r} of "
+                           f"shape {shape} and {spec.dtype}: {size} bytes), more than this server's limit of "
+                           f"{max_bytes} (--max-response-bytes); the program's outputs grow with the inputs' sizes: "
+                           "send smaller inputs, or start the server with a larger --max-response-bytes")
+
+
+def check_tensor_sizes(sizes, bindings: dict[str, int], max_bytes: int) -> None:
+    """RequestError when one of the tensors the program makes (``sizes``: batching.tensor_size_records of the
+    signature's "tensor_sizes", outputs and intermediates) would be larger than ``max_bytes`` for a request's
+    shapes (``bindings``), before the program runs. Why: an intermediate may grow faster than every output and
+    than the request: ``(x @ x.T).softmax(-1) @ x`` answers a 1 MiB request of x (32768, 8) with 1 MiB, and made a
+    4 GiB tensor for it (the process peaked at 8.4 GiB, 36 s on 2 cores; 2 MiB: 16 GiB a tensor)."""
+    from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, evaluate_expression
+
+    for text, expression in sizes:
+        try:
+            value = evaluate_expression(expression, bindings)
+            size = int(value) if value.is_number else None
+        except EVALUATION_ERRORS:
+            size = None
+        if size is not None and size > max_bytes:
+            raise RequestError(f"for this request's shapes the program would make a tensor of {size} bytes "
+                               f"({shown(text, 60)} bytes in its shape symbols), more than this server's limit of "
+                               f"{max_bytes} (--max-tensor-bytes); its memory grows faster than the request: send "
+                               "smaller inputs, or start the server with a larger --max-tensor-bytes")
 
 
 def encode_outputs(outputs: list[torch.Tensor]) -> bytes:

@@ -20,6 +20,12 @@ from aotcuda.serving.server import ServeOptions
 @click.option("--cuda-graphs", is_flag=True, help="capture the program in CUDA graphs on each GPU replica.")
 @click.option("--max-request-bytes", default=256 << 20, show_default=True, type=click.IntRange(min=1),
               help="larger request bodies get HTTP 400 (refused by Content-Length before reading).")
+@click.option("--max-response-bytes", default=1 << 30, show_default=True, type=click.IntRange(min=1),
+              help="a request whose outputs would be larger gets HTTP 400 before the program runs (their sizes "
+                   "follow from the request's shapes).")
+@click.option("--max-tensor-bytes", default=1 << 30, show_default=True, type=click.IntRange(min=1),
+              help="a request for which the program would make a larger tensor, an output or an intermediate "
+                   "(their sizes follow from the request's shapes), gets HTTP 400 before the program runs.")
 @click.option("--body-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="a request head or body still arriving after this many seconds gets HTTP 408; a client that "
                    "reads no byte of its answer for as long is disconnected.")
@@ -37,7 +43,8 @@ from aotcuda.serving.server import ServeOptions
 @click.option("--dashboard", is_flag=True,
               help="start Ray's dashboard on 127.0.0.1:8265 with the local Ray (off: no dashboard).")
 def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes,
-                  body_timeout_s, max_pending_bytes, allow_unbounded_outputs, allow_unchecked_indices, dashboard):
+                  max_response_bytes, max_tensor_bytes, body_timeout_s, max_pending_bytes, allow_unbounded_outputs,
+                  allow_unchecked_indices, dashboard):
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
     out), GET /healthz. Starts Ray locally (its own servers on loopback only, whatever --host), or joins the
     cluster in RAY_ADDRESS. Exits 0 once Serve and Ray are down (Ctrl-C lets Serve finish the requests in
@@ -51,6 +58,7 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
 
     options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
                            batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes,
+                           max_response_bytes=max_response_bytes, max_tensor_bytes=max_tensor_bytes,
                            body_timeout_s=body_timeout_s, max_pending_bytes=max_pending_bytes, dashboard=dashboard,
                            allow_unbounded_outputs=allow_unbounded_outputs,
                            allow_unchecked_indices=allow_unchecked_indices)

@@ -49,9 +49,9 @@ except ImportError as error:  # pragma: no cover - the error message is the poin
 from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.program import load
-from aotcuda.serving.batching import combine, index_records, serving_plan, split_rows
+from aotcuda.serving.batching import combine, index_records, serving_plan, split_rows, tensor_size_records
 from aotcuda.serving.body import ERROR_HEADER, LateBodyError, SlowBodyError, read_body, shown
-from aotcuda.serving.codec import decode_inputs, encode_outputs
+from aotcuda.serving.codec import check_answer_size, check_tensor_sizes, decode_inputs, encode_outputs
 from aotcuda.serving.proxy import read_by_proxy
 
 __all__ = ["HealthCheck", "ProgramReplica"]
@@ -78,6 +78,10 @@ class ProgramReplica:
         max_batch_size: most requests in one batch (1: no batching).
         batch_wait_ms: how long a batch waits for more requests after its first (milliseconds).
         max_request_bytes: larger request bodies are refused with 400.
+        max_response_bytes: a request whose outputs, computed from its inputs' shapes, would be larger is refused
+            with 400 before the program runs (codec.check_answer_size).
+        max_tensor_bytes: a request for which the program would make a larger tensor (an output or an intermediate,
+            from the signature's "tensor_sizes" and the request's shapes) is refused with 400 before it runs.
         body_timeout_s: a request body still arriving after this many seconds is refused with 408 (timed here
             only for a request the HTTP proxy did not read: see ``_body``).
         allow_unbounded_outputs: serve a program with an output dim computed from an input's values and no upper
@@ -91,8 +95,8 @@ class ProgramReplica:
 
     def __init__(self, package_path: str, *, device: str | None = None, cuda_graphs: bool = False,
                  max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20,
-                 body_timeout_s: float = 30.0, allow_unbounded_outputs: bool = False,
-                 allow_unchecked_indices: bool = False):
+                 max_response_bytes: int = 1 << 30, max_tensor_bytes: int = 1 << 30, body_timeout_s: float = 30.0,
+                 allow_unbounded_outputs: bool = False, allow_unchecked_indices: bool = False):
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
         # the records of the signature the program loaded, not of a second read of the file (another process may
         # have replaced it in between)
@@ -104,6 +108,8 @@ class ProgramReplica:
                                  index_unchecked=self.program.index_unchecked,
                                  allow_unchecked_indices=allow_unchecked_indices)
         self.max_batch_size, self.max_request_bytes, self.body_timeout_s = max_batch_size, max_request_bytes, body_timeout_s
+        self.max_response_bytes, self.max_tensor_bytes = max_response_bytes, max_tensor_bytes
+        self.tensor_sizes = tensor_size_records(signature.get("tensor_sizes"), package_path)
         self.names = [spec.name for spec in self.program.input_specs] if self.program.input_specs \
             else list(self.program.input_names)
         self.predict_batch.set_max_batch_size(max_batch_size)
@@ -158,9 +164,13 @@ class ProgramReplica:
 
     def checked_inputs(self, body: bytes) -> list[torch.Tensor]:
         """One request's flat inputs, decoded and checked against the program's signature (on the CPU:
-        the device is the server's business, not the client's). Raises InputError."""
+        the device is the server's business, not the client's), and the sizes of the answer and of the tensors
+        its shapes give.
+        Raises InputError."""
         inputs = decode_inputs(body, self.names, self.max_request_bytes)
-        check_inputs(inputs, self.program.input_specs, self.names, _CPU, self.program.num_inputs)
+        _, bindings = check_inputs(inputs, self.program.input_specs, self.names, _CPU, self.program.num_inputs)
+        check_answer_size(self.program.output_specs, bindings, self.max_response_bytes)
+        check_tensor_sizes(self.tensor_sizes, bindings, self.max_tensor_bytes)
         return inputs
 
     @serve.batch(max_batch_size=1, batch_wait_timeout_s=0.005)
@@ -182,6 +192,10 @@ class ProgramReplica:
         results: list = [None] * len(requests)
         for batch in self.plan.chunks(requests):
             flat, counts = combine([requests[i] for i in batch])
+            if len(batch) > 1 and not self._batch_fits(flat):  # each request fits alone (checked_inputs)
+                for index in batch:
+                    results[index] = self._run_one(requests[index])
+                continue
             self._count_batch(len(batch), sum(counts))
             try:
                 pieces = split_rows(self._execute(flat), counts)
@@ -190,6 +204,16 @@ class ProgramReplica:
             for index, piece in zip(batch, pieces):
                 results[index] = piece
         return results
+
+    def _batch_fits(self, flat: list[torch.Tensor]) -> bool:
+        """Whether a batch's call makes no tensor past max_tensor_bytes: each request was checked alone, and the
+        tensors of a batch grow with its rows (8 requests of 1 GiB each would make 8 GiB in one call)."""
+        try:
+            _, bindings = check_inputs(flat, self.program.input_specs, self.names, _CPU, self.program.num_inputs)
+            check_tensor_sizes(self.tensor_sizes, bindings, self.max_tensor_bytes)
+        except InputError:
+            return False
+        return True
 
     def _run_alone(self, inputs: list[torch.Tensor]):
         try:

@@ -52,13 +52,13 @@ def middlewares() -> list[Middleware]:
     defaults are ServeOptions'), request heads are bounded in size and time, and answers the client stops
     reading in time (``bound_request_heads``).
     Raises ValueError naming a variable that is not a positive number."""
-    timeout_s = _positive(BODY_TIMEOUT_VARIABLE)
-    bound_request_heads(timeout_s)
+    timeout_s, max_pending_bytes = _positive(BODY_TIMEOUT_VARIABLE), _positive(MAX_PENDING_VARIABLE)
+    bound_request_heads(timeout_s, max_pending_bytes)
     return [Middleware(WholeBody, timeout_s=timeout_s,
-                       max_bytes=_positive(MAX_BYTES_VARIABLE), max_pending_bytes=_positive(MAX_PENDING_VARIABLE))]
+                       max_bytes=_positive(MAX_BYTES_VARIABLE), max_pending_bytes=max_pending_bytes)]
 
 
-def bound_request_heads(head_timeout_s: float) -> bool:
+def bound_request_heads(head_timeout_s: float, max_pending_bytes: int | None = None) -> bool:
     """Make uvicorn's ``http="auto"`` mean h11 with a deadline on each request head (heads.DeadlineH11Protocol),
     in this process (Ray's proxy: called when it starts, before Ray builds its uvicorn config, which leaves
     ``http`` at "auto"). Returns whether it could.
@@ -70,7 +70,8 @@ def bound_request_heads(head_timeout_s: float) -> bool:
     400 and closes). The body is read here either way; h11 costs tens of microseconds a request more, beside a
     model's run. Why the deadline: uvicorn times no head at all (heads.py), so a head trickled a byte at a time
     held its connection for ever; now it has ``head_timeout_s`` (the body's time), and connections past three
-    quarters of the process's file limit are closed at once. The same time bounds an answer the client stops
+    quarters of the process's file limit, or past what ``max_pending_bytes`` holds of them (heads.connection_limit:
+    a begun head holds 16 KiB), are closed at once. The same time bounds an answer the client stops
     reading (heads.py: a connection whose client accepts no byte of it for ``head_timeout_s`` is aborted and the
     answer dropped; else the proxy held each answer for as long as the client kept the connection open). A
     uvicorn without that table keeps its choice."""
@@ -85,7 +86,7 @@ def bound_request_heads(head_timeout_s: float) -> bool:
         return False
     heads.DeadlineH11Protocol.head_timeout_s = head_timeout_s
     heads.DeadlineH11Protocol.send_timeout_s = head_timeout_s
-    heads.DeadlineH11Protocol.max_connections = heads.connection_limit()
+    heads.DeadlineH11Protocol.max_connections = heads.connection_limit(max_pending_bytes)
     protocols["auto"] = heads.PROTOCOL
     return True
 

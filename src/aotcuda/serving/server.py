@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.runtime.package import read_signature
-from aotcuda.serving.batching import index_records, serving_plan
+from aotcuda.serving.batching import index_records, serving_plan, tensor_size_records
 
 __all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
            "replica_actor_options", "serve_package"]
@@ -59,6 +59,10 @@ class ServeOptions:
         cpus_per_replica: CPUs Ray reserves per replica.
         request_timeout_s: the HTTP proxy answers a request that takes longer with an error.
         max_request_bytes: larger request bodies get 400 (refused by Content-Length before reading).
+        max_response_bytes: a request whose outputs would be larger (computed from its inputs' shapes, before the
+            program runs) gets 400.
+        max_tensor_bytes: a request for which the program would make a larger tensor (an output or an intermediate:
+            the signature's "tensor_sizes" at the request's shapes) gets 400 before it runs.
         body_timeout_s: a request body still arriving after this many seconds gets 408 (timed in the HTTP
             proxy, on the client's sending alone, in a Ray that serve_package starts: aotcuda.serving.proxy).
         max_pending_bytes: the bytes of request bodies the HTTP proxy holds at once, over all clients (in a Ray
@@ -83,6 +87,8 @@ class ServeOptions:
     cpus_per_replica: float = 1.0
     request_timeout_s: float = 60.0
     max_request_bytes: int = 256 << 20
+    max_response_bytes: int = 1 << 30
+    max_tensor_bytes: int = 1 << 30
     body_timeout_s: float = 30.0
     max_pending_bytes: int | None = None
     dashboard: bool = False
@@ -91,7 +97,7 @@ class ServeOptions:
     extra_actor_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        for name in ("replicas", "max_batch_size", "port"):
+        for name in ("replicas", "max_batch_size", "port", "max_response_bytes", "max_tensor_bytes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if self.batch_wait_ms < 0 or self.request_timeout_s <= 0 or self.body_timeout_s <= 0:
@@ -116,6 +122,7 @@ def check_package(package_path: str, options: ServeOptions) -> str:
                  data_dependent_sizes=signature.get("data_dependent_sizes"), index_ranges=ranges,
                  index_unchecked=unchecked, allow_unchecked_indices=options.allow_unchecked_indices)
     _check_state(signature.get("state_written"), options, package_path)
+    tensor_size_records(signature.get("tensor_sizes"), package_path)  # as the replica reads it
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:
         raise PackageError(f"{package_path!r}: its signature names devices {sorted(devices)}, not one")
@@ -201,6 +208,7 @@ def _bind(path: str, options: ServeOptions, actor_options: dict):
                                   max_ongoing_requests=max(8, 2 * options.max_batch_size))
     return deployment.bind(path, cuda_graphs=options.cuda_graphs, max_batch_size=options.max_batch_size,
                            batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes,
+                           max_response_bytes=options.max_response_bytes, max_tensor_bytes=options.max_tensor_bytes,
                            body_timeout_s=options.body_timeout_s,
                            allow_unbounded_outputs=options.allow_unbounded_outputs,
                            allow_unchecked_indices=options.allow_unchecked_indices)
