@@ -94,6 +94,18 @@ def test_run_with_bad_inputs_is_one_clean_line(demo, runner, tmp_path):
     assert f"The call comes from {tmp_path / 'extra.pt'}" in result.output and "aotcuda inspect" in result.output
 
 
+def test_a_bad_switch_is_shown_without_a_class_name(demo, runner, tmp_path, monkeypatch):
+    """A new user's `AOTCUDA_CHECK_INDEX_RANGES=maybe aotcuda run ...` printed `error: ValueError: ...`: a Python
+    class name where every other error of the CLI speaks plainly (switches raise SwitchError, an AotcudaError)."""
+    lowered, _, x = demo
+    torch.save((torch.randn(1, 9, x.shape[-1]),), tmp_path / "inputs.pt")
+    monkeypatch.setenv("AOTCUDA_CHECK_INDEX_RANGES", "maybe")
+    result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "inputs.pt")])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: AOTCUDA_CHECK_INDEX_RANGES='maybe' is not a flag"), result.output
+    assert "ValueError" not in result.output
+
+
 def test_run_takes_inputs_by_name_and_refuses_a_non_torch_file_cleanly(demo, runner, tmp_path):
     lowered, model, x = demo
     fresh = torch.randn(2, 5, x.shape[-1])
@@ -177,6 +189,29 @@ def test_a_factory_that_raises_is_named_with_where_it_raised(runner, tmp_path):
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert re.search(r"the factory .*raising.py:make raised ValueError: boom in factory \(at .*raising.py:2, in make\)",
                      result.output), result.output
+
+
+def training_dropout_factory():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5)), (torch.randn(2, 8),)
+
+
+def test_lower_shows_aotcuda_warnings_as_lines_and_refuses_dropout_before_compiling(runner, tmp_path, monkeypatch):
+    """A new user: `aotcuda lower` printed aotcuda's warnings as Python shows them (the path and source line of
+    aotcuda's own code), and a model left in training mode compiled ~10 s before its dropout's seed kernel was
+    refused. Now the warning is a `warning:` line and the refusal comes before the compile."""
+    import aotcuda.lowering.pipeline
+
+    def no_compile(*args):
+        raise AssertionError("compiled a program that was known to be refused")
+
+    monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", no_compile)
+    result = runner.invoke(main, ["lower", f"{__name__}:training_dropout_factory", "-o", str(tmp_path / "d.pt2"),
+                                  "--device", "cpu"])
+    assert result.exit_code == 1, result.output
+    assert "warning: the model is in training mode (model.training is True) and holds Dropout" in result.output
+    assert "UserWarning" not in result.output and "pipeline.py" not in result.output
+    assert "aoti_torch_cpu_randint_low_out" in result.output and "model.eval()" in result.output
 
 
 def test_dynamic_option_parsing():

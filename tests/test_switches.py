@@ -33,6 +33,16 @@ def test_a_flag_refuses_other_values_by_name(monkeypatch, text):
         switches.flag("AOTCUDA_DEBUG")
 
 
+def test_a_bad_switch_is_an_aotcuda_error_quoted_clipped(monkeypatch):
+    from aotcuda.errors import AotcudaError, SwitchError
+
+    monkeypatch.setenv("AOTCUDA_DEBUG", "x" * 1_000_000)
+    with pytest.raises(SwitchError) as caught:
+        switches.flag("AOTCUDA_DEBUG")
+    assert isinstance(caught.value, AotcudaError) and isinstance(caught.value, ValueError)
+    assert len(str(caught.value)) < 300
+
+
 def test_numbers_keep_their_type_and_refuse_what_is_not_one(monkeypatch):
     monkeypatch.setenv("AOTCUDA_MAX_ENTRIES", "12")
     assert switches.number("AOTCUDA_MAX_ENTRIES") == 12

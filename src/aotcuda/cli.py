@@ -102,13 +102,44 @@ def _debugging() -> bool:
         return False
 
 
+def print_warning(message: str) -> None:
+    """Print 'warning: ...' with the message's later lines indented, as print_error prints an error."""
+    first, *rest = message.split("\n")
+    status_console.print(f"warning: {terminal_safe(first)}", highlight=False, markup=False, soft_wrap=True)
+    for line in rest:
+        status_console.print(f"  {terminal_safe(line)}" if line else "", highlight=False, markup=False, soft_wrap=True)
+
+
+_PACKAGE_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+@contextlib.contextmanager
+def _own_warnings_as_lines():
+    """aotcuda's own warnings (those its modules raise: an index left unchecked, a model in training mode) as
+    'warning:' lines like the command's others, not as Python shows a warning (the file path and source line
+    of aotcuda's code, which tell a user nothing); another library's are shown as Python shows them."""
+    with warnings.catch_warnings():  # restores showwarning after
+        python_shows = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if os.path.abspath(filename).startswith(_PACKAGE_FOLDER):
+                print_warning(str(message).removeprefix("aotcuda: "))
+            else:
+                python_shows(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
 def _clean_errors(command):
-    """Turn exceptions into 'error: ...' lines and exit code 1 (AOTCUDA_DEBUG=1 re-raises)."""
+    """Turn exceptions into 'error: ...' lines and exit code 1 (AOTCUDA_DEBUG=1 re-raises); aotcuda's own
+    warnings into 'warning: ...' lines."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            return command(*args, **kwargs)
+            with _own_warnings_as_lines():
+                return command(*args, **kwargs)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:

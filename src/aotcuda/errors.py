@@ -100,6 +100,11 @@ class RuntimeCallError(AotcudaError, RuntimeError):
     """The AOTInductor model container reported an error while running."""
 
 
+class SwitchError(AotcudaError, ValueError):
+    """An ``AOTCUDA_*`` environment switch holds a value it cannot take (aotcuda.switches: a flag that is not 0
+    or 1, a number that is not one)."""
+
+
 class ServingConfigError(AotcudaError, ValueError):
     """Serving options that do not fit the package or the cluster (aotcuda.serving): batching a program
     without a batch dim, a dtype safetensors cannot carry, more GPUs asked for than the cluster has."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from aotcuda.errors import SwitchError, clipped
+
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -160,7 +162,7 @@ def _declared(name: str) -> Switch:
 def flag(name: str) -> bool:
     """The flag's value: its default when unset or empty.
 
-    Raises ValueError naming the variable and its spellings for any other value."""
+    Raises SwitchError (a ValueError) naming the variable and its spellings for any other value."""
     switch = _declared(name)
     text = os.environ.get(name, "").strip().lower()
     if not text:
@@ -169,13 +171,14 @@ def flag(name: str) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise ValueError(f"{name}={os.environ[name]!r} is not a flag; set it to 1 (on) or 0 (off), or unset it")
+    raise SwitchError(f"{name}={clipped(repr(os.environ[name]), 80)} is not a flag; set it to 1 (on) or 0 (off), "
+                      "or unset it")
 
 
 def number(name: str) -> int | float:
     """The number's value (an int unless the default is a float): its default when unset or empty.
 
-    Raises ValueError naming the variable for a value that is not a number, or is negative."""
+    Raises SwitchError (a ValueError) naming the variable for a value that is not a number, or is negative."""
     switch = _declared(name)
     text = os.environ.get(name, "").strip()
     if not text:
@@ -185,8 +188,8 @@ def number(name: str) -> int | float:
     except ValueError:
         value = None
     if value is None or value < 0 or value != value:
-        raise ValueError(f"{name}={text!r} is not a number of at least 0; set it to a number (0: no limit), "
-                         f"or unset it for the default ({switch.default})")
+        raise SwitchError(f"{name}={clipped(repr(text), 80)} is not a number of at least 0; set it to a number "
+                          f"(0: no limit), or unset it for the default ({switch.default})")
     return value
 
 

@@ -88,6 +88,24 @@ SEEDS_WRAPPER = """
 """
 
 
+def test_the_seed_kernel_known_before_compiling_is_the_one_the_compile_makes(tmp_path):
+    """lower() refuses a program's random ops before compiling (lowering/known_fallbacks.py): the same kernel,
+    nodes and lines as the check of the compiled package (allow_fallbacks=True compiles it)."""
+    import aotcuda
+    from aotcuda.lowering.known_fallbacks import known_fallback_kernels
+
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match="training mode"):
+        lowered = aotcuda.lower(TrainingNet(), (torch.randn(8, 16),), device="cpu", package_path=tmp_path / "t.pt2",
+                                allow_fallbacks=True)
+    known = known_fallback_kernels(lowered.exported_program, "cpu", DEVICE_PROFILES["cpu"].allowed_kernels)
+    assert [(k.name, k.nodes, k.sources, k.dropout) for k in known] == \
+        [(k.name, k.nodes, k.sources, k.dropout) for k in lowered.fallback_kernels] != []
+    with pytest.warns(UserWarning, match="training mode"), pytest.raises(aotcuda.MissingFallbackKernelsError) as caught:
+        aotcuda.lower(TrainingNet(), (torch.randn(8, 16),), device="cpu", package_path=tmp_path / "r.pt2")
+    assert caught.value.kernels == known and "model.eval()" in str(caught.value)
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"], ids=lambda device: f"{device}_wrapper")  # text only: no GPU
 def test_inductors_random_seeds_kernel_names_the_dropout_and_says_to_call_eval(device):
     from aotcuda.lowering.fallbacks import kernels_in

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import aotcuda
-from aotcuda.lowering.complex_fallbacks import complex_fallback_kernels
+from aotcuda.lowering.known_fallbacks import complex_fallback_kernels
 from aotcuda.lowering.devices import DEVICE_PROFILES
 from aotcuda.lowering.fallbacks import complex_value_nodes
 from aotcuda.lowering.decompositions import decomposition_table
@@ -118,7 +118,7 @@ class ComplexLogcumsumexp(torch.nn.Module):
 def test_unrewritable_complex_program_raises_with_source_lines_before_compiling(tmp_path, caplog, recwarn,
                                                                               monkeypatch):
     """The kernels that complex math left as it was becomes are known before compiling
-    (lowering/complex_fallbacks.py): the refusal comes without the compile of a minute it used to wait for."""
+    (lowering/known_fallbacks.py): the refusal comes without the compile of a minute it used to wait for."""
     import aotcuda.lowering.pipeline
 
     def no_compile(*args):

@@ -74,7 +74,8 @@ KNOWN_FIXES = {
 # (dropout, rand, bernoulli...: ATen tags them nondeterministic_seeded): its RandomSeeds node
 # (torch/_inductor/ir.py, aten.randint.low_out on every device; fx_passes/replace_random.py fuses the seeds
 # into one inductor_seeds call) comes from no node of the program, so the wrapper names none for it.
-SEED_KERNELS = frozenset({"randint_low_out"})
+SEED_KERNEL = "randint_low_out"  # Inductor's seeds for the random numbers it generates (ir.py RandomSeeds)
+SEED_KERNELS = frozenset({SEED_KERNEL})
 
 # C-shim functions with a device prefix that are runtime helpers, not ATen kernels.
 _HELPERS = re.compile(r"(guard|stream|caching_allocator)")
@@ -239,7 +240,7 @@ def random_nodes(ep) -> list[torch.fx.Node]:
             and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())]
 
 
-def _is_dropout(node: torch.fx.Node) -> bool:
+def is_dropout(node: torch.fx.Node) -> bool:
     """A dropout node: torch.export keeps one only where dropout ran in training mode (eval's is the identity)."""
     return "dropout" in str(node.target) or any(
         "dropout" in str(kind).lower() for _, kind in (node.meta.get("nn_module_stack") or {}).values())
@@ -302,7 +303,7 @@ def _attribute_to_random_nodes(kernel: FallbackKernel, ep) -> None:
         if node.name not in kernel.nodes:
             kernel.nodes.append(node.name)
             kernel.sources.append(relative_source_line(node))
-            kernel.dropout = kernel.dropout or _is_dropout(node)
+            kernel.dropout = kernel.dropout or is_dropout(node)
 
 
 def kernels_record(missing: list[FallbackKernel], library: list[FallbackKernel]) -> list[dict]:

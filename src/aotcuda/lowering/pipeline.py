@@ -17,7 +17,7 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
                   ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
     (before compiling, the fallbacks known then are refused: an op AOTInductor would run through its proxy
-    executor, lowering/proxy_ops.py; complex math left as it was, lowering/complex_fallbacks.py)
+    executor, lowering/proxy_ops.py; complex math left as it was and random ops, lowering/known_fallbacks.py)
     check         the fallback-kernel check (lowering/fallbacks.py) against the device's allow-list
 
 The first three are before_compile(), which tests also call for the program Inductor would be given.
@@ -49,7 +49,6 @@ from torch.export import ExportedProgram
 
 from aotcuda.errors import MissingFallbackKernelsError, PackageError
 from aotcuda.lowering import torch_fixes
-from aotcuda.lowering.complex_fallbacks import complex_fallback_kernels
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.dependent_launch import with_pdl_codegen
 from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
@@ -58,6 +57,7 @@ from aotcuda.lowering.exporting import export_program
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
                                        split_allowed)
 from aotcuda.lowering.index_ranges import exported_index_ranges
+from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
@@ -222,13 +222,13 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
 
 def _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path) -> None:
     """Raise MissingFallbackKernelsError for the fallbacks known before compiling: ops AOTInductor would run
-    through its proxy executor (lowering/proxy_ops.py), then the kernels of complex math left as it was
-    (lowering/complex_fallbacks.py), with what the complex pass refused."""
+    through its proxy executor (lowering/proxy_ops.py), then the kernels of complex math left as it was and of
+    random ops (lowering/known_fallbacks.py), with what the complex pass refused."""
     kernels = proxy_executor_kernels(ep, device.type)
     if kernels:
         message = proxy_executor_message(kernels, untraced, refusal)
     else:
-        kernels = complex_fallback_kernels(ep, device.type, profile.allowed_kernels)
+        kernels = known_fallback_kernels(ep, device.type, profile.allowed_kernels)
         message = missing_kernels_message("forward", kernels, refusal)
     if kernels:
         error = MissingFallbackKernelsError(message)

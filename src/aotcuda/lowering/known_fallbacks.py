@@ -1,0 +1,130 @@
+"""The fallback kernels a program will have, where they are known before compiling: lower() refuses them then
+(without ``allow_fallbacks``), with the kernels, source lines and advice the check after the compile gives,
+instead of after a compile of a minute or more. (Ops AOTInductor would run through its proxy executor are
+refused before compiling too: lowering/proxy_ops.py.)
+
+- Complex math left as it was (ReplaceComplexWithRealPass refuses a program all or nothing): Inductor generates
+  no code for complex values. ``torch._inductor.lowering.fallback_node_due_to_unsupported_type`` sends an op that
+  reads or writes a complex tensor to its ATen kernel, and ``view_as_complex`` is a fallback of its own
+  (``make_fallback``).
+- Random ops (dropout in training mode, rand, bernoulli): Inductor generates their random numbers from seeds
+  that one ATen kernel makes (``randint.low_out``: fallbacks.SEED_KERNELS); an op it has no lowering for is a
+  fallback of its own.
+
+Only what is certain counts, and anything else is left to the check after the compile: an op Inductor
+decomposes first (its complex ``add`` becomes real math on a dtype view), complex values that come from constants
+alone (Inductor may fold them), an op without a C shim (the proxy-executor refusal names it), and a library
+kernel the device profile allows.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch.export import ExportedProgram
+
+from aotcuda.lowering.fallbacks import (SEED_KERNEL, FallbackKernel, is_dropout, random_nodes, relative_source_line,
+                                       shim_name, split_allowed, touches_complex)
+
+
+def known_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str]) -> list[FallbackKernel]:
+    """The fallback kernels outside ``allowed`` (C-shim op names) that ``ep`` will have on ``device_type`` for
+    certain, named as the check after the compile names them ("aoti_torch_cpu_mul_Tensor"), with the user's
+    source lines: those of complex math left as it was, then those of random ops."""
+    return complex_fallback_kernels(ep, device_type, allowed) + random_fallback_kernels(ep, device_type, allowed)
+
+
+def complex_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str]) -> list[FallbackKernel]:
+    """The fallback kernels outside ``allowed`` (C-shim op names) that the complex ops of ``ep`` become
+    on ``device_type``, one FallbackKernel each, named as the check after the compile names them
+    ("aoti_torch_cpu_mul_Tensor"), with the user's source lines. Empty where none is certain (and on a torch
+    whose Inductor lacks the functions read here)."""
+    try:
+        from torch._inductor import lowering
+        from torch._inductor.decomposition import select_decomp_table
+        from torch._library.utils import is_builtin
+        from torchgen.aoti.fallback_ops import inductor_fallback_ops
+    except ImportError:
+        return []
+    decomposed = select_decomp_table()
+    from_inputs = _depends_on_user_inputs(ep)
+    kernels: dict[str, FallbackKernel] = {}
+    for node in ep.graph.nodes:
+        op = node.target
+        if (node.op != "call_function" or not isinstance(op, torch._ops.OpOverload) or not is_builtin(op)
+                or node not in from_inputs or not touches_complex(node) or op in decomposed
+                or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+                or str(op) not in inductor_fallback_ops):
+            continue
+        with warnings.catch_warnings():  # Inductor's "does not support code generation for complex operators"
+            warnings.simplefilter("ignore")
+            falls_back = op in lowering.fallbacks or lowering.fallback_node_due_to_unsupported_type(node)
+        if not falls_back:
+            continue
+        name = f"aoti_torch_{device_type}_{shim_name(op)}"
+        kernel = kernels.setdefault(name, FallbackKernel(name, shim_name(op), complex_valued=True))
+        kernel.nodes.append(node.name)
+        kernel.sources.append(relative_source_line(node))
+    return split_allowed(list(kernels.values()), allowed)[0]
+
+
+def _depends_on_user_inputs(ep: ExportedProgram) -> set[torch.fx.Node]:
+    """The nodes whose values depend on a user input: their ops run at every call (Inductor cannot fold them
+    into a constant at compile time)."""
+    user_inputs = set(ep.graph_signature.user_inputs)
+    reached: set[torch.fx.Node] = set()
+    for node in ep.graph.nodes:  # in topological order
+        if (node.op == "placeholder" and node.name in user_inputs) or any(a in reached for a in node.all_input_nodes):
+            reached.add(node)
+    return reached
+
+
+def random_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str]) -> list[FallbackKernel]:
+    """The kernels of ``ep``'s random ops (``fallbacks.random_nodes`` that draw numbers for certain): Inductor's seed kernel for those it
+    generates random numbers for (one kernel, every such op's nodes and lines, and whether one is a dropout: the
+    message then says to call model.eval()), and the op's own kernel for one it has no lowering for. Empty on a
+    torch whose Inductor lacks the functions read here."""
+    try:
+        from torch._inductor import lowering
+        from torch._inductor.decomposition import select_decomp_table
+        from torchgen.aoti.fallback_ops import inductor_fallback_ops
+    except ImportError:
+        return []
+    decomposed = select_decomp_table()
+    kernels: dict[str, FallbackKernel] = {}
+    for node in random_nodes(ep):
+        op = node.target
+        if not _draws_random_numbers(node):
+            continue
+        generated = op not in lowering.fallbacks and (op in lowering.lowerings or op in decomposed)
+        if generated:
+            name, packet = f"aoti_torch_{device_type}_{SEED_KERNEL}", SEED_KERNEL
+        elif str(op) in inductor_fallback_ops:
+            name, packet = f"aoti_torch_{device_type}_{shim_name(op)}", shim_name(op)
+        else:
+            continue  # no C shim: the proxy-executor refusal's
+        kernel = kernels.setdefault(name, FallbackKernel(name, packet))
+        kernel.nodes.append(node.name)
+        kernel.sources.append(relative_source_line(node))
+        kernel.dropout = kernel.dropout or is_dropout(node)
+    return split_allowed(list(kernels.values()), allowed)[0]
+
+
+# Ops that draw random numbers whatever their arguments (by name, in-place forms included). An op tagged
+# nondeterministic_seeded may not: scaled_dot_product_attention draws only for a dropout_p above 0.
+_ALWAYS_RANDOM = frozenset({"rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm",
+                            "bernoulli", "normal", "uniform", "exponential", "geometric", "cauchy", "log_normal",
+                            "multinomial", "poisson", "binomial"})
+
+
+def _draws_random_numbers(node: torch.fx.Node) -> bool:
+    """Whether a random op's node draws random numbers at every call: one of _ALWAYS_RANDOM, or a
+    native_dropout in training with 0 < p < 1 (torch._decomp's own cases: p 0 or 1, or train not True, draw
+    none)."""
+    packet = node.target._schema.name.split("::")[-1].rstrip("_")
+    if packet == "native_dropout":
+        p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p")
+        train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train")
+        return isinstance(p, (int, float)) and 0 < p < 1 and train is True
+    return packet in _ALWAYS_RANDOM
