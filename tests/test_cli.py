@@ -214,6 +214,36 @@ def test_lower_shows_aotcuda_warnings_as_lines_and_refuses_dropout_before_compil
     assert "aoti_torch_cpu_randint_low_out" in result.output and "model.eval()" in result.output
 
 
+class TokenPositions(torch.nn.Module):
+    """Token positions index a table of 128 rows: a --dynamic range past 128 is a constraint violation."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pos", torch.randn(128, 4))
+
+    def forward(self, tokens):
+        return tokens.unsqueeze(-1) * self.pos[: tokens.shape[1]]
+
+
+def token_positions_factory():
+    return TokenPositions(), (torch.randn(1, 16),)
+
+
+def test_a_dim_range_the_model_does_not_take_gets_the_command_line_fix(runner, tmp_path):
+    """A new user: the error gave torch's Python fix (Dim('tokens_1', max=128)) and no --dynamic form of it."""
+    for option, fixed in (("tokens:1:2:512", "tokens:1:2:128"), ("tokens:1:2:512:seq", "tokens:1:2:128:seq")):
+        result = runner.invoke(main, ["lower", f"{__name__}:token_positions_factory", "-o", str(tmp_path / "p.pt2"),
+                                      "--device", "cpu", "--dynamic", option])
+        assert result.exit_code == 1, result.output
+        assert f"hint: on the command line, --dynamic {fixed} (torch's suggested range)" in result.output, result.output
+    from aotcuda.cli import _dynamic_fix_hints
+
+    message = "Suggested fixes:\n    frames = Dim('frames', min=3, max=100)\n    x_0 = 4\n"
+    assert _dynamic_fix_hints(message, ("audio:1:800:480000:frames*160", "x:0:1:8", "y:-1:1:8")) == [
+        "on the command line, --dynamic audio:1:480:16000:frames*160 (torch's suggested range)",
+        "on the command line, leave out --dynamic x:0:1:8: the model takes one size there"]
+
+
 def test_dynamic_option_parsing():
     model, args = scale_factory()
     shapes = dynamic_shapes_from(("x:0:1:64:batch", "angle:0:1:64:batch", "x:1:2:8"), model, args, {})

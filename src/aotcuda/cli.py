@@ -37,7 +37,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, load_inputs, model_and_inputs
-from aotcuda.errors import AotcudaError, InputError, PackageError, clipped
+from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, clipped
 from aotcuda.runtime.specs import under_dim_names
 
 # emoji=False: a package's names may hold ":lock:"-style codes, which rich would draw as emoji where markup is on.
@@ -66,7 +66,8 @@ _FLAG_HINTS = {
 
 
 def cli_hints(error: BaseException) -> list[str]:
-    """The command-line form of each fix the error gives (its ``advice``), in the error's order."""
+    """The command-line form of each fix the error gives (its ``advice``), in the error's order; then those a
+    command worked out itself (``command_line_hints``)."""
     hints = []
     for advice in getattr(error, "advice", ()):
         if advice.keyword == "device":
@@ -74,6 +75,37 @@ def cli_hints(error: BaseException) -> list[str]:
                          if advice.relower else f"on the command line, --device {advice.value}")
         elif (hint := _FLAG_HINTS.get((advice.keyword, advice.value, advice.relower))) is not None:
             hints.append(hint)
+    return hints + list(getattr(error, "command_line_hints", ()))
+
+
+# torch's suggested fixes of a dynamic-shapes error: "seq = Dim('seq', max=128)", or "x_1 = 16" (static)
+_SUGGESTED_DIM = re.compile(r"^\s*(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=(\d+))?\)\s*$", re.M)
+_SUGGESTED_STATIC = re.compile(r"^\s*(\w+) = (\d+)\s*$", re.M)
+
+
+def _dynamic_fix_hints(message: str, options: tuple[str, ...]) -> list[str]:
+    """torch's suggested fixes of a DynamicShapesError as --dynamic options: each option NAME:DIM:MIN:MAX[:SYMBOL]
+    whose Dim the message suggests a new range for, with that range (a size that is a multiple keeps its
+    multiple), or to leave out where it suggests a static size."""
+    by_symbol = {}
+    for option in options:
+        fields = option.split(":")
+        if len(fields) == 5:
+            symbol, _, multiple = fields[4].partition("*")
+            by_symbol[symbol] = (fields, int(multiple or 1))
+        elif len(fields) == 4 and fields[1].isdigit():
+            by_symbol[f"{fields[0]}_{fields[1]}"] = (fields, 1)
+    hints = []
+    for symbol, low, high in _SUGGESTED_DIM.findall(message):
+        if symbol in by_symbol:
+            fields, multiple = by_symbol[symbol]
+            new = [fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
+                   str(int(high) * multiple) if high else fields[3], *fields[4:]]
+            hints.append(f"on the command line, --dynamic {':'.join(new)} (torch's suggested range)")
+    for symbol, _ in _SUGGESTED_STATIC.findall(message):
+        if symbol in by_symbol:
+            hints.append(f"on the command line, leave out --dynamic {':'.join(by_symbol[symbol][0])}: the model "
+                         "takes one size there")
     return hints
 
 
@@ -363,8 +395,12 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
     with _StepProgress() as progress, warnings.catch_warnings(), _without_inductor_shim_notes():
         warnings.filterwarnings("ignore", message=".*proxy executor", category=UserWarning)  # said below
-        lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=device,
-                        package_path=output, allow_fallbacks=allow_fallbacks, progress=progress)
+        try:
+            lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=device,
+                            package_path=output, allow_fallbacks=allow_fallbacks, progress=progress)
+        except DynamicShapesError as error:
+            error.command_line_hints = _dynamic_fix_hints(str(error), dynamic)
+            raise
     if save_inputs:
         _saved({"args": args, "kwargs": kwargs}, save_inputs)
     console.print(f"wrote {lowered.package_path} ({lowered.device}; "

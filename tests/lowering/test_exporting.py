@@ -175,3 +175,18 @@ def test_a_root_min_the_trace_assumed_away_is_said_at_lowering():
     with pytest.warns(UserWarning, match=r"asked for min 1, but the program takes seq in \[2, 32\]: .*seq != 1"):
         shape = _derived_root_range(reshape=True)
     assert shape["min"] == 16 and "assuming seq != 1" in shape["narrowed"]  # what a refusal at run time says
+
+
+def test_a_dynamic_shapes_key_forward_does_not_take_is_named_with_the_arguments():
+    """A new user's `dynamic_shapes={"toks": ...}` for forward(tokens) got torch's UserError, which ends with advice to
+    replace export() with draft_export(): no use to an aotcuda user. Now the error names the key and the arguments."""
+    import aotcuda
+
+    class Tokens(torch.nn.Module):
+        def forward(self, tokens, scale=None):
+            return tokens * 2
+
+    with pytest.raises(aotcuda.DynamicShapesError, match=r"dynamic_shapes names 'toks', which Tokens.forward does not "
+                                                          r"take: its arguments are tokens, scale\. .*'tokens'") as caught:
+        aotcuda.lower(Tokens(), (torch.randn(2, 3),), dynamic_shapes={"toks": {1: torch.export.Dim("s")}}, device="cpu")
+    assert "draft_export" not in str(caught.value)

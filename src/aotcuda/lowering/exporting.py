@@ -18,6 +18,7 @@ reasons and suggested fixes (``seq = Dim('seq', max=256)``), and a note naming a
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import operator
@@ -27,7 +28,7 @@ import warnings
 import torch
 from torch.export import ExportedProgram
 
-from aotcuda.errors import DynamicShapesError
+from aotcuda.errors import DynamicShapesError, clipped
 
 # The most size combinations checked per assertion (a Dim of [1, 32768], or two of about [1, 181]).
 MAX_CHECKED_POINTS = 1 << 15
@@ -38,6 +39,7 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
     above, and one that does not hold becomes a DynamicShapesError that keeps torch's why-lines and
     suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
     for each root Dim whose asked range the program does not take (``said_narrowed_roots``)."""
+    _check_dynamic_shapes_names(model, dynamic_shapes)
     try:
         return said_narrowed_roots(
             torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False), dynamic_shapes,
@@ -60,6 +62,27 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
 
     error.add_note(f"aotcuda: {under_dim_names(failure, dim_names(ep))}")
     raise error from violation
+
+
+def _check_dynamic_shapes_names(model, dynamic_shapes) -> None:
+    """DynamicShapesError when ``dynamic_shapes`` is a dict with a key that is not an argument of the model's
+    forward: torch's own error for it ends with advice to try ``draft_export()``, which is not aotcuda's."""
+    if not isinstance(dynamic_shapes, dict) or not isinstance(model, torch.nn.Module):
+        return
+    try:
+        parameters = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):  # a forward without a signature Python can read: torch says what it says
+        return
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+        return
+    names = [p.name for p in parameters]
+    unknown = [key for key in dynamic_shapes if key not in names]
+    if unknown:
+        shown = ", ".join(repr(clipped(str(key), 60)) for key in unknown[:5])
+        raise DynamicShapesError(
+            f"dynamic_shapes names {shown}, which {type(model).__name__}.forward does not take: its arguments are "
+            f"{', '.join(names) or 'none'}. Key dynamic_shapes by those names (e.g. {{{names[0] if names else 'x'!r}: "
+            "{0: Dim('batch')}}), or give a tuple with one entry per argument, in order")
 
 
 def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str, str] | None = None
