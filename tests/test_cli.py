@@ -91,7 +91,7 @@ def test_run_with_bad_inputs_is_one_clean_line(demo, runner, tmp_path):
     torch.save({"args": (torch.randn(2, 5, 64),), "kwargs": {"extra": torch.ones(1)}}, tmp_path / "extra.pt")
     result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "extra.pt")])
     assert result.exit_code == 1 and "['extra']" in result.output
-    assert f"The call comes from {tmp_path / 'extra.pt'}" in result.output and "aotcuda inspect" in result.output
+    assert f"The inputs come from {tmp_path / 'extra.pt'}" in result.output and "aotcuda inspect" in result.output
 
 
 def test_a_bad_switch_is_shown_without_a_class_name(demo, runner, tmp_path, monkeypatch):

@@ -37,7 +37,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, load_inputs, model_and_inputs
-from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, clipped
+from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, RuntimeCallError, clipped
 from aotcuda.runtime.specs import under_dim_names
 
 # emoji=False: a package's names may hold ":lock:"-style codes, which rich would draw as emoji where markup is on.
@@ -439,6 +439,32 @@ def _without_inductor_shim_notes():
 
 # --- run -------------------------------------------------------------------------------------------------
 
+# The generated code prints a failed run's C++ exception on stderr with its whole stack trace (~50 lines of
+# "frame #N: ..."), where the error aotcuda raises already has the message.
+_CXX_TRACE = re.compile(r"^Error: [^\n]*\nException raised from [^\n]*\(most recent call first\):\n"
+                        r"(?:(?:frame #\d+: [^\n]*|<omitting python frames>)\n)*\n?", re.M)
+
+
+@contextlib.contextmanager
+def _stderr_without_cxx_traces():
+    """Hold what the process writes on stderr (file descriptor 2) while the block runs, then write it to
+    sys.stderr without the generated code's C++ exception traces (muting std::cerr itself would write into
+    libstdc++'s memory: the AOTCUDA_FOREIGN_WRITES switch). For a command's one call: the rest shows after it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            text = _CXX_TRACE.sub("", held.read().decode(errors="replace"))
+            if text:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+
 @main.command()
 @click.argument("package", type=click.Path(exists=True, dir_okay=False))
 @click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -460,11 +486,21 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
         args, kwargs = torch.utils._pytree.tree_map_only(
             torch.Tensor, lambda t: t if t.is_meta else t.to(program.device), (args, kwargs))
         try:
-            outputs = program(*args, **kwargs)
+            with _stderr_without_cxx_traces():
+                outputs = program(*args, **kwargs)
         except InputError as error:  # the call is the file's: say how to change the file, not a Python call
-            error.add_note(f"The call comes from {inputs_path}: a tuple of positional arguments, a dict of arguments "
-                           "by name, or {'args': (...), 'kwargs': {...}} (what `aotcuda lower --save-inputs` writes); "
-                           f"`aotcuda inspect {package}` lists the names, shapes and dtypes the program takes.")
+            error.add_note(f"The inputs come from {inputs_path}. The forms it may take: a tuple of positional "
+                           "arguments, a dict of arguments by name, or {'args': (...), 'kwargs': {...}} (what "
+                           f"`aotcuda lower --save-inputs` writes); `aotcuda inspect {package}` lists the names, "
+                           "shapes and dtypes the program takes.")
+            raise
+        except RuntimeCallError as error:
+            if "index out of bounds" in str(error) and program.index_unchecked:
+                error.add_note(f"Likely cause: the values of {', '.join(map(repr, program.index_unchecked))} reach an "
+                               "index that lowering could not bound, so nothing checked them before the call: "
+                               f"{'; '.join(line for lines in program.index_unchecked.values() for line in lines[:1])} "
+                               f"(`aotcuda inspect {package}` lists them; docs/serving.md, 'Index values no check "
+                               "covers', says how to make such an index one that is checked).")
             raise
     table = Table(title=f"outputs of {shown(os.path.basename(package))}")  # a file name is anyone's text
     for column in ("output", "shape", "dtype", "device"):

@@ -4,6 +4,7 @@ whose index values go unchecked is refused unless the deployer allows it. No Ray
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -100,6 +101,15 @@ def test_an_input_whose_index_values_go_unchecked_is_refused_unless_allowed(inde
                            timeout=120).stdout
     assert "index values not checked: input 'mask' reaches aten.embedding" in shown
     assert "aotcuda serve refuses it without --allow-unchecked-indices" in shown
+    # aotcuda run with a mask past the table: the generated code's own check refuses it (one thread here: no abort),
+    # and the error names the unchecked input, without the ~50 lines of C++ stack the generated code prints
+    inputs = os.path.join(os.path.dirname(path), "past_the_table.pt")
+    torch.save((torch.zeros(1, 4, dtype=torch.long), torch.full((1, 4), 100)), inputs)
+    ran = subprocess.run([sys.executable, "-m", "aotcuda", "run", path, "--inputs", inputs], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert ran.returncode == 1 and "index out of bounds" in ran.stderr, ran.stderr[-2000:]
+    assert "Likely cause: the values of 'mask' reach an index that lowering could not bound" in ran.stderr
+    assert "frame #" not in ran.stderr and "Exception raised from" not in ran.stderr, ran.stderr[:2000]
 
 
 def test_positions_clamped_into_the_table_need_no_flag_and_any_mask_runs(index_packages):
