@@ -667,6 +667,9 @@ def inspect(package):
         console.print(f"  - {shown(_clip(kernel.describe()))}", highlight=False, soft_wrap=True)
     if len(missing) > SHOWN_ROWS:
         console.print(f"  ... and {len(missing) - SHOWN_ROWS} more", highlight=False, soft_wrap=True)
+    if any(kernel.name.endswith("(proxy executor)") for kernel in missing):
+        console.print("runs in: torch._inductor.aoti_load_package only (a proxy-executor kernel: `aotcuda run` and "
+                      "aotcuda.load refuse it)", highlight=False, soft_wrap=True)
 
 
 def _as_lowered(missing, library, recorded_missing, recorded_library):

@@ -305,6 +305,12 @@ def test_proxy_executor_package_warns_and_runs_only_in_torchs_loader(tmp_path):
     assert "rewrite 'aotcuda_test::shifted_sin'" in message and "aotcuda.lower" not in message  # not circular
     x = torch.randn(4, 8)
     assert relative_error(torch_aoti_load(path)(x), CustomOpModel()(x)) < 1e-6
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    shown = CliRunner().invoke(main, ["inspect", str(path)]).output  # a new user: inspect did not say it
+    assert "runs in: torch._inductor.aoti_load_package only" in shown, shown
 
 
 def test_demo_package_runs_in_aotcuda_runtime(demo):
