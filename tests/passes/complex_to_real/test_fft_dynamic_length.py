@@ -73,6 +73,23 @@ def test_every_kind_of_dynamic_length_against_eager(bound, dtype):
             assert_relative(actual, expected, RTOL[dtype], f"n={length}, output {i}")
 
 
+def test_a_dynamic_length_above_the_direct_bound_warns_that_every_call_costs_the_bound():
+    """A new user lowered an rfft with a Dim max of 128 and was not told that every call costs what length 128
+    costs (README, docs/ops.md: 'Dynamic dims'); a max of at most 64 (a product of the call's own length) is quiet."""
+    import warnings
+
+    module = torch.nn.Module()
+    module.forward = lambda x: torch.view_as_real(torch.fft.rfft(x))
+    for bound, warned in ((64, False), (128, True)):
+        ep = export(module, (torch.randn(2, 16),), dynamic_shapes=({1: Dim("n", min=2, max=bound)},))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ReplaceComplexWithRealPass(strict=True)(ep)
+        said = [str(w.message) for w in caught if "FFT of dynamic length" in str(w.message)]
+        assert bool(said) == warned, said
+    assert "at most 128" in said[0] and "two length-256 transforms a row" in said[0]
+
+
 def test_rfft2_with_one_dynamic_dim_against_eager():
     """A dynamic dim and a static one in one transform: the 1/√N normalization is symbolic."""
     module = torch.nn.Module()

@@ -16,6 +16,8 @@ m = 8192 (seven per transform, three transforms a row) made the Hyena test's AOT
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from aotcuda.passes.complex_to_real.pair import real_as_pair, shared_table
@@ -57,7 +59,13 @@ def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
         matrix = tables.c2c_values(n, inverse, x.device).to(x.dtype)
         out = torch.matmul(x.flatten(-2), matrix).unflatten(-1, (n, 2))
     else:
-        out = _bluestein(x, n, 1 << (2 * bound - 2).bit_length(), inverse)
+        m = 1 << (2 * bound - 2).bit_length()
+        warnings.warn(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}) costs on every call what its longest "
+                      f"length would: two length-{m} transforms a row (Bluestein), whatever the length of the call; "
+                      f"keep the Dim's max near the lengths the program is called with (a max of at most {MAX_DIRECT} "
+                      "costs a product of the call's own length), or pad the signal to a static length with n=... "
+                      "(docs/ops.md, 'Dynamic dims')", UserWarning, stacklevel=2)
+        out = _bluestein(x, n, m, inverse)
     return out if isinstance(scale, float) and scale == 1.0 else out * scale
 
 
