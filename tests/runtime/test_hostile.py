@@ -214,6 +214,73 @@ def test_unusual_but_writable_caller_outputs_get_the_results(twice):
     assert_like_eager(got, x)
 
 
+# Tensors without memory the generated code can read through their data pointer: wrappers and subclasses
+# whose storage is none, invalid or on meta, and storages resized below their elements. Each ran (through the
+# accepted-signature fast path too: a valid call of the same shape comes first) and the child died of SIGSEGV,
+# so they run in a child process: a regression fails the test instead of killing the session.
+NO_PLAIN_MEMORY = textwrap.dedent("""
+    import sys, torch
+    from runtime_programs import Twice
+    from aotcuda import load
+    from aotcuda.errors import InputError, OutputError, RuntimeCallError
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    def shrunk(nbytes):
+        x = torch.randn(5, 4)
+        x.untyped_storage().resize_(nbytes)
+        return x
+
+    def offset_past_a_shrunk_storage():
+        x = torch.randn(7, 4)
+        view = x[2:]
+        x.untyped_storage().resize_(16)
+        return view
+
+    program = load(sys.argv[1])
+    with FakeTensorMode():
+        fake = torch.empty(5, 4)
+    cases = {
+        "FakeTensor": lambda: program(fake),
+        "functional tensor": lambda: program(torch._to_functional_tensor(torch.randn(5, 4))),
+        "TwoTensor (a wrapper subclass, as DTensor)": lambda: program(TwoTensor(torch.randn(5, 4), torch.randn(5, 4))),
+        "inside torch.func.grad": lambda: torch.func.grad(lambda x: program(x)[1].sum())(torch.randn(5, 4)),
+        "inside torch.vmap": lambda: torch.vmap(lambda x: program(x)[1])(torch.randn(3, 5, 4)),
+        "storage resized to 0": lambda: program(shrunk(0)),
+        "storage resized to 16 bytes": lambda: program(shrunk(16)),
+        "a view past a shrunk storage": lambda: program(offset_past_a_shrunk_storage()),
+        "output buffer: FakeTensor": lambda: program.execute([torch.randn(5, 4)], [fake, torch.empty(5, 4), torch.empty(5, 4)]),
+        "output buffer: storage resized to 0": lambda: program.execute([torch.randn(5, 4)], [torch.empty(5, 4), shrunk(0), torch.empty(5, 4)]),
+    }
+    for name, call in cases.items():
+        program(torch.randn(5, 4))  # the shape is accepted: the fast path is the one the case meets
+        print("case", name, flush=True)
+        try:
+            call()
+            print("ran", flush=True)
+        except (InputError, OutputError, RuntimeCallError) as exc:
+            print("refused", type(exc).__name__, str(exc).replace("\\n", " "), flush=True)
+        x = torch.randn(5, 4)
+        right = all(torch.allclose(g, w) for g, w in zip(program(x), Twice()(x)))
+        print("next call", "right" if right else "WRONG", flush=True)
+""")
+
+
+def test_a_tensor_without_plain_memory_is_refused_not_read_through_its_pointer(twice_pt2):
+    done = subprocess.run([sys.executable, "-c", NO_PLAIN_MEMORY, twice_pt2], capture_output=True, text=True,
+                          timeout=300, cwd=os.path.dirname(__file__))
+    assert done.returncode == 0, f"the child died (code {done.returncode}) after:\n{done.stdout[-1500:]}"
+    cases = done.stdout.split("case ")[1:]
+    assert len(cases) == 10, done.stdout
+    for case in cases:
+        name, result, after = case.strip().split("\n")[:3]
+        kind = "OutputError" if name.startswith("output buffer") else "InputError"
+        assert result.startswith(f"refused {kind}"), f"{name}: {result}"
+        assert re.search(r"(without memory of its own|whose memory is on meta|spans \d+ bytes of its storage, which "
+                         r"holds \d+).*plain memory: pass a plain tensor", result), f"{name}: {result}"
+        assert after == "next call right", f"{name}: {after}"
+
+
 # --- damaged packages -------------------------------------------------------------------------------------
 
 
