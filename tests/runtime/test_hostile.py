@@ -68,7 +68,26 @@ BAD_CALLS = {
     "above the range": (lambda p: p(torch.randn(65, 4)), r"dim 0 is 65, outside the exported range \[2, 64\]"),
     "zero rows": (lambda p: p(torch.randn(0, 4)), r"dim 0 is 0, outside the exported range \[2, 64\]"),
     "zero in a static dim": (lambda p: p(torch.randn(3, 0)), r"dim 1 is 0, but the program was exported with size 4"),
+    # (review 10) each raised a raw RecursionError from pytree's flattening of the call
+    "a list that holds itself": (lambda p: p(_holding_itself()), r"nest deeper than Python's recursion limit.*a list "
+                                 r"that holds itself.*call it as the exported module was called"),
+    "100,000 nested lists": (lambda p: p(_nested(100_000)), r"nest deeper than Python's recursion limit"),
+    "a keyword of 5,000 nested dicts": (lambda p: p(x=_nested(5_000, lambda inner: {"x": inner})),
+                                        r"nest deeper than Python's recursion limit"),
 }
+
+
+def _holding_itself() -> list:
+    looped = [torch.randn(3, 4)]
+    looped.append(looped)
+    return looped
+
+
+def _nested(levels: int, wrap=lambda inner: [inner]):
+    value = torch.randn(3, 4)
+    for _ in range(levels):
+        value = wrap(value)
+    return value
 
 
 @pytest.mark.parametrize("case", list(BAD_CALLS))
