@@ -9,6 +9,7 @@ extra package is compiled, from a transposed example input, to check the layout 
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import textwrap
@@ -376,6 +377,17 @@ DAMAGED = {
     ".so without its model, no library digest": (
         lambda src, t: rewrite_package(src, t, without_digest(edit_entry(".so", lambda d: _empty_elf()))),
         r"is not an AOTInductor model: it does not export AOTInductorModelContainerCreateWithDevice.*lower the model again"),
+    # ELF headers that point past the file or hold entries too small to read (review 10: raw ValueError,
+    # OSError and struct.error from the truncation check, before dlopen)
+    "ELF program headers at offset 2**64 - 1, no library digest": (
+        lambda src, t: rewrite_package(src, t, without_digest(edit_entry(".so", lambda d: _elf_patch(d, 0x20, "<Q", 2**64 - 1)))),
+        r"the model library .* is truncated: it has \d+ bytes, its ELF headers need \d+"),
+    "ELF program headers at offset 2**62, no library digest": (
+        lambda src, t: rewrite_package(src, t, without_digest(edit_entry(".so", lambda d: _elf_patch(d, 0x20, "<Q", 2**62)))),
+        r"the model library .* is truncated: it has \d+ bytes, its ELF headers need \d+"),
+    "ELF program headers of 1 byte, no library digest": (
+        lambda src, t: rewrite_package(src, t, without_digest(edit_entry(".so", lambda d: _elf_patch(d, 0x36, "<H", 1)))),
+        r"the model library .* has damaged ELF headers \(its program headers are 1 bytes each, fewer than the 40"),
     "metadata not JSON": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"{no")),
                           r"metadata .*wrapper_metadata.json is not valid JSON"),
     "metadata a list": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"[1]")),
@@ -406,6 +418,12 @@ def file_over_folder(source, target):
         archive.writestr(f"{folder}/extra", b"a file")
         archive.writestr(f"{folder}/extra/x", b"a file in a folder of that name")
     return target
+
+
+def _elf_patch(data: bytes, offset: int, form: str, value: int) -> bytes:
+    patched = bytearray(data)
+    struct.pack_into(form, patched, offset, value)
+    return bytes(patched)
 
 
 def _empty_elf() -> bytes:
