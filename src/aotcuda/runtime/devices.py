@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import platform
 
 import torch
 
@@ -12,6 +14,16 @@ from aotcuda.runtime.package import ExtractedPackage
 __all__ = ["resolve_device"]
 
 _DEVICE_TYPES = ("cpu", "cuda")  # what the runtime drives (streams, CUDA graphs, handles)
+
+# The vector instruction sets Inductor compiles a package's C++ for (its metadata's AOTI_CPU_ISA: the upper-cased
+# str() of torch._inductor.cpu_vec_isa.pick_vec_isa() on the machine that lowered it, one token each), as the
+# /proc/cpuinfo flags of the -m options that ISA's _arch_flags pass to the compiler (torch 2.11-2.13).
+_ISA_FLAGS = {
+    "AVX2": ("avx2", "fma", "f16c"),
+    "AVX512": ("avx512f", "avx512dq", "avx512vl", "avx512bw", "fma"),
+    "AVX512_VNNI": ("avx512_vnni",),
+    "AMX_TILE": ("amx_tile", "amx_bf16", "amx_int8"),
+}
 
 
 def resolve_device(package: ExtractedPackage, device) -> torch.device:
@@ -28,6 +40,7 @@ def resolve_device(package: ExtractedPackage, device) -> torch.device:
     if package_type not in _DEVICE_TYPES:
         raise PackageError(f"{package.path!r} was built for {package_type!r}; aotcuda runs packages built for "
                            f"{' or '.join(_DEVICE_TYPES)}: lower the model again with one of those devices")
+    check_cpu_isa(package)
     try:
         wanted = torch.device(device) if device is not None else torch.device(package_type)
     except (RuntimeError, TypeError) as exc:
@@ -50,3 +63,36 @@ def resolve_device(package: ExtractedPackage, device) -> torch.device:
                                f"{'' if count == 1 else f' to cuda:{count - 1}'}"
                                f"{'' if visible is None else f'; CUDA_VISIBLE_DEVICES={visible!r}'}); pass one of those")
     return wanted
+
+
+def check_cpu_isa(package: ExtractedPackage) -> None:
+    """PackageError when the package's code was compiled for vector instructions this CPU lacks (its metadata's
+    AOTI_CPU_ISA): the library loads, and its first kernel that uses one ends the process with SIGILL (an
+    AVX-512 package on an AVX2 machine; AMX_TILE, which Inductor picks on Sapphire Rapids hosts, on one
+    without AMX). Nothing to compare where the CPU's flags are not known (not Linux on x86)."""
+    isa = package.metadata.get("AOTI_CPU_ISA")
+    needed = [flag for token in (isa.split() if isinstance(isa, str) else ()) for flag in _ISA_FLAGS.get(token, ())]
+    have = cpu_flags()
+    if not needed or have is None:
+        return
+    missing = [flag for flag in dict.fromkeys(needed) if flag not in have]
+    if missing:
+        raise PackageError(f"{package.path!r} was compiled for a CPU with {isa} (AOTI_CPU_ISA in its metadata), and "
+                           f"this CPU lacks {', '.join(missing)}: its code would stop the process with an illegal "
+                           "instruction (SIGILL). Lower the model again on a machine with this CPU's instruction "
+                           "set (the machine that runs it, or one of its kind)")
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str] | None:
+    """The instruction-set flags of this CPU (/proc/cpuinfo), or None where they are not known."""
+    if platform.machine() not in ("x86_64", "AMD64", "i686"):
+        return None
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as file:
+            for line in file:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        return None
+    return None
