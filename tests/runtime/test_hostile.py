@@ -78,6 +78,29 @@ BAD_CALLS = {
 }
 
 
+NAMES = {  # (review 10) each message listed every name whole: 10.9 MB, 10 MB, 10.9 MB, 10 MB
+    "a million unknown keywords": (lambda p: p(torch.randn(3, 4), **{f"k{i}": 1 for i in range(1_000_000)}),
+                                   r"keyword arguments \['k0', 'k1', 'k10', 'k100', 'k1000', \.\.\. \(999,995 more\)\] "
+                                   r"do not match"),
+    "a keyword of 10 MB": (lambda p: p(torch.randn(3, 4), **{"k" * 10_000_000: 1}),
+                           r"keyword arguments \['kkk+\.\.\.k+'\] do not match"),
+    "a dict of a million keys": (lambda p: p({f"k{i}": torch.randn(3, 4) for i in range(1_000_000)}),
+                                 r"input 'x' \(#0\) is a dict with keys \['k0', 'k1', 'k2', 'k3', 'k4', \.\.\. "
+                                 r"\(999,995 more\)\], expected a tensor"),
+    "a dict key of 10 MB": (lambda p: p({"k" * 10_000_000: torch.randn(3, 4)}),
+                            r"input 'x' \(#0\) is a dict with keys \['kkk+\.\.\.k+'\], expected a tensor"),
+}
+
+
+@pytest.mark.parametrize("case", list(NAMES))
+def test_the_names_a_call_passes_are_quoted_briefly(twice, case):
+    call, message = NAMES[case]
+    with pytest.raises(InputError, match=message) as caught:
+        call(twice)
+    assert len(str(caught.value)) < 400, f"{len(str(caught.value))} characters"
+    assert_next_call_is_right(twice)
+
+
 def _holding_itself() -> list:
     looped = [torch.randn(3, 4)]
     looped.append(looped)
