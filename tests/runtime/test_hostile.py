@@ -814,6 +814,50 @@ def test_a_weights_blob_of_another_size_is_refused_not_read_past_its_end(blob_pt
         load(damaged)
 
 
+WEIGHTS_NEVER_LOADED = textwrap.dedent("""
+    import sys, torch
+    from aotcuda import PackageError, load
+    try:
+        program = load(sys.argv[1])
+        print("loaded", flush=True)
+        program(torch.randn(3, 64))
+        print("ran", flush=True)
+    except PackageError as exc:
+        print("refused:", exc)
+""")
+
+
+@pytest.fixture(scope="module")
+def pickle_weights_pt2(tmp_path_factory):
+    """The Linear(64, 64) package as torch writes it with package_constants_in_so=False and its default on-disk
+    format, pickle_weights: the weights in data/weights/, one pickled tensor each, which aotcuda does not read."""
+    torch.manual_seed(0)
+    return build_package(torch.nn.Linear(64, 64).eval(), (torch.randn(3, 64),),
+                         tmp_path_factory.mktemp("pickle_weights") / "weights.pt2",
+                         inductor_configs={"aot_inductor.package_constants_in_so": False,
+                                           "aot_inductor.package_constants_on_disk_format": "pickle_weights"})
+
+
+@pytest.mark.parametrize("case", ["weights in data/weights (pickle_weights)", "a binary_blob package without its .blob"])
+def test_a_model_whose_weights_were_never_loaded_is_refused_not_run(pickle_weights_pt2, blob_pt2, tmp_path, case):
+    """Review 10: a model lowered with package_constants_in_so=False holds an empty constants blob in its library
+    (1 byte) and reads its weights from what the loader gives it. torch's own format for those (pickle_weights,
+    data/weights/) and a binary_blob package whose .blob is gone loaded, and the first call died of SIGSEGV,
+    reading weights through null pointers (the library holds 1 byte of constants, or 8: the external blob's size
+    header). Run in a child process: a regression fails the test, not the session."""
+    if case.startswith("weights"):
+        path = pickle_weights_pt2
+        assert any("/data/weights/" in name for name in zipfile.ZipFile(path).namelist())
+    else:
+        path = rewrite_package(blob_pt2[0], tmp_path / "no_blob.pt2", lambda name, data: None if name.endswith(".blob") else data)
+    done = subprocess.run([sys.executable, "-c", WEIGHTS_NEVER_LOADED, str(path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"the child died (code {done.returncode}) after: {done.stdout[-500:]}"
+    assert re.search(r"refused: '.*\.pt2': its model keeps its weights outside its library \(16640 bytes of "
+                     r"constants; the library holds [18]\), and the package gives none that aotcuda loads.*nothing was "
+                     r"run. Lower the model again", done.stdout), done.stdout
+
+
 def test_a_refusal_lists_a_few_of_many_model_folders(twice_pt2, tmp_path):
     """A package of 5,000 model folders: the refusal listed every one (40 KB on one error line)."""
     path = tmp_path / "many.pt2"

@@ -210,8 +210,14 @@ class Program:
                                        expected_sha256=(package.signature or {}).get("library_sha256"))
         except LibraryDigestMismatch as mismatch:
             raise self._stale_signature(mismatch.opened) from None
-        if package.blob_path:
-            container.load_constants_blob(package.blob_path)
+        try:
+            if package.blob_path:
+                container.load_constants_blob(package.blob_path)
+            else:
+                container.check_weights_in_library(package.path)
+        except BaseException:
+            container.delete()
+            raise
         return container
 
     # --- read-only info ------------------------------------------------------------------------------
