@@ -8,7 +8,7 @@ import platform
 
 import torch
 
-from aotcuda.errors import Advice, PackageError
+from aotcuda.errors import Advice, PackageError, clipped
 from aotcuda.runtime.package import ExtractedPackage
 
 __all__ = ["resolve_device"]
@@ -16,13 +16,14 @@ __all__ = ["resolve_device"]
 _DEVICE_TYPES = ("cpu", "cuda")  # what the runtime drives (streams, CUDA graphs, handles)
 
 # The vector instruction sets Inductor compiles a package's C++ for (its metadata's AOTI_CPU_ISA: the upper-cased
-# str() of torch._inductor.cpu_vec_isa.pick_vec_isa() on the machine that lowered it, one token each), as the
-# /proc/cpuinfo flags of the -m options that ISA's _arch_flags pass to the compiler (torch 2.11-2.13).
-_ISA_FLAGS = {
-    "AVX2": ("avx2", "fma", "f16c"),
-    "AVX512": ("avx512f", "avx512dq", "avx512vl", "avx512bw", "fma"),
-    "AVX512_VNNI": ("avx512_vnni",),
-    "AMX_TILE": ("amx_tile", "amx_bf16", "amx_int8"),
+# str() of torch._inductor.cpu_vec_isa.pick_vec_isa() on the machine that lowered it, one token each, with that ISA's
+# -m flags), and torch's probe of this CPU for each: the ones Inductor's own x86_isa_checker picks the ISA by
+# (cpuid through cpuinfo, not /proc/cpuinfo, which a sandbox may show otherwise).
+_ISA_PROBES = {
+    "AVX2": ("_is_avx2_supported",),
+    "AVX512": ("_is_avx512_supported",),
+    "AVX512_VNNI": ("_is_avx512_supported", "_is_vnni_supported"),
+    "AMX_TILE": ("_is_amx_tile_supported",),
 }
 
 
@@ -69,30 +70,27 @@ def check_cpu_isa(package: ExtractedPackage) -> None:
     """PackageError when the package's code was compiled for vector instructions this CPU lacks (its metadata's
     AOTI_CPU_ISA): the library loads, and its first kernel that uses one ends the process with SIGILL (an
     AVX-512 package on an AVX2 machine; AMX_TILE, which Inductor picks on Sapphire Rapids hosts, on one
-    without AMX). Nothing to compare where the CPU's flags are not known (not Linux on x86)."""
+    without AMX). Tokens torch does not probe here (another architecture's, whose library dlopen refuses) are
+    not compared."""
     isa = package.metadata.get("AOTI_CPU_ISA")
-    needed = [flag for token in (isa.split() if isinstance(isa, str) else ()) for flag in _ISA_FLAGS.get(token, ())]
-    have = cpu_flags()
-    if not needed or have is None:
+    supported = cpu_isa()
+    if not isinstance(isa, str) or supported is None:
         return
-    missing = [flag for flag in dict.fromkeys(needed) if flag not in have]
+    missing = [token for token in isa.split() if token in _ISA_PROBES and token not in supported]
     if missing:
-        raise PackageError(f"{package.path!r} was compiled for a CPU with {isa} (AOTI_CPU_ISA in its metadata), and "
+        raise PackageError(f"{package.path!r} was compiled for a CPU with {clipped(repr(isa), 80)} (AOTI_CPU_ISA in its "
+                           "metadata), and "
                            f"this CPU lacks {', '.join(missing)}: its code would stop the process with an illegal "
                            "instruction (SIGILL). Lower the model again on a machine with this CPU's instruction "
                            "set (the machine that runs it, or one of its kind)")
 
 
 @functools.cache
-def cpu_flags() -> frozenset[str] | None:
-    """The instruction-set flags of this CPU (/proc/cpuinfo), or None where they are not known."""
-    if platform.machine() not in ("x86_64", "AMD64", "i686"):
+def cpu_isa() -> frozenset[str] | None:
+    """The AOTI_CPU_ISA tokens this CPU runs (torch.cpu's probes), or None off x86 or where torch lacks them."""
+    if platform.machine() not in ("x86_64", "AMD64"):
         return None
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as file:
-            for line in file:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
-    except OSError:
+    probes = {name: getattr(torch.cpu, name, None) for names in _ISA_PROBES.values() for name in names}
+    if None in probes.values():
         return None
-    return None
+    return frozenset(token for token, names in _ISA_PROBES.items() if all(probes[name]() for name in names))
