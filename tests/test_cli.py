@@ -740,7 +740,7 @@ def test_an_inputs_file_nested_deeper_than_any_call_is_refused_cleanly(tmp_path)
     into a RecursionError. 65 container levels are refused by the same bounded walk, 64 are read."""
     import pickle
 
-    from aotcuda.cli_inputs import MAX_INPUTS_DEPTH, load_inputs
+    from aotcuda.cli_inputs import MAX_INPUTS_DEPTH, MAX_INPUTS_PICKLE_DEPTH, load_inputs
 
     torch.save({"args": (torch.zeros(2),)}, tmp_path / "base.pt")
     levels = 200_000
@@ -748,7 +748,9 @@ def test_an_inputs_file_nested_deeper_than_any_call_is_refused_cleanly(tmp_path)
     with zipfile.ZipFile(tmp_path / "base.pt") as base, zipfile.ZipFile(tmp_path / "deep.pt", "w") as deep:
         for info in base.infolist():
             deep.writestr(info.filename, body if info.filename.endswith("data.pkl") else base.read(info))
-    _refused(tmp_path / "deep.pt", rf"its containers nest more than {MAX_INPUTS_DEPTH} levels deep; save the inputs")
+    # (since review 10 its opcodes' nesting refuses it before torch.load runs)
+    _refused(tmp_path / "deep.pt", rf"its pickle 'base/data.pkl' nests containers more than {MAX_INPUTS_PICKLE_DEPTH} "
+                                   r"levels deep .*nothing of it was run; save the inputs")
     for depth, refused in ((MAX_INPUTS_DEPTH - 2, False), (MAX_INPUTS_DEPTH - 1, True)):
         nested = torch.ones(1)
         for _ in range(depth):
@@ -1039,6 +1041,30 @@ def test_an_inputs_pickle_of_colliding_keys_or_sets_is_refused_before_torch_load
     from aotcuda.cli_inputs import load_inputs
 
     assert torch.equal(load_inputs(str(tmp_path / "few.pt"))[0][0][99], torch.ones(1))
+
+
+def test_an_inputs_pickle_of_a_deeply_nested_tuple_is_refused_before_torch_load(tmp_path, monkeypatch):
+    """Review 10: Python hashes a tuple by recursing in C, without the recursion limit. A 400 KB data.pkl of a
+    tuple nested 400,000 deep (EMPTY_TUPLE then TUPLE1 opcodes, 1 byte a level: within every count) used as a dict
+    key made torch.load fill the dict and `aotcuda run` die of SIGSEGV. The pickle's nesting is now counted from
+    its opcodes; a call nested as deep as the structure check allows (64 levels) is read."""
+    from aotcuda.cli_inputs import MAX_INPUTS_PICKLE_DEPTH, load_inputs
+
+    levels = 400_000
+    pickle = (b"\x80\x02}" + b"X\x04\x00\x00\x00args)s" + b")" + b"\x85" * levels + b"K\x01s.")  # {'args': (), t: 1}
+    torch.save({"args": ()}, tmp_path / "base.pt")
+    with zipfile.ZipFile(tmp_path / "base.pt") as base, zipfile.ZipFile(tmp_path / "deep.pt", "w") as out:
+        for info in base.infolist():
+            out.writestr(info, pickle if info.filename.endswith("data.pkl") else base.read(info))
+    value = torch.ones(2)
+    for _ in range(62):
+        value = [value]
+    torch.save({"args": (value,)}, tmp_path / "nested.pt")  # 64 levels with the dict and the args tuple
+    _no_torch_load(monkeypatch)
+    _refused(tmp_path / "deep.pt", rf"its pickle 'base/data.pkl' nests containers more than {MAX_INPUTS_PICKLE_DEPTH} "
+                                   r"levels deep .*nothing of it was run")
+    monkeypatch.undo()
+    assert torch.equal(torch.utils._pytree.tree_leaves(load_inputs(str(tmp_path / "nested.pt")))[0], torch.ones(2))
 
 
 def _pickle_of(tmp_path, value) -> bytes:

@@ -76,3 +76,15 @@ def test_a_call_that_takes_a_mark_counts_once():
     # MARK, GLOBAL, OBJ builds one object (the weights-only unpickler refuses OBJ; the count still sees it)
     count = count_pickle(b"(c__main__\nX\no.", 10, 10)
     assert count.calls == 1 and count.objects == 2  # the mark's list, the object
+
+
+def test_the_nesting_of_containers_is_followed_through_the_memo():
+    """Review 10: a tuple nested 400,000 deep (1 byte a level) is hashed by recursion in C: SIGSEGV in torch.load."""
+    assert count_pickle(pickle.dumps([1, [2, (3, {"a": ()})]], 2), 100, 100).depth == 5
+    assert count_pickle(pickle.dumps([[1] * 50] * 3, 2), 1000, 1000).depth == 2  # appends add no level
+    deep = b"\x80\x02)" + b"\x85" * 100_000 + b"."
+    count = count_pickle(deep, 10**6, 10**6, most_depth=128)
+    assert count.stopped and count.depth == 129 and count.opcodes < 200  # stopped at the bound, read no further
+    assert count_pickle(deep, 10**6, 10**6).depth == 100_001  # no bound: counted whole
+    through_memo = b"\x80\x02)" + b"\x85q\x00h\x00" * 200 + b"."  # each level memoized, then fetched back
+    assert count_pickle(through_memo, 10**6, 10**6).depth == 201

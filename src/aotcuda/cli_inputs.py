@@ -241,6 +241,10 @@ MAX_INPUTS_PICKLE_OBJECTS = 25 * MAX_INPUTS_VALUES
 MAX_INPUTS_PICKLE_CALLS = 5 * MAX_INPUTS_VALUES
 MAX_INPUTS_PICKLE_HASHED = MAX_INPUTS_VALUES // 10
 MAX_INPUTS_PICKLE_OPCODES = 64 * MAX_INPUTS_VALUES
+# Containers the pickle nests (torch.save's tensor adds ~4 levels of argument tuples; a call nested 64 deep is ~68):
+# a tuple is hashed and compared by recursion in C, without the recursion limit, so a 400,000-deep one (400 KB) as a
+# dict key ended torch.load with SIGSEGV before the structure check could see it.
+MAX_INPUTS_PICKLE_DEPTH = 2 * MAX_INPUTS_DEPTH
 
 
 # The archive limits' advice names aotcuda.load's argument, which an inputs file is not read through.
@@ -404,7 +408,7 @@ def _check_pickle(path: str, name: str, data: bytes, fix: str) -> None:
     from aotcuda.pickle_count import count_pickle
 
     count = count_pickle(data, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES, MAX_INPUTS_PICKLE_CALLS,
-                         MAX_INPUTS_PICKLE_HASHED)
+                         MAX_INPUTS_PICKLE_HASHED, MAX_INPUTS_PICKLE_DEPTH)
     if count.refused:
         raise _refuse(f"{path}: its pickle {name!r} holds {count.refused}, which inputs never do, so nothing of it "
                       f"was run; {fix}")
@@ -414,6 +418,9 @@ def _check_pickle(path: str, name: str, data: bytes, fix: str) -> None:
         what = f"would build more than {MAX_INPUTS_PICKLE_OBJECTS:,} objects (containers, their items, memo entries)"
     elif count.calls > MAX_INPUTS_PICKLE_CALLS:
         what = f"would make more than {MAX_INPUTS_PICKLE_CALLS:,} calls (tensors, their storages and hooks)"
+    elif count.depth > MAX_INPUTS_PICKLE_DEPTH:
+        what = (f"nests containers more than {MAX_INPUTS_PICKLE_DEPTH} levels deep (Python hashes and compares a "
+                "nested tuple by recursing in C, where a deep one overflows the stack)")
     elif count.hashed > MAX_INPUTS_PICKLE_HASHED:
         what = (f"puts more than {MAX_INPUTS_PICKLE_HASHED:,} keys that are not strings into dicts (keys whose hashes "
                 "can be made to collide, which makes each insertion slower than the last)")

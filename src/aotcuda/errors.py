@@ -12,6 +12,29 @@ def clipped(text, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+def quoted(value, limit: int = 80) -> str:
+    """A value of a call as a message quotes it: a bounded repr (``reprlib``: a few items of a container, a few
+    levels deep, each string and other object cut), at most ``limit`` characters. A call may pass a million
+    keywords, a 10 MB name or a list nested 100,000 deep: ``repr`` of those made 10 MB messages, or raised
+    RecursionError."""
+    import reprlib
+
+    shown = reprlib.Repr()
+    shown.maxlevel, shown.maxstring, shown.maxother = 3, limit, limit
+    shown.maxlist = shown.maxtuple = shown.maxdict = shown.maxset = 5
+    try:
+        return clipped(shown.repr(value), limit)
+    except Exception:  # noqa: BLE001 - a caller's __repr__ may raise anything: name the type instead
+        return f"<{type(value).__name__}>"
+
+
+def names_quoted(names, most: int = 5, limit: int = 80) -> str:
+    """Names a call passed (keywords, a dict's keys) as a message lists them: at most ``most``, each ``quoted``."""
+    names = list(names)
+    more = f", ... ({len(names) - most:,} more)" if len(names) > most else ""
+    return "[" + ", ".join(quoted(name, limit) for name in names[:most]) + more + "]"
+
+
 def one_line(text) -> str:
     """Outside text (a package's) as one line of a message: every run of whitespace, newlines and other line
     breaks included, one space (an error prints a line per newline: the text's own would print a line of its

@@ -19,6 +19,11 @@ before (a 1.3 MB pickle of 100,000 such keys took 53 s to load). What hashes ite
 inputs never hold, and an OrderedDict built from items by its call (pickle writes ``OrderedDict()`` and puts
 the items with SETITEMS, where their keys are counted).
 
+How deep containers nest is followed too (``depth``: a container is one deeper than the deepest value put into
+it, through the memo): Python hashes and compares a tuple by recursing in C, without the recursion limit, so a
+tuple nested 400,000 deep (400 KB of TUPLE1 opcodes, within every count above) used as a dict key ended torch.load
+with SIGSEGV when the dict was filled.
+
 torch.save writes about 15 counted objects for a tensor held in a list (its rebuild call, argument tuples,
 hooks' OrderedDict, storage, memo entries) and about 36 opcodes for a 4-dim one.
 """
@@ -59,18 +64,22 @@ class PickleCount:
     opcodes: int
     stopped: bool
     refused: str | None = None
+    depth: int = 0  # the deepest nesting of containers met (a lower bound where the scan stopped)
 
 
 def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: int | None = None,
-                 most_hashed: int | None = None) -> PickleCount:
+                 most_hashed: int | None = None, most_depth: int | None = None) -> PickleCount:
     """What ``data`` would build, counted up to one past ``most_objects``, ``most_opcodes``, ``most_calls`` or
-    ``most_hashed`` (the last two default to ``most_objects``; the scan stops at the first bound passed: time
-    linear in what is allowed, not in the pickle)."""
+    ``most_hashed`` (the last two default to ``most_objects``), or ``most_depth`` levels of nested containers
+    (default: no bound); the scan stops at the first bound passed: time linear in what is allowed, not in the
+    pickle."""
     most_calls = most_objects if most_calls is None else most_calls
     most_hashed = most_objects if most_hashed is None else most_hashed
-    objects = calls = hashed = opcodes = 0
+    objects = calls = hashed = opcodes = deepest = 0
     stack = bytearray()  # the kind of each value the unpickler would hold
+    depths: list[int] = []  # how deep each of those values nests containers (0: not a container)
     memo_kinds: dict[int, int] = {}  # memo slots that hold a value of a kind other than _OTHER
+    memo_depths: dict[int, int] = {}  # memo slots that hold a container
     try:
         for op, arg, _ in pickletools.genops(data):
             opcodes += 1
@@ -80,47 +89,67 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                     and stack[-1] != _EMPTY_TUPLE:
                 refused = "an OrderedDict built from items by its call"
             if refused:
-                return PickleCount(objects, calls, hashed, opcodes, False, refused)
+                return PickleCount(objects, calls, hashed, opcodes, False, refused, deepest)
+            depth = 0  # how deep the value(s) this opcode leaves on the stack nest containers
             if name == "MARK":
                 stack.append(_MARK)
+                depths.append(0)
                 objects += 1
             elif name in _MEMO_GETS:
                 stack.append(memo_kinds.get(arg, _OTHER))
+                depths.append(depth := memo_depths.get(arg, 0))
             elif name in _MEMO_PUTS:
                 kind = stack[-1] if stack else _OTHER
                 if kind == _OTHER:
                     memo_kinds.pop(arg, None)
                 else:
                     memo_kinds[arg] = kind
+                if depths and depths[-1]:
+                    memo_depths[arg] = depths[-1]
+                else:
+                    memo_depths.pop(arg, None)
                 objects += 1
             elif name == "MEMOIZE":
                 break  # protocol 4's: torch's weights-only unpickler stops at it, so nothing after it is built
             elif name == "DUP":
                 stack.append(stack[-1] if stack else _OTHER)
+                depths.append(depths[-1] if depths else 0)
             elif pickletools.markobject in op.stack_before:
                 mark = stack.rfind(_MARK)
                 if mark < 0:
                     break  # the unpickler fails here (no mark to pop): it builds nothing more
                 items = stack[mark + 1:]
-                del stack[mark:]
+                inner = max(depths[mark + 1:], default=0)
+                del stack[mark:], depths[mark:]
                 if name in _KEYS_SINCE_MARK:
                     hashed += sum(kind != _STR for kind in items[0::2])
                 calls += name in _CALLS  # OBJ, INST
                 objects += (len(items) if name in _ITEMS_SINCE_MARK else int(name in _CALLS)) + (name in _CONTAINERS)
                 below = op.stack_before.index(pickletools.markobject)  # the operands under the mark (APPENDS' list)
-                del stack[max(len(stack) - below, 0):]
+                depth = max([inner + 1, *depths[max(len(depths) - below, 0):]])  # the items, one level in
+                del stack[max(len(stack) - below, 0):], depths[max(len(depths) - below, 0):]
                 stack.extend(bytes(len(op.stack_after)))
+                depths.extend([depth] * len(op.stack_after))
             else:
                 if name == "SETITEM" and len(stack) >= 2 and stack[-2] != _STR:
                     hashed += 1
                 calls += name in _CALLS
                 objects += name in _CALLS or name in _ONE_ITEM or name in _CONTAINERS
-                del stack[max(len(stack) - len(op.stack_before), 0):]
+                taken = max(len(depths) - len(op.stack_before), 0)
+                operands = depths[taken:]
+                if name in _ONE_ITEM or name == "BUILD":  # the container (or object) below, the rest put into it
+                    depth = max([*operands[:1], *(d + 1 for d in operands[1:])])
+                else:  # a container made of its operands (TUPLE1-3, EMPTY_*) is one level deeper than them
+                    depth = max(operands, default=0) + (name in _CONTAINERS)
+                del stack[max(len(stack) - len(op.stack_before), 0):], depths[taken:]
                 kind = _STR if name in _STRINGS else _EMPTY_TUPLE if name == "EMPTY_TUPLE" else \
                     _ORDERED_DICT if name == "GLOBAL" and arg in _ORDERED_DICT_GLOBALS else _OTHER
                 stack.extend(bytes([kind]) * len(op.stack_after))
-            if objects > most_objects or opcodes > most_opcodes or calls > most_calls or hashed > most_hashed:
-                return PickleCount(objects, calls, hashed, opcodes, True)
+                depths.extend([depth] * len(op.stack_after))
+            deepest = max(deepest, depth)
+            if (objects > most_objects or opcodes > most_opcodes or calls > most_calls or hashed > most_hashed
+                    or (most_depth is not None and deepest > most_depth)):
+                return PickleCount(objects, calls, hashed, opcodes, True, None, deepest)
     except ValueError:  # not a pickle from here on: the unpickler stops here too, having built what was counted
         pass
-    return PickleCount(objects, calls, hashed, opcodes, False)
+    return PickleCount(objects, calls, hashed, opcodes, False, None, deepest)

@@ -82,6 +82,37 @@ def test_another_value_positional_or_keyword_is_refused_with_one_message(scaled,
     assert "leave" not in str(caught.value)  # leaving it out is refused too: not offered as a fix
 
 
+def _nested(levels: int):
+    value = 3.0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("value", ["a 1 MB string", "a list of a million numbers", "a list nested 100,000 deep",
+                                   "an object whose repr raises"])
+def test_a_refused_value_is_quoted_briefly_whatever_it_holds(scaled, scaled_default, value):
+    """Review 10: the message quoted the call's value whole (repr): 1 MB of text for a 1 MB string, and a raw
+    RecursionError for a list nested 100,000 deep. It is quoted with reprlib's bounds now, in both messages."""
+    class Unprintable:
+        def __repr__(self):
+            raise ValueError("no repr")
+
+    given = {"a 1 MB string": "s" * 1_000_000, "a list of a million numbers": list(range(1_000_000)),
+             "a list nested 100,000 deep": _nested(100_000), "an object whose repr raises": Unprintable()}[value]
+    calls = [(lambda: scaled_default(x(), use_relu=given), r"argument 'use_relu' is .{1,120}, but the program was "
+                                                            r"exported with use_relu's default")]
+    if not isinstance(given, list):  # (a list at a constant's leaf is a structure the program does not take)
+        calls.append((lambda: scaled(x(), scale=given, use_relu=True), r"argument 'scale' is .{1,120}, but the "
+                                                                       r"program was exported with 2.0 there"))
+    for call, message in calls:
+        with pytest.raises(InputError, match=message) as caught:
+            call()
+        assert len(str(caught.value)) < 600, str(caught.value)[:300]
+    t = x()
+    torch.testing.assert_close(scaled(t, scale=2.0, use_relu=True), EAGER(t, 2.0, True))  # still usable
+
+
 def test_program_and_inspect_show_the_arguments_fixed_at_lowering(scaled, scaled_pt2):
     from aotcuda.cli import main
 

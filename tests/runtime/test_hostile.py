@@ -9,6 +9,7 @@ extra package is compiled, from a transposed example input, to check the layout 
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import textwrap
@@ -68,7 +69,49 @@ BAD_CALLS = {
     "above the range": (lambda p: p(torch.randn(65, 4)), r"dim 0 is 65, outside the exported range \[2, 64\]"),
     "zero rows": (lambda p: p(torch.randn(0, 4)), r"dim 0 is 0, outside the exported range \[2, 64\]"),
     "zero in a static dim": (lambda p: p(torch.randn(3, 0)), r"dim 1 is 0, but the program was exported with size 4"),
+    # (review 10) each raised a raw RecursionError from pytree's flattening of the call
+    "a list that holds itself": (lambda p: p(_holding_itself()), r"nest deeper than Python's recursion limit.*a list "
+                                 r"that holds itself.*call it as the exported module was called"),
+    "100,000 nested lists": (lambda p: p(_nested(100_000)), r"nest deeper than Python's recursion limit"),
+    "a keyword of 5,000 nested dicts": (lambda p: p(x=_nested(5_000, lambda inner: {"x": inner})),
+                                        r"nest deeper than Python's recursion limit"),
 }
+
+
+NAMES = {  # (review 10) each message listed every name whole: 10.9 MB, 10 MB, 10.9 MB, 10 MB
+    "a million unknown keywords": (lambda p: p(torch.randn(3, 4), **{f"k{i}": 1 for i in range(1_000_000)}),
+                                   r"keyword arguments \['k0', 'k1', 'k10', 'k100', 'k1000', \.\.\. \(999,995 more\)\] "
+                                   r"do not match"),
+    "a keyword of 10 MB": (lambda p: p(torch.randn(3, 4), **{"k" * 10_000_000: 1}),
+                           r"keyword arguments \['kkk+\.\.\.k+'\] do not match"),
+    "a dict of a million keys": (lambda p: p({f"k{i}": torch.randn(3, 4) for i in range(1_000_000)}),
+                                 r"input 'x' \(#0\) is a dict with keys \['k0', 'k1', 'k2', 'k3', 'k4', \.\.\. "
+                                 r"\(999,995 more\)\], expected a tensor"),
+    "a dict key of 10 MB": (lambda p: p({"k" * 10_000_000: torch.randn(3, 4)}),
+                            r"input 'x' \(#0\) is a dict with keys \['kkk+\.\.\.k+'\], expected a tensor"),
+}
+
+
+@pytest.mark.parametrize("case", list(NAMES))
+def test_the_names_a_call_passes_are_quoted_briefly(twice, case):
+    call, message = NAMES[case]
+    with pytest.raises(InputError, match=message) as caught:
+        call(twice)
+    assert len(str(caught.value)) < 400, f"{len(str(caught.value))} characters"
+    assert_next_call_is_right(twice)
+
+
+def _holding_itself() -> list:
+    looped = [torch.randn(3, 4)]
+    looped.append(looped)
+    return looped
+
+
+def _nested(levels: int, wrap=lambda inner: [inner]):
+    value = torch.randn(3, 4)
+    for _ in range(levels):
+        value = wrap(value)
+    return value
 
 
 @pytest.mark.parametrize("case", list(BAD_CALLS))
@@ -214,6 +257,73 @@ def test_unusual_but_writable_caller_outputs_get_the_results(twice):
     assert_like_eager(got, x)
 
 
+# Tensors without memory the generated code can read through their data pointer: wrappers and subclasses
+# whose storage is none, invalid or on meta, and storages resized below their elements. Each ran (through the
+# accepted-signature fast path too: a valid call of the same shape comes first) and the child died of SIGSEGV,
+# so they run in a child process: a regression fails the test instead of killing the session.
+NO_PLAIN_MEMORY = textwrap.dedent("""
+    import sys, torch
+    from runtime_programs import Twice
+    from aotcuda import load
+    from aotcuda.errors import InputError, OutputError, RuntimeCallError
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    def shrunk(nbytes):
+        x = torch.randn(5, 4)
+        x.untyped_storage().resize_(nbytes)
+        return x
+
+    def offset_past_a_shrunk_storage():
+        x = torch.randn(7, 4)
+        view = x[2:]
+        x.untyped_storage().resize_(16)
+        return view
+
+    program = load(sys.argv[1])
+    with FakeTensorMode():
+        fake = torch.empty(5, 4)
+    cases = {
+        "FakeTensor": lambda: program(fake),
+        "functional tensor": lambda: program(torch._to_functional_tensor(torch.randn(5, 4))),
+        "TwoTensor (a wrapper subclass, as DTensor)": lambda: program(TwoTensor(torch.randn(5, 4), torch.randn(5, 4))),
+        "inside torch.func.grad": lambda: torch.func.grad(lambda x: program(x)[1].sum())(torch.randn(5, 4)),
+        "inside torch.vmap": lambda: torch.vmap(lambda x: program(x)[1])(torch.randn(3, 5, 4)),
+        "storage resized to 0": lambda: program(shrunk(0)),
+        "storage resized to 16 bytes": lambda: program(shrunk(16)),
+        "a view past a shrunk storage": lambda: program(offset_past_a_shrunk_storage()),
+        "output buffer: FakeTensor": lambda: program.execute([torch.randn(5, 4)], [fake, torch.empty(5, 4), torch.empty(5, 4)]),
+        "output buffer: storage resized to 0": lambda: program.execute([torch.randn(5, 4)], [torch.empty(5, 4), shrunk(0), torch.empty(5, 4)]),
+    }
+    for name, call in cases.items():
+        program(torch.randn(5, 4))  # the shape is accepted: the fast path is the one the case meets
+        print("case", name, flush=True)
+        try:
+            call()
+            print("ran", flush=True)
+        except (InputError, OutputError, RuntimeCallError) as exc:
+            print("refused", type(exc).__name__, str(exc).replace("\\n", " "), flush=True)
+        x = torch.randn(5, 4)
+        right = all(torch.allclose(g, w) for g, w in zip(program(x), Twice()(x)))
+        print("next call", "right" if right else "WRONG", flush=True)
+""")
+
+
+def test_a_tensor_without_plain_memory_is_refused_not_read_through_its_pointer(twice_pt2):
+    done = subprocess.run([sys.executable, "-c", NO_PLAIN_MEMORY, twice_pt2], capture_output=True, text=True,
+                          timeout=300, cwd=os.path.dirname(__file__))
+    assert done.returncode == 0, f"the child died (code {done.returncode}) after:\n{done.stdout[-1500:]}"
+    cases = done.stdout.split("case ")[1:]
+    assert len(cases) == 10, done.stdout
+    for case in cases:
+        name, result, after = case.strip().split("\n")[:3]
+        kind = "OutputError" if name.startswith("output buffer") else "InputError"
+        assert result.startswith(f"refused {kind}"), f"{name}: {result}"
+        assert re.search(r"(without memory of its own|whose memory is on meta|spans \d+ bytes of its storage, which "
+                         r"holds \d+).*plain memory: pass a plain tensor", result), f"{name}: {result}"
+        assert after == "next call right", f"{name}: {after}"
+
+
 # --- damaged packages -------------------------------------------------------------------------------------
 
 
@@ -290,6 +400,17 @@ DAMAGED = {
     ".so without its model, no library digest": (
         lambda src, t: rewrite_package(src, t, without_digest(edit_entry(".so", lambda d: _empty_elf()))),
         r"is not an AOTInductor model: it does not export AOTInductorModelContainerCreateWithDevice.*lower the model again"),
+    # ELF headers that point past the file or hold entries too small to read (review 10: raw ValueError,
+    # OSError and struct.error from the truncation check, before dlopen)
+    "ELF program headers at offset 2**64 - 1, no library digest": (
+        lambda src, t: rewrite_package(src, t, without_digest(edit_entry(".so", lambda d: _elf_patch(d, 0x20, "<Q", 2**64 - 1)))),
+        r"the model library .* is truncated: it has \d+ bytes, its ELF headers need \d+"),
+    "ELF program headers at offset 2**62, no library digest": (
+        lambda src, t: rewrite_package(src, t, without_digest(edit_entry(".so", lambda d: _elf_patch(d, 0x20, "<Q", 2**62)))),
+        r"the model library .* is truncated: it has \d+ bytes, its ELF headers need \d+"),
+    "ELF program headers of 1 byte, no library digest": (
+        lambda src, t: rewrite_package(src, t, without_digest(edit_entry(".so", lambda d: _elf_patch(d, 0x36, "<H", 1)))),
+        r"the model library .* has damaged ELF headers \(its program headers are 1 bytes each, fewer than the 40"),
     "metadata not JSON": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"{no")),
                           r"metadata .*wrapper_metadata.json is not valid JSON"),
     "metadata a list": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"[1]")),
@@ -320,6 +441,12 @@ def file_over_folder(source, target):
         archive.writestr(f"{folder}/extra", b"a file")
         archive.writestr(f"{folder}/extra/x", b"a file in a folder of that name")
     return target
+
+
+def _elf_patch(data: bytes, offset: int, form: str, value: int) -> bytes:
+    patched = bytearray(data)
+    struct.pack_into(form, patched, offset, value)
+    return bytes(patched)
 
 
 def _empty_elf() -> bytes:
@@ -431,6 +558,45 @@ def test_package_built_for_cuda_is_refused_on_the_cpu(twice_pt2, tmp_path):
     path = rewrite_package(twice_pt2, tmp_path / "cuda.pt2", with_metadata(AOTI_DEVICE_KEY="cuda"))
     with pytest.raises(PackageError, match=r"built for cuda and cannot run on cpu; load it with device='cuda'"):
         load(path, device="cpu")
+
+
+# What torch.cpu's probes find on an AVX2 machine (a Zen 3 server, most laptops) and on an AVX-512 one without AMX
+# (this CI machine's AMD EPYC): a package lowered on a Sapphire Rapids host records AMX_TILE and is compiled with
+# -mamx-tile (and -march=native), one lowered here records AVX512 AVX512_VNNI and is compiled with -mavx512f.
+AVX2_MACHINE = frozenset({"AVX2"})
+AVX512_MACHINE = frozenset({"AVX2", "AVX512", "AVX512_VNNI"})
+CPU_CASES = {  # package's AOTI_CPU_ISA, the machine's ISA, what is named missing (None: it loads)
+    "AVX-512 package on an AVX2 machine": ("AVX512", AVX2_MACHINE, "AVX512"),
+    "AVX-512 VNNI package on an AVX2 machine": ("AVX512 AVX512_VNNI", AVX2_MACHINE, "AVX512, AVX512_VNNI"),
+    "AMX package on an AVX-512 machine": ("AVX512 AVX512_VNNI AMX_TILE", AVX512_MACHINE, "AMX_TILE"),
+    "AVX-512 package on an AVX-512 machine": ("AVX512 AVX512_VNNI", AVX512_MACHINE, None),
+    "AVX2 package on an AVX2 machine": ("AVX2", AVX2_MACHINE, None),
+    "no vector ISA": ("INVALID_VEC_ISA", frozenset(), None),
+}
+
+
+@pytest.mark.parametrize("case", list(CPU_CASES))
+def test_a_package_compiled_for_instructions_this_cpu_lacks_is_refused_before_it_runs(twice_pt2, tmp_path,
+                                                                                      monkeypatch, case):
+    """Inductor compiles a package's C++ with its vector ISA's -m flags and -march=native: on a CPU without
+    those instructions the library loads and its first vectorized kernel ends the process with SIGILL. The
+    metadata records the ISA (AOTI_CPU_ISA); load compares it with torch.cpu's probes of this CPU (review 10: never
+    read). This machine runs what it lowered: the genuine package loads unpatched."""
+    from aotcuda.runtime import devices
+
+    with load(twice_pt2) as program:
+        assert_next_call_is_right(program)
+    isa, flags, missing = CPU_CASES[case]
+    monkeypatch.setattr(devices, "cpu_isa", lambda: flags, raising=False)
+    path = rewrite_package(twice_pt2, tmp_path / "isa.pt2", with_metadata(AOTI_CPU_ISA=isa))
+    if missing is None:
+        with load(path) as program:  # (this machine runs the code whatever its metadata claims)
+            assert_next_call_is_right(program)
+        return
+    with pytest.raises(PackageError, match=rf"isa.pt2' was compiled for a CPU with '{isa}' \(AOTI_CPU_ISA in its "
+                                           rf"metadata\), and this CPU lacks {missing}: its code would stop the "
+                                           r"process with an illegal instruction \(SIGILL\). Lower the model again"):
+        load(path)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
@@ -649,6 +815,50 @@ def test_a_weights_blob_of_another_size_is_refused_not_read_past_its_end(blob_pt
     with pytest.raises(PackageError, match=r"weights file .*\.blob has \d+ bytes, but the model's constants take "
                                            r"16640: it was (cut short|made for another model)"):
         load(damaged)
+
+
+WEIGHTS_NEVER_LOADED = textwrap.dedent("""
+    import sys, torch
+    from aotcuda import PackageError, load
+    try:
+        program = load(sys.argv[1])
+        print("loaded", flush=True)
+        program(torch.randn(3, 64))
+        print("ran", flush=True)
+    except PackageError as exc:
+        print("refused:", exc)
+""")
+
+
+@pytest.fixture(scope="module")
+def pickle_weights_pt2(tmp_path_factory):
+    """The Linear(64, 64) package as torch writes it with package_constants_in_so=False and its default on-disk
+    format, pickle_weights: the weights in data/weights/, one pickled tensor each, which aotcuda does not read."""
+    torch.manual_seed(0)
+    return build_package(torch.nn.Linear(64, 64).eval(), (torch.randn(3, 64),),
+                         tmp_path_factory.mktemp("pickle_weights") / "weights.pt2",
+                         inductor_configs={"aot_inductor.package_constants_in_so": False,
+                                           "aot_inductor.package_constants_on_disk_format": "pickle_weights"})
+
+
+@pytest.mark.parametrize("case", ["weights in data/weights (pickle_weights)", "a binary_blob package without its .blob"])
+def test_a_model_whose_weights_were_never_loaded_is_refused_not_run(pickle_weights_pt2, blob_pt2, tmp_path, case):
+    """Review 10: a model lowered with package_constants_in_so=False holds an empty constants blob in its library
+    (1 byte) and reads its weights from what the loader gives it. torch's own format for those (pickle_weights,
+    data/weights/) and a binary_blob package whose .blob is gone loaded, and the first call died of SIGSEGV,
+    reading weights through null pointers (the library holds 1 byte of constants, or 8: the external blob's size
+    header). Run in a child process: a regression fails the test, not the session."""
+    if case.startswith("weights"):
+        path = pickle_weights_pt2
+        assert any("/data/weights/" in name for name in zipfile.ZipFile(path).namelist())
+    else:
+        path = rewrite_package(blob_pt2[0], tmp_path / "no_blob.pt2", lambda name, data: None if name.endswith(".blob") else data)
+    done = subprocess.run([sys.executable, "-c", WEIGHTS_NEVER_LOADED, str(path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"the child died (code {done.returncode}) after: {done.stdout[-500:]}"
+    assert re.search(r"refused: '.*\.pt2': its model keeps its weights outside its library \(16640 bytes of "
+                     r"constants; the library holds [18]\), and the package gives none that aotcuda loads.*nothing was "
+                     r"run. Lower the model again", done.stdout), done.stdout
 
 
 def test_a_refusal_lists_a_few_of_many_model_folders(twice_pt2, tmp_path):

@@ -377,3 +377,37 @@ def test_a_real_signature_is_far_inside_the_counts(twice_pt2):
     assert len(data) < 4096  # against AOTCUDA_MAX_SIGNATURE_BYTES, 1 MiB
     check_signature_counts(json.loads(data), name, "twice.pt2")
     assert data.count(b'"expr"') * 100 < MAX_SIGNATURE_EXPRESSION_CHARS
+
+
+# An "expr" that is not a string reached the runtime's expression cache (functools.lru_cache) before the
+# grammar's type test: a JSON array or object there raised a raw "TypeError: unhashable type: 'list'" from
+# load and serve's check (review 10).
+NOT_STRINGS = {"an array": [], "an object": {"a": 1}, "a number": 5, "null": None}
+WHERE = {
+    "a dim": lambda signature, expr: signature["inputs"][0]["shape"][0].update(expr=expr),
+    "a stride": lambda signature, expr: signature["inputs"][0].update(
+        strides=[{"expr": expr, "min": 4, "max": 256}, 1]),
+    "an index range": lambda signature, expr: signature["inputs"][0].update(
+        dtype="int64", index_ranges=[{"min": 0, "max": {"expr": expr, "min": 0, "max": 63}}]),
+}
+
+
+@pytest.mark.parametrize("where", list(WHERE))
+@pytest.mark.parametrize("value", list(NOT_STRINGS))
+def test_an_expr_that_is_not_a_string_is_a_package_error_everywhere(twice_pt2, tmp_path, where, value):
+    from aotcuda.serving.server import ServeOptions, check_package
+
+    def edit(signature):
+        WHERE[where](signature, NOT_STRINGS[value])
+        return signature
+
+    path = _edited_signature(twice_pt2, tmp_path / "hostile.pt2", edit)
+    with pytest.raises(PackageError, match=r"hostile\.pt2.*(is not a shape expression|not a string)"):
+        load(path)
+    with pytest.raises(PackageError, match=r"hostile\.pt2.*(is not a shape expression|not a string)"):
+        check_package(path, ServeOptions())
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert isinstance(result.exception, SystemExit) or result.exception is None, repr(result.exception)
+    assert "Traceback" not in result.output and "TypeError" not in result.output, result.output
+    with pytest.raises(ValueError):
+        shape_expression(NOT_STRINGS[value])

@@ -66,8 +66,14 @@ class AcceptedSignatures:
                             or not (tensor.is_cpu if on_cpu else tensor.device == device)
                             or not tensor.is_contiguous() or tensor.is_neg() or (is_complex and tensor.is_conj())):
                         return None
+            for tensor in tensors:  # its elements in memory of its own (no wrapper, FakeTensor or shrunk storage),
+                storage = tensor.untyped_storage()  # else the full checks say what is wrong (checks.memory_fault);
+                base = storage.data_ptr()  # a contiguous tensor ends nbytes past its pointer (signed: checked above)
+                if (not base or tensor.data_ptr() + tensor.nbytes > base + storage.nbytes()
+                        or (self._dtypes is None and not tensor.is_contiguous())):
+                    return None
             return self._entries.get(tuple([tensor.shape for tensor in tensors]))
-        except (AttributeError, TypeError, RuntimeError):
+        except (AttributeError, TypeError, RuntimeError, NotImplementedError):
             return None
 
     def remember(self, tensors: list, prepared: list, bindings: dict[str, int]) -> None:

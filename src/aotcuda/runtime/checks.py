@@ -17,7 +17,7 @@ import functools
 
 import torch
 
-from aotcuda.errors import Advice, InputError, OutputError
+from aotcuda.errors import Advice, InputError, OutputError, clipped
 from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, evaluate_expression, shape_expression
 from aotcuda.runtime.specs import DimSpec, TensorSpec, specs_from_signature, under_dim_names  # noqa: F401 - re-exported
 
@@ -181,6 +181,37 @@ def _check_tensor_on_device(value, device: torch.device, label: str, error: type
                     "pass a dense one, e.g. tensor.to_dense()")
     if value.device != device:
         raise error(f"{label} is on {value.device}, but the program runs on {device}; {fix}")
+    fault = memory_fault(value)
+    if fault is not None:
+        raise error(f"{label} {fault}; the program reads and writes its tensors as plain memory: pass a plain tensor "
+                    "holding the values (a DTensor's .full_tensor()), and call the program outside torch.func "
+                    "transforms and FakeTensorMode")
+
+
+def memory_fault(tensor: torch.Tensor) -> str | None:
+    """Why the generated code cannot use the tensor's elements as plain memory through its data pointer, or None.
+
+    A tensor subclass or wrapper (FakeTensor, DTensor, a functional tensor, the tensors inside torch.func's
+    grad and vmap) has no storage of its elements, or one on meta, and a storage resized below its elements
+    (``tensor.untyped_storage().resize_(0)``) holds fewer bytes than the tensor spans: the generated code
+    would read or write through a null or short pointer (a segmentation fault, or other memory).
+    """
+    try:
+        storage = tensor.untyped_storage()
+        address, held = storage.data_ptr(), storage.nbytes()  # a wrapper's "invalid python storage" raises here
+    except (RuntimeError, NotImplementedError) as exc:  # or here: "Cannot access storage of TensorWrapper"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (f"is a {type(tensor).__name__} without memory of its own (a tensor subclass or wrapper: "
+                f"{clipped(first, 100)})")
+    if storage.device != tensor.device:
+        return f"is a {type(tensor).__name__} whose memory is on {storage.device}, not {tensor.device}"
+    if tensor.numel() == 0:
+        return None
+    span = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    need = (tensor.storage_offset() + span + 1) * tensor.element_size()
+    if not address or held < need:
+        return f"spans {need} bytes of its storage, which holds {held} (a storage resized below its elements)"
+    return None
 
 
 def _in_exported_layout(tensor: torch.Tensor, spec: TensorSpec | None, bindings: dict[str, int],

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aotcuda.errors import InputError, PackageError, clipped
+from aotcuda.errors import InputError, PackageError, clipped, quoted
 from aotcuda.package_format import plain_value
 from aotcuda.runtime.keywords import _args_and_kwargs_specs, _children, leaf_names
 
@@ -136,7 +136,7 @@ class ConstantArguments:
             may_leave_out = (self.parameters is None and constant.parameter and constant.position is None) or (
                 parameter is not None and same_value(constant.value, parameter.default))
             fix = f"pass {_assignment(constant)}" + (" or leave it out" if may_leave_out else "")
-            raise InputError(f"argument {constant.name!r} is {given!r}, but the program was exported with "
+            raise InputError(f"argument {constant.name!r} is {quoted(given)}, but the program was exported with "
                              f"{constant.value!r} there and computes with that value whatever is passed; {fix}, "
                              "or lower the model again with the value you need")
 
@@ -170,9 +170,9 @@ class ConstantArguments:
                 continue  # forward needs it, yet the program does not take it: bind_keywords refuses it
             default = "" if parameter.default is _NO_DEFAULT else f" {parameter.default!r}"
             leave = f"leave it out (or pass{default})" if default else "leave it out"
-            raise InputError(f"argument {key!r} is {value!r}, but the program was exported with {key}'s default"
+            raise InputError(f"argument {key!r} is {quoted(value)}, but the program was exported with {key}'s default"
                              f"{default} (the example call left it out) and computes with that value whatever is "
-                             f"passed; {leave}, or lower the model again with {key}={value!r} in kwargs")
+                             f"passed; {leave}, or lower the model again with {key}={quoted(value)} in kwargs")
 
 
 def _left_out_message(refused: list[tuple[ConstantInput, Parameter | None]]) -> str:

@@ -89,6 +89,9 @@ def _open_and_declare(so_path: str) -> ctypes.CDLL:
     return lib
 
 
+_MMAP_SELF_HEADER = 16  # AOTI's constants blob where the weights are appended to the library file: (size, magic)
+
+
 class ModelContainer:
     """One ``AOTInductorModelContainer`` made from a generated .so.
 
@@ -195,6 +198,29 @@ class ModelContainer:
         self._blob = data  # the container may keep pointers into it
         self._check(self._lib.AOTInductorModelUpdateConstantsFromBlob(self._live(), data),
                     f"loading the weights from {os.path.basename(blob_path)}", PackageError)
+
+    def check_weights_in_library(self, package_path: str) -> None:
+        """PackageError when the model keeps its weights outside its library and none were loaded (no ``.blob``):
+        a package lowered with torch's ``package_constants_in_so=False`` keeps them in ``data/weights/`` (the
+        ``pickle_weights`` format, which aotcuda does not read) or in a ``.blob`` that may be missing; its
+        library then holds an empty constants blob, and the first run read the weights through null pointers
+        (SIGSEGV). The library's ``_binary_constants_bin_start/end`` span the weights it holds, or 16 bytes
+        where they are appended to its file (AOTI's mmap of itself, for weights over 2 GB)."""
+        needed = self.blob_bytes()
+        try:
+            held = (ctypes.addressof(ctypes.c_uint8.in_dll(self._lib, "_binary_constants_bin_end"))
+                    - ctypes.addressof(ctypes.c_uint8.in_dll(self._lib, "_binary_constants_bin_start")))
+        except ValueError:  # a library without the symbols: nothing to compare
+            return
+        if not needed or held >= needed or held == _MMAP_SELF_HEADER:
+            return
+        raise PackageError(f"{package_path!r}: its model keeps its weights outside its library ({needed} bytes of "
+                           f"constants; the library holds {held}), and the package gives none that aotcuda loads: it "
+                           "was lowered with torch's package_constants_in_so=False, and keeps them in data/weights/ "
+                           "(the pickle_weights format, which aotcuda does not read), or its .blob file is missing. "
+                           "Running it would read weights that were never loaded; nothing was run. Lower the model "
+                           "again with aotcuda.lower (weights inside the library), or with "
+                           "package_constants_on_disk_format='binary_blob'")
 
     def blob_bytes(self) -> int | None:
         """The bytes the model reads from a weights blob: the data of its constants that are not folded, one

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import platform
 
 import torch
 
-from aotcuda.errors import Advice, PackageError
+from aotcuda.errors import Advice, PackageError, clipped
 from aotcuda.runtime.package import ExtractedPackage
 
 __all__ = ["resolve_device"]
 
 _DEVICE_TYPES = ("cpu", "cuda")  # what the runtime drives (streams, CUDA graphs, handles)
+
+# The vector instruction sets Inductor compiles a package's C++ for (its metadata's AOTI_CPU_ISA: the upper-cased
+# str() of torch._inductor.cpu_vec_isa.pick_vec_isa() on the machine that lowered it, one token each, with that ISA's
+# -m flags), and torch's probe of this CPU for each: the ones Inductor's own x86_isa_checker picks the ISA by
+# (cpuid through cpuinfo, not /proc/cpuinfo, which a sandbox may show otherwise).
+_ISA_PROBES = {
+    "AVX2": ("_is_avx2_supported",),
+    "AVX512": ("_is_avx512_supported",),
+    "AVX512_VNNI": ("_is_avx512_supported", "_is_vnni_supported"),
+    "AMX_TILE": ("_is_amx_tile_supported",),
+}
 
 
 def resolve_device(package: ExtractedPackage, device) -> torch.device:
@@ -28,6 +41,7 @@ def resolve_device(package: ExtractedPackage, device) -> torch.device:
     if package_type not in _DEVICE_TYPES:
         raise PackageError(f"{package.path!r} was built for {package_type!r}; aotcuda runs packages built for "
                            f"{' or '.join(_DEVICE_TYPES)}: lower the model again with one of those devices")
+    check_cpu_isa(package)
     try:
         wanted = torch.device(device) if device is not None else torch.device(package_type)
     except (RuntimeError, TypeError) as exc:
@@ -50,3 +64,33 @@ def resolve_device(package: ExtractedPackage, device) -> torch.device:
                                f"{'' if count == 1 else f' to cuda:{count - 1}'}"
                                f"{'' if visible is None else f'; CUDA_VISIBLE_DEVICES={visible!r}'}); pass one of those")
     return wanted
+
+
+def check_cpu_isa(package: ExtractedPackage) -> None:
+    """PackageError when the package's code was compiled for vector instructions this CPU lacks (its metadata's
+    AOTI_CPU_ISA): the library loads, and its first kernel that uses one ends the process with SIGILL (an
+    AVX-512 package on an AVX2 machine; AMX_TILE, which Inductor picks on Sapphire Rapids hosts, on one
+    without AMX). Tokens torch does not probe here (another architecture's, whose library dlopen refuses) are
+    not compared."""
+    isa = package.metadata.get("AOTI_CPU_ISA")
+    supported = cpu_isa()
+    if not isinstance(isa, str) or supported is None:
+        return
+    missing = [token for token in isa.split() if token in _ISA_PROBES and token not in supported]
+    if missing:
+        raise PackageError(f"{package.path!r} was compiled for a CPU with {clipped(repr(isa), 80)} (AOTI_CPU_ISA in its "
+                           "metadata), and "
+                           f"this CPU lacks {', '.join(missing)}: its code would stop the process with an illegal "
+                           "instruction (SIGILL). Lower the model again on a machine with this CPU's instruction "
+                           "set (the machine that runs it, or one of its kind)")
+
+
+@functools.cache
+def cpu_isa() -> frozenset[str] | None:
+    """The AOTI_CPU_ISA tokens this CPU runs (torch.cpu's probes), or None off x86 or where torch lacks them."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    probes = {name: getattr(torch.cpu, name, None) for names in _ISA_PROBES.values() for name in names}
+    if None in probes.values():
+        return None
+    return frozenset(token for token, names in _ISA_PROBES.items() if all(probes[name]() for name in names))

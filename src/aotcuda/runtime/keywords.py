@@ -13,7 +13,7 @@ printing two TreeSpecs.
 
 from __future__ import annotations
 
-from aotcuda.errors import InputError
+from aotcuda.errors import InputError, names_quoted
 
 _MISSING = object()
 
@@ -87,7 +87,7 @@ def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None],
     if unknown:
         buffers = ("; caller-provided output buffers go to program.execute(inputs, outputs=[...])"
                    if "outputs" in unknown or "out" in unknown else "")
-        raise InputError(f"keyword arguments {unknown} do not match the exported module's: the program takes "
+        raise InputError(f"keyword arguments {names_quoted(unknown)} do not match the exported module's: the program takes "
                          f"{takes}; call it as the exported module was called{buffers}{unknown_hint}")
     absent = [i for i, value in enumerate(slots) if value is _MISSING]
     if absent:
@@ -184,5 +184,5 @@ def _describe(spec) -> str:
         return "a tensor"
     kind = getattr(spec.type, "__name__", str(spec.type))
     if spec.type is dict:
-        return f"a dict with keys {list(spec.context)}"
+        return f"a dict with keys {names_quoted(spec.context)}"
     return f"a {kind} of {spec.num_children}"

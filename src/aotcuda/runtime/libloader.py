@@ -73,8 +73,13 @@ def elf_bytes_needed(path: str) -> int | None:
             entry = order + "IIIIII"  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz
             offset_field, size_field = 1, 4
         needed = max(phoff + phnum * phentsize, shoff + shnum * shentsize if shoff else 0)
+        if needed > os.fstat(f.fileno()).st_size:
+            return needed  # a table past the end (an offset of 2**64 - 1 is not even a position seek takes)
+        if phnum and phentsize < struct.calcsize(entry):
+            raise ValueError(f"its program headers are {phentsize} bytes each, fewer than the "
+                             f"{struct.calcsize(entry)} an entry of its class needs")
         f.seek(phoff)
-        table = f.read(phnum * phentsize)
+        table = f.read(phnum * phentsize)  # within the file: checked above
         for index in range(min(phnum, len(table) // max(phentsize, 1))):
             fields = struct.unpack_from(entry, table, index * phentsize)
             needed = max(needed, fields[offset_field] + fields[size_field])
@@ -82,8 +87,14 @@ def elf_bytes_needed(path: str) -> int | None:
 
 
 def check_library_complete(path: str) -> None:
-    """Raise PackageError when the library file is shorter than its own ELF headers say it is."""
-    needed = elf_bytes_needed(path)
+    """Raise PackageError when the library file is shorter than its own ELF headers say it is, or when those
+    headers cannot be read (a table past the end of the file, entries too small to hold one: a damaged or
+    hostile header raised raw ValueError, OSError and struct.error here)."""
+    try:
+        needed = elf_bytes_needed(path)
+    except ValueError as exc:
+        raise PackageError(f"the model library {path!r} has damaged ELF headers ({exc}). The package was damaged or "
+                           "altered; copy it again, or lower the model again.") from exc
     size = os.path.getsize(path)
     if needed is not None and size < needed:
         raise PackageError(

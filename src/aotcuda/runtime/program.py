@@ -210,8 +210,14 @@ class Program:
                                        expected_sha256=(package.signature or {}).get("library_sha256"))
         except LibraryDigestMismatch as mismatch:
             raise self._stale_signature(mismatch.opened) from None
-        if package.blob_path:
-            container.load_constants_blob(package.blob_path)
+        try:
+            if package.blob_path:
+                container.load_constants_blob(package.blob_path)
+            else:
+                container.check_weights_in_library(package.path)
+        except BaseException:
+            container.delete()
+            raise
         return container
 
     # --- read-only info ------------------------------------------------------------------------------
@@ -294,7 +300,12 @@ class Program:
         args, kwargs = constants.bind(args, kwargs)
         args, kwargs = bind_keywords(args, kwargs, self._in_spec, self._positional_names(),
                                      constants.unknown_keyword_hint())
-        flat, spec = pytree.tree_flatten((args, kwargs))
+        try:
+            flat, spec = pytree.tree_flatten((args, kwargs))  # recursive: one Python frame per level
+        except RecursionError:
+            raise InputError("the arguments nest deeper than Python's recursion limit lets them be read (a list that "
+                             "holds itself, or thousands of nested lists); call it as the exported module was called "
+                             "(Program.input_specs lists the tensors it takes)") from None
         if spec != self._in_spec:
             raise InputError(f"{structure_difference(spec, self._in_spec, self._positional_names())}; "
                              "call it as the exported module was called")

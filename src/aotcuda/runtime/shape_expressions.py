@@ -19,8 +19,16 @@ from aotcuda.package_format import ShapeExpressionError, parse_shape_expression
 EVALUATION_ERRORS = (ArithmeticError, AssertionError, TypeError, ValueError)
 
 
-@functools.lru_cache(maxsize=1024)
 def shape_expression(text: str):
+    """``_shape_expression`` of a string; ShapeExpressionError for anything else, before the cache hashes
+    it (a package's "expr" may be any JSON value: an array raised a raw ``TypeError: unhashable type``)."""
+    if not isinstance(text, str):
+        raise ShapeExpressionError(f"it is a {type(text).__name__}, not a string")
+    return _shape_expression(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape_expression(text: str):
     """The sympy expression of a package's shape expression (symbols are integers), built UNEVALUATED:
     every node is made with ``evaluate=False``, so reading a package's expression costs time linear in its
     text (torch's evaluating constructors run sympy's gcd and simplification, which expand: an 85-character
@@ -32,6 +40,9 @@ def shape_expression(text: str):
         return _build(tree, _constructors())
     except EVALUATION_ERRORS as exc:
         raise ShapeExpressionError(f"{text[:80]!r} cannot be built: {type(exc).__name__}: {exc}") from exc
+
+
+shape_expression.cache_clear = _shape_expression.cache_clear  # the tests time fresh reads
 
 
 def evaluate_expression(expr, values: dict):
