@@ -597,6 +597,12 @@ def test_a_package_compiled_for_instructions_this_cpu_lacks_is_refused_before_it
                                            rf"metadata\), and this CPU lacks {missing}: its code would stop the "
                                            r"process with an illegal instruction \(SIGILL\). Lower the model again"):
         load(path)
+    # a CUDA package records its lowering host's ISA too, but its host code is not built for it: not compared
+    cuda = rewrite_package(twice_pt2, tmp_path / "isa_cuda.pt2", with_metadata(AOTI_CPU_ISA=isa, AOTI_DEVICE_KEY="cuda"))
+    try:
+        load(cuda).close()
+    except PackageError as error:
+        assert "AOTI_CPU_ISA" not in str(error), error
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")

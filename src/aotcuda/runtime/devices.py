@@ -41,7 +41,8 @@ def resolve_device(package: ExtractedPackage, device) -> torch.device:
     if package_type not in _DEVICE_TYPES:
         raise PackageError(f"{package.path!r} was built for {package_type!r}; aotcuda runs packages built for "
                            f"{' or '.join(_DEVICE_TYPES)}: lower the model again with one of those devices")
-    check_cpu_isa(package)
+    if package_type == "cpu":  # a CUDA package's metadata records the ISA too, which its host code is not built for
+        check_cpu_isa(package)
     try:
         wanted = torch.device(device) if device is not None else torch.device(package_type)
     except (RuntimeError, TypeError) as exc:
@@ -71,7 +72,9 @@ def check_cpu_isa(package: ExtractedPackage) -> None:
     AOTI_CPU_ISA): the library loads, and its first kernel that uses one ends the process with SIGILL (an
     AVX-512 package on an AVX2 machine; AMX_TILE, which Inductor picks on Sapphire Rapids hosts, on one
     without AMX). Tokens torch does not probe here (another architecture's, whose library dlopen refuses) are
-    not compared."""
+    not compared. For CPU packages only: AOTInductor records the lowering host's ISA in every package's metadata
+    (codecache.get_device_information), but compiles with its -m flags only the code that needs them, a CPU
+    package's kernels; a CUDA package's host code is not, and refusing it would refuse packages that run."""
     isa = package.metadata.get("AOTI_CPU_ISA")
     supported = cpu_isa()
     if not isinstance(isa, str) or supported is None:
