@@ -40,14 +40,12 @@ def complex_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: fro
     on ``device_type``, one FallbackKernel each, named as the check after the compile names them
     ("aoti_torch_cpu_mul_Tensor"), with the user's source lines. Empty where none is certain (and on a torch
     whose Inductor lacks the functions read here)."""
-    try:
-        from torch._inductor import lowering
-        from torch._inductor.decomposition import select_decomp_table
-        from torch._library.utils import is_builtin
-        from torchgen.aoti.fallback_ops import inductor_fallback_ops
-    except ImportError:
+    tables = _inductor_tables()
+    if tables is None:
         return []
-    decomposed = select_decomp_table()
+    lowering, decomposed, shims = tables
+    from torch._library.utils import is_builtin
+
     from_inputs = _depends_on_user_inputs(ep)
     kernels: dict[str, FallbackKernel] = {}
     for node in ep.graph.nodes:
@@ -55,7 +53,7 @@ def complex_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: fro
         if (node.op != "call_function" or not isinstance(op, torch._ops.OpOverload) or not is_builtin(op)
                 or node not in from_inputs or not touches_complex(node) or op in decomposed
                 or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
-                or str(op) not in inductor_fallback_ops):
+                or str(op) not in shims):
             continue
         with warnings.catch_warnings():  # Inductor's "does not support code generation for complex operators"
             warnings.simplefilter("ignore")
@@ -67,6 +65,18 @@ def complex_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: fro
         kernel.nodes.append(node.name)
         kernel.sources.append(relative_source_line(node))
     return split_allowed(list(kernels.values()), allowed)[0]
+
+
+def _inductor_tables():
+    """(torch._inductor.lowering, Inductor's decomposition table, the ATen ops with a C shim), or None on a torch
+    without one of them (nothing is then known before compiling: the check after it says all)."""
+    try:
+        from torch._inductor import lowering
+        from torch._inductor.decomposition import select_decomp_table
+        from torchgen.aoti.fallback_ops import inductor_fallback_ops
+    except ImportError:
+        return None
+    return lowering, select_decomp_table(), inductor_fallback_ops
 
 
 def _depends_on_user_inputs(ep: ExportedProgram) -> set[torch.fx.Node]:
@@ -81,17 +91,15 @@ def _depends_on_user_inputs(ep: ExportedProgram) -> set[torch.fx.Node]:
 
 
 def random_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str]) -> list[FallbackKernel]:
-    """The kernels of ``ep``'s random ops (``fallbacks.random_nodes`` that draw numbers for certain): Inductor's seed kernel for those it
-    generates random numbers for (one kernel, every such op's nodes and lines, and whether one is a dropout: the
-    message then says to call model.eval()), and the op's own kernel for one it has no lowering for. Empty on a
-    torch whose Inductor lacks the functions read here."""
-    try:
-        from torch._inductor import lowering
-        from torch._inductor.decomposition import select_decomp_table
-        from torchgen.aoti.fallback_ops import inductor_fallback_ops
-    except ImportError:
+    """The kernels of ``ep``'s random ops that draw numbers at every call (``fallbacks.random_nodes``, then
+    ``_draws_random_numbers``): Inductor's seed kernel for those it generates random numbers for (one kernel,
+    every such op's nodes and lines, and whether one is a dropout: the message then says to call model.eval()),
+    and the op's own kernel for one it has no lowering for. Empty on a torch whose Inductor lacks the functions
+    read here."""
+    tables = _inductor_tables()
+    if tables is None:
         return []
-    decomposed = select_decomp_table()
+    lowering, decomposed, shims = tables
     kernels: dict[str, FallbackKernel] = {}
     for node in random_nodes(ep):
         op = node.target
@@ -100,7 +108,7 @@ def random_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: froz
         generated = op not in lowering.fallbacks and (op in lowering.lowerings or op in decomposed)
         if generated:
             name, packet = f"aoti_torch_{device_type}_{SEED_KERNEL}", SEED_KERNEL
-        elif str(op) in inductor_fallback_ops:
+        elif str(op) in shims:
             name, packet = f"aoti_torch_{device_type}_{shim_name(op)}", shim_name(op)
         else:
             continue  # no C shim: the proxy-executor refusal's
