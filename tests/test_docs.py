@@ -5,6 +5,7 @@ import tomllib
 from pathlib import Path
 
 import click
+import pytest
 
 from aotcuda.cli import main
 
@@ -122,3 +123,16 @@ def test_models_doc_example_imports_what_it_uses():
     first = re.search(r"^```python\n(.*?)^```", text, re.S | re.M).group(1)
     assert "PATTERNS" in first and undefined_names(first) == set()
     assert undefined_names("x = torch.ones(2)\n") == {"torch"}
+
+
+def test_the_readme_names_every_serve_option():
+    """The README's CLI block names each option of `aotcuda serve` (a new user found the --allow-* flags only in
+    docs/serving.md)."""
+    pytest.importorskip("ray")
+    from aotcuda.serving.command import serve_command
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("aotcuda serve block.pt2"):readme.index("```", readme.index("aotcuda serve block.pt2"))]
+    options = [opt for param in serve_command.params if isinstance(param, click.Option) for opt in param.opts
+               if opt.startswith("--")]
+    assert options and [opt for opt in options if opt not in block] == []
