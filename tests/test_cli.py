@@ -1156,3 +1156,16 @@ def test_meta_inputs_and_a_long_stray_key_get_their_named_errors(demo, runner, t
     torch.save({"args": (torch.randn(2, 9, x.shape[-1]),), "k" * 1_000_000: 1}, tmp_path / "key.pt")
     result = runner.invoke(main, ["run", lowered.package_path, "--inputs", str(tmp_path / "key.pt")])
     assert result.exit_code == 2 and "beside 'args'" in result.output and len(result.output) < 5000
+
+
+def test_cxx_traces_are_left_out_of_stderr_and_what_comes_before_an_abort_still_shows():
+    """aotcuda run's call writes stderr through a filter in a child process: the generated code's C++ exception
+    trace (the 'Error:' line, 'Exception raised from', ~50 frames) is left out, everything else passes, and what
+    the process writes just before it dies (an abort) still reaches the terminal."""
+    code = ("import os\nfrom aotcuda.cli import _stderr_without_cxx_traces\nwith _stderr_without_cxx_traces():\n"
+            "    os.write(2, b'kept before\\nError: boom\\nException raised from k.cpp:3 (most recent call first):\\n'\n"
+            "                b'frame #0: a + 0x1\\n<omitting python frames>\\nframe #1: b\\n\\nError: not a trace\\n'\n"
+            "                b'terminate called after throwing\\n')\n    os.abort()\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert result.returncode != 0
+    assert result.stderr.decode() == "kept before\nError: not a trace\nterminate called after throwing\n"

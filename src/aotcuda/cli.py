@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import secrets
+import subprocess
 import sys
 import tempfile
 import unicodedata
@@ -440,30 +441,64 @@ def _without_inductor_shim_notes():
 # --- run -------------------------------------------------------------------------------------------------
 
 # The generated code prints a failed run's C++ exception on stderr with its whole stack trace (~50 lines of
-# "frame #N: ..."), where the error aotcuda raises already has the message.
-_CXX_TRACE = re.compile(r"^Error: [^\n]*\nException raised from [^\n]*\(most recent call first\):\n"
-                        r"(?:(?:frame #\d+: [^\n]*|<omitting python frames>)\n)*\n?", re.M)
+# "frame #N: ..."), where the error aotcuda raises already has the message. A filter in a child process (it
+# reads what the call writes on stderr and passes it on without those traces) sees even what is written just
+# before the process dies (an abort's "terminate called ..."), which output held in this process would lose.
+_TRACE_FILTER = r"""
+import re, sys
+start = re.compile(rb"Exception raised from .*\(most recent call first\):\r?\n$")
+frame = re.compile(rb"(frame #\d+: .*|<omitting python frames>)\r?\n$")
+out, held, tracing = sys.stdout.buffer, None, False
+for line in sys.stdin.buffer:
+    if tracing:
+        if frame.match(line):
+            continue
+        tracing = False
+        if not line.strip():
+            continue
+    if held is not None:
+        if start.match(line):
+            held, tracing = None, True
+            continue
+        out.write(held)
+        held = None
+    if line.startswith(b"Error: "):
+        held = line
+        continue
+    out.write(line)
+    out.flush()
+if held is not None:
+    out.write(held)
+out.flush()
+"""
 
 
 @contextlib.contextmanager
 def _stderr_without_cxx_traces():
-    """Hold what the process writes on stderr (file descriptor 2) while the block runs, then write it to
-    sys.stderr without the generated code's C++ exception traces (muting std::cerr itself would write into
-    libstdc++'s memory: the AOTCUDA_FOREIGN_WRITES switch). For a command's one call: the rest shows after it."""
+    """While the block runs, this process's stderr (file descriptor 2) goes through _TRACE_FILTER, in a child
+    process that writes it on to the real stderr as it comes, without the generated code's C++ exception traces.
+    (Muting std::cerr itself would write into libstdc++'s memory: the AOTCUDA_FOREIGN_WRITES switch.) Where the
+    child cannot start, stderr is left as it is."""
     sys.stderr.flush()
+    try:
+        child = subprocess.Popen([sys.executable, "-S", "-c", _TRACE_FILTER], stdin=subprocess.PIPE, stdout=2)
+    except OSError:
+        yield
+        return
     saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
+    os.dup2(child.stdin.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        child.stdin.close()
         try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            held.seek(0)
-            text = _CXX_TRACE.sub("", held.read().decode(errors="replace"))
-            if text:
-                sys.stderr.write(text)
-                sys.stderr.flush()
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+
 
 @main.command()
 @click.argument("package", type=click.Path(exists=True, dir_okay=False))
