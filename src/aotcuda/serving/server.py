@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.runtime.package import read_signature
-from aotcuda.serving.batching import index_records, serving_plan, tensor_size_records
+from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
 
 __all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
            "replica_actor_options", "serve_package"]
@@ -120,8 +120,9 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path,
                  allow_unbounded_outputs=options.allow_unbounded_outputs,
                  data_dependent_sizes=signature.get("data_dependent_sizes"), index_ranges=ranges,
-                 index_unchecked=unchecked, allow_unchecked_indices=options.allow_unchecked_indices)
-    _check_state(signature.get("state_written"), options, package_path)
+                 index_unchecked=unchecked, allow_unchecked_indices=options.allow_unchecked_indices,
+                 state_written=signature.get("state_written"))  # refuses batching a program that writes state
+    _check_state_on_one_replica(signature.get("state_written"), options, package_path)
     tensor_size_records(signature.get("tensor_sizes"), package_path)  # as the replica reads it
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:
@@ -143,19 +144,13 @@ def _check_as_load_reads_it(signature: dict, package_path: str) -> None:
     split_signature(signature, package_path)
 
 
-def _check_state(state, options: ServeOptions, package_path: str) -> None:
+def _check_state_on_one_replica(state, options: ServeOptions, package_path: str) -> None:
     """A program that writes its state at every call (the signature's ``state_written``: a KV cache, a counter)
-    answers each request after the ones before: a batch of requests is one call (its state would advance
-    once for the batch), and each replica would hold its own state (answers would depend on the replica a
-    request reached; a new user saw 0.5, 0.5, 1.0, 1.0, ... where eager gives 0.5, 1.0, 1.5, ...)."""
-    if not (isinstance(state, list) and state and all(isinstance(name, str) for name in state)):
-        return
-    names = ", ".join(repr(name[:60]) for name in state[:4]) + (f" and {len(state) - 4} more" if len(state) > 4 else "")
-    if options.max_batch_size > 1:
-        raise ServingConfigError(f"{package_path} writes its state at every call ({names}): a batch of requests is "
-                                 "one call, so its state would advance once a batch; serve it with max batch size 1 "
-                                 "(the default; --max-batch-size 1)")
-    if options.replicas > 1:
+    answers each request after the ones before, so one replica serves it: each replica would hold its own state
+    (answers would depend on the replica a request reached; a new user saw 0.5, 0.5, 1.0, 1.0, ... where eager
+    gives 0.5, 1.0, 1.5, ...). Batching it is refused by batching.serving_plan, which ProgramReplica calls too."""
+    names = state_written_names(state)
+    if names and options.replicas > 1:
         raise ServingConfigError(f"{package_path} writes its state at every call ({names}): each replica would hold "
                                  "its own, and an answer would depend on the replica a request reached; serve it "
                                  "with one replica (the default; --replicas 1)")
