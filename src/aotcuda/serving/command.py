@@ -65,8 +65,10 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
     try:
         server = serve_package(package, options)
     except (KeyboardInterrupt, StopRequested) as stop:  # while the replicas start: all is shut down already
+        # "while starting", not "before serving": the replicas answer requests once they run, which is up to ~1 s
+        # before Serve's own wait (it polls every second) lets serve_package return
         name = signal.Signals(stop.signal).name if isinstance(stop, StopRequested) else "SIGINT"
-        click.echo(f"stopped ({name}) before serving: Serve and Ray are down")
+        click.echo(f"stopped ({name}) while starting: Serve and Ray are down")
         return
     try:
         click.echo(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "

@@ -428,8 +428,12 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
         _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
         serve.start(http_options={"host": options.host, "port": options.port,
                                   "request_timeout_s": options.request_timeout_s})
-        serve.run(_bind(path, options, actor_options), name=APP_NAME, route_prefix="/")
-        serve.run(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")
+        # Both applications in one deployment, not one serve.run after the other: the program's is mounted at
+        # "/", so its replicas answer /healthz and /predict as soon as they run, and a second serve.run kept this
+        # call from returning for as long as the health check's replica took to start (~3 s on 2 cores), so
+        # `aotcuda serve` printed its "serving" line after requests had been answered.
+        serve.run_many([serve.RunTarget(_bind(path, options, actor_options), name=APP_NAME, route_prefix="/"),
+                        serve.RunTarget(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")])
     except BaseException as error:
         Server("", started_ray).shutdown(drain=not isinstance(error, StopRequested))
         raise
