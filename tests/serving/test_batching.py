@@ -38,6 +38,13 @@ def test_batch_plan_finds_a_shared_dim_zero_symbol_or_says_why_not(inputs, outpu
         assert plan.max_rows == 16
 
 
+def test_batch_plan_names_the_batch_dim_as_the_user_did():
+    batch = DimSpec(expr="s52", min=1, max=16, user_expr="batch")  # torch's symbol, and the user's Dim name
+    named = TensorSpec("x", torch.float32, "cpu", (batch, DimSpec(size=4)))
+    assert BatchPlan.from_specs((named,), (named,)).dim_name == "batch"
+    assert BatchPlan.from_specs((spec("x", "b", 16),), (spec("y", "b", 4),)).dim_name is None  # no name recorded
+
+
 def test_batching_a_program_without_a_batch_dim_is_refused_up_front():
     with pytest.raises(ServingConfigError, match="cannot be batched.*max batch size 1"):
         serving_plan((spec("x", 2, 16),), (spec("y", 2),), 8, "m.pt2")

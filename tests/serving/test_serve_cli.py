@@ -184,3 +184,17 @@ def test_serving_md_lists_every_option_of_aotcuda_serve():
     for param in serve_command.params:
         if isinstance(param, click.Option):
             assert any(f"`{param.opts[0]}" in row for row in rows), f"docs/serving.md has no row for {param.opts[0]}"
+
+
+def test_serving_md_lists_every_serve_options_field_from_python():
+    """A new user found docs/serving.md's "From Python" showing two ServeOptions fields of eighteen."""
+    import dataclasses
+    from pathlib import Path
+
+    from aotcuda.serving.server import ServeOptions
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()
+    section = text[text.index("## From Python"):].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    for field in dataclasses.fields(ServeOptions):
+        assert any(f"`{field.name}`" in row.split("|")[1] for row in rows), f"no row for ServeOptions.{field.name}"

@@ -40,12 +40,15 @@ class BatchPlan:
         reason: why the program does not batch ("" when it does).
         dim_zero: the reason is its dim 0, which lowering it again with a batch Dim at dim 0 of every input fixes
             (not so for an output dim the inputs do not set: that is the program's own computation).
+        dim_name: the batch dim as the user named it when lowering (``Dim("batch")``, ``--dynamic x:0:1:64:batch``;
+            the signature's dim_names), None where the package records no name; ``symbol`` is torch's (``s52``).
     """
 
     symbol: str | None
     max_rows: int | None = None
     reason: str = ""
     dim_zero: bool = False
+    dim_name: str | None = None
 
     @property
     def batches(self) -> bool:
@@ -74,7 +77,7 @@ class BatchPlan:
             _index_across_batch(symbol, index_ranges, input_specs)
         if unset:
             return cls(None, reason=unset)
-        return cls(symbol, first[0].max)
+        return cls(symbol, first[0].max, dim_name=first[0].user_expr)
 
     def chunks(self, requests: list[list[torch.Tensor]]) -> list[list[int]]:
         """Group request indices into batches: requests in one batch agree on every dim but dim 0 and

@@ -54,8 +54,6 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
 
     from aotcuda.serving.server import StopRequested, serve_package
 
-    _quiet_ray_logs()
-
     options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
                            batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes,
                            max_response_bytes=max_response_bytes, max_tensor_bytes=max_tensor_bytes,
@@ -79,17 +77,3 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
         server.shutdown(drain=received != signal.SIGTERM)
     click.echo(f"stopped ({signal.Signals(received).name}): Serve and Ray are down")
 
-
-def _quiet_ray_logs() -> None:
-    """Keep Ray's INFO lines and its token-authentication notice off a clean run: "Connecting to existing
-    Serve app ... New http_options ... will not be applied", said on the instance this command just
-    started, reads as if --port were ignored. Importing ray.serve sets its logger to INFO, so the level is
-    set after the import."""
-    import logging
-
-    try:
-        import ray.serve  # noqa: F401
-    except ImportError:  # serve_package says what to install
-        return
-    logging.getLogger("ray.serve").setLevel(logging.WARNING)
-    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
