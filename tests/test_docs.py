@@ -136,3 +136,34 @@ def test_the_readme_names_every_serve_option():
     options = [opt for param in serve_command.params if isinstance(param, click.Option) for opt in param.opts
                if opt.startswith("--")]
     assert options and [opt for opt in options if opt not in block] == []
+
+
+def test_serving_docs_first_example_serves_what_its_client_sends():
+    """docs/serving.md's first example is followed literally: it once lowered an undefined `mymodel:make`, and
+    its client sent x of shape (1, 16, 256) where `attention_block` makes seq 64 (the request got 400). The
+    factory it names is called (no lowering), and every tensor the client snippet sends has the factory's
+    example shape, but at the dims --dynamic makes dynamic, where it lies in the range given."""
+    from aotcuda.cli_inputs import call_factory, model_and_inputs
+
+    text = (ROOT / "docs" / "serving.md").read_text()
+    commands = re.search(r"^```bash\n(.*?)^```", text, re.S | re.M).group(1)
+    lower = re.search(r"^aotcuda lower (\S+) -o (\S+) --dynamic (\w+):(\d+):(\d+):(\d+)", commands, re.M)
+    factory, package, name, dim, low, high = lower.groups()
+    assert re.search(rf"^aotcuda serve {re.escape(package)} ", commands, re.M), "it serves another file"
+    model, args, _ = model_and_inputs(call_factory(factory))
+    import inspect
+
+    example = dict(zip(inspect.signature(model.forward).parameters, args))
+    client = text[text.index("## The HTTP contract"):]
+    client = re.search(r"^```python\n(.*?)^```", client, re.S | re.M).group(1)
+    sent = re.findall(r'"(\w+)": torch\.randn\(([\d, ]+)\)', client)
+    assert sent, "the client snippet sends no tensor this test can read"
+    for input_name, shape in sent:
+        shape = [int(size) for size in shape.split(",")]
+        expected = list(example[input_name].shape)
+        assert len(shape) == len(expected), f"{input_name}: rank {len(shape)}, the factory's is {len(expected)}"
+        for index, (size, example_size) in enumerate(zip(shape, expected)):
+            if input_name == name and index == int(dim):
+                assert int(low) <= size <= int(high), f"{input_name} dim {index}: {size} outside [{low}, {high}]"
+            else:
+                assert size == example_size, f"{input_name} {shape}: the package takes {expected} at dim {index}"

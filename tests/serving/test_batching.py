@@ -38,10 +38,31 @@ def test_batch_plan_finds_a_shared_dim_zero_symbol_or_says_why_not(inputs, outpu
         assert plan.max_rows == 16
 
 
+def test_batch_plan_names_the_batch_dim_as_the_user_did():
+    batch = DimSpec(expr="s52", min=1, max=16, user_expr="batch")  # torch's symbol, and the user's Dim name
+    named = TensorSpec("x", torch.float32, "cpu", (batch, DimSpec(size=4)))
+    assert BatchPlan.from_specs((named,), (named,)).dim_name == "batch"
+    assert BatchPlan.from_specs((spec("x", "b", 16),), (spec("y", "b", 4),)).dim_name is None  # no name recorded
+
+
 def test_batching_a_program_without_a_batch_dim_is_refused_up_front():
     with pytest.raises(ServingConfigError, match="cannot be batched.*max batch size 1"):
         serving_plan((spec("x", 2, 16),), (spec("y", 2),), 8, "m.pt2")
     assert not serving_plan((spec("x", 2, 16),), (spec("y", 2),), 1, "m.pt2").batches
+
+
+def test_a_program_that_writes_its_state_is_refused_batching_for_its_state_first():
+    """A new user served docs/usage.md's Rotate (its input angle [64] has no batch dim) with --max-batch-size 2 and
+    was told its dim 0 was the reason, with a hint to lower it again with a batch dim: futile, since a program
+    that writes its state is never batched. The state is the reason, and the only fix is max batch size 1."""
+    rotate = ((spec("z", "b", 64, 2), spec("angle", 64)), (spec("out0", "b", 64, 2), spec("out1", "b", 64)))
+    for inputs, outputs in (rotate, ((spec("x", "b", 16),), (spec("y", "b", 4),))):  # batchable dims or not
+        with pytest.raises(ServingConfigError, match=r"writes its state at every call \('state'\).*never batched"
+                                                     r".*max batch size 1") as refused:
+            serving_plan(inputs, outputs, 2, "rotate.pt2", state_written=["state"])
+        assert "dim 0" not in str(refused.value)
+        assert [(a.keyword, a.value, a.relower) for a in refused.value.advice] == [("max_batch_size", 1, False)]
+    assert not serving_plan(*rotate, 1, "rotate.pt2", state_written=["state"]).batches  # one request a call: served
 
 
 def test_a_dtype_safetensors_cannot_carry_is_refused_up_front():

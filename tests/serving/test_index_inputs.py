@@ -145,7 +145,7 @@ def test_the_command_passes_allow_unchecked_indices_to_serve_package(monkeypatch
     monkeypatch.setattr(server_module, "serve_package", starting)
     for flags, allowed in (([], False), (["--allow-unchecked-indices"], True)):
         result = CliRunner().invoke(serve_command, [__file__, *flags])
-        assert result.exit_code == 0 and "stopped (SIGINT) before serving" in result.output, result.output
+        assert result.exit_code == 0 and "stopped (SIGINT) while starting" in result.output, result.output
         assert seen.pop().allow_unchecked_indices is allowed
 
 

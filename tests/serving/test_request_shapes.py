@@ -164,3 +164,22 @@ def test_lowering_records_only_tensor_sizes_the_runtime_can_read_back():
     recorded = tensor_sizes(ep)
     assert recorded and not any("**9" in text for text in recorded) and recorded[0].endswith("**8"), recorded
     assert len(tensor_size_records(recorded, "p.pt2")) == len(recorded)
+
+
+def test_stats_name_the_batch_dim_as_the_user_gave_it(served_block, monkeypatch):
+    """A new user's GET /stats said "batching": "s52", torch's symbol for the batch dim, which no user wrote. It
+    is the name the dim was lowered with (Dim("batch") here; --dynamic x:0:1:64:batch on the command line), and
+    null without batching. Ray's replica context stands in."""
+    import types
+
+    monkeypatch.setattr(deployment.serve, "get_replica_context", lambda: types.SimpleNamespace(replica_tag="r1"))
+    monkeypatch.setattr(deployment.ray, "get_gpu_ids", lambda: [])
+    batching = deployment.ProgramReplica(served_block[0], max_batch_size=4).stats()
+    assert batching["batching"] == "batch" and batching["replica"] == "r1"
+    assert set(batching) == {"replica", "pid", "device", "gpu_ids", "batching", "requests", "rejected", "batches",
+                             "batched_requests", "rows", "largest_batch"}
+    from pathlib import Path
+
+    documented = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()
+    assert [field for field in batching if f"  | `{field}` |" not in documented] == []  # each in the /stats table
+    assert deployment.ProgramReplica(served_block[0]).stats()["batching"] is None

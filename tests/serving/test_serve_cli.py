@@ -18,7 +18,7 @@ from serving_cases import SEQ
 
 serving = pytest.importorskip("aotcuda.serving")
 
-PORT = 8766
+PORT = 18766  # 187xx: the serving tests' ports on a shared machine
 
 
 def test_aotcuda_serve_answers_then_stops_cleanly_on_ctrl_c(served_block, tmp_path):
@@ -147,6 +147,29 @@ def test_a_program_that_writes_its_state_is_served_unbatched_by_one_replica(serv
     assert check_package(served_block[0], ServeOptions(replicas=2, max_batch_size=4)) == "cpu"  # no state
 
 
+def test_batching_a_state_writing_program_without_a_batch_dim_names_the_state_not_a_relowering(served_block,
+                                                                                               tmp_path):
+    """docs/usage.md's Rotate served with --max-batch-size 2: its input angle has no batch dim, and the refusal
+    said "not every input and output has the same dynamic dim 0" with the hint to lower it again with a batch
+    dim, which cannot help (a program that writes its state is never batched). Now the state comes first."""
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+    from aotcuda.package_format import write_signature
+    from aotcuda.runtime.package import read_signature
+
+    stateful = tmp_path / "rotate_like.pt2"
+    shutil.copy(served_block[0], stateful)
+    signature = read_signature(str(stateful))
+    signature["inputs"][0]["shape"][0] = 2  # an input without the batch dim, as Rotate's angle
+    write_signature(stateful, {**signature, "state_written": ["state"]})
+    result = CliRunner().invoke(main, ["serve", str(stateful), "--max-batch-size", "2", "--port", str(PORT + 2)])
+    assert result.exit_code == 1, result.output
+    assert "writes its state at every call ('state')" in result.output and "never batched" in result.output
+    assert "dim 0" not in result.output and "lower it again" not in result.output
+    assert "hint: on the command line, leave out --max-batch-size" in result.output
+
+
 def test_serving_md_lists_every_option_of_aotcuda_serve():
     """Every flag of `aotcuda serve` has a row in docs/serving.md's option table (--allow-unchecked-indices was
     added with its refusal)."""
@@ -161,3 +184,17 @@ def test_serving_md_lists_every_option_of_aotcuda_serve():
     for param in serve_command.params:
         if isinstance(param, click.Option):
             assert any(f"`{param.opts[0]}" in row for row in rows), f"docs/serving.md has no row for {param.opts[0]}"
+
+
+def test_serving_md_lists_every_serve_options_field_from_python():
+    """A new user found docs/serving.md's "From Python" showing two ServeOptions fields of eighteen."""
+    import dataclasses
+    from pathlib import Path
+
+    from aotcuda.serving.server import ServeOptions
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()
+    section = text[text.index("## From Python"):].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    for field in dataclasses.fields(ServeOptions):
+        assert any(f"`{field.name}`" in row.split("|")[1] for row in rows), f"no row for ServeOptions.{field.name}"

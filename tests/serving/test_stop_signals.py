@@ -124,7 +124,7 @@ def test_sigterm_while_the_replicas_start_stops_cleanly_not_with_rays_abort(monk
 
     monkeypatch.setattr(server_module, "serve_package", starting)
     result = CliRunner().invoke(serve_command, [__file__])
-    assert result.exit_code == 0 and "stopped (SIGTERM) before serving: Serve and Ray are down" in result.output
+    assert result.exit_code == 0 and "stopped (SIGTERM) while starting: Serve and Ray are down" in result.output
 
     stops = []
 
@@ -141,3 +141,66 @@ def test_sigterm_while_the_replicas_start_stops_cleanly_not_with_rays_abort(monk
     result = CliRunner().invoke(serve_command, [__file__])
     assert result.exit_code == 0 and "stopped (SIGTERM): Serve and Ray are down" in result.output
     assert stops == [False]
+
+
+
+@pytest.fixture
+def serve_calls(monkeypatch):
+    """serve_package on a Ray that is already there, with Ray Serve's calls recorded and the package's check
+    skipped: [call, ...], where serve.run_many records its targets and the levels of Ray's loggers then."""
+    import logging
+
+    import ray
+    from ray import serve
+
+    import aotcuda.serving.server as server_module
+
+    calls = []
+
+    def run_many(targets, **options):
+        levels = {name: logging.getLevelName(logging.getLogger(name).level)
+                  for name in server_module.QUIETED_RAY_LOGGERS}
+        calls.append(("serve.run_many", [(target.name, target.route_prefix) for target in targets], levels))
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)  # nothing starts
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    monkeypatch.setattr(serve, "start", lambda **options: calls.append("serve.start"))
+    monkeypatch.setattr(serve, "run", lambda target, **options: calls.append(f"serve.run {options['name']}"))
+    monkeypatch.setattr(serve, "run_many", run_many)
+    monkeypatch.setattr(server_module, "replica_actor_options", lambda path, options: {"num_cpus": 1, "num_gpus": 0})
+    monkeypatch.setattr(server_module, "_stop_on_sigterm", lambda: None)
+    return calls
+
+
+def test_both_applications_are_deployed_at_once_so_the_serving_line_is_not_late(serve_calls):
+    """A new user saw `aotcuda serve` print its "serving" line ~3 s after /healthz answered ok and /predict
+    served, and a Ctrl-C in between said "before serving". The program's application is mounted at "/", so its
+    replicas answer both routes as soon as they run; serve_package then started the health check's application
+    in a second serve.run and waited for its replica. Now one run_many deploys both, and Serve waits for them
+    together (measured with Ray: the line came 3.1 s after the first ok before, 0.7 s after)."""
+    from aotcuda.serving.server import ServeOptions, serve_package
+
+    server = serve_package(__file__, ServeOptions(port=18799))
+    assert server.url == "http://127.0.0.1:18799"
+    assert [call[:2] if isinstance(call, tuple) else call for call in serve_calls] == \
+        ["serve.start", ("serve.run_many", [(APP_NAME, "/"), (HEALTH_APP_NAME, "/healthz")])]
+
+
+def test_serve_package_keeps_rays_info_lines_and_token_notice_out_as_the_command_does(serve_calls):
+    """A new user's serve_package printed Serve's INFO lines and Ray's "Set RAY_AUTH_MODE=disabled to opt out"
+    (which docs/serving.md says not to do), where `aotcuda serve` printed none: only the command quieted them.
+    Now serve_package (and Server.shutdown) do, while they run; the levels the user had come back after."""
+    import logging
+
+    from aotcuda.serving.server import QUIETED_RAY_LOGGERS, ServeOptions, serve_package
+
+    serve_logger = logging.getLogger("ray.serve")
+    before = {name: logging.getLogger(name).level for name in QUIETED_RAY_LOGGERS}
+    serve_logger.setLevel(logging.INFO)  # as importing ray.serve leaves it
+    try:
+        serve_package(__file__, ServeOptions(port=18799))
+        assert serve_calls[-1][2] == QUIETED_RAY_LOGGERS  # {"ray.serve": "WARNING", ...: "ERROR"}
+        assert serve_logger.level == logging.INFO
+    finally:
+        for name, level in before.items():
+            logging.getLogger(name).setLevel(level)

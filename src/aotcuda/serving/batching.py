@@ -26,8 +26,8 @@ import torch
 
 from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped, one_line
 
-__all__ = ["BatchPlan", "combine", "index_records", "serving_plan", "split_rows", "tensor_size_records",
-           "unbounded_output_dim"]
+__all__ = ["BatchPlan", "combine", "index_records", "serving_plan", "split_rows", "state_written_names",
+           "tensor_size_records", "unbounded_output_dim"]
 
 
 @dataclass(frozen=True)
@@ -40,12 +40,15 @@ class BatchPlan:
         reason: why the program does not batch ("" when it does).
         dim_zero: the reason is its dim 0, which lowering it again with a batch Dim at dim 0 of every input fixes
             (not so for an output dim the inputs do not set: that is the program's own computation).
+        dim_name: the batch dim as the user named it when lowering (``Dim("batch")``, ``--dynamic x:0:1:64:batch``;
+            the signature's dim_names), None where the package records no name; ``symbol`` is torch's (``s52``).
     """
 
     symbol: str | None
     max_rows: int | None = None
     reason: str = ""
     dim_zero: bool = False
+    dim_name: str | None = None
 
     @property
     def batches(self) -> bool:
@@ -74,7 +77,7 @@ class BatchPlan:
             _index_across_batch(symbol, index_ranges, input_specs)
         if unset:
             return cls(None, reason=unset)
-        return cls(symbol, first[0].max)
+        return cls(symbol, first[0].max, dim_name=first[0].user_expr)
 
     def chunks(self, requests: list[list[torch.Tensor]]) -> list[list[int]]:
         """Group request indices into batches: requests in one batch agree on every dim but dim 0 and
@@ -192,7 +195,7 @@ def split_rows(outputs: list[torch.Tensor], counts: list[int]) -> list[list[torc
 def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
                  allow_unbounded_outputs: bool = False, data_dependent_sizes: list | None = None,
                  index_ranges: dict | None = None, index_unchecked: dict | None = None,
-                 allow_unchecked_indices: bool = False) -> BatchPlan:
+                 allow_unchecked_indices: bool = False, state_written: list | None = None) -> BatchPlan:
     """The batch plan of a program about to be served, after checking that the options fit it.
 
     Raises ServingConfigError when max_batch_size > 1 and the program does not batch (an input whose
@@ -200,7 +203,8 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
     as safetensors, when an output has a data-dependent dim with no upper bound, or ``data_dependent_sizes``
     (the signature's: intermediates too) holds one (unless ``allow_unbounded_outputs``: see unbounded_output_dim
     and unbounded_size), or when ``index_unchecked`` names an input (unless ``allow_unchecked_indices``; and
-    then still when max_batch_size > 1: nothing shows such an index stays within one request's rows).
+    then still when max_batch_size > 1: nothing shows such an index stays within one request's rows), or when
+    ``state_written`` (the signature's: the state the program writes at every call) names any and max_batch_size > 1.
     ``index_ranges`` and ``index_unchecked``: index_records of the signature (``index_unchecked`` is also
     Program.index_unchecked). PackageError for a ``data_dependent_sizes`` that is not in its form.
     """
@@ -231,6 +235,14 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
             "rows, e.g. (mask.cumsum(-1) - 1).clamp(0, rows - 1): docs/reliability.md, 'Out-of-range indices'); "
             "or, accepting that any client can end a replica, serve it with allow_unchecked_indices=True",
             advice=(Advice("allow_unchecked_indices", True),))
+    state = state_written_names(state_written)
+    if state and max_batch_size > 1:
+        # Before the batch plan's reasons: a program that writes its state is never batched, so a reason about its
+        # dims (with a hint to lower it again with a batch dim) would send the user to a fix that cannot work.
+        raise ServingConfigError(f"{where} writes its state at every call ({state}): a batch of requests is one "
+                                 "call, so its state would advance once a batch, not once a request; a program that "
+                                 "writes its state is never batched: serve it with max batch size 1 (the default)",
+                                 advice=(Advice("max_batch_size", 1),))
     if unchecked and max_batch_size > 1:  # allowed to run unchecked, still not to mix requests
         raise ServingConfigError(f"{where} cannot be batched: {unchecked}, so nothing shows that a request's index "
                                  "values stay within its own rows of a batch (an index over the batch dim reads "
@@ -242,6 +254,15 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
         raise ServingConfigError(f"{where} cannot be batched: {plan.reason}; serve it with max batch size 1 "
                                  "(the default)", advice=(Advice("max_batch_size", 1), *relower))
     return plan
+
+
+def state_written_names(state_written) -> str:
+    """The state a program writes at every call (the signature's "state_written": a KV cache, a step counter), its
+    names in words ("" when none, or when the record is not a list of names: an older aotcuda wrote none)."""
+    if not (isinstance(state_written, list) and state_written and all(isinstance(name, str) for name in state_written)):
+        return ""
+    more = f" and {len(state_written) - 4} more" if len(state_written) > 4 else ""
+    return ", ".join(repr(clipped(name, 60)) for name in state_written[:4]) + more
 
 
 def unbounded_output_dim(output_specs, input_specs=None) -> str:

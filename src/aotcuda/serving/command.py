@@ -54,8 +54,6 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
 
     from aotcuda.serving.server import StopRequested, serve_package
 
-    _quiet_ray_logs()
-
     options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
                            batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes,
                            max_response_bytes=max_response_bytes, max_tensor_bytes=max_tensor_bytes,
@@ -65,8 +63,10 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
     try:
         server = serve_package(package, options)
     except (KeyboardInterrupt, StopRequested) as stop:  # while the replicas start: all is shut down already
+        # "while starting", not "before serving": the replicas answer requests once they run, which is up to ~1 s
+        # before Serve's own wait (it polls every second) lets serve_package return
         name = signal.Signals(stop.signal).name if isinstance(stop, StopRequested) else "SIGINT"
-        click.echo(f"stopped ({name}) before serving: Serve and Ray are down")
+        click.echo(f"stopped ({name}) while starting: Serve and Ray are down")
         return
     try:
         click.echo(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
@@ -77,17 +77,3 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
         server.shutdown(drain=received != signal.SIGTERM)
     click.echo(f"stopped ({signal.Signals(received).name}): Serve and Ray are down")
 
-
-def _quiet_ray_logs() -> None:
-    """Keep Ray's INFO lines and its token-authentication notice off a clean run: "Connecting to existing
-    Serve app ... New http_options ... will not be applied", said on the instance this command just
-    started, reads as if --port were ignored. Importing ray.serve sets its logger to INFO, so the level is
-    set after the import."""
-    import logging
-
-    try:
-        import ray.serve  # noqa: F401
-    except ImportError:  # serve_package says what to install
-        return
-    logging.getLogger("ray.serve").setLevel(logging.WARNING)
-    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)

@@ -12,7 +12,8 @@ Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
                   503 with the states otherwise. `aotcuda serve` answers it from a deployment of its own
                   (HealthCheck), so that it never waits behind /predict requests.
   GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected),
-                  its pid, device and the physical GPU ids Ray gave it.
+                  its Serve replica id, pid, device, the physical GPU ids Ray gave it, and the batch dim's
+                  name when it batches (docs/serving.md lists every field).
 
 Each request's inputs are checked on their own, before batching, with the runtime's checks
 (``aotcuda.runtime.checks.check_inputs``): a bad request gets its own 400 and never joins a batch. A batch
@@ -106,7 +107,8 @@ class ProgramReplica:
                                  allow_unbounded_outputs=allow_unbounded_outputs,
                                  data_dependent_sizes=signature.get("data_dependent_sizes"), index_ranges=ranges,
                                  index_unchecked=self.program.index_unchecked,
-                                 allow_unchecked_indices=allow_unchecked_indices)
+                                 allow_unchecked_indices=allow_unchecked_indices,
+                                 state_written=signature.get("state_written"))
         self.max_batch_size, self.max_request_bytes, self.body_timeout_s = max_batch_size, max_request_bytes, body_timeout_s
         self.max_response_bytes, self.max_tensor_bytes = max_response_bytes, max_tensor_bytes
         self.tensor_sizes = tensor_size_records(signature.get("tensor_sizes"), package_path)
@@ -240,7 +242,8 @@ class ProgramReplica:
                 "pid": os.getpid(), "device": str(self.program.device),
                 # the physical GPUs Ray gave this replica (its "cuda:0" is the first of them)
                 "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
-                "batching": self.plan.symbol if self.max_batch_size > 1 else None,
+                # the batch dim as the user named it at lowering, not torch's symbol (s52: a user's report)
+                "batching": (self.plan.dim_name or "dim 0") if self.max_batch_size > 1 else None,
                 **{key: self.counters[key] for key in
                    ("requests", "rejected", "batches", "batched_requests", "rows", "largest_batch")}}
 

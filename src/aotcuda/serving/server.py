@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.runtime.package import read_signature
-from aotcuda.serving.batching import index_records, serving_plan, tensor_size_records
+from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
 
 __all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
            "replica_actor_options", "serve_package"]
@@ -120,8 +120,9 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path,
                  allow_unbounded_outputs=options.allow_unbounded_outputs,
                  data_dependent_sizes=signature.get("data_dependent_sizes"), index_ranges=ranges,
-                 index_unchecked=unchecked, allow_unchecked_indices=options.allow_unchecked_indices)
-    _check_state(signature.get("state_written"), options, package_path)
+                 index_unchecked=unchecked, allow_unchecked_indices=options.allow_unchecked_indices,
+                 state_written=signature.get("state_written"))  # refuses batching a program that writes state
+    _check_state_on_one_replica(signature.get("state_written"), options, package_path)
     tensor_size_records(signature.get("tensor_sizes"), package_path)  # as the replica reads it
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
     if len(devices) != 1:
@@ -143,19 +144,13 @@ def _check_as_load_reads_it(signature: dict, package_path: str) -> None:
     split_signature(signature, package_path)
 
 
-def _check_state(state, options: ServeOptions, package_path: str) -> None:
+def _check_state_on_one_replica(state, options: ServeOptions, package_path: str) -> None:
     """A program that writes its state at every call (the signature's ``state_written``: a KV cache, a counter)
-    answers each request after the ones before: a batch of requests is one call (its state would advance
-    once for the batch), and each replica would hold its own state (answers would depend on the replica a
-    request reached; a new user saw 0.5, 0.5, 1.0, 1.0, ... where eager gives 0.5, 1.0, 1.5, ...)."""
-    if not (isinstance(state, list) and state and all(isinstance(name, str) for name in state)):
-        return
-    names = ", ".join(repr(name[:60]) for name in state[:4]) + (f" and {len(state) - 4} more" if len(state) > 4 else "")
-    if options.max_batch_size > 1:
-        raise ServingConfigError(f"{package_path} writes its state at every call ({names}): a batch of requests is "
-                                 "one call, so its state would advance once a batch; serve it with max batch size 1 "
-                                 "(the default; --max-batch-size 1)")
-    if options.replicas > 1:
+    answers each request after the ones before, so one replica serves it: each replica would hold its own state
+    (answers would depend on the replica a request reached; a new user saw 0.5, 0.5, 1.0, 1.0, ... where eager
+    gives 0.5, 1.0, 1.5, ...). Batching it is refused by batching.serving_plan, which ProgramReplica calls too."""
+    names = state_written_names(state)
+    if names and options.replicas > 1:
         raise ServingConfigError(f"{package_path} writes its state at every call ({names}): each replica would hold "
                                  "its own, and an answer would depend on the replica a request reached; serve it "
                                  "with one replica (the default; --replicas 1)")
@@ -305,16 +300,17 @@ class Server:
         from ray import serve
         from ray.serve.exceptions import RayServeException
 
-        try:
-            if drain or not self._started_ray:
-                for name in (HEALTH_APP_NAME, APP_NAME):
-                    try:
-                        serve.delete(name)
-                    except RayServeException:  # no Serve instance: start-up failed before serve.start
-                        break
-        finally:
-            if self._started_ray:
-                ray.shutdown()
+        with _ray_logs_quieted():  # Serve's "Deleting app" lines
+            try:
+                if drain or not self._started_ray:
+                    for name in (HEALTH_APP_NAME, APP_NAME):
+                        try:
+                            serve.delete(name)
+                        except RayServeException:  # no Serve instance: start-up failed before serve.start
+                            break
+            finally:
+                if self._started_ray:
+                    ray.shutdown()
 
     def __enter__(self) -> Server:
         return self
@@ -367,6 +363,33 @@ def _loopback_node_kept():
         ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
+# Ray's loggers in this (driver) process kept to what a user needs from serve_package and Server.shutdown: the
+# levels while they run (a level the user set higher stays). ray.serve: its INFO lines ("Started Serve", "Application
+# ... is ready", "Deleting app", and "Connecting to existing Serve app ... New http_options ... will not be applied",
+# said on the instance serve_package just started, which reads as if the port were ignored); its warnings still
+# show. The token-authentication notice ("Set RAY_AUTH_MODE=disabled to opt out", from ray.init): token
+# authentication is what keeps each replica's gRPC port closed (docs/serving.md, "Ports"), so the one thing it
+# offers is the one thing not to do.
+QUIETED_RAY_LOGGERS = {"ray.serve": "WARNING", "ray._private.authentication.authentication_token_setup": "ERROR"}
+
+
+@contextlib.contextmanager
+def _ray_logs_quieted():
+    """QUIETED_RAY_LOGGERS at their levels while the block runs, then as they were. Importing ray.serve sets its
+    logger to INFO, so a block must not be the first to import it (serve_package and shutdown import it before)."""
+    import logging
+
+    loggers = [(logging.getLogger(name), logging.getLevelName(level)) for name, level in QUIETED_RAY_LOGGERS.items()]
+    saved = [(logger, logger.level) for logger, _ in loggers]
+    for logger, level in loggers:
+        logger.setLevel(max(level, logger.level))
+    try:
+        yield
+    finally:
+        for logger, level in saved:
+            logger.setLevel(level)
+
+
 def _init_ray(init: dict, overrides: dict | None) -> None:
     """ray.init with ``init`` updated by the caller's ``overrides``; a loopback node address stays loopback
     (else ServingConfigError, with Ray stopped)."""
@@ -397,45 +420,50 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
     """
     try:
         import ray
-        from ray import serve
+        from ray import serve  # before _ray_logs_quieted: importing it sets its logger to INFO
 
         from aotcuda.serving.proxy import CALLBACK_VARIABLE, proxy_environment  # needs starlette (Ray Serve's)
     except ImportError as error:
         raise ImportError("aotcuda serve needs Ray Serve: pip install 'aotcuda[serve]' (from a clone: "
                           "pip install -e '.[serve]')") from error
 
-    path = os.path.abspath(package_path)
-    actor_options = replica_actor_options(path, options)  # before Ray starts: a bad package fails at once
-    started_ray = not ray.is_initialized()
-    if started_ray and not os.environ.get("RAY_ADDRESS"):
-        check_port_free(options.host, options.port)  # a Ray this process starts: nothing else serves here
-    if started_ray:
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray would report usage to its vendor
-        # Serve's controller gives a starting HTTP proxy 5 s to answer, then kills it, and serve.start
-        # fails with "ActorDiedError ... killed by ray.kill" (seen on the 2-core CI machine under load); it
-        # gives a running one 10 s per health check, and killed it after three misses while it held requests
-        # (issue 26 item 13). The workers of a Ray started here inherit this process's environment, the
-        # controller's included.
-        for name, value in RAY_SERVE_ENVIRONMENT.items():
-            os.environ.setdefault(name, str(value))
-        # The HTTP proxy reads each request's body from the client, within these options' limits (proxy.py).
-        # A proxy callback the user set wins (theirs may return proxy.middlewares() among its own); the limits
-        # are this call's.
-        for name, value in proxy_environment(options.body_timeout_s, options.max_request_bytes,
-                                             options.max_pending_bytes).items():
-            if name == CALLBACK_VARIABLE:
-                os.environ.setdefault(name, value)
-            else:
-                os.environ[name] = value
-        _init_ray(local_ray_init_options(options, joining=bool(os.environ.get("RAY_ADDRESS"))), ray_init_options)
-    _stop_on_sigterm()  # after ray.init, whose handler it replaces; Server.wait takes SIGTERM over later
-    try:
-        _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
-        serve.start(http_options={"host": options.host, "port": options.port,
-                                  "request_timeout_s": options.request_timeout_s})
-        serve.run(_bind(path, options, actor_options), name=APP_NAME, route_prefix="/")
-        serve.run(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")
-    except BaseException as error:
-        Server("", started_ray).shutdown(drain=not isinstance(error, StopRequested))
-        raise
-    return Server(f"http://{options.host}:{options.port}", started_ray)
+    with _ray_logs_quieted():
+        path = os.path.abspath(package_path)
+        actor_options = replica_actor_options(path, options)  # before Ray starts: a bad package fails at once
+        started_ray = not ray.is_initialized()
+        if started_ray and not os.environ.get("RAY_ADDRESS"):
+            check_port_free(options.host, options.port)  # a Ray this process starts: nothing else serves here
+        if started_ray:
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray would report usage to its vendor
+            # Serve's controller gives a starting HTTP proxy 5 s to answer, then kills it, and serve.start
+            # fails with "ActorDiedError ... killed by ray.kill" (seen on the 2-core CI machine under load); it
+            # gives a running one 10 s per health check, and killed it after three misses while it held requests
+            # (issue 26 item 13). The workers of a Ray started here inherit this process's environment, the
+            # controller's included.
+            for name, value in RAY_SERVE_ENVIRONMENT.items():
+                os.environ.setdefault(name, str(value))
+            # The HTTP proxy reads each request's body from the client, within these options' limits (proxy.py).
+            # A proxy callback the user set wins (theirs may return proxy.middlewares() among its own); the limits
+            # are this call's.
+            for name, value in proxy_environment(options.body_timeout_s, options.max_request_bytes,
+                                                 options.max_pending_bytes).items():
+                if name == CALLBACK_VARIABLE:
+                    os.environ.setdefault(name, value)
+                else:
+                    os.environ[name] = value
+            _init_ray(local_ray_init_options(options, joining=bool(os.environ.get("RAY_ADDRESS"))), ray_init_options)
+        _stop_on_sigterm()  # after ray.init, whose handler it replaces; Server.wait takes SIGTERM over later
+        try:
+            _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
+            serve.start(http_options={"host": options.host, "port": options.port,
+                                      "request_timeout_s": options.request_timeout_s})
+            # Both applications in one deployment, not one serve.run after the other: the program's is mounted at
+            # "/", so its replicas answer /healthz and /predict as soon as they run, and a second serve.run kept this
+            # call from returning for as long as the health check's replica took to start (~3 s on 2 cores), so
+            # `aotcuda serve` printed its "serving" line after requests had been answered.
+            serve.run_many([serve.RunTarget(_bind(path, options, actor_options), name=APP_NAME, route_prefix="/"),
+                            serve.RunTarget(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")])
+        except BaseException as error:
+            Server("", started_ray).shutdown(drain=not isinstance(error, StopRequested))
+            raise
+        return Server(f"http://{options.host}:{options.port}", started_ray)
