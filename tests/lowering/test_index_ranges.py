@@ -338,3 +338,24 @@ def test_a_bound_over_a_dynamic_size_is_not_taken_for_one():
         index_ranges(ep, [name], unchecked)
         (line,) = unchecked[name]
         assert "bounded on the way to" in line, line
+
+
+@pytest.mark.parametrize("bounded", [lambda x: x.argmax(-1), lambda x: (x[:, 0] * 7).long().clamp(0, 5),
+                                     lambda x: (x[:, 0] * 7).long() % 4], ids=["argmax", "clamp", "remainder"])
+def test_an_input_met_by_a_bounded_value_gets_no_range_eager_would_not_take(bounded):
+    """(review 11) A bounded value gives an index an interval, not every value of it: ``argmax(x)[:, None] + j``
+    into a 10-row table takes j = 9 in eager wherever the argmax is 0, so j must not get the range [0, 7] that
+    refuses it (an InputError, a 400 when served); it is left unchecked, as any input met by an offset that
+    depends on another input."""
+    table = torch.randn(10, 3)
+
+    class Two(torch.nn.Module):
+        def forward(self, x, j):
+            return F.embedding(bounded(x)[:, None] + j[None, :], table)
+
+    ep = torch.export.export(Two(), (torch.randn(2, 3), torch.tensor([1, 2])))
+    unchecked: dict = {}
+    ranges = index_ranges(ep, ["x", "j"], unchecked)
+    Two()(torch.zeros(2, 3), torch.tensor([0, 9]))  # the bounded value is 0: eager takes j up to 9
+    assert all(entry["max"] is None or entry["max"] >= 9 for entry in ranges.get("j", [])), ranges
+    assert "j" in unchecked and "x" not in unchecked and "x" not in ranges, (ranges, unchecked)

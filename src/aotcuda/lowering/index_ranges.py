@@ -233,6 +233,14 @@ def _bounded(node: torch.fx.Node) -> Flow | None:
     n < 0), and ``argmax``/``argmin`` ([0, size - 1] along their dim). Its operand's inputs are then
     absorbed (``Flow.absorbed``): ``(mask.cumsum(-1) - 1).clamp(0, 127)`` into a 128-row table is safe
     whatever the mask holds. None for any other op, or where a bound is unknown."""
+    bounds = _bounds_of(node)
+    # not exact: which values of the interval the op gives depends on the input, so an input met by them
+    # (``argmax(x)[:, None] + j``) has no exact range (eager takes a wider j where the argmax is small)
+    return None if bounds is None else Flow(None, 0, *bounds, exact=False)
+
+
+def _bounds_of(node: torch.fx.Node) -> tuple | None:
+    """``_bounded``'s interval (low, high) for the node, or None."""
     packet, args = _packet(node), node.args
     if not _integer_tensor(node) or not args or not isinstance(args[0], torch.fx.Node):
         return None
@@ -240,16 +248,16 @@ def _bounded(node: torch.fx.Node) -> Flow | None:
         low, high = (_constant(argument(node, index, name)) for index, name in ((1, "min"), (2, "max")))
         if low is None or high is None:
             return None
-        return Flow(None, 0, sympy.Min(low, high), high)  # clamp = min(max(x, low), high): high where low > high
+        return sympy.Min(low, high), high  # clamp = min(max(x, low), high): high where low > high
     if packet is aten.remainder and len(args) == 2:
         divisor = _constant(args[1])
         if divisor is None or not divisor.is_Integer or divisor == 0:
             return None
-        return Flow(None, 0, *((sympy.Integer(0), divisor - 1) if divisor > 0 else (divisor + 1, sympy.Integer(0))))
+        return (sympy.Integer(0), divisor - 1) if divisor > 0 else (divisor + 1, sympy.Integer(0))
     if packet in (aten.argmax, aten.argmin):
         dim = argument(node, 1, "dim")
         size = size_of(args[0], dim) if dim is None or isinstance(dim, int) else None
-        return None if size is None else Flow(None, 0, sympy.Integer(0), size - 1)
+        return None if size is None else (sympy.Integer(0), size - 1)
     return None
 
 
