@@ -436,6 +436,9 @@ def check_signature_counts(signature: dict, entry: str, path: str) -> None:
                         value, dict) else (value,)
                     expressions += [bound["expr"] for bound in bounds if isinstance(bound, dict)
                                     and isinstance(bound.get("expr"), str)]
+    # serving reads "tensor_sizes" with the grammar too, and evaluates every one for each request (review 11)
+    sizes = signature.get("tensor_sizes")
+    expressions += [text for text in sizes if isinstance(text, str)] if isinstance(sizes, list) else []
     # One longer than the grammar takes is refused by its length, at no cost, naming its field: count it so.
     characters = sum(min(len(text), MAX_EXPRESSION_CHARS + 1) for text in expressions)
     if len(expressions) > MAX_SIGNATURE_EXPRESSIONS or characters > MAX_SIGNATURE_EXPRESSION_CHARS:
