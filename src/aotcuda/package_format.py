@@ -519,9 +519,15 @@ class _ExpressionParser:
         self.at += 1
         return token
 
-    def binary(self, depth, operand, operators, bits):
+    def binary(self, depth, operand, operators, bits, nesting=()):
+        """A left-associative chain; each operator of ``nesting`` is a level deeper (``a // b // c`` is
+        FloorDiv(FloorDiv(a, b), c): a chain of 600 is a tree no recursive walk of sympy's takes)."""
         tree, size = operand(depth)
         while (token := self.peek()) is not None and token[0] == "op" and token[1] in operators:
+            if token[1] in nesting:
+                depth += 1
+                if depth > MAX_EXPRESSION_DEPTH:
+                    raise ShapeExpressionError(f"it nests more than {MAX_EXPRESSION_DEPTH} levels deep")
             self.take()
             right, right_size = operand(depth)
             tree, size = (token[1], tree, right), _bounded(bits[token[1]](size, right_size))
@@ -535,7 +541,7 @@ class _ExpressionParser:
 
     def term(self, depth):
         return self.binary(depth, self.unary, ("*", "//", "%"),
-                           {"*": lambda a, b: a + b, "//": lambda a, b: a, "%": lambda a, b: b})
+                           {"*": lambda a, b: a + b, "//": lambda a, b: a, "%": lambda a, b: b}, ("//", "%"))
 
     def unary(self, depth):
         if self.peek() == ("op", "-"):
