@@ -79,9 +79,10 @@ def cli_hints(error: BaseException) -> list[str]:
     return hints + list(getattr(error, "command_line_hints", ()))
 
 
-# torch's suggested fixes of a dynamic-shapes error: "seq = Dim('seq', max=128)", or "x_1 = 16" (static)
-_SUGGESTED_DIM = re.compile(r"^\s*(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=(\d+))?\)\s*$", re.M)
-_SUGGESTED_STATIC = re.compile(r"^\s*(\w+) = (\d+)\s*$", re.M)
+# torch's suggested fixes of a dynamic-shapes error: "seq = Dim('seq', max=128)", or "x_1 = 16" (static). Blanks
+# within one line only: \s would take newlines, and from each of n blank lines scan the rest (quadratic).
+_SUGGESTED_DIM = re.compile(r"^[ \t]*(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=(\d+))?\)[ \t]*$", re.M)
+_SUGGESTED_STATIC = re.compile(r"^[ \t]*(\w+) = (\d+)[ \t]*$", re.M)
 
 
 def _dynamic_fix_hints(message: str, options: tuple[str, ...]) -> list[str]:
@@ -445,7 +446,8 @@ def _without_inductor_shim_notes():
 # reads what the call writes on stderr and passes it on without those traces) sees even what is written just
 # before the process dies (an abort's "terminate called ..."), which output held in this process would lose.
 _TRACE_FILTER = r"""
-import re, sys
+import re, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the call's to answer: pass on all it writes, to the end
 start = re.compile(rb"Exception raised from .*\(most recent call first\):\r?\n$")
 frame = re.compile(rb"(frame #\d+: .*|<omitting python frames>)\r?\n$")
 out, held, tracing = sys.stdout.buffer, None, False
@@ -473,12 +475,24 @@ out.flush()
 """
 
 
+def _fd_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def _stderr_without_cxx_traces():
     """While the block runs, this process's stderr (file descriptor 2) goes through _TRACE_FILTER, in a child
     process that writes it on to the real stderr as it comes, without the generated code's C++ exception traces.
     (Muting std::cerr itself would write into libstdc++'s memory: the AOTCUDA_FOREIGN_WRITES switch.) Where the
-    child cannot start, stderr is left as it is."""
+    child cannot start, or there is no stderr (file descriptor 2 closed: Python's sys.stderr is then None), stderr
+    is left as it is."""
+    if sys.stderr is None or not _fd_open(2):
+        yield
+        return
     sys.stderr.flush()
     try:
         child = subprocess.Popen([sys.executable, "-S", "-c", _TRACE_FILTER], stdin=subprocess.PIPE, stdout=2)
@@ -490,14 +504,17 @@ def _stderr_without_cxx_traces():
     try:
         yield
     finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        child.stdin.close()
         try:
-            child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            child.kill()
+            sys.stderr.flush()
+        finally:  # stderr is given back even where the flush fails (a reader that went away)
+            os.dup2(saved, 2)
+            os.close(saved)
+            child.stdin.close()
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
 
 
 @main.command()

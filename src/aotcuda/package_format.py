@@ -436,6 +436,9 @@ def check_signature_counts(signature: dict, entry: str, path: str) -> None:
                         value, dict) else (value,)
                     expressions += [bound["expr"] for bound in bounds if isinstance(bound, dict)
                                     and isinstance(bound.get("expr"), str)]
+    # serving reads "tensor_sizes" with the grammar too, and evaluates every one for each request (review 11)
+    sizes = signature.get("tensor_sizes")
+    expressions += [text for text in sizes if isinstance(text, str)] if isinstance(sizes, list) else []
     # One longer than the grammar takes is refused by its length, at no cost, naming its field: count it so.
     characters = sum(min(len(text), MAX_EXPRESSION_CHARS + 1) for text in expressions)
     if len(expressions) > MAX_SIGNATURE_EXPRESSIONS or characters > MAX_SIGNATURE_EXPRESSION_CHARS:
@@ -516,9 +519,15 @@ class _ExpressionParser:
         self.at += 1
         return token
 
-    def binary(self, depth, operand, operators, bits):
+    def binary(self, depth, operand, operators, bits, nesting=()):
+        """A left-associative chain; each operator of ``nesting`` is a level deeper (``a // b // c`` is
+        FloorDiv(FloorDiv(a, b), c): a chain of 600 is a tree no recursive walk of sympy's takes)."""
         tree, size = operand(depth)
         while (token := self.peek()) is not None and token[0] == "op" and token[1] in operators:
+            if token[1] in nesting:
+                depth += 1
+                if depth > MAX_EXPRESSION_DEPTH:
+                    raise ShapeExpressionError(f"it nests more than {MAX_EXPRESSION_DEPTH} levels deep")
             self.take()
             right, right_size = operand(depth)
             tree, size = (token[1], tree, right), _bounded(bits[token[1]](size, right_size))
@@ -532,7 +541,7 @@ class _ExpressionParser:
 
     def term(self, depth):
         return self.binary(depth, self.unary, ("*", "//", "%"),
-                           {"*": lambda a, b: a + b, "//": lambda a, b: a, "%": lambda a, b: b})
+                           {"*": lambda a, b: a + b, "//": lambda a, b: a, "%": lambda a, b: b}, ("//", "%"))
 
     def unary(self, depth):
         if self.peek() == ("op", "-"):

@@ -106,6 +106,58 @@ def test_the_seed_kernel_known_before_compiling_is_the_one_the_compile_makes(tmp
     assert caught.value.kernels == known and "model.eval()" in str(caught.value)
 
 
+class RandomOf(torch.nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, x):
+        return self.function(x)
+
+
+# Random numbers nothing reads: each program compiles with no fallback kernel at all (checked by the slow test;
+# allow_fallbacks=True, torch 2.13, CPU).
+DRAWING_NOTHING = {
+    "rand of size 0": lambda x: x + torch.rand(0).sum(),
+    "randn of size 0 concatenated": lambda x: torch.cat([x.flatten(), torch.randn(0)]),
+    "rand_like of an empty slice": lambda x: x[:0] + torch.rand_like(x[:0]),
+    "dropout of an empty slice": lambda x: x + torch.nn.functional.dropout(x[:0], 0.5, True).sum(),
+    "rand read through empty slices": lambda x: (lambda r: x + r[:0].sum() + r[:, :0].sum())(torch.rand(4, 4)),
+}
+
+
+@pytest.mark.parametrize("kind", DRAWING_NOTHING)
+def test_random_numbers_nothing_reads_are_not_refused_before_compiling(kind):
+    """(review 11) lower() refuses random ops before compiling (lowering/known_fallbacks.py): one whose values
+    no op reads (a size-0 rand, a rand read only through empty slices) makes no kernel in the compile (Inductor
+    removes the buffer), so predicting one refused a program that lowers with no fallback."""
+    from aotcuda.lowering.known_fallbacks import known_fallback_kernels
+    from aotcuda.lowering.pipeline import before_compile
+
+    ep = before_compile(RandomOf(DRAWING_NOTHING[kind]), (torch.randn(4, 4),)).program
+    assert known_fallback_kernels(ep, "cpu", DEVICE_PROFILES["cpu"].allowed_kernels) == []
+
+
+@pytest.mark.slow
+def test_random_numbers_nothing_reads_compile_without_a_fallback(tmp_path):
+    """The compile behind test_random_numbers_nothing_reads_are_not_refused_before_compiling, for two of them;
+    and rand (which Inductor's replace_random generates from its seeds, though it is in lowering.fallbacks) is
+    predicted as the seed kernel the compile makes, not as a kernel of its own (rand_like too: Inductor's
+    extra_random_decomps make it a rand)."""
+    import aotcuda
+    from aotcuda.lowering.known_fallbacks import known_fallback_kernels
+
+    for kind in ("rand of size 0", "rand read through empty slices"):
+        lowered = aotcuda.lower(RandomOf(DRAWING_NOTHING[kind]), (torch.randn(4, 4),), device="cpu",
+                                package_path=tmp_path / "e.pt2")
+        assert lowered.fallback_kernels == [], kind
+    lowered = aotcuda.lower(RandomOf(lambda x: x + torch.randn(x.shape) + torch.rand_like(x)), (torch.randn(4, 4),),
+                            device="cpu", package_path=tmp_path / "r.pt2", allow_fallbacks=True)
+    known = known_fallback_kernels(lowered.exported_program, "cpu", DEVICE_PROFILES["cpu"].allowed_kernels)
+    assert [(k.name, k.nodes) for k in known] == [(k.name, k.nodes) for k in lowered.fallback_kernels] == \
+        [("aoti_torch_cpu_randint_low_out", ["randn", "rand_like"])]
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"], ids=lambda device: f"{device}_wrapper")  # text only: no GPU
 def test_inductors_random_seeds_kernel_names_the_dropout_and_says_to_call_eval(device):
     from aotcuda.lowering.fallbacks import kernels_in

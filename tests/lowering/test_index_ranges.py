@@ -338,3 +338,53 @@ def test_a_bound_over_a_dynamic_size_is_not_taken_for_one():
         index_ranges(ep, [name], unchecked)
         (line,) = unchecked[name]
         assert "bounded on the way to" in line, line
+
+
+@pytest.mark.parametrize("bounded", [lambda x: x.argmax(-1), lambda x: (x[:, 0] * 7).long().clamp(0, 5),
+                                     lambda x: (x[:, 0] * 7).long() % 4], ids=["argmax", "clamp", "remainder"])
+def test_an_input_met_by_a_bounded_value_gets_no_range_eager_would_not_take(bounded):
+    """(review 11) A bounded value gives an index an interval, not every value of it: ``argmax(x)[:, None] + j``
+    into a 10-row table takes j = 9 in eager wherever the argmax is 0, so j must not get the range [0, 7] that
+    refuses it (an InputError, a 400 when served); it is left unchecked, as any input met by an offset that
+    depends on another input."""
+    table = torch.randn(10, 3)
+
+    class Two(torch.nn.Module):
+        def forward(self, x, j):
+            return F.embedding(bounded(x)[:, None] + j[None, :], table)
+
+    ep = torch.export.export(Two(), (torch.randn(2, 3), torch.tensor([1, 2])))
+    unchecked: dict = {}
+    ranges = index_ranges(ep, ["x", "j"], unchecked)
+    Two()(torch.zeros(2, 3), torch.tensor([0, 9]))  # the bounded value is 0: eager takes j up to 9
+    assert all(entry["max"] is None or entry["max"] >= 9 for entry in ranges.get("j", [])), ranges
+    assert "j" in unchecked and "x" not in unchecked and "x" not in ranges, (ranges, unchecked)
+
+
+X10, W200, W40000 = torch.randn(10, 3), torch.randn(200, 3), torch.randn(40000, 1)
+WRAPPING = {  # (forward(i), an example, a value eager refuses: its index wraps around in the narrow dtype)
+    "uint8 % -4 (eager: % 252)": (lambda i: X10[(i % -4).long()], torch.uint8, 200),
+    "int8 % 200 (eager: % -56)": (lambda i: F.embedding((i % 200).long(), W200), torch.int8, 100),
+    "uint8 clamp(2, -1) (eager: clamp(2, 255))": (lambda i: X10[(i * 1).clamp(2, -1).long()], torch.uint8, 200),
+    "int8 + 100": (lambda i: F.embedding((i + 100).long(), W200), torch.int8, 99),
+    "int16 * 2": (lambda i: F.embedding((i * 2).long(), W40000), torch.int16, 19999),
+    "int64 cast to int8": (lambda i: F.embedding(i.to(torch.int8).long(), W200), torch.int64, 150),
+}
+
+
+@pytest.mark.parametrize("kind", WRAPPING)
+def test_an_index_computed_in_a_narrow_integer_dtype_is_never_taken_as_bounded(kind):
+    """(review 11) Eager converts a constant to the tensor's dtype and computes in it, wrapping around: ``uint8 %
+    -4`` took values up to 251 though it was read as [-3, 0] (an index into 10 rows needing no check at all), and
+    ``int8 + 100`` is -57 for 99, which the recorded range [-100, 99] let through. Each value below makes eager
+    raise IndexError and the compiled code end the process: the input must get a range that refuses it, or an
+    ``index_unchecked`` line."""
+    function, dtype, refused = WRAPPING[kind]
+    with pytest.raises(IndexError):
+        function(torch.tensor([refused, 0], dtype=dtype))
+    ep = torch.export.export(Call(lambda x, i: function(i)), (torch.tensor([1, 2], dtype=dtype),))
+    unchecked: dict = {}
+    ranges = index_ranges(ep, ["i"], unchecked)
+    refuses = any(not (entry["min"] is None or entry["min"] <= refused) or
+                  not (entry["max"] is None or refused <= entry["max"]) for entry in ranges.get("i", []))
+    assert refuses or "i" in unchecked, (ranges, unchecked)

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aotcuda.cli import main
-from aotcuda.errors import PackageError
+from aotcuda.errors import InputError, PackageError
 from aotcuda.package_format import ShapeExpressionError, parse_shape_expression
 from aotcuda.runtime.checks import DimSpec, evaluate_dim
 from aotcuda.runtime.complex_adapter import split_signature
@@ -350,6 +350,14 @@ COUNTS = {
                                                  for i in range(64 * j, 64 * j + 64)], "strides": [1] * 64}
             for j in range(2)]),
         r"it holds 13\d shape expressions of \d+ characters, more than 10000 or 131072 characters"),
+    # (review 11) serve reads and evaluates tensor_sizes for each request: 64 of 2,000 characters took 3.9 s to
+    # read and 1.8 s a request, on top of what the dims may hold, uncounted
+    "64 long dims and 64 long tensor sizes": (
+        lambda signature: signature.update(inputs=[
+            {**signature["inputs"][0], "shape": [{"expr": f"{i}+" + "+".join(["s0*s1"] * 330)[:1979], "min": 1}
+                                                 for i in range(64)], "strides": [1] * 64}],
+            tensor_sizes=[f"{i}+" + "+".join(["s0*s1"] * 330)[:1979] for i in range(64)]),
+        r"it holds 13\d shape expressions of \d+ characters, more than 10000 or 131072 characters"),
     "20,000 outputs": (lambda signature: signature.update(outputs=signature["outputs"][:1] * 20_000),
                        r"it lists 20001 inputs and outputs, more than 10000"),
     "2,000 index ranges": (lambda signature: signature["inputs"][0].update(index_ranges=[{"min": 0, "max": 1}] * 2000),
@@ -420,3 +428,32 @@ def test_an_expr_that_is_not_a_string_is_a_package_error_everywhere(twice_pt2, t
     assert "Traceback" not in result.output and "TypeError" not in result.output, result.output
     with pytest.raises(ValueError):
         shape_expression(NOT_STRINGS[value])
+
+
+# (review 11) A chain of one operator was a left-deep tree as deep as it is long, the grammar's 32 levels counting
+# only parentheses: "s0+s0+...+s0" (666 terms, 1,997 characters) was read, then every evaluation raised a raw
+# RecursionError from sympy's recursive walks (free_symbols, xreplace, diff): serve's tensor-size check at every
+# request, and a call whose input dim held it.
+def test_a_long_chain_of_one_operator_is_read_shallow_or_refused():
+    import torch
+
+    from aotcuda.runtime.checks import TensorSpec, check_inputs
+    from aotcuda.serving.batching import tensor_size_records
+    from aotcuda.serving.codec import check_tensor_sizes
+
+    for text, value in (("+".join(["s0"] * 666), 666 * 3), ("-".join(["s0"] * 666), -664 * 3),
+                        ("*".join(["s0"] * 15), 3**15), ("+".join(["s0*s1"] * 330), 330 * 15)):
+        ((_, expression),) = tensor_size_records([text], "p.pt2")
+        assert evaluate_expression(expression, {"s0": 3, "s1": 5}) == value
+        check_tensor_sizes(((text, expression),), {"s0": 3, "s1": 5}, 2**30)  # no RecursionError
+    chain = "+".join(["s0*s1"] * 330)
+    spec = TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu", "contiguous": True,
+                                 "strides": None, "complex": None,
+                                 "shape": [{"expr": "s0", "min": 1}, {"expr": "s1", "min": 1}, {"expr": chain, "min": 1}]})
+    assert check_inputs([torch.empty(2, 3, 1980)], [spec], ["x"], torch.device("cpu"), 1)[1] == {"s0": 2, "s1": 3}
+    with pytest.raises(InputError, match="dim 2 is 1, but the program was exported with"):
+        check_inputs([torch.empty(2, 3, 1)], [spec], ["x"], torch.device("cpu"), 1)
+    for operator in ("//", "%"):  # each one a level deeper (FloorDiv(FloorDiv(...))): 500 of them refused as they are read
+        with pytest.raises(ShapeExpressionError, match="nests more than 32 levels deep"):
+            shape_expression(operator.join(["s0"] * 500))
+        assert shape_expression(operator.join(["s0"] * 30)) is not None  # within the grammar's levels

@@ -233,24 +233,52 @@ def _bounded(node: torch.fx.Node) -> Flow | None:
     n < 0), and ``argmax``/``argmin`` ([0, size - 1] along their dim). Its operand's inputs are then
     absorbed (``Flow.absorbed``): ``(mask.cumsum(-1) - 1).clamp(0, 127)`` into a 128-row table is safe
     whatever the mask holds. None for any other op, or where a bound is unknown."""
+    bounds = _bounds_of(node)
+    # not exact: which values of the interval the op gives depends on the input, so an input met by them
+    # (``argmax(x)[:, None] + j``) has no exact range (eager takes a wider j where the argmax is small)
+    return None if bounds is None else Flow(None, 0, *bounds, exact=False)
+
+
+def _bounds_of(node: torch.fx.Node) -> tuple | None:
+    """``_bounded``'s interval (low, high) for the node, or None."""
     packet, args = _packet(node), node.args
     if not _integer_tensor(node) or not args or not isinstance(args[0], torch.fx.Node):
         return None
     if packet is aten.clamp:
         low, high = (_constant(argument(node, index, name)) for index, name in ((1, "min"), (2, "max")))
-        if low is None or high is None:
+        if low is None or high is None or not _held(node, low) or not _held(node, high):
             return None
-        return Flow(None, 0, sympy.Min(low, high), high)  # clamp = min(max(x, low), high): high where low > high
+        return sympy.Min(low, high), high  # clamp = min(max(x, low), high): high where low > high
     if packet is aten.remainder and len(args) == 2:
         divisor = _constant(args[1])
-        if divisor is None or not divisor.is_Integer or divisor == 0:
+        if divisor is None or not divisor.is_Integer or divisor == 0 or not _held(node, divisor):
             return None
-        return Flow(None, 0, *((sympy.Integer(0), divisor - 1) if divisor > 0 else (divisor + 1, sympy.Integer(0))))
+        return (sympy.Integer(0), divisor - 1) if divisor > 0 else (divisor + 1, sympy.Integer(0))
     if packet in (aten.argmax, aten.argmin):
         dim = argument(node, 1, "dim")
         size = size_of(args[0], dim) if dim is None or isinstance(dim, int) else None
-        return None if size is None else Flow(None, 0, sympy.Integer(0), size - 1)
+        return None if size is None else (sympy.Integer(0), size - 1)
     return None
+
+
+def _held(node: torch.fx.Node, constant: sympy.Expr) -> bool:
+    """Whether a constant (an int; a SymInt is left to ``_within``) is one the node's integer dtype holds: eager
+    converts it to the dtype first, wrapping around (``uint8 % -4`` is ``% 252``, ``int8 % 200`` is ``% -56``)."""
+    if not constant.is_Integer:
+        return True
+    info = torch.iinfo(node.meta["val"].dtype)
+    return info.min <= int(constant) <= info.max
+
+
+def _wraps(node: torch.fx.Node) -> bool:
+    """Whether arithmetic in the node's dtype may wrap around within the values an index takes: an integer dtype
+    narrower than int32 (``int8 + 100`` is -57 for 99, where eager's range is reckoned in Python integers)."""
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) and value.dtype not in (torch.int32, torch.int64)
+
+
+_ARITHMETIC = {aten.add, aten.add_, aten.sub, aten.sub_, aten.rsub, aten.neg, aten.mul, aten.mul_}
+_CASTS = {aten._to_copy, aten.to, aten.type_as, torch.ops.prims.convert_element_type}
 
 
 def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
@@ -265,6 +293,10 @@ def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
         packet = aten.clone if packet in _VALUES_SAME else aten.slice
     if packet is None or not _integer_tensor(node):
         return None
+    if _wraps(node) and (packet in _ARITHMETIC or (packet in _CASTS and isinstance(args[0], torch.fx.Node) and
+                                                   args[0].meta.get("val") is not None and
+                                                   args[0].meta["val"].dtype != node.meta["val"].dtype)):
+        return None  # not followed: the input is unchecked, with its line
     if packet is aten.arange:
         flow = _arange(node)
         return None if flow is None else (flow,)

@@ -19,6 +19,7 @@ kernel the device profile allows.
 
 from __future__ import annotations
 
+import operator
 import warnings
 
 import torch
@@ -103,9 +104,12 @@ def random_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: froz
     kernels: dict[str, FallbackKernel] = {}
     for node in random_nodes(ep):
         op = node.target
-        if not _draws_random_numbers(node):
+        if not _draws_random_numbers(node) or _empty(node):
             continue
-        generated = op not in lowering.fallbacks and (op in lowering.lowerings or op in decomposed)
+        # rand, randn and their _like forms are in lowering.fallbacks (fallback_rand_default, make_fallback of
+        # rand_like: for fallback_random), yet Inductor generates them from its seeds (replace_random)
+        generated = op in _REPLACED_RANDOM or (op not in lowering.fallbacks
+                                               and (op in lowering.lowerings or op in decomposed))
         if generated:
             name, packet = f"aoti_torch_{device_type}_{SEED_KERNEL}", SEED_KERNEL
         elif str(op) in shims:
@@ -117,6 +121,29 @@ def random_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: froz
         kernel.sources.append(relative_source_line(node))
         kernel.dropout = kernel.dropout or is_dropout(node)
     return split_allowed(list(kernels.values()), allowed)[0]
+
+
+# What torch._inductor.fx_passes.replace_random turns into random numbers from Inductor's seeds (a generator
+# argument aside, which export does not keep), and what Inductor's extra_random_decomps make rand or randn of.
+_REPLACED_RANDOM = frozenset({torch.ops.aten.rand.default, torch.ops.aten.randn.default,
+                              torch.ops.aten.rand_like.default, torch.ops.aten.randn_like.default})
+
+
+def _empty(node: torch.fx.Node) -> bool:
+    """Whether a node's random numbers are read by nothing, for every size: every tensor it makes has no
+    element (``torch.rand(0)``), or every op that reads them makes none (``torch.rand(4, 4)[:0]``). Inductor
+    then removes its buffer, and no kernel draws for it (the compile of such a program has no fallback kernel).
+    The users of a node of several outputs are its getitems."""
+    def makes_nothing(n):
+        values = [v for v in torch.utils._pytree.tree_leaves(n.meta.get("val")) if isinstance(v, torch.Tensor)]
+        return bool(values) and all(isinstance(v.numel(), int) and v.numel() == 0 for v in values)
+
+    def readers(n):
+        return [r for user in n.users for r in (readers(user) if user.target is operator.getitem else [user])]
+
+    found = readers(node)
+    return makes_nothing(node) or (bool(found) and all(user.op == "call_function" and makes_nothing(user)
+                                                      for user in found))
 
 
 # Ops that draw random numbers whatever their arguments (by name, in-place forms included). An op tagged

@@ -88,7 +88,17 @@ def _constructors() -> dict:
             return shape_functions.FloorDiv(add(base, add(divisor, sympy.S.NegativeOne)), divisor, evaluate=False)
         return calls[name](*args, evaluate=False)
 
+    def chain(combine, parts):
+        """One n-ary node for a chain of + (or of *): its constants folded, the rest unevaluated."""
+        numbers = [part for part in parts if part.is_Number]
+        rest = [part for part in parts if not part.is_Number]
+        if numbers:
+            rest.append(combine(*numbers))
+        return rest[0] if len(rest) == 1 else combine(*rest, evaluate=False)
+
     return {
+        "sum": lambda parts: chain(sympy.Add, parts),
+        "product": lambda parts: chain(sympy.Mul, parts),
         "int": sympy.Integer,
         "symbol": lambda name: sympy.Symbol(name, integer=True),
         "neg": neg,
@@ -103,8 +113,21 @@ def _constructors() -> dict:
 
 
 def _build(tree: tuple, make: dict):
-    """Fold the syntax tree bottom-up (its depth is bounded by the grammar)."""
+    """Fold the syntax tree bottom-up (its depth is bounded by the grammar). A chain of + and - (or of *), a
+    left-deep tree as deep as it is long, becomes one n-ary node: ``s0+s0+...`` of 666 terms was a tree deeper
+    than sympy's recursive walks (free_symbols, xreplace, diff) take, and every call raised RecursionError
+    (review 11)."""
     kind = tree[0]
+    if kind in ("+", "-", "*"):
+        group, operands, node = ("*",) if kind == "*" else ("+", "-"), [], tree
+        while node[0] in group:  # down the left spine, without recursing
+            operands.append((node[0], node[2]))
+            node = node[1]
+        parts = [_build(node, make)]
+        for op, operand in reversed(operands):
+            built = _build(operand, make)
+            parts.append(make["neg"](built) if op == "-" else built)
+        return make["product" if kind == "*" else "sum"](parts)
     if kind in ("int", "symbol"):
         return make[kind](tree[1])
     if kind == "neg":
