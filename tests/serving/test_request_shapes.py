@@ -166,6 +166,22 @@ def test_lowering_records_only_tensor_sizes_the_runtime_can_read_back():
     assert len(tensor_size_records(recorded, "p.pt2")) == len(recorded)
 
 
+def test_a_view_is_not_counted_as_a_tensor_the_program_makes():
+    """An expanded view holds no memory (a broadcast attention mask, x[:, None].expand(n, n, d)): counted as n·n·d
+    elements, it would refuse with 400 requests whose program allocates n·d (review 11 found the over-count)."""
+    from aotcuda.lowering.signature import tensor_sizes
+
+    class Broadcast(torch.nn.Module):
+        def forward(self, x):
+            return x[:, None, :].expand(x.shape[0], x.shape[0], x.shape[1]).amax(1) + 1
+
+    ep = torch.export.export(Broadcast(), (torch.randn(5, 3),),
+                             dynamic_shapes={"x": {0: torch.export.Dim("n", max=4096)}}).run_decompositions()
+    assert any(node.target == torch.ops.aten.expand.default for node in ep.graph.nodes)
+    recorded = tensor_sizes(ep)
+    assert recorded and not any("**2" in text for text in recorded), recorded
+
+
 def test_stats_name_the_batch_dim_as_the_user_gave_it(served_block, monkeypatch):
     """A new user's GET /stats said "batching": "s52", torch's symbol for the batch dim, which no user wrote. It
     is the name the dim was lowered with (Dim("batch") here; --dynamic x:0:1:64:batch on the command line), and

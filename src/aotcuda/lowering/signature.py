@@ -74,8 +74,9 @@ MAX_TENSOR_SIZES, PROBE_SIZE = 16, 4096
 
 
 def tensor_sizes(ep) -> list[str]:
-    """The bytes of the tensors ``ep`` makes (its nodes' values, outputs and intermediates; not its inputs) whose
-    size depends on the input shapes, as distinct expressions of the shape symbols (``4*s27**2``), the largest at
+    """The bytes of the tensors ``ep`` makes (its nodes' values, outputs and intermediates; not its inputs, nor its
+    views, which hold none) whose size depends on the input shapes, as distinct expressions of the shape symbols
+    (``4*s27**2``), the largest at
     PROBE_SIZE first, at most MAX_TENSOR_SIZES. The signature's "tensor_sizes": serving evaluates them for each
     request's shapes before the program runs, since an intermediate may grow faster than every output (``(x @
     x.T).softmax(-1) @ x``: a 1 MiB request of x (32768, 8) made a 4 GiB tensor, the process peaked at 8.4 GiB).
@@ -96,8 +97,8 @@ def tensor_sizes(ep) -> list[str]:
 
     found = {}
     for node in ep.graph.nodes:
-        if node.op == "placeholder":
-            continue
+        if node.op == "placeholder" or (isinstance(node.target, torch._ops.OpOverload) and node.target.is_view):
+            continue  # a view holds no memory of its own: x[:, None].expand(n, n, d) is n·d elements, not n·n·d
         values = node.meta.get("val")
         for value in values if isinstance(values, (list, tuple)) else (values,):
             if not isinstance(value, torch.Tensor):
