@@ -119,9 +119,7 @@ def print_error(message: str, kind: str = "", hints: list[str] = ()) -> None:
     a line that reads as one of them, whatever newline it holds."""
     lines = message.split("\n") or [""]  # only newlines break lines: other control characters are shown escaped
     status_console.print(f"[red]error:[/red] {shown(kind + lines[0])}", highlight=False, soft_wrap=True)
-    for line in lines[1:]:
-        status_console.print(f"  {terminal_safe(line)}" if line else "", highlight=False, markup=False,
-                             soft_wrap=True)
+    _print_later_lines(lines[1:])
     for hint in hints:
         status_console.print(f"hint: {hint}", highlight=False, markup=False, soft_wrap=True)
 
@@ -140,7 +138,13 @@ def print_warning(message: str) -> None:
     """Print 'warning: ...' with the message's later lines indented, as print_error prints an error."""
     first, *rest = message.split("\n")
     status_console.print(f"warning: {terminal_safe(first)}", highlight=False, markup=False, soft_wrap=True)
-    for line in rest:
+    _print_later_lines(rest)
+
+
+def _print_later_lines(lines: list[str]) -> None:
+    """A message's lines after its first, indented: only aotcuda's own 'error:', 'hint:' and 'warning:' lines
+    start at the first column."""
+    for line in lines:
         status_console.print(f"  {terminal_safe(line)}" if line else "", highlight=False, markup=False, soft_wrap=True)
 
 

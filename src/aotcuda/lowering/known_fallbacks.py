@@ -33,15 +33,18 @@ def known_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: froze
     """The fallback kernels outside ``allowed`` (C-shim op names) that ``ep`` will have on ``device_type`` for
     certain, named as the check after the compile names them ("aoti_torch_cpu_mul_Tensor"), with the user's
     source lines: those of complex math left as it was, then those of random ops."""
-    return complex_fallback_kernels(ep, device_type, allowed) + random_fallback_kernels(ep, device_type, allowed)
+    tables = _inductor_tables()  # read once for both
+    return (complex_fallback_kernels(ep, device_type, allowed, tables)
+            + random_fallback_kernels(ep, device_type, allowed, tables))
 
 
-def complex_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str]) -> list[FallbackKernel]:
+def complex_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str],
+                             tables=None) -> list[FallbackKernel]:
     """The fallback kernels outside ``allowed`` (C-shim op names) that the complex ops of ``ep`` become
     on ``device_type``, one FallbackKernel each, named as the check after the compile names them
     ("aoti_torch_cpu_mul_Tensor"), with the user's source lines. Empty where none is certain (and on a torch
-    whose Inductor lacks the functions read here)."""
-    tables = _inductor_tables()
+    whose Inductor lacks the functions read here). tables: ``_inductor_tables()``, read here when not given."""
+    tables = tables or _inductor_tables()
     if tables is None:
         return []
     lowering, decomposed, shims = tables
@@ -91,13 +94,14 @@ def _depends_on_user_inputs(ep: ExportedProgram) -> set[torch.fx.Node]:
     return reached
 
 
-def random_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str]) -> list[FallbackKernel]:
+def random_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str],
+                            tables=None) -> list[FallbackKernel]:
     """The kernels of ``ep``'s random ops that draw numbers at every call (``fallbacks.random_nodes``, then
     ``_draws_random_numbers``): Inductor's seed kernel for those it generates random numbers for (one kernel,
     every such op's nodes and lines, and whether one is a dropout: the message then says to call model.eval()),
     and the op's own kernel for one it has no lowering for. Empty on a torch whose Inductor lacks the functions
-    read here."""
-    tables = _inductor_tables()
+    read here. tables: ``_inductor_tables()``, read here when not given."""
+    tables = tables or _inductor_tables()
     if tables is None:
         return []
     lowering, decomposed, shims = tables
