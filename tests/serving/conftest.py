@@ -95,3 +95,13 @@ def shape_packages(tmp_path_factory):
     aotcuda.lower(GramAttention(), (torch.randn(4, 8),), device="cpu", package_path=paths["gram"],
                   dynamic_shapes={"x": {0: torch.export.Dim("n", max=1 << 20)}})
     return paths
+
+
+@pytest.fixture(scope="session")
+def runaway_package(tmp_path_factory):
+    """(x [4] float32, n () int64) -> x after n halvings (serving_cases.RepeatedHalving), lowered for the CPU."""
+    from serving_cases import RepeatedHalving
+
+    path = str(tmp_path_factory.mktemp("runaway") / "halving.pt2")
+    aotcuda.lower(RepeatedHalving(), (torch.randn(4), torch.tensor(3)), device="cpu", package_path=path)
+    return path

@@ -238,3 +238,20 @@ class SumOfRows(torch.nn.Module):
 
     def forward(self, x):
         return x.sum(0) + 1
+
+
+class RepeatedHalving(torch.nn.Module):
+    """Breaker: a run as long as a request's value says. y = y / 2 + 1, n times, in a while_loop whose trip count is
+    the input n: every size is small, and n = 2**62 never ends (a replica held it for good, and every request
+    routed to that replica waited behind it)."""
+
+    def forward(self, x, n):
+        from torch._higher_order_ops import while_loop
+
+        def more(i, y):
+            return i < n
+
+        def halve(i, y):
+            return i + 1, y * 0.5 + 1.0
+
+        return while_loop(more, halve, (torch.zeros((), dtype=torch.int64), x))[1]

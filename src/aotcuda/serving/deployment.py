@@ -5,7 +5,9 @@ Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
                   400 with the reason as text for a bad request (not safetensors, missing input, wrong
                   dtype or shape, a value outside an index's range: the runtime's own InputError message);
                   408 for a body that trickles; 500 when the program fails; 503 when a body the proxy had
-                  read did not reach the replica (RAY_BODY_DELAY_S). Each carries the header
+                  read did not reach the replica (RAY_BODY_DELAY_S), when the request's run passed
+                  run_timeout_s (RunTimeoutError), or, with Retry-After, when the request waited behind such a
+                  run and never ran (BusyError; serving/deadline.py). Each carries the header
                   X-Aotcuda-Error (the error's class): a 5xx without it comes from Ray's proxy (e.g. the
                   request's replica died on it: not safe to resend, see client).
   GET  /healthz   200 "ok" once every replica of the deployment runs (Ray Serve's own replica states),
@@ -51,8 +53,9 @@ from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, index_records, serving_plan, split_rows, tensor_size_records
-from aotcuda.serving.body import ERROR_HEADER, LateBodyError, SlowBodyError, read_body, shown
+from aotcuda.serving.body import ERROR_HEADER, BusyError, LateBodyError, SlowBodyError, read_body, shown
 from aotcuda.serving.codec import check_answer_size, check_tensor_sizes, decode_inputs, encode_outputs
+from aotcuda.serving.deadline import RunTimeoutError, RunWatch
 from aotcuda.serving.proxy import read_by_proxy
 
 __all__ = ["HealthCheck", "ProgramReplica"]
@@ -67,6 +70,13 @@ OCTET_STREAM = "application/octet-stream"
 RAY_BODY_DELAY_S = 60.0
 # The most characters of an error's text an answer carries: the runtime's messages are a few hundred.
 MAX_ERROR_CHARS = 2000
+# Seconds between Ray Serve's health checks of a replica (Ray's default: 10). Serve replaces a replica after 3
+# failed checks in a row, and a run past run_timeout_s fails them (serving/deadline.py): so such a run is ended,
+# with its process, about 3 periods after its deadline, plus Serve's graceful stop of the replica.
+HEALTH_CHECK_PERIOD_S = 2.0
+# Seconds a waiting request is told to wait before sending again (Retry-After) when it never ran because the
+# replica is being replaced.
+RETRY_AFTER_S = 1
 
 
 class ProgramReplica:
@@ -85,6 +95,8 @@ class ProgramReplica:
             from the signature's "tensor_sizes" and the request's shapes) is refused with 400 before it runs.
         body_timeout_s: a request body still arriving after this many seconds is refused with 408 (timed here
             only for a request the HTTP proxy did not read: see ``_body``).
+        run_timeout_s: a request whose run takes longer gets 503, and the replica is replaced (its process ends,
+            which is the only way to stop the run); None: no deadline (serving/deadline.py).
         allow_unbounded_outputs: serve a program with an output dim computed from an input's values and no upper
             bound (batching.serving_plan refuses it otherwise).
         allow_unchecked_indices: serve a program with an input whose values reach an index that lowering could not
@@ -97,7 +109,8 @@ class ProgramReplica:
     def __init__(self, package_path: str, *, device: str | None = None, cuda_graphs: bool = False,
                  max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20,
                  max_response_bytes: int = 1 << 30, max_tensor_bytes: int = 1 << 30, body_timeout_s: float = 30.0,
-                 allow_unbounded_outputs: bool = False, allow_unchecked_indices: bool = False):
+                 run_timeout_s: float | None = 60.0, allow_unbounded_outputs: bool = False, allow_unchecked_indices: bool = False):
+        self.watch = RunWatch(run_timeout_s)
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
         # the records of the signature the program loaded, not of a second read of the file (another process may
         # have replaced it in between)
@@ -144,7 +157,13 @@ class ProgramReplica:
         if self.max_batch_size > 1:
             outputs = await self.predict_batch(inputs)
         else:
-            outputs = await self._in_program_thread(self._run_one, inputs)
+            try:
+                outputs = await self._in_program_thread(self._run_one, inputs)
+            except (RunTimeoutError, BusyError) as error:
+                outputs = error
+        if isinstance(outputs, (RunTimeoutError, BusyError)):
+            self.counters["timed_out" if isinstance(outputs, RunTimeoutError) else "not_run"] += 1
+            return _error_response(outputs, 503)
         if isinstance(outputs, InputError):  # the request's values (e.g. a token id out of range): the client's
             self.counters["rejected"] += 1
             return _error_response(outputs, 400)
@@ -179,12 +198,17 @@ class ProgramReplica:
     async def predict_batch(self, requests: list[list[torch.Tensor]]) -> list:
         """Run checked requests as few batches as their shapes allow; one result (outputs or the
         exception) per request, in order."""
-        return await self._in_program_thread(self._run_batched, requests)
+        try:
+            return await self._in_program_thread(self._run_batched, requests)
+        except (RunTimeoutError, BusyError) as error:  # one answer for each request of the batch
+            return [error] * len(requests)
 
     # --- running (in the program thread) ------------------------------------------------------------
 
     async def _in_program_thread(self, function, *args):
-        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+        """``function(*args)`` on the program thread, under the run deadline: raises RunTimeoutError or BusyError
+        (RunWatch.wait)."""
+        return await self.watch.wait(self._executor.submit(self.watch.call, function, *args))
 
     def _run_one(self, inputs: list[torch.Tensor]):
         self._count_batch(1, inputs[0].shape[0] if inputs and inputs[0].dim() else 1)
@@ -245,16 +269,22 @@ class ProgramReplica:
                 # the batch dim as the user named it at lowering, not torch's symbol (s52: a user's report)
                 "batching": (self.plan.dim_name or "dim 0") if self.max_batch_size > 1 else None,
                 **{key: self.counters[key] for key in
-                   ("requests", "rejected", "batches", "batched_requests", "rows", "largest_batch")}}
+                   ("requests", "rejected", "timed_out", "not_run", "batches", "batched_requests", "rows",
+                    "largest_batch")}}
 
     def check_health(self) -> None:
-        """Ray Serve's periodic health check: a closed Program means the replica must be replaced."""
+        """Ray Serve's periodic health check: a closed Program, or a run past run_timeout_s, means the replica must
+        be replaced."""
         if self.program.closed:
             raise RuntimeError("the replica's Program is closed")
+        self.watch.check()
 
     def __del__(self) -> None:
         program = getattr(self, "program", None)
-        if program is not None:
+        watch = getattr(self, "watch", None)
+        # Program.close waits for the call in flight: a run past its deadline never ends, and the process ends
+        # with the replica anyway (Serve kills it after its graceful stop).
+        if program is not None and (watch is None or watch.overrun_s() is None):
             program.close()
 
 
@@ -275,8 +305,10 @@ class HealthCheck:
 def _error_response(error: Exception, status: int, prefix: str = "") -> Response:
     """An error's answer, its text bounded: a message may echo the request (a shape of 480,000 dims made a
     1.44 MB 400), and what a client sent must not decide how much the server writes back."""
-    return PlainTextResponse(shown(prefix + str(error), MAX_ERROR_CHARS), status_code=status,
-                             headers={ERROR_HEADER: type(error).__name__})
+    headers = {ERROR_HEADER: type(error).__name__}
+    if isinstance(error, BusyError):  # nothing of the request ran: the client may send it again
+        headers["Retry-After"] = str(RETRY_AFTER_S)
+    return PlainTextResponse(shown(prefix + str(error), MAX_ERROR_CHARS), status_code=status, headers=headers)
 
 
 def _no_route(method: str, path: str) -> Response:

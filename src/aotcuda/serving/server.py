@@ -65,6 +65,10 @@ class ServeOptions:
             the signature's "tensor_sizes" at the request's shapes) gets 400 before it runs.
         body_timeout_s: a request body still arriving after this many seconds gets 408 (timed in the HTTP
             proxy, on the client's sending alone, in a Ray that serve_package starts: aotcuda.serving.proxy).
+        run_timeout_s: a request whose run (its batch's call) takes longer gets 503, and its replica is replaced:
+            Ray Serve ends the replica's process, the only way to stop a call into the program, and starts a new
+            one (serving/deadline.py). None: no deadline, and a request whose values make the program run for good
+            (a while_loop's trip count) holds its replica for good.
         max_pending_bytes: the bytes of request bodies the HTTP proxy holds at once, over all clients (in a Ray
             that serve_package starts); a body that would pass it gets 503 with Retry-After. None: 1 GiB, or
             max_request_bytes where that is larger.
@@ -90,6 +94,7 @@ class ServeOptions:
     max_response_bytes: int = 1 << 30
     max_tensor_bytes: int = 1 << 30
     body_timeout_s: float = 30.0
+    run_timeout_s: float | None = 60.0
     max_pending_bytes: int | None = None
     dashboard: bool = False
     allow_unbounded_outputs: bool = False
@@ -102,6 +107,8 @@ class ServeOptions:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if self.batch_wait_ms < 0 or self.request_timeout_s <= 0 or self.body_timeout_s <= 0:
             raise ValueError("batch_wait_ms must be ≥ 0, request_timeout_s and body_timeout_s > 0")
+        if self.run_timeout_s is not None and not self.run_timeout_s > 0:
+            raise ValueError(f"run_timeout_s must be > 0, or None for no deadline; got {self.run_timeout_s!r}")
         if self.max_pending_bytes is not None and self.max_pending_bytes < self.max_request_bytes:
             raise ValueError(f"max_pending_bytes ({self.max_pending_bytes}) must be at least max_request_bytes "
                              f"({self.max_request_bytes}): a body of the largest size must fit")
@@ -196,15 +203,16 @@ def replica_actor_options(package_path: str, options: ServeOptions) -> dict:
 def _bind(path: str, options: ServeOptions, actor_options: dict):
     from ray import serve
 
-    from aotcuda.serving.deployment import ProgramReplica
+    from aotcuda.serving.deployment import HEALTH_CHECK_PERIOD_S, ProgramReplica
 
     deployment = serve.deployment(ProgramReplica, name="ProgramReplica", num_replicas=options.replicas,
                                   ray_actor_options=actor_options,
-                                  max_ongoing_requests=max(8, 2 * options.max_batch_size))
+                                  max_ongoing_requests=max(8, 2 * options.max_batch_size),
+                                  health_check_period_s=HEALTH_CHECK_PERIOD_S)
     return deployment.bind(path, cuda_graphs=options.cuda_graphs, max_batch_size=options.max_batch_size,
                            batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes,
                            max_response_bytes=options.max_response_bytes, max_tensor_bytes=options.max_tensor_bytes,
-                           body_timeout_s=options.body_timeout_s,
+                           body_timeout_s=options.body_timeout_s, run_timeout_s=options.run_timeout_s,
                            allow_unbounded_outputs=options.allow_unbounded_outputs,
                            allow_unchecked_indices=options.allow_unchecked_indices)
 

@@ -1,0 +1,98 @@
+"""A deadline on each run of a replica's program (``run_timeout_s``).
+
+A request inside every size limit can still take as long as its values say: a ``while_loop`` whose trip count
+is an input (n = 2**62 iterations of a cheap body), or a chain of products at the largest shapes the signature
+admits. Without a deadline such a request holds the replica's one program thread for good, and every request
+routed to that replica waits behind it. A call into the model container cannot be interrupted from Python (its
+C++ loop never returns to the interpreter), so the only way to end such a run is to end its process. So:
+
+- the request whose run passes the deadline gets 503 (RunTimeoutError, final: its run may have written the
+  program's state) while the run goes on in the program thread;
+- requests waiting behind it that have not started are taken off the thread's queue and get 503 with
+  Retry-After (BusyError: nothing of them ran, a client may send them again, and Ray routes them to another
+  replica or to this one's replacement);
+- the replica's health check fails for as long as that run goes on (``RunWatch.check``), so that Ray Serve
+  marks the replica unhealthy after its consecutive failures and replaces it, killing the process and the run
+  with it (deployment.HEALTH_CHECK_PERIOD_S bounds how long that takes). A run that ends before that leaves
+  the replica healthy again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+
+from aotcuda.errors import AotcudaError
+from aotcuda.serving.body import BusyError
+
+__all__ = ["RunTimeoutError", "RunWatch"]
+
+# How often a waiting request looks at the running call (seconds): the most a 503 comes after the deadline.
+POLL_S = 0.25
+
+
+class RunTimeoutError(AotcudaError):
+    """A request whose run passed the server's run_timeout_s (answered with HTTP 503 and no Retry-After: the run
+    may have changed the program's state, so the request is not safe to send again as it is)."""
+
+    http_status = 503
+
+
+class RunWatch:
+    """The program thread's current run and its start, for the deadline (``timeout_s`` seconds; None: none)."""
+
+    def __init__(self, timeout_s: float | None):
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"run_timeout_s must be > 0 or None (no deadline), got {timeout_s!r}")
+        self.timeout_s = timeout_s
+        self._started: float | None = None  # time.monotonic() at the current run's start; None between runs
+        self._lock = threading.Lock()
+
+    def call(self, function, *args):
+        """Run ``function(*args)`` as the current run (on the program thread)."""
+        with self._lock:
+            self._started = time.monotonic()
+        try:
+            return function(*args)
+        finally:
+            with self._lock:
+                self._started = None
+
+    def overrun_s(self) -> float | None:
+        """How long the current run has taken, if that is past the deadline; None otherwise (or between runs)."""
+        with self._lock:
+            started = self._started
+        running = None if started is None else time.monotonic() - started
+        return running if self.timeout_s is not None and running is not None and running > self.timeout_s else None
+
+    def check(self) -> None:
+        """Raise RunTimeoutError while the current run is past the deadline (the replica's health check)."""
+        running = self.overrun_s()
+        if running is not None:
+            raise RunTimeoutError(f"a run has taken {running:.1f} s, past run_timeout_s={self.timeout_s:g}: the "
+                                  "replica cannot stop it and must be replaced")
+
+    async def wait(self, job: concurrent.futures.Future):
+        """The result of ``job`` (submitted to the program thread through ``call``), or, once the thread's current
+        run is past the deadline: BusyError if ``job`` had not started (it never will here), RunTimeoutError if it
+        is that run (it goes on; its result is dropped)."""
+        waiting = asyncio.wrap_future(job)
+        if self.timeout_s is None:
+            return await waiting
+        while True:
+            done, _ = await asyncio.wait({waiting}, timeout=min(POLL_S, self.timeout_s))
+            if done:
+                return waiting.result()
+            if self.overrun_s() is None:
+                continue
+            if job.cancel():
+                raise BusyError(f"this replica's run of an earlier request passed run_timeout_s={self.timeout_s:g} "
+                                "and the replica is being replaced; nothing of this request ran, send it again after "
+                                "the Retry-After seconds")
+            if job.done():  # it ended between the wait and the look
+                return waiting.result()
+            raise RunTimeoutError(f"the program ran for more than run_timeout_s={self.timeout_s:g} s on this request "
+                                  "and was not stopped; the replica is replaced (a call into the program cannot be "
+                                  "interrupted). Lower the request's sizes or values, or raise --run-timeout-s")

@@ -1,0 +1,180 @@
+"""A run past run_timeout_s (serving/deadline.py): its request gets 503, the requests waiting behind it get 503 with
+Retry-After, and the replica fails its health check until the run ends; with Ray, Serve then replaces the replica,
+process and run with it. Found by a breaker: a while_loop whose trip count is a request's input (n = 2**62) held a
+replica for good, whatever the size limits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import torch
+
+safetensors_torch = pytest.importorskip("safetensors.torch", reason="aotcuda[serve] is not installed")
+deployment = pytest.importorskip("aotcuda.serving.deployment", reason="aotcuda[serve] is not installed")
+
+from aotcuda.serving.deadline import RunTimeoutError  # noqa: E402
+from aotcuda.serving.proxy import BODY_READ  # noqa: E402
+from aotcuda.serving.server import ServeOptions  # noqa: E402
+from serving_cases import RepeatedHalving, loopback_ray, replica_stats, server_environment  # noqa: E402
+
+PORT = 18767  # 187xx: the serving tests' ports on a shared machine
+
+
+async def predict(replica, inputs: dict[str, torch.Tensor]):
+    """POST /predict to a replica, its body read by the HTTP proxy: (status, headers, answer body)."""
+    from starlette.requests import Request
+
+    body = safetensors_torch.save(inputs)
+    scope = {"type": "http", "method": "POST", "path": "/predict", "headers": [], "query_string": b"", BODY_READ: True}
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    answer = await replica._predict(Request(scope, receive))
+    return answer.status_code, answer.headers, answer.body
+
+
+def iterations_lasting(replica, seconds: float) -> int:
+    """A trip count for which the halving loop runs about ``seconds`` on this machine (measured: machines differ)."""
+    probe = 200_000
+    started = time.perf_counter()
+    replica.program(torch.randn(4), torch.tensor(probe))
+    return max(probe, int(probe * seconds / (time.perf_counter() - started)))
+
+
+def halved(x: torch.Tensor, n: int) -> torch.Tensor:
+    with torch.no_grad():
+        return RepeatedHalving()(x, torch.tensor(n))
+
+
+def test_a_run_past_the_deadline_answers_503_and_fails_the_health_check_until_it_ends(runaway_package):
+    replica = deployment.ProgramReplica(runaway_package, run_timeout_s=0.5)
+    long_n = iterations_lasting(replica, 4.0)
+
+    async def scenario():
+        long = asyncio.create_task(predict(replica, {"x": torch.randn(4), "n": torch.tensor(long_n)}))
+        await asyncio.sleep(0.1)  # queued behind the long run
+        waiting = asyncio.create_task(predict(replica, {"x": torch.randn(4), "n": torch.tensor(3)}))
+        return await long, await waiting, replica.watch.overrun_s()
+
+    (status, headers, text), (waited, waited_headers, waited_text), overrun = asyncio.run(scenario())
+    assert (status, headers.get("x-aotcuda-error")) == (503, "RunTimeoutError"), text[:300]
+    assert b"run_timeout_s=0.5" in text and "retry-after" not in headers  # not safe to resend: it ran
+    assert overrun is not None  # answered while the run goes on, not when it ended
+    assert (waited, waited_headers.get("x-aotcuda-error"), waited_headers.get("retry-after")) == (503, "BusyError", "1")
+    assert b"nothing of this request ran" in waited_text
+    with pytest.raises(RunTimeoutError, match="past run_timeout_s=0.5"):
+        replica.check_health()
+    for _ in range(600):  # the run ends on its own here (a finite n): the replica is healthy again
+        if replica.watch.overrun_s() is None:
+            break
+        time.sleep(0.1)
+    replica.check_health()
+    x = torch.randn(4)
+    status, _, answer = asyncio.run(predict(replica, {"x": x, "n": torch.tensor(5)}))
+    assert status == 200
+    torch.testing.assert_close(safetensors_torch.load(answer)["output_0"], halved(x, 5), rtol=1e-5, atol=1e-6)
+    stats = {key: replica.counters[key] for key in ("requests", "timed_out", "not_run")}
+    assert stats == {"requests": 3, "timed_out": 1, "not_run": 1}
+
+
+def test_each_request_of_a_batch_past_the_deadline_gets_its_error(served_block):
+    """A batch is one run: its requests all get RunTimeoutError; a batch queued behind it, BusyError each. (Serve's
+    batching needs a replica context: the batch handler is called as Serve calls it, with a slow call standing in
+    for a slow program.)"""
+    from aotcuda.serving.body import BusyError
+
+    path, model = served_block
+    replica = deployment.ProgramReplica(path, max_batch_size=4, run_timeout_s=0.3)
+    execute = replica._execute
+
+    def slow(inputs):
+        time.sleep(1.5)
+        return execute(inputs)
+
+    replica._execute = slow
+    handle_batch = type(replica).predict_batch.__wrapped__
+    requests = [replica.checked_inputs(safetensors_torch.save({"x": torch.randn(1, 16, 256)})) for _ in range(3)]
+
+    async def scenario():
+        running = asyncio.create_task(handle_batch(replica, requests[:2]))
+        await asyncio.sleep(0.1)
+        return await running, await handle_batch(replica, requests[2:])
+
+    ran, queued = asyncio.run(scenario())
+    assert [type(result) for result in ran] == [RunTimeoutError] * 2 and [type(r) for r in queued] == [BusyError]
+    time.sleep(1.5)
+    replica._execute = execute
+    x = torch.randn(2, 16, 256)
+    (outputs,) = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x}))]))
+    with torch.no_grad():
+        torch.testing.assert_close(outputs[0], model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_no_deadline_and_bad_deadlines():
+    from click.testing import CliRunner
+
+    import aotcuda.serving.server as server_module
+    from aotcuda.serving.command import serve_command
+    from aotcuda.serving.deadline import RunWatch
+
+    assert RunWatch(None).overrun_s() is None
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="run_timeout_s must be > 0"):
+            ServeOptions(run_timeout_s=bad)
+    seen = []
+
+    def starting(path, options):
+        seen.append(options)
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch().context() as patched:
+        patched.setattr(server_module, "serve_package", starting)
+        for flags, expected in (([], 60.0), (["--run-timeout-s", "2.5"], 2.5), (["--run-timeout-s", "0"], None)):
+            result = CliRunner().invoke(serve_command, [__file__, *flags])
+            assert result.exit_code == 0, result.output
+            assert seen.pop().run_timeout_s == expected
+
+
+def test_ray_serve_replaces_a_replica_whose_run_never_ends(runaway_package):
+    """End to end: n = 2**62 would run for centuries. Its request gets 503, and Ray Serve replaces the replica (a
+    new process: the old one, and the run in it, are gone); the next requests are answered."""
+    import psutil
+
+    from aotcuda import serving
+    from aotcuda.serving.client import Client, ServingError
+
+    options = ServeOptions(port=PORT, run_timeout_s=2.0)
+    with server_environment(), serving.serve_package(runaway_package, options, ray_init_options=loopback_ray()) as server:
+        (before,) = replica_stats(server.url, replicas=1).values()
+        client = Client(server.url, timeout_s=60, retries=0)
+        started = time.monotonic()
+        with pytest.raises(ServingError) as refused:
+            client.predict({"x": torch.randn(4), "n": torch.tensor(2**62)})
+        assert (refused.value.status, refused.value.retriable) == (503, False), refused.value
+        assert "run_timeout_s=2" in refused.value.message
+        deadline = time.monotonic() + 120  # 3 health checks 2 s apart, Serve's graceful stop, a new replica's load
+        while time.monotonic() < deadline:
+            now = replica_stats(server.url, replicas=1, tries=1, wait_s=0)
+            if now and next(iter(now.values()))["pid"] != before["pid"]:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the replica (pid {before['pid']}) was not replaced within 120 s")
+        for _ in range(100):  # Serve kills the old process once its graceful stop returns
+            if not psutil.pid_exists(before["pid"]) or psutil.Process(before["pid"]).status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the replaced replica's process {before['pid']} (and its run) still exists")
+        x = torch.randn(4)
+        (output,) = Client(server.url, timeout_s=60, retries=5).predict({"x": x, "n": torch.tensor(7)})
+        torch.testing.assert_close(output, halved(x, 7), rtol=1e-5, atol=1e-6)
+        print(f"from the request to the new replica's answer: {time.monotonic() - started:.1f} s")
