@@ -192,8 +192,8 @@ def test_stats_name_the_batch_dim_as_the_user_gave_it(served_block, monkeypatch)
     monkeypatch.setattr(deployment.ray, "get_gpu_ids", lambda: [])
     batching = deployment.ProgramReplica(served_block[0], max_batch_size=4).stats()
     assert batching["batching"] == "batch" and batching["replica"] == "r1"
-    assert set(batching) == {"replica", "pid", "device", "gpu_ids", "batching", "requests", "rejected", "batches",
-                             "batched_requests", "rows", "largest_batch"}
+    assert set(batching) == {"replica", "pid", "device", "gpu_ids", "batching", "requests", "rejected", "timed_out",
+                             "not_run", "batches", "batched_requests", "rows", "largest_batch"}
     from pathlib import Path
 
     documented = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()
