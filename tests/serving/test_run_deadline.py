@@ -93,13 +93,13 @@ def test_each_request_of_a_batch_past_the_deadline_gets_its_error(served_block):
 
     path, model = served_block
     replica = deployment.ProgramReplica(path, max_batch_size=4, run_timeout_s=0.3)
-    execute = replica._execute
+    execute = replica.program.execute
 
     def slow(inputs):
         time.sleep(1.5)
         return execute(inputs)
 
-    replica._execute = slow
+    replica.program.execute = slow
     handle_batch = type(replica).predict_batch.__wrapped__
     requests = [replica.checked_inputs(safetensors_torch.save({"x": torch.randn(1, 16, 256)})) for _ in range(3)]
 
@@ -111,11 +111,20 @@ def test_each_request_of_a_batch_past_the_deadline_gets_its_error(served_block):
     ran, queued = asyncio.run(scenario())
     assert [type(result) for result in ran] == [RunTimeoutError] * 2 and [type(r) for r in queued] == [BusyError]
     time.sleep(1.5)
-    replica._execute = execute
-    x = torch.randn(2, 16, 256)
-    (outputs,) = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x}))]))
-    with torch.no_grad():
-        torch.testing.assert_close(outputs[0], model(x), rtol=1e-5, atol=1e-5)
+
+    def a_little_slow(inputs):
+        time.sleep(0.2)
+        return execute(inputs)
+
+    # The deadline is each program call's: a batch whose requests run alone (here: as if together they passed
+    # --max-tensor-bytes) takes 3 x 0.2 s, past 0.3 s, and each of its calls is within it.
+    replica.program.execute, replica._batch_fits = a_little_slow, lambda flat: False
+    xs = [torch.randn(1, 16, 256) for _ in range(3)]
+    results = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+    for x, outputs in zip(xs, results):
+        assert isinstance(outputs, list), outputs
+        with torch.no_grad():
+            torch.testing.assert_close(outputs[0], model(x), rtol=1e-5, atol=1e-5)
 
 
 def test_no_deadline_and_bad_deadlines():

@@ -51,7 +51,7 @@ class RunWatch:
         self._lock = threading.Lock()
 
     def call(self, function, *args):
-        """Run ``function(*args)`` as the current run (on the program thread)."""
+        """Run ``function(*args)`` as the current run (one program call, on the program thread)."""
         with self._lock:
             self._started = time.monotonic()
         try:
@@ -75,9 +75,10 @@ class RunWatch:
                                   "replica cannot stop it and must be replaced")
 
     async def wait(self, job: concurrent.futures.Future):
-        """The result of ``job`` (submitted to the program thread through ``call``), or, once the thread's current
-        run is past the deadline: BusyError if ``job`` had not started (it never will here), RunTimeoutError if it
-        is that run (it goes on; its result is dropped)."""
+        """The result of ``job`` (submitted to the program thread, its program calls made through ``call``), or, once
+        the thread's current run is past the deadline: BusyError if ``job`` had not started (it never will here),
+        RunTimeoutError if the run is ``job``'s (the thread's one job running; the run goes on, its result is
+        dropped)."""
         waiting = asyncio.wrap_future(job)
         if self.timeout_s is None:
             return await waiting

@@ -169,7 +169,8 @@ class ProgramReplica:
             return _error_response(outputs, 400)
         if isinstance(outputs, Exception):
             return _error_response(outputs, 500, f"{type(outputs).__name__}: ")
-        return Response(encode_outputs(outputs), media_type=OCTET_STREAM)
+        # a 1 GiB answer takes a second to encode: off the event loop, as decoding is
+        return Response(await asyncio.to_thread(encode_outputs, outputs), media_type=OCTET_STREAM)
 
     async def _body(self, request: Request) -> bytes:
         """The request's body: the client's time is bounded by the proxy when it read the body (the mark in
@@ -206,9 +207,9 @@ class ProgramReplica:
     # --- running (in the program thread) ------------------------------------------------------------
 
     async def _in_program_thread(self, function, *args):
-        """``function(*args)`` on the program thread, under the run deadline: raises RunTimeoutError or BusyError
-        (RunWatch.wait)."""
-        return await self.watch.wait(self._executor.submit(self.watch.call, function, *args))
+        """``function(*args)`` on the program thread, each program call in it under the run deadline (``_execute``):
+        raises RunTimeoutError or BusyError (RunWatch.wait)."""
+        return await self.watch.wait(self._executor.submit(function, *args))
 
     def _run_one(self, inputs: list[torch.Tensor]):
         self._count_batch(1, inputs[0].shape[0] if inputs and inputs[0].dim() else 1)
@@ -248,8 +249,16 @@ class ProgramReplica:
             return error
 
     def _execute(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """One program call, timed by the run deadline: a batch's requests run alone one after another each get the
+        whole deadline. The outputs come back on the CPU, so that a CUDA program's kernels end within the call (and
+        its deadline), not in the event loop's encoding."""
         device = self.program.device
-        return self.program.execute([t.to(device, non_blocking=True) for t in inputs])
+
+        def run():
+            outputs = self.program.execute([t.to(device, non_blocking=True) for t in inputs])
+            return [t.cpu() for t in outputs]
+
+        return self.watch.call(run)
 
     def _count_batch(self, requests: int, rows: int) -> None:
         self.counters["batches"] += 1
