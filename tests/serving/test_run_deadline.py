@@ -127,7 +127,34 @@ def test_each_request_of_a_batch_past_the_deadline_gets_its_error(served_block):
             torch.testing.assert_close(outputs[0], model(x), rtol=1e-5, atol=1e-5)
 
 
-def test_no_deadline_and_bad_deadlines():
+@pytest.mark.parametrize("deadline", [None, 30.0])
+def test_a_request_cancelled_while_it_waits_never_runs(runaway_package, deadline):
+    """Found by a breaker: requests whose client left (or whose proxy timed them out) while they waited behind a
+    run were run anyway, later: Ray no longer counted them in max_ongoing_requests, so cheap connections queued any
+    amount of work behind a replica that looked healthy (8 abandoned 2 s requests delayed a good one 11.5 s)."""
+    replica = deployment.ProgramReplica(runaway_package, run_timeout_s=deadline)
+    long_n = iterations_lasting(replica, 1.5)
+
+    async def scenario():
+        long = asyncio.create_task(predict(replica, {"x": torch.randn(4), "n": torch.tensor(long_n)}))
+        await asyncio.sleep(0.1)
+        left = [asyncio.create_task(predict(replica, {"x": torch.randn(4), "n": torch.tensor(long_n)}))
+                for _ in range(3)]
+        await asyncio.sleep(0.2)
+        for task in left:
+            task.cancel()  # as Ray cancels a request whose client disconnected
+        return await long
+
+    status, _, _ = asyncio.run(scenario())
+    assert status == 200
+    replica._executor.submit(lambda: None).result(timeout=60)  # whatever was queued has run by now
+    assert replica.counters["batches"] == 1  # the long run only: the three left behind never ran
+
+
+def test_deadlines_that_cannot_work_are_refused():
+    """Found by a breaker: a deadline at or past the proxy's request_timeout_s (both 60 s by default) was never seen:
+    the proxy answered 408 first; 1e-9 failed every request, 1e-400 turned the deadline off silently, inf and a
+    string were taken."""
     from click.testing import CliRunner
 
     import aotcuda.serving.server as server_module
@@ -135,9 +162,13 @@ def test_no_deadline_and_bad_deadlines():
     from aotcuda.serving.deadline import RunWatch
 
     assert RunWatch(None).overrun_s() is None
-    for bad in (0, -1.0, float("nan")):
-        with pytest.raises(ValueError, match="run_timeout_s must be > 0"):
+    assert ServeOptions().run_timeout_s < ServeOptions().request_timeout_s
+    for bad in (0, -1.0, 1e-9, float("nan"), float("inf"), "5", True):
+        with pytest.raises(ValueError, match="run_timeout_s must be a"):
             ServeOptions(run_timeout_s=bad)
+    with pytest.raises(ValueError, match=r"run_timeout_s \(90 s\) must be less than request_timeout_s \(60 s\)"):
+        ServeOptions(run_timeout_s=90)
+    assert ServeOptions(run_timeout_s=90, request_timeout_s=120).run_timeout_s == 90
     seen = []
 
     def starting(path, options):
@@ -146,10 +177,18 @@ def test_no_deadline_and_bad_deadlines():
 
     with pytest.MonkeyPatch().context() as patched:
         patched.setattr(server_module, "serve_package", starting)
-        for flags, expected in (([], 60.0), (["--run-timeout-s", "2.5"], 2.5), (["--run-timeout-s", "0"], None)):
+        for flags, expected in (([], (30.0, 60.0)), (["--run-timeout-s", "2.5"], (2.5, 60.0)),
+                                (["--run-timeout-s", "0"], (None, 60.0)), (["--run-timeout-s", "0.0"], (None, 60.0)),
+                                (["--run-timeout-s", "90", "--request-timeout-s", "120"], (90.0, 120.0))):
             result = CliRunner().invoke(serve_command, [__file__, *flags])
             assert result.exit_code == 0, result.output
-            assert seen.pop().run_timeout_s == expected
+            options = seen.pop()
+            assert (options.run_timeout_s, options.request_timeout_s) == expected
+        for value, message in (("1e-400", "rounds to 0"), ("1e-9", "at least 0.1"), ("inf", "finite"),
+                               ("abc", "not a number")):
+            result = CliRunner().invoke(serve_command, [__file__, "--run-timeout-s", value])
+            assert result.exit_code == 2 and message in result.output, result.output
+    assert not seen
 
 
 def test_ray_serve_replaces_a_replica_whose_run_never_ends(runaway_package):

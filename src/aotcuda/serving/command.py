@@ -2,9 +2,36 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
+from aotcuda.serving.deadline import check_run_timeout
 from aotcuda.serving.server import ServeOptions
+
+
+class RunTimeout(click.ParamType):
+    """--run-timeout-s: seconds (deadline.check_run_timeout), or 0 for no deadline (None). A number that reads as
+    zero but is not written as one (1e-400) is refused, not taken as "no deadline"."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        if value is None or isinstance(value, float):
+            return value
+        try:
+            seconds = float(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if seconds == 0:
+            if re.fullmatch(r"[+-]?0*\.?0*", value.strip()):
+                return None
+            self.fail(f"{value!r} rounds to 0; write 0 for no deadline", param, ctx)
+        try:
+            check_run_timeout(seconds)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+        return seconds
 
 
 @click.command("serve")
@@ -29,9 +56,12 @@ from aotcuda.serving.server import ServeOptions
 @click.option("--body-timeout-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="a request head or body still arriving after this many seconds gets HTTP 408; a client that "
                    "reads no byte of its answer for as long is disconnected.")
-@click.option("--run-timeout-s", default=60.0, show_default=True, type=click.FloatRange(min=0),
+@click.option("--run-timeout-s", default="30", show_default=True, type=RunTimeout(),
               help="a request whose run takes longer gets HTTP 503 and its replica is replaced (its process ends: a "
-                   "run cannot be stopped otherwise); 0: no deadline.")
+                   "run cannot be stopped otherwise); less than --request-timeout-s; 0: no deadline.")
+@click.option("--request-timeout-s", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="the HTTP proxy answers a request still unanswered this many seconds after it arrived with "
+                   "HTTP 408 (the request may still run).")
 @click.option("--max-pending-bytes", default=None, type=click.IntRange(min=1),
               help="bytes of request bodies and unread answers the HTTP proxy holds at once, over all clients; "
                    "more get HTTP 503 with Retry-After [default: 1 GiB, or the request limit if larger].")
@@ -46,8 +76,8 @@ from aotcuda.serving.server import ServeOptions
 @click.option("--dashboard", is_flag=True,
               help="start Ray's dashboard on 127.0.0.1:8265 with the local Ray (off: no dashboard).")
 def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes,
-                  max_response_bytes, max_tensor_bytes, body_timeout_s, run_timeout_s, max_pending_bytes,
-                  allow_unbounded_outputs, allow_unchecked_indices, dashboard):
+                  max_response_bytes, max_tensor_bytes, body_timeout_s, run_timeout_s, request_timeout_s,
+                  max_pending_bytes, allow_unbounded_outputs, allow_unchecked_indices, dashboard):
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
     out), GET /healthz. Starts Ray locally (its own servers on loopback only, whatever --host), or joins the
     cluster in RAY_ADDRESS. Exits 0 once Serve and Ray are down (Ctrl-C lets Serve finish the requests in
@@ -60,7 +90,8 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
     options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
                            batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes,
                            max_response_bytes=max_response_bytes, max_tensor_bytes=max_tensor_bytes,
-                           body_timeout_s=body_timeout_s, run_timeout_s=run_timeout_s or None,
+                           body_timeout_s=body_timeout_s, run_timeout_s=run_timeout_s,
+                           request_timeout_s=request_timeout_s,
                            max_pending_bytes=max_pending_bytes, dashboard=dashboard,
                            allow_unbounded_outputs=allow_unbounded_outputs,
                            allow_unchecked_indices=allow_unchecked_indices)

@@ -21,16 +21,30 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import math
 import threading
 import time
 
 from aotcuda.errors import AotcudaError
 from aotcuda.serving.body import BusyError
 
-__all__ = ["RunTimeoutError", "RunWatch"]
+__all__ = ["MIN_RUN_TIMEOUT_S", "RunTimeoutError", "RunWatch", "check_run_timeout"]
 
 # How often a waiting request looks at the running call (seconds): the most a 503 comes after the deadline.
 POLL_S = 0.25
+# The least deadline (seconds): below the replica's own granularity (POLL_S) a deadline fails every honest request.
+MIN_RUN_TIMEOUT_S = 0.1
+
+
+def check_run_timeout(value) -> None:
+    """Raise ValueError unless ``value`` is None (no deadline) or a finite number of seconds ≥ MIN_RUN_TIMEOUT_S."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"run_timeout_s must be a number of seconds, or None for no deadline; got {value!r}")
+    if not math.isfinite(value) or value < MIN_RUN_TIMEOUT_S:
+        raise ValueError(f"run_timeout_s must be a finite number of seconds, at least {MIN_RUN_TIMEOUT_S:g}; got "
+                         f"{value!r} (None, or 0 on the command line, turns the deadline off)")
 
 
 class RunTimeoutError(AotcudaError):
@@ -44,8 +58,7 @@ class RunWatch:
     """The program thread's current run and its start, for the deadline (``timeout_s`` seconds; None: none)."""
 
     def __init__(self, timeout_s: float | None):
-        if timeout_s is not None and not timeout_s > 0:
-            raise ValueError(f"run_timeout_s must be > 0 or None (no deadline), got {timeout_s!r}")
+        check_run_timeout(timeout_s)
         self.timeout_s = timeout_s
         self._started: float | None = None  # time.monotonic() at the current run's start; None between runs
         self._lock = threading.Lock()
@@ -60,11 +73,15 @@ class RunWatch:
             with self._lock:
                 self._started = None
 
-    def overrun_s(self) -> float | None:
-        """How long the current run has taken, if that is past the deadline; None otherwise (or between runs)."""
+    def running_s(self) -> float | None:
+        """How long the current run has taken so far; None between runs."""
         with self._lock:
             started = self._started
-        running = None if started is None else time.monotonic() - started
+        return None if started is None else time.monotonic() - started
+
+    def overrun_s(self) -> float | None:
+        """How long the current run has taken, if that is past the deadline; None otherwise (or between runs)."""
+        running = self.running_s()
         return running if self.timeout_s is not None and running is not None and running > self.timeout_s else None
 
     def check(self) -> None:
@@ -81,9 +98,16 @@ class RunWatch:
         dropped)."""
         waiting = asyncio.wrap_future(job)
         if self.timeout_s is None:
-            return await waiting
+            return await waiting  # a cancelled request cancels its job through the wrapper
         while True:
-            done, _ = await asyncio.wait({waiting}, timeout=min(POLL_S, self.timeout_s))
+            try:
+                done, _ = await asyncio.wait({waiting}, timeout=min(POLL_S, self.timeout_s))
+            except asyncio.CancelledError:
+                # The request was cancelled (its client left, Ray's proxy timed it out): a job that has not started
+                # must not run. asyncio.wait does not cancel what it waits for, and the program thread's queue has no
+                # bound of its own (Ray's max_ongoing_requests counts requests, not jobs left behind).
+                job.cancel()
+                raise
             if done:
                 return waiting.result()
             if self.overrun_s() is None:

@@ -109,7 +109,7 @@ class ProgramReplica:
     def __init__(self, package_path: str, *, device: str | None = None, cuda_graphs: bool = False,
                  max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20,
                  max_response_bytes: int = 1 << 30, max_tensor_bytes: int = 1 << 30, body_timeout_s: float = 30.0,
-                 run_timeout_s: float | None = 60.0, allow_unbounded_outputs: bool = False, allow_unchecked_indices: bool = False):
+                 run_timeout_s: float | None = 30.0, allow_unbounded_outputs: bool = False, allow_unchecked_indices: bool = False):
         self.watch = RunWatch(run_timeout_s)
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
         # the records of the signature the program loaded, not of a second read of the file (another process may
@@ -291,9 +291,10 @@ class ProgramReplica:
     def __del__(self) -> None:
         program = getattr(self, "program", None)
         watch = getattr(self, "watch", None)
-        # Program.close waits for the call in flight: a run past its deadline never ends, and the process ends
-        # with the replica anyway (Serve kills it after its graceful stop).
-        if program is not None and (watch is None or watch.overrun_s() is None):
+        # Program.close waits for the call in flight, which may never end (a run past its deadline, or any run with
+        # no deadline): Serve's graceful stop then waited for it until it killed the process (20 s). The process
+        # ends with the replica anyway, freeing what close would.
+        if program is not None and (watch is None or watch.running_s() is None):
             program.close()
 
 

@@ -22,6 +22,7 @@ from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.runtime.package import read_signature
 from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
+from aotcuda.serving.deadline import check_run_timeout
 
 __all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
            "replica_actor_options", "serve_package"]
@@ -57,7 +58,8 @@ class ServeOptions:
         cuda_graphs: capture in CUDA graphs on each GPU replica.
         gpus_per_replica: GPUs Ray reserves per replica of a CUDA package (default 1; 0 for a CPU package).
         cpus_per_replica: CPUs Ray reserves per replica.
-        request_timeout_s: the HTTP proxy answers a request that takes longer with an error.
+        request_timeout_s: Ray Serve's HTTP proxy answers a request that takes longer, from its arrival (its body
+            and its wait for a replica included), with 408.
         max_request_bytes: larger request bodies get 400 (refused by Content-Length before reading).
         max_response_bytes: a request whose outputs would be larger (computed from its inputs' shapes, before the
             program runs) gets 400.
@@ -67,8 +69,9 @@ class ServeOptions:
             proxy, on the client's sending alone, in a Ray that serve_package starts: aotcuda.serving.proxy).
         run_timeout_s: a request whose run (its batch's call) takes longer gets 503, and its replica is replaced:
             Ray Serve ends the replica's process, the only way to stop a call into the program, and starts a new
-            one (serving/deadline.py). None: no deadline, and a request whose values make the program run for good
-            (a while_loop's trip count) holds its replica for good.
+            one (serving/deadline.py). It must be less than request_timeout_s (the proxy would answer 408 first).
+            None: no deadline, and a request whose values make the program run for good (a while_loop's trip
+            count) holds its replica for good.
         max_pending_bytes: the bytes of request bodies the HTTP proxy holds at once, over all clients (in a Ray
             that serve_package starts); a body that would pass it gets 503 with Retry-After. None: 1 GiB, or
             max_request_bytes where that is larger.
@@ -94,7 +97,7 @@ class ServeOptions:
     max_response_bytes: int = 1 << 30
     max_tensor_bytes: int = 1 << 30
     body_timeout_s: float = 30.0
-    run_timeout_s: float | None = 60.0
+    run_timeout_s: float | None = 30.0
     max_pending_bytes: int | None = None
     dashboard: bool = False
     allow_unbounded_outputs: bool = False
@@ -107,8 +110,12 @@ class ServeOptions:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if self.batch_wait_ms < 0 or self.request_timeout_s <= 0 or self.body_timeout_s <= 0:
             raise ValueError("batch_wait_ms must be ≥ 0, request_timeout_s and body_timeout_s > 0")
-        if self.run_timeout_s is not None and not self.run_timeout_s > 0:
-            raise ValueError(f"run_timeout_s must be > 0, or None for no deadline; got {self.run_timeout_s!r}")
+        check_run_timeout(self.run_timeout_s)
+        if self.run_timeout_s is not None and self.run_timeout_s >= self.request_timeout_s:
+            raise ValueError(f"run_timeout_s ({self.run_timeout_s:g} s) must be less than request_timeout_s "
+                             f"({self.request_timeout_s:g} s): Ray Serve's HTTP proxy answers 408 at request_timeout_s, "
+                             "counted from the request's arrival, so a run that long could never be answered; raise "
+                             "request_timeout_s (--request-timeout-s) with it")
         if self.max_pending_bytes is not None and self.max_pending_bytes < self.max_request_bytes:
             raise ValueError(f"max_pending_bytes ({self.max_pending_bytes}) must be at least max_request_bytes "
                              f"({self.max_request_bytes}): a body of the largest size must fit")
