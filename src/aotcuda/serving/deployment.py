@@ -109,7 +109,8 @@ class ProgramReplica:
     def __init__(self, package_path: str, *, device: str | None = None, cuda_graphs: bool = False,
                  max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20,
                  max_response_bytes: int = 1 << 30, max_tensor_bytes: int = 1 << 30, body_timeout_s: float = 30.0,
-                 run_timeout_s: float | None = 30.0, allow_unbounded_outputs: bool = False, allow_unchecked_indices: bool = False):
+                 run_timeout_s: float | None = 30.0, allow_unbounded_outputs: bool = False,
+                 allow_unchecked_indices: bool = False):
         self.watch = RunWatch(run_timeout_s)
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
         # the records of the signature the program loaded, not of a second read of the file (another process may
