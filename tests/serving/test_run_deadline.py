@@ -200,7 +200,8 @@ def test_ray_serve_replaces_a_replica_whose_run_never_ends(runaway_package):
     from aotcuda.serving.client import Client, ServingError
 
     options = ServeOptions(port=PORT, run_timeout_s=2.0)
-    with server_environment(), serving.serve_package(runaway_package, options, ray_init_options=loopback_ray()) as server:
+    ray_options = loopback_ray()
+    with server_environment(), serving.serve_package(runaway_package, options, ray_init_options=ray_options) as server:
         (before,) = replica_stats(server.url, replicas=1).values()
         client = Client(server.url, timeout_s=60, retries=0)
         started = time.monotonic()

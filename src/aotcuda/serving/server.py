@@ -113,9 +113,9 @@ class ServeOptions:
         check_run_timeout(self.run_timeout_s)
         if self.run_timeout_s is not None and self.run_timeout_s >= self.request_timeout_s:
             raise ValueError(f"run_timeout_s ({self.run_timeout_s:g} s) must be less than request_timeout_s "
-                             f"({self.request_timeout_s:g} s): Ray Serve's HTTP proxy answers 408 at request_timeout_s, "
-                             "counted from the request's arrival, so a run that long could never be answered; raise "
-                             "request_timeout_s (--request-timeout-s) with it")
+                             f"({self.request_timeout_s:g} s): Ray Serve's HTTP proxy answers 408 at "
+                             "request_timeout_s, counted from the request's arrival, so a run that long could never "
+                             "be answered; raise request_timeout_s (--request-timeout-s) with it")
         if self.max_pending_bytes is not None and self.max_pending_bytes < self.max_request_bytes:
             raise ValueError(f"max_pending_bytes ({self.max_pending_bytes}) must be at least max_request_bytes "
                              f"({self.max_request_bytes}): a body of the largest size must fit")
