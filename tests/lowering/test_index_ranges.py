@@ -380,8 +380,19 @@ def test_an_index_computed_in_a_narrow_integer_dtype_is_never_taken_as_bounded(k
     raise IndexError and the compiled code end the process: the input must get a range that refuses it, or an
     ``index_unchecked`` line."""
     function, dtype, refused = WRAPPING[kind]
-    with pytest.raises(IndexError):
+    try:
         function(torch.tensor([refused, 0], dtype=dtype))
+    except RuntimeError as error:
+        # torch 2.15 refuses a constant its dtype cannot hold (clamp(2, -1) on uint8) in eager and in export: no
+        # package can hold the wrapped index there
+        assert "representable range" in str(error) and "clamp" in kind, error
+        with pytest.raises(Exception, match="representable range"):
+            torch.export.export(Call(lambda x, i: function(i)), (torch.tensor([1, 2], dtype=dtype),))
+        return
+    except IndexError:
+        pass
+    else:
+        pytest.fail(f"eager took {refused} ({kind})")
     ep = torch.export.export(Call(lambda x, i: function(i)), (torch.tensor([1, 2], dtype=dtype),))
     unchecked: dict = {}
     ranges = index_ranges(ep, ["i"], unchecked)
