@@ -78,6 +78,14 @@ def test_guards_are_checked_at_every_size_or_said_to_be_unchecked():
     assert "unbounded s0" in _first_failure(tautology, {s: ValueRanges(1, int_oo)})  # a Dim without max=
     too_many = _first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS + 1)})
     assert "could not be checked" in too_many and "narrow the Dim ranges" in too_many
+    # A new user's dynamic irfft(n=x.shape[-1]): this guard holds at every size (4(h + 1) is a multiple of h + 1),
+    # and was read as failing at the first, its Mod printed as an infix % without parentheses
+    from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
+
+    half = FloorDiv(s, 2)
+    for mod in (Mod, PythonMod):
+        assert _first_failure(sympy.Eq(mod(4 * half + 4, half + 1), 0), {s: ValueRanges(1, 1024)}) is None
+    assert _first_failure(sympy.Eq(Mod(4 * half + 3, half + 1), 0), {s: ValueRanges(2, 64)}).endswith("s0 = 2")
 
 
 class DFTMixing(torch.nn.Module):

@@ -227,6 +227,7 @@ def _as_int(bound) -> int | None:
 # torch's integer functions in size expressions (torch.utils._sympy.functions), as Python computes them.
 _INTEGER_FUNCTIONS = {
     "FloorDiv": operator.floordiv, "CleanDiv": operator.floordiv, "PythonMod": operator.mod, "Mod": operator.mod,
+    "aotcuda_remainder": operator.mod,
     "Min": min, "Max": max, "Identity": lambda x: x, "ModularIndexing": lambda x, div, mod: (x // div) % mod,
 }
 
@@ -239,8 +240,13 @@ def _as_python(expr, symbols: list):
     def substituted(*sizes) -> bool:
         return expr.xreplace({s: sympy.Integer(v) for s, v in zip(symbols, sizes)}) is sympy.true
 
+    # sympy prints torch's Mod and PythonMod as an infix % without parentheses around its operands:
+    # Mod(4*(x//2) + 4, x//2 + 1) became "4*(x//2) + 4 % (x//2) + 1", a guard that holds at every size read as
+    # failing at the first (a user's dynamic FFT). As calls of a function of our own they print as calls.
+    remainder = sympy.Function("aotcuda_remainder")
+    as_calls = expr.replace(lambda e: type(e).__name__ in ("Mod", "PythonMod"), lambda e: remainder(*e.args))
     try:
-        compiled = sympy.lambdify(symbols, expr, modules=[_INTEGER_FUNCTIONS, "math"])
+        compiled = sympy.lambdify(symbols, as_calls, modules=[_INTEGER_FUNCTIONS, "math"])
     except Exception:  # noqa: BLE001 - a function lambdify cannot print: substitute instead
         return substituted
 
