@@ -188,3 +188,57 @@ def test_an_answer_of_many_names_is_refused_from_its_header_alone(stand_in, says
 def test_an_answer_of_many_outputs_comes_back_in_order(stand_in):
     outputs = client_of(stand_in).predict({"x": torch.zeros(2)})
     assert [float(output[0]) for output in outputs] == [float(i) for i in range(12)]
+
+
+class RefusesByLength(BaseHTTPRequestHandler):
+    """A server that answers 400 from the declared Content-Length and closes without reading the body, as aotcuda's
+    proxy refuses a body over --max-request-bytes; counts the body bytes it read (none)."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = b"the request body declares more bytes than this server's limit"
+        self.send_response(400)
+        self.send_header("X-Aotcuda-Error", "RequestError")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def test_a_body_refused_by_its_length_gets_the_servers_answer_not_a_broken_pipe():
+    """A new user's report: a 600 KB request over a 100 KB --max-request-bytes read "no answer (BrokenPipeError)
+    ... the server may have run it": http.client sends the whole body before it reads, and the server had answered
+    400 and closed. The client now looks for an answer between chunks of the body."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), RefusesByLength)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = serving.Client(f"http://127.0.0.1:{server.server_address[1]}", retries=0, timeout_s=20)
+        for size in (1 << 20, 64 << 20):
+            with pytest.raises(serving.client.ServingError) as refused:
+                client.predict({"x": torch.zeros(size // 4)})
+            assert (refused.value.status, refused.value.retriable) == (400, False), refused.value
+            assert "declares more bytes" in refused.value.message
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_inputs_the_wire_cannot_carry_are_refused_in_our_words():
+    """A new user's report: a bare tensor, an array and a complex128 tensor raised AttributeError and KeyError from
+    inside safetensors; nothing is sent for them."""
+    import numpy as np
+
+    from aotcuda.errors import InputError
+
+    client = serving.Client("http://127.0.0.1:9", retries=0)  # never reached
+    with pytest.raises(TypeError, match=r"predict takes a dict of input name -> torch.Tensor .* not a Tensor"):
+        client.predict(torch.zeros(2))
+    with pytest.raises(TypeError, match=r"input 'x' is a numpy.ndarray; pass a torch.Tensor \(torch.from_numpy"):
+        client.predict({"x": np.zeros(2)})
+    with pytest.raises(InputError, match=r"input 'z' is complex128, which safetensors .* cannot carry"):
+        client.predict({"x": torch.zeros(2), "z": torch.zeros(2, dtype=torch.complex128)})

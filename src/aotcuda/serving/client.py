@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import struct
 import threading
@@ -71,6 +72,7 @@ class Client:
         """The flat outputs for these named inputs. Raises ServingError (after the retries, if retriable)."""
         import safetensors.torch as safetensors_torch
 
+        _check_inputs(inputs)
         body = safetensors_torch.save({name: t.detach().cpu().contiguous() for name, t in inputs.items()})
         for attempt in range(self.retries + 1):
             try:
@@ -106,8 +108,14 @@ class Client:
             watchdog = threading.Timer(self.timeout_s, _cut, (connection.sock, expired))
             watchdog.start()
             try:
-                connection.request("POST", self._path, body=body, headers={"Content-Type": "application/octet-stream"})
-                response = connection.getresponse()
+                whole = _send(connection, self._path, body)
+                try:
+                    response = connection.getresponse()
+                except OSError:
+                    if whole:
+                        raise
+                    raise ServingError(None, f"{self.url} closed the connection before the request's body was whole "
+                                       "and gave no answer: it cannot have run it", retriable=True) from None
                 answer = self._read(response)
                 if expired.is_set():  # the cut socket reads as the end of the answer: it is not complete
                     raise TimeoutError("the attempt's deadline passed")
@@ -180,6 +188,54 @@ def _check_answer_header(answer: bytes) -> None:
         unknown = [str(name)[:40] for name in names if not (name.startswith("output_") and name[7:].isdigit())][:3]
         raise ValueError(f"its {len(names)} names are not output_0 to output_{len(names) - 1}"
                          + (f" (e.g. {', '.join(map(repr, unknown))})" if unknown else ""))
+
+
+# Bytes of a request body sent between two looks for an early answer (_send).
+SEND_CHUNK_BYTES = 1 << 20
+
+
+def _send(connection: http.client.HTTPConnection, path: str, body: bytes) -> bool:
+    """POST ``body`` on ``connection``, stopping early where the server answers before it has the whole body (a
+    refusal by Content-Length: a body over the server's limit gets 400 at once, and the server closes the connection
+    without reading the rest). http.client's request() sends the whole body first and the send then fails with
+    EPIPE or a reset, losing the answer: a 600 KB body over a 100 KB limit read as "Broken pipe". Returns whether the
+    whole body was sent."""
+    connection.putrequest("POST", path)
+    connection.putheader("Content-Type", "application/octet-stream")
+    connection.putheader("Content-Length", str(len(body)))
+    connection.endheaders()
+    sock, view, sent = connection.sock, memoryview(body), 0
+    while sent < len(view):
+        if select.select([sock], [], [], 0)[0]:  # an answer (or the connection's end) before the whole body
+            return False
+        try:
+            sent += sock.send(view[sent:sent + SEND_CHUNK_BYTES])
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+    return True
+
+
+def _check_inputs(inputs) -> None:
+    """TypeError or InputError, in our words, for what safetensors would refuse with its own (a bare tensor, an
+    array, a dtype it cannot carry)."""
+    from aotcuda.errors import InputError
+    from aotcuda.serving.codec import unsupported_dtypes
+
+    if not isinstance(inputs, dict):
+        raise TypeError(f"predict takes a dict of input name -> torch.Tensor (the names `aotcuda inspect` lists, e.g. "
+                        f"{{'x': x}}), not a {type(inputs).__name__}")
+    for name, value in inputs.items():
+        if not isinstance(name, str):
+            raise TypeError(f"input names must be strings, got {name!r}")
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"input {name!r} is a {type(value).__module__}.{type(value).__name__}; pass a "
+                            "torch.Tensor (torch.from_numpy for an array)")
+    refused = unsupported_dtypes(value.dtype for value in inputs.values())
+    if refused:
+        names = [name for name, value in inputs.items() if value.dtype in refused]
+        raise InputError(f"input {names[0]!r} is {str(refused[0]).removeprefix('torch.')}, which safetensors (the wire "
+                         "format) cannot carry, and no served program takes; pass the dtype the program takes "
+                         "(`aotcuda inspect` lists it)")
 
 
 def _cut(sock, expired: threading.Event) -> None:

@@ -87,14 +87,17 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
 
     from aotcuda.serving.server import StopRequested, serve_package
 
-    options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
-                           batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes,
-                           max_response_bytes=max_response_bytes, max_tensor_bytes=max_tensor_bytes,
-                           body_timeout_s=body_timeout_s, run_timeout_s=run_timeout_s,
-                           request_timeout_s=request_timeout_s,
-                           max_pending_bytes=max_pending_bytes, dashboard=dashboard,
-                           allow_unbounded_outputs=allow_unbounded_outputs,
-                           allow_unchecked_indices=allow_unchecked_indices)
+    try:
+        options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
+                               batch_wait_ms=batch_wait_ms, cuda_graphs=cuda_graphs, max_request_bytes=max_request_bytes,
+                               max_response_bytes=max_response_bytes, max_tensor_bytes=max_tensor_bytes,
+                               body_timeout_s=body_timeout_s, run_timeout_s=run_timeout_s,
+                               request_timeout_s=request_timeout_s,
+                               max_pending_bytes=max_pending_bytes, dashboard=dashboard,
+                               allow_unbounded_outputs=allow_unbounded_outputs,
+                               allow_unchecked_indices=allow_unchecked_indices)
+    except ValueError as error:  # options that do not fit each other (a run deadline past the request's): usage
+        raise click.UsageError(str(error)) from None
     try:
         server = serve_package(package, options)
     except (KeyboardInterrupt, StopRequested) as stop:  # while the replicas start: all is shut down already

@@ -118,6 +118,7 @@ class RunWatch:
                                 "the Retry-After seconds")
             if job.done():  # it ended between the wait and the look
                 return waiting.result()
-            raise RunTimeoutError(f"the program ran for more than run_timeout_s={self.timeout_s:g} s on this request "
-                                  "and was not stopped; the replica is replaced (a call into the program cannot be "
-                                  "interrupted). Lower the request's sizes or values, or raise --run-timeout-s")
+            raise RunTimeoutError(f"the program ran for more than run_timeout_s={self.timeout_s:g} s on this request; "
+                                  "a call into the program cannot be interrupted, so the replica is replaced if the "
+                                  "run has not ended by the next health checks (its result is dropped either way). "
+                                  "Lower the request's sizes or values, or raise --run-timeout-s")
