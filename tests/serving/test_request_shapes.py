@@ -79,6 +79,7 @@ def test_an_intermediate_that_grows_faster_than_the_answer_is_refused_before_the
     status, error, text = predict(replica, body)
     assert (status, error) == (400, "RequestError"), text[:300]
     assert b"would make a tensor of 4294967296 bytes" in text and b"--max-tensor-bytes" in text
+    assert b"(4*n**2 bytes in the inputs' dims)" in text  # the user's Dim name, not torch's s27 (a new user's report)
     assert replica.counters["batches"] == 0  # nothing ran
     recorded = read_signature(shape_packages["gram"])["tensor_sizes"]
     assert recorded[0].startswith("4*s") and recorded[0].endswith("**2"), recorded  # the [n, n] scores, largest first

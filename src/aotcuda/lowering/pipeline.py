@@ -271,12 +271,35 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
     with step("decompose"), torch_fixes.applied("decompose"):
         ep, untraced = _decomposed(ep)
-    with step("passes"), torch_fixes.applied("passes"):
+    with step("passes"), torch_fixes.applied("passes"), _warnings_in_dim_names(ep):
         pass_results = []
         for graph_pass in make_passes():
             ep = graph_pass(ep)
             pass_results.append(graph_pass.result)
     return BeforeCompile(ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed)
+
+
+@contextlib.contextmanager
+def _warnings_in_dim_names(ep: ExportedProgram):
+    """The block's warnings, each said once, aotcuda's own with torch's shape symbols under the user's Dim names: a
+    pass's warning about a dynamic FFT said "2*s69" of a length the user named n, and said it once for each
+    transform of that length."""
+    from aotcuda.lowering.signature import dim_names
+    from aotcuda.runtime.specs import under_dim_names
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield
+    finally:  # said also when a pass raises: a warning may say why
+        names, said = dim_names(ep), set()
+        for warning in caught:
+            text = str(warning.message)
+            if text.startswith("aotcuda:"):
+                text = under_dim_names(text, names)
+            if (warning.category, text) not in said:
+                said.add((warning.category, text))
+                warnings.warn_explicit(text, warning.category, warning.filename, warning.lineno, source=warning.source)
 
 
 def _decomposed(ep: ExportedProgram) -> tuple[ExportedProgram, dict[str, str]]:

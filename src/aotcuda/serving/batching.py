@@ -287,11 +287,16 @@ def unbounded_dims(output_specs, input_specs=None) -> list:
             and dim.max is None]
 
 
-def tensor_size_records(recorded, where: str) -> tuple:
+def tensor_size_records(recorded, where: str, dim_names=None) -> tuple:
     """The signature's "tensor_sizes" (lowering.signature.tensor_sizes: the bytes of the tensors the program makes,
-    as expressions of the shape symbols) as ``((text, expression), ...)``, read with the runtime's small grammar;
-    () when absent (an older aotcuda). PackageError for a record not in that form."""
+    as expressions of the shape symbols) as ``((text, expression), ...)``, read with the runtime's small grammar,
+    the text under the user's Dim names where ``dim_names`` (the signature's) gives them ("264*batch*seq", not
+    "264*s27*s77"); () when absent (an older aotcuda). PackageError for a record not in that form."""
     from aotcuda.runtime.shape_expressions import shape_expression
+    from aotcuda.runtime.specs import under_dim_names
+
+    names = ({symbol: clipped(name, 40) for symbol, name in dim_names.items()
+              if isinstance(symbol, str) and isinstance(name, str)} if isinstance(dim_names, dict) else None)
 
     if recorded is None:
         return ()
@@ -299,7 +304,7 @@ def tensor_size_records(recorded, where: str) -> tuple:
         raise PackageError(f"{where}: the signature's tensor_sizes is not a list of at most 64 expressions: "
                            f"{clipped(repr(recorded), 80)}; lower the model again")
     try:
-        return tuple((text, shape_expression(text)) for text in recorded)
+        return tuple((under_dim_names(text, names), shape_expression(text)) for text in recorded)
     except ValueError as error:
         raise PackageError(f"{where}: the signature's tensor_sizes holds an expression aotcuda cannot read "
                            f"({clipped(str(error), 120)}); lower the model again") from None

@@ -157,7 +157,7 @@ def check_tensor_sizes(sizes, bindings: dict[str, int], max_bytes: int) -> None:
             size = None
         if size is not None and size > max_bytes:
             raise RequestError(f"for this request's shapes the program would make a tensor of {size} bytes "
-                               f"({shown(text, 60)} bytes in its shape symbols), more than this server's limit of "
+                               f"({shown(text, 60)} bytes in the inputs' dims), more than this server's limit of "
                                f"{max_bytes} (--max-tensor-bytes); its memory grows faster than the request: send "
                                "smaller inputs, or start the server with a larger --max-tensor-bytes")
 

@@ -155,3 +155,23 @@ def test_hyena_convolution_lowered_on_cuda_matches_eager(tmp_path):
         with torch.no_grad():
             expected = module(u, k)
         assert_relative(program(u, k), expected, 1e-5, f"L={length}")
+
+
+class RoundTrip(torch.nn.Module):
+    def forward(self, x):
+        return torch.fft.irfft(torch.fft.rfft(x) * 2, n=x.shape[-1])
+
+
+def test_the_bluestein_warning_names_the_users_dim_and_is_said_once():
+    """A new user's report: `--dynamic x:1:16:1024` on irfft(rfft(x) * 2, n=x.shape[-1]) was refused ("the guard
+    Eq(Mod(...), 0) does not hold at x_1 = 16", a guard that holds at every length), and with n*2 the warning said
+    "2*s69" of a length they had named n, twice (one for each transform)."""
+    import warnings
+
+    from aotcuda.lowering.pipeline import before_compile
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        before_compile(RoundTrip(), (torch.randn(2, 256),), dynamic_shapes=({1: Dim("n", min=16, max=1024)},))
+    said = [str(w.message) for w in caught if "an FFT of dynamic length" in str(w.message)]
+    assert len(said) == 1 and "(n, at most 1024)" in said[0], said
