@@ -125,7 +125,8 @@ class ProgramReplica:
                                  state_written=signature.get("state_written"))
         self.max_batch_size, self.max_request_bytes, self.body_timeout_s = max_batch_size, max_request_bytes, body_timeout_s
         self.max_response_bytes, self.max_tensor_bytes = max_response_bytes, max_tensor_bytes
-        self.tensor_sizes = tensor_size_records(signature.get("tensor_sizes"), package_path, signature.get("dim_names"))
+        self.tensor_sizes = tensor_size_records(signature.get("tensor_sizes"), package_path,
+                                                signature.get("dim_names"))
         self.names = [spec.name for spec in self.program.input_specs] if self.program.input_specs \
             else list(self.program.input_names)
         self.predict_batch.set_max_batch_size(max_batch_size)
