@@ -4,7 +4,9 @@
     outputs = client.predict({"x": x})          # [output_0, output_1, ...] as CPU tensors
 
 Retry rule: a request is sent again (up to ``retries`` times) only when the server cannot have run it:
-the connection was never made (refused, unreachable, connect timeout: nothing was sent), or the answer is a
+the connection was never made (refused, unreachable, connect timeout: nothing was sent), the server closed it
+before the body was whole and gave no answer (an answer given early, such as a 400 for a body over the server's
+limit, is read and is final), or the answer is a
 503 with ``Retry-After`` (Ray Serve's proxy refusing it before any replica took it, or aotcuda's part of the
 proxy holding too many bodies: X-Aotcuda-Error BusyError; the wait is the header's, capped at
 ``max_retry_after_s``). Anything after the request was sent is final: a read timeout (the server
