@@ -242,3 +242,105 @@ def test_inputs_the_wire_cannot_carry_are_refused_in_our_words():
         client.predict({"x": np.zeros(2)})
     with pytest.raises(InputError, match=r"input 'z' is complex128, which safetensors .* cannot carry"):
         client.predict({"x": torch.zeros(2), "z": torch.zeros(2, dtype=torch.complex128)})
+
+
+def test_inputs_are_sent_as_their_values():
+    """A breaker's report: two names over one tensor, or a slice of one, raised safetensors' "Some tensors share
+    memory"; sparse, meta and nested tensors raised torch's errors; z.conj() was sent as z."""
+    from aotcuda.errors import InputError
+    from aotcuda.serving.client import _wire_tensors
+
+    t = torch.arange(6.0)
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    wire = _wire_tensors({"x": t, "y": t, "s": t[:2], "z": z.conj(), "n": -t})
+    assert torch.equal(safetensors_torch.load(safetensors_torch.save(wire))["z"], torch.tensor([1 - 2j, 3 + 4j]))
+    assert torch.equal(wire["y"], t) and torch.equal(wire["s"], t[:2]) and torch.equal(wire["n"], -t)
+    for bad, message in ((t.to_sparse(), "sparse_coo tensor; pass a dense one"), (torch.empty(2, device="meta"),
+                         "meta device"), (torch.nested.nested_tensor([t, t[:2]]), "nested tensor")):
+        with pytest.raises(InputError, match=message):
+            _wire_tensors({"x": bad})
+
+
+class RawServer:
+    """One connection at a time on loopback, handled by ``handle(conn)`` on a thread: a server that breaks HTTP's
+    habits on purpose."""
+
+    def __init__(self, handle):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.handle, self.connections = handle, []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections.append(connection)
+            threading.Thread(target=self.handle, args=(connection,), daemon=True).start()
+
+    def close(self):
+        self.listener.close()
+        for connection in self.connections:
+            connection.close()
+
+
+def read_head(connection) -> bytes:
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        head += connection.recv(1)
+    return head
+
+
+def read_body(connection, head: bytes) -> None:
+    length = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1])
+    while length:
+        length -= len(connection.recv(min(length, 1 << 20)))
+
+
+def answers_early_and_reads_nothing(connection):
+    read_head(connection)
+    connection.sendall(b"HTTP/1.1 400 Bad Request\r\nX-Aotcuda-Error: RequestError\r\nContent-Length: 8\r\n\r\ntoo long")
+    time.sleep(30)  # neither reads nor closes
+
+
+def continues_unasked(connection):
+    head = read_head(connection)
+    connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+    read_body(connection, head)
+    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(OK) + OK)
+
+
+def negative_chunk(connection):
+    head = read_head(connection)
+    read_body(connection, head)
+    connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n")
+    try:
+        for _ in range(200):
+            connection.sendall(b"\0" * (1 << 20))
+    except OSError:
+        pass
+
+
+def test_hostile_answers_are_read_as_what_they_are():
+    """A breaker's report, against hand-written servers: an answer sent before the body while the server read nothing
+    was lost behind a blocked send (a 64 MB body: "no complete answer within 3 s ... may have run it"); an unasked
+    100 Continue stopped the upload (8 MB: 8.6 s, then "closed the connection before the body was whole"); a chunk of
+    size -1 made http.client read to the end, past max_response_bytes (1.2 GB of memory for a 1 MiB limit)."""
+    servers = [RawServer(answers_early_and_reads_nothing), RawServer(continues_unasked), RawServer(negative_chunk)]
+    try:
+        early, continuing, negative = (serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=10,
+                                                      max_response_bytes=1 << 20) for server in servers)
+        started = time.monotonic()
+        with pytest.raises(serving.client.ServingError) as refused:
+            early.predict({"x": torch.zeros(16 << 20)})  # 64 MB
+        assert (refused.value.status, refused.value.message) == (400, "too long") and time.monotonic() - started < 5
+        (output,) = continuing.predict({"x": torch.zeros(2 << 20)})  # 8 MB
+        assert torch.equal(output, torch.ones(2))
+        with pytest.raises(serving.client.ServingError, match="chunk size line b'-1") as chunked:
+            negative.predict({"x": torch.zeros(4)})
+        assert not chunked.value.retriable
+    finally:
+        for server in servers:
+            server.close()

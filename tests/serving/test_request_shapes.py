@@ -194,7 +194,7 @@ def test_stats_name_the_batch_dim_as_the_user_gave_it(served_block, monkeypatch)
     batching = deployment.ProgramReplica(served_block[0], max_batch_size=4).stats()
     assert batching["batching"] == "batch" and batching["replica"] == "r1"
     assert set(batching) == {"replica", "pid", "device", "gpu_ids", "batching", "requests", "rejected", "timed_out",
-                             "not_run", "batches", "batched_requests", "rows", "largest_batch"}
+                             "not_run", "cancelled", "batches", "batched_requests", "rows", "largest_batch"}
     from pathlib import Path
 
     documented = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()

@@ -68,7 +68,7 @@ def test_a_run_past_the_deadline_answers_503_and_fails_the_health_check_until_it
     assert (status, headers.get("x-aotcuda-error")) == (503, "RunTimeoutError"), text[:300]
     assert b"run_timeout_s=0.5" in text and "retry-after" not in headers  # not safe to resend: it ran
     assert overrun is not None  # answered while the run goes on, not when it ended
-    assert (waited, waited_headers.get("x-aotcuda-error"), waited_headers.get("retry-after")) == (503, "BusyError", "1")
+    assert (waited, waited_headers.get("x-aotcuda-error"), waited_headers.get("retry-after")) == (503, "BusyError", "3")
     assert b"nothing of this request ran" in waited_text
     with pytest.raises(RunTimeoutError, match="past run_timeout_s=0.5"):
         replica.check_health()
@@ -149,6 +149,7 @@ def test_a_request_cancelled_while_it_waits_never_runs(runaway_package, deadline
     assert status == 200
     replica._executor.submit(lambda: None).result(timeout=60)  # whatever was queued has run by now
     assert replica.counters["batches"] == 1  # the long run only: the three left behind never ran
+    assert replica.counters["cancelled"] == 3  # and /stats counts them
 
 
 def test_deadlines_that_cannot_work_are_refused():
@@ -169,6 +170,11 @@ def test_deadlines_that_cannot_work_are_refused():
     with pytest.raises(ValueError, match=r"run_timeout_s \(90 s\) must be less than request_timeout_s \(60 s\)"):
         ServeOptions(run_timeout_s=90)
     assert ServeOptions(run_timeout_s=90, request_timeout_s=120).run_timeout_s == 90
+    # nan passes every comparison: --request-timeout-s nan served, and answered every request 408 at once (a breaker)
+    for name, bad in (("request_timeout_s", float("nan")), ("request_timeout_s", 1e-320), ("body_timeout_s", float("inf")),
+                      ("batch_wait_ms", float("nan")), ("body_timeout_s", "5")):
+        with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+            ServeOptions(**{name: bad, "run_timeout_s": None})
     seen = []
 
     def starting(path, options):

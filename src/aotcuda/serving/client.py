@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import select
 import socket
 import struct
@@ -74,8 +75,7 @@ class Client:
         """The flat outputs for these named inputs. Raises ServingError (after the retries, if retriable)."""
         import safetensors.torch as safetensors_torch
 
-        _check_inputs(inputs)
-        body = safetensors_torch.save({name: t.detach().cpu().contiguous() for name, t in inputs.items()})
+        body = safetensors_torch.save(_wire_tensors(inputs))
         for attempt in range(self.retries + 1):
             try:
                 answer = self.post(body)
@@ -110,14 +110,16 @@ class Client:
             watchdog = threading.Timer(self.timeout_s, _cut, (connection.sock, expired))
             watchdog.start()
             try:
-                whole = _send(connection, self._path, body)
+                whole = _send(connection, self._path, body, expired)
                 try:
                     response = connection.getresponse()
                 except OSError:
                     if whole:
                         raise
-                    raise ServingError(None, f"{self.url} closed the connection before the request's body was whole "
-                                       "and gave no answer: it cannot have run it", retriable=True) from None
+                    why = (f"read no more of the request's body within {self.timeout_s:g} s (timeout_s)"
+                           if expired.is_set() else "closed the connection before the request's body was whole")
+                    raise ServingError(None, f"{self.url} {why} and gave no answer: it cannot have run it",
+                                       retriable=True) from None
                 answer = self._read(response)
                 if expired.is_set():  # the cut socket reads as the end of the answer: it is not complete
                     raise TimeoutError("the attempt's deadline passed")
@@ -152,6 +154,8 @@ class Client:
         if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > self.max_response_bytes:
             raise ServingError(response.status, f"the answer declares {declared} bytes, more than max_response_bytes "
                                f"({self.max_response_bytes})", retriable=False)
+        if response.chunked:  # read here: http.client reads a chunk of size -1 as "to the end", past any limit
+            return _read_chunked(response.fp, self.max_response_bytes, response.status)
         chunks, size = [], 0
         while chunk := response.read(1 << 16):
             size += len(chunk)
@@ -192,52 +196,142 @@ def _check_answer_header(answer: bytes) -> None:
                          + (f" (e.g. {', '.join(map(repr, unknown))})" if unknown else ""))
 
 
-# Bytes of a request body sent between two looks for an early answer (_send).
+# Bytes of a request body sent between two looks for an early answer (_send), and the most it waits for the socket
+# to take more (seconds; the attempt's deadline still bounds the whole).
 SEND_CHUNK_BYTES = 1 << 20
+SELECT_WAIT_S = 0.1
+# The most bytes of an interim (1xx) answer's head, and of a chunked answer's size line; trailer lines read.
+MAX_INTERIM_BYTES = 16 << 10
+MAX_CHUNK_LINE = 1 << 10
+MAX_TRAILER_LINES = 64
 
 
-def _send(connection: http.client.HTTPConnection, path: str, body: bytes) -> bool:
+def _send(connection: http.client.HTTPConnection, path: str, body: bytes, expired: threading.Event) -> bool:
     """POST ``body`` on ``connection``, stopping early where the server answers before it has the whole body (a
     refusal by Content-Length: a body over the server's limit gets 400 at once, and the server closes the connection
     without reading the rest). http.client's request() sends the whole body first and the send then fails with
-    EPIPE or a reset, losing the answer: a 600 KB body over a 100 KB limit read as "Broken pipe". Returns whether the
-    whole body was sent."""
+    EPIPE or a reset, losing the answer: a 600 KB body over a 100 KB limit read as "Broken pipe". The socket is
+    non-blocking meanwhile, so that a server that answers and then reads nothing cannot hold a send until the
+    attempt's deadline (whose cut would drop the answer); an interim answer (100 Continue) is read and passed over.
+    Returns whether the whole body was sent."""
     connection.putrequest("POST", path)
     connection.putheader("Content-Type", "application/octet-stream")
     connection.putheader("Content-Length", str(len(body)))
     connection.endheaders()
     sock, view, sent = connection.sock, memoryview(body), 0
-    while sent < len(view):
-        if select.select([sock], [], [], 0)[0]:  # an answer (or the connection's end) before the whole body
-            return False
-        try:
-            sent += sock.send(view[sent:sent + SEND_CHUNK_BYTES])
-        except (BrokenPipeError, ConnectionResetError):
-            return False
+    timeout = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        while sent < len(view) and not expired.is_set():
+            readable, writable, _ = select.select([sock], [sock], [], SELECT_WAIT_S)
+            if readable:
+                if _skipped_interim_answer(sock):
+                    continue
+                return False  # an answer (or the connection's end) before the whole body
+            if writable:
+                try:
+                    sent += sock.send(view[sent:sent + SEND_CHUNK_BYTES])
+                except BlockingIOError:
+                    continue
+                except (BrokenPipeError, ConnectionResetError):
+                    return False
+    finally:
+        sock.settimeout(timeout)
+    return sent == len(view)
+
+
+def _skipped_interim_answer(sock) -> bool:
+    """Read an interim (1xx) answer off the socket, whole, and say so; False (nothing read) for anything else. A
+    server may send 100 Continue unasked (RFC 9110, 15.2), and the final answer follows the body."""
+    try:
+        start = sock.recv(16, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True  # nothing to read after all
+    except OSError:
+        return False
+    if not re.match(rb"HTTP/1\.[01] 1\d\d[ \r]", start):
+        return False
+    head = b""
+    sock.settimeout(SELECT_WAIT_S * 10)
+    try:
+        while not head.endswith(b"\r\n\r\n"):
+            if len(head) > MAX_INTERIM_BYTES:
+                return False  # the connection's end: not an answer we read
+            byte = sock.recv(1)
+            if not byte:
+                return False
+            head += byte
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(False)
     return True
 
 
-def _check_inputs(inputs) -> None:
-    """TypeError or InputError, in our words, for what safetensors would refuse with its own (a bare tensor, an
-    array, a dtype it cannot carry)."""
+def _read_chunked(fp, limit: int, status: int) -> bytes:
+    """A chunked answer's body (RFC 9112, 7.1), each size line checked as what it is: at most 16 hex digits."""
+    body = bytearray()
+    while True:
+        line = fp.readline(MAX_CHUNK_LINE + 1)
+        size_text = line.split(b";", 1)[0].strip()
+        if len(line) > MAX_CHUNK_LINE or not re.fullmatch(rb"[0-9A-Fa-f]{1,16}", size_text):
+            raise ServingError(status, f"the answer's chunk size line {line[:40]!r} is not a chunk size", retriable=False)
+        size = int(size_text, 16)
+        if size == 0:
+            for _ in range(MAX_TRAILER_LINES):  # the trailers, up to the blank line
+                if fp.readline(MAX_CHUNK_LINE + 1) in (b"\r\n", b"\n", b""):
+                    return bytes(body)
+            raise ServingError(status, "the answer's trailers do not end", retriable=False)
+        if len(body) + size > limit:
+            raise ServingError(status, f"the answer is longer than max_response_bytes ({limit})", retriable=False)
+        while size:
+            piece = fp.read(min(size, 1 << 16))
+            if not piece:
+                raise ServingError(status, "the answer ended inside a chunk", retriable=False)
+            body += piece
+            size -= len(piece)
+        if fp.readline(MAX_CHUNK_LINE + 1) not in (b"\r\n", b"\n"):
+            raise ServingError(status, "the answer's chunk does not end where its size says", retriable=False)
+
+
+def _wire_tensors(inputs) -> dict[str, torch.Tensor]:
+    """The inputs as safetensors sends them: dense CPU tensors, each with memory of its own and its conjugate or
+    negative bit applied. TypeError or InputError, in our words, for what safetensors would refuse with its own (a
+    bare tensor, an array, a sparse or meta tensor, a dtype it cannot carry) or send wrong (z.conj() was sent as z)."""
     from aotcuda.errors import InputError
     from aotcuda.serving.codec import unsupported_dtypes
 
     if not isinstance(inputs, dict):
         raise TypeError(f"predict takes a dict of input name -> torch.Tensor (the names `aotcuda inspect` lists, e.g. "
                         f"{{'x': x}}), not a {type(inputs).__name__}")
+    wire, storages = {}, set()
     for name, value in inputs.items():
         if not isinstance(name, str):
             raise TypeError(f"input names must be strings, got {name!r}")
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"input {name!r} is a {type(value).__module__}.{type(value).__name__}; pass a "
                             "torch.Tensor (torch.from_numpy for an array)")
-    refused = unsupported_dtypes(value.dtype for value in inputs.values())
+        if value.is_nested or value.layout != torch.strided:
+            raise InputError(f"input {name!r} is a {'nested' if value.is_nested else str(value.layout)} tensor; pass "
+                             "a dense one (.to_dense())")
+        if value.device.type == "meta":
+            raise InputError(f"input {name!r} is on the meta device and holds no values")
+        try:
+            tensor = value.detach().cpu().resolve_conj().resolve_neg().contiguous()
+        except (RuntimeError, NotImplementedError) as error:
+            raise InputError(f"input {name!r} cannot be copied to the CPU to be sent: {str(error)[:200]}") from None
+        storage = tensor.untyped_storage()
+        if tensor.numel() and (storage.data_ptr() in storages or storage.nbytes() != tensor.nbytes):
+            tensor = tensor.clone()  # safetensors refuses two names over one memory, and a view of part of one
+        storages.add(tensor.untyped_storage().data_ptr())
+        wire[name] = tensor
+    refused = unsupported_dtypes(tensor.dtype for tensor in wire.values())
     if refused:
-        names = [name for name, value in inputs.items() if value.dtype in refused]
+        names = [name for name, tensor in wire.items() if tensor.dtype in refused]
         raise InputError(f"input {names[0]!r} is {str(refused[0]).removeprefix('torch.')}, which safetensors (the wire "
                          "format) cannot carry, and no served program takes; pass the dtype the program takes "
                          "(`aotcuda inspect` lists it)")
+    return wire
 
 
 def _cut(sock, expired: threading.Event) -> None:

@@ -75,8 +75,9 @@ MAX_ERROR_CHARS = 2000
 # with its process, about 3 periods after its deadline, plus Serve's graceful stop of the replica.
 HEALTH_CHECK_PERIOD_S = 2.0
 # Seconds a waiting request is told to wait before sending again (Retry-After) when it never ran because the
-# replica is being replaced.
-RETRY_AFTER_S = 1
+# replica is being replaced: Ray routes the resent request to another replica, or to this one's replacement, which
+# took 11 s to answer on 2 cores; at 1 s, Client's three retries were spent in 6 s (a breaker's report).
+RETRY_AFTER_S = 3
 
 
 class ProgramReplica:
@@ -150,6 +151,13 @@ class ProgramReplica:
 
     async def _predict(self, request: Request) -> Response:
         self.counters["requests"] += 1
+        try:
+            return await self._answer(request)
+        except asyncio.CancelledError:  # the client left, or Ray's proxy timed the request out (a queued job is dropped)
+            self.counters["cancelled"] += 1
+            raise
+
+    async def _answer(self, request: Request) -> Response:
         try:
             body = await self._body(request)
             inputs = await asyncio.to_thread(self.checked_inputs, body)  # decoding never blocks the event loop
@@ -280,7 +288,7 @@ class ProgramReplica:
                 # the batch dim as the user named it at lowering, not torch's symbol (s52: a user's report)
                 "batching": (self.plan.dim_name or "dim 0") if self.max_batch_size > 1 else None,
                 **{key: self.counters[key] for key in
-                   ("requests", "rejected", "timed_out", "not_run", "batches", "batched_requests", "rows",
+                   ("requests", "rejected", "timed_out", "not_run", "cancelled", "batches", "batched_requests", "rows",
                     "largest_batch")}}
 
     def check_health(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import ipaddress
+import math
 import os
 import signal
 import socket
@@ -108,8 +109,14 @@ class ServeOptions:
         for name in ("replicas", "max_batch_size", "port", "max_response_bytes", "max_tensor_bytes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.batch_wait_ms < 0 or self.request_timeout_s <= 0 or self.body_timeout_s <= 0:
-            raise ValueError("batch_wait_ms must be ≥ 0, request_timeout_s and body_timeout_s > 0")
+        # finite numbers: nan passes every comparison (--request-timeout-s nan served a 408 to every request at once)
+        # (and no timeout below 0.1 s: 1e-320 is positive, and answers every request 408)
+        for name, least in (("batch_wait_ms", 0.0), ("request_timeout_s", 0.1), ("body_timeout_s", 0.1),
+                            ("cpus_per_replica", 0.0)):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                    or value < least):
+                raise ValueError(f"{name} must be a finite number ≥ {least:g}, got {value!r}")
         check_run_timeout(self.run_timeout_s)
         if self.run_timeout_s is not None and self.run_timeout_s >= self.request_timeout_s:
             raise ValueError(f"run_timeout_s ({self.run_timeout_s:g} s) must be less than request_timeout_s "
