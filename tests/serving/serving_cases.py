@@ -38,6 +38,26 @@ def server_environment():
             os.environ["AOTI_RUNTIME_CHECK_INPUTS"] = saved
 
 
+async def posted(replica, body: bytes):
+    """A replica's answer to POST /predict with ``body``, as Ray's HTTP proxy hands it on (the body read by the proxy,
+    aotcuda.serving.proxy's mark in the scope): the route called without Ray."""
+    from starlette.requests import Request
+
+    from aotcuda.serving.proxy import BODY_READ
+
+    scope = {"type": "http", "method": "POST", "path": "/predict", "headers": [], "query_string": b"", BODY_READ: True}
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return await replica._predict(Request(scope, receive))
+
+
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     return ((actual.double() - expected.double()).norm() / expected.double().norm()).item()
 

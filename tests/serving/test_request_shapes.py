@@ -11,25 +11,13 @@ import torch
 safetensors_torch = pytest.importorskip("safetensors.torch", reason="aotcuda[serve] is not installed")
 deployment = pytest.importorskip("aotcuda.serving.deployment", reason="aotcuda[serve] is not installed")
 
-from aotcuda.serving.proxy import BODY_READ  # noqa: E402
 from aotcuda.serving.server import ServeOptions  # noqa: E402
+from serving_cases import posted  # noqa: E402
 
 
 def predict(replica, body: bytes):
     """POST /predict to a replica, its body read by the HTTP proxy: (status, error header, answer body)."""
-    from starlette.requests import Request
-
-    scope = {"type": "http", "method": "POST", "path": "/predict", "headers": [], "query_string": b"", BODY_READ: True}
-    sent = False
-
-    async def receive():
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    answer = asyncio.run(replica._predict(Request(scope, receive)))
+    answer = asyncio.run(posted(replica, body))
     return answer.status_code, answer.headers.get("x-aotcuda-error"), answer.body
 
 

@@ -15,29 +15,15 @@ safetensors_torch = pytest.importorskip("safetensors.torch", reason="aotcuda[ser
 deployment = pytest.importorskip("aotcuda.serving.deployment", reason="aotcuda[serve] is not installed")
 
 from aotcuda.serving.deadline import RunTimeoutError  # noqa: E402
-from aotcuda.serving.proxy import BODY_READ  # noqa: E402
 from aotcuda.serving.server import ServeOptions  # noqa: E402
-from serving_cases import RepeatedHalving, loopback_ray, replica_stats, server_environment  # noqa: E402
+from serving_cases import RepeatedHalving, loopback_ray, posted, replica_stats, server_environment  # noqa: E402
 
 PORT = 18767  # 187xx: the serving tests' ports on a shared machine
 
 
 async def predict(replica, inputs: dict[str, torch.Tensor]):
     """POST /predict to a replica, its body read by the HTTP proxy: (status, headers, answer body)."""
-    from starlette.requests import Request
-
-    body = safetensors_torch.save(inputs)
-    scope = {"type": "http", "method": "POST", "path": "/predict", "headers": [], "query_string": b"", BODY_READ: True}
-    sent = False
-
-    async def receive():
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    answer = await replica._predict(Request(scope, receive))
+    answer = await posted(replica, safetensors_torch.save(inputs))
     return answer.status_code, answer.headers, answer.body
 
 
