@@ -98,10 +98,12 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_COMMON_SUBEXPRESSIONS", False, "CUDA lowering runs EliminateCommonSubexpressionsPass last: a pure "
            "computation written several times (a mask built in every layer) is computed once "
            "(passes/common_subexpressions.py); off: every copy kept", "at each lower() for CUDA"),
-    # Off by default: on the H200 (torch 2.11, 2026-12-05) the decode step's bound graph took 865.7 against 907.2 us
-    # at batch 1 and 1072.4 against 1083.6 at batch 8, but only that step's CUDA test has run with it; it turns on
-    # once the CUDA suite passes under it (STEPS=pdl_tests; docs/performance.md, "Programmatic dependent launch").
-    Switch("AOTCUDA_DEPENDENT_LAUNCH", False, "CUDA lowering compiles Inductor's Triton kernels for programmatic "
+    # On by default: on the H200 (torch 2.11) the decode step's bound graph took 865.7 against 907.2 us at batch 1
+    # and 1072.4 against 1083.6 at batch 8 (session 21), 840.3 against 1019.9 at batch 1 (session 23: the graph's
+    # idle time 47.6 against 95.7 us, the rest the two builds' picks), and the CUDA tests of the runtime, the
+    # lowering, the passes and the library models passed under it (75 passed; docs/performance.md,
+    # "Programmatic dependent launch"). Kernels run as before on GPUs older than sm_90 (Inductor marks none).
+    Switch("AOTCUDA_DEPENDENT_LAUNCH", True, "CUDA lowering compiles Inductor's Triton kernels for programmatic "
            "dependent launch (Inductor's triton.enable_pdl; sm_90 and later) and the package launches them so: "
            "a kernel's start overlaps the end of the kernel ahead (lowering/dependent_launch.py); off: each "
            "kernel starts when the one ahead has ended", "at each lower() for CUDA"),

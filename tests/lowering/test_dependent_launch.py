@@ -77,13 +77,17 @@ def test_a_kernel_is_a_dependent_launch_only_if_marked_and_waiting(monkeypatch):
 def test_the_switch_turns_inductors_pdl_codegen_on_for_cuda_only(monkeypatch):
     from torch._inductor import config
 
-    monkeypatch.delenv("AOTCUDA_DEPENDENT_LAUNCH", raising=False)
+    monkeypatch.setenv("AOTCUDA_DEPENDENT_LAUNCH", "0")
     assert with_pdl_codegen(torch.device("cuda"), {"a": 1}) == {"a": 1}
-    monkeypatch.setenv("AOTCUDA_DEPENDENT_LAUNCH", "1")
-    assert with_pdl_codegen(torch.device("cpu"), {"a": 1}) == {"a": 1}
-    assert with_pdl_codegen(torch.device("cuda"), {"triton.enable_pdl": False}) == {"triton.enable_pdl": False}
     expected = {"a": 1, "triton.enable_pdl": True} if hasattr(config.triton, "enable_pdl") else {"a": 1}
-    assert with_pdl_codegen(torch.device("cuda"), {"a": 1}) == expected
+    for setting in ("1", None):  # on by default since session 23
+        if setting is None:
+            monkeypatch.delenv("AOTCUDA_DEPENDENT_LAUNCH", raising=False)
+        else:
+            monkeypatch.setenv("AOTCUDA_DEPENDENT_LAUNCH", setting)
+        assert with_pdl_codegen(torch.device("cpu"), {"a": 1}) == {"a": 1}
+        assert with_pdl_codegen(torch.device("cuda"), {"triton.enable_pdl": False}) == {"triton.enable_pdl": False}
+        assert with_pdl_codegen(torch.device("cuda"), {"a": 1}) == expected
 
 
 def _package_sources(path) -> str:
