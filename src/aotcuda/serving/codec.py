@@ -12,6 +12,7 @@ rather than failing on every request.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import struct
@@ -177,11 +178,14 @@ def encode_outputs(outputs: list[torch.Tensor]) -> bytes:
 
 def unsupported_dtypes(dtypes) -> list[torch.dtype]:
     """The dtypes among ``dtypes`` that safetensors cannot store."""
-    safetensors_torch = _safetensors()
-    refused = []
-    for dtype in dict.fromkeys(dtypes):
-        try:
-            safetensors_torch.save({"probe": torch.zeros(1, dtype=dtype)})
-        except Exception:  # noqa: BLE001 - a dtype safetensors has no code for
-            refused.append(dtype)
-    return refused
+    return [dtype for dtype in dict.fromkeys(dtypes) if not _carried(dtype)]
+
+
+@functools.cache
+def _carried(dtype: torch.dtype) -> bool:
+    """Whether safetensors stores ``dtype``: asked once a dtype (Client.predict asks at every call)."""
+    try:
+        _safetensors().save({"probe": torch.zeros(1, dtype=dtype)})
+    except Exception:  # noqa: BLE001 - a dtype safetensors has no code for
+        return False
+    return True
