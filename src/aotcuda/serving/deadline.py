@@ -36,13 +36,23 @@ POLL_S = 0.25
 MIN_RUN_TIMEOUT_S = 0.1
 
 
+def is_number(value) -> bool:
+    """Whether ``value`` is an int or a float (a bool is neither here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def finite_at_least(value, least: float) -> bool:
+    """Whether ``value`` is a finite number ≥ ``least``: nan passes every comparison, so each is asked."""
+    return is_number(value) and math.isfinite(value) and value >= least
+
+
 def check_run_timeout(value) -> None:
     """Raise ValueError unless ``value`` is None (no deadline) or a finite number of seconds ≥ MIN_RUN_TIMEOUT_S."""
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         raise ValueError(f"run_timeout_s must be a number of seconds, or None for no deadline; got {value!r}")
-    if not math.isfinite(value) or value < MIN_RUN_TIMEOUT_S:
+    if not finite_at_least(value, MIN_RUN_TIMEOUT_S):
         raise ValueError(f"run_timeout_s must be a finite number of seconds, at least {MIN_RUN_TIMEOUT_S:g}; got "
                          f"{value!r} (None, or 0 on the command line, turns the deadline off)")
 

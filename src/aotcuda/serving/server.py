@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import ipaddress
-import math
 import os
 import signal
 import socket
@@ -23,7 +22,7 @@ from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.runtime.package import read_signature
 from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
-from aotcuda.serving.deadline import check_run_timeout
+from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 
 __all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
            "replica_actor_options", "serve_package"]
@@ -113,10 +112,8 @@ class ServeOptions:
         # (and no timeout below 0.1 s: 1e-320 is positive, and answers every request 408)
         for name, least in (("batch_wait_ms", 0.0), ("request_timeout_s", 0.1), ("body_timeout_s", 0.1),
                             ("cpus_per_replica", 0.0)):
-            value = getattr(self, name)
-            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                    or value < least):
-                raise ValueError(f"{name} must be a finite number ≥ {least:g}, got {value!r}")
+            if not finite_at_least(getattr(self, name), least):
+                raise ValueError(f"{name} must be a finite number ≥ {least:g}, got {getattr(self, name)!r}")
         check_run_timeout(self.run_timeout_s)
         if self.run_timeout_s is not None and self.run_timeout_s >= self.request_timeout_s:
             raise ValueError(f"run_timeout_s ({self.run_timeout_s:g} s) must be less than request_timeout_s "
