@@ -113,6 +113,47 @@ def test_each_request_of_a_batch_past_the_deadline_gets_its_error(served_block):
             torch.testing.assert_close(outputs[0], model(x), rtol=1e-5, atol=1e-5)
 
 
+def test_a_batch_run_call_by_call_keeps_the_answers_it_has_when_a_later_call_overruns(served_block):
+    """Found in session 23's review: a batch whose requests ran as calls one after another (together they passed
+    --max-tensor-bytes, or the batch failed as a whole) was one job, so when its second call passed the deadline the
+    first request, already answered, got RunTimeoutError too, and the third, which never ran, got RunTimeoutError
+    (final) instead of BusyError (safe to send again). Each request now has its own slot."""
+    from aotcuda.serving.body import BusyError
+
+    path, model = served_block
+    replica = deployment.ProgramReplica(path, max_batch_size=4, run_timeout_s=0.3)
+    execute, calls = replica.program.execute, []
+
+    def second_call_slow(inputs):
+        calls.append(len(calls))
+        if len(calls) == 2:
+            time.sleep(1.5)
+        return execute(inputs)
+
+    replica.program.execute, replica._batch_fits = second_call_slow, lambda flat: False
+    handle_batch = type(replica).predict_batch.__wrapped__
+    xs = [torch.randn(1, 16, 256) for _ in range(3)]
+    results = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+    assert [type(result) for result in results] == [list, RunTimeoutError, BusyError], results
+    with torch.no_grad():
+        torch.testing.assert_close(results[0][0], model(xs[0]), rtol=1e-5, atol=1e-5)
+    replica._executor.submit(lambda: None).result(timeout=60)
+    assert calls == [0, 1]  # the third request never ran: its slot was taken back while it waited
+
+    # What breaks the program thread outside a program call is every unsettled request's answer, not a hang.
+    def broken(flat):
+        raise RuntimeError("the batch check broke")
+
+    replica.program.execute, replica._batch_fits = execute, broken
+    results = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+    assert [str(result) for result in results] == ["the batch check broke"] * 3
+    replica._batch_fits = lambda flat: True
+    results = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+    for x, outputs in zip(xs, results):  # and the replica answers the next batch
+        with torch.no_grad():
+            torch.testing.assert_close(outputs[0], model(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("deadline", [None, 30.0])
 def test_a_request_cancelled_while_it_waits_never_runs(runaway_package, deadline):
     """Found by a breaker: requests whose client left (or whose proxy timed them out) while they waited behind a

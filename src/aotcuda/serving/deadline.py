@@ -102,10 +102,11 @@ class RunWatch:
                                   "replica cannot stop it and must be replaced")
 
     async def wait(self, job: concurrent.futures.Future):
-        """The result of ``job`` (submitted to the program thread, its program calls made through ``call``), or, once
-        the thread's current run is past the deadline: BusyError if ``job`` had not started (it never will here),
-        RunTimeoutError if the run is ``job``'s (the thread's one job running; the run goes on, its result is
-        dropped)."""
+        """The result of ``job``, or, once the thread's current run is past the deadline: BusyError if ``job`` had
+        not started (it never will here), RunTimeoutError if the run is ``job``'s (the run goes on, its result is
+        dropped). ``job`` is a Future that the program thread runs, its program calls made through ``call``: a job
+        submitted to the thread, or one request's slot of a batch, which the thread marks running when that
+        request's run starts and settles when it ends (deployment.ProgramReplica.predict_batch)."""
         waiting = asyncio.wrap_future(job)
         if self.timeout_s is None:
             return await waiting  # a cancelled request cancels its job through the wrapper

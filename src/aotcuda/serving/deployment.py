@@ -33,10 +33,10 @@ proxy without that middleware, the replica times the body itself, as the proxy w
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -134,7 +134,7 @@ class ProgramReplica:
         self.predict_batch.set_batch_wait_timeout_s(batch_wait_ms / 1000)
         self.counters: Counter = Counter()
         # One thread runs the program: calls never overlap, and the event loop stays free for requests.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aotcuda-program")
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="aotcuda-program")
 
     # --- routes ------------------------------------------------------------------------------------
 
@@ -208,11 +208,18 @@ class ProgramReplica:
     @serve.batch(max_batch_size=1, batch_wait_timeout_s=0.005)
     async def predict_batch(self, requests: list[list[torch.Tensor]]) -> list:
         """Run checked requests as few batches as their shapes allow; one result (outputs or the
-        exception) per request, in order."""
+        exception) per request, in order. Each request has its own slot (a Future the program thread settles as
+        soon as that request's run ends), so that on a run past the deadline the requests already answered keep
+        their answers, the ones in the run get RunTimeoutError and the ones not yet run get BusyError."""
+        slots = [concurrent.futures.Future() for _ in requests]
+        self._executor.submit(self._run_batched, requests, slots)
+        return await asyncio.gather(*(self._slot_result(slot) for slot in slots))
+
+    async def _slot_result(self, slot: concurrent.futures.Future):
         try:
-            return await self._in_program_thread(self._run_batched, requests)
-        except (RunTimeoutError, BusyError) as error:  # one answer for each request of the batch
-            return [error] * len(requests)
+            return await self.watch.wait(slot)
+        except Exception as error:  # RunTimeoutError, BusyError, or what broke the program thread: this request's
+            return error
 
     # --- running (in the program thread) ------------------------------------------------------------
 
@@ -225,22 +232,40 @@ class ProgramReplica:
         self._count_batch(1, inputs[0].shape[0] if inputs and inputs[0].dim() else 1)
         return self._run_alone(inputs)
 
-    def _run_batched(self, requests: list[list[torch.Tensor]]) -> list:
-        results: list = [None] * len(requests)
-        for batch in self.plan.chunks(requests):
-            flat, counts = combine([requests[i] for i in batch])
-            if len(batch) > 1 and not self._batch_fits(flat):  # each request fits alone (checked_inputs)
-                for index in batch:
-                    results[index] = self._run_one(requests[index])
-                continue
-            self._count_batch(len(batch), sum(counts))
-            try:
-                pieces = split_rows(self._execute(flat), counts)
-            except AotcudaError:
-                pieces = [self._run_alone(requests[i]) for i in batch]  # keep one request's failure its own
-            for index, piece in zip(batch, pieces):
-                results[index] = piece
-        return results
+    def _run_batched(self, requests: list[list[torch.Tensor]], slots: list[concurrent.futures.Future]) -> None:
+        """Settle each request's slot with its outputs (or its AotcudaError). A slot turns running only when its
+        request's run starts; a slot its request cancelled (its client left, its deadline passed before it ran)
+        is skipped. Whatever else breaks here is every unsettled slot's answer: no request waits for good."""
+        try:
+            for batch in self.plan.chunks(requests):
+                self._run_chunk(requests, slots, [i for i in batch if not slots[i].cancelled()])
+        except Exception as error:
+            for slot in slots:
+                try:
+                    slot.set_exception(error)
+                except concurrent.futures.InvalidStateError:  # settled, or cancelled: it keeps what it has
+                    pass
+
+    def _run_chunk(self, requests: list[list[torch.Tensor]], slots: list[concurrent.futures.Future],
+                   batch: list[int]) -> None:
+        if len(batch) > 1 and not self._batch_fits(combine([requests[i] for i in batch])[0]):
+            for index in batch:  # each request fits alone (checked_inputs), and runs as its own call
+                if slots[index].set_running_or_notify_cancel():
+                    slots[index].set_result(self._run_one(requests[index]))
+            return
+        batch = [i for i in batch if slots[i].set_running_or_notify_cancel()]
+        if not batch:
+            return
+        flat, counts = combine([requests[i] for i in batch])
+        self._count_batch(len(batch), sum(counts))
+        try:
+            pieces = split_rows(self._execute(flat), counts)
+        except AotcudaError:
+            for index in batch:  # keep one request's failure its own
+                slots[index].set_result(self._run_alone(requests[index]))
+            return
+        for index, piece in zip(batch, pieces):
+            slots[index].set_result(piece)
 
     def _batch_fits(self, flat: list[torch.Tensor]) -> bool:
         """Whether a batch's call makes no tensor past max_tensor_bytes: each request was checked alone, and the
