@@ -496,3 +496,34 @@ def test_a_signature_larger_than_load_reads_by_default_is_said_at_lowering():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _warn_if_signature_too_large({"inputs": ["x" * 100] * 1000}, "p.pt2")
+
+
+def test_a_pass_error_is_not_hidden_by_its_warnings_under_w_error():
+    """Session 23's review: the passes' warnings are said again after the block (under the user's Dim names), also
+    when a pass raised; under ``-W error`` the first of them became the exception and the pass's error, the one that
+    says what went wrong, was only its context. Now the warning is a note on the pass's error; without an error in
+    flight the warning still raises, as ``-W error`` asks."""
+    from aotcuda.lowering.pipeline import _warnings_in_dim_names
+
+    class Double(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    ep = torch.export.export(Double(), (torch.randn(3),))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="the pass broke") as raised:
+            with _warnings_in_dim_names(ep):
+                warnings.warn("aotcuda: a warning said before the pass broke", UserWarning)
+                raise ValueError("the pass broke")
+        assert raised.value.__notes__ == ["UserWarning: aotcuda: a warning said before the pass broke"]
+        with pytest.raises(UserWarning, match="said once"):
+            with _warnings_in_dim_names(ep):
+                warnings.warn("aotcuda: said once", UserWarning)
+                warnings.warn("aotcuda: said once", UserWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with _warnings_in_dim_names(ep):
+            warnings.warn("aotcuda: said once", UserWarning)
+            warnings.warn("aotcuda: said once", UserWarning)
+    assert [str(w.message) for w in caught] == ["aotcuda: said once"]

@@ -283,23 +283,40 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
 def _warnings_in_dim_names(ep: ExportedProgram):
     """The block's warnings, each said once, aotcuda's own with torch's shape symbols under the user's Dim names: a
     pass's warning about a dynamic FFT said "2*s69" of a length the user named n, and said it once for each
-    transform of that length."""
+    transform of that length. Said also when the block raises (a warning may say why); then a warning that the
+    filters turn into an error (``-W error``) becomes a note on the block's exception instead of hiding it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        except BaseException as error:
+            caught_now = list(caught)
+            raising = error
+        else:
+            caught_now, raising = list(caught), None
+    _say_once(caught_now, ep, raising)
+    if raising is not None:
+        raise raising
+
+
+def _say_once(caught: list, ep: ExportedProgram, raising: BaseException | None) -> None:
     from aotcuda.lowering.signature import dim_names
     from aotcuda.runtime.specs import under_dim_names
 
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            yield
-    finally:  # said also when a pass raises: a warning may say why
-        names, said = dim_names(ep), set()
-        for warning in caught:
-            text = str(warning.message)
-            if text.startswith("aotcuda:"):
-                text = under_dim_names(text, names)
-            if (warning.category, text) not in said:
-                said.add((warning.category, text))
-                warnings.warn_explicit(text, warning.category, warning.filename, warning.lineno, source=warning.source)
+    names, said = dim_names(ep), set()
+    for warning in caught:
+        text = str(warning.message)
+        if text.startswith("aotcuda:"):
+            text = under_dim_names(text, names)
+        if (warning.category, text) in said:
+            continue
+        said.add((warning.category, text))
+        try:
+            warnings.warn_explicit(text, warning.category, warning.filename, warning.lineno, source=warning.source)
+        except Warning:
+            if raising is None:
+                raise
+            raising.add_note(f"{warning.category.__name__}: {text}")
 
 
 def _decomposed(ep: ExportedProgram) -> tuple[ExportedProgram, dict[str, str]]:
