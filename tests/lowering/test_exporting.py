@@ -121,6 +121,34 @@ def test_without_the_export_steps_fix_opt_einsum_makes_the_dim_a_constant():
         _exported_einsum()
 
 
+class Resynthesis(torch.nn.Module):
+    """stft, a gain, and istft back to the input's length: istft's ``length=`` makes the length a constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(64))
+
+    def forward(self, audio):
+        spec = torch.stft(audio, 64, 16, window=self.window, return_complex=True)
+        return torch.istft(spec * 2, 64, 16, window=self.window, length=audio.shape[-1])
+
+
+def test_a_dim_the_model_makes_a_constant_is_refused_not_lowered_for_one_size():
+    """A new user's report (session 24): ``16 * Dim("frames", min=4, max=500)`` on this model lowered without a word
+    into a package that took only the example's length (frames in [50, 50]): the first export's constraint
+    violation sent lower() to the export with deferred guards, which specializes without an error, and every
+    guard check passed, there being none. torch's error now stands, with the model's line."""
+    from aotcuda.lowering.pipeline import before_compile
+
+    frames = Dim("frames", min=4, max=500)
+    with pytest.raises(DynamicShapesError, match=r"specialized it to be a constant \(800\)") as refused:
+        before_compile(Resynthesis(), (torch.randn(2, 800),), dynamic_shapes={"audio": {1: 16 * frames}})
+    notes = "\n".join(refused.value.__notes__)
+    assert "takes the Dim frames only in [50, 50], where [4, 500] was asked" in notes, notes
+    assert "length=audio.shape[-1]" in notes and "the constant 800" in notes, notes  # the line that did it
+    assert "so that the guard above holds" not in str(refused.value)  # a constant is no guard to narrow to
+
+
 class Masked(torch.nn.Module):
     """x [b, 8*seq, 8] masked by mask [b, 8*seq]; with ``reshape``, also [b, seq, 64] summed over seq (the
     reshape's -1 makes torch trace assuming seq != 1)."""

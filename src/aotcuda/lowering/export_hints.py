@@ -29,7 +29,8 @@ _UNKNOWN_OUTPUT = re.compile(r"Found <class '([\w.]+)'> in output, which is not 
 
 
 _EXAMPLE_OUT_OF_RANGE = re.compile(r"^(?:\w+: )?(\d+) not in range \[(\d+), (\d+|inf|int_oo)\]", re.MULTILINE)
-_SPECIALIZED = re.compile(r"You marked (\w+) as dynamic but your code specialized it to be a constant \((\d+)\)")
+# the dim as torch names it: a Dim's name, or a derived Dim's expression ("64*frames")
+_SPECIALIZED = re.compile(r"You marked (\S+?) as dynamic but your code specialized it to be a constant \((\d+)\)")
 
 
 _DATA_DEPENDENT = re.compile(r"Could not guard on data-dependent expression")

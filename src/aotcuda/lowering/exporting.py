@@ -54,7 +54,7 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
                                  prefer_deferred_runtime_asserts_over_guards=True)
     except Exception:  # noqa: BLE001 - the first error is the one the caller can act on
         raise error from violation
-    failure = first_failing_size_assertion(ep)
+    failure = first_failing_size_assertion(ep) or narrowed_in_retry(ep, dynamic_shapes)
     if failure is None:
         return said_narrowed_roots(ep, dynamic_shapes, narrowed)
     from aotcuda.runtime.specs import under_dim_names
@@ -126,6 +126,62 @@ def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str,
                                                        if failing is not None else "") + ".",
                       UserWarning, stacklevel=6)  # lower()'s caller: here, export_program, before_compile, lower()
     return ep
+
+
+def narrowed_in_retry(ep: ExportedProgram, dynamic_shapes) -> str | None:
+    """None when every Dim the caller named in ``dynamic_shapes`` is a dim of ``ep``'s inputs over the whole range
+    asked; otherwise which one is not, and what the program takes instead.
+
+    Why: with ``prefer_deferred_runtime_asserts_over_guards`` torch defers guards, but a specialization is no guard:
+    a model that makes a dim a constant (``istft(..., length=x.shape[-1])`` made ``64*frames`` the example's 3200)
+    exported without an error, its root's range [50, 50], and lower() wrote a package that took one size where
+    the caller had asked for [256, 32000]. Torch's own error (the first export's) says so; the retry must not
+    hide it. A root of a derived Dim asked for min 0 or 1 may get min 2 (its 0/1 specialization, which
+    ``said_narrowed_roots`` reports)."""
+    asked = _asked_dims(dynamic_shapes)
+    if not asked:
+        return None
+    from aotcuda.lowering.signature import dim_names
+
+    ranges = {}
+    for symbol, name in dim_names(ep).items():
+        key = next((s for s in ep.range_constraints if str(s) == symbol), None)
+        if key is not None:
+            ranges[name] = ep.range_constraints[key]
+    for name, (low, high) in asked.items():
+        shown = f"[{low}, {_as_int(high) if _as_int(high) is not None else 'inf'}]"
+        got = ranges.get(name)
+        if got is None:
+            return (f"the model made the Dim {name} (asked {shown}) a constant: the program takes one size there, "
+                    "so it is refused")
+        got_low, got_high, high = _as_int(got.lower), _as_int(got.upper), _as_int(high)
+        low_kept = got_low is not None and got_low <= max(low, 2)
+        high_kept = got_high is None if high is None else (got_high is None or got_high >= high)
+        if not (low_kept and high_kept):
+            return (f"the program takes the Dim {name} only in [{got_low}, {got_high if got_high is not None else 'inf'}]"
+                    f", where {shown} was asked: the model narrowed it, so it is refused")
+    return None
+
+
+def _asked_dims(dynamic_shapes) -> dict[str, tuple[int, object]]:
+    """{name: (min, max)} of the named Dims in ``dynamic_shapes`` (the root of a derived Dim for it); Dim.AUTO,
+    Dim.DYNAMIC and Dim.STATIC are hints, not Dims, and are left out."""
+    try:
+        from torch.export.dynamic_shapes import _DerivedDim, _Dim  # torch 2.11-2.15
+    except ImportError:
+        return {}
+    asked, stack = {}, [dynamic_shapes]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, _Dim):
+            while isinstance(value, _DerivedDim):
+                value = value.root
+            asked[value.__name__] = (value.min, value.max)
+    return asked
 
 
 def _failing_guard(ep: ExportedProgram, symbol, name: str, values: range) -> str | None:
@@ -286,7 +342,7 @@ def constraint_violation_message(text: str) -> str:
                       "suggestion above leaves open (a max of oo: aotcuda's lowering may need a finite one).")
     if "Suggested fixes" in text_kept:
         advice.append("Adjust dynamic_shapes (or the CLI's --dynamic) as suggested, or change the model.")
-    elif divisor is None:
+    elif divisor is None and not specialized:  # a constant is no guard to narrow to: export_hints' note says why
         advice.append("Narrow or change the dynamic_shapes ranges (or the CLI's --dynamic) so that the guard above "
                       "holds over them, or change the model.")
     return "\n".join([text_kept, *advice])
