@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import logging
 import os
 import shutil
@@ -190,7 +191,7 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
     """lower()'s steps from export on, on a model and inputs already on ``device``."""
     ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed = before_compile(
         model, args, kwargs, dynamic_shapes, lambda: passes() + [make() for make in profile.enabled_passes()], step)
-    refusal = next((r.refusal for r in pass_results if r.refusal is not None), None)
+    refusal = _under_dim_names(next((r.refusal for r in pass_results if r.refusal is not None), None), ep)
     if not allow_fallbacks:  # what is known now is refused before a compile of minutes
         _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path)
     path, own_folder = _package_path(package_path, model)
@@ -218,6 +219,17 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)
+
+
+def _under_dim_names(refusal, ep: ExportedProgram):
+    """The complex pass's refusal with torch's shape symbols in its reason under the user's Dim names (a new user's
+    dynamic FFT was refused for its length "2*s27", of an input dim they had named n)."""
+    if refusal is None:
+        return None
+    from aotcuda.lowering.signature import dim_names
+    from aotcuda.runtime.specs import under_dim_names
+
+    return dataclasses.replace(refusal, reason=under_dim_names(refusal.reason, dim_names(ep)))
 
 
 def _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path) -> None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 from torch.export import ExportedProgram
 
-from aotcuda.lowering.fallbacks import KNOWN_FIXES, FallbackKernel, refusal_line, relative_source_line
+from aotcuda.lowering.fallbacks import (KNOWN_FIXES, FallbackKernel, refusal_line, relative_source_line,
+                                        touches_complex)
 from aotcuda.lowering.library_ops import has_inductor_lowering, is_custom_op, is_triton_op
 
 
@@ -57,21 +58,28 @@ def proxy_executor_kernels(ep: ExportedProgram, device_type: str = "cuda") -> li
             continue
         name = op._schema.name
         kernel = kernels.setdefault(name, FallbackKernel(f"{name} (proxy executor)", name))
+        kernel.complex_valued = kernel.complex_valued or touches_complex(node)
         kernel.nodes.append(node.name)
         kernel.sources.append(relative_source_line(node))
     return list(kernels.values())
 
 
 def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, str], refusal=None) -> str:
-    """The refusal: each op with its source lines, then the one hint that applies to it (and what the complex
-    pass refused, where it refused the program: complex math left as it was is the first thing to fix)."""
-    lines = [f"aotcuda refuses this program before compiling: AOTInductor would run {len(kernels)} op(s) through "
-             "its proxy executor, which aotcuda.load does not have:"]
+    """The refusal: each op with its source lines, then the one hint that applies to it. Where the complex pass
+    refused the program, what it refused comes first: the complex ops among these are there because the pass left
+    the complex math as it was (a new user's dynamic FFT without a max read "rewrite that line with ops that have
+    generated code" first, and the fix, a Dim max, last), and each of them says so instead of its generic hint."""
+    lines = ["aotcuda refuses this program before compiling: "
+             + (f"{refusal_line(refusal)} So AOTInductor would run " if refusal is not None else "AOTInductor would run ")
+             + f"{len(kernels)} op(s) through its proxy executor, which aotcuda.load does not have:"]
     lines += [f"  - {kernel.describe()}" for kernel in kernels]
     for kernel in kernels:
-        lines.append(f"  {kernel.op}: {_hint(kernel.op, untraced)}")
-    if refusal is not None:
-        lines.append(refusal_line(refusal))
+        if refusal is not None and kernel.complex_valued:
+            hint = ("complex math ReplaceComplexWithRealPass rewrites into generated code once what it refused "
+                    "(above) is fixed")
+        else:
+            hint = _hint(kernel.op, untraced)
+        lines.append(f"  {kernel.op}: {hint}")
     lines.append("(allow_fallbacks=True compiles it anyway, for torch._inductor.aoti_load_package only.)")
     return "\n".join(lines)
 

@@ -45,9 +45,9 @@ def refusal(dim: int, size: torch.SymInt) -> str | None:
         return None
     found = "no upper bound" if bound is None else f"an upper bound of {bound}"
     return (f"the transform length along dim {dim} is dynamic ({size}) with {found}; a dynamic length is "
-            f"computed at its bound (Bluestein of length ≥ 2·bound − 1): give its torch.export.Dim a max "
-            f"(max=... ≤ {MAX_DYNAMIC_BOUND}, the longest signal the program must take), or pad the signal "
-            "to a static length with n=<that length> and crop the result")
+            f"computed at its bound (Bluestein of length ≥ 2·bound − 1): give its torch.export.Dim a max, the "
+            f"longest signal the program must take, at which {size} ≤ {MAX_DYNAMIC_BOUND}, or pad the signal to a "
+            "static length with n=<that length> and crop the result")
 
 
 def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
