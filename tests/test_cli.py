@@ -172,7 +172,9 @@ def test_lower_then_run_a_factory_with_a_dynamic_dim(runner, tmp_path):
 
 
 @pytest.mark.parametrize("spec, expected", [
-    ("no_colon", "MODULE:FACTORY"),
+    ("no_colon", "MODULE:FACTORY, e.g. aotcuda.models.attention:attention_block"),
+    # a new user's `aotcuda lower frontend.py` (session 24): the module's functions, as FACTORY
+    ("aotcuda.models.attention", "MODULE:FACTORY, e.g. aotcuda.models.attention:attention_block"),
     ("aotcuda.models.attention:nope", "has no 'nope'; its own callables: Attention, AttentionBlock, FeedForward, "
                                       "RMSNorm, RotaryEmbedding, attention_block"),
     ("aotcuda.models.attention:torch", "'torch' is a module, not a callable that returns a model; its own callables:"),
@@ -181,6 +183,17 @@ def test_lower_then_run_a_factory_with_a_dynamic_dim(runner, tmp_path):
 def test_lower_bad_factory_spec(runner, tmp_path, spec, expected):
     result = runner.invoke(main, ["lower", spec, "-o", str(tmp_path / "m.pt2"), "--device", "cpu"])
     assert result.exit_code != 0 and expected in result.output and "Traceback" not in result.output
+
+
+def test_a_file_without_factory_is_answered_with_its_functions(runner, tmp_path):
+    """A new user's ``aotcuda lower frontend.py`` (session 24) got the generic example; the file's functions are
+    the FACTORY it can take (its classes are models, not factories)."""
+    model_file = tmp_path / "frontend.py"
+    model_file.write_text("import torch\nclass Net(torch.nn.Module):\n    pass\ndef make():\n    pass\n"
+                          "def make_small():\n    pass\n")
+    result = runner.invoke(main, ["lower", str(model_file), "-o", str(tmp_path / "m.pt2"), "--device", "cpu"])
+    assert result.exit_code == 2, result.output
+    assert f"e.g. {model_file}:make or {model_file}:make_small" in result.output.replace("\n", ""), result.output
 
 
 def test_a_factory_that_raises_is_named_with_where_it_raised(runner, tmp_path):

@@ -30,7 +30,8 @@ def load_factory(spec: str):
     """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise click.BadParameter(f"{spec!r}: expected MODULE:FACTORY, e.g. aotcuda.models.attention:attention_block")
+        raise click.BadParameter(f"{spec!r}: expected MODULE:FACTORY, e.g. "
+                                 + (_factories_of(module_name) or "aotcuda.models.attention:attention_block"))
     if module_name.endswith(".py") or os.path.sep in module_name:
         if not module_name.endswith(".py"):
             raise click.BadParameter(f"{spec!r}: {module_name!r} is a path but not a .py file; give the model's "
@@ -41,15 +42,37 @@ def load_factory(spec: str):
         module = _import_module(module_name)
     factory = getattr(module, attribute, None)
     if not callable(factory):
-        callables = sorted(name for name, value in vars(module).items()
-                           if callable(value) and not name.startswith("_") and getattr(value, "__module__", None)
-                           == module.__name__)
+        callables = _own_callables(module)
         if hasattr(module, attribute):
             problem = f"{attribute!r} is a {type(factory).__name__}, not a callable that returns a model"
         else:
             problem = f"has no {attribute!r}"
         raise click.BadParameter(f"{module_name}: {problem}; its own callables: {', '.join(callables) or 'none'}")
     return factory
+
+
+def _own_callables(module) -> list[str]:
+    """The public callables a module defines itself (not those it imports)."""
+    return sorted(name for name, value in vars(module).items()
+                  if callable(value) and not name.startswith("_") and getattr(value, "__module__", None)
+                  == module.__name__)
+
+
+def _factories_of(module_name: str) -> str | None:
+    """``MODULE:NAME`` for each callable of ``module_name`` (a file or module the user gave without ``:FACTORY``),
+    or None where it names none that imports (a new user typed ``aotcuda lower frontend.py``)."""
+    if not module_name:
+        return None
+    try:
+        is_file = module_name.endswith(".py")
+        module = _import_file(module_name) if is_file else _import_module(module_name)
+    except Exception:  # noqa: BLE001 - the usage error says what is expected either way
+        return None
+    callables = _own_callables(module)
+    functions = [name for name in callables if pyinspect.isfunction(vars(module)[name])]  # a factory, not a class
+    callables = functions or callables
+    return (" or ".join(f"{module_name}:{name}" for name in callables[:5])
+            + (f" ({len(callables)} callables in all)" if len(callables) > 5 else "")) if callables else None
 
 
 def call_factory(spec: str):
