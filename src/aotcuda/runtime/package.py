@@ -122,14 +122,19 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
     model_dir = os.path.join(out_dir, "model")
     wanted = _extraction_plan(archive, model_dir_entry, root, model_dir, path, limits)
     _check_free_space(path, out_dir, sum(info.file_size for info, _ in wanted))
-    os.makedirs(model_dir)
-    for info, target in wanted:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        try:
-            copy_entry(archive, info, target)
-        except DAMAGED_ZIP as exc:
-            raise PackageError(f"{path!r} is damaged: its entry {entry_name(info)} cannot be read ({exc}); copy the "
-                               "package again, or lower the model again") from exc
+    try:
+        os.makedirs(model_dir)
+        for info, target in wanted:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            try:
+                copy_entry(archive, info, target)
+            except DAMAGED_ZIP as exc:
+                raise PackageError(f"{path!r} is damaged: its entry {entry_name(info)} cannot be read ({exc}); copy "
+                                   "the package again, or lower the model again") from exc
+    except OSError as exc:  # the free space checked above may be taken meanwhile (another process), or a file limit
+        raise PackageError(f"{path!r} could not be extracted to the temporary folder {os.path.dirname(out_dir)!r} "
+                           f"({exc.strerror or exc}); nothing was loaded. Free space there (or raise the file size "
+                           "limit, ulimit -f), or point TMPDIR to a folder with room") from None
     return model_dir
 
 
@@ -228,9 +233,8 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     path = os.fspath(path)
     limits = limits or ArchiveLimits.from_environment()
     with _opened(path, model_name, limits) as (archive, names, model, root, signature):
-        out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
+        out_dir = _extraction_folder(path)
         try:
-            mark_owned(out_dir)  # removed by a later process if this one dies without its exit handlers
             model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits)
             package = _describe_model(path, model, model_dir, signature, limits)
         except BaseException:
@@ -240,6 +244,28 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     # only: a forked child inherits the finalizer, and its exit must not remove its parent's folder.
     package._finalizer = weakref.finalize(package, remove_in_creator, out_dir, os.getpid())
     return package
+
+
+def _extraction_folder(path: str) -> str:
+    """A fresh private folder in the temporary folder for one package, marked with its owner (removed by a later
+    process if this one dies without its exit handlers). PackageError where the temporary folder takes no folder or
+    file (full, read-only, out of inodes), naming it and the fix."""
+    try:
+        out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
+    except OSError as exc:
+        raise PackageError(f"cannot make a folder to extract {path!r} to in the temporary folder "
+                           f"{tempfile.gettempdir()!r} ({exc.strerror or exc}); nothing was loaded. Free space "
+                           "there, or point TMPDIR to a folder you can write with room") from None
+    try:
+        mark_owned(out_dir)
+    except OSError as exc:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise PackageError(f"cannot write into {out_dir!r} to extract {path!r} ({exc.strerror or exc}); nothing was "
+                           "loaded. Free space in the temporary folder, or point TMPDIR to a folder with room") from None
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    return out_dir
 
 
 def _describe_model(path: str, model: str, model_dir: str, signature: dict | None,
