@@ -210,12 +210,17 @@ KILLED = textwrap.dedent("""
 """)
 
 
-def test_the_folders_of_a_process_that_died_are_removed_by_the_next_load(twice_pt2, tmp_path):
+@pytest.mark.parametrize("temp_name", ["temp", os.fsdecode(b"t\xff\nemp")])
+def test_the_folders_of_a_process_that_died_are_removed_by_the_next_load(twice_pt2, tmp_path, temp_name):
     """A process killed (SIGKILL, an abort, the OOM killer: a Ray replica that dies) left its extracted
     package and its pinned libraries in the temporary folder, the size of the package each time (this CI
     machine had gathered 118 such folders, 400 MB). Now the next process's first load removes them: each
-    such folder names a lock its owner held while it lived."""
-    temp = tmp_path / "temp"
+    such folder names a lock its owner held while it lived.
+
+    Also in a temporary folder whose name is not UTF-8 (and holds a newline): every load there raised a raw
+    UnicodeEncodeError (review 12, the file-system breaker: the owner mark was written as text, and the
+    container's kernel folder passed to C with str.encode); the mark is the path's bytes now."""
+    temp = tmp_path / temp_name
     temp.mkdir()
     (temp / "aotcuda-not-ours").mkdir()   # another folder of the name (a lowering's output): left alone
     (temp / "aotcuda-not-ours" / "model.pt2").write_bytes(b"x")
