@@ -198,3 +198,38 @@ def test_serving_md_lists_every_serve_options_field_from_python():
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     for field in dataclasses.fields(ServeOptions):
         assert any(f"`{field.name}`" in row.split("|")[1] for row in rows), f"no row for ServeOptions.{field.name}"
+
+
+def test_a_replica_loads_the_package_serve_checked_or_refuses(served_block, tmp_path, monkeypatch):
+    """Replicas load the package by its path, each when it starts: a second replica, one that replaces a replica
+    that died or ran past its deadline, one on another node. Another process that put another file at the path
+    meanwhile (or a node holding another copy) made those replicas serve another model beside the first ones'
+    (review 12, the file-system breaker). serve now reads the package's SHA-256 before its check and binds it to
+    the replicas, and each refuses a file of other bytes before anything of it is used."""
+    import zipfile
+
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.package import package_sha256
+    from aotcuda.serving import server
+    from aotcuda.serving.deployment import ProgramReplica
+
+    path = tmp_path / "served.pt2"
+    shutil.copy(served_block[0], path)
+    digest = package_sha256(path)
+    monkeypatch.setattr(server, "_bind", lambda path, options, actor_options, package_sha256: package_sha256)
+    assert server.build_app(str(path)) == digest  # what serve binds to every replica
+    x = torch.randn(2, SEQ, 256)
+    expected = served_block[1](x)
+    assert torch.allclose(ProgramReplica(str(path), package_sha256=digest).program(x), expected, atol=1e-4)
+
+    other = tmp_path / "other.pt2"  # the same model with one more entry: other bytes, as any other package
+    with zipfile.ZipFile(served_block[0]) as source, zipfile.ZipFile(other, "w") as target:
+        for info in source.infolist():
+            target.writestr(info, source.read(info))
+        target.writestr(f"{source.namelist()[0].split('/')[0]}/extra.txt", b"x")
+    os.replace(other, path)  # as another process would, after serve's check
+    with pytest.raises(PackageError, match=r"served.pt2' is not the package that was checked when serving started: "
+                                           r"its SHA-256 is [0-9a-f]{16}\.\.\., the one checked [0-9a-f]{16}\.\.\. "
+                                           r"\(the file was replaced or changed since.*nothing was loaded"):
+        ProgramReplica(str(path), package_sha256=digest)
+    ProgramReplica(str(path))  # without a digest (a user's own deployment): what is at the path

@@ -19,6 +19,7 @@ package contract of ``aotcuda.package_format``, which the lowering writes; this 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import posixpath
 import shutil
@@ -29,7 +30,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from aotcuda.errors import PackageError, clipped
-from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
+from aotcuda.package_format import SIGNATURE_ENTRY, load_json, open_package_file, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.runtime.archive import (
     READ_RATIO_FLOOR,
@@ -209,11 +210,46 @@ def _files_with_suffix(folder: str, suffix: str) -> list[str]:
     return sorted(os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if f.endswith(suffix))
 
 
+def package_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a package file's bytes (read through one descriptor, as load reads it). PackageError for
+    what is not a readable regular file."""
+    path = os.fspath(path)
+    with open_package_file(path) as handle:
+        return _file_sha256(path, handle)
+
+
+def _file_sha256(path: str, handle) -> str:
+    hasher = hashlib.sha256()
+    try:
+        handle.seek(0)
+        while chunk := handle.read(1 << 20):
+            hasher.update(chunk)
+    except OSError as exc:
+        raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+    return hasher.hexdigest()
+
+
+def _check_same_bytes(path: str, handle, expected: str) -> None:
+    """PackageError unless the open package file's bytes have the SHA-256 ``expected``: the package a server
+    checked at its start, which each of its replicas must load (another process may replace the file at that
+    path meanwhile, or a node may hold another copy), so that every replica serves the same model."""
+    found = _file_sha256(path, handle)
+    if found != expected:
+        raise PackageError(f"{path!r} is not the package that was checked when serving started: its SHA-256 is "
+                           f"{found[:16]}..., the one checked {str(expected)[:16]}... (the file was replaced or "
+                           "changed since, or this node holds another copy); nothing was loaded, so that every "
+                           "replica serves one model. Put a new package at a new path and serve that, or restart "
+                           "serving to serve what is at this path now")
+
+
 @contextlib.contextmanager
-def _opened(path: str, model_name: str | None, limits: ArchiveLimits):
+def _opened(path: str, model_name: str | None, limits: ArchiveLimits, expected_sha256: str | None = None):
     """The open zip, its entry names, the chosen model, the archive root and the signature (None if
-    absent), with the entry count checked."""
+    absent), with the entry count checked, and the file's bytes compared with ``expected_sha256`` (if given)
+    before anything else is read."""
     with open_archive(path, limits) as archive:
+        if expected_sha256 is not None:
+            _check_same_bytes(path, archive.fp, expected_sha256)
         names = archive.namelist()
         root = _archive_root(names)
         model = _pick_model(path, names, model_name)
@@ -221,10 +257,11 @@ def _opened(path: str, model_name: str | None, limits: ArchiveLimits):
 
 
 def open_package(path: str | os.PathLike, model_name: str | None = None,
-                 limits: ArchiveLimits | None = None) -> ExtractedPackage:
+                 limits: ArchiveLimits | None = None, expected_sha256: str | None = None) -> ExtractedPackage:
     """Extract the model of an AOTI package to a private temporary folder.
 
     ``limits``: bounds on what the package may inflate to (default: ``ArchiveLimits.from_environment()``).
+    ``expected_sha256``: the package file's SHA-256 (``package_sha256``) it must have, else PackageError.
 
     Raises PackageError when the file is missing, not a zip, holds no (or no such) model, holds C++
     sources without a compiled .so (packages built with ``aot_inductor.package_cpp_only``), or exceeds
@@ -232,7 +269,7 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     """
     path = os.fspath(path)
     limits = limits or ArchiveLimits.from_environment()
-    with _opened(path, model_name, limits) as (archive, names, model, root, signature):
+    with _opened(path, model_name, limits, expected_sha256) as (archive, names, model, root, signature):
         out_dir = _extraction_folder(path)
         try:
             model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.runtime.specs import specs_from_signature
-from aotcuda.runtime.package import read_signature
+from aotcuda.runtime.package import package_sha256, read_signature
 from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 
@@ -211,7 +211,7 @@ def replica_actor_options(package_path: str, options: ServeOptions) -> dict:
     return {"num_cpus": options.cpus_per_replica, "num_gpus": gpus, **options.extra_actor_options}
 
 
-def _bind(path: str, options: ServeOptions, actor_options: dict):
+def _bind(path: str, options: ServeOptions, actor_options: dict, package_sha256: str):
     from ray import serve
 
     from aotcuda.serving.deployment import HEALTH_CHECK_PERIOD_S, ProgramReplica
@@ -225,7 +225,7 @@ def _bind(path: str, options: ServeOptions, actor_options: dict):
                            max_response_bytes=options.max_response_bytes, max_tensor_bytes=options.max_tensor_bytes,
                            body_timeout_s=options.body_timeout_s, run_timeout_s=options.run_timeout_s,
                            allow_unbounded_outputs=options.allow_unbounded_outputs,
-                           allow_unchecked_indices=options.allow_unchecked_indices)
+                           allow_unchecked_indices=options.allow_unchecked_indices, package_sha256=package_sha256)
 
 
 def _bind_health():
@@ -242,7 +242,8 @@ def build_app(package_path: str, options: ServeOptions = ServeOptions()):
     """The Ray Serve application (a bound deployment) that serves one package with these options, for
     users who run it themselves (serve.run, or a Serve config). Raises what check_package raises."""
     path = os.path.abspath(package_path)
-    return _bind(path, options, replica_actor_options(path, options))
+    digest = package_sha256(path)  # before the check: every replica loads these bytes or refuses
+    return _bind(path, options, replica_actor_options(path, options), digest)
 
 
 class StopRequested(BaseException):
@@ -448,6 +449,10 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
 
     with _ray_logs_quieted():
         path = os.path.abspath(package_path)
+        # Every replica loads these bytes or refuses (the path may be given another file while replicas start, or
+        # when one is replaced): read before the check, so that a file changed from then on, during the check too,
+        # is refused by every replica.
+        digest = package_sha256(path)
         actor_options = replica_actor_options(path, options)  # before Ray starts: a bad package fails at once
         started_ray = not ray.is_initialized()
         if started_ray and not os.environ.get("RAY_ADDRESS"):
@@ -480,7 +485,7 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             # "/", so its replicas answer /healthz and /predict as soon as they run, and a second serve.run kept this
             # call from returning for as long as the health check's replica took to start (~3 s on 2 cores), so
             # `aotcuda serve` printed its "serving" line after requests had been answered.
-            serve.run_many([serve.RunTarget(_bind(path, options, actor_options), name=APP_NAME, route_prefix="/"),
+            serve.run_many([serve.RunTarget(_bind(path, options, actor_options, digest), name=APP_NAME, route_prefix="/"),
                             serve.RunTarget(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")])
         except BaseException as error:
             Server("", started_ray).shutdown(drain=not isinstance(error, StopRequested))
