@@ -233,3 +233,35 @@ def test_a_replica_loads_the_package_serve_checked_or_refuses(served_block, tmp_
                                            r"\(the file was replaced or changed since.*nothing was loaded"):
         ProgramReplica(str(path), package_sha256=digest)
     ProgramReplica(str(path))  # without a digest (a user's own deployment): what is at the path
+
+
+BROKEN_STDOUT_SERVE = """
+import signal, sys
+from aotcuda.serving import server
+
+class Served:  # serve_package's Server, as it is once the replicas run; wait() returns at SIGTERM
+    url = "http://127.0.0.1:1"
+    def wait(self):
+        print("served", file=sys.stderr)
+        return signal.SIGTERM
+
+server.serve_package = lambda package, options: Served()
+from aotcuda.cli import main
+main(["serve", sys.argv[1]])
+"""
+
+
+def test_serve_goes_on_when_its_stdout_is_a_pipe_nobody_reads(served_block):
+    """Review 12 (the file-system breaker): `aotcuda serve pkg.pt2 | true` (a log collector that died, a journal that
+    restarted) ended right after Ray had started: its "serving ..." line raised `error: BrokenPipeError: [Errno 32]
+    Broken pipe`, and the process exited (Ray shut down at exit). Status lines that cannot be written are dropped now;
+    the server serves until it is stopped, and stops cleanly."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody reads: every write gets EPIPE (Python ignores SIGPIPE)
+    try:
+        done = subprocess.run([sys.executable, "-c", BROKEN_STDOUT_SERVE, served_block[0]], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "served" in done.stderr and "error" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
