@@ -496,3 +496,35 @@ def test_a_signature_larger_than_load_reads_by_default_is_said_at_lowering():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _warn_if_signature_too_large({"inputs": ["x" * 100] * 1000}, "p.pt2")
+
+
+def test_a_fifo_renamed_over_the_package_path_after_its_check_is_never_waited_on(tmp_path, monkeypatch):
+    """Review 12 (the file-system breaker): the check of an existing file at ``package_path`` (and at run's
+    --save-outputs) asked ``os.path.isfile`` and then opened the path again by name in zipfile: another process that
+    renamed a FIFO over it in between left lower() waiting for a writer for good. Now the file is opened once and
+    checked on its descriptor. The swap is simulated: ``isfile`` says yes, a FIFO is there."""
+    import threading
+
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering.pipeline import checked_package_path, is_torch_save_file
+
+    fifo = tmp_path / "model.pt2"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(os.path, "isfile", lambda path: True)  # what the check saw before the rename
+    results = []
+
+    def check():
+        try:
+            checked_package_path(fifo)
+        except PackageError as error:
+            results.append(str(error))
+        results.append(is_torch_save_file(str(fifo)))
+
+    worker = threading.Thread(target=check, daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():  # main: blocked in open(); a writer lets it go so that the test process can end
+        with open(fifo, "wb"):
+            pass
+        pytest.fail("the check waited on a FIFO for a writer")
+    assert "a file that is not an AOTInductor package is there" in results[0] and results[1] is False
