@@ -265,3 +265,46 @@ def test_serve_goes_on_when_its_stdout_is_a_pipe_nobody_reads(served_block):
         os.close(write_end)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "served" in done.stderr and "error" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+RAY_TEMP_DIR_CHILD = """
+import json, sys
+from aotcuda.serving import server
+
+class Started(Exception):
+    pass
+
+def init_ray(init, overrides):  # what serve_package hands ray.init, without starting it
+    print(json.dumps({**init, **(overrides or {})}.get("_temp_dir")))
+    raise Started
+
+server._init_ray = init_ray
+try:
+    server.serve_package(sys.argv[1], server.ServeOptions(port=18858), ray_init_options=json.loads(sys.argv[2]))
+except Started:
+    pass
+"""
+
+
+@pytest.mark.parametrize("overrides", [{}, {"_temp_dir": "/somewhere/chosen"}])
+def test_the_ray_serve_starts_keeps_its_files_where_no_other_user_reaches_them(served_block, overrides):
+    """Review 12 (the file-system breaker): a local Ray kept its files in /tmp/ray, which Ray opens to every user
+    (chmod 0777, not sticky, each session's folders too): during an `aotcuda serve`, uid 65534 moved the live session's
+    `sockets` folder (the object store's socket, which new workers connect to and read pickles from) and made its own,
+    and the replica Ray started after one died never answered. Now the instance gets `ray` inside a new 0700 folder;
+    a `_temp_dir` the caller passes is theirs."""
+    import json
+    import stat
+
+    done = subprocess.run([sys.executable, "-c", RAY_TEMP_DIR_CHILD, served_block[0], json.dumps(overrides)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = json.loads(done.stdout.strip().splitlines()[-1])
+    if overrides:
+        assert folder == "/somewhere/chosen"
+        return
+    parent = os.path.dirname(folder)
+    info = os.lstat(parent)
+    assert os.path.basename(folder) == "ray" and os.path.basename(parent).startswith("aotcuda_ray_")
+    assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o700
+    os.rmdir(parent)

@@ -15,6 +15,7 @@ import ipaddress
 import os
 import signal
 import socket
+import tempfile
 import threading
 from dataclasses import dataclass, field
 
@@ -353,6 +354,20 @@ def local_ray_init_options(options: ServeOptions, joining: bool = False) -> dict
     return init
 
 
+def private_ray_folder() -> str:
+    """A new folder of this user's alone (0700) for the files of the Ray instance serve_package starts: its
+    sessions' sockets, logs and runtime resources.
+
+    Why: Ray's default is /tmp/ray, a name anyone can make first, and Ray makes it and every folder of a session
+    writable by all (``try_make_directory_shared``: chmod 0777, not sticky) so that users can share it. Measured
+    (review 12): during an ``aotcuda serve``, uid 65534 moved the live session's ``sockets`` folder (the object
+    store's socket, which every new worker connects to and reads pickled objects from) away and made its own; the
+    replica Ray started after one died never answered. Ray opens the folder it is given to all as well, so it gets
+    ``ray`` inside a 0700 folder, which nobody else can pass through. Kept after the server stops, as Ray keeps
+    /tmp/ray (the replicas' logs are there: ``ray/session_latest/logs/serve``)."""
+    return os.path.join(tempfile.mkdtemp(prefix="aotcuda_ray_", dir=os.environ.get("RAY_TMPDIR") or None), "ray")
+
+
 def _is_loopback(host: str) -> bool:
     try:
         return host == "localhost" or ipaddress.ip_address(host).is_loopback
@@ -475,7 +490,11 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
                     os.environ.setdefault(name, value)
                 else:
                     os.environ[name] = value
-            _init_ray(local_ray_init_options(options, joining=bool(os.environ.get("RAY_ADDRESS"))), ray_init_options)
+            joining = bool(os.environ.get("RAY_ADDRESS"))
+            init = local_ray_init_options(options, joining=joining)
+            if not joining and "_temp_dir" not in (ray_init_options or {}):
+                init["_temp_dir"] = private_ray_folder()
+            _init_ray(init, ray_init_options)
         _stop_on_sigterm()  # after ray.init, whose handler it replaces; Server.wait takes SIGTERM over later
         try:
             _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
