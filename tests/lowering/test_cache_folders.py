@@ -74,3 +74,15 @@ def test_a_link_or_a_folder_of_another_user_on_the_way_is_named(tmp_path):
     (theirs / "cache").mkdir(mode=0o700)
     _owned_by_another_user(theirs)
     assert "owned by uid 65534" in unsafe_folder(str(theirs / "cache"))  # its owner can swap ours
+
+
+def test_a_file_or_fifo_at_the_cache_path_is_named_not_raised_raw(tmp_path, monkeypatch):
+    """A file or FIFO where the cache folder goes made torch's own makedirs raise a raw FileExistsError (after export
+    on main; now before it, in our words)."""
+    fifo = tmp_path / "cache"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(fifo))
+    with pytest.raises(PackageError, match=r"Inductor's cache folder '.*cache' cannot be made \(File exists\); set "
+                                           r"TORCHINDUCTOR_CACHE_DIR"):
+        aotcuda.lower(Tiny(), (torch.randn(2, 4),), device="cpu", package_path=tmp_path / "tiny.pt2")
+    assert unsafe_folder(str(fifo)) == "is not a folder"

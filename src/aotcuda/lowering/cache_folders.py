@@ -26,9 +26,16 @@ def check_cache_folders() -> None:
     """PackageError when a folder Inductor (or Triton, through TRITON_CACHE_DIR) compiles in can be written by
     another user, naming the folder, what is wrong with it and the fix; Inductor's own folder is made here,
     as Inductor makes it, so that what is checked is what it uses."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
 
-    folders = [("Inductor's cache folder", "TORCHINDUCTOR_CACHE_DIR", cache_dir())]
+    try:
+        inductor = cache_dir()
+    except OSError as exc:  # a file, FIFO or link to one at the path: torch's makedirs raised FileExistsError
+        folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()
+        raise PackageError(f"will not compile: Inductor's cache folder {folder!r} cannot be made "
+                           f"({exc.strerror or exc}); set TORCHINDUCTOR_CACHE_DIR to a folder of your own (e.g. "
+                           "mkdir -m 700 ~/.cache/aotcuda-inductor); nothing was compiled") from None
+    folders = [("Inductor's cache folder", "TORCHINDUCTOR_CACHE_DIR", inductor)]
     if os.environ.get("TRITON_CACHE_DIR"):
         folders.append(("Triton's cache folder", "TRITON_CACHE_DIR", os.environ["TRITON_CACHE_DIR"]))
     for what, variable, folder in folders:
@@ -56,6 +63,8 @@ def unsafe_folder(folder: str) -> str | None:
         below.append(real)
         real = os.path.dirname(real)
     checked = real if not below else None  # the folder itself, when it exists
+    if checked and not os.path.isdir(checked):
+        return "is not a folder"
     while True:
         info = os.stat(real)
         shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
