@@ -13,7 +13,7 @@ import torch
 
 import aotcuda
 from aotcuda.errors import PackageError
-from aotcuda.lowering.cache_folders import unsafe_folder
+from aotcuda.shared_folders import unsafe_folder
 
 OTHER_USER = 65534  # nobody
 

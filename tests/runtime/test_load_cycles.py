@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import aotcuda
+from aotcuda.errors import PackageError
 from aotcuda.runtime.libraries import loaded_libraries
 
 CYCLES = int(os.environ.get("AOTCUDA_LOAD_CYCLES", "40"))
@@ -310,3 +311,27 @@ def test_a_forked_child_calls_a_program_its_parent_ran(parallel_pt2):
     done = subprocess.run([sys.executable, "-c", CALL_IN_A_FORKED_CHILD, parallel_pt2], capture_output=True,
                           text=True, timeout=300, env=env)
     assert done.returncode == 0 and "child exit 0" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+def test_a_temporary_folder_others_can_write_without_the_sticky_bit_is_refused(twice_pt2, tmp_path, monkeypatch):
+    """Review 12 (the file-system breaker): load extracts a package into a new 0700 folder of the temporary folder
+    and opens the model library from its files (an unsigned package's library is compared with no digest); in a
+    temporary folder others may write into without the sticky bit, another user can rename that folder away and put
+    one of theirs, with their library, in its place between the extraction and the open. Such a folder, or one owned
+    by another user, is refused before anything is extracted; /tmp's kind (sticky) is fine."""
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    temp.chmod(0o777)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with pytest.raises(PackageError, match=r"will not extract '.*twice.pt2' into the temporary folder '.*temp': it is "
+                                           r"writable by other users and not sticky \(mode 0o777\), so another user "
+                                           r"could replace the model library.*Point TMPDIR to a folder of your own"):
+        aotcuda.load(twice_pt2)
+    assert os.listdir(temp) == []
+    temp.chmod(0o1777)  # as /tmp: each user's entries stay their own
+    program = aotcuda.load(twice_pt2)
+    x = torch.randn(3, 4)
+    assert torch.equal(program(x)[1], x + 1)
+    program.close()

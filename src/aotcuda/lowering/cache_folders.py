@@ -17,9 +17,9 @@ link on the way (a link is owned by whoever may replace it).
 from __future__ import annotations
 
 import os
-import stat
 
 from aotcuda.errors import PackageError
+from aotcuda.shared_folders import unsafe_folder
 
 
 def check_cache_folders() -> None:
@@ -46,56 +46,3 @@ def check_cache_folders() -> None:
                 "compile would build into the package (Inductor compiles the source it finds at a source's "
                 f"path). Set {variable} to a folder of your own (e.g. mkdir -m 700 ~/.cache/aotcuda-inductor), "
                 "or remove that folder if it is not yours; nothing was compiled")
-
-
-def unsafe_folder(folder: str) -> str | None:
-    """Why a user other than this one (or root) could write into ``folder`` or replace it, or None. A folder
-    that does not exist yet is judged by the nearest folder above it that does."""
-    trusted = {os.geteuid(), 0}
-    path = os.path.abspath(folder)
-    for link in _links_on_the_way(path):
-        owner = os.lstat(link).st_uid
-        if owner not in trusted:
-            return f"goes through the symbolic link {link!r} of uid {owner}"
-    real = os.path.realpath(path)
-    below = []
-    while not os.path.lexists(real) and os.path.dirname(real) != real:
-        below.append(real)
-        real = os.path.dirname(real)
-    checked = real if not below else None  # the folder itself, when it exists
-    if checked and not os.path.isdir(checked):
-        return "is not a folder"
-    while True:
-        info = os.stat(real)
-        shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        if info.st_uid not in trusted:
-            return f"is owned by uid {info.st_uid}" if real == checked else \
-                f"lies in {real!r}, owned by uid {info.st_uid}"
-        if shared and real == checked:
-            return f"is writable by other users (mode {stat.S_IMODE(info.st_mode):#o})"
-        if shared and not info.st_mode & stat.S_ISVTX:
-            return f"lies in {real!r}, which other users may write into and which is not sticky (mode " \
-                   f"{stat.S_IMODE(info.st_mode):#o}), so they can rename it away and put their own in its place"
-        if os.path.dirname(real) == real:
-            return None
-        real = os.path.dirname(real)
-
-
-def _links_on_the_way(path: str) -> list[str]:
-    """The symbolic links met while resolving ``path`` (absolute), each as the path it was met at."""
-    links, done, todo, seen = [], os.sep, path.split(os.sep)[1:], 0
-    while todo and seen < 40:  # the kernel's own bound on links in a path
-        name = todo.pop(0)
-        if name in ("", "."):
-            continue
-        current = os.path.dirname(done) if name == ".." else os.path.join(done, name)
-        if name != ".." and os.path.islink(current):
-            links.append(current)
-            seen += 1
-            target = os.readlink(current)
-            base = os.sep if os.path.isabs(target) else done
-            todo = [part for part in os.path.join(base, target).split(os.sep)[1:]] + todo
-            done = os.sep
-            continue
-        done = current
-    return links

@@ -46,6 +46,7 @@ from aotcuda.runtime.archive import (
 )
 from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
+from aotcuda.shared_folders import unsafe_folder
 
 
 @dataclass
@@ -286,7 +287,16 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
 def _extraction_folder(path: str) -> str:
     """A fresh private folder in the temporary folder for one package, marked with its owner (removed by a later
     process if this one dies without its exit handlers). PackageError where the temporary folder takes no folder or
-    file (full, read-only, out of inodes), naming it and the fix."""
+    file (full, read-only, out of inodes), naming it and the fix; and where another user could replace what is
+    extracted there (``shared_folders.unsafe_folder``): load opens the model library from this folder's files (an
+    unsigned package's library is never compared with a digest), so a temporary folder others may write into
+    without the sticky bit (or owned by another user) would let them put their own library in its place."""
+    temp = tempfile.gettempdir()
+    problem = unsafe_folder(temp, sticky_ok=True)
+    if problem:
+        raise PackageError(f"will not extract {path!r} into the temporary folder {temp!r}: it {problem}, so another "
+                           "user could replace the model library load opens from there; nothing was loaded. Point "
+                           "TMPDIR to a folder of your own (e.g. mkdir -m 700 ~/tmp)")
     try:
         out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
     except OSError as exc:

@@ -365,7 +365,12 @@ def private_ray_folder() -> str:
     replica Ray started after one died never answered. Ray opens the folder it is given to all as well, so it gets
     ``ray`` inside a 0700 folder, which nobody else can pass through. Kept after the server stops, as Ray keeps
     /tmp/ray (the replicas' logs are there: ``ray/session_latest/logs/serve``)."""
-    return os.path.join(tempfile.mkdtemp(prefix="aotcuda_ray_", dir=os.environ.get("RAY_TMPDIR") or None), "ray")
+    where = os.environ.get("RAY_TMPDIR") or None
+    try:
+        return os.path.join(tempfile.mkdtemp(prefix="aotcuda_ray_", dir=where), "ray")
+    except OSError as exc:
+        raise ServingConfigError(f"cannot make a folder for Ray's files in {where or tempfile.gettempdir()!r} "
+                                 f"({exc.strerror or exc}); point RAY_TMPDIR (or TMPDIR) to a folder you can write") from None
 
 
 def _is_loopback(host: str) -> bool:
