@@ -2,11 +2,12 @@
 place. Used where aotcuda builds or runs code from files in a folder: Inductor's cache (lowering/cache_folders.py) and
 the temporary folder a package is extracted to (runtime/package.py).
 
-The rule: the folder and every folder above it belong to this user or root; none is writable by others, except one
-that is sticky (/tmp), where each user's entries stay their own, and, where the caller allows it (a temporary
-folder), the folder itself if it is sticky; every symbolic link on the way belongs to this user or root (a link is
-replaced by whoever may write its folder, which the same rule covers). This module imports neither torch nor the
-rest of aotcuda.
+The rule: the folder and every folder above it belong to this user or root, and none is writable by others, except
+a sticky one above it (/tmp: each user's entries stay their own) and, where the caller allows it (a temporary
+folder), the folder itself if sticky. A group's write bit counts unless the group is the user's own private group
+(umask 002 makes folders group-writable for it). Every symbolic link on the way belongs to this user or root (a
+link is replaced by whoever may write its folder, which the same rule covers). This module imports neither torch
+nor the rest of aotcuda.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
             info = os.stat(real)
         except OSError as exc:
             return f"cannot be examined ({exc.strerror or exc} at {real!r})"
-        shared, sticky, mode = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH), info.st_mode & stat.S_ISVTX, \
-            stat.S_IMODE(info.st_mode)
+        writers = stat.S_IWOTH | (0 if _own_group(info.st_gid) else stat.S_IWGRP)
+        shared, sticky, mode = info.st_mode & writers, info.st_mode & stat.S_ISVTX, stat.S_IMODE(info.st_mode)
         if info.st_uid not in trusted:
             return f"is owned by uid {info.st_uid}" if real == checked else \
                 f"lies in {real!r}, owned by uid {info.st_uid}"
@@ -52,6 +53,20 @@ def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
         if os.path.dirname(real) == real:
             return None
         real = os.path.dirname(real)
+
+
+def _own_group(gid: int) -> bool:
+    """Whether ``gid`` is this user's private group (the convention of most Linux distributions, with umask 002:
+    a group named as the user, the user's own primary group, no other member listed), whose write bit lets in
+    nobody else: a folder made under that umask is group-writable and still this user's alone."""
+    import grp
+    import pwd
+
+    try:
+        user, group = pwd.getpwuid(os.geteuid()).pw_name, grp.getgrgid(gid)
+    except KeyError:  # no name for the user or the group (a container without those entries)
+        return False
+    return gid == os.getegid() and group.gr_name == user and set(group.gr_mem) <= {user}
 
 
 def _links_on_the_way(path: str) -> list[str]:

@@ -13,7 +13,7 @@ import torch
 
 import aotcuda
 from aotcuda.errors import PackageError
-from aotcuda.shared_folders import unsafe_folder
+from aotcuda.shared_folders import _own_group, unsafe_folder
 
 OTHER_USER = 65534  # nobody
 
@@ -48,8 +48,14 @@ def test_a_folder_others_can_write_or_replace_is_named(tmp_path):
 
     shared = tmp_path / "shared"
     shared.mkdir()
-    shared.chmod(0o775)
-    assert "writable by other users (mode 0o775)" in unsafe_folder(str(shared))
+    shared.chmod(0o757)
+    assert "writable by other users (mode 0o757)" in unsafe_folder(str(shared))
+    shared.chmod(0o775)  # umask 002: group-writable, for the user's own private group only
+    if _own_group(os.getegid()):
+        assert unsafe_folder(str(shared)) is None
+    if os.geteuid() == 0:
+        os.chown(shared, -1, OTHER_USER)  # a group other users are in
+        assert "writable by other users (mode 0o775)" in unsafe_folder(str(shared))
 
     open_parent = tmp_path / "open"
     open_parent.mkdir()
