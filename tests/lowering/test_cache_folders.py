@@ -38,6 +38,10 @@ def test_lower_refuses_a_cache_folder_another_user_owns_before_compiling(tmp_pat
     with pytest.raises(PackageError, match=r"Inductor's cache folder .* is owned by uid 65534.*TORCHINDUCTOR_CACHE_DIR"):
         aotcuda.lower(Tiny(), (torch.randn(2, 4),), device="cpu", package_path=tmp_path / "tiny.pt2")
     assert os.listdir(planted) == [] and not (tmp_path / "tiny.pt2").exists()  # nothing compiled, nothing written
+    from aotcuda.lowering.cache_folders import check_cache_folders
+
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")  # the user vouches for everyone who can write there
+    check_cache_folders()
 
 
 def test_a_folder_others_can_write_or_replace_is_named(tmp_path):

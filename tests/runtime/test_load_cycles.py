@@ -335,3 +335,18 @@ def test_a_temporary_folder_others_can_write_without_the_sticky_bit_is_refused(t
     x = torch.randn(3, 4)
     assert torch.equal(program(x)[1], x + 1)
     program.close()
+
+
+def test_a_shared_temporary_folder_the_user_vouches_for_is_used(twice_pt2, tmp_path, monkeypatch):
+    """A Kubernetes emptyDir is 0777 without the sticky bit, and may be the only writable place: with
+    AOTCUDA_TRUST_SHARED_FOLDERS=1 (the user trusts everyone who can write there) load extracts there."""
+    import tempfile
+
+    temp = tmp_path / "emptydir"
+    temp.mkdir()
+    temp.chmod(0o777)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
+    program = aotcuda.load(twice_pt2)
+    assert torch.equal(program(torch.ones(2, 4))[1], torch.full((2, 4), 2.0))
+    program.close()

@@ -20,6 +20,7 @@ import os
 
 from aotcuda.errors import PackageError
 from aotcuda.shared_folders import unsafe_folder
+from aotcuda.switches import flag
 
 
 def check_cache_folders() -> None:
@@ -38,6 +39,8 @@ def check_cache_folders() -> None:
     folders = [("Inductor's cache folder", "TORCHINDUCTOR_CACHE_DIR", inductor)]
     if os.environ.get("TRITON_CACHE_DIR"):
         folders.append(("Triton's cache folder", "TRITON_CACHE_DIR", os.environ["TRITON_CACHE_DIR"]))
+    if flag("AOTCUDA_TRUST_SHARED_FOLDERS"):  # the user vouches for everyone who may write there
+        return
     for what, variable, folder in folders:
         problem = unsafe_folder(folder)
         if problem:
@@ -45,4 +48,5 @@ def check_cache_folders() -> None:
                 f"will not compile: {what} {folder!r} {problem}, so another user can put code there that the "
                 "compile would build into the package (Inductor compiles the source it finds at a source's "
                 f"path). Set {variable} to a folder of your own (e.g. mkdir -m 700 ~/.cache/aotcuda-inductor), "
-                "or remove that folder if it is not yours; nothing was compiled")
+                "or remove that folder if it is not yours; nothing was compiled. Where only users you trust can "
+                "write there, set AOTCUDA_TRUST_SHARED_FOLDERS=1")

@@ -29,6 +29,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 
+from aotcuda import switches
 from aotcuda.errors import PackageError, clipped
 from aotcuda.package_format import SIGNATURE_ENTRY, load_json, open_package_file, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
@@ -292,11 +293,12 @@ def _extraction_folder(path: str) -> str:
     unsigned package's library is never compared with a digest), so a temporary folder others may write into
     without the sticky bit (or owned by another user) would let them put their own library in its place."""
     temp = tempfile.gettempdir()
-    problem = unsafe_folder(temp, sticky_ok=True)
+    problem = None if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(temp, sticky_ok=True)
     if problem:
         raise PackageError(f"will not extract {path!r} into the temporary folder {temp!r}: it {problem}, so another "
                            "user could replace the model library load opens from there; nothing was loaded. Point "
-                           "TMPDIR to a folder of your own (e.g. mkdir -m 700 ~/tmp)")
+                           "TMPDIR to a folder of your own (e.g. mkdir -m 700 ~/tmp), or, where only users you trust "
+                           "can write there (a container's emptyDir), set AOTCUDA_TRUST_SHARED_FOLDERS=1")
     try:
         out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
     except OSError as exc:
