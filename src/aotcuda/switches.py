@@ -141,6 +141,13 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "(by `aotcuda inspect`), together",
            "at each load"),
     Switch("AOTCUDA_MAX_ENTRIES", 100_000, "entries in a package archive", "at each load"),
+    # Off by default: another user who may write a folder aotcuda compiles or extracts in (or rename its folders away)
+    # can put code into a package or the process (shared_folders.py). On for a folder shared only with users you trust
+    # where no other place is writable: a Kubernetes emptyDir is 0777 without the sticky bit.
+    Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, and load extracts in a "
+           "temporary folder, that other users may write into (or whose folders they may rename away), where "
+           "otherwise each refuses (shared_folders.py); for folders shared only with users you trust",
+           "at each lower() and load"),
     # Set by `aotcuda serve` for the Ray it starts, from its options; its HTTP proxy reads them (serving/proxy.py).
     Switch("AOTCUDA_SERVE_BODY_TIMEOUT_S", 30.0, "seconds Ray Serve's HTTP proxy gives a client to send a request "
            "body before answering 408 (`aotcuda serve --body-timeout-s` sets it for the Ray it starts)",

@@ -554,3 +554,35 @@ def test_a_refused_dynamic_fft_leads_with_the_fix_in_the_users_dim_names(tmp_pat
     assert "dynamic (2*n) with no upper bound" in message and "at which 2*n ≤ 2097152" in message, message
     assert "rewrite that line of the model" not in message and "once what it refused (above) is fixed" in message
     assert not (tmp_path / "f.pt2").exists()
+
+
+def test_a_fifo_renamed_over_the_package_path_after_its_check_is_never_waited_on(tmp_path, monkeypatch):
+    """Review 12 (the file-system breaker): the check of an existing file at ``package_path`` (and at run's
+    --save-outputs) asked ``os.path.isfile`` and then opened the path again by name in zipfile: another process that
+    renamed a FIFO over it in between left lower() waiting for a writer for good. Now the file is opened once and
+    checked on its descriptor. The swap is simulated: ``isfile`` says yes, a FIFO is there."""
+    import threading
+
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering.pipeline import checked_package_path, is_torch_save_file
+
+    fifo = tmp_path / "model.pt2"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(os.path, "isfile", lambda path: True)  # what the check saw before the rename
+    results = []
+
+    def check():
+        try:
+            checked_package_path(fifo)
+        except PackageError as error:
+            results.append(str(error))
+        results.append(is_torch_save_file(str(fifo)))
+
+    worker = threading.Thread(target=check, daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():  # main: blocked in open(); a writer lets it go so that the test process can end
+        with open(fifo, "wb"):
+            pass
+        pytest.fail("the check waited on a FIFO for a writer")
+    assert "a file that is not an AOTInductor package is there" in results[0] and results[1] is False

@@ -444,3 +444,26 @@ def test_json_of_another_encoding_is_refused_before_it_is_parsed(tmp_path, watch
         with pytest.raises(PackageError, match=message):
             read(path)
     assert not parsed  # refused before json.loads saw any of it
+
+
+def test_a_disk_that_fills_during_the_extraction_is_a_package_error_and_leaves_nothing(twice_pt2, tmp_path):
+    """The free space is checked before extracting, but another process may take it meanwhile (review 12, the
+    file-system breaker): load raised a raw ``OSError: [Errno 27] File too large`` (ENOSPC alike), which the CLI
+    printed as `error: OSError: ...`, naming neither the package, the folder nor the fix. A child process whose
+    file size limit (ulimit -f) is below the package's library gets EFBIG half-way, as a full disk gives ENOSPC."""
+    import resource
+    import subprocess
+    import sys
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    code = (f"import aotcuda\nfrom aotcuda.errors import PackageError\ntry:\n    aotcuda.load({str(twice_pt2)!r})\n"
+            "except PackageError as error:\n    print('PackageError:', error)\n")
+    limit = 200_000  # bytes: the Twice library is ~1.4 MB
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "TMPDIR": str(temp)},
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert re.search(r"PackageError: '.*twice.pt2' could not be extracted to the temporary folder '.*temp' \(File "
+                     r"too large\); nothing was loaded\. Free space there .*TMPDIR", child.stdout), child.stdout
+    assert os.listdir(temp) == []  # the partial extraction removed, the pinned folder at exit

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import aotcuda
+from aotcuda.errors import PackageError
 from aotcuda.runtime.libraries import loaded_libraries
 
 CYCLES = int(os.environ.get("AOTCUDA_LOAD_CYCLES", "40"))
@@ -210,12 +211,17 @@ KILLED = textwrap.dedent("""
 """)
 
 
-def test_the_folders_of_a_process_that_died_are_removed_by_the_next_load(twice_pt2, tmp_path):
+@pytest.mark.parametrize("temp_name", ["temp", os.fsdecode(b"t\xff\nemp")])
+def test_the_folders_of_a_process_that_died_are_removed_by_the_next_load(twice_pt2, tmp_path, temp_name):
     """A process killed (SIGKILL, an abort, the OOM killer: a Ray replica that dies) left its extracted
     package and its pinned libraries in the temporary folder, the size of the package each time (this CI
     machine had gathered 118 such folders, 400 MB). Now the next process's first load removes them: each
-    such folder names a lock its owner held while it lived."""
-    temp = tmp_path / "temp"
+    such folder names a lock its owner held while it lived.
+
+    Also in a temporary folder whose name is not UTF-8 (and holds a newline): every load there raised a raw
+    UnicodeEncodeError (review 12, the file-system breaker: the owner mark was written as text, and the
+    container's kernel folder passed to C with str.encode); the mark is the path's bytes now."""
+    temp = tmp_path / temp_name
     temp.mkdir()
     (temp / "aotcuda-not-ours").mkdir()   # another folder of the name (a lowering's output): left alone
     (temp / "aotcuda-not-ours" / "model.pt2").write_bytes(b"x")
@@ -305,3 +311,42 @@ def test_a_forked_child_calls_a_program_its_parent_ran(parallel_pt2):
     done = subprocess.run([sys.executable, "-c", CALL_IN_A_FORKED_CHILD, parallel_pt2], capture_output=True,
                           text=True, timeout=300, env=env)
     assert done.returncode == 0 and "child exit 0" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+def test_a_temporary_folder_others_can_write_without_the_sticky_bit_is_refused(twice_pt2, tmp_path, monkeypatch):
+    """Review 12 (the file-system breaker): load extracts a package into a new 0700 folder of the temporary folder
+    and opens the model library from its files (an unsigned package's library is compared with no digest); in a
+    temporary folder others may write into without the sticky bit, another user can rename that folder away and put
+    one of theirs, with their library, in its place between the extraction and the open. Such a folder, or one owned
+    by another user, is refused before anything is extracted; /tmp's kind (sticky) is fine."""
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    temp.chmod(0o777)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with pytest.raises(PackageError, match=r"will not extract '.*twice.pt2' into the temporary folder '.*temp': it is "
+                                           r"writable by other users and not sticky \(mode 0o777\), so another user "
+                                           r"could replace the model library.*Point TMPDIR to a folder of your own"):
+        aotcuda.load(twice_pt2)
+    assert os.listdir(temp) == []
+    temp.chmod(0o1777)  # as /tmp: each user's entries stay their own
+    program = aotcuda.load(twice_pt2)
+    x = torch.randn(3, 4)
+    assert torch.equal(program(x)[1], x + 1)
+    program.close()
+
+
+def test_a_shared_temporary_folder_the_user_vouches_for_is_used(twice_pt2, tmp_path, monkeypatch):
+    """A Kubernetes emptyDir is 0777 without the sticky bit, and may be the only writable place: with
+    AOTCUDA_TRUST_SHARED_FOLDERS=1 (the user trusts everyone who can write there) load extracts there."""
+    import tempfile
+
+    temp = tmp_path / "emptydir"
+    temp.mkdir()
+    temp.chmod(0o777)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
+    program = aotcuda.load(twice_pt2)
+    assert torch.equal(program(torch.ones(2, 4))[1], torch.full((2, 4), 2.0))
+    program.close()

@@ -344,3 +344,50 @@ def test_hostile_answers_are_read_as_what_they_are():
     finally:
         for server in servers:
             server.close()
+
+
+def hints_then_answers(connection):
+    """103 Early Hints and 102 Processing after the body (what a proxy in front may send), then the answer."""
+    head = read_head(connection)
+    read_body(connection, head)
+    connection.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+                       b"HTTP/1.1 102 Processing\r\n\r\n"
+                       b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(OK) + OK)
+
+
+def processing_for_ever(connection):
+    head = read_head(connection)
+    read_body(connection, head)
+    try:
+        while True:
+            connection.sendall(b"HTTP/1.1 102 Processing\r\n\r\n")
+            time.sleep(0.01)
+    except OSError:
+        pass
+
+
+def redirects_to_itself(connection):
+    read_body(connection, read_head(connection))
+    connection.sendall(b"HTTP/1.1 302 Found\r\nLocation: /predict\r\nContent-Length: 0\r\n\r\n")
+
+
+def test_interim_answers_after_the_body_are_passed_over_and_a_redirect_is_named():
+    """Review 12 (the file-system and client breaker): http.client passes over 100 Continue only, so a 103 Early Hints
+    or 102 Processing before the answer was taken for the answer: `HTTP 103: ` (an empty message, not resent) where the
+    server then answered 200. A flood of them ends at the attempt's deadline; a redirect read `HTTP 302: `."""
+    servers = [RawServer(hints_then_answers), RawServer(processing_for_ever), RawServer(redirects_to_itself)]
+    try:
+        hinted, flooded, redirected = (serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=2)
+                                       for server in servers)
+        (output,) = hinted.predict({"x": torch.zeros(4)})
+        assert torch.equal(output, torch.ones(2))
+        started = time.monotonic()
+        with pytest.raises(serving.client.ServingError, match=r"no complete answer within 2 s \(timeout_s\)"):
+            flooded.predict({"x": torch.zeros(4)})
+        assert time.monotonic() - started < 5
+        with pytest.raises(serving.client.ServingError, match=r"HTTP 302: Found: a redirect to '/predict', which the "
+                                                              r"client does not follow; give it the server's own URL"):
+            redirected.predict({"x": torch.zeros(4)})
+    finally:
+        for server in servers:
+            server.close()

@@ -198,3 +198,113 @@ def test_serving_md_lists_every_serve_options_field_from_python():
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     for field in dataclasses.fields(ServeOptions):
         assert any(f"`{field.name}`" in row.split("|")[1] for row in rows), f"no row for ServeOptions.{field.name}"
+
+
+def test_a_replica_loads_the_package_serve_checked_or_refuses(served_block, tmp_path, monkeypatch):
+    """Replicas load the package by its path, each when it starts: a second replica, one that replaces a replica
+    that died or ran past its deadline, one on another node. Another process that put another file at the path
+    meanwhile (or a node holding another copy) made those replicas serve another model beside the first ones'
+    (review 12, the file-system breaker). serve now reads the package's SHA-256 before its check and binds it to
+    the replicas, and each refuses a file of other bytes before anything of it is used."""
+    import zipfile
+
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.package import package_sha256
+    from aotcuda.serving import server
+    from aotcuda.serving.deployment import ProgramReplica
+
+    path = tmp_path / "served.pt2"
+    shutil.copy(served_block[0], path)
+    digest = package_sha256(path)
+    monkeypatch.setattr(server, "_bind", lambda path, options, actor_options, package_sha256: package_sha256)
+    assert server.build_app(str(path)) == digest  # what serve binds to every replica
+    x = torch.randn(2, SEQ, 256)
+    expected = served_block[1](x)
+    assert torch.allclose(ProgramReplica(str(path), package_sha256=digest).program(x), expected, atol=1e-4)
+
+    other = tmp_path / "other.pt2"  # the same model with one more entry: other bytes, as any other package
+    with zipfile.ZipFile(served_block[0]) as source, zipfile.ZipFile(other, "w") as target:
+        for info in source.infolist():
+            target.writestr(info, source.read(info))
+        target.writestr(f"{source.namelist()[0].split('/')[0]}/extra.txt", b"x")
+    os.replace(other, path)  # as another process would, after serve's check
+    with pytest.raises(PackageError, match=r"served.pt2' is not the package that was checked when serving started: "
+                                           r"its SHA-256 is [0-9a-f]{16}\.\.\., the one checked [0-9a-f]{16}\.\.\. "
+                                           r"\(the file was replaced or changed since.*nothing was loaded"):
+        ProgramReplica(str(path), package_sha256=digest)
+    ProgramReplica(str(path))  # without a digest (a user's own deployment): what is at the path
+
+
+BROKEN_STDOUT_SERVE = """
+import signal, sys
+from aotcuda.serving import server
+
+class Served:  # serve_package's Server, as it is once the replicas run; wait() returns at SIGTERM
+    url = "http://127.0.0.1:1"
+    def wait(self):
+        print("served", file=sys.stderr)
+        return signal.SIGTERM
+
+server.serve_package = lambda package, options: Served()
+from aotcuda.cli import main
+main(["serve", sys.argv[1]])
+"""
+
+
+def test_serve_goes_on_when_its_stdout_is_a_pipe_nobody_reads(served_block):
+    """Review 12 (the file-system breaker): `aotcuda serve pkg.pt2 | true` (a log collector that died, a journal that
+    restarted) ended right after Ray had started: its "serving ..." line raised `error: BrokenPipeError: [Errno 32]
+    Broken pipe`, and the process exited (Ray shut down at exit). Status lines that cannot be written are dropped now;
+    the server serves until it is stopped, and stops cleanly."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody reads: every write gets EPIPE (Python ignores SIGPIPE)
+    try:
+        done = subprocess.run([sys.executable, "-c", BROKEN_STDOUT_SERVE, served_block[0]], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "served" in done.stderr and "error" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+RAY_TEMP_DIR_CHILD = """
+import json, sys
+from aotcuda.serving import server
+
+class Started(Exception):
+    pass
+
+def init_ray(init, overrides):  # what serve_package hands ray.init, without starting it
+    print(json.dumps({**init, **(overrides or {})}.get("_temp_dir")))
+    raise Started
+
+server._init_ray = init_ray
+try:
+    server.serve_package(sys.argv[1], server.ServeOptions(port=18858), ray_init_options=json.loads(sys.argv[2]))
+except Started:
+    pass
+"""
+
+
+@pytest.mark.parametrize("overrides", [{}, {"_temp_dir": "/somewhere/chosen"}])
+def test_the_ray_serve_starts_keeps_its_files_where_no_other_user_reaches_them(served_block, overrides):
+    """Review 12 (the file-system breaker): a local Ray kept its files in /tmp/ray, which Ray opens to every user
+    (chmod 0777, not sticky, each session's folders too): during an `aotcuda serve`, uid 65534 moved the live session's
+    `sockets` folder (the object store's socket, which new workers connect to and read pickles from) and made its own,
+    and the replica Ray started after one died never answered. Now the instance gets `ray` inside a new 0700 folder;
+    a `_temp_dir` the caller passes is theirs."""
+    import json
+    import stat
+
+    done = subprocess.run([sys.executable, "-c", RAY_TEMP_DIR_CHILD, served_block[0], json.dumps(overrides)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_ADDRESS": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = json.loads(done.stdout.strip().splitlines()[-1])
+    if overrides:
+        assert folder == "/somewhere/chosen"
+        return
+    parent = os.path.dirname(folder)
+    info = os.lstat(parent)
+    assert os.path.basename(folder) == "ray" and os.path.basename(parent).startswith("aotcuda_ray_")
+    assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o700
+    os.rmdir(parent)

@@ -50,6 +50,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.errors import MissingFallbackKernelsError, PackageError
 from aotcuda.lowering import torch_fixes
+from aotcuda.lowering.cache_folders import check_cache_folders
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.dependent_launch import with_pdl_codegen
 from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
@@ -68,6 +69,7 @@ from aotcuda.package_format import lists_a_package, write_signature
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.result import GraphPass, PassResult
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
+from aotcuda.regular_files import open_regular
 from aotcuda.runtime.package import proxy_executor_ops
 
 STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
@@ -175,6 +177,7 @@ def lower(
     device = target_device(device)
     if package_path is not None:
         checked_package_path(package_path)  # before the minutes of export and compile
+    check_cache_folders()  # another user's code must not get into the package through Inductor's cache
     _warn_if_training(model)
     profile = DEVICE_PROFILES[device.type]
     times: dict[str, float] = {}
@@ -538,21 +541,23 @@ def is_torch_save_file(path: str) -> bool:
     names = _zip_names(path)
     if names is not None:
         return any(name.rsplit("/", 1)[-1] == "data.pkl" for name in names)
-    if not os.path.isfile(path) or os.path.islink(path):  # before open: a FIFO's open waits for a writer
+    if not os.path.isfile(path) or os.path.islink(path):
         return False
-    try:
-        with open(path, "rb") as file:
+    try:  # a FIFO's open waits for a writer: opened once, checked on the descriptor (as _zip_names)
+        with open_regular(path) as file:
             return file.read(len(_LEGACY_TORCH_SAVE)) == _LEGACY_TORCH_SAVE
     except OSError:
         return False
 
 
 def _zip_names(path: str) -> list[str] | None:
-    """The entry names of the zip at ``path``, a regular file; None for anything else."""
+    """The entry names of the zip at ``path``, a regular file; None for anything else. The file is opened once
+    and checked on its descriptor (``regular_files.open_regular``): a FIFO another process renamed over the path
+    after ``isfile`` left lower() (and run's --save-outputs check) waiting in zipfile's open for a writer."""
     if not os.path.isfile(path) or os.path.islink(path):
         return None
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_regular(path) as handle, zipfile.ZipFile(handle) as archive:
             return archive.namelist()
     except (OSError, zipfile.BadZipFile, ValueError):
         return None

@@ -112,7 +112,7 @@ class ModelContainer:
                  library_kind: str | None = None, expected_sha256: object = None):
         self._lib = open_library(so_path, library_kind, expected_sha256)
         self._handle = _Handle()
-        cubin = cubin_dir.encode() if cubin_dir else None
+        cubin = os.fsencode(cubin_dir) if cubin_dir else None  # a path's bytes (TMPDIR may not be UTF-8)
         code = self._lib.AOTInductorModelContainerCreateWithDevice(
             ctypes.byref(self._handle), num_models, device.encode(), cubin)
         if code != _OK or not self._handle.value:

@@ -172,8 +172,8 @@ def owner_lock() -> str:
 def mark_owned(folder: str) -> None:
     """Record in ``folder`` (a fresh temporary folder of this process) which process owns it."""
     fresh = os.path.join(folder, f"{OWNER_FILE}.new")
-    with open(fresh, "w") as file:
-        file.write(owner_lock())
+    with open(fresh, "wb") as file:  # the path's bytes: a TMPDIR that is not UTF-8 has no text form to write
+        file.write(os.fsencode(owner_lock()))
     os.rename(fresh, os.path.join(folder, OWNER_FILE))
 
 

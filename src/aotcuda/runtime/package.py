@@ -19,6 +19,7 @@ package contract of ``aotcuda.package_format``, which the lowering writes; this 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import posixpath
 import shutil
@@ -28,8 +29,9 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 
+from aotcuda import switches
 from aotcuda.errors import PackageError, clipped
-from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
+from aotcuda.package_format import SIGNATURE_ENTRY, load_json, open_package_file, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.runtime.archive import (
     READ_RATIO_FLOOR,
@@ -45,6 +47,7 @@ from aotcuda.runtime.archive import (
 )
 from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
+from aotcuda.shared_folders import unsafe_folder
 
 
 @dataclass
@@ -122,14 +125,19 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
     model_dir = os.path.join(out_dir, "model")
     wanted = _extraction_plan(archive, model_dir_entry, root, model_dir, path, limits)
     _check_free_space(path, out_dir, sum(info.file_size for info, _ in wanted))
-    os.makedirs(model_dir)
-    for info, target in wanted:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        try:
-            copy_entry(archive, info, target)
-        except DAMAGED_ZIP as exc:
-            raise PackageError(f"{path!r} is damaged: its entry {entry_name(info)} cannot be read ({exc}); copy the "
-                               "package again, or lower the model again") from exc
+    try:
+        os.makedirs(model_dir)
+        for info, target in wanted:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            try:
+                copy_entry(archive, info, target)
+            except DAMAGED_ZIP as exc:
+                raise PackageError(f"{path!r} is damaged: its entry {entry_name(info)} cannot be read ({exc}); copy "
+                                   "the package again, or lower the model again") from exc
+    except OSError as exc:  # the free space checked above may be taken meanwhile (another process), or a file limit
+        raise PackageError(f"{path!r} could not be extracted to the temporary folder {os.path.dirname(out_dir)!r} "
+                           f"({exc.strerror or exc}); nothing was loaded. Free space there (or raise the file size "
+                           "limit, ulimit -f), or point TMPDIR to a folder with room") from None
     return model_dir
 
 
@@ -204,11 +212,46 @@ def _files_with_suffix(folder: str, suffix: str) -> list[str]:
     return sorted(os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if f.endswith(suffix))
 
 
+def package_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a package file's bytes (read through one descriptor, as load reads it). PackageError for
+    what is not a readable regular file."""
+    path = os.fspath(path)
+    with open_package_file(path) as handle:
+        return _file_sha256(path, handle)
+
+
+def _file_sha256(path: str, handle) -> str:
+    hasher = hashlib.sha256()
+    try:
+        handle.seek(0)
+        while chunk := handle.read(1 << 20):
+            hasher.update(chunk)
+    except OSError as exc:
+        raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+    return hasher.hexdigest()
+
+
+def _check_same_bytes(path: str, handle, expected: str) -> None:
+    """PackageError unless the open package file's bytes have the SHA-256 ``expected``: the package a server
+    checked at its start, which each of its replicas must load (another process may replace the file at that
+    path meanwhile, or a node may hold another copy), so that every replica serves the same model."""
+    found = _file_sha256(path, handle)
+    if found != expected:
+        raise PackageError(f"{path!r} is not the package that was checked when serving started: its SHA-256 is "
+                           f"{found[:16]}..., the one checked {str(expected)[:16]}... (the file was replaced or "
+                           "changed since, or this node holds another copy); nothing was loaded, so that every "
+                           "replica serves one model. Put a new package at a new path and serve that, or restart "
+                           "serving to serve what is at this path now")
+
+
 @contextlib.contextmanager
-def _opened(path: str, model_name: str | None, limits: ArchiveLimits):
+def _opened(path: str, model_name: str | None, limits: ArchiveLimits, expected_sha256: str | None = None):
     """The open zip, its entry names, the chosen model, the archive root and the signature (None if
-    absent), with the entry count checked."""
+    absent), with the entry count checked, and the file's bytes compared with ``expected_sha256`` (if given)
+    before anything else is read."""
     with open_archive(path, limits) as archive:
+        if expected_sha256 is not None:
+            _check_same_bytes(path, archive.fp, expected_sha256)
         names = archive.namelist()
         root = _archive_root(names)
         model = _pick_model(path, names, model_name)
@@ -216,10 +259,11 @@ def _opened(path: str, model_name: str | None, limits: ArchiveLimits):
 
 
 def open_package(path: str | os.PathLike, model_name: str | None = None,
-                 limits: ArchiveLimits | None = None) -> ExtractedPackage:
+                 limits: ArchiveLimits | None = None, expected_sha256: str | None = None) -> ExtractedPackage:
     """Extract the model of an AOTI package to a private temporary folder.
 
     ``limits``: bounds on what the package may inflate to (default: ``ArchiveLimits.from_environment()``).
+    ``expected_sha256``: the package file's SHA-256 (``package_sha256``) it must have, else PackageError.
 
     Raises PackageError when the file is missing, not a zip, holds no (or no such) model, holds C++
     sources without a compiled .so (packages built with ``aot_inductor.package_cpp_only``), or exceeds
@@ -227,10 +271,9 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     """
     path = os.fspath(path)
     limits = limits or ArchiveLimits.from_environment()
-    with _opened(path, model_name, limits) as (archive, names, model, root, signature):
-        out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
+    with _opened(path, model_name, limits, expected_sha256) as (archive, names, model, root, signature):
+        out_dir = _extraction_folder(path)
         try:
-            mark_owned(out_dir)  # removed by a later process if this one dies without its exit handlers
             model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits)
             package = _describe_model(path, model, model_dir, signature, limits)
         except BaseException:
@@ -240,6 +283,38 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     # only: a forked child inherits the finalizer, and its exit must not remove its parent's folder.
     package._finalizer = weakref.finalize(package, remove_in_creator, out_dir, os.getpid())
     return package
+
+
+def _extraction_folder(path: str) -> str:
+    """A fresh private folder in the temporary folder for one package, marked with its owner (removed by a later
+    process if this one dies without its exit handlers). PackageError where the temporary folder takes no folder or
+    file (full, read-only, out of inodes), naming it and the fix; and where another user could replace what is
+    extracted there (``shared_folders.unsafe_folder``): load opens the model library from this folder's files (an
+    unsigned package's library is never compared with a digest), so a temporary folder others may write into
+    without the sticky bit (or owned by another user) would let them put their own library in its place."""
+    temp = tempfile.gettempdir()
+    problem = None if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(temp, sticky_ok=True)
+    if problem:
+        raise PackageError(f"will not extract {path!r} into the temporary folder {temp!r}: it {problem}, so another "
+                           "user could replace the model library load opens from there; nothing was loaded. Point "
+                           "TMPDIR to a folder of your own (e.g. mkdir -m 700 ~/tmp), or, where only users you trust "
+                           "can write there (a container's emptyDir), set AOTCUDA_TRUST_SHARED_FOLDERS=1")
+    try:
+        out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
+    except OSError as exc:
+        raise PackageError(f"cannot make a folder to extract {path!r} to in the temporary folder "
+                           f"{tempfile.gettempdir()!r} ({exc.strerror or exc}); nothing was loaded. Free space "
+                           "there, or point TMPDIR to a folder you can write with room") from None
+    try:
+        mark_owned(out_dir)
+    except OSError as exc:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise PackageError(f"cannot write into {out_dir!r} to extract {path!r} ({exc.strerror or exc}); nothing was "
+                           "loaded. Free space in the temporary folder, or point TMPDIR to a folder with room") from None
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    return out_dir
 
 
 def _describe_model(path: str, model: str, model_dir: str, signature: dict | None,

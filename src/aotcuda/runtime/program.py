@@ -84,7 +84,7 @@ _Tensor = torch.Tensor
 
 def load(path: str | os.PathLike, *, device: str | torch.device | None = None, cuda_graphs: bool = False,
          model_name: str | None = None, limits: ArchiveLimits | None = None,
-         check_index_ranges: bool | None = None) -> Program:
+         check_index_ranges: bool | None = None, package_sha256: str | None = None) -> Program:
     """Load an AOTInductor package (.pt2) and return a callable Program.
 
     Args:
@@ -102,10 +102,13 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
             one min/max per such input, and on CUDA one synchronization per call). False: trusted callers
             skip it, and an out-of-range value then ends the process (CPU) or breaks the CUDA context.
             Default: the switch AOTCUDA_CHECK_INDEX_RANGES (on).
+        package_sha256: the SHA-256 the package file must have (``aotcuda.runtime.package.package_sha256``),
+            compared with the bytes this load reads, before anything of them is used: a server's replicas load
+            the package the server checked, not whatever another process put at the path since.
 
     Raises PackageError when the package cannot be opened or loaded on that device, or exceeds the limits.
     """
-    package = open_package(path, model_name, limits)
+    package = open_package(path, model_name, limits, expected_sha256=package_sha256)
     try:
         return Program(package, device=device, cuda_graphs=cuda_graphs, check_index_ranges=check_index_ranges)
     except BaseException:

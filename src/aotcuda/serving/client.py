@@ -99,6 +99,7 @@ class Client:
         """One attempt on a fresh connection: the response body of a 200, else ServingError saying whether
         the server cannot have run the request (``retriable``)."""
         connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
+        connection.response_class = _FinalResponse
         try:
             try:
                 connection.connect()
@@ -134,7 +135,10 @@ class Client:
             connection.close()
         if response.status == 200:
             return answer
-        text = answer.decode(errors="replace")
+        text = answer.decode(errors="replace").strip() or response.reason
+        if 300 <= response.status < 400:
+            text = (f"{text}: a redirect to {str(response.headers.get('Location'))[:200]!r}, which the client does not "
+                    "follow; give it the server's own URL")
         retry_after = _retry_after(response.headers.get("Retry-After"))
         if response.status == 503 and retry_after is not None and response.headers.get(ERROR_HEADER) in (None, "BusyError"):
             raise ServingError(503, text, retriable=True, retry_after_s=retry_after)
@@ -266,6 +270,20 @@ def _skipped_interim_answer(sock) -> bool:
     finally:
         sock.setblocking(False)
     return True
+
+
+class _FinalResponse(http.client.HTTPResponse):
+    """http.client's response, reading past every interim (1xx) answer to the final one. http.client passes over
+    100 Continue only: a 102 Processing or 103 Early Hints (RFC 8297, which a proxy in front may send) was taken
+    for the answer, and Client raised "HTTP 103: " where the server then answered 200 (review 12). A flood of
+    them ends at the attempt's deadline, as any answer that does not end."""
+
+    def _read_status(self):
+        while True:
+            version, status, reason = super()._read_status()
+            if not 100 < status < 200 or status == 101:  # 100 is begin()'s own; 101 switches protocols: final
+                return version, status, reason
+            http.client._read_headers(self.fp)  # at most 100 lines of 64 KiB, as begin() reads them
 
 
 def _read_chunked(fp, limit: int, status: int) -> bytes:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 import click
 
@@ -104,14 +106,27 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
         # "while starting", not "before serving": the replicas answer requests once they run, which is up to ~1 s
         # before Serve's own wait (it polls every second) lets serve_package return
         name = signal.Signals(stop.signal).name if isinstance(stop, StopRequested) else "SIGINT"
-        click.echo(f"stopped ({name}) while starting: Serve and Ray are down")
+        _say(f"stopped ({name}) while starting: Serve and Ray are down")
         return
     try:
-        click.echo(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
-                   f"({replicas} replica(s)); Ctrl-C or SIGTERM stops")
+        _say(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
+             f"({replicas} replica(s)); Ctrl-C or SIGTERM stops")
         received = server.wait()
     except (KeyboardInterrupt, StopRequested) as stop:  # before wait() took the signals over
         received = stop.signal if isinstance(stop, StopRequested) else signal.SIGINT
         server.shutdown(drain=received != signal.SIGTERM)
-    click.echo(f"stopped ({signal.Signals(received).name}): Serve and Ray are down")
+    _say(f"stopped ({signal.Signals(received).name}): Serve and Ray are down")
 
+
+def _say(line: str) -> None:
+    """A status line on stdout, which may be a pipe whose reader is gone (a log collector that died or restarted,
+    `| true`): the server goes on without its lines. A broken pipe ended `aotcuda serve` right after it had started
+    (review 12: `error: BrokenPipeError`, Ray shut down at exit); later lines go to the null device, so that
+    Python's flush at exit finds nothing to write either."""
+    try:
+        click.echo(line)
+    except OSError:  # EPIPE, EIO (a terminal hung up), ENOSPC (a full disk under a redirect)
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # no stdout to replace
+            pass

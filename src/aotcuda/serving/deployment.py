@@ -102,6 +102,9 @@ class ProgramReplica:
             bound (batching.serving_plan refuses it otherwise).
         allow_unchecked_indices: serve a program with an input whose values reach an index that lowering could not
             bound (``Program.index_unchecked``; batching.serving_plan refuses it otherwise).
+        package_sha256: the SHA-256 of the package serve checked at its start: a replica started later (a second
+            one, one that replaces a replica that died, one on another node) refuses a file with other bytes at
+            the path, so that every replica serves one model; None: whatever is at the path.
 
     Raises ServingConfigError (see batching.serving_plan) when the options do not fit the program;
     PackageError when the package does not load.
@@ -111,9 +114,9 @@ class ProgramReplica:
                  max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20,
                  max_response_bytes: int = 1 << 30, max_tensor_bytes: int = 1 << 30, body_timeout_s: float = 30.0,
                  run_timeout_s: float | None = 30.0, allow_unbounded_outputs: bool = False,
-                 allow_unchecked_indices: bool = False):
+                 allow_unchecked_indices: bool = False, package_sha256: str | None = None):
         self.watch = RunWatch(run_timeout_s)
-        self.program = load(package_path, device=device, cuda_graphs=cuda_graphs)
+        self.program = load(package_path, device=device, cuda_graphs=cuda_graphs, package_sha256=package_sha256)
         # the records of the signature the program loaded, not of a second read of the file (another process may
         # have replaced it in between)
         signature = self.program.signature or {}

@@ -95,6 +95,9 @@ def _positive(name: str):
     value = switches.number(name)
     if not value > 0:
         raise ValueError(f"{name}={value!r} is not a positive number; a request body needs time and room")
+    if value == float("inf"):  # "inf" or "1e999": float() takes it, and it turned every deadline of the proxy off
+        raise ValueError(f"{name}={value!r} is not a finite number; a deadline must end (serve's own options "
+                         "refuse it too)")
     return value
 
 

@@ -15,12 +15,13 @@ import ipaddress
 import os
 import signal
 import socket
+import tempfile
 import threading
 from dataclasses import dataclass, field
 
 from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.runtime.specs import specs_from_signature
-from aotcuda.runtime.package import read_signature
+from aotcuda.runtime.package import package_sha256, read_signature
 from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 
@@ -211,7 +212,7 @@ def replica_actor_options(package_path: str, options: ServeOptions) -> dict:
     return {"num_cpus": options.cpus_per_replica, "num_gpus": gpus, **options.extra_actor_options}
 
 
-def _bind(path: str, options: ServeOptions, actor_options: dict):
+def _bind(path: str, options: ServeOptions, actor_options: dict, package_sha256: str):
     from ray import serve
 
     from aotcuda.serving.deployment import HEALTH_CHECK_PERIOD_S, ProgramReplica
@@ -225,7 +226,7 @@ def _bind(path: str, options: ServeOptions, actor_options: dict):
                            max_response_bytes=options.max_response_bytes, max_tensor_bytes=options.max_tensor_bytes,
                            body_timeout_s=options.body_timeout_s, run_timeout_s=options.run_timeout_s,
                            allow_unbounded_outputs=options.allow_unbounded_outputs,
-                           allow_unchecked_indices=options.allow_unchecked_indices)
+                           allow_unchecked_indices=options.allow_unchecked_indices, package_sha256=package_sha256)
 
 
 def _bind_health():
@@ -242,7 +243,8 @@ def build_app(package_path: str, options: ServeOptions = ServeOptions()):
     """The Ray Serve application (a bound deployment) that serves one package with these options, for
     users who run it themselves (serve.run, or a Serve config). Raises what check_package raises."""
     path = os.path.abspath(package_path)
-    return _bind(path, options, replica_actor_options(path, options))
+    digest = package_sha256(path)  # before the check: every replica loads these bytes or refuses
+    return _bind(path, options, replica_actor_options(path, options), digest)
 
 
 class StopRequested(BaseException):
@@ -352,6 +354,25 @@ def local_ray_init_options(options: ServeOptions, joining: bool = False) -> dict
     return init
 
 
+def private_ray_folder() -> str:
+    """A new folder of this user's alone (0700) for the files of the Ray instance serve_package starts: its
+    sessions' sockets, logs and runtime resources.
+
+    Why: Ray's default is /tmp/ray, a name anyone can make first, and Ray makes it and every folder of a session
+    writable by all (``try_make_directory_shared``: chmod 0777, not sticky) so that users can share it. Measured
+    (review 12): during an ``aotcuda serve``, uid 65534 moved the live session's ``sockets`` folder (the object
+    store's socket, which every new worker connects to and reads pickled objects from) away and made its own; the
+    replica Ray started after one died never answered. Ray opens the folder it is given to all as well, so it gets
+    ``ray`` inside a 0700 folder, which nobody else can pass through. Kept after the server stops, as Ray keeps
+    /tmp/ray (the replicas' logs are there: ``ray/session_latest/logs/serve``)."""
+    where = os.environ.get("RAY_TMPDIR") or None
+    try:
+        return os.path.join(tempfile.mkdtemp(prefix="aotcuda_ray_", dir=where), "ray")
+    except OSError as exc:
+        raise ServingConfigError(f"cannot make a folder for Ray's files in {where or tempfile.gettempdir()!r} "
+                                 f"({exc.strerror or exc}); point RAY_TMPDIR (or TMPDIR) to a folder you can write") from None
+
+
 def _is_loopback(host: str) -> bool:
     try:
         return host == "localhost" or ipaddress.ip_address(host).is_loopback
@@ -448,6 +469,10 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
 
     with _ray_logs_quieted():
         path = os.path.abspath(package_path)
+        # Every replica loads these bytes or refuses (the path may be given another file while replicas start, or
+        # when one is replaced): read before the check, so that a file changed from then on, during the check too,
+        # is refused by every replica.
+        digest = package_sha256(path)
         actor_options = replica_actor_options(path, options)  # before Ray starts: a bad package fails at once
         started_ray = not ray.is_initialized()
         if started_ray and not os.environ.get("RAY_ADDRESS"):
@@ -470,7 +495,11 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
                     os.environ.setdefault(name, value)
                 else:
                     os.environ[name] = value
-            _init_ray(local_ray_init_options(options, joining=bool(os.environ.get("RAY_ADDRESS"))), ray_init_options)
+            joining = bool(os.environ.get("RAY_ADDRESS"))
+            init = local_ray_init_options(options, joining=joining)
+            if not joining and "_temp_dir" not in (ray_init_options or {}):
+                init["_temp_dir"] = private_ray_folder()
+            _init_ray(init, ray_init_options)
         _stop_on_sigterm()  # after ray.init, whose handler it replaces; Server.wait takes SIGTERM over later
         try:
             _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
@@ -480,7 +509,7 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             # "/", so its replicas answer /healthz and /predict as soon as they run, and a second serve.run kept this
             # call from returning for as long as the health check's replica took to start (~3 s on 2 cores), so
             # `aotcuda serve` printed its "serving" line after requests had been answered.
-            serve.run_many([serve.RunTarget(_bind(path, options, actor_options), name=APP_NAME, route_prefix="/"),
+            serve.run_many([serve.RunTarget(_bind(path, options, actor_options, digest), name=APP_NAME, route_prefix="/"),
                             serve.RunTarget(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")])
         except BaseException as error:
             Server("", started_ray).shutdown(drain=not isinstance(error, StopRequested))

@@ -1,0 +1,89 @@
+"""Whether a folder is this user's alone: nobody else may write into it, nor rename it away and put another in its
+place. Used where aotcuda builds or runs code from files in a folder: Inductor's cache (lowering/cache_folders.py) and
+the temporary folder a package is extracted to (runtime/package.py).
+
+The rule: the folder and every folder above it belong to this user or root, and none is writable by others, except
+a sticky one above it (/tmp: each user's entries stay their own) and, where the caller allows it (a temporary
+folder), the folder itself if sticky. A group's write bit counts unless the group is the user's own private group
+(umask 002 makes folders group-writable for it). Every symbolic link on the way belongs to this user or root (a
+link is replaced by whoever may write its folder, which the same rule covers). This module imports neither torch
+nor the rest of aotcuda.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+
+def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
+    """Why a user other than this one (or root) could write into ``folder`` or replace it, or None. A folder
+    that does not exist yet is judged by the nearest folder above it that does. ``sticky_ok``: the folder may
+    be writable by others if it is sticky (a temporary folder such as /tmp, where each user's entries are their
+    own), as every folder above it may."""
+    trusted = {os.geteuid(), 0}
+    path = os.path.abspath(folder)
+    for link in _links_on_the_way(path):
+        owner = os.lstat(link).st_uid
+        if owner not in trusted:
+            return f"goes through the symbolic link {link!r} of uid {owner}"
+    real = os.path.realpath(path)
+    below = []
+    while not os.path.lexists(real) and os.path.dirname(real) != real:
+        below.append(real)
+        real = os.path.dirname(real)
+    checked = real if not below else None  # the folder itself, when it exists
+    if checked and not os.path.isdir(checked):
+        return "is not a folder"
+    while True:
+        try:
+            info = os.stat(real)
+        except OSError as exc:
+            return f"cannot be examined ({exc.strerror or exc} at {real!r})"
+        writers = stat.S_IWOTH | (0 if _own_group(info.st_gid) else stat.S_IWGRP)
+        shared, sticky, mode = info.st_mode & writers, info.st_mode & stat.S_ISVTX, stat.S_IMODE(info.st_mode)
+        if info.st_uid not in trusted:
+            return f"is owned by uid {info.st_uid}" if real == checked else \
+                f"lies in {real!r}, owned by uid {info.st_uid}"
+        if shared and real == checked and not (sticky_ok and sticky):
+            return f"is writable by other users{' and not sticky' if sticky_ok else ''} (mode {mode:#o})"
+        if shared and not sticky:
+            return f"lies in {real!r}, which other users may write into and which is not sticky (mode {mode:#o}), " \
+                   "so they can rename it away and put their own in its place"
+        if os.path.dirname(real) == real:
+            return None
+        real = os.path.dirname(real)
+
+
+def _own_group(gid: int) -> bool:
+    """Whether ``gid`` is this user's private group (the convention of most Linux distributions, with umask 002:
+    a group named as the user, the user's own primary group, no other member listed), whose write bit lets in
+    nobody else: a folder made under that umask is group-writable and still this user's alone."""
+    import grp
+    import pwd
+
+    try:
+        user, group = pwd.getpwuid(os.geteuid()).pw_name, grp.getgrgid(gid)
+    except KeyError:  # no name for the user or the group (a container without those entries)
+        return False
+    return gid == os.getegid() and group.gr_name == user and set(group.gr_mem) <= {user}
+
+
+def _links_on_the_way(path: str) -> list[str]:
+    """The symbolic links met while resolving ``path`` (absolute), each as the path it was met at."""
+    links, done, todo, seen = [], os.sep, path.split(os.sep)[1:], 0
+    while todo and seen < 40:  # the kernel's own bound on links in a path
+        name = todo.pop(0)
+        if name in ("", "."):
+            continue
+        current = os.path.dirname(done) if name == ".." else os.path.join(done, name)
+        if name != ".." and os.path.islink(current):
+            links.append(current)
+            seen += 1
+            target = os.readlink(current)
+            base = os.sep if os.path.isabs(target) else done
+            todo = [part for part in os.path.join(base, target).split(os.sep)[1:]] + todo
+            done = os.sep
+            continue
+        done = current
+    return links

@@ -1,0 +1,98 @@
+"""Inductor's cache folder must be this user's alone: whoever can write into it writes the package (review 12).
+
+Found by the breaker: with TORCHINDUCTOR_CACHE_DIR (or the default /tmp/torchinductor_<user>, made first by
+someone else) a 0777 folder of uid 65534, that user replaced the wrapper source Inductor had cached between two
+lowerings of one model, and the second package's library held their constructor, which ran at aotcuda.load.
+"""
+
+import os
+import stat
+
+import pytest
+import torch
+
+import aotcuda
+from aotcuda.errors import PackageError
+from aotcuda.shared_folders import _own_group, unsafe_folder
+
+OTHER_USER = 65534  # nobody
+
+
+class Tiny(torch.nn.Module):
+    def forward(self, x):
+        return x * 3 + 1
+
+
+def _owned_by_another_user(path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making a file of another user needs root")
+    os.lchown(path, OTHER_USER, OTHER_USER)
+
+
+def test_lower_refuses_a_cache_folder_another_user_owns_before_compiling(tmp_path, monkeypatch):
+    planted = tmp_path / "torchinductor_victim"
+    planted.mkdir()
+    planted.chmod(0o777)
+    _owned_by_another_user(planted)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(planted))
+    with pytest.raises(PackageError, match=r"Inductor's cache folder .* is owned by uid 65534.*TORCHINDUCTOR_CACHE_DIR"):
+        aotcuda.lower(Tiny(), (torch.randn(2, 4),), device="cpu", package_path=tmp_path / "tiny.pt2")
+    assert os.listdir(planted) == [] and not (tmp_path / "tiny.pt2").exists()  # nothing compiled, nothing written
+    from aotcuda.lowering.cache_folders import check_cache_folders
+
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")  # the user vouches for everyone who can write there
+    check_cache_folders()
+
+
+def test_a_folder_others_can_write_or_replace_is_named(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    assert unsafe_folder(str(private)) is None
+    assert unsafe_folder(str(private / "not" / "made" / "yet")) is None  # made later by Inductor, in ours
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o757)
+    assert "writable by other users (mode 0o757)" in unsafe_folder(str(shared))
+    shared.chmod(0o775)  # umask 002: group-writable, for the user's own private group only
+    if _own_group(os.getegid()):
+        assert unsafe_folder(str(shared)) is None
+    if os.geteuid() == 0:
+        os.chown(shared, -1, OTHER_USER)  # a group other users are in
+        assert "writable by other users (mode 0o775)" in unsafe_folder(str(shared))
+
+    open_parent = tmp_path / "open"
+    open_parent.mkdir()
+    open_parent.chmod(0o777)
+    (open_parent / "cache").mkdir(mode=0o700)
+    assert "not sticky" in unsafe_folder(str(open_parent / "cache"))  # they can rename ours away
+    open_parent.chmod(0o777 | stat.S_ISVTX)  # as /tmp: only the owner renames
+    assert unsafe_folder(str(open_parent / "cache")) is None
+
+
+def test_a_link_or_a_folder_of_another_user_on_the_way_is_named(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(private)
+    assert unsafe_folder(str(link)) is None  # our own link to our own folder
+    _owned_by_another_user(link)
+    assert f"symbolic link {str(link)!r} of uid 65534" in unsafe_folder(str(link / "cache"))
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    (theirs / "cache").mkdir(mode=0o700)
+    _owned_by_another_user(theirs)
+    assert "owned by uid 65534" in unsafe_folder(str(theirs / "cache"))  # its owner can swap ours
+
+
+def test_a_file_or_fifo_at_the_cache_path_is_named_not_raised_raw(tmp_path, monkeypatch):
+    """A file or FIFO where the cache folder goes made torch's own makedirs raise a raw FileExistsError (after export
+    on main; now before it, in our words)."""
+    fifo = tmp_path / "cache"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(fifo))
+    with pytest.raises(PackageError, match=r"Inductor's cache folder '.*cache' cannot be made \(File exists\); set "
+                                           r"TORCHINDUCTOR_CACHE_DIR"):
+        aotcuda.lower(Tiny(), (torch.randn(2, 4),), device="cpu", package_path=tmp_path / "tiny.pt2")
+    assert unsafe_folder(str(fifo)) == "is not a folder"
