@@ -25,7 +25,10 @@ CASES = {
     "det": (lambda a: torch.linalg.det(a), [(4, 4)]),
     "det_batch": (lambda a: torch.linalg.det(a), [(3, 3, 3)]),
     "slogdet": (lambda a: [t * 1 for t in torch.linalg.slogdet(a)], [(4, 4)]),
-    "logdet": (lambda a: torch.logdet(a @ a.mH) * 1j, [(3, 3)]),
+    # a @ a.mH squares a's condition number, and float32 log-determinants lose digits in proportion to it: on bare
+    # a @ a.mH eager's own complex64 answer strays from the complex128 one by more than 1e-5 in ~1% of draws, so the
+    # identity keeps the matrix well conditioned (eigenvalues >= 1) and the comparison about the rule, not rounding.
+    "logdet": (lambda a: torch.logdet(a @ a.mH + torch.eye(3)) * 1j, [(3, 3)]),
     "lu_factor": (lambda a: torch.linalg.lu_factor(a), [(4, 4)]),
     "lu_factor_ex_wide": (lambda a: torch.linalg.lu_factor_ex(a), [(2, 3, 5)]),
     "lu_factor_tall": (lambda a: torch.linalg.lu_factor(a), [(5, 3)]),
