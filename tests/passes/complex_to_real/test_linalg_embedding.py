@@ -46,7 +46,10 @@ CASES = {
     "matrix_exp": (lambda a: torch.linalg.matrix_exp(a * 0.5), [(4, 4)]),
     "matrix_exp_batch": (lambda a: torch.linalg.matrix_exp(a * 0.5), [(2, 3, 3)]),
     "pinv": (lambda a: torch.linalg.pinv(a), [(5, 3)]),
-    "pinv_rtol": (lambda a: torch.linalg.pinv(a @ a[:2] * 1, rtol=1e-3), [(4, 2)]),
+    # a @ a[:2] took a[:2], a random 2x2, as it came: ill conditioned in some draws, eager's own complex64 pinv
+    # strayed from complex128's by more than the tolerance in 74 of 20,000 (the test failed in 15 of 4,000); a
+    # positive definite a[:2] (condition number a few) brings both to 0 of 20,000.
+    "pinv_rtol": (lambda a: torch.linalg.pinv(a @ positive_definite(a[:2]) * 1, rtol=1e-3), [(4, 2)]),
     "pinv_hermitian": (lambda a: torch.linalg.pinv(positive_definite(a), hermitian=True), [(3, 3)]),
     "cholesky": (lambda a: torch.linalg.cholesky(positive_definite(a)), [(4, 4)]),
     "cholesky_upper": (lambda a: torch.linalg.cholesky(positive_definite(a), upper=True), [(2, 3, 3)]),
