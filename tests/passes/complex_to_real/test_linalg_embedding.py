@@ -19,8 +19,10 @@ def eye(n):
 
 
 def dominant(a):
-    """a plus n·I: well conditioned."""
-    return a + a.shape[-1] * torch.eye(a.shape[-1], dtype=a.dtype)
+    """a plus 2n·I: well conditioned. (With n·I, a complex Gaussian a's eigenvalues, of radius about sqrt(2n), came
+    near -n in rare draws: solve and solve_right failed 1 of 1,500 and 2 of 3,200 draws in float32, eager's own
+    complex64 answer off complex128's in 3 of 50,000.)"""
+    return a + 2 * a.shape[-1] * torch.eye(a.shape[-1], dtype=a.dtype)
 
 
 def positive_definite(a):
