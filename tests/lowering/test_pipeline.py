@@ -586,3 +586,31 @@ def test_a_fifo_renamed_over_the_package_path_after_its_check_is_never_waited_on
             pass
         pytest.fail("the check waited on a FIFO for a writer")
     assert "a file that is not an AOTInductor package is there" in results[0] and results[1] is False
+
+
+def test_a_build_folder_left_by_a_killed_lowering_is_removed_by_the_next(tmp_path):
+    """A breaker's report (session 24): a lower() killed by SIGKILL or the OOM killer left its private build folder
+    (.NAME.PID.RAND.partial, a package's size) beside the output for good. The next lowering to that name removes
+    the folders whose owner is gone, and leaves a build that is still running."""
+    import signal
+    import subprocess
+    import sys
+
+    from aotcuda.lowering.pipeline import _remove_dead_builds, _written_on_success
+
+    path = tmp_path / "model.pt2"
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal\nfrom aotcuda.lowering.pipeline import _written_on_success\n"
+        f"with _written_on_success({str(path)!r}, None) as building:\n"
+        "    open(building, 'wb').write(b'half a package')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")])
+    assert killed.returncode == -signal.SIGKILL
+    (left,) = [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+    with _written_on_success(str(path), None) as building:  # a live build of this process, beside the dead one
+        assert not left.exists()
+        (running,) = [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+        _remove_dead_builds(str(tmp_path), "model.pt2")  # another lowering to the name: the live one stays
+        assert running.exists()
+        with open(building, "wb") as file:
+            file.write(b"a package")
+    assert path.read_bytes() == b"a package" and not running.exists()

@@ -70,6 +70,7 @@ from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.result import GraphPass, PassResult
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
 from aotcuda.regular_files import open_regular
+from aotcuda.runtime.libraries import mark_owned, marked_owner_gone
 from aotcuda.runtime.package import proxy_executor_ops
 
 STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
@@ -383,7 +384,12 @@ def _written_on_success(path: str, own_folder: str | None):
     # AOTInductor names the archive's root folder after the file's stem, so the build gets the final name
     # (rope.pt2 -> rope/...) inside a private folder beside ``path``: os.replace stays on one file system.
     private = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
+    _remove_dead_builds(folder, name)
     os.mkdir(private)
+    try:
+        mark_owned(private)  # so that a later lower() removes it if this process dies (SIGKILL, the OOM killer)
+    except (OSError, PackageError):  # no room for this process's lock folder: the build goes on, unmarked
+        pass
     building = os.path.join(private, name if name.endswith(".pt2") else f"{name}.pt2")  # AOTI wants .pt2
     try:
         try:
@@ -396,6 +402,21 @@ def _written_on_success(path: str, own_folder: str | None):
             shutil.rmtree(own_folder, ignore_errors=True)
         exc.add_note(_not_written(path))
         raise
+
+
+def _remove_dead_builds(folder: str, name: str) -> None:
+    """Remove the private build folders of ``name`` (``_written_on_success``) that lower() processes of this user
+    left in ``folder`` when they died before their cleanup: a lowering killed by SIGKILL or the OOM killer left
+    its ``.NAME.PID.RAND.partial`` folder, a package's size, for good (a breaker's report). Only folders marked
+    with an owner lock that nobody holds are removed (``libraries.marked_owner_gone``): a build running in
+    another process, or on another host that shares the folder, holds its lock or names one not here."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith(f".{name}.") and entry.name.endswith(".partial") and marked_owner_gone(entry.path):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _not_written(path: str) -> str:

@@ -199,21 +199,30 @@ def sweep_dead_folders(temp_dir: str) -> list[str]:
     for entry in entries:
         if not entry.name.startswith((ROOT_PREFIX, PACKAGE_PREFIX)) or not _is_private_folder(entry.path):
             continue
-        if entry.name.startswith(ROOT_PREFIX):
-            lock = os.path.join(entry.path, OWNER_LOCK)
-        else:
-            try:
-                with open(os.path.join(entry.path, OWNER_FILE), "rb") as file:
-                    lock = os.fsdecode(file.read(4096))
-            except OSError:
-                continue
-            if os.path.dirname(os.path.dirname(lock)) != temp_dir or not os.path.basename(
-                    os.path.dirname(lock)).startswith(ROOT_PREFIX) or os.path.basename(lock) != OWNER_LOCK:
-                continue
-        if _owner_gone(lock):
+        gone = (_owner_gone(os.path.join(entry.path, OWNER_LOCK)) if entry.name.startswith(ROOT_PREFIX)
+                else marked_owner_gone(entry.path, temp_dir))
+        if gone:
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.path)
     return removed
+
+
+def marked_owner_gone(folder: str, temp_dir: str | None = None) -> bool:
+    """Whether ``folder`` (marked by ``mark_owned``) belongs to a process of this user that is gone: its owner file
+    names the lock of a pinned root in ``temp_dir`` (default: this process's temporary folder) that nobody holds.
+    A folder without that file, or naming a lock elsewhere (another TMPDIR, another host's), is not known gone."""
+    temp_dir = temp_dir or tempfile.gettempdir()
+    if not _is_private_folder(folder):
+        return False
+    try:
+        with open(os.path.join(folder, OWNER_FILE), "rb") as file:
+            lock = os.fsdecode(file.read(4096))
+    except OSError:
+        return False
+    if os.path.dirname(os.path.dirname(lock)) != temp_dir or not os.path.basename(
+            os.path.dirname(lock)).startswith(ROOT_PREFIX) or os.path.basename(lock) != OWNER_LOCK:
+        return False
+    return _owner_gone(lock)
 
 
 def _owner_gone(lock: str) -> bool:
