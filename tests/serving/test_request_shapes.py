@@ -126,12 +126,13 @@ def test_a_batch_whose_call_would_pass_the_tensor_limit_runs_its_requests_alone(
     assert replica.plan.batches
     rows = [torch.randn(1, 64) for _ in range(4)]
     requests = [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in rows]  # each fits alone
-    results = replica._run_batched(requests)
+    handle_batch = type(replica).predict_batch.__wrapped__  # the batch handler as Serve calls it, without Ray
+    results = asyncio.run(handle_batch(replica, requests))
     assert (replica.counters["batches"], replica.counters["largest_batch"]) == (4, 1)
     for x, (y,) in zip(rows, results):
         assert torch.equal(y, x[:, :, None] * x[:, None, :])
     pairs = deployment.ProgramReplica(shape_packages["outer"], max_batch_size=4, max_tensor_bytes=limit)
-    pairs._run_batched(requests[:2])  # two rows fit: one call
+    asyncio.run(handle_batch(pairs, requests[:2]))  # two rows fit: one call
     assert (pairs.counters["batches"], pairs.counters["largest_batch"]) == (1, 2)
 
 
