@@ -149,6 +149,21 @@ def test_a_dim_the_model_makes_a_constant_is_refused_not_lowered_for_one_size():
     assert "so that the guard above holds" not in str(refused.value)  # a constant is no guard to narrow to
 
 
+def test_a_shapes_collection_gets_the_same_refusal_as_the_dict_it_stands_for():
+    """Breaker 2: ``dynamic_shapes`` as a torch.export.ShapesCollection (torch.export's own form, keyed by the input
+    tensors) went past the check of the retry's ranges, which reads only dicts, lists and tuples: Resynthesis with
+    ``16 * frames`` asked for frames in [4, 500] exported with frames in [50, 50] (ep.module() gave 800 samples for
+    a 1600-sample input). It is now resolved to the structure it stands for before export, and refused the same."""
+    from aotcuda.lowering.pipeline import before_compile
+
+    audio = torch.randn(2, 800)
+    shapes = torch.export.ShapesCollection()
+    shapes[audio] = {1: 16 * Dim("frames", min=4, max=500)}
+    with pytest.raises(DynamicShapesError, match=r"specialized it to be a constant \(800\)") as refused:
+        before_compile(Resynthesis(), (audio,), dynamic_shapes=shapes)
+    assert "takes the Dim frames only in [50, 50], where [4, 500] was asked" in "\n".join(refused.value.__notes__)
+
+
 class Masked(torch.nn.Module):
     """x [b, 8*seq, 8] masked by mask [b, 8*seq]; with ``reshape``, also [b, seq, 64] summed over seq (the
     reshape's -1 makes torch trace assuming seq != 1)."""

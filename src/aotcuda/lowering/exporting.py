@@ -39,6 +39,7 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
     above, and one that does not hold becomes a DynamicShapesError that keeps torch's why-lines and
     suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
     for each root Dim whose asked range the program does not take (``said_narrowed_roots``)."""
+    dynamic_shapes = _as_structure(model, args, kwargs, dynamic_shapes)
     _check_dynamic_shapes_names(model, dynamic_shapes)
     try:
         return said_narrowed_roots(
@@ -62,6 +63,19 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
 
     error.add_note(f"aotcuda: {under_dim_names(failure, dim_names(ep))}")
     raise error from violation
+
+
+def _as_structure(model, args, kwargs, dynamic_shapes):
+    """``dynamic_shapes`` as the dicts, lists and tuples torch.export reads it as: a ShapesCollection (keyed by the input
+    tensors) or an AdditionalInputs resolved through its own ``dynamic_shapes(model, args, kwargs)``.
+
+    Why: the checks of this module (a Dim the retry narrowed or made a constant, a root given min 2) find the caller's
+    Dims by walking those containers; a ShapesCollection is none of them, so Resynthesis's ``16 * frames`` asked for
+    [4, 500] through one exported with frames in [50, 50] and no word (breaker 2)."""
+    resolve = getattr(dynamic_shapes, "dynamic_shapes", None)
+    if dynamic_shapes is None or isinstance(dynamic_shapes, (dict, list, tuple)) or not callable(resolve):
+        return dynamic_shapes
+    return resolve(model, args, kwargs or None)
 
 
 def _check_dynamic_shapes_names(model, dynamic_shapes) -> None:
