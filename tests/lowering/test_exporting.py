@@ -228,6 +228,28 @@ def test_a_root_min_the_trace_assumed_away_is_said_at_lowering():
     assert shape["min"] == 16 and "assuming seq != 1" in shape["narrowed"]  # what a refusal at run time says
 
 
+class Branch(torch.nn.Module):
+    """Doubles x, whose length is at most 64 in the branch taken: torch guards ``x.shape[1] <= 64``."""
+
+    def forward(self, x):
+        return x - 1 if x.shape[1] > 64 else x * 2
+
+
+def test_a_root_max_torch_narrowed_for_a_guard_is_said_at_lowering():
+    """Breaker 2: for a derived Dim torch.export narrows the root to what a guard needs without an error (a plain Dim
+    gets a constraint violation): ``2 * Dim("m", max=64)`` exported with m in [2, 32] and no word, and the package
+    refused m = 33 with advice to lower again with a wider range, the one asked. Now lowering says so, and the
+    signature's "narrowed" is what a refusal at run time says."""
+    from aotcuda.lowering.signature import signature_from_exported_program
+
+    narrowed = {}
+    with pytest.warns(UserWarning, match=r"asked for max 64, but the program takes m up to 32: torch.export traced "
+                                         r"the model assuming 2\*m <= 64"):
+        ep = export_program(Branch(), (torch.randn(2, 8),), {}, {"x": {1: 2 * Dim("m", min=2, max=64)}}, narrowed)
+    shape = signature_from_exported_program(ep, narrowed=narrowed)["inputs"][0]["shape"][1]
+    assert shape["max"] == 64 and "asked for m with max 64" in shape["narrowed"], shape
+
+
 def test_a_dynamic_shapes_key_forward_does_not_take_is_named_with_the_arguments():
     """A new user's `dynamic_shapes={"toks": ...}` for forward(tokens) got torch's UserError, which ends with advice to
     replace export() with draft_export(): no use to an aotcuda user. Now the error names the key and the arguments."""
