@@ -264,8 +264,17 @@ class ProgramReplica:
         try:
             pieces = split_rows(self._execute(flat), counts)
         except AotcudaError:
-            for index in batch:  # keep one request's failure its own
-                slots[index].set_result(self._run_alone(requests[index]))
+            # Keep one request's failure its own: each runs alone. Their slots are running (the batch's call was
+            # theirs), so they are held until their own call starts: a request whose waiter gave up meanwhile (a
+            # call before it passed the deadline) was answered BusyError and is not run.
+            self.watch.hold([slots[i] for i in batch])
+            try:
+                for index in batch:
+                    if self.watch.take_held(slots[index]):
+                        slots[index].set_result(self._run_alone(requests[index]))
+            finally:  # none left held when a run raised (_run_batched answers them with its error)
+                for index in batch:
+                    self.watch.take_held(slots[index])
             return
         for index, piece in zip(batch, pieces):
             slots[index].set_result(piece)
