@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 import pytest
 import torch
@@ -126,12 +127,14 @@ def test_a_batch_whose_call_would_pass_the_tensor_limit_runs_its_requests_alone(
     assert replica.plan.batches
     rows = [torch.randn(1, 64) for _ in range(4)]
     requests = [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in rows]  # each fits alone
-    results = replica._run_batched(requests)
+    slots = [concurrent.futures.Future() for _ in requests]  # each request's slot (ProgramReplica.predict_batch)
+    replica._run_batched(requests, slots)
+    results = [slot.result(timeout=0) for slot in slots]
     assert (replica.counters["batches"], replica.counters["largest_batch"]) == (4, 1)
     for x, (y,) in zip(rows, results):
         assert torch.equal(y, x[:, :, None] * x[:, None, :])
     pairs = deployment.ProgramReplica(shape_packages["outer"], max_batch_size=4, max_tensor_bytes=limit)
-    pairs._run_batched(requests[:2])  # two rows fit: one call
+    pairs._run_batched(requests[:2], [concurrent.futures.Future() for _ in range(2)])  # two rows fit: one call
     assert (pairs.counters["batches"], pairs.counters["largest_batch"]) == (1, 2)
 
 
