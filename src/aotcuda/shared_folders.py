@@ -22,7 +22,10 @@ def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
     be writable by others if it is sticky (a temporary folder such as /tmp, where each user's entries are their
     own), as every folder above it may."""
     trusted = {os.geteuid(), 0}
-    path = os.path.abspath(folder)
+    # Absolute but not normalized: abspath drops "link/.." as text, where the kernel follows the link first and ".."
+    # then leads to the target's folder ("home/safe/../cache" was judged as "home/cache"; breaker 2)
+    path = os.fspath(folder)
+    path = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     for link in _links_on_the_way(path):
         owner = os.lstat(link).st_uid
         if owner not in trusted:

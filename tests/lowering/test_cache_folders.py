@@ -96,3 +96,19 @@ def test_a_file_or_fifo_at_the_cache_path_is_named_not_raised_raw(tmp_path, monk
                                            r"TORCHINDUCTOR_CACHE_DIR"):
         aotcuda.lower(Tiny(), (torch.randn(2, 4),), device="cpu", package_path=tmp_path / "tiny.pt2")
     assert unsafe_folder(str(fifo)) == "is not a folder"
+
+
+def test_a_dot_dot_after_a_link_is_judged_where_the_kernel_takes_it(tmp_path):
+    """Breaker 2: the check made the path absolute with os.path.abspath, which drops ``link/..`` as text, where the
+    kernel follows the link first and ``..`` then leads to the target's folder: ``home/safe/../cache`` (safe a link of
+    this user's to ``shared/sub``) passed as ``home/cache``, and Inductor wrote into ``shared``, 0777 and another
+    user's. Now the path is judged as the kernel resolves it."""
+    shared, home = tmp_path / "shared", tmp_path / "home"
+    (shared / "sub").mkdir(parents=True)
+    shared.chmod(0o777)
+    home.mkdir(mode=0o700)
+    (home / "safe").symlink_to(shared / "sub")
+    assert os.path.realpath(home / "safe" / ".." / "cache") == str(shared / "cache")
+    problem = unsafe_folder(f"{home}/safe/../cache")
+    assert problem is not None and "shared" in problem, problem
+    assert unsafe_folder(str(shared / "cache")) == problem

@@ -149,6 +149,21 @@ def test_a_dim_the_model_makes_a_constant_is_refused_not_lowered_for_one_size():
     assert "so that the guard above holds" not in str(refused.value)  # a constant is no guard to narrow to
 
 
+def test_a_shapes_collection_gets_the_same_refusal_as_the_dict_it_stands_for():
+    """Breaker 2: ``dynamic_shapes`` as a torch.export.ShapesCollection (torch.export's own form, keyed by the input
+    tensors) went past the check of the retry's ranges, which reads only dicts, lists and tuples: Resynthesis with
+    ``16 * frames`` asked for frames in [4, 500] exported with frames in [50, 50] (ep.module() gave 800 samples for
+    a 1600-sample input). It is now resolved to the structure it stands for before export, and refused the same."""
+    from aotcuda.lowering.pipeline import before_compile
+
+    audio = torch.randn(2, 800)
+    shapes = torch.export.ShapesCollection()
+    shapes[audio] = {1: 16 * Dim("frames", min=4, max=500)}
+    with pytest.raises(DynamicShapesError, match=r"specialized it to be a constant \(800\)") as refused:
+        before_compile(Resynthesis(), (audio,), dynamic_shapes=shapes)
+    assert "takes the Dim frames only in [50, 50], where [4, 500] was asked" in "\n".join(refused.value.__notes__)
+
+
 class Masked(torch.nn.Module):
     """x [b, 8*seq, 8] masked by mask [b, 8*seq]; with ``reshape``, also [b, seq, 64] summed over seq (the
     reshape's -1 makes torch trace assuming seq != 1)."""
@@ -211,6 +226,28 @@ def test_a_root_min_the_trace_assumed_away_is_said_at_lowering():
     with pytest.warns(UserWarning, match=r"asked for min 1, but the program takes seq in \[2, 32\]: .*seq != 1"):
         shape = _derived_root_range(reshape=True)
     assert shape["min"] == 16 and "assuming seq != 1" in shape["narrowed"]  # what a refusal at run time says
+
+
+class Branch(torch.nn.Module):
+    """Doubles x, whose length is at most 64 in the branch taken: torch guards ``x.shape[1] <= 64``."""
+
+    def forward(self, x):
+        return x - 1 if x.shape[1] > 64 else x * 2
+
+
+def test_a_root_max_torch_narrowed_for_a_guard_is_said_at_lowering():
+    """Breaker 2: for a derived Dim torch.export narrows the root to what a guard needs without an error (a plain Dim
+    gets a constraint violation): ``2 * Dim("m", max=64)`` exported with m in [2, 32] and no word, and the package
+    refused m = 33 with advice to lower again with a wider range, the one asked. Now lowering says so, and the
+    signature's "narrowed" is what a refusal at run time says."""
+    from aotcuda.lowering.signature import signature_from_exported_program
+
+    narrowed = {}
+    with pytest.warns(UserWarning, match=r"asked for max 64, but the program takes m up to 32: torch.export traced "
+                                         r"the model assuming 2\*m <= 64"):
+        ep = export_program(Branch(), (torch.randn(2, 8),), {}, {"x": {1: 2 * Dim("m", min=2, max=64)}}, narrowed)
+    shape = signature_from_exported_program(ep, narrowed=narrowed)["inputs"][0]["shape"][1]
+    assert shape["max"] == 64 and "asked for m with max 64" in shape["narrowed"], shape
 
 
 def test_a_dynamic_shapes_key_forward_does_not_take_is_named_with_the_arguments():

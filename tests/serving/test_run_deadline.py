@@ -154,6 +154,84 @@ def test_a_batch_run_call_by_call_keeps_the_answers_it_has_when_a_later_call_ove
             torch.testing.assert_close(outputs[0], model(x), rtol=1e-5, atol=1e-5)
 
 
+def test_a_batch_that_failed_as_a_whole_runs_alone_and_a_request_not_yet_rerun_gets_busy(served_block):
+    """Breaker 2: when a batch's call failed as a whole (an AotcudaError), its requests ran alone one after another,
+    but their slots had all been marked running for the batch's call: when the second one's own call passed the
+    deadline, the third, whose own call had not started, got RunTimeoutError ("the program ran for more than
+    run_timeout_s on this request", final) instead of BusyError, and its call ran after the deadline anyway, its
+    answer dropped, keeping the replica's one thread busy."""
+    from aotcuda.errors import AotcudaError
+    from aotcuda.serving.body import BusyError
+
+    path, model = served_block
+    replica = deployment.ProgramReplica(path, max_batch_size=4, run_timeout_s=0.3)
+    execute, calls = replica.program.execute, []
+
+    def batch_fails_second_alone_slow(inputs):
+        calls.append(inputs[0].shape[0])
+        if inputs[0].shape[0] > 1:
+            raise AotcudaError("the batch's call failed as a whole")
+        if len(calls) == 3:
+            time.sleep(1.5)
+        return execute(inputs)
+
+    replica.program.execute = batch_fails_second_alone_slow
+    handle_batch = type(replica).predict_batch.__wrapped__
+    xs = [torch.randn(1, 16, 256) for _ in range(3)]
+    results = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+    assert [type(result) for result in results] == [list, RunTimeoutError, BusyError], results
+    with torch.no_grad():
+        torch.testing.assert_close(results[0][0], model(xs[0]), rtol=1e-5, atol=1e-5)
+    replica._executor.submit(lambda: None).result(timeout=60)
+    assert calls == [3, 1, 1]  # the third request's own call never ran: it was given up while it waited
+
+
+def test_a_request_cancelled_after_its_batch_started_never_runs(served_block, monkeypatch):
+    """Breaker 2: Ray's batching drops a request cancelled before its batch starts, but one cancelled after (its client
+    left while the batch's first call ran) only had its caller cancelled: its slot stayed pending and it ran after
+    the others (here 10 + 6 rows make the first call, at the batch dim's max of 16, and the third's 10 rows a second
+    call). Now its slot is cancelled with it, and the others of its batch are answered. (Ray's own batch wrapper,
+    given the replica context it reads; one event loop for both deadlines: the wrapper's queue is the function's.)"""
+    import types
+
+    import ray.serve.batching
+
+    context = types.SimpleNamespace(_deployment_config=types.SimpleNamespace(max_ongoing_requests=100))
+    monkeypatch.setattr(ray.serve.batching.serve, "get_replica_context", lambda: context)
+    # the wrapper's queue is made at first use and kept by the function: back to none after this test
+    monkeypatch.setattr(deployment.ProgramReplica.predict_batch.set_max_batch_size.__self__, "_queue", None)
+    path, model = served_block
+    xs = [torch.randn(rows, 16, 256) for rows in (10, 6, 10)]  # one batch of two calls: 16 rows at most a call
+
+    async def scenario(deadline):
+        replica = deployment.ProgramReplica(path, max_batch_size=4, batch_wait_ms=200, run_timeout_s=deadline)
+        execute, calls = replica.program.execute, []
+
+        def slow(inputs):
+            calls.append(inputs[0].shape[0])
+            time.sleep(0.5)
+            return execute(inputs)
+
+        replica.program.execute = slow
+        inputs = [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]
+        tasks = [asyncio.create_task(replica._in_a_batch(request)) for request in inputs]
+        await asyncio.sleep(0.4)  # the batch started (200 ms wait), its first call runs
+        tasks[2].cancel()
+        answers = [await task for task in tasks[:2]]
+        await asyncio.to_thread(replica._executor.submit(lambda: None).result, 60)
+        return answers, tasks[2].cancelled(), calls
+
+    async def both():
+        return [await scenario(deadline) for deadline in (None, 30.0)]
+
+    for answers, cancelled, calls in asyncio.run(both()):
+        assert cancelled
+        for x, outputs in zip(xs, answers):
+            with torch.no_grad():
+                torch.testing.assert_close(outputs[0], model(x), rtol=1e-5, atol=1e-5)
+        assert calls == [16], calls  # the third request never ran
+
+
 @pytest.mark.parametrize("deadline", [None, 30.0])
 def test_a_request_cancelled_while_it_waits_never_runs(runaway_package, deadline):
     """Found by a breaker: requests whose client left (or whose proxy timed them out) while they waited behind a

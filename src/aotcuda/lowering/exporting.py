@@ -39,6 +39,7 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
     above, and one that does not hold becomes a DynamicShapesError that keeps torch's why-lines and
     suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
     for each root Dim whose asked range the program does not take (``said_narrowed_roots``)."""
+    dynamic_shapes = _as_structure(model, args, kwargs, dynamic_shapes)
     _check_dynamic_shapes_names(model, dynamic_shapes)
     try:
         return said_narrowed_roots(
@@ -62,6 +63,19 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
 
     error.add_note(f"aotcuda: {under_dim_names(failure, dim_names(ep))}")
     raise error from violation
+
+
+def _as_structure(model, args, kwargs, dynamic_shapes):
+    """``dynamic_shapes`` as the dicts, lists and tuples torch.export reads it as: a ShapesCollection (keyed by the
+    input tensors) or an AdditionalInputs resolved through its own ``dynamic_shapes(model, args, kwargs)``.
+
+    Why: the checks of this module (a Dim the retry narrowed or made a constant, a root given min 2) find the caller's
+    Dims by walking those containers; a ShapesCollection is none of them, so Resynthesis's ``16 * frames`` asked for
+    [4, 500] through one exported with frames in [50, 50] and no word (breaker 2)."""
+    resolve = getattr(dynamic_shapes, "dynamic_shapes", None)
+    if dynamic_shapes is None or isinstance(dynamic_shapes, (dict, list, tuple)) or not callable(resolve):
+        return dynamic_shapes
+    return resolve(model, args, kwargs or None)
 
 
 def _check_dynamic_shapes_names(model, dynamic_shapes) -> None:
@@ -111,6 +125,7 @@ def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str,
             continue
         low, high = roots[name]
         got = ep.range_constraints[key]
+        _say_narrowed_max(ep, key, symbol, name, _as_int(high), _as_int(got.upper), narrowed)
         if low >= 2 or _as_int(got.lower) != 2:
             continue
         failing = _failing_guard(ep, key, name, range(low, 2))
@@ -119,13 +134,36 @@ def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str,
                f"for {name} >= 2")
         if narrowed is not None:
             narrowed[symbol] = f"lowering was asked for {name} >= {low}, but {why}"
+        upper = _as_int(got.upper)
         warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for min {low}, but the program "
-                      f"takes {name} in [2, {_as_int(got.upper)}]: {why}, so the program refuses sizes with "
-                      f"{name} < 2, and says why. To take them, lower another program with those dims static at "
+                      f"takes {name} in [2, {'inf' if upper is None else upper}]: {why}, so the program refuses sizes "
+                      f"with {name} < 2, and says why. To take them, lower another program with those dims static at "
                       f"the size {name} < 2 gives" + (f", or change the model's line that needs {failing}"
                                                        if failing is not None else "") + ".",
                       UserWarning, stacklevel=6)  # lower()'s caller: here, export_program, before_compile, lower()
     return ep
+
+
+def _say_narrowed_max(ep: ExportedProgram, key, symbol: str, name: str, high: int | None, got_high: int | None,
+                      narrowed: dict[str, str] | None) -> None:
+    """A UserWarning, and ``narrowed[symbol]``, where torch gave the root of a derived Dim a lower max than asked.
+
+    Why: for a derived Dim torch.export narrows the root to what a guard of the model needs, without an error (for a
+    plain Dim the same guard is a constraint violation): ``if x.shape[1] > 64`` on ``2 * Dim("m", max=64)`` exported
+    with m in [2, 32] and not a word, and the package refused m = 33 with advice to lower it again with a wider range,
+    the range that had been asked (breaker 2)."""
+    if got_high is None or (high is not None and got_high >= high):
+        return
+    asked = "no max" if high is None else f"max {high}"
+    failing = _failing_guard(ep, key, name, range(got_high + 1, got_high + 2))
+    why = (f"torch.export traced the model assuming {failing}" if failing is not None else
+           f"torch.export narrowed it to what the model's guards need")
+    if narrowed is not None:
+        narrowed[symbol] = f"lowering was asked for {name} with {asked}, but {why}"
+    warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for {asked}, but the program takes "
+                  f"{name} up to {got_high}: {why}, so the program refuses sizes with {name} > {got_high}, and says "
+                  f"why. Give {name} max={got_high} to lower it as it is, or change the model's line that needs it "
+                  "to take larger sizes.", UserWarning, stacklevel=7)
 
 
 def narrowed_in_retry(ep: ExportedProgram, dynamic_shapes) -> str | None:

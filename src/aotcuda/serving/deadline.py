@@ -72,6 +72,10 @@ class RunWatch:
         self.timeout_s = timeout_s
         self._started: float | None = None  # time.monotonic() at the current run's start; None between runs
         self._lock = threading.Lock()
+        # Jobs marked running whose own run has not started (a batch's requests, to be run alone after the batch's
+        # call failed): on a run past the deadline a waiter takes its job out of here and answers BusyError, and the
+        # program thread, finding it gone, does not run it (take_held: whichever comes first, under the lock).
+        self._held: set = set()
 
     def call(self, function, *args):
         """Run ``function(*args)`` as the current run (one program call, on the program thread)."""
@@ -82,6 +86,20 @@ class RunWatch:
         finally:
             with self._lock:
                 self._started = None
+
+    def hold(self, jobs) -> None:
+        """Mark ``jobs`` (already running) as waiting for a run of their own (program thread)."""
+        with self._lock:
+            self._held.update(jobs)
+
+    def take_held(self, job) -> bool:
+        """Take ``job`` out of the held jobs: True for the first to ask (the program thread, before its run; a
+        waiter, giving it up), False for the second."""
+        with self._lock:
+            if job not in self._held:
+                return False
+            self._held.discard(job)
+            return True
 
     def running_s(self) -> float | None:
         """How long the current run has taken so far; None between runs."""
@@ -106,7 +124,8 @@ class RunWatch:
         not started (it never will here), RunTimeoutError if the run is ``job``'s (the run goes on, its result is
         dropped). ``job`` is a Future that the program thread runs, its program calls made through ``call``: a job
         submitted to the thread, or one request's slot of a batch, which the thread marks running when that
-        request's run starts and settles when it ends (deployment.ProgramReplica.predict_batch)."""
+        request's run starts and settles when it ends (deployment.ProgramReplica.predict_batch); one held (``hold``:
+        running from a batch's failed call, its own call not started) is given up with BusyError, as one not started."""
         waiting = asyncio.wrap_future(job)
         if self.timeout_s is None:
             return await waiting  # a cancelled request cancels its job through the wrapper
@@ -123,7 +142,7 @@ class RunWatch:
                 return waiting.result()
             if self.overrun_s() is None:
                 continue
-            if job.cancel():
+            if job.cancel() or self.take_held(job):
                 raise BusyError(f"this replica's run of an earlier request passed run_timeout_s={self.timeout_s:g} "
                                 "and the replica is being replaced; nothing of this request ran, send it again after "
                                 "the Retry-After seconds")

@@ -136,6 +136,9 @@ class ProgramReplica:
         self.predict_batch.set_max_batch_size(max_batch_size)
         self.predict_batch.set_batch_wait_timeout_s(batch_wait_ms / 1000)
         self.counters: Counter = Counter()
+        # {id(request's inputs): (inputs, slot)} for the requests of the batch under way: Ray's batching drops a
+        # request cancelled before its batch starts, but one cancelled after has only this way to its slot
+        self._slots: dict[int, tuple[list, concurrent.futures.Future]] = {}
         # One thread runs the program: calls never overlap, and the event loop stays free for requests.
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="aotcuda-program")
 
@@ -168,7 +171,7 @@ class ProgramReplica:
             self.counters["rejected"] += 1
             return _error_response(error, getattr(error, "http_status", 400))
         if self.max_batch_size > 1:
-            outputs = await self.predict_batch(inputs)
+            outputs = await self._in_a_batch(inputs)
         else:
             try:
                 outputs = await self._in_program_thread(self._run_one, inputs)
@@ -215,14 +218,36 @@ class ProgramReplica:
         soon as that request's run ends), so that on a run past the deadline the requests already answered keep
         their answers, the ones in the run get RunTimeoutError and the ones not yet run get BusyError."""
         slots = [concurrent.futures.Future() for _ in requests]
-        self._executor.submit(self._run_batched, requests, slots)
-        return await asyncio.gather(*(self._slot_result(slot) for slot in slots))
+        self._slots.update((id(request), (request, slot)) for request, slot in zip(requests, slots))
+        try:
+            self._executor.submit(self._run_batched, requests, slots)
+            return await asyncio.gather(*(self._slot_result(slot) for slot in slots))
+        finally:
+            for request in requests:
+                self._slots.pop(id(request), None)
+
+    async def _in_a_batch(self, inputs: list[torch.Tensor]):
+        """predict_batch's answer for one request; when the request is cancelled (its client left, Ray's proxy timed
+        it out) after its batch started, its slot is cancelled too, so that its run, not started, never starts: Ray
+        cancels only the caller, and the batch ran such a request anyway, after the others of its batch (breaker 2:
+        a request cancelled while the first of its batch ran alone for a second ran all the same)."""
+        try:
+            return await self.predict_batch(inputs)
+        except asyncio.CancelledError:
+            request, slot = self._slots.get(id(inputs), (None, None))
+            if request is inputs:
+                slot.cancel()
+            raise
 
     async def _slot_result(self, slot: concurrent.futures.Future):
         try:
             return await self.watch.wait(slot)
         except Exception as error:  # RunTimeoutError, BusyError, or what broke the program thread: this request's
             return error
+        except asyncio.CancelledError as cancelled:
+            if slot.cancelled() and not asyncio.current_task().cancelling():
+                return cancelled  # its request was cancelled (_in_a_batch), not the batch: the others go on
+            raise
 
     # --- running (in the program thread) ------------------------------------------------------------
 
@@ -264,8 +289,17 @@ class ProgramReplica:
         try:
             pieces = split_rows(self._execute(flat), counts)
         except AotcudaError:
-            for index in batch:  # keep one request's failure its own
-                slots[index].set_result(self._run_alone(requests[index]))
+            # Keep one request's failure its own: each runs alone. Their slots are running (the batch's call was
+            # theirs), so they are held until their own call starts: a request whose waiter gave up meanwhile (a
+            # call before it passed the deadline) was answered BusyError and is not run.
+            self.watch.hold([slots[i] for i in batch])
+            try:
+                for index in batch:
+                    if self.watch.take_held(slots[index]):
+                        slots[index].set_result(self._run_alone(requests[index]))
+            finally:  # none left held when a run raised (_run_batched answers them with its error)
+                for index in batch:
+                    self.watch.take_held(slots[index])
             return
         for index, piece in zip(batch, pieces):
             slots[index].set_result(piece)
