@@ -201,12 +201,13 @@ def narrowed_in_retry(ep: ExportedProgram, dynamic_shapes) -> str | None:
     return None
 
 
-def _asked_dims(dynamic_shapes) -> dict[str, tuple[int, object]]:
-    """{name: (min, max)} of the named Dims in ``dynamic_shapes`` (the root of a derived Dim for it); Dim.AUTO,
-    Dim.DYNAMIC and Dim.STATIC are hints, not Dims, and are left out."""
+def _asked_dims(dynamic_shapes, roots_only: bool = False) -> dict[str, tuple[int, object]]:
+    """{name: (min, max)} of the named Dims in ``dynamic_shapes`` (the root of a derived Dim for it); only the roots
+    of derived Dims (``seq`` of ``8 * Dim("seq")``) with ``roots_only``. Dim.AUTO, Dim.DYNAMIC and Dim.STATIC are
+    hints, not Dims, and are left out."""
     try:
         from torch.export.dynamic_shapes import _DerivedDim, _Dim  # torch 2.11-2.15
-    except ImportError:
+    except ImportError:  # a torch without them: its ranges are kept as torch gives them
         return {}
     asked, stack = {}, [dynamic_shapes]
     while stack:
@@ -215,7 +216,7 @@ def _asked_dims(dynamic_shapes) -> dict[str, tuple[int, object]]:
             stack.extend(value.values())
         elif isinstance(value, (list, tuple)):
             stack.extend(value)
-        elif isinstance(value, _Dim):
+        elif isinstance(value, _Dim) and (isinstance(value, _DerivedDim) or not roots_only):
             while isinstance(value, _DerivedDim):
                 value = value.root
             asked[value.__name__] = (value.min, value.max)
@@ -242,25 +243,7 @@ def _failing_guard(ep: ExportedProgram, symbol, name: str, values: range) -> str
 
 def _derived_roots(dynamic_shapes) -> dict[str, tuple[int, int | float]]:
     """{root name: (min, max) asked} for the derived Dims (``8 * Dim("seq")``) anywhere in ``dynamic_shapes``."""
-    try:
-        from torch.export.dynamic_shapes import _DerivedDim  # torch 2.11-2.15
-    except ImportError:  # a torch without it: its ranges are kept as torch gives them
-        return {}
-
-    roots = {}
-    stack = [dynamic_shapes]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
-        elif isinstance(value, _DerivedDim):
-            root = value.root
-            while isinstance(root, _DerivedDim):
-                root = root.root
-            roots[root.__name__] = (root.min, root.max)
-    return roots
+    return _asked_dims(dynamic_shapes, roots_only=True)
 
 
 def first_failing_size_assertion(ep: ExportedProgram) -> str | None:
