@@ -35,6 +35,13 @@ def iterations_lasting(replica, seconds: float) -> int:
     return max(probe, int(probe * seconds / (time.perf_counter() - started)))
 
 
+def run_batch(replica, xs: list[torch.Tensor]) -> list:
+    """The answers of one batch of requests {"x": x} for each x, through the batch handler as Serve calls it (Serve's
+    batching needs a replica context)."""
+    handle_batch = type(replica).predict_batch.__wrapped__
+    return asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+
+
 def halved(x: torch.Tensor, n: int) -> torch.Tensor:
     with torch.no_grad():
         return RepeatedHalving()(x, torch.tensor(n))
@@ -106,7 +113,7 @@ def test_each_request_of_a_batch_past_the_deadline_gets_its_error(served_block):
     # --max-tensor-bytes) takes 3 x 0.2 s, past 0.3 s, and each of its calls is within it.
     replica.program.execute, replica._batch_fits = a_little_slow, lambda flat: False
     xs = [torch.randn(1, 16, 256) for _ in range(3)]
-    results = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+    results = run_batch(replica, xs)
     for x, outputs in zip(xs, results):
         assert isinstance(outputs, list), outputs
         with torch.no_grad():
@@ -131,9 +138,8 @@ def test_a_batch_run_call_by_call_keeps_the_answers_it_has_when_a_later_call_ove
         return execute(inputs)
 
     replica.program.execute, replica._batch_fits = second_call_slow, lambda flat: False
-    handle_batch = type(replica).predict_batch.__wrapped__
     xs = [torch.randn(1, 16, 256) for _ in range(3)]
-    results = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+    results = run_batch(replica, xs)
     assert [type(result) for result in results] == [list, RunTimeoutError, BusyError], results
     with torch.no_grad():
         torch.testing.assert_close(results[0][0], model(xs[0]), rtol=1e-5, atol=1e-5)
@@ -145,10 +151,10 @@ def test_a_batch_run_call_by_call_keeps_the_answers_it_has_when_a_later_call_ove
         raise RuntimeError("the batch check broke")
 
     replica.program.execute, replica._batch_fits = execute, broken
-    results = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+    results = run_batch(replica, xs)
     assert [str(result) for result in results] == ["the batch check broke"] * 3
     replica._batch_fits = lambda flat: True
-    results = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+    results = run_batch(replica, xs)
     for x, outputs in zip(xs, results):  # and the replica answers the next batch
         with torch.no_grad():
             torch.testing.assert_close(outputs[0], model(x), rtol=1e-5, atol=1e-5)
@@ -176,9 +182,8 @@ def test_a_batch_that_failed_as_a_whole_runs_alone_and_a_request_not_yet_rerun_g
         return execute(inputs)
 
     replica.program.execute = batch_fails_second_alone_slow
-    handle_batch = type(replica).predict_batch.__wrapped__
     xs = [torch.randn(1, 16, 256) for _ in range(3)]
-    results = asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+    results = run_batch(replica, xs)
     assert [type(result) for result in results] == [list, RunTimeoutError, BusyError], results
     with torch.no_grad():
         torch.testing.assert_close(results[0][0], model(xs[0]), rtol=1e-5, atol=1e-5)
