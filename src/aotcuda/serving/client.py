@@ -150,21 +150,24 @@ class Client:
     def _read(self, response) -> bytes:
         """The answer's body, refused past ``max_response_bytes``."""
         declared = response.getheader("Content-Length")
-        # At most 20 digits (2**64) before int(), as body.read_body does server-side: int() of more than 4300
-        # digits raises ValueError, and http.client hands such a header on (it then reads to the end).
-        if declared is not None and declared.isascii() and declared.isdigit() and len(declared) > 20:
-            raise ServingError(response.status, f"the answer's Content-Length has {len(declared)} digits, not a "
-                               "number of bytes", retriable=False)
-        if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > self.max_response_bytes:
-            raise ServingError(response.status, f"the answer declares {declared} bytes, more than max_response_bytes "
-                               f"({self.max_response_bytes})", retriable=False)
+        length = None
+        if declared is not None and declared.isascii() and declared.isdigit():
+            # At most 20 digits (2**64) before int(), as body.read_body does server-side: int() of more than 4300
+            # digits raises ValueError, and http.client hands such a header on (it then reads to the end).
+            if len(declared) > 20:
+                raise ServingError(response.status, f"the answer's Content-Length has {len(declared)} digits, not a "
+                                   "number of bytes", retriable=False)
+            length = int(declared)
+            if length > self.max_response_bytes:
+                raise ServingError(response.status, f"the answer declares {declared} bytes, more than "
+                                   f"max_response_bytes ({self.max_response_bytes})", retriable=False)
         if response.chunked:  # read here: http.client reads a chunk of size -1 as "to the end", past any limit
             return _read_chunked(response.fp, self.max_response_bytes, response.status)
-        if declared is not None and declared.isascii() and declared.isdigit():
+        if length is not None:
             # one read into one buffer of the declared size (within the limit, checked above): pieces joined at the
             # end held the answer twice for a moment (2 GiB at the default 1 GiB limit); the attempt's watchdog
             # bounds its time as it bounds every read
-            return response.read(int(declared))  # short when the connection ended early: the caller says why
+            return response.read(length)  # short when the connection ended early: the caller says why
         chunks, size = [], 0
         while chunk := response.read(1 << 16):
             size += len(chunk)
