@@ -239,6 +239,29 @@ def test_the_folders_of_a_process_that_died_are_removed_by_the_next_load(twice_p
     assert sorted(os.listdir(temp)) == ["aotcuda-not-ours"], os.listdir(temp)
 
 
+def test_a_function_a_library_in_a_folder_not_named_in_utf8_lacks_reads_as_absent(tmp_path):
+    """The test above failed on the H200 (torch 2.11, 2026-12-05): its package's library lacks a function of the
+    C ABI that torch 2.13's has, and asking ctypes for a missing symbol builds the AttributeError from
+    dlerror()'s text, which names the path: a path that is not UTF-8 raised UnicodeDecodeError from hasattr
+    and the load failed. container.exports answers False there (any library shows it: libc here)."""
+    import ctypes
+    import shutil
+
+    from aotcuda.runtime.container import exports
+
+    libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib/libc.so.6")
+                          if os.path.exists(p)), None)
+    if libc is None:
+        pytest.fail("no libc found to copy; name one for this platform")
+    folder = tmp_path / os.fsdecode(b"t\xff\nemp")
+    folder.mkdir()
+    shutil.copy(libc, folder / "libc_copy.so")
+    lib = ctypes.CDLL(str(folder / "libc_copy.so"))
+    with pytest.raises(UnicodeDecodeError):   # what hasattr passed on: the case is real here
+        getattr(lib, "aotcuda_no_such_function")
+    assert exports(lib, "strlen") and not exports(lib, "aotcuda_no_such_function")
+
+
 def test_the_sweep_opens_only_a_lock_file_of_ours_and_never_blocks(tmp_path):
     """A leftover package folder names its owner's lock; once a temp cleaner removed that root, anyone could
     make a folder of the name with a FIFO named owner.lock there, and the sweep's open blocked every later

@@ -62,6 +62,18 @@ _REQUIRED = (
     "AOTInductorModelContainerGetNumOutputs",
 )
 
+def exports(lib: ctypes.CDLL, name: str) -> bool:
+    """Whether the opened library exports ``name``. Not ``hasattr``: for a missing symbol CPython's ctypes builds
+    its AttributeError from dlerror()'s text, which names the library's path, and a path that is not UTF-8 (a
+    temporary folder named so) makes building that message raise UnicodeDecodeError instead, which hasattr
+    passes on: a package of a torch whose library lacks an optional function then failed to load at all."""
+    try:
+        getattr(lib, name)
+    except (AttributeError, UnicodeDecodeError):
+        return False
+    return True
+
+
 def open_library(so_path: str, kind: str | None = None, expected_sha256: object = None) -> ctypes.CDLL:
     """dlopen a generated wrapper .so (``libloader``: safe against the libstdc++ scope crash) and declare
     the C ABI's signatures on it. With a ``kind``, the library is shared with other loads of a .so with the
@@ -79,11 +91,11 @@ def open_library(so_path: str, kind: str | None = None, expected_sha256: object 
 def _open_and_declare(so_path: str) -> ctypes.CDLL:
     lib = open_model_library(so_path)
     for name in _REQUIRED:
-        if not hasattr(lib, name):
+        if not exports(lib, name):
             raise PackageError(f"{so_path} is not an AOTInductor model: it does not export {name}. The package "
                                "is damaged or was not written by AOTInductor; lower the model again.")
     for name, argtypes in _SIGNATURES.items():
-        if hasattr(lib, name):
+        if exports(lib, name):
             function = getattr(lib, name)
             function.argtypes, function.restype = argtypes, ctypes.c_int32
     return lib
@@ -120,10 +132,10 @@ class ModelContainer:
                 f"creating the model container on {device!r} failed ({self.last_error() or f'code {code}'}). "
                 "Check that the package was built for this device and this torch version."
             )
-        self.keeps_last_error = hasattr(self._lib, "AOTInductorGetLastError")
+        self.keeps_last_error = exports(self._lib, "AOTInductorGetLastError")
         self.num_inputs = self._get_size("AOTInductorModelContainerGetNumInputs")
         self.num_outputs = self._get_size("AOTInductorModelContainerGetNumOutputs")
-        self._has_single_threaded = hasattr(self._lib, "AOTInductorModelContainerRunSingleThreaded")
+        self._has_single_threaded = exports(self._lib, "AOTInductorModelContainerRunSingleThreaded")
 
     # --- queries -------------------------------------------------------------------------------------
 
@@ -134,7 +146,7 @@ class ModelContainer:
 
     def last_error(self) -> str:
         """The generated code's last C++ exception message on this thread, or "" where unavailable."""
-        if not hasattr(self._lib, "AOTInductorGetLastError"):
+        if not exports(self._lib, "AOTInductorGetLastError"):
             return ""
         message = ctypes.c_char_p()
         if self._lib.AOTInductorGetLastError(ctypes.byref(message)) != _OK or not message.value:
@@ -148,7 +160,7 @@ class ModelContainer:
         has read it already)."""
         if code != _OK:
             detail = (self.last_error() if detail is None else detail) or (
-                "" if hasattr(self._lib, "AOTInductorGetLastError")
+                "" if exports(self._lib, "AOTInductorGetLastError")
                 else "the generated code printed the cause on stderr (this torch's AOTI keeps no last error)")
             raise error(f"{what} failed with AOTIRuntimeError {code}" + (f": {detail}" if detail else ""))
 
@@ -164,7 +176,7 @@ class ModelContainer:
         return [self._name("AOTInductorModelContainerGetOutputName", i) for i in range(self.num_outputs)]
 
     def _name(self, function: str, index: int) -> str:
-        if not hasattr(self._lib, function):
+        if not exports(self._lib, function):
             return f"{'input' if 'Input' in function else 'output'}{index}"
         name = ctypes.c_char_p()
         self._check(getattr(self._lib, function)(self._live(), index, ctypes.byref(name)), function)
@@ -172,7 +184,7 @@ class ModelContainer:
 
     def call_spec(self) -> tuple[str, str]:
         """The (in_spec, out_spec) pytree specs as serialized by torch.utils._pytree.treespec_dumps ("" if none)."""
-        if not hasattr(self._lib, "AOTInductorModelContainerGetCallSpec"):
+        if not exports(self._lib, "AOTInductorModelContainerGetCallSpec"):
             return "", ""
         in_spec, out_spec = ctypes.c_char_p(), ctypes.c_char_p()
         self._check(self._lib.AOTInductorModelContainerGetCallSpec(
@@ -183,7 +195,7 @@ class ModelContainer:
 
     def load_constants_blob(self, blob_path: str) -> None:
         """Load the weights of a package that stores them in a separate ``.blob`` file (not in the .so)."""
-        if not hasattr(self._lib, "AOTInductorModelUpdateConstantsFromBlob"):
+        if not exports(self._lib, "AOTInductorModelUpdateConstantsFromBlob"):
             raise PackageError("the package keeps its weights in a .blob file, but its model cannot load one")
         needed = self.blob_bytes()
         size = os.path.getsize(blob_path)
@@ -227,7 +239,7 @@ class ModelContainer:
         after another (AOTI's ``load_constants``); None where the library does not say."""
         functions = ("AOTInductorModelContainerGetNumConstants", "AOTInductorModelContainerGetConstantFromFolded",
                      "AOTInductorModelContainerGetConstantDataSize")
-        if not all(hasattr(self._lib, name) for name in functions):
+        if not all(exports(self._lib, name) for name in functions):
             return None
         total, folded, size = 0, ctypes.c_bool(), ctypes.c_size_t()
         for index in range(self._get_size(functions[0])):
