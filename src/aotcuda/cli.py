@@ -651,10 +651,16 @@ def inspect(package):
     """Show PACKAGE's device, inputs, outputs and the kernels its generated code calls."""
     from aotcuda.lowering.devices import DEVICE_PROFILES
     from aotcuda.lowering.fallbacks import kernels_from_signature, scan_kernels, split_allowed
+    from aotcuda.runtime.archive import ArchiveLimits, open_archive
     from aotcuda.runtime.specs import specs_from_signature
     from aotcuda.runtime.package import describe_package
 
-    metadata, signature = describe_package(package)  # read within limits; nothing extracted, nothing run
+    # Everything shown is read from one opening of the file, found unchanged when the block ends, before any of
+    # it is printed: one version of the package (read within limits; nothing extracted, nothing run).
+    limits = ArchiveLimits.from_environment()
+    with open_archive(package, limits) as archive:
+        metadata, signature = describe_package(package, limits=limits, archive=archive)
+        kernels, generated = scan_kernels(package, archive=archive)  # the generated sources, run never
     device = metadata.get("AOTI_DEVICE_KEY", "")
     console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False)
     if signature:
@@ -706,7 +712,6 @@ def inspect(package):
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
     profile = DEVICE_PROFILES.get(device)
-    kernels, generated = scan_kernels(package)  # the generated sources, read within the limits, run never
     missing, library = split_allowed(kernels, profile.allowed_kernels if profile else frozenset())
     recorded = kernels_from_signature(signature)
     if recorded is not None:  # what lower() recorded, for the kernels the sources call: see _as_lowered
