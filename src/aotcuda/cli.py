@@ -11,7 +11,9 @@
 
 Errors print as "error: ..." (a message of several lines keeps them, indented, never wrapped), then a "hint:" line
 with the command-line form of the library's advice where there is one, and exit with code 1; usage
-errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback.
+errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback. Output that cannot be written to stdout
+(closed, a full disk) exits with code 1 and one "error: cannot write the output to stdout" line; a reader that left
+(a broken pipe) with code 1 quietly.
 """
 
 from __future__ import annotations
@@ -354,7 +356,7 @@ class _Commands(click.Group):
         except OutputLost as lost:
             _output_lost(lost.error)
         except OSError as error:  # click's own output (--help, --version): the commands turn their errors into lines
-            if error.errno not in _OUTPUT_ERRORS:
+            if error.errno not in _OUTPUT_ERRORS or _debugging():  # AOTCUDA_DEBUG=1: a command's own, as it came
                 raise
             _output_lost(error)
         except click.ClickException as exc:
