@@ -1211,3 +1211,95 @@ def test_the_stderr_filter_runs_without_a_stderr_and_lives_through_ctrl_c():
     os.killpg(child.pid, signal.SIGINT)
     _, err = child.communicate(timeout=60)
     assert (child.returncode, err.decode()) == (0, "after the interrupt\n")  # no traceback of the filter's
+
+
+# --- output that cannot be written --------------------------------------------------------------------------
+
+def _small_package(path):
+    """A package inspect reads whole (metadata, signature, one generated source) in no time: nothing is lowered."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("pkg/archive_format", "pt2")
+        archive.writestr("pkg/data/aotinductor/model/abc.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
+        archive.writestr("pkg/data/aotinductor/model/abc.wrapper.so", b"\x7fELF")
+        archive.writestr("pkg/data/aotinductor/model/abc.wrapper.cpp", "void run() { aoti_torch_cpu_foo(x); }\n")
+        archive.writestr("pkg/aotcuda/signature.json", '{"format": "aotcuda.signature", "version": 2, '
+                                                         '"inputs": [], "outputs": []}')
+    return str(path)
+
+
+def _aotcuda(args, cwd, stdout, shell_redirect=""):
+    """``python -m aotcuda ARGS`` with its stdout ``stdout`` (a descriptor), or as bash redirects it
+    (``shell_redirect``: ``>&-`` closes it: subprocess's DEVNULL is an open file)."""
+    command = [sys.executable, "-m", "aotcuda", *args]
+    if shell_redirect:
+        command = ["bash", "-c", f'exec "$0" "$@" {shell_redirect}', *command]
+    return subprocess.run(command, cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def _one_error_line(result, says: str):
+    lines = result.stderr.splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: cannot write the output to "
+                                                                             f"stdout ({says}); "), result.stderr
+
+
+def test_every_command_refuses_a_closed_stdout_before_any_work(tmp_path):
+    """`aotcuda inspect P >&-` exited 0 having written nothing (rich writes nowhere where Python has no stdout);
+    now every command (and --help, --version) exits 1 with one line that says so, before any work: lower and
+    demo write no package, serve starts nothing."""
+    package = _small_package(tmp_path / "p.pt2")
+    torch.save((torch.ones(2),), tmp_path / "one.pt")
+    (tmp_path / "model.py").write_text("def make():\n    raise SystemExit('the factory ran')\n")
+    for args in (["inspect", package], ["run", package, "--inputs", "one.pt"], ["lower", "model:make", "-o", "m.pt2"],
+                 ["demo", "--output", "demo.pt2"], ["serve", package], ["--help"], ["--version"]):
+        result = _aotcuda(args, tmp_path, None, ">&-")
+        _one_error_line(result, "it is closed")
+        assert "> /dev/null to discard it" in result.stderr, result.stderr
+    result = _aotcuda(["inspect", package], tmp_path, None, "1</dev/null")  # open, but not for writing
+    _one_error_line(result, "it is open for reading only")
+    assert sorted(os.listdir(tmp_path)) == ["model.py", "one.pt", "p.pt2"]
+
+
+def test_output_to_a_full_disk_exits_1_with_one_line(demo, tmp_path):
+    """`> /dev/full`: inspect said `error: OSError: [Errno 28] No space left on device` (as if the command had
+    failed, not its output), --help ended in a traceback, and run's table (after the whole run) the same."""
+    lowered, _, x = demo
+    package = _small_package(tmp_path / "p.pt2")
+    torch.save({"args": (x,), "kwargs": {}}, tmp_path / "inputs.pt")
+    with open("/dev/full", "w") as full:
+        for args in (["inspect", package], ["--help"], ["--version"],
+                     ["run", lowered.package_path, "--inputs", "inputs.pt"]):
+            result = _aotcuda(args, tmp_path, full)
+            _one_error_line(result, "No space left on device")
+            assert "free space where it is written, or send it elsewhere (> FILE)" in result.stderr
+
+
+def test_a_reader_that_left_ends_the_command_quietly(demo, tmp_path):
+    """A broken pipe (`| head -c1` once head has gone; here a pipe whose reader is closed before the command starts,
+    so that every write fails): exit 1 and nothing on stderr, no traceback, as Unix tools end quietly (their status,
+    141, is death by SIGPIPE; dying so would skip the exit handlers). It was so before, through rich's and click's
+    own handlers; now through the one the other output failures take."""
+    lowered, _, x = demo
+    package = _small_package(tmp_path / "p.pt2")
+    torch.save({"args": (x,), "kwargs": {}}, tmp_path / "inputs.pt")
+    for args in (["inspect", package], ["--help"], ["--version"], ["run", lowered.package_path, "--inputs", "inputs.pt"]):
+        reader, writer = os.pipe()
+        os.close(reader)
+        try:
+            result = _aotcuda(args, tmp_path, writer)
+        finally:
+            os.close(writer)
+        assert (result.returncode, result.stderr) == (1, ""), (args, result.stderr)
+
+
+def test_serve_serves_on_when_its_status_lines_cannot_be_written():
+    """serve's output is status lines, its product the HTTP service: a full disk or a gone reader must not stop
+    it (review 12), but it said nothing of the lost lines; now one warning on stderr, once."""
+    code = ("import sys\nfrom aotcuda.serving.command import _say\n"
+            "_say('serving ...')\n_say('stopped')\nprint('still serving', file=sys.stderr)\n")
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-c", code], stdout=full, stderr=subprocess.PIPE, text=True,
+                                timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == ["warning: the status lines cannot be written to stdout (No space left on "
+                                          "device); serving goes on without them", "still serving"], result.stderr

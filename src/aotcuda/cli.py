@@ -11,12 +11,16 @@
 
 Errors print as "error: ..." (a message of several lines keeps them, indented, never wrapped), then a "hint:" line
 with the command-line form of the library's advice where there is one, and exit with code 1; usage
-errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback.
+errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback. Output that cannot be written to stdout
+(closed, a full disk) exits with code 1 and one "error: cannot write the output to stdout" line; a reader that left
+(a broken pipe) with code 1 quietly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import functools
 import io
 import logging
@@ -41,8 +45,48 @@ from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, load_inputs, m
 from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, RuntimeCallError, clipped
 from aotcuda.runtime.specs import under_dim_names
 
+
+class OutputLost(Exception):
+    """The command's output could not be written to stdout (``error``: the OSError, EPIPE for a reader that left).
+    The command line answers it once, for every command (``_Commands.main``), not as an error of the command's
+    work: a closed, full or broken stdout is the caller's to fix, and the command's own message would not say so."""
+
+    def __init__(self, error: OSError):
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Stdout:
+    """The file the commands' console writes to: whatever sys.stdout is at the time (click's CliRunner swaps it;
+    Python sets it to None where file descriptor 1 was closed), a failed write or flush raised as OutputLost.
+    Without it rich wrote nowhere when stdout was closed (`aotcuda inspect P >&-` exited 0 with nothing
+    written), and a full disk's OSError was shown as the command's own error."""
+
+    def write(self, text: str) -> int:
+        return self._call("write", text)
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def isatty(self) -> bool:
+        return sys.stdout is not None and sys.stdout.isatty()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(sys.stdout, "encoding", None) or "utf-8"
+
+    @staticmethod
+    def _call(name: str, *args):
+        if sys.stdout is None:
+            raise OutputLost(OSError(errno.EBADF, "it is closed"))
+        try:
+            return getattr(sys.stdout, name)(*args)
+        except OSError as error:
+            raise OutputLost(error) from error
+
+
 # emoji=False: a package's names may hold ":lock:"-style codes, which rich would draw as emoji where markup is on.
-console = Console(emoji=False)
+console = Console(file=_Stdout(), emoji=False)
 status_console = Console(stderr=True, emoji=False)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
@@ -178,7 +222,7 @@ def _clean_errors(command):
         try:
             with _own_warnings_as_lines():
                 return command(*args, **kwargs)
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
+        except (click.ClickException, click.exceptions.Exit, click.Abort, OutputLost):
             raise
         except Exception as exc:
             if _debugging():
@@ -237,15 +281,84 @@ class _StepProgress:
             self._progress.update(self._tasks[step], completed=1, seconds=seconds)
 
 
+# What a write to stdout fails with where its file cannot take the output: a full disk or quota, a file size
+# limit, an I/O error, a descriptor not open for writing. Any other OSError that reaches the command line is not
+# the output's: it is shown as it is.
+_OUTPUT_ERRORS = {errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF}
+
+
+def _stdout_problem() -> OSError | None:
+    """Why stdout cannot take the command's output before anything is written (closed: ``>&-``, or open for
+    reading only: ``1<FILE``); None where writing can be tried (an in-memory stdout has no descriptor to ask)."""
+    if sys.stdout is None:  # Python's stdout where file descriptor 1 was closed at its start
+        return OSError(errno.EBADF, "it is closed")
+    try:
+        descriptor = sys.stdout.fileno()
+    except (OSError, ValueError):  # io.UnsupportedOperation is both: click's CliRunner
+        return None
+    try:
+        mode = fcntl.fcntl(descriptor, fcntl.F_GETFL) & os.O_ACCMODE
+    except OSError as error:
+        return error
+    return OSError(errno.EBADF, "it is open for reading only") if mode == os.O_RDONLY else None
+
+
+def _output_lost(error: OSError) -> None:
+    """Exit 1, after one line on stderr that says why the output could not be written and what to do; quietly
+    where the reader left (EPIPE: `| head`), as Unix tools do. Exit status 1 there too, which is what Python's
+    documentation on SIGPIPE, click and rich choose (click answers a broken pipe of its --help and --version so):
+    one status for every path, and the exit handlers still run (dying of the signal itself, as C tools do, would
+    skip them: the temporary folders of a load, Ray's shutdown)."""
+    _discard_stdout()
+    if error.errno != errno.EPIPE:
+        full = error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        fix = ("free space where it is written, or send it elsewhere (> FILE)" if full else
+               "give the command somewhere to write it (> FILE, or > /dev/null to discard it)"
+               if error.errno == errno.EBADF else "check where stdout goes, or send it elsewhere (> FILE)")
+        with contextlib.suppress(OSError):
+            print_error(f"cannot write the output to stdout ({error.strerror or error}); {fix}")
+    sys.exit(1)
+
+
+def _discard_stdout() -> None:
+    """Point file descriptor 1 at the null device where it is this process's stdout, so that what is still buffered
+    (Python flushes stdout at exit) goes somewhere instead of failing again with a traceback. (Where stdout was
+    closed at the start Python has no stdout to flush; an in-memory one, click's CliRunner's, is left alone.)"""
+    try:
+        if sys.stdout is None or sys.stdout.fileno() != 1:
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError):
+        return
+    try:
+        os.dup2(null, 1)
+    except OSError:
+        pass
+    finally:
+        os.close(null)
+
+
 class _Commands(click.Group):
     """click's group, except that click's own errors (usage errors, exit code 2) print "error: ..." like
-    every other error of the command, not click's "Error: ...", with click's usage line and "Try" hint kept."""
+    every other error of the command, not click's "Error: ...", with click's usage line and "Try" hint kept;
+    and that output which cannot be written to stdout ends every command the same way (``_output_lost``): before
+    any work where stdout is closed, else when a write fails."""
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
+        problem = _stdout_problem()
+        if problem is not None:
+            _output_lost(problem)
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)  # click handles a broken pipe itself
+            console.file.flush()  # what is left buffered: its write may fail too
+        except OutputLost as lost:
+            _output_lost(lost.error)
+        except OSError as error:  # click's own output (--help, --version): the commands turn their errors into lines
+            if error.errno not in _OUTPUT_ERRORS or _debugging():  # AOTCUDA_DEBUG=1: a command's own, as it came
+                raise
+            _output_lost(error)
         except click.ClickException as exc:
             shown_error = io.StringIO()
             exc.show(file=shown_error)
@@ -651,10 +764,16 @@ def inspect(package):
     """Show PACKAGE's device, inputs, outputs and the kernels its generated code calls."""
     from aotcuda.lowering.devices import DEVICE_PROFILES
     from aotcuda.lowering.fallbacks import kernels_from_signature, scan_kernels, split_allowed
+    from aotcuda.runtime.archive import ArchiveLimits, open_archive
     from aotcuda.runtime.specs import specs_from_signature
     from aotcuda.runtime.package import describe_package
 
-    metadata, signature = describe_package(package)  # read within limits; nothing extracted, nothing run
+    # Everything shown is read from one opening of the file, found unchanged when the block ends, before any of
+    # it is printed: one version of the package (read within limits; nothing extracted, nothing run).
+    limits = ArchiveLimits.from_environment()
+    with open_archive(package, limits) as archive:
+        metadata, signature = describe_package(package, limits=limits, archive=archive)
+        kernels, generated = scan_kernels(package, archive=archive)  # the generated sources, run never
     device = metadata.get("AOTI_DEVICE_KEY", "")
     console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False)
     if signature:
@@ -706,7 +825,6 @@ def inspect(package):
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
     profile = DEVICE_PROFILES.get(device)
-    kernels, generated = scan_kernels(package)  # the generated sources, read within the limits, run never
     missing, library = split_allowed(kernels, profile.allowed_kernels if profile else frozenset())
     recorded = kernels_from_signature(signature)
     if recorded is not None:  # what lower() recorded, for the kernels the sources call: see _as_lowered

@@ -119,6 +119,11 @@ class PackageError(AotcudaError):
     lower() cannot write one where ``package_path`` says (a directory, a file where a folder should be)."""
 
 
+class PackageChangedError(PackageError):
+    """The package file was written into, in place, while it was read: what was read may mix two versions of it,
+    so none of it was used. Reading it again once its writer is done reads one version."""
+
+
 class RuntimeCallError(AotcudaError, RuntimeError):
     """The AOTInductor model container reported an error while running."""
 

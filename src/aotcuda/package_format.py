@@ -120,6 +120,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import io
 import itertools
 import json
 import os
@@ -128,8 +129,8 @@ import tempfile
 import zipfile
 from typing import BinaryIO
 
-from aotcuda.errors import PackageError
-from aotcuda.regular_files import NotARegularFileError, open_regular
+from aotcuda.errors import PackageChangedError, PackageError
+from aotcuda.regular_files import NotARegularFileError, file_version, open_regular
 
 SIGNATURE_ENTRY = "aotcuda/signature.json"
 SIGNATURE_FORMAT, SIGNATURE_VERSION = "aotcuda.signature", 2
@@ -153,12 +154,13 @@ def lists_a_package(names: list[str]) -> bool:
     return any(name.rsplit("/", 1)[-1] == "archive_format" for name in names)
 
 
-def open_package_file(path: str) -> BinaryIO:
+def open_package_file(path: str) -> PackageFile:
     """The package file at ``path``, opened once for reading (``aotcuda.regular_files``: a FIFO or device that
-    another process renames over the path is refused on the descriptor, never waited on or read). Raises
-    PackageError naming what is there instead and the fix."""
+    another process renames over the path is refused on the descriptor, never waited on or read), with its
+    status taken before any byte is read (``PackageFile.check_unchanged``). Raises PackageError naming what is
+    there instead and the fix."""
     try:
-        return open_regular(path)
+        handle = open_regular(path)
     except NotARegularFileError as exc:
         if exc.kind == "a directory":
             raise PackageError(f"no AOTInductor package at {path!r}: it is a directory; pass the .pt2 file "
@@ -169,15 +171,62 @@ def open_package_file(path: str) -> BinaryIO:
         raise PackageError(f"no AOTInductor package at {path!r}: the file does not exist") from None
     except OSError as exc:
         raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+    raw = handle.detach()
+    try:
+        return PackageFile(raw, path)
+    except BaseException:
+        raw.close()
+        raise
+
+
+class PackageFile(io.BufferedReader):
+    """A package file opened once (``open_package_file``), which remembers its status from before anything was
+    read. Reading a package takes many reads (the directory, each entry, a digest of it all); another process
+    that writes into the file meanwhile (``cp new.pt2 model.pt2`` writes over the same file; a rename puts a new
+    file at the path and leaves the one open here whole) would have them read parts of two versions: a library
+    of one model with another's signature, or a torn library that crashes the process that opens it. So each
+    reader asks, once its reading is done and before anything it read is used, whether the file is unchanged."""
+
+    def __init__(self, raw: io.RawIOBase, path: str):
+        super().__init__(raw)
+        self.package_path = path
+        self.opened_version = file_version(self.fileno())
+
+    def check_unchanged(self, error: BaseException | None = None) -> None:
+        """PackageChangedError when the file's status is not what it was when it was opened. ``error``: what
+        the reading raised, if it failed (it is then the cause: a file changed while read looks damaged, and the
+        change is what to fix); an error that is not an Exception (KeyboardInterrupt) or that already says the
+        file changed is left as it is, as is a file already closed (nothing left to compare)."""
+        if self.closed or (error is not None and (not isinstance(error, Exception)
+                                                  or isinstance(error, PackageChangedError))):
+            return
+        changes = self.opened_version.changes_to(file_version(self.fileno()))
+        if changes:
+            raise PackageChangedError(
+                f"{self.package_path!r} changed while it was read ({', '.join(changes)}): another process wrote into "
+                "the file, so what was read may mix two versions of the package; none of it was used. Publish a "
+                "package by writing it under a new name in the same folder, then renaming it over the old one (mv, "
+                "os.replace; aotcuda lower does so), never by writing over the file in place (cp, shutil.copy, "
+                "an editor): a reader then gets the old package or the new one, whole. Then try again") from error
 
 
 class _PackageZip(zipfile.ZipFile):
     """A ZipFile on a file we opened (``open_package_file``), which it closes: zipfile closes only files it
-    opened itself from a path."""
+    opened itself from a path. Leaving its ``with`` block checks that the file was not written into while it
+    was read (``PackageFile.check_unchanged``): what a reader read inside the block is of one version."""
 
-    def __init__(self, handle: BinaryIO):
+    def __init__(self, handle: PackageFile):
         self._handle = handle
         super().__init__(handle)
+
+    def check_unchanged(self, error: BaseException | None = None) -> None:
+        self._handle.check_unchanged(error)
+
+    def __exit__(self, kind, error, traceback) -> None:
+        try:
+            self._handle.check_unchanged(error)  # a PackageChangedError replaces what the block raised
+        finally:
+            self.close()
 
     def close(self) -> None:
         try:
@@ -186,24 +235,25 @@ class _PackageZip(zipfile.ZipFile):
             self._handle.close()
 
 
-def open_zip(path: str, handle: BinaryIO | None = None) -> zipfile.ZipFile:
+def open_zip(path: str, handle: PackageFile | None = None) -> zipfile.ZipFile:
     """The package at ``path`` as a zip archive, read through ``handle`` (from ``open_package_file``; opened
     here when None), which the archive then owns and closes, on error too. Raises PackageError for what is no
-    zip, a truncated copy, or a file that cannot be read."""
+    zip, a truncated copy, or a file that cannot be read; PackageChangedError where the file changed while its
+    directory was read."""
     handle = open_package_file(path) if handle is None else handle
     try:
-        return _PackageZip(handle)
-    except _NOT_A_ZIP as exc:
-        truncated = _truncated_zip(handle)
-        handle.close()
-        if truncated:
-            raise PackageError(f"{path!r} is damaged or incomplete (a truncated copy?): it starts as a zip archive "
-                               f"but its end, the archive's directory, is missing ({exc}); copy the package again, "
-                               "or lower the model again") from exc
-        raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
-    except OSError as exc:
-        handle.close()
-        raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+        try:
+            return _PackageZip(handle)
+        except _NOT_A_ZIP as exc:
+            handle.check_unchanged(exc)
+            if _truncated_zip(handle):
+                raise PackageError(f"{path!r} is damaged or incomplete (a truncated copy?): it starts as a zip "
+                                   f"archive but its end, the archive's directory, is missing ({exc}); copy the "
+                                   "package again, or lower the model again") from exc
+            raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
+        except OSError as exc:
+            handle.check_unchanged(exc)
+            raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
     except BaseException:
         handle.close()
         raise

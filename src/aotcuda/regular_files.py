@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
@@ -47,3 +47,35 @@ def open_regular(path: str) -> BinaryIO:
         handle.close()
         raise
     return handle
+
+
+class FileVersion(NamedTuple):
+    """What an open file's status says of its bytes (``file_version``). A write into the file changes its size or
+    its modification time, and always its change time (ctime), which no one can set back as ``cp -p``, ``rsync
+    --inplace -t`` or ``os.utime`` set the modification time back. A change time that moved with the link count
+    is not a write: a rename over the path unlinks the file opened (whose bytes stay as they were), and a hard
+    link made to it changes nothing of them either. Times have the file system's granularity (a clock tick, 1-10
+    ms, on Linux's local file systems; a second on some others): two writes of one size within one tick, the
+    first before the file was opened, look alike."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    links: int
+
+    def changes_to(self, later: FileVersion) -> list[str]:
+        """What ``later`` (the same file's status, taken later) says was written, in words; empty for nothing."""
+        said = []
+        if later.size != self.size:
+            said.append(f"its size went from {self.size:,} to {later.size:,} bytes")
+        if later.mtime_ns != self.mtime_ns:
+            said.append("its modification time changed")
+        if later.ctime_ns != self.ctime_ns and later.links == self.links:
+            said.append("its status change time changed")
+        return said
+
+
+def file_version(descriptor: int) -> FileVersion:
+    """The status of the file open as ``descriptor`` (``os.fstat``: the opened file, whatever the path names now)."""
+    info = os.fstat(descriptor)
+    return FileVersion(info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_nlink)

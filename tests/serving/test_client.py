@@ -391,3 +391,115 @@ def test_interim_answers_after_the_body_are_passed_over_and_a_redirect_is_named(
     finally:
         for server in servers:
             server.close()
+
+
+# --- answers of undeclared length, held once -------------------------------------------------------------------
+
+def chunked(payload: bytes, size: int = 1 << 16) -> bytes:
+    """``payload`` as a chunked body (RFC 9112, 7.1) of ``size``-byte chunks."""
+    pieces = [payload[at:at + size] for at in range(0, len(payload), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n\r\n"
+
+
+class UndeclaredAnswer:
+    """What Client._read reads of an answer without a Content-Length (http.client's response, as far as it looks):
+    its body from ``fp``, chunked or up to the end; counts the bytes read from it."""
+
+    def __init__(self, body: bytes, is_chunked: bool):
+        import io
+
+        self.status, self.chunked, self.taken = 200, is_chunked, 0
+        self.fp = io.BufferedReader(io.BytesIO(body))
+
+    def getheader(self, name, default=None):
+        return default
+
+    def read(self, amount):
+        piece = self.fp.read(amount)
+        self.taken += len(piece)
+        return piece
+
+
+def peak_bytes_while(call) -> tuple[object, int]:
+    """(call()'s result, the most bytes Python held at once during the call, above what it held before)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("is_chunked", [True, False], ids=["chunked", "to-the-end"])
+def test_an_answer_of_undeclared_length_is_held_once_as_it_is_read(is_chunked):
+    """A chunked answer was read into a bytearray, then copied to bytes; one without any length was read as pieces
+    joined at the end: either held the answer twice for a moment (2 GiB at the default 1 GiB limit), where the
+    Content-Length path reads into one buffer. Now both grow one buffer, which is what the read returns."""
+    payload = bytes(range(256)) * (32 << 10)  # 8 MiB
+    client = serving.Client("http://127.0.0.1:18600", max_response_bytes=len(payload))
+    answer = UndeclaredAnswer(chunked(payload) if is_chunked else payload, is_chunked)
+    body, peak = peak_bytes_while(lambda: client._read(answer))
+    assert body == payload
+    assert peak < 1.3 * len(payload), f"{peak / len(payload):.2f} times the answer held at once"
+
+
+def test_an_answer_is_refused_as_it_grows_past_max_response_bytes():
+    """An answer without a length was read a 64 KiB piece at a time and refused after the piece that crossed the
+    limit; now no more than one byte past it is read (which tells an answer of exactly the limit from a longer one).
+    A chunk is refused by its declared size, before any of it is read."""
+    limit = 100_000
+    client = serving.Client("http://127.0.0.1:18600", max_response_bytes=limit)
+    exact = UndeclaredAnswer(b"x" * limit, is_chunked=False)
+    assert client._read(exact) == b"x" * limit
+    longer = UndeclaredAnswer(b"x" * (3 * limit), is_chunked=False)
+    with pytest.raises(serving.ServingError, match=r"longer than max_response_bytes \(100000\)"):
+        client._read(longer)
+    assert longer.taken == limit + 1
+    one_large_chunk = UndeclaredAnswer(chunked(b"y" * (limit - 10))[:-5] + chunked(b"z" * 20), is_chunked=True)
+    with pytest.raises(serving.ServingError, match=r"longer than max_response_bytes \(100000\)"):
+        client._read(one_large_chunk)
+    assert one_large_chunk.fp.tell() < limit + 64  # the 20-byte chunk's size line read, none of its data
+
+
+def raw_server_on_a_test_port(handle) -> RawServer:
+    """A RawServer on the first free loopback port of 18600-18699 (the ports these tests may take)."""
+    for port in range(18600, 18700):
+        try:
+            listener = socket.create_server(("127.0.0.1", port))
+        except OSError:
+            continue
+        server = RawServer.__new__(RawServer)
+        server.listener, server.port, server.handle, server.connections = listener, port, handle, []
+        threading.Thread(target=server._serve, daemon=True).start()
+        return server
+    pytest.skip("no free loopback port in 18600-18699")
+
+
+OUTPUTS = {"output_0": torch.arange(6.0).reshape(2, 3), "output_1": torch.tensor([1, 2, 3])}
+
+
+def answers_chunked(connection):
+    read_body(connection, read_head(connection))
+    connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                       chunked(safetensors_torch.save(OUTPUTS), size=7))
+
+
+def answers_to_the_end(connection):
+    read_body(connection, read_head(connection))
+    connection.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + safetensors_torch.save(OUTPUTS))
+    connection.close()
+
+
+@pytest.mark.parametrize("handle", [answers_chunked, answers_to_the_end])
+def test_an_answer_read_into_a_growing_buffer_gives_the_outputs(handle):
+    server = raw_server_on_a_test_port(handle)
+    try:
+        client = serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=10)
+        outputs = client.predict({"x": torch.zeros(4)})
+        assert len(outputs) == 2 and all(torch.equal(got, want) for got, want in zip(outputs, OUTPUTS.values()))
+    finally:
+        server.close()

@@ -24,6 +24,7 @@ are reported even where the generated code names them differently.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -116,9 +117,10 @@ class FallbackKernel:
         return f"{self.name}  <- {where}"
 
 
-def wrapper_sources(package_path: str):
+def wrapper_sources(package_path: str, archive=None):
     """Yield (wrapper.cpp entry, its text, its proxy-executor node table) for every model in the package, one
-    at a time, from one opening of the archive.
+    at a time, from one opening of the archive (``archive``: one the caller opened with ``open_archive``, and
+    checks and closes itself).
 
     The package may be hostile (``aotcuda inspect`` reads any file): the archive is checked as load checks
     it (``open_archive``), only the ``*.wrapper.cpp`` directly in a model's folder are read, each within the
@@ -130,7 +132,7 @@ def wrapper_sources(package_path: str):
     from aotcuda.runtime.package import DAMAGED_ZIP, model_names, read_json_entry
 
     limits = ArchiveLimits.from_environment()
-    with open_archive(package_path, limits) as archive:
+    with contextlib.nullcontext(archive) if archive is not None else open_archive(package_path, limits) as archive:
         infos = archive.infolist()
         names = {info.filename: info for info in infos}
         root = archive_root(list(names))
@@ -261,9 +263,10 @@ def generated_kernel_names(package_path: str) -> list[str]:
 _GENERATED = re.compile(r"\b((?:cpp_fused|triton_\w+?_fused)_\w+)\b")
 
 
-def scan_kernels(package_path: str, ep=None) -> tuple[list[FallbackKernel], list[str]]:
-    """(``find_fallback_kernels``, ``generated_kernel_names``) from one reading of the package's sources."""
-    return kernels_in(((text, table) for _, text, table in wrapper_sources(package_path)), ep)
+def scan_kernels(package_path: str, ep=None, archive=None) -> tuple[list[FallbackKernel], list[str]]:
+    """(``find_fallback_kernels``, ``generated_kernel_names``) from one reading of the package's sources
+    (``archive``: as ``wrapper_sources`` takes it)."""
+    return kernels_in(((text, table) for _, text, table in wrapper_sources(package_path, archive)), ep)
 
 
 def kernels_in(sources, ep=None) -> tuple[list[FallbackKernel], list[str]]:

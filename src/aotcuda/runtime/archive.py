@@ -239,15 +239,23 @@ def _refuse_too_many(path: str, count: int, limits: ArchiveLimits) -> None:
 def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
     """The package's zip (``package_format.open_zip``: PackageError for what is no zip), its directory bounded
     before zipfile reads it and its entries checked (``check_directory``, ``check_entries``, ``check_layout``).
-    The file is opened once and every check reads what zipfile reads (``package_format.open_package_file``)."""
+    The file is opened once and every check reads what zipfile reads (``package_format.open_package_file``).
+
+    Read it in a ``with`` block: leaving the block checks that no other process wrote into the file while the
+    block read it (PackageChangedError, which also replaces what the block raised where the change explains it:
+    a file changed under its reader looks damaged), so that a reader that uses what it read after the block
+    uses one version of the package."""
     handle = open_package_file(path)
     try:
         try:
             check_directory(path, handle, limits)
         except OSError as exc:
             raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
-    except BaseException:
-        handle.close()
+    except BaseException as exc:
+        try:
+            handle.check_unchanged(exc)
+        finally:
+            handle.close()
         raise
     archive = open_zip(path, handle)
     try:
@@ -256,8 +264,11 @@ def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
             check_layout(path, archive.fp, archive.infolist(), archive.start_dir)
         except OSError as exc:
             raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
-    except BaseException:
-        archive.close()
+    except BaseException as exc:
+        try:
+            archive.check_unchanged(exc)
+        finally:
+            archive.close()
         raise
     return archive
 

@@ -214,10 +214,13 @@ def _files_with_suffix(folder: str, suffix: str) -> list[str]:
 
 def package_sha256(path: str | os.PathLike) -> str:
     """The SHA-256 of a package file's bytes (read through one descriptor, as load reads it). PackageError for
-    what is not a readable regular file."""
+    what is not a readable regular file; PackageChangedError where another process wrote into it while it was
+    read (the digest would be of no version: every replica would refuse the package it was checked for)."""
     path = os.fspath(path)
     with open_package_file(path) as handle:
-        return _file_sha256(path, handle)
+        digest = _file_sha256(path, handle)
+        handle.check_unchanged()
+        return digest
 
 
 def _file_sha256(path: str, handle) -> str:
@@ -245,11 +248,14 @@ def _check_same_bytes(path: str, handle, expected: str) -> None:
 
 
 @contextlib.contextmanager
-def _opened(path: str, model_name: str | None, limits: ArchiveLimits, expected_sha256: str | None = None):
+def _opened(path: str, model_name: str | None, limits: ArchiveLimits, expected_sha256: str | None = None,
+            archive: zipfile.ZipFile | None = None):
     """The open zip, its entry names, the chosen model, the archive root and the signature (None if
     absent), with the entry count checked, and the file's bytes compared with ``expected_sha256`` (if given)
-    before anything else is read."""
-    with open_archive(path, limits) as archive:
+    before anything else is read. Leaving the block checks that the file did not change while the block read it
+    (``open_archive``). ``archive``: one the caller opened with ``open_archive`` and reads more of (it checks
+    and closes it)."""
+    with contextlib.nullcontext(archive) if archive is not None else open_archive(path, limits) as archive:
         if expected_sha256 is not None:
             _check_same_bytes(path, archive.fp, expected_sha256)
         names = archive.namelist()
@@ -271,14 +277,18 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     """
     path = os.fspath(path)
     limits = limits or ArchiveLimits.from_environment()
-    with _opened(path, model_name, limits, expected_sha256) as (archive, names, model, root, signature):
-        out_dir = _extraction_folder(path)
-        try:
+    out_dir = None
+    try:
+        with _opened(path, model_name, limits, expected_sha256) as (archive, names, model, root, signature):
+            out_dir = _extraction_folder(path)
             model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits)
             package = _describe_model(path, model, model_dir, signature, limits)
-        except BaseException:
+        # Leaving the block found the file unchanged since it was opened: the library extracted, which nothing
+        # has opened yet, and the signature that describes it are of one version of the package.
+    except BaseException:
+        if out_dir is not None:
             shutil.rmtree(out_dir, ignore_errors=True)
-            raise
+        raise
     # The folder goes when the package object does (or at cleanup(), or at interpreter exit), in this process
     # only: a forked child inherits the finalizer, and its exit must not remove its parent's folder.
     package._finalizer = weakref.finalize(package, remove_in_creator, out_dir, os.getpid())
@@ -402,15 +412,17 @@ def read_json_entry(archive: zipfile.ZipFile, name: str, path: str, limits: Arch
 
 
 def describe_package(package_path: str | os.PathLike, model_name: str | None = None,
-                     limits: ArchiveLimits | None = None) -> tuple[dict[str, str], dict | None]:
+                     limits: ArchiveLimits | None = None,
+                     archive: zipfile.ZipFile | None = None) -> tuple[dict[str, str], dict | None]:
     """(the model's metadata, the aotcuda signature or None), read from the zip within ``limits``:
     nothing is extracted and no code of the package runs (what ``aotcuda inspect`` shows). A package
-    that load would refuse for its size is refused here too.
+    that load would refuse for its size is refused here too. ``archive``: the package opened by the caller
+    (``open_archive``), which reads more of it, from this one opening: one version of the file.
 
     Raises PackageError as open_package does."""
     path = os.fspath(package_path)
     limits = limits or ArchiveLimits.from_environment()
-    with _opened(path, model_name, limits) as (archive, names, model, root, signature):
+    with _opened(path, model_name, limits, archive=archive) as (archive, names, model, root, signature):
         folder = f"{root}data/aotinductor/{model}/"
         # What load would extract, planned and checked as load does (nothing is written): inspect refuses what
         # load refuses. The folder is only a name here.

@@ -87,6 +87,11 @@ class Client:
                 continue
             try:
                 _check_answer_header(answer)  # before a tensor is built
+                if not isinstance(answer, bytes):
+                    # safetensors reads bytes only. The copy replaces the answer as read (the bytearray goes with
+                    # this line), and safetensors then copies every tensor out of the answer, whatever its path:
+                    # twice the answer at most, as for one of a declared length.
+                    answer = bytes(answer)
                 outputs = safetensors_torch.load(answer)
                 return [outputs[f"output_{i}"] for i in range(len(outputs))]
             except Exception as error:  # noqa: BLE001 - safetensors' own error types, or a missing output_<i>
@@ -95,9 +100,10 @@ class Client:
                                    retriable=False) from None
         raise AssertionError("unreachable")
 
-    def post(self, body: bytes) -> bytes:
-        """One attempt on a fresh connection: the response body of a 200, else ServingError saying whether
-        the server cannot have run the request (``retriable``)."""
+    def post(self, body: bytes) -> bytes | bytearray:
+        """One attempt on a fresh connection: the response body of a 200 (``_read``: bytes, or a bytearray where
+        the answer's length was not declared), else ServingError saying whether the server cannot have run the
+        request (``retriable``)."""
         connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
         connection.response_class = _FinalResponse
         try:
@@ -147,8 +153,11 @@ class Client:
                     "the request may have died on it; not resent)")
         raise ServingError(response.status, text, retriable=False)
 
-    def _read(self, response) -> bytes:
-        """The answer's body, refused past ``max_response_bytes``."""
+    def _read(self, response) -> bytes | bytearray:
+        """The answer's body, in one buffer, refused past ``max_response_bytes``: bytes of the declared length where
+        the answer has a Content-Length, else a bytearray grown as the answer arrives (chunked, or up to the
+        connection's end), its size checked before each piece is read into it. Pieces joined at the end, and bytes()
+        of a bytearray, held the answer twice for a moment (2 GiB at the default 1 GiB limit)."""
         declared = response.getheader("Content-Length")
         length = None
         if declared is not None and declared.isascii() and declared.isdigit():
@@ -168,14 +177,7 @@ class Client:
             # end held the answer twice for a moment (2 GiB at the default 1 GiB limit); the attempt's watchdog
             # bounds its time as it bounds every read
             return response.read(length)  # short when the connection ended early: the caller says why
-        chunks, size = [], 0
-        while chunk := response.read(1 << 16):
-            size += len(chunk)
-            if size > self.max_response_bytes:
-                raise ServingError(response.status, f"the answer is longer than max_response_bytes "
-                                   f"({self.max_response_bytes})", retriable=False)
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return _read_to_end(response, self.max_response_bytes, response.status)
 
 
 # An answer's safetensors header: ~80 bytes an output, so this holds 13,000 outputs.
@@ -294,8 +296,28 @@ class _FinalResponse(http.client.HTTPResponse):
             http.client._read_headers(self.fp)  # at most 100 lines of 64 KiB, as begin() reads them
 
 
-def _read_chunked(fp, limit: int, status: int) -> bytes:
-    """A chunked answer's body (RFC 9112, 7.1), each size line checked as what it is: at most 16 hex digits."""
+# Bytes read at a time into an answer's buffer (_read_to_end, _read_chunked).
+READ_PIECE_BYTES = 1 << 16
+
+
+def _longer_than(limit: int, status: int) -> ServingError:
+    return ServingError(status, f"the answer is longer than max_response_bytes ({limit})", retriable=False)
+
+
+def _read_to_end(response, limit: int, status: int) -> bytearray:
+    """An answer without a declared length, read up to the connection's end into one buffer, never more than one
+    byte past ``limit`` (which tells an answer of exactly ``limit`` bytes from a longer one)."""
+    body = bytearray()
+    while piece := response.read(min(READ_PIECE_BYTES, limit + 1 - len(body))):
+        body += piece
+        if len(body) > limit:
+            raise _longer_than(limit, status)
+    return body
+
+
+def _read_chunked(fp, limit: int, status: int) -> bytearray:
+    """A chunked answer's body (RFC 9112, 7.1), read into one buffer: each size line checked as what it is (at most
+    16 hex digits), and each chunk's size against ``limit`` before any of it is read."""
     body = bytearray()
     while True:
         line = fp.readline(MAX_CHUNK_LINE + 1)
@@ -306,12 +328,12 @@ def _read_chunked(fp, limit: int, status: int) -> bytes:
         if size == 0:
             for _ in range(MAX_TRAILER_LINES):  # the trailers, up to the blank line
                 if fp.readline(MAX_CHUNK_LINE + 1) in (b"\r\n", b"\n", b""):
-                    return bytes(body)
+                    return body
             raise ServingError(status, "the answer's trailers do not end", retriable=False)
         if len(body) + size > limit:
-            raise ServingError(status, f"the answer is longer than max_response_bytes ({limit})", retriable=False)
+            raise _longer_than(limit, status)
         while size:
-            piece = fp.read(min(size, 1 << 16))
+            piece = fp.read(min(size, READ_PIECE_BYTES))
             if not piece:
                 raise ServingError(status, "the answer ended inside a chunk", retriable=False)
             body += piece

@@ -122,11 +122,19 @@ def _say(line: str) -> None:
     """A status line on stdout, which may be a pipe whose reader is gone (a log collector that died or restarted,
     `| true`): the server goes on without its lines. A broken pipe ended `aotcuda serve` right after it had started
     (review 12: `error: BrokenPipeError`, Ray shut down at exit); later lines go to the null device, so that
-    Python's flush at exit finds nothing to write either."""
+    Python's flush at exit finds nothing to write either. Unlike the other commands, whose output is their
+    result (`aotcuda` exits 1 where it cannot be written), serve's product is the HTTP service, which its clients
+    use: it says once on stderr that its status lines are lost, and serves on. (A stdout closed at the start is
+    refused before anything starts, as for every command.)"""
     try:
         click.echo(line)
-    except OSError:  # EPIPE, EIO (a terminal hung up), ENOSPC (a full disk under a redirect)
+    except OSError as error:  # EPIPE, EIO (a terminal hung up), ENOSPC (a full disk under a redirect)
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except (OSError, ValueError, AttributeError):  # no stdout to replace
+            pass
+        try:  # stderr may be the same broken pipe (2>&1): then nothing can say it
+            click.echo(f"warning: the status lines cannot be written to stdout ({error.strerror or error}); "
+                       "serving goes on without them", err=True)
+        except OSError:
             pass
