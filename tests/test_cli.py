@@ -695,6 +695,30 @@ def test_an_inputs_file_that_inflates_a_thousandfold_is_refused_before_it_is_rea
     assert torch.equal(load_inputs(str(tmp_path / "small.pt"))[0][0], torch.ones(3))
 
 
+def test_an_inputs_file_written_into_after_its_checks_is_not_what_torch_load_reads(tmp_path, monkeypatch):
+    """The checks above read the inputs file, then torch.load read it again through the same descriptor: a file
+    written into in place between the two (another process that can write it) was loaded without any check, a
+    bomb as easily as the other tensor here. Now the checks and torch.load read one private copy of the file."""
+    import aotcuda.cli_inputs as cli_inputs
+
+    path = tmp_path / "inputs.pt"
+    torch.save({"args": (torch.ones(3),)}, path)
+    torch.save({"args": (torch.zeros(3),)}, tmp_path / "other.pt")
+    other = (tmp_path / "other.pt").read_bytes()
+    checked = cli_inputs._check_pickles
+
+    def check_then_rewrite(*args, **kwargs):
+        checked(*args, **kwargs)
+        with open(path, "r+b") as file:  # in place: the same file, as a writer that truncates and writes
+            file.truncate(0)
+            file.write(other)
+
+    monkeypatch.setattr(cli_inputs, "_check_pickles", check_then_rewrite)
+    (loaded,), _ = cli_inputs.load_inputs(str(path))
+    assert torch.equal(loaded, torch.ones(3)), "torch.load read bytes the checks never saw"
+    assert path.read_bytes() == other
+
+
 def test_save_paths_are_checked_before_any_work_and_their_folders_made(demo, runner, tmp_path):
     """--save-inputs/--save-outputs into a folder that did not exist failed after the whole compile (or run),
     and either would replace any file there (`--save-inputs model.py`). Now each is checked before the work,

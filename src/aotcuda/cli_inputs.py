@@ -295,6 +295,31 @@ def _open_regular(path: str):
         raise _refuse(f"{path}: cannot be read ({exc.strerror})") from None
 
 
+def _private_copy(path: str, opened, limits):
+    """A copy of the opened inputs file that no other process can reach, which every check and torch.load then
+    read: the checks read the file's bytes several times, and torch.load once more, so a file written into in
+    place between them (by whoever can write it) made torch.load read bytes that were never checked, a bomb
+    among them. The copy is an unnamed temporary file (O_TMPFILE where the file system has it, else one of
+    mode 0600 unlinked at once), so the disk holds it, not memory; refused past the archive limit on the bytes
+    a package may extract (AOTCUDA_MAX_EXTRACT_BYTES), which no entry of it can pass anyway."""
+    import shutil
+    import tempfile
+
+    size = os.fstat(opened.fileno()).st_size
+    if limits.max_extract_bytes and size > limits.max_extract_bytes:
+        raise _refuse(f"{path} is {size:,} bytes, past AOTCUDA_MAX_EXTRACT_BYTES={limits.max_extract_bytes:,}: "
+                      "if you trust this file, raise the limit: set AOTCUDA_MAX_EXTRACT_BYTES (0: no limit)")
+    copy = tempfile.TemporaryFile()
+    try:
+        shutil.copyfileobj(opened, copy, 1 << 20)
+        copy.seek(0)
+    except OSError as exc:
+        copy.close()
+        raise _refuse(f"{path}: cannot copy it for reading ({exc.strerror or exc}): free space in the temporary "
+                      "folder (TMPDIR) or point TMPDIR elsewhere") from None
+    return copy
+
+
 def _refuse_other_formats(path: str, handle) -> None:
     """A NumPy file given as inputs: torch's unpickler refused it as "Unsupported operand 147" (a new user's)."""
     if _starts_with(handle, b"\x93NUMPY"):
@@ -622,7 +647,7 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
     format), whose pax headers Python 3.11.7's tarfile scans in quadratic time.
     """
     limits = _inputs_limits()
-    with _open_regular(path) as handle:
+    with _open_regular(path) as opened, _private_copy(path, opened, limits) as handle:
         _refuse_other_formats(path, handle)
         if not _starts_with(handle, ZIP_MAGIC):
             # torch.load tries any other file as a tar archive first (its pre-1.6 format), and Python's tarfile
