@@ -174,7 +174,7 @@ class ProgramReplica:
             outputs = await self._in_a_batch(inputs)
         else:
             try:
-                outputs = await self._in_program_thread(self._run_one, inputs)
+                outputs = await self._alone(inputs)
             except (RunTimeoutError, BusyError) as error:
                 outputs = error
         if isinstance(outputs, (RunTimeoutError, BusyError)):
@@ -228,15 +228,16 @@ class ProgramReplica:
 
     async def _in_a_batch(self, inputs: list[torch.Tensor]):
         """predict_batch's answer for one request; when the request is cancelled (its client left, Ray's proxy timed
-        it out) after its batch started, its slot is cancelled too, so that its run, not started, never starts: Ray
-        cancels only the caller, and the batch ran such a request anyway, after the others of its batch (breaker 2:
-        a request cancelled while the first of its batch ran alone for a second ran all the same)."""
+        it out) after its batch started, its slot is given up too (RunWatch.give_up), so that its run, not started,
+        never starts: Ray cancels only the caller, and the batch ran such a request anyway, after the others of its
+        batch (breaker 2: a request cancelled while the first of its batch ran alone for a second ran all the same;
+        session 25: one whose slot was held, after its batch's call failed, ran all the same)."""
         try:
             return await self.predict_batch(inputs)
         except asyncio.CancelledError:
             request, slot = self._slots.get(id(inputs), (None, None))
-            if request is inputs:
-                slot.cancel()
+            if request is inputs:  # pending, or held after its batch's call failed: either way its run never starts
+                self.watch.give_up(slot, BusyError("the request was cancelled before its run started"))
             raise
 
     async def _slot_result(self, slot: concurrent.futures.Future):
@@ -251,14 +252,25 @@ class ProgramReplica:
 
     # --- running (in the program thread) ------------------------------------------------------------
 
-    async def _in_program_thread(self, function, *args):
-        """``function(*args)`` on the program thread, each program call in it under the run deadline (``_execute``):
-        raises RunTimeoutError or BusyError (RunWatch.wait)."""
-        return await self.watch.wait(self._executor.submit(function, *args))
+    async def _alone(self, inputs: list[torch.Tensor]):
+        """One request's outputs (or its AotcudaError) from a call of its own on the program thread, under the run
+        deadline: raises RunTimeoutError or BusyError (RunWatch.wait), or what broke the program thread. Its slot is
+        a Future of its own, not the executor's, so that its program call can name it (RunWatch.call)."""
+        slot = concurrent.futures.Future()
+        self._executor.submit(self._run_slot, inputs, slot)
+        return await self.watch.wait(slot)
 
-    def _run_one(self, inputs: list[torch.Tensor]):
+    def _run_slot(self, inputs: list[torch.Tensor], slot: concurrent.futures.Future) -> None:
+        if not slot.set_running_or_notify_cancel():  # its request was cancelled, or given up, while it waited
+            return
+        try:
+            _unless_settled(slot.set_result, self._run_one(inputs, slot))
+        except Exception as error:  # what broke outside the call too: the request's answer, not a hang
+            _unless_settled(slot.set_exception, error)
+
+    def _run_one(self, inputs: list[torch.Tensor], slot: concurrent.futures.Future):
         self._count_batch(1, inputs[0].shape[0] if inputs and inputs[0].dim() else 1)
-        return self._run_alone(inputs)
+        return self._run_alone(inputs, slot)
 
     def _run_batched(self, requests: list[list[torch.Tensor]], slots: list[concurrent.futures.Future]) -> None:
         """Settle each request's slot with its outputs (or its AotcudaError). A slot turns running only when its
@@ -269,17 +281,14 @@ class ProgramReplica:
                 self._run_chunk(requests, slots, [i for i in batch if not slots[i].cancelled()])
         except Exception as error:
             for slot in slots:
-                try:
-                    slot.set_exception(error)
-                except concurrent.futures.InvalidStateError:  # settled, or cancelled: it keeps what it has
-                    pass
+                _unless_settled(slot.set_exception, error)
 
     def _run_chunk(self, requests: list[list[torch.Tensor]], slots: list[concurrent.futures.Future],
                    batch: list[int]) -> None:
         if len(batch) > 1 and not self._batch_fits(combine([requests[i] for i in batch])[0]):
             for index in batch:  # each request fits alone (checked_inputs), and runs as its own call
                 if slots[index].set_running_or_notify_cancel():
-                    slots[index].set_result(self._run_one(requests[index]))
+                    _unless_settled(slots[index].set_result, self._run_one(requests[index], slots[index]))
             return
         batch = [i for i in batch if slots[i].set_running_or_notify_cancel()]
         if not batch:
@@ -287,22 +296,23 @@ class ProgramReplica:
         flat, counts = combine([requests[i] for i in batch])
         self._count_batch(len(batch), sum(counts))
         try:
-            pieces = split_rows(self._execute(flat), counts)
+            pieces = split_rows(self._execute(flat, [slots[i] for i in batch]), counts)
         except AotcudaError:
             # Keep one request's failure its own: each runs alone. Their slots are running (the batch's call was
             # theirs), so they are held until their own call starts: a request whose waiter gave up meanwhile (a
-            # call before it passed the deadline) was answered BusyError and is not run.
+            # call before it passed the deadline) was answered BusyError and is not run; one answered RunTimeoutError
+            # (the batch's call passed the deadline) is not held at all.
             self.watch.hold([slots[i] for i in batch])
             try:
                 for index in batch:
                     if self.watch.take_held(slots[index]):
-                        slots[index].set_result(self._run_alone(requests[index]))
+                        _unless_settled(slots[index].set_result, self._run_alone(requests[index], slots[index]))
             finally:  # none left held when a run raised (_run_batched answers them with its error)
                 for index in batch:
                     self.watch.take_held(slots[index])
             return
         for index, piece in zip(batch, pieces):
-            slots[index].set_result(piece)
+            _unless_settled(slots[index].set_result, piece)
 
     def _batch_fits(self, flat: list[torch.Tensor]) -> bool:
         """Whether a batch's call makes no tensor past max_tensor_bytes: each request was checked alone, and the
@@ -314,23 +324,23 @@ class ProgramReplica:
             return False
         return True
 
-    def _run_alone(self, inputs: list[torch.Tensor]):
+    def _run_alone(self, inputs: list[torch.Tensor], slot: concurrent.futures.Future):
         try:
-            return self._execute(inputs)
+            return self._execute(inputs, [slot])
         except AotcudaError as error:
             return error
 
-    def _execute(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        """One program call, timed by the run deadline: a batch's requests run alone one after another each get the
-        whole deadline. The outputs come back on the CPU, so that a CUDA program's kernels end within the call (and
-        its deadline), not in the event loop's encoding."""
+    def _execute(self, inputs: list[torch.Tensor], slots: list[concurrent.futures.Future]) -> list[torch.Tensor]:
+        """One program call, the run of ``slots`` (the requests it answers), timed by the run deadline: a batch's
+        requests run alone one after another each get the whole deadline. The outputs come back on the CPU, so that
+        a CUDA program's kernels end within the call (and its deadline), not in the event loop's encoding."""
         device = self.program.device
 
         def run():
             outputs = self.program.execute([t.to(device, non_blocking=True) for t in inputs])
             return [t.cpu() for t in outputs]
 
-        return self.watch.call(run)
+        return self.watch.call(slots, run)
 
     def _count_batch(self, requests: int, rows: int) -> None:
         self.counters["batches"] += 1
@@ -382,6 +392,16 @@ class HealthCheck:
         if request.method != "GET":
             return _no_route(request.method, request.url.path)
         return await _health(self.app_name, self.deployment_name)
+
+
+def _unless_settled(settle, answer) -> None:
+    """``settle(answer)`` (a slot's set_result or set_exception), unless the slot has its answer already: its waiter
+    answered it RunTimeoutError when its run passed the deadline (RunWatch.wait), or it was settled before what broke
+    the program thread, or cancelled."""
+    try:
+        settle(answer)
+    except concurrent.futures.InvalidStateError:
+        pass
 
 
 def _error_response(error: Exception, status: int, prefix: str = "") -> Response:
