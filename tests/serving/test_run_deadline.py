@@ -9,6 +9,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
+import types
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ deployment = pytest.importorskip("aotcuda.serving.deployment", reason="aotcuda[s
 from aotcuda.serving import deadline as deadline_module  # noqa: E402
 from aotcuda.serving.deadline import RunTimeoutError  # noqa: E402
 from aotcuda.serving.server import ServeOptions  # noqa: E402
-from serving_cases import RepeatedHalving, loopback_ray, posted, replica_stats, server_environment  # noqa: E402
+from serving_cases import RepeatedHalving, get, loopback_ray, posted, replica_stats, server_environment  # noqa: E402
 
 PORT = 18767  # 187xx: the serving tests' ports on a shared machine
 # Seconds a forced hand-over between two runs may take on a busy machine: spent in full where the watch keeps the
@@ -46,6 +47,24 @@ def run_batch(replica, xs: list[torch.Tensor]) -> list:
     batching needs a replica context)."""
     handle_batch = type(replica).predict_batch.__wrapped__
     return asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
+
+
+def healthz(route) -> tuple[int, bytes]:
+    """A deployment's answer to GET /healthz (HealthCheck, or a ProgramReplica's own route), called without Ray."""
+    from starlette.requests import Request
+
+    scope = {"type": "http", "method": "GET", "path": "/healthz", "headers": [], "query_string": b""}
+    answer = asyncio.run(route(Request(scope)))
+    return answer.status_code, answer.body
+
+
+def serve_reads_every_replica_running(monkeypatch) -> None:
+    """Serve's own word, stood in for: the application "aotcuda" runs, and its ProgramReplica's replicas all do."""
+    from aotcuda.serving import health
+
+    deployment_status = types.SimpleNamespace(replica_states={"RUNNING": 2})
+    app = types.SimpleNamespace(status="ApplicationStatus.RUNNING", deployments={"ProgramReplica": deployment_status})
+    monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
 
 
 def halved(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -526,6 +545,66 @@ def test_a_request_cancelled_while_it_waits_never_runs(runaway_package, deadline
     assert replica.counters["cancelled"] == 3  # and /stats counts them
 
 
+def test_healthz_answers_503_while_a_replica_says_its_run_is_past_the_deadline(monkeypatch):
+    """Found in session 25's review: /healthz answered from Serve's replica states alone, which turn only after three
+    failed health checks in a row (Ray 2.60's REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD, no setting; 2 s apart
+    here): a replica past its deadline read healthy for up to ~6 s. HealthCheck now takes the replicas' own word; a
+    word counts OVERRUN_WORD_S, so that one from a replica Serve has ended does not outlive it."""
+    from aotcuda.serving import health
+
+    serve_reads_every_replica_running(monkeypatch)
+    clock = SteppedClock()
+    monkeypatch.setattr(health, "time", clock)
+    check = health.HealthCheck("aotcuda", "ProgramReplica")
+    assert healthz(check) == (200, b"ok")
+    check.report_overrun("r1", True)
+    status, text = healthz(check)
+    assert status == 503 and b"r1" in text and b"run_timeout_s" in text
+    check.report_overrun("r1", False)  # its run ended: healthy again
+    assert healthz(check) == (200, b"ok")
+    check.report_overrun("r2", True)
+    clock.now += health.OVERRUN_WORD_S  # said again at each check while the run goes on: still fresh
+    assert healthz(check)[0] == 503
+    clock.now += 0.1  # nothing more: the replica is gone, and Serve's states tell the rest
+    assert healthz(check) == (200, b"ok")
+
+
+def test_a_replica_tells_healthz_when_its_run_passes_the_deadline_and_when_it_ends(served_block, monkeypatch):
+    """The replica's side: it tells HealthCheck when it answers a request 503 for a run past the deadline, again at
+    each failed health check, and once when the run has ended; its own /healthz route says its own run (build_app,
+    where no HealthCheck is deployed). A Serve handle stood in for, calling HealthCheck at once."""
+    from aotcuda.serving import health
+
+    serve_reads_every_replica_running(monkeypatch)
+    check, said = health.HealthCheck("aotcuda", "ProgramReplica"), []
+
+    def told(replica, overrun):
+        said.append(overrun)
+        check.report_overrun(replica, overrun)
+
+    handle = types.SimpleNamespace(report_overrun=types.SimpleNamespace(remote=told))
+    monkeypatch.setattr(health.serve, "get_deployment_handle", lambda name, app: handle)
+    context = types.SimpleNamespace(app_name="aotcuda", deployment="ProgramReplica", replica_tag="r1")
+    monkeypatch.setattr(health.serve, "get_replica_context", lambda: context)
+    path, _ = served_block
+    replica = deployment.ProgramReplica(path, run_timeout_s=0.3, health_deployment=("aotcuda-health", "HealthCheck"))
+    replica.check_health()  # Serve's first check: the handle is made, its routing started with a word of no news
+    assert said == [False]
+    gate = GatedCalls(replica.program.execute, gated=1)
+    replica.program.execute = gate
+    assert asyncio.run(answer_of(replica, torch.randn(1, 16, 256), False)) == "RunTimeoutError"  # the run goes on
+    assert said == [False, True] and healthz(check)[0] == 503
+    assert healthz(replica)[0] == 503
+    with pytest.raises(RunTimeoutError):
+        replica.check_health()
+    gate.release_all()
+    assert ended_within(replica, 60)
+    replica.check_health()
+    replica.check_health()
+    assert said == [False, True, True, False]  # the end said once
+    assert healthz(check) == (200, b"ok") and healthz(replica) == (200, b"ok")
+
+
 def test_deadlines_that_cannot_work_are_refused():
     """Found by a breaker: a deadline at or past the proxy's request_timeout_s (both 60 s by default) was never seen:
     the proxy answered 408 first; 1e-9 failed every request, 1e-400 turned the deadline off silently, inf and a
@@ -590,6 +669,10 @@ def test_ray_serve_replaces_a_replica_whose_run_never_ends(runaway_package):
             client.predict({"x": torch.randn(4), "n": torch.tensor(2**62)})
         assert (refused.value.status, refused.value.retriable) == (503, False), refused.value
         assert "run_timeout_s=2" in refused.value.message
+        # /healthz says so once the 503 has come (the replica's word to HealthCheck, taken before the 503 left), not
+        # after Serve's three failed checks, 1.8-2.2 s apart (main: 200 for 3.6 s at least after the first)
+        health, body = get(server.url + "/healthz")
+        assert health == 503 and b"ran past run_timeout_s" in body, (health, body)
         deadline = time.monotonic() + 120  # 3 health checks 2 s apart, Serve's graceful stop, a new replica's load
         while time.monotonic() < deadline:
             now = replica_stats(server.url, replicas=1, tries=1, wait_s=0)

@@ -13,7 +13,7 @@ C++ loop never returns to the interpreter), so the only way to end such a run is
   replica or to this one's replacement);
 - the replica's health check fails for as long as that run goes on (``RunWatch.check``), so that Ray Serve
   marks the replica unhealthy after its consecutive failures and replaces it, killing the process and the run
-  with it (deployment.HEALTH_CHECK_PERIOD_S bounds how long that takes). A run that ends before that leaves
+  with it (health.HEALTH_CHECK_PERIOD_S bounds how long that takes). A run that ends before that leaves
   the replica healthy again.
 """
 

@@ -11,8 +11,9 @@ Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
                   X-Aotcuda-Error (the error's class): a 5xx without it comes from Ray's proxy (e.g. the
                   request's replica died on it: not safe to resend, see client).
   GET  /healthz   200 "ok" once every replica of the deployment runs (Ray Serve's own replica states),
-                  503 with the states otherwise. `aotcuda serve` answers it from a deployment of its own
-                  (HealthCheck), so that it never waits behind /predict requests.
+                  503 with the states otherwise, or as soon as a replica says its run is past run_timeout_s.
+                  `aotcuda serve` answers it from a deployment of its own (health.HealthCheck), so that it never
+                  waits behind /predict requests; the replicas tell it of such runs (health.HealthWord).
   GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected),
                   its Serve replica id, pid, device, the physical GPU ids Ray gave it, and the batch dim's
                   name when it batches (docs/serving.md lists every field).
@@ -56,9 +57,10 @@ from aotcuda.serving.batching import combine, index_records, serving_plan, split
 from aotcuda.serving.body import ERROR_HEADER, BusyError, LateBodyError, SlowBodyError, read_body, shown
 from aotcuda.serving.codec import check_answer_size, check_tensor_sizes, decode_inputs, encode_outputs
 from aotcuda.serving.deadline import RunTimeoutError, RunWatch
+from aotcuda.serving.health import WORD_WAIT_S, HealthWord, health_answer, no_route, replica_name
 from aotcuda.serving.proxy import read_by_proxy
 
-__all__ = ["HealthCheck", "ProgramReplica"]
+__all__ = ["ProgramReplica"]
 
 _CPU = torch.device("cpu")
 OCTET_STREAM = "application/octet-stream"
@@ -70,10 +72,6 @@ OCTET_STREAM = "application/octet-stream"
 RAY_BODY_DELAY_S = 60.0
 # The most characters of an error's text an answer carries: the runtime's messages are a few hundred.
 MAX_ERROR_CHARS = 2000
-# Seconds between Ray Serve's health checks of a replica (Ray's default: 10). Serve replaces a replica after 3
-# failed checks in a row, and a run past run_timeout_s fails them (serving/deadline.py): so such a run is ended,
-# with its process, about 3 periods after its deadline, plus Serve's graceful stop of the replica.
-HEALTH_CHECK_PERIOD_S = 2.0
 # Seconds a waiting request is told to wait before sending again (Retry-After) when it never ran because the
 # replica is being replaced: Ray routes the resent request to another replica, or to this one's replacement, which
 # took 11 s to answer on 2 cores; at 1 s, Client's three retries were spent in 6 s (a breaker's report).
@@ -105,6 +103,10 @@ class ProgramReplica:
         package_sha256: the SHA-256 of the package serve checked at its start: a replica started later (a second
             one, one that replaces a replica that died, one on another node) refuses a file with other bytes at
             the path, so that every replica serves one model; None: whatever is at the path.
+        health_deployment: (application, deployment) of the health.HealthCheck that answers /healthz (serve_package
+            deploys one): the replica tells it when its run passes run_timeout_s, so that /healthz answers 503 at
+            once rather than after Serve's three failed health checks; None: no such deployment (this replica's own
+            /healthz route still says its own run).
 
     Raises ServingConfigError (see batching.serving_plan) when the options do not fit the program;
     PackageError when the package does not load.
@@ -114,8 +116,10 @@ class ProgramReplica:
                  max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20,
                  max_response_bytes: int = 1 << 30, max_tensor_bytes: int = 1 << 30, body_timeout_s: float = 30.0,
                  run_timeout_s: float | None = 30.0, allow_unbounded_outputs: bool = False,
-                 allow_unchecked_indices: bool = False, package_sha256: str | None = None):
+                 allow_unchecked_indices: bool = False, package_sha256: str | None = None,
+                 health_deployment: tuple[str, str] | None = None):
         self.watch = RunWatch(run_timeout_s)
+        self.health_word = HealthWord(*health_deployment) if health_deployment else None
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs, package_sha256=package_sha256)
         # the records of the signature the program loaded, not of a second read of the file (another process may
         # have replaced it in between)
@@ -150,10 +154,11 @@ class ProgramReplica:
             return await self._predict(request)
         if path == "/healthz" and method == "GET":
             context = serve.get_replica_context()
-            return await _health(context.app_name, context.deployment)
+            overrunning = [replica_name(context)] if self.watch.overrun_s() is not None else []
+            return await health_answer(context.app_name, context.deployment, overrunning)
         if path == "/stats" and method == "GET":
             return Response(json.dumps(self.stats()), media_type="application/json")
-        return _no_route(method, path)
+        return no_route(method, path)
 
     async def _predict(self, request: Request) -> Response:
         self.counters["requests"] += 1
@@ -179,6 +184,7 @@ class ProgramReplica:
                 outputs = error
         if isinstance(outputs, (RunTimeoutError, BusyError)):
             self.counters["timed_out" if isinstance(outputs, RunTimeoutError) else "not_run"] += 1
+            await self._health_told_of_overrun()
             return _error_response(outputs, 503)
         if isinstance(outputs, InputError):  # the request's values (e.g. a token id out of range): the client's
             self.counters["rejected"] += 1
@@ -353,7 +359,7 @@ class ProgramReplica:
     def stats(self) -> dict:
         """This replica's counters, its process id and device."""
         context = serve.get_replica_context()
-        return {"replica": getattr(context, "replica_tag", None) or str(getattr(context, "replica_id", "")),
+        return {"replica": replica_name(context),
                 "pid": os.getpid(), "device": str(self.program.device),
                 # the physical GPUs Ray gave this replica (its "cuda:0" is the first of them)
                 "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
@@ -368,7 +374,28 @@ class ProgramReplica:
         be replaced."""
         if self.program.closed:
             raise RuntimeError("the replica's Program is closed")
-        self.watch.check()
+        try:
+            self.watch.check()
+        except RunTimeoutError:
+            self._tell_health(True)  # again: each word counts health.OVERRUN_WORD_S
+            raise
+        self._tell_health(False)  # said once, when a run past the deadline has ended
+
+    def _tell_health(self, overrun: bool):
+        """Tell HealthCheck (health.HealthWord.tell); the word's DeploymentResponse, or None when none was sent."""
+        return None if self.health_word is None else self.health_word.tell(overrun)
+
+    async def _health_told_of_overrun(self) -> None:
+        """Tell HealthCheck that this replica is to be replaced (a run past the deadline), and wait for it to have
+        taken the word, at most WORD_WAIT_S, before a 503 for that run leaves: /healthz says so from then on, not
+        three failed Serve checks later; not waited for, the word could come after the client's next GET /healthz."""
+        said = self._tell_health(True)
+        if said is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(said), WORD_WAIT_S)
+        except Exception:  # HealthCheck slow or gone: the 503 goes now, and Serve's states say it later
+            pass
 
     def __del__(self) -> None:
         program = getattr(self, "program", None)
@@ -378,20 +405,6 @@ class ProgramReplica:
         # ends with the replica anyway, freeing what close would.
         if program is not None and (watch is None or watch.running_s() is None):
             program.close()
-
-
-class HealthCheck:
-    """GET /healthz for one ProgramReplica deployment, from a deployment of its own (no CPU reserved, many
-    slots): a health check never queues behind /predict requests, not even behind clients that hold every
-    replica slot with bodies that never arrive."""
-
-    def __init__(self, app_name: str, deployment_name: str):
-        self.app_name, self.deployment_name = app_name, deployment_name
-
-    async def __call__(self, request: Request) -> Response:
-        if request.method != "GET":
-            return _no_route(request.method, request.url.path)
-        return await _health(self.app_name, self.deployment_name)
 
 
 def _unless_settled(settle, answer) -> None:
@@ -411,25 +424,3 @@ def _error_response(error: Exception, status: int, prefix: str = "") -> Response
     if isinstance(error, BusyError):  # nothing of the request ran: the client may send it again
         headers["Retry-After"] = str(RETRY_AFTER_S)
     return PlainTextResponse(shown(prefix + str(error), MAX_ERROR_CHARS), status_code=status, headers=headers)
-
-
-def _no_route(method: str, path: str) -> Response:
-    return PlainTextResponse(f"no route {method} {shown(path, 100)}: POST /predict, GET /healthz, GET /stats",
-                             status_code=404)
-
-
-async def _health(app_name: str, deployment_name: str) -> Response:
-    # serve.status() asks the controller and blocks: off the event loop
-    return await asyncio.get_running_loop().run_in_executor(None, _health_response, app_name, deployment_name)
-
-
-def _health_response(app_name: str, deployment_name: str) -> Response:
-    """200 once every replica of that deployment runs; 503 with the replica states otherwise."""
-    status = serve.status().applications.get(app_name)
-    deployment = status.deployments.get(deployment_name) if status else None
-    states = dict(deployment.replica_states) if deployment else {}
-    ready = status is not None and str(status.status).endswith("RUNNING") and set(states) <= {"RUNNING"}
-    if ready:
-        return PlainTextResponse("ok")
-    return PlainTextResponse(f"not ready: application {status.status if status else 'missing'}, replicas {states}",
-                             status_code=503)
