@@ -6,7 +6,10 @@ replica for good, whatever the size limits."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 import time
+import types
 
 import pytest
 import torch
@@ -14,11 +17,15 @@ import torch
 safetensors_torch = pytest.importorskip("safetensors.torch", reason="aotcuda[serve] is not installed")
 deployment = pytest.importorskip("aotcuda.serving.deployment", reason="aotcuda[serve] is not installed")
 
+from aotcuda.serving import deadline as deadline_module  # noqa: E402
 from aotcuda.serving.deadline import RunTimeoutError  # noqa: E402
 from aotcuda.serving.server import ServeOptions  # noqa: E402
-from serving_cases import RepeatedHalving, loopback_ray, posted, replica_stats, server_environment  # noqa: E402
+from serving_cases import RepeatedHalving, get, loopback_ray, posted, replica_stats, server_environment  # noqa: E402
 
 PORT = 18767  # 187xx: the serving tests' ports on a shared machine
+# Seconds a forced hand-over between two runs may take on a busy machine: spent in full where the watch keeps the
+# hand-over out of its look (the fixed code), so that the test cannot pass by a slow hand-over.
+HAND_OVER_S = 2.0
 
 
 async def predict(replica, inputs: dict[str, torch.Tensor]):
@@ -42,9 +49,91 @@ def run_batch(replica, xs: list[torch.Tensor]) -> list:
     return asyncio.run(handle_batch(replica, [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]))
 
 
+def healthz(route) -> tuple[int, bytes]:
+    """A deployment's answer to GET /healthz (HealthCheck, or a ProgramReplica's own route), called without Ray."""
+    from starlette.requests import Request
+
+    scope = {"type": "http", "method": "GET", "path": "/healthz", "headers": [], "query_string": b""}
+    answer = asyncio.run(route(Request(scope)))
+    return answer.status_code, answer.body
+
+
+def serve_reads_every_replica_running(monkeypatch) -> None:
+    """Serve's own word, stood in for: the application "aotcuda" runs, and its ProgramReplica's replicas all do."""
+    from aotcuda.serving import health
+
+    deployment_status = types.SimpleNamespace(replica_states={"RUNNING": 2})
+    app = types.SimpleNamespace(status="ApplicationStatus.RUNNING", deployments={"ProgramReplica": deployment_status})
+    monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
+
+
 def halved(x: torch.Tensor, n: int) -> torch.Tensor:
     with torch.no_grad():
         return RepeatedHalving()(x, torch.tensor(n))
+
+
+class SteppedClock:
+    """deadline.py's clock, stood in for: every read gives ``now``; the next read made on the thread that called
+    ``arm(action)`` runs ``action`` first, so that what the program thread does in ``action`` (a run ends, the next
+    starts) falls between the watch's reading of its state and what it does next, as a thread switch can make it."""
+
+    def __init__(self):
+        self.now = 0.0
+        self._armed: tuple[int, object] | None = None
+
+    def arm(self, action) -> None:
+        self._armed = (threading.get_ident(), action)
+
+    def monotonic(self) -> float:
+        if self._armed is not None and self._armed[0] == threading.get_ident():
+            _, action = self._armed
+            self._armed = None
+            action()
+        return self.now
+
+
+class GatedCalls:
+    """replica.program.execute, stood in for: each of the first ``gated`` calls sets its ``started`` event and runs
+    only once the test sets its ``go``."""
+
+    def __init__(self, execute, gated: int = 2):
+        self.execute, self.count = execute, 0
+        self.started = [threading.Event() for _ in range(gated)]
+        self.go = [threading.Event() for _ in range(gated)]
+
+    def __call__(self, inputs):
+        call, self.count = self.count, self.count + 1
+        if call < len(self.started):
+            self.started[call].set()
+            self.go[call].wait(60)
+        return self.execute(inputs)
+
+    def release_all(self) -> None:
+        for go in self.go:
+            go.set()
+
+
+def ended_within(replica, seconds: float) -> bool:
+    """Whether the replica's program thread finished all it had been given within ``seconds``."""
+    try:
+        replica._executor.submit(lambda: None).result(timeout=seconds)
+    except concurrent.futures.TimeoutError:
+        return False
+    return True
+
+
+async def answer_of(replica, x: torch.Tensor, batched: bool) -> str:
+    """How one request {"x": x} was answered: "outputs", or its error's name (X-Aotcuda-Error, the error a batch's
+    slot gave, or the exception the route raised), through the batch handler or the route."""
+    try:
+        if batched:
+            request = replica.checked_inputs(safetensors_torch.save({"x": x}))
+            (result,) = await type(replica).predict_batch.__wrapped__(replica, [request])
+            return "outputs" if isinstance(result, list) else type(result).__name__
+        status, headers, _ = await predict(replica, {"x": x})
+        return "outputs" if status == 200 else headers.get("x-aotcuda-error", str(status))
+    except Exception as error:
+        return type(error).__name__
 
 
 def test_a_run_past_the_deadline_answers_503_and_fails_the_health_check_until_it_ends(runaway_package):
@@ -191,20 +280,25 @@ def test_a_batch_that_failed_as_a_whole_runs_alone_and_a_request_not_yet_rerun_g
     assert calls == [3, 1, 1]  # the third request's own call never ran: it was given up while it waited
 
 
-def test_a_request_cancelled_after_its_batch_started_never_runs(served_block, monkeypatch):
-    """Breaker 2: Ray's batching drops a request cancelled before its batch starts, but one cancelled after (its client
-    left while the batch's first call ran) only had its caller cancelled: its slot stayed pending and it ran after
-    the others (here 10 + 6 rows make the first call, at the batch dim's max of 16, and the third's 10 rows a second
-    call). Now its slot is cancelled with it, and the others of its batch are answered. (Ray's own batch wrapper,
-    given the replica context it reads; one event loop for both deadlines: the wrapper's queue is the function's.)"""
+@pytest.fixture
+def serve_batching(monkeypatch):
+    """Ray's own batch wrapper around predict_batch, outside a replica: given the replica context it reads, and a
+    queue of its own (made at first use and kept by the function, for that first event loop: back to none after)."""
     import types
 
     import ray.serve.batching
 
     context = types.SimpleNamespace(_deployment_config=types.SimpleNamespace(max_ongoing_requests=100))
     monkeypatch.setattr(ray.serve.batching.serve, "get_replica_context", lambda: context)
-    # the wrapper's queue is made at first use and kept by the function: back to none after this test
     monkeypatch.setattr(deployment.ProgramReplica.predict_batch.set_max_batch_size.__self__, "_queue", None)
+
+
+def test_a_request_cancelled_after_its_batch_started_never_runs(served_block, serve_batching):
+    """Breaker 2: Ray's batching drops a request cancelled before its batch starts, but one cancelled after (its client
+    left while the batch's first call ran) only had its caller cancelled: its slot stayed pending and it ran after
+    the others (here 10 + 6 rows make the first call, at the batch dim's max of 16, and the third's 10 rows a second
+    call). Now its slot is cancelled with it, and the others of its batch are answered. (One event loop for both
+    deadlines: the wrapper's queue is the function's.)"""
     path, model = served_block
     xs = [torch.randn(rows, 16, 256) for rows in (10, 6, 10)]  # one batch of two calls: 16 rows at most a call
 
@@ -238,6 +332,195 @@ def test_a_request_cancelled_after_its_batch_started_never_runs(served_block, mo
 
 
 @pytest.mark.parametrize("deadline", [None, 30.0])
+def test_a_request_cancelled_while_its_failed_batch_reruns_alone_never_runs(served_block, serve_batching, deadline):
+    """Found in session 25's review: after a batch's call failed as a whole, its requests wait, held, for their own
+    calls; one cancelled then (its client left while the first ran alone) still ran, its answer dropped: cancelling
+    its slot failed, since a held slot is running (its batch's call was its). Now a held slot is given up as a
+    pending one is, and its batch's others are answered."""
+    from aotcuda.errors import AotcudaError
+
+    path, model = served_block
+    xs = [torch.randn(1, 16, 256) for _ in range(3)]
+    replica = deployment.ProgramReplica(path, max_batch_size=4, batch_wait_ms=200, run_timeout_s=deadline)
+    gate = GatedCalls(replica.program.execute, gated=1)
+    calls = []
+
+    def batch_fails_first_alone_waits(inputs):
+        calls.append(inputs[0].shape[0])
+        if inputs[0].shape[0] > 1:
+            raise AotcudaError("the batch's call failed as a whole")
+        return gate(inputs)
+
+    replica.program.execute = batch_fails_first_alone_waits
+
+    async def scenario():
+        inputs = [replica.checked_inputs(safetensors_torch.save({"x": x})) for x in xs]
+        tasks = [asyncio.create_task(replica._in_a_batch(request)) for request in inputs]
+        await asyncio.to_thread(gate.started[0].wait, 60)  # the batch failed: the first runs alone, the others held
+        tasks[2].cancel()
+        await asyncio.wait({tasks[2]})
+        gate.release_all()
+        answers = [await task for task in tasks[:2]]
+        await asyncio.to_thread(ended_within, replica, 60)
+        return answers, tasks[2].cancelled()
+
+    answers, cancelled = asyncio.run(scenario())
+    assert cancelled
+    for x, outputs in zip(xs, answers):
+        with torch.no_grad():
+            torch.testing.assert_close(outputs[0], model(x), rtol=1e-5, atol=1e-5)
+    assert calls == [3, 1, 1], calls  # the third request's own call never ran
+
+
+def test_a_batch_answered_run_timeout_error_does_not_run_again_request_by_request(served_block):
+    """Found in session 25's review: a batch whose call passed the deadline (each request answered RunTimeoutError) and
+    then failed as a whole was run again request by request: calls whose answers nobody waited for, after the
+    deadline, on the replica's one thread, and a second write of the program's state by requests told that their
+    run may have written it. A request answered RunTimeoutError is settled: it is not held for a run of its own."""
+    from aotcuda.errors import AotcudaError
+
+    path, _ = served_block
+    replica = deployment.ProgramReplica(path, max_batch_size=4, run_timeout_s=0.3)
+    gate = GatedCalls(replica.program.execute, gated=1)
+    calls = []
+
+    def batch_overruns_then_fails(inputs):
+        calls.append(inputs[0].shape[0])
+        outputs = gate(inputs)
+        if inputs[0].shape[0] > 1:
+            raise AotcudaError("the batch's call failed as a whole")
+        return outputs
+
+    replica.program.execute = batch_overruns_then_fails
+    results = run_batch(replica, [torch.randn(1, 16, 256) for _ in range(2)])  # answered while the call waits
+    assert [type(result) for result in results] == [RunTimeoutError] * 2, results
+    gate.release_all()
+    assert ended_within(replica, 60)
+    assert calls == [2], calls  # the batch's call only
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_request_whose_run_just_started_is_not_blamed_for_the_run_before_it(served_block, monkeypatch, batched):
+    """The defect: a waiter read the current run (past the deadline), then asked its own job; in between that run
+    ended, the job was handed the program thread and its run started, so the job was running, and its request got
+    RunTimeoutError (final) for the previous run's overrun. Forced: the waiter's clock read ends the previous run and
+    starts the next before it answers. Now the watch reads its run, the clock and the job in one step: the request
+    whose run had not started when the overrun was seen gets BusyError, and its run never starts."""
+    path, _ = served_block
+    replica = deployment.ProgramReplica(path, max_batch_size=4 if batched else 1, run_timeout_s=1.0)
+    clock = SteppedClock()
+    monkeypatch.setattr(deadline_module, "time", clock)
+    gate = GatedCalls(replica.program.execute)
+    replica.program.execute = gate
+
+    def hand_over():
+        gate.go[0].set()  # the overrunning run ends; the next one, the waiter's own, starts
+        gate.started[1].wait(HAND_OVER_S)
+
+    async def scenario():
+        first = asyncio.create_task(answer_of(replica, torch.randn(1, 16, 256), batched))
+        await asyncio.to_thread(gate.started[0].wait, 60)
+        first.cancel()  # its client left: its run goes on, and the one waiting is the second request
+        await asyncio.wait({first})
+        second = asyncio.create_task(answer_of(replica, torch.randn(1, 16, 256), batched))
+        clock.now = 5.0  # the first run is past its deadline (1 s)
+        clock.arm(hand_over)
+        answer = await second
+        gate.release_all()
+        await asyncio.to_thread(ended_within, replica, 60)
+        return answer
+
+    assert asyncio.run(scenario()) == "BusyError"
+    assert gate.count == 1  # the second request never ran: it was taken back
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_run_that_ends_at_its_deadline_answers_its_outputs_or_run_timeout_error(served_block, monkeypatch, batched):
+    """The same kind: a waiter saw its own run past the deadline, found its job neither cancellable nor held, and
+    then found it done (the run had ended meanwhile) and read the result from the event loop's copy of the job,
+    which the loop had not made yet: InvalidStateError ("Result is not set."), a 500, for a request that had its
+    answer."""
+    path, _ = served_block
+    replica = deployment.ProgramReplica(path, max_batch_size=4 if batched else 1, run_timeout_s=1.0)
+    clock = SteppedClock()
+    monkeypatch.setattr(deadline_module, "time", clock)
+    gate = GatedCalls(replica.program.execute, gated=1)
+    replica.program.execute = gate
+
+    def run_ends():
+        gate.go[0].set()
+        ended_within(replica, HAND_OVER_S)  # its job settled, unless the look at the watch keeps it from ending
+
+    async def scenario():
+        waiting = asyncio.create_task(answer_of(replica, torch.randn(1, 16, 256), batched))
+        await asyncio.to_thread(gate.started[0].wait, 60)
+        clock.now = 5.0
+        clock.arm(run_ends)
+        answer = await waiting
+        await asyncio.to_thread(ended_within, replica, 60)
+        return answer
+
+    assert asyncio.run(scenario()) in ("outputs", "RunTimeoutError")
+
+
+def test_the_health_check_never_fails_for_a_run_that_has_ended(served_block, monkeypatch):
+    """The same kind, in the health check: it read the current run's start under the watch's lock and the clock after
+    it, so a run that ended between the two, within its deadline, was timed to the later clock, and the replica failed
+    its check with no run going on. Forced: the check's clock read ends the run at 0.5 s (deadline 1 s), then reads
+    5 s. A check may fail only for a run still going on when it reads the clock."""
+    path, _ = served_block
+    replica = deployment.ProgramReplica(path, run_timeout_s=1.0)
+    clock = SteppedClock()
+    monkeypatch.setattr(deadline_module, "time", clock)
+    gate = GatedCalls(replica.program.execute, gated=1)
+    replica.program.execute = gate
+    ended = []
+
+    def run_ends_within_its_deadline():
+        gate.go[0].set()
+        ended.append(ended_within(replica, HAND_OVER_S))
+        clock.now = 5.0
+
+    def health_check() -> Exception | None:
+        clock.arm(run_ends_within_its_deadline)
+        try:
+            replica.check_health()
+        except RunTimeoutError as error:
+            return error
+        return None
+
+    async def scenario():
+        running = asyncio.create_task(answer_of(replica, torch.randn(1, 16, 256), False))
+        await asyncio.to_thread(gate.started[0].wait, 60)
+        clock.now = 0.5
+        failed = await asyncio.to_thread(health_check)
+        await running
+        return failed
+
+    failed = asyncio.run(scenario())
+    assert not (ended[0] and failed), f"the check failed after the run had ended: {failed}"
+    replica.check_health()  # no run: healthy
+
+
+@pytest.mark.parametrize("deadline", [None, 30.0])
+def test_what_breaks_the_program_thread_outside_a_call_answers_a_request_run_alone(served_block, deadline):
+    """A request run alone has a slot of its own now (its call names it: RunWatch.call), not the executor's Future:
+    what breaks the program thread outside its call (here the batch count) is still its answer, not a hang, and the
+    next request is answered."""
+    path, _ = served_block
+    replica = deployment.ProgramReplica(path, run_timeout_s=deadline)
+    count_batch = replica._count_batch
+
+    def broken(requests, rows):
+        raise RuntimeError("the count broke")
+
+    replica._count_batch = broken
+    assert asyncio.run(answer_of(replica, torch.randn(1, 16, 256), False)) == "RuntimeError"
+    replica._count_batch = count_batch
+    assert asyncio.run(answer_of(replica, torch.randn(1, 16, 256), False)) == "outputs"
+
+
+@pytest.mark.parametrize("deadline", [None, 30.0])
 def test_a_request_cancelled_while_it_waits_never_runs(runaway_package, deadline):
     """Found by a breaker: requests whose client left (or whose proxy timed them out) while they waited behind a
     run were run anyway, later: Ray no longer counted them in max_ongoing_requests, so cheap connections queued any
@@ -260,6 +543,66 @@ def test_a_request_cancelled_while_it_waits_never_runs(runaway_package, deadline
     replica._executor.submit(lambda: None).result(timeout=60)  # whatever was queued has run by now
     assert replica.counters["batches"] == 1  # the long run only: the three left behind never ran
     assert replica.counters["cancelled"] == 3  # and /stats counts them
+
+
+def test_healthz_answers_503_while_a_replica_says_its_run_is_past_the_deadline(monkeypatch):
+    """Found in session 25's review: /healthz answered from Serve's replica states alone, which turn only after three
+    failed health checks in a row (Ray 2.60's REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD, no setting; 2 s apart
+    here): a replica past its deadline read healthy for up to ~6 s. HealthCheck now takes the replicas' own word; a
+    word counts OVERRUN_WORD_S, so that one from a replica Serve has ended does not outlive it."""
+    from aotcuda.serving import health
+
+    serve_reads_every_replica_running(monkeypatch)
+    clock = SteppedClock()
+    monkeypatch.setattr(health, "time", clock)
+    check = health.HealthCheck("aotcuda", "ProgramReplica")
+    assert healthz(check) == (200, b"ok")
+    check.report_overrun("r1", True)
+    status, text = healthz(check)
+    assert status == 503 and b"r1" in text and b"run_timeout_s" in text
+    check.report_overrun("r1", False)  # its run ended: healthy again
+    assert healthz(check) == (200, b"ok")
+    check.report_overrun("r2", True)
+    clock.now += health.OVERRUN_WORD_S  # said again at each check while the run goes on: still fresh
+    assert healthz(check)[0] == 503
+    clock.now += 0.1  # nothing more: the replica is gone, and Serve's states tell the rest
+    assert healthz(check) == (200, b"ok")
+
+
+def test_a_replica_tells_healthz_when_its_run_passes_the_deadline_and_when_it_ends(served_block, monkeypatch):
+    """The replica's side: it tells HealthCheck when it answers a request 503 for a run past the deadline, again at
+    each failed health check, and once when the run has ended; its own /healthz route says its own run (build_app,
+    where no HealthCheck is deployed). A Serve handle stood in for, calling HealthCheck at once."""
+    from aotcuda.serving import health
+
+    serve_reads_every_replica_running(monkeypatch)
+    check, said = health.HealthCheck("aotcuda", "ProgramReplica"), []
+
+    def told(replica, overrun):
+        said.append(overrun)
+        check.report_overrun(replica, overrun)
+
+    handle = types.SimpleNamespace(report_overrun=types.SimpleNamespace(remote=told))
+    monkeypatch.setattr(health.serve, "get_deployment_handle", lambda name, app: handle)
+    context = types.SimpleNamespace(app_name="aotcuda", deployment="ProgramReplica", replica_tag="r1")
+    monkeypatch.setattr(health.serve, "get_replica_context", lambda: context)
+    path, _ = served_block
+    replica = deployment.ProgramReplica(path, run_timeout_s=0.3, health_deployment=("aotcuda-health", "HealthCheck"))
+    replica.check_health()  # Serve's first check: the handle is made, its routing started with a word of no news
+    assert said == [False]
+    gate = GatedCalls(replica.program.execute, gated=1)
+    replica.program.execute = gate
+    assert asyncio.run(answer_of(replica, torch.randn(1, 16, 256), False)) == "RunTimeoutError"  # the run goes on
+    assert said == [False, True] and healthz(check)[0] == 503
+    assert healthz(replica)[0] == 503
+    with pytest.raises(RunTimeoutError):
+        replica.check_health()
+    gate.release_all()
+    assert ended_within(replica, 60)
+    replica.check_health()
+    replica.check_health()
+    assert said == [False, True, True, False]  # the end said once
+    assert healthz(check) == (200, b"ok") and healthz(replica) == (200, b"ok")
 
 
 def test_deadlines_that_cannot_work_are_refused():
@@ -326,6 +669,10 @@ def test_ray_serve_replaces_a_replica_whose_run_never_ends(runaway_package):
             client.predict({"x": torch.randn(4), "n": torch.tensor(2**62)})
         assert (refused.value.status, refused.value.retriable) == (503, False), refused.value
         assert "run_timeout_s=2" in refused.value.message
+        # /healthz says so once the 503 has come (the replica's word to HealthCheck, taken before the 503 left), not
+        # after Serve's three failed checks, 1.8-2.2 s apart (main: 200 for 3.6 s at least after the first)
+        health, body = get(server.url + "/healthz")
+        assert health == 503 and b"ran past run_timeout_s" in body, (health, body)
         deadline = time.monotonic() + 120  # 3 health checks 2 s apart, Serve's graceful stop, a new replica's load
         while time.monotonic() < deadline:
             now = replica_stats(server.url, replicas=1, tries=1, wait_s=0)

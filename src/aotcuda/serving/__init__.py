@@ -8,8 +8,9 @@
         requests.post(server.url + "/predict", data=safetensors.torch.save({"x": x}))
 
 The modules: client (HTTP with the retry rule), body (the request body under its limits, no torch), codec (the safetensors wire format), batching (which requests combine, pure tensor code),
-deployment (the replica: routes, checks before batching, Ray Serve's batching), proxy (the request body read
-in Ray Serve's HTTP proxy, on the client's time), server (start Ray or join RAY_ADDRESS, deploy, shut down). Ray is imported only by deployment and server. docs/serving.md has
+deployment (the replica: routes, checks before batching, Ray Serve's batching), deadline (the run deadline),
+health (GET /healthz), proxy (the request body read in Ray Serve's HTTP proxy, on the client's time), server (start
+Ray or join RAY_ADDRESS, deploy, shut down). Ray is imported only by deployment, health and server. docs/serving.md has
 the HTTP contract, the figures and the multi-node recipe.
 """
 

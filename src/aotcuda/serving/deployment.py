@@ -11,8 +11,9 @@ Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
                   X-Aotcuda-Error (the error's class): a 5xx without it comes from Ray's proxy (e.g. the
                   request's replica died on it: not safe to resend, see client).
   GET  /healthz   200 "ok" once every replica of the deployment runs (Ray Serve's own replica states),
-                  503 with the states otherwise. `aotcuda serve` answers it from a deployment of its own
-                  (HealthCheck), so that it never waits behind /predict requests.
+                  503 with the states otherwise, or as soon as a replica says its run is past run_timeout_s.
+                  `aotcuda serve` answers it from a deployment of its own (health.HealthCheck), so that it never
+                  waits behind /predict requests; the replicas tell it of such runs (health.HealthWord).
   GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected),
                   its Serve replica id, pid, device, the physical GPU ids Ray gave it, and the batch dim's
                   name when it batches (docs/serving.md lists every field).
@@ -56,9 +57,10 @@ from aotcuda.serving.batching import combine, index_records, serving_plan, split
 from aotcuda.serving.body import ERROR_HEADER, BusyError, LateBodyError, SlowBodyError, read_body, shown
 from aotcuda.serving.codec import check_answer_size, check_tensor_sizes, decode_inputs, encode_outputs
 from aotcuda.serving.deadline import RunTimeoutError, RunWatch
+from aotcuda.serving.health import WORD_WAIT_S, HealthWord, health_answer, no_route, replica_name
 from aotcuda.serving.proxy import read_by_proxy
 
-__all__ = ["HealthCheck", "ProgramReplica"]
+__all__ = ["ProgramReplica"]
 
 _CPU = torch.device("cpu")
 OCTET_STREAM = "application/octet-stream"
@@ -70,10 +72,6 @@ OCTET_STREAM = "application/octet-stream"
 RAY_BODY_DELAY_S = 60.0
 # The most characters of an error's text an answer carries: the runtime's messages are a few hundred.
 MAX_ERROR_CHARS = 2000
-# Seconds between Ray Serve's health checks of a replica (Ray's default: 10). Serve replaces a replica after 3
-# failed checks in a row, and a run past run_timeout_s fails them (serving/deadline.py): so such a run is ended,
-# with its process, about 3 periods after its deadline, plus Serve's graceful stop of the replica.
-HEALTH_CHECK_PERIOD_S = 2.0
 # Seconds a waiting request is told to wait before sending again (Retry-After) when it never ran because the
 # replica is being replaced: Ray routes the resent request to another replica, or to this one's replacement, which
 # took 11 s to answer on 2 cores; at 1 s, Client's three retries were spent in 6 s (a breaker's report).
@@ -105,6 +103,10 @@ class ProgramReplica:
         package_sha256: the SHA-256 of the package serve checked at its start: a replica started later (a second
             one, one that replaces a replica that died, one on another node) refuses a file with other bytes at
             the path, so that every replica serves one model; None: whatever is at the path.
+        health_deployment: (application, deployment) of the health.HealthCheck that answers /healthz (serve_package
+            deploys one): the replica tells it when its run passes run_timeout_s, so that /healthz answers 503 at
+            once rather than after Serve's three failed health checks; None: no such deployment (this replica's own
+            /healthz route still says its own run).
 
     Raises ServingConfigError (see batching.serving_plan) when the options do not fit the program;
     PackageError when the package does not load.
@@ -114,8 +116,10 @@ class ProgramReplica:
                  max_batch_size: int = 1, batch_wait_ms: float = 5.0, max_request_bytes: int = 256 << 20,
                  max_response_bytes: int = 1 << 30, max_tensor_bytes: int = 1 << 30, body_timeout_s: float = 30.0,
                  run_timeout_s: float | None = 30.0, allow_unbounded_outputs: bool = False,
-                 allow_unchecked_indices: bool = False, package_sha256: str | None = None):
+                 allow_unchecked_indices: bool = False, package_sha256: str | None = None,
+                 health_deployment: tuple[str, str] | None = None):
         self.watch = RunWatch(run_timeout_s)
+        self.health_word = HealthWord(*health_deployment) if health_deployment else None
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs, package_sha256=package_sha256)
         # the records of the signature the program loaded, not of a second read of the file (another process may
         # have replaced it in between)
@@ -150,10 +154,11 @@ class ProgramReplica:
             return await self._predict(request)
         if path == "/healthz" and method == "GET":
             context = serve.get_replica_context()
-            return await _health(context.app_name, context.deployment)
+            overrunning = [replica_name(context)] if self.watch.overrun_s() is not None else []
+            return await health_answer(context.app_name, context.deployment, overrunning)
         if path == "/stats" and method == "GET":
             return Response(json.dumps(self.stats()), media_type="application/json")
-        return _no_route(method, path)
+        return no_route(method, path)
 
     async def _predict(self, request: Request) -> Response:
         self.counters["requests"] += 1
@@ -174,11 +179,12 @@ class ProgramReplica:
             outputs = await self._in_a_batch(inputs)
         else:
             try:
-                outputs = await self._in_program_thread(self._run_one, inputs)
+                outputs = await self._alone(inputs)
             except (RunTimeoutError, BusyError) as error:
                 outputs = error
         if isinstance(outputs, (RunTimeoutError, BusyError)):
             self.counters["timed_out" if isinstance(outputs, RunTimeoutError) else "not_run"] += 1
+            await self._health_told_of_overrun()
             return _error_response(outputs, 503)
         if isinstance(outputs, InputError):  # the request's values (e.g. a token id out of range): the client's
             self.counters["rejected"] += 1
@@ -228,15 +234,16 @@ class ProgramReplica:
 
     async def _in_a_batch(self, inputs: list[torch.Tensor]):
         """predict_batch's answer for one request; when the request is cancelled (its client left, Ray's proxy timed
-        it out) after its batch started, its slot is cancelled too, so that its run, not started, never starts: Ray
-        cancels only the caller, and the batch ran such a request anyway, after the others of its batch (breaker 2:
-        a request cancelled while the first of its batch ran alone for a second ran all the same)."""
+        it out) after its batch started, its slot is given up too (RunWatch.give_up), so that its run, not started,
+        never starts: Ray cancels only the caller, and the batch ran such a request anyway, after the others of its
+        batch (breaker 2: a request cancelled while the first of its batch ran alone for a second ran all the same;
+        session 25: one whose slot was held, after its batch's call failed, ran all the same)."""
         try:
             return await self.predict_batch(inputs)
         except asyncio.CancelledError:
             request, slot = self._slots.get(id(inputs), (None, None))
-            if request is inputs:
-                slot.cancel()
+            if request is inputs:  # pending, or held after its batch's call failed: either way its run never starts
+                self.watch.give_up(slot, BusyError("the request was cancelled before its run started"))
             raise
 
     async def _slot_result(self, slot: concurrent.futures.Future):
@@ -251,14 +258,25 @@ class ProgramReplica:
 
     # --- running (in the program thread) ------------------------------------------------------------
 
-    async def _in_program_thread(self, function, *args):
-        """``function(*args)`` on the program thread, each program call in it under the run deadline (``_execute``):
-        raises RunTimeoutError or BusyError (RunWatch.wait)."""
-        return await self.watch.wait(self._executor.submit(function, *args))
+    async def _alone(self, inputs: list[torch.Tensor]):
+        """One request's outputs (or its AotcudaError) from a call of its own on the program thread, under the run
+        deadline: raises RunTimeoutError or BusyError (RunWatch.wait), or what broke the program thread. Its slot is
+        a Future of its own, not the executor's, so that its program call can name it (RunWatch.call)."""
+        slot = concurrent.futures.Future()
+        self._executor.submit(self._run_slot, inputs, slot)
+        return await self.watch.wait(slot)
 
-    def _run_one(self, inputs: list[torch.Tensor]):
+    def _run_slot(self, inputs: list[torch.Tensor], slot: concurrent.futures.Future) -> None:
+        if not slot.set_running_or_notify_cancel():  # its request was cancelled, or given up, while it waited
+            return
+        try:
+            _unless_settled(slot.set_result, self._run_one(inputs, slot))
+        except Exception as error:  # what broke outside the call too: the request's answer, not a hang
+            _unless_settled(slot.set_exception, error)
+
+    def _run_one(self, inputs: list[torch.Tensor], slot: concurrent.futures.Future):
         self._count_batch(1, inputs[0].shape[0] if inputs and inputs[0].dim() else 1)
-        return self._run_alone(inputs)
+        return self._run_alone(inputs, slot)
 
     def _run_batched(self, requests: list[list[torch.Tensor]], slots: list[concurrent.futures.Future]) -> None:
         """Settle each request's slot with its outputs (or its AotcudaError). A slot turns running only when its
@@ -269,17 +287,14 @@ class ProgramReplica:
                 self._run_chunk(requests, slots, [i for i in batch if not slots[i].cancelled()])
         except Exception as error:
             for slot in slots:
-                try:
-                    slot.set_exception(error)
-                except concurrent.futures.InvalidStateError:  # settled, or cancelled: it keeps what it has
-                    pass
+                _unless_settled(slot.set_exception, error)
 
     def _run_chunk(self, requests: list[list[torch.Tensor]], slots: list[concurrent.futures.Future],
                    batch: list[int]) -> None:
         if len(batch) > 1 and not self._batch_fits(combine([requests[i] for i in batch])[0]):
             for index in batch:  # each request fits alone (checked_inputs), and runs as its own call
                 if slots[index].set_running_or_notify_cancel():
-                    slots[index].set_result(self._run_one(requests[index]))
+                    _unless_settled(slots[index].set_result, self._run_one(requests[index], slots[index]))
             return
         batch = [i for i in batch if slots[i].set_running_or_notify_cancel()]
         if not batch:
@@ -287,22 +302,23 @@ class ProgramReplica:
         flat, counts = combine([requests[i] for i in batch])
         self._count_batch(len(batch), sum(counts))
         try:
-            pieces = split_rows(self._execute(flat), counts)
+            pieces = split_rows(self._execute(flat, [slots[i] for i in batch]), counts)
         except AotcudaError:
             # Keep one request's failure its own: each runs alone. Their slots are running (the batch's call was
             # theirs), so they are held until their own call starts: a request whose waiter gave up meanwhile (a
-            # call before it passed the deadline) was answered BusyError and is not run.
+            # call before it passed the deadline) was answered BusyError and is not run; one answered RunTimeoutError
+            # (the batch's call passed the deadline) is not held at all.
             self.watch.hold([slots[i] for i in batch])
             try:
                 for index in batch:
                     if self.watch.take_held(slots[index]):
-                        slots[index].set_result(self._run_alone(requests[index]))
+                        _unless_settled(slots[index].set_result, self._run_alone(requests[index], slots[index]))
             finally:  # none left held when a run raised (_run_batched answers them with its error)
                 for index in batch:
                     self.watch.take_held(slots[index])
             return
         for index, piece in zip(batch, pieces):
-            slots[index].set_result(piece)
+            _unless_settled(slots[index].set_result, piece)
 
     def _batch_fits(self, flat: list[torch.Tensor]) -> bool:
         """Whether a batch's call makes no tensor past max_tensor_bytes: each request was checked alone, and the
@@ -314,23 +330,23 @@ class ProgramReplica:
             return False
         return True
 
-    def _run_alone(self, inputs: list[torch.Tensor]):
+    def _run_alone(self, inputs: list[torch.Tensor], slot: concurrent.futures.Future):
         try:
-            return self._execute(inputs)
+            return self._execute(inputs, [slot])
         except AotcudaError as error:
             return error
 
-    def _execute(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        """One program call, timed by the run deadline: a batch's requests run alone one after another each get the
-        whole deadline. The outputs come back on the CPU, so that a CUDA program's kernels end within the call (and
-        its deadline), not in the event loop's encoding."""
+    def _execute(self, inputs: list[torch.Tensor], slots: list[concurrent.futures.Future]) -> list[torch.Tensor]:
+        """One program call, the run of ``slots`` (the requests it answers), timed by the run deadline: a batch's
+        requests run alone one after another each get the whole deadline. The outputs come back on the CPU, so that
+        a CUDA program's kernels end within the call (and its deadline), not in the event loop's encoding."""
         device = self.program.device
 
         def run():
             outputs = self.program.execute([t.to(device, non_blocking=True) for t in inputs])
             return [t.cpu() for t in outputs]
 
-        return self.watch.call(run)
+        return self.watch.call(slots, run)
 
     def _count_batch(self, requests: int, rows: int) -> None:
         self.counters["batches"] += 1
@@ -343,7 +359,7 @@ class ProgramReplica:
     def stats(self) -> dict:
         """This replica's counters, its process id and device."""
         context = serve.get_replica_context()
-        return {"replica": getattr(context, "replica_tag", None) or str(getattr(context, "replica_id", "")),
+        return {"replica": replica_name(context),
                 "pid": os.getpid(), "device": str(self.program.device),
                 # the physical GPUs Ray gave this replica (its "cuda:0" is the first of them)
                 "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
@@ -358,7 +374,28 @@ class ProgramReplica:
         be replaced."""
         if self.program.closed:
             raise RuntimeError("the replica's Program is closed")
-        self.watch.check()
+        try:
+            self.watch.check()
+        except RunTimeoutError:
+            self._tell_health(True)  # again: each word counts health.OVERRUN_WORD_S
+            raise
+        self._tell_health(False)  # said once, when a run past the deadline has ended
+
+    def _tell_health(self, overrun: bool):
+        """Tell HealthCheck (health.HealthWord.tell); the word's DeploymentResponse, or None when none was sent."""
+        return None if self.health_word is None else self.health_word.tell(overrun)
+
+    async def _health_told_of_overrun(self) -> None:
+        """Tell HealthCheck that this replica is to be replaced (a run past the deadline), and wait for it to have
+        taken the word, at most WORD_WAIT_S, before a 503 for that run leaves: /healthz says so from then on, not
+        three failed Serve checks later; not waited for, the word could come after the client's next GET /healthz."""
+        said = self._tell_health(True)
+        if said is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(said), WORD_WAIT_S)
+        except Exception:  # HealthCheck slow or gone: the 503 goes now, and Serve's states say it later
+            pass
 
     def __del__(self) -> None:
         program = getattr(self, "program", None)
@@ -370,18 +407,14 @@ class ProgramReplica:
             program.close()
 
 
-class HealthCheck:
-    """GET /healthz for one ProgramReplica deployment, from a deployment of its own (no CPU reserved, many
-    slots): a health check never queues behind /predict requests, not even behind clients that hold every
-    replica slot with bodies that never arrive."""
-
-    def __init__(self, app_name: str, deployment_name: str):
-        self.app_name, self.deployment_name = app_name, deployment_name
-
-    async def __call__(self, request: Request) -> Response:
-        if request.method != "GET":
-            return _no_route(request.method, request.url.path)
-        return await _health(self.app_name, self.deployment_name)
+def _unless_settled(settle, answer) -> None:
+    """``settle(answer)`` (a slot's set_result or set_exception), unless the slot has its answer already: its waiter
+    answered it RunTimeoutError when its run passed the deadline (RunWatch.wait), or it was settled before what broke
+    the program thread, or cancelled."""
+    try:
+        settle(answer)
+    except concurrent.futures.InvalidStateError:
+        pass
 
 
 def _error_response(error: Exception, status: int, prefix: str = "") -> Response:
@@ -391,25 +424,3 @@ def _error_response(error: Exception, status: int, prefix: str = "") -> Response
     if isinstance(error, BusyError):  # nothing of the request ran: the client may send it again
         headers["Retry-After"] = str(RETRY_AFTER_S)
     return PlainTextResponse(shown(prefix + str(error), MAX_ERROR_CHARS), status_code=status, headers=headers)
-
-
-def _no_route(method: str, path: str) -> Response:
-    return PlainTextResponse(f"no route {method} {shown(path, 100)}: POST /predict, GET /healthz, GET /stats",
-                             status_code=404)
-
-
-async def _health(app_name: str, deployment_name: str) -> Response:
-    # serve.status() asks the controller and blocks: off the event loop
-    return await asyncio.get_running_loop().run_in_executor(None, _health_response, app_name, deployment_name)
-
-
-def _health_response(app_name: str, deployment_name: str) -> Response:
-    """200 once every replica of that deployment runs; 503 with the replica states otherwise."""
-    status = serve.status().applications.get(app_name)
-    deployment = status.deployments.get(deployment_name) if status else None
-    states = dict(deployment.replica_states) if deployment else {}
-    ready = status is not None and str(status.status).endswith("RUNNING") and set(states) <= {"RUNNING"}
-    if ready:
-        return PlainTextResponse("ok")
-    return PlainTextResponse(f"not ready: application {status.status if status else 'missing'}, replicas {states}",
-                             status_code=503)

@@ -29,7 +29,8 @@ __all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_f
            "replica_actor_options", "serve_package"]
 
 APP_NAME = "aotcuda"
-HEALTH_APP_NAME = "aotcuda-health"  # GET /healthz from a deployment of its own (deployment.HealthCheck)
+HEALTH_APP_NAME = "aotcuda-health"  # GET /healthz from a deployment of its own (health.HealthCheck)
+HEALTH_DEPLOYMENT_NAME = "HealthCheck"
 # Seconds a starting HTTP proxy has to answer Serve's controller (Ray's default: 5), in a Ray started here.
 PROXY_READY_TIMEOUT_S = 60
 # Seconds a running HTTP proxy has to answer each of the controller's health checks (Ray's default: 10), in a Ray
@@ -212,10 +213,12 @@ def replica_actor_options(package_path: str, options: ServeOptions) -> dict:
     return {"num_cpus": options.cpus_per_replica, "num_gpus": gpus, **options.extra_actor_options}
 
 
-def _bind(path: str, options: ServeOptions, actor_options: dict, package_sha256: str):
+def _bind(path: str, options: ServeOptions, actor_options: dict, package_sha256: str,
+          health_deployment: tuple[str, str] | None = None):
     from ray import serve
 
-    from aotcuda.serving.deployment import HEALTH_CHECK_PERIOD_S, ProgramReplica
+    from aotcuda.serving.deployment import ProgramReplica
+    from aotcuda.serving.health import HEALTH_CHECK_PERIOD_S
 
     deployment = serve.deployment(ProgramReplica, name="ProgramReplica", num_replicas=options.replicas,
                                   ray_actor_options=actor_options,
@@ -226,15 +229,16 @@ def _bind(path: str, options: ServeOptions, actor_options: dict, package_sha256:
                            max_response_bytes=options.max_response_bytes, max_tensor_bytes=options.max_tensor_bytes,
                            body_timeout_s=options.body_timeout_s, run_timeout_s=options.run_timeout_s,
                            allow_unbounded_outputs=options.allow_unbounded_outputs,
-                           allow_unchecked_indices=options.allow_unchecked_indices, package_sha256=package_sha256)
+                           allow_unchecked_indices=options.allow_unchecked_indices, package_sha256=package_sha256,
+                           health_deployment=health_deployment)
 
 
 def _bind_health():
     from ray import serve
 
-    from aotcuda.serving.deployment import HealthCheck
+    from aotcuda.serving.health import HealthCheck
 
-    deployment = serve.deployment(HealthCheck, name="HealthCheck", num_replicas=1,
+    deployment = serve.deployment(HealthCheck, name=HEALTH_DEPLOYMENT_NAME, num_replicas=1,
                                   ray_actor_options={"num_cpus": 0}, max_ongoing_requests=64)
     return deployment.bind(APP_NAME, "ProgramReplica")
 
@@ -509,7 +513,9 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             # "/", so its replicas answer /healthz and /predict as soon as they run, and a second serve.run kept this
             # call from returning for as long as the health check's replica took to start (~3 s on 2 cores), so
             # `aotcuda serve` printed its "serving" line after requests had been answered.
-            serve.run_many([serve.RunTarget(_bind(path, options, actor_options, digest), name=APP_NAME, route_prefix="/"),
+            # The replicas tell the health check's deployment of a run past the deadline (health.HealthWord).
+            program = _bind(path, options, actor_options, digest, (HEALTH_APP_NAME, HEALTH_DEPLOYMENT_NAME))
+            serve.run_many([serve.RunTarget(program, name=APP_NAME, route_prefix="/"),
                             serve.RunTarget(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")])
         except BaseException as error:
             Server("", started_ray).shutdown(drain=not isinstance(error, StopRequested))

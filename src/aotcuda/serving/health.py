@@ -1,0 +1,141 @@
+"""GET /healthz: Ray Serve's replica states, and the word of each replica whose run is past run_timeout_s.
+
+Why the replicas' own word: Serve's controller changes a replica's state only once the replica has failed its health
+check REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD times in a row (3: a constant in Ray 2.60, with no setting;
+ray/serve/_private/deployment_state.py, DeploymentReplica.check_health), one check every HEALTH_CHECK_PERIOD_S give
+or take Ray's 10 % jitter. A replica whose run passed its deadline knows it at once (its waiting requests get 503
+within deadline.POLL_S), yet serve.status() read it RUNNING, and /healthz answered 200, for two to three periods more
+(up to ~6.6 s). So a ProgramReplica tells the HealthCheck deployment (HealthWord) as soon as it answers a request 503
+for such a run, and again at each of Serve's checks while the run goes on; HealthCheck answers 503 while such a word
+is fresh, and Serve's states otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ray import serve
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from aotcuda.serving.body import shown
+
+__all__ = ["HEALTH_CHECK_PERIOD_S", "OVERRUN_WORD_S", "WORD_WAIT_S", "HealthCheck", "HealthWord", "health_answer",
+           "no_route", "replica_name"]
+
+# Seconds between Ray Serve's health checks of a replica (Ray's default: 10). Serve replaces a replica after 3
+# failed checks in a row, and a run past run_timeout_s fails them (serving/deadline.py): so such a run is ended,
+# with its process, about 3 periods after its deadline, plus Serve's graceful stop of the replica.
+HEALTH_CHECK_PERIOD_S = 2.0
+# Seconds a replica's word that its run is past the deadline counts. The replica says it again at each of Serve's
+# checks while the run goes on, and says when the run has ended; but a replica that Serve ended says nothing more,
+# and its word must not outlive it for long. It outlives it by less than this: by its third failed check Serve reads
+# the replica stopping, and its successor starting until it runs.
+OVERRUN_WORD_S = 3 * HEALTH_CHECK_PERIOD_S
+# Seconds a replica's 503 for a run past the deadline waits for HealthCheck to take its word (ProgramReplica): a round
+# trip between two deployments, milliseconds; bounded, since an answer must not wait on another deployment's troubles.
+WORD_WAIT_S = 1.0
+
+
+def replica_name(context) -> str:
+    """The Serve replica's id, as /stats and the health words name it."""
+    return getattr(context, "replica_tag", None) or str(getattr(context, "replica_id", ""))
+
+
+class HealthCheck:
+    """GET /healthz for one ProgramReplica deployment, from a deployment of its own (no CPU reserved, many
+    slots): a health check never queues behind /predict requests, not even behind clients that hold every
+    replica slot with bodies that never arrive. Its replicas tell it of a run past the deadline (report_overrun)."""
+
+    def __init__(self, app_name: str, deployment_name: str):
+        self.app_name, self.deployment_name = app_name, deployment_name
+        # replica → time.monotonic() of its latest word that its run is past the deadline
+        self._overrun_words: dict[str, float] = {}
+
+    async def __call__(self, request: Request) -> Response:
+        if request.method != "GET":
+            return no_route(request.method, request.url.path)
+        return await health_answer(self.app_name, self.deployment_name, self.overrunning())
+
+    def report_overrun(self, replica: str, overrun: bool) -> None:
+        """A replica's word (HealthWord): its run is past the deadline now, or it has ended."""
+        if overrun:
+            self._overrun_words[replica] = time.monotonic()
+        else:
+            self._overrun_words.pop(replica, None)
+
+    def overrunning(self) -> list[str]:
+        """The replicas whose latest word, at most OVERRUN_WORD_S old, is a run past the deadline."""
+        now = time.monotonic()
+        self._overrun_words = {replica: said for replica, said in self._overrun_words.items()
+                               if now - said <= OVERRUN_WORD_S}
+        return sorted(self._overrun_words)
+
+
+class HealthWord:
+    """How a ProgramReplica tells the HealthCheck deployment ``deployment_name`` of application ``app_name`` that its
+    run is past the deadline, or no longer: a call through a Serve handle. Best effort: where it cannot be sent (no
+    such deployment), /healthz still has Serve's states, a few seconds later."""
+
+    def __init__(self, app_name: str, deployment_name: str):
+        self.app_name, self.deployment_name = app_name, deployment_name
+        self._to: tuple | None = None  # (the handle, this replica's name): connect
+        self._said_overrun = False
+
+    def connect(self) -> None:
+        """Make the handle ahead of the first word (at each of Serve's checks until it is made: ``tell``), so that the
+        word at a deadline waits neither for Serve's controller nor for the handle's first routing: made at the first
+        word, it reached HealthCheck after /healthz had answered 200 once more. Until the HealthCheck deployment
+        exists (serve_package deploys both at once), each try fails and the next check tries again."""
+        if self._to is not None:
+            return
+        try:
+            handle = serve.get_deployment_handle(self.deployment_name, self.app_name)
+            replica = replica_name(serve.get_replica_context())
+            handle.report_overrun.remote(replica, False)  # starts the handle's routing; says nothing new
+        except Exception:  # not deployed yet, or Serve shutting down
+            return
+        self._to = (handle, replica)
+
+    def tell(self, overrun: bool):
+        """Say ``overrun`` (a run past the deadline now, or not): each time while it is so, since each word counts
+        OVERRUN_WORD_S, and once when it stops (nothing said while nothing changes). Returns the call's
+        DeploymentResponse, to await for HealthCheck to have taken the word, or None when nothing was sent."""
+        self.connect()
+        if self._to is None:  # no HealthCheck deployment (yet): Serve's states will say it, later
+            return None
+        if not overrun and not self._said_overrun:
+            return None
+        self._said_overrun = overrun
+        handle, replica = self._to
+        try:
+            return handle.report_overrun.remote(replica, overrun)
+        except Exception:  # Serve shutting down
+            return None
+
+
+def no_route(method: str, path: str) -> Response:
+    return PlainTextResponse(f"no route {method} {shown(path, 100)}: POST /predict, GET /healthz, GET /stats",
+                             status_code=404)
+
+
+async def health_answer(app_name: str, deployment_name: str, overrunning: list[str]) -> Response:
+    """503 naming the replicas whose run is past the deadline (``overrunning``), if any; else Serve's states."""
+    if overrunning:
+        return PlainTextResponse(f"not ready: replicas {overrunning} ran past run_timeout_s and are being replaced",
+                                 status_code=503)
+    # serve.status() asks the controller and blocks: off the event loop
+    return await asyncio.get_running_loop().run_in_executor(None, _states_answer, app_name, deployment_name)
+
+
+def _states_answer(app_name: str, deployment_name: str) -> Response:
+    """200 once every replica of that deployment runs; 503 with the replica states otherwise."""
+    status = serve.status().applications.get(app_name)
+    deployment = status.deployments.get(deployment_name) if status else None
+    states = dict(deployment.replica_states) if deployment else {}
+    ready = status is not None and str(status.status).endswith("RUNNING") and set(states) <= {"RUNNING"}
+    if ready:
+        return PlainTextResponse("ok")
+    return PlainTextResponse(f"not ready: application {status.status if status else 'missing'}, replicas {states}",
+                             status_code=503)
