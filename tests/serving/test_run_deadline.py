@@ -691,3 +691,42 @@ def test_ray_serve_replaces_a_replica_whose_run_never_ends(runaway_package):
         (output,) = Client(server.url, timeout_s=60, retries=5).predict({"x": x, "n": torch.tensor(7)})
         torch.testing.assert_close(output, halved(x, 7), rtol=1e-5, atol=1e-6)
         print(f"from the request to the new replica's answer: {time.monotonic() - started:.1f} s")
+
+
+def test_a_batch_of_one_whose_call_failed_is_not_run_again(served_block):
+    """A batch whose call failed as a whole runs its requests alone, to keep one request's failure its own; a batch
+    of one request ran that request's call a second time (twice the time, and a second write of a stateful
+    program's state) for the same answer."""
+    from aotcuda.errors import AotcudaError
+
+    path, _ = served_block
+    replica = deployment.ProgramReplica(path, max_batch_size=4)
+    calls = []
+
+    def fails(inputs):
+        calls.append(inputs[0].shape[0])
+        raise AotcudaError("the call failed")
+
+    replica.program.execute = fails
+    (result,) = run_batch(replica, [torch.randn(1, 16, 256)])
+    assert isinstance(result, AotcudaError) and calls == [1], (result, calls)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("deadline", [None, 30.0])
+def test_a_base_exception_in_the_program_thread_answers_its_request(served_block, batched, deadline):
+    """SystemExit (code a program call reached called sys.exit) is no Exception: it passed the program thread's
+    handlers, and the executor kept it where nobody reads it, so the request waited for good without a deadline
+    (and until the deadline's BusyError with one). Now it is the request's answer, and the next request runs."""
+    path, _ = served_block
+    replica = deployment.ProgramReplica(path, max_batch_size=4 if batched else 1, run_timeout_s=deadline)
+    execute = replica.program.execute
+
+    def exits(inputs):
+        raise SystemExit(3)
+
+    replica.program.execute = exits
+    answered = asyncio.run(asyncio.wait_for(answer_of(replica, torch.randn(1, 16, 256), batched), timeout=60))
+    assert answered == "RuntimeError", answered
+    replica.program.execute = execute
+    assert asyncio.run(answer_of(replica, torch.randn(1, 16, 256), batched)) == "outputs"

@@ -271,8 +271,8 @@ class ProgramReplica:
             return
         try:
             _unless_settled(slot.set_result, self._run_one(inputs, slot))
-        except Exception as error:  # what broke outside the call too: the request's answer, not a hang
-            _unless_settled(slot.set_exception, error)
+        except BaseException as error:  # what broke outside the call too: the request's answer, not a hang
+            _unless_settled(slot.set_exception, _as_answer(error))
 
     def _run_one(self, inputs: list[torch.Tensor], slot: concurrent.futures.Future):
         self._count_batch(1, inputs[0].shape[0] if inputs and inputs[0].dim() else 1)
@@ -285,9 +285,9 @@ class ProgramReplica:
         try:
             for batch in self.plan.chunks(requests):
                 self._run_chunk(requests, slots, [i for i in batch if not slots[i].cancelled()])
-        except Exception as error:
+        except BaseException as error:
             for slot in slots:
-                _unless_settled(slot.set_exception, error)
+                _unless_settled(slot.set_exception, _as_answer(error))
 
     def _run_chunk(self, requests: list[list[torch.Tensor]], slots: list[concurrent.futures.Future],
                    batch: list[int]) -> None:
@@ -303,7 +303,10 @@ class ProgramReplica:
         self._count_batch(len(batch), sum(counts))
         try:
             pieces = split_rows(self._execute(flat, [slots[i] for i in batch]), counts)
-        except AotcudaError:
+        except AotcudaError as error:
+            if len(batch) == 1:  # the call was this request's own: its answer, not a reason to run it again
+                _unless_settled(slots[batch[0]].set_result, error)
+                return
             # Keep one request's failure its own: each runs alone. Their slots are running (the batch's call was
             # theirs), so they are held until their own call starts: a request whose waiter gave up meanwhile (a
             # call before it passed the deadline) was answered BusyError and is not run; one answered RunTimeoutError
@@ -405,6 +408,18 @@ class ProgramReplica:
         # ends with the replica anyway, freeing what close would.
         if program is not None and (watch is None or watch.running_s() is None):
             program.close()
+
+
+def _as_answer(error: BaseException) -> Exception:
+    """What broke the program thread, as a request's answer: an Exception as it is; a BaseException that is not one
+    (SystemExit from code a program call reached, a KeyboardInterrupt) as a RuntimeError that names it. Such an
+    error used to pass the thread's handlers, and the executor's work item kept it where nobody reads it: the
+    requests it left unsettled waited for good (with no run_timeout_s). Raised in the event loop as it is, it would
+    end Ray's replica, not answer the request."""
+    if isinstance(error, Exception):
+        return error
+    return RuntimeError(f"the program thread was stopped by {error!r} (a BaseException) in the run of this request "
+                        "or of its batch; the replica serves the next request")
 
 
 def _unless_settled(settle, answer) -> None:
