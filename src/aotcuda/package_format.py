@@ -717,7 +717,9 @@ def signature_bytes(signature: dict) -> bytes:
 def write_signature(package_path: str | os.PathLike, signature: dict) -> None:
     """Add (or replace) the ``aotcuda/signature.json`` entry of a .pt2 package, in place. A signature without
     ``library_sha256`` gets the SHA-256 of the package's model library (when it holds one .so): a signature
-    that carries another's (copied from another package) keeps it, and load refuses the pair."""
+    that carries another's (copied from another package) keeps it, and load refuses the pair. A new entry is
+    appended in place, which a reader of the file at that moment sees as a change (PackageChangedError): this is
+    for a file no one reads yet (lower()'s build file, renamed into place after); publish a package by rename."""
     path = os.fspath(package_path)
     with open_zip(path) as archive:
         names = archive.namelist()
