@@ -1,5 +1,6 @@
 """lower() end to end on the CPU: the demo block with zero fallback kernels, and the fallback-kernel check."""
 
+import logging
 import os
 import re
 import warnings
@@ -554,6 +555,24 @@ def test_a_refused_dynamic_fft_leads_with_the_fix_in_the_users_dim_names(tmp_pat
     assert "dynamic (2*n) with no upper bound" in message and "at which 2*n ≤ 2097152" in message, message
     assert "rewrite that line of the model" not in message and "once what it refused (above) is fixed" in message
     assert not (tmp_path / "f.pt2").exists()
+
+
+def test_the_refusal_line_said_with_fallbacks_allowed_is_in_the_users_dim_names(tmp_path, monkeypatch, caplog):
+    """With allow_fallbacks=True the pass's refusal is a log line, not an error: it still said the length as
+    torch's "2*s27" where the error above says "2*n". The compile is stopped here (the line is said on any
+    error after the passes as on success), which saves its minute."""
+    from aotcuda.lowering import pipeline
+
+    def stop(*args, **kwargs):
+        raise RuntimeError("stopped before the compile")
+
+    monkeypatch.setattr(pipeline, "_compile", stop)
+    with caplog.at_level(logging.WARNING, logger="aotcuda"), pytest.raises(RuntimeError, match="stopped before"):
+        aotcuda.lower(FFTFilter(), (torch.randn(2, 128),), device="cpu", package_path=str(tmp_path / "f.pt2"),
+                      dynamic_shapes={"x": {1: torch.export.Dim("n", min=17)}}, allow_fallbacks=True)
+    lines = [record.getMessage() for record in caplog.records if "ReplaceComplexWithRealPass left" in record.getMessage()]
+    assert len(lines) == 1, caplog.text
+    assert "2*n" in lines[0] and not re.search(r"\bs\d+\b", lines[0]), lines[0]
 
 
 def test_a_fifo_renamed_over_the_package_path_after_its_check_is_never_waited_on(tmp_path, monkeypatch):

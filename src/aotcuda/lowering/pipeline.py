@@ -30,6 +30,7 @@ The model passed in is not modified: when it is not on the target device, a copy
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import dataclasses
 import logging
@@ -196,6 +197,7 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
     ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed = before_compile(
         model, args, kwargs, dynamic_shapes, lambda: passes() + [make() for make in profile.enabled_passes()], step)
     refusal = _under_dim_names(next((r.refusal for r in pass_results if r.refusal is not None), None), ep)
+    _say_refusal_as(refusal)
     if not allow_fallbacks:  # what is known now is refused before a compile of minutes
         _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path)
     path, own_folder = _package_path(package_path, model)
@@ -584,12 +586,24 @@ def _zip_names(path: str) -> list[str] | None:
         return None
 
 
+# The complex pass's refusal as lower() says it (under the user's Dim names), by the pass's own refusal (its node):
+# _refusal_said_once logs the held line in these words.
+_REFUSALS_SAID: contextvars.ContextVar[dict | None] = contextvars.ContextVar("aotcuda_refusals_said", default=None)
+
+
+def _say_refusal_as(refusal) -> None:
+    said = _REFUSALS_SAID.get()
+    if refusal is not None and said is not None:
+        said[refusal.node] = refusal
+
+
 @contextlib.contextmanager
 def _refusal_said_once() -> Iterator[None]:
     """lower()'s block, with ReplaceComplexWithRealPass's refusal line (its warning on the "aotcuda" logger)
     held back until the end: a MissingFallbackKernelsError that carries the refusal says it in its own
     message, so the line is then dropped; on success (fallback kernels allowed) and on any other error it
-    is logged as the pass wrote it, after the step lines instead of between them."""
+    is logged after the step lines instead of between them, in the user's Dim names where lower() got that far
+    (``_say_refusal_as``; torch's symbols, "2*s27", before)."""
     held: list[logging.LogRecord] = []
 
     def hold(record: logging.LogRecord) -> bool:
@@ -601,6 +615,7 @@ def _refusal_said_once() -> Iterator[None]:
     logger = logging.getLogger("aotcuda")
     logger.addFilter(hold)
     said_by_error = False
+    said = _REFUSALS_SAID.set({})
     try:
         yield
     except MissingFallbackKernelsError as error:
@@ -608,8 +623,12 @@ def _refusal_said_once() -> Iterator[None]:
         raise
     finally:
         logger.removeFilter(hold)
+        renamed, _ = _REFUSALS_SAID.get(), _REFUSALS_SAID.reset(said)
         if not said_by_error:
             for record in held:
+                refusal = renamed.get(record.aotcuda_refusal.node)
+                if refusal is not None:  # the line in the user's Dim names ("2*n"), as the error would say it
+                    record.msg, record.args = refusal.log_line(), ()
                 logger.handle(record)
 
 
