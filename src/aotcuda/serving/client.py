@@ -127,7 +127,12 @@ class Client:
                            if expired.is_set() else "closed the connection before the request's body was whole")
                     raise ServingError(None, f"{self.url} {why} and gave no answer: it cannot have run it",
                                        retriable=True) from None
-                answer = self._read(response)
+                try:
+                    answer = self._read(response)
+                except ServingError:
+                    if expired.is_set():  # the cut socket read as a chunked answer's torn end: it is the deadline's
+                        raise TimeoutError("the attempt's deadline passed") from None
+                    raise
                 if expired.is_set():  # the cut socket reads as the end of the answer: it is not complete
                     raise TimeoutError("the attempt's deadline passed")
             except (OSError, http.client.HTTPException) as error:
