@@ -538,3 +538,23 @@ def test_a_chunked_answer_that_stops_coming_is_a_timeout(handle):
         assert refused.value.status is None and not refused.value.retriable
     finally:
         server.close()
+
+
+def chunks_then_close(connection):
+    """Whole chunks of the outputs, then the connection's end, without the last chunk."""
+    read_body(connection, read_head(connection))
+    connection.sendall(CHUNKED_HEAD + chunked(safetensors_torch.save(OUTPUTS), size=7)[:-5])
+    connection.close()
+
+
+def test_a_chunked_answer_that_ends_before_its_last_chunk_is_said_to_end_early():
+    """It was called "the answer's chunk size line b'' is not a chunk size": the connection's end shown as a line
+    the server sent."""
+    server = raw_server_on_a_test_port(chunks_then_close, BREAK_PORTS)
+    try:
+        client = serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=10)
+        with pytest.raises(serving.ServingError, match=r"the answer ended before its last chunk") as refused:
+            client.predict({"x": torch.zeros(4)})
+        assert refused.value.status == 200 and not refused.value.retriable
+    finally:
+        server.close()

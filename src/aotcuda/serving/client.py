@@ -326,6 +326,9 @@ def _read_chunked(fp, limit: int, status: int) -> bytearray:
     body = bytearray()
     while True:
         line = fp.readline(MAX_CHUNK_LINE + 1)
+        if not line:  # the connection's end, where a chunk's size line was due: no line the server sent
+            raise ServingError(status, "the answer ended before its last chunk (of size 0): it is not complete",
+                               retriable=False)
         size_text = line.split(b";", 1)[0].strip()
         if len(line) > MAX_CHUNK_LINE or not re.fullmatch(rb"[0-9A-Fa-f]{1,16}", size_text):
             raise ServingError(status, f"the answer's chunk size line {line[:40]!r} is not a chunk size", retriable=False)
