@@ -558,3 +558,17 @@ def test_a_chunked_answer_that_ends_before_its_last_chunk_is_said_to_end_early()
         assert refused.value.status == 200 and not refused.value.retriable
     finally:
         server.close()
+
+
+def test_chunk_sizes_with_leading_zeros_are_read_as_their_value():
+    """RFC 9112 allows any number of leading zeros in a chunk size (1*HEXDIG); a size written in more than 16 digits
+    was refused as "not a chunk size". The digits that count are still at most 16, and the line at most 1 KiB."""
+    payload = bytes(range(256)) * 4
+    padded = b"".join(b"%032x\r\n%s\r\n" % (100, payload[at:at + 100]) for at in range(0, len(payload), 100)
+                      if len(payload[at:at + 100]) == 100)
+    padded += b"%032x\r\n%s\r\n" % (len(payload) % 100, payload[-(len(payload) % 100):]) + b"0" * 40 + b"\r\n\r\n"
+    client = serving.Client("http://127.0.0.1:18900", max_response_bytes=len(payload))
+    assert client._read(UndeclaredAnswer(padded, is_chunked=True)) == payload
+    too_large = UndeclaredAnswer(b"0001" + b"0" * 16 + b"\r\n", is_chunked=True)  # 2**64: 17 digits that count
+    with pytest.raises(serving.ServingError, match="is not a chunk size"):
+        client._read(too_large)
