@@ -149,6 +149,27 @@ def test_a_file_renamed_over_the_path_while_it_is_read_is_not_a_change(tmp_path,
         package.cleanup()
 
 
+def test_a_file_renamed_away_while_it_is_read_is_not_a_change(tmp_path, monkeypatch):
+    """Publishing by rename while keeping the old package (``mv model.pt2 model.pt2.bak; mv new.pt2 model.pt2``, as
+    ``install -b`` does): the rename of the file opened moves its change time, as a write does, and the load was
+    refused as 'another process wrote into the file', with the fix of publishing by rename."""
+    path = fake_package(tmp_path / "model.pt2")
+    other = fake_package(tmp_path / "other.pt2", library=b"\x7fELF another library")
+
+    def rotate():
+        os.replace(path, tmp_path / "model.pt2.bak")
+        os.replace(other, path)
+
+    real = package_module._describe_model
+    monkeypatch.setattr(package_module, "_describe_model", lambda *args: rotate() or real(*args))
+    package = open_package(path)
+    try:
+        with open(package.so_path, "rb") as library:
+            assert library.read() == b"\x7fELF" + bytes(range(256)) * 16  # the one opened, whole
+    finally:
+        package.cleanup()
+
+
 def test_the_digest_serve_checks_is_of_one_version(tmp_path, monkeypatch):
     """serve's digest (every replica must load these bytes) of a file written into while it was hashed is of no
     version: before, it was returned, and every replica then refused the package as 'not the one checked'."""
