@@ -262,6 +262,20 @@ def test_a_function_a_library_in_a_folder_not_named_in_utf8_lacks_reads_as_absen
     assert exports(lib, "strlen") and not exports(lib, "aotcuda_no_such_function")
 
 
+def test_a_library_that_cannot_be_opened_in_a_folder_not_named_in_utf8_is_a_package_error(tmp_path):
+    """dlopen's failure is raised by ctypes from dlerror()'s text, which names the path: where the path is not UTF-8
+    (a TMPDIR named so), building the OSError raised UnicodeDecodeError instead, which passed open_model_library
+    raw (a load of a package built by another torch failed with "'utf-8' codec can't decode byte 0xff")."""
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.libloader import open_model_library
+
+    folder = tmp_path / os.fsdecode(b"t\xff\nemp")
+    folder.mkdir()
+    (folder / "model.wrapper.so").write_text("not a library, a text as long as an ELF header or longer\n" * 2)
+    with pytest.raises(PackageError, match=r"cannot open the model library .*: invalid ELF header'"):
+        open_model_library(str(folder / "model.wrapper.so"))
+
+
 def test_the_sweep_opens_only_a_lock_file_of_ours_and_never_blocks(tmp_path):
     """A leftover package folder names its owner's lock; once a temp cleaner removed that root, anyone could
     make a folder of the name with a FIFO named owner.lock there, and the sweep's open blocked every later
