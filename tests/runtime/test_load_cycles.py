@@ -276,6 +276,27 @@ def test_a_library_that_cannot_be_opened_in_a_folder_not_named_in_utf8_is_a_pack
         open_model_library(str(folder / "model.wrapper.so"))
 
 
+def test_a_library_that_is_no_model_in_a_folder_not_named_in_utf8_is_named_printably(tmp_path):
+    """The refusal of a library that lacks the C ABI named its path as it was: a folder name that is not UTF-8 put
+    a lone surrogate in the message (print(error) raised UnicodeEncodeError), and a newline in it split the line."""
+    import shutil
+
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.container import open_library
+
+    libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib/libc.so.6")
+                 if os.path.exists(p)), None)
+    if libc is None:
+        pytest.fail("no libc found to copy; name one for this platform")
+    folder = tmp_path / os.fsdecode(b"t\xff\nemp")
+    folder.mkdir()
+    shutil.copy(libc, folder / "model.wrapper.so")
+    with pytest.raises(PackageError, match="is not an AOTInductor model") as refused:
+        open_library(str(folder / "model.wrapper.so"))
+    str(refused.value).encode("utf-8")  # printable as it is
+    assert "\n" not in str(refused.value)
+
+
 def test_the_sweep_opens_only_a_lock_file_of_ours_and_never_blocks(tmp_path):
     """A leftover package folder names its owner's lock; once a temp cleaner removed that root, anyone could
     make a folder of the name with a FIFO named owner.lock there, and the sweep's open blocked every later
