@@ -130,7 +130,7 @@ import zipfile
 from typing import BinaryIO
 
 from aotcuda.errors import PackageChangedError, PackageError
-from aotcuda.regular_files import NotARegularFileError, file_version, open_regular
+from aotcuda.regular_files import NotARegularFileError, file_version, names_file, open_regular
 
 SIGNATURE_ENTRY = "aotcuda/signature.json"
 SIGNATURE_FORMAT, SIGNATURE_VERSION = "aotcuda.signature", 2
@@ -200,7 +200,9 @@ class PackageFile(io.BufferedReader):
         if self.closed or (error is not None and (not isinstance(error, Exception)
                                                   or isinstance(error, PackageChangedError))):
             return
-        changes = self.opened_version.changes_to(file_version(self.fileno()))
+        later = file_version(self.fileno())
+        changes = self.opened_version.changes_to(later, moved=later.ctime_ns != self.opened_version.ctime_ns
+                                                 and not names_file(self.package_path, self.fileno()))
         if changes:
             raise PackageChangedError(
                 f"{self.package_path!r} changed while it was read ({', '.join(changes)}): another process wrote into "

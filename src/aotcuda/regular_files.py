@@ -54,7 +54,9 @@ class FileVersion(NamedTuple):
     its modification time, and always its change time (ctime), which no one can set back as ``cp -p``, ``rsync
     --inplace -t`` or ``os.utime`` set the modification time back. A change time that moved with the link count
     is not a write: a rename over the path unlinks the file opened (whose bytes stay as they were), and a hard
-    link made to it changes nothing of them either. Times have the file system's granularity (a clock tick, 1-10
+    link made to it changes nothing of them either; nor is one that moved with the file's name (``moved``: the
+    path names another file now, or none), which a rename of the file itself moves (``mv model.pt2 model.bak``
+    before a new one is renamed into its place). Times have the file system's granularity (a clock tick, 1-10
     ms, on Linux's local file systems; a second on some others): two writes of one size within one tick, the
     first before the file was opened, look alike."""
 
@@ -63,14 +65,15 @@ class FileVersion(NamedTuple):
     ctime_ns: int
     links: int
 
-    def changes_to(self, later: FileVersion) -> list[str]:
-        """What ``later`` (the same file's status, taken later) says was written, in words; empty for nothing."""
+    def changes_to(self, later: FileVersion, moved: bool = False) -> list[str]:
+        """What ``later`` (the same file's status, taken later) says was written, in words; empty for nothing.
+        ``moved``: the file was renamed meanwhile (``names_file``)."""
         said = []
         if later.size != self.size:
             said.append(f"its size went from {self.size:,} to {later.size:,} bytes")
         if later.mtime_ns != self.mtime_ns:
             said.append("its modification time changed")
-        if later.ctime_ns != self.ctime_ns and later.links == self.links:
+        if later.ctime_ns != self.ctime_ns and later.links == self.links and not moved:
             said.append("its status change time changed")
         return said
 
@@ -79,3 +82,13 @@ def file_version(descriptor: int) -> FileVersion:
     """The status of the file open as ``descriptor`` (``os.fstat``: the opened file, whatever the path names now)."""
     info = os.fstat(descriptor)
     return FileVersion(info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_nlink)
+
+
+def names_file(path: str, descriptor: int) -> bool:
+    """Whether ``path`` names the file open as ``descriptor`` (False where it names another file, or none)."""
+    try:
+        named = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    opened = os.fstat(descriptor)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)

@@ -262,6 +262,41 @@ def test_a_function_a_library_in_a_folder_not_named_in_utf8_lacks_reads_as_absen
     assert exports(lib, "strlen") and not exports(lib, "aotcuda_no_such_function")
 
 
+def test_a_library_that_cannot_be_opened_in_a_folder_not_named_in_utf8_is_a_package_error(tmp_path):
+    """dlopen's failure is raised by ctypes from dlerror()'s text, which names the path: where the path is not UTF-8
+    (a TMPDIR named so), building the OSError raised UnicodeDecodeError instead, which passed open_model_library
+    raw (a load of a package built by another torch failed with "'utf-8' codec can't decode byte 0xff")."""
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.libloader import open_model_library
+
+    folder = tmp_path / os.fsdecode(b"t\xff\nemp")
+    folder.mkdir()
+    (folder / "model.wrapper.so").write_text("not a library, a text as long as an ELF header or longer\n" * 2)
+    with pytest.raises(PackageError, match=r"cannot open the model library .*: invalid ELF header'"):
+        open_model_library(str(folder / "model.wrapper.so"))
+
+
+def test_a_library_that_is_no_model_in_a_folder_not_named_in_utf8_is_named_printably(tmp_path):
+    """The refusal of a library that lacks the C ABI named its path as it was: a folder name that is not UTF-8 put
+    a lone surrogate in the message (print(error) raised UnicodeEncodeError), and a newline in it split the line."""
+    import shutil
+
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.container import open_library
+
+    libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib/libc.so.6")
+                 if os.path.exists(p)), None)
+    if libc is None:
+        pytest.fail("no libc found to copy; name one for this platform")
+    folder = tmp_path / os.fsdecode(b"t\xff\nemp")
+    folder.mkdir()
+    shutil.copy(libc, folder / "model.wrapper.so")
+    with pytest.raises(PackageError, match="is not an AOTInductor model") as refused:
+        open_library(str(folder / "model.wrapper.so"))
+    str(refused.value).encode("utf-8")  # printable as it is
+    assert "\n" not in str(refused.value)
+
+
 def test_the_sweep_opens_only_a_lock_file_of_ours_and_never_blocks(tmp_path):
     """A leftover package folder names its owner's lock; once a temp cleaner removed that root, anyone could
     make a folder of the name with a FIFO named owner.lock there, and the sweep's open blocked every later

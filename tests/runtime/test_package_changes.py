@@ -149,6 +149,27 @@ def test_a_file_renamed_over_the_path_while_it_is_read_is_not_a_change(tmp_path,
         package.cleanup()
 
 
+def test_a_file_renamed_away_while_it_is_read_is_not_a_change(tmp_path, monkeypatch):
+    """Publishing by rename while keeping the old package (``mv model.pt2 model.pt2.bak; mv new.pt2 model.pt2``, as
+    ``install -b`` does): the rename of the file opened moves its change time, as a write does, and the load was
+    refused as 'another process wrote into the file', with the fix of publishing by rename."""
+    path = fake_package(tmp_path / "model.pt2")
+    other = fake_package(tmp_path / "other.pt2", library=b"\x7fELF another library")
+
+    def rotate():
+        os.replace(path, tmp_path / "model.pt2.bak")
+        os.replace(other, path)
+
+    real = package_module._describe_model
+    monkeypatch.setattr(package_module, "_describe_model", lambda *args: rotate() or real(*args))
+    package = open_package(path)
+    try:
+        with open(package.so_path, "rb") as library:
+            assert library.read() == b"\x7fELF" + bytes(range(256)) * 16  # the one opened, whole
+    finally:
+        package.cleanup()
+
+
 def test_the_digest_serve_checks_is_of_one_version(tmp_path, monkeypatch):
     """serve's digest (every replica must load these bytes) of a file written into while it was hashed is of no
     version: before, it was returned, and every replica then refused the package as 'not the one checked'."""
@@ -225,3 +246,33 @@ def test_load_of_a_real_package_written_into_while_extracted_is_refused_then_loa
     with load(path) as program:
         torch.testing.assert_close(program(x), Twice()(x))
 
+
+
+def test_hashing_reads_no_more_than_the_file_held_when_it_was_opened(tmp_path, monkeypatch):
+    """serve's digest (and a replica's comparison with it) read up to the end of the file, wherever that was by then:
+    a writer that kept appending to the package held the hashing for as long as it wrote (a 1.3 GB package read as
+    3.1 GB while another process appended 1.9 GB), all of it to be refused at the end. Now the bytes the file held
+    when it was opened are read, and the growth is what the refusal names."""
+    import hashlib
+
+    path = fake_package(tmp_path / "model.pt2")
+    size, hashed, real = os.path.getsize(path), [], hashlib.sha256
+
+    class AppendingWhileHashed:  # another process appends 1 MiB each time the reader hashes a piece
+        def __init__(self):
+            self.hasher = real()
+
+        def update(self, piece):
+            hashed.append(len(piece))
+            self.hasher.update(piece)
+            if len(hashed) < 20:
+                with open(path, "ab") as file:
+                    file.write(b"\0" * (1 << 20))
+
+        def hexdigest(self):
+            return self.hasher.hexdigest()
+
+    monkeypatch.setattr(package_module.hashlib, "sha256", AppendingWhileHashed)
+    with pytest.raises(PackageChangedError, match=rf"its size went from {size:,} to"):
+        package_sha256(path)
+    assert sum(hashed) == size, f"{sum(hashed):,} bytes hashed of a file of {size:,} bytes when it was opened"

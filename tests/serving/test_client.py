@@ -465,9 +465,10 @@ def test_an_answer_is_refused_as_it_grows_past_max_response_bytes():
     assert one_large_chunk.fp.tell() < limit + 64  # the 20-byte chunk's size line read, none of its data
 
 
-def raw_server_on_a_test_port(handle) -> RawServer:
-    """A RawServer on the first free loopback port of 18600-18699 (the ports these tests may take)."""
-    for port in range(18600, 18700):
+def raw_server_on_a_test_port(handle, ports: range = range(18600, 18700)) -> RawServer:
+    """A RawServer on the first free loopback port of ``ports`` (by default 18600-18699, the ports these tests may
+    take)."""
+    for port in ports:
         try:
             listener = socket.create_server(("127.0.0.1", port))
         except OSError:
@@ -476,7 +477,7 @@ def raw_server_on_a_test_port(handle) -> RawServer:
         server.listener, server.port, server.handle, server.connections = listener, port, handle, []
         threading.Thread(target=server._serve, daemon=True).start()
         return server
-    pytest.skip("no free loopback port in 18600-18699")
+    pytest.skip(f"no free loopback port in {ports.start}-{ports.stop - 1}")
 
 
 OUTPUTS = {"output_0": torch.arange(6.0).reshape(2, 3), "output_1": torch.tensor([1, 2, 3])}
@@ -503,3 +504,71 @@ def test_an_answer_read_into_a_growing_buffer_gives_the_outputs(handle):
         assert len(outputs) == 2 and all(torch.equal(got, want) for got, want in zip(outputs, OUTPUTS.values()))
     finally:
         server.close()
+
+
+# --- a chunked answer cut short ----------------------------------------------------------------------------------
+
+BREAK_PORTS = range(18900, 18950)
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def chunks_then_silence(connection):
+    """Whole chunks of the outputs, then nothing more (neither the last chunk nor the connection's end)."""
+    read_body(connection, read_head(connection))
+    connection.sendall(CHUNKED_HEAD + chunked(safetensors_torch.save(OUTPUTS), size=7)[:-5])
+    time.sleep(30)
+
+
+def half_a_chunk_then_silence(connection):
+    read_body(connection, read_head(connection))
+    connection.sendall(CHUNKED_HEAD + b"100\r\nabc")
+    time.sleep(30)
+
+
+@pytest.mark.parametrize("handle", [chunks_then_silence, half_a_chunk_then_silence], ids=["between", "inside"])
+def test_a_chunked_answer_that_stops_coming_is_a_timeout(handle):
+    """The attempt's deadline cuts the socket, which then reads as the answer's end: an answer of undeclared length
+    was said to have timed out, but a chunked one was called malformed ("the answer's chunk size line b'' is not a
+    chunk size", "the answer ended inside a chunk"): a slow server reported as a broken one."""
+    server = raw_server_on_a_test_port(handle, BREAK_PORTS)
+    try:
+        client = serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=1)
+        with pytest.raises(serving.ServingError, match=r"no complete answer within 1 s \(timeout_s\)") as refused:
+            client.predict({"x": torch.zeros(4)})
+        assert refused.value.status is None and not refused.value.retriable
+    finally:
+        server.close()
+
+
+def chunks_then_close(connection):
+    """Whole chunks of the outputs, then the connection's end, without the last chunk."""
+    read_body(connection, read_head(connection))
+    connection.sendall(CHUNKED_HEAD + chunked(safetensors_torch.save(OUTPUTS), size=7)[:-5])
+    connection.close()
+
+
+def test_a_chunked_answer_that_ends_before_its_last_chunk_is_said_to_end_early():
+    """It was called "the answer's chunk size line b'' is not a chunk size": the connection's end shown as a line
+    the server sent."""
+    server = raw_server_on_a_test_port(chunks_then_close, BREAK_PORTS)
+    try:
+        client = serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=10)
+        with pytest.raises(serving.ServingError, match=r"the answer ended before its last chunk") as refused:
+            client.predict({"x": torch.zeros(4)})
+        assert refused.value.status == 200 and not refused.value.retriable
+    finally:
+        server.close()
+
+
+def test_chunk_sizes_with_leading_zeros_are_read_as_their_value():
+    """RFC 9112 allows any number of leading zeros in a chunk size (1*HEXDIG); a size written in more than 16 digits
+    was refused as "not a chunk size". The digits that count are still at most 16, and the line at most 1 KiB."""
+    payload = bytes(range(256)) * 4
+    padded = b"".join(b"%032x\r\n%s\r\n" % (100, payload[at:at + 100]) for at in range(0, len(payload), 100)
+                      if len(payload[at:at + 100]) == 100)
+    padded += b"%032x\r\n%s\r\n" % (len(payload) % 100, payload[-(len(payload) % 100):]) + b"0" * 40 + b"\r\n\r\n"
+    client = serving.Client("http://127.0.0.1:18900", max_response_bytes=len(payload))
+    assert client._read(UndeclaredAnswer(padded, is_chunked=True)) == payload
+    too_large = UndeclaredAnswer(b"0001" + b"0" * 16 + b"\r\n", is_chunked=True)  # 2**64: 17 digits that count
+    with pytest.raises(serving.ServingError, match="is not a chunk size"):
+        client._read(too_large)

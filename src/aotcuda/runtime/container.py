@@ -92,7 +92,7 @@ def _open_and_declare(so_path: str) -> ctypes.CDLL:
     lib = open_model_library(so_path)
     for name in _REQUIRED:
         if not exports(lib, name):
-            raise PackageError(f"{so_path} is not an AOTInductor model: it does not export {name}. The package "
+            raise PackageError(f"{so_path!r} is not an AOTInductor model: it does not export {name}. The package "
                                "is damaged or was not written by AOTInductor; lower the model again.")
     for name, argtypes in _SIGNATURES.items():
         if exports(lib, name):

@@ -113,10 +113,13 @@ def open_model_library(path: str) -> ctypes.CDLL:
     promote_cxx_runtime_to_global_scope()
     try:
         return ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        # ctypes builds the OSError from dlerror()'s text, which names the path: for a path that is not UTF-8 (a
+        # TMPDIR named so) building it raises UnicodeDecodeError instead, which holds that text as bytes
+        reason = str(exc) if isinstance(exc, OSError) else exc.object.decode(errors="backslashreplace")
         raise PackageError(
             # repr: the loader's message quotes the file and its symbol names, which are the package's text
-            f"cannot open the model library {path!r}: {clipped(repr(str(exc)), 400)}. The package may be corrupt, or "
+            f"cannot open the model library {path!r}: {clipped(repr(reason), 400)}. The package may be corrupt, or "
             "built by another torch version or for another machine; lower the model again with this torch."
         ) from exc
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from aotcuda import switches
 from aotcuda.errors import PackageError, clipped
-from aotcuda.package_format import SIGNATURE_ENTRY, load_json, open_package_file, parse_signature
+from aotcuda.package_format import SIGNATURE_ENTRY, PackageFile, load_json, open_package_file, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.runtime.archive import (
     READ_RATIO_FLOOR,
@@ -223,12 +223,16 @@ def package_sha256(path: str | os.PathLike) -> str:
         return digest
 
 
-def _file_sha256(path: str, handle) -> str:
-    hasher = hashlib.sha256()
+def _file_sha256(path: str, handle: PackageFile) -> str:
+    """The SHA-256 of the bytes the file held when it was opened: a writer that appends to it meanwhile is not
+    followed (read to the end, its growth was read for as long as it wrote, to be refused at the end), and the
+    change is then the caller's check_unchanged to name."""
+    hasher, left = hashlib.sha256(), handle.opened_version.size
     try:
         handle.seek(0)
-        while chunk := handle.read(1 << 20):
+        while left and (chunk := handle.read(min(left, 1 << 20))):
             hasher.update(chunk)
+            left -= len(chunk)
     except OSError as exc:
         raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
     return hasher.hexdigest()

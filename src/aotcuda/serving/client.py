@@ -127,7 +127,12 @@ class Client:
                            if expired.is_set() else "closed the connection before the request's body was whole")
                     raise ServingError(None, f"{self.url} {why} and gave no answer: it cannot have run it",
                                        retriable=True) from None
-                answer = self._read(response)
+                try:
+                    answer = self._read(response)
+                except ServingError:
+                    if expired.is_set():  # the cut socket read as a chunked answer's torn end: it is the deadline's
+                        raise TimeoutError("the attempt's deadline passed") from None
+                    raise
                 if expired.is_set():  # the cut socket reads as the end of the answer: it is not complete
                     raise TimeoutError("the attempt's deadline passed")
             except (OSError, http.client.HTTPException) as error:
@@ -317,14 +322,18 @@ def _read_to_end(response, limit: int, status: int) -> bytearray:
 
 def _read_chunked(fp, limit: int, status: int) -> bytearray:
     """A chunked answer's body (RFC 9112, 7.1), read into one buffer: each size line checked as what it is (at most
-    16 hex digits), and each chunk's size against ``limit`` before any of it is read."""
+    16 hex digits after any leading zeros), and each chunk's size against ``limit`` before any of it is read."""
     body = bytearray()
     while True:
         line = fp.readline(MAX_CHUNK_LINE + 1)
-        size_text = line.split(b";", 1)[0].strip()
-        if len(line) > MAX_CHUNK_LINE or not re.fullmatch(rb"[0-9A-Fa-f]{1,16}", size_text):
+        if not line:  # the connection's end, where a chunk's size line was due: no line the server sent
+            raise ServingError(status, "the answer ended before its last chunk (of size 0): it is not complete",
+                               retriable=False)
+        # leading zeros are allowed (1*HEXDIG), and are not what could make the size too large to read
+        digits = re.fullmatch(rb"0*([0-9A-Fa-f]{1,16})", line.split(b";", 1)[0].strip())
+        if len(line) > MAX_CHUNK_LINE or not digits:
             raise ServingError(status, f"the answer's chunk size line {line[:40]!r} is not a chunk size", retriable=False)
-        size = int(size_text, 16)
+        size = int(digits[1], 16)
         if size == 0:
             for _ in range(MAX_TRAILER_LINES):  # the trailers, up to the blank line
                 if fp.readline(MAX_CHUNK_LINE + 1) in (b"\r\n", b"\n", b""):
