@@ -125,3 +125,28 @@ def test_an_output_symbol_no_input_has_counts_as_data_dependent_and_ranges_are_c
     for low, high in ((9, 2), (0, -1)):
         with pytest.raises(ValueError, match="which holds no size"):
             DimSpec.from_json({"expr": "s0", "min": low, "max": high})
+
+
+def test_an_unbounded_answer_served_anyway_is_still_held_to_max_response_bytes(mask_packages):
+    """A new user's trial: served with --allow-unbounded-outputs --max-response-bytes 1000000, lengths=[2**22] got
+    a 4 MiB answer with 200: the check before the run counts a dim with no max as nothing. The run's memory is what
+    the deployer accepted; the answer is now checked against the limit after the run, before it is encoded, and the
+    replica answers the next request."""
+    import asyncio
+
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    from aotcuda.serving.deployment import ProgramReplica
+    from serving_cases import posted
+
+    replica = ProgramReplica(mask_packages[None], allow_unbounded_outputs=True, max_response_bytes=1000)
+    for width, status in ((2000, 400), (400, 200)):
+        lengths = torch.tensor([width, 3])
+        answer = asyncio.run(posted(replica, safetensors_torch.save({"lengths": lengths})))
+        assert answer.status_code == status, answer.body[:500]
+        if status == 400:
+            assert answer.headers["x-aotcuda-error"] == "RequestError", answer.headers
+            assert b"is 4000 bytes (output #0 of shape (2, 2000)" in answer.body and b"--max-response-bytes" in answer.body
+        else:
+            (mask,) = safetensors_torch.load(answer.body).values()
+            assert torch.equal(mask, torch.arange(width)[None, :] < lengths[:, None])
+    assert replica.counters["rejected"] == 1

@@ -142,6 +142,24 @@ def check_answer_size(output_specs, bindings: dict[str, int], max_bytes: int) ->
                            "send smaller inputs, or start the server with a larger --max-response-bytes")
 
 
+def check_answer_bytes(outputs: list[torch.Tensor], max_bytes: int) -> None:
+    """RequestError when the outputs a run made pass ``max_bytes`` together, before they are encoded. Why:
+    check_answer_size counts a data-dependent dim with no max (a program served with allow_unbounded_outputs) as
+    nothing, so a request of a few bytes (lengths=[2**22]) got a 4 MiB answer from a server started with
+    --max-response-bytes 1000000 (a new user's trial), and its encoding would have held it twice more; the run's
+    memory is what the deployer accepted, the answer's size is still the limit's."""
+    total = sum(t.numel() * t.element_size() for t in outputs)
+    if total > max_bytes:
+        largest = max(range(len(outputs)), key=lambda i: outputs[i].numel() * outputs[i].element_size())
+        tensor = outputs[largest]
+        raise RequestError(f"the answer to this request is {total} bytes (output #{largest} of shape "
+                           f"{shown(str(tuple(tensor.shape)), 100)} and {tensor.dtype}), more than this server's limit "
+                           f"of {max_bytes} (--max-response-bytes): a size computed from the request's values has no "
+                           "upper bound in this program (served with --allow-unbounded-outputs), so it is checked "
+                           "after the run. Send values that give a smaller answer, or start the server with a larger "
+                           "--max-response-bytes")
+
+
 def check_tensor_sizes(sizes, bindings: dict[str, int], max_bytes: int) -> None:
     """RequestError when one of the tensors the program makes (``sizes``: batching.tensor_size_records of the
     signature's "tensor_sizes", outputs and intermediates) would be larger than ``max_bytes`` for a request's

@@ -54,8 +54,9 @@ from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, index_records, serving_plan, split_rows, tensor_size_records
-from aotcuda.serving.body import ERROR_HEADER, BusyError, LateBodyError, SlowBodyError, read_body, shown
-from aotcuda.serving.codec import check_answer_size, check_tensor_sizes, decode_inputs, encode_outputs
+from aotcuda.serving.body import ERROR_HEADER, BusyError, LateBodyError, RequestError, SlowBodyError, read_body, shown
+from aotcuda.serving.codec import (check_answer_bytes, check_answer_size, check_tensor_sizes, decode_inputs,
+                                   encode_outputs)
 from aotcuda.serving.deadline import RunTimeoutError, RunWatch
 from aotcuda.serving.health import WORD_WAIT_S, HealthWord, health_answer, no_route, replica_name
 from aotcuda.serving.proxy import read_by_proxy
@@ -191,6 +192,11 @@ class ProgramReplica:
             return _error_response(outputs, 400)
         if isinstance(outputs, Exception):
             return _error_response(outputs, 500, f"{type(outputs).__name__}: ")
+        try:  # what check_answer_size could not bound before the run (a value-sized dim with no max)
+            check_answer_bytes(outputs, self.max_response_bytes)
+        except RequestError as error:
+            self.counters["rejected"] += 1
+            return _error_response(error, 400)
         # a 1 GiB answer takes a second to encode: off the event loop, as decoding is
         return Response(await asyncio.to_thread(encode_outputs, outputs), media_type=OCTET_STREAM)
 
