@@ -695,3 +695,18 @@ def test_one_byte_chunks_get_400_from_the_proxy_and_leave_it_free(monkeypatch):
                     answer += piece
             size = 409600 if body.startswith(b"1000") else heads.FREE_CHUNKS
             assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(str(size).encode()), answer[:300]
+
+
+def test_a_pending_limit_below_the_body_limit_in_the_environment_is_named_by_its_variables(monkeypatch):
+    """As `aotcuda serve --max-pending-bytes` below --max-request-bytes is refused: a proxy given them by the
+    environment (a Ray the user started) refused the largest bodies 503 for good, Retry-After and all."""
+    for name, value in proxy.proxy_environment(5.0, 1_000_000).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(proxy.MAX_PENDING_VARIABLE, "500000")
+    with pytest.raises(ValueError, match=r"AOTCUDA_SERVE_MAX_PENDING_BYTES=500000 must be at least "
+                                         r"AOTCUDA_SERVE_MAX_REQUEST_BYTES=1000000"):
+        proxy.middlewares()
+    monkeypatch.delenv(proxy.MAX_PENDING_VARIABLE)
+    monkeypatch.setenv(proxy.MAX_BYTES_VARIABLE, str(2 << 30))  # unset: the default, or the largest body if larger
+    (middleware,) = proxy.middlewares()
+    assert middleware.kwargs["max_pending_bytes"] == 2 << 30
