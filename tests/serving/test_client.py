@@ -4,6 +4,7 @@ whose replica died on it went to the next replica, and the next (a poison reques
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -572,3 +573,34 @@ def test_chunk_sizes_with_leading_zeros_are_read_as_their_value():
     too_large = UndeclaredAnswer(b"0001" + b"0" * 16 + b"\r\n", is_chunked=True)  # 2**64: 17 digits that count
     with pytest.raises(serving.ServingError, match="is not a chunk size"):
         client._read(too_large)
+
+
+# The ports these tests' servers may take on a machine shared with a running CI.
+BUSY_PORTS = range(18820, 18850)
+PENDING_REFUSAL = (b"the server holds 900000 bytes of request bodies, and 900000 more would pass its limit of 1000000 "
+                   b"(--max-pending-bytes); nothing of this request ran, send it again after the Retry-After seconds")
+
+
+def always_busy(connection):
+    read_body(connection, read_head(connection))
+    connection.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nX-Aotcuda-Error: BusyError\r\n"
+                       b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(PENDING_REFUSAL) + PENDING_REFUSAL)
+    connection.close()
+
+
+def test_retries_that_run_out_say_how_many_and_what_to_change():
+    """A new user's report: Client(retries=5) under --max-pending-bytes pressure ended with the server's "send it
+    again after the Retry-After seconds", which it had just done five times, and no count of its attempts."""
+    server = raw_server_on_a_test_port(always_busy, BUSY_PORTS)
+    try:
+        client = serving.Client(f"http://127.0.0.1:{server.port}", retries=5, timeout_s=10)
+        with pytest.raises(serving.ServingError) as caught:
+            client.predict({"x": torch.zeros(2)})
+    finally:
+        server.close()
+    message = str(caught.value)
+    assert caught.value.status == 503 and len(server.connections) == 6
+    assert re.search(r"tried 6 times over \d+\.\d s \(retries=5\)", message), message
+    assert "send it again" not in message
+    assert "Raise Client(retries=)" in message and "fewer requests at once" in message
+    assert "larger --max-pending-bytes" in message

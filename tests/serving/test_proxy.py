@@ -340,9 +340,9 @@ def test_a_slow_or_oversized_body_is_answered_by_the_proxy_and_never_reaches_a_r
 
 
 @contextlib.contextmanager
-def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0, max_pending_bytes=None):
-    """A uvicorn on loopback configured as Ray configures its proxy's (http "auto"), after middlewares() ran;
-    yields its address and the uvicorn Server."""
+def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0, max_pending_bytes=None, port=0):
+    """A uvicorn on loopback (on ``port``; 0: any free one) configured as Ray configures its proxy's (http "auto"),
+    after middlewares() ran; yields its address and the uvicorn Server."""
     import uvicorn
     import uvicorn.config
 
@@ -351,7 +351,7 @@ def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0, max_pending_byt
         monkeypatch.setenv(name, value)
     proxy.middlewares()  # what Ray's proxy calls when it starts
 
-    listening = socket.create_server(("127.0.0.1", 0))
+    listening = socket.create_server(("127.0.0.1", port))
     server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="critical"))  # http: "auto"
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[listening])), daemon=True)
     thread.start()
@@ -695,3 +695,41 @@ def test_one_byte_chunks_get_400_from_the_proxy_and_leave_it_free(monkeypatch):
                     answer += piece
             size = 409600 if body.startswith(b"1000") else heads.FREE_CHUNKS
             assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(str(size).encode()), answer[:300]
+
+
+def test_a_pending_limit_below_the_body_limit_in_the_environment_is_named_by_its_variables(monkeypatch):
+    """As `aotcuda serve --max-pending-bytes` below --max-request-bytes is refused: a proxy given them by the
+    environment (a Ray the user started) refused the largest bodies 503 for good, Retry-After and all."""
+    for name, value in proxy.proxy_environment(5.0, 1_000_000).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(proxy.MAX_PENDING_VARIABLE, "500000")
+    with pytest.raises(ValueError, match=r"AOTCUDA_SERVE_MAX_PENDING_BYTES=500000 must be at least "
+                                         r"AOTCUDA_SERVE_MAX_REQUEST_BYTES=1000000"):
+        proxy.middlewares()
+    monkeypatch.delenv(proxy.MAX_PENDING_VARIABLE)
+    monkeypatch.setenv(proxy.MAX_BYTES_VARIABLE, str(2 << 30))  # unset: the default, or the largest body if larger
+    (middleware,) = proxy.middlewares()
+    assert middleware.kwargs["max_pending_bytes"] == 2 << 30
+
+
+def test_a_content_length_that_is_not_a_number_gets_an_answer_that_says_so(monkeypatch):
+    """A new user's report: a request with "Content-Length: abc" got uvicorn's 400 "Invalid HTTP request received."
+    without X-Aotcuda-Error, unlike every other malformed request. h11 refuses the head before any app sees it, so
+    the proxy's protocol (heads.DeadlineH11Protocol) answers it, in our words; the server answers the next one."""
+    app = proxy.WholeBody(PlainTextResponse("ok"), timeout_s=2.0, max_bytes=100)
+    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=2.0, port=18822) as (address, _):
+        for length, says in ((b"abc", b"Content-Length must be a decimal number of bytes"), (b"-1", b"decimal"),
+                             (b"1" * 30, b"decimal"), (b"3, 4", b"values that disagree")):
+            with socket.create_connection(address, timeout=5) as client:
+                client.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + b"\r\n\r\n")
+                answer = b""
+                while chunk := client.recv(4096):
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 400") and says in answer, answer
+            assert b"x-aotcuda-error: requesterror" in answer.lower(), answer
+        with socket.create_connection(address, timeout=5) as client:
+            client.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+            answer = b""
+            while chunk := client.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok"), answer

@@ -644,7 +644,7 @@ def test_deadlines_that_cannot_work_are_refused():
             options = seen.pop()
             assert (options.run_timeout_s, options.request_timeout_s) == expected
         for value, message in (("1e-400", "rounds to 0"), ("1e-9", "at least 0.1"), ("inf", "finite"),
-                               ("abc", "not a number"), ("90", "must be less than request_timeout_s (60 s)")):
+                               ("abc", "not a number"), ("90", "must be less than --request-timeout-s (60 s)")):
             result = CliRunner().invoke(serve_command, [__file__, "--run-timeout-s", value])
             assert result.exit_code == 2 and message in result.output, result.output
             assert "ValueError" not in result.output  # a usage error in our words, as every other bad option

@@ -308,3 +308,24 @@ def test_the_ray_serve_starts_keeps_its_files_where_no_other_user_reaches_them(s
     assert os.path.basename(folder) == "ray" and os.path.basename(parent).startswith("aotcuda_ray_")
     assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o700
     os.rmdir(parent)
+
+
+def test_options_that_do_not_fit_are_named_by_the_flags_the_user_wrote(monkeypatch):
+    """A new user's report: `aotcuda serve` said "body_timeout_s must be a finite number" and "max_pending_bytes
+    (500000) must be at least max_request_bytes", names they never wrote. ServeOptions from Python keeps its fields."""
+    from click.testing import CliRunner
+
+    from aotcuda.serving import server as server_module
+    from aotcuda.serving.command import serve_command
+
+    monkeypatch.setattr(server_module, "serve_package", lambda *args: pytest.fail("the options were taken"))
+    for flags, says in (
+            (["--body-timeout-s", "nan"], "--body-timeout-s must be a finite number ≥ 0.1, got nan"),
+            (["--request-timeout-s", "inf", "--run-timeout-s", "0"], "--request-timeout-s must be a finite number"),
+            (["--max-request-bytes", "1000000", "--max-pending-bytes", "500000"],
+             "--max-pending-bytes (500000) must be at least --max-request-bytes (1000000)")):
+        result = CliRunner().invoke(serve_command, [__file__, *flags])
+        assert result.exit_code == 2 and says in result.output, result.output
+        assert "_timeout_s" not in result.output and "_bytes" not in result.output, result.output
+    with pytest.raises(ValueError, match=r"^max_pending_bytes \(500000\) must be at least max_request_bytes"):
+        server_module.ServeOptions(max_request_bytes=1_000_000, max_pending_bytes=500_000)

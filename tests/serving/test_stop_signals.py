@@ -204,3 +204,33 @@ def test_serve_package_keeps_rays_info_lines_and_token_notice_out_as_the_command
     finally:
         for name, level in before.items():
             logging.getLogger(name).setLevel(level)
+
+
+REPLICA_STOPPED_BY_SERVE = """
+import os, sys
+from ray import serve
+from aotcuda.serving import deployment
+
+serve.get_replica_context = lambda: object()  # as in a replica of Ray Serve
+replica = deployment.ProgramReplica(sys.argv[1])
+print(sorted(name for name in os.listdir(os.environ["TMPDIR"]) if name.startswith("aotcuda")), flush=True)
+replica.__del__()  # Serve's graceful stop
+os._exit(0)  # then Serve kills the process: no exit handler runs
+"""
+
+
+def test_a_replica_stopped_gracefully_leaves_no_folder_in_tmpdir(served_block, tmp_path):
+    """A new user's report: every stop of `aotcuda serve` left folders as large as the package in TMPDIR (a clean
+    Ctrl-C one `aotcuda_libraries_*`: the replica's pinned library), until a later load there swept them. Serve
+    calls the replica's __del__, then kills its process, so its exit handlers never removed the pinned folder."""
+    import subprocess
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    environment = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", REPLICA_STOPPED_BY_SERVE, served_block[0]], env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = done.stdout.strip().splitlines()[-1]
+    assert "aotcuda_libraries_" in loaded and "'aotcuda-" in loaded, loaded  # what the load made
+    assert sorted(os.listdir(temp)) == [], "left in TMPDIR after the stop"

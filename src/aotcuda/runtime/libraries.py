@@ -124,6 +124,16 @@ def remove_in_creator(folder: str, creator_pid: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def remove_pinned_folder() -> None:
+    """Remove this process's folder of pinned copies now, for a process that ends right after without its exit
+    handlers (a Ray Serve replica: Serve calls its ``__del__``, then kills the process, and every stop of `aotcuda
+    serve` left the folder, as large as the package, until a later load swept it). Only once no program of this
+    process runs: a later load makes the folder again, and restores a library's copy it finds missing."""
+    with _LOCK:
+        if _root is not None and _root[0] == os.getpid():
+            shutil.rmtree(_root[1], ignore_errors=True)
+
+
 def _pinned_root() -> str:
     """This process's folder of pinned copies: made at the first pin, removed at exit; made again where it
     was removed (its path stays the same: the libraries opened from it know their files by that path).

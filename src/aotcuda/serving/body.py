@@ -93,7 +93,8 @@ async def read_body(request, max_bytes: int, timeout_s: float, take=None) -> byt
         # At most 20 digits (2**64): int() of a longer string raises ValueError past 4300 digits, and HTTP
         # parsers other than h11 and httptools may hand one on.
         if not (declared.isascii() and declared.isdigit() and len(declared) <= 20):
-            raise RequestError(f"the request's Content-Length {shown(declared, 40)!r} is not a number of bytes")
+            raise RequestError(f"the request's Content-Length {shown(declared, 40)!r} is not a number of bytes: "
+                               "Content-Length must be a decimal number of bytes (digits only, at most 20)")
         if int(declared) > max_bytes:
             raise too_large(int(declared), max_bytes, "declares")
     chunks: list[bytes] = []

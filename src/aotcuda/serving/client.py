@@ -76,12 +76,15 @@ class Client:
         import safetensors.torch as safetensors_torch
 
         body = safetensors_torch.save(_wire_tensors(inputs))
+        started = time.monotonic()
         for attempt in range(self.retries + 1):
             try:
                 answer = self.post(body)
             except ServingError as error:
-                if not error.retriable or attempt == self.retries:
+                if not error.retriable:
                     raise
+                if attempt == self.retries:
+                    raise self._gave_up(error, attempt + 1, time.monotonic() - started) from None
                 wait = error.retry_after_s if error.retry_after_s is not None else self.backoff_s * (attempt + 1)
                 time.sleep(min(wait, self.max_retry_after_s))
                 continue
@@ -99,6 +102,23 @@ class Client:
                                    f"({type(error).__name__}: {str(error)[:200]}); not resent: the server ran it",
                                    retriable=False) from None
         raise AssertionError("unreachable")
+
+    def _gave_up(self, error: ServingError, attempts: int, seconds: float) -> ServingError:
+        """The last retriable error, saying that the retries ran out and what to change. A new user's 8 concurrent
+        bodies under --max-pending-bytes ended, after retries=5, with the server's "send it again after the
+        Retry-After seconds", which the client had just done five times."""
+        text = re.sub(r"[;,]? *(nothing of this request ran, )?send it again after the Retry-After seconds$", "",
+                      error.message).rstrip("; ")
+        tried = (f"; nothing of it ran: tried {attempts} time{'s' * (attempts != 1)} over {seconds:.1f} s "
+                 f"(retries={self.retries}) and every attempt was refused.")
+        if error.status is None:
+            advice = f" Check that the server is up at {self.url}, or raise Client(retries=) or backoff_s"
+        elif "--max-pending-bytes" in text:
+            advice = (" Raise Client(retries=), send fewer requests at once, or start the server with a larger "
+                      "--max-pending-bytes")
+        else:
+            advice = " Raise Client(retries=), or send fewer requests at once"
+        return ServingError(error.status, text + tried + advice, retriable=True, retry_after_s=error.retry_after_s)
 
     def post(self, body: bytes) -> bytes | bytearray:
         """One attempt on a fresh connection: the response body of a 200 (``_read``: bytes, or a bytearray where

@@ -9,7 +9,7 @@ import sys
 import click
 
 from aotcuda.serving.deadline import check_run_timeout
-from aotcuda.serving.server import ServeOptions
+from aotcuda.serving.server import OptionsError, ServeOptions
 
 
 class RunTimeout(click.ParamType):
@@ -98,7 +98,9 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
                                max_pending_bytes=max_pending_bytes, dashboard=dashboard,
                                allow_unbounded_outputs=allow_unbounded_outputs,
                                allow_unchecked_indices=allow_unchecked_indices)
-    except ValueError as error:  # options that do not fit each other (a run deadline past the request's): usage
+    except OptionsError as error:  # options that do not fit each other (a run deadline past the request's): usage
+        raise click.UsageError(error.worded(_flag_of)) from None
+    except ValueError as error:
         raise click.UsageError(str(error)) from None
     try:
         server = serve_package(package, options)
@@ -116,6 +118,12 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
         received = stop.signal if isinstance(stop, StopRequested) else signal.SIGINT
         server.shutdown(drain=received != signal.SIGTERM)
     _say(f"stopped ({signal.Signals(received).name}): Serve and Ray are down")
+
+
+def _flag_of(field: str) -> str:
+    """The flag of `aotcuda serve` that gives ServeOptions' ``field`` (the field itself where no flag does)."""
+    flags = {param.name: param.opts[0] for param in serve_command.params if isinstance(param, click.Option)}
+    return flags.get(field, field)
 
 
 def _say(line: str) -> None:

@@ -52,6 +52,7 @@ except ImportError as error:  # pragma: no cover - the error message is the poin
 
 from aotcuda.errors import AotcudaError, InputError
 from aotcuda.runtime.checks import check_inputs
+from aotcuda.runtime.libraries import remove_pinned_folder
 from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, index_records, serving_plan, split_rows, tensor_size_records
 from aotcuda.serving.body import ERROR_HEADER, BusyError, LateBodyError, RequestError, SlowBodyError, read_body, shown
@@ -413,7 +414,19 @@ class ProgramReplica:
         # no deadline): Serve's graceful stop then waited for it until it killed the process (20 s). The process
         # ends with the replica anyway, freeing what close would.
         if program is not None and (watch is None or watch.running_s() is None):
-            program.close()
+            program.close()  # removes the extracted package
+            if _in_a_serve_replica():  # Serve kills the process next, before its exit handlers could run
+                remove_pinned_folder()
+
+
+def _in_a_serve_replica() -> bool:
+    """Whether this process is a replica of Ray Serve (whose process holds this one program), not a process that
+    made a ProgramReplica itself (a test, which may hold other programs of the same library)."""
+    try:
+        serve.get_replica_context()
+    except Exception:  # noqa: BLE001 - RayServeException outside a replica
+        return False
+    return True
 
 
 def _as_answer(error: BaseException) -> Exception:

@@ -95,6 +95,22 @@ def raw_answer(error: RequestError, reason: str) -> bytes:
             f"content-length: {len(body)}\r\n\r\n").encode() + body
 
 
+CONTENT_LENGTH_RULE = "Content-Length must be a decimal number of bytes"
+
+
+def refusal_text(error: h11.RemoteProtocolError | None) -> str:
+    """What is wrong with a request h11 refused (its words are short and stable: h11/_headers.py, _readers.py)."""
+    why = str(error) if error is not None else ""
+    if why == "bad Content-Length":
+        return (f"the request's Content-Length is not a number of bytes: {CONTENT_LENGTH_RULE} (digits only, at "
+                "most 20), one value; send the body's length, or send it chunked without a Content-Length")
+    if why == "conflicting Content-Length headers":
+        return f"the request has Content-Length values that disagree: send one ({CONTENT_LENGTH_RULE})"
+    if why == "Receive buffer too long":
+        return "the request head is longer than this server takes (16 KiB of request line and headers)"
+    return f"the request is not valid HTTP/1.1 ({why[:200] or 'refused by the parser'}); send a well-formed request"
+
+
 class SmallChunksError(RequestError):
     """A chunked request body whose chunks are too small for what each costs the proxy (answered with 400)."""
 
@@ -106,9 +122,14 @@ class ChunkCount(h11.Connection):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.chunks = self.body_bytes = 0
+        self.refusal: h11.RemoteProtocolError | None = None  # why h11 refused the request, for its answer
 
     def next_event(self):
-        event = super().next_event()
+        try:
+            event = super().next_event()
+        except h11.RemoteProtocolError as error:
+            self.refusal = error
+            raise
         if isinstance(event, h11.Request):
             self.chunks = self.body_bytes = 0
         elif isinstance(event, h11.Data):
@@ -169,6 +190,13 @@ class DeadlineH11Protocol(H11Protocol):
             if self.conn.our_state is h11.SEND_RESPONSE:
                 self.transport.write(raw_answer(error, "Bad Request"))
             self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """The answer to a request h11 refused (uvicorn's was "Invalid HTTP request received.", without our header:
+        a new user's Content-Length of "abc" read as an empty 400), in our words, closing the connection."""
+        if self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):  # not where the app has begun its answer
+            self.transport.write(raw_answer(RequestError(refusal_text(self.conn.refusal)), "Bad Request"))
+        self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()

@@ -21,6 +21,8 @@ cluster's proxy started without this callback) is timed in the replica as before
 
 from __future__ import annotations
 
+import os
+
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse
@@ -51,11 +53,16 @@ def middlewares() -> list[Middleware]:
     """Called by Ray Serve's HTTP proxy when it starts: the limits come from its environment (the switches'
     defaults are ServeOptions'), request heads are bounded in size and time, and answers the client stops
     reading in time (``bound_request_heads``).
-    Raises ValueError naming a variable that is not a positive number."""
-    timeout_s, max_pending_bytes = _positive(BODY_TIMEOUT_VARIABLE), _positive(MAX_PENDING_VARIABLE)
+    Raises ValueError naming a variable that is not a positive number, or the two of sizes that do not fit."""
+    timeout_s, max_bytes = _positive(BODY_TIMEOUT_VARIABLE), _positive(MAX_BYTES_VARIABLE)
+    max_pending_bytes = _positive(MAX_PENDING_VARIABLE) if os.environ.get(MAX_PENDING_VARIABLE, "").strip() else None
+    if max_pending_bytes is not None and max_pending_bytes < max_bytes:  # as ServeOptions refuses it, in its words
+        raise ValueError(f"{MAX_PENDING_VARIABLE}={max_pending_bytes} must be at least {MAX_BYTES_VARIABLE}="
+                         f"{max_bytes}: a body of the largest size must fit (else it is refused 503 for good); raise "
+                         f"{MAX_PENDING_VARIABLE} or lower {MAX_BYTES_VARIABLE}")
+    max_pending_bytes = max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes)
     bound_request_heads(timeout_s, max_pending_bytes)
-    return [Middleware(WholeBody, timeout_s=timeout_s,
-                       max_bytes=_positive(MAX_BYTES_VARIABLE), max_pending_bytes=max_pending_bytes)]
+    return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes, max_pending_bytes=max_pending_bytes)]
 
 
 def bound_request_heads(head_timeout_s: float, max_pending_bytes: int | None = None) -> bool:

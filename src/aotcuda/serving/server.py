@@ -13,6 +13,7 @@ import contextlib
 import errno
 import ipaddress
 import os
+import re
 import signal
 import socket
 import tempfile
@@ -25,7 +26,7 @@ from aotcuda.runtime.package import package_sha256, read_signature
 from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 
-__all__ = ["ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
+__all__ = ["OptionsError", "ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
            "replica_actor_options", "serve_package"]
 
 APP_NAME = "aotcuda"
@@ -47,6 +48,23 @@ RAY_SERVE_ENVIRONMENT = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": PROXY_READY_TI
                          "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": PROXY_HEALTH_CHECK_TIMEOUT_S}
 # The address of a local Ray's node: its GCS, raylet, workers and agents listen here (docs/serving.md, "Ports").
 RAY_NODE_ADDRESS = "127.0.0.1"
+
+
+class OptionsError(ValueError):
+    """ServeOptions that are wrong or do not fit each other. Its text names each option by its field here;
+    ``worded(name)`` names each by ``name(field)`` instead: `aotcuda serve` gives its flags, which were what its user
+    wrote (it said "max_pending_bytes (500000) must be at least max_request_bytes" to a new user of
+    --max-pending-bytes)."""
+
+    def __init__(self, template: str):
+        self.template = template  # the message, with each option written ${field}
+        super().__init__(self.worded(str))
+
+    def worded(self, name) -> str:
+        return re.sub(r"\$\{(\w+)\}", lambda found: name(found[1]), self.template)
+
+    def __reduce__(self):  # pickle rebuilds an exception from self.args: here, the message alone
+        return type(self), (self.template,), self.__dict__
 
 
 @dataclass(frozen=True)
@@ -109,22 +127,23 @@ class ServeOptions:
     def __post_init__(self):
         for name in ("replicas", "max_batch_size", "port", "max_response_bytes", "max_tensor_bytes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+                raise OptionsError(f"${{{name}}} must be a positive integer, got {getattr(self, name)!r}")
         # finite numbers: nan passes every comparison (--request-timeout-s nan served a 408 to every request at once)
         # (and no timeout below 0.1 s: 1e-320 is positive, and answers every request 408)
         for name, least in (("batch_wait_ms", 0.0), ("request_timeout_s", 0.1), ("body_timeout_s", 0.1),
                             ("cpus_per_replica", 0.0)):
             if not finite_at_least(getattr(self, name), least):
-                raise ValueError(f"{name} must be a finite number ≥ {least:g}, got {getattr(self, name)!r}")
+                raise OptionsError(f"${{{name}}} must be a finite number ≥ {least:g}, got {getattr(self, name)!r}")
         check_run_timeout(self.run_timeout_s)
         if self.run_timeout_s is not None and self.run_timeout_s >= self.request_timeout_s:
-            raise ValueError(f"run_timeout_s ({self.run_timeout_s:g} s) must be less than request_timeout_s "
-                             f"({self.request_timeout_s:g} s): Ray Serve's HTTP proxy answers 408 at "
-                             "request_timeout_s, counted from the request's arrival, so a run that long could never "
-                             "be answered; raise request_timeout_s (--request-timeout-s) with it")
+            raise OptionsError(f"${{run_timeout_s}} ({self.run_timeout_s:g} s) must be less than ${{request_timeout_s}} "
+                               f"({self.request_timeout_s:g} s): Ray Serve's HTTP proxy answers 408 at "
+                               "${request_timeout_s}, counted from the request's arrival, so a run that long could "
+                               "never be answered; raise ${request_timeout_s} with it")
         if self.max_pending_bytes is not None and self.max_pending_bytes < self.max_request_bytes:
-            raise ValueError(f"max_pending_bytes ({self.max_pending_bytes}) must be at least max_request_bytes "
-                             f"({self.max_request_bytes}): a body of the largest size must fit")
+            raise OptionsError(f"${{max_pending_bytes}} ({self.max_pending_bytes}) must be at least "
+                               f"${{max_request_bytes}} ({self.max_request_bytes}): a body of the largest size must "
+                               "fit; raise ${max_pending_bytes} or lower ${max_request_bytes}")
 
 
 def check_package(package_path: str, options: ServeOptions) -> str:
