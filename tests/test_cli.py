@@ -295,6 +295,22 @@ def test_dynamic_dim_out_of_range_is_a_usage_error_not_an_index_error(runner, tm
     assert "input x has 2 dims" in result.output and not (tmp_path / "s.pt2").exists()
 
 
+def test_one_dim_name_given_two_ranges_is_a_usage_error(runner, tmp_path):
+    """(new user) --dynamic speaker_id:0:1:16:batch --dynamic audio:0:1:8:batch lowered with batch in [1, 16]:
+    the second range was dropped without a word."""
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "s.pt2"), "--device", "cpu",
+                                  "--dynamic", "x:0:1:16:batch", "--dynamic", "angle:0:1:8:batch"])
+    assert result.exit_code == 2 and not (tmp_path / "s.pt2").exists()
+    message = " ".join(result.output.split())
+    assert "'angle:0:1:8:batch' gives Dim batch the range [1, 8], but 'x:0:1:16:batch' gave it [1, 16]" in message
+    assert "the same MIN:MAX" in message and "two names" in message
+    model, args = scale_factory()  # the same range twice, or a multiple that gives the name the same range, is fine
+    shapes = dynamic_shapes_from(("x:0:1:16:batch", "angle:0:1:16:batch"), model, args, {})
+    assert shapes["x"][0] is shapes["angle"][0]
+    shapes = dynamic_shapes_from(("x:1:801:4000:frames*160", "angle:1:6:25:frames"), model, args, {})
+    assert shapes["angle"][1] is shapes["x"][1].root
+
+
 def test_module_in_the_current_directory_is_found(tmp_path, monkeypatch):
     (tmp_path / "aotcuda_cwd_model.py").write_text("def make():\n    return 'made here'\n")
     monkeypatch.chdir(tmp_path)
