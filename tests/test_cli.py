@@ -228,6 +228,23 @@ def test_lower_shows_aotcuda_warnings_as_lines_and_refuses_dropout_before_compil
     assert "aoti_torch_cpu_randint_low_out" in result.output and "model.eval()" in result.output
 
 
+def test_ctrl_c_during_lower_prints_what_was_left_and_exits_130(runner, tmp_path, monkeypatch):
+    """(new user) A Ctrl-C during `aotcuda lower` printed only click's "Aborted!": the note lower() puts on the
+    KeyboardInterrupt (that no package was written, and that the earlier one is left as it was) was lost."""
+    import aotcuda.lowering.pipeline
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", interrupted)
+    package = tmp_path / "s.pt2"
+    earlier = open(_small_package(package), "rb").read()
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(package), "--device", "cpu"])
+    assert result.exit_code == 130, result.output
+    assert f"No package was written: {package} is an earlier build, left as it was.\nAborted!" in result.output
+    assert package.read_bytes() == earlier and os.listdir(tmp_path) == ["s.pt2"]
+
+
 class TokenPositions(torch.nn.Module):
     """Token positions index a table of 128 rows: a --dynamic range past 128 is a constraint violation."""
 

@@ -365,9 +365,15 @@ class _Commands(click.Group):
             sys.stderr.write(re.sub(r"^Error: ", "error: ", shown_error.getvalue(), count=1, flags=re.MULTILINE))
             sys.stderr.flush()
             sys.exit(exc.exit_code)
-        except click.Abort:
+        except click.Abort as abort:
+            interrupt = abort.__cause__ if isinstance(abort.__cause__, KeyboardInterrupt) else None
+            # What the interrupted call said it left (lower(): "No package was written ..."): its notes
+            for note in getattr(interrupt, "__notes__", ()):
+                first, *rest = str(note).split("\n")
+                status_console.print(terminal_safe(first), highlight=False, markup=False, soft_wrap=True)
+                _print_later_lines(rest)
             sys.stderr.write("Aborted!\n")
-            sys.exit(1)
+            sys.exit(130 if interrupt is not None else 1)  # 128 + SIGINT, as a shell reports a Ctrl-C
         sys.exit(code if isinstance(code, int) else 0)
 
 
