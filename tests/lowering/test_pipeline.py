@@ -107,6 +107,15 @@ def test_bad_arguments_get_clear_errors():
     assert issubclass(aotcuda.DeviceError, ValueError)
 
 
+def test_cuda_where_there_is_none_quotes_the_device_asked_for(monkeypatch):
+    """A new user's lower(device="cuda:3") was told "device='cuda' asked for": the device they gave is quoted."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda:3", torch.device("cuda", 3), "cuda"):
+        with pytest.raises(aotcuda.DeviceError, match=rf"^device='{device}' asked for, but torch sees no CUDA device "
+                                                      r"here; use device='cpu'"):
+            aotcuda.lower(torch.nn.Linear(2, 2), (torch.randn(1, 2),), device=device)
+
+
 class ComplexLogcumsumexp(torch.nn.Module):
     """logcumsumexp has no rule in ReplaceComplexWithRealPass, so the whole program stays complex. Its kernel
     is an allow-listed scan (fallbacks.SCAN_KERNELS), which on complex values must still be reported."""
