@@ -1272,16 +1272,47 @@ def test_the_stderr_filter_runs_without_a_stderr_and_lives_through_ctrl_c():
 
 # --- output that cannot be written --------------------------------------------------------------------------
 
-def _small_package(path):
-    """A package inspect reads whole (metadata, signature, one generated source) in no time: nothing is lowered."""
+def _small_package(path, signature=None):
+    """A package inspect reads whole (metadata, signature, one generated source) in no time: nothing is lowered;
+    ``signature``: its aotcuda signature, as JSON text (else one of no inputs and no outputs)."""
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("pkg/archive_format", "pt2")
         archive.writestr("pkg/data/aotinductor/model/abc.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
         archive.writestr("pkg/data/aotinductor/model/abc.wrapper.so", b"\x7fELF")
         archive.writestr("pkg/data/aotinductor/model/abc.wrapper.cpp", "void run() { aoti_torch_cpu_foo(x); }\n")
-        archive.writestr("pkg/aotcuda/signature.json", '{"format": "aotcuda.signature", "version": 2, '
-                                                         '"inputs": [], "outputs": []}')
+        archive.writestr("pkg/aotcuda/signature.json", signature or '{"format": "aotcuda.signature", "version": 2, '
+                                                                      '"inputs": [], "outputs": []}')
     return str(path)
+
+
+def test_inspect_says_each_unbounded_data_dependent_size_once(tmp_path):
+    """(new user) A package with one unbounded data-dependent size, an output's width u0, printed two "unbounded
+    data-dependent size" lines for it: one for the output dim, one for the same u0 in data_dependent_sizes."""
+    import json
+
+    u0, u1 = ({"expr": name, "min": 1, "max": None} for name in ("u0", "u1"))
+    signature = {"format": "aotcuda.signature", "version": 2,
+                 "inputs": [{"name": "lengths", "dtype": "int64", "device": "cpu", "shape": [2]}],
+                 "outputs": [{"name": "out", "dtype": "bool", "device": "cpu", "shape": [2, u0]}],
+                 "data_dependent_sizes": [u0]}
+
+    def inspected(signature):
+        path = _small_package(tmp_path / "p.pt2", json.dumps(signature))
+        result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        return [line for line in result.output.splitlines() if line.startswith("unbounded data-dependent size")]
+
+    assert inspected(signature) == [
+        "unbounded data-dependent size: output 'out' dim 1 (u0) is computed from an input's values with no upper "
+        "bound (torch._check(n <= N) in the model bounds it); aotcuda serve refuses it without "
+        "--allow-unbounded-outputs"]
+    # two outputs of one symbol: one line for both; an intermediate size of another symbol: a line of its own
+    signature["outputs"].append({"name": "idx", "dtype": "int64", "device": "cpu", "shape": [{**u0, "expr": "2*u0"}]})
+    signature["data_dependent_sizes"] = [u0, u1, {**u0, "expr": "2*u0"}]
+    lines = inspected(signature)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("unbounded data-dependent size: output 'out' dim 1 (u0), output 'idx' dim 0 (2*u0) are ")
+    assert lines[1].startswith("unbounded data-dependent size: the program computes a tensor size, u1, from")
 
 
 def _aotcuda(args, cwd, stdout, shell_redirect=""):
