@@ -228,6 +228,23 @@ def test_lower_shows_aotcuda_warnings_as_lines_and_refuses_dropout_before_compil
     assert "aoti_torch_cpu_randint_low_out" in result.output and "model.eval()" in result.output
 
 
+def test_ctrl_c_during_lower_prints_what_was_left_and_exits_130(runner, tmp_path, monkeypatch):
+    """(new user) A Ctrl-C during `aotcuda lower` printed only click's "Aborted!": the note lower() puts on the
+    KeyboardInterrupt (that no package was written, and that the earlier one is left as it was) was lost."""
+    import aotcuda.lowering.pipeline
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", interrupted)
+    package = tmp_path / "s.pt2"
+    earlier = open(_small_package(package), "rb").read()
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(package), "--device", "cpu"])
+    assert result.exit_code == 130, result.output
+    assert f"No package was written: {package} is an earlier build, left as it was.\nAborted!" in result.output
+    assert package.read_bytes() == earlier and os.listdir(tmp_path) == ["s.pt2"]
+
+
 class TokenPositions(torch.nn.Module):
     """Token positions index a table of 128 rows: a --dynamic range past 128 is a constraint violation."""
 
@@ -293,6 +310,22 @@ def test_dynamic_dim_out_of_range_is_a_usage_error_not_an_index_error(runner, tm
                                   "--dynamic", "x:9:2:512"])
     assert result.exit_code == 2 and "IndexError" not in result.output
     assert "input x has 2 dims" in result.output and not (tmp_path / "s.pt2").exists()
+
+
+def test_one_dim_name_given_two_ranges_is_a_usage_error(runner, tmp_path):
+    """(new user) --dynamic speaker_id:0:1:16:batch --dynamic audio:0:1:8:batch lowered with batch in [1, 16]:
+    the second range was dropped without a word."""
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "s.pt2"), "--device", "cpu",
+                                  "--dynamic", "x:0:1:16:batch", "--dynamic", "angle:0:1:8:batch"])
+    assert result.exit_code == 2 and not (tmp_path / "s.pt2").exists()
+    message = " ".join(result.output.split())
+    assert "'angle:0:1:8:batch' gives Dim batch the range [1, 8], but 'x:0:1:16:batch' gave it [1, 16]" in message
+    assert "the same MIN:MAX" in message and "two names" in message
+    model, args = scale_factory()  # the same range twice, or a multiple that gives the name the same range, is fine
+    shapes = dynamic_shapes_from(("x:0:1:16:batch", "angle:0:1:16:batch"), model, args, {})
+    assert shapes["x"][0] is shapes["angle"][0]
+    shapes = dynamic_shapes_from(("x:1:801:4000:frames*160", "angle:1:6:25:frames"), model, args, {})
+    assert shapes["angle"][1] is shapes["x"][1].root
 
 
 def test_module_in_the_current_directory_is_found(tmp_path, monkeypatch):
@@ -1239,16 +1272,47 @@ def test_the_stderr_filter_runs_without_a_stderr_and_lives_through_ctrl_c():
 
 # --- output that cannot be written --------------------------------------------------------------------------
 
-def _small_package(path):
-    """A package inspect reads whole (metadata, signature, one generated source) in no time: nothing is lowered."""
+def _small_package(path, signature=None):
+    """A package inspect reads whole (metadata, signature, one generated source) in no time: nothing is lowered;
+    ``signature``: its aotcuda signature, as JSON text (else one of no inputs and no outputs)."""
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("pkg/archive_format", "pt2")
         archive.writestr("pkg/data/aotinductor/model/abc.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
         archive.writestr("pkg/data/aotinductor/model/abc.wrapper.so", b"\x7fELF")
         archive.writestr("pkg/data/aotinductor/model/abc.wrapper.cpp", "void run() { aoti_torch_cpu_foo(x); }\n")
-        archive.writestr("pkg/aotcuda/signature.json", '{"format": "aotcuda.signature", "version": 2, '
-                                                         '"inputs": [], "outputs": []}')
+        archive.writestr("pkg/aotcuda/signature.json", signature or '{"format": "aotcuda.signature", "version": 2, '
+                                                                      '"inputs": [], "outputs": []}')
     return str(path)
+
+
+def test_inspect_says_each_unbounded_data_dependent_size_once(tmp_path):
+    """(new user) A package with one unbounded data-dependent size, an output's width u0, printed two "unbounded
+    data-dependent size" lines for it: one for the output dim, one for the same u0 in data_dependent_sizes."""
+    import json
+
+    u0, u1 = ({"expr": name, "min": 1, "max": None} for name in ("u0", "u1"))
+    signature = {"format": "aotcuda.signature", "version": 2,
+                 "inputs": [{"name": "lengths", "dtype": "int64", "device": "cpu", "shape": [2]}],
+                 "outputs": [{"name": "out", "dtype": "bool", "device": "cpu", "shape": [2, u0]}],
+                 "data_dependent_sizes": [u0]}
+
+    def inspected(signature):
+        path = _small_package(tmp_path / "p.pt2", json.dumps(signature))
+        result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        return [line for line in result.output.splitlines() if line.startswith("unbounded data-dependent size")]
+
+    assert inspected(signature) == [
+        "unbounded data-dependent size: output 'out' dim 1 (u0) is computed from an input's values with no upper "
+        "bound (torch._check(n <= N) in the model bounds it); aotcuda serve refuses it without "
+        "--allow-unbounded-outputs"]
+    # two outputs of one symbol: one line for both; an intermediate size of another symbol: a line of its own
+    signature["outputs"].append({"name": "idx", "dtype": "int64", "device": "cpu", "shape": [{**u0, "expr": "2*u0"}]})
+    signature["data_dependent_sizes"] = [u0, u1, {**u0, "expr": "2*u0"}]
+    lines = inspected(signature)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("unbounded data-dependent size: output 'out' dim 1 (u0), output 'idx' dim 0 (2*u0) are ")
+    assert lines[1].startswith("unbounded data-dependent size: the program computes a tensor size, u1, from")
 
 
 def _aotcuda(args, cwd, stdout, shell_redirect=""):

@@ -365,9 +365,15 @@ class _Commands(click.Group):
             sys.stderr.write(re.sub(r"^Error: ", "error: ", shown_error.getvalue(), count=1, flags=re.MULTILINE))
             sys.stderr.flush()
             sys.exit(exc.exit_code)
-        except click.Abort:
+        except click.Abort as abort:
+            interrupt = abort.__cause__ if isinstance(abort.__cause__, KeyboardInterrupt) else None
+            # What the interrupted call said it left (lower(): "No package was written ..."): its notes
+            for note in getattr(interrupt, "__notes__", ()):
+                first, *rest = str(note).split("\n")
+                status_console.print(terminal_safe(first), highlight=False, markup=False, soft_wrap=True)
+                _print_later_lines(rest)
             sys.stderr.write("Aborted!\n")
-            sys.exit(1)
+            sys.exit(130 if interrupt is not None else 1)  # 128 + SIGINT, as a shell reports a Ctrl-C
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -802,16 +808,18 @@ def inspect(package):
             from aotcuda.serving.batching import unbounded_dims, unbounded_size
         except ImportError:
             unbounded_dims, unbounded_size = (lambda *specs: []), (lambda recorded: "")
-        for spec, index, dim in unbounded_dims(output_specs, input_specs)[:SHOWN_ROWS]:
-            console.print(f"unbounded data-dependent size: output {shown(repr(_clip(spec.name)))} dim {index} "
-                          f"({shown(_clip(dim.shown))}) is computed from an input's values with no upper "
-                          "bound (torch._check(n <= N) in the model bounds it); aotcuda serve refuses it "
-                          "without --allow-unbounded-outputs", highlight=False, soft_wrap=True)
-        try:
-            inner = unbounded_size(signature.get("data_dependent_sizes"))
-        except PackageError as exc:
-            inner = f"the signature's data_dependent_sizes cannot be read ({_clip(str(exc))})"
-        if inner:
+        places = {}  # one line per unbounded symbol: the output dims it sizes
+        for spec, index, dim in unbounded_dims(output_specs, input_specs):
+            places.setdefault(dim.symbols, []).append(
+                f"output {shown(repr(_clip(spec.name)))} dim {index} ({shown(_clip(dim.shown))})")
+        for where in list(places.values())[:SHOWN_ROWS]:
+            more = f" and {len(where) - SHOWN_ROWS} more" if len(where) > SHOWN_ROWS else ""
+            console.print(f"unbounded data-dependent size: {', '.join(where[:SHOWN_ROWS])}{more} "
+                          f"{'is' if len(where) == 1 else 'are'} computed from an input's values with no upper bound "
+                          "(torch._check(n <= N) in the model bounds it); aotcuda serve refuses it without "
+                          "--allow-unbounded-outputs", highlight=False, soft_wrap=True)
+        for inner in _unbounded_inner_sizes(signature.get("data_dependent_sizes"), unbounded_size,
+                                            set().union(*places))[:SHOWN_ROWS]:
             console.print(f"unbounded data-dependent size: {shown(inner)}, with no upper bound; aotcuda serve refuses "
                           "it without --allow-unbounded-outputs", highlight=False, soft_wrap=True)
         constants = _constant_inputs_line(signature)
@@ -880,6 +888,30 @@ SHOWN_ROWS, SHOWN_CHARS = 50, 200
 def _clip(text, limit: int = SHOWN_CHARS) -> str:
     """A string of a package, cut to ``limit`` characters (errors.clipped)."""
     return clipped(text, limit)
+
+
+def _unbounded_inner_sizes(recorded, unbounded_size, said: set[str]) -> list[str]:
+    """The signature's unbounded data_dependent_sizes in words (``unbounded_size``), one per symbol, leaving out
+    those whose symbols ``said`` (an output line's) already holds: an output sized u0 is also recorded there."""
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    try:
+        if not unbounded_size(recorded):
+            return []
+    except PackageError as exc:
+        return [f"the signature's data_dependent_sizes cannot be read ({_clip(str(exc))})"]
+    lines = []
+    for size in recorded:
+        if size.get("max") is not None:
+            continue
+        try:
+            symbols = {str(symbol) for symbol in shape_expression(size["expr"]).free_symbols} or {size["expr"]}
+        except ValueError:
+            symbols = {size["expr"]}
+        if not symbols <= said:
+            said |= symbols
+            lines.append(unbounded_size([size]))
+    return lines
 
 
 def _constant_inputs_line(signature: dict) -> str | None:

@@ -179,21 +179,33 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
     optional fifth field names the Dim, so inputs that share a size share it (x:1:2:512:seq), and
     NAME*N makes the size a multiple of N (audio:1:800:480000:frames*160 is 160·frames samples).
     Raises click.BadParameter naming the option for a malformed one, an unknown or non-tensor input,
-    a DIM outside [-rank, rank), or MIN above MAX.
+    a DIM outside [-rank, rank), MIN above MAX, or a Dim name given two ranges.
     """
     if not options:
         return None
     bound = pyinspect.signature(model.forward).bind(*args, **kwargs)
     shapes = {name: None for name in bound.arguments}
-    dims = {}
+    dims, first_option = {}, {}
     for option in options:
         name, dim, low, high, symbol = _parse_dynamic(option, bound.arguments)
         symbol, multiple = _symbol_and_multiple(option, symbol, low, high)
         # A multiple (SYMBOL*N): the size is N·SYMBOL, and MIN/MAX bound the size, so SYMBOL's own range is
         # [ceil(MIN/N), floor(MAX/N)] (an stft input of 160·frames samples: audio:1:800:480000:frames*160).
-        dims.setdefault(symbol, torch.export.Dim(symbol, min=-(-low // multiple), max=high // multiple))
+        symbol_range = (-(-low // multiple), high // multiple)
+        if symbol in dims and (dims[symbol].min, dims[symbol].max) != symbol_range:
+            _conflicting_ranges(symbol, first_option[symbol], (dims[symbol].min, dims[symbol].max), option, symbol_range)
+        first_option.setdefault(symbol, option)
+        dims.setdefault(symbol, torch.export.Dim(symbol, min=symbol_range[0], max=symbol_range[1]))
         shapes[name] = {**(shapes[name] or {}), dim: dims[symbol] * multiple if multiple > 1 else dims[symbol]}
     return shapes
+
+
+def _conflicting_ranges(symbol: str, first: str, first_range: tuple, option: str, option_range: tuple):
+    """One Dim name given two ranges: one would be dropped without a word, so it is a usage error."""
+    raise click.BadParameter(
+        f"{option!r} gives Dim {symbol} the range [{option_range[0]}, {option_range[1]}], but {first!r} gave it "
+        f"[{first_range[0]}, {first_range[1]}]; a Dim name has one range: give the same MIN:MAX in both options "
+        f"(inputs that share the size), or two names (sizes that differ)", param_hint="--dynamic")
 
 
 def _symbol_and_multiple(option: str, symbol: str, low: int, high: int) -> tuple[str, int]:

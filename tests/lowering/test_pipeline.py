@@ -1,5 +1,6 @@
 """lower() end to end on the CPU: the demo block with zero fallback kernels, and the fallback-kernel check."""
 
+import errno
 import logging
 import os
 import re
@@ -104,6 +105,15 @@ def test_bad_arguments_get_clear_errors():
         with pytest.raises(aotcuda.DeviceError, match=rf"'{unparsable}' is not a device; aotcuda lowers for"):
             aotcuda.lower(torch.nn.Linear(2, 2), (torch.randn(1, 2),), device=unparsable)
     assert issubclass(aotcuda.DeviceError, ValueError)
+
+
+def test_cuda_where_there_is_none_quotes_the_device_asked_for(monkeypatch):
+    """A new user's lower(device="cuda:3") was told "device='cuda' asked for": the device they gave is quoted."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda:3", torch.device("cuda", 3), "cuda"):
+        with pytest.raises(aotcuda.DeviceError, match=rf"^device='{device}' asked for, but torch sees no CUDA device "
+                                                      r"here; use device='cpu'"):
+            aotcuda.lower(torch.nn.Linear(2, 2), (torch.randn(1, 2),), device=device)
 
 
 class ComplexLogcumsumexp(torch.nn.Module):
@@ -267,10 +277,32 @@ def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
     assert checked_package_path(deep) == str(deep) and not (tmp_path / "new").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir.pt2", "data.zip", "mymodel.py"]
     assert (tmp_path / "mymodel.py").read_text() == ""
-    # a folder whose permission bits let root write but which takes no file (/proc): tried, not assumed
+    # a folder whose permission bits let root write but which takes no file (/proc): tried, not assumed; and said
+    # as it is (a new user: "the folder '/proc' is not writable (No such file or directory)")
     if os.path.isdir("/proc") and os.access("/proc", os.W_OK):
-        with pytest.raises(PackageError, match=r"the folder '/proc' is not writable \(.+\); choose another path"):
+        with pytest.raises(PackageError, match=r"the file system of the folder '/proc' makes no new file there "
+                                               r"\(creating one failed: No such file or directory; a virtual file "
+                                               r"system such as /proc .*\); choose a folder on a disk") as caught:
             aotcuda.lower(None, "not a tuple", device="cpu", package_path="/proc/x.pt2")
+        assert "not writable" not in str(caught.value)
+
+
+@pytest.mark.parametrize("code, says", [
+    (errno.EACCES, r"the folder '.+' is not writable \(Permission denied\); choose another path, or change its "),
+    (errno.EROFS, r"the folder '.+' is on a read-only file system; choose another path"),
+    (errno.ENOSPC, r"no room for a new file in the folder '.+' \(No space left on device\)"),
+])
+def test_a_folder_that_takes_no_file_is_refused_with_the_file_systems_reason(tmp_path, monkeypatch, code, says):
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering import pipeline
+    from aotcuda.lowering.pipeline import checked_package_path
+
+    def refuse(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(pipeline.tempfile, "TemporaryFile", refuse)
+    with pytest.raises(PackageError, match=says):
+        checked_package_path(tmp_path / "x.pt2")
 
 
 # --- ops through AOTI's proxy executor (allow_fallbacks=True) ----------------------------------------------

@@ -106,3 +106,20 @@ def test_inspect_lists_the_constant_inputs(structured_pt2):
     assert result.exit_code == 0, result.output
     assert "arguments fixed at lowering (the program computes with these values whatever a call passes): " \
            "use_cache=False (module default True)" in result.output
+
+
+def test_a_keyword_only_argument_passed_positionally_is_named_with_how_to_pass_it():
+    """A new user called a Program of forward(audio, *, speaker_id) as program(audio, speaker_id) and got only
+    "takes 1 positional argument(s) (audio), got 2": now the message says speaker_id is keyword-only, and how."""
+    import torch.utils._pytree as pytree
+
+    from aotcuda.runtime.keywords import bind_keywords
+
+    audio, speaker = torch.randn(2, 3), torch.ones(2, 1)
+    in_spec = pytree.tree_flatten(((audio,), {"speaker_id": speaker}))[1]
+    with pytest.raises(InputError, match=r"takes 1 positional argument\(s\) \(audio\), got 2; 'speaker_id' is "
+                                         r"keyword-only .*: pass speaker_id=\.\.\.$"):
+        bind_keywords((audio, speaker), {}, in_spec, ["audio"])
+    assert bind_keywords((audio,), {"speaker_id": speaker}, in_spec, ["audio"]) == ((audio,), {"speaker_id": speaker})
+    with pytest.raises(InputError, match=r"got 2; call it as the exported module was called$"):  # no keyword left
+        bind_keywords((audio, speaker), {"speaker_id": speaker}, in_spec, ["audio"])

@@ -93,6 +93,6 @@ def target_device(device: str | torch.device) -> torch.device:
     if device.type not in DEVICE_PROFILES:
         raise DeviceError(f"aotcuda lowers for {supported}, not {device.type!r}")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise DeviceError("device='cuda' asked for, but torch sees no CUDA device here; use device='cpu'",
+        raise DeviceError(f"device={str(device)!r} asked for, but torch sees no CUDA device here; use device='cpu'",
                           advice=(Advice("device", "cpu"),))
     return device

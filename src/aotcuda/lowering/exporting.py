@@ -41,6 +41,7 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
     for each root Dim whose asked range the program does not take (``said_narrowed_roots``)."""
     dynamic_shapes = _as_structure(model, args, kwargs, dynamic_shapes)
     _check_dynamic_shapes_names(model, dynamic_shapes)
+    dynamic_shapes = _dims_checked(model, args, kwargs, dynamic_shapes)
     try:
         return said_narrowed_roots(
             torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False), dynamic_shapes,
@@ -97,6 +98,64 @@ def _check_dynamic_shapes_names(model, dynamic_shapes) -> None:
             f"dynamic_shapes names {shown}, which {type(model).__name__}.forward does not take: its arguments are "
             f"{', '.join(names) or 'none'}. Key dynamic_shapes by those names (e.g. {{{names[0] if names else 'x'!r}: "
             "{0: Dim('batch')}}), or give a tuple with one entry per argument, in order")
+
+
+def _dims_checked(model, args, kwargs, dynamic_shapes):
+    """``dynamic_shapes`` with each tensor's dict keys checked against its rank and negative ones counted from the
+    end; DynamicShapesError for a dim the input does not have, or a list or tuple of another length than its rank.
+
+    Why: for a dict key outside [-rank, rank) torch raises a raw ``IndexError: list assignment index out of
+    range``; and torch 2.13 takes a negative key but loses what it says: ``{-1: Dim("b", min=0)}`` got b in
+    [2, oo], and ``{"x": {-2: b}, "y": {0: b}}`` a constraint violation though both are dim 0."""
+    if not isinstance(dynamic_shapes, (dict, list, tuple)) or not isinstance(model, torch.nn.Module):
+        return dynamic_shapes
+    try:
+        arguments = inspect.signature(model.forward).bind(*args, **(kwargs or {})).arguments
+    except (TypeError, ValueError):  # torch says what it says about inputs that do not fit forward
+        return dynamic_shapes
+    if isinstance(dynamic_shapes, dict):
+        return {name: _dims_of(name, arguments[name], spec) if name in arguments else spec
+                for name, spec in dynamic_shapes.items()}
+    checked = [_dims_of(name, value, spec) for name, value, spec in zip(arguments, arguments.values(), dynamic_shapes)]
+    return _same_kind(dynamic_shapes, checked)  # a tuple: in forward's order
+
+
+def _same_kind(specs, checked: list):
+    """``specs`` (a list or tuple) with its first entries replaced by ``checked``; itself when none changed."""
+    if all(new is old for new, old in zip(checked, specs)):
+        return specs
+    return type(specs)(checked + list(specs[len(checked):]))
+
+
+def _dims_of(where: str, value, spec):
+    """One input's ``spec`` checked against ``value`` (``_dims_checked``), through lists, tuples and dicts."""
+    if isinstance(value, torch.Tensor):
+        rank, shape = value.dim(), tuple(value.shape)
+        if isinstance(spec, dict):
+            bad = [d for d in spec if isinstance(d, int) and not -rank <= d < rank]
+            if bad:
+                raise DynamicShapesError(
+                    f"dynamic_shapes for {where} names dim {bad[0]}, but {where} has {rank} dims (shape {shape}): "
+                    f"a dim must be in [{-rank}, {rank}) (negative counts from the end, as in torch). Key the dict by "
+                    f"a dim {where} has (e.g. {{0: Dim('batch')}})")
+            counted = {d % rank if isinstance(d, int) else d: d for d in spec}
+            if len(counted) < len(spec):
+                twice = next(d for d in spec if isinstance(d, int) and d < 0 and d % rank in spec)
+                raise DynamicShapesError(f"dynamic_shapes for {where} names dim {twice % rank} twice, as {twice % rank} "
+                                         f"and {twice} ({where} has {rank} dims): give each dim once")
+            return {d: spec[given] for d, given in counted.items()}
+        if isinstance(spec, (list, tuple)) and len(spec) != rank:
+            raise DynamicShapesError(
+                f"dynamic_shapes for {where} has {len(spec)} entries, but {where} has {rank} dims (shape {shape}): "
+                f"a list or tuple gives one entry per dim, in order (Dim.STATIC for a static one), or give a dict "
+                f"of only the dynamic dims (e.g. {{0: Dim('batch')}})")
+    elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+        return _same_kind(spec, [_dims_of(f"{where}[{i}]", item, item_spec)
+                                 for i, (item, item_spec) in enumerate(zip(value, spec))])
+    elif isinstance(value, dict) and isinstance(spec, dict):
+        return {key: _dims_of(f"{where}[{key!r}]", value[key], item_spec) if key in value else item_spec
+                for key, item_spec in spec.items()}
+    return spec
 
 
 def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str, str] | None = None

@@ -33,6 +33,7 @@ import contextlib
 import contextvars
 import copy
 import dataclasses
+import errno
 import logging
 import os
 import shutil
@@ -514,10 +515,22 @@ def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callabl
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise PackageError(f"cannot write {what} to {path!r}: the folder {folder!r} is not writable "
-                           f"({exc.strerror or type(exc).__name__}); choose another path, or change the folder's "
-                           "permissions") from None
+        raise PackageError(f"cannot write {what} to {path!r}: {_why_no_file(folder, exc)}") from None
     return path
+
+
+def _why_no_file(folder: str, exc: OSError) -> str:
+    """Why a file could not be made in ``folder``, which exists, and the fix: only a refused permission is
+    "not writable" (/proc answers "No such file or directory": its file system makes no files at all)."""
+    reason = exc.strerror or type(exc).__name__
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"the folder {folder!r} is not writable ({reason}); choose another path, or change its permissions"
+    if exc.errno == errno.EROFS:
+        return f"the folder {folder!r} is on a read-only file system; choose another path"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no room for a new file in the folder {folder!r} ({reason}); free some space, or choose another path"
+    return (f"the file system of the folder {folder!r} makes no new file there (creating one failed: {reason}; "
+            "a virtual file system such as /proc or /sys holds no packages); choose a folder on a disk")
 
 
 def _warn_if_signature_too_large(signature: dict, path: str) -> None:

@@ -13,7 +13,7 @@ printing two TreeSpecs.
 
 from __future__ import annotations
 
-from aotcuda.errors import InputError, names_quoted
+from aotcuda.errors import InputError, names_quoted, quoted
 
 _MISSING = object()
 
@@ -72,7 +72,7 @@ def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None],
     takes = _what_it_takes(names, keywords)
     if len(args) > count:
         raise InputError(f"the program takes {count} positional argument(s){_listed(names)}, got {len(args)}; "
-                         "call it as the exported module was called")
+                         f"{_by_keyword_hint(len(args) - count, keywords, kwargs)}")
     slots = list(args) + [_MISSING] * (count - len(args))
     rest = {}
     for key, value in kwargs.items():
@@ -137,6 +137,18 @@ def _caller_path(path: str) -> str:
         index, _, tail = path[4:].partition("]")
         return f"#{index}" + tail
     return path
+
+
+def _by_keyword_hint(extra: int, keywords: list[str], kwargs: dict) -> str:
+    """What to do with ``extra`` positional arguments too many: the keywords not given, which the extra ones likely
+    are (forward's ``*, speaker_id``), passed by name; else call it as exported."""
+    unpassed = [key for key in keywords if key not in kwargs][:extra]
+    if not unpassed:
+        return "call it as the exported module was called"
+    one = len(unpassed) == 1
+    passed = ", ".join(f"{key}=..." if key.isidentifier() else f"**{{{quoted(key)}: ...}}" for key in unpassed)
+    return (f"{', '.join(map(quoted, unpassed))} {'is' if one else 'are'} keyword-only (the program takes "
+            f"{'it' if one else 'them'} by name, as the exported module was called): pass {passed}")
 
 
 def _listed(names: list[str | None]) -> str:
