@@ -4,6 +4,7 @@ before Ray starts (server.check_package) and in the replica (ProgramReplica's pl
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -150,3 +151,33 @@ def test_an_unbounded_answer_served_anyway_is_still_held_to_max_response_bytes(m
             (mask,) = safetensors_torch.load(answer.body).values()
             assert torch.equal(mask, torch.arange(width)[None, :] < lengths[:, None])
     assert replica.counters["rejected"] == 1
+
+
+class TrimToLongest(torch.nn.Module):
+    """Frames cut to the longest length (a new user's model): the model checks that length against the frame count."""
+
+    def forward(self, frames, lengths):
+        n = lengths.max().item()
+        torch._check(n >= 1)
+        torch._check(n <= frames.shape[1])
+        return frames[:, :n] * (torch.arange(n)[None, :] < lengths[:, None])[..., None]
+
+
+def test_a_failed_check_against_a_dim_says_the_dims_size_in_its_name(tmp_path):
+    """A new user's trial: torch._check(n <= frames.shape[1]) failing at T = 50, max length 100, said "fails the
+    model's own check u0 <= s45 (a value computed from them is 50 ...)": Inductor's check prints the value of one
+    of its symbols, here T's, and s45 is torch's name of the Dim the user called T. Now the check is said in the
+    Dim names, with T's size from the call, and no value is claimed for u0."""
+    frames = torch.export.Dim("T", min=2, max=4096)
+    path = str(tmp_path / "trim.pt2")
+    aotcuda.lower(TrimToLongest(), (torch.randn(2, 40, 4), torch.tensor([30, 12])), device="cpu", package_path=path,
+                  dynamic_shapes={"frames": {1: frames}, "lengths": None})
+    program = aotcuda.load(path)
+    for T, longest in ((50, 100), (20, 500)):
+        with pytest.raises(InputError) as refused:
+            program(torch.randn(2, T, 4), torch.tensor([longest, 1]))
+        message = str(refused.value)
+        assert "u0 <= T" in message and f"where T = {T} from the inputs' shapes" in message, message
+        assert not re.search(r"\bs\d+\b", message) and "a value computed from them is" not in message, message
+    x, lengths = torch.randn(2, 50, 4), torch.tensor([7, 3])
+    torch.testing.assert_close(program(x, lengths), TrimToLongest()(x, lengths))  # the next call runs as before

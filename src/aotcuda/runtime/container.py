@@ -62,6 +62,40 @@ _REQUIRED = (
     "AOTInductorModelContainerGetNumOutputs",
 )
 
+class ValueCheckFailed(InputError):
+    """The generated code's own check on a value computed from the inputs failed (``_VALUE_CHECK``): ``check`` as
+    Inductor wrote it, in torch's symbols; ``printed``, the value it printed, which is that of one of the check's
+    symbols, whichever Inductor took first (torch/_inductor/ir.py, AssertScalar.codegen): in ``u0 <= s45`` it may be
+    s45's, a dim's size, not the value computed from the inputs. Program says it with the call's sizes and the
+    user's Dim names (``value_check_message``)."""
+
+    def __init__(self, check: str, printed: str):
+        super().__init__(value_check_message(check, printed))
+        self.check, self.printed = check, printed
+
+
+def value_check_message(check: str, printed: str, bindings: dict[str, int] | None = None,
+                        dim_names: dict[str, str] | None = None) -> str:
+    """What a failed value check says: the check in the user's Dim names; the sizes its other symbols have in
+    this call (``bindings``: each shape symbol's value, from the inputs' shapes), or, for a check of one symbol,
+    the value printed, which is then that symbol's (a new user's ``u0 <= s45`` said "a value computed from
+    them is 50": T's size, not the computed 100)."""
+    from aotcuda.runtime.specs import _TORCH_SYMBOL, under_dim_names
+
+    symbols = sorted(set(_TORCH_SYMBOL.findall(check)))
+    sizes = {symbol: bindings[symbol] for symbol in symbols if bindings and symbol in bindings}
+    if sizes:
+        given = ", ".join(f"{under_dim_names(symbol, dim_names)} = {value}" for symbol, value in sizes.items())
+        what = f"where {given} from the inputs' shapes; a value computed from their values is outside it"
+    elif len(symbols) <= 1:
+        what = f"a value computed from them is {printed}"
+    else:
+        what = f"the generated check printed {printed}, the value of one of {', '.join(symbols)}"
+    return (f"the inputs' values fail the model's own check {under_dim_names(check, dim_names)} ({what}; the "
+            "model's torch._check, recorded at export, allows no other): pass values the model accepts, or export "
+            "it with a wider check. Nothing was returned; the program runs the next call as before")
+
+
 def exports(lib: ctypes.CDLL, name: str) -> bool:
     """Whether the opened library exports ``name``. Not ``hasattr``: for a missing symbol CPython's ctypes builds
     its AttributeError from dlerror()'s text, which names the library's path, and a path that is not UTF-8 (a
@@ -299,11 +333,7 @@ class ModelContainer:
             detail = self.last_error()
             check = _VALUE_CHECK.fullmatch(detail)
             if check is not None:
-                raise InputError(
-                    f"the inputs' values fail the model's own check {check['check']} (a value computed from them "
-                    f"is {check['value']}; the model's torch._check, recorded at export, allows no other): pass "
-                    "values the model accepts, or export it with a wider check. Nothing was returned; the program "
-                    "runs the next call as before")
+                raise ValueCheckFailed(check["check"], check["value"])
             self._check(code, "running the model", detail=detail)
 
     # --- lifetime ------------------------------------------------------------------------------------

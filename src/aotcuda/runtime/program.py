@@ -56,7 +56,7 @@ from aotcuda.runtime.checks import (
 )
 from aotcuda.runtime.complex_adapter import split_signature
 from aotcuda.runtime.aoti_checks import aoti_input_checks, latch_aoti_input_checks
-from aotcuda.runtime.container import ModelContainer
+from aotcuda.runtime.container import ModelContainer, ValueCheckFailed, value_check_message
 from aotcuda.runtime.libraries import LibraryDigestMismatch
 from aotcuda.runtime.graphs import GraphRunner, per_distinct_tensor, raw_stream_function
 from aotcuda.runtime.devices import resolve_device
@@ -164,6 +164,8 @@ class Program:
                                 if isinstance(spec, dict) and isinstance(spec.get("index_unchecked"), list)
                                 and spec["index_unchecked"]}
         self._input_labels = tuple(spec.name for spec in self._input_specs or ()) or tuple(self._input_names)
+        names = (signature or {}).get("dim_names")  # checked as an object of strings with the index ranges
+        self._dim_names = names if isinstance(names, dict) and all(isinstance(v, str) for v in names.values()) else None
         self._graphs = GraphRunner(self._run, self._device, mutated=self._written) if cuda_graphs else None
         self._arg_names = None
         self._constants: ConstantArguments | None = None
@@ -389,11 +391,15 @@ class Program:
                 outputs = _as_list(outputs, "outputs", OutputError)
                 check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
                                      originals, self._input_labels)
-            if self._graphs is not None:
-                finish = functools.partial(self._finish, outputs)
-                results = self._graphs(prepared_pairs, finish, lend=outputs is None)  # lent: handed out as they are
-            else:
-                results = self._finish(outputs, self._run(prepared_pairs), False)
+            try:
+                if self._graphs is not None:
+                    finish = functools.partial(self._finish, outputs)
+                    results = self._graphs(prepared_pairs, finish, lend=outputs is None)  # lent: as they are
+                else:
+                    results = self._finish(outputs, self._run(prepared_pairs), False)
+            except ValueCheckFailed as failed:  # said with this call's sizes and the user's Dim names
+                raise InputError(value_check_message(failed.check, failed.printed, bindings,
+                                                     self._dim_names)) from None
             if prepared is not originals:  # some input may have been copied into the exported layout
                 write_back(originals, prepared, self._written)
             return results
