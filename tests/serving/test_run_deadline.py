@@ -569,6 +569,26 @@ def test_healthz_answers_503_while_a_replica_says_its_run_is_past_the_deadline(m
     assert healthz(check) == (200, b"ok")
 
 
+def test_healthz_says_why_a_replica_failed_to_start(monkeypatch):
+    """A new user's trial: the package was replaced at its path after serve checked it, so each replica Ray started
+    in place of one that died refused it, and was started again, for good; /healthz said only "not ready:
+    application UNHEALTHY, replicas {'RUNNING': 1, 'STARTING': 1}", the reason being in Ray's controller log alone.
+    Serve's deployment message ends with the constructor's traceback: /healthz now quotes its last line."""
+    from aotcuda.serving import health
+
+    refusal = ("aotcuda.errors.PackageError: '/srv/model.pt2' is not the package that was checked when serving "
+               "started (its SHA-256 is 9f2c..., serve checked 41aa...): ")
+    message = ("A replica failed to start with exception. Retrying. Error:\nTraceback (most recent call last):\n"
+               "  File \"/x/replica.py\", line 1, in _initialize\n    raise error\n" + refusal)
+    deployment = types.SimpleNamespace(replica_states={"RUNNING": 1, "STARTING": 1}, message=message)
+    app = types.SimpleNamespace(status="ApplicationStatus.UNHEALTHY", deployments={"ProgramReplica": deployment})
+    monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
+    status, text = healthz(health.HealthCheck("aotcuda", "ProgramReplica"))
+    assert status == 503 and text.endswith(b"; a replica failed to start: " + refusal.strip().encode()), text
+    deployment.message = ""  # no failure said: the states alone, as before
+    assert healthz(health.HealthCheck("aotcuda", "ProgramReplica"))[1].endswith(b"'STARTING': 1}")
+
+
 def test_a_replica_tells_healthz_when_its_run_passes_the_deadline_and_when_it_ends(served_block, monkeypatch):
     """The replica's side: it tells HealthCheck when it answers a request 503 for a run past the deadline, again at
     each failed health check, and once when the run has ended; its own /healthz route says its own run (build_app,

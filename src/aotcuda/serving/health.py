@@ -137,5 +137,19 @@ def _states_answer(app_name: str, deployment_name: str) -> Response:
     ready = status is not None and str(status.status).endswith("RUNNING") and set(states) <= {"RUNNING"}
     if ready:
         return PlainTextResponse("ok")
-    return PlainTextResponse(f"not ready: application {status.status if status else 'missing'}, replicas {states}",
-                             status_code=503)
+    failure = _start_failure(deployment)
+    return PlainTextResponse(f"not ready: application {status.status if status else 'missing'}, replicas {states}"
+                             + (f"; a replica failed to start: {failure}" if failure else ""), status_code=503)
+
+
+def _start_failure(deployment) -> str:
+    """Why Serve's latest replica of the deployment failed to start, from the deployment's status message (Serve
+    ends it with the constructor's traceback, whose last line is the exception: aotcuda's PackageError, say), clipped;
+    "" for none. Why: a replica that refused the package at the path (replaced after serve checked it) was started
+    again and again, and /healthz said only "UNHEALTHY ... STARTING": the reason was in Ray's controller log alone,
+    inside serve's private Ray folder (a new user's trial)."""
+    message = str(getattr(deployment, "message", "") or "")
+    if "failed to start" not in message:
+        return ""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return shown(lines[-1], 400) if len(lines) > 1 else ""
