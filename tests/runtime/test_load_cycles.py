@@ -239,24 +239,31 @@ def test_the_folders_of_a_process_that_died_are_removed_by_the_next_load(twice_p
     assert sorted(os.listdir(temp)) == ["aotcuda-not-ours"], os.listdir(temp)
 
 
+def libc_copied_where_no_utf8_names_it(tmp_path, name: str) -> str:
+    """The path of a copy of the C library, as ``name`` in a folder whose name is not UTF-8 (and holds a newline):
+    a real shared library that is no model, opened from where dlerror()'s text cannot be decoded."""
+    import shutil
+
+    libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib/libc.so.6")
+                 if os.path.exists(p)), None)
+    if libc is None:
+        pytest.fail("no libc found to copy; name one for this platform")
+    folder = tmp_path / os.fsdecode(b"t\xff\nemp")
+    folder.mkdir()
+    shutil.copy(libc, folder / name)
+    return str(folder / name)
+
+
 def test_a_function_a_library_in_a_folder_not_named_in_utf8_lacks_reads_as_absent(tmp_path):
     """The test above failed on the H200 (torch 2.11, 2026-12-05): its package's library lacks a function of the
     C ABI that torch 2.13's has, and asking ctypes for a missing symbol builds the AttributeError from
     dlerror()'s text, which names the path: a path that is not UTF-8 raised UnicodeDecodeError from hasattr
     and the load failed. container.exports answers False there (any library shows it: libc here)."""
     import ctypes
-    import shutil
 
     from aotcuda.runtime.container import exports
 
-    libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib/libc.so.6")
-                          if os.path.exists(p)), None)
-    if libc is None:
-        pytest.fail("no libc found to copy; name one for this platform")
-    folder = tmp_path / os.fsdecode(b"t\xff\nemp")
-    folder.mkdir()
-    shutil.copy(libc, folder / "libc_copy.so")
-    lib = ctypes.CDLL(str(folder / "libc_copy.so"))
+    lib = ctypes.CDLL(libc_copied_where_no_utf8_names_it(tmp_path, "libc_copy.so"))
     with pytest.raises(UnicodeDecodeError):   # what hasattr passed on: the case is real here
         getattr(lib, "aotcuda_no_such_function")
     assert exports(lib, "strlen") and not exports(lib, "aotcuda_no_such_function")
@@ -279,20 +286,11 @@ def test_a_library_that_cannot_be_opened_in_a_folder_not_named_in_utf8_is_a_pack
 def test_a_library_that_is_no_model_in_a_folder_not_named_in_utf8_is_named_printably(tmp_path):
     """The refusal of a library that lacks the C ABI named its path as it was: a folder name that is not UTF-8 put
     a lone surrogate in the message (print(error) raised UnicodeEncodeError), and a newline in it split the line."""
-    import shutil
-
     from aotcuda.errors import PackageError
     from aotcuda.runtime.container import open_library
 
-    libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib/libc.so.6")
-                 if os.path.exists(p)), None)
-    if libc is None:
-        pytest.fail("no libc found to copy; name one for this platform")
-    folder = tmp_path / os.fsdecode(b"t\xff\nemp")
-    folder.mkdir()
-    shutil.copy(libc, folder / "model.wrapper.so")
     with pytest.raises(PackageError, match="is not an AOTInductor model") as refused:
-        open_library(str(folder / "model.wrapper.so"))
+        open_library(libc_copied_where_no_utf8_names_it(tmp_path, "model.wrapper.so"))
     str(refused.value).encode("utf-8")  # printable as it is
     assert "\n" not in str(refused.value)
 

@@ -135,39 +135,36 @@ def test_a_write_that_puts_the_modification_time_back_is_still_seen(tmp_path, mo
         open_package(path)
 
 
-def test_a_file_renamed_over_the_path_while_it_is_read_is_not_a_change(tmp_path, monkeypatch):
-    """Publishing by rename is the safe way: the file opened is read whole, as it was."""
+def assert_the_file_opened_is_read_whole(tmp_path, monkeypatch, publish) -> None:
+    """A load during which ``publish(path, other)`` puts another package at the path: the file opened is read
+    whole, as it was, and no change is said."""
     path = fake_package(tmp_path / "model.pt2")
     other = fake_package(tmp_path / "other.pt2", library=b"\x7fELF another library")
     real = package_module._describe_model
-    monkeypatch.setattr(package_module, "_describe_model", lambda *args: os.replace(other, path) or real(*args))
+    monkeypatch.setattr(package_module, "_describe_model", lambda *args: publish(path, other) or real(*args))
     package = open_package(path)
     try:
         with open(package.so_path, "rb") as library:
             assert library.read() == b"\x7fELF" + bytes(range(256)) * 16  # the one opened, whole
     finally:
         package.cleanup()
+
+
+def test_a_file_renamed_over_the_path_while_it_is_read_is_not_a_change(tmp_path, monkeypatch):
+    """Publishing by rename is the safe way: the file opened is read whole, as it was."""
+    assert_the_file_opened_is_read_whole(tmp_path, monkeypatch, lambda path, other: os.replace(other, path))
 
 
 def test_a_file_renamed_away_while_it_is_read_is_not_a_change(tmp_path, monkeypatch):
     """Publishing by rename while keeping the old package (``mv model.pt2 model.pt2.bak; mv new.pt2 model.pt2``, as
     ``install -b`` does): the rename of the file opened moves its change time, as a write does, and the load was
     refused as 'another process wrote into the file', with the fix of publishing by rename."""
-    path = fake_package(tmp_path / "model.pt2")
-    other = fake_package(tmp_path / "other.pt2", library=b"\x7fELF another library")
 
-    def rotate():
+    def rotate(path, other):
         os.replace(path, tmp_path / "model.pt2.bak")
         os.replace(other, path)
 
-    real = package_module._describe_model
-    monkeypatch.setattr(package_module, "_describe_model", lambda *args: rotate() or real(*args))
-    package = open_package(path)
-    try:
-        with open(package.so_path, "rb") as library:
-            assert library.read() == b"\x7fELF" + bytes(range(256)) * 16  # the one opened, whole
-    finally:
-        package.cleanup()
+    assert_the_file_opened_is_read_whole(tmp_path, monkeypatch, rotate)
 
 
 def test_the_digest_serve_checks_is_of_one_version(tmp_path, monkeypatch):
