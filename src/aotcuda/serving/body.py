@@ -73,6 +73,9 @@ def too_large(size: int, max_bytes: int, how: str) -> RequestError:
                         "send smaller batches, or start the server with a larger --max-request-bytes")
 
 
+CONTENT_LENGTH_RULE = "Content-Length must be a decimal number of bytes"  # read_body's and the proxy's words
+
+
 async def read_body(request, max_bytes: int, timeout_s: float, take=None) -> bytes:
     """The body of a Starlette request, read within ``timeout_s`` seconds and at most ``max_bytes`` long (by
     Ray Serve's HTTP proxy, from the client: proxy.WholeBody; by a replica behind a proxy without it).
@@ -94,7 +97,7 @@ async def read_body(request, max_bytes: int, timeout_s: float, take=None) -> byt
         # parsers other than h11 and httptools may hand one on.
         if not (declared.isascii() and declared.isdigit() and len(declared) <= 20):
             raise RequestError(f"the request's Content-Length {shown(declared, 40)!r} is not a number of bytes: "
-                               "Content-Length must be a decimal number of bytes (digits only, at most 20)")
+                               f"{CONTENT_LENGTH_RULE} (digits only, at most 20)")
         if int(declared) > max_bytes:
             raise too_large(int(declared), max_bytes, "declares")
     chunks: list[bytes] = []

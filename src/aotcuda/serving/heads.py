@@ -40,7 +40,7 @@ import resource
 import h11
 from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
 
-from aotcuda.serving.body import ERROR_HEADER, RequestError, SlowHeadError
+from aotcuda.serving.body import CONTENT_LENGTH_RULE, ERROR_HEADER, RequestError, SlowHeadError
 
 __all__ = ["PROTOCOL", "ChunkCount", "DeadlineH11Protocol", "SmallChunksError", "connection_limit",
            "unread_answer_bytes"]
@@ -93,9 +93,6 @@ def raw_answer(error: RequestError, reason: str) -> bytes:
     return (f"HTTP/1.1 {error.http_status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
             f"connection: close\r\n{ERROR_HEADER.lower()}: {type(error).__name__}\r\n"
             f"content-length: {len(body)}\r\n\r\n").encode() + body
-
-
-CONTENT_LENGTH_RULE = "Content-Length must be a decimal number of bytes"
 
 
 def refusal_text(error: h11.RemoteProtocolError | None) -> str:

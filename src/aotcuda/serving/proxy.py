@@ -44,7 +44,7 @@ BODY_READ = "aotcuda.body_read"  # scope key: the proxy read this request's whol
 def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending_bytes: int | None = None) -> dict[str, str]:
     """The variables that give a Ray's HTTP proxy this middleware with these limits (read when it starts);
     ``max_pending_bytes`` None: the switch's default, or ``max_request_bytes`` where that is larger."""
-    pending = max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, int(max_request_bytes))
+    pending = max_pending_bytes or _default_pending_bytes(int(max_request_bytes))
     return {CALLBACK_VARIABLE: CALLBACK, BODY_TIMEOUT_VARIABLE: repr(float(body_timeout_s)),
             MAX_BYTES_VARIABLE: str(int(max_request_bytes)), MAX_PENDING_VARIABLE: str(int(pending))}
 
@@ -60,9 +60,15 @@ def middlewares() -> list[Middleware]:
         raise ValueError(f"{MAX_PENDING_VARIABLE}={max_pending_bytes} must be at least {MAX_BYTES_VARIABLE}="
                          f"{max_bytes}: a body of the largest size must fit (else it is refused 503 for good); raise "
                          f"{MAX_PENDING_VARIABLE} or lower {MAX_BYTES_VARIABLE}")
-    max_pending_bytes = max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes)
+    max_pending_bytes = max_pending_bytes or _default_pending_bytes(max_bytes)
     bound_request_heads(timeout_s, max_pending_bytes)
     return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes, max_pending_bytes=max_pending_bytes)]
+
+
+def _default_pending_bytes(max_request_bytes: int) -> int:
+    """The proxy's pending-bytes limit where none is given: the switch's default, or the body limit where that is
+    larger (a body of the largest size must fit)."""
+    return max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_request_bytes)
 
 
 def bound_request_heads(head_timeout_s: float, max_pending_bytes: int | None = None) -> bool:
