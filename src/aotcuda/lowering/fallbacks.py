@@ -24,7 +24,6 @@ are reported even where the generated code names them differently.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -128,11 +127,11 @@ def wrapper_sources(package_path: str, archive=None):
     to a few KiB each are refused, not read one after another); the node tables are bounded in size and depth.
     """
     from aotcuda.package_format import archive_root
-    from aotcuda.runtime.archive import ArchiveLimits, check_ratio, open_archive, read_entry
+    from aotcuda.runtime.archive import ArchiveLimits, archive_or_open, check_ratio, read_entry
     from aotcuda.runtime.package import DAMAGED_ZIP, model_names, read_json_entry
 
     limits = ArchiveLimits.from_environment()
-    with contextlib.nullcontext(archive) if archive is not None else open_archive(package_path, limits) as archive:
+    with archive_or_open(package_path, limits, archive) as archive:
         infos = archive.infolist()
         names = {info.filename: info for info in infos}
         root = archive_root(list(names))

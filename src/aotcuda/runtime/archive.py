@@ -34,6 +34,7 @@ Set a variable to 0 to lift that limit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import struct
@@ -274,6 +275,13 @@ def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
 
 
 _LOCAL_HEADER = b"PK\x03\x04"
+
+
+def archive_or_open(path: str, limits: ArchiveLimits, archive: zipfile.ZipFile | None):
+    """``archive`` as it is, where a caller that reads more of the package opened it (``open_archive``: that
+    caller's block checks and closes it), else the package opened here (``open_archive``): for a reader that takes
+    part in a larger reading of one opening, or reads alone."""
+    return contextlib.nullcontext(archive) if archive is not None else open_archive(path, limits)
 
 
 def check_layout(path: str, file, infos: list[zipfile.ZipInfo], directory_start: int,

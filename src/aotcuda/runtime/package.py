@@ -36,6 +36,7 @@ from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.runtime.archive import (
     READ_RATIO_FLOOR,
     ArchiveLimits,
+    archive_or_open,
     check_entry_path,
     check_extraction,
     check_ratio,
@@ -259,7 +260,7 @@ def _opened(path: str, model_name: str | None, limits: ArchiveLimits, expected_s
     before anything else is read. Leaving the block checks that the file did not change while the block read it
     (``open_archive``). ``archive``: one the caller opened with ``open_archive`` and reads more of (it checks
     and closes it)."""
-    with contextlib.nullcontext(archive) if archive is not None else open_archive(path, limits) as archive:
+    with archive_or_open(path, limits, archive) as archive:
         if expected_sha256 is not None:
             _check_same_bytes(path, archive.fp, expected_sha256)
         names = archive.namelist()
