@@ -324,14 +324,25 @@ class SinCos(torch.nn.Module):
         return (x * 2).sin() + x.cos()
 
 
-@pytest.fixture(scope="module")
-def parallel_pt2(tmp_path_factory):
-    """A program large enough that Inductor splits its kernel over OpenMP threads (#pragma omp parallel)."""
+# How Inductor writes a parallel region: as it does by default (torch 2.13 on: with no count, where the count is
+# the machine's cores), and with the count of threads fixed in the pragma (torch 2.11's default; any torch where
+# config.cpp.threads is set). A fixed count overrides the thread count torch sets (at least 2: a team of one
+# never waits).
+PRAGMAS = {"default": ({}, b"#pragma omp parallel"),
+           "fixed count": ({"cpp.threads": max(2, os.cpu_count() or 2)}, b"#pragma omp parallel num_threads(")}
+
+
+@pytest.fixture(scope="module", params=sorted(PRAGMAS))
+def parallel_pt2(request, tmp_path_factory):
+    """A program large enough that Inductor splits its kernel over OpenMP threads (#pragma omp parallel), in
+    each way Inductor writes the pragma."""
     from runtime_programs import build_package
 
-    path = build_package(SinCos(), (torch.randn(2048, 1024),), tmp_path_factory.mktemp("parallel") / "p.pt2")
+    configs, pragma = PRAGMAS[request.param]
+    path = build_package(SinCos(), (torch.randn(2048, 1024),), tmp_path_factory.mktemp("parallel") / "p.pt2",
+                         inductor_configs=configs)
     with zipfile.ZipFile(path) as archive:
-        assert any(b"#pragma omp parallel" in archive.read(n) for n in archive.namelist() if n.endswith(".cpp"))
+        assert any(pragma in archive.read(n) for n in archive.namelist() if n.endswith(".cpp"))
     return path
 
 
@@ -362,7 +373,9 @@ CALL_IN_A_FORKED_CHILD = textwrap.dedent("""
 def test_a_forked_child_calls_a_program_its_parent_ran(parallel_pt2):
     """A child forked after its parent had run a CPU program waited for good in its first OpenMP parallel
     region (GNU OpenMP has no fork handler: the child inherits the pool's state, not its threads; eager torch
-    hangs alike). Now such a child runs OpenMP with one thread, and its call returns the right result."""
+    hangs alike). Now such a child runs OpenMP with one thread, and its call returns the right result, also
+    where the pragma fixes a count of threads (torch 2.11's code: the child hung on the H200 machine while
+    torch.set_num_threads(1) was the whole fix)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])}
     done = subprocess.run([sys.executable, "-c", CALL_IN_A_FORKED_CHILD, parallel_pt2], capture_output=True,
                           text=True, timeout=300, env=env)

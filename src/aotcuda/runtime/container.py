@@ -173,6 +173,13 @@ class ModelContainer:
 
     # --- queries -------------------------------------------------------------------------------------
 
+    def address_of(self, name: str) -> int | None:
+        """The address of function ``name`` as the library's own calls find it (dlsym on its handle: the library,
+        then the libraries it links, such as the OpenMP runtime of a CPU model), or None where none exports it."""
+        if not exports(self._lib, name):
+            return None
+        return ctypes.cast(getattr(self._lib, name), ctypes.c_void_p).value
+
     @property
     def library_sha256(self) -> str | None:
         """The SHA-256 of the file the model library was opened from (None for a library not shared)."""

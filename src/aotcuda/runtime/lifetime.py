@@ -16,6 +16,7 @@ refuses (after taking its entry back out).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
@@ -94,11 +95,33 @@ class _OpenMP:
     (``multiprocessing``'s default start on Linux, a server's preforked workers) inherits the pool's state but
     not its threads: GNU OpenMP has no fork handler, and the child's first parallel region waited for the
     parent's threads for good (eager torch hangs alike). A team of one thread needs none of them, so such a
-    child runs OpenMP with one thread (``torch.set_num_threads(1)``, which sets OpenMP's count too); a
-    child forked before any CPU run keeps every thread. Set more in the child with torch.set_num_threads
-    only if its parent never ran a parallel region."""
+    child runs OpenMP with one thread; a child forked before any CPU run keeps every thread. Set more in the
+    child with torch.set_num_threads only if its parent never ran a parallel region.
 
-    used = False
+    One thread is set twice over, since either alone left a child hanging:
+    - ``torch.set_num_threads(1)`` for torch's own parallel regions;
+    - ``omp_set_max_active_levels(0)`` in every OpenMP runtime a CPU program's library calls (``note``,
+      found from the library's own handle): a region then runs one thread even where its pragma names a
+      count, as torch 2.11's Inductor writes it (``num_threads(16)``, the build machine's cores), which
+      overrides the thread count torch sets; and the library may call an OpenMP runtime that is not torch's
+      (a system libgomp beside the one torch's wheel ships), which torch's setting never reaches."""
+
+    def __init__(self):
+        self.used = False
+        self._runtimes: dict[int, object] = {}  # address of a runtime's omp_set_max_active_levels -> callable
+
+    def note(self, set_max_active_levels: int | None) -> None:
+        """Remember a CPU program library's OpenMP runtime by the address of its ``omp_set_max_active_levels``
+        (None: the library calls no OpenMP)."""
+        if set_max_active_levels and set_max_active_levels not in self._runtimes:
+            self._runtimes[set_max_active_levels] = ctypes.CFUNCTYPE(None, ctypes.c_int)(set_max_active_levels)
+
+    def one_thread(self) -> None:
+        import torch
+
+        torch.set_num_threads(1)
+        for set_max_active_levels in self._runtimes.values():
+            set_max_active_levels(0)  # no level of parallel regions is active: every team is one thread
 
 
 OPENMP = _OpenMP()
@@ -106,9 +129,7 @@ OPENMP = _OpenMP()
 
 def _one_openmp_thread_in_a_child() -> None:
     if OPENMP.used:
-        import torch
-
-        torch.set_num_threads(1)
+        OPENMP.one_thread()
 
 
 os.register_at_fork(after_in_child=_one_openmp_thread_in_a_child)

@@ -223,6 +223,8 @@ class Program:
         except BaseException:
             container.delete()
             raise
+        if self._device.type == "cpu":  # a child forked after its runs must reach this library's OpenMP (OPENMP)
+            OPENMP.note(container.address_of("omp_set_max_active_levels"))
         return container
 
     # --- read-only info ------------------------------------------------------------------------------
