@@ -377,6 +377,23 @@ def test_errors_print_lowercase_error_with_stderr_piped(tmp_path):
             assert result.stdout.startswith("Usage: aotcuda"), result.stdout
 
 
+def test_a_usage_error_exits_2_whether_or_not_its_message_can_be_written(tmp_path):
+    """`aotcuda lower --bogus 2>&-` (stderr closed), `2>/dev/full` and a stderr whose reader left exited 1: the
+    failed write of click's message raised, and 1 was Python's status for a traceback nobody could read. The exit
+    code is the command line's answer, whatever stderr takes: 2 for a usage error, as with a working stderr."""
+    command = [sys.executable, "-m", "aotcuda", "lower", "--bogus"]
+    closed = subprocess.run(["bash", "-c", 'exec "$0" "$@" 2>&-', *command], cwd=tmp_path, timeout=120)
+    with open("/dev/full", "w") as full:
+        to_full = subprocess.run(command, cwd=tmp_path, stderr=full, timeout=120)
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        to_no_reader = subprocess.run(command, cwd=tmp_path, stderr=writer, timeout=120)
+    finally:
+        os.close(writer)
+    assert (closed.returncode, to_full.returncode, to_no_reader.returncode) == (2, 2, 2)
+
+
 def test_usage_errors_through_the_runner_print_lowercase_error(runner):
     result = runner.invoke(main, ["inspect", "--no-such-option"])
     assert result.exit_code == 2 and "error: No such option '--no-such-option'." in result.output, result.output

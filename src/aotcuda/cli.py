@@ -324,18 +324,36 @@ def _discard_stdout() -> None:
     """Point file descriptor 1 at the null device where it is this process's stdout, so that what is still buffered
     (Python flushes stdout at exit) goes somewhere instead of failing again with a traceback. (Where stdout was
     closed at the start Python has no stdout to flush; an in-memory one, click's CliRunner's, is left alone.)"""
+    _discard(sys.stdout, 1)
+
+
+def _discard(stream, descriptor: int) -> None:
     try:
-        if sys.stdout is None or sys.stdout.fileno() != 1:
+        if stream is None or stream.fileno() != descriptor:
             return
         null = os.open(os.devnull, os.O_WRONLY)
     except (OSError, ValueError):
         return
     try:
-        os.dup2(null, 1)
+        os.dup2(null, descriptor)
     except OSError:
         pass
     finally:
         os.close(null)
+
+
+def _to_stderr(text: str) -> None:
+    """Write TEXT on stderr, or drop it where stderr cannot take it (closed: `2>&-`; full; a reader that left). The
+    command line's answer is its exit code (click's 2 for a usage error), which must not hang on whether its message
+    could be written: the failed write's traceback, which nobody could read, made it Python's 1. stderr is then
+    pointed at the null device, so that what is left buffered is not tried again at exit (a line left for a broken
+    pipe made the status 1 there too)."""
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+    except (OSError, ValueError):  # ValueError: a stream closed by the program
+        _discard(sys.stderr, 2)
 
 
 class _Commands(click.Group):
@@ -362,8 +380,7 @@ class _Commands(click.Group):
         except click.ClickException as exc:
             shown_error = io.StringIO()
             exc.show(file=shown_error)
-            sys.stderr.write(re.sub(r"^Error: ", "error: ", shown_error.getvalue(), count=1, flags=re.MULTILINE))
-            sys.stderr.flush()
+            _to_stderr(re.sub(r"^Error: ", "error: ", shown_error.getvalue(), count=1, flags=re.MULTILINE))
             sys.exit(exc.exit_code)
         except click.Abort as abort:
             interrupt = abort.__cause__ if isinstance(abort.__cause__, KeyboardInterrupt) else None
