@@ -30,6 +30,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
+import traceback
 import unicodedata
 import warnings
 
@@ -239,6 +240,16 @@ def _clean_errors(command):
     return wrapper
 
 
+_COMMAND_WRAPPER = _clean_errors(print).__code__  # the code of every command's wrapper: one closure
+
+
+def _from_a_command(error: BaseException) -> bool:
+    """Whether ERROR came out of a command's work (through its _clean_errors wrapper, which hands it on as it came
+    under AOTCUDA_DEBUG=1), not out of click's own output (--help, --version), written while the arguments are read
+    and through no wrapper."""
+    return any(frame.f_code is _COMMAND_WRAPPER for frame, _ in traceback.walk_tb(error.__traceback__))
+
+
 class _StepTime(ProgressColumn):
     """One time per step: the elapsed time while it runs, then the time lower() measured for it."""
 
@@ -374,7 +385,9 @@ class _Commands(click.Group):
         except OutputLost as lost:
             _output_lost(lost.error)
         except OSError as error:  # click's own output (--help, --version): the commands turn their errors into lines
-            if error.errno not in _OUTPUT_ERRORS or _debugging():  # AOTCUDA_DEBUG=1: a command's own, as it came
+            # AOTCUDA_DEBUG=1 hands on a command's own, as it came; a failed write of --help is the user's stdout,
+            # whatever the switch, and was a traceback with it
+            if error.errno not in _OUTPUT_ERRORS or (_from_a_command(error) and _debugging()):
                 raise
             _output_lost(error)
         except click.ClickException as exc:
