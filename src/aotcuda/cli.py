@@ -353,7 +353,7 @@ def _discard(stream, descriptor: int) -> None:
         os.close(null)
 
 
-def _to_stderr(text: str) -> None:
+def to_stderr(text: str) -> None:
     """Write TEXT on stderr, or drop it where stderr cannot take it (closed: `2>&-`; full; a reader that left). The
     command line's answer is its exit code (click's 2 for a usage error), which must not hang on whether its message
     could be written: the failed write's traceback, which nobody could read, made it Python's 1. stderr is then
@@ -393,7 +393,7 @@ class _Commands(click.Group):
         except click.ClickException as exc:
             shown_error = io.StringIO()
             exc.show(file=shown_error)
-            _to_stderr(re.sub(r"^Error: ", "error: ", shown_error.getvalue(), count=1, flags=re.MULTILINE))
+            to_stderr(re.sub(r"^Error: ", "error: ", shown_error.getvalue(), count=1, flags=re.MULTILINE))
             sys.exit(exc.exit_code)
         except click.Abort as abort:
             interrupt = abort.__cause__ if isinstance(abort.__cause__, KeyboardInterrupt) else None
