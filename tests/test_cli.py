@@ -1,5 +1,6 @@
 """The aotcuda command, through click's CliRunner; inspect and run reuse the session's demo package."""
 
+import errno
 import logging
 import os
 import re
@@ -16,6 +17,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+import aotcuda.cli
 import aotcuda.lowering
 from aotcuda.cli import cli_hints, main
 from aotcuda.cli_inputs import dynamic_shapes_from, load_factory
@@ -375,6 +377,23 @@ def test_errors_print_lowercase_error_with_stderr_piped(tmp_path):
                 result.stdout.startswith(f"error: '{tmp_path / 'bad.pt2'}' is not an AOTInductor package"), result.stdout
         else:
             assert result.stdout.startswith("Usage: aotcuda"), result.stdout
+
+
+def test_a_usage_error_exits_2_whether_or_not_its_message_can_be_written(tmp_path):
+    """`aotcuda lower --bogus 2>&-` (stderr closed), `2>/dev/full` and a stderr whose reader left exited 1: the
+    failed write of click's message raised, and 1 was Python's status for a traceback nobody could read. The exit
+    code is the command line's answer, whatever stderr takes: 2 for a usage error, as with a working stderr."""
+    command = [sys.executable, "-m", "aotcuda", "lower", "--bogus"]
+    closed = subprocess.run(["bash", "-c", 'exec "$0" "$@" 2>&-', *command], cwd=tmp_path, timeout=120)
+    with open("/dev/full", "w") as full:
+        to_full = subprocess.run(command, cwd=tmp_path, stderr=full, timeout=120)
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        to_no_reader = subprocess.run(command, cwd=tmp_path, stderr=writer, timeout=120)
+    finally:
+        os.close(writer)
+    assert (closed.returncode, to_full.returncode, to_no_reader.returncode) == (2, 2, 2)
 
 
 def test_usage_errors_through_the_runner_print_lowercase_error(runner):
@@ -1360,6 +1379,27 @@ def test_output_to_a_full_disk_exits_1_with_one_line(demo, tmp_path):
             result = _aotcuda(args, tmp_path, full)
             _one_error_line(result, "No space left on device")
             assert "free space where it is written, or send it elsewhere (> FILE)" in result.stderr
+
+
+def test_a_failed_write_of_help_is_the_same_line_under_aotcuda_debug(runner, tmp_path, monkeypatch):
+    """`AOTCUDA_DEBUG=1 aotcuda --help > /dev/full` ended in a traceback: the switch hands on a command's own error as
+    it came, and click's --help output was taken for one. A stdout that cannot take --help or --version is the
+    user's, whatever the switch: the same one line and exit 1 as without it. A command's own OSError still comes
+    whole under the switch."""
+    monkeypatch.setenv("AOTCUDA_DEBUG", "1")
+    with open("/dev/full", "w") as full:
+        for args in (["--help"], ["lower", "--help"], ["--version"]):
+            result = _aotcuda(args, tmp_path, full)
+            _one_error_line(result, "No space left on device")
+
+    def disk_full(path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(aotcuda.cli, "load_inputs", disk_full)
+    torch.save((torch.ones(2),), tmp_path / "one.pt")
+    result = runner.invoke(main, ["run", _small_package(tmp_path / "p.pt2"), "--inputs", str(tmp_path / "one.pt")])
+    assert isinstance(result.exception, OSError) and result.exception.errno == errno.ENOSPC, result.output
+    assert "cannot write the output" not in result.output
 
 
 def test_a_reader_that_left_ends_the_command_quietly(demo, tmp_path):

@@ -2,12 +2,12 @@
 
     python3 benchmarks/scripts/cpu_threads_tail.py [--threads 2 1] [--calls 300] [--package P.pt2]
 
-Lowers (once, unless --package) a small spectral filter, rfft(x, 2n) · rfft(taps, 2n) → irfft, [..:n], for
-x [8, 100] float32, and times calls of it at each thread count (torch.set_num_threads; the generated code's
-``#pragma omp parallel`` regions follow it). Run it beside load on the cores (a test run, a compile) to see the
-tail a parallel region gets when one of its threads is descheduled: each region waits for its slowest thread.
-Run each thread count in its own process too (OMP_NUM_THREADS=k, OMP_WAIT_POLICY=PASSIVE): the OpenMP runtime's
-spin-wait policy is read at start. Prints one line per thread count.
+Lowers (once, unless --package) a small spectral filter (aotcuda.models.spectral_filter: rfft(x, 2n) ·
+rfft(taps, 2n) → irfft, [..:n]) for x [8, 100] float32, and times calls of it at each thread count
+(torch.set_num_threads; the generated code's ``#pragma omp parallel`` regions follow it). Run it beside load on
+the cores (a test run, a compile) to see the tail a parallel region gets when one of its threads is descheduled:
+each region waits for its slowest thread. Run each thread count in its own process too (OMP_NUM_THREADS=k,
+OMP_WAIT_POLICY=PASSIVE): the OpenMP runtime's spin-wait policy is read at start. Prints one line per thread count.
 """
 
 from __future__ import annotations
@@ -20,17 +20,7 @@ import time
 import torch
 
 import aotcuda
-
-
-class SpectralFilter(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.taps = torch.nn.Parameter(torch.randn(32) / 32)
-
-    def forward(self, x):
-        n = x.shape[-1]
-        spectrum = torch.fft.rfft(x, n=2 * n) * torch.fft.rfft(self.taps, n=2 * n)
-        return torch.fft.irfft(spectrum, n=2 * n)[..., :n]
+from aotcuda.models.spectral_filter import SpectralFilter
 
 
 def main() -> None:

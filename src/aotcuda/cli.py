@@ -30,6 +30,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
+import traceback
 import unicodedata
 import warnings
 
@@ -239,6 +240,16 @@ def _clean_errors(command):
     return wrapper
 
 
+_COMMAND_WRAPPER = _clean_errors(print).__code__  # the code of every command's wrapper: one closure
+
+
+def _from_a_command(error: BaseException) -> bool:
+    """Whether ERROR came out of a command's work (through its _clean_errors wrapper, which hands it on as it came
+    under AOTCUDA_DEBUG=1), not out of click's own output (--help, --version), written while the arguments are read
+    and through no wrapper."""
+    return any(frame.f_code is _COMMAND_WRAPPER for frame, _ in traceback.walk_tb(error.__traceback__))
+
+
 class _StepTime(ProgressColumn):
     """One time per step: the elapsed time while it runs, then the time lower() measured for it."""
 
@@ -324,18 +335,36 @@ def _discard_stdout() -> None:
     """Point file descriptor 1 at the null device where it is this process's stdout, so that what is still buffered
     (Python flushes stdout at exit) goes somewhere instead of failing again with a traceback. (Where stdout was
     closed at the start Python has no stdout to flush; an in-memory one, click's CliRunner's, is left alone.)"""
+    _discard(sys.stdout, 1)
+
+
+def _discard(stream, descriptor: int) -> None:
     try:
-        if sys.stdout is None or sys.stdout.fileno() != 1:
+        if stream is None or stream.fileno() != descriptor:
             return
         null = os.open(os.devnull, os.O_WRONLY)
     except (OSError, ValueError):
         return
     try:
-        os.dup2(null, 1)
+        os.dup2(null, descriptor)
     except OSError:
         pass
     finally:
         os.close(null)
+
+
+def to_stderr(text: str) -> None:
+    """Write TEXT on stderr, or drop it where stderr cannot take it (closed: `2>&-`; full; a reader that left). The
+    command line's answer is its exit code (click's 2 for a usage error), which must not hang on whether its message
+    could be written: the failed write's traceback, which nobody could read, made it Python's 1. stderr is then
+    pointed at the null device, so that what is left buffered is not tried again at exit (a line left for a broken
+    pipe made the status 1 there too)."""
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+    except (OSError, ValueError):  # ValueError: a stream closed by the program
+        _discard(sys.stderr, 2)
 
 
 class _Commands(click.Group):
@@ -356,14 +385,15 @@ class _Commands(click.Group):
         except OutputLost as lost:
             _output_lost(lost.error)
         except OSError as error:  # click's own output (--help, --version): the commands turn their errors into lines
-            if error.errno not in _OUTPUT_ERRORS or _debugging():  # AOTCUDA_DEBUG=1: a command's own, as it came
+            # AOTCUDA_DEBUG=1 hands on a command's own, as it came; a failed write of --help is the user's stdout,
+            # whatever the switch, and was a traceback with it
+            if error.errno not in _OUTPUT_ERRORS or (_from_a_command(error) and _debugging()):
                 raise
             _output_lost(error)
         except click.ClickException as exc:
             shown_error = io.StringIO()
             exc.show(file=shown_error)
-            sys.stderr.write(re.sub(r"^Error: ", "error: ", shown_error.getvalue(), count=1, flags=re.MULTILINE))
-            sys.stderr.flush()
+            to_stderr(re.sub(r"^Error: ", "error: ", shown_error.getvalue(), count=1, flags=re.MULTILINE))
             sys.exit(exc.exit_code)
         except click.Abort as abort:
             interrupt = abort.__cause__ if isinstance(abort.__cause__, KeyboardInterrupt) else None

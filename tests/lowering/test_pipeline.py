@@ -17,6 +17,7 @@ from aotcuda.lowering.devices import DEVICE_PROFILES
 from aotcuda.lowering.fallbacks import complex_value_nodes
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.pipeline import STEPS, _written_on_success, passes
+from aotcuda.models.spectral_filter import SpectralFilter
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
 from lowered_demo import SEQ_RANGE, lowered_demo
@@ -562,25 +563,12 @@ def test_a_pass_error_is_not_hidden_by_its_warnings_under_w_error():
     assert [str(w.message) for w in caught] == ["aotcuda: said once"]
 
 
-class FFTFilter(torch.nn.Module):
-    """A convolution by FFT with a short kernel, as a new user wrote it (session 24)."""
-
-    def __init__(self):
-        super().__init__()
-        self.taps = torch.nn.Parameter(torch.randn(32) / 32)
-
-    def forward(self, x):
-        n = x.shape[-1]
-        spectrum = torch.fft.rfft(x, n=2 * n) * torch.fft.rfft(self.taps, n=2 * n)
-        return torch.fft.irfft(spectrum, n=2 * n)[..., :n]
-
-
 def test_a_refused_dynamic_fft_leads_with_the_fix_in_the_users_dim_names(tmp_path):
     """A new user's report: a dynamic FFT length without a Dim max was refused with "aten::_fft_c2r has no generated
     code in Inductor and no C shim ...: rewrite that line of the model" first and the actual fix (a Dim max) last,
     its length shown as 2*s27 and its cap as a max for the Dim when it bounds the transform length 2*n."""
     with pytest.raises(aotcuda.MissingFallbackKernelsError) as refused:
-        aotcuda.lower(FFTFilter(), (torch.randn(2, 128),), device="cpu", package_path=str(tmp_path / "f.pt2"),
+        aotcuda.lower(SpectralFilter(), (torch.randn(2, 128),), device="cpu", package_path=str(tmp_path / "f.pt2"),
                       dynamic_shapes={"x": {1: torch.export.Dim("n", min=17)}})
     message = str(refused.value)
     assert message.startswith("aotcuda refuses this program before compiling: ReplaceComplexWithRealPass left"), message
@@ -600,7 +588,7 @@ def test_the_refusal_line_said_with_fallbacks_allowed_is_in_the_users_dim_names(
 
     monkeypatch.setattr(pipeline, "_compile", stop)
     with caplog.at_level(logging.WARNING, logger="aotcuda"), pytest.raises(RuntimeError, match="stopped before"):
-        aotcuda.lower(FFTFilter(), (torch.randn(2, 128),), device="cpu", package_path=str(tmp_path / "f.pt2"),
+        aotcuda.lower(SpectralFilter(), (torch.randn(2, 128),), device="cpu", package_path=str(tmp_path / "f.pt2"),
                       dynamic_shapes={"x": {1: torch.export.Dim("n", min=17)}}, allow_fallbacks=True)
     lines = [record.getMessage() for record in caplog.records if "ReplaceComplexWithRealPass left" in record.getMessage()]
     assert len(lines) == 1, caplog.text

@@ -241,7 +241,7 @@ from aotcuda.serving import server
 
 class Served:  # serve_package's Server, as it is once the replicas run; wait() returns at SIGTERM
     url = "http://127.0.0.1:1"
-    def wait(self):
+    def wait(self, say_start_failure=None):
         print("served", file=sys.stderr)
         return signal.SIGTERM
 

@@ -131,7 +131,7 @@ def test_sigterm_while_the_replicas_start_stops_cleanly_not_with_rays_abort(monk
     class Started:
         url = "http://127.0.0.1:1"
 
-        def wait(self):
+        def wait(self, say_start_failure=None):
             raise StopRequested(signal.SIGTERM)  # the signal came before wait() took it over
 
         def shutdown(self, drain=True):

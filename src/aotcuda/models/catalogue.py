@@ -1,7 +1,7 @@
 """The built-in example programs, one Case each (aotcuda.models.case): the demo's attention block, the
-Llama-3-shaped decode step at its tiny config, and the rotary-embedding patterns of public models
-(aotcuda.models.patterns). The library models (transformers, diffusers) are test-only: their factories
-live beside the tests, in tests/models/library, with the same Case type.
+Llama-3-shaped decode step at its tiny config, a spectral filter (a convolution by FFT), and the rotary-embedding
+patterns of public models (aotcuda.models.patterns). The library models (transformers, diffusers) are test-only:
+their factories live beside the tests, in tests/models/library, with the same Case type.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from aotcuda.models.attention import attention_block
 from aotcuda.models.case import Case
 from aotcuda.models.decoder import DecoderConfig, make_decoder
 from aotcuda.models.patterns import PATTERNS
+from aotcuda.models.spectral_filter import SpectralFilter
 
-ATTENTION_BATCH, ATTENTION_SEQ, DECODER_BATCH = 2, 64, 2
+ATTENTION_BATCH, ATTENTION_SEQ, DECODER_BATCH, FILTER_BATCH, FILTER_LENGTH = 2, 64, 2, 8, 100
 
 
 def _attention_build(dtype: torch.dtype = torch.float32):
@@ -39,6 +40,15 @@ def _decoder_inputs(position: int = 0, dtype: torch.dtype = torch.float32):
     return tokens, torch.tensor([position])
 
 
+def _filter_build(dtype: torch.dtype = torch.float32):
+    """SpectralFilter, x [8, 100] (the CPU-threads benchmark's); static."""
+    return SpectralFilter().to(dtype), _filter_inputs(FILTER_LENGTH, dtype), None
+
+
+def _filter_inputs(length: int = FILTER_LENGTH, dtype: torch.dtype = torch.float32):
+    return (torch.randn(FILTER_BATCH, length, dtype=dtype),)
+
+
 CASES: dict[str, Case] = {
     case.name: case
     for case in [
@@ -49,6 +59,8 @@ CASES: dict[str, Case] = {
                         "complex buffer, index, view_as_complex, mul, view_as_real", _decoder_build,
                         _decoder_inputs, (0,), notes="static: one step at a tensor position; `length` is the "
                         "position the step writes"),
+        Case.positional("spectral_filter", "a convolution by FFT with a short kernel, as a new user wrote it",
+                        "rfft, mul, irfft", _filter_build, _filter_inputs, (FILTER_LENGTH,)),
         *PATTERNS.values(),
     ]
 }

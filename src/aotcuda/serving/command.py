@@ -113,7 +113,7 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
     try:
         _say(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
              f"({replicas} replica(s)); Ctrl-C or SIGTERM stops")
-        received = server.wait()
+        received = server.wait(say_start_failure=_warn)
     except (KeyboardInterrupt, StopRequested) as stop:  # before wait() took the signals over
         received = stop.signal if isinstance(stop, StopRequested) else signal.SIGINT
         server.shutdown(drain=received != signal.SIGTERM)
@@ -146,3 +146,12 @@ def _say(line: str) -> None:
                        "serving goes on without them", err=True)
         except OSError:
             pass
+
+
+def _warn(message: str, hint: str) -> None:
+    """A warning and its hint on stderr while serving (a replica that fails to start: start_failures.py), with the
+    control characters of the error's text shown escaped (cli.terminal_safe: it quotes the replica's exception). A
+    stderr that cannot take them is no reason to stop serving, nor to end with another status (cli.to_stderr)."""
+    from aotcuda.cli import terminal_safe, to_stderr
+
+    to_stderr(f"warning: {terminal_safe(message)}\nhint: {terminal_safe(hint)}\n")

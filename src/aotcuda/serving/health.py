@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import NamedTuple
 
 from ray import serve
 from starlette.requests import Request
@@ -21,8 +22,8 @@ from starlette.responses import PlainTextResponse, Response
 
 from aotcuda.serving.body import shown
 
-__all__ = ["HEALTH_CHECK_PERIOD_S", "OVERRUN_WORD_S", "WORD_WAIT_S", "HealthCheck", "HealthWord", "health_answer",
-           "no_route", "replica_name"]
+__all__ = ["HEALTH_CHECK_PERIOD_S", "OVERRUN_WORD_S", "WORD_WAIT_S", "HealthCheck", "HealthWord", "Look",
+           "health_answer", "look", "no_route", "replica_name"]
 
 # Seconds between Ray Serve's health checks of a replica (Ray's default: 10). Serve replaces a replica after 3
 # failed checks in a row, and a run past run_timeout_s fails them (serving/deadline.py): so such a run is ended,
@@ -131,25 +132,42 @@ async def health_answer(app_name: str, deployment_name: str, overrunning: list[s
 
 def _states_answer(app_name: str, deployment_name: str) -> Response:
     """200 once every replica of that deployment runs; 503 with the replica states otherwise."""
+    seen = look(app_name, deployment_name)
+    if seen.ready:
+        return PlainTextResponse("ok")
+    return PlainTextResponse(f"not ready: application {seen.status}, replicas {seen.states}"
+                             + (f"; a replica failed to start: {shown(seen.failure, 400)}" if seen.failure else ""),
+                             status_code=503)
+
+
+class Look(NamedTuple):
+    """What Serve says of one deployment: its application's status ("missing" where there is none), the replica
+    states, whether every replica runs, and why its latest replica failed to start ("" for none)."""
+
+    status: object  # Serve's ApplicationStatus, shown as Serve formats it
+    states: dict
+    ready: bool
+    failure: str
+
+
+def look(app_name: str, deployment_name: str) -> Look:
+    """Serve's word on the deployment now (serve.status(): asks the controller, and blocks); for /healthz, and for
+    `aotcuda serve`'s own look at the replicas (start_failures.py)."""
     status = serve.status().applications.get(app_name)
     deployment = status.deployments.get(deployment_name) if status else None
     states = dict(deployment.replica_states) if deployment else {}
     ready = status is not None and str(status.status).endswith("RUNNING") and set(states) <= {"RUNNING"}
-    if ready:
-        return PlainTextResponse("ok")
-    failure = _start_failure(deployment)
-    return PlainTextResponse(f"not ready: application {status.status if status else 'missing'}, replicas {states}"
-                             + (f"; a replica failed to start: {failure}" if failure else ""), status_code=503)
+    return Look(status.status if status else "missing", states, ready, _start_failure(deployment))
 
 
 def _start_failure(deployment) -> str:
     """Why Serve's latest replica of the deployment failed to start, from the deployment's status message (Serve
-    ends it with the constructor's traceback, whose last line is the exception: aotcuda's PackageError, say), clipped;
-    "" for none. Why: a replica that refused the package at the path (replaced after serve checked it) was started
+    ends it with the constructor's traceback, whose last line is the exception: aotcuda's PackageError, say); "" for
+    none. Why: a replica that refused the package at the path (replaced after serve checked it) was started
     again and again, and /healthz said only "UNHEALTHY ... STARTING": the reason was in Ray's controller log alone,
     inside serve's private Ray folder (a new user's trial)."""
     message = str(getattr(deployment, "message", "") or "")
     if "failed to start" not in message:
         return ""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    return shown(lines[-1], 400) if len(lines) > 1 else ""
+    return lines[-1] if len(lines) > 1 else ""

@@ -19,12 +19,14 @@ import socket
 import tempfile
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 
 from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.runtime.package import package_sha256, read_signature
 from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
+from aotcuda.serving.start_failures import StartFailureNotice, StartFailureWatch
 
 __all__ = ["OptionsError", "ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
            "replica_actor_options", "serve_package"]
@@ -32,6 +34,7 @@ __all__ = ["OptionsError", "ServeOptions", "Server", "build_app", "check_package
 APP_NAME = "aotcuda"
 HEALTH_APP_NAME = "aotcuda-health"  # GET /healthz from a deployment of its own (health.HealthCheck)
 HEALTH_DEPLOYMENT_NAME = "HealthCheck"
+PROGRAM_DEPLOYMENT_NAME = "ProgramReplica"
 # Seconds a starting HTTP proxy has to answer Serve's controller (Ray's default: 5), in a Ray started here.
 PROXY_READY_TIMEOUT_S = 60
 # Seconds a running HTTP proxy has to answer each of the controller's health checks (Ray's default: 10), in a Ray
@@ -239,7 +242,7 @@ def _bind(path: str, options: ServeOptions, actor_options: dict, package_sha256:
     from aotcuda.serving.deployment import ProgramReplica
     from aotcuda.serving.health import HEALTH_CHECK_PERIOD_S
 
-    deployment = serve.deployment(ProgramReplica, name="ProgramReplica", num_replicas=options.replicas,
+    deployment = serve.deployment(ProgramReplica, name=PROGRAM_DEPLOYMENT_NAME, num_replicas=options.replicas,
                                   ray_actor_options=actor_options,
                                   max_ongoing_requests=max(8, 2 * options.max_batch_size),
                                   health_check_period_s=HEALTH_CHECK_PERIOD_S)
@@ -259,7 +262,7 @@ def _bind_health():
 
     deployment = serve.deployment(HealthCheck, name=HEALTH_DEPLOYMENT_NAME, num_replicas=1,
                                   ray_actor_options={"num_cpus": 0}, max_ongoing_requests=64)
-    return deployment.bind(APP_NAME, "ProgramReplica")
+    return deployment.bind(APP_NAME, PROGRAM_DEPLOYMENT_NAME)
 
 
 def build_app(package_path: str, options: ServeOptions = ServeOptions()):
@@ -296,13 +299,18 @@ def _stop_on_sigterm() -> None:
 class Server:
     """A running application: ``url``, ``wait()`` (until Ctrl-C or SIGTERM), ``shutdown()``."""
 
-    def __init__(self, url: str, started_ray: bool):
+    def __init__(self, url: str, started_ray: bool, package: tuple[str, str] | None = None):
         self.url, self._started_ray, self._stopped = url, started_ray, False
+        self._package = package  # (path, SHA-256) of the package served: what a replica that fails to start is told
 
-    def wait(self) -> int:
+    def wait(self, say_start_failure: Callable[[str, str], None] | None = None) -> int:
         """Block until SIGINT or SIGTERM, then shut down (SIGTERM: at once, see ``shutdown``); return the
-        signal's number."""
+        signal's number. Meanwhile, with ``say_start_failure``, hand it (message, hint) once for each spell of
+        replicas that fail to start (start_failures.py: Serve starts them again and again, and says why only in its
+        log and to /healthz)."""
         stop, received = threading.Event(), []
+        if say_start_failure is not None:
+            self._watch_start_failures(say_start_failure, stop)
 
         def on_signal(number, _frame):
             received.append(number)
@@ -313,6 +321,7 @@ class Server:
             while not stop.wait(0.5):
                 pass
         finally:
+            stop.set()  # the watch of start failures too, whatever ended the loop
             # The handlers stay through the shutdown. A Ctrl-C in a terminal reaches the whole process group:
             # Ray's GCS and raylet end with it, and Ray's driver then interrupts the main thread
             # (_thread.interrupt_main) while Serve is being stopped; with the default handler back, that
@@ -323,6 +332,19 @@ class Server:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
         return received[0]
+
+    def _watch_start_failures(self, say: Callable[[str, str], None], stop: threading.Event) -> None:
+        """Look at the program's replicas until ``stop`` is set, in a thread (start_failures.StartFailureWatch)."""
+        if self._package is None:  # a Server of a start that failed: nothing is served
+            return
+        from aotcuda.serving.health import look
+
+        def look_at_the_replicas() -> tuple[bool, str]:
+            seen = look(APP_NAME, PROGRAM_DEPLOYMENT_NAME)
+            return seen.ready, seen.failure
+
+        watch = StartFailureWatch(StartFailureNotice(*self._package), look_at_the_replicas, say)
+        threading.Thread(target=watch.run, args=(stop,), name="aotcuda-start-failures", daemon=True).start()
 
     def shutdown(self, drain: bool = True) -> None:
         """Stop serving (idempotent). On a Ray instance this process started: delete the applications
@@ -539,4 +561,4 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
         except BaseException as error:
             Server("", started_ray).shutdown(drain=not isinstance(error, StopRequested))
             raise
-        return Server(f"http://{options.host}:{options.port}", started_ray)
+        return Server(f"http://{options.host}:{options.port}", started_ray, (path, digest))
