@@ -394,14 +394,34 @@ def test_the_kernel_matches_torch_fft_in_tritons_interpreter():
     assert len(lines) == sum((2 + (n in BFLOAT16_LENGTHS)) * len(cases(n, torch.float32)) for n in LENGTHS)
 
 
-def _run_here(function: str) -> list[str]:
-    """The lines this module's `function`() printed, run in Triton's interpreter (run_code)."""
+def _run_here(function: str, three_products: bool = False) -> list[str]:
+    """The lines this module's `function`() printed, run in Triton's interpreter (run_code), with float32's complex
+    products in three real products (fft_rows.THREE_PRODUCTS) or four."""
     return run_code(f"""
         import sys
+        import triton.language as tl
         sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from aotcuda.kernels import fft_rows
+        fft_rows.THREE_PRODUCTS = tl.constexpr({three_products})
         import test_fft_rows_kernel
         test_fft_rows_kernel.{function}()
     """).splitlines()
+
+
+def check_float32_interpreted():
+    """Every case of every length in float32 through the interpreter."""
+    torch.manual_seed(4)
+    for n in LENGTHS:
+        for name, error in check(lambda *args: fft_rows.launch(args[0], None, *args[1:]), n, torch.float32):
+            print(n, name, f"{error:.1e}")
+
+
+@NEEDS_TRITON
+def test_the_kernel_with_three_products_a_complex_product_matches_torch_fft_in_tritons_interpreter():
+    """fft_rows.THREE_PRODUCTS (off by default until timed on the H200): float32's complex products in Gauss's
+    three real products, every length and kind against float64 (check's tolerance)."""
+    lines = _run_here("check_float32_interpreted", three_products=True)
+    assert len(lines) == sum(len(cases(n, torch.float32)) for n in LENGTHS)
 
 
 def check_windowed_interpreted():
@@ -522,11 +542,12 @@ def check_near_largest_interpreted():
 
 
 @NEEDS_TRITON
-def test_values_near_float32s_largest_stay_finite_in_tritons_interpreter():
+@pytest.mark.parametrize("three_products", [False, True], ids=["four products", "three products"])
+def test_values_near_float32s_largest_stay_finite_in_tritons_interpreter(three_products):
     """The scale is taken as the points are loaded, before the stages' sums grow up to n-fold: a transform
     whose scaled result float32 holds does not overflow on the way (it did when the scale was taken at the
-    store: inf where torch.fft gives finite values)."""
-    lines = _run_here("check_near_largest_interpreted")
+    store: inf where torch.fft gives finite values). Three products sum halves (xr/2 + xi/2): xr + xi overflowed."""
+    lines = _run_here("check_near_largest_interpreted", three_products)
     print("\n".join(lines))
     assert len(lines) == len(NEAR_LARGEST)
     for line in lines:
@@ -556,12 +577,15 @@ def test_element_offsets_past_two_to_the_31_are_not_wrapped(tmp_path):
 
 
 @NEEDS_TRITON
-def test_float32_accuracy_with_tf32x3_products_emulated_is_at_cufft_level():
+@pytest.mark.parametrize("three_products", [False, True], ids=["four products", "three products"])
+def test_float32_accuracy_with_tf32x3_products_emulated_is_at_cufft_level(three_products):
     # The interpreter multiplies in float32 with numpy; here its tl.dot rounds as sm_90's does: TF32x3
     # (Triton's split: big = rna(a), small = rna(a − big); big·big + big·small + small·big) and plain TF32
-    # (operands truncated to 10 mantissa bits). cuFFT at n = 4096 in float32: about 3e-7.
+    # (operands truncated to 10 mantissa bits). cuFFT at n = 4096 in float32: about 3e-7. Three products
+    # (fft_rows.THREE_PRODUCTS, Gauss's form for float32 data): 1.8e-7 where four give 1.4e-7.
     out = run_code("""
         import numpy as np, torch
+        import triton.language as tl
         from triton.runtime import interpreter
 
         def tf32(a, nearest):
@@ -580,6 +604,7 @@ def test_float32_accuracy_with_tf32x3_products_emulated_is_at_cufft_level():
 
         interpreter.InterpreterBuilder.create_dot = create_dot
         from aotcuda.kernels import fft_rows
+        fft_rows.THREE_PRODUCTS = tl.constexpr(THREE)
         torch.manual_seed(0)
         for n in (4096, 2048):  # 2048 = 32·16·4b: two TF32x3 stages, then a radix-4 butterfly in float32
             for dtype in (torch.float32, torch.float16):
@@ -587,7 +612,7 @@ def test_float32_accuracy_with_tf32x3_products_emulated_is_at_cufft_level():
                 got = fft_rows.launch(x, None, 1, n, n, "c2c", False, 1.0)
                 want = torch.view_as_real(torch.fft.fft(torch.view_as_complex(x.double())))
                 print(((got.double() - want).norm() / want.norm()).item())
-    """)
+    """.replace("THREE", str(three_products)))
     errors = list(map(float, out.split()))
     assert len(errors) == 4, out
     for float32, float16 in (errors[:2], errors[2:]):

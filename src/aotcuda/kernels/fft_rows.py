@@ -207,6 +207,12 @@ if HAVE_TRITON:
     import triton.language as tl
     from torch.library import triton_op
 
+    # A complex product of float32 data and a table (_cdot) in three real products (Gauss) instead of four: a fourth
+    # less tensor-core work in every complex stage. Off until the H200 says it wins (built in session 26, when no
+    # device machine was lent: `benchmarks/scripts/fft_tiling_sweep.py --three-products yes`, then `no`). Read when
+    # a kernel is first compiled; a benchmark sets it before then.
+    THREE_PRODUCTS = tl.constexpr(False)
+
     @triton.jit
     def _cdot(xr, xi, tables, off, P: tl.constexpr, REAL_IN: tl.constexpr, REAL_OUT: tl.constexpr,
               PRECISION: tl.constexpr):
@@ -221,6 +227,20 @@ if HAVE_TRITON:
         elif REAL_OUT:
             yr = tl.dot(xr, fr, input_precision=PRECISION) - tl.dot(xi, fi, input_precision=PRECISION)
             yi = yr
+        elif THREE_PRODUCTS and PRECISION == "tf32x3":
+            # Gauss's three products, on halves: h1 = (xr/2 + xi/2)·fr, h2 = (xr/2)·(fi − fr), h3 = (xi/2)·(fr + fi);
+            # yr = 2(h1 − h3) = xr·fr − xi·fi, yi = 2(h1 + h2) = xr·fi + xi·fr: a fourth less tensor-core work, each
+            # product three TF32 passes for float32 data. Halved, no sum is larger than the four products' own (a
+            # row near float32's largest value stays finite, as it does with four; xr + xi would overflow).
+            # In Triton's interpreter with sm_90's rounding: float32 1.4e-7 → 1.8e-7 at n = 4096 against float64
+            # (cuFFT: 3e-7); float16 would go 9.4e-4 → 1.4e-3 (one TF32 pass a product), so half data keeps four.
+            hr = xr * 0.5
+            hi = xi * 0.5
+            h1 = tl.dot(hr + hi, fr, input_precision=PRECISION)
+            h2 = tl.dot(hr, fi - fr, input_precision=PRECISION)
+            h3 = tl.dot(hi, fr + fi, input_precision=PRECISION)
+            yr = (h1 - h3) * 2.0
+            yi = (h1 + h2) * 2.0
         else:
             yr = tl.dot(xr, fr, input_precision=PRECISION) - tl.dot(xi, fi, input_precision=PRECISION)
             yi = tl.dot(xr, fi, input_precision=PRECISION) + tl.dot(xi, fr, input_precision=PRECISION)
