@@ -56,14 +56,17 @@ class FileVersion(NamedTuple):
     is not a write: a rename over the path unlinks the file opened (whose bytes stay as they were), and a hard
     link made to it changes nothing of them either; nor is one that moved with the file's name (``moved``: the
     path names another file now, or none), which a rename of the file itself moves (``mv model.pt2 model.bak``
-    before a new one is renamed into its place). Times have the file system's granularity (a clock tick, 1-10
-    ms, on Linux's local file systems; a second on some others): two writes of one size within one tick, the
-    first before the file was opened, look alike."""
+    before a new one is renamed into its place); nor one that moved with its permissions or owner (``chmod``,
+    ``chown``: a deploy script's ``chmod 644`` of the package a server is loading). Times have the file system's
+    granularity (a clock tick, 1-10 ms, on Linux's local file systems; a second on some others): two writes of
+    one size within one tick, the first before the file was opened, look alike; so do a write that sets the
+    modification time back and a chmod made at once."""
 
     size: int
     mtime_ns: int
     ctime_ns: int
     links: int
+    mode_and_owner: tuple[int, int, int]  # st_mode, st_uid, st_gid
 
     def changes_to(self, later: FileVersion, moved: bool = False) -> list[str]:
         """What ``later`` (the same file's status, taken later) says was written, in words; empty for nothing.
@@ -73,7 +76,8 @@ class FileVersion(NamedTuple):
             said.append(f"its size went from {self.size:,} to {later.size:,} bytes")
         if later.mtime_ns != self.mtime_ns:
             said.append("its modification time changed")
-        if later.ctime_ns != self.ctime_ns and later.links == self.links and not moved:
+        if later.ctime_ns != self.ctime_ns and later.links == self.links and not moved \
+                and later.mode_and_owner == self.mode_and_owner:
             said.append("its status change time changed")
         return said
 
@@ -81,7 +85,8 @@ class FileVersion(NamedTuple):
 def file_version(descriptor: int) -> FileVersion:
     """The status of the file open as ``descriptor`` (``os.fstat``: the opened file, whatever the path names now)."""
     info = os.fstat(descriptor)
-    return FileVersion(info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_nlink)
+    return FileVersion(info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_nlink,
+                       (info.st_mode, info.st_uid, info.st_gid))
 
 
 def names_file(path: str, descriptor: int) -> bool:

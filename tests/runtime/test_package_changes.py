@@ -167,6 +167,22 @@ def test_a_file_renamed_away_while_it_is_read_is_not_a_change(tmp_path, monkeypa
     assert_the_file_opened_is_read_whole(tmp_path, monkeypatch, rotate)
 
 
+@pytest.mark.parametrize("change", ["chmod", "chown"])
+def test_a_permission_or_owner_change_while_it_is_read_is_not_a_change(tmp_path, monkeypatch, change):
+    """A deploy script's ``chmod 644 model.pt2`` (or a ``chown``) while a server loads it moves the file's change
+    time, as a write does, and the load was refused as 'another process wrote into the file'."""
+
+    def retouch(path, other):
+        if change == "chmod":
+            os.chmod(path, 0o600 if os.stat(path).st_mode & 0o077 else 0o644)
+        elif os.getuid() == 0:
+            os.chown(path, os.getuid(), os.getgid() + 1)
+        else:  # only root gives a file away: its own group is all a user may set, which changes nothing
+            os.chmod(path, 0o600)
+
+    assert_the_file_opened_is_read_whole(tmp_path, monkeypatch, retouch)
+
+
 def test_the_digest_serve_checks_is_of_one_version(tmp_path, monkeypatch):
     """serve's digest (every replica must load these bytes) of a file written into while it was hashed is of no
     version: before, it was returned, and every replica then refused the package as 'not the one checked'."""
