@@ -1120,6 +1120,23 @@ def test_an_inputs_pickle_of_colliding_keys_or_sets_is_refused_before_torch_load
     assert torch.equal(load_inputs(str(tmp_path / "few.pt"))[0][0][99], torch.ones(1))
 
 
+
+def test_an_inputs_pickle_naming_a_counter_by_its_python_2_module_is_refused_before_torch_load(tmp_path, monkeypatch):
+    """The breaker (2026-12-05): torch's weights-only unpickler reads ``UserDict Counter`` as ``collections.Counter``
+    (pickle's Python 2 module table), which the count refused only under its own name: a 240 KB file of 20,000 int
+    keys that hash alike, called into it (one REDUCE), held torch.load 4.5 s (100,000: minutes; quadratic)."""
+    items = b"".join(b"\x8a\x09" + (k * (2**61 - 1)).to_bytes(9, "little", signed=True) for k in range(1, 1001))
+    for module, name in ((b"UserDict", b"Counter"), (b"UserList", b"Counter")):
+        called = (b"\x80\x02}X\x04\x00\x00\x00args)s" + b"X\x01\x00\x00\x00zc" + module + b"\n" + name + b"\n(]("
+                  + items + b"etRs.")  # {'args': (), 'z': Counter([k * (2**61 - 1) for k in ...])}
+        torch.save({"args": ()}, tmp_path / "base.pt")
+        with zipfile.ZipFile(tmp_path / "base.pt") as base, zipfile.ZipFile(tmp_path / "counter.pt", "w") as out:
+            for info in base.infolist():
+                out.writestr(info, called if info.filename.endswith("data.pkl") else base.read(info))
+        _no_torch_load(monkeypatch)
+        _refused(tmp_path / "counter.pt", r"its pickle 'base/data.pkl' holds a Counter, which inputs never do")
+        monkeypatch.undo()
+
 def test_an_inputs_pickle_of_a_deeply_nested_tuple_is_refused_before_torch_load(tmp_path, monkeypatch):
     """Review 10: Python hashes a tuple by recursing in C, without the recursion limit. A 400 KB data.pkl of a
     tuple nested 400,000 deep (EMPTY_TUPLE then TUPLE1 opcodes, 1 byte a level: within every count) used as a dict

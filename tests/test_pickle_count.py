@@ -1,3 +1,4 @@
+import io
 import pickle
 import pickletools
 
@@ -44,6 +45,29 @@ def test_what_hashes_items_outside_setitems_is_refused():
     through_memo = b"\x80\x02ccollections\nOrderedDict\nq\x000h\x00]q\x01(K\x01K\x02\x86e\x85R."
     assert count_pickle(through_memo, 100, 100).refused == "an OrderedDict built from items by its call"
 
+
+
+def test_globals_named_by_their_python_2_modules_are_refused_as_torch_reads_them():
+    """The breaker (2026-12-05): torch's weights-only unpickler maps a GLOBAL's module through pickle's Python 2
+    table (``_compat_pickle.IMPORT_MAPPING``: ``UserDict``, ``UserList`` and ``UserString`` are ``collections``),
+    so ``UserDict Counter`` is the Counter it allows and calls, while the count compared the name as written and
+    let it through: a 240 KB inputs file of 20,000 int keys that hash alike, counted into ``UserDict Counter``,
+    held `aotcuda run` 4.5 s in torch.load (100,000: minutes; quadratic)."""
+    import collections
+
+    from torch._weights_only_unpickler import _read_global_instruction
+
+    for module in ("UserDict", "UserList", "UserString"):
+        called = b"\x80\x02c" + module.encode() + b"\nCounter\n]K\x01a\x85R."
+        assert pickle.loads(called) == collections.Counter([1])  # pickle reads it so too (fix_imports)
+        assert _read_global_instruction(io.BytesIO(module.encode() + b"\nCounter\n").readline) == \
+            ("collections", "Counter")
+        assert count_pickle(called, 100, 100).refused == "a Counter"
+    aliased = b"\x80\x02cUserDict\nOrderedDict\n]K\x01K\x02\x86a\x85R."
+    assert pickle.loads(aliased) == collections.OrderedDict([(1, 2)])
+    assert count_pickle(aliased, 100, 100).refused == "an OrderedDict built from items by its call"
+    assert count_pickle(b"\x80\x02c__builtin__\nset\n]K\x01a\x85R.", 100, 100).refused == "a set"
+    assert count_pickle(pickle.dumps(collections.OrderedDict([(1, 2)]), 2), 100, 100).refused is None
 
 def test_dict_keys_that_are_not_strings_are_counted_through_the_memo():
     """Keys whose hashes collide (``k * (2**61 - 1)``: all hash to 0) make each insertion walk the ones before: a

@@ -31,6 +31,7 @@ hooks' OrderedDict, storage, memo entries) and about 36 opcodes for a 4-dim one.
 from __future__ import annotations
 
 import pickletools
+from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
 from dataclasses import dataclass
 
 _CALLS = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX", "OBJ", "INST", "BINPERSID", "PERSID"})
@@ -48,6 +49,18 @@ _HASHING_GLOBALS = {"builtins set": "a set", "__builtin__ set": "a set", "builti
                     "__builtin__ frozenset": "a set", "collections Counter": "a Counter"}
 _ORDERED_DICT_GLOBALS = frozenset({"collections OrderedDict"})
 _OTHER, _STR, _MARK, _ORDERED_DICT, _EMPTY_TUPLE = 0, 1, 2, 3, 4  # the kinds of values on the stack
+
+
+def _global_as_loaded(arg: str) -> str:
+    """A GLOBAL's ``"module name"`` as torch's weights-only unpickler resolves it (``_read_global_instruction``):
+    through pickle's Python 2 tables, so ``UserDict Counter`` is ``collections Counter``, which it calls. Compared
+    as written, that name passed the refusals below (the breaker, 2026-12-05)."""
+    module, _, name = arg.partition(" ")
+    if (module, name) in NAME_MAPPING:
+        module, name = NAME_MAPPING[(module, name)]
+    elif module in IMPORT_MAPPING:
+        module = IMPORT_MAPPING[module]
+    return f"{module} {name}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,8 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
         for op, arg, _ in pickletools.genops(data):
             opcodes += 1
             name = op.name
+            if name == "GLOBAL":
+                arg = _global_as_loaded(arg)
             refused = "a set" if name in _SETS else _HASHING_GLOBALS.get(arg) if name == "GLOBAL" else None
             if refused is None and name == "REDUCE" and len(stack) >= 2 and stack[-2] == _ORDERED_DICT \
                     and stack[-1] != _EMPTY_TUPLE:
