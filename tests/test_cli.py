@@ -1137,6 +1137,35 @@ def test_an_inputs_pickle_naming_a_counter_by_its_python_2_module_is_refused_bef
         _refused(tmp_path / "counter.pt", r"its pickle 'base/data.pkl' holds a Counter, which inputs never do")
         monkeypatch.undo()
 
+
+class _Called:
+    """Pickled as a call of ``function`` with ``args`` (what a hostile inputs file writes)."""
+
+    def __init__(self, function, args):
+        self.function, self.args = function, args
+
+    def __reduce__(self):
+        return self.function, self.args
+
+
+def test_an_inputs_pickle_whose_calls_build_gigabytes_is_refused_before_torch_load(tmp_path, monkeypatch):
+    """The breaker (2026-12-05): torch.load calls what torch's weights-only unpickler allows, and some of that builds
+    what its arguments size: 1.7 KB of ``_rebuild_device_tensor_from_cpu_tensor`` on an expanded uint8 view made a
+    2 GiB float64 tensor (``.to()``), 837 bytes of ``bytearray(2**30)`` 1 GiB, before the dense-size check that
+    follows torch.load could refuse them."""
+    import torch._utils
+
+    view = torch.zeros(1, dtype=torch.uint8).expand(2**28)
+    torch.save({"args": (_Called(torch._utils._rebuild_device_tensor_from_cpu_tensor,
+                                 (view, torch.float64, "cpu", False)),)}, tmp_path / "dense.pt")
+    torch.save({"args": (_Called(bytearray, (2**30,)),)}, tmp_path / "zeros.pt")
+    torch.save({"args": ([_Called(torch.FloatTensor, ([0.5] * 1000,))] * 2,)}, tmp_path / "legacy.pt")
+    _no_torch_load(monkeypatch)
+    _refused(tmp_path / "dense.pt", r"holds a tensor rebuilt for a device other than the CPU or CUDA .*nothing of it "
+                                    r"was run")
+    _refused(tmp_path / "zeros.pt", r"holds a bytearray, which inputs never do")
+    _refused(tmp_path / "legacy.pt", r"holds a legacy tensor constructor \(torch.FloatTensor\)")
+
 def test_an_inputs_pickle_of_a_deeply_nested_tuple_is_refused_before_torch_load(tmp_path, monkeypatch):
     """Review 10: Python hashes a tuple by recursing in C, without the recursion limit. A 400 KB data.pkl of a
     tuple nested 400,000 deep (EMPTY_TUPLE then TUPLE1 opcodes, 1 byte a level: within every count) used as a dict

@@ -1,6 +1,7 @@
 import io
 import pickle
 import pickletools
+import zipfile
 
 from aotcuda.pickle_count import count_pickle
 
@@ -68,6 +69,37 @@ def test_globals_named_by_their_python_2_modules_are_refused_as_torch_reads_them
     assert count_pickle(aliased, 100, 100).refused == "an OrderedDict built from items by its call"
     assert count_pickle(b"\x80\x02c__builtin__\nset\n]K\x01a\x85R.", 100, 100).refused == "a set"
     assert count_pickle(pickle.dumps(collections.OrderedDict([(1, 2)]), 2), 100, 100).refused is None
+
+
+def test_calls_that_build_what_their_arguments_size_are_refused():
+    """The breaker (2026-12-05): torch's weights-only unpickler calls bytearray, _codecs.encode, legacy tensor
+    constructors, storage types and _rebuild_device_tensor_from_cpu_tensor, none of which torch.save writes for
+    inputs, and each builds what its arguments size, not what the file holds: an 837-byte inputs file of
+    ``bytearray(2**30)`` took `aotcuda run` to 1.3 GB (three: 3.4 GB), 1.7 KB of ``.to(float64)`` of an expanded view
+    2.3 GB, all before the checks that follow torch.load."""
+    import io as bytes_io
+
+    import torch
+
+    assert count_pickle(pickle.dumps(bytearray(b"x"), 2), 100, 100).refused == "a bytearray"
+    assert count_pickle(pickle.dumps(b"x", 2), 100, 100).refused == "bytes (_codecs.encode)"
+    assert count_pickle(b"\x80\x02ctorch\nFloatTensor\n]\x85R.", 100, 100).refused == \
+        "a legacy tensor constructor (torch.FloatTensor)"
+    device = b"\x80\x02ctorch._utils\n_rebuild_device_tensor_from_cpu_tensor\nN\x85R."
+    assert "a tensor rebuilt for a device other than the CPU or CUDA" in count_pickle(device, 100, 100).refused
+    for called in (b"\x80\x02ctorch\nFloatStorage\nJ\x00\x00\x00@\x85R.",  # FloatStorage(2**30), REDUCE
+                   b"\x80\x02ctorch\nTensor\nq\x00h\x00J\x00\x00\x00@\x85\x81.",  # Tensor.__new__, through the memo
+                   b"\x80\x02ctorch.storage\nUntypedStorage\nJ\x00\x00\x00@\x85}\x92."):  # NEWOBJ_EX
+        assert count_pickle(called, 100, 100).refused.startswith("a call of a storage type")
+    values = {"t": torch.ones(2, dtype=torch.complex64), "p": torch.nn.Parameter(torch.ones(2)), "c": 3 + 4j,
+              "m": torch.empty(2, device="meta"), "s": torch.Size([2, 3]), "d": torch.device("cpu"),
+              "sparse": torch.eye(2).to_sparse(), "dtype": torch.float16, "view": torch.zeros(1).expand(4)}
+    for name, value in values.items():  # what torch.save writes for inputs: storage types as values, never called
+        saved = bytes_io.BytesIO()
+        torch.save({"args": (value,)}, saved)
+        with zipfile.ZipFile(saved) as archive:
+            data = archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
+        assert count_pickle(data, 1000, 1000).refused is None, name
 
 def test_dict_keys_that_are_not_strings_are_counted_through_the_memo():
     """Keys whose hashes collide (``k * (2**61 - 1)``: all hash to 0) make each insertion walk the ones before: a

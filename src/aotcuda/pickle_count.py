@@ -17,7 +17,9 @@ tuple's is not, so keys that all hash alike (``k * (2**61 - 1)``) make each inse
 before (a 1.3 MB pickle of 100,000 such keys took 53 s to load). What hashes items another way is refused
 (``refused``): sets and Counters (EMPTY_SET, FROZENSET, ADDITEMS, the globals ``set`` and ``Counter``), which
 inputs never hold, and an OrderedDict built from items by its call (pickle writes ``OrderedDict()`` and puts
-the items with SETITEMS, where their keys are counted).
+the items with SETITEMS, where their keys are counted). So are the calls inputs never make that build what their
+arguments size, not what the file holds (``_never_held``, ``_not_called``: ``bytearray(2**30)``, a storage type called
+with a size), and every GLOBAL is read as torch's reader resolves it (``UserDict Counter`` is a Counter).
 
 How deep containers nest is followed too (``depth``: a container is one deeper than the deepest value put into
 it, through the memo): Python hashes and compares a tuple by recursing in C, without the recursion limit, so a
@@ -48,7 +50,30 @@ _SETS = frozenset({"EMPTY_SET", "ADDITEMS", "FROZENSET"})
 _HASHING_GLOBALS = {"builtins set": "a set", "__builtin__ set": "a set", "builtins frozenset": "a set",
                     "__builtin__ frozenset": "a set", "collections Counter": "a Counter"}
 _ORDERED_DICT_GLOBALS = frozenset({"collections OrderedDict"})
-_OTHER, _STR, _MARK, _ORDERED_DICT, _EMPTY_TUPLE = 0, 1, 2, 3, 4  # the kinds of values on the stack
+# Globals torch's weights-only unpickler calls that torch.save never writes for inputs, each of which builds a value
+# the call's arguments size, not the file: bytearray(2**31) zero-fills 2 GiB, _codecs.encode copies one memoized
+# string at each call (protocol 2's bytes), a tensor rebuilt for another device is a .to() that makes an expanded
+# view dense (1.7 KB of pickle: 2 GiB), a legacy constructor (torch.FloatTensor) copies a memoized list at each call.
+_NEVER_HELD = {"builtins bytearray": "a bytearray", "_codecs encode": "bytes (_codecs.encode)",
+               "torch._utils _rebuild_device_tensor_from_cpu_tensor": "a tensor rebuilt for a device other than the "
+               "CPU or CUDA (torch._utils._rebuild_device_tensor_from_cpu_tensor)",
+               "torch._utils _rebuild_device_tensor_from_numpy": "a tensor rebuilt from NumPy for another device"}
+_OTHER, _STR, _MARK, _ORDERED_DICT, _EMPTY_TUPLE, _NOT_CALLED = 0, 1, 2, 3, 4, 5  # the kinds of values on the stack
+
+
+def _never_held(name: str) -> str | None:
+    """What a GLOBAL (as loaded) that inputs never hold is, in a refusal's words; None for any other."""
+    module, _, attribute = name.partition(" ")
+    if module in ("torch", "torch.cuda") and attribute.endswith("Tensor") and attribute != "Tensor":
+        return f"a legacy tensor constructor ({module}.{attribute})"
+    return _NEVER_HELD.get(name)
+
+
+def _not_called(name: str) -> bool:
+    """Whether a GLOBAL (as loaded) is a type torch.save writes as a value and never calls: a storage type (the
+    persistent id of each tensor names one) or torch.Tensor; called, each allocates the size it is given."""
+    module, _, attribute = name.partition(" ")
+    return module in ("torch", "torch.cuda", "torch.storage") and (attribute.endswith("Storage") or attribute == "Tensor")
 
 
 def _global_as_loaded(arg: str) -> str:
@@ -99,10 +124,14 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
             name = op.name
             if name == "GLOBAL":
                 arg = _global_as_loaded(arg)
-            refused = "a set" if name in _SETS else _HASHING_GLOBALS.get(arg) if name == "GLOBAL" else None
+            refused = "a set" if name in _SETS else \
+                (_HASHING_GLOBALS.get(arg) or _never_held(arg)) if name == "GLOBAL" else None
             if refused is None and name == "REDUCE" and len(stack) >= 2 and stack[-2] == _ORDERED_DICT \
                     and stack[-1] != _EMPTY_TUPLE:
                 refused = "an OrderedDict built from items by its call"
+            callable_at = {"REDUCE": 2, "NEWOBJ": 2, "NEWOBJ_EX": 3}.get(name)
+            if refused is None and callable_at and len(stack) >= callable_at and stack[-callable_at] == _NOT_CALLED:
+                refused = "a call of a storage type or of torch.Tensor (an allocation of the size it is given)"
             if refused:
                 return PickleCount(objects, calls, hashed, opcodes, False, refused, deepest)
             depth = 0  # how deep the value(s) this opcode leaves on the stack nest containers
@@ -158,7 +187,8 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                     depth = max(operands, default=0) + (name in _CONTAINERS)
                 del stack[max(len(stack) - len(op.stack_before), 0):], depths[taken:]
                 kind = _STR if name in _STRINGS else _EMPTY_TUPLE if name == "EMPTY_TUPLE" else \
-                    _ORDERED_DICT if name == "GLOBAL" and arg in _ORDERED_DICT_GLOBALS else _OTHER
+                    _ORDERED_DICT if name == "GLOBAL" and arg in _ORDERED_DICT_GLOBALS else \
+                    _NOT_CALLED if name == "GLOBAL" and _not_called(arg) else _OTHER
                 stack.extend(bytes([kind]) * len(op.stack_after))
                 depths.extend([depth] * len(op.stack_after))
             deepest = max(deepest, depth)
