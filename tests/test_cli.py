@@ -1166,6 +1166,18 @@ def test_an_inputs_pickle_whose_calls_build_gigabytes_is_refused_before_torch_lo
     _refused(tmp_path / "zeros.pt", r"holds a bytearray, which inputs never do")
     _refused(tmp_path / "legacy.pt", r"holds a legacy tensor constructor \(torch.FloatTensor\)")
 
+
+def test_an_inputs_pickle_handing_one_list_to_many_calls_is_refused_before_torch_load(tmp_path, monkeypatch):
+    """The breaker (2026-12-05): torch.Size (which inputs may hold) copies the list it is given, and a pickle hands
+    one memoized list to any number of calls: 4.9 MB (a list of 1M ints, 400 calls) took `aotcuda run` to 3.4 GB in
+    torch.load, before the structure check could count what it returned."""
+    from aotcuda.cli_inputs import MAX_INPUTS_PICKLE_COPIED
+
+    shared = list(range(MAX_INPUTS_PICKLE_COPIED // 50))
+    torch.save({"args": ([_Called(torch.Size, (shared,)) for _ in range(60)],)}, tmp_path / "sizes.pt")
+    _no_torch_load(monkeypatch)
+    _refused(tmp_path / "sizes.pt", rf"hands more than {MAX_INPUTS_PICKLE_COPIED:,} values to its calls")
+
 def test_an_inputs_pickle_of_a_deeply_nested_tuple_is_refused_before_torch_load(tmp_path, monkeypatch):
     """Review 10: Python hashes a tuple by recursing in C, without the recursion limit. A 400 KB data.pkl of a
     tuple nested 400,000 deep (EMPTY_TUPLE then TUPLE1 opcodes, 1 byte a level: within every count) used as a dict
@@ -1213,8 +1225,9 @@ def test_an_inputs_pickle_over_its_size_or_opcode_bound_is_refused_before_torch_
 def test_inputs_files_torch_save_writes_are_read_and_far_inside_the_pickle_bounds(tmp_path):
     """Tuples and dicts of tensors nested a few levels, views of one storage, one tensor held twice, numbers: read
     as saved. 2,000 tensors take a fiftieth of each bound or less, so 100,000 (MAX_INPUTS_VALUES) fit."""
-    from aotcuda.cli_inputs import (MAX_INPUTS_PICKLE_BYTES, MAX_INPUTS_PICKLE_CALLS, MAX_INPUTS_PICKLE_HASHED,
-                                    MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES, load_inputs)
+    from aotcuda.cli_inputs import (MAX_INPUTS_PICKLE_BYTES, MAX_INPUTS_PICKLE_CALLS, MAX_INPUTS_PICKLE_COPIED,
+                                    MAX_INPUTS_PICKLE_HASHED, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES,
+                                    load_inputs)
     from aotcuda.pickle_count import count_pickle
 
     base = torch.arange(12.0)
@@ -1234,6 +1247,7 @@ def test_inputs_files_torch_save_writes_are_read_and_far_inside_the_pickle_bound
     assert not count.stopped and not count.refused and 50 * len(pickle) < MAX_INPUTS_PICKLE_BYTES
     assert 50 * count.objects <= MAX_INPUTS_PICKLE_OBJECTS and 50 * count.opcodes < MAX_INPUTS_PICKLE_OPCODES
     assert 50 * count.calls <= MAX_INPUTS_PICKLE_CALLS and count.hashed == 0
+    assert 50 * count.copied <= MAX_INPUTS_PICKLE_COPIED
     assert len(load_inputs(str(tmp_path / "many.pt"))[0][0]) == 1000
 
 

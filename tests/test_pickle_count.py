@@ -101,6 +101,22 @@ def test_calls_that_build_what_their_arguments_size_are_refused():
             data = archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
         assert count_pickle(data, 1000, 1000).refused is None, name
 
+
+def test_values_handed_to_calls_are_counted_at_each_call_through_the_memo():
+    """The breaker (2026-12-05): a call may copy what it is given (``torch.Size(l)`` copies ``l``, BUILD puts a dict's
+    items into an OrderedDict), and the memo hands one container to any number of calls: 4.9 MB handing one list of
+    1M ints to 400 torch.Size calls made torch.load build 3.2 GB. Each call now counts what it is given, a container
+    with what was put into it after it was memoized (a pickler memoizes a list before it fills it)."""
+    ints = b"(" + b"K\x01" * 1000 + b"e"
+    sizes = b"\x80\x02]q\x01" + ints + b"ctorch\nSize\nq\x02(" + b"h\x02h\x01\x85R" * 100 + b"l."
+    count = count_pickle(sizes, 1_000_000, 1_000_000, most_copied=50_000)
+    assert count.stopped and count.copied > 50_000 and count.calls < 100
+    keys = b"}q\x03(" + b"".join(b"X\x03\x00\x00\x00" + f"{i:03d}".encode() + b"K\x01" for i in range(1000)) + b"u"
+    built = b"\x80\x02" + keys + b"ccollections\nOrderedDict\nq\x04(" + b"h\x04)Rh\x03b" * 100 + b"l."
+    assert count_pickle(built, 1_000_000, 1_000_000, most_copied=50_000).stopped
+    once = b"\x80\x02]q\x01" + ints + b"ctorch\nSize\nq\x02(h\x02h\x01\x85Rl."  # handed once: counted once
+    assert 1000 < count_pickle(once, 1_000_000, 1_000_000).copied < 1100
+
 def test_dict_keys_that_are_not_strings_are_counted_through_the_memo():
     """Keys whose hashes collide (``k * (2**61 - 1)``: all hash to 0) make each insertion walk the ones before: a
     1.3 MB pickle of 100,000 of them took 53 s to load. Strings (salted hashes) are not counted, also when the

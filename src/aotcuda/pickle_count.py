@@ -43,6 +43,8 @@ _ONE_ITEM = frozenset({"APPEND", "SETITEM"})
 _ITEMS_SINCE_MARK = frozenset({"APPENDS", "SETITEMS", "LIST", "DICT"})
 _KEYS_SINCE_MARK = frozenset({"SETITEMS", "DICT"})
 _MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+_COPYING = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD"})  # calls given the values above their first operand
+_FILLING = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "BUILD"})  # put values into the one below, in place
 _MEMO_GETS = frozenset({"GET", "BINGET", "LONG_BINGET"})
 _STRINGS = frozenset({"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "SHORT_BINUNICODE", "BINUNICODE",
                       "BINUNICODE8"})
@@ -73,7 +75,8 @@ def _not_called(name: str) -> bool:
     """Whether a GLOBAL (as loaded) is a type torch.save writes as a value and never calls: a storage type (the
     persistent id of each tensor names one) or torch.Tensor; called, each allocates the size it is given."""
     module, _, attribute = name.partition(" ")
-    return module in ("torch", "torch.cuda", "torch.storage") and (attribute.endswith("Storage") or attribute == "Tensor")
+    return module in ("torch", "torch.cuda", "torch.storage") and (attribute.endswith("Storage")
+                                                                   or attribute == "Tensor")
 
 
 def _global_as_loaded(arg: str) -> str:
@@ -103,21 +106,42 @@ class PickleCount:
     stopped: bool
     refused: str | None = None
     depth: int = 0  # the deepest nesting of containers met (a lower bound where the scan stopped)
+    copied: int = 0  # the values handed to calls, counted again at each call (a call may copy what it is given)
 
 
 def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: int | None = None,
-                 most_hashed: int | None = None, most_depth: int | None = None) -> PickleCount:
-    """What ``data`` would build, counted up to one past ``most_objects``, ``most_opcodes``, ``most_calls`` or
-    ``most_hashed`` (the last two default to ``most_objects``), or ``most_depth`` levels of nested containers
-    (default: no bound); the scan stops at the first bound passed: time linear in what is allowed, not in the
-    pickle."""
+                 most_hashed: int | None = None, most_depth: int | None = None,
+                 most_copied: int | None = None) -> PickleCount:
+    """What ``data`` would build, counted up to one past ``most_objects``, ``most_opcodes``, ``most_calls``,
+    ``most_hashed`` (the last two default to ``most_objects``) or ``most_copied`` (default: 4 × ``most_objects``), or
+    ``most_depth`` levels of nested containers (default: no bound); the scan stops at the first bound passed: time
+    linear in what is allowed, not in the pickle.
+
+    ``copied``: each call (REDUCE, NEWOBJ, BUILD, a persistent id) counts the values it is given, containers with
+    everything they hold, through the memo: ``torch.Size(l)`` copies ``l``, and a pickle that hands one memoized list
+    of 1M ints to 400 such calls (4.9 MB) built 3.2 GB before anything could count what torch.load returned (the
+    breaker, 2026-12-05). A container's count follows what is put into it after it was memoized."""
     most_calls = most_objects if most_calls is None else most_calls
     most_hashed = most_objects if most_hashed is None else most_hashed
-    objects = calls = hashed = opcodes = deepest = 0
+    most_copied = 4 * most_objects if most_copied is None else most_copied
+    objects = calls = hashed = opcodes = deepest = copied = 0
     stack = bytearray()  # the kind of each value the unpickler would hold
     depths: list[int] = []  # how deep each of those values nests containers (0: not a container)
     memo_kinds: dict[int, int] = {}  # memo slots that hold a value of a kind other than _OTHER
     memo_depths: dict[int, int] = {}  # memo slots that hold a container
+    weights: list[int] = []  # how many values each of those holds, itself included (what a call given it may copy)
+    holders: list[list[int] | None] = []  # the memo slots that hold each of those values (None: none)
+    memo_weights: dict[int, int] = {}
+
+    def put_back(start: int, weight: int, count: int, kept: list[int] | None) -> None:
+        """The values from ``start`` replaced by ``count`` of ``weight``; ``kept``: the memo slots of the one value
+        put back changed in place (APPEND(S), SETITEM(S), BUILD), which hold the change too."""
+        del weights[start:], holders[start:]
+        weight = min(max(weight, 1), most_copied + 1)  # a list appended to itself doubles: no integer of a million bits
+        weights.extend([weight] * count)
+        holders.extend([kept] * count)
+        for slot in kept or ():
+            memo_weights[slot] = weight
     try:
         for op, arg, _ in pickletools.genops(data):
             opcodes += 1
@@ -133,16 +157,23 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
             if refused is None and callable_at and len(stack) >= callable_at and stack[-callable_at] == _NOT_CALLED:
                 refused = "a call of a storage type or of torch.Tensor (an allocation of the size it is given)"
             if refused:
-                return PickleCount(objects, calls, hashed, opcodes, False, refused, deepest)
+                return PickleCount(objects, calls, hashed, opcodes, False, refused, deepest, copied)
             depth = 0  # how deep the value(s) this opcode leaves on the stack nest containers
             if name == "MARK":
                 stack.append(_MARK)
                 depths.append(0)
+                weights.append(0)
+                holders.append(None)
                 objects += 1
             elif name in _MEMO_GETS:
                 stack.append(memo_kinds.get(arg, _OTHER))
                 depths.append(depth := memo_depths.get(arg, 0))
+                weights.append(memo_weights.get(arg, 1))
+                holders.append([arg])
             elif name in _MEMO_PUTS:
+                if weights:
+                    memo_weights[arg] = weights[-1]
+                    holders[-1] = [*(holders[-1] or ()), arg]
                 kind = stack[-1] if stack else _OTHER
                 if kind == _OTHER:
                     memo_kinds.pop(arg, None)
@@ -158,22 +189,30 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
             elif name == "DUP":
                 stack.append(stack[-1] if stack else _OTHER)
                 depths.append(depths[-1] if depths else 0)
+                weights.append(weights[-1] if weights else 1)
+                holders.append(holders[-1] if holders else None)
             elif pickletools.markobject in op.stack_before:
                 mark = stack.rfind(_MARK)
                 if mark < 0:
                     break  # the unpickler fails here (no mark to pop): it builds nothing more
                 items = stack[mark + 1:]
                 inner = max(depths[mark + 1:], default=0)
-                del stack[mark:], depths[mark:]
+                held = sum(weights[mark + 1:])
+                del stack[mark:], depths[mark:], weights[mark:], holders[mark:]
                 if name in _KEYS_SINCE_MARK:
                     hashed += sum(kind != _STR for kind in items[0::2])
                 calls += name in _CALLS  # OBJ, INST
                 objects += (len(items) if name in _ITEMS_SINCE_MARK else int(name in _CALLS)) + (name in _CONTAINERS)
                 below = op.stack_before.index(pickletools.markobject)  # the operands under the mark (APPENDS' list)
                 depth = max([inner + 1, *depths[max(len(depths) - below, 0):]])  # the items, one level in
+                start = max(len(weights) - below, 0)
+                held += sum(weights[start:]) + (name in _CONTAINERS)
+                copied += held if name in _CALLS else 0  # OBJ, INST
                 del stack[max(len(stack) - below, 0):], depths[max(len(depths) - below, 0):]
                 stack.extend(bytes(len(op.stack_after)))
                 depths.extend([depth] * len(op.stack_after))
+                put_back(start, held, len(op.stack_after),
+                         holders[start] if name in _FILLING and start < len(holders) else None)
             else:
                 if name == "SETITEM" and len(stack) >= 2 and stack[-2] != _STR:
                     hashed += 1
@@ -185,16 +224,21 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                     depth = max([*operands[:1], *(d + 1 for d in operands[1:])])
                 else:  # a container made of its operands (TUPLE1-3, EMPTY_*) is one level deeper than them
                     depth = max(operands, default=0) + (name in _CONTAINERS)
+                start = max(len(weights) - len(op.stack_before), 0)
+                given = weights[start:]
+                copied += given[0] if name == "BINPERSID" and given else sum(given[1:]) if name in _COPYING else 0
                 del stack[max(len(stack) - len(op.stack_before), 0):], depths[taken:]
                 kind = _STR if name in _STRINGS else _EMPTY_TUPLE if name == "EMPTY_TUPLE" else \
                     _ORDERED_DICT if name == "GLOBAL" and arg in _ORDERED_DICT_GLOBALS else \
                     _NOT_CALLED if name == "GLOBAL" and _not_called(arg) else _OTHER
                 stack.extend(bytes([kind]) * len(op.stack_after))
                 depths.extend([depth] * len(op.stack_after))
+                put_back(start, sum(given) + (name in _CONTAINERS), len(op.stack_after),
+                         holders[start] if name in _FILLING and start < len(holders) else None)
             deepest = max(deepest, depth)
             if (objects > most_objects or opcodes > most_opcodes or calls > most_calls or hashed > most_hashed
-                    or (most_depth is not None and deepest > most_depth)):
-                return PickleCount(objects, calls, hashed, opcodes, True, None, deepest)
+                    or copied > most_copied or (most_depth is not None and deepest > most_depth)):
+                return PickleCount(objects, calls, hashed, opcodes, True, None, deepest, copied)
     except ValueError:  # not a pickle from here on: the unpickler stops here too, having built what was counted
         pass
-    return PickleCount(objects, calls, hashed, opcodes, False, None, deepest)
+    return PickleCount(objects, calls, hashed, opcodes, False, None, deepest, copied)
