@@ -635,6 +635,18 @@ def test_dynamic_option_takes_a_multiple_of_n():
         dynamic_shapes_from(("x:1:1:100:frames*x",), model, args, {})
 
 
+def test_a_dynamic_range_of_one_size_is_a_usage_error_not_torchs_assertion():
+    """The breaker (2026-12-05): `--dynamic x:1:8:8` (or `x:1:4:7:s*4`, whose one multiple is 4) reached
+    torch.export.Dim, which asserts min < max: `error: AssertionError: Cannot create Dim with inconsistent min=8,
+    max=8`."""
+    model, args = scale_factory()
+    with pytest.raises(click.BadParameter, match=r"one size only \(8\) lies in \[8, 8\]; a dynamic dim takes a range"):
+        dynamic_shapes_from(("x:1:8:8",), model, args, {})
+    with pytest.raises(click.BadParameter, match=r"one size only \(4\) lies in \[4, 7\] as a multiple of 4"):
+        dynamic_shapes_from(("x:1:4:7:s*4",), model, args, {})
+    assert dynamic_shapes_from(("x:1:4:8:s*4",), model, args, {})["x"][1].root.max == 2  # two sizes: a range
+
+
 @pytest.mark.parametrize("terminal", [False, True])
 def test_lowering_progress_prints_each_step_once_with_one_time(terminal):
     """`aotcuda lower`'s progress: one line per step with the measured time (it printed the time twice,

@@ -217,6 +217,11 @@ def _symbol_and_multiple(option: str, symbol: str, low: int, high: int) -> tuple
     multiple = int(match.group(2) or 1)
     if -(-low // multiple) > high // multiple:
         raise click.BadParameter(f"{option!r}: no multiple of {multiple} lies in [{low}, {high}]", param_hint="--dynamic")
+    if -(-low // multiple) == high // multiple:  # torch.export.Dim asserts min < max (a raw AssertionError)
+        raise click.BadParameter(f"{option!r}: one size only ({high // multiple * multiple}) lies in [{low}, {high}]"
+                                 f"{f' as a multiple of {multiple}' if multiple > 1 else ''}; a dynamic dim takes a "
+                                 "range of sizes: widen it, or leave --dynamic out for a dim of one size",
+                                 param_hint="--dynamic")
     return match.group(1), multiple
 
 
