@@ -116,6 +116,10 @@ def test_values_handed_to_calls_are_counted_at_each_call_through_the_memo():
     assert count_pickle(built, 1_000_000, 1_000_000, most_copied=50_000).stopped
     once = b"\x80\x02]q\x01" + ints + b"ctorch\nSize\nq\x02(h\x02h\x01\x85Rl."  # handed once: counted once
     assert 1000 < count_pickle(once, 1_000_000, 1_000_000).copied < 1100
+    # one list in two memo slots, filled through the first, handed to calls through the second (torch reads it:
+    # 100 sizes of 1,000): its weight is the list's, not the slot's
+    aliased = b"\x80\x02]q\x01q\x02h\x01" + ints + b"ctorch\nSize\nq\x03](" + b"h\x03h\x02\x85R" * 100 + b"e."
+    assert count_pickle(aliased, 1_000_000, 1_000_000, most_copied=50_000).stopped
 
 def test_dict_keys_that_are_not_strings_are_counted_through_the_memo():
     """Keys whose hashes collide (``k * (2**61 - 1)``: all hash to 0) make each insertion walk the ones before: a

@@ -130,18 +130,34 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
     memo_kinds: dict[int, int] = {}  # memo slots that hold a value of a kind other than _OTHER
     memo_depths: dict[int, int] = {}  # memo slots that hold a container
     weights: list[int] = []  # how many values each of those holds, itself included (what a call given it may copy)
-    holders: list[list[int] | None] = []  # the memo slots that hold each of those values (None: none)
-    memo_weights: dict[int, int] = {}
+    # A memoized value may be on the stack and in the memo many times (two slots, a GET, a DUP) and be filled through
+    # any of them: its weight is kept once, by number, and read from there (a list put in two slots and filled
+    # through one was handed to calls through the other at its empty weight).
+    numbers: list[int | None] = []  # the number of each value on the stack that was memoized (None: never)
+    shared_weights: list[int] = []  # the weight of each memoized value, by number
+    memo_numbers: dict[int, int] = {}  # memo slot -> the number of the value it holds
 
-    def put_back(start: int, weight: int, count: int, kept: list[int] | None) -> None:
-        """The values from ``start`` replaced by ``count`` of ``weight``; ``kept``: the memo slots of the one value
-        put back changed in place (APPEND(S), SETITEM(S), BUILD), which hold the change too."""
-        del weights[start:], holders[start:]
+    def current(start: int) -> list[int]:
+        """The weights of the values from ``start``, a memoized one's as it is now."""
+        if start >= len(weights):  # most opcodes take nothing from the stack
+            return []
+        return [weight if number is None else shared_weights[number]
+                for weight, number in zip(weights[start:], numbers[start:])]
+
+    def put_back(start: int, weight: int, count: int, kept: int | None) -> None:
+        """The values from ``start`` replaced by ``count`` of ``weight``; ``kept``: the number of the one value put
+        back changed in place (APPEND(S), SETITEM(S), BUILD), wherever else it is held."""
+        if start < len(weights):
+            del weights[start:], numbers[start:]
         weight = min(max(weight, 1), most_copied + 1)  # a list appended to itself doubles: no integer of a million bits
-        weights.extend([weight] * count)
-        holders.extend([kept] * count)
-        for slot in kept or ():
-            memo_weights[slot] = weight
+        if count == 1:  # nearly every opcode leaves one value
+            weights.append(weight)
+            numbers.append(kept)
+        elif count:
+            weights.extend([weight] * count)
+            numbers.extend([kept] * count)
+        if kept is not None:
+            shared_weights[kept] = weight
     try:
         for op, arg, _ in pickletools.genops(data):
             opcodes += 1
@@ -163,17 +179,20 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                 stack.append(_MARK)
                 depths.append(0)
                 weights.append(0)
-                holders.append(None)
+                numbers.append(None)
                 objects += 1
             elif name in _MEMO_GETS:
                 stack.append(memo_kinds.get(arg, _OTHER))
                 depths.append(depth := memo_depths.get(arg, 0))
-                weights.append(memo_weights.get(arg, 1))
-                holders.append([arg])
+                number = memo_numbers.get(arg)
+                weights.append(1 if number is None else shared_weights[number])
+                numbers.append(number)
             elif name in _MEMO_PUTS:
                 if weights:
-                    memo_weights[arg] = weights[-1]
-                    holders[-1] = [*(holders[-1] or ()), arg]
+                    if numbers[-1] is None:
+                        numbers[-1] = len(shared_weights)
+                        shared_weights.append(weights[-1])
+                    memo_numbers[arg] = numbers[-1]
                 kind = stack[-1] if stack else _OTHER
                 if kind == _OTHER:
                     memo_kinds.pop(arg, None)
@@ -190,15 +209,15 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                 stack.append(stack[-1] if stack else _OTHER)
                 depths.append(depths[-1] if depths else 0)
                 weights.append(weights[-1] if weights else 1)
-                holders.append(holders[-1] if holders else None)
+                numbers.append(numbers[-1] if numbers else None)
             elif pickletools.markobject in op.stack_before:
                 mark = stack.rfind(_MARK)
                 if mark < 0:
                     break  # the unpickler fails here (no mark to pop): it builds nothing more
                 items = stack[mark + 1:]
                 inner = max(depths[mark + 1:], default=0)
-                held = sum(weights[mark + 1:])
-                del stack[mark:], depths[mark:], weights[mark:], holders[mark:]
+                held = sum(current(mark + 1))
+                del stack[mark:], depths[mark:], weights[mark:], numbers[mark:]
                 if name in _KEYS_SINCE_MARK:
                     hashed += sum(kind != _STR for kind in items[0::2])
                 calls += name in _CALLS  # OBJ, INST
@@ -206,13 +225,13 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                 below = op.stack_before.index(pickletools.markobject)  # the operands under the mark (APPENDS' list)
                 depth = max([inner + 1, *depths[max(len(depths) - below, 0):]])  # the items, one level in
                 start = max(len(weights) - below, 0)
-                held += sum(weights[start:]) + (name in _CONTAINERS)
+                held += sum(current(start)) + (name in _CONTAINERS)
                 copied += held if name in _CALLS else 0  # OBJ, INST
                 del stack[max(len(stack) - below, 0):], depths[max(len(depths) - below, 0):]
                 stack.extend(bytes(len(op.stack_after)))
                 depths.extend([depth] * len(op.stack_after))
                 put_back(start, held, len(op.stack_after),
-                         holders[start] if name in _FILLING and start < len(holders) else None)
+                         numbers[start] if name in _FILLING and start < len(numbers) else None)
             else:
                 if name == "SETITEM" and len(stack) >= 2 and stack[-2] != _STR:
                     hashed += 1
@@ -225,7 +244,7 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                 else:  # a container made of its operands (TUPLE1-3, EMPTY_*) is one level deeper than them
                     depth = max(operands, default=0) + (name in _CONTAINERS)
                 start = max(len(weights) - len(op.stack_before), 0)
-                given = weights[start:]
+                given = current(start)
                 copied += given[0] if name == "BINPERSID" and given else sum(given[1:]) if name in _COPYING else 0
                 del stack[max(len(stack) - len(op.stack_before), 0):], depths[taken:]
                 kind = _STR if name in _STRINGS else _EMPTY_TUPLE if name == "EMPTY_TUPLE" else \
@@ -234,7 +253,7 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                 stack.extend(bytes([kind]) * len(op.stack_after))
                 depths.extend([depth] * len(op.stack_after))
                 put_back(start, sum(given) + (name in _CONTAINERS), len(op.stack_after),
-                         holders[start] if name in _FILLING and start < len(holders) else None)
+                         numbers[start] if name in _FILLING and start < len(numbers) else None)
             deepest = max(deepest, depth)
             if (objects > most_objects or opcodes > most_opcodes or calls > most_calls or hashed > most_hashed
                     or copied > most_copied or (most_depth is not None and deepest > most_depth)):
