@@ -816,7 +816,9 @@ def test_an_inputs_file_of_shared_lists_is_refused_before_anything_walks_it(tmp_
     cycle = [torch.ones(1)]
     cycle.append(cycle)
     torch.save({"args": (cycle,)}, tmp_path / "cycle.pt")
-    _refused(tmp_path / "cycle.pt", r"a container in it holds itself \(a cycle\)")
+    # refused by the pickle count now, before torch.load builds it (the breaker, 2026-12-05): a cycle fills a container
+    # after it was put into another value
+    _refused(tmp_path / "cycle.pt", r"filled after it was put into another value .*\(a container that holds itself")
     # Sharing that stays small is how torch.save writes one list passed twice: read as before.
     pair, x = [torch.ones(2), torch.zeros(2)], torch.ones(3)
     torch.save({"args": (pair, pair, x, x), "kwargs": {"x2": x}}, tmp_path / "shared.pt")

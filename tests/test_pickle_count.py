@@ -120,6 +120,11 @@ def test_values_handed_to_calls_are_counted_at_each_call_through_the_memo():
     # 100 sizes of 1,000): its weight is the list's, not the slot's
     aliased = b"\x80\x02]q\x01q\x02h\x01" + ints + b"ctorch\nSize\nq\x03](" + b"h\x03h\x02\x85R" * 100 + b"e."
     assert count_pickle(aliased, 1_000_000, 1_000_000, most_copied=50_000).stopped
+    # an empty list put into a tuple, then filled, then the tuple handed to 100 calls: the tuple's count was taken
+    # when it was made, so a list may not grow once it is in another value (torch.save fills each before)
+    late = b"\x80\x02]q\x01\x85q\x02h\x01" + ints + b"ctorch\nSize\nq\x03](" + b"h\x03h\x02R" * 100 + b"e."
+    assert count_pickle(late, 1_000_000, 1_000_000).refused.startswith(
+        "a list or dict filled after it was put into another value or handed to a call")
 
 def test_dict_keys_that_are_not_strings_are_counted_through_the_memo():
     """Keys whose hashes collide (``k * (2**61 - 1)``: all hash to 0) make each insertion walk the ones before: a

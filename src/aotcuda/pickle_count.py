@@ -45,6 +45,8 @@ _KEYS_SINCE_MARK = frozenset({"SETITEMS", "DICT"})
 _MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
 _COPYING = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD"})  # calls given the values above their first operand
 _FILLING = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "BUILD"})  # put values into the one below, in place
+_FILLED_LATE = ("a list or dict filled after it was put into another value or handed to a call (a container that "
+                "holds itself, or a pickle torch.save never writes)")
 _MEMO_GETS = frozenset({"GET", "BINGET", "LONG_BINGET"})
 _STRINGS = frozenset({"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "SHORT_BINUNICODE", "BINUNICODE",
                       "BINUNICODE8"})
@@ -136,6 +138,12 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
     numbers: list[int | None] = []  # the number of each value on the stack that was memoized (None: never)
     shared_weights: list[int] = []  # the weight of each memoized value, by number
     memo_numbers: dict[int, int] = {}  # memo slot -> the number of the value it holds
+    # Memoized values put into another value or handed to a call: the weight of what holds them was taken then, so
+    # such a value may not grow afterwards (torch.save fills every list and dict before it puts it anywhere).
+    placed: set[int] = set()
+
+    def fills(number: int | None) -> str | None:
+        return _FILLED_LATE if number is not None and number in placed else None
 
     def current(start: int) -> list[int]:
         """The weights of the values from ``start``, a memoized one's as it is now."""
@@ -217,6 +225,7 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                 items = stack[mark + 1:]
                 inner = max(depths[mark + 1:], default=0)
                 held = sum(current(mark + 1))
+                placed.update(numbers[mark + 1:])  # None among them too: never a value's number
                 del stack[mark:], depths[mark:], weights[mark:], numbers[mark:]
                 if name in _KEYS_SINCE_MARK:
                     hashed += sum(kind != _STR for kind in items[0::2])
@@ -230,8 +239,10 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                 del stack[max(len(stack) - below, 0):], depths[max(len(depths) - below, 0):]
                 stack.extend(bytes(len(op.stack_after)))
                 depths.extend([depth] * len(op.stack_after))
-                put_back(start, held, len(op.stack_after),
-                         numbers[start] if name in _FILLING and start < len(numbers) else None)
+                kept = numbers[start] if name in _FILLING and start < len(numbers) else None
+                if fills(kept):
+                    return PickleCount(objects, calls, hashed, opcodes, False, fills(kept), deepest, copied)
+                put_back(start, held, len(op.stack_after), kept)
             else:
                 if name == "SETITEM" and len(stack) >= 2 and stack[-2] != _STR:
                     hashed += 1
@@ -245,6 +256,11 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                     depth = max(operands, default=0) + (name in _CONTAINERS)
                 start = max(len(weights) - len(op.stack_before), 0)
                 given = current(start)
+                kept = numbers[start] if name in _FILLING and start < len(numbers) else None
+                if fills(kept):
+                    return PickleCount(objects, calls, hashed, opcodes, False, fills(kept), deepest, copied)
+                if start < len(numbers):
+                    placed.update(numbers[start + (kept is not None):])
                 copied += given[0] if name == "BINPERSID" and given else sum(given[1:]) if name in _COPYING else 0
                 del stack[max(len(stack) - len(op.stack_before), 0):], depths[taken:]
                 kind = _STR if name in _STRINGS else _EMPTY_TUPLE if name == "EMPTY_TUPLE" else \
@@ -252,8 +268,7 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                     _NOT_CALLED if name == "GLOBAL" and _not_called(arg) else _OTHER
                 stack.extend(bytes([kind]) * len(op.stack_after))
                 depths.extend([depth] * len(op.stack_after))
-                put_back(start, sum(given) + (name in _CONTAINERS), len(op.stack_after),
-                         numbers[start] if name in _FILLING and start < len(numbers) else None)
+                put_back(start, sum(given) + (name in _CONTAINERS), len(op.stack_after), kept)
             deepest = max(deepest, depth)
             if (objects > most_objects or opcodes > most_opcodes or calls > most_calls or hashed > most_hashed
                     or copied > most_copied or (most_depth is not None and deepest > most_depth)):
