@@ -45,6 +45,7 @@ _KEYS_SINCE_MARK = frozenset({"SETITEMS", "DICT"})
 _MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
 _COPYING = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD"})  # calls given the values above their first operand
 _FILLING = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "BUILD"})  # put values into the one below, in place
+_CALLABLE_AT = {"REDUCE": 2, "NEWOBJ": 2, "NEWOBJ_EX": 3}  # how far below the top a call's callable is
 _FILLED_LATE = ("a list or dict filled after it was put into another value or handed to a call (a container that "
                 "holds itself, or a pickle torch.save never writes)")
 _MEMO_GETS = frozenset({"GET", "BINGET", "LONG_BINGET"})
@@ -142,9 +143,6 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
     # such a value may not grow afterwards (torch.save fills every list and dict before it puts it anywhere).
     placed: set[int] = set()
 
-    def fills(number: int | None) -> str | None:
-        return _FILLED_LATE if number is not None and number in placed else None
-
     def current(start: int) -> list[int]:
         """The weights of the values from ``start``, a memoized one's as it is now."""
         if start >= len(weights):  # most opcodes take nothing from the stack
@@ -177,7 +175,7 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
             if refused is None and name == "REDUCE" and len(stack) >= 2 and stack[-2] == _ORDERED_DICT \
                     and stack[-1] != _EMPTY_TUPLE:
                 refused = "an OrderedDict built from items by its call"
-            callable_at = {"REDUCE": 2, "NEWOBJ": 2, "NEWOBJ_EX": 3}.get(name)
+            callable_at = _CALLABLE_AT.get(name)
             if refused is None and callable_at and len(stack) >= callable_at and stack[-callable_at] == _NOT_CALLED:
                 refused = "a call of a storage type or of torch.Tensor (an allocation of the size it is given)"
             if refused:
@@ -240,8 +238,8 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                 stack.extend(bytes(len(op.stack_after)))
                 depths.extend([depth] * len(op.stack_after))
                 kept = numbers[start] if name in _FILLING and start < len(numbers) else None
-                if fills(kept):
-                    return PickleCount(objects, calls, hashed, opcodes, False, fills(kept), deepest, copied)
+                if kept is not None and kept in placed:
+                    return PickleCount(objects, calls, hashed, opcodes, False, _FILLED_LATE, deepest, copied)
                 put_back(start, held, len(op.stack_after), kept)
             else:
                 if name == "SETITEM" and len(stack) >= 2 and stack[-2] != _STR:
@@ -255,20 +253,24 @@ def count_pickle(data: bytes, most_objects: int, most_opcodes: int, most_calls: 
                 else:  # a container made of its operands (TUPLE1-3, EMPTY_*) is one level deeper than them
                     depth = max(operands, default=0) + (name in _CONTAINERS)
                 start = max(len(weights) - len(op.stack_before), 0)
-                given = current(start)
-                kept = numbers[start] if name in _FILLING and start < len(numbers) else None
-                if fills(kept):
-                    return PickleCount(objects, calls, hashed, opcodes, False, fills(kept), deepest, copied)
-                if start < len(numbers):
+                given, kept = current(start) if op.stack_before else (), None
+                if given:  # an opcode that takes values from the stack (most push one and take none)
+                    kept = numbers[start] if name in _FILLING else None
+                    if kept is not None and kept in placed:
+                        return PickleCount(objects, calls, hashed, opcodes, False, _FILLED_LATE, deepest, copied)
                     placed.update(numbers[start + (kept is not None):])
-                copied += given[0] if name == "BINPERSID" and given else sum(given[1:]) if name in _COPYING else 0
+                    copied += given[0] if name == "BINPERSID" else sum(given[1:]) if name in _COPYING else 0
                 del stack[max(len(stack) - len(op.stack_before), 0):], depths[taken:]
                 kind = _STR if name in _STRINGS else _EMPTY_TUPLE if name == "EMPTY_TUPLE" else \
                     _ORDERED_DICT if name == "GLOBAL" and arg in _ORDERED_DICT_GLOBALS else \
                     _NOT_CALLED if name == "GLOBAL" and _not_called(arg) else _OTHER
                 stack.extend(bytes([kind]) * len(op.stack_after))
                 depths.extend([depth] * len(op.stack_after))
-                put_back(start, sum(given) + (name in _CONTAINERS), len(op.stack_after), kept)
+                if given or len(op.stack_after) != 1:
+                    put_back(start, sum(given) + (name in _CONTAINERS), len(op.stack_after), kept)
+                else:  # one value pushed from nothing (a number, a string, a global, an empty container)
+                    weights.append(1)
+                    numbers.append(None)
             deepest = max(deepest, depth)
             if (objects > most_objects or opcodes > most_opcodes or calls > most_calls or hashed > most_hashed
                     or copied > most_copied or (most_depth is not None and deepest > most_depth)):
