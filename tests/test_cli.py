@@ -654,6 +654,18 @@ def test_dynamic_option_takes_a_multiple_of_n():
         dynamic_shapes_from(("x:1:1:100:frames*x",), model, args, {})
 
 
+def test_a_dynamic_range_of_one_size_is_a_usage_error_not_torchs_assertion():
+    """The breaker (2026-12-05): `--dynamic x:1:8:8` (or `x:1:4:7:s*4`, whose one multiple is 4) reached
+    torch.export.Dim, which asserts min < max: `error: AssertionError: Cannot create Dim with inconsistent min=8,
+    max=8`."""
+    model, args = scale_factory()
+    with pytest.raises(click.BadParameter, match=r"one size only \(8\) lies in \[8, 8\]; a dynamic dim takes a range"):
+        dynamic_shapes_from(("x:1:8:8",), model, args, {})
+    with pytest.raises(click.BadParameter, match=r"one size only \(4\) lies in \[4, 7\] as a multiple of 4"):
+        dynamic_shapes_from(("x:1:4:7:s*4",), model, args, {})
+    assert dynamic_shapes_from(("x:1:4:8:s*4",), model, args, {})["x"][1].root.max == 2  # two sizes: a range
+
+
 @pytest.mark.parametrize("terminal", [False, True])
 def test_lowering_progress_prints_each_step_once_with_one_time(terminal):
     """`aotcuda lower`'s progress: one line per step with the measured time (it printed the time twice,
@@ -823,7 +835,9 @@ def test_an_inputs_file_of_shared_lists_is_refused_before_anything_walks_it(tmp_
     cycle = [torch.ones(1)]
     cycle.append(cycle)
     torch.save({"args": (cycle,)}, tmp_path / "cycle.pt")
-    _refused(tmp_path / "cycle.pt", r"a container in it holds itself \(a cycle\)")
+    # refused by the pickle count now, before torch.load builds it (the breaker, 2026-12-05): a cycle fills a container
+    # after it was put into another value
+    _refused(tmp_path / "cycle.pt", r"filled after it was put into another value .*\(a container that holds itself")
     # Sharing that stays small is how torch.save writes one list passed twice: read as before.
     pair, x = [torch.ones(2), torch.zeros(2)], torch.ones(3)
     torch.save({"args": (pair, pair, x, x), "kwargs": {"x2": x}}, tmp_path / "shared.pt")
@@ -1139,6 +1153,64 @@ def test_an_inputs_pickle_of_colliding_keys_or_sets_is_refused_before_torch_load
     assert torch.equal(load_inputs(str(tmp_path / "few.pt"))[0][0][99], torch.ones(1))
 
 
+
+def test_an_inputs_pickle_naming_a_counter_by_its_python_2_module_is_refused_before_torch_load(tmp_path, monkeypatch):
+    """The breaker (2026-12-05): torch's weights-only unpickler reads ``UserDict Counter`` as ``collections.Counter``
+    (pickle's Python 2 module table), which the count refused only under its own name: a 240 KB file of 20,000 int
+    keys that hash alike, called into it (one REDUCE), held torch.load 4.5 s (100,000: minutes; quadratic)."""
+    items = b"".join(b"\x8a\x09" + (k * (2**61 - 1)).to_bytes(9, "little", signed=True) for k in range(1, 1001))
+    for module, name in ((b"UserDict", b"Counter"), (b"UserList", b"Counter")):
+        called = (b"\x80\x02}X\x04\x00\x00\x00args)s" + b"X\x01\x00\x00\x00zc" + module + b"\n" + name + b"\n(]("
+                  + items + b"etRs.")  # {'args': (), 'z': Counter([k * (2**61 - 1) for k in ...])}
+        torch.save({"args": ()}, tmp_path / "base.pt")
+        with zipfile.ZipFile(tmp_path / "base.pt") as base, zipfile.ZipFile(tmp_path / "counter.pt", "w") as out:
+            for info in base.infolist():
+                out.writestr(info, called if info.filename.endswith("data.pkl") else base.read(info))
+        _no_torch_load(monkeypatch)
+        _refused(tmp_path / "counter.pt", r"its pickle 'base/data.pkl' holds a Counter, which inputs never do")
+        monkeypatch.undo()
+
+
+class _Called:
+    """Pickled as a call of ``function`` with ``args`` (what a hostile inputs file writes)."""
+
+    def __init__(self, function, args):
+        self.function, self.args = function, args
+
+    def __reduce__(self):
+        return self.function, self.args
+
+
+def test_an_inputs_pickle_whose_calls_build_gigabytes_is_refused_before_torch_load(tmp_path, monkeypatch):
+    """The breaker (2026-12-05): torch.load calls what torch's weights-only unpickler allows, and some of that builds
+    what its arguments size: 1.7 KB of ``_rebuild_device_tensor_from_cpu_tensor`` on an expanded uint8 view made a
+    2 GiB float64 tensor (``.to()``), 837 bytes of ``bytearray(2**30)`` 1 GiB, before the dense-size check that
+    follows torch.load could refuse them."""
+    import torch._utils
+
+    view = torch.zeros(1, dtype=torch.uint8).expand(2**28)
+    torch.save({"args": (_Called(torch._utils._rebuild_device_tensor_from_cpu_tensor,
+                                 (view, torch.float64, "cpu", False)),)}, tmp_path / "dense.pt")
+    torch.save({"args": (_Called(bytearray, (2**30,)),)}, tmp_path / "zeros.pt")
+    torch.save({"args": ([_Called(torch.FloatTensor, ([0.5] * 1000,))] * 2,)}, tmp_path / "legacy.pt")
+    _no_torch_load(monkeypatch)
+    _refused(tmp_path / "dense.pt", r"holds a tensor rebuilt for a device other than the CPU or CUDA .*nothing of it "
+                                    r"was run")
+    _refused(tmp_path / "zeros.pt", r"holds a bytearray, which inputs never do")
+    _refused(tmp_path / "legacy.pt", r"holds a legacy tensor constructor \(torch.FloatTensor\)")
+
+
+def test_an_inputs_pickle_handing_one_list_to_many_calls_is_refused_before_torch_load(tmp_path, monkeypatch):
+    """The breaker (2026-12-05): torch.Size (which inputs may hold) copies the list it is given, and a pickle hands
+    one memoized list to any number of calls: 4.9 MB (a list of 1M ints, 400 calls) took `aotcuda run` to 3.4 GB in
+    torch.load, before the structure check could count what it returned."""
+    from aotcuda.cli_inputs import MAX_INPUTS_PICKLE_COPIED
+
+    shared = list(range(MAX_INPUTS_PICKLE_COPIED // 50))
+    torch.save({"args": ([_Called(torch.Size, (shared,)) for _ in range(60)],)}, tmp_path / "sizes.pt")
+    _no_torch_load(monkeypatch)
+    _refused(tmp_path / "sizes.pt", rf"hands more than {MAX_INPUTS_PICKLE_COPIED:,} values to its calls")
+
 def test_an_inputs_pickle_of_a_deeply_nested_tuple_is_refused_before_torch_load(tmp_path, monkeypatch):
     """Review 10: Python hashes a tuple by recursing in C, without the recursion limit. A 400 KB data.pkl of a
     tuple nested 400,000 deep (EMPTY_TUPLE then TUPLE1 opcodes, 1 byte a level: within every count) used as a dict
@@ -1186,8 +1258,9 @@ def test_an_inputs_pickle_over_its_size_or_opcode_bound_is_refused_before_torch_
 def test_inputs_files_torch_save_writes_are_read_and_far_inside_the_pickle_bounds(tmp_path):
     """Tuples and dicts of tensors nested a few levels, views of one storage, one tensor held twice, numbers: read
     as saved. 2,000 tensors take a fiftieth of each bound or less, so 100,000 (MAX_INPUTS_VALUES) fit."""
-    from aotcuda.cli_inputs import (MAX_INPUTS_PICKLE_BYTES, MAX_INPUTS_PICKLE_CALLS, MAX_INPUTS_PICKLE_HASHED,
-                                    MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES, load_inputs)
+    from aotcuda.cli_inputs import (MAX_INPUTS_PICKLE_BYTES, MAX_INPUTS_PICKLE_CALLS, MAX_INPUTS_PICKLE_COPIED,
+                                    MAX_INPUTS_PICKLE_HASHED, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES,
+                                    load_inputs)
     from aotcuda.pickle_count import count_pickle
 
     base = torch.arange(12.0)
@@ -1207,6 +1280,7 @@ def test_inputs_files_torch_save_writes_are_read_and_far_inside_the_pickle_bound
     assert not count.stopped and not count.refused and 50 * len(pickle) < MAX_INPUTS_PICKLE_BYTES
     assert 50 * count.objects <= MAX_INPUTS_PICKLE_OBJECTS and 50 * count.opcodes < MAX_INPUTS_PICKLE_OPCODES
     assert 50 * count.calls <= MAX_INPUTS_PICKLE_CALLS and count.hashed == 0
+    assert 50 * count.copied <= MAX_INPUTS_PICKLE_COPIED
     assert len(load_inputs(str(tmp_path / "many.pt"))[0][0]) == 1000
 
 

@@ -1,5 +1,7 @@
+import io
 import pickle
 import pickletools
+import zipfile
 
 from aotcuda.pickle_count import count_pickle
 
@@ -44,6 +46,85 @@ def test_what_hashes_items_outside_setitems_is_refused():
     through_memo = b"\x80\x02ccollections\nOrderedDict\nq\x000h\x00]q\x01(K\x01K\x02\x86e\x85R."
     assert count_pickle(through_memo, 100, 100).refused == "an OrderedDict built from items by its call"
 
+
+
+def test_globals_named_by_their_python_2_modules_are_refused_as_torch_reads_them():
+    """The breaker (2026-12-05): torch's weights-only unpickler maps a GLOBAL's module through pickle's Python 2
+    table (``_compat_pickle.IMPORT_MAPPING``: ``UserDict``, ``UserList`` and ``UserString`` are ``collections``),
+    so ``UserDict Counter`` is the Counter it allows and calls, while the count compared the name as written and
+    let it through: a 240 KB inputs file of 20,000 int keys that hash alike, counted into ``UserDict Counter``,
+    held `aotcuda run` 4.5 s in torch.load (100,000: minutes; quadratic)."""
+    import collections
+
+    from torch._weights_only_unpickler import _read_global_instruction
+
+    for module in ("UserDict", "UserList", "UserString"):
+        called = b"\x80\x02c" + module.encode() + b"\nCounter\n]K\x01a\x85R."
+        assert pickle.loads(called) == collections.Counter([1])  # pickle reads it so too (fix_imports)
+        assert _read_global_instruction(io.BytesIO(module.encode() + b"\nCounter\n").readline) == \
+            ("collections", "Counter")
+        assert count_pickle(called, 100, 100).refused == "a Counter"
+    aliased = b"\x80\x02cUserDict\nOrderedDict\n]K\x01K\x02\x86a\x85R."
+    assert pickle.loads(aliased) == collections.OrderedDict([(1, 2)])
+    assert count_pickle(aliased, 100, 100).refused == "an OrderedDict built from items by its call"
+    assert count_pickle(b"\x80\x02c__builtin__\nset\n]K\x01a\x85R.", 100, 100).refused == "a set"
+    assert count_pickle(pickle.dumps(collections.OrderedDict([(1, 2)]), 2), 100, 100).refused is None
+
+
+def test_calls_that_build_what_their_arguments_size_are_refused():
+    """The breaker (2026-12-05): torch's weights-only unpickler calls bytearray, _codecs.encode, legacy tensor
+    constructors, storage types and _rebuild_device_tensor_from_cpu_tensor, none of which torch.save writes for
+    inputs, and each builds what its arguments size, not what the file holds: an 837-byte inputs file of
+    ``bytearray(2**30)`` took `aotcuda run` to 1.3 GB (three: 3.4 GB), 1.7 KB of ``.to(float64)`` of an expanded view
+    2.3 GB, all before the checks that follow torch.load."""
+    import io as bytes_io
+
+    import torch
+
+    assert count_pickle(pickle.dumps(bytearray(b"x"), 2), 100, 100).refused == "a bytearray"
+    assert count_pickle(pickle.dumps(b"x", 2), 100, 100).refused == "bytes (_codecs.encode)"
+    assert count_pickle(b"\x80\x02ctorch\nFloatTensor\n]\x85R.", 100, 100).refused == \
+        "a legacy tensor constructor (torch.FloatTensor)"
+    device = b"\x80\x02ctorch._utils\n_rebuild_device_tensor_from_cpu_tensor\nN\x85R."
+    assert "a tensor rebuilt for a device other than the CPU or CUDA" in count_pickle(device, 100, 100).refused
+    for called in (b"\x80\x02ctorch\nFloatStorage\nJ\x00\x00\x00@\x85R.",  # FloatStorage(2**30), REDUCE
+                   b"\x80\x02ctorch\nTensor\nq\x00h\x00J\x00\x00\x00@\x85\x81.",  # Tensor.__new__, through the memo
+                   b"\x80\x02ctorch.storage\nUntypedStorage\nJ\x00\x00\x00@\x85}\x92."):  # NEWOBJ_EX
+        assert count_pickle(called, 100, 100).refused.startswith("a call of a storage type")
+    values = {"t": torch.ones(2, dtype=torch.complex64), "p": torch.nn.Parameter(torch.ones(2)), "c": 3 + 4j,
+              "m": torch.empty(2, device="meta"), "s": torch.Size([2, 3]), "d": torch.device("cpu"),
+              "sparse": torch.eye(2).to_sparse(), "dtype": torch.float16, "view": torch.zeros(1).expand(4)}
+    for name, value in values.items():  # what torch.save writes for inputs: storage types as values, never called
+        saved = bytes_io.BytesIO()
+        torch.save({"args": (value,)}, saved)
+        with zipfile.ZipFile(saved) as archive:
+            data = archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
+        assert count_pickle(data, 1000, 1000).refused is None, name
+
+
+def test_values_handed_to_calls_are_counted_at_each_call_through_the_memo():
+    """The breaker (2026-12-05): a call may copy what it is given (``torch.Size(l)`` copies ``l``, BUILD puts a dict's
+    items into an OrderedDict), and the memo hands one container to any number of calls: 4.9 MB handing one list of
+    1M ints to 400 torch.Size calls made torch.load build 3.2 GB. Each call now counts what it is given, a container
+    with what was put into it after it was memoized (a pickler memoizes a list before it fills it)."""
+    ints = b"(" + b"K\x01" * 1000 + b"e"
+    sizes = b"\x80\x02]q\x01" + ints + b"ctorch\nSize\nq\x02(" + b"h\x02h\x01\x85R" * 100 + b"l."
+    count = count_pickle(sizes, 1_000_000, 1_000_000, most_copied=50_000)
+    assert count.stopped and count.copied > 50_000 and count.calls < 100
+    keys = b"}q\x03(" + b"".join(b"X\x03\x00\x00\x00" + f"{i:03d}".encode() + b"K\x01" for i in range(1000)) + b"u"
+    built = b"\x80\x02" + keys + b"ccollections\nOrderedDict\nq\x04(" + b"h\x04)Rh\x03b" * 100 + b"l."
+    assert count_pickle(built, 1_000_000, 1_000_000, most_copied=50_000).stopped
+    once = b"\x80\x02]q\x01" + ints + b"ctorch\nSize\nq\x02(h\x02h\x01\x85Rl."  # handed once: counted once
+    assert 1000 < count_pickle(once, 1_000_000, 1_000_000).copied < 1100
+    # one list in two memo slots, filled through the first, handed to calls through the second (torch reads it:
+    # 100 sizes of 1,000): its weight is the list's, not the slot's
+    aliased = b"\x80\x02]q\x01q\x02h\x01" + ints + b"ctorch\nSize\nq\x03](" + b"h\x03h\x02\x85R" * 100 + b"e."
+    assert count_pickle(aliased, 1_000_000, 1_000_000, most_copied=50_000).stopped
+    # an empty list put into a tuple, then filled, then the tuple handed to 100 calls: the tuple's count was taken
+    # when it was made, so a list may not grow once it is in another value (torch.save fills each before)
+    late = b"\x80\x02]q\x01\x85q\x02h\x01" + ints + b"ctorch\nSize\nq\x03](" + b"h\x03h\x02R" * 100 + b"e."
+    assert count_pickle(late, 1_000_000, 1_000_000).refused.startswith(
+        "a list or dict filled after it was put into another value or handed to a call")
 
 def test_dict_keys_that_are_not_strings_are_counted_through_the_memo():
     """Keys whose hashes collide (``k * (2**61 - 1)``: all hash to 0) make each insertion walk the ones before: a

@@ -428,7 +428,11 @@ class TargetDevice(click.ParamType):
 
     def convert(self, value, param, ctx):
         from aotcuda.errors import DeviceError
-        from aotcuda.lowering.devices import target_device  # the one place a lowering device is read
+
+        try:
+            from aotcuda.lowering.devices import target_device  # the one place a lowering device is read
+        except PackageError as error:  # torch's compiler cannot be imported (import_inductor): not a usage error
+            raise click.ClickException(str(error)) from None
 
         device = str(value).strip().lower()
         if device not in (("auto",) if self.auto else ()) + ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", device):

@@ -217,6 +217,11 @@ def _symbol_and_multiple(option: str, symbol: str, low: int, high: int) -> tuple
     multiple = int(match.group(2) or 1)
     if -(-low // multiple) > high // multiple:
         raise click.BadParameter(f"{option!r}: no multiple of {multiple} lies in [{low}, {high}]", param_hint="--dynamic")
+    if -(-low // multiple) == high // multiple:  # torch.export.Dim asserts min < max (a raw AssertionError)
+        raise click.BadParameter(f"{option!r}: one size only ({high // multiple * multiple}) lies in [{low}, {high}]"
+                                 f"{f' as a multiple of {multiple}' if multiple > 1 else ''}; a dynamic dim takes a "
+                                 "range of sizes: widen it, or leave --dynamic out for a dim of one size",
+                                 param_hint="--dynamic")
     return match.group(1), multiple
 
 
@@ -280,6 +285,10 @@ MAX_INPUTS_PICKLE_OPCODES = 64 * MAX_INPUTS_VALUES
 # a tuple is hashed and compared by recursion in C, without the recursion limit, so a 400,000-deep one (400 KB) as a
 # dict key ended torch.load with SIGSEGV before the structure check could see it.
 MAX_INPUTS_PICKLE_DEPTH = 2 * MAX_INPUTS_DEPTH
+# Values handed to calls, each counted again at each call it is handed to (a call may copy what it is given:
+# torch.Size(l) copies l): 100,000 4-dim tensors hand 2.8M; one memoized list of 1M ints handed to 400 torch.Size
+# calls (4.9 MB) made torch.load build 3.2 GB. 10M copied values take at most a few hundred MB.
+MAX_INPUTS_PICKLE_COPIED = 100 * MAX_INPUTS_VALUES
 
 
 # The archive limits' advice names aotcuda.load's argument, which an inputs file is not read through.
@@ -468,7 +477,7 @@ def _check_pickle(path: str, name: str, data: bytes, fix: str) -> None:
     from aotcuda.pickle_count import count_pickle
 
     count = count_pickle(data, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES, MAX_INPUTS_PICKLE_CALLS,
-                         MAX_INPUTS_PICKLE_HASHED, MAX_INPUTS_PICKLE_DEPTH)
+                         MAX_INPUTS_PICKLE_HASHED, MAX_INPUTS_PICKLE_DEPTH, MAX_INPUTS_PICKLE_COPIED)
     if count.refused:
         raise _refuse(f"{path}: its pickle {name!r} holds {count.refused}, which inputs never do, so nothing of it "
                       f"was run; {fix}")
@@ -481,6 +490,9 @@ def _check_pickle(path: str, name: str, data: bytes, fix: str) -> None:
     elif count.depth > MAX_INPUTS_PICKLE_DEPTH:
         what = (f"nests containers more than {MAX_INPUTS_PICKLE_DEPTH} levels deep (Python hashes and compares a "
                 "nested tuple by recursing in C, where a deep one overflows the stack)")
+    elif count.copied > MAX_INPUTS_PICKLE_COPIED:
+        what = (f"hands more than {MAX_INPUTS_PICKLE_COPIED:,} values to its calls, each counted at every call it is "
+                "handed to (a call may copy what it is given: one list handed to many calls)")
     elif count.hashed > MAX_INPUTS_PICKLE_HASHED:
         what = (f"puts more than {MAX_INPUTS_PICKLE_HASHED:,} keys that are not strings into dicts (keys whose hashes "
                 "can be made to collide, which makes each insertion slower than the last)")

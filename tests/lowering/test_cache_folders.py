@@ -98,6 +98,30 @@ def test_a_file_or_fifo_at_the_cache_path_is_named_not_raised_raw(tmp_path, monk
     assert unsafe_folder(str(fifo)) == "is not a folder"
 
 
+
+def test_a_file_at_the_cache_path_is_named_when_torch_imports_its_compiler(tmp_path):
+    """The breaker (2026-12-05): torch makes Inductor's cache folder as it imports its compiler (torch._dynamo's
+    package cache, at module level), before check_cache_folders runs, and every import of aotcuda.lowering imports
+    it: in a fresh process, a file where the folder goes (the default /tmp/torchinductor_<user>, which another user
+    may put there first) made `aotcuda lower`, `demo`, `inspect` and `run --device` end in a raw FileExistsError
+    traceback, and `aotcuda.lower` raise it (then an AssertionError at the next try). Each now names the folder."""
+    import subprocess
+    import sys
+
+    planted = tmp_path / "torchinductor_victim"
+    planted.write_text("not a folder")
+    environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(planted)}
+    named = f"Inductor's cache folder '{planted}' cannot be made (File exists); set TORCHINDUCTOR_CACHE_DIR"
+    lowered = subprocess.run([sys.executable, "-m", "aotcuda", "lower", "aotcuda.models.attention:attention_block",
+                              "-o", str(tmp_path / "block.pt2"), "--device", "cpu"],
+                             capture_output=True, text=True, env=environment, timeout=300)
+    assert lowered.returncode == 1 and named in lowered.stderr and "Traceback" not in lowered.stderr, lowered.stderr
+    assert not (tmp_path / "block.pt2").exists()
+    script = ("import aotcuda\nfor _ in range(2):\n    try:\n        aotcuda.lower\n"
+              "    except aotcuda.PackageError as error:\n        print(error)\n")
+    called = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=300)
+    assert called.stdout.count(named) == 2, called.stdout + called.stderr
+
 def test_a_dot_dot_after_a_link_is_judged_where_the_kernel_takes_it(tmp_path):
     """Breaker 2: the check made the path absolute with os.path.abspath, which drops ``link/..`` as text, where the
     kernel follows the link first and ``..`` then leads to the target's folder: ``home/safe/../cache`` (safe a link of

@@ -12,6 +12,10 @@
     pipeline.py             lower() itself: the steps above in order, with their times
 """
 
-from aotcuda.lowering.pipeline import STEPS, LoweredProgram, lower
+from aotcuda.lowering.cache_folders import import_inductor
+
+import_inductor()  # first: torch makes Inductor's cache folder as it imports it, and a raw OSError said nothing
+
+from aotcuda.lowering.pipeline import STEPS, LoweredProgram, lower  # noqa: E402 - after import_inductor
 
 __all__ = ["STEPS", "LoweredProgram", "lower"]

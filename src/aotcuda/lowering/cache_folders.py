@@ -23,6 +23,36 @@ from aotcuda.shared_folders import unsafe_folder
 from aotcuda.switches import flag
 
 
+def import_inductor() -> None:
+    """Import torch._inductor, or raise PackageError naming Inductor's cache folder where its import cannot make it.
+
+    Why: torch makes the folder as it imports its compiler (torch/_dynamo/package.py, module level: ``cache_dir()``,
+    an ``os.makedirs``), before check_cache_folders can look at it; every import of aotcuda.lowering (``lower``, the
+    CLI's ``--device``, ``aotcuda inspect``) imports it. A file at the default path (``/tmp/torchinductor_<user>``,
+    which another user may put there) or a TORCHINDUCTOR_CACHE_DIR naming one made each of them end in a raw
+    FileExistsError traceback (the breaker, 2026-12-05). Once failed, the import cannot be tried again in this
+    process (torch's registries keep what the first attempt registered: an AssertionError), so the error stays."""
+    global _import_failure
+    if _import_failure is not None:
+        raise PackageError(f"{_import_failure} (torch cannot import its compiler a second time in one process: start "
+                           "it again once the folder is fixed)")
+    try:
+        import torch._inductor  # noqa: F401 - imported for its side effect, here where its failure is named
+    except OSError as exc:
+        folder = exc.filename or os.environ.get("TORCHINDUCTOR_CACHE_DIR") or "?"
+        _import_failure = _cannot_be_made(os.fsdecode(folder), exc, "torch's compiler cannot be imported")
+        raise _import_failure from None
+
+
+_import_failure: PackageError | None = None
+
+
+def _cannot_be_made(folder: str, exc: OSError, what: str) -> PackageError:
+    return PackageError(f"{what}: Inductor's cache folder {folder!r} cannot be made ({exc.strerror or exc}); set "
+                        "TORCHINDUCTOR_CACHE_DIR to a folder of your own (e.g. mkdir -m 700 ~/.cache/aotcuda-inductor)"
+                        "; nothing was compiled")
+
+
 def check_cache_folders() -> None:
     """PackageError when a folder Inductor (or Triton, through TRITON_CACHE_DIR) compiles in can be written by
     another user, naming the folder, what is wrong with it and the fix; Inductor's own folder is made here,
@@ -33,9 +63,7 @@ def check_cache_folders() -> None:
         inductor = cache_dir()
     except OSError as exc:  # a file, FIFO or link to one at the path: torch's makedirs raised FileExistsError
         folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()
-        raise PackageError(f"will not compile: Inductor's cache folder {folder!r} cannot be made "
-                           f"({exc.strerror or exc}); set TORCHINDUCTOR_CACHE_DIR to a folder of your own (e.g. "
-                           "mkdir -m 700 ~/.cache/aotcuda-inductor); nothing was compiled") from None
+        raise _cannot_be_made(folder, exc, "will not compile") from None
     folders = [("Inductor's cache folder", "TORCHINDUCTOR_CACHE_DIR", inductor)]
     if os.environ.get("TRITON_CACHE_DIR"):
         folders.append(("Triton's cache folder", "TRITON_CACHE_DIR", os.environ["TRITON_CACHE_DIR"]))
