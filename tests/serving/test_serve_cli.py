@@ -114,6 +114,51 @@ def test_a_port_in_use_is_named_in_our_words_before_ray_starts(served_block):
     assert time.monotonic() - started < 30
 
 
+def test_a_ray_address_nothing_answers_at_is_named_in_our_words_before_ray_init(served_block):
+    """Before: ``RAY_ADDRESS=notahost:1 aotcuda serve P`` waited on ray.init's own retries, printing nothing of use,
+    and was still waiting at 90 s (the breaker's trial)."""
+    with socket.socket() as closed:  # a port of this machine that nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "aotcuda", "serve", served_block[0], "--port", str(PORT)],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}"})
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert f"RAY_ADDRESS='127.0.0.1:{port}' names a Ray cluster that does not answer" in result.stderr
+    assert "unset it to serve on a Ray that aotcuda serve starts here" in result.stderr
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize("address, named", [
+    ("127.0.0.1:6379", ("127.0.0.1", 6379)), ("ray://head.example:10001", ("head.example", 10001)),
+    ("[::1]:6379", ("::1", 6379)), (" host:1 ", ("host", 1)), ("auto", None), ("local", None),
+    ("anyscale://cluster", None), ("host", None), ("host:port", None), (":6379", None)])
+def test_the_ray_addresses_checked_are_those_naming_a_host_and_port(address, named):
+    from aotcuda.serving.cluster_address import host_and_port
+
+    assert host_and_port(address) == named
+
+
+def test_a_ray_address_that_answers_or_names_no_port_is_left_to_ray():
+    from aotcuda.serving.cluster_address import check_reachable
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        check_reachable(f"127.0.0.1:{listening.getsockname()[1]}")
+    check_reachable("auto")
+
+
+def test_a_ray_address_whose_host_cannot_be_resolved_is_named():
+    from aotcuda.errors import ServingConfigError
+    from aotcuda.serving.cluster_address import check_reachable
+
+    unresolved = r"RAY_ADDRESS='no-such-host\.invalid:6379'.*(cannot be resolved|was not resolved)"
+    with pytest.raises(ServingConfigError, match=unresolved):
+        check_reachable("no-such-host.invalid:6379", timeout_s=20)
+
+
 def test_foreign_error_text_is_shown_without_its_colour_escapes(capsys):
     from aotcuda.cli import _clean_errors
 

@@ -26,6 +26,7 @@ from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.runtime.package import package_sha256, read_signature
 from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
+from aotcuda.serving.cluster_address import check_reachable
 from aotcuda.serving.start_failures import StartFailureNotice, StartFailureWatch
 
 __all__ = ["OptionsError", "ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
@@ -522,6 +523,8 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
         started_ray = not ray.is_initialized()
         if started_ray and not os.environ.get("RAY_ADDRESS"):
             check_port_free(options.host, options.port)  # a Ray this process starts: nothing else serves here
+        elif started_ray:
+            check_reachable(os.environ["RAY_ADDRESS"])  # ray.init retried a cluster nothing answers at for minutes
         if started_ray:
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray would report usage to its vendor
             # Serve's controller gives a starting HTTP proxy 5 s to answer, then kills it, and serve.start
