@@ -90,35 +90,21 @@ def test_state_written_in_place_lists_buffers_and_parameters_not_inputs(writes_c
     assert state_written_in_place(_functional(InputProduct())) == []
 
 
-CPU_THREADS = {"cpp.dynamic_threads": True}  # added for every CPU lowering the caller fixes no thread count for
-
-
-def test_on_the_cpu_a_parallel_region_takes_the_running_process_threads_unless_the_caller_fixes_them(writes_nothing):
-    """torch 2.11 wrote the build machine's core count into every pragma (num_threads(16)): a package built on a
-    big machine ran that many threads a region anywhere, over the count torch.set_num_threads gave it, and a
-    forked child hung in it. cpp.dynamic_threads makes the pragma name none; a count the caller fixes stays."""
-    assert package_inductor_configs(CPU, {}, None, writes_nothing) == CPU_THREADS
-    assert package_inductor_configs(CPU, {}, {"cpp.threads": 4}, writes_nothing) == {"cpp.threads": 4}
-    assert package_inductor_configs(CPU, {}, {"cpp.dynamic_threads": False}, writes_nothing) == {
-        "cpp.dynamic_threads": False}
-    assert package_inductor_configs(CUDA, {}, None, writes_nothing) == {}
-
-
 @pytest.mark.parametrize("option", ["max_autotune", "max_autotune_gemm"])
 def test_max_autotune_on_the_cpu_turns_weight_prepack_off_for_a_written_buffer(option, writes_cache):
     configs = package_inductor_configs(CPU, DEVICE_PROFILES["cpu"].inductor_configs, {option: True}, writes_cache)
-    assert configs == {option: True, "cpp.weight_prepack": False, **CPU_THREADS}
+    assert configs == {option: True, "cpp.weight_prepack": False}
 
 
 @pytest.mark.parametrize("option", ["max_autotune", "max_autotune_gemm"])
 def test_a_program_that_writes_no_state_keeps_the_template(option, writes_nothing):
     configs = package_inductor_configs(CPU, DEVICE_PROFILES["cpu"].inductor_configs, {option: True}, writes_nothing)
-    assert configs == {option: True, **CPU_THREADS}
+    assert configs == {option: True}
 
 
 def test_a_written_input_alone_keeps_the_template():
     configs = package_inductor_configs(CPU, {}, {"max_autotune": True}, _functional(InputProduct()))
-    assert configs == {"max_autotune": True, **CPU_THREADS}
+    assert configs == {"max_autotune": True}
 
 
 @pytest.mark.parametrize("value", [True, False])
@@ -129,9 +115,8 @@ def test_the_callers_weight_prepack_wins(value, writes_cache, writes_nothing):
 
 
 def test_without_max_autotune_or_on_cuda_the_options_are_left_as_given(writes_cache):
-    assert package_inductor_configs(CPU, {}, None, writes_cache) == CPU_THREADS
-    assert package_inductor_configs(CPU, {}, {"max_autotune": False}, writes_cache) == {"max_autotune": False,
-                                                                                        **CPU_THREADS}
+    assert package_inductor_configs(CPU, {}, None, writes_cache) == {}
+    assert package_inductor_configs(CPU, {}, {"max_autotune": False}, writes_cache) == {"max_autotune": False}
     cuda_profile = DEVICE_PROFILES["cuda"].inductor_configs
     assert package_inductor_configs(CUDA, cuda_profile, {"max_autotune": True}, writes_cache) == {
         **cuda_profile, "max_autotune": True}
@@ -142,10 +127,9 @@ def test_max_autotune_in_torchs_config_counts_too(writes_cache, writes_nothing):
     # options are implied from) left it unreadable ("config.max_autotune does not exist") for every later compile
     before = torch._inductor.config.max_autotune
     with torch._inductor.config.patch(max_autotune=True):
-        assert package_inductor_configs(CPU, {}, None, writes_cache) == {"cpp.weight_prepack": False, **CPU_THREADS}
-        assert package_inductor_configs(CPU, {}, {"max_autotune": False}, writes_cache) == {"max_autotune": False,
-                                                                                            **CPU_THREADS}
-        assert package_inductor_configs(CPU, {}, None, writes_nothing) == CPU_THREADS
+        assert package_inductor_configs(CPU, {}, None, writes_cache) == {"cpp.weight_prepack": False}
+        assert package_inductor_configs(CPU, {}, {"max_autotune": False}, writes_cache) == {"max_autotune": False}
+        assert package_inductor_configs(CPU, {}, None, writes_nothing) == {}
     assert torch._inductor.config.max_autotune == before
 
 

@@ -151,9 +151,7 @@ def lower(
         inductor_configs: extra Inductor options, applied over the device profile's.
             On the CPU with max-autotune on, for a program that writes a buffer (or parameter) in place,
             ``cpp.weight_prepack=False`` is added unless given (``package_inductor_configs``: torch 2.13 packs
-            such a buffer at its compile-time value). On the CPU ``cpp.dynamic_threads=True`` is added unless
-            ``cpp.threads`` or it is given: the package's parallel regions take the thread count of the process
-            that runs it (``torch.set_num_threads``), not the build machine's core count.
+            such a buffer at its compile-time value).
         progress: called as ``progress(step, None)`` when a step starts and ``progress(step, seconds)``
             when it ends; the CLI shows it.
 
@@ -661,15 +659,7 @@ def package_inductor_configs(device: torch.device, profile_configs: dict[str, An
                              inductor_configs: dict[str, Any] | None, ep: ExportedProgram) -> dict[str, Any]:
     """The Inductor options ``ep`` is compiled with for ``device``: the device profile's, the caller's
     ``inductor_configs`` over them, and for the CPU ``cpp.weight_prepack=False`` when max-autotune is on and
-    the program writes state in place (``state_written_in_place``), and ``cpp.dynamic_threads=True`` unless the
-    caller fixes a count (``cpp.threads``) or sets it.
-
-    Why the threads: a parallel region's count of threads is the machine's that runs the package, not the
-    build machine's. torch 2.11's Inductor writes the build machine's core count into every pragma
-    (``#pragma omp parallel num_threads(64)``), and torch 2.13's writes the count torch had at build time
-    where it differs from the cores; either runs 64 threads a region on a 4-core server, and overrides the
-    thread count the caller sets at run time (``torch.set_num_threads``, OMP_NUM_THREADS). With
-    ``cpp.dynamic_threads`` the pragma names no count, and a region takes OpenMP's, which torch sets.
+    the program writes state in place (``state_written_in_place``).
 
     Why: with ``max_autotune`` (or ``max_autotune_gemm``) on the CPU, Inductor may write a matrix product as
     its C++ GEMM/BMM template (torch/_inductor/utils.py ``use_cpp_gemm_template``/``use_cpp_bmm_template``,
@@ -694,8 +684,6 @@ def package_inductor_configs(device: torch.device, profile_configs: dict[str, An
     from torch._inductor.config (TORCHINDUCTOR_MAX_AUTOTUNE and the like), as Inductor reads it.
     """
     configs = {**profile_configs, **(inductor_configs or {})}
-    if device.type == "cpu" and not {"cpp.threads", "cpp.dynamic_threads"} & configs.keys():
-        configs["cpp.dynamic_threads"] = True
     if device.type != "cpu" or "cpp.weight_prepack" in configs or not state_written_in_place(ep):
         return configs
     from torch._inductor import config as inductor_config
