@@ -262,6 +262,41 @@ def token_positions_factory():
     return TokenPositions(), (torch.randn(1, 16),)
 
 
+class RotatesQueryAndKey(torch.nn.Module):
+    """RoPE of q and k by one table sliced to q's length: k's length must equal q's."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("angles", torch.randn(128, 4))
+
+    def forward(self, q, k):
+        table = self.angles[: q.shape[1]]
+        return q * table.cos(), k * table.sin()
+
+
+def rotates_query_and_key_factory():
+    return RotatesQueryAndKey(), (torch.randn(2, 16, 4), torch.randn(2, 16, 4))
+
+
+def test_a_dim_met_by_another_inputs_static_dim_gets_the_shared_symbol_fix(runner, tmp_path):
+    """A new user made q's length dynamic and not k's (`--dynamic q:1:1:128`): the note said the model's line
+    `k * table.sin()` "needs a Python value of the size (int(), a comparison ...)", which it does not, and the only
+    hint was to leave out --dynamic q:1:1:128 ("the model takes one size there"); the fix was to give k the same
+    SYMBOL. The note now says a tensor op met the dim with a size that is not dynamic, and the hint gives both."""
+    for option, named in (("q:1:1:128", "q:1:1:128:q_1"), ("q:1:1:128:seq", "q:1:1:128:seq")):
+        result = runner.invoke(main, ["lower", f"{__name__}:rotates_query_and_key_factory", "-o",
+                                      str(tmp_path / "p.pt2"), "--device", "cpu", "--dynamic", option])
+        assert result.exit_code == 1, result.output
+        assert "There a tensor op needs" in result.output and "Python value" not in result.output, result.output
+        symbol = named.split(":")[-1]
+        assert (f"hint: on the command line, where another input meets it there (k beside q), give that input's dim "
+                f"the same SYMBOL: --dynamic {named} --dynamic OTHER:DIM:1:128:{symbol}; if the model takes one size "
+                f"there, leave out --dynamic {option}") in result.output, result.output
+    result = runner.invoke(main, ["lower", f"{__name__}:rotates_query_and_key_factory", "-o", str(tmp_path / "p.pt2"),
+                                  "--device", "cpu", "--dynamic", "q:1:2:128:seq", "--dynamic", "k:1:2:128:seq"])
+    assert result.exit_code == 0, result.output  # the fix the hint gives lowers
+
+
 def test_a_dim_range_the_model_does_not_take_gets_the_command_line_fix(runner, tmp_path):
     """A new user: the error gave torch's Python fix (Dim('tokens_1', max=128)) and no --dynamic form of it."""
     for option, fixed in (("tokens:1:2:512", "tokens:1:2:128"), ("tokens:1:2:512:seq", "tokens:1:2:128:seq")):

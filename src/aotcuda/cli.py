@@ -130,10 +130,15 @@ _SUGGESTED_DIM = re.compile(r"^[ \t]*(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=
 _SUGGESTED_STATIC = re.compile(r"^[ \t]*(\w+) = (\d+)[ \t]*$", re.M)
 
 
-def _dynamic_fix_hints(message: str, options: tuple[str, ...]) -> list[str]:
+# export_hints' note for a dim a tensor op met with a size that is not dynamic (another input's static dim)
+_MET_BY_A_STATIC_SIZE = re.compile(r"There a tensor op needs (\w+) equal to a size \d+ that is not dynamic")
+
+
+def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") -> list[str]:
     """torch's suggested fixes of a DynamicShapesError as --dynamic options: each option NAME:DIM:MIN:MAX[:SYMBOL]
     whose Dim the message suggests a new range for, with that range (a size that is a multiple keeps its
-    multiple), or to leave out where it suggests a static size."""
+    multiple), or to leave out where it suggests a static size; where the error's ``notes`` say a tensor op met
+    the dim with a size that is not dynamic (q's seq beside a static k), first the same SYMBOL for that input."""
     by_symbol = {}
     for option in options:
         fields = option.split(":")
@@ -149,8 +154,16 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...]) -> list[str]:
             new = [fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
                    str(int(high) * multiple) if high else fields[3], *fields[4:]]
             hints.append(f"on the command line, --dynamic {':'.join(new)} (torch's suggested range)")
+    met = set(_MET_BY_A_STATIC_SIZE.findall(notes))
     for symbol, _ in _SUGGESTED_STATIC.findall(message):
-        if symbol in by_symbol:
+        if symbol in by_symbol and symbol in met:
+            fields = by_symbol[symbol][0]
+            named = fields if len(fields) == 5 else [*fields, symbol]
+            hints.append(f"on the command line, where another input meets it there (k beside q), give that input's "
+                         f"dim the same SYMBOL: --dynamic {':'.join(named)} --dynamic OTHER:DIM:{named[2]}:"
+                         f"{':'.join(named[3:])}; if the model takes one size there, leave out --dynamic "
+                         f"{':'.join(fields)}")
+        elif symbol in by_symbol:
             hints.append(f"on the command line, leave out --dynamic {':'.join(by_symbol[symbol][0])}: the model "
                          "takes one size there")
     return hints
@@ -554,7 +567,8 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
             lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=device,
                             package_path=output, allow_fallbacks=allow_fallbacks, progress=progress)
         except DynamicShapesError as error:
-            error.command_line_hints = _dynamic_fix_hints(str(error), dynamic)
+            error.command_line_hints = _dynamic_fix_hints(str(error), dynamic, "\n".join(
+                map(str, getattr(error, "__notes__", ()))))
             raise
     if save_inputs:
         _saved({"args": args, "kwargs": kwargs}, save_inputs)
