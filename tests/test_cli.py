@@ -1072,6 +1072,16 @@ def test_a_numpy_file_or_a_package_given_as_inputs_is_named_for_what_it_is(tmp_p
 
     numpy.save(tmp_path / "a.npy", numpy.zeros(3))
     _refused(tmp_path / "a.npy", r"is a NumPy \.npy file; --inputs reads a torch\.save file")
+    import safetensors.torch  # what `aotcuda serve` takes: a new user passed it to `aotcuda run` (2026-12-05)
+
+    safetensors.torch.save_file({"x": torch.ones(2, 16)}, tmp_path / "a.safetensors")
+    _refused(tmp_path / "a.safetensors", r"is a safetensors file \(what `aotcuda serve` takes\); --inputs reads a "
+                                         r"torch\.save file: .*torch\.save\(safetensors\.torch\.load_file\(PATH\), "
+                                         r"'inputs\.pt'\)")
+    torch.save(safetensors.torch.load_file(tmp_path / "a.safetensors"), tmp_path / "a.pt")  # the fix it gives
+    from aotcuda.cli_inputs import load_inputs
+
+    assert load_inputs(str(tmp_path / "a.pt"))[1]["x"].shape == (2, 16)
     with zipfile.ZipFile(tmp_path / "p.pt2", "w") as package:  # the shape of an AOTInductor package's archive
         package.writestr("p/archive_format", "pt2")
         package.writestr("p/data/aotinductor/model/m.wrapper.so", b"\0")
