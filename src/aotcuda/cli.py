@@ -825,7 +825,8 @@ def inspect(package):
         metadata, signature = describe_package(package, limits=limits, archive=archive)
         kernels, generated = scan_kernels(package, archive=archive)  # the generated sources, run never
     device = metadata.get("AOTI_DEVICE_KEY", "")
-    console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False)
+    console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False,
+                  soft_wrap=True)
     if signature:
         from aotcuda.runtime.complex_adapter import split_signature
 
@@ -875,7 +876,8 @@ def inspect(package):
             console.print(f"state written at every call: {shown(_clip(names, 5 * SHOWN_CHARS))}", highlight=False,
                           soft_wrap=True)
     else:
-        console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
+        console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown",
+                      soft_wrap=True)
     profile = DEVICE_PROFILES.get(device)
     missing, library = split_allowed(kernels, profile.allowed_kernels if profile else frozenset())
     recorded = kernels_from_signature(signature)
@@ -885,10 +887,10 @@ def inspect(package):
             status_console.print(f"warning: the signature's record of kernels differs from what the generated "
                                  f"code calls ({shown(_clip(', '.join(unlike), 5 * SHOWN_CHARS))}): listed as the "
                                  "code calls them", highlight=False, markup=False, soft_wrap=True)
-    console.print(f"generated kernels: {len(generated)}")
+    console.print(f"generated kernels: {len(generated)}", soft_wrap=True)
     console.print(f"library kernels (allowed): {shown(_clip(', '.join(k.name for k in library) or 'none', 5 * SHOWN_CHARS))}",
                   highlight=False, soft_wrap=True)
-    console.print(f"fallback kernels: {len(missing)}")
+    console.print(f"fallback kernels: {len(missing)}", soft_wrap=True)
     for kernel in missing[:SHOWN_ROWS]:
         console.print(f"  - {shown(_clip(kernel.describe()))}", highlight=False, soft_wrap=True)
     if len(missing) > SHOWN_ROWS:
