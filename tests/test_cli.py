@@ -297,6 +297,43 @@ def test_a_dim_met_by_another_inputs_static_dim_gets_the_shared_symbol_fix(runne
     assert result.exit_code == 0, result.output  # the fix the hint gives lowers
 
 
+class NestedArguments(torch.nn.Module):
+    def forward(self, xs, opts):
+        a, b = xs
+        return {"sum": a + b * opts["scale"], "mask": (a > 0) & opts["keep"]}
+
+
+def nested_arguments_factory():
+    return NestedArguments(), ([torch.randn(4, 3), torch.randn(4, 3)],
+                               {"scale": torch.tensor(2.0), "keep": torch.ones(4, 3, dtype=torch.bool)})
+
+
+def test_run_takes_the_tensors_by_the_names_inspect_lists(runner, tmp_path):
+    """A new user's inputs file held the tensors by the names `aotcuda inspect` lists (xs_0, xs_1, opts_scale,
+    opts_keep; what `aotcuda serve` takes) and got `keyword arguments [...] do not match the exported module's: the
+    program takes xs, opts`, with a note pointing back at inspect for the names. Such a dict now runs as those
+    inputs; forward's arguments run as before, and a wrong tensor is refused under its inspect name."""
+    package = tmp_path / "nested.pt2"
+    result = runner.invoke(main, ["lower", f"{__name__}:nested_arguments_factory", "-o", str(package),
+                                  "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    a, b, keep = torch.randn(4, 3), torch.randn(4, 3), torch.rand(4, 3) > 0.5
+    eager = NestedArguments()([a, b], {"scale": torch.tensor(3.0), "keep": keep})
+    flat = {"xs_0": a, "xs_1": b, "opts_scale": torch.tensor(3.0), "opts_keep": keep}
+    torch.save(flat, tmp_path / "flat.pt")
+    torch.save({"xs": [a, b], "opts": {"scale": torch.tensor(3.0), "keep": keep}}, tmp_path / "nested.pt")
+    for inputs in ("flat.pt", "nested.pt"):
+        result = runner.invoke(main, ["run", str(package), "--inputs", str(tmp_path / inputs), "--save-outputs",
+                                      str(tmp_path / f"out_{inputs}")], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        saved = torch.load(tmp_path / f"out_{inputs}")
+        torch.testing.assert_close(saved["sum"], eager["sum"])
+        assert torch.equal(saved["mask"], eager["mask"])
+    torch.save({**flat, "opts_keep": keep.int()}, tmp_path / "wrong.pt")
+    result = runner.invoke(main, ["run", str(package), "--inputs", str(tmp_path / "wrong.pt")], env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and "input 'opts_keep' (#3) has dtype torch.int32" in result.output, result.output
+
+
 def test_a_dim_range_the_model_does_not_take_gets_the_command_line_fix(runner, tmp_path):
     """A new user: the error gave torch's Python fix (Dim('tokens_1', max=128)) and no --dynamic form of it."""
     for option, fixed in (("tokens:1:2:512", "tokens:1:2:128"), ("tokens:1:2:512:seq", "tokens:1:2:128:seq")):

@@ -684,6 +684,21 @@ def _stderr_without_cxx_traces():
                 child.wait()
 
 
+def _called(program, args: tuple, kwargs: dict):
+    """The program called on an inputs file's arguments; a dict of exactly the tensors `aotcuda inspect` lists, by
+    those names (a nested argument's as ``xs_0``, ``opts_scale``: what `aotcuda serve` takes), is run as those
+    inputs where the call by forward's arguments refuses it (a new user passed inspect's names and was told to
+    pass forward's)."""
+    try:
+        return program(*args, **kwargs)
+    except InputError:
+        names = list(program.input_names)
+        if args or not kwargs or set(kwargs) != set(names) or len(names) != len(kwargs) or not all(
+                isinstance(kwargs[name], torch.Tensor) for name in names):
+            raise
+    return program._structure_outputs(program.execute([kwargs[name] for name in names]))
+
+
 @main.command()
 @click.argument("package", type=click.Path(exists=True, dir_okay=False))
 @click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -706,7 +721,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
             torch.Tensor, lambda t: t if t.is_meta else t.to(program.device), (args, kwargs))
         try:
             with _stderr_without_cxx_traces():
-                outputs = program(*args, **kwargs)
+                outputs = _called(program, args, kwargs)
         except InputError as error:  # the call is the file's: say how to change the file, not a Python call
             error.add_note(f"The inputs come from {inputs_path}. The forms it may take: a tuple of positional "
                            "arguments, a dict of arguments by name, or {'args': (...), 'kwargs': {...}} (what "
