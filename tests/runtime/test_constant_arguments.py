@@ -132,6 +132,19 @@ def test_a_refused_tensor_is_named_by_its_shape_and_dtype_not_its_values(scaled,
     assert "\n" not in str(caught.value)
 
 
+def test_a_non_tensor_for_a_tensor_input_beside_a_constant_is_named(scaled):
+    """A new user called a diffusers UNet lowered with (sample, timestep) and return_dict=False as
+    p(x, 10, return_dict=False): the non-tensor leaves were dropped as constants, so the refusal counted tensors,
+    "the program takes 2 tensor input(s) (sample, timestep), got 1", for a call of two arguments. The leaves the
+    signature records as constants are dropped, and the input that is no tensor is named."""
+    for call in (lambda: scaled(3.0, scale=2.0, use_relu=True), lambda: scaled(3.0, 2.0, True)):
+        with pytest.raises(InputError, match=r"^input 'x' \(#0\) must be a torch.Tensor, got float; the program takes a "
+                                             r"tensor of shape \(3, 4\)"):
+            call()
+    t = x()
+    torch.testing.assert_close(scaled(t, scale=2.0, use_relu=True), EAGER(t, 2.0, True))
+
+
 def test_program_and_inspect_show_the_arguments_fixed_at_lowering(scaled, scaled_pt2):
     from aotcuda.cli import main
 
