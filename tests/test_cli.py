@@ -262,6 +262,78 @@ def token_positions_factory():
     return TokenPositions(), (torch.randn(1, 16),)
 
 
+class RotatesQueryAndKey(torch.nn.Module):
+    """RoPE of q and k by one table sliced to q's length: k's length must equal q's."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("angles", torch.randn(128, 4))
+
+    def forward(self, q, k):
+        table = self.angles[: q.shape[1]]
+        return q * table.cos(), k * table.sin()
+
+
+def rotates_query_and_key_factory():
+    return RotatesQueryAndKey(), (torch.randn(2, 16, 4), torch.randn(2, 16, 4))
+
+
+def test_a_dim_met_by_another_inputs_static_dim_gets_the_shared_symbol_fix(runner, tmp_path):
+    """A new user made q's length dynamic and not k's (`--dynamic q:1:1:128`): the note said the model's line
+    `k * table.sin()` "needs a Python value of the size (int(), a comparison ...)", which it does not, and the only
+    hint was to leave out --dynamic q:1:1:128 ("the model takes one size there"); the fix was to give k the same
+    SYMBOL. The note now says a tensor op met the dim with a size that is not dynamic, and the hint gives both."""
+    for option, named in (("q:1:1:128", "q:1:1:128:q_1"), ("q:1:1:128:seq", "q:1:1:128:seq")):
+        result = runner.invoke(main, ["lower", f"{__name__}:rotates_query_and_key_factory", "-o",
+                                      str(tmp_path / "p.pt2"), "--device", "cpu", "--dynamic", option])
+        assert result.exit_code == 1, result.output
+        assert "There a tensor op needs" in result.output and "Python value" not in result.output, result.output
+        symbol = named.split(":")[-1]
+        assert (f"hint: on the command line, where another input meets it there (k beside q), give that input's dim "
+                f"the same SYMBOL: --dynamic {named} --dynamic OTHER:DIM:1:128:{symbol}; if the model takes one size "
+                f"there, leave out --dynamic {option}") in result.output, result.output
+    result = runner.invoke(main, ["lower", f"{__name__}:rotates_query_and_key_factory", "-o", str(tmp_path / "p.pt2"),
+                                  "--device", "cpu", "--dynamic", "q:1:2:128:seq", "--dynamic", "k:1:2:128:seq"])
+    assert result.exit_code == 0, result.output  # the fix the hint gives lowers
+
+
+class NestedArguments(torch.nn.Module):
+    def forward(self, xs, opts):
+        a, b = xs
+        return {"sum": a + b * opts["scale"], "mask": (a > 0) & opts["keep"]}
+
+
+def nested_arguments_factory():
+    return NestedArguments(), ([torch.randn(4, 3), torch.randn(4, 3)],
+                               {"scale": torch.tensor(2.0), "keep": torch.ones(4, 3, dtype=torch.bool)})
+
+
+def test_run_takes_the_tensors_by_the_names_inspect_lists(runner, tmp_path):
+    """A new user's inputs file held the tensors by the names `aotcuda inspect` lists (xs_0, xs_1, opts_scale,
+    opts_keep; what `aotcuda serve` takes) and got `keyword arguments [...] do not match the exported module's: the
+    program takes xs, opts`, with a note pointing back at inspect for the names. Such a dict now runs as those
+    inputs; forward's arguments run as before, and a wrong tensor is refused under its inspect name."""
+    package = tmp_path / "nested.pt2"
+    result = runner.invoke(main, ["lower", f"{__name__}:nested_arguments_factory", "-o", str(package),
+                                  "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    a, b, keep = torch.randn(4, 3), torch.randn(4, 3), torch.rand(4, 3) > 0.5
+    eager = NestedArguments()([a, b], {"scale": torch.tensor(3.0), "keep": keep})
+    flat = {"xs_0": a, "xs_1": b, "opts_scale": torch.tensor(3.0), "opts_keep": keep}
+    torch.save(flat, tmp_path / "flat.pt")
+    torch.save({"xs": [a, b], "opts": {"scale": torch.tensor(3.0), "keep": keep}}, tmp_path / "nested.pt")
+    for inputs in ("flat.pt", "nested.pt"):
+        result = runner.invoke(main, ["run", str(package), "--inputs", str(tmp_path / inputs), "--save-outputs",
+                                      str(tmp_path / f"out_{inputs}")], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        saved = torch.load(tmp_path / f"out_{inputs}")
+        torch.testing.assert_close(saved["sum"], eager["sum"])
+        assert torch.equal(saved["mask"], eager["mask"])
+    torch.save({**flat, "opts_keep": keep.int()}, tmp_path / "wrong.pt")
+    result = runner.invoke(main, ["run", str(package), "--inputs", str(tmp_path / "wrong.pt")], env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and "input 'opts_keep' (#3) has dtype torch.int32" in result.output, result.output
+
+
 def test_a_dim_range_the_model_does_not_take_gets_the_command_line_fix(runner, tmp_path):
     """A new user: the error gave torch's Python fix (Dim('tokens_1', max=128)) and no --dynamic form of it."""
     for option, fixed in (("tokens:1:2:512", "tokens:1:2:128"), ("tokens:1:2:512:seq", "tokens:1:2:128:seq")):
@@ -1051,6 +1123,16 @@ def test_a_numpy_file_or_a_package_given_as_inputs_is_named_for_what_it_is(tmp_p
 
     numpy.save(tmp_path / "a.npy", numpy.zeros(3))
     _refused(tmp_path / "a.npy", r"is a NumPy \.npy file; --inputs reads a torch\.save file")
+    import safetensors.torch  # what `aotcuda serve` takes: a new user passed it to `aotcuda run` (2026-12-05)
+
+    safetensors.torch.save_file({"x": torch.ones(2, 16)}, tmp_path / "a.safetensors")
+    _refused(tmp_path / "a.safetensors", r"is a safetensors file \(what `aotcuda serve` takes\); --inputs reads a "
+                                         r"torch\.save file: .*torch\.save\(safetensors\.torch\.load_file\(PATH\), "
+                                         r"'inputs\.pt'\)")
+    torch.save(safetensors.torch.load_file(tmp_path / "a.safetensors"), tmp_path / "a.pt")  # the fix it gives
+    from aotcuda.cli_inputs import load_inputs
+
+    assert load_inputs(str(tmp_path / "a.pt"))[1]["x"].shape == (2, 16)
     with zipfile.ZipFile(tmp_path / "p.pt2", "w") as package:  # the shape of an AOTInductor package's archive
         package.writestr("p/archive_format", "pt2")
         package.writestr("p/data/aotinductor/model/m.wrapper.so", b"\0")

@@ -130,10 +130,15 @@ _SUGGESTED_DIM = re.compile(r"^[ \t]*(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=
 _SUGGESTED_STATIC = re.compile(r"^[ \t]*(\w+) = (\d+)[ \t]*$", re.M)
 
 
-def _dynamic_fix_hints(message: str, options: tuple[str, ...]) -> list[str]:
+# export_hints' note for a dim a tensor op met with a size that is not dynamic (another input's static dim)
+_MET_BY_A_STATIC_SIZE = re.compile(r"There a tensor op needs (\w+) equal to a size \d+ that is not dynamic")
+
+
+def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") -> list[str]:
     """torch's suggested fixes of a DynamicShapesError as --dynamic options: each option NAME:DIM:MIN:MAX[:SYMBOL]
     whose Dim the message suggests a new range for, with that range (a size that is a multiple keeps its
-    multiple), or to leave out where it suggests a static size."""
+    multiple), or to leave out where it suggests a static size; where the error's ``notes`` say a tensor op met
+    the dim with a size that is not dynamic (q's seq beside a static k), first the same SYMBOL for that input."""
     by_symbol = {}
     for option in options:
         fields = option.split(":")
@@ -149,8 +154,16 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...]) -> list[str]:
             new = [fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
                    str(int(high) * multiple) if high else fields[3], *fields[4:]]
             hints.append(f"on the command line, --dynamic {':'.join(new)} (torch's suggested range)")
+    met = set(_MET_BY_A_STATIC_SIZE.findall(notes))
     for symbol, _ in _SUGGESTED_STATIC.findall(message):
-        if symbol in by_symbol:
+        if symbol in by_symbol and symbol in met:
+            fields = by_symbol[symbol][0]
+            named = fields if len(fields) == 5 else [*fields, symbol]
+            hints.append(f"on the command line, where another input meets it there (k beside q), give that input's "
+                         f"dim the same SYMBOL: --dynamic {':'.join(named)} --dynamic OTHER:DIM:{named[2]}:"
+                         f"{':'.join(named[3:])}; if the model takes one size there, leave out --dynamic "
+                         f"{':'.join(fields)}")
+        elif symbol in by_symbol:
             hints.append(f"on the command line, leave out --dynamic {':'.join(by_symbol[symbol][0])}: the model "
                          "takes one size there")
     return hints
@@ -558,7 +571,8 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
             lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=device,
                             package_path=output, allow_fallbacks=allow_fallbacks, progress=progress)
         except DynamicShapesError as error:
-            error.command_line_hints = _dynamic_fix_hints(str(error), dynamic)
+            error.command_line_hints = _dynamic_fix_hints(str(error), dynamic, "\n".join(
+                map(str, getattr(error, "__notes__", ()))))
             raise
     if save_inputs:
         _saved({"args": args, "kwargs": kwargs}, save_inputs)
@@ -674,6 +688,21 @@ def _stderr_without_cxx_traces():
                 child.wait()
 
 
+def _called(program, args: tuple, kwargs: dict):
+    """The program called on an inputs file's arguments; a dict of exactly the tensors `aotcuda inspect` lists, by
+    those names (a nested argument's as ``xs_0``, ``opts_scale``: what `aotcuda serve` takes), is run as those
+    inputs where the call by forward's arguments refuses it (a new user passed inspect's names and was told to
+    pass forward's)."""
+    try:
+        return program(*args, **kwargs)
+    except InputError:
+        names = list(program.input_names)
+        if args or not kwargs or set(kwargs) != set(names) or len(names) != len(kwargs) or not all(
+                isinstance(kwargs[name], torch.Tensor) for name in names):
+            raise
+    return program._structure_outputs(program.execute([kwargs[name] for name in names]))
+
+
 @main.command()
 @click.argument("package", type=click.Path(exists=True, dir_okay=False))
 @click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -696,7 +725,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
             torch.Tensor, lambda t: t if t.is_meta else t.to(program.device), (args, kwargs))
         try:
             with _stderr_without_cxx_traces():
-                outputs = program(*args, **kwargs)
+                outputs = _called(program, args, kwargs)
         except InputError as error:  # the call is the file's: say how to change the file, not a Python call
             error.add_note(f"The inputs come from {inputs_path}. The forms it may take: a tuple of positional "
                            "arguments, a dict of arguments by name, or {'args': (...), 'kwargs': {...}} (what "
@@ -815,7 +844,8 @@ def inspect(package):
         metadata, signature = describe_package(package, limits=limits, archive=archive)
         kernels, generated = scan_kernels(package, archive=archive)  # the generated sources, run never
     device = metadata.get("AOTI_DEVICE_KEY", "")
-    console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False)
+    console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False,
+                  soft_wrap=True)
     if signature:
         from aotcuda.runtime.complex_adapter import split_signature
 
@@ -865,7 +895,8 @@ def inspect(package):
             console.print(f"state written at every call: {shown(_clip(names, 5 * SHOWN_CHARS))}", highlight=False,
                           soft_wrap=True)
     else:
-        console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown")
+        console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown",
+                      soft_wrap=True)
     profile = DEVICE_PROFILES.get(device)
     missing, library = split_allowed(kernels, profile.allowed_kernels if profile else frozenset())
     recorded = kernels_from_signature(signature)
@@ -875,10 +906,10 @@ def inspect(package):
             status_console.print(f"warning: the signature's record of kernels differs from what the generated "
                                  f"code calls ({shown(_clip(', '.join(unlike), 5 * SHOWN_CHARS))}): listed as the "
                                  "code calls them", highlight=False, markup=False, soft_wrap=True)
-    console.print(f"generated kernels: {len(generated)}")
+    console.print(f"generated kernels: {len(generated)}", soft_wrap=True)
     console.print(f"library kernels (allowed): {shown(_clip(', '.join(k.name for k in library) or 'none', 5 * SHOWN_CHARS))}",
                   highlight=False, soft_wrap=True)
-    console.print(f"fallback kernels: {len(missing)}")
+    console.print(f"fallback kernels: {len(missing)}", soft_wrap=True)
     for kernel in missing[:SHOWN_ROWS]:
         console.print(f"  - {shown(_clip(kernel.describe()))}", highlight=False, soft_wrap=True)
     if len(missing) > SHOWN_ROWS:

@@ -342,10 +342,21 @@ def _private_copy(path: str, opened, limits):
 
 
 def _refuse_other_formats(path: str, handle) -> None:
-    """A NumPy file given as inputs: torch's unpickler refused it as "Unsupported operand 147" (a new user's)."""
+    """A NumPy file given as inputs: torch's unpickler refused it as "Unsupported operand 147" (a new user's); a
+    safetensors file, what `aotcuda serve` takes, was "not a zip archive ... save the inputs again with torch.save"
+    (another's), which did not say how to carry its tensors over."""
     if _starts_with(handle, b"\x93NUMPY"):
         raise _refuse(f"{path} is a NumPy .npy file; --inputs reads a torch.save file: save the arrays with "
                       "torch.save({'args': (torch.from_numpy(numpy.load(PATH)),)}, 'inputs.pt')")
+    handle.seek(0)
+    start = handle.read(9)
+    size = os.fstat(handle.fileno()).st_size
+    handle.seek(0)
+    # safetensors: the header's length (8 bytes, little-endian), then the header, a JSON object
+    if len(start) == 9 and start[8:] == b"{" and 8 + int.from_bytes(start[:8], "little") <= size:
+        raise _refuse(f"{path} is a safetensors file (what `aotcuda serve` takes); --inputs reads a torch.save file: "
+                      "save its tensors, by forward's argument names, with "
+                      "torch.save(safetensors.torch.load_file(PATH), 'inputs.pt')")
 
 
 def _refuse_a_package(path: str, infos: list[zipfile.ZipInfo]) -> None:

@@ -59,6 +59,19 @@ def test_a_dim_specialized_by_another_input_names_the_shared_dim_fix():
     assert any("give that input's dim the same torch.export.Dim" in n and "q_1" in n for n in notes), (str(caught.value), notes)
 
 
+def test_a_dim_met_in_a_tensor_op_says_so_not_that_the_line_needs_a_python_value():
+    """q + k with q's dim dynamic and k's static: the op needs the sizes equal, no int() or comparison in the
+    model's line; the note said "That line needs a Python value of the size" (a new user's trial)."""
+    seq = torch.export.Dim("q_1", min=2, max=256)
+    with pytest.raises(Exception) as caught:
+        with export_hints():
+            torch.export.export(SharedLength(), (torch.randn(2, 16), torch.randn(2, 16)),
+                                dynamic_shapes=({1: seq}, None), strict=False)
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and "There a tensor op needs q_1 equal to a size 16 that is not dynamic" in notes[0], notes
+    assert "Python value" not in notes[0] and "return q + k" in notes[0], notes
+
+
 def test_a_dim_whose_example_has_size_one_says_to_give_a_larger_example():
     batch = torch.export.Dim("batch", min=1, max=32)
     with pytest.raises(Exception) as caught:

@@ -113,6 +113,38 @@ def test_a_refused_value_is_quoted_briefly_whatever_it_holds(scaled, scaled_defa
     torch.testing.assert_close(scaled(t, scale=2.0, use_relu=True), EAGER(t, 2.0, True))  # still usable
 
 
+def test_a_refused_tensor_is_named_by_its_shape_and_dtype_not_its_values(scaled, scaled_default):
+    """A new user lowered LlamaForCausalLM with (input_ids,) and called the package with attention_mask=ones: the
+    refusal printed the mask's repr twice, lines of numbers, and advised `lower the model again with
+    attention_mask=tensor([[1, 1, ...]]) in kwargs`. A tensor is named by its shape and dtype now, and the advice is
+    to lower again with an example of it in kwargs."""
+    mask = torch.ones(2, 40, dtype=torch.int64)
+    with pytest.raises(InputError) as caught:
+        scaled_default(x(), use_relu=mask)
+    said = str(caught.value)
+    assert said == ("argument 'use_relu' is a tensor of shape (2, 40) and dtype torch.int64, but the program was "
+                    "exported with use_relu's default False (the example call left it out) and computes with that "
+                    "value whatever is passed; leave it out (or pass False), or lower the model again with an example "
+                    "use_relu in kwargs (a tensor like this one), to take it as an input"), said
+    with pytest.raises(InputError, match=r"^argument 'scale' is a tensor of shape \(\) and dtype torch.float32, but "
+                                         r"the program was exported with 2.0 there") as caught:
+        scaled(x(), scale=torch.tensor(2.0), use_relu=True)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_non_tensor_for_a_tensor_input_beside_a_constant_is_named(scaled):
+    """A new user called a diffusers UNet lowered with (sample, timestep) and return_dict=False as
+    p(x, 10, return_dict=False): the non-tensor leaves were dropped as constants, so the refusal counted tensors,
+    "the program takes 2 tensor input(s) (sample, timestep), got 1", for a call of two arguments. The leaves the
+    signature records as constants are dropped, and the input that is no tensor is named."""
+    for call in (lambda: scaled(3.0, scale=2.0, use_relu=True), lambda: scaled(3.0, 2.0, True)):
+        with pytest.raises(InputError, match=r"^input 'x' \(#0\) must be a torch.Tensor, got float; the program takes a "
+                                             r"tensor of shape \(3, 4\)"):
+            call()
+    t = x()
+    torch.testing.assert_close(scaled(t, scale=2.0, use_relu=True), EAGER(t, 2.0, True))
+
+
 def test_program_and_inspect_show_the_arguments_fixed_at_lowering(scaled, scaled_pt2):
     from aotcuda.cli import main
 

@@ -186,3 +186,19 @@ def test_run_shows_a_package_file_name_as_text(twice_pt2, tmp_path):
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output
     assert "outputs of" in result.output and "a\\x1b[2J[link=https:evil.example]b.pt2" in result.output
+
+
+def test_inspect_of_a_package_without_a_signature_says_so_on_one_line(twice_pt2, tmp_path):
+    """A new user inspected a package torch's aoti_compile_and_package wrote: the line that says it has no aotcuda
+    signature was wrapped at 80 columns ("inputs/outputs" / "unknown"), where every other line of inspect is whole
+    whatever the terminal's width (a log or a grep gets whole lines)."""
+    target = tmp_path / "plain.pt2"
+    with zipfile.ZipFile(twice_pt2) as zin, zipfile.ZipFile(target, "w") as zout:
+        for info in zin.infolist():
+            if not info.filename.endswith("aotcuda/signature.json"):
+                zout.writestr(info, zin.read(info))
+    result = CliRunner().invoke(main, ["inspect", str(target)], env={"COLUMNS": "40"})
+    assert result.exit_code == 0, result.output
+    assert f"{target}: device cpu\n" in result.output, result.output
+    assert "no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown\n" in result.output, \
+        result.output

@@ -51,6 +51,25 @@ def test_batching_a_program_without_a_batch_dim_is_refused_up_front():
     assert not serving_plan((spec("x", 2, 16),), (spec("y", 2),), 1, "m.pt2").batches
 
 
+def test_an_output_without_the_batch_dim_is_named_and_no_relowering_is_advised():
+    """A new user served a model returning (relu(l(x)) + y.sum(-1), x.mean()), its inputs x and y lowered with one
+    Dim at dim 0, with --max-batch-size 4: the refusal said "not every input and output has the same dynamic dim 0"
+    and hinted to lower it again with --dynamic NAME:0:1:MAX:batch for every input, which every input already had.
+    The 0-d output is why: it is named, and lowering again with a batch dim is not advised (it cannot help)."""
+    batch = DimSpec(expr="s0", min=1, max=64, user_expr="batch")
+    inputs = (TensorSpec("x", torch.float32, "cpu", (batch, DimSpec(size=16))),
+              TensorSpec("y", torch.float32, "cpu", (batch, DimSpec(size=3))))
+    outputs = (TensorSpec("out[0]", torch.float32, "cpu", (batch, DimSpec(size=32))),
+               TensorSpec("out[1]", torch.float32, "cpu", ()))
+    with pytest.raises(ServingConfigError, match=r"cannot be batched: output 'out\[1\]' \(shape \(\)\) does not have "
+                                                 r"the inputs' batch dim \(batch\) at dim 0") as refused:
+        serving_plan(inputs, outputs, 4, "m1.pt2")
+    assert "every input" not in str(refused.value)
+    assert [(a.keyword, a.value, a.relower) for a in refused.value.advice] == [("max_batch_size", 1, False)]
+    plan = BatchPlan.from_specs((spec("x", "b", 16), spec("w", 2, 16)), (spec("y", "b"),))  # an input is why
+    assert plan.dim_zero and "for every input" in plan.reason
+
+
 def test_a_program_that_writes_its_state_is_refused_batching_for_its_state_first():
     """A new user served docs/usage.md's Rotate (its input angle [64] has no batch dim) with --max-batch-size 2 and
     was told its dim 0 was the reason, with a hint to lower it again with a batch dim: futile, since a program

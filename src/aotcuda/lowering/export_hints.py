@@ -71,6 +71,14 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
                     f"size the input may choose. Keep {dim} "
                     "static (None in dynamic_shapes; on the command line, no --dynamic for that dim), or make "
                     "another dim dynamic.")
+        if frame is not None and dim in getattr(specialized_at, "by_tensor_op", ()):
+            line = f": `{frame.line.strip()}`" if frame.line else ""
+            return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
+                    f"{frame.lineno} in {frame.name}{line}. There a tensor op needs {dim} equal to a size {size} "
+                    "that is not dynamic, most often another input's dim left static (k beside q, a mask beside its "
+                    "sequence): give that input's dim the same torch.export.Dim (on the command line, the same "
+                    "SYMBOL: --dynamic q:1:2:256:seq --dynamic k:1:2:256:seq). If the size is the model's own, "
+                    f"keep {dim} static (None in dynamic_shapes).")
         if frame is not None:
             line = f": `{frame.line.strip()}`" if frame.line else ""
             return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
@@ -130,6 +138,7 @@ class Specializations(dict):
     def __init__(self):
         super().__init__()
         self.fixed_by: dict[str, tuple[str, tuple[int, ...]]] = {}
+        self.by_tensor_op: set[str] = set()  # made a constant inside a tensor op, by no parameter or buffer
 
 
 _FAKE_TENSOR_DISPATCH = os.path.join("torch", "_subclasses", "fake_tensor.py")
@@ -139,6 +148,20 @@ def _fixed_size_tensor(size: int, model) -> tuple[str, tuple[int, ...]] | None:
     """Where a tensor op made a dim the constant ``size`` (the stack holds torch's fake-tensor dispatch: not
     int() or a comparison in the model's code), the parameter or buffer of a module running there (innermost
     first; ``wq.weight`` of an nn.Linear) with a dim of that size, named as in ``model``, and its shape."""
+    dispatched, modules = _tensor_op_and_modules()
+    if not dispatched:
+        return None
+    names = {id(t): n for n, t in (*model.named_parameters(), *model.named_buffers())} if model is not None else {}
+    for module in modules:
+        for name, tensor in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)):
+            if size in tuple(tensor.shape):
+                return names.get(id(tensor), name), tuple(tensor.shape)
+    return None
+
+
+def _tensor_op_and_modules() -> tuple[bool, list]:
+    """Whether the stack holds torch's fake-tensor dispatch (a tensor op is running), and the modules whose
+    forward is running (innermost first)."""
     import torch
 
     frame, modules, dispatched = inspect.currentframe(), [], False
@@ -151,14 +174,7 @@ def _fixed_size_tensor(size: int, model) -> tuple[str, tuple[int, ...]] | None:
             frame = frame.f_back
     finally:
         del frame
-    if not dispatched:
-        return None
-    names = {id(t): n for n, t in (*model.named_parameters(), *model.named_buffers())} if model is not None else {}
-    for module in modules:
-        for name, tensor in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)):
-            if size in tuple(tensor.shape):
-                return names.get(id(tensor), name), tuple(tensor.shape)
-    return None
+    return dispatched, modules
 
 
 @contextlib.contextmanager
@@ -182,10 +198,13 @@ def recorded_specializations(model=None) -> Iterator[Specializations]:
             if names and not all(name in sites for name in names):
                 frame = _model_frame()
                 fixed_by = _fixed_size_tensor(int(tgt), model) if frame is not None else None
+                by_tensor_op = frame is not None and fixed_by is None and _tensor_op_and_modules()[0]
                 if frame is not None:
                     for name in names:
                         if name not in sites and fixed_by is not None:
                             sites.fixed_by[name] = fixed_by
+                        if name not in sites and by_tensor_op:
+                            sites.by_tensor_op.add(name)
                         sites.setdefault(name, frame)
         return result
 

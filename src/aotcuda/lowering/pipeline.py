@@ -58,6 +58,7 @@ from aotcuda.lowering.dependent_launch import with_pdl_codegen
 from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
 from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
+from aotcuda.lowering.operand_dtypes import check_product_dtypes
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
                                        split_allowed)
 from aotcuda.lowering.index_ranges import exported_index_ranges
@@ -290,6 +291,7 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
     with step("decompose"), torch_fixes.applied("decompose"):
         ep, untraced = _decomposed(ep)
+        check_product_dtypes(ep)  # eager refuses them; torch.export traces them (lowering/operand_dtypes.py)
     with step("passes"), torch_fixes.applied("passes"), _warnings_in_dim_names(ep):
         pass_results = []
         for graph_pass in make_passes():

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from aotcuda.errors import InputError, PackageError, clipped, quoted
 from aotcuda.package_format import plain_value
 from aotcuda.runtime.keywords import _args_and_kwargs_specs, _children, leaf_names
@@ -136,7 +138,7 @@ class ConstantArguments:
             may_leave_out = (self.parameters is None and constant.parameter and constant.position is None) or (
                 parameter is not None and same_value(constant.value, parameter.default))
             fix = f"pass {_assignment(constant)}" + (" or leave it out" if may_leave_out else "")
-            raise InputError(f"argument {constant.name!r} is {quoted(given)}, but the program was exported with "
+            raise InputError(f"argument {constant.name!r} is {_value_text(given)}, but the program was exported with "
                              f"{constant.value!r} there and computes with that value whatever is passed; {fix}, "
                              "or lower the model again with the value you need")
 
@@ -170,9 +172,11 @@ class ConstantArguments:
                 continue  # forward needs it, yet the program does not take it: bind_keywords refuses it
             default = "" if parameter.default is _NO_DEFAULT else f" {parameter.default!r}"
             leave = f"leave it out (or pass{default})" if default else "leave it out"
-            raise InputError(f"argument {key!r} is {quoted(value)}, but the program was exported with {key}'s default"
-                             f"{default} (the example call left it out) and computes with that value whatever is "
-                             f"passed; {leave}, or lower the model again with {key}={quoted(value)} in kwargs")
+            again = (f"an example {key} in kwargs (a tensor like this one), to take it as an input"
+                     if isinstance(value, torch.Tensor) else f"{key}={quoted(value)} in kwargs")
+            raise InputError(f"argument {key!r} is {_value_text(value)}, but the program was exported with {key}'s "
+                             f"default{default} (the example call left it out) and computes with that value whatever "
+                             f"is passed; {leave}, or lower the model again with {again}")
 
 
 def _left_out_message(refused: list[tuple[ConstantInput, Parameter | None]]) -> str:
@@ -189,6 +193,14 @@ def _left_out_message(refused: list[tuple[ConstantInput, Parameter | None]]) -> 
     return (f"argument{'s' if several else ''} left out where the program was exported with another value than "
             f"the module's default: {', '.join(described)}; pass {', '.join(_assignment(c) for c, _ in refused)}, "
             f"or lower the model again with the value{'s' if several else ''} you want")
+
+
+def _value_text(value) -> str:
+    """A call's value as a refusal names it: a tensor by its shape and dtype (its repr is lines of numbers), any
+    other value ``quoted``."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return quoted(value)
 
 
 def _assignment(constant: ConstantInput) -> str:

@@ -320,7 +320,12 @@ class Program:
             constants.check(flat)
         if len(flat) == self.num_inputs:
             return flat  # every leaf is an input: a non-tensor there is an error that check_inputs names
-        # Non-tensor leaves (ints, floats) were specialized into the program at export: they are not inputs.
+        # Non-tensor leaves (ints, floats) were specialized into the program at export: they are not inputs. Where
+        # the signature records which leaves those are, the others are the inputs, a non-tensor among them named by
+        # check_inputs (p(x, 10) for a tensor timestep said "takes 2 tensor input(s), got 1")
+        fixed = {constant.leaf for constant in constants.constants}
+        if fixed and len(flat) - len(fixed) == self.num_inputs:
+            return [leaf for index, leaf in enumerate(flat) if index not in fixed]
         return [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
 
     def _constant_arguments(self) -> ConstantArguments:

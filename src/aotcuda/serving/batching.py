@@ -63,6 +63,14 @@ class BatchPlan:
         first = [spec.dims[0] if spec.rank else None for spec in (*input_specs, *output_specs)]
         symbols = {dim.expr for dim in first if dim is not None and dim.expr is not None}
         if any(dim is None or dim.expr is None for dim in first) or len(symbols) != 1:
+            inputs = {spec.dims[0].expr if spec.rank else None for spec in input_specs}
+            if len(inputs) == 1 and None not in inputs:  # the inputs share a batch dim: an output is why
+                (batch,) = inputs
+                output = next(spec for spec in output_specs if not spec.rank or spec.dims[0].expr != batch)
+                shown = input_specs[0].dims[0].shown
+                return cls(None, reason=f"output {output.name!r} (shape {output.shape_text()}) does not have the "
+                                        f"inputs' batch dim ({shown}) at dim 0, so a batch's answer does not split "
+                                        "into one per request (the program computes it over the whole batch)")
             return cls(None, reason="not every input and output has the same dynamic dim 0 (export it with "
                                     "dynamic_shapes={name: {0: Dim('batch', max=...)}} for every input)",
                        dim_zero=True)
