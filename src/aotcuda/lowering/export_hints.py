@@ -144,13 +144,11 @@ class Specializations(dict):
 _FAKE_TENSOR_DISPATCH = os.path.join("torch", "_subclasses", "fake_tensor.py")
 
 
-def _fixed_size_tensor(size: int, model) -> tuple[str, tuple[int, ...]] | None:
-    """Where a tensor op made a dim the constant ``size`` (the stack holds torch's fake-tensor dispatch: not
-    int() or a comparison in the model's code), the parameter or buffer of a module running there (innermost
-    first; ``wq.weight`` of an nn.Linear) with a dim of that size, named as in ``model``, and its shape."""
-    dispatched, modules = _tensor_op_and_modules()
-    if not dispatched:
-        return None
+def _fixed_size_tensor(size: int, model, modules: list) -> tuple[str, tuple[int, ...]] | None:
+    """Where a tensor op made a dim the constant ``size`` (``_tensor_op_and_modules`` found torch's fake-tensor
+    dispatch on the stack: not int() or a comparison in the model's code), the parameter or buffer of a module of
+    ``modules`` (those running there, innermost first; ``wq.weight`` of an nn.Linear) with a dim of that size,
+    named as in ``model``, and its shape."""
     names = {id(t): n for n, t in (*model.named_parameters(), *model.named_buffers())} if model is not None else {}
     for module in modules:
         for name, tensor in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)):
@@ -197,8 +195,9 @@ def recorded_specializations(model=None) -> Iterator[Specializations]:
             names = [self._debug_name(source) for source in self.var_to_sources.get(a, [])]
             if names and not all(name in sites for name in names):
                 frame = _model_frame()
-                fixed_by = _fixed_size_tensor(int(tgt), model) if frame is not None else None
-                by_tensor_op = frame is not None and fixed_by is None and _tensor_op_and_modules()[0]
+                dispatched, modules = _tensor_op_and_modules() if frame is not None else (False, [])
+                fixed_by = _fixed_size_tensor(int(tgt), model, modules) if dispatched else None
+                by_tensor_op = dispatched and fixed_by is None
                 if frame is not None:
                     for name in names:
                         if name not in sites and fixed_by is not None:

@@ -323,7 +323,7 @@ class Program:
         # Non-tensor leaves (ints, floats) were specialized into the program at export: they are not inputs. Where
         # the signature records which leaves those are, the others are the inputs, a non-tensor among them named by
         # check_inputs (p(x, 10) for a tensor timestep said "takes 2 tensor input(s), got 1")
-        fixed = {constant.leaf for constant in constants.constants}
+        fixed = constants.values  # {leaf index: value}, read once at load
         if fixed and len(flat) - len(fixed) == self.num_inputs:
             return [leaf for index, leaf in enumerate(flat) if index not in fixed]
         return [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
