@@ -15,6 +15,9 @@ fft_plan.BLUESTEIN_TILE for the run (default the module's, 8192: n up to 4096, m
 --bluestein-halves fft_plan.BLUESTEIN_HALVES (yes, the default: an m past 4096 as two halves of m/2; no: one
 tile of m). --warps compiles each case at each of these warps instead of the default launch's. "weights yes"
 compiles the kernel with its weight operand (a spectral filter's complex product, fused; c2c and c2r).
+--three-products yes compiles float32 data's complex products as Gauss's three real products instead of four
+(fft_rows.THREE_PRODUCTS), for A/B: one run each way (Triton keys a kernel's cache on the globals it read at
+its first compile, so the flag is set once, before any).
 
 A stack above 0 means spilled registers (LDL/STL: the spill loads and stores in the machine code); a thread
 over 128 registers leaves one program of 8 warps per multiprocessor (65536 registers). The tile choices of kernels/fft_plan.py (WIDE, ROWS_TILE) were made
@@ -32,6 +35,7 @@ import tempfile
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
 from aotcuda.kernels import fft_bluestein, fft_plan, fft_rows  # noqa: E402
@@ -93,19 +97,24 @@ def main() -> None:
                         help="fft_plan.BLUESTEIN_HALVES: an m past 4096 as two halves (yes) or one tile (no)")
     parser.add_argument("--warps", type=int, nargs="+", default=[None],
                         help="warps a program (default: the default launch's), a row each")
+    parser.add_argument("--three-products", choices=["no", "yes"], default="no",
+                        help="float32's complex products as four real ones (no, the default) or three (yes): "
+                             "fft_rows.THREE_PRODUCTS")
     args = parser.parse_args()
+    fft_rows.THREE_PRODUCTS = tl.constexpr(args.three_products == "yes")
     fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")
     print(f"sm_{args.arch}, Triton {triton.__version__}, {args.rows} rows")
-    print("| n | kind | window | weight | dtype | tiling | rows a program | warps | registers | stack (spilled) "
-          "| LDL/STL | shared | wgmma |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| n | kind | window | weight | dtype | three products | tiling | rows a program | warps | registers "
+          "| stack (spilled) | LDL/STL | shared | wgmma |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         for kind in args.kinds:
             weights = [w for w in args.weights if kind != "r2c" or w == "no"]
             for window, weight in [(w, v) for w in args.windows if kind != "c2r" or w == "no" for v in weights]:
                 for dtype, warps in [(d, w) for d in args.dtypes for w in args.warps]:
+                    three = args.three_products if dtype == "fp32" else "no"  # half-precision data keeps four
                     r = compile_kernel(n, kind, dtype, args.arch, args.rows, window == "yes", warps, weight == "yes")
-                    print(f"| {n} | {kind} | {window} | {weight} | {dtype} | {r['tiling']} | {r['rows']} | "
+                    print(f"| {n} | {kind} | {window} | {weight} | {dtype} | {three} | {r['tiling']} | {r['rows']} | "
                           f"{r['warps']} | {r['registers']} | "
                           f"{r['stack']} | {r['spill_loads']}/{r['spill_stores']} | {r['shared']} | "
                           f"{'yes' if r['wgmma'] else 'no'} |", flush=True)
