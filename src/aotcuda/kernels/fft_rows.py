@@ -208,9 +208,10 @@ if HAVE_TRITON:
     from torch.library import triton_op
 
     # A complex product of float32 data and a table (_cdot) in three real products (Gauss) instead of four: a fourth
-    # less tensor-core work in every complex stage. Off until the H200 says it wins (built in session 26, when no
-    # device machine was lent: `benchmarks/scripts/fft_tiling_sweep.py --three-products yes`, then `no`). Read when
-    # a kernel is first compiled; a benchmark sets it before then.
+    # less tensor-core work in every complex stage. Off: timed on an H100 (session 27,
+    # `benchmarks/scripts/fft_tiling_sweep.py --three-products yes`, then `no`) it lost at every length but 2048's
+    # r2c, the kernel being bound by latency, not by its products (docs/performance.md). Read when a kernel is
+    # first compiled; a benchmark sets it before then.
     THREE_PRODUCTS = tl.constexpr(False)
 
     @triton.jit
