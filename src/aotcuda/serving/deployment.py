@@ -17,6 +17,7 @@ Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
   GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected),
                   its Serve replica id, pid, device, the physical GPU ids Ray gave it, and the batch dim's
                   name when it batches (docs/serving.md lists every field).
+  Another method on one of these paths gets 405 with ``Allow`` (health.ROUTES); any other path 404.
 
 Each request's inputs are checked on their own, before batching, with the runtime's checks
 (``aotcuda.runtime.checks.check_inputs``): a bad request gets its own 400 and never joins a batch. A batch
@@ -59,7 +60,7 @@ from aotcuda.serving.body import ERROR_HEADER, BusyError, LateBodyError, Request
 from aotcuda.serving.codec import (check_answer_bytes, check_answer_size, check_tensor_sizes, decode_inputs,
                                    encode_outputs)
 from aotcuda.serving.deadline import RunTimeoutError, RunWatch
-from aotcuda.serving.health import WORD_WAIT_S, HealthWord, health_answer, no_route, replica_name
+from aotcuda.serving.health import WORD_WAIT_S, HealthWord, health_answer, no_route, replica_name, wrong_method
 from aotcuda.serving.proxy import read_by_proxy
 
 __all__ = ["ProgramReplica"]
@@ -160,7 +161,7 @@ class ProgramReplica:
             return await health_answer(context.app_name, context.deployment, overrunning)
         if path == "/stats" and method == "GET":
             return Response(json.dumps(self.stats()), media_type="application/json")
-        return no_route(method, path)
+        return wrong_method(method, path) or no_route(method, path)
 
     async def _predict(self, request: Request) -> Response:
         self.counters["requests"] += 1

@@ -23,7 +23,7 @@ from starlette.responses import PlainTextResponse, Response
 from aotcuda.serving.body import shown
 
 __all__ = ["HEALTH_CHECK_PERIOD_S", "OVERRUN_WORD_S", "WORD_WAIT_S", "HealthCheck", "HealthWord", "Look",
-           "health_answer", "look", "no_route", "replica_name"]
+           "ROUTES", "health_answer", "look", "no_route", "replica_name", "wrong_method"]
 
 # Seconds between Ray Serve's health checks of a replica (Ray's default: 10). Serve replaces a replica after 3
 # failed checks in a row, and a run past run_timeout_s fails them (serving/deadline.py): so such a run is ended,
@@ -55,8 +55,8 @@ class HealthCheck:
         self._overrun_words: dict[str, float] = {}
 
     async def __call__(self, request: Request) -> Response:
-        if request.method != "GET":
-            return no_route(request.method, request.url.path)
+        if request.method != "GET":  # mounted at /healthz: every path here is that route
+            return wrong_method(request.method, "/healthz")
         return await health_answer(self.app_name, self.deployment_name, self.overrunning())
 
     def report_overrun(self, replica: str, overrun: bool) -> None:
@@ -116,9 +116,25 @@ class HealthWord:
             return None
 
 
+# The routes, each with the one method it takes (the deployment module's docstring says what each answers).
+ROUTES = {"/predict": "POST", "/healthz": "GET", "/stats": "GET"}
+
+
 def no_route(method: str, path: str) -> Response:
     return PlainTextResponse(f"no route {method} {shown(path, 100)}: POST /predict, GET /healthz, GET /stats",
                              status_code=404)
+
+
+def wrong_method(method: str, path: str) -> Response | None:
+    """405 with ``Allow`` for a route asked with a method it does not take; None for a route's own method or a
+    path that is no route. Why: ``GET /predict`` (a browser, ``curl URL/predict`` without ``--data-binary``) was
+    answered 404 "no route", which says the path is wrong where the method is (RFC 9110: 405, with Allow)."""
+    allowed = ROUTES.get(path)
+    if allowed is None or method == allowed:
+        return None
+    how = "POST the inputs as a safetensors body" if allowed == "POST" else f"use {allowed}"
+    return PlainTextResponse(f"{shown(method, 20)} {path}: this route takes {allowed} only; {how}", status_code=405,
+                             headers={"Allow": allowed})
 
 
 async def health_answer(app_name: str, deployment_name: str, overrunning: list[str]) -> Response:
