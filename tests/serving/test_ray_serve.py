@@ -235,6 +235,8 @@ def test_health_and_unknown_routes(server):
         urllib.request.urlopen(urllib.request.Request(f"{running.url}/predict", method="GET"), timeout=10)
     assert refused.value.code == 405 and refused.value.headers["Allow"] == "POST"
     assert refused.value.read() == b"GET /predict: this route takes POST only; POST the inputs as a safetensors body"
+    with urllib.request.urlopen(urllib.request.Request(f"{running.url}/healthz", method="HEAD"), timeout=10) as head:
+        assert head.status == 200 and head.read() == b""  # GET's answer without its body (was 404)
 
 
 def test_a_request_head_over_16_kib_is_refused_by_the_proxy(server):

@@ -41,8 +41,24 @@ def test_healthz_and_stats_with_another_method_are_405_allow_get(method):
     for route, path in ((replica_route(), "/stats"), (replica_route(), "/healthz"),
                         (HealthCheck("aotcuda", "ProgramReplica"), "/healthz")):
         answered = answer(route, method, path)
-        assert answered.status_code == 405 and answered.headers["allow"] == "GET", (path, answered.body)
-        assert answered.body.decode() == f"{method} {path}: this route takes GET only; use GET"
+        assert answered.status_code == 405 and answered.headers["allow"] == "GET, HEAD", (path, answered.body)
+        assert answered.body.decode() == f"{method} {path}: this route takes GET or HEAD only; use GET"
+
+
+def test_head_is_answered_as_get_on_healthz_and_stats(monkeypatch):
+    """RFC 9110 9.1: a general-purpose server takes GET and HEAD; monitors ask ``HEAD /healthz`` (``curl -I``), which
+    got 404. The route answers as for GET; the HTTP server sends the head alone."""
+    from aotcuda.serving import health
+
+    # Serve's own word, stood in for: the application "aotcuda" runs, and its ProgramReplica's replicas all do
+    deployment_status = types.SimpleNamespace(replica_states={"RUNNING": 2})
+    app = types.SimpleNamespace(status="ApplicationStatus.RUNNING", deployments={"ProgramReplica": deployment_status})
+    monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
+    answered = answer(HealthCheck("aotcuda", "ProgramReplica"), "HEAD", "/healthz")
+    assert answered.status_code == 200 and answered.body == b"ok"
+    stats = {"requests": 3}
+    answered = answer(replica_route(types.SimpleNamespace(stats=lambda: stats)), "HEAD", "/stats")
+    assert answered.status_code == 200 and answered.body == b'{"requests": 3}'
 
 
 def test_a_path_that_is_no_route_is_still_404():

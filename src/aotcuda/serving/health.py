@@ -55,8 +55,9 @@ class HealthCheck:
         self._overrun_words: dict[str, float] = {}
 
     async def __call__(self, request: Request) -> Response:
-        if request.method != "GET":  # mounted at /healthz: every path here is that route
-            return wrong_method(request.method, "/healthz")
+        refused = wrong_method(request.method, "/healthz")  # mounted at /healthz: every path here is that route
+        if refused is not None:
+            return refused
         return await health_answer(self.app_name, self.deployment_name, self.overrunning())
 
     def report_overrun(self, replica: str, overrun: bool) -> None:
@@ -116,8 +117,10 @@ class HealthWord:
             return None
 
 
-# The routes, each with the one method it takes (the deployment module's docstring says what each answers).
-ROUTES = {"/predict": "POST", "/healthz": "GET", "/stats": "GET"}
+# The routes, each with the methods it takes (the deployment module's docstring says what each answers). HEAD is
+# GET without the body (the HTTP server drops it): RFC 9110 9.1, every general-purpose server takes GET and HEAD,
+# and monitors ask `HEAD /healthz` (`curl -I`), which got 404, then 405.
+ROUTES = {"/predict": ("POST",), "/healthz": ("GET", "HEAD"), "/stats": ("GET", "HEAD")}
 
 
 def no_route(method: str, path: str) -> Response:
@@ -126,15 +129,15 @@ def no_route(method: str, path: str) -> Response:
 
 
 def wrong_method(method: str, path: str) -> Response | None:
-    """405 with ``Allow`` for a route asked with a method it does not take; None for a route's own method or a
-    path that is no route. Why: ``GET /predict`` (a browser, ``curl URL/predict`` without ``--data-binary``) was
+    """405 with ``Allow`` for a route asked with a method it does not take; None for a method it takes or a path
+    that is no route. Why: ``GET /predict`` (a browser, ``curl URL/predict`` without ``--data-binary``) was
     answered 404 "no route", which says the path is wrong where the method is (RFC 9110: 405, with Allow)."""
     allowed = ROUTES.get(path)
-    if allowed is None or method == allowed:
+    if allowed is None or method in allowed:
         return None
-    how = "POST the inputs as a safetensors body" if allowed == "POST" else f"use {allowed}"
-    return PlainTextResponse(f"{shown(method, 20)} {path}: this route takes {allowed} only; {how}", status_code=405,
-                             headers={"Allow": allowed})
+    how = "POST the inputs as a safetensors body" if allowed[0] == "POST" else f"use {allowed[0]}"
+    return PlainTextResponse(f"{shown(method, 20)} {path}: this route takes {' or '.join(allowed)} only; {how}",
+                             status_code=405, headers={"Allow": ", ".join(allowed)})
 
 
 async def health_answer(app_name: str, deployment_name: str, overrunning: list[str]) -> Response:
