@@ -8,13 +8,13 @@ a number (``TORCHINDUCTOR_COMPILE_THREADS=abc``, or set but empty) ended ``aotcu
 no variable, and torch cannot import its compiler again in that process. Inductor's compile workers are new
 processes that import the same config, so a value set after the import is as bad as one set before.
 
-The table is the variables torch 2.13's compiler reads with ``int()``/``float()`` (found by reading its source;
-tests/lowering/test_compiler_variables.py reads the installed torch's source again and fails on one the table
-lacks). Each is refused exactly where torch's own parse would fail: the same ``int()``/``float()`` on the value,
-with the words torch accepts besides. A variable some torch version does not read is refused only for a value
-no version reads as a number. Flags are not here: torch compares them with ``== "1"`` (or reads "0"/"1" and
-keeps any other string), which never raises. A number torch reads that the table does not know yet is named
-after the fact, from the line that failed (``cache_folders.import_inductor``).
+The table is the variables torch 2.13's and 2.15's compilers read with ``int()``/``float()`` (found by reading their
+source; tests/lowering/test_compiler_variables.py reads the installed torch's source again and fails on one the
+table lacks). Each is refused exactly where torch's own parse would fail: the same ``int()``/``float()`` on the
+value, with the words torch accepts besides. A variable the installed torch does not read is still refused for a
+value that is no number, which no torch that reads it takes. Flags are not here: torch compares them with ``== "1"``
+(or reads "0"/"1" and keeps any other string), which never raises. A number torch reads that the table does not know
+yet is named after the fact, from the line that failed (``cache_folders.import_inductor``).
 """
 
 from __future__ import annotations
@@ -68,6 +68,11 @@ TORCH_NUMBERS: tuple[TorchNumber, ...] = (
     TorchNumber("INDUCTOR_PROVENANCE", "int", "0", _CONFIG),
     TorchNumber("TORCH_COMPILE_DEBUG", "int", "0", _CONFIG, unless="INDUCTOR_PROVENANCE"),
     TorchNumber("TORCHDYNAMO_REPRO_LEVEL", "int", "2", "torch/_dynamo/config.py"),
+    # read from torch 2.15 on
+    TorchNumber("TORCHINDUCTOR_AUTOTUNE_CUDAGRAPH_BENCHMARKING_ITERS", "int", "1", _CONFIG),
+    TorchNumber("TORCHINDUCTOR_COMPILE_WORKER_WATCHDOG_INTERVAL", "int", "60", _CONFIG),
+    TorchNumber("TORCH_COMPILE_DEBUG_MAX_EVENTS", "int", "500000", _CONFIG),
+    TorchNumber("TORCH_DYNAMO_GC_GEN2_THRESHOLD_DURING_COMPILE", "int", "1000", "torch/_dynamo/config.py"),
     TorchNumber("TORCHDYNAMO_TRANSLATION_VALIDATION_TIMEOUT", "int", "600000", "torch/fx/experimental/_config.py"),
     # read when a compile imports the module (not at torch._inductor's import)
     TorchNumber("TORCHINDUCTOR_AUTOTUNE_POOL_INACTIVITY_TIMEOUT", "int", "600", "torch/_inductor/autotune_process.py"),
