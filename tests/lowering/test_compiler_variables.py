@@ -84,6 +84,12 @@ def test_each_kind_is_refused_where_torch_fails_and_only_there():
                 continue  # float() reads it (inf), as torch does
             with pytest.raises(SwitchError, match=rf"^{number.name}=.* is not .*unset it"):
                 check_compiler_variables({number.name: bad})
+        if number.parse == "choice":  # one of a few values, exactly (torch reads it as an Enum's value)
+            for word in number.words:
+                check_compiler_variables({number.name: word})
+            with pytest.raises(SwitchError, match=rf"^{number.name}=' {number.words[0]}' is not '"):
+                check_compiler_variables({number.name: f" {number.words[0]}"})
+            continue
         good = {"int": " +2 ", "float": "1.5e0", "ints": "2, 1,1"}[number.parse]
         check_compiler_variables({number.name: good})
         for word in number.words:

@@ -27,10 +27,10 @@ from aotcuda.errors import SwitchError, quoted
 
 @dataclass(frozen=True)
 class TorchNumber:
-    """name: the environment variable. parse: "int", "float", or "ints" (integers separated by commas).
-    default: what torch uses when it is unset, as the message says it. where: the torch module that reads it.
-    words: other values torch accepts (compared as torch compares them). unless: a variable that, when set,
-    torch reads instead of this one."""
+    """name: the environment variable. parse: "int", "float", "ints" (integers separated by commas), or "choice"
+    (one of ``words`` exactly: torch reads it as an Enum's value). default: what torch uses when it is unset, as
+    the message says it. where: the torch module that reads it. words: other values torch accepts (compared as
+    torch compares them). unless: a variable that, when set, torch reads instead of this one."""
 
     name: str
     parse: str
@@ -79,13 +79,20 @@ TORCH_NUMBERS: tuple[TorchNumber, ...] = (
     TorchNumber("TORCHINDUCTOR_REDIS_PORT", "int", "6379", "torch/_inductor/remote_cache.py"),
     TorchNumber("PYTORCH_REORDER_COLLECTIVES_LIMIT", "int", "no limit", "torch/_inductor/config_comms.py"),
     TorchNumber("PYTORCH_SINK_WAITS_LIMIT", "int", "no limit", "torch/_inductor/config_comms.py"),
+    # read at compile as codegen/debug_utils.py's IntermediateValueDebuggingLevel (codegen/wrapper.py): 'abc' ended
+    # lower() in "InductorError: ValueError: 'abc' is not a valid IntermediateValueDebuggingLevel"
+    TorchNumber("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", "choice", "0", "torch/_inductor/codegen/wrapper.py",
+                words=("0", "1", "2", "3")),
 )
 
-_KINDS = {"int": "an integer", "float": "a number", "ints": "integers separated by commas (e.g. 2,1,1)"}
+_KINDS = {"int": "an integer", "float": "a number", "ints": "integers separated by commas (e.g. 2,1,1)", "choice": ""}
+_READS = {"int": "with int()", "float": "with float()", "ints": "with int()", "choice": "as one of those values"}
 
 
 def torch_reads_it(number: TorchNumber, value: str) -> bool:
     """Whether torch's own parse of ``value`` succeeds: the same int()/float() torch calls."""
+    if number.parse == "choice":
+        return value in number.words
     if value.lower() in number.words:
         return True
     parse = float if number.parse == "float" else int
@@ -104,12 +111,11 @@ def check_compiler_variables(environ=os.environ) -> None:
         value = environ.get(number.name)
         if value is None or (number.unless and number.unless in environ) or torch_reads_it(number, value):
             continue
-        words = "".join(f" or {word!r}" for word in number.words)
+        words = " or ".join([_KINDS[number.parse]] * bool(_KINDS[number.parse]) + [repr(w) for w in number.words])
         raise SwitchError(
-            f"{number.name}={quoted(value)} is not {_KINDS[number.parse]}{words}: torch's compiler reads it with "
-            f"{'float' if number.parse == 'float' else 'int'}() ({number.where}), where it would stop with a "
-            f"ValueError that names no variable; unset it (torch's default: {number.default}) or set it to "
-            f"{_KINDS[number.parse]}{words}; nothing was compiled")
+            f"{number.name}={quoted(value)} is not {words}: torch's compiler reads it {_READS[number.parse]} "
+            f"({number.where}), where it would stop with a ValueError that names no variable; unset it (torch's "
+            f"default: {number.default}) or set it to {words}; nothing was compiled")
 
 
 def variables_on_failed_line(exc: BaseException) -> str:
