@@ -444,7 +444,7 @@ class TargetDevice(click.ParamType):
 
         try:
             from aotcuda.lowering.devices import target_device  # the one place a lowering device is read
-        except PackageError as error:  # torch's compiler cannot be imported (import_inductor): not a usage error
+        except AotcudaError as error:  # torch's compiler cannot be imported (import_inductor): not a usage error
             raise click.ClickException(str(error)) from None
 
         device = str(value).strip().lower()

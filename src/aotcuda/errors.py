@@ -130,7 +130,8 @@ class RuntimeCallError(AotcudaError, RuntimeError):
 
 class SwitchError(AotcudaError, ValueError):
     """An ``AOTCUDA_*`` environment switch holds a value it cannot take (aotcuda.switches: a flag that is not 0
-    or 1, a number that is not one)."""
+    or 1, a number that is not one), or one of torch's compiler variables that torch reads as a number does not
+    hold one (aotcuda.lowering.compiler_variables)."""
 
 
 class ServingConfigError(AotcudaError, ValueError):

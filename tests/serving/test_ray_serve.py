@@ -228,6 +228,15 @@ def test_health_and_unknown_routes(server):
     assert get(f"{running.url}/healthz") == (200, b"ok")
     status, body = get(f"{running.url}/nothing-here")
     assert status == 404 and b"POST /predict" in body
+    # another method on a route: 405 with Allow, through Ray's proxy (leftovers: GET /predict was a 404)
+    import urllib.request
+
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(urllib.request.Request(f"{running.url}/predict", method="GET"), timeout=10)
+    assert refused.value.code == 405 and refused.value.headers["Allow"] == "POST"
+    assert refused.value.read() == b"GET /predict: this route takes POST only; POST the inputs as a safetensors body"
+    with urllib.request.urlopen(urllib.request.Request(f"{running.url}/healthz", method="HEAD"), timeout=10) as head:
+        assert head.status == 200 and head.read() == b""  # GET's answer without its body (was 404)
 
 
 def test_a_request_head_over_16_kib_is_refused_by_the_proxy(server):

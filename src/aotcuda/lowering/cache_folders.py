@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 
-from aotcuda.errors import PackageError
+from aotcuda.errors import PackageError, clipped, one_line
+from aotcuda.lowering.compiler_variables import check_compiler_variables, variables_on_failed_line
 from aotcuda.shared_folders import unsafe_folder
 from aotcuda.switches import flag
 
@@ -31,16 +32,23 @@ def import_inductor() -> None:
     CLI's ``--device``, ``aotcuda inspect``) imports it. A file at the default path (``/tmp/torchinductor_<user>``,
     which another user may put there) or a TORCHINDUCTOR_CACHE_DIR naming one made each of them end in a raw
     FileExistsError traceback (the breaker, 2026-12-05). Once failed, the import cannot be tried again in this
-    process (torch's registries keep what the first attempt registered: an AssertionError), so the error stays."""
+    process (torch's registries keep what the first attempt registered: an AssertionError), so the error stays.
+    torch's number variables are checked first (SwitchError, nothing imported: fixed, the next try imports it);
+    one torch reads that the check does not know fails the import with a ValueError, named here from its line."""
     global _import_failure
     if _import_failure is not None:
         raise PackageError(f"{_import_failure} (torch cannot import its compiler a second time in one process: start "
-                           "it again once the folder is fixed)")
+                           "it again once that is fixed)")
+    check_compiler_variables()  # before the import, which reads them: fixed, the next try imports it
     try:
         import torch._inductor  # noqa: F401 - imported for its side effect, here where its failure is named
     except OSError as exc:
         folder = exc.filename or os.environ.get("TORCHINDUCTOR_CACHE_DIR") or "?"
         _import_failure = _cannot_be_made(os.fsdecode(folder), exc, "torch's compiler cannot be imported")
+        raise _import_failure from None
+    except ValueError as exc:  # a number variable torch reads that TORCH_NUMBERS does not know (another torch)
+        _import_failure = PackageError(f"torch's compiler cannot be imported: {type(exc).__name__}: "
+                                       f"{clipped(one_line(exc), 200)}{variables_on_failed_line(exc)}")
         raise _import_failure from None
 
 

@@ -53,6 +53,7 @@ from torch.export import ExportedProgram
 from aotcuda.errors import MissingFallbackKernelsError, PackageError
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.cache_folders import check_cache_folders
+from aotcuda.lowering.compiler_variables import check_compiler_variables
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.dependent_launch import with_pdl_codegen
 from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
@@ -182,6 +183,7 @@ def lower(
     if package_path is not None:
         checked_package_path(package_path)  # before the minutes of export and compile
     check_cache_folders()  # another user's code must not get into the package through Inductor's cache
+    check_compiler_variables()  # set since the import: the compile's workers import torch's config again
     _warn_if_training(model)
     profile = DEVICE_PROFILES[device.type]
     times: dict[str, float] = {}

@@ -17,6 +17,8 @@ Routes (the deployment is the application's HTTP ingress, mounted at ``/``):
   GET  /stats     this replica's counters as JSON (requests, batches, rows, largest batch, rejected),
                   its Serve replica id, pid, device, the physical GPU ids Ray gave it, and the batch dim's
                   name when it batches (docs/serving.md lists every field).
+  HEAD on /healthz and /stats answers as GET, without the body. Another method on one of these paths gets 405
+  with ``Allow`` (health.ROUTES); any other path 404.
 
 Each request's inputs are checked on their own, before batching, with the runtime's checks
 (``aotcuda.runtime.checks.check_inputs``): a bad request gets its own 400 and never joins a batch. A batch
@@ -59,7 +61,7 @@ from aotcuda.serving.body import ERROR_HEADER, BusyError, LateBodyError, Request
 from aotcuda.serving.codec import (check_answer_bytes, check_answer_size, check_tensor_sizes, decode_inputs,
                                    encode_outputs)
 from aotcuda.serving.deadline import RunTimeoutError, RunWatch
-from aotcuda.serving.health import WORD_WAIT_S, HealthWord, health_answer, no_route, replica_name
+from aotcuda.serving.health import WORD_WAIT_S, HealthWord, health_answer, no_route, replica_name, wrong_method
 from aotcuda.serving.proxy import read_by_proxy
 
 __all__ = ["ProgramReplica"]
@@ -152,13 +154,16 @@ class ProgramReplica:
 
     async def __call__(self, request: Request) -> Response:
         path, method = request.url.path.rstrip("/") or "/", request.method
-        if path == "/predict" and method == "POST":
+        refused = wrong_method(method, path)  # the methods each route takes: health.ROUTES
+        if refused is not None:
+            return refused
+        if path == "/predict":
             return await self._predict(request)
-        if path == "/healthz" and method == "GET":
+        if path == "/healthz":
             context = serve.get_replica_context()
             overrunning = [replica_name(context)] if self.watch.overrun_s() is not None else []
             return await health_answer(context.app_name, context.deployment, overrunning)
-        if path == "/stats" and method == "GET":
+        if path == "/stats":
             return Response(json.dumps(self.stats()), media_type="application/json")
         return no_route(method, path)
 

@@ -23,7 +23,7 @@ from starlette.responses import PlainTextResponse, Response
 from aotcuda.serving.body import shown
 
 __all__ = ["HEALTH_CHECK_PERIOD_S", "OVERRUN_WORD_S", "WORD_WAIT_S", "HealthCheck", "HealthWord", "Look",
-           "health_answer", "look", "no_route", "replica_name"]
+           "ROUTES", "health_answer", "look", "no_route", "replica_name", "wrong_method"]
 
 # Seconds between Ray Serve's health checks of a replica (Ray's default: 10). Serve replaces a replica after 3
 # failed checks in a row, and a run past run_timeout_s fails them (serving/deadline.py): so such a run is ended,
@@ -55,8 +55,9 @@ class HealthCheck:
         self._overrun_words: dict[str, float] = {}
 
     async def __call__(self, request: Request) -> Response:
-        if request.method != "GET":
-            return no_route(request.method, request.url.path)
+        refused = wrong_method(request.method, "/healthz")  # mounted at /healthz: every path here is that route
+        if refused is not None:
+            return refused
         return await health_answer(self.app_name, self.deployment_name, self.overrunning())
 
     def report_overrun(self, replica: str, overrun: bool) -> None:
@@ -116,9 +117,27 @@ class HealthWord:
             return None
 
 
+# The routes, each with the methods it takes (the deployment module's docstring says what each answers). HEAD is
+# GET without the body (the HTTP server drops it): RFC 9110 9.1, every general-purpose server takes GET and HEAD,
+# and monitors ask `HEAD /healthz` (`curl -I`), which got 404, then 405.
+ROUTES = {"/predict": ("POST",), "/healthz": ("GET", "HEAD"), "/stats": ("GET", "HEAD")}
+
+
 def no_route(method: str, path: str) -> Response:
     return PlainTextResponse(f"no route {method} {shown(path, 100)}: POST /predict, GET /healthz, GET /stats",
                              status_code=404)
+
+
+def wrong_method(method: str, path: str) -> Response | None:
+    """405 with ``Allow`` for a route asked with a method it does not take; None for a method it takes or a path
+    that is no route. Why: ``GET /predict`` (a browser, ``curl URL/predict`` without ``--data-binary``) was
+    answered 404 "no route", which says the path is wrong where the method is (RFC 9110: 405, with Allow)."""
+    allowed = ROUTES.get(path)
+    if allowed is None or method in allowed:
+        return None
+    how = "POST the inputs as a safetensors body" if allowed[0] == "POST" else f"use {allowed[0]}"
+    return PlainTextResponse(f"{shown(method, 20)} {path}: this route takes {' or '.join(allowed)} only; {how}",
+                             status_code=405, headers={"Allow": ", ".join(allowed)})
 
 
 async def health_answer(app_name: str, deployment_name: str, overrunning: list[str]) -> Response:
