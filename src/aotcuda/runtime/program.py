@@ -447,13 +447,16 @@ class Program:
             release_written(output_array)
             release_unstolen(alias, input_array)
             raise
-        handles = list(output_array)
-        try:
+        handles = None
+        try:  # the handles not yet handed to torch's tensors stay in `handles`, which the steal clears
+            handles = list(output_array)
             if None not in handles and (len(handles) == 1 or len(set(handles)) == len(handles)):
-                return self._stealer.steal(output_array)  # the usual case: one distinct handle per slot
+                return self._stealer.steal(output_array, handles)  # the usual case: one distinct handle per slot
             return ownership.adopt_all(handles, steal_handles)
         except BaseException as exc:
-            ownership.release_all(handles, delete_handle)
+            ownership.release_all(list(output_array) if handles is None else handles, delete_handle)
+            if not isinstance(exc, Exception):  # a KeyboardInterrupt from a signal's handler stays one
+                raise
             raise RuntimeCallError(f"taking over the model's outputs failed: {exc}") from exc
 
     def bind(self, inputs, outputs=None, *, warmup_calls: int = 3) -> BoundGraph:

@@ -1,0 +1,89 @@
+"""A signal's handler that raises (Ctrl-C's KeyboardInterrupt, a SIGALRM timeout) while a call is inside the runtime.
+
+Python runs a signal's handler between bytecodes, so its exception may surface as any call the runtime makes
+returns: also as torch's call that hands the model's output handles to new tensors returns, before those tensors
+reach the runtime. They are dropped then, and release the handles; the runtime's error path released the same
+handles again: a double free, and the process died of SIGSEGV (found by the breaker, 2026-12-05: Ctrl-C during a
+loop of calls). Each case runs in a child process, so that a regression fails the test instead of the session.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# The exception raised exactly where the crash was: as torch's steal of the output handles returns.
+AS_THE_STEAL_RETURNS = textwrap.dedent("""
+    import sys, torch, aotcuda
+    import aotcuda.runtime.handles as handles
+    program = aotcuda.load(sys.argv[1])
+    x = torch.randn(3, 4)  # Twice takes (batch, 4), Scaled (3, 4)
+    expected = [t.clone() for t in program.execute([x])]
+    real = handles._alloc_by_stealing
+
+    def interrupted(capsules):
+        tensors = real(capsules)  # torch's tensors own the handles now ...
+        raise KeyboardInterrupt   # ... and the handler's exception comes before they reach the runtime
+
+    for round in range(3):
+        handles._alloc_by_stealing = interrupted
+        try:
+            program.execute([x])
+            print("no interrupt")
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt")
+        handles._alloc_by_stealing = real
+        got = program.execute([x])
+        assert all(torch.equal(g, e) for g, e in zip(got, expected)), "the next call is wrong"
+    print("next calls right")
+""")
+
+# Ctrl-C as it comes: a timer's handler raising KeyboardInterrupt wherever the main thread happens to be.
+UNDER_A_TIMER = textwrap.dedent("""
+    import signal, sys, torch, aotcuda
+
+    def interrupt(number, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, interrupt)
+    program = aotcuda.load(sys.argv[1])
+    x = torch.randn(64, 4)
+    expected = [t.clone() for t in program.execute([x])]
+    interrupts = 0
+    for round in range(300):
+        signal.setitimer(signal.ITIMER_REAL, 0.0002 + 0.00001 * (round % 20))
+        try:
+            for _ in range(5000):
+                program.execute([x])
+        except KeyboardInterrupt:
+            interrupts += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    got = program.execute([x])
+    assert all(torch.equal(g, e) for g, e in zip(got, expected)), "the next call is wrong"
+    print("interrupted", interrupts, "times; next call right")
+""")
+
+
+def _child(script, package, **env):
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
+    return subprocess.run([sys.executable, "-X", "faulthandler", "-c", script, package], capture_output=True,
+                          text=True, timeout=300, env=environment)
+
+
+@pytest.mark.parametrize("package, switches", [
+    ("twice_pt2", {}),  # one handle in two slots: ownership.adopt_all (main: SIGSEGV at the first interrupt)
+    ("scaled_pt2", {}),  # one output: the OutputStealer
+    ("scaled_pt2", {"AOTCUDA_FOREIGN_WRITES": "1"}),  # its capsules made once and rewritten
+])
+def test_an_interrupt_as_the_outputs_are_handed_over_is_raised_and_frees_nothing_twice(package, switches, request):
+    done = _child(AS_THE_STEAL_RETURNS, request.getfixturevalue(package), **switches)
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert done.stdout.split() == ["KeyboardInterrupt"] * 3 + ["next", "calls", "right"], done.stdout
+
+
+def test_ctrl_c_during_a_loop_of_calls_raises_keyboard_interrupt_and_the_program_goes_on(twice_pt2):
+    done = _child(UNDER_A_TIMER, twice_pt2)
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert "next call right" in done.stdout and int(done.stdout.split()[1]) > 100, done.stdout
