@@ -324,6 +324,92 @@ def test_a_tensor_without_plain_memory_is_refused_not_read_through_its_pointer(t
         assert after == "next call right", f"{name}: {after}"
 
 
+# Tensor subclasses answer the checks' questions with their own Python (``__torch_function__``, or methods and
+# properties of their own), and an object can claim to be a tensor (``isinstance`` reads ``__class__``): the checks
+# read honest answers and the run used others. Each input case ended the process (SIGSEGV) before plain_tensors;
+# an impostor output buffer raised a raw AttributeError.
+LYING_TENSORS = textwrap.dedent("""
+    import sys, torch
+    from runtime_programs import Twice
+    from aotcuda import load
+    from aotcuda.errors import InputError, OutputError
+
+    def shrunk():
+        x = torch.randn(5, 4)
+        x.untyped_storage().resize_(0)
+        return x
+
+    class DataSwap(torch.Tensor):  # honest to every check; .data (the run's alias) is a tensor without memory
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            with torch._C.DisableTorchFunctionSubclass():
+                result = func(*args, **(kwargs or {}))
+            return shrunk() if getattr(getattr(func, "__self__", None), "__name__", "") == "data" else result
+
+    class ContiguousSwap(torch.Tensor):  # a method of its own: the copy into the exported layout has no memory
+        def contiguous(self, *args, **kwargs):
+            return shrunk()
+
+    class Claims:  # no tensor, but isinstance(Claims(), torch.Tensor) is True
+        __class__ = property(lambda self: torch.Tensor)
+
+    program = load(sys.argv[1])
+    x = torch.randn(5, 4)
+    cases = {
+        ".data of a subclass": lambda: program(x.clone().as_subclass(DataSwap)),
+        ".data of a subclass, execute": lambda: program.execute([x.clone().as_subclass(DataSwap)]),
+        "contiguous() of a subclass": lambda: program(x.t().contiguous().t().as_subclass(ContiguousSwap)),
+        "an object claiming to be a tensor": lambda: program(Claims()),
+        "output buffer: an object claiming to be a tensor": lambda: program.execute([x], [Claims(), torch.empty(5, 4),
+                                                                                          torch.empty(5, 4)]),
+    }
+    for name, call in cases.items():
+        program(torch.randn(5, 4))  # the shape is accepted: the fast path is the one the case meets
+        print("case", name, flush=True)
+        try:
+            got = call()
+            right = all(torch.allclose(g.as_subclass(torch.Tensor), w) for g, w in zip(got, Twice()(x)))
+            print("ran", "right" if right else "WRONG", flush=True)
+        except (InputError, OutputError) as exc:
+            print("refused", type(exc).__name__, str(exc), flush=True)
+        right = all(torch.allclose(g, w) for g, w in zip(program(x), Twice()(x)))
+        print("next call", "right" if right else "WRONG", flush=True)
+""")
+
+
+def test_a_tensor_subclass_or_impostor_is_read_by_torch_not_by_its_own_python(twice_pt2):
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", LYING_TENSORS, twice_pt2], capture_output=True,
+                          text=True, timeout=300, cwd=os.path.dirname(__file__))
+    assert done.returncode == 0, f"the child died (code {done.returncode}) after:\n{done.stdout[-1500:]}{done.stderr[-1500:]}"
+    cases = done.stdout.split("case ")[1:]
+    assert len(cases) == 5, done.stdout
+    for case in cases:
+        name, result, after = case.strip().split("\n")[:3]
+        if "claiming" in name:  # refused as what it is
+            kind, where = ("OutputError", "output buffer #0") if name.startswith("output") else ("InputError", "input 'x'")
+            assert result.startswith(f"refused {kind} {where}") and "must be a torch.Tensor, got Claims" in result, \
+                f"{name}: {result}"
+        else:  # read as the plain tensor it is in memory
+            assert result == "ran right", f"{name}: {result}"
+        assert after == "next call right", f"{name}: {after}"
+
+
+def test_a_subclass_input_written_in_place_is_updated_and_its_type_kept_for_caller_buffers(stateful_pt2, twice):
+    class Tagged(torch.Tensor):
+        pass
+
+    with load(stateful_pt2) as program:
+        x, cache, idx = (torch.randn(4, 4), torch.randn(4, 4), torch.tensor([0, 3]))
+        before = cache.clone()
+        program(x, cache.as_subclass(Tagged), idx)  # a view of cache's memory: the program's write lands there
+        torch.testing.assert_close(cache, before + x)
+    x = torch.randn(5, 4)
+    buffers = [torch.empty(5, 4).as_subclass(Tagged) for _ in range(3)]
+    got = twice.execute([x], buffers)
+    assert all(g is b for g, b in zip(got, buffers))  # the caller's own buffers, holding the results
+    assert_like_eager([b.as_subclass(torch.Tensor) for b in buffers], x)
+
+
 # --- damaged packages -------------------------------------------------------------------------------------
 
 

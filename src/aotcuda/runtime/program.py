@@ -73,6 +73,7 @@ from aotcuda.runtime.index_ranges import IndexRangeChecks
 from aotcuda.runtime.lifetime import OPENMP, CallGate
 from aotcuda.runtime.constant_arguments import ConstantArguments
 from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
+from aotcuda.runtime.plain_tensors import plain_inputs, plain_outputs
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
 from aotcuda.runtime.specs import specs_from_signature
@@ -377,6 +378,10 @@ class Program:
         """
         with self._gate:
             originals = inputs if type(inputs) is list else _as_list(inputs, "inputs", InputError)
+            for tensor in originals:  # a subclass's own Python is never what the checks read (plain_tensors)
+                if type(tensor) is not _Tensor:
+                    originals = plain_inputs(originals, self._input_specs, self._input_names, self._device)
+                    break
             bindings = self._accepted.lookup(originals)
             if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
                 prepared, bindings = check_inputs(originals, self._input_specs, self._input_names, self._device,
@@ -394,8 +399,10 @@ class Program:
                 prepared_pairs = self._boundary.inputs_as_pairs(prepared)
             else:
                 prepared_pairs = prepared
+            given = outputs
             if outputs is not None:
-                outputs = _as_list(outputs, "outputs", OutputError)
+                given = _as_list(outputs, "outputs", OutputError)
+                outputs = plain_outputs(given)  # the same memory: the results land in the caller's buffers
                 check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
                                      originals, self._input_labels)
             try:
@@ -409,7 +416,7 @@ class Program:
                                                      self._dim_names)) from None
             if prepared is not originals:  # some input may have been copied into the exported layout
                 write_back(originals, prepared, self._written)
-            return results
+            return given if outputs is not given and given is not None else results  # the caller's own buffers
 
     def _finish(self, outputs, results: list, static: bool) -> list:
         """The call's results: complex views where the caller's program had complex outputs, copied into
@@ -486,7 +493,8 @@ class Program:
         (the caller writes them: values outside a range end in the generated code's device-side assert).
         """
         with self._gate:
-            tensors = _as_list(inputs, "inputs", InputError)
+            tensors = plain_inputs(_as_list(inputs, "inputs", InputError), self._input_specs, self._input_names,
+                                   self._device)
             prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
                                               self.num_inputs, self._mutated)
             if self._index_checks is not None:  # the warm-up inputs; replays read the buffers unchecked
@@ -494,7 +502,7 @@ class Program:
             if self._boundary is not None:
                 prepared = self._boundary.inputs_as_pairs(prepared)
             if outputs is not None:
-                outputs = _as_list(outputs, "outputs", OutputError)
+                outputs = plain_outputs(_as_list(outputs, "outputs", OutputError))
                 check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
                                      tensors, self._input_labels)
             adapt = self._boundary.outputs_as_complex if self._boundary is not None else list
