@@ -326,8 +326,8 @@ def test_a_tensor_without_plain_memory_is_refused_not_read_through_its_pointer(t
 
 # Tensor subclasses answer the checks' questions with their own Python (``__torch_function__``, or methods and
 # properties of their own), and an object can claim to be a tensor (``isinstance`` reads ``__class__``): the checks
-# read honest answers and the run used others. Each input case ended the process (SIGSEGV) before plain_tensors;
-# an impostor output buffer raised a raw AttributeError.
+# read honest answers and the run used others; a plain tensor too, through a method set on the object. Each input
+# case ended the process (SIGSEGV) before plain_tensors; an impostor output buffer raised a raw AttributeError.
 LYING_TENSORS = textwrap.dedent("""
     import sys, torch
     from runtime_programs import Twice
@@ -353,9 +353,15 @@ LYING_TENSORS = textwrap.dedent("""
     class Claims:  # no tensor, but isinstance(Claims(), torch.Tensor) is True
         __class__ = property(lambda self: torch.Tensor)
 
+    def with_own_contiguous():  # a plain tensor, transposed, with a method set on the object itself
+        tensor = x.t().contiguous().t()
+        tensor.contiguous = lambda *args, **kwargs: shrunk()
+        return tensor
+
     program = load(sys.argv[1])
     x = torch.randn(5, 4)
     cases = {
+        "contiguous() set on a plain tensor": lambda: program(with_own_contiguous()),
         ".data of a subclass": lambda: program(x.clone().as_subclass(DataSwap)),
         ".data of a subclass, execute": lambda: program.execute([x.clone().as_subclass(DataSwap)]),
         "contiguous() of a subclass": lambda: program(x.t().contiguous().t().as_subclass(ContiguousSwap)),
@@ -382,7 +388,7 @@ def test_a_tensor_subclass_or_impostor_is_read_by_torch_not_by_its_own_python(tw
                           text=True, timeout=300, cwd=os.path.dirname(__file__))
     assert done.returncode == 0, f"the child died (code {done.returncode}) after:\n{done.stdout[-1500:]}{done.stderr[-1500:]}"
     cases = done.stdout.split("case ")[1:]
-    assert len(cases) == 5, done.stdout
+    assert len(cases) == 6, done.stdout
     for case in cases:
         name, result, after = case.strip().split("\n")[:3]
         if "claiming" in name:  # refused as what it is

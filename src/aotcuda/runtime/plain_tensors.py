@@ -6,11 +6,12 @@ Every check and the handles the model container takes read a tensor's attributes
 gave a tensor of a shrunk storage after the checks had read an honest one ended the process (SIGSEGV in the
 generated code), and an object that only claims to be a tensor (``__class__`` a property returning
 ``torch.Tensor``: ``isinstance`` believes it) was handed to torch's handle maker, which read it as a tensor
-(SIGSEGV). So each argument that is not exactly a ``torch.Tensor`` (or a ``torch.nn.Parameter``, torch's own,
-whose ``__torch_function__`` is off) is replaced here by a plain tensor on the same memory, made by torch's C
-methods with subclass ``__torch_function__`` off; a subclass whose C++ operations run Python
-(``__torch_dispatch__``: FakeTensor, DTensor, TwoTensor) is refused, as is anything whose real type is no tensor.
-A plain tensor costs one type test per argument.
+(SIGSEGV). A plain tensor too can answer for itself: an attribute set on the object (``x.contiguous = ...``) comes
+before the class's method. So each argument that is not exactly a ``torch.Tensor`` (or a ``torch.nn.Parameter``,
+torch's own, whose ``__torch_function__`` is off) without attributes of its own is replaced here by a plain tensor
+on the same memory, made by torch's C methods with subclass ``__torch_function__`` off; a subclass whose C++
+operations run Python (``__torch_dispatch__``: FakeTensor, DTensor, TwoTensor) is refused, as is anything whose
+real type is no tensor. A plain tensor costs a type test and a look at its ``__dict__`` (~0.06 µs an input).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def plain_tensors(values: list, label, error: type, not_a_tensor) -> list:
     plain = None
     for index, value in enumerate(values):
         kind = type(value)
-        if kind is _Tensor or kind is _Parameter:
+        if (kind is _Tensor or kind is _Parameter) and not value.__dict__:  # no attribute of its own either
             continue
         if not issubclass(kind, _Tensor):  # the real type: isinstance reads a __class__ the object may fake
             if isinstance(value, _Tensor):

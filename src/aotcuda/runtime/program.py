@@ -379,7 +379,7 @@ class Program:
         with self._gate:
             originals = inputs if type(inputs) is list else _as_list(inputs, "inputs", InputError)
             for tensor in originals:  # a subclass's own Python is never what the checks read (plain_tensors)
-                if type(tensor) is not _Tensor:
+                if type(tensor) is not _Tensor or tensor.__dict__:  # __dict__: methods set on the object
                     originals = plain_inputs(originals, self._input_specs, self._input_names, self._device)
                     break
             bindings = self._accepted.lookup(originals)
