@@ -4,7 +4,9 @@ Python runs a signal's handler between bytecodes, so its exception may surface a
 returns: also as torch's call that hands the model's output handles to new tensors returns, before those tensors
 reach the runtime. They are dropped then, and release the handles; the runtime's error path released the same
 handles again: a double free, and the process died of SIGSEGV (found by the breaker, 2026-12-05: Ctrl-C during a
-loop of calls). Each case runs in a child process, so that a regression fails the test instead of the session.
+loop of calls). And the call gate's entry, made with a call and removed at the start of ``__exit__``, stayed when the
+exception came at either point: a later ``close()`` on another thread waited for that call for ever. Each case runs
+in a child process, so that a regression fails the test instead of the session.
 """
 
 import os
@@ -66,6 +68,33 @@ UNDER_A_TIMER = textwrap.dedent("""
 """)
 
 
+# Interrupts, then a close on another thread (a server's shutdown after a Ctrl-C'd request): it must return.
+CLOSE_AFTER_INTERRUPTS = textwrap.dedent("""
+    import os, signal, sys, threading, torch, aotcuda
+
+    def interrupt(number, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, interrupt)
+    program = aotcuda.load(sys.argv[1])
+    x = torch.randn(8, 4)
+    interrupts = 0
+    for round in range(1500):
+        signal.setitimer(signal.ITIMER_REAL, 0.0001 + 0.000003 * (round % 37))
+        try:
+            for _ in range(5000):
+                program(x)
+        except KeyboardInterrupt:
+            interrupts += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    closer = threading.Thread(target=program.close, daemon=True)
+    closer.start()
+    closer.join(10)
+    print("interrupted", interrupts, "times;", "close hung" if closer.is_alive() else "closed", flush=True)
+    os._exit(0)
+""")
+
+
 def _child(script, package, **env):
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
     return subprocess.run([sys.executable, "-X", "faulthandler", "-c", script, package], capture_output=True,
@@ -87,3 +116,9 @@ def test_ctrl_c_during_a_loop_of_calls_raises_keyboard_interrupt_and_the_program
     done = _child(UNDER_A_TIMER, twice_pt2)
     assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
     assert "next call right" in done.stdout and int(done.stdout.split()[1]) > 100, done.stdout
+
+
+def test_close_on_another_thread_after_interrupted_calls_returns(twice_pt2):
+    done = _child(CLOSE_AFTER_INTERRUPTS, twice_pt2)
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert done.stdout.split()[-1] == "closed" and int(done.stdout.split()[1]) > 1000, done.stdout

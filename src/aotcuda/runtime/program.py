@@ -36,6 +36,7 @@ import copy
 import functools
 import os
 import sys
+import threading
 import warnings
 
 import torch
@@ -70,7 +71,7 @@ from aotcuda.runtime.handles import (
     steal_handles,
 )
 from aotcuda.runtime.index_ranges import IndexRangeChecks
-from aotcuda.runtime.lifetime import OPENMP, CallGate
+from aotcuda.runtime.lifetime import CLOSED_MESSAGE, OPENMP, CallGate
 from aotcuda.runtime.constant_arguments import ConstantArguments
 from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
 from aotcuda.runtime.plain_tensors import plain_inputs, plain_outputs
@@ -81,6 +82,7 @@ from aotcuda.runtime.specs import specs_from_signature
 __all__ = ["Program", "load", "read_signature"]
 
 _Tensor = torch.Tensor
+_thread = threading.get_ident
 
 
 def load(path: str | os.PathLike, *, device: str | torch.device | None = None, cuda_graphs: bool = False,
@@ -376,47 +378,59 @@ class Program:
         Thread-safe: one Program may be called from many threads at once (calls through one CUDA graph
         take turns); ``close()`` waits for the calls in flight.
         """
-        with self._gate:
-            originals = inputs if type(inputs) is list else _as_list(inputs, "inputs", InputError)
-            for tensor in originals:  # a subclass's own Python is never what the checks read (plain_tensors)
-                if type(tensor) is not _Tensor or tensor.__dict__:  # __dict__: methods set on the object
-                    originals = plain_inputs(originals, self._input_specs, self._input_names, self._device)
-                    break
-            bindings = self._accepted.lookup(originals)
-            if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
-                prepared, bindings = check_inputs(originals, self._input_specs, self._input_names, self._device,
-                                                  self.num_inputs, self._mutated)
-                self._accepted.remember(originals, prepared, bindings)
+        gate = self._gate  # the call gate inline, not `with`: see lifetime.CallGate (a signal's exception)
+        calls, thread = gate.calls, _thread()
+        calls += (thread,)  # nothing is called from here into the try, so no handler runs in between
+        try:
+            if gate.closed:
+                raise RuntimeCallError(CLOSED_MESSAGE)
+            return self._checked_call(inputs, outputs)
+        finally:
+            calls.remove(thread)  # first: an exception raised as this returns comes after it
+            gate.free_deferred()
+
+    def _checked_call(self, inputs, outputs) -> list:
+        """execute() inside the call gate."""
+        originals = inputs if type(inputs) is list else _as_list(inputs, "inputs", InputError)
+        for tensor in originals:  # a subclass's own Python is never what the checks read (plain_tensors)
+            if type(tensor) is not _Tensor or tensor.__dict__:  # __dict__: methods set on the object
+                originals = plain_inputs(originals, self._input_specs, self._input_names, self._device)
+                break
+        bindings = self._accepted.lookup(originals)
+        if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
+            prepared, bindings = check_inputs(originals, self._input_specs, self._input_names, self._device,
+                                              self.num_inputs, self._mutated)
+            self._accepted.remember(originals, prepared, bindings)
+        else:
+            prepared = originals  # checked before, and needing no copy into the exported layout
+            if self._mutated:  # these depend on the tensors themselves, not their signature
+                check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
+        if self._grad_warning_due and torch.is_grad_enabled():
+            self._warn_if_inputs_require_grad(originals)
+        if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too),
+            prepared = self._index_checks.checked_copies(prepared, bindings)  # on a copy the call then reads
+        if self._boundary is not None:
+            prepared_pairs = self._boundary.inputs_as_pairs(prepared)
+        else:
+            prepared_pairs = prepared
+        given = outputs
+        if outputs is not None:
+            given = _as_list(outputs, "outputs", OutputError)
+            outputs = plain_outputs(given)  # the same memory: the results land in the caller's buffers
+            check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
+                                 originals, self._input_labels)
+        try:
+            if self._graphs is not None:
+                finish = functools.partial(self._finish, outputs)
+                results = self._graphs(prepared_pairs, finish, lend=outputs is None)  # lent: as they are
             else:
-                prepared = originals  # checked before, and needing no copy into the exported layout
-                if self._mutated:  # these depend on the tensors themselves, not their signature
-                    check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
-            if self._grad_warning_due and torch.is_grad_enabled():
-                self._warn_if_inputs_require_grad(originals)
-            if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too),
-                prepared = self._index_checks.checked_copies(prepared, bindings)  # on a copy the call then reads
-            if self._boundary is not None:
-                prepared_pairs = self._boundary.inputs_as_pairs(prepared)
-            else:
-                prepared_pairs = prepared
-            given = outputs
-            if outputs is not None:
-                given = _as_list(outputs, "outputs", OutputError)
-                outputs = plain_outputs(given)  # the same memory: the results land in the caller's buffers
-                check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
-                                     originals, self._input_labels)
-            try:
-                if self._graphs is not None:
-                    finish = functools.partial(self._finish, outputs)
-                    results = self._graphs(prepared_pairs, finish, lend=outputs is None)  # lent: as they are
-                else:
-                    results = self._finish(outputs, self._run(prepared_pairs), False)
-            except ValueCheckFailed as failed:  # said with this call's sizes and the user's Dim names
-                raise InputError(value_check_message(failed.check, failed.printed, bindings,
-                                                     self._dim_names)) from None
-            if prepared is not originals:  # some input may have been copied into the exported layout
-                write_back(originals, prepared, self._written)
-            return given if outputs is not given and given is not None else results  # the caller's own buffers
+                results = self._finish(outputs, self._run(prepared_pairs), False)
+        except ValueCheckFailed as failed:  # said with this call's sizes and the user's Dim names
+            raise InputError(value_check_message(failed.check, failed.printed, bindings,
+                                                 self._dim_names)) from None
+        if prepared is not originals:  # some input may have been copied into the exported layout
+            write_back(originals, prepared, self._written)
+        return given if outputs is not given and given is not None else results  # the caller's own buffers
 
     def _finish(self, outputs, results: list, static: bool) -> list:
         """The call's results: complex views where the caller's program had complex outputs, copied into
