@@ -97,3 +97,16 @@ def cpu_isa() -> frozenset[str] | None:
     if None in probes.values():
         return None
     return frozenset(token for token, names in _ISA_PROBES.items() if all(probes[name]() for name in names))
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """The memory a new allocation on ``device`` may take without swapping (the CPU) or failing (CUDA: free memory
+    and the caching allocator's unused blocks); None for another device."""
+    if device.type == "cpu":
+        import psutil
+
+        return psutil.virtual_memory().available
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return None
