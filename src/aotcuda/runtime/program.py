@@ -391,7 +391,8 @@ class Program:
 
     def _checked_call(self, inputs, outputs) -> list:
         """execute() inside the call gate."""
-        originals = inputs if type(inputs) is list else _as_list(inputs, "inputs", InputError)
+        # A copy of the caller's list: another thread may put another tensor in it between the checks and the run
+        originals = inputs[:] if type(inputs) is list else _as_list(inputs, "inputs", InputError)
         for tensor in originals:  # a subclass's own Python is never what the checks read (plain_tensors)
             if type(tensor) is not _Tensor or tensor.__dict__:  # __dict__: methods set on the object
                 originals = plain_inputs(originals, self._input_specs, self._input_names, self._device)
