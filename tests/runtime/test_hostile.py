@@ -710,6 +710,40 @@ def test_a_device_that_is_not_one(twice_pt2):
         load(twice_pt2, device="gpu0")
 
 
+# load()'s own arguments, as a careless caller passes them (the breaker, 2026-12-05): each raised a raw error, was
+# misread, or made a Program that refused every call.
+LOAD_ARGUMENTS = {
+    "path None": (dict(path=None), r"the package path must be a str or os.PathLike, got NoneType"),  # raw TypeError
+    "path a number": (dict(path=3), r"must be a str or os.PathLike, got int"),
+    "path with a NUL": (dict(path="/tmp/a\0b.pt2"), r"holds a NUL character, which no file name can"),  # raw ValueError
+    "limits a dict": (dict(limits={"max_ratio": 1}), r"limits must be an aotcuda.runtime.archive.ArchiveLimits, got dict"),
+    "check_index_ranges='no'": (dict(check_index_ranges="no"), r"check_index_ranges='no' is not a bool"),  # was: on
+    "cuda_graphs='no'": (dict(cuda_graphs="no"), r"cuda_graphs='no' is not a bool"),  # was: "cuda_graphs=True needs"
+    "package_sha256 no digest": (dict(package_sha256="zz"), r"package_sha256='zz' is not a SHA-256 \(64 hexadecimal"),
+    "package_sha256 a number": (dict(package_sha256=5), r"package_sha256=5 is not a SHA-256"),  # was: "not the package
+}                                                                                    # that was checked when serving started"
+
+
+@pytest.mark.parametrize("case", LOAD_ARGUMENTS, ids=list(LOAD_ARGUMENTS))
+def test_load_arguments_of_the_wrong_kind_are_named(twice_pt2, case):
+    arguments, message = LOAD_ARGUMENTS[case]
+    arguments = {"path": twice_pt2, **arguments}
+    with pytest.raises(PackageError, match=message):
+        load(arguments.pop("path"), **arguments)
+
+
+def test_an_upper_case_digest_and_a_cpu_index_load_a_program_that_runs(twice_pt2):
+    import hashlib
+
+    with open(twice_pt2, "rb") as package:
+        digest = hashlib.sha256(package.read()).hexdigest().upper()  # main: "not the package that was checked"
+    x = torch.randn(5, 4)
+    for arguments in (dict(package_sha256=digest), dict(device="cpu:3"), dict(device=torch.device("cpu", 1))):
+        with load(twice_pt2, **arguments) as program:  # main, cpu:3: every call "is on cpu, but the program runs on
+            assert program.device == torch.device("cpu")  # cpu:3; move it there first, e.g. tensor.to('cpu:3')"
+            assert_like_eager(program(x), x)
+
+
 # --- lifetime -------------------------------------------------------------------------------------------
 
 

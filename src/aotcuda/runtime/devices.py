@@ -47,6 +47,8 @@ def resolve_device(package: ExtractedPackage, device) -> torch.device:
         wanted = torch.device(device) if device is not None else torch.device(package_type)
     except (RuntimeError, TypeError) as exc:
         raise PackageError(f"device={device!r} is not a device ({exc}); pass e.g. 'cpu' or 'cuda:0'") from exc
+    if wanted.type == "cpu" and wanted.index is not None:  # torch places 'cpu:3' tensors on 'cpu': so does the Program
+        wanted = torch.device("cpu")  # (kept, every call was refused: "is on cpu, but the program runs on cpu:3")
     if wanted.type != package_type:
         raise PackageError(f"the package was built for {package_type} and cannot run on {wanted}; "
                            f"load it with device={package_type!r}, or lower the model again with device={wanted.type!r}",

@@ -43,7 +43,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from aotcuda import switches
-from aotcuda.errors import Advice, InputError, OutputError, PackageError, RuntimeCallError
+from aotcuda.errors import Advice, InputError, OutputError, PackageError, RuntimeCallError, quoted
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
@@ -111,6 +111,10 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
 
     Raises PackageError when the package cannot be opened or loaded on that device, or exceeds the limits.
     """
+    _check_flags(cuda_graphs=cuda_graphs, check_index_ranges=check_index_ranges)
+    if limits is not None and not isinstance(limits, ArchiveLimits):
+        raise PackageError(f"limits must be an aotcuda.runtime.archive.ArchiveLimits, got {type(limits).__name__}; "
+                           "pass e.g. ArchiveLimits.from_environment() with the fields changed, or leave it out")
     package = open_package(path, model_name, limits, expected_sha256=package_sha256)
     try:
         return Program(package, device=device, cuda_graphs=cuda_graphs, check_index_ranges=check_index_ranges)
@@ -569,6 +573,14 @@ class Program:
             self.close()
         except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
             pass
+
+
+def _check_flags(**flags) -> None:
+    """load()'s switches must be bools (None: the default): a string is true whatever it says, so
+    check_index_ranges="no" turned the checks on and cuda_graphs="no" was refused as cuda_graphs=True."""
+    for name, value in flags.items():
+        if value is not None and not isinstance(value, bool) and not (type(value) is int and value in (0, 1)):
+            raise PackageError(f"{name}={quoted(value)} is not a bool; pass True or False")
 
 
 def _as_list(values, what: str, error: type) -> list:
