@@ -95,6 +95,58 @@ CLOSE_AFTER_INTERRUPTS = textwrap.dedent("""
 """)
 
 
+# A signal's handler that calls the program, run (as handlers run: between bytecodes) while the interrupted call held
+# the lock of the shapes it remembers: the handler's call waited for that lock for ever. The hook below runs the
+# handler's call at the first line inside that lock.
+CALL_FROM_A_HANDLER_INSIDE_THE_SHAPE_LOCK = textwrap.dedent("""
+    import sys, faulthandler, torch, aotcuda
+    faulthandler.dump_traceback_later(60, exit=True)
+    program = aotcuda.load(sys.argv[1])
+    lock, fired = program._accepted._lock, []
+
+    def handler_here(frame, event, arg):
+        if event == "line" and not fired and lock.locked():
+            fired.append(1)
+            x = torch.randn(7, 4)
+            assert torch.equal(program(x)[0], x * 2)  # the handler's own call, of another shape
+        return handler_here
+
+    sys.settrace(lambda frame, event, arg: handler_here if frame.f_code.co_name == "remember" else None)
+    x = torch.randn(5, 4)
+    got = program(x)
+    sys.settrace(None)
+    assert fired and torch.equal(got[0], x * 2)
+    print("both calls returned", flush=True)
+""")
+
+# A SIGTERM handler that closes the Program while the main thread's own close() waits for a call in flight on
+# another thread (a shutdown, and the orchestrator's SIGTERM): the handler's close waited for the lock its own
+# thread held, for ever.
+CLOSE_FROM_A_HANDLER_DURING_CLOSE = textwrap.dedent("""
+    import os, signal, sys, threading, faulthandler, torch, aotcuda
+    faulthandler.dump_traceback_later(60, exit=True)
+    program = aotcuda.load(sys.argv[1])
+    real_run, inside, release = program._container.run, threading.Event(), threading.Event()
+
+    def held_run(*args, **kwargs):  # the other thread's call stays in flight until released
+        inside.set()
+        release.wait(30)
+        return real_run(*args, **kwargs)
+
+    program._container.run = held_run
+    caller = threading.Thread(target=lambda: program(torch.randn(5, 4)))
+    caller.start()
+    inside.wait(30)
+    handled = []
+    signal.signal(signal.SIGTERM, lambda number, frame: handled.append(program.close()))
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()  # while close() below waits
+    threading.Timer(1.0, release.set).start()
+    program.close()
+    caller.join(30)
+    print("closed; the handler's close returned", handled, flush=True)
+""")
+
+
 def _child(script, package, **env):
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
     return subprocess.run([sys.executable, "-X", "faulthandler", "-c", script, package], capture_output=True,
@@ -122,3 +174,14 @@ def test_close_on_another_thread_after_interrupted_calls_returns(twice_pt2):
     done = _child(CLOSE_AFTER_INTERRUPTS, twice_pt2)
     assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
     assert done.stdout.split()[-1] == "closed" and int(done.stdout.split()[1]) > 1000, done.stdout
+
+
+def test_a_call_from_a_signal_handler_inside_the_interrupted_calls_shape_lock_returns(twice_pt2):
+    done = _child(CALL_FROM_A_HANDLER_INSIDE_THE_SHAPE_LOCK, twice_pt2)  # main: hung (the child's own timeout ends it)
+    assert done.returncode == 0 and "both calls returned" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+def test_a_close_from_a_signal_handler_while_close_waits_returns(twice_pt2):
+    done = _child(CLOSE_FROM_A_HANDLER_DURING_CLOSE, twice_pt2)  # main: hung
+    assert done.returncode == 0 and "the handler's close returned [None]" in done.stdout, \
+        done.stdout + done.stderr[-2000:]

@@ -81,11 +81,17 @@ class AcceptedSignatures:
         if not self.enabled or any(p is not t for p, t in zip(prepared, tensors)):
             return
         key = tuple([tensor.shape for tensor in tensors])
-        with self._lock:
+        # Not waiting for the lock: remembering is only a shortcut, and a call made by a signal's handler while this
+        # thread holds the lock (the handler runs between bytecodes, in here too) waited for it for ever.
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
             entries = self._entries
             if key not in entries and len(entries) >= _MAX_ENTRIES:
                 del entries[next(iter(entries))]  # the oldest
             entries[key] = bindings
+        finally:
+            self._lock.release()
 
     def clear(self) -> None:
         with self._lock:

@@ -85,6 +85,8 @@ class CallGate:
         """Refuse new calls; then ``free()``, once the calls in flight on other threads have returned, or, where
         this thread is itself inside a call, when the last call leaves. Returns True the first time, False when
         already closed (``free`` is then not called)."""
+        if self._closed:  # before the lock: a signal's handler that closes while this thread's close waits for the
+            return False  # calls in flight (holding the lock) waited for the lock for ever
         with self._close_lock:
             if self._closed:
                 return False
