@@ -123,3 +123,22 @@ def test_a_keyword_only_argument_passed_positionally_is_named_with_how_to_pass_i
     assert bind_keywords((audio,), {"speaker_id": speaker}, in_spec, ["audio"]) == ((audio,), {"speaker_id": speaker})
     with pytest.raises(InputError, match=r"got 2; call it as the exported module was called$"):  # no keyword left
         bind_keywords((audio, speaker), {"speaker_id": speaker}, in_spec, ["audio"])
+
+
+@pytest.mark.parametrize("value, kind", [("int", "int"), ("numpy", "float64"), ("subclass", "Half")])
+def test_a_constant_of_another_type_that_prints_alike_is_named_by_its_type(scaled_pt2, value, kind):
+    """The check of a lowered Python constant compares types too (0 is not False); a value of another type that
+    prints like the lowered one was refused as "'scale' is 2.0, but the program was exported with 2.0" (the
+    breaker, 2026-12-05)."""
+    import numpy as np
+
+    class Half(float):
+        pass
+
+    value = {"int": 2, "numpy": np.float64(2.0), "subclass": Half(2.0)}[value]
+    x = torch.randn(3, 4)
+    with load(scaled_pt2) as program:
+        with pytest.raises(InputError, match=rf"argument 'scale' is \S+ \(type {kind}, not float\), but the "
+                                             r"program was exported with 2.0 there"):
+            program(x, scale=value, use_relu=True)
+        torch.testing.assert_close(program(x, scale=2.0, use_relu=True), (x * 2).relu())
