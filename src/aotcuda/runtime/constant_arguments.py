@@ -139,7 +139,7 @@ class ConstantArguments:
                 parameter is not None and same_value(constant.value, parameter.default))
             fix = f"pass {_assignment(constant)}" + (" or leave it out" if may_leave_out else "")
             # where the types differ, say so: "is 2.0, but the program was exported with 2.0" (a float subclass)
-            kinds = "" if type(given) is type(constant.value) or isinstance(given, torch.Tensor) else \
+            kinds = "" if type(given) is type(constant.value) or given is None or isinstance(given, torch.Tensor) else \
                 f" (type {clipped(type(given).__name__, 40)}, not {type(constant.value).__name__})"
             raise InputError(f"argument {constant.name!r} is {_value_text(given)}{kinds}, but the program was exported "
                              f"with {constant.value!r} there and computes with that value whatever is passed; {fix}, "

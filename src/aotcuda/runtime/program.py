@@ -321,7 +321,7 @@ class Program:
                              "holds itself, or thousands of nested lists); call it as the exported module was called "
                              "(Program.input_specs lists the tensors it takes)") from None
         if spec != self._in_spec:
-            raise InputError(f"{structure_difference(spec, self._in_spec, self._positional_names())}; "
+            raise InputError(f"{structure_difference(spec, self._in_spec, self._positional_names(), (args, kwargs))}; "
                              "call it as the exported module was called")
         if constants.constants:
             constants.check(flat)
