@@ -747,6 +747,27 @@ def test_an_upper_case_digest_and_a_cpu_index_load_a_program_that_runs(twice_pt2
 # --- lifetime -------------------------------------------------------------------------------------------
 
 
+def test_a_copy_of_a_program_dropped_leaves_it_open_and_pickling_is_refused_clearly(twice_pt2):
+    """copy.copy shared the container and the call gate, and the copy's __del__ closed both: dropping a copy closed
+    the Program it was made from; pickle and deepcopy raised "cannot pickle '_thread.lock' object" (the breaker,
+    2026-12-05)."""
+    import copy
+    import gc
+    import pickle
+
+    with load(twice_pt2) as program:
+        shallow = copy.copy(program)
+        del shallow
+        gc.collect()
+        assert not program.closed  # main: closed
+        for attempt in (pickle.dumps, copy.deepcopy):
+            with pytest.raises(TypeError, match=r"a Program holds a loaded model .* cannot be pickled or deep-copied; "
+                                                r"load the package again where another one is needed"):
+                attempt(program)
+        x = torch.randn(5, 4)
+        assert_like_eager(program(x), x)
+
+
 def test_closed_program_refuses_calls_and_the_package_loads_again(twice_pt2):
     program = load(twice_pt2)
     x = torch.randn(4, 4)

@@ -562,6 +562,19 @@ class Program:
         if package is not None:
             package.cleanup()
 
+    # A copy made by copy.copy shared the container and the gate, and its __del__ closed both: dropping a copy closed
+    # the Program it was made from. A Program is a handle on one loaded model, as a file object is on one file.
+    def __copy__(self) -> Program:
+        return self
+
+    def __reduce_ex__(self, protocol):  # pickle, copy.deepcopy: a raw "cannot pickle '_thread.lock' object" before
+        raise TypeError(f"a Program holds a loaded model ({self.package_path!r}) and cannot be pickled or deep-copied; "
+                        "load the package again where another one is needed (aotcuda.load(program.package_path)), "
+                        "e.g. in each worker process")
+
+    def __deepcopy__(self, memo) -> Program:
+        self.__reduce_ex__(4)
+
     def __enter__(self) -> Program:
         return self
 
