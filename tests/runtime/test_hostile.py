@@ -400,6 +400,51 @@ def test_a_tensor_subclass_or_impostor_is_read_by_torch_not_by_its_own_python(tw
         assert after == "next call right", f"{name}: {after}"
 
 
+# A call made while a mode of the caller is active: the runtime's own copy of a transposed input went through it.
+# Under FakeTensorMode that copy was a FakeTensor, whose data pointer the generated code read (SIGSEGV), and a
+# dispatch mode that shrinks what it copies did the same (the breaker, 2026-12-05).
+UNDER_A_MODE = textwrap.dedent("""
+    import sys, torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.overrides import TorchFunctionMode
+    from runtime_programs import Twice
+    from aotcuda import load
+
+    class Shrinks(TorchDispatchMode):  # every copy it makes has no memory
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor) and func.__name__.split(".")[0] in ("clone", "copy_", "_to_copy"):
+                out.untyped_storage().resize_(0)
+            return out
+
+    class Swaps(TorchFunctionMode):  # contiguous() gives a tensor without memory
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") == "contiguous":
+                shrunk = torch.empty(5, 4)
+                shrunk.untyped_storage().resize_(0)
+                return shrunk
+            return func(*args, **(kwargs or {}))
+
+    program = load(sys.argv[1])
+    x = torch.randn(4, 5).t()  # transposed: the runtime copies it into the exported layout
+    for name, mode in [("FakeTensorMode", lambda: FakeTensorMode(allow_non_fake_inputs=True)),
+                       ("a dispatch mode", Shrinks), ("a function mode", Swaps)]:
+        print("case", name, flush=True)
+        with mode():
+            got = program(x)
+        right = all(type(g) is torch.Tensor and torch.allclose(g, w) for g, w in zip(got, Twice()(x)))
+        print("ran", "right" if right else "WRONG", flush=True)
+""")
+
+
+def test_a_call_under_a_mode_of_the_caller_makes_its_copies_outside_it(twice_pt2):
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", UNDER_A_MODE, twice_pt2], capture_output=True,
+                          text=True, timeout=300, cwd=os.path.dirname(__file__))
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-1500:]}"
+    assert done.stdout.count("ran right") == 3, done.stdout
+
+
 def test_a_subclass_input_written_in_place_is_updated_and_its_type_kept_for_caller_buffers(stateful_pt2, twice):
     class Tagged(torch.Tensor):
         pass

@@ -16,7 +16,10 @@ real type is no tensor. A plain tensor costs a type test and a look at its ``__d
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
+import torch.utils._python_dispatch as python_dispatch
 
 from aotcuda.errors import InputError, OutputError
 from aotcuda.runtime.checks import _label, _not_a_tensor, memory_fault
@@ -84,3 +87,20 @@ def _plain(value: torch.Tensor, label: str, error: type) -> torch.Tensor:
         if _Base.requires_grad.__get__(value):  # keep what the checks and the grad warning look at
             tensor.requires_grad_()
         return tensor
+
+
+def caller_modes_active() -> bool:
+    """Whether a TorchDispatchMode or TorchFunctionMode of the caller is active (FakeTensorMode, a tracer, a logging
+    mode, ``with torch.device(...)``). The runtime's own tensor work (the copy into the exported layout, the copies
+    of index inputs) went through it: under FakeTensorMode the copy of a transposed input was a FakeTensor, whose
+    data pointer the generated code read (SIGSEGV), and a mode may answer anything. ~0.05 µs."""
+    return bool(torch._C._len_torch_dispatch_stack() or python_dispatch.is_in_torch_dispatch_mode()
+                or torch._C._len_torch_function_stack())
+
+
+@contextlib.contextmanager
+def without_caller_modes():
+    """The caller's dispatch and function modes set aside while the runtime works (restored after): a program's call
+    is one opaque run, whose tensors are the caller's plain memory and the model's outputs."""
+    with python_dispatch._disable_current_modes(), torch._C.DisableTorchFunction():
+        yield

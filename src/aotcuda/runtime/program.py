@@ -31,6 +31,7 @@ raises OutputError. CUDA graphs: see ``aotcuda.runtime.graphs``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import functools
@@ -74,7 +75,7 @@ from aotcuda.runtime.index_ranges import IndexRangeChecks
 from aotcuda.runtime.lifetime import CLOSED_MESSAGE, OPENMP, CallGate
 from aotcuda.runtime.constant_arguments import ConstantArguments
 from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
-from aotcuda.runtime.plain_tensors import plain_inputs, plain_outputs
+from aotcuda.runtime.plain_tensors import caller_modes_active, plain_inputs, plain_outputs, without_caller_modes
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
 from aotcuda.runtime.specs import specs_from_signature
@@ -388,6 +389,9 @@ class Program:
         try:
             if gate.closed:
                 raise RuntimeCallError(CLOSED_MESSAGE)
+            if caller_modes_active():  # FakeTensorMode & co. must not make the runtime's own copies (plain_tensors)
+                with without_caller_modes():
+                    return self._checked_call(inputs, outputs)
             return self._checked_call(inputs, outputs)
         finally:
             calls.remove(thread)  # first: an exception raised as this returns comes after it
@@ -511,7 +515,7 @@ class Program:
         failed capture. Index ranges are checked on ``inputs`` here; replays read the buffers unchecked
         (the caller writes them: values outside a range end in the generated code's device-side assert).
         """
-        with self._gate:
+        with self._gate, (without_caller_modes() if caller_modes_active() else contextlib.nullcontext()):
             tensors = plain_inputs(_as_list(inputs, "inputs", InputError), self._input_specs, self._input_names,
                                    self._device)
             prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
