@@ -96,19 +96,21 @@ CLOSE_AFTER_INTERRUPTS = textwrap.dedent("""
 
 
 # A signal's handler that calls the program, run (as handlers run: between bytecodes) while the interrupted call held
-# the lock of the shapes it remembers: the handler's call waited for that lock for ever. The hook below runs the
-# handler's call at the first line inside that lock.
+# the lock of the shapes it remembers: the handler's call waited for that lock for ever. The hook below runs a
+# handler's call at each line of the remembering, each of another shape (so that it remembers too).
 CALL_FROM_A_HANDLER_INSIDE_THE_SHAPE_LOCK = textwrap.dedent("""
     import sys, faulthandler, torch, aotcuda
     faulthandler.dump_traceback_later(60, exit=True)
     program = aotcuda.load(sys.argv[1])
-    lock, fired = program._accepted._lock, []
+    fired, busy = [], []
 
     def handler_here(frame, event, arg):
-        if event == "line" and not fired and lock.locked():
+        if event == "line" and not busy:
+            busy.append(1)
             fired.append(1)
-            x = torch.randn(7, 4)
-            assert torch.equal(program(x)[0], x * 2)  # the handler's own call, of another shape
+            x = torch.randn(7 + len(fired), 4)
+            assert torch.equal(program(x)[0], x * 2)  # the handler's own call
+            busy.pop()
         return handler_here
 
     sys.settrace(lambda frame, event, arg: handler_here if frame.f_code.co_name == "remember" else None)
