@@ -26,6 +26,7 @@ from aotcuda.runtime.checks import _label, _not_a_tensor, memory_fault
 
 _Tensor, _Parameter, _Base = torch.Tensor, torch.nn.Parameter, torch._C.TensorBase
 _PYTHON = torch._C.DispatchKey.Python
+_dispatch_stack, _function_stack = torch._C._len_torch_dispatch_stack, torch._C._len_torch_function_stack
 
 
 def plain_inputs(tensors: list, specs, names, device: torch.device) -> list:
@@ -93,9 +94,8 @@ def caller_modes_active() -> bool:
     """Whether a TorchDispatchMode or TorchFunctionMode of the caller is active (FakeTensorMode, a tracer, a logging
     mode, ``with torch.device(...)``). The runtime's own tensor work (the copy into the exported layout, the copies
     of index inputs) went through it: under FakeTensorMode the copy of a transposed input was a FakeTensor, whose
-    data pointer the generated code read (SIGSEGV), and a mode may answer anything. ~0.05 µs."""
-    return bool(torch._C._len_torch_dispatch_stack() or python_dispatch.is_in_torch_dispatch_mode()
-                or torch._C._len_torch_function_stack())
+    data pointer the generated code read (SIGSEGV), and a mode may answer anything. ~0.08 µs."""
+    return bool(_dispatch_stack() or _function_stack() or python_dispatch._is_in_torch_dispatch_mode)  # infra modes too
 
 
 @contextlib.contextmanager
