@@ -20,10 +20,12 @@ import ctypes
 import os
 import threading
 import time
+import weakref
 
 from aotcuda.errors import RuntimeCallError
 
 CLOSED_MESSAGE = "this Program was closed; load the package again"
+_GATES: weakref.WeakSet = weakref.WeakSet()  # every live gate, for a forked child (CallGate.forked)
 _POLL_S = 0.001  # how often close() looks whether the calls in flight have returned
 _thread = threading.get_ident
 
@@ -44,13 +46,22 @@ class CallGate:
     in its ``finally``); ``with gate:`` (``bind``) keeps the window at the start of ``__exit__``.
     """
 
-    __slots__ = ("calls", "_closed", "_close_lock", "_deferred")
+    __slots__ = ("calls", "_closed", "_close_lock", "_deferred", "__weakref__")
 
     def __init__(self) -> None:
         self.calls: list[int] = []  # the thread of each call in flight
         self._closed = False
         self._close_lock = threading.Lock()  # close() against close(), and a deferred free against itself
         self._deferred = None  # the free that the last call in flight runs (see the class docstring)
+        _GATES.add(self)
+
+    def forked(self) -> None:
+        """In a forked child: only the thread that forked lives on, so the calls other threads had in flight in the
+        parent will never leave here (close() waited for them for ever, and so did the child's exit, where the
+        Program's finalizer closes it), and a lock one of them held stays held. Keep the forking thread's own."""
+        self._close_lock = threading.Lock()
+        me = _thread()
+        self.calls[:] = [thread for thread in self.calls if thread == me]
 
     def __enter__(self) -> None:
         self.calls += (_thread(),)  # not append(): an exception raised as a call returns (below) comes before it
@@ -143,6 +154,8 @@ OPENMP = _OpenMP()
 def _one_openmp_thread_in_a_child() -> None:
     if OPENMP.used:
         OPENMP.one_thread()
+    for gate in list(_GATES):
+        gate.forked()
 
 
 os.register_at_fork(after_in_child=_one_openmp_thread_in_a_child)
