@@ -23,7 +23,10 @@ def quoted(value, limit: int = 80) -> str:
     shown.maxlevel, shown.maxstring, shown.maxother = 3, limit, limit
     shown.maxlist = shown.maxtuple = shown.maxdict = shown.maxset = 5
     try:
-        return clipped(shown.repr(value), limit)
+        text = shown.repr(value)
+        if "\n" in text or "\r" in text:  # an object's repr of many lines (a tensor): one line of a message
+            text = one_line(text)
+        return clipped(text, limit)
     except Exception:  # noqa: BLE001 - a caller's __repr__ may raise anything: name the type instead
         return f"<{type(value).__name__}>"
 

@@ -324,6 +324,143 @@ def test_a_tensor_without_plain_memory_is_refused_not_read_through_its_pointer(t
         assert after == "next call right", f"{name}: {after}"
 
 
+# Tensor subclasses answer the checks' questions with their own Python (``__torch_function__``, or methods and
+# properties of their own), and an object can claim to be a tensor (``isinstance`` reads ``__class__``): the checks
+# read honest answers and the run used others; a plain tensor too, through a method set on the object. Each input
+# case ended the process (SIGSEGV) before plain_tensors; an impostor output buffer raised a raw AttributeError.
+LYING_TENSORS = textwrap.dedent("""
+    import sys, torch
+    from runtime_programs import Twice
+    from aotcuda import load
+    from aotcuda.errors import InputError, OutputError
+
+    def shrunk():
+        x = torch.randn(5, 4)
+        x.untyped_storage().resize_(0)
+        return x
+
+    class DataSwap(torch.Tensor):  # honest to every check; .data (the run's alias) is a tensor without memory
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            with torch._C.DisableTorchFunctionSubclass():
+                result = func(*args, **(kwargs or {}))
+            return shrunk() if getattr(getattr(func, "__self__", None), "__name__", "") == "data" else result
+
+    class ContiguousSwap(torch.Tensor):  # a method of its own: the copy into the exported layout has no memory
+        def contiguous(self, *args, **kwargs):
+            return shrunk()
+
+    class Claims:  # no tensor, but isinstance(Claims(), torch.Tensor) is True
+        __class__ = property(lambda self: torch.Tensor)
+
+    def with_own_contiguous():  # a plain tensor, transposed, with a method set on the object itself
+        tensor = x.t().contiguous().t()
+        tensor.contiguous = lambda *args, **kwargs: shrunk()
+        return tensor
+
+    program = load(sys.argv[1])
+    x = torch.randn(5, 4)
+    cases = {
+        "contiguous() set on a plain tensor": lambda: program(with_own_contiguous()),
+        ".data of a subclass": lambda: program(x.clone().as_subclass(DataSwap)),
+        ".data of a subclass, execute": lambda: program.execute([x.clone().as_subclass(DataSwap)]),
+        "contiguous() of a subclass": lambda: program(x.t().contiguous().t().as_subclass(ContiguousSwap)),
+        "an object claiming to be a tensor": lambda: program(Claims()),
+        "output buffer: an object claiming to be a tensor": lambda: program.execute([x], [Claims(), torch.empty(5, 4),
+                                                                                          torch.empty(5, 4)]),
+    }
+    for name, call in cases.items():
+        program(torch.randn(5, 4))  # the shape is accepted: the fast path is the one the case meets
+        print("case", name, flush=True)
+        try:
+            got = call()
+            right = all(torch.allclose(g.as_subclass(torch.Tensor), w) for g, w in zip(got, Twice()(x)))
+            print("ran", "right" if right else "WRONG", flush=True)
+        except (InputError, OutputError) as exc:
+            print("refused", type(exc).__name__, str(exc), flush=True)
+        right = all(torch.allclose(g, w) for g, w in zip(program(x), Twice()(x)))
+        print("next call", "right" if right else "WRONG", flush=True)
+""")
+
+
+def test_a_tensor_subclass_or_impostor_is_read_by_torch_not_by_its_own_python(twice_pt2):
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", LYING_TENSORS, twice_pt2], capture_output=True,
+                          text=True, timeout=300, cwd=os.path.dirname(__file__))
+    assert done.returncode == 0, f"the child died (code {done.returncode}) after:\n{done.stdout[-1500:]}{done.stderr[-1500:]}"
+    cases = done.stdout.split("case ")[1:]
+    assert len(cases) == 6, done.stdout
+    for case in cases:
+        name, result, after = case.strip().split("\n")[:3]
+        if "claiming" in name:  # refused as what it is
+            kind, where = ("OutputError", "output buffer #0") if name.startswith("output") else ("InputError", "input 'x'")
+            assert result.startswith(f"refused {kind} {where}") and "must be a torch.Tensor, got Claims" in result, \
+                f"{name}: {result}"
+        else:  # read as the plain tensor it is in memory
+            assert result == "ran right", f"{name}: {result}"
+        assert after == "next call right", f"{name}: {after}"
+
+
+# A call made while a mode of the caller is active: the runtime's own copy of a transposed input went through it.
+# Under FakeTensorMode that copy was a FakeTensor, whose data pointer the generated code read (SIGSEGV), and a
+# dispatch mode that shrinks what it copies did the same (the breaker, 2026-12-05).
+UNDER_A_MODE = textwrap.dedent("""
+    import sys, torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.overrides import TorchFunctionMode
+    from runtime_programs import Twice
+    from aotcuda import load
+
+    class Shrinks(TorchDispatchMode):  # every copy it makes has no memory
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor) and func.__name__.split(".")[0] in ("clone", "copy_", "_to_copy"):
+                out.untyped_storage().resize_(0)
+            return out
+
+    class Swaps(TorchFunctionMode):  # contiguous() gives a tensor without memory
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") == "contiguous":
+                shrunk = torch.empty(5, 4)
+                shrunk.untyped_storage().resize_(0)
+                return shrunk
+            return func(*args, **(kwargs or {}))
+
+    program = load(sys.argv[1])
+    x = torch.randn(4, 5).t()  # transposed: the runtime copies it into the exported layout
+    for name, mode in [("FakeTensorMode", lambda: FakeTensorMode(allow_non_fake_inputs=True)),
+                       ("a dispatch mode", Shrinks), ("a function mode", Swaps)]:
+        print("case", name, flush=True)
+        with mode():
+            got = program(x)
+        right = all(type(g) is torch.Tensor and torch.allclose(g, w) for g, w in zip(got, Twice()(x)))
+        print("ran", "right" if right else "WRONG", flush=True)
+""")
+
+
+def test_a_call_under_a_mode_of_the_caller_makes_its_copies_outside_it(twice_pt2):
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", UNDER_A_MODE, twice_pt2], capture_output=True,
+                          text=True, timeout=300, cwd=os.path.dirname(__file__))
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-1500:]}"
+    assert done.stdout.count("ran right") == 3, done.stdout
+
+
+def test_a_subclass_input_written_in_place_is_updated_and_its_type_kept_for_caller_buffers(stateful_pt2, twice):
+    class Tagged(torch.Tensor):
+        pass
+
+    with load(stateful_pt2) as program:
+        x, cache, idx = (torch.randn(4, 4), torch.randn(4, 4), torch.tensor([0, 3]))
+        before = cache.clone()
+        program(x, cache.as_subclass(Tagged), idx)  # a view of cache's memory: the program's write lands there
+        torch.testing.assert_close(cache, before + x)
+    x = torch.randn(5, 4)
+    buffers = [torch.empty(5, 4).as_subclass(Tagged) for _ in range(3)]
+    got = twice.execute([x], buffers)
+    assert all(g is b for g, b in zip(got, buffers))  # the caller's own buffers, holding the results
+    assert_like_eager([b.as_subclass(torch.Tensor) for b in buffers], x)
+
+
 # --- damaged packages -------------------------------------------------------------------------------------
 
 
@@ -618,7 +755,62 @@ def test_a_device_that_is_not_one(twice_pt2):
         load(twice_pt2, device="gpu0")
 
 
+# load()'s own arguments, as a careless caller passes them (the breaker, 2026-12-05): each raised a raw error, was
+# misread, or made a Program that refused every call.
+LOAD_ARGUMENTS = {
+    "path None": (dict(path=None), r"the package path must be a str or os.PathLike, got NoneType"),  # raw TypeError
+    "path a number": (dict(path=3), r"must be a str or os.PathLike, got int"),
+    "path with a NUL": (dict(path="/tmp/a\0b.pt2"), r"holds a NUL character, which no file name can"),  # raw ValueError
+    "limits a dict": (dict(limits={"max_ratio": 1}), r"limits must be an aotcuda.runtime.archive.ArchiveLimits, got dict"),
+    "check_index_ranges='no'": (dict(check_index_ranges="no"), r"check_index_ranges='no' is not a bool"),  # was: on
+    "cuda_graphs='no'": (dict(cuda_graphs="no"), r"cuda_graphs='no' is not a bool"),  # was: "cuda_graphs=True needs"
+    "package_sha256 no digest": (dict(package_sha256="zz"), r"package_sha256='zz' is not a SHA-256 \(64 hexadecimal"),
+    "package_sha256 a number": (dict(package_sha256=5), r"package_sha256=5 is not a SHA-256"),  # was: "not the package
+}                                                                                    # that was checked when serving started"
+
+
+@pytest.mark.parametrize("case", LOAD_ARGUMENTS, ids=list(LOAD_ARGUMENTS))
+def test_load_arguments_of_the_wrong_kind_are_named(twice_pt2, case):
+    arguments, message = LOAD_ARGUMENTS[case]
+    arguments = {"path": twice_pt2, **arguments}
+    with pytest.raises(PackageError, match=message):
+        load(arguments.pop("path"), **arguments)
+
+
+def test_an_upper_case_digest_and_a_cpu_index_load_a_program_that_runs(twice_pt2):
+    import hashlib
+
+    with open(twice_pt2, "rb") as package:
+        digest = hashlib.sha256(package.read()).hexdigest().upper()  # main: "not the package that was checked"
+    x = torch.randn(5, 4)
+    for arguments in (dict(package_sha256=digest), dict(device="cpu:3"), dict(device=torch.device("cpu", 1))):
+        with load(twice_pt2, **arguments) as program:  # main, cpu:3: every call "is on cpu, but the program runs on
+            assert program.device == torch.device("cpu")  # cpu:3; move it there first, e.g. tensor.to('cpu:3')"
+            assert_like_eager(program(x), x)
+
+
 # --- lifetime -------------------------------------------------------------------------------------------
+
+
+def test_a_copy_of_a_program_dropped_leaves_it_open_and_pickling_is_refused_clearly(twice_pt2):
+    """copy.copy shared the container and the call gate, and the copy's __del__ closed both: dropping a copy closed
+    the Program it was made from; pickle and deepcopy raised "cannot pickle '_thread.lock' object" (the breaker,
+    2026-12-05)."""
+    import copy
+    import gc
+    import pickle
+
+    with load(twice_pt2) as program:
+        shallow = copy.copy(program)
+        del shallow
+        gc.collect()
+        assert not program.closed  # main: closed
+        for attempt in (pickle.dumps, copy.deepcopy):
+            with pytest.raises(TypeError, match=r"a Program holds a loaded model .* cannot be pickled or deep-copied; "
+                                                r"load the package again where another one is needed"):
+                attempt(program)
+        x = torch.randn(5, 4)
+        assert_like_eager(program(x), x)
 
 
 def test_closed_program_refuses_calls_and_the_package_loads_again(twice_pt2):

@@ -89,10 +89,10 @@ def ledger(monkeypatch):
         ledger.made.extend(handles)
         return handles
 
-    def steal_handles(handles):
+    def steal_handles(handles, record=None):
         ledger.outputs_adopted += len(handles)
         ledger.given_up.extend(handles)
-        return real_steal(handles)
+        return real_steal(handles, record)
 
     def delete_handle(handle):
         if handle in ledger.made:

@@ -153,6 +153,69 @@ def test_a_forked_child_exiting_leaves_the_parent_able_to_load(twice_pt2, twice_
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]
 
 
+# A child forked while other threads of its parent were inside a call, or inside a load: those threads do not live
+# on in the child, but their call's entry in the gate and the lock a load held did: the child's close() (and its
+# exit, where the Program's finalizer closes it) waited for the call for ever, and its load for the lock (the
+# breaker, 2026-12-05). The parent's threads are held there by hooks, so the fork meets them every time.
+FORK_WHILE_OTHER_THREADS_WORK = textwrap.dedent("""
+    import os, sys, threading, time, torch, aotcuda
+    import aotcuda.runtime.container as libraries  # its open_model_library runs under the library lock
+    package, unsigned = sys.argv[1:]
+    program = aotcuda.load(package)
+    real_run, real_open = program._container.run, libraries.open_model_library
+    inside, release = threading.Event(), threading.Event()
+
+    def held(real):
+        def wait_inside(*args, **kwargs):
+            inside.set()
+            release.wait(30)
+            return real(*args, **kwargs)
+        return wait_inside
+
+    for where in ("call", "load"):
+        inside.clear(); release.clear()
+        if where == "call":
+            program._container.run = held(real_run)
+            worker = threading.Thread(target=lambda: program(torch.randn(5, 4)))
+        else:  # a library not opened yet: the load holds the library lock while it opens it
+            libraries.open_model_library = held(real_open)
+            worker = threading.Thread(target=lambda: aotcuda.load(unsigned).close())
+        worker.start()
+        inside.wait(30)
+        pid = os.fork()
+        if pid == 0:
+            program._container.run, libraries.open_model_library = real_run, real_open
+            x = torch.randn(5, 4)
+            child = aotcuda.load(package)
+            ok = torch.allclose(child(x)[0], x * 2) and torch.allclose(program(x)[0], x * 2)
+            child.close()
+            program.close()
+            os._exit(0 if ok else 3)
+        release.set()
+        worker.join(30)
+        program._container.run, libraries.open_model_library = real_run, real_open
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                print(where, "child exited", os.waitstatus_to_exitcode(status), flush=True)
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            print(where, "child hung", flush=True)
+""")
+
+
+def test_a_child_forked_while_other_threads_call_or_load_closes_and_loads(twice_pt2, twice_unsigned_pt2):
+    # the unsigned package gets a library of its own kind, which the child script's process has not opened yet
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", FORK_WHILE_OTHER_THREADS_WORK, twice_pt2, twice_unsigned_pt2],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.stdout.split("\n")[:2] == ["call child exited 0", "load child exited 0"], done.stdout + done.stderr[-3000:]
+
+
 PLANTED_ROOT = textwrap.dedent("""
     import os, shutil, sys, torch, aotcuda
     signed, unsigned, how, elsewhere = sys.argv[1:]

@@ -74,7 +74,7 @@ def test_error_after_some_slots_were_handed_on():
 def test_adopt_all_adopts_each_handle_once_and_shares_it_between_slots():
     adopted_calls = []
 
-    def adopt(distinct):
+    def adopt(distinct, record):
         adopted_calls.append(list(distinct))
         return [object() for _ in distinct]
 
@@ -86,7 +86,7 @@ def test_adopt_all_adopts_each_handle_once_and_shares_it_between_slots():
 
 
 def test_adopt_all_failure_leaves_the_handles_for_release_all():
-    def adopt(distinct):
+    def adopt(distinct, record):
         raise MemoryError("no memory")
 
     handles = [1, 2, 1]

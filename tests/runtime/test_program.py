@@ -55,9 +55,9 @@ def counting_adoption(monkeypatch):
     """Record every batch of handles that tensors take over (each adoption is the handle's one release)."""
     adopted = []
 
-    def steal(handles):
+    def steal(handles, record=None):
         adopted.append(list(handles))
-        return real_steal(handles)
+        return real_steal(handles, record)
 
     real_steal = program_module.steal_handles
     monkeypatch.setattr(program_module, "steal_handles", steal)
@@ -209,7 +209,7 @@ def test_failing_run_releases_every_written_handle_once(twice, monkeypatch, coun
 
 
 def test_failing_adoption_releases_every_handle_once(twice, monkeypatch, counting_release):
-    def no_memory(handles):
+    def no_memory(handles, record=None):
         raise MemoryError("injected")
 
     x = torch.randn(5, 4)

@@ -63,7 +63,8 @@ def test_a_constant_keyword_may_be_repeated_but_not_changed_nor_left_out(structu
                                          r"with the module's default True\); pass use_cache=False"):
         program(x, extra={"scale": scale})
     for other in (True, None, 0):
-        with pytest.raises(InputError, match=rf"argument 'use_cache' is {other!r}, but the program was exported with "
+        kind = r" \(type int, not bool\)" if other == 0 and other is not False else ""  # 0 is not False: said so
+        with pytest.raises(InputError, match=rf"argument 'use_cache' is {other!r}{kind}, but the program was exported with "
                                              r"False there and computes with that value whatever is passed"):
             program(x, extra={"scale": scale}, use_cache=other)
     assert_outputs_equal(program(x, extra={"scale": scale}, use_cache=False), expected)  # still usable
@@ -123,3 +124,46 @@ def test_a_keyword_only_argument_passed_positionally_is_named_with_how_to_pass_i
     assert bind_keywords((audio,), {"speaker_id": speaker}, in_spec, ["audio"]) == ((audio,), {"speaker_id": speaker})
     with pytest.raises(InputError, match=r"got 2; call it as the exported module was called$"):  # no keyword left
         bind_keywords((audio, speaker), {"speaker_id": speaker}, in_spec, ["audio"])
+
+
+@pytest.mark.parametrize("value, kind", [("int", "int"), ("numpy", "float64"), ("subclass", "Half")])
+def test_a_constant_of_another_type_that_prints_alike_is_named_by_its_type(scaled_pt2, value, kind):
+    """The check of a lowered Python constant compares types too (0 is not False); a value of another type that
+    prints like the lowered one was refused as "'scale' is 2.0, but the program was exported with 2.0" (the
+    breaker, 2026-12-05)."""
+    import numpy as np
+
+    class Half(float):
+        pass
+
+    value = {"int": 2, "numpy": np.float64(2.0), "subclass": Half(2.0)}[value]
+    x = torch.randn(3, 4)
+    with load(scaled_pt2) as program:
+        with pytest.raises(InputError, match=rf"argument 'scale' is \S+ \(type {kind}, not float\), but the "
+                                             r"program was exported with 2.0 there"):
+            program(x, scale=value, use_relu=True)
+        torch.testing.assert_close(program(x, scale=2.0, use_relu=True), (x * 2).relu())
+
+
+def test_a_container_pytree_does_not_know_is_named_by_its_type_on_one_line(structured):
+    """A dict subclass (or anything pytree takes for a leaf) where the program takes a dict was refused as
+    "keyword input 'extra' is a tensor", and a dict keyed by a tensor printed the tensor's repr over several lines
+    (the breaker, 2026-12-05)."""
+    import collections
+
+    program, module = structured
+    x, scale = torch.randn(5, 4), torch.randn(5, 3)
+
+    class Extra(dict):
+        pass
+
+    with pytest.raises(InputError, match=r"keyword input 'extra' is an Extra, expected a dict with keys \['scale'\] "
+                                         r"\(pass a plain dict, e.g. dict\(value\)\)"):
+        program(x, Extra(scale=scale), use_cache=False)
+    with pytest.raises(InputError, match=r"keyword input 'extra' is an OrderedDict of 1, expected a dict .*dict\(value\)"):
+        program(x, collections.OrderedDict(scale=scale), use_cache=False)
+    with pytest.raises(InputError) as refused:
+        program(x, {scale: scale}, use_cache=False)
+    assert "\n" not in str(refused.value) and "keys [tensor([[" in str(refused.value)
+    assert_outputs_equal(program(x, dict(Extra(scale=scale)), use_cache=False),
+                         module(x, {"scale": scale}, use_cache=False))

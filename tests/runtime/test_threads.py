@@ -111,6 +111,44 @@ def test_one_program_from_eight_threads_gives_eager_results(twice_pt2, caller_ou
         _hammer(program, "cpu", caller_outputs=caller_outputs)
 
 
+# The list given to execute() is the caller's, which another thread may change while the call runs. The runtime
+# checked the tensors in it and then read the list again to make the run's handles: a tensor put there in between
+# (here by a trace hook at the run's start, where another thread may do it) reached the generated code unchecked,
+# and one whose storage was resized to nothing ended the process (SIGSEGV; the breaker, 2026-12-05).
+LIST_CHANGED_DURING_A_CALL = textwrap.dedent("""
+    import sys, torch, aotcuda
+    program = aotcuda.load(sys.argv[1])
+    good, bad = torch.randn(5, 4), torch.randn(5, 4)
+    bad.untyped_storage().resize_(0)
+    for fast in (True, False):  # the shape accepted before (the accepted-signature path) and not
+        if not fast:
+            program = aotcuda.load(sys.argv[1])
+        inputs = [good]
+        if fast:
+            program.execute(inputs)
+
+        def swap(frame, event, arg):
+            if event == "call" and frame.f_code.co_name == "_run":
+                inputs[0] = bad  # after the checks, before the run
+            return None
+
+        sys.settrace(swap)
+        try:
+            got = program.execute(inputs)
+        finally:
+            sys.settrace(None)
+        assert torch.equal(got[0], good * 2), "the run read another tensor than the one checked"
+        print("ran on the tensor checked", flush=True)
+""")
+
+
+def test_a_list_changed_during_a_call_is_not_read_again(twice_pt2):
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", LIST_CHANGED_DURING_A_CALL, twice_pt2],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert done.stdout.split("\n")[:2] == ["ran on the tensor checked"] * 2, done.stdout
+
+
 def test_calls_after_close_raise_the_clear_error(twice_pt2):
     program = aotcuda.load(twice_pt2)
     program.close()

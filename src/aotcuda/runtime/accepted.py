@@ -14,8 +14,6 @@ with a strided example checks each call fully, since its inputs may need a copy 
 
 from __future__ import annotations
 
-import threading
-
 import torch
 
 _STRIDED = torch.strided
@@ -41,10 +39,8 @@ class AcceptedSignatures:
         # The conjugation bit exists only on complex tensors: a real dtype that matched needs no look at it.
         self._complex = None if specs is None else tuple(spec.dtype.is_complex for spec in specs)
         self.enabled = specs is None or all(spec.contiguous for spec in specs)
-        # Read without a lock (one dict.get, atomic); changed only under the lock, which the full checks'
-        # slow path takes: two threads evicting at once popped one key twice (KeyError in a valid call).
+        # Read and changed without a lock (see remember): each dict operation is atomic.
         self._entries: dict[tuple, dict[str, int]] = {}
-        self._lock = threading.Lock()
 
     def lookup(self, tensors: list) -> dict[str, int] | None:
         """The symbol values bound by the accepted signature these tensors repeat, or None: check fully.
@@ -81,12 +77,18 @@ class AcceptedSignatures:
         if not self.enabled or any(p is not t for p, t in zip(prepared, tensors)):
             return
         key = tuple([tensor.shape for tensor in tensors])
-        with self._lock:
-            entries = self._entries
-            if key not in entries and len(entries) >= _MAX_ENTRIES:
-                del entries[next(iter(entries))]  # the oldest
-            entries[key] = bindings
+        # No lock: a call made by a signal's handler while this thread held it (a handler runs between bytecodes, in
+        # here too) waited for it for ever, and a lock taken by a call can stay taken when an interrupt comes as that
+        # call returns. Each dict operation is atomic; two threads evicting at once pop one key once (pop with a
+        # default: the KeyError of issue 26, item 6) and may leave the cache an entry or two over its size.
+        entries = self._entries
+        if key not in entries and len(entries) >= _MAX_ENTRIES:
+            try:
+                oldest = next(iter(entries))
+            except (StopIteration, RuntimeError):  # emptied, or changed by another thread meanwhile
+                oldest = None
+            entries.pop(oldest, None)
+        entries[key] = bindings
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._entries.clear()

@@ -85,6 +85,14 @@ def latch_aoti_input_checks(container: ModelContainer, device: str, package_path
 _STDERR_LOCK = threading.Lock()
 
 
+def _new_lock_in_a_child() -> None:  # a lock another thread of the parent held at the fork stays held in the child
+    global _STDERR_LOCK
+    _STDERR_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_a_child)
+
+
 @contextlib.contextmanager
 def _stderr_discarded():
     """File descriptor 2 on /dev/null for the block (a probe's run at load, microseconds): the generated

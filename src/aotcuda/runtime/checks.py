@@ -18,6 +18,7 @@ import functools
 import torch
 
 from aotcuda.errors import Advice, InputError, OutputError, clipped
+from aotcuda.runtime.devices import available_bytes
 from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, evaluate_expression, shape_expression
 from aotcuda.runtime.specs import DimSpec, TensorSpec, specs_from_signature, under_dim_names  # noqa: F401 - re-exported
 
@@ -220,19 +221,44 @@ def _in_exported_layout(tensor: torch.Tensor, spec: TensorSpec | None, bindings:
     (contiguous for most programs). Unsigned packages (spec None) keep their layout: AOTI's own input
     checks compare the strides there."""
     if tensor.is_neg() or tensor.is_conj():
+        _check_room_for_a_copy(tensor, label)
         tensor = tensor.resolve_conj().resolve_neg()
     if spec is None:
         return tensor
     if spec.contiguous:
-        return tensor if tensor.is_contiguous() else tensor.contiguous()
+        if tensor.is_contiguous():
+            return tensor
+        _check_room_for_a_copy(tensor, label)
+        return tensor.contiguous()
     strides = [evaluate_dim(stride, bindings) for stride in spec.strides] if spec.strides else [None]
     if None in strides or _has_strides(tensor, strides):
         return tensor  # an older package without strides: the layout cannot be checked
+    _check_room_for_a_copy(tensor, label)
     try:
         return torch.empty_strided(tensor.shape, strides, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
     except RuntimeError as exc:  # e.g. exported strides of 0 (an expanded example) and values that differ
         raise InputError(f"{label} cannot be laid out with the strides {tuple(strides)} that the program was "
                          f"exported with ({exc}); re-export with a contiguous example input") from exc
+
+
+_ROOM_ASKED_FROM = 1 << 28  # a copy below 256 MiB is made without asking the system for its free memory
+
+
+def _check_room_for_a_copy(tensor: torch.Tensor, label: str) -> None:
+    """Refuse a copy into the exported layout that would take more than half the memory available on the tensor's
+    device. The copy holds every element, whatever memory the tensor holds: an expanded tensor (stride 0) of 16
+    bytes, with 4e8 rows for an unbounded dim, made the runtime allocate 6.4 GB to sum it (eager sums it without a
+    copy), one of 2e9 rows raised torch's raw allocation error, and sizes in between push the machine into swap
+    or the OOM killer."""
+    need = tensor.numel() * tensor.element_size()
+    if need < _ROOM_ASKED_FROM:
+        return
+    available = available_bytes(tensor.device)
+    if available is not None and need > available // 2:
+        raise InputError(f"{label} (shape {clipped(tuple(tensor.shape), 120)}, strides {clipped(tensor.stride(), 120)}) "
+                         f"is not in the layout the program reads, and copying it there would take {need / 2**30:.1f} "
+                         f"GiB, more than half the memory available on {tensor.device} ({available / 2**30:.1f} GiB); "
+                         "pass a tensor you hold in that layout (contiguous for most programs), or a smaller one")
 
 
 def _has_strides(tensor: torch.Tensor, strides: list[int]) -> bool:

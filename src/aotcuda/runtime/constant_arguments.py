@@ -138,8 +138,11 @@ class ConstantArguments:
             may_leave_out = (self.parameters is None and constant.parameter and constant.position is None) or (
                 parameter is not None and same_value(constant.value, parameter.default))
             fix = f"pass {_assignment(constant)}" + (" or leave it out" if may_leave_out else "")
-            raise InputError(f"argument {constant.name!r} is {_value_text(given)}, but the program was exported with "
-                             f"{constant.value!r} there and computes with that value whatever is passed; {fix}, "
+            # where the types differ, say so: "is 2.0, but the program was exported with 2.0" (a float subclass)
+            kinds = "" if type(given) is type(constant.value) or given is None or isinstance(given, torch.Tensor) else \
+                f" (type {clipped(type(given).__name__, 40)}, not {type(constant.value).__name__})"
+            raise InputError(f"argument {constant.name!r} is {_value_text(given)}{kinds}, but the program was exported "
+                             f"with {constant.value!r} there and computes with that value whatever is passed; {fix}, "
                              "or lower the model again with the value you need")
 
     def _given(self, constant: ConstantInput, args: tuple, kwargs: dict) -> bool:

@@ -47,6 +47,8 @@ def resolve_device(package: ExtractedPackage, device) -> torch.device:
         wanted = torch.device(device) if device is not None else torch.device(package_type)
     except (RuntimeError, TypeError) as exc:
         raise PackageError(f"device={device!r} is not a device ({exc}); pass e.g. 'cpu' or 'cuda:0'") from exc
+    if wanted.type == "cpu" and wanted.index is not None:  # torch places 'cpu:3' tensors on 'cpu': so does the Program
+        wanted = torch.device("cpu")  # (kept, every call was refused: "is on cpu, but the program runs on cpu:3")
     if wanted.type != package_type:
         raise PackageError(f"the package was built for {package_type} and cannot run on {wanted}; "
                            f"load it with device={package_type!r}, or lower the model again with device={wanted.type!r}",
@@ -97,3 +99,16 @@ def cpu_isa() -> frozenset[str] | None:
     if None in probes.values():
         return None
     return frozenset(token for token, names in _ISA_PROBES.items() if all(probes[name]() for name in names))
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """The memory a new allocation on ``device`` may take without swapping (the CPU) or failing (CUDA: free memory
+    and the caching allocator's unused blocks); None for another device."""
+    if device.type == "cpu":
+        import psutil
+
+        return psutil.virtual_memory().available
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return None

@@ -99,9 +99,20 @@ def new_handle_array(tensors: list[torch.Tensor]) -> ctypes.Array:
 # --- handles → tensors --------------------------------------------------------------------------------------
 
 
-def steal_handles(handles: list[int]) -> list[torch.Tensor]:
-    """Tensors that take over (and later release) the given distinct, non-null handles."""
-    return _alloc_by_stealing([_capsule_new(handle, None, None) for handle in handles])
+def steal_handles(handles: list[int], record: list | None = None) -> list[torch.Tensor]:
+    """Tensors that take over (and later release) the given distinct, non-null handles.
+
+    ``record``: the list of handles an error path would release (``ownership.release_all``), cleared the moment
+    torch takes them over. A signal's handler may raise (KeyboardInterrupt) as torch's call returns, before its
+    tensors reach us: they are dropped then, and release the handles themselves, so the error path must not
+    release them too (a double free: SIGSEGV). Cleared just before the call, with no Python call in between,
+    so that no signal lands between the two: at worst, one between the capsules and the clearing leaks them.
+    """
+    capsules = [_capsule_new(handle, None, None) for handle in handles]
+    if record is not None:
+        cleared = [None] * len(record)
+        record[:] = cleared
+    return _alloc_by_stealing(capsules)
 
 
 class OutputStealer:
@@ -128,10 +139,14 @@ class OutputStealer:
         capsules = [_capsule_new(1, None, None) for _ in range(self._length)]  # a capsule's pointer is never 0
         return capsules, [Handle.from_address(id(c) + self._offset) for c in capsules]
 
-    def steal(self, output_array: ctypes.Array) -> list[torch.Tensor]:
-        """Tensors taking over the array's handles, which must be distinct and non-null."""
+    def steal(self, output_array: ctypes.Array, record: list) -> list[torch.Tensor]:
+        """Tensors taking over the array's handles, which must be distinct and non-null; ``record`` (the list
+        an error path releases) is cleared as torch takes them (see ``steal_handles``)."""
+        cleared = [None] * len(record)
         if self._offset is None:
-            return _alloc_by_stealing([_capsule_new(handle, None, None) for handle in output_array])
+            capsules = [_capsule_new(handle, None, None) for handle in output_array]
+            record[:] = cleared
+            return _alloc_by_stealing(capsules)
         free = self._free
         try:
             capsules, fields = free.pop()
@@ -140,6 +155,7 @@ class OutputStealer:
         try:
             for field, handle in zip(fields, output_array):
                 field.value = handle
+            record[:] = cleared
             return _alloc_by_stealing(capsules)
         finally:
             free.append((capsules, fields))

@@ -160,41 +160,76 @@ def _what_it_takes(names: list[str | None], keywords: list[str]) -> str:
     return f"{positional}{' and keyword(s) ' + ', '.join(keywords) if keywords else ''}"
 
 
-def structure_difference(given, expected, names: list[str | None]) -> str:
-    """The first place where a call's ``(args, kwargs)`` spec differs from the exported one, in words."""
+_UNKNOWN = object()  # a value structure_difference was not given
+
+
+def structure_difference(given, expected, names: list[str | None], values: tuple = (_UNKNOWN, _UNKNOWN)) -> str:
+    """The first place where a call's ``(args, kwargs)`` spec differs from the exported one, in words.
+
+    ``values``: the call's ``(args, kwargs)`` themselves, so that a leaf is named by its type: a spec's leaf
+    may be any object that is no container pytree knows (a dict subclass was named "a tensor")."""
     given_args, given_kwargs = _args_and_kwargs_specs(given)
     expected_args, expected_kwargs = _args_and_kwargs_specs(expected)
     if given_args is None or expected_args is None:
         return f"the arguments are structured as {given}, but the program was exported with {expected}"
-    pairs = [((f"input {names[i]!r} (#{i})" if i < len(names) and names[i] else f"input #{i}"), g, e)
-             for i, (g, e) in enumerate(zip(_children(given_args), _children(expected_args)))]
-    pairs += [(f"keyword input {key!r}", g, e)
+    args, kwargs = values
+    arg_values = list(args) if isinstance(args, tuple) else [_UNKNOWN] * given_args.num_children
+    pairs = [((f"input {names[i]!r} (#{i})" if i < len(names) and names[i] else f"input #{i}"), g, e, v)
+             for i, (g, e, v) in enumerate(zip(_children(given_args), _children(expected_args), arg_values))]
+    pairs += [(f"keyword input {key!r}", g, e, kwargs.get(key, _UNKNOWN) if isinstance(kwargs, dict) else _UNKNOWN)
               for key, g, e in zip(expected_kwargs.context, _children(given_kwargs), _children(expected_kwargs))]
-    for where, g, e in pairs:
-        found = _first_difference(g, e, where)
+    for where, g, e, v in pairs:
+        found = _first_difference(g, e, where, v)
         if found:
             return found
     return f"the arguments are structured as {given}, but the program was exported with {expected}"
 
 
-def _first_difference(given, expected, where: str) -> str | None:
+def _first_difference(given, expected, where: str, value=_UNKNOWN) -> str | None:
     if given == expected:
         return None
     if (given.is_leaf() or expected.is_leaf() or given.type is not expected.type
             or given.num_children != expected.num_children or given.context != expected.context):
-        return f"{where} is {_describe(given)}, expected {_describe(expected)}"
+        import collections.abc
+
+        hint = " (pass a plain dict, e.g. dict(value))" if (
+            expected.type is dict and given.type is not dict and isinstance(value, collections.abc.Mapping)) else ""
+        return f"{where} is {_describe(given, value)}, expected {_describe(expected)}{hint}"
     keys = expected.context if expected.type is dict else range(expected.num_children)
-    for key, g, e in zip(keys, _children(given), _children(expected)):
-        found = _first_difference(g, e, f"{where}[{key!r}]")
+    for key, g, e, v in zip(keys, _children(given), _children(expected), _child_values(value, given)):
+        found = _first_difference(g, e, f"{where}[{quoted(key)}]", v)
         if found:
             return found
-    return f"{where} is {_describe(given)}, expected {_describe(expected)}"
+    return f"{where} is {_describe(given, value)}, expected {_describe(expected)}"
 
 
-def _describe(spec) -> str:
+def _child_values(value, spec) -> list:
+    """The values of a container's children, as pytree flattened them (its own flatten function: a container pytree
+    knows is one of Python's or torch's, whose flattening runs no caller code)."""
+    import torch.utils._pytree as pytree
+
+    node = pytree.SUPPORTED_NODES.get(spec.type)
+    if value is not _UNKNOWN and node is not None:
+        try:
+            children = list(node.flatten_fn(value)[0])
+            if len(children) == spec.num_children:
+                return children
+        except Exception:  # noqa: BLE001 - described without the values then
+            pass
+    return [_UNKNOWN] * spec.num_children
+
+
+def _describe(spec, value=_UNKNOWN) -> str:
     if spec.is_leaf():
-        return "a tensor"
+        import torch
+
+        return "a tensor" if value is _UNKNOWN or isinstance(value, torch.Tensor) else _a(type(value).__name__)
     kind = getattr(spec.type, "__name__", str(spec.type))
     if spec.type is dict:
         return f"a dict with keys {names_quoted(spec.context)}"
-    return f"a {kind} of {spec.num_children}"
+    return f"{_a(kind)} of {spec.num_children}"
+
+
+def _a(kind: str) -> str:
+    kind = kind[:60]
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"

@@ -46,6 +46,14 @@ from aotcuda.errors import PackageError
 _LIBRARIES: dict[tuple[str, str], tuple[ctypes.CDLL, str]] = {}  # (digest, kind) -> (library, pinned .so)
 _DIGESTS: dict[int, str] = {}  # id(library) -> the SHA-256 of its file (libraries are never released)
 _LOCK = threading.Lock()
+
+
+def _new_lock_in_a_child() -> None:  # a lock another thread of the parent held at the fork stays held in the child
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_a_child)
 _root: tuple[int, str, int] | None = None  # (the pid that made it, the folder of the pinned copies, its lock)
 ROOT_PREFIX, PACKAGE_PREFIX = "aotcuda_libraries_", "aotcuda-"  # in the temporary folder
 OWNER_LOCK, OWNER_FILE = "owner.lock", ".aotcuda-owner"

@@ -20,10 +20,12 @@ import ctypes
 import os
 import threading
 import time
+import weakref
 
 from aotcuda.errors import RuntimeCallError
 
 CLOSED_MESSAGE = "this Program was closed; load the package again"
+_GATES: weakref.WeakSet = weakref.WeakSet()  # every live gate, for a forked child (CallGate.forked)
 _POLL_S = 0.001  # how often close() looks whether the calls in flight have returned
 _thread = threading.get_ident
 
@@ -35,18 +37,34 @@ class CallGate:
     thread is inside a call, or a callback of the call) cannot return before close does: waiting for it
     hung for ever (and a second SIGTERM ran the same handler, which hung too). So close never waits for
     its own thread's calls: it refuses new calls, and the last call to leave frees, after its own work.
+
+    An entry must leave however its call ends, also by an exception a signal's handler raises (Ctrl-C's
+    KeyboardInterrupt): Python runs a handler where a call returns and where a Python function begins, so an
+    entry made by ``append`` (a call) and one whose ``__exit__`` was interrupted as it began stayed, and a later
+    ``close()`` on another thread waited for that call for ever. ``Program.execute`` therefore enters and leaves
+    inline (``calls += (thread,)``, which calls nothing, right before its ``try``, and ``calls.remove`` first
+    in its ``finally``); ``with gate:`` (``bind``) keeps the window at the start of ``__exit__``.
     """
 
-    __slots__ = ("_calls", "_closed", "_close_lock", "_deferred")
+    __slots__ = ("calls", "_closed", "_close_lock", "_deferred", "__weakref__")
 
     def __init__(self) -> None:
-        self._calls: list[int] = []  # the thread of each call in flight
+        self.calls: list[int] = []  # the thread of each call in flight
         self._closed = False
         self._close_lock = threading.Lock()  # close() against close(), and a deferred free against itself
         self._deferred = None  # the free that the last call in flight runs (see the class docstring)
+        _GATES.add(self)
+
+    def forked(self) -> None:
+        """In a forked child: only the thread that forked lives on, so the calls other threads had in flight in the
+        parent will never leave here (close() waited for them for ever, and so did the child's exit, where the
+        Program's finalizer closes it), and a lock one of them held stays held. Keep the forking thread's own."""
+        self._close_lock = threading.Lock()
+        me = _thread()
+        self.calls[:] = [thread for thread in self.calls if thread == me]
 
     def __enter__(self) -> None:
-        self._calls.append(_thread())
+        self.calls += (_thread(),)  # not append(): an exception raised as a call returns (below) comes before it
         if self._closed:
             self._leave()
             raise RuntimeCallError(CLOSED_MESSAGE)
@@ -55,10 +73,14 @@ class CallGate:
         self._leave()
 
     def _leave(self) -> None:
-        self._calls.remove(_thread())  # one of this thread's entries (they are alike)
+        self.calls.remove(_thread())  # one of this thread's entries (they are alike)
+        self.free_deferred()
+
+    def free_deferred(self) -> None:
+        """After a call has left: the free of a close made on a thread that was inside a call, by the last call."""
         if self._deferred is not None:  # rare: a close on a thread that was inside a call
             with self._close_lock:
-                free, self._deferred = (self._deferred, None) if not self._calls else (None, self._deferred)
+                free, self._deferred = (self._deferred, None) if not self.calls else (None, self._deferred)
             if free is not None:
                 free()
 
@@ -68,20 +90,22 @@ class CallGate:
 
     @property
     def in_flight(self) -> int:
-        return len(self._calls)
+        return len(self.calls)
 
     def close(self, free=None) -> bool:
         """Refuse new calls; then ``free()``, once the calls in flight on other threads have returned, or, where
         this thread is itself inside a call, when the last call leaves. Returns True the first time, False when
         already closed (``free`` is then not called)."""
+        if self._closed:  # before the lock: a signal's handler that closes while this thread's close waits for the
+            return False  # calls in flight (holding the lock) waited for the lock for ever
         with self._close_lock:
             if self._closed:
                 return False
             self._closed = True
             mine = _thread()
-            while any(thread != mine for thread in list(self._calls)):
+            while any(thread != mine for thread in list(self.calls)):
                 time.sleep(_POLL_S)
-            if mine in self._calls:  # beneath this close, on this thread: it frees when it leaves
+            if mine in self.calls:  # beneath this close, on this thread: it frees when it leaves
                 self._deferred = free
                 return True
         if free is not None:
@@ -130,6 +154,8 @@ OPENMP = _OpenMP()
 def _one_openmp_thread_in_a_child() -> None:
     if OPENMP.used:
         OPENMP.one_thread()
+    for gate in list(_GATES):
+        gate.forked()
 
 
 os.register_at_fork(after_in_child=_one_openmp_thread_in_a_child)

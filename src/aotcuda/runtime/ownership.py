@@ -67,20 +67,22 @@ def take_slot(handles: list[Handle], slot: int) -> Handle:
     return handle or None
 
 
-def adopt_all(handles: list[Handle], adopt: Callable[[list[int]], list[T]]) -> list[T | None]:
+def adopt_all(handles: list[Handle], adopt: Callable[..., list[T]]) -> list[T | None]:
     """Turn the handles into objects, one per distinct handle, shared by every slot that held it.
 
     ``adopt`` takes the distinct handles and returns one owning object each (for tensors:
     ``torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs``), so that slots that shared a handle get
     one tensor, i.e. one storage, as in eager. On success every slot of ``handles`` is cleared (the
-    objects own the handles now); if ``adopt`` raises, ``handles`` is left as it was, for ``release_all``.
-    Null slots become None.
+    objects own the handles now); if ``adopt`` raises, ``handles`` is left as it was, for ``release_all``,
+    unless adopt has cleared it: ``adopt(distinct, record=handles)`` clears it the moment the handles are
+    handed on (``handles.steal_handles``), so that an exception raised after that (a signal's
+    KeyboardInterrupt as the adopting call returns) cannot have them released twice. Null slots become None.
     """
-    distinct = distinct_handles(handles)
-    objects = adopt(distinct)
+    slots, distinct = list(handles), distinct_handles(handles)
+    objects = adopt(distinct, record=handles)
     if len(objects) != len(distinct):
         raise ValueError(f"adopt returned {len(objects)} objects for {len(distinct)} handles")
     by_handle = dict(zip(distinct, objects))
-    adopted = [by_handle[handle] if handle else None for handle in handles]
+    adopted = [by_handle[handle] if handle else None for handle in slots]
     handles[:] = [None] * len(handles)
     return adopted

@@ -239,6 +239,30 @@ def _file_sha256(path: str, handle: PackageFile) -> str:
     return hasher.hexdigest()
 
 
+def _checked_path(path) -> str:
+    """``path`` as a str, or a PackageError naming what was passed (None, a number, a path with a NUL byte raised
+    raw TypeError and ValueError from the os module)."""
+    try:
+        path = os.fsdecode(os.fspath(path))
+    except TypeError:
+        raise PackageError(f"the package path must be a str or os.PathLike, got {type(path).__name__}; pass the .pt2 "
+                           "file's path") from None
+    if "\0" in path:
+        raise PackageError(f"the package path {clipped(repr(path), 120)} holds a NUL character, which no file name "
+                           "can; pass the .pt2 file's path")
+    return path
+
+
+def _checked_sha256(expected) -> str:
+    """The expected SHA-256 in hashlib's form (64 lower-case hex digits). An upper-case digest of the right file
+    (as some tools write it) was refused as another package, and so was anything that is no digest at all."""
+    if isinstance(expected, str) and len(expected) == 64 and all(c in "0123456789abcdefABCDEF" for c in expected):
+        return expected.lower()
+    raise PackageError(f"package_sha256={clipped(repr(expected), 80)} is not a SHA-256 (64 hexadecimal digits, as "
+                       "hashlib's hexdigest() and sha256sum write it); pass the package file's digest "
+                       "(aotcuda.runtime.package.package_sha256)")
+
+
 def _check_same_bytes(path: str, handle, expected: str) -> None:
     """PackageError unless the open package file's bytes have the SHA-256 ``expected``: the package a server
     checked at its start, which each of its replicas must load (another process may replace the file at that
@@ -280,8 +304,10 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     sources without a compiled .so (packages built with ``aot_inductor.package_cpp_only``), or exceeds
     the limits (a decompression bomb: refused before anything is written).
     """
-    path = os.fspath(path)
+    path = _checked_path(path)
     limits = limits or ArchiveLimits.from_environment()
+    if expected_sha256 is not None:
+        expected_sha256 = _checked_sha256(expected_sha256)
     out_dir = None
     try:
         with _opened(path, model_name, limits, expected_sha256) as (archive, names, model, root, signature):

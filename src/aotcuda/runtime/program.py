@@ -31,18 +31,20 @@ raises OutputError. CUDA graphs: see ``aotcuda.runtime.graphs``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import functools
 import os
 import sys
+import threading
 import warnings
 
 import torch
 import torch.utils._pytree as pytree
 
 from aotcuda import switches
-from aotcuda.errors import Advice, InputError, OutputError, PackageError, RuntimeCallError
+from aotcuda.errors import Advice, InputError, OutputError, PackageError, RuntimeCallError, quoted
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
@@ -70,9 +72,10 @@ from aotcuda.runtime.handles import (
     steal_handles,
 )
 from aotcuda.runtime.index_ranges import IndexRangeChecks
-from aotcuda.runtime.lifetime import OPENMP, CallGate
+from aotcuda.runtime.lifetime import CLOSED_MESSAGE, OPENMP, CallGate
 from aotcuda.runtime.constant_arguments import ConstantArguments
 from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
+from aotcuda.runtime.plain_tensors import caller_modes_active, plain_inputs, plain_outputs, without_caller_modes
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
 from aotcuda.runtime.specs import specs_from_signature
@@ -80,6 +83,7 @@ from aotcuda.runtime.specs import specs_from_signature
 __all__ = ["Program", "load", "read_signature"]
 
 _Tensor = torch.Tensor
+_thread = threading.get_ident
 
 
 def load(path: str | os.PathLike, *, device: str | torch.device | None = None, cuda_graphs: bool = False,
@@ -108,6 +112,10 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
 
     Raises PackageError when the package cannot be opened or loaded on that device, or exceeds the limits.
     """
+    _check_flags(cuda_graphs=cuda_graphs, check_index_ranges=check_index_ranges)
+    if limits is not None and not isinstance(limits, ArchiveLimits):
+        raise PackageError(f"limits must be an aotcuda.runtime.archive.ArchiveLimits, got {type(limits).__name__}; "
+                           "pass e.g. ArchiveLimits.from_environment() with the fields changed, or leave it out")
     package = open_package(path, model_name, limits, expected_sha256=package_sha256)
     try:
         return Program(package, device=device, cuda_graphs=cuda_graphs, check_index_ranges=check_index_ranges)
@@ -314,7 +322,7 @@ class Program:
                              "holds itself, or thousands of nested lists); call it as the exported module was called "
                              "(Program.input_specs lists the tensors it takes)") from None
         if spec != self._in_spec:
-            raise InputError(f"{structure_difference(spec, self._in_spec, self._positional_names())}; "
+            raise InputError(f"{structure_difference(spec, self._in_spec, self._positional_names(), (args, kwargs))}; "
                              "call it as the exported module was called")
         if constants.constants:
             constants.check(flat)
@@ -375,41 +383,63 @@ class Program:
         Thread-safe: one Program may be called from many threads at once (calls through one CUDA graph
         take turns); ``close()`` waits for the calls in flight.
         """
-        with self._gate:
-            originals = inputs if type(inputs) is list else _as_list(inputs, "inputs", InputError)
-            bindings = self._accepted.lookup(originals)
-            if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
-                prepared, bindings = check_inputs(originals, self._input_specs, self._input_names, self._device,
-                                                  self.num_inputs, self._mutated)
-                self._accepted.remember(originals, prepared, bindings)
+        gate = self._gate  # the call gate inline, not `with`: see lifetime.CallGate (a signal's exception)
+        calls, thread = gate.calls, _thread()
+        calls += (thread,)  # nothing is called from here into the try, so no handler runs in between
+        try:
+            if gate.closed:
+                raise RuntimeCallError(CLOSED_MESSAGE)
+            if caller_modes_active():  # FakeTensorMode & co. must not make the runtime's own copies (plain_tensors)
+                with without_caller_modes():
+                    return self._checked_call(inputs, outputs)
+            return self._checked_call(inputs, outputs)
+        finally:
+            calls.remove(thread)  # first: an exception raised as this returns comes after it
+            gate.free_deferred()
+
+    def _checked_call(self, inputs, outputs) -> list:
+        """execute() inside the call gate."""
+        # A copy of the caller's list: another thread may put another tensor in it between the checks and the run
+        originals = inputs[:] if type(inputs) is list else _as_list(inputs, "inputs", InputError)
+        for tensor in originals:  # a subclass's own Python is never what the checks read (plain_tensors)
+            if type(tensor) is not _Tensor or tensor.__dict__:  # __dict__: methods set on the object
+                originals = plain_inputs(originals, self._input_specs, self._input_names, self._device)
+                break
+        bindings = self._accepted.lookup(originals)
+        if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
+            prepared, bindings = check_inputs(originals, self._input_specs, self._input_names, self._device,
+                                              self.num_inputs, self._mutated)
+            self._accepted.remember(originals, prepared, bindings)
+        else:
+            prepared = originals  # checked before, and needing no copy into the exported layout
+            if self._mutated:  # these depend on the tensors themselves, not their signature
+                check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
+        if self._grad_warning_due and torch.is_grad_enabled():
+            self._warn_if_inputs_require_grad(originals)
+        if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too),
+            prepared = self._index_checks.checked_copies(prepared, bindings)  # on a copy the call then reads
+        if self._boundary is not None:
+            prepared_pairs = self._boundary.inputs_as_pairs(prepared)
+        else:
+            prepared_pairs = prepared
+        given = outputs
+        if outputs is not None:
+            given = _as_list(outputs, "outputs", OutputError)
+            outputs = plain_outputs(given)  # the same memory: the results land in the caller's buffers
+            check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
+                                 originals, self._input_labels)
+        try:
+            if self._graphs is not None:
+                finish = functools.partial(self._finish, outputs)
+                results = self._graphs(prepared_pairs, finish, lend=outputs is None)  # lent: as they are
             else:
-                prepared = originals  # checked before, and needing no copy into the exported layout
-                if self._mutated:  # these depend on the tensors themselves, not their signature
-                    check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
-            if self._grad_warning_due and torch.is_grad_enabled():
-                self._warn_if_inputs_require_grad(originals)
-            if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too),
-                prepared = self._index_checks.checked_copies(prepared, bindings)  # on a copy the call then reads
-            if self._boundary is not None:
-                prepared_pairs = self._boundary.inputs_as_pairs(prepared)
-            else:
-                prepared_pairs = prepared
-            if outputs is not None:
-                outputs = _as_list(outputs, "outputs", OutputError)
-                check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
-                                     originals, self._input_labels)
-            try:
-                if self._graphs is not None:
-                    finish = functools.partial(self._finish, outputs)
-                    results = self._graphs(prepared_pairs, finish, lend=outputs is None)  # lent: as they are
-                else:
-                    results = self._finish(outputs, self._run(prepared_pairs), False)
-            except ValueCheckFailed as failed:  # said with this call's sizes and the user's Dim names
-                raise InputError(value_check_message(failed.check, failed.printed, bindings,
-                                                     self._dim_names)) from None
-            if prepared is not originals:  # some input may have been copied into the exported layout
-                write_back(originals, prepared, self._written)
-            return results
+                results = self._finish(outputs, self._run(prepared_pairs), False)
+        except ValueCheckFailed as failed:  # said with this call's sizes and the user's Dim names
+            raise InputError(value_check_message(failed.check, failed.printed, bindings,
+                                                 self._dim_names)) from None
+        if prepared is not originals:  # some input may have been copied into the exported layout
+            write_back(originals, prepared, self._written)
+        return given if outputs is not given and given is not None else results  # the caller's own buffers
 
     def _finish(self, outputs, results: list, static: bool) -> list:
         """The call's results: complex views where the caller's program had complex outputs, copied into
@@ -447,13 +477,16 @@ class Program:
             release_written(output_array)
             release_unstolen(alias, input_array)
             raise
-        handles = list(output_array)
-        try:
+        handles = None
+        try:  # the handles not yet handed to torch's tensors stay in `handles`, which the steal clears
+            handles = list(output_array)
             if None not in handles and (len(handles) == 1 or len(set(handles)) == len(handles)):
-                return self._stealer.steal(output_array)  # the usual case: one distinct handle per slot
+                return self._stealer.steal(output_array, handles)  # the usual case: one distinct handle per slot
             return ownership.adopt_all(handles, steal_handles)
         except BaseException as exc:
-            ownership.release_all(handles, delete_handle)
+            ownership.release_all(list(output_array) if handles is None else handles, delete_handle)
+            if not isinstance(exc, Exception):  # a KeyboardInterrupt from a signal's handler stays one
+                raise
             raise RuntimeCallError(f"taking over the model's outputs failed: {exc}") from exc
 
     def bind(self, inputs, outputs=None, *, warmup_calls: int = 3) -> BoundGraph:
@@ -482,8 +515,9 @@ class Program:
         failed capture. Index ranges are checked on ``inputs`` here; replays read the buffers unchecked
         (the caller writes them: values outside a range end in the generated code's device-side assert).
         """
-        with self._gate:
-            tensors = _as_list(inputs, "inputs", InputError)
+        with self._gate, (without_caller_modes() if caller_modes_active() else contextlib.nullcontext()):
+            tensors = plain_inputs(_as_list(inputs, "inputs", InputError), self._input_specs, self._input_names,
+                                   self._device)
             prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
                                               self.num_inputs, self._mutated)
             if self._index_checks is not None:  # the warm-up inputs; replays read the buffers unchecked
@@ -491,7 +525,7 @@ class Program:
             if self._boundary is not None:
                 prepared = self._boundary.inputs_as_pairs(prepared)
             if outputs is not None:
-                outputs = _as_list(outputs, "outputs", OutputError)
+                outputs = plain_outputs(_as_list(outputs, "outputs", OutputError))
                 check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
                                      tensors, self._input_labels)
             adapt = self._boundary.outputs_as_complex if self._boundary is not None else list
@@ -532,6 +566,19 @@ class Program:
         if package is not None:
             package.cleanup()
 
+    # A copy made by copy.copy shared the container and the gate, and its __del__ closed both: dropping a copy closed
+    # the Program it was made from. A Program is a handle on one loaded model, as a file object is on one file.
+    def __copy__(self) -> Program:
+        return self
+
+    def __reduce_ex__(self, protocol):  # pickle, copy.deepcopy: a raw "cannot pickle '_thread.lock' object" before
+        raise TypeError(f"a Program holds a loaded model ({self.package_path!r}) and cannot be pickled or deep-copied; "
+                        "load the package again where another one is needed (aotcuda.load(program.package_path)), "
+                        "e.g. in each worker process")
+
+    def __deepcopy__(self, memo) -> Program:
+        self.__reduce_ex__(4)
+
     def __enter__(self) -> Program:
         return self
 
@@ -543,6 +590,14 @@ class Program:
             self.close()
         except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
             pass
+
+
+def _check_flags(**flags) -> None:
+    """load()'s switches must be bools (None: the default): a string is true whatever it says, so
+    check_index_ranges="no" turned the checks on and cuda_graphs="no" was refused as cuda_graphs=True."""
+    for name, value in flags.items():
+        if value is not None and not isinstance(value, bool) and not (type(value) is int and value in (0, 1)):
+            raise PackageError(f"{name}={quoted(value)} is not a bool; pass True or False")
 
 
 def _as_list(values, what: str, error: type) -> list:

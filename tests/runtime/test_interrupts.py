@@ -1,0 +1,189 @@
+"""A signal's handler that raises (Ctrl-C's KeyboardInterrupt, a SIGALRM timeout) while a call is inside the runtime.
+
+Python runs a signal's handler between bytecodes, so its exception may surface as any call the runtime makes
+returns: also as torch's call that hands the model's output handles to new tensors returns, before those tensors
+reach the runtime. They are dropped then, and release the handles; the runtime's error path released the same
+handles again: a double free, and the process died of SIGSEGV (found by the breaker, 2026-12-05: Ctrl-C during a
+loop of calls). And the call gate's entry, made with a call and removed at the start of ``__exit__``, stayed when the
+exception came at either point: a later ``close()`` on another thread waited for that call for ever. Each case runs
+in a child process, so that a regression fails the test instead of the session.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# The exception raised exactly where the crash was: as torch's steal of the output handles returns.
+AS_THE_STEAL_RETURNS = textwrap.dedent("""
+    import sys, torch, aotcuda
+    import aotcuda.runtime.handles as handles
+    program = aotcuda.load(sys.argv[1])
+    x = torch.randn(3, 4)  # Twice takes (batch, 4), Scaled (3, 4)
+    expected = [t.clone() for t in program.execute([x])]
+    real = handles._alloc_by_stealing
+
+    def interrupted(capsules):
+        tensors = real(capsules)  # torch's tensors own the handles now ...
+        raise KeyboardInterrupt   # ... and the handler's exception comes before they reach the runtime
+
+    for round in range(3):
+        handles._alloc_by_stealing = interrupted
+        try:
+            program.execute([x])
+            print("no interrupt")
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt")
+        handles._alloc_by_stealing = real
+        got = program.execute([x])
+        assert all(torch.equal(g, e) for g, e in zip(got, expected)), "the next call is wrong"
+    print("next calls right")
+""")
+
+# Ctrl-C as it comes: a timer's handler raising KeyboardInterrupt wherever the main thread happens to be.
+UNDER_A_TIMER = textwrap.dedent("""
+    import signal, sys, torch, aotcuda
+
+    def interrupt(number, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, interrupt)
+    program = aotcuda.load(sys.argv[1])
+    x = torch.randn(64, 4)
+    expected = [t.clone() for t in program.execute([x])]
+    interrupts = 0
+    for round in range(300):
+        signal.setitimer(signal.ITIMER_REAL, 0.0002 + 0.00001 * (round % 20))
+        try:
+            for _ in range(5000):
+                program.execute([x])
+        except KeyboardInterrupt:
+            interrupts += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    got = program.execute([x])
+    assert all(torch.equal(g, e) for g, e in zip(got, expected)), "the next call is wrong"
+    print("interrupted", interrupts, "times; next call right")
+""")
+
+
+# Interrupts, then a close on another thread (a server's shutdown after a Ctrl-C'd request): it must return.
+CLOSE_AFTER_INTERRUPTS = textwrap.dedent("""
+    import os, signal, sys, threading, torch, aotcuda
+
+    def interrupt(number, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, interrupt)
+    program = aotcuda.load(sys.argv[1])
+    x = torch.randn(8, 4)
+    interrupts = 0
+    for round in range(1500):
+        signal.setitimer(signal.ITIMER_REAL, 0.0001 + 0.000003 * (round % 37))
+        try:
+            for _ in range(5000):
+                program(x)
+        except KeyboardInterrupt:
+            interrupts += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    closer = threading.Thread(target=program.close, daemon=True)
+    closer.start()
+    closer.join(10)
+    print("interrupted", interrupts, "times;", "close hung" if closer.is_alive() else "closed", flush=True)
+    os._exit(0)
+""")
+
+
+# A signal's handler that calls the program, run (as handlers run: between bytecodes) while the interrupted call held
+# the lock of the shapes it remembers: the handler's call waited for that lock for ever. The hook below runs a
+# handler's call at each line of the remembering, each of another shape (so that it remembers too).
+CALL_FROM_A_HANDLER_INSIDE_THE_SHAPE_LOCK = textwrap.dedent("""
+    import sys, faulthandler, torch, aotcuda
+    faulthandler.dump_traceback_later(60, exit=True)
+    program = aotcuda.load(sys.argv[1])
+    fired, busy = [], []
+
+    def handler_here(frame, event, arg):
+        if event == "line" and not busy:
+            busy.append(1)
+            fired.append(1)
+            x = torch.randn(7 + len(fired), 4)
+            assert torch.equal(program(x)[0], x * 2)  # the handler's own call
+            busy.pop()
+        return handler_here
+
+    sys.settrace(lambda frame, event, arg: handler_here if frame.f_code.co_name == "remember" else None)
+    x = torch.randn(5, 4)
+    got = program(x)
+    sys.settrace(None)
+    assert fired and torch.equal(got[0], x * 2)
+    print("both calls returned", flush=True)
+""")
+
+# A SIGTERM handler that closes the Program while the main thread's own close() waits for a call in flight on
+# another thread (a shutdown, and the orchestrator's SIGTERM): the handler's close waited for the lock its own
+# thread held, for ever.
+CLOSE_FROM_A_HANDLER_DURING_CLOSE = textwrap.dedent("""
+    import os, signal, sys, threading, faulthandler, torch, aotcuda
+    faulthandler.dump_traceback_later(60, exit=True)
+    program = aotcuda.load(sys.argv[1])
+    real_run, inside, release = program._container.run, threading.Event(), threading.Event()
+
+    def held_run(*args, **kwargs):  # the other thread's call stays in flight until released
+        inside.set()
+        release.wait(30)
+        return real_run(*args, **kwargs)
+
+    program._container.run = held_run
+    caller = threading.Thread(target=lambda: program(torch.randn(5, 4)))
+    caller.start()
+    inside.wait(30)
+    handled = []
+    signal.signal(signal.SIGTERM, lambda number, frame: handled.append(program.close()))
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()  # while close() below waits
+    threading.Timer(1.0, release.set).start()
+    program.close()
+    caller.join(30)
+    print("closed; the handler's close returned", handled, flush=True)
+""")
+
+
+def _child(script, package, **env):
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
+    return subprocess.run([sys.executable, "-X", "faulthandler", "-c", script, package], capture_output=True,
+                          text=True, timeout=300, env=environment)
+
+
+@pytest.mark.parametrize("package, switches", [
+    ("twice_pt2", {}),  # one handle in two slots: ownership.adopt_all (main: SIGSEGV at the first interrupt)
+    ("scaled_pt2", {}),  # one output: the OutputStealer
+    ("scaled_pt2", {"AOTCUDA_FOREIGN_WRITES": "1"}),  # its capsules made once and rewritten
+])
+def test_an_interrupt_as_the_outputs_are_handed_over_is_raised_and_frees_nothing_twice(package, switches, request):
+    done = _child(AS_THE_STEAL_RETURNS, request.getfixturevalue(package), **switches)
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert done.stdout.split() == ["KeyboardInterrupt"] * 3 + ["next", "calls", "right"], done.stdout
+
+
+def test_ctrl_c_during_a_loop_of_calls_raises_keyboard_interrupt_and_the_program_goes_on(twice_pt2):
+    done = _child(UNDER_A_TIMER, twice_pt2)
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert "next call right" in done.stdout and int(done.stdout.split()[1]) > 100, done.stdout
+
+
+def test_close_on_another_thread_after_interrupted_calls_returns(twice_pt2):
+    done = _child(CLOSE_AFTER_INTERRUPTS, twice_pt2)
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert done.stdout.split()[-1] == "closed" and int(done.stdout.split()[1]) > 1000, done.stdout
+
+
+def test_a_call_from_a_signal_handler_inside_the_interrupted_calls_shape_lock_returns(twice_pt2):
+    done = _child(CALL_FROM_A_HANDLER_INSIDE_THE_SHAPE_LOCK, twice_pt2)  # main: hung (the child's own timeout ends it)
+    assert done.returncode == 0 and "both calls returned" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+def test_a_close_from_a_signal_handler_while_close_waits_returns(twice_pt2):
+    done = _child(CLOSE_FROM_A_HANDLER_DURING_CLOSE, twice_pt2)  # main: hung
+    assert done.returncode == 0 and "the handler's close returned [None]" in done.stdout, \
+        done.stdout + done.stderr[-2000:]
