@@ -201,6 +201,27 @@ class Router(torch.nn.Module):
         return torch.topk(scores.softmax(-1), k=2, dim=-1)
 
 
+def test_a_numpy_example_input_is_named_with_the_fix_before_export(tmp_path):
+    """A new user's trial (2026-12-05): a factory returning (model, (np_array,)) got torch.export's "ValueError:
+    Unsupported input type <class 'numpy.ndarray'>. Export only supports pytree containers of basic types ...",
+    whose advice (register_dataclass, register_pytree_node) is not the fix; the input is named, with the fix."""
+    import numpy
+
+    class AddOne(torch.nn.Module):
+        def forward(self, x, y=None):
+            return x + 1
+
+    path = tmp_path / "m.pt2"
+    with pytest.raises(TypeError, match=r"example input args\[0\] is a NumPy array \(numpy\.ndarray\); .*"
+                                        r"torch\.from_numpy\(value\)"):
+        aotcuda.lower(AddOne(), (numpy.ones((2, 2), dtype=numpy.float32),), device="cpu", package_path=path)
+    with pytest.raises(TypeError, match=r"example input kwargs\['y'\]\[1\] is a NumPy scalar \(numpy\.float32\); "
+                                        r".*pass torch\.as_tensor\(value\)"):
+        aotcuda.lower(AddOne(), (torch.ones(2),), {"y": [torch.ones(1), numpy.float32(1)]}, device="cpu",
+                      package_path=path)
+    assert not path.exists()
+
+
 def test_named_tuple_outputs_come_back_as_a_tuple_and_topk_is_a_library_kernel(tmp_path):
     lowered = aotcuda.lower(Router(), (torch.randn(6, 4),), device="cpu", package_path=tmp_path / "router.pt2")
     assert lowered.fallback_kernels == []
