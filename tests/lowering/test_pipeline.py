@@ -309,6 +309,22 @@ def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
         assert "not writable" not in str(caught.value)
 
 
+@pytest.mark.skipif(not (os.path.isdir("/proc") and os.access("/proc", os.W_OK)), reason="needs a /proc root may write")
+def test_a_virtual_folder_refused_for_inputs_or_outputs_does_not_speak_of_packages():
+    """A new user's trial (2026-12-05): `aotcuda lower ... --save-inputs /proc/in.pt` and `aotcuda run ...
+    --save-outputs /proc/o.pt` were refused with "a virtual file system such as /proc or /sys holds no packages",
+    for files that are not packages."""
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering.pipeline import checked_output_path
+
+    for what in ("the example inputs", "the outputs"):
+        with pytest.raises(PackageError, match=rf"cannot write {what} to '/proc/o\.pt': .*a virtual file system such "
+                                               r"as /proc or /sys takes no new files\); choose a folder on a disk") \
+                as caught:
+            checked_output_path("/proc/o.pt", what, lambda path: False, "a torch.save file", "o.pt")
+        assert "package" not in str(caught.value)
+
+
 @pytest.mark.parametrize("code, says", [
     (errno.EACCES, r"the folder '.+' is not writable \(Permission denied\); choose another path, or change its "),
     (errno.EROFS, r"the folder '.+' is on a read-only file system; choose another path"),

@@ -555,7 +555,7 @@ def _why_no_file(folder: str, exc: OSError) -> str:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"no room for a new file in the folder {folder!r} ({reason}); free some space, or choose another path"
     return (f"the file system of the folder {folder!r} makes no new file there (creating one failed: {reason}; "
-            "a virtual file system such as /proc or /sys holds no packages); choose a folder on a disk")
+            "a virtual file system such as /proc or /sys takes no new files); choose a folder on a disk")
 
 
 def _warn_if_signature_too_large(signature: dict, path: str) -> None:
