@@ -1139,6 +1139,21 @@ def test_a_numpy_file_or_a_package_given_as_inputs_is_named_for_what_it_is(tmp_p
     _refused(tmp_path / "p.pt2", r"is an AOTInductor package, not inputs: `aotcuda run PACKAGE --inputs FILE`")
 
 
+def test_numpy_values_in_a_torch_save_inputs_file_are_named_with_the_fix(tmp_path):
+    """A new user's trial (2026-12-05): torch.save((np_array,), 'in.pt') given to `aotcuda run --inputs` was refused as
+    holding "bytes (_codecs.encode), which inputs never do", which named neither the array nor torch.from_numpy."""
+    import numpy
+
+    for name, value in (("array", numpy.ones((4, 32), dtype=numpy.float32)), ("scalar", numpy.float32(3.0))):
+        torch.save((value,), tmp_path / f"{name}.pt")
+        _refused(tmp_path / f"{name}.pt", r"holds a NumPy value \(numpy\..*\), which --inputs does not read .*"
+                                          r"torch\.from_numpy\(array\)")
+    torch.save((torch.from_numpy(numpy.ones((4, 32), dtype=numpy.float32)),), tmp_path / "fixed.pt")  # the fix
+    from aotcuda.cli_inputs import load_inputs
+
+    assert load_inputs(str(tmp_path / "fixed.pt"))[0][0].shape == (4, 32)
+
+
 def test_inspect_lists_what_the_code_calls_whatever_the_kernels_record_says():
     """A second review edited `"kernels": []` into a signature and inspect showed no kernels: the record is
     read from the package, so it may add lines and refuse more, never hide a call or allow a kernel."""

@@ -485,10 +485,14 @@ def _check_pickles(path: str, handle, infos: list[zipfile.ZipInfo], limits) -> N
 
 
 def _check_pickle(path: str, name: str, data: bytes, fix: str) -> None:
-    from aotcuda.pickle_count import count_pickle
+    from aotcuda.pickle_count import NUMPY_VALUE, count_pickle
 
     count = count_pickle(data, MAX_INPUTS_PICKLE_OBJECTS, MAX_INPUTS_PICKLE_OPCODES, MAX_INPUTS_PICKLE_CALLS,
                          MAX_INPUTS_PICKLE_HASHED, MAX_INPUTS_PICKLE_DEPTH, MAX_INPUTS_PICKLE_COPIED)
+    if count.refused and count.refused.startswith(NUMPY_VALUE):
+        raise _refuse(f"{path}: its pickle {name!r} holds {count.refused}, which --inputs does not read (nothing of "
+                      "it was run): save tensors in its place, torch.from_numpy(array) for each array, e.g. "
+                      "torch.save({'args': (torch.from_numpy(array),)}, 'inputs.pt')")
     if count.refused:
         raise _refuse(f"{path}: its pickle {name!r} holds {count.refused}, which inputs never do, so nothing of it "
                       f"was run; {fix}")

@@ -63,6 +63,9 @@ _NEVER_HELD = {"builtins bytearray": "a bytearray", "_codecs encode": "bytes (_c
                "torch._utils _rebuild_device_tensor_from_cpu_tensor": "a tensor rebuilt for a device other than the "
                "CPU or CUDA (torch._utils._rebuild_device_tensor_from_cpu_tensor)",
                "torch._utils _rebuild_device_tensor_from_numpy": "a tensor rebuilt from NumPy for another device"}
+# A NumPy array or scalar in the file (torch.save(np_array) pickles numpy's own rebuild calls): its bytes come through
+# _codecs.encode, refused above, which named "bytes" where the user saved an array; said as what it is, with the fix.
+NUMPY_VALUE = "a NumPy value"
 _OTHER, _STR, _MARK, _ORDERED_DICT, _EMPTY_TUPLE, _NOT_CALLED = 0, 1, 2, 3, 4, 5  # the kinds of values on the stack
 
 
@@ -71,6 +74,8 @@ def _never_held(name: str) -> str | None:
     module, _, attribute = name.partition(" ")
     if module in ("torch", "torch.cuda") and attribute.endswith("Tensor") and attribute != "Tensor":
         return f"a legacy tensor constructor ({module}.{attribute})"
+    if module == "numpy" or module.startswith("numpy."):  # an array or scalar saved as it was: NUMPY_VALUE's fix
+        return f"{NUMPY_VALUE} ({module}.{attribute})"
     return _NEVER_HELD.get(name)
 
 

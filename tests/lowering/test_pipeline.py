@@ -201,6 +201,27 @@ class Router(torch.nn.Module):
         return torch.topk(scores.softmax(-1), k=2, dim=-1)
 
 
+def test_a_numpy_example_input_is_named_with_the_fix_before_export(tmp_path):
+    """A new user's trial (2026-12-05): a factory returning (model, (np_array,)) got torch.export's "ValueError:
+    Unsupported input type <class 'numpy.ndarray'>. Export only supports pytree containers of basic types ...",
+    whose advice (register_dataclass, register_pytree_node) is not the fix; the input is named, with the fix."""
+    import numpy
+
+    class AddOne(torch.nn.Module):
+        def forward(self, x, y=None):
+            return x + 1
+
+    path = tmp_path / "m.pt2"
+    with pytest.raises(TypeError, match=r"example input args\[0\] is a NumPy array \(numpy\.ndarray\); .*"
+                                        r"torch\.from_numpy\(value\)"):
+        aotcuda.lower(AddOne(), (numpy.ones((2, 2), dtype=numpy.float32),), device="cpu", package_path=path)
+    with pytest.raises(TypeError, match=r"example input kwargs\['y'\]\[1\] is a NumPy scalar \(numpy\.float32\); "
+                                        r".*pass torch\.as_tensor\(value\)"):
+        aotcuda.lower(AddOne(), (torch.ones(2),), {"y": [torch.ones(1), numpy.float32(1)]}, device="cpu",
+                      package_path=path)
+    assert not path.exists()
+
+
 def test_named_tuple_outputs_come_back_as_a_tuple_and_topk_is_a_library_kernel(tmp_path):
     lowered = aotcuda.lower(Router(), (torch.randn(6, 4),), device="cpu", package_path=tmp_path / "router.pt2")
     assert lowered.fallback_kernels == []
@@ -286,6 +307,22 @@ def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
                                                r"system such as /proc .*\); choose a folder on a disk") as caught:
             aotcuda.lower(None, "not a tuple", device="cpu", package_path="/proc/x.pt2")
         assert "not writable" not in str(caught.value)
+
+
+@pytest.mark.skipif(not (os.path.isdir("/proc") and os.access("/proc", os.W_OK)), reason="needs a /proc root may write")
+def test_a_virtual_folder_refused_for_inputs_or_outputs_does_not_speak_of_packages():
+    """A new user's trial (2026-12-05): `aotcuda lower ... --save-inputs /proc/in.pt` and `aotcuda run ...
+    --save-outputs /proc/o.pt` were refused with "a virtual file system such as /proc or /sys holds no packages",
+    for files that are not packages."""
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering.pipeline import checked_output_path
+
+    for what in ("the example inputs", "the outputs"):
+        with pytest.raises(PackageError, match=rf"cannot write {what} to '/proc/o\.pt': .*a virtual file system such "
+                                               r"as /proc or /sys takes no new files\); choose a folder on a disk") \
+                as caught:
+            checked_output_path("/proc/o.pt", what, lambda path: False, "a torch.save file", "o.pt")
+        assert "package" not in str(caught.value)
 
 
 @pytest.mark.parametrize("code, says", [

@@ -37,6 +37,7 @@ import errno
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -470,11 +471,31 @@ def _on_device(model: torch.nn.Module, args: tuple, kwargs: dict, device: torch.
         raise TypeError(f"args must be a tuple of example inputs, got {type(args).__name__}; wrap one input as (x,)")
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    _refuse_numpy_inputs(args, kwargs)
     tensors = [*model.parameters(), *model.buffers()]
     if any(_differs(t.device, device) for t in tensors):
         model = copy.deepcopy(model).to(device)
     args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), (args, kwargs))
     return model, args, kwargs
+
+
+def _refuse_numpy_inputs(args: tuple, kwargs: dict) -> None:
+    """A TypeError naming an example input that is a NumPy array or scalar, with the fix. torch.export refused it
+    as "ValueError: Unsupported input type <class 'numpy.ndarray'>. Export only supports pytree containers of
+    basic types ...", advising register_dataclass and register_pytree_node (a new user's trial, 2026-12-05), where
+    the fix is a tensor: the runtime's own check says torch.as_tensor for the same value."""
+    numpy = sys.modules.get("numpy")  # an array can only come from numpy once it is imported
+    if numpy is None:
+        return
+    for path, value in pytree.tree_flatten_with_path((args, kwargs))[0]:
+        if isinstance(value, (numpy.ndarray, numpy.generic)):
+            where = f"args{pytree.keystr(path[1:])}" if path[0] == pytree.SequenceKey(0) else \
+                f"kwargs{pytree.keystr(path[1:])}"
+            array = isinstance(value, numpy.ndarray)
+            fix = "torch.from_numpy(value) (or torch.as_tensor(value))" if array else "torch.as_tensor(value)"
+            raise TypeError(f"example input {where} is a NumPy {'array' if array else 'scalar'} "
+                            f"({type(value).__module__}.{type(value).__name__}); torch.export traces tensors: pass "
+                            f"{fix} in its place")
 
 
 def _differs(have: torch.device, want: torch.device) -> bool:
@@ -534,7 +555,7 @@ def _why_no_file(folder: str, exc: OSError) -> str:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"no room for a new file in the folder {folder!r} ({reason}); free some space, or choose another path"
     return (f"the file system of the folder {folder!r} makes no new file there (creating one failed: {reason}; "
-            "a virtual file system such as /proc or /sys holds no packages); choose a folder on a disk")
+            "a virtual file system such as /proc or /sys takes no new files); choose a folder on a disk")
 
 
 def _warn_if_signature_too_large(signature: dict, path: str) -> None:
