@@ -765,8 +765,9 @@ LOAD_ARGUMENTS = {
     "check_index_ranges='no'": (dict(check_index_ranges="no"), r"check_index_ranges='no' is not a bool"),  # was: on
     "cuda_graphs='no'": (dict(cuda_graphs="no"), r"cuda_graphs='no' is not a bool"),  # was: "cuda_graphs=True needs"
     "package_sha256 no digest": (dict(package_sha256="zz"), r"package_sha256='zz' is not a SHA-256 \(64 hexadecimal"),
-    "package_sha256 a number": (dict(package_sha256=5), r"package_sha256=5 is not a SHA-256"),  # was: "not the package
-}                                                                                    # that was checked when serving started"
+    # each digest case was: "is not the package that was checked when serving started"
+    "package_sha256 a number": (dict(package_sha256=5), r"package_sha256=5 is not a SHA-256"),
+}
 
 
 @pytest.mark.parametrize("case", LOAD_ARGUMENTS, ids=list(LOAD_ARGUMENTS))

@@ -149,6 +149,74 @@ CLOSE_FROM_A_HANDLER_DURING_CLOSE = textwrap.dedent("""
 """)
 
 
+# Ctrl-C at every point of one call where Python may run a signal's handler: where a Python function begins, at a
+# backward jump, and where a call of a C function returns (sys.settrace's opcode events; after a call of a Python
+# function Python runs no handler, and none is raised there). After each: the gate holds no call (a close() on
+# another thread returns), and the next call is right. Leaks are not counted here (see docs/reliability.md).
+AT_EVERY_POINT = textwrap.dedent("""
+    import dis, os, sys, threading, torch, aotcuda
+    runtime = os.path.dirname(aotcuda.__file__) + os.sep + "runtime"
+    points, state = {}, {"n": 0, "target": 0, "hit": None}
+    python_call_returned = set()  # frames whose last call was of a Python function
+
+    def breaker_points(code):
+        if code not in points:
+            found, previous = set(), None
+            for instruction in dis.get_instructions(code):
+                if instruction.opname in ("RESUME", "JUMP_BACKWARD") or (
+                        previous is not None and previous.opname in ("CALL", "CALL_FUNCTION_EX")):
+                    found.add(instruction.offset)
+                previous = instruction
+            points[code] = found
+        return points[code]
+
+    def local(frame, event, arg):
+        if event == "opcode" and frame.f_lasti in breaker_points(frame.f_code):
+            if id(frame) in python_call_returned and dis.opname[frame.f_code.co_code[frame.f_lasti]] != "RESUME":
+                python_call_returned.discard(id(frame))
+                return local
+            state["n"] += 1
+            if state["n"] == state["target"]:
+                state["hit"] = f"{frame.f_code.co_name}:{frame.f_lineno}@{frame.f_lasti}"
+                raise KeyboardInterrupt
+        return local
+
+    def tracer(frame, event, arg):
+        if frame.f_back is not None:
+            python_call_returned.add(id(frame.f_back))
+        if not frame.f_code.co_filename.startswith(runtime):
+            return None
+        frame.f_trace_opcodes, frame.f_trace_lines = True, False
+        return local
+
+    program = aotcuda.load(sys.argv[1])
+    x = torch.randn(5, 4)
+    expected = [t.clone() for t in program(x)]
+    problems = []
+    while True:
+        state.update(n=0, target=state["target"] + 1, hit=None)
+        python_call_returned.clear()
+        sys.settrace(tracer)
+        try:
+            program(x)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        if state["hit"] is None:
+            break
+        if program._gate.in_flight:
+            problems.append(f"a call's entry stayed: {state['hit']}")
+            break
+        if not all(torch.equal(g, e) for g, e in zip(program(x), expected)):
+            problems.append(f"the next call is wrong: {state['hit']}")
+    closer = threading.Thread(target=program.close, daemon=True)
+    closer.start()
+    closer.join(10)
+    print("points", state["target"] - 1, "problems", problems, "closed", not closer.is_alive(), flush=True)
+""")
+
+
 def _child(script, package, **env):
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
     return subprocess.run([sys.executable, "-X", "faulthandler", "-c", script, package], capture_output=True,
@@ -187,3 +255,10 @@ def test_a_close_from_a_signal_handler_while_close_waits_returns(twice_pt2):
     done = _child(CLOSE_FROM_A_HANDLER_DURING_CLOSE, twice_pt2)  # main: hung
     assert done.returncode == 0 and "the handler's close returned [None]" in done.stdout, \
         done.stdout + done.stderr[-2000:]
+
+
+def test_an_interrupt_at_every_point_a_handler_may_run_leaves_the_program_working(twice_pt2):
+    done = _child(AT_EVERY_POINT, twice_pt2)
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    words = done.stdout.split()
+    assert int(words[1]) > 50 and done.stdout.strip().endswith("problems [] closed True"), done.stdout

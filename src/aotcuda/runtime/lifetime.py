@@ -25,6 +25,9 @@ import weakref
 from aotcuda.errors import RuntimeCallError
 
 CLOSED_MESSAGE = "this Program was closed; load the package again"
+FORKED_MESSAGE = ("this process was forked while another thread of its parent was inside a call of this Program, whose "
+                  "model that call may hold here for ever; load the package again in this process (or fork before "
+                  "the calls begin, or start processes with multiprocessing's 'spawn')")
 _GATES: weakref.WeakSet = weakref.WeakSet()  # every live gate, for a forked child (CallGate.forked)
 _POLL_S = 0.001  # how often close() looks whether the calls in flight have returned
 _thread = threading.get_ident
@@ -46,10 +49,11 @@ class CallGate:
     in its ``finally``); ``with gate:`` (``bind``) keeps the window at the start of ``__exit__``.
     """
 
-    __slots__ = ("calls", "_closed", "_close_lock", "_deferred", "__weakref__")
+    __slots__ = ("calls", "refusal", "_closed", "_close_lock", "_deferred", "__weakref__")
 
     def __init__(self) -> None:
         self.calls: list[int] = []  # the thread of each call in flight
+        self.refusal: str | None = None  # why a new call is refused (closed; forked during another thread's call)
         self._closed = False
         self._close_lock = threading.Lock()  # close() against close(), and a deferred free against itself
         self._deferred = None  # the free that the last call in flight runs (see the class docstring)
@@ -61,13 +65,17 @@ class CallGate:
         Program's finalizer closes it), and a lock one of them held stays held. Keep the forking thread's own."""
         self._close_lock = threading.Lock()
         me = _thread()
+        if any(thread != me for thread in self.calls) and self.refusal is None:
+            # Such a call may have been inside the model container's run, whose one model then stays taken here:
+            # the child's next call waited for it for ever (AOTInductorModelContainer::get_available_model).
+            self.refusal = FORKED_MESSAGE
         self.calls[:] = [thread for thread in self.calls if thread == me]
 
     def __enter__(self) -> None:
         self.calls += (_thread(),)  # not append(): an exception raised as a call returns (below) comes before it
-        if self._closed:
+        if self.refusal is not None:
             self._leave()
-            raise RuntimeCallError(CLOSED_MESSAGE)
+            raise RuntimeCallError(self.refusal)
 
     def __exit__(self, *exc_info) -> None:
         self._leave()
@@ -101,7 +109,7 @@ class CallGate:
         with self._close_lock:
             if self._closed:
                 return False
-            self._closed = True
+            self._closed, self.refusal = True, CLOSED_MESSAGE
             mine = _thread()
             while any(thread != mine for thread in list(self.calls)):
                 time.sleep(_POLL_S)

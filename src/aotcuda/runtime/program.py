@@ -72,7 +72,7 @@ from aotcuda.runtime.handles import (
     steal_handles,
 )
 from aotcuda.runtime.index_ranges import IndexRangeChecks
-from aotcuda.runtime.lifetime import CLOSED_MESSAGE, OPENMP, CallGate
+from aotcuda.runtime.lifetime import OPENMP, CallGate
 from aotcuda.runtime.constant_arguments import ConstantArguments
 from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
 from aotcuda.runtime.plain_tensors import caller_modes_active, plain_inputs, plain_outputs, without_caller_modes
@@ -387,8 +387,8 @@ class Program:
         calls, thread = gate.calls, _thread()
         calls += (thread,)  # nothing is called from here into the try, so no handler runs in between
         try:
-            if gate.closed:
-                raise RuntimeCallError(CLOSED_MESSAGE)
+            if gate.refusal is not None:  # closed, or forked while another thread was inside a call
+                raise RuntimeCallError(gate.refusal)
             if caller_modes_active():  # FakeTensorMode & co. must not make the runtime's own copies (plain_tensors)
                 with without_caller_modes():
                     return self._checked_call(inputs, outputs)
