@@ -42,21 +42,25 @@ AS_THE_STEAL_RETURNS = textwrap.dedent("""
     print("next calls right")
 """)
 
-# Ctrl-C as it comes: a timer's handler raising KeyboardInterrupt wherever the main thread happens to be.
-UNDER_A_TIMER = textwrap.dedent("""
-    import signal, sys, torch, aotcuda
+# The start of a child that a timer interrupts: its SIGALRM handler raises KeyboardInterrupt, as Ctrl-C's does.
+_TIMER_RAISES = textwrap.dedent("""
+    import os, signal, sys, threading, torch, aotcuda
 
     def interrupt(number, frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGALRM, interrupt)
     program = aotcuda.load(sys.argv[1])
+""")
+
+# Ctrl-C as it comes: a timer's handler raising KeyboardInterrupt wherever the main thread happens to be.
+UNDER_A_TIMER = _TIMER_RAISES + textwrap.dedent("""
     x = torch.randn(64, 4)
     expected = [t.clone() for t in program.execute([x])]
     interrupts = 0
     for round in range(300):
-        signal.setitimer(signal.ITIMER_REAL, 0.0002 + 0.00001 * (round % 20))
-        try:
+        try:  # armed inside the try: a process paused right after arming gets the handler's exception at once
+            signal.setitimer(signal.ITIMER_REAL, 0.0002 + 0.00001 * (round % 20))
             for _ in range(5000):
                 program.execute([x])
         except KeyboardInterrupt:
@@ -69,19 +73,12 @@ UNDER_A_TIMER = textwrap.dedent("""
 
 
 # Interrupts, then a close on another thread (a server's shutdown after a Ctrl-C'd request): it must return.
-CLOSE_AFTER_INTERRUPTS = textwrap.dedent("""
-    import os, signal, sys, threading, torch, aotcuda
-
-    def interrupt(number, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGALRM, interrupt)
-    program = aotcuda.load(sys.argv[1])
+CLOSE_AFTER_INTERRUPTS = _TIMER_RAISES + textwrap.dedent("""
     x = torch.randn(8, 4)
     interrupts = 0
     for round in range(1500):
-        signal.setitimer(signal.ITIMER_REAL, 0.0001 + 0.000003 * (round % 37))
-        try:
+        try:  # armed inside the try (see UNDER_A_TIMER)
+            signal.setitimer(signal.ITIMER_REAL, 0.0001 + 0.000003 * (round % 37))
             for _ in range(5000):
                 program(x)
         except KeyboardInterrupt:
