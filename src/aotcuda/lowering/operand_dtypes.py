@@ -32,7 +32,8 @@ def check_product_dtypes(ep: ExportedProgram) -> None:
     for node in ep.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
-        positions = _PRODUCTS.get(node.target._schema.name.split("::")[-1]) if node.target.namespace == "aten" else None
+        op = node.target._schema.name.split("::")[-1]
+        positions = _PRODUCTS.get(op) if node.target.namespace == "aten" else None
         if positions is None or len(node.args) <= max(positions):
             continue
         first, second = (_dtype(node.args[i]) for i in positions)
@@ -41,7 +42,7 @@ def check_product_dtypes(ep: ExportedProgram) -> None:
         line = relative_source_line(node)
         where = f" at {line}" if line else ""
         raise RuntimeError(
-            f"the example call multiplies {first} by {second} in aten.{node.target._schema.name.split('::')[-1]}"
+            f"the example call multiplies {first} by {second} in aten.{op}"
             f"{where}, which eager refuses (mat1 and mat2 must have the same dtype), and the package would fail at "
             "every call; torch.export does not check it. Pass example inputs of the dtype the model computes in "
             "(e.g. x.to(torch.float32) for a float32 model; token ids go through an nn.Embedding first), or cast "
