@@ -16,7 +16,8 @@ Each (n, rows) gets an equal share of what is left of --budget (seconds, compile
 a Triton compile of a second or two); the cuFFT row and the default launch always run, the others in order
 until the share is spent (the table says how many were left out).
 A Bluestein length (fft_plan.bluestein) runs its default launch only; --bluestein-halves no puts m past 4096
-back on one tile, for A/B. --three-products yes makes float32's complex products three real ones (Gauss), for A/B.
+back on one tile, for A/B. --fewer-dot-stages no puts the op's default back on the least arithmetic (n = 4096
+as 16·16·16, not 32·32·4b), for A/B. --three-products yes makes float32's complex products three real ones (Gauss), for A/B.
 
 Times: --graph (default) replays a CUDA graph of --reps calls and divides (no launch overhead: the kernels
 alone), the median of --samples replays; --no-graph times --reps back-to-back calls with CUDA events
@@ -214,6 +215,9 @@ def main() -> None:
     parser.add_argument("--three-products", choices=["yes", "no"], default=None,
                         help="a complex product of float32 data in three real products (yes) or four (no, the default): "
                              "fft_rows.THREE_PRODUCTS, set before any kernel compiles")
+    parser.add_argument("--fewer-dot-stages", choices=["yes", "no"], default=None,
+                        help="the op's default tiling (and Bluestein's m) with the fewest dot stages first (yes, the "
+                             "default) or the least arithmetic first (no, the rule before): fft_plan.set_fewer_dot_stages")
     args = parser.parse_args()
     started = time.perf_counter()
     if args.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -224,6 +228,8 @@ def main() -> None:
         import triton.language as tl
 
         fft_rows.THREE_PRODUCTS = tl.constexpr(args.three_products == "yes")
+    if args.fewer_dot_stages is not None:
+        fft_plan.set_fewer_dot_stages(args.fewer_dot_stages == "yes")
     if args.bluestein_halves is not None:
         fft_plan.set_bluestein_tile(fft_plan.BLUESTEIN_TILE, halves=args.bluestein_halves == "yes")
     uncovered = [n for n in args.sizes if fft_plan.kernel_plan(n) is None]

@@ -159,7 +159,8 @@ def math_prod(values):
 
 
 def test_tilings_cover_the_lengths_with_small_prime_factors_and_prefer_narrow_tables():
-    assert fft_plan.tiling(4096).describe() == "16·16·16"  # a third of 64·64's products
+    # two dot stages and a butterfly before 16·16·16's three dots (fft_plan.FEWER_DOT_STAGES), not one 64·64
+    assert fft_plan.tiling(4096).describe() == "32·32·4b"
     assert fft_plan.tiling(400).describe() == "25→32·16"
     assert fft_plan.tiling(64).describe() == "16·4b"  # not one 64-wide table (it spills on sm_90), nor 4→16
     assert fft_plan.tiling(32).describe() == "16·2b"  # a butterfly: cheaper than one 32-wide product
@@ -208,7 +209,7 @@ def test_the_tilings_hold_the_default_and_the_launches_start_with_the_ops_choice
     # (the sweep's measured best rows and warps), for 35
     # rows in the interpreter (two stand-in "processors"): rows a program and warps.
     for n, rows, processors, want in [(64, 1 << 20, 132, ("16·4b", 16, 4)), (400, 1 << 20, 132, ("25→32·16", 4, 4)),
-                                      (4096, 1 << 20, 132, ("16·16·16", 1, 4)), (37, 1 << 20, 132, ("37→64", 16, 8)),
+                                      (4096, 1 << 20, 132, ("32·32·4b", 1, 4)), (37, 1 << 20, 132, ("37→64", 16, 8)),
                                       (1024, 512, 132, ("16·16·4b", 2, 4)), (512, 512, 132, ("16·16·2b", 2, 4)),
                                       (16, 35, 2, ("16", 32, 4)), (2048, 1 << 20, 132, ("32·16·4b", 1, 4)),
                                       (128, 1 << 20, 132, ("32·4b", 16, 4)), (32, 1 << 20, 132, ("16·2b", 16, 4))]:

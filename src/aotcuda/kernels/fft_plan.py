@@ -26,11 +26,12 @@ A dot stage pads a factor of 4 to 16: a 16×16 product for a 4-point DFT, the ti
 as 16·4 padded to 16·16, compute-bound on padding). describe() marks a butterfly factor with a "b": "16·4b".
 Only the last stage may be one: the stages before it keep their dots (and their ≥ 16 padding).
 
-The factors minimize the tile's arithmetic (``Tiling.cost``: Π P · Σ P multiply-adds over the dot stages,
-about 2·log2(P) adds a value for a butterfly: 4096 = 16·16·16 rather than 64·64, a third of the flops;
-400 = 25·16 padded to 32·16; 64 = 16·4b, 32 = 16·2b, 128 = 32·4b, 2048 = 32·16·4b), then the tile, among
-the tilings with no table wider than WIDE where there is one: a [64, 64] table made the kernel spill
-registers when compiled for sm_90 (a prime from 37 to 61 still takes a 64-wide table).
+Among the tilings with no table wider than WIDE where there is one (a [64, 64] table made the kernel spill
+registers when compiled for sm_90; a prime from 37 to 61 still takes a 64-wide table), the factors minimize
+the dot stages (FEWER_DOT_STAGES: 4096 = 32·32·4b, two dots and a butterfly, not 16·16·16's three), then the
+tile's arithmetic (``Tiling.cost``: Π P · Σ P multiply-adds over the dot stages, about 2·log2(P) adds a value
+for a butterfly: 400 = 25·16 padded to 32·16; 64 = 16·4b, 32 = 16·2b, 128 = 32·4b, 2048 = 32·16·4b), then
+the tile (``preference``).
 A length with a prime factor above MAX_FACTOR, above MAX_LENGTH, or whose padded tile passes TILE, has no
 tiling (None). Such a length runs as Bluestein's chirp-z transform inside the kernel
 (``bluestein``; kernels/fft_bluestein.py) where a convolution length m ≥ 2n − 1 up to the next power of two
@@ -81,6 +82,14 @@ BLUESTEIN_HALVES = True
 
 
 BUTTERFLY = (2, 4)  # the factors a last stage may take as a butterfly instead of a dot
+# Fewer dot stages before less arithmetic: each dot stage is a tl.dot, a twiddle multiply and a transpose of
+# the tile through shared memory, and the kernel is latency-bound (ncu on an H100 at n = 4096: 12.5%
+# occupancy, 255 registers a thread; docs/performance.md, session 27), not bound by its products. Measured on
+# the H200 (benchmarks/scripts/fft_tiling_sweep.py, torch 2.11, session 28): n = 4096 as 32·32·4b (two dots and
+# a butterfly, 35% more multiply-adds) took 27.3/34.7 µs (r2c/c2r) at 512 rows and 190.1/260.1 at 4096 rows,
+# against 16·16·16's 27.3/41.9 and 200.6/317.2. The lengths this changes are the ones whose cheapest tiling
+# has three dot stages (1584…4096, m of Bluestein's convolutions, the halves of n > 2048).
+FEWER_DOT_STAGES = True
 
 
 def padded(f: int) -> int:
@@ -175,10 +184,30 @@ def tiling(n: int) -> Tiling | None:
             candidate = Tiling(n, factors, sizes)
             if candidate.tile > TILE:  # 3757 = 17·17·13 would pad to 32·32·16: more than a program holds
                 continue
-            key = (max(candidate.padded) > WIDE, candidate.cost(), candidate.tile)
+            key = preference(candidate)
             if best is None or key < best[0]:
                 best = (key, candidate)
     return best[1] if best else None
+
+
+def dot_stages(t: Tiling) -> int:
+    """The stages of t that run as a tl.dot (a butterfly stage does not)."""
+    return sum(1 for p, b in zip(t.padded, t.butterflies()) if p > 1 and not b)
+
+
+def preference(t: Tiling) -> tuple:
+    """The key ``tiling`` and Bluestein's choice of m minimize: a table wider than WIDE last, then (with
+    FEWER_DOT_STAGES) the fewest dot stages, then the least arithmetic (``Tiling.cost``), then the smallest tile."""
+    return (max(t.padded) > WIDE, dot_stages(t) if FEWER_DOT_STAGES else 0, t.cost(), t.tile)
+
+
+def set_fewer_dot_stages(on: bool) -> None:
+    """FEWER_DOT_STAGES = on for what follows in this process (the plans chosen before are forgotten); the
+    benchmarks' A/B switch."""
+    global FEWER_DOT_STAGES
+    FEWER_DOT_STAGES = bool(on)
+    _cheapest.cache_clear()
+    bluestein.cache_clear()
 
 
 def covers(n) -> bool:
@@ -328,12 +357,11 @@ def _smooth(m: int) -> bool:
 
 @functools.cache
 def _cheapest(m: int, most: int) -> Tiling | None:
-    """The tiling of m (``_tilings``, tile ≤ `most`) that ``tiling`` would prefer: no table wider than WIDE
-    where there is one, then the least cost, then the smallest tile."""
+    """The tiling of m (``_tilings``, tile ≤ `most`) that ``tiling`` would prefer (``preference``)."""
     if not _smooth(m):
         return None
     found = _tilings(m, most)
-    return min(found, key=lambda t: (max(t.padded) > WIDE, t.cost(), t.tile)) if found else None
+    return min(found, key=preference) if found else None
 
 
 @functools.cache
@@ -362,7 +390,7 @@ def _cheapest_in(lengths, most: int) -> Tiling | None:
     for m in lengths:
         t = _cheapest(m, most)
         if t is not None:
-            key = (max(t.padded) > WIDE, t.cost(), t.tile)
+            key = preference(t)
             if best is None or key < best[0]:
                 best = (key, t)
     return best[1] if best else None
