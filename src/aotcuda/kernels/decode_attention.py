@@ -18,6 +18,13 @@ exp(max_c − max). A block of positions that the bias hides for every row is sk
 K and V (a static cache filled to position p reads p positions, not L). A row hidden everywhere gives NaN,
 as eager's softmax does.
 
+One kernel instead of two (AOTCUDA_DECODE_ATTENTION_ONE_KERNEL, off until the H200 times it; issue 29: at
+batch 1 each attention kernel costs ~2.8 µs, mostly launch-to-drain): each chunk's program writes its
+partials, then draws a ticket from its (batch, KV head)'s counter (an acq_rel atomic add); the one that draws
+the last combines that pair's chunks, with the combine kernel's own code (``_combine_row``), and sets the
+counter back to 0. One chunk writes the result directly. The counters are zeroed by each call (a small fill
+in a package): the path saves the combine kernel where the fill costs less than it.
+
 How the chunk kernel reads the cache (chosen on the H200, benchmarks/scripts/decode_attention_sweep.py,
 docs/performance.md): the chunk's visible positions [begin, end) are found from its bias first, in one load
 at a decoder's sizes, so that the block loop over them holds no branch and Triton's software pipelining
@@ -68,6 +75,14 @@ def splits_for(batch_heads: int, length: int, processors: int) -> int:
     blocks = max(1, -(-length // BLOCK_L))
     want = max(1, -(-2 * processors // max(batch_heads, 1)))
     return min(1 << (want - 1).bit_length(), 1 << (blocks.bit_length() - 1))
+
+
+def zeroed_tickets(count: int, device: torch.device) -> torch.Tensor:
+    """The one-kernel finish's counters, int32 [batch · KV heads], all 0. Each call's last programs leave them
+    at 0 again, but a fresh allocation may hold anything, so each call zeroes its own (in a package: a small
+    fill kernel before the launch). A function of its own so that the tests can hand two calls the same
+    counters, as a CUDA graph's replays get, and see each call leave them at 0."""
+    return torch.zeros((count,), dtype=torch.int32, device=device)
 
 
 def _strides4(t: torch.Tensor) -> list:
@@ -339,9 +354,7 @@ if HAVE_TRITON:
         if finish != PARTIALS:
             written = out
         if finish == LAST_COMBINES:
-            # a counter per (batch, KV head): each call's last programs leave them at 0, but a fresh allocation
-            # may hold anything, so they are zeroed here (in a package: a small fill kernel before the launch)
-            tickets = torch.zeros((batch * kv_heads,), dtype=torch.int32, device=q.device)
+            tickets = zeroed_tickets(batch * kv_heads, q.device)
         bias_arg = bias if bias is not None else q
         bias_strides = _strides4(bias) if bias is not None else [0, 0, 0, 0]
         # every row of a program reads one bias row: strides 0 over heads and query positions
