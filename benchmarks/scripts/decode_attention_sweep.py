@@ -2,7 +2,7 @@
 
     python3 benchmarks/scripts/decode_attention_sweep.py [--batch 1 8] [--position 1024 2047]
         [--variants NAME ...] [--budget 170] [--mask-dtype float32] [--splits 1] [--warps 4]
-        [--module other.py ...] [--json out.json]
+        [--module other.py ...] [--one-kernel no|yes|both] [--device cuda|cpu] [--json out.json]
 
 The attention of one layer of benchmarks/decode.py's decoder (benchmarks/decode_attention.py's inputs: 32
 query heads over 8 KV heads of 64, a bf16 cache of 2048 positions, the positions past ``position`` hidden by
@@ -16,6 +16,13 @@ table: each variant's µs at each (batch, position), the best per case in bold, 
 case with its gain over the current kernel. --budget (seconds) stops starting variants once spent (those
 left are listed); VARIANTS is ordered most telling first. --module times other copies of the kernel module
 (their OP renamed) at each --splits factor and --warps, as the current one.
+
+--one-kernel (issue 29): each variant with the two kernels (no, the default), with the one-kernel finish
+(yes: launch(one_kernel=True), the variant named NAME+1k; the tickets' fill is in the replayed graph, as in a
+package), or both, then a table of the two side by side. A --module copy without the one-kernel finish is
+timed with its two kernels only. --device cpu is a smoke run under TRITON_INTERPRET=1 (Triton's interpreter,
+no timing: µs blank, the errors checked), e.g. TRITON_INTERPRET=1 python3 ... --device cpu --batch 1
+--position 100 --variants current --one-kernel both.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import argparse
 import dataclasses
 import faulthandler
 import importlib.util
+import inspect
+import math
 import os
 import sys
 import time
@@ -115,6 +124,44 @@ def configured(variant: Variant):
     return module
 
 
+def _one_kernel_modes(choice: str) -> list[bool]:
+    """--one-kernel's launches: False the two kernels, True the one-kernel finish."""
+    return {"no": [False], "yes": [True], "both": [False, True]}[choice]
+
+
+def _has_one_kernel(module) -> bool:
+    """Whether the module's launch takes one_kernel (a --module copy from before issue 29 does not)."""
+    return "one_kernel" in inspect.signature(module.launch).parameters
+
+
+def _row(cells: tuple, run, args: tuple, want: torch.Tensor, copy_us: float, device: str) -> dict:
+    """graph_replay_row on CUDA; on the CPU (the interpreter's smoke run) one call, its error, no time."""
+    if device == "cuda":
+        return graph_replay_row(cells, run, args, want, copy_us)
+    from _common import relative_error
+
+    error = relative_error(run(*args), want)
+    print(markdown_row(*cells, "", "", f"{error:.1e}"))
+    return {"us": math.nan, "copy_us": math.nan, "error": error}
+
+
+def _side_by_side(results: list, cases: list) -> None:
+    """Each variant timed both ways: the two kernels' µs, the one kernel's, and two / one."""
+    timed = {(r["kernel"], r["batch"], r["position"]): r for r in results}
+    pairs = [(r["kernel"][:-len("+1k")], r["kernel"]) for r in results
+             if r["kernel"].endswith("+1k") and (r["batch"], r["position"]) == cases[0]]
+    if not pairs:
+        return
+    print()
+    print(markdown_row("variant", "batch", "position", "two kernels µs", "one kernel µs", "two / one"))
+    print(markdown_row(*["---"] * 6))
+    for two, one in pairs:
+        for case in cases:
+            a, b = timed.get((two, *case)), timed.get((one, *case))
+            if a and b:
+                print(markdown_row(two, *case, f"{a['us']:.1f}", f"{b['us']:.1f}", f"{a['us'] / b['us']:.2f}"))
+
+
 def _summary(results: list, cases: list, names: list) -> None:
     """One table: a variant a row, a case a column (µs; the case's best in bold), then the best per case."""
     timed = {(r["kernel"], r["batch"], r["position"]): r for r in results}
@@ -158,9 +205,16 @@ def main() -> None:
     parser.add_argument("--splits", type=float, nargs="+", default=[1], help="chunk factors for --module files")
     parser.add_argument("--warps", type=int, nargs="+", default=[4], help="chunk-kernel warps for --module files")
     parser.add_argument("--module", nargs="*", default=[], help="other copies of kernels/decode_attention.py")
+    parser.add_argument("--one-kernel", default="no", choices=["no", "yes", "both"],
+                        help="the two kernels, the one-kernel finish (NAME+1k), or both side by side")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                        help="cpu: a smoke run under TRITON_INTERPRET=1, no timing")
     parser.add_argument("--json")
     options = parser.parse_args()
-    from triton.testing import do_bench_cudagraph
+    if options.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise SystemExit("--device cpu runs the kernels in Triton's interpreter: set TRITON_INTERPRET=1")
+    if options.device == "cuda":
+        from triton.testing import do_bench_cudagraph
 
     from decode_attention import _inputs, _reference
 
@@ -172,40 +226,56 @@ def main() -> None:
     variants = [v for v in VARIANTS if options.variants is None or v.name in options.variants]
     variants += [Variant(f"{os.path.basename(path)}-x{factor:g}-w{warps}", os.path.abspath(path), {}, factor, warps)
                  for path in options.module for factor in options.splits for warps in options.warps]
-    processors = torch.cuda.get_device_properties(0).multi_processor_count
+    # launch's own count off CUDA (132, an H100's)
+    processors = torch.cuda.get_device_properties(0).multi_processor_count if options.device == "cuda" else 132
     cases = [(batch, position) for batch in options.batch for position in options.position]
     inputs = {}
     print(markdown_row("batch", "position", "variant", "chunks", "warps", "µs", "of copy", "rel. error"))
     print(markdown_row(*["---"] * 8))
     for batch, position in cases:
-        q, k, v, mask = _inputs(batch, position)
+        q, k, v, mask = _inputs(batch, position, options.device)
+        if options.device == "cpu":  # the interpreter's bfloat16 products are wrong (tests/kernels say so)
+            q, k, v = q.float(), k.float(), v.float()
         mask = mask.to(getattr(torch, options.mask_dtype))
-        cache = torch.cat([k.flatten(), v.flatten()])
-        target = torch.empty_like(cache)
-        copy_us = do_bench_cudagraph(lambda: target.copy_(cache)) * 1e3
-        print(markdown_row(batch, position, "device copy of the cache", "", "", f"{copy_us:.1f}", "100%", ""))
+        copy_us = math.nan
+        if options.device == "cuda":
+            cache = torch.cat([k.flatten(), v.flatten()])
+            target = torch.empty_like(cache)
+            copy_us = do_bench_cudagraph(lambda: target.copy_(cache)) * 1e3
+            print(markdown_row(batch, position, "device copy of the cache", "", "", f"{copy_us:.1f}", "100%", ""))
         inputs[batch, position] = (q, k, v, mask), _reference(q, k, v, mask), copy_us
-    results, left = [], []
+    results, left, names = [], [], []
     for variant in variants:  # variant-major: a cut budget leaves whole variants out, not whole cases
         if time.monotonic() - started > options.budget:
             left.append(variant.name)
             continue
         module = configured(variant)
-        for batch, position in cases:
-            args, want, copy_us = inputs[batch, position]
-            q, k = args[0], args[1]
-            group, scale = q.shape[1] // k.shape[1], 1.0 / q.shape[-1] ** 0.5
-            chunks = module.splits_for(batch * k.shape[1], k.shape[2], processors)
-            row = graph_replay_row((batch, position, variant.name, chunks, variant.warps),
-                                   lambda *a: module.launch(*a, scale, group), args, want, copy_us)
-            results.append({"batch": batch, "position": position, "kernel": variant.name, "chunks": chunks,
-                            "warps": variant.warps, "settings": variant.settings, "splits": variant.splits,
-                            "correct": row["error"] < 1e-2, **row})
+        for one_kernel in _one_kernel_modes(options.one_kernel):
+            if one_kernel and not _has_one_kernel(module):
+                print(f"{variant.name}: its launch has no one-kernel finish; timed with two kernels only")
+                continue
+            name = variant.name + ("+1k" if one_kernel else "")
+            given = {"one_kernel": one_kernel} if _has_one_kernel(module) else {}
+            names.append(name)
+            for batch, position in cases:
+                args, want, copy_us = inputs[batch, position]
+                q, k = args[0], args[1]
+                group, scale = q.shape[1] // k.shape[1], 1.0 / q.shape[-1] ** 0.5
+                chunks = module.splits_for(batch * k.shape[1], k.shape[2], processors)
+                row = _row((batch, position, name, chunks, variant.warps),
+                           lambda *a: module.launch(*a, scale, group, **given), args, want, copy_us, options.device)
+                results.append({"batch": batch, "position": position, "kernel": name, "chunks": chunks,
+                                "warps": variant.warps, "settings": variant.settings, "splits": variant.splits,
+                                "one_kernel": one_kernel, "correct": row["error"] < 1e-2, **row})
     if left:
         print(f"\nbudget of {options.budget:.0f} s spent; not timed: {', '.join(left)}")
-    _summary(results, cases, [v.name for v in variants if v.name not in left])
+    _summary(results, cases, names)
+    _side_by_side(results, cases)
     print(f"\n{time.monotonic() - started:.0f} s")
-    write_device_rows(options.json, results)
+    if options.device == "cuda":  # the rows name the card
+        write_device_rows(options.json, results)
+    if any(not row["correct"] for row in results):
+        raise SystemExit("some rows are wrong (error of 1e-2 or more): see the tables")
 
 
 if __name__ == "__main__":
