@@ -2,7 +2,7 @@
 
     python3 benchmarks/scripts/decode_attention_sweep.py [--batch 1 8] [--position 1024 2047]
         [--variants NAME ...] [--budget 170] [--mask-dtype float32] [--splits 1] [--warps 4]
-        [--module other.py ...] [--one-kernel no|yes|both] [--device cuda|cpu] [--json out.json]
+        [--module other.py ...] [--one-kernel no|yes|both|all] [--device cuda|cpu] [--json out.json]
 
 The attention of one layer of benchmarks/decode.py's decoder (benchmarks/decode_attention.py's inputs: 32
 query heads over 8 KV heads of 64, a bf16 cache of 2048 positions, the positions past ``position`` hidden by
@@ -19,8 +19,11 @@ left are listed); VARIANTS is ordered most telling first. --module times other c
 
 --one-kernel (issue 29): each variant with the two kernels (no, the default), with the one-kernel finish
 (yes: launch(one_kernel=True), the variant named NAME+1k; the tickets' fill is in the replayed graph, as in a
-package), or both, then a table of the two side by side. A --module copy without the one-kernel finish is
-timed with its two kernels only. --device cpu is a smoke run under TRITON_INTERPRET=1 (Triton's interpreter,
+package), or both, then a table of them side by side; all adds NAME+1k-held, the one-kernel finish on
+counters zeroed once before the graph is captured (no fill a call: what one counter buffer for a whole step
+would cost; after the timing its counters must be back at 0 and its result still right, which tries the
+tickets' reset and ordering over the replays). A --module copy without the one-kernel finish is timed with
+its two kernels only. --device cpu is a smoke run under TRITON_INTERPRET=1 (Triton's interpreter,
 no timing: µs blank, the errors checked), e.g. TRITON_INTERPRET=1 python3 ... --device cpu --batch 1
 --position 100 --variants current --one-kernel both.
 """
@@ -28,6 +31,7 @@ no timing: µs blank, the errors checked), e.g. TRITON_INTERPRET=1 python3 ... -
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import faulthandler
 import importlib.util
@@ -124,14 +128,41 @@ def configured(variant: Variant):
     return module
 
 
-def _one_kernel_modes(choice: str) -> list[bool]:
-    """--one-kernel's launches: False the two kernels, True the one-kernel finish."""
-    return {"no": [False], "yes": [True], "both": [False, True]}[choice]
+# a finish's suffix on the variant's name: its column in the side-by-side table
+FINISHES = {"": "two kernels", "+1k": "one kernel", "+1k-held": "one kernel, counters zeroed once"}
+
+
+def _finishes(choice: str) -> list[str]:
+    """--one-kernel's finishes, as the suffixes of the variants' names (FINISHES)."""
+    return {"no": [""], "yes": ["+1k"], "both": ["", "+1k"], "all": ["", "+1k", "+1k-held"]}[choice]
 
 
 def _has_one_kernel(module) -> bool:
     """Whether the module's launch takes one_kernel (a --module copy from before issue 29 does not)."""
     return "one_kernel" in inspect.signature(module.launch).parameters
+
+
+@contextlib.contextmanager
+def _held_tickets(module, held: bool):
+    """Within: each one-kernel call of a size gets the same counters, zeroed once at the first call (made
+    outside the graph do_bench_cudagraph captures, since graph_replay_row calls once before), where held;
+    yields {count: counters}."""
+    counters, zeroed = {}, getattr(module, "zeroed_tickets", None)
+    if held:
+        module.zeroed_tickets = lambda count, device: counters.setdefault(count, zeroed(count, device))
+    try:
+        yield counters
+    finally:
+        if held:
+            module.zeroed_tickets = zeroed
+
+
+def _still_right(run, args, want, counters: dict) -> bool:
+    """After the replays: the counters back at 0 and one more call right (what a reset that failed, or partials
+    read before they were written, would break)."""
+    from _common import relative_error
+
+    return all(not c.any() for c in counters.values()) and relative_error(run(*args), want) < 1e-2
 
 
 def _row(cells: tuple, run, args: tuple, want: torch.Tensor, copy_us: float, device: str) -> dict:
@@ -145,21 +176,24 @@ def _row(cells: tuple, run, args: tuple, want: torch.Tensor, copy_us: float, dev
     return {"us": math.nan, "copy_us": math.nan, "error": error}
 
 
-def _side_by_side(results: list, cases: list) -> None:
-    """Each variant timed both ways: the two kernels' µs, the one kernel's, and two / one."""
-    timed = {(r["kernel"], r["batch"], r["position"]): r for r in results}
-    pairs = [(r["kernel"][:-len("+1k")], r["kernel"]) for r in results
-             if r["kernel"].endswith("+1k") and (r["batch"], r["position"]) == cases[0]]
-    if not pairs:
+def _side_by_side(results: list, cases: list, finishes: list) -> None:
+    """Each variant's finishes in one row a case: µs, and the two kernels' µs over each other's."""
+    if len(finishes) < 2:
         return
+    timed = {(r["kernel"], r["batch"], r["position"]): r for r in results}
+    bases = [r["kernel"] for r in results if r["finish"] == "" and (r["batch"], r["position"]) == cases[0]]
+    others = [f for f in finishes if f]
     print()
-    print(markdown_row("variant", "batch", "position", "two kernels µs", "one kernel µs", "two / one"))
-    print(markdown_row(*["---"] * 6))
-    for two, one in pairs:
+    print(markdown_row("variant", "batch", "position", *[f"{FINISHES[f]} µs" for f in finishes],
+                       *[f"two / {f[1:]}" for f in others]))
+    print(markdown_row(*["---"] * (3 + len(finishes) + len(others))))
+    for base in bases:
         for case in cases:
-            a, b = timed.get((two, *case)), timed.get((one, *case))
-            if a and b:
-                print(markdown_row(two, *case, f"{a['us']:.1f}", f"{b['us']:.1f}", f"{a['us'] / b['us']:.2f}"))
+            rows = [timed.get((base + f, *case)) for f in finishes]
+            if None in rows:
+                continue
+            print(markdown_row(base, *case, *[f"{r['us']:.1f}" for r in rows],
+                               *[f"{rows[0]['us'] / r['us']:.2f}" for r in rows[1:]]))
 
 
 def _summary(results: list, cases: list, names: list) -> None:
@@ -205,8 +239,9 @@ def main() -> None:
     parser.add_argument("--splits", type=float, nargs="+", default=[1], help="chunk factors for --module files")
     parser.add_argument("--warps", type=int, nargs="+", default=[4], help="chunk-kernel warps for --module files")
     parser.add_argument("--module", nargs="*", default=[], help="other copies of kernels/decode_attention.py")
-    parser.add_argument("--one-kernel", default="no", choices=["no", "yes", "both"],
-                        help="the two kernels, the one-kernel finish (NAME+1k), or both side by side")
+    parser.add_argument("--one-kernel", default="no", choices=["no", "yes", "both", "all"],
+                        help="the two kernels, the one-kernel finish (NAME+1k), both side by side, or all: both "
+                             "and the one-kernel finish on counters zeroed once (NAME+1k-held)")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                         help="cpu: a smoke run under TRITON_INTERPRET=1, no timing")
     parser.add_argument("--json")
@@ -250,27 +285,33 @@ def main() -> None:
             left.append(variant.name)
             continue
         module = configured(variant)
-        for one_kernel in _one_kernel_modes(options.one_kernel):
-            if one_kernel and not _has_one_kernel(module):
+        for finish in _finishes(options.one_kernel):
+            if finish and not _has_one_kernel(module):
                 print(f"{variant.name}: its launch has no one-kernel finish; timed with two kernels only")
                 continue
-            name = variant.name + ("+1k" if one_kernel else "")
-            given = {"one_kernel": one_kernel} if _has_one_kernel(module) else {}
+            name = variant.name + finish
+            given = {"one_kernel": bool(finish)} if _has_one_kernel(module) else {}
             names.append(name)
             for batch, position in cases:
                 args, want, copy_us = inputs[batch, position]
                 q, k = args[0], args[1]
                 group, scale = q.shape[1] // k.shape[1], 1.0 / q.shape[-1] ** 0.5
                 chunks = module.splits_for(batch * k.shape[1], k.shape[2], processors)
-                row = _row((batch, position, name, chunks, variant.warps),
-                           lambda *a: module.launch(*a, scale, group, **given), args, want, copy_us, options.device)
+
+                def run(*a):
+                    return module.launch(*a, scale, group, **given)
+
+                with _held_tickets(module, finish == "+1k-held") as counters:
+                    row = _row((batch, position, name, chunks, variant.warps), run, args, want, copy_us,
+                               options.device)
+                    correct = row["error"] < 1e-2 and _still_right(run, args, want, counters)
                 results.append({"batch": batch, "position": position, "kernel": name, "chunks": chunks,
                                 "warps": variant.warps, "settings": variant.settings, "splits": variant.splits,
-                                "one_kernel": one_kernel, "correct": row["error"] < 1e-2, **row})
+                                "finish": finish, "correct": correct, **row})
     if left:
         print(f"\nbudget of {options.budget:.0f} s spent; not timed: {', '.join(left)}")
     _summary(results, cases, names)
-    _side_by_side(results, cases)
+    _side_by_side(results, cases, _finishes(options.one_kernel))
     print(f"\n{time.monotonic() - started:.0f} s")
     if options.device == "cuda":  # the rows name the card
         write_device_rows(options.json, results)
