@@ -6,6 +6,7 @@ grouped heads, several query rows, strided q, broadcast masks, hidden blocks and
 import importlib.util
 import math
 import textwrap
+import zipfile
 
 import pytest
 import torch
@@ -91,6 +92,9 @@ def test_a_program_with_the_op_lowers_without_fallbacks_and_matches_eager(tmp_pa
     lowered = aotcuda.lower(Step(), args, device="cuda", package_path=tmp_path / "step.pt2",
                             dynamic_shapes=({0: batch}, {0: batch}, {0: batch}, None))
     assert lowered.fallback_kernels == [] and lowered.runs_in_aotcuda_runtime
+    with zipfile.ZipFile(lowered.package_path) as archive:  # Inductor names a user kernel after its function
+        wrapper = "".join(archive.read(n).decode(errors="replace") for n in archive.namelist() if n.endswith(".cpp"))
+    assert "_chunk_kernel_" in wrapper and ("_combine_kernel_" in wrapper) == (one_kernel == "0")
     program = aotcuda.load(lowered.package_path)
     for size in (1, 5):
         q, k, v, bias = _case(size, 2, 4, 1, 512, 64, "causal", torch.bfloat16, "cuda")
