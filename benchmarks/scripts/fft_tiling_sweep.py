@@ -228,6 +228,8 @@ def main() -> None:
         import triton.language as tl
 
         fft_rows.THREE_PRODUCTS = tl.constexpr(args.three_products == "yes")
+    if any(w > fft_plan.MAX_WARPS for w in args.warps):
+        parser.error(f"--warps: at most {fft_plan.MAX_WARPS} (kernels/fft_plan.py MAX_WARPS: 16 lost the CUDA context once)")
     if args.fewer_dot_stages is not None:
         fft_plan.set_fewer_dot_stages(args.fewer_dot_stages == "yes")
     if args.bluestein_halves is not None:

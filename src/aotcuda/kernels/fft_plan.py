@@ -90,6 +90,11 @@ BUTTERFLY = (2, 4)  # the factors a last stage may take as a butterfly instead o
 # against 16·16·16's 27.3/41.9 and 200.6/317.2. The lengths this changes are the ones whose cheapest tiling
 # has three dot stages (1584…4096, m of Bluestein's convolutions, the halves of n > 2048).
 FEWER_DOT_STAGES = True
+# 16 warps: on the H200 (Triton 3.6, fft_tiling_sweep.py --warps 16, session 28) n = 2048 as 32·16·4b at one
+# row a program and 16 warps, c2r over 4096 rows, ended in "an illegal memory access" (the process's CUDA
+# context lost), and 16 warps was the slowest launch at every length and tiling it ran (1.7–3× the 4 warps'
+# time). No default takes more than 8 (``num_warps``); a launch of 16 is refused rather than risked.
+MAX_WARPS = 8
 
 
 def padded(f: int) -> int:
@@ -427,7 +432,7 @@ class Launch:
     def problem(self) -> str | None:
         """Why the kernel cannot run this launch, or None: the factors must multiply to n with the ones last,
         each ≤ MAX_FACTOR and padded as one of ``paddings`` (dots; a last butterfly), the tile ≤ TILE; R a
-        power of two whose dot stages' tl.dot rows reach MIN_DOT; 1 to 16 warps, a power of two."""
+        power of two whose dot stages' tl.dot rows reach MIN_DOT; 1 to MAX_WARPS warps, a power of two."""
         t, most = self.tiling, TILE
         if isinstance(t, Bluestein):
             if t.m < 2 * t.n - 1:
@@ -446,8 +451,8 @@ class Launch:
             return f"padded sizes {t.padded} must be {' or '.join(map(str, allowed))}, a tile ≤ {most}"
         if self.rows < least_rows(t) or self.rows & (self.rows - 1):
             return f"R = {self.rows} must be a power of two ≥ {least_rows(t)} (tl.dot's M ≥ {MIN_DOT})"
-        if not 1 <= self.warps <= 16 or self.warps & (self.warps - 1):
-            return f"warps = {self.warps} must be a power of two from 1 to 16"
+        if not 1 <= self.warps <= MAX_WARPS or self.warps & (self.warps - 1):
+            return f"warps = {self.warps} must be a power of two from 1 to {MAX_WARPS}"
         return None
 
 
