@@ -2,7 +2,7 @@
 
     python3 benchmarks/scripts/decode_attention_sweep.py [--batch 1 8] [--position 1024 2047]
         [--variants NAME ...] [--budget 170] [--mask-dtype float32] [--splits 1] [--warps 4]
-        [--module other.py ...] [--one-kernel no|yes|both|all] [--device cuda|cpu] [--json out.json]
+        [--module other.py ...] [--json out.json]
 
 The attention of one layer of benchmarks/decode.py's decoder (benchmarks/decode_attention.py's inputs: 32
 query heads over 8 KV heads of 64, a bf16 cache of 2048 positions, the positions past ``position`` hidden by
@@ -16,27 +16,14 @@ table: each variant's µs at each (batch, position), the best per case in bold, 
 case with its gain over the current kernel. --budget (seconds) stops starting variants once spent (those
 left are listed); VARIANTS is ordered most telling first. --module times other copies of the kernel module
 (their OP renamed) at each --splits factor and --warps, as the current one.
-
---one-kernel (issue 29): each variant with the two kernels (no, the default), with the one-kernel finish
-(yes: launch(one_kernel=True), the variant named NAME+1k; the tickets' fill is in the replayed graph, as in a
-package), or both, then a table of them side by side; all adds NAME+1k-held, the one-kernel finish on
-counters zeroed once before the graph is captured (no fill a call: what one counter buffer for a whole step
-would cost; after the timing its counters must be back at 0 and its result still right, which tries the
-tickets' reset and ordering over the replays). A --module copy without the one-kernel finish is timed with
-its two kernels only. --device cpu is a smoke run under TRITON_INTERPRET=1 (Triton's interpreter,
-no timing: µs blank, the errors checked), e.g. TRITON_INTERPRET=1 python3 ... --device cpu --batch 1
---position 100 --variants current --one-kernel both.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import faulthandler
 import importlib.util
-import inspect
-import math
 import os
 import sys
 import time
@@ -128,74 +115,6 @@ def configured(variant: Variant):
     return module
 
 
-# a finish's suffix on the variant's name: its column in the side-by-side table
-FINISHES = {"": "two kernels", "+1k": "one kernel", "+1k-held": "one kernel, counters zeroed once"}
-
-
-def _finishes(choice: str) -> list[str]:
-    """--one-kernel's finishes, as the suffixes of the variants' names (FINISHES)."""
-    return {"no": [""], "yes": ["+1k"], "both": ["", "+1k"], "all": ["", "+1k", "+1k-held"]}[choice]
-
-
-def _has_one_kernel(module) -> bool:
-    """Whether the module's launch takes one_kernel (a --module copy from before issue 29 does not)."""
-    return "one_kernel" in inspect.signature(module.launch).parameters
-
-
-@contextlib.contextmanager
-def _held_tickets(module, held: bool):
-    """Within: each one-kernel call of a size gets the same counters, zeroed once at the first call (made
-    outside the graph do_bench_cudagraph captures, since graph_replay_row calls once before), where held;
-    yields {count: counters}."""
-    counters, zeroed = {}, getattr(module, "zeroed_tickets", None)
-    if held:
-        module.zeroed_tickets = lambda count, device: counters.setdefault(count, zeroed(count, device))
-    try:
-        yield counters
-    finally:
-        if held:
-            module.zeroed_tickets = zeroed
-
-
-def _still_right(run, args, want, counters: dict) -> bool:
-    """After the replays: the counters back at 0 and one more call right (what a reset that failed, or partials
-    read before they were written, would break)."""
-    from _common import relative_error
-
-    return all(not c.any() for c in counters.values()) and relative_error(run(*args), want) < 1e-2
-
-
-def _row(cells: tuple, run, args: tuple, want: torch.Tensor, copy_us: float, device: str) -> dict:
-    """graph_replay_row on CUDA; on the CPU (the interpreter's smoke run) one call, its error, no time."""
-    if device == "cuda":
-        return graph_replay_row(cells, run, args, want, copy_us)
-    from _common import relative_error
-
-    error = relative_error(run(*args), want)
-    print(markdown_row(*cells, "", "", f"{error:.1e}"))
-    return {"us": math.nan, "copy_us": math.nan, "error": error}
-
-
-def _side_by_side(results: list, cases: list, finishes: list) -> None:
-    """Each variant's finishes in one row a case: µs, and the two kernels' µs over each other's."""
-    if len(finishes) < 2:
-        return
-    timed = {(r["kernel"], r["batch"], r["position"]): r for r in results}
-    bases = [r["kernel"] for r in results if r["finish"] == "" and (r["batch"], r["position"]) == cases[0]]
-    others = [f for f in finishes if f]
-    print()
-    print(markdown_row("variant", "batch", "position", *[f"{FINISHES[f]} µs" for f in finishes],
-                       *[f"two / {f[1:]}" for f in others]))
-    print(markdown_row(*["---"] * (3 + len(finishes) + len(others))))
-    for base in bases:
-        for case in cases:
-            rows = [timed.get((base + f, *case)) for f in finishes]
-            if None in rows:
-                continue
-            print(markdown_row(base, *case, *[f"{r['us']:.1f}" for r in rows],
-                               *[f"{rows[0]['us'] / r['us']:.2f}" for r in rows[1:]]))
-
-
 def _summary(results: list, cases: list, names: list) -> None:
     """One table: a variant a row, a case a column (µs; the case's best in bold), then the best per case."""
     timed = {(r["kernel"], r["batch"], r["position"]): r for r in results}
@@ -239,17 +158,9 @@ def main() -> None:
     parser.add_argument("--splits", type=float, nargs="+", default=[1], help="chunk factors for --module files")
     parser.add_argument("--warps", type=int, nargs="+", default=[4], help="chunk-kernel warps for --module files")
     parser.add_argument("--module", nargs="*", default=[], help="other copies of kernels/decode_attention.py")
-    parser.add_argument("--one-kernel", default="no", choices=["no", "yes", "both", "all"],
-                        help="the two kernels, the one-kernel finish (NAME+1k), both side by side, or all: both "
-                             "and the one-kernel finish on counters zeroed once (NAME+1k-held)")
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
-                        help="cpu: a smoke run under TRITON_INTERPRET=1, no timing")
     parser.add_argument("--json")
     options = parser.parse_args()
-    if options.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise SystemExit("--device cpu runs the kernels in Triton's interpreter: set TRITON_INTERPRET=1")
-    if options.device == "cuda":
-        from triton.testing import do_bench_cudagraph
+    from triton.testing import do_bench_cudagraph
 
     from decode_attention import _inputs, _reference
 
@@ -261,62 +172,40 @@ def main() -> None:
     variants = [v for v in VARIANTS if options.variants is None or v.name in options.variants]
     variants += [Variant(f"{os.path.basename(path)}-x{factor:g}-w{warps}", os.path.abspath(path), {}, factor, warps)
                  for path in options.module for factor in options.splits for warps in options.warps]
-    # launch's own count off CUDA (132, an H100's)
-    processors = torch.cuda.get_device_properties(0).multi_processor_count if options.device == "cuda" else 132
+    processors = torch.cuda.get_device_properties(0).multi_processor_count
     cases = [(batch, position) for batch in options.batch for position in options.position]
     inputs = {}
     print(markdown_row("batch", "position", "variant", "chunks", "warps", "µs", "of copy", "rel. error"))
     print(markdown_row(*["---"] * 8))
     for batch, position in cases:
-        q, k, v, mask = _inputs(batch, position, options.device)
-        if options.device == "cpu":  # the interpreter's bfloat16 products are wrong (tests/kernels say so)
-            q, k, v = q.float(), k.float(), v.float()
+        q, k, v, mask = _inputs(batch, position)
         mask = mask.to(getattr(torch, options.mask_dtype))
-        copy_us = math.nan
-        if options.device == "cuda":
-            cache = torch.cat([k.flatten(), v.flatten()])
-            target = torch.empty_like(cache)
-            copy_us = do_bench_cudagraph(lambda: target.copy_(cache)) * 1e3
-            print(markdown_row(batch, position, "device copy of the cache", "", "", f"{copy_us:.1f}", "100%", ""))
+        cache = torch.cat([k.flatten(), v.flatten()])
+        target = torch.empty_like(cache)
+        copy_us = do_bench_cudagraph(lambda: target.copy_(cache)) * 1e3
+        print(markdown_row(batch, position, "device copy of the cache", "", "", f"{copy_us:.1f}", "100%", ""))
         inputs[batch, position] = (q, k, v, mask), _reference(q, k, v, mask), copy_us
-    results, left, names = [], [], []
+    results, left = [], []
     for variant in variants:  # variant-major: a cut budget leaves whole variants out, not whole cases
         if time.monotonic() - started > options.budget:
             left.append(variant.name)
             continue
         module = configured(variant)
-        for finish in _finishes(options.one_kernel):
-            if finish and not _has_one_kernel(module):
-                print(f"{variant.name}: its launch has no one-kernel finish; timed with two kernels only")
-                continue
-            name = variant.name + finish
-            given = {"one_kernel": bool(finish)} if _has_one_kernel(module) else {}
-            names.append(name)
-            for batch, position in cases:
-                args, want, copy_us = inputs[batch, position]
-                q, k = args[0], args[1]
-                group, scale = q.shape[1] // k.shape[1], 1.0 / q.shape[-1] ** 0.5
-                chunks = module.splits_for(batch * k.shape[1], k.shape[2], processors)
-
-                def run(*a):
-                    return module.launch(*a, scale, group, **given)
-
-                with _held_tickets(module, finish == "+1k-held") as counters:
-                    row = _row((batch, position, name, chunks, variant.warps), run, args, want, copy_us,
-                               options.device)
-                    correct = row["error"] < 1e-2 and _still_right(run, args, want, counters)
-                results.append({"batch": batch, "position": position, "kernel": name, "chunks": chunks,
-                                "warps": variant.warps, "settings": variant.settings, "splits": variant.splits,
-                                "finish": finish, "correct": correct, **row})
+        for batch, position in cases:
+            args, want, copy_us = inputs[batch, position]
+            q, k = args[0], args[1]
+            group, scale = q.shape[1] // k.shape[1], 1.0 / q.shape[-1] ** 0.5
+            chunks = module.splits_for(batch * k.shape[1], k.shape[2], processors)
+            row = graph_replay_row((batch, position, variant.name, chunks, variant.warps),
+                                   lambda *a: module.launch(*a, scale, group), args, want, copy_us)
+            results.append({"batch": batch, "position": position, "kernel": variant.name, "chunks": chunks,
+                            "warps": variant.warps, "settings": variant.settings, "splits": variant.splits,
+                            "correct": row["error"] < 1e-2, **row})
     if left:
         print(f"\nbudget of {options.budget:.0f} s spent; not timed: {', '.join(left)}")
-    _summary(results, cases, names)
-    _side_by_side(results, cases, _finishes(options.one_kernel))
+    _summary(results, cases, [v.name for v in variants if v.name not in left])
     print(f"\n{time.monotonic() - started:.0f} s")
-    if options.device == "cuda":  # the rows name the card
-        write_device_rows(options.json, results)
-    if any(not row["correct"] for row in results):
-        raise SystemExit("some rows are wrong (error of 1e-2 or more): see the tables")
+    write_device_rows(options.json, results)
 
 
 if __name__ == "__main__":

@@ -77,14 +77,6 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "rows over a long KV cache in one pass over the cache, as the aotcuda::decode_attention Triton op "
            "(kernels/decode_attention.py) where Triton is installed, else in split-cache form in generated "
            "kernels (passes/decode_attention.py); off: Inductor's own attention", "at each lower() for CUDA"),
-    # Off by default until the H200 times it (issue 29): a batch-1 step spent 90 µs on the H100 in 32 attention
-    # kernels, ~2.8 µs each, mostly launch-to-drain; this path launches one instead of two, plus a fill of the
-    # tickets where the chunks are several (benchmarks/scripts/decode_attention_sweep.py --one-kernel both).
-    Switch("AOTCUDA_DECODE_ATTENTION_ONE_KERNEL", False, "the aotcuda::decode_attention Triton op "
-           "(AOTCUDA_DECODE_ATTENTION) runs as one kernel: the program that finishes a (batch, KV head)'s last "
-           "chunk, found by an atomic ticket, combines its chunks, and one chunk writes the result directly "
-           "(kernels/decode_attention.py); off: a chunk kernel and a combine kernel. Off until timed on the H200",
-           "at each call of the op, so at each lower() for CUDA"),
     # On by default: on the H200 (torch 2.11, benchmarks/prefill.py, batch 1, 2048 tokens, bf16, session 14) our
     # decoder's prefill took 9.64 ms with it against 14.96 without (45% of peak against 29%; torch.compile
     # max-autotune 14.76); benchmarks/scripts/prompt_attention_ab.py (2 layers): 1.35 against 1.99 ms.

@@ -54,10 +54,10 @@ def _interpreter_environment() -> dict:
     return {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": path}
 
 
-def run_interpreted(module: str, check: str = "check_interpreted") -> list[str]:
-    """The lines ``tests/kernels/<module>.py``'s ``check()`` printed; fails the test on an error."""
+def run_interpreted(module: str) -> list[str]:
+    """The lines ``tests/kernels/<module>.py``'s check_interpreted() printed; fails the test on an error."""
     _need_interpreter()
-    code = f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); import {module}; {module}.{check}()"
+    code = f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); import {module}; {module}.check_interpreted()"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
                           env=_interpreter_environment())
     assert done.returncode == 0, done.stderr[-3000:]

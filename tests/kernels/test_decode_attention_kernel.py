@@ -6,7 +6,6 @@ grouped heads, several query rows, strided q, broadcast masks, hidden blocks and
 import importlib.util
 import math
 import textwrap
-import zipfile
 
 import pytest
 import torch
@@ -57,30 +56,25 @@ def test_the_cuda_kernels_match_the_reference(case, dtype):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("one_kernel", [False, True])
-def test_a_row_hidden_everywhere_is_nan_as_in_eager(one_kernel):
+def test_a_row_hidden_everywhere_is_nan_as_in_eager():
     if not attention.HAVE_TRITON:
         pytest.skip("Triton is not installed")
     q, k, v, _ = _case(1, 2, 2, 2, 256, 64, None, torch.float32, "cuda")
     bias = torch.zeros(2, 256, device="cuda")
     bias[1] = -math.inf
-    got = attention.launch(q, k, v, bias, 0.125, 2, one_kernel=one_kernel)
+    got = torch.ops.aotcuda.decode_attention(q, k, v, bias, 0.125, 2)
     want = attention.reference(q, k, v, bias, 0.125, 2)
     assert torch.isnan(got[:, :, 1]).all() and torch.isnan(want[:, :, 1]).all()
     assert relative_error(got[:, :, 0], want[:, :, 0]) < 1e-5
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("one_kernel", ["0", "1"])
-def test_a_program_with_the_op_lowers_without_fallbacks_and_matches_eager(tmp_path, monkeypatch, one_kernel):
+def test_a_program_with_the_op_lowers_without_fallbacks_and_matches_eager(tmp_path):
     # The Triton op in a user's program: AOTInductor compiles its kernels into the package, which runs in
-    # aotcuda's runtime (no proxy executor), over a dynamic batch; with the one-kernel finish, the counters'
-    # torch.zeros inside the op's body too.
+    # aotcuda's runtime (no proxy executor), over a dynamic batch.
     if not attention.HAVE_TRITON:
         pytest.skip("Triton is not installed")
     import aotcuda
-
-    monkeypatch.setenv("AOTCUDA_DECODE_ATTENTION_ONE_KERNEL", one_kernel)
 
     class Step(torch.nn.Module):
         def forward(self, q, k, v, bias):
@@ -92,96 +86,11 @@ def test_a_program_with_the_op_lowers_without_fallbacks_and_matches_eager(tmp_pa
     lowered = aotcuda.lower(Step(), args, device="cuda", package_path=tmp_path / "step.pt2",
                             dynamic_shapes=({0: batch}, {0: batch}, {0: batch}, None))
     assert lowered.fallback_kernels == [] and lowered.runs_in_aotcuda_runtime
-    with zipfile.ZipFile(lowered.package_path) as archive:  # Inductor names a user kernel after its function
-        wrapper = "".join(archive.read(n).decode(errors="replace") for n in archive.namelist() if n.endswith(".cpp"))
-    assert "_chunk_kernel_" in wrapper and ("_combine_kernel_" in wrapper) == (one_kernel == "0")
     program = aotcuda.load(lowered.package_path)
     for size in (1, 5):
         q, k, v, bias = _case(size, 2, 4, 1, 512, 64, "causal", torch.bfloat16, "cuda")
         want = attention.reference(q * 2, k, v, bias, 0.125, 4) + 1
         assert relative_error(program(q, k, v, bias), want) < 1e-2
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("case", CUDA_CASES, ids=[str(c) for c in CUDA_CASES])
-def test_the_one_kernel_finish_matches_the_reference_on_cuda(case, dtype, monkeypatch):
-    # Here the chunks' programs run at once, so this is where the tickets' memory ordering is tried: two calls
-    # in a row on the same counters (as a CUDA graph's replays get them), each left at 0 by the last programs.
-    if not attention.HAVE_TRITON:
-        pytest.skip("Triton is not installed")
-    held = _hold_tickets(monkeypatch)
-    torch.manual_seed(0)
-    for _ in range(2):
-        q, k, v, bias = _case(*case, dtype, "cuda")
-        scale = 1 / math.sqrt(q.shape[-1])
-        got = attention.launch(q, k, v, bias, scale, case[2], one_kernel=True)
-        assert relative_error(got, attention.reference(q, k, v, bias, scale, case[2])) < TOLERANCE[dtype]
-        assert all(not tickets.any() for tickets in held.values())
-
-
-@pytest.mark.cuda
-def test_the_one_kernel_finish_replays_in_a_cuda_graph():
-    # A captured launch (the counters' fill and the kernel, as a package's CUDA graph holds them) replayed on
-    # new inputs; the reset itself is checked above, on counters that no fill zeroes between calls.
-    if not attention.HAVE_TRITON:
-        pytest.skip("Triton is not installed")
-    torch.manual_seed(0)
-    static = _case(2, 8, 4, 1, 2048, 64, "causal", torch.bfloat16, "cuda")
-    attention.launch(*static, 0.125, 4, one_kernel=True)  # compiled before the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = attention.launch(*static, 0.125, 4, one_kernel=True)
-    for _ in range(3):
-        fresh = _case(2, 8, 4, 1, 2048, 64, "causal", torch.bfloat16, "cuda")
-        for target, value in zip(static, fresh):
-            target.copy_(value)
-        graph.replay()
-        assert relative_error(out, attention.reference(*fresh, 0.125, 4)) < TOLERANCE[torch.bfloat16]
-
-
-def _hold_tickets(monkeypatch) -> dict:
-    """Make every one-kernel call of a size get the same counters (as a CUDA graph's replays do): {count:
-    the counters}, which each call must leave at 0."""
-    held, zeroed = {}, attention.zeroed_tickets
-    monkeypatch.setattr(attention, "zeroed_tickets",
-                        lambda count, device: held.setdefault(count, zeroed(count, device)))
-    return held
-
-
-def check_one_kernel_interpreted():
-    """The one-kernel finish, each case in float32 and float16 twice in a row on the same counters, against
-    the reference and the two kernels (the same math in the same order: equal); then rows hidden everywhere.
-    Triton's interpreter runs a launch's programs one after another, so this checks the tickets, the reset and
-    the last program's combine, not the memory ordering between programs that run at once (the CUDA tests)."""
-
-    class Patch:  # pytest's monkeypatch, for this subprocess
-        setattr = staticmethod(setattr)
-
-    held = _hold_tickets(Patch)
-    torch.manual_seed(0)
-    for dtype in (torch.float32, torch.float16):
-        for case in CASES:
-            for call in range(2):
-                q, k, v, bias = _case(*case, dtype, "cpu")
-                scale = 1 / math.sqrt(q.shape[-1])
-                got = attention.launch(q, k, v, bias, scale, case[2], one_kernel=True)
-                error = relative_error(got, attention.reference(q, k, v, bias, scale, case[2]))
-                assert error < TOLERANCE[dtype], (case, dtype, call, error)
-                assert torch.equal(got, attention.launch(q, k, v, bias, scale, case[2], one_kernel=False)), case
-                assert all(not tickets.any() for tickets in held.values()), (case, held)
-            splits = attention.splits_for(case[0] * case[1], case[4], 132)
-            print("splits", splits, case, dtype, f"{error:.1e}")
-    # a row hidden everywhere is NaN, the other rows right, at one chunk, two and sixteen
-    for length in (100, 256, 2048):
-        q, k, v, _ = _case(1, 2, 2, 2, length, 32, None, torch.float32, "cpu")
-        bias = torch.zeros(2, length)
-        bias[1] = -math.inf
-        got, want = attention.launch(q, k, v, bias, 0.2, 2, one_kernel=True), attention.reference(q, k, v, bias, 0.2, 2)
-        assert got[:, :, 1].isnan().all() and want[:, :, 1].isnan().all(), length
-        assert relative_error(got[:, :, 0], want[:, :, 0]) < 1e-5, length
-        print("hidden row", attention.splits_for(2, length, 132))
 
 
 def check_interpreted():
@@ -200,14 +109,6 @@ def check_interpreted():
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
 def test_the_kernels_match_the_reference_in_tritons_interpreter():
     assert len(run_interpreted("test_decode_attention_kernel")) == 2 * len(CASES)
-
-
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
-def test_the_one_kernel_finish_matches_the_reference_in_tritons_interpreter():
-    lines = run_interpreted("test_decode_attention_kernel", "check_one_kernel_interpreted")
-    splits = {int(line.split()[1]) for line in lines if line.startswith("splits")}
-    assert len(lines) == 2 * len(CASES) + 3 and {1, 2} <= splits and max(splits) > 2, lines
-    assert [line.split(" ", 2)[-1] for line in lines[-3:]] == ["1", "2", "16"], lines
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")

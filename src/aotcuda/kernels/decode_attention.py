@@ -18,13 +18,6 @@ exp(max_c − max). A block of positions that the bias hides for every row is sk
 K and V (a static cache filled to position p reads p positions, not L). A row hidden everywhere gives NaN,
 as eager's softmax does.
 
-One kernel instead of two (AOTCUDA_DECODE_ATTENTION_ONE_KERNEL, off until the H200 times it; issue 29: at
-batch 1 each attention kernel costs ~2.8 µs, mostly launch-to-drain): each chunk's program writes its
-partials, then draws a ticket from its (batch, KV head)'s counter (an acq_rel atomic add); the one that draws
-the last combines that pair's chunks, with the combine kernel's own code (``_combine_row``), and sets the
-counter back to 0. One chunk writes the result directly. The counters are zeroed by each call (a small fill
-in a package): the path saves the combine kernel where the fill costs less than it.
-
 How the chunk kernel reads the cache (chosen on the H200, benchmarks/scripts/decode_attention_sweep.py,
 docs/performance.md): the chunk's visible positions [begin, end) are found from its bias first, in one load
 at a decoder's sizes, so that the block loop over them holds no branch and Triton's software pipelining
@@ -44,7 +37,6 @@ import math
 
 import torch
 
-from aotcuda import switches
 from aotcuda.kernels import HAVE_TRITON, launcher
 
 OP = "aotcuda::decode_attention"
@@ -75,14 +67,6 @@ def splits_for(batch_heads: int, length: int, processors: int) -> int:
     blocks = max(1, -(-length // BLOCK_L))
     want = max(1, -(-2 * processors // max(batch_heads, 1)))
     return min(1 << (want - 1).bit_length(), 1 << (blocks.bit_length() - 1))
-
-
-def zeroed_tickets(count: int, device: torch.device) -> torch.Tensor:
-    """The one-kernel finish's counters, int32 [batch · KV heads], all 0. Each call's last programs leave them
-    at 0 again, but a fresh allocation may hold anything, so each call zeroes its own (in a package: a small
-    fill kernel before the launch). A function of its own so that the tests can hand two calls the same
-    counters, as a CUDA graph's replays get, and see each call leave them at 0."""
-    return torch.zeros((count,), dtype=torch.int32, device=device)
 
 
 def _strides4(t: torch.Tensor) -> list:
@@ -118,11 +102,6 @@ if HAVE_TRITON:
     import triton
     import triton.language as tl
     from torch.library import triton_op
-
-    # the chunk kernel's FINISH: what its programs do with their chunk's running max, sum and output
-    PARTIALS = tl.constexpr(0)  # write them for the combine kernel
-    LAST_COMBINES = tl.constexpr(1)  # write them; the program that ends last for its (batch, KV head) combines
-    DIRECT = tl.constexpr(2)  # one chunk: write the result
 
     @triton.jit
     def _bias_rows(Bias, b, head, pos, at, ok, row_ok, sbb, sbh, sbs, sbl, BIAS_ROW: tl.constexpr):
@@ -176,17 +155,14 @@ if HAVE_TRITON:
         return m_new, l_i, acc
 
     @triton.jit
-    def _chunk_kernel(Q, K, V, Bias, PartO, PartM, PartL, Out, Tickets,
+    def _chunk_kernel(Q, K, V, Bias, PartO, PartM, PartL,
                       sqb, sqh, sqs, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
-                      sbb, sbh, sbs, sbl, sob, soh, sos, sod, scale, length, chunk_blocks,
+                      sbb, sbh, sbs, sbl, scale, length, chunk_blocks,
                       KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, SQ: tl.constexpr,
                       D: tl.constexpr, DV: tl.constexpr, SPLITS: tl.constexpr, HAS_BIAS: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
                       BLOCK: tl.constexpr, IEEE: tl.constexpr, BIAS_ROW: tl.constexpr, STAGES: tl.constexpr,
-                      SCAN: tl.constexpr, FINISH: tl.constexpr):
-        """FINISH: PARTIALS (the two-kernel path: the combine kernel follows), LAST_COMBINES (one kernel: the
-        chunk's program that finishes last combines its (batch, KV head)'s partials) or DIRECT (one chunk: the
-        result written as it is, no partials)."""
+                      SCAN: tl.constexpr):
         pair = tl.program_id(0)  # b · KV_HEADS + kv head
         split = tl.program_id(1)
         b = (pair // KV_HEADS).to(tl.int64)  # int64 offsets: a cache may hold over 2**31 elements, and Triton
@@ -242,71 +218,12 @@ if HAVE_TRITON:
             ok = (at >= begin) & (at < end)
             m_i, l_i, acc = _attend(q, K, V, kbase, vbase, at, ok, bias, m_i, l_i, acc, scale,
                                     skl, skd, svl, svd, D, DV, BLOCK_D, BLOCK_DV, IEEE)
-        if FINISH == DIRECT:
-            # the combine's math for one chunk: weight exp(m − m) = 1, total l (0 / 0 = NaN for a row hidden
-            # everywhere, as the combine gives)
-            out = acc / l_i[:, None]
-            tl.store(Out + b * sob + head[:, None] * soh + pos[:, None] * sos + dv[None, :] * sod,
-                     out.to(Out.dtype.element_ty), mask=row_ok[:, None] & (dv[None, :] < DV))
-        else:
-            base = pair * SPLITS + split
-            # only the real rows: BLOCK_M pads the group's rows to tl.dot's 16 (4 at a group of 4), and the
-            # padding's partials would be written for nothing (the combine reads real rows only)
-            tl.store(PartM + base * BLOCK_M + rows, m_i, mask=row_ok)
-            tl.store(PartL + base * BLOCK_M + rows, l_i, mask=row_ok)
-            tl.store(PartO + (base * BLOCK_M + rows[:, None]) * BLOCK_DV + dv[None, :], acc, mask=row_ok[:, None])
-        if FINISH == LAST_COMBINES:
-            # Why the program that draws the last ticket sees every chunk's partials (the "last block" pattern
-            # of CUDA's threadFenceReduction sample, with the fence folded into the atomic):
-            # 1. debug_barrier (bar.sync): every thread's partial stores above happen before the ticket's
-            #    atomic, which Triton issues from one thread for the program (a scalar op).
-            # 2. atomic_add, acq_rel at gpu scope: its release publishes those stores (release is cumulative
-            #    over what the barrier ordered before it); the atomics on one counter are totally ordered, each
-            #    reading the one before, so the program whose read returns SPLITS − 1 reads after, and its
-            #    acquire synchronizes with, the release of every other chunk of this (batch, KV head).
-            # 3. debug_barrier: every thread of the last program reads after that acquire; the partials are
-            #    loaded .cg (L2, where the other multiprocessors' stores are; never a stale L1 line, e.g. one
-            #    left by an earlier call on this multiprocessor at the same addresses).
-            # The last program then sets the counter back to 0: every other chunk has drawn its ticket (no
-            # atomic on it follows in this launch), and the kernel's end orders the store before the next
-            # launch, so the next call, or a CUDA graph's replay, finds it at 0. Triton's interpreter runs the
-            # programs one after another, so the CPU tests check the tickets and the combine, not this ordering.
-            tl.debug_barrier()
-            ticket = tl.atomic_add(Tickets + pair, 1, sem="acq_rel", scope="gpu")
-            tl.debug_barrier()
-            if ticket == SPLITS - 1:
-                for row in range(ROWS):
-                    _combine_row(PartO, PartM, PartL, Out, pair, row, sob, soh, sos, sod, KV_HEADS, GROUP, SQ, DV,
-                                 SPLITS, BLOCK_M, BLOCK_DV, True)
-                tl.store(Tickets + pair, 0)
-
-    @triton.jit
-    def _combine_row(PartO, PartM, PartL, Out, pair, row, sob, soh, sos, sod,
-                     KV_HEADS: tl.constexpr, GROUP: tl.constexpr, SQ: tl.constexpr, DV: tl.constexpr,
-                     SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr, COHERENT: tl.constexpr):
-        """Query row ``row`` of (batch · KV head) ``pair``: its SPLITS chunks' partials weighted by
-        exp(max_c − max), written to Out. COHERENT: the partials were written by other programs of this launch,
-        so they are read from L2 (.cg), never from this multiprocessor's L1."""
-        b = (pair // KV_HEADS).to(tl.int64)
-        kv = pair % KV_HEADS
-        dv = tl.arange(0, BLOCK_DV)
-        c = tl.arange(0, SPLITS)
-        at = (pair * SPLITS + c) * BLOCK_M + row  # [SPLITS]
-        if COHERENT:
-            m = tl.load(PartM + at, cache_modifier=".cg")
-            l = tl.load(PartL + at, cache_modifier=".cg")
-            o = tl.load(PartO + at[:, None] * BLOCK_DV + dv[None, :], cache_modifier=".cg")  # [SPLITS, BLOCK_DV]
-        else:
-            m = tl.load(PartM + at)
-            l = tl.load(PartL + at)
-            o = tl.load(PartO + at[:, None] * BLOCK_DV + dv[None, :])
-        top = tl.max(m, 0)  # −inf for a row hidden everywhere: its weights are NaN, as eager's softmax gives
-        w = tl.exp(m - top)  # 0 for an empty chunk (m = −inf), NaN where top = −inf too
-        total = tl.sum(w * l, 0)
-        out = tl.sum(o * w[:, None], 0) / total
-        head = kv * GROUP + row // SQ
-        pos = row % SQ
-        tl.store(Out + b * sob + head * soh + pos * sos + dv * sod, out.to(Out.dtype.element_ty), mask=dv < DV)
+        base = pair * SPLITS + split
+        # only the real rows: BLOCK_M pads the group's rows to tl.dot's 16 (4 at a group of 4), and the padding's
+        # partials would be written for nothing (the combine kernel reads real rows only)
+        tl.store(PartM + base * BLOCK_M + rows, m_i, mask=row_ok)
+        tl.store(PartL + base * BLOCK_M + rows, l_i, mask=row_ok)
+        tl.store(PartO + (base * BLOCK_M + rows[:, None]) * BLOCK_DV + dv[None, :], acc, mask=row_ok[:, None])
 
     @triton.jit
     def _combine_kernel(PartO, PartM, PartL, Out, sob, soh, sos, sod,
@@ -315,18 +232,29 @@ if HAVE_TRITON:
         # One program per (batch · KV head, query row): its [SPLITS, BLOCK_DV] partials fit in registers (a
         # program for all the rows of a KV head held [SPLITS, BLOCK_M, BLOCK_DV] and spilled: 6 µs a call on
         # the H200 at 32 splits, more than the chunk kernel).
-        _combine_row(PartO, PartM, PartL, Out, tl.program_id(0), tl.program_id(1), sob, soh, sos, sod, KV_HEADS,
-                     GROUP, SQ, DV, SPLITS, BLOCK_M, BLOCK_DV, False)
+        pair = tl.program_id(0)
+        row = tl.program_id(1)
+        b = (pair // KV_HEADS).to(tl.int64)
+        kv = pair % KV_HEADS
+        dv = tl.arange(0, BLOCK_DV)
+        c = tl.arange(0, SPLITS)
+        at = (pair * SPLITS + c) * BLOCK_M + row  # [SPLITS]
+        m = tl.load(PartM + at)
+        l = tl.load(PartL + at)
+        top = tl.max(m, 0)  # −inf for a row hidden everywhere: its weights are NaN, as eager's softmax gives
+        w = tl.exp(m - top)  # 0 for an empty chunk (m = −inf), NaN where top = −inf too
+        total = tl.sum(w * l, 0)
+        o = tl.load(PartO + at[:, None] * BLOCK_DV + dv[None, :])  # [SPLITS, BLOCK_DV]
+        out = tl.sum(o * w[:, None], 0) / total
+        head = kv * GROUP + row // SQ
+        pos = row % SQ
+        tl.store(Out + b * sob + head * soh + pos * sos + dv * sod, out.to(Out.dtype.element_ty), mask=dv < DV)
 
     def launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float,
-               group: int, one_kernel: bool | None = None) -> torch.Tensor:
-        """The kernels on q's device (the op's CUDA implementation; on CPU tensors under TRITON_INTERPRET=1,
-        Triton's interpreter runs them, as the tests do). one_kernel: the chunk kernel combines the chunks
-        itself (no combine kernel; one chunk writes the result directly); None reads
-        AOTCUDA_DECODE_ATTENTION_ONE_KERNEL, at each call, so at each lower() (AOTInductor traces this body)."""
+               group: int) -> torch.Tensor:
+        """The two kernels on q's device (the op's CUDA implementation; on CPU tensors under
+        TRITON_INTERPRET=1, Triton's interpreter runs them, as the tests do)."""
         _check(q, k, v, bias, group)
-        if one_kernel is None:
-            one_kernel = switches.flag("AOTCUDA_DECODE_ATTENTION_ONE_KERNEL")
         batch, heads, sq, width = q.shape
         kv_heads, length, width_v = k.shape[1], k.shape[2], v.shape[3]
         k, v = k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)  # a shared cache: batch stride 0
@@ -342,19 +270,9 @@ if HAVE_TRITON:
         out = torch.empty((batch, heads, sq, width_v), dtype=q.dtype, device=q.device)
         if type(length) is int and length == 0:  # an empty cache: eager's product of empty probabilities, zeros
             return out.zero_()
-        finish = PARTIALS if not one_kernel else DIRECT if splits == 1 else LAST_COMBINES
-        # A buffer the finish does not touch is given q, which the kernel only reads (as bias_arg does where
-        # there is no bias): the launch then names only the buffers it writes, and aliases none of them
-        part_o = part_m = part_l = tickets = written = q
-        if finish != DIRECT:  # one chunk writes no partials
-            parts = batch * kv_heads * splits * block_m
-            part_o = torch.empty((parts * block_dv,), dtype=torch.float32, device=q.device)
-            part_m = torch.empty((parts,), dtype=torch.float32, device=q.device)
-            part_l = torch.empty_like(part_m)
-        if finish != PARTIALS:
-            written = out
-        if finish == LAST_COMBINES:
-            tickets = zeroed_tickets(batch * kv_heads, q.device)
+        part_o = torch.empty((batch * kv_heads * splits * block_m * block_dv,), dtype=torch.float32, device=q.device)
+        part_m = torch.empty((batch * kv_heads * splits * block_m,), dtype=torch.float32, device=q.device)
+        part_l = torch.empty_like(part_m)
         bias_arg = bias if bias is not None else q
         bias_strides = _strides4(bias) if bias is not None else [0, 0, 0, 0]
         # every row of a program reads one bias row: strides 0 over heads and query positions
@@ -363,15 +281,13 @@ if HAVE_TRITON:
         scan = min(1 << (chunk_blocks - 1).bit_length(), max(1, (2048 if bias_row else 4096 // block_m) // BLOCK_L))
         ieee = q.dtype == torch.float32 or k.dtype == torch.float32
         launcher(_chunk_kernel)[(batch * kv_heads, splits)](
-            q, k, v, bias_arg, part_o, part_m, part_l, written, tickets, *q.stride(), *k.stride(), *v.stride(),
-            *bias_strides, *out.stride(), float(scale), length, chunk_blocks, KV_HEADS=kv_heads, GROUP=group,
-            ROWS=rows, SQ=sq, D=width, DV=width_v, SPLITS=splits, HAS_BIAS=bias is not None, BLOCK_M=block_m,
-            BLOCK_D=block_d, BLOCK_DV=block_dv, BLOCK=BLOCK_L, IEEE=ieee, BIAS_ROW=bias_row, STAGES=STAGES,
-            SCAN=scan * BLOCK_L, FINISH=finish.value)
-        if finish == PARTIALS:
-            launcher(_combine_kernel)[(batch * kv_heads, rows)](
-                part_o, part_m, part_l, out, *out.stride(), KV_HEADS=kv_heads, GROUP=group, SQ=sq, DV=width_v,
-                SPLITS=splits, BLOCK_M=block_m, BLOCK_DV=block_dv)
+            q, k, v, bias_arg, part_o, part_m, part_l, *q.stride(), *k.stride(), *v.stride(), *bias_strides,
+            float(scale), length, chunk_blocks, KV_HEADS=kv_heads, GROUP=group, ROWS=rows, SQ=sq, D=width, DV=width_v,
+            SPLITS=splits, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_D=block_d, BLOCK_DV=block_dv,
+            BLOCK=BLOCK_L, IEEE=ieee, BIAS_ROW=bias_row, STAGES=STAGES, SCAN=scan * BLOCK_L)
+        launcher(_combine_kernel)[(batch * kv_heads, rows)](
+            part_o, part_m, part_l, out, *out.stride(), KV_HEADS=kv_heads, GROUP=group, SQ=sq, DV=width_v,
+            SPLITS=splits, BLOCK_M=block_m, BLOCK_DV=block_dv)
         return out
 
     @triton_op(OP, mutates_args=())
