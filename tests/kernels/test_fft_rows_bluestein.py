@@ -35,10 +35,10 @@ NEEDS_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None, re
 
 def test_lengths_with_a_prime_factor_above_61_up_to_4096_have_a_bluestein_plan():
     for n, want in [(67, "Bluestein m=135 (15→16·9→16)"), (194, "Bluestein m=390 (15→16·13→16·2b)"),
-                    (1009, "Bluestein m=2048 (32·16·4b)"), (2039, "Bluestein m=4096 (16·16·16)"),
-                    (2049, "Bluestein m=4160 (2 halves of 2080: 16·13→16·10→16)"),
-                    (3001, "Bluestein m=6144 (2 halves of 3072: 16·16·12→16)"),
-                    (4093, "Bluestein m=8192 (2 halves of 4096: 16·16·16)")]:
+                    (1009, "Bluestein m=2048 (32·16·4b)"), (2039, "Bluestein m=4096 (32·32·4b)"),
+                    (2049, "Bluestein m=4104 (2 halves of 2052: 27→32·19→32·4b)"),
+                    (3001, "Bluestein m=6032 (2 halves of 3016: 29→32·26→32·4b)"),
+                    (4093, "Bluestein m=8192 (2 halves of 4096: 32·32·4b)")]:
         plan = fft_plan.kernel_plan(n)
         assert fft_plan.tiling(n) is None and isinstance(plan, fft_plan.Bluestein) and plan.describe() == want
         assert 2 * n - 1 <= plan.m and plan.tile <= fft_plan.TILE and fft_plan.covers(n)
@@ -69,15 +69,15 @@ def test_lengths_past_2048_run_as_two_halves_of_at_most_4096_and_the_switch_take
         fft_plan.set_bluestein_tile(fft_plan.TILE)  # n ≤ 2048
         for n in (2049, 2 * 1031, 17 * 17 * 13, 4093):
             assert fft_plan.bluestein(n) is None and not fft_plan.covers(n), n
-        assert fft_plan.bluestein(2039).describe() == "Bluestein m=4096 (16·16·16)"
+        assert fft_plan.bluestein(2039).describe() == "Bluestein m=4096 (32·32·4b)"
         fft_plan.set_bluestein_tile(2 * fft_plan.TILE, halves=False)  # one tile of m ≤ 8192, one row of 8 warps
         one = fft_plan.bluestein(4093)
         assert one.describe() == "Bluestein m=8192 (32·16·16)" and one.halves == 1 and one.tile > fft_plan.TILE
         assert fft_plan.default_launch(4093, 1 << 20).problem() is None
-        assert fft_plan.bluestein(2039).describe() == "Bluestein m=4096 (16·16·16)"
+        assert fft_plan.bluestein(2039).describe() == "Bluestein m=4096 (32·32·4b)"
     finally:
         fft_plan.set_bluestein_tile(*before)
-    assert fft_plan.bluestein(4093).describe() == "Bluestein m=8192 (2 halves of 4096: 16·16·16)"
+    assert fft_plan.bluestein(4093).describe() == "Bluestein m=8192 (2 halves of 4096: 32·32·4b)"
     with pytest.raises(ValueError, match="BLUESTEIN_TILE must be"):
         fft_plan.set_bluestein_tile(16384)
     short = fft_plan.Bluestein(3001, fft_plan.tiling(3000), 2)  # h < n: x·c would wrap into the other half

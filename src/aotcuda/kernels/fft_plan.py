@@ -41,7 +41,7 @@ transposed, so both passes share the tile's layout, paddings and tables); descri
 (15→16·9→16)". For n in 2049…4096 (m past TILE, up to BLUESTEIN_TILE = 2·TILE) the convolution runs as
 two halves of h = m/2 ≥ n, each on a tiling of h with a tile ≤ TILE (``Bluestein.halves``: decimation in
 frequency, the odd bins' half with ω_m^(±t) folded into its chirps): "Bluestein m=8192 (2 halves of 4096:
-16·16·16)". ``kernel_plan`` is the tiling or else the Bluestein plan; ``covers`` whether there is one. Every
+32·32·4b)". ``kernel_plan`` is the tiling or else the Bluestein plan; ``covers`` whether there is one. Every
 length 1…4096 is then one kernel; only n > 4096 is left to the GEMM form (passes/complex_to_real/spectral).
 ``set_bluestein_tile`` is the A/B switch: TILE puts n in 2049…4096 back on the GEMM form; 2·TILE with
 halves=False runs them as one tile of m (one row of up to 8192 values a program: 255 registers and spills
@@ -88,7 +88,12 @@ BUTTERFLY = (2, 4)  # the factors a last stage may take as a butterfly instead o
 # the H200 (benchmarks/scripts/fft_tiling_sweep.py, torch 2.11, session 28): n = 4096 as 32·32·4b (two dots and
 # a butterfly, 35% more multiply-adds) took 27.3/34.7 µs (r2c/c2r) at 512 rows and 190.1/260.1 at 4096 rows,
 # against 16·16·16's 27.3/41.9 and 200.6/317.2. The lengths this changes are the ones whose cheapest tiling
-# has three dot stages (1584…4096, m of Bluestein's convolutions, the halves of n > 2048).
+# has three dot stages (37 lengths from 1584 to 4096, and most Bluestein lengths above 800: their m or halves).
+# The A/B on an H100 (``--fewer-dot-stages no`` then ``yes``, same call; benchmarks/results/
+# fft_sweep-h100-torch2.11-session28-dot-stages-*.txt), r2c/c2r µs at 512 and 4096 rows: every changed length
+# gained: 4096 28.8/42.2 → 27.6/34.8 and 200.9/310.8 → 192.8/259.2; 3840, 2304 and 1584 2–5%; Bluestein 2039
+# (m = 4096) 84.8/86.0 → 73.8/74.3; 4093 (two halves of 4096) 219.1/209.8 → 172.9/171.2 and 1649/1613 →
+# 1290/1302; 3001 (halves of 3072 → of 3016) 205.7/200.5 → 162.9/173.1.
 FEWER_DOT_STAGES = True
 # 16 warps: on the H200 (Triton 3.6, fft_tiling_sweep.py --warps 16, session 28) n = 2048 as 32·16·4b at one
 # row a program and 16 warps, c2r over 4096 rows, ended in "an illegal memory access" (the process's CUDA
