@@ -149,7 +149,8 @@ CLOSE_FROM_A_HANDLER_DURING_CLOSE = textwrap.dedent("""
 # Ctrl-C at every point of one call where Python may run a signal's handler: where a Python function begins, at a
 # backward jump, and where a call of a C function returns (sys.settrace's opcode events; after a call of a Python
 # function Python runs no handler, and none is raised there). After each: the gate holds no call (a close() on
-# another thread returns), and the next call is right. Leaks are not counted here (see docs/reliability.md).
+# another thread returns), the next call is right, and no input handle leaked (the use count of the input's storage is
+# back where it was: a handle torch made and nobody holds keeps it up for the life of the process).
 AT_EVERY_POINT = textwrap.dedent("""
     import dis, os, sys, threading, torch, aotcuda
     runtime = os.path.dirname(aotcuda.__file__) + os.sep + "runtime"
@@ -188,8 +189,9 @@ AT_EVERY_POINT = textwrap.dedent("""
 
     program = aotcuda.load(sys.argv[1])
     x = torch.randn(5, 4)
+    storage_uses = lambda: torch._C._storage_Use_Count(x.untyped_storage()._cdata)
     expected = [t.clone() for t in program(x)]
-    problems = []
+    problems, leaks, uses = [], [], storage_uses()
     while True:
         state.update(n=0, target=state["target"] + 1, hit=None)
         python_call_returned.clear()
@@ -205,12 +207,15 @@ AT_EVERY_POINT = textwrap.dedent("""
         if program._gate.in_flight:
             problems.append(f"a call's entry stayed: {state['hit']}")
             break
+        if storage_uses() != uses:
+            leaks.append(state["hit"])
+            uses = storage_uses()
         if not all(torch.equal(g, e) for g, e in zip(program(x), expected)):
             problems.append(f"the next call is wrong: {state['hit']}")
     closer = threading.Thread(target=program.close, daemon=True)
     closer.start()
     closer.join(10)
-    print("points", state["target"] - 1, "problems", problems, "closed", not closer.is_alive(), flush=True)
+    print("points", state["target"] - 1, "leaks", leaks, "problems", problems, "closed", not closer.is_alive(), flush=True)
 """)
 
 
@@ -254,8 +259,23 @@ def test_a_close_from_a_signal_handler_while_close_waits_returns(twice_pt2):
         done.stdout + done.stderr[-2000:]
 
 
-def test_an_interrupt_at_every_point_a_handler_may_run_leaves_the_program_working(twice_pt2):
-    done = _child(AT_EVERY_POINT, twice_pt2)
+@pytest.fixture(scope="module")
+def every_point(twice_pt2):
+    """One child run of AT_EVERY_POINT, read by the two tests below."""
+    return _child(AT_EVERY_POINT, twice_pt2)
+
+
+def test_an_interrupt_at_every_point_a_handler_may_run_leaves_the_program_working(every_point):
+    done = every_point
     assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
     words = done.stdout.split()
     assert int(words[1]) > 50 and done.stdout.strip().endswith("problems [] closed True"), done.stdout
+
+
+def test_an_interrupt_as_the_input_handles_are_made_leaks_none(every_point):
+    """torch hands the input handles over as capsules without a destructor, the result of a Python call: an
+    interrupt as that call returned (or in the loop that read them) dropped them, and each kept its input's memory
+    for the life of the process (main: 8 of 79 points, all in handles.new_handle_array)."""
+    done = every_point
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert " leaks [] problems" in done.stdout, done.stdout
