@@ -748,6 +748,8 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
         if isinstance(tensor, torch.Tensor):
             table.add_row(shown(name), escape(str(tuple(tensor.shape))), str(tensor.dtype).removeprefix("torch."),
                           str(tensor.device))
+        elif isinstance(tensor, (bool, int, float)):  # a Python-number output (x.shape[0]), as eager returns it
+            table.add_row(shown(name), "-", f"{type(tensor).__name__} = {_clip(repr(tensor), 40)}", "-")
     console.print(table)
     if save_outputs:
         _saved(_plain(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs)), save_outputs)
@@ -1039,10 +1041,23 @@ def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None 
         dtype = spec.get("dtype", "?")
         if stored.get("complex") is not None:
             dtype = f"{dtype} ({stored.get('dtype')} pairs inside)"
+        if spec.get("scalar") is not None:  # a Python number in eager and in a call's result (x.shape[0], a constant)
+            table.add_row(*(shown(_clip(text)) for text in (spec.get("name", "?"), f"{spec['scalar']} (Python number)",
+                                                              _scalar_value_text(spec.get("value"), names), "-")))
+            continue
         table.add_row(*(shown(_clip(text)) for text in (spec.get("name", "?"), dtype, f"[{shape}]", spec.get("device", ""))))
     if len(specs) > SHOWN_ROWS:
         table.add_row(f"... and {len(specs) - SHOWN_ROWS} more", "", "", "")
     return table
+
+
+def _scalar_value_text(value, names) -> str:
+    """A Python-number output's value as inspect shows it: "= 2*batch + 1", "= 3", or "value known at run time"."""
+    if isinstance(value, dict) and isinstance(value.get("expr"), str):
+        return f"= {under_dim_names(_clip(value['expr']), names)}"
+    if value is None:
+        return "value known at run time"
+    return f"= {_clip(repr(value), 40)}"
 
 
 # CSI sequences (colours, cursor moves: ESC [ params final) and other two-character ESC sequences.

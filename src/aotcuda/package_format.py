@@ -80,6 +80,13 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                                     # where the input reaches an index through an op the
                                                     # lowering cannot bound exactly: no check before the
                                                     # call; shown by `aotcuda inspect`, Program.index_unchecked
+                  "scalar": "int",                  # outputs (optional): eager returns a Python int ("float",
+                                                    # "bool") here, e.g. x.shape[0] or a constant; the
+                                                    # container returns a 0-d CPU int64 (float64, bool) tensor,
+                                                    # dtype and shape say so, and a Program's call returns the
+                                                    # number (execute() the 0-d tensor). Absent: a tensor
+                  "value": {"expr": "2*s77 + 1"},   # a scalar's value: a JSON number where known at lowering,
+                                                    # an expression of the input symbols, or null (unknown)
                   "complex": null}                  # or "complex64" (complex32, complex128): the caller's
                                                     # complex dtype of a tensor the package takes/returns
                                                     # as its real pair (ReplaceComplexWithRealPass); dtype,
@@ -488,6 +495,9 @@ def check_signature_counts(signature: dict, entry: str, path: str) -> None:
                         value, dict) else (value,)
                     expressions += [bound["expr"] for bound in bounds if isinstance(bound, dict)
                                     and isinstance(bound.get("expr"), str)]
+            value = spec.get("value")  # a Python-number output's expression
+            if isinstance(value, dict) and isinstance(value.get("expr"), str):
+                expressions.append(value["expr"])
     # serving reads "tensor_sizes" with the grammar too, and evaluates every one for each request (review 11)
     sizes = signature.get("tensor_sizes")
     expressions += [text for text in sizes if isinstance(text, str)] if isinstance(sizes, list) else []

@@ -11,6 +11,7 @@ runtime reads the result and never imports this module.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 
 import torch
@@ -130,6 +131,39 @@ def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dic
     }
 
 
+# An output that eager returns as a Python number (x.shape[0], n = t.item(), a constant, a SymBool or SymFloat): the
+# container returns it as a 0-d CPU tensor of this dtype (AOTI's scalar_to_tensor_handle), and Program gives it back
+# as the Python number (runtime/program.py, _structure_outputs).
+SCALAR_DTYPES = {"bool": "bool", "int": "int64", "float": "float64"}
+
+
+def _scalar_spec(name: str, value) -> dict:
+    """The signature entry of a Python-number output: a 0-d tensor spec of its dtype, with "scalar" (its Python type)
+    and "value" (an int, float or bool where it is known at lowering; {"expr": ...} where it is an expression of the
+    input size symbols the grammar reads, such as "s77" or "2*s77 + 1"; null otherwise, as for an unbacked u0 or a
+    comparison)."""
+    kind = "bool" if isinstance(value, (bool, torch.SymBool)) else "int" if isinstance(value, (int, torch.SymInt)) \
+        else "float"
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    shown = None
+    if isinstance(value, (bool, int, float)):
+        shown = value if not isinstance(value, float) or math.isfinite(value) else None  # JSON holds no inf
+    else:
+        expr = value.node.expr
+        if expr.is_number:
+            shown = {"bool": bool, "int": int, "float": float}[kind](expr)
+            shown = shown if not isinstance(shown, float) or math.isfinite(shown) else None
+        elif kind == "int":
+            try:
+                shape_expression(str(expr))
+                shown = {"expr": str(expr)}
+            except ValueError:
+                shown = None
+    return {"name": name, "dtype": SCALAR_DTYPES[kind], "device": "cpu", "shape": [], "contiguous": True,
+            "strides": [], "complex": None, "scalar": kind, "value": shown}
+
+
 def _mark_narrowed(inputs: list[dict], narrowed: dict[str, str]) -> None:
     for dim in (d for spec in inputs for d in spec["shape"] if isinstance(d, dict)):
         why = [text for symbol, text in narrowed.items() if re.search(rf"\b{re.escape(symbol)}\b", dim["expr"])]
@@ -189,9 +223,13 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
               if name is not None and isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
     output_node = next(n for n in ep.graph.nodes if n.op == "output")
     user_output_nodes = list(output_node.args[0])[len(output_node.args[0]) - len(sig.user_outputs):]
-    outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints, complex_dtype)
-               for name, node, complex_dtype in zip(output_names(ep), user_output_nodes, boundary.outputs)
-               if hasattr(node, "meta") and isinstance(node.meta.get("val"), torch.Tensor)]
+    outputs = []
+    for name, node, complex_dtype in zip(output_names(ep), user_output_nodes, boundary.outputs):
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else node  # a constant output: itself
+        if isinstance(value, torch.Tensor):
+            outputs.append(_tensor_spec(name, value, ep.range_constraints, complex_dtype))
+        elif isinstance(value, (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)):
+            outputs.append(_scalar_spec(name, value))
     _mark_narrowed(inputs, narrowed or {})
     if device is not None:
         for spec in inputs + outputs:

@@ -305,6 +305,10 @@ class Program:
             self._structure_outputs = tuple
         else:
             self._structure_outputs = lambda outputs: pytree.tree_unflatten(outputs, self._out_spec)
+        numbers = [(index, spec.scalar_type) for index, spec in enumerate(self._output_specs or ())
+                   if spec.scalar_type is not None]
+        if numbers:  # eager returns a Python number there (x.shape[0], a constant): the container, a 0-d tensor
+            self._structure_outputs = functools.partial(_with_numbers, self._structure_outputs, numbers)
 
     def _flatten_arguments(self, args, kwargs) -> list:
         if self._in_spec is None:
@@ -590,6 +594,16 @@ class Program:
             self.close()
         except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
             pass
+
+
+def _with_numbers(structure, numbers: list[tuple[int, type]], outputs: list):
+    """``structure(outputs)`` with each Python-number output (``TensorSpec.scalar``) as its number: the container
+    returns ``x.shape[0]`` as a 0-d CPU tensor, eager as an int (a caller's own output buffer stays as it is)."""
+    outputs = list(outputs)
+    for index, kind in numbers:
+        if isinstance(outputs[index], _Tensor) and outputs[index].dim() == 0:
+            outputs[index] = kind(outputs[index].item())
+    return structure(outputs)
 
 
 def _check_flags(**flags) -> None:
