@@ -861,6 +861,13 @@ def inspect(package):
         names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
         for kind in ("inputs", "outputs"):
             console.print(_signature_table(kind, _listed(user_signature.get(kind)), names, _listed(signature.get(kind))))
+        written = [str(spec.get("name")) for spec in _listed(signature.get("inputs"))
+                   if isinstance(spec, dict) and spec.get("mutated") is True]
+        if written:  # user-input mutations: a call writes into the caller's tensors, as eager's in-place ops do
+            names_text = ", ".join(written[:SHOWN_ROWS]) + (" ..." if len(written) > SHOWN_ROWS else "")
+            console.print(f"inputs written in place at every call: {shown(_clip(names_text, 5 * SHOWN_CHARS))} (each "
+                          "call writes them into the caller's tensors, as the module's in-place ops do)",
+                          highlight=False, soft_wrap=True)
         unchecked = [spec for spec in signature.get("inputs") or []  # inputs whose index values go unchecked
                      if isinstance(spec, dict) and isinstance(spec.get("index_unchecked"), list) and spec["index_unchecked"]]
         for spec in unchecked[:SHOWN_ROWS]:

@@ -202,3 +202,14 @@ def test_inspect_of_a_package_without_a_signature_says_so_on_one_line(twice_pt2,
     assert f"{target}: device cpu\n" in result.output, result.output
     assert "no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown\n" in result.output, \
         result.output
+
+
+def test_inspect_lists_the_inputs_and_state_a_call_writes_in_place(stateful_pt2, twice_pt2):
+    """``cache += x`` writes the caller's tensor at every call: inspect said nothing of it (main: only the buffers,
+    as state), though the signature marks the input "mutated"."""
+    shown = CliRunner().invoke(main, ["inspect", stateful_pt2])
+    assert shown.exit_code == 0, shown.output
+    assert "inputs written in place at every call: cache (" in shown.output, shown.output
+    assert "state written at every call: step0, step1, small, large, strided" in shown.output, shown.output
+    plain = CliRunner().invoke(main, ["inspect", twice_pt2])
+    assert plain.exit_code == 0 and "written" not in plain.output, plain.output
