@@ -104,7 +104,9 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
         check_index_ranges: check, before each call, that integer inputs which reach an index (token ids,
             positions) hold values eager accepts, raising InputError otherwise (``aotcuda.runtime.index_ranges``:
             one min/max per such input, and on CUDA one synchronization per call). False: trusted callers
-            skip it, and an out-of-range value then ends the process (CPU) or breaks the CUDA context.
+            skip it, and an out-of-range value then reaches the generated code's own check: a RuntimeCallError
+            where the kernel runs on one thread, the end of the process (SIGABRT) where it runs in an OpenMP
+            parallel region, a device-side assert that breaks the CUDA context on CUDA.
             Default: the switch AOTCUDA_CHECK_INDEX_RANGES (on).
         package_sha256: the SHA-256 the package file must have (``aotcuda.runtime.package.package_sha256``),
             compared with the bytes this load reads, before anything of them is used: a server's replicas load
