@@ -868,7 +868,7 @@ def inspect(package):
             console.print(f"inputs written in place at every call: {shown(_clip(names_text, 5 * SHOWN_CHARS))} (each "
                           "call writes them into the caller's tensors, as the module's in-place ops do)",
                           highlight=False, soft_wrap=True)
-        unchecked = [spec for spec in signature.get("inputs") or []  # inputs whose index values go unchecked
+        unchecked = [spec for spec in _listed(signature.get("inputs"))  # inputs whose index values go unchecked
                      if isinstance(spec, dict) and isinstance(spec.get("index_unchecked"), list) and spec["index_unchecked"]]
         for spec in unchecked[:SHOWN_ROWS]:
             lines = [str(line) for line in spec["index_unchecked"][:SHOWN_ROWS]]
