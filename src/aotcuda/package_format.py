@@ -55,6 +55,10 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # expressions of the shape symbols, the largest first (at most 16):
                                         # serving refuses a request whose shapes make one larger than its
                                         # --max-tensor-bytes (absent: older aotcuda, nothing checked)
+     "divisors": ["s77", "s17 - 1"],    # (optional) the expressions of the input symbols the program divides by
+                                        # (a // or % of sizes, a view's quotient): the generated code computes
+                                        # them in C++, where a division by 0 ends the process, so a call whose
+                                        # sizes make one 0 is refused (runtime/divisors.py; absent: older aotcuda)
      "library_sha256": "9f86d0..."}     # (optional) the SHA-256 of the model's .so this signature was
                                         # written for (write_signature adds it): load refuses a signature
                                         # of another library, whose shapes the generated code would not read
@@ -498,6 +502,8 @@ def check_signature_counts(signature: dict, entry: str, path: str) -> None:
             value = spec.get("value")  # a Python-number output's expression
             if isinstance(value, dict) and isinstance(value.get("expr"), str):
                 expressions.append(value["expr"])
+    divisors = signature.get("divisors")  # read with the grammar, evaluated once per input shape
+    expressions += [text for text in divisors if isinstance(text, str)] if isinstance(divisors, list) else []
     # serving reads "tensor_sizes" with the grammar too, and evaluates every one for each request (review 11)
     sizes = signature.get("tensor_sizes")
     expressions += [text for text in sizes if isinstance(text, str)] if isinstance(sizes, list) else []

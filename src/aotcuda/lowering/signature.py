@@ -246,6 +246,9 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
         if unchecked.get(spec["name"]):
             spec["index_unchecked"] = unchecked[spec["name"]]
     signature = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": inputs, "outputs": outputs}
+    found_divisors = size_divisors(ep)
+    if found_divisors:
+        signature["divisors"] = found_divisors
     names = dim_names(ep)
     if names:
         signature["dim_names"] = names
@@ -270,6 +273,51 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
         if types:
             signature["pytree_types"] = list(types.values())
     return signature
+
+
+# The shape functions that divide (torch.utils._sympy.functions, and sympy's Mod), and which of their arguments divide.
+_DIVIDING = {"FloorDiv": (1,), "CleanDiv": (1,), "CeilDiv": (1,), "Mod": (1,), "PythonMod": (1,),
+             "ModularIndexing": (1, 2), "IntTrueDiv": (1,), "FloatTrueDiv": (1,)}
+MAX_DIVISORS = 64
+
+
+def size_divisors(ep) -> list[str]:
+    """Every expression of the input size symbols that the program divides by (``y.shape[0] // x.shape[0]``, a
+    ``Mod`` of sizes, a view whose size is a quotient), read from the sizes, strides and SymInt values of its graph,
+    in the grammar's terms; at most MAX_DIVISORS. Why: the generated code computes them in C++, where an integer
+    division by zero ends the process (SIGFPE) where eager raises ZeroDivisionError, and a size range that holds 0
+    lets a call reach one (runtime/divisors.py checks them once per input shape). Divisors over a data-dependent
+    size (u0) are left out: no call's shapes give them."""
+    import sympy
+
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    found: dict[str, None] = {}
+    for node in ep.graph.nodes:
+        values = node.meta.get("val")
+        for value in values if isinstance(values, (list, tuple)) else (values,):
+            if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                exprs = [value.node.expr]
+            elif isinstance(value, torch.Tensor):
+                exprs = [size.node.expr for size in (*value.shape, *value.stride(), value.storage_offset())
+                         if isinstance(size, torch.SymInt)]
+            else:
+                continue
+            for expr in exprs:
+                for function in expr.atoms(sympy.Function):
+                    for place in _DIVIDING.get(type(function).__name__, ()):
+                        divisor = function.args[place] if place < len(function.args) else None
+                        if divisor is None or divisor.is_number or any(str(s).startswith("u") for s in divisor.free_symbols):
+                            continue
+                        text = str(divisor)
+                        try:
+                            shape_expression(text)
+                        except ValueError:
+                            continue
+                        found[text] = None
+                        if len(found) >= MAX_DIVISORS:
+                            return list(found)
+    return list(found)
 
 
 def output_names(ep) -> list[str]:

@@ -71,6 +71,7 @@ from aotcuda.runtime.handles import (
     release_written,
     steal_handles,
 )
+from aotcuda.runtime.divisors import SizeDivisors
 from aotcuda.runtime.index_ranges import IndexRangeChecks
 from aotcuda.runtime.lifetime import OPENMP, CallGate
 from aotcuda.runtime.constant_arguments import ConstantArguments
@@ -168,6 +169,7 @@ class Program:
             check_index_ranges = switches.flag("AOTCUDA_CHECK_INDEX_RANGES")
         self._index_checks = IndexRangeChecks.from_signature(signature, self.num_inputs, self._device, package.path) \
             if check_index_ranges and usable else None
+        self._divisors = SizeDivisors.from_signature(signature, package.path) if usable else None
         # inputs that reach an index the lowering could not bound (signature "index_unchecked"): {name: lines}
         self.index_unchecked = {spec["name"]: list(spec["index_unchecked"])
                                 for spec in (signature or {}).get("inputs") or []
@@ -415,6 +417,8 @@ class Program:
         if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
             prepared, bindings = check_inputs(originals, self._input_specs, self._input_names, self._device,
                                               self.num_inputs, self._mutated)
+            if self._divisors is not None:  # sizes the program divides by: once per shape, as the checks above
+                self._divisors.check(bindings)
             self._accepted.remember(originals, prepared, bindings)
         else:
             prepared = originals  # checked before, and needing no copy into the exported layout
@@ -526,6 +530,8 @@ class Program:
                                    self._device)
             prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
                                               self.num_inputs, self._mutated)
+            if self._divisors is not None:
+                self._divisors.check(bindings)
             if self._index_checks is not None:  # the warm-up inputs; replays read the buffers unchecked
                 self._index_checks.check(prepared, bindings)
             if self._boundary is not None:

@@ -1,0 +1,62 @@
+"""Sizes a program divides by: a call whose shapes make one 0 is an InputError, not the end of the process.
+
+``y.shape[0] // x.shape[0]`` with ``Dim("n", min=0)`` on x: the generated code computes the quotient in C++, and a call
+with x of 0 rows (within the exported range) ended the process with SIGFPE, where eager raises ZeroDivisionError;
+``100 // (y.shape[0] - 1)`` at 1 row returned a value eager never gives. The lowering records the divisors (the
+signature's "divisors"), and the runtime refuses such sizes before the run (runtime/divisors.py). Each call runs in a
+child process, so that a regression fails the test rather than the session.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import aotcuda
+
+
+class Divides(torch.nn.Module):
+    def forward(self, x, y):
+        n, m = x.shape[0], y.shape[0]
+        return x * 2, m // n, m % n, torch.full((1,), 100 // (m - 1)) + y.sum()
+
+
+@pytest.fixture(scope="module")
+def divides_pt2(tmp_path_factory):
+    path = tmp_path_factory.mktemp("divisors") / "divides.pt2"
+    n, m = torch.export.Dim("n", min=0, max=64), torch.export.Dim("m", min=1, max=64)
+    aotcuda.lower(Divides(), (torch.randn(3, 4), torch.randn(5, 4)), device="cpu",
+                  dynamic_shapes={"x": {0: n}, "y": {0: m}}, package_path=path)
+    return str(path)
+
+
+CALL = textwrap.dedent("""
+    import sys, torch, aotcuda
+    program = aotcuda.load(sys.argv[1])
+    for rows in ((0, 5), (3, 1), (3, 5)):
+        try:
+            out = program(torch.randn(rows[0], 4), torch.randn(rows[1], 4))
+            print("ran", out[1], out[2], flush=True)
+        except aotcuda.InputError as error:
+            print("InputError:", error, flush=True)
+""")
+
+
+def test_sizes_that_make_the_program_divide_by_zero_are_refused_and_the_next_call_runs(divides_pt2):
+    child = subprocess.run([sys.executable, "-c", CALL, divides_pt2], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert child.returncode == 0, f"the child died ({child.returncode}; main: SIGFPE, -8): {child.stderr[-1500:]}"
+    lines = child.stdout.splitlines()
+    assert len(lines) == 3, child.stdout
+    assert lines[0].startswith("InputError: the inputs' sizes (n = 0) make the program divide by zero: it divides by "
+                               "n, which is 0"), lines[0]
+    assert "(m = 1)" in lines[1] and "divides by m - 1" in lines[1], lines[1]
+    assert lines[2] == "ran 1 2", lines[2]
+
+
+def test_the_signature_records_the_divisors(divides_pt2):
+    signature = aotcuda.load(divides_pt2).signature
+    assert len(signature["divisors"]) == 2 and any(text.endswith(" - 1") for text in signature["divisors"]), signature
