@@ -22,7 +22,6 @@ from typing import Callable
 import torch
 
 from aotcuda.lowering.data_dependent import DATA_DEPENDENT_DECOMPOSITIONS
-from aotcuda.lowering.integer_division import INTEGER_DIVISION_DECOMPOSITIONS
 from aotcuda.passes.view_copy import VIEW_OF_COPY
 
 aten = torch.ops.aten
@@ -112,16 +111,12 @@ def decomposition_table() -> dict:
       decomposition is kept where the installed torch has one (hann_window on 2.13), ours fill the rest
       (WINDOW_DECOMPOSITIONS below);
     - the data-dependent ops model libraries emit (masked_scatter, the tensor checks ``_is_all_true`` and
-      ``_assert_async``): lowering/data_dependent.py;
-
-    plus what Inductor lowers to code that ends the process: integer division rounded toward zero by a tensor
-    (a zero divisor: SIGFPE), written with the divisions it guards (lowering/integer_division.py).
+      ``_assert_async``): lowering/data_dependent.py.
     """
     table = torch.export.default_decompositions()
     for op in (torch.ops.aten.scaled_dot_product_attention.default, *VIEW_OF_COPY):
         table.pop(op, None)
-    for op, decomposition in {**WINDOW_DECOMPOSITIONS, **DATA_DEPENDENT_DECOMPOSITIONS,
-                              **INTEGER_DIVISION_DECOMPOSITIONS}.items():
+    for op, decomposition in {**WINDOW_DECOMPOSITIONS, **DATA_DEPENDENT_DECOMPOSITIONS}.items():
         if op not in table:  # a CustomDecompTable: setdefault would bypass its own bookkeeping
             table[op] = decomposition
     return table

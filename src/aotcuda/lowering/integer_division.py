@@ -4,7 +4,7 @@ Inductor's C++ code computes ``torch.div(a, b, rounding_mode="trunc")`` of integ
 (torch 2.13, ``ops.truncdiv``; vectorized too): a zero in ``b`` ends the process with SIGFPE, where eager raises
 ``RuntimeError: ZeroDivisionError``. Its floor division and remainder (``floor_divide_integral``,
 ``remainder_integral`` in cpp_prefix.h) note a zero divisor and raise ZeroDivisionError after the kernel instead.
-So the lowering writes truncation from those two: the floor quotient, plus one where the remainder is not zero and
+So lower()'s decompose step writes truncation from those two (where the program has such a division): the floor quotient, plus one where the remainder is not zero and
 the operands' signs differ. Exact for every pair eager computes; a zero divisor is then the generated code's
 ZeroDivisionError (a RuntimeCallError; the Program answers the next call). Floats and the other rounding modes are
 left to torch (``NotImplemented``). A row of torch_fixes.FIXES.
@@ -33,4 +33,14 @@ def trunc_division_guarded(a, b, *, rounding_mode=None):
     return aten.add.Tensor(floor, aten._to_copy.default(inexact_across_zero, dtype=floor.dtype))
 
 
-INTEGER_DIVISION_DECOMPOSITIONS = {aten.div.Tensor_mode: trunc_division_guarded}
+def integer_division_decompositions(ep) -> dict:
+    """{aten.div.Tensor_mode: trunc_division_guarded} where ``ep`` divides integer tensors rounding toward zero, else {}:
+    lower()'s decompose step adds it to its table then only, so that the table (and what docs/ops.md counts as
+    decomposed) is unchanged for every other program."""
+    for node in ep.graph.nodes:
+        if (node.op == "call_function" and node.target is aten.div.Tensor_mode
+                and node.kwargs.get("rounding_mode") == "trunc"
+                and all(_integral(arg.meta.get("val")) for arg in node.args[:2] if hasattr(arg, "meta"))
+                and all(hasattr(arg, "meta") for arg in node.args[:2])):
+            return {aten.div.Tensor_mode: trunc_division_guarded}
+    return {}

@@ -421,7 +421,7 @@ FIXES: tuple[TorchFix, ...] = (
              "aotcuda.lowering.whole_tensor_writes"),
     TorchFix("integer division rounded toward zero is a plain C++ '/' in Inductor's CPU code: a zero divisor "
              "ends the process (SIGFPE) where eager raises ZeroDivisionError", "2.11-2.15", "none filed",
-             "always (a decomposition of aten.div.Tensor_mode for integer tensors and rounding_mode='trunc')",
+             "the program has aten.div.Tensor_mode of integer tensors with rounding_mode='trunc' (then decomposed)",
              "Inductor's truncdiv notes a zero divisor as its floor_divide_integral does",
              "aotcuda.lowering.integer_division"),
     TorchFix("window factory ops have no decomposition (fallback kernels)", "2.11 (all), 2.13 (all but hann)",
