@@ -60,3 +60,21 @@ def test_sizes_that_make_the_program_divide_by_zero_are_refused_and_the_next_cal
 def test_the_signature_records_the_divisors(divides_pt2):
     signature = aotcuda.load(divides_pt2).signature
     assert len(signature["divisors"]) == 2 and any(text.endswith(" - 1") for text in signature["divisors"]), signature
+
+
+class DividesATensorBySizes(torch.nn.Module):
+    def forward(self, x, a):
+        n = x.shape[0]
+        return torch.div(a, n, rounding_mode="trunc"), a // n, a % (n + 1)
+
+
+def test_a_tensor_divided_by_a_size_is_recorded():
+    """No compile: the divisors lowering records from an ExportedProgram where a tensor op divides by a size (the
+    generated code divides by it in C++: a trunc division by 0 there is SIGFPE)."""
+    from aotcuda.lowering.signature import size_divisors
+
+    n = torch.export.Dim("n", min=0, max=64)
+    ep = torch.export.export(DividesATensorBySizes(), (torch.randn(4, 4), torch.arange(10)),
+                             dynamic_shapes={"x": {0: n}, "a": None})
+    found = size_divisors(ep.run_decompositions())
+    assert len(found) == 2 and found[0].isidentifier() and found[1] == f"{found[0]} + 1", found

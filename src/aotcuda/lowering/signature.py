@@ -279,6 +279,10 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
 _DIVIDING = {"FloorDiv": (1,), "CleanDiv": (1,), "CeilDiv": (1,), "Mod": (1,), "PythonMod": (1,),
              "ModularIndexing": (1, 2), "IntTrueDiv": (1,), "FloatTrueDiv": (1,)}
 MAX_DIVISORS = 64
+_aten = torch.ops.aten
+_TENSOR_DIVISIONS = frozenset([_aten.div.Tensor, _aten.div.Scalar, _aten.div.Tensor_mode, _aten.div.Scalar_mode,
+                               _aten.floor_divide.default, _aten.floor_divide.Scalar, _aten.remainder.Tensor,
+                               _aten.remainder.Scalar, _aten.fmod.Tensor, _aten.fmod.Scalar])
 
 
 def size_divisors(ep) -> list[str]:
@@ -292,8 +296,21 @@ def size_divisors(ep) -> list[str]:
 
     from aotcuda.runtime.shape_expressions import shape_expression
 
+    def readable(text: str) -> bool:
+        try:
+            shape_expression(text)
+        except ValueError:
+            return False
+        return True
+
     found: dict[str, None] = {}
     for node in ep.graph.nodes:
+        divisor = node.args[1] if node.op == "call_function" and node.target in _TENSOR_DIVISIONS else None
+        divisor = divisor.meta.get("val") if isinstance(divisor, torch.fx.Node) else divisor
+        if isinstance(divisor, torch.SymInt):  # a tensor divided by a size: x // x.shape[0]
+            text = str(divisor.node.expr)
+            if not any(str(s).startswith("u") for s in divisor.node.expr.free_symbols) and readable(text):
+                found[text] = None
         values = node.meta.get("val")
         for value in values if isinstance(values, (list, tuple)) else (values,):
             if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -310,11 +327,8 @@ def size_divisors(ep) -> list[str]:
                         if divisor is None or divisor.is_number or any(str(s).startswith("u") for s in divisor.free_symbols):
                             continue
                         text = str(divisor)
-                        try:
-                            shape_expression(text)
-                        except ValueError:
-                            continue
-                        found[text] = None
+                        if readable(text):
+                            found[text] = None
                         if len(found) >= MAX_DIVISORS:
                             return list(found)
     return list(found)
