@@ -1049,8 +1049,10 @@ def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None 
         if stored.get("complex") is not None:
             dtype = f"{dtype} ({stored.get('dtype')} pairs inside)"
         if spec.get("scalar") is not None:  # a Python number in eager and in a call's result (x.shape[0], a constant)
-            table.add_row(*(shown(_clip(text)) for text in (spec.get("name", "?"), f"{spec['scalar']} (Python number)",
-                                                              _scalar_value_text(spec.get("value"), names), "-")))
+            none = spec["scalar"] == "none"
+            table.add_row(*(shown(_clip(text)) for text in (
+                spec.get("name", "?"), "None" if none else f"{spec['scalar']} (Python number)",
+                _scalar_value_text("none" if none else spec.get("value"), names), "-")))
             continue
         table.add_row(*(shown(_clip(text)) for text in (spec.get("name", "?"), dtype, f"[{shape}]", spec.get("device", ""))))
     if len(specs) > SHOWN_ROWS:
@@ -1060,6 +1062,8 @@ def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None 
 
 def _scalar_value_text(value, names) -> str:
     """A Python-number output's value as inspect shows it: "= 2*batch + 1", "= 3", or "value known at run time"."""
+    if value == "none":
+        return "= None"
     if isinstance(value, dict) and isinstance(value.get("expr"), str):
         return f"= {under_dim_names(_clip(value['expr']), names)}"
     if value is None:

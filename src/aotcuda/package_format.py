@@ -88,7 +88,9 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                                     # "bool") here, e.g. x.shape[0] or a constant; the
                                                     # container returns a 0-d CPU int64 (float64, bool) tensor,
                                                     # dtype and shape say so, and a Program's call returns the
-                                                    # number (execute() the 0-d tensor). Absent: a tensor
+                                                    # number (execute() the 0-d tensor); "none": forward
+                                                    # returns None there (no handle; a 0-d bool spec, unused).
+                                                    # Absent: a tensor
                   "value": {"expr": "2*s77 + 1"},   # a scalar's value: a JSON number where known at lowering,
                                                     # an expression of the input symbols, or null (unknown)
                   "complex": null}                  # or "complex64" (complex32, complex128): the caller's

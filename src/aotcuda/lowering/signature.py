@@ -230,6 +230,8 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
             outputs.append(_tensor_spec(name, value, ep.range_constraints, complex_dtype))
         elif isinstance(value, (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)):
             outputs.append(_scalar_spec(name, value))
+        elif value is None:  # the container's slot holds no handle: the call returns None there, as eager does
+            outputs.append({**_scalar_spec(name, False), "scalar": "none", "value": None})
     _mark_narrowed(inputs, narrowed or {})
     if device is not None:
         for spec in inputs + outputs:

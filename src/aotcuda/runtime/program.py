@@ -459,7 +459,8 @@ class Program:
         if outputs is not None:
             check_buffers_match(outputs, results)
             for buffer, result in zip(outputs, results):
-                buffer.copy_(result)
+                if result is not None:  # a None output (forward returns None there) leaves its buffer as it was
+                    buffer.copy_(result)
             return outputs
         return per_distinct_tensor(results, torch.Tensor.clone) if static else results  # one copy per tensor
 

@@ -119,7 +119,8 @@ class TensorSpec:
     strides: tuple[DimSpec, ...] | None = None  # the exported example's; None in older packages
     mutated: bool | None = None  # inputs: the program writes it in place; None: unknown (older packages)
     # outputs that eager returns as a Python number (x.shape[0], a constant): "int", "float" or "bool" (a 0-d CPU
-    # tensor of int64, float64 or bool in the container; Program's call gives the number). None: a tensor
+    # tensor of int64, float64 or bool in the container; Program's call gives the number); "none": forward returns
+    # None there (the container's slot holds no handle; dtype and shape are a 0-d bool's, unused). None: a tensor
     scalar: str | None = None
     value: int | float | bool | str | None = None  # a scalar's value where lowering knew it: a number, or an
     # expression of the input size symbols (under the user's Dim names), "batch", "2*batch + 1"; None: unknown
@@ -170,7 +171,7 @@ class TensorSpec:
 
 
 _SCALAR_TYPES = {"int": int, "float": float, "bool": bool}
-_SCALAR_DTYPES = {"int": torch.int64, "float": torch.float64, "bool": torch.bool}  # lowering/signature.py's
+_SCALAR_DTYPES = {"int": torch.int64, "float": torch.float64, "bool": torch.bool, "none": torch.bool}  # signature.py's
 
 
 def _scalar_fields(name: str, spec: dict, dtype: torch.dtype, shape: list, dim_names) -> tuple:
@@ -180,12 +181,14 @@ def _scalar_fields(name: str, spec: dict, dtype: torch.dtype, shape: list, dim_n
     scalar = spec.get("scalar")
     if scalar is None:
         return None, None
-    if scalar not in _SCALAR_TYPES:
-        raise ValueError(f"{name!r}: its 'scalar' is {_clipped(scalar)}, not 'int', 'float' or 'bool'")
+    if scalar not in _SCALAR_DTYPES:
+        raise ValueError(f"{name!r}: its 'scalar' is {_clipped(scalar)}, not 'int', 'float', 'bool' or 'none'")
     if dtype != _SCALAR_DTYPES[scalar] or shape != []:
         raise ValueError(f"{name!r}: a {scalar} output is a 0-d {_SCALAR_DTYPES[scalar]} tensor in the package, "
                          f"but its spec says {dtype} of shape {_clipped(shape)}")
     value = spec.get("value")
+    if scalar == "none":
+        return scalar, None
     if isinstance(value, dict):
         shape_expression(value.get("expr"))  # ShapeExpressionError (a ValueError) outside the grammar
         return scalar, under_dim_names(value["expr"], dim_names)
