@@ -279,3 +279,50 @@ def test_an_interrupt_as_the_input_handles_are_made_leaks_none(every_point):
     done = every_point
     assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
     assert " leaks [] problems" in done.stdout, done.stdout
+
+
+# An interrupt (or any exception) as a load's model container has just been made: the container, with its model's
+# weights, must be deleted, not dropped with the half-made ModelContainer for the life of the process.
+AS_THE_CONTAINER_IS_MADE = textwrap.dedent("""
+    import gc, sys, aotcuda
+    from aotcuda.runtime import container as container_module
+
+    program = aotcuda.load(sys.argv[1])
+    lib = program._container._lib  # shared by every later load of this library
+    counts = {"made": 0, "deleted": 0}
+    real_create, real_delete = lib.AOTInductorModelContainerCreateWithDevice, lib.AOTInductorModelContainerDelete
+
+    def create(*args):
+        code = real_create(*args)
+        counts["made"] += code == 0
+        return code
+
+    def delete(handle):
+        counts["deleted"] += 1
+        return real_delete(handle)
+
+    lib.AOTInductorModelContainerCreateWithDevice, lib.AOTInductorModelContainerDelete = create, delete
+    real_size = container_module.ModelContainer._get_size
+
+    def interrupted(self, name):
+        raise KeyboardInterrupt
+
+    container_module.ModelContainer._get_size = interrupted
+    for _ in range(3):
+        try:
+            aotcuda.load(sys.argv[1])
+        except KeyboardInterrupt:
+            pass
+    container_module.ModelContainer._get_size = real_size
+    gc.collect()
+    again = aotcuda.load(sys.argv[1])
+    again.close()
+    print("made", counts["made"], "deleted", counts["deleted"], flush=True)
+""")
+
+
+def test_an_interrupt_as_the_model_container_is_made_deletes_it(twice_pt2):
+    """main: made 4 deleted 1 (the three interrupted loads' containers were never deleted)."""
+    done = _child(AS_THE_CONTAINER_IS_MADE, twice_pt2)
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert done.stdout.split() == ["made", "4", "deleted", "4"], done.stdout + done.stderr[-2000:]
