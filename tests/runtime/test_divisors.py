@@ -78,3 +78,19 @@ def test_a_tensor_divided_by_a_size_is_recorded():
                              dynamic_shapes={"x": {0: n}, "a": None})
     found = size_divisors(ep.run_decompositions())
     assert len(found) == 2 and found[0].isidentifier() and found[1] == f"{found[0]} + 1", found
+
+
+class MeanOverRows(torch.nn.Module):
+    def forward(self, x, a):
+        n = x.shape[0]
+        return x.sum(0) / n, torch.div(x, n, rounding_mode="floor"), a.float() / n
+
+
+def test_a_float_tensor_divided_by_a_size_is_not_recorded():
+    """eager divides a float tensor by a size of 0 without an error (inf, nan): no refusal may be made there."""
+    from aotcuda.lowering.signature import size_divisors
+
+    n = torch.export.Dim("n", min=0, max=64)
+    ep = torch.export.export(MeanOverRows(), (torch.randn(4, 4), torch.arange(10)),
+                             dynamic_shapes={"x": {0: n}, "a": None})
+    assert size_divisors(ep.run_decompositions()) == []

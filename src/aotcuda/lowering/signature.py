@@ -282,9 +282,15 @@ _DIVIDING = {"FloorDiv": (1,), "CleanDiv": (1,), "CeilDiv": (1,), "Mod": (1,), "
              "ModularIndexing": (1, 2), "IntTrueDiv": (1,), "FloatTrueDiv": (1,)}
 MAX_DIVISORS = 64
 _aten = torch.ops.aten
-_TENSOR_DIVISIONS = frozenset([_aten.div.Tensor, _aten.div.Scalar, _aten.div.Tensor_mode, _aten.div.Scalar_mode,
-                               _aten.floor_divide.default, _aten.floor_divide.Scalar, _aten.remainder.Tensor,
-                               _aten.remainder.Scalar, _aten.fmod.Tensor, _aten.fmod.Scalar])
+# Tensor ops that divide an integer tensor by their second argument (eager: ZeroDivisionError for 0; the generated
+# code's C++ division may trap). True division (div without a rounding mode) makes floats, and divides by 0 as eager.
+_TENSOR_DIVISIONS = frozenset([_aten.div.Tensor_mode, _aten.div.Scalar_mode, _aten.floor_divide.default,
+                               _aten.floor_divide.Scalar, _aten.remainder.Tensor, _aten.remainder.Scalar,
+                               _aten.fmod.Tensor, _aten.fmod.Scalar])
+
+
+def _integral(dtype) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
 def size_divisors(ep) -> list[str]:
@@ -309,6 +315,11 @@ def size_divisors(ep) -> list[str]:
     for node in ep.graph.nodes:
         divisor = node.args[1] if node.op == "call_function" and node.target in _TENSOR_DIVISIONS else None
         divisor = divisor.meta.get("val") if isinstance(divisor, torch.fx.Node) else divisor
+        dividend = node.args[0].meta.get("val") if divisor is not None and isinstance(node.args[0], torch.fx.Node) \
+            else None
+        if not (isinstance(dividend, torch.Tensor) and _integral(dividend.dtype)) or \
+                (node.target in (_aten.div.Tensor_mode, _aten.div.Scalar_mode) and not node.kwargs.get("rounding_mode")):
+            divisor = None  # a float tensor divided by 0 is inf or nan, in eager too: only integers raise (and trap)
         if isinstance(divisor, torch.SymInt):  # a tensor divided by a size: x // x.shape[0]
             text = str(divisor.node.expr)
             if not any(str(s).startswith("u") for s in divisor.node.expr.free_symbols) and readable(text):
