@@ -92,3 +92,26 @@ def test_caller_outputs_and_serving_of_a_program_with_a_none_output(sizes_out):
 
     with pytest.raises(ServingConfigError, match=r"output 'out\[5\]' is None at every call"):
         check_package(path, ServeOptions())
+
+
+def test_a_signature_written_without_the_number_outputs_is_said_at_load(sizes_out, tmp_path):
+    """A package lowered before the signature recorded Python-number and None outputs: its signature's counts differ
+    from the model's, so the Program does not use it, and went without its index-range checks in silence (main: no
+    warning)."""
+    import json
+    import zipfile
+
+    path, _ = sizes_out
+    old = tmp_path / "old.pt2"
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(old, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("aotcuda/signature.json"):
+                signature = json.loads(data)
+                signature["outputs"] = [spec for spec in signature["outputs"] if "scalar" not in spec]
+                data = json.dumps(signature).encode()
+            zout.writestr(info, data)
+    with pytest.warns(UserWarning, match=r"lists 1 inputs and 1 outputs, the model takes 1 and returns 6, so the "
+                                         r"signature is not used and this Program runs without its index-range checks"):
+        program = aotcuda.load(str(old))
+    assert program.output_specs is None

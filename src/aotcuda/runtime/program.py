@@ -164,6 +164,8 @@ class Program:
             self._container = self._make_container(aoti_checks=True)
         usable = self._input_specs is not None and self._output_specs is not None
         self._boundary = boundary if usable else None  # a stale signature adapts nothing
+        if not usable and signature:
+            _warn_stale_signature(signature, self.num_inputs, self.num_outputs, package.path)
         self._mutated, self._written = _written_inputs(self._input_specs, self.num_inputs)
         if check_index_ranges is None:
             check_index_ranges = switches.flag("AOTCUDA_CHECK_INDEX_RANGES")
@@ -603,6 +605,24 @@ class Program:
             self.close()
         except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
             pass
+
+
+def _warn_stale_signature(signature: dict, num_inputs: int, num_outputs: int, path: str) -> None:
+    """A UserWarning where a signature that does not describe the container (its counts differ: written by an
+    aotcuda that left Python-number or None outputs out of it, or for another model) held checks the Program now
+    goes without: its inputs' index ranges and its complex adapter. Said once, at load: they were dropped silently."""
+    specs = [spec for kind in ("inputs", "outputs") for spec in signature.get(kind) or [] if isinstance(spec, dict)]
+    lost = [what for what, held in (("index-range checks", any(spec.get("index_ranges") for spec in specs)),
+                                    ("complex inputs and outputs", any(spec.get("complex") for spec in specs)))
+            if held]
+    if lost:
+        counts = {kind: len(signature[kind]) if isinstance(signature.get(kind), list) else "no"
+                  for kind in ("inputs", "outputs")}
+        warnings.warn(f"{path}: its aotcuda signature lists {counts['inputs']} inputs and {counts['outputs']} outputs, "
+                      f"the model takes {num_inputs} and returns {num_outputs}, so the signature is not used and this "
+                      f"Program runs without its {' and '.join(lost)} (an out-of-range index reaches the generated "
+                      "code). Lower the model again with this aotcuda (it records Python-number and None outputs)",
+                      UserWarning, stacklevel=4)
 
 
 def _with_numbers(structure, numbers: list[tuple[int, type]], outputs: list):
