@@ -47,6 +47,17 @@ def _finite_bound(value) -> int | None:
     return int(value)
 
 
+def _readable(text: str) -> bool:
+    """Whether the package's expression grammar reads ``text`` (what the runtime and serving read back)."""
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    try:
+        shape_expression(text)
+    except ValueError:
+        return False
+    return True
+
+
 def data_dependent_sizes(ep) -> list[dict]:
     """Every data-dependent (unbacked) size of a tensor anywhere in ``ep`` (a value the program reads from a
     tensor, ``n = lengths.max().item()``, that sizes an output or an intermediate: ``torch.arange(n)``), as
@@ -87,15 +98,6 @@ def tensor_sizes(ep) -> list[str]:
     import sympy
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-    from aotcuda.runtime.shape_expressions import shape_expression
-
-    def readable(text: str) -> bool:
-        try:
-            shape_expression(text)
-        except ValueError:
-            return False
-        return True
-
     found = {}
     for node in ep.graph.nodes:
         if node.op == "placeholder" or (isinstance(node.target, torch._ops.OpOverload) and node.target.is_view):
@@ -107,7 +109,7 @@ def tensor_sizes(ep) -> list[str]:
             size = sympy.Integer(value.dtype.itemsize)
             for dim in value.shape:
                 size = size * (dim.node.expr if isinstance(dim, torch.SymInt) else sympy.Integer(int(dim)))
-            if size.free_symbols and not free_unbacked_symbols(size) and str(size) not in found and readable(str(size)):
+            if size.free_symbols and not free_unbacked_symbols(size) and str(size) not in found and _readable(str(size)):
                 found[str(size)] = size
 
     def at_probe(expr) -> int:
@@ -144,8 +146,6 @@ def _scalar_spec(name: str, value) -> dict:
     comparison)."""
     kind = "bool" if isinstance(value, (bool, torch.SymBool)) else "int" if isinstance(value, (int, torch.SymInt)) \
         else "float"
-    from aotcuda.runtime.shape_expressions import shape_expression
-
     shown = None
     if isinstance(value, (bool, int, float)):
         shown = value if not isinstance(value, float) or math.isfinite(value) else None  # JSON holds no inf
@@ -154,12 +154,8 @@ def _scalar_spec(name: str, value) -> dict:
         if expr.is_number:
             shown = {"bool": bool, "int": int, "float": float}[kind](expr)
             shown = shown if not isinstance(shown, float) or math.isfinite(shown) else None
-        elif kind == "int":
-            try:
-                shape_expression(str(expr))
-                shown = {"expr": str(expr)}
-            except ValueError:
-                shown = None
+        elif kind == "int" and _readable(str(expr)):
+            shown = {"expr": str(expr)}
     return {"name": name, "dtype": SCALAR_DTYPES[kind], "device": "cpu", "shape": [], "contiguous": True,
             "strides": [], "complex": None, "scalar": kind, "value": shown}
 
@@ -302,15 +298,6 @@ def size_divisors(ep) -> list[str]:
     size (u0) are left out: no call's shapes give them."""
     import sympy
 
-    from aotcuda.runtime.shape_expressions import shape_expression
-
-    def readable(text: str) -> bool:
-        try:
-            shape_expression(text)
-        except ValueError:
-            return False
-        return True
-
     found: dict[str, None] = {}
     for node in ep.graph.nodes:
         divisor = node.args[1] if node.op == "call_function" and node.target in _TENSOR_DIVISIONS else None
@@ -322,7 +309,7 @@ def size_divisors(ep) -> list[str]:
             divisor = None  # a float tensor divided by 0 is inf or nan, in eager too: only integers raise (and trap)
         if isinstance(divisor, torch.SymInt):  # a tensor divided by a size: x // x.shape[0]
             text = str(divisor.node.expr)
-            if not any(str(s).startswith("u") for s in divisor.node.expr.free_symbols) and readable(text):
+            if not any(str(s).startswith("u") for s in divisor.node.expr.free_symbols) and _readable(text):
                 found[text] = None
         values = node.meta.get("val")
         for value in values if isinstance(values, (list, tuple)) else (values,):
@@ -340,7 +327,7 @@ def size_divisors(ep) -> list[str]:
                         if divisor is None or divisor.is_number or any(str(s).startswith("u") for s in divisor.free_symbols):
                             continue
                         text = str(divisor)
-                        if readable(text):
+                        if _readable(text):
                             found[text] = None
                         if len(found) >= MAX_DIVISORS:
                             return list(found)
