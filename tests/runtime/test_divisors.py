@@ -94,3 +94,25 @@ def test_a_float_tensor_divided_by_a_size_is_not_recorded():
     ep = torch.export.export(MeanOverRows(), (torch.randn(4, 4), torch.arange(10)),
                              dynamic_shapes={"x": {0: n}, "a": None})
     assert size_divisors(ep.run_decompositions()) == []
+
+
+@pytest.mark.parametrize("divisors", ["s77", ["__import__('os')"], [5], {"expr": "s77"}])
+def test_divisors_load_refuses_are_refused_before_serving_starts(divides_pt2, tmp_path, divisors):
+    """As every record load refuses (review 9): at serve's check, not in each replica as Ray starts it."""
+    import json
+    import zipfile
+
+    pytest.importorskip("ray")
+    from aotcuda.errors import PackageError
+    from aotcuda.serving.server import ServeOptions, check_package
+
+    path = tmp_path / "bad.pt2"
+    with zipfile.ZipFile(divides_pt2) as zin, zipfile.ZipFile(path, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("aotcuda/signature.json"):
+                data = json.dumps({**json.loads(data), "divisors": divisors}).encode()
+            zout.writestr(info, data)
+    for refuse in (lambda: aotcuda.load(str(path)), lambda: check_package(str(path), ServeOptions())):
+        with pytest.raises(PackageError, match="the signature's divisors are malformed"):
+            refuse()
