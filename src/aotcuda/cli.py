@@ -748,6 +748,8 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
         if isinstance(tensor, torch.Tensor):
             table.add_row(shown(name), escape(str(tuple(tensor.shape))), str(tensor.dtype).removeprefix("torch."),
                           str(tensor.device))
+        elif isinstance(tensor, (bool, int, float)):  # a Python-number output (x.shape[0]), as eager returns it
+            table.add_row(shown(name), "-", f"{type(tensor).__name__} = {_clip(repr(tensor), 40)}", "-")
     console.print(table)
     if save_outputs:
         _saved(_plain(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs)), save_outputs)
@@ -859,7 +861,14 @@ def inspect(package):
         names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
         for kind in ("inputs", "outputs"):
             console.print(_signature_table(kind, _listed(user_signature.get(kind)), names, _listed(signature.get(kind))))
-        unchecked = [spec for spec in signature.get("inputs") or []  # inputs whose index values go unchecked
+        written = [str(spec.get("name")) for spec in _listed(signature.get("inputs"))
+                   if isinstance(spec, dict) and spec.get("mutated") is True]
+        if written:  # user-input mutations: a call writes into the caller's tensors, as eager's in-place ops do
+            names_text = ", ".join(written[:SHOWN_ROWS]) + (" ..." if len(written) > SHOWN_ROWS else "")
+            console.print(f"inputs written in place at every call: {shown(_clip(names_text, 5 * SHOWN_CHARS))} (each "
+                          "call writes them into the caller's tensors, as the module's in-place ops do)",
+                          highlight=False, soft_wrap=True)
+        unchecked = [spec for spec in _listed(signature.get("inputs"))  # inputs whose index values go unchecked
                      if isinstance(spec, dict) and isinstance(spec.get("index_unchecked"), list) and spec["index_unchecked"]]
         for spec in unchecked[:SHOWN_ROWS]:
             lines = [str(line) for line in spec["index_unchecked"][:SHOWN_ROWS]]
@@ -1039,10 +1048,27 @@ def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None 
         dtype = spec.get("dtype", "?")
         if stored.get("complex") is not None:
             dtype = f"{dtype} ({stored.get('dtype')} pairs inside)"
+        if spec.get("scalar") is not None:  # a Python number in eager and in a call's result (x.shape[0], a constant)
+            none = spec["scalar"] == "none"
+            table.add_row(*(shown(_clip(text)) for text in (
+                spec.get("name", "?"), "None" if none else f"{spec['scalar']} (Python number)",
+                _scalar_value_text("none" if none else spec.get("value"), names), "-")))
+            continue
         table.add_row(*(shown(_clip(text)) for text in (spec.get("name", "?"), dtype, f"[{shape}]", spec.get("device", ""))))
     if len(specs) > SHOWN_ROWS:
         table.add_row(f"... and {len(specs) - SHOWN_ROWS} more", "", "", "")
     return table
+
+
+def _scalar_value_text(value, names) -> str:
+    """A Python-number output's value as inspect shows it: "= 2*batch + 1", "= 3", or "value known at run time"."""
+    if value == "none":
+        return "= None"
+    if isinstance(value, dict) and isinstance(value.get("expr"), str):
+        return f"= {under_dim_names(_clip(value['expr']), names)}"
+    if value is None:
+        return "value known at run time"
+    return f"= {_clip(repr(value), 40)}"
 
 
 # CSI sequences (colours, cursor moves: ESC [ params final) and other two-character ESC sequences.

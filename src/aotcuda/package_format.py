@@ -55,6 +55,10 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # expressions of the shape symbols, the largest first (at most 16):
                                         # serving refuses a request whose shapes make one larger than its
                                         # --max-tensor-bytes (absent: older aotcuda, nothing checked)
+     "divisors": ["s77", "s17 - 1"],    # (optional) the expressions of the input symbols the program divides by
+                                        # (a // or % of sizes, a view's quotient): the generated code computes
+                                        # them in C++, where a division by 0 ends the process, so a call whose
+                                        # sizes make one 0 is refused (runtime/divisors.py; absent: older aotcuda)
      "library_sha256": "9f86d0..."}     # (optional) the SHA-256 of the model's .so this signature was
                                         # written for (write_signature adds it): load refuses a signature
                                         # of another library, whose shapes the generated code would not read
@@ -80,6 +84,15 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                                     # where the input reaches an index through an op the
                                                     # lowering cannot bound exactly: no check before the
                                                     # call; shown by `aotcuda inspect`, Program.index_unchecked
+                  "scalar": "int",                  # outputs (optional): eager returns a Python int ("float",
+                                                    # "bool") here, e.g. x.shape[0] or a constant; the
+                                                    # container returns a 0-d CPU int64 (float64, bool) tensor,
+                                                    # dtype and shape say so, and a Program's call returns the
+                                                    # number (execute() the 0-d tensor); "none": forward
+                                                    # returns None there (no handle; a 0-d bool spec, unused).
+                                                    # Absent: a tensor
+                  "value": {"expr": "2*s77 + 1"},   # a scalar's value: a JSON number where known at lowering,
+                                                    # an expression of the input symbols, or null (unknown)
                   "complex": null}                  # or "complex64" (complex32, complex128): the caller's
                                                     # complex dtype of a tensor the package takes/returns
                                                     # as its real pair (ReplaceComplexWithRealPass); dtype,
@@ -488,6 +501,11 @@ def check_signature_counts(signature: dict, entry: str, path: str) -> None:
                         value, dict) else (value,)
                     expressions += [bound["expr"] for bound in bounds if isinstance(bound, dict)
                                     and isinstance(bound.get("expr"), str)]
+            value = spec.get("value")  # a Python-number output's expression
+            if isinstance(value, dict) and isinstance(value.get("expr"), str):
+                expressions.append(value["expr"])
+    divisors = signature.get("divisors")  # read with the grammar, evaluated once per input shape
+    expressions += [text for text in divisors if isinstance(text, str)] if isinstance(divisors, list) else []
     # serving reads "tensor_sizes" with the grammar too, and evaluates every one for each request (review 11)
     sizes = signature.get("tensor_sizes")
     expressions += [text for text in sizes if isinstance(text, str)] if isinstance(sizes, list) else []

@@ -44,8 +44,12 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "reaches the RuntimeCallError). Off: public APIs only (docs/performance.md has the gain)",
            "at the first run in a process"),
     Switch("AOTCUDA_CHECK_INDEX_RANGES", True, "a Program checks, before each call, that integer inputs reaching an "
-           "index hold values eager accepts (runtime/index_ranges.py); off: no check, and an out-of-range index "
-           "ends the process (CPU) or breaks the CUDA context. aotcuda.load(check_index_ranges=) overrides it",
+           "index hold values eager accepts (runtime/index_ranges.py); off, for trusted callers only: an out-of-range "
+           "value reaches the generated code's own check, a RuntimeCallError where its kernel runs on one thread but "
+           "the end of the process (SIGABRT: a C++ exception cannot leave an OpenMP parallel region) where it is split "
+           "over threads (a kernel with 512 elements or more a thread, Inductor's cpp.min_chunk_size); on CUDA a device-side assert, after "
+           "which every CUDA call of the process fails. aotcuda.load(check_index_ranges=) overrides it; serving's "
+           "replicas check whatever it says (--allow-unchecked-indices is the deployer's choice there)",
            "at each load"),
     # The H200's decode step (torch 2.11, decode.py, bound graph): the sibling products at batch 8 1186.3 µs
     # against 1406.4 without (2026-12-03), at batch 1 987.8 against 978.4 (2026-12-02), so the pass fuses

@@ -402,3 +402,68 @@ def test_an_overflowing_shape_bound_is_a_package_error(shape_min):
     stub = SimpleNamespace(package_path="x.pt2", num_inputs=1, num_outputs=0)
     with pytest.raises(PackageError, match=r"signature entry is malformed \(inputs\[0\] OverflowError"):
         Program._load_specs(stub, signature)
+
+
+# A replica whose environment turns the check off (AOTCUDA_CHECK_INDEX_RANGES=0, exported for a benchmark, inherited
+# by Ray's workers), in a child process: the bad request is answered, and the replica lives.
+SERVED_WITH_THE_SWITCH_OFF = textwrap.dedent("""
+    import asyncio, sys, torch
+    sys.path.insert(0, {here!r})
+    from safetensors.torch import save
+    from aotcuda.serving.deployment import ProgramReplica
+    from test_index_ranges import _post
+
+    replica = ProgramReplica(sys.argv[1])
+    ids = torch.randint(0, 128, (2, 256))
+    bad = ids.clone()
+    bad[0, 1] = 10**9
+    for body in (save({{"ids": bad}}), save({{"ids": ids}})):
+        answer = asyncio.run(replica._predict(_post(body)))
+        print("status", answer.status_code, answer.headers.get("x-aotcuda-error"), flush=True)
+""")
+
+
+def test_a_replica_checks_indices_whatever_the_switch_in_its_environment(embed_norm_pt2):
+    pytest.importorskip("ray")
+    script = SERVED_WITH_THE_SWITCH_OFF.format(here=os.path.dirname(os.path.abspath(__file__)))
+    child = subprocess.run([sys.executable, "-c", script, embed_norm_pt2], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+                                "AOTCUDA_CHECK_INDEX_RANGES": "0"})
+    assert child.returncode == 0, f"the replica's process died ({child.returncode}): {child.stderr[-1500:]}"
+    assert child.stdout.split("\n")[:2] == ["status 400 InputError", "status 200 None"], child.stdout + child.stderr[-1500:]
+
+
+class WideUnsignedIds(torch.nn.Module):
+    """Token ids in the unsigned dtypes torch has no min/max kernel for (uint16, uint32, uint64)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(16, 4)
+
+    def forward(self, a, b, c):
+        return self.emb(a.long()) + self.emb(b.long()) + self.emb(c.long())
+
+
+@pytest.fixture(scope="module")
+def wide_unsigned(tmp_path_factory):
+    torch.manual_seed(0)
+    module = WideUnsignedIds().eval()
+    args = tuple(torch.tensor([1, 2, 3], dtype=dtype) for dtype in (torch.uint16, torch.uint32, torch.uint64))
+    path = tmp_path_factory.mktemp("wide_unsigned") / "ids.pt2"
+    aotcuda.lower(module, args, device="cpu", package_path=str(path))
+    return str(path), module, args
+
+
+@pytest.mark.parametrize("place, value", [(0, 99), (1, 2**32 - 1), (2, 2**63 + 5), (2, 2**64 - 1)])
+def test_index_inputs_of_wide_unsigned_dtypes_are_checked(wide_unsigned, place, value):
+    """main: every call, a right one too, raised torch's raw 'NotImplementedError: "aminmax_cpu" not implemented for
+    'UInt32'' from the check: the program could not be called at all."""
+    path, module, args = wide_unsigned
+    program = aotcuda.load(path)
+    assert torch.equal(program(*args), module(*args))
+    bad = list(args)
+    bad[place] = torch.tensor([1, value, 3], dtype=args[place].dtype)
+    name = "abc"[place]
+    with pytest.raises(InputError, match=rf"input '{name}' \(#{place}\) holds {value} at \(1,\), outside \[0, 15\]"):
+        program(*bad)
+    assert torch.equal(program(*args), module(*args))

@@ -202,3 +202,30 @@ def test_inspect_of_a_package_without_a_signature_says_so_on_one_line(twice_pt2,
     assert f"{target}: device cpu\n" in result.output, result.output
     assert "no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown\n" in result.output, \
         result.output
+
+
+def test_inspect_lists_the_inputs_and_state_a_call_writes_in_place(stateful_pt2, twice_pt2):
+    """``cache += x`` writes the caller's tensor at every call: inspect said nothing of it (main: only the buffers,
+    as state), though the signature marks the input "mutated"."""
+    shown = CliRunner().invoke(main, ["inspect", stateful_pt2])
+    assert shown.exit_code == 0, shown.output
+    assert "inputs written in place at every call: cache (" in shown.output, shown.output
+    assert "state written at every call: step0, step1, small, large, strided" in shown.output, shown.output
+    plain = CliRunner().invoke(main, ["inspect", twice_pt2])
+    assert plain.exit_code == 0 and "written" not in plain.output, plain.output
+
+
+@pytest.mark.parametrize("inputs", [7, 1.5, True])
+def test_inspect_of_a_signature_whose_inputs_are_a_number_warns_and_shows_the_rest(twice_pt2, tmp_path, inputs):
+    """main: `error: TypeError: 'int' object is not iterable` (the unchecked-index line iterated the field as it was)."""
+    path = tmp_path / "inputs_number.pt2"
+    with zipfile.ZipFile(twice_pt2) as zin, zipfile.ZipFile(path, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("aotcuda/signature.json"):
+                data = json.dumps({**json.loads(data), "inputs": inputs}).encode()
+            zout.writestr(info, data)
+    shown = CliRunner().invoke(main, ["inspect", str(path)])
+    assert shown.exit_code == 0 and "TypeError: inputs is" in shown.output and "aotcuda.load refuses" in shown.output, \
+        shown.output
+    assert "out[0]" in shown.output and "fallback kernels: 0" in shown.output, shown.output

@@ -60,6 +60,7 @@ from aotcuda.lowering.dependent_launch import with_pdl_codegen
 from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
 from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
+from aotcuda.lowering.integer_division import integer_division_decompositions
 from aotcuda.lowering.operand_dtypes import check_product_dtypes
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
                                        split_allowed)
@@ -350,8 +351,9 @@ def _decomposed(ep: ExportedProgram) -> tuple[ExportedProgram, dict[str, str]]:
     (lowering/library_ops.py). One whose implementation does not trace (Python control flow on tensor values)
     stays a custom op, and the first line of the tracer's error says why."""
     library = custom_op_decompositions(ep)
+    guarded = integer_division_decompositions(ep)  # trunc division of integers: a zero divisor ended the process
     table = decomposition_table()
-    for op, implementation in library.items():
+    for op, implementation in {**library, **guarded}.items():
         table[op] = implementation
     try:
         return ep.run_decompositions(table), {}
@@ -359,7 +361,9 @@ def _decomposed(ep: ExportedProgram) -> tuple[ExportedProgram, dict[str, str]]:
         if not library:
             raise
         why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-    return ep.run_decompositions(decomposition_table()), {op._schema.name: why for op in library}
+    table = decomposition_table()
+    table.update(guarded)
+    return ep.run_decompositions(table), {op._schema.name: why for op in library}
 
 
 @contextlib.contextmanager

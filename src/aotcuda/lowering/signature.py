@@ -11,6 +11,7 @@ runtime reads the result and never imports this module.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 
 import torch
@@ -44,6 +45,17 @@ def _finite_bound(value) -> int | None:
     if value in (int_oo, -int_oo) or value.is_infinite or not value.is_number:
         return None
     return int(value)
+
+
+def _readable(text: str) -> bool:
+    """Whether the package's expression grammar reads ``text`` (what the runtime and serving read back)."""
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    try:
+        shape_expression(text)
+    except ValueError:
+        return False
+    return True
 
 
 def data_dependent_sizes(ep) -> list[dict]:
@@ -86,15 +98,6 @@ def tensor_sizes(ep) -> list[str]:
     import sympy
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-    from aotcuda.runtime.shape_expressions import shape_expression
-
-    def readable(text: str) -> bool:
-        try:
-            shape_expression(text)
-        except ValueError:
-            return False
-        return True
-
     found = {}
     for node in ep.graph.nodes:
         if node.op == "placeholder" or (isinstance(node.target, torch._ops.OpOverload) and node.target.is_view):
@@ -106,7 +109,7 @@ def tensor_sizes(ep) -> list[str]:
             size = sympy.Integer(value.dtype.itemsize)
             for dim in value.shape:
                 size = size * (dim.node.expr if isinstance(dim, torch.SymInt) else sympy.Integer(int(dim)))
-            if size.free_symbols and not free_unbacked_symbols(size) and str(size) not in found and readable(str(size)):
+            if size.free_symbols and not free_unbacked_symbols(size) and str(size) not in found and _readable(str(size)):
                 found[str(size)] = size
 
     def at_probe(expr) -> int:
@@ -128,6 +131,33 @@ def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dic
         "strides": [_dim_spec(stride, range_constraints) for stride in value.stride()],
         "complex": None if complex_dtype is None else str(complex_dtype).removeprefix("torch."),
     }
+
+
+# An output that eager returns as a Python number (x.shape[0], n = t.item(), a constant, a SymBool or SymFloat): the
+# container returns it as a 0-d CPU tensor of this dtype (AOTI's scalar_to_tensor_handle), and Program gives it back
+# as the Python number (runtime/program.py, _structure_outputs).
+SCALAR_DTYPES = {"bool": "bool", "int": "int64", "float": "float64"}
+
+
+def _scalar_spec(name: str, value) -> dict:
+    """The signature entry of a Python-number output: a 0-d tensor spec of its dtype, with "scalar" (its Python type)
+    and "value" (an int, float or bool where it is known at lowering; {"expr": ...} where it is an expression of the
+    input size symbols the grammar reads, such as "s77" or "2*s77 + 1"; null otherwise, as for an unbacked u0 or a
+    comparison)."""
+    kind = "bool" if isinstance(value, (bool, torch.SymBool)) else "int" if isinstance(value, (int, torch.SymInt)) \
+        else "float"
+    shown = None
+    if isinstance(value, (bool, int, float)):
+        shown = value if not isinstance(value, float) or math.isfinite(value) else None  # JSON holds no inf
+    else:
+        expr = value.node.expr
+        if expr.is_number:
+            shown = {"bool": bool, "int": int, "float": float}[kind](expr)
+            shown = shown if not isinstance(shown, float) or math.isfinite(shown) else None
+        elif kind == "int" and _readable(str(expr)):
+            shown = {"expr": str(expr)}
+    return {"name": name, "dtype": SCALAR_DTYPES[kind], "device": "cpu", "shape": [], "contiguous": True,
+            "strides": [], "complex": None, "scalar": kind, "value": shown}
 
 
 def _mark_narrowed(inputs: list[dict], narrowed: dict[str, str]) -> None:
@@ -189,9 +219,15 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
               if name is not None and isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
     output_node = next(n for n in ep.graph.nodes if n.op == "output")
     user_output_nodes = list(output_node.args[0])[len(output_node.args[0]) - len(sig.user_outputs):]
-    outputs = [_tensor_spec(name, node.meta["val"], ep.range_constraints, complex_dtype)
-               for name, node, complex_dtype in zip(output_names(ep), user_output_nodes, boundary.outputs)
-               if hasattr(node, "meta") and isinstance(node.meta.get("val"), torch.Tensor)]
+    outputs = []
+    for name, node, complex_dtype in zip(output_names(ep), user_output_nodes, boundary.outputs):
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else node  # a constant output: itself
+        if isinstance(value, torch.Tensor):
+            outputs.append(_tensor_spec(name, value, ep.range_constraints, complex_dtype))
+        elif isinstance(value, (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)):
+            outputs.append(_scalar_spec(name, value))
+        elif value is None:  # the container's slot holds no handle: the call returns None there, as eager does
+            outputs.append({**_scalar_spec(name, False), "scalar": "none", "value": None})
     _mark_narrowed(inputs, narrowed or {})
     if device is not None:
         for spec in inputs + outputs:
@@ -208,6 +244,9 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
         if unchecked.get(spec["name"]):
             spec["index_unchecked"] = unchecked[spec["name"]]
     signature = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": inputs, "outputs": outputs}
+    found_divisors = size_divisors(ep)
+    if found_divisors:
+        signature["divisors"] = found_divisors
     names = dim_names(ep)
     if names:
         signature["dim_names"] = names
@@ -232,6 +271,67 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
         if types:
             signature["pytree_types"] = list(types.values())
     return signature
+
+
+# The shape functions that divide (torch.utils._sympy.functions, and sympy's Mod), and which of their arguments divide.
+_DIVIDING = {"FloorDiv": (1,), "CleanDiv": (1,), "CeilDiv": (1,), "Mod": (1,), "PythonMod": (1,),
+             "ModularIndexing": (1, 2), "IntTrueDiv": (1,), "FloatTrueDiv": (1,)}
+MAX_DIVISORS = 64
+_aten = torch.ops.aten
+# Tensor ops that divide an integer tensor by their second argument (eager: ZeroDivisionError for 0; the generated
+# code's C++ division may trap). True division (div without a rounding mode) makes floats, and divides by 0 as eager.
+_TENSOR_DIVISIONS = frozenset([_aten.div.Tensor_mode, _aten.div.Scalar_mode, _aten.floor_divide.default,
+                               _aten.floor_divide.Scalar, _aten.remainder.Tensor, _aten.remainder.Scalar,
+                               _aten.fmod.Tensor, _aten.fmod.Scalar])
+
+
+def _integral(dtype) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+
+
+def size_divisors(ep) -> list[str]:
+    """Every expression of the input size symbols that the program divides by (``y.shape[0] // x.shape[0]``, a
+    ``Mod`` of sizes, a view whose size is a quotient), read from the sizes, strides and SymInt values of its graph,
+    in the grammar's terms; at most MAX_DIVISORS. Why: the generated code computes them in C++, where an integer
+    division by zero ends the process (SIGFPE) where eager raises ZeroDivisionError, and a size range that holds 0
+    lets a call reach one (runtime/divisors.py checks them once per input shape). Divisors over a data-dependent
+    size (u0) are left out: no call's shapes give them."""
+    import sympy
+
+    found: dict[str, None] = {}
+    for node in ep.graph.nodes:
+        divisor = node.args[1] if node.op == "call_function" and node.target in _TENSOR_DIVISIONS else None
+        divisor = divisor.meta.get("val") if isinstance(divisor, torch.fx.Node) else divisor
+        dividend = node.args[0].meta.get("val") if divisor is not None and isinstance(node.args[0], torch.fx.Node) \
+            else None
+        if not (isinstance(dividend, torch.Tensor) and _integral(dividend.dtype)) or \
+                (node.target in (_aten.div.Tensor_mode, _aten.div.Scalar_mode) and not node.kwargs.get("rounding_mode")):
+            divisor = None  # a float tensor divided by 0 is inf or nan, in eager too: only integers raise (and trap)
+        if isinstance(divisor, torch.SymInt):  # a tensor divided by a size: x // x.shape[0]
+            text = str(divisor.node.expr)
+            if not any(str(s).startswith("u") for s in divisor.node.expr.free_symbols) and _readable(text):
+                found[text] = None
+        values = node.meta.get("val")
+        for value in values if isinstance(values, (list, tuple)) else (values,):
+            if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                exprs = [value.node.expr]
+            elif isinstance(value, torch.Tensor):
+                exprs = [size.node.expr for size in (*value.shape, *value.stride(), value.storage_offset())
+                         if isinstance(size, torch.SymInt)]
+            else:
+                continue
+            for expr in exprs:
+                for function in expr.atoms(sympy.Function):
+                    for place in _DIVIDING.get(type(function).__name__, ()):
+                        divisor = function.args[place] if place < len(function.args) else None
+                        if divisor is None or divisor.is_number or any(str(s).startswith("u") for s in divisor.free_symbols):
+                            continue
+                        text = str(divisor)
+                        if _readable(text):
+                            found[text] = None
+                        if len(found) >= MAX_DIVISORS:
+                            return list(found)
+    return list(found)
 
 
 def output_names(ep) -> list[str]:

@@ -419,6 +419,11 @@ FIXES: tuple[TorchFix, ...] = (
              "none filed", "a copy_/fill_ whose value differs from its buffer in dtype, device or shape",
              "functionalization keeps the cast (tests/lowering/test_whole_tensor_writes.py says when)",
              "aotcuda.lowering.whole_tensor_writes"),
+    TorchFix("integer division rounded toward zero is a plain C++ '/' in Inductor's CPU code: a zero divisor "
+             "ends the process (SIGFPE) where eager raises ZeroDivisionError", "2.11-2.15", "none filed",
+             "the program has aten.div.Tensor_mode of integer tensors with rounding_mode='trunc' (then decomposed)",
+             "Inductor's truncdiv notes a zero divisor as its floor_divide_integral does",
+             "aotcuda.lowering.integer_division"),
     TorchFix("window factory ops have no decomposition (fallback kernels)", "2.11 (all), 2.13 (all but hann)",
              "none filed", "the op is missing from torch.export.default_decompositions()",
              "torch decomposes every window op", "aotcuda.lowering.decompositions"),

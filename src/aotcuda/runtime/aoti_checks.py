@@ -63,20 +63,21 @@ def latch_aoti_input_checks(container: ModelContainer, device: str, package_path
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "ComplexHalf support is experimental": not computed with here
         probes = [torch.empty((0,) * 16, dtype=torch.complex32, device=device) for _ in range(container.num_inputs)]
-    handles = new_handle_array(probes)
     outputs = handle_array_type(container.num_outputs)()
-    try:
+    handles = new_handle_array(probes)
+    try:  # entered with no call in between: an interrupt from here on still releases the handles
         with _stderr_discarded():  # the rejection is expected: keep its C++ stack trace off stderr
             container.run(handles, outputs)
     except (RuntimeCallError, InputError):  # a probe every check refuses: whichever the refusal is
         rejected = True
     else:
         rejected = False
-    for handle in {h for h in outputs if h}:
-        delete_handle(handle)
-    if probes[0]._use_count() > 1:  # our list and the handle: the model did not take the handles over
-        for handle in handles:
+    finally:
+        for handle in {h for h in outputs if h}:
             delete_handle(handle)
+        if probes[0]._use_count() > 1:  # our list and the handle: the model did not take the handles over
+            for handle in handles:
+                delete_handle(handle)
     if not rejected:
         raise PackageError(f"{package_path!r}: AOTInductor's input checks did not reject a probe "
                            "input, so they cannot be turned on for this package; add aotcuda's signature")

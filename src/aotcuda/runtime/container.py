@@ -159,17 +159,24 @@ class ModelContainer:
         self._lib = open_library(so_path, library_kind, expected_sha256)
         self._handle = _Handle()
         cubin = os.fsencode(cubin_dir) if cubin_dir else None  # a path's bytes (TMPDIR may not be UTF-8)
-        code = self._lib.AOTInductorModelContainerCreateWithDevice(
-            ctypes.byref(self._handle), num_models, device.encode(), cubin)
-        if code != _OK or not self._handle.value:
-            raise PackageError(
-                f"creating the model container on {device!r} failed ({self.last_error() or f'code {code}'}). "
-                "Check that the package was built for this device and this torch version."
-            )
-        self.keeps_last_error = exports(self._lib, "AOTInductorGetLastError")
-        self.num_inputs = self._get_size("AOTInductorModelContainerGetNumInputs")
-        self.num_outputs = self._get_size("AOTInductorModelContainerGetNumOutputs")
-        self._has_single_threaded = exports(self._lib, "AOTInductorModelContainerRunSingleThreaded")
+        # Entered before the container exists: it lands in self._handle inside the C call, so any exception after
+        # (a KeyboardInterrupt as the call returns, a query that fails) deletes it. Nothing else would: a half-made
+        # ModelContainer is dropped with its model (weights, on CUDA in device memory) for the life of the process.
+        try:
+            code = self._lib.AOTInductorModelContainerCreateWithDevice(
+                ctypes.byref(self._handle), num_models, device.encode(), cubin)
+            if code != _OK or not self._handle.value:
+                raise PackageError(
+                    f"creating the model container on {device!r} failed ({self.last_error() or f'code {code}'}). "
+                    "Check that the package was built for this device and this torch version."
+                )
+            self.keeps_last_error = exports(self._lib, "AOTInductorGetLastError")
+            self.num_inputs = self._get_size("AOTInductorModelContainerGetNumInputs")
+            self.num_outputs = self._get_size("AOTInductorModelContainerGetNumOutputs")
+            self._has_single_threaded = exports(self._lib, "AOTInductorModelContainerRunSingleThreaded")
+        except BaseException:
+            self.delete()
+            raise
 
     # --- queries -------------------------------------------------------------------------------------
 

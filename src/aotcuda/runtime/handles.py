@@ -82,18 +82,30 @@ def _capsule_reader():
 
 def new_handles(tensors: list[torch.Tensor]) -> list[int]:
     """A new AtenTensorHandle (a new at::Tensor on the same storage) for each tensor; the caller owns them."""
-    read = _capsule_reader()
-    return [read(capsule) for capsule in _unsafe_alloc_handles(list(tensors))]
+    return list(new_handle_array(list(tensors)))
 
 
 def new_handle_array(tensors: list[torch.Tensor]) -> ctypes.Array:
-    """``new_handles`` as the C array ``ModelContainer.run`` takes (the per-call path: no list of ints)."""
-    capsules = _unsafe_alloc_handles(tensors)
-    read = _capsule_reader()
-    array = handle_array_type(len(capsules))()
-    for index, capsule in enumerate(capsules):
-        array[index] = read(capsule)
-    return array
+    """``new_handles`` as the C array ``ModelContainer.run`` takes (the per-call path: no list of ints).
+
+    torch returns the new handles as capsules without a destructor: dropped, they leak their tensors for the
+    life of the process. A signal's handler may raise (KeyboardInterrupt) as any call returns, torch's too,
+    before its result is stored; so torch's list lands in ``made``, a list made before, inside one C call
+    (``list.extend`` consuming a ``map``: no bytecode, so no handler, runs between torch's return and the
+    append), and every exception after that releases the handles made (no Python call returns a handle)."""
+    made = []
+    try:
+        made.extend(map(_unsafe_alloc_handles, (tensors,)))
+        capsules = made[0]
+        read = _capsule_reader()
+        array = handle_array_type(len(capsules))()
+        for index, capsule in enumerate(capsules):
+            array[index] = read(capsule)
+        return array
+    except BaseException:
+        for capsule in made[0] if made else ():
+            delete_handle(_capsule_pointer(capsule, None))
+        raise
 
 
 # --- handles → tensors --------------------------------------------------------------------------------------

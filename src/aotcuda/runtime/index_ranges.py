@@ -113,6 +113,26 @@ def parse_index_ranges(signature: dict | None, path: str = "") -> dict[int, tupl
     return ranges
 
 
+def _comparable(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor aminmax reads: torch has no min/max kernel for uint16, uint32 and uint64 (NotImplementedError:
+    every call of a program with such an index input failed), so those are read as int64: uint16 and uint32 by
+    value, uint64 by its bits (a value of 2**63 or more reads negative: ``_uint64_extremes``)."""
+    if tensor.dtype in _WIDE_UNSIGNED:
+        return tensor.view(torch.int64) if tensor.dtype == torch.uint64 else tensor.to(torch.int64)
+    return tensor
+
+
+_WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+
+
+def _uint64_extremes(tensor: torch.Tensor) -> tuple[int, int]:
+    """(min, max) of a uint64 tensor holding a value of 2**63 or more (read negative as int64 bits)."""
+    signed = tensor.view(torch.int64)
+    small, large = signed[signed >= 0], signed[signed < 0]
+    high = int(large.max()) + 2**64
+    return (int(small.min()) if small.numel() else int(large.min()) + 2**64), high
+
+
 class IndexRangeChecks:
     """The inputs of one Program that have index ranges, and their check (``check``)."""
 
@@ -157,15 +177,18 @@ class IndexRangeChecks:
             if not checked:
                 return
             # one synchronization for all of them
-            extremes = torch.stack([torch.stack(tensors[i].aminmax()).long() for i in checked]).tolist()
+            extremes = torch.stack([torch.stack(_comparable(tensors[i]).aminmax()).long() for i in checked]).tolist()
         else:
             checked, extremes = [], []
             for index in self._indices:
                 tensor = tensors[index]
                 if tensor.numel():
-                    low, high = tensor.aminmax()
+                    low, high = _comparable(tensor).aminmax()
                     checked.append(index)
                     extremes.append((int(low), int(high)))
+        for place, index in enumerate(checked):
+            if tensors[index].dtype == torch.uint64 and extremes[place][0] < 0:  # values of 2**63 or more
+                extremes[place] = _uint64_extremes(tensors[index])
         static = self._static
         for index, (low, high) in zip(checked, extremes):
             bounds = static.get(index)

@@ -71,6 +71,7 @@ from aotcuda.runtime.handles import (
     release_written,
     steal_handles,
 )
+from aotcuda.runtime.divisors import SizeDivisors
 from aotcuda.runtime.index_ranges import IndexRangeChecks
 from aotcuda.runtime.lifetime import OPENMP, CallGate
 from aotcuda.runtime.constant_arguments import ConstantArguments
@@ -104,7 +105,9 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
         check_index_ranges: check, before each call, that integer inputs which reach an index (token ids,
             positions) hold values eager accepts, raising InputError otherwise (``aotcuda.runtime.index_ranges``:
             one min/max per such input, and on CUDA one synchronization per call). False: trusted callers
-            skip it, and an out-of-range value then ends the process (CPU) or breaks the CUDA context.
+            skip it, and an out-of-range value then reaches the generated code's own check: a RuntimeCallError
+            where the kernel runs on one thread, the end of the process (SIGABRT) where it runs in an OpenMP
+            parallel region, a device-side assert that breaks the CUDA context on CUDA.
             Default: the switch AOTCUDA_CHECK_INDEX_RANGES (on).
         package_sha256: the SHA-256 the package file must have (``aotcuda.runtime.package.package_sha256``),
             compared with the bytes this load reads, before anything of them is used: a server's replicas load
@@ -161,11 +164,14 @@ class Program:
             self._container = self._make_container(aoti_checks=True)
         usable = self._input_specs is not None and self._output_specs is not None
         self._boundary = boundary if usable else None  # a stale signature adapts nothing
+        if not usable and signature:
+            _warn_stale_signature(signature, self.num_inputs, self.num_outputs, package.path)
         self._mutated, self._written = _written_inputs(self._input_specs, self.num_inputs)
         if check_index_ranges is None:
             check_index_ranges = switches.flag("AOTCUDA_CHECK_INDEX_RANGES")
         self._index_checks = IndexRangeChecks.from_signature(signature, self.num_inputs, self._device, package.path) \
             if check_index_ranges and usable else None
+        self._divisors = SizeDivisors.from_signature(signature, package.path) if usable else None
         # inputs that reach an index the lowering could not bound (signature "index_unchecked"): {name: lines}
         self.index_unchecked = {spec["name"]: list(spec["index_unchecked"])
                                 for spec in (signature or {}).get("inputs") or []
@@ -305,6 +311,10 @@ class Program:
             self._structure_outputs = tuple
         else:
             self._structure_outputs = lambda outputs: pytree.tree_unflatten(outputs, self._out_spec)
+        numbers = [(index, spec.scalar_type) for index, spec in enumerate(self._output_specs or ())
+                   if spec.scalar_type is not None]
+        if numbers:  # eager returns a Python number there (x.shape[0], a constant): the container, a 0-d tensor
+            self._structure_outputs = functools.partial(_with_numbers, self._structure_outputs, numbers)
 
     def _flatten_arguments(self, args, kwargs) -> list:
         if self._in_spec is None:
@@ -409,6 +419,8 @@ class Program:
         if bindings is None:  # not a signature that passed before: the full checks (they raise InputError)
             prepared, bindings = check_inputs(originals, self._input_specs, self._input_names, self._device,
                                               self.num_inputs, self._mutated)
+            if self._divisors is not None:  # sizes the program divides by: once per shape, as the checks above
+                self._divisors.check(bindings)
             self._accepted.remember(originals, prepared, bindings)
         else:
             prepared = originals  # checked before, and needing no copy into the exported layout
@@ -449,7 +461,8 @@ class Program:
         if outputs is not None:
             check_buffers_match(outputs, results)
             for buffer, result in zip(outputs, results):
-                buffer.copy_(result)
+                if result is not None:  # a None output (forward returns None there) leaves its buffer as it was
+                    buffer.copy_(result)
             return outputs
         return per_distinct_tensor(results, torch.Tensor.clone) if static else results  # one copy per tensor
 
@@ -520,6 +533,8 @@ class Program:
                                    self._device)
             prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
                                               self.num_inputs, self._mutated)
+            if self._divisors is not None:
+                self._divisors.check(bindings)
             if self._index_checks is not None:  # the warm-up inputs; replays read the buffers unchecked
                 self._index_checks.check(prepared, bindings)
             if self._boundary is not None:
@@ -590,6 +605,34 @@ class Program:
             self.close()
         except Exception:  # noqa: BLE001 - never raise from a finalizer (e.g. at interpreter exit)
             pass
+
+
+def _warn_stale_signature(signature: dict, num_inputs: int, num_outputs: int, path: str) -> None:
+    """A UserWarning where a signature that does not describe the container (its counts differ: written by an
+    aotcuda that left Python-number or None outputs out of it, or for another model) held checks the Program now
+    goes without: its inputs' index ranges and its complex adapter. Said once, at load: they were dropped silently."""
+    specs = [spec for kind in ("inputs", "outputs") for spec in signature.get(kind) or [] if isinstance(spec, dict)]
+    lost = [what for what, held in (("index-range checks", any(spec.get("index_ranges") for spec in specs)),
+                                    ("complex inputs and outputs", any(spec.get("complex") for spec in specs)))
+            if held]
+    if lost:
+        counts = {kind: len(signature[kind]) if isinstance(signature.get(kind), list) else "no"
+                  for kind in ("inputs", "outputs")}
+        warnings.warn(f"{path}: its aotcuda signature lists {counts['inputs']} inputs and {counts['outputs']} outputs, "
+                      f"the model takes {num_inputs} and returns {num_outputs}, so the signature is not used and this "
+                      f"Program runs without its {' and '.join(lost)} (an out-of-range index reaches the generated "
+                      "code). Lower the model again with this aotcuda (it records Python-number and None outputs)",
+                      UserWarning, stacklevel=4)
+
+
+def _with_numbers(structure, numbers: list[tuple[int, type]], outputs: list):
+    """``structure(outputs)`` with each Python-number output (``TensorSpec.scalar``) as its number: the container
+    returns ``x.shape[0]`` as a 0-d CPU tensor, eager as an int (a caller's own output buffer stays as it is)."""
+    outputs = list(outputs)
+    for index, kind in numbers:
+        if isinstance(outputs[index], _Tensor) and outputs[index].dim() == 0:
+            outputs[index] = kind(outputs[index].item())
+    return structure(outputs)
 
 
 def _check_flags(**flags) -> None:

@@ -118,6 +118,17 @@ class TensorSpec:
     contiguous: bool = True
     strides: tuple[DimSpec, ...] | None = None  # the exported example's; None in older packages
     mutated: bool | None = None  # inputs: the program writes it in place; None: unknown (older packages)
+    # outputs that eager returns as a Python number (x.shape[0], a constant): "int", "float" or "bool" (a 0-d CPU
+    # tensor of int64, float64 or bool in the container; Program's call gives the number); "none": forward returns
+    # None there (the container's slot holds no handle; dtype and shape are a 0-d bool's, unused). None: a tensor
+    scalar: str | None = None
+    value: int | float | bool | str | None = None  # a scalar's value where lowering knew it: a number, or an
+    # expression of the input size symbols (under the user's Dim names), "batch", "2*batch + 1"; None: unknown
+
+    @property
+    def scalar_type(self) -> type | None:
+        """The Python type a call returns for this output (int, float, bool), or None for a tensor."""
+        return _SCALAR_TYPES.get(self.scalar)
 
     @classmethod
     def from_json(cls, spec: dict, dim_names: dict[str, str] | None = None) -> TensorSpec:
@@ -138,12 +149,15 @@ class TensorSpec:
         for flag in ("contiguous", "mutated"):
             if not isinstance(spec.get(flag, False), (bool, type(None))):
                 raise TypeError(f"{name!r}: {flag} is true, false or null, got {_clipped(spec[flag])}")
+        scalar, value = _scalar_fields(name, spec, dtype, shape, dim_names)
         return cls(name, dtype, device, tuple(DimSpec.from_json(d, dim_names) for d in shape),
                    spec.get("contiguous") is not False,
                    None if strides is None else tuple(DimSpec.from_json(d, dim_names) for d in strides),
-                   spec.get("mutated"))
+                   spec.get("mutated"), scalar, value)
 
     def __repr__(self) -> str:
+        if self.scalar is not None:
+            return f"TensorSpec({self.name!r}, {self.scalar}, value={self.value!r})"
         strides = "" if self.strides is None else f", strides={_tuple_text(self.strides)}"
         return (f"TensorSpec({self.name!r}, {self.dtype}, {self.device_type!r}, shape={self.shape_text()}"
                 f"{strides}, contiguous={self.contiguous}, mutated={self.mutated})")
@@ -154,6 +168,33 @@ class TensorSpec:
 
     def shape_text(self) -> str:
         return _tuple_text(self.dims)
+
+
+_SCALAR_TYPES = {"int": int, "float": float, "bool": bool}
+_SCALAR_DTYPES = {"int": torch.int64, "float": torch.float64, "bool": torch.bool, "none": torch.bool}  # signature.py's
+
+
+def _scalar_fields(name: str, spec: dict, dtype: torch.dtype, shape: list, dim_names) -> tuple:
+    """(scalar, value) of a spec: (None, None) for a tensor; for a Python-number output, its type and its value (an
+    expression read with the grammar, shown under the Dim names). Raises ValueError for a "scalar" that is not one
+    of the three, or whose dtype or shape is not the 0-d tensor the container returns for it."""
+    scalar = spec.get("scalar")
+    if scalar is None:
+        return None, None
+    if scalar not in _SCALAR_DTYPES:
+        raise ValueError(f"{name!r}: its 'scalar' is {_clipped(scalar)}, not 'int', 'float', 'bool' or 'none'")
+    if dtype != _SCALAR_DTYPES[scalar] or shape != []:
+        raise ValueError(f"{name!r}: a {scalar} output is a 0-d {_SCALAR_DTYPES[scalar]} tensor in the package, "
+                         f"but its spec says {dtype} of shape {_clipped(shape)}")
+    value = spec.get("value")
+    if scalar == "none":
+        return scalar, None
+    if isinstance(value, dict):
+        shape_expression(value.get("expr"))  # ShapeExpressionError (a ValueError) outside the grammar
+        return scalar, under_dim_names(value["expr"], dim_names)
+    if value is None or (type(value) is _SCALAR_TYPES[scalar]) or (scalar == "float" and type(value) is int):
+        return scalar, value
+    raise ValueError(f"{name!r}: its value {_clipped(value)} is not a {scalar}")
 
 
 def specs_from_signature(signature: dict, path: str) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:

@@ -218,6 +218,11 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
     """
     from aotcuda.serving.codec import unsupported_dtypes
 
+    nothing = [spec.name for spec in output_specs or () if getattr(spec, "scalar", None) == "none"]
+    if nothing:  # an answer is one safetensors file of output_0 ... output_<n-1>, each a tensor
+        raise ServingConfigError(f"{where}: output {nothing[0]!r} is None at every call (forward returns None there), "
+                                 "and a served answer holds one tensor per output; serve a program whose forward "
+                                 "returns tensors and numbers only (leave the None out of its result)")
     refused = unsupported_dtypes(spec.dtype for spec in (*(input_specs or ()), *(output_specs or ())))
     if refused:
         raise ServingConfigError(f"{where}: safetensors cannot carry {', '.join(map(str, refused))}, which this "

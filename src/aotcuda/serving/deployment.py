@@ -124,7 +124,11 @@ class ProgramReplica:
                  health_deployment: tuple[str, str] | None = None):
         self.watch = RunWatch(run_timeout_s)
         self.health_word = HealthWord(*health_deployment) if health_deployment else None
-        self.program = load(package_path, device=device, cuda_graphs=cuda_graphs, package_sha256=package_sha256)
+        # A request is never a trusted caller: the index-range check stays on whatever AOTCUDA_CHECK_INDEX_RANGES says
+        # in the replica's environment (off, one bad token id ended the replica), unless the deployer accepted that
+        # with allow_unchecked_indices
+        self.program = load(package_path, device=device, cuda_graphs=cuda_graphs, package_sha256=package_sha256,
+                            check_index_ranges=None if allow_unchecked_indices else True)
         # the records of the signature the program loaded, not of a second read of the file (another process may
         # have replaced it in between)
         signature = self.program.signature or {}

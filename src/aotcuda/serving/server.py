@@ -181,10 +181,13 @@ def check_package(package_path: str, options: ServeOptions) -> str:
 def _check_as_load_reads_it(signature: dict, package_path: str) -> None:
     """PackageError for a "complex" field that describes no pair, which load refuses, here before Ray starts
     rather than in every replica as it loads (a breaker's signatures passed this check and failed only once
-    serving had started). Index ranges load refuses are refused by index_records, which reads them as load does."""
+    serving had started), and "divisors" that are no list of expressions. Index ranges load refuses are refused by
+    index_records, which reads them as load does."""
     from aotcuda.runtime.complex_adapter import split_signature
+    from aotcuda.runtime.divisors import SizeDivisors
 
     split_signature(signature, package_path)
+    SizeDivisors.from_signature(signature, package_path)
 
 
 def _check_state_on_one_replica(state, options: ServeOptions, package_path: str) -> None:
