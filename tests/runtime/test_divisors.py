@@ -116,3 +116,26 @@ def test_divisors_load_refuses_are_refused_before_serving_starts(divides_pt2, tm
     for refuse in (lambda: aotcuda.load(str(path)), lambda: check_package(str(path), ServeOptions())):
         with pytest.raises(PackageError, match="the signature's divisors are malformed"):
             refuse()
+
+
+def test_divisors_sympy_recurses_on_are_read_or_refused_at_load():
+    """A package's divisor of 20 characters, Max(1, Identity(s0)), raised a raw RecursionError at every call (sympy's
+    int() of an unevaluated Identity recursed without end); ModularIndexing(s0, IntTrueDiv(s1, 2), 2) took 0.07 s to
+    end in one, and a signature's 128 KiB of expressions held 3000 of them: minutes at each new shape. Identity is
+    read as its argument; an integer function of a float is refused at load; what sympy still recurses on has no
+    value (as a divisor of 0 in a size expression), never a raw error."""
+    import time
+
+    from aotcuda.errors import InputError, PackageError
+    from aotcuda.runtime.divisors import SizeDivisors
+
+    SizeDivisors.from_signature({"divisors": ["Max(1, Identity(s0))", "Min(s0, Identity(s0) + s1)"]}).check(
+        {"s0": 1, "s1": 0})
+    with pytest.raises(InputError, match="divides by Max"):
+        SizeDivisors.from_signature({"divisors": ["Max(0, Identity(s0))"]}).check({"s0": 0})
+    with pytest.raises(PackageError, match="not an integer"):
+        SizeDivisors.from_signature({"divisors": ["ModularIndexing(s0, IntTrueDiv(s1, 2), 2)"]})
+    many = SizeDivisors.from_signature({"divisors": [f"Max({k}, Identity(s0) * {k + 1})" for k in range(1, 200)]})
+    started = time.monotonic()
+    many.check({"s0": 3})
+    assert time.monotonic() - started < 5

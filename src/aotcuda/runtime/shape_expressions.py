@@ -15,8 +15,10 @@ from aotcuda.package_format import ShapeExpressionError, parse_shape_expression
 
 
 # What sympy and torch's shape functions raise for values they refuse: a division by zero (an ArithmeticError),
-# torch's Mod of a negative value (an AssertionError), a negative shift (ValueError).
-EVALUATION_ERRORS = (ArithmeticError, AssertionError, TypeError, ValueError)
+# torch's Mod of a negative value (an AssertionError), a negative shift (ValueError); and sympy's comparisons of a
+# tree that mixes its float functions (IntTrueDiv) into the integer ones, ModularIndexing(IntTrueDiv(s1, 2), s0, 1),
+# which recurse without end (RecursionError): a package's divisor of 16 characters raised it at every call.
+EVALUATION_ERRORS = (ArithmeticError, AssertionError, TypeError, ValueError, RecursionError)
 
 
 def shape_expression(text: str):
@@ -76,6 +78,11 @@ def _constructors() -> dict:
         return -a if a.is_Number else sympy.Mul(sympy.S.NegativeOne, a, evaluate=False)
 
     def call(name, *args):
+        if name == "Identity":  # torch's no-op wrapper: unevaluated, Max(1, Identity(1)) recursed without end in int()
+            return args[0]
+        if name in _DIVISORS and not all(arg.is_integer for arg in args):  # a float in an integer function:
+            # ModularIndexing(s0, IntTrueDiv(s1, 2), 2) took 0.07 s to end in RecursionError at every evaluation
+            raise ValueError(f"{name} of a value that is not an integer (IntTrueDiv gives a float)")
         for position in _DIVISORS.get(name, ()):
             if args[position] == 0:
                 raise ZeroDivisionError(f"{name}'s divisor is 0")
