@@ -55,6 +55,7 @@ from aotcuda.errors import MissingFallbackKernelsError, PackageError
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.cache_folders import check_cache_folders
 from aotcuda.lowering.compiler_variables import check_compiler_variables
+from aotcuda.lowering.constant_outputs import check_constant_float_outputs
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.dependent_launch import with_pdl_codegen
 from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
@@ -290,6 +291,7 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         ep = export_program(model, args, kwargs or {}, dynamic_shapes, narrowed)
         sym_ite_for_symbool_casts(ep)  # torch 2.11: before any re-trace (lowering/unbacked.py)
         _make_outputs_serializable(ep)
+        check_constant_float_outputs(ep)  # Inductor asserts on one (lowering/constant_outputs.py)
         convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
         exported_unchecked: dict = {}
         exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
