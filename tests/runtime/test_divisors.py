@@ -96,9 +96,10 @@ def test_a_float_tensor_divided_by_a_size_is_not_recorded():
     assert size_divisors(ep.run_decompositions()) == []
 
 
-@pytest.mark.parametrize("divisors", ["s77", ["__import__('os')"], [5], {"expr": "s77"}])
+@pytest.mark.parametrize("divisors", ["s77", ["__import__('os')"], [5], {"expr": "s77"}, ["0"], ["s77", "2 - 2"]])
 def test_divisors_load_refuses_are_refused_before_serving_starts(divides_pt2, tmp_path, divisors):
-    """As every record load refuses (review 9): at serve's check, not in each replica as Ray starts it."""
+    """As every record load refuses (review 9): at serve's check, not in each replica as Ray starts it. A divisor with
+    no size symbol ("0", which refused every call with an InputError telling the caller to change sizes) is one."""
     import json
     import zipfile
 

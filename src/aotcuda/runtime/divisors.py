@@ -37,6 +37,9 @@ class SizeDivisors:
             if not isinstance(recorded, list) or len(recorded) > MAX_DIVISORS:
                 raise ValueError(f"it is not a list of at most {MAX_DIVISORS} expressions")
             divisors = tuple(DimSpec.from_json({"expr": text, "min": 0, "max": None}) for text in recorded)
+            constant = next((divisor.expr for divisor in divisors if not divisor.symbols), None)
+            if constant is not None:  # the lowering records expressions of sizes only: "0" refused every call
+                raise ValueError(f"{constant[:80]!r} holds no size symbol")
         except (ValueError, TypeError, OverflowError) as exc:
             raise PackageError(f"{path!r}: the signature's divisors are malformed ({exc}); lower the model again") from None
         return cls(divisors, names) if divisors else None
