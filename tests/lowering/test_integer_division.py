@@ -69,3 +69,22 @@ def test_the_decomposition_is_eagers_trunc_division(dtype):
     assert torch.equal(trunc_division_guarded(a, b, rounding_mode="trunc"), torch.div(a, b, rounding_mode="trunc"))
     assert trunc_division_guarded(a.float(), b.float(), rounding_mode="trunc") is NotImplemented
     assert trunc_division_guarded(a, b, rounding_mode="floor") is NotImplemented
+
+
+MOST_NEGATIVE = textwrap.dedent("""
+    import sys, torch, aotcuda
+    program = aotcuda.load(sys.argv[1])
+    a, b = torch.tensor([-2**63, 7] * 4096), torch.tensor([-1, 2] * 4096)
+    got = program(a, b)
+    print(got[0][:2].tolist(), got[1][:2].tolist(), flush=True)
+""")
+
+
+def test_the_most_negative_int64_divided_by_minus_one_wraps_and_does_not_end_the_process(trunc_pt2):
+    """INT64_MIN / -1 traps on x86 (the quotient does not fit): eager's own trunc division ends its process there
+    (SIGFPE), its floor division wraps. The decomposition's floor division and remainder (cpp_prefix.h guards that
+    case) give the wrapped quotient for both, as eager's floor division does."""
+    child = subprocess.run([sys.executable, "-c", MOST_NEGATIVE, trunc_pt2], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert child.returncode == 0, f"the child died ({child.returncode}): {child.stderr[-1500:]}"
+    assert child.stdout.strip() == f"[{-2**63}, 3] [{-2**63}, 3]", child.stdout
