@@ -72,18 +72,21 @@ ROWS = 8  # V: rows a block, one vf8 (an AVX2 vector of float32); the generated 
 MAX_N = 32768
 
 
-def radices(n: int) -> list[int] | None:
+def radices(n: int, whole: bool = True) -> list[int] | None:
     """The kernel's stages of a length-n DFT: plan.cpu_radices (the Stockham form's: 4s, a 2, then 3, 5, 7, 11,
-    13; None where a prime factor is above 13) with the factors of 2 as radix 8 while three remain, then a 4 or
-    a 2. Each stage is a pass over the block's planes (L2 past 256 points); a radix-8 butterfly's 16 vectors
-    and temporaries fit the 32 registers AVX-512 gives: the stages of n = 1024 (512 points, 8·8·8 for
-    4·4·4·4·2) took 168 µs for 224 (the kernel alone, one thread, 512 rows; docs/performance.md)."""
+    13; None where a prime factor is above 13); where they run over the `whole` block (below FOUR_STEP points)
+    the factors of 2 as radix 8 while three remain, then a 4 or a 2. There each stage is a pass over the block's
+    planes, past L1 from 512 points (64 KB), and a radix-8 butterfly's 16 vectors fit AVX-512's 32 registers: the
+    stages of n = 1024 (512 points: 8·8·8 for 4·4·4·4·2) took 168 µs for 224 (the kernel alone, one thread, 512
+    rows); the four-step split's small DFTs, in L1, took 2–12 % longer as radix 8 (n = 4096; docs/performance.md)."""
     stages = cpu_radices(n)
-    if stages is None:
-        return None
+    if stages is None or not whole:
+        return stages
     twos = sum(2 if r == 4 else 1 for r in stages if r in (2, 4))
     eights, left = divmod(twos, 3)
     return [8] * eights + {0: [], 1: [2], 2: [4]}[left] + [r for r in stages if r not in (2, 4)]
+
+
 def complex_length(n: int, kind: str) -> int:
     """The length of the complex transform the kernel runs for a length-n transform of this kind."""
     return n // 2 if kind != "c2c" and n % 2 == 0 else n
@@ -137,7 +140,7 @@ def describe(nc: int) -> str:
     if split is None:
         stages = "·".join(map(str, radices(m or nc)))
     else:
-        stages = "×".join("(" + "·".join(map(str, radices(part))) + ")" for part in split)
+        stages = "×".join("(" + "·".join(map(str, radices(part, whole=False))) + ")" for part in split)
     return f"bluestein({nc} via {m}: {stages})" if m else stages
 
 

@@ -118,17 +118,17 @@ def _butterfly_loop(r: int, m: int, sv: int, inverse: bool, vt: str, width: int,
 
 
 def _stage_code(nc: int, inverse: bool, lanes: int, src: tuple[str, str], bufs: tuple, prefix: str,
-                last: tuple[str, str] | None = None, src_stride: int | None = None, pre: str | None = None
-                ) -> tuple[list[str], list[str], tuple[str, str]]:
+                last: tuple[str, str] | None = None, src_stride: int | None = None, pre: str | None = None,
+                whole: bool = False) -> tuple[list[str], list[str], tuple[str, str]]:
     """(static tables, statements, the plane pair holding the result) of the Stockham stages of an nc-point
     DFT on planes [nc][lanes]: stage 0 reads the pair `src` (its points src_stride floats apart where given,
     times the complex factors pre[2·t], pre[2·t + 1] where `pre` names them: lanes = ROWS), stage i writes
     bufs[i % 2] (and stage i + 1 reads it), the last stage `last` where given; twiddle tables named prefix0,
-    prefix1, …"""
+    prefix1, …; the stages fft_cpu.radices(nc, whole) gives (radix 8 over a `whole` block)."""
     sign = 1.0 if inverse else -1.0
     tables, code = [], []
     length, s, (sr, si) = nc, 1, src
-    stages = radices(nc)
+    stages = radices(nc, whole)
     for i, r in enumerate(stages):
         m = length // r
         dr, di = last if last is not None and i == len(stages) - 1 else bufs[i % 2]
@@ -178,7 +178,7 @@ def stockham_stages(nc: int, inverse: bool, natural: bool = True) -> tuple[list[
     split = four_step(nc)
     if split is not None:
         return four_step_stages(nc, *split, inverse, natural)
-    tables, code, result = _stage_code(nc, inverse, ROWS, ("ar", "ai"), (("br", "bi"), ("ar", "ai")), "tw")
+    tables, code, result = _stage_code(nc, inverse, ROWS, ("ar", "ai"), (("br", "bi"), ("ar", "ai")), "tw", whole=True)
     return tables, code, result[0] == "br", lambda k: k
 
 
