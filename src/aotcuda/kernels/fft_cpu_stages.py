@@ -65,11 +65,7 @@ def _butterfly8(r: int, inverse: bool) -> list[str]:
     if r == 2:
         return ["const vf8 y0r = a0r + a1r, y0i = a0i + a1i, y1r = a0r - a1r, y1i = a0i - a1i;"]
     if r == 4:
-        e = "const vf8 er = -di, ei = dr;" if inverse else "const vf8 er = di, ei = -dr;"
-        return ["const vf8 sr = a0r + a2r, si = a0i + a2i, tr = a1r + a3r, ti = a1i + a3i;",
-                "const vf8 cr = a0r - a2r, ci = a0i - a2i, dr = a1r - a3r, di = a1i - a3i;", e,
-                "const vf8 y0r = sr + tr, y0i = si + ti, y2r = sr - tr, y2i = si - ti;",
-                "const vf8 y1r = cr + er, y1i = ci + ei, y3r = cr - er, y3i = ci - ei;"]
+        return _dft4(["a0", "a1", "a2", "a3"], "y", inverse, "")
     sign = 1.0 if inverse else -1.0
     half = r // 2
     lines = []
