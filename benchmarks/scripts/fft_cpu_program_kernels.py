@@ -1,9 +1,10 @@
 """Where the CPU filter program's time goes: benchmarks/fft.py's spectral filter (rfft → complex weight → irfft,
 512 rows) rewritten by the pass and compiled by torch.compile, each kernel of the generated module timed as the
 program calls it (every `cpp_fused_*` callable of Inductor's output module wrapped with a timer), beside the whole
-call and the library's program, on one thread (as benchmarks/fft.py's Timer runs them).
+call and the library's program, on one thread (as benchmarks/fft.py's Timer runs them; --threads 2 for both
+libraries' OpenMP split: fft_rows_cpu runs its blocks of 8 rows over torch.get_num_threads() threads, MKL its rows).
 
-    python3 benchmarks/scripts/fft_cpu_program_kernels.py --sizes 1024 4096 8192 [--calls 40]
+    python3 benchmarks/scripts/fft_cpu_program_kernels.py --sizes 1024 4096 8192 [--calls 40] [--threads 1]
 
 Prints one line a kernel (median µs a call, the kernel's name as Inductor gave it: cpp_fused_fft_rows_cpu_0 is the
 r2c, ..._1 the c2r, or the product between them where it is not fused) and the rest of the call (buffers, the
@@ -62,7 +63,7 @@ def measure(n: int, rows: int, calls: int) -> None:
         whole = _median_us(lambda: ours(x), calls)
         reference = _median_us(lambda: library(x), calls)
     kernels = {name: statistics.median(samples) * 1e6 for name, samples in times.items()}
-    print(f"n = {n}, {rows} rows: the program {whole:.0f} µs a call, the library's {reference:.0f} µs "
+    print(f"n = {n}, {rows} rows, {torch.get_num_threads()} threads: the program {whole:.0f} µs a call, the library's {reference:.0f} µs "
           f"({whole / reference:.2f}×)")
     for name, us in kernels.items():
         print(f"  {us:8.0f} µs  {name}")
@@ -74,8 +75,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1024, 4096, 8192])
     parser.add_argument("--rows", type=int, default=512)
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     for n in args.sizes:
         measure(n, args.rows, args.calls)
 

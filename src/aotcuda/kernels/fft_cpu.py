@@ -19,7 +19,7 @@ no fallback kernel and no library beyond the package's own .so.
 
 The kernel: the rows in blocks of V (ROWS), each block gathered into two float32 planes re[n][V], im[n][V]
 (the block's V rows innermost: every butterfly is a V-wide vector operation), all Stockham autosort stages
-of radix 4, 2, 3, 5, 7, 11, 13 run while the block stays in L1/L2 (two ping-pong plane pairs a thread, 128
+of radix 8, 4, 2, 3, 5, 7, 11, 13 run while the block stays in L1/L2 (two ping-pong plane pairs a thread, 128
 bytes a point of the stage length: kept between calls up to 2 MiB, m < 16384, allocated for the call past
 it; 1 MiB at 8192, past L2 beyond it), then
 scattered to the output with its strides; blocks are parallel over the OpenMP threads. From FOUR_STEP (1024)
@@ -61,7 +61,7 @@ import torch
 
 from aotcuda.kernels.fft_rows import DTYPES, KINDS, check_weight, check_window, direction, transformed, weighted
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_bluestein_length
-from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices as radices
+from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices
 
 OP = "aotcuda::fft_rows_cpu"
 ROWS = 8  # V: rows a block, one vf8 (an AVX2 vector of float32); the generated code assumes 8
@@ -70,8 +70,23 @@ ROWS = 8  # V: rows a block, one vf8 (an AVX2 vector of float32); the generated 
 # kernel) grow with it. At 8192–32768 on the 2-core machine the kernel took 0.26–0.50× the Stockham ATen
 # form's time, Bluestein 0.02–0.05× (docs/performance.md).
 MAX_N = 32768
-# The stages: plan.cpu_radices (radix 4 while 4 divides the length, then 2, 3, 5, 7, 11, 13; None where a
-# prime factor is above 13), the Stockham form's own, imported above as `radices`.
+
+
+def radices(n: int, whole: bool = True) -> list[int] | None:
+    """The kernel's stages of a length-n DFT: plan.cpu_radices (the Stockham form's: 4s, a 2, then 3, 5, 7, 11,
+    13; None where a prime factor is above 13); where they run over the `whole` block (below FOUR_STEP points)
+    the factors of 2 as radix 8 while three remain, then a 4 or a 2. There each stage is a pass over the block's
+    planes, past L1 from 512 points (64 KB), and a radix-8 butterfly's 16 vectors fit AVX-512's 32 registers: the
+    stages of n = 1024 (512 points: 8·8·8 for 4·4·4·4·2) took 168 µs for 224 (the kernel alone, one thread, 512
+    rows); the four-step split's small DFTs, in L1, took 2–12 % longer as radix 8 (n = 4096; docs/performance.md)."""
+    stages = cpu_radices(n)
+    if stages is None or not whole:
+        return stages
+    twos = sum(2 if r == 4 else 1 for r in stages if r in (2, 4))
+    eights, left = divmod(twos, 3)
+    return [8] * eights + {0: [], 1: [2], 2: [4]}[left] + [r for r in stages if r not in (2, 4)]
+
+
 def complex_length(n: int, kind: str) -> int:
     """The length of the complex transform the kernel runs for a length-n transform of this kind."""
     return n // 2 if kind != "c2c" and n % 2 == 0 else n
@@ -125,7 +140,7 @@ def describe(nc: int) -> str:
     if split is None:
         stages = "·".join(map(str, radices(m or nc)))
     else:
-        stages = "×".join("(" + "·".join(map(str, radices(part))) + ")" for part in split)
+        stages = "×".join("(" + "·".join(map(str, radices(part, whole=False))) + ")" for part in split)
     return f"bluestein({nc} via {m}: {stages})" if m else stages
 
 

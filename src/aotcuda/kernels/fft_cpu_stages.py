@@ -1,6 +1,6 @@
 """The stages of ``aotcuda::fft_rows_cpu``'s C++ (kernels/fft_cpu.py has the op and the method;
 kernels/fft_cpu_source.py the loads, stores and the kernel around them): Stockham DIF stages (Van Loan 1992,
-§1.7; Swarztrauber 1984) of radix 4, 2, 3, 5, 7, 11, 13 on planes [n][8] of float32, 8 rows a vector (GCC/Clang
+§1.7; Swarztrauber 1984) of radix 8, 4, 2, 3, 5, 7, 11, 13 on planes [n][8] of float32, 8 rows a vector (GCC/Clang
 vector types: Inductor builds with -fno-tree-loop-vectorize); from fft_cpu.FOUR_STEP points on, the four-step
 split inside the block (Bailey 1990); Bluestein's chirp-z transform for lengths with a prime factor above 13.
 Twiddles are static tables computed in float64 and rounded once to float32.
@@ -38,15 +38,34 @@ def _butterfly(r: int, inverse: bool, vt: str = "vf8") -> list[str]:
     return [line.replace("const vf8 ", f"const {vt} ") for line in _butterfly8(r, inverse)]
 
 
+def _dft4(a: list[str], y: str, inverse: bool, tag: str) -> list[str]:
+    """C++ statements: {y}{k}r, {y}{k}i = the 4-point DFT of the points named a (radix 4's butterfly; the
+    temporaries prefixed by tag)."""
+    t = tag
+    e = f"const vf8 {t}er = -{t}di, {t}ei = {t}dr;" if inverse else f"const vf8 {t}er = {t}di, {t}ei = -{t}dr;"
+    return [f"const vf8 {t}sr = {a[0]}r + {a[2]}r, {t}si = {a[0]}i + {a[2]}i, {t}tr = {a[1]}r + {a[3]}r, {t}ti = {a[1]}i + {a[3]}i;",
+            f"const vf8 {t}cr = {a[0]}r - {a[2]}r, {t}ci = {a[0]}i - {a[2]}i, {t}dr = {a[1]}r - {a[3]}r, {t}di = {a[1]}i - {a[3]}i;", e,
+            f"const vf8 {y}0r = {t}sr + {t}tr, {y}0i = {t}si + {t}ti, {y}2r = {t}sr - {t}tr, {y}2i = {t}si - {t}ti;",
+            f"const vf8 {y}1r = {t}cr + {t}er, {y}1i = {t}ci + {t}ei, {y}3r = {t}cr - {t}er, {y}3i = {t}ci - {t}ei;"]
+
+
 def _butterfly8(r: int, inverse: bool) -> list[str]:
+    if r == 8:  # two 4-point DFTs (even and odd points), the odd one times W8^k, then y[k], y[k + 4] = E ± W8^k·O
+        h = float_literal(math.sqrt(0.5))
+        lines = _dft4(["a0", "a2", "a4", "a6"], "E", inverse, "e") + _dft4(["a1", "a3", "a5", "a7"], "O", inverse, "o")
+        if inverse:  # W8 = (1 + i)/√2
+            lines.append(f"const vf8 T1r = {h} * (O1r - O1i), T1i = {h} * (O1r + O1i), T2r = -O2i, T2i = O2r, "
+                         f"T3r = -{h} * (O3r + O3i), T3i = {h} * (O3r - O3i);")
+        else:  # W8 = (1 - i)/√2
+            lines.append(f"const vf8 T1r = {h} * (O1r + O1i), T1i = {h} * (O1i - O1r), T2r = O2i, T2i = -O2r, "
+                         f"T3r = {h} * (O3i - O3r), T3i = -{h} * (O3r + O3i);")
+        lines.append("const vf8 T0r = O0r, T0i = O0i;")
+        return lines + [f"const vf8 y{k}r = E{k}r + T{k}r, y{k}i = E{k}i + T{k}i, "
+                        f"y{k + 4}r = E{k}r - T{k}r, y{k + 4}i = E{k}i - T{k}i;" for k in range(4)]
     if r == 2:
         return ["const vf8 y0r = a0r + a1r, y0i = a0i + a1i, y1r = a0r - a1r, y1i = a0i - a1i;"]
     if r == 4:
-        e = "const vf8 er = -di, ei = dr;" if inverse else "const vf8 er = di, ei = -dr;"
-        return ["const vf8 sr = a0r + a2r, si = a0i + a2i, tr = a1r + a3r, ti = a1i + a3i;",
-                "const vf8 cr = a0r - a2r, ci = a0i - a2i, dr = a1r - a3r, di = a1i - a3i;", e,
-                "const vf8 y0r = sr + tr, y0i = si + ti, y2r = sr - tr, y2i = si - ti;",
-                "const vf8 y1r = cr + er, y1i = ci + ei, y3r = cr - er, y3i = ci - ei;"]
+        return _dft4(["a0", "a1", "a2", "a3"], "y", inverse, "")
     sign = 1.0 if inverse else -1.0
     half = r // 2
     lines = []
@@ -95,17 +114,17 @@ def _butterfly_loop(r: int, m: int, sv: int, inverse: bool, vt: str, width: int,
 
 
 def _stage_code(nc: int, inverse: bool, lanes: int, src: tuple[str, str], bufs: tuple, prefix: str,
-                last: tuple[str, str] | None = None, src_stride: int | None = None, pre: str | None = None
-                ) -> tuple[list[str], list[str], tuple[str, str]]:
+                last: tuple[str, str] | None = None, src_stride: int | None = None, pre: str | None = None,
+                whole: bool = False) -> tuple[list[str], list[str], tuple[str, str]]:
     """(static tables, statements, the plane pair holding the result) of the Stockham stages of an nc-point
     DFT on planes [nc][lanes]: stage 0 reads the pair `src` (its points src_stride floats apart where given,
     times the complex factors pre[2·t], pre[2·t + 1] where `pre` names them: lanes = ROWS), stage i writes
     bufs[i % 2] (and stage i + 1 reads it), the last stage `last` where given; twiddle tables named prefix0,
-    prefix1, …"""
+    prefix1, …; the stages fft_cpu.radices(nc, whole) gives (radix 8 over a `whole` block)."""
     sign = 1.0 if inverse else -1.0
     tables, code = [], []
     length, s, (sr, si) = nc, 1, src
-    stages = radices(nc)
+    stages = radices(nc, whole)
     for i, r in enumerate(stages):
         m = length // r
         dr, di = last if last is not None and i == len(stages) - 1 else bufs[i % 2]
@@ -155,7 +174,7 @@ def stockham_stages(nc: int, inverse: bool, natural: bool = True) -> tuple[list[
     split = four_step(nc)
     if split is not None:
         return four_step_stages(nc, *split, inverse, natural)
-    tables, code, result = _stage_code(nc, inverse, ROWS, ("ar", "ai"), (("br", "bi"), ("ar", "ai")), "tw")
+    tables, code, result = _stage_code(nc, inverse, ROWS, ("ar", "ai"), (("br", "bi"), ("ar", "ai")), "tw", whole=True)
     return tables, code, result[0] == "br", lambda k: k
 
 
