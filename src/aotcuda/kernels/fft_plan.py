@@ -97,7 +97,7 @@ BUTTERFLY = (2, 4)  # the factors a last stage may take as a butterfly instead o
 FEWER_DOT_STAGES = True
 # 16 warps: on the H200 (Triton 3.6, fft_tiling_sweep.py --warps 16, session 28) n = 2048 as 32·16·4b at one
 # row a program and 16 warps, c2r over 4096 rows, ended in "an illegal memory access" (the process's CUDA
-# context lost), and 16 warps was the slowest launch at every length and tiling it ran (1.7–3× the 4 warps'
+# context lost), and 16 warps was the slowest launch at every length and tiling it ran (2.3–5.3× the 4 warps'
 # time). No default takes more than 8 (``num_warps``); a launch of 16 is refused rather than risked.
 MAX_WARPS = 8
 
