@@ -154,6 +154,12 @@ READ_VERSIONS = (1, 2)  # what the runtime reads: each version adds optional fie
 # reads it as torch dtypes (passes/complex_to_real/pair.py), the runtime by name (runtime/complex_adapter.py).
 REAL_OF_COMPLEX = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
 
+# The dtype of the 0-d CPU tensor the model container returns for an output that eager returns as a Python number
+# (AOTI's scalar_to_tensor_handle), by the signature's "scalar" ("none": forward returns None there, the slot holds
+# no handle; a 0-d bool's spec, unused). The one table: the lowering writes it (lowering/signature.py), the runtime
+# checks it (runtime/specs.py).
+SCALAR_OUTPUT_DTYPES = {"int": "int64", "float": "float64", "bool": "bool", "none": "bool"}
+
 
 def archive_root(names: list[str]) -> str:
     """The top folder every entry shares ("twice/"), or "" for old archives without one."""

@@ -110,10 +110,15 @@ def _packet(node: torch.fx.Node):
     return target.overloadpacket if isinstance(target, torch._ops.OpOverload) else None
 
 
-def _integer_tensor(node) -> bool:
-    value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+def is_integer_tensor(value) -> bool:
+    """Whether value is a tensor of an integer dtype (not bool)."""
     return isinstance(value, torch.Tensor) and not value.is_floating_point() and not value.is_complex() \
         and value.dtype != torch.bool
+
+
+def is_integer_node(node) -> bool:
+    """Whether node is a graph node whose value (meta["val"]) is an integer tensor."""
+    return is_integer_tensor(node.meta.get("val") if isinstance(node, torch.fx.Node) else None)
 
 
 def _constant(value) -> sympy.Expr | None:
@@ -221,7 +226,7 @@ def _arange(node: torch.fx.Node) -> Flow | None:
     else:
         start, step = args[0], (args[2] if len(args) > 2 else node.kwargs.get("step", 1))
     start, step, count = _constant(start), _constant(step), size_of(node, 0)
-    if start is None or step is None or not step.is_Integer or count is None or not _integer_tensor(node):
+    if start is None or step is None or not step.is_Integer or count is None or not is_integer_node(node):
         return None
     last = start + step * (count - 1)
     return Flow(None, 0, *((start, last) if step.is_nonnegative else (last, start)))
@@ -242,7 +247,7 @@ def _bounded(node: torch.fx.Node) -> Flow | None:
 def _bounds_of(node: torch.fx.Node) -> tuple | None:
     """``_bounded``'s interval (low, high) for the node, or None."""
     packet, args = _packet(node), node.args
-    if not _integer_tensor(node) or not args or not isinstance(args[0], torch.fx.Node):
+    if not is_integer_node(node) or not args or not isinstance(args[0], torch.fx.Node):
         return None
     if packet is aten.clamp:
         low, high = (_constant(argument(node, index, name)) for index, name in ((1, "min"), (2, "max")))
@@ -291,7 +296,7 @@ def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
         if packet not in _VALUES_SAME | _VALUES_SUBSET:
             return None
         packet = aten.clone if packet in _VALUES_SAME else aten.slice
-    if packet is None or not _integer_tensor(node):
+    if packet is None or not is_integer_node(node):
         return None
     if _wraps(node) and (packet in _ARITHMETIC or (packet in _CASTS and isinstance(args[0], torch.fx.Node) and
                                                    args[0].meta.get("val") is not None and
@@ -357,7 +362,7 @@ def _input_flows(ep, names: set[str]) -> tuple[dict, dict]:
     constants = _constant_values(ep)
     for node in ep.graph.nodes:
         if node.op == "placeholder":
-            if node.name in names and _integer_tensor(node):
+            if node.name in names and is_integer_node(node):
                 flows[node] = (Flow(node.name, 1, sympy.Integer(0), sympy.Integer(0)),)
             elif node.name in constants:
                 low, high = (int(v) for v in constants[node.name].aminmax())

@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import torch
 
+from aotcuda.lowering.index_ranges import is_integer_node, is_integer_tensor
+
 aten = torch.ops.aten
-
-
-def _integral(value) -> bool:
-    return isinstance(value, torch.Tensor) and not (value.dtype.is_floating_point or value.dtype.is_complex
-                                                    or value.dtype == torch.bool)
 
 
 def trunc_division_guarded(a, b, *, rounding_mode=None):
     """``aten.div.Tensor_mode`` for integer tensors with rounding_mode="trunc"; NotImplemented otherwise."""
-    if rounding_mode != "trunc" or not (_integral(a) and _integral(b)):
+    if rounding_mode != "trunc" or not (is_integer_tensor(a) and is_integer_tensor(b)):
         return NotImplemented
     floor = aten.floor_divide.default(a, b)
     remainder = aten.remainder.Tensor(a, b)
@@ -40,7 +37,6 @@ def integer_division_decompositions(ep) -> dict:
     for node in ep.graph.nodes:
         if (node.op == "call_function" and node.target is aten.div.Tensor_mode
                 and node.kwargs.get("rounding_mode") == "trunc"
-                and all(_integral(arg.meta.get("val")) for arg in node.args[:2] if hasattr(arg, "meta"))
-                and all(hasattr(arg, "meta") for arg in node.args[:2])):
+                and all(is_integer_node(arg) for arg in node.args[:2])):
             return {aten.div.Tensor_mode: trunc_division_guarded}
     return {}

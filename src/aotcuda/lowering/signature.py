@@ -18,8 +18,8 @@ import torch
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import bound_sympy
 
-from aotcuda.lowering.index_ranges import index_ranges, merge_ranges, unchecked_inputs
-from aotcuda.package_format import SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value
+from aotcuda.lowering.index_ranges import index_ranges, is_integer_node, merge_ranges, unchecked_inputs
+from aotcuda.package_format import SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 from aotcuda.runtime.keywords import leaf_names, output_leaf_names
 from aotcuda.runtime.pytree_types import recorded_types
@@ -133,30 +133,27 @@ def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dic
     }
 
 
-# An output that eager returns as a Python number (x.shape[0], n = t.item(), a constant, a SymBool or SymFloat): the
-# container returns it as a 0-d CPU tensor of this dtype (AOTI's scalar_to_tensor_handle), and Program gives it back
-# as the Python number (runtime/program.py, _structure_outputs).
-SCALAR_DTYPES = {"bool": "bool", "int": "int64", "float": "float64"}
+_SCALAR_TYPES = {"bool": bool, "int": int, "float": float}
 
 
 def _scalar_spec(name: str, value) -> dict:
-    """The signature entry of a Python-number output: a 0-d tensor spec of its dtype, with "scalar" (its Python type)
-    and "value" (an int, float or bool where it is known at lowering; {"expr": ...} where it is an expression of the
-    input size symbols the grammar reads, such as "s77" or "2*s77 + 1"; null otherwise, as for an unbacked u0 or a
-    comparison)."""
+    """The signature entry of an output that eager returns as a Python number (x.shape[0], n = t.item(), a constant,
+    a SymBool or SymFloat): the 0-d CPU tensor spec the container returns for it (package_format.SCALAR_OUTPUT_DTYPES;
+    Program gives it back as the number), with "scalar" (its Python type) and "value" (an int, float or bool where it
+    is known at lowering; {"expr": ...} where it is an expression of the input size symbols the grammar reads, such
+    as "s77" or "2*s77 + 1"; null otherwise, as for an unbacked u0 or a comparison)."""
     kind = "bool" if isinstance(value, (bool, torch.SymBool)) else "int" if isinstance(value, (int, torch.SymInt)) \
         else "float"
     shown = None
     if isinstance(value, (bool, int, float)):
-        shown = value if not isinstance(value, float) or math.isfinite(value) else None  # JSON holds no inf
-    else:
-        expr = value.node.expr
-        if expr.is_number:
-            shown = {"bool": bool, "int": int, "float": float}[kind](expr)
-            shown = shown if not isinstance(shown, float) or math.isfinite(shown) else None
-        elif kind == "int" and _readable(str(expr)):
-            shown = {"expr": str(expr)}
-    return {"name": name, "dtype": SCALAR_DTYPES[kind], "device": "cpu", "shape": [], "contiguous": True,
+        shown = value
+    elif value.node.expr.is_number:
+        shown = _SCALAR_TYPES[kind](value.node.expr)
+    elif kind == "int" and _readable(str(value.node.expr)):
+        shown = {"expr": str(value.node.expr)}
+    if isinstance(shown, float) and not math.isfinite(shown):
+        shown = None  # JSON holds no inf or nan
+    return {"name": name, "dtype": SCALAR_OUTPUT_DTYPES[kind], "device": "cpu", "shape": [], "contiguous": True,
             "strides": [], "complex": None, "scalar": kind, "value": shown}
 
 
@@ -217,10 +214,8 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
                "mutated": name in mutated}
               for name, complex_dtype in zip(user_input_names(sig), boundary.inputs)
               if name is not None and isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
-    output_node = next(n for n in ep.graph.nodes if n.op == "output")
-    user_output_nodes = list(output_node.args[0])[len(output_node.args[0]) - len(sig.user_outputs):]
     outputs = []
-    for name, node, complex_dtype in zip(output_names(ep), user_output_nodes, boundary.outputs):
+    for name, node, complex_dtype in zip(output_names(ep), user_output_args(ep), boundary.outputs):
         value = node.meta.get("val") if isinstance(node, torch.fx.Node) else node  # a constant output: itself
         if isinstance(value, torch.Tensor):
             outputs.append(_tensor_spec(name, value, ep.range_constraints, complex_dtype))
@@ -285,10 +280,6 @@ _TENSOR_DIVISIONS = frozenset([_aten.div.Tensor_mode, _aten.div.Scalar_mode, _at
                                _aten.fmod.Tensor, _aten.fmod.Scalar])
 
 
-def _integral(dtype) -> bool:
-    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
-
-
 def size_divisors(ep) -> list[str]:
     """Every expression of the input size symbols that the program divides by (``y.shape[0] // x.shape[0]``, a
     ``Mod`` of sizes, a view whose size is a quotient), read from the sizes, strides and SymInt values of its graph,
@@ -296,42 +287,51 @@ def size_divisors(ep) -> list[str]:
     division by zero ends the process (SIGFPE) where eager raises ZeroDivisionError, and a size range that holds 0
     lets a call reach one (runtime/divisors.py checks them once per input shape). Divisors over a data-dependent
     size (u0) are left out: no call's shapes give them."""
-    import sympy
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
     found: dict[str, None] = {}
     for node in ep.graph.nodes:
-        divisor = node.args[1] if node.op == "call_function" and node.target in _TENSOR_DIVISIONS else None
-        divisor = divisor.meta.get("val") if isinstance(divisor, torch.fx.Node) else divisor
-        dividend = node.args[0].meta.get("val") if divisor is not None and isinstance(node.args[0], torch.fx.Node) \
-            else None
-        if not (isinstance(dividend, torch.Tensor) and _integral(dividend.dtype)) or \
-                (node.target in (_aten.div.Tensor_mode, _aten.div.Scalar_mode) and not node.kwargs.get("rounding_mode")):
-            divisor = None  # a float tensor divided by 0 is inf or nan, in eager too: only integers raise (and trap)
-        if isinstance(divisor, torch.SymInt):  # a tensor divided by a size: x // x.shape[0]
-            text = str(divisor.node.expr)
-            if not any(str(s).startswith("u") for s in divisor.node.expr.free_symbols) and _readable(text):
+        for divisor in (*_tensor_divisor(node), *_divisors_of_sizes(node.meta.get("val"))):
+            text = str(divisor)
+            if not free_unbacked_symbols(divisor) and _readable(text):
                 found[text] = None
-        values = node.meta.get("val")
-        for value in values if isinstance(values, (list, tuple)) else (values,):
-            if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                exprs = [value.node.expr]
-            elif isinstance(value, torch.Tensor):
-                exprs = [size.node.expr for size in (*value.shape, *value.stride(), value.storage_offset())
-                         if isinstance(size, torch.SymInt)]
-            else:
-                continue
-            for expr in exprs:
-                for function in expr.atoms(sympy.Function):
-                    for place in _DIVIDING.get(type(function).__name__, ()):
-                        divisor = function.args[place] if place < len(function.args) else None
-                        if divisor is None or divisor.is_number or any(str(s).startswith("u") for s in divisor.free_symbols):
-                            continue
-                        text = str(divisor)
-                        if _readable(text):
-                            found[text] = None
-                        if len(found) >= MAX_DIVISORS:
-                            return list(found)
+            if len(found) >= MAX_DIVISORS:
+                return list(found)
     return list(found)
+
+
+def _tensor_divisor(node) -> tuple:
+    """(the size expression,) where node divides an integer tensor by a size (``x // x.shape[0]``), else ()."""
+    if node.op != "call_function" or node.target not in _TENSOR_DIVISIONS or not is_integer_node(node.args[0]):
+        return ()  # a float tensor divided by 0 is inf or nan, in eager too: only integers raise (and trap)
+    if node.target in (_aten.div.Tensor_mode, _aten.div.Scalar_mode) and not node.kwargs.get("rounding_mode"):
+        return ()  # true division: floats
+    divisor = node.args[1].meta.get("val") if isinstance(node.args[1], torch.fx.Node) else node.args[1]
+    return (divisor.node.expr,) if isinstance(divisor, torch.SymInt) else ()
+
+
+def _divisors_of_sizes(values) -> list:
+    """The divisors (not constants) of the dividing shape functions (_DIVIDING) in the symbolic values of a node's
+    value: a SymInt, SymFloat or SymBool, or a tensor's sizes, strides and storage offset."""
+    import sympy
+
+    exprs = []
+    for value in values if isinstance(values, (list, tuple)) else (values,):
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            exprs.append(value.node.expr)
+        elif isinstance(value, torch.Tensor):
+            exprs += [size.node.expr for size in (*value.shape, *value.stride(), value.storage_offset())
+                      if isinstance(size, torch.SymInt)]
+    return [function.args[place] for expr in exprs for function in expr.atoms(sympy.Function)
+            for place in _DIVIDING.get(type(function).__name__, ())
+            if place < len(function.args) and not function.args[place].is_number]
+
+
+def user_output_args(ep) -> list:
+    """forward's outputs as the graph's output node holds them, one per ``graph_signature.user_outputs``: a node, or
+    the constant itself (``return y, 3``, a None); the buffers and inputs the program writes come before them."""
+    held = list(next(n for n in reversed(ep.graph.nodes) if n.op == "output").args[0])
+    return held[len(held) - len(ep.graph_signature.user_outputs):]
 
 
 def output_names(ep) -> list[str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from aotcuda.errors import PackageError, clipped
+from aotcuda.package_format import SCALAR_OUTPUT_DTYPES
 from aotcuda.runtime.shape_expressions import shape_expression
 
 
@@ -171,7 +172,7 @@ class TensorSpec:
 
 
 _SCALAR_TYPES = {"int": int, "float": float, "bool": bool}
-_SCALAR_DTYPES = {"int": torch.int64, "float": torch.float64, "bool": torch.bool, "none": torch.bool}  # signature.py's
+_SCALAR_DTYPES = {scalar: getattr(torch, name) for scalar, name in SCALAR_OUTPUT_DTYPES.items()}
 
 
 def _scalar_fields(name: str, spec: dict, dtype: torch.dtype, shape: list, dim_names) -> tuple:
