@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import aotcuda
+from runtime_programs import with_edited_signature
 
 
 class Divides(torch.nn.Module):
@@ -100,20 +101,11 @@ def test_a_float_tensor_divided_by_a_size_is_not_recorded():
 def test_divisors_load_refuses_are_refused_before_serving_starts(divides_pt2, tmp_path, divisors):
     """As every record load refuses (review 9): at serve's check, not in each replica as Ray starts it. A divisor with
     no size symbol ("0", which refused every call with an InputError telling the caller to change sizes) is one."""
-    import json
-    import zipfile
-
     pytest.importorskip("ray")
     from aotcuda.errors import PackageError
     from aotcuda.serving.server import ServeOptions, check_package
 
-    path = tmp_path / "bad.pt2"
-    with zipfile.ZipFile(divides_pt2) as zin, zipfile.ZipFile(path, "w") as zout:
-        for info in zin.infolist():
-            data = zin.read(info)
-            if info.filename.endswith("aotcuda/signature.json"):
-                data = json.dumps({**json.loads(data), "divisors": divisors}).encode()
-            zout.writestr(info, data)
+    path = with_edited_signature(divides_pt2, tmp_path / "bad.pt2", lambda signature: signature.update(divisors=divisors))
     for refuse in (lambda: aotcuda.load(str(path)), lambda: check_package(str(path), ServeOptions())):
         with pytest.raises(PackageError, match="the signature's divisors are malformed"):
             refuse()

@@ -12,13 +12,13 @@ import os
 import subprocess
 import sys
 import textwrap
-import zipfile
 
 import pytest
 import torch
 
 import aotcuda
 from aotcuda.errors import InputError
+from runtime_programs import with_edited_signature
 
 VOCAB, WIDTH = 128, 64
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -159,17 +159,12 @@ def test_the_switch_turns_the_check_off(embed_norm_pt2):
 
 def test_a_version_1_signature_still_loads_and_runs(embed_norm_pt2, tmp_path):
     """Packages written before the index ranges (signature version 1, no "index_ranges") load as before."""
-    old = tmp_path / "old.pt2"
-    with zipfile.ZipFile(embed_norm_pt2) as source, zipfile.ZipFile(old, "w") as target:
-        for info in source.infolist():
-            data = source.read(info)
-            if info.filename.endswith("aotcuda/signature.json"):
-                signature = json.loads(data)
-                signature["version"] = 1
-                for spec in signature["inputs"]:
-                    spec.pop("index_ranges", None)
-                data = json.dumps(signature).encode()
-            target.writestr(info, data)
+    def version_1(signature):
+        signature["version"] = 1
+        for spec in signature["inputs"]:
+            spec.pop("index_ranges", None)
+
+    old = with_edited_signature(embed_norm_pt2, tmp_path / "old.pt2", version_1)
     with aotcuda.load(old) as program:
         assert program._index_checks is None
         ids = torch.randint(0, VOCAB, (2, 8))

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from aotcuda.cli import main, terminal_safe
+from runtime_programs import with_edited_signature
 
 HOSTILE = "x\x1b[2J\x1b]0;pwned\x07\r[bold red]BOOM[/bold red]\u202e"
 
@@ -218,13 +219,8 @@ def test_inspect_lists_the_inputs_and_state_a_call_writes_in_place(stateful_pt2,
 @pytest.mark.parametrize("inputs", [7, 1.5, True])
 def test_inspect_of_a_signature_whose_inputs_are_a_number_warns_and_shows_the_rest(twice_pt2, tmp_path, inputs):
     """main: `error: TypeError: 'int' object is not iterable` (the unchecked-index line iterated the field as it was)."""
-    path = tmp_path / "inputs_number.pt2"
-    with zipfile.ZipFile(twice_pt2) as zin, zipfile.ZipFile(path, "w") as zout:
-        for info in zin.infolist():
-            data = zin.read(info)
-            if info.filename.endswith("aotcuda/signature.json"):
-                data = json.dumps({**json.loads(data), "inputs": inputs}).encode()
-            zout.writestr(info, data)
+    path = with_edited_signature(twice_pt2, tmp_path / "inputs_number.pt2",
+                                 lambda signature: signature.update(inputs=inputs))
     shown = CliRunner().invoke(main, ["inspect", str(path)])
     assert shown.exit_code == 0 and "TypeError: inputs is" in shown.output and "aotcuda.load refuses" in shown.output, \
         shown.output

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 import aotcuda
 from aotcuda.cli import main
+from runtime_programs import with_edited_signature
 
 
 class SizesOut(torch.nn.Module):
@@ -98,19 +99,12 @@ def test_a_signature_written_without_the_number_outputs_is_said_at_load(sizes_ou
     """A package lowered before the signature recorded Python-number and None outputs: its signature's counts differ
     from the model's, so the Program does not use it, and went without its index-range checks in silence (main: no
     warning)."""
-    import json
-    import zipfile
-
     path, _ = sizes_out
-    old = tmp_path / "old.pt2"
-    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(old, "w") as zout:
-        for info in zin.infolist():
-            data = zin.read(info)
-            if info.filename.endswith("aotcuda/signature.json"):
-                signature = json.loads(data)
-                signature["outputs"] = [spec for spec in signature["outputs"] if "scalar" not in spec]
-                data = json.dumps(signature).encode()
-            zout.writestr(info, data)
+
+    def tensor_outputs_only(signature):
+        signature["outputs"] = [spec for spec in signature["outputs"] if "scalar" not in spec]
+
+    old = with_edited_signature(path, tmp_path / "old.pt2", tensor_outputs_only)
     with pytest.warns(UserWarning, match=r"lists 1 inputs and 1 outputs, the model takes 1 and returns 6, so the "
                                          r"signature is not used and this Program runs without its index-range checks"):
         program = aotcuda.load(str(old))

@@ -24,6 +24,7 @@ from aotcuda.runtime.checks import DimSpec, evaluate_dim
 from aotcuda.runtime.complex_adapter import split_signature
 from aotcuda.runtime.program import load
 from aotcuda.runtime.shape_expressions import evaluate_expression, shape_expression
+from runtime_programs import with_edited_signature
 
 
 def hostile_strings(marker) -> dict[str, str]:
@@ -63,13 +64,7 @@ def _signature_with(signature: dict, expr) -> dict:
 
 
 def hostile_package(source, target, expr) -> str:
-    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
-        for info in zin.infolist():
-            data = zin.read(info)
-            if info.filename.endswith("aotcuda/signature.json"):
-                data = json.dumps(_signature_with(json.loads(data), expr)).encode()
-            zout.writestr(info, data)
-    return str(target)
+    return str(with_edited_signature(source, target, lambda signature: signature.update(_signature_with(signature, expr))))
 
 
 CASES = list(hostile_strings("marker"))
@@ -323,15 +318,7 @@ def test_a_costly_expression_in_a_signature_is_read_quickly(case):
 
 def _edited_signature(source, target, edit) -> str:
     """Stored, not deflated: what bounds the signature must not be the ratio check alone."""
-    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as zout:
-        for info in zin.infolist():
-            data = zin.read(info)
-            if info.filename.endswith("aotcuda/signature.json"):
-                signature = json.loads(data)
-                edit(signature)
-                data = json.dumps(signature).encode()
-            zout.writestr(info.filename, data)
-    return str(target)
+    return str(with_edited_signature(source, target, edit, stored=True))
 
 
 def _many_expressions(signature, count=3000):
