@@ -743,11 +743,14 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
     table = Table(title=f"outputs of {shown(os.path.basename(package))}")  # a file name is anyone's text
     for column in ("output", "shape", "dtype", "device"):
         table.add_column(column)
-    leaves, spec = torch.utils._pytree.tree_flatten(outputs)
+    # a None output is a leaf here: torch's pytree reads None as an empty container, which left its row out
+    leaves, spec = torch.utils._pytree.tree_flatten(outputs, is_leaf=lambda leaf: leaf is None)
     for name, tensor in zip(_output_labels(spec), leaves):
         if isinstance(tensor, torch.Tensor):
             table.add_row(shown(name), escape(str(tuple(tensor.shape))), str(tensor.dtype).removeprefix("torch."),
                           str(tensor.device))
+        elif tensor is None:  # forward returns None there, as eager does
+            table.add_row(shown(name), "-", "None", "-")
         elif isinstance(tensor, (bool, int, float)):  # a Python-number output (x.shape[0]), as eager returns it
             table.add_row(shown(name), "-", f"{type(tensor).__name__} = {_clip(repr(tensor), 40)}", "-")
     console.print(table)

@@ -75,6 +75,9 @@ def test_inspect_and_run_list_the_number_outputs(sizes_out, tmp_path):
     ran = CliRunner().invoke(main, ["run", path, "--inputs", str(inputs)])
     assert ran.exit_code == 0, ran.output
     assert "int = 5" in ran.output and "int = 11" in ran.output and "bool = True" in ran.output, ran.output
+    rows = [line for line in ran.output.splitlines() if line.startswith("│ out[")]
+    assert [row.split()[1] for row in rows] == [f"out[{index}]" for index in range(6)], ran.output
+    assert "None" in rows[5], rows  # main: the None output had no row
 
 
 def test_caller_outputs_and_serving_of_a_program_with_a_none_output(sizes_out):
