@@ -189,6 +189,8 @@ AT_EVERY_POINT = textwrap.dedent("""
 
     program = aotcuda.load(sys.argv[1])
     x = torch.randn(5, 4)
+    bind = sys.argv[2:] == ["bind"]  # Program.bind: on the CPU refused after its gate's entry, by bind_graph
+    call, refused = (lambda: program.bind([x]), aotcuda.RuntimeCallError) if bind else (lambda: program(x), KeyboardInterrupt)
     storage_uses = lambda: torch._C._storage_Use_Count(x.untyped_storage()._cdata)
     expected = [t.clone() for t in program(x)]
     problems, leaks, uses = [], [], storage_uses()
@@ -197,8 +199,8 @@ AT_EVERY_POINT = textwrap.dedent("""
         python_call_returned.clear()
         sys.settrace(tracer)
         try:
-            program(x)
-        except KeyboardInterrupt:
+            call()
+        except (KeyboardInterrupt, refused):
             pass
         finally:
             sys.settrace(None)
@@ -219,9 +221,9 @@ AT_EVERY_POINT = textwrap.dedent("""
 """)
 
 
-def _child(script, package, **env):
+def _child(script, package, *args, **env):
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
-    return subprocess.run([sys.executable, "-X", "faulthandler", "-c", script, package], capture_output=True,
+    return subprocess.run([sys.executable, "-X", "faulthandler", "-c", script, package, *args], capture_output=True,
                           text=True, timeout=300, env=environment)
 
 
@@ -279,6 +281,15 @@ def test_an_interrupt_as_the_input_handles_are_made_leaks_none(every_point):
     done = every_point
     assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
     assert " leaks [] problems" in done.stdout, done.stdout
+
+
+def test_an_interrupt_at_every_point_of_bind_leaves_no_entry_in_the_call_gate(twice_pt2):
+    """bind entered the gate with ``with gate:``, whose ``__exit__`` is a Python function: an interrupt as it began left
+    the call's entry, and a later close() on another thread waited for it for ever (main: the entry stayed at the start
+    of ``CallGate.__exit__``). On the CPU bind is refused inside the gate, so every point of its gate runs here."""
+    done = _child(AT_EVERY_POINT, twice_pt2, "bind")
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert int(done.stdout.split()[1]) > 20 and done.stdout.strip().endswith("problems [] closed True"), done.stdout
 
 
 # An interrupt (or any exception) as a load's model container has just been made: the container, with its model's

@@ -22,8 +22,6 @@ import threading
 import time
 import weakref
 
-from aotcuda.errors import RuntimeCallError
-
 CLOSED_MESSAGE = "this Program was closed; load the package again"
 FORKED_MESSAGE = ("this process was forked while another thread of its parent was inside a call of this Program, whose "
                   "model that call may hold here for ever; load the package again in this process (or fork before "
@@ -34,7 +32,7 @@ _thread = threading.get_ident
 
 
 class CallGate:
-    """``with gate:`` around each call; ``gate.close(free)`` once, to free what the calls use.
+    """Entered and left inline around each call (below); ``gate.close(free)`` once, to free what the calls use.
 
     A call made on the thread that closes (a signal handler that runs ``program.close()`` while the main
     thread is inside a call, or a callback of the call) cannot return before close does: waiting for it
@@ -44,9 +42,11 @@ class CallGate:
     An entry must leave however its call ends, also by an exception a signal's handler raises (Ctrl-C's
     KeyboardInterrupt): Python runs a handler where a call returns and where a Python function begins, so an
     entry made by ``append`` (a call) and one whose ``__exit__`` was interrupted as it began stayed, and a later
-    ``close()`` on another thread waited for that call for ever. ``Program.execute`` therefore enters and leaves
-    inline (``calls += (thread,)``, which calls nothing, right before its ``try``, and ``calls.remove`` first
-    in its ``finally``); ``with gate:`` (``bind``) keeps the window at the start of ``__exit__``.
+    ``close()`` on another thread waited for that call for ever. A call therefore enters and leaves inline
+    (``Program.execute``, ``Program.bind``): ``calls += (thread,)``, which calls nothing, right before its ``try``,
+    a refusal raised when ``refusal`` is set, and ``calls.remove(thread)`` then ``free_deferred()`` first in its
+    ``finally``. No ``__enter__``/``__exit__``: a context manager's ``__exit__`` is a Python function, whose start
+    is such a point.
     """
 
     __slots__ = ("calls", "refusal", "_closed", "_close_lock", "_deferred", "__weakref__")
@@ -70,19 +70,6 @@ class CallGate:
             # the child's next call waited for it for ever (AOTInductorModelContainer::get_available_model).
             self.refusal = FORKED_MESSAGE
         self.calls[:] = [thread for thread in self.calls if thread == me]
-
-    def __enter__(self) -> None:
-        self.calls += (_thread(),)  # not append(): an exception raised as a call returns (below) comes before it
-        if self.refusal is not None:
-            self._leave()
-            raise RuntimeCallError(self.refusal)
-
-    def __exit__(self, *exc_info) -> None:
-        self._leave()
-
-    def _leave(self) -> None:
-        self.calls.remove(_thread())  # one of this thread's entries (they are alike)
-        self.free_deferred()
 
     def free_deferred(self) -> None:
         """After a call has left: the free of a close made on a thread that was inside a call, by the last call."""

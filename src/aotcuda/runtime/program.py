@@ -528,29 +528,42 @@ class Program:
         failed capture. Index ranges are checked on ``inputs`` here; replays read the buffers unchecked
         (the caller writes them: values outside a range end in the generated code's device-side assert).
         """
-        with self._gate, (without_caller_modes() if caller_modes_active() else contextlib.nullcontext()):
-            tensors = plain_inputs(_as_list(inputs, "inputs", InputError), self._input_specs, self._input_names,
-                                   self._device)
-            prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
-                                              self.num_inputs, self._mutated)
-            if self._divisors is not None:
-                self._divisors.check(bindings)
-            if self._index_checks is not None:  # the warm-up inputs; replays read the buffers unchecked
-                self._index_checks.check(prepared, bindings)
-            if self._boundary is not None:
-                prepared = self._boundary.inputs_as_pairs(prepared)
-            if outputs is not None:
-                outputs = plain_outputs(_as_list(outputs, "outputs", OutputError))
-                check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
-                                     tensors, self._input_labels)
-            adapt = self._boundary.outputs_as_complex if self._boundary is not None else list
-            gate = self._gate
-            bound = bind_graph(self._run, self._device, tensors, prepared, self._input_names, outputs,
-                               warmup_calls, adapt, self._structure_outputs, lambda: not gate.closed)
-            # The graph replays into this Program's container and buffers: it must keep the Program alive
-            # (`bound = aotcuda.load(path).bind(x)` holds no other reference to it).
-            bound.program = self
-            return bound
+        gate = self._gate  # inline, as in execute: see lifetime.CallGate (a signal's exception)
+        calls, thread = gate.calls, _thread()
+        calls += (thread,)  # nothing is called from here into the try, so no handler runs in between
+        try:
+            if gate.refusal is not None:
+                raise RuntimeCallError(gate.refusal)
+            with without_caller_modes() if caller_modes_active() else contextlib.nullcontext():
+                return self._bind(inputs, outputs, warmup_calls)
+        finally:
+            calls.remove(thread)  # first: an exception raised as this returns comes after it
+            gate.free_deferred()
+
+    def _bind(self, inputs, outputs, warmup_calls: int) -> BoundGraph:
+        """bind() inside the call gate."""
+        tensors = plain_inputs(_as_list(inputs, "inputs", InputError), self._input_specs, self._input_names,
+                               self._device)
+        prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
+                                          self.num_inputs, self._mutated)
+        if self._divisors is not None:
+            self._divisors.check(bindings)
+        if self._index_checks is not None:  # the warm-up inputs; replays read the buffers unchecked
+            self._index_checks.check(prepared, bindings)
+        if self._boundary is not None:
+            prepared = self._boundary.inputs_as_pairs(prepared)
+        if outputs is not None:
+            outputs = plain_outputs(_as_list(outputs, "outputs", OutputError))
+            check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
+                                 tensors, self._input_labels)
+        adapt = self._boundary.outputs_as_complex if self._boundary is not None else list
+        gate = self._gate
+        bound = bind_graph(self._run, self._device, tensors, prepared, self._input_names, outputs,
+                           warmup_calls, adapt, self._structure_outputs, lambda: not gate.closed)
+        # The graph replays into this Program's container and buffers: it must keep the Program alive
+        # (`bound = aotcuda.load(path).bind(x)` holds no other reference to it).
+        bound.program = self
+        return bound
 
     # --- lifetime ------------------------------------------------------------------------------------
 
