@@ -151,7 +151,7 @@ CLOSE_FROM_A_HANDLER_DURING_CLOSE = textwrap.dedent("""
 # function Python runs no handler, and none is raised there). After each: the gate holds no call (a close() on
 # another thread returns), the next call is right, and no input handle leaked (the use count of the input's storage is
 # back where it was: a handle torch made and nobody holds keeps it up for the life of the process).
-AT_EVERY_POINT = textwrap.dedent("""
+_AT_A_POINT = textwrap.dedent("""
     import dis, os, sys, threading, torch, aotcuda
     runtime = os.path.dirname(aotcuda.__file__) + os.sep + "runtime"
     points, state = {}, {"n": 0, "target": 0, "hit": None}
@@ -186,7 +186,8 @@ AT_EVERY_POINT = textwrap.dedent("""
             return None
         frame.f_trace_opcodes, frame.f_trace_lines = True, False
         return local
-
+""")
+AT_EVERY_POINT = _AT_A_POINT + textwrap.dedent("""
     program = aotcuda.load(sys.argv[1])
     x = torch.randn(5, 4)
     bind = sys.argv[2:] == ["bind"]  # Program.bind: on the CPU refused after its gate's entry, by bind_graph
@@ -290,6 +291,49 @@ def test_an_interrupt_at_every_point_of_bind_leaves_no_entry_in_the_call_gate(tw
     done = _child(AT_EVERY_POINT, twice_pt2, "bind")
     assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
     assert int(done.stdout.split()[1]) > 20 and done.stdout.strip().endswith("problems [] closed True"), done.stdout
+
+
+# Ctrl-C at every point of a call whose written input the checks copied into the exported layout (a transposed cache):
+# the copy is written back into the caller's tensor after the run, and an interrupt after the run, before that, left
+# the caller's tensor without the run's write (the program's buffers had it). After each point: the caller's tensor
+# holds the write exactly when the run happened (Stateful counts its runs in step0, read by the next call).
+WRITE_BACK_AT_EVERY_POINT = _AT_A_POINT + textwrap.dedent("""
+    from runtime_programs import stateful_inputs
+    program = aotcuda.load(sys.argv[1])
+    x, _, idx = stateful_inputs()
+    cache = torch.randn(4, 4).t()  # not the exported layout: copied for the call, and written back after it
+    steps = lambda: int(program(x, torch.zeros(4, 4), idx)[1])  # runs so far, this one included
+    runs, problems, written = steps(), [], 0
+    while True:
+        state.update(n=0, target=state["target"] + 1, hit=None)
+        python_call_returned.clear()
+        before = cache.clone()
+        sys.settrace(tracer)
+        try:
+            program(x, cache, idx)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        now = steps()
+        ran, runs = now - runs - 1, now
+        written += ran and state["hit"] is not None
+        if not torch.allclose(cache, before + x if ran else before):
+            problems.append(f"ran {ran}, the caller's tensor {'without' if ran else 'with'} the write: {state['hit']}")
+        if state["hit"] is None:
+            break
+    print("points", state["target"] - 1, "interrupted after the run", written, "problems", problems, flush=True)
+""")
+
+
+def test_an_interrupt_after_the_run_still_writes_back_a_copied_input(stateful_pt2):
+    """main: the caller's tensor went without the run's write at each point after the run (from the adoption of the
+    outputs to the write-back itself)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    done = _child(WRITE_BACK_AT_EVERY_POINT, stateful_pt2, PYTHONPATH=os.pathsep.join([here, *sys.path]))
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    words = done.stdout.split()
+    assert int(words[1]) > 50 and int(words[6]) > 10 and done.stdout.strip().endswith("problems []"), done.stdout
 
 
 # An interrupt (or any exception) as a load's model container has just been made: the container, with its model's

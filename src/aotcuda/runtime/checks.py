@@ -96,18 +96,32 @@ def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None
 
 
 def write_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], indices) -> None:
-    """After a run: copy each written input that was laid out anew (a copy) back into the caller's tensor,
-    whatever its layout (transposed, strided, a negation or conjugation view), as eager's in-place op
-    would have updated it. Inputs that no in-place op could write (elements sharing memory, an inference
-    tensor outside inference mode) are skipped: check_mutated_inputs refuses those when the program is
-    known to write them, so here they are inputs the program only reads (packages that do not say)."""
+    """After a run: copy each written input that was laid out anew back into the caller's tensor (``copies_back``)."""
+    back = copies_back(originals, prepared, indices)
+    if back is not None:
+        list(back)
+
+
+def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], indices):
+    """The copies of each written input that was laid out anew (a copy) back into the caller's tensor, whatever
+    its layout (transposed, strided, a negation or conjugation view), as eager's in-place op would have updated
+    it: a lazy ``map`` made before the run, which ``list(back)`` runs after it in one C call (None: nothing to
+    copy). Made before, so that the finally of a call copies back with no Python call in between, where a signal's
+    handler could raise first and leave the caller's tensor without the run's write. Inputs that no in-place op
+    could write (elements sharing memory, an inference tensor outside inference mode) are skipped:
+    check_mutated_inputs refuses those when the program is known to write them, so here they are inputs the
+    program only reads (packages that do not say)."""
+    targets, sources = [], []
     for index in indices:
         original, copy = originals[index], prepared[index]
         if copy is original or torch._debug_has_internal_overlap(original) == 1 or (
                 original.is_inference() and not torch.is_inference_mode_enabled()):
             continue
-        with torch.no_grad():  # a leaf that requires grad: eager refuses the write, check_mutated_inputs too
-            original.copy_(copy)
+        # detach(): the write of no_grad (a leaf that requires grad: eager refuses the write, check_mutated_inputs
+        # too), the same memory and version counter, with no context manager to leave after the run
+        targets.append(original.detach())
+        sources.append(copy)
+    return map(torch.Tensor.copy_, targets, sources) if targets else None
 
 
 # --- memory overlap ---------------------------------------------------------------------------------------

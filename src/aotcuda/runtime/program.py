@@ -18,7 +18,7 @@ What a call does:
      CausalLMOutputWithPast are imported from the module the signature records; where that cannot be
      imported they come back as a plain dict or tuple, with a warning: ``aotcuda.runtime.pytree_types``);
   5. writes back inputs the program updates in place into the caller's tensors, when the checks had
-     copied them into the exported layout (``checks.write_back``).
+     copied them into the exported layout (``checks.copies_back``), also when an interrupt ends the call.
 
 Threads: one Program may be called from many threads; ``close()`` waits for the calls in flight
 (``aotcuda.runtime.lifetime``). Overlapping caller output buffers are refused (``checks.shares_memory``).
@@ -54,7 +54,7 @@ from aotcuda.runtime.checks import (
     check_caller_outputs,
     check_inputs,
     check_mutated_inputs,
-    write_back,
+    copies_back,
 )
 from aotcuda.runtime.complex_adapter import split_signature
 from aotcuda.runtime.aoti_checks import aoti_input_checks, latch_aoti_input_checks
@@ -440,6 +440,11 @@ class Program:
             outputs = plain_outputs(given)  # the same memory: the results land in the caller's buffers
             check_caller_outputs(outputs, self._output_specs, bindings, self._device, self.num_outputs,
                                  originals, self._input_labels)
+        # Inputs copied into the exported layout (or for their index check) are copied back in the finally, whatever
+        # ends the call: an interrupt after the run (a signal's handler raises as any call returns) left the caller's
+        # tensor without the run's write. One C call there (copies_back), so no handler runs before the copies; the
+        # caller's tensor then holds what the run wrote, as it would had the run written it in place.
+        back = copies_back(originals, prepared, self._written) if prepared is not originals else None
         try:
             if self._graphs is not None:
                 finish = functools.partial(self._finish, outputs)
@@ -449,8 +454,9 @@ class Program:
         except ValueCheckFailed as failed:  # said with this call's sizes and the user's Dim names
             raise InputError(value_check_message(failed.check, failed.printed, bindings,
                                                  self._dim_names)) from None
-        if prepared is not originals:  # some input may have been copied into the exported layout
-            write_back(originals, prepared, self._written)
+        finally:
+            if back is not None:
+                list(back)
         return given if outputs is not given and given is not None else results  # the caller's own buffers
 
     def _finish(self, outputs, results: list, static: bool) -> list:
