@@ -114,3 +114,18 @@ def with_edited_signature(source, target, edit, stored: bool = False):
                 data = json.dumps(signature).encode()
             zout.writestr(info.filename if stored else info, data)
     return target
+
+
+def cerr_muted() -> bool:
+    """Whether std::cerr's badbit is set (AOTCUDA_FOREIGN_WRITES' mute), read by libstdc++'s own basic_ios::bad() on
+    the stream's basic_ios (a virtual base, at the offset its vtable records: libloader._cerr_state_setter)."""
+    import ctypes
+    import os
+
+    cxx = ctypes.CDLL("libstdc++.so.6", mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+    cerr = ctypes.addressof(ctypes.c_void_p.in_dll(cxx, "_ZSt4cerr"))
+    vtable = ctypes.c_void_p.from_address(cerr).value
+    ios = cerr + ctypes.c_ssize_t.from_address(vtable - 3 * ctypes.sizeof(ctypes.c_void_p)).value
+    bad = cxx._ZNKSt9basic_iosIcSt11char_traitsIcEE3badEv
+    bad.restype, bad.argtypes = ctypes.c_bool, [ctypes.c_void_p]
+    return bad(ios)

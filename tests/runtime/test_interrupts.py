@@ -191,6 +191,9 @@ AT_EVERY_POINT = _AT_A_POINT + textwrap.dedent("""
     program = aotcuda.load(sys.argv[1])
     x = torch.randn(5, 4)
     bind = sys.argv[2:] == ["bind"]  # Program.bind: on the CPU refused after its gate's entry, by bind_graph
+    from runtime_programs import cerr_muted
+    from aotcuda.runtime.libloader import cxx_error_mute
+    muting = bool(os.environ.get("AOTCUDA_FOREIGN_WRITES"))  # std::cerr muted during each run: never after one
     call, refused = (lambda: program.bind([x]), aotcuda.RuntimeCallError) if bind else (lambda: program(x), KeyboardInterrupt)
     storage_uses = lambda: torch._C._storage_Use_Count(x.untyped_storage()._cdata)
     expected = [t.clone() for t in program(x)]
@@ -210,6 +213,9 @@ AT_EVERY_POINT = _AT_A_POINT + textwrap.dedent("""
         if program._gate.in_flight:
             problems.append(f"a call's entry stayed: {state['hit']}")
             break
+        if muting and (cxx_error_mute() is None or cerr_muted()):
+            problems.append(f"std::cerr stayed muted: {state['hit']}" if cxx_error_mute() else "no mute")
+            break
         if storage_uses() != uses:
             leaks.append(state["hit"])
             uses = storage_uses()
@@ -223,7 +229,8 @@ AT_EVERY_POINT = _AT_A_POINT + textwrap.dedent("""
 
 
 def _child(script, package, *args, **env):
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
+    here = os.path.dirname(os.path.abspath(__file__))  # runtime_programs
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([here, *sys.path]), **env}
     return subprocess.run([sys.executable, "-X", "faulthandler", "-c", script, package, *args], capture_output=True,
                           text=True, timeout=300, env=environment)
 
@@ -273,6 +280,14 @@ def test_an_interrupt_at_every_point_a_handler_may_run_leaves_the_program_workin
     assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
     words = done.stdout.split()
     assert int(words[1]) > 50 and done.stdout.strip().endswith("problems [] closed True"), done.stdout
+
+
+def test_an_interrupt_at_every_point_of_a_muted_run_leaves_std_cerr_unmuted(twice_pt2):
+    """AOTCUDA_FOREIGN_WRITES mutes std::cerr during each run: the mute's ``__exit__`` was a Python function, and an
+    interrupt as it began left std::cerr muted for good (and its depth up, so no later run unmuted it)."""
+    done = _child(AT_EVERY_POINT, twice_pt2, AOTCUDA_FOREIGN_WRITES="1")
+    assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
+    assert int(done.stdout.split()[1]) > 50 and done.stdout.strip().endswith("problems [] closed True"), done.stdout
 
 
 def test_an_interrupt_as_the_input_handles_are_made_leaks_none(every_point):
@@ -329,8 +344,7 @@ WRITE_BACK_AT_EVERY_POINT = _AT_A_POINT + textwrap.dedent("""
 def test_an_interrupt_after_the_run_still_writes_back_a_copied_input(stateful_pt2):
     """main: the caller's tensor went without the run's write at each point after the run (from the adoption of the
     outputs to the write-back itself)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    done = _child(WRITE_BACK_AT_EVERY_POINT, stateful_pt2, PYTHONPATH=os.pathsep.join([here, *sys.path]))
+    done = _child(WRITE_BACK_AT_EVERY_POINT, stateful_pt2)
     assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
     words = done.stdout.split()
     assert int(words[1]) > 50 and int(words[6]) > 10 and done.stdout.strip().endswith("problems []"), done.stdout

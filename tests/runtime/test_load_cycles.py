@@ -224,6 +224,67 @@ def test_a_child_forked_while_other_threads_call_or_load_closes_and_loads(twice_
     assert done.stdout.split("\n")[:2] == ["call child exited 0", "load child exited 0"], done.stdout + done.stderr[-3000:]
 
 
+# A child forked while another thread of its parent had std::cerr muted (AOTCUDA_FOREIGN_WRITES, a run in flight) or
+# fd 2 on /dev/null (the probe run of an unsigned package's load): that thread never ends its run in the child, so
+# std::cerr stayed muted there for good (its entry also kept every later run from unmuting), and fd 2 stayed on
+# /dev/null: the child's errors went nowhere (the breaker, 2026-12-05). The parent's thread is held by a hook.
+FORK_WHILE_STDERR_IS_HELD = textwrap.dedent("""
+    import os, sys, threading, torch, aotcuda
+    from aotcuda.errors import RuntimeCallError
+    from aotcuda.runtime.aoti_checks import latch_aoti_input_checks
+    from runtime_programs import cerr_muted
+    program = aotcuda.load(sys.argv[1])
+    lib = program._container._lib
+    real_run, inside, release = lib.AOTInductorModelContainerRun, threading.Event(), threading.Event()
+
+    def held(*args):  # the model's run, held until released
+        inside.set()
+        release.wait(30)
+        return real_run(*args)
+
+    class HeldProbe:  # a container whose probe run is held there, then refuses the probe as AOTI's checks do
+        num_inputs = num_outputs = 1
+
+        def run(self, handles, outputs):
+            inside.set()
+            release.wait(30)
+            raise RuntimeCallError("refused")
+
+    for where in ("muted run", "probe"):
+        inside.clear(); release.clear()
+        if where == "muted run":
+            lib.AOTInductorModelContainerRun = held
+            worker = threading.Thread(target=lambda: program(torch.randn(5, 4)))
+        else:
+            worker = threading.Thread(target=latch_aoti_input_checks, args=(HeldProbe(), "cpu", "held.pt2"))
+        worker.start()
+        inside.wait(30)
+        pid = os.fork()
+        if pid == 0:
+            lib.AOTInductorModelContainerRun = real_run
+            at_fork = cerr_muted()
+            aotcuda.load(sys.argv[1])(torch.randn(5, 4))
+            print(where, "child: std::cerr muted at the fork", at_fork, "after a call", cerr_muted(), flush=True)
+            os.write(2, f"{where} child's stderr\\n".encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        release.set()
+        worker.join(30)
+        lib.AOTInductorModelContainerRun = real_run
+""")
+
+
+def test_a_child_forked_while_another_thread_mutes_std_cerr_or_discards_fd_2_has_them_back(twice_pt2):
+    """main: the muted run's child had std::cerr muted at the fork and after a call, the probe's child wrote its stderr
+    to /dev/null."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "AOTCUDA_FOREIGN_WRITES": "1"}
+    done = subprocess.run([sys.executable, "-c", FORK_WHILE_STDERR_IS_HELD, twice_pt2],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "muted run child: std::cerr muted at the fork False after a call False" in done.stdout, done.stdout
+    assert "muted run child's stderr" in done.stderr and "probe child's stderr" in done.stderr, done.stderr[-3000:]
+
+
 PLANTED_ROOT = textwrap.dedent("""
     import os, shutil, sys, torch, aotcuda
     signed, unsigned, how, elsewhere = sys.argv[1:]

@@ -66,8 +66,7 @@ def latch_aoti_input_checks(container: ModelContainer, device: str, package_path
     outputs = handle_array_type(container.num_outputs)()
     handles = new_handle_array(probes)
     try:  # entered with no call in between: an interrupt from here on still releases the handles
-        with _stderr_discarded():  # the rejection is expected: keep its C++ stack trace off stderr
-            container.run(handles, outputs)
+        _run_with_stderr_discarded(container, handles, outputs)  # the rejection is expected: its C++ trace off stderr
     except (RuntimeCallError, InputError):  # a probe every check refuses: whichever the refusal is
         rejected = True
     else:
@@ -84,29 +83,42 @@ def latch_aoti_input_checks(container: ModelContainer, device: str, package_path
 
 
 _STDERR_LOCK = threading.Lock()
+_SAVED_STDERR: list[int] = []  # the copy of fd 2 while a probe has fd 2 on /dev/null (one at a time: the lock)
 
 
 def _new_lock_in_a_child() -> None:  # a lock another thread of the parent held at the fork stays held in the child
     global _STDERR_LOCK
     _STDERR_LOCK = threading.Lock()
+    if _SAVED_STDERR:  # another thread's probe had fd 2 on /dev/null, and its restore never runs here
+        saved = _SAVED_STDERR.pop()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 os.register_at_fork(after_in_child=_new_lock_in_a_child)
 
 
-@contextlib.contextmanager
-def _stderr_discarded():
-    """File descriptor 2 on /dev/null for the block (a probe's run at load, microseconds): the generated
+def _run_with_stderr_discarded(container: ModelContainer, handles, outputs) -> None:
+    """``container.run`` with file descriptor 2 on /dev/null (a probe's run at load, microseconds): the generated
     code prints the rejection it expects, with 18 lines of C++ stack trace, on std::cerr. Through the OS's
     file descriptors, so nothing of libstdc++ is written; what other threads print in those microseconds
-    is lost with it."""
+    is lost with it.
+
+    Not a context manager: a signal's handler may raise where a Python function begins (``__exit__``) and as a
+    call returns, and fd 2 must come back whatever ends the run. The copy of fd 2 lands in ``_SAVED_STDERR``
+    inside one C call, within the ``try``, and the ``finally`` restores it before any call returns; a child
+    forked meanwhile restores it from there (``_new_lock_in_a_child``)."""
     with _STDERR_LOCK:
         sys.stderr.flush()
-        saved = os.dup(2)
+        saved = _SAVED_STDERR
         try:
             with open(os.devnull, "wb") as null:
+                saved.extend(map(os.dup, (2,)))
                 os.dup2(null.fileno(), 2)
-            yield
+            container.run(handles, outputs)
         finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+            if saved:
+                copy = saved[-1]
+                del saved[-1]  # no call from here to the restore (an interrupt as it returns leaves the copy open)
+                os.dup2(copy, 2)
+                os.close(copy)

@@ -21,7 +21,6 @@ import ctypes
 import functools
 import os
 import struct
-import threading
 
 from aotcuda import switches
 from aotcuda.errors import PackageError, clipped
@@ -135,8 +134,7 @@ def open_model_library(path: str) -> ctypes.CDLL:
 # flight is muted too. Off by default: the generated code's lines reach stderr.
 
 _BADBIT = 1  # std::ios_base::badbit in libstdc++
-_mute_lock = threading.Lock()
-_mute_depth = 0
+_MADE: list = []  # the mute cxx_error_mute made in this process, for a forked child
 
 
 def _cerr_state_setter():
@@ -156,7 +154,7 @@ def _cerr_state_setter():
     if not 0 < offset < 4096:
         return None
     ios = cerr + offset
-    return _direct_state_setter(clear, ios) or (lambda state: clear(ios, state))
+    return _direct_state_setter(clear, ios) or functools.partial(clear, ios)
 
 
 def _direct_state_setter(clear, ios: int):
@@ -171,41 +169,53 @@ def _direct_state_setter(clear, ios: int):
     clear(ios, 0)
     if not (muted and field.value == 0):
         return None
-
-    def set_state(state: int) -> None:
-        field.value = state
-
-    return set_state
+    return functools.partial(setattr, field, "value")
 
 
-class _QuietCxxErrors:
-    """``with mute:`` mutes std::cerr while the block runs (nested and concurrent blocks: muted until the
-    last one ends). A class, not a generator: it runs around every model run."""
+class CerrMute:
+    """What a run does to mute std::cerr, inline in ``ModelContainer.run``: ``runs`` holds an entry a muted run in
+    flight; the run that makes it non-empty calls ``on()``, the one that empties it ``off()``.
 
-    def __init__(self, setter) -> None:
-        self._setter = setter
+    Inline, not a context manager: Python runs a signal's handler where a Python function begins and where a call
+    returns, and a KeyboardInterrupt as ``__exit__`` began left std::cerr muted for good (a lock taken inside could
+    stay taken too). The run adds its entry with ``runs += (1,)`` (which calls nothing) right before its ``try``
+    and removes one with ``del`` first in its ``finally``, and ``on``/``off`` are C callables (partials of
+    ``setattr`` or of libstdc++'s ``clear``): no Python function begins in them, and what a handler raises as they
+    return comes after the state is set. No lock: between an entry's change and the ``on``/``off`` call after it
+    no call returns and no function begins, so neither a handler nor another thread runs in between (CPython
+    switches threads where it runs handlers)."""
 
-    def __enter__(self) -> None:
-        global _mute_depth
-        with _mute_lock:
-            _mute_depth += 1
-            if _mute_depth == 1:
-                self._setter(_BADBIT)
+    __slots__ = ("runs", "on", "off")
 
-    def __exit__(self, *exc_info) -> None:
-        global _mute_depth
-        with _mute_lock:
-            _mute_depth -= 1
-            if _mute_depth == 0:
-                self._setter(0)
+    def __init__(self, set_state) -> None:
+        self.runs: list[int] = []
+        self.on, self.off = functools.partial(set_state, _BADBIT), functools.partial(set_state, 0)
+
+    def forked(self) -> None:
+        """In a forked child: the runs other threads of the parent had in flight never end here, and std::cerr stayed
+        muted for good (their entries kept every later run from unmuting)."""
+        if self.runs:
+            self.runs = []  # a new list: a run of the forking thread itself (a handler's fork) ends on its own
+            self.off()
 
 
 @functools.cache
-def cxx_error_mute() -> _QuietCxxErrors | None:
-    """The context manager that mutes std::cerr during a run, or None: AOTCUDA_FOREIGN_WRITES is off (the
-    default), or libstdc++ is not laid out as expected. Read once, at the first run in a process (like
-    AOTI's own variables: set it before the first run)."""
+def cxx_error_mute() -> CerrMute | None:
+    """The mute of std::cerr during a run, or None: AOTCUDA_FOREIGN_WRITES is off (the default), or libstdc++ is
+    not laid out as expected. Read once, at the first run in a process (like AOTI's own variables: set it before
+    the first run)."""
     if not switches.flag("AOTCUDA_FOREIGN_WRITES"):
         return None
     setter = _cerr_state_setter()
-    return None if setter is None else _QuietCxxErrors(setter)
+    if setter is None:
+        return None
+    _MADE.append(CerrMute(setter))
+    return _MADE[0]
+
+
+def _unmuted_in_a_child() -> None:
+    for mute in _MADE:
+        mute.forked()
+
+
+os.register_at_fork(after_in_child=_unmuted_in_a_child)
