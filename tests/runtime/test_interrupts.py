@@ -194,7 +194,9 @@ AT_EVERY_POINT = _AT_A_POINT + textwrap.dedent("""
     from runtime_programs import cerr_muted
     from aotcuda.runtime.libloader import cxx_error_mute
     muting = bool(os.environ.get("AOTCUDA_FOREIGN_WRITES"))  # std::cerr muted during each run: never after one
-    call, refused = (lambda: program.bind([x]), aotcuda.RuntimeCallError) if bind else (lambda: program(x), KeyboardInterrupt)
+    call, refused = (lambda: program(x), KeyboardInterrupt)
+    if bind:
+        call, refused = lambda: program.bind([x]), aotcuda.RuntimeCallError
     storage_uses = lambda: torch._C._storage_Use_Count(x.untyped_storage()._cdata)
     expected = [t.clone() for t in program(x)]
     problems, leaks, uses = [], [], storage_uses()
@@ -283,8 +285,9 @@ def test_an_interrupt_at_every_point_a_handler_may_run_leaves_the_program_workin
 
 
 def test_an_interrupt_at_every_point_of_a_muted_run_leaves_std_cerr_unmuted(twice_pt2):
-    """AOTCUDA_FOREIGN_WRITES mutes std::cerr during each run: the mute's ``__exit__`` was a Python function, and an
-    interrupt as it began left std::cerr muted for good (and its depth up, so no later run unmuted it)."""
+    """AOTCUDA_FOREIGN_WRITES mutes std::cerr during each run: the mute was a context manager, and an interrupt as its
+    setter returned inside ``__enter__`` (no ``__exit__`` follows) or as ``__exit__`` began left std::cerr muted for
+    good, its depth up so that no later run unmuted it (main: muted at ``__enter__:190@132``)."""
     done = _child(AT_EVERY_POINT, twice_pt2, AOTCUDA_FOREIGN_WRITES="1")
     assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
     assert int(done.stdout.split()[1]) > 50 and done.stdout.strip().endswith("problems [] closed True"), done.stdout
@@ -301,8 +304,9 @@ def test_an_interrupt_as_the_input_handles_are_made_leaks_none(every_point):
 
 def test_an_interrupt_at_every_point_of_bind_leaves_no_entry_in_the_call_gate(twice_pt2):
     """bind entered the gate with ``with gate:``, whose ``__exit__`` is a Python function: an interrupt as it began left
-    the call's entry, and a later close() on another thread waited for it for ever (main: the entry stayed at the start
-    of ``CallGate.__exit__``). On the CPU bind is refused inside the gate, so every point of its gate runs here."""
+    the call's entry, and a later close() on another thread waited for it for ever (main: the entry stayed at
+    ``_leave:84@62``, as ``_thread()`` returned in ``__exit__``; close hung). On the CPU bind is refused inside the
+    gate, so every point of its gate runs here."""
     done = _child(AT_EVERY_POINT, twice_pt2, "bind")
     assert done.returncode == 0, f"the child died (code {done.returncode}):\n{done.stdout}{done.stderr[-2000:]}"
     assert int(done.stdout.split()[1]) > 20 and done.stdout.strip().endswith("problems [] closed True"), done.stdout
