@@ -15,8 +15,9 @@ through ``fft_rows.launch(..., config=)`` with that tiling's tables. The op's de
 Each (n, rows) gets an equal share of what is left of --budget (seconds, compiles included: a new launch is
 a Triton compile of a second or two); the cuFFT row and the default launch always run, the others in order
 until the share is spent (the table says how many were left out).
-A Bluestein length (fft_plan.bluestein) runs its default launch only; --bluestein-halves no puts m past 4096
-back on one tile, for A/B. --fewer-dot-stages no puts the op's default back on the least arithmetic (n = 4096
+A Bluestein length (fft_plan.bluestein) runs its default, then its m (or halves of h) on each other tiling
+within twice the default's arithmetic, at the default's R and each of --warps; --bluestein-halves no puts m past
+4096 back on one tile, for A/B. --fewer-dot-stages no puts the op's default back on the least arithmetic (n = 4096
 as 16·16·16, not 32·32·4b), for A/B. --three-products yes makes float32's complex products three real ones (Gauss), for A/B.
 
 Times: --graph (default) replays a CUDA graph of --reps calls and divides (no launch overhead: the kernels

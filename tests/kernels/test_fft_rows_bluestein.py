@@ -87,11 +87,20 @@ def test_lengths_past_2048_run_as_two_halves_of_at_most_4096_and_the_switch_take
 
 def test_the_default_launches_and_a_launch_that_cannot_run():
     """Bluestein holds two DFTs' values: half the rows a tiling of m would take, 8 warps for a tile of 4096 or 8192
-    (compiled for sm_90: fft_kernel_resources.py); its launches are its default only (not yet swept)."""
+    (compiled for sm_90: fft_kernel_resources.py). Its launches for the sweep: the default first, then its m (or its
+    halves' h) on each tiling within twice the default's arithmetic, at the default's rows and 4 and 8 warps."""
     for n, want in [(67, (4, 4)), (194, (2, 4)), (1009, (1, 4)), (2039, (1, 8)), (2049, (1, 8)), (4093, (1, 8))]:
         launch = fft_plan.default_launch(n, 1 << 20)
         assert (launch.rows, launch.warps) == want and launch.problem() is None, n
-        assert fft_plan.launches(n, 1 << 20) == [launch]
+        every = fft_plan.launches(n, 1 << 20)
+        assert every[0] == launch and len(every) == len(set(every)) > 2, n
+        for other in every:
+            plan = other.tiling
+            assert isinstance(plan, fft_plan.Bluestein) and (plan.n, plan.m, plan.halves) == (n, launch.tiling.m,
+                                                                                            launch.tiling.halves)
+            assert other.rows == launch.rows and other.warps in (4, 8) and other.problem() is None
+            assert plan.tiling.cost() <= 2 * launch.tiling.tiling.cost()
+        assert {c.warps for c in every if c.tiling == launch.tiling} == {4, 8}
     short = fft_plan.Bluestein(67, fft_plan.tiling(128))
     assert "at least 2n − 1 = 133" in fft_plan.Launch(short, 4, 4).problem()
 

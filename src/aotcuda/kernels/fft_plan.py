@@ -99,6 +99,10 @@ FEWER_DOT_STAGES = True
 # row a program and 16 warps, c2r over 4096 rows, ended in "an illegal memory access" (the process's CUDA
 # context lost), and 16 warps was the slowest launch at every length and tiling it ran (2.3–5.3× the 4 warps'
 # time). No default takes more than 8 (``num_warps``); a launch of 16 is refused rather than risked.
+# compute-sanitizer (session 29, benchmarks/results/fft_sanitizer-h200-torch2.11-session29.md): the 16-warp
+# launch reads shared memory past its allocation inside the complex product's tl.dot, which Triton lays out
+# (the kernel indexes no shared memory itself); the default and 4/8-warp launches of 17 lengths, 84 in all,
+# had no report.
 MAX_WARPS = 8
 
 
@@ -495,8 +499,8 @@ def launches(n: int, rows, processors: int = 132, warps=(4, 8)) -> list[Launch]:
     R and warps it would get by default, then each of those at every power-of-two R from ``least_rows`` up
     to TILE values a program (or its least) and each of `warps`; then the costlier tilings the same way."""
     default = default_launch(n, rows, processors)
-    if isinstance(default.tiling, Bluestein):  # the op's own choice only: not yet swept
-        return [default]
+    if isinstance(default.tiling, Bluestein):
+        return _bluestein_launches(default, warps)
 
     def own(t: Tiling) -> Launch:
         r = rows_per_program(t, rows, processors)
@@ -514,6 +518,16 @@ def launches(n: int, rows, processors: int = 132, warps=(4, 8)) -> list[Launch]:
     ordered = [default] + [own(t) for t in near] + [c for t in near for c in others(t)]
     ordered += [own(t) for t in far] + [c for t in far for c in others(t)]
     return list(dict.fromkeys(ordered))
+
+
+def _bluestein_launches(default: Launch, warps) -> list[Launch]:
+    """A Bluestein length's launches: its default, then the same m (or halves of h) on each tiling of its
+    DFT length within twice the default's multiply-adds, at the default's rows a program and each of `warps`."""
+    plan = default.tiling
+    near = [t for t in _tilings(plan.tiling.n, TILE) if t.cost() <= 2 * plan.tiling.cost()]
+    near.sort(key=lambda t: t != plan.tiling)  # the default's own tiling first
+    every = [Launch(Bluestein(plan.n, t, plan.halves), default.rows, w) for t in near for w in warps]
+    return list(dict.fromkeys([default] + [c for c in every if c.problem() is None]))
 
 
 def rows_per_program(t: Tiling | Bluestein, rows, processors: int = 132) -> int:
