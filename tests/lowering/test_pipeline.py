@@ -222,6 +222,26 @@ def test_a_numpy_example_input_is_named_with_the_fix_before_export(tmp_path):
     assert not path.exists()
 
 
+def test_a_package_path_passed_as_the_third_positional_argument_gets_the_fix(tmp_path):
+    """Session 29: ``lower(model, (x,), "m.pt2")`` (the third positional parameter is kwargs) ended in torch.export's
+    raw "TypeError: inspect.Signature.bind() argument after ** must be a mapping, not str", after the export began;
+    it now names kwargs and the keyword to use, before any work. Keyword names that are not strings alike."""
+
+    class AddOne(torch.nn.Module):
+        def forward(self, x, y=None):
+            return x + 1
+
+    path = tmp_path / "m.pt2"
+    for wrong in (str(path), path):
+        with pytest.raises(TypeError, match=r"kwargs must be a dict .*got (str|PosixPath); .*pass package_path="):
+            aotcuda.lower(AddOne(), (torch.ones(2),), wrong, device="cpu")
+    with pytest.raises(TypeError, match=r"kwargs must be a dict of the model's keyword inputs by name, got list$"):
+        aotcuda.lower(AddOne(), (torch.ones(2),), [torch.ones(2)], device="cpu")
+    with pytest.raises(TypeError, match=r"kwargs must be a dict .*by name, got the key 0 \(int\)$"):
+        aotcuda.lower(AddOne(), (torch.ones(2),), {0: torch.ones(2)}, device="cpu")
+    assert not path.exists()
+
+
 def test_named_tuple_outputs_come_back_as_a_tuple_and_topk_is_a_library_kernel(tmp_path):
     lowered = aotcuda.lower(Router(), (torch.randn(6, 4),), device="cpu", package_path=tmp_path / "router.pt2")
     assert lowered.fallback_kernels == []

@@ -51,10 +51,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import MissingFallbackKernelsError, PackageError
+from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.cache_folders import check_cache_folders
 from aotcuda.lowering.compiler_variables import check_compiler_variables
+from aotcuda.lowering.compile_lock import compiling_alone
 from aotcuda.lowering.constant_outputs import check_constant_float_outputs
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.dependent_launch import with_pdl_codegen
@@ -475,6 +476,17 @@ def _on_device(model: torch.nn.Module, args: tuple, kwargs: dict, device: torch.
     """(model, args, kwargs) on device; the model is copied when any of its tensors lives elsewhere."""
     if not isinstance(args, tuple):
         raise TypeError(f"args must be a tuple of example inputs, got {type(args).__name__}; wrap one input as (x,)")
+    if not isinstance(kwargs, dict) or not all(isinstance(name, str) for name in kwargs):
+        # The third positional parameter is kwargs: lower(model, (x,), "m.pt2") meant a package path, and
+        # torch.export's "argument after ** must be a mapping, not str" said neither.
+        if isinstance(kwargs, dict):
+            name = next(name for name in kwargs if not isinstance(name, str))
+            raise TypeError(f"kwargs must be a dict of the model's keyword inputs by name, got the key "
+                            f"{quoted(name)} ({type(name).__name__})")
+        path = isinstance(kwargs, (str, os.PathLike))
+        raise TypeError(f"kwargs must be a dict of the model's keyword inputs by name, got {type(kwargs).__name__}"
+                        + ("; to say where the package goes, pass package_path=... (a keyword argument)" if path
+                           else ""))
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     _refuse_numpy_inputs(args, kwargs)
@@ -754,4 +766,5 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
         # Inductor's generic note on complex ops ("Performance may be worse than eager") adds nothing to what
         # lower() says of each fallback kernel, with its source line (the error, or fallback_kernels).
         warnings.filterwarnings("ignore", message="Torchinductor does not support code generation for complex")
-        torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
+        with compiling_alone(ep, configs):  # another process lowering it at once rewrites the files packaged here
+            torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)

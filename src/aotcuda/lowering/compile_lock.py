@@ -1,0 +1,100 @@
+"""One process at a time compiles a given program: a file lock per program around AOTInductor's compile.
+
+Why: AOTInductor writes a program's generated files (the wrapper and kernel sources, the model's
+``<hash>.wrapper_metadata.json``, the shared library) into Inductor's cache folder under a name made from
+the generated code, so two processes lowering the same program, or the same architecture with other
+weights, write the same paths. torch takes a lock while it writes them (codecache.py, ``FileLock`` on the
+wrapper's key), but copies them into the package after releasing it: a process packaging while another
+rewrites the files (``open(meta_json, "w")`` truncates first) packaged an empty
+``wrapper_metadata.json`` (seen on an H100, torch 2.11: four test processes lowering one program at once;
+``aotcuda.load`` then refused the package as damaged), and a library being rewritten could be packaged
+half-written or with the other process's weights. Torchrun-style launches, where each rank lowers the same
+model at once, are the common case.
+
+The lock is taken per program, not for every compile, so lowering different programs still runs in
+parallel. Its key is what decides the generated code apart from the weights: the graph's code, each
+placeholder's shape, stride and dtype, the dynamic ranges, the Inductor options and torch's version. Two
+programs with different keys whose generated code is still the same (not met in practice: the code names
+the graph's nodes and constants) are not serialized.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import filelock
+import torch
+from torch.export import ExportedProgram
+
+log = logging.getLogger(__name__)
+
+# How long a lower() waits for another process compiling the same program before it says so and stops: longer
+# than any compile measured here (the 1.2B decoder on the H200: about 150 s; a CPU compile on 2 cores: minutes).
+WAIT_S = 3600.0
+
+
+def program_key(ep: ExportedProgram, configs: dict[str, Any]) -> str:
+    """A hex digest of what decides the generated code of ``ep`` compiled with Inductor ``configs``, except the
+    values of its weights (the module docstring)."""
+    digest = hashlib.sha256()
+    digest.update(torch.__version__.encode())
+    digest.update(ep.graph_module.code.encode())
+    for node in ep.graph.nodes:
+        if node.op == "placeholder":
+            value = node.meta.get("val")
+            layout = (tuple(value.shape), tuple(value.stride()), value.dtype, value.device.type) \
+                if isinstance(value, torch.Tensor) else type(value).__name__
+            digest.update(f"{node.name}:{layout};".encode())
+    digest.update(repr(sorted((str(k), str(v)) for k, v in ep.range_constraints.items())).encode())
+    digest.update(repr(sorted((str(k), _stable_repr(v)) for k, v in configs.items())).encode())
+    return digest.hexdigest()[:32]
+
+
+def _stable_repr(value) -> str:
+    """An option's value as text that is the same in every process: a function or class by its qualified name,
+    not by its address (a custom pass given as an Inductor option)."""
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
+    return repr(value)
+
+
+def lock_path(key: str) -> str:
+    """The lock file of a program key, in a folder of Inductor's cache folder (checked by ``check_cache_folders``
+    before the compile, as the files the lock guards are)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return os.path.join(cache_dir(), "aotcuda-compile-locks", f"{key}.lock")
+
+
+@contextlib.contextmanager
+def compiling_alone(ep: ExportedProgram, configs: dict[str, Any], wait_s: float | None = None) -> Iterator[None]:
+    """Hold the program's lock for the block; wait while another process holds it (a log line says so).
+
+    Raises:
+        TimeoutError: another process held it for ``wait_s`` seconds (default ``WAIT_S``), naming the lock
+            file and what to do.
+    """
+    path = lock_path(program_key(ep, configs))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    lock = filelock.FileLock(path)
+    wait_s = WAIT_S if wait_s is None else wait_s
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        log.info("another process is compiling the same program (%s); waiting for it", path)
+        try:
+            lock.acquire(timeout=wait_s)
+        except filelock.Timeout:
+            raise TimeoutError(
+                f"another process has been compiling the same program for {wait_s:.0f} s (it holds {path}); "
+                "nothing was compiled. Wait for it and lower again, or stop it; a process that ended has let go "
+                "of the lock (it is held by the OS, per open file)") from None
+    try:
+        yield
+    finally:
+        lock.release()

@@ -1,0 +1,119 @@
+"""lower() compiles a program while no other process compiles the same one (lowering/compile_lock.py).
+
+Found on an H100 (session 29): four test processes lowering one CUDA program at once, one package got an empty
+``wrapper_metadata.json`` (torch copies the files it generated into the package after releasing its own lock,
+while another process rewrites them), and ``aotcuda.load`` refused it as damaged. These tests need no compile:
+the compile is replaced by a recorder that stops lower() once it has been reached.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import pytest
+import torch
+
+import aotcuda
+from aotcuda.lowering import compile_lock
+
+
+class Affine(torch.nn.Module):
+    def __init__(self, features: int = 4):
+        super().__init__()
+        self.linear = torch.nn.Linear(features, features)
+
+    def forward(self, x):
+        return self.linear(x).relu()
+
+
+class CompileReached(Exception):
+    """Raised by the stand-in compile: lower() got past the lock."""
+
+
+def _export(model, x):
+    return torch.export.export(model, (x,))
+
+
+def test_the_key_is_the_programs_structure_not_its_weights():
+    x = torch.randn(2, 4)
+    torch.manual_seed(0)
+    first = _export(Affine(), x)
+    torch.manual_seed(1)
+    other_weights = _export(Affine(), x)
+    configs = {"max_autotune": False}
+    key = compile_lock.program_key(first, configs)
+    assert key == compile_lock.program_key(other_weights, configs)  # same generated code: one lock
+    assert key != compile_lock.program_key(_export(Affine(), torch.randn(3, 4)), configs)  # other shapes
+    assert key != compile_lock.program_key(_export(Affine(8), torch.randn(2, 8)), configs)
+    assert key != compile_lock.program_key(first, {"max_autotune": True})  # other Inductor options
+    assert key != compile_lock.program_key(_export(Affine().double(), x.double()), configs)  # other dtypes
+
+
+def _hold(path: str, held: multiprocessing.Event, release_at: float, released: multiprocessing.Value) -> None:
+    import filelock
+
+    with filelock.FileLock(path):
+        held.set()
+        time.sleep(max(0.0, release_at - time.time()))
+        released.value = time.time()
+
+
+def test_lower_waits_for_another_process_compiling_the_same_program(tmp_path, monkeypatch):
+    """A process holding the program's lock (as a lower() of the same program in its compile does) keeps this
+    lower() out of the compile until it lets go; a lower() of another program does not wait."""
+    model, x = Affine(), torch.randn(2, 4)
+    entered = []
+
+    def stand_in_compile(ep, package_path, inductor_configs):
+        entered.append((time.time(), compile_lock.program_key(ep, inductor_configs)))
+        raise CompileReached
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", stand_in_compile)
+    with pytest.raises(CompileReached):  # the key of the program as lower() compiles it (after the passes)
+        aotcuda.lower(model, (x,), device="cpu", package_path=tmp_path / "first.pt2")
+    key = entered.pop()[1]
+
+    spawn = multiprocessing.get_context("spawn")
+    held, released = spawn.Event(), spawn.Value("d", 0.0)
+    holder = spawn.Process(target=_hold, args=(compile_lock.lock_path(key), held, time.time() + 6.0, released))
+    holder.start()
+    try:
+        assert held.wait(60), "the holder never took the lock"
+        with pytest.raises(CompileReached):
+            aotcuda.lower(Affine(8), (torch.randn(2, 8),), device="cpu", package_path=tmp_path / "other.pt2")
+        assert entered.pop()[0] < time.time() and not released.value  # another program: no wait
+        with pytest.raises(CompileReached):
+            aotcuda.lower(model, (x,), device="cpu", package_path=tmp_path / "second.pt2")
+        compiled_at, second_key = entered.pop()
+        assert second_key == key
+        assert released.value and compiled_at >= released.value, "compiled while the other process held the lock"
+    finally:
+        holder.join(30)
+        if holder.is_alive():
+            holder.kill()
+
+
+def test_a_lock_held_past_the_wait_is_a_timeout_naming_it(tmp_path):
+    """A process that holds the lock for good (stopped in a debugger, hung) is named, not waited for forever."""
+    x = torch.randn(2, 4)
+    ep, configs = _export(Affine(), x), {}
+    path = compile_lock.lock_path(compile_lock.program_key(ep, configs))
+    spawn = multiprocessing.get_context("spawn")
+    held, released = spawn.Event(), spawn.Value("d", 0.0)
+    holder = spawn.Process(target=_hold, args=(path, held, time.time() + 30.0, released))
+    holder.start()
+    try:
+        assert held.wait(60)
+        started = time.time()
+        with pytest.raises(TimeoutError, match=r"another process has been compiling the same program for 1 s "
+                                               r"\(it holds .*aotcuda-compile-locks.*\.lock\); nothing was compiled"):
+            with compile_lock.compiling_alone(ep, configs, wait_s=1.0):
+                pytest.fail("entered while another process held the lock")
+        assert time.time() - started < 10
+    finally:
+        holder.kill()
+        holder.join(30)
+    with compile_lock.compiling_alone(ep, configs, wait_s=5.0):  # a holder that died let go
+        assert os.path.exists(path)
