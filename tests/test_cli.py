@@ -379,6 +379,23 @@ def test_dynamic_dim_is_checked_against_the_input():
         dynamic_shapes_from(("x:0:9:4",), model, args, {})
 
 
+def one_input_for_two_factory():
+    model, (x, _) = scale_factory()
+    return model, (x,)
+
+
+def test_a_factory_whose_inputs_do_not_fit_forward_names_its_signature(runner, tmp_path):
+    """A new user's trial (2026-12-06): a factory returning one input for forward(x, angle) printed only
+    "error: TypeError: missing a required argument: 'angle'" (Python's bind inside torch.export, or inside
+    --dynamic's parsing), which names neither the model nor what was given."""
+    for dynamic in ([], ["--dynamic", "x:0:1:8"]):
+        result = runner.invoke(main, ["lower", f"{__name__}:one_input_for_two_factory", "-o", str(tmp_path / "s.pt2"),
+                                      "--device", "cpu", *dynamic])
+        assert result.exit_code == 1 and not (tmp_path / "s.pt2").exists(), result.output
+        assert ("the example inputs do not fit Scale.forward(x, angle): missing a required argument: 'angle' (given 1 "
+                "positional input)") in " ".join(result.output.split()), result.output
+
+
 def test_dynamic_dim_out_of_range_is_a_usage_error_not_an_index_error(runner, tmp_path):
     result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "s.pt2"), "--device", "cpu",
                                   "--dynamic", "x:9:2:512"])

@@ -265,6 +265,30 @@ def test_a_dynamic_shapes_key_forward_does_not_take_is_named_with_the_arguments(
     assert "draft_export" not in str(caught.value)
 
 
+def test_dynamic_shapes_keys_other_than_the_passed_arguments_are_named_before_export():
+    """A new user's trial (2026-12-06): `dynamic_shapes={"ids": ..., "scale": None, "use_relu": None}` for
+    forward(ids, scale=1.0, use_relu=False) called with (ids,), {"scale": 2.0} got torch's UserError ending in advice
+    to try draft_export(); so did a dict without a key for an argument the example call passes. torch takes exactly
+    the passed arguments as keys: the error says which key is extra or missing, and why."""
+    import aotcuda
+
+    class Tokens(torch.nn.Module):
+        def forward(self, tokens, scale=None, use_relu=False):
+            return tokens * 2
+
+    tokens = torch.randn(2, 3)
+    with pytest.raises(aotcuda.DynamicShapesError, match=r"dynamic_shapes names 'use_relu', which the example call "
+                                                          r"leaves to forward's default: leave it out of dynamic_shapes"
+                                                          r".*exactly the arguments the example call passes "
+                                                          r"\(tokens, scale\)") as caught:
+        aotcuda.lower(Tokens(), (tokens,), {"scale": torch.ones(3)}, device="cpu",
+                      dynamic_shapes={"tokens": {0: Dim("b")}, "scale": None, "use_relu": None})
+    assert "draft_export" not in str(caught.value)
+    with pytest.raises(aotcuda.DynamicShapesError, match=r"dynamic_shapes has no key for 'scale', which the example "
+                                                          r"call passes: give it a key \(None for a static input\)"):
+        aotcuda.lower(Tokens(), (tokens, torch.ones(3)), device="cpu", dynamic_shapes={"tokens": {0: Dim("b")}})
+
+
 def test_a_dynamic_shapes_dim_the_input_does_not_have_is_named_with_its_rank(monkeypatch):
     """A new user's `dynamic_shapes={"audio": {5: Dim("b")}}` for a 2-dim audio got torch's raw
     `IndexError: list assignment index out of range`. Now the error names the input, the dim, its rank and the

@@ -40,7 +40,7 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
     suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
     for each root Dim whose asked range the program does not take (``said_narrowed_roots``)."""
     dynamic_shapes = _as_structure(model, args, kwargs, dynamic_shapes)
-    _check_dynamic_shapes_names(model, dynamic_shapes)
+    _check_dynamic_shapes_names(model, dynamic_shapes, args, kwargs)
     dynamic_shapes = _dims_checked(model, args, kwargs, dynamic_shapes)
     try:
         return said_narrowed_roots(
@@ -79,15 +79,18 @@ def _as_structure(model, args, kwargs, dynamic_shapes):
     return resolve(model, args, kwargs or None)
 
 
-def _check_dynamic_shapes_names(model, dynamic_shapes) -> None:
+def _check_dynamic_shapes_names(model, dynamic_shapes, args=(), kwargs=None) -> None:
     """DynamicShapesError when ``dynamic_shapes`` is a dict with a key that is not an argument of the model's
-    forward: torch's own error for it ends with advice to try ``draft_export()``, which is not aotcuda's."""
+    forward, or whose keys are not the arguments the example call passes (torch takes exactly those: a key for an
+    argument left to forward's default, or none for one passed, is refused too): torch's own error for it ends
+    with advice to try ``draft_export()``, which is not aotcuda's."""
     if not isinstance(dynamic_shapes, dict) or not isinstance(model, torch.nn.Module):
         return
     try:
-        parameters = inspect.signature(model.forward).parameters.values()
+        signature = inspect.signature(model.forward)
     except (TypeError, ValueError):  # a forward without a signature Python can read: torch says what it says
         return
+    parameters = signature.parameters.values()
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
         return
     names = [p.name for p in parameters]
@@ -98,6 +101,25 @@ def _check_dynamic_shapes_names(model, dynamic_shapes) -> None:
             f"dynamic_shapes names {shown}, which {type(model).__name__}.forward does not take: its arguments are "
             f"{', '.join(names) or 'none'}. Key dynamic_shapes by those names (e.g. {{{names[0] if names else 'x'!r}: "
             "{0: Dim('batch')}}), or give a tuple with one entry per argument, in order")
+    try:
+        passed = list(signature.bind(*args, **(kwargs or {})).arguments)
+    except TypeError:  # the example call does not fit forward: torch.export says so
+        return
+    left_out = [key for key in dynamic_shapes if key not in passed]
+    missing = [name for name in passed if name not in dynamic_shapes]
+    if left_out or missing:
+        said = []
+        if left_out:
+            said.append(f"names {', '.join(repr(clipped(str(key), 60)) for key in left_out[:5])}, which the example "
+                        "call leaves to forward's default: leave "
+                        f"{'it' if len(left_out) == 1 else 'them'} out of dynamic_shapes (or pass "
+                        f"{'it' if len(left_out) == 1 else 'them'} in the example call)")
+        if missing:
+            said.append(f"has no key for {', '.join(repr(name) for name in missing[:5])}, which the example call "
+                        f"passes: give {'it' if len(missing) == 1 else 'each'} a key (None for a static input)")
+        raise DynamicShapesError(
+            f"dynamic_shapes {'; and it '.join(said)}. torch.export takes a dict keyed by exactly the arguments the "
+            f"example call passes ({', '.join(passed) or 'none'})")
 
 
 def _dims_checked(model, args, kwargs, dynamic_shapes):
