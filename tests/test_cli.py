@@ -247,6 +247,33 @@ def test_ctrl_c_during_lower_prints_what_was_left_and_exits_130(runner, tmp_path
     assert package.read_bytes() == earlier and os.listdir(tmp_path) == ["s.pt2"]
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, on purpose
+def test_a_ctrl_c_python_drops_in_a_weakref_callback_still_stops_lower(runner, tmp_path, monkeypatch):
+    """A new user's trial (2026-12-06): one Ctrl-C in four during `aotcuda lower` was raised inside one of torch's
+    weakref callbacks, where Python drops it ("Exception ignored in: ... KeyboardInterrupt"), and the command wrote
+    the package and exited 0. The command now sees the SIGINT itself and stops at the step's end: 130, no package."""
+    import signal
+    import weakref
+
+    import aotcuda.lowering.pipeline
+
+    def compile_interrupted_in_a_callback(*args):
+        class Owner:
+            pass
+
+        owner = Owner()
+        ref = weakref.ref(owner, lambda _: signal.raise_signal(signal.SIGINT))  # noqa: F841 - kept until del
+        del owner  # the callback runs here, and the KeyboardInterrupt raised in it is dropped
+
+    monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", compile_interrupted_in_a_callback)
+    package = tmp_path / "s.pt2"
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(package), "--device", "cpu"])
+    assert result.exit_code == 130, result.output
+    assert f"No package was written to {package}.\nAborted!" in result.output
+    assert not package.exists() and os.listdir(tmp_path) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler is back
+
+
 class TokenPositions(torch.nn.Module):
     """Token positions index a table of 128 rows: a --dynamic range past 128 is a constraint violation."""
 
