@@ -226,6 +226,7 @@ def test_a_root_min_the_trace_assumed_away_is_said_at_lowering():
     with pytest.warns(UserWarning, match=r"asked for min 1, but the program takes seq in \[2, 32\]: .*seq != 1"):
         shape = _derived_root_range(reshape=True)
     assert shape["min"] == 16 and "assuming seq != 1" in shape["narrowed"]  # what a refusal at run time says
+    assert shape["narrowed_bounds"] == ["min"]  # the max is as asked: a size above it gets the wider-Dim advice
 
 
 class Branch(torch.nn.Module):
@@ -248,6 +249,7 @@ def test_a_root_max_torch_narrowed_for_a_guard_is_said_at_lowering():
         ep = export_program(Branch(), (torch.randn(2, 8),), {}, {"x": {1: 2 * Dim("m", min=2, max=64)}}, narrowed)
     shape = signature_from_exported_program(ep, narrowed=narrowed)["inputs"][0]["shape"][1]
     assert shape["max"] == 64 and "asked for m with max 64" in shape["narrowed"], shape
+    assert shape["narrowed_bounds"] == ["max"], shape
 
 
 def test_a_dynamic_shapes_key_forward_does_not_take_is_named_with_the_arguments():

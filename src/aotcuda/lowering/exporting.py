@@ -214,7 +214,7 @@ def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str,
                "torch.export gives the root of a derived Dim min 2 (its 0/1 specialization) and traced the model "
                f"for {name} >= 2")
         if narrowed is not None:
-            narrowed[symbol] = f"lowering was asked for {name} >= {low}, but {why}"
+            _add_reason(narrowed, symbol, f"lowering was asked for {name} >= {low}, but {why}", "min")
         upper = _as_int(got.upper)
         warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for min {low}, but the program "
                       f"takes {name} in [2, {'inf' if upper is None else upper}]: {why}, so the program refuses sizes "
@@ -223,6 +223,25 @@ def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str,
                                                        if failing is not None else "") + ".",
                       UserWarning, stacklevel=6)  # lower()'s caller: here, export_program, before_compile, lower()
     return ep
+
+
+class NarrowedReason(str):
+    """Why a root Dim's range is narrower than asked (the text a refusal says), with ``bounds``: the ends of the
+    asked range the program does not take, ("min",), ("max",) or both. Why: a size past the other end (above an
+    asked max of 4096 where only the min was narrowed) was refused with the narrowing's reason and no advice to
+    widen the Dim, which is the fix there (a new user's trial, 2026-12-06)."""
+
+    bounds: tuple[str, ...] = ()
+
+
+def _add_reason(narrowed: dict[str, str] | None, symbol: str, text: str, bound: str) -> None:
+    """``narrowed[symbol]`` with this reason added (a root narrowed at both ends keeps both reasons)."""
+    if narrowed is None:
+        return
+    earlier = narrowed.get(symbol)
+    reason = NarrowedReason(text if earlier is None else f"{earlier}; {text}")
+    reason.bounds = tuple(sorted({*getattr(earlier, "bounds", ()), bound}))
+    narrowed[symbol] = reason
 
 
 def _say_narrowed_max(ep: ExportedProgram, key, symbol: str, name: str, high: int | None, got_high: int | None,
@@ -240,7 +259,7 @@ def _say_narrowed_max(ep: ExportedProgram, key, symbol: str, name: str, high: in
     why = (f"torch.export traced the model assuming {failing}" if failing is not None else
            f"torch.export narrowed it to what the model's guards need")
     if narrowed is not None:
-        narrowed[symbol] = f"lowering was asked for {name} with {asked}, but {why}"
+        _add_reason(narrowed, symbol, f"lowering was asked for {name} with {asked}, but {why}", "max")
     warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for {asked}, but the program takes "
                   f"{name} up to {got_high}: {why}, so the program refuses sizes with {name} > {got_high}, and says "
                   f"why. Give {name} max={got_high} to lower it as it is, or change the model's line that needs it "
