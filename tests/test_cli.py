@@ -272,6 +272,9 @@ def test_a_ctrl_c_python_drops_in_a_weakref_callback_still_stops_lower(runner, t
     assert f"No package was written to {package}.\nAborted!" in result.output
     assert not package.exists() and os.listdir(tmp_path) == []
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler is back
+    result = runner.invoke(main, ["demo", "--device", "cpu", "--seq", "4", "--calls", "1", "-o", str(package)])
+    assert result.exit_code == 130 and "No package was written" in result.output, result.output  # the demo too
+    assert not package.exists() and os.listdir(tmp_path) == []
 
 
 class TokenPositions(torch.nn.Module):

@@ -486,9 +486,11 @@ def demo(device, dtype, batch, seq, calls, output, save_inputs):
     if save_inputs:
         save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the demo's input")
     status_console.print(f"Lowering the attention block for {device} ...")
-    with _StepProgress(transient=True) as progress:
+    with _StepProgress(transient=True) as progress, _interrupts_seen() as interrupts:
         result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, package_path=output,
-                          progress=progress)
+                          progress=_stopping_on(interrupts, progress))
+        if interrupts:  # a Ctrl-C Python dropped after the lowering (while timing): stop before the table
+            raise KeyboardInterrupt
     console.print(_demo_table(result))
     if output is not None:  # after the table, unwrapped: a path is copied from here
         console.print(f"package kept: {result.lowered.package_path}", highlight=False, markup=False, soft_wrap=True)
