@@ -247,6 +247,36 @@ def test_ctrl_c_during_lower_prints_what_was_left_and_exits_130(runner, tmp_path
     assert package.read_bytes() == earlier and os.listdir(tmp_path) == ["s.pt2"]
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, on purpose
+def test_a_ctrl_c_python_drops_in_a_weakref_callback_still_stops_lower(runner, tmp_path, monkeypatch):
+    """A new user's trial (2026-12-06): one Ctrl-C in four during `aotcuda lower` was raised inside one of torch's
+    weakref callbacks, where Python drops it ("Exception ignored in: ... KeyboardInterrupt"), and the command wrote
+    the package and exited 0. The command now sees the SIGINT itself and stops at the step's end: 130, no package."""
+    import signal
+    import weakref
+
+    import aotcuda.lowering.pipeline
+
+    def compile_interrupted_in_a_callback(*args):
+        class Owner:
+            pass
+
+        owner = Owner()
+        ref = weakref.ref(owner, lambda _: signal.raise_signal(signal.SIGINT))  # noqa: F841 - kept until del
+        del owner  # the callback runs here, and the KeyboardInterrupt raised in it is dropped
+
+    monkeypatch.setattr(aotcuda.lowering.pipeline, "_compile", compile_interrupted_in_a_callback)
+    package = tmp_path / "s.pt2"
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(package), "--device", "cpu"])
+    assert result.exit_code == 130, result.output
+    assert f"No package was written to {package}.\nAborted!" in result.output
+    assert not package.exists() and os.listdir(tmp_path) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler is back
+    result = runner.invoke(main, ["demo", "--device", "cpu", "--seq", "4", "--calls", "1", "-o", str(package)])
+    assert result.exit_code == 130 and "No package was written" in result.output, result.output  # the demo too
+    assert not package.exists() and os.listdir(tmp_path) == []
+
+
 class TokenPositions(torch.nn.Module):
     """Token positions index a table of 128 rows: a --dynamic range past 128 is a constraint violation."""
 
@@ -377,6 +407,23 @@ def test_dynamic_dim_is_checked_against_the_input():
         dynamic_shapes_from(("x:-3:2:512",), model, args, {})
     with pytest.raises(click.BadParameter, match=r"MIN 9 is above MAX 4"):
         dynamic_shapes_from(("x:0:9:4",), model, args, {})
+
+
+def one_input_for_two_factory():
+    model, (x, _) = scale_factory()
+    return model, (x,)
+
+
+def test_a_factory_whose_inputs_do_not_fit_forward_names_its_signature(runner, tmp_path):
+    """A new user's trial (2026-12-06): a factory returning one input for forward(x, angle) printed only
+    "error: TypeError: missing a required argument: 'angle'" (Python's bind inside torch.export, or inside
+    --dynamic's parsing), which names neither the model nor what was given."""
+    for dynamic in ([], ["--dynamic", "x:0:1:8"]):
+        result = runner.invoke(main, ["lower", f"{__name__}:one_input_for_two_factory", "-o", str(tmp_path / "s.pt2"),
+                                      "--device", "cpu", *dynamic])
+        assert result.exit_code == 1 and not (tmp_path / "s.pt2").exists(), result.output
+        assert ("the example inputs do not fit Scale.forward(x, angle): missing a required argument: 'angle' (given 1 "
+                "positional input)") in " ".join(result.output.split()), result.output
 
 
 def test_dynamic_dim_out_of_range_is_a_usage_error_not_an_index_error(runner, tmp_path):

@@ -27,9 +27,11 @@ import logging
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 import unicodedata
 import warnings
@@ -484,9 +486,11 @@ def demo(device, dtype, batch, seq, calls, output, save_inputs):
     if save_inputs:
         save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the demo's input")
     status_console.print(f"Lowering the attention block for {device} ...")
-    with _StepProgress(transient=True) as progress:
+    with _StepProgress(transient=True) as progress, _interrupts_seen() as interrupts:
         result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, package_path=output,
-                          progress=progress)
+                          progress=_stopping_on(interrupts, progress))
+        if interrupts:  # a Ctrl-C Python dropped after the lowering (while timing): stop before the table
+            raise KeyboardInterrupt
     console.print(_demo_table(result))
     if output is not None:  # after the table, unwrapped: a path is copied from here
         console.print(f"package kept: {result.lowered.package_path}", highlight=False, markup=False, soft_wrap=True)
@@ -565,15 +569,21 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
         save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the example inputs")
     model, args, kwargs = model_and_inputs(call_factory(factory))
     dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
-    with _StepProgress() as progress, warnings.catch_warnings(), _without_inductor_shim_notes():
+    with _StepProgress() as progress, _interrupts_seen() as interrupts, warnings.catch_warnings(), \
+            _without_inductor_shim_notes():
         warnings.filterwarnings("ignore", message=".*proxy executor", category=UserWarning)  # said below
         try:
             lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=device,
-                            package_path=output, allow_fallbacks=allow_fallbacks, progress=progress)
+                            package_path=output, allow_fallbacks=allow_fallbacks,
+                            progress=_stopping_on(interrupts, progress))
         except DynamicShapesError as error:
             error.command_line_hints = _dynamic_fix_hints(str(error), dynamic, "\n".join(
                 map(str, getattr(error, "__notes__", ()))))
             raise
+        if interrupts:  # a Ctrl-C Python dropped after the last step: the package is there, the command still stops
+            interrupt = KeyboardInterrupt()
+            interrupt.add_note(f"The package was written to {lowered.package_path} before the interrupt took effect.")
+            raise interrupt
     if save_inputs:
         _saved({"args": args, "kwargs": kwargs}, save_inputs)
     console.print(f"wrote {lowered.package_path} ({lowered.device}; "
@@ -590,6 +600,47 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
         status_console.print(f"warning: {ops} run through AOTInductor's proxy executor: `aotcuda run` and aotcuda.load "
                              f"cannot run this package, torch._inductor.aoti_load_package can",
                              highlight=False, markup=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _interrupts_seen():
+    """The SIGINTs that arrive in the block (a list, one entry each), each still raising KeyboardInterrupt as
+    Python's own handler does.
+
+    Why: Python drops an exception raised in a weakref callback or a __del__ ("Exception ignored in: ..."), and the
+    KeyboardInterrupt of a Ctrl-C is raised wherever the main thread runs, often in one of torch's weakref callbacks
+    while Inductor compiles: in a new user's trial (2026-12-06) one Ctrl-C in four during `aotcuda lower` printed
+    "Exception ignored in: <function WeakIdKeyDictionary.__init__.<locals>.remove ...> ... KeyboardInterrupt", and the
+    command went on to write the package and exit 0. With the list, the command stops at the next step's end
+    (``_stopping_on``). Outside the main thread, or where another handler than Python's is set, nothing changes."""
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield seen
+        return
+
+    def interrupted(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stopping_on(interrupts: list, progress):
+    """lower()'s progress callback that raises KeyboardInterrupt at a step's end once ``interrupts`` holds one: a
+    Ctrl-C whose own KeyboardInterrupt Python dropped (``_interrupts_seen``) still stops the lowering, inside it, so
+    that its partial build is removed and the note says no package was written."""
+
+    def checked(step: str, seconds: float | None) -> None:
+        progress(step, seconds)
+        if seconds is not None and interrupts:
+            raise KeyboardInterrupt
+
+    return checked
 
 
 class _DropShimNotes(logging.Filter):

@@ -183,6 +183,9 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
     """
     if not options:
         return None
+    from aotcuda.lowering.pipeline import check_example_call
+
+    check_example_call(model, args, kwargs)  # inputs that do not fit forward: said as lower() says it
     bound = pyinspect.signature(model.forward).bind(*args, **kwargs)
     shapes = {name: None for name in bound.arguments}
     dims, first_option = {}, {}

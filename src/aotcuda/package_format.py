@@ -103,7 +103,9 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
         | {"expr": "s77", "min": 2, "max": 64}      # symbolic: an expression of the input symbols, in the
                                                     # grammar below; "max": null means unbounded; an input
                                                     # dim may add "narrowed": "why" where its range is
-                                                    # narrower than lowering was asked (a refusal says it)
+                                                    # narrower than lowering was asked (a refusal says it),
+                                                    # and "narrowed_bounds": ["min"] / ["max"] / both, the
+                                                    # ends concerned (without it: both)
     IndexRange = {"min": Bound, "max": Bound,       # eager's range of the index there, as the input's
                   "reason": "aten.embedding.default over 128 rows of emb.weight, at model.py:12: ..."}
     Bound = -128                                    # a static bound, or

@@ -226,6 +226,7 @@ def test_a_root_min_the_trace_assumed_away_is_said_at_lowering():
     with pytest.warns(UserWarning, match=r"asked for min 1, but the program takes seq in \[2, 32\]: .*seq != 1"):
         shape = _derived_root_range(reshape=True)
     assert shape["min"] == 16 and "assuming seq != 1" in shape["narrowed"]  # what a refusal at run time says
+    assert shape["narrowed_bounds"] == ["min"]  # the max is as asked: a size above it gets the wider-Dim advice
 
 
 class Branch(torch.nn.Module):
@@ -248,6 +249,7 @@ def test_a_root_max_torch_narrowed_for_a_guard_is_said_at_lowering():
         ep = export_program(Branch(), (torch.randn(2, 8),), {}, {"x": {1: 2 * Dim("m", min=2, max=64)}}, narrowed)
     shape = signature_from_exported_program(ep, narrowed=narrowed)["inputs"][0]["shape"][1]
     assert shape["max"] == 64 and "asked for m with max 64" in shape["narrowed"], shape
+    assert shape["narrowed_bounds"] == ["max"], shape
 
 
 def test_a_dynamic_shapes_key_forward_does_not_take_is_named_with_the_arguments():
@@ -263,6 +265,30 @@ def test_a_dynamic_shapes_key_forward_does_not_take_is_named_with_the_arguments(
                                                           r"take: its arguments are tokens, scale\. .*'tokens'") as caught:
         aotcuda.lower(Tokens(), (torch.randn(2, 3),), dynamic_shapes={"toks": {1: torch.export.Dim("s")}}, device="cpu")
     assert "draft_export" not in str(caught.value)
+
+
+def test_dynamic_shapes_keys_other_than_the_passed_arguments_are_named_before_export():
+    """A new user's trial (2026-12-06): `dynamic_shapes={"ids": ..., "scale": None, "use_relu": None}` for
+    forward(ids, scale=1.0, use_relu=False) called with (ids,), {"scale": 2.0} got torch's UserError ending in advice
+    to try draft_export(); so did a dict without a key for an argument the example call passes. torch takes exactly
+    the passed arguments as keys: the error says which key is extra or missing, and why."""
+    import aotcuda
+
+    class Tokens(torch.nn.Module):
+        def forward(self, tokens, scale=None, use_relu=False):
+            return tokens * 2
+
+    tokens = torch.randn(2, 3)
+    with pytest.raises(aotcuda.DynamicShapesError, match=r"dynamic_shapes names 'use_relu', which the example call "
+                                                          r"leaves to forward's default: leave it out of dynamic_shapes"
+                                                          r".*exactly the arguments the example call passes "
+                                                          r"\(tokens, scale\)") as caught:
+        aotcuda.lower(Tokens(), (tokens,), {"scale": torch.ones(3)}, device="cpu",
+                      dynamic_shapes={"tokens": {0: Dim("b")}, "scale": None, "use_relu": None})
+    assert "draft_export" not in str(caught.value)
+    with pytest.raises(aotcuda.DynamicShapesError, match=r"dynamic_shapes has no key for 'scale', which the example "
+                                                          r"call passes: give it a key \(None for a static input\)"):
+        aotcuda.lower(Tokens(), (tokens, torch.ones(3)), device="cpu", dynamic_shapes={"tokens": {0: Dim("b")}})
 
 
 def test_a_dynamic_shapes_dim_the_input_does_not_have_is_named_with_its_rank(monkeypatch):

@@ -242,6 +242,22 @@ def test_a_package_path_passed_as_the_third_positional_argument_gets_the_fix(tmp
     assert not path.exists()
 
 
+def test_example_inputs_that_do_not_fit_forward_name_its_signature():
+    """A new user's trial (2026-12-06): a factory returning one input for forward(x, y) made `aotcuda lower` print
+    only "error: TypeError: missing a required argument: 'y'" (Python's bind, inside torch.export). The error now
+    names the model's forward and what was given, before export."""
+    class TwoArgs(torch.nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    with pytest.raises(TypeError, match=r"the example inputs do not fit TwoArgs\.forward\(x, y\): missing a required "
+                                        r"argument: 'y' \(given 1 positional input\); pass them as you would call"):
+        aotcuda.lower(TwoArgs(), (torch.randn(3),), device="cpu")
+    with pytest.raises(TypeError, match=r"TwoArgs\.forward\(x, y\): got an unexpected keyword argument 'z' \(given 1 "
+                                        r"positional input, keywords y, z\)"):
+        aotcuda.lower(TwoArgs(), (torch.randn(3),), {"y": torch.randn(3), "z": 1}, device="cpu")
+
+
 def test_named_tuple_outputs_come_back_as_a_tuple_and_topk_is_a_library_kernel(tmp_path):
     lowered = aotcuda.lower(Router(), (torch.randn(6, 4),), device="cpu", package_path=tmp_path / "router.pt2")
     assert lowered.fallback_kernels == []

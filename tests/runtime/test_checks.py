@@ -181,6 +181,31 @@ def test_a_range_narrowed_at_lowering_is_refused_with_why_not_with_widen_the_dim
                               "shape": [{"expr": "s1", "min": 2, "max": 8, "narrowed": ["not", "text"]}]})
 
 
+def test_a_size_past_the_end_lowering_did_not_narrow_gets_the_wider_dim_advice():
+    """A new user's trial (2026-12-06): --dynamic x:1:16:4096:blocks*16 gave 16*blocks in [32, 4096] (torch's min 2
+    for blocks), and x of 4112 columns was refused with the min's reason ("lowering was asked for blocks >= 1 ...")
+    and no advice to widen the Dim, where the max, 4096, was the asked one and a wider Dim is the fix. The
+    signature's "narrowed_bounds" says which ends were narrowed; without it (older packages) both count."""
+    why = "lowering was asked for blocks >= 1, but torch.export traced the model assuming blocks != 1"
+    dim = {"expr": "16*s1", "min": 32, "max": 4096, "narrowed": why, "narrowed_bounds": ["min"]}
+    spec = TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu", "shape": [dim]}, {"s1": "blocks"})
+    with pytest.raises(InputError) as above:
+        check_inputs([torch.randn(4112)], [spec], [], CPU, 1)
+    assert "outside the exported range [32, 4096] of 16*blocks; pass a size in that range, or re-export with a " \
+           "wider torch.export.Dim" in str(above.value) and why not in str(above.value) and above.value.advice
+    with pytest.raises(InputError, match=r"which lowering narrowed from the range it was asked \(lowering was asked "
+                                         r"for blocks >= 1"):
+        check_inputs([torch.randn(16)], [spec], [], CPU, 1)
+    older = TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu",
+                                  "shape": [{**dim, "narrowed_bounds": None}]}, {"s1": "blocks"})
+    with pytest.raises(InputError, match="which lowering narrowed"):
+        check_inputs([torch.randn(4112)], [older], [], CPU, 1)
+    for bad in (["low"], [], "min"):
+        with pytest.raises(ValueError, match="'narrowed_bounds'"):
+            TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu",
+                                  "shape": [{**dim, "narrowed_bounds": bad}]})
+
+
 POSITION = [TensorSpec.from_json({"name": "pos", "dtype": "int64", "device": "cpu", "shape": [1]}),
             TensorSpec.from_json({"name": "grid", "dtype": "float32", "device": "cpu", "shape": [2, 3]})]
 

@@ -4,6 +4,7 @@ import json
 import zipfile
 
 import pytest
+import torch
 
 from aotcuda.errors import PackageError
 from aotcuda.package_format import write_signature
@@ -68,6 +69,26 @@ def test_not_a_zip(tmp_path):
 def test_package_without_a_compiled_model_is_refused(tmp_path, entries, message):
     with pytest.raises(PackageError, match=message):
         load(write_zip(tmp_path / "bad.pt2", entries))
+
+
+def test_a_torch_export_save_or_torch_save_file_is_named_as_such(tmp_path):
+    """A new user's trial (2026-12-06): aotcuda.load / `aotcuda inspect` of a torch.export.save archive (a .pt2 too)
+    or of a torch.save inputs file said only "holds no AOTInductor model"; the error now says what the file is."""
+
+    class AddOne(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    exported = tmp_path / "exported.pt2"
+    torch.export.save(torch.export.export(AddOne(), (torch.ones(2),)), exported)
+    with pytest.raises(PackageError, match=r"holds no AOTInductor model .*: it is a torch\.export\.save archive "
+                                           r"\(an ExportedProgram, not compiled\)\. Compile it first: aotcuda\.lower"):
+        load(exported)
+    saved = tmp_path / "inputs.pt"
+    torch.save({"x": torch.ones(2)}, saved)
+    with pytest.raises(PackageError, match=r"holds no AOTInductor model .*: it is a torch\.save file \(inputs, "
+                                           r"outputs or a state dict\), not a package"):
+        load(saved)
 
 
 def test_unknown_model_name_lists_the_models(twice_pt2):

@@ -40,7 +40,7 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
     suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
     for each root Dim whose asked range the program does not take (``said_narrowed_roots``)."""
     dynamic_shapes = _as_structure(model, args, kwargs, dynamic_shapes)
-    _check_dynamic_shapes_names(model, dynamic_shapes)
+    _check_dynamic_shapes_names(model, dynamic_shapes, args, kwargs)
     dynamic_shapes = _dims_checked(model, args, kwargs, dynamic_shapes)
     try:
         return said_narrowed_roots(
@@ -79,15 +79,18 @@ def _as_structure(model, args, kwargs, dynamic_shapes):
     return resolve(model, args, kwargs or None)
 
 
-def _check_dynamic_shapes_names(model, dynamic_shapes) -> None:
+def _check_dynamic_shapes_names(model, dynamic_shapes, args=(), kwargs=None) -> None:
     """DynamicShapesError when ``dynamic_shapes`` is a dict with a key that is not an argument of the model's
-    forward: torch's own error for it ends with advice to try ``draft_export()``, which is not aotcuda's."""
+    forward, or whose keys are not the arguments the example call passes (torch takes exactly those: a key for an
+    argument left to forward's default, or none for one passed, is refused too): torch's own error for it ends
+    with advice to try ``draft_export()``, which is not aotcuda's."""
     if not isinstance(dynamic_shapes, dict) or not isinstance(model, torch.nn.Module):
         return
     try:
-        parameters = inspect.signature(model.forward).parameters.values()
+        signature = inspect.signature(model.forward)
     except (TypeError, ValueError):  # a forward without a signature Python can read: torch says what it says
         return
+    parameters = signature.parameters.values()
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
         return
     names = [p.name for p in parameters]
@@ -98,6 +101,25 @@ def _check_dynamic_shapes_names(model, dynamic_shapes) -> None:
             f"dynamic_shapes names {shown}, which {type(model).__name__}.forward does not take: its arguments are "
             f"{', '.join(names) or 'none'}. Key dynamic_shapes by those names (e.g. {{{names[0] if names else 'x'!r}: "
             "{0: Dim('batch')}}), or give a tuple with one entry per argument, in order")
+    try:
+        passed = list(signature.bind(*args, **(kwargs or {})).arguments)
+    except TypeError:  # the example call does not fit forward: torch.export says so
+        return
+    left_out = [key for key in dynamic_shapes if key not in passed]
+    missing = [name for name in passed if name not in dynamic_shapes]
+    if left_out or missing:
+        said = []
+        if left_out:
+            said.append(f"names {', '.join(repr(clipped(str(key), 60)) for key in left_out[:5])}, which the example "
+                        "call leaves to forward's default: leave "
+                        f"{'it' if len(left_out) == 1 else 'them'} out of dynamic_shapes (or pass "
+                        f"{'it' if len(left_out) == 1 else 'them'} in the example call)")
+        if missing:
+            said.append(f"has no key for {', '.join(repr(name) for name in missing[:5])}, which the example call "
+                        f"passes: give {'it' if len(missing) == 1 else 'each'} a key (None for a static input)")
+        raise DynamicShapesError(
+            f"dynamic_shapes {'; and it '.join(said)}. torch.export takes a dict keyed by exactly the arguments the "
+            f"example call passes ({', '.join(passed) or 'none'})")
 
 
 def _dims_checked(model, args, kwargs, dynamic_shapes):
@@ -192,7 +214,7 @@ def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str,
                "torch.export gives the root of a derived Dim min 2 (its 0/1 specialization) and traced the model "
                f"for {name} >= 2")
         if narrowed is not None:
-            narrowed[symbol] = f"lowering was asked for {name} >= {low}, but {why}"
+            _add_reason(narrowed, symbol, f"lowering was asked for {name} >= {low}, but {why}", "min")
         upper = _as_int(got.upper)
         warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for min {low}, but the program "
                       f"takes {name} in [2, {'inf' if upper is None else upper}]: {why}, so the program refuses sizes "
@@ -201,6 +223,25 @@ def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str,
                                                        if failing is not None else "") + ".",
                       UserWarning, stacklevel=6)  # lower()'s caller: here, export_program, before_compile, lower()
     return ep
+
+
+class NarrowedReason(str):
+    """Why a root Dim's range is narrower than asked (the text a refusal says), with ``bounds``: the ends of the
+    asked range the program does not take, ("min",), ("max",) or both. Why: a size past the other end (above an
+    asked max of 4096 where only the min was narrowed) was refused with the narrowing's reason and no advice to
+    widen the Dim, which is the fix there (a new user's trial, 2026-12-06)."""
+
+    bounds: tuple[str, ...] = ()
+
+
+def _add_reason(narrowed: dict[str, str] | None, symbol: str, text: str, bound: str) -> None:
+    """``narrowed[symbol]`` with this reason added (a root narrowed at both ends keeps both reasons)."""
+    if narrowed is None:
+        return
+    earlier = narrowed.get(symbol)
+    reason = NarrowedReason(text if earlier is None else f"{earlier}; {text}")
+    reason.bounds = tuple(sorted({*getattr(earlier, "bounds", ()), bound}))
+    narrowed[symbol] = reason
 
 
 def _say_narrowed_max(ep: ExportedProgram, key, symbol: str, name: str, high: int | None, got_high: int | None,
@@ -218,7 +259,7 @@ def _say_narrowed_max(ep: ExportedProgram, key, symbol: str, name: str, high: in
     why = (f"torch.export traced the model assuming {failing}" if failing is not None else
            f"torch.export narrowed it to what the model's guards need")
     if narrowed is not None:
-        narrowed[symbol] = f"lowering was asked for {name} with {asked}, but {why}"
+        _add_reason(narrowed, symbol, f"lowering was asked for {name} with {asked}, but {why}", "max")
     warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for {asked}, but the program takes "
                   f"{name} up to {got_high}: {why}, so the program refuses sizes with {name} > {got_high}, and says "
                   f"why. Give {name} max={got_high} to lower it as it is, or change the model's line that needs it "

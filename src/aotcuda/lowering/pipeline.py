@@ -34,6 +34,7 @@ import contextvars
 import copy
 import dataclasses
 import errno
+import inspect
 import logging
 import os
 import shutil
@@ -490,6 +491,7 @@ def _on_device(model: torch.nn.Module, args: tuple, kwargs: dict, device: torch.
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     _refuse_numpy_inputs(args, kwargs)
+    check_example_call(model, args, kwargs)
     tensors = [*model.parameters(), *model.buffers()]
     if any(_differs(t.device, device) for t in tensors):
         model = copy.deepcopy(model).to(device)
@@ -514,6 +516,23 @@ def _refuse_numpy_inputs(args: tuple, kwargs: dict) -> None:
             raise TypeError(f"example input {where} is a NumPy {'array' if array else 'scalar'} "
                             f"({type(value).__module__}.{type(value).__name__}); torch.export traces tensors: pass "
                             f"{fix} in its place")
+
+
+def check_example_call(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """A TypeError naming forward's arguments where the example inputs do not fit them. torch.export raised
+    Python's bare ``TypeError: missing a required argument: 'y'`` for it (``aotcuda lower`` printed that alone,
+    after its "to device" line: a new user's trial, 2026-12-06), which names neither the model nor its inputs."""
+    try:
+        signature = inspect.signature(model.forward)
+    except (TypeError, ValueError):  # a forward without a signature Python can read: torch says what it says
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"the example inputs do not fit {type(model).__name__}.forward{signature}: {exc} "
+                        f"(given {len(args)} positional input{'' if len(args) == 1 else 's'}"
+                        f"{', keywords ' + ', '.join(map(str, kwargs)) if kwargs else ''}); pass them as you would "
+                        "call the model") from None
 
 
 def _differs(have: torch.device, want: torch.device) -> bool:

@@ -162,6 +162,8 @@ def _mark_narrowed(inputs: list[dict], narrowed: dict[str, str]) -> None:
         why = [text for symbol, text in narrowed.items() if re.search(rf"\b{re.escape(symbol)}\b", dim["expr"])]
         if why:
             dim["narrowed"] = "; ".join(why)
+            if all(getattr(text, "bounds", ()) for text in why):  # which ends: the refusal says why only there
+                dim["narrowed_bounds"] = sorted({bound for text in why for bound in text.bounds})
 
 
 def mutated_user_inputs(ep) -> set[str]:

@@ -316,7 +316,8 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
                                  f"{spec.shape_text()}); pass that size, or re-export with a torch.export.Dim there",
                                  advice=(Advice("dynamic_shapes", "dynamic there", relower=True),))
             continue
-        if (size < dim.min or (dim.max is not None and size > dim.max)) and dim.narrowed:
+        past = "min" if size < dim.min else "max" if dim.max is not None and size > dim.max else None
+        if past is not None and dim.narrowed and (dim.narrowed_bounds is None or past in dim.narrowed_bounds):
             raise InputError(f"{where}, outside the exported range [{dim.min}, "
                              f"{'inf' if dim.max is None else dim.max}] of {dim.shown}, which lowering narrowed from "
                              f"the range it was asked ({dim.narrowed}); pass a size in that range, or lower "

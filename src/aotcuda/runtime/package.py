@@ -88,6 +88,20 @@ def _listed(names: list[str], most: int = 10) -> str:
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
+def _what_it_is(names: list[str]) -> str:
+    """What an archive without a compiled model is, where its entries say it, and the fix. A new user's trial
+    (2026-12-06): a torch.export.save file (also a .pt2) and a torch.save file of inputs were both refused as
+    holding "no AOTInductor model", which does not say that neither was ever compiled."""
+    root = _archive_root(names)
+    if any(name.startswith(f"{root}models/") and name.endswith(".json") for name in names):
+        return (": it is a torch.export.save archive (an ExportedProgram, not compiled). Compile it first: "
+                "aotcuda.lower(model, args, ...) on the model it was exported from, or `aotcuda lower`")
+    if f"{root}data.pkl" in names:
+        return (": it is a torch.save file (inputs, outputs or a state dict), not a package. aotcuda.lower and "
+                "`aotcuda lower` write packages; `aotcuda run PACKAGE --inputs FILE` takes such a file as inputs")
+    return ""
+
+
 def _pick_model(path: str, names: list[str], model_name: str | None) -> str:
     found = model_names(names)
     if model_name is not None:
@@ -95,7 +109,8 @@ def _pick_model(path: str, names: list[str], model_name: str | None) -> str:
             raise PackageError(f"{path!r} has no model {model_name!r}; it has: {_listed(found) or 'none'}")
         return model_name
     if not found:
-        raise PackageError(f"{path!r} holds no AOTInductor model (no data/aotinductor/<model>/ folder)")
+        raise PackageError(f"{path!r} holds no AOTInductor model (no data/aotinductor/<model>/ folder)"
+                           f"{_what_it_is(names)}")
     if len(found) > 1 and "model" not in found:
         raise PackageError(f"{path!r} holds several models ({_listed(found)}); pass model_name=")
     return "model" if "model" in found else found[0]

@@ -47,6 +47,7 @@ class DimSpec:
     max: int | None = None  # None: unbounded
     user_expr: str | None = None
     narrowed: str | None = None  # why the range is narrower than the lowering was asked (the signature's "narrowed")
+    narrowed_bounds: tuple[str, ...] | None = None  # the ends "narrowed" is about ("min", "max"); None: both
 
     def __post_init__(self):
         if self.size is not None:  # a static dim's range is its size, not the dataclass defaults [0, None]
@@ -59,7 +60,8 @@ class DimSpec:
     @classmethod
     def from_json(cls, dim, dim_names: dict[str, str] | None = None) -> DimSpec:
         """A dim from the signature: a size (an int ≥ 0), or {"expr": str, "min": int, "max": int | null} with an
-        optional "narrowed": str (shown at most NARROWED_CHARS characters).
+        optional "narrowed": str (shown at most NARROWED_CHARS characters) and "narrowed_bounds": ["min"], ["max"]
+        or both.
         Raises ValueError for anything else: every field is checked here, once, so that no call meets a
         value of the wrong type later (a "max" of "64" raised a raw TypeError at every call)."""
         if _is_int(dim):
@@ -81,9 +83,14 @@ class DimSpec:
         narrowed = dim.get("narrowed")
         if not (narrowed is None or isinstance(narrowed, str)):
             raise ValueError(f"the dim {dim['expr']!r} has a 'narrowed' of {_clipped(narrowed)}; it is a string")
+        bounds = dim.get("narrowed_bounds")
+        if not (bounds is None or (isinstance(bounds, list) and bounds and all(b in ("min", "max") for b in bounds))):
+            raise ValueError(f"the dim {dim['expr']!r} has a 'narrowed_bounds' of {_clipped(bounds)}; it is a list of "
+                             "'min' and 'max'")
         named = under_dim_names(dim["expr"], dim_names)
         return cls(expr=dim["expr"], min=low or 0, max=high, user_expr=named if named != dim["expr"] else None,
-                   narrowed=None if narrowed is None else clipped(narrowed, NARROWED_CHARS))
+                   narrowed=None if narrowed is None else clipped(narrowed, NARROWED_CHARS),
+                   narrowed_bounds=None if bounds is None else tuple(bounds))
 
     @property
     def data_dependent(self) -> bool:
