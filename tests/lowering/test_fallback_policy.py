@@ -33,6 +33,14 @@ def test_a_known_custom_op_gets_its_fix_in_the_message():
     assert 'experts_implementation="batched_mm"' in message
 
 
+def test_boolean_mask_indexing_gets_the_fixed_shape_fix():
+    """A new user's trial (2026-12-06): x[x > 0] (the index_Tensor kernel) got only the advice on complex math."""
+    kernel = FallbackKernel("aoti_torch_cpu_index_Tensor", "index_Tensor", ["index"], ["m.py:3 in forward: x[x > 0]"])
+    message = missing_kernels_message("forward", [kernel])
+    assert "  index_Tensor: indexing by a boolean mask (x[mask])" in message
+    assert "torch.where(mask, x, 0)" in message
+
+
 def test_a_refusal_that_is_not_a_missing_rule_gets_advice_that_fits_it():
     # A complex program input written in place: the pass refuses at the op that writes it (mul, which has a
     # rule), and Inductor's copy back into the input has no node. The advice follows the reason (a new

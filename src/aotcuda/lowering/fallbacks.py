@@ -68,6 +68,10 @@ KNOWN_FIXES = {
         "transformers' MoE experts call it for non-bfloat16 weights under export; build the model with "
         "experts_implementation=\"batched_mm\" (e.g. DeepseekV2Config(..., experts_implementation=\"batched_mm\") "
         "or model.set_experts_implementation(\"batched_mm\"))"),
+    # A new user's trial (2026-12-06): x[x > 0] got only the generic advice on complex math.
+    "index_Tensor": (
+        "indexing by a boolean mask (x[mask]) makes a tensor whose size the values decide; keep the shape fixed "
+        "with torch.where(mask, x, 0) (or x * mask) and select after the program, or index by integer positions"),
 }
 
 # The kernel Inductor calls for the seeds of the random numbers it generates for the program's random ops
