@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 
 import pytest
@@ -51,12 +52,13 @@ def test_the_key_is_the_programs_structure_not_its_weights():
     assert key != compile_lock.program_key(_export(Affine().double(), x.double()), configs)  # other dtypes
 
 
-def _hold(path: str, held: multiprocessing.Event, release_at: float, released: multiprocessing.Value) -> None:
+def _hold(path: str, held, release, released) -> None:
+    """Hold the lock at `path` until `release` is set (at most 120 s), recording the time it lets go."""
     import filelock
 
     with filelock.FileLock(path):
         held.set()
-        time.sleep(max(0.0, release_at - time.time()))
+        release.wait(120)
         released.value = time.time()
 
 
@@ -76,20 +78,22 @@ def test_lower_waits_for_another_process_compiling_the_same_program(tmp_path, mo
     key = entered.pop()[1]
 
     spawn = multiprocessing.get_context("spawn")
-    held, released = spawn.Event(), spawn.Value("d", 0.0)
-    holder = spawn.Process(target=_hold, args=(compile_lock.lock_path(key), held, time.time() + 6.0, released))
+    held, release, released = spawn.Event(), spawn.Event(), spawn.Value("d", 0.0)
+    holder = spawn.Process(target=_hold, args=(compile_lock.lock_path(key), held, release, released))
     holder.start()
     try:
         assert held.wait(60), "the holder never took the lock"
-        with pytest.raises(CompileReached):
+        with pytest.raises(CompileReached):  # another program: compiled while the holder still holds its lock
             aotcuda.lower(Affine(8), (torch.randn(2, 8),), device="cpu", package_path=tmp_path / "other.pt2")
-        assert entered.pop()[0] < time.time() and not released.value  # another program: no wait
+        assert entered.pop()[1] != key and not released.value
+        threading.Timer(2.0, release.set).start()  # lets go 2 s into the next lower()
         with pytest.raises(CompileReached):
             aotcuda.lower(model, (x,), device="cpu", package_path=tmp_path / "second.pt2")
         compiled_at, second_key = entered.pop()
         assert second_key == key
         assert released.value and compiled_at >= released.value, "compiled while the other process held the lock"
     finally:
+        release.set()
         holder.join(30)
         if holder.is_alive():
             holder.kill()
@@ -101,8 +105,8 @@ def test_a_lock_held_past_the_wait_is_a_timeout_naming_it(tmp_path):
     ep, configs = _export(Affine(), x), {}
     path = compile_lock.lock_path(compile_lock.program_key(ep, configs))
     spawn = multiprocessing.get_context("spawn")
-    held, released = spawn.Event(), spawn.Value("d", 0.0)
-    holder = spawn.Process(target=_hold, args=(path, held, time.time() + 30.0, released))
+    held, release, released = spawn.Event(), spawn.Event(), spawn.Value("d", 0.0)
+    holder = spawn.Process(target=_hold, args=(path, held, release, released))  # holds until killed
     holder.start()
     try:
         assert held.wait(60)
