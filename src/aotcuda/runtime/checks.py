@@ -124,8 +124,11 @@ def _byte_range(tensor: torch.Tensor) -> tuple[int, int] | None:
 
 def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors have an element (a byte) in common. Cheap when their byte ranges are apart (the
-    usual case: two comparisons); otherwise exact, by marking a's bytes in a scratch mask the size of the
-    ranges and reading b's, so that interleaved views of one storage (x[:, ::2] and x[:, 1::2]) do not."""
+    usual case: two comparisons); otherwise exact, so that interleaved views of one storage (x[:, ::2] and
+    x[:, 1::2]) do not: by marking a's bytes in a scratch mask the size of the ranges and reading b's, or, where
+    the ranges span more bytes than the elements' addresses take (a few columns of a large table: the mask was
+    the table's size, 4 GiB for three (5, 4) column blocks of a (5, 2**28) table), by comparing the elements'
+    addresses (``_elements_meet``), so the check costs memory in proportion to the elements, never to the span."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.device != b.device:
         return False
     range_a, range_b = _byte_range(a), _byte_range(b)
@@ -133,10 +136,43 @@ def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride():
         return True
-    base = min(range_a[0], range_b[0])
-    mask = torch.zeros(max(range_a[1], range_b[1]) - base, dtype=torch.uint8, device=a.device)
+    base, span = min(range_a[0], range_b[0]), max(range_a[1], range_b[1]) - min(range_a[0], range_b[0])
+    if span > _ADDRESS_BYTES * min(a.numel(), b.numel()):
+        return _elements_meet(a, b)
+    mask = torch.zeros(span, dtype=torch.uint8, device=a.device)
     _bytes_of(mask, a, base).fill_(1)
     return bool(_bytes_of(mask, b, base).any())
+
+
+_ADDRESS_BYTES = 16  # what _elements_meet holds per element of the smaller tensor: its address, and a sorted copy
+_CHUNK = 1 << 20  # elements of the larger tensor whose addresses are made at once
+
+
+def _elements_meet(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether an element of ``a`` and one of ``b`` share a byte, from their addresses (on the CPU, whatever the
+    tensors' device): the smaller tensor's element addresses, sorted, are searched for each element of the larger,
+    a chunk at a time. For an element [s, s + size_a), the element of b that starts last before its end is the one
+    that can reach into it (b's elements all have one size)."""
+    if a.numel() < b.numel():
+        a, b = b, a
+    starts = _element_addresses(b, 0, b.numel()).sort().values
+    size_a, size_b = a.element_size(), b.element_size()
+    for first in range(0, a.numel(), _CHUNK):
+        element = _element_addresses(a, first, min(first + _CHUNK, a.numel()))
+        before = torch.searchsorted(starts, element + size_a) - 1  # the last start below each element's end
+        if bool(((before >= 0) & (starts[before.clamp(min=0)] + size_b > element)).any()):
+            return True
+    return False
+
+
+def _element_addresses(tensor: torch.Tensor, first: int, stop: int) -> torch.Tensor:
+    """The addresses (int64, on the CPU) of the tensor's elements ``first`` to ``stop`` in row-major order."""
+    index = torch.arange(first, stop, dtype=torch.int64)
+    address = torch.full_like(index, tensor.data_ptr())
+    for size, stride in zip(reversed(tensor.shape), reversed(tensor.stride())):
+        address += (index % size) * (stride * tensor.element_size())
+        index = index.div(size, rounding_mode="floor")
+    return address
 
 
 def _bytes_of(mask: torch.Tensor, tensor: torch.Tensor, base: int) -> torch.Tensor:
