@@ -476,9 +476,15 @@ class TargetDevice(click.ParamType):
 @_clean_errors
 def demo(device, dtype, batch, seq, calls, output, save_inputs):
     """Lower the built-in attention block (complex RoPE), run it, compare with eager."""
-    from aotcuda.demo import run_demo
+    from aotcuda.demo import check_demo_size, run_demo
     from aotcuda.lowering.pipeline import checked_package_path
 
+    where = torch.device(device)  # resolved by the option ("auto" is "cuda" or "cpu" here)
+    try:  # sizes the memory cannot hold are a usage error, said before the minute of lowering
+        check_demo_size(where, DTYPES[dtype] if dtype else torch.bfloat16 if where.type == "cuda" else torch.float32,
+                        batch, seq)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="'--batch' / '--seq'") from None
     if output is not None:
         output = checked_package_path(output)  # a bad -o is said before the minute of lowering
     if save_inputs:
