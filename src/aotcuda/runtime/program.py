@@ -286,7 +286,7 @@ class Program:
 
     # --- calling -------------------------------------------------------------------------------------
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):  # /: a keyword named self is the call's, refused as any unknown keyword
         """Run on the exported module's arguments; return outputs structured like the module's."""
         if not kwargs and len(args) == self._num_flat_args:
             for arg in args:  # a loop, not all(genexpr): the generator costs more than the checks
