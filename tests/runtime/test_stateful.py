@@ -207,8 +207,41 @@ def test_state_and_written_inputs_on_cuda(tmp_path, cuda_graphs):
         for call in range(1, 7):  # 3 warm-ups, the capture, 2 replays
             x, cache, idx = (t.cuda() for t in stateful_inputs())
             want = eager(x, cache.clone(), idx)
-            given = cache.clone().t().contiguous().t()  # transposed: copied in, written back
+            given = cache.clone().t().contiguous().t() if call % 2 else _misaligned(cache)  # each copied, written back
             got = program(x, given, idx)
             _assert_same_outputs(got, want)
             assert got[1].item() == call
             torch.testing.assert_close(given, cache + x)
+        if not cuda_graphs:
+            with pytest.raises(InputError, match=r"bind\(\) reads input 'cache' \(#1\) in place and the program "
+                                                 r"writes it, but its memory is not 16-byte aligned"):
+                program.bind([x, _misaligned(cache), idx])
+
+
+def _misaligned(tensor):
+    """``tensor``'s values in contiguous memory 4 bytes past a 16-byte boundary (a slice ``buf[1:]``): AOTInductor's
+    CUDA code clones such an input and runs on the clone, so a write the program makes there never reached the
+    caller's tensor (the breaker, 2026-12-06: measured on the H200, torch 2.11)."""
+    buffer = torch.zeros(tensor.numel() + 1, dtype=tensor.dtype, device=tensor.device)
+    given = buffer[1:].view(tensor.shape).copy_(tensor)
+    assert given.data_ptr() % 16 and given.is_contiguous()
+    return given
+
+
+def test_a_written_input_off_the_gpu_alignment_gets_an_aligned_copy_that_is_written_back():
+    """The CUDA runtime hands AOTInductor an aligned copy of a written input that is not 16-byte aligned, and
+    writes it back (``aligned_written_inputs``; the CUDA end of it: test_state_and_written_inputs_on_cuda). The
+    function itself is the same on any device."""
+    from aotcuda.runtime.checks import aligned_written_inputs, write_back
+
+    x, cache, idx = stateful_inputs()
+    given, aligned = _misaligned(cache), cache.clone()
+    prepared = aligned_written_inputs([x, given, idx, aligned], written={1, 3})
+    assert prepared[0] is x and prepared[2] is idx and prepared[3] is aligned  # unwritten, or aligned: as they are
+    copy = prepared[1]
+    assert copy.data_ptr() % 16 == 0 and copy.stride() == given.stride() and torch.equal(copy, given)
+    copy.add_(x)  # what the program writes
+    write_back([x, given, idx, aligned], prepared, {1, 3})
+    torch.testing.assert_close(given, cache + x)
+    unchanged = [x, aligned]
+    assert aligned_written_inputs(unchanged, written={0, 1}) is unchanged

@@ -95,6 +95,24 @@ def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None
                                  f"{_label(specs, names, other)}; pass separate tensors (e.g. clone one)")
 
 
+GPU_ALIGN_BYTES = 16  # Inductor's (utils.GPU_ALIGN_BYTES): the alignment its CUDA code assumes of an input
+
+
+def aligned_written_inputs(prepared: list, written) -> list:
+    """``prepared`` with each written input not 16-byte aligned replaced by an aligned copy (``write_back`` writes it
+    back). AOTInductor's CUDA code runs on a clone of an input less aligned than its example was
+    (cpp_wrapper_gpu.codegen_inputs), so a program's in-place write went to the clone: ``cache = buf[1:]`` kept its
+    values (the H200, torch 2.11). The CPU code reads any address."""
+    copies = None
+    for index in written:
+        tensor = prepared[index]
+        if tensor.data_ptr() % GPU_ALIGN_BYTES:
+            copies = copies if copies is not None else list(prepared)
+            copies[index] = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                                                device=tensor.device).copy_(tensor)
+    return prepared if copies is None else copies
+
+
 def write_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], indices) -> None:
     """After a run: copy each written input that was laid out anew (a copy) back into the caller's tensor,
     whatever its layout (transposed, strided, a negation or conjugation view), as eager's in-place op

@@ -50,6 +50,8 @@ from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
 from aotcuda.runtime.bound import BoundGraph, bind_graph
 from aotcuda.runtime.checks import (
+    GPU_ALIGN_BYTES,
+    aligned_written_inputs,
     check_buffers_match,
     check_caller_outputs,
     check_inputs,
@@ -167,6 +169,7 @@ class Program:
         if not usable and signature:
             _warn_stale_signature(signature, self.num_inputs, self.num_outputs, package.path)
         self._mutated, self._written = _written_inputs(self._input_specs, self.num_inputs)
+        self._align_written = self._device.type == "cuda" and bool(self._written)
         if check_index_ranges is None:
             check_index_ranges = switches.flag("AOTCUDA_CHECK_INDEX_RANGES")
         self._index_checks = IndexRangeChecks.from_signature(signature, self.num_inputs, self._device, package.path) \
@@ -430,6 +433,8 @@ class Program:
             self._warn_if_inputs_require_grad(originals)
         if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too),
             prepared = self._index_checks.checked_copies(prepared, bindings)  # on a copy the call then reads
+        if self._align_written:  # CUDA: AOTI runs on its own copy of a written input that is not aligned
+            prepared = aligned_written_inputs(prepared, self._written)
         if self._boundary is not None:
             prepared_pairs = self._boundary.inputs_as_pairs(prepared)
         else:
@@ -535,6 +540,12 @@ class Program:
                                               self.num_inputs, self._mutated)
             if self._divisors is not None:
                 self._divisors.check(bindings)
+            for index in sorted(self._written) if self._align_written else ():  # see aligned_written_inputs
+                if prepared[index].data_ptr() % GPU_ALIGN_BYTES:
+                    raise InputError(f"bind() reads input {self._input_labels[index]!r} (#{index}) in place and the "
+                                     f"program writes it, but its memory is not {GPU_ALIGN_BYTES}-byte aligned (a "
+                                     "slice such as buf[1:]), so the generated code would write a copy of its own "
+                                     "and never this tensor; bind a tensor of its own, e.g. x.clone(), and write into it")
             if self._index_checks is not None:  # the warm-up inputs; replays read the buffers unchecked
                 self._index_checks.check(prepared, bindings)
             if self._boundary is not None:
