@@ -498,3 +498,23 @@ def test_a_refusal_finds_the_value_in_one_byte_an_element():
     assert permuted == "input 'ids' (#0) holds 99 at (0, 0, 2)"  # the first in the view's order, as nonzero() gave
     assert said == "input 'ids' (#0) holds 200 at (0, 0, 0)"
     assert int(grown_mib) < 100, f"the refusal grew the process by {grown_mib} MiB"
+
+
+def test_a_copy_the_call_made_into_the_exported_layout_is_checked_without_a_second_copy():
+    """Index inputs are checked and run on a copy, so that no other writer can change them in between; an input the
+    call had already copied into the exported layout (an expand, a transpose) was copied again: twice the memory
+    the layout copy was allowed, 2 GiB for a (1024, 1024, 1024) expand of one uint8 id into a program of unbounded
+    dims (the breaker, 2026-12-06). The caller's own tensor is still copied."""
+    from aotcuda.runtime.index_ranges import IndexRange, IndexRangeChecks
+
+    checks = IndexRangeChecks({0: (IndexRange(0, 15, "an embedding"),)}, {0: "input 'ids' (#0)"}, torch.device("cpu"))
+    ids = torch.tensor([[1, 2]]).expand(4, 2)
+    laid_out = ids.contiguous()  # what check_inputs hands on: this call's own copy
+    assert checks.checked_copies([laid_out], {}, callers=[ids])[0] is laid_out
+    caller = torch.tensor([1, 2])
+    copied = checks.checked_copies([caller], {}, callers=[caller])[0]
+    assert copied is not caller and copied.data_ptr() != caller.data_ptr() and torch.equal(copied, caller)
+    with pytest.raises(InputError, match=r"holds 99 at \(3, 1\), outside \[0, 15\]"):
+        bad = torch.tensor([[1, 2]]).expand(4, 2).contiguous()
+        bad[3, 1] = 99
+        checks.checked_copies([bad], {}, callers=[torch.tensor([[1, 2]]).expand(4, 2)])

@@ -156,17 +156,21 @@ class IndexRangeChecks:
         labels = {index: f"input {inputs[index].get('name', index)!r} (#{index})" for index in ranges}
         return cls(ranges, labels, device) if ranges else None
 
-    def checked_copies(self, tensors: list, bindings: dict[str, int]) -> list:
+    def checked_copies(self, tensors: list, bindings: dict[str, int], callers: list | None = None) -> list:
         """``tensors`` with each input that has index ranges replaced by a copy of it, checked (``check``):
         the call must run on the values checked. The caller's memory may change between the check and the
         generated code's read (another thread, another process writing shared memory): an index checked in
         range and then read out of range ends the process (measured: an id rewritten in shared memory got
         past the check and aborted it). The copies cost one read of the index inputs (ids, positions),
         which the check reads anyway; a copy of an input the program writes is copied back after the call
-        (``checks.write_back``), as the exported-layout copies are."""
+        (``checks.write_back``), as the exported-layout copies are. ``callers``: the caller's own tensors, where
+        ``tensors`` may hold copies this call made (into the exported layout), which no one else can write: those
+        are checked as they are (a second copy of an expanded input doubled the memory its layout copy had been
+        allowed: 2 GiB for a (1024, 1024, 1024) uint8 expand of one byte)."""
         copies = list(tensors)
         for index in self._indices:
-            copies[index] = tensors[index].clone(memory_format=torch.preserve_format)
+            if callers is None or tensors[index] is callers[index]:
+                copies[index] = tensors[index].clone(memory_format=torch.preserve_format)
         self.check(copies, bindings)
         return copies
 

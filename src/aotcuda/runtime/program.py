@@ -432,7 +432,7 @@ class Program:
         if self._grad_warning_due and torch.is_grad_enabled():
             self._warn_if_inputs_require_grad(originals)
         if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too),
-            prepared = self._index_checks.checked_copies(prepared, bindings)  # on a copy the call then reads
+            prepared = self._index_checks.checked_copies(prepared, bindings, originals)  # on a copy the call reads
         if self._align_written:  # CUDA: AOTI runs on its own copy of a written input that is not aligned
             prepared = aligned_written_inputs(prepared, self._written)
         if self._boundary is not None:
