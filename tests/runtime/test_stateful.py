@@ -10,6 +10,7 @@
   AOTCUDA_FOREIGN_WRITES mutes std::cerr during runs (issue 25).
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -245,3 +246,21 @@ def test_a_written_input_off_the_gpu_alignment_gets_an_aligned_copy_that_is_writ
     torch.testing.assert_close(given, cache + x)
     unchanged = [x, aligned]
     assert aligned_written_inputs(unchanged, written={0, 1}) is unchanged
+
+
+def test_an_input_written_in_place_is_seen_by_autograd_as_eager_sees_it(stateful_pt2):
+    """The generated code writes a written input through its data pointer, which autograd does not see: a cache
+    that a backward had saved (``y = (cache * cache).sum()``, then the call writes ``cache``) gave ``y.backward()`` a
+    gradient computed from the written values, silently, where eager's in-place op refuses that backward (the
+    breaker, 2026-12-06). The call now counts the write in the tensor's version, as an in-place op does."""
+    program = aotcuda.load(stateful_pt2)
+    for run in (Stateful(), program):
+        x, cache, idx = stateful_inputs()
+        leaf = cache.clone().requires_grad_()
+        given = leaf * 1  # in the autograd graph, saved by the product below
+        y = (given * given).sum()
+        with pytest.warns(UserWarning) if run is program else contextlib.nullcontext():  # inference-only: said once
+            run(x, given, idx)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()
+    program.close()

@@ -86,6 +86,7 @@ from aotcuda.runtime.specs import specs_from_signature
 __all__ = ["Program", "load", "read_signature"]
 
 _Tensor = torch.Tensor
+_increment_version = torch.autograd.graph.increment_version
 _thread = threading.get_ident
 
 
@@ -456,6 +457,8 @@ class Program:
                                                  self._dim_names)) from None
         if prepared is not originals:  # some input may have been copied into the exported layout
             write_back(originals, prepared, self._written)
+        if self._mutated:  # autograd sees the write, as eager's in-place op: a tensor saved for a backward that the
+            _increment_version([originals[index] for index in self._mutated])  # program wrote is refused there
         return given if outputs is not given and given is not None else results  # the caller's own buffers
 
     def _finish(self, outputs, results: list, static: bool) -> list:
