@@ -107,6 +107,12 @@ def test_input_written_in_place_that_no_in_place_op_could_write_is_refused(state
     with torch.no_grad():
         program(x, leaf, idx)
     torch.testing.assert_close(leaf.detach(), cache + x)
+    weight = torch.nn.Parameter(cache.clone())  # a view of it was written, the parameter changed behind autograd's
+    for view in (weight[:], weight.t().t()):  # back, where eager refuses (the breaker, 2026-12-06)
+        with pytest.raises(InputError, match=r"written in place .* a view of a leaf tensor \(a parameter's slice, "
+                                             r"w\[:\]\) that requires grad; call under torch.no_grad\(\)"):
+            program(x, view, idx)
+    assert torch.equal(weight.detach(), cache)
     with pytest.raises(InputError, match="written in place by the program and shares memory with input 'x'"):
         program(x, x, idx)
     with torch.inference_mode():

@@ -74,7 +74,7 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
 
 def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None:
     """Refuse, as eager does, inputs that the program's in-place write cannot update: elements that share
-    memory (expand()), a leaf that requires grad (with grad on), an inference tensor outside inference
+    memory (expand()), a leaf that requires grad or a view of one (with grad on), an inference tensor outside inference
     mode; and an input written in place that shares memory with another input (eager's result then
     depends on the order of reads and writes, the generated code's on its fusion)."""
     for index in sorted(mutated):
@@ -83,8 +83,10 @@ def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None
             raise InputError(f"{label} is written in place by the program, but its elements share memory (shape "
                              f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand()); pass "
                              "tensor.clone(), as eager would refuse it too")
-        if tensor.requires_grad and tensor.is_leaf and torch.is_grad_enabled():
-            raise InputError(f"{label} is written in place by the program, but it is a leaf tensor that requires "
+        if tensor.requires_grad and torch.is_grad_enabled() and (tensor.is_leaf or tensor._base is not None
+                                                                  and tensor._base.is_leaf):
+            leaf = "a leaf tensor" if tensor.is_leaf else "a view of a leaf tensor (a parameter's slice, w[:])"
+            raise InputError(f"{label} is written in place by the program, but it is {leaf} that requires "
                              "grad; call under torch.no_grad(), or pass tensor.detach() (same memory)")
         if tensor.is_inference() and not torch.is_inference_mode_enabled():
             raise InputError(f"{label} is written in place by the program, but it is an inference tensor and "
