@@ -525,8 +525,9 @@ def _check_buffers_apart(outputs, inputs, input_names) -> None:
 
 def _check_buffer_writable(out: torch.Tensor, index: int) -> None:
     """The result is copied into the buffer in place: refuse buffers that an in-place copy cannot write."""
-    if out.requires_grad and out.is_leaf and torch.is_grad_enabled():
-        raise OutputError(f"output buffer #{index} is a leaf tensor that requires grad, which cannot be written "
+    if out.requires_grad and torch.is_grad_enabled() and (out.is_leaf or out._base is not None and out._base.is_leaf):
+        leaf = "a leaf tensor" if out.is_leaf else "a view of a leaf tensor (a parameter's slice, w[:])"
+        raise OutputError(f"output buffer #{index} is {leaf} that requires grad, which cannot be written "
                           "in place; pass buffer.detach() (same memory), or call under torch.no_grad()")
     if out.is_inference() and not torch.is_inference_mode_enabled():
         raise OutputError(f"output buffer #{index} is an inference tensor and inference mode is off, so it cannot "
