@@ -730,7 +730,9 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
         args, kwargs = torch.utils._pytree.tree_map_only(
             torch.Tensor, lambda t: t if t.is_meta else t.to(program.device), (args, kwargs))
         try:
-            with _stderr_without_cxx_traces():
+            # no_grad: a run is inference; an input saved with requires_grad is written as eager writes it there, not
+            # refused with advice (call under torch.no_grad()) that a command line cannot follow
+            with _stderr_without_cxx_traces(), torch.no_grad():
                 outputs = _called(program, args, kwargs)
         except InputError as error:  # the call is the file's: say how to change the file, not a Python call
             error.add_note(f"The inputs come from {inputs_path}. The forms it may take: a tuple of positional "

@@ -270,3 +270,22 @@ def test_an_input_written_in_place_is_seen_by_autograd_as_eager_sees_it(stateful
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             y.backward()
     program.close()
+
+
+def test_aotcuda_run_writes_an_input_saved_with_requires_grad(stateful_pt2, tmp_path):
+    """`aotcuda run` ran the program with grad on, so an inputs file whose written input had been saved with
+    requires_grad (a parameter's copy) was refused with `... a leaf tensor that requires grad; call under
+    torch.no_grad(), or pass tensor.detach()`, advice a command line cannot follow (the breaker, 2026-12-06). A run
+    is inference: it runs under no_grad, as eager would write the tensor there."""
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    x, cache, idx = stateful_inputs()
+    torch.save({"args": (x, cache.clone().requires_grad_(), idx)}, tmp_path / "in.pt")
+    result = CliRunner().invoke(main, ["run", stateful_pt2, "--inputs", str(tmp_path / "in.pt"),
+                                       "--save-outputs", str(tmp_path / "out.pt")])
+    assert result.exit_code == 0, result.output
+    assert "requires grad" not in result.output
+    eager = Stateful()(x, cache.clone(), idx)
+    _assert_same_outputs(torch.load(tmp_path / "out.pt"), eager)
