@@ -83,9 +83,8 @@ def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None
             raise InputError(f"{label} is written in place by the program, but its elements share memory (shape "
                              f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand()); pass "
                              "tensor.clone(), as eager would refuse it too")
-        if tensor.requires_grad and torch.is_grad_enabled() and (tensor.is_leaf or tensor._base is not None
-                                                                  and tensor._base.is_leaf):
-            leaf = "a leaf tensor" if tensor.is_leaf else "a view of a leaf tensor (a parameter's slice, w[:])"
+        leaf = _grad_leaf(tensor)
+        if leaf:
             raise InputError(f"{label} is written in place by the program, but it is {leaf} that requires "
                              "grad; call under torch.no_grad(), or pass tensor.detach() (same memory)")
         if tensor.is_inference() and not torch.is_inference_mode_enabled():
@@ -95,6 +94,18 @@ def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None
             if other != index and shares_memory(tensor, value):
                 raise InputError(f"{label} is written in place by the program and shares memory with "
                                  f"{_label(specs, names, other)}; pass separate tensors (e.g. clone one)")
+
+
+def _grad_leaf(tensor: torch.Tensor) -> str | None:
+    """What makes an in-place write of ``tensor`` an error in eager with grad on, said for a message: a leaf that
+    requires grad, or a view of one (a parameter's slice: eager refuses it too, and a write there changed the
+    parameter behind autograd's back); None where eager writes it."""
+    if not (tensor.requires_grad and torch.is_grad_enabled()):
+        return None
+    if tensor.is_leaf:
+        return "a leaf tensor"
+    base = tensor._base
+    return "a view of a leaf tensor (a parameter's slice, w[:])" if base is not None and base.is_leaf else None
 
 
 GPU_ALIGN_BYTES = 16  # Inductor's (utils.GPU_ALIGN_BYTES): the alignment its CUDA code assumes of an input
@@ -525,8 +536,8 @@ def _check_buffers_apart(outputs, inputs, input_names) -> None:
 
 def _check_buffer_writable(out: torch.Tensor, index: int) -> None:
     """The result is copied into the buffer in place: refuse buffers that an in-place copy cannot write."""
-    if out.requires_grad and torch.is_grad_enabled() and (out.is_leaf or out._base is not None and out._base.is_leaf):
-        leaf = "a leaf tensor" if out.is_leaf else "a view of a leaf tensor (a parameter's slice, w[:])"
+    leaf = _grad_leaf(out)
+    if leaf:
         raise OutputError(f"output buffer #{index} is {leaf} that requires grad, which cannot be written "
                           "in place; pass buffer.detach() (same memory), or call under torch.no_grad()")
     if out.is_inference() and not torch.is_inference_mode_enabled():
