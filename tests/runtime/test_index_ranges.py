@@ -518,3 +518,33 @@ def test_a_copy_the_call_made_into_the_exported_layout_is_checked_without_a_seco
         bad = torch.tensor([[1, 2]]).expand(4, 2).contiguous()
         bad[3, 1] = 99
         checks.checked_copies([bad], {}, callers=[torch.tensor([[1, 2]]).expand(4, 2)])
+
+
+def test_a_wide_unsigned_index_input_is_read_a_chunk_at_a_time():
+    """uint16 and uint32 index inputs are read as int64 (torch has no min/max kernel for them); the whole input was
+    copied to int64 for it, 4 times a uint16 input's memory: 1 GiB more for a served request of 256 MiB (the
+    breaker, 2026-12-06). In a child, so that its peak memory is its own: 128 MiB of uint16 ids, in range, then one
+    out of range at the end."""
+    code = textwrap.dedent("""
+        import resource, torch
+        from aotcuda.errors import InputError
+        from aotcuda.runtime.index_ranges import IndexRange, IndexRangeChecks
+        checks = IndexRangeChecks({0: (IndexRange(0, 40000, "an embedding"),)}, {0: "input 'ids' (#0)"}, torch.device("cpu"))
+        ids = torch.full((2**13, 2**13), 39999, dtype=torch.uint16)
+        ids[0, 0] = 0
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        checks.check([ids], {})
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        ids[-1, -1] = 65535
+        try:
+            checks.check([ids.t()], {})
+        except InputError as error:
+            print(str(error).split(", outside")[0])
+        print(grown // 1024)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert child.returncode == 0, child.stderr[-2000:]
+    said, grown_mib = child.stdout.splitlines()
+    assert said == "input 'ids' (#0) holds 65535 at (8191, 8191)"
+    assert int(grown_mib) < 100, f"the check grew the process by {grown_mib} MiB"

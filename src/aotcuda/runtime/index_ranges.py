@@ -113,15 +113,21 @@ def parse_index_ranges(signature: dict | None, path: str = "") -> dict[int, tupl
     return ranges
 
 
-def _comparable(tensor: torch.Tensor) -> torch.Tensor:
-    """The tensor aminmax reads: torch has no min/max kernel for uint16, uint32 and uint64 (NotImplementedError:
-    every call of a program with such an index input failed), so those are read as int64: uint16 and uint32 by
-    value, uint64 by its bits (a value of 2**63 or more reads negative: ``_uint64_extremes``)."""
-    if tensor.dtype in _WIDE_UNSIGNED:
-        return tensor.view(torch.int64) if tensor.dtype == torch.uint64 else tensor.to(torch.int64)
-    return tensor
+def _aminmax(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(min, max) of the tensor as 0-d tensors on its device. torch has no min/max kernel for uint16, uint32 and uint64
+    (NotImplementedError: every call of a program with such an index input failed), so uint64 is read by its bits as
+    int64 (a value of 2**63 or more reads negative: ``_uint64_extremes``), and uint16 and uint32 by value as int64, a
+    chunk at a time: a whole int64 copy took 4 times a uint16 input's memory (a 256 MiB request: 1 GiB more)."""
+    if tensor.dtype == torch.uint64:
+        return tensor.view(torch.int64).aminmax()
+    if tensor.dtype not in _WIDE_UNSIGNED:
+        return tensor.aminmax()
+    parts = [torch.stack(chunk.to(torch.int64).aminmax()) for chunk in tensor.reshape(-1).split(_CHUNK_ELEMENTS)]
+    both = torch.stack(parts)
+    return both[:, 0].min(), both[:, 1].max()
 
 
+_CHUNK_ELEMENTS = 1 << 22  # a uint16 or uint32 index input is read as int64 this many elements at a time (32 MiB)
 _WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
 
 
@@ -181,13 +187,13 @@ class IndexRangeChecks:
             if not checked:
                 return
             # one synchronization for all of them
-            extremes = torch.stack([torch.stack(_comparable(tensors[i]).aminmax()).long() for i in checked]).tolist()
+            extremes = torch.stack([torch.stack(_aminmax(tensors[i])).long() for i in checked]).tolist()
         else:
             checked, extremes = [], []
             for index in self._indices:
                 tensor = tensors[index]
                 if tensor.numel():
-                    low, high = _comparable(tensor).aminmax()
+                    low, high = _aminmax(tensor)
                     checked.append(index)
                     extremes.append((int(low), int(high)))
         for place, index in enumerate(checked):
