@@ -168,14 +168,17 @@ def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride():
         return True
     base, span = min(range_a[0], range_b[0]), max(range_a[1], range_b[1]) - min(range_a[0], range_b[0])
-    if span > _ADDRESS_BYTES * min(a.numel(), b.numel()):
+    if span > _ADDRESS_BYTES * max(a.numel(), b.numel()):  # a mask larger than the elements' addresses would be
         return _elements_meet(a, b)
     mask = torch.zeros(span, dtype=torch.uint8, device=a.device)
     _bytes_of(mask, a, base).fill_(1)
     return bool(_bytes_of(mask, b, base).any())
 
 
-_ADDRESS_BYTES = 16  # what _elements_meet holds per element of the smaller tensor: its address, and a sorted copy
+# What _elements_meet holds per element of the smaller tensor (its address, and a sorted copy); the mask is kept where it
+# is at most this per element of the larger one, whose every element _elements_meet would search (2**26 elements
+# strided through a 512 MiB storage: 6 s of searches where the mask took 0.4 s)
+_ADDRESS_BYTES = 16
 _CHUNK = 1 << 20  # elements of the larger tensor whose addresses are made at once
 
 
