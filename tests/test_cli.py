@@ -1649,3 +1649,15 @@ def test_serve_serves_on_when_its_status_lines_cannot_be_written():
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == ["warning: the status lines cannot be written to stdout (No space left on "
                                           "device); serving goes on without them", "still serving"], result.stderr
+
+
+@pytest.mark.parametrize("sizes", [["--batch", "100000", "--seq", "100000"], ["--batch", "99999999999999999999"]])
+def test_demo_sizes_the_memory_cannot_hold_are_a_usage_error_before_anything_is_made(runner, sizes):
+    """`aotcuda demo --batch 100000 --seq 100000` ended in the allocator's raw `RuntimeError: ... DefaultCPUAllocator:
+    can't allocate memory: you tried to allocate 10240000000000 bytes`, a batch past int64 in `TypeError: randn():
+    ... Overflow when unpacking long long`, and sizes a few GB short of the memory swapped (the breaker, 2026-12-06):
+    the demo's tensors are now compared with the memory available first."""
+    result = runner.invoke(main, ["demo", "--device", "cpu", *sizes])
+    assert result.exit_code == 2, result.output
+    assert "the demo's tensors would take about" in result.output and "choose a smaller batch or seq" in result.output
+    assert "Lowering" not in result.output and "RuntimeError" not in result.output

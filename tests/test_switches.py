@@ -52,6 +52,17 @@ def test_numbers_keep_their_type_and_refuse_what_is_not_one(monkeypatch):
         monkeypatch.setenv("AOTCUDA_MAX_COMPRESSION_RATIO", bad)
         with pytest.raises(ValueError, match="AOTCUDA_MAX_COMPRESSION_RATIO=.* is not a number of at least 0"):
             switches.number("AOTCUDA_MAX_COMPRESSION_RATIO")
+    # The breaker, 2026-12-06: float() reads "1e-400" as 0.0, which lifted the ratio limit where the value asked for
+    # the strictest one, and "inf" (or "1e999") as no limit; each is refused by name.
+    for bad, reads in (("1e-400", "0.0, and 0 lifts the limit"), ("inf", "inf, and a limit must end"),
+                       ("1e999", "inf, and a limit must end")):
+        monkeypatch.setenv("AOTCUDA_MAX_COMPRESSION_RATIO", bad)
+        with pytest.raises(ValueError, match=rf"AOTCUDA_MAX_COMPRESSION_RATIO='{bad}' is not a finite number that a "
+                                             rf"float holds \(it reads as {reads}\)"):
+            switches.number("AOTCUDA_MAX_COMPRESSION_RATIO")
+    for zero in ("0", "0.0", "0e-400", "-0"):  # 0 written as 0 still lifts it
+        monkeypatch.setenv("AOTCUDA_MAX_COMPRESSION_RATIO", zero)
+        assert switches.number("AOTCUDA_MAX_COMPRESSION_RATIO") == 0
 
 
 def test_an_undeclared_switch_is_a_programming_error():
@@ -83,3 +94,14 @@ def test_the_cli_debug_switch_off_is_off(monkeypatch):
 def test_the_docs_table_is_generated_from_the_switches():
     usage = (SOURCE.parents[1] / "docs" / "usage.md").read_text()
     assert switches.markdown_table() in usage, "regenerate docs/usage.md's table: aotcuda.switches.markdown_table()"
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, "200", True, None])
+def test_archive_limits_given_in_code_take_the_environments_numbers_only(bad):
+    """`ArchiveLimits(max_ratio=float("nan"))` lifted the ratio bound in silence (every check is `value > limit`,
+    false for a NaN); a string raised a raw TypeError at the first check (the breaker, 2026-12-06)."""
+    from aotcuda.runtime.archive import ArchiveLimits
+
+    with pytest.raises(ValueError, match=r"ArchiveLimits\(max_ratio=.*\): a bound is a finite number of at least 0"):
+        ArchiveLimits(max_ratio=bad)
+    assert ArchiveLimits(max_ratio=0).max_ratio == 0 and ArchiveLimits(max_entries=5).max_entries == 5

@@ -478,9 +478,15 @@ class TargetDevice(click.ParamType):
 @_clean_errors
 def demo(device, dtype, batch, seq, calls, output, save_inputs):
     """Lower the built-in attention block (complex RoPE), run it, compare with eager."""
-    from aotcuda.demo import run_demo
+    from aotcuda.demo import check_demo_size, run_demo
     from aotcuda.lowering.pipeline import checked_package_path
 
+    where = torch.device(device)  # resolved by the option ("auto" is "cuda" or "cpu" here)
+    try:  # sizes the memory cannot hold are a usage error, said before the minute of lowering
+        check_demo_size(where, DTYPES[dtype] if dtype else torch.bfloat16 if where.type == "cuda" else torch.float32,
+                        batch, seq)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="'--batch' / '--seq'") from None
     if output is not None:
         output = checked_package_path(output)  # a bad -o is said before the minute of lowering
     if save_inputs:
@@ -775,7 +781,9 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
         args, kwargs = torch.utils._pytree.tree_map_only(
             torch.Tensor, lambda t: t if t.is_meta else t.to(program.device), (args, kwargs))
         try:
-            with _stderr_without_cxx_traces():
+            # no_grad: a run is inference; an input saved with requires_grad is written as eager writes it there, not
+            # refused with advice (call under torch.no_grad()) that a command line cannot follow
+            with _stderr_without_cxx_traces(), torch.no_grad():
                 outputs = _called(program, args, kwargs)
         except InputError as error:  # the call is the file's: say how to change the file, not a Python call
             error.add_note(f"The inputs come from {inputs_path}. The forms it may take: a tuple of positional "

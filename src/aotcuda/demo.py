@@ -17,6 +17,7 @@ import torch
 from aotcuda.lowering import LoweredProgram, lower
 from aotcuda.lowering.devices import target_device
 from aotcuda.models.attention import attention_block
+from aotcuda.runtime.devices import available_bytes
 
 # The share of the cores other work keeps busy from which the demo's timing is marked unreliable
 # (DemoResult.machine_busy).
@@ -26,6 +27,26 @@ SAMPLE_S = 0.5
 
 # Relative-error bound per dtype: eager and the generated code sum in different orders.
 TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10, torch.bfloat16: 2e-2, torch.float16: 5e-3}
+
+
+# The demo's memory in (batch, seq, dim) tensors of its dtype: x, the fresh input, eager's answer and the program's,
+# and the block's intermediates at the peak of a call (eager, batch 16, seq 8192, float32: 9.1 more, measured).
+HELD_TENSORS = 12
+DIM = 256  # the block's width (models.attention.attention_block's default)
+
+
+def check_demo_size(device: str | torch.device, dtype: torch.dtype, batch: int, seq: int) -> None:
+    """ValueError, before anything is made, when the demo's tensors for ``batch`` and ``seq`` would take more than half
+    the memory available on the device: the sizes are the caller's (``aotcuda demo --batch --seq``), and the demo
+    makes its input, runs eager and the program on it, whatever they cost (``--batch 100000 --seq 100000`` ended in
+    the allocator's raw RuntimeError for 10 TB, sizes a few GB short of the memory would swap)."""
+    need = HELD_TENSORS * batch * seq * DIM * dtype.itemsize
+    available = available_bytes(torch.device(device))
+    if available is not None and need > available // 2:
+        raise ValueError(f"batch {batch} x seq {seq}: the demo's tensors would take about {need / 2**30:.3g} GiB "
+                         f"({HELD_TENSORS} of shape ({batch}, {seq}, {DIM}) in {str(dtype).removeprefix('torch.')}), "
+                         f"more than half the memory available on {device} ({available / 2**30:.1f} GiB); "
+                         "choose a smaller batch or seq")
 
 
 def tolerance(dtype: torch.dtype) -> float:
@@ -128,6 +149,7 @@ def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int 
     device = str(target_device(device))  # "auto": CUDA when torch sees a GPU, else the CPU
     on_cuda = torch.device(device).type == "cuda"  # "cuda" or "cuda:N"
     dtype = dtype or (torch.bfloat16 if on_cuda else torch.float32)
+    check_demo_size(device, dtype, batch, seq)
     model, (x,) = attention_block(device=device, dtype=dtype, batch=batch, seq=seq)
     with contextlib.ExitStack() as cleanup:
         if package_path is None:  # a demo run leaves nothing behind unless asked (7 MB a run)

@@ -12,6 +12,7 @@ integer or a decimal number; 0 lifts a limit.
 
 from __future__ import annotations
 
+import decimal
 import os
 from dataclasses import dataclass
 
@@ -203,7 +204,19 @@ def number(name: str) -> int | float:
     if value is None or value < 0 or value != value:
         raise SwitchError(f"{name}={clipped(repr(text), 80)} is not a number of at least 0; set it to a number "
                           f"(0: no limit), or unset it for the default ({switch.default})")
+    if value == float("inf") or (value == 0 and _written_nonzero(text)):  # "1e-400" is 0.0: no limit, not a strict one
+        raise SwitchError(f"{name}={clipped(repr(text), 80)} is not a finite number that a float holds (it reads as "
+                          f"{value!r}, and {'0 lifts the limit' if value == 0 else 'a limit must end'}); set it to "
+                          f"a number such as {switch.default} (0: no limit), or unset it for the default")
     return value
+
+
+def _written_nonzero(text: str) -> bool:
+    """Whether ``text``, which float() read as 0.0, writes a number that is not 0 (it underflowed)."""
+    try:
+        return decimal.Decimal(text) != 0
+    except decimal.InvalidOperation:
+        return False
 
 
 def markdown_table() -> str:

@@ -199,6 +199,11 @@ BAD_OUTPUTS = {
                                  r"#0 has elements that share memory.*expand"),
     "leaf that requires grad": (lambda: [torch.empty(5, 4, requires_grad=True)] + buffers((5, 4), (5, 4)),
                                 r"#0 is a leaf tensor that requires grad.*detach\(\)"),
+    # The breaker, 2026-12-06: the run went ahead and copy_ raised torch's raw RuntimeError ("a view of a leaf
+    # Variable that requires grad is being used in an in-place operation").
+    "view of a leaf that requires grad": (lambda: [torch.nn.Parameter(torch.empty(5, 4))[:]] + buffers((5, 4), (5, 4)),
+                                          r"#0 is a view of a leaf tensor \(a parameter's slice, w\[:\]\) that requires "
+                                          r"grad.*detach\(\)"),
     "sparse": (lambda: [torch.zeros(5, 4).to_sparse()] + buffers((5, 4), (5, 4)), r"#0 is a torch.sparse_coo tensor"),
     # Found by a breaker review: the run went ahead and copy_ then raised torch's raw RuntimeError.
     "inference tensor": (lambda: buffers((5, 4)) + [torch.inference_mode()(torch.empty)(5, 4)] + buffers((5, 4)),

@@ -462,3 +462,89 @@ def test_index_inputs_of_wide_unsigned_dtypes_are_checked(wide_unsigned, place, 
     with pytest.raises(InputError, match=rf"input '{name}' \(#{place}\) holds {value} at \(1,\), outside \[0, 15\]"):
         program(*bad)
     assert torch.equal(program(*args), module(*args))
+
+
+def test_a_refusal_finds_the_value_in_one_byte_an_element():
+    """A refused input is named with the first place of the offending value; that place was found with
+    `(tensor == value).nonzero()`, which lists every place: 8 bytes a dim an element. A call with 64 MiB of uint8 ids
+    of rank 3 all out of range grew the process by 1.67 GiB (a served request of 256 MiB: 6.5 GiB) before its
+    InputError (the breaker, 2026-12-06). In a child, so that its peak memory is its own: 32 MiB of ids may cost the
+    refusal a mask of one byte an element, not 24 bytes."""
+    code = textwrap.dedent("""
+        import resource, torch
+        from aotcuda.errors import InputError
+        from aotcuda.runtime.index_ranges import IndexRange, IndexRangeChecks
+        checks = IndexRangeChecks({0: (IndexRange(0, 15, "an embedding"),)}, {0: "input 'ids' (#0)"}, torch.device("cpu"))
+        ids = torch.full((2**8, 2**9, 2**8), 200, dtype=torch.uint8)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        try:
+            checks.check([ids], {})
+        except InputError as error:
+            said = str(error)
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        small = torch.zeros(3, 4, 5, dtype=torch.int64)
+        small[2, 0, 0] = small[1, 2, 3] = 99
+        try:
+            checks.check([small.permute(2, 1, 0)], {})  # not contiguous: places are the view's own
+        except InputError as error:
+            print(str(error).split(", outside")[0])
+        print(said.split(", outside")[0])
+        print(grown // 1024)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert child.returncode == 0, child.stderr[-2000:]
+    permuted, said, grown_mib = child.stdout.splitlines()
+    assert permuted == "input 'ids' (#0) holds 99 at (0, 0, 2)"  # the first in the view's order, as nonzero() gave
+    assert said == "input 'ids' (#0) holds 200 at (0, 0, 0)"
+    assert int(grown_mib) < 100, f"the refusal grew the process by {grown_mib} MiB"
+
+
+def test_a_copy_the_call_made_into_the_exported_layout_is_checked_without_a_second_copy():
+    """Index inputs are checked and run on a copy, so that no other writer can change them in between; an input the
+    call had already copied into the exported layout (an expand, a transpose) was copied again: twice the memory
+    the layout copy was allowed, 2 GiB for a (1024, 1024, 1024) expand of one uint8 id into a program of unbounded
+    dims (the breaker, 2026-12-06). The caller's own tensor is still copied."""
+    from aotcuda.runtime.index_ranges import IndexRange, IndexRangeChecks
+
+    checks = IndexRangeChecks({0: (IndexRange(0, 15, "an embedding"),)}, {0: "input 'ids' (#0)"}, torch.device("cpu"))
+    ids = torch.tensor([[1, 2]]).expand(4, 2)
+    laid_out = ids.contiguous()  # what check_inputs hands on: this call's own copy
+    assert checks.checked_copies([laid_out], {}, callers=[ids])[0] is laid_out
+    caller = torch.tensor([1, 2])
+    copied = checks.checked_copies([caller], {}, callers=[caller])[0]
+    assert copied is not caller and copied.data_ptr() != caller.data_ptr() and torch.equal(copied, caller)
+    with pytest.raises(InputError, match=r"holds 99 at \(3, 1\), outside \[0, 15\]"):
+        bad = torch.tensor([[1, 2]]).expand(4, 2).contiguous()
+        bad[3, 1] = 99
+        checks.checked_copies([bad], {}, callers=[torch.tensor([[1, 2]]).expand(4, 2)])
+
+
+def test_a_wide_unsigned_index_input_is_read_a_chunk_at_a_time():
+    """uint16 and uint32 index inputs are read as int64 (torch has no min/max kernel for them); the whole input was
+    copied to int64 for it, 4 times a uint16 input's memory: 1 GiB more for a served request of 256 MiB (the
+    breaker, 2026-12-06). In a child, so that its peak memory is its own: 128 MiB of uint16 ids, in range, then one
+    out of range at the end."""
+    code = textwrap.dedent("""
+        import resource, torch
+        from aotcuda.errors import InputError
+        from aotcuda.runtime.index_ranges import IndexRange, IndexRangeChecks
+        checks = IndexRangeChecks({0: (IndexRange(0, 40000, "an embedding"),)}, {0: "input 'ids' (#0)"}, torch.device("cpu"))
+        ids = torch.full((2**13, 2**13), 39999, dtype=torch.uint16)
+        ids[0, 0] = 0
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        checks.check([ids], {})
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        ids[-1, -1] = 65535
+        try:
+            checks.check([ids.t()], {})
+        except InputError as error:
+            print(str(error).split(", outside")[0])
+        print(grown // 1024)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert child.returncode == 0, child.stderr[-2000:]
+    said, grown_mib = child.stdout.splitlines()
+    assert said == "input 'ids' (#0) holds 65535 at (8191, 8191)"
+    assert int(grown_mib) < 100, f"the check grew the process by {grown_mib} MiB"

@@ -6,12 +6,18 @@ Interleaved views of one storage share no element and are accepted. ``shares_mem
 directly on a table of views; the Program on the Twice package (outputs 2x, x+1, 2x).
 """
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 from runtime_programs import Twice
 
 import aotcuda
 from aotcuda.errors import OutputError
+from aotcuda.runtime import checks
 from aotcuda.runtime.checks import shares_memory
 
 BASE = torch.zeros(6, 8)
@@ -33,16 +39,51 @@ APART = {
 }
 
 
+@pytest.fixture(params=["mask", "addresses"])
+def exact_way(request, monkeypatch):
+    """Each table through both exact comparisons: the scratch mask, and the elements' addresses (taken where the
+    ranges span more than the addresses would take; forced here, in chunks of 3 elements)."""
+    if request.param == "addresses":
+        monkeypatch.setattr(checks, "_ADDRESS_BYTES", 0)
+        monkeypatch.setattr(checks, "_CHUNK", 3)
+    return request.param
+
+
 @pytest.mark.parametrize("kind", list(SHARING))
-def test_views_that_share_an_element_are_found(kind):
+def test_views_that_share_an_element_are_found(kind, exact_way):
     a, b = SHARING[kind]
     assert shares_memory(a, b) and shares_memory(b, a)
 
 
 @pytest.mark.parametrize("kind", list(APART))
-def test_views_apart_are_not_confused(kind):
+def test_views_apart_are_not_confused(kind, exact_way):
     a, b = APART[kind]
     assert not shares_memory(a, b) and not shares_memory(b, a)
+
+
+def test_a_few_columns_of_a_large_table_are_compared_without_a_mask_of_the_table():
+    """Output buffers that are column blocks of one large table (a caller's preallocated results) share no
+    element, but their byte ranges span the table: the check made a scratch mask of the table's size and filled it,
+    4 GiB and 11 s for three (5, 4) blocks of a (5, 2**28) table whose memory the caller had not touched (the
+    breaker, 2026-12-06). In a child, so that its peak memory is its own: a (5, 2**26) table, 1.25 GiB of address
+    space, must cost the check almost nothing."""
+    code = textwrap.dedent("""
+        import resource, torch
+        from aotcuda.runtime.checks import check_caller_outputs, shares_memory
+        table = torch.empty(5, 2**26)  # untouched: address space, no resident memory
+        blocks = [table[:, 0:4], table[:, 4:8], table[:, 8:12]]
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        check_caller_outputs(blocks, None, {}, torch.device("cpu"), 3, inputs=[table[:, 12:16]], input_names=["x"])
+        found = shares_memory(table[:, 0:4], table[:, 3:7]), shares_memory(table[:, 0:4], table[4, 2:3])
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        print(*found, grown // 1024)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert child.returncode == 0, child.stderr[-2000:]
+    first, second, grown_mib = child.stdout.split()
+    assert (first, second) == ("True", "True")  # overlapping columns, and a column holding an element of a block
+    assert int(grown_mib) < 64, f"the check grew the process by {grown_mib} MiB"
 
 
 @pytest.fixture(scope="module")

@@ -76,6 +76,8 @@ def test_a_constant_keyword_may_be_repeated_but_not_changed_nor_left_out(structu
     (lambda p: p(torch.randn(3, 4), outputs=[torch.empty(3, 4)] * 3),
      r"keyword arguments \['outputs'\] do not match .*output buffers go to program.execute\(inputs, outputs=\[...\]\)"),
     (lambda p: p([torch.randn(3, 4)]), r"input 'x' \(#0\) is a list of 1, expected a tensor"),
+    # a raw TypeError "Program.__call__() got multiple values for argument 'self'" (the breaker, 2026-12-06)
+    (lambda p: p(torch.randn(3, 4), self=1), r"keyword arguments \['self'\] do not match the exported module's"),
     (lambda p: p(x=(torch.randn(3, 4), torch.randn(3, 4))), r"input 'x' \(#0\) is a tuple of 2, expected a tensor"),
 ])
 def test_bad_keyword_calls_name_the_argument(twice, call, message):

@@ -10,6 +10,7 @@
   AOTCUDA_FOREIGN_WRITES mutes std::cerr during runs (issue 25).
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -106,6 +107,12 @@ def test_input_written_in_place_that_no_in_place_op_could_write_is_refused(state
     with torch.no_grad():
         program(x, leaf, idx)
     torch.testing.assert_close(leaf.detach(), cache + x)
+    weight = torch.nn.Parameter(cache.clone())  # a view of it was written, the parameter changed behind autograd's
+    for view in (weight[:], weight.t().t()):  # back, where eager refuses (the breaker, 2026-12-06)
+        with pytest.raises(InputError, match=r"written in place .* a view of a leaf tensor \(a parameter's slice, "
+                                             r"w\[:\]\) that requires grad; call under torch.no_grad\(\)"):
+            program(x, view, idx)
+    assert torch.equal(weight.detach(), cache)
     with pytest.raises(InputError, match="written in place by the program and shares memory with input 'x'"):
         program(x, x, idx)
     with torch.inference_mode():
@@ -207,8 +214,78 @@ def test_state_and_written_inputs_on_cuda(tmp_path, cuda_graphs):
         for call in range(1, 7):  # 3 warm-ups, the capture, 2 replays
             x, cache, idx = (t.cuda() for t in stateful_inputs())
             want = eager(x, cache.clone(), idx)
-            given = cache.clone().t().contiguous().t()  # transposed: copied in, written back
+            given = cache.clone().t().contiguous().t() if call % 2 else _misaligned(cache)  # each copied, written back
             got = program(x, given, idx)
             _assert_same_outputs(got, want)
             assert got[1].item() == call
             torch.testing.assert_close(given, cache + x)
+        if not cuda_graphs:
+            with pytest.raises(InputError, match=r"bind\(\) reads input 'cache' \(#1\) in place and the program "
+                                                 r"writes it, but its memory is not 16-byte aligned"):
+                program.bind([x, _misaligned(cache), idx])
+
+
+def _misaligned(tensor):
+    """``tensor``'s values in contiguous memory 4 bytes past a 16-byte boundary (a slice ``buf[1:]``): AOTInductor's
+    CUDA code clones such an input and runs on the clone, so a write the program makes there never reached the
+    caller's tensor (the breaker, 2026-12-06: measured on the H200, torch 2.11)."""
+    buffer = torch.zeros(tensor.numel() + 1, dtype=tensor.dtype, device=tensor.device)
+    given = buffer[1:].view(tensor.shape).copy_(tensor)
+    assert given.data_ptr() % 16 and given.is_contiguous()
+    return given
+
+
+def test_a_written_input_off_the_gpu_alignment_gets_an_aligned_copy_that_is_written_back():
+    """The CUDA runtime hands AOTInductor an aligned copy of a written input that is not 16-byte aligned, and
+    writes it back (``aligned_written_inputs``; the CUDA end of it: test_state_and_written_inputs_on_cuda). The
+    function itself is the same on any device."""
+    from aotcuda.runtime.checks import aligned_written_inputs, write_back
+
+    x, cache, idx = stateful_inputs()
+    given, aligned = _misaligned(cache), cache.clone()
+    prepared = aligned_written_inputs([x, given, idx, aligned], written={1, 3})
+    assert prepared[0] is x and prepared[2] is idx and prepared[3] is aligned  # unwritten, or aligned: as they are
+    copy = prepared[1]
+    assert copy.data_ptr() % 16 == 0 and copy.stride() == given.stride() and torch.equal(copy, given)
+    copy.add_(x)  # what the program writes
+    write_back([x, given, idx, aligned], prepared, {1, 3})
+    torch.testing.assert_close(given, cache + x)
+    unchanged = [x, aligned]
+    assert aligned_written_inputs(unchanged, written={0, 1}) is unchanged
+
+
+def test_an_input_written_in_place_is_seen_by_autograd_as_eager_sees_it(stateful_pt2):
+    """The generated code writes a written input through its data pointer, which autograd does not see: a cache
+    that a backward had saved (``y = (cache * cache).sum()``, then the call writes ``cache``) gave ``y.backward()`` a
+    gradient computed from the written values, silently, where eager's in-place op refuses that backward (the
+    breaker, 2026-12-06). The call now counts the write in the tensor's version, as an in-place op does."""
+    program = aotcuda.load(stateful_pt2)
+    for run in (Stateful(), program):
+        x, cache, idx = stateful_inputs()
+        leaf = cache.clone().requires_grad_()
+        given = leaf * 1  # in the autograd graph, saved by the product below
+        y = (given * given).sum()
+        with pytest.warns(UserWarning) if run is program else contextlib.nullcontext():  # inference-only: said once
+            run(x, given, idx)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()
+    program.close()
+
+
+def test_aotcuda_run_writes_an_input_saved_with_requires_grad(stateful_pt2, tmp_path):
+    """`aotcuda run` ran the program with grad on, so an inputs file whose written input had been saved with
+    requires_grad (a parameter's copy) was refused with `... a leaf tensor that requires grad; call under
+    torch.no_grad(), or pass tensor.detach()`, advice a command line cannot follow (the breaker, 2026-12-06). A run
+    is inference: it runs under no_grad, as eager would write the tensor there."""
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    x, cache, idx = stateful_inputs()
+    torch.save({"args": (x, cache.clone().requires_grad_(), idx)}, tmp_path / "in.pt")
+    result = CliRunner().invoke(main, ["run", stateful_pt2, "--inputs", str(tmp_path / "in.pt"),
+                                       "--save-outputs", str(tmp_path / "out.pt")])
+    assert result.exit_code == 0, result.output
+    assert "requires grad" not in result.output
+    eager = Stateful()(x, cache.clone(), idx)
+    _assert_same_outputs(torch.load(tmp_path / "out.pt"), eager)

@@ -245,7 +245,7 @@ def test_the_callback_takes_the_limits_from_the_environment(monkeypatch):
     monkeypatch.setenv(proxy.MAX_BYTES_VARIABLE, "1234")
     for bad in ("inf", "1e999", "Infinity"):  # review 12: each turned the proxy's head and body deadlines off
         monkeypatch.setenv(proxy.BODY_TIMEOUT_VARIABLE, bad)
-        with pytest.raises(ValueError, match=r"AOTCUDA_SERVE_BODY_TIMEOUT_S=inf is not a finite number"):
+        with pytest.raises(ValueError, match=r"AOTCUDA_SERVE_BODY_TIMEOUT_S=.* is not a finite number"):
             proxy.middlewares()
 
 

@@ -73,6 +73,15 @@ class ArchiveLimits:
     max_source_bytes: int = SWITCHES["AOTCUDA_MAX_SOURCE_BYTES"].default
     max_entries: int = SWITCHES["AOTCUDA_MAX_ENTRIES"].default
 
+    def __post_init__(self):
+        """ValueError for a bound that is not a number of at least 0 (0 lifts it), or not finite: every check compares
+        with ``value > limit``, which a NaN makes false and a string makes a TypeError, so ``max_ratio=float("nan")``
+        lifted the ratio bound in silence (the breaker, 2026-12-06), as the environment's spellings are refused."""
+        for field, value in vars(self).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise ValueError(f"ArchiveLimits({field}={value!r:.80}): a bound is a finite number of at least 0 "
+                                 "(0: no bound)")
+
     @classmethod
     def from_environment(cls) -> ArchiveLimits:
         """The defaults, with each AOTCUDA_MAX_* variable that is set taking its place.

@@ -74,7 +74,7 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
 
 def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None:
     """Refuse, as eager does, inputs that the program's in-place write cannot update: elements that share
-    memory (expand()), a leaf that requires grad (with grad on), an inference tensor outside inference
+    memory (expand()), a leaf that requires grad or a view of one (with grad on), an inference tensor outside inference
     mode; and an input written in place that shares memory with another input (eager's result then
     depends on the order of reads and writes, the generated code's on its fusion)."""
     for index in sorted(mutated):
@@ -83,8 +83,9 @@ def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None
             raise InputError(f"{label} is written in place by the program, but its elements share memory (shape "
                              f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand()); pass "
                              "tensor.clone(), as eager would refuse it too")
-        if tensor.requires_grad and tensor.is_leaf and torch.is_grad_enabled():
-            raise InputError(f"{label} is written in place by the program, but it is a leaf tensor that requires "
+        leaf = _grad_leaf(tensor)
+        if leaf:
+            raise InputError(f"{label} is written in place by the program, but it is {leaf} that requires "
                              "grad; call under torch.no_grad(), or pass tensor.detach() (same memory)")
         if tensor.is_inference() and not torch.is_inference_mode_enabled():
             raise InputError(f"{label} is written in place by the program, but it is an inference tensor and "
@@ -93,6 +94,36 @@ def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None
             if other != index and shares_memory(tensor, value):
                 raise InputError(f"{label} is written in place by the program and shares memory with "
                                  f"{_label(specs, names, other)}; pass separate tensors (e.g. clone one)")
+
+
+def _grad_leaf(tensor: torch.Tensor) -> str | None:
+    """What makes an in-place write of ``tensor`` an error in eager with grad on, said for a message: a leaf that
+    requires grad, or a view of one (a parameter's slice: eager refuses it too, and a write there changed the
+    parameter behind autograd's back); None where eager writes it."""
+    if not (tensor.requires_grad and torch.is_grad_enabled()):
+        return None
+    if tensor.is_leaf:
+        return "a leaf tensor"
+    base = tensor._base
+    return "a view of a leaf tensor (a parameter's slice, w[:])" if base is not None and base.is_leaf else None
+
+
+GPU_ALIGN_BYTES = 16  # Inductor's (utils.GPU_ALIGN_BYTES): the alignment its CUDA code assumes of an input
+
+
+def aligned_written_inputs(prepared: list, written) -> list:
+    """``prepared`` with each written input not 16-byte aligned replaced by an aligned copy (``write_back`` writes it
+    back). AOTInductor's CUDA code runs on a clone of an input less aligned than its example was
+    (cpp_wrapper_gpu.codegen_inputs), so a program's in-place write went to the clone: ``cache = buf[1:]`` kept its
+    values (the H200, torch 2.11). The CPU code reads any address."""
+    copies = None
+    for index in written:
+        tensor = prepared[index]
+        if tensor.data_ptr() % GPU_ALIGN_BYTES:
+            copies = copies if copies is not None else list(prepared)
+            copies[index] = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                                                device=tensor.device).copy_(tensor)
+    return prepared if copies is None else copies
 
 
 def write_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], indices) -> None:
@@ -138,8 +169,11 @@ def _byte_range(tensor: torch.Tensor) -> tuple[int, int] | None:
 
 def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors have an element (a byte) in common. Cheap when their byte ranges are apart (the
-    usual case: two comparisons); otherwise exact, by marking a's bytes in a scratch mask the size of the
-    ranges and reading b's, so that interleaved views of one storage (x[:, ::2] and x[:, 1::2]) do not."""
+    usual case: two comparisons); otherwise exact, so that interleaved views of one storage (x[:, ::2] and
+    x[:, 1::2]) do not: by marking a's bytes in a scratch mask the size of the ranges and reading b's, or, where
+    the ranges span more bytes than the elements' addresses take (a few columns of a large table: the mask was
+    the table's size, 4 GiB for three (5, 4) column blocks of a (5, 2**28) table), by comparing the elements'
+    addresses (``_elements_meet``), so the check costs memory in proportion to the elements, never to the span."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.device != b.device:
         return False
     range_a, range_b = _byte_range(a), _byte_range(b)
@@ -147,10 +181,46 @@ def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride():
         return True
-    base = min(range_a[0], range_b[0])
-    mask = torch.zeros(max(range_a[1], range_b[1]) - base, dtype=torch.uint8, device=a.device)
+    base, span = min(range_a[0], range_b[0]), max(range_a[1], range_b[1]) - min(range_a[0], range_b[0])
+    if span > _ADDRESS_BYTES * max(a.numel(), b.numel()):  # a mask larger than the elements' addresses would be
+        return _elements_meet(a, b)
+    mask = torch.zeros(span, dtype=torch.uint8, device=a.device)
     _bytes_of(mask, a, base).fill_(1)
     return bool(_bytes_of(mask, b, base).any())
+
+
+# What _elements_meet holds per element of the smaller tensor (its address, and a sorted copy); the mask is kept where it
+# is at most this per element of the larger one, whose every element _elements_meet would search (2**26 elements
+# strided through a 512 MiB storage: 6 s of searches where the mask took 0.4 s)
+_ADDRESS_BYTES = 16
+_CHUNK = 1 << 20  # elements of the larger tensor whose addresses are made at once
+
+
+def _elements_meet(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether an element of ``a`` and one of ``b`` share a byte, from their addresses (on the CPU, whatever the
+    tensors' device): the smaller tensor's element addresses, sorted, are searched for each element of the larger,
+    a chunk at a time. For an element [s, s + size_a), the element of b that starts last before its end is the one
+    that can reach into it (b's elements all have one size)."""
+    if a.numel() < b.numel():
+        a, b = b, a
+    starts = _element_addresses(b, 0, b.numel()).sort().values
+    size_a, size_b = a.element_size(), b.element_size()
+    for first in range(0, a.numel(), _CHUNK):
+        element = _element_addresses(a, first, min(first + _CHUNK, a.numel()))
+        before = torch.searchsorted(starts, element + size_a) - 1  # the last start below each element's end
+        if bool(((before >= 0) & (starts[before.clamp(min=0)] + size_b > element)).any()):
+            return True
+    return False
+
+
+def _element_addresses(tensor: torch.Tensor, first: int, stop: int) -> torch.Tensor:
+    """The addresses (int64, on the CPU) of the tensor's elements ``first`` to ``stop`` in row-major order."""
+    index = torch.arange(first, stop, dtype=torch.int64)
+    address = torch.full_like(index, tensor.data_ptr())
+    for size, stride in zip(reversed(tensor.shape), reversed(tensor.stride())):
+        address += (index % size) * (stride * tensor.element_size())
+        index = index.div(size, rounding_mode="floor")
+    return address
 
 
 def _bytes_of(mask: torch.Tensor, tensor: torch.Tensor, base: int) -> torch.Tensor:
@@ -484,8 +554,9 @@ def _check_buffers_apart(outputs, inputs, input_names) -> None:
 
 def _check_buffer_writable(out: torch.Tensor, index: int) -> None:
     """The result is copied into the buffer in place: refuse buffers that an in-place copy cannot write."""
-    if out.requires_grad and out.is_leaf and torch.is_grad_enabled():
-        raise OutputError(f"output buffer #{index} is a leaf tensor that requires grad, which cannot be written "
+    leaf = _grad_leaf(out)
+    if leaf:
+        raise OutputError(f"output buffer #{index} is {leaf} that requires grad, which cannot be written "
                           "in place; pass buffer.detach() (same memory), or call under torch.no_grad()")
     if out.is_inference() and not torch.is_inference_mode_enabled():
         raise OutputError(f"output buffer #{index} is an inference tensor and inference mode is off, so it cannot "

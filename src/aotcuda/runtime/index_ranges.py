@@ -113,15 +113,21 @@ def parse_index_ranges(signature: dict | None, path: str = "") -> dict[int, tupl
     return ranges
 
 
-def _comparable(tensor: torch.Tensor) -> torch.Tensor:
-    """The tensor aminmax reads: torch has no min/max kernel for uint16, uint32 and uint64 (NotImplementedError:
-    every call of a program with such an index input failed), so those are read as int64: uint16 and uint32 by
-    value, uint64 by its bits (a value of 2**63 or more reads negative: ``_uint64_extremes``)."""
-    if tensor.dtype in _WIDE_UNSIGNED:
-        return tensor.view(torch.int64) if tensor.dtype == torch.uint64 else tensor.to(torch.int64)
-    return tensor
+def _aminmax(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(min, max) of the tensor as 0-d tensors on its device. torch has no min/max kernel for uint16, uint32 and uint64
+    (NotImplementedError: every call of a program with such an index input failed), so uint64 is read by its bits as
+    int64 (a value of 2**63 or more reads negative: ``_uint64_extremes``), and uint16 and uint32 by value as int64, a
+    chunk at a time: a whole int64 copy took 4 times a uint16 input's memory (a 256 MiB request: 1 GiB more)."""
+    if tensor.dtype == torch.uint64:
+        return tensor.view(torch.int64).aminmax()
+    if tensor.dtype not in _WIDE_UNSIGNED:
+        return tensor.aminmax()
+    parts = [torch.stack(chunk.to(torch.int64).aminmax()) for chunk in tensor.reshape(-1).split(_CHUNK_ELEMENTS)]
+    both = torch.stack(parts)
+    return both[:, 0].min(), both[:, 1].max()
 
 
+_CHUNK_ELEMENTS = 1 << 22  # a uint16 or uint32 index input is read as int64 this many elements at a time (32 MiB)
 _WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
 
 
@@ -156,17 +162,21 @@ class IndexRangeChecks:
         labels = {index: f"input {inputs[index].get('name', index)!r} (#{index})" for index in ranges}
         return cls(ranges, labels, device) if ranges else None
 
-    def checked_copies(self, tensors: list, bindings: dict[str, int]) -> list:
+    def checked_copies(self, tensors: list, bindings: dict[str, int], callers: list | None = None) -> list:
         """``tensors`` with each input that has index ranges replaced by a copy of it, checked (``check``):
         the call must run on the values checked. The caller's memory may change between the check and the
         generated code's read (another thread, another process writing shared memory): an index checked in
         range and then read out of range ends the process (measured: an id rewritten in shared memory got
         past the check and aborted it). The copies cost one read of the index inputs (ids, positions),
         which the check reads anyway; a copy of an input the program writes is copied back after the call
-        (``checks.write_back``), as the exported-layout copies are."""
+        (``checks.write_back``), as the exported-layout copies are. ``callers``: the caller's own tensors, where
+        ``tensors`` may hold copies this call made (into the exported layout), which no one else can write: those
+        are checked as they are (a second copy of an expanded input doubled the memory its layout copy had been
+        allowed: 2 GiB for a (1024, 1024, 1024) uint8 expand of one byte)."""
         copies = list(tensors)
         for index in self._indices:
-            copies[index] = tensors[index].clone(memory_format=torch.preserve_format)
+            if callers is None or tensors[index] is callers[index]:
+                copies[index] = tensors[index].clone(memory_format=torch.preserve_format)
         self.check(copies, bindings)
         return copies
 
@@ -177,13 +187,13 @@ class IndexRangeChecks:
             if not checked:
                 return
             # one synchronization for all of them
-            extremes = torch.stack([torch.stack(_comparable(tensors[i]).aminmax()).long() for i in checked]).tolist()
+            extremes = torch.stack([torch.stack(_aminmax(tensors[i])).long() for i in checked]).tolist()
         else:
             checked, extremes = [], []
             for index in self._indices:
                 tensor = tensors[index]
                 if tensor.numel():
-                    low, high = _comparable(tensor).aminmax()
+                    low, high = _aminmax(tensor)
                     checked.append(index)
                     extremes.append((int(low), int(high)))
         for place, index in enumerate(checked):
@@ -210,9 +220,24 @@ class IndexRangeChecks:
             self._refuse(tensor, index, high, lowest[0], highest[0], highest[1].reason)
 
     def _refuse(self, tensor, index: int, value: int, lowest, highest, reason: str):
-        hits = (tensor == value).nonzero()  # empty only where the memory changed since the check read it
-        where = tuple(hits[0].tolist()) if len(hits) else ()
+        where = _first_place(tensor, value)  # () only where the memory changed since the check read it
         at = f" at {where}" if where else ""
         shown = f"[{'-inf' if lowest is None else lowest}, {'inf' if highest is None else highest}]"
         raise InputError(f"{self._labels[index]} holds {value}{at}, outside {shown}, the values it may hold as "
                          f"the index of {reason}. Eager refuses it too; pass values in that range")
+
+
+def _first_place(tensor: torch.Tensor, value: int) -> tuple[int, ...]:
+    """The index of the first element of ``tensor`` equal to ``value``, or () where none is. One byte an element (the
+    comparison's mask), where ``nonzero()`` listed every place: 8 bytes a dim an element, 1.6 GiB for a 64 MiB uint8
+    input of rank 3 holding the value everywhere (the breaker, 2026-12-06)."""
+    found = (tensor == value).reshape(-1).view(torch.uint8)
+    first = int(found.argmax()) if found.numel() else 0
+    if not found.numel() or not found[first]:
+        return ()
+    place = []
+    for size in reversed(tensor.shape):
+        first, index = divmod(first, size)
+        place.append(index)
+    return tuple(reversed(place))
+

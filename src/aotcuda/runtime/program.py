@@ -50,6 +50,8 @@ from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
 from aotcuda.runtime.bound import BoundGraph, bind_graph
 from aotcuda.runtime.checks import (
+    GPU_ALIGN_BYTES,
+    aligned_written_inputs,
     check_buffers_match,
     check_caller_outputs,
     check_inputs,
@@ -84,6 +86,7 @@ from aotcuda.runtime.specs import specs_from_signature
 __all__ = ["Program", "load", "read_signature"]
 
 _Tensor = torch.Tensor
+_increment_version = torch.autograd.graph.increment_version
 _thread = threading.get_ident
 
 
@@ -167,6 +170,7 @@ class Program:
         if not usable and signature:
             _warn_stale_signature(signature, self.num_inputs, self.num_outputs, package.path)
         self._mutated, self._written = _written_inputs(self._input_specs, self.num_inputs)
+        self._align_written = self._device.type == "cuda" and bool(self._written)
         if check_index_ranges is None:
             check_index_ranges = switches.flag("AOTCUDA_CHECK_INDEX_RANGES")
         self._index_checks = IndexRangeChecks.from_signature(signature, self.num_inputs, self._device, package.path) \
@@ -286,7 +290,7 @@ class Program:
 
     # --- calling -------------------------------------------------------------------------------------
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):  # /: a keyword named self is the call's, refused as any unknown keyword
         """Run on the exported module's arguments; return outputs structured like the module's."""
         if not kwargs and len(args) == self._num_flat_args:
             for arg in args:  # a loop, not all(genexpr): the generator costs more than the checks
@@ -429,7 +433,9 @@ class Program:
         if self._grad_warning_due and torch.is_grad_enabled():
             self._warn_if_inputs_require_grad(originals)
         if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too),
-            prepared = self._index_checks.checked_copies(prepared, bindings)  # on a copy the call then reads
+            prepared = self._index_checks.checked_copies(prepared, bindings, originals)  # on a copy the call reads
+        if self._align_written:  # CUDA: AOTI runs on its own copy of a written input that is not aligned
+            prepared = aligned_written_inputs(prepared, self._written)
         if self._boundary is not None:
             prepared_pairs = self._boundary.inputs_as_pairs(prepared)
         else:
@@ -457,6 +463,8 @@ class Program:
         finally:
             if back is not None:
                 list(back)
+        if self._mutated:  # autograd sees the write, as eager's in-place op: a tensor saved for a backward that the
+            _increment_version([originals[index] for index in self._mutated])  # program wrote is refused there
         return given if outputs is not given and given is not None else results  # the caller's own buffers
 
     def _finish(self, outputs, results: list, static: bool) -> list:
@@ -554,6 +562,12 @@ class Program:
                                           self.num_inputs, self._mutated)
         if self._divisors is not None:
             self._divisors.check(bindings)
+        for index in sorted(self._written) if self._align_written else ():  # see aligned_written_inputs
+            if prepared[index].data_ptr() % GPU_ALIGN_BYTES:
+                raise InputError(f"bind() reads input {self._input_labels[index]!r} (#{index}) in place and the "
+                                 f"program writes it, but its memory is not {GPU_ALIGN_BYTES}-byte aligned (a "
+                                 "slice such as buf[1:]), so the generated code would write a copy of its own "
+                                 "and never this tensor; bind a tensor of its own, e.g. x.clone(), and write into it")
         if self._index_checks is not None:  # the warm-up inputs; replays read the buffers unchecked
             self._index_checks.check(prepared, bindings)
         if self._boundary is not None:
