@@ -409,6 +409,21 @@ def test_dynamic_dim_is_checked_against_the_input():
         dynamic_shapes_from(("x:0:9:4",), model, args, {})
 
 
+def test_dynamic_numbers_past_int64_or_in_other_digits_are_usage_errors():
+    """Session 29: --dynamic x:0:1:99999999999999999999999 wrote a package whose dim range ends past int64 (it loaded
+    as a dim without a max: the breaker's list); a MAX of 5,000 digits raised int()'s raw ValueError (its 4,300-digit
+    limit), "x:0:1:²" too (str.isdigit() takes "²", int() does not), and "x:0:1:٣" read as 3."""
+    model, args = scale_factory()
+    for option in ("x:0:1:99999999999999999999999", "x:0:1:9223372036854775808", "x:0:1:" + "9" * 5000,
+                   "x:99999999999999999999:1:8"):
+        with pytest.raises(click.BadParameter, match=r"a number past 9223372036854775807 \(int64's largest\)"):
+            dynamic_shapes_from((option,), model, args, {})
+    for option in ("x:0:1:²", "x:0:1:٣", "x:٠:1:8"):
+        with pytest.raises(click.BadParameter, match="expected NAME:DIM:MIN:MAX"):
+            dynamic_shapes_from((option,), model, args, {})
+    assert dynamic_shapes_from(("x:0:1:9223372036854775807",), model, args, {})["x"][0].max == 2**63 - 1
+
+
 def one_input_for_two_factory():
     model, (x, _) = scale_factory()
     return model, (x,)

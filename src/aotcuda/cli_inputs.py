@@ -228,12 +228,24 @@ def _symbol_and_multiple(option: str, symbol: str, low: int, high: int) -> tuple
     return match.group(1), multiple
 
 
+MAX_DIM_SIZE = 2**63 - 1  # a tensor's sizes are int64
+
+
 def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, str]:
     """NAME:DIM:MIN:MAX[:SYMBOL[*N]] → (name, dim ≥ 0, min, max, symbol: "<NAME>_<dim>" by default), checked
     against the example inputs (DIM may count from the end, as in torch)."""
     fields = option.split(":")
-    if len(fields) not in (4, 5) or not re.fullmatch(r"-?\d+", fields[1]) or not all(f.isdigit() for f in fields[2:4]):
+    # ASCII digits only: str.isdigit() and \d also take "²" (which int() refuses: a raw ValueError) and other scripts'
+    # digits (which it reads)
+    if len(fields) not in (4, 5) or not re.fullmatch(r"-?[0-9]+", fields[1]) or \
+            not all(re.fullmatch(r"[0-9]+", f) for f in fields[2:4]):
         raise click.BadParameter(f"{option!r}: expected NAME:DIM:MIN:MAX[:SYMBOL[*N]] (e.g. x:1:2:512)", param_hint="--dynamic")
+    if any(len(f.lstrip("-")) > len(str(MAX_DIM_SIZE)) or int(f) > MAX_DIM_SIZE for f in fields[1:4]):
+        # (the length first: int() of 4,301 digits or more raises ValueError) no tensor has such a size or dim, and
+        # the package's range would end past int64
+        raise click.BadParameter(f"{clipped(repr(option), 80)}: a number past {MAX_DIM_SIZE} (int64's largest), more "
+                                 "than any tensor's size; give the largest size the input will have",
+                                 param_hint="--dynamic")
     name, dim, low, high = fields[0], *map(int, fields[1:4])
     if name not in arguments:
         raise click.BadParameter(f"{option!r}: forward has no argument {name!r}; it has {', '.join(arguments)}",
