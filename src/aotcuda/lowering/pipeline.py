@@ -64,6 +64,7 @@ from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
 from aotcuda.lowering.integer_division import integer_division_decompositions
 from aotcuda.lowering.operand_dtypes import check_product_dtypes
+from aotcuda.lowering.options import check_options
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
                                        split_allowed)
 from aotcuda.lowering.index_ranges import exported_index_ranges
@@ -175,6 +176,9 @@ def lower(
             cannot prove is first checked by aotcuda over the ranges: aotcuda.lowering.exporting.)
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
             lower for, or CUDA asked for where there is none.
+        TypeError, ValueError: before any work, an argument of the wrong kind (args not a tuple, kwargs not a
+            dict, allow_fallbacks not a bool, progress not callable) or an inductor_configs option that
+            torch._inductor.config does not have, or a switch of it given a string (lowering/options.py).
 
     When compiling or checking fails, the package file this call wrote is removed, and a note on the
     error (``exc.__notes__``, shown in the traceback) says that no package was written.
@@ -183,6 +187,7 @@ def lower(
     allow_fallbacks=True): ``aotcuda.load`` cannot run it, ``torch._inductor.aoti_load_package`` can;
     ``LoweredProgram.runs_in_aotcuda_runtime`` is then False.
     """
+    check_options(allow_fallbacks, inductor_configs, progress)  # before any work: "False" is true
     device = target_device(device)
     if package_path is not None:
         checked_package_path(package_path)  # before the minutes of export and compile
