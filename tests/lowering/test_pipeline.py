@@ -329,6 +329,28 @@ def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
         assert "not writable" not in str(caught.value)
 
 
+def test_a_package_path_of_no_path_or_a_name_too_long_to_build_under_is_refused_before_any_work(tmp_path):
+    """The lower() API breaker (2026-12-06): package_path=5 raised os's raw "TypeError: expected str, bytes or
+    os.PathLike object, not int", one with a NUL "ValueError: embedded null byte", a bytes path "TypeError: Can't
+    mix strings and bytes in path components"; a file name of 227-255 bytes (which the file system takes) or
+    longer ran the export, decompositions and passes, then failed making the build folder beside it,
+    ".NAME.PID.RAND.partial": a raw "OSError: [Errno 36] File name too long"."""
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering.pipeline import checked_package_path
+
+    for path, says in ((5, r"the path of the package must be a str or os.PathLike, got 5 \(int\); e.g. 'model.pt2'"),
+                       (str(tmp_path / "a\0b.pt2"), r"the path holds a NUL character, which no file system takes"),
+                       (tmp_path / ("a" * 236 + ".pt2"), r"its file name is 240 bytes, and the file system of .* takes "
+                                                         r"names of \d+ bytes at most here \(it is built under a name "
+                                                         r"29 bytes longer\); choose a shorter name"),
+                       (tmp_path / ("b" * 400 + ".pt2"), r"its file name is 404 bytes")):
+        with pytest.raises(PackageError, match=says):  # before the model and inputs are even looked at
+            aotcuda.lower(None, "not a tuple", device="cpu", package_path=path)
+    assert checked_package_path(os.fsencode(tmp_path / "m.pt2")) == str(tmp_path / "m.pt2")
+    assert checked_package_path(tmp_path / ("c" * 200 + ".pt2"))  # a long name that fits is taken
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.skipif(not (os.path.isdir("/proc") and os.access("/proc", os.W_OK)), reason="needs a /proc root may write")
 def test_a_virtual_folder_refused_for_inputs_or_outputs_does_not_speak_of_packages():
     """A new user's trial (2026-12-05): `aotcuda lower ... --save-inputs /proc/in.pt` and `aotcuda run ...

@@ -536,17 +536,23 @@ def checked_package_path(package_path: str | os.PathLike) -> str:
     AOTInductor package is there (an earlier package is replaced; ``aotcuda lower m.py:make -o m.py`` would
     have replaced the model's source).
     """
-    return checked_output_path(package_path, "the package", _is_package_file, "an AOTInductor package", "model.pt2")
+    return checked_output_path(package_path, "the package", _is_package_file, "an AOTInductor package", "model.pt2",
+                               longer_by=_BUILD_NAME_EXTRA)
+
+
+# What _written_on_success's private build folder adds to the package's file name: ".NAME.PID.RAND.partial"
+_BUILD_NAME_EXTRA = len("." + ".4294967295." + "0" * 8 + ".partial")
 
 
 def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callable[[str], bool], kind: str,
-                        example: str) -> str:
+                        example: str, longer_by: int = 0) -> str:
     """``path`` as an absolute path, once it is known that ``what`` (e.g. "the package") can be written there
-    without losing anything: not a directory, no file on the way to it, a writable folder (tried with a
-    temporary file), and no file there unless ``replaceable(path)`` says it is ``kind`` (an earlier output of
-    the same sort). ``example``: a file name to suggest inside a directory given instead. Raises PackageError
-    naming the problem and the fix."""
-    path = os.path.abspath(os.fspath(path))
+    without losing anything: a path (str, bytes or os.PathLike, no NUL), not a directory, no file on the way to
+    it, a writable folder (tried with a temporary file), a file name the folder's file system takes with
+    ``longer_by`` more bytes (the name it is built under), and no file there unless ``replaceable(path)`` says
+    it is ``kind`` (an earlier output of the same sort). ``example``: a file name to suggest inside a directory
+    given instead. Raises PackageError naming the problem and the fix."""
+    path = _as_path(path, what)
     if os.path.isdir(path):
         raise PackageError(f"cannot write {what} to {path!r}: it is a directory; give the "
                            f"{os.path.splitext(example)[1]} file to write, e.g. {os.path.join(path, example)!r}")
@@ -564,7 +570,38 @@ def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callabl
             pass
     except OSError as exc:
         raise PackageError(f"cannot write {what} to {path!r}: {_why_no_file(folder, exc)}") from None
+    _check_name_length(path, what, folder, longer_by)
     return path
+
+
+def _as_path(path, what: str) -> str:
+    """``path`` as an absolute str path; PackageError for a value that is no path, or one with a NUL (which no
+    file system takes: os raised a raw TypeError or "ValueError: embedded null byte")."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise PackageError(f"the path of {what} must be a str or os.PathLike, got {quoted(path)} "
+                           f"({type(path).__name__}); e.g. 'model.pt2'")
+    path = os.fsdecode(os.fspath(path))
+    if "\0" in path:
+        raise PackageError(f"cannot write {what} to {quoted(path)}: the path holds a NUL character, which no file "
+                           "system takes in a name; choose another path")
+    return os.path.abspath(path)
+
+
+def _check_name_length(path: str, what: str, folder: str, longer_by: int) -> None:
+    """PackageError when the file name of ``path`` (with ``longer_by`` more bytes: the name it is built under) is
+    longer than the file system of ``folder`` takes: lower() found it only after the export, decompositions and
+    passes, as a raw "OSError: [Errno 36] File name too long" from its build folder."""
+    try:
+        most = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        most = 255
+    name = os.path.basename(path)
+    size = len(os.fsencode(name))
+    if most > 0 and size + longer_by > most:
+        raise PackageError(f"cannot write {what} to {quoted(path)}: its file name is {size} bytes, and the file "
+                           f"system of {folder!r} takes names of {most - longer_by} bytes at most here"
+                           + (f" (it is built under a name {longer_by} bytes longer)" if longer_by else "")
+                           + "; choose a shorter name")
 
 
 def _why_no_file(folder: str, exc: OSError) -> str:
