@@ -682,6 +682,35 @@ def test_a_factory_returning_the_wrong_thing_is_told_what_it_returned(made, says
         model_and_inputs(made)
 
 
+@pytest.mark.parametrize("kwargs", ["m.pt2", 5, [torch.randn(2)]])
+def test_a_factory_returning_kwargs_that_are_no_dict_is_told_so(kwargs):
+    """The lower() API breaker (2026-12-06): a factory returning (model, (x,), "m.pt2") got "error: ValueError:
+    dictionary update sequence element #0 has length 1; 2 is required", one returning 5 "error: TypeError: 'int'
+    object is not iterable" (dict() of them)."""
+    from aotcuda.cli_inputs import model_and_inputs
+
+    with pytest.raises(click.UsageError, match=r"the factory returned \(model, args, kwargs\) with kwargs an? "
+                                               r"(str|int|list); kwargs must be a dict of forward's keyword inputs"):
+        model_and_inputs((torch.nn.Linear(2, 2), (torch.randn(1, 2),), kwargs))
+    assert model_and_inputs((torch.nn.Linear(2, 2), (torch.randn(1, 2),), None))[2] == {}
+
+
+def test_example_inputs_that_do_not_fit_forward_are_named_with_dynamic_too(runner, tmp_path):
+    """The lower() API breaker (2026-12-06): a factory whose inputs forward does not take, lowered with --dynamic,
+    got "error: TypeError: too many positional arguments" from the option's own bind (torch.export's, without)."""
+    for options in ([], ["--dynamic", "x:0:1:8"]):
+        result = runner.invoke(main, ["lower", f"{__name__}:too_many_inputs_factory", "-o", str(tmp_path / "t.pt2"),
+                                      "--device", "cpu", *options])
+        assert result.exit_code == 1 and not (tmp_path / "t.pt2").exists(), result.output
+        assert ("the example inputs do not fit Scale.forward(x, angle): too many positional arguments (3 positional "
+                "given)") in " ".join(result.output.split()), result.output
+
+
+def too_many_inputs_factory():
+    model, (x, angle) = scale_factory()
+    return model, (x, angle, angle)
+
+
 @pytest.mark.parametrize("device, error", [("gpu", "'gpu': expected auto, cpu, cuda or cuda:N"),
                                            ("cuda:x", "'cuda:x': expected auto, cpu, cuda or cuda:N")])
 def test_lower_and_demo_name_a_bad_device_as_a_usage_error(runner, tmp_path, device, error):

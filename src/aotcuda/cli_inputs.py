@@ -15,6 +15,7 @@ import re
 import sys
 import warnings
 import zipfile
+from collections.abc import Mapping
 
 import click
 import torch
@@ -168,6 +169,9 @@ def model_and_inputs(made) -> tuple[torch.nn.Module, tuple, dict]:
                                f"nn.Module; it returned {got}{hint}")
     model, args = made[0], made[1]
     kwargs = made[2] if len(made) == 3 else {}
+    if kwargs is not None and not isinstance(kwargs, Mapping):  # dict("m.pt2") raised a raw ValueError
+        raise click.UsageError(f"the factory returned (model, args, kwargs) with kwargs {_a(type(kwargs).__name__)}; "
+                               "kwargs must be a dict of forward's keyword inputs by name (or return (model, inputs))")
     args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
     return model, args, dict(kwargs or {})
 
@@ -183,7 +187,9 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
     """
     if not options:
         return None
-    bound = pyinspect.signature(model.forward).bind(*args, **kwargs)
+    from aotcuda.lowering.options import check_inputs_fit
+
+    bound = check_inputs_fit(model, args, kwargs) or pyinspect.signature(model.forward).bind(*args, **kwargs)
     shapes = {name: None for name in bound.arguments}
     dims, first_option = {}, {}
     for option in options:

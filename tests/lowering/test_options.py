@@ -72,3 +72,54 @@ def test_a_switch_given_a_string_is_refused(no_export):
     with pytest.raises(ExportReached):  # real options of every kind are taken
         _lower(inductor_configs={"max_autotune": True, "cpp.weight_prepack": False, "triton.enable_pdl": 0,
                                  "aot_inductor.force_mmap_weights": True, "max_autotune_gemm_backends": "ATEN"})
+
+
+class Two(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+def test_example_inputs_that_do_not_fit_forward_name_its_signature(no_export):
+    """Before: torch.export's bind said "TypeError: too many positional arguments" or "missing a required
+    argument: 'y'", of no function (the CLI's --dynamic the same, from its own bind)."""
+    x = torch.randn(2, 4)
+    for args, kwargs, says in (((x, x, x), {}, r"too many positional arguments \(3 positional given\)"),
+                               ((x,), {}, r"missing a required argument: 'y' \(1 positional given\)"),
+                               ((x, x), {"z": x}, r"got an unexpected keyword argument 'z' \(2 positional and the "
+                                                  r"keywords \['z'\] given\)")):
+        with pytest.raises(TypeError, match=r"^the example inputs do not fit Two.forward\(x, y\): " + says
+                                            + r"; give args one example input per positional argument"):
+            aotcuda.lower(Two(), args, kwargs, device="cpu")
+    with pytest.raises(ExportReached):
+        aotcuda.lower(Two(), (x,), {"y": x}, device="cpu")
+
+
+def test_meta_tensors_are_named_with_the_fix(no_export):
+    """Before: moving them to the device raised torch's raw "NotImplementedError: Cannot copy out of meta tensor;
+    no data!" (a model built under torch.device("meta") whose weights were never loaded; a meta example input)."""
+    with pytest.raises(TypeError, match=r"^example input args\[0\] is a meta tensor \(shape \(2, 4\), no values\), "
+                                        r"which cannot be moved to the device lowered for; pass a tensor with values, "
+                                        r"e.g. torch.zeros\(2, 4, dtype=torch.float32\)$"):
+        aotcuda.lower(torch.nn.Linear(4, 4), (torch.randn(2, 4, device="meta"),), device="cpu")
+    with pytest.raises(TypeError, match=r"^example input kwargs\['y'\]\[1\] is a meta tensor"):
+        aotcuda.lower(Two(), (torch.randn(2),), {"y": [torch.randn(2), torch.empty(2, device="meta")]}, device="cpu")
+    with pytest.raises(TypeError, match=r"^the model's parameter 'weight' is on the meta device: .*load them first, "
+                                        r"e.g. model.to_empty\(device='cpu'\) then model.load_state_dict"):
+        aotcuda.lower(torch.nn.Linear(4, 4, device="meta"), (torch.randn(2, 4),), device="cpu")
+
+
+def test_a_model_of_another_kind_is_named_with_what_to_pass(no_export):
+    """Before: a ScriptModule got torch.export's "Exporting a ScriptModule is not supported. Maybe try converting
+    your ScriptModule to an ExportedProgram using `TS2EPConverter(...)`" (a torch internal); an ExportedProgram, a
+    function or the class itself only "model must be a torch.nn.Module, got ...", with no fix."""
+    x = torch.randn(2, 4)
+    for model, says in ((torch.jit.script(torch.nn.Linear(4, 4)), r"a TorchScript module .*; pass the nn.Module it "
+                                                                  r"was made from"),
+                        (torch.export.export(torch.nn.Linear(4, 4), (x,)), r"an ExportedProgram; pass its module, "
+                                                                           r"model.module\(\)"),
+                        (lambda v: v * 2, r"function; lower\(\) takes a torch.nn.Module: wrap the function in one"),
+                        (torch.nn.Linear, r"the class Linear, not a module; pass an instance, e.g. Linear\(...\)")):
+        with pytest.raises(TypeError, match=r"^model must be a torch.nn.Module, got " + says):
+            aotcuda.lower(model, (x,), device="cpu")
+    with pytest.raises(ExportReached):  # what the ExportedProgram's refusal advises is taken
+        aotcuda.lower(torch.export.export(torch.nn.Linear(4, 4), (x,)).module(), (x,), device="cpu")

@@ -1,12 +1,14 @@
-"""lower()'s options checked before any work: a value of the wrong kind was taken as it came (allow_fallbacks="False"
-is true), or failed minutes later in torch's words (an Inductor option name with a typo, at the compile)."""
+"""lower()'s options and example inputs checked before any work: a value of the wrong kind was taken as it came
+(allow_fallbacks="False" is true), or failed later in torch's words (an Inductor option name with a typo, at the
+compile; example inputs that do not fit forward, at the export; a meta tensor, as it was moved)."""
 
 from __future__ import annotations
 
 import difflib
+import inspect
 import torch
 
-from aotcuda.errors import quoted
+from aotcuda.errors import clipped, names_quoted, quoted
 
 
 def check_options(allow_fallbacks, inductor_configs, progress) -> None:
@@ -55,3 +57,60 @@ def check_inductor_configs(configs) -> None:
                             f"({type(value).__name__}), which Inductor would take for {_truth(value)}; "
                             f"pass True or False")
 
+
+
+def check_inputs_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> inspect.BoundArguments | None:
+    """``model.forward``'s arguments bound to the example inputs (None where forward has no signature to read).
+    Raises TypeError naming forward's signature and what was given: torch.export's bind said only "too many
+    positional arguments" or "missing a required argument: 'y'", of no function, and the CLI's --dynamic the same."""
+    try:
+        signature = inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        return None
+    try:
+        return signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        given = f"{len(args)} positional" + (f" and the keywords {names_quoted(kwargs)}" if kwargs else "")
+        raise TypeError(f"the example inputs do not fit {type(model).__name__}.forward"
+                        f"{clipped(signature, 200)}: {exc} ({given} given); give args one example input per "
+                        "positional argument of forward, in order, and kwargs the others by name") from None
+
+
+def check_no_meta_tensors(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """TypeError naming a parameter, buffer or example input on the meta device (a shape without values: a model
+    built under torch.device("meta") or accelerate's init_empty_weights, weights never loaded), with the fix:
+    moving it to the target device raised torch's raw "NotImplementedError: Cannot copy out of meta tensor; no
+    data!"."""
+    import torch.utils._pytree as pytree
+
+    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
+        name = next((name for name, tensor in named if tensor.is_meta), None)
+        if name is not None:
+            raise TypeError(f"the model's {kind} {quoted(name)} is on the meta device: it has a shape but no values "
+                            "(the model was built under torch.device('meta') or init_empty_weights and its weights "
+                            "never loaded); load them first, e.g. model.to_empty(device='cpu') then "
+                            "model.load_state_dict(weights), or model.load_state_dict(weights, assign=True)")
+    for path, value in pytree.tree_flatten_with_path((args, kwargs))[0]:
+        if isinstance(value, torch.Tensor) and value.is_meta:
+            where = ("args" if path[0] == pytree.SequenceKey(0) else "kwargs") + pytree.keystr(path[1:])
+            raise TypeError(f"example input {where} is a meta tensor (shape {tuple(value.shape)}, no values), which "
+                            f"cannot be moved to the device lowered for; pass a tensor with values, e.g. "
+                            f"torch.zeros({', '.join(map(str, value.shape))}, dtype={value.dtype})")
+
+
+def model_kind_fix(model) -> str:
+    """What to pass instead of ``model``, which is not a torch.nn.Module (or is a TorchScript one), for the error
+    that says so: torch.export's own refusal of a ScriptModule pointed at a torch-internal converter."""
+    from torch.export import ExportedProgram
+
+    if isinstance(model, torch.jit.ScriptModule):
+        return ("a TorchScript module (torch.jit.script or torch.jit.trace), which torch.export does not trace; pass "
+                "the nn.Module it was made from")
+    if isinstance(model, ExportedProgram):
+        return "an ExportedProgram; pass its module, model.module(), with the example inputs"
+    if callable(model) and not isinstance(model, type):
+        return (f"{type(model).__name__}; lower() takes a torch.nn.Module: wrap the function in one whose forward "
+                "calls it")
+    if isinstance(model, type) and issubclass(model, torch.nn.Module):
+        return f"the class {model.__name__}, not a module; pass an instance, e.g. {model.__name__}(...)"
+    return type(model).__name__

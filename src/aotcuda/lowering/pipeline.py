@@ -64,7 +64,8 @@ from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
 from aotcuda.lowering.integer_division import integer_division_decompositions
 from aotcuda.lowering.operand_dtypes import check_product_dtypes
-from aotcuda.lowering.options import check_options
+from aotcuda.lowering.options import (check_inputs_fit, check_no_meta_tensors, check_options,
+                                     model_kind_fix)
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
                                        split_allowed)
 from aotcuda.lowering.index_ranges import exported_index_ranges
@@ -492,9 +493,11 @@ def _on_device(model: torch.nn.Module, args: tuple, kwargs: dict, device: torch.
         raise TypeError(f"kwargs must be a dict of the model's keyword inputs by name, got {type(kwargs).__name__}"
                         + ("; to say where the package goes, pass package_path=... (a keyword argument)" if path
                            else ""))
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
+        raise TypeError(f"model must be a torch.nn.Module, got {model_kind_fix(model)}")
     _refuse_numpy_inputs(args, kwargs)
+    check_inputs_fit(model, args, kwargs)
+    check_no_meta_tensors(model, args, kwargs)
     tensors = [*model.parameters(), *model.buffers()]
     if any(_differs(t.device, device) for t in tensors):
         model = copy.deepcopy(model).to(device)
