@@ -123,3 +123,57 @@ def test_a_model_of_another_kind_is_named_with_what_to_pass(no_export):
             aotcuda.lower(model, (x,), device="cpu")
     with pytest.raises(ExportReached):  # what the ExportedProgram's refusal advises is taken
         aotcuda.lower(torch.export.export(torch.nn.Linear(4, 4), (x,)).module(), (x,), device="cpu")
+
+
+def test_a_sparse_example_input_is_refused_before_the_export(no_export):
+    """Before: the export, decompositions and passes ran, then Inductor's compile failed: "InductorError:
+    NotImplementedError: Cannot access storage of SparseTensorImpl"."""
+    with pytest.raises(TypeError, match=r"^example input args\[0\] is a torch.sparse_coo tensor, but lowering traces "
+                                        r"dense \(strided\) tensors.*; pass a dense one, e.g. tensor.to_dense\(\)$"):
+        aotcuda.lower(torch.nn.Linear(4, 4), (torch.randn(2, 4).to_sparse(),), device="cpu")
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x, n: int = 2):
+        return self.linear(x) * n
+
+
+@pytest.fixture
+def no_torch_export(monkeypatch):
+    def reached(*args, **kwargs):
+        raise ExportReached
+
+    monkeypatch.setattr(torch.export, "export", reached)
+
+
+def test_dynamic_shapes_of_another_kind_are_refused(no_torch_export):
+    """Before: dynamic_shapes="batch" raised torch's raw "AssertionError: expected dynamic_shapes to be dict, tuple,
+    or list, got <class 'str'>", a Dim or an int "TypeError: object of type 'Dim' has no len()"."""
+    x, batch = torch.randn(3, 4), torch.export.Dim("batch", max=64)
+    for spec, shown in (("batch", r"'batch' \(str\)"), (batch, r"Dim\('batch', min=0, max=64\) \(Dim\)"),
+                        (3, r"3 \(int\)")):
+        with pytest.raises(aotcuda.DynamicShapesError, match=r"^dynamic_shapes must be a dict keyed by forward's "
+                                                             r"argument names, a tuple of one entry per argument, or "
+                                                             r"None; got " + shown):
+            aotcuda.lower(Scaled(), (x,), dynamic_shapes=spec, device="cpu")
+    with pytest.raises(ExportReached):
+        aotcuda.lower(Scaled(), (x,), dynamic_shapes={"x": {0: batch}}, device="cpu")
+
+
+def test_dims_for_a_number_argument_are_refused(no_torch_export):
+    """Before: {"n": {0: Dim}} for an int argument raised torch's raw "AssertionError: expected dynamic_shape to be
+    None, int, or _DimHint for _IntWrapper, got <class 'dict'>"; a named Dim "Unable to specify input integers as
+    dynamic through named Dims"."""
+    x, batch = torch.randn(3, 4), torch.export.Dim("batch", max=64)
+    for spec in ({0: batch}, batch, [batch]):
+        with pytest.raises(aotcuda.DynamicShapesError, match=r"^dynamic_shapes for n is .*, but n is int 3, not a "
+                                                             r"tensor: it has no dims to make dynamic; give it None "
+                                                             r"\(the program is exported with n=3\)$"):
+            aotcuda.lower(Scaled(), (x,), {"n": 3}, dynamic_shapes={"x": {0: batch}, "n": spec}, device="cpu")
+    for spec in (None, torch.export.Dim.STATIC):  # what torch.export takes for a number is passed on
+        with pytest.raises(ExportReached):
+            aotcuda.lower(Scaled(), (x,), {"n": 3}, dynamic_shapes={"x": {0: batch}, "n": spec}, device="cpu")

@@ -351,6 +351,20 @@ def test_a_package_path_of_no_path_or_a_name_too_long_to_build_under_is_refused_
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_package_path_ending_in_a_separator_is_refused_as_a_folder(tmp_path):
+    """The lower() API breaker (2026-12-06): package_path="out/" (a folder meant, not made yet) passed the check,
+    since abspath drops the "/", and after the export and compile the package was written as a file named "out"."""
+    from aotcuda.errors import PackageError
+
+    with pytest.raises(PackageError, match=r"the path ends in '/', which names a folder; give the file to write in it, "
+                                           r"e.g. '.*/out/model.pt2'"):  # before the model and inputs are looked at
+        aotcuda.lower(None, "not a tuple", device="cpu", package_path=f"{tmp_path}/out/")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "there").mkdir()  # an existing folder is told as before
+    with pytest.raises(PackageError, match=r"it is a directory; give the .pt2 file to write"):
+        aotcuda.lower(None, "not a tuple", device="cpu", package_path=f"{tmp_path}/there/")
+
+
 @pytest.mark.skipif(not (os.path.isdir("/proc") and os.access("/proc", os.W_OK)), reason="needs a /proc root may write")
 def test_a_virtual_folder_refused_for_inputs_or_outputs_does_not_speak_of_packages():
     """A new user's trial (2026-12-05): `aotcuda lower ... --save-inputs /proc/in.pt` and `aotcuda run ...

@@ -76,11 +76,11 @@ def check_inputs_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> inspe
                         "positional argument of forward, in order, and kwargs the others by name") from None
 
 
-def check_no_meta_tensors(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-    """TypeError naming a parameter, buffer or example input on the meta device (a shape without values: a model
-    built under torch.device("meta") or accelerate's init_empty_weights, weights never loaded), with the fix:
-    moving it to the target device raised torch's raw "NotImplementedError: Cannot copy out of meta tensor; no
-    data!"."""
+def check_example_tensors(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """TypeError naming an example input that is not dense (sparse: Inductor's compile failed on it), or a
+    parameter, buffer or example input on the meta device (a shape without values: a model built under
+    torch.device("meta") or accelerate's init_empty_weights, weights never loaded), with the fix: moving it to
+    the target device raised torch's raw "NotImplementedError: Cannot copy out of meta tensor; no data!"."""
     import torch.utils._pytree as pytree
 
     for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
@@ -91,8 +91,13 @@ def check_no_meta_tensors(model: torch.nn.Module, args: tuple, kwargs: dict) -> 
                             "never loaded); load them first, e.g. model.to_empty(device='cpu') then "
                             "model.load_state_dict(weights), or model.load_state_dict(weights, assign=True)")
     for path, value in pytree.tree_flatten_with_path((args, kwargs))[0]:
-        if isinstance(value, torch.Tensor) and value.is_meta:
-            where = ("args" if path[0] == pytree.SequenceKey(0) else "kwargs") + pytree.keystr(path[1:])
+        if not isinstance(value, torch.Tensor):
+            continue
+        where = ("args" if path[0] == pytree.SequenceKey(0) else "kwargs") + pytree.keystr(path[1:])
+        if value.layout != torch.strided:  # Inductor failed at the compile: "Cannot access storage of SparseTensorImpl"
+            raise TypeError(f"example input {where} is a {value.layout} tensor, but lowering traces dense (strided) "
+                            "tensors, and the package takes dense ones; pass a dense one, e.g. tensor.to_dense()")
+        if value.is_meta:
             raise TypeError(f"example input {where} is a meta tensor (shape {tuple(value.shape)}, no values), which "
                             f"cannot be moved to the device lowered for; pass a tensor with values, e.g. "
                             f"torch.zeros({', '.join(map(str, value.shape))}, dtype={value.dtype})")

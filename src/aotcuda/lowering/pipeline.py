@@ -64,7 +64,7 @@ from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
 from aotcuda.lowering.integer_division import integer_division_decompositions
 from aotcuda.lowering.operand_dtypes import check_product_dtypes
-from aotcuda.lowering.options import (check_inputs_fit, check_no_meta_tensors, check_options,
+from aotcuda.lowering.options import (check_example_tensors, check_inputs_fit, check_options,
                                      model_kind_fix)
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
                                        split_allowed)
@@ -497,7 +497,7 @@ def _on_device(model: torch.nn.Module, args: tuple, kwargs: dict, device: torch.
         raise TypeError(f"model must be a torch.nn.Module, got {model_kind_fix(model)}")
     _refuse_numpy_inputs(args, kwargs)
     check_inputs_fit(model, args, kwargs)
-    check_no_meta_tensors(model, args, kwargs)
+    check_example_tensors(model, args, kwargs)
     tensors = [*model.parameters(), *model.buffers()]
     if any(_differs(t.device, device) for t in tensors):
         model = copy.deepcopy(model).to(device)
@@ -555,7 +555,7 @@ def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callabl
     ``longer_by`` more bytes (the name it is built under), and no file there unless ``replaceable(path)`` says
     it is ``kind`` (an earlier output of the same sort). ``example``: a file name to suggest inside a directory
     given instead. Raises PackageError naming the problem and the fix."""
-    path = _as_path(path, what)
+    path = _as_path(path, what, example)
     if os.path.isdir(path):
         raise PackageError(f"cannot write {what} to {path!r}: it is a directory; give the "
                            f"{os.path.splitext(example)[1]} file to write, e.g. {os.path.join(path, example)!r}")
@@ -577,9 +577,10 @@ def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callabl
     return path
 
 
-def _as_path(path, what: str) -> str:
-    """``path`` as an absolute str path; PackageError for a value that is no path, or one with a NUL (which no
-    file system takes: os raised a raw TypeError or "ValueError: embedded null byte")."""
+def _as_path(path, what: str, example: str) -> str:
+    """``path`` as an absolute str path; PackageError for a value that is no path, one with a NUL (which no file
+    system takes: os raised a raw TypeError or "ValueError: embedded null byte"), or one ending in a separator
+    that is no folder yet (``example``: the file name to suggest in it)."""
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise PackageError(f"the path of {what} must be a str or os.PathLike, got {quoted(path)} "
                            f"({type(path).__name__}); e.g. 'model.pt2'")
@@ -587,6 +588,9 @@ def _as_path(path, what: str) -> str:
     if "\0" in path:
         raise PackageError(f"cannot write {what} to {quoted(path)}: the path holds a NUL character, which no file "
                            "system takes in a name; choose another path")
+    if path.endswith(os.sep) and not os.path.isdir(path):  # abspath drops the "/": a file "out" was written
+        raise PackageError(f"cannot write {what} to {quoted(path)}: the path ends in {os.sep!r}, which names a folder; "
+                           f"give the file to write in it, e.g. {quoted(os.path.join(path, example))}")
     return os.path.abspath(path)
 
 
