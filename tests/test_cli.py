@@ -720,6 +720,19 @@ def test_lower_and_demo_name_a_bad_device_as_a_usage_error(runner, tmp_path, dev
         assert not (tmp_path / "d.pt2").exists()
 
 
+def test_a_cuda_index_torch_does_not_see_is_a_usage_error_that_says_so(runner, tmp_path, monkeypatch):
+    """The lower() API breaker (2026-12-06): --device cuda:7 on a machine of one GPU reached the lowering (torch's
+    raw "invalid device ordinal" as the model was moved); refused by target_device now, it must not be told as
+    "torch sees no CUDA device here"."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "d.pt2"), "--device",
+                                  "cuda:7"])
+    assert result.exit_code == 2 and not (tmp_path / "d.pt2").exists(), result.output
+    assert "cuda:7: torch sees 2 CUDA devices here (cuda:0 to cuda:1); use --device cuda or one of those" in \
+        " ".join(result.output.split()), result.output
+
+
 def test_cuda_where_there_is_none_is_a_usage_error_for_lower_and_demo(runner, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without a GPU, on any machine
     for command in (["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "d.pt2")], ["demo"]):

@@ -453,6 +453,13 @@ class TargetDevice(click.ParamType):
         try:
             return str(target_device(device))  # "auto" resolved: "cuda" or "cpu"
         except DeviceError:
+            import torch
+
+            if torch.cuda.is_available():  # an index torch does not see (cuda:7 on a machine of one GPU)
+                count = torch.cuda.device_count()
+                self.fail(f"{value}: torch sees {count} CUDA device{'' if count == 1 else 's'} here (cuda:0"
+                          f"{'' if count == 1 else f' to cuda:{count - 1}'}); use --device cuda or one of those",
+                          param, ctx)
             self.fail(f"{value}: torch sees no CUDA device here; use --device cpu{' or auto' if self.auto else ''}",
                       param, ctx)
 

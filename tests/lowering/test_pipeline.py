@@ -117,6 +117,18 @@ def test_cuda_where_there_is_none_quotes_the_device_asked_for(monkeypatch):
             aotcuda.lower(torch.nn.Linear(2, 2), (torch.randn(1, 2),), device=device)
 
 
+def test_a_cuda_index_torch_does_not_see_is_refused_before_any_work(monkeypatch):
+    """The lower() API breaker (2026-12-06): device="cuda:7" on a machine of one GPU passed the device check and
+    ended as the model was moved there, in torch's raw "CUDA error: invalid device ordinal"."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for count, seen in ((1, r"1 CUDA device here \(cuda:0\)"), (2, r"2 CUDA devices here \(cuda:0 to cuda:1\)")):
+        monkeypatch.setattr(torch.cuda, "device_count", lambda count=count: count)
+        for device in ("cuda:7", torch.device("cuda", 2)):
+            with pytest.raises(aotcuda.DeviceError, match=rf"^device='cuda:\d' asked for, but torch sees {seen}; use "
+                                                          r"one of those, or device='cuda' for the current one$"):
+                aotcuda.lower(None, "not a tuple", device=device)  # before the model and inputs are looked at
+
+
 class ComplexLogcumsumexp(torch.nn.Module):
     """logcumsumexp has no rule in ReplaceComplexWithRealPass, so the whole program stays complex. Its kernel
     is an allow-listed scan (fallbacks.SCAN_KERNELS), which on complex values must still be reported."""
