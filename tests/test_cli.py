@@ -733,6 +733,27 @@ def test_a_cuda_index_torch_does_not_see_is_a_usage_error_that_says_so(runner, t
         " ".join(result.output.split()), result.output
 
 
+def test_save_inputs_to_the_package_path_is_refused_before_any_work(runner, tmp_path, monkeypatch):
+    """The lower() API breaker (2026-12-06): `aotcuda lower f.py:make -o m.pt2 --save-inputs m.pt2` lowered, wrote
+    the package, then replaced it with the inputs (torch.save over it) and said "wrote the example inputs to m.pt2
+    (aotcuda run m.pt2 --inputs m.pt2)"; `aotcuda demo` the same."""
+    import aotcuda.demo
+    import aotcuda.lowering
+
+    def reached(*args, **kwargs):
+        raise AssertionError("the lowering was reached")
+
+    monkeypatch.setattr(aotcuda.lowering, "lower", reached)
+    monkeypatch.setattr(aotcuda.demo, "run_demo", reached)
+    package = tmp_path / "m.pt2"
+    for command in (["lower", f"{__name__}:scale_factory"], ["demo"]):
+        for saved in (str(package), f"{tmp_path}/./m.pt2"):
+            result = runner.invoke(main, [*command, "-o", str(package), "--device", "cpu", "--save-inputs", saved])
+            assert result.exit_code == 2, result.output
+            assert "is also the package's path (-o):" in result.output and "e.g. m.inputs.pt" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cuda_where_there_is_none_is_a_usage_error_for_lower_and_demo(runner, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without a GPU, on any machine
     for command in (["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "d.pt2")], ["demo"]):
