@@ -177,3 +177,22 @@ def test_dims_for_a_number_argument_are_refused(no_torch_export):
     for spec in (None, torch.export.Dim.STATIC):  # what torch.export takes for a number is passed on
         with pytest.raises(ExportReached):
             aotcuda.lower(Scaled(), (x,), {"n": 3}, dynamic_shapes={"x": {0: batch}, "n": spec}, device="cpu")
+
+
+def test_inductor_configs_that_make_a_package_aotcuda_load_refuses_are_refused(no_export):
+    """Before: lower() compiled and wrote the package, and said nothing; aotcuda.load then refused it, telling the
+    user to "lower the model again with aotcuda.lower": package_cpp_only ("holds C++ sources but no compiled .so"),
+    package_constants_in_so=False ("its model keeps its weights outside its library ... pickle_weights")."""
+    with pytest.raises(ValueError, match=r"^inductor_configs sets 'aot_inductor.package_cpp_only', which packages the "
+                                         r"C\+\+ sources without a compiled library: aotcuda.load refuses"):
+        _lower(inductor_configs={"aot_inductor.package_cpp_only": True})
+    for configs in ({"aot_inductor.package_constants_in_so": False},
+                    {"aot_inductor.package_constants_in_so": False,
+                     "aot_inductor.package_constants_on_disk_format": "pickle_weights"}):
+        with pytest.raises(ValueError, match=r"^inductor_configs keeps the weights outside the model library .*: "
+                                             r"aotcuda.load reads them there only as 'binary_blob'; set "):
+            _lower(inductor_configs=configs)
+    with pytest.raises(ExportReached):  # the format aotcuda reads (ExecuTorch's AOTI backend writes it) is taken
+        _lower(inductor_configs={"aot_inductor.package_constants_in_so": False,
+                                 "aot_inductor.package_constants_on_disk_format": "binary_blob",
+                                 "aot_inductor.package_cpp_only": False})

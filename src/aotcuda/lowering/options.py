@@ -34,8 +34,10 @@ def _truth(value) -> bool:
 def check_inductor_configs(configs) -> None:
     """``configs`` as Inductor reads them: a dict of option names it has (``torch._inductor.config``, dotted for
     nested ones, e.g. "cpp.weight_prepack"), each switch (an option whose default is True or False) given a bool,
-    an int or None (some are tristate), and no ``aot_inductor.output_path`` (torch refuses it at the compile:
-    package_path says where the package goes)."""
+    an int or None (some are tristate), no ``aot_inductor.output_path`` (torch refuses it at the compile:
+    package_path says where the package goes), and none that makes a package aotcuda.load refuses (lowered, and
+    refused only at load: C++ sources without a library, ``package_cpp_only``; weights outside the library in
+    another format than "binary_blob")."""
     if not isinstance(configs, dict):
         raise TypeError(f"inductor_configs must be a dict of Inductor option names to values, got "
                         f"{type(configs).__name__}; e.g. inductor_configs={{'max_autotune': True}}")
@@ -52,11 +54,23 @@ def check_inductor_configs(configs) -> None:
         if name == "aot_inductor.output_path":
             raise ValueError("inductor_configs sets 'aot_inductor.output_path', which torch refuses when it packages "
                              "the program; say where the package goes with package_path=... instead")
+        if name == "aot_inductor.package_cpp_only" and value:
+            raise ValueError("inductor_configs sets 'aot_inductor.package_cpp_only', which packages the C++ sources "
+                             "without a compiled library: aotcuda.load refuses such a package; leave it out")
         if isinstance(defaults[name], bool) and value is not None and not isinstance(value, (bool, int)):
             raise TypeError(f"inductor_configs[{name!r}] is a switch (True or False), got {quoted(value)} "
                             f"({type(value).__name__}), which Inductor would take for {_truth(value)}; "
                             f"pass True or False")
 
+    in_so = configs.get("aot_inductor.package_constants_in_so", True)
+    on_disk = configs.get("aot_inductor.package_constants_on_disk_format")
+    if (on_disk is not None or not in_so) and on_disk != "binary_blob":
+        # torch's default on-disk format then is pickle_weights (data/weights/), which aotcuda.load does not read
+        raise ValueError(f"inductor_configs keeps the weights outside the model library (package_constants_in_so="
+                         f"{in_so}, package_constants_on_disk_format="
+                         f"{quoted(on_disk)}): aotcuda.load reads them there only as 'binary_blob'; set "
+                         "'aot_inductor.package_constants_on_disk_format': 'binary_blob', or leave both out (weights "
+                         "inside the library)")
 
 
 def check_inputs_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> inspect.BoundArguments | None:
