@@ -45,6 +45,18 @@ def test_a_progress_that_is_not_callable_is_refused(no_export):
         _lower(progress=lambda step, seconds: None)
 
 
+def test_a_progress_that_cannot_take_two_arguments_is_refused(no_export):
+    """Before: the first step raised "TypeError: <lambda>() takes 1 positional argument but 2 were given", naming
+    neither progress nor how lower() calls it."""
+    with pytest.raises(TypeError, match=r"^progress is called as progress\(step, seconds\) \(seconds None as a step "
+                                        r"starts\), but <lambda>\(step\) cannot take those two arguments \(too many "
+                                        r"positional arguments\); give it two parameters"):
+        _lower(progress=lambda step: None)
+    for taken in (print, lambda *args: None, lambda step, seconds, extra=1: None):
+        with pytest.raises(ExportReached):
+            _lower(progress=taken)
+
+
 @pytest.mark.parametrize("configs", [[("max_autotune", True)], "max_autotune", ("max_autotune",)])
 def test_inductor_configs_that_are_not_a_dict_are_refused(no_export, configs):
     """Before: "TypeError: 'list' object is not a mapping", raw."""

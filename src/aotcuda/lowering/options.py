@@ -20,8 +20,26 @@ def check_options(allow_fallbacks, inductor_configs, progress) -> None:
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a function called as progress(step, seconds), or None; got "
                         f"{quoted(progress)} ({type(progress).__name__})")
+    if progress is not None:
+        _check_progress_takes_two(progress)
     if inductor_configs is not None:
         check_inductor_configs(inductor_configs)
+
+
+def _check_progress_takes_two(progress) -> None:
+    """TypeError when ``progress`` cannot be called with two arguments (a ``lambda step: ...``): the first step
+    raised "<lambda>() takes 1 positional argument but 2 were given", which named neither progress nor lower."""
+    try:
+        signature = inspect.signature(progress)
+    except (TypeError, ValueError):  # a builtin or C callable: no signature to read; it says for itself
+        return
+    try:
+        signature.bind("export", None)
+    except TypeError as exc:
+        raise TypeError(f"progress is called as progress(step, seconds) (seconds None as a step starts), but "
+                        f"{getattr(progress, '__name__', type(progress).__name__)}{clipped(signature, 100)} cannot "
+                        f"take those two arguments ({exc}); give it two parameters, e.g. "
+                        "lambda step, seconds: print(step, seconds)") from None
 
 
 def _truth(value) -> bool:
