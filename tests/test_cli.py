@@ -695,6 +695,23 @@ def test_a_factory_returning_kwargs_that_are_no_dict_is_told_so(kwargs):
     assert model_and_inputs((torch.nn.Linear(2, 2), (torch.randn(1, 2),), None))[2] == {}
 
 
+def test_a_factory_returning_a_class_or_inputs_as_a_dict_is_told_the_fix():
+    """The lower() API breaker (2026-12-06): (Linear, (x,)) was told "it returned a tuple of 2: (type, tuple)";
+    (model, {"x": x}) passed the dict as forward's one positional input, and the model failed on it ("linear():
+    argument 'input' (position 1) must be Tensor, not dict"), where forward's inputs by name were meant."""
+    from aotcuda.cli_inputs import model_and_inputs
+
+    x = torch.randn(1, 2)
+    with pytest.raises(click.UsageError, match=r"its first item is the class Linear, not a model: return an instance, "
+                                               r"Linear\(...\)"):
+        model_and_inputs((torch.nn.Linear, (x,)))
+    with pytest.raises(click.UsageError, match=r"the factory returned \(model, inputs\) with inputs a dict; return "
+                                               r"\(model, \(the_dict,\)\) if forward takes the dict as one argument, "
+                                               r"or \(model, \(\), the_dict\) to pass its items by name"):
+        model_and_inputs((torch.nn.Linear(2, 2), {"input": x}))
+    assert model_and_inputs((torch.nn.Linear(2, 2), (), {"input": x}))[2] == {"input": x}
+
+
 def test_example_inputs_that_do_not_fit_forward_are_named_with_dynamic_too(runner, tmp_path):
     """The lower() API breaker (2026-12-06): a factory whose inputs forward does not take, lowered with --dynamic,
     got "error: TypeError: too many positional arguments" from the option's own bind (torch.export's, without)."""

@@ -165,6 +165,9 @@ def model_and_inputs(made) -> tuple[torch.nn.Module, tuple, dict]:
                else _a(type(made).__name__))
         hint = (" (FACTORY names an nn.Module class? Point at a function that builds the model and its example "
                 "inputs and returns both)" if isinstance(made, torch.nn.Module) else "")
+        if isinstance(made, tuple) and made and isinstance(made[0], type) and issubclass(made[0], torch.nn.Module):
+            name = made[0].__name__
+            hint = f" (its first item is the class {name}, not a model: return an instance, {name}(...))"
         raise click.UsageError("the factory must return (model, inputs) or (model, args, kwargs), model an "
                                f"nn.Module; it returned {got}{hint}")
     model, args = made[0], made[1]
@@ -172,6 +175,10 @@ def model_and_inputs(made) -> tuple[torch.nn.Module, tuple, dict]:
     if kwargs is not None and not isinstance(kwargs, Mapping):  # dict("m.pt2") raised a raw ValueError
         raise click.UsageError(f"the factory returned (model, args, kwargs) with kwargs {_a(type(kwargs).__name__)}; "
                                "kwargs must be a dict of forward's keyword inputs by name (or return (model, inputs))")
+    if isinstance(args, dict):  # one positional input that is a dict, or forward's inputs by name? Say which
+        raise click.UsageError("the factory returned (model, inputs) with inputs a dict; return (model, (the_dict,)) "
+                               "if forward takes the dict as one argument, or (model, (), the_dict) to pass its items "
+                               "by name")
     args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
     return model, args, dict(kwargs or {})
 

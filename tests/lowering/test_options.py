@@ -208,3 +208,14 @@ def test_inductor_configs_that_make_a_package_aotcuda_load_refuses_are_refused(n
         _lower(inductor_configs={"aot_inductor.package_constants_in_so": False,
                                  "aot_inductor.package_constants_on_disk_format": "binary_blob",
                                  "aot_inductor.package_cpp_only": False})
+
+
+def test_an_iterator_as_an_example_input_is_named_with_the_fix(no_export):
+    """Before: torch.export's "ValueError: Unsupported input type <class 'generator'>. Export only supports pytree
+    containers of basic types ... To register a custom dataclass, use torch.export.register_dataclass ...", advice
+    that is not the fix (an `aotcuda lower` factory returning (model, (t for t in ...)) got it too)."""
+    x = torch.randn(2, 4)
+    for value, kind in (((t for t in [x]), "generator"), (iter([x]), "list_iterator"), (map(abs, [x]), "map")):
+        with pytest.raises(TypeError, match=rf"^example input args\[0\] is a {kind}, an iterator, which torch.export "
+                                            r"does not read; pass its items as a tuple or list, e.g. tuple\(...\)$"):
+            aotcuda.lower(torch.nn.Linear(4, 4), (value,), device="cpu")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from collections.abc import Iterator
+
 import torch
 
 from aotcuda.errors import clipped, names_quoted, quoted
@@ -109,8 +111,9 @@ def check_inputs_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> inspe
 
 
 def check_example_tensors(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-    """TypeError naming an example input that is not dense (sparse: Inductor's compile failed on it), or a
-    parameter, buffer or example input on the meta device (a shape without values: a model built under
+    """TypeError naming an example input that is an iterator (a generator: torch.export advised register_dataclass),
+    one that is not dense (sparse: Inductor's compile failed on it), or a parameter, buffer or example input on
+    the meta device (a shape without values: a model built under
     torch.device("meta") or accelerate's init_empty_weights, weights never loaded), with the fix: moving it to
     the target device raised torch's raw "NotImplementedError: Cannot copy out of meta tensor; no data!"."""
     import torch.utils._pytree as pytree
@@ -123,9 +126,12 @@ def check_example_tensors(model: torch.nn.Module, args: tuple, kwargs: dict) -> 
                             "never loaded); load them first, e.g. model.to_empty(device='cpu') then "
                             "model.load_state_dict(weights), or model.load_state_dict(weights, assign=True)")
     for path, value in pytree.tree_flatten_with_path((args, kwargs))[0]:
+        where = ("args" if path[0] == pytree.SequenceKey(0) else "kwargs") + pytree.keystr(path[1:])
+        if isinstance(value, Iterator):  # torch.export: "Unsupported input type <class 'generator'>", then its advice
+            raise TypeError(f"example input {where} is a {type(value).__name__}, an iterator, which torch.export does "
+                            "not read; pass its items as a tuple or list, e.g. tuple(...)")
         if not isinstance(value, torch.Tensor):
             continue
-        where = ("args" if path[0] == pytree.SequenceKey(0) else "kwargs") + pytree.keystr(path[1:])
         if value.layout != torch.strided:  # Inductor failed at the compile: "Cannot access storage of SparseTensorImpl"
             raise TypeError(f"example input {where} is a {value.layout} tensor, but lowering traces dense (strided) "
                             "tensors, and the package takes dense ones; pass a dense one, e.g. tensor.to_dense()")
