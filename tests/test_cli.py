@@ -1198,6 +1198,26 @@ def test_factory_import_and_call_errors_say_where_and_what_to_change(runner, tmp
             "in <module>)") in result.output, result.output
 
 
+def test_a_model_file_or_factory_that_exits_is_an_error_not_a_silent_exit(runner, tmp_path):
+    """The lower() API breaker (2026-12-06): a factory calling sys.exit(0) ended `aotcuda lower` with exit 0, no
+    package and no word (a script's `aotcuda lower ... && aotcuda run ...` went on); a model file whose top level
+    exits (argparse's parse_args() outside `if __name__ == "__main__":` reads aotcuda's own arguments and exits 2,
+    or sys.exit("usage: ...")) ended it with that code and, at best, the file's usage line."""
+    (tmp_path / "script.py").write_text("import sys\nsys.exit('usage: python script.py ARG')\ndef make():\n    pass\n")
+    (tmp_path / "quits.py").write_text("import sys\ndef make():\n    sys.exit(0)\n")
+    for spec, says in ((f"{tmp_path}/script.py:make", f"importing {tmp_path}/script.py exited (SystemExit: 'usage: "
+                                                      f"python script.py ARG') (at {tmp_path}/script.py:2, in <module>);"
+                                                      " a file aotcuda imports must not exit: put the script part of it "
+                                                      "under `if __name__ == \"__main__\":`"),
+                       (f"{tmp_path}/quits.py:make", f"the factory {tmp_path}/quits.py:make exited (SystemExit: 0) (at "
+                                                     f"{tmp_path}/quits.py:3, in make); FACTORY must return the model "
+                                                     "and its inputs, not exit")):
+        result = runner.invoke(main, ["lower", spec, "-o", str(tmp_path / "m.pt2"), "--device", "cpu"])
+        assert result.exit_code == 1, result.output
+        assert says in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "m.pt2").exists()
+
+
 def test_a_numpy_file_or_a_package_given_as_inputs_is_named_for_what_it_is(tmp_path):
     import numpy
 

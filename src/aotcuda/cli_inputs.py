@@ -87,6 +87,9 @@ def call_factory(spec: str):
         return factory()
     except (AotcudaError, click.ClickException):  # aotcuda's own errors (a factory may call lower()) say it all
         raise
+    except SystemExit as exc:  # sys.exit(0) in the factory ended `aotcuda lower` with 0 and nothing written
+        raise click.ClickException(f"the factory {spec} exited (SystemExit: {_exit_said(exc)}){_where(exc)}; FACTORY "
+                                   "must return the model and its inputs, not exit") from exc
     except Exception as exc:  # the user's code: say whose and where, not only what
         import traceback
 
@@ -114,23 +117,34 @@ def _import_file(path: str):
         loader_spec.loader.exec_module(module)
     except click.ClickException:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # SystemExit: sys.exit() or argparse at the module's top level
         raise _import_error(path, exc) from exc
     return module
 
 
-def _import_error(what: str, exc: Exception) -> click.ClickException:
-    """An exception raised while importing the user's ``what``, as a click error that says so, and where (the
-    innermost frame of the user's code; a SyntaxError's own line)."""
+def _import_error(what: str, exc: BaseException) -> click.ClickException:
+    """An exception raised (or a SystemExit) while importing the user's ``what``, as a click error that says so, and
+    where (the innermost frame of the user's code; a SyntaxError's own line)."""
+    if isinstance(exc, SystemExit):  # aotcuda exited with the module's code and said nothing (0: a success)
+        return click.ClickException(f"importing {what} exited (SystemExit: {_exit_said(exc)}){_where(exc)}; a file "
+                                    "aotcuda imports must not exit: put the script part of it under "
+                                    "`if __name__ == \"__main__\":`")
+    at = f" (at {exc.filename}:{exc.lineno})" if isinstance(exc, SyntaxError) and exc.filename else _where(exc)
+    return click.ClickException(f"importing {what} raised {type(exc).__name__}: {exc}{at}")
+
+
+def _exit_said(exc: SystemExit) -> str:
+    """What a SystemExit carries, as sys.exit was called: its code, or its message, bounded."""
+    return clipped(repr(exc.code), 200)
+
+
+def _where(exc: BaseException) -> str:
+    """" (at FILE:LINE, in NAME)": the innermost frame of the user's code that raised ``exc``, or ""."""
     import traceback
 
-    if isinstance(exc, SyntaxError) and exc.filename:
-        at = f" (at {exc.filename}:{exc.lineno})"
-    else:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename
-                  and not f.filename.startswith("<frozen") and f.filename != __file__]
-        at = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
-    return click.ClickException(f"importing {what} raised {type(exc).__name__}: {exc}{at}")
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename
+              and not f.filename.startswith("<frozen") and f.filename != __file__]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
 
 
 def _import_module(name: str):
@@ -148,7 +162,7 @@ def _import_module(name: str):
             f"for a file elsewhere use the path form, e.g. path/to/{name.replace('.', '/')}.py:FACTORY") from exc
     except click.ClickException:
         raise
-    except Exception as exc:  # the user's module raised while it was imported
+    except (Exception, SystemExit) as exc:  # the user's module raised (or exited) while it was imported
         raise _import_error(f"module {name}", exc) from exc
 
 
