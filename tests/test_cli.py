@@ -771,6 +771,28 @@ def test_save_inputs_to_the_package_path_is_refused_before_any_work(runner, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+def test_save_outputs_to_the_inputs_file_is_refused_before_the_run(runner, tmp_path, monkeypatch):
+    """The lower() API breaker (2026-12-06): `aotcuda run m.pt2 --inputs in.pt --save-outputs in.pt` ran and
+    replaced the inputs it had read with the outputs (both torch.save files, so the save path's check took it)."""
+    import aotcuda.runtime.program
+
+    def reached(*args, **kwargs):
+        raise AssertionError("the package was loaded")
+
+    monkeypatch.setattr(aotcuda.runtime.program, "load", reached)
+    torch.save((torch.randn(3, 8), torch.randn(3, 4)), tmp_path / "in.pt")
+    (tmp_path / "m.pt2").write_bytes(b"")
+    before = (tmp_path / "in.pt").read_bytes()
+    for saved in (str(tmp_path / "in.pt"), f"{tmp_path}/./in.pt"):
+        result = runner.invoke(main, ["run", str(tmp_path / "m.pt2"), "--inputs", str(tmp_path / "in.pt"),
+                                      "--save-outputs", saved])
+        assert result.exit_code == 2, result.output
+        message = " ".join(result.output.split())
+        assert "is also the inputs file (--inputs): the outputs would replace the inputs read from it" in message
+        assert "e.g. in.outputs.pt" in message
+    assert (tmp_path / "in.pt").read_bytes() == before
+
+
 def test_cuda_where_there_is_none_is_a_usage_error_for_lower_and_demo(runner, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without a GPU, on any machine
     for command in (["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "d.pt2")], ["demo"]):

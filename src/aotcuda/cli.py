@@ -724,7 +724,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
     from aotcuda.runtime.program import load
 
     if save_outputs:
-        save_outputs = _checked_save_path(save_outputs, "--save-outputs", "the outputs")
+        save_outputs = _checked_save_path(save_outputs, "--save-outputs", "the outputs", inputs=inputs_path)
     args, kwargs = load_inputs(inputs_path)
     with load(package, device=device, cuda_graphs=cuda_graphs) as program:
         # onto the program's device; a tensor with no data (meta) stays as it is, for the call's own check to name
@@ -771,11 +771,14 @@ def _counted(count: int, thing: str) -> str:
     return f"{count} {thing}{'' if count == 1 else 's'}"
 
 
-def _checked_save_path(path: str, option: str, what: str, package: str | None = None) -> str:
+def _checked_save_path(path: str, option: str, what: str, package: str | None = None,
+                       inputs: str | None = None) -> str:
     """A file ``option`` saves ``what`` to (torch.save), checked before any work, as -o is: a folder that takes
     it, no file there but an earlier torch.save file (``--save-inputs model.py`` would replace the model's
-    source), and not ``package``, the -o this command writes first (``-o m.pt2 --save-inputs m.pt2`` replaced the
-    package it had just written with the inputs). Its missing folders are made when it is written."""
+    source), and neither ``package``, the -o this command writes first (``-o m.pt2 --save-inputs m.pt2`` replaced
+    the package it had just written with the inputs), nor ``inputs``, the file it reads the call from (``run
+    --inputs in.pt --save-outputs in.pt`` replaced the inputs with the outputs). Its missing folders are made when
+    it is written."""
     from aotcuda.lowering.pipeline import checked_output_path, is_torch_save_file
 
     try:
@@ -786,6 +789,10 @@ def _checked_save_path(path: str, option: str, what: str, package: str | None = 
         stem = os.path.splitext(os.path.basename(package))[0]
         raise click.BadParameter(f"{path!r} is also the package's path (-o): {what} would replace the package just "
                                  f"written; give another file, e.g. {stem}.inputs.pt", param_hint=option)
+    if inputs is not None and os.path.realpath(path) == os.path.realpath(inputs):
+        stem = os.path.splitext(os.path.basename(inputs))[0]
+        raise click.BadParameter(f"{path!r} is also the inputs file (--inputs): {what} would replace the inputs "
+                                 f"read from it; give another file, e.g. {stem}.outputs.pt", param_hint=option)
     return path
 
 
