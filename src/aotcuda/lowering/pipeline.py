@@ -153,9 +153,11 @@ def lower(
         package_path: where to write the .pt2; default: ``<model class>.pt2``, the class name as spelt
             (``AttentionBlock.pt2``), in a new temporary folder
             (the caller owns it; nothing is written to the working directory unless asked). Folders of
-            the path that do not exist are created; a path that is a directory, or whose folder is a file
-            or not writable, raises PackageError before any work.
-        allow_fallbacks: accept ATen fallback kernels outside the allow-list instead of raising.
+            the path that do not exist are created; a path that is a directory (or ends in "/"), whose folder
+            is a file or not writable, or whose file name is too long to build under, raises PackageError
+            before any work.
+        allow_fallbacks: accept ATen fallback kernels outside the allow-list instead of raising (a bool:
+            "False" is refused, not taken for True).
         inductor_configs: extra Inductor options, applied over the device profile's.
             On the CPU with max-autotune on, for a program that writes a buffer (or parameter) in place,
             ``cpp.weight_prepack=False`` is added unless given (``package_inductor_configs``: torch 2.13 packs
