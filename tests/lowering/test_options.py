@@ -221,11 +221,12 @@ def test_an_iterator_as_an_example_input_is_named_with_the_fix(no_export):
             aotcuda.lower(torch.nn.Linear(4, 4), (value,), device="cpu")
 
 
-def test_a_torch_compiled_module_is_lowered_as_the_module_it_wraps(monkeypatch):
+def test_a_torch_compiled_or_data_parallel_module_is_lowered_as_the_module_it_wraps(monkeypatch):
     """Before: torch.compile(model) (an OptimizedModule, whose forward takes (*args, **kwargs)) was exported as it
     was, and dynamic_shapes keyed by the model's argument names were refused: "When `dynamic_shapes` is specified as
     a dict, its top-level keys must be the arg names ['args'] of `inputs`, but here they are ['x']"; a tuple got
-    "`inputs[0]` is a <class 'tuple'>, but `dynamic_shapes[0]` is a <class 'dict'>"."""
+    "`inputs[0]` is a <class 'tuple'>, but `dynamic_shapes[0]` is a <class 'dict'>". nn.DataParallel the same
+    (its arg names ['inputs'])."""
     exported = []
 
     def reached(model, *args, **kwargs):
@@ -234,7 +235,8 @@ def test_a_torch_compiled_module_is_lowered_as_the_module_it_wraps(monkeypatch):
 
     monkeypatch.setattr(torch.export, "export", reached)
     model, batch = Scaled(), torch.export.Dim("batch", max=64)
-    for shapes in ({"x": {0: batch}}, ({0: batch},)):
-        with pytest.raises(ExportReached):
-            aotcuda.lower(torch.compile(model), (torch.randn(3, 4),), dynamic_shapes=shapes, device="cpu")
-        assert exported[-1][0] is model  # the module itself, on the device already: no copy
+    for wrapped in (torch.compile(model), torch.nn.DataParallel(model), torch.compile(torch.nn.DataParallel(model))):
+        for shapes in ({"x": {0: batch}}, ({0: batch},)):
+            with pytest.raises(ExportReached):
+                aotcuda.lower(wrapped, (torch.randn(3, 4),), dynamic_shapes=shapes, device="cpu")
+            assert exported[-1][0] is model  # the module itself, on the device already: no copy

@@ -497,10 +497,12 @@ def _on_device(model: torch.nn.Module, args: tuple, kwargs: dict, device: torch.
                            else ""))
     if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
         raise TypeError(f"model must be a torch.nn.Module, got {model_kind_fix(model)}")
-    if isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
-        # torch.compile's wrapper: its forward takes (*args, **kwargs), so dynamic_shapes keyed by the model's own
-        # argument names were refused ("top-level keys must be the arg names ['args']"); it plays no part here
-        model = model._orig_mod
+    while isinstance(model, (torch._dynamo.eval_frame.OptimizedModule, torch.nn.DataParallel,
+                             torch.nn.parallel.DistributedDataParallel)):
+        # torch.compile's and the data-parallel wrappers: their forward takes (*args, **kwargs), so dynamic_shapes
+        # keyed by the model's own argument names were refused ("top-level keys must be the arg names ['args']");
+        # they play no part in a package
+        model = model._orig_mod if isinstance(model, torch._dynamo.eval_frame.OptimizedModule) else model.module
     _refuse_numpy_inputs(args, kwargs)
     check_inputs_fit(model, args, kwargs)
     check_example_tensors(model, args, kwargs)
