@@ -437,8 +437,8 @@ def test_a_factory_whose_inputs_do_not_fit_forward_names_its_signature(runner, t
         result = runner.invoke(main, ["lower", f"{__name__}:one_input_for_two_factory", "-o", str(tmp_path / "s.pt2"),
                                       "--device", "cpu", *dynamic])
         assert result.exit_code == 1 and not (tmp_path / "s.pt2").exists(), result.output
-        assert ("the example inputs do not fit Scale.forward(x, angle): missing a required argument: 'angle' (given 1 "
-                "positional input)") in " ".join(result.output.split()), result.output
+        assert ("the example inputs do not fit Scale.forward(x, angle): missing a required argument: 'angle' (1 "
+                "positional given)") in " ".join(result.output.split()), result.output
 
 
 def test_dynamic_dim_out_of_range_is_a_usage_error_not_an_index_error(runner, tmp_path):
@@ -744,6 +744,52 @@ def test_a_factory_returning_the_wrong_thing_is_told_what_it_returned(made, says
         model_and_inputs(made)
 
 
+@pytest.mark.parametrize("kwargs", ["m.pt2", 5, [torch.randn(2)]])
+def test_a_factory_returning_kwargs_that_are_no_dict_is_told_so(kwargs):
+    """The lower() API breaker (2026-12-06): a factory returning (model, (x,), "m.pt2") got "error: ValueError:
+    dictionary update sequence element #0 has length 1; 2 is required", one returning 5 "error: TypeError: 'int'
+    object is not iterable" (dict() of them)."""
+    from aotcuda.cli_inputs import model_and_inputs
+
+    with pytest.raises(click.UsageError, match=r"the factory returned \(model, args, kwargs\) with kwargs an? "
+                                               r"(str|int|list); kwargs must be a dict of forward's keyword inputs"):
+        model_and_inputs((torch.nn.Linear(2, 2), (torch.randn(1, 2),), kwargs))
+    assert model_and_inputs((torch.nn.Linear(2, 2), (torch.randn(1, 2),), None))[2] == {}
+
+
+def test_a_factory_returning_a_class_or_inputs_as_a_dict_is_told_the_fix():
+    """The lower() API breaker (2026-12-06): (Linear, (x,)) was told "it returned a tuple of 2: (type, tuple)";
+    (model, {"x": x}) passed the dict as forward's one positional input, and the model failed on it ("linear():
+    argument 'input' (position 1) must be Tensor, not dict"), where forward's inputs by name were meant."""
+    from aotcuda.cli_inputs import model_and_inputs
+
+    x = torch.randn(1, 2)
+    with pytest.raises(click.UsageError, match=r"its first item is the class Linear, not a model: return an instance, "
+                                               r"Linear\(...\)"):
+        model_and_inputs((torch.nn.Linear, (x,)))
+    with pytest.raises(click.UsageError, match=r"the factory returned \(model, inputs\) with inputs a dict; return "
+                                               r"\(model, \(the_dict,\)\) if forward takes the dict as one argument, "
+                                               r"or \(model, \(\), the_dict\) to pass its items by name"):
+        model_and_inputs((torch.nn.Linear(2, 2), {"input": x}))
+    assert model_and_inputs((torch.nn.Linear(2, 2), (), {"input": x}))[2] == {"input": x}
+
+
+def test_example_inputs_that_do_not_fit_forward_are_named_with_dynamic_too(runner, tmp_path):
+    """The lower() API breaker (2026-12-06): a factory whose inputs forward does not take, lowered with --dynamic,
+    got "error: TypeError: too many positional arguments" from the option's own bind (torch.export's, without)."""
+    for options in ([], ["--dynamic", "x:0:1:8"]):
+        result = runner.invoke(main, ["lower", f"{__name__}:too_many_inputs_factory", "-o", str(tmp_path / "t.pt2"),
+                                      "--device", "cpu", *options])
+        assert result.exit_code == 1 and not (tmp_path / "t.pt2").exists(), result.output
+        assert ("the example inputs do not fit Scale.forward(x, angle): too many positional arguments (3 positional "
+                "given)") in " ".join(result.output.split()), result.output
+
+
+def too_many_inputs_factory():
+    model, (x, angle) = scale_factory()
+    return model, (x, angle, angle)
+
+
 @pytest.mark.parametrize("device, error", [("gpu", "'gpu': expected auto, cpu, cuda or cuda:N"),
                                            ("cuda:x", "'cuda:x': expected auto, cpu, cuda or cuda:N")])
 def test_lower_and_demo_name_a_bad_device_as_a_usage_error(runner, tmp_path, device, error):
@@ -751,6 +797,62 @@ def test_lower_and_demo_name_a_bad_device_as_a_usage_error(runner, tmp_path, dev
         result = runner.invoke(main, [*command, "--device", device])
         assert result.exit_code == 2 and error in result.output, result.output
         assert not (tmp_path / "d.pt2").exists()
+
+
+def test_a_cuda_index_torch_does_not_see_is_a_usage_error_that_says_so(runner, tmp_path, monkeypatch):
+    """The lower() API breaker (2026-12-06): --device cuda:7 on a machine of one GPU reached the lowering (torch's
+    raw "invalid device ordinal" as the model was moved); refused by target_device now, it must not be told as
+    "torch sees no CUDA device here"."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "d.pt2"), "--device",
+                                  "cuda:7"])
+    assert result.exit_code == 2 and not (tmp_path / "d.pt2").exists(), result.output
+    assert "cuda:7: torch sees 2 CUDA devices here (cuda:0 to cuda:1); use --device cuda or one of those" in \
+        " ".join(result.output.split()), result.output
+
+
+def test_save_inputs_to_the_package_path_is_refused_before_any_work(runner, tmp_path, monkeypatch):
+    """The lower() API breaker (2026-12-06): `aotcuda lower f.py:make -o m.pt2 --save-inputs m.pt2` lowered, wrote
+    the package, then replaced it with the inputs (torch.save over it) and said "wrote the example inputs to m.pt2
+    (aotcuda run m.pt2 --inputs m.pt2)"; `aotcuda demo` the same."""
+    import aotcuda.demo
+    import aotcuda.lowering
+
+    def reached(*args, **kwargs):
+        raise AssertionError("the lowering was reached")
+
+    monkeypatch.setattr(aotcuda.lowering, "lower", reached)
+    monkeypatch.setattr(aotcuda.demo, "run_demo", reached)
+    package = tmp_path / "m.pt2"
+    for command in (["lower", f"{__name__}:scale_factory"], ["demo"]):
+        for saved in (str(package), f"{tmp_path}/./m.pt2"):
+            result = runner.invoke(main, [*command, "-o", str(package), "--device", "cpu", "--save-inputs", saved])
+            assert result.exit_code == 2, result.output
+            assert "is also the package's path (-o):" in result.output and "e.g. m.inputs.pt" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_outputs_to_the_inputs_file_is_refused_before_the_run(runner, tmp_path, monkeypatch):
+    """The lower() API breaker (2026-12-06): `aotcuda run m.pt2 --inputs in.pt --save-outputs in.pt` ran and
+    replaced the inputs it had read with the outputs (both torch.save files, so the save path's check took it)."""
+    import aotcuda.runtime.program
+
+    def reached(*args, **kwargs):
+        raise AssertionError("the package was loaded")
+
+    monkeypatch.setattr(aotcuda.runtime.program, "load", reached)
+    torch.save((torch.randn(3, 8), torch.randn(3, 4)), tmp_path / "in.pt")
+    (tmp_path / "m.pt2").write_bytes(b"")
+    before = (tmp_path / "in.pt").read_bytes()
+    for saved in (str(tmp_path / "in.pt"), f"{tmp_path}/./in.pt"):
+        result = runner.invoke(main, ["run", str(tmp_path / "m.pt2"), "--inputs", str(tmp_path / "in.pt"),
+                                      "--save-outputs", saved])
+        assert result.exit_code == 2, result.output
+        message = " ".join(result.output.split())
+        assert "is also the inputs file (--inputs): the outputs would replace the inputs read from it" in message
+        assert "e.g. in.outputs.pt" in message
+    assert (tmp_path / "in.pt").read_bytes() == before
 
 
 def test_cuda_where_there_is_none_is_a_usage_error_for_lower_and_demo(runner, tmp_path, monkeypatch):
@@ -1178,6 +1280,26 @@ def test_factory_import_and_call_errors_say_where_and_what_to_change(runner, tmp
     assert result.exit_code == 1, result.output
     assert (f"importing {tmp_path}/broken.py raised ZeroDivisionError: division by zero (at {tmp_path}/broken.py:2, "
             "in <module>)") in result.output, result.output
+
+
+def test_a_model_file_or_factory_that_exits_is_an_error_not_a_silent_exit(runner, tmp_path):
+    """The lower() API breaker (2026-12-06): a factory calling sys.exit(0) ended `aotcuda lower` with exit 0, no
+    package and no word (a script's `aotcuda lower ... && aotcuda run ...` went on); a model file whose top level
+    exits (argparse's parse_args() outside `if __name__ == "__main__":` reads aotcuda's own arguments and exits 2,
+    or sys.exit("usage: ...")) ended it with that code and, at best, the file's usage line."""
+    (tmp_path / "script.py").write_text("import sys\nsys.exit('usage: python script.py ARG')\ndef make():\n    pass\n")
+    (tmp_path / "quits.py").write_text("import sys\ndef make():\n    sys.exit(0)\n")
+    for spec, says in ((f"{tmp_path}/script.py:make", f"importing {tmp_path}/script.py exited (SystemExit: 'usage: "
+                                                      f"python script.py ARG') (at {tmp_path}/script.py:2, in <module>);"
+                                                      " a file aotcuda imports must not exit: put the script part of it "
+                                                      "under `if __name__ == \"__main__\":`"),
+                       (f"{tmp_path}/quits.py:make", f"the factory {tmp_path}/quits.py:make exited (SystemExit: 0) (at "
+                                                     f"{tmp_path}/quits.py:3, in make); FACTORY must return the model "
+                                                     "and its inputs, not exit")):
+        result = runner.invoke(main, ["lower", spec, "-o", str(tmp_path / "m.pt2"), "--device", "cpu"])
+        assert result.exit_code == 1, result.output
+        assert says in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "m.pt2").exists()
 
 
 def test_a_numpy_file_or_a_package_given_as_inputs_is_named_for_what_it_is(tmp_path):

@@ -455,6 +455,13 @@ class TargetDevice(click.ParamType):
         try:
             return str(target_device(device))  # "auto" resolved: "cuda" or "cpu"
         except DeviceError:
+            import torch
+
+            if torch.cuda.is_available():  # an index torch does not see (cuda:7 on a machine of one GPU)
+                count = torch.cuda.device_count()
+                self.fail(f"{value}: torch sees {count} CUDA device{'' if count == 1 else 's'} here (cuda:0"
+                          f"{'' if count == 1 else f' to cuda:{count - 1}'}); use --device cuda or one of those",
+                          param, ctx)
             self.fail(f"{value}: torch sees no CUDA device here; use --device cpu{' or auto' if self.auto else ''}",
                       param, ctx)
 
@@ -490,7 +497,7 @@ def demo(device, dtype, batch, seq, calls, output, save_inputs):
     if output is not None:
         output = checked_package_path(output)  # a bad -o is said before the minute of lowering
     if save_inputs:
-        save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the demo's input")
+        save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the demo's input", package=output)
     status_console.print(f"Lowering the attention block for {device} ...")
     with _StepProgress(transient=True) as progress, _interrupts_seen() as interrupts:
         result = run_demo(device, DTYPES[dtype] if dtype else None, batch, seq, calls, package_path=output,
@@ -572,7 +579,7 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
 
     checked_package_path(output)  # a bad -o is said before the model is even imported
     if save_inputs:
-        save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the example inputs")
+        save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the example inputs", package=output)
     model, args, kwargs = model_and_inputs(call_factory(factory))
     dynamic_shapes = dynamic_shapes_from(dynamic, model, args, kwargs)
     with _StepProgress() as progress, _interrupts_seen() as interrupts, warnings.catch_warnings(), \
@@ -774,7 +781,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs):
     from aotcuda.runtime.program import load
 
     if save_outputs:
-        save_outputs = _checked_save_path(save_outputs, "--save-outputs", "the outputs")
+        save_outputs = _checked_save_path(save_outputs, "--save-outputs", "the outputs", inputs=inputs_path)
     args, kwargs = load_inputs(inputs_path)
     with load(package, device=device, cuda_graphs=cuda_graphs) as program:
         # onto the program's device; a tensor with no data (meta) stays as it is, for the call's own check to name
@@ -823,16 +830,29 @@ def _counted(count: int, thing: str) -> str:
     return f"{count} {thing}{'' if count == 1 else 's'}"
 
 
-def _checked_save_path(path: str, option: str, what: str) -> str:
+def _checked_save_path(path: str, option: str, what: str, package: str | None = None,
+                       inputs: str | None = None) -> str:
     """A file ``option`` saves ``what`` to (torch.save), checked before any work, as -o is: a folder that takes
-    it, and no file there but an earlier torch.save file (``--save-inputs model.py`` would replace the model's
-    source). Its missing folders are made when it is written."""
+    it, no file there but an earlier torch.save file (``--save-inputs model.py`` would replace the model's
+    source), and neither ``package``, the -o this command writes first (``-o m.pt2 --save-inputs m.pt2`` replaced
+    the package it had just written with the inputs), nor ``inputs``, the file it reads the call from (``run
+    --inputs in.pt --save-outputs in.pt`` replaced the inputs with the outputs). Its missing folders are made when
+    it is written."""
     from aotcuda.lowering.pipeline import checked_output_path, is_torch_save_file
 
     try:
-        return checked_output_path(path, what, is_torch_save_file, "a torch.save file", "saved.pt")
+        path = checked_output_path(path, what, is_torch_save_file, "a torch.save file", "saved.pt")
     except PackageError as error:
         raise click.BadParameter(str(error), param_hint=option) from None
+    if package is not None and os.path.realpath(path) == os.path.realpath(package):
+        stem = os.path.splitext(os.path.basename(package))[0]
+        raise click.BadParameter(f"{path!r} is also the package's path (-o): {what} would replace the package just "
+                                 f"written; give another file, e.g. {stem}.inputs.pt", param_hint=option)
+    if inputs is not None and os.path.realpath(path) == os.path.realpath(inputs):
+        stem = os.path.splitext(os.path.basename(inputs))[0]
+        raise click.BadParameter(f"{path!r} is also the inputs file (--inputs): {what} would replace the inputs "
+                                 f"read from it; give another file, e.g. {stem}.outputs.pt", param_hint=option)
+    return path
 
 
 def _saved(value, path: str) -> None:

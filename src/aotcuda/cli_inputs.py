@@ -15,6 +15,7 @@ import re
 import sys
 import warnings
 import zipfile
+from collections.abc import Mapping
 
 import click
 import torch
@@ -86,6 +87,9 @@ def call_factory(spec: str):
         return factory()
     except (AotcudaError, click.ClickException):  # aotcuda's own errors (a factory may call lower()) say it all
         raise
+    except SystemExit as exc:  # sys.exit(0) in the factory ended `aotcuda lower` with 0 and nothing written
+        raise click.ClickException(f"the factory {spec} exited (SystemExit: {_exit_said(exc)}){_where(exc)}; FACTORY "
+                                   "must return the model and its inputs, not exit") from exc
     except Exception as exc:  # the user's code: say whose and where, not only what
         import traceback
 
@@ -113,23 +117,34 @@ def _import_file(path: str):
         loader_spec.loader.exec_module(module)
     except click.ClickException:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # SystemExit: sys.exit() or argparse at the module's top level
         raise _import_error(path, exc) from exc
     return module
 
 
-def _import_error(what: str, exc: Exception) -> click.ClickException:
-    """An exception raised while importing the user's ``what``, as a click error that says so, and where (the
-    innermost frame of the user's code; a SyntaxError's own line)."""
+def _import_error(what: str, exc: BaseException) -> click.ClickException:
+    """An exception raised (or a SystemExit) while importing the user's ``what``, as a click error that says so, and
+    where (the innermost frame of the user's code; a SyntaxError's own line)."""
+    if isinstance(exc, SystemExit):  # aotcuda exited with the module's code and said nothing (0: a success)
+        return click.ClickException(f"importing {what} exited (SystemExit: {_exit_said(exc)}){_where(exc)}; a file "
+                                    "aotcuda imports must not exit: put the script part of it under "
+                                    "`if __name__ == \"__main__\":`")
+    at = f" (at {exc.filename}:{exc.lineno})" if isinstance(exc, SyntaxError) and exc.filename else _where(exc)
+    return click.ClickException(f"importing {what} raised {type(exc).__name__}: {exc}{at}")
+
+
+def _exit_said(exc: SystemExit) -> str:
+    """What a SystemExit carries, as sys.exit was called: its code, or its message, bounded."""
+    return clipped(repr(exc.code), 200)
+
+
+def _where(exc: BaseException) -> str:
+    """" (at FILE:LINE, in NAME)": the innermost frame of the user's code that raised ``exc``, or ""."""
     import traceback
 
-    if isinstance(exc, SyntaxError) and exc.filename:
-        at = f" (at {exc.filename}:{exc.lineno})"
-    else:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename
-                  and not f.filename.startswith("<frozen") and f.filename != __file__]
-        at = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
-    return click.ClickException(f"importing {what} raised {type(exc).__name__}: {exc}{at}")
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename
+              and not f.filename.startswith("<frozen") and f.filename != __file__]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
 
 
 def _import_module(name: str):
@@ -147,7 +162,7 @@ def _import_module(name: str):
             f"for a file elsewhere use the path form, e.g. path/to/{name.replace('.', '/')}.py:FACTORY") from exc
     except click.ClickException:
         raise
-    except Exception as exc:  # the user's module raised while it was imported
+    except (Exception, SystemExit) as exc:  # the user's module raised (or exited) while it was imported
         raise _import_error(f"module {name}", exc) from exc
 
 
@@ -164,10 +179,20 @@ def model_and_inputs(made) -> tuple[torch.nn.Module, tuple, dict]:
                else _a(type(made).__name__))
         hint = (" (FACTORY names an nn.Module class? Point at a function that builds the model and its example "
                 "inputs and returns both)" if isinstance(made, torch.nn.Module) else "")
+        if isinstance(made, tuple) and made and isinstance(made[0], type) and issubclass(made[0], torch.nn.Module):
+            name = made[0].__name__
+            hint = f" (its first item is the class {name}, not a model: return an instance, {name}(...))"
         raise click.UsageError("the factory must return (model, inputs) or (model, args, kwargs), model an "
                                f"nn.Module; it returned {got}{hint}")
     model, args = made[0], made[1]
     kwargs = made[2] if len(made) == 3 else {}
+    if kwargs is not None and not isinstance(kwargs, Mapping):  # dict("m.pt2") raised a raw ValueError
+        raise click.UsageError(f"the factory returned (model, args, kwargs) with kwargs {_a(type(kwargs).__name__)}; "
+                               "kwargs must be a dict of forward's keyword inputs by name (or return (model, inputs))")
+    if isinstance(args, dict):  # one positional input that is a dict, or forward's inputs by name? Say which
+        raise click.UsageError("the factory returned (model, inputs) with inputs a dict; return (model, (the_dict,)) "
+                               "if forward takes the dict as one argument, or (model, (), the_dict) to pass its items "
+                               "by name")
     args = tuple(args) if isinstance(args, (list, tuple)) else (args,)
     return model, args, dict(kwargs or {})
 
@@ -183,10 +208,9 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
     """
     if not options:
         return None
-    from aotcuda.lowering.pipeline import check_example_call
+    from aotcuda.lowering.options import check_inputs_fit
 
-    check_example_call(model, args, kwargs)  # inputs that do not fit forward: said as lower() says it
-    bound = pyinspect.signature(model.forward).bind(*args, **kwargs)
+    bound = check_inputs_fit(model, args, kwargs) or pyinspect.signature(model.forward).bind(*args, **kwargs)
     shapes = {name: None for name in bound.arguments}
     dims, first_option = {}, {}
     for option in options:

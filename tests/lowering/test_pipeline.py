@@ -117,6 +117,18 @@ def test_cuda_where_there_is_none_quotes_the_device_asked_for(monkeypatch):
             aotcuda.lower(torch.nn.Linear(2, 2), (torch.randn(1, 2),), device=device)
 
 
+def test_a_cuda_index_torch_does_not_see_is_refused_before_any_work(monkeypatch):
+    """The lower() API breaker (2026-12-06): device="cuda:7" on a machine of one GPU passed the device check and
+    ended as the model was moved there, in torch's raw "CUDA error: invalid device ordinal"."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for count, seen in ((1, r"1 CUDA device here \(cuda:0\)"), (2, r"2 CUDA devices here \(cuda:0 to cuda:1\)")):
+        monkeypatch.setattr(torch.cuda, "device_count", lambda count=count: count)
+        for device in ("cuda:7", torch.device("cuda", 2)):
+            with pytest.raises(aotcuda.DeviceError, match=rf"^device='cuda:\d' asked for, but torch sees {seen}; use "
+                                                          r"one of those, or device='cuda' for the current one$"):
+                aotcuda.lower(None, "not a tuple", device=device)  # before the model and inputs are looked at
+
+
 class ComplexLogcumsumexp(torch.nn.Module):
     """logcumsumexp has no rule in ReplaceComplexWithRealPass, so the whole program stays complex. Its kernel
     is an allow-listed scan (fallbacks.SCAN_KERNELS), which on complex values must still be reported."""
@@ -251,10 +263,10 @@ def test_example_inputs_that_do_not_fit_forward_name_its_signature():
             return x + y
 
     with pytest.raises(TypeError, match=r"the example inputs do not fit TwoArgs\.forward\(x, y\): missing a required "
-                                        r"argument: 'y' \(given 1 positional input\); pass them as you would call"):
+                                        r"argument: 'y' \(1 positional given\); give args one example input per"):
         aotcuda.lower(TwoArgs(), (torch.randn(3),), device="cpu")
-    with pytest.raises(TypeError, match=r"TwoArgs\.forward\(x, y\): got an unexpected keyword argument 'z' \(given 1 "
-                                        r"positional input, keywords y, z\)"):
+    with pytest.raises(TypeError, match=r"TwoArgs\.forward\(x, y\): got an unexpected keyword argument 'z' \(1 "
+                                        r"positional and the keywords \['y', 'z'\] given\)"):
         aotcuda.lower(TwoArgs(), (torch.randn(3),), {"y": torch.randn(3), "z": 1}, device="cpu")
 
 
@@ -343,6 +355,42 @@ def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
                                                r"system such as /proc .*\); choose a folder on a disk") as caught:
             aotcuda.lower(None, "not a tuple", device="cpu", package_path="/proc/x.pt2")
         assert "not writable" not in str(caught.value)
+
+
+def test_a_package_path_of_no_path_or_a_name_too_long_to_build_under_is_refused_before_any_work(tmp_path):
+    """The lower() API breaker (2026-12-06): package_path=5 raised os's raw "TypeError: expected str, bytes or
+    os.PathLike object, not int", one with a NUL "ValueError: embedded null byte", a bytes path "TypeError: Can't
+    mix strings and bytes in path components"; a file name of 227-255 bytes (which the file system takes) or
+    longer ran the export, decompositions and passes, then failed making the build folder beside it,
+    ".NAME.PID.RAND.partial": a raw "OSError: [Errno 36] File name too long"."""
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering.pipeline import checked_package_path
+
+    for path, says in ((5, r"the path of the package must be a str or os.PathLike, got 5 \(int\); e.g. 'model.pt2'"),
+                       (str(tmp_path / "a\0b.pt2"), r"the path holds a NUL character, which no file system takes"),
+                       (tmp_path / ("a" * 236 + ".pt2"), r"its file name is 240 bytes, and the file system of .* takes "
+                                                         r"names of \d+ bytes at most here \(it is built under a name "
+                                                         r"29 bytes longer\); choose a shorter name"),
+                       (tmp_path / ("b" * 400 + ".pt2"), r"its file name is 404 bytes")):
+        with pytest.raises(PackageError, match=says):  # before the model and inputs are even looked at
+            aotcuda.lower(None, "not a tuple", device="cpu", package_path=path)
+    assert checked_package_path(os.fsencode(tmp_path / "m.pt2")) == str(tmp_path / "m.pt2")
+    assert checked_package_path(tmp_path / ("c" * 200 + ".pt2"))  # a long name that fits is taken
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_package_path_ending_in_a_separator_is_refused_as_a_folder(tmp_path):
+    """The lower() API breaker (2026-12-06): package_path="out/" (a folder meant, not made yet) passed the check,
+    since abspath drops the "/", and after the export and compile the package was written as a file named "out"."""
+    from aotcuda.errors import PackageError
+
+    with pytest.raises(PackageError, match=r"the path ends in '/', which names a folder; give the file to write in it, "
+                                           r"e.g. '.*/out/model.pt2'"):  # before the model and inputs are looked at
+        aotcuda.lower(None, "not a tuple", device="cpu", package_path=f"{tmp_path}/out/")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "there").mkdir()  # an existing folder is told as before
+    with pytest.raises(PackageError, match=r"it is a directory; give the .pt2 file to write"):
+        aotcuda.lower(None, "not a tuple", device="cpu", package_path=f"{tmp_path}/there/")
 
 
 @pytest.mark.skipif(not (os.path.isdir("/proc") and os.access("/proc", os.W_OK)), reason="needs a /proc root may write")

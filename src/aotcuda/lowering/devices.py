@@ -95,4 +95,10 @@ def target_device(device: str | torch.device) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise DeviceError(f"device={str(device)!r} asked for, but torch sees no CUDA device here; use device='cpu'",
                           advice=(Advice("device", "cpu"),))
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        # moving the model there raised torch's raw "CUDA error: invalid device ordinal"
+        count = torch.cuda.device_count()
+        raise DeviceError(f"device={str(device)!r} asked for, but torch sees {count} CUDA device"
+                          f"{'' if count == 1 else 's'} here (cuda:0{'' if count == 1 else f' to cuda:{count - 1}'}); "
+                          "use one of those, or device='cuda' for the current one", advice=(Advice("device", "cuda"),))
     return device

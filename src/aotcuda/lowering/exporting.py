@@ -74,8 +74,13 @@ def _as_structure(model, args, kwargs, dynamic_shapes):
     Dims by walking those containers; a ShapesCollection is none of them, so Resynthesis's ``16 * frames`` asked for
     [4, 500] through one exported with frames in [50, 50] and no word (breaker 2)."""
     resolve = getattr(dynamic_shapes, "dynamic_shapes", None)
-    if dynamic_shapes is None or isinstance(dynamic_shapes, (dict, list, tuple)) or not callable(resolve):
+    if dynamic_shapes is None or isinstance(dynamic_shapes, (dict, list, tuple)):
         return dynamic_shapes
+    if not callable(resolve):  # torch: a raw AssertionError ("expected dynamic_shapes to be dict, ...") or TypeError
+        raise DynamicShapesError(
+            f"dynamic_shapes must be a dict keyed by forward's argument names, a tuple of one entry per argument, or "
+            f"None; got {clipped(repr(dynamic_shapes), 80)} ({type(dynamic_shapes).__name__}); e.g. "
+            "dynamic_shapes={'x': {0: Dim('batch')}}")
     return resolve(model, args, kwargs or None)
 
 
@@ -149,6 +154,11 @@ def _same_kind(specs, checked: list):
     return type(specs)(checked + list(specs[len(checked):]))
 
 
+def _is_dim_hint(spec) -> bool:
+    """Whether ``spec`` is Dim.AUTO, Dim.DYNAMIC or Dim.STATIC, which torch.export takes for a Python-number input."""
+    return type(spec).__name__ == "_DimHint"
+
+
 def _dims_of(where: str, value, spec):
     """One input's ``spec`` checked against ``value`` (``_dims_checked``), through lists, tuples and dicts."""
     if isinstance(value, torch.Tensor):
@@ -171,6 +181,13 @@ def _dims_of(where: str, value, spec):
                 f"dynamic_shapes for {where} has {len(spec)} entries, but {where} has {rank} dims (shape {shape}): "
                 f"a list or tuple gives one entry per dim, in order (Dim.STATIC for a static one), or give a dict "
                 f"of only the dynamic dims (e.g. {{0: Dim('batch')}})")
+    elif isinstance(value, (bool, int, float)) and not (spec is None or isinstance(spec, int) or _is_dim_hint(spec)):
+        # torch: a raw "AssertionError: expected dynamic_shape to be None, int, or _DimHint for _IntWrapper", or
+        # "Unable to specify input integers as dynamic through named Dims"
+        raise DynamicShapesError(
+            f"dynamic_shapes for {where} is {clipped(repr(spec), 80)}, but {where} is {type(value).__name__} "
+            f"{clipped(repr(value), 40)}, not a tensor: it has no dims to make dynamic; give it None (the program is "
+            f"exported with {where}={clipped(repr(value), 40)})")
     elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
         return _same_kind(spec, [_dims_of(f"{where}[{i}]", item, item_spec)
                                  for i, (item, item_spec) in enumerate(zip(value, spec))])

@@ -34,7 +34,6 @@ import contextvars
 import copy
 import dataclasses
 import errno
-import inspect
 import logging
 import os
 import shutil
@@ -65,6 +64,8 @@ from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
 from aotcuda.lowering.integer_division import integer_division_decompositions
 from aotcuda.lowering.operand_dtypes import check_product_dtypes
+from aotcuda.lowering.options import (check_example_tensors, check_inputs_fit, check_options,
+                                     model_kind_fix)
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
                                        split_allowed)
 from aotcuda.lowering.index_ranges import exported_index_ranges
@@ -152,9 +153,11 @@ def lower(
         package_path: where to write the .pt2; default: ``<model class>.pt2``, the class name as spelt
             (``AttentionBlock.pt2``), in a new temporary folder
             (the caller owns it; nothing is written to the working directory unless asked). Folders of
-            the path that do not exist are created; a path that is a directory, or whose folder is a file
-            or not writable, raises PackageError before any work.
-        allow_fallbacks: accept ATen fallback kernels outside the allow-list instead of raising.
+            the path that do not exist are created; a path that is a directory (or ends in "/"), whose folder
+            is a file or not writable, or whose file name is too long to build under, raises PackageError
+            before any work.
+        allow_fallbacks: accept ATen fallback kernels outside the allow-list instead of raising (a bool:
+            "False" is refused, not taken for True).
         inductor_configs: extra Inductor options, applied over the device profile's.
             On the CPU with max-autotune on, for a program that writes a buffer (or parameter) in place,
             ``cpp.weight_prepack=False`` is added unless given (``package_inductor_configs``: torch 2.13 packs
@@ -176,6 +179,9 @@ def lower(
             cannot prove is first checked by aotcuda over the ranges: aotcuda.lowering.exporting.)
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
             lower for, or CUDA asked for where there is none.
+        TypeError, ValueError: before any work, an argument of the wrong kind (args not a tuple, kwargs not a
+            dict, allow_fallbacks not a bool, progress not callable) or an inductor_configs option that
+            torch._inductor.config does not have, or a switch of it given a string (lowering/options.py).
 
     When compiling or checking fails, the package file this call wrote is removed, and a note on the
     error (``exc.__notes__``, shown in the traceback) says that no package was written.
@@ -184,6 +190,7 @@ def lower(
     allow_fallbacks=True): ``aotcuda.load`` cannot run it, ``torch._inductor.aoti_load_package`` can;
     ``LoweredProgram.runs_in_aotcuda_runtime`` is then False.
     """
+    check_options(allow_fallbacks, inductor_configs, progress)  # before any work: "False" is true
     device = target_device(device)
     if package_path is not None:
         checked_package_path(package_path)  # before the minutes of export and compile
@@ -488,10 +495,17 @@ def _on_device(model: torch.nn.Module, args: tuple, kwargs: dict, device: torch.
         raise TypeError(f"kwargs must be a dict of the model's keyword inputs by name, got {type(kwargs).__name__}"
                         + ("; to say where the package goes, pass package_path=... (a keyword argument)" if path
                            else ""))
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
+        raise TypeError(f"model must be a torch.nn.Module, got {model_kind_fix(model)}")
+    while isinstance(model, (torch._dynamo.eval_frame.OptimizedModule, torch.nn.DataParallel,
+                             torch.nn.parallel.DistributedDataParallel)):
+        # torch.compile's and the data-parallel wrappers: their forward takes (*args, **kwargs), so dynamic_shapes
+        # keyed by the model's own argument names were refused ("top-level keys must be the arg names ['args']");
+        # they play no part in a package
+        model = model._orig_mod if isinstance(model, torch._dynamo.eval_frame.OptimizedModule) else model.module
     _refuse_numpy_inputs(args, kwargs)
-    check_example_call(model, args, kwargs)
+    check_inputs_fit(model, args, kwargs)
+    check_example_tensors(model, args, kwargs)
     tensors = [*model.parameters(), *model.buffers()]
     if any(_differs(t.device, device) for t in tensors):
         model = copy.deepcopy(model).to(device)
@@ -518,23 +532,6 @@ def _refuse_numpy_inputs(args: tuple, kwargs: dict) -> None:
                             f"{fix} in its place")
 
 
-def check_example_call(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-    """A TypeError naming forward's arguments where the example inputs do not fit them. torch.export raised
-    Python's bare ``TypeError: missing a required argument: 'y'`` for it (``aotcuda lower`` printed that alone,
-    after its "to device" line: a new user's trial, 2026-12-06), which names neither the model nor its inputs."""
-    try:
-        signature = inspect.signature(model.forward)
-    except (TypeError, ValueError):  # a forward without a signature Python can read: torch says what it says
-        return
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        raise TypeError(f"the example inputs do not fit {type(model).__name__}.forward{signature}: {exc} "
-                        f"(given {len(args)} positional input{'' if len(args) == 1 else 's'}"
-                        f"{', keywords ' + ', '.join(map(str, kwargs)) if kwargs else ''}); pass them as you would "
-                        "call the model") from None
-
-
 def _differs(have: torch.device, want: torch.device) -> bool:
     return have.type != want.type or (want.index is not None and have.index != want.index)
 
@@ -550,17 +547,23 @@ def checked_package_path(package_path: str | os.PathLike) -> str:
     AOTInductor package is there (an earlier package is replaced; ``aotcuda lower m.py:make -o m.py`` would
     have replaced the model's source).
     """
-    return checked_output_path(package_path, "the package", _is_package_file, "an AOTInductor package", "model.pt2")
+    return checked_output_path(package_path, "the package", _is_package_file, "an AOTInductor package", "model.pt2",
+                               longer_by=_BUILD_NAME_EXTRA)
+
+
+# What _written_on_success's private build folder adds to the package's file name: ".NAME.PID.RAND.partial"
+_BUILD_NAME_EXTRA = len("." + ".4294967295." + "0" * 8 + ".partial")
 
 
 def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callable[[str], bool], kind: str,
-                        example: str) -> str:
+                        example: str, longer_by: int = 0) -> str:
     """``path`` as an absolute path, once it is known that ``what`` (e.g. "the package") can be written there
-    without losing anything: not a directory, no file on the way to it, a writable folder (tried with a
-    temporary file), and no file there unless ``replaceable(path)`` says it is ``kind`` (an earlier output of
-    the same sort). ``example``: a file name to suggest inside a directory given instead. Raises PackageError
-    naming the problem and the fix."""
-    path = os.path.abspath(os.fspath(path))
+    without losing anything: a path (str, bytes or os.PathLike, no NUL), not a directory, no file on the way to
+    it, a writable folder (tried with a temporary file), a file name the folder's file system takes with
+    ``longer_by`` more bytes (the name it is built under), and no file there unless ``replaceable(path)`` says
+    it is ``kind`` (an earlier output of the same sort). ``example``: a file name to suggest inside a directory
+    given instead. Raises PackageError naming the problem and the fix."""
+    path = _as_path(path, what, example)
     if os.path.isdir(path):
         raise PackageError(f"cannot write {what} to {path!r}: it is a directory; give the "
                            f"{os.path.splitext(example)[1]} file to write, e.g. {os.path.join(path, example)!r}")
@@ -578,7 +581,42 @@ def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callabl
             pass
     except OSError as exc:
         raise PackageError(f"cannot write {what} to {path!r}: {_why_no_file(folder, exc)}") from None
+    _check_name_length(path, what, folder, longer_by)
     return path
+
+
+def _as_path(path, what: str, example: str) -> str:
+    """``path`` as an absolute str path; PackageError for a value that is no path, one with a NUL (which no file
+    system takes: os raised a raw TypeError or "ValueError: embedded null byte"), or one ending in a separator
+    that is no folder yet (``example``: the file name to suggest in it)."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise PackageError(f"the path of {what} must be a str or os.PathLike, got {quoted(path)} "
+                           f"({type(path).__name__}); e.g. 'model.pt2'")
+    path = os.fsdecode(os.fspath(path))
+    if "\0" in path:
+        raise PackageError(f"cannot write {what} to {quoted(path)}: the path holds a NUL character, which no file "
+                           "system takes in a name; choose another path")
+    if path.endswith(os.sep) and not os.path.isdir(path):  # abspath drops the "/": a file "out" was written
+        raise PackageError(f"cannot write {what} to {quoted(path)}: the path ends in {os.sep!r}, which names a folder; "
+                           f"give the file to write in it, e.g. {quoted(os.path.join(path, example))}")
+    return os.path.abspath(path)
+
+
+def _check_name_length(path: str, what: str, folder: str, longer_by: int) -> None:
+    """PackageError when the file name of ``path`` (with ``longer_by`` more bytes: the name it is built under) is
+    longer than the file system of ``folder`` takes: lower() found it only after the export, decompositions and
+    passes, as a raw "OSError: [Errno 36] File name too long" from its build folder."""
+    try:
+        most = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        most = 255
+    name = os.path.basename(path)
+    size = len(os.fsencode(name))
+    if most > 0 and size + longer_by > most:
+        raise PackageError(f"cannot write {what} to {quoted(path)}: its file name is {size} bytes, and the file "
+                           f"system of {folder!r} takes names of {most - longer_by} bytes at most here"
+                           + (f" (it is built under a name {longer_by} bytes longer)" if longer_by else "")
+                           + "; choose a shorter name")
 
 
 def _why_no_file(folder: str, exc: OSError) -> str:
