@@ -429,18 +429,6 @@ def one_input_for_two_factory():
     return model, (x,)
 
 
-def test_a_factory_whose_inputs_do_not_fit_forward_names_its_signature(runner, tmp_path):
-    """A new user's trial (2026-12-06): a factory returning one input for forward(x, angle) printed only
-    "error: TypeError: missing a required argument: 'angle'" (Python's bind inside torch.export, or inside
-    --dynamic's parsing), which names neither the model nor what was given."""
-    for dynamic in ([], ["--dynamic", "x:0:1:8"]):
-        result = runner.invoke(main, ["lower", f"{__name__}:one_input_for_two_factory", "-o", str(tmp_path / "s.pt2"),
-                                      "--device", "cpu", *dynamic])
-        assert result.exit_code == 1 and not (tmp_path / "s.pt2").exists(), result.output
-        assert ("the example inputs do not fit Scale.forward(x, angle): missing a required argument: 'angle' (1 "
-                "positional given)") in " ".join(result.output.split()), result.output
-
-
 def test_dynamic_dim_out_of_range_is_a_usage_error_not_an_index_error(runner, tmp_path):
     result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "s.pt2"), "--device", "cpu",
                                   "--dynamic", "x:9:2:512"])
@@ -774,15 +762,19 @@ def test_a_factory_returning_a_class_or_inputs_as_a_dict_is_told_the_fix():
     assert model_and_inputs((torch.nn.Linear(2, 2), (), {"input": x}))[2] == {"input": x}
 
 
-def test_example_inputs_that_do_not_fit_forward_are_named_with_dynamic_too(runner, tmp_path):
-    """The lower() API breaker (2026-12-06): a factory whose inputs forward does not take, lowered with --dynamic,
-    got "error: TypeError: too many positional arguments" from the option's own bind (torch.export's, without)."""
+@pytest.mark.parametrize("factory, said", [
+    ("one_input_for_two_factory", "missing a required argument: 'angle' (1 positional given)"),
+    ("too_many_inputs_factory", "too many positional arguments (3 positional given)")])
+def test_example_inputs_that_do_not_fit_forward_are_named_with_dynamic_too(runner, tmp_path, factory, said):
+    """A new user's trial and the lower() API breaker (2026-12-06): a factory returning inputs forward(x, angle) does
+    not take printed only Python's "error: TypeError: missing a required argument: 'angle'" or "too many positional
+    arguments" (torch.export's bind, or --dynamic's own), which names neither the model nor what was given."""
     for options in ([], ["--dynamic", "x:0:1:8"]):
-        result = runner.invoke(main, ["lower", f"{__name__}:too_many_inputs_factory", "-o", str(tmp_path / "t.pt2"),
+        result = runner.invoke(main, ["lower", f"{__name__}:{factory}", "-o", str(tmp_path / "t.pt2"),
                                       "--device", "cpu", *options])
         assert result.exit_code == 1 and not (tmp_path / "t.pt2").exists(), result.output
-        assert ("the example inputs do not fit Scale.forward(x, angle): too many positional arguments (3 positional "
-                "given)") in " ".join(result.output.split()), result.output
+        assert f"the example inputs do not fit Scale.forward(x, angle): {said}" in " ".join(result.output.split()), \
+            result.output
 
 
 def too_many_inputs_factory():
