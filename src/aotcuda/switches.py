@@ -12,7 +12,6 @@ integer or a decimal number; 0 lifts a limit.
 
 from __future__ import annotations
 
-import decimal
 import os
 from dataclasses import dataclass
 
@@ -213,6 +212,8 @@ def number(name: str) -> int | float:
 
 def _written_nonzero(text: str) -> bool:
     """Whether ``text``, which float() read as 0.0, writes a number that is not 0 (it underflowed)."""
+    import decimal  # here: loading a package imports the runtime alone (tests/test_imports.py)
+
     try:
         return decimal.Decimal(text) != 0
     except decimal.InvalidOperation:
