@@ -111,12 +111,17 @@ def check_inputs_fit(model: torch.nn.Module, args: tuple, kwargs: dict) -> inspe
 
 
 def check_example_tensors(model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-    """TypeError naming an example input that is an iterator (a generator: torch.export advised register_dataclass),
-    one that is not dense (sparse: Inductor's compile failed on it), or a parameter, buffer or example input on
-    the meta device (a shape without values: a model built under
+    """TypeError naming an example input that is a NumPy array or scalar (torch.export advised register_dataclass
+    and register_pytree_node, where the fix is a tensor: a new user's trial, 2026-12-05), an iterator (a generator:
+    the same advice), one that is not dense (sparse: Inductor's compile failed on it), or a parameter, buffer or
+    example input on the meta device (a shape without values: a model built under
     torch.device("meta") or accelerate's init_empty_weights, weights never loaded), with the fix: moving it to
     the target device raised torch's raw "NotImplementedError: Cannot copy out of meta tensor; no data!"."""
+    import sys
+
     import torch.utils._pytree as pytree
+
+    numpy = sys.modules.get("numpy")  # an array can only come from numpy once it is imported
 
     for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
         name = next((name for name, tensor in named if tensor.is_meta), None)
@@ -127,6 +132,12 @@ def check_example_tensors(model: torch.nn.Module, args: tuple, kwargs: dict) -> 
                             "model.load_state_dict(weights), or model.load_state_dict(weights, assign=True)")
     for path, value in pytree.tree_flatten_with_path((args, kwargs))[0]:
         where = ("args" if path[0] == pytree.SequenceKey(0) else "kwargs") + pytree.keystr(path[1:])
+        if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)):
+            array = isinstance(value, numpy.ndarray)
+            fix = "torch.from_numpy(value) (or torch.as_tensor(value))" if array else "torch.as_tensor(value)"
+            raise TypeError(f"example input {where} is a NumPy {'array' if array else 'scalar'} "
+                            f"({type(value).__module__}.{type(value).__name__}); torch.export traces tensors: pass "
+                            f"{fix} in its place")
         if isinstance(value, Iterator):  # torch.export: "Unsupported input type <class 'generator'>", then its advice
             raise TypeError(f"example input {where} is a {type(value).__name__}, an iterator, which torch.export does "
                             "not read; pass its items as a tuple or list, e.g. tuple(...)")

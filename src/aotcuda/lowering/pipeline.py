@@ -37,7 +37,6 @@ import errno
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -406,7 +405,7 @@ def _written_on_success(path: str, own_folder: str | None):
     folder, name = os.path.split(os.path.abspath(path))
     # AOTInductor names the archive's root folder after the file's stem, so the build gets the final name
     # (rope.pt2 -> rope/...) inside a private folder beside ``path``: os.replace stays on one file system.
-    private = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
+    private = os.path.join(folder, _build_name(name, os.getpid(), uuid.uuid4().hex[:8]))
     _remove_dead_builds(folder, name)
     os.mkdir(private)
     try:
@@ -503,7 +502,6 @@ def _on_device(model: torch.nn.Module, args: tuple, kwargs: dict, device: torch.
         # keyed by the model's own argument names were refused ("top-level keys must be the arg names ['args']");
         # they play no part in a package
         model = model._orig_mod if isinstance(model, torch._dynamo.eval_frame.OptimizedModule) else model.module
-    _refuse_numpy_inputs(args, kwargs)
     check_inputs_fit(model, args, kwargs)
     check_example_tensors(model, args, kwargs)
     tensors = [*model.parameters(), *model.buffers()]
@@ -511,25 +509,6 @@ def _on_device(model: torch.nn.Module, args: tuple, kwargs: dict, device: torch.
         model = copy.deepcopy(model).to(device)
     args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), (args, kwargs))
     return model, args, kwargs
-
-
-def _refuse_numpy_inputs(args: tuple, kwargs: dict) -> None:
-    """A TypeError naming an example input that is a NumPy array or scalar, with the fix. torch.export refused it
-    as "ValueError: Unsupported input type <class 'numpy.ndarray'>. Export only supports pytree containers of
-    basic types ...", advising register_dataclass and register_pytree_node (a new user's trial, 2026-12-05), where
-    the fix is a tensor: the runtime's own check says torch.as_tensor for the same value."""
-    numpy = sys.modules.get("numpy")  # an array can only come from numpy once it is imported
-    if numpy is None:
-        return
-    for path, value in pytree.tree_flatten_with_path((args, kwargs))[0]:
-        if isinstance(value, (numpy.ndarray, numpy.generic)):
-            where = f"args{pytree.keystr(path[1:])}" if path[0] == pytree.SequenceKey(0) else \
-                f"kwargs{pytree.keystr(path[1:])}"
-            array = isinstance(value, numpy.ndarray)
-            fix = "torch.from_numpy(value) (or torch.as_tensor(value))" if array else "torch.as_tensor(value)"
-            raise TypeError(f"example input {where} is a NumPy {'array' if array else 'scalar'} "
-                            f"({type(value).__module__}.{type(value).__name__}); torch.export traces tensors: pass "
-                            f"{fix} in its place")
 
 
 def _differs(have: torch.device, want: torch.device) -> bool:
@@ -551,8 +530,13 @@ def checked_package_path(package_path: str | os.PathLike) -> str:
                                longer_by=_BUILD_NAME_EXTRA)
 
 
-# What _written_on_success's private build folder adds to the package's file name: ".NAME.PID.RAND.partial"
-_BUILD_NAME_EXTRA = len("." + ".4294967295." + "0" * 8 + ".partial")
+def _build_name(name: str, pid: int, tag: str) -> str:
+    """The private folder _written_on_success builds the package ``name`` in: ".NAME.PID.TAG.partial"."""
+    return f".{name}.{pid}.{tag}.partial"
+
+
+# What that folder's name adds to the package's file name, at its longest (a pid of 32 bits, a tag of 8 hex digits)
+_BUILD_NAME_EXTRA = len(_build_name("", 4294967295, "0" * 8))
 
 
 def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callable[[str], bool], kind: str,
