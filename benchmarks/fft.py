@@ -31,7 +31,8 @@ generates too) of the ExportedProgram's module, float32 unless said:
   --bluestein-tile sets fft_plan.BLUESTEIN_TILE in every process: 8192 (the module's default: n ≤ 4096,
   m ≤ 8192) or 4096 (n ≤ 2048, so 4093 stays DFT products: the setting before, for A/B); --bluestein-halves
   fft_plan.BLUESTEIN_HALVES: yes (the default: an m past 4096 as two halves of m/2) or no (one tile of m, up
-  to 8192 values in one program: the form before, for A/B).
+  to 8192 values in one program: the form before, for A/B); --bluestein-pairs fft_rows.BLUESTEIN_PAIRS: yes (the
+  default: r2c and c2r two real rows to a complex transform) or no (one, the kernel before, for A/B).
 "library" compiles the exported program as it is (Inductor calls torch.fft's library for the FFT ops: cuFFT,
 or MKL or pocketfft);
 "aotcuda" compiles it after the pass, once per form (--forms, CUDA only; one row each): "gemm", the DFT
@@ -72,7 +73,7 @@ import time
 import torch
 from torch.utils import benchmark
 
-from aotcuda.kernels import fft_plan
+from aotcuda.kernels import fft_plan, fft_rows
 from aotcuda.passes import ReplaceComplexWithRealPass
 from aotcuda.passes.complex_to_real.spectral.plan import cpu_describe, plan
 
@@ -287,6 +288,7 @@ def run_case(program: str, key, args, lock=None) -> list[dict]:
     measure under `lock` (one case on the device at a time): one row per form and timed input."""
     torch._dynamo.config.cache_size_limit = 64
     fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")  # in this process (a spawned worker's too)
+    fft_rows.BLUESTEIN_PAIRS = args.bluestein_pairs == "yes"
     model, x, dynamic_shapes, timed = make_case(program, key, args)
     model = model.to(args.device)
     x, timed = x.to(args.device), [t.to(args.device) for t in timed]
@@ -409,6 +411,9 @@ def main() -> None:
     parser.add_argument("--bluestein-halves", choices=["yes", "no"], default="yes" if fft_plan.BLUESTEIN_HALVES else "no",
                         help="kernels/fft_plan.py's BLUESTEIN_HALVES for the run (default yes: an m past 4096 as two "
                         "halves of m/2; no: one tile of m)")
+    parser.add_argument("--bluestein-pairs", choices=["yes", "no"], default="yes" if fft_rows.BLUESTEIN_PAIRS else "no",
+                        help="kernels/fft_rows.py's BLUESTEIN_PAIRS for the run (default yes: a Bluestein length's r2c "
+                        "and c2r two real rows to a complex transform; no: one, the kernel before)")
     parser.add_argument("--forms", nargs="+", choices=["gemm", "kernel"], default=None,
                         help="the pass's forms on CUDA, a row each (default: gemm and, where Triton is installed, "
                              "kernel); the CPU always takes its stages")
@@ -442,7 +447,7 @@ def main() -> None:
     header = dict(machine=machine, torch=torch.__version__, library=library, forms=_forms(args), signals=args.signals,
                   batch=args.batch, seconds=args.seconds, programs=args.programs, dynamic_seconds=args.dynamic_seconds,
                   dynamic_max_seconds=args.dynamic_max_seconds, bluestein_tile=args.bluestein_tile,
-                  bluestein_halves=args.bluestein_halves,
+                  bluestein_halves=args.bluestein_halves, bluestein_pairs=args.bluestein_pairs,
                   repeat=args.repeat, min_run_time=args.min_run_time,
                   started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     rows = []

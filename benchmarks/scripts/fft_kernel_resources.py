@@ -67,6 +67,9 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
                  "out_len": "i32", "scale": "fp32", **{name: "i64" for name in INTEGERS},
                  **{name: "constexpr" for name in constants}}
     function = fft_bluestein._bluestein_kernel if bluestein else fft_rows._fft_rows_kernel
+    if fft_rows.pairs_rows(plan, kind, n, n // 2 + 1 if kind == "r2c" else n,
+                           fft_rows.torch.float32 if dtype == "fp32" else fft_rows.torch.bfloat16, 2):
+        function = fft_bluestein._bluestein_pairs_kernel  # a pair of real rows a complex transform
     source = triton.compiler.ASTSource(fn=function, signature=signature, constexprs=constants)
     kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
@@ -97,12 +100,16 @@ def main() -> None:
                         help="fft_plan.BLUESTEIN_HALVES: an m past 4096 as two halves (yes) or one tile (no)")
     parser.add_argument("--warps", type=int, nargs="+", default=[None],
                         help="warps a program (default: the default launch's), a row each")
+    parser.add_argument("--bluestein-pairs", choices=["yes", "no"], default="yes" if fft_rows.BLUESTEIN_PAIRS else "no",
+                        help="a Bluestein length's r2c and c2r compiled as the pairs kernel (yes, the default: two real "
+                             "rows a complex transform) or one row a transform (no): fft_rows.BLUESTEIN_PAIRS")
     parser.add_argument("--three-products", choices=["no", "yes"], default="no",
                         help="float32's complex products as four real ones (no, the default) or three (yes): "
                              "fft_rows.THREE_PRODUCTS")
     args = parser.parse_args()
     fft_rows.THREE_PRODUCTS = tl.constexpr(args.three_products == "yes")
     fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")
+    fft_rows.BLUESTEIN_PAIRS = args.bluestein_pairs == "yes"
     print(f"sm_{args.arch}, Triton {triton.__version__}, {args.rows} rows")
     print("| n | kind | window | weight | dtype | three products | tiling | rows a program | warps | registers "
           "| stack (spilled) | LDL/STL | shared | wgmma |")

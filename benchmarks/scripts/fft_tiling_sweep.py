@@ -17,7 +17,8 @@ a Triton compile of a second or two); the cuFFT row and the default launch alway
 until the share is spent (the table says how many were left out).
 A Bluestein length (fft_plan.bluestein) runs its default, then its m (or halves of h) on each other tiling
 within twice the default's arithmetic, at the default's R and each of --warps; --bluestein-halves no puts m past
-4096 back on one tile, for A/B. --fewer-dot-stages no puts the op's default back on the least arithmetic (n = 4096
+4096 back on one tile, for A/B; --bluestein-pairs no runs its r2c and c2r one real row a complex transform, for A/B.
+--fewer-dot-stages no puts the op's default back on the least arithmetic (n = 4096
 as 16·16·16, not 32·32·4b), for A/B. --three-products yes makes float32's complex products three real ones (Gauss), for A/B.
 
 Times: --graph (default) replays a CUDA graph of --reps calls and divides (no launch overhead: the kernels
@@ -213,6 +214,9 @@ def main() -> None:
     parser.add_argument("--bluestein-halves", choices=["yes", "no"], default=None,
                         help="a Bluestein length (its default launch only) with m past 4096 as two halves (yes, the "
                              "default) or one tile (no): fft_plan.set_bluestein_tile's halves")
+    parser.add_argument("--bluestein-pairs", choices=["yes", "no"], default=None,
+                        help="a Bluestein length's r2c and c2r two rows to a complex transform (yes, the default) or "
+                             "one (no, the kernel before): fft_rows.BLUESTEIN_PAIRS")
     parser.add_argument("--three-products", choices=["yes", "no"], default=None,
                         help="a complex product of float32 data in three real products (yes) or four (no, the default): "
                              "fft_rows.THREE_PRODUCTS, set before any kernel compiles")
@@ -233,6 +237,8 @@ def main() -> None:
         parser.error(f"--warps: at most {fft_plan.MAX_WARPS} (kernels/fft_plan.py MAX_WARPS: 16 lost the CUDA context once)")
     if args.fewer_dot_stages is not None:
         fft_plan.set_fewer_dot_stages(args.fewer_dot_stages == "yes")
+    if args.bluestein_pairs is not None:
+        fft_rows.BLUESTEIN_PAIRS = args.bluestein_pairs == "yes"
     if args.bluestein_halves is not None:
         fft_plan.set_bluestein_tile(fft_plan.BLUESTEIN_TILE, halves=args.bluestein_halves == "yes")
     uncovered = [n for n in args.sizes if fft_plan.kernel_plan(n) is None]

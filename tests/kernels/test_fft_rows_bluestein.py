@@ -217,6 +217,94 @@ def test_the_bluestein_kernel_matches_torch_fft_in_tritons_interpreter():
         assert float(line.split()[-1]) < (HALVES_TOLERANCE if "halves" in line else TOLERANCE)[dtype], line
 
 
+def _pairs_cases(n: int, device: str = "cpu"):
+    """(name, x, launch args after x and tables, want) for r2c and c2r at a Bluestein length, where the kernel runs two
+    real rows as one complex transform (fft_rows.pairs_rows): odd and even row counts (the last row alone), a row
+    10⁻⁶ times its pair's (each row keeps its own relative accuracy: the rows are normalized before they are paired),
+    a row holding a NaN or an infinity beside finite ones (it reaches no other row), stft's window on strided rows
+    along a middle dim, a filter's weight, bfloat16 c2r (r2c of bfloat16 out is one row a transform), and r2c cropped
+    to fewer bins (one row a transform: the pair's transform is kept whole in n // 2 + 1 bins a row)."""
+    bins = n // 2 + 1
+    spectrum = lambda z: torch.view_as_complex(z.double().contiguous())  # noqa: E731
+    cases = []
+    for rows in (2, 5):
+        x = torch.randn(rows, n, device=device)
+        x[1] *= 1e-6
+        cases.append((f"r2c {rows} rows, one quiet", x, (1, n, bins, "r2c", False, 1.0),
+                      torch.view_as_real(torch.fft.rfft(x.double(), n=n))))
+        h = torch.randn(rows, bins, 2, device=device)
+        h[1] *= 1e-6
+        cases.append((f"c2r {rows} rows, one quiet", h, (1, n, n, "c2r", True, 1 / n),
+                      torch.fft.irfft(spectrum(h), n=n)))
+    x = torch.randn(3, n, 2, device=device).permute(0, 2, 1)  # rows along dim 2, strided
+    window = torch.hann_window(n, device=device)
+    cases.append(("r2c window, middle dim", x, (2, n, bins, "r2c", False, 1.0, window),
+                  torch.view_as_real(torch.fft.rfft(x.double() * window.double(), n=n, dim=2)).contiguous()))
+    h, weight = torch.randn(3, bins, 2, device=device), torch.randn(bins, 2, device=device)
+    cases.append(("c2r weight", h, (1, n, n, "c2r", True, 1.0, None, weight),
+                  torch.fft.irfft(spectrum(h) * spectrum(weight), n=n, norm="forward")))
+    h = torch.randn(3, bins, 2, device=device).bfloat16()
+    cases.append(("c2r bfloat16", h, (1, n, n, "c2r", True, 1.0), torch.fft.irfft(spectrum(h), n=n, norm="forward")))
+    x = torch.randn(4, n, device=device)
+    cases.append(("r2c cropped", x, (1, n, 7, "r2c", False, 1.0), torch.view_as_real(torch.fft.rfft(x.double(), n=n)[:, :7])))
+    return cases
+
+
+def check_pairs(launch, n: int, device: str = "cpu") -> list[str]:
+    """Each _pairs_cases case through `launch` (fft_rows.launch, or the op), one line a case: its name and the
+    largest relative error of a row against torch.fft in float64; then the non-finite rows' case."""
+    lines = []
+    for name, x, args, want in _pairs_cases(n, device):
+        got = launch(x, None, *args)
+        assert got.shape == want.shape and got.dtype == x.dtype, (name, got.shape, want.shape)
+        worst = max(relative_error(g.cpu(), w.cpu()) for g, w in zip(got, want))
+        lines.append(f"{n} pairs {x.dtype} {name.replace(' ', '_')} {worst:.1e}")
+    x = torch.randn(4, n, device=device)
+    x[2, 3], x[1, 5] = float("nan"), float("inf")
+    got = launch(x, None, 1, n, n // 2 + 1, "r2c", False, 1.0).cpu()
+    want = torch.view_as_real(torch.fft.rfft(x.double(), n=n)).cpu()
+    assert got[1].isnan().all() and got[2].isnan().all(), "a row with a NaN or an infinity is NaN"
+    lines.append(f"{n} pairs {x.dtype} finite_rows_beside_non-finite "
+                 f"{max(relative_error(got[r], want[r]) for r in (0, 3)):.1e}")
+    return lines
+
+
+def check_pairs_interpreted():
+    torch.manual_seed(7)
+    for n in (67, 1009, 2049):  # m of one tile, and past 4096 (two halves: float32 kept in Out between them)
+        for line in check_pairs(fft_rows.launch, n):
+            print(line, flush=True)
+
+
+@NEEDS_TRITON
+def test_real_rows_run_in_pairs_and_each_keeps_its_own_accuracy_in_tritons_interpreter():
+    """r2c and c2r at Bluestein lengths run two real rows as one complex transform (half the convolutions);
+    each row must keep its own relative accuracy beside a row a million times larger, and a NaN or an infinity must
+    stay in its own row (main: one row a transform)."""
+    lines = run_code(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import test_fft_rows_bluestein
+        test_fft_rows_bluestein.check_pairs_interpreted()
+    """).splitlines()
+    print("\n".join(lines))
+    assert len(lines) == 3 * (len(_pairs_cases(8)) + 1)
+    for line in lines:
+        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
+        assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
+
+
+def test_which_launches_run_real_rows_in_pairs():
+    bluestein, tiled = fft_plan.kernel_plan(1009), fft_plan.kernel_plan(1024)
+    f32, bf16 = torch.float32, torch.bfloat16
+    assert fft_rows.pairs_rows(bluestein, "r2c", 1009, 505, f32, 2) and fft_rows.pairs_rows(bluestein, "c2r", 1009, 1009, bf16, 3)
+    assert not fft_rows.pairs_rows(bluestein, "r2c", 1009, 505, bf16, 2)  # kept whole in Out before it is separated
+    assert not fft_rows.pairs_rows(bluestein, "r2c", 1009, 7, f32, 2)  # too few bins to keep it in
+    assert not fft_rows.pairs_rows(bluestein, "c2c", 1009, 1009, f32, 2)
+    assert not fft_rows.pairs_rows(bluestein, "c2r", 1009, 1009, f32, 1)  # one row: nothing to pair
+    assert not fft_rows.pairs_rows(tiled, "r2c", 1024, 513, f32, 2)
+
+
 # ---- on CUDA -------------------------------------------------------------------------------------------
 
 @pytest.mark.cuda
@@ -245,3 +333,14 @@ def test_the_cuda_bluestein_kernel_in_two_halves_past_m_4096(n, dtype):
     for _ in check_windowed(lambda x, dim, n, out_len, kind, w: torch.ops.aotcuda.fft_rows(
             x, None, dim, n, out_len, kind, False, 1.0, w), n, n // 3, dtype, "cuda"):
         pass
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("n", [1009, 2039, 4093])
+def test_the_cuda_bluestein_kernel_runs_real_rows_in_pairs(n):
+    if not fft_rows.HAVE_TRITON:
+        pytest.skip("Triton is not installed")
+    torch.manual_seed(n)
+    for line in check_pairs(lambda *args: torch.ops.aotcuda.fft_rows(*args), n, "cuda"):
+        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
+        assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line

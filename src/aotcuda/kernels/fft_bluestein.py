@@ -47,7 +47,7 @@ if HAVE_TRITON:
     import triton
     import triton.language as tl
 
-    from aotcuda.kernels.fft_rows import (_butterfly, _cdot, _forward_stages, _load_rows, _row_offsets,
+    from aotcuda.kernels.fft_rows import (_butterfly, _cdot, _forward_stages, _load_rows, _row_offsets, _rows_at,
                                           _store_rows, _tile_index, _twiddle)
 
     @triton.jit
@@ -102,18 +102,14 @@ if HAVE_TRITON:
         return tl.reshape(yr, (R, P2, P3, P1)), tl.reshape(yi, (R, P2, P3, P1))
 
     @triton.jit
-    def _half(X, Window, Weight, Tables, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
-              IN: tl.constexpr, OUT: tl.constexpr,
-              SPECTRUM: tl.constexpr, N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
-              P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr, KIND: tl.constexpr,
-              PRECISION: tl.constexpr, WINDOW: tl.constexpr, WEIGHT: tl.constexpr, SCALED: tl.constexpr):
-        """One convolution on the tiling (A, B, C) padded (P1, P2, P3): the rows loaded at points t (`inside`:
-        a row's) times the chirp in at Tables + IN, the forward stages, times the spectrum at SPECTRUM
-        (conjugated), the transposed stages, conjugated, times the chirp out at OUT: [R, P2, P3, P1] at
-        (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3 (zero where not `inside`)."""
+    def _convolve(xr, xi, Tables, x_row, t, inside, IN: tl.constexpr, OUT: tl.constexpr, SPECTRUM: tl.constexpr,
+                  N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
+                  P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr, PRECISION: tl.constexpr):
+        """One convolution on the tiling (A, B, C) padded (P1, P2, P3) of the loaded points (xr, xi) at t
+        (`inside`: a row's): times the chirp in at Tables + IN, the forward stages, times the spectrum at
+        SPECTRUM (conjugated), the transposed stages, conjugated, times the chirp out at OUT: [R, P2, P3, P1]
+        at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3 (zero where not `inside`)."""
         TILE: tl.constexpr = P1 * P2 * P3
-        xr, xi = _load_rows(X, Window, Weight, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
-                            N, KIND, WINDOW, WEIGHT, SCALED)
         # Tables read in the tile's own shape (0 · x_row): a broadcast row spills registers on sm_90.
         cr = tl.load(Tables + IN + (t + 0 * x_row), mask=inside, other=0.0)
         ci = tl.load(Tables + IN + N + (t + 0 * x_row), mask=inside, other=0.0)
@@ -130,6 +126,17 @@ if HAVE_TRITON:
         cr = tl.load(Tables + OUT + (t + 0 * x_row), mask=inside, other=0.0)
         ci = tl.load(Tables + OUT + N + (t + 0 * x_row), mask=inside, other=0.0)
         return cr * xr + ci * xi, ci * xr - cr * xi
+
+    @triton.jit
+    def _half(X, Window, Weight, Tables, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+              IN: tl.constexpr, OUT: tl.constexpr,
+              SPECTRUM: tl.constexpr, N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+              P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr, KIND: tl.constexpr,
+              PRECISION: tl.constexpr, WINDOW: tl.constexpr, WEIGHT: tl.constexpr, SCALED: tl.constexpr):
+        """The rows loaded at points t (`inside`: a row's) and convolved (_convolve)."""
+        xr, xi = _load_rows(X, Window, Weight, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                            N, KIND, WINDOW, WEIGHT, SCALED)
+        return _convolve(xr, xi, Tables, x_row, t, inside, IN, OUT, SPECTRUM, N, A, B, C, P1, P2, P3, R, PRECISION)
 
     @triton.jit
     def _bluestein_kernel(X, Tables, Out, Window, Weight, rows, in_len, out_len, scale,
@@ -181,3 +188,172 @@ if HAVE_TRITON:
                 yr += vr
                 yi += vi
         _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, os_t, os_p, KIND)
+
+    @triton.jit
+    def _normalized(xr, xi):
+        """Rows (xr, xi) [R, P2, P3, P1] times a power of two that brings each row's largest part below 1 (its
+        exponent clamped to ±125, so that the factor and its inverse are normal floats: exact products), and
+        [R, 1, 1, 1] the inverse factor that undoes it after the (linear) transform: NaN for a row holding a NaN
+        or an infinity, whose points are zeroed here so that they reach no other row of the pair."""
+        big = tl.maximum(tl.abs(xr), tl.abs(xi), propagate_nan=tl.PropagateNan.ALL)
+        big = tl.where(big <= 3.4028234663852886e38, big, float("inf"))  # a NaN as an infinity
+        most = tl.max(tl.max(tl.max(big, axis=3), axis=2), axis=1)[:, None, None, None]
+        finite = most <= 3.4028234663852886e38
+        # most < 2**(e + 1) for its float exponent e = bits[30:23] − 127 (0 and subnormals clamped).
+        e = ((tl.cast(tl.where(finite, most, 0.0), tl.int32, bitcast=True) >> 23) & 255) - 126
+        e = tl.minimum(tl.maximum(e, -125), 125)
+        shrink = tl.cast((127 - e) << 23, tl.float32, bitcast=True)
+        undo = tl.where(finite, tl.cast((127 + e) << 23, tl.float32, bitcast=True), float("nan"))
+        return tl.where(finite, xr * shrink, 0.0), tl.where(finite, xi * shrink, 0.0), undo
+
+    @triton.jit
+    def _pair_half(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b, in_len, xs_t, xs_p, ws, vs_t, vs_p,
+                   scale, IN: tl.constexpr, OUT: tl.constexpr, SPECTRUM: tl.constexpr, N: tl.constexpr,
+                   A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr,
+                   P3: tl.constexpr, R: tl.constexpr, KIND: tl.constexpr, PRECISION: tl.constexpr,
+                   WINDOW: tl.constexpr, WEIGHT: tl.constexpr, SCALED: tl.constexpr):
+        """_half on a pair of real-valued rows as one complex row: r2c's real rows a + i·b; c2r's Hermitian
+        halves, mirrored, as X_a + i·X_b, whose inverse DFT is a + i·b. Each row normalized first
+        (_normalized), so that each keeps its own relative accuracy whatever the other's magnitude. Returns the
+        convolution (yr, yi) and each row's factor that undoes its normalization."""
+        ar, ai = _load_rows(X, Window, Weight, x_a, v_a, t, in_a, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                            N, KIND, WINDOW, WEIGHT, SCALED)
+        ar, ai, undo_a = _normalized(ar, ai)
+        br, bi = _load_rows(X, Window, Weight, x_b, v_b, t, in_b, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                            N, KIND, WINDOW, WEIGHT, SCALED)
+        br, bi, undo_b = _normalized(br, bi)
+        if KIND == 1:  # r2c: ai and bi are zero
+            zr, zi = ar, br
+        else:
+            zr, zi = ar - bi, ai + br
+        yr, yi = _convolve(zr, zi, Tables, x_a, t, in_a, IN, OUT, SPECTRUM, N, A, B, C, P1, P2, P3, R, PRECISION)
+        return yr, yi, undo_a, undo_b
+
+    @triton.jit
+    def _pair_places(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, N: tl.constexpr, KIND: tl.constexpr):
+        """Where a pair's transform (yr, yi) at points t is kept in Out before its last step, and which are:
+        c2r, the real rows themselves (yr row a's, yi row b's, points t < out_len: (row a's, row b's) places);
+        r2c, Z = DFT(a + i·b) whole in the two rows' N // 2 + 1 bins each (N + 1 ≥ N places): bin t < out_len at
+        row a's t, a bin t past it at row b's N − t (in 1 … N − out_len ≤ out_len − 1): (one place, the same)."""
+        if KIND == 2:
+            ok = t < out_len
+            return Out + o_a + t.to(tl.int64) * os_t, in_a & ok, Out + o_b + t.to(tl.int64) * os_t, in_b & ok
+        low = t < out_len
+        at = tl.where(low, Out + o_a + t.to(tl.int64) * os_t, Out + o_b + (N - t).to(tl.int64) * os_t)
+        keep = tl.where(low, in_a, in_b)
+        return at, keep, at, keep
+
+    @triton.jit
+    def _keep_pair(Out, o_a, o_b, t, in_a, in_b, out_len, yr, yi, os_t, os_p, N: tl.constexpr, KIND: tl.constexpr):
+        """(yr, yi) stored at _pair_places (in Out's dtype: float32 where read back)."""
+        at_r, ok_r, at_i, ok_i = _pair_places(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, N, KIND)
+        tl.store(at_r, yr.to(Out.dtype.element_ty), mask=ok_r)
+        tl.store(at_i + (0 if KIND == 2 else os_p), yi.to(Out.dtype.element_ty), mask=ok_i)
+
+    @triton.jit
+    def _kept_pair(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, os_p, N: tl.constexpr, KIND: tl.constexpr):
+        """What _keep_pair stored, read back at the same points (each by the thread that stores there next)."""
+        at_r, ok_r, at_i, ok_i = _pair_places(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, N, KIND)
+        return (tl.load(at_r, mask=ok_r, other=0.0),
+                tl.load(at_i + (0 if KIND == 2 else os_p), mask=ok_i, other=0.0))
+
+    @triton.jit
+    def _separate(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, undo_a, undo_b, os_t, os_p, N: tl.constexpr):
+        """r2c's two rows from Z = DFT(a + i·b) kept at _pair_places: A[k] = (Z[k] + conj(Z[N − k])) / 2 and
+        B[k] = (Z[k] − conj(Z[N − k])) / 2i (a and b real), bins k < out_len, times each row's undo, stored as
+        the rows' pairs over the places Z was read from. Each bin's places are read and written by one thread
+        (Z[N − k] is row b's k, or row a's k itself at k = 0 and N / 2), so no other thread's write races a read.
+        A row a without its b (the last of an odd count) has Z = A: conj(Z[N − k]) is Z[k]."""
+        kept = in_a & (t < out_len)
+        at_a = Out + o_a + t.to(tl.int64) * os_t
+        at_b = Out + o_b + t.to(tl.int64) * os_t
+        zr = tl.load(at_a, mask=kept, other=0.0)
+        zi = tl.load(at_a + os_p, mask=kept, other=0.0)
+        j = tl.where(t == 0, 0, N - t)
+        mirror_in_a = j < out_len
+        at_m = tl.where(mirror_in_a, Out + o_a + j.to(tl.int64) * os_t, at_b)
+        mirror_kept = kept & (mirror_in_a | in_b)
+        mr = tl.load(at_m, mask=mirror_kept, other=0.0)
+        mi = tl.load(at_m + os_p, mask=mirror_kept, other=0.0)
+        mr = tl.where(ok_b, mr, zr)
+        mi = tl.where(ok_b, mi, -zi)
+        half_a = 0.5 * undo_a
+        half_b = 0.5 * undo_b
+        tl.store(at_a, (zr + mr) * half_a, mask=kept)
+        tl.store(at_a + os_p, (zi - mi) * half_a, mask=kept)
+        tl.store(at_b, (zi + mi) * half_b, mask=kept & in_b)
+        tl.store(at_b + os_p, (mr - zr) * half_b, mask=kept & in_b)
+
+    @triton.jit
+    def _pair_offsets(R: tl.constexpr, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3,
+                      vs0, vs1, vs2, vs3):
+        """This program's R pairs of rows (2j, 2j + 1): each row's offsets in x, out and the weight, and
+        whether it exists (fft_rows._row_offsets's, a's then b's)."""
+        j = tl.program_id(0).to(tl.int64) * R + tl.arange(0, R).to(tl.int64)
+        x_a, o_a, v_a, ok_a = _rows_at(2 * j, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3,
+                                       vs0, vs1, vs2, vs3)
+        x_b, o_b, v_b, ok_b = _rows_at(2 * j + 1, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2,
+                                       os3, vs0, vs1, vs2, vs3)
+        return x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b
+
+    @triton.jit
+    def _bluestein_pairs_kernel(X, Tables, Out, Window, Weight, rows, in_len, out_len, scale,
+                                size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
+                                os0, os1, os2, os3, os_t, os_p, ws, vs0, vs1, vs2, vs3, vs_t, vs_p,
+                                N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                                P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
+                                KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
+                                WEIGHT: tl.constexpr, SCALED: tl.constexpr, HALVES: tl.constexpr):
+        # _bluestein_kernel's arguments, for r2c (KIND 1, float32 out, out_len = N // 2 + 1) and c2r (KIND 2):
+        # R pairs of rows a program, each pair one complex convolution (_pair_half). r2c's result is separated
+        # into its two rows through Out (_keep_pair, a barrier, _separate); c2r's real and imaginary parts are
+        # the two rows.
+        x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3,
+                                                                 os0, os1, os2, os3, vs0, vs1, vs2, vs3)
+        CHIRP: tl.constexpr = 2 * (P1 * P1 + P2 * P2 + P3 * P3 + P2 * P1 + P3 * P1 + P3 * P2)
+        SPECTRUM: tl.constexpr = CHIRP + HALVES * 4 * N
+        TILE: tl.constexpr = P1 * P2 * P3
+        t, in_a = _tile_index(ok_a, A, B, C, P1, P2, P3)
+        in_a = in_a & (t < N)
+        in_b = in_a & ok_b
+        yr, yi, undo_a, undo_b = _pair_half(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b, in_len,
+                                            xs_t, xs_p, ws, vs_t, vs_p, scale, CHIRP, CHIRP + 2 * N, SPECTRUM, N,
+                                            A, B, C, P1, P2, P3, R, KIND, PRECISION, WINDOW, WEIGHT, SCALED)
+        if HALVES == 2:  # as _bluestein_kernel's: float32 out keeps the first half in Out through the second
+            READ_BACK: tl.constexpr = Out.dtype.element_ty == tl.float32
+            if READ_BACK:
+                _keep_pair(Out, o_a, o_b, t, in_a, in_b, out_len, yr, yi, os_t, os_p, N, KIND)
+                tl.debug_barrier()
+                many = tl.cast(rows, tl.int64)
+                zero = (many // (many + 1)).to(tl.int32)
+                x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(
+                    R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3)
+                t, in_a = _tile_index(ok_a, A, B, C, P1, P2, P3)
+                t = t + zero
+                in_a = in_a & (t < N)
+                in_b = in_a & ok_b
+            vr, vi, undo_a, undo_b = _pair_half(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b,
+                                                in_len, xs_t, xs_p, ws, vs_t, vs_p, scale, CHIRP + 4 * N,
+                                                CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R, KIND,
+                                                PRECISION, WINDOW, WEIGHT, SCALED)
+            if READ_BACK:
+                kr, ki = _kept_pair(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, os_p, N, KIND)
+                yr = vr + kr
+                yi = vi + ki
+            else:
+                yr += vr
+                yi += vi
+        if KIND == 2:
+            _keep_pair(Out, o_a, o_b, t, in_a, in_b, out_len, yr * undo_a, yi * undo_b, os_t, os_p, N, KIND)
+        else:
+            _keep_pair(Out, o_a, o_b, t, in_a, in_b, out_len, yr, yi, os_t, os_p, N, KIND)
+            tl.debug_barrier()
+            many = tl.cast(rows, tl.int64)
+            zero = (many // (many + 1)).to(tl.int32)
+            x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(
+                R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3)
+            t, in_a = _tile_index(ok_a, A, B, C, P1, P2, P3)
+            t = t + zero
+            in_a = in_a & (t < N)
+            in_b = in_a & ok_b
+            _separate(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, undo_a, undo_b, os_t, os_p, N)

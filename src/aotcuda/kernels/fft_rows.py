@@ -57,6 +57,21 @@ MAX_BATCH_DIMS = 4
 PRECISION = {torch.float32: "tf32x3", torch.float16: "tf32", torch.bfloat16: "tf32"}
 
 
+# r2c and c2r at a Bluestein length as one complex transform a pair of rows (kernels/fft_bluestein.py's pairs
+# kernel): Bluestein's convolution is complex whatever the input, so a real row alone spends half of it. Read at
+# each launch; a benchmark sets it for A/B (fft_tiling_sweep.py --bluestein-pairs).
+BLUESTEIN_PAIRS = True
+
+
+def pairs_rows(plan, kind: str, n: int, out_len, out_dtype: torch.dtype, rows: int) -> bool:
+    """Whether a launch runs its real rows two to a complex transform: a Bluestein plan, BLUESTEIN_PAIRS on,
+    at least two rows, and c2r, or r2c with float32 out of n // 2 + 1 bins (where the pair's transform is kept
+    whole before it is separated)."""
+    if not (BLUESTEIN_PAIRS and isinstance(plan, Bluestein) and rows > 1):
+        return False
+    return kind == "c2r" or (kind == "r2c" and out_dtype == torch.float32 and out_len == n // 2 + 1)
+
+
 def direction(kind: str, inverse: bool) -> bool:
     """Whether the tables of a transform of this kind are the inverse's (exp(+2πi…))."""
     return {"c2c": inverse, "r2c": False, "c2r": True}[kind]
@@ -312,6 +327,11 @@ if HAVE_TRITON:
         row index times a batch stride passes 2**31 in large batches, and Triton types an integer argument
         below 2**31 as int32; the weight's strides are 0 on its broadcast dims) and which of them exist."""
         r = tl.program_id(0).to(tl.int64) * R + tl.arange(0, R).to(tl.int64)
+        return _rows_at(r, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3)
+
+    @triton.jit
+    def _rows_at(r, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3):
+        """Rows r ([R] int64 row indices, the batch dims' flat index): _row_offsets's offsets and which exist."""
         row_ok = r < rows
         i3 = r % size3
         q = r // size3
@@ -480,20 +500,26 @@ if HAVE_TRITON:
         sizes, x_strides = _batch(x, dim, pair_in)
         _, out_strides = _batch(out, dim, kind != "c2r")
         rows = sizes[0] * sizes[1] * sizes[2] * sizes[3]
+        plan = config.tiling if config is not None else kernel_plan(n)
+        paired = pairs_rows(plan, kind, n, out_len, out.dtype, rows)
+        complex_rows = (rows + 1) // 2 if paired else rows  # a pair of real rows is one complex row
         if config is None:
             # Off CUDA (Triton's interpreter) there are no multiprocessors to fill; two stand-ins keep the rows in
             # at least two programs where they fill them, so that the tests run a program's partly filled rows.
             processors = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 2
-            config = default_launch(n, rows, processors)
+            config = default_launch(n, complex_rows, processors)
         per_program = config.rows
         a, b, c = config.tiling.factors
         p1, p2, p3 = config.tiling.padded
-        if isinstance(config.tiling, Bluestein):
+        if paired:
+            from aotcuda.kernels.fft_bluestein import _bluestein_pairs_kernel as kernel
+            own = dict(HALVES=plan.halves)
+        elif isinstance(plan, Bluestein):
             from aotcuda.kernels.fft_bluestein import _bluestein_kernel as kernel
-            own = dict(HALVES=config.tiling.halves)
+            own = dict(HALVES=plan.halves)
         else:
             kernel, own = _fft_rows_kernel, dict(INVERSE=direction(kind, inverse))
-        launcher(kernel)[((rows + per_program - 1) // per_program,)](
+        launcher(kernel)[((complex_rows + per_program - 1) // per_program,)](
             x, tables, out, tables if window is None else window, tables if weight is None else weight,
             rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
             x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
