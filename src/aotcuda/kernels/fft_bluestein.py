@@ -194,17 +194,21 @@ if HAVE_TRITON:
         """Rows (xr, xi) [R, P2, P3, P1] times a power of two that brings each row's largest part below 1 (its
         exponent clamped to ±125, so that the factor and its inverse are normal floats: exact products), and
         [R, 1, 1, 1] the inverse factor that undoes it after the (linear) transform: NaN for a row holding a NaN
-        or an infinity, whose points are zeroed here so that they reach no other row of the pair."""
-        big = tl.maximum(tl.abs(xr), tl.abs(xi), propagate_nan=tl.PropagateNan.ALL)
-        big = tl.where(big <= 3.4028234663852886e38, big, float("inf"))  # a NaN as an infinity
+        or an infinity, whose points are zeroed here so that they reach no other row of the pair. A NaN or an
+        infinity is told by its exponent bits (all ones), in integers: no float comparison that a compiler may
+        assume finite."""
+        exponent_r = (tl.cast(xr, tl.int32, bitcast=True) >> 23) & 255
+        exponent_i = (tl.cast(xi, tl.int32, bitcast=True) >> 23) & 255
+        bad = tl.maximum(exponent_r, exponent_i) == 255
+        row_bad = tl.max(tl.max(tl.max(bad.to(tl.int32), axis=3), axis=2), axis=1)[:, None, None, None] > 0
+        big = tl.where(bad, 0.0, tl.maximum(tl.abs(xr), tl.abs(xi)))
         most = tl.max(tl.max(tl.max(big, axis=3), axis=2), axis=1)[:, None, None, None]
-        finite = most <= 3.4028234663852886e38
         # most < 2**(e + 1) for its float exponent e = bits[30:23] − 127 (0 and subnormals clamped).
-        e = ((tl.cast(tl.where(finite, most, 0.0), tl.int32, bitcast=True) >> 23) & 255) - 126
+        e = ((tl.cast(most, tl.int32, bitcast=True) >> 23) & 255) - 126
         e = tl.minimum(tl.maximum(e, -125), 125)
         shrink = tl.cast((127 - e) << 23, tl.float32, bitcast=True)
-        undo = tl.where(finite, tl.cast((127 + e) << 23, tl.float32, bitcast=True), float("nan"))
-        return tl.where(finite, xr * shrink, 0.0), tl.where(finite, xi * shrink, 0.0), undo
+        undo = tl.where(row_bad, float("nan"), tl.cast((127 + e) << 23, tl.float32, bitcast=True))
+        return tl.where(row_bad, 0.0, xr * shrink), tl.where(row_bad, 0.0, xi * shrink), undo
 
     @triton.jit
     def _pair_half(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b, in_len, xs_t, xs_p, ws, vs_t, vs_p,
