@@ -804,6 +804,21 @@ def test_a_cuda_index_torch_does_not_see_is_a_usage_error_that_says_so(runner, t
         " ".join(result.output.split()), result.output
 
 
+def test_a_cpu_index_is_a_usage_error_that_names_the_fix(runner, tmp_path, monkeypatch):
+    """The lower() API breaker (2026-12-06): lower(device="cpu:1") was taken, the index meaning nothing on the CPU;
+    --device cpu:1 says so with the fix, as lower() does, before any work (cpu:0 is the CPU, as torch names it)."""
+    def reached(*args, **kwargs):
+        raise AssertionError("the lowering was reached")
+
+    monkeypatch.setattr(aotcuda.lowering, "lower", reached)
+    for command in (["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "d.pt2")], ["demo"], ["run", "m.pt2"]):
+        result = runner.invoke(main, [*command, "--device", "cpu:1"])
+        assert result.exit_code == 2 and list(tmp_path.iterdir()) == [], result.output
+        assert "cpu:1: the CPU takes no device index (torch has one CPU device); use --device cpu" in \
+            " ".join(result.output.split()), result.output
+    assert aotcuda.cli.TargetDevice().convert("cpu:0", None, None) == "cpu"
+
+
 def test_save_inputs_to_the_package_path_is_refused_before_any_work(runner, tmp_path, monkeypatch):
     """The lower() API breaker (2026-12-06): `aotcuda lower f.py:make -o m.pt2 --save-inputs m.pt2` lowered, wrote
     the package, then replaced it with the inputs (torch.save over it) and said "wrote the example inputs to m.pt2

@@ -450,12 +450,17 @@ class TargetDevice(click.ParamType):
             raise click.ClickException(str(error)) from None
 
         device = str(value).strip().lower()
-        if device not in (("auto",) if self.auto else ()) + ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", device):
+        if device not in (("auto",) if self.auto else ()) + ("cpu", "cuda") and not re.fullmatch(r"(cuda|cpu):\d+",
+                                                                                                device):
             self.fail(f"{value!r}: expected {'auto, ' if self.auto else ''}cpu, cuda or cuda:N", param, ctx)
         try:
-            return str(target_device(device))  # "auto" resolved: "cuda" or "cpu"
+            return str(target_device(device))  # "auto" resolved: "cuda" or "cpu"; "cpu:0" is "cpu"
         except DeviceError:
             import torch
+
+            if device.startswith("cpu"):  # cpu:1 (target_device's words: the CPU takes no device index)
+                self.fail(f"{value}: the CPU takes no device index (torch has one CPU device); use --device cpu",
+                          param, ctx)
 
             if torch.cuda.is_available():  # an index torch does not see (cuda:7 on a machine of one GPU)
                 count = torch.cuda.device_count()

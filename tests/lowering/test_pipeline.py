@@ -129,6 +129,22 @@ def test_a_cuda_index_torch_does_not_see_is_refused_before_any_work(monkeypatch)
                 aotcuda.lower(None, "not a tuple", device=device)  # before the model and inputs are looked at
 
 
+def test_a_cpu_index_is_refused_before_any_work_and_cpu_0_is_the_cpu():
+    """The lower() API breaker (2026-12-06): device="cpu:1" was taken (torch places any cpu:N on the one CPU), and
+    the model was copied for the index it named (``_differs`` saw another index); cpu:0 was copied for too."""
+    from aotcuda.lowering.devices import target_device
+    from aotcuda.lowering.pipeline import _on_device
+
+    for device in ("cpu:1", torch.device("cpu", 3)):
+        with pytest.raises(aotcuda.DeviceError, match=rf"^device='{device}' asked for, but the CPU takes no device "
+                                                      r"index \(torch has one CPU device, and places every cpu:N on "
+                                                      r"it\); use device='cpu'$"):
+            aotcuda.lower(None, "not a tuple", device=device)  # before the model and inputs are looked at
+    assert target_device("cpu:0") == torch.device("cpu") and target_device("cpu:0").index is None
+    model = torch.nn.Linear(2, 2)
+    assert _on_device(model, (torch.randn(1, 2),), {}, target_device("cpu:0"))[0] is model  # not a copy
+
+
 class ComplexLogcumsumexp(torch.nn.Module):
     """logcumsumexp has no rule in ReplaceComplexWithRealPass, so the whole program stays complex. Its kernel
     is an allow-listed scan (fallbacks.SCAN_KERNELS), which on complex values must still be reported."""

@@ -177,7 +177,8 @@ def lower(
             message has torch's reasons and suggested fixes, under the caller's Dim names. (A guard torch
             cannot prove is first checked by aotcuda over the ranges: aotcuda.lowering.exporting.)
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
-            lower for, or CUDA asked for where there is none.
+            lower for, a CPU index ("cpu:1": torch has one CPU; "cpu:0" is "cpu"), or CUDA asked for where there
+            is none (or not that index).
         TypeError, ValueError: before any work, an argument of the wrong kind (args not a tuple, kwargs not a
             dict, allow_fallbacks not a bool, progress not callable) or an inductor_configs option that
             torch._inductor.config does not have, or a switch of it given a string (lowering/options.py).
