@@ -837,6 +837,10 @@ def test_save_inputs_to_the_package_path_is_refused_before_any_work(runner, tmp_
             result = runner.invoke(main, [*command, "-o", str(package), "--device", "cpu", "--save-inputs", saved])
             assert result.exit_code == 2, result.output
             assert "is also the package's path (-o):" in result.output and "e.g. m.inputs.pt" in result.output
+    monkeypatch.setenv("HOME", str(tmp_path))  # a "~" quoted past the shell: lower() and the save path expand it
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", "~/m.pt2", "--device", "cpu",
+                                  "--save-inputs", str(package)])
+    assert result.exit_code == 2 and "is also the package's path (-o):" in result.output, result.output
     assert list(tmp_path.iterdir()) == []
 
 

@@ -849,7 +849,7 @@ def _checked_save_path(path: str, option: str, what: str, package: str | None = 
         path = checked_output_path(path, what, is_torch_save_file, "a torch.save file", "saved.pt")
     except PackageError as error:
         raise click.BadParameter(str(error), param_hint=option) from None
-    if package is not None and os.path.realpath(path) == os.path.realpath(package):
+    if package is not None and os.path.realpath(path) == os.path.realpath(os.path.expanduser(package)):  # lower()'s
         stem = os.path.splitext(os.path.basename(package))[0]
         raise click.BadParameter(f"{path!r} is also the package's path (-o): {what} would replace the package just "
                                  f"written; give another file, e.g. {stem}.inputs.pt", param_hint=option)

@@ -409,6 +409,32 @@ def test_a_package_path_ending_in_a_separator_is_refused_as_a_folder(tmp_path):
         aotcuda.lower(None, "not a tuple", device="cpu", package_path=f"{tmp_path}/there/")
 
 
+def test_a_package_path_under_tilde_is_the_home_folders(tmp_path, monkeypatch):
+    """The lower() API breaker (2026-12-06): package_path="~/m.pt2" was written under a folder named "~" in the
+    working directory (Python's paths do not expand "~"; the shell does for `aotcuda lower -o ~/m.pt2`)."""
+    import aotcuda.lowering.pipeline as pipeline
+    from aotcuda.lowering.pipeline import checked_output_path, is_torch_save_file
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    written = []
+
+    def compiled(model, args, kwargs, dynamic_shapes, device, package_path, *rest):  # where it would be compiled to
+        written.append(pipeline._package_path(package_path, model)[0])
+        raise RuntimeError("not compiled here")
+
+    monkeypatch.setattr(pipeline, "_lower_on_device", compiled)
+    for package_path in ("~/out/m.pt2", Path("~/out/m.pt2"), b"~/out/m.pt2"):
+        with pytest.raises(RuntimeError, match="not compiled here"):
+            aotcuda.lower(torch.nn.Linear(2, 2), (torch.randn(1, 2),), device="cpu", package_path=package_path)
+    assert written == [str(home / "out" / "m.pt2")] * 3 and not (tmp_path / "~").exists()
+    # every path written is checked there once: --save-inputs, --save-outputs too
+    assert checked_output_path("~/in.pt", "the inputs", is_torch_save_file, "a torch.save file", "in.pt") == \
+        str(home / "in.pt")
+
+
 @pytest.mark.skipif(not (os.path.isdir("/proc") and os.access("/proc", os.W_OK)), reason="needs a /proc root may write")
 def test_a_virtual_folder_refused_for_inputs_or_outputs_does_not_speak_of_packages():
     """A new user's trial (2026-12-05): `aotcuda lower ... --save-inputs /proc/in.pt` and `aotcuda run ...
