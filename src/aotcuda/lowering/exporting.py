@@ -140,10 +140,12 @@ def _dims_checked(model, args, kwargs, dynamic_shapes):
         arguments = inspect.signature(model.forward).bind(*args, **(kwargs or {})).arguments
     except (TypeError, ValueError):  # torch says what it says about inputs that do not fit forward
         return dynamic_shapes
+    ranges: dict = {}  # one Dim name, one range: {name: (min, max, where first given)}
     if isinstance(dynamic_shapes, dict):
-        return {name: _dims_of(name, arguments[name], spec) if name in arguments else spec
+        return {name: _dims_of(name, arguments[name], spec, ranges) if name in arguments else spec
                 for name, spec in dynamic_shapes.items()}
-    checked = [_dims_of(name, value, spec) for name, value, spec in zip(arguments, arguments.values(), dynamic_shapes)]
+    checked = [_dims_of(name, value, spec, ranges)
+               for name, value, spec in zip(arguments, arguments.values(), dynamic_shapes)]
     return _same_kind(dynamic_shapes, checked)  # a tuple: in forward's order
 
 
@@ -159,10 +161,17 @@ def _is_dim_hint(spec) -> bool:
     return type(spec).__name__ == "_DimHint"
 
 
-def _dims_of(where: str, value, spec):
-    """One input's ``spec`` checked against ``value`` (``_dims_checked``), through lists, tuples and dicts."""
+def _dims_of(where: str, value, spec, ranges: dict):
+    """One input's ``spec`` checked against ``value`` (``_dims_checked``), through lists, tuples and dicts; each Dim
+    given to a tensor's dim checked against ``ranges`` (``_check_dim``)."""
     if isinstance(value, torch.Tensor):
         rank, shape = value.dim(), tuple(value.shape)
+        if spec is not None and not isinstance(spec, (dict, list, tuple)):
+            # torch: "Unexpected input tensor shape Dim('b', min=0) specified at `dynamic_shapes['x']` (expected ...)"
+            raise DynamicShapesError(
+                f"dynamic_shapes for {where} is {clipped(repr(spec), 80)} ({type(spec).__name__}), but {where} is a "
+                f"tensor of {rank} dims (shape {shape}): its entry says which of its dims are dynamic, as a dict "
+                f"(e.g. {{0: {_as_dim(spec)}}}), a list or tuple of one entry per dim, or None for a static input")
         if isinstance(spec, dict):
             bad = [d for d in spec if isinstance(d, int) and not -rank <= d < rank]
             if bad:
@@ -175,12 +184,16 @@ def _dims_of(where: str, value, spec):
                 twice = next(d for d in spec if isinstance(d, int) and d < 0 and d % rank in spec)
                 raise DynamicShapesError(f"dynamic_shapes for {where} names dim {twice % rank} twice, as {twice % rank} "
                                          f"and {twice} ({where} has {rank} dims): give each dim once")
+            for d, given in counted.items():
+                _check_dim(where, d, spec[given], ranges)
             return {d: spec[given] for d, given in counted.items()}
         if isinstance(spec, (list, tuple)) and len(spec) != rank:
             raise DynamicShapesError(
                 f"dynamic_shapes for {where} has {len(spec)} entries, but {where} has {rank} dims (shape {shape}): "
                 f"a list or tuple gives one entry per dim, in order (Dim.STATIC for a static one), or give a dict "
                 f"of only the dynamic dims (e.g. {{0: Dim('batch')}})")
+        for d, dim in enumerate(spec if isinstance(spec, (list, tuple)) else ()):
+            _check_dim(where, d, dim, ranges)
     elif isinstance(value, (bool, int, float)) and not (spec is None or isinstance(spec, int) or _is_dim_hint(spec)):
         # torch: a raw "AssertionError: expected dynamic_shape to be None, int, or _DimHint for _IntWrapper", or
         # "Unable to specify input integers as dynamic through named Dims"
@@ -189,12 +202,62 @@ def _dims_of(where: str, value, spec):
             f"{clipped(repr(value), 40)}, not a tensor: it has no dims to make dynamic; give it None (the program is "
             f"exported with {where}={clipped(repr(value), 40)})")
     elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
-        return _same_kind(spec, [_dims_of(f"{where}[{i}]", item, item_spec)
+        return _same_kind(spec, [_dims_of(f"{where}[{i}]", item, item_spec, ranges)
                                  for i, (item, item_spec) in enumerate(zip(value, spec))])
     elif isinstance(value, dict) and isinstance(spec, dict):
-        return {key: _dims_of(f"{where}[{key!r}]", value[key], item_spec) if key in value else item_spec
+        return {key: _dims_of(f"{where}[{key!r}]", value[key], item_spec, ranges) if key in value else item_spec
                 for key, item_spec in spec.items()}
     return spec
+
+
+def _check_dim(where: str, d: int, dim, ranges: dict) -> None:
+    """DynamicShapesError for what dim ``d`` of the tensor ``where`` is given, when torch.export takes it for no dim
+    (a str: "Unexpected dimension mapped to index 0 ... but got 'batch' instead"), or when it is a Dim whose name
+    ``ranges`` holds with another range (torch: "Found different definitions Dim('b', max=8) and Dim('b', max=16)
+    for the same symbolic dimension", naming no input). A derived Dim (``8 * seq``) is checked by its root."""
+    dim_type = _dim_type()
+    if dim_type is None or dim is None or isinstance(dim, int) or _is_dim_hint(dim):  # no dim type: torch says
+        return
+    if not isinstance(dim, dim_type):
+        raise DynamicShapesError(
+            f"dynamic_shapes for {where} gives dim {d} {clipped(repr(dim), 80)} ({type(dim).__name__}), which is no "
+            f"dim: give it a Dim (e.g. {_as_dim(dim)}, from torch.export import Dim), an int for a static size, "
+            "Dim.AUTO, Dim.DYNAMIC or Dim.STATIC, or None")
+    while hasattr(dim, "root"):  # a derived Dim: its range follows its root's
+        dim = dim.root
+    name, here = dim.__name__, (dim.min, dim.max, f"{where} dim {d}")
+    first = ranges.setdefault(name, here)
+    if first[:2] != here[:2]:
+        raise DynamicShapesError(
+            f"dynamic_shapes gives the Dim {name!r} two ranges: {_shown_range(*first[:2])} at {first[2]} and "
+            f"{_shown_range(*here[:2])} at {here[2]}. A Dim's name is one size, shared by every dim it is given to: "
+            f"make the Dim once ({name} = Dim({name!r}, ...)) and give that one to each, or give dims whose sizes "
+            "differ Dims of different names")
+
+
+def _as_dim(spec) -> str:
+    """``spec``, given where a dim's Dim goes, as the Dim it likely meant: itself for a Dim or Dim hint (as Python
+    spells it: Dim.AUTO, where its repr is "DimHint(AUTO)"), Dim('batch') for the name "batch", else Dim('batch')."""
+    if isinstance(spec, _dim_type() or ()):
+        return clipped(repr(spec), 60)
+    if _is_dim_hint(spec):
+        hint = re.fullmatch(r"\w*\((\w+)\)", repr(spec))
+        return f"Dim.{hint[1] if hint else 'AUTO'}"
+    return f"Dim({spec!r})" if isinstance(spec, str) and spec.isidentifier() else "Dim('batch')"
+
+
+def _dim_type() -> type | None:
+    """The type of a Dim, derived ones too (``_Dim``, torch 2.11-2.15: a Dim's metaclass where a Dim is a class);
+    None in a torch without it."""
+    try:
+        from torch.export.dynamic_shapes import _Dim
+    except ImportError:
+        return None
+    return _Dim
+
+
+def _shown_range(low, high) -> str:
+    return f"[{low}, {_as_int(high) if _as_int(high) is not None else 'inf'}]"
 
 
 def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str, str] | None = None
