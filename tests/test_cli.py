@@ -364,6 +364,72 @@ def test_run_takes_the_tensors_by_the_names_inspect_lists(runner, tmp_path):
     assert result.exit_code == 1 and "input 'opts_keep' (#3) has dtype torch.int32" in result.output, result.output
 
 
+class FixedScale(torch.nn.Module):
+    def forward(self, x, scale: float = 1.0):
+        return x * scale
+
+
+class FixedNested(torch.nn.Module):
+    def forward(self, x, opts, scale: float = 1.0):
+        return x * opts["w"] * scale * opts["k"]
+
+
+@pytest.fixture(scope="module")
+def fixed_packages(tmp_path_factory):
+    """FixedScale and FixedNested lowered with scale=2.0 (forward's default: 1.0), FixedNested with opts["k"]=2.0:
+    their inputs by `aotcuda inspect`'s names are x, and x and opts_w."""
+    folder = tmp_path_factory.mktemp("fixed")
+    flat = aotcuda.lowering.lower(FixedScale(), (torch.randn(3, 4),), {"scale": 2.0}, device="cpu",
+                                  package_path=folder / "flat.pt2")
+    nested = aotcuda.lowering.lower(FixedNested(), (torch.randn(3, 4), {"w": torch.randn(3, 4), "k": 2.0}),
+                                    {"scale": 2.0}, device="cpu", package_path=folder / "nested.pt2")
+    return flat.package_path, nested.package_path
+
+
+def test_run_refuses_a_file_by_forwards_names_that_leaves_out_a_fixed_argument(runner, tmp_path, fixed_packages):
+    """The lower() API breaker (2026-12-06): an inputs file {"x": t} for forward(x, scale=1.0) lowered with scale=2.0
+    was refused as a call (eager computes x * 1.0, the package x * 2.0), then run as the tensors by inspect's names,
+    which were the same ("x"): the check of the fixed argument was skipped, and the package's 2x came out as the
+    answer. A dict of forward's own names is a call by them now: its refusal stands."""
+    package, x = fixed_packages[0], torch.randn(3, 4)
+    torch.save({"x": x}, tmp_path / "left_out.pt")
+    result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "left_out.pt"), "--save-outputs",
+                                  str(tmp_path / "out.pt")])
+    assert result.exit_code == 1 and not (tmp_path / "out.pt").exists(), result.output
+    assert "argument left out where the program was exported with another value than the module's default: 'scale' " \
+           "(the program computes with 2.0; eager with the module's default 1.0); pass scale=2.0" in \
+           " ".join(result.output.split()), result.output
+    torch.save({"x": x, "scale": 2.0}, tmp_path / "given.pt")
+    result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "given.pt"), "--save-outputs",
+                                  str(tmp_path / "out.pt")])
+    assert result.exit_code == 0, result.output
+    torch.testing.assert_close(torch.load(tmp_path / "out.pt"), x * 2.0)
+
+
+def test_run_checks_fixed_arguments_given_beside_inspects_names(runner, tmp_path, fixed_packages):
+    """The lower() API breaker (2026-12-06): a file of the tensors by inspect's names (x, opts_w) that gave a fixed
+    argument too was refused, whatever its value, as "keyword arguments ['opts_w'] do not match the exported
+    module's": the fixed argument went unchecked, and the error blamed the tensors' names. Now the arguments fixed at
+    lowering may stand there by the names inspect shows ("scale", "#1['k']"), each checked as a call's is."""
+    package, x, w = fixed_packages[1], torch.randn(3, 4), torch.randn(3, 4)
+    for fixed, said in (({"scale": 3.0}, "argument 'scale' is 3.0, but the program was exported with 2.0 there and "
+                                         "computes with that value whatever is passed; pass scale=2.0 or leave it out"),
+                        ({"scale": 2}, "argument 'scale' is 2 (type int, not float), but the program was exported "
+                                       "with 2.0"),
+                        ({"scale": 2.0, "#1['k']": 5.0}, "argument \"#1['k']\" is 5.0, but the program was exported "
+                                                         "with 2.0")):
+        torch.save({"x": x, "opts_w": w, **fixed}, tmp_path / "wrong.pt")
+        result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "wrong.pt")])
+        assert result.exit_code == 1 and said in " ".join(result.output.split()), result.output
+        assert f"The inputs come from {tmp_path / 'wrong.pt'}" in " ".join(result.output.split()), result.output
+    for fixed in ({}, {"scale": 2.0}, {"scale": 2.0, "#1['k']": 2.0}):  # the values lowered with, or left out
+        torch.save({"x": x, "opts_w": w, **fixed}, tmp_path / "right.pt")
+        result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "right.pt"), "--save-outputs",
+                                      str(tmp_path / "out.pt")])
+        assert result.exit_code == 0, result.output
+        torch.testing.assert_close(torch.load(tmp_path / "out.pt"), FixedNested()(x, {"w": w, "k": 2.0}, 2.0))
+
+
 def test_a_dim_range_the_model_does_not_take_gets_the_command_line_fix(runner, tmp_path):
     """A new user: the error gave torch's Python fix (Dim('tokens_1', max=128)) and no --dynamic form of it."""
     for option, fixed in (("tokens:1:2:512", "tokens:1:2:128"), ("tokens:1:2:512:seq", "tokens:1:2:128:seq")):

@@ -761,15 +761,29 @@ def _called(program, args: tuple, kwargs: dict):
     """The program called on an inputs file's arguments; a dict of exactly the tensors `aotcuda inspect` lists, by
     those names (a nested argument's as ``xs_0``, ``opts_scale``: what `aotcuda serve` takes), is run as those
     inputs where the call by forward's arguments refuses it (a new user passed inspect's names and was told to
-    pass forward's)."""
+    pass forward's). Beside them, the file may give the arguments fixed at lowering, by the names inspect shows
+    them under, each with the value the program was lowered with (InputError for another value: the program
+    computes with its own). A dict of forward's own argument names is a call by them: its refusal stands (it ran as
+    inspect's names where those were the same, ``{"x": t}``, and so skipped the check of the fixed arguments that
+    the call refused: eager computes with forward's default ``scale=1.0``, the package with the lowered 2.0)."""
     try:
         return program(*args, **kwargs)
     except InputError:
         names = list(program.input_names)
-        if args or not kwargs or set(kwargs) != set(names) or len(names) != len(kwargs) or not all(
-                isinstance(kwargs[name], torch.Tensor) for name in names):
+        fixed = {name: value for name, value in kwargs.items() if name not in names}
+        if args or not kwargs or _calls_forward(program, kwargs) or not set(names) <= set(kwargs) or not all(
+                isinstance(kwargs[name], torch.Tensor) for name in names) or not set(fixed) <= set(
+                program.constant_inputs):
             raise
+        program._constant_arguments().check_named(fixed)  # another value: the program computes with its own
     return program._structure_outputs(program.execute([kwargs[name] for name in names]))
+
+
+def _calls_forward(program, kwargs: dict) -> bool:
+    """Whether every name of ``kwargs`` is one of forward's parameters, as the package records them (False where it
+    does not: a package of an older aotcuda)."""
+    parameters = (program.signature or {}).get("forward_parameters")
+    return parameters is not None and set(kwargs) <= {parameter.get("name") for parameter in parameters}
 
 
 @main.command()
