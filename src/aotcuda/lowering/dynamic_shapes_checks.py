@@ -179,7 +179,7 @@ def _check_dim(where: str, d: int, dim, ranges: dict) -> None:
             f"dynamic_shapes for {where} gives dim {d} {clipped(repr(dim), 80)} ({type(dim).__name__}), which is no "
             f"dim: give it a Dim (e.g. {_as_dim(dim)}, from torch.export import Dim), an int for a static size, "
             "Dim.AUTO, Dim.DYNAMIC or Dim.STATIC, or None")
-    while hasattr(dim, "root"):  # a derived Dim: its range follows its root's
+    while isinstance(getattr(dim, "root", None), dim_type) and dim.root is not dim:  # derived: its root's range
         dim = dim.root
     name, here = dim.__name__, (dim.min, dim.max, f"{where} dim {d}")
     first = ranges.setdefault(name, here)
