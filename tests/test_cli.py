@@ -364,6 +364,72 @@ def test_run_takes_the_tensors_by_the_names_inspect_lists(runner, tmp_path):
     assert result.exit_code == 1 and "input 'opts_keep' (#3) has dtype torch.int32" in result.output, result.output
 
 
+class FixedScale(torch.nn.Module):
+    def forward(self, x, scale: float = 1.0):
+        return x * scale
+
+
+class FixedNested(torch.nn.Module):
+    def forward(self, x, opts, scale: float = 1.0):
+        return x * opts["w"] * scale * opts["k"]
+
+
+@pytest.fixture(scope="module")
+def fixed_packages(tmp_path_factory):
+    """FixedScale and FixedNested lowered with scale=2.0 (forward's default: 1.0), FixedNested with opts["k"]=2.0:
+    their inputs by `aotcuda inspect`'s names are x, and x and opts_w."""
+    folder = tmp_path_factory.mktemp("fixed")
+    flat = aotcuda.lowering.lower(FixedScale(), (torch.randn(3, 4),), {"scale": 2.0}, device="cpu",
+                                  package_path=folder / "flat.pt2")
+    nested = aotcuda.lowering.lower(FixedNested(), (torch.randn(3, 4), {"w": torch.randn(3, 4), "k": 2.0}),
+                                    {"scale": 2.0}, device="cpu", package_path=folder / "nested.pt2")
+    return flat.package_path, nested.package_path
+
+
+def test_run_refuses_a_file_by_forwards_names_that_leaves_out_a_fixed_argument(runner, tmp_path, fixed_packages):
+    """The lower() API breaker (2026-12-06): an inputs file {"x": t} for forward(x, scale=1.0) lowered with scale=2.0
+    was refused as a call (eager computes x * 1.0, the package x * 2.0), then run as the tensors by inspect's names,
+    which were the same ("x"): the check of the fixed argument was skipped, and the package's 2x came out as the
+    answer. A dict of forward's own names is a call by them now: its refusal stands."""
+    package, x = fixed_packages[0], torch.randn(3, 4)
+    torch.save({"x": x}, tmp_path / "left_out.pt")
+    result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "left_out.pt"), "--save-outputs",
+                                  str(tmp_path / "out.pt")])
+    assert result.exit_code == 1 and not (tmp_path / "out.pt").exists(), result.output
+    assert "argument left out where the program was exported with another value than the module's default: 'scale' " \
+           "(the program computes with 2.0; eager with the module's default 1.0); pass scale=2.0" in \
+           " ".join(result.output.split()), result.output
+    torch.save({"x": x, "scale": 2.0}, tmp_path / "given.pt")
+    result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "given.pt"), "--save-outputs",
+                                  str(tmp_path / "out.pt")])
+    assert result.exit_code == 0, result.output
+    torch.testing.assert_close(torch.load(tmp_path / "out.pt"), x * 2.0)
+
+
+def test_run_checks_fixed_arguments_given_beside_inspects_names(runner, tmp_path, fixed_packages):
+    """The lower() API breaker (2026-12-06): a file of the tensors by inspect's names (x, opts_w) that gave a fixed
+    argument too was refused, whatever its value, as "keyword arguments ['opts_w'] do not match the exported
+    module's": the fixed argument went unchecked, and the error blamed the tensors' names. Now the arguments fixed at
+    lowering may stand there by the names inspect shows ("scale", "#1['k']"), each checked as a call's is."""
+    package, x, w = fixed_packages[1], torch.randn(3, 4), torch.randn(3, 4)
+    for fixed, said in (({"scale": 3.0}, "argument 'scale' is 3.0, but the program was exported with 2.0 there and "
+                                         "computes with that value whatever is passed; pass scale=2.0 or leave it out"),
+                        ({"scale": 2}, "argument 'scale' is 2 (type int, not float), but the program was exported "
+                                       "with 2.0"),
+                        ({"scale": 2.0, "#1['k']": 5.0}, "argument \"#1['k']\" is 5.0, but the program was exported "
+                                                         "with 2.0")):
+        torch.save({"x": x, "opts_w": w, **fixed}, tmp_path / "wrong.pt")
+        result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "wrong.pt")])
+        assert result.exit_code == 1 and said in " ".join(result.output.split()), result.output
+        assert f"The inputs come from {tmp_path / 'wrong.pt'}" in " ".join(result.output.split()), result.output
+    for fixed in ({}, {"scale": 2.0}, {"scale": 2.0, "#1['k']": 2.0}):  # the values lowered with, or left out
+        torch.save({"x": x, "opts_w": w, **fixed}, tmp_path / "right.pt")
+        result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "right.pt"), "--save-outputs",
+                                      str(tmp_path / "out.pt")])
+        assert result.exit_code == 0, result.output
+        torch.testing.assert_close(torch.load(tmp_path / "out.pt"), FixedNested()(x, {"w": w, "k": 2.0}, 2.0))
+
+
 def test_a_dim_range_the_model_does_not_take_gets_the_command_line_fix(runner, tmp_path):
     """A new user: the error gave torch's Python fix (Dim('tokens_1', max=128)) and no --dynamic form of it."""
     for option, fixed in (("tokens:1:2:512", "tokens:1:2:128"), ("tokens:1:2:512:seq", "tokens:1:2:128:seq")):
@@ -804,6 +870,21 @@ def test_a_cuda_index_torch_does_not_see_is_a_usage_error_that_says_so(runner, t
         " ".join(result.output.split()), result.output
 
 
+def test_a_cpu_index_is_a_usage_error_that_names_the_fix(runner, tmp_path, monkeypatch):
+    """The lower() API breaker (2026-12-06): lower(device="cpu:1") was taken, the index meaning nothing on the CPU;
+    --device cpu:1 says so with the fix, as lower() does, before any work (cpu:0 is the CPU, as torch names it)."""
+    def reached(*args, **kwargs):
+        raise AssertionError("the lowering was reached")
+
+    monkeypatch.setattr(aotcuda.lowering, "lower", reached)
+    for command in (["lower", f"{__name__}:scale_factory", "-o", str(tmp_path / "d.pt2")], ["demo"], ["run", "m.pt2"]):
+        result = runner.invoke(main, [*command, "--device", "cpu:1"])
+        assert result.exit_code == 2 and list(tmp_path.iterdir()) == [], result.output
+        assert "cpu:1: the CPU takes no device index (torch has one CPU device); use --device cpu" in \
+            " ".join(result.output.split()), result.output
+    assert aotcuda.cli.TargetDevice().convert("cpu:0", None, None) == "cpu"
+
+
 def test_save_inputs_to_the_package_path_is_refused_before_any_work(runner, tmp_path, monkeypatch):
     """The lower() API breaker (2026-12-06): `aotcuda lower f.py:make -o m.pt2 --save-inputs m.pt2` lowered, wrote
     the package, then replaced it with the inputs (torch.save over it) and said "wrote the example inputs to m.pt2
@@ -822,6 +903,10 @@ def test_save_inputs_to_the_package_path_is_refused_before_any_work(runner, tmp_
             result = runner.invoke(main, [*command, "-o", str(package), "--device", "cpu", "--save-inputs", saved])
             assert result.exit_code == 2, result.output
             assert "is also the package's path (-o):" in result.output and "e.g. m.inputs.pt" in result.output
+    monkeypatch.setenv("HOME", str(tmp_path))  # a "~" quoted past the shell: lower() and the save path expand it
+    result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", "~/m.pt2", "--device", "cpu",
+                                  "--save-inputs", str(package)])
+    assert result.exit_code == 2 and "is also the package's path (-o):" in result.output, result.output
     assert list(tmp_path.iterdir()) == []
 
 

@@ -450,12 +450,17 @@ class TargetDevice(click.ParamType):
             raise click.ClickException(str(error)) from None
 
         device = str(value).strip().lower()
-        if device not in (("auto",) if self.auto else ()) + ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", device):
+        if device not in (("auto",) if self.auto else ()) + ("cpu", "cuda") and not re.fullmatch(r"(cuda|cpu):\d+",
+                                                                                                device):
             self.fail(f"{value!r}: expected {'auto, ' if self.auto else ''}cpu, cuda or cuda:N", param, ctx)
         try:
-            return str(target_device(device))  # "auto" resolved: "cuda" or "cpu"
+            return str(target_device(device))  # "auto" resolved: "cuda" or "cpu"; "cpu:0" is "cpu"
         except DeviceError:
             import torch
+
+            if device.startswith("cpu"):  # cpu:1 (target_device's words: the CPU takes no device index)
+                self.fail(f"{value}: the CPU takes no device index (torch has one CPU device); use --device cpu",
+                          param, ctx)
 
             if torch.cuda.is_available():  # an index torch does not see (cuda:7 on a machine of one GPU)
                 count = torch.cuda.device_count()
@@ -756,15 +761,29 @@ def _called(program, args: tuple, kwargs: dict):
     """The program called on an inputs file's arguments; a dict of exactly the tensors `aotcuda inspect` lists, by
     those names (a nested argument's as ``xs_0``, ``opts_scale``: what `aotcuda serve` takes), is run as those
     inputs where the call by forward's arguments refuses it (a new user passed inspect's names and was told to
-    pass forward's)."""
+    pass forward's). Beside them, the file may give the arguments fixed at lowering, by the names inspect shows
+    them under, each with the value the program was lowered with (InputError for another value: the program
+    computes with its own). A dict of forward's own argument names is a call by them: its refusal stands (it ran as
+    inspect's names where those were the same, ``{"x": t}``, and so skipped the check of the fixed arguments that
+    the call refused: eager computes with forward's default ``scale=1.0``, the package with the lowered 2.0)."""
     try:
         return program(*args, **kwargs)
     except InputError:
         names = list(program.input_names)
-        if args or not kwargs or set(kwargs) != set(names) or len(names) != len(kwargs) or not all(
-                isinstance(kwargs[name], torch.Tensor) for name in names):
+        fixed = {name: value for name, value in kwargs.items() if name not in names}
+        if args or not kwargs or _calls_forward(program, kwargs) or not set(names) <= set(kwargs) or not all(
+                isinstance(kwargs[name], torch.Tensor) for name in names) or not set(fixed) <= set(
+                program.constant_inputs):
             raise
+        program._constant_arguments().check_named(fixed)  # another value: the program computes with its own
     return program._structure_outputs(program.execute([kwargs[name] for name in names]))
+
+
+def _calls_forward(program, kwargs: dict) -> bool:
+    """Whether every name of ``kwargs`` is one of forward's parameters, as the package records them (False where it
+    does not: a package of an older aotcuda)."""
+    parameters = (program.signature or {}).get("forward_parameters")
+    return parameters is not None and set(kwargs) <= {parameter.get("name") for parameter in parameters}
 
 
 @main.command()
@@ -844,7 +863,7 @@ def _checked_save_path(path: str, option: str, what: str, package: str | None = 
         path = checked_output_path(path, what, is_torch_save_file, "a torch.save file", "saved.pt")
     except PackageError as error:
         raise click.BadParameter(str(error), param_hint=option) from None
-    if package is not None and os.path.realpath(path) == os.path.realpath(package):
+    if package is not None and os.path.realpath(path) == os.path.realpath(os.path.expanduser(package)):  # lower()'s
         stem = os.path.splitext(os.path.basename(package))[0]
         raise click.BadParameter(f"{path!r} is also the package's path (-o): {what} would replace the package just "
                                  f"written; give another file, e.g. {stem}.inputs.pt", param_hint=option)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -156,10 +158,13 @@ class Scaled(torch.nn.Module):
 
 @pytest.fixture
 def no_torch_export(monkeypatch):
+    from aotcuda.lowering import torch_fixes
+
     def reached(*args, **kwargs):
         raise ExportReached
 
-    monkeypatch.setattr(torch.export, "export", reached)
+    torch_fixes._repeat_interleave_specializes()  # its one-op export probe, once per process, before the stand-in:
+    monkeypatch.setattr(torch.export, "export", reached)  # a test run alone stopped there, before lower()'s checks
 
 
 def test_dynamic_shapes_of_another_kind_are_refused(no_torch_export):
@@ -189,6 +194,65 @@ def test_dims_for_a_number_argument_are_refused(no_torch_export):
     for spec in (None, torch.export.Dim.STATIC):  # what torch.export takes for a number is passed on
         with pytest.raises(ExportReached):
             aotcuda.lower(Scaled(), (x,), {"n": 3}, dynamic_shapes={"x": {0: batch}, "n": spec}, device="cpu")
+
+
+class Added(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+def test_a_per_input_dynamic_shapes_entry_of_the_wrong_kind_is_named_with_the_fix(no_torch_export):
+    """The lower() API breaker (2026-12-06): {"x": Dim("b")} or {"x": "batch"} (an entry for a tensor that is no
+    dict, list or tuple) got torch's "Unexpected input tensor shape Dim('b', min=0) specified at
+    `dynamic_shapes['x']` (expected either a list/tuple of dimensions, ...)" and its advice to try draft_export();
+    {"x": {0: "batch"}} "Unexpected dimension mapped to index 0 ... but got 'batch' instead"."""
+    from torch.export import Dim
+
+    x = torch.randn(3, 4)
+    for spec, shown, example in ((Dim("b"), r"Dim\('b', min=0\) \(Dim\)", r"\{0: Dim\('b', min=0\)\}"),
+                                 ("batch", r"'batch' \(str\)", r"\{0: Dim\('batch'\)\}"),
+                                 (3, r"3 \(int\)", r"\{0: Dim\('batch'\)\}"),
+                                 (Dim.AUTO, r".*AUTO.* \(_DimHint\)", r"\{0: Dim.AUTO\}")):
+        for dynamic_shapes in ({"x": spec}, (spec,)):
+            with pytest.raises(aotcuda.DynamicShapesError, match=rf"^dynamic_shapes for x is {shown}, but x is a tensor "
+                                                                 r"of 2 dims \(shape \(3, 4\)\): its entry says which "
+                                                                 r"of its dims are dynamic, as a dict \(e.g. "
+                                                                 rf"{example}\), a list or tuple of one entry per dim, "
+                                                                 r"or None for a static input$"):
+                aotcuda.lower(Scaled(), (x,), dynamic_shapes=dynamic_shapes, device="cpu")
+    for dynamic_shapes in ({"x": {0: "batch"}}, {"x": ["batch", None]}, {"x": {-2: "batch"}}):
+        with pytest.raises(aotcuda.DynamicShapesError, match=r"^dynamic_shapes for x gives dim 0 'batch' \(str\), "
+                                                             r"which is no dim: give it a Dim \(e.g. Dim\('batch'\), "
+                                                             r"from torch.export import Dim\), an int for a static "
+                                                             r"size, Dim.AUTO, Dim.DYNAMIC or Dim.STATIC, or None$"):
+            aotcuda.lower(Scaled(), (x,), dynamic_shapes=dynamic_shapes, device="cpu")
+    for spec in ({0: Dim("b")}, [Dim.AUTO, 4], None):  # what torch takes is passed on
+        with pytest.raises(ExportReached):
+            aotcuda.lower(Scaled(), (x,), dynamic_shapes={"x": spec}, device="cpu")
+
+
+def test_one_dim_name_given_two_ranges_is_named_with_where_each_was_given(no_torch_export):
+    """The lower() API breaker (2026-12-06): Dim("b", max=8) for x and Dim("b", max=16) for y got torch's "Found
+    different definitions Dim('b', max=8) and Dim('b', max=16) for the same symbolic dimension Dim('b', max=16)!",
+    which names neither input, and its advice to try draft_export()."""
+    from torch.export import Dim
+
+    x = torch.randn(4, 8)
+    for dynamic_shapes, first, second in (
+            ({"x": {0: Dim("b", min=2, max=8)}, "y": {0: Dim("b", max=16)}}, "[2, 8] at x dim 0", "[0, 16] at y dim 0"),
+            (({0: Dim("b", max=8), -1: Dim("b", max=16)}, None), "[0, 8] at x dim 0", "[0, 16] at x dim 1"),
+            ({"x": {1: 8 * Dim("s", max=4)}, "y": [None, Dim("s", max=64)]}, "[0, 4] at x dim 1", "[0, 64] at y dim 1")):
+        with pytest.raises(aotcuda.DynamicShapesError, match=r"^dynamic_shapes gives the Dim '[bs]' two ranges: "
+                                                             rf"{re.escape(first)} and {re.escape(second)}\. A Dim's "
+                                                             r"name is one size, shared by every dim it is given to: "
+                                                             r"make the Dim once \([bs] = Dim\('[bs]', \.\.\.\)\) "
+                                                             r"and give that one to each, or give dims whose sizes "
+                                                             r"differ Dims of different names$"):
+            aotcuda.lower(Added(), (x, x), dynamic_shapes=dynamic_shapes, device="cpu")
+    b, s = Dim("b", max=8), Dim("s", max=4)
+    for dynamic_shapes in ({"x": {0: b}, "y": {0: Dim("b", max=8)}}, {"x": {1: 8 * s}, "y": {1: s * 8, 0: b}}):
+        with pytest.raises(ExportReached):  # one range a name, in one object or several
+            aotcuda.lower(Added(), (x, x), dynamic_shapes=dynamic_shapes, device="cpu")
 
 
 def test_inductor_configs_that_make_a_package_aotcuda_load_refuses_are_refused(no_export):

@@ -129,6 +129,22 @@ def test_a_cuda_index_torch_does_not_see_is_refused_before_any_work(monkeypatch)
                 aotcuda.lower(None, "not a tuple", device=device)  # before the model and inputs are looked at
 
 
+def test_a_cpu_index_is_refused_before_any_work_and_cpu_0_is_the_cpu():
+    """The lower() API breaker (2026-12-06): device="cpu:1" was taken (torch places any cpu:N on the one CPU), and
+    the model was copied for the index it named (``_differs`` saw another index); cpu:0 was copied for too."""
+    from aotcuda.lowering.devices import target_device
+    from aotcuda.lowering.pipeline import _on_device
+
+    for device in ("cpu:1", torch.device("cpu", 3)):
+        with pytest.raises(aotcuda.DeviceError, match=rf"^device='{device}' asked for, but the CPU takes no device "
+                                                      r"index \(torch has one CPU device, and places every cpu:N on "
+                                                      r"it\); use device='cpu'$"):
+            aotcuda.lower(None, "not a tuple", device=device)  # before the model and inputs are looked at
+    assert target_device("cpu:0") == torch.device("cpu") and target_device("cpu:0").index is None
+    model = torch.nn.Linear(2, 2)
+    assert _on_device(model, (torch.randn(1, 2),), {}, target_device("cpu:0"))[0] is model  # not a copy
+
+
 class ComplexLogcumsumexp(torch.nn.Module):
     """logcumsumexp has no rule in ReplaceComplexWithRealPass, so the whole program stays complex. Its kernel
     is an allow-listed scan (fallbacks.SCAN_KERNELS), which on complex values must still be reported."""
@@ -391,6 +407,32 @@ def test_a_package_path_ending_in_a_separator_is_refused_as_a_folder(tmp_path):
     (tmp_path / "there").mkdir()  # an existing folder is told as before
     with pytest.raises(PackageError, match=r"it is a directory; give the .pt2 file to write"):
         aotcuda.lower(None, "not a tuple", device="cpu", package_path=f"{tmp_path}/there/")
+
+
+def test_a_package_path_under_tilde_is_the_home_folders(tmp_path, monkeypatch):
+    """The lower() API breaker (2026-12-06): package_path="~/m.pt2" was written under a folder named "~" in the
+    working directory (Python's paths do not expand "~"; the shell does for `aotcuda lower -o ~/m.pt2`)."""
+    import aotcuda.lowering.pipeline as pipeline
+    from aotcuda.lowering.pipeline import checked_output_path, is_torch_save_file
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    written = []
+
+    def compiled(model, args, kwargs, dynamic_shapes, device, package_path, *rest):  # where it would be compiled to
+        written.append(pipeline._package_path(package_path, model)[0])
+        raise RuntimeError("not compiled here")
+
+    monkeypatch.setattr(pipeline, "_lower_on_device", compiled)
+    for package_path in ("~/out/m.pt2", Path("~/out/m.pt2"), b"~/out/m.pt2"):
+        with pytest.raises(RuntimeError, match="not compiled here"):
+            aotcuda.lower(torch.nn.Linear(2, 2), (torch.randn(1, 2),), device="cpu", package_path=package_path)
+    assert written == [str(home / "out" / "m.pt2")] * 3 and not (tmp_path / "~").exists()
+    # every path written is checked there once: --save-inputs, --save-outputs too
+    assert checked_output_path("~/in.pt", "the inputs", is_torch_save_file, "a torch.save file", "in.pt") == \
+        str(home / "in.pt")
 
 
 @pytest.mark.skipif(not (os.path.isdir("/proc") and os.access("/proc", os.W_OK)), reason="needs a /proc root may write")

@@ -1,6 +1,7 @@
 """lower(): nn.Module → AOTInductor package, as short ordered steps, one module each.
 
     devices.py              the target device and what lowering for it needs (allow-list, options, passes)
+    dynamic_shapes_checks.py  dynamic_shapes checked against forward and the example inputs, before the export
     exporting.py            torch.export.export, with guards torch cannot prove checked by aotcuda
     export_hints.py         the fix, stated, for export failures a library model hits
     whole_tensor_writes.py  buffer.copy_(x) keeps its cast through the decompositions

@@ -78,10 +78,10 @@ DEVICE_PROFILES = {
 
 def target_device(device: str | torch.device) -> torch.device:
     """The device to lower for: "auto" is CUDA when torch sees a GPU, else the CPU; "cuda", "cuda:N" and
-    "cpu" are themselves.
+    "cpu" are themselves, "cpu:0" is "cpu".
 
     Raises DeviceError (a ValueError): a string torch cannot parse, a device type aotcuda does not lower
-    for, or CUDA asked for where torch sees none.
+    for, a CPU index other than 0, or CUDA asked for where torch sees none (or not that index).
     """
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -92,6 +92,11 @@ def target_device(device: str | torch.device) -> torch.device:
         raise DeviceError(f"{device!r} is not a device; aotcuda lowers for {supported} (or 'cuda:N')") from exc
     if device.type not in DEVICE_PROFILES:
         raise DeviceError(f"aotcuda lowers for {supported}, not {device.type!r}")
+    if device.type == "cpu":
+        if device.index:  # torch places any cpu:N on the one CPU; lower() copied the model for the index it named
+            raise DeviceError(f"device={str(device)!r} asked for, but the CPU takes no device index (torch has one CPU "
+                              "device, and places every cpu:N on it); use device='cpu'", advice=(Advice("device", "cpu"),))
+        return torch.device("cpu")  # cpu:0 is torch's name for it too: no index, or the model is copied for it
     if device.type == "cuda" and not torch.cuda.is_available():
         raise DeviceError(f"device={str(device)!r} asked for, but torch sees no CUDA device here; use device='cpu'",
                           advice=(Advice("device", "cpu"),))

@@ -18,7 +18,6 @@ reasons and suggested fixes (``seq = Dim('seq', max=256)``), and a note naming a
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import math
 import operator
@@ -28,7 +27,8 @@ import warnings
 import torch
 from torch.export import ExportedProgram
 
-from aotcuda.errors import DynamicShapesError, clipped
+from aotcuda.errors import DynamicShapesError
+from aotcuda.lowering.dynamic_shapes_checks import as_int, checked_dynamic_shapes, shown_range
 
 # The most size combinations checked per assertion (a Dim of [1, 32768], or two of about [1, 181]).
 MAX_CHECKED_POINTS = 1 << 15
@@ -39,9 +39,7 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
     above, and one that does not hold becomes a DynamicShapesError that keeps torch's why-lines and
     suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
     for each root Dim whose asked range the program does not take (``said_narrowed_roots``)."""
-    dynamic_shapes = _as_structure(model, args, kwargs, dynamic_shapes)
-    _check_dynamic_shapes_names(model, dynamic_shapes, args, kwargs)
-    dynamic_shapes = _dims_checked(model, args, kwargs, dynamic_shapes)
+    dynamic_shapes = checked_dynamic_shapes(model, args, kwargs, dynamic_shapes)
     try:
         return said_narrowed_roots(
             torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False), dynamic_shapes,
@@ -64,137 +62,6 @@ def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str]
 
     error.add_note(f"aotcuda: {under_dim_names(failure, dim_names(ep))}")
     raise error from violation
-
-
-def _as_structure(model, args, kwargs, dynamic_shapes):
-    """``dynamic_shapes`` as the dicts, lists and tuples torch.export reads it as: a ShapesCollection (keyed by the
-    input tensors) or an AdditionalInputs resolved through its own ``dynamic_shapes(model, args, kwargs)``.
-
-    Why: the checks of this module (a Dim the retry narrowed or made a constant, a root given min 2) find the caller's
-    Dims by walking those containers; a ShapesCollection is none of them, so Resynthesis's ``16 * frames`` asked for
-    [4, 500] through one exported with frames in [50, 50] and no word (breaker 2)."""
-    resolve = getattr(dynamic_shapes, "dynamic_shapes", None)
-    if dynamic_shapes is None or isinstance(dynamic_shapes, (dict, list, tuple)):
-        return dynamic_shapes
-    if not callable(resolve):  # torch: a raw AssertionError ("expected dynamic_shapes to be dict, ...") or TypeError
-        raise DynamicShapesError(
-            f"dynamic_shapes must be a dict keyed by forward's argument names, a tuple of one entry per argument, or "
-            f"None; got {clipped(repr(dynamic_shapes), 80)} ({type(dynamic_shapes).__name__}); e.g. "
-            "dynamic_shapes={'x': {0: Dim('batch')}}")
-    return resolve(model, args, kwargs or None)
-
-
-def _check_dynamic_shapes_names(model, dynamic_shapes, args=(), kwargs=None) -> None:
-    """DynamicShapesError when ``dynamic_shapes`` is a dict with a key that is not an argument of the model's
-    forward, or whose keys are not the arguments the example call passes (torch takes exactly those: a key for an
-    argument left to forward's default, or none for one passed, is refused too): torch's own error for it ends
-    with advice to try ``draft_export()``, which is not aotcuda's."""
-    if not isinstance(dynamic_shapes, dict) or not isinstance(model, torch.nn.Module):
-        return
-    try:
-        signature = inspect.signature(model.forward)
-    except (TypeError, ValueError):  # a forward without a signature Python can read: torch says what it says
-        return
-    parameters = signature.parameters.values()
-    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
-        return
-    names = [p.name for p in parameters]
-    unknown = [key for key in dynamic_shapes if key not in names]
-    if unknown:
-        shown = ", ".join(repr(clipped(str(key), 60)) for key in unknown[:5])
-        raise DynamicShapesError(
-            f"dynamic_shapes names {shown}, which {type(model).__name__}.forward does not take: its arguments are "
-            f"{', '.join(names) or 'none'}. Key dynamic_shapes by those names (e.g. {{{names[0] if names else 'x'!r}: "
-            "{0: Dim('batch')}}), or give a tuple with one entry per argument, in order")
-    try:
-        passed = list(signature.bind(*args, **(kwargs or {})).arguments)
-    except TypeError:  # the example call does not fit forward: torch.export says so
-        return
-    left_out = [key for key in dynamic_shapes if key not in passed]
-    missing = [name for name in passed if name not in dynamic_shapes]
-    if left_out or missing:
-        said = []
-        if left_out:
-            said.append(f"names {', '.join(repr(clipped(str(key), 60)) for key in left_out[:5])}, which the example "
-                        "call leaves to forward's default: leave "
-                        f"{'it' if len(left_out) == 1 else 'them'} out of dynamic_shapes (or pass "
-                        f"{'it' if len(left_out) == 1 else 'them'} in the example call)")
-        if missing:
-            said.append(f"has no key for {', '.join(repr(name) for name in missing[:5])}, which the example call "
-                        f"passes: give {'it' if len(missing) == 1 else 'each'} a key (None for a static input)")
-        raise DynamicShapesError(
-            f"dynamic_shapes {'; and it '.join(said)}. torch.export takes a dict keyed by exactly the arguments the "
-            f"example call passes ({', '.join(passed) or 'none'})")
-
-
-def _dims_checked(model, args, kwargs, dynamic_shapes):
-    """``dynamic_shapes`` with each tensor's dict keys checked against its rank and negative ones counted from the
-    end; DynamicShapesError for a dim the input does not have, or a list or tuple of another length than its rank.
-
-    Why: for a dict key outside [-rank, rank) torch raises a raw ``IndexError: list assignment index out of
-    range``; and torch 2.13 takes a negative key but loses what it says: ``{-1: Dim("b", min=0)}`` got b in
-    [2, oo], and ``{"x": {-2: b}, "y": {0: b}}`` a constraint violation though both are dim 0."""
-    if not isinstance(dynamic_shapes, (dict, list, tuple)) or not isinstance(model, torch.nn.Module):
-        return dynamic_shapes
-    try:
-        arguments = inspect.signature(model.forward).bind(*args, **(kwargs or {})).arguments
-    except (TypeError, ValueError):  # torch says what it says about inputs that do not fit forward
-        return dynamic_shapes
-    if isinstance(dynamic_shapes, dict):
-        return {name: _dims_of(name, arguments[name], spec) if name in arguments else spec
-                for name, spec in dynamic_shapes.items()}
-    checked = [_dims_of(name, value, spec) for name, value, spec in zip(arguments, arguments.values(), dynamic_shapes)]
-    return _same_kind(dynamic_shapes, checked)  # a tuple: in forward's order
-
-
-def _same_kind(specs, checked: list):
-    """``specs`` (a list or tuple) with its first entries replaced by ``checked``; itself when none changed."""
-    if all(new is old for new, old in zip(checked, specs)):
-        return specs
-    return type(specs)(checked + list(specs[len(checked):]))
-
-
-def _is_dim_hint(spec) -> bool:
-    """Whether ``spec`` is Dim.AUTO, Dim.DYNAMIC or Dim.STATIC, which torch.export takes for a Python-number input."""
-    return type(spec).__name__ == "_DimHint"
-
-
-def _dims_of(where: str, value, spec):
-    """One input's ``spec`` checked against ``value`` (``_dims_checked``), through lists, tuples and dicts."""
-    if isinstance(value, torch.Tensor):
-        rank, shape = value.dim(), tuple(value.shape)
-        if isinstance(spec, dict):
-            bad = [d for d in spec if isinstance(d, int) and not -rank <= d < rank]
-            if bad:
-                raise DynamicShapesError(
-                    f"dynamic_shapes for {where} names dim {bad[0]}, but {where} has {rank} dims (shape {shape}): "
-                    f"a dim must be in [{-rank}, {rank}) (negative counts from the end, as in torch). Key the dict by "
-                    f"a dim {where} has (e.g. {{0: Dim('batch')}})")
-            counted = {d % rank if isinstance(d, int) else d: d for d in spec}
-            if len(counted) < len(spec):
-                twice = next(d for d in spec if isinstance(d, int) and d < 0 and d % rank in spec)
-                raise DynamicShapesError(f"dynamic_shapes for {where} names dim {twice % rank} twice, as {twice % rank} "
-                                         f"and {twice} ({where} has {rank} dims): give each dim once")
-            return {d: spec[given] for d, given in counted.items()}
-        if isinstance(spec, (list, tuple)) and len(spec) != rank:
-            raise DynamicShapesError(
-                f"dynamic_shapes for {where} has {len(spec)} entries, but {where} has {rank} dims (shape {shape}): "
-                f"a list or tuple gives one entry per dim, in order (Dim.STATIC for a static one), or give a dict "
-                f"of only the dynamic dims (e.g. {{0: Dim('batch')}})")
-    elif isinstance(value, (bool, int, float)) and not (spec is None or isinstance(spec, int) or _is_dim_hint(spec)):
-        # torch: a raw "AssertionError: expected dynamic_shape to be None, int, or _DimHint for _IntWrapper", or
-        # "Unable to specify input integers as dynamic through named Dims"
-        raise DynamicShapesError(
-            f"dynamic_shapes for {where} is {clipped(repr(spec), 80)}, but {where} is {type(value).__name__} "
-            f"{clipped(repr(value), 40)}, not a tensor: it has no dims to make dynamic; give it None (the program is "
-            f"exported with {where}={clipped(repr(value), 40)})")
-    elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
-        return _same_kind(spec, [_dims_of(f"{where}[{i}]", item, item_spec)
-                                 for i, (item, item_spec) in enumerate(zip(value, spec))])
-    elif isinstance(value, dict) and isinstance(spec, dict):
-        return {key: _dims_of(f"{where}[{key!r}]", value[key], item_spec) if key in value else item_spec
-                for key, item_spec in spec.items()}
-    return spec
 
 
 def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str, str] | None = None
@@ -223,8 +90,8 @@ def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str,
             continue
         low, high = roots[name]
         got = ep.range_constraints[key]
-        _say_narrowed_max(ep, key, symbol, name, _as_int(high), _as_int(got.upper), narrowed)
-        if low >= 2 or _as_int(got.lower) != 2:
+        _say_narrowed_max(ep, key, symbol, name, as_int(high), as_int(got.upper), narrowed)
+        if low >= 2 or as_int(got.lower) != 2:
             continue
         failing = _failing_guard(ep, key, name, range(low, 2))
         why = (f"torch.export traced the model assuming {failing}" if failing is not None else
@@ -232,7 +99,7 @@ def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str,
                f"for {name} >= 2")
         if narrowed is not None:
             _add_reason(narrowed, symbol, f"lowering was asked for {name} >= {low}, but {why}", "min")
-        upper = _as_int(got.upper)
+        upper = as_int(got.upper)
         warnings.warn(f"aotcuda: the Dim {name} (the root of a derived Dim) was asked for min {low}, but the program "
                       f"takes {name} in [2, {'inf' if upper is None else upper}]: {why}, so the program refuses sizes "
                       f"with {name} < 2, and says why. To take them, lower another program with those dims static at "
@@ -304,12 +171,12 @@ def narrowed_in_retry(ep: ExportedProgram, dynamic_shapes) -> str | None:
         if key is not None:
             ranges[name] = ep.range_constraints[key]
     for name, (low, high) in asked.items():
-        shown = f"[{low}, {_as_int(high) if _as_int(high) is not None else 'inf'}]"
+        shown = shown_range(low, high)
         got = ranges.get(name)
         if got is None:
             return (f"the model made the Dim {name} (asked {shown}) a constant: the program takes one size there, "
                     "so it is refused")
-        got_low, got_high, high = _as_int(got.lower), _as_int(got.upper), _as_int(high)
+        got_low, got_high, high = as_int(got.lower), as_int(got.upper), as_int(high)
         low_kept = got_low is not None and got_low <= max(low, 2)
         high_kept = got_high is None if high is None else (got_high is None or got_high >= high)
         if not (low_kept and high_kept):
@@ -393,7 +260,7 @@ def _first_failure(expr, ranges: dict) -> str | None:
 
     bounds = []
     for symbol, value_range in ranges.items():
-        low, high = _as_int(value_range.lower), _as_int(value_range.upper)
+        low, high = as_int(value_range.lower), as_int(value_range.upper)
         if low is None or high is None:
             return (f"the guard {expr} holds at the exported sizes but could not be checked for an unbounded "
                     f"{symbol}: give its Dim a max= and lower again")
@@ -408,14 +275,6 @@ def _first_failure(expr, ranges: dict) -> str | None:
             at = ", ".join(f"{s} = {v}" for s, v in zip(symbols, sizes))
             return f"the guard {expr} does not hold at {at}"
     return None
-
-
-def _as_int(bound) -> int | None:
-    """A range bound as an int; None for infinity (sympy's oo, or torch's int_oo, whose is_finite is True)."""
-    try:
-        return int(bound)
-    except (TypeError, ValueError, AttributeError, OverflowError):
-        return None
 
 
 # torch's integer functions in size expressions (torch.utils._sympy.functions), as Python computes them.

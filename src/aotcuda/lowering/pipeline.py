@@ -151,7 +151,8 @@ def lower(
         device: "cuda" (or "cuda:N") or "cpu".
         package_path: where to write the .pt2; default: ``<model class>.pt2``, the class name as spelt
             (``AttentionBlock.pt2``), in a new temporary folder
-            (the caller owns it; nothing is written to the working directory unless asked). Folders of
+            (the caller owns it; nothing is written to the working directory unless asked). A leading "~" is
+            the home folder, as the shell reads it. Folders of
             the path that do not exist are created; a path that is a directory (or ends in "/"), whose folder
             is a file or not writable, or whose file name is too long to build under, raises PackageError
             before any work.
@@ -177,7 +178,8 @@ def lower(
             message has torch's reasons and suggested fixes, under the caller's Dim names. (A guard torch
             cannot prove is first checked by aotcuda over the ranges: aotcuda.lowering.exporting.)
         DeviceError (a ValueError): a device string torch cannot parse, a device type aotcuda does not
-            lower for, or CUDA asked for where there is none.
+            lower for, a CPU index ("cpu:1": torch has one CPU; "cpu:0" is "cpu"), or CUDA asked for where there
+            is none (or not that index).
         TypeError, ValueError: before any work, an argument of the wrong kind (args not a tuple, kwargs not a
             dict, allow_fallbacks not a bool, progress not callable) or an inductor_configs option that
             torch._inductor.config does not have, or a switch of it given a string (lowering/options.py).
@@ -192,7 +194,7 @@ def lower(
     check_options(allow_fallbacks, inductor_configs, progress)  # before any work: "False" is true
     device = target_device(device)
     if package_path is not None:
-        checked_package_path(package_path)  # before the minutes of export and compile
+        package_path = checked_package_path(package_path)  # before the minutes of export and compile; "~" expanded
     check_cache_folders()  # another user's code must not get into the package through Inductor's cache
     check_compiler_variables()  # set since the import: the compile's workers import torch's config again
     _warn_if_training(model)
@@ -570,9 +572,10 @@ def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callabl
 
 
 def _as_path(path, what: str, example: str) -> str:
-    """``path`` as an absolute str path; PackageError for a value that is no path, one with a NUL (which no file
-    system takes: os raised a raw TypeError or "ValueError: embedded null byte"), or one ending in a separator
-    that is no folder yet (``example``: the file name to suggest in it)."""
+    """``path`` as an absolute str path, a leading "~" expanded as the shell does (Python's paths do not: "~/m.pt2"
+    was written under a folder named "~" in the working directory); PackageError for a value that is no path, one
+    with a NUL (which no file system takes: os raised a raw TypeError or "ValueError: embedded null byte"), or one
+    ending in a separator that is no folder yet (``example``: the file name to suggest in it)."""
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise PackageError(f"the path of {what} must be a str or os.PathLike, got {quoted(path)} "
                            f"({type(path).__name__}); e.g. 'model.pt2'")
@@ -580,6 +583,7 @@ def _as_path(path, what: str, example: str) -> str:
     if "\0" in path:
         raise PackageError(f"cannot write {what} to {quoted(path)}: the path holds a NUL character, which no file "
                            "system takes in a name; choose another path")
+    path = os.path.expanduser(path)  # after the NUL check: "~a\0b" asked pwd for that user and raised ValueError
     if path.endswith(os.sep) and not os.path.isdir(path):  # abspath drops the "/": a file "out" was written
         raise PackageError(f"cannot write {what} to {quoted(path)}: the path ends in {os.sep!r}, which names a folder; "
                            f"give the file to write in it, e.g. {quoted(os.path.join(path, example))}")

@@ -131,19 +131,30 @@ class ConstantArguments:
         if left_out:
             raise InputError(_left_out_message(left_out))
         for constant in self.constants:
-            given = flat[constant.leaf]
-            if same_value(given, constant.value):
-                continue
-            parameter = self._by_name.get(constant.parameter) if constant.parameter else None
-            may_leave_out = (self.parameters is None and constant.parameter and constant.position is None) or (
-                parameter is not None and same_value(constant.value, parameter.default))
-            fix = f"pass {_assignment(constant)}" + (" or leave it out" if may_leave_out else "")
-            # where the types differ, say so: "is 2.0, but the program was exported with 2.0" (a float subclass)
-            kinds = "" if type(given) is type(constant.value) or given is None or isinstance(given, torch.Tensor) else \
-                f" (type {clipped(type(given).__name__, 40)}, not {type(constant.value).__name__})"
-            raise InputError(f"argument {constant.name!r} is {_value_text(given)}{kinds}, but the program was exported "
-                             f"with {constant.value!r} there and computes with that value whatever is passed; {fix}, "
-                             "or lower the model again with the value you need")
+            self._check_value(constant, flat[constant.leaf])
+
+    def check_named(self, given: dict) -> None:
+        """Refuse another value for a constant given by the name ``shown`` lists it under (an inputs file of
+        `aotcuda run` that names the tensors as `aotcuda inspect` lists them, and the arguments fixed at lowering as
+        it shows them), as ``check`` refuses a call's; one left out is the exported value (serve's form)."""
+        for constant in self.constants:
+            if constant.name in given:
+                self._check_value(constant, given[constant.name], may_leave_out=True)
+
+    def _check_value(self, constant: ConstantInput, given, may_leave_out: bool = False) -> None:
+        """InputError when ``given`` is not the value the program was exported with at ``constant``."""
+        if same_value(given, constant.value):
+            return
+        parameter = self._by_name.get(constant.parameter) if constant.parameter else None
+        may_leave_out = may_leave_out or (self.parameters is None and constant.parameter and constant.position is None) \
+            or (parameter is not None and same_value(constant.value, parameter.default))
+        fix = f"pass {_assignment(constant)}" + (" or leave it out" if may_leave_out else "")
+        # where the types differ, say so: "is 2.0, but the program was exported with 2.0" (a float subclass)
+        kinds = "" if type(given) is type(constant.value) or given is None or isinstance(given, torch.Tensor) else \
+            f" (type {clipped(type(given).__name__, 40)}, not {type(constant.value).__name__})"
+        raise InputError(f"argument {constant.name!r} is {_value_text(given)}{kinds}, but the program was exported "
+                         f"with {constant.value!r} there and computes with that value whatever is passed; {fix}, "
+                         "or lower the model again with the value you need")
 
     def _given(self, constant: ConstantInput, args: tuple, kwargs: dict) -> bool:
         if constant.position is None:

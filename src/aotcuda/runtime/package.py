@@ -232,7 +232,7 @@ def package_sha256(path: str | os.PathLike) -> str:
     """The SHA-256 of a package file's bytes (read through one descriptor, as load reads it). PackageError for
     what is not a readable regular file; PackageChangedError where another process wrote into it while it was
     read (the digest would be of no version: every replica would refuse the package it was checked for)."""
-    path = os.fspath(path)
+    path = _checked_path(path)
     with open_package_file(path) as handle:
         digest = _file_sha256(path, handle)
         handle.check_unchanged()
@@ -255,7 +255,8 @@ def _file_sha256(path: str, handle: PackageFile) -> str:
 
 
 def _checked_path(path) -> str:
-    """``path`` as a str, or a PackageError naming what was passed (None, a number, a path with a NUL byte raised
+    """``path`` as a str, a leading "~" expanded as the shell does (load("~/m.pt2") looked for a folder named "~" in
+    the working directory), or a PackageError naming what was passed (None, a number, a path with a NUL byte raised
     raw TypeError and ValueError from the os module)."""
     try:
         path = os.fsdecode(os.fspath(path))
@@ -265,7 +266,7 @@ def _checked_path(path) -> str:
     if "\0" in path:
         raise PackageError(f"the package path {clipped(repr(path), 120)} holds a NUL character, which no file name "
                            "can; pass the .pt2 file's path")
-    return path
+    return os.path.expanduser(path)  # after the NUL check: "~a\0b" asked pwd for that user and raised ValueError
 
 
 def _checked_sha256(expected) -> str:
@@ -437,7 +438,7 @@ def proxy_executor_ops(package_path: str | os.PathLike) -> list[str]:
     aotcuda's runtime has no proxy executor: a package that needs one runs only in torch's own loader
     (``torch._inductor.aoti_load_package``). Empty for a package without such ops.
     """
-    path = os.fspath(package_path)
+    path = _checked_path(package_path)
     limits = ArchiveLimits.from_environment()
     with open_archive(path, limits) as archive:
         names = archive.namelist()
@@ -466,7 +467,7 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
     (``open_archive``), which reads more of it, from this one opening: one version of the file.
 
     Raises PackageError as open_package does."""
-    path = os.fspath(package_path)
+    path = _checked_path(package_path)
     limits = limits or ArchiveLimits.from_environment()
     with _opened(path, model_name, limits, archive=archive) as (archive, names, model, root, signature):
         folder = f"{root}data/aotinductor/{model}/"
@@ -513,7 +514,7 @@ def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None
     """
     if isinstance(package, ExtractedPackage):
         return package.signature
-    path = os.fspath(package)
+    path = _checked_path(package)
     limits = ArchiveLimits.from_environment()
     with open_archive(path, limits) as archive:
         names = archive.namelist()

@@ -96,7 +96,8 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
     """Load an AOTInductor package (.pt2) and return a callable Program.
 
     Args:
-        path: the package, as written by ``aotcuda.lower`` or ``torch._inductor.aoti_compile_and_package``.
+        path: the package, as written by ``aotcuda.lower`` or ``torch._inductor.aoti_compile_and_package``
+            (a leading "~" is the home folder, as the shell reads it).
         device: where to run; default: the package's device type ("cpu", or the current CUDA device).
             A CUDA package runs only on CUDA, a CPU package only on the CPU.
         cuda_graphs: capture the model in CUDA graphs after three warm-up calls per input shape (CUDA only).
