@@ -11,6 +11,9 @@ plan fft_plan.bluestein), against torch.fft in float64 on fresh random rows.
   4096: two halves of m/2, fft_plan.Bluestein.halves) on one or two rows a case (_halves_cases: every kind,
   a window, a strided middle dim, float32 to 1e-6 and float16 and bfloat16, whose first half the kernel
   holds in registers where float32's is stored and read back), and check()'s cases at 4093 in float32.
+- r2c and c2r two real rows to a complex transform (fft_rows.pairs_rows), in the interpreter at 67, 1009 and 2049 and
+  on CUDA at 1009, 2039 and 4093: odd row counts, a row 10⁻⁶ of its pair's (each keeps its own accuracy), a NaN or an
+  infinity kept in its row, stft's window on a middle dim, a filter's weight, bfloat16 c2r, r2c cropped.
 - On CUDA (the H200): the kernel at LENGTHS and 2039 in float32, float16 and bfloat16; n = 2049, 4093 and
   4094 (m past 4096) in float32, float16 and bfloat16 (a spectral filter of n = 1009 lowered with the kernel
   form against eager: test_fft_rows_kernel.py).

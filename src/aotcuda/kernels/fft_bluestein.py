@@ -37,6 +37,16 @@ thread (408 holding it), where the one tile of 8192 spilled 864 (docs/performanc
 tensor, fft_plan.bluestein_values): the DFT and twiddle tables of m's tiling (or h's), each half's chirps in
 and out [2, n] each, each half's spectrum [2, p1, p2, p3]. All in float32, the products as fft_rows's
 (PRECISION).
+
+r2c and c2r run two real rows as one complex row (``_bluestein_pairs_kernel``, fft_rows.pairs_rows): the
+convolution is complex whatever the input, so a real row alone spends half of it. r2c transforms z = a + i·b
+and separates A[k] = (Z[k] + conj(Z[n − k]))/2, B[k] = (Z[k] − conj(Z[n − k]))/2i (a and b real; Z kept whole
+in the two rows' n // 2 + 1 float32 bins each, then a barrier); c2r inverts X_a + i·X_b (both Hermitian), whose
+real and imaginary parts are a and b. Each row is first scaled by a power of two to a largest part below 1
+(exact), so that each keeps its own relative accuracy beside a row of another magnitude (a row 10⁻⁶ of its
+pair's: 2e-7, not 1e-1), and a row holding a NaN or an infinity is zeroed in the pair and comes out NaN: it
+reaches no other row. Measured on an H100 at 512 rows (benchmarks/scripts/fft_tiling_sweep.py
+--bluestein-pairs no / yes): n = 4093 c2r 171.7 → 103.6 µs, r2c 172.9 → 152.5; 1009 33.0 → 19.3 and 33.5 → 22.8.
 """
 
 from __future__ import annotations
