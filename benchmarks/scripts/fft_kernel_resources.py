@@ -60,7 +60,8 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
     bluestein = isinstance(plan, fft_plan.Bluestein)
     if not bluestein:
         constants["INVERSE"] = fft_rows.direction(kind, False)
-        constants["IN_ORDER"] = fft_rows.STORE_IN_ORDER
+        constants["LOAD_IN_ORDER"] = fft_rows.LOAD_IN_ORDER
+        constants["STORE_IN_ORDER"] = fft_rows.STORE_IN_ORDER
     else:
         constants["HALVES"] = plan.halves
     signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "Weight": "*fp32",
@@ -110,6 +111,9 @@ def main() -> None:
                         default="yes" if fft_rows.BLUESTEIN_PAIRS_IN_ORDER else "no",
                         help="the pairs kernel keeps its result in the rows' order (yes) or the tile's: "
                              "fft_rows.BLUESTEIN_PAIRS_IN_ORDER")
+    parser.add_argument("--load-in-order", choices=["yes", "no"], default="yes" if fft_rows.LOAD_IN_ORDER else "no",
+                        help="the tiled kernel reads its rows in their own order (yes) or its first stage's: "
+                             "fft_rows.LOAD_IN_ORDER")
     parser.add_argument("--store-in-order", choices=["yes", "no"], default="yes" if fft_rows.STORE_IN_ORDER else "no",
                         help="the tiled kernel stores its result in the rows' order (yes) or its last stage's: "
                              "fft_rows.STORE_IN_ORDER")
@@ -122,6 +126,7 @@ def main() -> None:
     fft_rows.BLUESTEIN_PAIRS = args.bluestein_pairs == "yes"
     fft_rows.BLUESTEIN_PAIRS_IN_ORDER = args.bluestein_pairs_in_order == "yes"
     fft_rows.STORE_IN_ORDER = args.store_in_order == "yes"
+    fft_rows.LOAD_IN_ORDER = args.load_in_order == "yes"
     print(f"sm_{args.arch}, Triton {triton.__version__}, {args.rows} rows")
     print("| n | kind | window | weight | dtype | three products | tiling | rows a program | warps | registers "
           "| stack (spilled) | LDL/STL | shared | wgmma |")

@@ -57,7 +57,7 @@ if HAVE_TRITON:
     import triton
     import triton.language as tl
 
-    from aotcuda.kernels.fft_rows import (_butterfly, _cdot, _forward_stages, _load_rows, _row_offsets, _rows_at,
+    from aotcuda.kernels.fft_rows import (_butterfly, _cdot, _forward_stages, _load_rows, _natural_index, _row_offsets, _rows_at,
                                           _store_rows, _tile_index, _twiddle)
 
     @triton.jit
@@ -309,17 +309,6 @@ if HAVE_TRITON:
         x_b, o_b, v_b, ok_b = _rows_at(2 * j + 1, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2,
                                        os3, vs0, vs1, vs2, vs3)
         return x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b
-
-    @triton.jit
-    def _natural_index(row_ok, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
-                       P2: tl.constexpr, P3: tl.constexpr):
-        """The tile's points in the rows' own order: [R, P1, P2, P3] at (r, t1, t2, t3), t = B·C·t1 + C·t2 + t3
-        (neighbouring t along the last axes, so that a warp's lanes meet neighbouring addresses; _tile_index's
-        last axis is t1, B·C points apart), and whether each is a row's."""
-        t1 = tl.arange(0, P1)[None, :, None, None]
-        t2 = tl.arange(0, P2)[None, None, :, None]
-        t3 = tl.arange(0, P3)[None, None, None, :]
-        return B * C * t1 + C * t2 + t3, row_ok & (t1 < A) & (t2 < B) & (t3 < C)
 
     @triton.jit
     def _kept_places(ok_a, ok_b, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
