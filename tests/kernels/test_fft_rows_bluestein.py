@@ -232,13 +232,13 @@ def _pairs_cases(n: int, device: str = "cpu"):
     spectrum = lambda z: torch.view_as_complex(z.cpu().double().contiguous())  # noqa: E731
     f64 = lambda z: z.cpu().double()  # noqa: E731
     cases = []
-    for rows in (2, 5):
+    for rows in (1, 2, 5):  # one row: alone in its pair's program
         x = torch.randn(rows, n, device=device)
-        x[1] *= 1e-6
+        x[rows // 2] *= 1e-6
         cases.append((f"r2c {rows} rows, one quiet", x, (1, n, bins, "r2c", False, 1.0),
                       torch.view_as_real(torch.fft.rfft(f64(x), n=n))))
         h = torch.randn(rows, bins, 2, device=device)
-        h[1] *= 1e-6
+        h[rows // 2] *= 1e-6
         cases.append((f"c2r {rows} rows, one quiet", h, (1, n, n, "c2r", True, 1 / n),
                       torch.fft.irfft(spectrum(h), n=n)))
     x = torch.randn(3, n, 2, device=device).permute(0, 2, 1)  # rows along dim 2, strided
@@ -309,12 +309,11 @@ def test_real_rows_run_in_pairs_and_each_keeps_its_own_accuracy_in_tritons_inter
 def test_which_launches_run_real_rows_in_pairs():
     bluestein, tiled = fft_plan.kernel_plan(1009), fft_plan.kernel_plan(1024)
     f32, bf16 = torch.float32, torch.bfloat16
-    assert fft_rows.pairs_rows(bluestein, "r2c", 1009, 505, f32, 2) and fft_rows.pairs_rows(bluestein, "c2r", 1009, 1009, bf16, 3)
-    assert not fft_rows.pairs_rows(bluestein, "r2c", 1009, 505, bf16, 2)  # kept whole in Out before it is separated
-    assert not fft_rows.pairs_rows(bluestein, "r2c", 1009, 7, f32, 2)  # too few bins to keep it in
-    assert not fft_rows.pairs_rows(bluestein, "c2c", 1009, 1009, f32, 2)
-    assert not fft_rows.pairs_rows(bluestein, "c2r", 1009, 1009, f32, 1)  # one row: nothing to pair
-    assert not fft_rows.pairs_rows(tiled, "r2c", 1024, 513, f32, 2)
+    assert fft_rows.pairs_rows(bluestein, "r2c", 1009, 505, f32) and fft_rows.pairs_rows(bluestein, "c2r", 1009, 1009, bf16)
+    assert not fft_rows.pairs_rows(bluestein, "r2c", 1009, 505, bf16)  # kept whole in Out before it is separated
+    assert not fft_rows.pairs_rows(bluestein, "r2c", 1009, 7, f32)  # too few bins to keep it in
+    assert not fft_rows.pairs_rows(bluestein, "c2c", 1009, 1009, f32)
+    assert not fft_rows.pairs_rows(tiled, "r2c", 1024, 513, f32)
 
 
 # ---- on CUDA -------------------------------------------------------------------------------------------

@@ -77,11 +77,12 @@ STORE_IN_ORDER = False
 LOAD_IN_ORDER = False
 
 
-def pairs_rows(plan, kind: str, n: int, out_len, out_dtype: torch.dtype, rows: int) -> bool:
-    """Whether a launch runs its real rows two to a complex transform: a Bluestein plan, BLUESTEIN_PAIRS on,
-    at least two rows, and c2r, or r2c with float32 out of n // 2 + 1 bins (where the pair's transform is kept
-    whole before it is separated)."""
-    if not (BLUESTEIN_PAIRS and isinstance(plan, Bluestein) and rows > 1):
+def pairs_rows(plan, kind: str, n: int, out_len, out_dtype: torch.dtype) -> bool:
+    """Whether a launch runs its real rows two to a complex transform: a Bluestein plan, BLUESTEIN_PAIRS on, and
+    c2r, or r2c with float32 out of n // 2 + 1 bins (where the pair's transform is kept whole before it is
+    separated). The row count is not asked: a last row without its pair runs alone in its pair's program, and a
+    count that is symbolic (a dynamic batch, traced by Inductor) is not compared, which would guard on it."""
+    if not (BLUESTEIN_PAIRS and isinstance(plan, Bluestein)):
         return False
     return kind == "c2r" or (kind == "r2c" and out_dtype == torch.float32 and out_len == n // 2 + 1)
 
@@ -534,7 +535,8 @@ if HAVE_TRITON:
                weight: torch.Tensor | None = None, config: Launch | None = None) -> torch.Tensor:
         """The kernel on x's device (the op's CUDA implementation; the interpreter runs it on CPU tensors).
         config: a launch of fft_plan.launches(n, …) to run instead of fft_plan.default_launch's (benchmarks
-        compare them; the op never passes one); `tables`, when given, must be that tiling's."""
+        compare them; the op never passes one; where real rows run in pairs, pairs_rows, its rows a program are
+        pairs); `tables`, when given, must be that tiling's."""
         if config is not None and (config.tiling.n != n or config.problem()):
             raise ValueError(f"{OP}: config {config} cannot run a length-{n} transform: "
                              f"{config.problem() or f'its tiling is of length {config.tiling.n}'}")
@@ -547,7 +549,7 @@ if HAVE_TRITON:
         _, out_strides = _batch(out, dim, kind != "c2r")
         rows = sizes[0] * sizes[1] * sizes[2] * sizes[3]
         plan = config.tiling if config is not None else kernel_plan(n)
-        paired = pairs_rows(plan, kind, n, out_len, out.dtype, rows)
+        paired = pairs_rows(plan, kind, n, out_len, out.dtype)
         complex_rows = (rows + 1) // 2 if paired else rows  # a pair of real rows is one complex row
         if config is None:
             # Off CUDA (Triton's interpreter) there are no multiprocessors to fill; two stand-ins keep the rows in
