@@ -138,6 +138,13 @@ if HAVE_TRITON:
         return cr * xr + ci * xi, ci * xr - cr * xi
 
     @triton.jit
+    def _unseen_zero(rows):
+        """0, as rows // (rows + 1) (1 ≤ rows < 2**63), which the compiler cannot see: row masks and tile indices
+        recomputed with it after a barrier are not held in registers from before it."""
+        many = tl.cast(rows, tl.int64)
+        return (many // (many + 1)).to(tl.int32)
+
+    @triton.jit
     def _half(X, Window, Weight, Tables, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
               IN: tl.constexpr, OUT: tl.constexpr,
               SPECTRUM: tl.constexpr, N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
@@ -178,8 +185,7 @@ if HAVE_TRITON:
                 # rows // (rows + 1) is 0 (1 ≤ rows < 2**63), which the compiler cannot see: the row masks and
                 # tile indices below are recomputed rather than held from the first half (328 → 144 bytes
                 # spilled; the row offsets depend on the program id alone and may still be reused).
-                many = tl.cast(rows, tl.int64)
-                zero = (many // (many + 1)).to(tl.int32)
+                zero = _unseen_zero(rows)
                 x_row, o_row, v_row, row_ok = _row_offsets(R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3,
                                                            os0, os1, os2, os3, vs0, vs1, vs2, vs3)
                 t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
@@ -311,16 +317,16 @@ if HAVE_TRITON:
         return x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b
 
     @triton.jit
-    def _kept_places(ok_a, ok_b, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
-                     P2: tl.constexpr, P3: tl.constexpr, N: tl.constexpr, IN_ORDER: tl.constexpr):
+    def _kept_places(t, in_a, in_b, ok_a, ok_b, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                     P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, N: tl.constexpr, IN_ORDER: tl.constexpr):
         """The points (s, a's, b's) at which the pairs kernel keeps and separates its result in Out: the tile's
-        own (_tile_index), or where IN_ORDER the rows' order (_natural_index; the values permuted to it, _ordered)."""
+        own (t, in_a, in_b, as they are: recomputing them spilled 240 bytes a thread more at 4093 r2c, sm_90), or
+        where IN_ORDER the rows' order (_natural_index; the values permuted to it, _ordered)."""
         if IN_ORDER:
-            s, s_a = _natural_index(ok_a, A, B, C, P1, P2, P3)
-        else:
-            s, s_a = _tile_index(ok_a, A, B, C, P1, P2, P3)
-        s_a = s_a & (s < N)
-        return s, s_a, s_a & ok_b
+            t, in_a = _natural_index(ok_a, A, B, C, P1, P2, P3)
+            in_a = in_a & (t < N)
+            in_b = in_a & ok_b
+        return t, in_a, in_b
 
     @triton.jit
     def _ordered(yr, yi, IN_ORDER: tl.constexpr):
@@ -358,11 +364,10 @@ if HAVE_TRITON:
         if HALVES == 2:  # as _bluestein_kernel's: float32 out keeps the first half in Out through the second
             READ_BACK: tl.constexpr = Out.dtype.element_ty == tl.float32
             if READ_BACK:
-                s, s_a, s_b = _kept_places(ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
+                s, s_a, s_b = _kept_places(t, in_a, in_b, ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
                 _keep_pair(Out, o_a, o_b, s, s_a, s_b, out_len, yr, yi, os_t, os_p, N, KIND)
                 tl.debug_barrier()
-                many = tl.cast(rows, tl.int64)
-                zero = (many // (many + 1)).to(tl.int32)
+                zero = _unseen_zero(rows)
                 x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(
                     R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3)
                 t, in_a = _tile_index(ok_a, A, B, C, P1, P2, P3)
@@ -375,14 +380,14 @@ if HAVE_TRITON:
                                                 PRECISION, WINDOW, WEIGHT, SCALED)
             vr, vi = _ordered(vr, vi, IN_ORDER)
             if READ_BACK:
-                s, s_a, s_b = _kept_places(ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
+                s, s_a, s_b = _kept_places(t, in_a, in_b, ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
                 kr, ki = _kept_pair(Out, o_a, o_b, s, s_a, s_b, out_len, os_t, os_p, N, KIND)
                 yr = vr + kr
                 yi = vi + ki
             else:
                 yr += vr
                 yi += vi
-        s, s_a, s_b = _kept_places(ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
+        s, s_a, s_b = _kept_places(t, in_a, in_b, ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
         if KIND == 2:
             _keep_pair(Out, o_a, o_b, s, s_a, s_b, out_len, yr * undo_a, yi * undo_b, os_t, os_p, N, KIND)
         else:
@@ -390,9 +395,12 @@ if HAVE_TRITON:
             tl.debug_barrier()
             # The offsets recomputed rather than held from before the barrier (the `rows + zero` of the halves):
             # compiled for sm_90 at 1009 (m = 2048), 88 bytes spilled a thread, and none so.
-            many = tl.cast(rows, tl.int64)
-            zero = (many // (many + 1)).to(tl.int32)
+            zero = _unseen_zero(rows)
             x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(
                 R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3)
-            s, s_a, s_b = _kept_places(ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
-            _separate(Out, o_a, o_b, ok_b, s + zero, s_a, s_b, out_len, undo_a, undo_b, os_t, os_p, N)
+            t, in_a = _tile_index(ok_a, A, B, C, P1, P2, P3)
+            t = t + zero
+            in_a = in_a & (t < N)
+            in_b = in_a & ok_b
+            s, s_a, s_b = _kept_places(t, in_a, in_b, ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
+            _separate(Out, o_a, o_b, ok_b, s, s_a, s_b, out_len, undo_a, undo_b, os_t, os_p, N)
