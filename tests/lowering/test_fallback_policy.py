@@ -173,7 +173,7 @@ def test_inductors_random_seeds_kernel_names_the_dropout_and_says_to_call_eval(d
 
     torch.manual_seed(0)
     ep = before_compile(TrainingNet(), (torch.randn(8, 16),)).program
-    kernels, _ = kernels_in([(SEEDS_WRAPPER.format(device=device), {})], ep)
+    kernels, _ = kernels_in([(SEEDS_WRAPPER.format(device=device), [])], ep)
     missing, _ = split_allowed(kernels, DEVICE_PROFILES[device].allowed_kernels)
     assert [k.name for k in missing] == [f"aoti_torch_{device}_randint_low_out"]
     message = missing_kernels_message("forward", missing)

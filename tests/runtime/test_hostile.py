@@ -1008,6 +1008,54 @@ def test_archive_and_signature_faults_are_package_errors_everywhere(twice, twice
     assert_next_call_is_right(twice)
 
 
+def with_op_table(source, target, table, call_index="0"):
+    """A copy with a proxy-executor op table beside the model's .so (``<hash>.wrapper.json``, as torch writes one
+    for ops without a C shim) and a call of op ``call_index`` through the proxy executor in its wrapper.cpp."""
+    def edit(name, data):
+        return data + (f"\n  aoti_torch_proxy_executor_call_function(proxy_executor, {call_index}, 0, nullptr, 0, "
+                       "nullptr);\n").encode() if name.endswith(".wrapper.cpp") else data
+
+    rewrite_package(source, target, edit)
+    with zipfile.ZipFile(target, "a") as archive:
+        archive.writestr(_so_entry(source)[: -len(".so")] + ".json", json.dumps(table))
+    return target
+
+
+@pytest.mark.parametrize("table", [{"nodes": 5}, {"nodes": None}, {"nodes": [5]}, {"nodes": [{"node": []}]}, [1]])
+def test_an_op_table_of_another_shape_is_a_package_error_at_load_and_inspect(twice, twice_pt2, tmp_path, table):
+    """The proxy-executor op table is read by load (the ops it names are refused) and by inspect (each proxy call
+    is named by its op): a "nodes" of 5 or null raised a raw TypeError from load, a node of 5 or a "node" that is
+    no object raw TypeError, KeyError from inspect ("error: TypeError: 'int' object is not subscriptable")."""
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    path = str(with_op_table(twice_pt2, tmp_path / "ops.pt2", table))
+    message = r"the model's op list .*wrapper.json is damaged \(it is not \{\"nodes\": \[\{\"node\""
+    with pytest.raises(PackageError, match=message):
+        load(path)
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and result.output.startswith("error: '"), result.output
+    assert re.search(message, " ".join(result.output.split())), result.output
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("aotcuda-")]
+    assert_next_call_is_right(twice)
+
+
+def test_a_proxy_call_index_past_int_is_shown_as_written(twice_pt2, tmp_path):
+    """inspect names a proxy-executor call by the op its index picks in the table; an index of 5,000 digits (a
+    wrapper.cpp is only text, the package's to write) raised int()'s raw ValueError ("Exceeds the limit (4300
+    digits)"): it is shown as written, clipped, as an index past the table is."""
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    path = str(with_op_table(twice_pt2, tmp_path / "ops.pt2", {"nodes": [{"node": {"target": "aten::x"}}]},
+                             call_index="9" * 5000))
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "#99999999999999999999 (proxy executor)" in result.output, result.output
+
+
 @pytest.fixture(scope="module")
 def blob_pt2(tmp_path_factory):
     """A Linear(64, 64) package whose weights are a separate .blob (package_constants_on_disk_format

@@ -121,8 +121,8 @@ class FallbackKernel:
 
 
 def wrapper_sources(package_path: str, archive=None):
-    """Yield (wrapper.cpp entry, its text, its proxy-executor node table) for every model in the package, one
-    at a time, from one opening of the archive (``archive``: one the caller opened with ``open_archive``, and
+    """Yield (wrapper.cpp entry, its text, the ops of its proxy-executor node table) for every model in the
+    package, one at a time, from one opening of the archive (``archive``: one the caller opened with ``open_archive``, and
     checks and closes itself).
 
     The package may be hostile (``aotcuda inspect`` reads any file): the archive is checked as load checks
@@ -132,7 +132,7 @@ def wrapper_sources(package_path: str, archive=None):
     """
     from aotcuda.package_format import archive_root
     from aotcuda.runtime.archive import ArchiveLimits, archive_or_open, check_ratio, read_entry
-    from aotcuda.runtime.package import DAMAGED_ZIP, model_names, read_json_entry
+    from aotcuda.runtime.package import DAMAGED_ZIP, model_names, proxy_targets, read_json_entry
 
     limits = ArchiveLimits.from_environment()
     with archive_or_open(package_path, limits, archive) as archive:
@@ -152,24 +152,22 @@ def wrapper_sources(package_path: str, archive=None):
             name = info.filename
             check_ratio(package_path, f"its entry {name!r}", info.file_size, info.compress_size, limits)
             table_name = name[: -len(".cpp")] + ".json"
-            table = {}
+            targets = []
             if table_name in names:  # bounded in depth too: a 200 KB [[[...]]] must not recurse
                 table = load_json(read_json_entry(archive, table_name, package_path, limits), package_path,
                                   f"the model's op list {table_name}")
-                if not isinstance(table, dict):
-                    raise PackageError(f"{package_path!r}: the model's op list {table_name} is a "
-                                       f"{type(table).__name__}, not a JSON object; lower the model again")
+                targets = proxy_targets(table, table_name, package_path)  # load's reading of it
             try:
                 source = read_entry(archive, name, package_path, limits, "max_source_bytes")
             except DAMAGED_ZIP as exc:
                 raise PackageError(f"{package_path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy "
                                    "the package again, or lower the model again") from exc
-            yield name, source.decode(errors="replace"), table
+            yield name, source.decode(errors="replace"), targets
 
 
-def _calls_in(text: str, proxy_table: dict):
-    """Yield (kernel name, op, source node names) for every fallback call in a wrapper's text."""
-    proxy_nodes = proxy_table.get("nodes", [])
+def _calls_in(text: str, proxy_targets: list[str]):
+    """Yield (kernel name, op, source node names) for every fallback call in a wrapper's text; ``proxy_targets``:
+    the op of each proxy-executor call by its index (``runtime.package.proxy_targets``)."""
     source_nodes: list[str] = []
     for line in text.splitlines():
         if (match := _SOURCE_NODES.search(line)) is not None:
@@ -179,8 +177,9 @@ def _calls_in(text: str, proxy_table: dict):
             if not _HELPERS.search(op):
                 yield f"aoti_torch_{device}_{op}", op, source_nodes
         for index in _PROXY_CALL.findall(line):
-            index = int(index)
-            target = proxy_nodes[index]["node"]["target"] if index < len(proxy_nodes) else f"#{index}"
+            # the index as written (a source may hold 5,000 digits, past int()'s limit): one of the table's, or none
+            known = len(index) <= 18 and int(index) < len(proxy_targets)
+            target = proxy_targets[int(index)] if known else f"#{index[:20]}"
             yield f"{target} (proxy executor)", target, source_nodes
         for op, overload in _DISPATCHER_CALL.findall(line):
             target = f"{op}.{overload}" if overload else op
@@ -269,20 +268,20 @@ _GENERATED = re.compile(r"\b((?:cpp_fused|triton_\w+?_fused)_\w+)\b")
 def scan_kernels(package_path: str, ep=None, archive=None) -> tuple[list[FallbackKernel], list[str]]:
     """(``find_fallback_kernels``, ``generated_kernel_names``) from one reading of the package's sources
     (``archive``: as ``wrapper_sources`` takes it)."""
-    return kernels_in(((text, table) for _, text, table in wrapper_sources(package_path, archive)), ep)
+    return kernels_in(((text, targets) for _, text, targets in wrapper_sources(package_path, archive)), ep)
 
 
 def kernels_in(sources, ep=None) -> tuple[list[FallbackKernel], list[str]]:
-    """``scan_kernels`` of wrapper sources given as (text, proxy-executor node table) pairs."""
+    """``scan_kernels`` of wrapper sources given as (text, proxy-executor op names) pairs."""
     nodes = {n.name: n for n in ep.graph.nodes} if ep is not None else {}
     kernels: dict[str, FallbackKernel] = {}
     generated: dict[str, None] = {}
     mentioned: set[str] = set()
-    for text, proxy_table in sources:
+    for text, targets in sources:
         generated.update(dict.fromkeys(_GENERATED.findall(text)))
         for match in _SOURCE_NODES.finditer(text):
             mentioned.update(name.strip() for name in match.group(1).split(","))
-        for name, op, source_nodes in _calls_in(text, proxy_table):
+        for name, op, source_nodes in _calls_in(text, targets):
             kernel = kernels.setdefault(name, FallbackKernel(name, op))
             if op in SEED_KERNELS and ep is not None and random_nodes(ep):
                 _attribute_to_random_nodes(kernel, ep)  # a comment before it names another kernel's nodes
