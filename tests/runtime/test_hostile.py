@@ -624,6 +624,55 @@ def test_truncated_so_is_refused_instead_of_crashing(twice_pt2, tmp_path):
     assert "is truncated: it has" in result.stdout and "ELF headers need" in result.stdout, result.stdout
 
 
+EDITED_SIGNATURE_CALL = textwrap.dedent("""
+    import sys, torch
+    from aotcuda import RuntimeCallError, load
+    program = load(sys.argv[1])
+    try:
+        program(torch.randn(2**24, 1))  # what the edited signature takes: (batch in [2, 2**31], 1)
+        print("ran")
+    except RuntimeCallError as exc:
+        print("refused:", exc)
+""")
+
+
+def test_an_edited_signature_is_checked_by_the_librarys_own_checks_under_the_switch(twice_pt2, tmp_path):
+    """The signature is JSON, which anyone may edit without the library (its library_sha256 stays true): one that
+    says the Twice package takes (batch in [2, 2**31], 1) lets a (2**24, 1) input through aotcuda's checks to code
+    that reads (batch, 4) from it, 192 MiB past its end: the process died of SIGSEGV, and does so still by default
+    (docs/reliability.md, not fixed). AOTCUDA_LIBRARY_INPUT_CHECKS=1 turns on AOTInductor's own checks in the
+    generated code for such a package too (what it reads is compiled in the library): a RuntimeCallError naming
+    the dim. In a child process, so that a regression fails the test instead of ending the session."""
+    from runtime_programs import with_edited_signature
+
+    def widen(signature):
+        batch = {"expr": "s77", "min": 2, "max": 2**31}
+        signature["inputs"][0].update(shape=[batch, 1], strides=[1, 1])
+        for spec in signature["outputs"]:
+            spec["shape"] = [batch, 4]
+
+    path = with_edited_signature(twice_pt2, tmp_path / "edited.pt2", widen)
+    env = {**os.environ, "AOTCUDA_LIBRARY_INPUT_CHECKS": "1"}
+    result = subprocess.run([sys.executable, "-c", EDITED_SIGNATURE_CALL, str(path)], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, f"the child died (code {result.returncode}): {result.stderr[-2000:]}"
+    assert "refused: running the model failed with AOTIRuntimeError 1: input_handles[0]: dim value is too large at " \
+           "0, expected to be <= 64, but got: 16777216" in result.stdout, result.stdout
+
+
+def test_the_library_checks_switch_keeps_a_genuine_package_right(twice_pt2, monkeypatch):
+    """Under AOTCUDA_LIBRARY_INPUT_CHECKS a signed package runs with both checks: its calls give eager's results,
+    and a bad input is still named by aotcuda's check, before the library's."""
+    monkeypatch.setenv("AOTCUDA_LIBRARY_INPUT_CHECKS", "1")
+    program = load(twice_pt2)
+    for batch in (2, 7, 64):
+        assert_like_eager(program(x := torch.randn(batch, 4)), x)
+    with pytest.raises(InputError, match=r"input 'x' \(#0\) dim 1 is 5, but the program was exported with size 4"):
+        program(torch.randn(3, 5))
+    assert_next_call_is_right(program)
+    program.close()
+
+
 SWAP_MODELS = textwrap.dedent("""
     import sys, torch
     from runtime_programs import Twice
