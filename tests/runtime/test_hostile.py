@@ -779,6 +779,8 @@ def test_a_package_compiled_for_instructions_this_cpu_lacks_is_refused_before_it
         assert_next_call_is_right(program)
     isa, flags, missing = CPU_CASES[case]
     monkeypatch.setattr(devices, "cpu_isa", lambda: flags, raising=False)
+    # the metadata's record alone, as of a library without the compilers' record (its own flags: the next test)
+    monkeypatch.setattr(devices, "library_isa", lambda so_path: [])
     path = rewrite_package(twice_pt2, tmp_path / "isa.pt2", with_metadata(AOTI_CPU_ISA=isa))
     if missing is None:
         with load(path) as program:  # (this machine runs the code whatever its metadata claims)
@@ -794,6 +796,42 @@ def test_a_package_compiled_for_instructions_this_cpu_lacks_is_refused_before_it
         load(cuda).close()
     except PackageError as error:
         assert "AOTI_CPU_ISA" not in str(error), error
+
+
+def without_cpu_isa(name, data):
+    return json.dumps({k: v for k, v in json.loads(data).items() if k != "AOTI_CPU_ISA"}).encode() \
+        if name.endswith("wrapper_metadata.json") else data
+
+
+@pytest.mark.parametrize("edit", ["AVX2", "", "INVALID_VEC_ISA", "removed"])
+def test_metadata_edited_to_hide_the_librarys_instructions_is_refused_by_its_own_flags(twice_pt2, tmp_path,
+                                                                                       monkeypatch, edit):
+    """The ISA check read the metadata alone, which is JSON: edited to say AVX2, nothing, or with AOTI_CPU_ISA
+    removed, a package whose library was compiled with -mavx512f loaded on a CPU without AVX-512, where its first
+    vectorized kernel ends the process (SIGILL). The library holds the compilers' record of its command line
+    (DW_AT_producer in .debug_str; Inductor compiles with -g1), which load now reads too. Here the CPU is one with
+    none of the ISAs the library was built for (this machine's probes set by the test, as above)."""
+    from aotcuda.runtime import devices
+    from aotcuda.runtime.package import open_package
+
+    package = open_package(twice_pt2)
+    try:
+        compiled = devices.library_isa(package.so_path)
+    finally:
+        package.cleanup()
+    if not compiled:
+        pytest.skip("this machine compiled the package for no vector ISA aotcuda compares")
+    monkeypatch.setattr(devices, "cpu_isa", lambda: frozenset(), raising=False)
+    change = without_cpu_isa if edit == "removed" else with_metadata(AOTI_CPU_ISA=edit)
+    path = rewrite_package(twice_pt2, tmp_path / "isa.pt2", change)
+    said = "its metadata has no AOTI_CPU_ISA" if edit == "removed" else f"AOTI_CPU_ISA in its metadata says '{edit}'"
+    with pytest.raises(PackageError, match=rf"isa.pt2' its model library was compiled for a CPU with "
+                                           rf"{', '.join(compiled)} \(the compiler's record of its flags in the library; "
+                                           rf"{said}, which is not what the library holds\), and this CPU lacks "
+                                           rf"{', '.join(compiled)}: its code would stop the process with an illegal "
+                                           r"instruction \(SIGILL\)"):
+        load(path)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("aotcuda-")]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
