@@ -180,3 +180,46 @@ def test_inductors_random_seeds_kernel_names_the_dropout_and_says_to_call_eval(d
     assert "no node of the program" not in message
     assert "test_fallback_policy.py" in message and "self.drop(" in message  # the dropout's line
     assert "model.eval()" in message and "training mode" in message
+
+
+def _calls_by_every_line(text, targets):
+    """_calls_in's reading before it looked at marked lines only: every line of str.splitlines, each searched."""
+    from aotcuda.lowering.fallbacks import _DISPATCHER_CALL, _HELPERS, _PROXY_CALL, _SHIM_CALL, _SOURCE_NODES
+
+    nodes = []
+    for line in text.splitlines():
+        if (match := _SOURCE_NODES.search(line)) is not None:
+            nodes = [name.strip() for name in match.group(1).split(",") if name.strip()]
+            continue
+        for device, op in _SHIM_CALL.findall(line):
+            if not _HELPERS.search(op):
+                yield f"aoti_torch_{device}_{op}", op, nodes
+        for index in _PROXY_CALL.findall(line):
+            yield f"{targets[int(index)]} (proxy executor)", targets[int(index)], nodes
+        for op, overload in _DISPATCHER_CALL.findall(line):
+            yield f"{op}.{overload} (dispatcher)", f"{op}.{overload}", nodes
+
+
+def test_the_fallback_scan_reads_only_the_lines_that_can_hold_a_call():
+    """A wrapper.cpp is the package's text, which `aotcuda inspect` scans for fallback calls: every line was split
+    out into one list and searched four times, so 32 MiB of empty lines (a stored source within max_source_bytes)
+    took 710 MB and 17 s (256 MiB: about 5 GB). Only the lines holding a node list or a C-shim call are looked at
+    now, found by one scan; the calls found are the same, in the same order."""
+    import tracemalloc
+
+    from aotcuda.lowering.fallbacks import _calls_in
+
+    text = ("// Source Nodes: [add, mul], Original ATen: [aten.add]\n  x = 1;\r\n"
+            "  aoti_torch_cpu_polar(a, b);  aoti_torch_cpu_logcumsumexp(c);\n// Source Nodes: [cat]\rint y;\n"
+            "  aoti_torch_proxy_executor_call_function(proxy_executor, 1, 0);\r  aoti_torch_cuda_sort_stable(d);\n"
+            '  aoti_torch_call_dispatcher("aten::foo", "bar", x); aoti_torch_cpu_guard(g); Source Nodes: [z]\n')
+    targets = ["aten::a", "aten::b"]
+    assert list(_calls_in(text, targets)) == list(_calls_by_every_line(text, targets))
+    empty_lines = "\n" * (8 << 20)
+    tracemalloc.start()
+    try:
+        assert list(_calls_in(empty_lines, targets)) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, f"{peak / (1 << 20):.1f} MiB for a text of 8 MiB of empty lines (a list of its lines: 64 MiB)"

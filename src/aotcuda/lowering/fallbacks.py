@@ -169,7 +169,7 @@ def _calls_in(text: str, proxy_targets: list[str]):
     """Yield (kernel name, op, source node names) for every fallback call in a wrapper's text; ``proxy_targets``:
     the op of each proxy-executor call by its index (``runtime.package.proxy_targets``)."""
     source_nodes: list[str] = []
-    for line in text.splitlines():
+    for line in _marked_lines(text):
         if (match := _SOURCE_NODES.search(line)) is not None:
             source_nodes = [name.strip() for name in match.group(1).split(",") if name.strip()]
             continue
@@ -184,6 +184,25 @@ def _calls_in(text: str, proxy_targets: list[str]):
         for op, overload in _DISPATCHER_CALL.findall(line):
             target = f"{op}.{overload}" if overload else op
             yield f"{target} (dispatcher)", target, source_nodes
+
+
+# What a line holds where it has a node list or a C-shim call: the lines _calls_in looks into (no other can hold either).
+_LINE_MARK = re.compile(r"Source Nodes: \[|aoti_torch_")
+
+
+def _marked_lines(text: str):
+    """The lines of ``text`` (as ``str.splitlines`` splits them) that hold a node list or a C-shim call, one at a
+    time, found by one scan for those marks. A wrapper.cpp is the package's text, read in ``aotcuda inspect``:
+    splitting it whole made a list of every line and searched each four times, so a source of 32 MiB of empty lines
+    (stored, within max_source_bytes) took 710 MB and 17 s, one of 256 MiB about 5 GB and minutes."""
+    end = -1
+    for mark in _LINE_MARK.finditer(text):
+        if mark.start() < end:
+            continue  # another mark of a line already given
+        start = text.rfind("\n", 0, mark.start()) + 1
+        end = text.find("\n", mark.start())
+        end = len(text) if end < 0 else end
+        yield from text[start:end].splitlines()
 
 
 def shim_name(target) -> str:
