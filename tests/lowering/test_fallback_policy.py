@@ -223,3 +223,25 @@ def test_the_fallback_scan_reads_only_the_lines_that_can_hold_a_call():
     finally:
         tracemalloc.stop()
     assert peak < 1 << 20, f"{peak / (1 << 20):.1f} MiB for a text of 8 MiB of empty lines (a list of its lines: 64 MiB)"
+
+
+def test_a_node_list_of_millions_of_names_is_read_within_a_bound():
+    """`aotcuda inspect` names each fallback call by the last node of the list before it: a list of 3,000,000 names
+    (25 MB of a wrapper.cpp, the package's text) was split whole, a string made for each name and every name kept,
+    630 MB for a 28 MB package. A list is read up to MOST_NODE_NAMES names and its last."""
+    import tracemalloc
+
+    from aotcuda.lowering.fallbacks import MOST_NODE_NAMES, _calls_in, node_names
+
+    names = ",".join(f"n{i}" for i in range(1_000_000))  # 7.9 MB
+    assert node_names(" a, b ,c ") == ["a", "b", "c"] and node_names("a,,b, ") == ["a", "b"]
+    text = f"// Source Nodes: [{names}], Original ATen: [aten.foo]\n  aoti_torch_cpu_foo(x);\n"
+    tracemalloc.start()
+    try:
+        ((name, op, nodes),) = list(_calls_in(text, []))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (name, op, nodes[:2], nodes[-1], len(nodes)) == ("aoti_torch_cpu_foo", "foo", ["n0", "n1"], "n999999",
+                                                           MOST_NODE_NAMES + 1)
+    assert peak < 40 << 20, f"{peak / (1 << 20):.0f} MiB for a node list of 7.9 MB"

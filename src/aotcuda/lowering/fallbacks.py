@@ -24,6 +24,7 @@ are reported even where the generated code names them differently.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -90,6 +91,8 @@ _DISPATCHER_CALL = re.compile(r"\baoti_torch_call_dispatcher\s*\(\s*\"([^\"]+)\"
 # costs time linear in the text (with "[^\]]*", "Source Nodes: [" repeated without a "]" cost time quadratic in
 # it: 120 KB took 3.4 s, a 10 MB source packed to 10 KB hours, in `aotcuda inspect`).
 _SOURCE_NODES = re.compile(r"Source Nodes: \[([^\[\]]*)\]")
+_NODE_NAME = re.compile(r"[^,]+")
+MOST_NODE_NAMES = 10_000  # of one list: a fused kernel's names tens of nodes
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 
@@ -171,7 +174,7 @@ def _calls_in(text: str, proxy_targets: list[str]):
     source_nodes: list[str] = []
     for line in _marked_lines(text):
         if (match := _SOURCE_NODES.search(line)) is not None:
-            source_nodes = [name.strip() for name in match.group(1).split(",") if name.strip()]
+            source_nodes = node_names(match.group(1))
             continue
         for device, op in _SHIM_CALL.findall(line):
             if not _HELPERS.search(op):
@@ -184,6 +187,19 @@ def _calls_in(text: str, proxy_targets: list[str]):
         for op, overload in _DISPATCHER_CALL.findall(line):
             target = f"{op}.{overload}" if overload else op
             yield f"{target} (dispatcher)", target, source_nodes
+
+
+def node_names(listed: str) -> list[str]:
+    """The node names of a "Source Nodes: [...]" list (its text between the brackets), at most MOST_NODE_NAMES of
+    them and always its last (the node a call is traced back to where none is its op). A wrapper.cpp is the
+    package's text, read in `aotcuda inspect`: a list of 3,000,000 names (25 MB) was split whole, each name made a
+    string and every list's names kept in a set, 630 MB for a 28 MB package."""
+    names = [name for match in itertools.islice(_NODE_NAME.finditer(listed), MOST_NODE_NAMES)
+             if (name := match.group().strip())]
+    last = listed.rpartition(",")[2].strip()
+    if last and (not names or names[-1] != last):
+        names.append(last)
+    return names
 
 
 # What a line holds where it has a node list or a C-shim call: the lines _calls_in looks into (no other can hold either).
@@ -298,8 +314,8 @@ def kernels_in(sources, ep=None) -> tuple[list[FallbackKernel], list[str]]:
     mentioned: set[str] = set()
     for text, targets in sources:
         generated.update(dict.fromkeys(_GENERATED.findall(text)))
-        for match in _SOURCE_NODES.finditer(text):
-            mentioned.update(name.strip() for name in match.group(1).split(","))
+        for match in _SOURCE_NODES.finditer(text) if ep is not None else ():  # read only against ep's nodes
+            mentioned.update(node_names(match.group(1)))
         for name, op, source_nodes in _calls_in(text, targets):
             kernel = kernels.setdefault(name, FallbackKernel(name, op))
             if op in SEED_KERNELS and ep is not None and random_nodes(ep):
