@@ -1057,6 +1057,12 @@ SIGNATURE_FAULTS = {
     "a dim's min that is a float": (with_signature(_set("inputs.0.shape.0.min", 2.5)), r"has the range \[2.5, 64\]"),
     "a dim that is null": (with_signature(_set("inputs.0.shape.1", None)), r"a dim is a size or"),
     "a negative size": (with_signature(_set("outputs.1.shape.1", -4)), r"a size or stride of -4"),
+    # torch's sizes and strides are int64: one past it raised torch's raw TypeError (with its C++ stack trace) at
+    # every call (the package breaker, 2026-12-06)
+    "a stride past int64": (with_signature(_set("inputs.0.strides", [1, 10**300])),
+                            r"a size or stride of 1000000.*\(301 characters\), outside \[0, 2\*\*63 - 1\]"),
+    "a size past int64": (with_signature(_set("outputs.0.shape.1", 2**64)), r"a size or stride of 18446744073709551616, "
+                          r"outside \[0, 2\*\*63 - 1\]"),
     "a name that is a number": (with_signature(_set("inputs.0.name", 5)), r"a tensor's name and device are strings"),
     "a device that is an object": (with_signature(_set("outputs.0.device", {})), r"name and device are strings"),
     "mutated as a string": (with_signature(_set("inputs.0.mutated", "no")), r"mutated is true, false or null"),
@@ -1141,6 +1147,26 @@ def test_a_proxy_call_index_past_int_is_shown_as_written(twice_pt2, tmp_path):
     result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
     assert "#99999999999999999999 (proxy executor)" in result.output, result.output
+
+
+def test_a_stride_expression_past_int64_at_a_call_is_a_package_error(twice, twice_pt2, tmp_path):
+    """A stride the signature gives as an expression is evaluated at each call's sizes: "s77*9...9" (100 digits,
+    within the grammar's 1,024 bits) made every call raise torch's raw TypeError "Overflow when unpacking long long",
+    with its C++ stack trace, from empty_strided (the copy into the exported layout)."""
+    from runtime_programs import with_edited_signature
+
+    def stride(signature):
+        signature["inputs"][0].update(strides=[1, {"expr": "s77*" + "9" * 100, "min": 0, "max": None}],
+                                      contiguous=False)
+
+    program = load(with_edited_signature(twice_pt2, tmp_path / "stride.pt2", stride))
+    for _ in range(2):
+        with pytest.raises(PackageError, match=r"input 'x' \(#0\): the package's signature gives it the strides "
+                                               r"\(1, 29999.*7\) at these sizes, past the int64 a stride is: .*the "
+                                               r"package is damaged or was altered; lower the model again"):
+            program(torch.randn(3, 4))
+    program.close()
+    assert_next_call_is_right(twice)
 
 
 @pytest.fixture(scope="module")
