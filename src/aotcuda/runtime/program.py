@@ -219,7 +219,7 @@ class Program:
             why = None if package.signature is None else (
                 "is loaded with AOTCUDA_LIBRARY_INPUT_CHECKS=1 (or a signature that does not fit its model), which "
                 "asks for AOTInductor's own input checks")
-            with aoti_input_checks(package.path, *(why,) if why else ()):
+            with aoti_input_checks(package.path, why):
                 container = self._new_container("aoti-checks")
                 try:
                     latch_aoti_input_checks(container, str(self._device), package.path)
