@@ -101,9 +101,12 @@ def check_cpu_isa(package: ExtractedPackage) -> None:
 
 
 # The -m options of the library's compile command that give the ISA of an AOTI_CPU_ISA token (Inductor's
-# cpu_vec_isa: each ISA's build flags); -march=native's own expansion of the lowering host's features is in the
-# same record, and these are among them.
-_ISA_FLAGS = {"-mavx2": "AVX2", "-mavx512f": "AVX512", "-mavx512vnni": "AVX512_VNNI", "-mamx-tile": "AMX_TILE"}
+# cpu_vec_isa: each ISA's build flags). -march=native's expansion of the lowering host's features is in the same
+# record, and the compiler may vectorize with any of them (AVX-512 among them: a SIGILL on a CPU without it). Not
+# -mamx-tile: the compiler never emits AMX by itself, only kernels Inductor writes for AMX when it picks that ISA
+# (which the metadata records), and -march=native gives the flag on any AMX host, also where torch's probe (which
+# Inductor picks by) says no.
+_ISA_FLAGS = {"-mavx2": "AVX2", "-mavx512f": "AVX512", "-mavx512vnni": "AVX512_VNNI"}
 
 
 def library_isa(so_path: str) -> list[str]:
