@@ -36,7 +36,8 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                        "module": "transformers.modeling_outputs"}, ...],
                                         # (optional) container types of the input/output pytree specs
                                         # that torch does not register itself, with the module that does:
-                                        # aotcuda.load imports it (runtime/pytree_types.py)
+                                        # aotcuda.load imports it where the type's name lies in it
+                                        # (runtime/pytree_types.py: home_module)
      "kernels": [{"name": "aoti_torch_cpu_logcumsumexp", "allowed": false, "nodes": ["logcumsumexp"],
                   "sources": ["model.py:12: y = torch.logcumsumexp(z, 0)"]}, ...],
                                         # (optional) the ATen kernels lower() found the generated code

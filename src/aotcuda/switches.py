@@ -148,6 +148,13 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     # Off by default: another user who may write a folder aotcuda compiles or extracts in (or rename its folders away)
     # can put code into a package or the process (shared_folders.py). On for a folder shared only with users you trust
     # where no other place is writable: a Kubernetes emptyDir is 0777 without the sticky bit.
+    Switch("AOTCUDA_LIBRARY_INPUT_CHECKS", False, "load turns on AOTInductor's own input checks (dtype, sizes, "
+           "strides, in the generated code) for packages with an aotcuda signature too, as it does for those without: "
+           "the signature is JSON that may be edited without the library (its library_sha256 stays true), and an "
+           "edited one lets inputs of other shapes reach code that reads past them (a segmentation fault). For "
+           "packages from elsewhere; the cost: AOTInductor's ranges refuse a size of 1 where the program was "
+           "exported with Dim(min=1) (torch traces such a dim for 2 and more), which aotcuda's own checks take",
+           "at each load"),
     Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, and load extracts in a "
            "temporary folder, that other users may write into (or whose folders they may rename away), where "
            "otherwise each refuses (shared_folders.py); for folders shared only with users you trust",

@@ -173,10 +173,75 @@ def test_inductors_random_seeds_kernel_names_the_dropout_and_says_to_call_eval(d
 
     torch.manual_seed(0)
     ep = before_compile(TrainingNet(), (torch.randn(8, 16),)).program
-    kernels, _ = kernels_in([(SEEDS_WRAPPER.format(device=device), {})], ep)
+    kernels, _ = kernels_in([(SEEDS_WRAPPER.format(device=device), [])], ep)
     missing, _ = split_allowed(kernels, DEVICE_PROFILES[device].allowed_kernels)
     assert [k.name for k in missing] == [f"aoti_torch_{device}_randint_low_out"]
     message = missing_kernels_message("forward", missing)
     assert "no node of the program" not in message
     assert "test_fallback_policy.py" in message and "self.drop(" in message  # the dropout's line
     assert "model.eval()" in message and "training mode" in message
+
+
+def _calls_by_every_line(text, targets):
+    """_calls_in's reading before it looked at marked lines only: every line of str.splitlines, each searched."""
+    from aotcuda.lowering.fallbacks import _DISPATCHER_CALL, _HELPERS, _PROXY_CALL, _SHIM_CALL, _SOURCE_NODES
+
+    nodes = []
+    for line in text.splitlines():
+        if (match := _SOURCE_NODES.search(line)) is not None:
+            nodes = [name.strip() for name in match.group(1).split(",") if name.strip()]
+            continue
+        for device, op in _SHIM_CALL.findall(line):
+            if not _HELPERS.search(op):
+                yield f"aoti_torch_{device}_{op}", op, nodes
+        for index in _PROXY_CALL.findall(line):
+            yield f"{targets[int(index)]} (proxy executor)", targets[int(index)], nodes
+        for op, overload in _DISPATCHER_CALL.findall(line):
+            yield f"{op}.{overload} (dispatcher)", f"{op}.{overload}", nodes
+
+
+def test_the_fallback_scan_reads_only_the_lines_that_can_hold_a_call():
+    """A wrapper.cpp is the package's text, which `aotcuda inspect` scans for fallback calls: every line was split
+    out into one list and searched four times, so 32 MiB of empty lines (a stored source within max_source_bytes)
+    took 710 MB and 17 s (256 MiB: about 5 GB). Only the lines holding a node list or a C-shim call are looked at
+    now, found by one scan; the calls found are the same, in the same order."""
+    import tracemalloc
+
+    from aotcuda.lowering.fallbacks import _calls_in
+
+    text = ("// Source Nodes: [add, mul], Original ATen: [aten.add]\n  x = 1;\r\n"
+            "  aoti_torch_cpu_polar(a, b);  aoti_torch_cpu_logcumsumexp(c);\n// Source Nodes: [cat]\rint y;\n"
+            "  aoti_torch_proxy_executor_call_function(proxy_executor, 1, 0);\r  aoti_torch_cuda_sort_stable(d);\n"
+            '  aoti_torch_call_dispatcher("aten::foo", "bar", x); aoti_torch_cpu_guard(g); Source Nodes: [z]\n')
+    targets = ["aten::a", "aten::b"]
+    assert list(_calls_in(text, targets)) == list(_calls_by_every_line(text, targets))
+    empty_lines = "\n" * (8 << 20)
+    tracemalloc.start()
+    try:
+        assert list(_calls_in(empty_lines, targets)) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, f"{peak / (1 << 20):.1f} MiB for a text of 8 MiB of empty lines (a list of its lines: 64 MiB)"
+
+
+def test_a_node_list_of_millions_of_names_is_read_within_a_bound():
+    """`aotcuda inspect` names each fallback call by the last node of the list before it: a list of 3,000,000 names
+    (25 MB of a wrapper.cpp, the package's text) was split whole, a string made for each name and every name kept,
+    630 MB for a 28 MB package. A list is read up to MOST_NODE_NAMES names and its last."""
+    import tracemalloc
+
+    from aotcuda.lowering.fallbacks import MOST_NODE_NAMES, _calls_in, node_names
+
+    names = ",".join(f"n{i}" for i in range(1_000_000))  # 7.9 MB
+    assert node_names(" a, b ,c ") == ["a", "b", "c"] and node_names("a,,b, ") == ["a", "b"]
+    text = f"// Source Nodes: [{names}], Original ATen: [aten.foo]\n  aoti_torch_cpu_foo(x);\n"
+    tracemalloc.start()
+    try:
+        ((name, op, nodes),) = list(_calls_in(text, []))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (name, op, nodes[:2], nodes[-1], len(nodes)) == ("aoti_torch_cpu_foo", "foo", ["n0", "n1"], "n999999",
+                                                           MOST_NODE_NAMES + 1)
+    assert peak < 40 << 20, f"{peak / (1 << 20):.0f} MiB for a node list of 7.9 MB"

@@ -624,6 +624,55 @@ def test_truncated_so_is_refused_instead_of_crashing(twice_pt2, tmp_path):
     assert "is truncated: it has" in result.stdout and "ELF headers need" in result.stdout, result.stdout
 
 
+EDITED_SIGNATURE_CALL = textwrap.dedent("""
+    import sys, torch
+    from aotcuda import RuntimeCallError, load
+    program = load(sys.argv[1])
+    try:
+        program(torch.randn(2**24, 1))  # what the edited signature takes: (batch in [2, 2**31], 1)
+        print("ran")
+    except RuntimeCallError as exc:
+        print("refused:", exc)
+""")
+
+
+def test_an_edited_signature_is_checked_by_the_librarys_own_checks_under_the_switch(twice_pt2, tmp_path):
+    """The signature is JSON, which anyone may edit without the library (its library_sha256 stays true): one that
+    says the Twice package takes (batch in [2, 2**31], 1) lets a (2**24, 1) input through aotcuda's checks to code
+    that reads (batch, 4) from it, 192 MiB past its end: the process died of SIGSEGV, and does so still by default
+    (docs/reliability.md, not fixed). AOTCUDA_LIBRARY_INPUT_CHECKS=1 turns on AOTInductor's own checks in the
+    generated code for such a package too (what it reads is compiled in the library): a RuntimeCallError naming
+    the dim. In a child process, so that a regression fails the test instead of ending the session."""
+    from runtime_programs import with_edited_signature
+
+    def widen(signature):
+        batch = {"expr": "s77", "min": 2, "max": 2**31}
+        signature["inputs"][0].update(shape=[batch, 1], strides=[1, 1])
+        for spec in signature["outputs"]:
+            spec["shape"] = [batch, 4]
+
+    path = with_edited_signature(twice_pt2, tmp_path / "edited.pt2", widen)
+    env = {**os.environ, "AOTCUDA_LIBRARY_INPUT_CHECKS": "1"}
+    result = subprocess.run([sys.executable, "-c", EDITED_SIGNATURE_CALL, str(path)], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, f"the child died (code {result.returncode}): {result.stderr[-2000:]}"
+    assert "refused: running the model failed with AOTIRuntimeError 1: input_handles[0]: dim value is too large at " \
+           "0, expected to be <= 64, but got: 16777216" in result.stdout, result.stdout
+
+
+def test_the_library_checks_switch_keeps_a_genuine_package_right(twice_pt2, monkeypatch):
+    """Under AOTCUDA_LIBRARY_INPUT_CHECKS a signed package runs with both checks: its calls give eager's results,
+    and a bad input is still named by aotcuda's check, before the library's."""
+    monkeypatch.setenv("AOTCUDA_LIBRARY_INPUT_CHECKS", "1")
+    program = load(twice_pt2)
+    for batch in (2, 7, 64):
+        assert_like_eager(program(x := torch.randn(batch, 4)), x)
+    with pytest.raises(InputError, match=r"input 'x' \(#0\) dim 1 is 5, but the program was exported with size 4"):
+        program(torch.randn(3, 5))
+    assert_next_call_is_right(program)
+    program.close()
+
+
 SWAP_MODELS = textwrap.dedent("""
     import sys, torch
     from runtime_programs import Twice
@@ -730,6 +779,8 @@ def test_a_package_compiled_for_instructions_this_cpu_lacks_is_refused_before_it
         assert_next_call_is_right(program)
     isa, flags, missing = CPU_CASES[case]
     monkeypatch.setattr(devices, "cpu_isa", lambda: flags, raising=False)
+    # the metadata's record alone, as of a library without the compilers' record (its own flags: the next test)
+    monkeypatch.setattr(devices, "library_isa", lambda so_path: [])
     path = rewrite_package(twice_pt2, tmp_path / "isa.pt2", with_metadata(AOTI_CPU_ISA=isa))
     if missing is None:
         with load(path) as program:  # (this machine runs the code whatever its metadata claims)
@@ -745,6 +796,42 @@ def test_a_package_compiled_for_instructions_this_cpu_lacks_is_refused_before_it
         load(cuda).close()
     except PackageError as error:
         assert "AOTI_CPU_ISA" not in str(error), error
+
+
+def without_cpu_isa(name, data):
+    return json.dumps({k: v for k, v in json.loads(data).items() if k != "AOTI_CPU_ISA"}).encode() \
+        if name.endswith("wrapper_metadata.json") else data
+
+
+@pytest.mark.parametrize("edit", ["AVX2", "", "INVALID_VEC_ISA", "removed"])
+def test_metadata_edited_to_hide_the_librarys_instructions_is_refused_by_its_own_flags(twice_pt2, tmp_path,
+                                                                                       monkeypatch, edit):
+    """The ISA check read the metadata alone, which is JSON: edited to say AVX2, nothing, or with AOTI_CPU_ISA
+    removed, a package whose library was compiled with -mavx512f loaded on a CPU without AVX-512, where its first
+    vectorized kernel ends the process (SIGILL). The library holds the compilers' record of its command line
+    (DW_AT_producer in .debug_str; Inductor compiles with -g1), which load now reads too. Here the CPU is one with
+    none of the ISAs the library was built for (this machine's probes set by the test, as above)."""
+    from aotcuda.runtime import devices
+    from aotcuda.runtime.package import open_package
+
+    package = open_package(twice_pt2)
+    try:
+        compiled = devices.library_isa(package.so_path)
+    finally:
+        package.cleanup()
+    if not compiled:
+        pytest.skip("this machine compiled the package for no vector ISA aotcuda compares")
+    monkeypatch.setattr(devices, "cpu_isa", lambda: frozenset(), raising=False)
+    change = without_cpu_isa if edit == "removed" else with_metadata(AOTI_CPU_ISA=edit)
+    path = rewrite_package(twice_pt2, tmp_path / "isa.pt2", change)
+    said = "its metadata has no AOTI_CPU_ISA" if edit == "removed" else f"AOTI_CPU_ISA in its metadata says '{edit}'"
+    with pytest.raises(PackageError, match=rf"isa.pt2' its model library was compiled for a CPU with "
+                                           rf"{', '.join(compiled)} \(the compiler's record of its flags in the library; "
+                                           rf"{said}, which is not what the library holds\), and this CPU lacks "
+                                           rf"{', '.join(compiled)}: its code would stop the process with an illegal "
+                                           r"instruction \(SIGILL\)"):
+        load(path)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("aotcuda-")]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
@@ -970,6 +1057,12 @@ SIGNATURE_FAULTS = {
     "a dim's min that is a float": (with_signature(_set("inputs.0.shape.0.min", 2.5)), r"has the range \[2.5, 64\]"),
     "a dim that is null": (with_signature(_set("inputs.0.shape.1", None)), r"a dim is a size or"),
     "a negative size": (with_signature(_set("outputs.1.shape.1", -4)), r"a size or stride of -4"),
+    # torch's sizes and strides are int64: one past it raised torch's raw TypeError (with its C++ stack trace) at
+    # every call (the package breaker, 2026-12-06)
+    "a stride past int64": (with_signature(_set("inputs.0.strides", [1, 10**300])),
+                            r"a size or stride of 1000000.*\(301 characters\), outside \[0, 2\*\*63 - 1\]"),
+    "a size past int64": (with_signature(_set("outputs.0.shape.1", 2**64)), r"a size or stride of 18446744073709551616, "
+                          r"outside \[0, 2\*\*63 - 1\]"),
     "a name that is a number": (with_signature(_set("inputs.0.name", 5)), r"a tensor's name and device are strings"),
     "a device that is an object": (with_signature(_set("outputs.0.device", {})), r"name and device are strings"),
     "mutated as a string": (with_signature(_set("inputs.0.mutated", "no")), r"mutated is true, false or null"),
@@ -1005,6 +1098,74 @@ def test_archive_and_signature_faults_are_package_errors_everywhere(twice, twice
         assert result.exit_code == 1 and result.output.startswith("error: '"), result.output
         assert re.search(message, " ".join(result.output.split())), result.output
     assert not [n for n in os.listdir(tmp_path) if n.startswith("aotcuda-")]
+    assert_next_call_is_right(twice)
+
+
+def with_op_table(source, target, table, call_index="0"):
+    """A copy with a proxy-executor op table beside the model's .so (``<hash>.wrapper.json``, as torch writes one
+    for ops without a C shim) and a call of op ``call_index`` through the proxy executor in its wrapper.cpp."""
+    def edit(name, data):
+        return data + (f"\n  aoti_torch_proxy_executor_call_function(proxy_executor, {call_index}, 0, nullptr, 0, "
+                       "nullptr);\n").encode() if name.endswith(".wrapper.cpp") else data
+
+    rewrite_package(source, target, edit)
+    with zipfile.ZipFile(target, "a") as archive:
+        archive.writestr(_so_entry(source)[: -len(".so")] + ".json", json.dumps(table))
+    return target
+
+
+@pytest.mark.parametrize("table", [{"nodes": 5}, {"nodes": None}, {"nodes": [5]}, {"nodes": [{"node": []}]}, [1]])
+def test_an_op_table_of_another_shape_is_a_package_error_at_load_and_inspect(twice, twice_pt2, tmp_path, table):
+    """The proxy-executor op table is read by load (the ops it names are refused) and by inspect (each proxy call
+    is named by its op): a "nodes" of 5 or null raised a raw TypeError from load, a node of 5 or a "node" that is
+    no object raw TypeError, KeyError from inspect ("error: TypeError: 'int' object is not subscriptable")."""
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    path = str(with_op_table(twice_pt2, tmp_path / "ops.pt2", table))
+    message = r"the model's op list .*wrapper.json is damaged \(it is not \{\"nodes\": \[\{\"node\""
+    with pytest.raises(PackageError, match=message):
+        load(path)
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and result.output.startswith("error: '"), result.output
+    assert re.search(message, " ".join(result.output.split())), result.output
+    assert not [n for n in os.listdir(tmp_path) if n.startswith("aotcuda-")]
+    assert_next_call_is_right(twice)
+
+
+def test_a_proxy_call_index_past_int_is_shown_as_written(twice_pt2, tmp_path):
+    """inspect names a proxy-executor call by the op its index picks in the table; an index of 5,000 digits (a
+    wrapper.cpp is only text, the package's to write) raised int()'s raw ValueError ("Exceeds the limit (4300
+    digits)"): it is shown as written, clipped, as an index past the table is."""
+    from click.testing import CliRunner
+
+    from aotcuda.cli import main
+
+    path = str(with_op_table(twice_pt2, tmp_path / "ops.pt2", {"nodes": [{"node": {"target": "aten::x"}}]},
+                             call_index="9" * 5000))
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "#99999999999999999999 (proxy executor)" in result.output, result.output
+
+
+def test_a_stride_expression_past_int64_at_a_call_is_a_package_error(twice, twice_pt2, tmp_path):
+    """A stride the signature gives as an expression is evaluated at each call's sizes: "s77*9...9" (100 digits,
+    within the grammar's 1,024 bits) made every call raise torch's raw TypeError "Overflow when unpacking long long",
+    with its C++ stack trace, from empty_strided (the copy into the exported layout)."""
+    from runtime_programs import with_edited_signature
+
+    def stride(signature):
+        signature["inputs"][0].update(strides=[1, {"expr": "s77*" + "9" * 100, "min": 0, "max": None}],
+                                      contiguous=False)
+
+    program = load(with_edited_signature(twice_pt2, tmp_path / "stride.pt2", stride))
+    for _ in range(2):
+        with pytest.raises(PackageError, match=r"input 'x' \(#0\): the package's signature gives it the strides "
+                                               r"\(1, 29999.*7\) at these sizes, past the int64 a stride is: .*the "
+                                               r"package is damaged or was altered; lower the model again"):
+            program(torch.randn(3, 4))
+    program.close()
     assert_next_call_is_right(twice)
 
 

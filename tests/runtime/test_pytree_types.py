@@ -84,3 +84,40 @@ def test_plain_specs_load_unchanged_and_empty_text_is_none():
     spec = pytree.tree_flatten((torch.zeros(1), {"a": [torch.zeros(1)]}))[1]
     assert load_spec(pytree.treespec_dumps(spec), None, "p.pt2", "outputs") == spec
     assert load_spec("", None, "p.pt2", "outputs") is None
+
+
+def test_a_signature_cannot_name_a_module_to_import_outside_the_librarys_type_names(tmp_path, monkeypatch):
+    """The call spec's type names come from the model library; the module that registers each, from the signature
+    (``pytree_types``), which is JSON that anyone may edit without the library. Load imported whatever module the
+    record named, and an import runs the module: a package that named a module of its choosing ran it (here one that
+    leaves a file). Only a module the library's own type name lies in is imported now."""
+    marker = "import pathlib; pathlib.Path(__file__).with_suffix('.ran').touch()\n"
+    (tmp_path / "planted_elsewhere.py").write_text(marker)
+    (tmp_path / "planted_home.py").write_text(marker)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = unknown_spec("planted_home.outputs.Out", "null", 1)
+    with pytest.warns(UserWarning, match=r"planted_home.outputs.Out: cannot import planted_home.outputs"):
+        spec = load_spec(text, [{"type": "planted_home.outputs.Out", "module": "planted_elsewhere"}], "p.pt2",
+                         "outputs")
+    assert spec.type is tuple
+    assert not (tmp_path / "planted_elsewhere.ran").exists()
+    with pytest.warns(UserWarning):  # a module the name lies in is imported, as the record says
+        load_spec(text, [{"type": "planted_home.outputs.Out", "module": "planted_home"}], "p.pt2", "outputs")
+    assert (tmp_path / "planted_home.ran").exists()
+
+
+def test_a_signature_naming_a_script_module_does_not_end_the_process():
+    """``unittest.__main__`` runs unittest's main at its import, which exits: a signature that named it as the
+    module of the library's type ended the process that loaded the package ("Ran 0 tests", exit 0)."""
+    script = textwrap.dedent("""
+        import warnings
+        from aotcuda.runtime.pytree_types import load_spec
+        text = %r
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            load_spec(text, [{"type": "mylib.outputs.Out", "module": "unittest.__main__"}], "p.pt2", "outputs")
+        print("still running")
+    """ % unknown_spec("mylib.outputs.Out", "null", 1))
+    env = {**os.environ, "PYTHONPATH": os.path.abspath("src")}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0 and run.stdout.strip().splitlines()[-1:] == ["still running"], run.stdout + run.stderr

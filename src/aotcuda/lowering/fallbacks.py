@@ -24,6 +24,7 @@ are reported even where the generated code names them differently.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -90,6 +91,8 @@ _DISPATCHER_CALL = re.compile(r"\baoti_torch_call_dispatcher\s*\(\s*\"([^\"]+)\"
 # costs time linear in the text (with "[^\]]*", "Source Nodes: [" repeated without a "]" cost time quadratic in
 # it: 120 KB took 3.4 s, a 10 MB source packed to 10 KB hours, in `aotcuda inspect`).
 _SOURCE_NODES = re.compile(r"Source Nodes: \[([^\[\]]*)\]")
+_NODE_NAME = re.compile(r"[^,]+")
+MOST_NODE_NAMES = 10_000  # of one list: a fused kernel's names tens of nodes
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 
@@ -121,8 +124,8 @@ class FallbackKernel:
 
 
 def wrapper_sources(package_path: str, archive=None):
-    """Yield (wrapper.cpp entry, its text, its proxy-executor node table) for every model in the package, one
-    at a time, from one opening of the archive (``archive``: one the caller opened with ``open_archive``, and
+    """Yield (wrapper.cpp entry, its text, the ops of its proxy-executor node table) for every model in the
+    package, one at a time, from one opening of the archive (``archive``: one the caller opened with ``open_archive``, and
     checks and closes itself).
 
     The package may be hostile (``aotcuda inspect`` reads any file): the archive is checked as load checks
@@ -132,7 +135,7 @@ def wrapper_sources(package_path: str, archive=None):
     """
     from aotcuda.package_format import archive_root
     from aotcuda.runtime.archive import ArchiveLimits, archive_or_open, check_ratio, read_entry
-    from aotcuda.runtime.package import DAMAGED_ZIP, model_names, read_json_entry
+    from aotcuda.runtime.package import DAMAGED_ZIP, model_names, proxy_targets, read_json_entry
 
     limits = ArchiveLimits.from_environment()
     with archive_or_open(package_path, limits, archive) as archive:
@@ -152,39 +155,70 @@ def wrapper_sources(package_path: str, archive=None):
             name = info.filename
             check_ratio(package_path, f"its entry {name!r}", info.file_size, info.compress_size, limits)
             table_name = name[: -len(".cpp")] + ".json"
-            table = {}
+            targets = []
             if table_name in names:  # bounded in depth too: a 200 KB [[[...]]] must not recurse
                 table = load_json(read_json_entry(archive, table_name, package_path, limits), package_path,
                                   f"the model's op list {table_name}")
-                if not isinstance(table, dict):
-                    raise PackageError(f"{package_path!r}: the model's op list {table_name} is a "
-                                       f"{type(table).__name__}, not a JSON object; lower the model again")
+                targets = proxy_targets(table, table_name, package_path)  # load's reading of it
             try:
                 source = read_entry(archive, name, package_path, limits, "max_source_bytes")
             except DAMAGED_ZIP as exc:
                 raise PackageError(f"{package_path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy "
                                    "the package again, or lower the model again") from exc
-            yield name, source.decode(errors="replace"), table
+            yield name, source.decode(errors="replace"), targets
 
 
-def _calls_in(text: str, proxy_table: dict):
-    """Yield (kernel name, op, source node names) for every fallback call in a wrapper's text."""
-    proxy_nodes = proxy_table.get("nodes", [])
+def _calls_in(text: str, proxy_targets: list[str]):
+    """Yield (kernel name, op, source node names) for every fallback call in a wrapper's text; ``proxy_targets``:
+    the op of each proxy-executor call by its index (``runtime.package.proxy_targets``)."""
     source_nodes: list[str] = []
-    for line in text.splitlines():
+    for line in _marked_lines(text):
         if (match := _SOURCE_NODES.search(line)) is not None:
-            source_nodes = [name.strip() for name in match.group(1).split(",") if name.strip()]
+            source_nodes = node_names(match.group(1))
             continue
         for device, op in _SHIM_CALL.findall(line):
             if not _HELPERS.search(op):
                 yield f"aoti_torch_{device}_{op}", op, source_nodes
         for index in _PROXY_CALL.findall(line):
-            index = int(index)
-            target = proxy_nodes[index]["node"]["target"] if index < len(proxy_nodes) else f"#{index}"
+            # the index as written (a source may hold 5,000 digits, past int()'s limit): one of the table's, or none
+            known = len(index) <= 18 and int(index) < len(proxy_targets)
+            target = proxy_targets[int(index)] if known else f"#{index[:20]}"
             yield f"{target} (proxy executor)", target, source_nodes
         for op, overload in _DISPATCHER_CALL.findall(line):
             target = f"{op}.{overload}" if overload else op
             yield f"{target} (dispatcher)", target, source_nodes
+
+
+def node_names(listed: str) -> list[str]:
+    """The node names of a "Source Nodes: [...]" list (its text between the brackets), at most MOST_NODE_NAMES of
+    them and always its last (the node a call is traced back to where none is its op). A wrapper.cpp is the
+    package's text, read in `aotcuda inspect`: a list of 3,000,000 names (25 MB) was split whole, each name made a
+    string and every list's names kept in a set, 630 MB for a 28 MB package."""
+    names = [name for match in itertools.islice(_NODE_NAME.finditer(listed), MOST_NODE_NAMES)
+             if (name := match.group().strip())]
+    last = listed.rpartition(",")[2].strip()
+    if last and (not names or names[-1] != last):
+        names.append(last)
+    return names
+
+
+# What a line holds where it has a node list or a C-shim call: the lines _calls_in looks into (no other can hold either).
+_LINE_MARK = re.compile(r"Source Nodes: \[|aoti_torch_")
+
+
+def _marked_lines(text: str):
+    """The lines of ``text`` (as ``str.splitlines`` splits them) that hold a node list or a C-shim call, one at a
+    time, found by one scan for those marks. A wrapper.cpp is the package's text, read in ``aotcuda inspect``:
+    splitting it whole made a list of every line and searched each four times, so a source of 32 MiB of empty lines
+    (stored, within max_source_bytes) took 710 MB and 17 s, one of 256 MiB about 5 GB and minutes."""
+    end = -1
+    for mark in _LINE_MARK.finditer(text):
+        if mark.start() < end:
+            continue  # another mark of a line already given
+        start = text.rfind("\n", 0, mark.start()) + 1
+        end = text.find("\n", mark.start())
+        end = len(text) if end < 0 else end
+        yield from text[start:end].splitlines()
 
 
 def shim_name(target) -> str:
@@ -269,20 +303,20 @@ _GENERATED = re.compile(r"\b((?:cpp_fused|triton_\w+?_fused)_\w+)\b")
 def scan_kernels(package_path: str, ep=None, archive=None) -> tuple[list[FallbackKernel], list[str]]:
     """(``find_fallback_kernels``, ``generated_kernel_names``) from one reading of the package's sources
     (``archive``: as ``wrapper_sources`` takes it)."""
-    return kernels_in(((text, table) for _, text, table in wrapper_sources(package_path, archive)), ep)
+    return kernels_in(((text, targets) for _, text, targets in wrapper_sources(package_path, archive)), ep)
 
 
 def kernels_in(sources, ep=None) -> tuple[list[FallbackKernel], list[str]]:
-    """``scan_kernels`` of wrapper sources given as (text, proxy-executor node table) pairs."""
+    """``scan_kernels`` of wrapper sources given as (text, proxy-executor op names) pairs."""
     nodes = {n.name: n for n in ep.graph.nodes} if ep is not None else {}
     kernels: dict[str, FallbackKernel] = {}
     generated: dict[str, None] = {}
     mentioned: set[str] = set()
-    for text, proxy_table in sources:
+    for text, targets in sources:
         generated.update(dict.fromkeys(_GENERATED.findall(text)))
-        for match in _SOURCE_NODES.finditer(text):
-            mentioned.update(name.strip() for name in match.group(1).split(","))
-        for name, op, source_nodes in _calls_in(text, proxy_table):
+        for match in _SOURCE_NODES.finditer(text) if ep is not None else ():  # read only against ep's nodes
+            mentioned.update(node_names(match.group(1)))
+        for name, op, source_nodes in _calls_in(text, targets):
             kernel = kernels.setdefault(name, FallbackKernel(name, op))
             if op in SEED_KERNELS and ep is not None and random_nodes(ep):
                 _attribute_to_random_nodes(kernel, ep)  # a comment before it names another kernel's nodes

@@ -1,4 +1,5 @@
-"""AOTInductor's own input checks, for packages whose inputs aotcuda cannot check itself (no signature).
+"""AOTInductor's own input checks, for packages whose inputs aotcuda cannot check itself (no signature), and for
+every package under AOTCUDA_LIBRARY_INPUT_CHECKS (a signature may be edited without its library).
 
 The generated code checks each input's dtype, sizes, strides and device when AOTI_RUNTIME_CHECK_INPUTS is
 set, and reads that variable once per library, at its first run. ``latch_aoti_input_checks`` makes that
@@ -23,22 +24,24 @@ AOTI_CHECKS_VARIABLE = "AOTI_RUNTIME_CHECK_INPUTS"
 
 
 @contextlib.contextmanager
-def aoti_input_checks(package_path: str):
+def aoti_input_checks(package_path: str, why: str | None = None):
     """``with aoti_input_checks(path):`` AOTI_RUNTIME_CHECK_INPUTS=1 for the block, and the environment as
     it was after it (also on error): child processes (Ray workers, subprocesses) never inherit it, and
     packages loaded later keep their own setting. For a package whose inputs aotcuda cannot check itself
     (no aotcuda signature), around the first run of its library (``latch_aoti_input_checks``).
 
     Raises PackageError when the environment turns the checks off: such a package must never run
-    unchecked (a float64 input read as float32 bytes, a small input read past its end).
+    unchecked (a float64 input read as float32 bytes, a small input read past its end). ``why``: why the package
+    needs them, where it has a signature (AOTCUDA_LIBRARY_INPUT_CHECKS, a signature that does not fit).
     """
+    signing = "" if why else (", or add the signature: lower the model with aotcuda.lower, or write it with "
+                              "aotcuda.package_format.write_signature")
+    why = why or "has no aotcuda signature, so only AOTInductor's own input checks can check its inputs"
     previous = os.environ.get(AOTI_CHECKS_VARIABLE)
     if previous is not None and previous.startswith("0"):  # the generated code: on unless it starts with '0'
         raise PackageError(
-            f"{package_path!r} has no aotcuda signature, so only AOTInductor's own input checks can check its "
-            f"inputs, and {AOTI_CHECKS_VARIABLE}={previous!r} in the environment turns them off. Unset "
-            f"{AOTI_CHECKS_VARIABLE} (or set it to 1), or add the signature: lower the model with aotcuda.lower, "
-            "or write it with aotcuda.package_format.write_signature")
+            f"{package_path!r} {why}, and {AOTI_CHECKS_VARIABLE}={previous!r} in the environment turns them off. Unset "
+            f"{AOTI_CHECKS_VARIABLE} (or set it to 1){signing}")
     os.environ.setdefault(AOTI_CHECKS_VARIABLE, "1")
     try:
         yield

@@ -17,10 +17,11 @@ import functools
 
 import torch
 
-from aotcuda.errors import Advice, InputError, OutputError, clipped
+from aotcuda.errors import Advice, InputError, OutputError, PackageError, clipped
 from aotcuda.runtime.devices import available_bytes
 from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, evaluate_expression, shape_expression
 from aotcuda.runtime.specs import DimSpec, TensorSpec, specs_from_signature, under_dim_names  # noqa: F401 - re-exported
+from aotcuda.runtime.specs import INT64_MAX
 
 
 def _is_symbol(expr: str) -> bool:
@@ -317,6 +318,10 @@ def _in_exported_layout(tensor: torch.Tensor, spec: TensorSpec | None, bindings:
     strides = [evaluate_dim(stride, bindings) for stride in spec.strides] if spec.strides else [None]
     if None in strides or _has_strides(tensor, strides):
         return tensor  # an older package without strides: the layout cannot be checked
+    if max(strides) > INT64_MAX:  # torch's raw TypeError from empty_strided, with its C++ stack trace, at each call
+        raise PackageError(f"{label}: the package's signature gives it the strides {clipped(str(tuple(strides)), 200)} "
+                           "at these sizes, past the int64 a stride is: no program has them, so the package is damaged "
+                           "or was altered; lower the model again")
     _check_room_for_a_copy(tensor, label)
     try:
         return torch.empty_strided(tensor.shape, strides, dtype=tensor.dtype, device=tensor.device).copy_(tensor)

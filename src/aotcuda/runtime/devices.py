@@ -9,6 +9,7 @@ import platform
 import torch
 
 from aotcuda.errors import Advice, PackageError, clipped
+from aotcuda.runtime.libloader import compiled_machine_flags
 from aotcuda.runtime.package import ExtractedPackage
 
 __all__ = ["resolve_device"]
@@ -74,20 +75,46 @@ def check_cpu_isa(package: ExtractedPackage) -> None:
     AOTI_CPU_ISA): the library loads, and its first kernel that uses one ends the process with SIGILL (an
     AVX-512 package on an AVX2 machine; AMX_TILE, which Inductor picks on Sapphire Rapids hosts, on one
     without AMX). Tokens torch does not probe here (another architecture's, whose library dlopen refuses) are
-    not compared. For CPU packages only: AOTInductor records the lowering host's ISA in every package's metadata
-    (codecache.get_device_information), but compiles with its -m flags only the code that needs them, a CPU
-    package's kernels; a CUDA package's host code is not, and refusing it would refuse packages that run."""
+    not compared. The library's own compile flags are compared too (``library_isa``): the metadata is JSON that
+    may be edited without the library. For CPU packages only: AOTInductor records the lowering host's ISA in every
+    package's metadata (codecache.get_device_information), but compiles with its -m flags only the code that needs
+    them, a CPU package's kernels; a CUDA package's host code is not, and refusing it would refuse packages that run."""
     isa = package.metadata.get("AOTI_CPU_ISA")
     supported = cpu_isa()
-    if not isinstance(isa, str) or supported is None:
+    if supported is None:
         return
-    missing = [token for token in isa.split() if token in _ISA_PROBES and token not in supported]
-    if missing:
-        raise PackageError(f"{package.path!r} was compiled for a CPU with {clipped(repr(isa), 80)} (AOTI_CPU_ISA in its "
-                           "metadata), and "
-                           f"this CPU lacks {', '.join(missing)}: its code would stop the process with an illegal "
-                           "instruction (SIGILL). Lower the model again on a machine with this CPU's instruction "
-                           "set (the machine that runs it, or one of its kind)")
+    recorded = isa.split() if isinstance(isa, str) else []
+    missing = [token for token in recorded if token in _ISA_PROBES and token not in supported]
+    compiled = library_isa(package.so_path)
+    unrecorded = [token for token in compiled if token not in supported and token not in missing]
+    if unrecorded:  # the library's own record says more than the metadata: the metadata is JSON, edited or not
+        said = f"AOTI_CPU_ISA in its metadata says {clipped(repr(isa), 80)}" if isinstance(isa, str) else \
+            "its metadata has no AOTI_CPU_ISA"
+        what = (f"its model library was compiled for a CPU with {', '.join(compiled)} (the compiler's record of its "
+                f"flags in the library; {said}, which is not what the library holds)")
+    else:
+        what = f"was compiled for a CPU with {clipped(repr(isa), 80)} (AOTI_CPU_ISA in its metadata)"
+    if missing or unrecorded:
+        raise PackageError(f"{package.path!r} {what}, and this CPU lacks {', '.join(missing + unrecorded)}: its code "
+                           "would stop the process with an illegal instruction (SIGILL). Lower the model again on a "
+                           "machine with this CPU's instruction set (the machine that runs it, or one of its kind)")
+
+
+# The -m options of the library's compile command that give the ISA of an AOTI_CPU_ISA token (Inductor's
+# cpu_vec_isa: each ISA's build flags). -march=native's expansion of the lowering host's features is in the same
+# record, and the compiler may vectorize with any of them (AVX-512 among them: a SIGILL on a CPU without it). Not
+# -mamx-tile: the compiler never emits AMX by itself, only kernels Inductor writes for AMX when it picks that ISA
+# (which the metadata records), and -march=native gives the flag on any AMX host, also where torch's probe (which
+# Inductor picks by) says no.
+_ISA_FLAGS = {"-mavx2": "AVX2", "-mavx512f": "AVX512", "-mavx512vnni": "AVX512_VNNI"}
+
+
+def library_isa(so_path: str) -> list[str]:
+    """The AOTI_CPU_ISA tokens of the ISA the library's code was compiled for, from the compilers' record in it
+    (``libloader.compiled_machine_flags``): a package whose metadata was edited to say less (or nothing) still
+    holds code for what the library was built with. Empty where the library holds no such record."""
+    flags = compiled_machine_flags(so_path) or frozenset()
+    return [token for flag, token in _ISA_FLAGS.items() if flag in flags]
 
 
 @functools.cache

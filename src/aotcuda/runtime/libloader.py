@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import struct
 
 from aotcuda import switches
@@ -83,6 +84,45 @@ def elf_bytes_needed(path: str) -> int | None:
             fields = struct.unpack_from(entry, table, index * phentsize)
             needed = max(needed, fields[offset_field] + fields[size_field])
     return needed
+
+
+# The compilers' record of their command line in a library's debug information (DW_AT_producer, in .debug_str):
+# "GNU C++20 12.2.0 -march=rocketlake -mavx512f ... -g1 -O3 ...". Inductor compiles with -g1, so every package's
+# library holds it; what it lists is what the library's code may use, whatever the package's metadata says.
+_PRODUCER = re.compile(rb"GNU C(?:\+\+)?\w* \d[\w.]* ([^\0]{0,16384})")
+_MAX_DEBUG_STRINGS = 64 << 20  # .debug_str of a package's library: ~600 KB for a small program
+
+
+def compiled_machine_flags(path: str) -> frozenset[str] | None:
+    """The ``-m`` options the library's code was compiled with (``-mavx512f``, ``-mamx-tile``; ``-mno-...`` left
+    out), read from the compilers' record in its ``.debug_str`` section; None where it holds none (a library built
+    without debug information, stripped, or no ELF file: dlopen says why). Reads only the ELF and section headers
+    and that section, each bounded by the file's size (a hostile header is no section)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        header = f.read(64)
+        if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2 or header[5] not in (1, 2):
+            return None  # ELFCLASS64 only: the libraries Inductor builds on x86-64 and aarch64
+        order = "<" if header[5] == 1 else ">"
+        (shoff,) = struct.unpack_from(order + "Q", header, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", header, 0x3A)
+        if shentsize < 64 or not 0 < shnum <= 65535 or shstrndx >= shnum or shoff + shnum * shentsize > size:
+            return None
+        f.seek(shoff)
+        table = f.read(shnum * shentsize)
+        sections = [struct.unpack_from(order + "IIQQQQ", table, index * shentsize) for index in range(shnum)]
+        names_offset, names_size = sections[shstrndx][4], sections[shstrndx][5]
+        if names_offset + names_size > size or names_size > _MAX_DEBUG_STRINGS:
+            return None
+        f.seek(names_offset)
+        names = f.read(names_size)
+        for name, _, _, _, offset, length in sections:
+            if names[name:name + 11] == b".debug_str\0" and offset + length <= size and length <= _MAX_DEBUG_STRINGS:
+                f.seek(offset)
+                found = {flag.decode("ascii", "replace") for record in _PRODUCER.findall(f.read(length))
+                         for flag in record.split() if flag.startswith(b"-m") and not flag.startswith(b"-mno-")}
+                return frozenset(found) if found else None
+    return None
 
 
 def check_library_complete(path: str) -> None:

@@ -483,13 +483,20 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
 
 
 def _proxy_targets(data: bytes, file_name: str, path: str) -> list[str]:
-    """The op names of a proxy-executor table: {"nodes": [{"node": {"target": "aten::tanh", ...}}, ...]}."""
-    table = load_json(data, path, f"the model's op list {file_name}")
-    try:
-        return [str(node.get("node", {}).get("target", "?")) for node in table.get("nodes", [])]
-    except AttributeError as exc:
-        raise PackageError(f"{path!r}: the model's op list {file_name} is damaged ({exc}); lower the model "
-                           "again") from exc
+    return proxy_targets(load_json(data, path, f"the model's op list {file_name}"), file_name, path)
+
+
+def proxy_targets(table, file_name: str, path: str) -> list[str]:
+    """The op names of a proxy-executor table (``table``, parsed): {"nodes": [{"node": {"target": "aten::tanh",
+    ...}}, ...]}, one a node, "?" for a node without one. PackageError naming the table for any other shape: load
+    and inspect read the package's table as it is (a "nodes" of 5 raised a raw TypeError from load, a node of 5 or
+    {} raw errors from inspect's fallback scan)."""
+    nodes = table.get("nodes", []) if isinstance(table, dict) else None
+    if not isinstance(nodes, list) or not all(isinstance(node, dict) and isinstance(node.get("node", {}), dict)
+                                              for node in nodes):
+        raise PackageError(f"{path!r}: the model's op list {file_name} is damaged (it is not "
+                           '{"nodes": [{"node": {"target": ...}}, ...]}); lower the model again')
+    return [str(node.get("node", {}).get("target", "?")) for node in nodes]
 
 
 # --- the signature ----------------------------------------------------------------------------------------

@@ -157,13 +157,15 @@ class Program:
         self._gate = CallGate()
         self._grad_warning_due = True  # warn_if_inputs_require_grad: once per Program
         unchecked = package.signature is None
-        self._container = self._make_container(aoti_checks=unchecked)
+        # AOTI's checks for a package whose JSON aotcuda's checks would trust alone, or where the switch asks for them
+        library_checks = unchecked or switches.flag("AOTCUDA_LIBRARY_INPUT_CHECKS")
+        self._container = self._make_container(aoti_checks=library_checks)
         self._input_names = self._container.input_names()
         self._output_names = self._container.output_names()
         self._in_spec, self._out_spec = self._load_call_spec()
         signature, boundary = split_signature(package.signature, package.path)  # complex I/O: caller's terms
         self._input_specs, self._output_specs = self._load_specs(signature)
-        if self._input_specs is None and not unchecked:  # a stale signature: AOTI's own checks, as unsigned
+        if self._input_specs is None and not library_checks:  # a stale signature: AOTI's own checks, as unsigned
             self._container.delete()
             self._container = self._make_container(aoti_checks=True)
         usable = self._input_specs is not None and self._output_specs is not None
@@ -214,7 +216,10 @@ class Program:
         Raises PackageError (the environment turns the checks off; the container cannot be created)."""
         package = self._package
         if aoti_checks:
-            with aoti_input_checks(package.path):
+            why = None if package.signature is None else (
+                "is loaded with AOTCUDA_LIBRARY_INPUT_CHECKS=1 (or a signature that does not fit its model), which "
+                "asks for AOTInductor's own input checks")
+            with aoti_input_checks(package.path, why):
                 container = self._new_container("aoti-checks")
                 try:
                     latch_aoti_input_checks(container, str(self._device), package.path)

@@ -16,8 +16,9 @@ imported, the structure comes back plain, with one UserWarning naming the type a
   becomes a ``dict`` {field name: value}, in the same order;
 - any other container becomes a ``tuple`` of its children, in order.
 
-Importing a module named in a package runs that module's code; so does loading the package's model
-library, which is compiled code: a package is trusted input either way.
+Importing a module runs that module's code; so does loading the package's model library, which is compiled
+code. So only a module the library's own type names lie in is imported (``home_module``): the signature, which
+may be edited without the library, can name which of those modules holds a type, not another module.
 """
 
 from __future__ import annotations
@@ -71,10 +72,10 @@ def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: s
     except NotImplementedError:
         pass
     missing = _unregistered_types(text)
-    modules = {entry.get("type"): entry.get("module") for entry in recorded or () if isinstance(entry, dict)}
+    recorded_modules = {entry.get("type"): entry.get("module") for entry in recorded or () if isinstance(entry, dict)}
+    modules = {name: home_module(name, recorded_modules.get(name)) for name in missing}
     failures = {}
-    for name in missing:
-        module = modules.get(name) or name.rpartition(".")[0]
+    for name, module in modules.items():
         try:
             importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - any import failure means: read the structure plain
@@ -82,14 +83,28 @@ def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: s
     still_missing = _unregistered_types(text)
     if not still_missing:
         return pytree.treespec_loads(text)
-    described = "; ".join(f"{name}: cannot import {failures.get(name, modules.get(name) or name.rpartition('.')[0])}"
-                          for name in still_missing)
+    described = "; ".join(f"{name}: cannot import {failures.get(name, modules[name])}" for name in still_missing)
     warnings.warn(
         f"{package_path}: its {what} use container types this process cannot import ({described}). They come "
         f"back plain: a container with named fields as a dict {{field: value}}, any other as a tuple. Install "
         f"the module (or import it before aotcuda.load) to get the original types.",
         UserWarning, stacklevel=4)
     return pytree.treespec_loads(json.dumps(_plain(json.loads(text), set(still_missing), package_path)))
+
+
+def home_module(name: str, recorded) -> str:
+    """The module imported to register the type ``name`` (a serialized type name of the model library's call spec):
+    the signature's ``recorded`` module where ``name`` lies in it (a type's serialized name is its module's path and
+    its own: ``transformers.modeling_outputs`` of ``transformers.modeling_outputs.CausalLMOutputWithPast``), else
+    the part of ``name`` before its last dot, as for packages without the record.
+
+    The signature is JSON, which anyone may edit without touching the library: a record taken as it was made load
+    import any module it named, and a module's import runs its code (``unittest.__main__`` runs unittest's main and
+    exits the process, ``antigravity`` opens a browser). A module the library's own type name lies in is one the
+    library names, which is code anyway."""
+    if isinstance(recorded, str) and name.startswith(f"{recorded}."):
+        return recorded
+    return name.rpartition(".")[0]
 
 
 def _unregistered_types(text: str) -> list[str]:

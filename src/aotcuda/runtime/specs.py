@@ -65,8 +65,8 @@ class DimSpec:
         Raises ValueError for anything else: every field is checked here, once, so that no call meets a
         value of the wrong type later (a "max" of "64" raised a raw TypeError at every call)."""
         if _is_int(dim):
-            if dim < 0:
-                raise ValueError(f"a size or stride of {dim}")
+            if not 0 <= dim <= INT64_MAX:  # torch's sizes and strides are int64: 2**64 raised a raw TypeError at calls
+                raise ValueError(f"a size or stride of {_clipped(dim)}, outside [0, 2**63 - 1]")
             return cls(size=dim)
         if not isinstance(dim, dict):
             raise ValueError(f"a dim is a size or {{'expr': ..., 'min': ..., 'max': ...}}, got {_clipped(dim)}")
@@ -237,6 +237,9 @@ def _malformed(path: str, field: str, exc: Exception, kind: str | None = None) -
     kind = f"{type(exc).__name__}: " if kind is None else kind
     return PackageError(f"{path!r}: the aotcuda signature entry is malformed ({field}{kind}{exc}); lower the model "
                         "again, or write it with write_signature")
+
+
+INT64_MAX = 2**63 - 1
 
 
 def _is_int(value) -> bool:
