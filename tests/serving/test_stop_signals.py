@@ -108,7 +108,7 @@ def test_sigterm_while_the_replicas_start_stops_cleanly_not_with_rays_abort(monk
     from aotcuda.serving.command import serve_command
     from aotcuda.serving.server import StopRequested, _stop_on_sigterm
 
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
     try:
         _stop_on_sigterm()
         with pytest.raises(StopRequested) as caught:
@@ -117,7 +117,8 @@ def test_sigterm_while_the_replicas_start_stops_cleanly_not_with_rays_abort(monk
                 pass
         assert caught.value.signal == signal.SIGTERM
     finally:
-        signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGHUP, before[1])  # _stop_on_sigterm takes SIGHUP too
 
     def starting(path, options):
         raise StopRequested(signal.SIGTERM)
