@@ -104,6 +104,23 @@ def test_a_client_gone_mid_body_gets_no_answer():
     assert sent == [] and app.scope is None
 
 
+def test_the_headers_ray_takes_as_its_own_controls_never_reach_ray_from_a_client(monkeypatch):
+    """Ray Serve 2.60's proxy reads per-request controls from request headers: from a client, ``x-request-timeout-seconds:
+    0`` turned --request-timeout-s off for its request (served: 200 after 4.8 s with a 2 s limit), and
+    ``x-request-disconnect-disabled: ?1`` ran requests whose clients had closed at once (six of six ran, for nobody).
+    The proxy drops them, in either spelling Ray reads, and the session id under the name Ray is told; the others pass."""
+    monkeypatch.setenv("RAY_SERVE_SESSION_ID_HEADER_KEY", "X-Affinity")
+    app = Recorder()
+    headers = [("x-request-timeout-seconds", "0"), ("x-request-disconnect-disabled", "?1"),
+               ("serve_multiplexed_model_id", "m"), ("serve-multiplexed-model-id", "m"), ("x-affinity", "s"),
+               ("X_Request_Timeout_Seconds", "1e9"), ("content-type", "application/octet-stream"),
+               ("x-request-id", "abc"), ("content-length", "2")]
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=headers)
+    assert sent == [] and app.messages[0] == chunk(b"ab", False)
+    assert app.scope["headers"] == [(b"content-type", b"application/octet-stream"), (b"x-request-id", b"abc"),
+                                    (b"content-length", b"2")]
+
+
 def test_a_lifespan_scope_passes_through():
     app = Recorder()
     drive(whole_body(app), [{"type": "lifespan.startup"}], scope_type="lifespan")

@@ -108,7 +108,7 @@ def test_sigterm_while_the_replicas_start_stops_cleanly_not_with_rays_abort(monk
     from aotcuda.serving.command import serve_command
     from aotcuda.serving.server import StopRequested, _stop_on_sigterm
 
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
     try:
         _stop_on_sigterm()
         with pytest.raises(StopRequested) as caught:
@@ -117,7 +117,8 @@ def test_sigterm_while_the_replicas_start_stops_cleanly_not_with_rays_abort(monk
                 pass
         assert caught.value.signal == signal.SIGTERM
     finally:
-        signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGHUP, before[1])  # _stop_on_sigterm takes SIGHUP too
 
     def starting(path, options):
         raise StopRequested(signal.SIGTERM)
@@ -234,3 +235,71 @@ def test_a_replica_stopped_gracefully_leaves_no_folder_in_tmpdir(served_block, t
     loaded = done.stdout.strip().splitlines()[-1]
     assert "aotcuda_libraries_" in loaded and "'aotcuda-" in loaded, loaded  # what the load made
     assert sorted(os.listdir(temp)) == [], "left in TMPDIR after the stop"
+
+
+@pytest.fixture
+def hang_up_caught():
+    """A SIGHUP handler that does nothing, for the test's length: where serving does not take SIGHUP over (the code
+    before), the hang-up must fail the test, not end the test run."""
+    before = signal.signal(signal.SIGHUP, lambda *_: None)
+    yield
+    signal.signal(signal.SIGHUP, before)
+
+
+@pytest.mark.parametrize("started_ray, expected", [
+    (True, ["ray.shutdown"]),
+    (False, [f"serve.delete {HEALTH_APP_NAME}", f"serve.delete {APP_NAME}"]),
+])
+def test_a_hang_up_stops_serving_at_once_as_sigterm_does(recorded, hang_up_caught, started_ray, expected):
+    """SIGHUP (the terminal that ran `aotcuda serve` closed, or another process sent it: logrotate, supervisors) took
+    its default action: serve ended with no stop and no line, and Ray's dashboard and runtime-env agents (~220 MB)
+    stayed, orphaned, for about a minute. It stops as SIGTERM does: Ray at once (the hang-up reaches Ray's processes in the
+    group too)."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    hang_up = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGHUP))
+    fallback = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))  # a wait that did not take SIGHUP ends here
+    hang_up.start()
+    fallback.start()
+    try:
+        assert Server("http://127.0.0.1:1", started_ray).wait() == signal.SIGHUP
+    finally:
+        hang_up.cancel()
+        fallback.cancel()
+    assert recorded == expected
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def test_a_hang_up_while_the_replicas_start_or_before_wait_stops_at_once(monkeypatch, hang_up_caught):
+    from click.testing import CliRunner
+
+    import aotcuda.serving.server as server_module
+    from aotcuda.serving.command import serve_command
+    from aotcuda.serving.server import StopRequested, _stop_on_sigterm
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+    try:
+        _stop_on_sigterm()
+        with pytest.raises(StopRequested) as caught:
+            os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(100):  # the handler runs at the next bytecode boundary
+                pass
+        assert caught.value.signal == signal.SIGHUP
+    finally:
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGHUP, before[1])
+
+    stops = []
+
+    class Started:
+        url = "http://127.0.0.1:1"
+
+        def wait(self, say_start_failure=None):
+            raise StopRequested(signal.SIGHUP)  # the signal came before wait() took it over
+
+        def shutdown(self, drain=True):
+            stops.append(drain)
+
+    monkeypatch.setattr(server_module, "serve_package", lambda path, options: Started())
+    result = CliRunner().invoke(serve_command, [__file__])
+    assert result.exit_code == 0 and "stopped (SIGHUP): Serve and Ray are down" in result.output
+    assert stops == [False]

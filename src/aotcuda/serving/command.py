@@ -83,11 +83,11 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
     out), GET /healthz. Starts Ray locally (its own servers on loopback only, whatever --host), or joins the
     cluster in RAY_ADDRESS. Exits 0 once Serve and Ray are down (Ctrl-C lets Serve finish the requests in
-    flight; SIGTERM stops at once).
+    flight; SIGTERM, or SIGHUP (a closed terminal), stops at once).
     Needs pip install 'aotcuda[serve]'."""
     import signal
 
-    from aotcuda.serving.server import StopRequested, serve_package
+    from aotcuda.serving.server import STOP_AT_ONCE, StopRequested, serve_package
 
     try:
         options = ServeOptions(replicas=replicas, host=host, port=port, max_batch_size=max_batch_size,
@@ -116,7 +116,7 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
         received = server.wait(say_start_failure=_warn)
     except (KeyboardInterrupt, StopRequested) as stop:  # before wait() took the signals over
         received = stop.signal if isinstance(stop, StopRequested) else signal.SIGINT
-        server.shutdown(drain=received != signal.SIGTERM)
+        server.shutdown(drain=received not in STOP_AT_ONCE)
     _say(f"stopped ({signal.Signals(received).name}): Serve and Ray are down")
 
 

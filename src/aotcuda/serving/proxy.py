@@ -17,6 +17,11 @@ proxy's process inherits both from the environment of ray.init.
 The proxy marks each request whose body it read (``BODY_READ``, a key of the ASGI scope: a client cannot set
 it); the replica then bounds only Ray's delay (deployment.RAY_BODY_DELAY_S). A request without the mark (a
 cluster's proxy started without this callback) is timed in the replica as before.
+
+It also drops the request headers Ray's proxy reads as its own per-request controls (``RAY_CONTROL_HEADERS``),
+before Ray sees them: they are for a trusted caller in front of Ray (HAProxy), and from a client they overrode the
+deployer's limits (``x-request-timeout-seconds: 0`` turned ``--request-timeout-s`` off for that request, and
+``x-request-disconnect-disabled: ?1`` ran requests whose clients had left).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from aotcuda import switches
 from aotcuda.serving.body import ERROR_HEADER, BusyError, PendingBytes, RequestError, read_body
 
 __all__ = ["BODY_READ", "CALLBACK", "WholeBody", "bound_request_heads", "middlewares", "proxy_environment",
-           "read_by_proxy", "refuse_websocket"]
+           "read_by_proxy", "refuse_websocket", "without_ray_controls"]
 
 CALLBACK = "aotcuda.serving.proxy:middlewares"
 CALLBACK_VARIABLE = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
@@ -39,6 +44,15 @@ BODY_TIMEOUT_VARIABLE, MAX_BYTES_VARIABLE = "AOTCUDA_SERVE_BODY_TIMEOUT_S", "AOT
 MAX_PENDING_VARIABLE = "AOTCUDA_SERVE_MAX_PENDING_BYTES"
 RETRY_AFTER_S = 1  # what a client refused for lack of room is told to wait (BusyError)
 BODY_READ = "aotcuda.body_read"  # scope key: the proxy read this request's whole body within its limits
+# The request headers Ray Serve 2.60's HTTP proxy reads as per-request controls (ray/serve/_private/constants.py;
+# proxy.py, setup_request_context_and_handle and the request's timeout; http_util.py, parse_request_timeout_header,
+# parse_disconnect_disabled_header), in Ray's own spelling: lower case, "-" as "_" (Ray reads the model id and the
+# session id so, whichever of the two a client writes). A client's word must not set them: a request with
+# ``x-request-timeout-seconds: 0`` ran past --request-timeout-s (200 after 4.8 s where the limit was 2 s), and six
+# requests sent with ``x-request-disconnect-disabled: ?1`` by clients that closed at once all ran, for nobody (without
+# it, Ray cancels them), so that a client could queue any amount of work without holding a connection.
+RAY_CONTROL_HEADERS = frozenset({"x_request_timeout_seconds", "x_request_disconnect_disabled",
+                                 "serve_multiplexed_model_id"})
 
 
 def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending_bytes: int | None = None) -> dict[str, str]:
@@ -192,7 +206,8 @@ class WholeBody:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()  # what follows the body: the client's disconnect
 
-        await self.app({**scope, BODY_READ: True}, whole_body_then_client, send)
+        await self.app({**scope, BODY_READ: True, "headers": without_ray_controls(scope.get("headers") or [])},
+                       whole_body_then_client, send)
 
     def _check_room_for_answers(self) -> None:
         answers = self.unread_answers()
@@ -201,6 +216,16 @@ class WholeBody:
                             f"{self.pending.held} bytes of request bodies, past its limit of {self.pending.limit} "
                             "(--max-pending-bytes); nothing of this request ran, send it again after the "
                             "Retry-After seconds")
+
+
+def without_ray_controls(headers) -> list:
+    """The request's headers without those Ray's proxy takes as per-request controls (RAY_CONTROL_HEADERS, and the
+    session id header, RAY_SERVE_SESSION_ID_HEADER_KEY: the replica a request goes to is the router's choice, not
+    the client's)."""
+    session = os.environ.get("RAY_SERVE_SESSION_ID_HEADER_KEY", "x-session-id").lower().replace("-", "_")
+    controls = RAY_CONTROL_HEADERS | {session}
+    return [(name, value) for name, value in headers
+            if name.decode("latin-1").lower().replace("-", "_") not in controls]
 
 
 def _unread_answer_bytes() -> int:

@@ -287,28 +287,37 @@ class StopRequested(BaseException):
         self.signal = number
 
 
+# The signals that stop serving at once (no drain: see Server.shutdown). SIGHUP is a hang-up: the terminal that ran
+# `aotcuda serve` closed (its whole process group, the local Ray's GCS and raylet with it, gets it), or another process
+# sent it (logrotate's postrotate and many supervisors send it). Its default action ended serve with no stop and no
+# line: Ray's dashboard agent and runtime-env agent (~220 MB) were left running, orphaned, for about a minute.
+STOP_AT_ONCE = (signal.SIGTERM, signal.SIGHUP)
+
+
 def _stop_on_sigterm() -> None:
-    """From here on SIGTERM raises StopRequested in the main thread. ray.init installs a fatal-signal handler
-    in this (driver) process that dumps a stack and aborts on SIGTERM: an orchestrator that stopped a server
-    which had just answered its readiness probe got exit -6 and no "stopped" line (a new user's report)."""
+    """From here on SIGTERM and SIGHUP (STOP_AT_ONCE) raise StopRequested in the main thread. ray.init installs a
+    fatal-signal handler in this (driver) process that dumps a stack and aborts on SIGTERM: an orchestrator that
+    stopped a server which had just answered its readiness probe got exit -6 and no "stopped" line (a new user's
+    report)."""
     if threading.current_thread() is not threading.main_thread():
         return
 
     def stop(number, _frame):
         raise StopRequested(number)
 
-    signal.signal(signal.SIGTERM, stop)
+    for number in STOP_AT_ONCE:
+        signal.signal(number, stop)
 
 
 class Server:
-    """A running application: ``url``, ``wait()`` (until Ctrl-C or SIGTERM), ``shutdown()``."""
+    """A running application: ``url``, ``wait()`` (until Ctrl-C, SIGTERM or SIGHUP), ``shutdown()``."""
 
     def __init__(self, url: str, started_ray: bool, package: tuple[str, str] | None = None):
         self.url, self._started_ray, self._stopped = url, started_ray, False
         self._package = package  # (path, SHA-256) of the package served: what a replica that fails to start is told
 
     def wait(self, say_start_failure: Callable[[str, str], None] | None = None) -> int:
-        """Block until SIGINT or SIGTERM, then shut down (SIGTERM: at once, see ``shutdown``); return the
+        """Block until SIGINT, SIGTERM or SIGHUP, then shut down (SIGTERM, SIGHUP: at once, see ``shutdown``); return the
         signal's number. Meanwhile, with ``say_start_failure``, hand it (message, hint) once for each spell of
         replicas that fail to start (start_failures.py: Serve starts them again and again, and says why only in its
         log and to /healthz)."""
@@ -320,7 +329,7 @@ class Server:
             received.append(number)
             stop.set()
 
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, *STOP_AT_ONCE)}
         try:
             while not stop.wait(0.5):
                 pass
@@ -331,7 +340,7 @@ class Server:
             # (_thread.interrupt_main) while Serve is being stopped; with the default handler back, that
             # was a KeyboardInterrupt ("Aborted!", exit 1, found by a new user); with ours it is recorded.
             try:
-                self.shutdown(drain=not received or received[0] != signal.SIGTERM)
+                self.shutdown(drain=not received or received[0] not in STOP_AT_ONCE)
             finally:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
