@@ -272,7 +272,8 @@ if HAVE_TRITON:
 
     @triton.jit
     def _kept_pair(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, os_p, N: tl.constexpr, KIND: tl.constexpr):
-        """What _keep_pair stored, read back at the same points (each by the thread that stores there next)."""
+        """What _keep_pair stored, read back at the same points (after a barrier; what is stored there next is
+        computed from the value read, so no write overtakes the read, whichever thread holds it)."""
         at_r, ok_r, at_i, ok_i = _pair_places(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, N, KIND)
         return (tl.load(at_r, mask=ok_r, other=0.0),
                 tl.load(at_i + (0 if KIND == 2 else os_p), mask=ok_i, other=0.0))
@@ -281,8 +282,9 @@ if HAVE_TRITON:
     def _separate(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, undo_a, undo_b, os_t, os_p, N: tl.constexpr):
         """r2c's two rows from Z = DFT(a + i·b) kept at _pair_places: A[k] = (Z[k] + conj(Z[N − k])) / 2 and
         B[k] = (Z[k] − conj(Z[N − k])) / 2i (a and b real), bins k < out_len, times each row's undo, stored as
-        the rows' pairs over the places Z was read from. Each bin's places are read and written by one thread
-        (Z[N − k] is row b's k, or row a's k itself at k = 0 and N / 2), so no other thread's write races a read.
+        the rows' pairs over the places Z was read from. A place is read only for its own bin (Z[N − k] is row
+        b's k, or row a's k itself at k = 0 and N / 2) and written with values computed from what was read there,
+        so no write overtakes a read, whichever threads hold them.
         A row a without its b (the last of an odd count) has Z = A: conj(Z[N − k]) is Z[k]."""
         kept = in_a & (t < out_len)
         at_a = Out + o_a + t.to(tl.int64) * os_t
