@@ -169,6 +169,11 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_SERVE_MAX_PENDING_BYTES", 1 << 30, "bytes of request bodies Ray Serve's HTTP proxy holds at once, "
            "read or being read, before answering 503 with Retry-After (`aotcuda serve --max-pending-bytes` sets it "
            "for the Ray it starts)", "when the proxy starts"),
+    Switch("AOTCUDA_SERVE_MIN_SEND_RATE", 256 << 10, "bytes a second at which a client must take an answer that "
+           "waits in Ray Serve's HTTP proxy, on average, once it has waited 5 s (or --body-timeout-s, if shorter): "
+           "a slower reader's connection is closed and its answer dropped, so that slow readers cannot hold the "
+           "pending room (serving/heads.py); 0: no minimum, only the send timeout. `aotcuda serve` passes it on "
+           "to the Ray it starts", "when the proxy starts"),
 )}
 
 

@@ -357,9 +357,10 @@ def test_a_slow_or_oversized_body_is_answered_by_the_proxy_and_never_reaches_a_r
 
 
 @contextlib.contextmanager
-def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0, max_pending_bytes=None, port=0):
+def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0, max_pending_bytes=None, port=0, send_buffer=None):
     """A uvicorn on loopback (on ``port``; 0: any free one) configured as Ray configures its proxy's (http "auto"),
-    after middlewares() ran; yields its address and the uvicorn Server."""
+    after middlewares() ran; yields its address and the uvicorn Server. ``send_buffer``: the kernel's send buffer of
+    each connection (SO_SNDBUF, which accepted sockets inherit), so that an answer waits in uvicorn's buffer."""
     import uvicorn
     import uvicorn.config
 
@@ -369,6 +370,8 @@ def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0, max_pending_byt
     proxy.middlewares()  # what Ray's proxy calls when it starts
 
     listening = socket.create_server(("127.0.0.1", port))
+    if send_buffer:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
     server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="critical"))  # http: "auto"
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[listening])), daemon=True)
     thread.start()
@@ -526,6 +529,7 @@ def test_an_answer_the_client_stops_reading_is_dropped_after_the_send_timeout_an
         for name, size in (("stuck", 32 << 20), ("slow reader", 32 << 20), ("tail", 1000)):
             protocol = heads.DeadlineH11Protocol(config, ServerState(), app_state={})
             protocol.send_timeout_s = 0.4
+            protocol.min_send_rate = 0  # the send timeout alone (the minimum rate: the test below)
             protocol.connection_made(WriteBuffer(size))
             protocols[name] = protocol
         started = time.monotonic()
@@ -596,6 +600,109 @@ def test_the_proxy_closes_a_connection_that_never_reads_its_answer_and_frees_it(
             except ConnectionResetError:  # aborted: the kernel's unread bytes go with it
                 pass
             assert got < len(answer)  # closed before the whole answer, not kept for ever
+
+
+def test_a_reader_slower_than_the_minimum_send_rate_is_cut_off_once_the_grace_is_over():
+    """The send timeout cuts off only a client that takes nothing: one that takes a few bytes within each timeout kept
+    its answer (and its part of the pending room) for as long as it kept reading. With a minimum rate, an answer that
+    has waited past the grace (here the send timeout, 0.4 s, shorter than SEND_RATE_GRACE_S) must have been taken at
+    that rate on average since it began to wait: a client taking 10 KB a second against 100 KB is aborted between
+    0.4 and 0.5 s, one taking 500 KB a second is not, nor is the slow one where the minimum is 0."""
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from aotcuda.serving import heads
+
+    takes = {"crawler": 1_000, "reader": 50_000, "crawler, no minimum": 1_000}  # bytes every 0.1 s
+
+    async def scenario():
+        config = uvicorn.Config(PlainTextResponse("ok"), lifespan="off", log_level="critical")
+        protocols = {}
+        for name in takes:
+            protocol = heads.DeadlineH11Protocol(config, ServerState(), app_state={})
+            protocol.send_timeout_s = 0.4
+            protocol.min_send_rate = 0 if "no minimum" in name else 100_000
+            protocol.connection_made(WriteBuffer(8 << 20))
+            protocols[name] = protocol
+        started = time.monotonic()
+        for protocol in protocols.values():
+            protocol.pause_writing()
+        for _ in range(15):  # 1.5 s
+            await asyncio.sleep(0.1)
+            for name, protocol in protocols.items():
+                if protocol.transport.aborted_at is None:
+                    protocol.transport.size -= takes[name]
+        aborted = {name: p.transport.aborted_at for name, p in protocols.items()}
+        for protocol in protocols.values():
+            protocol.connection_lost(None)
+        return started, aborted
+
+    started, aborted_at = asyncio.run(scenario())
+    assert aborted_at["reader"] is None and aborted_at["crawler, no minimum"] is None, aborted_at
+    assert aborted_at["crawler"] is not None and 0.35 <= aborted_at["crawler"] - started < 0.8, aborted_at
+    assert heads.unread_answer_bytes() == 0
+
+
+def test_slow_readers_cannot_hold_the_pending_room_from_an_honest_request(monkeypatch):
+    """The serving breaker's finding: answers clients have not read count in --max-pending-bytes, and a client that
+    keeps taking a little of its answer within each send timeout was never cut off, so a few slow readers made honest
+    requests get 503 for as long as they read. Through uvicorn as Ray runs it, on loopback: a 6 MiB room, a 2 s send
+    timeout, answers of 2 MiB that wait in the proxy (small socket buffers on both sides), five clients that each POST
+    once and then take 8 KiB every 0.1 s (80 KiB/s: the buffer moves within every timeout) and a minimum send rate of
+    1 MiB/s. Before: the five held ~8 MiB of unread answers and the honest POST 4 s later got 503 BusyError. Now each
+    slow reader is cut off once the grace (the 2 s timeout) is over, its answer dropped, and the honest POST gets 200."""
+    from aotcuda.serving import heads
+
+    monkeypatch.setattr(heads.DeadlineH11Protocol, "min_send_rate", 0, raising=False)  # restored after the test
+    monkeypatch.setattr(heads.DeadlineH11Protocol, "send_timeout_s", heads.DeadlineH11Protocol.send_timeout_s)
+    monkeypatch.setenv("AOTCUDA_SERVE_MIN_SEND_RATE", str(1 << 20))
+    answer = b"x" * (2 << 20)
+    app = proxy.WholeBody(Response(answer, media_type="application/octet-stream"), timeout_s=2.0, max_bytes=100,
+                          max_pending_bytes=6 << 20)
+    request = b"POST /predict HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody"
+
+    def slow_reader(address, got: list, stop: threading.Event) -> None:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 10)  # before connecting: a small window
+            sock.settimeout(1.0)
+            sock.connect(address)
+            sock.sendall(request)
+            while not stop.is_set():
+                try:
+                    data = sock.recv(8 << 10)
+                except socket.timeout:
+                    continue
+                except OSError:  # aborted by the proxy
+                    return
+                if not data:  # closed by the proxy
+                    return
+                got[0] += len(data)
+                time.sleep(0.1)
+
+    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=2.0, max_pending_bytes=6 << 20,
+                                send_buffer=16 << 10) as (address, server):
+        stop, readers = threading.Event(), []
+        for _ in range(5):
+            got = [0]
+            thread = threading.Thread(target=slow_reader, args=(address, got, stop), daemon=True)
+            thread.start()
+            readers.append((thread, got))
+        try:
+            time.sleep(1.0)
+            held_early = heads.unread_answer_bytes()
+            time.sleep(3.0)
+            with socket.create_connection(address, timeout=5) as honest:
+                honest.sendall(request)
+                reply = b""
+                while len(reply) < len(answer) and (data := honest.recv(1 << 20)):
+                    reply += data
+        finally:
+            stop.set()
+            for thread, _ in readers:
+                thread.join(5)
+        assert held_early > 6 << 20, held_early  # the slow readers did fill the room
+        assert reply.startswith(b"HTTP/1.1 200"), reply[:300]
+        assert all(got[0] < len(answer) for _, got in readers)  # cut off before the whole answer
 
 
 def test_answers_clients_have_not_read_count_in_the_pending_room():

@@ -303,3 +303,88 @@ def test_a_hang_up_while_the_replicas_start_or_before_wait_stops_at_once(monkeyp
     result = CliRunner().invoke(serve_command, [__file__])
     assert result.exit_code == 0 and "stopped (SIGHUP): Serve and Ray are down" in result.output
     assert stops == [False]
+
+
+# The other signals whose default action ends a process, which a person, a supervisor or a limit sends to ask for an end
+# (the serving breaker, 2026-12-06: each took its default action, as SIGHUP did).
+OTHER_ENDING_SIGNALS = [getattr(signal, name) for name in ("SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGPWR",
+                                                            "SIGXCPU") if hasattr(signal, name)]
+
+
+@pytest.fixture
+def ending_signals_caught():
+    """Handlers that do nothing for the test's length: where serving does not take a signal over (the code before),
+    it must fail the test, not end the test run (SIGQUIT would dump a core)."""
+    before = {number: signal.signal(number, lambda *_: None) for number in OTHER_ENDING_SIGNALS}
+    yield
+    for number, handler in before.items():
+        signal.signal(number, handler)
+
+
+@pytest.mark.parametrize("number", OTHER_ENDING_SIGNALS, ids=lambda number: signal.Signals(number).name)
+def test_every_signal_whose_default_ends_the_process_stops_serving_at_once(recorded, ending_signals_caught, number):
+    """Measured on a one-replica `aotcuda serve` (kill -USR1, -USR2, -QUIT, -ALRM to its pid): each ended it at once
+    (exit -10, -12, -3, -14) with no stop and no line, and Ray's dashboard and runtime-env agents were left in its
+    group, orphaned. Each now stops as SIGTERM does: Ray at once."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, number)}
+    sent = threading.Timer(0.2, os.kill, (os.getpid(), number))
+    fallback = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))  # a wait that did not take it ends here
+    sent.start()
+    fallback.start()
+    try:
+        assert Server("http://127.0.0.1:1", started_ray=True).wait() == number
+    finally:
+        sent.cancel()
+        fallback.cancel()
+    assert recorded == ["ray.shutdown"]
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+@pytest.mark.parametrize("number", OTHER_ENDING_SIGNALS, ids=lambda number: signal.Signals(number).name)
+def test_those_signals_while_the_replicas_start_stop_at_once_with_their_name(monkeypatch, ending_signals_caught,
+                                                                             number):
+    from click.testing import CliRunner
+
+    import aotcuda.serving.server as server_module
+    from aotcuda.serving.command import serve_command
+    from aotcuda.serving.server import StopRequested, _stop_on_sigterm
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP, *OTHER_ENDING_SIGNALS)}
+    try:
+        _stop_on_sigterm()
+        with pytest.raises(StopRequested) as caught:
+            os.kill(os.getpid(), number)
+            for _ in range(100):  # the handler runs at the next bytecode boundary
+                pass
+        assert caught.value.signal == number
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+    stops = []
+
+    class Started:
+        url = "http://127.0.0.1:1"
+
+        def wait(self, say_start_failure=None):
+            raise StopRequested(number)  # the signal came before wait() took it over
+
+        def shutdown(self, drain=True):
+            stops.append(drain)
+
+    monkeypatch.setattr(server_module, "serve_package", lambda path, options: Started())
+    result = CliRunner().invoke(serve_command, [__file__])
+    name = signal.Signals(number).name
+    assert result.exit_code == 0 and f"stopped ({name}): Serve and Ray are down" in result.output
+    assert stops == [False]
+
+
+def test_sigpipe_and_the_faults_are_left_to_their_own_handling():
+    """SIGPIPE is ignored by Python (a write to a closed pipe fails with EPIPE, which command._say handles), and a
+    fault's handler would run only after the instruction that faults again: neither is taken over."""
+    from aotcuda.serving.server import STOP_AT_ONCE
+
+    left = {signal.SIGPIPE, signal.SIGXFSZ, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE,
+            signal.SIGABRT, signal.SIGPROF, signal.SIGVTALRM}
+    assert not left & set(STOP_AT_ONCE)
+    assert {signal.SIGTERM, signal.SIGHUP, *OTHER_ENDING_SIGNALS} == set(STOP_AT_ONCE)

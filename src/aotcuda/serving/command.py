@@ -83,7 +83,7 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
     out), GET /healthz. Starts Ray locally (its own servers on loopback only, whatever --host), or joins the
     cluster in RAY_ADDRESS. Exits 0 once Serve and Ray are down (Ctrl-C lets Serve finish the requests in
-    flight; SIGTERM, or SIGHUP (a closed terminal), stops at once).
+    flight; SIGTERM, SIGHUP (a closed terminal), SIGQUIT, SIGUSR1, SIGUSR2 or SIGALRM stops at once).
     Needs pip install 'aotcuda[serve]'."""
     import signal
 

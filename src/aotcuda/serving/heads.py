@@ -19,6 +19,14 @@ when the client never reads. 20 such clients held 774 MiB of the proxy past 100 
 transport: progress is its write buffer changing size (non-empty means the kernel's socket buffer is full, so
 the client is not reading), and ``transport.abort()`` drops the buffer where ``close()`` would wait on it.
 
+And under a minimum send rate (Kestrel's MinResponseDataRate, curl's low-speed limit): once an answer has waited in
+the write buffer for SEND_RATE_GRACE_S (or the send timeout, if shorter), its client must have taken it at
+``min_send_rate`` bytes a second on average since it began to wait, else the connection is aborted as above. Why:
+the send timeout alone cuts off only a client that takes nothing, and a client that takes a few bytes within each
+timeout kept its answer, which counts in the proxy's pending room, for as long as it kept reading: a few such slow
+readers held the room, and honest requests got 503 (the serving breaker). The rate bounds how long any answer holds
+its room: its size over the rate, plus the grace.
+
 A chunked request body whose chunks are too small for what each costs (``ChunkCount``): h11 and uvicorn handle each
 chunk as an event in Python, on the proxy's one event loop, so a body of 1-byte chunks (``1\r\nx\r\n`` repeated)
 cost ~5,000 times the CPU of the same bytes in large chunks, and two such connections made a ``GET /healthz`` take
@@ -50,6 +58,9 @@ PROTOCOL = "aotcuda.serving.heads:DeadlineH11Protocol"  # the import path uvicor
 # streaming client's chunks are its writes (urllib3 16 KiB, curl's reads of a pipe, Go's 4 KiB buffer; a
 # generator of small pieces: 100-512 bytes, refused at 1 KiB in review 8); the attack it stops sends 1 byte a chunk.
 FREE_CHUNKS, MIN_CHUNK_BYTES = 64, 256
+# How long an answer may wait in the write buffer before its client's rate is judged (Kestrel's grace period): a
+# reader's first seconds include its TCP window's growth, and an answer taken whole within it is never judged.
+SEND_RATE_GRACE_S = 5.0
 
 
 # What one connection may hold before its request is whole: h11's 16 KiB of head (uvicorn's
@@ -150,6 +161,7 @@ class DeadlineH11Protocol(H11Protocol):
 
     head_timeout_s: float = 30.0  # proxy.bound_request_heads sets these from the proxy's limits
     send_timeout_s: float = 30.0
+    min_send_rate: float = 0.0  # bytes a second an answer must be taken at, past the grace; 0: no minimum
     max_connections: int | None = None
     sending: set[DeadlineH11Protocol] = set()  # the connections whose write buffer is watched: unread_answer_bytes
 
@@ -212,12 +224,14 @@ class DeadlineH11Protocol(H11Protocol):
             self._watch_sending()
 
     def _watch_sending(self) -> None:
-        """Watch the write buffer until it is empty: abort when it keeps one size for ``send_timeout_s``. Sampled
-        four times a timeout, so a client that stops reading is cut off between 1 and 1.25 timeouts later."""
+        """Watch the write buffer until it is empty: abort when it keeps one size for ``send_timeout_s``, or when the
+        client has taken it slower than ``min_send_rate`` once the grace is over (``_too_slow``). Sampled four times a
+        timeout, so a client that stops reading is cut off between 1 and 1.25 timeouts later."""
         if self._send_watch is None:
             self.sending.add(self)
-            self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick,
-                                                    self.transport.get_write_buffer_size(), self.loop.time())
+            now, size = self.loop.time(), self.transport.get_write_buffer_size()
+            self._send_began, self._send_taken, self._send_last = now, 0, size
+            self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick, size, now)
 
     def _send_tick(self, size_then: int, since: float) -> None:
         self._send_watch = None
@@ -225,15 +239,32 @@ class DeadlineH11Protocol(H11Protocol):
         if size == 0:  # all sent: a later pause watches again
             self.sending.discard(self)
             return
+        # What the client took since the last look: the buffer's fall (the app writes nothing more while writing is
+        # paused; where it did write, the fall undercounts, which only judges the client sooner)
+        self._send_taken += max(0, self._send_last - size)
+        self._send_last = size
         if size != size_then:  # the client took bytes (or the app wrote more, which needs a reader to pause again)
             size_then, since = size, self.loop.time()
         elif self.loop.time() - since >= self.send_timeout_s:
             # The client accepted nothing for the timeout: drop the answer (close() would wait to flush it) and let
             # connection_lost tell the request, whose sends then return at once.
-            self.transport.abort()
-            self.sending.discard(self)
+            self._abort_answer()
+            return
+        if self._too_slow():
+            self._abort_answer()
             return
         self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick, size_then, since)
+
+    def _too_slow(self) -> bool:
+        """Whether the client has taken its answer at less than ``min_send_rate`` bytes a second on average since it
+        began to wait, judged once SEND_RATE_GRACE_S (or the send timeout, if shorter) has passed."""
+        waited = self.loop.time() - self._send_began
+        grace = min(SEND_RATE_GRACE_S, self.send_timeout_s)
+        return bool(self.min_send_rate) and waited >= grace and self._send_taken < self.min_send_rate * waited
+
+    def _abort_answer(self) -> None:
+        self.transport.abort()
+        self.sending.discard(self)
 
     def _stop_send_watch(self) -> None:
         if getattr(self, "_send_watch", None) is not None:

@@ -42,6 +42,7 @@ CALLBACK = "aotcuda.serving.proxy:middlewares"
 CALLBACK_VARIABLE = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 BODY_TIMEOUT_VARIABLE, MAX_BYTES_VARIABLE = "AOTCUDA_SERVE_BODY_TIMEOUT_S", "AOTCUDA_SERVE_MAX_REQUEST_BYTES"
 MAX_PENDING_VARIABLE = "AOTCUDA_SERVE_MAX_PENDING_BYTES"
+MIN_SEND_RATE_VARIABLE = "AOTCUDA_SERVE_MIN_SEND_RATE"
 RETRY_AFTER_S = 1  # what a client refused for lack of room is told to wait (BusyError)
 BODY_READ = "aotcuda.body_read"  # scope key: the proxy read this request's whole body within its limits
 # The request headers Ray Serve 2.60's HTTP proxy reads as per-request controls (ray/serve/_private/constants.py;
@@ -59,8 +60,10 @@ def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending
     """The variables that give a Ray's HTTP proxy this middleware with these limits (read when it starts);
     ``max_pending_bytes`` None: the switch's default, or ``max_request_bytes`` where that is larger."""
     pending = max_pending_bytes or _default_pending_bytes(int(max_request_bytes))
+    # the minimum send rate is this process's switch: read here, so that a value it refuses stops serve before Ray starts
     return {CALLBACK_VARIABLE: CALLBACK, BODY_TIMEOUT_VARIABLE: repr(float(body_timeout_s)),
-            MAX_BYTES_VARIABLE: str(int(max_request_bytes)), MAX_PENDING_VARIABLE: str(int(pending))}
+            MAX_BYTES_VARIABLE: str(int(max_request_bytes)), MAX_PENDING_VARIABLE: str(int(pending)),
+            MIN_SEND_RATE_VARIABLE: str(switches.number(MIN_SEND_RATE_VARIABLE))}
 
 
 def middlewares() -> list[Middleware]:
@@ -100,8 +103,10 @@ def bound_request_heads(head_timeout_s: float, max_pending_bytes: int | None = N
     quarters of the process's file limit, or past what ``max_pending_bytes`` holds of them (heads.connection_limit:
     a begun head holds 16 KiB), are closed at once. The same time bounds an answer the client stops
     reading (heads.py: a connection whose client accepts no byte of it for ``head_timeout_s`` is aborted and the
-    answer dropped; else the proxy held each answer for as long as the client kept the connection open). A
-    uvicorn without that table keeps its choice."""
+    answer dropped; else the proxy held each answer for as long as the client kept the connection open), and so
+    does a minimum rate, AOTCUDA_SERVE_MIN_SEND_RATE (heads.py: a client that takes its answer slower is cut off
+    once the grace is over; else a few slow readers held the pending room). A uvicorn without that table keeps its
+    choice."""
     try:
         import uvicorn.config
 
@@ -113,6 +118,7 @@ def bound_request_heads(head_timeout_s: float, max_pending_bytes: int | None = N
         return False
     heads.DeadlineH11Protocol.head_timeout_s = head_timeout_s
     heads.DeadlineH11Protocol.send_timeout_s = head_timeout_s
+    heads.DeadlineH11Protocol.min_send_rate = switches.number(MIN_SEND_RATE_VARIABLE)
     heads.DeadlineH11Protocol.max_connections = heads.connection_limit(max_pending_bytes)
     protocols["auto"] = heads.PROTOCOL
     return True
@@ -146,9 +152,9 @@ class WholeBody:
 
     The same room covers answers that clients have not read yet (``unread_answers()``: heads.unread_answer_bytes,
     the connections' write buffers): a request with a body, read whole while they and the bodies held pass the
-    limit, gets the same 503 before it reaches a replica. The send timeout (heads.py) bounds how long a client may
-    leave its answer unread, but not how many do so at once: 32 MiB answers to a new non-reader every 30 ms would
-    make the proxy hold 32 GiB within a 30 s timeout. A request without a body (``GET /healthz``) is never refused.
+    limit, gets the same 503 before it reaches a replica. The send timeout and the minimum send rate (heads.py) bound
+    how long a client may leave its answer unread, but not how many do so at once: 32 MiB answers to a new
+    non-reader every 30 ms would make the proxy hold 32 GiB within a 30 s timeout. A request without a body (``GET /healthz``) is never refused.
     """
 
     def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None,

@@ -278,7 +278,7 @@ def build_app(package_path: str, options: ServeOptions = ServeOptions()):
 
 
 class StopRequested(BaseException):
-    """SIGTERM arrived while serve_package was starting the application (or before ``Server.wait`` took the
+    """SIGTERM (or another of STOP_AT_ONCE) arrived while serve_package was starting the application (or before ``Server.wait`` took the
     signal over). A BaseException, as KeyboardInterrupt is: it must reach the caller through ``except
     Exception``. ``signal``: its number."""
 
@@ -287,15 +287,28 @@ class StopRequested(BaseException):
         self.signal = number
 
 
-# The signals that stop serving at once (no drain: see Server.shutdown). SIGHUP is a hang-up: the terminal that ran
-# `aotcuda serve` closed (its whole process group, the local Ray's GCS and raylet with it, gets it), or another process
-# sent it (logrotate's postrotate and many supervisors send it). Its default action ended serve with no stop and no
-# line: Ray's dashboard agent and runtime-env agent (~220 MB) were left running, orphaned, for about a minute.
-STOP_AT_ONCE = (signal.SIGTERM, signal.SIGHUP)
+# The signals that stop serving at once (no drain: see Server.shutdown): every signal whose default action ends the
+# process and which another process or the terminal sends to ask for an end, or a limit sends. Under its default
+# action serve ended with no stop and no line, Ray's GCS and raylet went with it, and Ray's dashboard agent and
+# runtime-env agent (~220 MB) were left running, orphaned, for about a minute (measured for SIGHUP, SIGUSR1,
+# SIGUSR2, SIGQUIT and SIGALRM). SIGHUP is a hang-up: the terminal that ran `aotcuda serve` closed (its whole process
+# group, the local Ray's GCS and raylet with it, gets it), or another process sent it (logrotate's postrotate, many
+# supervisors). SIGQUIT is Ctrl-\ (to the group too) or a supervisor's stop (nginx's and gunicorn's word for one); its
+# default action also writes a core dump, of a driver that only waits here, which is given up: `py-spy dump --pid` or
+# `gcore` take one of a serving process without ending it. SIGUSR1 and SIGUSR2 mean nothing to serve (Ray's driver
+# takes neither), SIGALRM a timer none of it sets, SIGPWR a power failure (init), SIGXCPU the CPU-time limit
+# (RLIMIT_CPU; SIGKILL follows at the hard limit). Left to their own handling, on purpose: SIGPIPE and SIGXFSZ (Python
+# ignores them, and a write fails with EPIPE or EFBIG where it can be handled: command._say), SIGPROF and SIGVTALRM
+# (profilers' timers), the faults a process's own code raises (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP,
+# SIGSYS: a Python handler runs only after the faulting instruction, which repeats; Ray's handler dumps the stack),
+# and SIGIO, SIGSTKFLT and the real-time signals, which libraries use on purpose (glibc reserves the first ones).
+STOP_AT_ONCE = tuple(getattr(signal, name) for name in
+                     ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGPWR", "SIGXCPU")
+                     if hasattr(signal, name))
 
 
 def _stop_on_sigterm() -> None:
-    """From here on SIGTERM and SIGHUP (STOP_AT_ONCE) raise StopRequested in the main thread. ray.init installs a
+    """From here on SIGTERM, SIGHUP and the others of STOP_AT_ONCE raise StopRequested in the main thread. ray.init installs a
     fatal-signal handler in this (driver) process that dumps a stack and aborts on SIGTERM: an orchestrator that
     stopped a server which had just answered its readiness probe got exit -6 and no "stopped" line (a new user's
     report)."""
@@ -310,14 +323,14 @@ def _stop_on_sigterm() -> None:
 
 
 class Server:
-    """A running application: ``url``, ``wait()`` (until Ctrl-C, SIGTERM or SIGHUP), ``shutdown()``."""
+    """A running application: ``url``, ``wait()`` (until Ctrl-C or a signal of STOP_AT_ONCE), ``shutdown()``."""
 
     def __init__(self, url: str, started_ray: bool, package: tuple[str, str] | None = None):
         self.url, self._started_ray, self._stopped = url, started_ray, False
         self._package = package  # (path, SHA-256) of the package served: what a replica that fails to start is told
 
     def wait(self, say_start_failure: Callable[[str, str], None] | None = None) -> int:
-        """Block until SIGINT, SIGTERM or SIGHUP, then shut down (SIGTERM, SIGHUP: at once, see ``shutdown``); return the
+        """Block until SIGINT or a signal of STOP_AT_ONCE, then shut down (STOP_AT_ONCE: at once, see ``shutdown``); return the
         signal's number. Meanwhile, with ``say_start_failure``, hand it (message, hint) once for each spell of
         replicas that fail to start (start_failures.py: Serve starts them again and again, and says why only in its
         log and to /healthz)."""
