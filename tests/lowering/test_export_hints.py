@@ -82,6 +82,21 @@ def test_a_dim_whose_example_has_size_one_says_to_give_a_larger_example():
     assert len(notes) == 1 and "0/1 specialization" in notes[0] and "example of size 2 or more" in notes[0], notes
 
 
+def test_a_derived_dim_whose_root_is_one_in_the_example_says_to_give_a_larger_example():
+    """A new user's 16 * Dim("s") over an example of size 16 (s = 1 there, which torch makes a constant) was told that
+    the line calling aotcuda.lower (``<frozen runpy>:88 in _run_code`` under the CLI) "needs a Python value of the
+    size": the frame past aotcuda's export_program is the caller's, not the model's."""
+    length = 16 * torch.export.Dim("s", min=1, max=8)
+    with pytest.raises(aotcuda.DynamicShapesError) as caught:
+        aotcuda.lower(SharedLength(), (torch.randn(2, 16), torch.randn(2, 16)), device="cpu",
+                      dynamic_shapes=({1: length}, {1: length}))
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1, (str(caught.value), notes)
+    assert "the example input's size 16 there gives s = 1" in notes[0] and "0/1 specialization" in notes[0], notes
+    assert "Give an example of size 32 or more there (16*s with s >= 2" in notes[0], notes
+    assert __file__ not in notes[0] and "needs a Python value" not in notes[0], notes
+
+
 class SpecializesByInt(torch.nn.Module):
     """The pattern of diffusers' QwenEmbedRope: a Python int of a dynamic size."""
 

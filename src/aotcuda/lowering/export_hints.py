@@ -30,6 +30,7 @@ _UNKNOWN_OUTPUT = re.compile(r"Found <class '([\w.]+)'> in output, which is not 
 
 _EXAMPLE_OUT_OF_RANGE = re.compile(r"^(?:\w+: )?(\d+) not in range \[(\d+), (\d+|inf|int_oo)\]", re.MULTILINE)
 # the dim as torch names it: a Dim's name, or a derived Dim's expression ("64*frames")
+_DERIVED_DIM = re.compile(r"(\d+)\*([A-Za-z_]\w*)")  # torch's name of N * Dim("root"): "16*seq"
 _SPECIALIZED = re.compile(r"You marked (\S+?) as dynamic but your code specialized it to be a constant \((\d+)\)")
 
 
@@ -86,6 +87,15 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
                     f"comparison, a Python-level shape): keep {dim} static (None in dynamic_shapes), "
                     "or change that line to keep the size a tensor size. If instead another input must have the "
                     "same size there, give that input's dim the same torch.export.Dim.")
+        derived = _DERIVED_DIM.fullmatch(dim)
+        if frame is None and derived is not None and size in ("0", derived.group(1)):
+            factor, root = derived.groups()
+            root_value = "0" if size == "0" else "1"
+            return (f"aotcuda: the dynamic dim {dim} became the constant {size}: the example input's size {size} "
+                    f"there gives {root} = {root_value}, and torch.export makes a Dim whose example value is 0 or 1 a "
+                    f"constant (its 0/1 specialization), whatever the Dim's range. Give an example of size "
+                    f"{2 * int(factor)} or more there ({dim} with {root} >= 2; the Dim may keep its min); if the model "
+                    f"itself needs size {size}, keep that dim static.")
         if size in ("0", "1"):
             return (f"aotcuda: the dynamic dim {dim} became the constant {size}: torch.export makes a dim whose "
                     f"example input has size 0 or 1 a constant (its 0/1 specialization), whatever the Dim's range. "
@@ -118,11 +128,18 @@ def _outside_libraries() -> tuple[str, ...]:
 
 
 def _model_frame() -> traceback.FrameSummary | None:
-    """The innermost caller outside torch, sympy, the standard library and aotcuda: the model's line."""
+    """The innermost caller outside torch, sympy, the standard library and aotcuda: the model's line. None where
+    torch specialized the dim outside the model's code (the walk reaches aotcuda's export_program first): a derived
+    Dim's root whose example value is 1 is made a constant as torch reads the inputs, and the frame past
+    export_program was the caller of lower() (or ``<frozen runpy>`` under the CLI), blamed as the model's line."""
+    from aotcuda.lowering.exporting import export_program
+
     skipped = _outside_libraries()
     frame = inspect.currentframe()
     try:
         while frame is not None:
+            if frame.f_code is export_program.__code__:
+                return None
             if not frame.f_code.co_filename.startswith(skipped):
                 return traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
             frame = frame.f_back
