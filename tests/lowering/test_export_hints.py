@@ -97,6 +97,34 @@ def test_a_derived_dim_whose_root_is_one_in_the_example_says_to_give_a_larger_ex
     assert __file__ not in notes[0] and "needs a Python value" not in notes[0], notes
 
 
+class ViewsPastItsTable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(8, 4))
+
+    def rows(self, n):
+        return self.table[:n].view(1, n, 4)  # RAISING LINE
+
+    def forward(self, x):
+        return x * self.rows(x.shape[1])
+
+
+def test_an_error_in_the_models_code_names_the_models_line():
+    """A new user's example longer than a table the model slices got torch's `RuntimeError: shape '[1, 12, 4]' is
+    invalid for input of size 32`, with no line of the model: which view was it?"""
+    with pytest.raises(RuntimeError, match=r"shape '\[1, 12, 4\]' is invalid") as caught:
+        aotcuda.lower(ViewsPastItsTable(), (torch.randn(2, 12, 4),), device="cpu")
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    lines, start = inspect.getsourcelines(ViewsPastItsTable)
+    line = start + next(i for i, text in enumerate(lines) if "RAISING LINE" in text)
+    assert len(notes) == 1 and notes[0].startswith(f"aotcuda: raised at {__file__}:{line} in rows: `return "
+                                                   "self.table[:n].view(1, n, 4)"), notes
+    with pytest.raises(aotcuda.DynamicShapesError) as caught:  # aotcuda's own refusal: no model line to name
+        aotcuda.lower(ViewsPastItsTable(), (torch.randn(2, 4, 4),), device="cpu",
+                      dynamic_shapes={"y": {0: torch.export.Dim("b")}})
+    assert not [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda: raised at")]
+
+
 class SpecializesByInt(torch.nn.Module):
     """The pattern of diffusers' QwenEmbedRope: a Python int of a dynamic size."""
 

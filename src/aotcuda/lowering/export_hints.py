@@ -148,6 +148,30 @@ def _model_frame() -> traceback.FrameSummary | None:
         del frame
 
 
+def _raised_in_model(exc: BaseException) -> str | None:
+    """Where the model's code raised ``exc`` as torch.export ran forward (the innermost frame outside the libraries
+    below aotcuda's export_program), as a note; None where no frame of the model's is there. torch's own message
+    names no line (``RuntimeError: shape '[1, 200, 1, 8]' is invalid for input of size 1024``: a new user could not
+    tell which view of the model it was)."""
+    from aotcuda.lowering.exporting import export_program
+
+    skipped, inside, found = _outside_libraries(), False, None
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code is export_program.__code__:
+            inside = True
+        elif inside and not code.co_filename.startswith(skipped) and not code.co_filename.startswith("<"):
+            found = traceback.FrameSummary(code.co_filename, tb.tb_lineno, code.co_name)
+        tb = tb.tb_next
+    if found is None:
+        return None
+    line = f": `{found.line.strip()}`" if found.line else ""
+    return (f"aotcuda: raised at {found.filename}:{found.lineno} in {found.name}{line}, as torch.export ran forward "
+            "on the example inputs (as FakeTensors, which stand for them in torch's message): check that the model "
+            "runs on those inputs in eager, model(*args, **kwargs)")
+
+
 class Specializations(dict):
     """{dim name: the model's frame that made it a constant}, and in ``fixed_by`` {dim name: (the parameter or
     buffer, its shape)} where an op met the dim with that tensor's fixed size (``_fixed_size_tensor``)."""
@@ -278,7 +302,7 @@ def export_hints(model=None):
         with recorded_specializations(model) as specialized_at, _without_partial_graph_prints():
             yield
     except Exception as exc:
-        fix = fix_for(str(exc), specialized_at)
+        fix = fix_for(str(exc), specialized_at) or _raised_in_model(exc)
         if fix is not None:
             exc.add_note(fix)
         raise
