@@ -125,6 +125,20 @@ def test_an_error_in_the_models_code_names_the_models_line():
     assert not [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda: raised at")]
 
 
+def test_an_example_not_of_its_derived_dims_form_is_told_the_fix():
+    """`--dynamic x:1:2:128:seq*3` over an example of size 16 got torch's `UserError: Expected shape[1] = 16 of input
+    Tensor to be of the form 3*seq, where seq is an integer` alone: what to change went unsaid."""
+    with pytest.raises(Exception) as caught:
+        aotcuda.lower(SharedLength(), (torch.randn(2, 16), torch.randn(2, 16)), device="cpu",
+                      dynamic_shapes=({1: 3 * torch.export.Dim("seq", min=1, max=40)}, None))
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and notes[0].startswith(
+        "aotcuda: an example input has size 16 in dim 1, where its derived Dim asks for 3*seq with seq an integer: "
+        "torch.export traces with the example inputs, so give an example of that form there (for N*seq: a multiple of "
+        "N), or a derived Dim the example's size fits (on the command line, --dynamic NAME:DIM:MIN:MAX:seq*N with an N "
+        "that divides 16)."), notes
+
+
 class SpecializesByInt(torch.nn.Module):
     """The pattern of diffusers' QwenEmbedRope: a Python int of a dynamic size."""
 

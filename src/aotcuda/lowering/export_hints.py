@@ -30,6 +30,10 @@ _UNKNOWN_OUTPUT = re.compile(r"Found <class '([\w.]+)'> in output, which is not 
 
 _EXAMPLE_OUT_OF_RANGE = re.compile(r"^(?:\w+: )?(\d+) not in range \[(\d+), (\d+|inf|int_oo)\]", re.MULTILINE)
 # the dim as torch names it: a Dim's name, or a derived Dim's expression ("64*frames")
+# torch's check of an example against a derived Dim: "Expected shape[1] = 16 of input Tensor to be of the form 3*seq,
+# where seq is an integer" (which input, and the fix, unsaid)
+_NOT_OF_DERIVED_FORM = re.compile(r"Expected shape\[(\d+)\] = (\d+) of input Tensor to be of the form (.+?), where (\w+) "
+                                  r"is an integer")
 _DERIVED_DIM = re.compile(r"(\d+)\*([A-Za-z_]\w*)")  # torch's name of N * Dim("root"): "16*seq"
 _SPECIALIZED = re.compile(r"You marked (\S+?) as dynamic but your code specialized it to be a constant \((\d+)\)")
 
@@ -58,6 +62,13 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
         return (f"aotcuda: an example input has size {size} in a dim whose torch.export.Dim range is [{low}, {high}]: "
                 "torch.export traces with the example inputs, so give an example whose size lies in the range, or "
                 "widen the Dim (on the command line, --dynamic NAME:DIM:MIN:MAX must contain the example's size).")
+    not_of_form = _NOT_OF_DERIVED_FORM.search(message)
+    if not_of_form is not None:
+        dim, size, form, root = not_of_form.groups()
+        return (f"aotcuda: an example input has size {size} in dim {dim}, where its derived Dim asks for {form} with "
+                f"{root} an integer: torch.export traces with the example inputs, so give an example of that form there "
+                f"(for N*{root}: a multiple of N), or a derived Dim the example's size fits (on the command line, "
+                f"--dynamic NAME:DIM:MIN:MAX:{root}*N with an N that divides {size}).")
     specialized = _SPECIALIZED.search(message)
     if specialized is not None:
         dim, size = specialized.groups()
