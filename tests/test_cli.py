@@ -701,7 +701,12 @@ def _demo_folders() -> set[str]:
     return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("aotcuda-demo-")}
 
 
-def test_demo_on_cpu_end_to_end(runner):
+def test_demo_on_cpu_end_to_end(runner, tmp_path, monkeypatch):
+    # a temp folder of the test's own: another process's demo (a second test run on the machine) made and removed its
+    # aotcuda-demo-* folder in the shared /tmp while this one ran, and the comparison below failed on it
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     folders = _demo_folders()
     result = runner.invoke(main, ["demo", "--device", "cpu", "--calls", "5", "--seq", "16"])
     assert result.exit_code == 0, result.output
