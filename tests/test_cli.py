@@ -430,6 +430,20 @@ def test_run_checks_fixed_arguments_given_beside_inspects_names(runner, tmp_path
         torch.testing.assert_close(torch.load(tmp_path / "out.pt"), FixedNested()(x, {"w": w, "k": 2.0}, 2.0))
 
 
+def test_run_names_what_a_file_by_inspects_names_lacks(runner, tmp_path, fixed_packages):
+    """A new user's file by the names `aotcuda inspect` lists left one out ({"opts_w": w}, no "x"), or mixed in one of
+    forward's ("opts"), and was told `keyword arguments ['opts_w'] do not match the exported module's: the program takes
+    x, opts`: the names they had used were blamed, and the one missing went unnamed."""
+    package, x, w = fixed_packages[1], torch.randn(3, 4), torch.randn(3, 4)
+    for given, said in (({"opts_w": w}, "but the dict lacks 'x'; give each of those names a tensor"),
+                        ({"x": x, "opts_w": w, "opts": {"w": w}}, "but the dict has 'opts', which is not one of them")):
+        torch.save(given, tmp_path / "partial.pt")
+        result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "partial.pt")])
+        assert result.exit_code == 1, result.output
+        assert "the inputs are given by the names `aotcuda inspect` lists ('x', 'opts_w'), " + said in \
+               " ".join(result.output.split()), result.output
+
+
 def test_a_dim_range_the_model_does_not_take_gets_the_command_line_fix(runner, tmp_path):
     """A new user: the error gave torch's Python fix (Dim('tokens_1', max=128)) and no --dynamic form of it."""
     for option, fixed in (("tokens:1:2:512", "tokens:1:2:128"), ("tokens:1:2:512:seq", "tokens:1:2:128:seq")):
@@ -687,7 +701,12 @@ def _demo_folders() -> set[str]:
     return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("aotcuda-demo-")}
 
 
-def test_demo_on_cpu_end_to_end(runner):
+def test_demo_on_cpu_end_to_end(runner, tmp_path, monkeypatch):
+    # a temp folder of the test's own: another process's demo (a second test run on the machine) made and removed its
+    # aotcuda-demo-* folder in the shared /tmp while this one ran, and the comparison below failed on it
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     folders = _demo_folders()
     result = runner.invoke(main, ["demo", "--device", "cpu", "--calls", "5", "--seq", "16"])
     assert result.exit_code == 0, result.output

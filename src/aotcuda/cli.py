@@ -768,15 +768,32 @@ def _called(program, args: tuple, kwargs: dict):
     the call refused: eager computes with forward's default ``scale=1.0``, the package with the lowered 2.0)."""
     try:
         return program(*args, **kwargs)
-    except InputError:
+    except InputError as error:
         names = list(program.input_names)
         fixed = {name: value for name, value in kwargs.items() if name not in names}
+        if not args and set(names) & set(kwargs) and not _calls_forward(program, kwargs):
+            _refuse_incomplete_inspect_names(names, kwargs, program.constant_inputs, error)
         if args or not kwargs or _calls_forward(program, kwargs) or not set(names) <= set(kwargs) or not all(
                 isinstance(kwargs[name], torch.Tensor) for name in names) or not set(fixed) <= set(
                 program.constant_inputs):
             raise
         program._constant_arguments().check_named(fixed)  # another value: the program computes with its own
     return program._structure_outputs(program.execute([kwargs[name] for name in names]))
+
+
+def _refuse_incomplete_inspect_names(names: list[str], kwargs: dict, constants: dict, error: InputError) -> None:
+    """InputError naming what a dict by inspect's names lacks or has beyond them, where it has some of them: the
+    call's own refusal spoke of forward's arguments (``the program takes batch``), which a file by those names was
+    not written in (a new user left out ``batch_scale`` and was told that ``batch_a`` did not match)."""
+    missing = [name for name in names if name not in kwargs]
+    unknown = [name for name in kwargs if name not in names and name not in constants]
+    if not missing and not unknown:
+        return
+    lacks = [f"lacks {', '.join(map(repr, missing))}"] if missing else []
+    extra = [f"has {', '.join(map(repr, unknown))}, which {'is' if len(unknown) == 1 else 'are'} not one of them"] \
+        if unknown else []
+    raise InputError(f"the inputs are given by the names `aotcuda inspect` lists ({', '.join(map(repr, names))}), "
+                     f"but the dict {' and '.join(lacks + extra)}; give each of those names a tensor") from error
 
 
 def _calls_forward(program, kwargs: dict) -> bool:

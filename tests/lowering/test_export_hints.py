@@ -82,6 +82,63 @@ def test_a_dim_whose_example_has_size_one_says_to_give_a_larger_example():
     assert len(notes) == 1 and "0/1 specialization" in notes[0] and "example of size 2 or more" in notes[0], notes
 
 
+def test_a_derived_dim_whose_root_is_one_in_the_example_says_to_give_a_larger_example():
+    """A new user's 16 * Dim("s") over an example of size 16 (s = 1 there, which torch makes a constant) was told that
+    the line calling aotcuda.lower (``<frozen runpy>:88 in _run_code`` under the CLI) "needs a Python value of the
+    size": the frame past aotcuda's export_program is the caller's, not the model's."""
+    length = 16 * torch.export.Dim("s", min=1, max=8)
+    with pytest.raises(aotcuda.DynamicShapesError) as caught:
+        aotcuda.lower(SharedLength(), (torch.randn(2, 16), torch.randn(2, 16)), device="cpu",
+                      dynamic_shapes=({1: length}, {1: length}))
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1, (str(caught.value), notes)
+    assert "the example input's size 16 there gives s = 1" in notes[0] and "0/1 specialization" in notes[0], notes
+    assert "Give an example of size 32 or more there (16*s with s >= 2" in notes[0], notes
+    assert __file__ not in notes[0] and "needs a Python value" not in notes[0], notes
+
+
+class ViewsPastItsTable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(8, 4))
+
+    def rows(self, n):
+        return self.table[:n].view(1, n, 4)  # RAISING LINE
+
+    def forward(self, x):
+        return x * self.rows(x.shape[1])
+
+
+def test_an_error_in_the_models_code_names_the_models_line():
+    """A new user's example longer than a table the model slices got torch's `RuntimeError: shape '[1, 12, 4]' is
+    invalid for input of size 32`, with no line of the model: which view was it?"""
+    with pytest.raises(RuntimeError, match=r"shape '\[1, 12, 4\]' is invalid") as caught:
+        aotcuda.lower(ViewsPastItsTable(), (torch.randn(2, 12, 4),), device="cpu")
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    lines, start = inspect.getsourcelines(ViewsPastItsTable)
+    line = start + next(i for i, text in enumerate(lines) if "RAISING LINE" in text)
+    assert len(notes) == 1 and notes[0].startswith(f"aotcuda: raised at {__file__}:{line} in rows: `return "
+                                                   "self.table[:n].view(1, n, 4)"), notes
+    with pytest.raises(aotcuda.DynamicShapesError) as caught:  # aotcuda's own refusal: no model line to name
+        aotcuda.lower(ViewsPastItsTable(), (torch.randn(2, 4, 4),), device="cpu",
+                      dynamic_shapes={"y": {0: torch.export.Dim("b")}})
+    assert not [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda: raised at")]
+
+
+def test_an_example_not_of_its_derived_dims_form_is_told_the_fix():
+    """`--dynamic x:1:2:128:seq*3` over an example of size 16 got torch's `UserError: Expected shape[1] = 16 of input
+    Tensor to be of the form 3*seq, where seq is an integer` alone: what to change went unsaid."""
+    with pytest.raises(Exception) as caught:
+        aotcuda.lower(SharedLength(), (torch.randn(2, 16), torch.randn(2, 16)), device="cpu",
+                      dynamic_shapes=({1: 3 * torch.export.Dim("seq", min=1, max=40)}, None))
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and notes[0].startswith(
+        "aotcuda: an example input has size 16 in dim 1, where its derived Dim asks for 3*seq with seq an integer: "
+        "torch.export traces with the example inputs, so give an example of that form there (for N*seq: a multiple of "
+        "N), or a derived Dim the example's size fits (on the command line, --dynamic NAME:DIM:MIN:MAX:seq*N with an N "
+        "that divides 16)."), notes
+
+
 class SpecializesByInt(torch.nn.Module):
     """The pattern of diffusers' QwenEmbedRope: a Python int of a dynamic size."""
 

@@ -35,6 +35,16 @@ def test_a_product_of_two_dtypes_is_refused_before_compiling_with_the_models_lin
     assert "Pass example inputs of the dtype the model computes in" in said, said
 
 
+def test_a_model_of_another_dtype_is_told_its_own_dtype():
+    """A new user's half-precision Linear given float32 example inputs was told `e.g. x.to(torch.float32) for a
+    float32 model`: the example cast, for a float16 model, was the wrong way round."""
+    with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype") as caught:
+        before_compile(Projects().half(), (torch.randn(2, 8), torch.randn(3, 8, dtype=torch.float16)))
+    said = str(caught.value)
+    assert "(here torch.float16: proj.weight is torch.float16, so e.g. x.to(torch.float16);" in said, said
+    assert "x.to(torch.float32)" not in said, said
+
+
 def test_lower_writes_no_package_for_it(tmp_path):
     path = tmp_path / "p.pt2"
     with pytest.raises(RuntimeError, match="which eager refuses"):

@@ -145,6 +145,19 @@ def test_real_pairs_for_a_complex_input_are_told_to_use_view_as_complex(given, f
     assert re.search(fix, str(caught.value).split("complex64; ", 1)[1])
 
 
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
+@pytest.mark.parametrize("wanted, fix", [("float32", "pass tensor.dequantize()"),
+                                         ("float16", "pass tensor.dequantize().to(torch.float16)")])
+def test_a_quantized_input_is_told_to_dequantize_not_to_cast(wanted, fix):
+    """A new user passed a qint8 tensor and was told `pass tensor.to(torch.float32)`, which raises torch's "Creation of
+    quantized tensor requires quantized dtype like torch.quint8": the fix that works is dequantize()."""
+    spec = TensorSpec.from_json({"name": "x", "dtype": wanted, "device": "cpu", "shape": [3, 4]})
+    given = torch.quantize_per_tensor(torch.randn(3, 4), 0.1, 0, torch.qint8)
+    with pytest.raises(InputError, match=r"input 'x' \(#0\) has dtype torch.qint8") as caught:
+        check_inputs([given], [spec], [], CPU, 1)
+    assert str(caught.value).endswith(f"it is a quantized tensor, which tensor.to() does not cast: {fix}")
+
+
 def test_a_wrong_rank_says_the_shape_to_pass():
     with pytest.raises(InputError, match=r"has 3 dims \(shape \(3, 4, 1\)\), but the program takes 2 .*; pass a "
                                          r"tensor of that shape"):

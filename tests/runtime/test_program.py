@@ -260,3 +260,13 @@ def test_cuda_graphs_and_cuda_device_are_refused_for_a_cpu_package(twice_pt2):
         load(twice_pt2, cuda_graphs=True)
     with pytest.raises(PackageError, match=r"built for cpu and cannot run on cuda"):
         load(twice_pt2, device="cuda")
+
+
+def test_a_device_type_aotcuda_does_not_run_is_not_told_to_lower_for_it(twice_pt2):
+    """A new user's load(path, device="mps") was told to "lower the model again with device='mps'", which lower()
+    refuses (it lowers for cuda and cpu): the advice named a fix no call takes."""
+    for device in ("mps", "meta", torch.device("xpu")):
+        with pytest.raises(PackageError, match=r"aotcuda runs packages on cpu or cuda, not \w+; load this one with "
+                                               r"device='cpu'") as raised:
+            load(twice_pt2, device=device)
+        assert "lower the model again" not in str(raised.value)

@@ -42,6 +42,19 @@ def test_unsigned_package_with_checks_on_rejects_wrong_inputs(twice_unsigned_pt2
         torch.testing.assert_close(program(x)[1], x + 1)
 
 
+def test_aotis_refusal_of_an_input_names_the_input_it_numbers(twice_unsigned_pt2):
+    """A new user's call of a package torch wrote got `AOTIRuntimeError 1: input_handles[0]: unmatched dtype, expected:
+    6(at::kFloat), but got: 7` alone: which input, and whose words, went unsaid."""
+    with aotcuda.load(twice_unsigned_pt2) as program:
+        with pytest.raises(RuntimeCallError, match=r"input_handles\[0\]") as raised:
+            program(torch.randn(3, 4, dtype=torch.float64))
+    label = program.input_names[0]
+    assert raised.value.__notes__ == [
+        f"input_handles[0] is input #0 ({label!r}): the package has no aotcuda signature (aotcuda.lower did not write "
+        "it), so AOTInductor's own check in its code refused the call, in its terms; aotcuda.lower writes packages "
+        "whose checks name the input and the fix"]
+
+
 # ---- the variable is scoped to load(): children and later packages do not inherit it ---------------------
 
 _FRESH_PROCESS = r"""

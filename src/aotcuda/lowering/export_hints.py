@@ -30,6 +30,11 @@ _UNKNOWN_OUTPUT = re.compile(r"Found <class '([\w.]+)'> in output, which is not 
 
 _EXAMPLE_OUT_OF_RANGE = re.compile(r"^(?:\w+: )?(\d+) not in range \[(\d+), (\d+|inf|int_oo)\]", re.MULTILINE)
 # the dim as torch names it: a Dim's name, or a derived Dim's expression ("64*frames")
+# torch's check of an example against a derived Dim: "Expected shape[1] = 16 of input Tensor to be of the form 3*seq,
+# where seq is an integer" (which input, and the fix, unsaid)
+_NOT_OF_DERIVED_FORM = re.compile(r"Expected shape\[(\d+)\] = (\d+) of input Tensor to be of the form (.+?), where (\w+) "
+                                  r"is an integer")
+_DERIVED_DIM = re.compile(r"(\d+)\*([A-Za-z_]\w*)")  # torch's name of N * Dim("root"): "16*seq"
 _SPECIALIZED = re.compile(r"You marked (\S+?) as dynamic but your code specialized it to be a constant \((\d+)\)")
 
 
@@ -57,6 +62,13 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
         return (f"aotcuda: an example input has size {size} in a dim whose torch.export.Dim range is [{low}, {high}]: "
                 "torch.export traces with the example inputs, so give an example whose size lies in the range, or "
                 "widen the Dim (on the command line, --dynamic NAME:DIM:MIN:MAX must contain the example's size).")
+    not_of_form = _NOT_OF_DERIVED_FORM.search(message)
+    if not_of_form is not None:
+        dim, size, form, root = not_of_form.groups()
+        return (f"aotcuda: an example input has size {size} in dim {dim}, where its derived Dim asks for {form} with "
+                f"{root} an integer: torch.export traces with the example inputs, so give an example of that form there "
+                f"(for N*{root}: a multiple of N), or a derived Dim the example's size fits (on the command line, "
+                f"--dynamic NAME:DIM:MIN:MAX:{root}*N with an N that divides {size}).")
     specialized = _SPECIALIZED.search(message)
     if specialized is not None:
         dim, size = specialized.groups()
@@ -86,6 +98,15 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
                     f"comparison, a Python-level shape): keep {dim} static (None in dynamic_shapes), "
                     "or change that line to keep the size a tensor size. If instead another input must have the "
                     "same size there, give that input's dim the same torch.export.Dim.")
+        derived = _DERIVED_DIM.fullmatch(dim)
+        if frame is None and derived is not None and size in ("0", derived.group(1)):
+            factor, root = derived.groups()
+            root_value = "0" if size == "0" else "1"
+            return (f"aotcuda: the dynamic dim {dim} became the constant {size}: the example input's size {size} "
+                    f"there gives {root} = {root_value}, and torch.export makes a Dim whose example value is 0 or 1 a "
+                    f"constant (its 0/1 specialization), whatever the Dim's range. Give an example of size "
+                    f"{2 * int(factor)} or more there ({dim} with {root} >= 2; the Dim may keep its min); if the model "
+                    f"itself needs size {size}, keep that dim static.")
         if size in ("0", "1"):
             return (f"aotcuda: the dynamic dim {dim} became the constant {size}: torch.export makes a dim whose "
                     f"example input has size 0 or 1 a constant (its 0/1 specialization), whatever the Dim's range. "
@@ -118,17 +139,48 @@ def _outside_libraries() -> tuple[str, ...]:
 
 
 def _model_frame() -> traceback.FrameSummary | None:
-    """The innermost caller outside torch, sympy, the standard library and aotcuda: the model's line."""
+    """The innermost caller outside torch, sympy, the standard library and aotcuda: the model's line. None where
+    torch specialized the dim outside the model's code (the walk reaches aotcuda's export_program first): a derived
+    Dim's root whose example value is 1 is made a constant as torch reads the inputs, and the frame past
+    export_program was the caller of lower() (or ``<frozen runpy>`` under the CLI), blamed as the model's line."""
+    from aotcuda.lowering.exporting import export_program
+
     skipped = _outside_libraries()
     frame = inspect.currentframe()
     try:
         while frame is not None:
+            if frame.f_code is export_program.__code__:
+                return None
             if not frame.f_code.co_filename.startswith(skipped):
                 return traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
             frame = frame.f_back
         return None
     finally:
         del frame
+
+
+def _raised_in_model(exc: BaseException) -> str | None:
+    """Where the model's code raised ``exc`` as torch.export ran forward (the innermost frame outside the libraries
+    below aotcuda's export_program), as a note; None where no frame of the model's is there. torch's own message
+    names no line (``RuntimeError: shape '[1, 200, 1, 8]' is invalid for input of size 1024``: a new user could not
+    tell which view of the model it was)."""
+    from aotcuda.lowering.exporting import export_program
+
+    skipped, inside, found = _outside_libraries(), False, None
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code is export_program.__code__:
+            inside = True
+        elif inside and not code.co_filename.startswith(skipped) and not code.co_filename.startswith("<"):
+            found = traceback.FrameSummary(code.co_filename, tb.tb_lineno, code.co_name)
+        tb = tb.tb_next
+    if found is None:
+        return None
+    line = f": `{found.line.strip()}`" if found.line else ""
+    return (f"aotcuda: raised at {found.filename}:{found.lineno} in {found.name}{line}, as torch.export ran forward "
+            "on the example inputs (as FakeTensors, which stand for them in torch's message): check that the model "
+            "runs on those inputs in eager, model(*args, **kwargs)")
 
 
 class Specializations(dict):
@@ -261,7 +313,7 @@ def export_hints(model=None):
         with recorded_specializations(model) as specialized_at, _without_partial_graph_prints():
             yield
     except Exception as exc:
-        fix = fix_for(str(exc), specialized_at)
+        fix = fix_for(str(exc), specialized_at) or _raised_in_model(exc)
         if fix is not None:
             exc.add_note(fix)
         raise

@@ -41,9 +41,29 @@ def check_product_dtypes(ep: ExportedProgram) -> None:
             continue
         line = relative_source_line(node)
         where = f" at {line}" if line else ""
+        weights = [(name, dtype) for name, dtype in (_state_name(ep, node.args[i]) for i in positions) if name]
+        computes = weights[0][1] if len(weights) == 1 and weights[0][1].is_floating_point else torch.float32
+        example = (f"here {computes}: {weights[0][0]} is {computes}, so e.g. x.to({computes})" if computes is not
+                   torch.float32 else f"e.g. x.to({computes}) for a {str(computes).removeprefix('torch.')} model")
         raise RuntimeError(
             f"the example call multiplies {first} by {second} in aten.{op}"
             f"{where}, which eager refuses (mat1 and mat2 must have the same dtype), and the package would fail at "
-            "every call; torch.export does not check it. Pass example inputs of the dtype the model computes in "
-            "(e.g. x.to(torch.float32) for a float32 model; token ids go through an nn.Embedding first), or cast "
-            "them in forward, then lower again.")
+            f"every call; torch.export does not check it. Pass example inputs of the dtype the model computes in "
+            f"({example}; token ids go through an nn.Embedding first), or cast them in forward, then lower again.")
+
+
+_SAME_VALUES = {"permute", "t", "transpose", "view", "reshape", "expand", "unsqueeze", "alias", "clone", "contiguous"}
+
+
+def _state_name(ep: ExportedProgram, operand) -> tuple[str | None, torch.dtype | None]:
+    """(the parameter or buffer ``operand`` reads, through views such as nn.Linear's weight.t(); its dtype), or
+    (None, None) where it reads none: what tells the dtype the model computes in from the example's."""
+    while isinstance(operand, torch.fx.Node) and operand.op == "call_function" and operand.args and \
+            getattr(operand.target, "_schema", None) is not None and \
+            operand.target._schema.name.split("::")[-1] in _SAME_VALUES:
+        operand = operand.args[0]
+    if not isinstance(operand, torch.fx.Node) or operand.op != "placeholder":
+        return None, None
+    signature = ep.graph_signature
+    name = signature.inputs_to_parameters.get(operand.name) or signature.inputs_to_buffers.get(operand.name)
+    return (name, _dtype(operand)) if name else (None, None)

@@ -361,6 +361,9 @@ def _dtype_fix(tensor: torch.Tensor, spec: TensorSpec) -> str:
     complex for a real tensor of (re, im) pairs (view_as_real's layout: one more dim, of 2), which a cast
     would keep as real parts of the wrong shape."""
     given, wanted = tensor.dtype, spec.dtype
+    if tensor.is_quantized:  # tensor.to(torch.float32) raises "Creation of quantized tensor requires quantized dtype"
+        cast = "" if wanted == torch.float32 else f".to({wanted})"
+        return f"it is a quantized tensor, which tensor.to() does not cast: pass tensor.dequantize(){cast}"
     if given.is_complex and not wanted.is_complex:
         return (f"it takes a real tensor, and tensor.to({wanted}) would drop the imaginary part: pass the real "
                 f"values it was exported with (torch.view_as_real(tensor) for the (re, im) pairs, "

@@ -50,6 +50,10 @@ def resolve_device(package: ExtractedPackage, device) -> torch.device:
         raise PackageError(f"device={device!r} is not a device ({exc}); pass e.g. 'cpu' or 'cuda:0'") from exc
     if wanted.type == "cpu" and wanted.index is not None:  # torch places 'cpu:3' tensors on 'cpu': so does the Program
         wanted = torch.device("cpu")  # (kept, every call was refused: "is on cpu, but the program runs on cpu:3")
+    if wanted.type not in _DEVICE_TYPES:  # lower() refuses it too: "lower again for mps" was advice no call takes
+        raise PackageError(f"device={device!r}: aotcuda runs packages on {' or '.join(_DEVICE_TYPES)}, not "
+                           f"{wanted.type}; load this one with device={package_type!r}",
+                           advice=(Advice("device", package_type),))
     if wanted.type != package_type:
         raise PackageError(f"the package was built for {package_type} and cannot run on {wanted}; "
                            f"load it with device={package_type!r}, or lower the model again with device={wanted.type!r}",

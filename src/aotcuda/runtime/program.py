@@ -36,6 +36,7 @@ import copy
 
 import functools
 import os
+import re
 import sys
 import threading
 import warnings
@@ -129,6 +130,9 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
     except BaseException:
         package.cleanup()
         raise
+
+
+_INPUT_HANDLE = re.compile(r"input_handles\[(\d+)\]")  # AOTInductor's input checks name an input by its place
 
 
 class Program:
@@ -506,9 +510,11 @@ class Program:
             alias, input_array = None, handle_array_type(0)()
         try:
             self._container.run(input_array, output_array, stream, single_threaded)
-        except BaseException:
+        except BaseException as exc:
             release_written(output_array)
             release_unstolen(alias, input_array)
+            if isinstance(exc, RuntimeCallError) and self._input_specs is None:
+                self._said_which_input(exc)
             raise
         handles = None
         try:  # the handles not yet handed to torch's tensors stay in `handles`, which the steal clears
@@ -521,6 +527,19 @@ class Program:
             if not isinstance(exc, Exception):  # a KeyboardInterrupt from a signal's handler stays one
                 raise
             raise RuntimeCallError(f"taking over the model's outputs failed: {exc}") from exc
+
+    def _said_which_input(self, error: RuntimeCallError) -> None:
+        """A note on AOTInductor's own refusal of an input (a package without an aotcuda signature: ``input_handles[0]:
+        unmatched dim value at 1, expected: 4, but got: 5``), naming the input it numbers and why its words are
+        AOTInductor's: a new user of a package torch wrote could not tell which input ``input_handles[0]`` was."""
+        found = _INPUT_HANDLE.search(str(error))
+        if found is None or int(found[1]) >= len(self._input_labels):
+            return
+        index = int(found[1])
+        error.add_note(f"input_handles[{index}] is input #{index} ({quoted(self._input_labels[index])}): the package "
+                       "has no aotcuda signature (aotcuda.lower did not write it), so AOTInductor's own check in its "
+                       "code refused the call, in its terms; aotcuda.lower writes packages whose checks name the input "
+                       "and the fix")
 
     def bind(self, inputs, outputs=None, *, warmup_calls: int = 3) -> BoundGraph:
         """Capture a CUDA graph on caller-owned static buffers: zero-copy replays (``aotcuda.runtime.bound``).
