@@ -319,6 +319,21 @@ if HAVE_TRITON:
         return x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b
 
     @triton.jit
+    def _pair_points_again(R: tl.constexpr, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3,
+                           vs0, vs1, vs2, vs3, N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                           P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr):
+        """The pairs kernel's rows (_pair_offsets) and tile points (t, a's, b's) computed again after a barrier,
+        through _unseen_zero, so that the compiler recomputes them instead of holding them in registers through
+        what came before."""
+        zero = _unseen_zero(rows)
+        x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(R, rows + zero, size1, size2, size3, xs0, xs1, xs2,
+                                                                 xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3)
+        t, in_a = _tile_index(ok_a, A, B, C, P1, P2, P3)
+        t = t + zero
+        in_a = in_a & (t < N)
+        return x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_a & ok_b
+
+    @triton.jit
     def _kept_places(t, in_a, in_b, ok_a, ok_b, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                      P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, N: tl.constexpr, IN_ORDER: tl.constexpr):
         """The points (s, a's, b's) at which the pairs kernel keeps and separates its result in Out: the tile's
@@ -369,13 +384,9 @@ if HAVE_TRITON:
                 s, s_a, s_b = _kept_places(t, in_a, in_b, ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
                 _keep_pair(Out, o_a, o_b, s, s_a, s_b, out_len, yr, yi, os_t, os_p, N, KIND)
                 tl.debug_barrier()
-                zero = _unseen_zero(rows)
-                x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(
-                    R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3)
-                t, in_a = _tile_index(ok_a, A, B, C, P1, P2, P3)
-                t = t + zero
-                in_a = in_a & (t < N)
-                in_b = in_a & ok_b
+                x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_b = _pair_points_again(
+                    R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
+                    N, A, B, C, P1, P2, P3)
             vr, vi, undo_a, undo_b = _pair_half(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b,
                                                 in_len, xs_t, xs_p, ws, vs_t, vs_p, scale, CHIRP + 4 * N,
                                                 CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R, KIND,
@@ -395,14 +406,10 @@ if HAVE_TRITON:
         else:
             _keep_pair(Out, o_a, o_b, s, s_a, s_b, out_len, yr, yi, os_t, os_p, N, KIND)
             tl.debug_barrier()
-            # The offsets recomputed rather than held from before the barrier (the `rows + zero` of the halves):
-            # compiled for sm_90 at 1009 (m = 2048), 88 bytes spilled a thread, and none so.
-            zero = _unseen_zero(rows)
-            x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(
-                R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3)
-            t, in_a = _tile_index(ok_a, A, B, C, P1, P2, P3)
-            t = t + zero
-            in_a = in_a & (t < N)
-            in_b = in_a & ok_b
+            # Recomputed rather than held from before the barrier: compiled for sm_90 at 1009 (m = 2048), 88 bytes
+            # spilled a thread when held, and none so.
+            x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_b = _pair_points_again(
+                R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
+                N, A, B, C, P1, P2, P3)
             s, s_a, s_b = _kept_places(t, in_a, in_b, ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
             _separate(Out, o_a, o_b, ok_b, s, s_a, s_b, out_len, undo_a, undo_b, os_t, os_p, N)
