@@ -269,42 +269,6 @@ def test_a_hang_up_stops_serving_at_once_as_sigterm_does(recorded, hang_up_caugh
     assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
-def test_a_hang_up_while_the_replicas_start_or_before_wait_stops_at_once(monkeypatch, hang_up_caught):
-    from click.testing import CliRunner
-
-    import aotcuda.serving.server as server_module
-    from aotcuda.serving.command import serve_command
-    from aotcuda.serving.server import StopRequested, _stop_on_sigterm
-
-    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
-    try:
-        _stop_on_sigterm()
-        with pytest.raises(StopRequested) as caught:
-            os.kill(os.getpid(), signal.SIGHUP)
-            for _ in range(100):  # the handler runs at the next bytecode boundary
-                pass
-        assert caught.value.signal == signal.SIGHUP
-    finally:
-        signal.signal(signal.SIGTERM, before[0])
-        signal.signal(signal.SIGHUP, before[1])
-
-    stops = []
-
-    class Started:
-        url = "http://127.0.0.1:1"
-
-        def wait(self, say_start_failure=None):
-            raise StopRequested(signal.SIGHUP)  # the signal came before wait() took it over
-
-        def shutdown(self, drain=True):
-            stops.append(drain)
-
-    monkeypatch.setattr(server_module, "serve_package", lambda path, options: Started())
-    result = CliRunner().invoke(serve_command, [__file__])
-    assert result.exit_code == 0 and "stopped (SIGHUP): Serve and Ray are down" in result.output
-    assert stops == [False]
-
-
 # The other signals whose default action ends a process, which a person, a supervisor or a limit sends to ask for an end
 # (the serving breaker, 2026-12-06: each took its default action, as SIGHUP did).
 OTHER_ENDING_SIGNALS = [getattr(signal, name) for name in ("SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGPWR",
@@ -340,9 +304,12 @@ def test_every_signal_whose_default_ends_the_process_stops_serving_at_once(recor
     assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
-@pytest.mark.parametrize("number", OTHER_ENDING_SIGNALS, ids=lambda number: signal.Signals(number).name)
-def test_those_signals_while_the_replicas_start_stop_at_once_with_their_name(monkeypatch, ending_signals_caught,
-                                                                             number):
+@pytest.mark.parametrize("number", [signal.SIGHUP, *OTHER_ENDING_SIGNALS],
+                         ids=lambda number: signal.Signals(number).name)
+def test_those_signals_while_the_replicas_start_stop_at_once_with_their_name(monkeypatch, hang_up_caught,
+                                                                             ending_signals_caught, number):
+    """SIGHUP and the other ending signals, from ray.init on (StopRequested) and before Server.wait took them over:
+    the command stops Serve and Ray at once and names the signal, exit 0 (main: no StopRequested; a drain)."""
     from click.testing import CliRunner
 
     import aotcuda.serving.server as server_module
