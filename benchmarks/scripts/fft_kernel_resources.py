@@ -34,6 +34,7 @@ import tempfile
 
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
+import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
@@ -70,7 +71,7 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
                  **{name: "constexpr" for name in constants}}
     function = fft_bluestein._bluestein_kernel if bluestein else fft_rows._fft_rows_kernel
     if fft_rows.pairs_rows(plan, kind, n, n // 2 + 1 if kind == "r2c" else n,
-                           fft_rows.torch.float32 if dtype == "fp32" else fft_rows.torch.bfloat16):
+                           {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]):
         function = fft_bluestein._bluestein_pairs_kernel  # a pair of real rows a complex transform
         constants["IN_ORDER"] = fft_rows.BLUESTEIN_PAIRS_IN_ORDER
         signature["IN_ORDER"] = "constexpr"
