@@ -433,7 +433,13 @@ def read_entry(archive: zipfile.ZipFile, name: str, path: str, limits: ArchiveLi
         return source.read(info.file_size + 1 if getattr(limits, limit_name) else -1)
 
 
-def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str) -> None:
-    """Extract one entry to ``target`` (at most its declared size: zipfile stops there)."""
+def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str, hasher=None) -> None:
+    """Extract one entry to ``target`` (at most its declared size: zipfile stops there); ``hasher`` (a hashlib
+    object), where given, is fed the bytes written."""
     with archive.open(info) as source, open(target, "wb") as sink:
-        shutil.copyfileobj(source, sink, 1 << 20)
+        if hasher is None:
+            shutil.copyfileobj(source, sink, 1 << 20)
+            return
+        while chunk := source.read(1 << 20):
+            hasher.update(chunk)
+            sink.write(chunk)
