@@ -139,8 +139,9 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "ops run through AOTInductor's proxy executor: ~300 bytes an op)", "at each load"),
     # 8 MiB: a program of 1,000 inputs and 1,000 outputs of rank 6 writes 0.6 MiB, the count limits allow about 6;
     # json.loads of 8 MiB of the worst shape ([{},{},...]) makes about 200 MB of objects, for a moment.
-    Switch("AOTCUDA_MAX_SIGNATURE_BYTES", 8 << 20, "the aotcuda signature and the model's metadata JSON of a package "
-           "(about 1 KiB for most programs; 0.6 MiB for 2,000 inputs and outputs)", "at each load"),
+    Switch("AOTCUDA_MAX_SIGNATURE_BYTES", 8 << 20, "the aotcuda signature, the model's metadata JSON and the signing "
+           "key's tag of a package (about 1 KiB for most programs; 0.6 MiB for 2,000 inputs and outputs; a tag ~110 "
+           "bytes an entry)", "at each load"),
     Switch("AOTCUDA_MAX_SOURCE_BYTES", 256 << 20, "the generated C++ sources of a package read into memory "
            "(by `aotcuda inspect`), together",
            "at each load"),

@@ -21,6 +21,7 @@ from runtime_programs import Twice, with_edited_signature
 
 from aotcuda.errors import PackageError
 from aotcuda.package_tags import SigningKeyError, sign_package, signing_key
+from aotcuda.runtime.archive import ArchiveLimits
 from aotcuda.runtime.program import load
 
 
@@ -164,6 +165,11 @@ def test_an_altered_or_damaged_tag_is_refused_under_the_key(signed_pt2, keys, tm
         path = edited_entry(signed_pt2, tmp_path / f"damaged{number}.pt2", "aotcuda/tag.json", lambda _: data)
         with pytest.raises(PackageError, match=message):
             load(path, signing_key=keys[0])
+    with zipfile.ZipFile(signed_pt2) as archive:
+        size = archive.getinfo("twice/aotcuda/tag.json").file_size
+    assert size > 1024  # the Twice package's tag, ~110 bytes an entry; bounded as the signature is
+    with pytest.raises(PackageError, match=r"aotcuda/tag\.json.*AOTCUDA_MAX_SIGNATURE_BYTES"):
+        load(signed_pt2, signing_key=keys[0], limits=ArchiveLimits(max_signature_bytes=1024))
 
 
 def test_a_signed_package_loads_without_a_key_as_before(signed_pt2, monkeypatch):
@@ -256,10 +262,15 @@ def test_a_replica_loads_with_the_key_files_path(signed_pt2, twice_pt2, keys):
     serve refuses a package that is not signed with it before Ray starts."""
     pytest.importorskip("ray.serve")
     from aotcuda.serving import deployment
-    from aotcuda.serving.server import ServeOptions, check_package, replica_key_file
+    from aotcuda.serving.server import ServeOptions, _bind, check_package, replica_key_file
 
     options = ServeOptions(signing_key_file=keys[0])
     assert replica_key_file(options) == os.path.abspath(keys[0])
+    bound = _bind(signed_pt2, options, {"num_cpus": 1, "num_gpus": 0}, "0" * 64)._bound_deployment
+    with open(keys[0], "rb") as file:
+        key = file.read()
+    assert bound.init_kwargs["signing_key_file"] == os.path.abspath(keys[0])
+    assert key not in pickle.dumps((bound.init_args, bound.init_kwargs))  # the path travels, never the key
     assert check_package(signed_pt2, options) == "cpu"
     with pytest.raises(PackageError, match="is not signed with a key"):
         check_package(twice_pt2, options)

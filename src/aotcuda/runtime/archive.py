@@ -11,8 +11,9 @@ what extracting or reading writes, and they are checked BEFORE anything is writt
                                                                          once more than ratio_floor bytes inflate
     max_json_bytes              8 MiB   AOTCUDA_MAX_JSON_BYTES           another JSON entry read into memory
                                                                          (the op table: ~300 bytes an op)
-    max_signature_bytes         8 MiB   AOTCUDA_MAX_SIGNATURE_BYTES      the aotcuda signature and the model's
-                                                                         metadata (real ones: about 1 KiB)
+    max_signature_bytes         8 MiB   AOTCUDA_MAX_SIGNATURE_BYTES      the aotcuda signature, the model's
+                                                                         metadata (real ones: about 1 KiB) and a
+                                                                         signing key's tag (~110 bytes an entry)
     max_source_bytes          256 MiB   AOTCUDA_MAX_SOURCE_BYTES         a generated C++ source read into memory
     max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive
 
