@@ -950,6 +950,26 @@ def _plain(value):
     return value
 
 
+# --- sign ------------------------------------------------------------------------------------------------
+
+@main.command(short_help="Sign a package with a key.")
+@click.argument("package", type=click.Path(exists=True, dir_okay=False))
+@click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
+              help=f"the key to sign with. {KEY_FILE_HELP}")
+@_clean_errors
+def sign(package, signing_key_file):
+    """Sign PACKAGE with a key, so that load, run and serve under that key take it (a signed copy is written beside
+    it and renamed over it). Sign only a package you trust: the key then vouches for it; `aotcuda lower
+    --signing-key-file` signs as it lowers."""
+    from aotcuda.package_tags import sign_package
+
+    key = signing_key(signing_key_file)
+    if key is None:
+        raise click.UsageError("no key to sign with: pass --signing-key-file KEY (or set AOTCUDA_SIGNING_KEY_FILE)")
+    key_id = sign_package(package, key, by_rename=True)
+    console.print(f"signed {package} (key id {key_id})", highlight=False, markup=False, soft_wrap=True)
+
+
 # --- inspect ---------------------------------------------------------------------------------------------
 
 def _signed_line(package: str, key, limits, archive) -> str:

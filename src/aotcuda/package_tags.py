@@ -33,11 +33,14 @@ This module needs no torch: the lowering signs with it, the runtime checks with 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shutil
 import stat
+import tempfile
 import zipfile
 from collections import Counter
 from collections.abc import Callable
@@ -172,14 +175,17 @@ def archive_entries(archive: zipfile.ZipFile, path: str) -> dict[str, str]:
     return {info.filename: entry_sha256(archive, info) for info in infos}
 
 
-def sign_package(package_path: str | os.PathLike, key) -> str:
-    """Sign the package at ``package_path`` with ``key`` (as ``signing_key`` takes it), in place: its tag entry is
-    written (or replaced). For a file no one reads yet (lower()'s build file), as write_signature; sign a package
-    you trust only. Returns the key id."""
+def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = False) -> str:
+    """Sign the package at ``package_path`` with ``key`` (as ``signing_key`` takes it): its tag entry is written (or
+    replaced), in place, for a file no one reads yet (lower()'s build file, as write_signature); with ``by_rename``,
+    into a copy beside it that is then renamed over it, for a published package (a reader meanwhile reads the old
+    one whole). Sign only a package you trust: the key then vouches for it. Returns the key id."""
     key = signing_key(key) if not isinstance(key, SigningKey) else key
     if key is None:
         raise SigningKeyError(f"no signing key: pass one, or set {KEY_FILE_SWITCH}")
     path = os.fspath(package_path)
+    if by_rename:
+        return _signed_by_rename(path, key)
     with open_zip(path) as archive:
         entries = archive_entries(archive, path)
         root = archive_root(archive.namelist())
@@ -187,6 +193,21 @@ def sign_package(package_path: str | os.PathLike, key) -> str:
            "entries": entries, "tag": key.tag(entries)}
     write_entry(path, f"{root}{TAG_ENTRY}", json.dumps(tag, separators=(",", ":")).encode())
     return key.key_id
+
+
+def _signed_by_rename(path: str, key: SigningKey) -> str:
+    fd, copy = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(os.path.abspath(path)))
+    os.close(fd)
+    try:
+        shutil.copyfile(path, copy)
+        shutil.copymode(path, copy)
+        key_id = sign_package(copy, key)
+        os.replace(copy, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(copy)  # never leave a half-written copy next to the package
+        raise
+    return key_id
 
 
 # --- checking -----------------------------------------------------------------------------------------------
@@ -229,8 +250,8 @@ def signed_entries(data: bytes | None, entry: str, key: SigningKey, path: str) -
         raise PackageError(f"{path!r} is not signed with a key (it has no {TAG_ENTRY}), and a signing key was given "
                            f"({key.source}): only a package signed with it is loaded, nothing of this one was used. "
                            "Lower the model again with the key (aotcuda.lower(..., signing_key=...), `aotcuda lower "
-                           "--signing-key-file`), or, for a package you trust, sign it: "
-                           "aotcuda.package_tags.sign_package(path, key)")
+                           "--signing-key-file`), or, for a package you trust, sign it: `aotcuda sign PACKAGE "
+                           "--signing-key-file KEY`")
     import hmac
 
     tag = parse_tag(data, entry, path)

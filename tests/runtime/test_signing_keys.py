@@ -257,6 +257,22 @@ def test_inspect_says_whether_a_package_is_signed_and_checks_a_key(signed_pt2, t
     assert result.exit_code == 1 and "chmod 600" in result.output
 
 
+def test_aotcuda_sign_signs_a_published_package_by_rename(twice_pt2, keys, tmp_path, monkeypatch):
+    from aotcuda.cli import main
+
+    monkeypatch.delenv("AOTCUDA_SIGNING_KEY_FILE", raising=False)
+    path = tmp_path / "twice.pt2"
+    shutil.copyfile(twice_pt2, path)
+    before = os.stat(path).st_ino
+    result = CliRunner().invoke(main, ["sign", str(path)])
+    assert result.exit_code == 2 and "no key to sign with: pass --signing-key-file KEY" in result.output
+    result = CliRunner().invoke(main, ["sign", str(path), "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 0 and f"(key id {signing_key(keys[0]).key_id})" in result.output, result.output
+    assert os.stat(path).st_ino != before and os.listdir(tmp_path) == ["twice.pt2"]  # renamed over, nothing left
+    with load(path, signing_key=keys[0]) as program:
+        assert_like_eager(program, (4,))
+
+
 def test_a_replica_loads_with_the_key_files_path(signed_pt2, twice_pt2, keys):
     """Serving: the key reaches each replica as its file's path (the key's bytes never travel in Ray's config), and
     serve refuses a package that is not signed with it before Ray starts."""
