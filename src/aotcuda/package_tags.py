@@ -46,7 +46,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from aotcuda import switches
-from aotcuda.errors import AotcudaError, PackageError, clipped, names_quoted
+from aotcuda.errors import PackageError, SigningKeyError, clipped, names_quoted
 from aotcuda.package_format import archive_root, entry_sha256, load_json, open_zip, write_entry
 from aotcuda.regular_files import NotARegularFileError, open_regular
 
@@ -62,10 +62,6 @@ _NEW_KEY = "e.g. head -c 32 /dev/urandom > aotcuda.key && chmod 600 aotcuda.key"
 # The command lines' --signing-key-file: a file, never the key itself (a command line shows in `ps` to every user).
 KEY_FILE_HELP = (f"The file holds the key's bytes (at least {MIN_KEY_BYTES}; {_NEW_KEY}), readable by its owner "
                  f"alone. Default: the file {KEY_FILE_SWITCH} names; unset: no key.")
-
-
-class SigningKeyError(AotcudaError, ValueError):
-    """A signing key that cannot be used: too short, a key file others may read, missing or not a file."""
 
 
 class SigningKey:

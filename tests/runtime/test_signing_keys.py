@@ -19,8 +19,8 @@ import torch
 from click.testing import CliRunner
 from runtime_programs import Twice, with_edited_signature
 
-from aotcuda.errors import PackageError
-from aotcuda.package_tags import SigningKeyError, sign_package, signing_key
+from aotcuda.errors import PackageError, SigningKeyError
+from aotcuda.package_tags import sign_package, signing_key
 from aotcuda.runtime.archive import ArchiveLimits
 from aotcuda.runtime.program import load
 
