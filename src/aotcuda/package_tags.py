@@ -38,6 +38,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import tempfile
@@ -139,7 +140,7 @@ def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
             who = "read or written" if mode & 0o022 else "read"
             raise SigningKeyError(f"{source} may be {who} by other users than its owner (mode "
                                   f"{stat.filemode(mode)}): a key others can read signs packages for them too. "
-                                  f"Run chmod 600 {path} (a Kubernetes secret: defaultMode 0600), and make a new key "
+                                  f"Run chmod 600 {shlex.quote(path)} (a Kubernetes secret: defaultMode 0600), and make a new key "
                                   "if others may have read it")
         key = handle.read(MAX_KEY_BYTES + 1)
     return checked_key(key, source)
