@@ -100,7 +100,9 @@ def signing_key(value=None) -> SigningKey | None:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return checked_key(bytes(value), "signing_key (bytes)")
     if isinstance(value, (str, os.PathLike)):
-        path = os.path.expanduser(os.fsdecode(value))
+        path = os.fsdecode(value)
+        with contextlib.suppress(ValueError):  # "~a\0b", "~\ud800": pwd refuses the name; read_key_file says why
+            path = os.path.expanduser(path)
         # a str is read as a path; one that names no file may be the key itself, so it is not shown
         return read_key_file(path, f"the key file {path!r}", shown=not isinstance(value, str) or os.path.exists(path))
     raise SigningKeyError(f"signing_key must be bytes (the key) or the path of a file holding it, got "
@@ -118,8 +120,10 @@ def checked_key(key: bytes, source: str) -> SigningKey:
 
 
 def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
-    """The key in the file at ``path`` (its bytes as they are), refused where it is no regular file, or where
-    users other than its owner may read or write it (``chmod 600``; a FIFO is refused, never waited on)."""
+    """The key in the file at ``path`` (its bytes as they are), refused where it is no regular file, where users
+    other than its owner may read or write it (``chmod 600``; a FIFO is refused, never waited on), or where its owner
+    is another user than this process's (or root): that user could write their own key into it (a server run as
+    root read a key file of uid 1000's, mode 600, and took what uid 1000 signed)."""
     if "\0" in path:
         raise SigningKeyError("the key file's path holds a NUL character; pass the path of the file holding the key")
     where = source if shown else (f"signing_key (a str of {len(path)} characters, read as a key file's path: no "
@@ -134,8 +138,19 @@ def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
     except OSError as exc:
         raise SigningKeyError(f"{where} cannot be read ({exc.strerror or exc}); check its path and permissions") \
             from None
+    except ValueError:  # a str no file system takes as a name (a lone surrogate): its text is not shown
+        raise SigningKeyError(f"{where} is no file name this system takes"
+                              " (it holds characters that have no bytes in the file system's "
+                              "encoding); pass the key as bytes, or the path of a file holding it") from None
     with handle:
-        mode = os.fstat(handle.fileno()).st_mode
+        status = os.fstat(handle.fileno())
+        mode = status.st_mode
+        if status.st_uid not in (os.geteuid(), 0):
+            raise SigningKeyError(f"{source} belongs to another user (uid {status.st_uid}), who may read it and write "
+                                  f"another key into it: packages that user signs would load here. Keep the key in a "
+                                  f"file of this user's (uid {os.geteuid()}) or root's, readable by its owner alone "
+                                  f"(chown and chmod 600 {shlex.quote(path)}), and make a new key if others may have "
+                                  "read it")
         if mode & 0o077:
             who = "read or written" if mode & 0o022 else "read"
             raise SigningKeyError(f"{source} may be {who} by other users than its owner (mode "

@@ -186,6 +186,35 @@ def test_a_key_file_others_may_read_is_refused_naming_chmod_600(tmp_path, mode, 
         signing_key(path)
 
 
+def test_a_key_file_of_another_user_is_refused(tmp_path, monkeypatch):
+    """A key file of mode 600 owned by another user: that user may write their own key into it. A server run as root
+    read uid 1000's key file (mode 600) and took what uid 1000 signed. As root, the file is chowned to uid 1000;
+    otherwise this process is made to say another uid than its own file's. A root-owned file stays usable (a secret
+    the kubelet mounts)."""
+    path = key_file(tmp_path)
+    if os.geteuid() == 0:
+        os.chown(path, 1000, 1000)
+    else:
+        monkeypatch.setattr(os, "geteuid", lambda: os.stat(path).st_uid + 4242)
+    owner = os.stat(path).st_uid
+    with pytest.raises(SigningKeyError, match=rf"belongs to another user \(uid {owner}\), who may read it and write "
+                                              r"another key into it.*chown and chmod 600"):
+        signing_key(path)
+    if os.geteuid() == 0:
+        os.chown(path, 0, 0)
+        assert signing_key(path).source == f"the key file {path!r}"
+
+
+@pytest.mark.parametrize("secret", ["~a\0" + "s" * 40, "abc\ud800" + "s" * 40, "~" + "\ud800" * 40])
+def test_a_key_str_no_file_system_takes_is_a_signing_key_error_that_hides_it(secret):
+    """A str key that is no file name: "~a\0..." raised a raw ValueError from expanduser's user lookup, one with a
+    lone surrogate a raw UnicodeEncodeError, whose ``object`` is the whole str, the key itself."""
+    with pytest.raises(SigningKeyError) as caught:
+        signing_key(secret)
+    assert secret not in str(caught.value) and secret[3:] not in str(caught.value)
+    assert caught.value.__cause__ is None and (caught.value.__context__ is None or caught.value.__suppress_context__)
+
+
 def test_a_short_key_and_a_key_that_is_no_file_are_refused(tmp_path, signed_pt2):
     with pytest.raises(SigningKeyError, match=r"holds 31 bytes; a signing key has at least 32 random bytes"):
         signing_key(key_file(tmp_path, size=31))
