@@ -326,6 +326,35 @@ def test_a_replica_loads_with_the_key_files_path(signed_pt2, twice_pt2, keys):
         deployment.ProgramReplica(signed_pt2, signing_key_file=keys[1])
 
 
+def test_serve_checks_the_signature_of_the_version_its_key_check_took(signed_pt2, keys, tmp_path, monkeypatch):
+    """serve's driver checked the key on one opening of the package and read the signature it plans with (the device,
+    hence the replicas' GPUs; batching; state) from a second: a package another process renamed over the path in
+    between, its signature edited to say cuda and not signed, decided the plan ('cuda'). Now both come from one
+    opening, the signature's bytes checked against the tag: the signed package's 'cpu'."""
+    pytest.importorskip("ray.serve")
+    from aotcuda.serving import server
+    from aotcuda.serving.server import ServeOptions, check_package
+
+    def to_cuda(signature):
+        for spec in signature["inputs"] + signature["outputs"]:
+            spec["device"] = "cuda"
+
+    path = tmp_path / "served.pt2"
+    shutil.copyfile(signed_pt2, path)
+    edited = with_edited_signature(signed_pt2, tmp_path / "edited.pt2", to_cuda)
+    checked = server.package_key_id
+
+    def renamed_over_after_the_check(*args, **kwargs):
+        result = checked(*args, **kwargs)
+        os.replace(edited, path)  # another process publishes an unsigned package at the path now
+        return result
+
+    monkeypatch.setattr(server, "package_key_id", renamed_over_after_the_check)
+    assert check_package(str(path), ServeOptions(signing_key_file=keys[0])) == "cpu"
+    with pytest.raises(PackageError, match=r"its entries \['twice/aotcuda/signature.json'\] are not what was signed"):
+        check_package(str(path), ServeOptions(signing_key_file=keys[0]))  # the edited one, opened on its own
+
+
 def test_lower_signs_with_the_key_and_refuses_a_bad_key_before_any_work(tmp_path, monkeypatch):
     import aotcuda
 

@@ -578,18 +578,24 @@ def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str,
     return parse_signature(data, entry, path, shape_expression)
 
 
-def read_signature(package: str | os.PathLike | ExtractedPackage) -> dict | None:
+def read_signature(package: str | os.PathLike | ExtractedPackage, signing_key: SigningKey | None = None,
+                   archive: zipfile.ZipFile | None = None) -> dict | None:
     """The package's input/output signature (format in this module's docstring), or None.
 
     Uses, in order: the ``aotcuda/signature.json`` entry of the .pt2 zip; else None, because AOTI's own
     metadata carries no dtypes or shapes (a Program then checks only the number of inputs, and the
-    package's device).
+    package's device). With ``signing_key``, the tag is checked and the signature's bytes against it before they
+    are parsed, as load does (PackageError otherwise). ``archive``: as for describe_package (a caller that checks
+    more of the package, ``package_key_id``, reads the signature from the same opening: one version of the file).
     """
     if isinstance(package, ExtractedPackage):
         return package.signature
     path = _checked_path(package)
     limits = ArchiveLimits.from_environment()
-    with open_archive(path, limits) as archive:
+    if signing_key is not None:
+        with _opened(path, None, limits, archive=archive, signing_key=signing_key) as (*_, signature, _signed):
+            return signature
+    with archive_or_open(path, limits, archive) as archive:
         names = archive.namelist()
         return _read_signature_entry(archive, names, _archive_root(names), path, limits)
 

@@ -24,8 +24,9 @@ from typing import Callable
 from aotcuda import switches
 from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.package_tags import KEY_FILE_SWITCH, signing_key
-from aotcuda.runtime.specs import specs_from_signature
+from aotcuda.runtime.archive import ArchiveLimits, open_archive
 from aotcuda.runtime.package import package_key_id, package_sha256, read_signature
+from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 from aotcuda.serving.cluster_address import check_reachable
@@ -162,9 +163,15 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     fit it; return the device type it was lowered for. Raises PackageError or ServingConfigError (SigningKeyError
     for a key file that cannot be used)."""
     key_file = replica_key_file(options)
-    if key_file is not None:  # every replica checks it as it loads; refused here before Ray starts
-        package_key_id(package_path, signing_key(key_file))
-    signature = read_signature(package_path)
+    key = None if key_file is None else signing_key(key_file)
+    limits = ArchiveLimits.from_environment()
+    # One opening: the signature checked here is the one the key check took, checked against the tag as it is
+    # parsed (read from a second opening, a package another process put at the path in between was checked with
+    # its unsigned signature: an edited device decided the replicas' GPUs).
+    with open_archive(package_path, limits) as archive:
+        if key is not None:  # every replica checks it as it loads; refused here before Ray starts
+            package_key_id(package_path, key, limits=limits, archive=archive)
+        signature = read_signature(package_path, key, archive)
     if not signature:
         raise PackageError(f"{package_path!r} has no aotcuda signature (inputs, outputs, device); serve a "
                            "package written by aotcuda.lower (or lower the model again)")
