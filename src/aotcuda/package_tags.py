@@ -93,7 +93,7 @@ def signing_key(value=None) -> SigningKey | None:
     SigningKey), else the file the switch AOTCUDA_SIGNING_KEY_FILE names (read now), else None (no key).
     Raises SigningKeyError naming the problem and the fix."""
     if value is None:
-        path = switches.path(KEY_FILE_SWITCH)
+        path = key_file_switch()
         return None if path is None else read_key_file(path, f"{KEY_FILE_SWITCH}={path!r}")
     if isinstance(value, SigningKey):
         return value
@@ -107,6 +107,17 @@ def signing_key(value=None) -> SigningKey | None:
         return read_key_file(path, f"the key file {path!r}", shown=not isinstance(value, str) or os.path.exists(path))
     raise SigningKeyError(f"signing_key must be bytes (the key) or the path of a file holding it, got "
                           f"{type(value).__name__}")
+
+
+def key_file_switch() -> str | None:
+    """The key file AOTCUDA_SIGNING_KEY_FILE names, or None where it is unset. Set to nothing (or blanks) is refused
+    (SigningKeyError), not read as unset: ``AOTCUDA_SIGNING_KEY_FILE=$KEY`` with KEY unset in a deploy script, or a
+    secret's path left empty, loaded every package unsigned without a word, where the deployer meant a key."""
+    if KEY_FILE_SWITCH in os.environ and not os.environ[KEY_FILE_SWITCH].strip():
+        raise SigningKeyError(f"{KEY_FILE_SWITCH} is set but empty ({os.environ[KEY_FILE_SWITCH]!r}): it names no key "
+                              "file, and packages would load unchecked. Set it to the key file's path, or unset it "
+                              f"(unset {KEY_FILE_SWITCH}) to load without a key")
+    return switches.path(KEY_FILE_SWITCH)
 
 
 def checked_key(key: bytes, source: str) -> SigningKey:

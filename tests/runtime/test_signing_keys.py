@@ -240,6 +240,21 @@ def test_the_switch_names_the_key_file_at_each_load(signed_pt2, twice_pt2, keys,
         load(twice_pt2)
 
 
+@pytest.mark.parametrize("value", ["", "  "])
+def test_the_switch_set_to_nothing_is_refused_not_read_as_no_key(twice_pt2, value, monkeypatch):
+    """AOTCUDA_SIGNING_KEY_FILE="" (a deploy script's =$KEY with KEY unset) was read as unset: an unsigned package
+    loaded, and serve planned replicas without a key, with nothing said. Now the set-but-empty switch is refused."""
+    monkeypatch.setenv("AOTCUDA_SIGNING_KEY_FILE", value)
+    with pytest.raises(SigningKeyError, match=r"AOTCUDA_SIGNING_KEY_FILE is set but empty .*packages would load "
+                                              r"unchecked\. Set it to the key file's path, or unset it"):
+        load(twice_pt2)
+    pytest.importorskip("ray.serve")
+    from aotcuda.serving.server import ServeOptions, replica_key_file
+
+    with pytest.raises(SigningKeyError, match=r"AOTCUDA_SIGNING_KEY_FILE is set but empty"):
+        replica_key_file(ServeOptions())
+
+
 EDITED_CALL = textwrap.dedent("""
     import sys, torch
     from aotcuda import PackageError, load

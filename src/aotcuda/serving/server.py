@@ -21,9 +21,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from aotcuda import switches
 from aotcuda.errors import Advice, PackageError, ServingConfigError
-from aotcuda.package_tags import KEY_FILE_SWITCH, signing_key
+from aotcuda.package_tags import key_file_switch, signing_key
 from aotcuda.runtime.archive import ArchiveLimits, open_archive
 from aotcuda.runtime.package import package_key_id, package_sha256, read_signature
 from aotcuda.runtime.specs import specs_from_signature
@@ -260,7 +259,7 @@ def replica_actor_options(package_path: str, options: ServeOptions) -> dict:
 def replica_key_file(options: ServeOptions) -> str | None:
     """The absolute path of the signing key file the replicas load with (``options.signing_key_file``, else the
     file AOTCUDA_SIGNING_KEY_FILE names here), or None: serve's own switch, not each replica node's, decides."""
-    path = options.signing_key_file if options.signing_key_file is not None else switches.path(KEY_FILE_SWITCH)
+    path = options.signing_key_file if options.signing_key_file is not None else key_file_switch()
     return None if path is None else os.path.abspath(os.path.expanduser(path))
 
 
