@@ -219,7 +219,10 @@ def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = Fals
 
 
 def _signed_by_rename(path: str, key: SigningKey) -> str:
-    fd, copy = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(os.path.abspath(path)))
+    # The file a symbolic link names is signed, the link kept: a rename over the link put a signed file in its place
+    # and left the file it named (current.pt2 -> v7.pt2: v7.pt2, which other links and paths name) unsigned.
+    path = os.path.realpath(path)
+    fd, copy = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(path))
     os.close(fd)
     try:
         shutil.copyfile(path, copy)

@@ -317,6 +317,21 @@ def test_aotcuda_sign_signs_a_published_package_by_rename(twice_pt2, keys, tmp_p
         assert_like_eager(program, (4,))
 
 
+def test_aotcuda_sign_of_a_symbolic_link_signs_the_file_it_names_and_keeps_the_link(twice_pt2, keys, tmp_path):
+    """`aotcuda sign current.pt2` where current.pt2 -> v7.pt2 renamed the signed copy over the link: current.pt2
+    became a file of its own, and v7.pt2 (what the link, and every other path to it, named) stayed unsigned."""
+    from aotcuda.cli import main
+
+    target = tmp_path / "v7.pt2"
+    shutil.copyfile(twice_pt2, target)
+    (tmp_path / "current.pt2").symlink_to("v7.pt2")
+    result = CliRunner().invoke(main, ["sign", str(tmp_path / "current.pt2"), "--signing-key-file", keys[0]])
+    assert result.exit_code == 0, result.output
+    assert os.readlink(tmp_path / "current.pt2") == "v7.pt2" and sorted(os.listdir(tmp_path)) == ["current.pt2", "v7.pt2"]
+    with load(target, signing_key=keys[0]) as program:
+        assert_like_eager(program, (3,))
+
+
 def test_a_replica_loads_with_the_key_files_path(signed_pt2, twice_pt2, keys):
     """Serving: the key reaches each replica as its file's path (the key's bytes never travel in Ray's config), and
     serve refuses a package that is not signed with it before Ray starts."""
