@@ -385,6 +385,25 @@ def test_serve_checks_the_signature_of_the_version_its_key_check_took(signed_pt2
         check_package(str(path), ServeOptions(signing_key_file=keys[0]))  # the edited one, opened on its own
 
 
+def test_the_key_check_without_load_refuses_a_bomb_by_the_limits_before_hashing(signed_pt2, keys, tmp_path):
+    """package_key_id with a key (serve's check before Ray starts) hashed every entry of the model's folder with no
+    limit: 8 GiB of zeros packed in 8 MiB, added to the folder, kept it hashing for 17 s (a zip64 entry may declare
+    far more) before it found the entry unsigned, where load refuses it by its ratio at once. Now the entries are
+    planned and checked as load plans them first; here 256 MiB of zeros (about 1,000x)."""
+    from aotcuda.runtime.package import package_key_id
+
+    path = tmp_path / "bomb.pt2"
+    shutil.copyfile(signed_pt2, path)
+    with zipfile.ZipFile(path, "a", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        with archive.open("twice/data/aotinductor/model/zeros.blob", "w", force_zip64=True) as entry:
+            for _ in range(16):
+                entry.write(bytes(16 << 20))
+    for check in (lambda: package_key_id(path, signing_key(keys[0])), lambda: load(path, signing_key=keys[0])):
+        with pytest.raises(PackageError, match=r"its entry 'twice/data/aotinductor/model/zeros\.blob' would inflate "
+                                              r"from 0\.\d MiB to 256\.0 MiB \(\d+x, more than the 200x limit\)"):
+            check()
+
+
 def test_lower_signs_with_the_key_and_refuses_a_bad_key_before_any_work(tmp_path, monkeypatch):
     import aotcuda
 

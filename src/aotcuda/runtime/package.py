@@ -536,6 +536,11 @@ def package_key_id(package_path: str | os.PathLike, signing_key: SigningKey | No
             archive, names, model, root, _, signed):
         entry, data = _tag_entry(archive, names, root, path, limits)
         if signed is not None:
+            # What load would extract, planned and checked as load does before any entry is inflated (nothing is
+            # written): an entry of a bomb is refused by the limits, not hashed (8 GiB of zeros packed in 8 MiB,
+            # added to the model's folder, kept serve's check hashing for 17 s before it found the entry unsigned).
+            _extraction_plan(archive, f"{root}data/aotinductor/{model}/", root,
+                             os.path.join(os.sep, "aotcuda-inspect", "model"), path, limits)
             in_model = _in_model(root, model)
             check_entries(signed, {info.filename: entry_sha256(archive, info) for info in archive.infolist()
                                    if in_model(info.filename)}, in_model, path)
