@@ -295,9 +295,10 @@ def signed_entries(data: bytes | None, entry: str, key: SigningKey, path: str) -
 def check_entries(signed: dict[str, str], read: dict[str, str], in_scope: Callable[[str], bool], path: str) -> None:
     """PackageError unless the entries ``read`` ({name: SHA-256} of what load read) are exactly the entries of
     ``signed`` that ``in_scope`` picks (those load reads), with the same digests: one changed, added or removed
-    after signing is named."""
+    after signing is named. A digest of None: the entry is not read yet, only its name is compared (load refuses
+    an entry added or removed before it extracts anything)."""
     expected = {name: digest for name, digest in signed.items() if in_scope(name)}
-    changed = sorted(name for name in read if name in expected and read[name] != expected[name])
+    changed = sorted(name for name in read if name in expected and read[name] not in (None, expected[name]))
     added = sorted(name for name in read if name not in expected)
     removed = sorted(name for name in expected if name not in read)
     problems = ([f"its entries {names_quoted(changed)} are not what was signed"] if changed else []) + \

@@ -388,20 +388,43 @@ def test_serve_checks_the_signature_of_the_version_its_key_check_took(signed_pt2
 def test_the_key_check_without_load_refuses_a_bomb_by_the_limits_before_hashing(signed_pt2, keys, tmp_path):
     """package_key_id with a key (serve's check before Ray starts) hashed every entry of the model's folder with no
     limit: 8 GiB of zeros packed in 8 MiB, added to the folder, kept it hashing for 17 s (a zip64 entry may declare
-    far more) before it found the entry unsigned, where load refuses it by its ratio at once. Now the entries are
-    planned and checked as load plans them first; here 256 MiB of zeros (about 1,000x)."""
+    far more) before it found the entry unsigned, where load refuses it by its ratio at once. Now the names are
+    compared first and the entries planned and checked as load plans them before any is hashed; here a signed
+    entry's bytes replaced by 256 MiB of zeros (about 1,000x), under its own name."""
     from aotcuda.runtime.package import package_key_id
 
     path = tmp_path / "bomb.pt2"
-    shutil.copyfile(signed_pt2, path)
-    with zipfile.ZipFile(path, "a", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        with archive.open("twice/data/aotinductor/model/zeros.blob", "w", force_zip64=True) as entry:
+    with zipfile.ZipFile(signed_pt2) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as target:
+        for info in source.infolist():
+            if info.filename.endswith(".kernel.cpp"):
+                bomb = info.filename
+                continue
+            target.writestr(info, source.read(info))
+        with target.open(bomb, "w", force_zip64=True) as entry:
             for _ in range(16):
                 entry.write(bytes(16 << 20))
     for check in (lambda: package_key_id(path, signing_key(keys[0])), lambda: load(path, signing_key=keys[0])):
-        with pytest.raises(PackageError, match=r"its entry 'twice/data/aotinductor/model/zeros\.blob' would inflate "
-                                              r"from 0\.\d MiB to 256\.0 MiB \(\d+x, more than the 200x limit\)"):
+        with pytest.raises(PackageError, match=r"its entry '.*\.kernel\.cpp' would inflate from 0\.\d MiB to "
+                                              r"256\.0 MiB \(\d+x, more than the 200x limit\)"):
             check()
+
+
+def test_an_entry_added_under_a_key_is_refused_before_anything_is_extracted(signed_pt2, keys, tmp_path, monkeypatch):
+    """Under a key, load extracted every entry (up to the 64 GiB limit, to the temporary folder) before it compared
+    names: an unsigned entry added to the model's folder was written out whole, then refused. Its name alone says it
+    was not signed: now nothing is extracted."""
+    from aotcuda.runtime import package
+
+    path = tmp_path / "added.pt2"
+    shutil.copyfile(signed_pt2, path)
+    with zipfile.ZipFile(path, "a", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("twice/data/aotinductor/model/added.blob", os.urandom(1 << 20))
+    extracted = []
+    monkeypatch.setattr(package, "copy_entry", lambda archive, info, *rest: extracted.append(info.filename))
+    with pytest.raises(PackageError, match=r"its entries \['twice/data/aotinductor/model/added\.blob'\] were not "
+                                          r"signed"):
+        load(path, signing_key=keys[0])
+    assert extracted == []
 
 
 def test_lower_signs_with_the_key_and_refuses_a_bad_key_before_any_work(tmp_path, monkeypatch):

@@ -364,6 +364,9 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     try:
         with _opened(path, model_name, limits, expected_sha256, signing_key=signing_key) as (
                 archive, names, model, root, signature, signed):
+            if signed is not None:  # an entry added or removed: refused by its name, before anything is written
+                check_entries(signed, dict.fromkeys(filter(_in_model(root, model), names)), _in_model(root, model),
+                              path)
             out_dir = _extraction_folder(path)
             digests = None if signed is None else {}
             model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits,
@@ -539,9 +542,10 @@ def package_key_id(package_path: str | os.PathLike, signing_key: SigningKey | No
             # What load would extract, planned and checked as load does before any entry is inflated (nothing is
             # written): an entry of a bomb is refused by the limits, not hashed (8 GiB of zeros packed in 8 MiB,
             # added to the model's folder, kept serve's check hashing for 17 s before it found the entry unsigned).
+            in_model = _in_model(root, model)
+            check_entries(signed, dict.fromkeys(filter(in_model, names)), in_model, path)  # names first, as load
             _extraction_plan(archive, f"{root}data/aotinductor/{model}/", root,
                              os.path.join(os.sep, "aotcuda-inspect", "model"), path, limits)
-            in_model = _in_model(root, model)
             check_entries(signed, {info.filename: entry_sha256(archive, info) for info in archive.infolist()
                                    if in_model(info.filename)}, in_model, path)
         return None if data is None else parse_tag(data, entry, path)["key_id"]
