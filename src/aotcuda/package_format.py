@@ -141,6 +141,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import tempfile
 import zipfile
 from typing import BinaryIO
@@ -779,10 +780,22 @@ def write_entry(path: str, entry: str, data: bytes) -> None:
         with zipfile.ZipFile(path) as source, zipfile.ZipFile(tmp, "w") as target:
             for info in source.infolist():
                 if info.filename != entry:
-                    target.writestr(info, source.read(info))
+                    _copy_entry(source, info, target)
             target.writestr(entry, data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)  # never leave a half-written copy next to the package
         raise
+
+
+def _copy_entry(source: zipfile.ZipFile, info: zipfile.ZipInfo, target: zipfile.ZipFile) -> None:
+    """Copy one entry into ``target``, as it was stored (name, time, method, attributes), in chunks: read whole
+    (``source.read``), an entry of 8 GiB of zeros packed in 8 MiB took 8 GiB of memory (MemoryError)."""
+    copy = zipfile.ZipInfo(info.filename, info.date_time)
+    copy.compress_type, copy.external_attr, copy.create_system = info.compress_type, info.external_attr, \
+        info.create_system
+    copy.comment, copy.extra = info.comment, info.extra  # zipfile's writer drops a zip64 block of extra itself
+    with source.open(info) as reader, target.open(copy, "w", force_zip64=info.file_size >= zipfile.ZIP64_LIMIT) \
+            as writer:
+        shutil.copyfileobj(reader, writer, 1 << 20)

@@ -48,7 +48,7 @@ from collections.abc import Callable
 
 from aotcuda import switches
 from aotcuda.errors import PackageError, SigningKeyError, clipped, names_quoted
-from aotcuda.package_format import archive_root, entry_sha256, load_json, open_zip, write_entry
+from aotcuda.package_format import archive_root, entry_sha256, load_json, write_entry
 from aotcuda.regular_files import NotARegularFileError, open_regular
 
 TAG_ENTRY = "aotcuda/tag.json"
@@ -209,7 +209,7 @@ def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = Fals
     path = os.fspath(package_path)
     if by_rename:
         return _signed_by_rename(path, key)
-    with open_zip(path) as archive:
+    with _archive_within_limits(path) as archive:
         entries = archive_entries(archive, path)
         root = archive_root(archive.namelist())
     tag = {"format": TAG_FORMAT, "version": TAG_VERSION, "algorithm": ALGORITHM, "key_id": key.key_id,
@@ -218,10 +218,25 @@ def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = Fals
     return key.key_id
 
 
+@contextlib.contextmanager
+def _archive_within_limits(path: str):
+    """The package opened as load opens one (its directory, names and layout checked), every entry within the
+    limits (``AOTCUDA_MAX_*``) before any is inflated: `aotcuda sign` of an 11 MB package holding 8 GiB of zeros
+    hashed them all, and re-signing it read them into memory (MemoryError)."""
+    from aotcuda.runtime.archive import ArchiveLimits, check_extraction, open_archive  # no torch (test_imports)
+
+    limits = ArchiveLimits.from_environment()
+    with open_archive(path, limits) as archive:
+        check_extraction(path, [info for info in archive.infolist() if not info.is_dir()], limits)
+        yield archive
+
+
 def _signed_by_rename(path: str, key: SigningKey) -> str:
     # The file a symbolic link names is signed, the link kept: a rename over the link put a signed file in its place
     # and left the file it named (current.pt2 -> v7.pt2: v7.pt2, which other links and paths name) unsigned.
     path = os.path.realpath(path)
+    with _archive_within_limits(path):
+        pass  # refused by its own name, before a copy is made (the copy is checked again as it is signed)
     fd, copy = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(path))
     os.close(fd)
     try:

@@ -427,6 +427,43 @@ def test_an_entry_added_under_a_key_is_refused_before_anything_is_extracted(sign
     assert extracted == []
 
 
+def with_zeros(source, target, mib):
+    """A copy of the package at ``source`` with an entry of ``mib`` MiB of zeros added (beside its model's folder,
+    which load does not extract)."""
+    shutil.copyfile(source, target)
+    with zipfile.ZipFile(target, "a", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        with archive.open("twice/extra/zeros.bin", "w", force_zip64=True) as entry:
+            for _ in range(mib // 16):
+                entry.write(bytes(16 << 20))
+    return str(target)
+
+
+def test_aotcuda_sign_reads_a_package_within_the_limits_and_in_chunks(signed_pt2, keys, tmp_path, monkeypatch):
+    """`aotcuda sign` of an 11 MB package holding 8 GiB of zeros hashed them all and, the package being signed
+    already, rewrote it reading each entry whole into memory: MemoryError (under ulimit -v 6 GB). Now a package is
+    read as load reads it (its entries within the limits before any is inflated, named by its own path), and an entry
+    is copied in chunks: here 256 MiB of zeros, refused by its ratio; with the ratio lifted, signed again in place with
+    a few MiB of Python memory, and loaded under the key."""
+    import tracemalloc
+
+    from aotcuda.cli import main
+
+    path = with_zeros(signed_pt2, tmp_path / "zeros.pt2", 256)
+    result = CliRunner().invoke(main, ["sign", path, "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and f"{path!r}: its entry 'twice/extra/zeros.bin' would inflate " \
+        "from" in result.output and sorted(os.listdir(tmp_path)) == ["zeros.pt2"], result.output
+    monkeypatch.setenv("AOTCUDA_MAX_COMPRESSION_RATIO", "0")
+    tracemalloc.start()
+    try:
+        sign_package(path, keys[0])  # in place, over its tag: the package is rewritten
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"{peak / (1 << 20):.0f} MiB"
+    with load(path, signing_key=keys[0]) as program:
+        assert_like_eager(program, (7,))
+
+
 def test_lower_signs_with_the_key_and_refuses_a_bad_key_before_any_work(tmp_path, monkeypatch):
     import aotcuda
 
