@@ -38,7 +38,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import shutil
 import stat
 import tempfile
@@ -153,6 +152,8 @@ def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
         raise SigningKeyError(f"{where} is no file name this system takes"
                               " (it holds characters that have no bytes in the file system's "
                               "encoding); pass the key as bytes, or the path of a file holding it") from None
+    import shlex  # here: loading a package imports nothing beyond torch's own (tests/test_imports.py)
+
     with handle:
         status = os.fstat(handle.fileno())
         mode = status.st_mode
