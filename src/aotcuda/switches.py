@@ -156,10 +156,10 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "packages from elsewhere; the cost: AOTInductor's ranges refuse a size of 1 where the program was "
            "exported with Dim(min=1) (torch traces such a dim for 2 and more), which aotcuda's own checks take",
            "at each load"),
-    Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, and load extracts in a "
-           "temporary folder, that other users may write into (or whose folders they may rename away), where "
-           "otherwise each refuses (shared_folders.py); for folders shared only with users you trust",
-           "at each lower() and load"),
+    Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, load extracts in a "
+           "temporary folder, and `aotcuda sign` signs in a package's folder, that other users may write into (or "
+           "whose folders they may rename away), where otherwise each refuses (shared_folders.py); for folders "
+           "shared only with users you trust", "at each lower(), load and sign"),
     # A path, never the key: a variable's value shows in /proc/<pid>/environ to the same user and in many process
     # listings and crash reports, a file's bytes only to whom its mode lets read them (package_tags.py).
     Switch("AOTCUDA_SIGNING_KEY_FILE", None, "the file of the key lower() signs packages with and load() takes "
