@@ -219,11 +219,12 @@ def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = Fals
     return key.key_id
 
 
-def _refuse_shared_folder(folder: str, path: str) -> None:
+def refuse_shared_folder(folder: str, path: str) -> None:
     """SigningKeyError where another user could put a file of theirs in place of the copy this signs (a folder they
-    may write into that is not sticky, or one they may rename away: ``shared_folders.unsafe_folder``): the copy is
-    written, then opened again by its name to be signed, and the key would then vouch for their bytes, not the
-    package's. AOTCUDA_TRUST_SHARED_FOLDERS=1 allows it where only users you trust can write there."""
+    may write into that is not sticky, or one they may rename away: ``shared_folders.unsafe_folder``): the copy
+    (`aotcuda sign`'s, or lower()'s build beside its package) is written, then opened again by its name to be
+    signed, and the key would then vouch for their bytes, not the package's. AOTCUDA_TRUST_SHARED_FOLDERS=1 allows
+    it where only users you trust can write there."""
     from aotcuda.shared_folders import unsafe_folder
 
     problem = None if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(folder, sticky_ok=True)
@@ -252,7 +253,7 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
     # The file a symbolic link names is signed, the link kept: a rename over the link put a signed file in its place
     # and left the file it named (current.pt2 -> v7.pt2: v7.pt2, which other links and paths name) unsigned.
     path = os.path.realpath(path)
-    _refuse_shared_folder(os.path.dirname(path), path)
+    refuse_shared_folder(os.path.dirname(path), path)
     with _archive_within_limits(path):
         pass  # refused by its own name, before a copy is made (the copy is checked again as it is signed)
     fd, copy = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(path))

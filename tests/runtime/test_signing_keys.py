@@ -506,6 +506,14 @@ def test_lower_signs_with_the_key_and_refuses_a_bad_key_before_any_work(tmp_path
         aotcuda.lower(torch.nn.Linear(4, 3), (torch.randn(2, 4),), device="cpu", package_path=tmp_path / "m.pt2",
                       signing_key=key_file(tmp_path, "open.key", mode=0o644))
     assert not (tmp_path / "m.pt2").exists()
+    shared = tmp_path / "shared"  # a folder others may write into: another user could swap the build before it is
+    shared.mkdir()                # signed (test_aotcuda_sign_refuses_a_folder_others_may_write_into): refused at once
+    shared.chmod(0o777)
+    monkeypatch.delenv("AOTCUDA_TRUST_SHARED_FOLDERS", raising=False)
+    with pytest.raises(SigningKeyError, match=r"will not sign .* it is writable by other users and not sticky"):
+        aotcuda.lower(torch.nn.Linear(4, 3), (torch.randn(2, 4),), device="cpu", package_path=shared / "m.pt2",
+                      signing_key=key)
+    assert os.listdir(shared) == []
     monkeypatch.setenv("AOTCUDA_SIGNING_KEY_FILE", key)  # the switch, read at lower()
     model = torch.nn.Linear(4, 3).eval()
     lowered = aotcuda.lower(model, (torch.randn(2, 4),), device="cpu", package_path=tmp_path / "m.pt2")

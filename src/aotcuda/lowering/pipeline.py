@@ -75,7 +75,7 @@ from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
 from aotcuda.package_format import lists_a_package, write_signature
-from aotcuda.package_tags import sign_package
+from aotcuda.package_tags import refuse_shared_folder, sign_package
 from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.result import GraphPass, PassResult
@@ -204,6 +204,8 @@ def lower(
     device = target_device(device)
     if package_path is not None:
         package_path = checked_package_path(package_path)  # before the minutes of export and compile; "~" expanded
+        if key is not None:  # the build beside it is signed by its name: no other user may put theirs in its place
+            refuse_shared_folder(os.path.dirname(os.path.abspath(package_path)), package_path)
     check_cache_folders()  # another user's code must not get into the package through Inductor's cache
     check_compiler_variables()  # set since the import: the compile's workers import torch's config again
     _warn_if_training(model)
