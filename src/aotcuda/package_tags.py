@@ -256,18 +256,33 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
     refuse_shared_folder(os.path.dirname(path), path)
     with _archive_within_limits(path):
         pass  # refused by its own name, before a copy is made (the copy is checked again as it is signed)
-    fd, copy = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(path))
+    folder = os.path.dirname(path)
+    try:
+        fd, copy = tempfile.mkstemp(suffix=".pt2", dir=folder)
+    except OSError as exc:
+        raise _not_written(path, folder, exc) from None
     os.close(fd)
     try:
-        shutil.copyfile(path, copy)
-        shutil.copymode(path, copy)
-        key_id = sign_package(copy, key)
-        os.replace(copy, path)
+        try:
+            shutil.copyfile(path, copy)
+            shutil.copymode(path, copy)
+            key_id = sign_package(copy, key)
+            os.replace(copy, path)
+        except OSError as exc:
+            raise _not_written(path, folder, exc) from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(copy)  # never leave a half-written copy next to the package
         raise
     return key_id
+
+
+def _not_written(path: str, folder: str, exc: OSError) -> PackageError:
+    """The error of a signed copy that could not be written beside the package (a folder this user may not write
+    into, a full or read-only disk): os's own error named only the temporary file."""
+    return PackageError(f"could not sign {path!r}: its signed copy could not be written in {folder!r} "
+                        f"({exc.strerror or exc}); the package is as it was. Sign it in a folder you may write into "
+                        "(with room for a copy of it), then move it into place")
 
 
 # --- checking -----------------------------------------------------------------------------------------------

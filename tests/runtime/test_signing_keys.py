@@ -366,6 +366,34 @@ def test_aotcuda_sign_refuses_a_folder_others_may_write_into(twice_pt2, keys, tm
         assert_like_eager(program, (3,))
 
 
+@pytest.mark.parametrize("failing, error", [("mkstemp", PermissionError(13, "Permission denied")),
+                                             ("copyfile", OSError(28, "No space left on device"))])
+def test_aotcuda_sign_that_cannot_write_its_copy_says_so_and_leaves_the_package(twice_pt2, keys, tmp_path, monkeypatch,
+                                                                              failing, error):
+    """A folder this user may not write into, or a full disk: `aotcuda sign` ended in os's raw error naming only its
+    temporary file (`error: PermissionError: [Errno 13] Permission denied: '.../tmpk2v1.pt2'`)."""
+    import tempfile
+
+    from aotcuda.cli import main
+
+    path = tmp_path / "twice.pt2"
+    shutil.copyfile(twice_pt2, path)
+    before = path.read_bytes()
+    module = tempfile if failing == "mkstemp" else shutil
+    real = getattr(module, failing)
+
+    def fails(*args, **kwargs):
+        if failing == "copyfile":
+            real(*args, **kwargs)
+        raise error
+
+    monkeypatch.setattr(module, failing, fails)
+    result = CliRunner().invoke(main, ["sign", str(path), "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and f"could not sign {str(path)!r}: its signed copy could not be written in " \
+        f"{str(tmp_path)!r} ({error.strerror}); the package is as it was" in result.output, result.output
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["twice.pt2"]
+
+
 def test_a_replica_loads_with_the_key_files_path(signed_pt2, twice_pt2, keys):
     """Serving: the key reaches each replica as its file's path (the key's bytes never travel in Ray's config), and
     serve refuses a package that is not signed with it before Ray starts."""
