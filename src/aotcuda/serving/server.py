@@ -167,7 +167,7 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     # One opening: the signature checked here is the one the key check took, checked against the tag as it is
     # parsed (read from a second opening, a package another process put at the path in between was checked with
     # its unsigned signature: an edited device decided the replicas' GPUs).
-    with open_archive(package_path, limits) as archive:
+    with open_archive(os.path.expanduser(package_path), limits) as archive:  # "~" as read_signature expands it
         if key is not None:  # every replica checks it as it loads; refused here before Ray starts
             package_key_id(package_path, key, limits=limits, archive=archive)
         signature = read_signature(package_path, key, archive)
