@@ -253,10 +253,10 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
     # The file a symbolic link names is signed, the link kept: a rename over the link put a signed file in its place
     # and left the file it named (current.pt2 -> v7.pt2: v7.pt2, which other links and paths name) unsigned.
     path = os.path.realpath(path)
-    refuse_shared_folder(os.path.dirname(path), path)
+    folder = os.path.dirname(path)
+    refuse_shared_folder(folder, path)
     with _archive_within_limits(path):
         pass  # refused by its own name, before a copy is made (the copy is checked again as it is signed)
-    folder = os.path.dirname(path)
     try:
         fd, copy = tempfile.mkstemp(suffix=".pt2", dir=folder)
     except OSError as exc:

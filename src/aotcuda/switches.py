@@ -157,7 +157,7 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "exported with Dim(min=1) (torch traces such a dim for 2 and more), which aotcuda's own checks take",
            "at each load"),
     Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, load extracts in a "
-           "temporary folder, and `aotcuda sign` signs in a package's folder, that other users may write into (or "
+           "temporary folder, and `aotcuda sign` (or lower() with a key) signs in a package's folder, that other users may write into (or "
            "whose folders they may rename away), where otherwise each refuses (shared_folders.py); for folders "
            "shared only with users you trust", "at each lower(), load and sign"),
     # A path, never the key: a variable's value shows in /proc/<pid>/environ to the same user and in many process
