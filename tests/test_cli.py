@@ -445,6 +445,32 @@ def test_run_names_what_a_file_by_inspects_names_lacks(runner, tmp_path, fixed_p
                " ".join(result.output.split()), result.output
 
 
+def test_a_dict_input_is_matched_by_its_keys_in_any_order(runner, tmp_path, fixed_packages):
+    """A new user (2026-12-06, second): `p({"y": y, "x": x})` for a program lowered with `{"x": ..., "y": ...}` got
+    `InputError: input 'feats' (#0) is a dict with keys ['y', 'x'], expected a dict with keys ['x', 'y']`, though
+    eager and torch's ep.module() take it. Program calls and `aotcuda run` inputs files now match a dict by its keys;
+    a key missing or not taken is named."""
+    from aotcuda.errors import InputError
+
+    package = fixed_packages[1]
+    with aotcuda.load(package) as program:
+        for _ in range(2):  # fresh random inputs, against eager
+            x, w = torch.randn(3, 4), torch.randn(3, 4)
+            expected = FixedNested()(x, {"w": w, "k": 2.0}, 2.0)
+            torch.testing.assert_close(program(x, {"k": 2.0, "w": w}, scale=2.0), expected)
+            torch.testing.assert_close(program(x, opts={"k": 2.0, "w": w}, scale=2.0), expected)
+        with pytest.raises(InputError, match=r"input 'opts' \(#1\) is a dict with keys \['k'\], expected a dict with "
+                                             r"keys \['w', 'k'\] \(missing key\(s\) \['w'\]\)"):
+            program(x, {"k": 2.0}, scale=2.0)
+        with pytest.raises(InputError, match=r"\(key\(s\) \['z'\] not taken by the program\)"):
+            program(x, {"k": 2.0, "w": w, "z": w}, scale=2.0)
+    torch.save({"args": (x, {"k": 2.0, "w": w}), "kwargs": {"scale": 2.0}}, tmp_path / "swapped.pt")
+    result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "swapped.pt"), "--save-outputs",
+                                  str(tmp_path / "out.pt")])
+    assert result.exit_code == 0, result.output
+    torch.testing.assert_close(torch.load(tmp_path / "out.pt"), FixedNested()(x, {"w": w, "k": 2.0}, 2.0))
+
+
 def test_a_dim_range_the_model_does_not_take_gets_the_command_line_fix(runner, tmp_path):
     """A new user: the error gave torch's Python fix (Dim('tokens_1', max=128)) and no --dynamic form of it."""
     for option, fixed in (("tokens:1:2:512", "tokens:1:2:128"), ("tokens:1:2:512:seq", "tokens:1:2:128:seq")):

@@ -103,6 +103,28 @@ def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None],
     return tuple(slots), {key: rest[key] for key in keywords}
 
 
+def in_spec_order(value, spec):
+    """``value`` with each plain dict that holds the same keys as the exported spec's dict at its place rebuilt in
+    the spec's key order, at every level: eager and torch's ``ep.module()`` match a dict by its keys, but pytree
+    flattens a dict in its keys' order, so ``{"y": y, "x": x}`` gave another spec than the exported ``{"x", "y"}``
+    (and was refused). Containers are rebuilt only where something inside them moved; a dict with other keys is
+    left as it is, for ``structure_difference`` to name the keys missing or not taken. Walks the spec, which the
+    package bounds, never deeper than the value's own structure matches it."""
+    if spec.is_leaf() or type(value) is not spec.type:
+        return value
+    if spec.type is dict:
+        keys = spec.context
+        if len(value) != len(keys) or any(key not in value for key in keys):
+            return value
+        ordered = {key: in_spec_order(value[key], child) for key, child in zip(keys, _children(spec))}
+        same = list(value) == list(keys) and all(ordered[key] is value[key] for key in keys)
+        return value if same else ordered
+    if spec.type in (tuple, list) and len(value) == spec.num_children:
+        items = [in_spec_order(item, child) for item, child in zip(value, _children(spec))]
+        return value if all(a is b for a, b in zip(items, value)) else spec.type(items)
+    return value
+
+
 def leaf_names(in_spec) -> list[str]:
     """Each flat leaf of an ``(args, kwargs)`` input spec named as the caller writes it (``#0``,
     ``'use_cache'``, ``'extra'['scale']``)."""
@@ -194,6 +216,8 @@ def _first_difference(given, expected, where: str, value=_UNKNOWN) -> str | None
 
         hint = " (pass a plain dict, e.g. dict(value))" if (
             expected.type is dict and given.type is not dict and isinstance(value, collections.abc.Mapping)) else ""
+        if expected.type is dict and given.type is dict and not given.is_leaf():
+            hint = _keys_difference(list(given.context), list(expected.context))
         return f"{where} is {_describe(given, value)}, expected {_describe(expected)}{hint}"
     keys = expected.context if expected.type is dict else range(expected.num_children)
     for key, g, e, v in zip(keys, _children(given), _children(expected), _child_values(value, given)):
@@ -201,6 +225,15 @@ def _first_difference(given, expected, where: str, value=_UNKNOWN) -> str | None
         if found:
             return found
     return f"{where} is {_describe(given, value)}, expected {_describe(expected)}"
+
+
+def _keys_difference(given: list, expected: list) -> str:
+    """The keys a dict lacks and those it has that the program does not take (its keys' order does not matter)."""
+    missing = [key for key in expected if key not in given]
+    extra = [key for key in given if key not in expected]
+    parts = ([f"missing key(s) {names_quoted(missing)}"] if missing else []) + (
+        [f"key(s) {names_quoted(extra)} not taken by the program"] if extra else [])
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _child_values(value, spec) -> list:

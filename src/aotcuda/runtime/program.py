@@ -79,7 +79,7 @@ from aotcuda.runtime.divisors import SizeDivisors
 from aotcuda.runtime.index_ranges import IndexRangeChecks
 from aotcuda.runtime.lifetime import OPENMP, CallGate
 from aotcuda.runtime.constant_arguments import ConstantArguments
-from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
+from aotcuda.runtime.keywords import bind_keywords, in_spec_order, positional_names, structure_difference
 from aotcuda.runtime.plain_tensors import caller_modes_active, plain_inputs, plain_outputs, without_caller_modes
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
@@ -348,6 +348,7 @@ class Program:
         args, kwargs = constants.bind(args, kwargs)
         args, kwargs = bind_keywords(args, kwargs, self._in_spec, self._positional_names(),
                                      constants.unknown_keyword_hint())
+        args, kwargs = in_spec_order((args, kwargs), self._in_spec)  # a dict's keys in any order, as eager takes them
         try:
             flat, spec = pytree.tree_flatten((args, kwargs))  # recursive: one Python frame per level
         except RecursionError:
