@@ -505,6 +505,36 @@ def test_dynamic_option_parsing():
         dynamic_shapes_from(("x:0:1",), model, args, {})
 
 
+class NestedFeatures(torch.nn.Module):
+    def forward(self, feats, xs):
+        return torch.tanh(feats["x"][:, :4] + feats["y"]) + xs[0] * xs[1]
+
+
+def test_dynamic_names_a_tensor_inside_a_nested_input():
+    """A new user (2026-12-06, second): `--dynamic feats:0:1:64:batch` on a dict input said `input feats is a dict,
+    not a tensor`, and inspect's name for the tensor (`feats_x`) `forward has no argument 'feats_x'`. Both forms name
+    it now, inspect's and a path, and the shapes export (ExportedProgram, no compile) with the dims shared."""
+    model = NestedFeatures()
+    args = ({"x": torch.randn(3, 8), "y": torch.randn(3, 4)}, [torch.randn(3, 4), torch.randn(3, 4)])
+    for options in (("feats_x:0:1:64:batch", "feats_y:0:1:64:batch", "xs_0:0:1:64:batch", "xs_1:0:1:64:batch"),
+                    ("feats.x:0:1:64:batch", "feats['y']:0:1:64:batch", "xs[0]:0:1:64:batch", "xs.1:0:1:64:batch")):
+        shapes = dynamic_shapes_from(options, model, args, {})
+        assert shapes["feats"]["x"][0] is shapes["feats"]["y"][0] is shapes["xs"][1][0]
+        ep = torch.export.export(model, args, dynamic_shapes=shapes)
+        feats = {"x": torch.randn(9, 8), "y": torch.randn(9, 4)}
+        xs = [torch.randn(9, 4), torch.randn(9, 4)]
+        torch.testing.assert_close(ep.module()(feats, xs), model(feats, xs))
+    assert dynamic_shapes_from(("feats_x:1:2:16",), model, args, {})["feats"]["x"][1].__name__ == "feats_x_1"
+    with pytest.raises(click.BadParameter, match=r"input feats is a dict, not a tensor; --dynamic makes a dim of a "
+                                                 r"tensor input dynamic; name a tensor inside it, as `aotcuda inspect` "
+                                                 r"lists it \(feats_x, feats_y\) .*e.g. --dynamic feats_x:0:1:64:batch"):
+        dynamic_shapes_from(("feats:0:1:64:batch",), model, args, {})
+    with pytest.raises(click.BadParameter, match=r"no argument 'feats_z'.*\(feats_x, feats_y, xs_0, xs_1\)"):
+        dynamic_shapes_from(("feats_z:0:1:64",), model, args, {})
+    with pytest.raises(click.BadParameter, match=r"input feats_x has 2 dims"):
+        dynamic_shapes_from(("feats.x:5:1:64",), model, args, {})
+
+
 def test_dynamic_dim_is_checked_against_the_input():
     model, args = scale_factory()
     assert dynamic_shapes_from(("x:-2:1:64",), model, args, {})["x"][0].__name__ == "x_0"  # counts from the end

@@ -569,7 +569,8 @@ def _microseconds(seconds: float) -> str:
               help="auto: CUDA when torch sees a GPU, else the CPU.")
 @click.option("--dynamic", multiple=True, metavar="NAME:DIM:MIN:MAX[:SYMBOL[*N]]",
               help="make dim DIM of input NAME dynamic in [MIN, MAX]; inputs given one SYMBOL share the size; "
-                   "SYMBOL*N makes the size a multiple of N (repeatable).")
+                   "SYMBOL*N makes the size a multiple of N; a tensor inside a dict, list or tuple input is NAME as "
+                   "`aotcuda inspect` lists it (feats_x) or its path (feats.x, feats['x'], xs[0]) (repeatable).")
 @click.option("--save-inputs", type=click.Path(dir_okay=False), help="save the example inputs (torch.save).")
 @click.option("--allow-fallbacks", is_flag=True, help="accept ATen fallback kernels outside the allow-list.")
 @click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
