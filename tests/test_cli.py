@@ -718,6 +718,44 @@ def test_error_lines_are_not_wrapped_and_get_command_line_hints(runner, tmp_path
     assert lines[-1] == "hint: on the command line, --allow-fallbacks keeps going with these kernels"
 
 
+def dropout_training_factory():
+    """A model with a Dropout, left in training mode (eval() forgotten), and a random op of forward's own beside."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.1)), (torch.randn(2, 8),)
+
+
+class DropoutAndNoise(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.drop(x) + torch.rand_like(x)
+
+
+def dropout_and_noise_factory():
+    return DropoutAndNoise(), (torch.randn(2, 8),)
+
+
+def test_a_dropout_left_in_training_mode_gets_the_eval_hint_not_allow_fallbacks(runner, tmp_path):
+    """A new user (2026-12-06, second): for a Dropout left in training mode the CLI's last line was `hint: on the
+    command line, --allow-fallbacks keeps going with these kernels`, which ships random dropout. That refusal's hint
+    is to call .eval() in the factory now; a random op of forward's own beside it keeps --allow-fallbacks, second."""
+    result = runner.invoke(main, ["lower", f"{__name__}:dropout_training_factory", "-o", str(tmp_path / "m.pt2"),
+                                  "--device", "cpu"])
+    assert result.exit_code == 1, result.output
+    hints = [line for line in result.output.splitlines() if line.startswith("hint: ")]
+    assert hints == ["hint: call .eval() on the model in the factory (`return model.eval(), inputs`) and lower it "
+                     "again; --allow-fallbacks would ship the dropout as in training (random masks at every call)"], \
+        result.output
+    assert "allow_fallbacks=True is no fix here" in " ".join(result.output.split()), result.output
+    result = runner.invoke(main, ["lower", f"{__name__}:dropout_and_noise_factory", "-o", str(tmp_path / "m.pt2"),
+                                  "--device", "cpu"])
+    hints = [line for line in result.output.splitlines() if line.startswith("hint: ")]
+    assert result.exit_code == 1 and len(hints) == 2 and "eval()" in hints[0] and "--allow-fallbacks keeps going" in \
+        hints[1], result.output
+
+
 def test_a_newline_in_quoted_text_cannot_print_a_line_of_aotcudas_own(capsys):
     """Review 9: messages quote outside text (a package's names, another library's error); a newline in it printed
     a line of its choosing at the first column ('hint: this package is verified ...'). Later lines are indented."""

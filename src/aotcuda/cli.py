@@ -100,6 +100,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 _FLAG_HINTS = {
     ("allow_fallbacks", True, False): "on the command line, --allow-fallbacks keeps going with these kernels",
     ("cuda_graphs", False, False): "on the command line, leave out --cuda-graphs",
+    ("eval", True, True): "call .eval() on the model in the factory (`return model.eval(), inputs`) and lower it again; "
+                          "--allow-fallbacks would ship the dropout as in training (random masks at every call)",
     ("dynamic_shapes", "wider", True): "on the command line, lower it again with a wider range: "
                                        "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
     # the dim is static in the program: the first fix is the size it was exported with, re-lowering second

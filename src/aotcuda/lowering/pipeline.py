@@ -66,7 +66,7 @@ from aotcuda.lowering.operand_dtypes import check_product_dtypes
 from aotcuda.lowering.options import (check_example_tensors, check_inputs_fit, check_options,
                                      model_kind_fix)
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
-                                       split_allowed)
+                                       refusal_advice, split_allowed)
 from aotcuda.lowering.index_ranges import exported_index_ranges
 from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
@@ -235,7 +235,8 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
         with step("check"):
             missing, library = split_allowed(find_fallback_kernels(building, ep), profile.allowed_kernels)
             if missing and not allow_fallbacks:
-                error = MissingFallbackKernelsError(missing_kernels_message("forward", missing, refusal))
+                error = MissingFallbackKernelsError(missing_kernels_message("forward", missing, refusal),
+                                                    advice=refusal_advice(missing))
                 error.kernels, error.refusal = missing, refusal
                 raise error
             proxy_ops = proxy_executor_ops(building)
@@ -277,7 +278,7 @@ def _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results
         kernels = known_fallback_kernels(ep, device.type, profile.allowed_kernels)
         message = missing_kernels_message("forward", kernels, refusal)
     if kernels:
-        error = MissingFallbackKernelsError(message)
+        error = MissingFallbackKernelsError(message, advice=refusal_advice(kernels))
         error.kernels, error.refusal, error.pass_results = kernels, refusal, pass_results
         if package_path is not None:
             error.add_note(_not_written(os.path.abspath(package_path)))
