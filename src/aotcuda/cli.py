@@ -1071,8 +1071,11 @@ def inspect(package, signing_key_file):
         state = signature.get("state_written")
         if isinstance(state, list) and state:  # serving takes one replica and no batching for it
             names = ", ".join(str(name) for name in state[:SHOWN_ROWS]) + (" ..." if len(state) > SHOWN_ROWS else "")
-            console.print(f"state written at every call: {shown(_clip(names, 5 * SHOWN_CHARS))}", highlight=False,
-                          soft_wrap=True)
+            from aotcuda.serving.batching import training_norm_cause
+
+            cause = training_norm_cause(state)
+            console.print(f"state written at every call: {shown(_clip(names, 5 * SHOWN_CHARS))}"
+                          + (f" ({cause})" if cause else ""), highlight=False, soft_wrap=True)
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown",
                       soft_wrap=True)

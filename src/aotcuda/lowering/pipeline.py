@@ -653,11 +653,26 @@ def _warn_if_training(model) -> None:
     if not isinstance(model, torch.nn.Module) or not model.training:
         return
     modes = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._NormBase)
-    kinds = sorted({type(m).__name__ for m in model.modules() if m.training and isinstance(m, modes)})
+    # a norm without running statistics (InstanceNorm's default) computes the same in eval mode: not one of them
+    held = [m for m in model.modules() if m.training and isinstance(m, modes)
+            and getattr(m, "track_running_stats", True)]
+    kinds = sorted({type(m).__name__ for m in held})
     if kinds:
         warnings.warn(f"the model is in training mode (model.training is True) and holds {', '.join(kinds)}: the "
-                      "package computes them as in training (random dropout masks, batch statistics). To lower for "
-                      "inference, call model.eval() first.", UserWarning, stacklevel=3)
+                      f"package computes {'it' if len(kinds) == 1 else 'them'} as in training "
+                      f"({'; '.join(_training_effects(held))}). To lower for inference, call model.eval() first.",
+                      UserWarning, stacklevel=3)
+
+
+def _training_effects(held: list) -> list[str]:
+    """What each kind of module the model holds in training mode does there, once a kind, in words."""
+    effects = []
+    if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in held):
+        effects.append("random dropout masks at every call")
+    if any(isinstance(m, torch.nn.modules.batchnorm._NormBase) for m in held):
+        effects.append("normalized by each call's own batch statistics, with running_mean/running_var updated at "
+                       "every call")
+    return effects
 
 
 def _is_package_file(path: str) -> bool:
