@@ -107,7 +107,8 @@ class DynamicShapesError(AotcudaError, ValueError):
 
 
 class DeviceError(AotcudaError, ValueError):
-    """lower() was asked for a device it does not lower for, or one this machine does not have."""
+    """lower() was asked for a device it does not lower for, or one this machine does not have; or lower() or
+    load() a CPU device index other than 0 (torch has one CPU device)."""
 
 
 class InputError(AotcudaError, ValueError):
