@@ -199,3 +199,23 @@ def test_dicts_are_put_in_the_exported_key_order_at_every_level():
     assert in_spec_order(straight, spec) is straight  # nothing moved: nothing rebuilt
     other = ({"x": torch.randn(2, 3)}, {"p": torch.randn(2, 3), "q": torch.randn(2, 3)})
     assert in_spec_order((other, {}), spec)[0][0] is other[0]  # other keys: left for the error to name
+
+
+def test_a_list_where_a_tensor_goes_gets_the_as_tensor_advice_a_numpy_array_gets(structured):
+    """A new user (2026-12-06, second): `p([[1, 2, 3]])` was told `input 'ids' (#0) is a list of 1, expected a tensor`,
+    where a NumPy array there gets the tensor the program takes and `torch.as_tensor(value, dtype=...)`. A list, at
+    any level, gets that advice now, with the shape and dtype of the input at its place (fixed leaves skipped)."""
+    program, module = structured
+    x, scale = torch.randn(5, 4), torch.randn(5, 3)
+    with pytest.raises(InputError, match=r"^input 'x' \(#0\) must be a torch.Tensor, got list; the program takes a "
+                                         r"tensor of shape \(5, 4\) and dtype torch.float32 on cpu, e.g. "
+                                         r"torch.as_tensor\(value, dtype=torch.float32\)$"):
+        program(x.tolist(), extra={"scale": scale}, use_cache=False)
+    with pytest.raises(InputError, match=r"^keyword input 'extra'\['scale'\] must be a torch.Tensor, got list; the "
+                                         r"program takes a tensor of shape \(5, 3\) and dtype torch.float32"):
+        program(x, extra={"scale": scale.tolist()}, use_cache=False)
+    with pytest.raises(InputError, match=r"^input 'x' \(#0\) must be a torch.Tensor, got tuple; .*torch.as_tensor"):
+        program(tuple(x.tolist()), extra={"scale": scale}, use_cache=False)
+    with torch.no_grad():  # the advice, followed, runs as eager
+        assert_outputs_equal(program(torch.as_tensor(x.tolist(), dtype=torch.float32), extra={"scale": scale},
+                                     use_cache=False), module(x, {"scale": scale}, use_cache=False))

@@ -185,11 +185,14 @@ def _what_it_takes(names: list[str | None], keywords: list[str]) -> str:
 _UNKNOWN = object()  # a value structure_difference was not given
 
 
-def structure_difference(given, expected, names: list[str | None], values: tuple = (_UNKNOWN, _UNKNOWN)) -> str:
+def structure_difference(given, expected, names: list[str | None], values: tuple = (_UNKNOWN, _UNKNOWN),
+                         not_a_tensor=None) -> str:
     """The first place where a call's ``(args, kwargs)`` spec differs from the exported one, in words.
 
     ``values``: the call's ``(args, kwargs)`` themselves, so that a leaf is named by its type: a spec's leaf
-    may be any object that is no container pytree knows (a dict subclass was named "a tensor")."""
+    may be any object that is no container pytree knows (a dict subclass was named "a tensor").
+    ``not_a_tensor(leaf, value, where)``: called for a list or tuple given where the exported module took the flat
+    leaf ``leaf`` (a tensor, which ``torch.as_tensor(value, dtype=...)`` would make); it may raise its own error."""
     given_args, given_kwargs = _args_and_kwargs_specs(given)
     expected_args, expected_kwargs = _args_and_kwargs_specs(expected)
     if given_args is None or expected_args is None:
@@ -200,16 +203,20 @@ def structure_difference(given, expected, names: list[str | None], values: tuple
              for i, (g, e, v) in enumerate(zip(_children(given_args), _children(expected_args), arg_values))]
     pairs += [(f"keyword input {key!r}", g, e, kwargs.get(key, _UNKNOWN) if isinstance(kwargs, dict) else _UNKNOWN)
               for key, g, e in zip(expected_kwargs.context, _children(given_kwargs), _children(expected_kwargs))]
+    leaf = 0
     for where, g, e, v in pairs:
-        found = _first_difference(g, e, where, v)
+        found = _first_difference(g, e, where, v, leaf, not_a_tensor)
         if found:
             return found
+        leaf += e.num_leaves
     return f"the arguments are structured as {given}, but the program was exported with {expected}"
 
 
-def _first_difference(given, expected, where: str, value=_UNKNOWN) -> str | None:
+def _first_difference(given, expected, where: str, value=_UNKNOWN, leaf: int = 0, not_a_tensor=None) -> str | None:
     if given == expected:
         return None
+    if expected.is_leaf() and type(value) in (list, tuple) and not_a_tensor is not None:
+        not_a_tensor(leaf, value, where)  # a nested list of numbers where a tensor goes: how to make one
     if (given.is_leaf() or expected.is_leaf() or given.type is not expected.type
             or given.num_children != expected.num_children or given.context != expected.context):
         import collections.abc
@@ -221,9 +228,10 @@ def _first_difference(given, expected, where: str, value=_UNKNOWN) -> str | None
         return f"{where} is {_describe(given, value)}, expected {_describe(expected)}{hint}"
     keys = expected.context if expected.type is dict else range(expected.num_children)
     for key, g, e, v in zip(keys, _children(given), _children(expected), _child_values(value, given)):
-        found = _first_difference(g, e, f"{where}[{quoted(key)}]", v)
+        found = _first_difference(g, e, f"{where}[{quoted(key)}]", v, leaf, not_a_tensor)
         if found:
             return found
+        leaf += e.num_leaves
     return f"{where} is {_describe(given, value)}, expected {_describe(expected)}"
 
 
