@@ -200,7 +200,8 @@ def model_and_inputs(made) -> tuple[torch.nn.Module, tuple, dict]:
 def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: tuple, kwargs: dict):
     """["x:1:2:512", ...] → torch.export dynamic_shapes keyed by forward's argument names (None if empty).
 
-    Each NAME:DIM:MIN:MAX makes dim DIM of input NAME a torch.export.Dim named "<NAME>_<DIM>"; an
+    Each NAME:DIM:MIN:MAX makes dim DIM of input NAME (an argument, or a tensor inside one: ``feats_x`` as
+    `aotcuda inspect` names it, or ``feats.x``, ``feats['x']``, ``xs[0]``) a torch.export.Dim named "<NAME>_<DIM>"; an
     optional fifth field names the Dim, so inputs that share a size share it (x:1:2:512:seq), and
     NAME*N makes the size a multiple of N (audio:1:800:480000:frames*160 is 160·frames samples).
     Raises click.BadParameter naming the option for a malformed one, an unknown or non-tensor input,
@@ -272,17 +273,18 @@ def _path_keys(text: str, name: str) -> tuple | None:
     return tuple(keys) if keys else None
 
 
-def _nested_tensor(option: str, text: str, arguments: dict):
-    """(argument, key path, tensor) for a NAME of --dynamic that names a tensor inside an argument, by the name
-    `aotcuda inspect` lists (``feats_x``) or by a path (``feats.x``, ``feats['x']``, ``xs[0]``); None if it names none."""
+def _nested_tensor(text: str, arguments: dict):
+    """(argument, key path, tensor, inspect's name) for a NAME of --dynamic that names a tensor inside an argument, by
+    the name `aotcuda inspect` lists (``feats_x``) or by a path (``feats.x``, ``feats['x']``, ``xs[0]``); None if it
+    names none."""
     head = re.match(r"[A-Za-z_]\w*", text)
     for name, value in arguments.items():
         if isinstance(value, torch.Tensor):
             continue
+        keys = _path_keys(text, name) if head and head.group(0) == name else None
         for shown_name, path, tensor in _tensor_leaves(name, value):
-            keys = _path_keys(text, name) if head and head.group(0) == name else None
             if text == shown_name or (keys is not None and tuple(map(str, path)) == keys):
-                return name, path, tensor
+                return name, path, tensor, shown_name
     return None
 
 
@@ -327,9 +329,10 @@ def _symbol_and_multiple(option: str, symbol: str, low: int, high: int) -> tuple
 MAX_DIM_SIZE = 2**63 - 1  # a tensor's sizes are int64
 
 
-def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, str]:
+def _parse_dynamic(option: str, arguments: dict) -> tuple[str | tuple, int, int, int, str]:
     """NAME:DIM:MIN:MAX[:SYMBOL[*N]] → (name, dim ≥ 0, min, max, symbol: "<NAME>_<dim>" by default), checked
-    against the example inputs (DIM may count from the end, as in torch)."""
+    against the example inputs (DIM may count from the end, as in torch); name is (argument, key path) for a
+    tensor inside an argument."""
     fields = option.split(":")
     # ASCII digits only: str.isdigit() and \d also take "²" (which int() refuses: a raw ValueError) and other scripts'
     # digits (which it reads)
@@ -344,10 +347,9 @@ def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, st
                                  param_hint="--dynamic")
     name, dim, low, high = fields[0], *map(int, fields[1:4])
     label = name
-    found = None if name in arguments else _nested_tensor(option, name, arguments)
+    found = None if name in arguments else _nested_tensor(name, arguments)
     if found is not None:  # a tensor inside an argument: (argument, key path), named by inspect's name
-        argument, path, value = found
-        label = "_".join([argument.lower(), *(re.sub(r"[^a-zA-Z0-9]", "_", str(k)).lower() for k in path)])
+        argument, path, value, label = found
         name = (argument, path)
     elif name not in arguments:
         inside = _nested_names(arguments)
