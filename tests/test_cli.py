@@ -445,6 +445,32 @@ def test_run_names_what_a_file_by_inspects_names_lacks(runner, tmp_path, fixed_p
                " ".join(result.output.split()), result.output
 
 
+def test_a_dict_input_is_matched_by_its_keys_in_any_order(runner, tmp_path, fixed_packages):
+    """A new user (2026-12-06, second): `p({"y": y, "x": x})` for a program lowered with `{"x": ..., "y": ...}` got
+    `InputError: input 'feats' (#0) is a dict with keys ['y', 'x'], expected a dict with keys ['x', 'y']`, though
+    eager and torch's ep.module() take it. Program calls and `aotcuda run` inputs files now match a dict by its keys;
+    a key missing or not taken is named."""
+    from aotcuda.errors import InputError
+
+    package = fixed_packages[1]
+    with aotcuda.load(package) as program:
+        for _ in range(2):  # fresh random inputs, against eager
+            x, w = torch.randn(3, 4), torch.randn(3, 4)
+            expected = FixedNested()(x, {"w": w, "k": 2.0}, 2.0)
+            torch.testing.assert_close(program(x, {"k": 2.0, "w": w}, scale=2.0), expected)
+            torch.testing.assert_close(program(x, opts={"k": 2.0, "w": w}, scale=2.0), expected)
+        with pytest.raises(InputError, match=r"input 'opts' \(#1\) is a dict with keys \['k'\], expected a dict with "
+                                             r"keys \['w', 'k'\] \(missing key\(s\) \['w'\]\)"):
+            program(x, {"k": 2.0}, scale=2.0)
+        with pytest.raises(InputError, match=r"\(key\(s\) \['z'\] not taken by the program\)"):
+            program(x, {"k": 2.0, "w": w, "z": w}, scale=2.0)
+    torch.save({"args": (x, {"k": 2.0, "w": w}), "kwargs": {"scale": 2.0}}, tmp_path / "swapped.pt")
+    result = runner.invoke(main, ["run", package, "--inputs", str(tmp_path / "swapped.pt"), "--save-outputs",
+                                  str(tmp_path / "out.pt")])
+    assert result.exit_code == 0, result.output
+    torch.testing.assert_close(torch.load(tmp_path / "out.pt"), FixedNested()(x, {"w": w, "k": 2.0}, 2.0))
+
+
 def test_a_dim_range_the_model_does_not_take_gets_the_command_line_fix(runner, tmp_path):
     """A new user: the error gave torch's Python fix (Dim('tokens_1', max=128)) and no --dynamic form of it."""
     for option, fixed in (("tokens:1:2:512", "tokens:1:2:128"), ("tokens:1:2:512:seq", "tokens:1:2:128:seq")):
@@ -477,6 +503,36 @@ def test_dynamic_option_parsing():
         dynamic_shapes_from(("y:0:1:4",), model, args, {})
     with pytest.raises(Exception, match="NAME:DIM:MIN:MAX"):
         dynamic_shapes_from(("x:0:1",), model, args, {})
+
+
+class NestedFeatures(torch.nn.Module):
+    def forward(self, feats, xs):
+        return torch.tanh(feats["x"][:, :4] + feats["y"]) + xs[0] * xs[1]
+
+
+def test_dynamic_names_a_tensor_inside_a_nested_input():
+    """A new user (2026-12-06, second): `--dynamic feats:0:1:64:batch` on a dict input said `input feats is a dict,
+    not a tensor`, and inspect's name for the tensor (`feats_x`) `forward has no argument 'feats_x'`. Both forms name
+    it now, inspect's and a path, and the shapes export (ExportedProgram, no compile) with the dims shared."""
+    model = NestedFeatures()
+    args = ({"x": torch.randn(3, 8), "y": torch.randn(3, 4)}, [torch.randn(3, 4), torch.randn(3, 4)])
+    for options in (("feats_x:0:1:64:batch", "feats_y:0:1:64:batch", "xs_0:0:1:64:batch", "xs_1:0:1:64:batch"),
+                    ("feats.x:0:1:64:batch", "feats['y']:0:1:64:batch", "xs[0]:0:1:64:batch", "xs.1:0:1:64:batch")):
+        shapes = dynamic_shapes_from(options, model, args, {})
+        assert shapes["feats"]["x"][0] is shapes["feats"]["y"][0] is shapes["xs"][1][0]
+        ep = torch.export.export(model, args, dynamic_shapes=shapes)
+        feats = {"x": torch.randn(9, 8), "y": torch.randn(9, 4)}
+        xs = [torch.randn(9, 4), torch.randn(9, 4)]
+        torch.testing.assert_close(ep.module()(feats, xs), model(feats, xs))
+    assert dynamic_shapes_from(("feats_x:1:2:16",), model, args, {})["feats"]["x"][1].__name__ == "feats_x_1"
+    with pytest.raises(click.BadParameter, match=r"input feats is a dict, not a tensor; --dynamic makes a dim of a "
+                                                 r"tensor input dynamic; name a tensor inside it, as `aotcuda inspect` "
+                                                 r"lists it \(feats_x, feats_y\) .*e.g. --dynamic feats_x:0:1:64:batch"):
+        dynamic_shapes_from(("feats:0:1:64:batch",), model, args, {})
+    with pytest.raises(click.BadParameter, match=r"no argument 'feats_z'.*\(feats_x, feats_y, xs_0, xs_1\)"):
+        dynamic_shapes_from(("feats_z:0:1:64",), model, args, {})
+    with pytest.raises(click.BadParameter, match=r"input feats_x has 2 dims"):
+        dynamic_shapes_from(("feats.x:5:1:64",), model, args, {})
 
 
 def test_dynamic_dim_is_checked_against_the_input():
@@ -660,6 +716,44 @@ def test_error_lines_are_not_wrapped_and_get_command_line_hints(runner, tmp_path
     assert f"    - {LONG_KERNEL}  <- m.py:3: y = op(x)" in lines  # one line, longer than 80 columns, indented
     assert "  No package was written to /tmp/m.pt2." in lines
     assert lines[-1] == "hint: on the command line, --allow-fallbacks keeps going with these kernels"
+
+
+def dropout_training_factory():
+    """A model with a Dropout, left in training mode (eval() forgotten), and a random op of forward's own beside."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.1)), (torch.randn(2, 8),)
+
+
+class DropoutAndNoise(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.drop(x) + torch.rand_like(x)
+
+
+def dropout_and_noise_factory():
+    return DropoutAndNoise(), (torch.randn(2, 8),)
+
+
+def test_a_dropout_left_in_training_mode_gets_the_eval_hint_not_allow_fallbacks(runner, tmp_path):
+    """A new user (2026-12-06, second): for a Dropout left in training mode the CLI's last line was `hint: on the
+    command line, --allow-fallbacks keeps going with these kernels`, which ships random dropout. That refusal's hint
+    is to call .eval() in the factory now; a random op of forward's own beside it keeps --allow-fallbacks, second."""
+    result = runner.invoke(main, ["lower", f"{__name__}:dropout_training_factory", "-o", str(tmp_path / "m.pt2"),
+                                  "--device", "cpu"])
+    assert result.exit_code == 1, result.output
+    hints = [line for line in result.output.splitlines() if line.startswith("hint: ")]
+    assert hints == ["hint: call .eval() on the model in the factory (`return model.eval(), inputs`) and lower it "
+                     "again; --allow-fallbacks would ship the dropout as in training (random masks at every call)"], \
+        result.output
+    assert "allow_fallbacks=True is no fix here" in " ".join(result.output.split()), result.output
+    result = runner.invoke(main, ["lower", f"{__name__}:dropout_and_noise_factory", "-o", str(tmp_path / "m.pt2"),
+                                  "--device", "cpu"])
+    hints = [line for line in result.output.splitlines() if line.startswith("hint: ")]
+    assert result.exit_code == 1 and len(hints) == 2 and "eval()" in hints[0] and "--allow-fallbacks keeps going" in \
+        hints[1], result.output
 
 
 def test_a_newline_in_quoted_text_cannot_print_a_line_of_aotcudas_own(capsys):

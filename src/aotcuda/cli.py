@@ -100,6 +100,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 _FLAG_HINTS = {
     ("allow_fallbacks", True, False): "on the command line, --allow-fallbacks keeps going with these kernels",
     ("cuda_graphs", False, False): "on the command line, leave out --cuda-graphs",
+    ("eval", True, True): "call .eval() on the model in the factory (`return model.eval(), inputs`) and lower it again; "
+                          "--allow-fallbacks would ship the dropout as in training (random masks at every call)",
     ("dynamic_shapes", "wider", True): "on the command line, lower it again with a wider range: "
                                        "`aotcuda lower ... --dynamic NAME:DIM:MIN:MAX`",
     # the dim is static in the program: the first fix is the size it was exported with, re-lowering second
@@ -569,7 +571,8 @@ def _microseconds(seconds: float) -> str:
               help="auto: CUDA when torch sees a GPU, else the CPU.")
 @click.option("--dynamic", multiple=True, metavar="NAME:DIM:MIN:MAX[:SYMBOL[*N]]",
               help="make dim DIM of input NAME dynamic in [MIN, MAX]; inputs given one SYMBOL share the size; "
-                   "SYMBOL*N makes the size a multiple of N (repeatable).")
+                   "SYMBOL*N makes the size a multiple of N; a tensor inside a dict, list or tuple input is NAME as "
+                   "`aotcuda inspect` lists it (feats_x) or its path (feats.x, feats['x'], xs[0]) (repeatable).")
 @click.option("--save-inputs", type=click.Path(dir_okay=False), help="save the example inputs (torch.save).")
 @click.option("--allow-fallbacks", is_flag=True, help="accept ATen fallback kernels outside the allow-list.")
 @click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
@@ -1068,8 +1071,11 @@ def inspect(package, signing_key_file):
         state = signature.get("state_written")
         if isinstance(state, list) and state:  # serving takes one replica and no batching for it
             names = ", ".join(str(name) for name in state[:SHOWN_ROWS]) + (" ..." if len(state) > SHOWN_ROWS else "")
-            console.print(f"state written at every call: {shown(_clip(names, 5 * SHOWN_CHARS))}", highlight=False,
-                          soft_wrap=True)
+            from aotcuda.serving.batching import training_norm_cause
+
+            cause = training_norm_cause(state)
+            console.print(f"state written at every call: {shown(_clip(names, 5 * SHOWN_CHARS))}"
+                          + (f" ({cause})" if cause else ""), highlight=False, soft_wrap=True)
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown",
                       soft_wrap=True)

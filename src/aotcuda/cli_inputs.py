@@ -200,7 +200,8 @@ def model_and_inputs(made) -> tuple[torch.nn.Module, tuple, dict]:
 def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: tuple, kwargs: dict):
     """["x:1:2:512", ...] → torch.export dynamic_shapes keyed by forward's argument names (None if empty).
 
-    Each NAME:DIM:MIN:MAX makes dim DIM of input NAME a torch.export.Dim named "<NAME>_<DIM>"; an
+    Each NAME:DIM:MIN:MAX makes dim DIM of input NAME (an argument, or a tensor inside one: ``feats_x`` as
+    `aotcuda inspect` names it, or ``feats.x``, ``feats['x']``, ``xs[0]``) a torch.export.Dim named "<NAME>_<DIM>"; an
     optional fifth field names the Dim, so inputs that share a size share it (x:1:2:512:seq), and
     NAME*N makes the size a multiple of N (audio:1:800:480000:frames*160 is 160·frames samples).
     Raises click.BadParameter naming the option for a malformed one, an unknown or non-tensor input,
@@ -212,9 +213,11 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
 
     bound = check_inputs_fit(model, args, kwargs) or pyinspect.signature(model.forward).bind(*args, **kwargs)
     shapes = {name: None for name in bound.arguments}
+    nested = {}  # {argument: {key path: {dim: Dim}}} for tensors inside a dict, list or tuple argument
     dims, first_option = {}, {}
     for option in options:
         name, dim, low, high, symbol = _parse_dynamic(option, bound.arguments)
+        name, path = name if isinstance(name, tuple) else (name, None)
         symbol, multiple = _symbol_and_multiple(option, symbol, low, high)
         # A multiple (SYMBOL*N): the size is N·SYMBOL, and MIN/MAX bound the size, so SYMBOL's own range is
         # [ceil(MIN/N), floor(MAX/N)] (an stft input of 160·frames samples: audio:1:800:480000:frames*160).
@@ -223,8 +226,79 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
             _conflicting_ranges(symbol, first_option[symbol], (dims[symbol].min, dims[symbol].max), option, symbol_range)
         first_option.setdefault(symbol, option)
         dims.setdefault(symbol, torch.export.Dim(symbol, min=symbol_range[0], max=symbol_range[1]))
-        shapes[name] = {**(shapes[name] or {}), dim: dims[symbol] * multiple if multiple > 1 else dims[symbol]}
+        size = dims[symbol] * multiple if multiple > 1 else dims[symbol]
+        if path is None:
+            shapes[name] = {**(shapes[name] or {}), dim: size}
+        else:
+            nested.setdefault(name, {}).setdefault(path, {})[dim] = size
+    for name, by_path in nested.items():  # torch's form: the argument's structure, a dim dict at each tensor
+        shapes[name] = _dims_at_leaves(bound.arguments[name], by_path)
     return shapes
+
+
+def _tensor_leaves(name: str, value) -> list[tuple[str, tuple, torch.Tensor]]:
+    """(name `aotcuda inspect` shows, pytree key path, tensor) of each tensor inside an argument: torch.export names
+    a nested input by its path's keys joined with ``_`` (``feats_x``, ``xs_0``), as inspect lists it."""
+    import torch.utils._pytree as pytree
+
+    try:
+        leaves = pytree.tree_flatten_with_path(value)[0]
+    except Exception:  # noqa: BLE001 - a container without key paths: named by the message without its leaves
+        return []
+    found = []
+    for path, leaf in leaves:
+        if isinstance(leaf, torch.Tensor) and path:
+            keys = [re.sub(r"[^a-zA-Z0-9]", "_", str(_key_of(key))).lower() for key in path]
+            found.append(("_".join([name.lower(), *keys]), tuple(_key_of(key) for key in path), leaf))
+    return found
+
+
+def _key_of(key):
+    return getattr(key, "key", getattr(key, "idx", getattr(key, "name", key)))
+
+
+# a path to a tensor inside an argument: feats.x, feats['x'], feats["x"], feats[x], xs[0], xs.0
+_PATH_STEP = re.compile(r"\.([^.\[\]]+)|\[(?:'([^']*)'|\"([^\"]*)\"|([^\]]*))\]")
+
+
+def _path_keys(text: str, name: str) -> tuple | None:
+    """The keys of a dotted or bracketed path after ``name`` (None where the text is no such path)."""
+    rest, keys = text[len(name):], []
+    while rest:
+        match = _PATH_STEP.match(rest)
+        if match is None:
+            return None
+        keys.append(next(group for group in match.groups() if group is not None))
+        rest = rest[match.end():]
+    return tuple(keys) if keys else None
+
+
+def _nested_tensor(text: str, arguments: dict):
+    """(argument, key path, tensor, inspect's name) for a NAME of --dynamic that names a tensor inside an argument, by
+    the name `aotcuda inspect` lists (``feats_x``) or by a path (``feats.x``, ``feats['x']``, ``xs[0]``); None if it
+    names none."""
+    head = re.match(r"[A-Za-z_]\w*", text)
+    for name, value in arguments.items():
+        if isinstance(value, torch.Tensor):
+            continue
+        keys = _path_keys(text, name) if head and head.group(0) == name else None
+        for shown_name, path, tensor in _tensor_leaves(name, value):
+            if text == shown_name or (keys is not None and tuple(map(str, path)) == keys):
+                return name, path, tensor, shown_name
+    return None
+
+
+def _nested_names(arguments: dict) -> list[str]:
+    return [shown_name for name, value in arguments.items() if not isinstance(value, torch.Tensor)
+            for shown_name, _, _ in _tensor_leaves(name, value)]
+
+
+def _dims_at_leaves(value, by_path: dict):
+    """``value``'s structure with a dim dict at each tensor whose path has dynamic dims, None elsewhere."""
+    import torch.utils._pytree as pytree
+
+    return pytree.tree_map_with_path(
+        lambda path, leaf: by_path.get(tuple(_key_of(key) for key in path)), value)
 
 
 def _conflicting_ranges(symbol: str, first: str, first_range: tuple, option: str, option_range: tuple):
@@ -255,9 +329,10 @@ def _symbol_and_multiple(option: str, symbol: str, low: int, high: int) -> tuple
 MAX_DIM_SIZE = 2**63 - 1  # a tensor's sizes are int64
 
 
-def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, str]:
+def _parse_dynamic(option: str, arguments: dict) -> tuple[str | tuple, int, int, int, str]:
     """NAME:DIM:MIN:MAX[:SYMBOL[*N]] → (name, dim ≥ 0, min, max, symbol: "<NAME>_<dim>" by default), checked
-    against the example inputs (DIM may count from the end, as in torch)."""
+    against the example inputs (DIM may count from the end, as in torch); name is (argument, key path) for a
+    tensor inside an argument."""
     fields = option.split(":")
     # ASCII digits only: str.isdigit() and \d also take "²" (which int() refuses: a raw ValueError) and other scripts'
     # digits (which it reads)
@@ -271,21 +346,34 @@ def _parse_dynamic(option: str, arguments: dict) -> tuple[str, int, int, int, st
                                  "than any tensor's size; give the largest size the input will have",
                                  param_hint="--dynamic")
     name, dim, low, high = fields[0], *map(int, fields[1:4])
-    if name not in arguments:
-        raise click.BadParameter(f"{option!r}: forward has no argument {name!r}; it has {', '.join(arguments)}",
+    label = name
+    found = None if name in arguments else _nested_tensor(name, arguments)
+    if found is not None:  # a tensor inside an argument: (argument, key path), named by inspect's name
+        argument, path, value, label = found
+        name = (argument, path)
+    elif name not in arguments:
+        inside = _nested_names(arguments)
+        also = (f"; a tensor inside one is named as `aotcuda inspect` lists it ({', '.join(inside[:6])}) or by its "
+                "path (feats.x, feats['x'], xs[0])") if inside else ""
+        raise click.BadParameter(f"{option!r}: forward has no argument {name!r}; it has {', '.join(arguments)}{also}",
                                  param_hint="--dynamic")
-    value = arguments[name]
+    else:
+        value = arguments[name]
     if not isinstance(value, torch.Tensor):
+        inside = [shown_name for shown_name, _, _ in _tensor_leaves(name, value)]
+        fix = (f"; name a tensor inside it, as `aotcuda inspect` lists it ({', '.join(inside[:6])}) or by its path "
+               f"({name}.KEY, {name}['KEY'], {name}[INDEX]): e.g. --dynamic {inside[0]}:{fields[1]}:{fields[2]}:"
+               f"{fields[3]}{':' + fields[4] if len(fields) == 5 else ''}") if inside else ""
         raise click.BadParameter(f"{option!r}: input {name} is a {type(value).__name__}, not a tensor; --dynamic "
-                                 "makes a dim of a tensor input dynamic", param_hint="--dynamic")
+                                 f"makes a dim of a tensor input dynamic{fix}", param_hint="--dynamic")
     rank = value.dim()
     if not -rank <= dim < rank:
-        raise click.BadParameter(f"{option!r}: input {name} has {rank} dims (shape {tuple(value.shape)}); "
+        raise click.BadParameter(f"{option!r}: input {label} has {rank} dims (shape {tuple(value.shape)}); "
                                  f"DIM must be in [{-rank}, {rank})", param_hint="--dynamic")
     if low > high:
         raise click.BadParameter(f"{option!r}: MIN {low} is above MAX {high}", param_hint="--dynamic")
     dim %= rank
-    return name, dim, low, high, fields[4] if len(fields) == 5 else f"{name}_{dim}"
+    return name, dim, low, high, fields[4] if len(fields) == 5 else f"{label}_{dim}"
 
 
 # --- saved inputs of `aotcuda run` ---------------------------------------------------------------------

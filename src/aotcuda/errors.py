@@ -51,7 +51,8 @@ class Advice:
     CLI) can say the same fix in its own terms without reading the message's words.
 
     keyword: the argument of lower()/load()/serve the fix sets: "allow_fallbacks", "device", "cuda_graphs",
-        "dynamic_shapes", "max_batch_size", "allow_unbounded_outputs" or "allow_unchecked_indices".
+        "dynamic_shapes", "max_batch_size", "allow_unbounded_outputs" or "allow_unchecked_indices"; or "eval":
+        call model.eval() before lowering (a dropout left in training mode).
     value: what to set it to (True, "cpu", False, "wider" / "dynamic there" / "batch" (a batch Dim at dim 0 of
         every input) for dynamic_shapes, 1).
     relower: the fix is to lower the model again with it (else: to load / call / serve with it).
@@ -106,7 +107,8 @@ class DynamicShapesError(AotcudaError, ValueError):
 
 
 class DeviceError(AotcudaError, ValueError):
-    """lower() was asked for a device it does not lower for, or one this machine does not have."""
+    """lower() was asked for a device it does not lower for, or one this machine does not have; or lower() or
+    load() a CPU device index other than 0 (torch has one CPU device)."""
 
 
 class InputError(AotcudaError, ValueError):

@@ -283,3 +283,37 @@ def test_a_complex_mean_over_a_dynamic_dim_names_that_dim_and_the_rewrite(dims):
     x = torch.randn(5, 8, 2)
     exported = torch.export.export(ComplexMeanAsSum(dims), (torch.randn(4, 8, 2),), dynamic_shapes=batch, strict=False)
     torch.testing.assert_close(exported.module()(x), ComplexMean(dims)(x))
+
+
+class ToNumpy(torch.nn.Module):
+    def forward(self, x):
+        scale = torch.from_numpy(x.numpy()).abs().max()  # NUMPY LINE
+        return x / scale
+
+
+class ItemInMath(torch.nn.Module):
+    def forward(self, x):
+        return x * float(x.sum().item() ** 0.5)  # ITEM LINE
+
+
+def _line(cls, mark: str) -> int:
+    lines, start = inspect.getsourcelines(cls)
+    return start + next(i for i, text in enumerate(lines) if mark in text)
+
+
+def test_a_conversion_to_numpy_in_forward_is_named_with_the_models_line():
+    """A new user (2026-12-06, second): `.numpy()` inside forward got torch's `.numpy() is not supported for tensor
+    subclasses` and aotcuda's note to check that the model runs in eager (it does). The note says that forward
+    converts a traced tensor to NumPy, which torch.export cannot trace, at the model's line; a Python number made of
+    .item() in math names its line too (torch's message clips the path)."""
+    with pytest.raises(RuntimeError, match=r"\.numpy\(\) is not supported for tensor subclasses") as caught:
+        aotcuda.lower(ToNumpy(), (torch.randn(2, 8),), device="cpu")
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and notes[0].startswith(
+        f"aotcuda: forward converts a traced tensor to NumPy at {__file__}:{_line(ToNumpy, 'NUMPY LINE')} in forward: "
+        "`scale = torch.from_numpy(x.numpy()).abs().max()"), notes
+    assert "cannot become a NumPy array" in notes[0] and "runs in eager" not in notes[0], notes
+    with pytest.raises(Exception, match="data-dependent") as caught:
+        aotcuda.lower(ItemInMath(), (torch.randn(2, 8),), device="cpu")
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and f"at {__file__}:{_line(ItemInMath, 'ITEM LINE')} in forward" in notes[0], notes

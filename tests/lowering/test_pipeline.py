@@ -682,6 +682,44 @@ def test_a_model_in_training_mode_with_dropout_or_batch_norm_is_warned_about():
                 aotcuda.lower(quiet, "not a tuple", device="cpu")
 
 
+def test_the_training_mode_warning_names_what_the_model_holds():
+    """A new user (2026-12-06, second): a model with a BatchNorm in training mode and no dropout was warned of
+    "random dropout masks, batch statistics". The warning names what the model holds; a norm without running
+    statistics (InstanceNorm's default), the same in both modes, is no cause for one."""
+    def said(model) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(TypeError):
+                aotcuda.lower(model, "not a tuple", device="cpu")
+        return [str(w.message) for w in caught if "training mode" in str(w.message)]
+
+    (batch_norm,) = said(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)))
+    assert "holds BatchNorm2d: the package computes it as in training (normalized by each call's own batch " \
+           "statistics, with running_mean/running_var updated at every call)" in batch_norm
+    assert "dropout" not in batch_norm
+    (dropout,) = said(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)))
+    assert "(random dropout masks at every call)" in dropout and "batch statistics" not in dropout
+    assert said(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.InstanceNorm2d(4))) == []
+
+
+def test_a_program_writing_norm_statistics_gets_the_likely_cause_in_serve_and_inspect():
+    """A new user (2026-12-06, second): `aotcuda serve` refused batching a program that writes
+    blocks.0.b1.running_mean/var, and inspect listed "state written at every call", with no word of the likely cause,
+    a BatchNorm left in training mode. Both say it now, where the written state is a norm's statistics alone."""
+    from aotcuda.errors import ServingConfigError
+    from aotcuda.serving.batching import serving_plan, training_norm_cause
+    from aotcuda.serving.server import ServeOptions, _check_state_on_one_replica
+
+    state = ["stem.1.running_mean", "stem.1.running_var", "stem.1.num_batches_tracked"]
+    assert "BatchNorm left in training mode" in training_norm_cause(state)
+    assert training_norm_cause(["cache", "stem.1.running_mean"]) == "" == training_norm_cause(["step"])
+    with pytest.raises(ServingConfigError, match=r"never batched: .*\. But the state written is a norm's running "
+                                                 r"statistics: likely a BatchNorm left in training mode.*model\.eval\(\)"):
+        serving_plan([], [], 8, "m.pt2", state_written=state)
+    with pytest.raises(ServingConfigError, match=r"one replica .*likely a BatchNorm left in training mode"):
+        _check_state_on_one_replica(state, ServeOptions(replicas=2), "m.pt2")
+
+
 def test_a_signature_larger_than_load_reads_by_default_is_said_at_lowering():
     """A second review lowered 1,000 inputs and 1,000 outputs: lower() wrote a signature that load refused as
     damaged. Signatures are compact JSON now, load reads 8 MiB by default, and a larger one is warned about."""

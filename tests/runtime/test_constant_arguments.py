@@ -287,3 +287,21 @@ def test_only_plain_values_are_compared_and_lowering_records_only_those():
     recorded = {p["name"]: p for p in forward_parameters(Defaults())}
     assert recorded["flag"]["default"] is True
     assert "default" not in recorded["extra"] and "default" not in recorded["mode"] and recorded["extra"]["has_default"]
+
+
+def test_too_many_positional_arguments_say_which_are_fixed_at_lowering(scaled):
+    """A new user (2026-12-06, second): `p(x, pos, 0.5, 7)` for forward(x, pos, scale: float) with scale fixed at
+    lowering said `the program takes 2 positional argument(s) (x, pos), got 4`, though 3 work. The count now spans
+    forward's positional parameters, each fixed one named with its value."""
+    t = x()
+    with pytest.raises(InputError, match=r"^the program takes 1 to 3 positional argument\(s\) \(x, scale, use_relu; "
+                                         r"scale is fixed at 2.0; use_relu is fixed at True\), got 4; "):
+        scaled(t, 2.0, True, 7)
+    torch.testing.assert_close(scaled(t, 2.0, True), EAGER(t, 2.0, True))  # the counted ones run
+    arguments = _arguments({"scale": 2.0}, [{"name": "x", "positional": True, "has_default": False},
+                                            {"name": "scale", "positional": True, "default": 1.0},
+                                            {"name": "shift", "positional": True, "default": 0.0}],
+                           [{"leaf": 1, "value": 2.0}])
+    with pytest.raises(InputError, match=r"takes 1 to 3 .*\(x, scale, shift; scale is fixed at 2.0; shift is fixed at "
+                                         r"forward's default 0.0\), got 5"):
+        arguments.bind((t, 2.0, 0.0, 1, 2), {})

@@ -939,10 +939,21 @@ def test_an_upper_case_digest_and_a_cpu_index_load_a_program_that_runs(twice_pt2
     with open(twice_pt2, "rb") as package:
         digest = hashlib.sha256(package.read()).hexdigest().upper()  # main: "not the package that was checked"
     x = torch.randn(5, 4)
-    for arguments in (dict(package_sha256=digest), dict(device="cpu:3"), dict(device=torch.device("cpu", 1))):
+    for arguments in (dict(package_sha256=digest), dict(device="cpu:0"), dict(device=torch.device("cpu", 0))):
         with load(twice_pt2, **arguments) as program:  # main, cpu:3: every call "is on cpu, but the program runs on
             assert program.device == torch.device("cpu")  # cpu:3; move it there first, e.g. tensor.to('cpu:3')"
             assert_like_eager(program(x), x)
+
+
+def test_a_cpu_index_other_than_0_is_refused_by_load_as_by_lower(twice_pt2):
+    """A new user (2026-12-06, second): load(path, device="cpu:1") was taken without a word (the index dropped), where
+    lower(device="cpu:1") raises DeviceError. load refuses it the same way now; cpu:0 is the CPU (the test above)."""
+    from aotcuda.errors import DeviceError
+
+    for device in ("cpu:1", torch.device("cpu", 3)):
+        with pytest.raises(DeviceError, match=rf"device='cpu:[13]' asked for, but the CPU takes no device index \(torch "
+                                              r"has one CPU device, and places every cpu:N on it\); use device='cpu'"):
+            load(twice_pt2, device=device)
 
 
 def test_a_package_path_under_tilde_is_read_from_the_home_folder(tmp_path, monkeypatch):

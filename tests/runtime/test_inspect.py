@@ -216,6 +216,20 @@ def test_inspect_lists_the_inputs_and_state_a_call_writes_in_place(stateful_pt2,
     assert plain.exit_code == 0 and "written" not in plain.output, plain.output
 
 
+def test_inspect_says_the_likely_cause_of_norm_statistics_written(twice_pt2, tmp_path):
+    """A new user (2026-12-06, second): inspect listed a BatchNorm's running_mean/var as "state written at every
+    call", with no word of a BatchNorm left in training mode (call model.eval() before lowering)."""
+    state = ["stem.1.running_mean", "stem.1.running_var", "stem.1.num_batches_tracked"]
+    path = with_edited_signature(twice_pt2, tmp_path / "norm.pt2", lambda signature: signature.update(
+        state_written=state))
+    shown = CliRunner().invoke(main, ["inspect", str(path)])
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())
+    assert "state written at every call: stem.1.running_mean, stem.1.running_var, stem.1.num_batches_tracked (the " \
+           "state written is a norm's running statistics: likely a BatchNorm left in training mode" in text, text
+    assert "model.eval() before lowering" in text, text
+
+
 @pytest.mark.parametrize("inputs", [7, 1.5, True])
 def test_inspect_of_a_signature_whose_inputs_are_a_number_warns_and_shows_the_rest(twice_pt2, tmp_path, inputs):
     """main: `error: TypeError: 'int' object is not iterable` (the unchecked-index line iterated the field as it was)."""

@@ -169,3 +169,53 @@ def test_a_container_pytree_does_not_know_is_named_by_its_type_on_one_line(struc
     assert "\n" not in str(refused.value) and "keys [tensor([[" in str(refused.value)
     assert_outputs_equal(program(x, dict(Extra(scale=scale)), use_cache=False),
                          module(x, {"scale": scale}, use_cache=False))
+
+
+def test_dicts_are_put_in_the_exported_key_order_at_every_level():
+    """A new user (2026-12-06, second): a dict whose keys came in another order than the export's was refused; the
+    reorder is checked here at every nesting level, run by torch's ep.module() against eager (no compile; torch 2.13's
+    ep.module() takes a top-level dict's keys in any order, not a nested one's)."""
+    from aotcuda.runtime.keywords import in_spec_order
+
+    class Deep(torch.nn.Module):
+        def forward(self, feats, more):
+            return feats["x"] * 2 + feats["inner"][0]["b"] - feats["inner"][0]["a"], more["p"] + more["q"]
+
+    def make(reverse):
+        def d(pairs):
+            return dict(reversed(pairs) if reverse else pairs)
+        x, a, b, p, q = (torch.randn(2, 3) for _ in range(5))
+        return (d([("x", x), ("inner", [d([("a", a), ("b", b)])])]), d([("p", p), ("q", q)]))
+
+    ep = torch.export.export(Deep(), make(False))
+    spec = ep.call_spec.in_spec
+    for _ in range(2):
+        args = make(True)
+        ordered = in_spec_order((args, {}), spec)
+        flat, given = torch.utils._pytree.tree_flatten(ordered)
+        assert given == spec
+        assert_outputs_equal(ep.module()(*ordered[0]), Deep()(*args))
+    straight = (make(False), {})
+    assert in_spec_order(straight, spec) is straight  # nothing moved: nothing rebuilt
+    other = ({"x": torch.randn(2, 3)}, {"p": torch.randn(2, 3), "q": torch.randn(2, 3)})
+    assert in_spec_order((other, {}), spec)[0][0] is other[0]  # other keys: left for the error to name
+
+
+def test_a_list_where_a_tensor_goes_gets_the_as_tensor_advice_a_numpy_array_gets(structured):
+    """A new user (2026-12-06, second): `p([[1, 2, 3]])` was told `input 'ids' (#0) is a list of 1, expected a tensor`,
+    where a NumPy array there gets the tensor the program takes and `torch.as_tensor(value, dtype=...)`. A list, at
+    any level, gets that advice now, with the shape and dtype of the input at its place (fixed leaves skipped)."""
+    program, module = structured
+    x, scale = torch.randn(5, 4), torch.randn(5, 3)
+    with pytest.raises(InputError, match=r"^input 'x' \(#0\) must be a torch.Tensor, got list; the program takes a "
+                                         r"tensor of shape \(5, 4\) and dtype torch.float32 on cpu, e.g. "
+                                         r"torch.as_tensor\(value, dtype=torch.float32\)$"):
+        program(x.tolist(), extra={"scale": scale}, use_cache=False)
+    with pytest.raises(InputError, match=r"^keyword input 'extra'\['scale'\] must be a torch.Tensor, got list; the "
+                                         r"program takes a tensor of shape \(5, 3\) and dtype torch.float32"):
+        program(x, extra={"scale": scale.tolist()}, use_cache=False)
+    with pytest.raises(InputError, match=r"^input 'x' \(#0\) must be a torch.Tensor, got tuple; .*torch.as_tensor"):
+        program(tuple(x.tolist()), extra={"scale": scale}, use_cache=False)
+    with torch.no_grad():  # the advice, followed, runs as eager
+        assert_outputs_equal(program(torch.as_tensor(x.tolist(), dtype=torch.float32), extra={"scale": scale},
+                                     use_cache=False), module(x, {"scale": scale}, use_cache=False))

@@ -105,3 +105,17 @@ def runaway_package(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("runaway") / "halving.pt2")
     aotcuda.lower(RepeatedHalving(), (torch.randn(4), torch.tensor(3)), device="cpu", package_path=path)
     return path
+
+
+class FixedScale(torch.nn.Module):
+    def forward(self, x, scale: float = 1.0):
+        return x * scale
+
+
+@pytest.fixture(scope="session")
+def fixed_scale_package(tmp_path_factory):
+    """forward(x, scale=1.0) lowered with scale=0.5, x [batch ∈ 1..8, 4] float32, for the CPU."""
+    path = str(tmp_path_factory.mktemp("fixed_scale") / "fixed.pt2")
+    aotcuda.lower(FixedScale(), (torch.randn(2, 4),), {"scale": 0.5}, device="cpu", package_path=path,
+                  dynamic_shapes={"x": {0: torch.export.Dim("batch", min=1, max=8)}, "scale": None})
+    return path

@@ -189,3 +189,23 @@ def test_stats_name_the_batch_dim_as_the_user_gave_it(served_block, monkeypatch)
     documented = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text()
     assert [field for field in batching if f"  | `{field}` |" not in documented] == []  # each in the /stats table
     assert deployment.ProgramReplica(served_block[0]).stats()["batching"] is None
+
+
+def test_a_request_holding_an_argument_fixed_at_lowering_is_told_to_leave_it_out(fixed_scale_package):
+    """A new user (2026-12-06, second): a request that held the fixed argument `scale` (the lowered value, too) was
+    answered `400: unknown input(s) 'scale'`. It is named as an argument fixed at lowering, with its value, and to be
+    left out; a request without it is served."""
+    from aotcuda.serving.codec import RequestError
+
+    replica = deployment.ProgramReplica(fixed_scale_package)
+    x = torch.randn(3, 4)
+    for scale in (torch.tensor(0.5), torch.tensor(2.0)):
+        with pytest.raises(RequestError, match=r"^'scale' \(the program computes with 0.5\) is an argument fixed at "
+                                               r"lowering, no part of a request: leave it out \(the program takes 'x'"):
+            replica.checked_inputs(safetensors_torch.save({"x": x, "scale": scale}))
+    with pytest.raises(RequestError, match=r"fixed at lowering.*; unknown input\(s\) 'y'"):
+        replica.checked_inputs(safetensors_torch.save({"x": x, "scale": torch.tensor(0.5), "y": x.clone()}))
+    (inputs,) = [replica.checked_inputs(safetensors_torch.save({"x": x}))]
+    handle_batch = type(replica).predict_batch.__wrapped__
+    ((y,),) = asyncio.run(handle_batch(replica, [inputs]))
+    torch.testing.assert_close(y, x * 0.5)

@@ -43,14 +43,29 @@ _DATA_DEPENDENT = re.compile(r"Could not guard on data-dependent expression")
 _RAISED_AT = re.compile(r'The following call raised this error:\n\s*File "([^"]+)", line (\d+), in (\w+)\n\s*(.*)')
 
 
-def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | None = None) -> str | None:
+# torch's refusal of a FakeTensor's conversion to NumPy (x.numpy(), np.asarray(x)): the values do not exist while
+# torch.export traces, yet torch's words speak of "tensor subclasses", and the model runs in eager
+_TO_NUMPY = re.compile(r"\.numpy\(\) is not supported for tensor subclasses")
+
+
+def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | None = None,
+            raised_at: traceback.FrameSummary | None = None) -> str | None:
     """The change that avoids the export failure whose message is `message`, or None where none is known.
     specialized_at: {dim name: the model's frame that made it a constant} (``recorded_specializations``;
-    its ``fixed_by``, where present: {dim name: (parameter or buffer, its shape) whose fixed size did it})."""
+    its ``fixed_by``, where present: {dim name: (parameter or buffer, its shape) whose fixed size did it}).
+    raised_at: the model's frame the error was raised in (``_model_frame_raising``), where known."""
+    at = (f" at {raised_at.filename}:{raised_at.lineno} in {raised_at.name}"
+          f"{f': `{raised_at.line.strip()}`' if raised_at.line else ''}") if raised_at is not None else ""
+    if _TO_NUMPY.search(message):
+        return (f"aotcuda: forward converts a traced tensor to NumPy{at}. torch.export runs forward on FakeTensors, "
+                "which stand for the inputs and hold no values, so a tensor cannot become a NumPy array (or Python "
+                "values used outside torch ops) while it traces; in eager it can, which is why the model runs there. "
+                "Compute that step with torch ops on the tensor (x.sum() for np.sum(x.numpy()); torch has most of "
+                "NumPy's functions), or do it outside the model and pass the result in as an input.")
     if _DATA_DEPENDENT.search(message):
         raised = _RAISED_AT.search(message)
         where = (f" at {raised.group(1)}:{raised.group(2)} in {raised.group(3)}: `{raised.group(4).strip()}`"
-                 if raised else "")
+                 if raised else at)
         return (f"aotcuda: the model decides something from the values of a tensor{where}. torch.export records "
                 "one path through the program, so Python control flow on values computed from the inputs (an if "
                 "or while on a tensor, bool(t), t.item() used as a Python number) cannot be exported. Compute both "
@@ -173,6 +188,18 @@ def _raised_in_model(exc: BaseException) -> str | None:
     below aotcuda's export_program), as a note; None where no frame of the model's is there. torch's own message
     names no line (``RuntimeError: shape '[1, 200, 1, 8]' is invalid for input of size 1024``: a new user could not
     tell which view of the model it was)."""
+    found = _model_frame_raising(exc)
+    if found is None:
+        return None
+    line = f": `{found.line.strip()}`" if found.line else ""
+    return (f"aotcuda: raised at {found.filename}:{found.lineno} in {found.name}{line}, as torch.export ran forward "
+            "on the example inputs (as FakeTensors, which stand for them in torch's message): check that the model "
+            "runs on those inputs in eager, model(*args, **kwargs)")
+
+
+def _model_frame_raising(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of the model's code in ``exc``'s traceback below aotcuda's export_program (outside the
+    libraries), or None."""
     from aotcuda.lowering.exporting import export_program
 
     skipped, inside, found = _outside_libraries(), False, None
@@ -184,12 +211,7 @@ def _raised_in_model(exc: BaseException) -> str | None:
         elif inside and not code.co_filename.startswith(skipped) and not code.co_filename.startswith("<"):
             found = traceback.FrameSummary(code.co_filename, tb.tb_lineno, code.co_name)
         tb = tb.tb_next
-    if found is None:
-        return None
-    line = f": `{found.line.strip()}`" if found.line else ""
-    return (f"aotcuda: raised at {found.filename}:{found.lineno} in {found.name}{line}, as torch.export ran forward "
-            "on the example inputs (as FakeTensors, which stand for them in torch's message): check that the model "
-            "runs on those inputs in eager, model(*args, **kwargs)")
+    return found
 
 
 class Specializations(dict):
@@ -346,7 +368,7 @@ def export_hints(model=None):
         with recorded_specializations(model) as specialized_at, _without_partial_graph_prints():
             yield
     except Exception as exc:
-        fix = fix_for(str(exc), specialized_at) or _raised_in_model(exc)
+        fix = fix_for(str(exc), specialized_at, _model_frame_raising(exc)) or _raised_in_model(exc)
         if fix is not None:
             exc.add_note(fix)
         raise

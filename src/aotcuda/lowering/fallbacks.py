@@ -115,6 +115,7 @@ class FallbackKernel:
     sources: list[str] = field(default_factory=list)
     complex_valued: bool = False  # one of its nodes reads or writes a complex tensor
     dropout: bool = False  # its nodes include a dropout, which the program has only in training mode
+    other_random: bool = False  # its nodes include a random op that is no dropout (model.eval() keeps it)
 
     def describe(self) -> str:
         where = "; ".join(dict.fromkeys(s for s in self.sources if s)) or (
@@ -297,8 +298,11 @@ def random_nodes(ep) -> list[torch.fx.Node]:
 
 def is_dropout(node: torch.fx.Node) -> bool:
     """A dropout node: torch.export keeps one only where dropout ran in training mode (eval's is the identity)."""
-    return "dropout" in str(node.target) or any(
-        "dropout" in str(kind).lower() for _, kind in (node.meta.get("nn_module_stack") or {}).values())
+    stack = list((node.meta.get("nn_module_stack") or {}).values())
+    # the innermost module, a dropout by its class name (Dropout, Dropout2d, AlphaDropout): a model class named
+    # DropoutAndNoise holds other random ops, which model.eval() keeps
+    return "dropout" in str(node.target) or bool(stack) and re.search(
+        r"dropout(\d+d)?$", str(stack[-1][1]).rsplit(".", 1)[-1].lower()) is not None
 
 
 def find_fallback_kernels(package_path: str, ep=None) -> list[FallbackKernel]:
@@ -360,6 +364,25 @@ def _attribute_to_random_nodes(kernel: FallbackKernel, ep) -> None:
             kernel.nodes.append(node.name)
             kernel.sources.append(relative_source_line(node))
             kernel.dropout = kernel.dropout or is_dropout(node)
+            kernel.other_random = kernel.other_random or not is_dropout(node)
+
+
+def dropout_only(missing: list[FallbackKernel]) -> bool:
+    """Whether every kernel refused is the seed kernel of dropouts alone: model.eval() removes them all, and
+    allow_fallbacks would ship a program that drops activations at random at every call."""
+    return bool(missing) and all(kernel.op in SEED_KERNELS and kernel.dropout and not kernel.other_random
+                                 for kernel in missing)
+
+
+def refusal_advice(missing: list[FallbackKernel]) -> tuple:
+    """The fixes a MissingFallbackKernelsError gives, in order (errors.Advice): model.eval() first where a dropout
+    in training mode is among the kernels, allow_fallbacks only where a kernel would stay after it."""
+    from aotcuda.errors import Advice
+
+    if not any(kernel.dropout for kernel in missing):
+        return (Advice("allow_fallbacks", True),)
+    evaluated = Advice("eval", True, relower=True)
+    return (evaluated,) if dropout_only(missing) else (evaluated, Advice("allow_fallbacks", True))
 
 
 def kernels_record(missing: list[FallbackKernel], library: list[FallbackKernel]) -> list[dict]:
@@ -435,6 +458,10 @@ def missing_kernels_message(method: str, missing: list[FallbackKernel], refusal=
         lines.append("Change that line as the reason says (docs/ops.md lists what the pass rewrites and refuses) and "
                      "every complex kernel above goes, or pass allow_fallbacks=True to ship the ATen kernels "
                      "(a package with a proxy-executor kernel runs in torch's loader only, not in aotcuda.load).")
+    elif dropout_only(missing):
+        lines.append("allow_fallbacks=True is no fix here: it would ship the dropout as in training, a program that "
+                     "zeroes activations at random at every call; call model.eval() (in an `aotcuda lower` factory: "
+                     "return model.eval()).")
     elif len(seeded) == len(missing):
         lines.append("Keep the model's random ops out of the program (model.eval() for dropout), or pass "
                      "allow_fallbacks=True to ship the ATen kernel.")

@@ -124,6 +124,7 @@ def random_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: froz
         kernel.nodes.append(node.name)
         kernel.sources.append(relative_source_line(node))
         kernel.dropout = kernel.dropout or is_dropout(node)
+        kernel.other_random = kernel.other_random or not is_dropout(node)
     return split_allowed(list(kernels.values()), allowed)[0]
 
 

@@ -66,7 +66,7 @@ from aotcuda.lowering.operand_dtypes import check_product_dtypes
 from aotcuda.lowering.options import (check_example_tensors, check_inputs_fit, check_options,
                                      model_kind_fix)
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
-                                       split_allowed)
+                                       refusal_advice, split_allowed)
 from aotcuda.lowering.index_ranges import exported_index_ranges
 from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
@@ -237,7 +237,8 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
         with step("check"):
             missing, library = split_allowed(find_fallback_kernels(building, ep), profile.allowed_kernels)
             if missing and not allow_fallbacks:
-                error = MissingFallbackKernelsError(missing_kernels_message("forward", missing, refusal))
+                error = MissingFallbackKernelsError(missing_kernels_message("forward", missing, refusal),
+                                                    advice=refusal_advice(missing))
                 error.kernels, error.refusal = missing, refusal
                 raise error
             proxy_ops = proxy_executor_ops(building)
@@ -279,7 +280,7 @@ def _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results
         kernels = known_fallback_kernels(ep, device.type, profile.allowed_kernels)
         message = missing_kernels_message("forward", kernels, refusal)
     if kernels:
-        error = MissingFallbackKernelsError(message)
+        error = MissingFallbackKernelsError(message, advice=refusal_advice(kernels))
         error.kernels, error.refusal, error.pass_results = kernels, refusal, pass_results
         if package_path is not None:
             error.add_note(_not_written(os.path.abspath(package_path)))
@@ -654,11 +655,26 @@ def _warn_if_training(model) -> None:
     if not isinstance(model, torch.nn.Module) or not model.training:
         return
     modes = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._NormBase)
-    kinds = sorted({type(m).__name__ for m in model.modules() if m.training and isinstance(m, modes)})
+    # a norm without running statistics (InstanceNorm's default) computes the same in eval mode: not one of them
+    held = [m for m in model.modules() if m.training and isinstance(m, modes)
+            and getattr(m, "track_running_stats", True)]
+    kinds = sorted({type(m).__name__ for m in held})
     if kinds:
         warnings.warn(f"the model is in training mode (model.training is True) and holds {', '.join(kinds)}: the "
-                      "package computes them as in training (random dropout masks, batch statistics). To lower for "
-                      "inference, call model.eval() first.", UserWarning, stacklevel=3)
+                      f"package computes {'it' if len(kinds) == 1 else 'them'} as in training "
+                      f"({'; '.join(_training_effects(held))}). To lower for inference, call model.eval() first.",
+                      UserWarning, stacklevel=3)
+
+
+def _training_effects(held: list) -> list[str]:
+    """What each kind of module the model holds in training mode does there, once a kind, in words."""
+    effects = []
+    if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in held):
+        effects.append("random dropout masks at every call")
+    if any(isinstance(m, torch.nn.modules.batchnorm._NormBase) for m in held):
+        effects.append("normalized by each call's own batch statistics, with running_mean/running_var updated at "
+                       "every call")
+    return effects
 
 
 def _is_package_file(path: str) -> bool:

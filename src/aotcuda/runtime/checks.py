@@ -224,6 +224,12 @@ def _element_addresses(tensor: torch.Tensor, first: int, stop: int) -> torch.Ten
     return address
 
 
+def not_a_tensor_error(value, spec: TensorSpec | None, label: str, device: torch.device) -> InputError:
+    """The InputError for ``value`` (a list, a NumPy array, a number) where the program takes a tensor: the Program's
+    own check of a list given where the input spec has a tensor uses it too (``_not_a_tensor``)."""
+    return _not_a_tensor(value, spec, label, device)
+
+
 def _bytes_of(mask: torch.Tensor, tensor: torch.Tensor, base: int) -> torch.Tensor:
     """The bytes of ``mask`` (which starts at address ``base``) that ``tensor``'s elements occupy."""
     item = tensor.element_size()

@@ -164,6 +164,8 @@ class ConstantArguments:
     def _positional_to_keywords(self, args: tuple, kwargs: dict, count: int) -> tuple:
         """Positional arguments past the ``count`` exported ones, bound by forward's parameter order."""
         positional = [p for p in self.parameters if p.positional]
+        if len(args) > len(positional) > count:  # forward takes more than the program's inputs: those are fixed
+            raise InputError(self._too_many_message(positional, count, len(args)))
         if len(args) <= count or len(args) > len(positional):
             return args  # bind_keywords names a count problem
         for position in range(count, len(args)):
@@ -172,6 +174,22 @@ class ConstantArguments:
                 raise InputError(f"argument {name!r} given twice, as positional #{position} and by keyword")
             kwargs[name] = args[position]
         return args[:count]
+
+    def _too_many_message(self, positional: list[Parameter], count: int, given: int) -> str:
+        """Too many positional arguments where forward's positional parameters past the program's inputs are
+        arguments fixed at lowering: "takes 2 to 3 (x, pos, scale; scale is fixed at 0.5)", not "takes 2"."""
+        fixed = {c.parameter: c.value for c in self.constants if c.parameter is not None}
+        described = []
+        for parameter in positional[count:]:
+            if parameter.name in fixed:
+                described.append(f"{parameter.name} is fixed at {fixed[parameter.name]!r}")
+            elif parameter.has_default and parameter.default is not _NO_DEFAULT:
+                described.append(f"{parameter.name} is fixed at forward's default {parameter.default!r}")
+            else:
+                described.append(f"{parameter.name} is fixed at lowering")
+        names = ", ".join(p.name for p in positional)
+        return (f"the program takes {count} to {len(positional)} positional argument(s) ({names}; "
+                f"{'; '.join(described)}), got {given}; call it as the exported module was called")
 
     def _drop_defaults_left_at_lowering(self, kwargs: dict, keywords: set[str]) -> None:
         """Keywords the program has no input for but forward has as a parameter: the example call left them

@@ -8,7 +8,7 @@ import platform
 
 import torch
 
-from aotcuda.errors import Advice, PackageError, clipped
+from aotcuda.errors import Advice, DeviceError, PackageError, clipped
 from aotcuda.runtime.libloader import compiled_machine_flags, holds_amx_instructions
 from aotcuda.runtime.package import ExtractedPackage
 
@@ -33,7 +33,8 @@ def resolve_device(package: ExtractedPackage, device) -> torch.device:
     current device), checked against the package and this machine.
 
     Raises PackageError naming the fix when the package was built for another device type or for a device
-    type aotcuda does not run, or when the device is not here (no CUDA, an index past the visible devices).
+    type aotcuda does not run, or when the device is not here (no CUDA, an index past the visible devices);
+    DeviceError, as lower() raises it, for a CPU index other than 0.
     """
     package_type = package.device_type
     if not package_type:
@@ -48,8 +49,11 @@ def resolve_device(package: ExtractedPackage, device) -> torch.device:
         wanted = torch.device(device) if device is not None else torch.device(package_type)
     except (RuntimeError, TypeError) as exc:
         raise PackageError(f"device={device!r} is not a device ({exc}); pass e.g. 'cpu' or 'cuda:0'") from exc
-    if wanted.type == "cpu" and wanted.index is not None:  # torch places 'cpu:3' tensors on 'cpu': so does the Program
-        wanted = torch.device("cpu")  # (kept, every call was refused: "is on cpu, but the program runs on cpu:3")
+    if wanted.type == "cpu" and wanted.index:  # refused as lower() refuses it: the index would mean nothing
+        raise DeviceError(f"device={str(wanted)!r} asked for, but the CPU takes no device index (torch has one CPU "
+                          "device, and places every cpu:N on it); use device='cpu'", advice=(Advice("device", "cpu"),))
+    if wanted.type == "cpu":  # cpu:0 is torch's name for the CPU: the Program's device is 'cpu', as its tensors'
+        wanted = torch.device("cpu")
     if wanted.type not in _DEVICE_TYPES:  # lower() refuses it too: "lower again for mps" was advice no call takes
         raise PackageError(f"device={device!r}: aotcuda runs packages on {' or '.join(_DEVICE_TYPES)}, not "
                            f"{wanted.type}; load this one with device={package_type!r}",

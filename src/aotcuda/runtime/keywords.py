@@ -103,6 +103,28 @@ def bind_keywords(args: tuple, kwargs: dict, in_spec, names: list[str | None],
     return tuple(slots), {key: rest[key] for key in keywords}
 
 
+def in_spec_order(value, spec):
+    """``value`` with each plain dict that holds the same keys as the exported spec's dict at its place rebuilt in
+    the spec's key order, at every level: eager and torch's ``ep.module()`` match a dict by its keys, but pytree
+    flattens a dict in its keys' order, so ``{"y": y, "x": x}`` gave another spec than the exported ``{"x", "y"}``
+    (and was refused). Containers are rebuilt only where something inside them moved; a dict with other keys is
+    left as it is, for ``structure_difference`` to name the keys missing or not taken. Walks the spec, which the
+    package bounds, never deeper than the value's own structure matches it."""
+    if spec.is_leaf() or type(value) is not spec.type:
+        return value
+    if spec.type is dict:
+        keys = spec.context
+        if len(value) != len(keys) or any(key not in value for key in keys):
+            return value
+        ordered = {key: in_spec_order(value[key], child) for key, child in zip(keys, _children(spec))}
+        same = list(value) == list(keys) and all(ordered[key] is value[key] for key in keys)
+        return value if same else ordered
+    if spec.type in (tuple, list) and len(value) == spec.num_children:
+        items = [in_spec_order(item, child) for item, child in zip(value, _children(spec))]
+        return value if all(a is b for a, b in zip(items, value)) else spec.type(items)
+    return value
+
+
 def leaf_names(in_spec) -> list[str]:
     """Each flat leaf of an ``(args, kwargs)`` input spec named as the caller writes it (``#0``,
     ``'use_cache'``, ``'extra'['scale']``)."""
@@ -163,11 +185,14 @@ def _what_it_takes(names: list[str | None], keywords: list[str]) -> str:
 _UNKNOWN = object()  # a value structure_difference was not given
 
 
-def structure_difference(given, expected, names: list[str | None], values: tuple = (_UNKNOWN, _UNKNOWN)) -> str:
+def structure_difference(given, expected, names: list[str | None], values: tuple = (_UNKNOWN, _UNKNOWN),
+                         not_a_tensor=None) -> str:
     """The first place where a call's ``(args, kwargs)`` spec differs from the exported one, in words.
 
     ``values``: the call's ``(args, kwargs)`` themselves, so that a leaf is named by its type: a spec's leaf
-    may be any object that is no container pytree knows (a dict subclass was named "a tensor")."""
+    may be any object that is no container pytree knows (a dict subclass was named "a tensor").
+    ``not_a_tensor(leaf, value, where)``: called for a list or tuple given where the exported module took the flat
+    leaf ``leaf`` (a tensor, which ``torch.as_tensor(value, dtype=...)`` would make); it may raise its own error."""
     given_args, given_kwargs = _args_and_kwargs_specs(given)
     expected_args, expected_kwargs = _args_and_kwargs_specs(expected)
     if given_args is None or expected_args is None:
@@ -178,29 +203,45 @@ def structure_difference(given, expected, names: list[str | None], values: tuple
              for i, (g, e, v) in enumerate(zip(_children(given_args), _children(expected_args), arg_values))]
     pairs += [(f"keyword input {key!r}", g, e, kwargs.get(key, _UNKNOWN) if isinstance(kwargs, dict) else _UNKNOWN)
               for key, g, e in zip(expected_kwargs.context, _children(given_kwargs), _children(expected_kwargs))]
+    leaf = 0
     for where, g, e, v in pairs:
-        found = _first_difference(g, e, where, v)
+        found = _first_difference(g, e, where, v, leaf, not_a_tensor)
         if found:
             return found
+        leaf += e.num_leaves
     return f"the arguments are structured as {given}, but the program was exported with {expected}"
 
 
-def _first_difference(given, expected, where: str, value=_UNKNOWN) -> str | None:
+def _first_difference(given, expected, where: str, value=_UNKNOWN, leaf: int = 0, not_a_tensor=None) -> str | None:
     if given == expected:
         return None
+    if expected.is_leaf() and type(value) in (list, tuple) and not_a_tensor is not None:
+        not_a_tensor(leaf, value, where)  # a nested list of numbers where a tensor goes: how to make one
     if (given.is_leaf() or expected.is_leaf() or given.type is not expected.type
             or given.num_children != expected.num_children or given.context != expected.context):
         import collections.abc
 
         hint = " (pass a plain dict, e.g. dict(value))" if (
             expected.type is dict and given.type is not dict and isinstance(value, collections.abc.Mapping)) else ""
+        if expected.type is dict and given.type is dict and not given.is_leaf():
+            hint = _keys_difference(list(given.context), list(expected.context))
         return f"{where} is {_describe(given, value)}, expected {_describe(expected)}{hint}"
     keys = expected.context if expected.type is dict else range(expected.num_children)
     for key, g, e, v in zip(keys, _children(given), _children(expected), _child_values(value, given)):
-        found = _first_difference(g, e, f"{where}[{quoted(key)}]", v)
+        found = _first_difference(g, e, f"{where}[{quoted(key)}]", v, leaf, not_a_tensor)
         if found:
             return found
+        leaf += e.num_leaves
     return f"{where} is {_describe(given, value)}, expected {_describe(expected)}"
+
+
+def _keys_difference(given: list, expected: list) -> str:
+    """The keys a dict lacks and those it has that the program does not take (its keys' order does not matter)."""
+    missing = [key for key in expected if key not in given]
+    extra = [key for key in given if key not in expected]
+    parts = ([f"missing key(s) {names_quoted(missing)}"] if missing else []) + (
+        [f"key(s) {names_quoted(extra)} not taken by the program"] if extra else [])
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _child_values(value, spec) -> list:

@@ -59,6 +59,7 @@ from aotcuda.runtime.checks import (
     check_inputs,
     check_mutated_inputs,
     copies_back,
+    not_a_tensor_error,
 )
 from aotcuda.runtime.complex_adapter import split_signature
 from aotcuda.runtime.aoti_checks import aoti_input_checks, latch_aoti_input_checks
@@ -79,7 +80,7 @@ from aotcuda.runtime.divisors import SizeDivisors
 from aotcuda.runtime.index_ranges import IndexRangeChecks
 from aotcuda.runtime.lifetime import OPENMP, CallGate
 from aotcuda.runtime.constant_arguments import ConstantArguments
-from aotcuda.runtime.keywords import bind_keywords, positional_names, structure_difference
+from aotcuda.runtime.keywords import bind_keywords, in_spec_order, positional_names, structure_difference
 from aotcuda.runtime.plain_tensors import caller_modes_active, plain_inputs, plain_outputs, without_caller_modes
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
@@ -348,6 +349,7 @@ class Program:
         args, kwargs = constants.bind(args, kwargs)
         args, kwargs = bind_keywords(args, kwargs, self._in_spec, self._positional_names(),
                                      constants.unknown_keyword_hint())
+        args, kwargs = in_spec_order((args, kwargs), self._in_spec)  # a dict's keys in any order, as eager takes them
         try:
             flat, spec = pytree.tree_flatten((args, kwargs))  # recursive: one Python frame per level
         except RecursionError:
@@ -355,8 +357,9 @@ class Program:
                              "holds itself, or thousands of nested lists); call it as the exported module was called "
                              "(Program.input_specs lists the tensors it takes)") from None
         if spec != self._in_spec:
-            raise InputError(f"{structure_difference(spec, self._in_spec, self._positional_names(), (args, kwargs))}; "
-                             "call it as the exported module was called")
+            said = structure_difference(spec, self._in_spec, self._positional_names(), (args, kwargs),
+                                        self._refuse_list_for_a_tensor)
+            raise InputError(f"{said}; call it as the exported module was called")
         if constants.constants:
             constants.check(flat)
         if len(flat) == self.num_inputs:
@@ -368,6 +371,18 @@ class Program:
         if fixed and len(flat) - len(fixed) == self.num_inputs:
             return [leaf for index, leaf in enumerate(flat) if index not in fixed]
         return [leaf for leaf in flat if isinstance(leaf, torch.Tensor)]
+
+    def _refuse_list_for_a_tensor(self, leaf: int, value, where: str) -> None:
+        """Raise the InputError for a list or tuple of numbers given where the program takes the tensor of the input
+        spec's flat ``leaf``: the tensor it wants and ``torch.as_tensor(value, dtype=...)``, as a NumPy array there is told
+        (``p([[1, 2, 3]])`` was told "is a list of 1, expected a tensor")."""
+        fixed = self._constant_arguments().values
+        if leaf in fixed or not all(isinstance(item, (bool, int, float, complex)) for item in pytree.tree_leaves(value)):
+            return  # a number fixed at lowering, or tensors in a list (p([x]) for p(x)): the structure's own words
+        index = leaf - sum(1 for other in fixed if other < leaf)
+        specs = self._input_specs
+        spec = specs[index] if specs is not None and index < len(specs) else None
+        raise not_a_tensor_error(value, spec, where, self._device)
 
     def _constant_arguments(self) -> ConstantArguments:
         """The constant inputs the signature records and forward's parameters (none in older packages:

@@ -27,6 +27,7 @@ import torch
 from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped, one_line
 
 __all__ = ["BatchPlan", "combine", "index_records", "serving_plan", "split_rows", "state_written_names",
+           "training_norm_cause",
            "tensor_size_records", "unbounded_output_dim"]
 
 
@@ -252,9 +253,11 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
     if state and max_batch_size > 1:
         # Before the batch plan's reasons: a program that writes its state is never batched, so a reason about its
         # dims (with a hint to lower it again with a batch dim) would send the user to a fix that cannot work.
+        cause = training_norm_cause(state_written)
         raise ServingConfigError(f"{where} writes its state at every call ({state}): a batch of requests is one "
                                  "call, so its state would advance once a batch, not once a request; a program that "
-                                 "writes its state is never batched: serve it with max batch size 1 (the default)",
+                                 "writes its state is never batched: serve it with max batch size 1 (the default)"
+                                 + (f". But {cause}: then it batches" if cause else ""),
                                  advice=(Advice("max_batch_size", 1),))
     if unchecked and max_batch_size > 1:  # allowed to run unchecked, still not to mix requests
         raise ServingConfigError(f"{where} cannot be batched: {unchecked}, so nothing shows that a request's index "
@@ -276,6 +279,23 @@ def state_written_names(state_written) -> str:
         return ""
     more = f" and {len(state_written) - 4} more" if len(state_written) > 4 else ""
     return ", ".join(repr(clipped(name, 60)) for name in state_written[:4]) + more
+
+
+_NORM_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def training_norm_cause(state_written) -> str:
+    """Where the state a program writes is a norm's running statistics (``....running_mean``, ``running_var``,
+    ``num_batches_tracked``: a BatchNorm, or an InstanceNorm tracking them, left in training mode, whose program
+    normalizes each call by its own batch and updates the statistics), the likely cause and its fix, in words;
+    else "". A model lowered after .eval() reads them and writes nothing."""
+    if not (isinstance(state_written, list) and state_written and all(isinstance(name, str) for name in state_written)):
+        return ""
+    if not all(name.rsplit(".", 1)[-1] in _NORM_STATISTICS for name in state_written):
+        return ""
+    return ("the state written is a norm's running statistics: likely a BatchNorm left in training mode, whose "
+            "program normalizes each call by that call's own batch and updates running_mean/running_var; call "
+            "model.eval() before lowering (in an `aotcuda lower` factory: return model.eval()) and lower it again")
 
 
 def unbounded_output_dim(output_specs, input_specs=None) -> str:

@@ -36,20 +36,22 @@ def _safetensors():
     return safetensors_torch
 
 
-def decode_inputs(body: bytes, names: list[str], max_bytes: int) -> list[torch.Tensor]:
+def decode_inputs(body: bytes, names: list[str], max_bytes: int, fixed: dict | None = None) -> list[torch.Tensor]:
     """The flat inputs of one request, in the container's order.
 
     Args:
         body: the request body, a safetensors file.
         names: the program's input names, in the container's order.
         max_bytes: refuse bodies larger than this (bytes).
+        fixed: the arguments fixed at lowering (``Program.constant_inputs``: {name: value}), which a request that
+            names one is told are no part of it.
 
     Raises RequestError (an InputError) naming what is wrong: too large, not safetensors, a missing or an
     unknown input name, an empty tensor whose other dims hold more elements than the body has bytes.
     """
     if len(body) > max_bytes:
         raise too_large(len(body), max_bytes, "has")
-    _check_header_names(body, names)  # before a tensor is built: a million names cost the header's parse only
+    _check_header_names(body, names, fixed or {})  # before a tensor is built: a million names cost the header's parse only
     try:
         tensors = _safetensors().load(body)
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types, all meaning "not a file"
@@ -82,7 +84,7 @@ _NOT_A_FILE = ("the request body is not a safetensors file ({}); send the inputs
                "safetensors.torch.save({{name: tensor, ...}})")
 
 
-def _check_header_names(body: bytes, names: list[str]) -> None:
+def _check_header_names(body: bytes, names: list[str], fixed: dict) -> None:
     """RequestError unless the body's safetensors header names exactly the program's inputs (read from the
     header alone: 8 bytes of length, then JSON, bounded in size and depth before it is parsed)."""
     if len(body) < 8:
@@ -106,6 +108,18 @@ def _check_header_names(body: bytes, names: list[str]) -> None:
     given = [name for name in entries if name != "__metadata__"]
     missing = [name for name in names if name not in entries]
     unknown = [name for name in given if name not in names]
+    constants = [name for name in unknown if name in fixed]
+    if constants:  # a client that sends forward's every argument: say why this one is no input, not "unknown"
+        said = ", ".join(f"{name!r} (the program computes with {fixed[name]!r})" for name in constants[:5])
+        others = [name for name in unknown if name not in fixed]
+        rest = (f"; {'missing input(s) ' + ', '.join(map(repr, missing)) if missing else ''}"
+                f"{'; ' if missing and others else ''}"
+                f"{'unknown input(s) ' + ', '.join(repr(shown(name, 40)) for name in others[:5]) if others else ''}"
+                if missing or others else "")
+        raise RequestError(f"{said} {'is an argument' if len(constants) == 1 else 'are arguments'} fixed at lowering, "
+                           f"no part of a request: leave {'it' if len(constants) == 1 else 'them'} out (the program "
+                           f"takes {', '.join(map(repr, names))}; another value needs the model lowered again with "
+                           f"it){rest}")
     if missing or unknown:
         shown_unknown = ", ".join(repr(shown(name, 40)) for name in unknown[:5])
         if len(unknown) > 5:

@@ -148,6 +148,7 @@ class ProgramReplica:
                                                 signature.get("dim_names"))
         self.names = [spec.name for spec in self.program.input_specs] if self.program.input_specs \
             else list(self.program.input_names)
+        self.fixed = dict(self.program.constant_inputs)  # arguments fixed at lowering: no part of a request
         self.predict_batch.set_max_batch_size(max_batch_size)
         self.predict_batch.set_batch_wait_timeout_s(batch_wait_ms / 1000)
         self.counters: Counter = Counter()
@@ -230,7 +231,7 @@ class ProgramReplica:
         the device is the server's business, not the client's), and the sizes of the answer and of the tensors
         its shapes give.
         Raises InputError."""
-        inputs = decode_inputs(body, self.names, self.max_request_bytes)
+        inputs = decode_inputs(body, self.names, self.max_request_bytes, self.fixed)
         _, bindings = check_inputs(inputs, self.program.input_specs, self.names, _CPU, self.program.num_inputs)
         check_answer_size(self.program.output_specs, bindings, self.max_response_bytes)
         check_tensor_sizes(self.tensor_sizes, bindings, self.max_tensor_bytes)

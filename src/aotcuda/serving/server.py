@@ -26,7 +26,8 @@ from aotcuda.package_tags import key_file_switch, signing_key
 from aotcuda.runtime.archive import ArchiveLimits, open_archive
 from aotcuda.runtime.package import package_key_id, package_sha256, read_signature
 from aotcuda.runtime.specs import specs_from_signature
-from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
+from aotcuda.serving.batching import (index_records, serving_plan, state_written_names, tensor_size_records,
+                                      training_norm_cause)
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 from aotcuda.serving.cluster_address import check_reachable
 from aotcuda.serving.start_failures import StartFailureNotice, StartFailureWatch
@@ -214,9 +215,11 @@ def _check_state_on_one_replica(state, options: ServeOptions, package_path: str)
     gives 0.5, 1.0, 1.5, ...). Batching it is refused by batching.serving_plan, which ProgramReplica calls too."""
     names = state_written_names(state)
     if names and options.replicas > 1:
+        cause = training_norm_cause(state)
         raise ServingConfigError(f"{package_path} writes its state at every call ({names}): each replica would hold "
                                  "its own, and an answer would depend on the replica a request reached; serve it "
-                                 "with one replica (the default; --replicas 1)")
+                                 "with one replica (the default; --replicas 1)"
+                                 + (f". But {cause}: then it serves on many" if cause else ""))
 
 
 def check_port_free(host: str, port: int) -> None:
