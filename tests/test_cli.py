@@ -1331,6 +1331,51 @@ def test_inputs_must_be_a_regular_file(runner, tmp_path):
     assert result.exit_code == 2 and "is a FIFO (named pipe)" in result.output and "Traceback" not in result.output
 
 
+def test_an_inputs_file_that_holds_more_than_its_size_is_refused_after_that_size(tmp_path, monkeypatch):
+    """The inputs file was copied to its end, whatever its size said: /proc/self/pagemap (size 0, gigabytes to
+    read) held `aotcuda run --inputs` past 60 s while the copy filled the temporary folder, as would a file another
+    process keeps appending to. The copy stops one byte past the size the file had when it was opened."""
+    import tempfile
+
+    if os.path.exists("/proc/self/maps"):  # a kernel file that says 0 bytes and holds a few KB (main: "not a zip")
+        _refused("/proc/self/maps", r"/proc/self/maps holds more bytes than its size says \(0\): it is growing as it "
+                                    r"is read .*or it is no file on disk")
+    torch.save({"args": (torch.randn(3, 4),)}, tmp_path / "growing.pt")
+    made = tempfile.TemporaryFile
+
+    def appended_as_copied(*args, **kwargs):  # another process appends once the file was opened and measured
+        with open(tmp_path / "growing.pt", "ab") as writer:
+            writer.write(b"\0" * 100_000)
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", appended_as_copied)
+    _refused(tmp_path / "growing.pt", r"growing.pt holds more bytes than its size says \([\d,]+\): it is growing")
+    monkeypatch.setattr(tempfile, "TemporaryFile", made)
+    (tmp_path / "whole.pt").write_bytes((tmp_path / "growing.pt").read_bytes()[:-100_000])
+    from aotcuda.cli_inputs import load_inputs
+
+    assert load_inputs(str(tmp_path / "whole.pt"))[0][0].shape == (3, 4)
+
+
+def test_a_file_that_answers_it_would_wait_is_refused_in_words(tmp_path):
+    """/proc/kmsg says it is a regular file and, opened without blocking, answers each read with EAGAIN, which
+    Python reads as None: `aotcuda inspect` and `aotcuda.load` raised a raw TypeError ('NoneType' object is not
+    subscriptable) from the zip's end-record scan, and --inputs read it as empty."""
+    import aotcuda
+    from aotcuda.errors import PackageError
+
+    try:
+        open("/proc/kmsg", "rb", buffering=0).close()
+    except OSError:
+        pytest.skip("no readable /proc/kmsg here (root on Linux)")
+    with pytest.raises(PackageError, match=r"'/proc/kmsg' cannot be read \(\[Errno 11\] it has no data to read yet "
+                                           r"and would wait for some \(a file of the kernel"):
+        aotcuda.load("/proc/kmsg")
+    result = CliRunner().invoke(main, ["inspect", "/proc/kmsg"])
+    assert result.exit_code == 1 and "would wait for some" in result.output and "TypeError" not in result.output
+    _refused("/proc/kmsg", r"/proc/kmsg: cannot be read \(it has no data to read yet and would wait")
+
+
 @pytest.mark.parametrize("saved, says", [
     ({"args": 5}, r"its 'args' has type int; it must be a tuple or list of the positional arguments"),
     ({"args": [torch.ones(1)], "kwargs": 5}, r"its 'kwargs' has type int; it must be a dict of arguments by name"),

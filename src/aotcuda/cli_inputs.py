@@ -361,8 +361,11 @@ def _private_copy(path: str, opened, limits):
     place between them (by whoever can write it) made torch.load read bytes that were never checked, a bomb
     among them. The copy is an unnamed temporary file (O_TMPFILE where the file system has it, else one of
     mode 0600 unlinked at once), so the disk holds it, not memory; refused past the archive limit on the bytes
-    a package may extract (AOTCUDA_MAX_EXTRACT_BYTES), which no entry of it can pass anyway."""
-    import shutil
+    a package may extract (AOTCUDA_MAX_EXTRACT_BYTES), which no entry of it can pass anyway.
+
+    Only the bytes the file's size says are copied: a file that holds more grows as it is read (another process
+    appending to it) or is a kernel file that says 0 (``/proc/self/pagemap``: gigabytes), and copying it to its end
+    held the CLI and filled the temporary folder; it is refused once it has given one byte past its size."""
     import tempfile
 
     size = os.fstat(opened.fileno()).st_size
@@ -371,13 +374,37 @@ def _private_copy(path: str, opened, limits):
                       "if you trust this file, raise the limit: set AOTCUDA_MAX_EXTRACT_BYTES (0: no limit)")
     copy = tempfile.TemporaryFile()
     try:
-        shutil.copyfileobj(opened, copy, 1 << 20)
+        copied = _copy_at_most(path, opened, copy, size)
         copy.seek(0)
-    except OSError as exc:
+    except BaseException:
         copy.close()
-        raise _refuse(f"{path}: cannot copy it for reading ({exc.strerror or exc}): free space in the temporary "
-                      "folder (TMPDIR) or point TMPDIR elsewhere") from None
+        raise
+    if copied > size:
+        copy.close()
+        raise _refuse(f"{path} holds more bytes than its size says ({size:,}): it is growing as it is read (another "
+                      "process is writing it), or it is no file on disk (a file of the kernel, such as /proc's); pass "
+                      "a torch.save file once it is written whole")
     return copy
+
+
+def _copy_at_most(path: str, source, target, size: int) -> int:
+    """Copy ``source`` into ``target`` until its end or ``size`` + 1 bytes, whichever comes first; the bytes copied.
+    An error reading says the file cannot be read; one writing, that the temporary folder cannot take the copy."""
+    copied = 0
+    while copied <= size:
+        try:
+            piece = source.read(min(1 << 20, size + 1 - copied))
+        except OSError as exc:
+            raise _refuse(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        if not piece:
+            break
+        try:
+            target.write(piece)
+        except OSError as exc:
+            raise _refuse(f"{path}: cannot copy it for reading ({exc.strerror or exc}): free space in the temporary "
+                          "folder (TMPDIR) or point TMPDIR elsewhere") from None
+        copied += len(piece)
+    return copied
 
 
 def _refuse_other_formats(path: str, handle) -> None:
