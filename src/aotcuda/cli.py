@@ -38,7 +38,7 @@ import warnings
 
 import click
 import torch
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.progress import Progress, ProgressColumn, SpinnerColumn, TextColumn
 from rich.table import Table
@@ -88,9 +88,29 @@ class _Stdout:
             raise OutputLost(error) from error
 
 
+# The least width the consoles draw at. rich takes its width from COLUMNS (and the terminal's), whatever it says:
+# COLUMNS=0 printed nothing at all, so `aotcuda inspect` of a damaged package exited 1 with no error line and one of
+# a good package printed no line, with exit 0; COLUMNS=10 drew inspect's and run's tables with every cell empty (the
+# names, dtypes and shapes dropped). Narrower than this, a line is drawn at this width and the terminal wraps it.
+MIN_WIDTH = 40
+
+
+class _Console(Console):
+    """A rich Console that never draws narrower than MIN_WIDTH (above)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        width, height = Console.size.fget(self)
+        return ConsoleDimensions(max(width, MIN_WIDTH), height)
+
+    @size.setter
+    def size(self, new_size) -> None:
+        Console.size.fset(self, new_size)
+
+
 # emoji=False: a package's names may hold ":lock:"-style codes, which rich would draw as emoji where markup is on.
-console = Console(file=_Stdout(), emoji=False)
-status_console = Console(stderr=True, emoji=False)
+console = _Console(file=_Stdout(), emoji=False)
+status_console = _Console(stderr=True, emoji=False)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
