@@ -374,3 +374,27 @@ def test_options_that_do_not_fit_are_named_by_the_flags_the_user_wrote(monkeypat
         assert "_timeout_s" not in result.output and "_bytes" not in result.output, result.output
     with pytest.raises(ValueError, match=r"^max_pending_bytes \(500000\) must be at least max_request_bytes"):
         server_module.ServeOptions(max_request_bytes=1_000_000, max_pending_bytes=500_000)
+
+
+def test_a_batch_wait_no_request_could_be_answered_within_is_refused(monkeypatch):
+    """--max-batch-size 4 --batch-wait-ms 1e9 (or 1e300) was taken: a request alone in its batch waits that long for
+    others before it runs, so Ray's proxy answered it 408 at --request-timeout-s, never run, while the server looked
+    healthy. The wait and the run's deadline must now fit within the request's timeout when batching."""
+    from click.testing import CliRunner
+
+    from aotcuda.serving import server as server_module
+    from aotcuda.serving.command import serve_command
+
+    for options, says in ((dict(max_batch_size=4, batch_wait_ms=1e9), r"batch_wait_ms \(1e\+09 ms\) and run_timeout_s "
+                           r"\(30 s\) must together be less than request_timeout_s \(60 s\)"),
+                          (dict(max_batch_size=4, batch_wait_ms=1e300, run_timeout_s=None),
+                           r"batch_wait_ms \(1e\+300 ms\) must be less than request_timeout_s \(60 s\)"),
+                          (dict(max_batch_size=2, batch_wait_ms=30_000), r"must together be less than")):
+        with pytest.raises(ValueError, match=says):
+            server_module.ServeOptions(**options)
+    assert server_module.ServeOptions(max_batch_size=4, batch_wait_ms=29_000).batch_wait_ms == 29_000
+    assert server_module.ServeOptions(batch_wait_ms=1e9).max_batch_size == 1  # no batching: no wait
+    monkeypatch.setattr(server_module, "serve_package", lambda *args: pytest.fail("the options were taken"))
+    result = CliRunner().invoke(serve_command, [__file__, "--max-batch-size", "4", "--batch-wait-ms", "1e9"])
+    assert result.exit_code == 2 and "--batch-wait-ms (1e+09 ms) and --run-timeout-s (30 s) must together be less " \
+        "than --request-timeout-s (60 s)" in result.output, result.output

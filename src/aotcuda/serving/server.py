@@ -144,6 +144,17 @@ class ServeOptions:
                                f"({self.request_timeout_s:g} s): Ray Serve's HTTP proxy answers 408 at "
                                "${request_timeout_s}, counted from the request's arrival, so a run that long could "
                                "never be answered; raise ${request_timeout_s} with it")
+        # A request alone in its batch waits batch_wait_ms for others, then runs: the two within the proxy's timeout, or
+        # a lone request is answered 408 without ever running (--max-batch-size 4 --batch-wait-ms 1e9 took every request
+        # that way while the server looked healthy, and --batch-wait-ms 1e300 was taken too)
+        batch_wait_s, run_s = self.batch_wait_ms / 1000, self.run_timeout_s or 0.0
+        if self.max_batch_size > 1 and batch_wait_s + run_s >= self.request_timeout_s:
+            raise OptionsError(f"${{batch_wait_ms}} ({self.batch_wait_ms:g} ms) "
+                               f"{f'and ${{run_timeout_s}} ({run_s:g} s) must together' if run_s else 'must'} be less than "
+                               f"${{request_timeout_s}} ({self.request_timeout_s:g} s): a request alone in its batch waits "
+                               "${batch_wait_ms} for others before it runs, and Ray Serve's HTTP proxy answers 408 at "
+                               "${request_timeout_s}, counted from the request's arrival, so it could never be answered; "
+                               "lower ${batch_wait_ms} (a few ms is usual)")
         if self.max_pending_bytes is not None and self.max_pending_bytes < self.max_request_bytes:
             raise OptionsError(f"${{max_pending_bytes}} ({self.max_pending_bytes}) must be at least "
                                f"${{max_request_bytes}} ({self.max_request_bytes}): a body of the largest size must "
