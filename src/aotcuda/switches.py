@@ -13,6 +13,7 @@ integer or a decimal number; 0 lifts a limit.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 from aotcuda.errors import SwitchError, clipped
@@ -219,6 +220,13 @@ def number(name: str) -> int | float:
         raise SwitchError(f"{name}={clipped(repr(text), 80)} is not a finite number that a float holds (it reads as "
                           f"{value!r}, and {'0 lifts the limit' if value == 0 else 'a limit must end'}); set it to "
                           f"a number such as {switch.default} (0: no limit), or unset it for the default")
+    # An integer past what a float holds (310 digits or more) reads, but every product with a float raises: the proxy's
+    # minimum send rate (rate * seconds) raised OverflowError in each connection's send watch, which then stopped,
+    # so a slow reader was never cut off
+    if value > sys.float_info.max:
+        raise SwitchError(f"{name}={clipped(repr(text), 80)} is not a finite number that a float holds (it has "
+                          f"{len(str(value))} digits, past {sys.float_info.max:g}); set it to a number such as "
+                          f"{switch.default} (0: no limit), or unset it for the default")
     return value
 
 
