@@ -398,3 +398,14 @@ def test_a_batch_wait_no_request_could_be_answered_within_is_refused(monkeypatch
     result = CliRunner().invoke(serve_command, [__file__, "--max-batch-size", "4", "--batch-wait-ms", "1e9"])
     assert result.exit_code == 2 and "--batch-wait-ms (1e+09 ms) and --run-timeout-s (30 s) must together be less " \
         "than --request-timeout-s (60 s)" in result.output, result.output
+
+
+def test_byte_limits_the_proxys_environment_cannot_carry_are_refused():
+    """The proxy reads --max-request-bytes and --max-pending-bytes from its environment as switches, which refuse an
+    integer past what a float holds (tests/test_switches.py): such a value is refused before Ray starts."""
+    from aotcuda.serving.server import ServeOptions
+
+    for name in ("max_request_bytes", "max_pending_bytes"):
+        with pytest.raises(ValueError, match=rf"{name} has 310 digits, past what the HTTP proxy's environment carries"):
+            ServeOptions(**{name: 10 ** 309})
+    assert ServeOptions(max_request_bytes=10 ** 300, max_pending_bytes=10 ** 300).max_request_bytes == 10 ** 300

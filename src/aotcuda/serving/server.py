@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -155,6 +156,11 @@ class ServeOptions:
                                "${batch_wait_ms} for others before it runs, and Ray Serve's HTTP proxy answers 408 at "
                                "${request_timeout_s}, counted from the request's arrival, so it could never be answered; "
                                "lower ${batch_wait_ms} (a few ms is usual)")
+        for name in ("max_request_bytes", "max_pending_bytes"):  # handed to the HTTP proxy through its environment,
+            value = getattr(self, name)  # whose numbers are finite floats (switches.number)
+            if isinstance(value, int) and value > sys.float_info.max:
+                raise OptionsError(f"${{{name}}} has {len(str(value))} digits, past what the HTTP proxy's environment "
+                                   f"carries ({sys.float_info.max:g}); give a number of bytes below that")
         if self.max_pending_bytes is not None and self.max_pending_bytes < self.max_request_bytes:
             raise OptionsError(f"${{max_pending_bytes}} ({self.max_pending_bytes}) must be at least "
                                f"${{max_request_bytes}} ({self.max_request_bytes}): a body of the largest size must "
