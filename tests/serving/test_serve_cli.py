@@ -409,3 +409,27 @@ def test_byte_limits_the_proxys_environment_cannot_carry_are_refused():
         with pytest.raises(ValueError, match=rf"{name} has 310 digits, past what the HTTP proxy's environment carries"):
             ServeOptions(**{name: 10 ** 309})
     assert ServeOptions(max_request_bytes=10 ** 300, max_pending_bytes=10 ** 300).max_request_bytes == 10 ** 300
+
+
+def test_rays_folder_is_never_made_where_another_user_could_replace_it(tmp_path, monkeypatch):
+    """Review 12 gave Ray `ray` inside a new 0700 folder, made in RAY_TMPDIR (or TMPDIR) whatever that is: in a
+    folder others may write into that is not sticky, uid 65534 moved the 0700 folder away and made a 0777 one at its
+    path (measured by the breaker, 2026-12-06), where Ray then makes its session and sockets. Such a folder is
+    refused before anything starts, as extraction refuses it; AOTCUDA_TRUST_SHARED_FOLDERS=1 takes it."""
+    from aotcuda.errors import ServingConfigError
+    from aotcuda.serving.server import private_ray_folder
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by all, not sticky
+    monkeypatch.setenv("RAY_TMPDIR", str(shared))
+    monkeypatch.delenv("AOTCUDA_TRUST_SHARED_FOLDERS", raising=False)
+    with pytest.raises(ServingConfigError, match=r"will not keep Ray's files in '.*shared': it is writable by other "
+                                                 r"users and not sticky \(mode 0o777\), so another user could replace"):
+        private_ray_folder()
+    assert list(shared.iterdir()) == []  # nothing made there
+    shared.chmod(0o1777)  # sticky, as /tmp: each user's entries stay their own
+    assert os.path.dirname(private_ray_folder()).startswith(str(shared))
+    shared.chmod(0o777)
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
+    assert os.path.dirname(private_ray_folder()).startswith(str(shared))

@@ -454,11 +454,29 @@ def private_ray_folder() -> str:
     ``ray`` inside a 0700 folder, which nobody else can pass through. Kept after the server stops, as Ray keeps
     /tmp/ray (the replicas' logs are there: ``ray/session_latest/logs/serve``)."""
     where = os.environ.get("RAY_TMPDIR") or None
+    _check_private_enough(where or tempfile.gettempdir())
     try:
         return os.path.join(tempfile.mkdtemp(prefix="aotcuda_ray_", dir=where), "ray")
     except OSError as exc:
         raise ServingConfigError(f"cannot make a folder for Ray's files in {where or tempfile.gettempdir()!r} "
                                  f"({exc.strerror or exc}); point RAY_TMPDIR (or TMPDIR) to a folder you can write") from None
+
+
+def _check_private_enough(where: str) -> None:
+    """ServingConfigError where another user could rename the 0700 folder made in ``where`` away and put their own at
+    its path (a folder others may write into that is not sticky, or one owned by another user): Ray, which is given
+    that path, would then make its session, sockets included, in their folder. Measured (the breaker, 2026-12-06):
+    with RAY_TMPDIR a 0777 folder, uid 65534 moved the folder serve had made and made a 0777 one at its path.
+    AOTCUDA_TRUST_SHARED_FOLDERS=1 takes it, as for extraction."""
+    from aotcuda import switches
+    from aotcuda.shared_folders import unsafe_folder
+
+    problem = None if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(where, sticky_ok=True)
+    if problem:
+        raise ServingConfigError(f"will not keep Ray's files in {where!r}: it {problem}, so another user could "
+                                 "replace the folder Ray's sockets are made in; nothing was started. Point RAY_TMPDIR "
+                                 "(or TMPDIR) to a folder of your own (e.g. mkdir -m 700 ~/ray-tmp), or, where only "
+                                 "users you trust can write there, set AOTCUDA_TRUST_SHARED_FOLDERS=1")
 
 
 def _is_loopback(host: str) -> bool:
