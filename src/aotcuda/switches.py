@@ -156,9 +156,9 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "packages from elsewhere; the cost: AOTInductor's ranges refuse a size of 1 where the program was "
            "exported with Dim(min=1) (torch traces such a dim for 2 and more), which aotcuda's own checks take",
            "at each load"),
-    Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, load extracts in a "
-           "temporary folder, and `aotcuda serve` keeps the files of the Ray it starts in a folder of RAY_TMPDIR (or "
-           "TMPDIR), that other users may write into (or whose folders they may rename away), where "
+    Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, lower() without a "
+           "package_path and the demo write the package in a temporary folder, load extracts in one, and `aotcuda serve` "
+           "keeps the files of the Ray it starts in a folder of RAY_TMPDIR (or TMPDIR), that other users may write into (or whose folders they may rename away), where "
            "otherwise each refuses (shared_folders.py); for folders shared only with users you trust",
            "at each lower() and load, and when serve starts Ray"),
     # Set by `aotcuda serve` for the Ray it starts, from its options; its HTTP proxy reads them (serving/proxy.py).
