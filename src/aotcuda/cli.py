@@ -66,7 +66,14 @@ class _Stdout:
     written), and a full disk's OSError was shown as the command's own error."""
 
     def write(self, text: str) -> int:
-        return self._call("write", text)
+        try:
+            return self._call("write", text)
+        except UnicodeEncodeError:  # stdout's encoding lacks a character: PYTHONIOENCODING=ascii, a Latin-1 locale
+            # inspect's "∈" of every dynamic shape (or a name of the package's) ended `aotcuda inspect` with
+            # "error: UnicodeEncodeError: 'ascii' codec can't encode character '\u2208'" and no table; such a character
+            # is written as its escape, as Python writes it to stderr
+            encoding = self.encoding
+            return self._call("write", text.encode(encoding, "backslashreplace").decode(encoding))
 
     def flush(self) -> None:
         self._call("flush")

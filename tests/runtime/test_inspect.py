@@ -246,3 +246,19 @@ def test_a_narrow_or_zero_columns_never_drops_what_inspect_and_errors_say(twice_
         assert text in said[0].stdout, said[0].stdout
     assert said[1].returncode == 1 and "error: " in said[1].stderr and "is damaged or incomplete" in said[1].stderr, \
         said[1].stderr
+
+
+def test_a_stdout_whose_encoding_lacks_a_character_gets_its_escape(twice_pt2):
+    """With PYTHONIOENCODING=ascii (or a Latin-1 locale), `aotcuda inspect` of any package with a dynamic dim ended
+    with `error: UnicodeEncodeError: 'ascii' codec can't encode character '\\u2208'` after its first line, no table
+    (a name of the package's that is not ASCII did the same): the character is now written as its escape, as Python
+    writes it to stderr."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "aotcuda", "inspect", twice_pt2], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "UnicodeEncodeError" not in done.stderr, done.stderr
+    assert "batch\\u2208[2, 64]" in done.stdout and "generated kernels: 1" in done.stdout, done.stdout
