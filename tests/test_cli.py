@@ -1357,6 +1357,38 @@ def test_an_inputs_file_that_holds_more_than_its_size_is_refused_after_that_size
     assert load_inputs(str(tmp_path / "whole.pt"))[0][0].shape == (3, 4)
 
 
+def test_a_sparse_inputs_file_is_copied_as_its_data_not_its_holes(tmp_path, monkeypatch):
+    """The inputs file is copied before it is read (_private_copy), and a hole was copied as zeros: a torch.save file
+    behind a 20 GB hole (`truncate -s 20G f; cat in.pt >> f`: 2 KB on disk) wrote 20 GB to the temporary folder and
+    took 52 s before it was refused (up to AOTCUDA_MAX_EXTRACT_BYTES, 64 GiB, of a disk). Only the data is copied now,
+    the holes left holes; the file is refused as before, and a plain one is read as before."""
+    import tempfile
+
+    from aotcuda.cli_inputs import load_inputs
+
+    x = torch.randn(3, 4)
+    torch.save({"args": (x,)}, tmp_path / "in.pt")
+    with open(tmp_path / "holed.pt", "wb") as out:
+        out.truncate(256 << 20)  # a hole of 256 MiB
+        out.seek(0, os.SEEK_END)
+        out.write((tmp_path / "in.pt").read_bytes())
+    written = []
+    made = tempfile.TemporaryFile
+
+    def counted(*args, **kwargs):
+        copy = made(*args, **kwargs)
+        write = copy.write
+        copy.write = lambda data: written.append(len(data)) or write(data)
+        return copy
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", counted)
+    _refused(tmp_path / "holed.pt", r"holed.pt is not a zip archive")
+    assert sum(written) < 1 << 20, f"{sum(written):,} bytes written for a file of 2 KB of data"
+    written.clear()
+    assert torch.equal(load_inputs(str(tmp_path / "in.pt"))[0][0], x)
+    assert sum(written) == os.path.getsize(tmp_path / "in.pt")
+
+
 def _kmsg_would_wait() -> bool:
     """Whether /proc/kmsg can be opened here and has no message to read now (it then answers EAGAIN); asked with
     poll, which reads no message."""
