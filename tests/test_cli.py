@@ -228,6 +228,7 @@ def test_lower_shows_aotcuda_warnings_as_lines_and_refuses_dropout_before_compil
     assert "warning: the model is in training mode (model.training is True) and holds Dropout" in result.output
     assert "UserWarning" not in result.output and "pipeline.py" not in result.output
     assert "aoti_torch_cpu_randint_low_out" in result.output and "model.eval()" in result.output
+    assert "<- the model's module 1 (torch.nn.Dropout)" in result.output  # not torch's dropout.py line
 
 
 def test_ctrl_c_during_lower_prints_what_was_left_and_exits_130(runner, tmp_path, monkeypatch):

@@ -61,8 +61,6 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
     bluestein = isinstance(plan, fft_plan.Bluestein)
     if not bluestein:
         constants["INVERSE"] = fft_rows.direction(kind, False)
-        constants["LOAD_IN_ORDER"] = fft_rows.LOAD_IN_ORDER
-        constants["STORE_IN_ORDER"] = fft_rows.STORE_IN_ORDER
     else:
         constants["HALVES"] = plan.halves
     signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "Weight": "*fp32",
@@ -73,8 +71,6 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
     if fft_rows.pairs_rows(plan, kind, n, n // 2 + 1 if kind == "r2c" else n,
                            {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]):
         function = fft_bluestein._bluestein_pairs_kernel  # a pair of real rows a complex transform
-        constants["IN_ORDER"] = fft_rows.BLUESTEIN_PAIRS_IN_ORDER
-        signature["IN_ORDER"] = "constexpr"
     source = triton.compiler.ASTSource(fn=function, signature=signature, constexprs=constants)
     kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
@@ -108,16 +104,6 @@ def main() -> None:
     parser.add_argument("--bluestein-pairs", choices=["yes", "no"], default="yes" if fft_rows.BLUESTEIN_PAIRS else "no",
                         help="a Bluestein length's r2c and c2r compiled as the pairs kernel (yes, the default: two real "
                              "rows a complex transform) or one row a transform (no): fft_rows.BLUESTEIN_PAIRS")
-    parser.add_argument("--bluestein-pairs-in-order", choices=["yes", "no"],
-                        default="yes" if fft_rows.BLUESTEIN_PAIRS_IN_ORDER else "no",
-                        help="the pairs kernel keeps its result in the rows' order (yes) or the tile's: "
-                             "fft_rows.BLUESTEIN_PAIRS_IN_ORDER")
-    parser.add_argument("--load-in-order", choices=["yes", "no"], default="yes" if fft_rows.LOAD_IN_ORDER else "no",
-                        help="the tiled kernel reads its rows in their own order (yes) or its first stage's: "
-                             "fft_rows.LOAD_IN_ORDER")
-    parser.add_argument("--store-in-order", choices=["yes", "no"], default="yes" if fft_rows.STORE_IN_ORDER else "no",
-                        help="the tiled kernel stores its result in the rows' order (yes) or its last stage's: "
-                             "fft_rows.STORE_IN_ORDER")
     parser.add_argument("--three-products", choices=["no", "yes"], default="no",
                         help="float32's complex products as four real ones (no, the default) or three (yes): "
                              "fft_rows.THREE_PRODUCTS")
@@ -125,9 +111,6 @@ def main() -> None:
     fft_rows.THREE_PRODUCTS = tl.constexpr(args.three_products == "yes")
     fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")
     fft_rows.BLUESTEIN_PAIRS = args.bluestein_pairs == "yes"
-    fft_rows.BLUESTEIN_PAIRS_IN_ORDER = args.bluestein_pairs_in_order == "yes"
-    fft_rows.STORE_IN_ORDER = args.store_in_order == "yes"
-    fft_rows.LOAD_IN_ORDER = args.load_in_order == "yes"
     print(f"sm_{args.arch}, Triton {triton.__version__}, {args.rows} rows")
     print("| n | kind | window | weight | dtype | three products | tiling | rows a program | warps | registers "
           "| stack (spilled) | LDL/STL | shared | wgmma |")

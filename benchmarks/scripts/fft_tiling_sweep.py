@@ -217,15 +217,6 @@ def main() -> None:
     parser.add_argument("--bluestein-pairs", choices=["yes", "no"], default=None,
                         help="a Bluestein length's r2c and c2r two rows to a complex transform (yes, the default) or "
                              "one (no, the kernel before): fft_rows.BLUESTEIN_PAIRS")
-    parser.add_argument("--bluestein-pairs-in-order", choices=["yes", "no"], default=None,
-                        help="the pairs kernel keeps its result in Out in the rows' order (yes) or the tile's (no, the "
-                             "default): fft_rows.BLUESTEIN_PAIRS_IN_ORDER")
-    parser.add_argument("--load-in-order", choices=["yes", "no"], default=None,
-                        help="the tiled kernel reads its rows in their own order and permutes them on chip (yes), or "
-                             "reads them in its first stage's order (no, the default): fft_rows.LOAD_IN_ORDER")
-    parser.add_argument("--store-in-order", choices=["yes", "no"], default=None,
-                        help="the tiled kernel stores its result in the rows' order, a pair's parts side by side (yes), "
-                             "or in its last stage's order (no, the default): fft_rows.STORE_IN_ORDER")
     parser.add_argument("--three-products", choices=["yes", "no"], default=None,
                         help="a complex product of float32 data in three real products (yes) or four (no, the default): "
                              "fft_rows.THREE_PRODUCTS, set before any kernel compiles")
@@ -248,12 +239,6 @@ def main() -> None:
         fft_plan.set_fewer_dot_stages(args.fewer_dot_stages == "yes")
     if args.bluestein_pairs is not None:
         fft_rows.BLUESTEIN_PAIRS = args.bluestein_pairs == "yes"
-    if args.bluestein_pairs_in_order is not None:
-        fft_rows.BLUESTEIN_PAIRS_IN_ORDER = args.bluestein_pairs_in_order == "yes"
-    if args.store_in_order is not None:
-        fft_rows.STORE_IN_ORDER = args.store_in_order == "yes"
-    if args.load_in_order is not None:
-        fft_rows.LOAD_IN_ORDER = args.load_in_order == "yes"
     if args.bluestein_halves is not None:
         fft_plan.set_bluestein_tile(fft_plan.BLUESTEIN_TILE, halves=args.bluestein_halves == "yes")
     uncovered = [n for n in args.sizes if fft_plan.kernel_plan(n) is None]

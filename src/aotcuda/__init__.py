@@ -14,6 +14,7 @@ from aotcuda.errors import (
     OutputError,
     PackageError,
     RuntimeCallError,
+    SigningKeyError,
     UnsupportedComplexOpError,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "PackageError",
     "Program",
     "RuntimeCallError",
+    "SigningKeyError",
     "UnsupportedComplexOpError",
     "load",
     "lower",

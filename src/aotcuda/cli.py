@@ -46,6 +46,7 @@ from rich.text import Text
 
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, load_inputs, model_and_inputs
 from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, RuntimeCallError, clipped
+from aotcuda.package_tags import KEY_FILE_HELP, signing_key
 from aotcuda.runtime.specs import under_dim_names
 
 
@@ -598,8 +599,10 @@ def _microseconds(seconds: float) -> str:
                    "SYMBOL*N makes the size a multiple of N (repeatable).")
 @click.option("--save-inputs", type=click.Path(dir_okay=False), help="save the example inputs (torch.save).")
 @click.option("--allow-fallbacks", is_flag=True, help="accept ATen fallback kernels outside the allow-list.")
+@click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
+              help=f"sign the package with the key in this file. {KEY_FILE_HELP}")
 @_clean_errors
-def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks):
+def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks, signing_key_file):
     """Lower FACTORY's model to an AOTI package.
 
     FACTORY is MODULE:FACTORY (a module importable from the current directory, e.g. mymodel:Rope for
@@ -610,6 +613,7 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     from aotcuda.lowering.pipeline import checked_package_path
 
     checked_package_path(output)  # a bad -o is said before the model is even imported
+    signing_key(signing_key_file)  # and a key file others may read
     if save_inputs:
         save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the example inputs", package=output)
     model, args, kwargs = model_and_inputs(call_factory(factory))
@@ -620,7 +624,7 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
         try:
             lowered = lower(model, args, kwargs, dynamic_shapes=dynamic_shapes, device=device,
                             package_path=output, allow_fallbacks=allow_fallbacks,
-                            progress=_stopping_on(interrupts, progress))
+                            progress=_stopping_on(interrupts, progress), signing_key=signing_key_file)
         except DynamicShapesError as error:
             error.command_line_hints = _dynamic_fix_hints(str(error), dynamic, "\n".join(
                 map(str, getattr(error, "__notes__", ()))))
@@ -838,15 +842,17 @@ def _calls_forward(program, kwargs: dict) -> bool:
 @click.option("--device", type=TargetDevice(auto=False), default=None, help="default: the package's device.")
 @click.option("--cuda-graphs", is_flag=True, help="capture in CUDA graphs after three warm-up calls.")
 @click.option("--save-outputs", type=click.Path(dir_okay=False), help="save the outputs (torch.save).")
+@click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
+              help=f"run the package only if it is signed with the key in this file. {KEY_FILE_HELP}")
 @_clean_errors
-def run(package, inputs_path, device, cuda_graphs, save_outputs):
+def run(package, inputs_path, device, cuda_graphs, save_outputs, signing_key_file):
     """Run PACKAGE on saved inputs; print each output's shape and dtype."""
     from aotcuda.runtime.program import load
 
     if save_outputs:
         save_outputs = _checked_save_path(save_outputs, "--save-outputs", "the outputs", inputs=inputs_path)
     args, kwargs = load_inputs(inputs_path)
-    with load(package, device=device, cuda_graphs=cuda_graphs) as program:
+    with load(package, device=device, cuda_graphs=cuda_graphs, signing_key=signing_key_file) as program:
         # onto the program's device; a tensor with no data (meta) stays as it is, for the call's own check to name
         args, kwargs = torch.utils._pytree.tree_map_only(
             torch.Tensor, lambda t: t if t.is_meta else t.to(program.device), (args, kwargs))
@@ -971,12 +977,52 @@ def _plain(value):
     return value
 
 
+# --- sign ------------------------------------------------------------------------------------------------
+
+@main.command(short_help="Sign a package with a key.")
+@click.argument("package", type=click.Path(exists=True, dir_okay=False))
+@click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
+              help=f"the key to sign with. {KEY_FILE_HELP}")
+@_clean_errors
+def sign(package, signing_key_file):
+    """Sign PACKAGE with a key, so that load, run and serve under that key take it (a signed copy is written beside
+    it and renamed over it). Sign only a package you trust: the key then vouches for it; `aotcuda lower
+    --signing-key-file` signs as it lowers."""
+    from aotcuda.package_tags import sign_package
+
+    key = signing_key(signing_key_file)
+    if key is None:
+        raise click.UsageError("no key to sign with: pass --signing-key-file KEY (or set AOTCUDA_SIGNING_KEY_FILE)")
+    key_id = sign_package(package, key, by_rename=True)
+    console.print(f"signed {package} (key id {key_id})", highlight=False, markup=False, soft_wrap=True)
+
+
 # --- inspect ---------------------------------------------------------------------------------------------
+
+def _signed_line(package: str, key, limits, archive) -> str:
+    """Whether the package is signed with a key (package_tags), and, with a key, whether load would take it: a
+    line, as what load refuses is shown (the refusal's own words)."""
+    from aotcuda.runtime.package import package_key_id
+
+    try:
+        key_id = package_key_id(package, key, limits=limits, archive=archive)
+    except PackageError as error:
+        said = terminal_safe(_clip(error, 5 * SHOWN_CHARS))
+        return f"signed with a key: load with {key.source} refuses it: {said}" if key is not None else \
+            f"signed with a key: its tag is damaged: {said}"
+    if key_id is None:
+        return "signed with a key: no (load with a signing key refuses it)"
+    checked = f"checked with {key.source}: load takes it" if key is not None else \
+        "not checked (no key given: --signing-key-file)"
+    return f"signed with a key: yes (HMAC-SHA256, key id {key_id}; {checked})"
+
 
 @main.command(short_help="Show a package's inputs, outputs and kernels.")
 @click.argument("package", type=click.Path(exists=True, dir_okay=False))
+@click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
+              help=f"check that the package is signed with the key in this file, as load does. {KEY_FILE_HELP}")
 @_clean_errors
-def inspect(package):
+def inspect(package, signing_key_file):
     """Show PACKAGE's device, inputs, outputs and the kernels its generated code calls."""
     from aotcuda.lowering.devices import DEVICE_PROFILES
     from aotcuda.lowering.fallbacks import kernels_from_signature, scan_kernels, split_allowed
@@ -984,15 +1030,18 @@ def inspect(package):
     from aotcuda.runtime.specs import specs_from_signature
     from aotcuda.runtime.package import describe_package
 
+    key = signing_key(signing_key_file)
     # Everything shown is read from one opening of the file, found unchanged when the block ends, before any of
     # it is printed: one version of the package (read within limits; nothing extracted, nothing run).
     limits = ArchiveLimits.from_environment()
     with open_archive(package, limits) as archive:
         metadata, signature = describe_package(package, limits=limits, archive=archive)
         kernels, generated = scan_kernels(package, archive=archive)  # the generated sources, run never
+        signed_line = _signed_line(package, key, limits, archive)
     device = metadata.get("AOTI_DEVICE_KEY", "")
     console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False,
                   soft_wrap=True)
+    console.print(signed_line, highlight=False, markup=False, soft_wrap=True)
     if signature:
         from aotcuda.runtime.complex_adapter import split_signature
 

@@ -137,6 +137,11 @@ class SwitchError(AotcudaError, ValueError):
     hold one (aotcuda.lowering.compiler_variables)."""
 
 
+class SigningKeyError(AotcudaError, ValueError):
+    """A signing key that cannot be used (aotcuda.package_tags): fewer than 32 bytes, a key file other users may read
+    or write, a path that names no regular file."""
+
+
 class ServingConfigError(AotcudaError, ValueError):
     """Serving options that do not fit the package or the cluster (aotcuda.serving): batching a program
     without a batch dim, a dtype safetensors cannot carry, more GPUs asked for than the cluster has."""

@@ -316,14 +316,17 @@ _NOT_A_ZIP = (zipfile.BadZipFile, UnicodeDecodeError, NotImplementedError, Value
 def library_digest(archive: zipfile.ZipFile) -> str | None:
     """The SHA-256 (hex) of the archive's one model library (``data/aotinductor/<model>/*.so``), or None when it
     holds none or several."""
-    import hashlib
-
     libraries = [info for info in archive.infolist()
                  if info.filename.endswith(".so") and "data/aotinductor/" in f"/{info.filename}"]
-    if len(libraries) != 1:
-        return None
+    return entry_sha256(archive, libraries[0]) if len(libraries) == 1 else None
+
+
+def entry_sha256(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> str:
+    """The SHA-256 (hex) of an entry's inflated bytes, read in chunks."""
+    import hashlib
+
     hasher = hashlib.sha256()
-    with archive.open(libraries[0]) as source:
+    with archive.open(info) as source:
         while chunk := source.read(1 << 20):
             hasher.update(chunk)
     return hasher.hexdigest()
@@ -748,7 +751,8 @@ def write_signature(package_path: str | os.PathLike, signature: dict) -> None:
     ``library_sha256`` gets the SHA-256 of the package's model library (when it holds one .so): a signature
     that carries another's (copied from another package) keeps it, and load refuses the pair. A new entry is
     appended in place, which a reader of the file at that moment sees as a change (PackageChangedError): this is
-    for a file no one reads yet (lower()'s build file, renamed into place after); publish a package by rename."""
+    for a file no one reads yet (lower()'s build file, renamed into place after); publish a package by rename.
+    A package signed with a key (``aotcuda.package_tags``) must be signed again after: its tag lists the old one."""
     path = os.fspath(package_path)
     with open_zip(path) as archive:
         names = archive.namelist()
@@ -756,8 +760,14 @@ def write_signature(package_path: str | os.PathLike, signature: dict) -> None:
         if "library_sha256" not in signature:
             digest = library_digest(archive)
             signature = signature if digest is None else {**signature, "library_sha256": digest}
-    entry = f"{root}{SIGNATURE_ENTRY}"
-    data = signature_bytes(signature)
+    write_entry(path, f"{root}{SIGNATURE_ENTRY}", signature_bytes(signature))
+
+
+def write_entry(path: str, entry: str, data: bytes) -> None:
+    """Add (or replace) the entry ``entry`` of the zip at ``path``, in place (see write_signature: for a file no one
+    reads yet)."""
+    with open_zip(path) as archive:
+        names = archive.namelist()
     if entry not in names:
         with zipfile.ZipFile(path, "a") as archive:
             archive.writestr(entry, data)

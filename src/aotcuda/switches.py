@@ -7,7 +7,7 @@ not one of the switch's spellings is an error that names the variable and what i
 silent default (``AOTCUDA_DEBUG=0`` used to turn debugging on).
 
 Flags take 1/true/yes/on or 0/false/no/off (any case); unset or empty is the default. Numbers take an
-integer or a decimal number; 0 lifts a limit.
+integer or a decimal number; 0 lifts a limit. Paths (``path(name)``) take a file's path; unset or empty: none.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 
 @dataclass(frozen=True)
 class Switch:
-    """name: the environment variable. default: its value when unset (a bool for a flag, else a number).
-    what: what it changes, in one line. read: when it is read (so when setting it takes effect)."""
+    """name: the environment variable. default: its value when unset (a bool for a flag, a number, or None for
+    a path). what: what it changes, in one line. read: when it is read (so when setting it takes effect)."""
 
     name: str
-    default: bool | int | float
+    default: bool | int | float | None
     what: str
     read: str
 
@@ -140,8 +140,9 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "ops run through AOTInductor's proxy executor: ~300 bytes an op)", "at each load"),
     # 8 MiB: a program of 1,000 inputs and 1,000 outputs of rank 6 writes 0.6 MiB, the count limits allow about 6;
     # json.loads of 8 MiB of the worst shape ([{},{},...]) makes about 200 MB of objects, for a moment.
-    Switch("AOTCUDA_MAX_SIGNATURE_BYTES", 8 << 20, "the aotcuda signature and the model's metadata JSON of a package "
-           "(about 1 KiB for most programs; 0.6 MiB for 2,000 inputs and outputs)", "at each load"),
+    Switch("AOTCUDA_MAX_SIGNATURE_BYTES", 8 << 20, "the aotcuda signature, the model's metadata JSON and the signing "
+           "key's tag of a package (about 1 KiB for most programs; 0.6 MiB for 2,000 inputs and outputs; a tag ~110 "
+           "bytes an entry)", "at each load"),
     Switch("AOTCUDA_MAX_SOURCE_BYTES", 256 << 20, "the generated C++ sources of a package read into memory "
            "(by `aotcuda inspect`), together",
            "at each load"),
@@ -157,10 +158,17 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "exported with Dim(min=1) (torch traces such a dim for 2 and more), which aotcuda's own checks take",
            "at each load"),
     Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, lower() without a "
-           "package_path and the demo write the package in a temporary folder, load extracts in one, and `aotcuda serve` "
-           "keeps the files of the Ray it starts in a folder of RAY_TMPDIR (or TMPDIR), that other users may write into (or whose folders they may rename away), where "
+           "package_path and the demo write the package in a temporary folder, load extracts in one, and `aotcuda "
+           "serve` keeps the files of the Ray it starts in a folder of RAY_TMPDIR (or TMPDIR), that other users may write "
+           "into (or whose folders they may rename away), where "
            "otherwise each refuses (shared_folders.py); for folders shared only with users you trust",
            "at each lower() and load, and when serve starts Ray"),
+    # A path, never the key: a variable's value shows in /proc/<pid>/environ to the same user and in many process
+    # listings and crash reports, a file's bytes only to whom its mode lets read them (package_tags.py).
+    Switch("AOTCUDA_SIGNING_KEY_FILE", None, "the file of the key lower() signs packages with and load() takes "
+           "only packages signed with (an HMAC-SHA256 tag over the signature, the metadata and every file load "
+           "extracts: package_tags.py); at least 32 bytes, readable by its owner alone (chmod 600). A signing_key= "
+           "or --signing-key-file given takes its place", "at each lower() and load"),
     # Set by `aotcuda serve` for the Ray it starts, from its options; its HTTP proxy reads them (serving/proxy.py).
     Switch("AOTCUDA_SERVE_BODY_TIMEOUT_S", 30.0, "seconds Ray Serve's HTTP proxy gives a client to send a request "
            "body before answering 408 (`aotcuda serve --body-timeout-s` sets it for the Ray it starts)",
@@ -231,6 +239,13 @@ def number(name: str) -> int | float:
     return value
 
 
+def path(name: str) -> str | None:
+    """The path a path switch holds (a leading "~" expanded, as the shell would), or None when unset or empty."""
+    _declared(name)
+    text = os.environ.get(name, "").strip()
+    return os.path.expanduser(text) if text else None
+
+
 def _written_nonzero(text: str) -> bool:
     """Whether ``text``, which float() read as 0.0, writes a number that is not 0 (it underflowed)."""
     import decimal  # here: loading a package imports the runtime alone (tests/test_imports.py)
@@ -244,6 +259,8 @@ def _written_nonzero(text: str) -> bool:
 def markdown_table() -> str:
     """The table of docs/usage.md, "Environment switches": one row per switch."""
     def shown(value) -> str:
+        if value is None:
+            return "unset"
         if isinstance(value, bool):
             return "1" if value else "0"
         return f"{value:g}" if isinstance(value, float) else str(value)

@@ -276,16 +276,12 @@ def check_pairs(launch, n: int, device: str = "cpu") -> list[str]:
 
 
 def check_pairs_interpreted():
-    """check_pairs at 67, 1009 and 2049 (m of one tile, and past 4096: two halves, float32 kept in Out between them);
-    then at 67 (a padded tiling) and 2049 with what is kept in Out kept in the rows' order (BLUESTEIN_PAIRS_IN_ORDER)."""
+    """check_pairs at 67 (a padded tiling), 1009 and 2049 (m of one tile, and past 4096: two halves, float32 kept in
+    Out between them)."""
     torch.manual_seed(7)
     for n in (67, 1009, 2049):
         for line in check_pairs(fft_rows.launch, n):
             print(line, flush=True)
-    fft_rows.BLUESTEIN_PAIRS_IN_ORDER = True
-    for n in (67, 2049):
-        for line in check_pairs(fft_rows.launch, n):
-            print(line.replace(" pairs ", " pairs_in_order "), flush=True)
 
 
 @NEEDS_TRITON
@@ -300,7 +296,7 @@ def test_real_rows_run_in_pairs_and_each_keeps_its_own_accuracy_in_tritons_inter
         test_fft_rows_bluestein.check_pairs_interpreted()
     """).splitlines()
     print("\n".join(lines))
-    assert len(lines) == 5 * (len(_pairs_cases(8)) + 1)
+    assert len(lines) == 3 * (len(_pairs_cases(8)) + 1)
     for line in lines:
         dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
         assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
@@ -347,12 +343,10 @@ def test_the_cuda_bluestein_kernel_in_two_halves_past_m_4096(n, dtype):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("in_order", [False, True], ids=["tile order", "rows' order"])
 @pytest.mark.parametrize("n", [1009, 2039, 4093])
-def test_the_cuda_bluestein_kernel_runs_real_rows_in_pairs(n, in_order, monkeypatch):
+def test_the_cuda_bluestein_kernel_runs_real_rows_in_pairs(n):
     if not fft_rows.HAVE_TRITON:
         pytest.skip("Triton is not installed")
-    monkeypatch.setattr(fft_rows, "BLUESTEIN_PAIRS_IN_ORDER", in_order)
     torch.manual_seed(n)
     for line in check_pairs(lambda *args: torch.ops.aotcuda.fft_rows(*args), n, "cuda"):
         dtype = torch.bfloat16 if "bfloat16" in line else torch.float32

@@ -397,19 +397,15 @@ def test_the_kernel_matches_torch_fft_in_tritons_interpreter():
     assert len(lines) == sum((2 + (n in BFLOAT16_LENGTHS)) * len(cases(n, torch.float32)) for n in LENGTHS)
 
 
-def _run_here(function: str, three_products: bool = False, store_in_order: bool = False,
-              load_in_order: bool = False) -> list[str]:
+def _run_here(function: str, three_products: bool = False) -> list[str]:
     """The lines this module's `function`() printed, run in Triton's interpreter (run_code), with float32's complex
-    products in three real products (fft_rows.THREE_PRODUCTS) or four, the result stored in the rows' order
-    (fft_rows.STORE_IN_ORDER) or the last stage's, read in the rows' order (fft_rows.LOAD_IN_ORDER) or the first's."""
+    products in three real products (fft_rows.THREE_PRODUCTS) or four."""
     return run_code(f"""
         import sys
         import triton.language as tl
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from aotcuda.kernels import fft_rows
         fft_rows.THREE_PRODUCTS = tl.constexpr({three_products})
-        fft_rows.STORE_IN_ORDER = {store_in_order}
-        fft_rows.LOAD_IN_ORDER = {load_in_order}
         import test_fft_rows_kernel
         test_fft_rows_kernel.{function}()
     """).splitlines()
@@ -428,16 +424,6 @@ def test_the_kernel_with_three_products_a_complex_product_matches_torch_fft_in_t
     """fft_rows.THREE_PRODUCTS (off by default until timed on the H200): float32's complex products in Gauss's
     three real products, every length and kind against float64 (check's tolerance)."""
     lines = _run_here("check_float32_interpreted", three_products=True)
-    assert len(lines) == sum(len(cases(n, torch.float32)) for n in LENGTHS)
-
-
-@NEEDS_TRITON
-def test_the_kernel_reading_and_storing_in_the_rows_order_matches_torch_fft_in_tritons_interpreter():
-    """fft_rows.LOAD_IN_ORDER and STORE_IN_ORDER (off by default until timed on a GPU): the rows read in their own
-    order and permuted to the first stage's tile, the result permuted to the rows' order and a pair's parts stored
-    side by side, every length and kind (c2c and r2c pairs, c2r's real rows, strided, planar, cropped) against
-    float64 (check's tolerance)."""
-    lines = _run_here("check_float32_interpreted", store_in_order=True, load_in_order=True)
     assert len(lines) == sum(len(cases(n, torch.float32)) for n in LENGTHS)
 
 
@@ -686,14 +672,11 @@ def test_every_launch_of_the_sweep_matches_torch_fft_in_tritons_interpreter():
 # ---- on CUDA -------------------------------------------------------------------------------------------
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("in_order", [False, True], ids=["stages' order", "rows' order"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("n", LENGTHS)
-def test_the_cuda_kernel_matches_torch_fft(n, dtype, in_order, monkeypatch):
+def test_the_cuda_kernel_matches_torch_fft(n, dtype):
     if not fft_rows.HAVE_TRITON:
         pytest.skip("Triton is not installed")
-    monkeypatch.setattr(fft_rows, "STORE_IN_ORDER", in_order)
-    monkeypatch.setattr(fft_rows, "LOAD_IN_ORDER", in_order)
     torch.manual_seed(n)
     for _ in check(lambda *args: torch.ops.aotcuda.fft_rows(args[0], None, *args[1:]), n, dtype, "cuda"):
         pass

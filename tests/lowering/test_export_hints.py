@@ -236,3 +236,50 @@ def test_a_dim_fixed_by_a_parameters_size_names_the_parameter_not_a_python_value
     assert "the constant 8" in notes[0] and "self.proj(x)" in notes[0], notes
     assert "proj.0.weight, of fixed shape (4, 8)" in notes[0], notes
     assert "Python value" not in notes[0], notes
+
+
+class ComplexMean(torch.nn.Module):
+    """A mean of a complex tensor over its dynamic batch dim (dim 0; dim 1 stays static, 8)."""
+
+    def __init__(self, dims):
+        super().__init__()
+        self.dims = dims
+
+    def forward(self, x):
+        z = torch.view_as_complex(x)
+        return torch.view_as_real(z.mean(**self.dims))  # MEAN LINE
+
+
+class ComplexMeanAsSum(ComplexMean):
+    """The rewrite the note gives: the sum over the dim divided by its size."""
+
+    def forward(self, x):
+        z = torch.view_as_complex(x)
+        if self.dims:
+            return torch.view_as_real(z.sum(dim=0) / z.shape[0])
+        return torch.view_as_real(z.sum() / z.numel())
+
+
+@pytest.mark.parametrize("dims", [{"dim": 0}, {}], ids=["over batch", "over every dim"])
+def test_a_complex_mean_over_a_dynamic_dim_names_that_dim_and_the_rewrite(dims):
+    """torch's mean of a complex tensor divides by its count of elements made a Python complex (torch._refs.mean's
+    type promotion: complex(n)), which makes a dynamic dim counted there a constant. The note said "a tensor op
+    needs batch equal to a size 4 that is not dynamic, most often another input's dim left static": it blamed a
+    static dim, where there is none to share a Dim with. Now it says the mean over the dynamic dim did it, and how to
+    write the mean so that the dim stays dynamic (which the test exports)."""
+    from aotcuda.lowering.pipeline import before_compile
+
+    batch = {"x": {0: torch.export.Dim("batch", min=2, max=64)}}
+    with pytest.raises(Exception) as caught:
+        before_compile(ComplexMean(dims), (torch.randn(4, 8, 2),), {}, batch)
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1, (str(caught.value), notes)
+    lines, start = inspect.getsourcelines(ComplexMean)
+    line = start + next(i for i, text in enumerate(lines) if "MEAN LINE" in text)
+    assert f"the dynamic dim batch the constant 4 at {__file__}:{line} in forward" in notes[0], notes
+    assert "a mean of a complex tensor over the dynamic dim batch" in notes[0], notes
+    assert "z.sum(dim) / z.shape[dim]" in notes[0] and "not dynamic" not in notes[0], notes
+    assert "left static" not in notes[0], notes
+    x = torch.randn(5, 8, 2)
+    exported = torch.export.export(ComplexMeanAsSum(dims), (torch.randn(4, 8, 2),), dynamic_shapes=batch, strict=False)
+    torch.testing.assert_close(exported.module()(x), ComplexMean(dims)(x))

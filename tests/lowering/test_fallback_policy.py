@@ -245,3 +245,31 @@ def test_a_node_list_of_millions_of_names_is_read_within_a_bound():
     assert (name, op, nodes[:2], nodes[-1], len(nodes)) == ("aoti_torch_cpu_foo", "foo", ["n0", "n1"], "n999999",
                                                            MOST_NODE_NAMES + 1)
     assert peak < 40 << 20, f"{peak / (1 << 20):.0f} MiB for a node list of 7.9 MB"
+
+
+def _layers_with_dropout():
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5))
+
+
+def _encoder_layer():
+    return torch.nn.Sequential(torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True))
+
+
+@pytest.mark.parametrize("make, shape, where", [
+    (_layers_with_dropout, (2, 8), "the model's module 1 (torch.nn.Dropout)"),
+    (lambda: torch.nn.Dropout(0.5), (2, 8), "the model itself (torch.nn.Dropout)"),
+    (_encoder_layer, (2, 4, 8), "the model's module 0.dropout1 (torch.nn.Dropout)"),
+], ids=["Sequential", "Dropout", "TransformerEncoderLayer"])
+def test_a_dropout_of_a_model_made_of_torchs_modules_is_named_by_its_place_in_the_model(make, shape, where):
+    """A model made of torch's own modules (nn.Sequential(nn.Linear, nn.Dropout), the CLI's first trial) has no
+    line of its own: every frame of its dropout's stack is torch's, and the refusal named the innermost one,
+    `.../site-packages/torch/nn/modules/dropout.py:73: return F.dropout(input, self.p, self.training, ...)`, which
+    the user never wrote. Now it names the module in the model (its name in model.named_modules()) and its type."""
+    import aotcuda
+
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match="training mode"), pytest.raises(aotcuda.MissingFallbackKernelsError) as caught:
+        aotcuda.lower(make(), (torch.randn(*shape),), device="cpu")
+    message = str(caught.value)
+    assert "aoti_torch_cpu_randint_low_out  <- " + where in message, message
+    assert "site-packages" not in message and "dropout.py" not in message and "model.eval()" in message, message

@@ -834,6 +834,69 @@ def test_metadata_edited_to_hide_the_librarys_instructions_is_refused_by_its_own
     assert not [n for n in os.listdir(tmp_path) if n.startswith("aotcuda-")]
 
 
+# GCC's padding after a function's ret (nopw %cs:0x0(%rax,%rax,1) and shorter nopl forms): never run
+_PADDING_AFTER_RET = re.compile(rb"\xc3(\x66\x2e\x0f\x1f\x84\0{5}|\x66\x0f\x1f\x84\0{5}|\x0f\x1f\x84\0{5}"
+                                rb"|\x0f\x1f\x80\0{4})")
+
+
+def elf_section(data: bytes, wanted: bytes) -> tuple[int, int]:
+    """(offset, size) of the section named ``wanted`` of a little-endian ELF64 file's bytes."""
+    (table,) = struct.unpack_from("<Q", data, 0x28)
+    size, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", data, table + index * size) for index in range(count)]
+    names = headers[names_index][4]
+    return next((offset, length) for name, _, _, _, offset, length in headers
+                if data[names + name:data.index(b"\0", names + name)] == wanted)
+
+
+def with_amx_instructions(name, data):
+    """An edit of the package's library: LDTILECFG written into padding after a ret in its code (where it never
+    runs), as Inductor's AMX kernels hold it; where the compilers' record lacks -mamx-tile (a lowering host without
+    AMX), that record is hidden too (its section renamed: dlopen reads none), as in a library without one."""
+    if not name.endswith(".so"):
+        return data
+    data = bytearray(data)
+    offset, length = elf_section(data, b".text")
+    padding = _PADDING_AFTER_RET.search(bytes(data[offset:offset + length]))
+    assert padding, "no padding after a ret in the library's code"
+    data[offset + padding.start(1):offset + padding.start(1) + 5] = bytes.fromhex("c4e2784900")  # ldtilecfg (%rax)
+    strings, length = elf_section(data, b".debug_str")
+    if b" -mamx-tile " not in data[strings:strings + length]:
+        where = data.index(b".debug_str\0")
+        data[where:where + 10] = b".debug_xyz"
+    return bytes(data)
+
+
+def test_metadata_edited_to_drop_amx_tile_is_refused_by_the_amx_instructions_in_the_library(twice_pt2, tmp_path,
+                                                                                             monkeypatch):
+    """Found by the package breaker: AOTI_CPU_ISA edited to drop AMX_TILE from a package whose library holds AMX
+    kernels loaded on a CPU without AMX, where its first AMX kernel ends the process (SIGILL): the library's
+    -mamx-tile was not read, since -march=native gives it on any AMX host and Inductor gives it wherever it picks
+    AMX_TILE, AMX kernels or not. Now load looks for AMX instructions in the library's code (LDTILECFG, which every
+    AMX kernel runs first). Here the CPU has every ISA but AMX (its probes set by the test); Twice's library, with
+    LDTILECFG written where it never runs, its metadata saying no AMX_TILE."""
+    from aotcuda.runtime import devices
+
+    metadata = with_metadata(AOTI_CPU_ISA="AVX2 AVX512 AVX512_VNNI")
+    path = rewrite_package(twice_pt2, tmp_path / "amx.pt2",
+                           without_digest(lambda name, data: with_amx_instructions(name, metadata(name, data))))
+    monkeypatch.setattr(devices, "cpu_isa", lambda: frozenset({"AVX2", "AVX512", "AVX512_VNNI"}), raising=False)
+    with pytest.raises(PackageError, match=r"amx.pt2' its model library was compiled for a CPU with (.*, )?AMX_TILE "
+                                           r"\((the compiler's record of its flags in the library, and )?AMX "
+                                           r"instructions in its code; AOTI_CPU_ISA in its metadata says 'AVX2 AVX512 "
+                                           r"AVX512_VNNI', which is not what the library holds\), and this CPU lacks "
+                                           r"AMX_TILE: its code would stop the process with an illegal instruction "
+                                           r"\(SIGILL\)\. "
+                                           r"Lower the model again on a machine with this CPU's instruction set .*, or "
+                                           r"lower it where it was, without AMX kernels: inductor_configs="
+                                           r"\{'max_autotune_gemm_backends': 'ATEN'\}"):
+        load(path)
+    # the genuine library with its metadata edited alike loads: its code holds no AMX instruction (where its metadata
+    # says AMX_TILE, as Inductor writes it on an AMX host, it is refused by that as before)
+    genuine = rewrite_package(twice_pt2, tmp_path / "genuine.pt2", with_metadata(AOTI_CPU_ISA="AVX2 AVX512"))
+    load(genuine).close()
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_package_built_for_cuda_on_a_machine_without_cuda(twice_pt2, tmp_path):
     path = rewrite_package(twice_pt2, tmp_path / "cuda.pt2", with_metadata(AOTI_DEVICE_KEY="cuda"))

@@ -643,6 +643,80 @@ def test_a_reader_slower_than_the_minimum_send_rate_is_cut_off_once_the_grace_is
     assert heads.unread_answer_bytes() == 0
 
 
+class FlowBuffer(WriteBuffer):
+    """A WriteBuffer that the app's writes fill, with asyncio's flow control: writing pauses past ``high`` bytes and
+    resumes at ``low`` or under, as the test's "client" takes bytes (``take``)."""
+
+    def __init__(self, high: int = 64 << 10, low: int = 16 << 10):
+        super().__init__(0)
+        self.high, self.low, self.paused, self.protocol, self.taken = high, low, False, None, 0
+
+    def write(self, data):
+        self.size += len(data)
+        if self.size > self.high and not self.paused:
+            self.paused = True
+            self.protocol.pause_writing()
+
+    def take(self, n: int) -> None:
+        n = min(n, self.size)
+        self.size, self.taken = self.size - n, self.taken + n
+        if self.paused and self.size <= self.low:
+            self.paused = False
+            self.protocol.resume_writing()
+
+
+def test_the_minimum_send_rate_counts_what_the_client_took_while_the_app_keeps_writing():
+    """The rate was the write buffer's fall between two looks, and an app that keeps writing (a streamed answer:
+    uvicorn writes each body message as flow control lets it) refills the buffer between them: a client taking
+    1 MB a second against a 100 KB/s minimum was judged to have taken nothing and cut off at the grace (0.4 s),
+    its buffer also read as standing still. Now the client's bytes are those written to the transport less those
+    still in its buffer: the fast reader keeps its answer, and a reader taking 50 KB a second is still cut off,
+    however much the app writes meanwhile."""
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from aotcuda.serving import heads
+
+    async def streamed(scope, receive, send):  # as fast as flow control lets it, until the connection goes
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for _ in range(2000):
+            await send({"type": "http.response.body", "body": b"x" * (20 << 10), "more_body": True})
+            await asyncio.sleep(0)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    takes = {"reader": 100_000, "crawler": 5_000}  # bytes every 0.1 s: the reader empties the buffer each time
+
+    async def scenario():
+        config = uvicorn.Config(streamed, lifespan="off", log_level="critical")
+        protocols = {}
+        for name in takes:
+            protocol = heads.DeadlineH11Protocol(config, ServerState(), app_state={})
+            protocol.send_timeout_s, protocol.min_send_rate = 0.4, 100_000
+            transport = FlowBuffer()
+            transport.protocol = protocol
+            protocol.connection_made(transport)
+            protocol.data_received(b"GET /stream HTTP/1.1\r\nHost: a\r\n\r\n")
+            protocols[name] = protocol
+        started = time.monotonic()
+        for _ in range(15):  # 1.5 s
+            await asyncio.sleep(0.1)
+            for name, protocol in protocols.items():
+                if protocol.transport.aborted_at is None:
+                    protocol.transport.take(takes[name])
+        outcome = {name: (p.transport.aborted_at, p.transport.taken) for name, p in protocols.items()}
+        for protocol in protocols.values():
+            protocol.connection_lost(None)
+        await asyncio.sleep(0.05)  # the apps see the connection gone and end
+        return started, outcome
+
+    started, outcome = asyncio.run(scenario())
+    (reader_aborted, reader_took), (crawler_aborted, _) = outcome["reader"], outcome["crawler"]
+    assert reader_aborted is None, (reader_aborted - started, outcome)
+    assert reader_took > 1_000_000  # the app did keep the buffer full while the reader took
+    assert crawler_aborted is not None and 0.35 <= crawler_aborted - started < 0.8, outcome
+    assert heads.unread_answer_bytes() == 0
+
+
 def test_slow_readers_cannot_hold_the_pending_room_from_an_honest_request(monkeypatch):
     """The serving breaker's finding: answers clients have not read count in --max-pending-bytes, and a client that
     keeps taking a little of its answer within each send timeout was never cut off, so a few slow readers made honest

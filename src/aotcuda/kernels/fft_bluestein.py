@@ -57,7 +57,7 @@ if HAVE_TRITON:
     import triton
     import triton.language as tl
 
-    from aotcuda.kernels.fft_rows import (_butterfly, _cdot, _forward_stages, _load_rows, _natural_index, _row_offsets, _rows_at,
+    from aotcuda.kernels.fft_rows import (_butterfly, _cdot, _forward_stages, _load_rows, _row_offsets, _rows_at,
                                           _store_rows, _tile_index, _twiddle)
 
     @triton.jit
@@ -145,6 +145,19 @@ if HAVE_TRITON:
         return (many // (many + 1)).to(tl.int32)
 
     @triton.jit
+    def _row_points_again(R: tl.constexpr, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3,
+                          vs0, vs1, vs2, vs3, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
+                          P2: tl.constexpr, P3: tl.constexpr):
+        """_bluestein_kernel's rows (_row_offsets) and tile points (_tile_index) computed again after a barrier,
+        through _unseen_zero, so that the compiler recomputes them instead of holding them in registers through
+        what came before (the pairs kernel's own: _pair_points_again)."""
+        zero = _unseen_zero(rows)
+        x_row, o_row, v_row, row_ok = _row_offsets(R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3,
+                                                   os0, os1, os2, os3, vs0, vs1, vs2, vs3)
+        t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
+        return x_row, o_row, v_row, row_ok, t + zero, in_tile
+
+    @triton.jit
     def _half(X, Window, Weight, Tables, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
               IN: tl.constexpr, OUT: tl.constexpr,
               SPECTRUM: tl.constexpr, N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
@@ -182,14 +195,11 @@ if HAVE_TRITON:
             if READ_BACK:
                 _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, os_t, os_p, KIND)
                 tl.debug_barrier()
-                # rows // (rows + 1) is 0 (1 ≤ rows < 2**63), which the compiler cannot see: the row masks and
-                # tile indices below are recomputed rather than held from the first half (328 → 144 bytes
-                # spilled; the row offsets depend on the program id alone and may still be reused).
-                zero = _unseen_zero(rows)
-                x_row, o_row, v_row, row_ok = _row_offsets(R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3,
-                                                           os0, os1, os2, os3, vs0, vs1, vs2, vs3)
-                t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
-                t = t + zero
+                # Recomputed rather than held from the first half: 328 → 144 bytes spilled (the row offsets depend
+                # on the program id alone and may still be reused).
+                x_row, o_row, v_row, row_ok, t, in_tile = _row_points_again(
+                    R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
+                    A, B, C, P1, P2, P3)
             vr, vi = _half(X, Window, Weight, Tables, x_row, v_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws,
                            vs_t, vs_p, scale, CHIRP + 4 * N, CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C,
                            P1, P2, P3, R, KIND, PRECISION, WINDOW, WEIGHT, SCALED)
@@ -334,38 +344,17 @@ if HAVE_TRITON:
         return x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_a & ok_b
 
     @triton.jit
-    def _kept_places(t, in_a, in_b, ok_a, ok_b, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
-                     P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, N: tl.constexpr, IN_ORDER: tl.constexpr):
-        """The points (s, a's, b's) at which the pairs kernel keeps and separates its result in Out: the tile's
-        own (t, in_a, in_b, as they are: recomputing them spilled 240 bytes a thread more at 4093 r2c, sm_90), or
-        where IN_ORDER the rows' order (_natural_index; the values permuted to it, _ordered)."""
-        if IN_ORDER:
-            t, in_a = _natural_index(ok_a, A, B, C, P1, P2, P3)
-            in_a = in_a & (t < N)
-            in_b = in_a & ok_b
-        return t, in_a, in_b
-
-    @triton.jit
-    def _ordered(yr, yi, IN_ORDER: tl.constexpr):
-        """A pair's result (r, t2, t3, t1) as _kept_places keeps it: permuted to (r, t1, t2, t3) where IN_ORDER."""
-        if IN_ORDER:  # (one return: Triton wants every return of a function of one type, a constexpr branch's too)
-            yr = tl.permute(yr, (0, 3, 1, 2))
-            yi = tl.permute(yi, (0, 3, 1, 2))
-        return yr, yi
-
-    @triton.jit
     def _bluestein_pairs_kernel(X, Tables, Out, Window, Weight, rows, in_len, out_len, scale,
                                 size0, size1, size2, size3, xs0, xs1, xs2, xs3, xs_t, xs_p,
                                 os0, os1, os2, os3, os_t, os_p, ws, vs0, vs1, vs2, vs3, vs_t, vs_p,
                                 N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                                 P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
                                 KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
-                                WEIGHT: tl.constexpr, SCALED: tl.constexpr, HALVES: tl.constexpr,
-                                IN_ORDER: tl.constexpr):
+                                WEIGHT: tl.constexpr, SCALED: tl.constexpr, HALVES: tl.constexpr):
         # _bluestein_kernel's arguments, for r2c (KIND 1, float32 out, out_len = N // 2 + 1) and c2r (KIND 2):
         # R pairs of rows a program, each pair one complex convolution (_pair_half). r2c's result is separated
         # into its two rows through Out (_keep_pair, a barrier, _separate); c2r's real and imaginary parts are
-        # the two rows. IN_ORDER: what is kept in Out is kept in the rows' order (fft_rows.BLUESTEIN_PAIRS_IN_ORDER).
+        # the two rows.
         x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3,
                                                                  os0, os1, os2, os3, vs0, vs1, vs2, vs3)
         CHIRP: tl.constexpr = 2 * (P1 * P1 + P2 * P2 + P3 * P3 + P2 * P1 + P3 * P1 + P3 * P2)
@@ -377,12 +366,10 @@ if HAVE_TRITON:
         yr, yi, undo_a, undo_b = _pair_half(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b, in_len,
                                             xs_t, xs_p, ws, vs_t, vs_p, scale, CHIRP, CHIRP + 2 * N, SPECTRUM, N,
                                             A, B, C, P1, P2, P3, R, KIND, PRECISION, WINDOW, WEIGHT, SCALED)
-        yr, yi = _ordered(yr, yi, IN_ORDER)
         if HALVES == 2:  # as _bluestein_kernel's: float32 out keeps the first half in Out through the second
             READ_BACK: tl.constexpr = Out.dtype.element_ty == tl.float32
             if READ_BACK:
-                s, s_a, s_b = _kept_places(t, in_a, in_b, ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
-                _keep_pair(Out, o_a, o_b, s, s_a, s_b, out_len, yr, yi, os_t, os_p, N, KIND)
+                _keep_pair(Out, o_a, o_b, t, in_a, in_b, out_len, yr, yi, os_t, os_p, N, KIND)
                 tl.debug_barrier()
                 x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_b = _pair_points_again(
                     R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
@@ -391,25 +378,21 @@ if HAVE_TRITON:
                                                 in_len, xs_t, xs_p, ws, vs_t, vs_p, scale, CHIRP + 4 * N,
                                                 CHIRP + 6 * N, SPECTRUM + 2 * TILE, N, A, B, C, P1, P2, P3, R, KIND,
                                                 PRECISION, WINDOW, WEIGHT, SCALED)
-            vr, vi = _ordered(vr, vi, IN_ORDER)
             if READ_BACK:
-                s, s_a, s_b = _kept_places(t, in_a, in_b, ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
-                kr, ki = _kept_pair(Out, o_a, o_b, s, s_a, s_b, out_len, os_t, os_p, N, KIND)
+                kr, ki = _kept_pair(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, os_p, N, KIND)
                 yr = vr + kr
                 yi = vi + ki
             else:
                 yr += vr
                 yi += vi
-        s, s_a, s_b = _kept_places(t, in_a, in_b, ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
         if KIND == 2:
-            _keep_pair(Out, o_a, o_b, s, s_a, s_b, out_len, yr * undo_a, yi * undo_b, os_t, os_p, N, KIND)
+            _keep_pair(Out, o_a, o_b, t, in_a, in_b, out_len, yr * undo_a, yi * undo_b, os_t, os_p, N, KIND)
         else:
-            _keep_pair(Out, o_a, o_b, s, s_a, s_b, out_len, yr, yi, os_t, os_p, N, KIND)
+            _keep_pair(Out, o_a, o_b, t, in_a, in_b, out_len, yr, yi, os_t, os_p, N, KIND)
             tl.debug_barrier()
             # Recomputed rather than held from before the barrier: compiled for sm_90 at 1009 (m = 2048), 88 bytes
             # spilled a thread when held, and none so.
             x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_b = _pair_points_again(
                 R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
                 N, A, B, C, P1, P2, P3)
-            s, s_a, s_b = _kept_places(t, in_a, in_b, ok_a, ok_b, A, B, C, P1, P2, P3, N, IN_ORDER)
-            _separate(Out, o_a, o_b, ok_b, s, s_a, s_b, out_len, undo_a, undo_b, os_t, os_p, N)
+            _separate(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, undo_a, undo_b, os_t, os_p, N)

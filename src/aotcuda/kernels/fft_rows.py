@@ -61,20 +61,6 @@ PRECISION = {torch.float32: "tf32x3", torch.float16: "tf32", torch.bfloat16: "tf
 # kernel): Bluestein's convolution is complex whatever the input, so a real row alone spends half of it. Read at
 # each launch; a benchmark sets it for A/B (fft_tiling_sweep.py --bluestein-pairs).
 BLUESTEIN_PAIRS = True
-# The pairs kernel keeps its result in Out (r2c: three stores and three loads of every point; c2r: its store) in the
-# rows' order instead of the tile's, whose warp lanes are a tile axis B·C points apart (scattered 4-byte accesses, a
-# sector each; r2c's output of pairs has no unit stride for the compiler to vectorize). Off until timed on a GPU
-# (fft_tiling_sweep.py --bluestein-pairs-in-order yes / no): built in session 30 without device time left.
-BLUESTEIN_PAIRS_IN_ORDER = False
-# The tiled kernel's result stored in the rows' order, (r, k3, k2, k1) with k1 last, and a pair's two parts side by side
-# (one store of [R, P3, P2, P1, 2]), instead of the last stage's (r, k1, k2, k3), whose last axis is k3, A·B bins
-# apart: a warp's lanes then meet scattered addresses wherever the output's stride along the dim is not 1 (every
-# pair out: r2c and c2c). Off until timed on a GPU (fft_tiling_sweep.py --store-in-order yes / no), as above.
-STORE_IN_ORDER = False
-# The tiled kernel's rows read in their own order, (r, t1, t2, t3), and permuted to stage 1's tile (r, t2, t3, t1) on
-# chip, instead of read in the tile's order, whose last axis is t1, B·C points apart (scattered 4-byte loads where
-# x's stride along the dim is not 1: every pair in, c2c and c2r). Off until timed, as above (--load-in-order).
-LOAD_IN_ORDER = False
 
 
 def pairs_rows(plan, kind: str, n: int, out_len, out_dtype: torch.dtype) -> bool:
@@ -370,17 +356,6 @@ if HAVE_TRITON:
         return B * C * t1 + C * t2 + t3, row_ok & (t1 < A) & (t2 < B) & (t3 < C)
 
     @triton.jit
-    def _natural_index(row_ok, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
-                       P2: tl.constexpr, P3: tl.constexpr):
-        """The tile's points in the rows' own order: [R, P1, P2, P3] at (r, t1, t2, t3), t = B·C·t1 + C·t2 + t3
-        (neighbouring t along the last axes, so that a warp's lanes meet neighbouring addresses; _tile_index's
-        last axis is t1, B·C points apart), and whether each is a row's."""
-        t1 = tl.arange(0, P1)[None, :, None, None]
-        t2 = tl.arange(0, P2)[None, None, :, None]
-        t3 = tl.arange(0, P3)[None, None, None, :]
-        return B * C * t1 + C * t2 + t3, row_ok & (t1 < A) & (t2 < B) & (t3 < C)
-
-    @triton.jit
     def _weigh(xr, xi, Weight, v_row, j, ok, vs_t, vs_p):
         """Points (xr, xi) times the weight's points j (int64; its row at v_row, stride vs_t along the
         transformed dim, its parts vs_p apart) as complex numbers, in float32; loaded in x's own tile shape."""
@@ -483,43 +458,22 @@ if HAVE_TRITON:
                          N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                          P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
                          KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
-                         WEIGHT: tl.constexpr, SCALED: tl.constexpr, INVERSE: tl.constexpr,
-                         LOAD_IN_ORDER: tl.constexpr, STORE_IN_ORDER: tl.constexpr):
+                         WEIGHT: tl.constexpr, SCALED: tl.constexpr, INVERSE: tl.constexpr):
         # KIND: 0 c2c, 1 r2c, 2 c2r; WINDOW: each row times Window[t] (stride ws) as it is loaded (not c2r);
         # WEIGHT: each point times the weight's (strides vs…, 0 where it broadcasts) as it is loaded (not r2c);
         # INVERSE: the tables' direction (exp(+2πi…)), which a butterfly stage, reading no table, needs.
-        # LOAD_IN_ORDER, STORE_IN_ORDER: the rows read and written in their own order (fft_rows.LOAD_IN_ORDER, …).
         x_row, o_row, v_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3,
                                                    os0, os1, os2, os3, vs0, vs1, vs2, vs3)
-        if LOAD_IN_ORDER:  # read at (r, t1, t2, t3), then permuted to stage 1's (r, t2, t3, t1)
-            t, inside = _natural_index(row_ok, A, B, C, P1, P2, P3)
-            xr, xi = _load_rows(X, Window, Weight, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p,
-                                scale, N, KIND, WINDOW, WEIGHT, SCALED)
-            xr = tl.permute(xr, (0, 2, 3, 1))
-            xi = tl.permute(xi, (0, 2, 3, 1))
-        else:
-            t, inside = _tile_index(row_ok, A, B, C, P1, P2, P3)
-            xr, xi = _load_rows(X, Window, Weight, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p,
-                                scale, N, KIND, WINDOW, WEIGHT, SCALED)
+        t, inside = _tile_index(row_ok, A, B, C, P1, P2, P3)
+        xr, xi = _load_rows(X, Window, Weight, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p,
+                            scale, N, KIND, WINDOW, WEIGHT, SCALED)
         xr, xi = _forward_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, KIND == 1, KIND == 2, INVERSE, PRECISION)
-        if STORE_IN_ORDER:  # (r, k3, k2, k1): neighbouring k on the last axis, which a warp's lanes run along
-            xr = tl.permute(xr, (0, 3, 2, 1))
-            xi = tl.permute(xi, (0, 3, 2, 1))
-            k1 = tl.arange(0, P1)[None, None, None, :]
-            k2 = tl.arange(0, P2)[None, None, :, None]
-            k3 = tl.arange(0, P3)[None, :, None, None]
-        else:
-            k1 = tl.arange(0, P1)[None, :, None, None]
-            k2 = tl.arange(0, P2)[None, None, :, None]
-            k3 = tl.arange(0, P3)[None, None, None, :]
+        k1 = tl.arange(0, P1)[None, :, None, None]
+        k2 = tl.arange(0, P2)[None, None, :, None]
+        k3 = tl.arange(0, P3)[None, None, None, :]
         k = k1 + A * k2 + A * B * k3
         ok = row_ok & (k1 < A) & (k2 < B) & (k3 < C) & (k < out_len)
-        if STORE_IN_ORDER and KIND != 2:  # a pair's two parts side by side: one store of [R, P3, P2, P1, 2]
-            at = Out + o_row[:, :, :, :, None] + (k.to(tl.int64) * os_t)[:, :, :, :, None] \
-                + tl.arange(0, 2)[None, None, None, None, :] * os_p
-            tl.store(at, tl.join(xr, xi).to(Out.dtype.element_ty), mask=ok[:, :, :, :, None])
-        else:
-            _store_rows(Out, o_row, k, ok, xr, xi, os_t, os_p, KIND)
+        _store_rows(Out, o_row, k, ok, xr, xi, os_t, os_p, KIND)
 
     @triton.jit
     def _store_rows(Out, o_row, k, ok, xr, xi, os_t, os_p, KIND: tl.constexpr):
@@ -561,13 +515,12 @@ if HAVE_TRITON:
         p1, p2, p3 = config.tiling.padded
         if paired:
             from aotcuda.kernels.fft_bluestein import _bluestein_pairs_kernel as kernel
-            own = dict(HALVES=plan.halves, IN_ORDER=BLUESTEIN_PAIRS_IN_ORDER)
+            own = dict(HALVES=plan.halves)
         elif isinstance(plan, Bluestein):
             from aotcuda.kernels.fft_bluestein import _bluestein_kernel as kernel
             own = dict(HALVES=plan.halves)
         else:
-            kernel, own = _fft_rows_kernel, dict(INVERSE=direction(kind, inverse), LOAD_IN_ORDER=LOAD_IN_ORDER,
-                                               STORE_IN_ORDER=STORE_IN_ORDER)
+            kernel, own = _fft_rows_kernel, dict(INVERSE=direction(kind, inverse))
         launcher(kernel)[((complex_rows + per_program - 1) // per_program,)](
             x, tables, out, tables if window is None else window, tables if weight is None else weight,
             rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),

@@ -83,6 +83,15 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
                     f"size the input may choose. Keep {dim} "
                     "static (None in dynamic_shapes; on the command line, no --dynamic for that dim), or make "
                     "another dim dynamic.")
+        if frame is not None and dim in getattr(specialized_at, "by_complex_mean", ()):
+            line = f": `{frame.line.strip()}`" if frame.line else ""
+            return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
+                    f"{frame.lineno} in {frame.name}{line}. There the model takes a mean of a complex tensor over the "
+                    f"dynamic dim {dim}, and torch's mean of a complex tensor divides by its count of elements "
+                    f"converted to a Python complex number, which fixes {dim} to the example's size. Write that mean "
+                    "as a sum divided by the size, z.sum(dim) / z.shape[dim] (over every dim: z.sum() / z.numel()), "
+                    f"or take the mean of the real pairs before they become complex, torch.view_as_complex("
+                    f"x.mean(dim)): either keeps {dim} dynamic.")
         if frame is not None and dim in getattr(specialized_at, "by_tensor_op", ()):
             line = f": `{frame.line.strip()}`" if frame.line else ""
             return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
@@ -185,12 +194,15 @@ def _raised_in_model(exc: BaseException) -> str | None:
 
 class Specializations(dict):
     """{dim name: the model's frame that made it a constant}, and in ``fixed_by`` {dim name: (the parameter or
-    buffer, its shape)} where an op met the dim with that tensor's fixed size (``_fixed_size_tensor``)."""
+    buffer, its shape)} where an op met the dim with that tensor's fixed size (``_fixed_size_tensor``); in
+    ``by_complex_mean`` the dims torch's mean of a complex tensor counted (``_in_torch_mean``), in ``by_tensor_op``
+    those another tensor op met with a size that is not dynamic."""
 
     def __init__(self):
         super().__init__()
         self.fixed_by: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.by_tensor_op: set[str] = set()  # made a constant inside a tensor op, by no parameter or buffer
+        self.by_complex_mean: set[str] = set()  # made a constant by torch's mean of a complex tensor (_refs.mean)
 
 
 _FAKE_TENSOR_DISPATCH = os.path.join("torch", "_subclasses", "fake_tensor.py")
@@ -207,6 +219,24 @@ def _fixed_size_tensor(size: int, model, modules: list) -> tuple[str, tuple[int,
             if size in tuple(tensor.shape):
                 return names.get(id(tensor), name), tuple(tensor.shape)
     return None
+
+
+_REFS = os.path.join("torch", "_refs", "__init__.py")
+
+
+def _in_torch_mean() -> bool:
+    """Whether torch's reference mean is on the stack: for a complex tensor it converts its count of elements to a
+    Python complex (type promotion of ``true_divide(sum, nelem)``), which makes each dynamic dim it counts a
+    constant (a real tensor's count stays a SymFloat, and never comes here)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_code.co_name == "mean" and frame.f_code.co_filename.endswith(_REFS):
+                return True
+            frame = frame.f_back
+    finally:
+        del frame
+    return False
 
 
 def _tensor_op_and_modules() -> tuple[bool, list]:
@@ -249,11 +279,14 @@ def recorded_specializations(model=None) -> Iterator[Specializations]:
                 frame = _model_frame()
                 dispatched, modules = _tensor_op_and_modules() if frame is not None else (False, [])
                 fixed_by = _fixed_size_tensor(int(tgt), model, modules) if dispatched else None
-                by_tensor_op = dispatched and fixed_by is None
+                by_mean = dispatched and fixed_by is None and _in_torch_mean()
+                by_tensor_op = dispatched and fixed_by is None and not by_mean
                 if frame is not None:
                     for name in names:
                         if name not in sites and fixed_by is not None:
                             sites.fixed_by[name] = fixed_by
+                        if name not in sites and by_mean:
+                            sites.by_complex_mean.add(name)
                         if name not in sites and by_tensor_op:
                             sites.by_tensor_op.add(name)
                         sites.setdefault(name, frame)

@@ -255,9 +255,25 @@ def relative_source_line(node: torch.fx.Node | None) -> str:
         return ""
     # The innermost frame outside torch itself: for nn.Linear that is the model line calling the layer.
     user_frames = [f for f in frames if not f[0].startswith(_TORCH_DIR)]
-    path, line, _, code = (user_frames or frames)[-1]
+    if not user_frames:  # a model made of torch's modules (nn.Sequential): no line of its own to name
+        return module_in_model(node) or ""
+    path, line, _, code = user_frames[-1]
     relative = os.path.relpath(path)
     return f"{path if relative.startswith('..') else relative}:{line}: {code.strip()}"
+
+
+def module_in_model(node: torch.fx.Node) -> str | None:
+    """The module of the model that ran ``node``, by its name in ``model.named_modules()`` and its type (the
+    innermost entry of meta["nn_module_stack"]): "the model's module 1 (torch.nn.Dropout)", "the model itself
+    (...)"; None where the node has no such record. What names a node whose stack is torch's alone: torch's own
+    line (``torch/nn/modules/dropout.py:73``) is not one the user wrote or can change."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return None
+    path, kind = list(stack.values())[-1]
+    kind = kind if isinstance(kind, str) else getattr(kind, "__qualname__", str(kind))
+    public = re.sub(r"^torch\.nn\.modules\.\w+\.", "torch.nn.", kind)  # torch.nn.modules.dropout.Dropout
+    return f"the model's module {path} ({public})" if path else f"the model itself ({public})"
 
 
 def touches_complex(node: torch.fx.Node) -> bool:

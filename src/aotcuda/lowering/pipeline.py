@@ -75,6 +75,8 @@ from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
 from aotcuda.package_format import lists_a_package, write_signature
+from aotcuda.package_tags import sign_package
+from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.result import GraphPass, PassResult
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
@@ -141,6 +143,7 @@ def lower(
     allow_fallbacks: bool = False,
     inductor_configs: dict[str, Any] | None = None,
     progress: Callable[[str, float | None], None] | None = None,
+    signing_key=None,
 ) -> LoweredProgram:
     """Lower ``model(*args, **kwargs)`` to an AOTInductor package for ``device``.
 
@@ -164,6 +167,11 @@ def lower(
             such a buffer at its compile-time value).
         progress: called as ``progress(step, None)`` when a step starts and ``progress(step, seconds)``
             when it ends; the CLI shows it.
+        signing_key: sign the package with this key (``aotcuda.package_tags``: an HMAC-SHA256 tag over its
+            signature, metadata and files), so that ``load(..., signing_key=)`` with the same key takes it and
+            refuses any edit of it: bytes (at least 32), or the path of a file holding them, readable by its owner
+            alone (chmod 600). Default: the file the switch AOTCUDA_SIGNING_KEY_FILE names; unset: not signed.
+            A key that cannot be used raises SigningKeyError before any work.
 
     Outputs keep the module's structure, except torch's named tuples (``torch.topk`` and the like), which
     a package cannot store: those come back as plain tuples of the same tensors.
@@ -192,6 +200,7 @@ def lower(
     ``LoweredProgram.runs_in_aotcuda_runtime`` is then False.
     """
     check_options(allow_fallbacks, inductor_configs, progress)  # before any work: "False" is true
+    key = signing_key_of(signing_key)  # a key file others may read is said before the minutes of compile
     device = target_device(device)
     if package_path is not None:
         package_path = checked_package_path(package_path)  # before the minutes of export and compile; "~" expanded
@@ -207,11 +216,11 @@ def lower(
         model, args, kwargs = _on_device(model, args, kwargs or {}, device)
     with _refusal_said_once():
         return _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, allow_fallbacks,
-                                inductor_configs, profile, step, times)
+                                inductor_configs, profile, step, times, key)
 
 
 def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, allow_fallbacks, inductor_configs,
-                     profile, step, times) -> LoweredProgram:
+                     profile, step, times, key=None) -> LoweredProgram:
     """lower()'s steps from export on, on a model and inputs already on ``device``."""
     ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed = before_compile(
         model, args, kwargs, dynamic_shapes, lambda: passes() + [make() for make in profile.enabled_passes()], step)
@@ -241,6 +250,8 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
                          "tensor_sizes": tensor_sizes(ep)}
             _warn_if_signature_too_large(signature, path)
             write_signature(building, signature)
+            if key is not None:  # last: the tag lists every entry as it is published
+                sign_package(building, key)
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)

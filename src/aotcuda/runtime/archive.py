@@ -11,8 +11,9 @@ what extracting or reading writes, and they are checked BEFORE anything is writt
                                                                          once more than ratio_floor bytes inflate
     max_json_bytes              8 MiB   AOTCUDA_MAX_JSON_BYTES           another JSON entry read into memory
                                                                          (the op table: ~300 bytes an op)
-    max_signature_bytes         8 MiB   AOTCUDA_MAX_SIGNATURE_BYTES      the aotcuda signature and the model's
-                                                                         metadata (real ones: about 1 KiB)
+    max_signature_bytes         8 MiB   AOTCUDA_MAX_SIGNATURE_BYTES      the aotcuda signature, the model's
+                                                                         metadata (real ones: about 1 KiB) and a
+                                                                         signing key's tag (~110 bytes an entry)
     max_source_bytes          256 MiB   AOTCUDA_MAX_SOURCE_BYTES         a generated C++ source read into memory
     max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive
 
@@ -455,7 +456,13 @@ def read_entry(archive: zipfile.ZipFile, name: str, path: str, limits: ArchiveLi
         return source.read(info.file_size + 1 if getattr(limits, limit_name) else -1)
 
 
-def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str) -> None:
-    """Extract one entry to ``target`` (at most its declared size: zipfile stops there)."""
+def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str, hasher=None) -> None:
+    """Extract one entry to ``target`` (at most its declared size: zipfile stops there); ``hasher`` (a hashlib
+    object), where given, is fed the bytes written."""
     with archive.open(info) as source, open(target, "wb") as sink:
-        shutil.copyfileobj(source, sink, 1 << 20)
+        if hasher is None:
+            shutil.copyfileobj(source, sink, 1 << 20)
+            return
+        while chunk := source.read(1 << 20):
+            hasher.update(chunk)
+            sink.write(chunk)

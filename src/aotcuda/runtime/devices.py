@@ -9,7 +9,7 @@ import platform
 import torch
 
 from aotcuda.errors import Advice, PackageError, clipped
-from aotcuda.runtime.libloader import compiled_machine_flags
+from aotcuda.runtime.libloader import compiled_machine_flags, holds_amx_instructions
 from aotcuda.runtime.package import ExtractedPackage
 
 __all__ = ["resolve_device"]
@@ -79,10 +79,11 @@ def check_cpu_isa(package: ExtractedPackage) -> None:
     AOTI_CPU_ISA): the library loads, and its first kernel that uses one ends the process with SIGILL (an
     AVX-512 package on an AVX2 machine; AMX_TILE, which Inductor picks on Sapphire Rapids hosts, on one
     without AMX). Tokens torch does not probe here (another architecture's, whose library dlopen refuses) are
-    not compared. The library's own compile flags are compared too (``library_isa``): the metadata is JSON that
-    may be edited without the library. For CPU packages only: AOTInductor records the lowering host's ISA in every
-    package's metadata (codecache.get_device_information), but compiles with its -m flags only the code that needs
-    them, a CPU package's kernels; a CUDA package's host code is not, and refusing it would refuse packages that run."""
+    not compared. The library's own compile flags and AMX instructions are compared too (``library_isa``): the
+    metadata is JSON that may be edited without the library. For CPU packages only: AOTInductor records the lowering
+    host's ISA in every package's metadata (codecache.get_device_information), but compiles with its -m flags only
+    the code that needs them, a CPU package's kernels; a CUDA package's host code is not, and refusing it would
+    refuse packages that run."""
     isa = package.metadata.get("AOTI_CPU_ISA")
     supported = cpu_isa()
     if supported is None:
@@ -94,31 +95,44 @@ def check_cpu_isa(package: ExtractedPackage) -> None:
     if unrecorded:  # the library's own record says more than the metadata: the metadata is JSON, edited or not
         said = f"AOTI_CPU_ISA in its metadata says {clipped(repr(isa), 80)}" if isinstance(isa, str) else \
             "its metadata has no AOTI_CPU_ISA"
-        what = (f"its model library was compiled for a CPU with {', '.join(compiled)} (the compiler's record of its "
-                f"flags in the library; {said}, which is not what the library holds)")
+        told = ["the compiler's record of its flags in the library"] if set(compiled) - {"AMX_TILE"} else []
+        told += ["AMX instructions in its code"] if "AMX_TILE" in compiled else []
+        what = (f"its model library was compiled for a CPU with {', '.join(compiled)} ({', and '.join(told)}; "
+                f"{said}, which is not what the library holds)")
     else:
         what = f"was compiled for a CPU with {clipped(repr(isa), 80)} (AOTI_CPU_ISA in its metadata)"
     if missing or unrecorded:
-        raise PackageError(f"{package.path!r} {what}, and this CPU lacks {', '.join(missing + unrecorded)}: its code "
+        lacks = missing + unrecorded
+        raise PackageError(f"{package.path!r} {what}, and this CPU lacks {', '.join(lacks)}: its code "
                            "would stop the process with an illegal instruction (SIGILL). Lower the model again on a "
-                           "machine with this CPU's instruction set (the machine that runs it, or one of its kind)")
+                           "machine with this CPU's instruction set (the machine that runs it, or one of its kind)"
+                           + (_WITHOUT_AMX if lacks == ["AMX_TILE"] and "AMX_TILE" in compiled else ""))
+
+
+# Inductor writes AMX kernels only in its C++ GEMM template (max_autotune with the CPP backend, cpp_micro_gemm.py)
+_WITHOUT_AMX = (", or lower it where it was, without AMX kernels: inductor_configs={'max_autotune_gemm_backends': "
+                "'ATEN'} (AMX kernels come from max_autotune's C++ GEMM template)")
 
 
 # The -m options of the library's compile command that give the ISA of an AOTI_CPU_ISA token (Inductor's
 # cpu_vec_isa: each ISA's build flags). -march=native's expansion of the lowering host's features is in the same
 # record, and the compiler may vectorize with any of them (AVX-512 among them: a SIGILL on a CPU without it). Not
-# -mamx-tile: the compiler never emits AMX by itself, only kernels Inductor writes for AMX when it picks that ISA
-# (which the metadata records), and -march=native gives the flag on any AMX host, also where torch's probe (which
-# Inductor picks by) says no.
+# -mamx-tile: the compiler never emits AMX by itself, only kernels Inductor writes for AMX, and the flag is there
+# wherever Inductor picked AMX_TILE (and from -march=native on any AMX host), whether or not it wrote one: AMX_TILE
+# is told by the instructions themselves (``holds_amx_instructions``), looked for where the flag allows them.
 _ISA_FLAGS = {"-mavx2": "AVX2", "-mavx512f": "AVX512", "-mavx512vnni": "AVX512_VNNI"}
 
 
 def library_isa(so_path: str) -> list[str]:
     """The AOTI_CPU_ISA tokens of the ISA the library's code was compiled for, from the compilers' record in it
-    (``libloader.compiled_machine_flags``): a package whose metadata was edited to say less (or nothing) still
-    holds code for what the library was built with. Empty where the library holds no such record."""
-    flags = compiled_machine_flags(so_path) or frozenset()
-    return [token for flag, token in _ISA_FLAGS.items() if flag in flags]
+    (``libloader.compiled_machine_flags``), and AMX_TILE where its code holds AMX instructions: a package whose
+    metadata was edited to say less (or nothing) still holds code for what the library was built with. Without a
+    record, only AMX_TILE is told (by the instructions)."""
+    flags = compiled_machine_flags(so_path)
+    tokens = [token for flag, token in _ISA_FLAGS.items() if flag in (flags or ())]
+    if (flags is None or "-mamx-tile" in flags) and holds_amx_instructions(so_path):
+        tokens.append("AMX_TILE")
+    return tokens
 
 
 @functools.cache

@@ -99,30 +99,82 @@ def compiled_machine_flags(path: str) -> frozenset[str] | None:
     without debug information, stripped, or no ELF file: dlopen says why). Reads only the ELF and section headers
     and that section, each bounded by the file's size (a hostile header is no section)."""
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        header = f.read(64)
-        if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2 or header[5] not in (1, 2):
-            return None  # ELFCLASS64 only: the libraries Inductor builds on x86-64 and aarch64
-        order = "<" if header[5] == 1 else ">"
-        (shoff,) = struct.unpack_from(order + "Q", header, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", header, 0x3A)
-        if shentsize < 64 or not 0 < shnum <= 65535 or shstrndx >= shnum or shoff + shnum * shentsize > size:
-            return None
-        f.seek(shoff)
-        table = f.read(shnum * shentsize)
-        sections = [struct.unpack_from(order + "IIQQQQ", table, index * shentsize) for index in range(shnum)]
-        names_offset, names_size = sections[shstrndx][4], sections[shstrndx][5]
-        if names_offset + names_size > size or names_size > _MAX_DEBUG_STRINGS:
-            return None
-        f.seek(names_offset)
-        names = f.read(names_size)
-        for name, _, _, _, offset, length in sections:
-            if names[name:name + 11] == b".debug_str\0" and offset + length <= size and length <= _MAX_DEBUG_STRINGS:
+        sections = _sections(f)
+        for name, _, offset, length in sections or ():
+            if name == b".debug_str" and length <= _MAX_DEBUG_STRINGS:
                 f.seek(offset)
                 found = {flag.decode("ascii", "replace") for record in _PRODUCER.findall(f.read(length))
                          for flag in record.split() if flag.startswith(b"-m") and not flag.startswith(b"-mno-")}
                 return frozenset(found) if found else None
     return None
+
+
+# LDTILECFG m512 (Intel SDM: VEX.128.NP.0F38.W0 49 !(11):000:bbb): the VEX3 prefix C4; R̄ set (ModRM.reg is 000),
+# X̄ and B̄ either way (the address's index and base registers), map 0F38; W0, vvvv 1111, L0, pp 00; opcode 49;
+# a ModRM of a memory operand with reg 000. No AMX instruction runs before one (tiles unconfigured are #UD), and
+# Inductor's AMX microkernels load their configuration with it (AMXState::configure, _tile_loadconfig).
+_LDTILECFG = re.compile(rb"\xc4[\xe2\xc2\xa2\x82]\x78\x49["
+                        + b"".join(re.escape(bytes([m])) for m in range(0xC0) if not m & 0x38) + b"]")
+_SHF_EXECINSTR, _SHT_NOBITS, _EM_X86_64 = 0x4, 8, 62
+_SCAN_CHUNK = 16 << 20
+
+
+def holds_amx_instructions(path: str) -> bool:
+    """Whether the code sections of an x86-64 library hold an AMX tile configuration load (LDTILECFG's encoding in
+    a section marked executable), which every AMX kernel runs first. The bytes are searched, not decoded, so the
+    encoding met inside another instruction (its immediate or displacement) or across two reads as one too: a
+    refusal of a library without AMX where that happens (none in the x86-64 libraries measured: see
+    docs/reliability.md), never a library with AMX kernels taken for one without. Reads the ELF and section headers
+    and those sections, bounded by the file's size, in chunks."""
+    with open(path, "rb") as f:
+        header = f.read(20)
+        if len(header) < 20 or header[5] != 1 or struct.unpack_from("<H", header, 18)[0] != _EM_X86_64:
+            return False
+        for _, flags, offset, length in _sections(f) or ():
+            if not flags & _SHF_EXECINSTR:
+                continue
+            f.seek(offset)
+            tail = b""
+            while length > 0:
+                chunk = f.read(min(_SCAN_CHUNK, length))
+                if not chunk:
+                    break
+                length -= len(chunk)
+                if _LDTILECFG.search(tail + chunk):
+                    return True
+                tail = chunk[-4:]  # an encoding across two chunks
+    return False
+
+
+def _sections(f) -> list[tuple[bytes, int, int, int]] | None:
+    """The sections of the ELF file ``f`` that have bytes in it: (name, flags, offset, size) each, from its section
+    header table; None where it is no ELFCLASS64 file or its headers point outside it (a hostile header is no
+    section, and no table is read past the file or past 65,535 entries)."""
+    size = os.fstat(f.fileno()).st_size
+    f.seek(0)
+    header = f.read(64)
+    if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2 or header[5] not in (1, 2):
+        return None  # ELFCLASS64 only: the libraries Inductor builds on x86-64 and aarch64
+    order = "<" if header[5] == 1 else ">"
+    (shoff,) = struct.unpack_from(order + "Q", header, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", header, 0x3A)
+    if shentsize < 64 or not 0 < shnum <= 65535 or shstrndx >= shnum or shoff + shnum * shentsize > size:
+        return None
+    f.seek(shoff)
+    table = f.read(shnum * shentsize)
+    headers = [struct.unpack_from(order + "IIQQQQ", table, index * shentsize) for index in range(shnum)]
+    names_offset, names_size = headers[shstrndx][4], headers[shstrndx][5]
+    if names_offset + names_size > size or names_size > _MAX_DEBUG_STRINGS:
+        return None
+    f.seek(names_offset)
+    names = f.read(names_size)
+    return [(_name_at(names, name), flags, offset, length) for name, kind, flags, _, offset, length in headers
+            if kind != _SHT_NOBITS and offset + length <= size]
+
+
+def _name_at(names: bytes, start: int) -> bytes:
+    end = names.find(b"\0", start)
+    return names[start:end if end >= 0 else len(names)]
 
 
 def check_library_complete(path: str) -> None:

@@ -27,12 +27,21 @@ import tempfile
 import weakref
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aotcuda import switches
 from aotcuda.errors import PackageError, clipped
-from aotcuda.package_format import SIGNATURE_ENTRY, PackageFile, load_json, open_package_file, parse_signature
+from aotcuda.package_format import (
+    SIGNATURE_ENTRY,
+    PackageFile,
+    entry_sha256,
+    load_json,
+    open_package_file,
+    parse_signature,
+)
 from aotcuda.package_format import archive_root as _archive_root
+from aotcuda.package_tags import SigningKey, check_entries, parse_tag, signed_entries, tag_entry_names
 from aotcuda.runtime.archive import (
     READ_RATIO_FLOOR,
     ArchiveLimits,
@@ -132,8 +141,9 @@ DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError)
 
 
 def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, out_dir: str, path: str,
-                   limits: ArchiveLimits) -> str:
+                   limits: ArchiveLimits, digests: dict[str, str] | None = None) -> str:
     """Extract the model folder (and data/constants/*, flattened into it) to out_dir/model; return it.
+    ``digests``, where given, gets {entry name: SHA-256} of what was extracted of each entry.
 
     Raises PackageError as ``_extraction_plan`` does, before writing anything, and naming the damaged entry
     when an entry's data does not match its checksum.
@@ -146,7 +156,10 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
         for info, target in wanted:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             try:
-                copy_entry(archive, info, target)
+                hasher = None if digests is None else hashlib.sha256()
+                copy_entry(archive, info, target, hasher)
+                if hasher is not None:
+                    digests[info.filename] = hasher.hexdigest()
             except DAMAGED_ZIP as exc:
                 raise PackageError(f"{path!r} is damaged: its entry {entry_name(info)} cannot be read ({exc}); copy "
                                    "the package again, or lower the model again") from exc
@@ -294,27 +307,50 @@ def _check_same_bytes(path: str, handle, expected: str) -> None:
 
 @contextlib.contextmanager
 def _opened(path: str, model_name: str | None, limits: ArchiveLimits, expected_sha256: str | None = None,
-            archive: zipfile.ZipFile | None = None):
-    """The open zip, its entry names, the chosen model, the archive root and the signature (None if
-    absent), with the entry count checked, and the file's bytes compared with ``expected_sha256`` (if given)
-    before anything else is read. Leaving the block checks that the file did not change while the block read it
-    (``open_archive``). ``archive``: one the caller opened with ``open_archive`` and reads more of (it checks
-    and closes it)."""
+            archive: zipfile.ZipFile | None = None, signing_key: SigningKey | None = None):
+    """The open zip, its entry names, the chosen model, the archive root, the signature (None if absent) and,
+    with ``signing_key``, the entries its tag signs ({name: SHA-256}, else None), with the entry count checked, and
+    the file's bytes compared with ``expected_sha256`` (if given) before anything else is read. With a key, the
+    tag is checked before the signature is parsed, and the signature's bytes against it. Leaving the block checks
+    that the file did not change while the block read it (``open_archive``). ``archive``: one the caller opened
+    with ``open_archive`` and reads more of (it checks and closes it)."""
     with archive_or_open(path, limits, archive) as archive:
         if expected_sha256 is not None:
             _check_same_bytes(path, archive.fp, expected_sha256)
         names = archive.namelist()
         root = _archive_root(names)
         model = _pick_model(path, names, model_name)
-        yield archive, names, model, root, _read_signature_entry(archive, names, root, path, limits)
+        signed = None
+        if signing_key is not None:
+            entry, data = _tag_entry(archive, names, root, path, limits)
+            signed = signed_entries(data, entry, signing_key, path)
+        yield archive, names, model, root, _read_signature_entry(archive, names, root, path, limits, signed), signed
+
+
+def _tag_entry(archive: zipfile.ZipFile, names: list[str], root: str, path: str,
+               limits: ArchiveLimits) -> tuple[str, bytes | None]:
+    """(the name of the package's key tag entry, its bytes, within the signature's limit; None where it has none)."""
+    entry = next((name for name in tag_entry_names(root) if name in names), None)
+    if entry is None:
+        return tag_entry_names(root)[0], None
+    return entry, read_json_entry(archive, entry, path, limits, "max_signature_bytes")
+
+
+def _in_model(root: str, model: str) -> Callable[[str], bool]:
+    """Whether an entry name is one load reads of the model (what ``_extraction_plan`` picks), for ``check_entries``."""
+    folders = (f"{root}data/aotinductor/{model}/", f"{root}data/constants/")
+    return lambda name: name.startswith(folders) and not name.endswith("/")
 
 
 def open_package(path: str | os.PathLike, model_name: str | None = None,
-                 limits: ArchiveLimits | None = None, expected_sha256: str | None = None) -> ExtractedPackage:
+                 limits: ArchiveLimits | None = None, expected_sha256: str | None = None,
+                 signing_key: SigningKey | None = None) -> ExtractedPackage:
     """Extract the model of an AOTI package to a private temporary folder.
 
     ``limits``: bounds on what the package may inflate to (default: ``ArchiveLimits.from_environment()``).
     ``expected_sha256``: the package file's SHA-256 (``package_sha256``) it must have, else PackageError.
+    ``signing_key``: the package must be signed with it (``aotcuda.package_tags``): its tag, its signature's bytes
+    and every file extracted are checked against it before anything of them is used, else PackageError.
 
     Raises PackageError when the file is missing, not a zip, holds no (or no such) model, holds C++
     sources without a compiled .so (packages built with ``aot_inductor.package_cpp_only``), or exceeds
@@ -326,9 +362,14 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
         expected_sha256 = _checked_sha256(expected_sha256)
     out_dir = None
     try:
-        with _opened(path, model_name, limits, expected_sha256) as (archive, names, model, root, signature):
+        with _opened(path, model_name, limits, expected_sha256, signing_key=signing_key) as (
+                archive, names, model, root, signature, signed):
             out_dir = _extraction_folder(path)
-            model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits)
+            digests = None if signed is None else {}
+            model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits,
+                                       digests)
+            if signed is not None:  # before any of it is read: the metadata, the op table, the library
+                check_entries(signed, digests, _in_model(root, model), path)
             package = _describe_model(path, model, model_dir, signature, limits)
         # Leaving the block found the file unchanged since it was opened: the library extracted, which nothing
         # has opened yet, and the signature that describes it are of one version of the package.
@@ -469,7 +510,7 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
     Raises PackageError as open_package does."""
     path = _checked_path(package_path)
     limits = limits or ArchiveLimits.from_environment()
-    with _opened(path, model_name, limits, archive=archive) as (archive, names, model, root, signature):
+    with _opened(path, model_name, limits, archive=archive) as (archive, names, model, root, signature, _):
         folder = f"{root}data/aotinductor/{model}/"
         # What load would extract, planned and checked as load does (nothing is written): inspect refuses what
         # load refuses. The folder is only a name here.
@@ -480,6 +521,25 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
             return {}, signature
         data = read_json_entry(archive, meta[0], path, limits, "max_signature_bytes")
         return _parse_metadata(path, posixpath.basename(meta[0]), data), signature
+
+
+def package_key_id(package_path: str | os.PathLike, signing_key: SigningKey | None = None,
+                   model_name: str | None = None, limits: ArchiveLimits | None = None,
+                   archive: zipfile.ZipFile | None = None) -> str | None:
+    """The id of the key the package is signed with (``aotcuda.package_tags``), or None where it is not signed; its
+    tag is read within the limits and checked to be of the format. With ``signing_key``, checked as load checks it,
+    from the zip (every entry load would extract is hashed, nothing is extracted): PackageError where load with
+    that key would refuse the package. ``archive``: as for describe_package."""
+    path = _checked_path(package_path)
+    limits = limits or ArchiveLimits.from_environment()
+    with _opened(path, model_name, limits, archive=archive, signing_key=signing_key) as (
+            archive, names, model, root, _, signed):
+        entry, data = _tag_entry(archive, names, root, path, limits)
+        if signed is not None:
+            in_model = _in_model(root, model)
+            check_entries(signed, {info.filename: entry_sha256(archive, info) for info in archive.infolist()
+                                   if in_model(info.filename)}, in_model, path)
+        return None if data is None else parse_tag(data, entry, path)["key_id"]
 
 
 def _proxy_targets(data: bytes, file_name: str, path: str) -> list[str]:
@@ -503,12 +563,18 @@ def proxy_targets(table, file_name: str, path: str) -> list[str]:
 
 
 def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str, path: str,
-                          limits: ArchiveLimits) -> dict | None:
-    entry = next((n for n in (f"{root}{SIGNATURE_ENTRY}", SIGNATURE_ENTRY) if n in names), None)
+                          limits: ArchiveLimits, signed: dict[str, str] | None = None) -> dict | None:
+    """The signature, or None where the package has none; with ``signed`` (the entries a key's tag signs), its
+    bytes are checked against the tag before they are parsed (PackageError where they are not what was signed)."""
+    candidates = (f"{root}{SIGNATURE_ENTRY}", SIGNATURE_ENTRY)
+    entry = next((n for n in candidates if n in names), None)
+    data = None if entry is None else read_json_entry(archive, entry, path, limits, "max_signature_bytes")
+    if signed is not None:
+        check_entries(signed, {} if entry is None else {entry: hashlib.sha256(data).hexdigest()},
+                      candidates.__contains__, path)
     if entry is None:
         return None
     # Every shape expression is read now, by the grammar (never evaluated): refused here, naming its field.
-    data = read_json_entry(archive, entry, path, limits, "max_signature_bytes")
     return parse_signature(data, entry, path, shape_expression)
 
 

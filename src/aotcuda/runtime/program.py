@@ -46,6 +46,7 @@ import torch.utils._pytree as pytree
 
 from aotcuda import switches
 from aotcuda.errors import Advice, InputError, OutputError, PackageError, RuntimeCallError, quoted
+from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
@@ -93,7 +94,7 @@ _thread = threading.get_ident
 
 def load(path: str | os.PathLike, *, device: str | torch.device | None = None, cuda_graphs: bool = False,
          model_name: str | None = None, limits: ArchiveLimits | None = None,
-         check_index_ranges: bool | None = None, package_sha256: str | None = None) -> Program:
+         check_index_ranges: bool | None = None, package_sha256: str | None = None, signing_key=None) -> Program:
     """Load an AOTInductor package (.pt2) and return a callable Program.
 
     Args:
@@ -117,14 +118,22 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
         package_sha256: the SHA-256 the package file must have (``aotcuda.runtime.package.package_sha256``),
             compared with the bytes this load reads, before anything of them is used: a server's replicas load
             the package the server checked, not whatever another process put at the path since.
+        signing_key: load only a package signed with this key at lowering (``lower(..., signing_key=)``): bytes
+            (at least 32), or the path of a file holding them, readable by its owner alone (chmod 600).
+            Default: the file the switch AOTCUDA_SIGNING_KEY_FILE names, read at each load; unset: no key, and a
+            signed package loads as any other (its tag unchecked). With a key, a package without a tag, of
+            another key, or with an entry changed since it was signed (its signature, metadata, library, ...) is
+            refused before anything of it is used (``aotcuda.package_tags``).
 
-    Raises PackageError when the package cannot be opened or loaded on that device, or exceeds the limits.
+    Raises PackageError when the package cannot be opened or loaded on that device, exceeds the limits, or is not
+    signed with the key given; SigningKeyError for a key that cannot be used (too short, a file others may read).
     """
     _check_flags(cuda_graphs=cuda_graphs, check_index_ranges=check_index_ranges)
     if limits is not None and not isinstance(limits, ArchiveLimits):
         raise PackageError(f"limits must be an aotcuda.runtime.archive.ArchiveLimits, got {type(limits).__name__}; "
                            "pass e.g. ArchiveLimits.from_environment() with the fields changed, or leave it out")
-    package = open_package(path, model_name, limits, expected_sha256=package_sha256)
+    package = open_package(path, model_name, limits, expected_sha256=package_sha256,
+                           signing_key=signing_key_of(signing_key))
     try:
         return Program(package, device=device, cuda_graphs=cuda_graphs, check_index_ranges=check_index_ranges)
     except BaseException:

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from aotcuda.package_tags import KEY_FILE_HELP
 from aotcuda.serving.deadline import check_run_timeout
 from aotcuda.serving.server import OptionsError, ServeOptions
 
@@ -77,9 +78,12 @@ class RunTimeout(click.ParamType):
                    "end a replica's process, or its CUDA context, with one out-of-range value.")
 @click.option("--dashboard", is_flag=True,
               help="start Ray's dashboard on 127.0.0.1:8265 with the local Ray (off: no dashboard).")
+@click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
+              help=f"serve the package only if it is signed with the key in this file (checked before Ray starts, and "
+                   f"by each replica, which reads the file at this path on its node). {KEY_FILE_HELP}")
 def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, cuda_graphs, max_request_bytes,
                   max_response_bytes, max_tensor_bytes, body_timeout_s, run_timeout_s, request_timeout_s,
-                  max_pending_bytes, allow_unbounded_outputs, allow_unchecked_indices, dashboard):
+                  max_pending_bytes, allow_unbounded_outputs, allow_unchecked_indices, dashboard, signing_key_file):
     """Serve PACKAGE over HTTP with Ray Serve until Ctrl-C or SIGTERM: POST /predict (safetensors in and
     out), GET /healthz. Starts Ray locally (its own servers on loopback only, whatever --host), or joins the
     cluster in RAY_ADDRESS. Exits 0 once Serve and Ray are down (Ctrl-C lets Serve finish the requests in
@@ -97,7 +101,7 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
                                request_timeout_s=request_timeout_s,
                                max_pending_bytes=max_pending_bytes, dashboard=dashboard,
                                allow_unbounded_outputs=allow_unbounded_outputs,
-                               allow_unchecked_indices=allow_unchecked_indices)
+                               allow_unchecked_indices=allow_unchecked_indices, signing_key_file=signing_key_file)
     except OptionsError as error:  # options that do not fit each other (a run deadline past the request's): usage
         raise click.UsageError(error.worded(_flag_of)) from None
     except ValueError as error:

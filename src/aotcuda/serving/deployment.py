@@ -111,6 +111,8 @@ class ProgramReplica:
             deploys one): the replica tells it when its run passes run_timeout_s, so that /healthz answers 503 at
             once rather than after Serve's three failed health checks; None: no such deployment (this replica's own
             /healthz route still says its own run).
+        signing_key_file: load the package only if it is signed with the key in this file, read on this replica's
+            node (None: the file AOTCUDA_SIGNING_KEY_FILE names in the replica's environment, if any).
 
     Raises ServingConfigError (see batching.serving_plan) when the options do not fit the program;
     PackageError when the package does not load.
@@ -121,14 +123,15 @@ class ProgramReplica:
                  max_response_bytes: int = 1 << 30, max_tensor_bytes: int = 1 << 30, body_timeout_s: float = 30.0,
                  run_timeout_s: float | None = 30.0, allow_unbounded_outputs: bool = False,
                  allow_unchecked_indices: bool = False, package_sha256: str | None = None,
-                 health_deployment: tuple[str, str] | None = None):
+                 health_deployment: tuple[str, str] | None = None, signing_key_file: str | None = None):
         self.watch = RunWatch(run_timeout_s)
         self.health_word = HealthWord(*health_deployment) if health_deployment else None
         # A request is never a trusted caller: the index-range check stays on whatever AOTCUDA_CHECK_INDEX_RANGES says
         # in the replica's environment (off, one bad token id ended the replica), unless the deployer accepted that
         # with allow_unchecked_indices
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs, package_sha256=package_sha256,
-                            check_index_ranges=None if allow_unchecked_indices else True)
+                            check_index_ranges=None if allow_unchecked_indices else True,
+                            signing_key=signing_key_file)
         # the records of the signature the program loaded, not of a second read of the file (another process may
         # have replaced it in between)
         signature = self.program.signature or {}

@@ -16,8 +16,9 @@ body message whole into the transport's buffer and waits on flow control only be
 answer of one message (a replica's whole Response: 32 MiB for embnorm.pt2) never stalls a send: the request ends,
 the answer stays in the buffer, and uvicorn's close (keep-alive timeout) waits for the buffer to flush, for ever
 when the client never reads. 20 such clients held 774 MiB of the proxy past 100 s. Only the protocol sees the
-transport: progress is its write buffer changing size (non-empty means the kernel's socket buffer is full, so
-the client is not reading), and ``transport.abort()`` drops the buffer where ``close()`` would wait on it.
+transport: progress is bytes leaving its write buffer (those written to it less those it still holds; a buffer
+that is not empty means the kernel's socket buffer is full, so the client is not reading), and
+``transport.abort()`` drops the buffer where ``close()`` would wait on it.
 
 And under a minimum send rate (Kestrel's MinResponseDataRate, curl's low-speed limit): once an answer has waited in
 the write buffer for SEND_RATE_GRACE_S (or the send timeout, if shorter), its client must have taken it at
@@ -125,12 +126,19 @@ class SmallChunksError(RequestError):
 
 class ChunkCount(h11.Connection):
     """h11's server connection, counting each request's body chunks: ``next_event`` raises SmallChunksError once
-    a chunked body has more than FREE_CHUNKS chunks and averages under MIN_CHUNK_BYTES a chunk."""
+    a chunked body has more than FREE_CHUNKS chunks and averages under MIN_CHUNK_BYTES a chunk. It counts the bytes
+    of the answers it makes too (``bytes_sent``): uvicorn writes each of them to the transport as it is made."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.chunks = self.body_bytes = 0
+        self.chunks = self.body_bytes = self.bytes_sent = 0
         self.refusal: h11.RemoteProtocolError | None = None  # why h11 refused the request, for its answer
+
+    def send_with_data_passthrough(self, event):  # what send() joins, too
+        data = super().send_with_data_passthrough(event)
+        if data is not None:
+            self.bytes_sent += sum(len(piece) for piece in data)
+        return data
 
     def next_event(self):
         try:
@@ -224,43 +232,48 @@ class DeadlineH11Protocol(H11Protocol):
             self._watch_sending()
 
     def _watch_sending(self) -> None:
-        """Watch the write buffer until it is empty: abort when it keeps one size for ``send_timeout_s``, or when the
-        client has taken it slower than ``min_send_rate`` once the grace is over (``_too_slow``). Sampled four times a
-        timeout, so a client that stops reading is cut off between 1 and 1.25 timeouts later."""
+        """Watch the write buffer until it is empty: abort when the client takes none of it for ``send_timeout_s``,
+        or when the client has taken it slower than ``min_send_rate`` once the grace is over (``_too_slow``). Sampled
+        four times a timeout, so a client that stops reading is cut off between 1 and 1.25 timeouts later."""
         if self._send_watch is None:
             self.sending.add(self)
-            now, size = self.loop.time(), self.transport.get_write_buffer_size()
-            self._send_began, self._send_taken, self._send_last = now, 0, size
-            self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick, size, now)
+            now = self.loop.time()
+            self._send_began, self._sent_then = now, self.conn.bytes_sent
+            self._buffered_then = self.transport.get_write_buffer_size()
+            self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick, 0, now)
 
-    def _send_tick(self, size_then: int, since: float) -> None:
+    def _taken(self) -> int:
+        """The bytes the client has taken since its answer began to wait: those written to the transport since, less
+        the buffer's growth. Not the buffer's fall alone: the app writes more whenever flow control lets it (each
+        message of a streamed answer), and a client that took 1 MB/s while the app refilled its buffer between two
+        looks read as taking nothing. Taken means handed to the kernel, whose socket buffer the client drains."""
+        grown = self.transport.get_write_buffer_size() - self._buffered_then
+        return self.conn.bytes_sent - self._sent_then - grown
+
+    def _send_tick(self, taken_then: int, since: float) -> None:
         self._send_watch = None
-        size = self.transport.get_write_buffer_size()
-        if size == 0:  # all sent: a later pause watches again
+        if self.transport.get_write_buffer_size() == 0:  # all sent: a later pause watches again
             self.sending.discard(self)
             return
-        # What the client took since the last look: the buffer's fall (the app writes nothing more while writing is
-        # paused; where it did write, the fall undercounts, which only judges the client sooner)
-        self._send_taken += max(0, self._send_last - size)
-        self._send_last = size
-        if size != size_then:  # the client took bytes (or the app wrote more, which needs a reader to pause again)
-            size_then, since = size, self.loop.time()
+        taken = self._taken()
+        if taken != taken_then:  # the client took bytes
+            taken_then, since = taken, self.loop.time()
         elif self.loop.time() - since >= self.send_timeout_s:
             # The client accepted nothing for the timeout: drop the answer (close() would wait to flush it) and let
             # connection_lost tell the request, whose sends then return at once.
             self._abort_answer()
             return
-        if self._too_slow():
+        if self._too_slow(taken):
             self._abort_answer()
             return
-        self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick, size_then, since)
+        self._send_watch = self.loop.call_later(self.send_timeout_s / 4, self._send_tick, taken_then, since)
 
-    def _too_slow(self) -> bool:
+    def _too_slow(self, taken: int) -> bool:
         """Whether the client has taken its answer at less than ``min_send_rate`` bytes a second on average since it
         began to wait, judged once SEND_RATE_GRACE_S (or the send timeout, if shorter) has passed."""
         waited = self.loop.time() - self._send_began
         grace = min(SEND_RATE_GRACE_S, self.send_timeout_s)
-        return bool(self.min_send_rate) and waited >= grace and self._send_taken < self.min_send_rate * waited
+        return bool(self.min_send_rate) and waited >= grace and taken < self.min_send_rate * waited
 
     def _abort_answer(self) -> None:
         self.transport.abort()

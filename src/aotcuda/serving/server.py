@@ -22,9 +22,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
+from aotcuda import switches
 from aotcuda.errors import Advice, PackageError, ServingConfigError
+from aotcuda.package_tags import KEY_FILE_SWITCH, signing_key
 from aotcuda.runtime.specs import specs_from_signature
-from aotcuda.runtime.package import package_sha256, read_signature
+from aotcuda.runtime.package import package_key_id, package_sha256, read_signature
 from aotcuda.serving.batching import index_records, serving_plan, state_written_names, tensor_size_records
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 from aotcuda.serving.cluster_address import check_reachable
@@ -107,6 +109,10 @@ class ServeOptions:
         allow_unchecked_indices: serve a program with an input whose values reach an index that lowering could not
             bound (the signature's ``index_unchecked``; ``aotcuda inspect``: "index values not checked"), which is
             refused otherwise: any client can then end a replica's process (or its CUDA context) with one value.
+        signing_key_file: serve the package only if it is signed with the key in this file (package_tags; default:
+            the file AOTCUDA_SIGNING_KEY_FILE names where serve runs): checked before Ray starts, and by each replica
+            as it loads, which reads the file at this path on its own node (its path, never the key, is what Ray's
+            config holds).
     """
 
     replicas: int = 1
@@ -127,6 +133,7 @@ class ServeOptions:
     dashboard: bool = False
     allow_unbounded_outputs: bool = False
     allow_unchecked_indices: bool = False
+    signing_key_file: str | None = None
     extra_actor_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -169,7 +176,11 @@ class ServeOptions:
 
 def check_package(package_path: str, options: ServeOptions) -> str:
     """Check, from the package's aotcuda signature alone (nothing extracted or loaded), that the options
-    fit it; return the device type it was lowered for. Raises PackageError or ServingConfigError."""
+    fit it; return the device type it was lowered for. Raises PackageError or ServingConfigError (SigningKeyError
+    for a key file that cannot be used)."""
+    key_file = replica_key_file(options)
+    if key_file is not None:  # every replica checks it as it loads; refused here before Ray starts
+        package_key_id(package_path, signing_key(key_file))
     signature = read_signature(package_path)
     if not signature:
         raise PackageError(f"{package_path!r} has no aotcuda signature (inputs, outputs, device); serve a "
@@ -256,6 +267,13 @@ def replica_actor_options(package_path: str, options: ServeOptions) -> dict:
     return {"num_cpus": options.cpus_per_replica, "num_gpus": gpus, **options.extra_actor_options}
 
 
+def replica_key_file(options: ServeOptions) -> str | None:
+    """The absolute path of the signing key file the replicas load with (``options.signing_key_file``, else the
+    file AOTCUDA_SIGNING_KEY_FILE names here), or None: serve's own switch, not each replica node's, decides."""
+    path = options.signing_key_file if options.signing_key_file is not None else switches.path(KEY_FILE_SWITCH)
+    return None if path is None else os.path.abspath(os.path.expanduser(path))
+
+
 def _bind(path: str, options: ServeOptions, actor_options: dict, package_sha256: str,
           health_deployment: tuple[str, str] | None = None):
     from ray import serve
@@ -273,7 +291,7 @@ def _bind(path: str, options: ServeOptions, actor_options: dict, package_sha256:
                            body_timeout_s=options.body_timeout_s, run_timeout_s=options.run_timeout_s,
                            allow_unbounded_outputs=options.allow_unbounded_outputs,
                            allow_unchecked_indices=options.allow_unchecked_indices, package_sha256=package_sha256,
-                           health_deployment=health_deployment)
+                           health_deployment=health_deployment, signing_key_file=replica_key_file(options))
 
 
 def _bind_health():

@@ -1,0 +1,280 @@
+"""Packages signed with a key: an HMAC-SHA256 tag over everything load trusts of a package.
+
+Why: the aotcuda signature (``aotcuda/signature.json``: the inputs' dtypes and shape ranges) and the model's
+metadata (its device, ``AOTI_CPU_ISA``) are JSON that anyone may edit without the model library, whose
+``library_sha256`` then stays true: an edited signature removes aotcuda's checks, and a call the library cannot
+take ends the process (SIGSEGV; docs/reliability.md). Nothing in the library can check that JSON. A key the
+lowering host and the loading host share can: ``lower(..., signing_key=)`` adds a tag, and ``load(...,
+signing_key=)`` refuses a package without one, or whose tag, or any entry it covers, does not match the key.
+
+The tag entry, ``<archive>/aotcuda/tag.json`` (written by ``sign_package``)::
+
+    {"format": "aotcuda.tag", "version": 1, "algorithm": "hmac-sha256",
+     "key_id": "3f2a9c0d1e4b5a67",            # names the key (a digest of it; nothing of the key can be had
+                                              # from it): an error tells "another key" from "altered"
+     "entries": {"m/aotcuda/signature.json": "<sha256 hex>", "m/data/aotinductor/model/x.wrapper.so": ..., ...},
+                                              # the SHA-256 of every file entry of the archive but this one
+     "tag": "<hex>"}                          # HMAC-SHA256(key, _signed_bytes(entries))
+
+What the tag covers is the bytes of the entries, not what is parsed from them: the signature, the metadata, the
+op table, the library, its weights and CUDA kernels, each as load reads it (an entry of two versions in the zip,
+or the same JSON written otherwise, is another entry). Load compares the digests of what it reads itself (the
+signature's bytes, each file as it is extracted, before the library is opened), against the list the tag
+authenticates, so that an error names the entry that was altered. Entries load does not read (the generated
+sources, another model's folder) are listed but not compared at load.
+
+Keys: bytes given to the call, or a file (``signing_key="/path"``, ``--signing-key-file``, the switch
+AOTCUDA_SIGNING_KEY_FILE): its bytes as they are, at least MIN_KEY_BYTES, readable by its owner alone (as ssh
+refuses a private key others may read). Never on a command line (``ps`` shows it to every user), and never in a
+Ray config: serving passes the file's path to its replicas, and a ``SigningKey`` refuses to be pickled.
+
+This module needs no torch: the lowering signs with it, the runtime checks with it (runtime/package.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections import Counter
+from collections.abc import Callable
+
+from aotcuda import switches
+from aotcuda.errors import PackageError, SigningKeyError, clipped, names_quoted
+from aotcuda.package_format import archive_root, entry_sha256, load_json, open_zip, write_entry
+from aotcuda.regular_files import NotARegularFileError, open_regular
+
+TAG_ENTRY = "aotcuda/tag.json"
+TAG_FORMAT, TAG_VERSION, ALGORITHM = "aotcuda.tag", 1, "hmac-sha256"
+KEY_FILE_SWITCH = "AOTCUDA_SIGNING_KEY_FILE"
+# 32 bytes: HMAC-SHA256's own strength (RFC 2104 asks for at least the hash's output length). The most a key file
+# may hold is a bound on a read, not on strength: HMAC hashes a longer key first.
+MIN_KEY_BYTES, MAX_KEY_BYTES = 32, 64 << 10
+MAX_TAG_ENTRIES = 100_000  # the archive's own entry limit (AOTCUDA_MAX_ENTRIES' default)
+_HEX64, _HEX16 = re.compile(r"[0-9a-f]{64}"), re.compile(r"[0-9a-f]{16}")
+_NEW_KEY = "e.g. head -c 32 /dev/urandom > aotcuda.key && chmod 600 aotcuda.key"
+# The command lines' --signing-key-file: a file, never the key itself (a command line shows in `ps` to every user).
+KEY_FILE_HELP = (f"The file holds the key's bytes (at least {MIN_KEY_BYTES}; {_NEW_KEY}), readable by its owner "
+                 f"alone. Default: the file {KEY_FILE_SWITCH} names; unset: no key.")
+
+
+class SigningKey:
+    """A key to sign packages with and check them by (``signing_key`` builds one). Its bytes are never shown,
+    and never pickled: a process that needs it (a serving replica) reads the file itself."""
+
+    __slots__ = ("_key", "source", "key_id")
+
+    def __init__(self, key: bytes, source: str):
+        self._key, self.source = key, source
+        self.key_id = hashlib.sha256(b"aotcuda signing key id\0" + key).hexdigest()[:16]
+
+    def tag(self, entries: dict[str, str]) -> str:
+        import hmac  # here: loading a package imports nothing beyond torch's own (tests/test_imports.py)
+
+        return hmac.new(self._key, _signed_bytes(entries), hashlib.sha256).hexdigest()
+
+    def __repr__(self) -> str:
+        return f"SigningKey({self.source}, key id {self.key_id})"
+
+    def __reduce__(self):
+        raise TypeError("a SigningKey is not pickled (its bytes would travel in the clear); pass its key file's path, "
+                        "and read it where it is used (signing_key='/path/to/key')")
+
+
+def signing_key(value=None) -> SigningKey | None:
+    """The key a lower() or load() call uses: ``value`` (bytes: the key; a str or os.PathLike: a key file's path; a
+    SigningKey), else the file the switch AOTCUDA_SIGNING_KEY_FILE names (read now), else None (no key).
+    Raises SigningKeyError naming the problem and the fix."""
+    if value is None:
+        path = switches.path(KEY_FILE_SWITCH)
+        return None if path is None else read_key_file(path, f"{KEY_FILE_SWITCH}={path!r}")
+    if isinstance(value, SigningKey):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return checked_key(bytes(value), "signing_key (bytes)")
+    if isinstance(value, (str, os.PathLike)):
+        path = os.path.expanduser(os.fsdecode(value))
+        # a str is read as a path; one that names no file may be the key itself, so it is not shown
+        return read_key_file(path, f"the key file {path!r}", shown=not isinstance(value, str) or os.path.exists(path))
+    raise SigningKeyError(f"signing_key must be bytes (the key) or the path of a file holding it, got "
+                          f"{type(value).__name__}")
+
+
+def checked_key(key: bytes, source: str) -> SigningKey:
+    if len(key) < MIN_KEY_BYTES:
+        raise SigningKeyError(f"{source} holds {len(key)} bytes; a signing key has at least {MIN_KEY_BYTES} "
+                              f"random bytes (256 bits): make one, {_NEW_KEY}")
+    if len(key) > MAX_KEY_BYTES:
+        raise SigningKeyError(f"{source} holds more than {MAX_KEY_BYTES >> 10} KiB: not a key file; a signing key is "
+                              f"{MIN_KEY_BYTES} random bytes or more: make one, {_NEW_KEY}")
+    return SigningKey(key, source)
+
+
+def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
+    """The key in the file at ``path`` (its bytes as they are), refused where it is no regular file, or where
+    users other than its owner may read or write it (``chmod 600``; a FIFO is refused, never waited on)."""
+    if "\0" in path:
+        raise SigningKeyError("the key file's path holds a NUL character; pass the path of the file holding the key")
+    where = source if shown else (f"signing_key (a str of {len(path)} characters, read as a key file's path: no "
+                                  "file is there, and it is not shown, as it may be the key itself)")
+    try:
+        handle = open_regular(path)
+    except NotARegularFileError as exc:
+        raise SigningKeyError(f"{where} is {exc.kind}, not a regular file; put the key in a file") from None
+    except FileNotFoundError:
+        raise SigningKeyError(f"{where}: no such file; pass the key as bytes, or the path of a file holding it "
+                              f"({_NEW_KEY})") from None
+    except OSError as exc:
+        raise SigningKeyError(f"{where} cannot be read ({exc.strerror or exc}); check its path and permissions") \
+            from None
+    with handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if mode & 0o077:
+            who = "read or written" if mode & 0o022 else "read"
+            raise SigningKeyError(f"{source} may be {who} by other users than its owner (mode "
+                                  f"{stat.filemode(mode)}): a key others can read signs packages for them too. "
+                                  f"Run chmod 600 {shlex.quote(path)} (a Kubernetes secret: defaultMode 0600), and make a new key "
+                                  "if others may have read it")
+        key = handle.read(MAX_KEY_BYTES + 1)
+    return checked_key(key, source)
+
+
+# --- signing ------------------------------------------------------------------------------------------------
+
+
+def _signed_bytes(entries: dict[str, str]) -> bytes:
+    """The canonical bytes the HMAC is of: one text for one set of (name, digest) pairs, whatever their order."""
+    pairs = json.dumps(sorted(entries.items()), ensure_ascii=True, separators=(",", ":"))
+    return f"{TAG_FORMAT} {TAG_VERSION} {ALGORITHM}\n{pairs}".encode()
+
+
+def tag_entry_names(root: str) -> tuple[str, ...]:
+    return (f"{root}{TAG_ENTRY}", TAG_ENTRY)
+
+
+def archive_entries(archive: zipfile.ZipFile, path: str) -> dict[str, str]:
+    """{name: SHA-256} of every file entry of the archive but its tag. PackageError for a name held twice (the
+    entry a reader gets would depend on the reader)."""
+    infos = [info for info in archive.infolist() if not info.is_dir()]
+    skipped = tag_entry_names(archive_root([info.filename for info in infos]))
+    infos = [info for info in infos if info.filename not in skipped]
+    twice = sorted(name for name, count in Counter(info.filename for info in infos).items() if count > 1)
+    if twice:
+        raise PackageError(f"{path!r} holds the entries {names_quoted(twice)} more than once: which one a reader "
+                           "gets depends on the reader, so it is not signed. Lower the model again")
+    return {info.filename: entry_sha256(archive, info) for info in infos}
+
+
+def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = False) -> str:
+    """Sign the package at ``package_path`` with ``key`` (as ``signing_key`` takes it): its tag entry is written (or
+    replaced), in place, for a file no one reads yet (lower()'s build file, as write_signature); with ``by_rename``,
+    into a copy beside it that is then renamed over it, for a published package (a reader meanwhile reads the old
+    one whole). Sign only a package you trust: the key then vouches for it. Returns the key id."""
+    key = signing_key(key) if not isinstance(key, SigningKey) else key
+    if key is None:
+        raise SigningKeyError(f"no signing key: pass one, or set {KEY_FILE_SWITCH}")
+    path = os.fspath(package_path)
+    if by_rename:
+        return _signed_by_rename(path, key)
+    with open_zip(path) as archive:
+        entries = archive_entries(archive, path)
+        root = archive_root(archive.namelist())
+    tag = {"format": TAG_FORMAT, "version": TAG_VERSION, "algorithm": ALGORITHM, "key_id": key.key_id,
+           "entries": entries, "tag": key.tag(entries)}
+    write_entry(path, f"{root}{TAG_ENTRY}", json.dumps(tag, separators=(",", ":")).encode())
+    return key.key_id
+
+
+def _signed_by_rename(path: str, key: SigningKey) -> str:
+    fd, copy = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(os.path.abspath(path)))
+    os.close(fd)
+    try:
+        shutil.copyfile(path, copy)
+        shutil.copymode(path, copy)
+        key_id = sign_package(copy, key)
+        os.replace(copy, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(copy)  # never leave a half-written copy next to the package
+        raise
+    return key_id
+
+
+# --- checking -----------------------------------------------------------------------------------------------
+
+
+def parse_tag(data: bytes, entry: str, path: str) -> dict:
+    """The tag entry's JSON, checked to be of this format (bounded as every package JSON: ``load_json``), with
+    every field of the type and form ``sign_package`` writes. PackageError otherwise."""
+    tag = load_json(data, path, entry)
+
+    def refuse(what: str):
+        raise PackageError(f"{path!r}: {entry} {what}; it is not a tag aotcuda writes, so the package is damaged or "
+                           "hostile, nothing of it was used. Lower the model again with the key")
+
+    if not isinstance(tag, dict):
+        refuse(f"is a {type(tag).__name__}, not a JSON object")
+    if (tag.get("format"), tag.get("version"), tag.get("algorithm")) != (TAG_FORMAT, TAG_VERSION, ALGORITHM):
+        refuse(f"has format {clipped(repr(tag.get('format')), 40)} version {clipped(repr(tag.get('version')), 20)} "
+               f"algorithm {clipped(repr(tag.get('algorithm')), 40)}, where this aotcuda reads {TAG_FORMAT} version "
+               f"{TAG_VERSION} {ALGORITHM}")
+    for field, form, digits in (("key_id", _HEX16, 16), ("tag", _HEX64, 64)):
+        if not isinstance(tag.get(field), str) or not form.fullmatch(tag[field]):
+            refuse(f"has a {field} {clipped(repr(tag.get(field)), 80)} that is not {digits} hexadecimal digits")
+    entries = tag.get("entries")
+    if not isinstance(entries, dict) or len(entries) > MAX_TAG_ENTRIES:
+        refuse("has no object of entries" if not isinstance(entries, dict) else
+               f"lists {len(entries):,} entries, more than the {MAX_TAG_ENTRIES:,} a package may hold")
+    bad = next((name for name, digest in entries.items()
+                if not isinstance(digest, str) or not _HEX64.fullmatch(digest)), None)
+    if bad is not None:
+        refuse(f"gives the entry {clipped(repr(bad), 80)} a digest that is not a SHA-256 (64 hexadecimal digits)")
+    return tag
+
+
+def signed_entries(data: bytes | None, entry: str, key: SigningKey, path: str) -> dict[str, str]:
+    """{name: SHA-256} of the entries the tag in ``data`` (the bytes of ``entry``; None: the package has none)
+    lists, once the tag is found to be ``key``'s HMAC of them (compared in constant time). PackageError for a
+    package without a tag, of another key, or whose tag was altered."""
+    if data is None:
+        raise PackageError(f"{path!r} is not signed with a key (it has no {TAG_ENTRY}), and a signing key was given "
+                           f"({key.source}): only a package signed with it is loaded, nothing of this one was used. "
+                           "Lower the model again with the key (aotcuda.lower(..., signing_key=...), `aotcuda lower "
+                           "--signing-key-file`), or, for a package you trust, sign it: `aotcuda sign PACKAGE "
+                           "--signing-key-file KEY`")
+    import hmac
+
+    tag = parse_tag(data, entry, path)
+    if not hmac.compare_digest(key.tag(tag["entries"]), tag["tag"]):
+        if tag["key_id"] != key.key_id:
+            raise PackageError(f"{path!r} was signed with another key (key id {tag['key_id']}) than the one given "
+                               f"({key.source}, key id {key.key_id}); nothing of it was used. Load it with the key it "
+                               "was lowered with, or lower the model again with this one")
+        raise PackageError(f"{path!r}: its {TAG_ENTRY} does not match the entries it lists under the key given "
+                           f"({key.source}): the tag or its list was altered after signing; nothing of the package was "
+                           "used. Lower the model again with the key")
+    return tag["entries"]
+
+
+def check_entries(signed: dict[str, str], read: dict[str, str], in_scope: Callable[[str], bool], path: str) -> None:
+    """PackageError unless the entries ``read`` ({name: SHA-256} of what load read) are exactly the entries of
+    ``signed`` that ``in_scope`` picks (those load reads), with the same digests: one changed, added or removed
+    after signing is named."""
+    expected = {name: digest for name, digest in signed.items() if in_scope(name)}
+    changed = sorted(name for name in read if name in expected and read[name] != expected[name])
+    added = sorted(name for name in read if name not in expected)
+    removed = sorted(name for name in expected if name not in read)
+    problems = ([f"its entries {names_quoted(changed)} are not what was signed"] if changed else []) + \
+        ([f"its entries {names_quoted(added)} were not signed"] if added else []) + \
+        ([f"its signed entries {names_quoted(removed)} are missing"] if removed else [])
+    if problems:
+        raise PackageError(f"{path!r} was altered after it was signed: {'; '.join(problems)}. Nothing of it was used "
+                           "(its model library was not opened). Lower the model again with the key, or copy the "
+                           "package again from where it was lowered")

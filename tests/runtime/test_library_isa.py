@@ -1,0 +1,107 @@
+"""What a model library's own bytes say about the instructions it needs (runtime/libloader.py, devices.library_isa),
+on ELF files made here: the compilers' record of the flags, and the AMX tile configuration load in its code."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from aotcuda.runtime import devices, libloader
+
+LDTILECFG = bytes.fromhex("c4e2784984247001")  # ldtilecfg 0x170(%rsp), as Inductor's AMX microkernel compiles
+CODE = bytes.fromhex("554889e5") + b"\x90" * 40 + bytes.fromhex("5dc3")  # push rbp; mov rbp,rsp; nops; pop; ret
+PRODUCER = b"GNU C++20 12.2.0 -march=sapphirerapids -mavx512f -mavx512vnni -mamx-tile -mamx-bf16 -g1 -O3\0"
+
+SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
+
+
+def elf(path, sections: dict[str, tuple[int, bytes]], machine: int = 62):
+    """An ELF64 little-endian shared object of ``machine`` (62: x86-64) with ``sections``: name -> (flags, bytes)."""
+    names = b"\0" + b"".join(name.encode() + b"\0" for name in [*sections, ".shstrtab"])
+    body, headers = b"", [bytes(64)]
+    offset = 64
+    for name, (flags, data) in [*sections.items(), (".shstrtab", (0, names))]:
+        headers.append(struct.pack("<IIQQQQIIQQ", names.index(name.encode() + b"\0"), 1, flags, 0, offset + len(body),
+                                   len(data), 0, 0, 1, 0))
+        body += data
+    table = 64 + len(body)
+    header = (b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 3, machine, 1, 0, 0, table, 0, 64,
+                                                               0, 0, 64, len(headers), len(headers) - 1))
+    path.write_bytes(header + body + b"".join(headers))
+    return str(path)
+
+
+def library(path, code: bytes, producer: bytes | None = PRODUCER, rodata: bytes = b"\0" * 16, machine: int = 62):
+    sections = {".text": (SHF_ALLOC | SHF_EXECINSTR, code), ".rodata": (SHF_ALLOC, rodata)}
+    if producer is not None:
+        sections[".debug_str"] = (0, b"_ZN5torch3fooEv\0" + producer)
+    return elf(path, sections, machine)
+
+
+def test_the_amx_tile_configuration_load_in_the_code_is_amx_tile(tmp_path):
+    """Found by the package breaker: AOTI_CPU_ISA edited to drop AMX_TILE loaded a library with AMX kernels on a CPU
+    without AMX (its first AMX kernel: SIGILL), since the library's -mamx-tile was not read (-march=native gives it
+    on any AMX host, whether or not Inductor wrote an AMX kernel). The instructions tell it: a library whose code
+    holds LDTILECFG is AMX_TILE, whatever its metadata says; the same code without it is not."""
+    with_amx = library(tmp_path / "amx.so", CODE[:4] + LDTILECFG + CODE[4:])
+    without = library(tmp_path / "plain.so", CODE)
+    assert libloader.holds_amx_instructions(with_amx) and not libloader.holds_amx_instructions(without)
+    assert devices.library_isa(with_amx) == ["AVX512", "AVX512_VNNI", "AMX_TILE"]
+    assert devices.library_isa(without) == ["AVX512", "AVX512_VNNI"]
+
+
+@pytest.mark.parametrize("encoding", ["c4e2784900", "c4c278490424", "c4a278490418", "c482784984047001000000",
+                                      "c4e278490510000000"])
+def test_each_register_form_of_ldtilecfg_is_found(tmp_path, encoding):
+    """(%rax), (%r12), (%rax,%r11), 0x170(%r12,%r8), 0x10(%rip), as GNU as encodes them: the VEX prefix's X and B
+    bits change with the registers."""
+    assert libloader.holds_amx_instructions(library(tmp_path / "amx.so", CODE + bytes.fromhex(encoding)))
+
+
+@pytest.mark.parametrize("encoding", ["c4e27849c0", "c4e2794984247001", "c4e2684984247001", "c4e278494c2470"])
+def test_neighbouring_encodings_are_not_taken_for_it(tmp_path, encoding):
+    """TILERELEASE (ModRM of a register), STTILECFG (pp 01), a vvvv other than 1111 and a ModRM.reg other than 000
+    are not LDTILECFG."""
+    assert not libloader.holds_amx_instructions(library(tmp_path / "other.so", CODE + bytes.fromhex(encoding)))
+
+
+def test_only_code_sections_are_searched(tmp_path):
+    """The encoding in data (constants, strings, debug information) is no instruction."""
+    path = library(tmp_path / "data.so", CODE, rodata=b"\0" * 8 + LDTILECFG)
+    assert not libloader.holds_amx_instructions(path) and devices.library_isa(path) == ["AVX512", "AVX512_VNNI"]
+
+
+def test_a_library_compiled_without_amx_is_not_searched_and_one_without_a_record_is(tmp_path):
+    """The compiler emits no AMX instruction without -mamx-tile (its intrinsics need the target), so a library whose
+    record lacks it is not searched (no refusal of it for bytes that only look like one); a library without a record
+    (no debug information) is searched, since nothing says it could not hold them."""
+    no_flag = library(tmp_path / "avx512.so", CODE + LDTILECFG, producer=PRODUCER.replace(b" -mamx-tile", b""))
+    assert devices.library_isa(no_flag) == ["AVX512", "AVX512_VNNI"]
+    no_record = library(tmp_path / "stripped.so", CODE + LDTILECFG, producer=None)
+    assert libloader.compiled_machine_flags(no_record) is None and devices.library_isa(no_record) == ["AMX_TILE"]
+
+
+def test_an_encoding_across_two_reads_is_found(tmp_path, monkeypatch):
+    """The code is read in chunks (bounded memory for a library of any size): an encoding that straddles two of them
+    is found all the same."""
+    monkeypatch.setattr(libloader, "_SCAN_CHUNK", 16)
+    for start in range(10, 18):
+        code = b"\x90" * start + LDTILECFG + b"\x90" * 30
+        assert libloader.holds_amx_instructions(library(tmp_path / f"amx{start}.so", code)), start
+
+
+def test_another_machines_library_is_not_searched(tmp_path):
+    """The encoding means LDTILECFG on x86-64 only (183: aarch64, whose library dlopen refuses here anyway)."""
+    assert not libloader.holds_amx_instructions(library(tmp_path / "arm.so", CODE + LDTILECFG, machine=183))
+
+
+def test_hostile_section_headers_are_no_section(tmp_path):
+    """A code section that says it runs past the file is not read (nor any table past it)."""
+    path = tmp_path / "long.so"
+    library(path, CODE + LDTILECFG)
+    data = bytearray(path.read_bytes())
+    (table,) = struct.unpack_from("<Q", data, 0x28)
+    struct.pack_into("<Q", data, table + 64 + 32, 1 << 40)  # .text's sh_size
+    path.write_bytes(bytes(data))
+    assert not libloader.holds_amx_instructions(str(path))

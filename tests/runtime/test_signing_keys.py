@@ -1,0 +1,316 @@
+"""Packages signed with a key (aotcuda.package_tags): under the key, load takes the package it signed and refuses
+one without a tag, of another key, or with any entry it reads edited since (the package breaker's edited
+signature, which ended the process with SIGSEGV, first of all); without a key, a signed package loads as before.
+
+The Twice package is compiled once (the runtime's shared fixture) and signed by re-packing copies of it; one
+test lowers a small model with a key through aotcuda.lower."""
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import pytest
+import torch
+from click.testing import CliRunner
+from runtime_programs import Twice, with_edited_signature
+
+from aotcuda.errors import PackageError, SigningKeyError
+from aotcuda.package_tags import sign_package, signing_key
+from aotcuda.runtime.archive import ArchiveLimits
+from aotcuda.runtime.program import load
+
+
+def key_file(folder, name="aotcuda.key", size=32, mode=0o600):
+    path = folder / name
+    path.write_bytes(os.urandom(size))
+    path.chmod(mode)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("keys")
+    return key_file(folder, "right.key"), key_file(folder, "other.key")
+
+
+@pytest.fixture(scope="module")
+def signed_pt2(twice_pt2, keys, tmp_path_factory):
+    """A copy of the Twice package, signed with the right key."""
+    path = tmp_path_factory.mktemp("signed") / "twice.pt2"
+    shutil.copyfile(twice_pt2, path)
+    sign_package(path, keys[0])
+    return str(path)
+
+
+def assert_like_eager(program, batches=(2, 5, 64)):
+    for batch in batches:
+        x = torch.randn(batch, 4)
+        for got, want in zip(program(x), Twice()(x), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def edited_entry(source, target, suffix, edit):
+    """A copy of the package at ``source`` whose one entry ending in ``suffix`` holds ``edit(its bytes)``."""
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            zout.writestr(info, edit(data) if info.filename.endswith(suffix) else data)
+    return str(target)
+
+
+def json_edit(change):
+    def edit(data):
+        value = json.loads(data)
+        change(value)
+        return json.dumps(value).encode()
+    return edit
+
+
+def widened(signature):
+    """The package breaker's edit: x (batch in [2, 2**31], 1), outputs (batch, 4)."""
+    batch = {"expr": "s77", "min": 2, "max": 2**31}
+    signature["inputs"][0].update(shape=[batch, 1], strides=[1, 1])
+    for spec in signature["outputs"]:
+        spec["shape"] = [batch, 4]
+
+
+def flipped_byte(data):
+    middle = len(data) // 2
+    return data[:middle] + bytes([data[middle] ^ 1]) + data[middle + 1:]
+
+
+EDITS = {  # what is edited: (entry suffix, edit of its bytes)
+    "signature shape range": ("aotcuda/signature.json", json_edit(widened)),
+    "signature dtype": ("aotcuda/signature.json",
+                        json_edit(lambda s: s["inputs"][0].update(dtype="float64"))),
+    "metadata ISA": ("wrapper_metadata.json", json_edit(lambda m: m.update(AOTI_CPU_ISA="AVX2"))),
+    "metadata device": ("wrapper_metadata.json", json_edit(lambda m: m.update(AOTI_DEVICE_KEY="cuda"))),
+    "library bytes": ("wrapper.so", flipped_byte),
+}
+
+
+def test_a_signed_package_loads_under_its_key_and_matches_eager(signed_pt2, keys):
+    with open(keys[0], "rb") as file:
+        as_bytes = file.read()
+    for key in (keys[0], as_bytes):  # a key file's path, or the key's bytes
+        with load(signed_pt2, signing_key=key) as program:
+            assert_like_eager(program)
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_each_entry_edited_after_signing_is_refused_under_the_key(signed_pt2, keys, tmp_path, edit):
+    suffix, change = EDITS[edit]
+    path = edited_entry(signed_pt2, tmp_path / "edited.pt2", suffix, change)
+    with pytest.raises(PackageError, match=r"was altered after it was signed: its entries \['twice/[^]]*"
+                                           + suffix.replace(".", r"\.") + r"'\] are not what was signed\. Nothing "
+                                           r"of it was used \(its model library was not opened\)\. Lower the model "
+                                           r"again with the key"):
+        load(path, signing_key=keys[0])
+
+
+def test_an_entry_added_or_removed_after_signing_is_refused_under_the_key(signed_pt2, keys, tmp_path):
+    added = tmp_path / "added.pt2"
+    shutil.copyfile(signed_pt2, added)
+    with zipfile.ZipFile(added, "a") as archive:
+        archive.writestr("twice/data/aotinductor/model/extra.so.json", b"{}")
+    with pytest.raises(PackageError, match=r"its entries \['twice/data/aotinductor/model/extra\.so\.json'\] were not "
+                                           "signed"):
+        load(added, signing_key=keys[0])
+    removed = tmp_path / "removed.pt2"
+    with zipfile.ZipFile(signed_pt2) as zin, zipfile.ZipFile(removed, "w") as zout:
+        for info in zin.infolist():
+            if not info.filename.endswith("aotcuda/signature.json"):
+                zout.writestr(info, zin.read(info))
+    with pytest.raises(PackageError, match=r"its signed entries \['twice/aotcuda/signature\.json'\] are missing"):
+        load(removed, signing_key=keys[0])
+
+
+def test_an_unsigned_package_and_another_keys_are_refused_under_the_key(twice_pt2, signed_pt2, keys):
+    with pytest.raises(PackageError, match=r"is not signed with a key \(it has no aotcuda/tag\.json\), and a signing "
+                                           r"key was given \(the key file .*right\.key'\): only a package signed with "
+                                           r"it is loaded.* Lower the model again with the key"):
+        load(twice_pt2, signing_key=keys[0])
+    other = signing_key(keys[1])
+    with pytest.raises(PackageError, match=rf"was signed with another key \(key id {signing_key(keys[0]).key_id}\) "
+                                           rf"than the one given \(the key file .*other\.key', key id {other.key_id}\)"):
+        load(signed_pt2, signing_key=keys[1])
+
+
+def test_an_altered_or_damaged_tag_is_refused_under_the_key(signed_pt2, keys, tmp_path):
+    """The tag entry is package JSON: bounded before it is parsed, every field of its form; a list of entries
+    changed to match an edited entry, under the tag of the right key's id, is refused as altered."""
+    def relisted(tag):
+        tag["entries"]["twice/aotcuda/signature.json"] = "0" * 64
+    path = edited_entry(signed_pt2, tmp_path / "relisted.pt2", "aotcuda/tag.json", json_edit(relisted))
+    with pytest.raises(PackageError, match=r"its aotcuda/tag\.json does not match the entries it lists under the key "
+                                           r"given .*: the tag or its list was altered after signing"):
+        load(path, signing_key=keys[0])
+    damaged = {
+        b"[]": r"is a list, not a JSON object",
+        b"[" * 100 + b"]" * 100: r"nests more than the 64 levels",
+        b'{"format": "aotcuda.tag", "version": 2}': r"has format 'aotcuda\.tag' version 2",
+        json.dumps({"format": "aotcuda.tag", "version": 1, "algorithm": "hmac-sha256", "key_id": "x" * 16,
+                    "entries": {}, "tag": "0" * 64}).encode(): r"has a key_id 'xxxxxxxxxxxxxxxx' that is not 16 "
+                                                                r"hexadecimal digits",
+        json.dumps({"format": "aotcuda.tag", "version": 1, "algorithm": "hmac-sha256", "key_id": "0" * 16,
+                    "entries": {"a": 5}, "tag": "0" * 64}).encode(): r"gives the entry 'a' a digest that is not a "
+                                                                     r"SHA-256",
+    }
+    for number, (data, message) in enumerate(damaged.items()):
+        path = edited_entry(signed_pt2, tmp_path / f"damaged{number}.pt2", "aotcuda/tag.json", lambda _: data)
+        with pytest.raises(PackageError, match=message):
+            load(path, signing_key=keys[0])
+    with zipfile.ZipFile(signed_pt2) as archive:
+        size = archive.getinfo("twice/aotcuda/tag.json").file_size
+    assert size > 1024  # the Twice package's tag, ~110 bytes an entry; bounded as the signature is
+    with pytest.raises(PackageError, match=r"aotcuda/tag\.json.*AOTCUDA_MAX_SIGNATURE_BYTES"):
+        load(signed_pt2, signing_key=keys[0], limits=ArchiveLimits(max_signature_bytes=1024))
+
+
+def test_a_signed_package_loads_without_a_key_as_before(signed_pt2, monkeypatch):
+    monkeypatch.delenv("AOTCUDA_SIGNING_KEY_FILE", raising=False)
+    with load(signed_pt2) as program:
+        assert_like_eager(program)
+
+
+@pytest.mark.parametrize("mode, who", [(0o644, "read"), (0o640, "read"), (0o606, "read or written")])
+def test_a_key_file_others_may_read_is_refused_naming_chmod_600(tmp_path, mode, who):
+    path = key_file(tmp_path, mode=mode)
+    with pytest.raises(SigningKeyError, match=rf"may be {who} by other users than its owner \(mode -.*\): a key "
+                                              rf"others can read signs packages for them too\. Run chmod 600 {path}"):
+        signing_key(path)
+
+
+def test_a_short_key_and_a_key_that_is_no_file_are_refused(tmp_path, signed_pt2):
+    with pytest.raises(SigningKeyError, match=r"holds 31 bytes; a signing key has at least 32 random bytes"):
+        signing_key(key_file(tmp_path, size=31))
+    with pytest.raises(SigningKeyError, match=r"signing_key \(bytes\) holds 8 bytes"):
+        load(signed_pt2, signing_key=b"password")
+    secret = "correct horse battery staple, used as the key"  # a str names a file: one that is no file is not shown
+    with pytest.raises(SigningKeyError, match=rf"a str of {len(secret)} characters, read as a key file's path: no file "
+                                              r"is there, and it is not shown") as caught:
+        load(signed_pt2, signing_key=secret)
+    assert secret not in str(caught.value)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(SigningKeyError, match=r"is a FIFO.*not a regular file"):
+        signing_key(str(tmp_path / "fifo"))
+    with pytest.raises(TypeError, match="a SigningKey is not pickled"):
+        pickle.dumps(signing_key(b"k" * 32))
+
+
+def test_the_switch_names_the_key_file_at_each_load(signed_pt2, twice_pt2, keys, monkeypatch):
+    monkeypatch.setenv("AOTCUDA_SIGNING_KEY_FILE", keys[0])
+    with load(signed_pt2) as program:
+        assert_like_eager(program, (3,))
+    with pytest.raises(PackageError, match=r"key was given \(AOTCUDA_SIGNING_KEY_FILE=.*right\.key'\)"):
+        load(twice_pt2)
+
+
+EDITED_CALL = textwrap.dedent("""
+    import sys, torch
+    from aotcuda import PackageError, load
+    try:
+        program = load(sys.argv[1])
+    except PackageError as exc:
+        print("refused:", exc)
+        sys.exit(0)
+    program(torch.randn(2**24, 1))  # what the edited signature takes: (batch in [2, 2**31], 1)
+    print("ran")
+""")
+
+
+def test_the_package_breakers_edited_signature_is_refused_under_the_key_not_run(signed_pt2, keys, tmp_path):
+    """docs/reliability.md, 'a signature edited to take other inputs': a signed package whose signature was widened
+    to (batch in [2, 2**31], 1), called with (2**24, 1), died of SIGSEGV (by default it still does: an unsigned
+    package, or no key). Under the key (AOTCUDA_SIGNING_KEY_FILE) load refuses it before the library is opened. In a
+    child process: on the code before, the switch was no switch, and the child died (code -11)."""
+    path = with_edited_signature(signed_pt2, tmp_path / "edited.pt2", widened)
+    env = {**os.environ, "AOTCUDA_SIGNING_KEY_FILE": keys[0]}
+    result = subprocess.run([sys.executable, "-c", EDITED_CALL, str(path)], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, f"the child died (code {result.returncode}): {result.stderr[-2000:]}"
+    assert "refused: " in result.stdout and "twice/aotcuda/signature.json'] are not what was signed" in result.stdout
+
+
+def test_inspect_says_whether_a_package_is_signed_and_checks_a_key(signed_pt2, twice_pt2, keys, tmp_path, monkeypatch):
+    from aotcuda.cli import main
+
+    monkeypatch.delenv("AOTCUDA_SIGNING_KEY_FILE", raising=False)
+    run = lambda *args: CliRunner().invoke(main, ["inspect", *args], env={"COLUMNS": "400"})  # noqa: E731
+    key_id = signing_key(keys[0]).key_id
+    result = run(signed_pt2)
+    assert result.exit_code == 0, result.output
+    assert f"signed with a key: yes (HMAC-SHA256, key id {key_id}; not checked (no key given" in result.output
+    result = run(signed_pt2, "--signing-key-file", keys[0])
+    assert f"key id {key_id}; checked with the key file" in result.output and "load takes it" in result.output
+    assert "signed with a key: no (load with a signing key refuses it)" in run(twice_pt2).output
+    edited = edited_entry(signed_pt2, tmp_path / "edited.pt2", "wrapper.so", flipped_byte)
+    result = run(edited, "--signing-key-file", keys[0])
+    assert result.exit_code == 0 and "refuses it:" in result.output and "wrapper.so'] are not what was signed" in \
+        result.output
+    result = run(signed_pt2, "--signing-key-file", key_file(tmp_path, mode=0o644))
+    assert result.exit_code == 1 and "chmod 600" in result.output
+
+
+def test_aotcuda_sign_signs_a_published_package_by_rename(twice_pt2, keys, tmp_path, monkeypatch):
+    from aotcuda.cli import main
+
+    monkeypatch.delenv("AOTCUDA_SIGNING_KEY_FILE", raising=False)
+    path = tmp_path / "twice.pt2"
+    shutil.copyfile(twice_pt2, path)
+    before = os.stat(path).st_ino
+    result = CliRunner().invoke(main, ["sign", str(path)])
+    assert result.exit_code == 2 and "no key to sign with: pass --signing-key-file KEY" in result.output
+    result = CliRunner().invoke(main, ["sign", str(path), "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 0 and f"(key id {signing_key(keys[0]).key_id})" in result.output, result.output
+    assert os.stat(path).st_ino != before and os.listdir(tmp_path) == ["twice.pt2"]  # renamed over, nothing left
+    with load(path, signing_key=keys[0]) as program:
+        assert_like_eager(program, (4,))
+
+
+def test_a_replica_loads_with_the_key_files_path(signed_pt2, twice_pt2, keys):
+    """Serving: the key reaches each replica as its file's path (the key's bytes never travel in Ray's config), and
+    serve refuses a package that is not signed with it before Ray starts."""
+    pytest.importorskip("ray.serve")
+    from aotcuda.serving import deployment
+    from aotcuda.serving.server import ServeOptions, _bind, check_package, replica_key_file
+
+    options = ServeOptions(signing_key_file=keys[0])
+    assert replica_key_file(options) == os.path.abspath(keys[0])
+    bound = _bind(signed_pt2, options, {"num_cpus": 1, "num_gpus": 0}, "0" * 64)._bound_deployment
+    with open(keys[0], "rb") as file:
+        key = file.read()
+    assert bound.init_kwargs["signing_key_file"] == os.path.abspath(keys[0])
+    assert key not in pickle.dumps((bound.init_args, bound.init_kwargs))  # the path travels, never the key
+    assert check_package(signed_pt2, options) == "cpu"
+    with pytest.raises(PackageError, match="is not signed with a key"):
+        check_package(twice_pt2, options)
+    replica = deployment.ProgramReplica(signed_pt2, signing_key_file=keys[0])
+    assert_like_eager(replica.program, (2,))
+    replica.program.close()
+    with pytest.raises(PackageError, match="was signed with another key"):
+        deployment.ProgramReplica(signed_pt2, signing_key_file=keys[1])
+
+
+def test_lower_signs_with_the_key_and_refuses_a_bad_key_before_any_work(tmp_path, monkeypatch):
+    import aotcuda
+
+    key = key_file(tmp_path)
+    with pytest.raises(SigningKeyError, match="chmod 600"):
+        aotcuda.lower(torch.nn.Linear(4, 3), (torch.randn(2, 4),), device="cpu", package_path=tmp_path / "m.pt2",
+                      signing_key=key_file(tmp_path, "open.key", mode=0o644))
+    assert not (tmp_path / "m.pt2").exists()
+    monkeypatch.setenv("AOTCUDA_SIGNING_KEY_FILE", key)  # the switch, read at lower()
+    model = torch.nn.Linear(4, 3).eval()
+    lowered = aotcuda.lower(model, (torch.randn(2, 4),), device="cpu", package_path=tmp_path / "m.pt2")
+    monkeypatch.delenv("AOTCUDA_SIGNING_KEY_FILE")
+    with load(lowered.package_path, signing_key=key) as program:
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(program(x), model(x), rtol=1e-5, atol=1e-6)
+    with pytest.raises(PackageError, match="was signed with another key"):
+        load(lowered.package_path, signing_key=key_file(tmp_path, "other.key"))
