@@ -243,7 +243,8 @@ def _files_with_suffix(folder: str, suffix: str) -> list[str]:
 
 def package_sha256(path: str | os.PathLike) -> str:
     """The SHA-256 of a package file's bytes (read through one descriptor, as load reads it). PackageError for
-    what is not a readable regular file; PackageChangedError where another process wrote into it while it was
+    what is not a readable regular file, or not a zip archive of a layout load takes (archive.open_archive: bytes no
+    entry holds are refused before the file is read whole); PackageChangedError where another process wrote into it while it was
     read (the digest would be of no version: every replica would refuse the package it was checked for)."""
     path = _checked_path(path)
     # The archive's layout first (archive.check_layout): bytes no entry holds, which a digest would read all of, are
