@@ -1426,6 +1426,97 @@ def test_inputs_must_be_a_regular_file(runner, tmp_path):
     assert result.exit_code == 2 and "is a FIFO (named pipe)" in result.output and "Traceback" not in result.output
 
 
+def test_an_inputs_file_that_holds_more_than_its_size_is_refused_after_that_size(tmp_path, monkeypatch):
+    """The inputs file was copied to its end, whatever its size said: /proc/self/pagemap (size 0, gigabytes to
+    read) held `aotcuda run --inputs` past 60 s while the copy filled the temporary folder, as would a file another
+    process keeps appending to. The copy stops one byte past the size the file had when it was opened."""
+    import tempfile
+
+    if os.path.exists("/proc/self/maps"):  # a kernel file that says 0 bytes and holds a few KB (main: "not a zip")
+        _refused("/proc/self/maps", r"/proc/self/maps holds more bytes than its size says \(0\): it is growing as it "
+                                    r"is read .*or it is no file on disk")
+    torch.save({"args": (torch.randn(3, 4),)}, tmp_path / "growing.pt")
+    made = tempfile.TemporaryFile
+
+    def appended_as_copied(*args, **kwargs):  # another process appends once the file was opened and measured
+        with open(tmp_path / "growing.pt", "ab") as writer:
+            writer.write(b"\0" * 100_000)
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", appended_as_copied)
+    _refused(tmp_path / "growing.pt", r"growing.pt holds more bytes than its size says \([\d,]+\): it is growing")
+    monkeypatch.setattr(tempfile, "TemporaryFile", made)
+    (tmp_path / "whole.pt").write_bytes((tmp_path / "growing.pt").read_bytes()[:-100_000])
+    from aotcuda.cli_inputs import load_inputs
+
+    assert load_inputs(str(tmp_path / "whole.pt"))[0][0].shape == (3, 4)
+
+
+def test_a_sparse_inputs_file_is_copied_as_its_data_not_its_holes(tmp_path, monkeypatch):
+    """The inputs file is copied before it is read (_private_copy), and a hole was copied as zeros: a torch.save file
+    behind a 20 GB hole (`truncate -s 20G f; cat in.pt >> f`: 2 KB on disk) wrote 20 GB to the temporary folder and
+    took 52 s before it was refused (up to AOTCUDA_MAX_EXTRACT_BYTES, 64 GiB, of a disk). Only the data is copied now,
+    the holes left holes; the file is refused as before, and a plain one is read as before."""
+    import tempfile
+
+    from aotcuda.cli_inputs import load_inputs
+
+    x = torch.randn(3, 4)
+    torch.save({"args": (x,)}, tmp_path / "in.pt")
+    with open(tmp_path / "holed.pt", "wb") as out:
+        out.truncate(256 << 20)  # a hole of 256 MiB
+        out.seek(0, os.SEEK_END)
+        out.write((tmp_path / "in.pt").read_bytes())
+    written = []
+    made = tempfile.TemporaryFile
+
+    def counted(*args, **kwargs):
+        copy = made(*args, **kwargs)
+        write = copy.write
+        copy.write = lambda data: written.append(len(data)) or write(data)
+        return copy
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", counted)
+    _refused(tmp_path / "holed.pt", r"holed.pt is not a zip archive")
+    assert sum(written) < 1 << 20, f"{sum(written):,} bytes written for a file of 2 KB of data"
+    written.clear()
+    assert torch.equal(load_inputs(str(tmp_path / "in.pt"))[0][0], x)
+    assert sum(written) == os.path.getsize(tmp_path / "in.pt")
+
+
+def _kmsg_would_wait() -> bool:
+    """Whether /proc/kmsg can be opened here and has no message to read now (it then answers EAGAIN); asked with
+    poll, which reads no message."""
+    import select
+
+    try:
+        descriptor = os.open("/proc/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return not select.select([descriptor], [], [], 0)[0]
+    finally:
+        os.close(descriptor)
+
+
+def test_a_file_that_answers_it_would_wait_is_refused_in_words():
+    """/proc/kmsg says it is a regular file and, opened without blocking, answers a read with EAGAIN while it has no
+    message, which Python reads as None: `aotcuda inspect` and `aotcuda.load` raised a raw TypeError ('NoneType'
+    object is not subscriptable) from the zip's end-record scan, and --inputs read it as empty."""
+    import aotcuda
+    from aotcuda.errors import PackageError
+
+    if not _kmsg_would_wait():
+        pytest.skip("no /proc/kmsg without messages here (root on Linux)")
+    with pytest.raises(PackageError, match=r"'/proc/kmsg' cannot be read \(\[Errno 11\] it has no data to read yet "
+                                           r"and would wait for some \(a file of the kernel"):
+        aotcuda.load("/proc/kmsg")
+    result = CliRunner().invoke(main, ["inspect", "/proc/kmsg"])
+    assert result.exit_code == 1 and "would wait for some" in result.output and "TypeError" not in result.output, \
+        result.output
+    _refused("/proc/kmsg", r"/proc/kmsg: cannot be read \(it has no data to read yet and would wait")
+
+
 @pytest.mark.parametrize("saved, says", [
     ({"args": 5}, r"its 'args' has type int; it must be a tuple or list of the positional arguments"),
     ({"args": [torch.ones(1)], "kwargs": 5}, r"its 'kwargs' has type int; it must be a dict of arguments by name"),

@@ -60,6 +60,14 @@ def test_numbers_keep_their_type_and_refuse_what_is_not_one(monkeypatch):
         with pytest.raises(ValueError, match=rf"AOTCUDA_MAX_COMPRESSION_RATIO='{bad}' is not a finite number that a "
                                              rf"float holds \(it reads as {reads}\)"):
             switches.number("AOTCUDA_MAX_COMPRESSION_RATIO")
+    # An integer switch of 310 digits read, and the proxy's minimum send rate times the seconds waited raised
+    # OverflowError in every connection's send watch (which then stopped: a slow reader was never cut off)
+    monkeypatch.setenv("AOTCUDA_SERVE_MIN_SEND_RATE", "1" + "0" * 309)
+    with pytest.raises(ValueError, match=r"AOTCUDA_SERVE_MIN_SEND_RATE='1000.* is not a finite number that a float "
+                                         r"holds \(it has 310 digits, past 1.79769e\+308\)"):
+        switches.number("AOTCUDA_SERVE_MIN_SEND_RATE")
+    monkeypatch.setenv("AOTCUDA_SERVE_MIN_SEND_RATE", "1" + "0" * 307)  # within a float: a rate no one reaches
+    assert switches.number("AOTCUDA_SERVE_MIN_SEND_RATE") * 0.5 == 5e306
     for zero in ("0", "0.0", "0e-400", "-0"):  # 0 written as 0 still lifts it
         monkeypatch.setenv("AOTCUDA_MAX_COMPRESSION_RATIO", zero)
         assert switches.number("AOTCUDA_MAX_COMPRESSION_RATIO") == 0

@@ -38,7 +38,7 @@ import warnings
 
 import click
 import torch
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.progress import Progress, ProgressColumn, SpinnerColumn, TextColumn
 from rich.table import Table
@@ -67,7 +67,14 @@ class _Stdout:
     written), and a full disk's OSError was shown as the command's own error."""
 
     def write(self, text: str) -> int:
-        return self._call("write", text)
+        try:
+            return self._call("write", text)
+        except UnicodeEncodeError:  # stdout's encoding lacks a character: PYTHONIOENCODING=ascii, a Latin-1 locale
+            # inspect's "∈" of every dynamic shape (or a name of the package's) ended `aotcuda inspect` with
+            # "error: UnicodeEncodeError: 'ascii' codec can't encode character '\u2208'" and no table; such a character
+            # is written as its escape, as Python writes it to stderr
+            encoding = self.encoding
+            return self._call("write", text.encode(encoding, "backslashreplace").decode(encoding))
 
     def flush(self) -> None:
         self._call("flush")
@@ -89,9 +96,29 @@ class _Stdout:
             raise OutputLost(error) from error
 
 
+# The least width the consoles draw at. rich takes its width from COLUMNS (and the terminal's), whatever it says:
+# COLUMNS=0 printed nothing at all, so `aotcuda inspect` of a damaged package exited 1 with no error line and one of
+# a good package printed no line, with exit 0; COLUMNS=10 drew inspect's and run's tables with every cell empty (the
+# names, dtypes and shapes dropped). Narrower than this, a line is drawn at this width and the terminal wraps it.
+MIN_WIDTH = 40
+
+
+class _Console(Console):
+    """A rich Console that never draws narrower than MIN_WIDTH (above)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        width, height = Console.size.fget(self)
+        return ConsoleDimensions(max(width, MIN_WIDTH), height)
+
+    @size.setter
+    def size(self, new_size) -> None:
+        Console.size.fset(self, new_size)
+
+
 # emoji=False: a package's names may hold ":lock:"-style codes, which rich would draw as emoji where markup is on.
-console = Console(file=_Stdout(), emoji=False)
-status_console = Console(stderr=True, emoji=False)
+console = _Console(file=_Stdout(), emoji=False)
+status_console = _Console(stderr=True, emoji=False)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 

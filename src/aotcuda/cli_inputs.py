@@ -449,8 +449,11 @@ def _private_copy(path: str, opened, limits):
     place between them (by whoever can write it) made torch.load read bytes that were never checked, a bomb
     among them. The copy is an unnamed temporary file (O_TMPFILE where the file system has it, else one of
     mode 0600 unlinked at once), so the disk holds it, not memory; refused past the archive limit on the bytes
-    a package may extract (AOTCUDA_MAX_EXTRACT_BYTES), which no entry of it can pass anyway."""
-    import shutil
+    a package may extract (AOTCUDA_MAX_EXTRACT_BYTES), which no entry of it can pass anyway.
+
+    Only the bytes the file's size says are copied: a file that holds more grows as it is read (another process
+    appending to it) or is a kernel file that says 0 (``/proc/self/pagemap``: gigabytes), and copying it to its end
+    held the CLI and filled the temporary folder; it is refused once it has given one byte past its size."""
     import tempfile
 
     size = os.fstat(opened.fileno()).st_size
@@ -459,13 +462,85 @@ def _private_copy(path: str, opened, limits):
                       "if you trust this file, raise the limit: set AOTCUDA_MAX_EXTRACT_BYTES (0: no limit)")
     copy = tempfile.TemporaryFile()
     try:
-        shutil.copyfileobj(opened, copy, 1 << 20)
+        copied = _copy_at_most(path, opened, copy, size)
         copy.seek(0)
-    except OSError as exc:
+    except BaseException:
         copy.close()
-        raise _refuse(f"{path}: cannot copy it for reading ({exc.strerror or exc}): free space in the temporary "
-                      "folder (TMPDIR) or point TMPDIR elsewhere") from None
+        raise
+    if copied > size:
+        copy.close()
+        raise _refuse(f"{path} holds more bytes than its size says ({size:,}): it is growing as it is read (another "
+                      "process is writing it), or it is no file on disk (a file of the kernel, such as /proc's); pass "
+                      "a torch.save file once it is written whole")
     return copy
+
+
+def _copy_at_most(path: str, source, target, size: int) -> int:
+    """Copy ``source`` into ``target`` until its end or ``size`` + 1 bytes, whichever comes first; the bytes copied.
+    An error reading says the file cannot be read; one writing, that the temporary folder cannot take the copy.
+
+    A sparse file's holes stay holes in the copy (its data found with SEEK_DATA / SEEK_HOLE where the file system
+    has them): an inputs file behind a 20 GB hole (a torch.save file appended to ``truncate -s 20G``: 2 KB on disk)
+    was copied as 20 GB of zeros written to the temporary folder (up to AOTCUDA_MAX_EXTRACT_BYTES, 64 GiB), before
+    its layout check refused the gap (archive.check_layout)."""
+    extents = _data_extents(source.fileno(), size)
+    if extents is None:  # no SEEK_DATA here (/proc, some file systems): every byte, in order
+        return _copy_range(path, source, target, 0, size + 1)
+    for start, end in extents:
+        source.seek(start)
+        target.seek(start)
+        if _copy_range(path, source, target, start, end) < end - start:  # truncated as it was read: zeros after
+            break
+    target.truncate(size)  # the holes up to the size, at the end too
+    source.seek(size)
+    try:
+        more = source.read(1)
+    except OSError as exc:
+        raise _refuse(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return size + len(more)
+
+
+def _data_extents(descriptor: int, size: int) -> list[tuple[int, int]] | None:
+    """The (start, end) byte ranges of the file's data within its first ``size`` bytes, holes left out; None where
+    the file system cannot say (then every byte is data)."""
+    import errno
+
+    extents, at = [], 0
+    while at < size:
+        try:
+            start = os.lseek(descriptor, at, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole from here to the end
+                break
+            return None  # EINVAL: /proc's files and file systems without it
+        if start >= size:
+            break
+        try:
+            end = min(os.lseek(descriptor, start, os.SEEK_HOLE), size)
+        except OSError:
+            return None
+        extents.append((start, end))
+        at = end
+    return extents
+
+
+def _copy_range(path: str, source, target, start: int, end: int) -> int:
+    """Copy the bytes of ``source`` from its position (``start``) until ``end`` or its end; the bytes copied."""
+    copied = 0
+    while start + copied < end:
+        try:
+            piece = source.read(min(1 << 20, end - start - copied))
+        except OSError as exc:
+            raise _refuse(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        if not piece:
+            break
+        try:
+            target.write(piece)
+        except OSError as exc:
+            raise _refuse(f"{path}: cannot copy it for reading ({exc.strerror or exc}): free space in the temporary "
+                          "folder (TMPDIR) or point TMPDIR elsewhere") from None
+        copied += len(piece)
+    return copied
 
 
 def _refuse_other_formats(path: str, handle) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from aotcuda.lowering import LoweredProgram, lower
+from aotcuda.lowering.cache_folders import check_temporary_folder
 from aotcuda.lowering.devices import target_device
 from aotcuda.models.attention import attention_block
 from aotcuda.runtime.devices import available_bytes
@@ -153,6 +154,7 @@ def run_demo(device: str = "auto", dtype: torch.dtype | None = None, batch: int 
     model, (x,) = attention_block(device=device, dtype=dtype, batch=batch, seq=seq)
     with contextlib.ExitStack() as cleanup:
         if package_path is None:  # a demo run leaves nothing behind unless asked (7 MB a run)
+            check_temporary_folder("the demo's package")  # before the lowering: not in a folder others may replace
             folder = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="aotcuda-demo-"))
             package_path = os.path.join(folder, "attention_block.pt2")
         lowered = lower(model, (x,), device=device, package_path=package_path, progress=progress)

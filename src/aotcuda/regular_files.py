@@ -11,6 +11,8 @@ This module imports neither torch nor the rest of aotcuda: the package format an
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import stat
 from typing import BinaryIO, NamedTuple
@@ -40,13 +42,42 @@ def open_regular(path: str) -> BinaryIO:
     the other OSErrors of ``os.stat`` / ``os.open`` as they come."""
     _check(path, os.stat(path).st_mode)
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    handle = os.fdopen(descriptor, "rb")
+    try:
+        raw = _NonBlockingFile(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+    handle = io.BufferedReader(raw)
     try:
         _check(path, os.fstat(descriptor).st_mode)
     except BaseException:
         handle.close()
         raise
     return handle
+
+
+class _NonBlockingFile(io.FileIO):
+    """A file opened with O_NONBLOCK whose reads never answer None. A regular file's reads do not block, but some
+    files that say they are regular do: a kernel file (``/proc/kmsg``) or one of a FUSE file system answers
+    EAGAIN where it has no data yet, which FileIO turns into ``None``, and each reader then failed on it (``aotcuda
+    inspect /proc/kmsg``: a raw ``TypeError: 'NoneType' object is not subscriptable``). It is an OSError here,
+    which every reader already turns into a message naming the file."""
+
+    def read(self, size: int = -1) -> bytes:
+        return _read_now(super().read(size))
+
+    def readall(self) -> bytes:
+        return _read_now(super().readall())
+
+    def readinto(self, buffer) -> int:
+        return _read_now(super().readinto(buffer))
+
+
+def _read_now(result):
+    if result is None:
+        raise BlockingIOError(errno.EAGAIN, "it has no data to read yet and would wait for some (a file of the kernel "
+                              "or of a FUSE file system, not a file on disk)")
+    return result
 
 
 class FileVersion(NamedTuple):

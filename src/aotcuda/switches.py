@@ -13,6 +13,7 @@ integer or a decimal number; 0 lifts a limit. Paths (``path(name)``) take a file
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 from aotcuda.errors import SwitchError, clipped
@@ -156,10 +157,12 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "packages from elsewhere; the cost: AOTInductor's ranges refuse a size of 1 where the program was "
            "exported with Dim(min=1) (torch traces such a dim for 2 and more), which aotcuda's own checks take",
            "at each load"),
-    Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, load extracts in a "
-           "temporary folder, and `aotcuda sign` (or lower() with a key) signs in a package's folder, that other users may write into (or "
-           "whose folders they may rename away), where otherwise each refuses (shared_folders.py); for folders "
-           "shared only with users you trust", "at each lower(), load and sign"),
+    Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, lower() without a "
+           "package_path and the demo write the package in a temporary folder, load extracts in one, `aotcuda sign` "
+           "(or lower() with a key) signs in a package's folder, and `aotcuda serve` keeps the files of the Ray it "
+           "starts in a folder of RAY_TMPDIR (or TMPDIR), that other users may write into (or whose folders they may "
+           "rename away), where otherwise each refuses (shared_folders.py); for folders shared only with users you "
+           "trust", "at each lower(), load and sign, and when serve starts Ray"),
     # A path, never the key: a variable's value shows in /proc/<pid>/environ to the same user and in many process
     # listings and crash reports, a file's bytes only to whom its mode lets read them (package_tags.py).
     Switch("AOTCUDA_SIGNING_KEY_FILE", None, "the file of the key lower() signs packages with and load() takes "
@@ -226,6 +229,13 @@ def number(name: str) -> int | float:
         raise SwitchError(f"{name}={clipped(repr(text), 80)} is not a finite number that a float holds (it reads as "
                           f"{value!r}, and {'0 lifts the limit' if value == 0 else 'a limit must end'}); set it to "
                           f"a number such as {switch.default} (0: no limit), or unset it for the default")
+    # An integer past what a float holds (310 digits or more) reads, but every product with a float raises: the proxy's
+    # minimum send rate (rate * seconds) raised OverflowError in each connection's send watch, which then stopped,
+    # so a slow reader was never cut off
+    if value > sys.float_info.max:
+        raise SwitchError(f"{name}={clipped(repr(text), 80)} is not a finite number that a float holds (it has "
+                          f"{len(str(value))} digits, past {sys.float_info.max:g}); set it to a number such as "
+                          f"{switch.default} (0: no limit), or unset it for the default")
     return value
 
 

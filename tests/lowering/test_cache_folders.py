@@ -136,3 +136,35 @@ def test_a_dot_dot_after_a_link_is_judged_where_the_kernel_takes_it(tmp_path):
     problem = unsafe_folder(f"{home}/safe/../cache")
     assert problem is not None and "shared" in problem, problem
     assert unsafe_folder(str(shared / "cache")) == problem
+
+
+def test_no_package_is_written_into_a_temporary_folder_another_user_could_replace(tmp_path, monkeypatch):
+    """lower() without package_path, and the demo, write the package into a new 0700 folder of TMPDIR, and the
+    demo then loads it from there: where TMPDIR is writable by others without the sticky bit (a shared scratch
+    folder), another user renames that folder away and puts their own at its path (the breaker measured it on the
+    folder serve makes for Ray, 2026-12-06), so the package written and loaded would be theirs. Refused before the
+    export, with the fix; a package_path of the user's own is taken as before; AOTCUDA_TRUST_SHARED_FOLDERS=1 too."""
+    import tempfile
+
+    from aotcuda.demo import run_demo
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    monkeypatch.delenv("AOTCUDA_TRUST_SHARED_FOLDERS", raising=False)
+    (tmp_path / "inductor").mkdir(mode=0o700)  # Inductor's cache elsewhere, of this user's alone
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    says = r"will not write {} into the temporary folder '.*shared': it is writable by other users and not sticky"
+    with pytest.raises(PackageError, match=says.format("the package")):
+        aotcuda.lower(Tiny(), (torch.randn(2, 4),), device="cpu")
+    with pytest.raises(PackageError, match=says.format("the demo's package")):
+        run_demo("cpu")
+    assert os.listdir(shared) == []  # nothing made there
+    from aotcuda.lowering.cache_folders import check_temporary_folder
+
+    shared.chmod(0o1777)  # sticky, as /tmp
+    check_temporary_folder("the package")
+    shared.chmod(0o777)
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
+    check_temporary_folder("the package")

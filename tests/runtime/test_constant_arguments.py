@@ -305,3 +305,27 @@ def test_too_many_positional_arguments_say_which_are_fixed_at_lowering(scaled):
     with pytest.raises(InputError, match=r"takes 1 to 3 .*\(x, scale, shift; scale is fixed at 2.0; shift is fixed at "
                                          r"forward's default 0.0\), got 5"):
         arguments.bind((t, 2.0, 0.0, 1, 2), {})
+
+
+def test_the_sign_of_a_zero_constant_is_part_of_its_value(tmp_path):
+    """-0.0 == 0.0, so a program lowered with scale=0.0 ran a call with scale=-0.0 and computed with 0.0: x * scale
+    was +0 where eager gives -0, and 1 / (x * scale) inf where eager gives -inf (main: ran, a silent wrong answer).
+    The constant's sign is compared too; the lowered value itself runs as eager."""
+    import aotcuda
+
+    path = tmp_path / "zero.pt2"
+    aotcuda.lower(Scaled(), (torch.randn(3, 4),), {"scale": 0.0}, device="cpu", package_path=path)
+    with load(str(path)) as program:
+        t = torch.rand(3, 4) + 0.5
+        ran, eager = program(t, scale=0.0), EAGER(t, 0.0)
+        assert torch.equal(torch.signbit(ran), torch.signbit(eager)) and torch.equal(1 / ran, 1 / eager)
+        with pytest.raises(InputError, match=r"argument 'scale' is -0.0, but the program was exported with 0.0 there"):
+            program(t, scale=-0.0)
+        t = -torch.rand(3, 4)  # and the next call, on fresh values, is still eager's
+        torch.testing.assert_close(program(t, scale=0.0), EAGER(t, 0.0))
+        assert torch.equal(torch.signbit(program(t, scale=0.0)), torch.signbit(EAGER(t, 0.0)))
+    from aotcuda.runtime.constant_arguments import same_value
+
+    assert same_value(float("nan"), float("nan")) and same_value(-0.0, -0.0) and same_value(2.0, 2.0)
+    assert not same_value(-0.0, 0.0) and not same_value(0, 0.0) and not same_value(False, 0)
+    assert same_value(0, 0) and same_value(0, -0)  # ints have no signed zero

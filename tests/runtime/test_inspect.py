@@ -239,3 +239,40 @@ def test_inspect_of_a_signature_whose_inputs_are_a_number_warns_and_shows_the_re
     assert shown.exit_code == 0 and "TypeError: inputs is" in shown.output and "aotcuda.load refuses" in shown.output, \
         shown.output
     assert "out[0]" in shown.output and "fallback kernels: 0" in shown.output, shown.output
+
+
+@pytest.mark.parametrize("columns", ["0", "10"])
+def test_a_narrow_or_zero_columns_never_drops_what_inspect_and_errors_say(twice_pt2, tmp_path, columns):
+    """rich draws at the width COLUMNS says: COLUMNS=0 in aotcuda's environment made inspect print nothing (exit 0),
+    and an error (a damaged package) exit 1 with no line at all; COLUMNS=10 drew the inputs and outputs tables with
+    every cell empty. The consoles now draw at least 40 columns wide (cli.MIN_WIDTH). In a process of its own: the
+    consoles are made as the CLI is imported."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "damaged.pt2").write_bytes(b"PK\x03\x04" + b"\0" * 100)
+    env = {**os.environ, "COLUMNS": columns, "PYTHONPATH": os.pathsep.join(sys.path)}
+    said = [subprocess.run([sys.executable, "-m", "aotcuda", "inspect", path], env=env, capture_output=True,
+                           text=True, timeout=120) for path in (twice_pt2, str(tmp_path / "damaged.pt2"))]
+    assert said[0].returncode == 0, said[0].stderr
+    for text in ("device cpu", "name", "float32", "batch", "out[2]", "generated kernels: 1"):
+        assert text in said[0].stdout, said[0].stdout
+    assert said[1].returncode == 1 and "error: " in said[1].stderr and "is damaged or incomplete" in said[1].stderr, \
+        said[1].stderr
+
+
+def test_a_stdout_whose_encoding_lacks_a_character_gets_its_escape(twice_pt2):
+    """With PYTHONIOENCODING=ascii (or a Latin-1 locale), `aotcuda inspect` of any package with a dynamic dim ended
+    with `error: UnicodeEncodeError: 'ascii' codec can't encode character '\\u2208'` after its first line, no table
+    (a name of the package's that is not ASCII did the same): the character is now written as its escape, as Python
+    writes it to stderr."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "aotcuda", "inspect", twice_pt2], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "UnicodeEncodeError" not in done.stderr, done.stderr
+    assert "batch\\u2208[2, 64]" in done.stdout and "generated kernels: 1" in done.stdout, done.stdout

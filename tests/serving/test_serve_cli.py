@@ -374,3 +374,62 @@ def test_options_that_do_not_fit_are_named_by_the_flags_the_user_wrote(monkeypat
         assert "_timeout_s" not in result.output and "_bytes" not in result.output, result.output
     with pytest.raises(ValueError, match=r"^max_pending_bytes \(500000\) must be at least max_request_bytes"):
         server_module.ServeOptions(max_request_bytes=1_000_000, max_pending_bytes=500_000)
+
+
+def test_a_batch_wait_no_request_could_be_answered_within_is_refused(monkeypatch):
+    """--max-batch-size 4 --batch-wait-ms 1e9 (or 1e300) was taken: a request alone in its batch waits that long for
+    others before it runs, so Ray's proxy answered it 408 at --request-timeout-s, never run, while the server looked
+    healthy. The wait and the run's deadline must now fit within the request's timeout when batching."""
+    from click.testing import CliRunner
+
+    from aotcuda.serving import server as server_module
+    from aotcuda.serving.command import serve_command
+
+    for options, says in ((dict(max_batch_size=4, batch_wait_ms=1e9), r"batch_wait_ms \(1e\+09 ms\) and run_timeout_s "
+                           r"\(30 s\) must together be less than request_timeout_s \(60 s\)"),
+                          (dict(max_batch_size=4, batch_wait_ms=1e300, run_timeout_s=None),
+                           r"batch_wait_ms \(1e\+300 ms\) must be less than request_timeout_s \(60 s\)"),
+                          (dict(max_batch_size=2, batch_wait_ms=30_000), r"must together be less than")):
+        with pytest.raises(ValueError, match=says):
+            server_module.ServeOptions(**options)
+    assert server_module.ServeOptions(max_batch_size=4, batch_wait_ms=29_000).batch_wait_ms == 29_000
+    assert server_module.ServeOptions(batch_wait_ms=1e9).max_batch_size == 1  # no batching: no wait
+    monkeypatch.setattr(server_module, "serve_package", lambda *args: pytest.fail("the options were taken"))
+    result = CliRunner().invoke(serve_command, [__file__, "--max-batch-size", "4", "--batch-wait-ms", "1e9"])
+    assert result.exit_code == 2 and "--batch-wait-ms (1e+09 ms) and --run-timeout-s (30 s) must together be less " \
+        "than --request-timeout-s (60 s)" in result.output, result.output
+
+
+def test_byte_limits_the_proxys_environment_cannot_carry_are_refused():
+    """The proxy reads --max-request-bytes and --max-pending-bytes from its environment as switches, which refuse an
+    integer past what a float holds (tests/test_switches.py): such a value is refused before Ray starts."""
+    from aotcuda.serving.server import ServeOptions
+
+    for name in ("max_request_bytes", "max_pending_bytes"):
+        with pytest.raises(ValueError, match=rf"{name} has 310 digits, past what the HTTP proxy's environment carries"):
+            ServeOptions(**{name: 10 ** 309})
+    assert ServeOptions(max_request_bytes=10 ** 300, max_pending_bytes=10 ** 300).max_request_bytes == 10 ** 300
+
+
+def test_rays_folder_is_never_made_where_another_user_could_replace_it(tmp_path, monkeypatch):
+    """Review 12 gave Ray `ray` inside a new 0700 folder, made in RAY_TMPDIR (or TMPDIR) whatever that is: in a
+    folder others may write into that is not sticky, uid 65534 moved the 0700 folder away and made a 0777 one at its
+    path (measured by the breaker, 2026-12-06), where Ray then makes its session and sockets. Such a folder is
+    refused before anything starts, as extraction refuses it; AOTCUDA_TRUST_SHARED_FOLDERS=1 takes it."""
+    from aotcuda.errors import ServingConfigError
+    from aotcuda.serving.server import private_ray_folder
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by all, not sticky
+    monkeypatch.setenv("RAY_TMPDIR", str(shared))
+    monkeypatch.delenv("AOTCUDA_TRUST_SHARED_FOLDERS", raising=False)
+    with pytest.raises(ServingConfigError, match=r"will not keep Ray's files in '.*shared': it is writable by other "
+                                                 r"users and not sticky \(mode 0o777\), so another user could replace"):
+        private_ray_folder()
+    assert list(shared.iterdir()) == []  # nothing made there
+    shared.chmod(0o1777)  # sticky, as /tmp: each user's entries stay their own
+    assert os.path.dirname(private_ray_folder()).startswith(str(shared))
+    shared.chmod(0o777)
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
+    assert os.path.dirname(private_ray_folder()).startswith(str(shared))

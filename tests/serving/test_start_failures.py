@@ -24,13 +24,21 @@ from aotcuda.serving import health, start_failures  # noqa: E402
 from aotcuda.serving.server import Server  # noqa: E402
 from aotcuda.serving.start_failures import StartFailureNotice  # noqa: E402
 
+def _write_zip(path, data: bytes) -> None:
+    """A small zip at ``path`` holding ``data``: package_sha256 reads an archive, its layout checked first."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("data", data)
+
+
 REFUSAL = ("aotcuda.errors.PackageError: '/srv/model.pt2' is not the package that was checked when serving started: "
            "its SHA-256 is 9f2c..., the one checked 41aa...")
 
 
 def test_a_spell_of_failed_starts_is_said_once_and_a_later_spell_again(tmp_path):
     package = tmp_path / "model.pt2"
-    package.write_bytes(b"the package served")
+    _write_zip(package, b"the package served")
     notice = StartFailureNotice(str(package), package_sha256(package))
     assert notice.said(False, "") is None  # starting, nothing failed
     message, hint = notice.said(False, REFUSAL)
@@ -46,10 +54,10 @@ def test_a_spell_of_failed_starts_is_said_once_and_a_later_spell_again(tmp_path)
 @pytest.mark.parametrize("change", ["replaced", "removed"])
 def test_the_fix_for_a_package_replaced_at_its_path_is_told_from_the_file(tmp_path, change):
     package = tmp_path / "model.pt2"
-    package.write_bytes(b"the package served")
+    _write_zip(package, b"the package served")
     notice = StartFailureNotice(str(package), package_sha256(package))
     if change == "replaced":
-        (tmp_path / "new.pt2").write_bytes(b"another package")
+        _write_zip(tmp_path / "new.pt2", b"another package")
         os.replace(tmp_path / "new.pt2", package)
     else:
         package.unlink()
@@ -63,7 +71,7 @@ def test_wait_says_a_replica_failing_to_start_once_while_serve_retries_it(tmp_pa
     """Server.wait looks at the deployment while it waits for a signal (in a thread: a look blocks): a failure Serve
     reports at every look is said once; a look that fails (Serve busy) is passed over."""
     package = tmp_path / "model.pt2"
-    package.write_bytes(b"the package served")
+    _write_zip(package, b"the package served")
     looks, said = [], []
 
     def failing(app_name, deployment_name):

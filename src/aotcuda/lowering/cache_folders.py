@@ -86,3 +86,20 @@ def check_cache_folders() -> None:
                 f"path). Set {variable} to a folder of your own (e.g. mkdir -m 700 ~/.cache/aotcuda-inductor), "
                 "or remove that folder if it is not yours; nothing was compiled. Where only users you trust can "
                 "write there, set AOTCUDA_TRUST_SHARED_FOLDERS=1")
+
+
+def check_temporary_folder(what: str) -> None:
+    """PackageError when the temporary folder (TMPDIR) is one where another user could rename a folder made in it
+    away and put their own at its path (writable by others and not sticky, or in such a folder): ``what`` (the
+    package lower() writes when no package_path is given, the demo's) would be written into, and later loaded from,
+    their folder, whose package they choose. AOTCUDA_TRUST_SHARED_FOLDERS=1 takes it, as for extraction."""
+    import tempfile
+
+    temp = tempfile.gettempdir()
+    problem = None if flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(temp, sticky_ok=True)
+    if problem:
+        raise PackageError(f"will not write {what} into the temporary folder {temp!r}: it {problem}, so another user "
+                           "could replace the folder it is written in, and the package loaded from there; nothing was "
+                           "compiled. Pass package_path (-o on the command line) to a folder of your own, or point TMPDIR "
+                           "to one (e.g. mkdir -m 700 ~/tmp); where only users you trust can write there, set "
+                           "AOTCUDA_TRUST_SHARED_FOLDERS=1")

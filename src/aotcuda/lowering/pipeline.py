@@ -52,7 +52,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
 from aotcuda.lowering import torch_fixes
-from aotcuda.lowering.cache_folders import check_cache_folders
+from aotcuda.lowering.cache_folders import check_cache_folders, check_temporary_folder
 from aotcuda.lowering.compiler_variables import check_compiler_variables
 from aotcuda.lowering.compile_lock import compiling_alone
 from aotcuda.lowering.constant_outputs import check_constant_float_outputs
@@ -207,6 +207,8 @@ def lower(
         if key is not None:  # the build beside it is signed by its name: no other user may put theirs in its place
             refuse_shared_folder(os.path.dirname(os.path.abspath(package_path)), package_path)
     check_cache_folders()  # another user's code must not get into the package through Inductor's cache
+    if package_path is None:  # nor into the package written to a temporary folder they may replace
+        check_temporary_folder("the package")
     check_compiler_variables()  # set since the import: the compile's workers import torch's config again
     _warn_if_training(model)
     profile = DEVICE_PROFILES[device.type]

@@ -26,6 +26,7 @@ calls against values it was not exported with.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -63,9 +64,18 @@ class ConstantInput:
 
 def same_value(given, value) -> bool:
     """The check a passed constant must pass: the same plain type (``plain_value``) and value (``0`` is not
-    ``False``; nan is nan). Anything else is not the same: a list's ``==`` would compare what it holds (tensors)."""
-    return type(given) is type(value) and plain_value(value) and (
-        given == value or (given != given and value != value))
+    ``False``; nan is nan; ``-0.0`` is not ``0.0``). Anything else is not the same: a list's ``==`` would compare what
+    it holds (tensors).
+
+    Why the sign of zero: ``-0.0 == 0.0``, so a program lowered with ``scale=0.0`` ran a call with ``scale=-0.0``,
+    computing with ``0.0`` where eager computes with ``-0.0``: ``x * scale`` gave ``+0`` for a positive x where eager
+    gives ``-0``, and ``1 / (x * scale)`` ``inf`` where eager gives ``-inf`` (a silent wrong answer)."""
+    if type(given) is not type(value) or not plain_value(value):
+        return False
+    if given != given and value != value:  # nan
+        return True
+    return given == value and (type(value) is not float or value != 0 or
+                               math.copysign(1.0, given) == math.copysign(1.0, value))
 
 
 class ConstantArguments:

@@ -243,13 +243,14 @@ def _files_with_suffix(folder: str, suffix: str) -> list[str]:
 
 def package_sha256(path: str | os.PathLike) -> str:
     """The SHA-256 of a package file's bytes (read through one descriptor, as load reads it). PackageError for
-    what is not a readable regular file; PackageChangedError where another process wrote into it while it was
+    what is not a readable regular file, or not a zip archive of a layout load takes (archive.open_archive: bytes no
+    entry holds are refused before the file is read whole); PackageChangedError where another process wrote into it while it was
     read (the digest would be of no version: every replica would refuse the package it was checked for)."""
     path = _checked_path(path)
-    with open_package_file(path) as handle:
-        digest = _file_sha256(path, handle)
-        handle.check_unchanged()
-        return digest
+    # The archive's layout first (archive.check_layout): bytes no entry holds, which a digest would read all of, are
+    # refused before the file is read whole
+    with open_archive(path, ArchiveLimits.from_environment()) as archive:
+        return _file_sha256(path, archive.fp)  # leaving the block checks the file did not change meanwhile
 
 
 def _file_sha256(path: str, handle: PackageFile) -> str:

@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -152,6 +153,22 @@ class ServeOptions:
                                f"({self.request_timeout_s:g} s): Ray Serve's HTTP proxy answers 408 at "
                                "${request_timeout_s}, counted from the request's arrival, so a run that long could "
                                "never be answered; raise ${request_timeout_s} with it")
+        # A request alone in its batch waits batch_wait_ms for others, then runs: the two within the proxy's timeout, or
+        # a lone request is answered 408 without ever running (--max-batch-size 4 --batch-wait-ms 1e9 took every request
+        # that way while the server looked healthy, and --batch-wait-ms 1e300 was taken too)
+        batch_wait_s, run_s = self.batch_wait_ms / 1000, self.run_timeout_s or 0.0
+        if self.max_batch_size > 1 and batch_wait_s + run_s >= self.request_timeout_s:
+            raise OptionsError(f"${{batch_wait_ms}} ({self.batch_wait_ms:g} ms) "
+                               f"{f'and ${{run_timeout_s}} ({run_s:g} s) must together' if run_s else 'must'} be less than "
+                               f"${{request_timeout_s}} ({self.request_timeout_s:g} s): a request alone in its batch waits "
+                               "${batch_wait_ms} for others before it runs, and Ray Serve's HTTP proxy answers 408 at "
+                               "${request_timeout_s}, counted from the request's arrival, so it could never be answered; "
+                               "lower ${batch_wait_ms} (a few ms is usual)")
+        for name in ("max_request_bytes", "max_pending_bytes"):  # handed to the HTTP proxy through its environment,
+            value = getattr(self, name)  # whose numbers are finite floats (switches.number)
+            if isinstance(value, int) and value > sys.float_info.max:
+                raise OptionsError(f"${{{name}}} has {len(str(value))} digits, past what the HTTP proxy's environment "
+                                   f"carries ({sys.float_info.max:g}); give a number of bytes below that")
         if self.max_pending_bytes is not None and self.max_pending_bytes < self.max_request_bytes:
             raise OptionsError(f"${{max_pending_bytes}} ({self.max_pending_bytes}) must be at least "
                                f"${{max_request_bytes}} ({self.max_request_bytes}): a body of the largest size must "
@@ -464,11 +481,29 @@ def private_ray_folder() -> str:
     ``ray`` inside a 0700 folder, which nobody else can pass through. Kept after the server stops, as Ray keeps
     /tmp/ray (the replicas' logs are there: ``ray/session_latest/logs/serve``)."""
     where = os.environ.get("RAY_TMPDIR") or None
+    _check_private_enough(where or tempfile.gettempdir())
     try:
         return os.path.join(tempfile.mkdtemp(prefix="aotcuda_ray_", dir=where), "ray")
     except OSError as exc:
         raise ServingConfigError(f"cannot make a folder for Ray's files in {where or tempfile.gettempdir()!r} "
                                  f"({exc.strerror or exc}); point RAY_TMPDIR (or TMPDIR) to a folder you can write") from None
+
+
+def _check_private_enough(where: str) -> None:
+    """ServingConfigError where another user could rename the 0700 folder made in ``where`` away and put their own at
+    its path (a folder others may write into that is not sticky, or one owned by another user): Ray, which is given
+    that path, would then make its session, sockets included, in their folder. Measured (the breaker, 2026-12-06):
+    with RAY_TMPDIR a 0777 folder, uid 65534 moved the folder serve had made and made a 0777 one at its path.
+    AOTCUDA_TRUST_SHARED_FOLDERS=1 takes it, as for extraction."""
+    from aotcuda import switches
+    from aotcuda.shared_folders import unsafe_folder
+
+    problem = None if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(where, sticky_ok=True)
+    if problem:
+        raise ServingConfigError(f"will not keep Ray's files in {where!r}: it {problem}, so another user could "
+                                 "replace the folder Ray's sockets are made in; nothing was started. Point RAY_TMPDIR "
+                                 "(or TMPDIR) to a folder of your own (e.g. mkdir -m 700 ~/ray-tmp), or, where only "
+                                 "users you trust can write there, set AOTCUDA_TRUST_SHARED_FOLDERS=1")
 
 
 def _is_loopback(host: str) -> bool:
