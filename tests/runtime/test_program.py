@@ -131,7 +131,7 @@ def test_specs_and_errors_name_dims_as_the_user_did(twice):
     [
         (lambda: (), r"takes 1 positional argument\(s\) \(x\), got 0"),
         (lambda: (torch.randn(3, 4), torch.randn(3, 4)), r"takes 1 positional argument\(s\) \(x\), got 2"),
-        (lambda: ([1.0, 2.0],), r"input 'x' \(#0\) is a list of 2, expected a tensor"),
+        (lambda: ([1.0, 2.0],), r"input 'x' \(#0\) must be a torch.Tensor, got list; .*torch.as_tensor\(value, dtype=torch.float32\)"),
         (lambda: (torch.randn(3, 4, dtype=torch.float64),), r"input 'x' \(#0\) has dtype torch.float64.*torch.float32"),
         (lambda: (torch.randn(3, 4, dtype=torch.complex64),),  # .to(float32) would drop the imaginary part
          r"has dtype torch.complex64.*takes a real tensor.*would drop the imaginary part.*torch.view_as_real"),

@@ -173,7 +173,18 @@ def serve_calls(monkeypatch):
     return calls
 
 
-def test_both_applications_are_deployed_at_once_so_the_serving_line_is_not_late(serve_calls):
+def _stand_in_package(folder) -> str:
+    """A small zip for serve_package's SHA-256 (which checks an archive's layout first); the package's own check is
+    skipped by serve_calls."""
+    import zipfile
+
+    path = folder / "stand_in.pt2"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("data", b"a stand-in package")
+    return str(path)
+
+
+def test_both_applications_are_deployed_at_once_so_the_serving_line_is_not_late(serve_calls, tmp_path):
     """A new user saw `aotcuda serve` print its "serving" line ~3 s after /healthz answered ok and /predict
     served, and a Ctrl-C in between said "before serving". The program's application is mounted at "/", so its
     replicas answer both routes as soon as they run; serve_package then started the health check's application
@@ -181,13 +192,13 @@ def test_both_applications_are_deployed_at_once_so_the_serving_line_is_not_late(
     together (measured with Ray: the line came 3.1 s after the first ok before, 0.7 s after)."""
     from aotcuda.serving.server import ServeOptions, serve_package
 
-    server = serve_package(__file__, ServeOptions(port=18799))
+    server = serve_package(_stand_in_package(tmp_path), ServeOptions(port=18799))
     assert server.url == "http://127.0.0.1:18799"
     assert [call[:2] if isinstance(call, tuple) else call for call in serve_calls] == \
         ["serve.start", ("serve.run_many", [(APP_NAME, "/"), (HEALTH_APP_NAME, "/healthz")])]
 
 
-def test_serve_package_keeps_rays_info_lines_and_token_notice_out_as_the_command_does(serve_calls):
+def test_serve_package_keeps_rays_info_lines_and_token_notice_out_as_the_command_does(serve_calls, tmp_path):
     """A new user's serve_package printed Serve's INFO lines and Ray's "Set RAY_AUTH_MODE=disabled to opt out"
     (which docs/serving.md says not to do), where `aotcuda serve` printed none: only the command quieted them.
     Now serve_package (and Server.shutdown) do, while they run; the levels the user had come back after."""
@@ -199,7 +210,7 @@ def test_serve_package_keeps_rays_info_lines_and_token_notice_out_as_the_command
     before = {name: logging.getLogger(name).level for name in QUIETED_RAY_LOGGERS}
     serve_logger.setLevel(logging.INFO)  # as importing ray.serve leaves it
     try:
-        serve_package(__file__, ServeOptions(port=18799))
+        serve_package(_stand_in_package(tmp_path), ServeOptions(port=18799))
         assert serve_calls[-1][2] == QUIETED_RAY_LOGGERS  # {"ray.serve": "WARNING", ...: "ERROR"}
         assert serve_logger.level == logging.INFO
     finally:
