@@ -433,3 +433,26 @@ def test_rays_folder_is_never_made_where_another_user_could_replace_it(tmp_path,
     shared.chmod(0o777)
     monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
     assert os.path.dirname(private_ray_folder()).startswith(str(shared))
+
+
+def test_a_ray_folder_too_deep_for_unix_sockets_is_told_with_its_fix(tmp_path, monkeypatch):
+    """The breaker (2026-12-06): a RAY_TMPDIR of about 90 characters ended serve with Ray's own `OSError:
+    validate_socket_filename failed: AF_UNIX path length cannot exceed 107 bytes: ...`, no fix said (Ray's sockets lie
+    some 64 characters deep in its files' folder). Now a ServingConfigError names the folder, its length and the fix,
+    with nothing of Ray left running; Ray refuses before it starts a process (0.2 s here)."""
+    import psutil
+    import ray
+
+    from aotcuda.errors import ServingConfigError
+    from aotcuda.serving import server
+
+    deep = tmp_path / ("r" * 80)
+    deep.mkdir(mode=0o700)
+    monkeypatch.setenv("RAY_TMPDIR", str(deep))
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    with pytest.raises(ServingConfigError, match=r"Ray could not start: its files' folder '.*/aotcuda_ray_[^/]+/ray' is "
+                                                 r"\d+ characters.*AF_UNIX path length.*Point RAY_TMPDIR \(or TMPDIR\) "
+                                                 r"to a short folder of your own, of 18 characters or fewer"):
+        server._init_ray({"_temp_dir": server.private_ray_folder(), "num_cpus": 1, "include_dashboard": False}, None)
+    assert not ray.is_initialized()
+    assert {child.pid for child in psutil.Process().children(recursive=True)} - before == set()

@@ -563,6 +563,26 @@ def _ray_logs_quieted():
             logger.setLevel(level)
 
 
+def _ray_init_said(ray, init: dict) -> None:
+    """ray.init(**init), with Ray's refusal of a socket path too long for a Unix socket told with its fix (the
+    breaker's RAY_TMPDIR of about 90 characters ended serve with Ray's `OSError: validate_socket_filename failed:
+    AF_UNIX path length cannot exceed 107 bytes: ...` alone). A Unix socket path holds 108 bytes with its NUL on
+    Linux (104 on macOS); Ray 2.60's lie `session_<date>_<pid>/sockets/plasma_store` deep in its files' folder."""
+    try:
+        ray.init(**init)
+    except OSError as exc:
+        if "AF_UNIX path length" not in str(exc):
+            raise
+        with contextlib.suppress(Exception):  # whatever of Ray had started
+            ray.shutdown()
+        folder = init.get("_temp_dir") or os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
+        raise ServingConfigError(f"Ray could not start: its files' folder {folder!r} is {len(folder)} characters, and "
+                                 "Ray's session and socket names add about 64 more, past the 107 a Unix socket path "
+                                 f"may hold ({exc}); nothing was started. Point RAY_TMPDIR (or TMPDIR) to a short "
+                                 "folder of your own, of 18 characters or fewer (serve adds aotcuda_ray_XXXXXXXX/ray "
+                                 "to it): e.g. mkdir -m 700 ~/rt && export RAY_TMPDIR=~/rt") from None
+
+
 def _init_ray(init: dict, overrides: dict | None) -> None:
     """ray.init with ``init`` updated by the caller's ``overrides``; a loopback node address stays loopback
     (else ServingConfigError, with Ray stopped)."""
@@ -571,10 +591,10 @@ def _init_ray(init: dict, overrides: dict | None) -> None:
     init = {**init, **(overrides or {})}
     asked = init.get("_node_ip_address")
     if not asked or not _is_loopback(asked):
-        ray.init(**init)
+        _ray_init_said(ray, init)
         return
     with _loopback_node_kept():
-        ray.init(**init)
+        _ray_init_said(ray, init)
     got = ray.util.get_node_ip_address()
     if not _is_loopback(got):
         ray.shutdown()
