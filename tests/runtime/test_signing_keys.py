@@ -551,3 +551,16 @@ def test_lower_signs_with_the_key_and_refuses_a_bad_key_before_any_work(tmp_path
         torch.testing.assert_close(program(x), model(x), rtol=1e-5, atol=1e-6)
     with pytest.raises(PackageError, match="was signed with another key"):
         load(lowered.package_path, signing_key=key_file(tmp_path, "other.key"))
+    # The result's load() checks under the key it was signed with (no switch set now): it took an unsigned package
+    # at its path without a word before (the signing breaker's list)
+    assert lowered.signing_key.key_id == signing_key(key).key_id and "SigningKey" not in repr(lowered)
+    with lowered.load() as program:
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(program(x), model(x), rtol=1e-5, atol=1e-6)
+    shutil.copyfile(lowered.package_path, tmp_path / "signed.pt2")
+    with zipfile.ZipFile(tmp_path / "signed.pt2") as zin, zipfile.ZipFile(lowered.package_path, "w") as zout:
+        for info in zin.infolist():  # the same package without its tag
+            if not info.filename.endswith("aotcuda/tag.json"):
+                zout.writestr(info, zin.read(info))
+    with pytest.raises(PackageError, match="is not signed with a key"):
+        lowered.load()

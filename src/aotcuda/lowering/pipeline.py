@@ -108,6 +108,8 @@ class LoweredProgram:
         has no proxy executor, so such a package runs only in torch's loader: see runs_in_aotcuda_runtime.
     pass_results: what each pass did, in passes() order (aotcuda.passes.result.PassResult: changed,
         counts, refusal).
+    signing_key: the key the package was signed with (a ``package_tags.SigningKey``, whose bytes are never shown),
+        or None; ``load()`` checks the package under it unless given another.
     """
 
     package_path: str
@@ -118,6 +120,7 @@ class LoweredProgram:
     exported_program: ExportedProgram
     proxy_executor_ops: list[str] = field(default_factory=list)
     pass_results: list[PassResult] = field(default_factory=list)
+    signing_key: object = field(default=None, repr=False)
 
     @property
     def runs_in_aotcuda_runtime(self) -> bool:
@@ -126,9 +129,12 @@ class LoweredProgram:
         return not self.proxy_executor_ops
 
     def load(self, **kwargs):
-        """``aotcuda.load(self.package_path, **kwargs)``: device=, cuda_graphs=."""
+        """``aotcuda.load(self.package_path, **kwargs)``: device=, cuda_graphs=; a package signed at lowering is
+        checked under its key (``signing_key=`` another key, or the switch's where none was given)."""
         from aotcuda.runtime.program import load
 
+        if self.signing_key is not None:
+            kwargs.setdefault("signing_key", self.signing_key)
         return load(self.package_path, **kwargs)
 
 
@@ -257,7 +263,7 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
                 sign_package(building, key)
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
-    return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results)
+    return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results, key)
 
 
 def _under_dim_names(refusal, ep: ExportedProgram):
