@@ -264,6 +264,10 @@ def test_the_callback_takes_the_limits_from_the_environment(monkeypatch):
         monkeypatch.setenv(proxy.BODY_TIMEOUT_VARIABLE, bad)
         with pytest.raises(ValueError, match=r"AOTCUDA_SERVE_BODY_TIMEOUT_S=.* is not a finite number"):
             proxy.middlewares()
+    for bad in ("1e-300", "0.05"):  # the breaker (2026-12-06): positive, taken, where serve's option refuses < 0.1 s
+        monkeypatch.setenv(proxy.BODY_TIMEOUT_VARIABLE, bad)
+        with pytest.raises(ValueError, match=r"AOTCUDA_SERVE_BODY_TIMEOUT_S=.* is below 0.1 s"):
+            proxy.middlewares()
 
 
 def test_the_proxys_defaults_are_the_servers():

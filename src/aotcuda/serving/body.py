@@ -9,12 +9,15 @@ import asyncio
 
 from aotcuda.errors import AotcudaError, InputError, clipped
 
-__all__ = ["ERROR_HEADER", "BusyError", "LateBodyError", "PendingBytes", "RequestError", "SlowBodyError",
-           "SlowHeadError", "read_body", "shown"]
+__all__ = ["ERROR_HEADER", "LEAST_TIMEOUT_S", "BusyError", "LateBodyError", "PendingBytes", "RequestError",
+           "SlowBodyError", "SlowHeadError", "read_body", "shown"]
 
 # Marks the answers aotcuda gave itself (400, 408, 500, 503), from the proxy or a replica: a 5xx without it
 # came from Ray's own proxy (client.py retries those).
 ERROR_HEADER = "X-Aotcuda-Error"
+# The least body (and request) timeout, in ServeOptions and in the proxy that reads AOTCUDA_SERVE_BODY_TIMEOUT_S:
+# 1e-300 is positive, and answered every request whose head came in pieces 408 at once.
+LEAST_TIMEOUT_S = 0.1
 
 
 class RequestError(InputError):

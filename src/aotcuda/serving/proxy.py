@@ -33,7 +33,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse
 
 from aotcuda import switches
-from aotcuda.serving.body import ERROR_HEADER, BusyError, PendingBytes, RequestError, read_body
+from aotcuda.serving.body import ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError, read_body
 
 __all__ = ["BODY_READ", "CALLBACK", "WholeBody", "bound_request_heads", "middlewares", "proxy_environment",
            "read_by_proxy", "refuse_websocket", "without_ray_controls"]
@@ -72,6 +72,10 @@ def middlewares() -> list[Middleware]:
     reading in time (``bound_request_heads``).
     Raises ValueError naming a variable that is not a positive number, or the two of sizes that do not fit."""
     timeout_s, max_bytes = _positive(BODY_TIMEOUT_VARIABLE), _positive(MAX_BYTES_VARIABLE)
+    if timeout_s < LEAST_TIMEOUT_S:  # as ServeOptions refuses it
+        raise ValueError(f"{BODY_TIMEOUT_VARIABLE}={timeout_s!r} is below {LEAST_TIMEOUT_S:g} s, which no client's "
+                         "request could arrive within (serve's --body-timeout-s refuses it too); give seconds a "
+                         "client on a slow link needs, e.g. 30")
     max_pending_bytes = _positive(MAX_PENDING_VARIABLE) if os.environ.get(MAX_PENDING_VARIABLE, "").strip() else None
     if max_pending_bytes is not None and max_pending_bytes < max_bytes:  # as ServeOptions refuses it, in its words
         raise ValueError(f"{MAX_PENDING_VARIABLE}={max_pending_bytes} must be at least {MAX_BYTES_VARIABLE}="

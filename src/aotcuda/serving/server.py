@@ -29,6 +29,7 @@ from aotcuda.runtime.package import package_key_id, package_sha256, read_signatu
 from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.serving.batching import (index_records, serving_plan, state_written_names, tensor_size_records,
                                       training_norm_cause)
+from aotcuda.serving.body import LEAST_TIMEOUT_S
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 from aotcuda.serving.cluster_address import check_reachable
 from aotcuda.serving.start_failures import StartFailureNotice, StartFailureWatch
@@ -143,7 +144,8 @@ class ServeOptions:
                 raise OptionsError(f"${{{name}}} must be a positive integer, got {getattr(self, name)!r}")
         # finite numbers: nan passes every comparison (--request-timeout-s nan served a 408 to every request at once)
         # (and no timeout below 0.1 s: 1e-320 is positive, and answers every request 408)
-        for name, least in (("batch_wait_ms", 0.0), ("request_timeout_s", 0.1), ("body_timeout_s", 0.1),
+        for name, least in (("batch_wait_ms", 0.0), ("request_timeout_s", LEAST_TIMEOUT_S),
+                            ("body_timeout_s", LEAST_TIMEOUT_S),
                             ("cpus_per_replica", 0.0)):
             if not finite_at_least(getattr(self, name), least):
                 raise OptionsError(f"${{{name}}} must be a finite number ≥ {least:g}, got {getattr(self, name)!r}")
