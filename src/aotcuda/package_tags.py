@@ -225,9 +225,9 @@ def refuse_shared_folder(folder: str, path: str) -> None:
     (`aotcuda sign`'s, or lower()'s build beside its package) is written, then opened again by its name to be
     signed, and the key would then vouch for their bytes, not the package's. AOTCUDA_TRUST_SHARED_FOLDERS=1 allows
     it where only users you trust can write there."""
-    from aotcuda.shared_folders import unsafe_folder
+    from aotcuda.shared_folders import temporary_folder_problem
 
-    problem = None if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(folder, sticky_ok=True)
+    problem = temporary_folder_problem(folder)
     if problem:
         raise SigningKeyError(f"will not sign {path!r} in its folder {folder!r}: it {problem}, so another user could "
                               "put a package of theirs in place of the signed copy made there, and the key would vouch "

@@ -7,7 +7,7 @@ a sticky one above it (/tmp: each user's entries stay their own) and, where the 
 folder), the folder itself if sticky. A group's write bit counts unless the group is the user's own private group
 (umask 002 makes folders group-writable for it). Every symbolic link on the way belongs to this user or root (a
 link is replaced by whoever may write its folder, which the same rule covers). This module imports neither torch
-nor the rest of aotcuda.
+nor the rest of aotcuda (``temporary_folder_problem`` reads its switch where it is called).
 """
 
 from __future__ import annotations
@@ -56,6 +56,16 @@ def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
         if os.path.dirname(real) == real:
             return None
         real = os.path.dirname(real)
+
+
+def temporary_folder_problem(folder: str) -> str | None:
+    """Why another user could write into ``folder`` or replace it, a temporary folder that may be sticky
+    (``unsafe_folder(folder, sticky_ok=True)``), or None, also wherever AOTCUDA_TRUST_SHARED_FOLDERS is set: the user
+    vouches for everyone who may write there. The rule of every folder aotcuda writes code or packages into and runs
+    them from (extraction, lower()'s own folder, signing, Ray's files)."""
+    from aotcuda import switches
+
+    return None if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(folder, sticky_ok=True)
 
 
 def _own_group(gid: int) -> bool:

@@ -20,7 +20,7 @@ import os
 
 from aotcuda.errors import PackageError, clipped, one_line
 from aotcuda.lowering.compiler_variables import check_compiler_variables, variables_on_failed_line
-from aotcuda.shared_folders import unsafe_folder
+from aotcuda.shared_folders import temporary_folder_problem, unsafe_folder
 from aotcuda.switches import flag
 
 
@@ -96,7 +96,7 @@ def check_temporary_folder(what: str) -> None:
     import tempfile
 
     temp = tempfile.gettempdir()
-    problem = None if flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(temp, sticky_ok=True)
+    problem = temporary_folder_problem(temp)
     if problem:
         raise PackageError(f"will not write {what} into the temporary folder {temp!r}: it {problem}, so another user "
                            "could replace the folder it is written in, and the package loaded from there; nothing was "

@@ -30,7 +30,6 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aotcuda import switches
 from aotcuda.errors import PackageError, clipped
 from aotcuda.package_format import (
     SIGNATURE_ENTRY,
@@ -57,7 +56,7 @@ from aotcuda.runtime.archive import (
 )
 from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
-from aotcuda.shared_folders import unsafe_folder
+from aotcuda.shared_folders import temporary_folder_problem
 
 
 @dataclass
@@ -395,7 +394,7 @@ def _extraction_folder(path: str) -> str:
     unsigned package's library is never compared with a digest), so a temporary folder others may write into
     without the sticky bit (or owned by another user) would let them put their own library in its place."""
     temp = tempfile.gettempdir()
-    problem = None if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(temp, sticky_ok=True)
+    problem = temporary_folder_problem(temp)
     if problem:
         raise PackageError(f"will not extract {path!r} into the temporary folder {temp!r}: it {problem}, so another "
                            "user could replace the model library load opens from there; nothing was loaded. Point "

@@ -497,10 +497,9 @@ def _check_private_enough(where: str) -> None:
     that path, would then make its session, sockets included, in their folder. Measured (the breaker, 2026-12-06):
     with RAY_TMPDIR a 0777 folder, uid 65534 moved the folder serve had made and made a 0777 one at its path.
     AOTCUDA_TRUST_SHARED_FOLDERS=1 takes it, as for extraction."""
-    from aotcuda import switches
-    from aotcuda.shared_folders import unsafe_folder
+    from aotcuda.shared_folders import temporary_folder_problem
 
-    problem = None if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(where, sticky_ok=True)
+    problem = temporary_folder_problem(where)
     if problem:
         raise ServingConfigError(f"will not keep Ray's files in {where!r}: it {problem}, so another user could "
                                  "replace the folder Ray's sockets are made in; nothing was started. Point RAY_TMPDIR "
