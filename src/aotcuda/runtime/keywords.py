@@ -125,6 +125,20 @@ def in_spec_order(value, spec):
     return value
 
 
+def holds_inner_dicts(in_spec) -> bool:
+    """Whether an ``(args, kwargs)`` input spec holds a dict below its top level, whose keys a caller may give in
+    another order (``in_spec_order``; the keyword dict itself ``bind_keywords`` puts in order): a program without one
+    skips that walk at each call (5 µs on the 2-core machine for three tensors)."""
+    args, kwargs = _args_and_kwargs_specs(in_spec)
+    if args is None:
+        return True  # not the usual form: let in_spec_order walk it
+
+    def has_dict(spec) -> bool:
+        return not spec.is_leaf() and (spec.type is dict or any(has_dict(child) for child in _children(spec)))
+
+    return any(has_dict(child) for child in (*_children(args), *_children(kwargs)))
+
+
 def leaf_names(in_spec) -> list[str]:
     """Each flat leaf of an ``(args, kwargs)`` input spec named as the caller writes it (``#0``,
     ``'use_cache'``, ``'extra'['scale']``)."""

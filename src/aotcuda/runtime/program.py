@@ -80,7 +80,8 @@ from aotcuda.runtime.divisors import SizeDivisors
 from aotcuda.runtime.index_ranges import IndexRangeChecks
 from aotcuda.runtime.lifetime import OPENMP, CallGate
 from aotcuda.runtime.constant_arguments import ConstantArguments
-from aotcuda.runtime.keywords import bind_keywords, in_spec_order, positional_names, structure_difference
+from aotcuda.runtime.keywords import (bind_keywords, holds_inner_dicts, in_spec_order, positional_names,
+                                      structure_difference)
 from aotcuda.runtime.plain_tensors import caller_modes_active, plain_inputs, plain_outputs, without_caller_modes
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
@@ -327,6 +328,7 @@ class Program:
         n_in, n_out = self.num_inputs, self.num_outputs
         flat_in = pytree.tree_flatten((tuple(range(n_in)), {}))[1]
         self._num_flat_args = n_in if self._in_spec == flat_in else -1  # -1: never the fast path
+        self._inner_dicts = self._in_spec is not None and holds_inner_dicts(self._in_spec)
         if self._out_spec is None:
             self._structure_outputs = lambda outputs: outputs
         elif n_out == 1 and self._out_spec.is_leaf():
@@ -349,7 +351,8 @@ class Program:
         args, kwargs = constants.bind(args, kwargs)
         args, kwargs = bind_keywords(args, kwargs, self._in_spec, self._positional_names(),
                                      constants.unknown_keyword_hint())
-        args, kwargs = in_spec_order((args, kwargs), self._in_spec)  # a dict's keys in any order, as eager takes them
+        if self._inner_dicts:  # a dict's keys in any order, as eager takes them
+            args, kwargs = in_spec_order((args, kwargs), self._in_spec)
         try:
             flat, spec = pytree.tree_flatten((args, kwargs))  # recursive: one Python frame per level
         except RecursionError:
