@@ -32,7 +32,9 @@ generates too) of the ExportedProgram's module, float32 unless said:
   m ≤ 8192) or 4096 (n ≤ 2048, so 4093 stays DFT products: the setting before, for A/B); --bluestein-halves
   fft_plan.BLUESTEIN_HALVES: yes (the default: an m past 4096 as two halves of m/2) or no (one tile of m, up
   to 8192 values in one program: the form before, for A/B); --bluestein-pairs fft_rows.BLUESTEIN_PAIRS: yes (the
-  default: r2c and c2r two real rows to a complex transform) or no (one, the kernel before, for A/B).
+  default: r2c and c2r two real rows to a complex transform) or no (one, the kernel before, for A/B);
+  --filter-convolution AOTCUDA_FFT_FILTER_CONVOLUTION: yes (the default: the filter, whose weight is a Parameter
+  every row shares, as one convolution kernel, spectral/filter.py) or no (its r2c and c2r kernels, for A/B).
 "library" compiles the exported program as it is (Inductor calls torch.fft's library for the FFT ops: cuFFT,
 or MKL or pocketfft);
 "aotcuda" compiles it after the pass, once per form (--forms, CUDA only; one row each): "gemm", the DFT
@@ -289,6 +291,7 @@ def run_case(program: str, key, args, lock=None) -> list[dict]:
     torch._dynamo.config.cache_size_limit = 64
     fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")  # in this process (a spawned worker's too)
     fft_rows.BLUESTEIN_PAIRS = args.bluestein_pairs == "yes"
+    os.environ["AOTCUDA_FFT_FILTER_CONVOLUTION"] = "1" if args.filter_convolution == "yes" else "0"
     model, x, dynamic_shapes, timed = make_case(program, key, args)
     model = model.to(args.device)
     x, timed = x.to(args.device), [t.to(args.device) for t in timed]
@@ -414,6 +417,9 @@ def main() -> None:
     parser.add_argument("--bluestein-pairs", choices=["yes", "no"], default="yes" if fft_rows.BLUESTEIN_PAIRS else "no",
                         help="kernels/fft_rows.py's BLUESTEIN_PAIRS for the run (default yes: a Bluestein length's r2c "
                         "and c2r two real rows to a complex transform; no: one, the kernel before)")
+    parser.add_argument("--filter-convolution", choices=["yes", "no"], default="yes",
+                        help="AOTCUDA_FFT_FILTER_CONVOLUTION for the run (default yes: a filter with a constant weight "
+                        "at a Bluestein length as one convolution kernel; no: its r2c and c2r kernels)")
     parser.add_argument("--forms", nargs="+", choices=["gemm", "kernel"], default=None,
                         help="the pass's forms on CUDA, a row each (default: gemm and, where Triton is installed, "
                              "kernel); the CPU always takes its stages")

@@ -123,6 +123,13 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "at each FFT the pass rewrites"),
     # On by default: on the shared 2-core CPU (torch 2.13, benchmarks/fft.py, 2026-12-04) the kernel took
     # 0.5-1.1x pocketfft's time a transform where the Stockham ATen form took 1.7-2.8x (docs/performance.md).
+    # On by default pending its GPU A/B (docs/performance.md): half the DFTs of the two Bluestein kernels it replaces.
+    Switch("AOTCUDA_FFT_FILTER_CONVOLUTION", True, "ReplaceComplexWithRealPass computes a spectral filter "
+           "irfft(rfft(x)·w) whose w is a constant shared by every row, at a length the kernel form runs as "
+           "Bluestein (a prime factor above 61), as one aotcuda::fft_rows convolution kernel (the circular "
+           "convolution with irfft(w), its tables computed at lowering: two m-point DFTs a pair of rows where the "
+           "r2c and the c2r take four; passes/complex_to_real/spectral/filter.py); off: the r2c and c2r kernels",
+           "at each FFT the pass rewrites"),
     Switch("AOTCUDA_FFT_CPU_KERNEL", True, "ReplaceComplexWithRealPass computes a CPU FFT of a covered static "
            "length (kernels/fft_cpu.py: n at most 32768; a prime factor above 13 in the complex length runs as "
            "Bluestein inside the kernel) as one "

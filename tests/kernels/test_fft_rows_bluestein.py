@@ -11,6 +11,8 @@ plan fft_plan.bluestein), against torch.fft in float64 on fresh random rows.
   4096: two halves of m/2, fft_plan.Bluestein.halves) on one or two rows a case (_halves_cases: every kind,
   a window, a strided middle dim, float32 to 1e-6 and float16 and bfloat16, whose first half the kernel
   holds in registers where float32's is stored and read back), and check()'s cases at 4093 in float32.
+- kind conv (a constant spectral filter as one convolution, fft_plan.filter_values), in the interpreter at 67, 1009
+  and 2049, on the CPU implementation at 1009 and on CUDA at 1009, 2039 and 4093, against eager's irfft(rfft(x)·w).
 - r2c and c2r two real rows to a complex transform (fft_rows.pairs_rows), in the interpreter at 67, 1009 and 2049 and
   on CUDA at 1009, 2039 and 4093: odd row counts, a row 10⁻⁶ of its pair's (each keeps its own accuracy), a NaN or an
   infinity kept in its row, stft's window on a middle dim, a filter's weight, bfloat16 c2r, r2c cropped.
@@ -312,6 +314,92 @@ def test_which_launches_run_real_rows_in_pairs():
     assert not fft_rows.pairs_rows(tiled, "r2c", 1024, 513, f32)
 
 
+def _conv_cases(n: int, device: str = "cpu"):
+    """(name, x, dim, scale, w) for kind conv at a Bluestein length (a constant filter's convolution,
+    spectral/filter.py): x's rows against irfft(rfft(x)·w, n) times scale in float64. Odd and even row counts (the
+    last row alone in its pair's program), a row 10⁻⁶ of its pair's (each keeps its own accuracy), rows along a
+    middle dim (strided), a weight whose bins 0 and n/2 have imaginary parts (which the c2r drops: so must the
+    convolution), rows shorter and longer than n (zero-padded, cropped), a scale, and bfloat16 in and out."""
+    bins = n // 2 + 1
+    cases = []
+    for rows in (1, 2, 5):
+        x = torch.randn(rows, n, device=device)
+        x[rows // 2] *= 1e-6
+        cases.append((f"{rows} rows, one quiet", x, 1, 1.0, torch.randn(bins, dtype=torch.complex128)))
+    x = torch.randn(3, n, 2, device=device).permute(0, 2, 1)
+    cases.append(("middle dim, strided", x, 2, 1.0, torch.randn(bins, dtype=torch.complex128)))
+    cases.append(("shorter rows, a scale", torch.randn(3, n - 5, device=device), 1, 0.5,
+                  torch.randn(bins, dtype=torch.complex128)))
+    cases.append(("longer rows", torch.randn(3, n + 9, device=device), 1, 1.0, torch.randn(bins, dtype=torch.complex128)))
+    cases.append(("bfloat16", torch.randn(4, n, device=device).bfloat16(), 1, 1.0,
+                  torch.randn(bins, dtype=torch.complex128)))
+    return cases
+
+
+def check_conv(launch, n: int, device: str = "cpu") -> list[str]:
+    """Each _conv_cases case through `launch` (fft_rows.launch, or the op) with the tables fft_plan.filter_values
+    makes of g = irfft(w): one line a case, its name and the largest relative error of a row against eager's
+    filter in float64."""
+    plan = fft_plan.kernel_plan(n)
+    lines = []
+    for name, x, dim, scale, w in _conv_cases(n, device):
+        tables = fft_plan.filter_values(plan, torch.fft.irfft(w, n=n)).float().to(x.device)
+        got = launch(x, tables, dim, n, n, "conv", False, scale)
+        rows = x.cpu().double().movedim(dim, -1)
+        want = (torch.fft.irfft(torch.fft.rfft(rows, n=n) * w, n=n) * scale).movedim(-1, dim)
+        assert got.shape == want.shape and got.dtype == x.dtype, (name, got.shape, want.shape)
+        worst = max(map(relative_error, got.cpu().movedim(dim, -1).reshape(-1, n), want.movedim(dim, -1).reshape(-1, n)))
+        lines.append(f"{n} conv {x.dtype} {name.replace(' ', '_').replace(',', '')} {worst:.1e}")
+    return lines
+
+
+def check_conv_interpreted():
+    """check_conv at 67 (a padded tiling), 1009 (m of one tile) and 2049 (two halves, float32 kept in Out)."""
+    torch.manual_seed(11)
+    for n in (67, 1009, 2049):
+        for line in check_conv(fft_rows.launch, n):
+            print(line, flush=True)
+
+
+@NEEDS_TRITON
+def test_a_constant_filters_convolution_matches_eager_in_tritons_interpreter():
+    """Kind conv: a pair of real rows convolved with a real kernel in one Bluestein-shaped pass (two m-point DFTs),
+    each row to its own accuracy (main: no such kind)."""
+    lines = run_code(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import test_fft_rows_bluestein
+        test_fft_rows_bluestein.check_conv_interpreted()
+    """).splitlines()
+    print("\n".join(lines))
+    assert len(lines) == 3 * len(_conv_cases(8))
+    for line in lines:
+        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
+        assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
+
+
+def test_the_cpu_implementation_convolves_and_conv_needs_a_bluestein_lengths_tables():
+    """The op's CPU implementation (kernels/fft_rows.py's convolved) against eager's filter, and the refusals: no
+    tables, a tiled length (only the Bluestein kernel convolves), a window or a weight (the kernel holds the filter)."""
+    for line in check_conv(fft_rows.reference, 1009):
+        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
+        assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
+    x = torch.randn(2, 1009)
+    with pytest.raises(ValueError, match="conv takes the tables of a Bluestein length"):
+        fft_rows.reference(x, None, 1, 1009, 1009, "conv", False, 1.0)
+    tiled = fft_rows.tables_for(1024, "c2r", True)
+    with pytest.raises(ValueError, match="conv takes the tables of a Bluestein length"):
+        fft_rows.reference(torch.randn(2, 1024), tiled, 1, 1024, 1024, "conv", False, 1.0)
+    tables = fft_plan.filter_values(fft_plan.kernel_plan(1009), torch.randn(1009, dtype=torch.float64)).float()
+    with pytest.raises(ValueError, match="window must be"):
+        fft_rows.reference(x, tables, 1, 1009, 1009, "conv", False, 1.0, torch.ones(1009))
+    with pytest.raises(ValueError, match="weight must be"):
+        fft_rows.reference(x, tables, 1, 1009, 1009, "conv", False, 1.0, None, torch.ones(1009, 2))
+    with pytest.raises(ValueError, match="real points"):
+        fft_plan.filter_values(fft_plan.kernel_plan(1009), torch.randn(1009, dtype=torch.complex128))
+    assert fft_rows.pairs_rows(fft_plan.kernel_plan(1009), "conv", 1009, 1009, torch.bfloat16)
+
+
 # ---- on CUDA -------------------------------------------------------------------------------------------
 
 @pytest.mark.cuda
@@ -349,5 +437,16 @@ def test_the_cuda_bluestein_kernel_runs_real_rows_in_pairs(n):
         pytest.skip("Triton is not installed")
     torch.manual_seed(n)
     for line in check_pairs(lambda *args: torch.ops.aotcuda.fft_rows(*args), n, "cuda"):
+        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
+        assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("n", [1009, 2039, 4093])
+def test_the_cuda_kernel_convolves_a_constant_filter(n):
+    if not fft_rows.HAVE_TRITON:
+        pytest.skip("Triton is not installed")
+    torch.manual_seed(n)
+    for line in check_conv(lambda *args: torch.ops.aotcuda.fft_rows(*args), n, "cuda"):
         dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
         assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line

@@ -246,13 +246,14 @@ if HAVE_TRITON:
         halves, mirrored, as X_a + i·X_b, whose inverse DFT is a + i·b. Each row normalized first
         (_normalized), so that each keeps its own relative accuracy whatever the other's magnitude. Returns the
         convolution (yr, yi) and each row's factor that undoes its normalization."""
+        LOADS: tl.constexpr = 1 if KIND == 3 else KIND  # conv loads real rows as r2c does
         ar, ai = _load_rows(X, Window, Weight, x_a, v_a, t, in_a, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
-                            N, KIND, WINDOW, WEIGHT, SCALED)
+                            N, LOADS, WINDOW, WEIGHT, SCALED)
         ar, ai, undo_a = _normalized(ar, ai)
         br, bi = _load_rows(X, Window, Weight, x_b, v_b, t, in_b, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
-                            N, KIND, WINDOW, WEIGHT, SCALED)
+                            N, LOADS, WINDOW, WEIGHT, SCALED)
         br, bi, undo_b = _normalized(br, bi)
-        if KIND == 1:  # r2c: ai and bi are zero
+        if LOADS == 1:  # r2c and conv: ai and bi are zero
             zr, zi = ar, br
         else:
             zr, zi = ar - bi, ai + br
@@ -262,10 +263,10 @@ if HAVE_TRITON:
     @triton.jit
     def _pair_places(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, N: tl.constexpr, KIND: tl.constexpr):
         """Where a pair's transform (yr, yi) at points t is kept in Out before its last step, and which are:
-        c2r, the real rows themselves (yr row a's, yi row b's, points t < out_len: (row a's, row b's) places);
+        c2r and conv, the real rows themselves (yr row a's, yi row b's, points t < out_len: (row a's, row b's) places);
         r2c, Z = DFT(a + i·b) whole in the two rows' N // 2 + 1 bins each (N + 1 ≥ N places): bin t < out_len at
         row a's t, a bin t past it at row b's N − t (in 1 … N − out_len ≤ out_len − 1): (one place, the same)."""
-        if KIND == 2:
+        if KIND == 2 or KIND == 3:
             ok = t < out_len
             return Out + o_a + t.to(tl.int64) * os_t, in_a & ok, Out + o_b + t.to(tl.int64) * os_t, in_b & ok
         low = t < out_len
@@ -278,7 +279,7 @@ if HAVE_TRITON:
         """(yr, yi) stored at _pair_places (in Out's dtype: float32 where read back)."""
         at_r, ok_r, at_i, ok_i = _pair_places(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, N, KIND)
         tl.store(at_r, yr.to(Out.dtype.element_ty), mask=ok_r)
-        tl.store(at_i + (0 if KIND == 2 else os_p), yi.to(Out.dtype.element_ty), mask=ok_i)
+        tl.store(at_i + (0 if KIND >= 2 else os_p), yi.to(Out.dtype.element_ty), mask=ok_i)
 
     @triton.jit
     def _kept_pair(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, os_p, N: tl.constexpr, KIND: tl.constexpr):
@@ -286,7 +287,7 @@ if HAVE_TRITON:
         computed from the value read, so no write overtakes the read, whichever thread holds it)."""
         at_r, ok_r, at_i, ok_i = _pair_places(Out, o_a, o_b, t, in_a, in_b, out_len, os_t, N, KIND)
         return (tl.load(at_r, mask=ok_r, other=0.0),
-                tl.load(at_i + (0 if KIND == 2 else os_p), mask=ok_i, other=0.0))
+                tl.load(at_i + (0 if KIND >= 2 else os_p), mask=ok_i, other=0.0))
 
     @triton.jit
     def _separate(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, undo_a, undo_b, os_t, os_p, N: tl.constexpr):
@@ -351,10 +352,10 @@ if HAVE_TRITON:
                                 P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
                                 KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
                                 WEIGHT: tl.constexpr, SCALED: tl.constexpr, HALVES: tl.constexpr):
-        # _bluestein_kernel's arguments, for r2c (KIND 1, float32 out, out_len = N // 2 + 1) and c2r (KIND 2):
-        # R pairs of rows a program, each pair one complex convolution (_pair_half). r2c's result is separated
-        # into its two rows through Out (_keep_pair, a barrier, _separate); c2r's real and imaginary parts are
-        # the two rows.
+        # _bluestein_kernel's arguments, for r2c (KIND 1, float32 out, out_len = N // 2 + 1), c2r (KIND 2) and
+        # conv (KIND 3): R pairs of rows a program, each pair one complex convolution (_pair_half). r2c's result is
+        # separated into its two rows through Out (_keep_pair, a barrier, _separate); c2r's and conv's real and
+        # imaginary parts are the two rows.
         x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3,
                                                                  os0, os1, os2, os3, vs0, vs1, vs2, vs3)
         CHIRP: tl.constexpr = 2 * (P1 * P1 + P2 * P2 + P3 * P3 + P2 * P1 + P3 * P1 + P3 * P2)
@@ -385,7 +386,7 @@ if HAVE_TRITON:
             else:
                 yr += vr
                 yi += vi
-        if KIND == 2:
+        if KIND >= 2:  # c2r, conv: the real rows a + i·b (conv: a real kernel keeps them apart)
             _keep_pair(Out, o_a, o_b, t, in_a, in_b, out_len, yr * undo_a, yi * undo_b, os_t, os_p, N, KIND)
         else:
             _keep_pair(Out, o_a, o_b, t, in_a, in_b, out_len, yr, yi, os_t, os_p, N, KIND)

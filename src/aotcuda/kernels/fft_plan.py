@@ -270,25 +270,67 @@ def bluestein_values(p: Bluestein, inverse: bool) -> torch.Tensor:
     convolution kernel b[j] = conj(c[|j|]) (|j| < n, wrapped mod m) divided by m at its bins S·k + s, laid
     out as the forward DFT of h leaves its output: [2, p1, p2, p3] at (k1, k2, k3), k = k1 + a·k2 + a·b·k3,
     zero in the padding. S = 1: the chirp c[t] twice (in and out alike) and the whole spectrum."""
+    n, m = p.n, p.m
+    index = torch.arange(n, dtype=torch.int64)
+    chirp = _unit((index * index) % (2 * n), 2 * n, inverse, torch.ones(n, dtype=torch.bool))
+    j = torch.arange(m, dtype=torch.int64)
+    distance = torch.where(j < n, j, m - j)
+    kernel = _unit((distance * distance) % (2 * n), 2 * n, not inverse, (j < n) | (j > m - n))
+    return _convolution_values(p, chirp, torch.complex(kernel[0], kernel[1]))
+
+
+def filter_values(p: Bluestein, g: torch.Tensor) -> torch.Tensor:
+    """The flat float64 tables (bluestein_values's layout) with which the Bluestein kernel computes, for each
+    row x of length n = p.n, the circular convolution y[t] = Σ_j x[j]·g[(t − j) mod n] with a real g ([n]): the
+    chirps are ones (times the halves' ω_m^(±s·t)), and the kernel is g laid out for a
+    linear convolution that m ≥ 2n − 1 holds whole, b[j] = g[j] and b[m − j] = g[n − j] for 0 < j < n (so
+    Σ_j x[j]·b[(t − j) mod m] = y[t] for t < n: the differences t − j lie in (−n, n)). A spectral filter
+    irfft(rfft(x)·w) is this convolution with g = irfft(w) (spectral/filter.py): two m-point DFTs a pair of
+    rows, where Bluestein's r2c then c2r takes four."""
+    n, m = p.n, p.m
+    if g.shape != (n,) or g.dtype.is_complex:
+        raise ValueError(f"filter_values: the convolution kernel must be {n} real points; got {g.dtype} "
+                         f"{tuple(g.shape)}")
+    ones = torch.stack([torch.ones(n, dtype=torch.float64), torch.zeros(n, dtype=torch.float64)])
+    g = g.to(torch.complex128)
+    kernel = torch.zeros(m, dtype=torch.complex128)
+    kernel[:n] = g
+    kernel[m - n + 1:] = g[1:]  # b[m − j] = g[n − j], 0 < j < n
+    return _convolution_values(p, ones, kernel)
+
+
+def _convolution_values(p: Bluestein, chirp: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
+    """bluestein_values's layout for the chirp c ([2, n] float64) and the convolution kernel b ([m] complex128)."""
     n, m, t, halves = p.n, p.m, p.tiling, p.halves
     index = torch.arange(n, dtype=torch.int64)
     every = torch.ones(n, dtype=torch.bool)
-    chirp = _unit((index * index) % (2 * n), 2 * n, inverse, every)
     chirps = []
     for s in range(halves):
         for out in (False, True):  # ω_m^(s·t) in, ω_m^(−s·t) out
             turn = _unit((s * index) % m, m, out, every)
             chirps.append(torch.stack([chirp[0] * turn[0] - chirp[1] * turn[1], chirp[0] * turn[1] + chirp[1] * turn[0]]))
-    j = torch.arange(m, dtype=torch.int64)
-    distance = torch.where(j < n, j, m - j)
-    kernel = _unit((distance * distance) % (2 * n), 2 * n, not inverse, (j < n) | (j > m - n))
-    spectrum = torch.view_as_real(torch.fft.fft(torch.complex(kernel[0], kernel[1])) / m).T  # [2, m]
+    spectrum = torch.view_as_real(torch.fft.fft(kernel) / m).T  # [2, m]
     (a, b, c), (p1, p2, p3) = t.factors, t.padded
     k1, k2, k3 = torch.meshgrid(torch.arange(p1), torch.arange(p2), torch.arange(p3), indexing="ij")
     k = k1 + a * k2 + a * b * k3
     inside = (k1 < a) & (k2 < b) & (k3 < c)
     laid_out = [torch.where(inside, spectrum[:, torch.where(inside, halves * k + s, 0)], 0.0) for s in range(halves)]
     return torch.cat([table_values(t, False)] + [part.reshape(-1) for part in chirps + laid_out])
+
+
+def kernel_spectrum(p: Bluestein, tables: torch.Tensor) -> torch.Tensor:
+    """The spectrum DFT_m(b)/m ([m] complex128) that tables of p's layout (bluestein_values, filter_values) hold:
+    their last halves·[2, p1, p2, p3] values read back at bins halves·k + s."""
+    t, halves = p.tiling, p.halves
+    (a, b, c), (p1, p2, p3) = t.factors, t.padded
+    laid_out = tables.to(torch.float64).reshape(-1)[-halves * 2 * t.tile:].reshape(halves, 2, p1, p2, p3)
+    k1, k2, k3 = torch.meshgrid(torch.arange(p1), torch.arange(p2), torch.arange(p3), indexing="ij")
+    inside = (k1 < a) & (k2 < b) & (k3 < c)
+    k = (k1 + a * k2 + a * b * k3)[inside]
+    spectrum = torch.zeros(p.m, dtype=torch.complex128)
+    for s in range(halves):
+        spectrum[halves * k + s] = torch.complex(laid_out[s, 0][inside], laid_out[s, 1][inside])
+    return spectrum
 
 
 def tilings(n: int) -> list[Tiling]:

@@ -6,7 +6,11 @@ kind "c2c": x a complex pair (a complex tensor of shape S as a real one of shape
 pair's two parts `stride(-1)` apart), out the pair of the length-n DFT along complex dim `dim`
 (exp(−2πi·t·k/n); inverse: exp(+2πi·t·k/n)) times `scale`. kind "r2c": x real, its forward DFT. kind
 "c2r": x the Hermitian half of a spectrum (pair), out the real inverse DFT of length n (pocketfft's c2r:
-bins past n//2 are the conjugates of those below, the imaginary parts of bins 0 and n/2 drop out). Along
+bins past n//2 are the conjugates of those below, the imaginary parts of bins 0 and n/2 drop out). kind
+"conv" (a Bluestein length only): x real, out the real circular convolution of length n of each row with the
+kernel g whose spectrum `tables` holds (fft_plan.filter_values(plan, g): no other tables, none built here),
+times `scale`: a spectral filter irfft(rfft(x)·w) whose w is a constant, in two m-point DFTs a pair of rows
+(spectral/filter.py). Along
 `dim`, x is zero-padded or cropped to n (c2r: its half to n//2 + 1 bins) and out keeps the first `out_len`
 points (r2c one-sided: n//2 + 1). out is a new tensor of x's dtype (float32, float16 or bfloat16; a pair
 again except for c2r) with `out_len` along `dim`, laid out as cuFFT lays out its result (the transformed
@@ -45,10 +49,13 @@ from __future__ import annotations
 import torch
 
 from aotcuda.kernels import HAVE_TRITON, launcher
-from aotcuda.kernels.fft_plan import Bluestein, Launch, Tiling, covers, default_launch, kernel_plan, table_values
+from aotcuda.kernels.fft_plan import (Bluestein, Launch, Tiling, covers, default_launch, kernel_plan, kernel_spectrum,
+                                      table_values)
 
 OP = "aotcuda::fft_rows"
-KINDS = ("c2c", "r2c", "c2r")
+KINDS = ("c2c", "r2c", "c2r", "conv")
+REAL_IN = ("r2c", "conv")  # the kinds whose x is real (no pair)
+REAL_OUT = ("c2r", "conv")  # the kinds whose out is real
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BATCH_DIMS = 4
 # tl.dot's input_precision by data type: float32's accuracy for float32 data (three TF32 products; in
@@ -68,6 +75,8 @@ def pairs_rows(plan, kind: str, n: int, out_len, out_dtype: torch.dtype) -> bool
     c2r, or r2c with float32 out of n // 2 + 1 bins (where the pair's transform is kept whole before it is
     separated). The row count is not asked: a last row without its pair runs alone in its pair's program, and a
     count that is symbolic (a dynamic batch, traced by Inductor) is not compared, which would guard on it."""
+    if kind == "conv":  # only the pairs kernel convolves (its rows are real, and so are its results)
+        return isinstance(plan, Bluestein)
     if not (BLUESTEIN_PAIRS and isinstance(plan, Bluestein)):
         return False
     return kind == "c2r" or (kind == "r2c" and out_dtype == torch.float32 and out_len == n // 2 + 1)
@@ -75,7 +84,7 @@ def pairs_rows(plan, kind: str, n: int, out_len, out_dtype: torch.dtype) -> bool
 
 def direction(kind: str, inverse: bool) -> bool:
     """Whether the tables of a transform of this kind are the inverse's (exp(+2πi…))."""
-    return {"c2c": inverse, "r2c": False, "c2r": True}[kind]
+    return {"c2c": inverse, "r2c": False, "c2r": True, "conv": False}[kind]
 
 
 def tables_for(n: int, kind: str, inverse: bool, device=None, t: Tiling | Bluestein | None = None) -> torch.Tensor:
@@ -88,7 +97,7 @@ def supports(x: torch.Tensor, dim: int, n, kind: str) -> bool:
     """Whether fft_rows takes x (a pair for c2c and c2r) for a transform of length n along complex dim
     `dim`: n static and covered (fft_plan.covers: a tiling, or Bluestein), x of a supported dtype, at most
     MAX_BATCH_DIMS other dims."""
-    complex_dims = x.dim() - (0 if kind == "r2c" else 1)
+    complex_dims = x.dim() - (0 if kind in REAL_IN else 1)
     return (covers(n) and x.dtype in DTYPES
             and 0 <= dim < complex_dims and complex_dims - 1 <= MAX_BATCH_DIMS)
 
@@ -98,9 +107,9 @@ def empty_out(x: torch.Tensor, dim: int, out_len, kind: str) -> torch.Tensor:
     cuFFT's (_exec_fft: the batch dims in order, the transformed dim innermost), so that a pass that
     keeps eager's layout copies nothing after it where x is contiguous. No size is compared: a dynamic
     batch adds no guard."""
-    complex_dims = x.dim() - (0 if kind == "r2c" else 1)
+    complex_dims = x.dim() - (0 if kind in REAL_IN else 1)
     batch = [x.shape[d] for d in range(complex_dims) if d != dim]
-    pair = [] if kind == "c2r" else [2]
+    pair = [] if kind in REAL_OUT else [2]
     return x.new_empty([*batch, out_len, *pair]).movedim(len(batch), dim)
 
 
@@ -111,11 +120,14 @@ def _check(x, tables, dim, n, out_len, kind, window=None, weight=None, t: Tiling
         raise ValueError(f"{OP}: cannot transform a {x.dtype} tensor of shape {tuple(x.shape)} along dim {dim} "
                          f"as {kind} of length {n} (a length of kernels/fft_plan.py's tilings, float32/16 or "
                          f"bfloat16, at most {MAX_BATCH_DIMS} batch dims, a pair's trailing 2 for c2c and c2r)")
-    if kind != "r2c" and x.shape[-1] != 2:
+    if kind not in REAL_IN and x.shape[-1] != 2:
         raise ValueError(f"{OP}: {kind} takes a pair (trailing dim 2); got shape {tuple(x.shape)}")
     if isinstance(out_len, int) and not 1 <= out_len <= n:
         raise ValueError(f"{OP}: out_len must be in [1, n = {n}]; got {out_len}")
     t = t or kernel_plan(n)
+    if kind == "conv" and (tables is None or not isinstance(t, Bluestein)):
+        raise ValueError(f"{OP}: conv takes the tables of a Bluestein length's convolution (fft_plan.filter_values), "
+                         f"which hold its kernel; got {'none' if tables is None else 'tables'} for {t.describe()}")
     if tables is not None and (tables.dtype != torch.float32 or tables.numel() != t.table_numel()):
         raise ValueError(f"{OP}: tables must be fft_plan.table_values({t.describe()} of {n}, …) in float32 "
                          f"({t.table_numel()} values); got {tables.numel()} {tables.dtype}")
@@ -126,7 +138,7 @@ def _check(x, tables, dim, n, out_len, kind, window=None, weight=None, t: Tiling
 def check_window(op: str, x: torch.Tensor, dim: int, kind: str, window: torch.Tensor | None) -> None:
     """ValueError unless `window` is None or what `op` (fft_rows, fft_rows_cpu) multiplies rows by: a real
     1-D tensor (float16, bfloat16, float32 or float64) of x.shape[dim] values on x's device, for c2c or r2c."""
-    if window is not None and (kind == "c2r" or window.dim() != 1 or window.dtype not in (*DTYPES, torch.float64)
+    if window is not None and (kind in REAL_OUT or window.dim() != 1 or window.dtype not in (*DTYPES, torch.float64)
                                or window.device != x.device or window.shape[0] != x.shape[dim]):
         raise ValueError(f"{op}: window must be a real 1-D tensor of x.shape[dim] = {x.shape[dim]} values on "
                          f"{x.device}, for c2c or r2c; got {window.dtype} {tuple(window.shape)} on {window.device} "
@@ -139,7 +151,7 @@ def check_weight(op: str, x: torch.Tensor, kind: str, weight: torch.Tensor | Non
     or c2r."""
     if weight is None:
         return
-    fits = (kind != "r2c" and weight.dtype in DTYPES and weight.device == x.device and 0 < weight.dim() <= x.dim()
+    fits = (kind not in REAL_IN and weight.dtype in DTYPES and weight.device == x.device and 0 < weight.dim() <= x.dim()
             and weight.shape[-1] == 2)
     if fits:
         try:
@@ -197,8 +209,22 @@ def reference(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, ou
     reference; `tables` is not read."""
     _check(x, tables, dim, n, out_len, kind, window, weight)
     laid_out = empty_out(x, dim, out_len, kind)
+    if kind == "conv":
+        laid_out.copy_(convolved(x, tables, dim, n, out_len, scale))
+        return laid_out
     laid_out.copy_(transformed(weighted(x, weight), dim, n, out_len, kind, inverse, scale, window))
     return laid_out
+
+
+def convolved(x: torch.Tensor, tables: torch.Tensor, dim: int, n: int, out_len: int, scale: float) -> torch.Tensor:
+    """Kind conv with torch.fft in float64: each row of x (real, zero-padded or cropped to n along `dim`) times
+    `scale`, circularly convolved with the kernel whose spectrum `tables` holds (fft_plan.filter_values), its
+    first out_len points, in float64 and x's layout."""
+    plan = kernel_plan(n)
+    spectrum = kernel_spectrum(plan, tables.cpu()).to(x.device) * plan.m
+    rows = _fit(x.double().movedim(dim, -1), n) * scale
+    out = torch.fft.ifft(torch.fft.fft(rows, n=plan.m) * spectrum)[..., :out_len].real
+    return out.movedim(-1, dim)
 
 
 def _batch(t: torch.Tensor, dim: int, pair: bool) -> tuple[list, list]:
@@ -497,10 +523,10 @@ if HAVE_TRITON:
         _check(x, tables, dim, n, out_len, kind, window, weight, config.tiling if config else None)
         if tables is None:
             tables = tables_for(n, kind, inverse, x.device, config.tiling if config else None)
-        pair_in = kind != "r2c"
+        pair_in = kind not in REAL_IN
         out = empty_out(x, dim, out_len, kind)
         sizes, x_strides = _batch(x, dim, pair_in)
-        _, out_strides = _batch(out, dim, kind != "c2r")
+        _, out_strides = _batch(out, dim, kind not in REAL_OUT)
         rows = sizes[0] * sizes[1] * sizes[2] * sizes[3]
         plan = config.tiling if config is not None else kernel_plan(n)
         paired = pairs_rows(plan, kind, n, out_len, out.dtype)
@@ -524,7 +550,7 @@ if HAVE_TRITON:
         launcher(kernel)[((complex_rows + per_program - 1) // per_program,)](
             x, tables, out, tables if window is None else window, tables if weight is None else weight,
             rows, x.shape[dim], out_len, float(scale), *sizes, *x_strides, x.stride(dim),
-            x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind != "c2r" else 0,
+            x.stride(-1) if pair_in else 0, *out_strides, out.stride(dim), out.stride(-1) if kind not in REAL_OUT else 0,
             0 if window is None else window.stride(0), *_weight_strides(weight, x, dim),
             N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
             PRECISION=PRECISION[x.dtype], WINDOW=window is not None, WEIGHT=weight is not None,

@@ -352,3 +352,85 @@ def test_a_whisper_front_end_over_a_named_dynamic_frame_count_runs_as_one_window
                                fresh=[(real(2, 160 * f),) for f in (9, 120)])
     (kernel,) = _calls(new, (FFT_ROWS,))
     assert kernel.args[8] is not None and isinstance(kernel.meta["val"].shape[1], torch.SymInt)
+
+
+class ConstantFilter(torch.nn.Module):
+    """benchmarks/fft.py's filter, generalized: irfft(rfft(x)·w) with a weight Parameter of `shape` shared by every row,
+    along `dim`, with each transform's norm."""
+
+    def __init__(self, n, shape, dim=-1, norms=("backward", "backward")):
+        super().__init__()
+        self.n, self.dim, self.norms = n, dim, norms
+        self.weight = torch.nn.Parameter(torch.randn(*shape, dtype=torch.complex64))
+
+    def forward(self, x):
+        spectrum = torch.fft.rfft(x, n=self.n, dim=self.dim, norm=self.norms[0])
+        return torch.fft.irfft(spectrum * self.weight, n=self.n, dim=self.dim, norm=self.norms[1])
+
+
+def _kinds(ep) -> list[str]:
+    return [k.args[5] for k in _calls(ep, (FFT_ROWS,))]
+
+
+CONVOLUTIONS = {  # (n, the weight's shape, dim, norms, x's shape)
+    "4093, the product apart": (4093, (2047,), -1, ("backward", "backward"), (4, 4093)),
+    "1009, the product in the c2r's weight": (1009, (505,), -1, ("backward", "backward"), (5, 1009)),
+    "middle dim, mixed norms, shorter rows": (1009, (505, 1), 1, ("ortho", "forward"), (2, 1000, 3)),
+    "one weight for every bin, longer rows": (2039, (1,), -1, ("forward", "backward"), (3, 2050)),
+}
+
+
+@pytest.mark.parametrize("name", list(CONVOLUTIONS))
+def test_a_constant_filter_at_a_bluestein_length_is_one_convolution_kernel(kernel_form_on_cpu, name):
+    """spectral/filter.py: irfft(rfft(x)·w) with a constant w shared by every row, at a length the kernel runs as
+    Bluestein, is one fft_rows node of kind conv (two m-point DFTs a pair of rows instead of four), no product left,
+    and matches eager (the op's CPU implementation: kernels/fft_rows.py's convolved) on fresh inputs; a dynamic batch
+    too. Main: an r2c and a c2r node."""
+    n, shape, dim, norms, x_shape = CONVOLUTIONS[name]
+    module = ConstantFilter(n, shape, dim, norms)
+    batch = torch.export.Dim("batch", min=1, max=64)
+    ep = torch.export.export(module, (real(*x_shape),), dynamic_shapes=({0: batch},)).run_decompositions()
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    assert _kinds(new) == ["conv"]
+    assert not _calls(new, (aten.mul.Tensor, aten.flip.default, aten.add.Tensor))
+    for rows in (x_shape[0], 1, 7):
+        x = real(rows, *x_shape[1:])
+        with torch.no_grad():
+            assert_close_to_scale(new.module()(x), module(x), torch.float32)
+
+
+class FilterWithSideValues(torch.nn.Module):
+    """Filters the convolution does not take: a weight a channel, a weight passed in, a weight computed at each call,
+    a spectrum that is also an output; and a tiled length."""
+
+    def __init__(self):
+        super().__init__()
+        self.per_channel = torch.nn.Parameter(torch.randn(3, 505, dtype=torch.complex64))
+        self.shared = torch.nn.Parameter(torch.randn(505, dtype=torch.complex64))
+        self.tiled = torch.nn.Parameter(torch.randn(513, dtype=torch.complex64))
+
+    def forward(self, x, w, y):
+        per_channel = torch.fft.irfft(torch.fft.rfft(x) * self.per_channel, n=1009)
+        passed_in = torch.fft.irfft(torch.fft.rfft(x) * torch.view_as_complex(w), n=1009)
+        computed = torch.fft.irfft(torch.fft.rfft(x) * (self.shared * y.mean()), n=1009)
+        spectrum = torch.fft.rfft(x)
+        kept = torch.fft.irfft(spectrum * self.shared, n=1009)
+        tiled = torch.fft.irfft(torch.fft.rfft(y) * self.tiled, n=1024)
+        return per_channel, passed_in, computed, kept, torch.view_as_real(spectrum), tiled
+
+
+def test_filters_the_convolution_cannot_take_keep_their_transforms(kernel_form_on_cpu, monkeypatch):
+    """Each of FilterWithSideValues's filters stays an r2c and a c2r (its kernel would have to be transformed at each
+    call, or one kernel serves some rows only, or the spectrum is needed anyway), and matches eager; with
+    AOTCUDA_FFT_FILTER_CONVOLUTION=0 a filter the convolution takes stays so too."""
+    module = FilterWithSideValues()
+    args = (real(3, 1009), pair(505), real(3, 1024))
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, args))
+    assert "conv" not in _kinds(new) and _kinds(new).count("c2r") == 5
+    fresh = (real(3, 1009), pair(505), real(3, 1024))
+    with torch.no_grad():
+        for got, want in zip(new.module()(*fresh), module(*fresh), strict=True):
+            assert_close_to_scale(got, want, torch.float32)
+    monkeypatch.setenv("AOTCUDA_FFT_FILTER_CONVOLUTION", "0")
+    off = ReplaceComplexWithRealPass(strict=True)(export(ConstantFilter(4093, (2047,)), (real(2, 4093),)))
+    assert _kinds(off) == ["r2c", "c2r"]

@@ -109,6 +109,7 @@ def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
     # Tensors the rules made outside the trace (the FFT tables) are get_attr constants of gm: lift them
     # into CONSTANT_TENSOR inputs, as export does, after the original placeholders got their names.
     constants.update(lift_constants_pass(gm, signature, ConstantAttrMap()))
+    gm.recompile()  # the code of the graph as it is now: dead nodes gone, constants lifted
     gm.meta.update(ep.graph_module.meta)
     new = torch.export.ExportedProgram(
         root=gm,

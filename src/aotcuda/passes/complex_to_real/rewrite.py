@@ -40,6 +40,7 @@ from aotcuda.passes.complex_to_real.scan import (
     source_location,
 )
 from aotcuda.passes.complex_to_real.spectral.transform import kernel_forms
+from aotcuda.passes.complex_to_real.spectral.filter import fuse_filters
 from aotcuda.passes.complex_to_real.spectral.product import fuse_products
 from aotcuda.passes.complex_to_real.spectral.window import fuse_windows
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
@@ -371,6 +372,7 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan, speedups: bool = True)
         gm = make_fx(run, decomposition_table={}, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*fake_args)
     fused = fuse_windows(gm.graph)  # stft's window multiply into the kernel form's fft_rows (spectral/window.py)
     fused += fuse_products(gm.graph)  # a product before a kernel's c2r or c2c into it (spectral/product.py)
+    fused += fuse_filters(gm, ep)  # a constant filter at a Bluestein length as one convolution (spectral/filter.py)
     if fused:
         gm.recompile()
     return rebuild_program(ep, gm, complex_placeholders, devices)
