@@ -24,6 +24,8 @@ Triton itself is not needed: the op exists without it (its CPU implementation), 
 "Triton is installed" is set true here.
 """
 
+import copy
+
 import pytest
 import torch
 
@@ -434,3 +436,30 @@ def test_filters_the_convolution_cannot_take_keep_their_transforms(kernel_form_o
     monkeypatch.setenv("AOTCUDA_FFT_FILTER_CONVOLUTION", "0")
     off = ReplaceComplexWithRealPass(strict=True)(export(ConstantFilter(4093, (2047,)), (real(2, 4093),)))
     assert _kinds(off) == ["r2c", "c2r"]
+
+
+class FilterOfWrittenState(torch.nn.Module):
+    """A filter whose weight is a buffer the program writes after it: its value at a call is not its value at
+    lowering, so it must stay a weight read at each call."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(505, dtype=torch.complex64))
+
+    def forward(self, x):
+        y = torch.fft.irfft(torch.fft.rfft(x) * self.w, n=1009)
+        self.w.mul_(0.5)
+        return y
+
+
+def test_a_filter_whose_weight_the_program_writes_is_not_baked_into_a_convolution(kernel_form_on_cpu):
+    """On the code before the check, the first call was right and every later one filtered with the lowering's
+    weight, not the halved one."""
+    eager, x = FilterOfWrittenState(), real(3, 1009)
+    new = ReplaceComplexWithRealPass(strict=True)(export(copy.deepcopy(eager), (x,)))
+    assert _kinds(new) == ["r2c", "c2r"]
+    lowered = new.module()
+    for _ in range(3):
+        x = real(3, 1009)
+        with torch.no_grad():
+            assert_close_to_scale(lowered(x), eager(x), torch.float32)

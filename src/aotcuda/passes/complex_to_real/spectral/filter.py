@@ -41,12 +41,15 @@ _SHAPE_OPS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default
 
 
 def _constant_values(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
-    """Each placeholder of ep that holds a parameter, buffer or lifted constant: its value, a complex one as
-    its pair (view_as_real), as the rewrite's graph holds it."""
+    """Each placeholder of ep that holds a parameter, buffer or lifted constant that the program does not write:
+    its value, a complex one as its pair (view_as_real), as the rewrite's graph holds it."""
     signature = ep.graph_signature
+    written = set(signature.buffers_to_mutate.values()) | set(getattr(signature, "parameters_to_mutate", {}).values())
     values = {}
     for name, target in {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
                          **signature.inputs_to_lifted_tensor_constants}.items():
+        if target in written:  # state the program writes: its value at a call is not the one here
+            continue
         value = ep.state_dict.get(target, ep.constants.get(target))
         if isinstance(value, torch.Tensor) and not value.is_meta:  # (a meta tensor has no values to read)
             values[name] = torch.view_as_real(value.detach()) if value.is_complex() else value.detach()
