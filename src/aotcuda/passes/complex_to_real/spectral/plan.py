@@ -177,6 +177,10 @@ the irfft) is fused into the kernel's loads as on the CPU below (the op's `weigh
 the kernel's tile holds at most 2048 points: the filter is two kernels, not three, and on the H200 the
 weighted transform took 0.67–0.97× the time of the product and the transform apart (n = 64 to 1009, 4096
 rows); at 4096's tile it took 0.99–1.11×, so there the product stays its own kernel.
+A filter irfft(rfft(x)·w) at such a Bluestein length whose w is a constant every row shares (a parameter, buffer
+or constant the program does not write) is one kernel of kind conv (spectral/filter.py): the circular convolution
+with irfft(w), its spectrum computed at lowering, in two m-point DFTs a pair of rows where the r2c and the c2r take
+four (`AOTCUDA_FFT_FILTER_CONVOLUTION=0` keeps the two).
 `AOTCUDA_FFT_KERNEL=0` turns it off. Longer lengths (n > 4096), and every non-CPU transform without Triton,
 get DFT products (GEMMs) as below.
 
