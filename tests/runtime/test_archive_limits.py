@@ -503,7 +503,7 @@ def test_bytes_no_entry_holds_are_refused_before_the_file_is_read_whole(twice_pt
     (a sparse file, its 2.7 MB on disk) loaded in 0.3 s, and `aotcuda serve`'s digest of it (package_sha256, and each
     replica's again) read the 20 GB: 76 s here, days for 100 TB. Refused before anything is read, at load and
     inspect too; the package itself is read as before."""
-    from aotcuda.runtime.package import package_sha256
+    from aotcuda.runtime.package_checks import package_sha256
 
     path = _with_hole(twice_pt2, tmp_path / "holed.pt2", 1 << 30, before_entry)
     says = r"holed.pt2' holds more than 16 MiB \([\d,]+ bytes so far\) that no entry of its archive accounts for"

@@ -106,10 +106,12 @@ def test_a_signed_package_loads_under_its_key_and_matches_eager(signed_pt2, keys
 def test_each_entry_edited_after_signing_is_refused_under_the_key(signed_pt2, keys, tmp_path, edit):
     suffix, change = EDITS[edit]
     path = edited_entry(signed_pt2, tmp_path / "edited.pt2", suffix, change)
+    # an edit of another length is refused by its size, before anything is read; one of the same, by its digest
     with pytest.raises(PackageError, match=r"was altered after it was signed: its entries \['twice/[^]]*"
-                                           + suffix.replace(".", r"\.") + r"'\] are not what was signed\. Nothing "
-                                           r"of it was used \(its model library was not opened\)\. Lower the model "
-                                           r"again with the key"):
+                                           + suffix.replace(".", r"\.") + r"'\] (are not what was signed\. Nothing "
+                                           r"of it was used \(its model library was not opened\)|declare other sizes "
+                                           r"than were signed \([^)]*\)\. Nothing of it was extracted or used)\. Lower "
+                                           r"the model again with the key"):
         load(path, signing_key=keys[0])
 
 
@@ -145,7 +147,7 @@ def test_an_altered_or_damaged_tag_is_refused_under_the_key(signed_pt2, keys, tm
     """The tag entry is package JSON: bounded before it is parsed, every field of its form; a list of entries
     changed to match an edited entry, under the tag of the right key's id, is refused as altered."""
     def relisted(tag):
-        tag["entries"]["twice/aotcuda/signature.json"] = "0" * 64
+        tag["entries"]["twice/aotcuda/signature.json"]["sha256"] = "0" * 64
     path = edited_entry(signed_pt2, tmp_path / "relisted.pt2", "aotcuda/tag.json", json_edit(relisted))
     with pytest.raises(PackageError, match=r"its aotcuda/tag\.json does not match the entries it lists under the key "
                                            r"given .*: the tag or its list was altered after signing"):
@@ -153,13 +155,20 @@ def test_an_altered_or_damaged_tag_is_refused_under_the_key(signed_pt2, keys, tm
     damaged = {
         b"[]": r"is a list, not a JSON object",
         b"[" * 100 + b"]" * 100: r"nests more than the 64 levels",
-        b'{"format": "aotcuda.tag", "version": 2}': r"has format 'aotcuda\.tag' version 2",
+        b'{"format": "aotcuda.tag", "version": 3}': r"has format 'aotcuda\.tag' version 3 algorithm None, where "
+                                                    r"this aotcuda reads aotcuda\.tag version 1 or 2 hmac-sha256",
         json.dumps({"format": "aotcuda.tag", "version": 1, "algorithm": "hmac-sha256", "key_id": "x" * 16,
                     "entries": {}, "tag": "0" * 64}).encode(): r"has a key_id 'xxxxxxxxxxxxxxxx' that is not 16 "
                                                                 r"hexadecimal digits",
         json.dumps({"format": "aotcuda.tag", "version": 1, "algorithm": "hmac-sha256", "key_id": "0" * 16,
                     "entries": {"a": 5}, "tag": "0" * 64}).encode(): r"gives the entry 'a' a digest that is not a "
                                                                      r"SHA-256",
+        json.dumps({"format": "aotcuda.tag", "version": 2, "algorithm": "hmac-sha256", "key_id": "0" * 16,
+                    "entries": {"a": "0" * 64}, "tag": "0" * 64}).encode(): r"gives the entry 'a' '0000.*, not an "
+                                                                           r'object of its "sha256" and "size"',
+        json.dumps({"format": "aotcuda.tag", "version": 2, "algorithm": "hmac-sha256", "key_id": "0" * 16,
+                    "entries": {"a": {"sha256": "0" * 64, "size": -1}}, "tag": "0" * 64}).encode():
+            r"gives the entry 'a' a size -1 that is not a number of bytes",
     }
     for number, (data, message) in enumerate(damaged.items()):
         path = edited_entry(signed_pt2, tmp_path / f"damaged{number}.pt2", "aotcuda/tag.json", lambda _: data)
@@ -167,7 +176,7 @@ def test_an_altered_or_damaged_tag_is_refused_under_the_key(signed_pt2, keys, tm
             load(path, signing_key=keys[0])
     with zipfile.ZipFile(signed_pt2) as archive:
         size = archive.getinfo("twice/aotcuda/tag.json").file_size
-    assert size > 1024  # the Twice package's tag, ~110 bytes an entry; bounded as the signature is
+    assert size > 1024  # the Twice package's tag, ~140 bytes an entry; bounded as the signature is
     with pytest.raises(PackageError, match=r"aotcuda/tag\.json.*AOTCUDA_MAX_SIGNATURE_BYTES"):
         load(signed_pt2, signing_key=keys[0], limits=ArchiveLimits(max_signature_bytes=1024))
 
@@ -278,7 +287,7 @@ def test_the_package_breakers_edited_signature_is_refused_under_the_key_not_run(
     result = subprocess.run([sys.executable, "-c", EDITED_CALL, str(path)], capture_output=True, text=True,
                             timeout=300, env=env)
     assert result.returncode == 0, f"the child died (code {result.returncode}): {result.stderr[-2000:]}"
-    assert "refused: " in result.stdout and "twice/aotcuda/signature.json'] are not what was signed" in result.stdout
+    assert "refused: " in result.stdout and "twice/aotcuda/signature.json'] declare other sizes than were signed" in result.stdout
 
 
 def test_inspect_says_whether_a_package_is_signed_and_checks_a_key(signed_pt2, twice_pt2, keys, tmp_path, monkeypatch):
@@ -443,7 +452,8 @@ def test_serve_checks_the_signature_of_the_version_its_key_check_took(signed_pt2
 
     monkeypatch.setattr(server, "package_key_id", renamed_over_after_the_check)
     assert check_package(str(path), ServeOptions(signing_key_file=keys[0])) == "cpu"
-    with pytest.raises(PackageError, match=r"its entries \['twice/aotcuda/signature.json'\] are not what was signed"):
+    with pytest.raises(PackageError, match=r"its entries \['twice/aotcuda/signature.json'\] declare other sizes than "
+                                          r"were signed"):
         check_package(str(path), ServeOptions(signing_key_file=keys[0]))  # the edited one, opened on its own
 
 
@@ -466,8 +476,9 @@ def test_the_key_check_without_load_refuses_a_bomb_by_the_limits_before_hashing(
             for _ in range(16):
                 entry.write(bytes(16 << 20))
     for check in (lambda: package_key_id(path, signing_key(keys[0])), lambda: load(path, signing_key=keys[0])):
-        with pytest.raises(PackageError, match=r"its entry '.*\.kernel\.cpp' would inflate from 0\.\d MiB to "
-                                              r"256\.0 MiB \(\d+x, more than the 200x limit\)"):
+        # since the tag holds sizes (2026-12-06, evening), refused by the size it declares, before the ratio
+        with pytest.raises(PackageError, match=r"its entries \['.*\.kernel\.cpp'\] declare other sizes than were "
+                                              r"signed \(268,435,456 bytes where [\d,]+ were signed\)"):
             check()
 
 
@@ -564,3 +575,91 @@ def test_lower_signs_with_the_key_and_refuses_a_bad_key_before_any_work(tmp_path
                 zout.writestr(info, zin.read(info))
     with pytest.raises(PackageError, match="is not signed with a key"):
         lowered.load()
+
+
+def replaced_entry(source, target, suffix, data):
+    """A copy of the package at ``source`` whose entry ending in ``suffix`` holds ``data`` (stored), under its name."""
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for info in zin.infolist():
+            if info.filename.endswith(suffix):
+                info.compress_type = zipfile.ZIP_STORED
+            zout.writestr(info, data if info.filename.endswith(suffix) else zin.read(info))
+    return str(target)
+
+
+def test_a_signed_entry_replaced_by_a_larger_one_is_refused_by_its_signed_size_before_anything_is_extracted(
+        signed_pt2, keys, tmp_path, monkeypatch):
+    """The tag held digests alone: a signed entry replaced under its own name by a larger file within the extraction
+    limits (here the model library by 16 MiB, stored) was extracted whole, then refused by its digest (the known
+    defect of 2026-12-06, evening); serve's check hashed it whole. Now the tag holds each entry's size, and an entry
+    whose archive declares another size is refused before anything is extracted or hashed."""
+    from aotcuda.runtime import package
+
+    path = replaced_entry(signed_pt2, tmp_path / "larger.pt2", "wrapper.so", os.urandom(16 << 20))
+    with zipfile.ZipFile(signed_pt2) as archive:
+        so = next(info for info in archive.infolist() if info.filename.endswith("wrapper.so"))
+    extracted, hashed = [], []
+    real_copy, real_hash = package.copy_entry, package.entry_sha256
+    monkeypatch.setattr(package, "copy_entry", lambda archive, info, *rest: extracted.append(info.filename) or
+                        real_copy(archive, info, *rest))
+    monkeypatch.setattr(package, "entry_sha256", lambda archive, info: hashed.append(info.filename) or
+                        real_hash(archive, info))
+    message = (r"was altered after it was signed: its entries \['twice/data/aotinductor/model/.*wrapper\.so'\] "
+               rf"declare other sizes than were "
+               rf"signed \(16,777,216 bytes where {so.file_size:,} were signed\)\. Nothing of it was extracted or used")
+    with pytest.raises(PackageError, match=message):
+        load(path, signing_key=keys[0])
+    from aotcuda.runtime.package import package_key_id
+
+    with pytest.raises(PackageError, match=message):
+        package_key_id(path, signing_key(keys[0]))
+    assert extracted == [] and hashed == []
+
+
+def test_an_entry_that_gives_more_than_its_signed_size_is_stopped_there(signed_pt2, keys, tmp_path, monkeypatch):
+    """The second bound: were an entry to give more bytes than the tag signs for it (zipfile stops at the size the
+    archive declares, which is compared with the tag first, so here that comparison is taken out), its extraction
+    stops one byte past the signed size."""
+    from aotcuda.runtime import package
+
+    path = replaced_entry(signed_pt2, tmp_path / "larger.pt2", "wrapper.so", bytes(4 << 20))
+    written = []
+    real_copy = package.copy_entry
+    monkeypatch.setattr(package, "check_signed_listing", lambda *args: None)
+    monkeypatch.setattr(package, "copy_entry", lambda *args: written.append(real_copy(*args)) or written[-1])
+    with zipfile.ZipFile(signed_pt2) as archive:
+        size = next(info.file_size for info in archive.infolist() if info.filename.endswith("wrapper.so"))
+    with pytest.raises(PackageError, match=rf"its entry '.*wrapper\.so' holds more than the {size:,} bytes that were "
+                                          r"signed; its extraction stopped there and nothing of it was used"):
+        load(path, signing_key=keys[0])
+    assert size + 1 in written and max(written) == size + 1
+
+
+def test_a_package_signed_before_sizes_were_signed_still_loads_under_its_key(signed_pt2, keys, tmp_path):
+    """A tag of version 1 (digests alone, written before 2026-12-06 evening) is read and checked by its digests: its
+    HMAC authenticates them as before; `aotcuda sign` writes version 2 over it."""
+    from aotcuda.package_tags import TAG_ENTRY, archive_entries
+
+    key = signing_key(keys[0])
+    path = tmp_path / "v1.pt2"
+    with zipfile.ZipFile(signed_pt2) as source, zipfile.ZipFile(path, "w") as target:
+        for info in source.infolist():
+            if not info.filename.endswith(TAG_ENTRY):
+                target.writestr(info, source.read(info))
+    with zipfile.ZipFile(path) as archive:
+        digests = {name: listed["sha256"] for name, listed in archive_entries(archive, str(path)).items()}
+    tag = {"format": "aotcuda.tag", "version": 1, "algorithm": "hmac-sha256", "key_id": key.key_id,
+           "entries": digests, "tag": key.tag(digests, 1)}
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr(f"twice/{TAG_ENTRY}", json.dumps(tag))
+    with load(path, signing_key=keys[0]) as program:
+        assert_like_eager(program, (3,))
+    forged = dict(tag, version=2, tag=key.tag(digests, 1))  # a version 1 HMAC is no tag of version 2
+    with pytest.raises(PackageError):
+        load(edited_entry(path, tmp_path / "forged.pt2", TAG_ENTRY, lambda _: json.dumps(forged).encode()),
+             signing_key=keys[0])
+    sign_package(path, keys[0])
+    with zipfile.ZipFile(path) as archive:
+        assert json.loads(archive.read(f"twice/{TAG_ENTRY}"))["version"] == 2
+    with load(path, signing_key=keys[0]) as program:
+        assert_like_eager(program, (3,))

@@ -13,7 +13,7 @@ what extracting or reading writes, and they are checked BEFORE anything is writt
                                                                          (the op table: ~300 bytes an op)
     max_signature_bytes         8 MiB   AOTCUDA_MAX_SIGNATURE_BYTES      the aotcuda signature, the model's
                                                                          metadata (real ones: about 1 KiB) and a
-                                                                         signing key's tag (~110 bytes an entry)
+                                                                         signing key's tag (~140 bytes an entry)
     max_source_bytes          256 MiB   AOTCUDA_MAX_SOURCE_BYTES         a generated C++ source read into memory
     max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive
 
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import struct
 import unicodedata
 import zipfile
@@ -347,7 +346,7 @@ def _check_unaccounted(path: str, unaccounted: int, fix: str) -> None:
     """PackageError when ``unaccounted`` bytes of the archive (so far) belong to no entry. Why: zipfile reads an
     archive with any amount of data before or between its entries, and whatever reads the whole file reads them:
     a package behind 20 GB of zeros (a sparse file, 2.7 MB on disk) loaded in 0.3 s, while `aotcuda serve`'s digest of
-    it (``package.package_sha256``, and every replica's again) took 76 s; 100 TB would hold serve for days."""
+    it (``package_checks.package_sha256``, and every replica's again) took 76 s; 100 TB would hold serve for days."""
     if unaccounted > MAX_UNACCOUNTED_BYTES:
         raise PackageError(f"{path!r} holds more than {MAX_UNACCOUNTED_BYTES >> 20} MiB ({unaccounted:,} bytes so far) "
                            "that no entry of its archive accounts for, before its first entry or between entries: no "
@@ -456,13 +455,17 @@ def read_entry(archive: zipfile.ZipFile, name: str, path: str, limits: ArchiveLi
         return source.read(info.file_size + 1 if getattr(limits, limit_name) else -1)
 
 
-def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str, hasher=None) -> None:
-    """Extract one entry to ``target`` (at most its declared size: zipfile stops there); ``hasher`` (a hashlib
-    object), where given, is fed the bytes written."""
+def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str, hasher=None, most: int | None = None) -> int:
+    """Extract one entry to ``target`` (at most its declared size: zipfile stops there), and return the bytes
+    written; ``hasher`` (a hashlib object), where given, is fed them. ``most``: stop after one byte past it (the
+    caller refuses an entry that gave more than it was signed with, having written no more of it)."""
+    left = -1 if most is None else most + 1
+    written = 0
     with archive.open(info) as source, open(target, "wb") as sink:
-        if hasher is None:
-            shutil.copyfileobj(source, sink, 1 << 20)
-            return
-        while chunk := source.read(1 << 20):
-            hasher.update(chunk)
+        while left and (chunk := source.read(1 << 20 if left < 0 else min(left, 1 << 20))):
+            if hasher is not None:
+                hasher.update(chunk)
             sink.write(chunk)
+            written += len(chunk)
+            left -= len(chunk) if left > 0 else 0
+    return written
