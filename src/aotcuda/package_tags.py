@@ -43,6 +43,7 @@ This module needs no torch: the lowering signs with it, the runtime checks with 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -57,7 +58,7 @@ from dataclasses import dataclass
 
 from aotcuda import switches
 from aotcuda.errors import PackageError, SigningKeyError, clipped, names_quoted
-from aotcuda.package_format import archive_root, entry_sha256, load_json, write_entry
+from aotcuda.package_format import archive_root, entry_sha256, load_json, write_archive_with, write_entry
 from aotcuda.regular_files import NotARegularFileError, open_regular
 
 TAG_ENTRY = "aotcuda/tag.json"
@@ -237,10 +238,11 @@ def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = Fals
 
 def refuse_shared_folder(folder: str, path: str) -> None:
     """SigningKeyError where another user could put a file of theirs in place of the copy this signs (a folder they
-    may write into that is not sticky, or one they may rename away: ``shared_folders.unsafe_folder``): the copy
-    (`aotcuda sign`'s, or lower()'s build beside its package) is written, then opened again by its name to be
-    signed, and the key would then vouch for their bytes, not the package's. AOTCUDA_TRUST_SHARED_FOLDERS=1 allows
-    it where only users you trust can write there."""
+    may write into that is not sticky, or one they may rename away: ``shared_folders.unsafe_folder``): lower()'s
+    build beside its package is written, then opened again by its name to be signed, and `aotcuda sign`'s signed
+    copy is renamed over the package from a name in that folder (its named copy where the file system takes no
+    O_TMPFILE, else the name it is linked to just before), so the key would vouch for, or publish, their bytes, not
+    the package's. AOTCUDA_TRUST_SHARED_FOLDERS=1 allows it where only users you trust can write there."""
     from aotcuda.shared_folders import temporary_folder_problem
 
     problem = temporary_folder_problem(folder)
@@ -271,26 +273,114 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
     path = os.path.realpath(path)
     folder = os.path.dirname(path)
     refuse_shared_folder(folder, path)
-    with _archive_within_limits(path):
-        pass  # refused by its own name, before a copy is made (the copy is checked again as it is signed)
+    copy = None
     try:
-        fd, copy = tempfile.mkstemp(suffix=".pt2", dir=folder)
-    except OSError as exc:
-        raise _not_written(path, folder, exc) from None
-    os.close(fd)
-    try:
+        with _archive_within_limits(path) as archive:  # one opening: what is hashed is what is copied
+            entries = archive_entries(archive, path)
+            root = archive_root(archive.namelist())
+            tag = {"format": TAG_FORMAT, "version": TAG_VERSION, "algorithm": ALGORITHM, "key_id": key.key_id,
+                   "entries": entries, "tag": key.tag(entries)}
+            try:
+                copy = _SignedCopy(folder)
+                _write_signed(archive, copy.file, root, json.dumps(tag, separators=(",", ":")).encode())
+                os.fchmod(copy.file.fileno(), stat.S_IMODE(os.fstat(archive.fp.fileno()).st_mode))
+            except OSError as exc:
+                raise _not_written(path, folder, exc) from None
+        # leaving the block found the package unchanged while it was read: the copy is of one version of it
         try:
-            shutil.copyfile(path, copy)
-            shutil.copymode(path, copy)
-            key_id = sign_package(copy, key)
-            os.replace(copy, path)
+            copy.publish(path)
         except OSError as exc:
             raise _not_written(path, folder, exc) from None
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(copy)  # never leave a half-written copy next to the package
+    finally:
+        if copy is not None:
+            copy.discard()  # never leave a half-written copy next to the package
+    return key.key_id
+
+
+def _write_signed(archive: zipfile.ZipFile, target, root: str, tag: bytes) -> None:
+    """The package ``archive`` holds, with the tag entry ``tag``, into ``target`` (a binary file): its bytes as they
+    are with the tag appended, or, where it holds a tag already, its entries but that one rewritten."""
+    held = [name for name in tag_entry_names(root) if name in archive.NameToInfo]
+    if held:
+        write_archive_with(archive, target, f"{root}{TAG_ENTRY}", tag, held)
+        return
+    source, left = archive.fp, archive.fp.opened_version.size
+    source.seek(0)
+    while left and (chunk := source.read(min(left, 1 << 20))):
+        target.write(chunk)
+        left -= len(chunk)
+    target.flush()
+    with zipfile.ZipFile(target, "a") as appended:
+        appended.writestr(f"{root}{TAG_ENTRY}", tag)
+
+
+class _SignedCopy:
+    """The signed copy `aotcuda sign` writes beside the package, then renames over it. Unnamed while it is written
+    (O_TMPFILE) and linked into the folder only to be renamed: a process killed meanwhile (SIGKILL, the OOM killer:
+    no handler runs) left its ``tmpXXXX.pt2``, a package's size, beside the package for good; an unnamed file goes
+    with the process. Where the file system takes no O_TMPFILE (or the copy cannot be linked), a named temporary
+    file, as before."""
+
+    def __init__(self, folder: str):
+        self.folder, self.name = folder, None
+        fd = _open_unnamed(folder)
+        if fd is None:
+            fd, self.name = tempfile.mkstemp(suffix=".pt2", dir=folder)
+        self.file = os.fdopen(fd, "w+b")
+
+    def publish(self, path: str) -> None:
+        """Rename the copy over ``path`` (linked into the folder first, where it has no name)."""
+        self.file.flush()
+        if self.name is None:
+            self.name = _linked(self.file, self.folder)
+        os.replace(self.name, path)
+        self.name = None
+
+    def discard(self) -> None:
+        self.file.close()
+        if self.name is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.name)
+            self.name = None
+
+
+def _open_unnamed(folder: str) -> int | None:
+    """A descriptor of a new unnamed file in ``folder`` (O_TMPFILE, mode 0600), or None where the file system or
+    the platform has none (the errors open(2) names for that); any other error (no room, no permission) is raised."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return None
+    try:
+        return os.open(folder, flag | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return None
         raise
-    return key_id
+
+
+def _linked(file, folder: str) -> str:
+    """A new name in ``folder`` for the unnamed ``file``: linkat through /proc/self/fd (what open(2) shows), else
+    with AT_EMPTY_PATH (where /proc is not this mount's, and the process may), else a named copy of it."""
+    name = os.path.join(folder, f".aotcuda-sign.{os.getpid()}.{os.urandom(6).hex()}.pt2")
+    with contextlib.suppress(OSError):
+        os.link(f"/proc/self/fd/{file.fileno()}", name, follow_symlinks=True)
+        return name
+    import ctypes  # here: loading a package imports nothing beyond torch's own (tests/test_imports.py)
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, at_empty_path = -100, 0x1000
+    if libc.linkat(file.fileno(), b"", at_fdcwd, os.fsencode(name), at_empty_path) == 0:
+        return name
+    fd, name = tempfile.mkstemp(suffix=".pt2", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as named:
+            file.seek(0)
+            shutil.copyfileobj(file, named, 1 << 20)
+            os.fchmod(named.fileno(), stat.S_IMODE(os.fstat(file.fileno()).st_mode))
+    except BaseException:
+        os.remove(name)
+        raise
+    return name
 
 
 def _not_written(path: str, folder: str, exc: OSError) -> PackageError:

@@ -375,28 +375,26 @@ def test_aotcuda_sign_refuses_a_folder_others_may_write_into(twice_pt2, keys, tm
         assert_like_eager(program, (3,))
 
 
-@pytest.mark.parametrize("failing, error", [("mkstemp", PermissionError(13, "Permission denied")),
-                                             ("copyfile", OSError(28, "No space left on device"))])
+@pytest.mark.parametrize("failing, error", [("_open_unnamed", PermissionError(13, "Permission denied")),
+                                             ("_write_signed", OSError(28, "No space left on device"))])
 def test_aotcuda_sign_that_cannot_write_its_copy_says_so_and_leaves_the_package(twice_pt2, keys, tmp_path, monkeypatch,
                                                                               failing, error):
     """A folder this user may not write into, or a full disk: `aotcuda sign` ended in os's raw error naming only its
     temporary file (`error: PermissionError: [Errno 13] Permission denied: '.../tmpk2v1.pt2'`)."""
-    import tempfile
-
+    from aotcuda import package_tags
     from aotcuda.cli import main
 
     path = tmp_path / "twice.pt2"
     shutil.copyfile(twice_pt2, path)
     before = path.read_bytes()
-    module = tempfile if failing == "mkstemp" else shutil
-    real = getattr(module, failing)
+    real = getattr(package_tags, failing)
 
     def fails(*args, **kwargs):
-        if failing == "copyfile":
+        if failing == "_write_signed":
             real(*args, **kwargs)
         raise error
 
-    monkeypatch.setattr(module, failing, fails)
+    monkeypatch.setattr(package_tags, failing, fails)
     result = CliRunner().invoke(main, ["sign", str(path), "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
     assert result.exit_code == 1 and f"could not sign {str(path)!r}: its signed copy could not be written in " \
         f"{str(tmp_path)!r} ({error.strerror}); the package is as it was" in result.output, result.output
@@ -661,5 +659,70 @@ def test_a_package_signed_before_sizes_were_signed_still_loads_under_its_key(sig
     sign_package(path, keys[0])
     with zipfile.ZipFile(path) as archive:
         assert json.loads(archive.read(f"twice/{TAG_ENTRY}"))["version"] == 2
+    with load(path, signing_key=keys[0]) as program:
+        assert_like_eager(program, (3,))
+
+
+@pytest.mark.parametrize("signed_before", [False, True])
+def test_aotcuda_sign_killed_mid_write_leaves_nothing_beside_the_package(twice_pt2, signed_pt2, keys, tmp_path,
+                                                                        signed_before):
+    """SIGKILL (the OOM killer) cannot be caught: `aotcuda sign` killed while it wrote its signed copy left that
+    copy, `tmpXXXX.pt2`, a package's size, beside the package for good. Now the copy has no name while it is written
+    (O_TMPFILE), and goes with the process. Here the child is killed as it writes the tag into the copy (the package
+    unsigned: appended; signed already: the archive rewritten)."""
+    import signal
+
+    path = tmp_path / "twice.pt2"
+    shutil.copyfile(signed_pt2 if signed_before else twice_pt2, path)
+    before = path.read_bytes()
+    script = textwrap.dedent(f"""
+        import sys, time, zipfile
+        from aotcuda.cli import main
+        real = zipfile.ZipFile.writestr
+        def slow(self, name, *args, **kwargs):
+            if name.endswith("aotcuda/tag.json"):
+                print("writing", flush=True)
+                time.sleep(60)
+            return real(self, name, *args, **kwargs)
+        zipfile.ZipFile.writestr = slow
+        sys.argv = ["aotcuda", "sign", {str(path)!r}, "--signing-key-file", {keys[0]!r}]
+        main()
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        line = child.stdout.readline()
+        assert line == "writing\n", (line, child.stderr.read() if child.poll() is not None else "")
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        child.kill()
+        child.wait()
+    assert os.listdir(tmp_path) == ["twice.pt2"] and path.read_bytes() == before
+
+
+@pytest.mark.parametrize("refused", ["O_TMPFILE", "link"])
+def test_aotcuda_sign_where_no_unnamed_file_can_be_made_or_linked_signs_as_before(twice_pt2, keys, tmp_path,
+                                                                                  monkeypatch, refused):
+    """A file system that takes no O_TMPFILE, or an unnamed copy that cannot be linked: a named copy, as before."""
+    import errno
+
+    from aotcuda import package_tags
+
+    path = tmp_path / "twice.pt2"
+    shutil.copyfile(twice_pt2, path)
+    os.chmod(path, 0o640)
+    if refused == "O_TMPFILE":
+        monkeypatch.setattr(package_tags, "_open_unnamed", lambda folder: None)
+    else:
+        def no_link(*args, **kwargs):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+        monkeypatch.setattr(package_tags.os, "link", no_link)
+        monkeypatch.setattr("ctypes.CDLL", lambda *args, **kwargs: type("C", (), {"linkat": staticmethod(
+            lambda *a: -1)})())
+    assert sign_package(path, keys[0], by_rename=True) == signing_key(keys[0]).key_id
+    assert os.listdir(tmp_path) == ["twice.pt2"] and os.stat(path).st_mode & 0o777 == 0o640
     with load(path, signing_key=keys[0]) as program:
         assert_like_eager(program, (3,))
