@@ -342,10 +342,11 @@ def test_aotcuda_sign_of_a_symbolic_link_signs_the_file_it_names_and_keeps_the_l
 
 
 def test_aotcuda_sign_refuses_a_folder_others_may_write_into(twice_pt2, keys, tmp_path, monkeypatch):
-    """`aotcuda sign` writes a copy beside the package and opens it again by its name to sign it: in a folder others
+    """`aotcuda sign` wrote a copy beside the package and opened it again by its name to sign it: in a folder others
     may write into (mode 777, not sticky), another user renamed a package of theirs over the copy in between, and
-    it was signed and published under the key (here that user's step is made inside the copy). Now such a folder is
-    refused, naming the fix; a sticky one (as /tmp) or AOTCUDA_TRUST_SHARED_FOLDERS=1 signs."""
+    it was signed and published under the key. Now such a folder is refused, naming the fix; a sticky one (as /tmp)
+    or AOTCUDA_TRUST_SHARED_FOLDERS=1 signs. (The copy is unnamed while it is written now, but it is still renamed
+    over the package from a name in the folder, linked just before: here that user's step is made there.)"""
     from aotcuda.cli import main
     from aotcuda import package_tags
 
@@ -356,19 +357,20 @@ def test_aotcuda_sign_refuses_a_folder_others_may_write_into(twice_pt2, keys, tm
     path = shared / "twice.pt2"
     shutil.copyfile(twice_pt2, path)
     theirs = edited_entry(twice_pt2, tmp_path / "theirs.pt2", "signature.json", json_edit(widened))
-    copied = shutil.copyfile
+    linked = package_tags._linked
 
-    def their_package_renamed_over_the_copy(source, target, **kwargs):
-        copied(source, target, **kwargs)
-        copied(theirs, target)
+    def their_package_renamed_over_the_copy(file, folder):
+        name = linked(file, folder)
+        os.replace(theirs, name)
+        return name
 
-    monkeypatch.setattr(package_tags.shutil, "copyfile", their_package_renamed_over_the_copy)
+    monkeypatch.setattr(package_tags, "_linked", their_package_renamed_over_the_copy)
     result = CliRunner().invoke(main, ["sign", str(path), "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
     assert result.exit_code == 1 and "is writable by other users and not sticky (mode 0o777)" in result.output and \
         "Move the package into a folder of your own, sign it there" in result.output, result.output
     with pytest.raises(PackageError, match="is not signed with a key"):
         load(path, signing_key=keys[0])
-    monkeypatch.setattr(package_tags.shutil, "copyfile", copied)
+    monkeypatch.setattr(package_tags, "_linked", linked)
     shared.chmod(0o1777)
     assert CliRunner().invoke(main, ["sign", str(path), "--signing-key-file", keys[0]]).exit_code == 0
     with load(path, signing_key=keys[0]) as program:
