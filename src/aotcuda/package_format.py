@@ -777,16 +777,24 @@ def write_entry(path: str, entry: str, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(suffix=".pt2", dir=os.path.dirname(os.path.abspath(path)))
     os.close(fd)
     try:
-        with zipfile.ZipFile(path) as source, zipfile.ZipFile(tmp, "w") as target:
-            for info in source.infolist():
-                if info.filename != entry:
-                    _copy_entry(source, info, target)
-            target.writestr(entry, data)
+        with zipfile.ZipFile(path) as source:
+            write_archive_with(source, tmp, entry, data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)  # never leave a half-written copy next to the package
         raise
+
+
+def write_archive_with(source: zipfile.ZipFile, target, entry: str, data: bytes, dropped=()) -> None:
+    """Write into ``target`` (a path, or a binary file open for writing) a zip of every entry of ``source`` but
+    ``entry`` and those named in ``dropped``, each as it was stored and read in chunks, then ``entry`` holding
+    ``data``."""
+    with zipfile.ZipFile(target, "w") as out:
+        for info in source.infolist():
+            if info.filename != entry and info.filename not in dropped:
+                _copy_entry(source, info, out)
+        out.writestr(entry, data)
 
 
 def _copy_entry(source: zipfile.ZipFile, info: zipfile.ZipInfo, target: zipfile.ZipFile) -> None:

@@ -9,12 +9,21 @@ signing_key=)`` refuses a package without one, or whose tag, or any entry it cov
 
 The tag entry, ``<archive>/aotcuda/tag.json`` (written by ``sign_package``)::
 
-    {"format": "aotcuda.tag", "version": 1, "algorithm": "hmac-sha256",
+    {"format": "aotcuda.tag", "version": 2, "algorithm": "hmac-sha256",
      "key_id": "3f2a9c0d1e4b5a67",            # names the key (a digest of it; nothing of the key can be had
                                               # from it): an error tells "another key" from "altered"
-     "entries": {"m/aotcuda/signature.json": "<sha256 hex>", "m/data/aotinductor/model/x.wrapper.so": ..., ...},
-                                              # the SHA-256 of every file entry of the archive but this one
-     "tag": "<hex>"}                          # HMAC-SHA256(key, _signed_bytes(entries))
+     "entries": {"m/aotcuda/signature.json": {"sha256": "<hex>", "size": 1234}, ...},
+                                              # the SHA-256 and size (bytes, inflated) of every file entry of
+                                              # the archive but this one
+     "tag": "<hex>"}                          # HMAC-SHA256(key, _signed_bytes(entries, 2))
+
+The sizes bound what load extracts of an entry before its digest can be compared: an entry whose archive declares
+another size than was signed is refused before anything is extracted, and none is read past its signed size (a
+signed entry replaced, under its own name, by gigabytes within the extraction limits was extracted whole, then
+refused by its digest). Version 1 (the same, with each entry's digest alone, before 2026-12-06 evening) is still
+read and checked by its digests: its HMAC authenticates them as before, only this early bound is missing (the
+archive's limits and the free-space check still bound it), and refusing it would stop every loader of a package
+signed before until each is signed again. `aotcuda sign` writes version 2 over either.
 
 What the tag covers is the bytes of the entries, not what is parsed from them: the signature, the metadata, the
 op table, the library, its weights and CUDA kernels, each as load reads it (an entry of two versions in the zip,
@@ -34,6 +43,7 @@ This module needs no torch: the lowering signs with it, the runtime checks with 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -44,19 +54,22 @@ import tempfile
 import zipfile
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from aotcuda import switches
 from aotcuda.errors import PackageError, SigningKeyError, clipped, names_quoted
-from aotcuda.package_format import archive_root, entry_sha256, load_json, write_entry
+from aotcuda.package_format import archive_root, entry_sha256, load_json, write_archive_with, write_entry
 from aotcuda.regular_files import NotARegularFileError, open_regular
 
 TAG_ENTRY = "aotcuda/tag.json"
-TAG_FORMAT, TAG_VERSION, ALGORITHM = "aotcuda.tag", 1, "hmac-sha256"
+TAG_FORMAT, TAG_VERSION, ALGORITHM = "aotcuda.tag", 2, "hmac-sha256"
+READ_VERSIONS = (1, 2)  # 1: digests without sizes (module docstring)
 KEY_FILE_SWITCH = "AOTCUDA_SIGNING_KEY_FILE"
 # 32 bytes: HMAC-SHA256's own strength (RFC 2104 asks for at least the hash's output length). The most a key file
 # may hold is a bound on a read, not on strength: HMAC hashes a longer key first.
 MIN_KEY_BYTES, MAX_KEY_BYTES = 32, 64 << 10
 MAX_TAG_ENTRIES = 100_000  # the archive's own entry limit (AOTCUDA_MAX_ENTRIES' default)
+MAX_ENTRY_SIZE = (1 << 63) - 1  # the most a zip64 entry can declare
 _HEX64, _HEX16 = re.compile(r"[0-9a-f]{64}"), re.compile(r"[0-9a-f]{16}")
 _NEW_KEY = "e.g. head -c 32 /dev/urandom > aotcuda.key && chmod 600 aotcuda.key"
 # The command lines' --signing-key-file: a file, never the key itself (a command line shows in `ps` to every user).
@@ -74,10 +87,10 @@ class SigningKey:
         self._key, self.source = key, source
         self.key_id = hashlib.sha256(b"aotcuda signing key id\0" + key).hexdigest()[:16]
 
-    def tag(self, entries: dict[str, str]) -> str:
+    def tag(self, entries: dict, version: int = TAG_VERSION) -> str:
         import hmac  # here: loading a package imports nothing beyond torch's own (tests/test_imports.py)
 
-        return hmac.new(self._key, _signed_bytes(entries), hashlib.sha256).hexdigest()
+        return hmac.new(self._key, _signed_bytes(entries, version), hashlib.sha256).hexdigest()
 
     def __repr__(self) -> str:
         return f"SigningKey({self.source}, key id {self.key_id})"
@@ -176,19 +189,23 @@ def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
 # --- signing ------------------------------------------------------------------------------------------------
 
 
-def _signed_bytes(entries: dict[str, str]) -> bytes:
-    """The canonical bytes the HMAC is of: one text for one set of (name, digest) pairs, whatever their order."""
-    pairs = json.dumps(sorted(entries.items()), ensure_ascii=True, separators=(",", ":"))
-    return f"{TAG_FORMAT} {TAG_VERSION} {ALGORITHM}\n{pairs}".encode()
+def _signed_bytes(entries: dict, version: int) -> bytes:
+    """The canonical bytes the HMAC is of: one text for one set of (name, digest, size) triples (version 1: (name,
+    digest) pairs), whatever their order. The version is part of them: a tag of one version is no tag of another."""
+    items = sorted(entries.items()) if version == 1 else \
+        sorted([name, entry["sha256"], entry["size"]] for name, entry in entries.items())
+    pairs = json.dumps(items, ensure_ascii=True, separators=(",", ":"))
+    return f"{TAG_FORMAT} {version} {ALGORITHM}\n{pairs}".encode()
 
 
 def tag_entry_names(root: str) -> tuple[str, ...]:
     return (f"{root}{TAG_ENTRY}", TAG_ENTRY)
 
 
-def archive_entries(archive: zipfile.ZipFile, path: str) -> dict[str, str]:
-    """{name: SHA-256} of every file entry of the archive but its tag. PackageError for a name held twice (the
-    entry a reader gets would depend on the reader)."""
+def archive_entries(archive: zipfile.ZipFile, path: str) -> dict[str, dict]:
+    """{name: {"sha256": its SHA-256, "size": its size}} of every file entry of the archive but its tag (the size
+    its directory declares, which bounds what zipfile reads of it). PackageError for a name held twice (the entry a
+    reader gets would depend on the reader)."""
     infos = [info for info in archive.infolist() if not info.is_dir()]
     skipped = tag_entry_names(archive_root([info.filename for info in infos]))
     infos = [info for info in infos if info.filename not in skipped]
@@ -196,7 +213,7 @@ def archive_entries(archive: zipfile.ZipFile, path: str) -> dict[str, str]:
     if twice:
         raise PackageError(f"{path!r} holds the entries {names_quoted(twice)} more than once: which one a reader "
                            "gets depends on the reader, so it is not signed. Lower the model again")
-    return {info.filename: entry_sha256(archive, info) for info in infos}
+    return {info.filename: {"sha256": entry_sha256(archive, info), "size": info.file_size} for info in infos}
 
 
 def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = False) -> str:
@@ -221,10 +238,11 @@ def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = Fals
 
 def refuse_shared_folder(folder: str, path: str) -> None:
     """SigningKeyError where another user could put a file of theirs in place of the copy this signs (a folder they
-    may write into that is not sticky, or one they may rename away: ``shared_folders.unsafe_folder``): the copy
-    (`aotcuda sign`'s, or lower()'s build beside its package) is written, then opened again by its name to be
-    signed, and the key would then vouch for their bytes, not the package's. AOTCUDA_TRUST_SHARED_FOLDERS=1 allows
-    it where only users you trust can write there."""
+    may write into that is not sticky, or one they may rename away: ``shared_folders.unsafe_folder``): lower()'s
+    build beside its package is written, then opened again by its name to be signed, and `aotcuda sign`'s signed
+    copy is renamed over the package from a name in that folder (its named copy where the file system takes no
+    O_TMPFILE, else the name it is linked to just before), so the key would vouch for, or publish, their bytes, not
+    the package's. AOTCUDA_TRUST_SHARED_FOLDERS=1 allows it where only users you trust can write there."""
     from aotcuda.shared_folders import temporary_folder_problem
 
     problem = temporary_folder_problem(folder)
@@ -255,26 +273,114 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
     path = os.path.realpath(path)
     folder = os.path.dirname(path)
     refuse_shared_folder(folder, path)
-    with _archive_within_limits(path):
-        pass  # refused by its own name, before a copy is made (the copy is checked again as it is signed)
+    copy = None
     try:
-        fd, copy = tempfile.mkstemp(suffix=".pt2", dir=folder)
-    except OSError as exc:
-        raise _not_written(path, folder, exc) from None
-    os.close(fd)
-    try:
+        with _archive_within_limits(path) as archive:  # one opening: what is hashed is what is copied
+            entries = archive_entries(archive, path)
+            root = archive_root(archive.namelist())
+            tag = {"format": TAG_FORMAT, "version": TAG_VERSION, "algorithm": ALGORITHM, "key_id": key.key_id,
+                   "entries": entries, "tag": key.tag(entries)}
+            try:
+                copy = _SignedCopy(folder)
+                _write_signed(archive, copy.file, root, json.dumps(tag, separators=(",", ":")).encode())
+                os.fchmod(copy.file.fileno(), stat.S_IMODE(os.fstat(archive.fp.fileno()).st_mode))
+            except OSError as exc:
+                raise _not_written(path, folder, exc) from None
+        # leaving the block found the package unchanged while it was read: the copy is of one version of it
         try:
-            shutil.copyfile(path, copy)
-            shutil.copymode(path, copy)
-            key_id = sign_package(copy, key)
-            os.replace(copy, path)
+            copy.publish(path)
         except OSError as exc:
             raise _not_written(path, folder, exc) from None
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(copy)  # never leave a half-written copy next to the package
+    finally:
+        if copy is not None:
+            copy.discard()  # never leave a half-written copy next to the package
+    return key.key_id
+
+
+def _write_signed(archive: zipfile.ZipFile, target, root: str, tag: bytes) -> None:
+    """The package ``archive`` holds, with the tag entry ``tag``, into ``target`` (a binary file): its bytes as they
+    are with the tag appended, or, where it holds a tag already, its entries but that one rewritten."""
+    held = [name for name in tag_entry_names(root) if name in archive.NameToInfo]
+    if held:
+        write_archive_with(archive, target, f"{root}{TAG_ENTRY}", tag, held)
+        return
+    source, left = archive.fp, archive.fp.opened_version.size
+    source.seek(0)
+    while left and (chunk := source.read(min(left, 1 << 20))):
+        target.write(chunk)
+        left -= len(chunk)
+    target.flush()
+    with zipfile.ZipFile(target, "a") as appended:
+        appended.writestr(f"{root}{TAG_ENTRY}", tag)
+
+
+class _SignedCopy:
+    """The signed copy `aotcuda sign` writes beside the package, then renames over it. Unnamed while it is written
+    (O_TMPFILE) and linked into the folder only to be renamed: a process killed meanwhile (SIGKILL, the OOM killer:
+    no handler runs) left its ``tmpXXXX.pt2``, a package's size, beside the package for good; an unnamed file goes
+    with the process. Where the file system takes no O_TMPFILE (or the copy cannot be linked), a named temporary
+    file, as before."""
+
+    def __init__(self, folder: str):
+        self.folder, self.name = folder, None
+        fd = _open_unnamed(folder)
+        if fd is None:
+            fd, self.name = tempfile.mkstemp(suffix=".pt2", dir=folder)
+        self.file = os.fdopen(fd, "w+b")
+
+    def publish(self, path: str) -> None:
+        """Rename the copy over ``path`` (linked into the folder first, where it has no name)."""
+        self.file.flush()
+        if self.name is None:
+            self.name = _linked(self.file, self.folder)
+        os.replace(self.name, path)
+        self.name = None
+
+    def discard(self) -> None:
+        self.file.close()
+        if self.name is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.name)
+            self.name = None
+
+
+def _open_unnamed(folder: str) -> int | None:
+    """A descriptor of a new unnamed file in ``folder`` (O_TMPFILE, mode 0600), or None where the file system or
+    the platform has none (the errors open(2) names for that); any other error (no room, no permission) is raised."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return None
+    try:
+        return os.open(folder, flag | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return None
         raise
-    return key_id
+
+
+def _linked(file, folder: str) -> str:
+    """A new name in ``folder`` for the unnamed ``file``: linkat through /proc/self/fd (what open(2) shows), else
+    with AT_EMPTY_PATH (where /proc is not this mount's, and the process may), else a named copy of it."""
+    name = os.path.join(folder, f".aotcuda-sign.{os.getpid()}.{os.urandom(6).hex()}.pt2")
+    with contextlib.suppress(OSError):
+        os.link(f"/proc/self/fd/{file.fileno()}", name, follow_symlinks=True)
+        return name
+    import ctypes  # here: loading a package imports nothing beyond torch's own (tests/test_imports.py)
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, at_empty_path = -100, 0x1000
+    if libc.linkat(file.fileno(), b"", at_fdcwd, os.fsencode(name), at_empty_path) == 0:
+        return name
+    fd, name = tempfile.mkstemp(suffix=".pt2", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as named:
+            file.seek(0)
+            shutil.copyfileobj(file, named, 1 << 20)
+            os.fchmod(named.fileno(), stat.S_IMODE(os.fstat(file.fileno()).st_mode))
+    except BaseException:
+        os.remove(name)
+        raise
+    return name
 
 
 def _not_written(path: str, folder: str, exc: OSError) -> PackageError:
@@ -288,9 +394,20 @@ def _not_written(path: str, folder: str, exc: OSError) -> PackageError:
 # --- checking -----------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class SignedEntries:
+    """What a tag checked under a key says: the key's id, {name: SHA-256} of the entries it signs, and {name: size}
+    of them (None for a tag of version 1, which records no sizes)."""
+
+    key_id: str
+    digests: dict[str, str]
+    sizes: dict[str, int] | None
+
+
 def parse_tag(data: bytes, entry: str, path: str) -> dict:
     """The tag entry's JSON, checked to be of this format (bounded as every package JSON: ``load_json``), with
-    every field of the type and form ``sign_package`` writes. PackageError otherwise."""
+    every field of the type and form ``sign_package`` writes (of a version this aotcuda reads). PackageError
+    otherwise."""
     tag = load_json(data, path, entry)
 
     def refuse(what: str):
@@ -299,10 +416,12 @@ def parse_tag(data: bytes, entry: str, path: str) -> dict:
 
     if not isinstance(tag, dict):
         refuse(f"is a {type(tag).__name__}, not a JSON object")
-    if (tag.get("format"), tag.get("version"), tag.get("algorithm")) != (TAG_FORMAT, TAG_VERSION, ALGORITHM):
-        refuse(f"has format {clipped(repr(tag.get('format')), 40)} version {clipped(repr(tag.get('version')), 20)} "
+    version = tag.get("version")
+    if (tag.get("format"), tag.get("algorithm")) != (TAG_FORMAT, ALGORITHM) or type(version) is not int or \
+            version not in READ_VERSIONS:
+        refuse(f"has format {clipped(repr(tag.get('format')), 40)} version {clipped(repr(version), 20)} "
                f"algorithm {clipped(repr(tag.get('algorithm')), 40)}, where this aotcuda reads {TAG_FORMAT} version "
-               f"{TAG_VERSION} {ALGORITHM}")
+               f"{' or '.join(map(str, READ_VERSIONS))} {ALGORITHM}")
     for field, form, digits in (("key_id", _HEX16, 16), ("tag", _HEX64, 64)):
         if not isinstance(tag.get(field), str) or not form.fullmatch(tag[field]):
             refuse(f"has a {field} {clipped(repr(tag.get(field)), 80)} that is not {digits} hexadecimal digits")
@@ -310,17 +429,23 @@ def parse_tag(data: bytes, entry: str, path: str) -> dict:
     if not isinstance(entries, dict) or len(entries) > MAX_TAG_ENTRIES:
         refuse("has no object of entries" if not isinstance(entries, dict) else
                f"lists {len(entries):,} entries, more than the {MAX_TAG_ENTRIES:,} a package may hold")
-    bad = next((name for name, digest in entries.items()
-                if not isinstance(digest, str) or not _HEX64.fullmatch(digest)), None)
-    if bad is not None:
-        refuse(f"gives the entry {clipped(repr(bad), 80)} a digest that is not a SHA-256 (64 hexadecimal digits)")
+    for name, listed in entries.items():
+        digest = listed if version == 1 else listed.get("sha256") if isinstance(listed, dict) else None
+        if version > 1 and (not isinstance(listed, dict) or set(listed) != {"sha256", "size"}):
+            refuse(f"gives the entry {clipped(repr(name), 80)} {clipped(repr(listed), 80)}, not an object of its "
+                   '"sha256" and "size"')
+        if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+            refuse(f"gives the entry {clipped(repr(name), 80)} a digest that is not a SHA-256 (64 hexadecimal digits)")
+        if version > 1 and (type(listed["size"]) is not int or not 0 <= listed["size"] <= MAX_ENTRY_SIZE):
+            refuse(f"gives the entry {clipped(repr(name), 80)} a size {clipped(repr(listed['size']), 40)} that is not "
+                   "a number of bytes (an integer from 0 to 2**63 - 1)")
     return tag
 
 
-def signed_entries(data: bytes | None, entry: str, key: SigningKey, path: str) -> dict[str, str]:
-    """{name: SHA-256} of the entries the tag in ``data`` (the bytes of ``entry``; None: the package has none)
-    lists, once the tag is found to be ``key``'s HMAC of them (compared in constant time). PackageError for a
-    package without a tag, of another key, or whose tag was altered."""
+def signed_entries(data: bytes | None, entry: str, key: SigningKey, path: str) -> SignedEntries:
+    """The entries the tag in ``data`` (the bytes of ``entry``; None: the package has none) signs, once the tag is
+    found to be ``key``'s HMAC of them (compared in constant time). PackageError for a package without a tag, of
+    another key, or whose tag was altered."""
     if data is None:
         raise PackageError(f"{path!r} is not signed with a key (it has no {TAG_ENTRY}), and a signing key was given "
                            f"({key.source}): only a package signed with it is loaded, nothing of this one was used. "
@@ -330,7 +455,7 @@ def signed_entries(data: bytes | None, entry: str, key: SigningKey, path: str) -
     import hmac
 
     tag = parse_tag(data, entry, path)
-    if not hmac.compare_digest(key.tag(tag["entries"]), tag["tag"]):
+    if not hmac.compare_digest(key.tag(tag["entries"], tag["version"]), tag["tag"]):
         if tag["key_id"] != key.key_id:
             raise PackageError(f"{path!r} was signed with another key (key id {tag['key_id']}) than the one given "
                                f"({key.source}, key id {key.key_id}); nothing of it was used. Load it with the key it "
@@ -338,15 +463,18 @@ def signed_entries(data: bytes | None, entry: str, key: SigningKey, path: str) -
         raise PackageError(f"{path!r}: its {TAG_ENTRY} does not match the entries it lists under the key given "
                            f"({key.source}): the tag or its list was altered after signing; nothing of the package was "
                            "used. Lower the model again with the key")
-    return tag["entries"]
+    if tag["version"] == 1:
+        return SignedEntries(tag["key_id"], tag["entries"], None)
+    return SignedEntries(tag["key_id"], {name: listed["sha256"] for name, listed in tag["entries"].items()},
+                         {name: listed["size"] for name, listed in tag["entries"].items()})
 
 
-def check_entries(signed: dict[str, str], read: dict[str, str], in_scope: Callable[[str], bool], path: str) -> None:
+def check_entries(signed: SignedEntries, read: dict[str, str], in_scope: Callable[[str], bool], path: str) -> None:
     """PackageError unless the entries ``read`` ({name: SHA-256} of what load read) are exactly the entries of
     ``signed`` that ``in_scope`` picks (those load reads), with the same digests: one changed, added or removed
     after signing is named. A digest of None: the entry is not read yet, only its name is compared (load refuses
     an entry added or removed before it extracts anything)."""
-    expected = {name: digest for name, digest in signed.items() if in_scope(name)}
+    expected = {name: digest for name, digest in signed.digests.items() if in_scope(name)}
     changed = sorted(name for name in read if name in expected and read[name] not in (None, expected[name]))
     added = sorted(name for name in read if name not in expected)
     removed = sorted(name for name in expected if name not in read)
@@ -357,3 +485,18 @@ def check_entries(signed: dict[str, str], read: dict[str, str], in_scope: Callab
         raise PackageError(f"{path!r} was altered after it was signed: {'; '.join(problems)}. Nothing of it was used "
                            "(its model library was not opened). Lower the model again with the key, or copy the "
                            "package again from where it was lowered")
+
+
+def check_sizes(signed: SignedEntries, declared: dict[str, int], path: str) -> None:
+    """PackageError where an entry of ``declared`` ({name: the size the archive declares for it}) declares another
+    size than was signed, before any of it is read: zipfile reads an entry up to its declared size, so a signed
+    entry replaced by a larger one under its own name would be read whole before its digest could be compared.
+    Nothing to compare for a tag of version 1."""
+    if signed.sizes is None:
+        return
+    other = sorted(name for name, size in declared.items() if name in signed.sizes and size != signed.sizes[name])
+    if other:
+        sizes = "; ".join(f"{declared[name]:,} bytes where {signed.sizes[name]:,} were signed" for name in other[:5])
+        raise PackageError(f"{path!r} was altered after it was signed: its entries {names_quoted(other)} declare "
+                           f"other sizes than were signed ({sizes}). Nothing of it was extracted or used. Lower the "
+                           "model again with the key, or copy the package again from where it was lowered")

@@ -5,6 +5,7 @@ writing to the temporary folder or reading into memory; the limits can be raised
 or ``limits=``). Each bomb is ~80-100 MiB of zeros that deflates to ~100 KiB (real bombs: GiBs).
 """
 
+import io
 import os
 import re
 import struct
@@ -503,7 +504,7 @@ def test_bytes_no_entry_holds_are_refused_before_the_file_is_read_whole(twice_pt
     (a sparse file, its 2.7 MB on disk) loaded in 0.3 s, and `aotcuda serve`'s digest of it (package_sha256, and each
     replica's again) read the 20 GB: 76 s here, days for 100 TB. Refused before anything is read, at load and
     inspect too; the package itself is read as before."""
-    from aotcuda.runtime.package import package_sha256
+    from aotcuda.runtime.package_checks import package_sha256
 
     path = _with_hole(twice_pt2, tmp_path / "holed.pt2", 1 << 30, before_entry)
     says = r"holed.pt2' holds more than 16 MiB \([\d,]+ bytes so far\) that no entry of its archive accounts for"
@@ -513,3 +514,44 @@ def test_bytes_no_entry_holds_are_refused_before_the_file_is_read_whole(twice_pt
     result = CliRunner().invoke(main, ["inspect", path])
     assert result.exit_code == 1 and "that no entry of its archive accounts for" in result.output, result.output
     assert len(package_sha256(twice_pt2)) == 64 and read_signature(twice_pt2)
+
+
+class _Holes(io.FileIO):
+    """A file that zipfile writes into, where a write of zeros (a MiB or more) leaves a hole instead."""
+
+    def write(self, data):
+        if len(data) >= 1 << 20 and data.count(0) == len(data):
+            self.seek(len(data), os.SEEK_CUR)
+            return len(data)
+        return super().write(data)
+
+
+def test_a_stored_entry_over_a_hole_of_a_sparse_file_is_refused_before_anything_is_read(tmp_path, watched_temp):
+    """A stored entry has no ratio to check (its packed bytes are its bytes, in the file): 256 MiB of it over a
+    hole, a package that takes 12 KiB of disk, was extracted whole by load (256 MiB written to the temporary folder;
+    up to 64 GiB and the free space would have been) and hashed whole by serve's digest (the known defect, 2026-12-06,
+    evening). Now a package file whose size is more than the ratio limit times what its disk blocks hold is refused
+    by every reader as it is opened; copied without holes, it is read as before."""
+    import shutil
+    import subprocess
+
+    path = tmp_path / "sparse.pt2"
+    with _Holes(path, "w") as file, zipfile.ZipFile(file, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"{MODEL}abc.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
+        with archive.open(zipfile.ZipInfo(f"{MODEL}abc.wrapper.so"), "w") as library:
+            for _ in range(16):
+                library.write(bytes(16 << 20))
+    held = os.stat(path).st_blocks * 512
+    assert held < 1 << 20 and os.path.getsize(path) > 256 << 20, held  # a sparse file (the test's own check)
+    match = (r"is a sparse file: 256\.0 MiB, of which its disk holds 0\.\d\d MiB \(\d+x, more than the 200x limit\).*"
+             r"Nothing was read\. Copy a package you trust without holes \(cp --sparse=never PACKAGE COPY\); or, if you "
+             r"trust this package, raise the limit: set AOTCUDA_MAX_COMPRESSION_RATIO")
+    _refused_by_every_reader(str(path), match, watched_temp)
+    from aotcuda.runtime.package_checks import package_sha256
+
+    with pytest.raises(PackageError, match=match):
+        package_sha256(path)
+    if shutil.which("cp"):
+        whole = tmp_path / "whole.pt2"
+        subprocess.run(["cp", "--sparse=never", str(path), str(whole)], check=True)
+        assert describe_package(whole) == ({"AOTI_DEVICE_KEY": "cpu"}, None)

@@ -959,7 +959,7 @@ def test_a_cpu_index_other_than_0_is_refused_by_load_as_by_lower(twice_pt2):
 def test_a_package_path_under_tilde_is_read_from_the_home_folder(tmp_path, monkeypatch):
     """As lower()'s package_path (the lower() API breaker, 2026-12-06): load("~/m.pt2") looked for a folder named
     "~" in the working directory, where the shell gives `aotcuda run ~/m.pt2` the home folder's file."""
-    from aotcuda.runtime.package import package_sha256
+    from aotcuda.runtime.package_checks import package_sha256
 
     home = tmp_path / "home"
     home.mkdir()

@@ -20,9 +20,11 @@ from runtime_programs import Twice
 
 import aotcuda.runtime.archive as archive_module
 import aotcuda.runtime.package as package_module
+import aotcuda.runtime.package_checks as package_checks
 from aotcuda.cli import main
 from aotcuda.errors import PackageChangedError, PackageError
-from aotcuda.runtime.package import describe_package, open_package, package_sha256, read_signature
+from aotcuda.runtime.package import describe_package, open_package, read_signature
+from aotcuda.runtime.package_checks import package_sha256
 from aotcuda.runtime.program import load
 
 SO_ENTRY = "pkg/data/aotinductor/model/abc.wrapper.so"
@@ -188,7 +190,7 @@ def test_the_digest_serve_checks_is_of_one_version(tmp_path, monkeypatch):
     version: before, it was returned, and every replica then refused the package as 'not the one checked'."""
     path = fake_package(tmp_path / "model.pt2")
     unchanged = package_sha256(path)
-    writing_into_after(monkeypatch, package_module, "_file_sha256", path)
+    writing_into_after(monkeypatch, package_checks, "file_sha256", path)
     with pytest.raises(PackageChangedError, match=CHANGED):
         package_sha256(path)
     monkeypatch.undo()
@@ -200,7 +202,7 @@ def test_a_replica_loading_the_checked_bytes_sees_a_later_write_as_a_change(tmp_
     would have had it extract bytes that were never checked."""
     path = fake_package(tmp_path / "model.pt2")
     digest = package_sha256(path)
-    writing_into_after(monkeypatch, package_module, "_check_same_bytes", path)
+    writing_into_after(monkeypatch, package_module, "check_same_bytes", path)
     with pytest.raises(PackageChangedError, match=CHANGED):
         open_package(path, expected_sha256=digest)
 
@@ -285,7 +287,7 @@ def test_hashing_reads_no_more_than_the_file_held_when_it_was_opened(tmp_path, m
         def hexdigest(self):
             return self.hasher.hexdigest()
 
-    monkeypatch.setattr(package_module.hashlib, "sha256", AppendingWhileHashed)
+    monkeypatch.setattr(package_checks.hashlib, "sha256", AppendingWhileHashed)
     with pytest.raises(PackageChangedError, match=rf"its size went from {size:,} to"):
         package_sha256(path)
     assert sum(hashed) == size, f"{sum(hashed):,} bytes hashed of a file of {size:,} bytes when it was opened"

@@ -254,7 +254,7 @@ def test_a_replica_loads_the_package_serve_checked_or_refuses(served_block, tmp_
     import zipfile
 
     from aotcuda.errors import PackageError
-    from aotcuda.runtime.package import package_sha256
+    from aotcuda.runtime.package_checks import package_sha256
     from aotcuda.serving import server
     from aotcuda.serving.deployment import ProgramReplica
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("ray.serve")
 
-from aotcuda.runtime.package import package_sha256  # noqa: E402
+from aotcuda.runtime.package_checks import package_sha256  # noqa: E402
 from aotcuda.serving import health, start_failures  # noqa: E402
 from aotcuda.serving.server import Server  # noqa: E402
 from aotcuda.serving.start_failures import StartFailureNotice  # noqa: E402

@@ -136,7 +136,8 @@ def wrapper_sources(package_path: str, archive=None):
     """
     from aotcuda.package_format import archive_root
     from aotcuda.runtime.archive import ArchiveLimits, archive_or_open, check_ratio, read_entry
-    from aotcuda.runtime.package import DAMAGED_ZIP, model_names, proxy_targets, read_json_entry
+    from aotcuda.runtime.package import model_names, proxy_targets
+    from aotcuda.runtime.package_checks import DAMAGED_ZIP, read_json_entry
 
     limits = ArchiveLimits.from_environment()
     with archive_or_open(package_path, limits, archive) as archive:

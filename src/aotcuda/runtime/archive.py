@@ -8,12 +8,14 @@ what extracting or reading writes, and they are checked BEFORE anything is writt
     max_extract_bytes          64 GiB   AOTCUDA_MAX_EXTRACT_BYTES        all entries extracted from one package
     max_ratio                     200   AOTCUDA_MAX_COMPRESSION_RATIO    uncompressed / compressed size, of each
                                                                          entry and of all extracted together,
-                                                                         once more than ratio_floor bytes inflate
+                                                                         once more than ratio_floor bytes inflate;
+                                                                         and the package file's size / the bytes
+                                                                         its disk blocks hold (a sparse file)
     max_json_bytes              8 MiB   AOTCUDA_MAX_JSON_BYTES           another JSON entry read into memory
                                                                          (the op table: ~300 bytes an op)
     max_signature_bytes         8 MiB   AOTCUDA_MAX_SIGNATURE_BYTES      the aotcuda signature, the model's
                                                                          metadata (real ones: about 1 KiB) and a
-                                                                         signing key's tag (~110 bytes an entry)
+                                                                         signing key's tag (~140 bytes an entry)
     max_source_bytes          256 MiB   AOTCUDA_MAX_SOURCE_BYTES         a generated C++ source read into memory
     max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive
 
@@ -37,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import struct
 import unicodedata
 import zipfile
@@ -247,9 +248,30 @@ def _refuse_too_many(path: str, count: int, limits: ArchiveLimits) -> None:
                            f"{_override('max_entries')}")
 
 
+def check_allocation(path: str, file, limits: ArchiveLimits) -> None:
+    """Refuse a package file whose size is more than ``limits.max_ratio`` times the bytes its disk blocks hold
+    (above ``ratio_floor``): a sparse file, whose holes read as zeros the disk does not hold. The ratio checks take a
+    STORED entry's bytes to be in the file, so none applies to one (its ratio is 1): a 256 MiB stored entry over a
+    hole (a package of 12 KiB on disk) was extracted whole, 256 MiB written to the temporary folder, and one of up to
+    64 GiB (``max_extract_bytes``, the free space) would have been; serve's digest read every zero. The bound is the
+    one a deflated entry has, measured against what the disk holds. A file system that reports no blocks (st_blocks
+    0: some network and FUSE file systems, a file kept inline) is not judged: every zip has a directory on disk."""
+    status = os.fstat(file.fileno())
+    held = status.st_blocks * 512
+    if held and status.st_size > limits.ratio_floor and _over(status.st_size, limits.max_ratio * held):
+        raise PackageError(
+            f"{path!r} is a sparse file: {status.st_size / MiB:.1f} MiB, of which its disk holds {held / MiB:.2f} MiB "
+            f"({status.st_size / held:.0f}x, more than the {limits.max_ratio:g}x limit); the rest reads as zeros the "
+            "disk does not hold, which reading or extracting it would make real: a zip bomb in the file system's "
+            "holes, or a package copied with holes (cp --sparse=always) or kept on a file system that compresses "
+            "zeros away. Nothing was read. Copy a package you trust without holes (cp --sparse=never PACKAGE COPY); "
+            f"or, {_override('max_ratio')}")
+
+
 def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
     """The package's zip (``package_format.open_zip``: PackageError for what is no zip), its directory bounded
-    before zipfile reads it and its entries checked (``check_directory``, ``check_entries``, ``check_layout``).
+    before zipfile reads it, its entries checked and its size bounded by its disk blocks (``check_directory``,
+    ``check_entries``, ``check_layout``, ``check_allocation``).
     The file is opened once and every check reads what zipfile reads (``package_format.open_package_file``).
 
     Read it in a ``with`` block: leaving the block checks that no other process wrote into the file while the
@@ -273,6 +295,7 @@ def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
         check_entries(path, archive.infolist(), limits)
         try:
             check_layout(path, archive.fp, archive.infolist(), archive.start_dir)
+            check_allocation(path, archive.fp, limits)  # after the layout: bytes no entry holds are named as such
         except OSError as exc:
             raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
     except BaseException as exc:
@@ -347,7 +370,7 @@ def _check_unaccounted(path: str, unaccounted: int, fix: str) -> None:
     """PackageError when ``unaccounted`` bytes of the archive (so far) belong to no entry. Why: zipfile reads an
     archive with any amount of data before or between its entries, and whatever reads the whole file reads them:
     a package behind 20 GB of zeros (a sparse file, 2.7 MB on disk) loaded in 0.3 s, while `aotcuda serve`'s digest of
-    it (``package.package_sha256``, and every replica's again) took 76 s; 100 TB would hold serve for days."""
+    it (``package_checks.package_sha256``, and every replica's again) took 76 s; 100 TB would hold serve for days."""
     if unaccounted > MAX_UNACCOUNTED_BYTES:
         raise PackageError(f"{path!r} holds more than {MAX_UNACCOUNTED_BYTES >> 20} MiB ({unaccounted:,} bytes so far) "
                            "that no entry of its archive accounts for, before its first entry or between entries: no "
@@ -456,13 +479,17 @@ def read_entry(archive: zipfile.ZipFile, name: str, path: str, limits: ArchiveLi
         return source.read(info.file_size + 1 if getattr(limits, limit_name) else -1)
 
 
-def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str, hasher=None) -> None:
-    """Extract one entry to ``target`` (at most its declared size: zipfile stops there); ``hasher`` (a hashlib
-    object), where given, is fed the bytes written."""
+def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str, hasher=None, most: int | None = None) -> int:
+    """Extract one entry to ``target`` (at most its declared size: zipfile stops there), and return the bytes
+    written; ``hasher`` (a hashlib object), where given, is fed them. ``most``: stop after one byte past it (the
+    caller refuses an entry that gave more than it was signed with, having written no more of it)."""
+    left = -1 if most is None else most + 1
+    written = 0
     with archive.open(info) as source, open(target, "wb") as sink:
-        if hasher is None:
-            shutil.copyfileobj(source, sink, 1 << 20)
-            return
-        while chunk := source.read(1 << 20):
-            hasher.update(chunk)
+        while left and (chunk := source.read(1 << 20 if left < 0 else min(left, 1 << 20))):
+            if hasher is not None:
+                hasher.update(chunk)
             sink.write(chunk)
+            written += len(chunk)
+            left -= len(chunk) if left > 0 else 0
+    return written

@@ -26,33 +26,24 @@ import shutil
 import tempfile
 import weakref
 import zipfile
-import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aotcuda.errors import PackageError, clipped
-from aotcuda.package_format import (
-    SIGNATURE_ENTRY,
-    PackageFile,
-    entry_sha256,
-    load_json,
-    open_package_file,
-    parse_signature,
-)
+from aotcuda.package_format import SIGNATURE_ENTRY, entry_sha256, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
-from aotcuda.package_tags import SigningKey, check_entries, parse_tag, signed_entries, tag_entry_names
-from aotcuda.runtime.archive import (
-    READ_RATIO_FLOOR,
-    ArchiveLimits,
-    archive_or_open,
-    check_entry_path,
-    check_extraction,
-    check_ratio,
-    check_size,
-    copy_entry,
-    entry_name,
-    open_archive,
-    read_entry,
+from aotcuda.package_tags import SignedEntries, SigningKey, check_entries, check_sizes, parse_tag, signed_entries
+from aotcuda.runtime.archive import ArchiveLimits, archive_or_open, check_size, copy_entry, entry_name, open_archive
+from aotcuda.runtime.package_checks import (
+    DAMAGED_ZIP,
+    check_free_space,
+    check_same_bytes,
+    check_signed_listing,
+    checked_path,
+    checked_sha256,
+    extraction_plan,
+    in_model,
+    read_json_entry,
+    tag_entry,
 )
 from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
@@ -124,39 +115,31 @@ def _pick_model(path: str, names: list[str], model_name: str | None) -> str:
     return "model" if "model" in found else found[0]
 
 
-def _safe_target(path: str, root_dir: str, name: str, relative: str) -> str:
-    target = os.path.normpath(os.path.join(root_dir, relative))
-    if not target.startswith(root_dir + os.sep):
-        raise PackageError(f"{path!r}: refusing to extract its entry {name!r}: it points outside the package's "
-                           "folder; AOTInductor writes no such entry, so the package was altered or is hostile, "
-                           "nothing was loaded. Lower the model again")
-    return target
-
-
-# What zipfile raises for an archive whose directory looks fine but whose data is damaged
-# (a flipped byte: "Bad CRC-32"; a cut-off entry: EOFError; a broken deflate stream: zlib.error; a local
-# header whose name is not UTF-8 although its flag says so: UnicodeDecodeError).
-DAMAGED_ZIP = (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError)
-
-
 def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, out_dir: str, path: str,
-                   limits: ArchiveLimits, digests: dict[str, str] | None = None) -> str:
+                   limits: ArchiveLimits, digests: dict[str, str] | None = None,
+                   sizes: dict[str, int] | None = None) -> str:
     """Extract the model folder (and data/constants/*, flattened into it) to out_dir/model; return it.
-    ``digests``, where given, gets {entry name: SHA-256} of what was extracted of each entry.
+    ``digests``, where given, gets {entry name: SHA-256} of what was extracted of each entry; ``sizes`` (a key's
+    tag's), where given, bounds each entry it lists: one that gives more is refused once it passes its size.
 
-    Raises PackageError as ``_extraction_plan`` does, before writing anything, and naming the damaged entry
+    Raises PackageError as ``extraction_plan`` does, before writing anything, and naming the damaged entry
     when an entry's data does not match its checksum.
     """
     model_dir = os.path.join(out_dir, "model")
-    wanted = _extraction_plan(archive, model_dir_entry, root, model_dir, path, limits)
-    _check_free_space(path, out_dir, sum(info.file_size for info, _ in wanted))
+    wanted = extraction_plan(archive, model_dir_entry, root, model_dir, path, limits)
+    check_free_space(path, out_dir, sum(info.file_size for info, _ in wanted))
     try:
         os.makedirs(model_dir)
         for info, target in wanted:
             os.makedirs(os.path.dirname(target), exist_ok=True)
             try:
                 hasher = None if digests is None else hashlib.sha256()
-                copy_entry(archive, info, target, hasher)
+                most = None if sizes is None else sizes.get(info.filename)
+                if copy_entry(archive, info, target, hasher, most) > (most if most is not None else float("inf")):
+                    raise PackageError(f"{path!r} was altered after it was signed: its entry {entry_name(info)} holds "
+                                       f"more than the {most:,} bytes that were signed; its extraction stopped there "
+                                       "and nothing of it was used. Lower the model again with the key, or copy the "
+                                       "package again from where it was lowered")
                 if hasher is not None:
                     digests[info.filename] = hasher.hexdigest()
             except DAMAGED_ZIP as exc:
@@ -169,177 +152,30 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
     return model_dir
 
 
-def _check_free_space(path: str, folder: str, size: int) -> None:
-    """PackageError when the temporary folder's file system has less room than the extraction needs: the ratio
-    and total limits allow a 330 MB package 64 GiB, and a disk filled half-way fails every process on it."""
-    free = shutil.disk_usage(folder).free
-    if size > free:
-        raise PackageError(f"{path!r} extracts to {size / (1 << 30):.2f} GiB, but the temporary folder "
-                           f"{os.path.dirname(folder)!r} has {free / (1 << 30):.2f} GiB free; nothing was extracted. "
-                           "Free space there, or point TMPDIR to a larger disk")
-
-
-def _extraction_plan(archive: zipfile.ZipFile, model_dir_entry: str, root: str, model_dir: str, path: str,
-                     limits: ArchiveLimits) -> list[tuple[zipfile.ZipInfo, str]]:
-    """(entry, target file) for each file load extracts, checked before anything is written: load extracts by
-    this plan, and inspect checks it, so that inspect refuses what load refuses.
-
-    Raises PackageError naming both entries when two would be extracted to one file (a constant named like the
-    model's .so) or one as a file where the other needs a folder, when the model has no or several .so files,
-    and when the entries would inflate past ``limits`` (``aotcuda.runtime.archive``).
-    """
-    constants_entry = f"{root}data/constants/"
-    wanted, sources = [], {}
-    for info in archive.infolist():
-        name = info.filename
-        if name.endswith("/"):
-            continue
-        if name.startswith(model_dir_entry):
-            relative = name[len(model_dir_entry):]
-        elif name.startswith(constants_entry):
-            relative = posixpath.basename(name)
-        else:
-            continue
-        check_entry_path(path, name, relative)
-        target = _safe_target(path, model_dir, name, relative)
-        if target in sources:
-            raise PackageError(f"{path!r}: its entries {sources[target]!r} and {name!r} would both be extracted to "
-                               f"{relative!r}, and the later would replace the earlier; the package was altered or "
-                               "is damaged, nothing was loaded. Lower the model again")
-        sources[target] = name
-        wanted.append((info, target))
-    _refuse_file_over_folder(path, model_dir, sources)
-    check_extraction(path, [info for info, _ in wanted], limits)
-    for info, target in wanted:  # load reads these whole into memory once extracted: ratio-checked as reads are
-        if target.endswith(".json"):
-            check_ratio(path, f"its entry {entry_name(info)}", info.file_size, info.compress_size, limits,
-                        READ_RATIO_FLOOR)
-    libraries = [target for target in sources if target.endswith(".so")]
-    if len(libraries) != 1:
-        what = "several .so files" if libraries else (
-            "C++ sources but no compiled .so" if any(t.endswith(".cpp") for t in sources) else "no compiled .so")
-        raise PackageError(f"{path!r} (model {model_dir_entry.rstrip('/').rsplit('/', 1)[-1]!r}) holds {what}; "
-                           "rebuild it with torch._inductor.aoti_compile_and_package (without package_cpp_only)")
-    return wanted
-
-
-def _refuse_file_over_folder(path: str, model_dir: str, sources: dict[str, str]) -> None:
-    """Refuse entries where one would be extracted as a file at a path another needs as a folder (``x`` beside
-    ``x/y``): AOTInductor never writes such a pair, and extracting it would fail half-way with a raw OSError."""
-    for target, name in sources.items():
-        folder = os.path.dirname(target)
-        while len(folder) > len(model_dir):
-            if folder in sources:
-                raise PackageError(f"{path!r}: its entry {sources[folder]!r} is a file where its entry {name!r} needs "
-                                   "a folder; the package was altered or is damaged, nothing was loaded. Lower the "
-                                   "model again")
-            folder = os.path.dirname(folder)
-
-
 def _files_with_suffix(folder: str, suffix: str) -> list[str]:
     return sorted(os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if f.endswith(suffix))
-
-
-def package_sha256(path: str | os.PathLike) -> str:
-    """The SHA-256 of a package file's bytes (read through one descriptor, as load reads it). PackageError for
-    what is not a readable regular file, or not a zip archive of a layout load takes (archive.open_archive: bytes no
-    entry holds are refused before the file is read whole); PackageChangedError where another process wrote into it while it was
-    read (the digest would be of no version: every replica would refuse the package it was checked for)."""
-    path = _checked_path(path)
-    # The archive's layout first (archive.check_layout): bytes no entry holds, which a digest would read all of, are
-    # refused before the file is read whole
-    with open_archive(path, ArchiveLimits.from_environment()) as archive:
-        return _file_sha256(path, archive.fp)  # leaving the block checks the file did not change meanwhile
-
-
-def _file_sha256(path: str, handle: PackageFile) -> str:
-    """The SHA-256 of the bytes the file held when it was opened: a writer that appends to it meanwhile is not
-    followed (read to the end, its growth was read for as long as it wrote, to be refused at the end), and the
-    change is then the caller's check_unchanged to name."""
-    hasher, left = hashlib.sha256(), handle.opened_version.size
-    try:
-        handle.seek(0)
-        while left and (chunk := handle.read(min(left, 1 << 20))):
-            hasher.update(chunk)
-            left -= len(chunk)
-    except OSError as exc:
-        raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
-    return hasher.hexdigest()
-
-
-def _checked_path(path) -> str:
-    """``path`` as a str, a leading "~" expanded as the shell does (load("~/m.pt2") looked for a folder named "~" in
-    the working directory), or a PackageError naming what was passed (None, a number, a path with a NUL byte raised
-    raw TypeError and ValueError from the os module)."""
-    try:
-        path = os.fsdecode(os.fspath(path))
-    except TypeError:
-        raise PackageError(f"the package path must be a str or os.PathLike, got {type(path).__name__}; pass the .pt2 "
-                           "file's path") from None
-    if "\0" in path:
-        raise PackageError(f"the package path {clipped(repr(path), 120)} holds a NUL character, which no file name "
-                           "can; pass the .pt2 file's path")
-    return os.path.expanduser(path)  # after the NUL check: "~a\0b" asked pwd for that user and raised ValueError
-
-
-def _checked_sha256(expected) -> str:
-    """The expected SHA-256 in hashlib's form (64 lower-case hex digits). An upper-case digest of the right file
-    (as some tools write it) was refused as another package, and so was anything that is no digest at all."""
-    if isinstance(expected, str) and len(expected) == 64 and all(c in "0123456789abcdefABCDEF" for c in expected):
-        return expected.lower()
-    raise PackageError(f"package_sha256={clipped(repr(expected), 80)} is not a SHA-256 (64 hexadecimal digits, as "
-                       "hashlib's hexdigest() and sha256sum write it); pass the package file's digest "
-                       "(aotcuda.runtime.package.package_sha256)")
-
-
-def _check_same_bytes(path: str, handle, expected: str) -> None:
-    """PackageError unless the open package file's bytes have the SHA-256 ``expected``: the package a server
-    checked at its start, which each of its replicas must load (another process may replace the file at that
-    path meanwhile, or a node may hold another copy), so that every replica serves the same model."""
-    found = _file_sha256(path, handle)
-    if found != expected:
-        raise PackageError(f"{path!r} is not the package that was checked when serving started: its SHA-256 is "
-                           f"{found[:16]}..., the one checked {str(expected)[:16]}... (the file was replaced or "
-                           "changed since, or this node holds another copy); nothing was loaded, so that every "
-                           "replica serves one model. Put a new package at a new path and serve that, or restart "
-                           "serving to serve what is at this path now")
 
 
 @contextlib.contextmanager
 def _opened(path: str, model_name: str | None, limits: ArchiveLimits, expected_sha256: str | None = None,
             archive: zipfile.ZipFile | None = None, signing_key: SigningKey | None = None):
     """The open zip, its entry names, the chosen model, the archive root, the signature (None if absent) and,
-    with ``signing_key``, the entries its tag signs ({name: SHA-256}, else None), with the entry count checked, and
+    with ``signing_key``, the entries its tag signs (``SignedEntries``, else None), with the entry count checked, and
     the file's bytes compared with ``expected_sha256`` (if given) before anything else is read. With a key, the
     tag is checked before the signature is parsed, and the signature's bytes against it. Leaving the block checks
     that the file did not change while the block read it (``open_archive``). ``archive``: one the caller opened
     with ``open_archive`` and reads more of (it checks and closes it)."""
     with archive_or_open(path, limits, archive) as archive:
         if expected_sha256 is not None:
-            _check_same_bytes(path, archive.fp, expected_sha256)
+            check_same_bytes(path, archive.fp, expected_sha256)
         names = archive.namelist()
         root = _archive_root(names)
         model = _pick_model(path, names, model_name)
         signed = None
         if signing_key is not None:
-            entry, data = _tag_entry(archive, names, root, path, limits)
+            entry, data = tag_entry(archive, names, root, path, limits)
             signed = signed_entries(data, entry, signing_key, path)
         yield archive, names, model, root, _read_signature_entry(archive, names, root, path, limits, signed), signed
-
-
-def _tag_entry(archive: zipfile.ZipFile, names: list[str], root: str, path: str,
-               limits: ArchiveLimits) -> tuple[str, bytes | None]:
-    """(the name of the package's key tag entry, its bytes, within the signature's limit; None where it has none)."""
-    entry = next((name for name in tag_entry_names(root) if name in names), None)
-    if entry is None:
-        return tag_entry_names(root)[0], None
-    return entry, read_json_entry(archive, entry, path, limits, "max_signature_bytes")
-
-
-def _in_model(root: str, model: str) -> Callable[[str], bool]:
-    """Whether an entry name is one load reads of the model (what ``_extraction_plan`` picks), for ``check_entries``."""
-    folders = (f"{root}data/aotinductor/{model}/", f"{root}data/constants/")
-    return lambda name: name.startswith(folders) and not name.endswith("/")
 
 
 def open_package(path: str | os.PathLike, model_name: str | None = None,
@@ -356,23 +192,22 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     sources without a compiled .so (packages built with ``aot_inductor.package_cpp_only``), or exceeds
     the limits (a decompression bomb: refused before anything is written).
     """
-    path = _checked_path(path)
+    path = checked_path(path)
     limits = limits or ArchiveLimits.from_environment()
     if expected_sha256 is not None:
-        expected_sha256 = _checked_sha256(expected_sha256)
+        expected_sha256 = checked_sha256(expected_sha256)
     out_dir = None
     try:
         with _opened(path, model_name, limits, expected_sha256, signing_key=signing_key) as (
                 archive, names, model, root, signature, signed):
-            if signed is not None:  # an entry added or removed: refused by its name, before anything is written
-                check_entries(signed, dict.fromkeys(filter(_in_model(root, model), names)), _in_model(root, model),
-                              path)
+            if signed is not None:  # an entry added, removed or resized: refused before anything is written
+                check_signed_listing(signed, archive, in_model(root, model), path)
             out_dir = _extraction_folder(path)
             digests = None if signed is None else {}
             model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits,
-                                       digests)
+                                       digests, None if signed is None else signed.sizes)
             if signed is not None:  # before any of it is read: the metadata, the op table, the library
-                check_entries(signed, digests, _in_model(root, model), path)
+                check_entries(signed, digests, in_model(root, model), path)
             package = _describe_model(path, model, model_dir, signature, limits)
         # Leaving the block found the file unchanged since it was opened: the library extracted, which nothing
         # has opened yet, and the signature that describes it are of one version of the package.
@@ -420,7 +255,7 @@ def _extraction_folder(path: str) -> str:
 
 def _describe_model(path: str, model: str, model_dir: str, signature: dict | None,
                     limits: ArchiveLimits) -> ExtractedPackage:
-    so_files = _files_with_suffix(model_dir, ".so")  # exactly one: _extraction_plan checked it
+    so_files = _files_with_suffix(model_dir, ".so")  # exactly one: extraction_plan checked it
     meta_files = _files_with_suffix(model_dir, "wrapper_metadata.json") or _files_with_suffix(model_dir, "_metadata.json")
     metadata = _read_metadata(path, meta_files[0], limits) if meta_files else {}
     blobs = _files_with_suffix(model_dir, ".blob")
@@ -482,24 +317,13 @@ def proxy_executor_ops(package_path: str | os.PathLike) -> list[str]:
     aotcuda's runtime has no proxy executor: a package that needs one runs only in torch's own loader
     (``torch._inductor.aoti_load_package``). Empty for a package without such ops.
     """
-    path = _checked_path(package_path)
+    path = checked_path(package_path)
     limits = ArchiveLimits.from_environment()
     with open_archive(path, limits) as archive:
         names = archive.namelist()
         tables = [n for n in names if n.endswith(".wrapper.json") and "/data/aotinductor/" in f"/{n}"]
         return [op for table in tables for op in _proxy_targets(read_json_entry(archive, table, path, limits),
                                                                   posixpath.basename(table), path)]
-
-
-def read_json_entry(archive: zipfile.ZipFile, name: str, path: str, limits: ArchiveLimits,
-                    limit_name: str = "max_json_bytes") -> bytes:
-    """A JSON entry's bytes, within the limit ``limit_name`` of ``limits`` and their ratio; PackageError for a
-    damaged entry."""
-    try:
-        return read_entry(archive, name, path, limits, limit_name)
-    except DAMAGED_ZIP as exc:
-        raise PackageError(f"{path!r} is damaged: its entry {name!r} cannot be read ({exc}); copy the "
-                           "package again, or lower the model again") from exc
 
 
 def describe_package(package_path: str | os.PathLike, model_name: str | None = None,
@@ -511,13 +335,13 @@ def describe_package(package_path: str | os.PathLike, model_name: str | None = N
     (``open_archive``), which reads more of it, from this one opening: one version of the file.
 
     Raises PackageError as open_package does."""
-    path = _checked_path(package_path)
+    path = checked_path(package_path)
     limits = limits or ArchiveLimits.from_environment()
     with _opened(path, model_name, limits, archive=archive) as (archive, names, model, root, signature, _):
         folder = f"{root}data/aotinductor/{model}/"
         # What load would extract, planned and checked as load does (nothing is written): inspect refuses what
         # load refuses. The folder is only a name here.
-        _extraction_plan(archive, folder, root, os.path.join(os.sep, "aotcuda-inspect", "model"), path, limits)
+        extraction_plan(archive, folder, root, os.path.join(os.sep, "aotcuda-inspect", "model"), path, limits)
         meta = sorted(n for n in names if n.startswith(folder) and n.endswith("wrapper_metadata.json")) or sorted(
             n for n in names if n.startswith(folder) and n.endswith("_metadata.json"))
         if not meta:
@@ -530,25 +354,26 @@ def package_key_id(package_path: str | os.PathLike, signing_key: SigningKey | No
                    model_name: str | None = None, limits: ArchiveLimits | None = None,
                    archive: zipfile.ZipFile | None = None) -> str | None:
     """The id of the key the package is signed with (``aotcuda.package_tags``), or None where it is not signed; its
-    tag is read within the limits and checked to be of the format. With ``signing_key``, checked as load checks it,
-    from the zip (every entry load would extract is hashed, nothing is extracted): PackageError where load with
-    that key would refuse the package. ``archive``: as for describe_package."""
-    path = _checked_path(package_path)
+    tag is read (once) within the limits and checked to be of the format. With ``signing_key``, checked as load
+    checks it, from the zip (every entry load would extract is hashed, nothing is extracted): PackageError where
+    load with that key would refuse the package. ``archive``: as for describe_package."""
+    path = checked_path(package_path)
     limits = limits or ArchiveLimits.from_environment()
     with _opened(path, model_name, limits, archive=archive, signing_key=signing_key) as (
             archive, names, model, root, _, signed):
-        entry, data = _tag_entry(archive, names, root, path, limits)
-        if signed is not None:
-            # What load would extract, planned and checked as load does before any entry is inflated (nothing is
-            # written): an entry of a bomb is refused by the limits, not hashed (8 GiB of zeros packed in 8 MiB,
-            # added to the model's folder, kept serve's check hashing for 17 s before it found the entry unsigned).
-            in_model = _in_model(root, model)
-            check_entries(signed, dict.fromkeys(filter(in_model, names)), in_model, path)  # names first, as load
-            _extraction_plan(archive, f"{root}data/aotinductor/{model}/", root,
-                             os.path.join(os.sep, "aotcuda-inspect", "model"), path, limits)
-            check_entries(signed, {info.filename: entry_sha256(archive, info) for info in archive.infolist()
-                                   if in_model(info.filename)}, in_model, path)
-        return None if data is None else parse_tag(data, entry, path)["key_id"]
+        if signed is None:
+            entry, data = tag_entry(archive, names, root, path, limits)
+            return None if data is None else parse_tag(data, entry, path)["key_id"]
+        # What load would extract, planned and checked as load does before any entry is inflated (nothing is
+        # written): an entry of a bomb is refused by the limits, not hashed (8 GiB of zeros packed in 8 MiB, added
+        # to the model's folder, kept serve's check hashing for 17 s before it found the entry unsigned).
+        in_scope = in_model(root, model)
+        check_signed_listing(signed, archive, in_scope, path)  # names and sizes first, as load
+        extraction_plan(archive, f"{root}data/aotinductor/{model}/", root,
+                        os.path.join(os.sep, "aotcuda-inspect", "model"), path, limits)
+        check_entries(signed, {info.filename: entry_sha256(archive, info) for info in archive.infolist()
+                               if in_scope(info.filename)}, in_scope, path)
+        return signed.key_id
 
 
 def _proxy_targets(data: bytes, file_name: str, path: str) -> list[str]:
@@ -572,11 +397,14 @@ def proxy_targets(table, file_name: str, path: str) -> list[str]:
 
 
 def _read_signature_entry(archive: zipfile.ZipFile, names: list[str], root: str, path: str,
-                          limits: ArchiveLimits, signed: dict[str, str] | None = None) -> dict | None:
+                          limits: ArchiveLimits, signed: SignedEntries | None = None) -> dict | None:
     """The signature, or None where the package has none; with ``signed`` (the entries a key's tag signs), its
-    bytes are checked against the tag before they are parsed (PackageError where they are not what was signed)."""
+    declared size and then its bytes are checked against the tag before they are parsed (PackageError where they are
+    not what was signed)."""
     candidates = (f"{root}{SIGNATURE_ENTRY}", SIGNATURE_ENTRY)
     entry = next((n for n in candidates if n in names), None)
+    if signed is not None and entry is not None:
+        check_sizes(signed, {entry: archive.getinfo(entry).file_size}, path)
     data = None if entry is None else read_json_entry(archive, entry, path, limits, "max_signature_bytes")
     if signed is not None:
         check_entries(signed, {} if entry is None else {entry: hashlib.sha256(data).hexdigest()},
@@ -599,7 +427,7 @@ def read_signature(package: str | os.PathLike | ExtractedPackage, signing_key: S
     """
     if isinstance(package, ExtractedPackage):
         return package.signature
-    path = _checked_path(package)
+    path = checked_path(package)
     limits = ArchiveLimits.from_environment()
     if signing_key is not None:
         with _opened(path, None, limits, archive=archive, signing_key=signing_key) as (*_, signature, _signed):

@@ -117,7 +117,7 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
             where the kernel runs on one thread, the end of the process (SIGABRT) where it runs in an OpenMP
             parallel region, a device-side assert that breaks the CUDA context on CUDA.
             Default: the switch AOTCUDA_CHECK_INDEX_RANGES (on).
-        package_sha256: the SHA-256 the package file must have (``aotcuda.runtime.package.package_sha256``),
+        package_sha256: the SHA-256 the package file must have (``aotcuda.runtime.package_checks.package_sha256``),
             compared with the bytes this load reads, before anything of them is used: a server's replicas load
             the package the server checked, not whatever another process put at the path since.
         signing_key: load only a package signed with this key at lowering (``lower(..., signing_key=)``): bytes

@@ -25,7 +25,8 @@ from typing import Callable
 from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.package_tags import key_file_switch, signing_key
 from aotcuda.runtime.archive import ArchiveLimits, open_archive
-from aotcuda.runtime.package import package_key_id, package_sha256, read_signature
+from aotcuda.runtime.package import package_key_id, read_signature
+from aotcuda.runtime.package_checks import package_sha256
 from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.serving.batching import (index_records, serving_plan, state_written_names, tensor_size_records,
                                       training_norm_cause)

@@ -14,7 +14,7 @@ import threading
 from typing import Callable
 
 from aotcuda.errors import PackageError, clipped
-from aotcuda.runtime.package import package_sha256
+from aotcuda.runtime.package_checks import package_sha256
 
 # Seconds between serve's looks at the deployment: each asks Serve's controller (serve.status()); a failure is said
 # this long after Serve's first retry at the most.
