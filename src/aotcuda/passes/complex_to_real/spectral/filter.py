@@ -31,7 +31,7 @@ import warnings
 import torch
 
 from aotcuda import switches
-from aotcuda.passes.complex_to_real.spectral.product import _argument, _call, _tensor, factors, values_of
+from aotcuda.passes.complex_to_real.spectral.product import argument, factors, tensor_value, values_of
 
 aten = torch.ops.aten
 # Ops that only reshape, select or copy a constant on the way to the product; evaluated on its value here.
@@ -88,18 +88,18 @@ def _shared_bins(weight: torch.Tensor, spectrum: torch.Tensor, dim: int) -> torc
 def _filter(c2r: torch.fx.Node, constants) -> tuple[torch.fx.Node, torch.Tensor] | None:
     """(the r2c node, the weight's bins) where c2r node `c2r` ends a filter the convolution takes (module
     docstring), else None."""
-    n, dim = _argument(c2r, "n"), _argument(c2r, "dim")
+    n, dim = argument(c2r, "n"), argument(c2r, "dim")
     spectrum = c2r.args[0]
-    if (not isinstance(spectrum, torch.fx.Node) or _tensor(spectrum) is None
+    if (not isinstance(spectrum, torch.fx.Node) or tensor_value(spectrum) is None
             or [u for u in spectrum.users if not _dead(u)] != [c2r]):
         return None
-    weight = _argument(c2r, "weight")
+    weight = argument(c2r, "weight")
     candidates = []
     if weight is not None:
         candidates.append((spectrum, weight, {c2r}))
     else:
         found = factors(spectrum)
-        if found is None or _tensor(spectrum).dtype != torch.float32:
+        if found is None or tensor_value(spectrum).dtype != torch.float32:
             return None
         first, second = spectrum.args
         candidates += [(a, b, {first, second.args[0]}) for a, b in (found, found[::-1])]
@@ -107,12 +107,15 @@ def _filter(c2r: torch.fx.Node, constants) -> tuple[torch.fx.Node, torch.Tensor]
         r2c, order = values_of(source)
         bins = _value(weight, constants)
         if (order != list(range(len(order))) or bins is None or not _call_of(r2c, c2r.target)
-                or _argument(r2c, "kind") != "r2c" or _argument(r2c, "n") != n or _argument(r2c, "dim") != dim
-                or _argument(r2c, "out_len") != n // 2 + 1 or _argument(r2c, "window") is not None
+                or argument(r2c, "kind") != "r2c" or argument(r2c, "n") != n or argument(r2c, "dim") != dim
+                or argument(r2c, "out_len") != n // 2 + 1 or argument(r2c, "window") is not None
                 or not {u for u in r2c.users if not _dead(u)} <= users | {source}):
             continue
-        bins = _shared_bins(bins, _tensor(spectrum), dim)
-        if bins is not None and _tensor(r2c.args[0]).dtype == _tensor(c2r).dtype:
+        # The same rank (and so, with the weight's other dims 1, the same shape: a weight of more dims would add rows
+        # the convolution of x does not have) and dtype in and out.
+        bins = _shared_bins(bins, tensor_value(spectrum), dim)
+        if (bins is not None and tensor_value(spectrum).dim() == tensor_value(r2c).dim()
+                and tensor_value(r2c.args[0]).dtype == tensor_value(c2r).dtype):
             return r2c, bins
     return None
 
@@ -143,18 +146,18 @@ def fuse_filters(gm: torch.fx.GraphModule, ep: torch.export.ExportedProgram) -> 
                  if original.name in values}
     count = 0
     for c2r in list(gm.graph.find_nodes(op="call_function", target=target)):
-        n = _argument(c2r, "n")
+        n = argument(c2r, "n")
         plan = fft_plan.kernel_plan(n) if isinstance(n, int) else None
-        if _argument(c2r, "kind") != "c2r" or _argument(c2r, "out_len") != n or not isinstance(plan, fft_plan.Bluestein):
+        if argument(c2r, "kind") != "c2r" or argument(c2r, "out_len") != n or not isinstance(plan, fft_plan.Bluestein):
             continue
         found = _filter(c2r, constants)
         if found is None:
             continue
         r2c, bins = found
-        scale = _argument(r2c, "scale") * _argument(c2r, "scale")
+        scale = argument(r2c, "scale") * argument(c2r, "scale")
         kernel = torch.fft.irfft(bins, n=n, norm="forward") * scale  # float64: g, both scales in it
         x = r2c.args[0]
-        value = _tensor(x)
+        value = tensor_value(x)
         tables = fft_plan.filter_values(plan, kernel).to(torch.float32)
         name = f"_fft_filter_tables_{count}"
         while hasattr(gm, name):
@@ -163,10 +166,10 @@ def fuse_filters(gm: torch.fx.GraphModule, ep: torch.export.ExportedProgram) -> 
         with gm.graph.inserting_before(c2r), warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Attempted to insert a get_attr Node with no underlying reference")
             constant = gm.graph.get_attr(name)
-            conv = gm.graph.call_function(target, (x, constant, _argument(r2c, "dim"), n, n, "conv", False, 1.0))
+            conv = gm.graph.call_function(target, (x, constant, argument(r2c, "dim"), n, n, "conv", False, 1.0))
         with value.fake_mode:
             constant.meta = {**c2r.meta, "val": value.fake_mode.from_tensor(getattr(gm, name), static_shapes=True)}
-            conv.meta = {**c2r.meta, "val": target(value, constant.meta["val"], _argument(r2c, "dim"), n, n,
+            conv.meta = {**c2r.meta, "val": target(value, constant.meta["val"], argument(r2c, "dim"), n, n,
                                                    "conv", False, 1.0)}
         c2r.replace_all_uses_with(conv)  # the r2c, the product and the c2r are dead: rebuild_program removes them
         count += 1

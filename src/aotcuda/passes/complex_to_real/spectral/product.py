@@ -37,7 +37,7 @@ OPS = ("fft_rows_cpu", "fft_rows")  # the aotcuda ops that take a weight, each f
 CUDA_TILE_MOST = 2048  # fft_rows (CUDA) takes a product's weight only where its plan's tile is at most this
 
 
-def _tensor(node) -> torch.Tensor | None:
+def tensor_value(node) -> torch.Tensor | None:
     value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     return value if isinstance(value, torch.Tensor) else None
 
@@ -47,7 +47,7 @@ def _call(node, target, count: int) -> bool:
 
 
 def _last(node: torch.fx.Node, dim) -> bool:
-    value = _tensor(node)
+    value = tensor_value(node)
     return value is not None and isinstance(dim, int) and dim % value.dim() == value.dim() - 1
 
 
@@ -86,7 +86,7 @@ def factors(product: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | Non
 def values_of(node: torch.fx.Node) -> tuple[torch.fx.Node, list[int]]:
     """(source, order): node's values are source.permute(order)'s, through the layout copies the rewrite adds
     (layout.py: permute → clone → permute) and any permute or clone."""
-    order = list(range(_tensor(node).dim()))
+    order = list(range(tensor_value(node).dim()))
     while isinstance(node, torch.fx.Node):
         if node.target is aten.permute.default and len(node.args) == 2 and not node.kwargs:
             order = [node.args[1][i] for i in order]
@@ -101,7 +101,7 @@ def operand_index(node: torch.fx.Node, name: str) -> int:
     return [argument.name for argument in node.target._schema.arguments].index(name)
 
 
-def _argument(node: torch.fx.Node, name: str):
+def argument(node: torch.fx.Node, name: str):
     at = operand_index(node, name)
     return node.args[at] if len(node.args) > at else node.kwargs.get(name)
 
@@ -112,16 +112,16 @@ def _operands(node: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None
     # Imported here: fft_rows imports Triton where it is installed, which a CPU-only program never needs.
     from aotcuda.kernels.fft_rows import check_weight
 
-    kind = _argument(node, "kind")
-    if kind not in ("c2c", "c2r") or _argument(node, "weight") is not None or not _worth_it(node):
+    kind = argument(node, "kind")
+    if kind not in ("c2c", "c2r") or argument(node, "weight") is not None or not _worth_it(node):
         return None
     product = node.args[0]
     found = factors(product) if isinstance(product, torch.fx.Node) and len(product.users) == 1 else None
-    value = _tensor(product)
+    value = tensor_value(product)
     if found is None or value is None or value.dtype != torch.float32:
         return None
     for x, weight in (found, found[::-1]):
-        xv, wv = _tensor(x), _tensor(weight)
+        xv, wv = tensor_value(x), tensor_value(weight)
         if xv is None or wv is None or xv.dtype != torch.float32 or tuple(xv.shape) != tuple(value.shape):
             continue
         try:
@@ -139,7 +139,7 @@ def _worth_it(node: torch.fx.Node) -> bool:
         return True
     from aotcuda.kernels.fft_plan import kernel_plan
 
-    n = _argument(node, "n")
+    n = argument(node, "n")
     plan = kernel_plan(n) if isinstance(n, int) else None
     return plan is not None and plan.tile <= CUDA_TILE_MOST
 
@@ -165,10 +165,10 @@ def fuse_products(graph: torch.fx.Graph) -> int:
             if order != list(range(len(order))):
                 with graph.inserting_before(node):
                     permuted = graph.call_function(aten.permute.default, (source, order))
-                permuted.meta = {**x.meta, "val": _tensor(source).permute(order)}
+                permuted.meta = {**x.meta, "val": tensor_value(source).permute(order)}
                 source = permuted
             before = [argument.name for argument in target._schema.arguments][1:operand_index(node, "weight")]
-            node.args = (source, *(_argument(node, name) for name in before), weight)
+            node.args = (source, *(argument(node, name) for name in before), weight)
             node.kwargs = {}
             count += 1
     return count
