@@ -42,3 +42,40 @@ def test_a_capture_never_lent_is_free():
     capture.lent = False
     keep = capture.static_outputs[0][:1]  # our own references do not count: it was never handed out
     assert capture.free() and keep.numel() == 1
+
+
+class _InterruptedReplay:
+    """A stand-in CUDA graph whose replay writes the program's in-place update into its static input and is then
+    interrupted, as a KeyboardInterrupt from a signal's handler surfaces as the replay returns."""
+
+    def __init__(self, static_input: torch.Tensor):
+        self.static_input, self.replays = static_input, 0
+
+    def replay(self):
+        self.static_input.add_(1.0)
+        self.replays += 1
+        raise KeyboardInterrupt
+
+
+def test_a_replay_interrupted_as_it_returns_still_writes_the_written_input_back(monkeypatch):
+    """GraphRunner copies an input the program writes from the graph's static copy back into the caller's tensor; the
+    copy ran after the replay as a Python call, so an interrupt as the replay (or the capture's first replay)
+    returned left the caller's tensor (a KV cache) without that replay's write while the graph's copy had it (main:
+    the caller's tensor unchanged both times). The copies are now made before the replay and run in its finally."""
+    from aotcuda.runtime import graphs
+
+    def capture(run, device, inputs):
+        return _InterruptedReplay(inputs[0]), [inputs[0]]
+
+    monkeypatch.setattr(graphs, "capture", capture)
+    runner = graphs.GraphRunner(lambda inputs, **_: [inputs[0]], torch.device("cpu"), warmup_calls=0,
+                                mutated=frozenset({0}))
+    monkeypatch.setattr(runner, "_raw_stream", lambda: 0)
+    cache = torch.zeros(4)
+    for replays in (1, 2):  # the capture's own replay, then a replay of the capture
+        try:
+            runner([cache], lambda outputs, static: outputs)
+        except KeyboardInterrupt:
+            pass
+        assert runner._states[graphs.shape_key([cache])].captures[0].graph.replays == replays
+        torch.testing.assert_close(cache, torch.full((4,), float(replays)))

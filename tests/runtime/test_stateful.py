@@ -239,7 +239,7 @@ def test_a_written_input_off_the_gpu_alignment_gets_an_aligned_copy_that_is_writ
     """The CUDA runtime hands AOTInductor an aligned copy of a written input that is not 16-byte aligned, and
     writes it back (``aligned_written_inputs``; the CUDA end of it: test_state_and_written_inputs_on_cuda). The
     function itself is the same on any device."""
-    from aotcuda.runtime.checks import aligned_written_inputs, write_back
+    from aotcuda.runtime.checks import aligned_written_inputs, copies_back
 
     x, cache, idx = stateful_inputs()
     given, aligned = _misaligned(cache), cache.clone()
@@ -247,8 +247,9 @@ def test_a_written_input_off_the_gpu_alignment_gets_an_aligned_copy_that_is_writ
     assert prepared[0] is x and prepared[2] is idx and prepared[3] is aligned  # unwritten, or aligned: as they are
     copy = prepared[1]
     assert copy.data_ptr() % 16 == 0 and copy.stride() == given.stride() and torch.equal(copy, given)
+    back = copies_back([x, given, idx, aligned], prepared, {1, 3})  # made before the run, as Program makes it
     copy.add_(x)  # what the program writes
-    write_back([x, given, idx, aligned], prepared, {1, 3})
+    list(back)
     torch.testing.assert_close(given, cache + x)
     unchanged = [x, aligned]
     assert aligned_written_inputs(unchanged, written={0, 1}) is unchanged

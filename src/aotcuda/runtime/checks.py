@@ -46,7 +46,7 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
     see the module docstring) and the value of every shape symbol.
 
     ``mutated``: the inputs the program writes in place. Those must be writable as eager writes them
-    (see ``check_mutated_inputs``); a copy made for the layout is written back by ``write_back``.
+    (see ``check_mutated_inputs``); a copy made for the layout is written back by ``copies_back``.
 
     Raises InputError naming the first bad input and the fix.
     """
@@ -113,7 +113,7 @@ GPU_ALIGN_BYTES = 16  # Inductor's (utils.GPU_ALIGN_BYTES): the alignment its CU
 
 
 def aligned_written_inputs(prepared: list, written) -> list:
-    """``prepared`` with each written input not 16-byte aligned replaced by an aligned copy (``write_back`` writes it
+    """``prepared`` with each written input not 16-byte aligned replaced by an aligned copy (``copies_back`` writes it
     back). AOTInductor's CUDA code runs on a clone of an input less aligned than its example was
     (cpp_wrapper_gpu.codegen_inputs), so a program's in-place write went to the clone: ``cache = buf[1:]`` kept its
     values (the H200, torch 2.11). The CPU code reads any address."""
@@ -125,13 +125,6 @@ def aligned_written_inputs(prepared: list, written) -> list:
             copies[index] = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
                                                 device=tensor.device).copy_(tensor)
     return prepared if copies is None else copies
-
-
-def write_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], indices) -> None:
-    """After a run: copy each written input that was laid out anew back into the caller's tensor (``copies_back``)."""
-    back = copies_back(originals, prepared, indices)
-    if back is not None:
-        list(back)
 
 
 def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], indices):

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import torch
 
 from aotcuda.errors import Advice, RuntimeCallError
-from aotcuda.runtime.checks import write_back
+from aotcuda.runtime.checks import copies_back
 
 RunFn = Callable[..., list]  # run(inputs, stream=None, single_threaded=False) -> list[Tensor | None]
 
@@ -174,14 +174,21 @@ class GraphRunner:
         if free:
             chosen = free[0]
             copy_into(chosen.static_inputs, inputs)
-            chosen.graph.replay()
+            # The written inputs' copies back are made before the replay and run in its finally as one C call: a
+            # signal's handler raises as any call returns (the replay's too), and a KeyboardInterrupt there left
+            # the caller's tensor without the replay's write (a KV cache one token behind the graph's). Armed
+            # only once copy_into is done, so an interrupt inside it copies nothing stale back.
+            back = copies_back(inputs, chosen.static_inputs, self.mutated) if self.mutated else None
+            try:
+                chosen.graph.replay()
+            finally:
+                if back is not None:
+                    list(back)
         elif state.eager_only:  # every capture is lent and a further capture failed before
             self._last_stream = stream
             return finish(self._run(inputs), False)
         else:
             chosen = self._capture(state, inputs)
-        if self.mutated:
-            write_back(inputs, chosen.static_inputs, self.mutated)
         # Lend only while another capture stays free or can still be made: the next call needs a graph
         # whose outputs nobody holds (this keeps the last possible capture for copies).
         can_make = 0 if state.eager_only else self.max_captures - len(state.captures)
@@ -206,7 +213,12 @@ class GraphRunner:
         storages = {t.untyped_storage()._cdata for t in static_outputs if t is not None}
         held = tuple((storage, _use_count(storage)) for storage in storages)  # counted with no alias made yet
         state.captures.append(made := _Capture(graph, static_inputs, static_outputs, held))
-        graph.replay()
+        back = copies_back(inputs, static_inputs, self.mutated) if self.mutated else None  # as _graph_call's
+        try:
+            graph.replay()
+        finally:
+            if back is not None:
+                list(back)
         return made
 
     @property

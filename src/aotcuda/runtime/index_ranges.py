@@ -169,7 +169,7 @@ class IndexRangeChecks:
         range and then read out of range ends the process (measured: an id rewritten in shared memory got
         past the check and aborted it). The copies cost one read of the index inputs (ids, positions),
         which the check reads anyway; a copy of an input the program writes is copied back after the call
-        (``checks.write_back``), as the exported-layout copies are. ``callers``: the caller's own tensors, where
+        (``checks.copies_back``), as the exported-layout copies are. ``callers``: the caller's own tensors, where
         ``tensors`` may hold copies this call made (into the exported layout), which no one else can write: those
         are checked as they are (a second copy of an expanded input doubled the memory its layout copy had been
         allowed: 2 GiB for a (1024, 1024, 1024) uint8 expand of one byte)."""
