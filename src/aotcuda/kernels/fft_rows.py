@@ -13,7 +13,7 @@ times `scale`: a spectral filter irfft(rfft(x)·w) whose w is a constant, in two
 (spectral/filter.py). Along
 `dim`, x is zero-padded or cropped to n (c2r: its half to n//2 + 1 bins) and out keeps the first `out_len`
 points (r2c one-sided: n//2 + 1). out is a new tensor of x's dtype (float32, float16 or bfloat16; a pair
-again except for c2r) with `out_len` along `dim`, laid out as cuFFT lays out its result (the transformed
+again except for c2r and conv) with `out_len` along `dim`, laid out as cuFFT lays out its result (the transformed
 dim innermost: empty_out). Every other dim of x (at most MAX_BATCH_DIMS) is a batch dim read with its own
 stride: a transform along a middle dim needs no copy. n is any length fft_plan covers (``covers``: a tiling, or
 a Bluestein plan run by the Bluestein kernel, kernels/fft_bluestein.py, with the same arguments). `tables` is
@@ -206,7 +206,7 @@ def reference(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, ou
               inverse: bool, scale: float, window: torch.Tensor | None = None,
               weight: torch.Tensor | None = None) -> torch.Tensor:
     """The same transform with torch.fft in float32 (complex64), the CPU implementation and the tests'
-    reference; `tables` is not read."""
+    reference; `tables` is read only for conv (the kernel it holds)."""
     _check(x, tables, dim, n, out_len, kind, window, weight)
     laid_out = empty_out(x, dim, out_len, kind)
     if kind == "conv":
