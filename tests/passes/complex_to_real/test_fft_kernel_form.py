@@ -463,3 +463,26 @@ def test_a_filter_whose_weight_the_program_writes_is_not_baked_into_a_convolutio
         x = real(3, 1009)
         with torch.no_grad():
             assert_close_to_scale(lowered(x), eager(x), torch.float32)
+
+
+class TwoFiltersOneWeight(torch.nn.Module):
+    """One weight (written first in the product) for two filters, of two inputs, one along a middle dim."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(2047, dtype=torch.complex64))
+
+    def forward(self, x, y):
+        along_last = torch.fft.irfft(self.weight * torch.fft.rfft(x), n=4093)
+        along_first = torch.fft.irfft(self.weight[:, None] * torch.fft.rfft(y, dim=0), n=4093, dim=0)
+        return along_last, along_first
+
+
+def test_a_weight_written_first_and_shared_by_two_filters_makes_two_convolutions(kernel_form_on_cpu):
+    module = TwoFiltersOneWeight()
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (real(3, 4093), real(4093, 2))))
+    assert _kinds(new) == ["conv", "conv"]
+    fresh = (real(3, 4093), real(4093, 2))
+    with torch.no_grad():
+        for got, want in zip(new.module()(*fresh), module(*fresh), strict=True):
+            assert_close_to_scale(got, want, torch.float32)

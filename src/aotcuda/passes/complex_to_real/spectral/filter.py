@@ -94,22 +94,21 @@ def _filter(c2r: torch.fx.Node, constants) -> tuple[torch.fx.Node, torch.Tensor]
             or [u for u in spectrum.users if not _dead(u)] != [c2r]):
         return None
     weight = argument(c2r, "weight")
-    candidates = []
     if weight is not None:
-        candidates.append((spectrum, weight, {c2r}))
+        candidates = [(spectrum, weight)]
     else:
         found = factors(spectrum)
         if found is None or tensor_value(spectrum).dtype != torch.float32:
             return None
-        first, second = spectrum.args
-        candidates += [(a, b, {first, second.args[0]}) for a, b in (found, found[::-1])]
-    for source, weight, users in candidates:
+        candidates = [found, found[::-1]]
+    for source, weight in candidates:
         r2c, order = values_of(source)
         bins = _value(weight, constants)
+        # The r2c's spectrum must serve this c2r alone: every use of it dead once the c2r is.
         if (order != list(range(len(order))) or bins is None or not _call_of(r2c, c2r.target)
                 or argument(r2c, "kind") != "r2c" or argument(r2c, "n") != n or argument(r2c, "dim") != dim
                 or argument(r2c, "out_len") != n // 2 + 1 or argument(r2c, "window") is not None
-                or not {u for u in r2c.users if not _dead(u)} <= users | {source}):
+                or not all(_dead(user, c2r) for user in r2c.users)):
             continue
         # The same rank (and so, with the weight's other dims 1, the same shape: a weight of more dims would add rows
         # the convolution of x does not have) and dtype in and out.
@@ -120,12 +119,12 @@ def _filter(c2r: torch.fx.Node, constants) -> tuple[torch.fx.Node, torch.Tensor]
     return None
 
 
-def _dead(node: torch.fx.Node) -> bool:
-    """Whether node's value reaches no output: an aten op all of whose users are dead (fuse_products leaves the
-    product it took apart so, for rebuild_program to remove)."""
-    return (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
-            and node.target.namespace == "aten" and not node.target._schema.is_mutable
-            and all(_dead(user) for user in node.users))
+def _dead(node: torch.fx.Node, gone: torch.fx.Node | None = None) -> bool:
+    """Whether node's value reaches no output once `gone` is removed: `gone` itself, or an aten op all of whose
+    users are dead (fuse_products leaves the product it took apart so, for rebuild_program to remove)."""
+    return node is gone or (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+                            and node.target.namespace == "aten" and not node.target._schema.is_mutable
+                            and all(_dead(user, gone) for user in node.users))
 
 
 def _call_of(node, target) -> bool:
