@@ -277,12 +277,12 @@ def check_pairs(launch, n: int, device: str = "cpu") -> list[str]:
     return lines
 
 
-def check_pairs_interpreted():
-    """check_pairs at 67 (a padded tiling), 1009 and 2049 (m of one tile, and past 4096: two halves, float32 kept in
-    Out between them)."""
+def check_real_rows_interpreted(which: str):
+    """check_pairs or check_conv (`which`: "pairs", "conv") at 67 (a padded tiling), 1009 and 2049 (m of one tile, and
+    past 4096: two halves, float32 kept in Out between them), a line a case."""
     torch.manual_seed(7)
     for n in (67, 1009, 2049):
-        for line in check_pairs(fft_rows.launch, n):
+        for line in {"pairs": check_pairs, "conv": check_conv}[which](fft_rows.launch, n):
             print(line, flush=True)
 
 
@@ -295,10 +295,15 @@ def test_real_rows_run_in_pairs_and_each_keeps_its_own_accuracy_in_tritons_inter
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         import test_fft_rows_bluestein
-        test_fft_rows_bluestein.check_pairs_interpreted()
+        test_fft_rows_bluestein.check_real_rows_interpreted("pairs")
     """).splitlines()
     print("\n".join(lines))
     assert len(lines) == 3 * (len(_pairs_cases(8)) + 1)
+    _within_halves_tolerance(lines)
+
+
+def _within_halves_tolerance(lines: list[str]) -> None:
+    """Each line's last word, a relative error, below HALVES_TOLERANCE of its dtype (bfloat16 where it says so)."""
     for line in lines:
         dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
         assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
@@ -353,14 +358,6 @@ def check_conv(launch, n: int, device: str = "cpu") -> list[str]:
     return lines
 
 
-def check_conv_interpreted():
-    """check_conv at 67 (a padded tiling), 1009 (m of one tile) and 2049 (two halves, float32 kept in Out)."""
-    torch.manual_seed(11)
-    for n in (67, 1009, 2049):
-        for line in check_conv(fft_rows.launch, n):
-            print(line, flush=True)
-
-
 @NEEDS_TRITON
 def test_a_constant_filters_convolution_matches_eager_in_tritons_interpreter():
     """Kind conv: a pair of real rows convolved with a real kernel in one Bluestein-shaped pass (two m-point DFTs),
@@ -369,21 +366,17 @@ def test_a_constant_filters_convolution_matches_eager_in_tritons_interpreter():
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         import test_fft_rows_bluestein
-        test_fft_rows_bluestein.check_conv_interpreted()
+        test_fft_rows_bluestein.check_real_rows_interpreted("conv")
     """).splitlines()
     print("\n".join(lines))
     assert len(lines) == 3 * len(_conv_cases(8))
-    for line in lines:
-        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
-        assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
+    _within_halves_tolerance(lines)
 
 
 def test_the_cpu_implementation_convolves_and_conv_needs_a_bluestein_lengths_tables():
     """The op's CPU implementation (kernels/fft_rows.py's convolved) against eager's filter, and the refusals: no
     tables, a tiled length (only the Bluestein kernel convolves), a window or a weight (the kernel holds the filter)."""
-    for line in check_conv(fft_rows.reference, 1009):
-        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
-        assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
+    _within_halves_tolerance(check_conv(fft_rows.reference, 1009))
     x = torch.randn(2, 1009)
     with pytest.raises(ValueError, match="conv takes the tables of a Bluestein length"):
         fft_rows.reference(x, None, 1, 1009, 1009, "conv", False, 1.0)
@@ -431,22 +424,11 @@ def test_the_cuda_bluestein_kernel_in_two_halves_past_m_4096(n, dtype):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("check_real_rows", [check_pairs, check_conv], ids=["pairs", "conv"])
 @pytest.mark.parametrize("n", [1009, 2039, 4093])
-def test_the_cuda_bluestein_kernel_runs_real_rows_in_pairs(n):
+def test_the_cuda_bluestein_kernel_runs_real_rows_in_pairs_and_convolves(n, check_real_rows):
+    """r2c and c2r two real rows to a complex transform; conv, a constant filter's convolution (the pairs kernel)."""
     if not fft_rows.HAVE_TRITON:
         pytest.skip("Triton is not installed")
     torch.manual_seed(n)
-    for line in check_pairs(lambda *args: torch.ops.aotcuda.fft_rows(*args), n, "cuda"):
-        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
-        assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("n", [1009, 2039, 4093])
-def test_the_cuda_kernel_convolves_a_constant_filter(n):
-    if not fft_rows.HAVE_TRITON:
-        pytest.skip("Triton is not installed")
-    torch.manual_seed(n)
-    for line in check_conv(lambda *args: torch.ops.aotcuda.fft_rows(*args), n, "cuda"):
-        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
-        assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
+    _within_halves_tolerance(check_real_rows(lambda *args: torch.ops.aotcuda.fft_rows(*args), n, "cuda"))
