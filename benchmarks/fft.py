@@ -242,6 +242,12 @@ def _fft_rows_ops(ep) -> int:
     return sum(1 for node in ep.graph.nodes if node.target in targets)
 
 
+def _convolutions(ep) -> int:
+    """aotcuda::fft_rows nodes of kind conv: a constant filter as one convolution (spectral/filter.py)."""
+    op = getattr(getattr(torch.ops, "aotcuda", None), "fft_rows", None)
+    return sum(1 for node in ep.graph.nodes if op is not None and node.target is op.default and "conv" in node.args)
+
+
 def _rewritten(ep, program: str, form: str):
     """The pass's program in `form`, checked to have no FFT op left."""
     with _fft_kernel_switch(form == "kernel"):
@@ -330,7 +336,8 @@ def run_case(program: str, key, args, lock=None) -> list[dict]:
                 times = _best_median_us(fns, inputs, args.repeat, args.min_run_time)
             shape = "×".join(str(size) for size in inputs.shape)
             rows += [dict(program=program, n=n, key=key, index=i, shape=shape, dtype=str(inputs.dtype).removeprefix("torch."),
-                          dynamic=dynamic, dim=_dim_spec(dynamic_shapes), form=form, plan=_form(n, args.device, form, program),
+                          dynamic=dynamic, dim=_dim_spec(dynamic_shapes), form=form,
+                          plan=("conv: " if _convolutions(rewritten[form]) else "") + _form(n, args.device, form, program),
                           library_us=times[0], aotcuda_us=times[j + 1], ratio=times[j + 1] / times[0],
                           rel_error=errors[j + 1], library_rel_error=errors[0], error_floor=floor,
                           ok=_within(errors[j + 1], program, floor),  # the library's error has its column
