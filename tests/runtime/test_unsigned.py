@@ -110,3 +110,62 @@ def test_unsigned_load_leaves_the_variable_as_it_was(twice_unsigned_pt2, monkeyp
         with pytest.raises(RuntimeCallError, match="unmatched|expected|printed the cause on stderr"):
             program(torch.randn(3, 4, dtype=torch.float64))
     assert dict(os.environ) == before
+
+
+_TWO_THREADS = r"""
+import sys, threading
+import torch
+import aotcuda
+import aotcuda.runtime.program as program_module
+from aotcuda.errors import RuntimeCallError
+from aotcuda.runtime.aoti_checks import aoti_input_checks
+
+first_run = program_module.latch_aoti_input_checks
+other_in, this_in, other_out = threading.Event(), threading.Event(), threading.Event()
+
+
+def latch_after_the_other_load_left(container, device, path):  # this load's first run, once the other has left
+    this_in.set()
+    other_out.wait(10)
+    first_run(container, device, path)
+
+
+def other_load():  # another thread's unsigned load: in its block before this one, out of it before this one's run
+    with aoti_input_checks("other.pt2"):
+        other_in.set()
+        this_in.wait(2)  # held until this load is in its own block (or 2 s: where blocks take turns, it never is)
+    other_out.set()
+
+
+program_module.latch_aoti_input_checks = latch_after_the_other_load_left
+other = threading.Thread(target=other_load)
+other.start()
+other_in.wait(10)
+program = aotcuda.load(sys.argv[1])
+other.join()
+try:
+    program(torch.randn(3, 4, dtype=torch.float64))
+except RuntimeCallError:
+    pass
+else:
+    raise AssertionError("a float64 input ran unchecked")
+x = torch.randn(6, 4)
+torch.testing.assert_close(program(x)[1], x + 1)
+print("ok")
+"""
+
+
+def test_an_unsigned_load_beside_another_threads_keeps_its_checks(twice_unsigned_pt2):
+    """AOTI_RUNTIME_CHECK_INPUTS is process-wide, and each unsigned load set it around its library's first run and
+    removed it after: where another thread's load entered first and left before this one's first run, this library
+    read it unset and latched its checks off for good: load raised "AOTInductor's input checks did not reject a
+    probe input" (its probe had run unchecked), and so did every later load of the package in the process (the breaker,
+    2026-12-06, evening). Now the blocks take turns. In a child process: the library's first run must be the race's."""
+    import os
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items() if key != "AOTI_RUNTIME_CHECK_INPUTS"}
+    done = subprocess.run([sys.executable, "-c", _TWO_THREADS, twice_unsigned_pt2], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]
