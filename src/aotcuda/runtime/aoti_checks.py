@@ -17,6 +17,7 @@ import warnings
 import torch
 
 from aotcuda.errors import InputError, PackageError, RuntimeCallError
+from aotcuda.runtime import container as _container
 from aotcuda.runtime.container import ModelContainer
 from aotcuda.runtime.handles import delete_handle, handle_array_type, new_handle_array
 
@@ -37,10 +38,11 @@ def aoti_input_checks(package_path: str, why: str | None = None):
     signing = "" if why else (", or add the signature: lower the model with aotcuda.lower, or write it with "
                               "aotcuda.package_format.write_signature")
     why = why or "has no aotcuda signature, so only AOTInductor's own input checks can check its inputs"
-    # One block at a time in the process: the variable is process-wide, and a load in another thread that entered
-    # first and left first removed it while this one's library had yet to read it, so that library latched its checks
-    # off for good (its probe ran unchecked; every later load of that package in the process was refused).
-    with _CHECKS_LOCK:
+    # One block at a time, and no other library's first run inside it (container.ENVIRONMENT_LOCK): the variable is
+    # process-wide, and a load in another thread that entered first and left first removed it while this one's library
+    # had yet to read it, so that library latched its checks off for good (its probe ran unchecked; every later load of
+    # that package in the process was refused).
+    with _container.ENVIRONMENT_LOCK:
         previous = os.environ.get(AOTI_CHECKS_VARIABLE)
         if previous is not None and previous.startswith("0"):  # the generated code: on unless it starts with '0'
             raise PackageError(
@@ -94,15 +96,12 @@ def latch_aoti_input_checks(container: ModelContainer, device: str, package_path
 
 _STDERR_LOCK = threading.Lock()
 _SAVED_STDERR: list[int] = []  # the copy of fd 2 while a probe has fd 2 on /dev/null (one at a time: the lock)
-# aoti_input_checks' blocks, one at a time (reentrant: a signal's handler may load a package on a thread inside one)
-_CHECKS_LOCK = threading.RLock()
 _SET_BY_A_BLOCK: list[bool] = []  # [True] while a block holds the variable it set
 
 
 def _new_lock_in_a_child() -> None:  # a lock another thread of the parent held at the fork stays held in the child
-    global _STDERR_LOCK, _CHECKS_LOCK
+    global _STDERR_LOCK
     _STDERR_LOCK = threading.Lock()
-    _CHECKS_LOCK = threading.RLock()
     if _SET_BY_A_BLOCK:  # another thread's block had set the variable, and its restore never runs here
         _SET_BY_A_BLOCK.clear()
         os.environ.pop(AOTI_CHECKS_VARIABLE, None)
