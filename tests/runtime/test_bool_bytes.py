@@ -55,3 +55,21 @@ def test_a_bool_input_holding_a_byte_but_0_or_1_is_refused_naming_it(masked_pt2)
         torch.testing.assert_close(program(x, transposed)[0], x * transposed)
         ones = torch.ones(4, 4, dtype=torch.bool)
         torch.testing.assert_close(program(x, ones)[0], x)
+
+
+def test_a_package_without_a_signature_checks_its_bool_inputs_too(masked_pt2, tmp_path):
+    """AOTInductor's own checks (all a package without aotcuda's signature has) compare a bool input's dtype and
+    sizes, not its bytes: where the signature cannot say which inputs are bool, each call looks at every input's."""
+    import zipfile
+
+    unsigned = tmp_path / "masked_unsigned.pt2"
+    with zipfile.ZipFile(masked_pt2) as source, zipfile.ZipFile(unsigned, "w") as target:
+        for info in source.infolist():
+            if not info.filename.endswith("aotcuda/signature.json"):
+                target.writestr(info, source.read(info))
+    x = torch.randn(4, 4)
+    with aotcuda.load(unsigned) as program:
+        assert program.input_specs is None
+        with pytest.raises(aotcuda.InputError, match=r"input '\w+' \(#1\) is a torch.bool tensor holding the byte 255"):
+            program.execute([x, bytes_as_bool([1, 0, 255, 1] * 4, (4, 4))])
+        torch.testing.assert_close(program.execute([x, torch.ones(4, 4, dtype=torch.bool)])[0], x)

@@ -195,8 +195,9 @@ class Program:
         self._index_checks = IndexRangeChecks.from_signature(signature, self.num_inputs, self._device, package.path) \
             if check_index_ranges and usable else None
         self._divisors = SizeDivisors.from_signature(signature, package.path) if usable else None
-        # bool inputs, whose bytes each call checks (CPU: bool_bytes)
-        self._bool_inputs = bool_positions(self._input_specs) if self._device.type == "cpu" else ()
+        # bool inputs, whose bytes each call checks (CPU: bool_bytes); without usable specs, any input may be one
+        self._bool_inputs = () if self._device.type != "cpu" else bool_positions(self._input_specs) \
+            if self._input_specs is not None else tuple(range(self.num_inputs))
         # inputs that reach an index the lowering could not bound (signature "index_unchecked"): {name: lines}
         self.index_unchecked = {spec["name"]: list(spec["index_unchecked"])
                                 for spec in (signature or {}).get("inputs") or []
