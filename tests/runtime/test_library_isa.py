@@ -105,3 +105,45 @@ def test_hostile_section_headers_are_no_section(tmp_path):
     struct.pack_into("<Q", data, table + 64 + 32, 1 << 40)  # .text's sh_size
     path.write_bytes(bytes(data))
     assert not libloader.holds_amx_instructions(str(path))
+
+
+def test_code_that_many_section_headers_claim_is_read_once(tmp_path, monkeypatch):
+    """Found by the breaker (2026-12-06, evening): every section header marked executable was searched on its own, so
+    65,535 headers each claiming an 8 MB library's whole body made a load read it 65,535 times (past 60 s; the
+    package then refused, its signature naming another library, and the library never opened). Overlapping sections
+    are read once."""
+    path = tmp_path / "many.so"
+    library(path, b"\x90" * (1 << 16))
+    data = bytearray(path.read_bytes())
+    (table,) = struct.unpack_from("<Q", data, 0x28)
+    text = bytes(data[table + 64:table + 128])  # .text's header, repeated: each claims the whole code
+    count = struct.unpack_from("<H", data, 0x3C)[0]
+    copies = 4000
+    data[table + 64 * count:] = b""
+    data += text * copies
+    struct.pack_into("<H", data, 0x3C, count + copies)
+    path.write_bytes(bytes(data))
+    read = []
+    real_open = open
+
+    class Counted:
+        def __init__(self, file):
+            self.file = file
+
+        def read(self, size=-1):
+            piece = self.file.read(size)
+            read.append(len(piece))
+            return piece
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            self.file.close()
+
+    monkeypatch.setattr(libloader, "open", lambda *args: Counted(real_open(*args)), raising=False)
+    assert not libloader.holds_amx_instructions(str(path))
+    assert sum(read) < 2 * len(data), sum(read)  # the code once, and the headers (on the code before: 4,001 times)

@@ -125,14 +125,14 @@ def holds_amx_instructions(path: str) -> bool:
     encoding met inside another instruction (its immediate or displacement) or across two reads as one too: a
     refusal of a library without AMX where that happens (none in the x86-64 libraries measured: see
     docs/reliability.md), never a library with AMX kernels taken for one without. Reads the ELF and section headers
-    and those sections, bounded by the file's size, in chunks."""
+    and those sections, bounded by the file's size, in chunks; bytes that several sections claim, once (65,535 section
+    headers each claiming the whole file made it read the file 65,535 times: minutes of a load, for an 8 MB library,
+    before dlopen or any other refusal)."""
     with open(path, "rb") as f:
         header = f.read(20)
         if len(header) < 20 or header[5] != 1 or struct.unpack_from("<H", header, 18)[0] != _EM_X86_64:
             return False
-        for _, flags, offset, length in _sections(f) or ():
-            if not flags & _SHF_EXECINSTR:
-                continue
+        for offset, length in _code_ranges(_sections(f) or ()):
             f.seek(offset)
             tail = b""
             while length > 0:
@@ -144,6 +144,19 @@ def holds_amx_instructions(path: str) -> bool:
                     return True
                 tail = chunk[-4:]  # an encoding across two chunks
     return False
+
+
+def _code_ranges(sections) -> list[tuple[int, int]]:
+    """(offset, size) of the bytes the code sections among ``sections`` hold, sections that overlap joined into one
+    range (sections that only touch stay apart, as they were searched)."""
+    ranges: list[list[int]] = []
+    for start, end in sorted((offset, offset + length) for _, flags, offset, length in sections
+                             if flags & _SHF_EXECINSTR and length > 0):
+        if ranges and start < ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], end)
+        else:
+            ranges.append([start, end])
+    return [(start, end - start) for start, end in ranges]
 
 
 def _sections(f) -> list[tuple[bytes, int, int, int]] | None:
