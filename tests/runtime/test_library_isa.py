@@ -147,3 +147,30 @@ def test_code_that_many_section_headers_claim_is_read_once(tmp_path, monkeypatch
     monkeypatch.setattr(libloader, "open", lambda *args: Counted(real_open(*args)), raising=False)
     assert not libloader.holds_amx_instructions(str(path))
     assert sum(read) < 2 * len(data), sum(read)  # the code once, and the headers (on the code before: 4,001 times)
+
+
+def test_a_section_name_without_its_end_is_read_no_further_than_a_name(tmp_path):
+    """Found by the breaker (2026-12-06, evening): a section's name was read up to the next NUL of the names table,
+    however far: an 8 MB table without one, named from its second byte by 1,000 section headers, made 1,000 names of
+    8 MB each (7.6 GB and 25 s at a load, before dlopen; a package of about 60 KB can hold 65,535 headers over 60 MB:
+    terabytes). A name is read to its NUL within _MAX_NAME bytes; the libraries' own names as before."""
+    path = tmp_path / "names.so"
+    library(path, CODE, rodata=b"\0" * 16)
+    data = bytearray(path.read_bytes())
+    (table,) = struct.unpack_from("<Q", data, 0x28)
+    count, names_index = struct.unpack_from("<HH", data, 0x3C)
+    names_at = len(data)
+    data += b"A" * (1 << 18)  # a names table of 256 KiB without a NUL
+    headers = bytearray(data[table:table + 64 * count])
+    struct.pack_into("<QQ", headers, 64 * names_index + 24, names_at, 1 << 18)  # the names table: sh_offset, sh_size
+    unnamed = struct.pack("<IIQQQQIIQQ", 1, 1, 0, 0, 0, 1, 0, 0, 1, 0)  # named from the table's second byte
+    headers += unnamed * 200
+    struct.pack_into("<Q", data, 0x28, len(data))
+    struct.pack_into("<H", data, 0x3C, count + 200)
+    path.write_bytes(bytes(data + headers))
+    with open(path, "rb") as f:
+        sections = libloader._sections(f)
+    assert len(sections) == count + 200
+    assert max(len(name) for name, *_ in sections) <= 256  # libloader._MAX_NAME; on the code before: 262,144 bytes
+    assert libloader.compiled_machine_flags(library(tmp_path / "lib.so", CODE)) == frozenset(
+        {"-march=sapphirerapids", "-mavx512f", "-mavx512vnni", "-mamx-tile", "-mamx-bf16"})
