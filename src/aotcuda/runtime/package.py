@@ -56,7 +56,7 @@ from aotcuda.runtime.archive import (
 )
 from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
-from aotcuda.shared_folders import temporary_folder_problem
+from aotcuda.shared_folders import mounted_noexec, temporary_folder_problem
 
 
 @dataclass
@@ -386,14 +386,6 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     return package
 
 
-def _mounted_noexec(folder: str) -> bool:
-    """Whether ``folder`` is on a file system mounted noexec (a hardened /tmp, a container's noexec tmpfs)."""
-    try:
-        return bool(os.statvfs(folder).f_flag & getattr(os, "ST_NOEXEC", 0))
-    except OSError:  # not known: dlopen says what it finds
-        return False
-
-
 def _extraction_folder(path: str) -> str:
     """A fresh private folder in the temporary folder for one package, marked with its owner (removed by a later
     process if this one dies without its exit handlers). PackageError where the temporary folder takes no folder or
@@ -408,7 +400,7 @@ def _extraction_folder(path: str) -> str:
                            "user could replace the model library load opens from there; nothing was loaded. Point "
                            "TMPDIR to a folder of your own (e.g. mkdir -m 700 ~/tmp), or, where only users you trust "
                            "can write there (a container's emptyDir), set AOTCUDA_TRUST_SHARED_FOLDERS=1")
-    if _mounted_noexec(temp):  # dlopen's own words blamed the package: "failed to map segment from shared object"
+    if mounted_noexec(temp):  # dlopen's own words blamed the package: "failed to map segment from shared object"
         raise PackageError(f"will not extract {path!r} into the temporary folder {temp!r}: its file system is mounted "
                            "noexec, where no model library can be opened (the loader cannot map its code); nothing was "
                            "loaded. Point TMPDIR to a folder on a file system that allows running code (e.g. mkdir -m "
