@@ -174,3 +174,41 @@ def test_a_section_name_without_its_end_is_read_no_further_than_a_name(tmp_path)
     assert max(len(name) for name, *_ in sections) <= 256  # libloader._MAX_NAME; on the code before: 262,144 bytes
     assert libloader.compiled_machine_flags(library(tmp_path / "lib.so", CODE)) == frozenset(
         {"-march=sapphirerapids", "-mavx512f", "-mavx512vnni", "-mamx-tile", "-mamx-bf16"})
+
+
+def test_section_headers_of_a_larger_entry_size_are_read_64_bytes_each(tmp_path):
+    """Found by the breaker (2026-12-06, evening): the section header table was read whole, shnum * shentsize bytes, up
+    to 65,535 entries of 65,535 bytes (4 GiB in memory, for a library of that size) of which 64 bytes each are read.
+    Entries larger than an ELF64 section header are now read 64 bytes each, and understood as before."""
+    path = tmp_path / "wide.so"
+    library(path, CODE + LDTILECFG)
+    data = bytearray(path.read_bytes())
+    (table,) = struct.unpack_from("<Q", data, 0x28)
+    count = struct.unpack_from("<H", data, 0x3C)[0]
+    entries = [bytes(data[table + 64 * index:table + 64 * (index + 1)]) for index in range(count)]
+    padding, extra = 4096 - 64, 2000
+    unnamed = struct.pack("<IIQQQQIIQQ", 0, 1, 0, 0, 0, 1, 0, 0, 1, 0)
+    del data[table:]
+    for entry in entries[:-1] + [unnamed] * extra + entries[-1:]:  # the names table's entry stays last
+        data += entry + b"\0" * padding
+    struct.pack_into("<HHH", data, 0x3A, 4096, count + extra, count + extra - 1)
+    path.write_bytes(bytes(data))
+    read = []
+
+    class Counted:
+        def __init__(self, file):
+            self.file = file
+
+        def read(self, size=-1):
+            piece = self.file.read(size)
+            read.append(len(piece))
+            return piece
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+    with open(path, "rb") as f:
+        sections = libloader._sections(Counted(f))
+    assert [name for name, *_ in sections][:3] == [b"", b".text", b".rodata"] and len(sections) == count + extra
+    assert sum(read) < 1 << 20, sum(read)  # on the code before: the 8 MB table whole
+    assert libloader.holds_amx_instructions(str(path))

@@ -173,9 +173,12 @@ def _sections(f) -> list[tuple[bytes, int, int, int]] | None:
     shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", header, 0x3A)
     if shentsize < 64 or not 0 < shnum <= 65535 or shstrndx >= shnum or shoff + shnum * shentsize > size:
         return None
-    f.seek(shoff)
-    table = f.read(shnum * shentsize)
-    headers = [struct.unpack_from(order + "IIQQQQ", table, index * shentsize) for index in range(shnum)]
+    if shentsize == 64:  # every ELF64 file's: the table, in one read
+        f.seek(shoff)
+        table = f.read(shnum * 64)
+    else:  # larger entries, of which the first 64 bytes are read (65,535 of 65,535 bytes: a 4 GiB table in memory)
+        table = b"".join(_read_at(f, shoff + index * shentsize, 64) for index in range(shnum))
+    headers = [struct.unpack_from(order + "IIQQQQ", table, index * 64) for index in range(shnum)]
     names_offset, names_size = headers[shstrndx][4], headers[shstrndx][5]
     if names_offset + names_size > size or names_size > _MAX_DEBUG_STRINGS:
         return None
@@ -188,6 +191,11 @@ def _sections(f) -> list[tuple[bytes, int, int, int]] | None:
 # The most bytes of a section's name read (".debug_str" is the one looked for): a names table of 8 MB without a NUL,
 # named from its second byte by 1,000 section headers, made 1,000 names of 8 MB each (7.6 GB, 25 s, before dlopen).
 _MAX_NAME = 256
+
+
+def _read_at(f, offset: int, size: int) -> bytes:
+    f.seek(offset)
+    return f.read(size)
 
 
 def _name_at(names: bytes, start: int) -> bytes:
