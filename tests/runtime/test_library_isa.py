@@ -212,3 +212,41 @@ def test_section_headers_of_a_larger_entry_size_are_read_64_bytes_each(tmp_path)
     assert [name for name, *_ in sections][:3] == [b"", b".text", b".rodata"] and len(sections) == count + extra
     assert sum(read) < 1 << 20, sum(read)  # on the code before: the 8 MB table whole
     assert libloader.holds_amx_instructions(str(path))
+
+
+def test_program_headers_of_a_larger_entry_size_are_read_as_far_as_used(tmp_path, monkeypatch):
+    """The completeness check (``elf_bytes_needed``, before dlopen) read the program header table whole as well:
+    65,535 entries of 65,535 bytes (4 GiB in memory). Larger entries are read as far as the fields it uses."""
+    path = tmp_path / "wide_phdr.so"
+    library(path, CODE)
+    data = bytearray(path.read_bytes())
+    phoff, count, width = len(data), 2000, 4096
+    segment = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, 64, 64, 4096)  # PT_LOAD of the file's first 64 bytes
+    data += (segment + b"\0" * (width - len(segment))) * count
+    struct.pack_into("<Q", data, 0x20, phoff)
+    struct.pack_into("<HH", data, 0x36, width, count)
+    path.write_bytes(bytes(data))
+    read = []
+    real_open = open
+
+    class Counted:
+        def __init__(self, file):
+            self.file = file
+
+        def read(self, size=-1):
+            piece = self.file.read(size)
+            read.append(len(piece))
+            return piece
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            self.file.close()
+
+    monkeypatch.setattr(libloader, "open", lambda *args: Counted(real_open(*args)), raising=False)
+    assert libloader.elf_bytes_needed(str(path)) == len(data)
+    assert sum(read) < 1 << 20, sum(read)  # on the code before: the 8 MB table whole

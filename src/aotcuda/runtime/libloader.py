@@ -78,10 +78,14 @@ def elf_bytes_needed(path: str) -> int | None:
         if phnum and phentsize < struct.calcsize(entry):
             raise ValueError(f"its program headers are {phentsize} bytes each, fewer than the "
                              f"{struct.calcsize(entry)} an entry of its class needs")
-        f.seek(phoff)
-        table = f.read(phnum * phentsize)  # within the file: checked above
-        for index in range(min(phnum, len(table) // max(phentsize, 1))):
-            fields = struct.unpack_from(entry, table, index * phentsize)
+        used = struct.calcsize(entry)
+        if phentsize <= (56 if header[4] == 2 else 32):  # an Elf64_Phdr / Elf32_Phdr (within the file: checked above)
+            f.seek(phoff)
+            table, stride = f.read(phnum * phentsize), phentsize
+        else:  # larger entries: the bytes used of each (the table whole took up to 4 GiB of memory)
+            table, stride = b"".join(_read_at(f, phoff + index * phentsize, used) for index in range(phnum)), used
+        for index in range(min(phnum, len(table) // stride)):
+            fields = struct.unpack_from(entry, table, index * stride)
             needed = max(needed, fields[offset_field] + fields[size_field])
     return needed
 
