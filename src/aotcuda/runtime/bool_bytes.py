@@ -19,7 +19,7 @@ from aotcuda.errors import InputError
 
 
 def bool_positions(specs) -> tuple[int, ...]:
-    """The places of the bool inputs among ``specs`` (none without a signature: AOTInductor's own checks)."""
+    """The places of the bool inputs among ``specs`` (a Program without specs looks at every input instead)."""
     return tuple(index for index, spec in enumerate(specs or ()) if spec.dtype == torch.bool)
 
 
