@@ -170,7 +170,7 @@ def test_no_package_is_written_into_a_temporary_folder_another_user_could_replac
     check_temporary_folder("the package")
 
 
-def test_a_cache_folder_mounted_noexec_is_refused_before_compiling(tmp_path, monkeypatch):
+def test_a_cache_folder_mounted_noexec_is_refused_before_compiling(tmp_path, monkeypatch, noexec_mount):
     """Found by the breaker (2026-12-06, evening): with TMPDIR (so Inductor's cache folder) on a file system mounted
     noexec, lower() wrote a package without a word, every CPU kernel compiled without vector instructions (its
     metadata: AOTI_CPU_ISA INVALID_VEC_ISA): Inductor probes the CPU by loading a library it builds there, which the
@@ -182,15 +182,7 @@ def test_a_cache_folder_mounted_noexec_is_refused_before_compiling(tmp_path, mon
     cache = tmp_path / "inductor"
     cache.mkdir(mode=0o700)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
-    statvfs = os.statvfs
-
-    def noexec_there(path):
-        answer = statvfs(path)
-        if os.path.realpath(path) != os.path.realpath(cache):
-            return answer
-        return os.statvfs_result((*answer[:8], answer.f_flag | os.ST_NOEXEC, answer.f_namemax))
-
-    monkeypatch.setattr(os, "statvfs", noexec_there)
+    noexec_mount(cache)
     for trusted in ("0", "1"):
         monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", trusted)
         with pytest.raises(PackageError, match=r"will not compile: Inductor's cache folder '.*inductor' is on a file "
@@ -198,5 +190,5 @@ def test_a_cache_folder_mounted_noexec_is_refused_before_compiling(tmp_path, mon
                                                r"TORCHINDUCTOR_CACHE_DIR to a folder on a file system that allows "
                                                r"running code"):
             check_cache_folders()
-    monkeypatch.setattr(os, "statvfs", statvfs)
+    noexec_mount(None)
     check_cache_folders()

@@ -39,6 +39,34 @@ def library(path, code: bytes, producer: bytes | None = PRODUCER, rodata: bytes 
     return elf(path, sections, machine)
 
 
+class Counted:
+    """A file that counts the bytes read from it into ``read`` (one entry a read)."""
+
+    def __init__(self, file, read: list):
+        self.file, self.read_sizes = file, read
+
+    def read(self, size=-1):
+        piece = self.file.read(size)
+        self.read_sizes.append(len(piece))
+        return piece
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.file.close()
+
+
+def counted_reads(monkeypatch) -> list:
+    """The sizes of libloader's reads from the files it opens, from here on."""
+    read, real_open = [], open
+    monkeypatch.setattr(libloader, "open", lambda *args: Counted(real_open(*args), read), raising=False)
+    return read
+
+
 def test_the_amx_tile_configuration_load_in_the_code_is_amx_tile(tmp_path):
     """Found by the package breaker: AOTI_CPU_ISA edited to drop AMX_TILE loaded a library with AMX kernels on a CPU
     without AMX (its first AMX kernel: SIGILL), since the library's -mamx-tile was not read (-march=native gives it
@@ -123,28 +151,7 @@ def test_code_that_many_section_headers_claim_is_read_once(tmp_path, monkeypatch
     data += text * copies
     struct.pack_into("<H", data, 0x3C, count + copies)
     path.write_bytes(bytes(data))
-    read = []
-    real_open = open
-
-    class Counted:
-        def __init__(self, file):
-            self.file = file
-
-        def read(self, size=-1):
-            piece = self.file.read(size)
-            read.append(len(piece))
-            return piece
-
-        def __getattr__(self, name):
-            return getattr(self.file, name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc_info):
-            self.file.close()
-
-    monkeypatch.setattr(libloader, "open", lambda *args: Counted(real_open(*args)), raising=False)
+    read = counted_reads(monkeypatch)
     assert not libloader.holds_amx_instructions(str(path))
     assert sum(read) < 2 * len(data), sum(read)  # the code once, and the headers (on the code before: 4,001 times)
 
@@ -194,21 +201,8 @@ def test_section_headers_of_a_larger_entry_size_are_read_64_bytes_each(tmp_path)
     struct.pack_into("<HHH", data, 0x3A, 4096, count + extra, count + extra - 1)
     path.write_bytes(bytes(data))
     read = []
-
-    class Counted:
-        def __init__(self, file):
-            self.file = file
-
-        def read(self, size=-1):
-            piece = self.file.read(size)
-            read.append(len(piece))
-            return piece
-
-        def __getattr__(self, name):
-            return getattr(self.file, name)
-
     with open(path, "rb") as f:
-        sections = libloader._sections(Counted(f))
+        sections = libloader._sections(Counted(f, read))
     assert [name for name, *_ in sections][:3] == [b"", b".text", b".rodata"] and len(sections) == count + extra
     assert sum(read) < 1 << 20, sum(read)  # on the code before: the 8 MB table whole
     assert libloader.holds_amx_instructions(str(path))
@@ -226,27 +220,6 @@ def test_program_headers_of_a_larger_entry_size_are_read_as_far_as_used(tmp_path
     struct.pack_into("<Q", data, 0x20, phoff)
     struct.pack_into("<HH", data, 0x36, width, count)
     path.write_bytes(bytes(data))
-    read = []
-    real_open = open
-
-    class Counted:
-        def __init__(self, file):
-            self.file = file
-
-        def read(self, size=-1):
-            piece = self.file.read(size)
-            read.append(len(piece))
-            return piece
-
-        def __getattr__(self, name):
-            return getattr(self.file, name)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc_info):
-            self.file.close()
-
-    monkeypatch.setattr(libloader, "open", lambda *args: Counted(real_open(*args)), raising=False)
+    read = counted_reads(monkeypatch)
     assert libloader.elf_bytes_needed(str(path)) == len(data)
     assert sum(read) < 1 << 20, sum(read)  # on the code before: the 8 MB table whole

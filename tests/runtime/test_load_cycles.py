@@ -553,7 +553,7 @@ def test_a_shared_temporary_folder_the_user_vouches_for_is_used(twice_pt2, tmp_p
     program.close()
 
 
-def test_a_temporary_folder_mounted_noexec_is_named_as_such(twice_pt2, tmp_path, monkeypatch):
+def test_a_temporary_folder_mounted_noexec_is_named_as_such(twice_pt2, tmp_path, monkeypatch, noexec_mount):
     """Found by the breaker (2026-12-06, evening): with TMPDIR on a file system mounted noexec (a hardened /tmp, a
     container's noexec tmpfs), load extracted the package and then said `cannot open the model library ...: failed
     to map segment from shared object. The package may be corrupt, or built by another torch version or for another
@@ -565,21 +565,13 @@ def test_a_temporary_folder_mounted_noexec_is_named_as_such(twice_pt2, tmp_path,
     temp = tmp_path / "temp"
     temp.mkdir(mode=0o700)
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    statvfs = os.statvfs
-
-    def noexec_there(path):
-        answer = statvfs(path)
-        if os.path.realpath(path) != os.path.realpath(temp):
-            return answer
-        return os.statvfs_result((*answer[:8], answer.f_flag | os.ST_NOEXEC, answer.f_namemax))
-
-    monkeypatch.setattr(os, "statvfs", noexec_there)
+    noexec_mount(temp)
     with pytest.raises(PackageError, match=r"will not extract '.*twice.pt2' into the temporary folder '.*temp': its file "
                                            r"system is mounted noexec, where no model library can be opened.*Point "
                                            r"TMPDIR to a folder on a file system that allows running code"):
         aotcuda.load(twice_pt2)
     assert os.listdir(temp) == []
-    monkeypatch.setattr(os, "statvfs", statvfs)
+    noexec_mount(None)
     with aotcuda.load(twice_pt2) as program:
         x = torch.randn(3, 4)
         assert torch.equal(program(x)[1], x + 1)
