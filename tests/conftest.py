@@ -45,3 +45,25 @@ def _ieee_float32_on_cuda(request):
         yield
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = old
+
+
+@pytest.fixture
+def noexec_mount(monkeypatch):
+    """``noexec_mount(folder)``: os.statvfs says ``folder`` is on a file system mounted noexec from then on (mounting one
+    needs privileges); ``noexec_mount(None)`` takes it back."""
+    statvfs = os.statvfs
+
+    def mount(folder):
+        if folder is None:
+            monkeypatch.setattr(os, "statvfs", statvfs)
+            return
+
+        def noexec_there(path):
+            answer = statvfs(path)
+            if os.path.realpath(path) != os.path.realpath(folder):
+                return answer
+            return os.statvfs_result((*answer[:8], answer.f_flag | os.ST_NOEXEC, answer.f_namemax))
+
+        monkeypatch.setattr(os, "statvfs", noexec_there)
+
+    return mount

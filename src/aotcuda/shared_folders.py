@@ -58,6 +58,15 @@ def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
         real = os.path.dirname(real)
 
 
+def mounted_noexec(folder: str) -> bool:
+    """Whether ``folder`` is on a file system mounted noexec (a hardened /tmp, a container's noexec tmpfs), where no
+    library made there can be opened: load's model libraries, Inductor's probes of the CPU's vector instructions."""
+    try:
+        return bool(os.statvfs(folder).f_flag & getattr(os, "ST_NOEXEC", 0))
+    except OSError:  # not known: the loader says what it finds
+        return False
+
+
 def temporary_folder_problem(folder: str) -> str | None:
     """Why another user could write into ``folder`` or replace it, a temporary folder that may be sticky
     (``unsafe_folder(folder, sticky_ok=True)``), or None, also wherever AOTCUDA_TRUST_SHARED_FOLDERS is set: the user

@@ -168,3 +168,28 @@ def test_no_package_is_written_into_a_temporary_folder_another_user_could_replac
     shared.chmod(0o777)
     monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
     check_temporary_folder("the package")
+
+
+def test_a_cache_folder_mounted_noexec_is_refused_before_compiling(tmp_path, monkeypatch, noexec_mount):
+    """Found by the breaker (2026-12-06, evening): with TMPDIR (so Inductor's cache folder) on a file system mounted
+    noexec, lower() wrote a package without a word, every CPU kernel compiled without vector instructions (its
+    metadata: AOTI_CPU_ISA INVALID_VEC_ISA): Inductor probes the CPU by loading a library it builds there, which the
+    mount refuses. Now refused before compiling, naming the mount and the fix (the user's vouching for the folder's
+    writers changes nothing here). The mount flag is statvfs's answer for the folder: mounting needs privileges; a
+    real noexec tmpfs gave the same refusal."""
+    from aotcuda.lowering.cache_folders import check_cache_folders
+
+    cache = tmp_path / "inductor"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    noexec_mount(cache)
+    for trusted in ("0", "1"):
+        monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", trusted)
+        with pytest.raises(PackageError, match=r"will not compile: Inductor's cache folder '.*inductor' is on a file "
+                                               r"system mounted noexec.*compiled without them\. Set "
+                                               r"TORCHINDUCTOR_CACHE_DIR to a folder on a file system that allows "
+                                               r"running code"):
+            check_cache_folders("cpu")
+    check_cache_folders("cuda")  # a CUDA lowering: left as it was (its kernels are not the CPU probe's)
+    noexec_mount(None)
+    check_cache_folders()

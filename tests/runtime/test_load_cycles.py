@@ -551,3 +551,27 @@ def test_a_shared_temporary_folder_the_user_vouches_for_is_used(twice_pt2, tmp_p
     program = aotcuda.load(twice_pt2)
     assert torch.equal(program(torch.ones(2, 4))[1], torch.full((2, 4), 2.0))
     program.close()
+
+
+def test_a_temporary_folder_mounted_noexec_is_named_as_such(twice_pt2, tmp_path, monkeypatch, noexec_mount):
+    """Found by the breaker (2026-12-06, evening): with TMPDIR on a file system mounted noexec (a hardened /tmp, a
+    container's noexec tmpfs), load extracted the package and then said `cannot open the model library ...: failed
+    to map segment from shared object. The package may be corrupt, or built by another torch version or for another
+    machine; lower the model again with this torch`: advice that cannot help. Now it is refused before anything is
+    extracted, naming the mount and the fix. (Here the mount flag is the statvfs answer for the folder: mounting needs
+    privileges; a real noexec tmpfs gave the same refusal.)"""
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    noexec_mount(temp)
+    with pytest.raises(PackageError, match=r"will not extract '.*twice.pt2' into the temporary folder '.*temp': its file "
+                                           r"system is mounted noexec, where no model library can be opened.*Point "
+                                           r"TMPDIR to a folder on a file system that allows running code"):
+        aotcuda.load(twice_pt2)
+    assert os.listdir(temp) == []
+    noexec_mount(None)
+    with aotcuda.load(twice_pt2) as program:
+        x = torch.randn(3, 4)
+        assert torch.equal(program(x)[1], x + 1)

@@ -110,3 +110,120 @@ def test_unsigned_load_leaves_the_variable_as_it_was(twice_unsigned_pt2, monkeyp
         with pytest.raises(RuntimeCallError, match="unmatched|expected|printed the cause on stderr"):
             program(torch.randn(3, 4, dtype=torch.float64))
     assert dict(os.environ) == before
+
+
+_TWO_THREADS = r"""
+import sys, threading
+import torch
+import aotcuda
+import aotcuda.runtime.program as program_module
+from aotcuda.errors import RuntimeCallError
+from aotcuda.runtime.aoti_checks import aoti_input_checks
+
+first_run = program_module.latch_aoti_input_checks
+other_in, this_in, other_out = threading.Event(), threading.Event(), threading.Event()
+
+
+def latch_after_the_other_load_left(container, device, path):  # this load's first run, once the other has left
+    this_in.set()
+    other_out.wait(10)
+    first_run(container, device, path)
+
+
+def other_load():  # another thread's unsigned load: in its block before this one, out of it before this one's run
+    with aoti_input_checks("other.pt2"):
+        other_in.set()
+        this_in.wait(2)  # held until this load is in its own block (or 2 s: where blocks take turns, it never is)
+    other_out.set()
+
+
+program_module.latch_aoti_input_checks = latch_after_the_other_load_left
+other = threading.Thread(target=other_load)
+other.start()
+other_in.wait(10)
+program = aotcuda.load(sys.argv[1])
+other.join()
+try:
+    program(torch.randn(3, 4, dtype=torch.float64))
+except RuntimeCallError:
+    pass
+else:
+    raise AssertionError("a float64 input ran unchecked")
+x = torch.randn(6, 4)
+torch.testing.assert_close(program(x)[1], x + 1)
+print("ok")
+"""
+
+
+def test_an_unsigned_load_beside_another_threads_keeps_its_checks(twice_unsigned_pt2):
+    """AOTI_RUNTIME_CHECK_INPUTS is process-wide, and each unsigned load set it around its library's first run and
+    removed it after: where another thread's load entered first and left before this one's first run, this library
+    read it unset and latched its checks off for good: load raised "AOTInductor's input checks did not reject a
+    probe input" (its probe had run unchecked), and so did every later load of the package in the process (the breaker,
+    2026-12-06, evening). Now the blocks take turns. In a child process: the library's first run must be the race's."""
+    import os
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items() if key != "AOTI_RUNTIME_CHECK_INPUTS"}
+    done = subprocess.run([sys.executable, "-c", _TWO_THREADS, twice_unsigned_pt2], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]
+
+
+_FIRST_CALL_BESIDE_A_LOAD = r"""
+import sys, threading, time
+import torch
+import aotcuda
+from aotcuda.errors import PackageError
+from aotcuda.runtime.aoti_checks import aoti_input_checks, latch_aoti_input_checks
+from aotcuda.runtime.container import ModelContainer
+
+program = aotcuda.load(sys.argv[1])  # signed: its library has not run yet in this process
+calling, other_in = threading.Event(), threading.Event()
+run = ModelContainer.run
+
+
+def run_told(self, *args, **kwargs):
+    calling.set()
+    return run(self, *args, **kwargs)
+
+
+def other_load():  # another thread's unsigned load, in its block while this thread's first call runs
+    with aoti_input_checks("other.pt2"):
+        other_in.set()
+        calling.wait(10)
+        time.sleep(0.5)
+
+
+ModelContainer.run = run_told
+other = threading.Thread(target=other_load)
+other.start()
+other_in.wait(10)
+x = torch.randn(3, 4)
+torch.testing.assert_close(program(x)[1], x + 1)
+other.join()
+ModelContainer.run = run
+try:  # a probe that AOTInductor's checks refuse at their first comparison: refused only where they are on
+    latch_aoti_input_checks(program._container, "cpu", program.package_path)
+except PackageError:
+    print("ok")
+else:
+    print("the library latched AOTInductor's checks on")
+"""
+
+
+def test_a_signed_packages_first_call_beside_an_unsigned_load_keeps_the_callers_setting(twice_pt2):
+    """A signed package's library keeps the caller's AOTI_RUNTIME_CHECK_INPUTS (docs/reliability.md: AOTInductor's
+    checks refuse a size of 1 of a Dim(min=1), which aotcuda's take). Its first run reads the variable once, for good;
+    where that run came on one thread while an unsigned load on another held the variable set, the library latched the
+    checks on (the breaker, 2026-12-06, evening). Now a container's first run waits for such a load's moment to end.
+    In a child process: the library's first run must be the race's."""
+    import os
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items() if key != "AOTI_RUNTIME_CHECK_INPUTS"}
+    done = subprocess.run([sys.executable, "-c", _FIRST_CALL_BESIDE_A_LOAD, twice_pt2], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]

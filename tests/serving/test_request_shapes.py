@@ -209,3 +209,43 @@ def test_a_request_holding_an_argument_fixed_at_lowering_is_told_to_leave_it_out
     handle_batch = type(replica).predict_batch.__wrapped__
     ((y,),) = asyncio.run(handle_batch(replica, [inputs]))
     torch.testing.assert_close(y, x * 0.5)
+
+
+class RowsOfAMask(torch.nn.Module):
+    """mask [b] bool -> rows of a 2-row table (an index lowering cannot bound: served with allow_unchecked_indices)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(2, 4))
+
+    def forward(self, mask):
+        return self.table[mask.long()]
+
+
+@pytest.fixture(scope="module")
+def mask_rows_package(tmp_path_factory):
+    import aotcuda
+
+    path = str(tmp_path_factory.mktemp("mask_rows") / "mask_rows.pt2")
+    with pytest.warns(UserWarning, match="mask"):
+        aotcuda.lower(RowsOfAMask(), (torch.tensor([True, False]),), device="cpu", package_path=path,
+                      dynamic_shapes=({0: torch.export.Dim("b", min=1, max=64)},))
+    return path
+
+
+def test_a_request_bool_holding_a_byte_but_0_or_1_is_refused(mask_rows_package):
+    """A safetensors BOOL tensor is bytes as sent: a request's mask bytes of 255 and 7 were read by the program as rows
+    255 and 7 of a 2-row table (where eager reads True, row 1), and the answer carried the replica's memory past the
+    weights (the breaker, 2026-12-06, evening). Refused as the request arrives, for a program on any device."""
+    replica = deployment.ProgramReplica(mask_rows_package, allow_unchecked_indices=True)
+    body = bytearray(safetensors_torch.save({"mask": torch.tensor([True, False, True, True])}))
+    data = body.rindex(bytes([1, 0, 1, 1]))
+    body[data + 2:data + 4] = bytes([255, 7])
+    status, error, text = predict(replica, bytes(body))
+    assert (status, error) == (400, "InputError"), text[:300]  # as the program's other checks of a request answer
+    assert b"input 'mask' (#0) is a torch.bool tensor holding the byte 255 at (2,)" in text
+    assert replica.counters["batches"] == 0  # nothing ran
+    mask = torch.tensor([True, False, True])
+    status, _, answer = predict(replica, safetensors_torch.save({"mask": mask}))  # the next one is served
+    assert status == 200
+    torch.testing.assert_close(safetensors_torch.load(answer)["output_0"], replica.program(mask))

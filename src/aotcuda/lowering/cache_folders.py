@@ -20,7 +20,7 @@ import os
 
 from aotcuda.errors import PackageError, clipped, one_line
 from aotcuda.lowering.compiler_variables import check_compiler_variables, variables_on_failed_line
-from aotcuda.shared_folders import temporary_folder_problem, unsafe_folder
+from aotcuda.shared_folders import mounted_noexec, temporary_folder_problem, unsafe_folder
 from aotcuda.switches import flag
 
 
@@ -61,10 +61,11 @@ def _cannot_be_made(folder: str, exc: OSError, what: str) -> PackageError:
                         "; nothing was compiled")
 
 
-def check_cache_folders() -> None:
+def check_cache_folders(device_type: str = "cpu") -> None:
     """PackageError when a folder Inductor (or Triton, through TRITON_CACHE_DIR) compiles in can be written by
     another user, naming the folder, what is wrong with it and the fix; Inductor's own folder is made here,
-    as Inductor makes it, so that what is checked is what it uses."""
+    as Inductor makes it, so that what is checked is what it uses. For a CPU lowering (``device_type``), also where
+    Inductor's folder is on a file system mounted noexec."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
 
     try:
@@ -72,6 +73,14 @@ def check_cache_folders() -> None:
     except OSError as exc:  # a file, FIFO or link to one at the path: torch's makedirs raised FileExistsError
         folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()
         raise _cannot_be_made(folder, exc, "will not compile") from None
+    if device_type == "cpu" and mounted_noexec(inductor):
+        # Inductor's check of the CPU's vector instructions builds a library there and loads it: it fails, and every CPU
+        # kernel was compiled without them (AOTI_CPU_ISA INVALID_VEC_ISA: slower, without a word)
+        raise PackageError(f"will not compile: Inductor's cache folder {inductor!r} is on a file system mounted noexec, "
+                           "where the library Inductor builds and loads to probe this CPU's vector instructions cannot "
+                           "be opened: the CPU kernels would be compiled without them. Set "
+                           "TORCHINDUCTOR_CACHE_DIR to a folder on a file system that allows running code (e.g. mkdir -m "
+                           "700 ~/.cache/aotcuda-inductor), or TMPDIR, under which it is made; nothing was compiled")
     folders = [("Inductor's cache folder", "TORCHINDUCTOR_CACHE_DIR", inductor)]
     if os.environ.get("TRITON_CACHE_DIR"):
         folders.append(("Triton's cache folder", "TRITON_CACHE_DIR", os.environ["TRITON_CACHE_DIR"]))

@@ -212,7 +212,7 @@ def lower(
         package_path = checked_package_path(package_path)  # before the minutes of export and compile; "~" expanded
         if key is not None:  # the build beside it is signed by its name: no other user may put theirs in its place
             refuse_shared_folder(os.path.dirname(os.path.abspath(package_path)), package_path)
-    check_cache_folders()  # another user's code must not get into the package through Inductor's cache
+    check_cache_folders(device.type)  # another user's code must not get into the package through Inductor's cache
     if package_path is None:  # nor into the package written to a temporary folder they may replace
         check_temporary_folder("the package")
     check_compiler_variables()  # set since the import: the compile's workers import torch's config again

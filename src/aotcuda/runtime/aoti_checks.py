@@ -17,6 +17,7 @@ import warnings
 import torch
 
 from aotcuda.errors import InputError, PackageError, RuntimeCallError
+from aotcuda.runtime import container as _container
 from aotcuda.runtime.container import ModelContainer
 from aotcuda.runtime.handles import delete_handle, handle_array_type, new_handle_array
 
@@ -37,17 +38,25 @@ def aoti_input_checks(package_path: str, why: str | None = None):
     signing = "" if why else (", or add the signature: lower the model with aotcuda.lower, or write it with "
                               "aotcuda.package_format.write_signature")
     why = why or "has no aotcuda signature, so only AOTInductor's own input checks can check its inputs"
-    previous = os.environ.get(AOTI_CHECKS_VARIABLE)
-    if previous is not None and previous.startswith("0"):  # the generated code: on unless it starts with '0'
-        raise PackageError(
-            f"{package_path!r} {why}, and {AOTI_CHECKS_VARIABLE}={previous!r} in the environment turns them off. Unset "
-            f"{AOTI_CHECKS_VARIABLE} (or set it to 1){signing}")
-    os.environ.setdefault(AOTI_CHECKS_VARIABLE, "1")
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(AOTI_CHECKS_VARIABLE, None)
+    # One block at a time, and no other library's first run inside it (container.ENVIRONMENT_LOCK): the variable is
+    # process-wide, and a load in another thread that entered first and left first removed it while this one's library
+    # had yet to read it, so that library latched its checks off for good (its probe ran unchecked; every later load of
+    # that package in the process was refused).
+    with _container.ENVIRONMENT_LOCK:
+        previous = os.environ.get(AOTI_CHECKS_VARIABLE)
+        if previous is not None and previous.startswith("0"):  # the generated code: on unless it starts with '0'
+            raise PackageError(
+                f"{package_path!r} {why}, and {AOTI_CHECKS_VARIABLE}={previous!r} in the environment turns them off. "
+                f"Unset {AOTI_CHECKS_VARIABLE} (or set it to 1){signing}")
+        try:  # set inside the try: an interrupt as it is set still restores it
+            if previous is None:
+                _SET_BY_A_BLOCK[:] = [True]  # a child forked inside the block removes it (_new_lock_in_a_child)
+            os.environ.setdefault(AOTI_CHECKS_VARIABLE, "1")
+            yield
+        finally:
+            if previous is None:
+                os.environ.pop(AOTI_CHECKS_VARIABLE, None)
+                _SET_BY_A_BLOCK[:] = []
 
 
 def latch_aoti_input_checks(container: ModelContainer, device: str, package_path: str) -> None:
@@ -87,11 +96,15 @@ def latch_aoti_input_checks(container: ModelContainer, device: str, package_path
 
 _STDERR_LOCK = threading.Lock()
 _SAVED_STDERR: list[int] = []  # the copy of fd 2 while a probe has fd 2 on /dev/null (one at a time: the lock)
+_SET_BY_A_BLOCK: list[bool] = []  # [True] while a block holds the variable it set
 
 
 def _new_lock_in_a_child() -> None:  # a lock another thread of the parent held at the fork stays held in the child
     global _STDERR_LOCK
     _STDERR_LOCK = threading.Lock()
+    if _SET_BY_A_BLOCK:  # another thread's block had set the variable, and its restore never runs here
+        _SET_BY_A_BLOCK.clear()
+        os.environ.pop(AOTI_CHECKS_VARIABLE, None)
     if _SAVED_STDERR:  # another thread's probe had fd 2 on /dev/null, and its restore never runs here
         saved = _SAVED_STDERR.pop()
         os.dup2(saved, 2)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import threading
 
 from aotcuda.errors import InputError, PackageError, RuntimeCallError
 from aotcuda.runtime.handles import Handle as _Handle
@@ -23,6 +24,21 @@ from aotcuda.runtime.libloader import cxx_error_mute, open_model_library
 from aotcuda.runtime.libraries import digest_of, open_shared
 
 _OK = 0
+# A library's generated code reads AOTI_RUNTIME_CHECK_INPUTS once, at its first run, and aoti_checks sets the variable
+# (process-wide) for a moment around an unsigned package's first run. That block and each container's first run take
+# this lock, so that a library's first run reads the variable as the process's environment has it: a signed package's
+# first call on another thread, inside that moment, latched its library's checks on for good (which refuse a size of 1
+# of a Dim(min=1), that aotcuda's checks take), and one unsigned load's moment ended inside another's, whose library
+# then latched them off. Reentrant: the block's own probe is a first run; a signal's handler may load inside one.
+ENVIRONMENT_LOCK = threading.RLock()
+
+
+def _new_environment_lock() -> None:  # a lock another thread of the parent held at the fork stays held in the child
+    global ENVIRONMENT_LOCK
+    ENVIRONMENT_LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_environment_lock)
 _CXX_TRACE = "\nException raised from "
 # What the generated code throws when a model's own check on a value it computed from its inputs fails
 # (torch._check(n <= 512) after n = lengths.max().item(): an unbacked symbol's runtime assert, written by
@@ -158,6 +174,7 @@ class ModelContainer:
                  library_kind: str | None = None, expected_sha256: object = None):
         self._lib = open_library(so_path, library_kind, expected_sha256)
         self._handle = _Handle()
+        self._first_run = True  # under ENVIRONMENT_LOCK
         cubin = os.fsencode(cubin_dir) if cubin_dir else None  # a path's bytes (TMPDIR may not be UTF-8)
         # Entered before the container exists: it lands in self._handle inside the C call, so any exception after
         # (a KeyboardInterrupt as the call returns, a query that fails) deletes it. Nothing else would: a half-made
@@ -321,6 +338,10 @@ class ModelContainer:
         Raises RuntimeCallError when the container reports an error, InputError when the error is a model's own
         check on a value computed from the inputs (torch._check after .item(): the values are the caller's).
         """
+        if self._first_run:  # the library may read AOTI_RUNTIME_CHECK_INPUTS now: see ENVIRONMENT_LOCK
+            with ENVIRONMENT_LOCK:
+                self._first_run = False
+                return self.run(input_handles, output_handles, stream, single_threaded)
         if not isinstance(input_handles, ctypes.Array):
             input_handles = handle_array(input_handles)
         # A plain attribute read (ctypes keeps each function in the library object's __dict__ after the first

@@ -78,10 +78,14 @@ def elf_bytes_needed(path: str) -> int | None:
         if phnum and phentsize < struct.calcsize(entry):
             raise ValueError(f"its program headers are {phentsize} bytes each, fewer than the "
                              f"{struct.calcsize(entry)} an entry of its class needs")
-        f.seek(phoff)
-        table = f.read(phnum * phentsize)  # within the file: checked above
-        for index in range(min(phnum, len(table) // max(phentsize, 1))):
-            fields = struct.unpack_from(entry, table, index * phentsize)
+        used = struct.calcsize(entry)
+        if phentsize <= (56 if header[4] == 2 else 32):  # an Elf64_Phdr / Elf32_Phdr (within the file: checked above)
+            f.seek(phoff)
+            table, stride = f.read(phnum * phentsize), phentsize
+        else:  # larger entries: the bytes used of each (the table whole took up to 4 GiB of memory)
+            table, stride = b"".join(_read_at(f, phoff + index * phentsize, used) for index in range(phnum)), used
+        for index in range(min(phnum, len(table) // stride)):
+            fields = struct.unpack_from(entry, table, index * stride)
             needed = max(needed, fields[offset_field] + fields[size_field])
     return needed
 
@@ -125,14 +129,14 @@ def holds_amx_instructions(path: str) -> bool:
     encoding met inside another instruction (its immediate or displacement) or across two reads as one too: a
     refusal of a library without AMX where that happens (none in the x86-64 libraries measured: see
     docs/reliability.md), never a library with AMX kernels taken for one without. Reads the ELF and section headers
-    and those sections, bounded by the file's size, in chunks."""
+    and those sections, bounded by the file's size, in chunks; bytes that several sections claim, once (65,535 section
+    headers each claiming the whole file made it read the file 65,535 times: minutes of a load, for an 8 MB library,
+    before dlopen or any other refusal)."""
     with open(path, "rb") as f:
         header = f.read(20)
         if len(header) < 20 or header[5] != 1 or struct.unpack_from("<H", header, 18)[0] != _EM_X86_64:
             return False
-        for _, flags, offset, length in _sections(f) or ():
-            if not flags & _SHF_EXECINSTR:
-                continue
+        for offset, length in _code_ranges(_sections(f) or ()):
             f.seek(offset)
             tail = b""
             while length > 0:
@@ -144,6 +148,19 @@ def holds_amx_instructions(path: str) -> bool:
                     return True
                 tail = chunk[-4:]  # an encoding across two chunks
     return False
+
+
+def _code_ranges(sections) -> list[tuple[int, int]]:
+    """(offset, size) of the bytes the code sections among ``sections`` hold, sections that overlap joined into one
+    range (sections that only touch stay apart, as they were searched)."""
+    ranges: list[list[int]] = []
+    for start, end in sorted((offset, offset + length) for _, flags, offset, length in sections
+                             if flags & _SHF_EXECINSTR and length > 0):
+        if ranges and start < ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], end)
+        else:
+            ranges.append([start, end])
+    return [(start, end - start) for start, end in ranges]
 
 
 def _sections(f) -> list[tuple[bytes, int, int, int]] | None:
@@ -160,9 +177,12 @@ def _sections(f) -> list[tuple[bytes, int, int, int]] | None:
     shentsize, shnum, shstrndx = struct.unpack_from(order + "HHH", header, 0x3A)
     if shentsize < 64 or not 0 < shnum <= 65535 or shstrndx >= shnum or shoff + shnum * shentsize > size:
         return None
-    f.seek(shoff)
-    table = f.read(shnum * shentsize)
-    headers = [struct.unpack_from(order + "IIQQQQ", table, index * shentsize) for index in range(shnum)]
+    if shentsize == 64:  # every ELF64 file's: the table, in one read
+        f.seek(shoff)
+        table = f.read(shnum * 64)
+    else:  # larger entries, of which the first 64 bytes are read (65,535 of 65,535 bytes: a 4 GiB table in memory)
+        table = b"".join(_read_at(f, shoff + index * shentsize, 64) for index in range(shnum))
+    headers = [struct.unpack_from(order + "IIQQQQ", table, index * 64) for index in range(shnum)]
     names_offset, names_size = headers[shstrndx][4], headers[shstrndx][5]
     if names_offset + names_size > size or names_size > _MAX_DEBUG_STRINGS:
         return None
@@ -172,9 +192,19 @@ def _sections(f) -> list[tuple[bytes, int, int, int]] | None:
             if kind != _SHT_NOBITS and offset + length <= size]
 
 
+# The most bytes of a section's name read (".debug_str" is the one looked for): a names table of 8 MB without a NUL,
+# named from its second byte by 1,000 section headers, made 1,000 names of 8 MB each (7.6 GB, 25 s, before dlopen).
+_MAX_NAME = 256
+
+
+def _read_at(f, offset: int, size: int) -> bytes:
+    f.seek(offset)
+    return f.read(size)
+
+
 def _name_at(names: bytes, start: int) -> bytes:
-    end = names.find(b"\0", start)
-    return names[start:end if end >= 0 else len(names)]
+    end = names.find(b"\0", start, start + _MAX_NAME)
+    return names[start:end if end >= 0 else start + _MAX_NAME]
 
 
 def check_library_complete(path: str) -> None:

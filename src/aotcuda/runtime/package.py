@@ -47,7 +47,7 @@ from aotcuda.runtime.package_checks import (
 )
 from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
-from aotcuda.shared_folders import temporary_folder_problem
+from aotcuda.shared_folders import mounted_noexec, temporary_folder_problem
 
 
 @dataclass
@@ -235,6 +235,11 @@ def _extraction_folder(path: str) -> str:
                            "user could replace the model library load opens from there; nothing was loaded. Point "
                            "TMPDIR to a folder of your own (e.g. mkdir -m 700 ~/tmp), or, where only users you trust "
                            "can write there (a container's emptyDir), set AOTCUDA_TRUST_SHARED_FOLDERS=1")
+    if mounted_noexec(temp):  # dlopen's own words blamed the package: "failed to map segment from shared object"
+        raise PackageError(f"will not extract {path!r} into the temporary folder {temp!r}: its file system is mounted "
+                           "noexec, where no model library can be opened (the loader cannot map its code); nothing was "
+                           "loaded. Point TMPDIR to a folder on a file system that allows running code (e.g. mkdir -m "
+                           "700 ~/tmp, then TMPDIR=~/tmp)")
     try:
         out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
     except OSError as exc:

@@ -50,6 +50,7 @@ from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
+from aotcuda.runtime.bool_bytes import bool_positions, check_bool_bytes
 from aotcuda.runtime.bound import BoundGraph, bind_graph
 from aotcuda.runtime.checks import (
     GPU_ALIGN_BYTES,
@@ -194,6 +195,9 @@ class Program:
         self._index_checks = IndexRangeChecks.from_signature(signature, self.num_inputs, self._device, package.path) \
             if check_index_ranges and usable else None
         self._divisors = SizeDivisors.from_signature(signature, package.path) if usable else None
+        # bool inputs, whose bytes each call checks (CPU: bool_bytes); without usable specs, any input may be one
+        self._bool_inputs = () if self._device.type != "cpu" else bool_positions(self._input_specs) \
+            if self._input_specs is not None else tuple(range(self.num_inputs))
         # inputs that reach an index the lowering could not bound (signature "index_unchecked"): {name: lines}
         self.index_unchecked = {spec["name"]: list(spec["index_unchecked"])
                                 for spec in (signature or {}).get("inputs") or []
@@ -467,6 +471,8 @@ class Program:
             prepared = originals  # checked before, and needing no copy into the exported layout
             if self._mutated:  # these depend on the tensors themselves, not their signature
                 check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
+        if self._bool_inputs:  # the values, each call: a byte but 0 or 1 is read as its value (bool_bytes)
+            check_bool_bytes(prepared, self._bool_inputs, self._input_labels)
         if self._grad_warning_due and torch.is_grad_enabled():
             self._warn_if_inputs_require_grad(originals)
         if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too),

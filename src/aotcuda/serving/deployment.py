@@ -53,6 +53,7 @@ except ImportError as error:  # pragma: no cover - the error message is the poin
                       "pip install -e '.[serve]')") from error
 
 from aotcuda.errors import AotcudaError, InputError
+from aotcuda.runtime.bool_bytes import bool_positions, check_bool_bytes
 from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.libraries import remove_pinned_folder
 from aotcuda.runtime.program import load
@@ -149,6 +150,7 @@ class ProgramReplica:
         self.names = [spec.name for spec in self.program.input_specs] if self.program.input_specs \
             else list(self.program.input_names)
         self.fixed = dict(self.program.constant_inputs)  # arguments fixed at lowering: no part of a request
+        self.bools = bool_positions(self.program.input_specs)  # checked here, on the CPU, for a CUDA program too
         self.predict_batch.set_max_batch_size(max_batch_size)
         self.predict_batch.set_batch_wait_timeout_s(batch_wait_ms / 1000)
         self.counters: Counter = Counter()
@@ -233,6 +235,7 @@ class ProgramReplica:
         Raises InputError."""
         inputs = decode_inputs(body, self.names, self.max_request_bytes, self.fixed)
         _, bindings = check_inputs(inputs, self.program.input_specs, self.names, _CPU, self.program.num_inputs)
+        check_bool_bytes(inputs, self.bools, self.names)
         check_answer_size(self.program.output_specs, bindings, self.max_response_bytes)
         check_tensor_sizes(self.tensor_sizes, bindings, self.max_tensor_bytes)
         return inputs
