@@ -695,7 +695,9 @@ def test_the_cuda_kernel_multiplies_by_the_weight(n):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("n", [400, 1009])  # 1009: Bluestein inside the kernel (test_fft_rows_bluestein.py)
+# 1009 and 4093: Bluestein lengths, where the filter of a constant weight is one convolution kernel (kind conv,
+# spectral/filter.py; 4093 in two halves of m = 8192)
+@pytest.mark.parametrize("n", [400, 1009, 4093])
 def test_a_spectral_filter_lowered_with_the_kernel_form_matches_eager(tmp_path, monkeypatch, n):
     if not fft_rows.HAVE_TRITON:
         pytest.skip("Triton is not installed")
