@@ -276,6 +276,13 @@ BOUNDED = {  # forward(x, i), x of shape (4, 5); W has 5 rows
     "remainder by the size": lambda x, i: x[:, (i * i) % 5],
     "remainder by a negative divisor": lambda x, i: x[(i * i) % -4],  # [-3, 0]: x[i] takes negative indices
     "argmax of a float input's rows": lambda x, i: F.embedding((x[:, :2] * i.float()).argmax(-1), W),
+    # a MoE router's experts (third new user, 2026-12-06): the indices of topk, sort, max(dim), kthvalue
+    "topk indices of a float input's rows": lambda x, i: F.embedding((x * i[:1].float()).topk(2, -1).indices, W),
+    "sort indices": lambda x, i: F.embedding((x * i[:1].float()).sort(-1, descending=True).indices, W),
+    "stable sort indices along dim 0": lambda x, i: x[:, 0][(x * i[:1].float()).sort(dim=0, stable=True).indices],
+    "max(dim) indices": lambda x, i: F.embedding((x * i[:1].float()).max(-1).indices, W),
+    "kthvalue indices": lambda x, i: F.embedding((x * i[:1].float()).kthvalue(2, -1).indices, W),
+    "topk of the integer input itself": lambda x, i: x[i.topk(2).indices],
 }
 
 

@@ -20,7 +20,8 @@ Two tables say it all:
   is one interval (``abs`` only where eager's range holds 0).
 
 Bounded whatever the input holds (``_bounded``): ``clamp`` to two constant bounds, ``remainder`` by a constant,
-``argmax``/``argmin``. The inputs reaching such an op are absorbed (``Flow.absorbed``): where its bound is within
+``argmax``/``argmin``, the indices of ``topk``, ``sort``, ``max(dim)``, ``kthvalue`` and the like (a MoE router's
+experts). The inputs reaching such an op are absorbed (``Flow.absorbed``): where its bound is within
 eager's range at the index, for every size the program takes, they need no check at all
 (``(mask.cumsum(-1) - 1).clamp(0, 31)`` into a 32-row table); where it is not, they are unchecked.
 
@@ -235,7 +236,7 @@ def _arange(node: torch.fx.Node) -> Flow | None:
 def _bounded(node: torch.fx.Node) -> Flow | None:
     """The range of an op whose values stay in one interval whatever its operand holds: ``clamp`` to two
     constant bounds, ``remainder`` by a constant (Python's modulo: [0, n - 1] for n > 0, [n + 1, 0] for
-    n < 0), and ``argmax``/``argmin`` ([0, size - 1] along their dim). Its operand's inputs are then
+    n < 0), ``argmax``/``argmin`` and the indices of topk, sort, max(dim), ... ([0, size - 1] along their dim). Its operand's inputs are then
     absorbed (``Flow.absorbed``): ``(mask.cumsum(-1) - 1).clamp(0, 127)`` into a 128-row table is safe
     whatever the mask holds. None for any other op, or where a bound is unknown."""
     bounds = _bounds_of(node)
@@ -263,7 +264,20 @@ def _bounds_of(node: torch.fx.Node) -> tuple | None:
         dim = argument(node, 1, "dim")
         size = size_of(args[0], dim) if dim is None or isinstance(dim, int) else None
         return None if size is None else (sympy.Integer(0), size - 1)
+    if node.target is operator.getitem and args[1] == 1 and _packet(args[0]) in _INDICES_DIM:
+        # the indices of topk, sort, max(dim), ...: positions along the source's dim (a MoE router's experts)
+        source = args[0]
+        position, default = _INDICES_DIM[_packet(source)]
+        dim = argument(source, position, "dim", default)
+        size = size_of(source.args[0], dim) if isinstance(dim, int) and source.args else None
+        return None if size is None else (sympy.Integer(0), size - 1)
     return None
+
+
+# ops returning (values, indices): the position of their dim argument, and its default
+_INDICES_DIM = {aten.topk: (2, -1), aten.sort: (1, -1), aten.kthvalue: (2, -1), aten.max: (1, None),
+                aten.min: (1, None), aten.median: (1, None), aten.nanmedian: (1, None), aten.mode: (1, -1),
+                aten.cummax: (1, None), aten.cummin: (1, None)}
 
 
 def _held(node: torch.fx.Node, constant: sympy.Expr) -> bool:
