@@ -2080,3 +2080,49 @@ def test_demo_sizes_the_memory_cannot_hold_are_a_usage_error_before_anything_is_
     assert result.exit_code == 2, result.output
     assert "the demo's tensors would take about" in result.output and "choose a smaller batch or seq" in result.output
     assert "Lowering" not in result.output and "RuntimeError" not in result.output
+
+
+DATACLASS_MODEL = '''
+from dataclasses import dataclass
+import torch
+
+@dataclass
+class Batch:
+    tokens: torch.Tensor
+    weights: torch.Tensor
+
+torch.export.register_dataclass(Batch, serialized_type_name="{name}.Batch")
+
+class Model(torch.nn.Module):
+    def forward(self, feats, batch):
+        return feats["a"] * batch.tokens + batch.weights
+
+def make():
+    torch.manual_seed(0)
+    return Model(), ({{"a": torch.randn(2, 3)}}, Batch(torch.randn(2, 3), torch.randn(2, 3)))
+'''
+
+
+def test_save_inputs_of_a_dataclass_input_from_a_model_file_runs(runner, tmp_path):
+    """Third new user (2026-12-06): `aotcuda lower models.py:make --save-inputs in.pt` of a model taking a dataclass
+    wrote the package, then ended with `error: PicklingError: Can't pickle <class 'models.Batch'>: it's not the same
+    object as models.Batch` (the file was run as a module sys.modules did not hold, so pickle imported a second
+    copy); and a file holding the dataclass is one `aotcuda run` (torch.load(weights_only=True)) refuses. Now the
+    file's module is the one an import finds, and the inputs are saved by inspect's names, which run takes."""
+    name = f"dcmodel_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text(DATACLASS_MODEL.format(name=name))
+    package, inputs = tmp_path / "dc.pt2", tmp_path / "in.pt"
+    try:
+        result = runner.invoke(main, ["lower", f"{tmp_path / name}.py:make", "-o", str(package), "--device", "cpu",
+                                      "--save-inputs", str(inputs)], env={"COLUMNS": "300"})
+        assert result.exit_code == 0, result.output
+        assert f"its tensors by the names aotcuda inspect lists: {name}.Batch is a type" in result.output
+        assert set(torch.load(inputs, weights_only=True)) == {"feats_a", "batch_tokens", "batch_weights"}
+        result = runner.invoke(main, ["run", str(package), "--inputs", str(inputs), "--save-outputs",
+                                      str(tmp_path / "out.pt")])
+        assert result.exit_code == 0, result.output
+        module = sys.modules[name]
+        model, (feats, batch) = module.make()
+        torch.testing.assert_close(torch.load(tmp_path / "out.pt"), model(feats, batch), rtol=1e-6, atol=1e-6)
+    finally:
+        sys.modules.pop(name, None)

@@ -44,7 +44,7 @@ from rich.progress import Progress, ProgressColumn, SpinnerColumn, TextColumn
 from rich.table import Table
 from rich.text import Text
 
-from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, load_inputs, model_and_inputs
+from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, inputs_to_save, load_inputs, model_and_inputs
 from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, RuntimeCallError, clipped
 from aotcuda.package_tags import KEY_FILE_HELP, signing_key
 from aotcuda.runtime.specs import under_dim_names
@@ -637,7 +637,8 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
             interrupt.add_note(f"The package was written to {lowered.package_path} before the interrupt took effect.")
             raise interrupt
     if save_inputs:
-        _saved({"args": args, "kwargs": kwargs}, save_inputs)
+        saved_inputs, by_names_for = inputs_to_save(model, args, kwargs)
+        _saved(saved_inputs, save_inputs)
     console.print(f"wrote {lowered.package_path} ({lowered.device}; "
                   f"{_counted(len(lowered.fallback_kernels), 'fallback kernel')}, "
                   f"{_counted(len(lowered.library_kernels), 'library kernel')})",
@@ -645,8 +646,10 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     for kernel in lowered.fallback_kernels:
         console.print(f"  fallback: {kernel.describe()}", highlight=False, markup=False, soft_wrap=True)
     if save_inputs:
-        console.print(f"wrote the example inputs to {save_inputs} (aotcuda run {lowered.package_path} --inputs "
-                      f"{save_inputs})", highlight=False, markup=False, soft_wrap=True)
+        by_names = (f", its tensors by the names aotcuda inspect lists: {by_names_for} is a type torch.load("
+                    "weights_only=True) does not read" if by_names_for else "")
+        console.print(f"wrote the example inputs to {save_inputs}{by_names} (aotcuda run {lowered.package_path} "
+                      f"--inputs {save_inputs})", highlight=False, markup=False, soft_wrap=True)
     if not lowered.runs_in_aotcuda_runtime:
         ops = ", ".join(sorted(set(lowered.proxy_executor_ops)))
         status_console.print(f"warning: {ops} run through AOTInductor's proxy executor: `aotcuda run` and aotcuda.load "
