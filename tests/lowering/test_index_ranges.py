@@ -283,6 +283,8 @@ BOUNDED = {  # forward(x, i), x of shape (4, 5); W has 5 rows
     "max(dim) indices": lambda x, i: F.embedding((x * i[:1].float()).max(-1).indices, W),
     "kthvalue indices": lambda x, i: F.embedding((x * i[:1].float()).kthvalue(2, -1).indices, W),
     "topk of the integer input itself": lambda x, i: x[i.topk(2).indices],
+    "argsort of the integer input (lengths sorted longest first)": lambda x, i: x[i.argsort(descending=True)],
+    "stable argsort of a float input's rows": lambda x, i: F.embedding((x * i[:1].float()).argsort(dim=-1, stable=True), W),
 }
 
 

@@ -20,7 +20,7 @@ Two tables say it all:
   is one interval (``abs`` only where eager's range holds 0).
 
 Bounded whatever the input holds (``_bounded``): ``clamp`` to two constant bounds, ``remainder`` by a constant,
-``argmax``/``argmin``, the indices of ``topk``, ``sort``, ``max(dim)``, ``kthvalue`` and the like (a MoE router's
+``argmax``/``argmin``/``argsort``, the indices of ``topk``, ``sort``, ``max(dim)``, ``kthvalue`` and the like (a MoE router's
 experts). The inputs reaching such an op are absorbed (``Flow.absorbed``): where its bound is within
 eager's range at the index, for every size the program takes, they need no check at all
 (``(mask.cumsum(-1) - 1).clamp(0, 31)`` into a 32-row table); where it is not, they are unchecked.
@@ -236,7 +236,7 @@ def _arange(node: torch.fx.Node) -> Flow | None:
 def _bounded(node: torch.fx.Node) -> Flow | None:
     """The range of an op whose values stay in one interval whatever its operand holds: ``clamp`` to two
     constant bounds, ``remainder`` by a constant (Python's modulo: [0, n - 1] for n > 0, [n + 1, 0] for
-    n < 0), ``argmax``/``argmin`` and the indices of topk, sort, max(dim), ... ([0, size - 1] along their dim). Its operand's inputs are then
+    n < 0), ``argmax``/``argmin``/``argsort`` and the indices of topk, sort, max(dim), ... ([0, size - 1] along their dim). Its operand's inputs are then
     absorbed (``Flow.absorbed``): ``(mask.cumsum(-1) - 1).clamp(0, 127)`` into a 128-row table is safe
     whatever the mask holds. None for any other op, or where a bound is unknown."""
     bounds = _bounds_of(node)
@@ -263,6 +263,10 @@ def _bounds_of(node: torch.fx.Node) -> tuple | None:
     if packet in (aten.argmax, aten.argmin):
         dim = argument(node, 1, "dim")
         size = size_of(args[0], dim) if dim is None or isinstance(dim, int) else None
+        return None if size is None else (sympy.Integer(0), size - 1)
+    if packet is aten.argsort:
+        dim = argument(node, 1, "dim", -1)
+        size = size_of(args[0], dim) if isinstance(dim, int) else None
         return None if size is None else (sympy.Integer(0), size - 1)
     if node.target is operator.getitem and args[1] == 1 and _packet(args[0]) in _INDICES_DIM:
         # the indices of topk, sort, max(dim), ...: positions along the source's dim (a MoE router's experts)
