@@ -317,3 +317,33 @@ def test_a_conversion_to_numpy_in_forward_is_named_with_the_models_line():
         aotcuda.lower(ItemInMath(), (torch.randn(2, 8),), device="cpu")
     notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
     assert len(notes) == 1 and f"at {__file__}:{_line(ItemInMath, 'ITEM LINE')} in forward" in notes[0], notes
+
+
+class Tagger(torch.nn.Module):
+    def __init__(self, kind: str, batch_first: bool):
+        super().__init__()
+        self.rnn = getattr(torch.nn, kind)(8, 8, batch_first=batch_first)
+        self.batch_first = batch_first
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+@pytest.mark.parametrize("kind, batch_first", [("GRU", True), ("LSTM", False), ("RNN", True)])
+def test_dynamic_time_steps_of_a_recurrent_layer_name_the_unrolled_loop(kind, batch_first):
+    """Third new user (2026-12-06): a GRU tagger lowered with its sequence dim dynamic was told that "a tensor op
+    needs ids_1 equal to a size 12 that is not dynamic, most often another input's dim left static (k beside q ...)":
+    no other input is involved; torch.export runs the recurrent layer's loop once per step of the example. The note
+    says so and to keep the dim static; the batch dim stays dynamic (exported here)."""
+    steps = 1 if batch_first else 0
+    model, x = Tagger(kind, batch_first).eval(), torch.randn(3, 12, 8) if batch_first else torch.randn(12, 3, 8)
+    with pytest.raises(Exception) as caught:
+        with export_hints(model):
+            torch.export.export(model, (x,), dynamic_shapes=({steps: torch.export.Dim("seq", min=2, max=64)},),
+                                strict=False)
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and f"There seq is the time steps of an nn.{kind}, and torch.export runs" in notes[0], notes
+    assert "so the program takes 12 steps only. Keep seq static" in notes[0] and "k beside q" not in notes[0], notes
+    with export_hints(model):
+        torch.export.export(model, (x,), dynamic_shapes=({1 - steps: torch.export.Dim("batch", min=1, max=64)},),
+                            strict=False)

@@ -89,6 +89,15 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
         dim, size = specialized.groups()
         frame = (specialized_at or {}).get(dim)
         fixed_by = getattr(specialized_at, "fixed_by", {}).get(dim)
+        recurrent = getattr(specialized_at, "by_recurrent", {}).get(dim)
+        if frame is not None and recurrent is not None:
+            line = f": `{frame.line.strip()}`" if frame.line else ""
+            return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
+                    f"{frame.lineno} in {frame.name}{line}. There {dim} is the time steps of an nn.{recurrent}, and "
+                    f"torch.export runs an nn.{recurrent}'s loop over the steps in Python, once per step of the "
+                    f"example, so the program takes {size} steps only. Keep {dim} static (None in dynamic_shapes; on "
+                    "the command line, no --dynamic for that dim) and pad or cut the sequences to that length (the "
+                    "batch dim may stay dynamic), or lower one program per length.")
         if frame is not None and fixed_by is not None:
             line = f": `{frame.line.strip()}`" if frame.line else ""
             parameter, shape = fixed_by
@@ -225,6 +234,7 @@ class Specializations(dict):
         self.fixed_by: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.by_tensor_op: set[str] = set()  # made a constant inside a tensor op, by no parameter or buffer
         self.by_complex_mean: set[str] = set()  # made a constant by torch's mean of a complex tensor (_refs.mean)
+        self.by_recurrent: dict[str, str] = {}  # made a constant as the time steps of an nn.GRU/LSTM/RNN: its class
 
 
 _FAKE_TENSOR_DISPATCH = os.path.join("torch", "_subclasses", "fake_tensor.py")
@@ -279,6 +289,27 @@ def _tensor_op_and_modules() -> tuple[bool, list]:
     return dispatched, modules
 
 
+def _recurrent_steps(symbol) -> str | None:
+    """The class name of the nn.GRU, nn.LSTM or nn.RNN whose forward is running with ``symbol`` as its input's
+    time steps (torch.export runs their loop over the steps in Python, so the sequence length is fixed), or None."""
+    import torch
+
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            owner = frame.f_locals.get("self") if frame.f_code.co_name == "forward" else None
+            steps = frame.f_locals.get("input") if isinstance(owner, torch.nn.RNNBase) else None
+            if isinstance(steps, torch.Tensor) and steps.dim() in (2, 3):
+                size = steps.shape[1 if owner.batch_first and steps.dim() == 3 else 0]
+                node = getattr(size, "node", None)
+                if node is not None and getattr(node, "_expr", None) == symbol:
+                    return type(owner).__name__
+            frame = frame.f_back
+    finally:
+        del frame
+    return None
+
+
 @contextlib.contextmanager
 def recorded_specializations(model=None) -> Iterator[Specializations]:
     """While active, {dim name: the model frame where torch's ShapeEnv first made that dim's symbol a
@@ -294,8 +325,10 @@ def recorded_specializations(model=None) -> Iterator[Specializations]:
         return
 
     def _set_replacement(self, a, tgt, *args, **kwargs):
+        constant = getattr(tgt, "is_number", False) and getattr(a, "is_Symbol", False)
+        recurrent = _recurrent_steps(a) if constant else None  # before the replacement rewrites the input's size
         result = original(self, a, tgt, *args, **kwargs)
-        if getattr(tgt, "is_number", False) and getattr(a, "is_Symbol", False):
+        if constant:
             names = [self._debug_name(source) for source in self.var_to_sources.get(a, [])]
             if names and not all(name in sites for name in names):
                 frame = _model_frame()
@@ -311,6 +344,8 @@ def recorded_specializations(model=None) -> Iterator[Specializations]:
                             sites.by_complex_mean.add(name)
                         if name not in sites and by_tensor_op:
                             sites.by_tensor_op.add(name)
+                        if name not in sites and recurrent is not None:
+                            sites.by_recurrent[name] = recurrent
                         sites.setdefault(name, frame)
         return result
 
