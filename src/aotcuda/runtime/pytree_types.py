@@ -83,11 +83,14 @@ def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: s
     still_missing = _unregistered_types(text)
     if not still_missing:
         return pytree.treespec_loads(text)
-    described = "; ".join(f"{name}: cannot import {failures.get(name, modules[name])}" for name in still_missing)
+    described = "; ".join(f"{name}: cannot import {failures[name]}" if name in failures else
+                          f"{name}: {modules[name]} was imported but registers no type of that name with torch's "
+                          f"pytree (a registration without serialized_type_name={name!r}, or with another)"
+                          for name in still_missing)
     warnings.warn(
-        f"{package_path}: its {what} use container types this process cannot import ({described}). They come "
-        f"back plain: a container with named fields as a dict {{field: value}}, any other as a tuple. Install "
-        f"the module (or import it before aotcuda.load) to get the original types.",
+        f"{package_path}: its {what} use container types this process has not registered with torch's pytree "
+        f"({described}). They come back plain: a container with named fields as a dict {{field: value}}, any other "
+        f"as a tuple. Install the module (or import it before aotcuda.load) to get the original types.",
         UserWarning, stacklevel=4)
     return pytree.treespec_loads(json.dumps(_plain(json.loads(text), set(still_missing), package_path)))
 
