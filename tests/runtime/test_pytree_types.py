@@ -61,6 +61,9 @@ def test_a_fresh_process_imports_the_recorded_module():
     ("null", 2, (0, 1)),                                                  # anything else: a tuple
     (json.dumps({"odd": 1}), 1, (0,)),
     ("not json", 1, (0,)),
+    # register_dataclass's context (third new user, 2026-12-06): [fields with values, fields left None]
+    (json.dumps([["tokens", "weights"], ["bias"]]), 2, {"tokens": 0, "weights": 1}),
+    (json.dumps([["tokens"], []]), 2, (0, 1)),  # fields that do not match the children: a tuple
 ])
 def test_an_unimportable_type_comes_back_plain_with_one_warning(context, leaves, structure):
     text = unknown_spec("aotcuda_no_such_package.outputs.Output", context, leaves)

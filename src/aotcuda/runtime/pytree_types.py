@@ -135,6 +135,9 @@ def _plain(document: list, unknown: set[str], package_path: str) -> list:
             fields = load_json(context, package_path, "a call spec's context") if isinstance(context, str) else None
         except PackageError:
             fields = None
+        if (isinstance(fields, list) and len(fields) == 2 and all(isinstance(part, list) for part in fields)
+                and len(fields[0]) == len(children)):
+            fields = fields[0]  # register_dataclass's context: [the fields holding values, the fields left None]
         named = isinstance(fields, list) and len(fields) == len(children) and all(isinstance(f, str) for f in fields)
         if named:
             return {"type": "builtins.dict", "context": json.dumps(fields), "children_spec": children}
