@@ -2126,3 +2126,38 @@ def test_save_inputs_of_a_dataclass_input_from_a_model_file_runs(runner, tmp_pat
         torch.testing.assert_close(torch.load(tmp_path / "out.pt"), model(feats, batch), rtol=1e-6, atol=1e-6)
     finally:
         sys.modules.pop(name, None)
+
+
+def test_a_dim_the_model_needs_a_multiple_of_gets_the_command_line_multiple(runner, tmp_path):
+    """Third new user (2026-12-06): a U-Net block (a stride-2 convolution, then a transposed one, concatenated with
+    the skip) lowered with `--dynamic x:2:8:64:h --dynamic x:3:8:64` got torch's Python fix (`_h = Dim('_h', min=4,
+    max=32)`, `h = 2*_h`) and no hint: the command line's form, SYMBOL*N, was left to be found in the README. The
+    hint gives it, with torch's range as sizes, and that option lowers (checked without a compile below)."""
+    from aotcuda.cli import _dynamic_fix_hints
+
+    message = ("Suggested fixes:\n    _h = Dim('_h', min=4, max=32)\n    _x_3 = Dim('_x_3', min=4, max=32)\n"
+               "    h = 2*_h\n    x_3 = 2*_x_3\n")
+    assert _dynamic_fix_hints(message, ("x:2:8:64:h", "x:3:8:64", "y:0:1:8:b*4")) == [
+        "on the command line, --dynamic x:2:8:64:h*2 (a multiple of 2: torch's suggested fix)",
+        "on the command line, --dynamic x:3:8:64:x_3*2 (a multiple of 2: torch's suggested fix)"]
+    result = runner.invoke(main, ["lower", f"{__name__}:down_up_factory", "-o", str(tmp_path / "p.pt2"),
+                                  "--device", "cpu", "--dynamic", "x:2:8:64:h"], env={"COLUMNS": "300"})
+    assert result.exit_code == 1, result.output
+    assert "hint: on the command line, --dynamic x:2:8:64:h*2 (a multiple of 2: torch's suggested fix)" in result.output
+    model, (x,) = down_up_factory()
+    dynamic = dynamic_shapes_from(("x:2:8:64:h*2",), model, (x,), {})
+    aotcuda.lowering.pipeline.before_compile(model, (x,), {}, dynamic)  # exports: no constraint violated
+
+
+class DownUp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.down = torch.nn.Conv2d(2, 2, 3, stride=2, padding=1)
+        self.up = torch.nn.ConvTranspose2d(2, 2, 2, stride=2)
+
+    def forward(self, x):
+        return torch.cat([x, self.up(self.down(x))], 1)
+
+
+def down_up_factory():
+    return DownUp().eval(), (torch.randn(1, 2, 16, 16),)

@@ -160,6 +160,8 @@ def cli_hints(error: BaseException) -> list[str]:
 # within one line only: \s would take newlines, and from each of n blank lines scan the rest (quadratic).
 _SUGGESTED_DIM = re.compile(r"^[ \t]*(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=(\d+))?\)[ \t]*$", re.M)
 _SUGGESTED_STATIC = re.compile(r"^[ \t]*(\w+) = (\d+)[ \t]*$", re.M)
+# torch's fix for a dim the model needs a multiple of N (a U-Net's stride-2 down and up: h = 2*_h)
+_SUGGESTED_MULTIPLE = re.compile(r"^[ \t]*(\w+) = (\d+)\*(\w+)[ \t]*$", re.M)
 
 
 # export_hints' note for a dim a tensor op met with a size that is not dynamic (another input's static dim)
@@ -169,7 +171,8 @@ _MET_BY_A_STATIC_SIZE = re.compile(r"There a tensor op needs (\w+) equal to a si
 def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") -> list[str]:
     """torch's suggested fixes of a DynamicShapesError as --dynamic options: each option NAME:DIM:MIN:MAX[:SYMBOL]
     whose Dim the message suggests a new range for, with that range (a size that is a multiple keeps its
-    multiple), or to leave out where it suggests a static size; where the error's ``notes`` say a tensor op met
+    multiple), as a multiple where it suggests one (``h = 2*_h``: SYMBOL*2), or to leave out where it suggests a
+    static size; where the error's ``notes`` say a tensor op met
     the dim with a size that is not dynamic (q's seq beside a static k), first the same SYMBOL for that input."""
     by_symbol = {}
     for option in options:
@@ -186,6 +189,15 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
             new = [fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
                    str(int(high) * multiple) if high else fields[3], *fields[4:]]
             hints.append(f"on the command line, --dynamic {':'.join(new)} (torch's suggested range)")
+    roots = {symbol: (low, high) for symbol, low, high in _SUGGESTED_DIM.findall(message)}
+    for symbol, factor, root in _SUGGESTED_MULTIPLE.findall(message):
+        if symbol in by_symbol and by_symbol[symbol][1] == 1 and int(factor) > 1:
+            fields, multiple = by_symbol[symbol][0], int(factor)
+            low, high = roots.get(root, ("", ""))
+            new = [fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
+                   str(int(high) * multiple) if high else fields[3], f"{symbol}*{multiple}"]
+            hints.append(f"on the command line, --dynamic {':'.join(new)} (a multiple of {multiple}: torch's "
+                         "suggested fix)")
     met = set(_MET_BY_A_STATIC_SIZE.findall(notes))
     for symbol, _ in _SUGGESTED_STATIC.findall(message):
         if symbol in by_symbol and symbol in met:
