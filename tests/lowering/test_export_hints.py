@@ -9,6 +9,7 @@ import torch
 
 import aotcuda
 from aotcuda.lowering.export_hints import export_hints, fix_for
+from aotcuda.lowering.pipeline import before_compile
 
 
 class ReturnsUnknownType(torch.nn.Module):
@@ -347,3 +348,30 @@ def test_dynamic_time_steps_of_a_recurrent_layer_name_the_unrolled_loop(kind, ba
     with export_hints(model):
         torch.export.export(model, (x,), dynamic_shapes=({1 - steps: torch.export.Dim("batch", min=1, max=64)},),
                             strict=False)
+
+
+class PackedTagger(torch.nn.Module):
+    def __init__(self, kind: str):
+        super().__init__()
+        self.rnn = getattr(torch.nn, kind)(8, 8, batch_first=True)
+
+    def forward(self, x, lengths):
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        return torch.nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True)[0]
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_a_packed_sequence_names_the_layer_and_the_padded_form_not_a_check_in_eager(kind):
+    """Third new user (2026-12-06): a tagger running its LSTM on pack_padded_sequence (as taggers do) ended with
+    torch's `zeros(): argument 'size' failed to unpack ... got FakeTensor` and the note "check that the model runs on
+    those inputs in eager", which it does. The note says that torch.export cannot trace a PackedSequence, and the
+    padded form that gives the same outputs."""
+    model, x, lengths = PackedTagger(kind).eval(), torch.randn(3, 10, 8), torch.tensor([10, 7, 4])
+    model(x, lengths)  # eager runs it
+    with pytest.raises(Exception) as caught:
+        before_compile(model, (x, lengths))  # lower()'s export, under export_hints
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and notes[0].startswith(f"aotcuda: forward runs an nn.{kind} on a PackedSequence "
+                                                   "(pack_padded_sequence) at "), notes
+    assert "which torch.export cannot trace" in notes[0] and "check that the model runs" not in notes[0], notes
+    assert "self.rnn(packed)" in notes[0], notes

@@ -206,6 +206,34 @@ def _raised_in_model(exc: BaseException) -> str | None:
             "runs on those inputs in eager, model(*args, **kwargs)")
 
 
+def _packed_sequence_fix(exc: BaseException) -> str | None:
+    """The note for an nn.GRU/LSTM/RNN that raised on a PackedSequence (``pack_padded_sequence``) under torch.export,
+    which cannot trace one: its ``batch_sizes`` is a tensor the layer reads as Python sizes (torch's words: "zeros():
+    argument 'size' failed to unpack ... got FakeTensor"), though the model runs in eager. None for another error."""
+    import torch
+    from torch.nn.utils.rnn import PackedSequence
+
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        owner = frame.f_locals.get("self") if frame.f_code.co_name == "forward" else None
+        if isinstance(owner, torch.nn.RNNBase) and any(isinstance(frame.f_locals.get(name), PackedSequence)
+                                                       for name in ("orig_input", "input")):
+            found = _model_frame_raising(exc)
+            where = (f" at {found.filename}:{found.lineno} in {found.name}"
+                     f"{f': `{found.line.strip()}`' if found.line else ''}") if found is not None else ""
+            kind = type(owner).__name__
+            return (f"aotcuda: forward runs an nn.{kind} on a PackedSequence (pack_padded_sequence){where}, which "
+                    f"torch.export cannot trace: a PackedSequence's batch_sizes is a tensor that nn.{kind} reads as "
+                    "Python sizes, though the model runs in eager. Run the layer on the padded batch and keep the "
+                    "steps within each length (h * mask[..., None] with mask = torch.arange(T) < lengths[:, None]): "
+                    "a layer that reads forward only gives the same outputs there; a bidirectional one's backward "
+                    "direction would read the padding first, so run the reversed sequences (each flipped within its "
+                    "length) through a second, forward-only layer instead.")
+        tb = tb.tb_next
+    return None
+
+
 def _model_frame_raising(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of the model's code in ``exc``'s traceback below aotcuda's export_program (outside the
     libraries), or None."""
@@ -403,7 +431,8 @@ def export_hints(model=None):
         with recorded_specializations(model) as specialized_at, _without_partial_graph_prints():
             yield
     except Exception as exc:
-        fix = fix_for(str(exc), specialized_at, _model_frame_raising(exc)) or _raised_in_model(exc)
+        fix = (fix_for(str(exc), specialized_at, _model_frame_raising(exc)) or _packed_sequence_fix(exc)
+               or _raised_in_model(exc))
         if fix is not None:
             exc.add_note(fix)
         raise
