@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import pytest
 import torch
@@ -375,3 +376,29 @@ def test_a_packed_sequence_names_the_layer_and_the_padded_form_not_a_check_in_ea
                                                    "(pack_padded_sequence) at "), notes
     assert "which torch.export cannot trace" in notes[0] and "check that the model runs" not in notes[0], notes
     assert "self.rnn(packed)" in notes[0], notes
+
+
+class AssignsAttribute(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(4, 4, batch_first=True)
+        self.last = torch.zeros(1)
+
+    def forward(self, x):
+        self.last = x.sum(0)  # a tensor attribute of the model's own, assigned in forward: torch's notice stays
+        return self.rnn(x)[0]
+
+
+def test_torchs_notice_about_an_rnns_own_flat_weights_is_not_shown_and_a_models_own_attribute_still_is():
+    """Third new user (2026-12-06): every lowering of a model with an nn.GRU/LSTM showed torch's `UserWarning: The
+    tensor attributes self.rnn._flat_weights[0], ... were assigned during export. Such attributes must be registered
+    as buffers using the `register_buffer` API` (in the CLI with a `contextlib.py:144` location and a source line),
+    advice that cannot apply to torch's own module (the layer refreshes that list under export; torch restores it;
+    the program matches eager). It is not shown now; the notice for an attribute of the model's own is."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        before_compile(Tagger("LSTM", True).eval(), (torch.randn(2, 5, 8),))
+        before_compile(Tagger("GRU", False).eval(), (torch.randn(5, 2, 8),))
+    assert not [w for w in caught if "_flat_weights" in str(w.message)], [str(w.message) for w in caught]
+    with pytest.warns(UserWarning, match=r"The tensor attributes self\.last, "):  # the whole notice, as torch says it
+        before_compile(AssignsAttribute().eval(), (torch.randn(2, 5, 4),))

@@ -34,7 +34,21 @@ from aotcuda.lowering.dynamic_shapes_checks import as_int, checked_dynamic_shape
 MAX_CHECKED_POINTS = 1 << 15
 
 
+# torch's notice for a module attribute holding tensors that forward assigned while it was exported, telling to
+# register it as a buffer: nn.GRU/LSTM/RNN refresh their own ``_flat_weights`` list (references to their parameters)
+# under export, which torch restores afterwards and the program does not read; the advice cannot apply to torch's
+# own modules, and showed on every lowering of a recurrent layer
+_RNN_WEIGHT_NOTICE = r"The tensor attributes? (self\.[\w.]*_flat_weights\[\d+\](, )?)+ (were|was) assigned during export"
+
+
 def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str] | None = None) -> ExportedProgram:
+    """``_export_program`` without torch's notice about nn.GRU/LSTM/RNN's own ``_flat_weights`` (_RNN_WEIGHT_NOTICE)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_RNN_WEIGHT_NOTICE, category=UserWarning)
+        return _export_program(model, args, kwargs, dynamic_shapes, narrowed)
+
+
+def _export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str] | None = None) -> ExportedProgram:
     """torch.export.export(strict=False); a violated dynamic-shape constraint is checked as described
     above, and one that does not hold becomes a DynamicShapesError that keeps torch's why-lines and
     suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
