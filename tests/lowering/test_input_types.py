@@ -46,3 +46,22 @@ def test_a_dataclass_input_without_a_serialized_name_is_refused_before_compiling
     with pytest.raises(TypeError, match="input 'batch' holds"):
         before_compile(TakesBatch(), (x,), {"batch": Unnamed(torch.randn(2, 3), torch.randn(2, 3))})
     before_compile(TakesBatch(), (x, Named(torch.randn(2, 3), torch.randn(2, 3))))
+
+
+def test_dynamic_dims_of_a_dataclass_input_are_taken_as_the_dataclass_or_from_the_command_line():
+    """Third new user (2026-12-06): `aotcuda lower ... --dynamic batch.tokens:0:1:32:b --dynamic batch_weights:0:1:32:b`
+    for a dataclass input ended with torch's `ValueError: Node type mismatch; expected <class 'list'>, but got <class
+    'Named'>` (the command line built the dims as a Named of dim dicts, the form a user writes in Python too, where
+    torch.export reads a registered type's dims as the list of its children's). Both forms export now."""
+    from aotcuda.cli_inputs import dynamic_shapes_from
+
+    model, x = TakesBatch(), torch.randn(4, 3)
+    batch = Named(torch.randn(4, 3), torch.randn(4, 3))
+    dim = torch.export.Dim("b", min=1, max=32)
+    for dynamic in ({"x": {0: dim}, "batch": Named({0: dim}, {0: dim})},
+                    dynamic_shapes_from(("x:0:1:32:b", "batch.tokens:0:1:32:b", "batch_weights:0:1:32:b"),
+                                        model, (x, batch), {})):
+        ep = before_compile(model, (x, batch), {}, dynamic).program
+        sizes = [str(node.meta["val"].shape[0]) for node in ep.graph.nodes
+                 if node.op == "placeholder" and node.name in ("x", "batch_tokens", "batch_weights")]
+        assert len(sizes) == 3 and len(set(sizes)) == 1 and not sizes[0].isdigit(), sizes
