@@ -285,6 +285,11 @@ BOUNDED = {  # forward(x, i), x of shape (4, 5); W has 5 rows
     "topk of the integer input itself": lambda x, i: x[i.topk(2).indices],
     "argsort of the integer input (lengths sorted longest first)": lambda x, i: x[i.argsort(descending=True)],
     "stable argsort of a float input's rows": lambda x, i: F.embedding((x * i[:1].float()).argsort(dim=-1, stable=True), W),
+    # a MoE's dispatch sorted by expert: each slot's token, slot // top_k (DeepSeek's idxs // topk_ids.shape[1])
+    "argsort floor-divided by a constant": lambda x, i: x[(x[:2] * i[:1].float()).topk(2, -1).indices.flatten()
+                                                          .argsort() // 2],
+    "a floor division by div's rounding mode, then an offset": lambda x, i: x[torch.div(
+        (x * i[:1].float()).argmax(-1), 2, rounding_mode="floor") + 1],
 }
 
 
@@ -309,6 +314,8 @@ UNBOUNDED = {  # (forward, why the line says so)
     "a product after the clamp": (lambda x, i: x[(i * i).clamp(0, 1) * i], r"through aten.mul"),
     "a clamp of one side": (lambda x, i: F.embedding((i * i - 10).clamp(max=4), W), r"through aten.(mul|sub|clamp)"),
     "a remainder by more than the size": (lambda x, i: x[(i * i) % 5], r"bounded on the way to \[0, 4\]"),
+    "a floor division that leaves the table": (lambda x, i: x[(i * i).clamp(0, 9) // 2], r"bounded on the way to \[0, 4\]"),
+    "a floor division of an unbounded value": (lambda x, i: F.embedding(i // 2, W), r"through aten.(floor_divide|div)"),
 }
 
 

@@ -14,7 +14,8 @@ Two tables say it all:
 - the value flow (``_flow``): ops through which an index keeps its input's values, up to ``scale * x +
   offset`` with a bounded offset: views, reshapes, expand, clone, integer casts, slices (a subset of the
   values), adding or subtracting a constant, a SymInt or a bounded tensor (``input_pos + arange(seq)``),
-  negation, a product by an integer constant, ``x + x``; concatenation (each input of ``cat`` keeps its
+  negation, a product by an integer constant, ``x + x``, a bounded value floor-divided by a positive constant (a
+  MoE's ``argsort(...) // top_k``: the token of each slot); concatenation (each input of ``cat`` keeps its
   own flow), flip, roll, sort's values (a permutation), topk/max/min/kthvalue values (a subset); and, only
   just before the index (through views and subsets), ``clamp`` and ``abs``, whose preimage of eager's range
   is one interval (``abs`` only where eager's range holds 0).
@@ -352,12 +353,29 @@ def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
         return _sum(args[0], args[1], flows, alpha if packet in _ADD else -alpha)
     if packet in _NEG:
         return _each(flows.get(args[0]), lambda flow: _scaled(flow, -1))
+    if _floor_division(node, packet):
+        # a bounded value divided by a positive constant stays bounded (a MoE's slot // top_k: the slot's token)
+        divisor = _constant(args[1])
+        if (divisor is None or not divisor.is_Integer or divisor <= 0 or not _held(node, divisor)
+                or not isinstance(args[0], torch.fx.Node)):
+            return None
+        return _each(flows.get(args[0]), lambda flow: None if flow.input is not None or _folded(flow) else Flow(
+            None, 0, sympy.floor(flow.low / divisor), sympy.floor(flow.high / divisor), exact=False, whole=flow.whole,
+            absorbed=flow.absorbed))
     if packet in _MUL and len(args) == 2:
         for tensor, factor in ((args[0], args[1]), (args[1], args[0])):
             source = flows.get(tensor) if isinstance(tensor, torch.fx.Node) else None
             if source is not None and isinstance(factor, int) and not isinstance(factor, bool) and factor != 0:
                 return _each(source, lambda flow: _scaled(flow, factor))
     return None
+
+
+def _floor_division(node: torch.fx.Node, packet) -> bool:
+    """Whether the node is ``a // b``: floor_divide, or div with rounding_mode="floor" (what the decompositions
+    make of it)."""
+    if len(node.args) != 2:
+        return False
+    return packet is aten.floor_divide or (packet is aten.div and node.kwargs.get("rounding_mode") == "floor")
 
 
 def _constant_values(ep) -> dict[str, torch.Tensor]:
