@@ -335,7 +335,9 @@ def test_a_bound_that_does_not_hold_the_index_leaves_the_input_unchecked(kind):
 def test_a_bound_over_a_dynamic_size_is_not_taken_for_one():
     """An index over a dim of dynamic size (the batch: once batched, other requests' rows) bounded by a
     constant, or a bound of a dynamic size (argmax over a dynamic dim) into a fixed table: which sizes the
-    program will take is not known at lowering, so the input stays unchecked."""
+    program will take is not known at lowering, so the input stays unchecked. The line says why (third new user,
+    2026-12-06: a MoE's `x[argsort(...) // 2]` over n dynamic tokens was told `bounded on the way to [0, n - 1],
+    which is not within eager's range there`, where eager's range is [0, n - 1])."""
     class Rows(torch.nn.Module):
         def forward(self, x, ids):
             return x[ids.cumsum(0).clamp(0, 3)]
@@ -354,6 +356,8 @@ def test_a_bound_over_a_dynamic_size_is_not_taken_for_one():
         index_ranges(ep, [name], unchecked)
         (line,) = unchecked[name]
         assert "bounded on the way to" in line, line
+        assert ("which lowering does not take as within eager's range there: a bound or size of a dynamic dim, which "
+                "batching would widen to other requests' rows)") in line and "is not within" not in line, line
 
 
 @pytest.mark.parametrize("bounded", [lambda x: x.argmax(-1), lambda x: (x[:, 0] * 7).long().clamp(0, 5),

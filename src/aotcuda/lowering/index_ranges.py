@@ -504,6 +504,14 @@ def _within(flow: Flow, use: IndexUse) -> bool:
     return bool(flow.low >= (-size if use.negative else 0)) and bool(flow.high <= size - 1)
 
 
+def _not_within(flow: Flow, use: IndexUse) -> str:
+    """Why ``_within`` refused a bounded flow: outside eager's range, or a bound or size that is dynamic."""
+    if sympy.sympify(use.size).free_symbols or flow.low.free_symbols or flow.high.free_symbols:
+        return ("lowering does not take as within eager's range there: a bound or size of a dynamic dim, which "
+                "batching would widen to other requests' rows")
+    return "is not within eager's range there"
+
+
 class _Empty(Exception):
     pass
 
@@ -581,7 +589,7 @@ def index_ranges(ep, input_names, unchecked: dict | None = None) -> dict[str, li
                         for name in sorted(flow.absorbed):
                             _add_line(lines, name, _unchecked(
                                 name, node, use, None, f" (bounded on the way to [{flow.low}, {flow.high}], which "
-                                "is not within eager's range there)"))
+                                f"{_not_within(flow, use)})"))
                     continue
                 if not flow.exact:
                     _add_line(lines, flow.input, _unchecked(flow.input, node, use, flow.inexact_at,
