@@ -2161,3 +2161,20 @@ class DownUp(torch.nn.Module):
 
 def down_up_factory():
     return DownUp().eval(), (torch.randn(1, 2, 16, 16),)
+
+
+def test_a_guard_refusing_the_ranges_end_alone_gets_the_narrowed_options():
+    """Third new user (2026-12-06): a GPT block's `mask[:T, :T]` over a 128-row buffer, lowered with `--dynamic
+    ids:1:2:128:t --dynamic attention_mask:1:2:128:t`, was refused (`the guard Ne(t, 128) does not hold at t = 128`)
+    with no hint; the note now gives the range without that end, and the hint the options that carry it, each input
+    sharing the symbol (a multiple's bound is no size: no hint for it)."""
+    from aotcuda.cli import _dynamic_fix_hints
+
+    notes = "aotcuda: the guard Ne(t, 128) does not hold at t = 128: every other size of t holds it; give its Dim max=127"
+    options = ("ids:0:1:8:b", "ids:1:2:128:t", "attention_mask:0:1:8:b", "attention_mask:1:2:128:t")
+    assert _dynamic_fix_hints("Constraints violated (t)!", options, notes) == [
+        "on the command line, --dynamic ids:1:2:127:t --dynamic attention_mask:1:2:127:t (every other size of t)"]
+    low = notes.replace("t = 128", "x_1 = 2").replace("Ne(t, 128)", "Ne(x_1, 2)").replace("of t", "of x_1")
+    assert _dynamic_fix_hints("", ("x:1:2:64",), low.replace("max=127", "min=3")) == [
+        "on the command line, --dynamic x:1:3:64 (every other size of x_1)"]
+    assert _dynamic_fix_hints("", ("x:1:16:128:t*16",), notes) == []

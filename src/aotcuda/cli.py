@@ -164,6 +164,8 @@ _SUGGESTED_STATIC = re.compile(r"^[ \t]*(\w+) = (\d+)[ \t]*$", re.M)
 _SUGGESTED_MULTIPLE = re.compile(r"^[ \t]*(\w+) = (\d+)\*(\w+)[ \t]*$", re.M)
 
 
+# exporting's note for a guard that refuses one size alone, at an end of the Dim's range (Ne(t, 128))
+_ONE_END_OFF = re.compile(r"every other size of (\w+) holds it; give its Dim (max|min)=(\d+)")
 # export_hints' note for a dim a tensor op met with a size that is not dynamic (another input's static dim)
 _MET_BY_A_STATIC_SIZE = re.compile(r"There a tensor op needs (\w+) equal to a size \d+ that is not dynamic")
 
@@ -198,6 +200,11 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
                    str(int(high) * multiple) if high else fields[3], f"{symbol}*{multiple}"]
             hints.append(f"on the command line, --dynamic {':'.join(new)} (a multiple of {multiple}: torch's "
                          "suggested fix)")
+    for symbol, side, bound in _ONE_END_OFF.findall(notes):
+        narrowed = [_with_bound(option, side, int(bound)) for option in options if _symbol_of(option) == symbol]
+        if narrowed and all(narrowed):
+            hints.append(f"on the command line, {' '.join(f'--dynamic {o}' for o in narrowed)} (every other size "
+                         f"of {symbol})")
     met = set(_MET_BY_A_STATIC_SIZE.findall(notes))
     for symbol, _ in _SUGGESTED_STATIC.findall(message):
         if symbol in by_symbol and symbol in met:
@@ -211,6 +218,24 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
             hints.append(f"on the command line, leave out --dynamic {':'.join(by_symbol[symbol][0])}: the model "
                          "takes one size there")
     return hints
+
+
+def _symbol_of(option: str) -> str | None:
+    """The size symbol of a --dynamic option: its SYMBOL (without *N), or NAME_DIM."""
+    fields = option.split(":")
+    if len(fields) == 5:
+        return fields[4].partition("*")[0]
+    return f"{fields[0]}_{fields[1]}" if len(fields) == 4 else None
+
+
+def _with_bound(option: str, side: str, bound: int) -> str | None:
+    """The option with its MAX (side "max") or MIN set to ``bound`` (a size; None for a multiple, whose bound is
+    another number)."""
+    fields = option.split(":")
+    if len(fields) == 5 and "*" in fields[4]:
+        return None
+    fields[3 if side == "max" else 2] = str(bound)
+    return ":".join(fields)
 
 
 def print_error(message: str, kind: str = "", hints: list[str] = ()) -> None:

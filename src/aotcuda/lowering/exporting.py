@@ -287,8 +287,28 @@ def _first_failure(expr, ranges: dict) -> str | None:
     for sizes in itertools.product(*bounds):
         if not holds(*sizes):
             at = ", ".join(f"{s} = {v}" for s, v in zip(symbols, sizes))
-            return f"the guard {expr} does not hold at {at}"
+            return f"the guard {expr} does not hold at {at}{_one_end_off(expr, ranges)}"
     return None
+
+
+def _one_end_off(expr, ranges: dict) -> str:
+    """Where the guard refuses one size alone, at an end of its Dim's range (``Ne(t, 128)`` for t in [2, 128]: a
+    128-row causal-mask buffer sliced ``mask[:t, :t]``), the range without it, as the fix."""
+    import sympy
+
+    if not isinstance(expr, sympy.Ne) or len(ranges) != 1:
+        return ""
+    (symbol, value_range), = ranges.items()
+    sizes = [side for side in expr.args if side.is_Integer]
+    others = [side for side in expr.args if not side.is_Integer]
+    if len(sizes) != 1 or len(others) != 1 or str(others[0]) != str(symbol):
+        return ""
+    value, low, high = sizes[0], as_int(value_range.lower), as_int(value_range.upper)
+    if value == high:
+        return f": every other size of {symbol} holds it; give its Dim max={int(value) - 1}"
+    if value == low:
+        return f": every other size of {symbol} holds it; give its Dim min={int(value) + 1}"
+    return ""
 
 
 # torch's integer functions in size expressions (torch.utils._sympy.functions), as Python computes them.
