@@ -419,3 +419,23 @@ def test_an_index_computed_in_a_narrow_integer_dtype_is_never_taken_as_bounded(k
     refuses = any(not (entry["min"] is None or entry["min"] <= refused) or
                   not (entry["max"] is None or refused <= entry["max"]) for entry in ranges.get("i", []))
     assert refuses or "i" in unchecked, (ranges, unchecked)
+
+
+def test_a_tied_table_is_named_as_the_line_that_indexes_it_reads():
+    """Third new user (2026-12-06): a GPT block whose LM head shares the embedding's weight (``self.head.weight =
+    self.tok.weight``) had its token ids refused "as the index of aten::embedding over 100 rows of head.weight, at
+    ...: x = self.tok(ids)": torch.export reads tied parameters through one placeholder, the last name's. The first
+    name is given, with the others."""
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = torch.nn.Embedding(10, 4)
+            self.head = torch.nn.Linear(4, 10, bias=False)
+            self.head.weight = self.tok.weight
+
+        def forward(self, ids):
+            return self.head(self.tok(ids))
+
+    ep = torch.export.export(Tied(), (torch.tensor([[1, 2]]),), strict=False)
+    (entry,) = index_ranges(ep, ["ids"])["ids"]
+    assert "over 10 rows of tok.weight (tied to head.weight), at " in entry["reason"], entry

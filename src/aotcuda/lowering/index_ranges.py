@@ -614,7 +614,16 @@ def _state_names(ep) -> dict[str, str]:
     names = {}
     for field in ("inputs_to_parameters", "inputs_to_buffers", "inputs_to_lifted_tensor_constants"):
         names.update(getattr(signature, field, None) or {})
-    return names
+    # where the module ties a parameter to others (an LM head sharing the embedding's weight, which torch.export
+    # reads through one placeholder: p_head_weight for self.tok(ids)), the first of its names with the others
+    tied: dict[int, list[str]] = {}
+    for name, value in ep.state_dict.items():
+        tied.setdefault(id(value), []).append(name)
+    shown = {}
+    for placeholder, target in names.items():
+        same = tied.get(id(ep.state_dict[target]), [target]) if target in ep.state_dict else [target]
+        shown[placeholder] = same[0] if len(same) < 2 else f"{same[0]} (tied to {', '.join(same[1:])})"
+    return shown
 
 
 def _named(use: IndexUse, names: dict[str, str]) -> IndexUse:
