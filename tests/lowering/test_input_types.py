@@ -1,6 +1,7 @@
 """Input containers registered with torch's pytree without a serialized name: refused before compiling
 (lowering/input_types.py)."""
 
+import warnings
 from dataclasses import dataclass
 
 import pytest
@@ -65,3 +66,31 @@ def test_dynamic_dims_of_a_dataclass_input_are_taken_as_the_dataclass_or_from_th
         sizes = [str(node.meta["val"].shape[0]) for node in ep.graph.nodes
                  if node.op == "placeholder" and node.name in ("x", "batch_tokens", "batch_weights")]
         assert len(sizes) == 3 and len(set(sizes)) == 1 and not sizes[0].isdigit(), sizes
+
+
+class ReturnsUnnamed(torch.nn.Module):
+    def forward(self, x):
+        return Unnamed(x * 2, x + 1)
+
+
+class ReturnsTopk(torch.nn.Module):
+    def forward(self, x):
+        return torch.topk(x, 2)
+
+
+def test_a_dataclass_output_without_a_serialized_name_is_said_to_come_back_as_a_tuple():
+    """Third new user (2026-12-06): forward returning ``Out(logits, hidden)``, registered with
+    ``torch.export.register_dataclass(Out)``, lowered and ran, and every call returned ``(logits, hidden)``, a tuple,
+    without a word. A warning says so, with the registration that keeps the type; torch's own named tuples (topk),
+    which have no serialized name, stay silent as before."""
+    with pytest.warns(UserWarning) as caught:
+        before_compile(ReturnsUnnamed(), (torch.randn(2, 3),))
+    (message,) = [str(w.message) for w in caught if "forward returns" in str(w.message)]
+    assert message.startswith(f"forward returns a {__name__}.Unnamed, a type registered with torch's pytree without a "
+                              "serialized name, which the package cannot store: a call returns its tensors as a "
+                              "plain tuple, in order."), message
+    assert f"torch.export.register_dataclass(Unnamed, serialized_type_name='{__name__}.Unnamed')" in message
+    with warnings.catch_warnings(record=True) as quiet:
+        warnings.simplefilter("always")
+        before_compile(ReturnsTopk(), (torch.randn(2, 3),))
+    assert not [w for w in quiet if "forward returns" in str(w.message)]

@@ -6,13 +6,15 @@ it) and ``register_pytree_node`` without ``serialized_type_name=`` register none
 the end of the compile with torch's ``NotImplementedError: No registered serialization name for <class
 'models.Batch'> found. Please update your _register_pytree_node call with a `serialized_type_name` kwarg`` (a call
 the user never made). So the exported program's input spec is read here, and such a container is refused with
-the argument that holds it and the registration that fixes it. (Outputs of such a type come back as a plain
-tuple instead: ``pipeline._make_outputs_serializable``.)
+the argument that holds it and the registration that fixes it. Outputs of such a type come back as a plain
+tuple instead (``pipeline._make_outputs_serializable``); for a type of the user's (not torch's named tuples, which
+have no serialized name in torch 2.11-2.14) a warning says so and gives the same registration.
 """
 
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import torch
 import torch.utils._pytree as pytree
@@ -52,6 +54,26 @@ def _arguments(model: torch.nn.Module, in_spec: pytree.TreeSpec) -> list[tuple[s
             list(zip(kwargs_spec.context or [], by_keyword)))
 
 
+def _registration(cls) -> str:
+    qualified = f"{cls.__module__}.{cls.__qualname__}"
+    if hasattr(cls, "__dataclass_fields__"):
+        return f"torch.export.register_dataclass({cls.__qualname__}, serialized_type_name={qualified!r})"
+    return f"torch.utils._pytree.register_pytree_node({cls.__qualname__}, ..., serialized_type_name={qualified!r})"
+
+
+def warn_of_unnamed_output_type(out_spec: pytree.TreeSpec) -> None:
+    """A UserWarning where forward returns a type of the user's registered without a serialized name: the package
+    returns its tensors as a plain tuple (a ``Out(logits, hidden)`` came back as ``(logits, hidden)`` without a word)."""
+    cls = _first_unnamed(out_spec)
+    if cls is None or cls.__module__ == "torch.return_types":
+        return
+    warnings.warn(
+        f"forward returns a {cls.__module__}.{cls.__qualname__}, a type registered with torch's pytree without a "
+        f"serialized name, which the package cannot store: a call returns its tensors as a plain tuple, in order. "
+        f"To get the {cls.__qualname__} back, register it with one, where it is defined: {_registration(cls)}, then "
+        "lower again.", UserWarning, stacklevel=2)
+
+
 def check_input_types_serializable(ep: ExportedProgram, model: torch.nn.Module) -> None:
     """Raise TypeError where an argument of the exported call holds a container type registered with torch's pytree
     without a serialized name (which the package needs), naming the argument, the type and the fix."""
@@ -67,10 +89,7 @@ def check_input_types_serializable(ep: ExportedProgram, model: torch.nn.Module) 
         if cls is None:
             continue
         qualified = f"{cls.__module__}.{cls.__qualname__}"
-        registration = (f"torch.export.register_dataclass({cls.__qualname__}, serialized_type_name={qualified!r})"
-                        if hasattr(cls, "__dataclass_fields__") else
-                        f"torch.utils._pytree.register_pytree_node({cls.__qualname__}, ..., "
-                        f"serialized_type_name={qualified!r})")
+        registration = _registration(cls)
         where = f"input {name!r} holds" if name else "the inputs hold"
         raise TypeError(
             f"{where} a {qualified}, a type registered with torch's pytree without a serialized name, which the "

@@ -62,7 +62,7 @@ from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
 from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
 from aotcuda.lowering.integer_division import integer_division_decompositions
-from aotcuda.lowering.input_types import check_input_types_serializable
+from aotcuda.lowering.input_types import check_input_types_serializable, warn_of_unnamed_output_type
 from aotcuda.lowering.operand_dtypes import check_product_dtypes
 from aotcuda.lowering.options import (check_example_tensors, check_inputs_fit, check_options,
                                      model_kind_fix)
@@ -488,6 +488,7 @@ def _make_outputs_serializable(ep: ExportedProgram) -> None:
     try:
         pytree.treespec_dumps(signature.out_spec)
     except (NotImplementedError, TypeError):
+        warn_of_unnamed_output_type(signature.out_spec)
         signature.out_spec = pytree.tree_flatten(tuple(range(signature.out_spec.num_leaves)))[1]
 
 
