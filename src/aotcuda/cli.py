@@ -46,7 +46,7 @@ from rich.text import Text
 
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, inputs_to_save, load_inputs, model_and_inputs
 from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, RuntimeCallError, clipped
-from aotcuda.package_tags import KEY_FILE_HELP, signing_key
+from aotcuda.package_tags import KEY_FILE_HELP, key_file_path, signing_key
 from aotcuda.runtime.specs import under_dim_names
 
 
@@ -653,6 +653,7 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     from aotcuda.lowering.pipeline import checked_package_path
 
     checked_package_path(output)  # a bad -o is said before the model is even imported
+    signing_key_file = key_file_path(signing_key_file)
     signing_key(signing_key_file)  # and a key file others may read
     if save_inputs:
         save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the example inputs", package=output)
@@ -895,7 +896,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs, signing_key_fil
     if save_outputs:
         save_outputs = _checked_save_path(save_outputs, "--save-outputs", "the outputs", inputs=inputs_path)
     args, kwargs = load_inputs(inputs_path)
-    with load(package, device=device, cuda_graphs=cuda_graphs, signing_key=signing_key_file) as program:
+    with load(package, device=device, cuda_graphs=cuda_graphs, signing_key=key_file_path(signing_key_file)) as program:
         # onto the program's device; a tensor with no data (meta) stays as it is, for the call's own check to name
         args, kwargs = torch.utils._pytree.tree_map_only(
             torch.Tensor, lambda t: t if t.is_meta else t.to(program.device), (args, kwargs))
@@ -1033,7 +1034,7 @@ def sign(package, signing_key_file):
     --signing-key-file` signs as it lowers."""
     from aotcuda.package_tags import sign_package
 
-    key = signing_key(signing_key_file)
+    key = signing_key(key_file_path(signing_key_file))
     if key is None:
         raise click.UsageError("no key to sign with: pass --signing-key-file KEY (or set AOTCUDA_SIGNING_KEY_FILE)")
     key_id = sign_package(package, key, by_rename=True)
@@ -1073,7 +1074,7 @@ def inspect(package, signing_key_file):
     from aotcuda.runtime.specs import specs_from_signature
     from aotcuda.runtime.package import describe_package
 
-    key = signing_key(signing_key_file)
+    key = signing_key(key_file_path(signing_key_file))
     # Everything shown is read from one opening of the file, found unchanged when the block ends, before any of
     # it is printed: one version of the package (read within limits; nothing extracted, nothing run).
     limits = ArchiveLimits.from_environment()
