@@ -2080,3 +2080,101 @@ def test_demo_sizes_the_memory_cannot_hold_are_a_usage_error_before_anything_is_
     assert result.exit_code == 2, result.output
     assert "the demo's tensors would take about" in result.output and "choose a smaller batch or seq" in result.output
     assert "Lowering" not in result.output and "RuntimeError" not in result.output
+
+
+DATACLASS_MODEL = '''
+from dataclasses import dataclass
+import torch
+
+@dataclass
+class Batch:
+    tokens: torch.Tensor
+    weights: torch.Tensor
+
+torch.export.register_dataclass(Batch, serialized_type_name="{name}.Batch")
+
+class Model(torch.nn.Module):
+    def forward(self, feats, batch):
+        return feats["a"] * batch.tokens + batch.weights
+
+def make():
+    torch.manual_seed(0)
+    return Model(), ({{"a": torch.randn(2, 3)}}, Batch(torch.randn(2, 3), torch.randn(2, 3)))
+'''
+
+
+def test_save_inputs_of_a_dataclass_input_from_a_model_file_runs(runner, tmp_path):
+    """Third new user (2026-12-06): `aotcuda lower models.py:make --save-inputs in.pt` of a model taking a dataclass
+    wrote the package, then ended with `error: PicklingError: Can't pickle <class 'models.Batch'>: it's not the same
+    object as models.Batch` (the file was run as a module sys.modules did not hold, so pickle imported a second
+    copy); and a file holding the dataclass is one `aotcuda run` (torch.load(weights_only=True)) refuses. Now the
+    file's module is the one an import finds, and the inputs are saved by inspect's names, which run takes."""
+    name = f"dcmodel_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text(DATACLASS_MODEL.format(name=name))
+    package, inputs = tmp_path / "dc.pt2", tmp_path / "in.pt"
+    try:
+        result = runner.invoke(main, ["lower", f"{tmp_path / name}.py:make", "-o", str(package), "--device", "cpu",
+                                      "--save-inputs", str(inputs)], env={"COLUMNS": "300"})
+        assert result.exit_code == 0, result.output
+        assert f"its tensors by the names aotcuda inspect lists: {name}.Batch is a type" in result.output
+        assert set(torch.load(inputs, weights_only=True)) == {"feats_a", "batch_tokens", "batch_weights"}
+        result = runner.invoke(main, ["run", str(package), "--inputs", str(inputs), "--save-outputs",
+                                      str(tmp_path / "out.pt")])
+        assert result.exit_code == 0, result.output
+        module = sys.modules[name]
+        model, (feats, batch) = module.make()
+        torch.testing.assert_close(torch.load(tmp_path / "out.pt"), model(feats, batch), rtol=1e-6, atol=1e-6)
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_a_dim_the_model_needs_a_multiple_of_gets_the_command_line_multiple(runner, tmp_path):
+    """Third new user (2026-12-06): a U-Net block (a stride-2 convolution, then a transposed one, concatenated with
+    the skip) lowered with `--dynamic x:2:8:64:h --dynamic x:3:8:64` got torch's Python fix (`_h = Dim('_h', min=4,
+    max=32)`, `h = 2*_h`) and no hint: the command line's form, SYMBOL*N, was left to be found in the README. The
+    hint gives it, with torch's range as sizes, and that option lowers (checked without a compile below)."""
+    from aotcuda.cli import _dynamic_fix_hints
+
+    message = ("Suggested fixes:\n    _h = Dim('_h', min=4, max=32)\n    _x_3 = Dim('_x_3', min=4, max=32)\n"
+               "    h = 2*_h\n    x_3 = 2*_x_3\n")
+    assert _dynamic_fix_hints(message, ("x:2:8:64:h", "x:3:8:64", "y:0:1:8:b*4")) == [
+        "on the command line, --dynamic x:2:8:64:h*2 (a multiple of 2: torch's suggested fix)",
+        "on the command line, --dynamic x:3:8:64:x_3*2 (a multiple of 2: torch's suggested fix)"]
+    result = runner.invoke(main, ["lower", f"{__name__}:down_up_factory", "-o", str(tmp_path / "p.pt2"),
+                                  "--device", "cpu", "--dynamic", "x:2:8:64:h"], env={"COLUMNS": "300"})
+    assert result.exit_code == 1, result.output
+    assert "hint: on the command line, --dynamic x:2:8:64:h*2 (a multiple of 2: torch's suggested fix)" in result.output
+    model, (x,) = down_up_factory()
+    dynamic = dynamic_shapes_from(("x:2:8:64:h*2",), model, (x,), {})
+    aotcuda.lowering.pipeline.before_compile(model, (x,), {}, dynamic)  # exports: no constraint violated
+
+
+class DownUp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.down = torch.nn.Conv2d(2, 2, 3, stride=2, padding=1)
+        self.up = torch.nn.ConvTranspose2d(2, 2, 2, stride=2)
+
+    def forward(self, x):
+        return torch.cat([x, self.up(self.down(x))], 1)
+
+
+def down_up_factory():
+    return DownUp().eval(), (torch.randn(1, 2, 16, 16),)
+
+
+def test_a_guard_refusing_the_ranges_end_alone_gets_the_narrowed_options():
+    """Third new user (2026-12-06): a GPT block's `mask[:T, :T]` over a 128-row buffer, lowered with `--dynamic
+    ids:1:2:128:t --dynamic attention_mask:1:2:128:t`, was refused (`the guard Ne(t, 128) does not hold at t = 128`)
+    with no hint; the note now gives the range without that end, and the hint the options that carry it, each input
+    sharing the symbol (a multiple's bound is no size: no hint for it)."""
+    from aotcuda.cli import _dynamic_fix_hints
+
+    notes = "aotcuda: the guard Ne(t, 128) does not hold at t = 128: every other size of t holds it; give its Dim max=127"
+    options = ("ids:0:1:8:b", "ids:1:2:128:t", "attention_mask:0:1:8:b", "attention_mask:1:2:128:t")
+    assert _dynamic_fix_hints("Constraints violated (t)!", options, notes) == [
+        "on the command line, --dynamic ids:1:2:127:t --dynamic attention_mask:1:2:127:t (every other size of t)"]
+    low = notes.replace("t = 128", "x_1 = 2").replace("Ne(t, 128)", "Ne(x_1, 2)").replace("of t", "of x_1")
+    assert _dynamic_fix_hints("", ("x:1:2:64",), low.replace("max=127", "min=3")) == [
+        "on the command line, --dynamic x:1:3:64 (every other size of x_1)"]
+    assert _dynamic_fix_hints("", ("x:1:16:128:t*16",), notes) == []

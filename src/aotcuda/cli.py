@@ -44,9 +44,9 @@ from rich.progress import Progress, ProgressColumn, SpinnerColumn, TextColumn
 from rich.table import Table
 from rich.text import Text
 
-from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, load_inputs, model_and_inputs
+from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, inputs_to_save, load_inputs, model_and_inputs
 from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, RuntimeCallError, clipped
-from aotcuda.package_tags import KEY_FILE_HELP, signing_key
+from aotcuda.package_tags import KEY_FILE_HELP, key_file_path, signing_key
 from aotcuda.runtime.specs import under_dim_names
 
 
@@ -160,8 +160,12 @@ def cli_hints(error: BaseException) -> list[str]:
 # within one line only: \s would take newlines, and from each of n blank lines scan the rest (quadratic).
 _SUGGESTED_DIM = re.compile(r"^[ \t]*(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=(\d+))?\)[ \t]*$", re.M)
 _SUGGESTED_STATIC = re.compile(r"^[ \t]*(\w+) = (\d+)[ \t]*$", re.M)
+# torch's fix for a dim the model needs a multiple of N (a U-Net's stride-2 down and up: h = 2*_h)
+_SUGGESTED_MULTIPLE = re.compile(r"^[ \t]*(\w+) = (\d+)\*(\w+)[ \t]*$", re.M)
 
 
+# exporting's note for a guard that refuses one size alone, at an end of the Dim's range (Ne(t, 128))
+_ONE_END_OFF = re.compile(r"every other size of (\w+) holds it; give its Dim (max|min)=(\d+)")
 # export_hints' note for a dim a tensor op met with a size that is not dynamic (another input's static dim)
 _MET_BY_A_STATIC_SIZE = re.compile(r"There a tensor op needs (\w+) equal to a size \d+ that is not dynamic")
 
@@ -169,7 +173,8 @@ _MET_BY_A_STATIC_SIZE = re.compile(r"There a tensor op needs (\w+) equal to a si
 def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") -> list[str]:
     """torch's suggested fixes of a DynamicShapesError as --dynamic options: each option NAME:DIM:MIN:MAX[:SYMBOL]
     whose Dim the message suggests a new range for, with that range (a size that is a multiple keeps its
-    multiple), or to leave out where it suggests a static size; where the error's ``notes`` say a tensor op met
+    multiple), as a multiple where it suggests one (``h = 2*_h``: SYMBOL*2), or to leave out where it suggests a
+    static size; where the error's ``notes`` say a tensor op met
     the dim with a size that is not dynamic (q's seq beside a static k), first the same SYMBOL for that input."""
     by_symbol = {}
     for option in options:
@@ -186,6 +191,20 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
             new = [fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
                    str(int(high) * multiple) if high else fields[3], *fields[4:]]
             hints.append(f"on the command line, --dynamic {':'.join(new)} (torch's suggested range)")
+    roots = {symbol: (low, high) for symbol, low, high in _SUGGESTED_DIM.findall(message)}
+    for symbol, factor, root in _SUGGESTED_MULTIPLE.findall(message):
+        if symbol in by_symbol and by_symbol[symbol][1] == 1 and int(factor) > 1:
+            fields, multiple = by_symbol[symbol][0], int(factor)
+            low, high = roots.get(root, ("", ""))
+            new = [fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
+                   str(int(high) * multiple) if high else fields[3], f"{symbol}*{multiple}"]
+            hints.append(f"on the command line, --dynamic {':'.join(new)} (a multiple of {multiple}: torch's "
+                         "suggested fix)")
+    for symbol, side, bound in _ONE_END_OFF.findall(notes):
+        narrowed = [_with_bound(option, side, int(bound)) for option in options if _symbol_of(option) == symbol]
+        if narrowed and all(narrowed):
+            hints.append(f"on the command line, {' '.join(f'--dynamic {o}' for o in narrowed)} (every other size "
+                         f"of {symbol})")
     met = set(_MET_BY_A_STATIC_SIZE.findall(notes))
     for symbol, _ in _SUGGESTED_STATIC.findall(message):
         if symbol in by_symbol and symbol in met:
@@ -199,6 +218,24 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
             hints.append(f"on the command line, leave out --dynamic {':'.join(by_symbol[symbol][0])}: the model "
                          "takes one size there")
     return hints
+
+
+def _symbol_of(option: str) -> str | None:
+    """The size symbol of a --dynamic option: its SYMBOL (without *N), or NAME_DIM."""
+    fields = option.split(":")
+    if len(fields) == 5:
+        return fields[4].partition("*")[0]
+    return f"{fields[0]}_{fields[1]}" if len(fields) == 4 else None
+
+
+def _with_bound(option: str, side: str, bound: int) -> str | None:
+    """The option with its MAX (side "max") or MIN set to ``bound`` (a size; None for a multiple, whose bound is
+    another number)."""
+    fields = option.split(":")
+    if len(fields) == 5 and "*" in fields[4]:
+        return None
+    fields[3 if side == "max" else 2] = str(bound)
+    return ":".join(fields)
 
 
 def print_error(message: str, kind: str = "", hints: list[str] = ()) -> None:
@@ -616,6 +653,7 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     from aotcuda.lowering.pipeline import checked_package_path
 
     checked_package_path(output)  # a bad -o is said before the model is even imported
+    signing_key_file = key_file_path(signing_key_file)
     signing_key(signing_key_file)  # and a key file others may read
     if save_inputs:
         save_inputs = _checked_save_path(save_inputs, "--save-inputs", "the example inputs", package=output)
@@ -637,7 +675,8 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
             interrupt.add_note(f"The package was written to {lowered.package_path} before the interrupt took effect.")
             raise interrupt
     if save_inputs:
-        _saved({"args": args, "kwargs": kwargs}, save_inputs)
+        saved_inputs, by_names_for = inputs_to_save(model, args, kwargs)
+        _saved(saved_inputs, save_inputs)
     console.print(f"wrote {lowered.package_path} ({lowered.device}; "
                   f"{_counted(len(lowered.fallback_kernels), 'fallback kernel')}, "
                   f"{_counted(len(lowered.library_kernels), 'library kernel')})",
@@ -645,8 +684,10 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     for kernel in lowered.fallback_kernels:
         console.print(f"  fallback: {kernel.describe()}", highlight=False, markup=False, soft_wrap=True)
     if save_inputs:
-        console.print(f"wrote the example inputs to {save_inputs} (aotcuda run {lowered.package_path} --inputs "
-                      f"{save_inputs})", highlight=False, markup=False, soft_wrap=True)
+        by_names = (f", its tensors by the names aotcuda inspect lists: {by_names_for} is a type torch.load("
+                    "weights_only=True) does not read" if by_names_for else "")
+        console.print(f"wrote the example inputs to {save_inputs}{by_names} (aotcuda run {lowered.package_path} "
+                      f"--inputs {save_inputs})", highlight=False, markup=False, soft_wrap=True)
     if not lowered.runs_in_aotcuda_runtime:
         ops = ", ".join(sorted(set(lowered.proxy_executor_ops)))
         status_console.print(f"warning: {ops} run through AOTInductor's proxy executor: `aotcuda run` and aotcuda.load "
@@ -855,7 +896,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs, signing_key_fil
     if save_outputs:
         save_outputs = _checked_save_path(save_outputs, "--save-outputs", "the outputs", inputs=inputs_path)
     args, kwargs = load_inputs(inputs_path)
-    with load(package, device=device, cuda_graphs=cuda_graphs, signing_key=signing_key_file) as program:
+    with load(package, device=device, cuda_graphs=cuda_graphs, signing_key=key_file_path(signing_key_file)) as program:
         # onto the program's device; a tensor with no data (meta) stays as it is, for the call's own check to name
         args, kwargs = torch.utils._pytree.tree_map_only(
             torch.Tensor, lambda t: t if t.is_meta else t.to(program.device), (args, kwargs))
@@ -993,7 +1034,7 @@ def sign(package, signing_key_file):
     --signing-key-file` signs as it lowers."""
     from aotcuda.package_tags import sign_package
 
-    key = signing_key(signing_key_file)
+    key = signing_key(key_file_path(signing_key_file))
     if key is None:
         raise click.UsageError("no key to sign with: pass --signing-key-file KEY (or set AOTCUDA_SIGNING_KEY_FILE)")
     key_id = sign_package(package, key, by_rename=True)
@@ -1033,7 +1074,7 @@ def inspect(package, signing_key_file):
     from aotcuda.runtime.specs import specs_from_signature
     from aotcuda.runtime.package import describe_package
 
-    key = signing_key(signing_key_file)
+    key = signing_key(key_file_path(signing_key_file))
     # Everything shown is read from one opening of the file, found unchanged when the block ends, before any of
     # it is printed: one version of the package (read within limits; nothing extracted, nothing run).
     limits = ArchiveLimits.from_environment()

@@ -111,13 +111,25 @@ def _import_file(path: str):
     folder = os.path.dirname(os.path.abspath(path))
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    loader_spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    name = os.path.basename(path)[:-3]
+    loader_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(loader_spec)
+    # under its name in sys.modules, as an import gives it, where no other module holds the name: an `import name`
+    # (pickle saving --save-inputs of a dataclass input; aotcuda.load importing a type's module) then finds this
+    # module, not a second copy of the file whose classes are other objects ("Can't pickle <class
+    # 'models.Batch'>: it's not the same object as models.Batch")
+    registered = name.isidentifier() and name not in sys.modules
+    if registered:
+        sys.modules[name] = module
     try:
         loader_spec.loader.exec_module(module)
     except click.ClickException:
+        if registered:
+            sys.modules.pop(name, None)
         raise
     except (Exception, SystemExit) as exc:  # SystemExit: sys.exit() or argparse at the module's top level
+        if registered:
+            sys.modules.pop(name, None)
         raise _import_error(path, exc) from exc
     return module
 
@@ -234,6 +246,41 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
     for name, by_path in nested.items():  # torch's form: the argument's structure, a dim dict at each tensor
         shapes[name] = _dims_at_leaves(bound.arguments[name], by_path)
     return shapes
+
+
+def inputs_to_save(model: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[dict, str | None]:
+    """What ``aotcuda lower --save-inputs`` writes: ``{"args": ..., "kwargs": ...}``, or, where an argument holds a
+    container that ``torch.load(weights_only=True)`` (``aotcuda run``) does not read (a dataclass, a named tuple,
+    any type registered with torch's pytree), the tensors by the names `aotcuda inspect` lists (``batch_tokens``),
+    which ``aotcuda run`` takes; the arguments that are no tensors are left out, as fixed at lowering. Also the name
+    of the first such type (None where the first form is written)."""
+    kept = next((found for found in map(_not_plain, (*args, *kwargs.values())) if found), None)
+    if kept is None:
+        return {"args": args, "kwargs": kwargs}, None
+    try:
+        bound = pyinspect.signature(model.forward).bind(*args, **kwargs)
+    except TypeError:
+        return {"args": args, "kwargs": kwargs}, None  # eager's own call refuses it: lower() says so first
+    by_name = {}
+    for name, value in bound.arguments.items():
+        if isinstance(value, torch.Tensor):
+            by_name[name] = value
+        else:
+            by_name.update((leaf_name, leaf) for leaf_name, _, leaf in _tensor_leaves(name, value))
+    return by_name, kept
+
+
+def _not_plain(value, depth: int = 0) -> str | None:
+    """The name of the first type in value that torch.load(weights_only=True) does not read back (None: none)."""
+    if isinstance(value, (torch.Tensor, bool, int, float, complex, str, type(None), torch.dtype, torch.device)):
+        return None
+    if depth > 64:
+        return None  # load_inputs refuses deeper structures with its own message
+    if type(value) in (tuple, list):
+        return next((found for found in (_not_plain(v, depth + 1) for v in value) if found), None)
+    if type(value) is dict:
+        return next((found for found in (_not_plain(v, depth + 1) for v in value.values()) if found), None)
+    return f"{type(value).__module__}.{type(value).__qualname__}"
 
 
 def _tensor_leaves(name: str, value) -> list[tuple[str, tuple, torch.Tensor]]:

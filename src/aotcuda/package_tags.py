@@ -47,6 +47,7 @@ import errno
 import hashlib
 import json
 import os
+import pathlib
 import re
 import shutil
 import stat
@@ -121,6 +122,13 @@ def signing_key(value=None) -> SigningKey | None:
                           f"{type(value).__name__}")
 
 
+def key_file_path(path) -> pathlib.Path | None:
+    """A key file's path given as one (``--signing-key-file``, ``ServeOptions.signing_key_file``), as a Path, so that
+    ``signing_key`` names it in its errors: a str given to ``signing_key=`` may be the key itself and is not shown,
+    which told a user who mistyped --signing-key-file of "signing_key (a str of 8 characters ...)" and bytes."""
+    return None if path is None else pathlib.Path(path)
+
+
 def key_file_switch() -> str | None:
     """The key file AOTCUDA_SIGNING_KEY_FILE names, or None where it is unset. Set to nothing (or blanks) is refused
     (SigningKeyError), not read as unset: ``AOTCUDA_SIGNING_KEY_FILE=$KEY`` with KEY unset in a deploy script, or a
@@ -156,8 +164,9 @@ def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
     except NotARegularFileError as exc:
         raise SigningKeyError(f"{where} is {exc.kind}, not a regular file; put the key in a file") from None
     except FileNotFoundError:
-        raise SigningKeyError(f"{where}: no such file; pass the key as bytes, or the path of a file holding it "
-                              f"({_NEW_KEY})") from None
+        fix = ("check the path, or make a key file" if shown else
+               "pass the key as bytes, or the path of a file holding it")
+        raise SigningKeyError(f"{where}: no such file; {fix} ({_NEW_KEY})") from None
     except OSError as exc:
         raise SigningKeyError(f"{where} cannot be read ({exc.strerror or exc}); check its path and permissions") \
             from None

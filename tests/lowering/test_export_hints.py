@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import pytest
 import torch
 
 import aotcuda
 from aotcuda.lowering.export_hints import export_hints, fix_for
+from aotcuda.lowering.pipeline import before_compile
 
 
 class ReturnsUnknownType(torch.nn.Module):
@@ -317,3 +319,86 @@ def test_a_conversion_to_numpy_in_forward_is_named_with_the_models_line():
         aotcuda.lower(ItemInMath(), (torch.randn(2, 8),), device="cpu")
     notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
     assert len(notes) == 1 and f"at {__file__}:{_line(ItemInMath, 'ITEM LINE')} in forward" in notes[0], notes
+
+
+class Tagger(torch.nn.Module):
+    def __init__(self, kind: str, batch_first: bool):
+        super().__init__()
+        self.rnn = getattr(torch.nn, kind)(8, 8, batch_first=batch_first)
+        self.batch_first = batch_first
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+@pytest.mark.parametrize("kind, batch_first", [("GRU", True), ("LSTM", False), ("RNN", True)])
+def test_dynamic_time_steps_of_a_recurrent_layer_name_the_unrolled_loop(kind, batch_first):
+    """Third new user (2026-12-06): a GRU tagger lowered with its sequence dim dynamic was told that "a tensor op
+    needs ids_1 equal to a size 12 that is not dynamic, most often another input's dim left static (k beside q ...)":
+    no other input is involved; torch.export runs the recurrent layer's loop once per step of the example. The note
+    says so and to keep the dim static; the batch dim stays dynamic (exported here)."""
+    steps = 1 if batch_first else 0
+    model, x = Tagger(kind, batch_first).eval(), torch.randn(3, 12, 8) if batch_first else torch.randn(12, 3, 8)
+    with pytest.raises(Exception) as caught:
+        with export_hints(model):
+            torch.export.export(model, (x,), dynamic_shapes=({steps: torch.export.Dim("seq", min=2, max=64)},),
+                                strict=False)
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and f"There seq is the time steps of an nn.{kind}, and torch.export runs" in notes[0], notes
+    assert "so the program takes 12 steps only. Keep seq static" in notes[0] and "k beside q" not in notes[0], notes
+    with export_hints(model):
+        torch.export.export(model, (x,), dynamic_shapes=({1 - steps: torch.export.Dim("batch", min=1, max=64)},),
+                            strict=False)
+
+
+class PackedTagger(torch.nn.Module):
+    def __init__(self, kind: str):
+        super().__init__()
+        self.rnn = getattr(torch.nn, kind)(8, 8, batch_first=True)
+
+    def forward(self, x, lengths):
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        return torch.nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True)[0]
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_a_packed_sequence_names_the_layer_and_the_padded_form_not_a_check_in_eager(kind):
+    """Third new user (2026-12-06): a tagger running its LSTM on pack_padded_sequence (as taggers do) ended with
+    torch's `zeros(): argument 'size' failed to unpack ... got FakeTensor` and the note "check that the model runs on
+    those inputs in eager", which it does. The note says that torch.export cannot trace a PackedSequence, and the
+    padded form that gives the same outputs."""
+    model, x, lengths = PackedTagger(kind).eval(), torch.randn(3, 10, 8), torch.tensor([10, 7, 4])
+    model(x, lengths)  # eager runs it
+    with pytest.raises(Exception) as caught:
+        before_compile(model, (x, lengths))  # lower()'s export, under export_hints
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and notes[0].startswith(f"aotcuda: forward runs an nn.{kind} on a PackedSequence "
+                                                   "(pack_padded_sequence) at "), notes
+    assert "which torch.export cannot trace" in notes[0] and "check that the model runs" not in notes[0], notes
+    assert "self.rnn(packed)" in notes[0], notes
+
+
+class AssignsAttribute(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(4, 4, batch_first=True)
+        self.last = torch.zeros(1)
+
+    def forward(self, x):
+        self.last = x.sum(0)  # a tensor attribute of the model's own, assigned in forward: torch's notice stays
+        return self.rnn(x)[0]
+
+
+def test_torchs_notice_about_an_rnns_own_flat_weights_is_not_shown_and_a_models_own_attribute_still_is():
+    """Third new user (2026-12-06): every lowering of a model with an nn.GRU/LSTM showed torch's `UserWarning: The
+    tensor attributes self.rnn._flat_weights[0], ... were assigned during export. Such attributes must be registered
+    as buffers using the `register_buffer` API` (in the CLI with a `contextlib.py:144` location and a source line),
+    advice that cannot apply to torch's own module (the layer refreshes that list under export; torch restores it;
+    the program matches eager). It is not shown now; the notice for an attribute of the model's own is."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        before_compile(Tagger("LSTM", True).eval(), (torch.randn(2, 5, 8),))
+        before_compile(Tagger("GRU", False).eval(), (torch.randn(5, 2, 8),))
+    assert not [w for w in caught if "_flat_weights" in str(w.message)], [str(w.message) for w in caught]
+    with pytest.warns(UserWarning, match=r"The tensor attributes self\.last, "):  # the whole notice, as torch says it
+        before_compile(AssignsAttribute().eval(), (torch.randn(2, 5, 4),))

@@ -325,3 +325,26 @@ def test_a_dynamic_shapes_dim_the_input_does_not_have_is_named_with_its_rank(mon
         lower({"audio": {-2: b}, "speaker_id": {0: b}})
     with pytest.raises(RuntimeError, match=r"exported with \[\(0, 64\), \(3, 9\)\]"):
         lower({"audio": {0: b, -1: Dim("f", min=3, max=9)}, "speaker_id": {-2: b}})
+
+
+class CausalMask(torch.nn.Module):
+    def __init__(self, rows: int = 16):
+        super().__init__()
+        self.register_buffer("mask", torch.tril(torch.ones(rows, rows, dtype=torch.bool)), persistent=False)
+
+    def forward(self, x):
+        t = x.shape[1]
+        return x[:, :, None].expand(-1, -1, t).masked_fill(~self.mask[:t, :t], 0.0)
+
+
+def test_a_guard_refusing_the_ranges_end_alone_gives_the_range_without_it():
+    """Third new user (2026-12-06): a GPT block slicing its causal-mask buffer of 128 rows (``mask[:T, :T]``) with T
+    dynamic in [2, 128] was refused with ``the guard Ne(t, 128) does not hold at t = 128`` and no fix; every other
+    size holds it. The note gives the range without that end, which exports (and the command line's hint, in
+    tests/test_cli.py)."""
+    x = torch.randn(2, 8)
+    with pytest.raises(DynamicShapesError) as caught:
+        export_program(CausalMask(), (x,), {}, {"x": {1: Dim("t", min=2, max=16)}})
+    notes = "\n".join(getattr(caught.value, "__notes__", []))
+    assert "the guard Ne(t, 16) does not hold at t = 16: every other size of t holds it; give its Dim max=15" in notes, notes
+    export_program(CausalMask(), (x,), {}, {"x": {1: Dim("t", min=2, max=15)}})

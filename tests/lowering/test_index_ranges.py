@@ -276,6 +276,20 @@ BOUNDED = {  # forward(x, i), x of shape (4, 5); W has 5 rows
     "remainder by the size": lambda x, i: x[:, (i * i) % 5],
     "remainder by a negative divisor": lambda x, i: x[(i * i) % -4],  # [-3, 0]: x[i] takes negative indices
     "argmax of a float input's rows": lambda x, i: F.embedding((x[:, :2] * i.float()).argmax(-1), W),
+    # a MoE router's experts (third new user, 2026-12-06): the indices of topk, sort, max(dim), kthvalue
+    "topk indices of a float input's rows": lambda x, i: F.embedding((x * i[:1].float()).topk(2, -1).indices, W),
+    "sort indices": lambda x, i: F.embedding((x * i[:1].float()).sort(-1, descending=True).indices, W),
+    "stable sort indices along dim 0": lambda x, i: x[:, 0][(x * i[:1].float()).sort(dim=0, stable=True).indices],
+    "max(dim) indices": lambda x, i: F.embedding((x * i[:1].float()).max(-1).indices, W),
+    "kthvalue indices": lambda x, i: F.embedding((x * i[:1].float()).kthvalue(2, -1).indices, W),
+    "topk of the integer input itself": lambda x, i: x[i.topk(2).indices],
+    "argsort of the integer input (lengths sorted longest first)": lambda x, i: x[i.argsort(descending=True)],
+    "stable argsort of a float input's rows": lambda x, i: F.embedding((x * i[:1].float()).argsort(dim=-1, stable=True), W),
+    # a MoE's dispatch sorted by expert: each slot's token, slot // top_k (DeepSeek's idxs // topk_ids.shape[1])
+    "argsort floor-divided by a constant": lambda x, i: x[(x[:2] * i[:1].float()).topk(2, -1).indices.flatten()
+                                                          .argsort() // 2],
+    "a floor division by div's rounding mode, then an offset": lambda x, i: x[torch.div(
+        (x * i[:1].float()).argmax(-1), 2, rounding_mode="floor") + 1],
 }
 
 
@@ -300,6 +314,8 @@ UNBOUNDED = {  # (forward, why the line says so)
     "a product after the clamp": (lambda x, i: x[(i * i).clamp(0, 1) * i], r"through aten.mul"),
     "a clamp of one side": (lambda x, i: F.embedding((i * i - 10).clamp(max=4), W), r"through aten.(mul|sub|clamp)"),
     "a remainder by more than the size": (lambda x, i: x[(i * i) % 5], r"bounded on the way to \[0, 4\]"),
+    "a floor division that leaves the table": (lambda x, i: x[(i * i).clamp(0, 9) // 2], r"bounded on the way to \[0, 4\]"),
+    "a floor division of an unbounded value": (lambda x, i: F.embedding(i // 2, W), r"through aten.(floor_divide|div)"),
 }
 
 
@@ -319,7 +335,9 @@ def test_a_bound_that_does_not_hold_the_index_leaves_the_input_unchecked(kind):
 def test_a_bound_over_a_dynamic_size_is_not_taken_for_one():
     """An index over a dim of dynamic size (the batch: once batched, other requests' rows) bounded by a
     constant, or a bound of a dynamic size (argmax over a dynamic dim) into a fixed table: which sizes the
-    program will take is not known at lowering, so the input stays unchecked."""
+    program will take is not known at lowering, so the input stays unchecked. The line says why (third new user,
+    2026-12-06: a MoE's `x[argsort(...) // 2]` over n dynamic tokens was told `bounded on the way to [0, n - 1],
+    which is not within eager's range there`, where eager's range is [0, n - 1])."""
     class Rows(torch.nn.Module):
         def forward(self, x, ids):
             return x[ids.cumsum(0).clamp(0, 3)]
@@ -338,6 +356,8 @@ def test_a_bound_over_a_dynamic_size_is_not_taken_for_one():
         index_ranges(ep, [name], unchecked)
         (line,) = unchecked[name]
         assert "bounded on the way to" in line, line
+        assert ("which lowering does not take as within eager's range there: a bound or size of a dynamic dim, which "
+                "batching would widen to other requests' rows)") in line and "is not within" not in line, line
 
 
 @pytest.mark.parametrize("bounded", [lambda x: x.argmax(-1), lambda x: (x[:, 0] * 7).long().clamp(0, 5),
@@ -399,3 +419,23 @@ def test_an_index_computed_in_a_narrow_integer_dtype_is_never_taken_as_bounded(k
     refuses = any(not (entry["min"] is None or entry["min"] <= refused) or
                   not (entry["max"] is None or refused <= entry["max"]) for entry in ranges.get("i", []))
     assert refuses or "i" in unchecked, (ranges, unchecked)
+
+
+def test_a_tied_table_is_named_as_the_line_that_indexes_it_reads():
+    """Third new user (2026-12-06): a GPT block whose LM head shares the embedding's weight (``self.head.weight =
+    self.tok.weight``) had its token ids refused "as the index of aten::embedding over 100 rows of head.weight, at
+    ...: x = self.tok(ids)": torch.export reads tied parameters through one placeholder, the last name's. The first
+    name is given, with the others."""
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = torch.nn.Embedding(10, 4)
+            self.head = torch.nn.Linear(4, 10, bias=False)
+            self.head.weight = self.tok.weight
+
+        def forward(self, ids):
+            return self.head(self.tok(ids))
+
+    ep = torch.export.export(Tied(), (torch.tensor([[1, 2]]),), strict=False)
+    (entry,) = index_ranges(ep, ["ids"])["ids"]
+    assert "over 10 rows of tok.weight (tied to head.weight), at " in entry["reason"], entry

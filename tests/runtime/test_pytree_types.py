@@ -61,6 +61,9 @@ def test_a_fresh_process_imports_the_recorded_module():
     ("null", 2, (0, 1)),                                                  # anything else: a tuple
     (json.dumps({"odd": 1}), 1, (0,)),
     ("not json", 1, (0,)),
+    # register_dataclass's context (third new user, 2026-12-06): [fields with values, fields left None]
+    (json.dumps([["tokens", "weights"], ["bias"]]), 2, {"tokens": 0, "weights": 1}),
+    (json.dumps([["tokens"], []]), 2, (0, 1)),  # fields that do not match the children: a tuple
 ])
 def test_an_unimportable_type_comes_back_plain_with_one_warning(context, leaves, structure):
     text = unknown_spec("aotcuda_no_such_package.outputs.Output", context, leaves)
@@ -121,3 +124,19 @@ def test_a_signature_naming_a_script_module_does_not_end_the_process():
     env = {**os.environ, "PYTHONPATH": os.path.abspath("src")}
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0 and run.stdout.strip().splitlines()[-1:] == ["still running"], run.stdout + run.stderr
+
+
+def test_a_module_that_imports_but_registers_no_such_type_is_said_so(tmp_path, monkeypatch):
+    """Third new user (2026-12-06): a package of a dataclass input, loaded where its module imports but registers the
+    dataclass without ``serialized_type_name=`` (``torch.export.register_dataclass(Batch)``), warned
+    `models.Batch: cannot import models`, though the import worked. Now the warning says what went wrong."""
+    (tmp_path / "imports_fine.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = unknown_spec("imports_fine.Batch", json.dumps(["tokens"]), 1)
+    with pytest.warns(UserWarning) as caught:
+        spec = load_spec(text, [{"type": "imports_fine.Batch", "module": "imports_fine"}], "p.pt2", "inputs")
+    (message,) = [str(w.message) for w in caught]
+    assert ("imports_fine.Batch: imports_fine was imported but registers no type of that name with torch's pytree "
+            "(a registration without serialized_type_name='imports_fine.Batch', or with another)") in message, message
+    assert "cannot import" not in message
+    assert pytree.tree_unflatten([7], spec) == {"tokens": 7}

@@ -728,3 +728,27 @@ def test_aotcuda_sign_where_no_unnamed_file_can_be_made_or_linked_signs_as_befor
     assert os.listdir(tmp_path) == ["twice.pt2"] and os.stat(path).st_mode & 0o777 == 0o640
     with load(path, signing_key=keys[0]) as program:
         assert_like_eager(program, (3,))
+
+
+def test_a_mistyped_key_file_on_the_command_line_is_named(tmp_path, signed_pt2):
+    """Third new user (2026-12-06): `aotcuda run|sign|inspect|lower|serve ... --signing-key-file nope.key` (a mistyped
+    path) said `signing_key (a str of 8 characters, read as a key file's path: no file is there, and it is not shown,
+    as it may be the key itself): no such file; pass the key as bytes, ...`: the Python argument's words, hiding a
+    path the user typed as one. A key *file* option names the file; a str given to signing_key= still is not shown."""
+    from aotcuda.cli import main
+    from aotcuda.serving.server import ServeOptions, check_package
+
+    missing = str(tmp_path / "nope.key")
+    said = (f"the key file '{missing}': no such file; check the path, or make a key file (e.g. head -c 32 "
+            "/dev/urandom > aotcuda.key && chmod 600 aotcuda.key)")
+    inputs = tmp_path / "inputs.pt"
+    torch.save((torch.zeros(2),), inputs)  # the key is checked at load, before the inputs meet the program
+    for command in (["inspect", signed_pt2], ["sign", signed_pt2], ["run", signed_pt2, "--inputs", str(inputs)]):
+        result = CliRunner().invoke(main, [*command, "--signing-key-file", missing], env={"COLUMNS": "400"})
+        assert result.exit_code == 1 and said in result.output, result.output
+    with pytest.raises(SigningKeyError) as caught:
+        load(signed_pt2, signing_key=__import__("pathlib").Path(missing))
+    assert said in str(caught.value)
+    with pytest.raises(SigningKeyError) as caught:
+        check_package(signed_pt2, ServeOptions(signing_key_file=missing))
+    assert said in str(caught.value)

@@ -9,6 +9,7 @@ import inspect
 import re
 
 import torch
+import torch.utils._pytree as pytree
 
 from aotcuda.errors import DynamicShapesError, clipped
 
@@ -31,13 +32,27 @@ def _as_structure(model, args, kwargs, dynamic_shapes):
     [4, 500] through one exported with frames in [50, 50] and no word (breaker 2)."""
     resolve = getattr(dynamic_shapes, "dynamic_shapes", None)
     if dynamic_shapes is None or isinstance(dynamic_shapes, (dict, list, tuple)):
-        return dynamic_shapes
+        return _registered_types_as_lists(dynamic_shapes)
     if not callable(resolve):  # torch: a raw AssertionError ("expected dynamic_shapes to be dict, ...") or TypeError
         raise DynamicShapesError(
             f"dynamic_shapes must be a dict keyed by forward's argument names, a tuple of one entry per argument, or "
             f"None; got {clipped(repr(dynamic_shapes), 80)} ({type(dynamic_shapes).__name__}); e.g. "
             "dynamic_shapes={'x': {0: Dim('batch')}}")
     return resolve(model, args, kwargs or None)
+
+
+def _registered_types_as_lists(spec):
+    """``spec`` with each instance of a type registered with torch's pytree (a dataclass of dim dicts, as the input
+    is a dataclass of tensors: ``Batch(tokens={0: batch}, weights={0: batch})``) as the list of its children, the
+    form torch.export reads a registered type's dims in (it refused the instance with "Node type mismatch; expected
+    <class 'list'>, but got <class 'Batch'>"); torch's own containers (tuple, list, dict, named tuples) as they are."""
+    node_type = pytree._get_node_type(spec)
+    entry = pytree.SUPPORTED_NODES.get(node_type)
+    if entry is None:
+        return spec
+    values, context = entry.flatten_fn(spec)
+    children = [_registered_types_as_lists(value) for value in values]
+    return entry.unflatten_fn(children, context) if node_type in pytree.BUILTIN_TYPES else children
 
 
 def _check_dynamic_shapes_names(model, dynamic_shapes, args=(), kwargs=None) -> None:

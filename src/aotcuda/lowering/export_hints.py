@@ -89,6 +89,15 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
         dim, size = specialized.groups()
         frame = (specialized_at or {}).get(dim)
         fixed_by = getattr(specialized_at, "fixed_by", {}).get(dim)
+        recurrent = getattr(specialized_at, "by_recurrent", {}).get(dim)
+        if frame is not None and recurrent is not None:
+            line = f": `{frame.line.strip()}`" if frame.line else ""
+            return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
+                    f"{frame.lineno} in {frame.name}{line}. There {dim} is the time steps of an nn.{recurrent}, and "
+                    f"torch.export runs an nn.{recurrent}'s loop over the steps in Python, once per step of the "
+                    f"example, so the program takes {size} steps only. Keep {dim} static (None in dynamic_shapes; on "
+                    "the command line, no --dynamic for that dim) and pad or cut the sequences to that length (the "
+                    "batch dim may stay dynamic), or lower one program per length.")
         if frame is not None and fixed_by is not None:
             line = f": `{frame.line.strip()}`" if frame.line else ""
             parameter, shape = fixed_by
@@ -197,6 +206,34 @@ def _raised_in_model(exc: BaseException) -> str | None:
             "runs on those inputs in eager, model(*args, **kwargs)")
 
 
+def _packed_sequence_fix(exc: BaseException) -> str | None:
+    """The note for an nn.GRU/LSTM/RNN that raised on a PackedSequence (``pack_padded_sequence``) under torch.export,
+    which cannot trace one: its ``batch_sizes`` is a tensor the layer reads as Python sizes (torch's words: "zeros():
+    argument 'size' failed to unpack ... got FakeTensor"), though the model runs in eager. None for another error."""
+    import torch
+    from torch.nn.utils.rnn import PackedSequence
+
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        owner = frame.f_locals.get("self") if frame.f_code.co_name == "forward" else None
+        if isinstance(owner, torch.nn.RNNBase) and any(isinstance(frame.f_locals.get(name), PackedSequence)
+                                                       for name in ("orig_input", "input")):
+            found = _model_frame_raising(exc)
+            where = (f" at {found.filename}:{found.lineno} in {found.name}"
+                     f"{f': `{found.line.strip()}`' if found.line else ''}") if found is not None else ""
+            kind = type(owner).__name__
+            return (f"aotcuda: forward runs an nn.{kind} on a PackedSequence (pack_padded_sequence){where}, which "
+                    f"torch.export cannot trace: a PackedSequence's batch_sizes is a tensor that nn.{kind} reads as "
+                    "Python sizes, though the model runs in eager. Run the layer on the padded batch and keep the "
+                    "steps within each length (h * mask[..., None] with mask = torch.arange(T) < lengths[:, None]): "
+                    "a layer that reads forward only gives the same outputs there; a bidirectional one's backward "
+                    "direction would read the padding first, so run the reversed sequences (each flipped within its "
+                    "length) through a second, forward-only layer instead.")
+        tb = tb.tb_next
+    return None
+
+
 def _model_frame_raising(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of the model's code in ``exc``'s traceback below aotcuda's export_program (outside the
     libraries), or None."""
@@ -225,6 +262,7 @@ class Specializations(dict):
         self.fixed_by: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.by_tensor_op: set[str] = set()  # made a constant inside a tensor op, by no parameter or buffer
         self.by_complex_mean: set[str] = set()  # made a constant by torch's mean of a complex tensor (_refs.mean)
+        self.by_recurrent: dict[str, str] = {}  # made a constant as the time steps of an nn.GRU/LSTM/RNN: its class
 
 
 _FAKE_TENSOR_DISPATCH = os.path.join("torch", "_subclasses", "fake_tensor.py")
@@ -279,6 +317,27 @@ def _tensor_op_and_modules() -> tuple[bool, list]:
     return dispatched, modules
 
 
+def _recurrent_steps(symbol) -> str | None:
+    """The class name of the nn.GRU, nn.LSTM or nn.RNN whose forward is running with ``symbol`` as its input's
+    time steps (torch.export runs their loop over the steps in Python, so the sequence length is fixed), or None."""
+    import torch
+
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            owner = frame.f_locals.get("self") if frame.f_code.co_name == "forward" else None
+            steps = frame.f_locals.get("input") if isinstance(owner, torch.nn.RNNBase) else None
+            if isinstance(steps, torch.Tensor) and steps.dim() in (2, 3):
+                size = steps.shape[1 if owner.batch_first and steps.dim() == 3 else 0]
+                node = getattr(size, "node", None)
+                if node is not None and getattr(node, "_expr", None) == symbol:
+                    return type(owner).__name__
+            frame = frame.f_back
+    finally:
+        del frame
+    return None
+
+
 @contextlib.contextmanager
 def recorded_specializations(model=None) -> Iterator[Specializations]:
     """While active, {dim name: the model frame where torch's ShapeEnv first made that dim's symbol a
@@ -294,8 +353,10 @@ def recorded_specializations(model=None) -> Iterator[Specializations]:
         return
 
     def _set_replacement(self, a, tgt, *args, **kwargs):
+        constant = getattr(tgt, "is_number", False) and getattr(a, "is_Symbol", False)
+        recurrent = _recurrent_steps(a) if constant else None  # before the replacement rewrites the input's size
         result = original(self, a, tgt, *args, **kwargs)
-        if getattr(tgt, "is_number", False) and getattr(a, "is_Symbol", False):
+        if constant:
             names = [self._debug_name(source) for source in self.var_to_sources.get(a, [])]
             if names and not all(name in sites for name in names):
                 frame = _model_frame()
@@ -311,6 +372,8 @@ def recorded_specializations(model=None) -> Iterator[Specializations]:
                             sites.by_complex_mean.add(name)
                         if name not in sites and by_tensor_op:
                             sites.by_tensor_op.add(name)
+                        if name not in sites and recurrent is not None:
+                            sites.by_recurrent[name] = recurrent
                         sites.setdefault(name, frame)
         return result
 
@@ -368,7 +431,8 @@ def export_hints(model=None):
         with recorded_specializations(model) as specialized_at, _without_partial_graph_prints():
             yield
     except Exception as exc:
-        fix = fix_for(str(exc), specialized_at, _model_frame_raising(exc)) or _raised_in_model(exc)
+        fix = (fix_for(str(exc), specialized_at, _model_frame_raising(exc)) or _packed_sequence_fix(exc)
+               or _raised_in_model(exc))
         if fix is not None:
             exc.add_note(fix)
         raise

@@ -34,7 +34,21 @@ from aotcuda.lowering.dynamic_shapes_checks import as_int, checked_dynamic_shape
 MAX_CHECKED_POINTS = 1 << 15
 
 
+# torch's notice for a module attribute holding tensors that forward assigned while it was exported, telling to
+# register it as a buffer: nn.GRU/LSTM/RNN refresh their own ``_flat_weights`` list (references to their parameters)
+# under export, which torch restores afterwards and the program does not read; the advice cannot apply to torch's
+# own modules, and showed on every lowering of a recurrent layer
+_RNN_WEIGHT_NOTICE = r"The tensor attributes? (self\.[\w.]*_flat_weights\[\d+\](, )?)+ (were|was) assigned during export"
+
+
 def export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str] | None = None) -> ExportedProgram:
+    """``_export_program`` without torch's notice about nn.GRU/LSTM/RNN's own ``_flat_weights`` (_RNN_WEIGHT_NOTICE)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_RNN_WEIGHT_NOTICE, category=UserWarning)
+        return _export_program(model, args, kwargs, dynamic_shapes, narrowed)
+
+
+def _export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str] | None = None) -> ExportedProgram:
     """torch.export.export(strict=False); a violated dynamic-shape constraint is checked as described
     above, and one that does not hold becomes a DynamicShapesError that keeps torch's why-lines and
     suggested fixes (its UserError's first line alone says neither). narrowed: filled with {symbol: why}
@@ -273,8 +287,28 @@ def _first_failure(expr, ranges: dict) -> str | None:
     for sizes in itertools.product(*bounds):
         if not holds(*sizes):
             at = ", ".join(f"{s} = {v}" for s, v in zip(symbols, sizes))
-            return f"the guard {expr} does not hold at {at}"
+            return f"the guard {expr} does not hold at {at}{_one_end_off(expr, ranges)}"
     return None
+
+
+def _one_end_off(expr, ranges: dict) -> str:
+    """Where the guard refuses one size alone, at an end of its Dim's range (``Ne(t, 128)`` for t in [2, 128]: a
+    128-row causal-mask buffer sliced ``mask[:t, :t]``), the range without it, as the fix."""
+    import sympy
+
+    if not isinstance(expr, sympy.Ne) or len(ranges) != 1:
+        return ""
+    (symbol, value_range), = ranges.items()
+    sizes = [side for side in expr.args if side.is_Integer]
+    others = [side for side in expr.args if not side.is_Integer]
+    if len(sizes) != 1 or len(others) != 1 or str(others[0]) != str(symbol):
+        return ""
+    value, low, high = sizes[0], as_int(value_range.lower), as_int(value_range.upper)
+    if value == high:
+        return f": every other size of {symbol} holds it; give its Dim max={int(value) - 1}"
+    if value == low:
+        return f": every other size of {symbol} holds it; give its Dim min={int(value) + 1}"
+    return ""
 
 
 # torch's integer functions in size expressions (torch.utils._sympy.functions), as Python computes them.

@@ -14,13 +14,15 @@ Two tables say it all:
 - the value flow (``_flow``): ops through which an index keeps its input's values, up to ``scale * x +
   offset`` with a bounded offset: views, reshapes, expand, clone, integer casts, slices (a subset of the
   values), adding or subtracting a constant, a SymInt or a bounded tensor (``input_pos + arange(seq)``),
-  negation, a product by an integer constant, ``x + x``; concatenation (each input of ``cat`` keeps its
+  negation, a product by an integer constant, ``x + x``, a bounded value floor-divided by a positive constant (a
+  MoE's ``argsort(...) // top_k``: the token of each slot); concatenation (each input of ``cat`` keeps its
   own flow), flip, roll, sort's values (a permutation), topk/max/min/kthvalue values (a subset); and, only
   just before the index (through views and subsets), ``clamp`` and ``abs``, whose preimage of eager's range
   is one interval (``abs`` only where eager's range holds 0).
 
 Bounded whatever the input holds (``_bounded``): ``clamp`` to two constant bounds, ``remainder`` by a constant,
-``argmax``/``argmin``. The inputs reaching such an op are absorbed (``Flow.absorbed``): where its bound is within
+``argmax``/``argmin``/``argsort``, the indices of ``topk``, ``sort``, ``max(dim)``, ``kthvalue`` and the like (a MoE router's
+experts). The inputs reaching such an op are absorbed (``Flow.absorbed``): where its bound is within
 eager's range at the index, for every size the program takes, they need no check at all
 (``(mask.cumsum(-1) - 1).clamp(0, 31)`` into a 32-row table); where it is not, they are unchecked.
 
@@ -235,7 +237,7 @@ def _arange(node: torch.fx.Node) -> Flow | None:
 def _bounded(node: torch.fx.Node) -> Flow | None:
     """The range of an op whose values stay in one interval whatever its operand holds: ``clamp`` to two
     constant bounds, ``remainder`` by a constant (Python's modulo: [0, n - 1] for n > 0, [n + 1, 0] for
-    n < 0), and ``argmax``/``argmin`` ([0, size - 1] along their dim). Its operand's inputs are then
+    n < 0), ``argmax``/``argmin``/``argsort`` and the indices of topk, sort, max(dim), ... ([0, size - 1] along their dim). Its operand's inputs are then
     absorbed (``Flow.absorbed``): ``(mask.cumsum(-1) - 1).clamp(0, 127)`` into a 128-row table is safe
     whatever the mask holds. None for any other op, or where a bound is unknown."""
     bounds = _bounds_of(node)
@@ -263,7 +265,24 @@ def _bounds_of(node: torch.fx.Node) -> tuple | None:
         dim = argument(node, 1, "dim")
         size = size_of(args[0], dim) if dim is None or isinstance(dim, int) else None
         return None if size is None else (sympy.Integer(0), size - 1)
+    if packet is aten.argsort:
+        dim = argument(node, 1, "dim", -1)
+        size = size_of(args[0], dim) if isinstance(dim, int) else None
+        return None if size is None else (sympy.Integer(0), size - 1)
+    if node.target is operator.getitem and args[1] == 1 and _packet(args[0]) in _INDICES_DIM:
+        # the indices of topk, sort, max(dim), ...: positions along the source's dim (a MoE router's experts)
+        source = args[0]
+        position, default = _INDICES_DIM[_packet(source)]
+        dim = argument(source, position, "dim", default)
+        size = size_of(source.args[0], dim) if isinstance(dim, int) and source.args else None
+        return None if size is None else (sympy.Integer(0), size - 1)
     return None
+
+
+# ops returning (values, indices): the position of their dim argument, and its default
+_INDICES_DIM = {aten.topk: (2, -1), aten.sort: (1, -1), aten.kthvalue: (2, -1), aten.max: (1, None),
+                aten.min: (1, None), aten.median: (1, None), aten.nanmedian: (1, None), aten.mode: (1, -1),
+                aten.cummax: (1, None), aten.cummin: (1, None)}
 
 
 def _held(node: torch.fx.Node, constant: sympy.Expr) -> bool:
@@ -334,12 +353,29 @@ def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
         return _sum(args[0], args[1], flows, alpha if packet in _ADD else -alpha)
     if packet in _NEG:
         return _each(flows.get(args[0]), lambda flow: _scaled(flow, -1))
+    if _floor_division(node, packet):
+        # a bounded value divided by a positive constant stays bounded (a MoE's slot // top_k: the slot's token)
+        divisor = _constant(args[1])
+        if (divisor is None or not divisor.is_Integer or divisor <= 0 or not _held(node, divisor)
+                or not isinstance(args[0], torch.fx.Node)):
+            return None
+        return _each(flows.get(args[0]), lambda flow: None if flow.input is not None or _folded(flow) else Flow(
+            None, 0, sympy.floor(flow.low / divisor), sympy.floor(flow.high / divisor), exact=False, whole=flow.whole,
+            absorbed=flow.absorbed))
     if packet in _MUL and len(args) == 2:
         for tensor, factor in ((args[0], args[1]), (args[1], args[0])):
             source = flows.get(tensor) if isinstance(tensor, torch.fx.Node) else None
             if source is not None and isinstance(factor, int) and not isinstance(factor, bool) and factor != 0:
                 return _each(source, lambda flow: _scaled(flow, factor))
     return None
+
+
+def _floor_division(node: torch.fx.Node, packet) -> bool:
+    """Whether the node is ``a // b``: floor_divide, or div with rounding_mode="floor" (what the decompositions
+    make of it)."""
+    if len(node.args) != 2:
+        return False
+    return packet is aten.floor_divide or (packet is aten.div and node.kwargs.get("rounding_mode") == "floor")
 
 
 def _constant_values(ep) -> dict[str, torch.Tensor]:
@@ -468,6 +504,14 @@ def _within(flow: Flow, use: IndexUse) -> bool:
     return bool(flow.low >= (-size if use.negative else 0)) and bool(flow.high <= size - 1)
 
 
+def _not_within(flow: Flow, use: IndexUse) -> str:
+    """Why ``_within`` refused a bounded flow: outside eager's range, or a bound or size that is dynamic."""
+    if sympy.sympify(use.size).free_symbols or flow.low.free_symbols or flow.high.free_symbols:
+        return ("lowering does not take as within eager's range there: a bound or size of a dynamic dim, which "
+                "batching would widen to other requests' rows")
+    return "is not within eager's range there"
+
+
 class _Empty(Exception):
     pass
 
@@ -545,7 +589,7 @@ def index_ranges(ep, input_names, unchecked: dict | None = None) -> dict[str, li
                         for name in sorted(flow.absorbed):
                             _add_line(lines, name, _unchecked(
                                 name, node, use, None, f" (bounded on the way to [{flow.low}, {flow.high}], which "
-                                "is not within eager's range there)"))
+                                f"{_not_within(flow, use)})"))
                     continue
                 if not flow.exact:
                     _add_line(lines, flow.input, _unchecked(flow.input, node, use, flow.inexact_at,
@@ -570,7 +614,16 @@ def _state_names(ep) -> dict[str, str]:
     names = {}
     for field in ("inputs_to_parameters", "inputs_to_buffers", "inputs_to_lifted_tensor_constants"):
         names.update(getattr(signature, field, None) or {})
-    return names
+    # where the module ties a parameter to others (an LM head sharing the embedding's weight, which torch.export
+    # reads through one placeholder: p_head_weight for self.tok(ids)), the first of its names with the others
+    tied: dict[int, list[str]] = {}
+    for name, value in ep.state_dict.items():
+        tied.setdefault(id(value), []).append(name)
+    shown = {}
+    for placeholder, target in names.items():
+        same = tied.get(id(ep.state_dict[target]), [target]) if target in ep.state_dict else [target]
+        shown[placeholder] = same[0] if len(same) < 2 else f"{same[0]} (tied to {', '.join(same[1:])})"
+    return shown
 
 
 def _named(use: IndexUse, names: dict[str, str]) -> IndexUse:

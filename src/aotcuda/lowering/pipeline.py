@@ -62,6 +62,7 @@ from aotcuda.lowering.devices import DEVICE_PROFILES, target_device
 from aotcuda.lowering.export_hints import export_hints
 from aotcuda.lowering.exporting import export_program
 from aotcuda.lowering.integer_division import integer_division_decompositions
+from aotcuda.lowering.input_types import check_input_types_serializable, warn_of_unnamed_output_type
 from aotcuda.lowering.operand_dtypes import check_product_dtypes
 from aotcuda.lowering.options import (check_example_tensors, check_inputs_fit, check_options,
                                      model_kind_fix)
@@ -322,6 +323,7 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         narrowed: dict[str, str] = {}
         ep = export_program(model, args, kwargs or {}, dynamic_shapes, narrowed)
         sym_ite_for_symbool_casts(ep)  # torch 2.11: before any re-trace (lowering/unbacked.py)
+        check_input_types_serializable(ep, model)  # AOTInductor refuses them after its compile (lowering/input_types.py)
         _make_outputs_serializable(ep)
         check_constant_float_outputs(ep)  # Inductor asserts on one (lowering/constant_outputs.py)
         convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
@@ -486,6 +488,7 @@ def _make_outputs_serializable(ep: ExportedProgram) -> None:
     try:
         pytree.treespec_dumps(signature.out_spec)
     except (NotImplementedError, TypeError):
+        warn_of_unnamed_output_type(signature.out_spec)
         signature.out_spec = pytree.tree_flatten(tuple(range(signature.out_spec.num_leaves)))[1]
 
 

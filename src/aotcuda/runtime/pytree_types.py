@@ -83,11 +83,14 @@ def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: s
     still_missing = _unregistered_types(text)
     if not still_missing:
         return pytree.treespec_loads(text)
-    described = "; ".join(f"{name}: cannot import {failures.get(name, modules[name])}" for name in still_missing)
+    described = "; ".join(f"{name}: cannot import {failures[name]}" if name in failures else
+                          f"{name}: {modules[name]} was imported but registers no type of that name with torch's "
+                          f"pytree (a registration without serialized_type_name={name!r}, or with another)"
+                          for name in still_missing)
     warnings.warn(
-        f"{package_path}: its {what} use container types this process cannot import ({described}). They come "
-        f"back plain: a container with named fields as a dict {{field: value}}, any other as a tuple. Install "
-        f"the module (or import it before aotcuda.load) to get the original types.",
+        f"{package_path}: its {what} use container types this process has not registered with torch's pytree "
+        f"({described}). They come back plain: a container with named fields as a dict {{field: value}}, any other "
+        f"as a tuple. Install the module (or import it before aotcuda.load) to get the original types.",
         UserWarning, stacklevel=4)
     return pytree.treespec_loads(json.dumps(_plain(json.loads(text), set(still_missing), package_path)))
 
@@ -132,6 +135,9 @@ def _plain(document: list, unknown: set[str], package_path: str) -> list:
             fields = load_json(context, package_path, "a call spec's context") if isinstance(context, str) else None
         except PackageError:
             fields = None
+        if (isinstance(fields, list) and len(fields) == 2 and all(isinstance(part, list) for part in fields)
+                and len(fields[0]) == len(children)):
+            fields = fields[0]  # register_dataclass's context: [the fields holding values, the fields left None]
         named = isinstance(fields, list) and len(fields) == len(children) and all(isinstance(f, str) for f in fields)
         if named:
             return {"type": "builtins.dict", "context": json.dumps(fields), "children_spec": children}

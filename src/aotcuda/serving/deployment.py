@@ -53,6 +53,7 @@ except ImportError as error:  # pragma: no cover - the error message is the poin
                       "pip install -e '.[serve]')") from error
 
 from aotcuda.errors import AotcudaError, InputError
+from aotcuda.package_tags import key_file_path
 from aotcuda.runtime.bool_bytes import bool_positions, check_bool_bytes
 from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.libraries import remove_pinned_folder
@@ -132,7 +133,7 @@ class ProgramReplica:
         # with allow_unchecked_indices
         self.program = load(package_path, device=device, cuda_graphs=cuda_graphs, package_sha256=package_sha256,
                             check_index_ranges=None if allow_unchecked_indices else True,
-                            signing_key=signing_key_file)
+                            signing_key=key_file_path(signing_key_file))
         # the records of the signature the program loaded, not of a second read of the file (another process may
         # have replaced it in between)
         signature = self.program.signature or {}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from aotcuda.errors import Advice, PackageError, ServingConfigError
-from aotcuda.package_tags import key_file_switch, signing_key
+from aotcuda.package_tags import key_file_path, key_file_switch, signing_key
 from aotcuda.runtime.archive import ArchiveLimits, open_archive
 from aotcuda.runtime.package import package_key_id, read_signature
 from aotcuda.runtime.package_checks import package_sha256
@@ -183,7 +183,7 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     fit it; return the device type it was lowered for. Raises PackageError or ServingConfigError (SigningKeyError
     for a key file that cannot be used)."""
     key_file = replica_key_file(options)
-    key = None if key_file is None else signing_key(key_file)
+    key = None if key_file is None else signing_key(key_file_path(key_file))
     limits = ArchiveLimits.from_environment()
     # One opening: the signature checked here is the one the key check took, checked against the tag as it is
     # parsed (read from a second opening, a package another process put at the path in between was checked with
