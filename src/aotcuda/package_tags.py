@@ -205,7 +205,7 @@ def tag_entry_names(root: str) -> tuple[str, ...]:
 def archive_entries(archive: zipfile.ZipFile, path: str) -> dict[str, dict]:
     """{name: {"sha256": its SHA-256, "size": its size}} of every file entry of the archive but its tag (the size
     its directory declares, which bounds what zipfile reads of it). PackageError for a name held twice (the entry a
-    reader gets would depend on the reader)."""
+    reader gets would depend on the reader), and for an entry whose data is damaged (``entry_digest``)."""
     infos = [info for info in archive.infolist() if not info.is_dir()]
     skipped = tag_entry_names(archive_root([info.filename for info in infos]))
     infos = [info for info in infos if info.filename not in skipped]
@@ -213,7 +213,21 @@ def archive_entries(archive: zipfile.ZipFile, path: str) -> dict[str, dict]:
     if twice:
         raise PackageError(f"{path!r} holds the entries {names_quoted(twice)} more than once: which one a reader "
                            "gets depends on the reader, so it is not signed. Lower the model again")
-    return {info.filename: {"sha256": entry_sha256(archive, info), "size": info.file_size} for info in infos}
+    return {info.filename: {"sha256": entry_digest(archive, info, path), "size": info.file_size} for info in infos}
+
+
+def entry_digest(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> str:
+    """``entry_sha256``, or PackageError naming the entry where its data is damaged (a flipped byte: zipfile's "Bad
+    CRC-32"; a broken deflate stream: zlib.error): `aotcuda sign` of such a package, and the key check of inspect and
+    serve (``package_key_id``), ended in zipfile's raw ``BadZipFile`` (serve's: a traceback), naming no fix."""
+    from aotcuda.runtime.package_checks import DAMAGED_ZIP  # no torch (test_imports)
+
+    try:
+        return entry_sha256(archive, info)
+    except DAMAGED_ZIP as exc:
+        raise PackageError(f"{path!r} is damaged: its entry {clipped(repr(info.filename), 120)} cannot be read "
+                           f"({exc}); nothing of it was used. Copy the package again, or lower the model again") \
+            from exc
 
 
 def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = False) -> str:
@@ -282,13 +296,17 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
                    "entries": entries, "tag": key.tag(entries)}
             try:
                 copy = _SignedCopy(folder)
-                _write_signed(archive, copy.file, root, json.dumps(tag, separators=(",", ":")).encode())
-                os.fchmod(copy.file.fileno(), stat.S_IMODE(os.fstat(archive.fp.fileno()).st_mode))
+                _write_signed(archive, copy.file, root, json.dumps(tag, separators=(",", ":")).encode(), path)
+                opened = os.fstat(archive.fp.fileno())
+                # Its permissions, never its set-user-ID, set-group-ID or sticky bits: the copy is this user's file,
+                # and a package of another user's of mode 4755 (a zip may follow an executable: bytes before its
+                # first entry) became this user's set-user-ID program (root's, signed by root).
+                os.fchmod(copy.file.fileno(), stat.S_IMODE(opened.st_mode) & 0o777)
             except OSError as exc:
                 raise _not_written(path, folder, exc) from None
         # leaving the block found the package unchanged while it was read: the copy is of one version of it
         try:
-            copy.publish(path)
+            copy.publish(path, (opened.st_dev, opened.st_ino))
         except OSError as exc:
             raise _not_written(path, folder, exc) from None
     finally:
@@ -297,12 +315,18 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
     return key.key_id
 
 
-def _write_signed(archive: zipfile.ZipFile, target, root: str, tag: bytes) -> None:
+def _write_signed(archive: zipfile.ZipFile, target, root: str, tag: bytes, path: str = "") -> None:
     """The package ``archive`` holds, with the tag entry ``tag``, into ``target`` (a binary file): its bytes as they
     are with the tag appended, or, where it holds a tag already, its entries but that one rewritten."""
+    from aotcuda.runtime.package_checks import DAMAGED_ZIP  # no torch (test_imports)
+
     held = [name for name in tag_entry_names(root) if name in archive.NameToInfo]
     if held:
-        write_archive_with(archive, target, f"{root}{TAG_ENTRY}", tag, held)
+        try:
+            write_archive_with(archive, target, f"{root}{TAG_ENTRY}", tag, held)
+        except DAMAGED_ZIP as exc:
+            raise PackageError(f"{path!r} is damaged: an entry cannot be read ({exc}); nothing was signed. Copy "
+                               "the package again, or lower the model again") from exc
         return
     source, left = archive.fp, archive.fp.opened_version.size
     source.seek(0)
@@ -328,13 +352,28 @@ class _SignedCopy:
             fd, self.name = tempfile.mkstemp(suffix=".pt2", dir=folder)
         self.file = os.fdopen(fd, "w+b")
 
-    def publish(self, path: str) -> None:
-        """Rename the copy over ``path`` (linked into the folder first, where it has no name)."""
+    def publish(self, path: str, opened: tuple[int, int]) -> None:
+        """Rename the copy over ``path`` (linked into the folder first, where it has no name), where ``path`` still
+        names the file the copy was made of (``opened``: its st_dev, st_ino); PackageChangedError where another
+        process renamed another file over it meanwhile (a deploy's new package: the rename put the old one, signed,
+        in its place, and the new one was lost). The two are exchanged (renameat2's RENAME_EXCHANGE) and what was at
+        the path compared after, so that no rename in between is lost; where the file system has no exchange, the
+        path is compared just before the rename."""
         self.file.flush()
         if self.name is None:
             self.name = _linked(self.file, self.folder)
-        os.replace(self.name, path)
-        self.name = None
+        exchanged = _exchange(self.name, path)
+        if exchanged is None:  # no exchange here: compared, then renamed (a rename between the two is not seen)
+            if not _names(path, opened):
+                raise _replaced_while_signed(path)
+            os.replace(self.name, path)
+            self.name = None
+            return
+        if not exchanged or not _names(self.name, opened):  # removed, or another file: theirs goes back
+            if exchanged:
+                _exchange(self.name, path)
+            raise _replaced_while_signed(path)
+        # self.name is the package as it was read, which discard removes
 
     def discard(self) -> None:
         self.file.close()
@@ -342,6 +381,43 @@ class _SignedCopy:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self.name)
             self.name = None
+
+
+def _names(path: str, opened: tuple[int, int]) -> bool:
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (status.st_dev, status.st_ino) == opened
+
+
+def _exchange(first: str, second: str) -> bool | None:
+    """Exchange the files at two paths at once (renameat2 with RENAME_EXCHANGE): True; False where ``second`` is
+    gone; None where the platform or the file system has no exchange. Other errors are raised (OSError)."""
+    import ctypes  # here: loading a package imports nothing beyond torch's own (tests/test_imports.py)
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code == errno.ENOENT:
+        return False
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return None
+    raise OSError(code, os.strerror(code))
+
+
+def _replaced_while_signed(path: str) -> PackageError:
+    from aotcuda.errors import PackageChangedError
+
+    return PackageChangedError(f"{path!r} was replaced (or removed) while it was signed: another process renamed "
+                               "another file over it, and the signed copy, of the package as it was read, would have "
+                               "taken the new one's place; nothing was signed, what is at the path is as that process "
+                               "left it. Sign it again once it is published (aotcuda sign)")
 
 
 def _open_unnamed(folder: str) -> int | None:

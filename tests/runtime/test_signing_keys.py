@@ -599,11 +599,11 @@ def test_a_signed_entry_replaced_by_a_larger_one_is_refused_by_its_signed_size_b
     with zipfile.ZipFile(signed_pt2) as archive:
         so = next(info for info in archive.infolist() if info.filename.endswith("wrapper.so"))
     extracted, hashed = [], []
-    real_copy, real_hash = package.copy_entry, package.entry_sha256
+    real_copy, real_hash = package.copy_entry, package.entry_digest
     monkeypatch.setattr(package, "copy_entry", lambda archive, info, *rest: extracted.append(info.filename) or
                         real_copy(archive, info, *rest))
-    monkeypatch.setattr(package, "entry_sha256", lambda archive, info: hashed.append(info.filename) or
-                        real_hash(archive, info))
+    monkeypatch.setattr(package, "entry_digest", lambda archive, info, *rest: hashed.append(info.filename) or
+                        real_hash(archive, info, *rest))
     message = (r"was altered after it was signed: its entries \['twice/data/aotinductor/model/.*wrapper\.so'\] "
                rf"declare other sizes than were "
                rf"signed \(16,777,216 bytes where {so.file_size:,} were signed\)\. Nothing of it was extracted or used")
@@ -728,3 +728,87 @@ def test_aotcuda_sign_where_no_unnamed_file_can_be_made_or_linked_signs_as_befor
     assert os.listdir(tmp_path) == ["twice.pt2"] and os.stat(path).st_mode & 0o777 == 0o640
     with load(path, signing_key=keys[0]) as program:
         assert_like_eager(program, (3,))
+
+
+@pytest.mark.parametrize("exchange", ["renameat2", "none"])
+def test_aotcuda_sign_keeps_a_package_published_over_the_one_it_read(twice_pt2, keys, tmp_path, monkeypatch,
+                                                                     exchange):
+    """A deploy that renamed a new package over the path while `aotcuda sign` read the old one (the package breaker,
+    2026-12-06, evening): sign then renamed its copy, of the old package, over the new one, which was lost, and the
+    old model was published signed in its place. Now the path is compared with the file that was read (exchanged and
+    compared after, or, where the file system has no exchange, compared just before the rename): refused, the new
+    package left as the deploy put it, nothing beside it."""
+    from aotcuda import package_tags
+    from aotcuda.errors import PackageChangedError
+
+    path, new = tmp_path / "twice.pt2", tmp_path / "new.pt2"
+    shutil.copyfile(twice_pt2, path)
+    with zipfile.ZipFile(twice_pt2) as source, zipfile.ZipFile(new, "w") as target:  # another package (v8)
+        for info in source.infolist():
+            target.writestr(info, source.read(info))
+        target.writestr("twice/extra/v8.txt", b"the new model")
+    published = new.read_bytes()
+    if exchange == "none":
+        monkeypatch.setattr(package_tags, "_exchange", lambda first, second: None, raising=False)
+    write = package_tags._write_signed
+
+    def deploy_meanwhile(*args):
+        os.replace(new, path)  # `mv new.pt2 twice.pt2` while the old one is read
+        return write(*args)
+
+    monkeypatch.setattr(package_tags, "_write_signed", deploy_meanwhile)
+    with pytest.raises(PackageChangedError, match=r"twice\.pt2' was replaced \(or removed\) while it was signed: "
+                                                  r"another process renamed another file over it.*nothing was signed"):
+        sign_package(path, keys[0], by_rename=True)
+    assert os.listdir(tmp_path) == ["twice.pt2"] and path.read_bytes() == published
+
+
+def test_aotcuda_sign_drops_the_set_user_id_bits_of_the_package(twice_pt2, keys, tmp_path):
+    """The signed copy took the package's whole mode: a package of mode 4755 (another user's upload: bytes before
+    a zip's first entry may be an executable, and load takes the zip) became the signer's set-user-ID program,
+    root's where root signed it. Now its permission bits alone."""
+    from aotcuda.cli import main
+
+    for mode in (0o4755, 0o2750, 0o1644):
+        path = tmp_path / f"twice{mode:o}.pt2"
+        shutil.copyfile(twice_pt2, path)
+        os.chmod(path, mode)
+        result = CliRunner().invoke(main, ["sign", str(path), "--signing-key-file", keys[0]])
+        assert result.exit_code == 0, result.output
+        assert oct(os.stat(path).st_mode & 0o7777) == oct(mode & 0o777)
+    with load(path, signing_key=keys[0]) as program:
+        assert_like_eager(program, (3,))
+
+
+def damaged_library(source, target):
+    """A copy of the package at ``source`` with one byte of its library's packed data flipped (its sizes as they
+    were: only its CRC, or its deflate stream, says so)."""
+    data = bytearray(open(source, "rb").read())
+    with zipfile.ZipFile(source) as archive:
+        info = next(info for info in archive.infolist() if info.filename.endswith("wrapper.so"))
+    name_length, extra_length = int.from_bytes(data[info.header_offset + 26:info.header_offset + 28], "little"), \
+        int.from_bytes(data[info.header_offset + 28:info.header_offset + 30], "little")
+    data[info.header_offset + 30 + name_length + extra_length + info.compress_size // 2] ^= 0x10
+    open(target, "wb").write(bytes(data))
+    return str(target)
+
+
+def test_a_damaged_entry_is_named_by_sign_and_by_the_key_check_without_load(twice_pt2, signed_pt2, keys, tmp_path):
+    """A package whose library's data is damaged (a flipped byte): `aotcuda sign` ended in zipfile's raw `error:
+    BadZipFile: Bad CRC-32 for file ...` (a deflated one: `error: error: Error -3 while decompressing data`), and
+    the key check of inspect and serve (package_key_id) raised that BadZipFile raw (serve's check: a traceback),
+    where load says the package is damaged and how to fix it. Now all say so."""
+    from aotcuda.cli import main
+    from aotcuda.runtime.package import package_key_id
+
+    unsigned = damaged_library(twice_pt2, tmp_path / "unsigned.pt2")
+    result = CliRunner().invoke(main, ["sign", unsigned, "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and "unsigned.pt2' is damaged: its entry 'twice/data/aotinductor/model/" in \
+        result.output and "Copy the package again, or lower the model again" in result.output, result.output
+    assert sorted(os.listdir(tmp_path)) == ["unsigned.pt2"]
+    signed = damaged_library(signed_pt2, tmp_path / "signed.pt2")
+    with pytest.raises(PackageError, match=r"signed\.pt2' is damaged: its entry 'twice/data/aotinductor/model/.*"
+                                          r"wrapper\.so' cannot be read \(.*\); nothing of it was used"):
+        package_key_id(signed, signing_key(keys[0]))
+    with pytest.raises(PackageError, match=r"is damaged: its entry .*wrapper\.so.* cannot be read"):
+        load(signed, signing_key=keys[0])
