@@ -182,7 +182,11 @@ def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
                                   f"{stat.filemode(mode)}): a key others can read signs packages for them too. "
                                   f"Run chmod 600 {shlex.quote(path)} (a Kubernetes secret: defaultMode 0600), and make a new key "
                                   "if others may have read it")
-        key = handle.read(MAX_KEY_BYTES + 1)
+        try:
+            key = handle.read(MAX_KEY_BYTES + 1)
+        except OSError as exc:  # a kernel file (/proc/kmsg: EAGAIN), a disk's EIO: os's raw error named no key file
+            raise SigningKeyError(f"{where} cannot be read ({exc.strerror or exc}); keep the key in a regular file on "
+                                  f"disk ({_NEW_KEY})") from None
     return checked_key(key, source)
 
 

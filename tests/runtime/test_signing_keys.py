@@ -812,3 +812,34 @@ def test_a_damaged_entry_is_named_by_sign_and_by_the_key_check_without_load(twic
         package_key_id(signed, signing_key(keys[0]))
     with pytest.raises(PackageError, match=r"is damaged: its entry .*wrapper\.so.* cannot be read"):
         load(signed, signing_key=keys[0])
+
+
+def test_a_key_file_that_cannot_be_read_is_a_signing_key_error_naming_it(tmp_path, monkeypatch):
+    """A key file that opens and then fails its read (a kernel file: /proc/kmsg answers EAGAIN; a disk's EIO) ended
+    in os's raw error, naming no key file: `aotcuda sign m.pt2 --signing-key-file /proc/kmsg` printed `error:
+    BlockingIOError: [Errno 11] it has no data to read yet ...`, and load(signing_key=...) raised that OSError, not
+    the SigningKeyError every other key file problem is."""
+    import io
+
+    from aotcuda import package_tags
+
+    path = key_file(tmp_path)
+    real = open(path, "rb")
+
+    class Failing(io.RawIOBase):
+        def readable(self):
+            return True
+
+        def fileno(self):
+            return real.fileno()
+
+        def readinto(self, buffer):
+            raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(package_tags, "open_regular", lambda name: io.BufferedReader(Failing()))
+    try:
+        with pytest.raises(SigningKeyError, match=r"the key file '.*aotcuda\.key' cannot be read \(Input/output "
+                                                  r"error\); keep the key in a regular file on disk"):
+            signing_key(path)
+    finally:
+        real.close()
