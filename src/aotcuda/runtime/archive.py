@@ -223,22 +223,33 @@ def check_directory(path: str, file, limits: ArchiveLimits) -> None:
     _refuse_too_many(path, records.entries, limits)
     if records.directory_size <= 46 * limits.max_entries:  # a record takes at least 46 bytes: no room for more
         return
+    # zipfile reads the declared directory whole into memory before it parses a record of it: an end record that
+    # declares a directory of 1 GiB over a hole (a sparse file of 4 KiB on disk) took 1 GiB of memory before
+    # "Bad magic number for central directory" (64 GiB: the OOM killer). So the file's disk blocks are judged now
+    # (holes under records' extra fields and comments), and the records must fill the size declared.
+    check_allocation(path, file, limits)
     file.seek(max(0, records.directory_end - records.directory_size))
-    _refuse_too_many(path, _count_records(file, records.directory_size, limits.max_entries + 1), limits)
+    count, covered = _count_records(file, records.directory_size, limits.max_entries + 1)
+    _refuse_too_many(path, count, limits)
+    if covered + 46 <= records.directory_size:
+        raise PackageError(f"{path!r}: its directory declares {records.directory_size:,} bytes, but its records end "
+                           f"after {covered:,}: it is damaged or hostile (zipfile would read all of it into memory "
+                           "before finding so); nothing was read. Copy the package again, or lower the model again")
 
 
-def _count_records(file, directory_size: int, most: int) -> int:
-    """The directory records from the file's position within ``directory_size`` bytes, counted up to ``most``."""
+def _count_records(file, directory_size: int, most: int) -> tuple[int, int]:
+    """The directory records from the file's position within ``directory_size`` bytes, counted up to ``most``, and
+    the bytes they take (fewer than ``directory_size`` where something else follows them: damaged)."""
     count = read = 0
     while count < most and read + 46 <= directory_size:
         header = file.read(46)
         if len(header) < 46 or header[:4] != _DIRECTORY_RECORD:
-            break  # damaged: zipfile says so
+            break  # damaged
         name, extra, comment = struct.unpack("<3H", header[28:34])
         file.seek(name + extra + comment, os.SEEK_CUR)
         read += 46 + name + extra + comment
         count += 1
-    return count
+    return count, read
 
 
 def _refuse_too_many(path: str, count: int, limits: ArchiveLimits) -> None:
