@@ -1111,6 +1111,12 @@ ARCHIVE_FAULTS = {
                          r"its entry '.*wrapper.so' is encrypted; a package written by AOTInductor never is"),
     "an encrypted signature": (lambda src, t: patch_zip_headers(src, t, "signature.json", flags=0x1),
                                r"its entry '.*signature.json' is encrypted"),
+    # zipfile refuses these two flags only as the entry is read: NotImplementedError (the package breaker, 2026-12-06,
+    # evening: a fuzzed byte of a directory record)
+    "a .so flagged as patch data": (lambda src, t: patch_zip_headers(src, t, ".so", flags=0x20),
+                                    r"its entry '.*wrapper.so' is flagged as patch data \(zip flag bit 5\)"),
+    "strongly encrypted metadata": (lambda src, t: patch_zip_headers(src, t, "wrapper_metadata.json", flags=0x40),
+                                    r"its entry '.*wrapper_metadata.json' is encrypted"),
     "a .so of an unknown compression method": (
         lambda src, t: patch_zip_headers(src, t, ".so", method=99),
         r"its entry '.*wrapper.so' is compressed with zip method 99, which aotcuda does not read"),

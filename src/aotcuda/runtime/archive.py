@@ -416,10 +416,14 @@ READABLE_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate
 def _check_readable(path: str, info: zipfile.ZipInfo) -> None:
     """Refuse an entry zipfile would refuse only when it is read, half-way through a load, with its own errors
     (RuntimeError for an encrypted one, NotImplementedError for an unknown method)."""
-    if info.flag_bits & 0x1:
+    if info.flag_bits & 0x41:  # 0x40: strong encryption, which zipfile reads as NotImplementedError
         raise PackageError(f"{path!r}: its entry {entry_name(info)} is encrypted; a package written by AOTInductor "
                            "never is, and aotcuda reads no passwords. Use the package as it was written, or lower "
                            "the model again")
+    if info.flag_bits & 0x20:  # zipfile: NotImplementedError("compressed patched data (flag bit 5)") at the read
+        raise PackageError(f"{path!r}: its entry {entry_name(info)} is flagged as patch data (zip flag bit 5), which "
+                           "no zip reader here reads and no package writer sets; it is damaged or hostile. Use the "
+                           "package as it was written, or lower the model again")
     if info.compress_type not in READABLE_METHODS:
         raise PackageError(f"{path!r}: its entry {entry_name(info)} is compressed with zip method "
                            f"{info.compress_type}, which aotcuda does not read (only {' and '.join(READABLE_METHODS.values())}"
