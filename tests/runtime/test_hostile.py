@@ -18,7 +18,7 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from runtime_programs import Twice, build_package
+from runtime_programs import Twice, build_package, with_raw_entry_name
 
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime.program import load, read_signature
@@ -1117,6 +1117,10 @@ ARCHIVE_FAULTS = {
                                     r"its entry '.*wrapper.so' is flagged as patch data \(zip flag bit 5\)"),
     "strongly encrypted metadata": (lambda src, t: patch_zip_headers(src, t, "wrapper_metadata.json", flags=0x40),
                                     r"its entry '.*wrapper_metadata.json' is encrypted"),
+    # zipfile cuts a name at a NUL: "notes\0.txt" read as "notes", "\0" as "" (`aotcuda sign`: a raw IndexError)
+    "an entry name with a NUL byte": (lambda src, t: with_raw_entry_name(src, t, b"twice/notes\0.txt"),
+                                      r"holds an entry whose name has a NUL byte \('twice/notes\\x00\.txt'\)"),
+    "an entry with no name": (lambda src, t: with_raw_entry_name(src, t, b"\0"), r"holds an entry with no name"),
     "a .so of an unknown compression method": (
         lambda src, t: patch_zip_headers(src, t, ".so", method=99),
         r"its entry '.*wrapper.so' is compressed with zip method 99, which aotcuda does not read"),

@@ -843,3 +843,17 @@ def test_a_key_file_that_cannot_be_read_is_a_signing_key_error_naming_it(tmp_pat
             signing_key(path)
     finally:
         real.close()
+
+
+def test_aotcuda_sign_of_an_entry_with_no_name_is_refused(twice_pt2, keys, tmp_path):
+    """A directory record whose name is a NUL byte (zipfile reads it as ""): `aotcuda sign` ended in a raw
+    `IndexError: string index out of range` (zipfile's is_dir of the empty name; found by fuzzing the package)."""
+    from runtime_programs import with_raw_entry_name
+
+    from aotcuda.cli import main
+
+    path = with_raw_entry_name(twice_pt2, tmp_path / "nameless.pt2", b"\0")
+    result = CliRunner().invoke(main, ["sign", path, "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and "nameless.pt2' holds an entry with no name ('\\x00')" in result.output, \
+        result.output
+    assert os.listdir(tmp_path) == ["nameless.pt2"]

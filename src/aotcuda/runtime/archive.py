@@ -135,11 +135,16 @@ def check_entries(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits
                            f"have; it is damaged or hostile. {_override('max_entries')}")
     seen: set[str] = set()
     for info in infos:
-        if not _printable_name(info.filename):
-            raise PackageError(f"{path!r} holds an entry whose name has a control or format character "
-                               f"({entry_name(info)}): an archive torch writes never does, and printed (a model "
-                               "folder, a file name in a message) it could forge or hide lines of output; it is "
-                               "damaged or hostile. Use the package as it was written, or lower the model again")
+        # orig_filename: the name as the archive holds it; zipfile cuts ``filename`` at a NUL ("a.so\0.txt" reads as
+        # "a.so", "\0" as "", whose is_dir() raised a raw IndexError in `aotcuda sign`)
+        if not info.filename or not _printable_name(info.orig_filename):
+            what = "with no name" if not info.filename else "whose name has a NUL byte" if "\0" in \
+                info.orig_filename else "whose name has a control or format character"
+            raise PackageError(f"{path!r} holds an entry {what} ({clipped(repr(info.orig_filename), 120)}): an "
+                               "archive torch writes never does, and printed (a model folder, a file name in a "
+                               "message) it could forge or hide lines of output, and zip readers read a NUL in it "
+                               "differently; it is damaged or hostile. Use the package as it was written, or lower "
+                               "the model again")
         _check_readable(path, info)
         if info.filename in seen:
             raise PackageError(f"{path!r} holds the entry {entry_name(info)} more than once: a package written by "
