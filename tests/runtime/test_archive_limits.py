@@ -586,7 +586,7 @@ def test_a_directory_declared_over_zeros_is_refused_before_zipfile_reads_it_into
     says = (r"directory\.pt2' is a sparse file: 256\.0 MiB, of which its disk holds" if hole else
             r"directory\.pt2': its directory declares 67,108,864 bytes, but its records end after 0: it is damaged or "
             r"hostile \(zipfile would read all of it into memory before finding so\); nothing was read")
-    limits = ArchiveLimits(max_entries=1000)  # a directory past 46 KiB is walked before zipfile reads it
+    limits = ArchiveLimits()  # a directory past 4.6 MB (46 bytes for each entry a package may have) is judged first
     for read in (lambda: describe_package(path, limits=limits), lambda: aotcuda.load(path, limits=limits)):
         tracemalloc.start()
         try:
@@ -599,3 +599,28 @@ def test_a_directory_declared_over_zeros_is_refused_before_zipfile_reads_it_into
     if hole:  # the default limits, and serve's digest
         with pytest.raises(PackageError, match=says):
             package_sha256(path)
+
+
+def test_a_directory_of_records_with_long_comments_is_refused_before_zipfile_reads_it(twice_pt2, tmp_path):
+    """Records on real disk blocks may hold a 64 KiB name, extra field and comment each: at the entry limit
+    (100,000) a directory of 19 GiB, which zipfile reads whole into memory (a byte of memory a byte of file, the
+    file's blocks fallocated in no time). The directory is bounded by the entry limit: 1 KiB a record. Here the
+    Twice package whose records carry 64 KiB comments, under a limit of 20 entries."""
+    import tracemalloc
+
+    path = tmp_path / "comments.pt2"
+    with zipfile.ZipFile(twice_pt2) as source, zipfile.ZipFile(path, "w") as target:
+        for info in source.infolist():
+            info.comment = b"c" * 65535
+            target.writestr(info, source.read(info))
+    limits = ArchiveLimits(max_entries=20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(PackageError, match=r"comments\.pt2': its directory declares [\d,]+ bytes, more than 1,024 "
+                                              r"a record for the 20 entries a package may have"):
+            describe_package(str(path), limits=limits)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 512 << 10, peak
+    assert describe_package(twice_pt2, limits=limits)  # the package itself, under the same limit

@@ -17,7 +17,9 @@ what extracting or reading writes, and they are checked BEFORE anything is writt
                                                                          metadata (real ones: about 1 KiB) and a
                                                                          signing key's tag (~140 bytes an entry)
     max_source_bytes          256 MiB   AOTCUDA_MAX_SOURCE_BYTES         a generated C++ source read into memory
-    max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive
+    max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive, and the bytes of
+                                                                         its directory (1 KiB an entry), which
+                                                                         zipfile reads whole into memory
 
 An entry read into memory (JSON, a generated source) is ratio-checked from 1 MiB (``READ_RATIO_FLOOR``), not
 from ``ratio_floor``: json.loads turns 63 MiB of ``[{},{},...]`` into 5 GB of objects, packed in 65 KB. A stored
@@ -233,6 +235,14 @@ def check_directory(path: str, file, limits: ArchiveLimits) -> None:
     # "Bad magic number for central directory" (64 GiB: the OOM killer). So the file's disk blocks are judged now
     # (holes under records' extra fields and comments), and the records must fill the size declared.
     check_allocation(path, file, limits)
+    # Records of real blocks: each may hold 192 KiB (a name, an extra field and a comment of 64 KiB each, which no
+    # package writer makes), so max_entries of them would take 19 GiB of memory; torch's take ~150 bytes
+    if records.directory_size > DIRECTORY_BYTES_PER_ENTRY * limits.max_entries:
+        raise PackageError(f"{path!r}: its directory declares {records.directory_size:,} bytes, more than "
+                           f"{DIRECTORY_BYTES_PER_ENTRY:,} a record for the {limits.max_entries:,} entries a package "
+                           "may have (a record of a package takes about 150): zipfile would read all of it into "
+                           "memory; it is damaged or hostile, nothing was read. Copy the package again, or lower the "
+                           f"model again; {_override('max_entries')}")
     file.seek(max(0, records.directory_end - records.directory_size))
     count, covered = _count_records(file, records.directory_size, limits.max_entries + 1)
     _refuse_too_many(path, count, limits)
@@ -240,6 +250,11 @@ def check_directory(path: str, file, limits: ArchiveLimits) -> None:
         raise PackageError(f"{path!r}: its directory declares {records.directory_size:,} bytes, but its records end "
                            f"after {covered:,}: it is damaged or hostile (zipfile would read all of it into memory "
                            "before finding so); nothing was read. Copy the package again, or lower the model again")
+
+
+# The most directory bytes a package may have for each entry it may have (``check_directory``): 1 KiB, where a record
+# of torch's takes about 150 (46 bytes, its name, a zip64 or alignment extra field, no comment).
+DIRECTORY_BYTES_PER_ENTRY = 1024
 
 
 def _count_records(file, directory_size: int, most: int) -> tuple[int, int]:
