@@ -182,12 +182,33 @@ def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
                                   f"{stat.filemode(mode)}): a key others can read signs packages for them too. "
                                   f"Run chmod 600 {shlex.quote(path)} (a Kubernetes secret: defaultMode 0600), and make a new key "
                                   "if others may have read it")
+        _refuse_replaceable_key_file(path, source)
         try:
             key = handle.read(MAX_KEY_BYTES + 1)
         except OSError as exc:  # a kernel file (/proc/kmsg: EAGAIN), a disk's EIO: os's raw error named no key file
             raise SigningKeyError(f"{where} cannot be read ({exc.strerror or exc}); keep the key in a regular file on "
                                   f"disk ({_NEW_KEY})") from None
     return checked_key(key, source)
+
+
+def _refuse_replaceable_key_file(path: str, source: str) -> None:
+    """SigningKeyError where another user could put another file at the key file's path: a symbolic link of theirs
+    on the way to it, or a folder of it they may write into (not sticky) or rename away (``shared_folders.unsafe_file``).
+    Its owner and mode are checked on the file opened, but not what the path leads to: a server run as root whose key
+    lay in a folder a group of users may write into read, through a link one of them put there, a file of root's of
+    mode 0400 whose bytes anyone with such a machine knows (/sys/firmware/acpi/tables/DSDT), and took what they
+    signed with them. AOTCUDA_TRUST_SHARED_FOLDERS=1 allows it where only users you trust can write there."""
+    from aotcuda import switches
+    from aotcuda.shared_folders import unsafe_file
+
+    if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS"):
+        return
+    problem = unsafe_file(path)
+    if problem:
+        raise SigningKeyError(f"{source} could be replaced by another user: {problem}, so they could put a file whose "
+                              "bytes they know in its place (a link to a file of root's they know), and packages they "
+                              "sign would load here. Keep the key in a folder of your own (mkdir -m 700 ~/.aotcuda), "
+                              "or, where only users you trust can write there, set AOTCUDA_TRUST_SHARED_FOLDERS=1")
 
 
 # --- signing ------------------------------------------------------------------------------------------------

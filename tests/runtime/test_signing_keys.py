@@ -857,3 +857,34 @@ def test_aotcuda_sign_of_an_entry_with_no_name_is_refused(twice_pt2, keys, tmp_p
     assert result.exit_code == 1 and "nameless.pt2' holds an entry with no name ('\\x00')" in result.output, \
         result.output
     assert os.listdir(tmp_path) == ["nameless.pt2"]
+
+
+def test_a_key_file_another_user_could_replace_is_refused(tmp_path, monkeypatch):
+    """The key file's owner and mode were checked on the file opened, not what its path leads to: in a folder other
+    users may write into (a group's deploy folder), one of them could put a link there to a file of root's of mode
+    0400 whose bytes they know (/sys/firmware/acpi/tables/DSDT: the same on every machine of a kind), which a server
+    run as root took as its key, and loaded what they signed with those bytes. Now such a folder, or a link of
+    another user's on the way, is refused; a sticky folder (/tmp) is not, nor a folder the switch trusts."""
+    monkeypatch.delenv("AOTCUDA_TRUST_SHARED_FOLDERS", raising=False)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    path = key_file(shared)
+    with pytest.raises(SigningKeyError, match=r"the key file '.*shared/aotcuda\.key' could be replaced by another "
+                                              r"user: its folder '.*shared' is writable by other users and not sticky "
+                                              r"\(mode 0o777\).*Keep the key in a folder of your own"):
+        signing_key(path)
+    shared.chmod(0o1777)  # sticky, as /tmp: each user's entries stay their own
+    assert signing_key(path).source == f"the key file {path!r}"
+    shared.chmod(0o777)
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
+    assert signing_key(path).source == f"the key file {path!r}"
+    monkeypatch.delenv("AOTCUDA_TRUST_SHARED_FOLDERS")
+    if os.geteuid() == 0:  # a link of another user's to a file of root's: followed before
+        shared.chmod(0o1777)
+        mine = key_file(tmp_path, "root.key")
+        link = shared / "linked.key"
+        link.symlink_to(mine)
+        os.chown(link, 1000, 1000, follow_symlinks=False)
+        with pytest.raises(SigningKeyError, match=r"its path goes through the symbolic link '.*linked\.key' of uid 1000"):
+            signing_key(str(link))
