@@ -396,7 +396,13 @@ class _SignedCopy:
             return
         if not exchanged or not _names(self.name, opened):  # removed, or another file: theirs goes back
             if exchanged:
-                _exchange(self.name, path)
+                try:
+                    back = _exchange(self.name, path)
+                except OSError:
+                    back = False
+                if not back:  # theirs is kept where it is, never removed as the copy would be
+                    kept, self.name = self.name, None
+                    raise _replaced_while_signed(path, kept)
             raise _replaced_while_signed(path)
         # self.name is the package as it was read, which discard removes
 
@@ -436,13 +442,16 @@ def _exchange(first: str, second: str) -> bool | None:
     raise OSError(code, os.strerror(code))
 
 
-def _replaced_while_signed(path: str) -> PackageError:
+def _replaced_while_signed(path: str, kept: str | None = None) -> PackageError:
     from aotcuda.errors import PackageChangedError
 
+    where = ("what is at the path is as that process left it" if kept is None else
+             f"the file that process put at the path could not be put back and is at {kept!r}: move it back "
+             f"(mv {kept} {path})")
     return PackageChangedError(f"{path!r} was replaced (or removed) while it was signed: another process renamed "
                                "another file over it, and the signed copy, of the package as it was read, would have "
-                               "taken the new one's place; nothing was signed, what is at the path is as that process "
-                               "left it. Sign it again once it is published (aotcuda sign)")
+                               f"taken the new one's place; nothing was signed, {where}. Sign it again once it is "
+                               "published (aotcuda sign)")
 
 
 def _open_unnamed(folder: str) -> int | None:

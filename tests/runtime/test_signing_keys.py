@@ -888,3 +888,30 @@ def test_a_key_file_another_user_could_replace_is_refused(tmp_path, monkeypatch)
         os.chown(link, 1000, 1000, follow_symlinks=False)
         with pytest.raises(SigningKeyError, match=r"its path goes through the symbolic link '.*linked\.key' of uid 1000"):
             signing_key(str(link))
+
+
+def test_aotcuda_sign_never_removes_a_package_it_could_not_put_back(twice_pt2, keys, tmp_path, monkeypatch):
+    """The exchange above found another package at the path, and putting it back failed (the path removed by a third
+    process meanwhile): the file at the temporary name is theirs, not the copy, and is kept, its name said."""
+    from aotcuda import package_tags
+    from aotcuda.errors import PackageChangedError
+
+    path, new = tmp_path / "twice.pt2", tmp_path / "new.pt2"
+    shutil.copyfile(twice_pt2, path)
+    new.write_bytes(b"their package")
+    write, exchange, calls = package_tags._write_signed, package_tags._exchange, []
+
+    def deploy_meanwhile(*args):
+        os.replace(new, path)
+        return write(*args)
+
+    def exchange_once(first, second):
+        calls.append(first)
+        return exchange(first, second) if len(calls) == 1 else False
+
+    monkeypatch.setattr(package_tags, "_write_signed", deploy_meanwhile)
+    monkeypatch.setattr(package_tags, "_exchange", exchange_once)
+    with pytest.raises(PackageChangedError, match=r"could not be put back and is at '.*\.aotcuda-sign\.\d+\.[0-9a-f]+"
+                                                  r"\.pt2': move it back \(mv "):
+        sign_package(path, keys[0], by_rename=True)
+    assert open(calls[0], "rb").read() == b"their package"
