@@ -326,6 +326,10 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
                 # Its permissions, never its set-user-ID, set-group-ID or sticky bits: the copy is this user's file,
                 # and a package of another user's of mode 4755 (a zip may follow an executable: bytes before its
                 # first entry) became this user's set-user-ID program (root's, signed by root).
+                # Its group too, where this user may give it (a member of it, or root): the copy took the signer's
+                # own, and a package of mode 640 of the group a server reads it as was unreadable to it once signed.
+                with contextlib.suppress(OSError):
+                    os.fchown(copy.file.fileno(), -1, opened.st_gid)
                 os.fchmod(copy.file.fileno(), stat.S_IMODE(opened.st_mode) & 0o777)
             except OSError as exc:
                 raise _not_written(path, folder, exc) from None

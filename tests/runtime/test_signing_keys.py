@@ -915,3 +915,18 @@ def test_aotcuda_sign_never_removes_a_package_it_could_not_put_back(twice_pt2, k
                                                   r"\.pt2': move it back \(mv "):
         sign_package(path, keys[0], by_rename=True)
     assert open(calls[0], "rb").read() == b"their package"
+
+
+def test_aotcuda_sign_keeps_the_packages_group(twice_pt2, keys, tmp_path):
+    """The signed copy took the signer's group: a package of mode 640 of the group a server reads it as (`models`)
+    was, once signed, of the signer's own group, and the server could no longer read it. Now the package's group is
+    kept where this user may give it (root; a member of the group)."""
+    path = tmp_path / "twice.pt2"
+    shutil.copyfile(twice_pt2, path)
+    groups = [gid for gid in (os.getgroups() if os.geteuid() else [4242]) if gid != os.getegid()]
+    if not groups:
+        pytest.skip("this user is in no group but its own")
+    os.chown(path, -1, groups[0])
+    os.chmod(path, 0o640)
+    sign_package(path, keys[0], by_rename=True)
+    assert (os.stat(path).st_gid, os.stat(path).st_mode & 0o7777) == (groups[0], 0o640)
