@@ -110,7 +110,16 @@ def signing_key(value=None) -> SigningKey | None:
     if isinstance(value, SigningKey):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return checked_key(bytes(value), "signing_key (bytes)")
+        key, names_a_file = bytes(value), False
+        with contextlib.suppress(OSError, ValueError):  # bytes no file system takes as a name: a key, as they are
+            names_a_file = b"\0" not in key and os.path.lexists(key)
+        if names_a_file:
+            # os.fsencode(path) of a key file of 32 characters or more was the key itself: the path's text, which
+            # anyone who knows the path can sign with, in place of the file's bytes (neither is shown)
+            raise SigningKeyError(f"signing_key is bytes ({len(key)} of them), which are taken as the key itself, "
+                                  "but they name a file: pass a key file's path as a str or os.PathLike "
+                                  "(signing_key='/path/to/key'), or the key's own bytes (open(path, 'rb').read())")
+        return checked_key(key, "signing_key (bytes)")
     if isinstance(value, (str, os.PathLike)):
         path = os.fsdecode(value)
         with contextlib.suppress(ValueError):  # "~a\0b", "~\ud800": pwd refuses the name; read_key_file says why

@@ -930,3 +930,20 @@ def test_aotcuda_sign_keeps_the_packages_group(twice_pt2, keys, tmp_path):
     os.chmod(path, 0o640)
     sign_package(path, keys[0], by_rename=True)
     assert (os.stat(path).st_gid, os.stat(path).st_mode & 0o7777) == (groups[0], 0o640)
+
+
+def test_a_key_files_path_as_bytes_is_refused_not_taken_as_the_key(tmp_path):
+    """``signing_key=os.fsencode(path)`` (a path of 32 bytes or more) was taken as the key itself: the path's text,
+    which anyone who knows the path could sign packages with, where the file's bytes were meant. Bytes that name a
+    file are refused; the path, as a str or a Path, reads the file."""
+    import pathlib
+
+    path = key_file(tmp_path)
+    assert len(os.fsencode(path)) >= 32
+    for value in (os.fsencode(path), bytearray(os.fsencode(path))):
+        with pytest.raises(SigningKeyError, match=r"signing_key is bytes \(\d+ of them\), which are taken as the key "
+                                                  r"itself, but they name a file: pass a key file's path as a str") \
+                as refused:
+            signing_key(value)
+        assert path not in str(refused.value)
+    assert signing_key(pathlib.Path(path)).key_id == signing_key(open(path, "rb").read()).key_id
