@@ -202,7 +202,8 @@ def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
 
 def _refuse_replaceable_key_file(path: str, source: str) -> None:
     """SigningKeyError where another user could put another file at the key file's path: a symbolic link of theirs
-    on the way to it, or a folder of it they may write into (not sticky) or rename away (``shared_folders.unsafe_file``).
+    on the way to it, or a folder of it they may write into (not sticky) or rename away
+    (``shared_folders.unsafe_file``).
     Its owner and mode are checked on the file opened, but not what the path leads to: a server run as root whose key
     lay in a folder a group of users may write into read, through a link one of them put there, a file of root's of
     mode 0400 whose bytes anyone with such a machine knows (/sys/firmware/acpi/tables/DSDT), and took what they

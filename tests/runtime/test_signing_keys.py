@@ -886,7 +886,8 @@ def test_a_key_file_another_user_could_replace_is_refused(tmp_path, monkeypatch)
         link = shared / "linked.key"
         link.symlink_to(mine)
         os.chown(link, 1000, 1000, follow_symlinks=False)
-        with pytest.raises(SigningKeyError, match=r"its path goes through the symbolic link '.*linked\.key' of uid 1000"):
+        with pytest.raises(SigningKeyError, match=r"its path goes through the symbolic link '.*linked\.key' of "
+                                                  r"uid 1000"):
             signing_key(str(link))
 
 
