@@ -325,6 +325,7 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
     copy = None
     try:
         with _archive_within_limits(path) as archive:  # one opening: what is hashed is what is copied
+            _check_room(path, folder, archive.fp.opened_version.size)
             entries = archive_entries(archive, path)
             root = archive_root(archive.namelist())
             tag = {"format": TAG_FORMAT, "version": TAG_VERSION, "algorithm": ALGORITHM, "key_id": key.key_id,
@@ -352,6 +353,19 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
         if copy is not None:
             copy.discard()  # never leave a half-written copy next to the package
     return key.key_id
+
+
+def _check_room(path: str, folder: str, size: int) -> None:
+    """PackageError where the package's folder has less room than its signed copy needs (the package's size, its
+    holes written as zeros: a sparse package within the ratio limit, 330 MB on disk, is a copy of 64 GiB), before
+    anything is hashed or written: the copy filled the disk, failing every process that writes there, before it was
+    refused for want of room."""
+    free = shutil.disk_usage(folder).free
+    if size > free:
+        raise PackageError(f"could not sign {path!r}: its signed copy needs {size / (1 << 30):.2f} GiB in {folder!r}, "
+                           f"which has {free / (1 << 30):.2f} GiB free; nothing was written, the package is as it was. "
+                           "Free space there, or sign it in a folder with room for a copy of it, then move it into "
+                           "place")
 
 
 def _write_signed(archive: zipfile.ZipFile, target, root: str, tag: bytes, path: str = "") -> None:

@@ -948,3 +948,24 @@ def test_a_key_files_path_as_bytes_is_refused_not_taken_as_the_key(tmp_path):
             signing_key(value)
         assert path not in str(refused.value)
     assert signing_key(pathlib.Path(path)).key_id == signing_key(open(path, "rb").read()).key_id
+
+
+def test_aotcuda_sign_without_room_for_its_copy_says_so_before_writing(twice_pt2, keys, tmp_path, monkeypatch):
+    """`aotcuda sign` wrote its copy (the package's size, its holes as zeros: a sparse package within the ratio
+    limit, 330 MB on disk, is a copy of 64 GiB) until the disk was full, failing every process that writes there,
+    before it was refused. Now the folder's free space is compared first, as load compares it before extracting."""
+    from collections import namedtuple
+
+    from aotcuda import package_tags
+
+    path = tmp_path / "twice.pt2"
+    shutil.copyfile(twice_pt2, path)
+    before = path.read_bytes()
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(package_tags.shutil, "disk_usage", lambda folder: usage(1 << 40, 1 << 40, 1 << 20))
+    written = []
+    monkeypatch.setattr(package_tags, "_SignedCopy", lambda folder: written.append(folder))
+    with pytest.raises(PackageError, match=r"could not sign '.*twice\.pt2': its signed copy needs 0\.00 GiB in '.*', "
+                                          r"which has 0\.00 GiB free; nothing was written, the package is as it was"):
+        sign_package(path, keys[0], by_rename=True)
+    assert written == [] and os.listdir(tmp_path) == ["twice.pt2"] and path.read_bytes() == before
