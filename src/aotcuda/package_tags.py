@@ -111,7 +111,16 @@ def signing_key(value=None) -> SigningKey | None:
     if isinstance(value, SigningKey):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return checked_key(bytes(value), "signing_key (bytes)")
+        key, names_a_file = bytes(value), False
+        with contextlib.suppress(OSError, ValueError):  # bytes no file system takes as a name: a key, as they are
+            names_a_file = b"\0" not in key and os.path.lexists(key)
+        if names_a_file:
+            # os.fsencode(path) of a key file of 32 characters or more was the key itself: the path's text, which
+            # anyone who knows the path can sign with, in place of the file's bytes (neither is shown)
+            raise SigningKeyError(f"signing_key is bytes ({len(key)} of them), which are taken as the key itself, "
+                                  "but they name a file: pass a key file's path as a str or os.PathLike "
+                                  "(signing_key='/path/to/key'), or the key's own bytes (open(path, 'rb').read())")
+        return checked_key(key, "signing_key (bytes)")
     if isinstance(value, (str, os.PathLike)):
         path = os.fsdecode(value)
         with contextlib.suppress(ValueError):  # "~a\0b", "~\ud800": pwd refuses the name; read_key_file says why
@@ -191,8 +200,34 @@ def read_key_file(path: str, source: str, shown: bool = True) -> SigningKey:
                                   f"{stat.filemode(mode)}): a key others can read signs packages for them too. "
                                   f"Run chmod 600 {shlex.quote(path)} (a Kubernetes secret: defaultMode 0600), and make a new key "
                                   "if others may have read it")
-        key = handle.read(MAX_KEY_BYTES + 1)
+        _refuse_replaceable_key_file(path, source)
+        try:
+            key = handle.read(MAX_KEY_BYTES + 1)
+        except OSError as exc:  # a kernel file (/proc/kmsg: EAGAIN), a disk's EIO: os's raw error named no key file
+            raise SigningKeyError(f"{where} cannot be read ({exc.strerror or exc}); keep the key in a regular file on "
+                                  f"disk ({_NEW_KEY})") from None
     return checked_key(key, source)
+
+
+def _refuse_replaceable_key_file(path: str, source: str) -> None:
+    """SigningKeyError where another user could put another file at the key file's path: a symbolic link of theirs
+    on the way to it, or a folder of it they may write into (not sticky) or rename away
+    (``shared_folders.unsafe_file``).
+    Its owner and mode are checked on the file opened, but not what the path leads to: a server run as root whose key
+    lay in a folder a group of users may write into read, through a link one of them put there, a file of root's of
+    mode 0400 whose bytes anyone with such a machine knows (/sys/firmware/acpi/tables/DSDT), and took what they
+    signed with them. AOTCUDA_TRUST_SHARED_FOLDERS=1 allows it where only users you trust can write there."""
+    from aotcuda import switches
+    from aotcuda.shared_folders import unsafe_file
+
+    if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS"):
+        return
+    problem = unsafe_file(path)
+    if problem:
+        raise SigningKeyError(f"{source} could be replaced by another user: {problem}, so they could put a file whose "
+                              "bytes they know in its place (a link to a file of root's they know), and packages they "
+                              "sign would load here. Keep the key in a folder of your own (mkdir -m 700 ~/.aotcuda), "
+                              "or, where only users you trust can write there, set AOTCUDA_TRUST_SHARED_FOLDERS=1")
 
 
 # --- signing ------------------------------------------------------------------------------------------------
@@ -214,7 +249,7 @@ def tag_entry_names(root: str) -> tuple[str, ...]:
 def archive_entries(archive: zipfile.ZipFile, path: str) -> dict[str, dict]:
     """{name: {"sha256": its SHA-256, "size": its size}} of every file entry of the archive but its tag (the size
     its directory declares, which bounds what zipfile reads of it). PackageError for a name held twice (the entry a
-    reader gets would depend on the reader)."""
+    reader gets would depend on the reader), and for an entry whose data is damaged (``entry_digest``)."""
     infos = [info for info in archive.infolist() if not info.is_dir()]
     skipped = tag_entry_names(archive_root([info.filename for info in infos]))
     infos = [info for info in infos if info.filename not in skipped]
@@ -222,7 +257,21 @@ def archive_entries(archive: zipfile.ZipFile, path: str) -> dict[str, dict]:
     if twice:
         raise PackageError(f"{path!r} holds the entries {names_quoted(twice)} more than once: which one a reader "
                            "gets depends on the reader, so it is not signed. Lower the model again")
-    return {info.filename: {"sha256": entry_sha256(archive, info), "size": info.file_size} for info in infos}
+    return {info.filename: {"sha256": entry_digest(archive, info, path), "size": info.file_size} for info in infos}
+
+
+def entry_digest(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> str:
+    """``entry_sha256``, or PackageError naming the entry where its data is damaged (a flipped byte: zipfile's "Bad
+    CRC-32"; a broken deflate stream: zlib.error): `aotcuda sign` of such a package, and the key check of inspect and
+    serve (``package_key_id``), ended in zipfile's raw ``BadZipFile`` (serve's: a traceback), naming no fix."""
+    from aotcuda.runtime.package_checks import DAMAGED_ZIP  # no torch (test_imports)
+
+    try:
+        return entry_sha256(archive, info)
+    except DAMAGED_ZIP as exc:
+        raise PackageError(f"{path!r} is damaged: its entry {clipped(repr(info.filename), 120)} cannot be read "
+                           f"({exc}); nothing of it was used. Copy the package again, or lower the model again") \
+            from exc
 
 
 def sign_package(package_path: str | os.PathLike, key, *, by_rename: bool = False) -> str:
@@ -285,19 +334,28 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
     copy = None
     try:
         with _archive_within_limits(path) as archive:  # one opening: what is hashed is what is copied
+            _check_room(path, folder, archive.fp.opened_version.size)
             entries = archive_entries(archive, path)
             root = archive_root(archive.namelist())
             tag = {"format": TAG_FORMAT, "version": TAG_VERSION, "algorithm": ALGORITHM, "key_id": key.key_id,
                    "entries": entries, "tag": key.tag(entries)}
             try:
                 copy = _SignedCopy(folder)
-                _write_signed(archive, copy.file, root, json.dumps(tag, separators=(",", ":")).encode())
-                os.fchmod(copy.file.fileno(), stat.S_IMODE(os.fstat(archive.fp.fileno()).st_mode))
+                _write_signed(archive, copy.file, root, json.dumps(tag, separators=(",", ":")).encode(), path)
+                opened = os.fstat(archive.fp.fileno())
+                # Its permissions, never its set-user-ID, set-group-ID or sticky bits: the copy is this user's file,
+                # and a package of another user's of mode 4755 (a zip may follow an executable: bytes before its
+                # first entry) became this user's set-user-ID program (root's, signed by root).
+                # Its group too, where this user may give it (a member of it, or root): the copy took the signer's
+                # own, and a package of mode 640 of the group a server reads it as was unreadable to it once signed.
+                with contextlib.suppress(OSError):
+                    os.fchown(copy.file.fileno(), -1, opened.st_gid)
+                os.fchmod(copy.file.fileno(), stat.S_IMODE(opened.st_mode) & 0o777)
             except OSError as exc:
                 raise _not_written(path, folder, exc) from None
         # leaving the block found the package unchanged while it was read: the copy is of one version of it
         try:
-            copy.publish(path)
+            copy.publish(path, (opened.st_dev, opened.st_ino))
         except OSError as exc:
             raise _not_written(path, folder, exc) from None
     finally:
@@ -306,12 +364,31 @@ def _signed_by_rename(path: str, key: SigningKey) -> str:
     return key.key_id
 
 
-def _write_signed(archive: zipfile.ZipFile, target, root: str, tag: bytes) -> None:
+def _check_room(path: str, folder: str, size: int) -> None:
+    """PackageError where the package's folder has less room than its signed copy needs (the package's size, its
+    holes written as zeros: a sparse package within the ratio limit, 330 MB on disk, is a copy of 64 GiB), before
+    anything is hashed or written: the copy filled the disk, failing every process that writes there, before it was
+    refused for want of room."""
+    free = shutil.disk_usage(folder).free
+    if size > free:
+        raise PackageError(f"could not sign {path!r}: its signed copy needs {size / (1 << 30):.2f} GiB in {folder!r}, "
+                           f"which has {free / (1 << 30):.2f} GiB free; nothing was written, the package is as it was. "
+                           "Free space there, or sign it in a folder with room for a copy of it, then move it into "
+                           "place")
+
+
+def _write_signed(archive: zipfile.ZipFile, target, root: str, tag: bytes, path: str = "") -> None:
     """The package ``archive`` holds, with the tag entry ``tag``, into ``target`` (a binary file): its bytes as they
     are with the tag appended, or, where it holds a tag already, its entries but that one rewritten."""
+    from aotcuda.runtime.package_checks import DAMAGED_ZIP  # no torch (test_imports)
+
     held = [name for name in tag_entry_names(root) if name in archive.NameToInfo]
     if held:
-        write_archive_with(archive, target, f"{root}{TAG_ENTRY}", tag, held)
+        try:
+            write_archive_with(archive, target, f"{root}{TAG_ENTRY}", tag, held)
+        except DAMAGED_ZIP as exc:
+            raise PackageError(f"{path!r} is damaged: an entry cannot be read ({exc}); nothing was signed. Copy "
+                               "the package again, or lower the model again") from exc
         return
     source, left = archive.fp, archive.fp.opened_version.size
     source.seek(0)
@@ -337,13 +414,34 @@ class _SignedCopy:
             fd, self.name = tempfile.mkstemp(suffix=".pt2", dir=folder)
         self.file = os.fdopen(fd, "w+b")
 
-    def publish(self, path: str) -> None:
-        """Rename the copy over ``path`` (linked into the folder first, where it has no name)."""
+    def publish(self, path: str, opened: tuple[int, int]) -> None:
+        """Rename the copy over ``path`` (linked into the folder first, where it has no name), where ``path`` still
+        names the file the copy was made of (``opened``: its st_dev, st_ino); PackageChangedError where another
+        process renamed another file over it meanwhile (a deploy's new package: the rename put the old one, signed,
+        in its place, and the new one was lost). The two are exchanged (renameat2's RENAME_EXCHANGE) and what was at
+        the path compared after, so that no rename in between is lost; where the file system has no exchange, the
+        path is compared just before the rename."""
         self.file.flush()
         if self.name is None:
             self.name = _linked(self.file, self.folder)
-        os.replace(self.name, path)
-        self.name = None
+        exchanged = _exchange(self.name, path)
+        if exchanged is None:  # no exchange here: compared, then renamed (a rename between the two is not seen)
+            if not _names(path, opened):
+                raise _replaced_while_signed(path)
+            os.replace(self.name, path)
+            self.name = None
+            return
+        if not exchanged or not _names(self.name, opened):  # removed, or another file: theirs goes back
+            if exchanged:
+                try:
+                    back = _exchange(self.name, path)
+                except OSError:
+                    back = False
+                if not back:  # theirs is kept where it is, never removed as the copy would be
+                    kept, self.name = self.name, None
+                    raise _replaced_while_signed(path, kept)
+            raise _replaced_while_signed(path)
+        # self.name is the package as it was read, which discard removes
 
     def discard(self) -> None:
         self.file.close()
@@ -351,6 +449,46 @@ class _SignedCopy:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self.name)
             self.name = None
+
+
+def _names(path: str, opened: tuple[int, int]) -> bool:
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (status.st_dev, status.st_ino) == opened
+
+
+def _exchange(first: str, second: str) -> bool | None:
+    """Exchange the files at two paths at once (renameat2 with RENAME_EXCHANGE): True; False where ``second`` is
+    gone; None where the platform or the file system has no exchange. Other errors are raised (OSError)."""
+    import ctypes  # here: loading a package imports nothing beyond torch's own (tests/test_imports.py)
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code == errno.ENOENT:
+        return False
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return None
+    raise OSError(code, os.strerror(code))
+
+
+def _replaced_while_signed(path: str, kept: str | None = None) -> PackageError:
+    from aotcuda.errors import PackageChangedError
+
+    where = ("what is at the path is as that process left it" if kept is None else
+             f"the file that process put at the path could not be put back and is at {kept!r}: move it back "
+             f"(mv {kept} {path})")
+    return PackageChangedError(f"{path!r} was replaced (or removed) while it was signed: another process renamed "
+                               "another file over it, and the signed copy, of the package as it was read, would have "
+                               f"taken the new one's place; nothing was signed, {where}. Sign it again once it is "
+                               "published (aotcuda sign)")
 
 
 def _open_unnamed(folder: str) -> int | None:

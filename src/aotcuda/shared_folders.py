@@ -67,6 +67,23 @@ def mounted_noexec(folder: str) -> bool:
         return False
 
 
+def unsafe_file(path: str) -> str | None:
+    """Why a user other than this one (or root) could put another file at ``path`` (a file that exists), or None: a
+    symbolic link on the way to it, its own name included, of another user's (they may point it anywhere), or a folder
+    it lies in that they may write into without the sticky bit, or rename away (``unsafe_folder``, a sticky folder
+    allowed: each user's entries stay their own)."""
+    trusted = {os.geteuid(), 0}
+    path = os.fspath(path)
+    path = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    for link in _links_on_the_way(path):
+        owner = os.lstat(link).st_uid
+        if owner not in trusted:
+            return f"its path goes through the symbolic link {link!r} of uid {owner}"
+    folder = os.path.dirname(os.path.realpath(path))
+    problem = unsafe_folder(folder, sticky_ok=True)
+    return None if problem is None else f"its folder {folder!r} {problem}"
+
+
 def temporary_folder_problem(folder: str) -> str | None:
     """Why another user could write into ``folder`` or replace it, a temporary folder that may be sticky
     (``unsafe_folder(folder, sticky_ok=True)``), or None, also wherever AOTCUDA_TRUST_SHARED_FOLDERS is set: the user

@@ -167,10 +167,11 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "at each load"),
     Switch("AOTCUDA_TRUST_SHARED_FOLDERS", False, "lower() compiles in an Inductor cache folder, lower() without a "
            "package_path and the demo write the package in a temporary folder, load extracts in one, `aotcuda sign` "
-           "(or lower() with a key) signs in a package's folder, and `aotcuda serve` keeps the files of the Ray it "
-           "starts in a folder of RAY_TMPDIR (or TMPDIR), that other users may write into (or whose folders they may "
-           "rename away), where otherwise each refuses (shared_folders.py); for folders shared only with users you "
-           "trust", "at each lower(), load and sign, and when serve starts Ray"),
+           "(or lower() with a key) signs in a package's folder, a key file is read from its folder, and `aotcuda "
+           "serve` keeps the files of the Ray it starts in a folder of RAY_TMPDIR (or TMPDIR), that other users may "
+           "write into (or whose folders they may rename away), where otherwise each refuses (shared_folders.py); for "
+           "folders shared only with users you trust", "at each lower(), load and sign, at each key file read, and "
+           "when serve starts Ray"),
     # A path, never the key: a variable's value shows in /proc/<pid>/environ to the same user and in many process
     # listings and crash reports, a file's bytes only to whom its mode lets read them (package_tags.py).
     Switch("AOTCUDA_SIGNING_KEY_FILE", None, "the file of the key lower() signs packages with and load() takes "

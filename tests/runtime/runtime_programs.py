@@ -129,3 +129,21 @@ def cerr_muted() -> bool:
     bad = cxx._ZNKSt9basic_iosIcSt11char_traitsIcEE3badEv
     bad.restype, bad.argtypes = ctypes.c_bool, [ctypes.c_void_p]
     return bad(ios)
+
+
+def with_raw_entry_name(source, target, raw_name: bytes, data: bytes = b"x"):
+    """A copy of the package at ``source`` with one more entry whose name, in its local header and its directory
+    record, is ``raw_name`` as it is (zipfile's writer cuts a name at a NUL; a hostile archive need not)."""
+    placeholder = b"Z" * len(raw_name)
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info, zin.read(info))
+        zout.writestr(placeholder.decode(), data)
+    raw = open(target, "rb").read()
+    local, record = raw.rfind(b"PK\x03\x04"), raw.rfind(b"PK\x01\x02")
+    assert raw[local + 30:local + 30 + len(raw_name)] == placeholder == raw[record + 46:record + 46 + len(raw_name)]
+    raw = (raw[:local + 30] + raw_name + raw[local + 30 + len(raw_name):record + 46] + raw_name
+           + raw[record + 46 + len(raw_name):])
+    with open(target, "wb") as out:
+        out.write(raw)
+    return str(target)

@@ -555,3 +555,72 @@ def test_a_stored_entry_over_a_hole_of_a_sparse_file_is_refused_before_anything_
         whole = tmp_path / "whole.pt2"
         subprocess.run(["cp", "--sparse=never", str(path), str(whole)], check=True)
         assert describe_package(whole) == ({"AOTI_DEVICE_KEY": "cpu"}, None)
+
+
+def _declared_directory(path, size: int, hole: bool) -> str:
+    """A file of ``size`` zero bytes (a hole, or written) followed by an end record that declares them the archive's
+    directory (one entry, at byte 0)."""
+    with open(path, "wb") as out:
+        if hole:
+            out.truncate(size)
+            out.seek(size)
+        else:
+            for _ in range(size >> 20):
+                out.write(bytes(1 << 20))
+        out.write(b"PK\x05\x06" + struct.pack("<4H2LH", 0, 0, 1, 1, size, 0, 0))
+    return str(path)
+
+
+@pytest.mark.parametrize("hole", [True, False])
+def test_a_directory_declared_over_zeros_is_refused_before_zipfile_reads_it_into_memory(tmp_path, hole):
+    """zipfile reads an archive's directory whole, by the size its end record declares, before it parses a record:
+    a file of 4 KiB on disk (a 1 GiB hole, then an end record declaring it the directory) took 1 GiB of memory in
+    `aotcuda inspect`, load and serve's digest before "Bad magic number for central directory" (64 GiB: the OOM
+    killer); written zeros (or fallocated ones) the same, a byte of memory a byte of file. Now the file's blocks are
+    judged first (a sparse file) and the records must fill the declared size: refused having read a few bytes."""
+    import tracemalloc
+
+    from aotcuda.runtime.package_checks import package_sha256
+
+    path = _declared_directory(tmp_path / "directory.pt2", (256 if hole else 64) << 20, hole)
+    says = (r"directory\.pt2' is a sparse file: 256\.0 MiB, of which its disk holds" if hole else
+            r"directory\.pt2': its directory declares 67,108,864 bytes, but its records end after 0: it is damaged or "
+            r"hostile \(zipfile would read all of it into memory before finding so\); nothing was read")
+    limits = ArchiveLimits()  # a directory past 4.6 MB (46 bytes for each entry a package may have) is judged first
+    for read in (lambda: describe_package(path, limits=limits), lambda: aotcuda.load(path, limits=limits)):
+        tracemalloc.start()
+        try:
+            with pytest.raises(PackageError, match=says):
+                read()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 8 << 20, peak
+    if hole:  # the default limits, and serve's digest
+        with pytest.raises(PackageError, match=says):
+            package_sha256(path)
+
+
+def test_a_directory_of_records_with_long_comments_is_refused_before_zipfile_reads_it(twice_pt2, tmp_path):
+    """Records on real disk blocks may hold a 64 KiB name, extra field and comment each: at the entry limit
+    (100,000) a directory of 19 GiB, which zipfile reads whole into memory (a byte of memory a byte of file, the
+    file's blocks fallocated in no time). The directory is bounded by the entry limit: 1 KiB a record. Here the
+    Twice package whose records carry 64 KiB comments, under a limit of 20 entries."""
+    import tracemalloc
+
+    path = tmp_path / "comments.pt2"
+    with zipfile.ZipFile(twice_pt2) as source, zipfile.ZipFile(path, "w") as target:
+        for info in source.infolist():
+            info.comment = b"c" * 65535
+            target.writestr(info, source.read(info))
+    limits = ArchiveLimits(max_entries=20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(PackageError, match=r"comments\.pt2': its directory declares [\d,]+ bytes, more than 1,024 "
+                                              r"a record for the 20 entries a package may have"):
+            describe_package(str(path), limits=limits)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 512 << 10, peak
+    assert describe_package(twice_pt2, limits=limits)  # the package itself, under the same limit

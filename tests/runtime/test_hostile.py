@@ -18,7 +18,7 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from runtime_programs import Twice, build_package
+from runtime_programs import Twice, build_package, with_raw_entry_name
 
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime.program import load, read_signature
@@ -1111,6 +1111,16 @@ ARCHIVE_FAULTS = {
                          r"its entry '.*wrapper.so' is encrypted; a package written by AOTInductor never is"),
     "an encrypted signature": (lambda src, t: patch_zip_headers(src, t, "signature.json", flags=0x1),
                                r"its entry '.*signature.json' is encrypted"),
+    # zipfile refuses these two flags only as the entry is read: NotImplementedError (the package breaker, 2026-12-06,
+    # evening: a fuzzed byte of a directory record)
+    "a .so flagged as patch data": (lambda src, t: patch_zip_headers(src, t, ".so", flags=0x20),
+                                    r"its entry '.*wrapper.so' is flagged as patch data \(zip flag bit 5\)"),
+    "strongly encrypted metadata": (lambda src, t: patch_zip_headers(src, t, "wrapper_metadata.json", flags=0x40),
+                                    r"its entry '.*wrapper_metadata.json' is encrypted"),
+    # zipfile cuts a name at a NUL: "notes\0.txt" read as "notes", "\0" as "" (`aotcuda sign`: a raw IndexError)
+    "an entry name with a NUL byte": (lambda src, t: with_raw_entry_name(src, t, b"twice/notes\0.txt"),
+                                      r"holds an entry whose name has a NUL byte \('twice/notes\\x00\.txt'\)"),
+    "an entry with no name": (lambda src, t: with_raw_entry_name(src, t, b"\0"), r"holds an entry with no name"),
     "a .so of an unknown compression method": (
         lambda src, t: patch_zip_headers(src, t, ".so", method=99),
         r"its entry '.*wrapper.so' is compressed with zip method 99, which aotcuda does not read"),

@@ -599,11 +599,11 @@ def test_a_signed_entry_replaced_by_a_larger_one_is_refused_by_its_signed_size_b
     with zipfile.ZipFile(signed_pt2) as archive:
         so = next(info for info in archive.infolist() if info.filename.endswith("wrapper.so"))
     extracted, hashed = [], []
-    real_copy, real_hash = package.copy_entry, package.entry_sha256
+    real_copy, real_hash = package.copy_entry, package.entry_digest
     monkeypatch.setattr(package, "copy_entry", lambda archive, info, *rest: extracted.append(info.filename) or
                         real_copy(archive, info, *rest))
-    monkeypatch.setattr(package, "entry_sha256", lambda archive, info: hashed.append(info.filename) or
-                        real_hash(archive, info))
+    monkeypatch.setattr(package, "entry_digest", lambda archive, info, *rest: hashed.append(info.filename) or
+                        real_hash(archive, info, *rest))
     message = (r"was altered after it was signed: its entries \['twice/data/aotinductor/model/.*wrapper\.so'\] "
                rf"declare other sizes than were "
                rf"signed \(16,777,216 bytes where {so.file_size:,} were signed\)\. Nothing of it was extracted or used")
@@ -752,3 +752,244 @@ def test_a_mistyped_key_file_on_the_command_line_is_named(tmp_path, signed_pt2):
     with pytest.raises(SigningKeyError) as caught:
         check_package(signed_pt2, ServeOptions(signing_key_file=missing))
     assert said in str(caught.value)
+
+
+@pytest.mark.parametrize("exchange", ["renameat2", "none"])
+def test_aotcuda_sign_keeps_a_package_published_over_the_one_it_read(twice_pt2, keys, tmp_path, monkeypatch,
+                                                                     exchange):
+    """A deploy that renamed a new package over the path while `aotcuda sign` read the old one (the package breaker,
+    2026-12-06, evening): sign then renamed its copy, of the old package, over the new one, which was lost, and the
+    old model was published signed in its place. Now the path is compared with the file that was read (exchanged and
+    compared after, or, where the file system has no exchange, compared just before the rename): refused, the new
+    package left as the deploy put it, nothing beside it."""
+    from aotcuda import package_tags
+    from aotcuda.errors import PackageChangedError
+
+    path, new = tmp_path / "twice.pt2", tmp_path / "new.pt2"
+    shutil.copyfile(twice_pt2, path)
+    with zipfile.ZipFile(twice_pt2) as source, zipfile.ZipFile(new, "w") as target:  # another package (v8)
+        for info in source.infolist():
+            target.writestr(info, source.read(info))
+        target.writestr("twice/extra/v8.txt", b"the new model")
+    published = new.read_bytes()
+    if exchange == "none":
+        monkeypatch.setattr(package_tags, "_exchange", lambda first, second: None, raising=False)
+    write = package_tags._write_signed
+
+    def deploy_meanwhile(*args):
+        os.replace(new, path)  # `mv new.pt2 twice.pt2` while the old one is read
+        return write(*args)
+
+    monkeypatch.setattr(package_tags, "_write_signed", deploy_meanwhile)
+    with pytest.raises(PackageChangedError, match=r"twice\.pt2' was replaced \(or removed\) while it was signed: "
+                                                  r"another process renamed another file over it.*nothing was signed"):
+        sign_package(path, keys[0], by_rename=True)
+    assert os.listdir(tmp_path) == ["twice.pt2"] and path.read_bytes() == published
+
+
+def test_aotcuda_sign_drops_the_set_user_id_bits_of_the_package(twice_pt2, keys, tmp_path):
+    """The signed copy took the package's whole mode: a package of mode 4755 (another user's upload: bytes before
+    a zip's first entry may be an executable, and load takes the zip) became the signer's set-user-ID program,
+    root's where root signed it. Now its permission bits alone."""
+    from aotcuda.cli import main
+
+    for mode in (0o4755, 0o2750, 0o1644):
+        path = tmp_path / f"twice{mode:o}.pt2"
+        shutil.copyfile(twice_pt2, path)
+        os.chmod(path, mode)
+        result = CliRunner().invoke(main, ["sign", str(path), "--signing-key-file", keys[0]])
+        assert result.exit_code == 0, result.output
+        assert oct(os.stat(path).st_mode & 0o7777) == oct(mode & 0o777)
+    with load(path, signing_key=keys[0]) as program:
+        assert_like_eager(program, (3,))
+
+
+def damaged_library(source, target):
+    """A copy of the package at ``source`` with one byte of its library's packed data flipped (its sizes as they
+    were: only its CRC, or its deflate stream, says so)."""
+    data = bytearray(open(source, "rb").read())
+    with zipfile.ZipFile(source) as archive:
+        info = next(info for info in archive.infolist() if info.filename.endswith("wrapper.so"))
+    name_length, extra_length = int.from_bytes(data[info.header_offset + 26:info.header_offset + 28], "little"), \
+        int.from_bytes(data[info.header_offset + 28:info.header_offset + 30], "little")
+    data[info.header_offset + 30 + name_length + extra_length + info.compress_size // 2] ^= 0x10
+    open(target, "wb").write(bytes(data))
+    return str(target)
+
+
+def test_a_damaged_entry_is_named_by_sign_and_by_the_key_check_without_load(twice_pt2, signed_pt2, keys, tmp_path):
+    """A package whose library's data is damaged (a flipped byte): `aotcuda sign` ended in zipfile's raw `error:
+    BadZipFile: Bad CRC-32 for file ...` (a deflated one: `error: error: Error -3 while decompressing data`), and
+    the key check of inspect and serve (package_key_id) raised that BadZipFile raw (serve's check: a traceback),
+    where load says the package is damaged and how to fix it. Now all say so."""
+    from aotcuda.cli import main
+    from aotcuda.runtime.package import package_key_id
+
+    unsigned = damaged_library(twice_pt2, tmp_path / "unsigned.pt2")
+    result = CliRunner().invoke(main, ["sign", unsigned, "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and "unsigned.pt2' is damaged: its entry 'twice/data/aotinductor/model/" in \
+        result.output and "Copy the package again, or lower the model again" in result.output, result.output
+    assert sorted(os.listdir(tmp_path)) == ["unsigned.pt2"]
+    signed = damaged_library(signed_pt2, tmp_path / "signed.pt2")
+    with pytest.raises(PackageError, match=r"signed\.pt2' is damaged: its entry 'twice/data/aotinductor/model/.*"
+                                          r"wrapper\.so' cannot be read \(.*\); nothing of it was used"):
+        package_key_id(signed, signing_key(keys[0]))
+    with pytest.raises(PackageError, match=r"is damaged: its entry .*wrapper\.so.* cannot be read"):
+        load(signed, signing_key=keys[0])
+
+
+def test_a_key_file_that_cannot_be_read_is_a_signing_key_error_naming_it(tmp_path, monkeypatch):
+    """A key file that opens and then fails its read (a kernel file: /proc/kmsg answers EAGAIN; a disk's EIO) ended
+    in os's raw error, naming no key file: `aotcuda sign m.pt2 --signing-key-file /proc/kmsg` printed `error:
+    BlockingIOError: [Errno 11] it has no data to read yet ...`, and load(signing_key=...) raised that OSError, not
+    the SigningKeyError every other key file problem is."""
+    import io
+
+    from aotcuda import package_tags
+
+    path = key_file(tmp_path)
+    real = open(path, "rb")
+
+    class Failing(io.RawIOBase):
+        def readable(self):
+            return True
+
+        def fileno(self):
+            return real.fileno()
+
+        def readinto(self, buffer):
+            raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(package_tags, "open_regular", lambda name: io.BufferedReader(Failing()))
+    try:
+        with pytest.raises(SigningKeyError, match=r"the key file '.*aotcuda\.key' cannot be read \(Input/output "
+                                                  r"error\); keep the key in a regular file on disk"):
+            signing_key(path)
+    finally:
+        real.close()
+
+
+def test_aotcuda_sign_of_an_entry_with_no_name_is_refused(twice_pt2, keys, tmp_path):
+    """A directory record whose name is a NUL byte (zipfile reads it as ""): `aotcuda sign` ended in a raw
+    `IndexError: string index out of range` (zipfile's is_dir of the empty name; found by fuzzing the package)."""
+    from runtime_programs import with_raw_entry_name
+
+    from aotcuda.cli import main
+
+    path = with_raw_entry_name(twice_pt2, tmp_path / "nameless.pt2", b"\0")
+    result = CliRunner().invoke(main, ["sign", path, "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and "nameless.pt2' holds an entry with no name ('\\x00')" in result.output, \
+        result.output
+    assert os.listdir(tmp_path) == ["nameless.pt2"]
+
+
+def test_a_key_file_another_user_could_replace_is_refused(tmp_path, monkeypatch):
+    """The key file's owner and mode were checked on the file opened, not what its path leads to: in a folder other
+    users may write into (a group's deploy folder), one of them could put a link there to a file of root's of mode
+    0400 whose bytes they know (/sys/firmware/acpi/tables/DSDT: the same on every machine of a kind), which a server
+    run as root took as its key, and loaded what they signed with those bytes. Now such a folder, or a link of
+    another user's on the way, is refused; a sticky folder (/tmp) is not, nor a folder the switch trusts."""
+    monkeypatch.delenv("AOTCUDA_TRUST_SHARED_FOLDERS", raising=False)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    path = key_file(shared)
+    with pytest.raises(SigningKeyError, match=r"the key file '.*shared/aotcuda\.key' could be replaced by another "
+                                              r"user: its folder '.*shared' is writable by other users and not sticky "
+                                              r"\(mode 0o777\).*Keep the key in a folder of your own"):
+        signing_key(path)
+    shared.chmod(0o1777)  # sticky, as /tmp: each user's entries stay their own
+    assert signing_key(path).source == f"the key file {path!r}"
+    shared.chmod(0o777)
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
+    assert signing_key(path).source == f"the key file {path!r}"
+    monkeypatch.delenv("AOTCUDA_TRUST_SHARED_FOLDERS")
+    if os.geteuid() == 0:  # a link of another user's to a file of root's: followed before
+        shared.chmod(0o1777)
+        mine = key_file(tmp_path, "root.key")
+        link = shared / "linked.key"
+        link.symlink_to(mine)
+        os.chown(link, 1000, 1000, follow_symlinks=False)
+        with pytest.raises(SigningKeyError, match=r"its path goes through the symbolic link '.*linked\.key' of "
+                                                  r"uid 1000"):
+            signing_key(str(link))
+
+
+def test_aotcuda_sign_never_removes_a_package_it_could_not_put_back(twice_pt2, keys, tmp_path, monkeypatch):
+    """The exchange above found another package at the path, and putting it back failed (the path removed by a third
+    process meanwhile): the file at the temporary name is theirs, not the copy, and is kept, its name said."""
+    from aotcuda import package_tags
+    from aotcuda.errors import PackageChangedError
+
+    path, new = tmp_path / "twice.pt2", tmp_path / "new.pt2"
+    shutil.copyfile(twice_pt2, path)
+    new.write_bytes(b"their package")
+    write, exchange, calls = package_tags._write_signed, package_tags._exchange, []
+
+    def deploy_meanwhile(*args):
+        os.replace(new, path)
+        return write(*args)
+
+    def exchange_once(first, second):
+        calls.append(first)
+        return exchange(first, second) if len(calls) == 1 else False
+
+    monkeypatch.setattr(package_tags, "_write_signed", deploy_meanwhile)
+    monkeypatch.setattr(package_tags, "_exchange", exchange_once)
+    with pytest.raises(PackageChangedError, match=r"could not be put back and is at '.*\.aotcuda-sign\.\d+\.[0-9a-f]+"
+                                                  r"\.pt2': move it back \(mv "):
+        sign_package(path, keys[0], by_rename=True)
+    assert open(calls[0], "rb").read() == b"their package"
+
+
+def test_aotcuda_sign_keeps_the_packages_group(twice_pt2, keys, tmp_path):
+    """The signed copy took the signer's group: a package of mode 640 of the group a server reads it as (`models`)
+    was, once signed, of the signer's own group, and the server could no longer read it. Now the package's group is
+    kept where this user may give it (root; a member of the group)."""
+    path = tmp_path / "twice.pt2"
+    shutil.copyfile(twice_pt2, path)
+    groups = [gid for gid in (os.getgroups() if os.geteuid() else [4242]) if gid != os.getegid()]
+    if not groups:
+        pytest.skip("this user is in no group but its own")
+    os.chown(path, -1, groups[0])
+    os.chmod(path, 0o640)
+    sign_package(path, keys[0], by_rename=True)
+    assert (os.stat(path).st_gid, os.stat(path).st_mode & 0o7777) == (groups[0], 0o640)
+
+
+def test_a_key_files_path_as_bytes_is_refused_not_taken_as_the_key(tmp_path):
+    """``signing_key=os.fsencode(path)`` (a path of 32 bytes or more) was taken as the key itself: the path's text,
+    which anyone who knows the path could sign packages with, where the file's bytes were meant. Bytes that name a
+    file are refused; the path, as a str or a Path, reads the file."""
+    import pathlib
+
+    path = key_file(tmp_path)
+    assert len(os.fsencode(path)) >= 32
+    for value in (os.fsencode(path), bytearray(os.fsencode(path))):
+        with pytest.raises(SigningKeyError, match=r"signing_key is bytes \(\d+ of them\), which are taken as the key "
+                                                  r"itself, but they name a file: pass a key file's path as a str") \
+                as refused:
+            signing_key(value)
+        assert path not in str(refused.value)
+    assert signing_key(pathlib.Path(path)).key_id == signing_key(open(path, "rb").read()).key_id
+
+
+def test_aotcuda_sign_without_room_for_its_copy_says_so_before_writing(twice_pt2, keys, tmp_path, monkeypatch):
+    """`aotcuda sign` wrote its copy (the package's size, its holes as zeros: a sparse package within the ratio
+    limit, 330 MB on disk, is a copy of 64 GiB) until the disk was full, failing every process that writes there,
+    before it was refused. Now the folder's free space is compared first, as load compares it before extracting."""
+    from collections import namedtuple
+
+    from aotcuda import package_tags
+
+    path = tmp_path / "twice.pt2"
+    shutil.copyfile(twice_pt2, path)
+    before = path.read_bytes()
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(package_tags.shutil, "disk_usage", lambda folder: usage(1 << 40, 1 << 40, 1 << 20))
+    written = []
+    monkeypatch.setattr(package_tags, "_SignedCopy", lambda folder: written.append(folder))
+    with pytest.raises(PackageError, match=r"could not sign '.*twice\.pt2': its signed copy needs 0\.00 GiB in '.*', "
+                                          r"which has 0\.00 GiB free; nothing was written, the package is as it was"):
+        sign_package(path, keys[0], by_rename=True)
+    assert written == [] and os.listdir(tmp_path) == ["twice.pt2"] and path.read_bytes() == before

@@ -17,7 +17,9 @@ what extracting or reading writes, and they are checked BEFORE anything is writt
                                                                          metadata (real ones: about 1 KiB) and a
                                                                          signing key's tag (~140 bytes an entry)
     max_source_bytes          256 MiB   AOTCUDA_MAX_SOURCE_BYTES         a generated C++ source read into memory
-    max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive
+    max_entries                100000   AOTCUDA_MAX_ENTRIES              entries in the archive, and the bytes of
+                                                                         its directory (1 KiB an entry), which
+                                                                         zipfile reads whole into memory
 
 An entry read into memory (JSON, a generated source) is ratio-checked from 1 MiB (``READ_RATIO_FLOOR``), not
 from ``ratio_floor``: json.loads turns 63 MiB of ``[{},{},...]`` into 5 GB of objects, packed in 65 KB. A stored
@@ -135,11 +137,16 @@ def check_entries(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLimits
                            f"have; it is damaged or hostile. {_override('max_entries')}")
     seen: set[str] = set()
     for info in infos:
-        if not _printable_name(info.filename):
-            raise PackageError(f"{path!r} holds an entry whose name has a control or format character "
-                               f"({entry_name(info)}): an archive torch writes never does, and printed (a model "
-                               "folder, a file name in a message) it could forge or hide lines of output; it is "
-                               "damaged or hostile. Use the package as it was written, or lower the model again")
+        # orig_filename: the name as the archive holds it; zipfile cuts ``filename`` at a NUL ("a.so\0.txt" reads as
+        # "a.so", "\0" as "", whose is_dir() raised a raw IndexError in `aotcuda sign`)
+        if not info.filename or not _printable_name(info.orig_filename):
+            what = "with no name" if not info.filename else "whose name has a NUL byte" if "\0" in \
+                info.orig_filename else "whose name has a control or format character"
+            raise PackageError(f"{path!r} holds an entry {what} ({clipped(repr(info.orig_filename), 120)}): an "
+                               "archive torch writes never does, and printed (a model folder, a file name in a "
+                               "message) it could forge or hide lines of output, and zip readers read a NUL in it "
+                               "differently; it is damaged or hostile. Use the package as it was written, or lower "
+                               "the model again")
         _check_readable(path, info)
         if info.filename in seen:
             raise PackageError(f"{path!r} holds the entry {entry_name(info)} more than once: a package written by "
@@ -223,22 +230,46 @@ def check_directory(path: str, file, limits: ArchiveLimits) -> None:
     _refuse_too_many(path, records.entries, limits)
     if records.directory_size <= 46 * limits.max_entries:  # a record takes at least 46 bytes: no room for more
         return
+    # zipfile reads the declared directory whole into memory before it parses a record of it: an end record that
+    # declares a directory of 1 GiB over a hole (a sparse file of 4 KiB on disk) took 1 GiB of memory before
+    # "Bad magic number for central directory" (64 GiB: the OOM killer). So the file's disk blocks are judged now
+    # (holes under records' extra fields and comments), and the records must fill the size declared.
+    check_allocation(path, file, limits)
+    # Records of real blocks: each may hold 192 KiB (a name, an extra field and a comment of 64 KiB each, which no
+    # package writer makes), so max_entries of them would take 19 GiB of memory; torch's take ~150 bytes
+    if records.directory_size > DIRECTORY_BYTES_PER_ENTRY * limits.max_entries:
+        raise PackageError(f"{path!r}: its directory declares {records.directory_size:,} bytes, more than "
+                           f"{DIRECTORY_BYTES_PER_ENTRY:,} a record for the {limits.max_entries:,} entries a package "
+                           "may have (a record of a package takes about 150): zipfile would read all of it into "
+                           "memory; it is damaged or hostile, nothing was read. Copy the package again, or lower the "
+                           f"model again; {_override('max_entries')}")
     file.seek(max(0, records.directory_end - records.directory_size))
-    _refuse_too_many(path, _count_records(file, records.directory_size, limits.max_entries + 1), limits)
+    count, covered = _count_records(file, records.directory_size, limits.max_entries + 1)
+    _refuse_too_many(path, count, limits)
+    if covered + 46 <= records.directory_size:
+        raise PackageError(f"{path!r}: its directory declares {records.directory_size:,} bytes, but its records end "
+                           f"after {covered:,}: it is damaged or hostile (zipfile would read all of it into memory "
+                           "before finding so); nothing was read. Copy the package again, or lower the model again")
 
 
-def _count_records(file, directory_size: int, most: int) -> int:
-    """The directory records from the file's position within ``directory_size`` bytes, counted up to ``most``."""
+# The most directory bytes a package may have for each entry it may have (``check_directory``): 1 KiB, where a record
+# of torch's takes about 150 (46 bytes, its name, a zip64 or alignment extra field, no comment).
+DIRECTORY_BYTES_PER_ENTRY = 1024
+
+
+def _count_records(file, directory_size: int, most: int) -> tuple[int, int]:
+    """The directory records from the file's position within ``directory_size`` bytes, counted up to ``most``, and
+    the bytes they take (fewer than ``directory_size`` where something else follows them: damaged)."""
     count = read = 0
     while count < most and read + 46 <= directory_size:
         header = file.read(46)
         if len(header) < 46 or header[:4] != _DIRECTORY_RECORD:
-            break  # damaged: zipfile says so
+            break  # damaged
         name, extra, comment = struct.unpack("<3H", header[28:34])
         file.seek(name + extra + comment, os.SEEK_CUR)
         read += 46 + name + extra + comment
         count += 1
-    return count
+    return count, read
 
 
 def _refuse_too_many(path: str, count: int, limits: ArchiveLimits) -> None:
@@ -405,10 +436,14 @@ READABLE_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate
 def _check_readable(path: str, info: zipfile.ZipInfo) -> None:
     """Refuse an entry zipfile would refuse only when it is read, half-way through a load, with its own errors
     (RuntimeError for an encrypted one, NotImplementedError for an unknown method)."""
-    if info.flag_bits & 0x1:
+    if info.flag_bits & 0x41:  # 0x40: strong encryption, which zipfile reads as NotImplementedError
         raise PackageError(f"{path!r}: its entry {entry_name(info)} is encrypted; a package written by AOTInductor "
                            "never is, and aotcuda reads no passwords. Use the package as it was written, or lower "
                            "the model again")
+    if info.flag_bits & 0x20:  # zipfile: NotImplementedError("compressed patched data (flag bit 5)") at the read
+        raise PackageError(f"{path!r}: its entry {entry_name(info)} is flagged as patch data (zip flag bit 5), which "
+                           "no zip reader here reads and no package writer sets; it is damaged or hostile. Use the "
+                           "package as it was written, or lower the model again")
     if info.compress_type not in READABLE_METHODS:
         raise PackageError(f"{path!r}: its entry {entry_name(info)} is compressed with zip method "
                            f"{info.compress_type}, which aotcuda does not read (only {' and '.join(READABLE_METHODS.values())}"

@@ -29,9 +29,17 @@ import zipfile
 from dataclasses import dataclass, field
 
 from aotcuda.errors import PackageError, clipped
-from aotcuda.package_format import SIGNATURE_ENTRY, entry_sha256, load_json, parse_signature
+from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
-from aotcuda.package_tags import SignedEntries, SigningKey, check_entries, check_sizes, parse_tag, signed_entries
+from aotcuda.package_tags import (
+    SignedEntries,
+    SigningKey,
+    check_entries,
+    check_sizes,
+    entry_digest,
+    parse_tag,
+    signed_entries,
+)
 from aotcuda.runtime.archive import ArchiveLimits, archive_or_open, check_size, copy_entry, entry_name, open_archive
 from aotcuda.runtime.package_checks import (
     DAMAGED_ZIP,
@@ -376,7 +384,7 @@ def package_key_id(package_path: str | os.PathLike, signing_key: SigningKey | No
         check_signed_listing(signed, archive, in_scope, path)  # names and sizes first, as load
         extraction_plan(archive, f"{root}data/aotinductor/{model}/", root,
                         os.path.join(os.sep, "aotcuda-inspect", "model"), path, limits)
-        check_entries(signed, {info.filename: entry_sha256(archive, info) for info in archive.infolist()
+        check_entries(signed, {info.filename: entry_digest(archive, info, path) for info in archive.infolist()
                                if in_scope(info.filename)}, in_scope, path)
         return signed.key_id
 
