@@ -22,14 +22,10 @@ def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
     be writable by others if it is sticky (a temporary folder such as /tmp, where each user's entries are their
     own), as every folder above it may."""
     trusted = {os.geteuid(), 0}
-    # Absolute but not normalized: abspath drops "link/.." as text, where the kernel follows the link first and ".."
-    # then leads to the target's folder ("home/safe/../cache" was judged as "home/cache"; breaker 2)
-    path = os.fspath(folder)
-    path = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
-    for link in _links_on_the_way(path):
-        owner = os.lstat(link).st_uid
-        if owner not in trusted:
-            return f"goes through the symbolic link {link!r} of uid {owner}"
+    path = _absolute(folder)
+    foreign = _foreign_link(path)
+    if foreign is not None:
+        return f"goes through the symbolic link {foreign[0]!r} of uid {foreign[1]}"
     real = os.path.realpath(path)
     below = []
     while not os.path.lexists(real) and os.path.dirname(real) != real:
@@ -72,16 +68,31 @@ def unsafe_file(path: str) -> str | None:
     symbolic link on the way to it, its own name included, of another user's (they may point it anywhere), or a folder
     it lies in that they may write into without the sticky bit, or rename away (``unsafe_folder``, a sticky folder
     allowed: each user's entries stay their own)."""
-    trusted = {os.geteuid(), 0}
-    path = os.fspath(path)
-    path = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
-    for link in _links_on_the_way(path):
-        owner = os.lstat(link).st_uid
-        if owner not in trusted:
-            return f"its path goes through the symbolic link {link!r} of uid {owner}"
+    path = _absolute(path)
+    foreign = _foreign_link(path)
+    if foreign is not None:
+        return f"its path goes through the symbolic link {foreign[0]!r} of uid {foreign[1]}"
     folder = os.path.dirname(os.path.realpath(path))
     problem = unsafe_folder(folder, sticky_ok=True)
     return None if problem is None else f"its folder {folder!r} {problem}"
+
+
+def _absolute(path) -> str:
+    """``path`` made absolute but not normalized: abspath drops "link/.." as text, where the kernel follows the link
+    first and ".." then leads to the target's folder ("home/safe/../cache" was judged as "home/cache"; breaker 2)."""
+    path = os.fspath(path)
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+
+
+def _foreign_link(path: str) -> tuple[str, int] | None:
+    """The first symbolic link on the way to absolute ``path`` (its own name included) that a user other than this
+    one or root owns, with that user's id; None where there is none."""
+    trusted = {os.geteuid(), 0}
+    for link in _links_on_the_way(path):
+        owner = os.lstat(link).st_uid
+        if owner not in trusted:
+            return link, owner
+    return None
 
 
 def temporary_folder_problem(folder: str) -> str | None:
