@@ -310,23 +310,26 @@ def _convolution_values(p: Bluestein, chirp: torch.Tensor, kernel: torch.Tensor)
             turn = _unit((s * index) % m, m, out, every)
             chirps.append(torch.stack([chirp[0] * turn[0] - chirp[1] * turn[1], chirp[0] * turn[1] + chirp[1] * turn[0]]))
     spectrum = torch.view_as_real(torch.fft.fft(kernel) / m).T  # [2, m]
-    (a, b, c), (p1, p2, p3) = t.factors, t.padded
-    k1, k2, k3 = torch.meshgrid(torch.arange(p1), torch.arange(p2), torch.arange(p3), indexing="ij")
-    k = k1 + a * k2 + a * b * k3
-    inside = (k1 < a) & (k2 < b) & (k3 < c)
+    k, inside = _output_bins(t)
     laid_out = [torch.where(inside, spectrum[:, torch.where(inside, halves * k + s, 0)], 0.0) for s in range(halves)]
     return torch.cat([table_values(t, False)] + [part.reshape(-1) for part in chirps + laid_out])
+
+
+def _output_bins(t: Tiling) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where the forward DFT of tiling t leaves its output: the bin k = k1 + a·k2 + a·b·k3 at each (k1, k2, k3) of
+    the padded tile [p1, p2, p3], and whether that place is a bin (not padding)."""
+    (a, b, c), (p1, p2, p3) = t.factors, t.padded
+    k1, k2, k3 = torch.meshgrid(torch.arange(p1), torch.arange(p2), torch.arange(p3), indexing="ij")
+    return k1 + a * k2 + a * b * k3, (k1 < a) & (k2 < b) & (k3 < c)
 
 
 def kernel_spectrum(p: Bluestein, tables: torch.Tensor) -> torch.Tensor:
     """The spectrum DFT_m(b)/m ([m] complex128) that tables of p's layout (bluestein_values, filter_values) hold:
     their last halves·[2, p1, p2, p3] values read back at bins halves·k + s."""
     t, halves = p.tiling, p.halves
-    (a, b, c), (p1, p2, p3) = t.factors, t.padded
-    laid_out = tables.to(torch.float64).reshape(-1)[-halves * 2 * t.tile:].reshape(halves, 2, p1, p2, p3)
-    k1, k2, k3 = torch.meshgrid(torch.arange(p1), torch.arange(p2), torch.arange(p3), indexing="ij")
-    inside = (k1 < a) & (k2 < b) & (k3 < c)
-    k = (k1 + a * k2 + a * b * k3)[inside]
+    laid_out = tables.to(torch.float64).reshape(-1)[-halves * 2 * t.tile:].reshape(halves, 2, *t.padded)
+    k, inside = _output_bins(t)
+    k = k[inside]
     spectrum = torch.zeros(p.m, dtype=torch.complex128)
     for s in range(halves):
         spectrum[halves * k + s] = torch.complex(laid_out[s, 0][inside], laid_out[s, 1][inside])

@@ -174,16 +174,7 @@ class GraphRunner:
         if free:
             chosen = free[0]
             copy_into(chosen.static_inputs, inputs)
-            # The written inputs' copies back are made before the replay and run in its finally as one C call: a
-            # signal's handler raises as any call returns (the replay's too), and a KeyboardInterrupt there left
-            # the caller's tensor without the replay's write (a KV cache one token behind the graph's). Armed
-            # only once copy_into is done, so an interrupt inside it copies nothing stale back.
-            back = copies_back(inputs, chosen.static_inputs, self.mutated) if self.mutated else None
-            try:
-                chosen.graph.replay()
-            finally:
-                if back is not None:
-                    list(back)
+            self._replay(chosen.graph, inputs, chosen.static_inputs)  # once copy_into is done: nothing stale back
         elif state.eager_only:  # every capture is lent and a further capture failed before
             self._last_stream = stream
             return finish(self._run(inputs), False)
@@ -213,13 +204,21 @@ class GraphRunner:
         storages = {t.untyped_storage()._cdata for t in static_outputs if t is not None}
         held = tuple((storage, _use_count(storage)) for storage in storages)  # counted with no alias made yet
         state.captures.append(made := _Capture(graph, static_inputs, static_outputs, held))
-        back = copies_back(inputs, static_inputs, self.mutated) if self.mutated else None  # as _graph_call's
+        self._replay(graph, inputs, static_inputs)
+        return made
+
+    def _replay(self, graph, inputs, static_inputs) -> None:
+        """Replay ``graph``, whose static inputs hold ``inputs``' values, and copy each written one back into the
+        caller's tensor. The copies are made before the replay and run in its finally as one C call: a signal's
+        handler raises as any call returns (the replay's too), and a KeyboardInterrupt there left the caller's
+        tensor without the replay's write (a KV cache one token behind the graph's). An interrupt before the copies
+        are made comes before the replay: nothing was written."""
+        back = copies_back(inputs, static_inputs, self.mutated) if self.mutated else None
         try:
             graph.replay()
         finally:
             if back is not None:
                 list(back)
-        return made
 
     @property
     def num_graphs(self) -> int:
