@@ -41,8 +41,12 @@ transposed, so both passes share the tile's layout, paddings and tables); descri
 (15→16·9→16)". For n in 2049…4096 (m past TILE, up to BLUESTEIN_TILE = 2·TILE) the convolution runs as
 two halves of h = m/2 ≥ n, each on a tiling of h with a tile ≤ TILE (``Bluestein.parts``: decimation in
 frequency, the odd bins' half with ω_m^(±t) folded into its chirps): "Bluestein m=8192 (2 halves of 4096:
-32·32·4b)". ``kernel_plan`` is the tiling or else the Bluestein plan; ``covers`` whether there is one. Every
-length 1…4096 is then one kernel; only n > 4096 is left to the GEMM form (passes/complex_to_real/spectral).
+32·32·4b)". Past MAX_LENGTH a length with a prime factor above MAX_FACTOR, up to BLUESTEIN_MAX_LENGTH = 8192,
+runs as 3 or 4 parts of h ≤ TILE, two of a row's points folded onto each of h's (``_parted``,
+kernels/fft_bluestein_parts.py): "Bluestein m=16384 (4 parts of 4096: 32·32·4b, 2 folds)". ``kernel_plan`` is
+the tiling or else the Bluestein plan; ``covers`` whether there is one. Every length 1…4096 is then one
+kernel, and so is every length up to 8192 with a prime factor above 61; smooth lengths past 4096 and lengths
+past 8192 are left to the GEMM form (passes/complex_to_real/spectral).
 ``set_bluestein_tile`` is the A/B switch: TILE puts n in 2049…4096 back on the GEMM form; 2·TILE with
 halves=False runs them as one tile of m (one row of up to 8192 values a program: 255 registers and spills
 on sm_90; 2.88× cuFFT's time at n = 4093 on the H200, docs/performance.md).
