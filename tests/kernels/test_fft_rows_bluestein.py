@@ -305,9 +305,11 @@ def test_real_rows_run_in_pairs_and_each_keeps_its_own_accuracy_in_tritons_inter
 
 
 def _within_halves_tolerance(lines: list[str]) -> None:
-    """Each line's last word, a relative error, below HALVES_TOLERANCE of its dtype (bfloat16 where it says so)."""
+    """Each line's last word, a relative error, below HALVES_TOLERANCE of its dtype (bfloat16 or float16 where it says
+    so, else float32)."""
     for line in lines:
-        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
+        dtype = next((d for name, d in [("bfloat16", torch.bfloat16), ("float16", torch.float16)] if name in line),
+                     torch.float32)
         assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
 
 

@@ -23,8 +23,8 @@ import torch
 from aotcuda.kernels import fft_plan, fft_rows
 from comparisons import relative_error
 from interpreted import run_code
-from test_fft_rows_bluestein import HALVES_TOLERANCE, _within_halves_tolerance, check_conv, check_pairs
-from test_fft_rows_kernel import TOLERANCE, _stages_in_float64, cases, check, check_windowed, windowed_cases
+from test_fft_rows_bluestein import _within_halves_tolerance, check_conv, check_pairs
+from test_fft_rows_kernel import _stages_in_float64, cases, check, check_windowed, windowed_cases
 
 NEEDS_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed here")
 # Lengths past 4096 with a prime factor above 61: primes, 2·2053, 67·71 (two large factors), the last below 8192.
@@ -177,10 +177,7 @@ def test_the_parted_kernels_match_torch_fft_in_tritons_interpreter():
     from test_fft_rows_bluestein import _conv_cases, _pairs_cases
     small = 2 * len(cases(8, torch.float32)) + len(windowed_cases(8, 2, torch.float32)) + len(_pairs_cases(8)) + 1
     assert len(lines) == 2 * (small + len(_conv_cases(8))) + 2 * (len(_real_length_cases(8, "cpu")) + 1)
-    for line in lines:
-        dtype = next((d for name, d in [("bfloat16", torch.bfloat16), ("float16", torch.float16)] if name in line),
-                     torch.float32)
-        assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
+    _within_halves_tolerance(lines)
 
 
 # ---- on CUDA -------------------------------------------------------------------------------------------
