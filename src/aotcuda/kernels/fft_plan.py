@@ -85,7 +85,7 @@ BLUESTEIN_TILE = 2 * TILE
 BLUESTEIN_HALVES = True
 # A Bluestein length past MAX_LENGTH (a prime factor past MAX_FACTOR) as S ≤ MAX_PARTS parts of h ≤ TILE with up to
 # two of a row's points folded onto each point of h's tile (``Bluestein.folds``): n ≤ 2·TILE. Past it, the GEMM
-# form's DFT products (kernels/fft_bluestein.py's module docstring says why two folds).
+# form's DFT products (a third fold: r2c's pairs kernel holds every fold's bins at once as it separates its rows).
 MAX_PARTS = 4
 BLUESTEIN_MAX_LENGTH = 2 * TILE
 
@@ -449,8 +449,9 @@ def bluestein(n: int) -> Bluestein | None:
     ≤ TILE; where none is (n > 2048) and BLUESTEIN_TILE allows m past TILE, two halves of the cheapest
     h ≥ n up to the power of two with a tile ≤ TILE (BLUESTEIN_HALVES; else one tile ≤ BLUESTEIN_TILE).
     Past MAX_LENGTH, a length with a prime factor past MAX_FACTOR (smooth ones stay DFT products: the
-    GEMM form's own factorization, which no convolution of twice the length beats) takes the fewest parts
-    S of the cheapest h ≤ TILE with S·h ≥ 2n − 1 (``_parted``; each point of h's tile holds two of a row's)."""
+    GEMM form's own factorization, which no convolution of twice the length beats) up to BLUESTEIN_MAX_LENGTH
+    takes S = 3 or 4 parts of h ≤ TILE with S·h ≥ 2n − 1 (``_parted``; each point of h's tile holds two of a
+    row's)."""
     if not isinstance(n, int) or n < 2 or tiling(n) is not None:
         return None
     if n > MAX_LENGTH:
