@@ -359,22 +359,19 @@ if HAVE_TRITON:
     @triton.jit
     def _separate(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, undo_a, undo_b, os_t, os_p, N: tl.constexpr,
                   H: tl.constexpr, FOLDS: tl.constexpr):
-        """r2c's two rows from Z = DFT(a + i·b) kept at _pair_places, bins k < out_len (points t and, with two
-        folds, t + H of the tile): every place read (_separation_reads), a barrier, then every bin written
-        (_separation_writes). A bin's places are read by the thread of that bin and by the thread of its mirror
-        N − k, and written by the first: without the barrier, one warp's write could land before another warp's
-        read of the same place."""
+        """r2c's two rows from Z = DFT(a + i·b) kept at _pair_places, bins k < out_len = N // 2 + 1 (points t and,
+        with two folds, t + H of the tile), each read (_separation_reads) and then written (_separation_writes) by
+        its own thread: bin k's places are row a's k and its mirror N − k's, which is row b's place of bin k
+        (N − k ≥ out_len) except at k = 0 and N / 2, the bin itself. So no place is read by one thread and
+        written by another, and no barrier is needed between the reads and the writes."""
         zr, zi, mr, mi, kept = _separation_reads(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, os_t, os_p, N)
+        _separation_writes(Out, o_a, o_b, t, in_b, kept, zr, zi, mr, mi, undo_a, undo_b, os_t, os_p)
         if FOLDS == 2:
             t1 = t + H
             in_a1 = in_a & (t1 < N)
             in_b1 = in_a1 & ok_b
-            zr1, zi1, mr1, mi1, kept1 = _separation_reads(Out, o_a, o_b, ok_b, t1, in_a1, in_b1, out_len, os_t,
-                                                          os_p, N)
-        tl.debug_barrier()
-        _separation_writes(Out, o_a, o_b, t, in_b, kept, zr, zi, mr, mi, undo_a, undo_b, os_t, os_p)
-        if FOLDS == 2:
-            _separation_writes(Out, o_a, o_b, t1, in_b1, kept1, zr1, zi1, mr1, mi1, undo_a, undo_b, os_t, os_p)
+            zr, zi, mr, mi, kept = _separation_reads(Out, o_a, o_b, ok_b, t1, in_a1, in_b1, out_len, os_t, os_p, N)
+            _separation_writes(Out, o_a, o_b, t1, in_b1, kept, zr, zi, mr, mi, undo_a, undo_b, os_t, os_p)
 
     @triton.jit
     def _pair_offsets(R: tl.constexpr, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3,

@@ -21,8 +21,12 @@ rows' places that r2c's pairs share). A float16 or bfloat16 output runs through 
 
 r2c and c2r run two real rows as one complex row, as fft_bluestein's pairs kernel does (fft_rows.pairs_rows):
 each row normalized by a power of two over both folds' points (a NaN or an infinity zeroed in the pair: it comes
-out NaN and reaches no other row), r2c separated after the last part (fft_bluestein._separate, both folds' bins
-read before any is written), c2r's and conv's real and imaginary parts the two rows.
+out NaN and reaches no other row), r2c separated after the last part (fft_bluestein._separate, a fold at a time:
+each bin's places are its own thread's), c2r's and conv's real and imaginary parts the two rows. Each part's
+rows, points and table reads are computed from a zero that depends on the part (_unseen_zero(rows + s)), so
+that the compiler cannot hoist them out of the loop and hold them through every part's transform: compiled for
+sm_90 at 4099, r2c spilled 752 bytes a thread so against 1048 (c2c 584 and c2r 720 either way, conv 736 against
+840).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ if HAVE_TRITON:
     import triton.language as tl
 
     from aotcuda.kernels.fft_bluestein import (_chirp_in, _chirp_out, _cyclic, _extent, _keep_pair, _kept_pair,
-                                               _pair_points_again, _row_points_again, _scaling, _separate, _shrunk)
+                                               _pair_points_again, _row_points_again, _scaling, _separate, _shrunk,
+                                               _unseen_zero)
     from aotcuda.kernels.fft_rows import _load_rows, _store_rows
 
     @triton.jit
@@ -74,15 +79,19 @@ if HAVE_TRITON:
         for s in range(PARTS):
             # Part s − 1's terms stored before part s reads them back; the rows and points recomputed, not held.
             tl.debug_barrier()
+            # A zero that depends on s: what is computed from it (the rows, the points, every table read) cannot be
+            # hoisted out of the loop and held through every part (registers the transform needs).
+            zero = _unseen_zero(rows + s)
+            tables = Tables + zero
             x_row, o_row, v_row, row_ok, t, in_tile = _row_points_again(
-                R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
+                R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
                 A, B, C, P1, P2, P3)
-            zr, zi = _folded(X, Window, Weight, Tables, x_row, v_row, t, in_tile, in_len, xs_t, xs_p, ws, vs_t,
+            zr, zi = _folded(X, Window, Weight, tables, x_row, v_row, t, in_tile, in_len, xs_t, xs_p, ws, vs_t,
                              vs_p, scale, CHIRP + s * 4 * N, N, H, FOLDS, KIND, WINDOW, WEIGHT, SCALED)
-            ur, ui = _cyclic(zr, zi, Tables, x_row, SPECTRUM + s * 2 * TILE, A, B, C, P1, P2, P3, R, PRECISION)
+            ur, ui = _cyclic(zr, zi, tables, x_row, SPECTRUM + s * 2 * TILE, A, B, C, P1, P2, P3, R, PRECISION)
             for j in tl.static_range(FOLDS):
                 tj = t + j * H
-                yr, yi = _chirp_out(ur, ui, Tables, x_row, tj, in_tile & (tj < N), CHIRP + s * 4 * N + 2 * N, N)
+                yr, yi = _chirp_out(ur, ui, tables, x_row, tj, in_tile & (tj < N), CHIRP + s * 4 * N + 2 * N, N)
                 ok = in_tile & (tj < out_len)
                 at = Out + o_row + tj.to(tl.int64) * os_t
                 yr += tl.load(at, mask=ok & (s > 0), other=0.0)
@@ -161,19 +170,21 @@ if HAVE_TRITON:
         undo_b = tl.full((R, 1, 1, 1), 1.0, tl.float32)
         for s in range(PARTS):
             tl.debug_barrier()  # part s − 1's terms kept before part s reads them back
+            zero = _unseen_zero(rows + s)  # as _bluestein_parts_kernel's: nothing hoisted out of the loop
+            tables = Tables + zero
             x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_b = _pair_points_again(
-                R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
+                R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
                 N, A, B, C, P1, P2, P3)
-            zr, zi, undo_a, undo_b = _pair_folded(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b,
+            zr, zi, undo_a, undo_b = _pair_folded(X, Window, Weight, tables, x_a, v_a, x_b, v_b, t, in_a, in_b,
                                                   ok_b, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
                                                   CHIRP + s * 4 * N, N, H, FOLDS, KIND, WINDOW, WEIGHT, SCALED)
-            ur, ui = _cyclic(zr, zi, Tables, x_a, SPECTRUM + s * 2 * TILE, A, B, C, P1, P2, P3, R, PRECISION)
+            ur, ui = _cyclic(zr, zi, tables, x_a, SPECTRUM + s * 2 * TILE, A, B, C, P1, P2, P3, R, PRECISION)
             last = s == PARTS - 1
             for j in tl.static_range(FOLDS):
                 tj = t + j * H
                 in_aj = in_a & (tj < N)
                 in_bj = in_aj & ok_b
-                yr, yi = _chirp_out(ur, ui, Tables, x_a, tj, in_aj, CHIRP + s * 4 * N + 2 * N, N)
+                yr, yi = _chirp_out(ur, ui, tables, x_a, tj, in_aj, CHIRP + s * 4 * N + 2 * N, N)
                 kr, ki = _kept_pair(Out, o_a, o_b, tj, in_aj & (s > 0), in_bj & (s > 0), out_len, os_t, os_p, N,
                                     KIND)
                 yr += kr

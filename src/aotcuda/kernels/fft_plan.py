@@ -85,7 +85,7 @@ BLUESTEIN_TILE = 2 * TILE
 BLUESTEIN_HALVES = True
 # A Bluestein length past MAX_LENGTH (a prime factor past MAX_FACTOR) as S ≤ MAX_PARTS parts of h ≤ TILE with up to
 # two of a row's points folded onto each point of h's tile (``Bluestein.folds``): n ≤ 2·TILE. Past it, the GEMM
-# form's DFT products (a third fold: r2c's pairs kernel holds every fold's bins at once as it separates its rows).
+# form's DFT products (S ≥ 5 parts and a third fold, which the kernels' loads do not take: not built).
 MAX_PARTS = 4
 BLUESTEIN_MAX_LENGTH = 2 * TILE
 
@@ -469,7 +469,7 @@ def bluestein(n: int) -> Bluestein | None:
 
 def _parted(n: int) -> Bluestein | None:
     """A length n in MAX_LENGTH + 1 … BLUESTEIN_MAX_LENGTH as S parts of h ≤ TILE, S·h ≥ 2n − 1 and h ≥ n/2 (two
-    folds at most: r2c's pairs kernel holds both folds' bins at once as it separates its rows): for each S from
+    folds at most, as the kernels load a row: h ≤ TILE and S ≤ 4 never need more): for each S from
     3 to MAX_PARTS the cheapest h by ``tiling``'s key, and of those the plan of the fewest multiply-adds
     (``Bluestein.cost``: S·h's two DFTs), the fewer parts on a tie."""
     if n > BLUESTEIN_MAX_LENGTH:
