@@ -69,6 +69,11 @@ _DATA_DEPENDENT_SIZE = (
     "aotcuda.load, so allow_fallbacks=True ships it, or keep the shape fixed (torch.where(mask, x, fill), the top k "
     "of the scores) and select after the program")
 
+_SORTED_SEARCH = (
+    "Inductor generates no CPU code for {op}; its C shim runs in aotcuda.load, so allow_fallbacks=True ships it, or "
+    "count the boundaries, which is generated code: (x[..., None] > boundaries).sum(-1) for right=False, >= for "
+    "right=True")
+
 KNOWN_FIXES = {
     "transformers::grouped_mm_fallback": (
         "transformers' MoE experts call it for non-bfloat16 weights under export; build the model with "
@@ -82,6 +87,8 @@ KNOWN_FIXES = {
     # ops", which says neither why nor into what.
     "nonzero": _DATA_DEPENDENT_SIZE.format(op="torch.nonzero (argwhere, x[mask])"),
     "masked_select": _DATA_DEPENDENT_SIZE.format(op="masked_select"),
+    "bucketize": _SORTED_SEARCH.format(op="bucketize"),
+    "searchsorted": _SORTED_SEARCH.format(op="searchsorted"),
     "scatter_reduce_two_out": (
         "on the CPU Inductor calls this kernel for scatter_add_ and scatter_reduce (every reduce); a sum along dim 0 "
         "written as index_add_(0, index, source) with a 1-d index is generated code; its C shim runs in aotcuda.load, "
