@@ -18,6 +18,8 @@ import torch
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import bound_sympy
 
+from aotcuda.errors import DynamicShapesError
+from aotcuda.lowering.float_sizes import integer_form
 from aotcuda.lowering.index_ranges import index_ranges, is_integer_node, merge_ranges, unchecked_inputs
 from aotcuda.package_format import SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
@@ -28,9 +30,17 @@ from aotcuda.runtime.pytree_types import recorded_types
 def _dim_spec(size, range_constraints) -> int | dict:
     if isinstance(size, int):
         return size
-    expr = size.node.expr
+    expr = integer_form(size.node.expr)  # F.interpolate(scale_factor=0.5): TruncToInt(0.5*ToFloat(s)) is s // 2
     if expr.is_number:
         return int(expr)
+    if not _readable(str(expr)):
+        raise DynamicShapesError(
+            f"a size of the program, {expr}, is computed in floating point from dynamic input sizes (as "
+            "F.interpolate(scale_factor=...) computes its output size), with a factor that is not a binary fraction, "
+            "so no integer expression gives eager's size for every input size, and the package's signature holds "
+            "integer expressions only. Give that op integer sizes (F.interpolate(x, size=(h // 2, w // 2)) from "
+            "x.shape), a scale factor that is a binary fraction (0.5, 0.25, 1.5, 2.0), or keep the dims it reads "
+            "static")
     bounds = bound_sympy(expr, range_constraints)
     lower = _finite_bound(bounds.lower)
     return {"expr": str(expr), "min": 0 if lower is None else max(lower, 0), "max": _finite_bound(bounds.upper)}
