@@ -273,3 +273,57 @@ def test_a_dropout_of_a_model_made_of_torchs_modules_is_named_by_its_place_in_th
     message = str(caught.value)
     assert "aoti_torch_cpu_randint_low_out  <- " + where in message, message
     assert "site-packages" not in message and "dropout.py" not in message and "model.eval()" in message, message
+
+
+class GraphAggregation(torch.nn.Module):
+    """A graph network's layer (fourth new user, 2026-12-06): products, then two scatters into the nodes."""
+
+    def __init__(self):
+        super().__init__()
+        self.msg = torch.nn.Linear(4, 4)
+
+    def forward(self, x, dst):
+        m = torch.relu(self.msg(x[dst]))
+        deg = torch.zeros(x.shape[0]).scatter_add_(0, dst, torch.ones(dst.shape[0]))
+        most = torch.full_like(x, -1e9).scatter_reduce(0, dst[:, None].expand_as(m), m, "amax")
+        return most, deg
+
+
+# What Inductor wrote for it on the CPU (torch 2.13): a fused kernel's call has no node list in the wrapper, so
+# each scatter's fallback call follows the list of the product before it
+SCATTER_WRAPPER = """
+    // Topologically Sorted Source Nodes: [permute, addmm], Original ATen: [aten.permute, aten.addmm]
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_addmm_out(buf4, msg_bias, buf3, msg_weight, 1L, 1L));
+    cpp_fused_full_full_like_relu_scatter_add_1((const int64_t*)(arg5_1.data_ptr()), s77, s2);
+    aoti_torch_cpu_scatter_reduce_two_out(buf7, buf7,0,arg5_1,buf8, "sum",1);
+    cpp_fused_expand_full_like_relu_scatter_reduce_3((float*)(buf14.data_ptr()), s77);
+    aoti_torch_cpu_scatter_reduce_two_out(buf14, buf14,0,arg5_1,buf15, "amax",1);
+"""
+
+
+def test_a_fallback_call_after_a_fused_kernel_is_named_by_the_scatters_lines_not_the_product_before_it():
+    """Before, the scatter_reduce kernel was said to come from the nn.Linear's line (the addmm listed before it),
+    so the user was sent to rewrite the one line that was fine; now from the scatter_add_ and scatter_reduce lines
+    (Inductor's CPU scatter_add is a scatter_reduce "sum" call)."""
+    from aotcuda.lowering.fallbacks import kernels_in
+    from aotcuda.lowering.pipeline import before_compile
+
+    ep = before_compile(GraphAggregation(), (torch.randn(5, 4), torch.tensor([0, 4, 4]))).program
+    (kernel,) = kernels_in([(SCATTER_WRAPPER, [])], ep)[0][1:]
+    message = kernel.describe()
+    assert "self.msg(" not in message, message
+    assert "scatter_add_(" in message and "scatter_reduce(" in message, message
+    (product,) = kernels_in([(SCATTER_WRAPPER, [])], ep)[0][:1]
+    assert "self.msg(" in product.describe()
+
+
+@pytest.mark.parametrize("op, says", [("nonzero", "size the values decide"), ("masked_select", "size the values decide"),
+                                      ("scatter_reduce_two_out", "index_add_(0, index, source)"),
+                                      ("bucketize_Tensor", "(x[..., None] > boundaries).sum(-1)"),
+                                      ("searchsorted_Tensor", "(x[..., None] > boundaries).sum(-1)")])
+def test_data_dependent_sizes_and_cpu_scatters_get_a_fix_not_only_rewrite_those_ops(op, says):
+    """The fourth new user's detection head (nonzero, masked_select) and graph network (scatter_add_, scatter_reduce
+    amax) got only "Rewrite those ops in the model": neither why Inductor falls back nor into what to rewrite them."""
+    kernel = FallbackKernel(f"aoti_torch_cpu_{op}", op, [op], [f"m.py:3: y = {op}(x)"])
+    message = missing_kernels_message("forward", [kernel])
+    assert f"  {op.removesuffix('_Tensor')}: " in message and says in message and "allow_fallbacks=True" in message

@@ -290,6 +290,9 @@ BOUNDED = {  # forward(x, i), x of shape (4, 5); W has 5 rows
                                                           .argsort() // 2],
     "a floor division by div's rounding mode, then an offset": lambda x, i: x[torch.div(
         (x * i[:1].float()).argmax(-1), 2, rounding_mode="floor") + 1],
+    # a detection head's kept boxes (fourth new user, 2026-12-06): positions of a mask, whatever made the mask
+    "nonzero of a mask": lambda x, i: x[torch.nonzero(x[:, 0] > i[:1].float()).squeeze(1)],
+    "a column of nonzero of a 2-d mask": lambda x, i: x[torch.nonzero(x[:, :4] > i[0])[:, 1]],
 }
 
 
@@ -439,3 +442,31 @@ def test_a_tied_table_is_named_as_the_line_that_indexes_it_reads():
     ep = torch.export.export(Tied(), (torch.tensor([[1, 2]]),), strict=False)
     (entry,) = index_ranges(ep, ["ids"])["ids"]
     assert "over 10 rows of tok.weight (tied to head.weight), at " in entry["reason"], entry
+
+
+class GraphLayer(torch.nn.Module):
+    """A graph network's aggregation (fourth new user, 2026-12-06): messages made of every input, scattered to
+    their edges' destinations by an index expanded to the messages' shape."""
+
+    def forward(self, x, edges, weights):
+        messages = torch.relu(x[edges[0]] * weights[:, None])
+        index = edges[1][:, None].expand_as(messages)
+        most = torch.full_like(x, -1.0).scatter_reduce(0, index, messages, "amax")
+        count = torch.zeros_like(weights).new_zeros(x.shape[0]).index_add(0, edges[1], torch.ones_like(weights))
+        return most, count
+
+
+def test_an_operand_read_for_its_shape_alone_carries_no_values_to_an_index():
+    """``edges[1][:, None].expand_as(messages)``: the messages' values (of x, weights and edges) do not reach the
+    scatter's index, only their shape; and ``full_like(x)`` holds none of x. Before, every input was said to reach
+    aten.scatter_reduce unchecked (a UserWarning each, and ``aotcuda serve`` refused the program), where only
+    ``edges`` does, and it is checked: it gets its range, and no line."""
+    model = GraphLayer()
+    x, edges, weights = torch.randn(5, 3), torch.tensor([[0, 4, 2], [1, 1, 3]]), torch.rand(3)
+    ep = torch.export.export(model, (x, edges, weights))
+    for program in (ep, ep.run_decompositions(decomposition_table())):
+        unchecked: dict = {}
+        ranges = index_ranges(program, ["x", "edges", "weights"], unchecked)
+        assert unchecked == {}, unchecked
+        assert set(ranges) == {"edges"} and all(entry["max"] == 4 for entry in ranges["edges"]), ranges
+    assert torch.equal(model(x, edges, weights)[1], torch.tensor([0.0, 2.0, 0.0, 1.0, 0.0]))

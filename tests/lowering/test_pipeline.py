@@ -229,6 +229,24 @@ class Router(torch.nn.Module):
         return torch.topk(scores.softmax(-1), k=2, dim=-1)
 
 
+def test_a_model_quantized_by_torch_ao_is_named_with_the_fix_before_export(tmp_path):
+    """The fourth new user (2026-12-06): ``torch.ao.quantization.quantize_dynamic(model, {nn.Linear})`` lowered into
+    torch.export's ``AttributeError: __torch__.torch.classes.quantized.LinearPackedParamsBase ... does not have a
+    field with name '__obj_flatten__'``, which named neither the module nor a way out."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation
+        model = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(8, 4)).eval(),
+                                                       {torch.nn.Linear}, dtype=torch.qint8)
+    path = tmp_path / "q.pt2"
+    with pytest.raises(TypeError, match=r"module '0\._packed_params' \(torch\.ao\.nn\.quantized\..*\) holds its "
+                                        r"weights as a TorchScript object .* Lower the float model, or keep the "
+                                        r"quantized weights as tensors"):
+        aotcuda.lower(model, (torch.randn(2, 8),), device="cpu", package_path=path)
+    assert not path.exists()
+
+
 def test_a_numpy_example_input_is_named_with_the_fix_before_export(tmp_path):
     """A new user's trial (2026-12-05): a factory returning (model, (np_array,)) got torch.export's "ValueError:
     Unsupported input type <class 'numpy.ndarray'>. Export only supports pytree containers of basic types ...",

@@ -138,3 +138,46 @@ def test_forward_parameters_record_positions_and_json_defaults():
         {"name": "mode", "positional": False, "has_default": True, "default": "a"},
         {"name": "table", "positional": False, "has_default": True},
         {"name": "flag", "positional": False, "has_default": True, "default": None}]
+
+
+class Resize(torch.nn.Module):
+    """A resize by a scale factor (fourth new user, 2026-12-06): torch computes the output size in floating point."""
+
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return torch.nn.functional.interpolate(x, scale_factor=self.scale, mode="bilinear")
+
+
+def _resize_program(scale):
+    dim = torch.export.Dim("h", min=8, max=64)
+    return torch.export.export(Resize(scale), (torch.randn(1, 2, 8, 8),), dynamic_shapes={"x": {2: dim}})
+
+
+@pytest.mark.parametrize("scale", [0.5, 0.375, 1.5, 2.0])
+def test_a_size_computed_in_floating_point_is_written_as_integers_eager_agrees_with(scale):
+    """``F.interpolate(scale_factor=0.5)`` over a dynamic dim has the size ``TruncToInt(0.5*ToFloat(s))``: the
+    signature held it as it was, and aotcuda.load refused the package it had just lowered ("is not a shape
+    expression: unexpected character '.' ... the package is damaged or hostile"). A binary fraction's size is now
+    an integer expression, equal to eager's size for every size the Dim allows."""
+    from aotcuda.runtime.shape_expressions import shape_expression
+
+    signature = signature_from_exported_program(_resize_program(scale))
+    (dim,) = [d for d in signature["outputs"][0]["shape"] if isinstance(d, dict)]
+    parsed = shape_expression(dim["expr"])
+    (symbol,) = parsed.free_symbols
+    for h in range(8, 65):
+        assert parsed.subs(symbol, h) == Resize(scale)(torch.empty(1, 1, h, 8)).shape[2], (dim["expr"], h)
+
+
+def test_a_size_of_a_factor_no_integer_expression_matches_is_refused_with_the_fix():
+    """A scale of 0.7 rounds in floating point: no integer expression is eager's size for every h, so lowering
+    says so and what to do, where the package was written and its load refused it as damaged."""
+    from aotcuda.errors import DynamicShapesError
+
+    with pytest.raises(DynamicShapesError, match=r"the size TruncToInt\(0.7\*ToFloat\(h\)\) of .out. is computed in "
+                                                 r"floating point .* scale factor that is a binary "
+                                                 r"fraction .* keep the dims it reads static"):
+        signature_from_exported_program(_resize_program(0.7))

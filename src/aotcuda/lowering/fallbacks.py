@@ -64,6 +64,16 @@ LIBRARY_KERNELS = (MATMUL_KERNELS | CONVOLUTION_KERNELS | ATTENTION_KERNELS | SE
                    | GROUPED_MATMUL_KERNELS)
 
 # Ops without a C shim that a library emits, with the change that avoids them (named in the error).
+_DATA_DEPENDENT_SIZE = (
+    "{op} makes a tensor whose size the values decide, for which Inductor generates no code; its C shim runs in "
+    "aotcuda.load, so allow_fallbacks=True ships it, or keep the shape fixed (torch.where(mask, x, fill), the top k "
+    "of the scores) and select after the program")
+
+_SORTED_SEARCH = (
+    "Inductor generates no CPU code for {op}; its C shim runs in aotcuda.load, so allow_fallbacks=True ships it, or "
+    "count the boundaries, which is generated code: (x[..., None] > boundaries).sum(-1) for right=False, >= for "
+    "right=True")
+
 KNOWN_FIXES = {
     "transformers::grouped_mm_fallback": (
         "transformers' MoE experts call it for non-bfloat16 weights under export; build the model with "
@@ -73,6 +83,16 @@ KNOWN_FIXES = {
     "index_Tensor": (
         "indexing by a boolean mask (x[mask]) makes a tensor whose size the values decide; keep the shape fixed "
         "with torch.where(mask, x, 0) (or x * mask) and select after the program, or index by integer positions"),
+    # The fourth new user's detection head and graph network (2026-12-06): only the generic advice, "rewrite those
+    # ops", which says neither why nor into what.
+    "nonzero": _DATA_DEPENDENT_SIZE.format(op="torch.nonzero (argwhere, x[mask])"),
+    "masked_select": _DATA_DEPENDENT_SIZE.format(op="masked_select"),
+    "bucketize": _SORTED_SEARCH.format(op="bucketize"),
+    "searchsorted": _SORTED_SEARCH.format(op="searchsorted"),
+    "scatter_reduce_two_out": (
+        "on the CPU Inductor calls this kernel for scatter_add_ and scatter_reduce (every reduce); a sum along dim 0 "
+        "written as index_add_(0, index, source) with a 1-d index is generated code; its C shim runs in aotcuda.load, "
+        "so allow_fallbacks=True ships it where no rewrite fits (amax, amin)"),
 }
 
 # The kernel Inductor calls for the seeds of the random numbers it generates for the program's random ops
@@ -239,13 +259,34 @@ def _match(op: str, node: torch.fx.Node) -> tuple[int, int]:
     return (int(exact), len(packet) if op.split("::")[-1].startswith(packet) else 0)
 
 
-def _producing_node(op: str, names: list[str], nodes: dict[str, torch.fx.Node]) -> torch.fx.Node | None:
-    """Of the source nodes a call came from, the one whose op the kernel is (else the last one)."""
+# Inductor's lowerings that call another op's kernel: on the CPU ``scatter_add`` (and ``scatter`` with a reduce)
+# falls back to ``scatter_reduce.two_out`` with reduce="sum"
+_KERNEL_OF = {"scatter_reduce": ("scatter_add", "scatter")}
+
+
+def _producing_nodes(op: str, names: list[str], nodes: dict[str, torch.fx.Node]) -> list[torch.fx.Node]:
+    """Of the source nodes a call came from, the one whose op the kernel is. Where none is, the list is another
+    kernel's: on the CPU a fallback call after a fused kernel has no node list of its own, so the last one before
+    it belonged to something else (a graph network's ``scatter_reduce`` was said to come from the ``addmm`` lines
+    before it); then every node of the program whose op the kernel is (or whose lowering calls it, ``_KERNEL_OF``),
+    else the listed last one."""
     known = [nodes[n] for n in names if n in nodes]
-    if not known:
-        return None
-    best = max(reversed(known), key=lambda node: _match(op, node))
-    return best if _match(op, best) != (0, 0) else known[-1]
+    if known:
+        best = max(reversed(known), key=lambda node: _match(op, node))
+        if _match(op, best) != (0, 0):
+            return [best]
+    scores = {node: _match(op, node) for node in nodes.values() if node.op == "call_function"}
+    best = max(scores.values(), default=(0, 0))
+    packet = op.split("::")[-1]
+    lowered = {name for kernel, names in _KERNEL_OF.items() if packet.startswith(kernel) for name in names}
+    matching = [node for node, score in scores.items()
+                if (score == best and best != (0, 0)) or _packet_name(node) in lowered]
+    return matching or known[-1:]
+
+
+def _packet_name(node: torch.fx.Node) -> str:
+    target = node.target
+    return target._schema.name.split("::")[-1] if isinstance(target, torch._ops.OpOverload) else ""
 
 
 def relative_source_line(node: torch.fx.Node | None) -> str:
@@ -342,12 +383,13 @@ def kernels_in(sources, ep=None) -> tuple[list[FallbackKernel], list[str]]:
             if op in SEED_KERNELS and ep is not None and random_nodes(ep):
                 _attribute_to_random_nodes(kernel, ep)  # a comment before it names another kernel's nodes
                 continue
-            node = _producing_node(op, source_nodes, nodes)
-            if node is not None and node.name not in kernel.nodes:
-                kernel.complex_valued = kernel.complex_valued or touches_complex(node)
-                kernel.nodes.append(node.name)
-                kernel.sources.append(relative_source_line(node))
-            elif ep is None and source_nodes and source_nodes[-1] not in kernel.nodes:
+            producing = _producing_nodes(op, source_nodes, nodes)
+            for node in producing:
+                if node.name not in kernel.nodes:
+                    kernel.complex_valued = kernel.complex_valued or touches_complex(node)
+                    kernel.nodes.append(node.name)
+                    kernel.sources.append(relative_source_line(node))
+            if not producing and ep is None and source_nodes and source_nodes[-1] not in kernel.nodes:
                 kernel.nodes.append(source_nodes[-1])
     for node in complex_value_nodes(ep) if ep is not None else ():
         if node.name not in mentioned:

@@ -22,7 +22,7 @@ Two tables say it all:
 
 Bounded whatever the input holds (``_bounded``): ``clamp`` to two constant bounds, ``remainder`` by a constant,
 ``argmax``/``argmin``/``argsort``, the indices of ``topk``, ``sort``, ``max(dim)``, ``kthvalue`` and the like (a MoE router's
-experts). The inputs reaching such an op are absorbed (``Flow.absorbed``): where its bound is within
+experts), ``nonzero`` (a detection head's kept boxes). The inputs reaching such an op are absorbed (``Flow.absorbed``): where its bound is within
 eager's range at the index, for every size the program takes, they need no check at all
 (``(mask.cumsum(-1) - 1).clamp(0, 31)`` into a 32-row table); where it is not, they are unchecked.
 
@@ -92,7 +92,8 @@ _SAME_VALUES = {aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, aten
                 aten.squeeze_copy, aten.permute_copy, aten.transpose_copy, aten.t_copy, aten.alias_copy,
                 aten.repeat, aten._to_copy, aten.to, aten.type_as, aten.movedim, aten.unflatten,
                 torch.ops.prims.convert_element_type, aten.flip, aten.roll, aten.msort, aten.tile,
-                aten.expand_as, aten.swapaxes, aten.swapdims, aten.rot90, aten.fliplr, aten.flipud}
+                aten.expand_as, aten.swapaxes, aten.swapdims, aten.rot90, aten.fliplr, aten.flipud, aten.numpy_T,
+                aten.mT}
 _SUBSET = {aten.slice, aten.select, aten.narrow, aten.slice_copy, aten.select_copy, aten.narrow_copy,
            aten.diagonal, aten.unfold, aten.index, aten.index_select, aten.gather, aten.amax, aten.amin,
            aten.take, aten.masked_select}
@@ -269,6 +270,12 @@ def _bounds_of(node: torch.fx.Node) -> tuple | None:
         dim = argument(node, 1, "dim", -1)
         size = size_of(args[0], dim) if isinstance(dim, int) else None
         return None if size is None else (sympy.Integer(0), size - 1)
+    if packet in (aten.nonzero, aten.argwhere):
+        # positions of the true elements: column j within [0, size j - 1] (a detection head's kept boxes)
+        sizes = [size_of(args[0], dim) for dim in range(args[0].meta["val"].dim())] if "val" in args[0].meta else []
+        if not sizes or any(size is None for size in sizes):
+            return None
+        return sympy.Integer(0), sympy.Max(*sizes) - 1
     if node.target is operator.getitem and args[1] == 1 and _packet(args[0]) in _INDICES_DIM:
         # the indices of topk, sort, max(dim), ...: positions along the source's dim (a MoE router's experts)
         source = args[0]
@@ -433,12 +440,34 @@ def _holds_tensors(node) -> bool:
                                                any(isinstance(v, torch.Tensor) for v in value))
 
 
+# ops that read only the shape, dtype or device of these operands, never their values: ``zeros_like(ids)`` holds
+# no value of ids, ``dst[:, None].expand_as(msg)`` (a graph network's scatter index) none of msg, whose float
+# values came from every input: counting them made each input "reach" the index, unchecked, a false warning
+_SHAPE_ONLY = {packet: positions for packets, positions in (
+    ((aten.expand_as, aten.view_as, aten.reshape_as, aten.type_as), (1,)),
+    ((aten.zeros_like, aten.ones_like, aten.full_like, aten.empty_like, aten.rand_like, aten.randn_like,
+      aten.randint_like, aten.new_zeros, aten.new_ones, aten.new_full, aten.new_empty, aten.new_empty_strided),
+     (0,))) for packet in packets}
+
+
+def _value_operands(node) -> list:
+    """The operands whose values may reach ``node``'s: all but those ``_SHAPE_ONLY`` names (one also passed in
+    another place, ``expand_as(i, i)``, stays)."""
+    skipped = _SHAPE_ONLY.get(_packet(node), ()) if node.op == "call_function" else ()
+    if not skipped:
+        return node.all_input_nodes
+    read: set = set()
+    torch.fx.node.map_arg(([arg for position, arg in enumerate(node.args) if position not in skipped],
+                           node.kwargs), read.add)
+    return [operand for operand in node.all_input_nodes if operand in read]
+
+
 def _unfollowed(node, flows: dict, unfollowed: dict, names: set[str]) -> dict:
     """{input: node where the flow stopped following it} for the inputs whose values reach ``node``."""
     followed = {flow.input for flow in flows.get(node, ())} | {name for flow in flows.get(node, ())
                                                                for name in flow.absorbed}
     lost = {}
-    for operand in node.all_input_nodes:
+    for operand in _value_operands(node):
         for name, where in unfollowed.get(operand, {}).items():
             lost.setdefault(name, where)
         for name in _reaching_from(operand, flows, names) - followed:
@@ -458,7 +487,7 @@ def _reaching_from(operand, flows: dict, names: set[str]) -> set[str]:
 
 def _reaching(node, flows: dict, unfollowed: dict, names: set[str]) -> set[str]:
     """Every input whose values reach ``node``'s operands, followed or not."""
-    return {name for operand in node.all_input_nodes
+    return {name for operand in _value_operands(node)
             for name in (*unfollowed.get(operand, {}), *_reaching_from(operand, flows, names))}
 
 

@@ -130,6 +130,7 @@ def check_example_tensors(model: torch.nn.Module, args: tuple, kwargs: dict) -> 
                             "(the model was built under torch.device('meta') or init_empty_weights and its weights "
                             "never loaded); load them first, e.g. model.to_empty(device='cpu') then "
                             "model.load_state_dict(weights), or model.load_state_dict(weights, assign=True)")
+    _refuse_packed_weights(model)
     for path, value in pytree.tree_flatten_with_path((args, kwargs))[0]:
         where = ("args" if path[0] == pytree.SequenceKey(0) else "kwargs") + pytree.keystr(path[1:])
         if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)):
@@ -150,6 +151,32 @@ def check_example_tensors(model: torch.nn.Module, args: tuple, kwargs: dict) -> 
             raise TypeError(f"example input {where} is a meta tensor (shape {tuple(value.shape)}, no values), which "
                             f"cannot be moved to the device lowered for; pass a tensor with values, e.g. "
                             f"torch.zeros({', '.join(map(str, value.shape))}, dtype={value.dtype})")
+
+
+def _refuse_packed_weights(model: torch.nn.Module) -> None:
+    """TypeError naming a module whose weights are a TorchScript object (``torch.ao.quantization.quantize_dynamic``'s
+    quantized Linear holds ``LinearPackedParamsBase``): torch.export ended in ``AttributeError:
+    __torch__.torch.classes.quantized.LinearPackedParamsBase ... does not have a field with name '__obj_flatten__'``,
+    which named neither the module nor a way out (the fourth new user, 2026-12-06)."""
+    for name, module in model.named_modules():
+        held = next((attribute for attribute, value in vars(module).items()
+                     if isinstance(value, torch.ScriptObject) and not _flattens(value)), None)
+        if held is None:
+            continue
+        kind = f"{type(module).__module__}.{type(module).__name__}"
+        raise TypeError(
+            f"the model's module {quoted(name or 'model')} ({kind}) holds its weights as a TorchScript object "
+            f"({quoted(held)}, packed by torch.ao.quantization), which torch.export cannot trace. Lower the float "
+            "model, or keep the quantized weights as tensors: an int8 weight buffer and its scales, the product "
+            "written as (x @ weight.to(x.dtype).T) * scale, which Inductor compiles (weight-only int8)")
+
+
+def _flattens(value: torch.ScriptObject) -> bool:
+    """Whether torch.export can trace a TorchScript object: its class defines ``__obj_flatten__``."""
+    try:
+        return bool(value._has_method("__obj_flatten__"))
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def model_kind_fix(model) -> str:

@@ -14,10 +14,13 @@ import inspect
 import math
 import re
 
+import sympy
 import torch
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import bound_sympy
 
+from aotcuda.errors import DynamicShapesError
+from aotcuda.lowering.float_sizes import integer_form
 from aotcuda.lowering.index_ranges import index_ranges, is_integer_node, merge_ranges, unchecked_inputs
 from aotcuda.package_format import SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
@@ -25,12 +28,33 @@ from aotcuda.runtime.keywords import leaf_names, output_leaf_names
 from aotcuda.runtime.pytree_types import recorded_types
 
 
+class _FloatSize(Exception):
+    """A size torch computes in floating point that no integer expression writes (``float_sizes``)."""
+
+    def __init__(self, expr, where: str = ""):
+        super().__init__(str(expr))
+        self.expr, self.where = expr, where
+
+
+def _float_size_error(error: _FloatSize, ep) -> DynamicShapesError:
+    names = dim_names(ep)
+    text = str(error.expr.xreplace({s: sympy.Symbol(names.get(str(s), str(s))) for s in error.expr.free_symbols}))
+    return DynamicShapesError(
+        f"the size {text} of {error.where} is computed in floating point from dynamic input sizes (as "
+        "F.interpolate(scale_factor=...) computes its output size), with a factor that is not a binary fraction, so "
+        "no integer expression gives eager's size for every input size, and the package's signature holds integer "
+        "expressions only. Give that op integer sizes (F.interpolate(x, size=(h // 2, w // 2)) from x.shape), a "
+        "scale factor that is a binary fraction (0.5, 0.25, 1.5, 2.0), or keep the dims it reads static")
+
+
 def _dim_spec(size, range_constraints) -> int | dict:
     if isinstance(size, int):
         return size
-    expr = size.node.expr
+    expr = integer_form(size.node.expr)  # F.interpolate(scale_factor=0.5): TruncToInt(0.5*ToFloat(s)) is s // 2
     if expr.is_number:
         return int(expr)
+    if not _readable(str(expr)):
+        raise _FloatSize(expr)
     bounds = bound_sympy(expr, range_constraints)
     lower = _finite_bound(bounds.lower)
     return {"expr": str(expr), "min": 0 if lower is None else max(lower, 0), "max": _finite_bound(bounds.upper)}
@@ -122,6 +146,14 @@ def tensor_sizes(ep) -> list[str]:
 
 
 def _tensor_spec(name: str, value, range_constraints, complex_dtype=None) -> dict:
+    try:
+        return _tensor_spec_of(name, value, range_constraints, complex_dtype)
+    except _FloatSize as error:
+        error.where = error.where or repr(name)
+        raise
+
+
+def _tensor_spec_of(name: str, value, range_constraints, complex_dtype=None) -> dict:
     return {
         "name": name,
         "dtype": str(value.dtype).removeprefix("torch."),
@@ -207,6 +239,13 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
             "forward_parameters" (``forward_parameters``), which the runtime compares a call's left-out and
             extra arguments with. None: not recorded (the runtime then treats the package as an older one).
     """
+    try:
+        return _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module)
+    except _FloatSize as error:
+        raise _float_size_error(error, ep) from None
+
+
+def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module) -> dict:
     sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     mutated = mutated_user_inputs(ep)

@@ -175,3 +175,43 @@ def test_the_bluestein_warning_names_the_users_dim_and_is_said_once():
         before_compile(RoundTrip(), (torch.randn(2, 256),), dynamic_shapes=({1: Dim("n", min=16, max=1024)},))
     said = [str(w.message) for w in caught if "an FFT of dynamic length" in str(w.message)]
     assert len(said) == 1 and "(n, at most 1024)" in said[0], said
+
+
+class SpectralConv2d(torch.nn.Module):
+    """A Fourier neural operator's layer (fourth new user, 2026-12-06): the low modes of rfft2 over dynamic H and W
+    times complex weights, written into a zero spectrum, and irfft2 back."""
+
+    def __init__(self, channels=2, modes=3):
+        super().__init__()
+        self.modes = modes
+        self.w1 = torch.nn.Parameter(torch.randn(channels, channels, modes, modes, dtype=torch.cfloat) / 4)
+        self.w2 = torch.nn.Parameter(torch.randn(channels, channels, modes, modes, dtype=torch.cfloat) / 4)
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        m = self.modes
+        xf = torch.fft.rfft2(x)
+        out = torch.zeros(b, c, h, w // 2 + 1, dtype=torch.cfloat)
+        out[:, :, :m, :m] = torch.einsum("bixy,ioxy->boxy", xf[:, :, :m, :m], self.w1)
+        out[:, :, -m:, :m] = torch.einsum("bixy,ioxy->boxy", xf[:, :, -m:, :m], self.w2)
+        return torch.fft.irfft2(out, s=(h, w))
+
+
+def test_a_fourier_neural_operator_over_dynamic_height_and_width_has_only_binary_products():
+    """Its rewritten program held ``operator.mul(32, sym_max_6, sym_sum)`` (make_fx rebuilds a size from sympy with
+    one operator.mul for all of a product's factors), and lowering ended in Inductor's re-trace with ``TypeError: mul
+    expected 2 arguments, got 3``; the program's own module() failed the same way. Now each product is binary
+    (``symbols.binary_arithmetic``), and the program matches eager at other sizes."""
+    import operator
+
+    torch.manual_seed(0)
+    module = SpectralConv2d()
+    dims = {0: Dim("b", min=1, max=4), 2: Dim("h", min=8, max=32), 3: Dim("w", min=8, max=32)}
+    ep = torch.export.export(module, (torch.randn(2, 2, 16, 16),), dynamic_shapes=(dims,)).run_decompositions()
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    nary = [n.name for m in new.graph_module.modules() if isinstance(m, torch.fx.GraphModule)
+            for n in m.graph.nodes if n.op == "call_function" and n.target is operator.mul and len(n.args) > 2]
+    assert nary == []
+    for shape in ((3, 2, 20, 12), (1, 2, 32, 9)):
+        x = torch.randn(shape)
+        assert_relative(new.module()(x), module(x), 1e-5, f"shape={shape}")

@@ -22,6 +22,7 @@ from torch.export.graph_signature import (
 )
 
 from aotcuda.passes.complex_to_real.boundary import STATE_KINDS, boundary_of, record_boundary
+from aotcuda.passes.complex_to_real.symbols import binary_arithmetic
 from aotcuda.passes.complex_to_real.torch_internals import ConstantAttrMap, lift_constants_pass
 
 
@@ -103,6 +104,7 @@ def rebuild_program(ep: torch.export.ExportedProgram, gm: torch.fx.GraphModule,
     """The ExportedProgram of the traced graph `gm`, with `ep`'s signature, state and metadata carried over;
     complex state named in `devices` moves to that device (see placement.py)."""
     _carry_placeholders(gm, list(ep.graph.find_nodes(op="placeholder")))
+    binary_arithmetic(gm)  # make_fx's n-ary operator.mul, which Inductor's re-trace refuses
     gm.graph.eliminate_dead_code()
     signature = _updated_signature(ep, gm)
     state_dict, constants = _convert_state(ep, complex_placeholders, devices or {})

@@ -19,6 +19,7 @@ Torch internals used, on 2.11 to 2.13 (imported from torch_internals.py): the tr
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 from torch.utils import _pytree as pytree
@@ -98,3 +99,35 @@ def track_symbols(value, tracer) -> None:
             continue
         if isinstance(computed, _SYM_TYPES):
             set_proxy_slot(symbol, tracer, get_proxy_slot(computed, tracer))
+
+
+# operator.* functions that take two operands, which make_fx writes with as many as sympy's n-ary node has
+_BINARY = (operator.mul, operator.add, operator.and_, operator.or_)
+
+
+def binary_arithmetic(gm: torch.fx.GraphModule) -> None:
+    """Rewrite each n-ary ``operator.mul`` (``add``, ``and_``, ``or_``) node of ``gm`` and its subgraphs as a chain of
+    binary ones. Why: a size that ``track_symbols`` leaves to make_fx is rebuilt from its sympy expression with
+    ``operator.mul`` for ``sympy.Mul`` (torch 2.13, ``proxy_tensor._sympy_handlers``), whatever its number of
+    factors: a Fourier neural operator's ``torch.zeros(B, C, H, W // 2 + 1)`` over dynamic H and W traced
+    ``operator.mul(32, sym_max_6, sym_sum)``, and Inductor's re-trace failed with ``TypeError: mul expected 2
+    arguments, got 3``."""
+    for module in gm.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in list(module.graph.nodes):
+            if node.op != "call_function" or node.target not in _BINARY or len(node.args) <= 2 or node.kwargs:
+                continue
+            with module.graph.inserting_before(node):
+                acc, value = node.args[0], _value_of(node.args[0])
+                for operand in node.args[1:-1]:
+                    known = value is not None and _value_of(operand) is not None
+                    value = node.target(value, _value_of(operand)) if known else None
+                    acc = module.graph.call_function(node.target, (acc, operand))
+                    acc.meta.update({**node.meta, "val": value})
+            node.args = (acc, node.args[-1])
+        module.recompile()
+
+
+def _value_of(arg):
+    return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
