@@ -39,7 +39,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 
-from aotcuda.kernels import fft_bluestein, fft_plan, fft_rows  # noqa: E402
+from aotcuda.kernels import fft_bluestein, fft_bluestein_parts, fft_plan, fft_rows  # noqa: E402
 from aotcuda.kernels.fft_plan import default_launch  # noqa: E402
 
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
@@ -62,15 +62,22 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
     if not bluestein:
         constants["INVERSE"] = fft_rows.direction(kind, False)
     else:
-        constants["HALVES"] = plan.halves
-    signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": f"*{dtype}", "Window": "*fp32", "Weight": "*fp32",
+        constants["PARTS"] = plan.parts
+    parted = bluestein and (plan.parts > 2 or plan.folds > 1)  # fft_bluestein_parts's kernels (float32 out)
+    if parted:
+        constants["FOLDS"] = plan.folds
+    signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": "*fp32" if parted else f"*{dtype}", "Window": "*fp32", "Weight": "*fp32",
                  "rows": "i64", "in_len": "i32",
                  "out_len": "i32", "scale": "fp32", **{name: "i64" for name in INTEGERS},
                  **{name: "constexpr" for name in constants}}
     function = fft_bluestein._bluestein_kernel if bluestein else fft_rows._fft_rows_kernel
-    if fft_rows.pairs_rows(plan, kind, n, n // 2 + 1 if kind == "r2c" else n,
-                           {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]):
+    out_dtype = torch.float32 if parted else {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    paired = fft_rows.pairs_rows(plan, kind, n, n // 2 + 1 if kind == "r2c" else n, out_dtype)
+    if paired:
         function = fft_bluestein._bluestein_pairs_kernel  # a pair of real rows a complex transform
+    if parted:
+        function = (fft_bluestein_parts._bluestein_pairs_parts_kernel if paired
+                    else fft_bluestein_parts._bluestein_parts_kernel)
     source = triton.compiler.ASTSource(fn=function, signature=signature, constexprs=constants)
     kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:

@@ -8,7 +8,7 @@ plan fft_plan.bluestein), against torch.fft in float64 on fresh random rows.
 - In Triton's interpreter (a subprocess): every case of test_fft_rows_kernel.check (c2c forward and inverse,
   r2c, c2r from fewer and more bins, a scale, a middle and a first dim, a planar pair, padded and cropped) at
   LENGTHS in float32, bfloat16 in and out at 67, stft's window and overlapping frames; n in 2049…4096 (m past
-  4096: two halves of m/2, fft_plan.Bluestein.halves) on one or two rows a case (_halves_cases: every kind,
+  4096: two halves of m/2, fft_plan.Bluestein.parts) on one or two rows a case (_halves_cases: every kind,
   a window, a strided middle dim, float32 to 1e-6 and float16 and bfloat16, whose first half the kernel
   holds in registers where float32's is stored and read back), and check()'s cases at 4093 in float32.
 - kind conv (a constant spectral filter as one convolution, fft_plan.filter_values), in the interpreter at 67, 1009
@@ -50,7 +50,9 @@ def test_lengths_with_a_prime_factor_above_61_up_to_4096_have_a_bluestein_plan()
         assert fft_rows.supports(torch.zeros(2, n, 2), 1, n, "c2c") and fft_rows.supports(torch.zeros(n), 0, n, "r2c")
     for n in (64, 1000, 4096):  # a tiling: no Bluestein
         assert fft_plan.bluestein(n) is None and fft_plan.kernel_plan(n) == fft_plan.tiling(n)
-    for n in (4097, 4099, 5003, 2 * 4099, 0):  # n > 4096: m's tile past 8192 (the GEMM form's), out of range
+    for n in (4097, 4099, 5003):  # past 4096: in parts of h ≤ 4096 (test_fft_rows_bluestein_parts.py)
+        assert fft_plan.bluestein(n).parts > 2 and fft_plan.covers(n), n
+    for n in (4100, 2 * 4099, 0):  # smooth past 4096 (the GEMM form's), past 8192, out of range
         assert fft_plan.bluestein(n) is None and not fft_plan.covers(n), n
     assert fft_plan.bluestein(1) is None and fft_plan.covers(1)  # a tiling of its own
     assert all(fft_plan.covers(n) for n in range(1, 4097))
@@ -62,11 +64,11 @@ def test_lengths_past_2048_run_as_two_halves_of_at_most_4096_and_the_switch_take
     assert fft_plan.BLUESTEIN_TILE == 2 * fft_plan.TILE and fft_plan.BLUESTEIN_HALVES
     for n in (2049, 2053, 2 * 1031, 3001, 17 * 17 * 13, 4093, 4094, 4095):
         plan = fft_plan.bluestein(n)
-        assert plan.halves == 2 and plan.tiling.n >= n and plan.m == 2 * plan.tiling.n, n
+        assert plan.parts == 2 and plan.tiling.n >= n and plan.m == 2 * plan.tiling.n, n
         assert plan.tile <= fft_plan.TILE < plan.m and fft_plan.covers(n), n
         assert plan.cost() == 4 * plan.tiling.cost()
     for n in range(2, 2049):  # m ≤ 4096: one tile, as before
-        assert fft_plan.bluestein(n) is None or fft_plan.bluestein(n).halves == 1, n
+        assert fft_plan.bluestein(n) is None or fft_plan.bluestein(n).parts == 1, n
     launch = fft_plan.default_launch(4093, 1 << 20)
     assert (launch.rows, launch.warps, launch.problem()) == (1, 8, None)
     before = fft_plan.BLUESTEIN_TILE, fft_plan.BLUESTEIN_HALVES
@@ -77,7 +79,7 @@ def test_lengths_past_2048_run_as_two_halves_of_at_most_4096_and_the_switch_take
         assert fft_plan.bluestein(2039).describe() == "Bluestein m=4096 (32·32·4b)"
         fft_plan.set_bluestein_tile(2 * fft_plan.TILE, halves=False)  # one tile of m ≤ 8192, one row of 8 warps
         one = fft_plan.bluestein(4093)
-        assert one.describe() == "Bluestein m=8192 (32·16·16)" and one.halves == 1 and one.tile > fft_plan.TILE
+        assert one.describe() == "Bluestein m=8192 (32·16·16)" and one.parts == 1 and one.tile > fft_plan.TILE
         assert fft_plan.default_launch(4093, 1 << 20).problem() is None
         assert fft_plan.bluestein(2039).describe() == "Bluestein m=4096 (32·32·4b)"
     finally:
@@ -87,7 +89,7 @@ def test_lengths_past_2048_run_as_two_halves_of_at_most_4096_and_the_switch_take
         fft_plan.set_bluestein_tile(16384)
     short = fft_plan.Bluestein(3001, fft_plan.tiling(3000), 2)  # h < n: x·c would wrap into the other half
     assert "m = 6000 must be at least 2n − 1 = 6001" in fft_plan.Launch(short, 1, 8).problem()
-    assert "halves = 3 must be 1 or 2" in fft_plan.Launch(fft_plan.Bluestein(2049, fft_plan.tiling(4096), 3), 1, 8).problem()
+    assert "parts = 5 must be 1 to 4" in fft_plan.Launch(fft_plan.Bluestein(2049, fft_plan.tiling(4096), 5), 1, 8).problem()
 
 
 def test_the_default_launches_and_a_launch_that_cannot_run():
@@ -101,8 +103,8 @@ def test_the_default_launches_and_a_launch_that_cannot_run():
         assert every[0] == launch and len(every) == len(set(every)) > 2, n
         for other in every:
             plan = other.tiling
-            assert isinstance(plan, fft_plan.Bluestein) and (plan.n, plan.m, plan.halves) == (n, launch.tiling.m,
-                                                                                            launch.tiling.halves)
+            assert isinstance(plan, fft_plan.Bluestein) and (plan.n, plan.m, plan.parts) == (n, launch.tiling.m,
+                                                                                            launch.tiling.parts)
             assert other.rows == launch.rows and other.warps in (4, 8) and other.problem() is None
             assert plan.tiling.cost() <= 2 * launch.tiling.tiling.cost()
         assert {c.warps for c in every if c.tiling == launch.tiling} == {4, 8}
@@ -118,7 +120,7 @@ def test_the_tables_run_as_the_kernel_runs_them_rebuild_the_dft_in_float64(n, in
     position (k1, k2, k3)), times the half's spectrum block, the forward DFT again on the conjugate (the
     transposed stages compute the same DFT), conjugated, times the chirp out; the halves summed."""
     plan = fft_plan.bluestein(n)
-    t, values, halves = plan.tiling, fft_plan.table_values(plan, inverse), plan.halves
+    t, values, halves = plan.tiling, fft_plan.table_values(plan, inverse), plan.parts
     assert values.numel() == plan.table_numel()
     base = t.table_numel()
     chirps = values[base: base + halves * 4 * n].reshape(halves, 2, 2, n)  # [half, in/out, re/im, n]
@@ -303,9 +305,11 @@ def test_real_rows_run_in_pairs_and_each_keeps_its_own_accuracy_in_tritons_inter
 
 
 def _within_halves_tolerance(lines: list[str]) -> None:
-    """Each line's last word, a relative error, below HALVES_TOLERANCE of its dtype (bfloat16 where it says so)."""
+    """Each line's last word, a relative error, below HALVES_TOLERANCE of its dtype (bfloat16 or float16 where it says
+    so, else float32)."""
     for line in lines:
-        dtype = torch.bfloat16 if "bfloat16" in line else torch.float32
+        dtype = next((d for name, d in [("bfloat16", torch.bfloat16), ("float16", torch.float16)] if name in line),
+                     torch.float32)
         assert float(line.split()[-1]) < HALVES_TOLERANCE[dtype], line
 
 

@@ -172,7 +172,8 @@ def test_tilings_cover_the_lengths_with_small_prime_factors_and_prefer_narrow_ta
     for n in (67, 4093, 4097, 2 * 67, 17 * 17 * 13, 0):  # a prime factor above 61, too long, too wide a tile
         assert fft_plan.tiling(n) is None, n
     assert fft_rows.supports(torch.zeros(4, 67, 2), 1, 67, "c2c")  # no tiling: Bluestein (test_fft_rows_bluestein.py)
-    assert not fft_rows.supports(torch.zeros(4, 4099, 2), 1, 4099, "c2c")  # a prime above 4096: neither
+    assert fft_rows.supports(torch.zeros(4, 4099, 2), 1, 4099, "c2c")  # a prime above 4096: Bluestein in parts
+    assert not fft_rows.supports(torch.zeros(4, 8209, 2), 1, 8209, "c2c")  # a prime above 8192: neither
     assert not fft_rows.supports(torch.zeros(4, 64, 2, dtype=torch.float64), 1, 64, "c2c")
     assert not fft_rows.supports(torch.zeros(1, 1, 1, 1, 1, 64, 2), 5, 64, "c2c")  # five batch dims
     assert fft_rows.supports(torch.zeros(1, 1, 1, 1, 64, 2), 4, 64, "c2c")
@@ -261,7 +262,7 @@ def test_a_bad_call_is_refused_with_what_it_takes():
     with pytest.raises(ValueError, match="kind must be one of"):
         torch.ops.aotcuda.fft_rows(torch.randn(2, 8, 2), None, 1, 8, 8, "dct", False, 1.0)
     with pytest.raises(ValueError, match="cannot transform"):
-        torch.ops.aotcuda.fft_rows(torch.randn(2, 4099, 2), None, 1, 4099, 4099, "c2c", False, 1.0)
+        torch.ops.aotcuda.fft_rows(torch.randn(2, 8209, 2), None, 1, 8209, 8209, "c2c", False, 1.0)
     with pytest.raises(ValueError, match="out_len"):
         torch.ops.aotcuda.fft_rows(torch.randn(2, 8, 2), None, 1, 8, 9, "c2c", False, 1.0)
 

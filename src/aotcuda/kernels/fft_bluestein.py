@@ -22,7 +22,7 @@ forward's output layout and writes its input layout: no permutation of the whole
 same tables, the same paddings, a butterfly last stage the transposed pass's first.
 
 An m past TILE (n in 2049…4096: m up to 8192) is not one tile (one row of 8192 values a program spilled
-registers): fft_plan.Bluestein.halves = 2 runs it as two convolutions of h = m/2 ≥ n (decimation in
+registers): fft_plan.Bluestein.parts = 2 runs it as two convolutions of h = m/2 ≥ n (decimation in
 frequency). x·c is zero past n ≤ h, so with ω_m = exp(−2πi/m) (the convolution's forward sign)
 
     DFT_m(x·c)[2k] = DFT_h(x·c)[k],   DFT_m(x·c)[2k + 1] = DFT_h(x·c·ω_m^t)[k],
@@ -112,18 +112,20 @@ if HAVE_TRITON:
         return tl.reshape(yr, (R, P2, P3, P1)), tl.reshape(yi, (R, P2, P3, P1))
 
     @triton.jit
-    def _convolve(xr, xi, Tables, x_row, t, inside, IN: tl.constexpr, OUT: tl.constexpr, SPECTRUM: tl.constexpr,
-                  N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
-                  P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr, PRECISION: tl.constexpr):
-        """One convolution on the tiling (A, B, C) padded (P1, P2, P3) of the loaded points (xr, xi) at t
-        (`inside`: a row's): times the chirp in at Tables + IN, the forward stages, times the spectrum at
-        SPECTRUM (conjugated), the transposed stages, conjugated, times the chirp out at OUT: [R, P2, P3, P1]
-        at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3 (zero where not `inside`)."""
-        TILE: tl.constexpr = P1 * P2 * P3
+    def _chirp_in(xr, xi, Tables, x_row, t, inside, IN, N: tl.constexpr):
+        """The loaded points (xr, xi) at t times the chirp in at Tables + IN (zero where not `inside`)."""
         # Tables read in the tile's own shape (0 · x_row): a broadcast row spills registers on sm_90.
         cr = tl.load(Tables + IN + (t + 0 * x_row), mask=inside, other=0.0)
         ci = tl.load(Tables + IN + N + (t + 0 * x_row), mask=inside, other=0.0)
-        xr, xi = _twiddled(xr, xi, cr, ci)
+        return _twiddled(xr, xi, cr, ci)
+
+    @triton.jit
+    def _cyclic(xr, xi, Tables, x_row, SPECTRUM, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr, PRECISION: tl.constexpr):
+        """The cyclic convolution of the chirped points [R, P2, P3, P1] at (r, t2, t3, t1) with the kernel whose
+        spectrum is at Tables + SPECTRUM: the forward stages, times the spectrum (conjugated), the transposed
+        stages; the convolution is (xr, −xi), at (r, t2, t3, t1) again."""
+        TILE: tl.constexpr = P1 * P2 * P3
         xr, xi = _forward_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, False, False, False, PRECISION)
         # (r, k1, k2, k3): times the kernel's spectrum (1/m in it), conjugated for the inverse.
         at = (tl.arange(0, P1)[None, :, None, None] * (P2 * P3) + tl.arange(0, P2)[None, None, :, None] * P3
@@ -131,11 +133,27 @@ if HAVE_TRITON:
         br = tl.load(Tables + SPECTRUM + at)
         bi = tl.load(Tables + SPECTRUM + TILE + at)
         xr, xi = xr * br - xi * bi, -(xr * bi + xi * br)
-        xr, xi = _transposed_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, PRECISION)
-        # (r, t2, t3, t1): the convolution is (xr, −xi); times the chirp out (read here: fewer registers held).
+        return _transposed_stages(xr, xi, Tables, R, A, B, C, P1, P2, P3, PRECISION)
+
+    @triton.jit
+    def _chirp_out(xr, xi, Tables, x_row, t, inside, OUT, N: tl.constexpr):
+        """_cyclic's output (the convolution (xr, −xi)) at t times the chirp out at Tables + OUT."""
         cr = tl.load(Tables + OUT + (t + 0 * x_row), mask=inside, other=0.0)
         ci = tl.load(Tables + OUT + N + (t + 0 * x_row), mask=inside, other=0.0)
         return cr * xr + ci * xi, ci * xr - cr * xi
+
+    @triton.jit
+    def _convolve(xr, xi, Tables, x_row, t, inside, IN: tl.constexpr, OUT: tl.constexpr, SPECTRUM: tl.constexpr,
+                  N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr, P1: tl.constexpr,
+                  P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr, PRECISION: tl.constexpr):
+        """One convolution on the tiling (A, B, C) padded (P1, P2, P3) of the loaded points (xr, xi) at t
+        (`inside`: a row's): times the chirp in at Tables + IN, the forward stages, times the spectrum at
+        SPECTRUM (conjugated), the transposed stages, conjugated, times the chirp out at OUT: [R, P2, P3, P1]
+        at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3 (zero where not `inside`)."""
+        xr, xi = _chirp_in(xr, xi, Tables, x_row, t, inside, IN, N)
+        xr, xi = _cyclic(xr, xi, Tables, x_row, SPECTRUM, A, B, C, P1, P2, P3, R, PRECISION)
+        # The chirp out read here, after the stages: fewer registers held through them.
+        return _chirp_out(xr, xi, Tables, x_row, t, inside, OUT, N)
 
     @triton.jit
     def _unseen_zero(rows):
@@ -175,19 +193,19 @@ if HAVE_TRITON:
                           N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                           P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
                           KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
-                          WEIGHT: tl.constexpr, SCALED: tl.constexpr, HALVES: tl.constexpr):
-        # fft_rows's arguments; N the transform's length, (A, B, C) padded (P1, P2, P3) the tiling of m / HALVES.
+                          WEIGHT: tl.constexpr, SCALED: tl.constexpr, PARTS: tl.constexpr):
+        # fft_rows's arguments; N the transform's length, (A, B, C) padded (P1, P2, P3) the tiling of m / PARTS.
         x_row, o_row, v_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3,
                                                    os0, os1, os2, os3, vs0, vs1, vs2, vs3)
         CHIRP: tl.constexpr = 2 * (P1 * P1 + P2 * P2 + P3 * P3 + P2 * P1 + P3 * P1 + P3 * P2)
-        SPECTRUM: tl.constexpr = CHIRP + HALVES * 4 * N  # after each half's chirps in and out
+        SPECTRUM: tl.constexpr = CHIRP + PARTS * 4 * N  # after each half's chirps in and out
         TILE: tl.constexpr = P1 * P2 * P3
         # The tile [R, P2, P3, P1] at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3: the points t < N of a row.
         t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
         yr, yi = _half(X, Window, Weight, Tables, x_row, v_row, t, in_tile & (t < N), in_len, xs_t, xs_p, ws,
                        vs_t, vs_p, scale, CHIRP, CHIRP + 2 * N, SPECTRUM, N, A, B, C, P1, P2, P3, R, KIND,
                        PRECISION, WINDOW, WEIGHT, SCALED)
-        if HALVES == 2:  # the odd bins' half, added to the even ones' (fft_plan.Bluestein)
+        if PARTS == 2:  # the odd bins' half, added to the even ones' (fft_plan.Bluestein)
             # float32 out: the first half stored and read back, nothing of it held through the second (sm_90,
             # 4093 c2c: 144 bytes spilled a thread against 408 held in registers; fft_kernel_resources.py).
             # float16 or bfloat16 out, whose rounding would be taken twice: held in float32 registers.
@@ -216,25 +234,44 @@ if HAVE_TRITON:
         _store_rows(Out, o_row, t, in_tile & (t < out_len), yr, yi, os_t, os_p, KIND)
 
     @triton.jit
-    def _normalized(xr, xi):
-        """Rows (xr, xi) [R, P2, P3, P1] times a power of two that brings each row's largest part below 1 (its
-        exponent clamped to ±125, so that the factor and its inverse are normal floats: exact products), and
-        [R, 1, 1, 1] the inverse factor that undoes it after the (linear) transform: NaN for a row holding a NaN
-        or an infinity, whose points are zeroed here so that they reach no other row of the pair. A NaN or an
-        infinity is told by its exponent bits (all ones), in integers: no float comparison that a compiler may
-        assume finite."""
+    def _extent(xr, xi):
+        """Of rows (xr, xi) [R, P2, P3, P1]: whether each holds a NaN or an infinity (an int32 above 0) and its
+        largest finite part, [R, 1, 1, 1] each. A NaN or an infinity is told by its exponent bits (all ones), in
+        integers: no float comparison that a compiler may assume finite."""
         exponent_r = (tl.cast(xr, tl.int32, bitcast=True) >> 23) & 255
         exponent_i = (tl.cast(xi, tl.int32, bitcast=True) >> 23) & 255
         bad = tl.maximum(exponent_r, exponent_i) == 255
-        row_bad = tl.max(tl.max(tl.max(bad.to(tl.int32), axis=3), axis=2), axis=1)[:, None, None, None] > 0
+        row_bad = tl.max(tl.max(tl.max(bad.to(tl.int32), axis=3), axis=2), axis=1)[:, None, None, None]
         big = tl.where(bad, 0.0, tl.maximum(tl.abs(xr), tl.abs(xi)))
         most = tl.max(tl.max(tl.max(big, axis=3), axis=2), axis=1)[:, None, None, None]
+        return row_bad, most
+
+    @triton.jit
+    def _scaling(row_bad, most):
+        """_extent's rows' power of two that brings each row's largest part below 1 (its exponent clamped to
+        ±125, so that the factor and its inverse are normal floats: exact products), and the inverse factor that
+        undoes it after the (linear) transform: NaN for a row holding a NaN or an infinity."""
         # most < 2**(e + 1) for its float exponent e = bits[30:23] − 127 (0 and subnormals clamped).
         e = ((tl.cast(most, tl.int32, bitcast=True) >> 23) & 255) - 126
         e = tl.minimum(tl.maximum(e, -125), 125)
         shrink = tl.cast((127 - e) << 23, tl.float32, bitcast=True)
-        undo = tl.where(row_bad, float("nan"), tl.cast((127 + e) << 23, tl.float32, bitcast=True))
-        return tl.where(row_bad, 0.0, xr * shrink), tl.where(row_bad, 0.0, xi * shrink), undo
+        undo = tl.where(row_bad > 0, float("nan"), tl.cast((127 + e) << 23, tl.float32, bitcast=True))
+        return shrink, undo
+
+    @triton.jit
+    def _shrunk(xr, xi, row_bad, shrink):
+        """Rows (xr, xi) times their _scaling factor, a row holding a NaN or an infinity zeroed, so that its
+        points reach no other row of its pair."""
+        return tl.where(row_bad > 0, 0.0, xr * shrink), tl.where(row_bad > 0, 0.0, xi * shrink)
+
+    @triton.jit
+    def _normalized(xr, xi):
+        """Rows (xr, xi) [R, P2, P3, P1] normalized (_extent, _scaling, _shrunk), and [R, 1, 1, 1] the inverse
+        factor that undoes it after the transform (NaN for a row holding a NaN or an infinity)."""
+        row_bad, most = _extent(xr, xi)
+        shrink, undo = _scaling(row_bad, most)
+        xr, xi = _shrunk(xr, xi, row_bad, shrink)
+        return xr, xi, undo
 
     @triton.jit
     def _pair_half(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b, in_len, xs_t, xs_p, ws, vs_t, vs_p,
@@ -290,32 +327,54 @@ if HAVE_TRITON:
                 tl.load(at_i + (0 if KIND >= 2 else os_p), mask=ok_i, other=0.0))
 
     @triton.jit
-    def _separate(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, undo_a, undo_b, os_t, os_p, N: tl.constexpr):
-        """r2c's two rows from Z = DFT(a + i·b) kept at _pair_places: A[k] = (Z[k] + conj(Z[N − k])) / 2 and
-        B[k] = (Z[k] − conj(Z[N − k])) / 2i (a and b real), bins k < out_len, times each row's undo, stored as
-        the rows' pairs over the places Z was read from. A place is read only for its own bin (Z[N − k] is row
-        b's k, or row a's k itself at k = 0 and N / 2) and written with values computed from what was read there,
-        so no write overtakes a read, whichever threads hold them.
-        A row a without its b (the last of an odd count) has Z = A: conj(Z[N − k]) is Z[k]."""
+    def _separation_reads(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, os_t, os_p, N: tl.constexpr):
+        """For r2c's bins k = t < out_len of a pair: Z[k] and conj(Z[N − k])'s parts as kept at _pair_places
+        (Z[N − k] is row a's bin N − k where that is below out_len, else row b's place of bin k; a row a without
+        its b, the last of an odd count, has Z = A: conj(Z[N − k]) is Z[k]), and which bins are kept."""
         kept = in_a & (t < out_len)
         at_a = Out + o_a + t.to(tl.int64) * os_t
-        at_b = Out + o_b + t.to(tl.int64) * os_t
         zr = tl.load(at_a, mask=kept, other=0.0)
         zi = tl.load(at_a + os_p, mask=kept, other=0.0)
         j = tl.where(t == 0, 0, N - t)
         mirror_in_a = j < out_len
-        at_m = tl.where(mirror_in_a, Out + o_a + j.to(tl.int64) * os_t, at_b)
+        at_m = tl.where(mirror_in_a, Out + o_a + j.to(tl.int64) * os_t, Out + o_b + t.to(tl.int64) * os_t)
         mirror_kept = kept & (mirror_in_a | in_b)
         mr = tl.load(at_m, mask=mirror_kept, other=0.0)
         mi = tl.load(at_m + os_p, mask=mirror_kept, other=0.0)
-        mr = tl.where(ok_b, mr, zr)
-        mi = tl.where(ok_b, mi, -zi)
+        return zr, zi, tl.where(ok_b, mr, zr), tl.where(ok_b, mi, -zi), kept
+
+    @triton.jit
+    def _separation_writes(Out, o_a, o_b, t, in_b, kept, zr, zi, mr, mi, undo_a, undo_b, os_t, os_p):
+        """r2c's two rows from _separation_reads's values: A[k] = (Z[k] + conj(Z[N − k])) / 2 and
+        B[k] = (Z[k] − conj(Z[N − k])) / 2i (a and b real), times each row's undo, stored as the rows' pairs."""
+        at_a = Out + o_a + t.to(tl.int64) * os_t
+        at_b = Out + o_b + t.to(tl.int64) * os_t
         half_a = 0.5 * undo_a
         half_b = 0.5 * undo_b
         tl.store(at_a, (zr + mr) * half_a, mask=kept)
         tl.store(at_a + os_p, (zi - mi) * half_a, mask=kept)
         tl.store(at_b, (zi + mi) * half_b, mask=kept & in_b)
         tl.store(at_b + os_p, (mr - zr) * half_b, mask=kept & in_b)
+
+    @triton.jit
+    def _separate(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, undo_a, undo_b, os_t, os_p, N: tl.constexpr,
+                  H: tl.constexpr, FOLDS: tl.constexpr):
+        """r2c's two rows from Z = DFT(a + i·b) kept at _pair_places, bins k < out_len (points t and, with two
+        folds, t + H of the tile): every place read (_separation_reads), a barrier, then every bin written
+        (_separation_writes). A bin's places are read by the thread of that bin and by the thread of its mirror
+        N − k, and written by the first: without the barrier, one warp's write could land before another warp's
+        read of the same place."""
+        zr, zi, mr, mi, kept = _separation_reads(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, os_t, os_p, N)
+        if FOLDS == 2:
+            t1 = t + H
+            in_a1 = in_a & (t1 < N)
+            in_b1 = in_a1 & ok_b
+            zr1, zi1, mr1, mi1, kept1 = _separation_reads(Out, o_a, o_b, ok_b, t1, in_a1, in_b1, out_len, os_t,
+                                                          os_p, N)
+        tl.debug_barrier()
+        _separation_writes(Out, o_a, o_b, t, in_b, kept, zr, zi, mr, mi, undo_a, undo_b, os_t, os_p)
+        if FOLDS == 2:
+            _separation_writes(Out, o_a, o_b, t1, in_b1, kept1, zr1, zi1, mr1, mi1, undo_a, undo_b, os_t, os_p)
 
     @triton.jit
     def _pair_offsets(R: tl.constexpr, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3,
@@ -351,7 +410,7 @@ if HAVE_TRITON:
                                 N: tl.constexpr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
                                 P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr, R: tl.constexpr,
                                 KIND: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr,
-                                WEIGHT: tl.constexpr, SCALED: tl.constexpr, HALVES: tl.constexpr):
+                                WEIGHT: tl.constexpr, SCALED: tl.constexpr, PARTS: tl.constexpr):
         # _bluestein_kernel's arguments, for r2c (KIND 1, float32 out, out_len = N // 2 + 1), c2r (KIND 2) and
         # conv (KIND 3): R pairs of rows a program, each pair one complex convolution (_pair_half). r2c's result is
         # separated into its two rows through Out (_keep_pair, a barrier, _separate); c2r's and conv's real and
@@ -359,7 +418,7 @@ if HAVE_TRITON:
         x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b = _pair_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3,
                                                                  os0, os1, os2, os3, vs0, vs1, vs2, vs3)
         CHIRP: tl.constexpr = 2 * (P1 * P1 + P2 * P2 + P3 * P3 + P2 * P1 + P3 * P1 + P3 * P2)
-        SPECTRUM: tl.constexpr = CHIRP + HALVES * 4 * N
+        SPECTRUM: tl.constexpr = CHIRP + PARTS * 4 * N
         TILE: tl.constexpr = P1 * P2 * P3
         t, in_a = _tile_index(ok_a, A, B, C, P1, P2, P3)
         in_a = in_a & (t < N)
@@ -367,7 +426,7 @@ if HAVE_TRITON:
         yr, yi, undo_a, undo_b = _pair_half(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b, in_len,
                                             xs_t, xs_p, ws, vs_t, vs_p, scale, CHIRP, CHIRP + 2 * N, SPECTRUM, N,
                                             A, B, C, P1, P2, P3, R, KIND, PRECISION, WINDOW, WEIGHT, SCALED)
-        if HALVES == 2:  # as _bluestein_kernel's: float32 out keeps the first half in Out through the second
+        if PARTS == 2:  # as _bluestein_kernel's: float32 out keeps the first half in Out through the second
             READ_BACK: tl.constexpr = Out.dtype.element_ty == tl.float32
             if READ_BACK:
                 _keep_pair(Out, o_a, o_b, t, in_a, in_b, out_len, yr, yi, os_t, os_p, N, KIND)
@@ -396,4 +455,4 @@ if HAVE_TRITON:
             x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_b = _pair_points_again(
                 R, rows, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
                 N, A, B, C, P1, P2, P3)
-            _separate(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, undo_a, undo_b, os_t, os_p, N)
+            _separate(Out, o_a, o_b, ok_b, t, in_a, in_b, out_len, undo_a, undo_b, os_t, os_p, N, A * B * C, 1)

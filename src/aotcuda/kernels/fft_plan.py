@@ -39,10 +39,14 @@ has a tiling with a tile ≤ TILE (n ≤ 2048): the cheapest such m by the same 
 cost, tile), any of its tilings, a butterfly last stage included (the inverse DFT runs the forward's stages
 transposed, so both passes share the tile's layout, paddings and tables); describe() says "Bluestein m=135
 (15→16·9→16)". For n in 2049…4096 (m past TILE, up to BLUESTEIN_TILE = 2·TILE) the convolution runs as
-two halves of h = m/2 ≥ n, each on a tiling of h with a tile ≤ TILE (``Bluestein.halves``: decimation in
+two halves of h = m/2 ≥ n, each on a tiling of h with a tile ≤ TILE (``Bluestein.parts``: decimation in
 frequency, the odd bins' half with ω_m^(±t) folded into its chirps): "Bluestein m=8192 (2 halves of 4096:
-32·32·4b)". ``kernel_plan`` is the tiling or else the Bluestein plan; ``covers`` whether there is one. Every
-length 1…4096 is then one kernel; only n > 4096 is left to the GEMM form (passes/complex_to_real/spectral).
+32·32·4b)". Past MAX_LENGTH a length with a prime factor above MAX_FACTOR, up to BLUESTEIN_MAX_LENGTH = 8192,
+runs as 3 or 4 parts of h ≤ TILE, two of a row's points folded onto each of h's (``_parted``,
+kernels/fft_bluestein_parts.py): "Bluestein m=16384 (4 parts of 4096: 32·32·4b, 2 folds)". ``kernel_plan`` is
+the tiling or else the Bluestein plan; ``covers`` whether there is one. Every length 1…4096 is then one
+kernel, and so is every length up to 8192 with a prime factor above 61; smooth lengths past 4096 and lengths
+past 8192 are left to the GEMM form (passes/complex_to_real/spectral).
 ``set_bluestein_tile`` is the A/B switch: TILE puts n in 2049…4096 back on the GEMM form; 2·TILE with
 halves=False runs them as one tile of m (one row of up to 8192 values a program: 255 registers and spills
 on sm_90; 2.88× cuFFT's time at n = 4093 on the H200, docs/performance.md).
@@ -74,11 +78,16 @@ ROWS_TILE = 2048  # the tile a program of several rows aims at (4 warps; 8 for a
 # GEMM form) through set_bluestein_tile. H200, 512 rows, n = 4093 filter, m = 8192 as one tile: 585 µs
 # against 1126 µs as DFT products (benchmarks/results/fft-h200-torch2.11-session15-bluestein.md).
 BLUESTEIN_TILE = 2 * TILE
-# An m past TILE as two interleaved halves of h = m/2 ≥ n, each ≤ TILE (``Bluestein.halves``); False: one
+# An m past TILE as two interleaved halves of h = m/2 ≥ n, each ≤ TILE (``Bluestein.parts``); False: one
 # tile of up to BLUESTEIN_TILE (one row of 8192 values a program: 255 registers, 864 bytes spilled on sm_90),
 # kept for A/B: on the H200 the two took the same time within 5% (2049: the halves 8% faster), and the
 # halves hold half the shared memory (docs/performance.md).
 BLUESTEIN_HALVES = True
+# A Bluestein length past MAX_LENGTH (a prime factor past MAX_FACTOR) as S ≤ MAX_PARTS parts of h ≤ TILE with up to
+# two of a row's points folded onto each point of h's tile (``Bluestein.folds``): n ≤ 2·TILE. Past it, the GEMM
+# form's DFT products (kernels/fft_bluestein.py's module docstring says why two folds).
+MAX_PARTS = 4
+BLUESTEIN_MAX_LENGTH = 2 * TILE
 
 
 BUTTERFLY = (2, 4)  # the factors a last stage may take as a butterfly instead of a dot
@@ -262,7 +271,7 @@ def table_values(t: Tiling | Bluestein, inverse: bool) -> torch.Tensor:
 
 
 def bluestein_values(p: Bluestein, inverse: bool) -> torch.Tensor:
-    """The flat float64 tables of Bluestein plan p of S = p.halves transforms of h = m/S (``Bluestein``): the
+    """The flat float64 tables of Bluestein plan p of S = p.parts transforms of h = m/S (``Bluestein``): the
     forward DFT tables of its tiling of h (both of a half's DFTs are forward ones: the second runs them
     transposed on the conjugate), then for each half s its chirps in and out, [2, n] each:
     c[t]·ω_m^(s·t) and c[t]·ω_m^(−s·t), c[t] = exp(∓πi·t²/n) (t² reduced mod 2n, s·t mod m, exactly;
@@ -282,7 +291,7 @@ def bluestein_values(p: Bluestein, inverse: bool) -> torch.Tensor:
 def filter_values(p: Bluestein, g: torch.Tensor) -> torch.Tensor:
     """The flat float64 tables (bluestein_values's layout) with which the Bluestein kernel computes, for each
     row x of length n = p.n, the circular convolution y[t] = Σ_j x[j]·g[(t − j) mod n] with a real g ([n]): the
-    chirps are ones (times the halves' ω_m^(±s·t)), and the kernel is g laid out for a
+    chirps are ones (times the parts' ω_m^(±s·t)), and the kernel is g laid out for a
     linear convolution that m ≥ 2n − 1 holds whole, b[j] = g[j] and b[m − j] = g[n − j] for 0 < j < n (so
     Σ_j x[j]·b[(t − j) mod m] = y[t] for t < n: the differences t − j lie in (−n, n)). A spectral filter
     irfft(rfft(x)·w) is this convolution with g = irfft(w) (spectral/filter.py): two m-point DFTs a pair of
@@ -301,17 +310,17 @@ def filter_values(p: Bluestein, g: torch.Tensor) -> torch.Tensor:
 
 def _convolution_values(p: Bluestein, chirp: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
     """bluestein_values's layout for the chirp c ([2, n] float64) and the convolution kernel b ([m] complex128)."""
-    n, m, t, halves = p.n, p.m, p.tiling, p.halves
+    n, m, t, parts = p.n, p.m, p.tiling, p.parts
     index = torch.arange(n, dtype=torch.int64)
     every = torch.ones(n, dtype=torch.bool)
     chirps = []
-    for s in range(halves):
+    for s in range(parts):
         for out in (False, True):  # ω_m^(s·t) in, ω_m^(−s·t) out
             turn = _unit((s * index) % m, m, out, every)
             chirps.append(torch.stack([chirp[0] * turn[0] - chirp[1] * turn[1], chirp[0] * turn[1] + chirp[1] * turn[0]]))
     spectrum = torch.view_as_real(torch.fft.fft(kernel) / m).T  # [2, m]
     k, inside = _output_bins(t)
-    laid_out = [torch.where(inside, spectrum[:, torch.where(inside, halves * k + s, 0)], 0.0) for s in range(halves)]
+    laid_out = [torch.where(inside, spectrum[:, torch.where(inside, parts * k + s, 0)], 0.0) for s in range(parts)]
     return torch.cat([table_values(t, False)] + [part.reshape(-1) for part in chirps + laid_out])
 
 
@@ -325,14 +334,14 @@ def _output_bins(t: Tiling) -> tuple[torch.Tensor, torch.Tensor]:
 
 def kernel_spectrum(p: Bluestein, tables: torch.Tensor) -> torch.Tensor:
     """The spectrum DFT_m(b)/m ([m] complex128) that tables of p's layout (bluestein_values, filter_values) hold:
-    their last halves·[2, p1, p2, p3] values read back at bins halves·k + s."""
-    t, halves = p.tiling, p.halves
-    laid_out = tables.to(torch.float64).reshape(-1)[-halves * 2 * t.tile:].reshape(halves, 2, *t.padded)
+    their last parts·[2, p1, p2, p3] values read back at bins parts·k + s."""
+    t, parts = p.tiling, p.parts
+    laid_out = tables.to(torch.float64).reshape(-1)[-parts * 2 * t.tile:].reshape(parts, 2, *t.padded)
     k, inside = _output_bins(t)
     k = k[inside]
     spectrum = torch.zeros(p.m, dtype=torch.complex128)
-    for s in range(halves):
-        spectrum[halves * k + s] = torch.complex(laid_out[s, 0][inside], laid_out[s, 1][inside])
+    for s in range(parts):
+        spectrum[parts * k + s] = torch.complex(laid_out[s, 0][inside], laid_out[s, 1][inside])
     return spectrum
 
 
@@ -363,19 +372,25 @@ class Bluestein:
     times the chirp, a forward DFT of length m ≥ 2n − 1, a product with the convolution kernel's spectrum,
     the DFT's transpose (the same stages backwards) as the inverse, times the chirp again (module docstring).
 
-    halves = 1: the DFT of m on ``tiling`` (of m). halves = 2: m = 2h, ``tiling`` h's, h ≥ n, and the m-point
-    convolution is two h-point ones (decimation in frequency): x·c is zero past n ≤ h, so the even bins of
-    its DFT are DFT_h(x·c)[k] and the odd ones DFT_h(x·c·ω_m^t)[k]; each times its bins of the spectrum,
-    inverted as h points, and y[t] = IDFT_h(even)[t] + ω_m^(−t)·IDFT_h(odd)[t] for t < n ≤ h. Each half is
-    the halves = 1 pipeline with its own chirps (ω_m^(±t) folded in) and spectrum (bluestein_values)."""
+    parts = 1: the DFT of m on ``tiling`` (of m). parts = S > 1: m = S·h, ``tiling`` h's, and the m-point
+    convolution is S h-point ones (decimation in frequency, with ω_m = exp(−2πi/m)): bin S·k + s of the DFT of
+    x·c is DFT_h(fold(x·c·ω_m^(s·t)))[k], the fold summing the points t, t + h, t + 2h, … of a row into t < h
+    (ω_h^(k·t) repeats every h points); each part times its bins of the spectrum, inverted as h points, and
+    y[t] = Σ_s ω_m^(−s·t)·IDFT_h(part s)[t mod h] for every t < n. Each part is the parts = 1 pipeline with its
+    own chirps (ω_m^(±s·t) folded in) and spectrum (bluestein_values). ``folds`` = ⌈n/h⌉ points of a row land
+    on each point of h's tile: 1 where h ≥ n (every n ≤ 4096: two halves of h ≥ n), 2 past 4096."""
 
     n: int
     tiling: Tiling
-    halves: int = 1
+    parts: int = 1
 
     @property
     def m(self) -> int:
-        return self.halves * self.tiling.n
+        return self.parts * self.tiling.n
+
+    @property
+    def folds(self) -> int:
+        return -(-self.n // self.tiling.n)
 
     @property
     def tile(self) -> int:
@@ -393,17 +408,20 @@ class Bluestein:
         return self.tiling.butterflies()
 
     def cost(self) -> int:
-        """Two DFTs of the tiling a half (the pointwise products are not counted, as twiddles are not)."""
-        return 2 * self.halves * self.tiling.cost()
+        """Two DFTs of the tiling a part (the pointwise products are not counted, as twiddles are not)."""
+        return 2 * self.parts * self.tiling.cost()
 
     def describe(self) -> str:
-        if self.halves == 1:
+        if self.parts == 1:
             return f"Bluestein m={self.m} ({self.tiling.describe()})"
-        return f"Bluestein m={self.m} ({self.halves} halves of {self.tiling.n}: {self.tiling.describe()})"
+        if self.parts == 2 and self.folds == 1:
+            return f"Bluestein m={self.m} (2 halves of {self.tiling.n}: {self.tiling.describe()})"
+        return (f"Bluestein m={self.m} ({self.parts} parts of {self.tiling.n}: {self.tiling.describe()}, "
+                f"{self.folds} folds)")
 
     def table_numel(self) -> int:
-        """h's DFT tables (``TABLES``), then a half's two chirps [2, n] and spectrum [2, p1, p2, p3] each."""
-        return self.tiling.table_numel() + self.halves * (4 * self.n + 2 * self.tile)
+        """h's DFT tables (``TABLES``), then a part's two chirps [2, n] and spectrum [2, p1, p2, p3] each."""
+        return self.tiling.table_numel() + self.parts * (4 * self.n + 2 * self.tile)
 
 
 def _smooth(m: int) -> bool:
@@ -425,13 +443,18 @@ def _cheapest(m: int, most: int) -> Tiling | None:
 
 @functools.cache
 def bluestein(n: int) -> Bluestein | None:
-    """The Bluestein plan of a length n that ``tiling`` does not cover, or None (n covered, or 2n − 1 past
-    BLUESTEIN_TILE): m ≥ 2n − 1 up to the power of two, whose tiling (any of ``_tilings``, a butterfly last
+    """The Bluestein plan of a length n that ``tiling`` does not cover, or None (n covered, or past
+    BLUESTEIN_MAX_LENGTH): m ≥ 2n − 1 up to the power of two, whose tiling (any of ``_tilings``, a butterfly last
     stage included: the inverse runs the same stages transposed) is cheapest by ``tiling``'s key, among tiles
     ≤ TILE; where none is (n > 2048) and BLUESTEIN_TILE allows m past TILE, two halves of the cheapest
-    h ≥ n up to the power of two with a tile ≤ TILE (BLUESTEIN_HALVES; else one tile ≤ BLUESTEIN_TILE)."""
+    h ≥ n up to the power of two with a tile ≤ TILE (BLUESTEIN_HALVES; else one tile ≤ BLUESTEIN_TILE).
+    Past MAX_LENGTH, a length with a prime factor past MAX_FACTOR (smooth ones stay DFT products: the
+    GEMM form's own factorization, which no convolution of twice the length beats) takes the fewest parts
+    S of the cheapest h ≤ TILE with S·h ≥ 2n − 1 (``_parted``; each point of h's tile holds two of a row's)."""
     if not isinstance(n, int) or n < 2 or tiling(n) is not None:
         return None
+    if n > MAX_LENGTH:
+        return _parted(n) if BLUESTEIN_HALVES and BLUESTEIN_TILE > TILE and not _smooth(n) else None
     one = _cheapest_in(range(2 * n - 1, (1 << (2 * n - 2).bit_length()) + 1),
                        TILE if BLUESTEIN_HALVES else BLUESTEIN_TILE)
     if one is not None:
@@ -441,6 +464,22 @@ def bluestein(n: int) -> Bluestein | None:
         if half is not None:
             return Bluestein(n, half, 2)
     return None
+
+
+def _parted(n: int) -> Bluestein | None:
+    """A length n in MAX_LENGTH + 1 … BLUESTEIN_MAX_LENGTH as S parts of h ≤ TILE, S·h ≥ 2n − 1 and h ≥ n/2 (two
+    folds at most: r2c's pairs kernel holds both folds' bins at once as it separates its rows): for each S from
+    3 to MAX_PARTS the cheapest h by ``tiling``'s key, and of those the plan of the fewest multiply-adds
+    (``Bluestein.cost``: S·h's two DFTs), the fewer parts on a tie."""
+    if n > BLUESTEIN_MAX_LENGTH:
+        return None
+    plans = []
+    for parts in range(3, MAX_PARTS + 1):
+        least = max(-(-(2 * n - 1) // parts), -(-n // 2))
+        h = _cheapest_in(range(least, TILE + 1), TILE) if least <= TILE else None
+        if h is not None:
+            plans.append(Bluestein(n, h, parts))
+    return min(plans, key=lambda p: (p.cost(), p.parts)) if plans else None
 
 
 def _cheapest_in(lengths, most: int) -> Tiling | None:
@@ -491,9 +530,10 @@ class Launch:
         if isinstance(t, Bluestein):
             if t.m < 2 * t.n - 1:
                 return f"Bluestein's m = {t.m} must be at least 2n − 1 = {2 * t.n - 1}"
-            if t.halves not in (1, 2):  # (two halves of h: m = 2h ≥ 2n − 1 is h ≥ n, all of x·c in one half)
-                return f"Bluestein's halves = {t.halves} must be 1 or 2"
-            t, most = t.tiling, TILE if t.halves == 2 else BLUESTEIN_TILE
+            if not 1 <= t.parts <= MAX_PARTS or t.folds > 2:
+                return (f"Bluestein's parts = {t.parts} must be 1 to {MAX_PARTS}, each point of h = {t.tiling.n} "
+                        f"holding at most two of the row's {t.n} (folds = {t.folds})")
+            t, most = t.tiling, TILE if t.parts > 1 else BLUESTEIN_TILE
         if (len(t.factors) != 3 or math.prod(t.factors) != t.n
                 or any(not isinstance(f, int) or f < 1 or f > MAX_FACTOR for f in t.factors)):
             return f"factors {t.factors} must be three that multiply to n = {t.n}, each in [1, {MAX_FACTOR}]"
@@ -571,7 +611,7 @@ def _bluestein_launches(default: Launch, warps) -> list[Launch]:
     plan = default.tiling
     near = [t for t in _tilings(plan.tiling.n, TILE) if t.cost() <= 2 * plan.tiling.cost()]
     near.sort(key=lambda t: t != plan.tiling)  # the default's own tiling first
-    every = [Launch(Bluestein(plan.n, t, plan.halves), default.rows, w) for t in near for w in warps]
+    every = [Launch(Bluestein(plan.n, t, plan.parts), default.rows, w) for t in near for w in warps]
     return list(dict.fromkeys([default] + [c for c in every if c.problem() is None]))
 
 

@@ -524,11 +524,14 @@ if HAVE_TRITON:
         if tables is None:
             tables = tables_for(n, kind, inverse, x.device, config.tiling if config else None)
         pair_in = kind not in REAL_IN
-        out = empty_out(x, dim, out_len, kind)
+        plan = config.tiling if config is not None else kernel_plan(n)
+        parted = isinstance(plan, Bluestein) and (plan.parts > 2 or plan.folds > 1)
+        result = out = empty_out(x, dim, out_len, kind)
+        if parted and out.dtype != torch.float32:  # its parts sum in Out (fft_bluestein_parts): float32, then cast
+            result, out = out, torch.empty_like(out, dtype=torch.float32)
         sizes, x_strides = _batch(x, dim, pair_in)
         _, out_strides = _batch(out, dim, kind not in REAL_OUT)
         rows = sizes[0] * sizes[1] * sizes[2] * sizes[3]
-        plan = config.tiling if config is not None else kernel_plan(n)
         paired = pairs_rows(plan, kind, n, out_len, out.dtype)
         complex_rows = (rows + 1) // 2 if paired else rows  # a pair of real rows is one complex row
         if config is None:
@@ -539,12 +542,18 @@ if HAVE_TRITON:
         per_program = config.rows
         a, b, c = config.tiling.factors
         p1, p2, p3 = config.tiling.padded
-        if paired:
+        if parted and paired:
+            from aotcuda.kernels.fft_bluestein_parts import _bluestein_pairs_parts_kernel as kernel
+            own = dict(PARTS=plan.parts, FOLDS=plan.folds)
+        elif parted:
+            from aotcuda.kernels.fft_bluestein_parts import _bluestein_parts_kernel as kernel
+            own = dict(PARTS=plan.parts, FOLDS=plan.folds)
+        elif paired:
             from aotcuda.kernels.fft_bluestein import _bluestein_pairs_kernel as kernel
-            own = dict(HALVES=plan.halves)
+            own = dict(PARTS=plan.parts)
         elif isinstance(plan, Bluestein):
             from aotcuda.kernels.fft_bluestein import _bluestein_kernel as kernel
-            own = dict(HALVES=plan.halves)
+            own = dict(PARTS=plan.parts)
         else:
             kernel, own = _fft_rows_kernel, dict(INVERSE=direction(kind, inverse))
         launcher(kernel)[((complex_rows + per_program - 1) // per_program,)](
@@ -555,7 +564,7 @@ if HAVE_TRITON:
             N=n, A=a, B=b, C=c, P1=p1, P2=p2, P3=p3, R=per_program, KIND=KINDS.index(kind),
             PRECISION=PRECISION[x.dtype], WINDOW=window is not None, WEIGHT=weight is not None,
             SCALED=float(scale) != 1.0, num_warps=config.warps, **own)
-        return out
+        return out.to(result.dtype) if out.dtype != result.dtype else out
 
     @triton_op(OP, mutates_args=())
     def fft_rows(x: torch.Tensor, tables: torch.Tensor | None, dim: int, n: int, out_len: int, kind: str,

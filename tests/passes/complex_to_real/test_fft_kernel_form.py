@@ -117,9 +117,9 @@ def test_a_non_cpu_program_takes_one_kernel_a_transform_with_the_switch_on(switc
 
 
 def test_the_gemm_form_stays_with_the_switch_off_an_uncovered_length_or_float64(monkeypatch, switch_on):
-    uncovered = _on_meta(n=4099)  # a prime above 4096: rfft and irfft as DFT products, the fft of 128 a kernel
+    uncovered = _on_meta(n=8209)  # a prime above 8192: rfft and irfft as DFT products, the fft of 128 a kernel
     assert len(_calls(uncovered, (FFT_ROWS,))) == 1 and _calls(uncovered, PRODUCTS)
-    assert len(_calls(_on_meta(n=100, m=4099), (FFT_ROWS,))) == 2
+    assert len(_calls(_on_meta(n=100, m=8209), (FFT_ROWS,))) == 2
     assert not _calls(_on_meta(dtype=torch.float64), (FFT_ROWS,))
     monkeypatch.setenv("AOTCUDA_FFT_KERNEL", "0")
     off = _on_meta()

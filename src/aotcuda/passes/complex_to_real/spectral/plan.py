@@ -181,8 +181,10 @@ A filter irfft(rfft(x)·w) at such a Bluestein length whose w is a constant ever
 or constant the program does not write) is one kernel of kind conv (spectral/filter.py): the circular convolution
 with irfft(w), its spectrum computed at lowering, in two m-point DFTs a pair of rows where the r2c and the c2r take
 four (`AOTCUDA_FFT_FILTER_CONVOLUTION=0` keeps the two).
-`AOTCUDA_FFT_KERNEL=0` turns it off. Longer lengths (n > 4096), and every non-CPU transform without Triton,
-get DFT products (GEMMs) as below.
+A length in 4097…8192 with a prime factor above 61 is one kernel too: Bluestein's convolution in 3 or 4 parts
+of at most 4096 points, two of a row's points folded onto each (kernels/fft_bluestein_parts.py).
+`AOTCUDA_FFT_KERNEL=0` turns it off. Longer lengths (smooth ones past 4096, any past 8192), and every non-CPU
+transform without Triton, get DFT products (GEMMs) as below.
 
 Every CPU transform of n ≤ 32768, float32 (float16 and bfloat16 data in float32 math when the op is called directly), is one
 `aotcuda::fft_rows_cpu` op (kernels/fft_cpu.py), which Inductor compiles through a C++ template

@@ -7,12 +7,13 @@
 - the CPU form (Stockham stages, stockham.py) for other CPU transforms;
 - the kernel form on other devices when AOTCUDA_FFT_KERNEL is on, Triton is installed and the length is
   covered (kernels/fft_plan.py: n ≤ 4096, prime factors ≤ 61 as a tiling, any other as Bluestein's
-  chirp-z inside the kernel, kernels/fft_bluestein.py): one aotcuda::fft_rows Triton op per
+  chirp-z inside the kernel, kernels/fft_bluestein.py; n ≤ 8192 with a prime factor above 61 as Bluestein
+  in parts, kernels/fft_bluestein_parts.py): one aotcuda::fft_rows Triton op per
   transform (kernels/fft_rows.py), which reads the data once along any dim, with its tables a program
   constant (tables.fft_kernel_tables); after the rewrite, stft's window multiply before it becomes the op's
   `window` operand and its frames unfold's view, read in place (window.py: fuse_windows);
 - the GEMM form (small DFT products, here) for every other device and length (without Triton, with the
-  switch off, float64, or n > 4096).
+  switch off, float64, a smooth n > 4096, or n > 8192).
 The ``*_along`` entry points take the transformed dim where it is (the kernel reads it there; the other
 forms move it last and back); transform, r2c and c2r take it last.
 
