@@ -177,7 +177,7 @@ def test_a_request_over_loopback_naming_another_host_is_refused_421(monkeypatch)
             status, answer_headers, body = refusal_of(sent)
             assert (status, answer_headers[b"x-aotcuda-error"]) == (421, b"WrongHostError"), host
             assert app.scope is None and receives == 0 and b"AOTCUDA_SERVE_ALLOWED_HOSTS" in body
-    for host in ("127.0.0.1:18602", "localhost:18602", "LOCALHOST", "[::1]:18602", "127.0.0.2"):
+    for host in ("127.0.0.1:18602", "localhost:18602", "LOCALHOST", "[::1]:18602", "127.0.0.2", socket.gethostname()):
         app = Recorder()
         sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("host", host)], server=loopback)
         assert sent == [] and app.messages[0] == chunk(b"ab", False), host

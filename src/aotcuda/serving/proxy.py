@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -186,7 +187,8 @@ class WholeBody:
         self.app, self.timeout_s, self.max_bytes = app, timeout_s, max_bytes
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
         self.unread_answers = unread_answers or _unread_answer_bytes
-        self.allowed_hosts = switches.names(ALLOWED_HOSTS_VARIABLE)
+        # this machine's own name too (Debian maps it to 127.0.1.1): /etc/hosts resolves it, no page's DNS can
+        self.allowed_hosts = switches.names(ALLOWED_HOSTS_VARIABLE) | {socket.gethostname().lower()}
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "websocket":
@@ -277,9 +279,9 @@ def _is_loopback(address: str) -> bool:
 
 def host_refusal(scope, allowed: frozenset[str]) -> WrongHostError | None:
     """WrongHostError for a request that arrived over a loopback address (``scope["server"]``, the address of the
-    connection's own end) naming a host other than localhost, a loopback address or one of ``allowed`` ("*": any):
-    a web page's DNS rebinding names the page's own host. None otherwise (a request without a Host header: no
-    browser sends one)."""
+    connection's own end) naming a host other than localhost, a loopback address or one of ``allowed`` ("*": any;
+    WholeBody adds this machine's own name): a web page's DNS rebinding names the page's own host. None otherwise (a
+    request without a Host header: no browser sends one)."""
     server, host = scope.get("server"), _header(scope, b"host")
     if not server or host is None or "*" in allowed or not _is_loopback(str(server[0])):
         return None
