@@ -194,8 +194,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "pending room (serving/heads.py); 0: no minimum, only the send timeout. `aotcuda serve` passes it on "
            "to the Ray it starts", "when the proxy starts"),
     Switch("AOTCUDA_SERVE_ALLOWED_HOSTS", None, "host names, comma-separated, that a request arriving over a "
-           "loopback address may name in its Host header besides localhost and the loopback addresses (a page's DNS "
-           "rebinding names its own: refused 421, serving/proxy.py); `*`: any name (a reverse proxy on the same host "
+           "loopback address may name in its Host header besides localhost, the loopback addresses and this "
+           "machine's name (a page's DNS rebinding names its own: refused 421, serving/proxy.py); `*`: any name (a reverse proxy on the same host "
            "that forwards the client's Host). `aotcuda serve` passes it on to the Ray it starts", "when the proxy starts"),
 )}
 

@@ -225,7 +225,7 @@ class IndexRangeChecks:
         shown = f"[{'-inf' if lowest is None else lowest}, {'inf' if highest is None else highest}]"
         said = f"{self._labels[index]} holds {value}{at}, outside {shown}, the values it may hold as the index of "
         error = InputError(f"{said}{reason}. Eager refuses it too; pass values in that range")
-        # a server's client gets the op, not the lowering host's file, line and source (``IndexRange.op``)
+        # a server's client gets the op, not the lowering host's file, line and source (``_op_of``)
         error.client_text = f"{said}{_op_of(reason)}. Eager refuses it too; pass values in that range"
         raise error
 
