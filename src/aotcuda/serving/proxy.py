@@ -70,8 +70,8 @@ BODY_READ = "aotcuda.body_read"  # scope key: the proxy read this request's whol
 # ``x-request-timeout-seconds: 0`` ran past --request-timeout-s (200 after 4.8 s where the limit was 2 s), and six
 # requests sent with ``x-request-disconnect-disabled: ?1`` by clients that closed at once all ran, for nobody (without
 # it, Ray cancels them), so that a client could queue any amount of work without holding a connection.
-# ``x-request-id`` too: Ray takes a client's as the request's id in its logs, and bytes that are not UTF-8 made its proxy
-# raise (a bare 500, without aotcuda's error header); Ray makes one of its own where none is given.
+# ``x-request-id`` too: Ray takes a client's as the request's id in its logs, and bytes that are not UTF-8 made its
+# proxy raise (a bare 500, without aotcuda's error header); Ray makes one of its own where none is given.
 RAY_CONTROL_HEADERS = frozenset({"x_request_timeout_seconds", "x_request_disconnect_disabled",
                                  "serve_multiplexed_model_id", "x_request_id"})
 
@@ -331,8 +331,8 @@ def answers_while_stopping(scope, send):
                 name.lower() == error_header for name, _ in message.get("headers") or ()):
             replaced = True
             error = StoppingError(f"the server has no application for {scope.get('path')} now: it is stopping or "
-                                  "starting (nothing of this request ran); send it again after the Retry-After seconds, "
-                                  "to this server once it is back or to another")
+                                  "starting (nothing of this request ran); send it again after the Retry-After "
+                                  "seconds, to this server once it is back or to another")
             answer = PlainTextResponse(str(error), status_code=error.http_status, headers={
                 ERROR_HEADER: type(error).__name__, "Connection": "close", "Retry-After": str(RETRY_AFTER_S)})
             await answer(scope, None, send)
