@@ -331,8 +331,7 @@ def answers_while_stopping(scope, send):
                 name.lower() == error_header for name, _ in message.get("headers") or ()):
             replaced = True
             error = StoppingError(f"the server has no application for {scope.get('path')} now: it is stopping or "
-                                  "starting (nothing of this request ran); send it again after the Retry-After "
-                                  "seconds, to this server once it is back or to another")
+                                  "starting; nothing of this request ran, send it again after the Retry-After seconds")
             answer = PlainTextResponse(str(error), status_code=error.http_status, headers={
                 ERROR_HEADER: type(error).__name__, "Connection": "close", "Retry-After": str(RETRY_AFTER_S)})
             await answer(scope, None, send)
