@@ -195,7 +195,7 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "to the Ray it starts", "when the proxy starts"),
     Switch("AOTCUDA_SERVE_ALLOWED_HOSTS", None, "host names, comma-separated, that a request arriving over a "
            "loopback address may name in its Host header besides localhost, the loopback addresses and this "
-           "machine's name (a page's DNS rebinding names its own: refused 421, serving/proxy.py); `*`: any name "
+           "machine's name (a page's DNS rebinding names its own: refused 421, serving/web_pages.py); `*`: any name "
            "(a reverse proxy on the same host that forwards the client's Host). `aotcuda serve` passes it on to the "
            "Ray it starts", "when the proxy starts"),
 )}

@@ -23,12 +23,8 @@ before Ray sees them: they are for a trusted caller in front of Ray (HAProxy), a
 deployer's limits (``x-request-timeout-seconds: 0`` turned ``--request-timeout-s`` off for that request, and
 ``x-request-disconnect-disabled: ?1`` ran requests whose clients had left).
 
-A web page the server's user opens can send requests to a loopback server (the browser is on the same host): a
-POST with ``Content-Type: text/plain`` is a "simple request" a browser sends without asking the server first, and
-through DNS rebinding (a name of the page's that then resolves to 127.0.0.1) the page also reads the answers. So a
-POST /predict must say ``Content-Type: application/octet-stream`` (415 else; a browser asks the server before
-sending that, which it never allows), and a request arriving over a loopback address must name the server in its
-Host header: localhost, a loopback address, or a name of AOTCUDA_SERVE_ALLOWED_HOSTS (421 else).
+Before it reads a body, it refuses what a web page could have sent (``web_pages``: 415 for a /predict post that is
+not application/octet-stream, 421 for a request over loopback naming another host).
 
 While the server has no application (``aotcuda serve`` stopping: ``serve.delete`` then ``ray.shutdown``, seconds
 apart; or starting), Ray's proxy answers its routes 404 "Path '/predict' not found", which reads as final: those
@@ -37,7 +33,6 @@ answers become 503 with Retry-After and Connection: close (``StoppingError``).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 
@@ -46,8 +41,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse
 
 from aotcuda import switches
-from aotcuda.serving.body import (ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, MediaTypeError, PendingBytes, RequestError,
-                                  StoppingError, WrongHostError, read_body)
+from aotcuda.serving.body import (ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError, StoppingError,
+                                  read_body)
+from aotcuda.serving.web_pages import ALLOWED_HOSTS_VARIABLE, host_refusal, media_type_refusal
 
 __all__ = ["BODY_READ", "CALLBACK", "WholeBody", "bound_request_heads", "middlewares", "proxy_environment",
            "read_by_proxy", "refuse_websocket", "without_ray_controls"]
@@ -57,8 +53,6 @@ CALLBACK_VARIABLE = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 BODY_TIMEOUT_VARIABLE, MAX_BYTES_VARIABLE = "AOTCUDA_SERVE_BODY_TIMEOUT_S", "AOTCUDA_SERVE_MAX_REQUEST_BYTES"
 MAX_PENDING_VARIABLE = "AOTCUDA_SERVE_MAX_PENDING_BYTES"
 MIN_SEND_RATE_VARIABLE = "AOTCUDA_SERVE_MIN_SEND_RATE"
-ALLOWED_HOSTS_VARIABLE = "AOTCUDA_SERVE_ALLOWED_HOSTS"
-OCTET_STREAM = "application/octet-stream"
 # the program's routes (health.ROUTES, which imports Ray): a 404 from Ray for one means no application is running
 PROGRAM_ROUTES = frozenset({"/predict", "/healthz", "/stats"})
 RETRY_AFTER_S = 1  # what a client refused for lack of room is told to wait (BusyError)
@@ -260,60 +254,6 @@ async def _refused(error, scope, receive, send) -> None:
     if isinstance(error, (BusyError, StoppingError)):
         headers["Retry-After"] = str(RETRY_AFTER_S)
     await PlainTextResponse(str(error), status_code=error.http_status, headers=headers)(scope, receive, send)
-
-
-def _header(scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers") or ():
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
-
-
-def _is_loopback(address: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(address.strip("[]").split("%")[0])
-    except ValueError:
-        return False
-    return ip.is_loopback or bool(getattr(ip, "ipv4_mapped", None) and ip.ipv4_mapped.is_loopback)
-
-
-def host_refusal(scope, allowed: frozenset[str]) -> WrongHostError | None:
-    """WrongHostError for a request that arrived over a loopback address (``scope["server"]``, the address of the
-    connection's own end) naming a host other than localhost, a loopback address or one of ``allowed`` ("*": any;
-    WholeBody adds this machine's own name): a web page's DNS rebinding names the page's own host. None otherwise (a
-    request without a Host header: no browser sends one)."""
-    server, host = scope.get("server"), _header(scope, b"host")
-    if not server or host is None or "*" in allowed or not _is_loopback(str(server[0])):
-        return None
-    name = host.strip().lower()
-    name = name[1:name.index("]")] if name.startswith("[") and "]" in name else name.rsplit(":", 1)[0] \
-        if name.count(":") == 1 else name
-    name = name.rstrip(".")
-    if name == "localhost" or name in allowed or _is_loopback(name):
-        return None
-    return WrongHostError(f"this server listens on a loopback address and the request names the host "
-                          f"{shown_text(host)} (a web page's DNS rebinding names its own); name localhost or the "
-                          f"server's address, or let the server take that name: {ALLOWED_HOSTS_VARIABLE}="
-                          f"{shown_text(name)} (comma-separated names; * for any) in the environment of aotcuda serve")
-
-
-def media_type_refusal(scope) -> MediaTypeError | None:
-    """MediaTypeError for a POST /predict whose Content-Type is not application/octet-stream (parameters aside): a
-    web page posts text/plain, a form, or nothing, without asking the server first; a safetensors body is bytes."""
-    if scope.get("method") != "POST" or scope.get("path") != "/predict":
-        return None
-    given = _header(scope, b"content-type")
-    if given is not None and given.split(";", 1)[0].strip().lower() == OCTET_STREAM:
-        return None
-    said = "no Content-Type" if given is None else f"Content-Type {shown_text(given)}"
-    return MediaTypeError(f"POST /predict takes a safetensors body sent as Content-Type: {OCTET_STREAM}, and the "
-                          f"request has {said}; send that header (aotcuda.serving.Client does; curl: -H "
-                          f"'Content-Type: {OCTET_STREAM}' --data-binary @inputs.safetensors)")
-
-
-def shown_text(text: str) -> str:
-    """A client's text quoted in an answer: at most 100 characters, printable."""
-    return repr(text[:100] + ("..." if len(text) > 100 else ""))
 
 
 def answers_while_stopping(scope, send):
