@@ -100,7 +100,8 @@ def test_ray_serves_http_proxy_imports_no_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={**__import__("os").environ, "PYTHONPATH": str(SOURCE.parent)})
     assert result.stdout.strip().split(",") == ["aotcuda", "aotcuda.errors", "aotcuda.serving", "aotcuda.serving.body",
-                                                "aotcuda.serving.proxy", "aotcuda.switches"]
+                                                "aotcuda.serving.proxy", "aotcuda.serving.web_pages",
+                                                "aotcuda.switches"]
     from aotcuda.serving import RequestError, ServeOptions, decode_inputs  # the package's names, when used
 
     assert RequestError.http_status == 400 and callable(decode_inputs) and ServeOptions is not None

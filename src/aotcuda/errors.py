@@ -65,9 +65,12 @@ class Advice:
 
 class AotcudaError(Exception):
     """Base class of every error aotcuda raises on purpose. ``advice``: the fixes the message gives, in the
-    message's order (a tuple of Advice, empty when it gives none)."""
+    message's order (a tuple of Advice, empty when it gives none). ``client_text``: the message as a server's
+    client may read it, where the message names what only the deployer should see (the lowering host's source
+    lines and paths); None: the message itself."""
 
     advice: tuple[Advice, ...] = ()
+    client_text: str | None = None
 
     def __init__(self, *args, advice: tuple[Advice, ...] = ()):
         super().__init__(*args)

@@ -193,6 +193,11 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "a slower reader's connection is closed and its answer dropped, so that slow readers cannot hold the "
            "pending room (serving/heads.py); 0: no minimum, only the send timeout. `aotcuda serve` passes it on "
            "to the Ray it starts", "when the proxy starts"),
+    Switch("AOTCUDA_SERVE_ALLOWED_HOSTS", None, "host names, comma-separated, that a request arriving over a "
+           "loopback address may name in its Host header besides localhost, the loopback addresses and this "
+           "machine's name (a page's DNS rebinding names its own: refused 421, serving/web_pages.py); `*`: any name "
+           "(a reverse proxy on the same host that forwards the client's Host). `aotcuda serve` passes it on to the "
+           "Ray it starts", "when the proxy starts"),
 )}
 
 
@@ -253,6 +258,12 @@ def path(name: str) -> str | None:
     _declared(name)
     text = os.environ.get(name, "").strip()
     return os.path.expanduser(text) if text else None
+
+
+def names(name: str) -> frozenset[str]:
+    """The names a list switch holds, comma-separated (lower case, blanks dropped); empty when unset."""
+    _declared(name)
+    return frozenset(part.strip().lower() for part in os.environ.get(name, "").split(",") if part.strip())
 
 
 def _written_nonzero(text: str) -> bool:

@@ -74,3 +74,48 @@ def test_a_package_without_a_signature_checks_its_bool_inputs_too(masked_pt2, tm
         with pytest.raises(aotcuda.InputError, match=r"input '\w+' \(#1\) is a torch.bool tensor holding the byte 255"):
             program.execute([x, bytes_as_bool([1, 0, 255, 1] * 4, (4, 4))])
         torch.testing.assert_close(program.execute([x, torch.ones(4, 4, dtype=torch.bool)])[0], x)
+
+
+_WRITER = """
+import ctypes, sys, numpy
+ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG: SIGKILL when the test's process ends
+memory = numpy.memmap(sys.argv[1], dtype=numpy.uint8, mode="r+")
+while True:
+    memory[int(sys.argv[2])] = 255
+    memory[int(sys.argv[2])] = 1
+"""
+
+
+@pytest.mark.skipif(not hasattr(torch, "from_file"), reason="needs torch.from_file")
+def test_a_bool_input_another_process_writes_is_never_read_past_the_check(masked_pt2, tmp_path):
+    """The bool check reads the caller's memory, and the run then reads that memory again in place: another process
+    writing a shared mask (torch.from_file(shared=True), share_memory_(), an mmap) put 255 there after the check had
+    seen 1, and the program picked row 255 of the 2-row table (memory past the weights; with a (2, 2**20) table the
+    process ended, SIGSEGV in the container's run). The index-range check reads a private copy, which the run then
+    reads (runtime/index_ranges.py); a bool input needs the same. Eager reads 1 and 255 alike, as True: row 1."""
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "mask"
+    path.write_bytes(bytes([1]) * 64 * 4)
+    mask = torch.from_file(str(path), shared=True, size=64 * 4, dtype=torch.bool).view(64, 4)
+    x = torch.randn(64, 4)
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(5 * 4)])  # mask[5, 0]
+    wrong = ran = 0
+    try:
+        with aotcuda.load(masked_pt2) as program:
+            expected = program(x, torch.ones(64, 4, dtype=torch.bool))[1][5]  # table row 1
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not wrong:
+                try:
+                    rows = program(x, mask)[1]
+                except aotcuda.InputError:  # the check saw 255: refused, right
+                    continue
+                ran += 1
+                wrong += not torch.equal(rows[5], expected)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert ran, "no call ran: the writer never left the mask at 1 long enough"
+    assert not wrong, f"a run read mask[5, 0] as a row past the 2-row table after the check passed ({ran} runs)"

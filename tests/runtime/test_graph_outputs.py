@@ -79,3 +79,91 @@ def test_a_replay_interrupted_as_it_returns_still_writes_the_written_input_back(
             pass
         assert runner._states[graphs.shape_key([cache])].captures[0].graph.replays == replays
         torch.testing.assert_close(cache, torch.full((4,), float(replays)))
+
+
+class _Replay:
+    """A stand-in CUDA graph whose replay writes twice its static input into its static output and then runs
+    ``during`` (as a signal's handler runs between the outer call's Python lines)."""
+
+    def __init__(self, static_input, static_output, during):
+        self.static_input, self.static_output, self.during = static_input, static_output, during
+
+    def replay(self):
+        self.static_output.copy_(self.static_input * 2)
+        self.during()
+
+
+def _returns_within(seconds, call):
+    """``call()``'s result, or a failure where it has not returned in ``seconds`` (a thread: a hang must not hang the
+    test run)."""
+    import threading
+
+    done = []
+    worker = threading.Thread(target=lambda: done.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert done, f"the call did not return in {seconds} s: it waits for a lock its own thread holds"
+    return done[0]
+
+
+def test_a_call_from_inside_a_graph_call_on_its_own_thread_runs_eagerly_or_is_refused(monkeypatch):
+    """GraphRunner held a plain lock across Python code (the warm-up run, the copies, the replay, the capture): a
+    second call from the same thread (a signal's handler, a __del__ run by the garbage collector, a weakref callback, a
+    trace hook) waited for that lock forever (the breaker's cpu_graph_lock.py; the code before: no return). It now runs
+    eagerly, with its own outputs, never the static buffers the outer call fills; during a capture it is refused."""
+    import pytest
+
+    from aotcuda.errors import RuntimeCallError
+    from aotcuda.runtime import graphs
+
+    inner = []  # what each call from inside got
+    runner = None
+
+    def call_inside():
+        try:
+            inner.append(runner([torch.full((2,), 5.0)], lambda outputs, static: outputs)[0])
+        except RuntimeCallError as refused:
+            inner.append(refused)
+
+    state = {"inside": None}  # what the run does for the outer call, once
+
+    def run(inputs, **_):
+        during, state["inside"] = state["inside"], None
+        if during is not None:
+            during()
+        return [inputs[0] * 2]
+
+    def capture(run_, device, inputs):
+        output = torch.empty_like(inputs[0])
+        return _Replay(inputs[0], output, lambda: (during := state.pop("replay", None)) and during()), [output]
+
+    monkeypatch.setattr(graphs, "capture", capture)
+    runner = graphs.GraphRunner(run, torch.device("cpu"), warmup_calls=1)
+    monkeypatch.setattr(runner, "_raw_stream", lambda: 0)
+    finish = lambda outputs, static: [t.clone() for t in outputs] if static else outputs  # noqa: E731
+
+    state["inside"] = call_inside  # a warm-up (eager) run
+    result = _returns_within(10, lambda: runner([torch.ones(2)], finish))
+    torch.testing.assert_close(result[0], torch.full((2,), 2.0))
+    torch.testing.assert_close(inner.pop(), torch.full((2,), 10.0))
+
+    real_capture = graphs.capture  # a capture: refused, naming why; the outer call's capture goes on
+
+    def capturing(run_, device, inputs):
+        call_inside()
+        return real_capture(run_, device, inputs)
+
+    monkeypatch.setattr(graphs, "capture", capturing)
+    result = _returns_within(10, lambda: runner([torch.ones(2)], finish))
+    torch.testing.assert_close(result[0], torch.full((2,), 2.0))
+    refused = inner.pop()
+    assert isinstance(refused, RuntimeCallError) and "captures a CUDA graph" in str(refused)
+    assert "cuda_graphs=False" in str(refused)
+
+    state["replay"] = call_inside  # a replay: eager, and the outer call's static output is its own
+    result = _returns_within(10, lambda: runner([torch.full((2,), 3.0)], finish))
+    torch.testing.assert_close(result[0], torch.full((2,), 6.0))
+    torch.testing.assert_close(inner.pop(), torch.full((2,), 10.0))
+    assert runner.num_captures == 1
+    with pytest.raises(KeyError):
+        state["replay"]

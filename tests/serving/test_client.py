@@ -99,6 +99,8 @@ def test_a_request_the_server_may_have_run_is_sent_once(stand_in, expected):
     [answer(503, b"busy", [("Retry-After", "0")]), answer(200, OK)],
     # aotcuda's proxy holding as many bodies as it may (proxy.WholeBody): refused before anything ran
     [answer(503, b"the server holds", [("Retry-After", "0"), ("X-Aotcuda-Error", "BusyError")]), answer(200, OK)],
+    # a server with no application (stopping, starting: proxy.answers_while_stopping): nothing ran
+    [answer(503, b"no application", [("Retry-After", "0"), ("X-Aotcuda-Error", "StoppingError")]), answer(200, OK)],
 ], indirect=True)
 def test_a_503_with_retry_after_is_sent_again_and_succeeds(stand_in):
     (y,) = client_of(stand_in).predict({"x": torch.zeros(2)})

@@ -169,3 +169,37 @@ def test_records_load_refuses_are_refused_before_ray_starts(index_packages, tmp_
             check_package(str(path), ServeOptions())
         with pytest.raises(PackageError, match=said):
             aotcuda.load(str(path))  # the same refusal load gives
+
+
+def test_an_index_refusal_tells_a_client_the_op_not_the_lowering_hosts_source(index_packages):
+    """A 400 for a token id out of range carried the signature's reason whole: "... as the index of aten::embedding
+    over 16 rows of table.weight, at /home/me/model.py:6: return self.table(ids) ..." (the breaker, 2026-12-06, late):
+    the deployer's source path and code, to any client. The client reads the input, the value, the range and the op;
+    the replica's log gets the whole message. In-process callers keep the file and line."""
+    from safetensors import torch as safetensors_torch
+
+    from test_request_shapes import predict
+
+    path = index_packages["embed"]
+    replica = ProgramReplica(path)
+    ids, pos, x = torch.tensor([[1, 99, 2]]), torch.zeros(1, 3, dtype=torch.long), torch.randn(1, 3)
+    with pytest.raises(aotcuda.InputError, match=r"serving_cases\.py:\d+: return self\.table\(ids\)"):
+        replica.program(ids, pos, x)  # in-process: where it was lowered, as before
+    status, error, text = predict(replica, safetensors_torch.save({"ids": ids, "pos": pos, "x": x}))
+    assert (status, error) == (400, "InputError"), text[:300]
+    assert b"'ids' (#0) holds 99 at (0, 1), outside [0, 15], the values it may hold as the index of aten::embedding" in text
+    assert b"serving_cases" not in text and b"self.table" not in text and b", at " not in text, text
+
+
+def test_no_answer_of_a_replica_shows_a_path_of_the_server():
+    """The kind of the row above: any error a replica answers with (a C++ error naming the extracted library, a package
+    path) shows no absolute path to the client; the replica's log has the message whole."""
+    from aotcuda.errors import RuntimeCallError
+    from aotcuda.serving.deployment import _error_response
+
+    error = RuntimeCallError("run failed in /tmp/aotcuda-1234/data/aotinductor/model/m.so (at /home/me/model.py:6)")
+    answer = _error_response(error, 500, "RuntimeCallError: ")
+    assert answer.status_code == 500 and b"/tmp/" not in answer.body and b"/home/" not in answer.body, answer.body
+    assert answer.body == (b"RuntimeCallError: run failed in <a path on the server> (at <a path on the server>:6)")
+    kept = _error_response(aotcuda.InputError("x / 2 of application/octet-stream at /predict"), 400)
+    assert kept.body == b"x / 2 of application/octet-stream at /predict"  # a ratio, a media type, a route: kept

@@ -39,7 +39,8 @@ class Recorder:
                 return
 
 
-def drive(middleware_app, messages, pause_s=0.0, headers=(), scope_type="http"):
+def drive(middleware_app, messages, pause_s=0.0, headers=(), scope_type="http", server=None, path="/predict",
+          content_type="application/octet-stream"):
     """Run one request through ``middleware_app``: the client's ``messages`` (then a disconnect), each after
     ``pause_s``; returns what was sent back and the number of receive calls."""
     sent, received = [], [0]
@@ -53,14 +54,21 @@ def drive(middleware_app, messages, pause_s=0.0, headers=(), scope_type="http"):
     async def send(message):
         sent.append(message)
 
-    scope = {"type": scope_type, "method": "POST", "path": "/predict",
-             "headers": [(k.encode(), v.encode()) for k, v in headers]}
+    if content_type is not None and not any(k.lower() == "content-type" for k, _ in headers):  # as Client sends it
+        headers = [*headers, ("content-type", content_type)]
+    scope = {"type": scope_type, "method": "POST", "path": path,
+             "headers": [(k.encode(), v.encode()) if isinstance(k, str) else (k, v) for k, v in headers]}
+    if server is not None:  # the address of the connection's own end, as uvicorn gives it
+        scope["server"] = server
     asyncio.run(middleware_app(scope, receive, send))
     return sent, received[0]
 
 
 def chunk(body: bytes, more: bool) -> dict:
     return {"type": "http.request", "body": body, "more_body": more}
+
+
+OCTET = "application/octet-stream"
 
 
 def whole_body(app, timeout_s=5.0, max_bytes=100):
@@ -117,8 +125,96 @@ def test_the_headers_ray_takes_as_its_own_controls_never_reach_ray_from_a_client
                ("x-request-id", "abc"), ("content-length", "2")]
     sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=headers)
     assert sent == [] and app.messages[0] == chunk(b"ab", False)
-    assert app.scope["headers"] == [(b"content-type", b"application/octet-stream"), (b"x-request-id", b"abc"),
-                                    (b"content-length", b"2")]
+    assert app.scope["headers"] == [(b"content-type", b"application/octet-stream"), (b"content-length", b"2")]
+
+
+def test_a_request_id_a_client_chooses_never_reaches_ray():
+    """Ray Serve 2.60's proxy takes a client's ``X-Request-Id`` as the request's id in its logs, and one of bytes that
+    are not UTF-8 made it raise: a bare 500 without aotcuda's error header (the breaker, 2026-12-06, late). The proxy
+    drops it, in either spelling; Ray makes its own."""
+    app = Recorder()
+    headers = [(b"x-request-id", b"\xff\xfe\x80"), (b"X_Request_Id", b"mine"), (b"content-length", b"2")]
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=headers)
+    assert sent == [] and app.messages[0] == chunk(b"ab", False)
+    assert app.scope["headers"] == [(b"content-length", b"2"), (b"content-type", b"application/octet-stream")]
+
+
+def refusal_of(sent) -> tuple[int, dict, bytes]:
+    return sent[0]["status"], dict(sent[0]["headers"]), sent[1]["body"]
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x", "application/json"])
+def test_a_predict_post_a_web_page_could_send_is_refused_415(content_type):
+    """A web page can POST to a loopback server with ``Content-Type: text/plain`` (a form, or none) without the
+    browser asking the server first (a "simple request"): the breaker's POST with ``Origin: http://evil.example`` got
+    200 (2026-12-06, late). /predict takes application/octet-stream only (aotcuda's Client sends it); a page must ask
+    first to send that, and nothing allows it."""
+    app = Recorder()
+    headers = [("origin", "http://evil.example")] + ([("content-type", content_type)] if content_type else [])
+    sent, receives = drive(whole_body(app), [chunk(b"ab", False)], headers=headers, content_type=None)
+    status, answer_headers, body = refusal_of(sent)
+    assert (status, answer_headers[b"x-aotcuda-error"]) == (415, b"MediaTypeError") and app.scope is None
+    assert receives == 0 and answer_headers[b"connection"] == b"close"
+    assert b"Content-Type: application/octet-stream" in body
+    app = Recorder()  # with parameters, in any case: taken
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("Content-Type", "Application/Octet-Stream; x=1")])
+    assert sent == [] and app.messages[0] == chunk(b"ab", False)
+
+
+def test_a_request_over_loopback_naming_another_host_is_refused_421(monkeypatch):
+    """DNS rebinding: a page's own name that resolves to 127.0.0.1 lets the page read the answers of a loopback server
+    (the breaker read /predict's answer and GET /stats with ``Host: evil.example:18602``). A request arriving over a
+    loopback address must name localhost, a loopback address, or a name the deployer allows."""
+    loopback = ("127.0.0.1", 18602)
+    for host in ("evil.example:18602", "evil.example", "127.0.0.1.evil.example", "localhost.evil.example:1"):
+        app = Recorder()
+        for path in ("/predict", "/stats"):
+            sent, receives = drive(whole_body(app), [chunk(b"ab", False)], headers=[("host", host)], server=loopback,
+                                   path=path)
+            status, answer_headers, body = refusal_of(sent)
+            assert (status, answer_headers[b"x-aotcuda-error"]) == (421, b"WrongHostError"), host
+            assert app.scope is None and receives == 0 and b"AOTCUDA_SERVE_ALLOWED_HOSTS" in body
+    for host in ("127.0.0.1:18602", "localhost:18602", "LOCALHOST", "[::1]:18602", "127.0.0.2", socket.gethostname()):
+        app = Recorder()
+        sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("host", host)], server=loopback)
+        assert sent == [] and app.messages[0] == chunk(b"ab", False), host
+    app = Recorder()  # not over loopback: the names are the deployer's business (a balancer, DNS)
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("host", "api.example")], server=("10.0.0.5", 80))
+    assert sent == []
+    monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_HOSTS", " API.example , other")  # the deployer's names, read at start
+    app = Recorder()
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("host", "api.example:443")], server=loopback)
+    assert sent == [] and app.messages[0] == chunk(b"ab", False)
+    assert proxy.proxy_environment(5.0, 100)["AOTCUDA_SERVE_ALLOWED_HOSTS"] == "api.example,other"
+
+
+async def rays_route_miss(scope, receive, send):
+    """Ray Serve's proxy with no application (serve.delete done, ray.shutdown not yet): its own 404."""
+    await receive()
+    await PlainTextResponse("Path '/predict' not found. Ping http://127.0.0.1:18602/-/routes for routes.",
+                            status_code=404)(scope, receive, send)
+
+
+def test_rays_404_for_a_program_route_while_no_application_runs_is_503_retry_after():
+    """Stopping ``aotcuda serve`` (Ctrl-C) deletes the application, then stops Ray seconds later: meanwhile clients got
+    Ray's final-looking 404 "Path '/predict' not found" (the breaker's requests_during_stop.py, ~3 s). Now 503 with
+    Retry-After and Connection: close, said in aotcuda's words; a replica's own 404 (its header) and other paths pass."""
+    for path in ("/predict", "/healthz", "/stats"):
+        sent, _ = drive(whole_body(rays_route_miss), [chunk(b"ab", False)], path=path)
+        status, headers, body = refusal_of(sent)
+        assert (status, headers[b"x-aotcuda-error"]) == (503, b"StoppingError"), path
+        assert headers[b"retry-after"] == b"1" and headers[b"connection"] == b"close"
+        assert b"stopping or starting" in body and len(sent) == 2  # Ray's own body dropped
+    sent, _ = drive(whole_body(rays_route_miss), [chunk(b"ab", False)], path="/nothing")
+    assert sent[0]["status"] == 404
+
+    async def replica_404(scope, receive, send):
+        await receive()
+        await PlainTextResponse("no route", status_code=404, headers={"X-Aotcuda-Error": "x"})(scope, receive, send)
+
+    sent, _ = drive(whole_body(replica_404), [chunk(b"ab", False)], path="/stats")
+    assert sent[0]["status"] == 404 and sent[1]["body"] == b"no route"
 
 
 def test_a_lifespan_scope_passes_through():
@@ -186,7 +282,8 @@ def test_concurrent_bodies_are_held_within_the_pending_limit(monkeypatch, declar
         async def send(message):
             sent.append(message)
 
-        await app({"type": "http", "method": "POST", "path": "/predict", "headers": headers}, receive, send)
+        await app({"type": "http", "method": "POST", "path": "/predict",
+                   "headers": [*headers, (b"content-type", b"application/octet-stream")]}, receive, send)
         return sent
 
     async def scenario():
@@ -229,7 +326,7 @@ def test_connections_that_declare_a_length_and_send_nothing_hold_no_room():
             sent.append(message)
 
         scope = {"type": "http", "method": "POST", "path": "/predict",
-                 "headers": [(k.encode(), v.encode()) for k, v in headers]}
+                 "headers": [(k.encode(), v.encode()) for k, v in [*headers, ("content-type", OCTET)]]}
         await app(scope, receive, send)
         return sent[0]["status"], time.monotonic()
 
@@ -350,7 +447,7 @@ def test_a_slow_or_oversized_body_is_answered_by_the_proxy_and_never_reaches_a_r
     running, _ = late_server
     (before,) = replica_stats(running.url, replicas=1).values()
     started = time.monotonic()
-    with raw_request(PORT, f"POST /predict HTTP/1.1\nHost: x\n{head}") as attacker:
+    with raw_request(PORT, f"POST /predict HTTP/1.1\nHost: localhost\nContent-Type: application/octet-stream\n{head}") as attacker:
         attacker.sendall(b"0123456789")
         answer_status, answer = status_of(attacker, timeout=BODY_TIMEOUT_S + 30)
     assert answer_status == status and said in answer, answer[:300]
@@ -395,7 +492,7 @@ def test_the_proxy_refuses_a_request_head_over_16_kib(monkeypatch):
     head over 16 KiB."""
     with uvicorn_as_ray_runs_it(monkeypatch, Recorder()) as (address, _):
         with socket.create_connection(address, timeout=5) as client:
-            client.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (256 << 10))  # no end of head
+            client.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * (256 << 10))  # no end of head
             try:
                 answer = client.recv(4096)  # httptools waited for the rest of the head: no answer, a timeout
             except ConnectionResetError:  # closed at once, the answer lost with it
@@ -436,7 +533,7 @@ def test_a_request_head_has_a_deadline_and_connections_are_bounded(monkeypatch):
             assert data == b"" and took < 2.0  # sent nothing: closed at the deadline, without an answer
             client.close()
         with socket.create_connection(address) as trickler:
-            trickler.sendall(b"POST /predict HTTP/1.1\r\nHost: a\r\n")
+            trickler.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\n")
             for _ in range(4):  # a header byte every 0.2 s: each byte used to restart nothing, and nothing ended it
                 time.sleep(0.2)
                 trickler.sendall(b"X")
@@ -444,7 +541,7 @@ def test_a_request_head_has_a_deadline_and_connections_are_bounded(monkeypatch):
         assert data.startswith(b"HTTP/1.1 408") and b"x-aotcuda-error: SlowHeadError" in data, data[:300]
         assert b"request head did not arrive within 1 s" in data and took < 2.0
         with socket.create_connection(address, timeout=5) as honest:
-            honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             data, _ = answer_of(honest)
         assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok"), data[:300]
 
@@ -461,11 +558,11 @@ def test_the_connections_kept_open_are_bounded_by_the_room_their_heads_hold(monk
     with uvicorn_as_ray_runs_it(monkeypatch, app, max_pending_bytes=4 * (32 << 10)) as (address, _):
         begun = [socket.create_connection(address) for _ in range(4)]
         for client in begun:
-            client.sendall(b"POST /predict HTTP/1.1\r\nHost: a\r\nX-Pad: " + b"a" * 16_000)
+            client.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nX-Pad: " + b"a" * 16_000)
         time.sleep(0.2)
         with socket.create_connection(address) as one_too_many:
             one_too_many.settimeout(2.0)
-            one_too_many.sendall(b"POST /predict HTTP/1.1\r\nHost: a\r\nX-Pad: " + b"a" * 16_000)
+            one_too_many.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nX-Pad: " + b"a" * 16_000)
             try:
                 data = one_too_many.recv(100)
             except (ConnectionResetError, TimeoutError) as error:
@@ -475,7 +572,7 @@ def test_the_connections_kept_open_are_bounded_by_the_room_their_heads_hold(monk
             client.close()
         time.sleep(0.2)
         with socket.create_connection(address, timeout=5) as honest:
-            honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             assert honest.recv(100).startswith(b"HTTP/1.1 200")
         assert heads.DeadlineH11Protocol.max_connections == 4
     assert heads.connection_limit(1 << 30) <= (1 << 30) // (32 << 10)
@@ -566,7 +663,7 @@ def test_the_proxy_closes_a_connection_that_never_reads_its_answer_and_frees_it(
     timeout, but it always takes bytes) gets the whole answer."""
     answer = b"x" * (32 << 20)  # more than the kernel's socket buffers take: the rest waits in the server
     app = proxy.WholeBody(Response(answer, media_type="application/octet-stream"), timeout_s=0.5, max_bytes=100)
-    request = b"GET /predict HTTP/1.1\r\nHost: a\r\n\r\n"
+    request = b"GET /predict HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
     def client(address):
         sock = socket.socket()
@@ -699,7 +796,7 @@ def test_the_minimum_send_rate_counts_what_the_client_took_while_the_app_keeps_w
             transport = FlowBuffer()
             transport.protocol = protocol
             protocol.connection_made(transport)
-            protocol.data_received(b"GET /stream HTTP/1.1\r\nHost: a\r\n\r\n")
+            protocol.data_received(b"GET /stream HTTP/1.1\r\nHost: localhost\r\n\r\n")
             protocols[name] = protocol
         started = time.monotonic()
         for _ in range(15):  # 1.5 s
@@ -737,7 +834,7 @@ def test_slow_readers_cannot_hold_the_pending_room_from_an_honest_request(monkey
     answer = b"x" * (2 << 20)
     app = proxy.WholeBody(Response(answer, media_type="application/octet-stream"), timeout_s=2.0, max_bytes=100,
                           max_pending_bytes=6 << 20)
-    request = b"POST /predict HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody"
+    request = b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nContent-Length: 4\r\n\r\nbody"
 
     def slow_reader(address, got: list, stop: threading.Event) -> None:
         with socket.socket() as sock:
@@ -827,7 +924,7 @@ def test_a_chunked_body_of_tiny_chunks_is_refused_after_a_few_and_large_chunks_p
     from aotcuda.serving import heads
 
     connection = heads.ChunkCount(h11.SERVER)
-    connection.receive_data(b"POST /predict HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    connection.receive_data(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
                             + b"1\r\nx\r\n" * 100_000)
     assert isinstance(connection.next_event(), h11.Request)
     events = 0
@@ -837,7 +934,7 @@ def test_a_chunked_body_of_tiny_chunks_is_refused_after_a_few_and_large_chunks_p
             events += 1
     assert events == heads.FREE_CHUNKS
     honest = heads.ChunkCount(h11.SERVER)
-    honest.receive_data(b"POST /predict HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    honest.receive_data(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
                         + chunked(*[b"x" * 1024] * 500, *[b"y"] * 60))
     kinds = []
     while (event := honest.next_event()) is not h11.NEED_DATA and not isinstance(event, h11.EndOfMessage):
@@ -852,7 +949,7 @@ def test_a_chunk_is_counted_whatever_the_reads_it_arrives_in():
     from aotcuda.serving import heads
 
     def events_until_refused(connection, pieces):
-        connection.receive_data(b"POST /predict HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        connection.receive_data(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
         assert isinstance(connection.next_event(), h11.Request)
         for piece in pieces:
             connection.receive_data(piece)
@@ -876,7 +973,7 @@ def test_one_byte_chunks_get_400_from_the_proxy_and_leave_it_free(monkeypatch):
 
     app = proxy.WholeBody(body_size, timeout_s=5.0, max_bytes=1 << 20)
     with uvicorn_as_ray_runs_it(monkeypatch, app) as (address, _):
-        head = b"POST /predict HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        head = b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
         with socket.create_connection(address, timeout=5) as attacker:
             started = time.monotonic()
             attacker.sendall(head)
@@ -923,14 +1020,14 @@ def test_a_content_length_that_is_not_a_number_gets_an_answer_that_says_so(monke
         for length, says in ((b"abc", b"Content-Length must be a decimal number of bytes"), (b"-1", b"decimal"),
                              (b"1" * 30, b"decimal"), (b"3, 4", b"values that disagree")):
             with socket.create_connection(address, timeout=5) as client:
-                client.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + b"\r\n\r\n")
+                client.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nContent-Length: " + length + b"\r\n\r\n")
                 answer = b""
                 while chunk := client.recv(4096):
                     answer += chunk
             assert answer.startswith(b"HTTP/1.1 400") and says in answer, answer
             assert b"x-aotcuda-error: requesterror" in answer.lower(), answer
         with socket.create_connection(address, timeout=5) as client:
-            client.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+            client.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
             answer = b""
             while chunk := client.recv(4096):
                 answer += chunk

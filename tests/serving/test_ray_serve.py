@@ -21,6 +21,8 @@ serving = pytest.importorskip("aotcuda.serving")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 PORT = 18765  # 187xx: the serving tests' ports on a shared machine
+# a POST /predict's head as a client sends it: a Host the loopback proxy takes, the content type it takes (proxy.py)
+POST_HEAD = "POST /predict HTTP/1.1\nHost: localhost\nContent-Type: application/octet-stream\n"
 TOLERANCE = 1e-5  # float32; a batch's rows may go through other matmul kernels than one row's
 BODY_TIMEOUT_S, MAX_BODY = 3.0, 1 << 20  # the largest good request here: 17 x 16 x 256 float32, 278 KiB
 SLOTS = 2 * 16  # replicas x max_ongoing_requests (max(8, 2 x max batch size))
@@ -61,7 +63,7 @@ def test_the_ray_it_started_gives_its_proxy_the_body_middleware_with_these_limit
     from aotcuda.serving import proxy
 
     names = (proxy.CALLBACK_VARIABLE, proxy.BODY_TIMEOUT_VARIABLE, proxy.MAX_BYTES_VARIABLE, proxy.MAX_PENDING_VARIABLE,
-             proxy.MIN_SEND_RATE_VARIABLE)
+             proxy.MIN_SEND_RATE_VARIABLE, proxy.ALLOWED_HOSTS_VARIABLE)
     read = ray.remote(num_cpus=0)(lambda: {name: os.environ.get(name) for name in names})
     assert ray.get(read.remote(), timeout=60) == proxy.proxy_environment(BODY_TIMEOUT_S, MAX_BODY)
 
@@ -256,7 +258,7 @@ def test_bodies_that_never_arrive_neither_stall_health_checks_nor_hold_the_repli
     at once, each attacker gets 408 after the body timeout (not the proxy's 60 s), and a good request is
     answered once their slots are free."""
     running, model = server
-    attackers = [raw_request(PORT, "POST /predict HTTP/1.1\nHost: x\nContent-Length: 1000") for _ in range(SLOTS + 4)]
+    attackers = [raw_request(PORT, POST_HEAD + "Content-Length: 1000") for _ in range(SLOTS + 4)]
     try:
         time.sleep(1.0)  # every attacker now holds a slot, or waits for one in the proxy
         started = time.monotonic()
@@ -274,7 +276,7 @@ def test_bodies_that_never_arrive_neither_stall_health_checks_nor_hold_the_repli
 
 
 def test_a_body_declared_over_the_limit_is_refused_before_it_is_sent(server):
-    attacker = raw_request(PORT, f"POST /predict HTTP/1.1\nHost: x\nContent-Length: {256 << 20}")
+    attacker = raw_request(PORT, POST_HEAD + f"Content-Length: {256 << 20}")
     with attacker:
         status, answer = status_of(attacker, timeout=10)  # the body never comes: only its length was read
     assert status == 400 and b"declares 268435456 bytes, more than this server's limit" in answer, answer[:300]
@@ -284,7 +286,7 @@ def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(server):
     """No Content-Length: the body streams in 64 KiB chunks (32 MiB/s at most) until the server answers, which
     it does with a few MiB sent (socket buffers, the answer's way back), not after reading all 128 MiB."""
     chunk = b"%x\r\n%s\r\n" % (1 << 16, b"\0" * (1 << 16))
-    attacker = raw_request(PORT, "POST /predict HTTP/1.1\nHost: x\nTransfer-Encoding: chunked")
+    attacker = raw_request(PORT, POST_HEAD + "Transfer-Encoding: chunked")
     sent = 0
     with attacker:
         try:

@@ -23,6 +23,26 @@ def bool_positions(specs) -> tuple[int, ...]:
     return tuple(index for index, spec in enumerate(specs or ()) if spec.dtype == torch.bool)
 
 
+def checked_bool_copies(tensors: list, positions, labels, callers: list) -> list:
+    """``tensors`` checked (``check_bool_bytes``), with each CPU bool input at ``positions`` that is still the caller's
+    own tensor (``callers``) replaced by a copy holding 0 for a byte of 0 and 1 for any other, which the run reads: the
+    caller's memory may change after the check, and the copy reads each byte as eager does, whenever it was written.
+    A copy this call made (into the exported layout) no one else can write, and already holds 0 and 1 only. A written
+    input's copy is copied back after the run (``checks.copies_back``), as the exported-layout copies are."""
+    check_bool_bytes(tensors, positions, labels)
+    copies = tensors
+    for index in positions:
+        tensor = tensors[index]
+        if tensor is callers[index] and isinstance(tensor, torch.Tensor) and tensor.dtype == torch.bool \
+                and tensor.device.type == "cpu" and tensor.numel():
+            if copies is tensors:
+                copies = list(tensors)
+            # != 0 on the bytes, not clone(): a copy of the same dtype may copy the bytes as they are
+            copies[index] = copy = torch.empty_like(tensor, memory_format=torch.preserve_format)
+            torch.ne(tensor.view(torch.uint8), 0, out=copy)
+    return copies
+
+
 def check_bool_bytes(tensors, positions, labels) -> None:
     """InputError naming the first bool input at ``positions`` of ``tensors`` (CPU tensors; others are skipped) that
     holds a byte other than 0 and 1, with the byte, where it is, and the fix."""

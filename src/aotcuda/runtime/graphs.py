@@ -40,6 +40,12 @@ stream itself; a call on another stream first waits for an event recorded on the
 (made only when the stream changes: an event per call costs microseconds of host time, the whole budget
 of a replay). The capture uses ``capture_error_mode="thread_local"``, so that other threads' CUDA work
 (other Programs) does not invalidate it.
+
+A call from the thread that holds the lock (a signal's handler, a ``__del__`` the garbage collector runs, a weakref
+callback, a trace hook, all run between the outer call's Python lines) would wait for itself forever on a plain lock,
+and reusing the lock (a re-entrant lock) would hand it the static buffers the outer call is filling. It runs eagerly
+instead, with its own outputs, as a call without graphs does; during a capture it is refused (RuntimeCallError): the
+capture would record its work into the graph.
 """
 
 from __future__ import annotations
@@ -143,7 +149,10 @@ class GraphRunner:
         self.mutated = mutated
         self._states: OrderedDict[tuple, _ShapeState] = OrderedDict()
         self._last: tuple | None = None  # (key, state) of the latest call: repeats skip the LRU update
-        self._lock = threading.Lock()
+        # Re-entrant only so that a call can tell, atomically with the acquire, that its own thread holds it
+        # (``_is_owned``): such a call never acquires it again (``__call__``).
+        self._lock = threading.RLock()
+        self._capturing = False
         self._raw_stream = raw_stream_function(device)
         self._last_stream: int | None = None  # the raw stream of the last call through a graph
 
@@ -152,6 +161,8 @@ class GraphRunner:
         buffers, which finish must copy (it runs under the lock, before the next replay can start). With
         ``lend``, the outputs may be aliases of a graph's buffers instead (static False): pass it only when
         finish hands them to the caller as they are."""
+        if self._lock._is_owned():  # a call from inside this thread's own call (see the module docstring)
+            return self._reentrant_call(inputs, finish)
         key = shape_key(inputs)
         with self._lock:
             last = self._last
@@ -160,6 +171,16 @@ class GraphRunner:
                 state.calls += 1
                 return finish(self._run(inputs), False)
             return self._graph_call(state, inputs, finish, lend)
+
+    def _reentrant_call(self, inputs, finish) -> list:
+        """A call made while this thread's outer call holds the lock: eager, never the static buffers."""
+        if self._capturing:
+            raise RuntimeCallError("this Program was called from inside its own call on the same thread (a signal "
+                                   "handler, a __del__, a weakref callback or a trace hook) while that call captures a "
+                                   "CUDA graph, which would record this call's work into the graph; make the call "
+                                   "outside the handler (e.g. set a flag there and call after), or load with "
+                                   "cuda_graphs=False", advice=(Advice("cuda_graphs", False),))
+        return finish(self._run(inputs), False)
 
     def _graph_call(self, state: _ShapeState, inputs, finish, lend: bool) -> list:
         """Replay a free capture (capturing one first if none is), write back mutated inputs, finish; under
@@ -194,6 +215,7 @@ class GraphRunner:
 
     def _capture(self, state: _ShapeState, inputs) -> _Capture:
         static_inputs = [t.clone() for t in inputs]
+        self._capturing = True
         try:
             graph, static_outputs = capture(self._run, self.device, static_inputs)
         except RuntimeCallError as exc:
@@ -201,6 +223,8 @@ class GraphRunner:
             raise RuntimeCallError(f"{exc}. Calls of this input shape now run without a graph; load with "
                                    "cuda_graphs=False to skip capturing.",
                                    advice=(Advice("cuda_graphs", False),)) from exc.__cause__
+        finally:
+            self._capturing = False
         storages = {t.untyped_storage()._cdata for t in static_outputs if t is not None}
         held = tuple((storage, _use_count(storage)) for storage in storages)  # counted with no alias made yet
         state.captures.append(made := _Capture(graph, static_inputs, static_outputs, held))

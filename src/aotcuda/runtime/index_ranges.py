@@ -223,8 +223,17 @@ class IndexRangeChecks:
         where = _first_place(tensor, value)  # () only where the memory changed since the check read it
         at = f" at {where}" if where else ""
         shown = f"[{'-inf' if lowest is None else lowest}, {'inf' if highest is None else highest}]"
-        raise InputError(f"{self._labels[index]} holds {value}{at}, outside {shown}, the values it may hold as "
-                         f"the index of {reason}. Eager refuses it too; pass values in that range")
+        said = f"{self._labels[index]} holds {value}{at}, outside {shown}, the values it may hold as the index of "
+        error = InputError(f"{said}{reason}. Eager refuses it too; pass values in that range")
+        # a server's client gets the op, not the lowering host's file, line and source (``_op_of``)
+        error.client_text = f"{said}{_op_of(reason)}. Eager refuses it too; pass values in that range"
+        raise error
+
+
+def _op_of(reason: str) -> str:
+    """A reason without where it was lowered: lowering writes ``"{op} over {what}, at {file}:{line}: {source}"``
+    (``aotcuda.lowering.index_ranges._reason``), or the model's module after ", at "."""
+    return reason.split(", at ", 1)[0]
 
 
 def _first_place(tensor: torch.Tensor, value: int) -> tuple[int, ...]:

@@ -50,7 +50,7 @@ from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
 from aotcuda.runtime.archive import ArchiveLimits
-from aotcuda.runtime.bool_bytes import bool_positions, check_bool_bytes
+from aotcuda.runtime.bool_bytes import bool_positions, checked_bool_copies
 from aotcuda.runtime.bound import BoundGraph, bind_graph
 from aotcuda.runtime.checks import (
     GPU_ALIGN_BYTES,
@@ -471,8 +471,8 @@ class Program:
             prepared = originals  # checked before, and needing no copy into the exported layout
             if self._mutated:  # these depend on the tensors themselves, not their signature
                 check_mutated_inputs(originals, self._mutated, self._input_specs, self._input_names)
-        if self._bool_inputs:  # the values, each call: a byte but 0 or 1 is read as its value (bool_bytes)
-            check_bool_bytes(prepared, self._bool_inputs, self._input_labels)
+        if self._bool_inputs:  # the values, each call: a byte but 0 or 1 is read as its value (bool_bytes),
+            prepared = checked_bool_copies(prepared, self._bool_inputs, self._input_labels, originals)  # on a copy
         if self._grad_warning_due and torch.is_grad_enabled():
             self._warn_if_inputs_require_grad(originals)
         if self._index_checks is not None:  # the values, each call (before a CUDA graph's replay too),

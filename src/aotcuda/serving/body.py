@@ -37,6 +37,27 @@ class SlowHeadError(SlowBodyError):
     with HTTP 408 by the HTTP proxy's connection, before any app sees the request: serving/heads.py)."""
 
 
+class WrongHostError(RequestError):
+    """A request that arrived over a loopback address naming another host (a web page's DNS rebinding; answered with
+    HTTP 421 by the HTTP proxy: serving/proxy.py)."""
+
+    http_status = 421
+
+
+class MediaTypeError(RequestError):
+    """A POST /predict whose Content-Type is not application/octet-stream (a web page's form or text/plain post;
+    answered with HTTP 415 by the HTTP proxy: serving/proxy.py)."""
+
+    http_status = 415
+
+
+class StoppingError(AotcudaError):
+    """A request to a route of the program while the server has none (it is stopping, or not started yet): answered
+    with HTTP 503, Retry-After and Connection: close in place of Ray's final-looking 404."""
+
+    http_status = 503
+
+
 class LateBodyError(AotcudaError):
     """A body that Ray Serve's HTTP proxy had read whole but that did not reach the replica in time: Ray's
     delay, not the client's (answered with HTTP 503; the program did not run)."""

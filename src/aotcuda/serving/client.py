@@ -8,7 +8,8 @@ the connection was never made (refused, unreachable, connect timeout: nothing wa
 before the body was whole and gave no answer (an answer given early, such as a 400 for a body over the server's
 limit, is read and is final), or the answer is a
 503 with ``Retry-After`` (Ray Serve's proxy refusing it before any replica took it, or aotcuda's part of the
-proxy holding too many bodies: X-Aotcuda-Error BusyError; the wait is the header's, capped at
+proxy holding too many bodies: X-Aotcuda-Error BusyError, or a server with no application, stopping or starting:
+StoppingError; the wait is the header's, capped at
 ``max_retry_after_s``). Anything after the request was sent is final: a read timeout (the server
 may still be running it), a connection closed without an answer, a 5xx without the X-Aotcuda-Error header
 (the replica that held the request died: resending the request a replica died on can kill the next one,
@@ -46,6 +47,11 @@ class ServingError(AotcudaError):
 
     def __reduce__(self):  # pickle rebuilds an exception from self.args: here, the message alone
         return type(self), (self.status, self.message, self.retriable, self.retry_after_s), self.__dict__
+
+
+# what a 503 with Retry-After may say when nothing of the request ran: Ray's proxy (no header), aotcuda's proxy
+# holding too many bodies, or no application running (stopping or starting: proxy.answers_while_stopping)
+_NOTHING_RAN = (None, "BusyError", "StoppingError")
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -171,7 +177,7 @@ class Client:
             text = (f"{text}: a redirect to {str(response.headers.get('Location'))[:200]!r}, which the client does not "
                     "follow; give it the server's own URL")
         retry_after = _retry_after(response.headers.get("Retry-After"))
-        if response.status == 503 and retry_after is not None and response.headers.get(ERROR_HEADER) in (None, "BusyError"):
+        if response.status == 503 and retry_after is not None and response.headers.get(ERROR_HEADER) in _NOTHING_RAN:
             raise ServingError(503, text, retriable=True, retry_after_s=retry_after)
         if response.status >= 500 and response.headers.get(ERROR_HEADER) is None:
             text = (f"{text.strip() or response.reason} (from Ray's proxy, not the program: the replica that held "

@@ -38,7 +38,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import logging
 import os
+import re
 from collections import Counter
 
 import torch
@@ -470,8 +472,20 @@ def _unless_settled(settle, answer) -> None:
 
 def _error_response(error: Exception, status: int, prefix: str = "") -> Response:
     """An error's answer, its text bounded: a message may echo the request (a shape of 480,000 dims made a
-    1.44 MB 400), and what a client sent must not decide how much the server writes back."""
+    1.44 MB 400), and what a client sent must not decide how much the server writes back. A client reads what
+    concerns its request, not the deployer's host: the error's ``client_text`` where it has one (an index range's
+    op without the lowering host's file, line and source), and no absolute path (the package's, a temporary
+    folder's, a source file's); the whole message goes to the replica's log."""
     headers = {ERROR_HEADER: type(error).__name__}
     if isinstance(error, BusyError):  # nothing of the request ran: the client may send it again
         headers["Retry-After"] = str(RETRY_AFTER_S)
-    return PlainTextResponse(shown(prefix + str(error), MAX_ERROR_CHARS), status_code=status, headers=headers)
+    text = prefix + (getattr(error, "client_text", None) or str(error))
+    public = _SERVER_PATH.sub("<a path on the server>", text)
+    if public != prefix + str(error):
+        _log.info("answered %d to a request, said in full: %s", status, shown(prefix + str(error), MAX_ERROR_CHARS))
+    return PlainTextResponse(shown(public, MAX_ERROR_CHARS), status_code=status, headers=headers)
+
+
+# an absolute path of two parts or more (/tmp/aotcuda-x/m.so, /home/me/model.py), not a route or a ratio (a / b)
+_SERVER_PATH = re.compile(r"(?<![\w.:/~-])/(?:[^\s/:'\"()\[\],;]+/)+[^\s/:'\"()\[\],;]*")
+_log = logging.getLogger("ray.serve")  # a replica's log: Ray Serve writes this logger's records there

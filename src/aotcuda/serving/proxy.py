@@ -22,18 +22,28 @@ It also drops the request headers Ray's proxy reads as its own per-request contr
 before Ray sees them: they are for a trusted caller in front of Ray (HAProxy), and from a client they overrode the
 deployer's limits (``x-request-timeout-seconds: 0`` turned ``--request-timeout-s`` off for that request, and
 ``x-request-disconnect-disabled: ?1`` ran requests whose clients had left).
+
+Before it reads a body, it refuses what a web page could have sent (``web_pages``: 415 for a /predict post that is
+not application/octet-stream, 421 for a request over loopback naming another host).
+
+While the server has no application (``aotcuda serve`` stopping: ``serve.delete`` then ``ray.shutdown``, seconds
+apart; or starting), Ray's proxy answers its routes 404 "Path '/predict' not found", which reads as final: those
+answers become 503 with Retry-After and Connection: close (``StoppingError``).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse
 
 from aotcuda import switches
-from aotcuda.serving.body import ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError, read_body
+from aotcuda.serving.body import (ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError, StoppingError,
+                                  read_body)
+from aotcuda.serving.web_pages import ALLOWED_HOSTS_VARIABLE, host_refusal, media_type_refusal
 
 __all__ = ["BODY_READ", "CALLBACK", "WholeBody", "bound_request_heads", "middlewares", "proxy_environment",
            "read_by_proxy", "refuse_websocket", "without_ray_controls"]
@@ -43,6 +53,8 @@ CALLBACK_VARIABLE = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 BODY_TIMEOUT_VARIABLE, MAX_BYTES_VARIABLE = "AOTCUDA_SERVE_BODY_TIMEOUT_S", "AOTCUDA_SERVE_MAX_REQUEST_BYTES"
 MAX_PENDING_VARIABLE = "AOTCUDA_SERVE_MAX_PENDING_BYTES"
 MIN_SEND_RATE_VARIABLE = "AOTCUDA_SERVE_MIN_SEND_RATE"
+# the program's routes (health.ROUTES, which imports Ray): a 404 from Ray for one means no application is running
+PROGRAM_ROUTES = frozenset({"/predict", "/healthz", "/stats"})
 RETRY_AFTER_S = 1  # what a client refused for lack of room is told to wait (BusyError)
 BODY_READ = "aotcuda.body_read"  # scope key: the proxy read this request's whole body within its limits
 # The request headers Ray Serve 2.60's HTTP proxy reads as per-request controls (ray/serve/_private/constants.py;
@@ -52,8 +64,10 @@ BODY_READ = "aotcuda.body_read"  # scope key: the proxy read this request's whol
 # ``x-request-timeout-seconds: 0`` ran past --request-timeout-s (200 after 4.8 s where the limit was 2 s), and six
 # requests sent with ``x-request-disconnect-disabled: ?1`` by clients that closed at once all ran, for nobody (without
 # it, Ray cancels them), so that a client could queue any amount of work without holding a connection.
+# ``x-request-id`` too: Ray takes a client's as the request's id in its logs, and bytes that are not UTF-8 made its
+# proxy raise (a bare 500, without aotcuda's error header); Ray makes one of its own where none is given.
 RAY_CONTROL_HEADERS = frozenset({"x_request_timeout_seconds", "x_request_disconnect_disabled",
-                                 "serve_multiplexed_model_id"})
+                                 "serve_multiplexed_model_id", "x_request_id"})
 
 
 def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending_bytes: int | None = None) -> dict[str, str]:
@@ -63,7 +77,8 @@ def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending
     # the minimum send rate is this process's switch: read here, so that a value it refuses stops serve before Ray starts
     return {CALLBACK_VARIABLE: CALLBACK, BODY_TIMEOUT_VARIABLE: repr(float(body_timeout_s)),
             MAX_BYTES_VARIABLE: str(int(max_request_bytes)), MAX_PENDING_VARIABLE: str(int(pending)),
-            MIN_SEND_RATE_VARIABLE: str(switches.number(MIN_SEND_RATE_VARIABLE))}
+            MIN_SEND_RATE_VARIABLE: str(switches.number(MIN_SEND_RATE_VARIABLE)),
+            ALLOWED_HOSTS_VARIABLE: ",".join(sorted(switches.names(ALLOWED_HOSTS_VARIABLE)))}
 
 
 def middlewares() -> list[Middleware]:
@@ -166,6 +181,8 @@ class WholeBody:
         self.app, self.timeout_s, self.max_bytes = app, timeout_s, max_bytes
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
         self.unread_answers = unread_answers or _unread_answer_bytes
+        # this machine's own name too (Debian maps it to 127.0.1.1): /etc/hosts resolves it, no page's DNS can
+        self.allowed_hosts = switches.names(ALLOWED_HOSTS_VARIABLE) | {socket.gethostname().lower()}
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "websocket":
@@ -174,6 +191,11 @@ class WholeBody:
         if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
+        refusal = host_refusal(scope, self.allowed_hosts) or media_type_refusal(scope)
+        if refusal is not None:  # before a byte of the body is read
+            await _refused(refusal, scope, receive, send)
+            return
+        send = answers_while_stopping(scope, send)
         held = 0
 
         def take(size: int) -> None:  # room for the bytes received, as they arrive (body.read_body)
@@ -202,10 +224,7 @@ class WholeBody:
         except ClientDisconnect:  # the client left mid-body: nobody to answer
             return
         except (RequestError, BusyError) as error:
-            headers = {ERROR_HEADER: type(error).__name__, "Connection": "close"}  # the rest of the body is unread
-            if isinstance(error, BusyError):
-                headers["Retry-After"] = str(RETRY_AFTER_S)
-            await PlainTextResponse(str(error), status_code=error.http_status, headers=headers)(scope, receive, send)
+            await _refused(error, scope, receive, send)
             return
         handed = False
 
@@ -226,6 +245,41 @@ class WholeBody:
                             f"{self.pending.held} bytes of request bodies, past its limit of {self.pending.limit} "
                             "(--max-pending-bytes); nothing of this request ran, send it again after the "
                             "Retry-After seconds")
+
+
+async def _refused(error, scope, receive, send) -> None:
+    """The proxy's own answer to a request it refuses, with aotcuda's error header; the connection is closed (the rest
+    of the body is unread); a client that may send it again is told when (Retry-After)."""
+    headers = {ERROR_HEADER: type(error).__name__, "Connection": "close"}
+    if isinstance(error, (BusyError, StoppingError)):
+        headers["Retry-After"] = str(RETRY_AFTER_S)
+    await PlainTextResponse(str(error), status_code=error.http_status, headers=headers)(scope, receive, send)
+
+
+def answers_while_stopping(scope, send):
+    """``send``, with Ray's 404 for a program route (no aotcuda error header: no replica gave it) replaced by a 503
+    with Retry-After and Connection: close: Ray answers so only while the server has no application (stopping or
+    starting), and a client must not read it as final. Other routes' answers pass as they are."""
+    if scope.get("path") not in PROGRAM_ROUTES:
+        return send
+    replaced = False
+    error_header = ERROR_HEADER.lower().encode("latin-1")
+
+    async def sent(message):
+        nonlocal replaced
+        if message["type"] == "http.response.start" and message.get("status") == 404 and not any(
+                name.lower() == error_header for name, _ in message.get("headers") or ()):
+            replaced = True
+            error = StoppingError(f"the server has no application for {scope.get('path')} now: it is stopping or "
+                                  "starting; nothing of this request ran, send it again after the Retry-After seconds")
+            answer = PlainTextResponse(str(error), status_code=error.http_status, headers={
+                ERROR_HEADER: type(error).__name__, "Connection": "close", "Retry-After": str(RETRY_AFTER_S)})
+            await answer(scope, None, send)
+            return
+        if not replaced:  # else Ray's own body of the 404, dropped
+            await send(message)
+
+    return sent
 
 
 def without_ray_controls(headers) -> list:

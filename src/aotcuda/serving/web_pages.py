@@ -1,0 +1,81 @@
+"""Requests a web page could have sent, refused by the HTTP proxy before it reads a body (``proxy.WholeBody``).
+
+A web page the server's user opens can send requests to a loopback server (the browser is on the same host): a POST
+with ``Content-Type: text/plain`` (or a form, or none) is a "simple request", which a browser sends without asking the
+server first, and through DNS rebinding (a name of the page's that then resolves to 127.0.0.1) the page also reads
+the answers (the breaker, 2026-12-06: a POST with ``Origin: http://evil.example`` got 200, and ``Host:
+evil.example:18602`` read /stats). So a POST /predict must say ``Content-Type: application/octet-stream`` (415 else; a
+browser asks the server before sending that, which it never allows), and a request arriving over a loopback address
+must name the server in its Host header: localhost, a loopback address, this machine's name, or a name of
+AOTCUDA_SERVE_ALLOWED_HOSTS (421 else).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from aotcuda.serving.body import MediaTypeError, WrongHostError
+
+ALLOWED_HOSTS_VARIABLE = "AOTCUDA_SERVE_ALLOWED_HOSTS"
+OCTET_STREAM = "application/octet-stream"
+
+
+def _header(scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or ():
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return ip.is_loopback or bool(getattr(ip, "ipv4_mapped", None) and ip.ipv4_mapped.is_loopback)
+
+
+def host_refusal(scope, allowed: frozenset[str]) -> WrongHostError | None:
+    """WrongHostError for a request that arrived over a loopback address (``scope["server"]``, the address of the
+    connection's own end) naming a host other than localhost, a loopback address or one of ``allowed`` ("*": any;
+    WholeBody adds this machine's own name): a web page's DNS rebinding names the page's own host. None otherwise (a
+    request without a Host header: no browser sends one)."""
+    server, host = scope.get("server"), _header(scope, b"host")
+    if not server or host is None or "*" in allowed or not _is_loopback(str(server[0])):
+        return None
+    name = _host_name(host)
+    if name == "localhost" or name in allowed or _is_loopback(name):
+        return None
+    return WrongHostError(f"this server listens on a loopback address and the request names the host "
+                          f"{shown_text(host)} (a web page's DNS rebinding names its own); name localhost or the "
+                          f"server's address, or let the server take that name: {ALLOWED_HOSTS_VARIABLE}="
+                          f"{shown_text(name)} (comma-separated names; * for any) in the environment of aotcuda serve")
+
+
+def _host_name(host: str) -> str:
+    """The name of a Host header: without its port, brackets (``[::1]:8000``) or a final dot, in lower case."""
+    name = host.strip().lower()
+    if name.startswith("[") and "]" in name:
+        name = name[1:name.index("]")]
+    elif name.count(":") == 1:  # name:port (an IPv6 address without brackets has more colons, and no port)
+        name = name.rsplit(":", 1)[0]
+    return name.rstrip(".")
+
+
+def media_type_refusal(scope) -> MediaTypeError | None:
+    """MediaTypeError for a POST /predict whose Content-Type is not application/octet-stream (parameters aside): a
+    web page posts text/plain, a form, or nothing, without asking the server first; a safetensors body is bytes."""
+    if scope.get("method") != "POST" or scope.get("path") != "/predict":
+        return None
+    given = _header(scope, b"content-type")
+    if given is not None and given.split(";", 1)[0].strip().lower() == OCTET_STREAM:
+        return None
+    said = "no Content-Type" if given is None else f"Content-Type {shown_text(given)}"
+    return MediaTypeError(f"POST /predict takes a safetensors body sent as Content-Type: {OCTET_STREAM}, and the "
+                          f"request has {said}; send that header (aotcuda.serving.Client does; curl: -H "
+                          f"'Content-Type: {OCTET_STREAM}' --data-binary @inputs.safetensors)")
+
+
+def shown_text(text: str) -> str:
+    """A client's text quoted in an answer: at most 100 characters, printable."""
+    return repr(text[:100] + ("..." if len(text) > 100 else ""))
