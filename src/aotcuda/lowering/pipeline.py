@@ -50,8 +50,9 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
+from aotcuda.errors import MissingFallbackKernelsError, PackageError, clipped, one_line, quoted
 from aotcuda.lowering import torch_fixes
+from aotcuda.lowering.archive_writer import ArchiveWriteError
 from aotcuda.lowering.cache_folders import check_cache_folders, check_temporary_folder
 from aotcuda.lowering.compiler_variables import check_compiler_variables
 from aotcuda.lowering.compile_lock import compiling_alone
@@ -73,6 +74,7 @@ from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
+from aotcuda.os_errors import write_failure_advice
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
 from aotcuda.package_format import lists_a_package, write_signature
@@ -213,9 +215,9 @@ def lower(
         package_path = checked_package_path(package_path)  # before the minutes of export and compile; "~" expanded
         if key is not None:  # the build beside it is signed by its name: no other user may put theirs in its place
             refuse_shared_folder(os.path.dirname(os.path.abspath(package_path)), package_path)
-    check_cache_folders(device.type)  # another user's code must not get into the package through Inductor's cache
-    if package_path is None:  # nor into the package written to a temporary folder they may replace
-        check_temporary_folder("the package")
+    if package_path is None:  # another user must not replace the temporary folder the package is written to
+        check_temporary_folder("the package")  # first: the next check makes torch's folders there
+    check_cache_folders(device.type)  # nor get their code into the package through Inductor's folders
     check_compiler_variables()  # set since the import: the compile's workers import torch's config again
     _warn_if_training(model)
     profile = DEVICE_PROFILES[device.type]
@@ -852,4 +854,15 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
         # lower() says of each fallback kernel, with its source line (the error, or fallback_kernels).
         warnings.filterwarnings("ignore", message="Torchinductor does not support code generation for complex")
         with compiling_alone(ep, configs):  # another process lowering it at once rewrites the files packaged here
-            torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
+            try:
+                torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
+            except ArchiveWriteError as exc:  # torch_fixes.applied("compile") finished the writer: no abort
+                raise _package_unwritten(path, exc) from exc.__cause__
+
+
+def _package_unwritten(building: str, exc: ArchiveWriteError) -> PackageError:
+    """The error of a package torch's writer could not write: the folder it goes to (the private build folder's,
+    ``_written_on_success``), torch's error, and the advice its errno calls for."""
+    folder = os.path.dirname(os.path.dirname(building))
+    return PackageError(f"could not write the package into {folder!r}: {clipped(one_line(exc), 300)}; "
+                        f"{write_failure_advice(exc, folder)}, then lower again")
