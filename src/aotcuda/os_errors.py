@@ -15,24 +15,28 @@ import shutil
 from aotcuda.errors import clipped
 
 _ADVICE = {
-    errno.ENOSPC: "free space in {where} or use a folder with room",
-    errno.EDQUOT: "free space in {where} (your disk quota is used up) or use a folder with room",
+    errno.ENOSPC: "free space in {where} or {elsewhere}",
+    errno.EDQUOT: "free space in {where} (your disk quota is used up) or {elsewhere}",
     errno.EFBIG: "the file-size limit of this process (ulimit -f) is below what it writes: raise it (ulimit -f "
                  "unlimited) and start again",
     errno.EMFILE: "this process has too many files open: raise its limit (ulimit -n) and start again, or close "
                   "files it holds",
     errno.ENFILE: "the system has too many files open: close some (other processes) or raise fs.file-max",
     errno.ENAMETOOLONG: "a name in the path is too long for the file system: use a shorter path",
-    errno.EROFS: "{where} is on a read-only file system: use a writable folder",
+    errno.EROFS: "{where} is on a read-only file system: {elsewhere}",
+    errno.ENOLCK: "{where} is on a file system that takes no file locks (NFS without its lock service): use a "
+                  "local folder",
     errno.EACCES: "check {where} and its permissions",
     errno.EPERM: "check {where} and its permissions",
 }
 FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def os_error_advice(exc: BaseException, where: str | None = None) -> str | None:
+def os_error_advice(exc: BaseException, where: str | None = None,
+                    elsewhere: str = "use a folder with room") -> str | None:
     """The advice for OSError ``exc`` (or an error whose cause is one) by its errno, naming the folder or file
-    ``where`` (a path, shown clipped); None for an errno without advice of its own."""
+    ``where`` (a path, shown clipped) and, for a full or read-only one, the way ``elsewhere`` (``point TMPDIR to a
+    folder with room``); None for an errno without advice of its own."""
     number = os_errno(exc)
     advice = _ADVICE.get(number)
     if advice is None:
@@ -41,7 +45,7 @@ def os_error_advice(exc: BaseException, where: str | None = None) -> str | None:
     if number in FULL and where:
         room = free_space(where)
         shown += f" ({room} free)" if room else ""
-    return advice.format(where=shown)
+    return advice.format(where=shown, elsewhere=elsewhere)
 
 
 def write_failure_advice(exc: BaseException, folder: str) -> str:
@@ -62,11 +66,40 @@ def write_failure_advice(exc: BaseException, folder: str) -> str:
 
 def os_errno(exc: BaseException | None) -> int | None:
     """The errno of ``exc`` or of the first OSError among its causes and contexts; None where there is none."""
+    found = os_error_in(exc)
+    return None if found is None else found.errno
+
+
+def os_error_in(exc: BaseException | None) -> OSError | None:
+    """``exc`` or the first OSError with an errno among its causes and contexts (torch's InductorError keeps the error
+    it wraps as inner_exception); None where there is none."""
     seen = 0
     while exc is not None and seen < 20:
         if isinstance(exc, OSError) and exc.errno is not None:
-            return exc.errno
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+            return exc
+        exc, seen = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def advised(number: int | None) -> bool:
+    """Whether errno ``number`` has advice of its own (os_error_advice)."""
+    return number in _ADVICE
+
+
+def cannot_read(path: str, exc: OSError) -> str:
+    """"'PATH' cannot be read (error); advice", the path clipped (a name of 4 KB made a message of 4 KB) and the
+    advice by the errno (too many open files is no matter of permissions)."""
+    advice = os_error_advice(exc, path) or "check the path and its permissions"
+    return f"{clipped(path, 200)!r} cannot be read ({exc.strerror or exc}); {advice}"
+
+
+def chained(exc: BaseException | None, name: str) -> BaseException | None:
+    """The first error in ``exc``'s chain (itself, inner_exception, causes and contexts) whose class is ``name``."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if type(exc).__name__ == name:
+            return exc
+        exc, seen = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__, seen + 1
     return None
 
 

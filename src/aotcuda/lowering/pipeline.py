@@ -50,9 +50,10 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
-from aotcuda.errors import MissingFallbackKernelsError, PackageError, clipped, one_line, quoted
+from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.archive_writer import ArchiveWriteError
+from aotcuda.lowering.compile_failures import compile_resource_failure, package_unwritten
 from aotcuda.lowering.cache_folders import check_cache_folders, check_temporary_folder
 from aotcuda.lowering.compiler_variables import check_compiler_variables
 from aotcuda.lowering.compile_lock import compiling_alone
@@ -74,7 +75,6 @@ from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
-from aotcuda.os_errors import write_failure_advice
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
 from aotcuda.package_format import lists_a_package, write_signature
@@ -857,12 +857,9 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
             try:
                 torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
             except ArchiveWriteError as exc:  # torch_fixes.applied("compile") finished the writer: no abort
-                raise _package_unwritten(path, exc) from exc.__cause__
-
-
-def _package_unwritten(building: str, exc: ArchiveWriteError) -> PackageError:
-    """The error of a package torch's writer could not write: the folder it goes to (the private build folder's,
-    ``_written_on_success``), torch's error, and the advice its errno calls for."""
-    folder = os.path.dirname(os.path.dirname(building))
-    return PackageError(f"could not write the package into {folder!r}: {clipped(one_line(exc), 300)}; "
-                        f"{write_failure_advice(exc, folder)}, then lower again")
+                raise package_unwritten(path, exc) from exc.__cause__
+            except Exception as exc:
+                named = compile_resource_failure(exc)
+                if named is None:
+                    raise
+                raise named from exc

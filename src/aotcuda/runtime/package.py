@@ -29,6 +29,7 @@ import zipfile
 from dataclasses import dataclass, field
 
 from aotcuda.errors import PackageError, clipped
+from aotcuda.os_errors import os_error_advice
 from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.package_tags import (
@@ -154,9 +155,10 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
                 raise PackageError(f"{path!r} is damaged: its entry {entry_name(info)} cannot be read ({exc}); copy "
                                    "the package again, or lower the model again") from exc
     except OSError as exc:  # the free space checked above may be taken meanwhile (another process), or a file limit
-        raise PackageError(f"{path!r} could not be extracted to the temporary folder {os.path.dirname(out_dir)!r} "
-                           f"({exc.strerror or exc}); nothing was loaded. Free space there (or raise the file size "
-                           "limit, ulimit -f), or point TMPDIR to a folder with room") from None
+        temp = os.path.dirname(out_dir)
+        raise PackageError(f"{clipped(path, 200)!r} could not be extracted to the temporary folder "
+                           f"{clipped(temp, 200)!r} ({exc.strerror or exc}); nothing was loaded: "
+                           f"{_temporary_advice(exc, temp)}") from None
     return model_dir
 
 
@@ -251,19 +253,26 @@ def _extraction_folder(path: str) -> str:
     try:
         out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
     except OSError as exc:
-        raise PackageError(f"cannot make a folder to extract {path!r} to in the temporary folder "
-                           f"{tempfile.gettempdir()!r} ({exc.strerror or exc}); nothing was loaded. Free space "
-                           "there, or point TMPDIR to a folder you can write with room") from None
+        raise PackageError(f"cannot make a folder to extract {clipped(path, 200)!r} to in the temporary folder "
+                           f"{clipped(temp, 200)!r} ({exc.strerror or exc}); nothing was loaded: "
+                           f"{_temporary_advice(exc, temp)}") from None
     try:
         mark_owned(out_dir)
     except OSError as exc:
         shutil.rmtree(out_dir, ignore_errors=True)
-        raise PackageError(f"cannot write into {out_dir!r} to extract {path!r} ({exc.strerror or exc}); nothing was "
-                           "loaded. Free space in the temporary folder, or point TMPDIR to a folder with room") from None
+        raise PackageError(f"cannot write into {clipped(out_dir, 200)!r} to extract {clipped(path, 200)!r} "
+                           f"({exc.strerror or exc}); nothing was loaded: {_temporary_advice(exc, temp)}") from None
     except BaseException:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise
     return out_dir
+
+
+def _temporary_advice(exc: OSError, temp: str) -> str:
+    """What to do where the temporary folder ``temp`` took no extraction: by the errno (os_errors), which said "Free
+    space" to too many open files and to a name too long alike (the process breaker, 2026-12-06)."""
+    return os_error_advice(exc, temp, elsewhere="point TMPDIR to a folder with room") or \
+        "point TMPDIR to a folder you can write, with room"
 
 
 def _describe_model(path: str, model: str, model_dir: str, signature: dict | None,
