@@ -6,7 +6,6 @@ compiling a bare "C++ compile error"."""
 import errno
 import os
 import resource
-import tempfile
 
 import pytest
 
@@ -40,9 +39,9 @@ def test_an_extraction_folder_that_cannot_be_made_gets_the_errnos_advice(monkeyp
         def refused(*args, number=number, **kwargs):
             raise _error(number)
 
-        monkeypatch.setattr(tempfile, "mkdtemp", refused)
+        monkeypatch.setattr(package, "new_private_folder", refused)
         with pytest.raises(PackageError) as raised:
-            package._extraction_folder("m.pt2")
+            package._extraction_folder("m.pt2", [])
         assert says in str(raised.value), str(raised.value)
         if number != errno.ENOSPC:
             assert "Free space" not in str(raised.value) and "free space" not in str(raised.value)
@@ -52,7 +51,9 @@ def test_an_extraction_folder_that_cannot_be_made_gets_the_errnos_advice(monkeyp
     monkeypatch.setattr(package, "mark_owned", lambda folder: (_ for _ in ()).throw(_error(errno.ENOLCK)))
     with pytest.raises(PackageError, match=r"\(No locks available\); nothing was loaded: '.*' is on a file system "
                                            r"that takes no file locks .*: use a local folder"):
-        package._extraction_folder("m.pt2")
+        package._extraction_folder("m.pt2", made := [])
+    for folder in made:  # open_package removes it on the error
+        os.rmdir(folder)
 
 
 def test_a_compile_out_of_room_names_the_folder_and_a_file_size_limit_is_noted(monkeypatch, tmp_path):

@@ -241,6 +241,10 @@ class _PackageZip(zipfile.ZipFile):
     opened itself from a path. Leaving its ``with`` block checks that the file was not written into while it
     was read (``PackageFile.check_unchanged``): what a reader read inside the block is of one version."""
 
+    # zipfile's close() (and so __del__) reads _writing, which its __init__ sets late: an interrupt (Ctrl-C, a signal's
+    # KeyboardInterrupt) before that printed "Exception ignored in ZipFile.__del__ ... no attribute '_writing'"
+    _writing = False
+
     def __init__(self, handle: PackageFile):
         self._handle = handle
         super().__init__(handle)

@@ -54,7 +54,7 @@ from aotcuda.runtime.package_checks import (
     read_json_entry,
     tag_entry,
 )
-from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
+from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, new_private_folder, remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
 from aotcuda.shared_folders import mounted_noexec, temporary_folder_problem
 
@@ -206,13 +206,13 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     limits = limits or ArchiveLimits.from_environment()
     if expected_sha256 is not None:
         expected_sha256 = checked_sha256(expected_sha256)
-    out_dir = None
+    made: list[str] = []  # the extraction folder, from the moment it exists: an interrupt after it left it behind
     try:
         with _opened(path, model_name, limits, expected_sha256, signing_key=signing_key) as (
                 archive, names, model, root, signature, signed):
             if signed is not None:  # an entry added, removed or resized: refused before anything is written
                 check_signed_listing(signed, archive, in_model(root, model), path)
-            out_dir = _extraction_folder(path)
+            out_dir = _extraction_folder(path, made)
             digests = None if signed is None else {}
             model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits,
                                        digests, None if signed is None else signed.sizes)
@@ -222,8 +222,8 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
         # Leaving the block found the file unchanged since it was opened: the library extracted, which nothing
         # has opened yet, and the signature that describes it are of one version of the package.
     except BaseException:
-        if out_dir is not None:
-            shutil.rmtree(out_dir, ignore_errors=True)
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
         raise
     # The folder goes when the package object does (or at cleanup(), or at interpreter exit), in this process
     # only: a forked child inherits the finalizer, and its exit must not remove its parent's folder.
@@ -231,7 +231,7 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     return package
 
 
-def _extraction_folder(path: str) -> str:
+def _extraction_folder(path: str, made: list[str]) -> str:
     """A fresh private folder in the temporary folder for one package, marked with its owner (removed by a later
     process if this one dies without its exit handlers). PackageError where the temporary folder takes no folder or
     file (full, read-only, out of inodes), naming it and the fix; and where another user could replace what is
@@ -251,7 +251,7 @@ def _extraction_folder(path: str) -> str:
                            "loaded. Point TMPDIR to a folder on a file system that allows running code (e.g. mkdir -m "
                            "700 ~/tmp, then TMPDIR=~/tmp)")
     try:
-        out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
+        out_dir = new_private_folder(temp, PACKAGE_PREFIX, made)  # the caller removes it on any error
     except OSError as exc:
         raise PackageError(f"cannot make a folder to extract {clipped(path, 200)!r} to in the temporary folder "
                            f"{clipped(temp, 200)!r} ({exc.strerror or exc}); nothing was loaded: "
@@ -259,12 +259,8 @@ def _extraction_folder(path: str) -> str:
     try:
         mark_owned(out_dir)
     except OSError as exc:
-        shutil.rmtree(out_dir, ignore_errors=True)
         raise PackageError(f"cannot write into {clipped(out_dir, 200)!r} to extract {clipped(path, 200)!r} "
                            f"({exc.strerror or exc}); nothing was loaded: {_temporary_advice(exc, temp)}") from None
-    except BaseException:
-        shutil.rmtree(out_dir, ignore_errors=True)
-        raise
     return out_dir
 
 
