@@ -17,7 +17,6 @@ link on the way (a link is owned by whoever may replace it).
 from __future__ import annotations
 
 import os
-import sys
 
 from aotcuda.errors import PackageError, clipped, one_line
 from aotcuda.lowering.compiler_variables import check_compiler_variables, variables_on_failed_line
@@ -119,8 +118,13 @@ def _default_folders(inductor: str) -> list[tuple[str, str]]:
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     folders = [("torch's default cache folder", default_cache_dir())]
-    codecache = sys.modules.get("torch._inductor.codecache")
-    headers = getattr(codecache, "_HEADER_DIR", None)  # torch 2.11-2.15; absent elsewhere: the default folder's own
+    try:
+        from torch._inductor import codecache
+    except ImportError:  # a torch without it: the default folder's check stands
+        codecache = None
+    # read where it exists (torch 2.13, measured; not checked here on other versions): it was fixed at torch's import,
+    # under the TMPDIR of that moment, which may differ from default_cache_dir()'s now
+    headers = getattr(codecache, "_HEADER_DIR", None)
     if isinstance(headers, str):
         folders.append(("torch's precompiled-header folder", headers))
     kept = []
