@@ -74,3 +74,22 @@ def test_a_compile_out_of_room_names_the_folder_and_a_file_size_limit_is_noted(m
     monkeypatch.setattr(resource, "getrlimit", lambda which: (65536, resource.RLIM_INFINITY))
     assert compile_resource_failure(compile_error) is None  # the error stays torch's, with a note
     assert any("ulimit -f" in note and "65536" in note for note in compile_error.__notes__)
+
+
+def test_a_pin_that_cannot_be_made_gets_the_errnos_advice(monkeypatch, tmp_path):
+    """load's pinned copy of a model library said "check the temporary folder (TMPDIR) is writable and has room" to
+    every OSError, too many open files included."""
+    import shutil
+
+    from aotcuda.runtime import libraries
+
+    def refused(*args, **kwargs):
+        raise _error(errno.EMFILE)
+
+    monkeypatch.setattr(libraries.shutil, "copytree", refused)
+    with pytest.raises(PackageError, match=r"cannot keep a copy of the model library .* \(Too many open files\); this "
+                                           r"process has too many files open: raise its limit \(ulimit -n\)"):
+        libraries._pin_library_folder(str(tmp_path / "m.so"), made := [])
+    monkeypatch.undo()
+    for folder in made:  # open_shared removes it on the error
+        shutil.rmtree(folder)
