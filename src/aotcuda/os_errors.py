@@ -81,9 +81,9 @@ def os_error_in(exc: BaseException | None) -> OSError | None:
     return None
 
 
-def advised(number: int | None) -> bool:
-    """Whether errno ``number`` has advice of its own (os_error_advice)."""
-    return number in _ADVICE
+# What the system ran out of (room, open files, a writable disk): an error of these is the failure itself, where a
+# permission or a lock error met on the way may be one a library handled (a __context__) before it failed otherwise
+RESOURCES = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.EROFS)
 
 
 def cannot_read(path: str, exc: OSError) -> str:

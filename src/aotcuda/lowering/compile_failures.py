@@ -11,7 +11,7 @@ import os
 
 from aotcuda.errors import PackageError, clipped, one_line
 from aotcuda.lowering.archive_writer import ArchiveWriteError
-from aotcuda.os_errors import advised, chained, os_error_advice, os_error_in, write_failure_advice
+from aotcuda.os_errors import RESOURCES, chained, os_error_advice, os_error_in, write_failure_advice
 
 
 def compile_resource_failure(exc: Exception) -> PackageError | None:
@@ -24,7 +24,7 @@ def compile_resource_failure(exc: Exception) -> PackageError | None:
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     error = os_error_in(exc)
-    if error is not None and advised(error.errno):
+    if error is not None and error.errno in RESOURCES:
         where = os.path.dirname(os.fsdecode(error.filename)) if isinstance(error.filename, (str, bytes)) \
             else cache_dir()
         advice = os_error_advice(error, where, elsewhere="set TORCHINDUCTOR_CACHE_DIR (or TMPDIR) to a folder with room")
