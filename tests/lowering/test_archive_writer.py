@@ -6,6 +6,7 @@ throwing an instance of 'c10::Error'` (SIGABRT, exit 134); through the API, the 
 torch's PT2ArchiveWriter.__exit__ never reached close() when a write failed, and the C++ writer's destructor threw.
 """
 
+import os
 import subprocess
 import sys
 
@@ -50,7 +51,7 @@ print("alive")
 def test_a_package_write_that_fails_is_a_package_error_not_an_abort(tmp_path):
     cache = tmp_path / "inductor"
     cache.mkdir(mode=0o700)
-    env = {**__import__("os").environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env,
                           timeout=300)
     assert done.returncode == 0 and "terminate called" not in done.stderr, (done.returncode, done.stderr[-2000:])
@@ -62,3 +63,35 @@ def test_a_package_write_that_fails_is_a_package_error_not_an_abort(tmp_path):
 
 def test_the_fix_is_entered_around_the_compile():
     assert any(fix.apply is archive_writer_finished_on_failure and "compile" in fix.steps for fix in torch_fixes.FIXES)
+
+
+def test_a_folder_without_room_for_the_weights_is_refused_before_the_compile(tmp_path, monkeypatch):
+    """The minutes of compile ended in a write that failed: a folder with less room than the program's weights (which
+    the package holds) is said before it now, and nothing is compiled."""
+    import shutil
+
+    import pytest
+    import torch
+
+    import aotcuda
+    from aotcuda.errors import PackageError
+
+    class Weighty(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Parameter(torch.randn(256, 1024))  # 1 MiB
+            self.same = self.table  # tied: counted once
+
+        def forward(self, x):
+            return x @ self.table
+
+    def compiled(*args, **kwargs):
+        raise AssertionError("compiled")
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compiled)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=600_000))
+    with pytest.raises(PackageError, match=r"will not compile: the package's folder '.*' has 600,000 bytes free, less "
+                                           r"than the program's weights \(1,048,576 bytes\)"):
+        aotcuda.lower(Weighty().eval(), (torch.randn(2, 256),), device="cpu", package_path=tmp_path / "w.pt2")
+    assert os.listdir(tmp_path) == []

@@ -43,3 +43,30 @@ def package_unwritten(building: str, exc: ArchiveWriteError) -> PackageError:
     folder = os.path.dirname(os.path.dirname(building))
     return PackageError(f"could not write the package into {folder!r}: {clipped(one_line(exc), 300)}; "
                         f"{write_failure_advice(exc, folder)}, then lower again")
+
+
+def check_room(ep, building: str) -> None:
+    """PackageError before the compile where the package's folder (the private build folder's, ``building`` being the
+    package path in it) has less free space than the program's weights, which the package holds: the minutes of compile
+    ended in a write that failed (the process breaker, 2026-12-06). Weights sharing storage count once; the library
+    and metadata come on top, so a folder that passes may still fill (then ``package_unwritten``)."""
+    import shutil
+
+    import torch
+
+    folder = os.path.dirname(os.path.dirname(building))
+    storages = {}
+    for value in (*ep.state_dict.values(), *ep.constants.values()):
+        if isinstance(value, torch.Tensor) and value.device.type != "meta":
+            storage = value.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    weights = sum(storages.values())
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:  # not known: the write says what it finds
+        return
+    if weights > free:
+        raise PackageError(f"will not compile: the package's folder {clipped(folder, 200)!r} has {free:,} bytes free, "
+                           f"less than the program's weights ({weights:,} bytes), which the package holds; free space "
+                           "there or write the package elsewhere (package_path; -o on the command line); nothing was "
+                           "compiled")

@@ -53,7 +53,7 @@ from torch.export import ExportedProgram
 from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.archive_writer import ArchiveWriteError
-from aotcuda.lowering.compile_failures import compile_resource_failure, package_unwritten
+from aotcuda.lowering.compile_failures import check_room, compile_resource_failure, package_unwritten
 from aotcuda.lowering.cache_folders import check_cache_folders, check_temporary_folder
 from aotcuda.lowering.compiler_variables import check_compiler_variables
 from aotcuda.lowering.compile_lock import compiling_alone
@@ -241,6 +241,7 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
         _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path)
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
+        check_room(ep, building)  # a full disk is said before the minutes of compile, not after
         with step("compile"), torch_fixes.applied("compile"):
             configs = with_pdl_codegen(device, package_inductor_configs(device, profile.inductor_configs,
                                                                         inductor_configs, ep))
