@@ -1508,7 +1508,7 @@ def test_a_file_that_answers_it_would_wait_is_refused_in_words():
 
     if not _kmsg_would_wait():
         pytest.skip("no /proc/kmsg without messages here (root on Linux)")
-    with pytest.raises(PackageError, match=r"'/proc/kmsg' cannot be read \(\[Errno 11\] it has no data to read yet "
+    with pytest.raises(PackageError, match=r"'/proc/kmsg' cannot be read \(it has no data to read yet "
                                            r"and would wait for some \(a file of the kernel"):
         aotcuda.load("/proc/kmsg")
     result = CliRunner().invoke(main, ["inspect", "/proc/kmsg"])
@@ -2178,3 +2178,87 @@ def test_a_guard_refusing_the_ranges_end_alone_gets_the_narrowed_options():
     assert _dynamic_fix_hints("", ("x:1:2:64",), low.replace("max=127", "min=3")) == [
         "on the command line, --dynamic x:1:3:64 (every other size of x_1)"]
     assert _dynamic_fix_hints("", ("x:1:16:128:t*16",), notes) == []
+
+
+class _Unwritable:
+    """A stream every write and flush of which fails, as a full disk's (``2>/dev/full``) or a closed pipe's."""
+
+    def write(self, text=""):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    flush = write
+
+    def isatty(self):
+        return False
+
+
+def test_status_lines_that_cannot_be_written_do_not_stop_the_command(monkeypatch):
+    """The process breaker (2026-12-06): `aotcuda lower ... 2>/dev/full` (or `2>&-`, a pipe whose reader left) exited
+    1 with no package and no word: the first step line raised inside lower(). Status lines are dropped now, as
+    serve's are; the command goes on."""
+    from aotcuda.cli import _StepProgress, print_warning, status_console
+
+    monkeypatch.setattr(sys, "stderr", _Unwritable())
+    monkeypatch.setattr(aotcuda.cli, "_discard", lambda stream, descriptor: None)  # not pytest's own descriptor 2
+    with _StepProgress() as progress:
+        progress("export", None)
+        progress("export", 1.5)
+    print_warning("a warning nobody reads")
+    status_console.print("a line")
+
+
+def test_output_lost_after_the_package_was_written_says_so(monkeypatch, capsys):
+    """`aotcuda lower ... > /dev/full` wrote the package, then said only "cannot write the output to stdout" (the
+    process breaker, 2026-12-06): it names what was written now."""
+    import io
+
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # no descriptor of pytest's to point at the null device
+    aotcuda.cli._written.clear()
+    aotcuda.cli._wrote("m.pt2")
+    with pytest.raises(SystemExit):
+        aotcuda.cli._output_lost(OSError(errno.ENOSPC, "No space left on device"))
+    said = capsys.readouterr().err
+    assert "cannot write the output to stdout (No space left on device)" in said and \
+        "m.pt2 was written before that" in said, said
+    aotcuda.cli._written.clear()
+
+
+# Under a file-size limit (ulimit -f) every write past it fails with EFBIG, as a full disk's fail with ENOSPC: the
+# copy of an inputs file (run --inputs) and a saved file (--save-outputs, --save-inputs) without a mount.
+_LIMITED_WRITES = """
+import os, resource, signal, sys, types
+import torch
+from aotcuda import cli, cli_inputs
+
+folder = sys.argv[1]
+source = os.path.join(folder, "in.pt")
+torch.save({"args": (torch.zeros(100_000),)}, source)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+try:
+    with open(source, "rb") as opened:
+        cli_inputs._private_copy(source, opened, types.SimpleNamespace(max_extract_bytes=0))
+except Exception as exc:
+    print("copy:", type(exc).__name__, exc)
+try:
+    cli._saved(torch.zeros(100_000), os.path.join(folder, "out.pt"))
+except Exception as exc:
+    print("save:", type(exc).__name__, exc)
+print("files:", sorted(os.listdir(folder)))
+"""
+
+
+def test_a_full_disk_or_file_size_limit_is_named_with_its_fix_for_inputs_and_saved_files(tmp_path):
+    """The process breaker (2026-12-06): `aotcuda run --inputs` with a small TMPDIR ended in os's raw OSError (the
+    buffered copy's failed writes surfaced at its seek or truncate, and again at its close), and `--save-outputs` /
+    `--save-inputs` to a full disk likewise (torch's "unexpected pos", naming no file). Each names the file, the
+    error and the fix its errno calls for now, and leaves no partial file."""
+    done = subprocess.run([sys.executable, "-c", _LIMITED_WRITES, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    said = done.stdout
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert re.search(r"copy: BadParameter .*in\.pt: cannot copy it for reading \(File too large\): the file-size "
+                     r"limit of this process \(ulimit -f\)", said), said
+    assert re.search(r"save: AotcudaError could not write '.*out\.pt': File too large; the file-size limit of this "
+                     r"process \(ulimit -f\).*nothing was written there", said), said
+    assert "files: ['in.pt']" in said, said

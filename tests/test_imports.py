@@ -49,10 +49,13 @@ def test_the_passes_import_neither_the_runtime_nor_the_lowering():
 def test_the_package_contract_imports_neither_side_nor_torch():
     names = _imports(SOURCE / "package_format.py")
     # the two leaf modules it shares, which import nothing of aotcuda's or torch's themselves
-    shared = ("aotcuda.errors", "aotcuda.regular_files")
+    shared = ("aotcuda.errors", "aotcuda.regular_files", "aotcuda.os_errors")
     assert [n for n in names if n.startswith(("aotcuda", "torch")) and not n.startswith(shared)] == []
     for leaf in ("errors.py", "regular_files.py"):
         assert [n for n in _imports(SOURCE / leaf) if n.startswith(("aotcuda", "torch"))] == []
+    # the advice by errno: errors.py alone
+    assert [n for n in _imports(SOURCE / "os_errors.py") if n.startswith(("aotcuda", "torch"))
+            and not n.startswith("aotcuda.errors")] == []
 
 
 def test_loading_packages_imports_the_runtime_alone():

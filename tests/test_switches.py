@@ -113,3 +113,15 @@ def test_archive_limits_given_in_code_take_the_environments_numbers_only(bad):
     with pytest.raises(ValueError, match=r"ArchiveLimits\(max_ratio=.*\): a bound is a finite number of at least 0"):
         ArchiveLimits(max_ratio=bad)
     assert ArchiveLimits(max_ratio=0).max_ratio == 0 and ArchiveLimits(max_entries=5).max_entries == 5
+
+
+def test_numbers_are_read_in_ascii_digits_only(monkeypatch):
+    """The process breaker (2026-12-06): `AOTCUDA_MAX_EXTRACT_BYTES=١` (Arabic-Indic one) was 1, and `٠` (zero) lifted
+    the limit: int() and float() read any script's digits. Refused by name now, as --dynamic refuses them."""
+    for name in ("AOTCUDA_MAX_EXTRACT_BYTES", "AOTCUDA_MAX_COMPRESSION_RATIO"):
+        for bad in ("١", "٠", "１２", "1_000", "²", *(("+5",) if name.endswith("BYTES") else ())):
+            monkeypatch.setenv(name, bad)
+            with pytest.raises(ValueError, match=rf"{name}=.* is not a number of at least 0 in ASCII digits"):
+                switches.number(name)
+    monkeypatch.setenv("AOTCUDA_MAX_EXTRACT_BYTES", "1000")
+    assert switches.number("AOTCUDA_MAX_EXTRACT_BYTES") == 1000

@@ -46,6 +46,7 @@ from rich.text import Text
 
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, inputs_to_save, load_inputs, model_and_inputs
 from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, RuntimeCallError, clipped
+from aotcuda.os_errors import os_errno, write_failure_advice
 from aotcuda.package_tags import KEY_FILE_HELP, key_file_path, signing_key
 from aotcuda.runtime.specs import under_dim_names
 
@@ -96,6 +97,35 @@ class _Stdout:
             raise OutputLost(error) from error
 
 
+class _Stderr:
+    """The file the status console writes to: whatever sys.stderr is at the time, a failed write or flush dropped
+    (``to_stderr``: stderr is then the null device). Status lines (the steps' times, warnings, the error line) are no
+    command's result, whose answer is its exit code and its output: `aotcuda lower ... 2>/dev/full` (or `2>&-`, or a
+    pipe whose reader left) exited 1 at its first step line, with no package and no word (the process breaker,
+    2026-12-06), where `serve` already went on without its lines."""
+
+    def write(self, text: str) -> int:
+        to_stderr(text)
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            if sys.stderr is not None:
+                sys.stderr.flush()
+        except (OSError, ValueError):
+            _discard(sys.stderr, 2)
+
+    def isatty(self) -> bool:
+        try:
+            return sys.stderr is not None and sys.stderr.isatty()
+        except ValueError:  # closed by the program
+            return False
+
+    @property
+    def encoding(self) -> str:
+        return getattr(sys.stderr, "encoding", None) or "utf-8"
+
+
 # The least width the consoles draw at. rich takes its width from COLUMNS (and the terminal's), whatever it says:
 # COLUMNS=0 printed nothing at all, so `aotcuda inspect` of a damaged package exited 1 with no error line and one of
 # a good package printed no line, with exit 0; COLUMNS=10 drew inspect's and run's tables with every cell empty (the
@@ -118,7 +148,7 @@ class _Console(Console):
 
 # emoji=False: a package's names may hold ":lock:"-style codes, which rich would draw as emoji where markup is on.
 console = _Console(file=_Stdout(), emoji=False)
-status_console = _Console(stderr=True, emoji=False)
+status_console = _Console(file=_Stderr(), emoji=False)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
@@ -408,9 +438,20 @@ def _output_lost(error: OSError) -> None:
         fix = ("free space where it is written, or send it elsewhere (> FILE)" if full else
                "give the command somewhere to write it (> FILE, or > /dev/null to discard it)"
                if error.errno == errno.EBADF else "check where stdout goes, or send it elsewhere (> FILE)")
+        done = "".join(f"; {note}" for note in _written)
         with contextlib.suppress(OSError):
-            print_error(f"cannot write the output to stdout ({error.strerror or error}); {fix}")
+            print_error(f"cannot write the output to stdout ({error.strerror or error}); {fix}{done}")
     sys.exit(1)
+
+
+# What the running command has written where its output is no report of (a package, a saved file), so that an output
+# lost afterwards does not read as a command that did nothing: `aotcuda lower ... > /dev/full` wrote the package and
+# then said only "cannot write the output to stdout" (the process breaker, 2026-12-06).
+_written: list[str] = []
+
+
+def _wrote(path) -> None:
+    _written.append(f"{terminal_safe(os.fspath(path))} was written before that")
 
 
 def _discard_stdout() -> None:
@@ -456,6 +497,7 @@ class _Commands(click.Group):
     any work where stdout is closed, else when a write fails."""
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
+        _written.clear()  # what an earlier command of this process wrote (click's CliRunner runs many)
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         problem = _stdout_problem()
@@ -674,6 +716,7 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
             interrupt = KeyboardInterrupt()
             interrupt.add_note(f"The package was written to {lowered.package_path} before the interrupt took effect.")
             raise interrupt
+    _wrote(lowered.package_path)
     if save_inputs:
         saved_inputs, by_names_for = inputs_to_save(model, args, kwargs)
         _saved(saved_inputs, save_inputs)
@@ -980,10 +1023,15 @@ def _saved(value, path: str) -> None:
         with os.fdopen(descriptor, "wb") as file:
             torch.save(value, file)
         os.replace(partial, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.remove(partial)
+        if isinstance(exc, (OSError, RuntimeError)) and os_errno(exc) is not None:  # torch.save's writer: its cause
+            # a full disk or a file-size limit raised os's (or torch's "unexpected pos") raw error, naming no file
+            raise AotcudaError(f"could not write {terminal_safe(path)!r}: {os.strerror(os_errno(exc))}; "
+                               f"{write_failure_advice(exc, folder)}; nothing was written there") from None
         raise
+    _wrote(path)
 
 
 def _new_file_beside(folder: str) -> tuple[int, str]:

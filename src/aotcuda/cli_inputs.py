@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect as pyinspect
+import io
 import os
 import re
 import sys
@@ -21,6 +22,7 @@ import click
 import torch
 
 from aotcuda.errors import clipped
+from aotcuda.os_errors import FULL, os_error_advice
 
 
 def load_factory(spec: str):
@@ -507,13 +509,20 @@ def _private_copy(path: str, opened, limits):
     if limits.max_extract_bytes and size > limits.max_extract_bytes:
         raise _refuse(f"{path} is {size:,} bytes, past AOTCUDA_MAX_EXTRACT_BYTES={limits.max_extract_bytes:,}: "
                       "if you trust this file, raise the limit: set AOTCUDA_MAX_EXTRACT_BYTES (0: no limit)")
-    copy = tempfile.TemporaryFile()
+    # unbuffered: a write that fails (a full temporary folder, a file-size limit) fails in _copy_range, which names it;
+    # a buffered copy's failed writes surfaced at its seek or truncate, as os's raw OSError, and again at its close
+    # (the process breaker, 2026-12-06)
+    try:
+        copy = tempfile.TemporaryFile(buffering=0)
+    except OSError as exc:
+        raise _copy_refused(path, exc) from None
     try:
         copied = _copy_at_most(path, opened, copy, size)
         copy.seek(0)
     except BaseException:
         copy.close()
         raise
+    copy = io.BufferedReader(copy)  # read many times over by the checks and torch.load
     if copied > size:
         copy.close()
         raise _refuse(f"{path} holds more bytes than its size says ({size:,}): it is growing as it is read (another "
@@ -538,7 +547,10 @@ def _copy_at_most(path: str, source, target, size: int) -> int:
         target.seek(start)
         if _copy_range(path, source, target, start, end) < end - start:  # truncated as it was read: zeros after
             break
-    target.truncate(size)  # the holes up to the size, at the end too
+    try:
+        target.truncate(size)  # the holes up to the size, at the end too
+    except OSError as exc:  # a file-size limit below the size: EFBIG
+        raise _copy_refused(path, exc) from None
     source.seek(size)
     try:
         more = source.read(1)
@@ -582,12 +594,24 @@ def _copy_range(path: str, source, target, start: int, end: int) -> int:
         if not piece:
             break
         try:
-            target.write(piece)
+            view = memoryview(piece)
+            while view:  # an unbuffered write may take part of it (a disk filling up): the rest, or its error
+                view = view[target.write(view):]
         except OSError as exc:
-            raise _refuse(f"{path}: cannot copy it for reading ({exc.strerror or exc}): free space in the temporary "
-                          "folder (TMPDIR) or point TMPDIR elsewhere") from None
+            raise _copy_refused(path, exc) from None
         copied += len(piece)
     return copied
+
+
+def _copy_refused(path: str, exc: OSError):
+    """The refusal of an inputs file whose private copy cannot be written, with the advice of the error's errno."""
+    import tempfile
+
+    folder = tempfile.gettempdir()
+    advice = os_error_advice(exc, folder) or f"check the temporary folder {folder!r}"
+    if exc.errno in FULL:
+        advice += " (point TMPDIR elsewhere)"
+    return _refuse(f"{path}: cannot copy it for reading ({exc.strerror or exc}): {advice}")
 
 
 def _refuse_other_formats(path: str, handle) -> None:

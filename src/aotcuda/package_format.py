@@ -147,6 +147,7 @@ import zipfile
 from typing import BinaryIO
 
 from aotcuda.errors import PackageChangedError, PackageError
+from aotcuda.os_errors import cannot_read
 from aotcuda.regular_files import NotARegularFileError, file_version, names_file, open_regular
 
 SIGNATURE_ENTRY = "aotcuda/signature.json"
@@ -193,7 +194,7 @@ def open_package_file(path: str) -> PackageFile:
     except FileNotFoundError:
         raise PackageError(f"no AOTInductor package at {path!r}: the file does not exist") from None
     except OSError as exc:
-        raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+        raise PackageError(cannot_read(path, exc)) from exc
     raw = handle.detach()
     try:
         return PackageFile(raw, path)
@@ -240,6 +241,10 @@ class _PackageZip(zipfile.ZipFile):
     opened itself from a path. Leaving its ``with`` block checks that the file was not written into while it
     was read (``PackageFile.check_unchanged``): what a reader read inside the block is of one version."""
 
+    # zipfile's close() (and so __del__) reads _writing, which its __init__ sets late: an interrupt (Ctrl-C, a signal's
+    # KeyboardInterrupt) before that printed "Exception ignored in ZipFile.__del__ ... no attribute '_writing'"
+    _writing = False
+
     def __init__(self, handle: PackageFile):
         self._handle = handle
         super().__init__(handle)
@@ -278,7 +283,7 @@ def open_zip(path: str, handle: PackageFile | None = None) -> zipfile.ZipFile:
             raise PackageError(f"{path!r} is not an AOTInductor package (.pt2 zip archive): {exc}") from exc
         except OSError as exc:
             handle.check_unchanged(exc)
-            raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+            raise PackageError(cannot_read(path, exc)) from exc
     except BaseException:
         handle.close()
         raise

@@ -233,12 +233,16 @@ def number(name: str) -> int | float:
     if not text:
         return switch.default
     try:
+        # ASCII alone, as --dynamic reads its sizes: int() and float() read any script's digits ("١" is 1, and "٠" is
+        # 0, which lifts a limit) and "1_000" (the process breaker, 2026-12-06)
+        if not text.isascii() or "_" in text or not (isinstance(switch.default, float) or text.isdigit()):
+            raise ValueError(text)
         value = float(text) if isinstance(switch.default, float) else int(text)
     except ValueError:
         value = None
     if value is None or value < 0 or value != value:
-        raise SwitchError(f"{name}={clipped(repr(text), 80)} is not a number of at least 0; set it to a number "
-                          f"(0: no limit), or unset it for the default ({switch.default})")
+        raise SwitchError(f"{name}={clipped(repr(text), 80)} is not a number of at least 0 in ASCII digits; set it to "
+                          f"a number (0: no limit), or unset it for the default ({switch.default})")
     if value == float("inf") or (value == 0 and _written_nonzero(text)):  # "1e-400" is 0.0: no limit, not a strict one
         raise SwitchError(f"{name}={clipped(repr(text), 80)} is not a finite number that a float holds (it reads as "
                           f"{value!r}, and {'0 lifts the limit' if value == 0 else 'a limit must end'}); set it to "

@@ -193,3 +193,43 @@ def test_a_cache_folder_mounted_noexec_is_refused_before_compiling(tmp_path, mon
     check_cache_folders("cuda")  # a CUDA lowering: left as it was (its kernels are not the CPU probe's)
     noexec_mount(None)
     check_cache_folders()
+
+
+def test_a_precompiled_header_folder_others_can_write_is_refused_with_a_private_cache(tmp_path, monkeypatch):
+    """The breaker (2026-12-06, process): torch keeps its precompiled headers in ``$TMPDIR/torchinductor_<user>/
+    precompiled_headers`` (codecache ``_HEADER_DIR``, fixed at its import) whatever TORCHINDUCTOR_CACHE_DIR says, and
+    compiles the header it finds at a header's hash path (a name the same for every user of one torch) into every
+    wrapper: with a private TORCHINDUCTOR_CACHE_DIR (aotcuda's own advice) and that folder 0777 in a sticky /tmp,
+    uid 65534's planted header went into the package and its constructor ran at load. Refused now before compiling,
+    naming the folder and the fix (TMPDIR); the on-disk caches torch unpickles from the default folder alike."""
+    import tempfile
+
+    import torch._inductor.codecache as codecache
+
+    from aotcuda.lowering.cache_folders import check_cache_folders
+
+    sticky = tmp_path / "st"  # a stand-in for /tmp
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    monkeypatch.setattr(tempfile, "tempdir", str(sticky))
+    monkeypatch.delenv("AOTCUDA_TRUST_SHARED_FOLDERS", raising=False)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(private))
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    headers = os.path.join(default_cache_dir(), "precompiled_headers")
+    monkeypatch.setattr(codecache, "_HEADER_DIR", headers)
+    check_cache_folders("cpu")  # made here, as torch makes them: this user's alone
+    assert os.path.isdir(headers)
+    os.chmod(headers, 0o777)  # as another user who made it first would leave it
+    with pytest.raises(PackageError, match=r"will not compile: torch's precompiled-header folder '.*precompiled_headers"
+                                           r"' is writable by other users .*Start the process with TMPDIR set to a "
+                                           r"folder of your own"):
+        check_cache_folders("cpu")
+    os.chmod(headers, 0o700)
+    os.chmod(default_cache_dir(), 0o777)
+    with pytest.raises(PackageError, match=r"torch's default cache folder '.*torchinductor_.*' is writable by other"):
+        check_cache_folders("cuda")
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
+    check_cache_folders("cpu")

@@ -121,3 +121,39 @@ def test_a_lock_held_past_the_wait_is_a_timeout_naming_it(tmp_path):
         holder.join(30)
     with compile_lock.compiling_alone(ep, configs, wait_s=5.0):  # a holder that died let go
         assert os.path.exists(path)
+
+
+def _hold_as_lower(path: str, held, release) -> None:
+    """Hold the lock at `path` as a lower() in its compile does (its pid written beside it) until `release` is set."""
+    import filelock
+
+    with filelock.FileLock(path):
+        compile_lock._record_holder(path)
+        held.set()
+        release.wait(120)
+        os.remove(f"{path}.pid")
+
+
+def test_a_wait_for_another_process_is_said_and_names_it(tmp_path):
+    """The process breaker (2026-12-06): a second `aotcuda lower` of a program whose first lower() was stopped (SIGSTOP)
+    while it held the lock waited up to WAIT_S (an hour) without a word: the wait was a log.info line, which the
+    command line does not show, and named no process. It is a warning now (the CLI's `warning:` line), naming the
+    holder's pid, as the timeout does."""
+    ep, configs = _export(Affine(), torch.randn(2, 4)), {"a_key_of_this_test": True}
+    path = compile_lock.lock_path(compile_lock.program_key(ep, configs))
+    spawn = multiprocessing.get_context("spawn")
+    held, release = spawn.Event(), spawn.Event()
+    holder = spawn.Process(target=_hold_as_lower, args=(path, held, release))
+    holder.start()
+    try:
+        assert held.wait(60)
+        said = rf"another process \(pid {holder.pid}\) is compiling the same program; waiting for it to end, up to 1 s"
+        with pytest.warns(UserWarning, match=said), \
+                pytest.raises(TimeoutError, match=rf"another process \(pid {holder.pid}\) has been compiling"):
+            with compile_lock.compiling_alone(ep, configs, wait_s=1.0):
+                pytest.fail("entered while another process held the lock")
+    finally:
+        release.set()
+        holder.join(30)
+        if holder.is_alive():
+            holder.kill()

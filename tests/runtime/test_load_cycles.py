@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 
 import psutil
@@ -575,3 +576,72 @@ def test_a_temporary_folder_mounted_noexec_is_named_as_such(twice_pt2, tmp_path,
     with aotcuda.load(twice_pt2) as program:
         x = torch.randn(3, 4)
         assert torch.equal(program(x)[1], x + 1)
+
+
+def test_an_interrupt_just_after_a_folder_is_made_leaves_none(twice_pt2, tmp_path, monkeypatch):
+    """The process breaker (2026-12-06): a signal's KeyboardInterrupt 0.05-30 ms into aotcuda.load left empty
+    `aotcuda-*` extraction folders in the temporary folder (made by mkdtemp before open_package's cleanup covered
+    them, with no owner file, so no sweep removed them) and `tmp*` pins in the pinned-library root, one per
+    interrupt. The interrupt is made to come right after each folder's mkdir, the window it hit (mkdtemp's abspath,
+    or before its result was kept): each folder is removed now. A ZipFile interrupted before its __init__ set
+    `_writing` printed "Exception ignored in ZipFile.__del__ ... no attribute '_writing'"; no longer."""
+    from aotcuda.runtime import libraries
+    from aotcuda.runtime.libraries import PACKAGE_PREFIX, ROOT_PREFIX
+
+    import tempfile
+
+    aotcuda.load(twice_pt2).close()  # the pinned root of this process, made before the interrupts
+    root = libraries._pinned_root()
+    temp = tmp_path / "temp"  # the extractions' own, not the one other processes share
+    temp.mkdir(mode=0o700)
+    temp = str(temp)
+    monkeypatch.setattr(tempfile, "tempdir", temp)
+    made = os.mkdir
+
+    for inside in (temp, root):  # the extraction folder, then the pin
+        def interrupted_after(path, mode=0o777, *, dir_fd=None, inside=inside):
+            made(path, mode, dir_fd=dir_fd)
+            name = os.path.basename(path)
+            if os.path.dirname(os.path.abspath(path)) == inside and not name.startswith(ROOT_PREFIX) and \
+                    (inside == root or name.startswith(PACKAGE_PREFIX)):
+                raise KeyboardInterrupt
+
+        before = set(os.listdir(temp)), set(os.listdir(root))
+        monkeypatch.setattr(os, "mkdir", interrupted_after)
+        with pytest.raises(KeyboardInterrupt):
+            aotcuda.load(twice_pt2)
+        monkeypatch.setattr(os, "mkdir", made)
+        assert (set(os.listdir(temp)), set(os.listdir(root))) == before
+
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    real_lock = zipfile.threading.RLock
+
+    def interrupted_lock(*args):  # ZipFile.__init__ takes its lock after its fp, before `_writing`
+        if sys._getframe(1).f_code is zipfile.ZipFile.__init__.__code__:
+            raise KeyboardInterrupt
+        return real_lock(*args)
+
+    monkeypatch.setattr(zipfile.threading, "RLock", interrupted_lock)
+    with pytest.raises(KeyboardInterrupt):
+        aotcuda.load(twice_pt2)
+    monkeypatch.setattr(zipfile.threading, "RLock", real_lock)
+    gc.collect()
+    assert [str(u.exc_value) for u in unraisable] == []
+
+
+def test_an_empty_extraction_folder_without_its_owner_file_is_swept_once_old(tmp_path):
+    """What an interrupt inside the folder's making may still leave (an empty `aotcuda-*` folder: its owner file not
+    yet written) is removed by a later sweep once it has stayed so UNMARKED_GRACE_S; a fresh one, being made, is not."""
+    from aotcuda.runtime.libraries import PACKAGE_PREFIX, UNMARKED_GRACE_S, sweep_dead_folders
+
+    temp = tmp_path / "temp"
+    temp.mkdir(mode=0o700)
+    old, fresh, full = (temp / f"{PACKAGE_PREFIX}{name}" for name in ("old", "fresh", "full"))
+    for folder in (old, fresh, full):
+        folder.mkdir(mode=0o700)
+    (full / "model.so").write_bytes(b"")  # another version's extraction, without an owner file: left alone
+    for folder in (old, full):
+        os.utime(folder, (0, time.time() - UNMARKED_GRACE_S - 60))
+    assert sweep_dead_folders(str(temp)) == [str(old)]
+    assert fresh.exists() and full.exists()

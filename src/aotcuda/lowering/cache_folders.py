@@ -82,12 +82,20 @@ def check_cache_folders(device_type: str = "cpu") -> None:
                            "TORCHINDUCTOR_CACHE_DIR to a folder on a file system that allows running code (e.g. mkdir -m "
                            "700 ~/.cache/aotcuda-inductor), or TMPDIR, under which it is made; nothing was compiled")
     folders = [("Inductor's cache folder", "TORCHINDUCTOR_CACHE_DIR", inductor)]
+    folders += [(what, "TMPDIR", folder) for what, folder in _default_folders(inductor)]
     if os.environ.get("TRITON_CACHE_DIR"):
         folders.append(("Triton's cache folder", "TRITON_CACHE_DIR", os.environ["TRITON_CACHE_DIR"]))
     if flag("AOTCUDA_TRUST_SHARED_FOLDERS"):  # the user vouches for everyone who may write there
         return
     for what, variable, folder in folders:
         problem = unsafe_folder(folder)
+        if problem and variable == "TMPDIR":
+            raise PackageError(
+                f"will not compile: {what} {folder!r} {problem}, so another user can put code there that the compile "
+                "would build into the package (torch keeps its precompiled headers, and caches it reads back, in the "
+                "temporary folder's torchinductor_<user> whatever TORCHINDUCTOR_CACHE_DIR says). Start the process with "
+                "TMPDIR set to a folder of your own (e.g. mkdir -m 700 ~/tmp), or remove that folder if it is not yours; "
+                "nothing was compiled. Where only users you trust can write there, set AOTCUDA_TRUST_SHARED_FOLDERS=1")
         if problem:
             raise PackageError(
                 f"will not compile: {what} {folder!r} {problem}, so another user can put code there that the "
@@ -95,6 +103,47 @@ def check_cache_folders(device_type: str = "cpu") -> None:
                 f"path). Set {variable} to a folder of your own (e.g. mkdir -m 700 ~/.cache/aotcuda-inductor), "
                 "or remove that folder if it is not yours; nothing was compiled. Where only users you trust can "
                 "write there, set AOTCUDA_TRUST_SHARED_FOLDERS=1")
+
+
+def _default_folders(inductor: str) -> list[tuple[str, str]]:
+    """torch's folders under the default cache folder (``$TMPDIR/torchinductor_<user>``) that TORCHINDUCTOR_CACHE_DIR
+    does not move, made here as torch makes them (so that nobody else makes them first, after the check), where they
+    lie outside ``inductor``, the cache folder checked already.
+
+    Why: the precompiled headers (codecache ``_HEADER_DIR``, fixed as torch imports its compiler: a header's source and
+    its ``.gch`` at a path of its hash, the same for every user of one torch, kept as found by ``write``, and compiled
+    into every wrapper) and the on-disk caches torch unpickles (``runtime/caching``: pad_mm's ``should_pad``) live
+    there. The breaker (2026-12-06): with a private TORCHINDUCTOR_CACHE_DIR, the header another user planted in a 0777
+    ``/tmp/torchinductor_root/precompiled_headers`` was compiled into the package and its constructor ran at load."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    folders = [("torch's default cache folder", default_cache_dir())]
+    try:
+        from torch._inductor import codecache
+    except ImportError:  # a torch without it: the default folder's check stands
+        codecache = None
+    # read where it exists (torch 2.13, measured; not checked here on other versions): it was fixed at torch's import,
+    # under the TMPDIR of that moment, which may differ from default_cache_dir()'s now
+    headers = getattr(codecache, "_HEADER_DIR", None)
+    if isinstance(headers, str):
+        folders.append(("torch's precompiled-header folder", headers))
+    kept = []
+    for what, folder in folders:
+        if _within(folder, inductor):
+            continue
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as exc:
+            raise PackageError(f"will not compile: {what} {folder!r} cannot be made ({exc.strerror or exc}); start the "
+                               "process with TMPDIR set to a folder of your own (e.g. mkdir -m 700 ~/tmp), or remove "
+                               "what is at that path if it is not yours; nothing was compiled") from None
+        kept.append((what, folder))
+    return kept
+
+
+def _within(folder: str, parent: str) -> bool:
+    folder, parent = os.path.realpath(folder), os.path.realpath(parent)
+    return folder == parent or folder.startswith(parent.rstrip(os.sep) + os.sep)
 
 
 def check_temporary_folder(what: str) -> None:

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import os
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,7 +31,6 @@ import filelock
 import torch
 from torch.export import ExportedProgram
 
-log = logging.getLogger(__name__)
 
 # How long a lower() waits for another process compiling the same program before it says so and stops: longer
 # than any compile measured here (the 1.2B decoder on the H200: about 150 s; a CPU compile on 2 cores: minutes).
@@ -86,15 +85,46 @@ def compiling_alone(ep: ExportedProgram, configs: dict[str, Any], wait_s: float 
     try:
         lock.acquire(timeout=0)
     except filelock.Timeout:
-        log.info("another process is compiling the same program (%s); waiting for it", path)
+        # a warning, not a log line: the command line shows it ("warning: ..."), where a log.info left `aotcuda lower`
+        # waiting up to WAIT_S without a word behind a stopped first one (the process breaker, 2026-12-06)
+        holder = _holder(path)
+        warnings.warn(f"aotcuda: another process{holder} is compiling the same program; waiting for it to end, up "
+                      f"to {wait_s:.0f} s (its lock: {path}). Stop that process if it is stuck", stacklevel=3)
         try:
             lock.acquire(timeout=wait_s)
         except filelock.Timeout:
             raise TimeoutError(
-                f"another process has been compiling the same program for {wait_s:.0f} s (it holds {path}); "
+                f"another process{holder} has been compiling the same program for {wait_s:.0f} s (it holds {path}); "
                 "nothing was compiled. Wait for it and lower again, or stop it; a process that ended has let go "
                 "of the lock (it is held by the OS, per open file)") from None
     try:
+        _record_holder(path)
         yield
     finally:
+        with contextlib.suppress(OSError):  # before the release: a later holder's own is never removed
+            os.remove(f"{path}.pid")
         lock.release()
+
+
+def _record_holder(path: str) -> None:
+    """Write this process's id beside the lock (``<lock>.pid``, renamed into place whole), for a process that waits to
+    name it. Where it cannot be written the wait names no process."""
+    partial = f"{path}.{os.getpid()}.partial"
+    try:
+        with open(partial, "w") as file:
+            file.write(str(os.getpid()))
+        os.replace(partial, f"{path}.pid")
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(partial)
+
+
+def _holder(path: str) -> str:
+    """" (pid N)" of the process that holds the lock at ``path``, as it wrote it (``_record_holder``; a few ASCII
+    digits, read bounded); "" where it is not known."""
+    try:
+        with open(f"{path}.pid", "rb") as file:
+            text = file.read(16)
+    except OSError:
+        return ""
+    return f" (pid {text.decode()})" if text.isdigit() and len(text) <= 10 else ""

@@ -52,6 +52,8 @@ from torch.export import ExportedProgram
 
 from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
 from aotcuda.lowering import torch_fixes
+from aotcuda.lowering.archive_writer import ArchiveWriteError
+from aotcuda.lowering.compile_failures import check_room, compile_resource_failure, package_unwritten
 from aotcuda.lowering.cache_folders import check_cache_folders, check_temporary_folder
 from aotcuda.lowering.compiler_variables import check_compiler_variables
 from aotcuda.lowering.compile_lock import compiling_alone
@@ -213,9 +215,9 @@ def lower(
         package_path = checked_package_path(package_path)  # before the minutes of export and compile; "~" expanded
         if key is not None:  # the build beside it is signed by its name: no other user may put theirs in its place
             refuse_shared_folder(os.path.dirname(os.path.abspath(package_path)), package_path)
-    check_cache_folders(device.type)  # another user's code must not get into the package through Inductor's cache
-    if package_path is None:  # nor into the package written to a temporary folder they may replace
-        check_temporary_folder("the package")
+    if package_path is None:  # another user must not replace the temporary folder the package is written to
+        check_temporary_folder("the package")  # first: the next check makes torch's folders there
+    check_cache_folders(device.type)  # nor get their code into the package through Inductor's folders
     check_compiler_variables()  # set since the import: the compile's workers import torch's config again
     _warn_if_training(model)
     profile = DEVICE_PROFILES[device.type]
@@ -239,6 +241,7 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
         _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path)
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
+        check_room(ep, building)  # a full disk is said before the minutes of compile, not after
         with step("compile"), torch_fixes.applied("compile"):
             configs = with_pdl_codegen(device, package_inductor_configs(device, profile.inductor_configs,
                                                                         inductor_configs, ep))
@@ -852,4 +855,12 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
         # lower() says of each fallback kernel, with its source line (the error, or fallback_kernels).
         warnings.filterwarnings("ignore", message="Torchinductor does not support code generation for complex")
         with compiling_alone(ep, configs):  # another process lowering it at once rewrites the files packaged here
-            torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
+            try:
+                torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
+            except ArchiveWriteError as exc:  # torch_fixes.applied("compile") finished the writer: no abort
+                raise package_unwritten(path, exc) from exc.__cause__
+            except Exception as exc:
+                named = compile_resource_failure(exc)
+                if named is None:
+                    raise
+                raise named from exc

@@ -103,6 +103,7 @@ from dataclasses import dataclass
 
 import torch
 
+from aotcuda.lowering.archive_writer import archive_writer_finished_on_failure
 from aotcuda.lowering.dependent_launch import host_launches_for_pdl
 from aotcuda.lowering.identity_arithmetic import identity_arithmetic_keeps_layout
 
@@ -452,6 +453,12 @@ FIXES: tuple[TorchFix, ...] = (
              "the CUDA kernel driver's source has no cuLaunchKernelEx",
              "the oldest supported torch launches PDL kernels itself", "aotcuda.lowering.dependent_launch",
              ("compile",), host_launches_for_pdl),
+    TorchFix("a write that fails while the package is written (a full disk) ends the process: PT2ArchiveWriter."
+             "__exit__ never reaches close(), and the C++ writer's destructor throws (std::terminate)",
+             "2.13 (measured; 2.11 and 2.15 not checked here)",
+             "none filed", "always (PT2ArchiveWriter.__exit__ finishes the writer on failure; a no-op without it)",
+             "PT2ArchiveWriter.__exit__ closes the writer when a write fails", "aotcuda.lowering.archive_writer",
+             ("compile",), archive_writer_finished_on_failure),
     TorchFix("a CUDA package's .so binds libstdc++ facets privately and crashes in parse_device_str",
              "2.11 (cu130)", "none filed", "always (libstdc++ promoted to the global scope before dlopen)",
              "AOTInductor stops exporting libstdc++ internals", "aotcuda.runtime.libloader"),

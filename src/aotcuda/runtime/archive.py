@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 from aotcuda import switches
 from aotcuda.errors import PackageError, clipped
+from aotcuda.os_errors import cannot_read
 from aotcuda.package_format import open_package_file, open_zip
 from aotcuda.switches import SWITCHES
 
@@ -314,7 +315,7 @@ def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
         try:
             check_directory(path, handle, limits)
         except OSError as exc:
-            raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+            raise PackageError(cannot_read(path, exc)) from exc
     except BaseException as exc:
         try:
             handle.check_unchanged(exc)
@@ -328,7 +329,7 @@ def open_archive(path: str, limits: ArchiveLimits) -> zipfile.ZipFile:
             check_layout(path, archive.fp, archive.infolist(), archive.start_dir)
             check_allocation(path, archive.fp, limits)  # after the layout: bytes no entry holds are named as such
         except OSError as exc:
-            raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+            raise PackageError(cannot_read(path, exc)) from exc
     except BaseException as exc:
         try:
             archive.check_unchanged(exc)

@@ -41,7 +41,8 @@ import tempfile
 import threading
 from collections.abc import Callable
 
-from aotcuda.errors import PackageError
+from aotcuda.errors import PackageError, clipped
+from aotcuda.os_errors import os_error_advice
 
 _LIBRARIES: dict[tuple[str, str], tuple[ctypes.CDLL, str]] = {}  # (digest, kind) -> (library, pinned .so)
 _DIGESTS: dict[int, str] = {}  # id(library) -> the SHA-256 of its file (libraries are never released)
@@ -82,9 +83,10 @@ def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CD
     Raises LibraryDigestMismatch (a PackageError) for another digest; PackageError when the pinned copy
     cannot be made or restored, or as ``open_library`` does.
     """
-    pinned = _pin_library_folder(so_path)
+    made: list[str] = []  # the pin's folder, from the moment it exists: an interrupt after it left it behind
     keep = False
     try:
+        pinned = _pin_library_folder(so_path, made)
         key = (file_digest(pinned), kind)
         if expected_sha256 is not None and expected_sha256 != key[0]:
             raise LibraryDigestMismatch(key[0])
@@ -103,7 +105,8 @@ def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CD
             return library
     finally:
         if not keep:
-            shutil.rmtree(os.path.dirname(pinned), ignore_errors=True)
+            for folder in made:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def digest_of(library) -> str | None:
@@ -218,11 +221,49 @@ def sweep_dead_folders(temp_dir: str) -> list[str]:
         if not entry.name.startswith((ROOT_PREFIX, PACKAGE_PREFIX)) or not _is_private_folder(entry.path):
             continue
         gone = (_owner_gone(os.path.join(entry.path, OWNER_LOCK)) if entry.name.startswith(ROOT_PREFIX)
-                else marked_owner_gone(entry.path, temp_dir))
+                else marked_owner_gone(entry.path, temp_dir) or _abandoned_unmarked(entry.path))
         if gone:
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.path)
     return removed
+
+
+# How long an extraction folder may stay without its owner file before a later sweep takes it for abandoned: mark_owned
+# writes it right after the folder is made (microseconds; the longest wait is a loaded machine's scheduling).
+UNMARKED_GRACE_S = 600.0
+
+
+def new_private_folder(parent: str, prefix: str, made: list[str]) -> str:
+    """A new folder of mode 0700 in ``parent`` (``prefix`` and random letters, as tempfile.mkdtemp names it), its path
+    added to ``made`` BEFORE it is made, so that the caller's cleanup of ``made`` covers it whatever comes after: an
+    interrupt inside mkdtemp (after its mkdir, in its abspath) or before its result was kept left the folder for good
+    (the process breaker, 2026-12-06: a signal's KeyboardInterrupt 0.05-30 ms into load left empty extraction
+    folders and pins)."""
+    import secrets
+
+    for _ in range(100):
+        folder = os.path.join(parent, f"{prefix}{secrets.token_hex(6)}")
+        made.append(folder)
+        try:
+            os.mkdir(folder, 0o700)
+            return folder
+        except FileExistsError:  # a name taken by chance: not ours to remove
+            made.remove(folder)
+    raise FileExistsError(f"no new folder name was free in {parent!r} after 100 tries")
+
+
+def _abandoned_unmarked(folder: str) -> bool:
+    """Whether ``folder`` (a private ``aotcuda-*`` folder) is one an interrupt left between its making and its owner
+    file (the process breaker, 2026-12-06: a signal's KeyboardInterrupt 0.05-30 ms into load left empty ones, which no
+    sweep removed): it holds nothing but a half-written owner file, and has for UNMARKED_GRACE_S."""
+    import time
+
+    try:
+        left = os.listdir(folder)
+        changed = os.lstat(folder).st_mtime
+    except OSError:
+        return False
+    return set(left) <= {f"{OWNER_FILE}.new"} and time.time() - changed > UNMARKED_GRACE_S
 
 
 def marked_owner_gone(folder: str, temp_dir: str | None = None) -> bool:
@@ -265,16 +306,20 @@ def _owner_gone(lock: str) -> bool:
         os.close(descriptor)
 
 
-def _pin_library_folder(so_path: str) -> str:
+def _pin_library_folder(so_path: str, made: list[str]) -> str:
     """Link the .so's folder into a folder that lives as long as the process; return the .so's path
-    there. Files that cannot be hard-linked (another file system) are copied."""
+    there (the folder is added to ``made`` as soon as it exists, for the caller to remove on an error). Files that
+    cannot be hard-linked (another file system) are copied."""
     try:
         with _LOCK:
-            target = tempfile.mkdtemp(dir=_pinned_root())
+            target = new_private_folder(_pinned_root(), "tmp", made)
         shutil.copytree(os.path.dirname(so_path), target, copy_function=_link_or_copy, dirs_exist_ok=True)
-    except OSError as exc:
-        raise PackageError(f"cannot keep a copy of the model library {so_path} for this process ({exc}); "
-                           "check the temporary folder (TMPDIR) is writable and has room") from exc
+    except OSError as exc:  # the advice of its errno: "has room" was said to too many open files too
+        temp = tempfile.gettempdir()
+        advice = os_error_advice(exc, temp, elsewhere="point TMPDIR to a folder with room") or \
+            "check the temporary folder (TMPDIR) is writable and has room"
+        raise PackageError(f"cannot keep a copy of the model library {clipped(so_path, 200)} for this process "
+                           f"({exc.strerror or exc}); {advice}") from exc
     return os.path.join(target, os.path.basename(so_path))
 
 

@@ -29,6 +29,7 @@ import zipfile
 from dataclasses import dataclass, field
 
 from aotcuda.errors import PackageError, clipped
+from aotcuda.os_errors import os_error_advice
 from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.package_tags import (
@@ -53,7 +54,7 @@ from aotcuda.runtime.package_checks import (
     read_json_entry,
     tag_entry,
 )
-from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, remove_in_creator
+from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, new_private_folder, remove_in_creator
 from aotcuda.runtime.shape_expressions import shape_expression
 from aotcuda.shared_folders import mounted_noexec, temporary_folder_problem
 
@@ -154,9 +155,10 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
                 raise PackageError(f"{path!r} is damaged: its entry {entry_name(info)} cannot be read ({exc}); copy "
                                    "the package again, or lower the model again") from exc
     except OSError as exc:  # the free space checked above may be taken meanwhile (another process), or a file limit
-        raise PackageError(f"{path!r} could not be extracted to the temporary folder {os.path.dirname(out_dir)!r} "
-                           f"({exc.strerror or exc}); nothing was loaded. Free space there (or raise the file size "
-                           "limit, ulimit -f), or point TMPDIR to a folder with room") from None
+        temp = os.path.dirname(out_dir)
+        raise PackageError(f"{clipped(path, 200)!r} could not be extracted to the temporary folder "
+                           f"{clipped(temp, 200)!r} ({exc.strerror or exc}); nothing was loaded: "
+                           f"{_temporary_advice(exc, temp)}") from None
     return model_dir
 
 
@@ -204,13 +206,13 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     limits = limits or ArchiveLimits.from_environment()
     if expected_sha256 is not None:
         expected_sha256 = checked_sha256(expected_sha256)
-    out_dir = None
+    made: list[str] = []  # the extraction folder, from the moment it exists: an interrupt after it left it behind
     try:
         with _opened(path, model_name, limits, expected_sha256, signing_key=signing_key) as (
                 archive, names, model, root, signature, signed):
             if signed is not None:  # an entry added, removed or resized: refused before anything is written
                 check_signed_listing(signed, archive, in_model(root, model), path)
-            out_dir = _extraction_folder(path)
+            out_dir = _extraction_folder(path, made)
             digests = None if signed is None else {}
             model_dir = _extract_model(archive, f"{root}data/aotinductor/{model}/", root, out_dir, path, limits,
                                        digests, None if signed is None else signed.sizes)
@@ -220,8 +222,8 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
         # Leaving the block found the file unchanged since it was opened: the library extracted, which nothing
         # has opened yet, and the signature that describes it are of one version of the package.
     except BaseException:
-        if out_dir is not None:
-            shutil.rmtree(out_dir, ignore_errors=True)
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
         raise
     # The folder goes when the package object does (or at cleanup(), or at interpreter exit), in this process
     # only: a forked child inherits the finalizer, and its exit must not remove its parent's folder.
@@ -229,7 +231,7 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
     return package
 
 
-def _extraction_folder(path: str) -> str:
+def _extraction_folder(path: str, made: list[str]) -> str:
     """A fresh private folder in the temporary folder for one package, marked with its owner (removed by a later
     process if this one dies without its exit handlers). PackageError where the temporary folder takes no folder or
     file (full, read-only, out of inodes), naming it and the fix; and where another user could replace what is
@@ -249,21 +251,24 @@ def _extraction_folder(path: str) -> str:
                            "loaded. Point TMPDIR to a folder on a file system that allows running code (e.g. mkdir -m "
                            "700 ~/tmp, then TMPDIR=~/tmp)")
     try:
-        out_dir = tempfile.mkdtemp(prefix=PACKAGE_PREFIX)
+        out_dir = new_private_folder(temp, PACKAGE_PREFIX, made)  # the caller removes it on any error
     except OSError as exc:
-        raise PackageError(f"cannot make a folder to extract {path!r} to in the temporary folder "
-                           f"{tempfile.gettempdir()!r} ({exc.strerror or exc}); nothing was loaded. Free space "
-                           "there, or point TMPDIR to a folder you can write with room") from None
+        raise PackageError(f"cannot make a folder to extract {clipped(path, 200)!r} to in the temporary folder "
+                           f"{clipped(temp, 200)!r} ({exc.strerror or exc}); nothing was loaded: "
+                           f"{_temporary_advice(exc, temp)}") from None
     try:
         mark_owned(out_dir)
     except OSError as exc:
-        shutil.rmtree(out_dir, ignore_errors=True)
-        raise PackageError(f"cannot write into {out_dir!r} to extract {path!r} ({exc.strerror or exc}); nothing was "
-                           "loaded. Free space in the temporary folder, or point TMPDIR to a folder with room") from None
-    except BaseException:
-        shutil.rmtree(out_dir, ignore_errors=True)
-        raise
+        raise PackageError(f"cannot write into {clipped(out_dir, 200)!r} to extract {clipped(path, 200)!r} "
+                           f"({exc.strerror or exc}); nothing was loaded: {_temporary_advice(exc, temp)}") from None
     return out_dir
+
+
+def _temporary_advice(exc: OSError, temp: str) -> str:
+    """What to do where the temporary folder ``temp`` took no extraction: by the errno (os_errors), which said "Free
+    space" to too many open files and to a name too long alike (the process breaker, 2026-12-06)."""
+    return os_error_advice(exc, temp, elsewhere="point TMPDIR to a folder with room") or \
+        "point TMPDIR to a folder you can write, with room"
 
 
 def _describe_model(path: str, model: str, model_dir: str, signature: dict | None,

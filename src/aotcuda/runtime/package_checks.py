@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Callable
 
 from aotcuda.errors import PackageError, clipped
+from aotcuda.os_errors import cannot_read
 from aotcuda.package_format import PackageFile
 from aotcuda.package_tags import SignedEntries, check_entries, check_sizes, tag_entry_names
 from aotcuda.runtime.archive import (
@@ -147,7 +148,7 @@ def file_sha256(path: str, handle: PackageFile) -> str:
             hasher.update(chunk)
             left -= len(chunk)
     except OSError as exc:
-        raise PackageError(f"{path!r} cannot be read ({exc}); check the path and its permissions") from exc
+        raise PackageError(cannot_read(path, exc)) from exc
     return hasher.hexdigest()
 
 
