@@ -198,7 +198,7 @@ if HAVE_TRITON:
         x_row, o_row, v_row, row_ok = _row_offsets(R, rows, size1, size2, size3, xs0, xs1, xs2, xs3,
                                                    os0, os1, os2, os3, vs0, vs1, vs2, vs3)
         CHIRP: tl.constexpr = 2 * (P1 * P1 + P2 * P2 + P3 * P3 + P2 * P1 + P3 * P1 + P3 * P2)
-        SPECTRUM: tl.constexpr = CHIRP + PARTS * 4 * N  # after each half's chirps in and out
+        SPECTRUM: tl.constexpr = CHIRP + PARTS * 4 * N  # after each part's chirps in and out
         TILE: tl.constexpr = P1 * P2 * P3
         # The tile [R, P2, P3, P1] at (r, t2, t3, t1), t = B·C·t1 + C·t2 + t3: the points t < N of a row.
         t, in_tile = _tile_index(row_ok, A, B, C, P1, P2, P3)
