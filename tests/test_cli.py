@@ -21,7 +21,7 @@ import aotcuda.cli
 import aotcuda.lowering
 from aotcuda.cli import cli_hints, main
 from aotcuda.cli_inputs import dynamic_shapes_from, load_factory
-from aotcuda.errors import MissingFallbackKernelsError
+from aotcuda.errors import AotcudaError, MissingFallbackKernelsError
 from lowered_demo import lowered_demo
 
 
@@ -1867,7 +1867,7 @@ def test_saving_replaces_what_another_process_put_at_the_path_and_never_follows_
     assert fifo.is_file() and torch.equal(torch.load(fifo)["y"], value["y"])
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".aotcuda-")] == []  # no partial file left
     (tmp_path / "adir").mkdir()
-    with pytest.raises(OSError):
+    with pytest.raises(AotcudaError, match="Is a directory; a folder is at that path: name a file"):
         _saved(value, str(tmp_path / "adir"))  # a directory is not replaced
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".aotcuda-")] == []
 

@@ -26,6 +26,8 @@ _ADVICE = {
     errno.EROFS: "{where} is on a read-only file system: {elsewhere}",
     errno.ENOLCK: "{where} is on a file system that takes no file locks (NFS without its lock service): use a "
                   "local folder",
+    errno.EISDIR: "a folder is at that path: name a file",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: check the path",
     errno.EACCES: "check {where} and its permissions",
     errno.EPERM: "check {where} and its permissions",
 }

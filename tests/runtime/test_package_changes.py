@@ -87,7 +87,8 @@ def writing_into_after(monkeypatch, module, name: str, path, count: int = 1, ent
 def extraction_folders(monkeypatch) -> list[str]:
     """The folders open_package extracts into, as it makes them."""
     made, real = [], package_module._extraction_folder
-    monkeypatch.setattr(package_module, "_extraction_folder", lambda path: made.append(real(path)) or made[-1])
+    monkeypatch.setattr(package_module, "_extraction_folder",
+                        lambda path, *rest: made.append(real(path, *rest)) or made[-1])
     return made
 
 
