@@ -22,7 +22,7 @@ import click
 import torch
 
 from aotcuda.errors import clipped
-from aotcuda.os_errors import FULL, os_error_advice
+from aotcuda.os_errors import temporary_folder_advice
 
 
 def load_factory(spec: str):
@@ -607,11 +607,8 @@ def _copy_refused(path: str, exc: OSError):
     """The refusal of an inputs file whose private copy cannot be written, with the advice of the error's errno."""
     import tempfile
 
-    folder = tempfile.gettempdir()
-    advice = os_error_advice(exc, folder) or f"check the temporary folder {folder!r}"
-    if exc.errno in FULL:
-        advice += " (point TMPDIR elsewhere)"
-    return _refuse(f"{path}: cannot copy it for reading ({exc.strerror or exc}): {advice}")
+    return _refuse(f"{path}: cannot copy it for reading ({exc.strerror or exc}): "
+                   f"{temporary_folder_advice(exc, tempfile.gettempdir())}")
 
 
 def _refuse_other_formats(path: str, handle) -> None:

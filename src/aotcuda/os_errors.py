@@ -50,6 +50,14 @@ def os_error_advice(exc: BaseException, where: str | None = None,
     return advice.format(where=shown, elsewhere=elsewhere)
 
 
+def temporary_folder_advice(exc: BaseException, temp: str) -> str:
+    """The advice for a write into the temporary folder ``temp`` that failed with ``exc`` (load's extraction and its
+    pinned library copy, run --inputs' private copy): by its errno, a full or read-only folder's way out being another
+    TMPDIR; for an errno without advice of its own, the same way out."""
+    return os_error_advice(exc, temp, elsewhere="point TMPDIR to a folder with room") or \
+        "point TMPDIR to a folder you can write, with room"
+
+
 def write_failure_advice(exc: BaseException, folder: str) -> str:
     """The advice for a write into ``folder`` that failed with ``exc``: by its errno where it has one; else (torch's C++
     writers say only "iostream error") what a write may have met: the folder's room, and this process's file-size

@@ -42,7 +42,7 @@ import threading
 from collections.abc import Callable
 
 from aotcuda.errors import PackageError, clipped
-from aotcuda.os_errors import os_error_advice
+from aotcuda.os_errors import temporary_folder_advice
 
 _LIBRARIES: dict[tuple[str, str], tuple[ctypes.CDLL, str]] = {}  # (digest, kind) -> (library, pinned .so)
 _DIGESTS: dict[int, str] = {}  # id(library) -> the SHA-256 of its file (libraries are never released)
@@ -315,11 +315,8 @@ def _pin_library_folder(so_path: str, made: list[str]) -> str:
             target = new_private_folder(_pinned_root(), "tmp", made)
         shutil.copytree(os.path.dirname(so_path), target, copy_function=_link_or_copy, dirs_exist_ok=True)
     except OSError as exc:  # the advice of its errno: "has room" was said to too many open files too
-        temp = tempfile.gettempdir()
-        advice = os_error_advice(exc, temp, elsewhere="point TMPDIR to a folder with room") or \
-            "check the temporary folder (TMPDIR) is writable and has room"
         raise PackageError(f"cannot keep a copy of the model library {clipped(so_path, 200)} for this process "
-                           f"({exc.strerror or exc}); {advice}") from exc
+                           f"({exc.strerror or exc}); {temporary_folder_advice(exc, tempfile.gettempdir())}") from exc
     return os.path.join(target, os.path.basename(so_path))
 
 

@@ -29,7 +29,7 @@ import zipfile
 from dataclasses import dataclass, field
 
 from aotcuda.errors import PackageError, clipped
-from aotcuda.os_errors import os_error_advice
+from aotcuda.os_errors import temporary_folder_advice
 from aotcuda.package_format import SIGNATURE_ENTRY, load_json, parse_signature
 from aotcuda.package_format import archive_root as _archive_root
 from aotcuda.package_tags import (
@@ -158,7 +158,7 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
         temp = os.path.dirname(out_dir)
         raise PackageError(f"{clipped(path, 200)!r} could not be extracted to the temporary folder "
                            f"{clipped(temp, 200)!r} ({exc.strerror or exc}); nothing was loaded: "
-                           f"{_temporary_advice(exc, temp)}") from None
+                           f"{temporary_folder_advice(exc, temp)}") from None
     return model_dir
 
 
@@ -255,20 +255,13 @@ def _extraction_folder(path: str, made: list[str]) -> str:
     except OSError as exc:
         raise PackageError(f"cannot make a folder to extract {clipped(path, 200)!r} to in the temporary folder "
                            f"{clipped(temp, 200)!r} ({exc.strerror or exc}); nothing was loaded: "
-                           f"{_temporary_advice(exc, temp)}") from None
+                           f"{temporary_folder_advice(exc, temp)}") from None
     try:
         mark_owned(out_dir)
     except OSError as exc:
         raise PackageError(f"cannot write into {clipped(out_dir, 200)!r} to extract {clipped(path, 200)!r} "
-                           f"({exc.strerror or exc}); nothing was loaded: {_temporary_advice(exc, temp)}") from None
+                           f"({exc.strerror or exc}); nothing was loaded: {temporary_folder_advice(exc, temp)}") from None
     return out_dir
-
-
-def _temporary_advice(exc: OSError, temp: str) -> str:
-    """What to do where the temporary folder ``temp`` took no extraction: by the errno (os_errors), which said "Free
-    space" to too many open files and to a name too long alike (the process breaker, 2026-12-06)."""
-    return os_error_advice(exc, temp, elsewhere="point TMPDIR to a folder with room") or \
-        "point TMPDIR to a folder you can write, with room"
 
 
 def _describe_model(path: str, model: str, model_dir: str, signature: dict | None,
