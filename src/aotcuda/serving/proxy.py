@@ -272,9 +272,7 @@ def answers_while_stopping(scope, send):
             replaced = True
             error = StoppingError(f"the server has no application for {scope.get('path')} now: it is stopping or "
                                   "starting; nothing of this request ran, send it again after the Retry-After seconds")
-            answer = PlainTextResponse(str(error), status_code=error.http_status, headers={
-                ERROR_HEADER: type(error).__name__, "Connection": "close", "Retry-After": str(RETRY_AFTER_S)})
-            await answer(scope, None, send)
+            await _refused(error, scope, None, send)  # with Retry-After and Connection: close
             return
         if not replaced:  # else Ray's own body of the 404, dropped
             await send(message)
