@@ -38,9 +38,10 @@ if HAVE_TRITON:
     import triton.language as tl
 
     from aotcuda.kernels.fft_bluestein import (_chirp_in, _chirp_out, _cyclic, _extent, _keep_pair, _kept_pair,
+                                               _pair_offsets,
                                                _pair_points_again, _row_points_again, _scaling, _separate, _shrunk,
                                                _unseen_zero)
-    from aotcuda.kernels.fft_rows import _load_rows, _store_rows
+    from aotcuda.kernels.fft_rows import _load_rows, _store_rows, _tile_index
 
     @triton.jit
     def _folded(X, Window, Weight, Tables, x_row, v_row, t, in_tile, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
@@ -100,46 +101,69 @@ if HAVE_TRITON:
                 _store_rows(Out, o_row, tj, ok, yr, yi, os_t, os_p, KIND)
 
     @triton.jit
-    def _pair_folded(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b, ok_b, in_len, xs_t, xs_p, ws,
-                     vs_t, vs_p, scale, IN, N: tl.constexpr, H: tl.constexpr, FOLDS: tl.constexpr,
-                     KIND: tl.constexpr, WINDOW: tl.constexpr, WEIGHT: tl.constexpr, SCALED: tl.constexpr):
-        """fft_bluestein._pair_half's loads over both folds: rows a and b at points t and t + H, each row scaled
-        by one power of two over all of its points (_extent over both folds, _scaling, _shrunk), joined as one
-        complex row (r2c's and conv's a + i·b, c2r's X_a + i·X_b), chirped and folded. Returns the folded
-        points and each row's undo factor. (Reading the rows twice, for their extent and then for their points,
-        instead of holding both folds: compiled for sm_90 at 4099, r2c spilled 992 bytes a thread against 1048,
-        c2r 904 against 712.)"""
-        LOADS: tl.constexpr = 1 if KIND == 3 else KIND  # conv loads real rows as r2c does
-        ar, ai = _load_rows(X, Window, Weight, x_a, v_a, t, in_a, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
-                            N, LOADS, WINDOW, WEIGHT, SCALED)
-        br, bi = _load_rows(X, Window, Weight, x_b, v_b, t, in_b, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
-                            N, LOADS, WINDOW, WEIGHT, SCALED)
-        bad_a, most_a = _extent(ar, ai)
-        bad_b, most_b = _extent(br, bi)
+    def _pair_scaling(X, Window, Weight, x_a, v_a, x_b, v_b, t, in_a, ok_b, in_len, xs_t, xs_p, ws, vs_t, vs_p,
+                      scale, N: tl.constexpr, H: tl.constexpr, FOLDS: tl.constexpr, LOADS: tl.constexpr,
+                      WINDOW: tl.constexpr, WEIGHT: tl.constexpr, SCALED: tl.constexpr):
+        """Rows a's and b's power of two over both folds' points (_extent, _scaling), a row and a fold at a
+        time: whether each holds a NaN or an infinity, its factor and its undo."""
+        bad_a, most_a = _extent_at(X, Window, Weight, x_a, v_a, t, in_a, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                                   N, LOADS, WINDOW, WEIGHT, SCALED)
+        bad_b, most_b = _extent_at(X, Window, Weight, x_b, v_b, t, in_a & ok_b, in_len, xs_t, xs_p, ws, vs_t,
+                                   vs_p, scale, N, LOADS, WINDOW, WEIGHT, SCALED)
         if FOLDS == 2:
             t1 = t + H
             in_a1 = in_a & (t1 < N)
-            in_b1 = in_a1 & ok_b
-            ar1, ai1 = _load_rows(X, Window, Weight, x_a, v_a, t1, in_a1, in_len, xs_t, xs_p, ws, vs_t, vs_p,
-                                  scale, N, LOADS, WINDOW, WEIGHT, SCALED)
-            br1, bi1 = _load_rows(X, Window, Weight, x_b, v_b, t1, in_b1, in_len, xs_t, xs_p, ws, vs_t, vs_p,
-                                  scale, N, LOADS, WINDOW, WEIGHT, SCALED)
-            bad1, most1 = _extent(ar1, ai1)
+            bad1, most1 = _extent_at(X, Window, Weight, x_a, v_a, t1, in_a1, in_len, xs_t, xs_p, ws, vs_t, vs_p,
+                                     scale, N, LOADS, WINDOW, WEIGHT, SCALED)
             bad_a = tl.maximum(bad_a, bad1)
             most_a = tl.maximum(most_a, most1)
-            bad1, most1 = _extent(br1, bi1)
+            bad1, most1 = _extent_at(X, Window, Weight, x_b, v_b, t1, in_a1 & ok_b, in_len, xs_t, xs_p, ws, vs_t,
+                                     vs_p, scale, N, LOADS, WINDOW, WEIGHT, SCALED)
             bad_b = tl.maximum(bad_b, bad1)
             most_b = tl.maximum(most_b, most1)
         shrink_a, undo_a = _scaling(bad_a, most_a)
         shrink_b, undo_b = _scaling(bad_b, most_b)
+        return bad_a, shrink_a, undo_a, bad_b, shrink_b, undo_b
+
+    @triton.jit
+    def _extent_at(X, Window, Weight, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                   N: tl.constexpr, LOADS: tl.constexpr, WINDOW: tl.constexpr, WEIGHT: tl.constexpr,
+                   SCALED: tl.constexpr):
+        """_extent of the rows' points t, loaded."""
+        xr, xi = _load_rows(X, Window, Weight, x_row, v_row, t, inside, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                            N, LOADS, WINDOW, WEIGHT, SCALED)
+        return _extent(xr, xi)
+
+    @triton.jit
+    def _pair_fold(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b, in_len, xs_t, xs_p, ws, vs_t,
+                   vs_p, scale, bad_a, shrink_a, bad_b, shrink_b, IN, N: tl.constexpr, LOADS: tl.constexpr,
+                   WINDOW: tl.constexpr, WEIGHT: tl.constexpr, SCALED: tl.constexpr):
+        """Rows a and b at points t, scaled, joined as one complex row (_joined) and chirped."""
+        ar, ai = _load_rows(X, Window, Weight, x_a, v_a, t, in_a, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                            N, LOADS, WINDOW, WEIGHT, SCALED)
+        br, bi = _load_rows(X, Window, Weight, x_b, v_b, t, in_b, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
+                            N, LOADS, WINDOW, WEIGHT, SCALED)
         zr, zi = _joined(ar, ai, br, bi, bad_a, shrink_a, bad_b, shrink_b, LOADS)
-        zr, zi = _chirp_in(zr, zi, Tables, x_a, t, in_a, IN, N)
+        return _chirp_in(zr, zi, Tables, x_a, t, in_a, IN, N)
+
+    @triton.jit
+    def _pair_folded(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b, ok_b, in_len, xs_t, xs_p, ws,
+                     vs_t, vs_p, scale, bad_a, shrink_a, bad_b, shrink_b, IN, N: tl.constexpr, H: tl.constexpr,
+                     FOLDS: tl.constexpr, LOADS: tl.constexpr, WINDOW: tl.constexpr, WEIGHT: tl.constexpr,
+                     SCALED: tl.constexpr):
+        """fft_bluestein._pair_half's loads over both folds, a fold at a time (_pair_fold), summed."""
+        zr, zi = _pair_fold(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t, in_a, in_b, in_len, xs_t, xs_p, ws,
+                            vs_t, vs_p, scale, bad_a, shrink_a, bad_b, shrink_b, IN, N, LOADS, WINDOW, WEIGHT,
+                            SCALED)
         if FOLDS == 2:
-            vr, vi = _joined(ar1, ai1, br1, bi1, bad_a, shrink_a, bad_b, shrink_b, LOADS)
-            vr, vi = _chirp_in(vr, vi, Tables, x_a, t1, in_a1, IN, N)
+            t1 = t + H
+            in_a1 = in_a & (t1 < N)
+            vr, vi = _pair_fold(X, Window, Weight, Tables, x_a, v_a, x_b, v_b, t1, in_a1, in_a1 & ok_b, in_len,
+                                xs_t, xs_p, ws, vs_t, vs_p, scale, bad_a, shrink_a, bad_b, shrink_b, IN, N, LOADS,
+                                WINDOW, WEIGHT, SCALED)
             zr += vr
             zi += vi
-        return zr, zi, undo_a, undo_b
+        return zr, zi
 
     @triton.jit
     def _joined(ar, ai, br, bi, bad_a, shrink_a, bad_b, shrink_b, LOADS: tl.constexpr):
@@ -166,8 +190,13 @@ if HAVE_TRITON:
         SPECTRUM: tl.constexpr = CHIRP + PARTS * 4 * N
         TILE: tl.constexpr = P1 * P2 * P3
         H: tl.constexpr = A * B * C
-        undo_a = tl.full((R, 1, 1, 1), 1.0, tl.float32)
-        undo_b = tl.full((R, 1, 1, 1), 1.0, tl.float32)
+        LOADS: tl.constexpr = 1 if KIND == 3 else KIND  # conv loads real rows as r2c does
+        x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_b = _pair_points_again(
+            R, rows + _unseen_zero(rows + PARTS), size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3,
+            vs0, vs1, vs2, vs3, N, A, B, C, P1, P2, P3)
+        bad_a, shrink_a, undo_a, bad_b, shrink_b, undo_b = _pair_scaling(
+            X, Window, Weight, x_a, v_a, x_b, v_b, t, in_a, ok_b, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale, N, H,
+            FOLDS, LOADS, WINDOW, WEIGHT, SCALED)
         for s in range(PARTS):
             tl.debug_barrier()  # part s − 1's terms kept before part s reads them back
             zero = _unseen_zero(rows + s)  # as _bluestein_parts_kernel's: nothing hoisted out of the loop
@@ -175,9 +204,9 @@ if HAVE_TRITON:
             x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_b = _pair_points_again(
                 R, rows + zero, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
                 N, A, B, C, P1, P2, P3)
-            zr, zi, undo_a, undo_b = _pair_folded(X, Window, Weight, tables, x_a, v_a, x_b, v_b, t, in_a, in_b,
-                                                  ok_b, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
-                                                  CHIRP + s * 4 * N, N, H, FOLDS, KIND, WINDOW, WEIGHT, SCALED)
+            zr, zi = _pair_folded(X, Window, Weight, tables, x_a, v_a, x_b, v_b, t, in_a, in_b, ok_b, in_len, xs_t,
+                                  xs_p, ws, vs_t, vs_p, scale, bad_a, shrink_a, bad_b, shrink_b, CHIRP + s * 4 * N,
+                                  N, H, FOLDS, LOADS, WINDOW, WEIGHT, SCALED)
             ur, ui = _cyclic(zr, zi, tables, x_a, SPECTRUM + s * 2 * TILE, A, B, C, P1, P2, P3, R, PRECISION)
             last = s == PARTS - 1
             for j in tl.static_range(FOLDS):
