@@ -21,12 +21,16 @@ rows' places that r2c's pairs share). A float16 or bfloat16 output runs through 
 
 r2c and c2r run two real rows as one complex row, as fft_bluestein's pairs kernel does (fft_rows.pairs_rows):
 each row normalized by a power of two over both folds' points (a NaN or an infinity zeroed in the pair: it comes
-out NaN and reaches no other row), r2c separated after the last part (fft_bluestein._separate, a fold at a time:
-each bin's places are its own thread's), c2r's and conv's real and imaginary parts the two rows. Each part's
-rows, points and table reads are computed from a zero that depends on the part (_unseen_zero(rows + s)), so
-that the compiler cannot hoist them out of the loop and hold them through every part's transform: compiled for
-sm_90 at 4099, r2c spilled 752 bytes a thread so against 1048 (c2c 584 and c2r 720 either way, conv 736 against
-840).
+out NaN and reaches no other row), found once before the parts (the rows read an extra time, a row and a fold at a
+time) so that each part loads one fold at a time; r2c separated after the last part (fft_bluestein._separate, a
+fold at a time: each bin's places are its own thread's), c2r's and conv's real and imaginary parts the two rows.
+
+What keeps the registers: each part's rows, points and table reads are computed from a zero that depends on the
+part (_unseen_zero(rows + s)) and computed again after the transform from another, and the part loop is
+tl.range(disable_licm=True), so that neither Triton nor LLVM hoists them (or the stages' own index math) out of
+the loop to hold them through every part's transform. Compiled for sm_90 at 4099 (fft_kernel_resources.py),
+bytes spilled a thread went r2c 752 → 200, c2r 720 → 192, conv 736 → 192, c2c 584 → 128; at 8191 r2c
+1056 → 288, c2r 856 → 216 (docs/performance.md, session 34).
 """
 
 from __future__ import annotations
@@ -38,10 +42,9 @@ if HAVE_TRITON:
     import triton.language as tl
 
     from aotcuda.kernels.fft_bluestein import (_chirp_in, _chirp_out, _cyclic, _extent, _keep_pair, _kept_pair,
-                                               _pair_offsets,
                                                _pair_points_again, _row_points_again, _scaling, _separate, _shrunk,
                                                _unseen_zero)
-    from aotcuda.kernels.fft_rows import _load_rows, _store_rows, _tile_index
+    from aotcuda.kernels.fft_rows import _load_rows, _store_rows
 
     @triton.jit
     def _folded(X, Window, Weight, Tables, x_row, v_row, t, in_tile, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale,
@@ -77,7 +80,9 @@ if HAVE_TRITON:
         SPECTRUM: tl.constexpr = CHIRP + PARTS * 4 * N
         TILE: tl.constexpr = P1 * P2 * P3
         H: tl.constexpr = A * B * C
-        for s in range(PARTS):
+        # disable_licm: nothing hoisted out of the loop to be held through every part's transform (the stages'
+        # index and address math): compiled for sm_90 at 4099, c2r's pairs spilled 424 bytes a thread so, 720 not.
+        for s in tl.range(PARTS, disable_licm=True):
             # Part s − 1's terms stored before part s reads them back; the rows and points recomputed, not held.
             tl.debug_barrier()
             # A zero that depends on s: what is computed from it (the rows, the points, every table read) cannot be
@@ -90,6 +95,13 @@ if HAVE_TRITON:
             zr, zi = _folded(X, Window, Weight, tables, x_row, v_row, t, in_tile, in_len, xs_t, xs_p, ws, vs_t,
                              vs_p, scale, CHIRP + s * 4 * N, N, H, FOLDS, KIND, WINDOW, WEIGHT, SCALED)
             ur, ui = _cyclic(zr, zi, tables, x_row, SPECTRUM + s * 2 * TILE, A, B, C, P1, P2, P3, R, PRECISION)
+            # The rows and points again from another zero, not held through the transform from before it (sm_90,
+            # 4099 c2c with disable_licm: 128 bytes spilled a thread so).
+            after = _unseen_zero(rows + PARTS + s)
+            x_row, o_row, v_row, row_ok, t, in_tile = _row_points_again(
+                R, rows + after, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
+                A, B, C, P1, P2, P3)
+            tables = Tables + after
             for j in tl.static_range(FOLDS):
                 tj = t + j * H
                 yr, yi = _chirp_out(ur, ui, tables, x_row, tj, in_tile & (tj < N), CHIRP + s * 4 * N + 2 * N, N)
@@ -191,13 +203,16 @@ if HAVE_TRITON:
         TILE: tl.constexpr = P1 * P2 * P3
         H: tl.constexpr = A * B * C
         LOADS: tl.constexpr = 1 if KIND == 3 else KIND  # conv loads real rows as r2c does
+        # Each row's power of two once, before the parts (each part loads a fold at a time, scaled by it), from
+        # points of a zero of their own: computed plainly (or as the separation's, _unseen_zero(rows)), they were
+        # shared with what comes after the loop and held through it (sm_90, 4099 r2c: 840 bytes spilled, 584 so).
         x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_b = _pair_points_again(
             R, rows + _unseen_zero(rows + PARTS), size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3,
             vs0, vs1, vs2, vs3, N, A, B, C, P1, P2, P3)
         bad_a, shrink_a, undo_a, bad_b, shrink_b, undo_b = _pair_scaling(
             X, Window, Weight, x_a, v_a, x_b, v_b, t, in_a, ok_b, in_len, xs_t, xs_p, ws, vs_t, vs_p, scale, N, H,
             FOLDS, LOADS, WINDOW, WEIGHT, SCALED)
-        for s in range(PARTS):
+        for s in tl.range(PARTS, disable_licm=True):  # as _bluestein_parts_kernel's: nothing hoisted
             tl.debug_barrier()  # part s − 1's terms kept before part s reads them back
             zero = _unseen_zero(rows + s)  # as _bluestein_parts_kernel's: nothing hoisted out of the loop
             tables = Tables + zero
@@ -208,6 +223,12 @@ if HAVE_TRITON:
                                   xs_p, ws, vs_t, vs_p, scale, bad_a, shrink_a, bad_b, shrink_b, CHIRP + s * 4 * N,
                                   N, H, FOLDS, LOADS, WINDOW, WEIGHT, SCALED)
             ur, ui = _cyclic(zr, zi, tables, x_a, SPECTRUM + s * 2 * TILE, A, B, C, P1, P2, P3, R, PRECISION)
+            # The rows and points again, not held through the transform (sm_90, 4099 r2c: 584 → 248 bytes spilled).
+            after = _unseen_zero(rows + PARTS + 1 + s)
+            x_a, o_a, v_a, ok_a, x_b, o_b, v_b, ok_b, t, in_a, in_b = _pair_points_again(
+                R, rows + after, size1, size2, size3, xs0, xs1, xs2, xs3, os0, os1, os2, os3, vs0, vs1, vs2, vs3,
+                N, A, B, C, P1, P2, P3)
+            tables = Tables + after
             last = s == PARTS - 1
             for j in tl.static_range(FOLDS):
                 tj = t + j * H
