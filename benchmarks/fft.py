@@ -33,6 +33,7 @@ generates too) of the ExportedProgram's module, float32 unless said:
   fft_plan.BLUESTEIN_HALVES: yes (the default: an m past 4096 as two halves of m/2) or no (one tile of m, up
   to 8192 values in one program: the form before, for A/B); --bluestein-pairs fft_rows.BLUESTEIN_PAIRS: yes (the
   default: r2c and c2r two real rows to a complex transform) or no (one, the kernel before, for A/B);
+  --halves-as-parts fft_rows.HALVES_AS_PARTS: no (the default) or yes (2049…4096 by the parted kernels, for A/B);
   --filter-convolution AOTCUDA_FFT_FILTER_CONVOLUTION: yes (the default: the filter, whose weight is a Parameter
   every row shares, as one convolution kernel, spectral/filter.py) or no (its r2c and c2r kernels, for A/B).
 "library" compiles the exported program as it is (Inductor calls torch.fft's library for the FFT ops: cuFFT,
@@ -297,6 +298,7 @@ def run_case(program: str, key, args, lock=None) -> list[dict]:
     torch._dynamo.config.cache_size_limit = 64
     fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")  # in this process (a spawned worker's too)
     fft_rows.BLUESTEIN_PAIRS = args.bluestein_pairs == "yes"
+    fft_rows.HALVES_AS_PARTS = args.halves_as_parts == "yes"
     os.environ["AOTCUDA_FFT_FILTER_CONVOLUTION"] = "1" if args.filter_convolution == "yes" else "0"
     model, x, dynamic_shapes, timed = make_case(program, key, args)
     model = model.to(args.device)
@@ -424,6 +426,10 @@ def main() -> None:
     parser.add_argument("--bluestein-pairs", choices=["yes", "no"], default="yes" if fft_rows.BLUESTEIN_PAIRS else "no",
                         help="kernels/fft_rows.py's BLUESTEIN_PAIRS for the run (default yes: a Bluestein length's r2c "
                         "and c2r two real rows to a complex transform; no: one, the kernel before)")
+    parser.add_argument("--halves-as-parts", choices=["yes", "no"], default="yes" if fft_rows.HALVES_AS_PARTS else "no",
+                        help="kernels/fft_rows.py's HALVES_AS_PARTS for the run (a Bluestein length of two halves, "
+                        "2049…4096, run by fft_bluestein_parts's kernels as 2 parts: yes; by fft_bluestein's: no, the "
+                        "default)")
     parser.add_argument("--filter-convolution", choices=["yes", "no"], default="yes",
                         help="AOTCUDA_FFT_FILTER_CONVOLUTION for the run (default yes: a filter with a constant weight "
                         "at a Bluestein length as one convolution kernel; no: its r2c and c2r kernels)")
@@ -461,6 +467,7 @@ def main() -> None:
                   batch=args.batch, seconds=args.seconds, programs=args.programs, dynamic_seconds=args.dynamic_seconds,
                   dynamic_max_seconds=args.dynamic_max_seconds, bluestein_tile=args.bluestein_tile,
                   bluestein_halves=args.bluestein_halves, bluestein_pairs=args.bluestein_pairs,
+                  halves_as_parts=args.halves_as_parts,
                   repeat=args.repeat, min_run_time=args.min_run_time,
                   started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
     rows = []

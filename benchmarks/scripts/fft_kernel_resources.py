@@ -8,6 +8,7 @@ Hopper's wgmma. Runs on any machine with Triton (its bundled ptxas); no device i
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 67 1009 2039 4093  # Bluestein
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 4093 --windows no --warps 4 8 16 --bluestein-halves no
     python3 benchmarks/scripts/fft_kernel_resources.py --sizes 512 1009 --kinds c2r --windows no --weights no yes
+    python3 benchmarks/scripts/fft_kernel_resources.py --sizes 4093 --windows no --halves-as-parts yes  # 2 parts
 
 "window yes" compiles the kernel with its window operand (stft's window multiply, fused; c2c and r2c). A
 length no tiling covers compiles the Bluestein kernel (kernels/fft_bluestein.py); --bluestein-tile sets
@@ -63,7 +64,7 @@ def compile_kernel(n: int, kind: str, dtype: str, arch: int, rows: int, window: 
         constants["INVERSE"] = fft_rows.direction(kind, False)
     else:
         constants["PARTS"] = plan.parts
-    parted = bluestein and (plan.parts > 2 or plan.folds > 1)  # fft_bluestein_parts's kernels (float32 out)
+    parted = fft_rows.runs_in_parts(plan)  # fft_bluestein_parts's kernels (float32 out)
     if parted:
         constants["FOLDS"] = plan.folds
     signature = {"X": f"*{dtype}", "Tables": "*fp32", "Out": "*fp32" if parted else f"*{dtype}", "Window": "*fp32", "Weight": "*fp32",
@@ -111,6 +112,9 @@ def main() -> None:
     parser.add_argument("--bluestein-pairs", choices=["yes", "no"], default="yes" if fft_rows.BLUESTEIN_PAIRS else "no",
                         help="a Bluestein length's r2c and c2r compiled as the pairs kernel (yes, the default: two real "
                              "rows a complex transform) or one row a transform (no): fft_rows.BLUESTEIN_PAIRS")
+    parser.add_argument("--halves-as-parts", choices=["yes", "no"], default="yes" if fft_rows.HALVES_AS_PARTS else "no",
+                        help="a Bluestein length of two halves (2049…4096) compiled as fft_bluestein_parts's kernel of 2 "
+                             "parts (yes) or fft_bluestein's halves (no, the default): fft_rows.HALVES_AS_PARTS")
     parser.add_argument("--three-products", choices=["no", "yes"], default="no",
                         help="float32's complex products as four real ones (no, the default) or three (yes): "
                              "fft_rows.THREE_PRODUCTS")
@@ -118,6 +122,7 @@ def main() -> None:
     fft_rows.THREE_PRODUCTS = tl.constexpr(args.three_products == "yes")
     fft_plan.set_bluestein_tile(args.bluestein_tile, args.bluestein_halves == "yes")
     fft_rows.BLUESTEIN_PAIRS = args.bluestein_pairs == "yes"
+    fft_rows.HALVES_AS_PARTS = args.halves_as_parts == "yes"
     print(f"sm_{args.arch}, Triton {triton.__version__}, {args.rows} rows")
     print("| n | kind | window | weight | dtype | three products | tiling | rows a program | warps | registers "
           "| stack (spilled) | LDL/STL | shared | wgmma |")

@@ -17,7 +17,8 @@ a Triton compile of a second or two); the cuFFT row and the default launch alway
 until the share is spent (the table says how many were left out).
 A Bluestein length (fft_plan.bluestein) runs its default, then its m (or halves of h) on each other tiling
 within twice the default's arithmetic, at the default's R and each of --warps; --bluestein-halves no puts m past
-4096 back on one tile, for A/B; --bluestein-pairs no runs its r2c and c2r one real row a complex transform, for A/B.
+4096 back on one tile, for A/B; --bluestein-pairs no runs its r2c and c2r one real row a complex transform, for A/B;
+--halves-as-parts yes runs two halves (2049…4096) by kernels/fft_bluestein_parts.py's kernels, for A/B.
 --fewer-dot-stages no puts the op's default back on the least arithmetic (n = 4096
 as 16·16·16, not 32·32·4b), for A/B. --three-products yes makes float32's complex products three real ones (Gauss), for A/B.
 
@@ -217,6 +218,9 @@ def main() -> None:
     parser.add_argument("--bluestein-pairs", choices=["yes", "no"], default=None,
                         help="a Bluestein length's r2c and c2r two rows to a complex transform (yes, the default) or "
                              "one (no, the kernel before): fft_rows.BLUESTEIN_PAIRS")
+    parser.add_argument("--halves-as-parts", choices=["yes", "no"], default=None,
+                        help="a Bluestein length of two halves (2049…4096) run by fft_bluestein_parts's kernels as 2 "
+                             "parts (yes) or fft_bluestein's (no, the default): fft_rows.HALVES_AS_PARTS")
     parser.add_argument("--three-products", choices=["yes", "no"], default=None,
                         help="a complex product of float32 data in three real products (yes) or four (no, the default): "
                              "fft_rows.THREE_PRODUCTS, set before any kernel compiles")
@@ -239,6 +243,8 @@ def main() -> None:
         fft_plan.set_fewer_dot_stages(args.fewer_dot_stages == "yes")
     if args.bluestein_pairs is not None:
         fft_rows.BLUESTEIN_PAIRS = args.bluestein_pairs == "yes"
+    if args.halves_as_parts is not None:
+        fft_rows.HALVES_AS_PARTS = args.halves_as_parts == "yes"
     if args.bluestein_halves is not None:
         fft_plan.set_bluestein_tile(fft_plan.BLUESTEIN_TILE, halves=args.bluestein_halves == "yes")
     uncovered = [n for n in args.sizes if fft_plan.kernel_plan(n) is None]

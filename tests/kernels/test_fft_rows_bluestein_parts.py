@@ -7,10 +7,10 @@ row's points folded onto each of h's, against torch.fft in float64 on fresh rand
   conjugate, each fold's point times its chirp out, the parts summed).
 - In Triton's interpreter (a subprocess): every case the Bluestein kernels' tests run (test_fft_rows_bluestein:
   check()'s c2c/r2c/c2r layouts, bfloat16, stft's window, the real rows in pairs with a quiet row and a NaN row, a
-  constant filter's convolution) at n = 67 planned as 3 parts of 48 and as 4 parts of 36 (the interpreter is too slow
-  for h = 4096 on many cases), then a few cases at the real lengths 4099 (3 parts of 2760) and 8191 (4 parts of 4096).
+  constant filter's convolution) at n = 67 planned as 3 parts of 48, as 4 parts of 36 and as 2 halves of 72 run by
+  the parted kernels (fft_rows.HALVES_AS_PARTS; the interpreter is too slow for h = 4096 on many cases), then a few cases at the real lengths 4099 (3 parts of 2760) and 8191 (4 parts of 4096).
 - On CUDA: the real lengths' cases, the pairs', the convolution's and check()'s in float32 and bfloat16 at 4099, 5003
-  and 8191 through the op.
+  and 8191 through the op, and at 2049, 3001 and 4093 (two halves) with HALVES_AS_PARTS on.
 """
 
 import contextlib
@@ -145,13 +145,33 @@ def check_real_lengths(launch, lengths, device: str = "cpu") -> list[str]:
     return lines
 
 
+@contextlib.contextmanager
+def halves_as_parts(on: bool):
+    """fft_rows.HALVES_AS_PARTS is `on` inside."""
+    original = fft_rows.HALVES_AS_PARTS
+    fft_rows.HALVES_AS_PARTS = on
+    try:
+        yield
+    finally:
+        fft_rows.HALVES_AS_PARTS = original
+
+
+def test_two_halves_run_in_parts_only_with_halves_as_parts():
+    halves, parted = fft_plan.kernel_plan(4093), fft_plan.kernel_plan(4099)
+    assert halves.parts == 2 and halves.folds == 1
+    assert not fft_rows.runs_in_parts(halves) and fft_rows.runs_in_parts(parted)
+    with halves_as_parts(True):
+        assert fft_rows.runs_in_parts(halves) and fft_rows.runs_in_parts(parted)
+        assert not fft_rows.runs_in_parts(fft_plan.kernel_plan(2039)) and not fft_rows.runs_in_parts(fft_plan.tiling(4096))
+
+
 def check_parted_interpreted():
-    """Every case of the Bluestein kernels' tests at n = 67 planned in parts (3 of 48, 4 of 36), then the real lengths
-    4099 and 8191: a line a case."""
+    """Every case of the Bluestein kernels' tests at n = 67 planned in parts (3 of 48, 4 of 36, and 2 halves of 72 run
+    by the parted kernels: HALVES_AS_PARTS), then the real lengths 4099 and 8191: a line a case."""
     torch.manual_seed(11)
     launch = lambda *args: fft_rows.launch(args[0], None, *args[1:])  # noqa: E731
-    for h, parts in ((48, 3), (36, 4)):
-        with planned(67, fft_plan.Bluestein(67, fft_plan.tiling(h), parts)):
+    for h, parts in ((48, 3), (36, 4), (72, 2)):
+        with planned(67, fft_plan.Bluestein(67, fft_plan.tiling(h), parts)), halves_as_parts(parts == 2):
             tag = f"67/{parts}"
             for dtype in (torch.float32, torch.bfloat16):
                 for name, error in check(launch, 67, dtype):
@@ -176,20 +196,23 @@ def test_the_parted_kernels_match_torch_fft_in_tritons_interpreter():
     print("\n".join(lines))
     from test_fft_rows_bluestein import _conv_cases, _pairs_cases
     small = 2 * len(cases(8, torch.float32)) + len(windowed_cases(8, 2, torch.float32)) + len(_pairs_cases(8)) + 1
-    assert len(lines) == 2 * (small + len(_conv_cases(8))) + 2 * (len(_real_length_cases(8, "cpu")) + 1)
+    assert len(lines) == 3 * (small + len(_conv_cases(8))) + 2 * (len(_real_length_cases(8, "cpu")) + 1)
     _within_halves_tolerance(lines)
 
 
 # ---- on CUDA -------------------------------------------------------------------------------------------
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("n", [4099, 5003, 8191])
+@pytest.mark.parametrize("n", [4099, 5003, 8191, 2049, 3001, 4093])
 def test_the_cuda_parted_kernels_match_torch_fft(n):
+    """The parted lengths, and lengths of two halves run by the parted kernels (HALVES_AS_PARTS)."""
     torch.manual_seed(0)
     op = lambda *args: torch.ops.aotcuda.fft_rows(*args)  # noqa: E731
-    lines = check_real_lengths(op, (n,), "cuda") + check_pairs(op, n, "cuda") + check_conv(op, n, "cuda")
-    for dtype in (torch.float32, torch.bfloat16):
-        lines += [f"{n} {dtype} {name.replace(' ', '_')} {error:.1e}" for name, error in check(
-            lambda *args: op(args[0], None, *args[1:]), n, dtype, "cuda")]
+    with halves_as_parts(fft_plan.kernel_plan(n).parts == 2):
+        assert fft_rows.runs_in_parts(fft_plan.kernel_plan(n))
+        lines = check_real_lengths(op, (n,), "cuda") + check_pairs(op, n, "cuda") + check_conv(op, n, "cuda")
+        for dtype in (torch.float32, torch.bfloat16):
+            lines += [f"{n} {dtype} {name.replace(' ', '_')} {error:.1e}" for name, error in check(
+                lambda *args: op(args[0], None, *args[1:]), n, dtype, "cuda")]
     print("\n".join(lines))
     _within_halves_tolerance(lines)

@@ -70,6 +70,21 @@ PRECISION = {torch.float32: "tf32x3", torch.float16: "tf32", torch.bfloat16: "tf
 BLUESTEIN_PAIRS = True
 
 
+# A Bluestein plan of two halves (n in 2049…4096) run by kernels/fft_bluestein_parts.py's kernels, as 2 parts of one
+# fold, instead of kernels/fft_bluestein.py's (its tables are laid out alike). Compiled for sm_90, the parted pairs
+# kernel at 4093 spills r2c 128 and c2r 88 bytes a thread against the halves kernel's 488 and 512 (docs/performance.md,
+# session 34); not yet timed on a GPU, so off. Read at each launch; a benchmark sets it for A/B (--halves-as-parts).
+HALVES_AS_PARTS = False
+
+
+def runs_in_parts(plan) -> bool:
+    """Whether a launch of `plan` runs kernels/fft_bluestein_parts.py's kernels (float32 out, summed over the parts
+    in Out): a Bluestein plan past two halves (more parts, or two folds), or of two halves with HALVES_AS_PARTS."""
+    if not isinstance(plan, Bluestein):
+        return False
+    return plan.parts > 2 or plan.folds > 1 or (HALVES_AS_PARTS and plan.parts == 2)
+
+
 def pairs_rows(plan, kind: str, n: int, out_len, out_dtype: torch.dtype) -> bool:
     """Whether a launch runs its real rows two to a complex transform: a Bluestein plan, BLUESTEIN_PAIRS on, and
     c2r, or r2c with float32 out of n // 2 + 1 bins (where the pair's transform is kept whole before it is
@@ -525,7 +540,7 @@ if HAVE_TRITON:
             tables = tables_for(n, kind, inverse, x.device, config.tiling if config else None)
         pair_in = kind not in REAL_IN
         plan = config.tiling if config is not None else kernel_plan(n)
-        parted = isinstance(plan, Bluestein) and (plan.parts > 2 or plan.folds > 1)
+        parted = runs_in_parts(plan)
         result = out = empty_out(x, dim, out_len, kind)
         if parted and out.dtype != torch.float32:  # its parts sum in Out (fft_bluestein_parts): float32, then cast
             result, out = out, torch.empty_like(out, dtype=torch.float32)
