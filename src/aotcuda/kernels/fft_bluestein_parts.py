@@ -81,7 +81,8 @@ if HAVE_TRITON:
         TILE: tl.constexpr = P1 * P2 * P3
         H: tl.constexpr = A * B * C
         # disable_licm: nothing hoisted out of the loop to be held through every part's transform (the stages'
-        # index and address math): compiled for sm_90 at 4099, c2r's pairs spilled 424 bytes a thread so, 720 not.
+        # index and address math): compiled for sm_90 at 4099, the pairs kernel's c2r spilled 424 bytes a thread
+        # with it alone, 720 without (docs/performance.md, session 34).
         for s in tl.range(PARTS, disable_licm=True):
             # Part s − 1's terms stored before part s reads them back; the rows and points recomputed, not held.
             tl.debug_barrier()
