@@ -602,6 +602,30 @@ def test_a_directory_declared_over_zeros_is_refused_before_zipfile_reads_it_into
             package_sha256(path)
 
 
+@pytest.mark.parametrize("hole", [True, False])
+def test_a_directory_declared_over_zeros_is_refused_with_the_entry_limit_lifted(twice_pt2, tmp_path, hole):
+    """AOTCUDA_MAX_ENTRIES=0 lifts the count of entries, and it lifted the test above with it: a 4 KiB sparse file
+    declaring a 256 MiB directory took 256 MiB of memory in describe_package and load before "Bad magic number" (the
+    file-system breaker, 2026-12-06). Zeros are no records whatever the count: still refused having read a few
+    bytes; a package's own directory is read as before."""
+    import tracemalloc
+
+    path = _declared_directory(tmp_path / "directory.pt2", (256 if hole else 64) << 20, hole)
+    says = (r"directory\.pt2' is a sparse file: 256\.0 MiB" if hole else
+            r"directory\.pt2': its directory declares 67,108,864 bytes, but its records end after 0")
+    limits = ArchiveLimits(max_entries=0)
+    for read in (lambda: describe_package(path, limits=limits), lambda: aotcuda.load(path, limits=limits)):
+        tracemalloc.start()
+        try:
+            with pytest.raises(PackageError, match=says):
+                read()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 8 << 20, peak
+    assert describe_package(twice_pt2, limits=limits)
+
+
 def test_a_directory_of_records_with_long_comments_is_refused_before_zipfile_reads_it(twice_pt2, tmp_path):
     """Records on real disk blocks may hold a 64 KiB name, extra field and comment each: at the entry limit
     (100,000) a directory of 19 GiB, which zipfile reads whole into memory (a byte of memory a byte of file, the
