@@ -70,6 +70,14 @@ def test_a_compile_out_of_room_names_the_folder_and_a_file_size_limit_is_noted(m
     assert f"the compile failed: No space left on device (Inductor's cache folder is" in str(named)
     assert f"free space in '{tmp_path / 'ab'}'" in str(named)
 
+    # the compiler's own words, in a bare "C++ compile error" (a cache folder on a full tmpfs: the file-system breaker)
+    full = CppCompileError(["g++", "x.cpp"], f"/tmp/cc.s: Assembler messages:\n/tmp/cc.s: Fatal error: "
+                                             f"{tmp_path / 'cd' / 'w.wrapper.o'}: No space left on device\n")
+    named = compile_resource_failure(InductorError(full, None))
+    assert isinstance(named, PackageError), named
+    assert "the compile failed: the compiler says No space left on device (Inductor's cache folder is" in str(named)
+    assert f"free space in '{tmp_path / 'cd'}'" in str(named) and "TORCHINDUCTOR_CACHE_DIR" in str(named), str(named)
+
     compile_error = CppCompileError(["g++", "x.cpp"], "File size limit exceeded")
     monkeypatch.setattr(resource, "getrlimit", lambda which: (65536, resource.RLIM_INFINITY))
     assert compile_resource_failure(compile_error) is None  # the error stays torch's, with a note
