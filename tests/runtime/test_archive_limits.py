@@ -234,10 +234,16 @@ def test_an_extraction_larger_than_the_free_space_is_refused_before_writing(so_b
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(1 << 40, (1 << 40) - (10 << 20), 10 << 20))
-    with pytest.raises(PackageError, match=r"extracts to 0.10 GiB, but the temporary folder .* has 0.01 GiB free; "
-                                           r"nothing was extracted.*TMPDIR"):
+    with pytest.raises(PackageError, match=r"extracts to [\d,]+ bytes \([\d.]+ MiB\), but the temporary folder .* has "
+                                           r"10,485,760 bytes \(10\.0 MiB\) free; nothing was extracted.*TMPDIR"):
         aotcuda.load(so_bomb, limits=ArchiveLimits(max_ratio=0))
     assert _written(watched_temp) == 0
+    # sizes a user can compare: a 1.6 MB package on a 1 MiB tmpfs read "extracts to 0.00 GiB, but ... has 0.00 GiB
+    # free" (the file-system breaker, 2026-12-06)
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(1 << 40, 1 << 40, 1000))
+    with pytest.raises(PackageError, match=r"extracts to [\d,]+ bytes \([\d.]+ MiB\), but the temporary folder .* has "
+                                           r"1,000 bytes free; nothing was extracted"):
+        aotcuda.load(so_bomb, limits=ArchiveLimits(max_ratio=0))
 
 
 # --- entries that overlap, extra fields read two ways (review 5) --------------------------------------------
