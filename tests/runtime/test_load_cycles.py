@@ -671,6 +671,42 @@ def test_an_interrupt_inside_a_failed_loads_cleanup_leaves_no_folder(twice_pt2, 
         assert torch.equal(program(torch.ones(2, 4))[1], torch.full((2, 4), 2.0))
 
 
+def test_an_interrupt_as_the_pinned_root_is_made_leaves_none(tmp_path, monkeypatch):
+    """The pinned root (made at a process's first pin, and a forked child's) came from mkdtemp, its exit handler
+    registered after: an interrupt between them left an empty `aotcuda_libraries_*` folder without its lock file, which
+    no sweep removes, for good (the file-system breaker, 2026-12-06). Interrupted right after its mkdir, and again as
+    its lock is made: nothing is left, and the next call makes a root that works."""
+    from aotcuda.runtime import libraries
+    from aotcuda.runtime.libraries import ROOT_PREFIX
+
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(libraries, "_root", None)  # this process's own root stays as it is, locked
+    made, lock = os.mkdir, libraries._lock_folder
+
+    def interrupted_after(path, mode=0o777, *, dir_fd=None):
+        made(path, mode, dir_fd=dir_fd)
+        if os.path.basename(path).startswith(ROOT_PREFIX):
+            raise KeyboardInterrupt
+
+    def interrupted_lock(folder):
+        raise KeyboardInterrupt
+
+    for module, name, step in ((os, "mkdir", interrupted_after), (libraries, "_lock_folder", interrupted_lock)):
+        with monkeypatch.context() as patched:
+            patched.setattr(module, name, step)
+            with pytest.raises(KeyboardInterrupt):
+                libraries._pinned_root()
+        assert os.listdir(temp) == [], name
+    root = libraries._pinned_root()
+    assert os.listdir(temp) == [os.path.basename(root)] and os.path.exists(os.path.join(root, "owner.lock"))
+    libraries.remove_in_creator(root, os.getpid())
+    os.close(libraries._root[2])
+
+
 def test_an_empty_extraction_folder_without_its_owner_file_is_swept_once_old(tmp_path):
     """What an interrupt inside the folder's making may still leave (an empty `aotcuda-*` folder: its owner file not
     yet written) is removed by a later sweep once it has stayed so UNMARKED_GRACE_S; a fresh one, being made, is not."""

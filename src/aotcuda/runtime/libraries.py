@@ -167,9 +167,18 @@ def _pinned_root() -> str:
 
 
 def _new_root(pid: int) -> tuple[str, int]:
-    root = tempfile.mkdtemp(prefix=ROOT_PREFIX)
-    atexit.register(remove_in_creator, root, pid)
-    return root, _lock_folder(root)
+    """A new pinned root (path, its lock's descriptor), removed at exit. Made by ``new_private_folder``, and removed
+    again if anything interrupts its making: an interrupt between mkdtemp's mkdir and the exit handler's registration
+    left an empty root without its lock file, which no sweep removes (it may be another version's), for good (the
+    file-system breaker, 2026-12-06)."""
+    made: list[str] = []
+    try:
+        root = new_private_folder(tempfile.gettempdir(), ROOT_PREFIX, made)
+        atexit.register(remove_in_creator, root, pid)
+        return root, _lock_folder(root)
+    except BaseException:
+        remove_folders(made)
+        raise
 
 
 def _lock_folder(folder: str) -> int:
