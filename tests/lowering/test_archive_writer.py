@@ -123,3 +123,7 @@ def test_a_cache_folder_without_room_for_the_weights_is_refused_before_the_compi
         aotcuda.lower(torch.nn.Linear(256, 1024, bias=False).eval(), (torch.randn(2, 256),), device="cpu",
                       package_path=tmp_path / "w.pt2")
     assert os.listdir(tmp_path) == []
+    # weights torch keeps out of the link (past 2 GB, force_mmap_weights, a binary blob) are there once
+    with pytest.raises(PackageError, match=r"weights, 1,048,576 bytes, once: appended to the library, or in a file"):
+        aotcuda.lower(torch.nn.Linear(256, 1024, bias=False).eval(), (torch.randn(2, 256),), device="cpu",
+                      package_path=tmp_path / "w.pt2", inductor_configs={"aot_inductor.force_mmap_weights": True})

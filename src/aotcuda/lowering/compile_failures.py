@@ -58,7 +58,7 @@ def package_unwritten(building: str, exc: ArchiveWriteError) -> PackageError:
                         f"{write_failure_advice(exc, folder)}, then lower again")
 
 
-def check_room(ep, building: str) -> None:
+def check_room(ep, building: str, configs: dict | None = None) -> None:
     """PackageError before the compile where a folder it writes has less free space than the program's weights need
     there: the minutes of compile ended in a write that failed (the process breaker, 2026-12-06).
 
@@ -68,7 +68,9 @@ def check_room(ep, building: str) -> None:
     weights, a 5.7 MB library). That folder was not checked: in a cache on a 2 MiB tmpfs the lowering of a
     Linear(1024, 1024) ended in a bare "C++ compile error" (the file-system breaker, 2026-12-06). Folders on one file
     system are checked for their sum. Weights sharing storage count once; the library's code and the metadata come
-    on top, so a folder that passes may still fill (then ``package_unwritten``, ``compile_resource_failure``)."""
+    on top, so a folder that passes may still fill (then ``package_unwritten``, ``compile_resource_failure``).
+    ``configs``: the Inductor options of the compile, which may keep the weights out of the library's link
+    (``_copies_in_cache``)."""
     import shutil
 
     import torch
@@ -93,11 +95,25 @@ def check_room(ep, building: str) -> None:
                            f"less than the program's weights ({weights:,} bytes), which the package holds; free space "
                            "there or write the package elsewhere (package_path; -o on the command line); nothing was "
                            "compiled")
-    needed = 2 * weights + (weights if shared else 0)
+    copies = _copies_in_cache(weights, configs or {})
+    needed = copies * weights + (weights if shared else 0)
     if needed > cache_free:
         also = ", and the package's copy, on the same file system" if shared else ""
+        held = ("twice: their object file and the library that holds them" if copies == 2 else
+                "once: appended to the library, or in a file of their own")
         raise PackageError(f"will not compile: Inductor's cache folder {clipped(cache, 200)!r} has {cache_free:,} bytes "
                            f"free, less than the {needed:,} bytes the compile writes there (the program's weights, "
-                           f"{weights:,} bytes, twice: their object file and the library that holds them{also}); free "
+                           f"{weights:,} bytes, {held}{also}); free "
                            "space there or set TORCHINDUCTOR_CACHE_DIR to a folder with room (e.g. mkdir -m 700 "
                            "~/.cache/aotcuda-inductor); nothing was compiled")
+
+
+def _copies_in_cache(weights: int, configs: dict) -> int:
+    """How many copies of the weights Inductor's cache folder holds at once during the compile: two (an object file of
+    them, linked into the library); one where torch keeps them out of the link: past 2 GB it appends them to the
+    library after it (as ``aot_inductor.force_mmap_weights`` does at any size), and
+    ``package_constants_on_disk_format='binary_blob'`` writes them to a file of their own (torch 2.13,
+    ``determine_aoti_mmap_flags``)."""
+    once = (weights > 2_000_000_000 or configs.get("aot_inductor.force_mmap_weights")
+            or configs.get("aot_inductor.package_constants_on_disk_format") == "binary_blob")
+    return 1 if once else 2
