@@ -18,8 +18,10 @@ from aotcuda.os_errors import FULL, RESOURCES, chained, os_error_advice, os_erro
 def compile_resource_failure(exc: Exception) -> PackageError | None:
     """The error of a compile that ran out of something the system gives (a full or read-only cache folder, too many
     open files): Inductor's own was `InductorError: OSError: [Errno 28] No space left on device`, naming no folder
-    (the process breaker, 2026-12-06). A C++ compile error under a file-size limit (``ulimit -f``: the compiler's
-    output cut, a bare "C++ compile error") gets a note that names the limit; other errors are left as they are."""
+    (the process breaker, 2026-12-06). A compile out of memory (torch's MemoryError, or the compiler's words) is named
+    with its limit (``ulimit -v``) where one is set. A C++ compile error under a file-size limit (``ulimit -f``: the
+    compiler's output cut, a bare "C++ compile error") gets a note that names the limit; other errors are left as
+    they are."""
     import resource
 
     from torch._inductor.runtime.cache_dir_utils import cache_dir
@@ -43,11 +45,39 @@ def compile_resource_failure(exc: Exception) -> PackageError | None:
                                  elsewhere="set TORCHINDUCTOR_CACHE_DIR (or TMPDIR) to a folder with room")
         return PackageError(f"the compile failed: the compiler says {os.strerror(full)} (Inductor's cache folder is "
                             f"{clipped(cache_dir(), 200)!r}); {advice}, then lower again")
+    if chained(exc, "MemoryError") is not None or (compile_error is not None and any(
+            words in str(compile_error) for words in _COMPILER_OUT_OF_MEMORY)):
+        return PackageError(f"the compile ran out of memory ({_out_of_memory_cause(exc, compile_error)}); "
+                            f"{_memory_advice()}, then lower again")
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if compile_error is not None and limit != resource.RLIM_INFINITY:
         exc.add_note(f"This process's file-size limit (ulimit -f) is {limit} bytes: the compiler stops at a file "
                      "larger than that. Raise it (ulimit -f unlimited) and lower again.")
     return None
+
+
+# What gcc, cc1plus and the assembler say when an allocation fails (under ``ulimit -v``, or with the memory used up)
+_COMPILER_OUT_OF_MEMORY = ("virtual memory exhausted", "out of memory allocating", os.strerror(12))  # 12: ENOMEM
+
+
+def _out_of_memory_cause(exc: Exception, compile_error: BaseException | None) -> str:
+    """Who ran out: the C++ compiler, or torch in this process (a raw ``InductorError: MemoryError:`` with nothing
+    after it, from ``bytearray(total_size)``, its copy of the weights, under ``ulimit -v`` 1 GB: the file-system
+    breaker, 2026-12-06)."""
+    if compile_error is not None and chained(exc, "MemoryError") is None:
+        return "the C++ compiler says so"
+    return "torch's compiler, in this process: a MemoryError"
+
+
+def _memory_advice() -> str:
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit != resource.RLIM_INFINITY:
+        return (f"this process's address-space limit (ulimit -v) is {limit:,} bytes, which a compile (torch, its "
+                "copies of the weights and the C++ compiler) needs more than: raise it (ulimit -v unlimited)")
+    return ("free memory (other processes use it) or lower on a machine with more: the compile holds the program's "
+            "weights in memory several times over")
 
 
 def package_unwritten(building: str, exc: ArchiveWriteError) -> PackageError:
