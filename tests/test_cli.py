@@ -2282,3 +2282,15 @@ def test_a_long_path_is_quoted_clipped_and_named_for_what_it_is(runner, tmp_path
         assert result.exit_code == 2 and said in result.output, result.output[:400]
         assert len(result.output) < 1200 and "Traceback" not in result.output, len(result.output)
         assert "does not exist" not in result.output
+
+
+def test_torch_refusing_its_environment_is_one_error_line():
+    """torch reads its environment as it imports: `TORCH_LOGS=garbage aotcuda --help` printed a 20-line traceback
+    from cli.py's `import torch`, before the command's error handling existed (the file-system breaker, 2026-12-06)."""
+    env = {**os.environ, "TORCH_LOGS": "garbage!!", "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("AOTCUDA_DEBUG", None)
+    done = subprocess.run([sys.executable, "-m", "aotcuda", "--help"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith("error: torch cannot be imported: ValueError: Invalid log settings: garbage!!")
+    assert len(done.stderr.splitlines()) == 2 and "hint: torch reads its environment" in done.stderr

@@ -18,6 +18,7 @@ errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback. Output
 
 from __future__ import annotations
 
+import aotcuda.cli_torch  # noqa: F401 # isort: skip - first: torch's import, refused by its environment, in one line
 import contextlib
 import errno
 import fcntl
