@@ -2262,3 +2262,35 @@ def test_a_full_disk_or_file_size_limit_is_named_with_its_fix_for_inputs_and_sav
     assert re.search(r"save: AotcudaError could not write '.*out\.pt': File too large; the file-size limit of this "
                      r"process \(ulimit -f\).*nothing was written there", said), said
     assert "files: ['in.pt']" in said, said
+
+
+def test_a_long_path_is_quoted_clipped_and_named_for_what_it_is(runner, tmp_path):
+    """A 4 KB path made a 4 KB refusal: click's check of PACKAGE and --inputs quoted it whole, and called a name the
+    kernel refuses as too long "does not exist"; --inputs' own refusals quoted it whole too (the file-system
+    breaker, 2026-12-06). Each is cut to 200 characters now, and a name too long is said to be one."""
+    (tmp_path / "any.pt2").write_bytes(b"not read")
+    deep = tmp_path.joinpath(*["d" * 200] * 18)  # ~3.7 KB: under PATH_MAX, so it exists
+    deep.mkdir(parents=True)
+    (deep / "in.pt").write_bytes(b"not a zip")
+    too_long = "a/" * 2100 + "x.pt"  # 4.2 KB: ENAMETOOLONG
+    cases = [(["run", str(tmp_path / "any.pt2"), "--inputs", too_long], "File name too long"),
+             (["run", too_long, "--inputs", str(deep / "in.pt")], "File name too long"),
+             (["inspect", str(tmp_path / "nothing" / ("n" * 300))], "no such file"),
+             (["run", str(tmp_path / "any.pt2"), "--inputs", str(deep / "in.pt")], "is not a zip archive")]
+    for args, said in cases:
+        result = runner.invoke(main, args)
+        assert result.exit_code == 2 and said in result.output, result.output[:400]
+        assert len(result.output) < 1200 and "Traceback" not in result.output, len(result.output)
+        assert "does not exist" not in result.output
+
+
+def test_torch_refusing_its_environment_is_one_error_line():
+    """torch reads its environment as it imports: `TORCH_LOGS=garbage aotcuda --help` printed a 20-line traceback
+    from cli.py's `import torch`, before the command's error handling existed (the file-system breaker, 2026-12-06)."""
+    env = {**os.environ, "TORCH_LOGS": "garbage!!", "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("AOTCUDA_DEBUG", None)
+    done = subprocess.run([sys.executable, "-m", "aotcuda", "--help"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith("error: torch cannot be imported: ValueError: Invalid log settings: garbage!!")
+    assert len(done.stderr.splitlines()) == 2 and "hint: torch reads its environment" in done.stderr

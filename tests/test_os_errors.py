@@ -70,6 +70,14 @@ def test_a_compile_out_of_room_names_the_folder_and_a_file_size_limit_is_noted(m
     assert f"the compile failed: No space left on device (Inductor's cache folder is" in str(named)
     assert f"free space in '{tmp_path / 'ab'}'" in str(named)
 
+    # the compiler's own words, in a bare "C++ compile error" (a cache folder on a full tmpfs: the file-system breaker)
+    full = CppCompileError(["g++", "x.cpp"], f"/tmp/cc.s: Assembler messages:\n/tmp/cc.s: Fatal error: "
+                                             f"{tmp_path / 'cd' / 'w.wrapper.o'}: No space left on device\n")
+    named = compile_resource_failure(InductorError(full, None))
+    assert isinstance(named, PackageError), named
+    assert "the compile failed: the compiler says No space left on device (Inductor's cache folder is" in str(named)
+    assert f"free space in '{tmp_path / 'cd'}'" in str(named) and "TORCHINDUCTOR_CACHE_DIR" in str(named), str(named)
+
     compile_error = CppCompileError(["g++", "x.cpp"], "File size limit exceeded")
     monkeypatch.setattr(resource, "getrlimit", lambda which: (65536, resource.RLIM_INFINITY))
     assert compile_resource_failure(compile_error) is None  # the error stays torch's, with a note
@@ -93,3 +101,27 @@ def test_a_pin_that_cannot_be_made_gets_the_errnos_advice(monkeypatch, tmp_path)
     monkeypatch.undo()
     for folder in made:  # open_shared removes it on the error
         shutil.rmtree(folder)
+
+
+def test_a_compile_out_of_memory_is_named_with_its_limit(monkeypatch):
+    """Under `ulimit -v` 1 GB, `aotcuda lower` of a Linear(1024, 1024) ended in `error: InductorError: MemoryError:`
+    and nothing after it (torch's `bytearray` of the weights, in this process); the compiler's own allocation failure
+    is a bare "C++ compile error" (the file-system breaker, 2026-12-06). Both are named now, with the limit."""
+    from torch._inductor.exc import CppCompileError, InductorError
+
+    from aotcuda.lowering.compile_failures import compile_resource_failure
+
+    limits = {resource.RLIMIT_AS: (1_024_000_000, resource.RLIM_INFINITY)}
+    monkeypatch.setattr(resource, "getrlimit", lambda which: limits.get(which, (resource.RLIM_INFINITY,) * 2))
+    try:
+        bytearray(1 << 62)
+    except MemoryError as inner:
+        named = compile_resource_failure(InductorError(inner, None))
+    assert isinstance(named, PackageError), named
+    assert str(named).startswith("the compile ran out of memory (torch's compiler, in this process: a MemoryError); "
+                                 "this process's address-space limit (ulimit -v) is 1,024,000,000 bytes"), str(named)
+    assert "ulimit -v unlimited" in str(named)
+    compiler = CppCompileError(["g++", "x.cpp"], "cc1plus: out of memory allocating 65536 bytes after a total of 0")
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY,) * 2)
+    named = compile_resource_failure(InductorError(compiler, None))
+    assert isinstance(named, PackageError) and "(the C++ compiler says so); free memory" in str(named), named

@@ -18,6 +18,7 @@ errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback. Output
 
 from __future__ import annotations
 
+import aotcuda.cli_torch  # noqa: F401 # isort: skip - first: torch's import, refused by its environment, in one line
 import contextlib
 import errno
 import fcntl
@@ -45,6 +46,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, inputs_to_save, load_inputs, model_and_inputs
+from aotcuda.cli_paths import ExistingFile
 from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, RuntimeCallError, clipped
 from aotcuda.os_errors import os_errno, write_failure_advice
 from aotcuda.package_tags import KEY_FILE_HELP, key_file_path, signing_key
@@ -922,8 +924,8 @@ def _calls_forward(program, kwargs: dict) -> bool:
 
 
 @main.command()
-@click.argument("package", type=click.Path(exists=True, dir_okay=False))
-@click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False),
+@click.argument("package", type=ExistingFile())
+@click.option("--inputs", "inputs_path", required=True, type=ExistingFile(),
               help="a torch.save file: a tuple of positional arguments, a dict by name, or "
                    "{'args': (...), 'kwargs': {...}} (what `aotcuda lower --save-inputs` writes).")
 @click.option("--device", type=TargetDevice(auto=False), default=None, help="default: the package's device.")
@@ -949,9 +951,9 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs, signing_key_fil
             with _stderr_without_cxx_traces(), torch.no_grad():
                 outputs = _called(program, args, kwargs)
         except InputError as error:  # the call is the file's: say how to change the file, not a Python call
-            error.add_note(f"The inputs come from {inputs_path}. The forms it may take: a tuple of positional "
+            error.add_note(f"The inputs come from {clipped(inputs_path, 200)}. The forms it may take: a tuple of positional "
                            "arguments, a dict of arguments by name, or {'args': (...), 'kwargs': {...}} (what "
-                           f"`aotcuda lower --save-inputs` writes); `aotcuda inspect {package}` lists the names, "
+                           f"`aotcuda lower --save-inputs` writes); `aotcuda inspect {clipped(package, 200)}` lists the names, "
                            "shapes and dtypes the program takes.")
             raise
         except RuntimeCallError as error:
@@ -959,7 +961,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs, signing_key_fil
                 error.add_note(f"Likely cause: the values of {', '.join(map(repr, program.index_unchecked))} reach an "
                                "index that lowering could not bound, so nothing checked them before the call: "
                                f"{'; '.join(line for lines in program.index_unchecked.values() for line in lines[:1])} "
-                               f"(`aotcuda inspect {package}` lists them; docs/serving.md, 'Index values no check "
+                               f"(`aotcuda inspect {clipped(package, 200)}` lists them; docs/serving.md, 'Index values no check "
                                "covers', says how to make such an index one that is checked).")
             raise
     table = Table(title=f"outputs of {shown(os.path.basename(package))}")  # a file name is anyone's text
@@ -1002,11 +1004,11 @@ def _checked_save_path(path: str, option: str, what: str, package: str | None = 
         raise click.BadParameter(str(error), param_hint=option) from None
     if package is not None and os.path.realpath(path) == os.path.realpath(os.path.expanduser(package)):  # lower()'s
         stem = os.path.splitext(os.path.basename(package))[0]
-        raise click.BadParameter(f"{path!r} is also the package's path (-o): {what} would replace the package just "
+        raise click.BadParameter(f"{clipped(path, 200)!r} is also the package's path (-o): {what} would replace the package just "
                                  f"written; give another file, e.g. {stem}.inputs.pt", param_hint=option)
     if inputs is not None and os.path.realpath(path) == os.path.realpath(inputs):
         stem = os.path.splitext(os.path.basename(inputs))[0]
-        raise click.BadParameter(f"{path!r} is also the inputs file (--inputs): {what} would replace the inputs "
+        raise click.BadParameter(f"{clipped(path, 200)!r} is also the inputs file (--inputs): {what} would replace the inputs "
                                  f"read from it; give another file, e.g. {stem}.outputs.pt", param_hint=option)
     return path
 
@@ -1072,7 +1074,7 @@ def _plain(value):
 # --- sign ------------------------------------------------------------------------------------------------
 
 @main.command(short_help="Sign a package with a key.")
-@click.argument("package", type=click.Path(exists=True, dir_okay=False))
+@click.argument("package", type=ExistingFile())
 @click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
               help=f"the key to sign with. {KEY_FILE_HELP}")
 @_clean_errors
@@ -1110,7 +1112,7 @@ def _signed_line(package: str, key, limits, archive) -> str:
 
 
 @main.command(short_help="Show a package's inputs, outputs and kernels.")
-@click.argument("package", type=click.Path(exists=True, dir_okay=False))
+@click.argument("package", type=ExistingFile())
 @click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
               help=f"check that the package is signed with the key in this file, as load does. {KEY_FILE_HELP}")
 @_clean_errors

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 import click
 import torch
 
+from aotcuda.cli_paths import SHOWN_PATH
 from aotcuda.errors import clipped
 from aotcuda.os_errors import temporary_folder_advice
 
@@ -486,10 +487,11 @@ def _open_regular(path: str):
     try:
         return open_regular(path)
     except NotARegularFileError as exc:
+        path = clipped(path, SHOWN_PATH)
         raise _refuse(f"{path} is {exc.kind}; --inputs reads a regular file: save the inputs with torch.save to a "
                       "file and pass its path") from None
     except OSError as exc:
-        raise _refuse(f"{path}: cannot be read ({exc.strerror})") from None
+        raise _refuse(f"{clipped(path, SHOWN_PATH)}: cannot be read ({exc.strerror})") from None
 
 
 def _private_copy(path: str, opened, limits):
@@ -956,7 +958,9 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
     format), whose pax headers Python 3.11.7's tarfile scans in quadratic time.
     """
     limits = _inputs_limits()
-    with _open_regular(path) as opened, _private_copy(path, opened, limits) as handle:
+    opened = _open_regular(path)
+    path = clipped(path, SHOWN_PATH)  # what every refusal below quotes: a name of 4 KB made 4 KB lines
+    with opened, _private_copy(path, opened, limits) as handle:
         _refuse_other_formats(path, handle)
         if not _starts_with(handle, ZIP_MAGIC):
             # torch.load tries any other file as a tar archive first (its pre-1.6 format), and Python's tarfile

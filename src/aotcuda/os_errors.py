@@ -113,6 +113,16 @@ def chained(exc: BaseException | None, name: str) -> BaseException | None:
     return None
 
 
+def bytes_shown(count: int) -> str:
+    """``count`` bytes as a message shows them: exact, a readable unit beside. Why: sizes said in GiB with two decimals
+    read "extracts to 0.00 GiB, but the temporary folder ... has 0.00 GiB free" for a 1.6 MB package and a 1 MiB
+    tmpfs, which left the user nothing to compare (the file-system breaker, 2026-12-06)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= size:
+            return f"{count:,} bytes ({count / size:.1f} {unit})"
+    return f"{count:,} bytes"
+
+
 def free_space(path: str) -> str | None:
     """The room left on the file system of ``path`` (or of the nearest folder above it that exists), as text."""
     path = os.path.abspath(path)

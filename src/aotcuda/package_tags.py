@@ -59,6 +59,7 @@ from dataclasses import dataclass
 
 from aotcuda import switches
 from aotcuda.errors import PackageError, SigningKeyError, clipped, names_quoted
+from aotcuda.os_errors import bytes_shown
 from aotcuda.package_format import archive_root, entry_sha256, load_json, write_archive_with, write_entry
 from aotcuda.regular_files import NotARegularFileError, open_regular
 
@@ -371,8 +372,8 @@ def _check_room(path: str, folder: str, size: int) -> None:
     refused for want of room."""
     free = shutil.disk_usage(folder).free
     if size > free:
-        raise PackageError(f"could not sign {path!r}: its signed copy needs {size / (1 << 30):.2f} GiB in {folder!r}, "
-                           f"which has {free / (1 << 30):.2f} GiB free; nothing was written, the package is as it was. "
+        raise PackageError(f"could not sign {path!r}: its signed copy needs {bytes_shown(size)} in {folder!r}, "
+                           f"which has {bytes_shown(free)} free; nothing was written, the package is as it was. "
                            "Free space there, or sign it in a folder with room for a copy of it, then move it into "
                            "place")
 

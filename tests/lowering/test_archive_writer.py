@@ -95,3 +95,35 @@ def test_a_folder_without_room_for_the_weights_is_refused_before_the_compile(tmp
                                            r"than the program's weights \(1,048,576 bytes\)"):
         aotcuda.lower(Weighty().eval(), (torch.randn(2, 256),), device="cpu", package_path=tmp_path / "w.pt2")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_cache_folder_without_room_for_the_weights_is_refused_before_the_compile(tmp_path, monkeypatch):
+    """Inductor's cache folder holds the weights twice during the compile (their object file and the library), and
+    only the package's folder was checked: a Linear(1024, 1024) lowered with its cache on a 2 MiB tmpfs ended in
+    a bare "C++ compile error" after the compile (the file-system breaker, 2026-12-06). It is said before it now."""
+    import shutil
+
+    import pytest
+    import torch
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    import aotcuda
+    from aotcuda.errors import PackageError
+
+    def compiled(*args, **kwargs):
+        raise AssertionError("compiled")
+
+    usage, cache = shutil.disk_usage(tmp_path), os.path.realpath(cache_dir())
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compiled)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(
+        free=600_000 if os.path.realpath(path) == cache else 1 << 40))
+    with pytest.raises(PackageError, match=r"will not compile: Inductor's cache folder '.*' has 600,000 bytes free, "
+                                           r"less than the [\d,]+ bytes the compile writes there \(the program's "
+                                           r"weights, 1,048,576 bytes, twice: their object file and the library"):
+        aotcuda.lower(torch.nn.Linear(256, 1024, bias=False).eval(), (torch.randn(2, 256),), device="cpu",
+                      package_path=tmp_path / "w.pt2")
+    assert os.listdir(tmp_path) == []
+    # weights torch keeps out of the link (past 2 GB, force_mmap_weights, a binary blob) are there once
+    with pytest.raises(PackageError, match=r"weights, 1,048,576 bytes, once: appended to the library, or in a file"):
+        aotcuda.lower(torch.nn.Linear(256, 1024, bias=False).eval(), (torch.randn(2, 256),), device="cpu",
+                      package_path=tmp_path / "w.pt2", inductor_configs={"aot_inductor.force_mmap_weights": True})

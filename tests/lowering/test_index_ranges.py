@@ -470,3 +470,32 @@ def test_an_operand_read_for_its_shape_alone_carries_no_values_to_an_index():
         assert unchecked == {}, unchecked
         assert set(ranges) == {"edges"} and all(entry["max"] == 4 for entry in ranges["edges"]), ranges
     assert torch.equal(model(x, edges, weights)[1], torch.tensor([0.0, 2.0, 0.0, 1.0, 0.0]))
+
+
+def test_an_index_modulo_the_size_of_its_dim_needs_no_check():
+    """`bx[0][idx % bx.shape[1]]` (a detection head's box of each kept score, the fourth new user, 2026-12-06): the
+    remainder by a dynamic size was not followed, so `idx` was said unchecked, and `aotcuda serve` refused the package
+    without --allow-unchecked-indices. Its values are [0, n - 1] into a dim of size n for every n: no check is needed
+    (the file-system breaker, 2026-12-06). Modulo an input's dim 0 (the batch, which batching widens to other
+    requests' rows), or into a dim of another size, it stays unchecked."""
+    class Head(torch.nn.Module):
+        def forward(self, bx, idx):
+            return bx[0][idx % bx.shape[1]]
+
+    class Batch(torch.nn.Module):
+        def forward(self, bx, idx):
+            return bx[idx % bx.shape[0]]
+
+    class Other(torch.nn.Module):
+        def forward(self, bx, idx):
+            return bx[0][idx % bx.shape[2]]
+
+    n, b = torch.export.Dim("n", min=2, max=64), torch.export.Dim("b", min=1, max=8)
+    shapes = ({0: b, 1: n, 2: torch.export.Dim("m", min=2, max=64)}, {0: torch.export.Dim("k", min=1, max=16)})
+    for module, checked in ((Head(), True), (Batch(), False), (Other(), False)):
+        ep = torch.export.export(module, (torch.randn(2, 5, 4), torch.tensor([0, 7, 3])), dynamic_shapes=shapes)
+        unchecked: dict = {}
+        assert index_ranges(ep, ["idx"], unchecked) == {}
+        assert ("idx" not in unchecked) == checked, (type(module).__name__, unchecked)
+        if not checked:
+            assert "bounded on the way to [0, s" in unchecked["idx"][0], unchecked

@@ -234,10 +234,16 @@ def test_an_extraction_larger_than_the_free_space_is_refused_before_writing(so_b
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(1 << 40, (1 << 40) - (10 << 20), 10 << 20))
-    with pytest.raises(PackageError, match=r"extracts to 0.10 GiB, but the temporary folder .* has 0.01 GiB free; "
-                                           r"nothing was extracted.*TMPDIR"):
+    with pytest.raises(PackageError, match=r"extracts to [\d,]+ bytes \([\d.]+ MiB\), but the temporary folder .* has "
+                                           r"10,485,760 bytes \(10\.0 MiB\) free; nothing was extracted.*TMPDIR"):
         aotcuda.load(so_bomb, limits=ArchiveLimits(max_ratio=0))
     assert _written(watched_temp) == 0
+    # sizes a user can compare: a 1.6 MB package on a 1 MiB tmpfs read "extracts to 0.00 GiB, but ... has 0.00 GiB
+    # free" (the file-system breaker, 2026-12-06)
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(1 << 40, 1 << 40, 1000))
+    with pytest.raises(PackageError, match=r"extracts to [\d,]+ bytes \([\d.]+ MiB\), but the temporary folder .* has "
+                                           r"1,000 bytes free; nothing was extracted"):
+        aotcuda.load(so_bomb, limits=ArchiveLimits(max_ratio=0))
 
 
 # --- entries that overlap, extra fields read two ways (review 5) --------------------------------------------
@@ -600,6 +606,30 @@ def test_a_directory_declared_over_zeros_is_refused_before_zipfile_reads_it_into
     if hole:  # the default limits, and serve's digest
         with pytest.raises(PackageError, match=says):
             package_sha256(path)
+
+
+@pytest.mark.parametrize("hole", [True, False])
+def test_a_directory_declared_over_zeros_is_refused_with_the_entry_limit_lifted(twice_pt2, tmp_path, hole):
+    """AOTCUDA_MAX_ENTRIES=0 lifts the count of entries, and it lifted the test above with it: a 4 KiB sparse file
+    declaring a 256 MiB directory took 256 MiB of memory in describe_package and load before "Bad magic number" (the
+    file-system breaker, 2026-12-06). Zeros are no records whatever the count: still refused having read a few
+    bytes; a package's own directory is read as before."""
+    import tracemalloc
+
+    path = _declared_directory(tmp_path / "directory.pt2", (256 if hole else 64) << 20, hole)
+    says = (r"directory\.pt2' is a sparse file: 256\.0 MiB" if hole else
+            r"directory\.pt2': its directory declares 67,108,864 bytes, but its records end after 0")
+    limits = ArchiveLimits(max_entries=0)
+    for read in (lambda: describe_package(path, limits=limits), lambda: aotcuda.load(path, limits=limits)):
+        tracemalloc.start()
+        try:
+            with pytest.raises(PackageError, match=says):
+                read()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 8 << 20, peak
+    assert describe_package(twice_pt2, limits=limits)
 
 
 def test_a_directory_of_records_with_long_comments_is_refused_before_zipfile_reads_it(twice_pt2, tmp_path):

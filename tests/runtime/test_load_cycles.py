@@ -630,6 +630,83 @@ def test_an_interrupt_just_after_a_folder_is_made_leaves_none(twice_pt2, tmp_pat
     assert [str(u.exc_value) for u in unraisable] == []
 
 
+def test_an_interrupt_inside_a_failed_loads_cleanup_leaves_no_folder(twice_pt2, tmp_path, monkeypatch):
+    """A second interrupt that arrives inside a failed load's own cleanup (its ``rmtree``) ended the cleanup half-way:
+    the extraction folder stayed, its owner file gone first, so no sweep knew it as ours; a pin stayed until the
+    process's exit (the process breaker's open item, 2026-12-06: one stray pin in four fuzz runs). Here the load is
+    interrupted once the folder is filled (the extraction, then the pin), and again after the cleanup's first
+    unlink: each folder is removed whole, and the interrupt still reaches the caller; the next load works."""
+    from aotcuda.runtime import libraries, package
+
+    import tempfile
+
+    aotcuda.load(twice_pt2).close()  # the pinned root of this process, made before the interrupts
+    root = libraries._pinned_root()
+    temp = tmp_path / "temp"
+    temp.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    unlink, armed = os.unlink, []
+
+    def interrupted_unlink(*args, **kwargs):  # the file goes, then the interrupt comes
+        unlink(*args, **kwargs)
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+
+    def interrupt(*args, **kwargs):  # the first interrupt: the load fails with its folder filled
+        armed.append(True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "unlink", interrupted_unlink)
+    for module, step in ((package, "_describe_model"), (libraries, "file_digest")):
+        before = set(os.listdir(temp)), set(os.listdir(root))
+        with monkeypatch.context() as patched:
+            patched.setattr(module, step, interrupt)
+            with pytest.raises(KeyboardInterrupt):
+                aotcuda.load(twice_pt2)
+        assert not armed, f"{step}: the cleanup's unlink was not interrupted"
+        gc.collect()
+        assert (set(os.listdir(temp)), set(os.listdir(root))) == before, step
+    with aotcuda.load(twice_pt2) as program:
+        assert torch.equal(program(torch.ones(2, 4))[1], torch.full((2, 4), 2.0))
+
+
+def test_an_interrupt_as_the_pinned_root_is_made_leaves_none(tmp_path, monkeypatch):
+    """The pinned root (made at a process's first pin, and a forked child's) came from mkdtemp, its exit handler
+    registered after: an interrupt between them left an empty `aotcuda_libraries_*` folder without its lock file, which
+    no sweep removes, for good (the file-system breaker, 2026-12-06). Interrupted right after its mkdir, and again as
+    its lock is made: nothing is left, and the next call makes a root that works."""
+    from aotcuda.runtime import libraries
+    from aotcuda.runtime.libraries import ROOT_PREFIX
+
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(libraries, "_root", None)  # this process's own root stays as it is, locked
+    made, lock = os.mkdir, libraries._lock_folder
+
+    def interrupted_after(path, mode=0o777, *, dir_fd=None):
+        made(path, mode, dir_fd=dir_fd)
+        if os.path.basename(path).startswith(ROOT_PREFIX):
+            raise KeyboardInterrupt
+
+    def interrupted_lock(folder):
+        raise KeyboardInterrupt
+
+    for module, name, step in ((os, "mkdir", interrupted_after), (libraries, "_lock_folder", interrupted_lock)):
+        with monkeypatch.context() as patched:
+            patched.setattr(module, name, step)
+            with pytest.raises(KeyboardInterrupt):
+                libraries._pinned_root()
+        assert os.listdir(temp) == [], name
+    root = libraries._pinned_root()
+    assert os.listdir(temp) == [os.path.basename(root)] and os.path.exists(os.path.join(root, "owner.lock"))
+    libraries.remove_in_creator(root, os.getpid())
+    os.close(libraries._root[2])
+
+
 def test_an_empty_extraction_folder_without_its_owner_file_is_swept_once_old(tmp_path):
     """What an interrupt inside the folder's making may still leave (an empty `aotcuda-*` folder: its owner file not
     yet written) is removed by a later sweep once it has stayed so UNMARKED_GRACE_S; a fresh one, being made, is not."""

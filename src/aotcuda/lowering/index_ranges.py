@@ -258,7 +258,11 @@ def _bounds_of(node: torch.fx.Node) -> tuple | None:
             return None
         return sympy.Min(low, high), high  # clamp = min(max(x, low), high): high where low > high
     if packet is aten.remainder and len(args) == 2:
-        divisor = _constant(args[1])
+        divisor = _constant(args[1]) if not isinstance(args[1], torch.fx.Node) else _size_value(args[1])
+        if divisor is not None and not divisor.is_Integer and divisor.is_positive:
+            # by a size (``idx % x.shape[1]``: a detection head's box of each kept score): [0, size - 1], within the
+            # dim of that size for every size it takes (``_within``); a size of 0 is the divisor check's to refuse
+            return sympy.Integer(0), divisor - 1
         if divisor is None or not divisor.is_Integer or divisor == 0 or not _held(node, divisor):
             return None
         return (sympy.Integer(0), divisor - 1) if divisor > 0 else (divisor + 1, sympy.Integer(0))
@@ -284,6 +288,17 @@ def _bounds_of(node: torch.fx.Node) -> tuple | None:
         size = size_of(source.args[0], dim) if isinstance(dim, int) and source.args else None
         return None if size is None else (sympy.Integer(0), size - 1)
     return None
+
+
+def _size_value(node: torch.fx.Node) -> sympy.Expr | None:
+    """The expression of a size node (``sym_size``: a SymInt value) as sympy, its symbols positive as sizes are; None
+    for any other node."""
+    value = node.meta.get("val")
+    if not isinstance(value, torch.SymInt):
+        return None
+    expr = sympy.sympify(expression_of(value))
+    return expr.xreplace({symbol: sympy.Symbol(str(symbol), positive=True, integer=True)
+                          for symbol in expr.free_symbols})
 
 
 # ops returning (values, indices): the position of their dim argument, and its default
@@ -523,14 +538,20 @@ def _input_range(flow: Flow, use: IndexUse) -> tuple | None:
             upper if not upper.is_Integer else sympy.Integer(int(upper) // scale))
 
 
-def _within(flow: Flow, use: IndexUse) -> bool:
+def _within(flow: Flow, use: IndexUse, batch: frozenset = frozenset()) -> bool:
     """Whether every value of a bounded flow is one eager accepts at ``use``, for every size the program
-    takes: decided only over a size that is a number (a bound compared with a dynamic size is not; an index
-    over a dim of the batch's size would read other requests' rows once batched)."""
+    takes. Over dynamic sizes, only where the comparison holds for every value of their symbols (``idx % n`` into a
+    dim of size n: [0, n - 1]) and none of them is a dim 0 of an input (``batch``): an index over a dim of the batch's
+    size would read other requests' rows once batched."""
     size = sympy.sympify(use.size)
-    if size.free_symbols or flow.low.free_symbols or flow.high.free_symbols:
+    symbols = size.free_symbols | flow.low.free_symbols | flow.high.free_symbols
+    if not symbols:
+        return bool(flow.low >= (-size if use.negative else 0)) and bool(flow.high <= size - 1)
+    if {str(symbol) for symbol in symbols} & batch:
         return False
-    return bool(flow.low >= (-size if use.negative else 0)) and bool(flow.high <= size - 1)
+    positive = {symbol: sympy.Symbol(str(symbol), positive=True, integer=True) for symbol in symbols}
+    low, high, size = (sympy.sympify(e).xreplace(positive) for e in (flow.low, flow.high, size))
+    return bool((low - (-size if use.negative else 0)).is_nonnegative) and bool((size - 1 - high).is_nonnegative)
 
 
 def _not_within(flow: Flow, use: IndexUse) -> str:
@@ -539,6 +560,16 @@ def _not_within(flow: Flow, use: IndexUse) -> str:
         return ("lowering does not take as within eager's range there: a bound or size of a dynamic dim, which "
                 "batching would widen to other requests' rows")
     return "is not within eager's range there"
+
+
+def batch_symbols(ep) -> frozenset:
+    """The shape symbols of the user inputs' dim 0, which batching requests together widens."""
+    found = set()
+    for node in ep.graph.find_nodes(op="placeholder"):
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor) and value.dim() and isinstance(value.shape[0], torch.SymInt):
+            found |= {str(s) for s in value.shape[0].node.expr.free_symbols}
+    return frozenset(found)
 
 
 class _Empty(Exception):
@@ -603,7 +634,7 @@ def index_ranges(ep, input_names, unchecked: dict | None = None) -> dict[str, li
     ``unchecked`` (a dict, filled when given): {user input name: [line, ...]} for the inputs whose values
     reach an index where no exact range is derived (``_unchecked``'s lines; ``unchecked_inputs`` warns)."""
     flows, unfollowed = _input_flows(ep, set(input_names))
-    symbols = input_size_symbols(ep)
+    symbols, batch = input_size_symbols(ep), batch_symbols(ep)
     ranges: dict[str, list[dict]] = {}
     lines = unchecked if unchecked is not None else {}
     names = _state_names(ep)
@@ -614,7 +645,7 @@ def index_ranges(ep, input_names, unchecked: dict | None = None) -> dict[str, li
                 _add_line(lines, name, _unchecked(name, node, use, through))
             for flow in flows.get(use.index, ()):
                 if flow.input is None:
-                    if flow.absorbed and not _within(flow, use):
+                    if flow.absorbed and not _within(flow, use, batch):
                         for name in sorted(flow.absorbed):
                             _add_line(lines, name, _unchecked(
                                 name, node, use, None, f" (bounded on the way to [{flow.low}, {flow.high}], which "

@@ -241,7 +241,8 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
         _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path)
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
-        check_room(ep, building)  # a full disk is said before the minutes of compile, not after
+        # a full disk is said before the minutes of compile, not after
+        check_room(ep, building, {**profile.inductor_configs, **(inductor_configs or {})})
         with step("compile"), torch_fixes.applied("compile"):
             configs = with_pdl_codegen(device, package_inductor_configs(device, profile.inductor_configs,
                                                                         inductor_configs, ep))

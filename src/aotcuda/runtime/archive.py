@@ -40,6 +40,7 @@ Set a variable to 0 to lift that limit.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import struct
 import unicodedata
@@ -222,14 +223,18 @@ def check_directory(path: str, file, limits: ArchiveLimits) -> None:
     count the end record declares, so both are looked at: the declared count (of the zip64 record where there
     is one), then, when the size could hold more records than the limit, the records themselves, counted
     without building anything. A file whose end records cannot be read is left to zipfile, which says why.
-    ``file`` is the archive zipfile will then read (opened once: the path, named in messages, may change)."""
-    if not limits.max_entries:
-        return
+    ``file`` is the archive zipfile will then read (opened once: the path, named in messages, may change).
+
+    With the entry limit lifted (0), the count and the bytes a record may take are the user's to trust, but a
+    directory past the default limit's room is still judged for holes and for records that fill it: its zeros are
+    no entries (the file-system breaker, 2026-12-06: AOTCUDA_MAX_ENTRIES=0 let a 4 KiB sparse file declaring a
+    1 GiB directory take 1 GiB of memory, as the row "a directory declared over zeros" had it before)."""
     records = read_end_records(file)
     if records is None:
         return
     _refuse_too_many(path, records.entries, limits)
-    if records.directory_size <= 46 * limits.max_entries:  # a record takes at least 46 bytes: no room for more
+    room = limits.max_entries or SWITCHES["AOTCUDA_MAX_ENTRIES"].default
+    if records.directory_size <= 46 * room:  # a record takes at least 46 bytes: no room for more
         return
     # zipfile reads the declared directory whole into memory before it parses a record of it: an end record that
     # declares a directory of 1 GiB over a hole (a sparse file of 4 KiB on disk) took 1 GiB of memory before
@@ -238,14 +243,15 @@ def check_directory(path: str, file, limits: ArchiveLimits) -> None:
     check_allocation(path, file, limits)
     # Records of real blocks: each may hold 192 KiB (a name, an extra field and a comment of 64 KiB each, which no
     # package writer makes), so max_entries of them would take 19 GiB of memory; torch's take ~150 bytes
-    if records.directory_size > DIRECTORY_BYTES_PER_ENTRY * limits.max_entries:
+    if _over(records.directory_size, DIRECTORY_BYTES_PER_ENTRY * limits.max_entries):
         raise PackageError(f"{path!r}: its directory declares {records.directory_size:,} bytes, more than "
                            f"{DIRECTORY_BYTES_PER_ENTRY:,} a record for the {limits.max_entries:,} entries a package "
                            "may have (a record of a package takes about 150): zipfile would read all of it into "
                            "memory; it is damaged or hostile, nothing was read. Copy the package again, or lower the "
                            f"model again; {_override('max_entries')}")
     file.seek(max(0, records.directory_end - records.directory_size))
-    count, covered = _count_records(file, records.directory_size, limits.max_entries + 1)
+    count, covered = _count_records(file, records.directory_size, limits.max_entries + 1 if limits.max_entries
+                                    else math.inf)
     _refuse_too_many(path, count, limits)
     if covered + 46 <= records.directory_size:
         raise PackageError(f"{path!r}: its directory declares {records.directory_size:,} bytes, but its records end "

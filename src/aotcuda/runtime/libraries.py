@@ -105,8 +105,7 @@ def open_shared(so_path: str, kind: str, open_library: Callable[[str], ctypes.CD
             return library
     finally:
         if not keep:
-            for folder in made:
-                shutil.rmtree(folder, ignore_errors=True)
+            remove_folders(made)
 
 
 def digest_of(library) -> str | None:
@@ -168,9 +167,18 @@ def _pinned_root() -> str:
 
 
 def _new_root(pid: int) -> tuple[str, int]:
-    root = tempfile.mkdtemp(prefix=ROOT_PREFIX)
-    atexit.register(remove_in_creator, root, pid)
-    return root, _lock_folder(root)
+    """A new pinned root (path, its lock's descriptor), removed at exit. Made by ``new_private_folder``, and removed
+    again if anything interrupts its making: an interrupt between mkdtemp's mkdir and the exit handler's registration
+    left an empty root without its lock file, which no sweep removes (it may be another version's), for good (the
+    file-system breaker, 2026-12-06)."""
+    made: list[str] = []
+    try:
+        root = new_private_folder(tempfile.gettempdir(), ROOT_PREFIX, made)
+        atexit.register(remove_in_creator, root, pid)
+        return root, _lock_folder(root)
+    except BaseException:
+        remove_folders(made)
+        raise
 
 
 def _lock_folder(folder: str) -> int:
@@ -250,6 +258,28 @@ def new_private_folder(parent: str, prefix: str, made: list[str]) -> str:
         except FileExistsError:  # a name taken by chance: not ours to remove
             made.remove(folder)
     raise FileExistsError(f"no new folder name was free in {parent!r} after 100 tries")
+
+
+def remove_folders(folders: list[str]) -> None:
+    """Remove each of ``folders`` (a failed load's cleanup), whole even when an interrupt arrives in the middle: the
+    interrupt is raised again once all are gone. Why: a signal's KeyboardInterrupt inside the cleanup's own
+    ``rmtree`` ended it half-way, and an extraction folder whose owner file had gone first stayed for good (no sweep
+    knows it as ours); a pin, until the process's exit (the process breaker's open item, 2026-12-06). Each retry
+    starts where the last stopped (what is gone stays gone), and a cleanup interrupted ``_CLEANUP_TRIES`` times
+    gives up, for a caller who insists."""
+    interrupted: BaseException | None = None
+    for folder in folders:
+        for _ in range(_CLEANUP_TRIES):
+            try:
+                shutil.rmtree(folder, ignore_errors=True)
+                break
+            except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt, or what a signal's handler raised
+                interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
+
+
+_CLEANUP_TRIES = 20
 
 
 def _abandoned_unmarked(folder: str) -> bool:

@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import os
 import posixpath
-import shutil
 import tempfile
 import weakref
 import zipfile
@@ -54,7 +53,13 @@ from aotcuda.runtime.package_checks import (
     read_json_entry,
     tag_entry,
 )
-from aotcuda.runtime.libraries import PACKAGE_PREFIX, mark_owned, new_private_folder, remove_in_creator
+from aotcuda.runtime.libraries import (
+    PACKAGE_PREFIX,
+    mark_owned,
+    new_private_folder,
+    remove_folders,
+    remove_in_creator,
+)
 from aotcuda.runtime.shape_expressions import shape_expression
 from aotcuda.shared_folders import mounted_noexec, temporary_folder_problem
 
@@ -222,8 +227,7 @@ def open_package(path: str | os.PathLike, model_name: str | None = None,
         # Leaving the block found the file unchanged since it was opened: the library extracted, which nothing
         # has opened yet, and the signature that describes it are of one version of the package.
     except BaseException:
-        for folder in made:
-            shutil.rmtree(folder, ignore_errors=True)
+        remove_folders(made)
         raise
     # The folder goes when the package object does (or at cleanup(), or at interpreter exit), in this process
     # only: a forked child inherits the finalizer, and its exit must not remove its parent's folder.

@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Callable
 
 from aotcuda.errors import PackageError, clipped
-from aotcuda.os_errors import cannot_read
+from aotcuda.os_errors import bytes_shown, cannot_read
 from aotcuda.package_format import PackageFile
 from aotcuda.package_tags import SignedEntries, check_entries, check_sizes, tag_entry_names
 from aotcuda.runtime.archive import (
@@ -63,8 +63,8 @@ def check_free_space(path: str, folder: str, size: int) -> None:
     and total limits allow a 330 MB package 64 GiB, and a disk filled half-way fails every process on it."""
     free = shutil.disk_usage(folder).free
     if size > free:
-        raise PackageError(f"{path!r} extracts to {size / (1 << 30):.2f} GiB, but the temporary folder "
-                           f"{os.path.dirname(folder)!r} has {free / (1 << 30):.2f} GiB free; nothing was extracted. "
+        raise PackageError(f"{path!r} extracts to {bytes_shown(size)}, but the temporary folder "
+                           f"{os.path.dirname(folder)!r} has {bytes_shown(free)} free; nothing was extracted. "
                            "Free space there, or point TMPDIR to a larger disk")
 
 

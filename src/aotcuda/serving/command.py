@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from aotcuda.cli_paths import ExistingFile
 from aotcuda.package_tags import KEY_FILE_HELP
 from aotcuda.serving.deadline import check_run_timeout
 from aotcuda.serving.server import OptionsError, ServeOptions
@@ -38,7 +39,7 @@ class RunTimeout(click.ParamType):
 
 
 @click.command("serve")
-@click.argument("package", type=click.Path(exists=True, dir_okay=False))
+@click.argument("package", type=ExistingFile())
 @click.option("--replicas", default=1, show_default=True, type=click.IntRange(min=1),
               help="replicas, each loading the package (one GPU each for a CUDA package).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address the HTTP proxy listens on.")
