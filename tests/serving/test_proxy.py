@@ -189,6 +189,60 @@ def test_a_request_over_loopback_naming_another_host_is_refused_421(monkeypatch)
     assert proxy.proxy_environment(5.0, 100)["AOTCUDA_SERVE_ALLOWED_HOSTS"] == "api.example,other"
 
 
+@pytest.mark.parametrize("path", ["/predict/", "/predict//"])
+def test_a_web_pages_post_to_predict_with_a_trailing_slash_is_refused_415_too(path):
+    """The replica reads a route without its trailing slashes (POST /predict/ runs the program), and the media-type
+    check compared the path with "/predict" exactly: a page's text/plain POST to /predict/ ran (the breaker,
+    2026-12-06, evening: 200 from the served stack). Both read the route with web_pages.route_of."""
+    app = Recorder()
+    sent, receives = drive(whole_body(app), [chunk(b"ab", False)], path=path, content_type="text/plain")
+    assert sent, "handed to the app"
+    status, answer_headers, _ = refusal_of(sent)
+    assert (status, answer_headers[b"x-aotcuda-error"]) == (415, b"MediaTypeError") and app.scope is None
+    assert receives == 0
+    sent, _ = drive(whole_body(rays_route_miss), [chunk(b"ab", False)], path=path)  # stopping: 503, as /predict
+    assert refusal_of(sent)[0] == 503
+
+    from aotcuda.serving.web_pages import route_of  # the replica's reading (deployment.ProgramReplica.__call__)
+
+    assert route_of(path) == "/predict" and route_of("/") == "/"
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "https://evil.example:8443", "null",
+                                    "http://127.0.0.1:18602", "http://localhost:18602"])
+def test_a_request_a_web_page_sent_is_refused_403_whatever_its_type_and_address(origin, monkeypatch):
+    """A browser adds Origin to every cross-origin request and every POST; a program (curl, Client, a balancer) sends
+    none. The 415 and 421 checks leave a page a way in where the server listens on the network (any Host is taken
+    there) and to GET /stats: the breaker's octet-stream POST /predict with ``Origin: http://evil.example`` got 200
+    (2026-12-06, evening). This server serves no page, so no origin is its own (a loopback origin is a page another
+    local server serves); the deployer's own web app is let in by AOTCUDA_SERVE_ALLOWED_ORIGINS."""
+    monkeypatch.delenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", raising=False)
+    for path, server in (("/predict", ("127.0.0.1", 18602)), ("/stats", ("10.0.0.5", 80)), ("/predict", None)):
+        app = Recorder()
+        sent, receives = drive(whole_body(app), [chunk(b"ab", False)], headers=[("Origin", origin)], path=path,
+                               server=server)
+        status, answer_headers, body = refusal_of(sent)
+        assert (status, answer_headers[b"x-aotcuda-error"]) == (403, b"ForeignOriginError"), (path, server)
+        assert app.scope is None and receives == 0 and answer_headers[b"connection"] == b"close"
+        assert b"AOTCUDA_SERVE_ALLOWED_ORIGINS" in body
+    app = Recorder()  # no Origin: a program's request passes
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)])
+    assert sent == [] and app.messages[0] == chunk(b"ab", False)
+    monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", f" {origin.upper()}/ , https://other.example")  # read at start
+    app = Recorder()
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("Origin", origin)])
+    assert sent == [] and app.messages[0] == chunk(b"ab", False)
+    app = Recorder()  # a listed origin lets that one in only
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("Origin", "http://third.example")])
+    assert refusal_of(sent)[0] == 403
+    monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", "*")
+    app = Recorder()
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("Origin", "http://third.example")])
+    assert sent == []
+    monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", "https://App.example/")
+    assert proxy.proxy_environment(5.0, 100)["AOTCUDA_SERVE_ALLOWED_ORIGINS"] == "https://app.example"
+
+
 async def rays_route_miss(scope, receive, send):
     """Ray Serve's proxy with no application (serve.delete done, ray.shutdown not yet): its own 404."""
     await receive()
