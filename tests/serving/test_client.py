@@ -639,3 +639,25 @@ def test_an_error_answer_is_read_and_shown_in_bounded_size(chunked):
         server.close()
     assert refused.value.status == 400 and not refused.value.retriable
     assert len(refused.value.message) < 2100 and refused.value.message.endswith("is not shown)")
+
+
+def answers_with_terminal_controls(connection):
+    read_body(connection, head := read_head(connection))
+    body = "bad input\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\x1b[8mhidden\r\u202eevil\u009b31m".encode()
+    connection.sendall(b"HTTP/1.1 400 Bad\x1b[31m\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    connection.close()
+
+
+def test_a_servers_terminal_controls_are_shown_as_escapes():
+    """A hostile server's 400 put its bytes into the ServingError's message as they were, which a traceback prints to
+    a terminal: ``ESC ] 52`` (some terminals' clipboard write), a screen clear, hidden text (breaker-serving). They are
+    written as escapes, as cli.terminal_safe writes a package's strings."""
+    server = RawServer(answers_with_terminal_controls)
+    try:
+        with pytest.raises(serving.ServingError) as refused:
+            serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=10).predict({"x": torch.zeros(2)})
+    finally:
+        server.close()
+    message = str(refused.value)
+    assert "bad input" in message and "\\x1b]52" in message and "\\u202e" in message
+    assert not any(ord(char) < 32 or 0x7f <= ord(char) < 0xa0 or char == "\u202e" for char in message), repr(message)

@@ -27,6 +27,7 @@ import socket
 import struct
 import threading
 import time
+import unicodedata
 import urllib.parse
 
 import torch
@@ -105,8 +106,8 @@ class Client:
                 return [outputs[f"output_{i}"] for i in range(len(outputs))]
             except Exception as error:  # noqa: BLE001 - safetensors' own error types, or a missing output_<i>
                 raise ServingError(200, f"the answer is not a safetensors file of output_0, output_1, ... "
-                                   f"({type(error).__name__}: {str(error)[:200]}); not resent: the server ran it",
-                                   retriable=False) from None
+                                   f"({type(error).__name__}: {_terminal_safe(str(error)[:200])}); not resent: the "
+                                   "server ran it", retriable=False) from None
         raise AssertionError("unreachable")
 
     def _gave_up(self, error: ServingError, attempts: int, seconds: float) -> ServingError:
@@ -175,7 +176,7 @@ class Client:
         text = answer.decode(errors="replace").strip()
         if len(text) > SHOWN_ERROR_CHARS or len(answer) == MAX_ERROR_ANSWER_BYTES:
             text = text[:SHOWN_ERROR_CHARS] + " ... (the rest of the server's answer is not shown)"
-        text = text or response.reason
+        text = _terminal_safe(text or response.reason)
         if 300 <= response.status < 400:
             text = (f"{text}: a redirect to {str(response.headers.get('Location'))[:200]!r}, which the client does not "
                     "follow; give it the server's own URL")
@@ -347,6 +348,15 @@ def _longer_than(limit: int, status: int) -> ServingError:
 # (breaker-serving); at the default 1 GiB limit, a few GiB.
 MAX_ERROR_ANSWER_BYTES = 64 << 10
 SHOWN_ERROR_CHARS = 2000
+
+
+def _terminal_safe(text: str) -> str:
+    """A server's text as a ServingError's message shows it: control and format characters (ESC sequences, carriage
+    returns, bidi overrides) written as escapes like \\x1b, as cli.terminal_safe writes a package's text. Shown raw, a
+    hostile server's 400 put ``ESC ] 52`` (a terminal's clipboard write), a screen clear and hidden text into the
+    message, which a traceback prints as it is (breaker-serving)."""
+    return "".join(char if char == " " or unicodedata.category(char)[0] not in "CZ" else
+                   char.encode("unicode_escape").decode("ascii") for char in text)
 
 
 def _read_error_answer(response) -> bytes:
