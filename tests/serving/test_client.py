@@ -606,3 +606,58 @@ def test_retries_that_run_out_say_how_many_and_what_to_change():
     assert "send it again" not in message
     assert "Raise Client(retries=)" in message and "fewer requests at once" in message
     assert "larger --max-pending-bytes" in message
+
+
+def long_error_answer(chunked: bool):
+    """A 400 of 64 MiB of bytes that are not UTF-8 (with a Content-Length, or chunked in 1 MiB chunks), sent for as
+    long as the client reads."""
+    def handle(connection):
+        head = read_head(connection)
+        read_body(connection, head)
+        block, blocks = b"\xff" * (1 << 20), 64
+        framing = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % (blocks * len(block))
+        try:
+            connection.sendall(b"HTTP/1.1 400 Bad Request\r\nX-Aotcuda-Error: RequestError\r\n" + framing + b"\r\n\r\n")
+            for _ in range(blocks):
+                connection.sendall(b"100000\r\n" + block + b"\r\n" if chunked else block)
+            connection.sendall(b"0\r\n\r\n" if chunked else b"")
+        except OSError:  # the client stopped reading and closed: what it should do
+            pass
+    return handle
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_an_error_answer_is_read_and_shown_in_bounded_size(chunked):
+    """An answer other than a 200 was read whole up to max_response_bytes (1 GiB) and became the ServingError's message:
+    a stand-in's 200 MiB 400 made a message of 209,715,210 characters and peaked the client at 1.2 GiB
+    (breaker-serving). Now 64 KiB at most is read of it and 2,000 characters shown, saying that the rest is not."""
+    server = RawServer(long_error_answer(chunked))
+    try:
+        with pytest.raises(serving.ServingError) as refused:
+            serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=30).predict({"x": torch.zeros(2)})
+    finally:
+        server.close()
+    assert refused.value.status == 400 and not refused.value.retriable
+    assert len(refused.value.message) < 2100 and refused.value.message.endswith("is not shown)")
+
+
+def answers_with_terminal_controls(connection):
+    read_body(connection, head := read_head(connection))
+    body = "bad input\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\x1b[8mhidden\r\u202eevil\u009b31m".encode()
+    connection.sendall(b"HTTP/1.1 400 Bad\x1b[31m\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    connection.close()
+
+
+def test_a_servers_terminal_controls_are_shown_as_escapes():
+    """A hostile server's 400 put its bytes into the ServingError's message as they were, which a traceback prints to
+    a terminal: ``ESC ] 52`` (some terminals' clipboard write), a screen clear, hidden text (breaker-serving). They are
+    written as escapes, as cli.terminal_safe writes a package's strings."""
+    server = RawServer(answers_with_terminal_controls)
+    try:
+        with pytest.raises(serving.ServingError) as refused:
+            serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=10).predict({"x": torch.zeros(2)})
+    finally:
+        server.close()
+    message = str(refused.value)
+    assert "bad input" in message and "\\x1b]52" in message and "\\u202e" in message
+    assert not any(ord(char) < 32 or 0x7f <= ord(char) < 0xa0 or char == "\u202e" for char in message), repr(message)

@@ -189,6 +189,60 @@ def test_a_request_over_loopback_naming_another_host_is_refused_421(monkeypatch)
     assert proxy.proxy_environment(5.0, 100)["AOTCUDA_SERVE_ALLOWED_HOSTS"] == "api.example,other"
 
 
+@pytest.mark.parametrize("path", ["/predict/", "/predict//"])
+def test_a_web_pages_post_to_predict_with_a_trailing_slash_is_refused_415_too(path):
+    """The replica reads a route without its trailing slashes (POST /predict/ runs the program), and the media-type
+    check compared the path with "/predict" exactly: a page's text/plain POST to /predict/ ran (the breaker,
+    2026-12-06, evening: 200 from the served stack). Both read the route with web_pages.route_of."""
+    app = Recorder()
+    sent, receives = drive(whole_body(app), [chunk(b"ab", False)], path=path, content_type="text/plain")
+    assert sent, "handed to the app"
+    status, answer_headers, _ = refusal_of(sent)
+    assert (status, answer_headers[b"x-aotcuda-error"]) == (415, b"MediaTypeError") and app.scope is None
+    assert receives == 0
+    sent, _ = drive(whole_body(rays_route_miss), [chunk(b"ab", False)], path=path)  # stopping: 503, as /predict
+    assert refusal_of(sent)[0] == 503
+
+    from aotcuda.serving.web_pages import route_of  # the replica's reading (deployment.ProgramReplica.__call__)
+
+    assert route_of(path) == "/predict" and route_of("/") == "/"
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "https://evil.example:8443", "null",
+                                    "http://127.0.0.1:18602", "http://localhost:18602"])
+def test_a_request_a_web_page_sent_is_refused_403_whatever_its_type_and_address(origin, monkeypatch):
+    """A browser adds Origin to every cross-origin request and every POST; a program (curl, Client, a balancer) sends
+    none. The 415 and 421 checks leave a page a way in where the server listens on the network (any Host is taken
+    there) and to GET /stats: the breaker's octet-stream POST /predict with ``Origin: http://evil.example`` got 200
+    (2026-12-06, evening). This server serves no page, so no origin is its own (a loopback origin is a page another
+    local server serves); the deployer's own web app is let in by AOTCUDA_SERVE_ALLOWED_ORIGINS."""
+    monkeypatch.delenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", raising=False)
+    for path, server in (("/predict", ("127.0.0.1", 18602)), ("/stats", ("10.0.0.5", 80)), ("/predict", None)):
+        app = Recorder()
+        sent, receives = drive(whole_body(app), [chunk(b"ab", False)], headers=[("Origin", origin)], path=path,
+                               server=server)
+        status, answer_headers, body = refusal_of(sent)
+        assert (status, answer_headers[b"x-aotcuda-error"]) == (403, b"ForeignOriginError"), (path, server)
+        assert app.scope is None and receives == 0 and answer_headers[b"connection"] == b"close"
+        assert b"AOTCUDA_SERVE_ALLOWED_ORIGINS" in body
+    app = Recorder()  # no Origin: a program's request passes
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)])
+    assert sent == [] and app.messages[0] == chunk(b"ab", False)
+    monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", f" {origin.upper()}/ , https://other.example")  # read at start
+    app = Recorder()
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("Origin", origin)])
+    assert sent == [] and app.messages[0] == chunk(b"ab", False)
+    app = Recorder()  # a listed origin lets that one in only
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("Origin", "http://third.example")])
+    assert refusal_of(sent)[0] == 403
+    monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", "*")
+    app = Recorder()
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("Origin", "http://third.example")])
+    assert sent == []
+    monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", "https://App.example/")
+    assert proxy.proxy_environment(5.0, 100)["AOTCUDA_SERVE_ALLOWED_ORIGINS"] == "https://app.example"
+
+
 async def rays_route_miss(scope, receive, send):
     """Ray Serve's proxy with no application (serve.delete done, ray.shutdown not yet): its own 404."""
     await receive()
@@ -940,6 +994,34 @@ def test_a_chunked_body_of_tiny_chunks_is_refused_after_a_few_and_large_chunks_p
     while (event := honest.next_event()) is not h11.NEED_DATA and not isinstance(event, h11.EndOfMessage):
         kinds.append(type(event))
     assert kinds.count(h11.Data) == 560
+
+
+def test_a_chunked_body_whose_framing_outgrows_its_data_is_refused():
+    """The chunks were counted, not their size lines: 256 bytes of body a chunk behind a 16,000-byte chunk extension
+    passed the average, and two connections sending them (4.4 GiB in 12 s, 1.6 % body) held GET /healthz of the served
+    stack at 0.23-0.33 s, where plain 16 KiB chunks at the same rate left it at 0.04-0.10 s (breaker-serving). Past
+    FREE_FRAMING_BYTES the framing may not outgrow the data; short extensions and honest chunks pass."""
+    from aotcuda.serving import heads
+
+    head = b"POST /predict HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+    connection = heads.ChunkCount(h11.SERVER)
+    connection.receive_data(head + (b"100;" + b"a" * 16_000 + b"\r\n" + b"x" * 256 + b"\r\n") * 10)
+    assert isinstance(connection.next_event(), h11.Request)
+    events = 0
+    with pytest.raises(heads.SmallChunksError, match=r"framing .* came to \d+ bytes for 512 bytes of body"):
+        while connection.next_event() is not h11.NEED_DATA:  # the code before: all ten chunks, then NEED_DATA
+            events += 1
+    assert events == 1  # the second chunk's framing passes 16 KiB + its body
+    honest = heads.ChunkCount(h11.SERVER)
+    honest.receive_data(head + b"".join(b"400;name=value\r\n" + b"x" * 1024 + b"\r\n" for _ in range(300))
+                        + chunked(*[b"y"] * 60))
+    kinds = []
+    while (event := honest.next_event()) is not h11.NEED_DATA and not isinstance(event, h11.EndOfMessage):
+        kinds.append(type(event))
+    assert kinds.count(h11.Data) == 360 and isinstance(event, h11.EndOfMessage)
+    sized = heads.ChunkCount(h11.SERVER)  # a Content-Length body has no framing
+    sized.receive_data(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n\r\n" + b"z" * 100_000)
+    assert isinstance(sized.next_event(), h11.Request) and isinstance(sized.next_event(), h11.Data)
 
 
 def test_a_chunk_is_counted_whatever_the_reads_it_arrives_in():

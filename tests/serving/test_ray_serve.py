@@ -63,7 +63,7 @@ def test_the_ray_it_started_gives_its_proxy_the_body_middleware_with_these_limit
     from aotcuda.serving import proxy
 
     names = (proxy.CALLBACK_VARIABLE, proxy.BODY_TIMEOUT_VARIABLE, proxy.MAX_BYTES_VARIABLE, proxy.MAX_PENDING_VARIABLE,
-             proxy.MIN_SEND_RATE_VARIABLE, proxy.ALLOWED_HOSTS_VARIABLE)
+             proxy.MIN_SEND_RATE_VARIABLE, proxy.ALLOWED_HOSTS_VARIABLE, proxy.ALLOWED_ORIGINS_VARIABLE)
     read = ray.remote(num_cpus=0)(lambda: {name: os.environ.get(name) for name in names})
     assert ray.get(read.remote(), timeout=60) == proxy.proxy_environment(BODY_TIMEOUT_S, MAX_BODY)
 

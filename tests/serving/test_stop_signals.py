@@ -169,7 +169,7 @@ def serve_calls(monkeypatch):
     monkeypatch.setattr(serve, "run", lambda target, **options: calls.append(f"serve.run {options['name']}"))
     monkeypatch.setattr(serve, "run_many", run_many)
     monkeypatch.setattr(server_module, "replica_actor_options", lambda path, options: {"num_cpus": 1, "num_gpus": 0})
-    monkeypatch.setattr(server_module, "_stop_on_sigterm", lambda: None)
+    monkeypatch.setattr(server_module, "_stop_on_sigterm", lambda held=None: None)
     return calls
 
 
@@ -366,3 +366,138 @@ def test_sigpipe_and_the_faults_are_left_to_their_own_handling():
             signal.SIGABRT, signal.SIGPROF, signal.SIGVTALRM}
     assert not left & set(STOP_AT_ONCE)
     assert {signal.SIGTERM, signal.SIGHUP, *OTHER_ENDING_SIGNALS} == set(STOP_AT_ONCE)
+
+
+@pytest.fixture
+def stop_handlers_kept():
+    """The handlers of SIGINT and STOP_AT_ONCE put back after the test, whatever it installed."""
+    from aotcuda.serving.server import STOP_AT_ONCE
+
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, *STOP_AT_ONCE)}
+    yield
+    for number, handler in before.items():
+        signal.signal(number, handler)
+
+
+def test_signals_ignored_when_serve_started_stay_ignored(recorded, stop_handlers_kept):
+    """`nohup aotcuda serve P &` then a hang-up (the terminal closed; breaker-serving, on a one-replica serve):
+    "stopped (SIGHUP): Serve and Ray are down", where nohup had asked that SIGHUP be ignored; a shell's `&` ignores
+    SIGINT and SIGQUIT for its background jobs the same way (Python keeps an ignored SIGINT ignored). A signal
+    ignored when serving starts stays ignored: from ray.init on (_stop_on_sigterm) and in Server.wait; SIGTERM still
+    stops."""
+    from aotcuda.serving.server import _stop_on_sigterm
+
+    for number in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(number, signal.SIG_IGN)
+    _stop_on_sigterm()
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN and signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN
+    sent = [threading.Timer(0.2, os.kill, (os.getpid(), number)) for number in (signal.SIGHUP, signal.SIGINT)]
+    stop = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    for timer in (*sent, stop):
+        timer.start()
+    try:
+        assert Server("http://127.0.0.1:1", started_ray=True).wait() == signal.SIGTERM
+    finally:
+        for timer in (*sent, stop):
+            timer.cancel()
+    assert recorded == ["ray.shutdown"]
+    assert all(signal.getsignal(number) is signal.SIG_IGN for number in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT))
+
+
+@pytest.fixture
+def ray_started_by_serve(monkeypatch, tmp_path):
+    """serve_package as it starts a local Ray, with ray.init, Serve's calls and ray.shutdown recorded (the package's
+    check, the port's and Ray's folder skipped): the calls, and where a test puts what ray.init and serve.run_many do
+    (``calls.during_init``, ``calls.during_run``)."""
+    import ray
+    from ray import serve
+
+    import aotcuda.serving.server as server_module
+
+    calls = types.SimpleNamespace(made=[], during_init=lambda: None, during_run=lambda: None)
+
+    def init(init, overrides):
+        calls.during_init()
+        calls.made.append("ray.init")
+
+    def run_many(targets, **options):
+        calls.during_run()
+        calls.made.append("serve.run_many")
+
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # serve_package sets Ray's and the proxy's variables
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.made.append("ray.shutdown"))
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    monkeypatch.setattr(serve, "start", lambda **options: calls.made.append("serve.start"))
+    monkeypatch.setattr(serve, "delete", lambda name: calls.made.append(f"serve.delete {name}"))
+    monkeypatch.setattr(serve, "run_many", run_many)
+    monkeypatch.setattr(server_module, "_init_ray", init)
+    monkeypatch.setattr(server_module, "check_port_free", lambda host, port: None)
+    monkeypatch.setattr(server_module, "private_ray_folder", lambda: str(tmp_path / "ray"))
+    monkeypatch.setattr(server_module, "replica_actor_options", lambda path, options: {"num_cpus": 1, "num_gpus": 0})
+    calls.package = _stand_in_package(tmp_path)
+    return calls
+
+
+def _signalled(number):
+    os.kill(os.getpid(), number)
+    for _ in range(1000):  # the handler runs at the next bytecode boundary
+        pass
+
+
+def test_a_stop_asked_while_ray_init_runs_stops_serve_and_ray_once_it_returns(ray_started_by_serve,
+                                                                              stop_handlers_kept):
+    """ray.init sets a SIGTERM handler that raises SystemExit wherever the main thread is (ray/_private/worker.py).
+    Measured on `aotcuda serve` of a Linear package (breaker-serving): SIGTERM 8 s in was raised inside logging's
+    at-fork lock release ("Exception ignored ... SystemExit: 15") and serve went on to serve; 10 s in, serve ended
+    with exit 15, no "stopped" line and no ray.shutdown, Ray's dashboard and runtime-env agents left orphaned. Now
+    the stops that come while ray.init runs are held (Ray's handler never set) and acted on once it returns: Ray is
+    stopped at once, Serve never started."""
+    from aotcuda.serving.server import StopRequested, serve_package
+    from ray._private import utils as ray_utils
+
+    rays_own = ray_utils.set_sigterm_handler
+
+    def rays_init():  # what ray.init does first, then a SIGTERM while it starts Ray's processes
+        ray_utils.set_sigterm_handler(lambda number, _frame: sys.exit(number))
+        _signalled(signal.SIGTERM)
+        _signalled(signal.SIGUSR1)
+
+    ray_started_by_serve.during_init = rays_init
+    with pytest.raises(StopRequested) as stopped:
+        serve_package(ray_started_by_serve.package)
+    assert stopped.value.signal == signal.SIGTERM
+    assert ray_started_by_serve.made == ["ray.init", "ray.shutdown"]
+    assert ray_utils.set_sigterm_handler is rays_own  # Ray's own again, for a caller that starts Ray itself
+    assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)  # serve's, to the end
+
+
+def test_a_stop_whose_stop_requested_python_ignored_still_stops_serving(ray_started_by_serve, stop_handlers_kept):
+    """A StopRequested raised where Python ignores exceptions (a __del__, a callback of os.register_at_fork) is printed
+    as "Exception ignored" and lost: serve went on as if no signal had come (breaker-serving, SIGTERM during ray.init,
+    before its handler was held). serve_package's handlers also record each stop: one lost while the replicas start
+    is raised when serve.run_many returns, and Server.wait returns at once for one lost after."""
+    from aotcuda.serving.server import StopRequested, serve_package
+
+    class StoppedInItsFinalizer:
+        def __del__(self):
+            _signalled(signal.SIGTERM)
+
+    ray_started_by_serve.during_run = lambda: StoppedInItsFinalizer()  # made and dropped: __del__ runs at once
+    with pytest.raises(StopRequested) as stopped:
+        serve_package(ray_started_by_serve.package)
+    assert stopped.value.signal == signal.SIGTERM
+    assert ray_started_by_serve.made == ["ray.init", "serve.start", "serve.run_many", "ray.shutdown"]
+
+    ray_started_by_serve.made.clear()
+    ray_started_by_serve.during_run = lambda: None
+    server = serve_package(ray_started_by_serve.package)
+    StoppedInItsFinalizer()  # after serve_package returned, before wait() took the signals over
+    fallback = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))  # a wait that missed it ends here
+    fallback.start()
+    try:
+        assert server.wait() == signal.SIGTERM
+    finally:
+        fallback.cancel()
+    assert ray_started_by_serve.made == ["ray.init", "serve.start", "serve.run_many", "ray.shutdown"]

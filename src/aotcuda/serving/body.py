@@ -9,8 +9,8 @@ import asyncio
 
 from aotcuda.errors import AotcudaError, InputError, clipped
 
-__all__ = ["ERROR_HEADER", "LEAST_TIMEOUT_S", "BusyError", "LateBodyError", "PendingBytes", "RequestError",
-           "SlowBodyError", "SlowHeadError", "read_body", "shown"]
+__all__ = ["ERROR_HEADER", "LEAST_TIMEOUT_S", "BusyError", "ForeignOriginError", "LateBodyError", "PendingBytes",
+           "RequestError", "SlowBodyError", "SlowHeadError", "read_body", "shown"]
 
 # Marks the answers aotcuda gave itself (400, 408, 500, 503), from the proxy or a replica: a 5xx without it
 # came from Ray's own proxy (client.py retries those).
@@ -49,6 +49,13 @@ class MediaTypeError(RequestError):
     answered with HTTP 415 by the HTTP proxy: serving/proxy.py)."""
 
     http_status = 415
+
+
+class ForeignOriginError(RequestError):
+    """A request a web page sent (its Origin header names a web origin the deployer has not allowed: a browser adds
+    it to every cross-origin request and to every POST; answered with HTTP 403 by the HTTP proxy: serving/proxy.py)."""
+
+    http_status = 403
 
 
 class StoppingError(AotcudaError):

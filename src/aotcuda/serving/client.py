@@ -27,6 +27,7 @@ import socket
 import struct
 import threading
 import time
+import unicodedata
 import urllib.parse
 
 import torch
@@ -105,8 +106,8 @@ class Client:
                 return [outputs[f"output_{i}"] for i in range(len(outputs))]
             except Exception as error:  # noqa: BLE001 - safetensors' own error types, or a missing output_<i>
                 raise ServingError(200, f"the answer is not a safetensors file of output_0, output_1, ... "
-                                   f"({type(error).__name__}: {str(error)[:200]}); not resent: the server ran it",
-                                   retriable=False) from None
+                                   f"({type(error).__name__}: {_terminal_safe(str(error)[:200])}); not resent: the "
+                                   "server ran it", retriable=False) from None
         raise AssertionError("unreachable")
 
     def _gave_up(self, error: ServingError, attempts: int, seconds: float) -> ServingError:
@@ -172,7 +173,10 @@ class Client:
             connection.close()
         if response.status == 200:
             return answer
-        text = answer.decode(errors="replace").strip() or response.reason
+        text = answer.decode(errors="replace").strip()
+        if len(text) > SHOWN_ERROR_CHARS or len(answer) == MAX_ERROR_ANSWER_BYTES:
+            text = text[:SHOWN_ERROR_CHARS] + " ... (the rest of the server's answer is not shown)"
+        text = _terminal_safe(text or response.reason)
         if 300 <= response.status < 400:
             text = (f"{text}: a redirect to {str(response.headers.get('Location'))[:200]!r}, which the client does not "
                     "follow; give it the server's own URL")
@@ -188,7 +192,10 @@ class Client:
         """The answer's body, in one buffer, refused past ``max_response_bytes``: bytes of the declared length where
         the answer has a Content-Length, else a bytearray grown as the answer arrives (chunked, or up to the
         connection's end), its size checked before each piece is read into it. Pieces joined at the end, and bytes()
-        of a bytearray, held the answer twice for a moment (2 GiB at the default 1 GiB limit)."""
+        of a bytearray, held the answer twice for a moment (2 GiB at the default 1 GiB limit). Of an answer other
+        than a 200, MAX_ERROR_ANSWER_BYTES at most (``_read_error_answer``)."""
+        if response.status != 200:
+            return _read_error_answer(response)
         declared = response.getheader("Content-Length")
         length = None
         if declared is not None and declared.isascii() and declared.isdigit():
@@ -335,6 +342,32 @@ def _longer_than(limit: int, status: int) -> ServingError:
     return ServingError(status, f"the answer is longer than max_response_bytes ({limit})", retriable=False)
 
 
+# The most bytes read of an answer other than a 200, and the most characters of it a ServingError shows: its text is
+# the error's message (aotcuda's own answers are at most 2,000 characters). A server's 200 MiB 400 was read whole
+# (within max_response_bytes) and made a message of 209,715,210 characters, the client's peak 1.2 GiB
+# (breaker-serving); at the default 1 GiB limit, a few GiB.
+MAX_ERROR_ANSWER_BYTES = 64 << 10
+SHOWN_ERROR_CHARS = 2000
+
+
+def _terminal_safe(text: str) -> str:
+    """A server's text as a ServingError's message shows it: control and format characters (ESC sequences, carriage
+    returns, bidi overrides) written as escapes like \\x1b, as cli.terminal_safe writes a package's text. Shown raw, a
+    hostile server's 400 put ``ESC ] 52`` (a terminal's clipboard write), a screen clear and hidden text into the
+    message, which a traceback prints as it is (breaker-serving)."""
+    return "".join(char if char == " " or unicodedata.category(char)[0] not in "CZ" else
+                   char.encode("unicode_escape").decode("ascii") for char in text)
+
+
+def _read_error_answer(response) -> bytes:
+    """At most the first MAX_ERROR_ANSWER_BYTES of an answer other than a 200 (the rest is left unread: the connection
+    is closed after the attempt). A chunked one is read by _read_chunked: http.client reads a chunk of size -1 as "to
+    the end", past any amount asked."""
+    if response.chunked:
+        return bytes(_read_chunked(response.fp, MAX_ERROR_ANSWER_BYTES, response.status, cut=True))
+    return response.read(MAX_ERROR_ANSWER_BYTES)
+
+
 def _read_to_end(response, limit: int, status: int) -> bytearray:
     """An answer without a declared length, read up to the connection's end into one buffer, never more than one
     byte past ``limit`` (which tells an answer of exactly ``limit`` bytes from a longer one)."""
@@ -346,9 +379,10 @@ def _read_to_end(response, limit: int, status: int) -> bytearray:
     return body
 
 
-def _read_chunked(fp, limit: int, status: int) -> bytearray:
+def _read_chunked(fp, limit: int, status: int, cut: bool = False) -> bytearray:
     """A chunked answer's body (RFC 9112, 7.1), read into one buffer: each size line checked as what it is (at most
-    16 hex digits after any leading zeros), and each chunk's size against ``limit`` before any of it is read."""
+    16 hex digits after any leading zeros), and each chunk's size against ``limit`` before any of it is read (``cut``:
+    the body's first ``limit`` bytes are returned where it is longer, not an error)."""
     body = bytearray()
     while True:
         line = fp.readline(MAX_CHUNK_LINE + 1)
@@ -366,7 +400,10 @@ def _read_chunked(fp, limit: int, status: int) -> bytearray:
                     return body
             raise ServingError(status, "the answer's trailers do not end", retriable=False)
         if len(body) + size > limit:
-            raise _longer_than(limit, status)
+            if not cut:
+                raise _longer_than(limit, status)
+            body += fp.read(limit - len(body))
+            return body
         while size:
             piece = fp.read(min(size, READ_PIECE_BYTES))
             if not piece:

@@ -67,6 +67,7 @@ from aotcuda.serving.codec import (check_answer_bytes, check_answer_size, check_
 from aotcuda.serving.deadline import RunTimeoutError, RunWatch
 from aotcuda.serving.health import WORD_WAIT_S, HealthWord, health_answer, no_route, replica_name, wrong_method
 from aotcuda.serving.proxy import read_by_proxy
+from aotcuda.serving.web_pages import route_of
 
 __all__ = ["ProgramReplica"]
 
@@ -166,7 +167,7 @@ class ProgramReplica:
     # --- routes ------------------------------------------------------------------------------------
 
     async def __call__(self, request: Request) -> Response:
-        path, method = request.url.path.rstrip("/") or "/", request.method
+        path, method = route_of(request.url.path), request.method  # as the proxy's checks read it
         refused = wrong_method(method, path)  # the methods each route takes: health.ROUTES
         if refused is not None:
             return refused

@@ -24,7 +24,8 @@ deployer's limits (``x-request-timeout-seconds: 0`` turned ``--request-timeout-s
 ``x-request-disconnect-disabled: ?1`` ran requests whose clients had left).
 
 Before it reads a body, it refuses what a web page could have sent (``web_pages``: 415 for a /predict post that is
-not application/octet-stream, 421 for a request over loopback naming another host).
+not application/octet-stream, 421 for a request over loopback naming another host, 403 for a request with an Origin
+header the deployer has not allowed).
 
 While the server has no application (``aotcuda serve`` stopping: ``serve.delete`` then ``ray.shutdown``, seconds
 apart; or starting), Ray's proxy answers its routes 404 "Path '/predict' not found", which reads as final: those
@@ -43,7 +44,8 @@ from starlette.responses import PlainTextResponse
 from aotcuda import switches
 from aotcuda.serving.body import (ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError, StoppingError,
                                   read_body)
-from aotcuda.serving.web_pages import ALLOWED_HOSTS_VARIABLE, host_refusal, media_type_refusal
+from aotcuda.serving.web_pages import (ALLOWED_HOSTS_VARIABLE, ALLOWED_ORIGINS_VARIABLE, host_refusal,
+                                       media_type_refusal, origin_refusal, route_of)
 
 __all__ = ["BODY_READ", "CALLBACK", "WholeBody", "bound_request_heads", "middlewares", "proxy_environment",
            "read_by_proxy", "refuse_websocket", "without_ray_controls"]
@@ -78,7 +80,8 @@ def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending
     return {CALLBACK_VARIABLE: CALLBACK, BODY_TIMEOUT_VARIABLE: repr(float(body_timeout_s)),
             MAX_BYTES_VARIABLE: str(int(max_request_bytes)), MAX_PENDING_VARIABLE: str(int(pending)),
             MIN_SEND_RATE_VARIABLE: str(switches.number(MIN_SEND_RATE_VARIABLE)),
-            ALLOWED_HOSTS_VARIABLE: ",".join(sorted(switches.names(ALLOWED_HOSTS_VARIABLE)))}
+            ALLOWED_HOSTS_VARIABLE: ",".join(sorted(switches.names(ALLOWED_HOSTS_VARIABLE))),
+            ALLOWED_ORIGINS_VARIABLE: ",".join(sorted(allowed_origins()))}
 
 
 def middlewares() -> list[Middleware]:
@@ -183,6 +186,7 @@ class WholeBody:
         self.unread_answers = unread_answers or _unread_answer_bytes
         # this machine's own name too (Debian maps it to 127.0.1.1): /etc/hosts resolves it, no page's DNS can
         self.allowed_hosts = switches.names(ALLOWED_HOSTS_VARIABLE) | {socket.gethostname().lower()}
+        self.allowed_origins = allowed_origins()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "websocket":
@@ -191,7 +195,8 @@ class WholeBody:
         if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
-        refusal = host_refusal(scope, self.allowed_hosts) or media_type_refusal(scope)
+        refusal = (host_refusal(scope, self.allowed_hosts) or media_type_refusal(scope)
+                   or origin_refusal(scope, self.allowed_origins))
         if refusal is not None:  # before a byte of the body is read
             await _refused(refusal, scope, receive, send)
             return
@@ -260,7 +265,7 @@ def answers_while_stopping(scope, send):
     """``send``, with Ray's 404 for a program route (no aotcuda error header: no replica gave it) replaced by a 503
     with Retry-After and Connection: close: Ray answers so only while the server has no application (stopping or
     starting), and a client must not read it as final. Other routes' answers pass as they are."""
-    if scope.get("path") not in PROGRAM_ROUTES:
+    if route_of(scope.get("path") or "") not in PROGRAM_ROUTES:  # as the replica reads it: /predict/ too
         return send
     replaced = False
     error_header = ERROR_HEADER.lower().encode("latin-1")
@@ -278,6 +283,11 @@ def answers_while_stopping(scope, send):
             await send(message)
 
     return sent
+
+
+def allowed_origins() -> frozenset[str]:
+    """AOTCUDA_SERVE_ALLOWED_ORIGINS' origins as web_pages.origin_refusal compares them (no final slash)."""
+    return frozenset(origin.rstrip("/") for origin in switches.names(ALLOWED_ORIGINS_VARIABLE))
 
 
 def without_ray_controls(headers) -> list:

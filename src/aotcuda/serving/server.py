@@ -354,27 +354,85 @@ STOP_AT_ONCE = tuple(getattr(signal, name) for name in
                      if hasattr(signal, name))
 
 
-def _stop_on_sigterm() -> None:
+def _stop_on_sigterm(held: list[int] | None = None) -> None:
     """From here on SIGTERM, SIGHUP and the others of STOP_AT_ONCE raise StopRequested in the main thread. ray.init installs a
     fatal-signal handler in this (driver) process that dumps a stack and aborts on SIGTERM: an orchestrator that
     stopped a server which had just answered its readiness probe got exit -6 and no "stopped" line (a new user's
-    report)."""
+    report). Each signal is also appended to ``held``, for the caller to look at once the call it interrupted has
+    returned: a StopRequested raised where Python ignores exceptions (a callback of os.register_at_fork, a __del__)
+    is printed as "Exception ignored" and lost."""
     if threading.current_thread() is not threading.main_thread():
         return
 
     def stop(number, _frame):
+        if held is not None:
+            held.append(number)
         raise StopRequested(number)
 
-    for number in STOP_AT_ONCE:
-        signal.signal(number, stop)
+    _taken_over(STOP_AT_ONCE, stop)
+
+
+def _taken_over(signals, handler) -> dict:
+    """Install ``handler`` for each of ``signals`` but those ignored now, which stay ignored (set to SIG_IGN again,
+    under whatever Ray's C++ put beneath Python's table); return the handlers before, for signal.signal to put back.
+
+    Why: a signal ignored when serve starts was ignored on purpose by whoever started it, and its children inherit
+    that: nohup (SIGHUP, so that serving outlives the terminal), ``trap '' HUP``, a shell's ``&`` without job control
+    (SIGINT and SIGQUIT: a Ctrl-C at the terminal is for the job in front). Taken over, ``nohup aotcuda serve`` stopped
+    when its terminal hung up ("stopped (SIGHUP)", breaker-serving), as a program that honours nohup never does
+    (Python itself keeps an ignored SIGINT ignored; C programs test ``signal(SIGHUP, SIG_IGN) != SIG_IGN`` first)."""
+    previous = {}
+    for number in signals:
+        ignored = signal.getsignal(number) is signal.SIG_IGN
+        previous[number] = signal.signal(number, signal.SIG_IGN if ignored else handler)
+    return previous
+
+
+@contextlib.contextmanager
+def _stops_held_through_ray_init():
+    """While ray.init runs: the signals of STOP_AT_ONCE are recorded in the list yielded (the caller stops Serve and
+    Ray once ray.init has returned: StopRequested), and Ray's own SIGTERM handler is not installed.
+
+    Why: ray.init sets a SIGTERM handler that raises SystemExit wherever the main thread is
+    (ray/_private/worker.py: ``sigterm_handler``, ``sys.exit(signum)``), until _stop_on_sigterm replaces it after
+    ray.init. A SIGTERM 8 s into `aotcuda serve` (ray.init running) raised it inside logging's lock release, where
+    Python prints "Exception ignored" and goes on: serve started and served as if no SIGTERM had come; 10 s in it ended
+    serve with exit 15, no "stopped" line and no ray.shutdown, and Ray's dashboard and runtime-env agents were left
+    running, orphaned (breaker-serving). The other signals of STOP_AT_ONCE took their default action there (the end,
+    with Ray half started). Only the main thread may set handlers: elsewhere, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    held: list[int] = []
+    previous = _taken_over(STOP_AT_ONCE, lambda number, _frame: held.append(number))
+    try:
+        from ray._private import utils as ray_utils
+    except ImportError:  # another Ray: its handler stays, as before
+        ray_utils = None
+    rays_own = getattr(ray_utils, "set_sigterm_handler", None)
+    if rays_own is not None:
+        ray_utils.set_sigterm_handler = lambda _handler: None
+    try:
+        yield held
+    except BaseException:
+        for number, handler in previous.items():  # nothing runs: the caller's handlers back (_stop_on_sigterm's else)
+            signal.signal(number, handler)
+        raise
+    finally:
+        if rays_own is not None:
+            ray_utils.set_sigterm_handler = rays_own
 
 
 class Server:
     """A running application: ``url``, ``wait()`` (until Ctrl-C or a signal of STOP_AT_ONCE), ``shutdown()``."""
 
-    def __init__(self, url: str, started_ray: bool, package: tuple[str, str] | None = None):
+    def __init__(self, url: str, started_ray: bool, package: tuple[str, str] | None = None,
+                 stops: list[int] | None = None):
         self.url, self._started_ray, self._stopped = url, started_ray, False
         self._package = package  # (path, SHA-256) of the package served: what a replica that fails to start is told
+        # the signals of STOP_AT_ONCE that came since ray.init (serve_package's handlers append them): one whose
+        # StopRequested was lost where Python ignores exceptions still stops wait() at once
+        self._stops = stops if stops is not None else []
 
     def wait(self, say_start_failure: Callable[[str, str], None] | None = None) -> int:
         """Block until SIGINT or a signal of STOP_AT_ONCE, then shut down (STOP_AT_ONCE: at once, see ``shutdown``); return the
@@ -389,7 +447,9 @@ class Server:
             received.append(number)
             stop.set()
 
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, *STOP_AT_ONCE)}
+        previous = _taken_over((signal.SIGINT, *STOP_AT_ONCE), on_signal)  # those ignored at start stay ignored
+        if self._stops:  # asked before wait() took the signals over, and its StopRequested lost
+            on_signal(self._stops[0], None)
         try:
             while not stop.wait(0.5):
                 pass
@@ -630,6 +690,7 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
         digest = package_sha256(path)
         actor_options = replica_actor_options(path, options)  # before Ray starts: a bad package fails at once
         started_ray = not ray.is_initialized()
+        held: list[int] = []  # the stops asked while ray.init ran
         if started_ray and not os.environ.get("RAY_ADDRESS"):
             check_port_free(options.host, options.port)  # a Ray this process starts: nothing else serves here
         elif started_ray:
@@ -656,9 +717,12 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             init = local_ray_init_options(options, joining=joining)
             if not joining and "_temp_dir" not in (ray_init_options or {}):
                 init["_temp_dir"] = private_ray_folder()
-            _init_ray(init, ray_init_options)
-        _stop_on_sigterm()  # after ray.init, whose handler it replaces; Server.wait takes SIGTERM over later
+            with _stops_held_through_ray_init() as held:
+                _init_ray(init, ray_init_options)
         try:
+            _stop_on_sigterm(held)  # after ray.init; Server.wait takes the signals over later
+            if held:  # asked while Ray started: Ray is up, so it is stopped now, at once
+                raise StopRequested(held[0])
             _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
             serve.start(http_options={"host": options.host, "port": options.port,
                                       "request_timeout_s": options.request_timeout_s})
@@ -670,7 +734,9 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             program = _bind(path, options, actor_options, digest, (HEALTH_APP_NAME, HEALTH_DEPLOYMENT_NAME))
             serve.run_many([serve.RunTarget(program, name=APP_NAME, route_prefix="/"),
                             serve.RunTarget(_bind_health(), name=HEALTH_APP_NAME, route_prefix="/healthz")])
+            if held:  # its StopRequested was raised where Python ignores exceptions (_stop_on_sigterm)
+                raise StopRequested(held[0])
         except BaseException as error:
             Server("", started_ray).shutdown(drain=not isinstance(error, StopRequested))
             raise
-        return Server(f"http://{options.host}:{options.port}", started_ray, (path, digest))
+        return Server(f"http://{options.host}:{options.port}", started_ray, (path, digest), stops=held)

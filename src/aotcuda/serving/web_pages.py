@@ -8,15 +8,25 @@ evil.example:18602`` read /stats). So a POST /predict must say ``Content-Type: a
 browser asks the server before sending that, which it never allows), and a request arriving over a loopback address
 must name the server in its Host header: localhost, a loopback address, this machine's name, or a name of
 AOTCUDA_SERVE_ALLOWED_HOSTS (421 else).
+
+A request with an ``Origin`` header was sent by a web page (a browser adds it to every cross-origin request and to every
+POST, same-origin ones included, whatever the page's ``mode``), and this server serves no page: it is refused 403 unless
+the origin is one of AOTCUDA_SERVE_ALLOWED_ORIGINS (the deployer's own web app; ``*``: any), whatever address the
+request arrived over (the breaker, 2026-12-06, evening: a POST /predict with ``Origin: http://evil.example`` and the
+octet-stream type got 200; the Host check covers loopback only, and a listener on the network takes any Host).
+
+The routes are read as the replica reads them (``route_of``: without trailing slashes): the media-type check compared
+the path with "/predict" exactly, and a page's ``text/plain`` POST to ``/predict/`` was run (200; the breaker).
 """
 
 from __future__ import annotations
 
 import ipaddress
 
-from aotcuda.serving.body import MediaTypeError, WrongHostError
+from aotcuda.serving.body import ForeignOriginError, MediaTypeError, WrongHostError
 
 ALLOWED_HOSTS_VARIABLE = "AOTCUDA_SERVE_ALLOWED_HOSTS"
+ALLOWED_ORIGINS_VARIABLE = "AOTCUDA_SERVE_ALLOWED_ORIGINS"
 OCTET_STREAM = "application/octet-stream"
 
 
@@ -62,10 +72,37 @@ def _host_name(host: str) -> str:
     return name.rstrip(".")
 
 
+def route_of(path: str) -> str:
+    """The route a request's path names, as the replica reads it (deployment.ProgramReplica.__call__): without its
+    trailing slashes ("/predict/" is /predict). The proxy's checks of a route read it so too: compared as sent, a
+    page's text/plain POST to /predict/ passed the media-type check and ran."""
+    return path.rstrip("/") or "/"
+
+
+def origin_refusal(scope, allowed: frozenset[str]) -> ForeignOriginError | None:
+    """ForeignOriginError for a request whose Origin header names an origin other than those ``allowed`` ("*": any;
+    compared as scheme://host[:port], in lower case, without a final slash); ``null`` (a sandboxed frame, a file://
+    page, a redirect's) is allowed only by "*" or by being listed. None for a request without one: programs (curl,
+    aotcuda.serving.Client, a balancer's health check) send none; a browser sends it with every cross-origin
+    request and every POST, and this server has no page of its own that could be the origin."""
+    origin = _header(scope, b"origin")
+    if origin is None or "*" in allowed:
+        return None
+    name = origin.strip().lower().rstrip("/")
+    if name in allowed:
+        return None
+    return ForeignOriginError(f"the request was sent by a web page (Origin {shown_text(origin)}), and this server "
+                              "serves programs, not pages: a page the server's user opens could otherwise drive it. "
+                              "Send it from a program (no Origin header), or let the server take that page's "
+                              f"requests: {ALLOWED_ORIGINS_VARIABLE}={shown_text(name)} (comma-separated origins, "
+                              "scheme://host[:port]; * for any) in the environment of aotcuda serve")
+
+
 def media_type_refusal(scope) -> MediaTypeError | None:
     """MediaTypeError for a POST /predict whose Content-Type is not application/octet-stream (parameters aside): a
-    web page posts text/plain, a form, or nothing, without asking the server first; a safetensors body is bytes."""
-    if scope.get("method") != "POST" or scope.get("path") != "/predict":
+    web page posts text/plain, a form, or nothing, without asking the server first; a safetensors body is bytes.
+    The path is read as the replica reads it (``route_of``: /predict/ too)."""
+    if scope.get("method") != "POST" or route_of(scope.get("path") or "") != "/predict":
         return None
     given = _header(scope, b"content-type")
     if given is not None and given.split(";", 1)[0].strip().lower() == OCTET_STREAM:
