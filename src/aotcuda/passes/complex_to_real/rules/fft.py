@@ -27,7 +27,9 @@ onesided r2c keeps the n//2 + 1 non-negative frequencies; c2r rebuilds the negat
 symmetry (the imaginary parts of bins 0 and n/2 drop out, as in pocketfft).
 A real input's bins that are real by symmetry (index 0, or n/2 for an even n, along every transformed
 dim) get imaginary part +0.0 after the transform, as pocketfft and cuFFT give them: the forms' sums
-can end in −0.0 there, and angle() or log().imag of a negative DC bin would then be −π, not +π.
+can end in −0.0 there, and angle() or log().imag of a negative DC bin would then be −π, not +π
+(not on the Triton form, aotcuda::fft_rows, whose result the fusions after the rewrite match: it gives +0.0
+there already, in Triton's interpreter: tests/kernels/test_fft_rows_kernel.py).
 """
 
 from __future__ import annotations
@@ -129,6 +131,10 @@ def fft_r2c(out, x, dim, normalization, onesided):
     else:
         result = Pair(dynamic.r2c(x.movedim(last, -1), bins, scale).movedim(-2, last))
     result = _c2c_dims(result, first, False, 1.0) if first else result
+    if _static(n) and spectral.kernel_form(x, last, n, "r2c"):
+        # Not on the Triton form: the fusions after the rewrite (stft's window, a filter's r2c·w→c2r
+        # convolution) match the aotcuda::fft_rows op's own result, which a where() in between would hide.
+        return result
     return _real_bins_with_plus_zero(result, [d % x.dim() for d in dim], [x.shape[d] for d in dim])
 
 
