@@ -720,3 +720,23 @@ def test_a_spectral_filter_lowered_with_the_kernel_form_matches_eager(tmp_path, 
         for _ in range(3):
             x = torch.randn(4, n, 6, device="cuda")
             assert relative_error(program(x), module(x).detach()) < 1e-5
+
+
+def check_real_bins_signed_zero_interpreted():
+    """The r2c kernel's bins real by symmetry (0, n/2) against rfft's, by the sign of their zero imaginary part."""
+    torch.manual_seed(0)
+    for n in (7, 8, 9, 10, 67, 68):
+        x = torch.randn(4, n) - 3  # a negative sum: angle() of the DC bin is ±π by that sign
+        got = fft_rows.launch(x, None, 1, n, n // 2 + 1, "r2c", False, 1.0)
+        want = torch.view_as_real(torch.fft.rfft(x))
+        bins = [0, n // 2] if n % 2 == 0 else [0]
+        print(n, torch.equal(got[:, bins, 1].signbit(), want[:, bins, 1].signbit()))
+
+
+@NEEDS_TRITON
+def test_the_r2c_kernel_gives_eagers_plus_zero_at_the_real_bins_in_tritons_interpreter():
+    """Fifth new user (2026-12-06): the CPU forms gave −0.0 at the DC bin of an odd-length rfft of a negative-sum
+    input (angle −π, eager +π); rules/fft.py writes +0.0 there after every form but this one (whose result the
+    fusions after the rewrite match). This kernel already gives +0.0 there (checked in the interpreter; not yet on
+    the H200)."""
+    assert _run_here("check_real_bins_signed_zero_interpreted") == [f"{n} True" for n in (7, 8, 9, 10, 67, 68)]

@@ -348,3 +348,25 @@ def test_a_guard_refusing_the_ranges_end_alone_gives_the_range_without_it():
     notes = "\n".join(getattr(caught.value, "__notes__", []))
     assert "the guard Ne(t, 16) does not hold at t = 16: every other size of t holds it; give its Dim max=15" in notes, notes
     export_program(CausalMask(), (x,), {}, {"x": {1: Dim("t", min=2, max=15)}})
+
+
+class WindowOfEight(torch.nn.Module):
+    """Rows in groups of 8 (a guard divides the size by 8) and a branch on the number of groups: together torch
+    solves them to one size, 32 ("Specializations unexpectedly required", as HF SwinModel's window clamp does)."""
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        y = x.reshape(b, c, h // 8, 8, w).sum(3)
+        return y * 2 if h // 8 == 4 else y
+
+
+def test_a_size_torch_fixes_is_said_to_be_fixed_not_a_multiple():
+    """Fifth new user (2026-12-06): SwinModel with dynamic H and W; torch said "H = 32", and aotcuda added "The model
+    needs this size to be a multiple of 8 ... export it as 8 * torch.export.Dim(...)", which cannot export."""
+    h = Dim("H", min=16, max=64)
+    with pytest.raises(DynamicShapesError, match=r"(?s)Suggested fixes:\n  H = 32") as caught:
+        export_program(WindowOfEight(), (torch.randn(2, 3, 32, 5),), None, ({2: h},))
+    message = str(caught.value)
+    assert "needs this size to be a multiple" not in message and "8 * torch.export.Dim" not in message
+    assert "The model fixes H (input 'x', dim 2) to 32" in message
+    assert "drop it from dynamic_shapes (on the CLI: no --dynamic for x:2)" in message

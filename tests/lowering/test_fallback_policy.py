@@ -327,3 +327,25 @@ def test_data_dependent_sizes_and_cpu_scatters_get_a_fix_not_only_rewrite_those_
     kernel = FallbackKernel(f"aoti_torch_cpu_{op}", op, [op], [f"m.py:3: y = {op}(x)"])
     message = missing_kernels_message("forward", [kernel])
     assert f"  {op.removesuffix('_Tensor')}: " in message and says in message and "allow_fallbacks=True" in message
+
+
+def test_embedding_max_norm_is_named_with_its_cause_and_the_fix():
+    """Fifth new user (2026-12-06): nn.Embedding(50, 8, max_norm=1.0) was refused with "aten::embedding_renorm has no
+    generated code ...; rewrite that line of the model", which names neither max_norm nor what to do. The fix the
+    message gives, applied, gives eager's rows."""
+    from aotcuda.lowering.proxy_ops import proxy_executor_message
+
+    kernel = FallbackKernel("aten::embedding_renorm (proxy executor)", "aten::embedding_renorm", ["e"],
+                            ["m.py:5: return self.e(i)"])
+    message = proxy_executor_message([kernel], {})
+    assert "max_norm" in message and "in place, on every call, in eval mode too" in message, message
+    assert "emb.max_norm = None" in message
+    emb = torch.nn.Embedding(50, 8, max_norm=1.0).eval()
+    emb.weight.data *= 3
+    fixed = torch.nn.Embedding(50, 8)
+    fixed.load_state_dict(emb.state_dict())
+    with torch.no_grad():  # the message's recipe
+        w = fixed.weight
+        w.mul_((emb.max_norm / w.norm(p=emb.norm_type, dim=1, keepdim=True).clamp_min(1e-7)).clamp(max=1))
+    ids = torch.randint(0, 50, (3, 5))
+    torch.testing.assert_close(fixed(ids), emb(ids))

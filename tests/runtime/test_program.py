@@ -270,3 +270,18 @@ def test_a_device_type_aotcuda_does_not_run_is_not_told_to_lower_for_it(twice_pt
                                                r"device='cpu'") as raised:
             load(twice_pt2, device=device)
         assert "lower the model again" not in str(raised.value)
+
+
+def test_torch_compile_around_a_program_breaks_the_graph_there_and_matches_eager(twice):
+    """Fifth new user (2026-12-06): torch.compile(lambda x: program(x) * 2) ended in InternalTorchDynamoError
+    ("'dict' object has no attribute 'node'"): dynamo traced into the runtime. A Program call (and execute) is a
+    graph break now, and the code around it is compiled as usual."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: twice(x)[1] * 2 + twice.execute([x])[0], backend="eager")
+    for rows in (3, 5):
+        x = torch.randn(rows, 4)
+        expected = Twice()(x)
+        torch.testing.assert_close(compiled(x), expected[1] * 2 + expected[0])
+    torch._dynamo.reset()

@@ -8,6 +8,7 @@ imported comes back as a plain dict (named fields) or tuple, with one warning.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -140,3 +141,81 @@ def test_a_module_that_imports_but_registers_no_such_type_is_said_so(tmp_path, m
             "(a registration without serialized_type_name='imports_fine.Batch', or with another)") in message, message
     assert "cannot import" not in message
     assert pytree.tree_unflatten([7], spec) == {"tokens": 7}
+
+
+Hidden = collections.namedtuple("Hidden", ["hidden", "scores"])
+
+
+class ReturnsNamedTuples(torch.nn.Module):
+    def forward(self, x):
+        y = x + 1
+        return {"out": Hidden(y, y * 2), "plain": x - 1}
+
+
+def _stored_and_loaded(module, x):
+    """The output spec as lower() stores it in the package and load() reads it back."""
+    from aotcuda.lowering.pipeline import _make_outputs_serializable
+
+    ep = torch.export.export(module, (x,))
+    _make_outputs_serializable(ep)
+    text = pytree.treespec_dumps(ep.module_call_graph[0].signature.out_spec)
+    return text, load_spec(text, recorded_types(pytree.treespec_loads(text)), "p.pt2", "outputs")
+
+
+def test_a_namedtuple_inside_a_dict_comes_back_as_that_namedtuple_in_that_dict():
+    """Fifth new user (2026-12-06): ``{"out": Out(y, z)}`` came back as a flat ``(y, z, x)`` (the whole spec was
+    replaced by a tuple because torch cannot serialize an unregistered namedtuple): the keys and ``out.hidden`` lost."""
+    x = torch.randn(3, 4)
+    text, spec = _stored_and_loaded(ReturnsNamedTuples(), x)
+    eager = ReturnsNamedTuples()(x)
+    rebuilt = pytree.tree_unflatten(pytree.tree_leaves(eager), spec)
+    assert type(rebuilt) is dict and list(rebuilt) == ["out", "plain"]
+    assert type(rebuilt["out"]) is Hidden and rebuilt["out"].hidden is eager["out"].hidden
+
+
+def test_a_namedtuple_whose_class_is_not_found_is_made_from_its_stored_fields(recwarn):
+    """A class of the lowering's ``__main__`` or a function's cannot be found at load: a namedtuple of the same name
+    and fields is made from the stored ones (one class per process), with nothing imported."""
+    Local = collections.namedtuple("Local", ["logits", "extra"])
+    x = torch.randn(2)
+    text, _ = _stored_and_loaded(type("M", (torch.nn.Module,), {"forward": lambda self, x: Local(x * 2, x)})(), x)
+    assert "<locals>" in text or "test_pytree_types" in text
+    moved = text.replace(json.dumps(json.dumps(__name__))[1:-1], json.dumps(json.dumps("no_such_module_xyz"))[1:-1])
+    for stored in (text, moved):
+        out = pytree.tree_unflatten([x * 2, x], load_spec(stored, None, "p.pt2", "outputs"))
+        assert type(out).__name__ == "Local" and out._fields == ("logits", "extra") and torch.equal(out.logits, x * 2)
+    again = pytree.tree_unflatten([x, x], load_spec(moved, None, "p.pt2", "outputs"))
+    assert type(again) is type(pytree.tree_unflatten([x, x], load_spec(moved, None, "p.pt2", "outputs")))
+    assert "no_such_module_xyz" not in sys.modules and not recwarn.list
+
+
+def test_a_namedtuple_of_an_importable_module_is_its_own_class_in_a_fresh_process(tmp_path):
+    (tmp_path / "nt_home.py").write_text("import collections\nOut = collections.namedtuple('Out', 'a b')\n")
+    script = textwrap.dedent("""
+        import sys, torch, torch.utils._pytree as pytree
+        sys.path.insert(0, %r)
+        import nt_home
+        from aotcuda.lowering.pipeline import _make_outputs_serializable
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return [nt_home.Out(x, x + 1)]
+        ep = torch.export.export(M(), (torch.zeros(2),))
+        _make_outputs_serializable(ep)
+        print(pytree.treespec_dumps(ep.module_call_graph[0].signature.out_spec))
+    """ % str(tmp_path))
+    env = {**os.environ, "PYTHONPATH": os.path.abspath("src")}
+    made = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
+    assert made.returncode == 0, made.stderr[-2000:]
+    text = made.stdout.strip().splitlines()[-1]
+    load = textwrap.dedent("""
+        import sys, torch.utils._pytree as pytree
+        sys.path.insert(0, %r)
+        from aotcuda.runtime.pytree_types import load_spec
+        out = pytree.tree_unflatten([1, 2], load_spec(%r, None, "p.pt2", "outputs"))
+        import nt_home
+        print(type(out[0]) is nt_home.Out, out[0].b)
+    """ % (str(tmp_path), text))
+    loaded = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", load], capture_output=True, text=True,
+                            timeout=600, env=env)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.strip().splitlines()[-1] == "True 2"

@@ -364,19 +364,52 @@ def constraint_violation_message(text: str) -> str:
         return "\n".join(_without_suggested_fixes(kept))
     text_kept = "\n".join(kept)
     advice = []
+    fixed = _sizes_fixed(text_kept)
     name, dim, divisor = _size_divided(text_kept) or (None, None, None)
-    if divisor is not None:
+    if fixed:  # torch's fix is a constant: no multiple of anything fits, whatever the guards divide by
+        divisor = None
+        advice.extend(_fixed_size_advice(*entry) for entry in fixed)
+    elif divisor is not None:
         advice.append(f"The model needs this size to be a multiple of {divisor} (a guard divides it by {divisor}): "
                       f"export it as {divisor} * torch.export.Dim(...), e.g. dynamic_shapes={{{name!r}: {{{dim}: "
                       f"{divisor} * torch.export.Dim('n', min=..., max=...)}}}} (on the CLI: --dynamic "
                       f"{name}:{dim}:MIN:MAX:n*{divisor}, MIN and MAX the sizes' range), whatever torch's own "
                       "suggestion above leaves open (a max of oo: aotcuda's lowering may need a finite one).")
-    if "Suggested fixes" in text_kept:
+    if "Suggested fixes" in text_kept and not fixed:
         advice.append("Adjust dynamic_shapes (or the CLI's --dynamic) as suggested, or change the model.")
-    elif divisor is None and not specialized:  # a constant is no guard to narrow to: export_hints' note says why
+    elif divisor is None and not specialized and not fixed:  # a constant is no guard to narrow to: export_hints' note says why
         advice.append("Narrow or change the dynamic_shapes ranges (or the CLI's --dynamic) so that the guard above "
                       "holds over them, or change the model.")
     return "\n".join([text_kept, *advice])
+
+
+_SPECIALIZED_VALUE = re.compile(r"for (\w+) = L\['(\w+)'\]\.size\(\)\[(\d+)\] resulted in a specialized value of (-?\d+)")
+_CONSTANT_FIX = re.compile(r"^\s+(\w+) = (-?\d+)\s*$", re.MULTILINE)
+_DIM_OF = re.compile(r"values of (\w+) = L\['(\w+)'\]\.size\(\)\[(\d+)\]")
+
+
+def _sizes_fixed(text: str) -> list[tuple[str, str, int | None, int]]:
+    """(torch's Dim name, input, dim, value) of each dynamic size torch says the model fixes: "solving the guards
+    generated for H = L['x'].size()[2] resulted in a specialized value of 32", or a suggested fix ``H = 32``
+    (the input and dim from the guard lines where they name it, else None)."""
+    found = {dim_name: (dim_name, arg, int(dim), int(value))
+             for dim_name, arg, dim, value in _SPECIALIZED_VALUE.findall(text)}
+    fixes = text.partition("Suggested fixes:")[2]
+    where = {dim_name: (arg, int(dim)) for dim_name, arg, dim in _DIM_OF.findall(text)}
+    for dim_name, value in _CONSTANT_FIX.findall(fixes):
+        if dim_name not in found:
+            arg, dim = where.get(dim_name, (None, None))
+            found[dim_name] = (dim_name, arg, dim, int(value))
+    return list(found.values())
+
+
+def _fixed_size_advice(dim_name: str, arg: str | None, dim: int | None, value: int) -> str:
+    where = f" (input {arg!r}, dim {dim})" if arg is not None else ""
+    cli = f" (on the CLI: no --dynamic for {arg}:{dim})" if arg is not None else ""
+    return (f"The model fixes {dim_name}{where} to {value}: its guards hold at that size alone, so no dynamic range "
+            f"(and no multiple of a Dim) fits it. Keep that size static: drop it from dynamic_shapes{cli} and lower "
+            f"at {value}; or change the line of the model that fixes it: the guards above show what the size is compared "
+            f"with (an if on the size, a window clamped to it such as min(window, {dim_name})).")
 
 
 _ZERO_ONE_SPECIALIZED = re.compile(r"your code specialized it to be a constant \((\d+)\)")

@@ -74,6 +74,13 @@ _SORTED_SEARCH = (
     "count the boundaries, which is generated code: (x[..., None] > boundaries).sum(-1) for right=False, >= for "
     "right=True")
 
+_EMBEDDING_RENORM = (
+    "nn.Embedding(max_norm=...) (F.embedding with max_norm) renormalises the rows it looks up in the weight, in "
+    "place, on every call, in eval mode too; Inductor has no code for that write. Renormalise the weight once and "
+    "drop max_norm before lowering: with torch.no_grad(): w = emb.weight; w.mul_((emb.max_norm / "
+    "w.norm(p=emb.norm_type, dim=1, keepdim=True).clamp_min(1e-7)).clamp(max=1)); then emb.max_norm = None "
+    "(the rows a call looks up then come out as eager's)")
+
 KNOWN_FIXES = {
     "transformers::grouped_mm_fallback": (
         "transformers' MoE experts call it for non-bfloat16 weights under export; build the model with "
@@ -89,6 +96,9 @@ KNOWN_FIXES = {
     "masked_select": _DATA_DEPENDENT_SIZE.format(op="masked_select"),
     "bucketize": _SORTED_SEARCH.format(op="bucketize"),
     "searchsorted": _SORTED_SEARCH.format(op="searchsorted"),
+    # The fifth new user's nn.Embedding(max_norm=1.0) (2026-12-06): only "rewrite that line", max_norm not named.
+    "aten::embedding_renorm": _EMBEDDING_RENORM,
+    "embedding_renorm": _EMBEDDING_RENORM,
     "scatter_reduce_two_out": (
         "on the CPU Inductor calls this kernel for scatter_add_ and scatter_reduce (every reduce); a sum along dim 0 "
         "written as index_add_(0, index, source) with a 1-d index is generated code; its C shim runs in aotcuda.load, "

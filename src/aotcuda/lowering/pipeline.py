@@ -84,6 +84,7 @@ from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.result import GraphPass, PassResult
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
 from aotcuda.regular_files import open_regular
+from aotcuda.runtime import named_tuples
 from aotcuda.runtime.libraries import mark_owned, marked_owner_gone
 from aotcuda.runtime.package import proxy_executor_ops
 
@@ -484,11 +485,13 @@ def _make_outputs_serializable(ep: ExportedProgram) -> None:
     An AOTI package stores the output pytree spec as JSON, which needs a registered serialization name
     for every container type. torch's named tuples (``torch.return_types.topk`` from ``return
     torch.topk(x, k)``, ...) have none in torch 2.11-2.14, so packaging would fail. Such a program
-    returns the same tensors, in order, as a plain tuple instead.
+    returns the same tensors, in order, as a plain tuple instead. A user's namedtuple is stored by its name and
+    field names instead, and comes back as a namedtuple (runtime/named_tuples.py), its containers kept.
     """
     signature = ep.module_call_graph[0].signature
     if signature is None:
         return
+    signature.out_spec = named_tuples.storable(signature.out_spec)
     try:
         pytree.treespec_dumps(signature.out_spec)
     except (NotImplementedError, TypeError):

@@ -30,6 +30,7 @@ import warnings
 import torch.utils._pytree as pytree
 
 from aotcuda.errors import PackageError
+from aotcuda.runtime import named_tuples  # noqa: F401 - registers the stored namedtuple node type before a spec is read
 from aotcuda.package_format import check_json_bounds, load_json
 
 # torch's own container types (builtins.tuple, collections.OrderedDict, ...): always registered, never recorded.
