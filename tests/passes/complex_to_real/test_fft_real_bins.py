@@ -57,3 +57,41 @@ def test_angle_of_dynamic_length_transform_matches_eager_at_bin_0():
         got, want = new.module()(x), module(x)
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
         assert torch.equal(got[..., 0], want[..., 0])
+
+
+def _masks_of(ep, spectrum_shape):
+    """The where nodes that write a whole spectrum pair (the real bins' mask; other rules' wheres are scalars)."""
+    return [n for n in ep.graph.nodes if n.op == "call_function" and n.target is torch.ops.aten.where.self
+            and tuple(n.meta["val"].shape) == spectrum_shape]
+
+
+def test_a_spectrum_only_transforms_or_magnitudes_read_is_left_as_summed():
+    """irfft(rfft(x)·w) and abs(rfft(x)) read no zero's sign: no mask stands between the r2c and them (it
+    would hide the r2c from the spectral fusions and cost a pass through memory); the results match eager."""
+    w = torch.randn(5)
+
+    def fn(x):
+        spectrum = torch.fft.rfft(x)
+        return torch.fft.irfft(spectrum * w / 2, n=9) + spectrum.abs().sum(-1, keepdim=True)
+
+    module = ComplexFn(fn, 0)
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (torch.randn(3, 9),)))
+    assert not _masks_of(new, (3, 5, 2))
+    x = torch.randn(3, 9) - 3
+    torch.testing.assert_close(new.module()(x), module(x), atol=1e-5, rtol=1e-5)
+
+
+def test_a_spectrum_a_transform_and_angle_both_read_has_its_real_bins_set():
+    def fn(x):
+        spectrum = torch.fft.rfft(x)
+        return torch.fft.irfft(spectrum * 2, n=7), spectrum.angle()
+
+    module = ComplexFn(fn, 0)
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (torch.randn(3, 7),)))
+    assert _masks_of(new, (3, 4, 2))
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x = torch.randn(3, 7) - 3
+        (filtered, angles), (want_filtered, want_angles) = new.module()(x), module(x)
+        torch.testing.assert_close(filtered, want_filtered, atol=1e-5, rtol=1e-5)
+        assert torch.equal(angles[..., 0], want_angles[..., 0])

@@ -42,6 +42,7 @@ from aotcuda.passes.complex_to_real.scan import (
 from aotcuda.passes.complex_to_real.spectral.transform import kernel_forms
 from aotcuda.passes.complex_to_real.spectral.filter import fuse_filters
 from aotcuda.passes.complex_to_real.spectral.product import fuse_products
+from aotcuda.passes.complex_to_real.spectral.real_bins import left_as_summed, only_transforms_read
 from aotcuda.passes.complex_to_real.spectral.window import fuse_windows
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
 from aotcuda.passes.complex_to_real.symbols import track_symbols
@@ -168,6 +169,9 @@ class _PairInterpreter(torch.fx.Interpreter):
             if n in self.plan.in_float32:
                 rule = in_float32(rule)
             args, kwargs = self.fetch_args_kwargs_from_env(n)
+            if n.target is torch.ops.aten._fft_r2c.default and only_transforms_read(n):
+                with left_as_summed():  # not reused: an r2c that another use reads as it is must set its bins
+                    return self._run_rule(n, rule, args, kwargs)
             return self.results.reuse_or_run(n.target, args, kwargs, lambda: self._run_rule(n, rule, args, kwargs))
         if n.op == "call_function" and self.speedups and self._inputs_unchanged(n):
             return self._copy_unchanged(n)

@@ -27,9 +27,8 @@ onesided r2c keeps the n//2 + 1 non-negative frequencies; c2r rebuilds the negat
 symmetry (the imaginary parts of bins 0 and n/2 drop out, as in pocketfft).
 A real input's bins that are real by symmetry (index 0, or n/2 for an even n, along every transformed
 dim) get imaginary part +0.0 after the transform, as pocketfft and cuFFT give them: the forms' sums
-can end in −0.0 there, and angle() or log().imag of a negative DC bin would then be −π, not +π
-(not on the Triton form, aotcuda::fft_rows, whose result the fusions after the rewrite match: it gives +0.0
-there already, in Triton's interpreter: tests/kernels/test_fft_rows_kernel.py).
+can end in −0.0 there, and angle() or log().imag of a negative DC bin would then be −π, not +π; a spectrum
+that reaches transforms only is left as summed (spectral/real_bins.py says why).
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, real_dtype
 from aotcuda.passes.complex_to_real.registry import register
+from aotcuda.passes.complex_to_real.spectral.real_bins import with_plus_zero
 from aotcuda.passes.complex_to_real.spectral import dynamic
 from aotcuda.passes.complex_to_real.spectral import transform as spectral
 
@@ -131,24 +131,7 @@ def fft_r2c(out, x, dim, normalization, onesided):
     else:
         result = Pair(dynamic.r2c(x.movedim(last, -1), bins, scale).movedim(-2, last))
     result = _c2c_dims(result, first, False, 1.0) if first else result
-    if _static(n) and spectral.kernel_form(x, last, n, "r2c"):
-        # Not on the Triton form: the fusions after the rewrite (stft's window, a filter's r2c·w→c2r
-        # convolution) match the aotcuda::fft_rows op's own result, which a where() in between would hide.
-        return result
-    return _real_bins_with_plus_zero(result, [d % x.dim() for d in dim], [x.shape[d] for d in dim])
-
-
-def _real_bins_with_plus_zero(result: Pair, dims, sizes) -> Pair:
-    """result with imaginary part +0.0 where every transformed index k is 0 or n/2: those bins of a
-    real input's DFT are real by symmetry, and eager writes them as (x, +0.0) (see the module docstring)."""
-    t = result.t
-    mask = (torch.arange(2, device=t.device) == 1).view(*[1] * result.ndim, 2)  # the imaginary part
-    for d, n in zip(dims, sizes):
-        k = torch.arange(t.shape[d], device=t.device)
-        shape = [1] * (result.ndim + 1)
-        shape[d] = -1
-        mask = mask & ((k == 0) | (k * 2 == n)).view(shape)
-    return Pair(torch.where(mask, 0.0, t))
+    return with_plus_zero(result, [d % x.dim() for d in dim], [x.shape[d] for d in dim])
 
 
 @register(aten._fft_c2r.default, refuses=refuses_dynamic)

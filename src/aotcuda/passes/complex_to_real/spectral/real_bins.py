@@ -1,0 +1,78 @@
+"""A real input's bins that are real by symmetry, written as eager writes them: imaginary part +0.0.
+
+The DFT of a real row is Hermitian: bin 0, and bin n/2 for an even n, are real. pocketfft and cuFFT write
+them as (x, +0.0); the rewrite's forms (the kernels, Stockham stages, the GEMM plan, Bluestein) sum their way
+there and can end in −0.0 (an odd n, a negative sum) or in a rounding residue. angle() and log().imag read
+that sign: −π where eager gives +π, a silent wrong phase at half of all random rows (a new user's trial,
+session 34). So fft_r2c sets those bins' imaginary part to +0.0 after the transform (`with_plus_zero`).
+
+The set is an elementwise pass with a mask, which stands between the r2c and what reads it: before another
+transform (a filter irfft(rfft(x)·w), FreeU's masked ifftn) it would hide the r2c node from the spectral fusions
+(spectral/product.py, spectral/filter.py) and cost a pass through memory, for bins whose imaginary parts the
+next transform drops (c2r) or sums with rounding noise of its own (c2c). `only_transforms_read` tells, from
+the original graph, an r2c whose spectrum reaches only transforms or abs (a magnitude), through linear elementwise
+ops and views;
+the rewrite runs its rule under `left_as_summed()`, which skips the set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+import torch
+
+from aotcuda.passes.complex_to_real.pair import Pair
+
+aten = torch.ops.aten
+_SET = contextvars.ContextVar("aotcuda_real_bins_set", default=True)
+# Readers for which a zero's sign or a rounding residue in an imaginary part is rounding noise: transforms, and
+# abs (a magnitude: Whisper's stft power).
+_INSENSITIVE = {aten._fft_c2r.default, aten._fft_c2c.default, aten.abs.default}
+# Ops that carry a spectrum to a transform unchanged but for a linear map of its values or their layout: the
+# sign of a zero imaginary part, or its rounding residue, reaches the transform as rounding noise only.
+_LINEAR = {aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.add.Tensor, aten.sub.Tensor,
+           aten.neg.default, aten.clone.default, aten.alias.default, aten.view.default, aten._unsafe_view.default,
+           aten.reshape.default, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
+           aten.expand.default, aten.permute.default, aten.slice.Tensor, aten.constant_pad_nd.default}
+
+
+def only_transforms_read(node: torch.fx.Node) -> bool:
+    """Whether every use of node's value ends in an FFT (_fft_c2r, _fft_c2c) or abs through _LINEAR ops only."""
+    seen, frontier = set(), [node]
+    while frontier:
+        current = frontier.pop()
+        for user in current.users:
+            if user in seen:
+                continue
+            seen.add(user)
+            if user.op != "call_function" or (user.target not in _INSENSITIVE and user.target not in _LINEAR):
+                return False
+            if user.target in _LINEAR:
+                frontier.append(user)
+    return True
+
+
+@contextlib.contextmanager
+def left_as_summed():
+    """Run an r2c rule without the set (its spectrum reaches transforms only: only_transforms_read)."""
+    token = _SET.set(False)
+    try:
+        yield
+    finally:
+        _SET.reset(token)
+
+
+def with_plus_zero(result: Pair, dims: list[int], sizes: list[int]) -> Pair:
+    """result ([..., 2] pair of a real input's transform over `dims` of lengths `sizes`) with imaginary part
+    +0.0 where every transformed index k is 0 or n/2, unless the rule runs under left_as_summed()."""
+    if not _SET.get():
+        return result
+    t = result.t
+    mask = (torch.arange(2, device=t.device) == 1).view(*[1] * result.ndim, 2)  # the imaginary part
+    for d, n in zip(dims, sizes):
+        k = torch.arange(t.shape[d], device=t.device)
+        shape = [1] * (result.ndim + 1)
+        shape[d] = -1
+        mask = mask & ((k == 0) | (k + k == n)).view(shape)
+    return Pair(torch.where(mask, 0.0, t))
