@@ -499,3 +499,20 @@ def test_an_index_modulo_the_size_of_its_dim_needs_no_check():
         assert ("idx" not in unchecked) == checked, (type(module).__name__, unchecked)
         if not checked:
             assert "bounded on the way to [0, s" in unchecked["idx"][0], unchecked
+
+
+def test_an_index_modulo_a_data_dependent_size_stays_unchecked():
+    """`t[idx % n]` with `n = k.item()` and `t` of n rows (break-new, 2026-12-06): the remainder rule took any SymInt
+    as a positive size, so idx was said checked; but u0 may be 0 at a call (eager: ZeroDivisionError), and the
+    divisor check leaves data-dependent sizes out (signature.size_divisors): the index stays unchecked."""
+    class Narrowed(torch.nn.Module):
+        def forward(self, w, idx, k):
+            n = k.item()
+            torch._check(n >= 0)
+            torch._check(n <= w.shape[0])
+            return w.narrow(0, 0, n)[idx % n]
+
+    ep = torch.export.export(Narrowed(), (torch.randn(8, 3), torch.tensor([0, 7, 3]), torch.tensor(5)))
+    unchecked: dict = {}
+    index_ranges(ep, ["idx", "k"], unchecked)
+    assert "idx" in unchecked, unchecked

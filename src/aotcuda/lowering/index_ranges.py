@@ -292,9 +292,12 @@ def _bounds_of(node: torch.fx.Node) -> tuple | None:
 
 def _size_value(node: torch.fx.Node) -> sympy.Expr | None:
     """The expression of a size node (``sym_size``: a SymInt value) as sympy, its symbols positive as sizes are; None
-    for any other node."""
+    for any other node, and for one over a data-dependent size (``k.item()``: u0 may be 0 at a call, and no divisor check
+    covers it, signature.size_divisors)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
     value = node.meta.get("val")
-    if not isinstance(value, torch.SymInt):
+    if not isinstance(value, torch.SymInt) or free_unbacked_symbols(value):
         return None
     expr = sympy.sympify(expression_of(value))
     return expr.xreplace({symbol: sympy.Symbol(str(symbol), positive=True, integer=True)
