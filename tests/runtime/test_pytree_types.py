@@ -219,3 +219,20 @@ def test_a_namedtuple_of_an_importable_module_is_its_own_class_in_a_fresh_proces
                             timeout=600, env=env)
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert loaded.stdout.strip().splitlines()[-1] == "True 2"
+
+
+def test_a_namedtuple_of_a_module_under_a_script_module_does_not_end_the_process():
+    """A stored namedtuple's module ``unittest.__main__.x`` (break-new, 2026-12-06): only a last part ``__main__`` was
+    kept from import, but importing ``a.__main__.b`` imports ``a.__main__`` first, and unittest's main ran and exited
+    the loading process ("Ran 0 tests"). No module with a ``__main__`` part is imported: the namedtuple is made from
+    its stored fields."""
+    script = textwrap.dedent("""
+        import json
+        from aotcuda.runtime import named_tuples
+        cls = named_tuples._from_context(json.dumps({"module": "unittest.__main__.x", "name": "X", "fields": ["a"]}))
+        print("still running", cls._fields)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.path.abspath("src")}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0 and run.stdout.strip().splitlines()[-1:] == ["still running ('a',)"], \
+        run.stdout + run.stderr

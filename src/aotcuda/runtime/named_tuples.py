@@ -69,11 +69,13 @@ def _class(module: str, name: str, fields: tuple[str, ...]) -> type:
 
 def _defined(module: str, name: str):
     """The object ``module.name`` names: only through module and class dicts, importing ``module`` only where it is
-    not a ``__main__`` (``__main__`` is the running script, not the lowering's; ``unittest.__main__`` runs tests)."""
+    not a ``__main__`` nor under one (``__main__`` is the running script, not the lowering's; ``unittest.__main__``
+    runs tests)."""
     if "<locals>" in name:
         return None
     found = sys.modules.get(module)
-    if found is None and module.rpartition(".")[2] != "__main__":  # a __main__ module runs a program at import
+    # a __main__ module runs a program at import, and importing a.__main__.b imports a.__main__ first
+    if found is None and "__main__" not in module.split("."):
         try:
             found = importlib.import_module(module)
         except Exception:  # noqa: BLE001 - not importable here: the namedtuple is made from its fields
