@@ -200,8 +200,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "Ray it starts", "when the proxy starts"),
     Switch("AOTCUDA_SERVE_ALLOWED_ORIGINS", None, "web origins, comma-separated (`scheme://host[:port]`), whose "
            "pages may send requests to `aotcuda serve`: a request with any other `Origin` header (a browser adds it "
-           "to every cross-origin request and every POST) is refused 403 (serving/web_pages.py); `*`: any origin. "
-           "`aotcuda serve` passes it on to the Ray it starts", "when the proxy starts"),
+           "to every cross-origin request and every POST) is refused 403 (serving/web_pages.py); `*`: any origin; "
+           "an entry that is no origin stops serve, named. `aotcuda serve` passes it on to the Ray it starts", "when the proxy starts"),
 )}
 
 

@@ -23,6 +23,7 @@ proxy = pytest.importorskip("aotcuda.serving.proxy")
 from aotcuda.serving import deployment  # noqa: E402 - after the skip: it needs Ray Serve
 from starlette.responses import PlainTextResponse, Response  # noqa: E402
 from aotcuda.serving.codec import LateBodyError, SlowBodyError  # noqa: E402
+from aotcuda.errors import SwitchError  # noqa: E402
 
 
 class Recorder:
@@ -1114,3 +1115,18 @@ def test_a_content_length_that_is_not_a_number_gets_an_answer_that_says_so(monke
             while chunk := client.recv(4096):
                 answer += chunk
         assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok"), answer
+
+
+def test_an_allowed_origin_is_read_as_a_browser_sends_it_and_a_malformed_one_is_named(monkeypatch):
+    """AOTCUDA_SERVE_ALLOWED_ORIGINS (break-new, 2026-12-06): an entry without a scheme (``app.example``), with a path
+    (``https://app.example/app``) or with a user matched no Origin a browser sends, so every request of the page it
+    meant was refused 403 with no word of the switch's entry; a default port (``:443``) and an international domain
+    were compared as written, where a browser leaves the one out and sends the other as xn--. Now those are read as a
+    browser sends them, and an entry that is no origin stops serve, named with the fix."""
+    monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", "https://App.example:443/, http://bücher.example, null")
+    assert proxy.proxy_environment(5.0, 100)["AOTCUDA_SERVE_ALLOWED_ORIGINS"] == \
+        "http://xn--bcher-kva.example,https://app.example,null"
+    for entry in ("app.example", "https://app.example/app", "http://user@app.example", "http://app.example:99999"):
+        monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", f"https://ok.example,{entry}")
+        with pytest.raises(SwitchError, match=r"AOTCUDA_SERVE_ALLOWED_ORIGINS holds .*scheme://host\[:port\]"):
+            proxy.proxy_environment(5.0, 100)

@@ -286,8 +286,41 @@ def answers_while_stopping(scope, send):
 
 
 def allowed_origins() -> frozenset[str]:
-    """AOTCUDA_SERVE_ALLOWED_ORIGINS' origins as web_pages.origin_refusal compares them (no final slash)."""
-    return frozenset(origin.rstrip("/") for origin in switches.names(ALLOWED_ORIGINS_VARIABLE))
+    """AOTCUDA_SERVE_ALLOWED_ORIGINS' origins as web_pages.origin_refusal compares them (no final slash, no default
+    port: a browser's Origin names neither). Raises SwitchError naming an entry that is not an origin
+    (scheme://host[:port], ``null`` or ``*``): ``app.example`` or ``https://app.example/app`` matched no Origin a
+    browser sends, and every request of the page it meant was refused 403."""
+    return frozenset(_origin_entry(origin) for origin in switches.names(ALLOWED_ORIGINS_VARIABLE))
+
+
+def _origin_entry(entry: str) -> str:
+    from urllib.parse import urlsplit
+
+    from aotcuda.errors import SwitchError
+
+    origin = entry.rstrip("/")
+    if origin in ("*", "null"):
+        return origin
+    try:
+        parts = urlsplit(origin)
+        port = parts.port
+    except ValueError:
+        parts = port = None
+    if (parts is None or not parts.scheme or "://" not in origin or not parts.hostname or parts.path or parts.query
+            or parts.fragment or "@" in parts.netloc or any(c.isspace() for c in origin)):
+        raise SwitchError(f"{ALLOWED_ORIGINS_VARIABLE} holds {entry[:100]!r}, which is not a web page's origin: write "
+                          "each as scheme://host[:port] (https://app.example, http://localhost:3000), without a path, "
+                          "separated by commas; null for sandboxed frames and file:// pages, * for any")
+    if not origin.isascii():  # a browser's Origin names an international domain in its ASCII form (xn--...)
+        try:
+            ascii_host = parts.hostname.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise SwitchError(f"{ALLOWED_ORIGINS_VARIABLE} holds {entry[:100]!r}, whose host is not a domain name "
+                              "a browser can send: write it in its ASCII form (xn--...)") from None
+        origin = origin.replace(parts.hostname, ascii_host, 1)
+    if port is not None and {"http": 80, "https": 443}.get(parts.scheme) == port:
+        origin = origin.rsplit(":", 1)[0]  # a browser leaves the scheme's default port out of Origin
+    return origin
 
 
 def without_ray_controls(headers) -> list:
