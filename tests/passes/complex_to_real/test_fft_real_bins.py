@@ -21,6 +21,10 @@ CASES = {
     "rfft2 6x8": (lambda x: torch.fft.rfft2(x).angle(), (6, 8)),
     "fft2 5x7 of real": (lambda x: torch.fft.fft2(x).angle(), (5, 7)),
     "rfftn 3x6x9 ortho": (lambda x: torch.fft.rfftn(x, norm="ortho").angle(), (3, 6, 9)),
+    # a real tensor over every dim: exported as a cast to complex and a c2c (break-new, 2026-12-06: -π at (2, 0, 3))
+    "fftn 4x1x6 of real": (lambda x: torch.fft.fftn(x).angle(), (4, 1, 6)),
+    "ifftn 4x6 of real": (lambda x: torch.fft.ifftn(x).angle(), (4, 6)),
+    "fftn dims 0, 2 of real": (lambda x: torch.fft.fftn(x.to(torch.complex64), dim=(0, 2)).angle(), (4, 3, 6)),
 }
 _CPU_FORMS = {"kernel": "1", "stages": "0"}
 
@@ -95,3 +99,21 @@ def test_a_spectrum_a_transform_and_angle_both_read_has_its_real_bins_set():
         (filtered, angles), (want_filtered, want_angles) = new.module()(x), module(x)
         torch.testing.assert_close(filtered, want_filtered, atol=1e-5, rtol=1e-5)
         assert torch.equal(angles[..., 0], want_angles[..., 0])
+
+
+def test_freeus_filter_of_a_real_tensor_has_no_mask_and_the_fftn_of_a_real_tensor_read_by_angle_has_one():
+    """fftn of a real tensor exports as a cast to complex and a c2c; read by angle, its real bins are set (break-new,
+    2026-12-06: −π at (2, 0, 3) of a 4x1x6 fftn where eager gives +π). FreeU's filter (fftn, fftshift, a mask,
+    ifftshift, ifftn) reads the spectrum through transforms only: no mask stands before the filter's fusion."""
+    def freeu(x):
+        shifted = torch.fft.fftshift(torch.fft.fftn(x, dim=(-2, -1)), dim=(-2, -1)) * 0.5
+        return torch.fft.ifftn(torch.fft.ifftshift(shifted, dim=(-2, -1)), dim=(-2, -1)).real
+
+    module = ComplexFn(freeu, 0)
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (torch.randn(2, 4, 8, 8),)))
+    assert not _masks_of(new, (2, 4, 8, 8, 2))
+    x = torch.randn(2, 4, 8, 8)
+    torch.testing.assert_close(new.module()(x), module(x), atol=1e-5, rtol=1e-5)
+    module = ComplexFn(lambda x: torch.fft.fftn(x).angle(), 0)
+    new = ReplaceComplexWithRealPass(strict=True)(export(module, (torch.randn(4, 1, 6),)))
+    assert _masks_of(new, (4, 1, 6, 2))

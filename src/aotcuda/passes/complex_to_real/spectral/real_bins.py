@@ -34,7 +34,8 @@ _INSENSITIVE = {aten._fft_c2r.default, aten._fft_c2c.default, aten.abs.default}
 _LINEAR = {aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.add.Tensor, aten.sub.Tensor,
            aten.neg.default, aten.clone.default, aten.alias.default, aten.view.default, aten._unsafe_view.default,
            aten.reshape.default, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
-           aten.expand.default, aten.permute.default, aten.slice.Tensor, aten.constant_pad_nd.default}
+           aten.expand.default, aten.permute.default, aten.slice.Tensor, aten.constant_pad_nd.default,
+           aten.index_select.default}  # index_select: fftshift (FreeU: fftn, fftshift, a mask, ifftshift, ifftn)
 
 
 def only_transforms_read(node: torch.fx.Node) -> bool:
@@ -51,6 +52,17 @@ def only_transforms_read(node: torch.fx.Node) -> bool:
             if user.target in _LINEAR:
                 frontier.append(user)
     return True
+
+
+def of_real_input(node: torch.fx.Node) -> bool:
+    """Whether a c2c node transforms a real tensor cast to complex (``torch.fft.fftn(x)`` of a real x over every dim
+    exports as ``_to_copy`` then ``_fft_c2c``): its bins real by symmetry are +0.0 in eager too."""
+    source = node.args[0] if node.args else None
+    if not (isinstance(source, torch.fx.Node) and source.op == "call_function"
+            and source.target is aten._to_copy.default and source.args and isinstance(source.args[0], torch.fx.Node)):
+        return False
+    value = source.args[0].meta.get("val")
+    return isinstance(value, torch.Tensor) and not value.is_complex()
 
 
 @contextlib.contextmanager
