@@ -2294,3 +2294,15 @@ def test_torch_refusing_its_environment_is_one_error_line():
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.startswith("error: torch cannot be imported: ValueError: Invalid log settings: garbage!!")
     assert len(done.stderr.splitlines()) == 2 and "hint: torch reads its environment" in done.stderr
+
+
+def test_torch_refusing_its_environment_beside_a_malformed_debug_switch_is_two_error_lines():
+    """`TORCH_LOGS=garbage AOTCUDA_DEBUG=garbage aotcuda --help` (break-new, 2026-12-06): reading AOTCUDA_DEBUG inside
+    the handler of torch's import raised SwitchError there, and two tracebacks came out. Now each is one line."""
+    env = {**os.environ, "TORCH_LOGS": "garbage!!", "AOTCUDA_DEBUG": "garbage", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "aotcuda", "--help"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("error: AOTCUDA_DEBUG='garbage' is not a flag"), lines
+    assert lines[1].startswith("error: torch cannot be imported: ValueError: Invalid log settings: garbage!!"), lines

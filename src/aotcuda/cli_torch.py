@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import sys
 
-from aotcuda.errors import clipped
+from aotcuda.errors import SwitchError, clipped
 from aotcuda.switches import flag
 
 try:
     import torch  # noqa: F401 - imported for its side effect, here where its failure is named
 except Exception as exc:  # noqa: BLE001 - whatever torch's import raises, said once
-    if flag("AOTCUDA_DEBUG"):
+    try:
+        debug, bad_switch = flag("AOTCUDA_DEBUG"), ""
+    except SwitchError as bad:  # said beside torch's error, not as a second traceback
+        debug, bad_switch = False, f"error: {bad}\n"
+    if debug:
         raise
+    sys.stderr.write(bad_switch)
     said = " ".join(str(exc).split())  # torch's lines (and its list of valid settings) as one
     sys.stderr.write(f"error: torch cannot be imported: {type(exc).__name__}: {clipped(said, 600)}\n"
                      "hint: torch reads its environment as it imports: fix or unset the variable it names (TORCH_LOGS, "
