@@ -585,8 +585,6 @@ def test_a_directory_declared_over_zeros_is_refused_before_zipfile_reads_it_into
     `aotcuda inspect`, load and serve's digest before "Bad magic number for central directory" (64 GiB: the OOM
     killer); written zeros (or fallocated ones) the same, a byte of memory a byte of file. Now the file's blocks are
     judged first (a sparse file) and the records must fill the declared size: refused having read a few bytes."""
-    import tracemalloc
-
     from aotcuda.runtime.package_checks import package_sha256
 
     path = _declared_directory(tmp_path / "directory.pt2", (256 if hole else 64) << 20, hole)
@@ -594,6 +592,17 @@ def test_a_directory_declared_over_zeros_is_refused_before_zipfile_reads_it_into
             r"directory\.pt2': its directory declares 67,108,864 bytes, but its records end after 0: it is damaged or "
             r"hostile \(zipfile would read all of it into memory before finding so\); nothing was read")
     limits = ArchiveLimits()  # a directory past 4.6 MB (46 bytes for each entry a package may have) is judged first
+    _refused_within_8_mib(path, limits, says)
+    if hole:  # the default limits, and serve's digest
+        with pytest.raises(PackageError, match=says):
+            package_sha256(path)
+
+
+
+def _refused_within_8_mib(path, limits, says: str) -> None:
+    """describe_package and load both refuse path (PackageError matching `says`), each under 8 MiB of memory."""
+    import tracemalloc
+
     for read in (lambda: describe_package(path, limits=limits), lambda: aotcuda.load(path, limits=limits)):
         tracemalloc.start()
         try:
@@ -603,10 +612,6 @@ def test_a_directory_declared_over_zeros_is_refused_before_zipfile_reads_it_into
         finally:
             tracemalloc.stop()
         assert peak < 8 << 20, peak
-    if hole:  # the default limits, and serve's digest
-        with pytest.raises(PackageError, match=says):
-            package_sha256(path)
-
 
 @pytest.mark.parametrize("hole", [True, False])
 def test_a_directory_declared_over_zeros_is_refused_with_the_entry_limit_lifted(twice_pt2, tmp_path, hole):
@@ -614,21 +619,11 @@ def test_a_directory_declared_over_zeros_is_refused_with_the_entry_limit_lifted(
     declaring a 256 MiB directory took 256 MiB of memory in describe_package and load before "Bad magic number" (the
     file-system breaker, 2026-12-06). Zeros are no records whatever the count: still refused having read a few
     bytes; a package's own directory is read as before."""
-    import tracemalloc
-
     path = _declared_directory(tmp_path / "directory.pt2", (256 if hole else 64) << 20, hole)
     says = (r"directory\.pt2' is a sparse file: 256\.0 MiB" if hole else
             r"directory\.pt2': its directory declares 67,108,864 bytes, but its records end after 0")
     limits = ArchiveLimits(max_entries=0)
-    for read in (lambda: describe_package(path, limits=limits), lambda: aotcuda.load(path, limits=limits)):
-        tracemalloc.start()
-        try:
-            with pytest.raises(PackageError, match=says):
-                read()
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-        assert peak < 8 << 20, peak
+    _refused_within_8_mib(path, limits, says)
     assert describe_package(twice_pt2, limits=limits)
 
 
