@@ -598,7 +598,6 @@ def test_a_directory_declared_over_zeros_is_refused_before_zipfile_reads_it_into
             package_sha256(path)
 
 
-
 def _refused_within_8_mib(path, limits, says: str) -> None:
     """describe_package and load both refuse path (PackageError matching `says`), each under 8 MiB of memory."""
     import tracemalloc
