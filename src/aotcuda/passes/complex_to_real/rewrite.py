@@ -42,8 +42,7 @@ from aotcuda.passes.complex_to_real.scan import (
 from aotcuda.passes.complex_to_real.spectral.transform import kernel_forms
 from aotcuda.passes.complex_to_real.spectral.filter import fuse_filters
 from aotcuda.passes.complex_to_real.spectral.product import fuse_products
-from aotcuda.passes.complex_to_real.spectral.real_bins import (left_as_summed, of_real_input, only_transforms_read,
-                                                                 with_plus_zero)
+from aotcuda.passes.complex_to_real.spectral.real_bins import as_eager_writes
 from aotcuda.passes.complex_to_real.spectral.window import fuse_windows
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
 from aotcuda.passes.complex_to_real.symbols import track_symbols
@@ -170,17 +169,8 @@ class _PairInterpreter(torch.fx.Interpreter):
             if n in self.plan.in_float32:
                 rule = in_float32(rule)
             args, kwargs = self.fetch_args_kwargs_from_env(n)
-            if n.target is torch.ops.aten._fft_r2c.default and only_transforms_read(n):
-                with left_as_summed():  # not reused: an r2c that another use reads as it is must set its bins
-                    return self._run_rule(n, rule, args, kwargs)
             result = self.results.reuse_or_run(n.target, args, kwargs, lambda: self._run_rule(n, rule, args, kwargs))
-            if (n.target is torch.ops.aten._fft_c2c.default and isinstance(result, Pair) and of_real_input(n)
-                    and not only_transforms_read(n)):
-                # fftn of a real tensor (a cast to complex, then a c2c): its real bins too (masked here, per node:
-                # a c2c only transforms read, reused, stays as summed)
-                dims = [d % result.ndim for d in n.args[1]]
-                result = with_plus_zero(result, dims, [result.shape[d] for d in dims])
-            return result
+            return as_eager_writes(n, args, result)  # an FFT's real bins, per node (spectral/real_bins.py)
         if n.op == "call_function" and self.speedups and self._inputs_unchanged(n):
             return self._copy_unchanged(n)
         if n.op != "call_function":

@@ -26,7 +26,7 @@ Dims are handled one at a time (the DFT is separable): the dim moves last, is tr
 onesided r2c keeps the n//2 + 1 non-negative frequencies; c2r rebuilds the negative ones by Hermitian
 symmetry (the imaginary parts of bins 0 and n/2 drop out, as in pocketfft).
 A real input's bins that are real by symmetry (index 0, or n/2 for an even n, along every transformed
-dim) get imaginary part +0.0 after the transform, as pocketfft and cuFFT give them: the forms' sums
+dim) get imaginary part +0.0 after the rule (spectral/real_bins.py, per node), as pocketfft and cuFFT give them: the forms' sums
 can end in −0.0 there, and angle() or log().imag of a negative DC bin would then be −π, not +π; a spectrum
 that reaches transforms only is left as summed (spectral/real_bins.py says why).
 """
@@ -39,7 +39,6 @@ import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair, real_dtype
 from aotcuda.passes.complex_to_real.registry import register
-from aotcuda.passes.complex_to_real.spectral.real_bins import with_plus_zero
 from aotcuda.passes.complex_to_real.spectral import dynamic
 from aotcuda.passes.complex_to_real.spectral import transform as spectral
 
@@ -118,7 +117,7 @@ def fft_c2c(out, x, dim, normalization, forward):
 
 @register(aten._fft_r2c.default, refuses=refuses_dynamic)
 def fft_r2c(out, x, dim, normalization, onesided):
-    """Real-to-complex DFT over `dim` (the last of them one-sided, n//2 + 1 bins, when asked): a real first stage; the bins real by symmetry (0 and n/2 on every dim) have imaginary part +0.0, as in eager."""
+    """Real-to-complex DFT over `dim` (the last of them one-sided, n//2 + 1 bins, when asked): a real first stage (its bins real by symmetry are set to +0.0 after it: spectral/real_bins.py)."""
     x = x.to(real_dtype(out.dtype))
     scale = _scale(normalization, _signal_numel(x.shape[d] for d in dim))
     *first, last = dim
@@ -130,8 +129,7 @@ def fft_r2c(out, x, dim, normalization, onesided):
         result = Pair(_times(spectral.r2c_along(x, last, bins, table_scale), after))
     else:
         result = Pair(dynamic.r2c(x.movedim(last, -1), bins, scale).movedim(-2, last))
-    result = _c2c_dims(result, first, False, 1.0) if first else result
-    return with_plus_zero(result, [d % x.dim() for d in dim], [x.shape[d] for d in dim])
+    return _c2c_dims(result, first, False, 1.0) if first else result
 
 
 @register(aten._fft_c2r.default, refuses=refuses_dynamic)

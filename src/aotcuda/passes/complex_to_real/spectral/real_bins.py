@@ -4,28 +4,24 @@ The DFT of a real row is Hermitian: bin 0, and bin n/2 for an even n, are real. 
 them as (x, +0.0); the rewrite's forms (the kernels, Stockham stages, the GEMM plan, Bluestein) sum their way
 there and can end in −0.0 (an odd n, a negative sum) or in a rounding residue. angle() and log().imag read
 that sign: −π where eager gives +π, a silent wrong phase at half of all random rows (a new user's trial,
-session 34). So fft_r2c sets those bins' imaginary part to +0.0 after the transform (`with_plus_zero`).
+session 34). So the rewrite sets those bins' imaginary part to +0.0 after an r2c's rule, and after a c2c of a real
+tensor cast to complex (fftn of a real x), per node (`as_eager_writes`).
 
 The set is an elementwise pass with a mask, which stands between the r2c and what reads it: before another
 transform (a filter irfft(rfft(x)·w), FreeU's masked ifftn) it would hide the r2c node from the spectral fusions
 (spectral/product.py, spectral/filter.py) and cost a pass through memory, for bins whose imaginary parts the
 next transform drops (c2r) or sums with rounding noise of its own (c2c). `only_transforms_read` tells, from
 the original graph, an r2c whose spectrum reaches only transforms or abs (a magnitude), through linear elementwise
-ops and views;
-the rewrite runs its rule under `left_as_summed()`, which skips the set.
+ops and views, whose result is left as summed.
 """
 
 from __future__ import annotations
-
-import contextlib
-import contextvars
 
 import torch
 
 from aotcuda.passes.complex_to_real.pair import Pair
 
 aten = torch.ops.aten
-_SET = contextvars.ContextVar("aotcuda_real_bins_set", default=True)
 # Readers for which a zero's sign or a rounding residue in an imaginary part is rounding noise: transforms, and
 # abs (a magnitude: Whisper's stft power).
 _INSENSITIVE = {aten._fft_c2r.default, aten._fft_c2c.default, aten.abs.default}
@@ -65,21 +61,23 @@ def of_real_input(node: torch.fx.Node) -> bool:
     return isinstance(value, torch.Tensor) and not value.is_complex()
 
 
-@contextlib.contextmanager
-def left_as_summed():
-    """Run an r2c rule without the set (its spectrum reaches transforms only: only_transforms_read)."""
-    token = _SET.set(False)
-    try:
-        yield
-    finally:
-        _SET.reset(token)
+def as_eager_writes(node: torch.fx.Node, args, result):
+    """The rewritten `result` of FFT node `node` (its rewritten `args`), with its real bins' imaginary part +0.0
+    where eager writes them so and a sign-sensitive op reads them: an r2c, or a c2c of a real tensor cast to complex;
+    any other result as it is."""
+    if not isinstance(result, Pair) or not (node.target is aten._fft_r2c.default or
+                                            (node.target is aten._fft_c2c.default and of_real_input(node))):
+        return result
+    if only_transforms_read(node):
+        return result
+    source = args[0]  # the transformed input: the bin n/2 is of its length (an r2c keeps n // 2 + 1 bins)
+    dims = [d % len(source.shape) for d in args[1]]
+    return with_plus_zero(result, dims, [source.shape[d] for d in dims])
 
 
 def with_plus_zero(result: Pair, dims: list[int], sizes: list[int]) -> Pair:
     """result ([..., 2] pair of a real input's transform over `dims` of lengths `sizes`) with imaginary part
-    +0.0 where every transformed index k is 0 or n/2, unless the rule runs under left_as_summed()."""
-    if not _SET.get():
-        return result
+    +0.0 where every transformed index k is 0 or n/2."""
     t = result.t
     mask = (torch.arange(2, device=t.device) == 1).view(*[1] * result.ndim, 2)  # the imaginary part
     for d, n in zip(dims, sizes):
