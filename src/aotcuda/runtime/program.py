@@ -100,12 +100,8 @@ _thread = threading.get_ident
 _compiling = torch.compiler.is_compiling
 
 
-def _call_outside_dynamo(program, args, kwargs):
-    return torch.compiler.disable(lambda: program(*args, **kwargs))()
-
-
-def _execute_outside_dynamo(program, inputs, outputs):
-    return torch.compiler.disable(lambda: program.execute(inputs, outputs))()
+def _outside_dynamo(call):
+    return torch.compiler.disable(call)()
 
 
 def load(path: str | os.PathLike, *, device: str | torch.device | None = None, cuda_graphs: bool = False,
@@ -331,7 +327,7 @@ class Program:
     def __call__(self, /, *args, **kwargs):  # /: a keyword named self is the call's, refused as any unknown keyword
         """Run on the exported module's arguments; return outputs structured like the module's."""
         if _compiling():  # traced by torch.compile: run outside it (a graph break), as eager calls it
-            return _call_outside_dynamo(self, args, kwargs)
+            return _outside_dynamo(lambda: self(*args, **kwargs))
         if not kwargs and len(args) == self._num_flat_args:
             for arg in args:  # a loop, not all(genexpr): the generator costs more than the checks
                 if not isinstance(arg, _Tensor):
@@ -454,7 +450,7 @@ class Program:
         take turns); ``close()`` waits for the calls in flight.
         """
         if _compiling():  # traced by torch.compile: run outside it (a graph break)
-            return _execute_outside_dynamo(self, inputs, outputs)
+            return _outside_dynamo(lambda: self.execute(inputs, outputs))
         gate = self._gate  # the call gate inline, not `with`: see lifetime.CallGate (a signal's exception)
         calls, thread = gate.calls, _thread()
         calls += (thread,)  # nothing is called from here into the try, so no handler runs in between
