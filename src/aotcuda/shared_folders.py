@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
+import warnings
+
+_PASSED_OVER_SAID: set[str] = set()  # the TMPDIR values already warned of in this process
 
 
 def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
@@ -103,6 +107,41 @@ def temporary_folder_problem(folder: str) -> str | None:
     from aotcuda import switches
 
     return None if switches.flag("AOTCUDA_TRUST_SHARED_FOLDERS") else unsafe_folder(folder, sticky_ok=True)
+
+
+def temporary_folder() -> str:
+    """The temporary folder (``tempfile.gettempdir()``), where load extracts packages and lower() builds and writes
+    them, after ``say_if_tmpdir_passed_over``."""
+    say_if_tmpdir_passed_over()
+    return tempfile.gettempdir()
+
+
+def say_if_tmpdir_passed_over() -> None:
+    """Once per process for each value, a warning where the environment's TMPDIR names a folder Python cannot use
+    (missing, a file, not writable or searchable): Python's tempfile passes over it without a word for /tmp, /var/tmp
+    or the working directory, and torch's Inductor cache follows it there. A user who set TMPDIR to keep packages and
+    builds off a shared or small disk is told that they went elsewhere (the file-system breaker, 2026-12-06)."""
+    wanted = os.environ.get("TMPDIR")
+    if not wanted or wanted in _PASSED_OVER_SAID:
+        return
+    temp = tempfile.gettempdir()
+    reason = _unusable_folder(wanted)
+    if reason and os.path.realpath(wanted) != os.path.realpath(temp):
+        _PASSED_OVER_SAID.add(wanted)
+        warnings.warn(f"aotcuda: TMPDIR={wanted[:200]!r} {reason}, so Python's tempfile uses {temp!r} instead (for "
+                      "extracted packages, builds and Inductor's cache). Make that folder, or set TMPDIR to one you "
+                      "can write", stacklevel=3)
+
+
+def _unusable_folder(folder: str) -> str | None:
+    """Why ``folder`` cannot be a temporary folder for this user, or None: tempfile's own test is a file made there."""
+    if not os.path.lexists(folder):
+        return "does not exist"
+    if not os.path.isdir(folder):
+        return "is not a folder" if os.path.exists(folder) else "is a symbolic link to nothing"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return "is not writable by this user"
+    return None
 
 
 def _own_group(gid: int) -> bool:

@@ -8,6 +8,7 @@ CI runs 40 cycles; the full soak: ``AOTCUDA_LOAD_CYCLES=200 python -m pytest -s 
 
 import gc
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -722,3 +723,35 @@ def test_an_empty_extraction_folder_without_its_owner_file_is_swept_once_old(tmp
         os.utime(folder, (0, time.time() - UNMARKED_GRACE_S - 60))
     assert sweep_dead_folders(str(temp)) == [str(old)]
     assert fresh.exists() and full.exists()
+
+
+def test_a_tmpdir_python_passed_over_is_said_once(twice_pt2, tmp_path, monkeypatch):
+    """Found by the file-system breaker (2026-12-06): a TMPDIR naming a missing folder, a file or a folder this user
+    cannot write was passed over by Python's tempfile for /tmp without a word, and load extracted there (a user who set
+    TMPDIR to keep packages off a shared or small disk was not told). Now load warns, once for each value, naming the
+    value, why and where the files went; a usable TMPDIR is not mentioned."""
+    import tempfile
+    import warnings
+
+    from aotcuda import shared_folders
+
+    used = tmp_path / "used"
+    used.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(used))  # what Python chose, as gettempdir() caches it
+    monkeypatch.setattr(shared_folders, "_PASSED_OVER_SAID", set())
+    a_file = tmp_path / "a_file"
+    a_file.write_bytes(b"")
+    x = torch.randn(3, 4)
+    for wanted, reason in ((tmp_path / "missing", "does not exist"), (a_file, "is not a folder")):
+        monkeypatch.setenv("TMPDIR", str(wanted))
+        with pytest.warns(UserWarning, match=rf"TMPDIR='{re.escape(str(wanted))}' {reason}, so Python's tempfile "
+                                             rf"uses '{re.escape(str(used))}' instead"):
+            with aotcuda.load(twice_pt2) as program:
+                assert torch.equal(program(x)[1], x + 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # said once for each value
+            aotcuda.load(twice_pt2).close()
+    monkeypatch.setenv("TMPDIR", str(used))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        aotcuda.load(twice_pt2).close()

@@ -20,7 +20,13 @@ import os
 
 from aotcuda.errors import PackageError, clipped, one_line
 from aotcuda.lowering.compiler_variables import check_compiler_variables, variables_on_failed_line
-from aotcuda.shared_folders import mounted_noexec, temporary_folder_problem, unsafe_folder
+from aotcuda.shared_folders import (
+    mounted_noexec,
+    say_if_tmpdir_passed_over,
+    temporary_folder,
+    temporary_folder_problem,
+    unsafe_folder,
+)
 from aotcuda.switches import flag
 
 
@@ -68,6 +74,7 @@ def check_cache_folders(device_type: str = "cpu") -> None:
     Inductor's folder is on a file system mounted noexec."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
 
+    say_if_tmpdir_passed_over()  # Inductor's default folder is under the temporary folder Python chose
     try:
         inductor = cache_dir()
     except OSError as exc:  # a file, FIFO or link to one at the path: torch's makedirs raised FileExistsError
@@ -151,9 +158,7 @@ def check_temporary_folder(what: str) -> None:
     away and put their own at its path (writable by others and not sticky, or in such a folder): ``what`` (the
     package lower() writes when no package_path is given, the demo's) would be written into, and later loaded from,
     their folder, whose package they choose. AOTCUDA_TRUST_SHARED_FOLDERS=1 takes it, as for extraction."""
-    import tempfile
-
-    temp = tempfile.gettempdir()
+    temp = temporary_folder()
     problem = temporary_folder_problem(temp)
     if problem:
         raise PackageError(f"will not write {what} into the temporary folder {temp!r}: it {problem}, so another user "

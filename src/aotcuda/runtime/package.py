@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import os
 import posixpath
-import tempfile
 import weakref
 import zipfile
 from dataclasses import dataclass, field
@@ -61,7 +60,7 @@ from aotcuda.runtime.libraries import (
     remove_in_creator,
 )
 from aotcuda.runtime.shape_expressions import shape_expression
-from aotcuda.shared_folders import mounted_noexec, temporary_folder_problem
+from aotcuda.shared_folders import mounted_noexec, temporary_folder, temporary_folder_problem
 
 
 @dataclass
@@ -242,7 +241,7 @@ def _extraction_folder(path: str, made: list[str]) -> str:
     extracted there (``shared_folders.unsafe_folder``): load opens the model library from this folder's files (an
     unsigned package's library is never compared with a digest), so a temporary folder others may write into
     without the sticky bit (or owned by another user) would let them put their own library in its place."""
-    temp = tempfile.gettempdir()
+    temp = temporary_folder()
     problem = temporary_folder_problem(temp)
     if problem:
         raise PackageError(f"will not extract {path!r} into the temporary folder {temp!r}: it {problem}, so another "
