@@ -14,7 +14,8 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
                   PromptAttentionPass, RowProductsPass, FoldRMSNormIntoProductPass, StoreVectorOperandsPass,
                   EliminateCommonSubexpressionsPass; all but StoreVectorOperandsPass each behind a switch).
                   Each is a GraphPass (passes/result.py):
-                  ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did
+                  ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did; then each 0-d tensor
+                  constant becomes a full([], value) node, which Inductor can view (lowering/scalar_constants.py)
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
     (before compiling, the fallbacks known then are refused: an op AOTInductor would run through its proxy
     executor, lowering/proxy_ops.py; complex math left as it was and random ops, lowering/known_fallbacks.py)
@@ -73,6 +74,7 @@ from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, k
 from aotcuda.lowering.index_ranges import exported_index_ranges
 from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
+from aotcuda.lowering.scalar_constants import scalar_constants_as_full
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
@@ -342,6 +344,7 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         for graph_pass in make_passes():
             ep = graph_pass(ep)
             pass_results.append(graph_pass.result)
+        ep = scalar_constants_as_full(ep)  # Inductor cannot view a 0-d constant (lowering/scalar_constants.py)
     return BeforeCompile(ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed)
 
 
