@@ -18,6 +18,7 @@ from torch.export import Dim
 import aotcuda
 from aotcuda.lowering.pipeline import before_compile
 from aotcuda.lowering.scalar_constants import scalar_constants_as_full
+from comparisons import Forward
 
 
 class _Lowered(Exception):
@@ -89,18 +90,9 @@ FAILING = {"elements": _mask_elements, "2-d": _mask_2d, "int64": _int_mask, "boo
            "expand of a number": _expanded_number, "float64": _float64_mask}
 
 
-class _Forward(torch.nn.Module):
-    def __init__(self, function):
-        super().__init__()
-        self.function = function
-
-    def forward(self, x):
-        return self.function(x)
-
-
 def _exported(function):
-    model = _Forward(function)
-    ep = torch.export.export(model, (torch.randn(3, 16),), dynamic_shapes={"x": {0: Dim("b")}})
+    model = Forward(function)
+    ep = torch.export.export(model, (torch.randn(3, 16),), dynamic_shapes=(({0: Dim("b")},),))
     return ep.run_decompositions()
 
 

@@ -74,8 +74,9 @@ from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, k
 from aotcuda.lowering.index_ranges import exported_index_ranges
 from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
-from aotcuda.lowering.scalar_constants import scalar_constants_as_full
+from aotcuda.lowering.loop_carries import loop_inductor_configs
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
+from aotcuda.lowering.scalar_constants import scalar_constants_as_full
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
@@ -797,7 +798,8 @@ def package_inductor_configs(device: torch.device, profile_configs: dict[str, An
                              inductor_configs: dict[str, Any] | None, ep: ExportedProgram) -> dict[str, Any]:
     """The Inductor options ``ep`` is compiled with for ``device``: the device profile's, the caller's
     ``inductor_configs`` over them, and for the CPU ``cpp.weight_prepack=False`` when max-autotune is on and
-    the program writes state in place (``state_written_in_place``).
+    the program writes state in place (``state_written_in_place``); on every device ``inplace_buffers=False`` for a
+    program with a loop (scan, map, while_loop), unless the caller set it (lowering/loop_carries.py).
 
     Why: with ``max_autotune`` (or ``max_autotune_gemm``) on the CPU, Inductor may write a matrix product as
     its C++ GEMM/BMM template (torch/_inductor/utils.py ``use_cpp_gemm_template``/``use_cpp_bmm_template``,
@@ -821,7 +823,7 @@ def package_inductor_configs(device: torch.device, profile_configs: dict[str, An
     ``cpp.weight_prepack`` always wins. Whether max-autotune is on is read from the caller's options, else
     from torch._inductor.config (TORCHINDUCTOR_MAX_AUTOTUNE and the like), as Inductor reads it.
     """
-    configs = {**profile_configs, **(inductor_configs or {})}
+    configs = loop_inductor_configs({**profile_configs, **(inductor_configs or {})}, ep)
     if device.type != "cpu" or "cpp.weight_prepack" in configs or not state_written_in_place(ep):
         return configs
     from torch._inductor import config as inductor_config

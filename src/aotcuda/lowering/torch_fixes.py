@@ -426,6 +426,12 @@ FIXES: tuple[TorchFix, ...] = (
              "always (each real or bool 0-d constant tensor of the program; none: the program as it is)",
              "Inductor's get_attr keeps a 0-d constant a tensor, or its view lowerings take an ir.Constant",
              "aotcuda.lowering.scalar_constants"),
+    TorchFix("a kernel after a scan or map that reuses a carried buffer in place declares its name again in the C++ "
+             "wrapper: 'redeclaration of AtenTensorOpaque* buf6_handle' (an S4D layer's scan)",
+             "2.13 (measured; 2.11 and 2.15 not checked here)", "none filed",
+             "the program has a while_loop, scan or map (compiled with inplace_buffers=False)",
+             "CppWrapperCpu.codegen_while_loop records its carried buffers as allocated",
+             "aotcuda.lowering.loop_carries"),
     TorchFix("integer division rounded toward zero is a plain C++ '/' in Inductor's CPU code: a zero divisor "
              "ends the process (SIGFPE) where eager raises ZeroDivisionError", "2.11-2.15", "none filed",
              "the program has aten.div.Tensor_mode of integer tensors with rounding_mode='trunc' (then decomposed)",
