@@ -14,7 +14,8 @@ compiled by torch's own ``aoti_compile_and_package``, fails alike.
 
 So each real or bool 0-d CONSTANT_TENSOR input of the program is replaced by an ``aten.full.default([], value,
 dtype=, device=)`` node of its value, dtype and device, which Inductor lowers to a tensor that every op takes
-(for a pointwise use it generates the same inline number as before). The value is the constant's exactly
+(for a pointwise use, the same kernel as before but for its name: ``x * torch.tensor(2.5)`` and a ``where`` of one,
+compared on the CPU). The value is the constant's exactly
 (``Tensor.item()`` is a Python float or int that holds every value of these dtypes, -0.0, inf and nan kept).
 Parameters and buffers are left as they are (they are weights of the package), and so are complex constants
 (none is left after ReplaceComplexWithRealPass; one it refused keeps its fallback). A program without a 0-d
@@ -29,7 +30,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import ExportGraphSignature, InputKind
 
-from aotcuda.passes.emit import SHARED_META
+from aotcuda.passes.emit import SHARED_META, replace_uses
 from aotcuda.passes.program_copy import with_graph
 
 # The dtypes Inductor's full lowers for a value Tensor.item() gives exactly (not float8, not complex).
@@ -56,7 +57,7 @@ def scalar_constants_as_full(ep: ExportedProgram) -> ExportedProgram:
     graph_module = copy.deepcopy(ep.graph_module)
     graph = graph_module.graph
     first = next(node for node in graph.nodes if node.op != "placeholder")
-    removed = set()
+    removed, signature = set(), copy.deepcopy(ep.graph_signature)
     for node in list(graph.find_nodes(op="placeholder")):
         value = scalars.get(node.name)
         if value is None:
@@ -69,12 +70,11 @@ def scalar_constants_as_full(ep: ExportedProgram) -> ExportedProgram:
         user = next(iter(node.users), None)
         if user is not None:  # the line of the model that made the constant, for Inductor's messages
             full.meta.update({key: user.meta[key] for key in SHARED_META if key in user.meta})
-        node.replace_all_uses_with(full)
+        replace_uses(node, full, signature)  # an output that is the constant itself names the node
         graph.erase_node(node)
         removed.add(node.name)
     graph.lint()
     graph_module.recompile()
-    signature = copy.deepcopy(ep.graph_signature)
     kept = [spec for spec in signature.input_specs if spec.arg.name not in removed]
     targets = {spec.target for spec in signature.input_specs if spec.arg.name in removed}
     constants = {name: value for name, value in ep.constants.items() if name not in targets}
