@@ -15,7 +15,11 @@ switch is the reuse of freed buffers, which names no carried buffer again).
 So a program with a loop is compiled with ``inplace_buffers=False`` (``loop_inductor_configs``; the option is one
 switch for the whole compile): no kernel of it writes its output over a buffer it reads, each gets a buffer of its
 own (freed buffers are still reused), a little more memory and the same kernels otherwise. The caller's own
-``inplace_buffers`` always wins. Programs without a loop keep torch's default.
+``inplace_buffers`` always wins. Programs without a loop keep torch's default. The wrapper's own fix (recording the
+carried names as allocated; with it the real scan above compiles and matches eager) was not taken: the kernel would then
+write its output over the carried buffer, which before the first iteration is the loop's initial value, and whether
+Inductor's reuse check sees through that alias (a loop that runs no iteration, over a buffer still read after it)
+was not checked.
 """
 
 from __future__ import annotations
