@@ -29,3 +29,14 @@ def torch_aoti_load(path):
 
     promote_cxx_runtime_to_global_scope()
     return torch._inductor.aoti_load_package(str(path))
+
+
+class Forward(torch.nn.Module):
+    """A module whose forward is ``function(*inputs)``: a program of one function, to export or lower."""
+
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, *inputs):
+        return self.function(*inputs)

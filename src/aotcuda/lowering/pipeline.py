@@ -14,7 +14,8 @@ The steps, in order (``LoweredProgram.step_times`` has one entry each):
                   PromptAttentionPass, RowProductsPass, FoldRMSNormIntoProductPass, StoreVectorOperandsPass,
                   EliminateCommonSubexpressionsPass; all but StoreVectorOperandsPass each behind a switch).
                   Each is a GraphPass (passes/result.py):
-                  ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did
+                  ``ep = graph_pass(ep)``, then ``graph_pass.result`` says what it did; then each 0-d tensor
+                  constant becomes a full([], value) node, which Inductor can view (lowering/scalar_constants.py)
     compile       torch._inductor.aoti_compile_and_package, then the aotcuda signature entry
     (before compiling, the fallbacks known then are refused: an op AOTInductor would run through its proxy
     executor, lowering/proxy_ops.py; complex math left as it was and random ops, lowering/known_fallbacks.py)
@@ -73,7 +74,9 @@ from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, k
 from aotcuda.lowering.index_ranges import exported_index_ranges
 from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
+from aotcuda.lowering.loop_carries import loop_inductor_configs
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
+from aotcuda.lowering.scalar_constants import scalar_constants_as_full
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
@@ -342,6 +345,7 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         for graph_pass in make_passes():
             ep = graph_pass(ep)
             pass_results.append(graph_pass.result)
+        ep = scalar_constants_as_full(ep)  # Inductor cannot view a 0-d constant (lowering/scalar_constants.py)
     return BeforeCompile(ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed)
 
 
@@ -794,7 +798,8 @@ def package_inductor_configs(device: torch.device, profile_configs: dict[str, An
                              inductor_configs: dict[str, Any] | None, ep: ExportedProgram) -> dict[str, Any]:
     """The Inductor options ``ep`` is compiled with for ``device``: the device profile's, the caller's
     ``inductor_configs`` over them, and for the CPU ``cpp.weight_prepack=False`` when max-autotune is on and
-    the program writes state in place (``state_written_in_place``).
+    the program writes state in place (``state_written_in_place``); on every device ``inplace_buffers=False`` for a
+    program with a loop (scan, map, while_loop), unless the caller set it (lowering/loop_carries.py).
 
     Why: with ``max_autotune`` (or ``max_autotune_gemm``) on the CPU, Inductor may write a matrix product as
     its C++ GEMM/BMM template (torch/_inductor/utils.py ``use_cpp_gemm_template``/``use_cpp_bmm_template``,
@@ -818,7 +823,7 @@ def package_inductor_configs(device: torch.device, profile_configs: dict[str, An
     ``cpp.weight_prepack`` always wins. Whether max-autotune is on is read from the caller's options, else
     from torch._inductor.config (TORCHINDUCTOR_MAX_AUTOTUNE and the like), as Inductor reads it.
     """
-    configs = {**profile_configs, **(inductor_configs or {})}
+    configs = loop_inductor_configs({**profile_configs, **(inductor_configs or {})}, ep)
     if device.type != "cpu" or "cpp.weight_prepack" in configs or not state_written_in_place(ep):
         return configs
     from torch._inductor import config as inductor_config

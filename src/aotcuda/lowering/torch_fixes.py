@@ -420,6 +420,18 @@ FIXES: tuple[TorchFix, ...] = (
              "none filed", "a copy_/fill_ whose value differs from its buffer in dtype, device or shape",
              "functionalization keeps the cast (tests/lowering/test_whole_tensor_writes.py says when)",
              "aotcuda.lowering.whole_tensor_writes"),
+    TorchFix("a 0-d constant tensor (h[0] = 1 in forward) reaches Inductor's view lowerings as a number: "
+             "'Constant' object has no attribute 'data' (a Hilbert transform's mask)",
+             "2.13 (measured; 2.11 and 2.15 not checked here)", "none filed",
+             "always (each real or bool 0-d constant tensor of the program; none: the program as it is)",
+             "Inductor's get_attr keeps a 0-d constant a tensor, or its view lowerings take an ir.Constant",
+             "aotcuda.lowering.scalar_constants"),
+    TorchFix("a kernel after a scan or map that reuses a carried buffer in place declares its name again in the C++ "
+             "wrapper: 'redeclaration of AtenTensorOpaque* buf6_handle' (an S4D layer's scan)",
+             "2.13 (measured; 2.11 and 2.15 not checked here)", "none filed",
+             "the program has a while_loop, scan or map (compiled with inplace_buffers=False)",
+             "CppWrapperCpu.codegen_while_loop records its carried buffers as allocated",
+             "aotcuda.lowering.loop_carries"),
     TorchFix("integer division rounded toward zero is a plain C++ '/' in Inductor's CPU code: a zero divisor "
              "ends the process (SIGFPE) where eager raises ZeroDivisionError", "2.11-2.15", "none filed",
              "the program has aten.div.Tensor_mode of integer tensors with rounding_mode='trunc' (then decomposed)",

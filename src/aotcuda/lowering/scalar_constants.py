@@ -1,0 +1,82 @@
+"""0-d tensor constants become ``full([], value)`` nodes before the compile.
+
+Why: a 0-d tensor constant of the program (``h[0] = 1`` and ``h[1:8] = 2`` lift the numbers as 0-d constant
+tensors; so does ``torch.tensor(1.0)`` in forward) is given to Inductor as a get_attr, and Inductor holds a 0-d
+one as an ``ir.Constant``: a number, not a tensor (torch/_inductor/graph.py ``get_attr``, torch 2.11-2.13).
+Its pointwise lowerings broadcast such a number, but its view lowerings take tensors only, and Inductor removes
+the ``clone`` and ``copy`` between the constant and a view as no-ops (fx_passes/post_grad.py
+``remove_noop_ops``). A mask built element by element in forward (a Hilbert transform's
+``h = torch.zeros(n); h[0] = 1; h[1:n // 2] = 2; h[n // 2] = 1``) is decomposed by torch.export into
+``where(arange == 0, expand(unsqueeze(copy(select(full), clone(<0-d constant>)))), full)``, and its compile
+ended in ``LoweringException: AttributeError: 'Constant' object has no attribute 'data'`` (target
+``aten.unsqueeze.default``); ``torch.tensor(1.0).expand(16)`` in ``ndim mismatch``. The ExportedProgram alone,
+compiled by torch's own ``aoti_compile_and_package``, fails alike.
+
+So each real or bool 0-d CONSTANT_TENSOR input of the program is replaced by an ``aten.full.default([], value,
+dtype=, device=)`` node of its value, dtype and device, which Inductor lowers to a tensor that every op takes
+(for a pointwise use, the same kernel as before but for its name: ``x * torch.tensor(2.5)`` and a ``where`` of one,
+compared on the CPU). The value is the constant's exactly
+(``Tensor.item()`` is a Python float or int that holds every value of these dtypes, -0.0, inf and nan kept).
+Parameters and buffers are left as they are (they are weights of the package), and so are complex constants
+(none is left after ReplaceComplexWithRealPass; one it refused keeps its fallback). A program without a 0-d
+tensor constant is returned as it is.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import ExportGraphSignature, InputKind
+
+from aotcuda.passes.emit import SHARED_META, replace_uses
+from aotcuda.passes.program_copy import with_graph
+
+# The dtypes Inductor's full lowers for a value Tensor.item() gives exactly (not float8, not complex).
+_NUMBER_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                            torch.float16, torch.bfloat16, torch.float32, torch.float64})
+
+
+def _scalar_constants(ep: ExportedProgram) -> dict[str, torch.Tensor]:
+    """{placeholder name: value} of ep's 0-d constant tensors of a number dtype."""
+    found = {}
+    for spec in ep.graph_signature.input_specs:
+        value = ep.constants.get(spec.target) if spec.kind == InputKind.CONSTANT_TENSOR else None
+        if isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype in _NUMBER_DTYPES:
+            found[spec.arg.name] = value
+    return found
+
+
+def scalar_constants_as_full(ep: ExportedProgram) -> ExportedProgram:
+    """``ep`` with each 0-d constant tensor of a number dtype computed by a ``full([], value)`` node instead, and
+    gone from its inputs and constants (module docstring); ``ep`` itself when it has none. ``ep`` is not changed."""
+    scalars = _scalar_constants(ep)
+    if not scalars:
+        return ep
+    graph_module = copy.deepcopy(ep.graph_module)
+    graph = graph_module.graph
+    first = next(node for node in graph.nodes if node.op != "placeholder")
+    removed, signature = set(), copy.deepcopy(ep.graph_signature)
+    for node in list(graph.find_nodes(op="placeholder")):
+        value = scalars.get(node.name)
+        if value is None:
+            continue
+        with graph.inserting_before(first):
+            full = graph.call_function(torch.ops.aten.full.default, ([], value.item()),
+                                       {"dtype": value.dtype, "layout": torch.strided, "device": value.device,
+                                        "pin_memory": False})
+        full.meta["val"] = node.meta["val"]
+        user = next(iter(node.users), None)
+        if user is not None:  # the line of the model that made the constant, for Inductor's messages
+            full.meta.update({key: user.meta[key] for key in SHARED_META if key in user.meta})
+        replace_uses(node, full, signature)  # an output that is the constant itself names the node
+        graph.erase_node(node)
+        removed.add(node.name)
+    graph.lint()
+    graph_module.recompile()
+    kept = [spec for spec in signature.input_specs if spec.arg.name not in removed]
+    targets = {spec.target for spec in signature.input_specs if spec.arg.name in removed}
+    constants = {name: value for name, value in ep.constants.items() if name not in targets}
+    return with_graph(ep, graph_module, constants=constants,
+                      graph_signature=ExportGraphSignature(input_specs=kept, output_specs=signature.output_specs))

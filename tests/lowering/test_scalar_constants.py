@@ -1,0 +1,169 @@
+"""0-d tensor constants reach Inductor as full([], value) nodes (aotcuda.lowering.scalar_constants).
+
+Inductor holds a 0-d constant as a number its view lowerings cannot take: a tensor built element by element in
+forward (a Hilbert transform's mask, ``h[0] = 1; h[1:n // 2] = 2``) failed to compile with "'Constant' object has
+no attribute 'data'". The unit tests work on ExportedPrograms and stop Inductor after its lowering (no C++
+compile): each program fails there before the rewrite, lowers after it, and its values are eager's. One test
+lowers the Hilbert transform (fft, the mask, ifft; complex) through aotcuda.lower and runs the package.
+"""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+import torch
+from torch.export import Dim
+
+import aotcuda
+from aotcuda.lowering.pipeline import before_compile
+from aotcuda.lowering.scalar_constants import scalar_constants_as_full
+from comparisons import Forward
+
+
+class _Lowered(Exception):
+    """Raised in place of Inductor's code generation: its lowering of the graph ended without an error."""
+
+
+def _inductor_lowering_error(ep) -> str | None:
+    """None when Inductor lowers ``ep``'s graph (stopped before code generation), else its error's first line."""
+    import torch._inductor.graph as inductor_graph
+
+    def stop(*args, **kwargs):
+        raise _Lowered
+
+    with mock.patch.object(inductor_graph.GraphLowering, "codegen_with_cpp_wrapper", stop), \
+            mock.patch.object(inductor_graph.GraphLowering, "codegen", stop):
+        try:
+            torch._inductor.aoti_compile_and_package(ep)
+        except Exception as error:  # noqa: BLE001 - the lowering's error is the result
+            cause = error
+            while cause is not None and not isinstance(cause, _Lowered):
+                cause = cause.__cause__ or cause.__context__
+            return None if cause is not None else (str(error).splitlines() or [repr(error)])[0]
+    return None
+
+
+def _mask_elements(x):
+    h = torch.zeros(16)
+    h[0] = 1
+    h[1:8] = 2
+    h[8] = 1
+    return x * h
+
+
+def _mask_2d(x):
+    h = torch.zeros(4, 16)
+    h[0, 1] = 3
+    h[:, 5] = -2
+    h[2, 7:11] = 0.5
+    h[3] = float("inf")
+    return x[:, None, :] * h[None, :3] + h[3].isinf()
+
+
+def _int_mask(x):
+    h = torch.zeros(16, dtype=torch.int64)
+    h[3] = 7
+    h[-1] = -5
+    return x * h
+
+
+def _bool_mask(x):
+    h = torch.ones(16, dtype=torch.bool)
+    h[3] = False
+    h[10:12] = False
+    return torch.where(h, x, -x)
+
+
+def _expanded_number(x):
+    return x + torch.tensor(1.5).expand(16)
+
+
+def _float64_mask(x):
+    h = torch.zeros(16, dtype=torch.float64)
+    h[2] = 1 / 3
+    h[4] = -0.0
+    return x.double() * h + 1 / h[4]
+
+
+FAILING = {"elements": _mask_elements, "2-d": _mask_2d, "int64": _int_mask, "bool": _bool_mask,
+           "expand of a number": _expanded_number, "float64": _float64_mask}
+
+
+def _exported(function):
+    model = Forward(function)
+    ep = torch.export.export(model, (torch.randn(3, 16),), dynamic_shapes=(({0: Dim("b")},),))
+    return ep.run_decompositions()
+
+
+@pytest.mark.parametrize("case", list(FAILING))
+def test_a_tensor_built_from_constants_lowers_in_inductor_and_keeps_eagers_values(case):
+    function = FAILING[case]
+    ep = _exported(function)
+    assert _inductor_lowering_error(ep) is not None, "Inductor lowers it without the rewrite: not a case of the bug"
+    rewritten = scalar_constants_as_full(ep)
+    assert _inductor_lowering_error(rewritten) is None
+    assert not [s for s in rewritten.graph_signature.input_specs if s.kind.name == "CONSTANT_TENSOR"]
+    for batch in (2, 5):
+        x = torch.randn(batch, 16)
+        want, got = function(x), rewritten.module()(x)
+        assert got.dtype == want.dtype and torch.equal(got, want), case  # the same numbers, exactly
+    assert _inductor_lowering_error(ep) is not None, "the program passed in was changed"
+
+
+def test_numbers_used_elementwise_keep_their_values_and_other_programs_are_returned_as_they_are():
+    def elementwise(x):
+        return torch.where(x > 0, torch.tensor(2.5), x) * torch.tensor(3, dtype=torch.int32)
+
+    ep = _exported(elementwise)
+    rewritten = scalar_constants_as_full(ep)
+    assert rewritten is not ep
+    x = torch.randn(4, 16)
+    assert torch.equal(rewritten.module()(x), elementwise(x))
+
+    no_scalar = _exported(lambda x: x * torch.arange(16.0) + torch.tensor([1.0, 2.0]).repeat(8))
+    assert scalar_constants_as_full(no_scalar) is no_scalar
+
+
+def test_parameters_buffers_and_complex_constants_are_left_as_they_are():
+    class Weighted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.tensor(2.0))
+            self.register_buffer("shift", torch.tensor(1.0))
+
+        def forward(self, x):
+            return torch.view_as_real(x * self.scale + self.shift + torch.tensor(1j))
+
+    ep = torch.export.export(Weighted(), (torch.randn(3, 16),)).run_decompositions()
+    assert scalar_constants_as_full(ep) is ep
+
+
+class Hilbert(torch.nn.Module):
+    """The analytic signal of x (scipy.signal.hilbert's mask), the mask made in forward element by element."""
+
+    def forward(self, x):
+        n = x.shape[-1]
+        h = torch.zeros(n)
+        h[0] = 1
+        h[1:n // 2] = 2
+        h[n // 2] = 1
+        return torch.fft.ifft(torch.fft.fft(x) * h)
+
+
+def test_lower_gives_inductor_a_hilbert_transform_it_lowers():
+    program = before_compile(Hilbert(), (torch.randn(3, 32),), None, {"x": {0: Dim("batch")}}).program
+    assert _inductor_lowering_error(program) is None
+
+
+def test_a_hilbert_transform_lowers_and_matches_eager(tmp_path):
+    lowered = aotcuda.lower(Hilbert(), (torch.randn(3, 32),), dynamic_shapes={"x": {0: Dim("batch", max=64)}},
+                            device="cpu", package_path=tmp_path / "hilbert.pt2")
+    program = lowered.load()
+    for batch in (1, 3, 7):
+        x = torch.randn(batch, 32)
+        want = Hilbert()(x)
+        got = program(x)
+        got = torch.view_as_complex(got) if not got.is_complex() else got
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got.real, x, rtol=1e-5, atol=1e-5)  # the analytic signal's real part is x
