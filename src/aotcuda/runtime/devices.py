@@ -153,10 +153,10 @@ def cpu_isa() -> frozenset[str] | None:
 def available_bytes(device: torch.device) -> int | None:
     """The memory a new allocation on ``device`` may take without swapping (the CPU) or failing (CUDA: free memory
     and the caching allocator's unused blocks); None for another device."""
-    if device.type == "cpu":
-        import psutil
+    if device.type == "cpu":  # the least of the machine's, this process's cgroups' and its rlimits' (host_memory)
+        from aotcuda.runtime.host_memory import available_cpu_bytes
 
-        return psutil.virtual_memory().available
+        return available_cpu_bytes()
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
