@@ -2306,3 +2306,39 @@ def test_torch_refusing_its_environment_beside_a_malformed_debug_switch_is_two_e
     lines = done.stderr.splitlines()
     assert lines[0].startswith("error: AOTCUDA_DEBUG='garbage' is not a flag"), lines
     assert lines[1].startswith("error: torch cannot be imported: ValueError: Invalid log settings: garbage!!"), lines
+
+
+def test_saved_outputs_hold_their_own_elements_not_the_buffer_they_view(runner, tmp_path, monkeypatch):
+    """The amplification breaker (2026-12-07): AOTInductor returns a view of the buffer it computed where a program
+    returns part of one, and torch.save writes a tensor's whole storage: `aotcuda run --save-outputs` of
+    ``(x @ w)[:, :1]`` (w of (4, 4096)) on a (100,000, 4) input, a 1.6 MB file, wrote 1.6 GB for 400 KB of outputs (a
+    package measured so). A stand-in for load returns such views (one in two slots), an expanded tensor and an empty
+    view; the saved file holds the outputs' elements."""
+    import aotcuda.runtime.program
+
+    buffer = torch.randn(1000, 4096)  # 16 MiB
+    column, expanded = buffer[:, :1], torch.randn(1, 4).expand(1000, 4)
+
+    class Viewing:
+        device, input_names, index_unchecked = torch.device("cpu"), ("x",), {}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return None
+
+        def __call__(self, x):
+            return column, column, expanded, buffer[:0]
+
+    monkeypatch.setattr(aotcuda.runtime.program, "load", lambda *args, **kwargs: Viewing())
+    (tmp_path / "p.pt2").write_bytes(b"")
+    torch.save({"args": (torch.randn(3, 4),)}, tmp_path / "in.pt")
+    result = runner.invoke(main, ["run", str(tmp_path / "p.pt2"), "--inputs", str(tmp_path / "in.pt"),
+                                  "--save-outputs", str(tmp_path / "out.pt")])
+    assert result.exit_code == 0, result.output
+    assert os.path.getsize(tmp_path / "out.pt") < 64 * 1024  # main: 16.8 MB, the buffer whole
+    saved = torch.load(tmp_path / "out.pt")
+    assert torch.equal(saved[0], column) and torch.equal(saved[2], expanded) and saved[3].shape == (0, 4096)
+    assert saved[0].untyped_storage().data_ptr() == saved[1].untyped_storage().data_ptr()  # one tensor, as returned
+    assert saved[2].stride() == (0, 1)  # an expanded output keeps its 16 bytes
