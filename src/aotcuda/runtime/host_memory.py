@@ -32,10 +32,10 @@ def available_cpu_bytes() -> int:
     return max(0, min(rooms))
 
 
-def _read(path: str) -> str | None:
+def _read(path: str, most: int = 1 << 16) -> str | None:
     try:
         with open(path, encoding="ascii", errors="replace") as file:
-            return file.read(1 << 16)
+            return file.read(most)
     except OSError:
         return None
 
@@ -57,7 +57,7 @@ def _stat(folder: str, *keys: str) -> int:
 def _memory_mounts() -> list[tuple[str, str, int]]:
     """(mount point, the cgroup path its root is, version) of each cgroup file system holding the memory controller."""
     mounts = []
-    for line in (_read(f"{PROC_SELF}/mountinfo") or "").splitlines():
+    for line in (_read(f"{PROC_SELF}/mountinfo", 1 << 22) or "").splitlines():
         fields = line.split(" ")
         if " - " not in line or len(fields) < 5:
             continue
