@@ -2342,3 +2342,36 @@ def test_saved_outputs_hold_their_own_elements_not_the_buffer_they_view(runner, 
     assert torch.equal(saved[0], column) and torch.equal(saved[2], expanded) and saved[3].shape == (0, 4096)
     assert saved[0].untyped_storage().data_ptr() == saved[1].untyped_storage().data_ptr()  # one tensor, as returned
     assert saved[2].stride() == (0, 1)  # an expanded output keeps its 16 bytes
+
+
+_UNDER_A_LIMIT = r"""
+import resource, sys
+from aotcuda.cli import main
+mapped = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (mapped + (1 << 30), resource.getrlimit(resource.RLIMIT_AS)[1]))
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "lower"])
+def test_a_file_at_an_output_path_is_judged_before_zipfile_reads_its_directory(tmp_path, command):
+    """The amplification breaker (2026-12-07): before writing, `run --save-outputs` and `lower -o` look at the file at
+    the path (an earlier torch.save file or package may be replaced), and read it with zipfile, which reads the
+    directory its end record declares whole into memory: 22 bytes after a hole (4 KiB on disk, what anyone can leave
+    in a shared folder) declaring 1 GiB made them peak at 1.43 GB, 64 GiB would meet the OOM killer. Here the process
+    has 1 GiB of address space left and the file declares 2 GiB: main ended in a raw MemoryError."""
+    bomb = tmp_path / ("out.pt" if command == "run" else "out.pt2")
+    with open(bomb, "wb") as file:
+        file.seek(2 << 30)
+        file.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, 2 << 30, 0, 0))
+    (tmp_path / "mymodel.py").write_text("raise SystemExit('the factory module was imported')\n")
+    (tmp_path / "p.pt2").write_bytes(b"")
+    (tmp_path / "in.pt").write_bytes(b"")
+    arguments = (["run", str(tmp_path / "p.pt2"), "--inputs", str(tmp_path / "in.pt"), "--save-outputs", str(bomb)]
+                 if command == "run" else ["lower", f"{tmp_path / 'mymodel.py'}:make", "-o", str(bomb)])
+    done = subprocess.run([sys.executable, "-c", _UNDER_A_LIMIT, *arguments], capture_output=True, text=True,
+                          timeout=300)
+    said = " ".join(done.stdout.split() + done.stderr.split())
+    assert "MemoryError" not in said and "Traceback" not in said, said[-2000:]
+    assert f"to '{bomb}': a file that is not" in said and "is there, and writing would replace it" in said, said[-2000:]
+    assert os.path.getsize(bomb) == (2 << 30) + 22  # left as it was
