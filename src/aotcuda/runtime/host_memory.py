@@ -12,7 +12,6 @@ bounds nothing.
 from __future__ import annotations
 
 import os
-import resource
 
 # Where this process's cgroups are read: /proc's files, and the mount points /proc/self/mountinfo names (tests point
 # these at a tree of their own).
@@ -129,6 +128,10 @@ def _rlimit_rooms() -> list[int]:
         parts = value.split()
         if parts and parts[-1] == "kB":
             status[key] = _number(parts[0])
+    try:
+        import resource
+    except ImportError:  # no rlimits on this system
+        return []
     rooms = []
     for limit_name, used_key in (("RLIMIT_AS", "VmSize"), ("RLIMIT_DATA", "VmData")):
         try:
