@@ -1464,7 +1464,7 @@ def test_a_sparse_inputs_file_is_copied_as_its_data_not_its_holes(tmp_path, monk
     x = torch.randn(3, 4)
     torch.save({"args": (x,)}, tmp_path / "in.pt")
     with open(tmp_path / "holed.pt", "wb") as out:
-        out.truncate(256 << 20)  # a hole of 256 MiB
+        out.truncate(32 << 20)  # a hole of 32 MiB: below the ratio floor, where a file's holes are not refused (64 MiB)
         out.seek(0, os.SEEK_END)
         out.write((tmp_path / "in.pt").read_bytes())
     written = []
@@ -2375,3 +2375,51 @@ def test_a_file_at_an_output_path_is_judged_before_zipfile_reads_its_directory(t
     assert "MemoryError" not in said and "Traceback" not in said, said[-2000:]
     assert f"to '{bomb}': a file that is not" in said and "is there, and writing would replace it" in said, said[-2000:]
     assert os.path.getsize(bomb) == (2 << 30) + 22  # left as it was
+
+
+def _inputs_over_a_hole(path, size: int) -> None:
+    """A torch.save file of one float32 tensor of ``size`` bytes whose storage record is stored over a hole: the
+    file is ``size`` bytes long and takes a few KiB of disk."""
+    import io
+    import zlib
+
+    saved = io.BytesIO()
+    torch.save({"args": (torch.zeros(16),)}, saved)
+    elements = b"J" + struct.pack("<i", size // 4)
+    with zipfile.ZipFile(io.BytesIO(saved.getvalue())) as archive:
+        entries = [(info.filename.encode(), archive.read(info)) for info in archive.infolist()]
+    entries = [(name, data.replace(b"cpuq\x06K\x10t", b"cpuq\x06" + elements + b"t").replace(
+        b"K\x00K\x10\x85", b"K\x00" + elements + b"\x85") if name.endswith(b"data.pkl") else data)
+        for name, data in entries]
+    crc, zeros = 0, bytes(1 << 24)
+    for _ in range(size // len(zeros)):
+        crc = zlib.crc32(zeros, crc)
+    with open(path, "wb") as file:
+        directory = []
+        for name, data in entries:
+            hole = name.endswith(b"/data/0")
+            length, check, offset = (size, crc, file.tell()) if hole else (len(data), zlib.crc32(data), file.tell())
+            file.write(struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, check, length, length, len(name), 0)
+                       + name)
+            file.seek(size, os.SEEK_CUR) if hole else file.write(data)
+            directory.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, check, length, length,
+                                         len(name), 0, 0, 0, 0, 0, offset) + name)
+        start, records = file.tell(), b"".join(directory)
+        file.write(records + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(directory), len(directory),
+                                         len(records), start, 0))
+
+
+def test_an_inputs_file_whose_record_lies_over_a_hole_is_refused_before_torch_load(tmp_path):
+    """The amplification breaker (2026-12-07): a stored record has a ratio of 1, so no ratio check refuses one over a
+    hole, and torch.load reads it whole: a 1 GiB inputs file of 8 KiB on disk made `aotcuda run` peak at 1.3 GB, one
+    of 60 GiB (under AOTCUDA_MAX_EXTRACT_BYTES) would meet the OOM killer. Here 2 GiB, in a process with 1 GiB of
+    address space left: main read the record until the allocation failed (`torch.load: ... can't allocate memory`)."""
+    inputs = tmp_path / "in.pt"
+    _inputs_over_a_hole(inputs, 2 << 30)
+    (tmp_path / "p.pt2").write_bytes(b"")
+    done = subprocess.run([sys.executable, "-c", _UNDER_A_LIMIT, "run", str(tmp_path / "p.pt2"), "--inputs",
+                           str(inputs)], capture_output=True, text=True, timeout=300)
+    said = " ".join(done.stdout.split() + done.stderr.split())
+    assert done.returncode == 2 and "Traceback" not in said, said[-2000:]
+    assert re.search(r"Invalid value for --inputs: '.*in\.pt' is a sparse file: 2048\.0 MiB, of which its disk holds "
+                     r"[0-9.]+ MiB .*Copy a file you trust without holes", said), said[-2000:]

@@ -533,6 +533,20 @@ def _private_copy(path: str, opened, limits):
     return copy
 
 
+def _check_holes(path: str, file, limits) -> None:
+    """click.BadParameter for an inputs file whose size its disk blocks hold less than 1/max_ratio of (above the ratio
+    floor): a stored record over a hole has a ratio of 1, which no ratio check refuses, and torch.load reads it whole:
+    a 1 GiB file of 8 KiB on disk made 1 GiB of zeros in memory, one of 60 GiB meets the OOM killer (the amplification
+    breaker, 2026-12-07). Asked of the file given, before it is copied, and of the copy (which keeps its holes)."""
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.archive import check_allocation
+
+    try:
+        check_allocation(path, file, limits, kind="file")
+    except PackageError as exc:
+        raise _refuse(str(exc)) from None
+
+
 def _copy_at_most(path: str, source, target, size: int) -> int:
     """Copy ``source`` into ``target`` until its end or ``size`` + 1 bytes, whichever comes first; the bytes copied.
     An error reading says the file cannot be read; one writing, that the temporary folder cannot take the copy.
@@ -671,6 +685,7 @@ def _check_inputs_archive(path: str, handle, limits) -> list[zipfile.ZipInfo]:
 
     try:
         check_directory(path, handle, limits)  # before zipfile builds an object for every record
+        _check_holes(path, handle, limits)
     except PackageError as exc:
         raise _refuse(str(exc)) from None
     try:
@@ -960,7 +975,10 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
     limits = _inputs_limits()
     opened = _open_regular(path)
     path = clipped(path, SHOWN_PATH)  # what every refusal below quotes: a name of 4 KB made 4 KB lines
-    with opened, _private_copy(path, opened, limits) as handle:
+    with opened:
+        _check_holes(path, opened, limits)  # before a byte is copied (a copy without SEEK_DATA writes the zeros)
+        handle = _private_copy(path, opened, limits)
+    with handle:
         _refuse_other_formats(path, handle)
         if not _starts_with(handle, ZIP_MAGIC):
             # torch.load tries any other file as a tar archive first (its pre-1.6 format), and Python's tarfile
