@@ -93,7 +93,8 @@ def check_cpu_isa(package: ExtractedPackage) -> None:
     if supported is None:
         return
     recorded = isa.split() if isinstance(isa, str) else []
-    missing = [token for token in recorded if token in _ISA_PROBES and token not in supported]
+    # each token once: a metadata of "AVX512 AVX512 ..." (8 MiB) made a refusal of megabytes (the amplification breaker)
+    missing = list(dict.fromkeys(token for token in recorded if token in _ISA_PROBES and token not in supported))
     compiled = library_isa(package.so_path)
     unrecorded = [token for token in compiled if token not in supported and token not in missing]
     if unrecorded:  # the library's own record says more than the metadata: the metadata is JSON, edited or not
