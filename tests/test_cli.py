@@ -2377,6 +2377,15 @@ def test_a_file_at_an_output_path_is_judged_before_zipfile_reads_its_directory(t
     assert os.path.getsize(bomb) == (2 << 30) + 22  # left as it was
 
 
+def _run_with_1_gib_left(tmp_path, inputs):
+    """`aotcuda run` of an empty package file on ``inputs`` (refused before the package is read), in a child process
+    with 1 GiB of address space left; (the process, its stdout and stderr as one line)."""
+    (tmp_path / "p.pt2").write_bytes(b"")
+    done = subprocess.run([sys.executable, "-c", _UNDER_A_LIMIT, "run", str(tmp_path / "p.pt2"), "--inputs",
+                           str(inputs)], capture_output=True, text=True, timeout=300)
+    return done, " ".join(done.stdout.split() + done.stderr.split())
+
+
 def _inputs_over_a_hole(path, size: int) -> None:
     """A torch.save file of one float32 tensor of ``size`` bytes whose storage record is stored over a hole: the
     file is ``size`` bytes long and takes a few KiB of disk."""
@@ -2416,10 +2425,46 @@ def test_an_inputs_file_whose_record_lies_over_a_hole_is_refused_before_torch_lo
     address space left: main read the record until the allocation failed (`torch.load: ... can't allocate memory`)."""
     inputs = tmp_path / "in.pt"
     _inputs_over_a_hole(inputs, 2 << 30)
-    (tmp_path / "p.pt2").write_bytes(b"")
-    done = subprocess.run([sys.executable, "-c", _UNDER_A_LIMIT, "run", str(tmp_path / "p.pt2"), "--inputs",
-                           str(inputs)], capture_output=True, text=True, timeout=300)
-    said = " ".join(done.stdout.split() + done.stderr.split())
+    done, said = _run_with_1_gib_left(tmp_path, inputs)
     assert done.returncode == 2 and "Traceback" not in said, said[-2000:]
     assert re.search(r"Invalid value for --inputs: '.*in\.pt' is a sparse file: 2048\.0 MiB, of which its disk holds "
                      r"[0-9.]+ MiB .*Copy a file you trust without holes", said), said[-2000:]
+
+
+def _inputs_deflated(path, size: int) -> None:
+    """A torch.save file of one float32 tensor of ``size`` bytes, its storage record deflated about 130x (within the
+    200x bound on a record's ratio): 6,000 random bytes in each MiB."""
+    import io
+
+    saved = io.BytesIO()
+    torch.save({"args": (torch.zeros(16),)}, saved)
+    elements = b"J" + struct.pack("<i", size // 4)
+    piece = bytearray(1 << 20)
+    piece[:6000] = os.urandom(6000)
+    with zipfile.ZipFile(io.BytesIO(saved.getvalue())) as source, zipfile.ZipFile(path, "w") as archive:
+        for info in source.infolist():
+            entry = zipfile.ZipInfo(info.filename, info.date_time)
+            if info.filename.endswith("/data/0"):
+                entry.compress_type = zipfile.ZIP_DEFLATED
+                with archive.open(entry, "w", force_zip64=True) as record:
+                    for _ in range(size >> 20):
+                        record.write(piece)
+                continue
+            data = source.read(info)
+            if info.filename.endswith("data.pkl"):
+                data = data.replace(b"cpuq\x06K\x10t", b"cpuq\x06" + elements + b"t").replace(
+                    b"K\x00K\x10\x85", b"K\x00" + elements + b"\x85")
+            archive.writestr(entry, data)
+
+
+def test_an_inputs_file_that_inflates_past_the_memory_is_refused_before_torch_load(tmp_path):
+    """The amplification breaker (2026-12-07): torch.load reads every record into memory, and the ratio bound (200x)
+    is a package's, whose entries go to disk: a 15.9 MB file whose 2 GiB storage deflates 135x was read whole, and in
+    a 1.5 GiB memory cgroup the kernel killed `aotcuda run` (SIGKILL). Here a 1.5 GiB storage (11 MB) in a process with
+    1 GiB of address space left: main read until torch's allocation failed."""
+    inputs = tmp_path / "in.pt"
+    _inputs_deflated(inputs, 3 << 29)
+    done, said = _run_with_1_gib_left(tmp_path, inputs)
+    assert done.returncode == 2 and "Traceback" not in said and "allocate" not in said, said[-2000:]
+    assert re.search(r"Invalid value for --inputs: .*in\.pt: its records inflate to 1,536 MiB, which torch\.load reads "
+                     r"into memory, more than the [0-9,]+ MiB this process has available", said), said[-2000:]

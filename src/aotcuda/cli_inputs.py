@@ -710,7 +710,28 @@ def _check_inputs_archive(path: str, handle, limits) -> list[zipfile.ZipInfo]:
         raise _refuse(f"{path}: cannot be read ({exc.strerror})") from None
     finally:
         handle.seek(0)
+    _check_memory_room(path, infos)
     return infos
+
+
+def _check_memory_room(path: str, infos: list[zipfile.ZipInfo]) -> None:
+    """click.BadParameter when the records inflate to more than the memory this process has (the machine's, its
+    cgroups', its rlimits': ``host_memory``): torch.load reads every record into memory, where a package's entries
+    go to disk, so the ratio bound a package has (200x) let a 15.9 MB file (a 2 GiB storage deflated 135x) take
+    2 GiB, and in a 1.5 GiB memory cgroup the kernel killed `aotcuda run` (SIGKILL; the amplification breaker,
+    2026-12-07); with no limit, it swaps. A file that fits is read as before."""
+    from aotcuda.runtime.archive import MiB
+    from aotcuda.runtime.host_memory import available_cpu_bytes
+
+    inflated = sum(info.file_size for info in infos)
+    if inflated < 1 << 28:  # below 256 MiB nothing is asked (the layout copy's threshold)
+        return
+    room = available_cpu_bytes()
+    if inflated > room:
+        raise _refuse(f"{path}: its records inflate to {inflated / MiB:,.0f} MiB, which torch.load reads into memory, "
+                      f"more than the {room / MiB:,.0f} MiB this process has available (the machine's, or its memory "
+                      "cgroup's or ulimit's where lower): it would be killed or swap; nothing of it was read. Run it "
+                      "where the inputs fit in memory, or save smaller inputs")
 
 
 def _check_one_directory(archive: zipfile.ZipFile, handle, count: int) -> None:
