@@ -1464,7 +1464,7 @@ def test_a_sparse_inputs_file_is_copied_as_its_data_not_its_holes(tmp_path, monk
     x = torch.randn(3, 4)
     torch.save({"args": (x,)}, tmp_path / "in.pt")
     with open(tmp_path / "holed.pt", "wb") as out:
-        out.truncate(256 << 20)  # a hole of 256 MiB
+        out.truncate(32 << 20)  # a hole of 32 MiB: below the ratio floor, where a file's holes are not refused (64 MiB)
         out.seek(0, os.SEEK_END)
         out.write((tmp_path / "in.pt").read_bytes())
     written = []
@@ -2306,3 +2306,165 @@ def test_torch_refusing_its_environment_beside_a_malformed_debug_switch_is_two_e
     lines = done.stderr.splitlines()
     assert lines[0].startswith("error: AOTCUDA_DEBUG='garbage' is not a flag"), lines
     assert lines[1].startswith("error: torch cannot be imported: ValueError: Invalid log settings: garbage!!"), lines
+
+
+def test_saved_outputs_hold_their_own_elements_not_the_buffer_they_view(runner, tmp_path, monkeypatch):
+    """The amplification breaker (2026-12-07): AOTInductor returns a view of the buffer it computed where a program
+    returns part of one, and torch.save writes a tensor's whole storage: `aotcuda run --save-outputs` of
+    ``(x @ w)[:, :1]`` (w of (4, 4096)) on a (100,000, 4) input, a 1.6 MB file, wrote 1.6 GB for 400 KB of outputs (a
+    package measured so). A stand-in for load returns such views (one in two slots), an expanded tensor and an empty
+    view; the saved file holds the outputs' elements."""
+    import aotcuda.runtime.program
+
+    buffer = torch.randn(1000, 4096)  # 16 MiB
+    column, expanded = buffer[:, :1], torch.randn(1, 4).expand(1000, 4)
+
+    class Viewing:
+        device, input_names, index_unchecked = torch.device("cpu"), ("x",), {}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return None
+
+        def __call__(self, x):
+            return column, column, expanded, buffer[:0]
+
+    monkeypatch.setattr(aotcuda.runtime.program, "load", lambda *args, **kwargs: Viewing())
+    (tmp_path / "p.pt2").write_bytes(b"")
+    torch.save({"args": (torch.randn(3, 4),)}, tmp_path / "in.pt")
+    result = runner.invoke(main, ["run", str(tmp_path / "p.pt2"), "--inputs", str(tmp_path / "in.pt"),
+                                  "--save-outputs", str(tmp_path / "out.pt")])
+    assert result.exit_code == 0, result.output
+    assert os.path.getsize(tmp_path / "out.pt") < 64 * 1024  # main: 16.8 MB, the buffer whole
+    saved = torch.load(tmp_path / "out.pt")
+    assert torch.equal(saved[0], column) and torch.equal(saved[2], expanded) and saved[3].shape == (0, 4096)
+    assert saved[0].untyped_storage().data_ptr() == saved[1].untyped_storage().data_ptr()  # one tensor, as returned
+    assert saved[2].stride() == (0, 1)  # an expanded output keeps its 16 bytes
+
+
+_UNDER_A_LIMIT = r"""
+import resource, sys
+from aotcuda.cli import main
+mapped = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (mapped + (1 << 30), resource.getrlimit(resource.RLIMIT_AS)[1]))
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "lower"])
+def test_a_file_at_an_output_path_is_judged_before_zipfile_reads_its_directory(tmp_path, command):
+    """The amplification breaker (2026-12-07): before writing, `run --save-outputs` and `lower -o` look at the file at
+    the path (an earlier torch.save file or package may be replaced), and read it with zipfile, which reads the
+    directory its end record declares whole into memory: 22 bytes after a hole (4 KiB on disk, what anyone can leave
+    in a shared folder) declaring 1 GiB made them peak at 1.43 GB, 64 GiB would meet the OOM killer. Here the process
+    has 1 GiB of address space left and the file declares 2 GiB: main ended in a raw MemoryError."""
+    bomb = tmp_path / ("out.pt" if command == "run" else "out.pt2")
+    with open(bomb, "wb") as file:
+        file.seek(2 << 30)
+        file.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, 2 << 30, 0, 0))
+    (tmp_path / "mymodel.py").write_text("raise SystemExit('the factory module was imported')\n")
+    (tmp_path / "p.pt2").write_bytes(b"")
+    (tmp_path / "in.pt").write_bytes(b"")
+    arguments = (["run", str(tmp_path / "p.pt2"), "--inputs", str(tmp_path / "in.pt"), "--save-outputs", str(bomb)]
+                 if command == "run" else ["lower", f"{tmp_path / 'mymodel.py'}:make", "-o", str(bomb)])
+    done = subprocess.run([sys.executable, "-c", _UNDER_A_LIMIT, *arguments], capture_output=True, text=True,
+                          timeout=300)
+    said = " ".join(done.stdout.split() + done.stderr.split())
+    assert "MemoryError" not in said and "Traceback" not in said, said[-2000:]
+    assert f"to '{bomb}': a file that is not" in said and "is there, and writing would replace it" in said, said[-2000:]
+    assert os.path.getsize(bomb) == (2 << 30) + 22  # left as it was
+
+
+def _run_with_1_gib_left(tmp_path, inputs):
+    """`aotcuda run` of an empty package file on ``inputs`` (refused before the package is read), in a child process
+    with 1 GiB of address space left; (the process, its stdout and stderr as one line)."""
+    (tmp_path / "p.pt2").write_bytes(b"")
+    done = subprocess.run([sys.executable, "-c", _UNDER_A_LIMIT, "run", str(tmp_path / "p.pt2"), "--inputs",
+                           str(inputs)], capture_output=True, text=True, timeout=300)
+    return done, " ".join(done.stdout.split() + done.stderr.split())
+
+
+def _inputs_over_a_hole(path, size: int) -> None:
+    """A torch.save file of one float32 tensor of ``size`` bytes whose storage record is stored over a hole: the
+    file is ``size`` bytes long and takes a few KiB of disk."""
+    import io
+    import zlib
+
+    saved = io.BytesIO()
+    torch.save({"args": (torch.zeros(16),)}, saved)
+    elements = b"J" + struct.pack("<i", size // 4)
+    with zipfile.ZipFile(io.BytesIO(saved.getvalue())) as archive:
+        entries = [(info.filename.encode(), archive.read(info)) for info in archive.infolist()]
+    entries = [(name, data.replace(b"cpuq\x06K\x10t", b"cpuq\x06" + elements + b"t").replace(
+        b"K\x00K\x10\x85", b"K\x00" + elements + b"\x85") if name.endswith(b"data.pkl") else data)
+        for name, data in entries]
+    crc, zeros = 0, bytes(1 << 24)
+    for _ in range(size // len(zeros)):
+        crc = zlib.crc32(zeros, crc)
+    with open(path, "wb") as file:
+        directory = []
+        for name, data in entries:
+            hole = name.endswith(b"/data/0")
+            length, check, offset = (size, crc, file.tell()) if hole else (len(data), zlib.crc32(data), file.tell())
+            file.write(struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, check, length, length, len(name), 0)
+                       + name)
+            file.seek(size, os.SEEK_CUR) if hole else file.write(data)
+            directory.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, check, length, length,
+                                         len(name), 0, 0, 0, 0, 0, offset) + name)
+        start, records = file.tell(), b"".join(directory)
+        file.write(records + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(directory), len(directory),
+                                         len(records), start, 0))
+
+
+def test_an_inputs_file_whose_record_lies_over_a_hole_is_refused_before_torch_load(tmp_path):
+    """The amplification breaker (2026-12-07): a stored record has a ratio of 1, so no ratio check refuses one over a
+    hole, and torch.load reads it whole: a 1 GiB inputs file of 8 KiB on disk made `aotcuda run` peak at 1.3 GB, one
+    of 60 GiB (under AOTCUDA_MAX_EXTRACT_BYTES) would meet the OOM killer. Here 2 GiB, in a process with 1 GiB of
+    address space left: main read the record until the allocation failed (`torch.load: ... can't allocate memory`)."""
+    inputs = tmp_path / "in.pt"
+    _inputs_over_a_hole(inputs, 2 << 30)
+    done, said = _run_with_1_gib_left(tmp_path, inputs)
+    assert done.returncode == 2 and "Traceback" not in said, said[-2000:]
+    assert re.search(r"Invalid value for --inputs: '.*in\.pt' is a sparse file: 2048\.0 MiB, of which its disk holds "
+                     r"[0-9.]+ MiB .*Copy a file you trust without holes", said), said[-2000:]
+
+
+def _inputs_deflated(path, size: int) -> None:
+    """A torch.save file of one float32 tensor of ``size`` bytes, its storage record deflated about 130x (within the
+    200x bound on a record's ratio): 6,000 random bytes in each MiB."""
+    import io
+
+    saved = io.BytesIO()
+    torch.save({"args": (torch.zeros(16),)}, saved)
+    elements = b"J" + struct.pack("<i", size // 4)
+    piece = bytearray(1 << 20)
+    piece[:6000] = os.urandom(6000)
+    with zipfile.ZipFile(io.BytesIO(saved.getvalue())) as source, zipfile.ZipFile(path, "w") as archive:
+        for info in source.infolist():
+            entry = zipfile.ZipInfo(info.filename, info.date_time)
+            if info.filename.endswith("/data/0"):
+                entry.compress_type = zipfile.ZIP_DEFLATED
+                with archive.open(entry, "w", force_zip64=True) as record:
+                    for _ in range(size >> 20):
+                        record.write(piece)
+                continue
+            data = source.read(info)
+            if info.filename.endswith("data.pkl"):
+                data = data.replace(b"cpuq\x06K\x10t", b"cpuq\x06" + elements + b"t").replace(
+                    b"K\x00K\x10\x85", b"K\x00" + elements + b"\x85")
+            archive.writestr(entry, data)
+
+
+def test_an_inputs_file_that_inflates_past_the_memory_is_refused_before_torch_load(tmp_path):
+    """The amplification breaker (2026-12-07): torch.load reads every record into memory, and the ratio bound (200x)
+    is a package's, whose entries go to disk: a 15.9 MB file whose 2 GiB storage deflates 135x was read whole, and in
+    a 1.5 GiB memory cgroup the kernel killed `aotcuda run` (SIGKILL). Here a 1.5 GiB storage (11 MB) in a process with
+    1 GiB of address space left: main read until torch's allocation failed."""
+    inputs = tmp_path / "in.pt"
+    _inputs_deflated(inputs, 3 << 29)
+    done, said = _run_with_1_gib_left(tmp_path, inputs)
+    assert done.returncode == 2 and "Traceback" not in said and "allocate" not in said, said[-2000:]
+    assert re.search(r"Invalid value for --inputs: .*in\.pt: its records inflate to 1,536 MiB, which torch\.load reads "
+                     r"into memory, more than the [0-9,]+ MiB this process has available", said), said[-2000:]

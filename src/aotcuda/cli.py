@@ -979,7 +979,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs, signing_key_fil
             table.add_row(shown(name), "-", f"{type(tensor).__name__} = {_clip(repr(tensor), 40)}", "-")
     console.print(table)
     if save_outputs:
-        _saved(_plain(torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t.cpu(), outputs)), save_outputs)
+        _saved(_plain(_compact_on_cpu(outputs)), save_outputs)
         status_console.print(f"wrote {save_outputs}", highlight=False, markup=False, soft_wrap=True)
 
 
@@ -1057,6 +1057,24 @@ def _output_labels(spec) -> list[str]:
         return output_leaf_names(spec)
     except ValueError:
         return [str(index) for index in range(spec.num_leaves)]
+
+
+def _compact_on_cpu(outputs):
+    """The outputs on the CPU, each tensor that views a larger storage copied to hold its own elements alone: torch.save
+    writes a tensor's whole storage, and AOTInductor returns a view of the buffer it computed where the program returns
+    part of one (``(x @ w)[:, :1]``): `aotcuda run --save-outputs` of that (100,000, 1) output of 400 KB wrote 1.6 GB,
+    the product's whole (100,000, 4096) buffer. A tensor given in several slots stays one tensor (one copy), as the
+    program returned it; an expanded one (stride 0, more elements than storage) keeps its storage."""
+    copies: dict[int, torch.Tensor] = {}
+
+    def compact(tensor: torch.Tensor) -> torch.Tensor:
+        if id(tensor) not in copies:  # the outputs hold every tensor meanwhile: an id is not reused
+            on_cpu = tensor.cpu()
+            larger = on_cpu.untyped_storage().nbytes() > on_cpu.numel() * on_cpu.element_size()
+            copies[id(tensor)] = on_cpu.clone() if larger else on_cpu
+        return copies[id(tensor)]
+
+    return torch.utils._pytree.tree_map_only(torch.Tensor, compact, outputs)
 
 
 def _plain(value):

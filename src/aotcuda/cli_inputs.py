@@ -533,6 +533,20 @@ def _private_copy(path: str, opened, limits):
     return copy
 
 
+def _check_holes(path: str, file, limits) -> None:
+    """click.BadParameter for an inputs file whose size its disk blocks hold less than 1/max_ratio of (above the ratio
+    floor): a stored record over a hole has a ratio of 1, which no ratio check refuses, and torch.load reads it whole:
+    a 1 GiB file of 8 KiB on disk made 1 GiB of zeros in memory, one of 60 GiB meets the OOM killer (the amplification
+    breaker, 2026-12-07). Asked of the file given, before it is copied, and of the copy (which keeps its holes)."""
+    from aotcuda.errors import PackageError
+    from aotcuda.runtime.archive import check_allocation
+
+    try:
+        check_allocation(path, file, limits, kind="file")
+    except PackageError as exc:
+        raise _refuse(str(exc)) from None
+
+
 def _copy_at_most(path: str, source, target, size: int) -> int:
     """Copy ``source`` into ``target`` until its end or ``size`` + 1 bytes, whichever comes first; the bytes copied.
     An error reading says the file cannot be read; one writing, that the temporary folder cannot take the copy.
@@ -671,6 +685,7 @@ def _check_inputs_archive(path: str, handle, limits) -> list[zipfile.ZipInfo]:
 
     try:
         check_directory(path, handle, limits)  # before zipfile builds an object for every record
+        _check_holes(path, handle, limits)
     except PackageError as exc:
         raise _refuse(str(exc)) from None
     try:
@@ -695,7 +710,28 @@ def _check_inputs_archive(path: str, handle, limits) -> list[zipfile.ZipInfo]:
         raise _refuse(f"{path}: cannot be read ({exc.strerror})") from None
     finally:
         handle.seek(0)
+    _check_memory_room(path, infos)
     return infos
+
+
+def _check_memory_room(path: str, infos: list[zipfile.ZipInfo]) -> None:
+    """click.BadParameter when the records inflate to more than the memory this process has (the machine's, its
+    cgroups', its rlimits': ``host_memory``): torch.load reads every record into memory, where a package's entries
+    go to disk, so the ratio bound a package has (200x) let a 15.9 MB file (a 2 GiB storage deflated 135x) take
+    2 GiB, and in a 1.5 GiB memory cgroup the kernel killed `aotcuda run` (SIGKILL; the amplification breaker,
+    2026-12-07); with no limit, it swaps. A file that fits is read as before."""
+    from aotcuda.runtime.archive import MiB
+    from aotcuda.runtime.host_memory import available_cpu_bytes
+
+    inflated = sum(info.file_size for info in infos)
+    if inflated < 1 << 28:  # below 256 MiB nothing is asked (the layout copy's threshold)
+        return
+    room = available_cpu_bytes()
+    if inflated > room:
+        raise _refuse(f"{path}: its records inflate to {inflated / MiB:,.0f} MiB, which torch.load reads into memory, "
+                      f"more than the {room / MiB:,.0f} MiB this process has available (the machine's, or its memory "
+                      "cgroup's or ulimit's where lower): it would be killed or swap; nothing of it was read. Run it "
+                      "where the inputs fit in memory, or save smaller inputs")
 
 
 def _check_one_directory(archive: zipfile.ZipFile, handle, count: int) -> None:
@@ -960,7 +996,10 @@ def load_inputs(path: str) -> tuple[tuple, dict]:
     limits = _inputs_limits()
     opened = _open_regular(path)
     path = clipped(path, SHOWN_PATH)  # what every refusal below quotes: a name of 4 KB made 4 KB lines
-    with opened, _private_copy(path, opened, limits) as handle:
+    with opened:
+        _check_holes(path, opened, limits)  # before a byte is copied (a copy without SEEK_DATA writes the zeros)
+        handle = _private_copy(path, opened, limits)
+    with handle:
         _refuse_other_formats(path, handle)
         if not _starts_with(handle, ZIP_MAGIC):
             # torch.load tries any other file as a tar archive first (its pre-1.6 format), and Python's tarfile

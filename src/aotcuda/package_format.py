@@ -490,6 +490,11 @@ def parse_signature(data: bytes, entry: str, path: str, read_expression=None) ->
 # signature holds tens of tensors of a few dims, with expressions like "2*s27" (~1 KiB in all); a 128-layer
 # model's KV cache as inputs is ~260 tensors.
 MAX_SIGNATURE_TENSORS, MAX_TENSOR_DIMS, MAX_INDEX_RANGES = 10_000, 64, 1_000
+# Dims of every tensor together, shape and strides: each is read into an object (~10 µs) and copied, so the two bounds
+# above allowed 1.28 million, which a package of 7 MB of `[1,1,...]` (~34 KB deflated at the ratio bound) spent 26 s of `aotcuda inspect`
+# and 15 s of load on (the amplification breaker, 2026-12-07). A real signature holds a few thousand (260 tensors of
+# rank 4); this is 10,000 tensors of rank 5.
+MAX_SIGNATURE_DIMS = 100_000
 MAX_SIGNATURE_EXPRESSIONS, MAX_SIGNATURE_EXPRESSION_CHARS = 10_000, 128 * 1024  # together: well under a second
 
 
@@ -505,6 +510,7 @@ def check_signature_counts(signature: dict, entry: str, path: str) -> None:
     tensors = sum(len(specs) for specs in lists.values() if isinstance(specs, list))
     if tensors > MAX_SIGNATURE_TENSORS:
         refuse(f"it lists {tensors} inputs and outputs, more than {MAX_SIGNATURE_TENSORS}")
+    dims = 0
     for kind, specs in lists.items():
         for index, spec in enumerate(specs if isinstance(specs, list) else ()):
             if not isinstance(spec, dict):
@@ -514,6 +520,11 @@ def check_signature_counts(signature: dict, entry: str, path: str) -> None:
                 most = MAX_INDEX_RANGES if field == "index_ranges" else MAX_TENSOR_DIMS
                 if isinstance(values, list) and len(values) > most:
                     refuse(f"{kind}[{index}] {field} has {len(values)} entries, more than {most}")
+                if isinstance(values, list) and field != "index_ranges":
+                    dims += len(values)
+                    if dims > MAX_SIGNATURE_DIMS:
+                        refuse(f"its tensors have more than {MAX_SIGNATURE_DIMS:,} dims and strides together (at "
+                               f"{kind}[{index}] {field})")
                 for value in values if isinstance(values, list) else ():
                     bounds = (value.get("min"), value.get("max")) if field == "index_ranges" and isinstance(
                         value, dict) else (value,)

@@ -798,6 +798,19 @@ def test_a_package_compiled_for_instructions_this_cpu_lacks_is_refused_before_it
         assert "AOTI_CPU_ISA" not in str(error), error
 
 
+def test_an_isa_named_a_million_times_is_refused_in_one_short_line(twice_pt2, tmp_path, monkeypatch):
+    """The amplification breaker (2026-12-07): AOTI_CPU_ISA of "AVX512" 1,000,000 times (7 MB of metadata, under the 8
+    MiB bound) made a refusal naming AVX512 a million times, a message of 8 MB."""
+    from aotcuda.runtime import devices
+
+    monkeypatch.setattr(devices, "cpu_isa", lambda: frozenset({"AVX2"}), raising=False)
+    monkeypatch.setattr(devices, "library_isa", lambda so_path: [])
+    path = rewrite_package(twice_pt2, tmp_path / "isa.pt2", with_metadata(AOTI_CPU_ISA=" ".join(["AVX512"] * 10**6)))
+    with pytest.raises(PackageError, match=r"and this CPU lacks AVX512: its code would stop the process") as refused:
+        load(path)
+    assert len(str(refused.value)) < 2000, len(str(refused.value))
+
+
 def without_cpu_isa(name, data):
     return json.dumps({k: v for k, v in json.loads(data).items() if k != "AOTI_CPU_ISA"}).encode() \
         if name.endswith("wrapper_metadata.json") else data

@@ -347,6 +347,12 @@ COUNTS = {
         r"it holds 13\d shape expressions of \d+ characters, more than 10000 or 131072 characters"),
     "20,000 outputs": (lambda signature: signature.update(outputs=signature["outputs"][:1] * 20_000),
                        r"it lists 20001 inputs and outputs, more than 10000"),
+    # (the amplification breaker, 2026-12-07) 1.28 million static dims and strides, 7 MB of JSON (~34 KB deflated at
+    # the ratio bound): 26 s of `aotcuda inspect` and 15 s of load, each dim read into an object and copied
+    "10,000 outputs of 64 dims": (
+        lambda signature: signature.update(outputs=[{**signature["outputs"][0], "name": f"o{i}", "shape": [1] * 64,
+                                                     "strides": [1] * 64} for i in range(9999)]),
+        r"its tensors have more than 100,000 dims and strides together \(at outputs\[781\] shape\)"),
     "2,000 index ranges": (lambda signature: signature["inputs"][0].update(index_ranges=[{"min": 0, "max": 1}] * 2000),
                            r"inputs\[0\] index_ranges has 2000 entries, more than 1000"),
 }

@@ -729,12 +729,21 @@ def _zip_names(path: str) -> list[str] | None:
     """The entry names of the zip at ``path``, a regular file; None for anything else. The file is opened once
     and checked on its descriptor (``regular_files.open_regular``): a FIFO another process renamed over the path
     after ``isfile`` left lower() (and run's --save-outputs check) waiting in zipfile's open for a writer."""
+    from aotcuda.runtime.archive import ArchiveLimits, check_directory
+
     if not os.path.isfile(path) or os.path.islink(path):
         return None
+    limits = ArchiveLimits.from_environment()
     try:
-        with open_regular(path) as handle, zipfile.ZipFile(handle) as archive:
-            return archive.namelist()
-    except (OSError, zipfile.BadZipFile, ValueError):
+        with open_regular(path) as handle:
+            # zipfile reads the directory its end record declares whole into memory: whatever file lies at an output
+            # path (a shared folder's, another user's) is judged as a package's is first (the amplification breaker,
+            # 2026-12-07: 22 bytes after a 2 GiB hole, 4 KiB on disk, made `run --save-outputs` read 2 GiB)
+            check_directory(path, handle, limits)
+            handle.seek(0)
+            with zipfile.ZipFile(handle) as archive:
+                return archive.namelist()
+    except (OSError, zipfile.BadZipFile, ValueError, PackageError):
         return None
 
 

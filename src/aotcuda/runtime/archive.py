@@ -286,7 +286,7 @@ def _refuse_too_many(path: str, count: int, limits: ArchiveLimits) -> None:
                            f"{_override('max_entries')}")
 
 
-def check_allocation(path: str, file, limits: ArchiveLimits) -> None:
+def check_allocation(path: str, file, limits: ArchiveLimits, kind: str = "package") -> None:
     """Refuse a package file whose size is more than ``limits.max_ratio`` times the bytes its disk blocks hold
     (above ``ratio_floor``): a sparse file, whose holes read as zeros the disk does not hold. The ratio checks take a
     STORED entry's bytes to be in the file, so none applies to one (its ratio is 1): a 256 MiB stored entry over a
@@ -301,8 +301,9 @@ def check_allocation(path: str, file, limits: ArchiveLimits) -> None:
             f"{path!r} is a sparse file: {status.st_size / MiB:.1f} MiB, of which its disk holds {held / MiB:.2f} MiB "
             f"({status.st_size / held:.0f}x, more than the {limits.max_ratio:g}x limit); the rest reads as zeros the "
             "disk does not hold, which reading or extracting it would make real: a zip bomb in the file system's "
-            "holes, or a package copied with holes (cp --sparse=always) or kept on a file system that compresses "
-            "zeros away. Nothing was read. Copy a package you trust without holes (cp --sparse=never PACKAGE COPY); "
+            f"holes, or a {kind} copied with holes (cp --sparse=always) or kept on a file system that compresses "
+            f"zeros away. Nothing was read. Copy a {kind} you trust without holes (cp --sparse=never {kind.upper()} "
+            "COPY); "
             f"or, {_override('max_ratio')}")
 
 

@@ -93,7 +93,8 @@ def check_cpu_isa(package: ExtractedPackage) -> None:
     if supported is None:
         return
     recorded = isa.split() if isinstance(isa, str) else []
-    missing = [token for token in recorded if token in _ISA_PROBES and token not in supported]
+    # each token once: a metadata of "AVX512 AVX512 ..." (8 MiB) made a refusal of megabytes (the amplification breaker)
+    missing = list(dict.fromkeys(token for token in recorded if token in _ISA_PROBES and token not in supported))
     compiled = library_isa(package.so_path)
     unrecorded = [token for token in compiled if token not in supported and token not in missing]
     if unrecorded:  # the library's own record says more than the metadata: the metadata is JSON, edited or not
@@ -153,10 +154,10 @@ def cpu_isa() -> frozenset[str] | None:
 def available_bytes(device: torch.device) -> int | None:
     """The memory a new allocation on ``device`` may take without swapping (the CPU) or failing (CUDA: free memory
     and the caching allocator's unused blocks); None for another device."""
-    if device.type == "cpu":
-        import psutil
+    if device.type == "cpu":  # the least of the machine's, this process's cgroups' and its rlimits' (host_memory)
+        from aotcuda.runtime.host_memory import available_cpu_bytes
 
-        return psutil.virtual_memory().available
+        return available_cpu_bytes()
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
