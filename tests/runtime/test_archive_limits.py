@@ -13,6 +13,7 @@ import tempfile
 import zipfile
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 import aotcuda
@@ -234,17 +235,55 @@ def test_an_extraction_larger_than_the_free_space_is_refused_before_writing(so_b
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(1 << 40, (1 << 40) - (10 << 20), 10 << 20))
-    with pytest.raises(PackageError, match=r"extracts to [\d,]+ bytes \([\d.]+ MiB\), but the temporary folder .* has "
-                                           r"10,485,760 bytes \(10\.0 MiB\) free; nothing was extracted.*TMPDIR"):
+    with pytest.raises(PackageError, match=r"extracts to [\d,]+ bytes \([\d.]+ MiB\) of disk blocks \(2 files\), but the "
+                                           r"temporary folder .* has 10,485,760 bytes \(10\.0 MiB\) free; nothing was extracted.*TMPDIR"):
         aotcuda.load(so_bomb, limits=ArchiveLimits(max_ratio=0))
     assert _written(watched_temp) == 0
     # sizes a user can compare: a 1.6 MB package on a 1 MiB tmpfs read "extracts to 0.00 GiB, but ... has 0.00 GiB
     # free" (the file-system breaker, 2026-12-06)
     monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(1 << 40, 1 << 40, 1000))
-    with pytest.raises(PackageError, match=r"extracts to [\d,]+ bytes \([\d.]+ MiB\), but the temporary folder .* has "
-                                           r"1,000 bytes free; nothing was extracted"):
+    with pytest.raises(PackageError, match=r"extracts to [\d,]+ bytes \([\d.]+ MiB\) of disk blocks \(2 files\), but the "
+                                           r"temporary folder .* has 1,000 bytes free; nothing was extracted"):
         aotcuda.load(so_bomb, limits=ArchiveLimits(max_ratio=0))
 
+
+
+def test_many_tiny_entries_are_counted_by_their_blocks_and_inodes(twice_pt2, watched_temp, tmp_path, monkeypatch):
+    """The amplification breaker (2026-12-07): 99,000 one-byte entries added to a package's model folder (16 MB)
+    made load write 405,732 KiB of disk blocks and 99,015 inodes, where the room check counted their 99,000 bytes.
+    Each file now counts whole blocks of the file system, and the files its free inodes: refused before writing."""
+    import shutil
+    from collections import namedtuple
+
+    many = tmp_path / "many.pt2"
+    shutil.copyfile(twice_pt2, many)
+    with zipfile.ZipFile(many) as archive:
+        model = next(name for name in archive.namelist() if name.endswith(".wrapper.so")).rsplit("/", 1)[0]
+    with zipfile.ZipFile(many, "a") as archive:
+        for index in range(2000):
+            archive.writestr(f"{model}/f{index}", b"x")
+    block = os.statvfs(watched_temp).f_frsize
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(1 << 40, 1 << 40, 1000 * block))
+    with pytest.raises(PackageError, match=r"extracts to [\d,]+ bytes \([\d.]+ MiB\) of disk blocks \(2,0\d\d files\), "
+                                           r"but the temporary folder .* has [\d,]+ bytes \([\d.]+ MiB\) free"):
+        aotcuda.load(str(many))  # the 2,000 bytes fit; their 2,000 blocks do not
+    assert _written(watched_temp) == 0
+    monkeypatch.undo()
+    monkeypatch.setattr(tempfile, "tempdir", str(watched_temp))
+    real = os.statvfs(watched_temp)
+    fields = list(real)
+    fields[5], fields[6], fields[7] = 1_000_000, 1500, 1500  # f_files, f_ffree, f_favail
+    monkeypatch.setattr(os, "statvfs", lambda folder: os.statvfs_result(fields))
+    with pytest.raises(PackageError, match=r"extracts to 2,0\d\d files, but the temporary folder .* has room for "
+                                           r"1,500 more files \(its file system's free inodes\); nothing was extracted"):
+        aotcuda.load(str(many))
+    assert _written(watched_temp) == 0
+    monkeypatch.undo()
+    monkeypatch.setattr(tempfile, "tempdir", str(watched_temp))
+    with aotcuda.load(str(many)) as program:  # with room, it loads and runs
+        x = torch.randn(3, 4)
+        assert torch.equal(program(x)[1], x + 1)
 
 # --- entries that overlap, extra fields read two ways (review 5) --------------------------------------------
 
