@@ -1130,3 +1130,39 @@ def test_an_allowed_origin_is_read_as_a_browser_sends_it_and_a_malformed_one_is_
         monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", f"https://ok.example,{entry}")
         with pytest.raises(SwitchError, match=r"AOTCUDA_SERVE_ALLOWED_ORIGINS holds .*scheme://host\[:port\]"):
             proxy.proxy_environment(5.0, 100)
+
+
+def test_a_request_framed_two_ways_is_refused_and_what_its_body_hides_is_never_answered(monkeypatch):
+    """Request smuggling (breakserve3, 2026-12-07): h11 takes Transfer-Encoding over Content-Length and kept the
+    connection open, where RFC 9112 (6.1, 6.3) says a server that reads such a request MUST close the connection after
+    it. A POST /predict with both headers and a body of ``0\\r\\n\\r\\n`` + ``GET /stats ...`` (what a balancer in
+    front, framing it by its Content-Length, passes on as one request) was answered twice on one connection by a
+    one-replica serve: a 400 for the empty body, then 200 and the replica's /stats for the hidden GET. Now the proxy's
+    protocol refuses it 400 in our words and closes before the rest is parsed; so too Transfer-Encoding over
+    HTTP/1.0; the next request is served."""
+    import re
+
+    app = proxy.WholeBody(PlainTextResponse("ok"), timeout_s=2.0, max_bytes=1000)
+    hidden = b"GET /stats HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    body = b"0\r\n\r\n" + hidden
+    head = b"Host: localhost\r\nContent-Type: application/octet-stream\r\n"
+    attacks = {"CL.TE": b"POST /predict HTTP/1.1\r\n" + head + b"Content-Length: %d\r\n" % len(body) +
+               b"Transfer-Encoding: chunked\r\n\r\n" + body,
+               "TE over 1.0": b"POST /predict HTTP/1.0\r\n" + head + b"Connection: keep-alive\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n" + body}
+    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=2.0) as (address, _):
+        for name, raw in attacks.items():
+            with socket.create_connection(address, timeout=5) as client:
+                client.sendall(raw)
+                answer = b""
+                while chunk := client.recv(65536):
+                    answer += chunk
+            statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)
+            assert statuses == [b"400"], (name, answer[:600])
+            assert b"x-aotcuda-error: requesterror" in answer.lower() and b"smuggling" in answer, (name, answer)
+        with socket.create_connection(address, timeout=5) as client:  # an honest request on the same server
+            client.sendall(b"POST /predict HTTP/1.1\r\n" + head + b"Content-Length: 2\r\nConnection: close\r\n\r\nhi")
+            answer = b""
+            while chunk := client.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok"), answer
