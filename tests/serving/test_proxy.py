@@ -1166,3 +1166,110 @@ def test_a_request_framed_two_ways_is_refused_and_what_its_body_hides_is_never_a
             while chunk := client.recv(65536):
                 answer += chunk
         assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok"), answer
+
+
+def test_one_clients_flood_waits_behind_itself_not_in_front_of_other_clients(monkeypatch):
+    """Fairness (breakserve3, 2026-12-07): Ray's proxy queued every request first come first served, whoever sent it:
+    200 connections of one client looping POST /predict held another client's single request 37.7 s (0.06 s alone)
+    on a one-replica serve. Here the app stands in for Ray and its replicas: it runs 2 requests at once, 0.1 s each;
+    mallory sends 30 requests at once, then alice sends one. With the proxy as serve starts it
+    (AOTCUDA_SERVE_REQUESTS_IN_FLIGHT: what the replicas take), alice's is let in at the first free slot, and
+    mallory's flood waits behind itself; a request held past AOTCUDA_SERVE_HOLD_TIMEOUT_S gets 503 with Retry-After."""
+    import uvicorn.config
+
+    monkeypatch.setitem(uvicorn.config.HTTP_PROTOCOLS, "auto", uvicorn.config.HTTP_PROTOCOLS["auto"])  # restored
+    for name, value in proxy.proxy_environment(1.5, 100).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AOTCUDA_SERVE_REQUESTS_IN_FLIGHT", "2")  # as serve sets it: what the replicas take at once
+    monkeypatch.setenv("AOTCUDA_SERVE_HOLD_TIMEOUT_S", "1.5")  # and its --request-timeout-s
+    (middleware,) = proxy.middlewares()  # what Ray's proxy calls when it starts
+    slots, ended = asyncio.Semaphore(2), {}
+
+    async def replicas(scope, receive, send):  # Ray's queue in front of two slots
+        async with slots:
+            await asyncio.sleep(0.1)
+        ended.setdefault(scope["client"][0], []).append(time.monotonic())
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = middleware.cls(replicas, *middleware.args, **middleware.kwargs)
+
+    async def request(address: str):
+        statuses = []
+        scope = {"type": "http", "method": "POST", "path": "/predict", "client": (address, 40000),
+                 "headers": [(b"content-type", b"application/octet-stream"), (b"content-length", b"2")]}
+        messages = [{"type": "http.request", "body": b"hi", "more_body": False}]
+
+        async def receive():  # as uvicorn's: after the body, nothing until the client leaves (it stays)
+            if messages:
+                return messages.pop(0)
+            await asyncio.Event().wait()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses[0]
+
+    async def attack():
+        flood = [asyncio.create_task(request("10.0.0.66")) for _ in range(30)]
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        alice = await request("10.0.0.7")
+        waited = time.monotonic() - started
+        return alice, waited, await asyncio.gather(*flood)
+
+    alice, waited, flood = asyncio.run(attack())
+    assert alice == 200 and waited < 0.5, f"alice waited {waited:.2f} s behind mallory's flood"  # was 1.5 s
+    assert set(flood) <= {200, 503} and flood.count(200) >= 20, flood  # 2 slots for 1.5 s: the rest held past it
+    assert flood.count(503) == 30 - len(ended["10.0.0.66"]), flood
+
+
+def test_requests_held_for_a_slot_are_let_go_when_their_clients_leave(monkeypatch):
+    """The proxy's hold (FairAdmission) must not become a pile: a client that sends a request and closes its
+    connection at once, again and again, would leave a held request for each (its body and task, none counted in any
+    room for a GET) until the hold's timeout. A held request whose client leaves is dropped at once, unanswered; the
+    one in flight and a later honest request are served."""
+    admission = proxy.FairAdmission(1)
+    release = asyncio.Event()
+
+    async def replicas(scope, receive, send):
+        if scope["path"] == "/slow":
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=60.0)
+    admission = app.admission
+
+    async def request(path: str, leaves: bool):
+        statuses = []
+        scope = {"type": "http", "method": "GET", "path": path, "client": ("10.0.0.66", 1), "headers": []}
+        messages = [{"type": "http.request", "body": b"", "more_body": False}]
+        gone = asyncio.Event()
+        if leaves:
+            gone.set()
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses
+
+    async def attack():
+        slow = asyncio.create_task(request("/slow", False))
+        await asyncio.sleep(0.05)
+        leavers = await asyncio.wait_for(asyncio.gather(*(request("/stats", True) for _ in range(500))), 5)
+        held = sum(len(queue) for queue in admission.waiting.values())
+        release.set()
+        return await slow, leavers, held, await asyncio.wait_for(request("/stats", False), 5)
+
+    slow, leavers, held, honest = asyncio.run(attack())
+    assert held == 0 and leavers == [[]] * 500, (held, leavers[:3])  # none answered: nobody was there to read it
+    assert slow == [200] and honest == [200] and admission.running == 0 and not admission.in_flight
