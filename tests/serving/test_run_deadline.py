@@ -584,9 +584,30 @@ def test_healthz_says_why_a_replica_failed_to_start(monkeypatch):
     app = types.SimpleNamespace(status="ApplicationStatus.UNHEALTHY", deployments={"ProgramReplica": deployment})
     monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
     status, text = healthz(health.HealthCheck("aotcuda", "ProgramReplica"))
-    assert status == 503 and text.endswith(b"; a replica failed to start: " + refusal.strip().encode()), text
+    shown = refusal.strip().replace("/srv/model.pt2", "<a path on the server>")  # no client reads the server's paths
+    assert status == 503 and text.endswith(b"; a replica failed to start: " + shown.encode()), text
     deployment.message = ""  # no failure said: the states alone, as before
     assert healthz(health.HealthCheck("aotcuda", "ProgramReplica"))[1].endswith(b"'STARTING': 1}")
+
+
+def test_healthz_tells_a_client_why_a_replica_failed_to_start_without_the_servers_paths(monkeypatch):
+    """Information a client could read (breakserve3, 2026-12-07): /healthz, open to any client, quoted the last line of
+    a replica's start failure as it was, so a package replaced under serve told every client where the deployer keeps
+    it (``'/home/alice/models/fraud-v3/model.pt2' is not the package that was checked``), though a replica's own
+    answers show no path of the server since the breaker's "the deployer's source in a client's answer". Now the
+    reason is said without the path; `aotcuda serve` says it whole on its stderr."""
+    from aotcuda.serving import health
+
+    refusal = ("aotcuda.errors.PackageError: '/home/alice/models/fraud-v3/model.pt2' is not the package that was checked "
+               "when serving started (its SHA-256 is 9f2c..., serve checked 41aa...); extracted to /tmp/aotcuda-x1/lib.so")
+    message = ("A replica failed to start with exception. Retrying. Error:\nTraceback (most recent call last):\n"
+               "  File \"/home/alice/.venv/lib/python3.11/site-packages/ray/serve/replica.py\", line 1\n" + refusal)
+    deployment = types.SimpleNamespace(replica_states={"RUNNING": 1, "STARTING": 1}, message=message)
+    app = types.SimpleNamespace(status="ApplicationStatus.UNHEALTHY", deployments={"ProgramReplica": deployment})
+    monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
+    status, text = healthz(health.HealthCheck("aotcuda", "ProgramReplica"))
+    assert status == 503 and b"is not the package that was checked" in text, text
+    assert b"/home/alice" not in text and b"/tmp/aotcuda-x1" not in text and b"<a path on the server>" in text, text
 
 
 def test_a_replica_tells_healthz_when_its_run_passes_the_deadline_and_when_it_ends(served_block, monkeypatch):

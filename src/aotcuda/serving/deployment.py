@@ -40,7 +40,6 @@ import concurrent.futures
 import json
 import logging
 import os
-import re
 from collections import Counter
 
 import torch
@@ -61,7 +60,8 @@ from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.libraries import remove_pinned_folder
 from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, index_records, serving_plan, split_rows, tensor_size_records
-from aotcuda.serving.body import ERROR_HEADER, BusyError, LateBodyError, RequestError, SlowBodyError, read_body, shown
+from aotcuda.serving.body import (ERROR_HEADER, BusyError, LateBodyError, RequestError, SlowBodyError, read_body, shown,
+                                  without_server_paths)
 from aotcuda.serving.codec import (check_answer_bytes, check_answer_size, check_tensor_sizes, decode_inputs,
                                    encode_outputs)
 from aotcuda.serving.deadline import RunTimeoutError, RunWatch
@@ -481,12 +481,10 @@ def _error_response(error: Exception, status: int, prefix: str = "") -> Response
     if isinstance(error, BusyError):  # nothing of the request ran: the client may send it again
         headers["Retry-After"] = str(RETRY_AFTER_S)
     text = prefix + (getattr(error, "client_text", None) or str(error))
-    public = _SERVER_PATH.sub("<a path on the server>", text)
+    public = without_server_paths(text)
     if public != prefix + str(error):
         _log.info("answered %d to a request, said in full: %s", status, shown(prefix + str(error), MAX_ERROR_CHARS))
     return PlainTextResponse(shown(public, MAX_ERROR_CHARS), status_code=status, headers=headers)
 
 
-# an absolute path of two parts or more (/tmp/aotcuda-x/m.so, /home/me/model.py), not a route or a ratio (a / b)
-_SERVER_PATH = re.compile(r"(?<![\w.:/~-])/(?:[^\s/:'\"()\[\],;]+/)+[^\s/:'\"()\[\],;]*")
 _log = logging.getLogger("ray.serve")  # a replica's log: Ray Serve writes this logger's records there

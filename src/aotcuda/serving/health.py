@@ -20,7 +20,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from aotcuda.serving.body import shown
+from aotcuda.serving.body import shown, without_server_paths
 
 __all__ = ["HEALTH_CHECK_PERIOD_S", "OVERRUN_WORD_S", "WORD_WAIT_S", "HealthCheck", "HealthWord", "Look",
            "ROUTES", "health_answer", "look", "no_route", "replica_name", "wrong_method"]
@@ -154,9 +154,11 @@ def _states_answer(app_name: str, deployment_name: str) -> Response:
     seen = look(app_name, deployment_name)
     if seen.ready:
         return PlainTextResponse("ok")
+    # the failure as any client may read it: without the server's paths (the package's, in a refusal of it), as a
+    # replica's own answers; `aotcuda serve` says it whole on its stderr (start_failures.py)
     return PlainTextResponse(f"not ready: application {seen.status}, replicas {seen.states}"
-                             + (f"; a replica failed to start: {shown(seen.failure, 400)}" if seen.failure else ""),
-                             status_code=503)
+                             + (f"; a replica failed to start: {shown(without_server_paths(seen.failure), 400)}"
+                                if seen.failure else ""), status_code=503)
 
 
 class Look(NamedTuple):
