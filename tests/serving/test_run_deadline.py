@@ -771,3 +771,40 @@ def test_a_base_exception_in_the_program_thread_answers_its_request(served_block
     assert answered == "RuntimeError", answered
     replica.program.execute = execute
     assert asyncio.run(answer_of(replica, torch.randn(1, 16, 256), batched)) == "outputs"
+
+
+def test_a_flood_of_health_checks_asks_serve_once_for_many(monkeypatch):
+    """breakserve3 (2026-12-07): each GET /healthz asked Serve's controller (serve.status(), a blocking call, in the
+    event loop's few threads): 200 connections of one client looping GET /healthz on a one-replica serve got 28
+    answers a second, and a balancer's own /healthz took 3.3, 13.4 and 15.3 s (0.05 s alone): past any probe's
+    timeout, so the balancer would take a serving node out. Now concurrent checks share one look at Serve, and a
+    look serves every check for half a second; a replica's word that its run is past the deadline is read at each
+    check, as before. Serve's status stood in for: 0.2 s a call, counted."""
+    from starlette.requests import Request
+
+    from aotcuda.serving import health
+
+    calls = []
+    deployment_status = types.SimpleNamespace(replica_states={"RUNNING": 1})
+    app = types.SimpleNamespace(status="ApplicationStatus.RUNNING", deployments={"ProgramReplica": deployment_status})
+
+    def status():
+        calls.append(time.monotonic())
+        time.sleep(0.2)
+        return types.SimpleNamespace(applications={"aotcuda": app})
+
+    monkeypatch.setattr(health.serve, "status", status)
+    check = health.HealthCheck("aotcuda", "ProgramReplica")
+    scope = {"type": "http", "method": "GET", "path": "/healthz", "headers": [], "query_string": b""}
+
+    async def flood():
+        started = time.monotonic()
+        answers = await asyncio.gather(*(check(Request(scope)) for _ in range(200)))
+        return answers, time.monotonic() - started
+
+    answers, took = asyncio.run(flood())
+    assert [answer.status_code for answer in answers] == [200] * 200
+    assert len(calls) <= 2 and took < 1.5, f"{len(calls)} looks at Serve for 200 checks, {took:.1f} s"
+    check.report_overrun("r1", True)  # a replica's word is not cached: the next check says it
+    status_code, text = healthz(check)
+    assert status_code == 503 and b"r1" in text, text

@@ -65,7 +65,8 @@ from aotcuda.serving.body import (ERROR_HEADER, BusyError, LateBodyError, Reques
 from aotcuda.serving.codec import (check_answer_bytes, check_answer_size, check_tensor_sizes, decode_inputs,
                                    encode_outputs)
 from aotcuda.serving.deadline import RunTimeoutError, RunWatch
-from aotcuda.serving.health import WORD_WAIT_S, HealthWord, health_answer, no_route, replica_name, wrong_method
+from aotcuda.serving.health import (WORD_WAIT_S, HealthWord, SharedLook, health_answer, no_route, replica_name,
+                                    wrong_method)
 from aotcuda.serving.proxy import read_by_proxy
 from aotcuda.serving.web_pages import route_of
 
@@ -158,6 +159,7 @@ class ProgramReplica:
         self.predict_batch.set_max_batch_size(max_batch_size)
         self.predict_batch.set_batch_wait_timeout_s(batch_wait_ms / 1000)
         self.counters: Counter = Counter()
+        self._looks = SharedLook()  # its own /healthz route's looks at Serve (build_app: no HealthCheck deployment)
         # {id(request's inputs): (inputs, slot)} for the requests of the batch under way: Ray's batching drops a
         # request cancelled before its batch starts, but one cancelled after has only this way to its slot
         self._slots: dict[int, tuple[list, concurrent.futures.Future]] = {}
@@ -176,7 +178,7 @@ class ProgramReplica:
         if path == "/healthz":
             context = serve.get_replica_context()
             overrunning = [replica_name(context)] if self.watch.overrun_s() is not None else []
-            return await health_answer(context.app_name, context.deployment, overrunning)
+            return await health_answer(context.app_name, context.deployment, overrunning, self._looks)
         if path == "/stats":
             return Response(json.dumps(self.stats()), media_type="application/json")
         return no_route(method, path)

@@ -59,8 +59,9 @@ MAX_PENDING_VARIABLE = "AOTCUDA_SERVE_MAX_PENDING_BYTES"
 MIN_SEND_RATE_VARIABLE = "AOTCUDA_SERVE_MIN_SEND_RATE"
 IN_FLIGHT_VARIABLE = "AOTCUDA_SERVE_REQUESTS_IN_FLIGHT"
 HOLD_TIMEOUT_VARIABLE = "AOTCUDA_SERVE_HOLD_TIMEOUT_S"
-# the route answered by a deployment of its own (health.py), never held behind the program's requests
-HEALTH_ROUTE = "/healthz"
+# the route answered by a deployment of its own (health.py), held apart from the program's requests, and the
+# requests that deployment takes at once (its max_ongoing_requests, server.py)
+HEALTH_ROUTE, HEALTH_SLOTS = "/healthz", 64
 # the program's routes (health.ROUTES, which imports Ray): a 404 from Ray for one means no application is running
 PROGRAM_ROUTES = frozenset({"/predict", "/healthz", "/stats"})
 RETRY_AFTER_S = 1  # what a client refused for lack of room is told to wait (BusyError)
@@ -197,7 +198,9 @@ class WholeBody:
     def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None,
                  unread_answers=None, requests_in_flight: int = 0, hold_timeout_s: float = 60.0):
         self.app, self.timeout_s, self.max_bytes, self.hold_timeout_s = app, timeout_s, max_bytes, hold_timeout_s
+        # the program's requests, and the health checks apart (their own deployment's slots): neither waits for the other
         self.admission = FairAdmission(requests_in_flight) if requests_in_flight else None
+        self.health_admission = FairAdmission(HEALTH_SLOTS) if requests_in_flight else None
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
         self.unread_answers = unread_answers or _unread_answer_bytes
         # this machine's own name too (Debian maps it to 127.0.1.1): /etc/hosts resolves it, no page's DNS can
@@ -248,12 +251,13 @@ class WholeBody:
             await _refused(error, scope, receive, send)
             return
         client = (scope.get("client") or ("",))[0]
-        admitted = self.admission is not None and route_of(scope.get("path") or "") != HEALTH_ROUTE
+        admission = self.health_admission if route_of(scope.get("path") or "") == HEALTH_ROUTE else self.admission
+        admitted = admission is not None
         if admitted:
             # the body is whole: what the client sends next is its leaving (http.disconnect), which ends its hold
             left = asyncio.ensure_future(receive())
             try:
-                await self.admission.enter(client, self.hold_timeout_s, left)
+                await admission.enter(client, self.hold_timeout_s, left)
             except ClientDisconnect:  # the client left while held: nobody to answer, no turn kept for it
                 return
             except BusyError as error:
@@ -275,7 +279,7 @@ class WholeBody:
                            whole_body_then_client, send)
         finally:
             if admitted:
-                self.admission.leave(client)
+                admission.leave(client)
 
     def _check_room_for_answers(self) -> None:
         answers = self.unread_answers()

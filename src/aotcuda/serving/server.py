@@ -310,9 +310,10 @@ def _bind_health():
     from ray import serve
 
     from aotcuda.serving.health import HealthCheck
+    from aotcuda.serving.proxy import HEALTH_SLOTS
 
     deployment = serve.deployment(HealthCheck, name=HEALTH_DEPLOYMENT_NAME, num_replicas=1,
-                                  ray_actor_options={"num_cpus": 0}, max_ongoing_requests=64)
+                                  ray_actor_options={"num_cpus": 0}, max_ongoing_requests=HEALTH_SLOTS)
     return deployment.bind(APP_NAME, PROGRAM_DEPLOYMENT_NAME)
 
 
