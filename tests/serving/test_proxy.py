@@ -1273,3 +1273,47 @@ def test_requests_held_for_a_slot_are_let_go_when_their_clients_leave(monkeypatc
     slow, leavers, held, honest = asyncio.run(attack())
     assert held == 0 and leavers == [[]] * 500, (held, leavers[:3])  # none answered: nobody was there to read it
     assert slow == [200] and honest == [200] and admission.running == 0 and not admission.in_flight
+
+
+def test_health_checks_are_held_apart_from_the_programs_requests():
+    """The proxy's fair hold keeps /healthz apart (breakserve3, 2026-12-07): its own deployment answers it, so a check
+    never waits for a program's slot, and a flood of checks from one address is held by address as the program's
+    requests are, within the health deployment's slots (proxy.HEALTH_SLOTS)."""
+    release = asyncio.Event()
+
+    async def replicas(scope, receive, send):
+        if scope["path"] == "/predict":
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=60.0)
+
+    async def request(method: str, path: str):
+        statuses = []
+        scope = {"type": "http", "method": method, "path": path, "client": ("10.0.0.7", 1),
+                 "headers": [(b"content-type", b"application/octet-stream")]}
+        messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await asyncio.Event().wait()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses
+
+    async def checks():
+        busy = [asyncio.create_task(request("POST", "/predict")) for _ in range(2)]  # one runs, one is held
+        await asyncio.sleep(0.05)
+        health = await asyncio.wait_for(asyncio.gather(*(request("GET", "/healthz") for _ in range(3))), 2)
+        held = sum(len(queue) for queue in app.admission.waiting.values())
+        release.set()
+        return health, held, await asyncio.gather(*busy)
+
+    health, held, busy = asyncio.run(checks())
+    assert health == [[200]] * 3 and held == 1 and busy == [[200], [200]], (health, held, busy)
+    assert app.health_admission.limit == proxy.HEALTH_SLOTS and app.health_admission.running == 0
