@@ -1317,3 +1317,20 @@ def test_health_checks_are_held_apart_from_the_programs_requests():
     health, held, busy = asyncio.run(checks())
     assert health == [[200]] * 3 and held == 1 and busy == [[200], [200]], (health, held, busy)
     assert app.health_admission.limit == proxy.HEALTH_SLOTS and app.health_admission.running == 0
+
+
+def test_a_head_begun_behind_a_pipelined_request_has_the_heads_deadline(monkeypatch):
+    """breakserve3 (2026-12-07): a client that sent a whole request and, in the same write, the start of a next head,
+    then nothing, kept its connection (and the head's bytes in h11's buffer) past the 1 s head deadline: those bytes
+    arrived while the first request ran, when no head's clock is armed, so only uvicorn's keep-alive timer closed it
+    (here uvicorn's default 5 s; in Ray's proxy 90 s). Now the head's clock starts when the first answer ends: 408."""
+    with uvicorn_as_ray_runs_it(monkeypatch, PlainTextResponse("ok"), body_timeout_s=1.0) as (address, _):
+        with socket.create_connection(address, timeout=10) as client:
+            started = time.monotonic()
+            client.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\nGET /healthz HTTP/1.1\r\nHost: loc")
+            answer = b""
+            while chunk := client.recv(65536):
+                answer += chunk
+            closed_after = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 200") and b"HTTP/1.1 408" in answer, answer
+    assert closed_after < 3.0, f"the connection stayed open {closed_after:.1f} s with a head begun"

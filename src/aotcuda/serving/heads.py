@@ -286,7 +286,14 @@ class DeadlineH11Protocol(H11Protocol):
         self._watch_sending()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        super().on_response_complete()  # runs the pipelined bytes h11 holds: a next request whole, or part of its head
+        # A head begun behind a pipelined request (sent with it, then nothing) was never timed: its bytes arrived while
+        # the request before it ran, and uvicorn's keep-alive timer (Ray's: 90 s) was all that closed the connection.
+        # Its clock starts now, when the server begins to read it (breakserve3, 2026-12-07).
+        if (not self.transport.is_closing() and self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]
+                and self._head_deadline is None):
+            self._head_started = True
+            self._arm_head_deadline()
         # An answer under the high-water mark never paused writing, yet its rest may wait in the buffer (the client
         # stopped reading near its end): uvicorn's close of this connection would wait on it for ever.
         if self.transport.get_write_buffer_size():
