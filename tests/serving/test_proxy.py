@@ -1334,3 +1334,20 @@ def test_a_head_begun_behind_a_pipelined_request_has_the_heads_deadline(monkeypa
             closed_after = time.monotonic() - started
     assert answer.startswith(b"HTTP/1.1 200") and b"HTTP/1.1 408" in answer, answer
     assert closed_after < 3.0, f"the connection stayed open {closed_after:.1f} s with a head begun"
+
+
+def test_a_clients_forwarded_for_header_is_not_its_address(monkeypatch):
+    """breakserve3 (2026-12-07): Ray's uvicorn runs with proxy_headers on and trusts 127.0.0.1, so a local client's
+    ``X-Forwarded-For`` became the request's address (scope["client"]), which the proxy's fair hold tells clients
+    apart by: one client could pass for any number of others. The proxy callback now has uvicorn trust no forwarded
+    address unless the deployer set FORWARDED_ALLOW_IPS."""
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")  # recorded, so that the test's end restores it
+    monkeypatch.delenv("FORWARDED_ALLOW_IPS")  # unset, as in a proxy serve starts
+    recorder = Recorder()
+    with uvicorn_as_ray_runs_it(monkeypatch, recorder) as (address, _):  # the callback runs before uvicorn's config
+        with socket.create_connection(address, timeout=5) as client:
+            client.sendall(b"GET /stats HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: 10.9.9.9\r\nConnection: close\r\n\r\n")
+            deadline = time.monotonic() + 5
+            while recorder.scope is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+    assert recorder.scope is not None and recorder.scope["client"][0] == "127.0.0.1", recorder.scope and recorder.scope["client"]

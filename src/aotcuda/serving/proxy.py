@@ -114,6 +114,7 @@ def middlewares() -> list[Middleware]:
                          f"{MAX_PENDING_VARIABLE} or lower {MAX_BYTES_VARIABLE}")
     max_pending_bytes = max_pending_bytes or _default_pending_bytes(max_bytes)
     bound_request_heads(timeout_s, max_pending_bytes)
+    trust_no_forwarded_address()
     in_flight = int(switches.number(IN_FLIGHT_VARIABLE))
     kwargs = {"requests_in_flight": in_flight, "hold_timeout_s": _positive(HOLD_TIMEOUT_VARIABLE)} if in_flight else {}
     return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes, max_pending_bytes=max_pending_bytes,
@@ -124,6 +125,20 @@ def _default_pending_bytes(max_request_bytes: int) -> int:
     """The proxy's pending-bytes limit where none is given: the switch's default, or the body limit where that is
     larger (a body of the largest size must fit)."""
     return max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_request_bytes)
+
+
+FORWARDED_VARIABLE = "FORWARDED_ALLOW_IPS"  # uvicorn's: the peers whose X-Forwarded-For it takes as the client
+
+
+def trust_no_forwarded_address() -> None:
+    """Make uvicorn take no client's ``X-Forwarded-For`` as its address, in this process (Ray's proxy: called before Ray
+    builds its uvicorn config), unless the deployer set FORWARDED_ALLOW_IPS (a balancer of theirs in front).
+
+    Why (breakserve3, 2026-12-07): Ray's uvicorn runs with uvicorn's default ``proxy_headers=True`` and trusts
+    127.0.0.1, so any local client's ``X-Forwarded-For: 10.9.9.9`` became the request's ``scope["client"]``: the
+    address the proxy's fair hold (FairAdmission) tells clients apart by, so that one local client could pass for as
+    many as it liked, or for another client, and the address Ray logs."""
+    os.environ.setdefault(FORWARDED_VARIABLE, "")
 
 
 def bound_request_heads(head_timeout_s: float, max_pending_bytes: int | None = None) -> bool:
