@@ -1351,3 +1351,14 @@ def test_a_clients_forwarded_for_header_is_not_its_address(monkeypatch):
             while recorder.scope is None and time.monotonic() < deadline:
                 time.sleep(0.05)
     assert recorder.scope is not None and recorder.scope["client"][0] == "127.0.0.1", recorder.scope and recorder.scope["client"]
+
+
+def test_the_fair_hold_takes_an_ipv6_clients_64_for_one_client():
+    """The fair hold's open item (breakserve3, 2026-12-07): an IPv6 host is given a /64 to make addresses in, so a
+    client sending each request from another of its 2^64 addresses would be as many clients. The hold takes a /64
+    for one client (and an IPv4 address mapped into IPv6 as that IPv4 address)."""
+    key = proxy.client_key
+    assert key("2001:db8:1:2::1") == key("2001:db8:1:2:ffff:ffff:ffff:ffff") == "2001:db8:1:2::/64"
+    assert key("2001:db8:1:3::1") != key("2001:db8:1:2::1")
+    assert key("::ffff:10.0.0.7") == key("10.0.0.7") == "10.0.0.7" and key("::1") == "::1" and key("") == ""
+    assert key("fe80::1%eth0") == "fe80::/64"

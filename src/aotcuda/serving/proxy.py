@@ -265,7 +265,7 @@ class WholeBody:
         except (RequestError, BusyError) as error:
             await _refused(error, scope, receive, send)
             return
-        client = (scope.get("client") or ("",))[0]
+        client = client_key((scope.get("client") or ("",))[0])
         admission = self.health_admission if route_of(scope.get("path") or "") == HEALTH_ROUTE else self.admission
         admitted = admission is not None
         if admitted:
@@ -303,6 +303,22 @@ class WholeBody:
                             f"{self.pending.held} bytes of request bodies, past its limit of {self.pending.limit} "
                             "(--max-pending-bytes); nothing of this request ran, send it again after the "
                             "Retry-After seconds")
+
+
+def client_key(address: str) -> str:
+    """Whom a request's address stands for, in the proxy's fair hold: an IPv6 address's /64 (a host is given a /64
+    to make addresses in, 2^64 of them, so one client could pass for any number), any other address as it is."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return address
+    if ip.version == 4:
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip) if ip.is_loopback else str(ipaddress.ip_network(f"{ip}/64", strict=False))
 
 
 class FairAdmission:
