@@ -193,6 +193,15 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "a slower reader's connection is closed and its answer dropped, so that slow readers cannot hold the "
            "pending room (serving/heads.py); 0: no minimum, only the send timeout. `aotcuda serve` passes it on "
            "to the Ray it starts", "when the proxy starts"),
+    Switch("AOTCUDA_SERVE_REQUESTS_IN_FLIGHT", 0, "requests Ray Serve's HTTP proxy hands on to the replicas at "
+           "once (`aotcuda serve` sets it for the Ray it starts: its replicas times the requests each takes); past "
+           "it, requests wait in the proxy and are let in by client address, the one with the fewest requests in "
+           "flight first, so that one client's flood cannot starve the others (serving/proxy.py, FairAdmission); a "
+           "request held AOTCUDA_SERVE_HOLD_TIMEOUT_S gets 503 with Retry-After; 0: none held, Ray's own queue, "
+           "first come first served", "when the proxy starts"),
+    Switch("AOTCUDA_SERVE_HOLD_TIMEOUT_S", 60.0, "seconds a request may be held in Ray Serve's HTTP proxy for a "
+           "replica's slot (AOTCUDA_SERVE_REQUESTS_IN_FLIGHT) before it gets 503 with Retry-After, nothing of it run "
+           "(`aotcuda serve --request-timeout-s` sets it for the Ray it starts)", "when the proxy starts"),
     Switch("AOTCUDA_SERVE_ALLOWED_HOSTS", None, "host names, comma-separated, that a request arriving over a "
            "loopback address may name in its Host header besides localhost, the loopback addresses and this "
            "machine's name (a page's DNS rebinding names its own: refused 421, serving/web_pages.py); `*`: any name "

@@ -661,3 +661,25 @@ def test_a_servers_terminal_controls_are_shown_as_escapes():
     message = str(refused.value)
     assert "bad input" in message and "\\x1b]52" in message and "\\u202e" in message
     assert not any(ord(char) < 32 or 0x7f <= ord(char) < 0xa0 or char == "\u202e" for char in message), repr(message)
+
+
+def answers_with_a_status_line_of_terminal_controls(connection):
+    read_body(connection, read_head(connection))
+    connection.sendall(b"HTTP/1.1 2\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\x1b[8m" + b"A" * 60000 + b"\r\n\r\n")
+    connection.close()
+
+
+def test_a_status_line_that_is_not_one_is_shown_as_escapes_and_briefly():
+    """breakserve3 (2026-12-07): the terminal-controls fix covered an answer's text, not http.client's errors, which
+    quote the server's bytes: a status line ``HTTP/1.1 2`` + ``ESC ] 52 ...`` (a clipboard write), a screen clear and
+    60,000 more bytes made ``BadStatusLine`` and a ServingError whose message held all of them raw (60,187 characters).
+    Now the error's text is written with escapes and cut, as the answer's text is."""
+    server = RawServer(answers_with_a_status_line_of_terminal_controls)
+    try:
+        with pytest.raises(serving.ServingError) as refused:
+            serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=10).predict({"x": torch.zeros(2)})
+    finally:
+        server.close()
+    message = str(refused.value)
+    assert "BadStatusLine" in message and "\\x1b]52" in message and len(message) < 1000, (len(message), message[:300])
+    assert not any(ord(char) < 32 or 0x7f <= ord(char) < 0xa0 for char in message), repr(message[:300])

@@ -1130,3 +1130,235 @@ def test_an_allowed_origin_is_read_as_a_browser_sends_it_and_a_malformed_one_is_
         monkeypatch.setenv("AOTCUDA_SERVE_ALLOWED_ORIGINS", f"https://ok.example,{entry}")
         with pytest.raises(SwitchError, match=r"AOTCUDA_SERVE_ALLOWED_ORIGINS holds .*scheme://host\[:port\]"):
             proxy.proxy_environment(5.0, 100)
+
+
+def test_a_request_framed_two_ways_is_refused_and_what_its_body_hides_is_never_answered(monkeypatch):
+    """Request smuggling (breakserve3, 2026-12-07): h11 takes Transfer-Encoding over Content-Length and kept the
+    connection open, where RFC 9112 (6.1, 6.3) says a server that reads such a request MUST close the connection after
+    it. A POST /predict with both headers and a body of ``0\\r\\n\\r\\n`` + ``GET /stats ...`` (what a balancer in
+    front, framing it by its Content-Length, passes on as one request) was answered twice on one connection by a
+    one-replica serve: a 400 for the empty body, then 200 and the replica's /stats for the hidden GET. Now the proxy's
+    protocol refuses it 400 in our words and closes before the rest is parsed; so too Transfer-Encoding over
+    HTTP/1.0; the next request is served."""
+    import re
+
+    app = proxy.WholeBody(PlainTextResponse("ok"), timeout_s=2.0, max_bytes=1000)
+    hidden = b"GET /stats HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    body = b"0\r\n\r\n" + hidden
+    head = b"Host: localhost\r\nContent-Type: application/octet-stream\r\n"
+    attacks = {"CL.TE": b"POST /predict HTTP/1.1\r\n" + head + b"Content-Length: %d\r\n" % len(body) +
+               b"Transfer-Encoding: chunked\r\n\r\n" + body,
+               "TE over 1.0": b"POST /predict HTTP/1.0\r\n" + head + b"Connection: keep-alive\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n" + body}
+    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=2.0) as (address, _):
+        for name, raw in attacks.items():
+            with socket.create_connection(address, timeout=5) as client:
+                client.sendall(raw)
+                answer = b""
+                while chunk := client.recv(65536):
+                    answer += chunk
+            statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)
+            assert statuses == [b"400"], (name, answer[:600])
+            assert b"x-aotcuda-error: requesterror" in answer.lower() and b"smuggling" in answer, (name, answer)
+        with socket.create_connection(address, timeout=5) as client:  # an honest request on the same server
+            client.sendall(b"POST /predict HTTP/1.1\r\n" + head + b"Content-Length: 2\r\nConnection: close\r\n\r\nhi")
+            answer = b""
+            while chunk := client.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok"), answer
+
+
+def test_one_clients_flood_waits_behind_itself_not_in_front_of_other_clients(monkeypatch):
+    """Fairness (breakserve3, 2026-12-07): Ray's proxy queued every request first come first served, whoever sent it:
+    200 connections of one client looping POST /predict held another client's single request 37.7 s (0.06 s alone)
+    on a one-replica serve. Here the app stands in for Ray and its replicas: it runs 2 requests at once, 0.1 s each;
+    mallory sends 30 requests at once, then alice sends one. With the proxy as serve starts it
+    (AOTCUDA_SERVE_REQUESTS_IN_FLIGHT: what the replicas take), alice's is let in at the first free slot, and
+    mallory's flood waits behind itself; a request held past AOTCUDA_SERVE_HOLD_TIMEOUT_S gets 503 with Retry-After."""
+    import uvicorn.config
+
+    monkeypatch.setitem(uvicorn.config.HTTP_PROTOCOLS, "auto", uvicorn.config.HTTP_PROTOCOLS["auto"])  # restored
+    for name, value in proxy.proxy_environment(1.5, 100).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AOTCUDA_SERVE_REQUESTS_IN_FLIGHT", "2")  # as serve sets it: what the replicas take at once
+    monkeypatch.setenv("AOTCUDA_SERVE_HOLD_TIMEOUT_S", "1.5")  # and its --request-timeout-s
+    (middleware,) = proxy.middlewares()  # what Ray's proxy calls when it starts
+    slots, ended = asyncio.Semaphore(2), {}
+
+    async def replicas(scope, receive, send):  # Ray's queue in front of two slots
+        async with slots:
+            await asyncio.sleep(0.1)
+        ended.setdefault(scope["client"][0], []).append(time.monotonic())
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = middleware.cls(replicas, *middleware.args, **middleware.kwargs)
+
+    async def request(address: str):
+        statuses = []
+        scope = {"type": "http", "method": "POST", "path": "/predict", "client": (address, 40000),
+                 "headers": [(b"content-type", b"application/octet-stream"), (b"content-length", b"2")]}
+        messages = [{"type": "http.request", "body": b"hi", "more_body": False}]
+
+        async def receive():  # as uvicorn's: after the body, nothing until the client leaves (it stays)
+            if messages:
+                return messages.pop(0)
+            await asyncio.Event().wait()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses[0]
+
+    async def attack():
+        flood = [asyncio.create_task(request("10.0.0.66")) for _ in range(30)]
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        alice = await request("10.0.0.7")
+        waited = time.monotonic() - started
+        return alice, waited, await asyncio.gather(*flood)
+
+    alice, waited, flood = asyncio.run(attack())
+    assert alice == 200 and waited < 0.5, f"alice waited {waited:.2f} s behind mallory's flood"  # was 1.5 s
+    assert set(flood) <= {200, 503} and flood.count(200) >= 20, flood  # 2 slots for 1.5 s: the rest held past it
+    assert flood.count(503) == 30 - len(ended["10.0.0.66"]), flood
+
+
+def test_requests_held_for_a_slot_are_let_go_when_their_clients_leave(monkeypatch):
+    """The proxy's hold (FairAdmission) must not become a pile: a client that sends a request and closes its
+    connection at once, again and again, would leave a held request for each (its body and task, none counted in any
+    room for a GET) until the hold's timeout. A held request whose client leaves is dropped at once, unanswered; the
+    one in flight and a later honest request are served."""
+    admission = proxy.FairAdmission(1)
+    release = asyncio.Event()
+
+    async def replicas(scope, receive, send):
+        if scope["path"] == "/slow":
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=60.0)
+    admission = app.admission
+
+    async def request(path: str, leaves: bool):
+        statuses = []
+        scope = {"type": "http", "method": "GET", "path": path, "client": ("10.0.0.66", 1), "headers": []}
+        messages = [{"type": "http.request", "body": b"", "more_body": False}]
+        gone = asyncio.Event()
+        if leaves:
+            gone.set()
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses
+
+    async def attack():
+        slow = asyncio.create_task(request("/slow", False))
+        await asyncio.sleep(0.05)
+        leavers = await asyncio.wait_for(asyncio.gather(*(request("/stats", True) for _ in range(500))), 5)
+        held = sum(len(queue) for queue in admission.waiting.values())
+        release.set()
+        return await slow, leavers, held, await asyncio.wait_for(request("/stats", False), 5)
+
+    slow, leavers, held, honest = asyncio.run(attack())
+    assert held == 0 and leavers == [[]] * 500, (held, leavers[:3])  # none answered: nobody was there to read it
+    assert slow == [200] and honest == [200] and admission.running == 0 and not admission.in_flight
+
+
+def test_health_checks_are_held_apart_from_the_programs_requests():
+    """The proxy's fair hold keeps /healthz apart (breakserve3, 2026-12-07): its own deployment answers it, so a check
+    never waits for a program's slot, and a flood of checks from one address is held by address as the program's
+    requests are, within the health deployment's slots (proxy.HEALTH_SLOTS)."""
+    release = asyncio.Event()
+
+    async def replicas(scope, receive, send):
+        if scope["path"] == "/predict":
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=60.0)
+
+    async def request(method: str, path: str):
+        statuses = []
+        scope = {"type": "http", "method": method, "path": path, "client": ("10.0.0.7", 1),
+                 "headers": [(b"content-type", b"application/octet-stream")]}
+        messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await asyncio.Event().wait()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses
+
+    async def checks():
+        busy = [asyncio.create_task(request("POST", "/predict")) for _ in range(2)]  # one runs, one is held
+        await asyncio.sleep(0.05)
+        health = await asyncio.wait_for(asyncio.gather(*(request("GET", "/healthz") for _ in range(3))), 2)
+        held = sum(len(queue) for queue in app.admission.waiting.values())
+        release.set()
+        return health, held, await asyncio.gather(*busy)
+
+    health, held, busy = asyncio.run(checks())
+    assert health == [[200]] * 3 and held == 1 and busy == [[200], [200]], (health, held, busy)
+    assert app.health_admission.limit == proxy.HEALTH_SLOTS and app.health_admission.running == 0
+
+
+def test_a_head_begun_behind_a_pipelined_request_has_the_heads_deadline(monkeypatch):
+    """breakserve3 (2026-12-07): a client that sent a whole request and, in the same write, the start of a next head,
+    then nothing, kept its connection (and the head's bytes in h11's buffer) past the 1 s head deadline: those bytes
+    arrived while the first request ran, when no head's clock is armed, so only uvicorn's keep-alive timer closed it
+    (here uvicorn's default 5 s; in Ray's proxy 90 s). Now the head's clock starts when the first answer ends: 408."""
+    with uvicorn_as_ray_runs_it(monkeypatch, PlainTextResponse("ok"), body_timeout_s=1.0) as (address, _):
+        with socket.create_connection(address, timeout=10) as client:
+            started = time.monotonic()
+            client.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\nGET /healthz HTTP/1.1\r\nHost: loc")
+            answer = b""
+            while chunk := client.recv(65536):
+                answer += chunk
+            closed_after = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 200") and b"HTTP/1.1 408" in answer, answer
+    assert closed_after < 3.0, f"the connection stayed open {closed_after:.1f} s with a head begun"
+
+
+def test_a_clients_forwarded_for_header_is_not_its_address(monkeypatch):
+    """breakserve3 (2026-12-07): Ray's uvicorn runs with proxy_headers on and trusts 127.0.0.1, so a local client's
+    ``X-Forwarded-For`` became the request's address (scope["client"]), which the proxy's fair hold tells clients
+    apart by: one client could pass for any number of others. The proxy callback now has uvicorn trust no forwarded
+    address unless the deployer set FORWARDED_ALLOW_IPS."""
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")  # recorded, so that the test's end restores it
+    monkeypatch.delenv("FORWARDED_ALLOW_IPS")  # unset, as in a proxy serve starts
+    recorder = Recorder()
+    with uvicorn_as_ray_runs_it(monkeypatch, recorder) as (address, _):  # the callback runs before uvicorn's config
+        with socket.create_connection(address, timeout=5) as client:
+            client.sendall(b"GET /stats HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: 10.9.9.9\r\nConnection: close\r\n\r\n")
+            deadline = time.monotonic() + 5
+            while recorder.scope is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+    assert recorder.scope is not None and recorder.scope["client"][0] == "127.0.0.1", recorder.scope and recorder.scope["client"]
+
+
+def test_the_fair_hold_takes_an_ipv6_clients_64_for_one_client():
+    """The fair hold's open item (breakserve3, 2026-12-07): an IPv6 host is given a /64 to make addresses in, so a
+    client sending each request from another of its 2^64 addresses would be as many clients. The hold takes a /64
+    for one client (and an IPv4 address mapped into IPv6 as that IPv4 address)."""
+    key = proxy.client_key
+    assert key("2001:db8:1:2::1") == key("2001:db8:1:2:ffff:ffff:ffff:ffff") == "2001:db8:1:2::/64"
+    assert key("2001:db8:1:3::1") != key("2001:db8:1:2::1")
+    assert key("::ffff:10.0.0.7") == key("10.0.0.7") == "10.0.0.7" and key("::1") == "::1" and key("") == ""
+    assert key("fe80::1%eth0") == "fe80::/64"

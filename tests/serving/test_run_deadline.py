@@ -584,9 +584,30 @@ def test_healthz_says_why_a_replica_failed_to_start(monkeypatch):
     app = types.SimpleNamespace(status="ApplicationStatus.UNHEALTHY", deployments={"ProgramReplica": deployment})
     monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
     status, text = healthz(health.HealthCheck("aotcuda", "ProgramReplica"))
-    assert status == 503 and text.endswith(b"; a replica failed to start: " + refusal.strip().encode()), text
+    shown = refusal.strip().replace("/srv/model.pt2", "<a path on the server>")  # no client reads the server's paths
+    assert status == 503 and text.endswith(b"; a replica failed to start: " + shown.encode()), text
     deployment.message = ""  # no failure said: the states alone, as before
     assert healthz(health.HealthCheck("aotcuda", "ProgramReplica"))[1].endswith(b"'STARTING': 1}")
+
+
+def test_healthz_tells_a_client_why_a_replica_failed_to_start_without_the_servers_paths(monkeypatch):
+    """Information a client could read (breakserve3, 2026-12-07): /healthz, open to any client, quoted the last line of
+    a replica's start failure as it was, so a package replaced under serve told every client where the deployer keeps
+    it (``'/home/alice/models/fraud-v3/model.pt2' is not the package that was checked``), though a replica's own
+    answers show no path of the server since the breaker's "the deployer's source in a client's answer". Now the
+    reason is said without the path; `aotcuda serve` says it whole on its stderr."""
+    from aotcuda.serving import health
+
+    refusal = ("aotcuda.errors.PackageError: '/home/alice/models/fraud-v3/model.pt2' is not the package that was checked "
+               "when serving started (its SHA-256 is 9f2c..., serve checked 41aa...); extracted to /tmp/aotcuda-x1/lib.so")
+    message = ("A replica failed to start with exception. Retrying. Error:\nTraceback (most recent call last):\n"
+               "  File \"/home/alice/.venv/lib/python3.11/site-packages/ray/serve/replica.py\", line 1\n" + refusal)
+    deployment = types.SimpleNamespace(replica_states={"RUNNING": 1, "STARTING": 1}, message=message)
+    app = types.SimpleNamespace(status="ApplicationStatus.UNHEALTHY", deployments={"ProgramReplica": deployment})
+    monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
+    status, text = healthz(health.HealthCheck("aotcuda", "ProgramReplica"))
+    assert status == 503 and b"is not the package that was checked" in text, text
+    assert b"/home/alice" not in text and b"/tmp/aotcuda-x1" not in text and b"<a path on the server>" in text, text
 
 
 def test_a_replica_tells_healthz_when_its_run_passes_the_deadline_and_when_it_ends(served_block, monkeypatch):
@@ -750,3 +771,40 @@ def test_a_base_exception_in_the_program_thread_answers_its_request(served_block
     assert answered == "RuntimeError", answered
     replica.program.execute = execute
     assert asyncio.run(answer_of(replica, torch.randn(1, 16, 256), batched)) == "outputs"
+
+
+def test_a_flood_of_health_checks_asks_serve_once_for_many(monkeypatch):
+    """breakserve3 (2026-12-07): each GET /healthz asked Serve's controller (serve.status(), a blocking call, in the
+    event loop's few threads): 200 connections of one client looping GET /healthz on a one-replica serve got 28
+    answers a second, and a balancer's own /healthz took 3.3, 13.4 and 15.3 s (0.05 s alone): past any probe's
+    timeout, so the balancer would take a serving node out. Now concurrent checks share one look at Serve, and a
+    look serves every check for half a second; a replica's word that its run is past the deadline is read at each
+    check, as before. Serve's status stood in for: 0.2 s a call, counted."""
+    from starlette.requests import Request
+
+    from aotcuda.serving import health
+
+    calls = []
+    deployment_status = types.SimpleNamespace(replica_states={"RUNNING": 1})
+    app = types.SimpleNamespace(status="ApplicationStatus.RUNNING", deployments={"ProgramReplica": deployment_status})
+
+    def status():
+        calls.append(time.monotonic())
+        time.sleep(0.2)
+        return types.SimpleNamespace(applications={"aotcuda": app})
+
+    monkeypatch.setattr(health.serve, "status", status)
+    check = health.HealthCheck("aotcuda", "ProgramReplica")
+    scope = {"type": "http", "method": "GET", "path": "/healthz", "headers": [], "query_string": b""}
+
+    async def flood():
+        started = time.monotonic()
+        answers = await asyncio.gather(*(check(Request(scope)) for _ in range(200)))
+        return answers, time.monotonic() - started
+
+    answers, took = asyncio.run(flood())
+    assert [answer.status_code for answer in answers] == [200] * 200
+    assert len(calls) <= 2 and took < 1.5, f"{len(calls)} looks at Serve for 200 checks, {took:.1f} s"
+    check.report_overrun("r1", True)  # a replica's word is not cached: the next check says it
+    status_code, text = healthz(check)
+    assert status_code == 503 and b"r1" in text, text

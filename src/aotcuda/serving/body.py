@@ -6,6 +6,7 @@ torch: Ray Serve's HTTP proxy imports this (proxy.WholeBody), and a proxy should
 from __future__ import annotations
 
 import asyncio
+import re
 
 from aotcuda.errors import AotcudaError, InputError, clipped
 
@@ -155,3 +156,14 @@ def shown(text: str, limit: int = 200) -> str:
     """``text`` cut to ``limit`` characters (errors.clipped): what an answer echoes of a request stays small
     whatever the request held (a shape of 480,000 dims made a 1.44 MB 400)."""
     return clipped(text, limit)
+
+
+# an absolute path of two parts or more (/tmp/aotcuda-x/m.so, /home/me/model.py), not a route or a ratio (a / b)
+SERVER_PATH = re.compile(r"(?<![\w.:/~-])/(?:[^\s/:'\"()\[\],;]+/)+[^\s/:'\"()\[\],;]*")
+PATH_SHOWN = "<a path on the server>"
+
+
+def without_server_paths(text: str) -> str:
+    """``text`` as a client may read it: every absolute path of two parts or more (a package's, a temporary folder's, a
+    source file's, a user's home) written ``<a path on the server>``; the deployer reads the whole text in the logs."""
+    return SERVER_PATH.sub(PATH_SHOWN, text)

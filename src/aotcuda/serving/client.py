@@ -163,8 +163,10 @@ class Client:
                 if expired.is_set():  # the cut socket reads as the end of the answer: it is not complete
                     raise TimeoutError("the attempt's deadline passed")
             except (OSError, http.client.HTTPException) as error:
+                # http.client's errors quote the server's bytes (BadStatusLine: the status line, up to 64 KiB): shown
+                # as the answer's text is, escaped and cut
                 why = (f"no complete answer within {self.timeout_s:g} s (timeout_s)" if expired.is_set()
-                       else f"no answer ({type(error).__name__}: {error})")
+                       else f"no answer ({type(error).__name__}: {_terminal_safe(_cut_text(str(error)))})")
                 raise ServingError(None, f"{why} from {self.url} after the request was sent; not resent: the server "
                                    "may have run it, or may still run it", retriable=False) from None
             finally:
@@ -348,6 +350,10 @@ def _longer_than(limit: int, status: int) -> ServingError:
 # (breaker-serving); at the default 1 GiB limit, a few GiB.
 MAX_ERROR_ANSWER_BYTES = 64 << 10
 SHOWN_ERROR_CHARS = 2000
+
+
+def _cut_text(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
 
 
 def _terminal_safe(text: str) -> str:

@@ -40,7 +40,6 @@ import concurrent.futures
 import json
 import logging
 import os
-import re
 from collections import Counter
 
 import torch
@@ -61,11 +60,13 @@ from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.libraries import remove_pinned_folder
 from aotcuda.runtime.program import load
 from aotcuda.serving.batching import combine, index_records, serving_plan, split_rows, tensor_size_records
-from aotcuda.serving.body import ERROR_HEADER, BusyError, LateBodyError, RequestError, SlowBodyError, read_body, shown
+from aotcuda.serving.body import (ERROR_HEADER, BusyError, LateBodyError, RequestError, SlowBodyError, read_body, shown,
+                                  without_server_paths)
 from aotcuda.serving.codec import (check_answer_bytes, check_answer_size, check_tensor_sizes, decode_inputs,
                                    encode_outputs)
 from aotcuda.serving.deadline import RunTimeoutError, RunWatch
-from aotcuda.serving.health import WORD_WAIT_S, HealthWord, health_answer, no_route, replica_name, wrong_method
+from aotcuda.serving.health import (WORD_WAIT_S, HealthWord, SharedLook, health_answer, no_route, replica_name,
+                                    wrong_method)
 from aotcuda.serving.proxy import read_by_proxy
 from aotcuda.serving.web_pages import route_of
 
@@ -158,6 +159,7 @@ class ProgramReplica:
         self.predict_batch.set_max_batch_size(max_batch_size)
         self.predict_batch.set_batch_wait_timeout_s(batch_wait_ms / 1000)
         self.counters: Counter = Counter()
+        self._looks = SharedLook()  # its own /healthz route's looks at Serve (build_app: no HealthCheck deployment)
         # {id(request's inputs): (inputs, slot)} for the requests of the batch under way: Ray's batching drops a
         # request cancelled before its batch starts, but one cancelled after has only this way to its slot
         self._slots: dict[int, tuple[list, concurrent.futures.Future]] = {}
@@ -176,7 +178,7 @@ class ProgramReplica:
         if path == "/healthz":
             context = serve.get_replica_context()
             overrunning = [replica_name(context)] if self.watch.overrun_s() is not None else []
-            return await health_answer(context.app_name, context.deployment, overrunning)
+            return await health_answer(context.app_name, context.deployment, overrunning, self._looks)
         if path == "/stats":
             return Response(json.dumps(self.stats()), media_type="application/json")
         return no_route(method, path)
@@ -481,12 +483,10 @@ def _error_response(error: Exception, status: int, prefix: str = "") -> Response
     if isinstance(error, BusyError):  # nothing of the request ran: the client may send it again
         headers["Retry-After"] = str(RETRY_AFTER_S)
     text = prefix + (getattr(error, "client_text", None) or str(error))
-    public = _SERVER_PATH.sub("<a path on the server>", text)
+    public = without_server_paths(text)
     if public != prefix + str(error):
         _log.info("answered %d to a request, said in full: %s", status, shown(prefix + str(error), MAX_ERROR_CHARS))
     return PlainTextResponse(shown(public, MAX_ERROR_CHARS), status_code=status, headers=headers)
 
 
-# an absolute path of two parts or more (/tmp/aotcuda-x/m.so, /home/me/model.py), not a route or a ratio (a / b)
-_SERVER_PATH = re.compile(r"(?<![\w.:/~-])/(?:[^\s/:'\"()\[\],;]+/)+[^\s/:'\"()\[\],;]*")
 _log = logging.getLogger("ray.serve")  # a replica's log: Ray Serve writes this logger's records there

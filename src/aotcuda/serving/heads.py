@@ -124,9 +124,36 @@ def refusal_text(error: h11.RemoteProtocolError | None) -> str:
                 "most 20), one value; send the body's length, or send it chunked without a Content-Length")
     if why == "conflicting Content-Length headers":
         return f"the request has Content-Length values that disagree: send one ({CONTENT_LENGTH_RULE})"
+    if why in (BOTH_FRAMINGS, OLD_CHUNKED):
+        return (f"the request has {why}, which HTTP parsers frame differently (a proxy in front could read another "
+                "request hidden in its body: request smuggling); send one of the two: a Content-Length, or "
+                "Transfer-Encoding: chunked over HTTP/1.1")
     if why == "Receive buffer too long":
         return "the request head is longer than this server takes (16 KiB of request line and headers)"
     return f"the request is not valid HTTP/1.1 ({why[:200] or 'refused by the parser'}); send a well-formed request"
+
+
+# The words of a request whose body's framing two parsers could read differently (_ambiguous_framing).
+BOTH_FRAMINGS = "Transfer-Encoding together with Content-Length"
+OLD_CHUNKED = "Transfer-Encoding in an HTTP/1.0 request"
+
+
+def _ambiguous_framing(request: h11.Request) -> str:
+    """Why a request's body could be framed one way here and another way by an HTTP parser in front of this one
+    ("" where it cannot). h11 takes Transfer-Encoding over Content-Length and keeps the connection open, where RFC 9112
+    (6.1, 6.3) says such a request "ought to be handled as an error" and a server that reads it anyway MUST close the
+    connection after answering: a balancer in front that framed it by its Content-Length passed on, as one request's
+    body, what this server read as another request on the same connection (request smuggling, CL.TE; breakserve3:
+    a POST /predict with both headers and a body of ``0\\r\\n\\r\\nGET /stats ...`` was answered twice on one
+    connection, the hidden GET too). The same for Transfer-Encoding in an HTTP/1.0 request (RFC 9112, 6.1)."""
+    names = {name.lower() for name, _ in request.headers}
+    if b"transfer-encoding" not in names:
+        return ""
+    if b"content-length" in names:
+        return BOTH_FRAMINGS
+    if request.http_version == b"1.0":
+        return OLD_CHUNKED
+    return ""
 
 
 class SmallChunksError(RequestError):
@@ -169,6 +196,10 @@ class ChunkCount(h11.Connection):
         if isinstance(event, h11.Request):
             self.chunks = self.body_bytes = 0
             self.body_start = self._consumed()
+            framing = _ambiguous_framing(event)
+            if framing:  # refused as h11 refuses its own: uvicorn's handle_events answers 400 and closes
+                self.refusal = h11.RemoteProtocolError(framing)
+                raise self.refusal
         elif isinstance(event, h11.Data):
             self.body_bytes += len(event.data)
             consumed = self._consumed()
@@ -255,7 +286,14 @@ class DeadlineH11Protocol(H11Protocol):
         self._watch_sending()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        super().on_response_complete()  # runs the pipelined bytes h11 holds: a next request whole, or part of its head
+        # A head begun behind a pipelined request (sent with it, then nothing) was never timed: its bytes arrived while
+        # the request before it ran, and uvicorn's keep-alive timer (Ray's: 90 s) was all that closed the connection.
+        # Its clock starts now, when the server begins to read it (breakserve3, 2026-12-07).
+        if (not self.transport.is_closing() and self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]
+                and self._head_deadline is None):
+            self._head_started = True
+            self._arm_head_deadline()
         # An answer under the high-water mark never paused writing, yet its rest may wait in the buffer (the client
         # stopped reading near its end): uvicorn's close of this connection would wait on it for ever.
         if self.transport.get_write_buffer_size():

@@ -20,7 +20,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from aotcuda.serving.body import shown
+from aotcuda.serving.body import shown, without_server_paths
 
 __all__ = ["HEALTH_CHECK_PERIOD_S", "OVERRUN_WORD_S", "WORD_WAIT_S", "HealthCheck", "HealthWord", "Look",
            "ROUTES", "health_answer", "look", "no_route", "replica_name", "wrong_method"]
@@ -53,12 +53,13 @@ class HealthCheck:
         self.app_name, self.deployment_name = app_name, deployment_name
         # replica → time.monotonic() of its latest word that its run is past the deadline
         self._overrun_words: dict[str, float] = {}
+        self._looks = SharedLook()  # one look at Serve for many checks
 
     async def __call__(self, request: Request) -> Response:
         refused = wrong_method(request.method, "/healthz")  # mounted at /healthz: every path here is that route
         if refused is not None:
             return refused
-        return await health_answer(self.app_name, self.deployment_name, self.overrunning())
+        return await health_answer(self.app_name, self.deployment_name, self.overrunning(), self._looks)
 
     def report_overrun(self, replica: str, overrun: bool) -> None:
         """A replica's word (HealthWord): its run is past the deadline now, or it has ended."""
@@ -140,23 +141,59 @@ def wrong_method(method: str, path: str) -> Response | None:
                              status_code=405, headers={"Allow": ", ".join(allowed)})
 
 
-async def health_answer(app_name: str, deployment_name: str, overrunning: list[str]) -> Response:
-    """503 naming the replicas whose run is past the deadline (``overrunning``), if any; else Serve's states."""
+# How long one look at Serve answers every health check (SharedLook): a balancer's probe comes every few seconds.
+LOOK_FRESH_S = 0.5
+
+
+class SharedLook:
+    """Serve's word on a deployment (``look``) for concurrent health checks: one look at a time, shared by the checks
+    that wait for it, and reused for LOOK_FRESH_S after it began. Why (breakserve3, 2026-12-07): each GET /healthz
+    asked Serve's controller (serve.status(), blocking, in the event loop's few threads), so 200 connections of one
+    client looping GET /healthz got 28 answers a second and held a balancer's own check 3-15 s, past any probe's
+    timeout. A replica's word that its run is past the deadline is not Serve's and is read at each check."""
+
+    def __init__(self):
+        self.taken: tuple[float, Look] | None = None  # (when the look began, what it saw)
+        self.pending: asyncio.Future | None = None
+
+    async def __call__(self, app_name: str, deployment_name: str) -> Look:
+        if self.taken is not None and time.monotonic() - self.taken[0] < LOOK_FRESH_S:
+            return self.taken[1]
+        loop = asyncio.get_running_loop()
+        if self.pending is None or self.pending.get_loop() is not loop:
+            began = time.monotonic()
+            # serve.status() asks the controller and blocks: off the event loop
+            pending = self.pending = loop.run_in_executor(None, look, app_name, deployment_name)
+
+            def taken(future, began=began):
+                if self.pending is future:
+                    self.pending = None
+                if not future.cancelled() and future.exception() is None:
+                    self.taken = (began, future.result())
+
+            pending.add_done_callback(taken)
+        return await asyncio.shield(self.pending)
+
+
+async def health_answer(app_name: str, deployment_name: str, overrunning: list[str],
+                        looks: SharedLook | None = None) -> Response:
+    """503 naming the replicas whose run is past the deadline (``overrunning``), if any; else Serve's states, from
+    ``looks`` (a route's SharedLook; None: a look of its own)."""
     if overrunning:
         return PlainTextResponse(f"not ready: replicas {overrunning} ran past run_timeout_s and are being replaced",
                                  status_code=503)
-    # serve.status() asks the controller and blocks: off the event loop
-    return await asyncio.get_running_loop().run_in_executor(None, _states_answer, app_name, deployment_name)
+    return _states_answer(await (looks or SharedLook())(app_name, deployment_name))
 
 
-def _states_answer(app_name: str, deployment_name: str) -> Response:
+def _states_answer(seen: Look) -> Response:
     """200 once every replica of that deployment runs; 503 with the replica states otherwise."""
-    seen = look(app_name, deployment_name)
     if seen.ready:
         return PlainTextResponse("ok")
+    # the failure as any client may read it: without the server's paths (the package's, in a refusal of it), as a
+    # replica's own answers; `aotcuda serve` says it whole on its stderr (start_failures.py)
     return PlainTextResponse(f"not ready: application {seen.status}, replicas {seen.states}"
-                             + (f"; a replica failed to start: {shown(seen.failure, 400)}" if seen.failure else ""),
-                             status_code=503)
+                             + (f"; a replica failed to start: {shown(without_server_paths(seen.failure), 400)}"
+                                if seen.failure else ""), status_code=503)
 
 
 class Look(NamedTuple):

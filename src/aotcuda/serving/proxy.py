@@ -34,6 +34,8 @@ answers become 503 with Retry-After and Connection: close (``StoppingError``).
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import os
 import socket
 
@@ -55,6 +57,11 @@ CALLBACK_VARIABLE = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 BODY_TIMEOUT_VARIABLE, MAX_BYTES_VARIABLE = "AOTCUDA_SERVE_BODY_TIMEOUT_S", "AOTCUDA_SERVE_MAX_REQUEST_BYTES"
 MAX_PENDING_VARIABLE = "AOTCUDA_SERVE_MAX_PENDING_BYTES"
 MIN_SEND_RATE_VARIABLE = "AOTCUDA_SERVE_MIN_SEND_RATE"
+IN_FLIGHT_VARIABLE = "AOTCUDA_SERVE_REQUESTS_IN_FLIGHT"
+HOLD_TIMEOUT_VARIABLE = "AOTCUDA_SERVE_HOLD_TIMEOUT_S"
+# the route answered by a deployment of its own (health.py), held apart from the program's requests, and the
+# requests that deployment takes at once (its max_ongoing_requests, server.py)
+HEALTH_ROUTE, HEALTH_SLOTS = "/healthz", 64
 # the program's routes (health.ROUTES, which imports Ray): a 404 from Ray for one means no application is running
 PROGRAM_ROUTES = frozenset({"/predict", "/healthz", "/stats"})
 RETRY_AFTER_S = 1  # what a client refused for lack of room is told to wait (BusyError)
@@ -72,14 +79,20 @@ RAY_CONTROL_HEADERS = frozenset({"x_request_timeout_seconds", "x_request_disconn
                                  "serve_multiplexed_model_id", "x_request_id"})
 
 
-def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending_bytes: int | None = None) -> dict[str, str]:
+def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending_bytes: int | None = None,
+                      requests_in_flight: int = 0, hold_timeout_s: float | None = None) -> dict[str, str]:
     """The variables that give a Ray's HTTP proxy this middleware with these limits (read when it starts);
-    ``max_pending_bytes`` None: the switch's default, or ``max_request_bytes`` where that is larger."""
+    ``max_pending_bytes`` None: the switch's default, or ``max_request_bytes`` where that is larger;
+    ``requests_in_flight``: the requests the replicas take at once, and ``hold_timeout_s`` (None: the switch's
+    default) how long one may be held for a slot (FairAdmission; 0: none held)."""
     pending = max_pending_bytes or _default_pending_bytes(int(max_request_bytes))
     # the minimum send rate is this process's switch: read here, so that a value it refuses stops serve before Ray starts
     return {CALLBACK_VARIABLE: CALLBACK, BODY_TIMEOUT_VARIABLE: repr(float(body_timeout_s)),
             MAX_BYTES_VARIABLE: str(int(max_request_bytes)), MAX_PENDING_VARIABLE: str(int(pending)),
             MIN_SEND_RATE_VARIABLE: str(switches.number(MIN_SEND_RATE_VARIABLE)),
+            IN_FLIGHT_VARIABLE: str(int(requests_in_flight)),
+            HOLD_TIMEOUT_VARIABLE: repr(float(hold_timeout_s if hold_timeout_s is not None else
+                                              switches.SWITCHES[HOLD_TIMEOUT_VARIABLE].default)),
             ALLOWED_HOSTS_VARIABLE: ",".join(sorted(switches.names(ALLOWED_HOSTS_VARIABLE))),
             ALLOWED_ORIGINS_VARIABLE: ",".join(sorted(allowed_origins()))}
 
@@ -101,13 +114,31 @@ def middlewares() -> list[Middleware]:
                          f"{MAX_PENDING_VARIABLE} or lower {MAX_BYTES_VARIABLE}")
     max_pending_bytes = max_pending_bytes or _default_pending_bytes(max_bytes)
     bound_request_heads(timeout_s, max_pending_bytes)
-    return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes, max_pending_bytes=max_pending_bytes)]
+    trust_no_forwarded_address()
+    in_flight = int(switches.number(IN_FLIGHT_VARIABLE))
+    kwargs = {"requests_in_flight": in_flight, "hold_timeout_s": _positive(HOLD_TIMEOUT_VARIABLE)} if in_flight else {}
+    return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes, max_pending_bytes=max_pending_bytes,
+                       **kwargs)]
 
 
 def _default_pending_bytes(max_request_bytes: int) -> int:
     """The proxy's pending-bytes limit where none is given: the switch's default, or the body limit where that is
     larger (a body of the largest size must fit)."""
     return max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_request_bytes)
+
+
+FORWARDED_VARIABLE = "FORWARDED_ALLOW_IPS"  # uvicorn's: the peers whose X-Forwarded-For it takes as the client
+
+
+def trust_no_forwarded_address() -> None:
+    """Make uvicorn take no client's ``X-Forwarded-For`` as its address, in this process (Ray's proxy: called before Ray
+    builds its uvicorn config), unless the deployer set FORWARDED_ALLOW_IPS (a balancer of theirs in front).
+
+    Why (breakserve3, 2026-12-07): Ray's uvicorn runs with uvicorn's default ``proxy_headers=True`` and trusts
+    127.0.0.1, so any local client's ``X-Forwarded-For: 10.9.9.9`` became the request's ``scope["client"]``: the
+    address the proxy's fair hold (FairAdmission) tells clients apart by, so that one local client could pass for as
+    many as it liked, or for another client, and the address Ray logs."""
+    os.environ.setdefault(FORWARDED_VARIABLE, "")
 
 
 def bound_request_heads(head_timeout_s: float, max_pending_bytes: int | None = None) -> bool:
@@ -180,8 +211,11 @@ class WholeBody:
     """
 
     def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None,
-                 unread_answers=None):
-        self.app, self.timeout_s, self.max_bytes = app, timeout_s, max_bytes
+                 unread_answers=None, requests_in_flight: int = 0, hold_timeout_s: float = 60.0):
+        self.app, self.timeout_s, self.max_bytes, self.hold_timeout_s = app, timeout_s, max_bytes, hold_timeout_s
+        # the program's requests, and the health checks apart (their own deployment's slots): neither waits for the other
+        self.admission = FairAdmission(requests_in_flight) if requests_in_flight else None
+        self.health_admission = FairAdmission(HEALTH_SLOTS) if requests_in_flight else None
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
         self.unread_answers = unread_answers or _unread_answer_bytes
         # this machine's own name too (Debian maps it to 127.0.1.1): /etc/hosts resolves it, no page's DNS can
@@ -231,6 +265,21 @@ class WholeBody:
         except (RequestError, BusyError) as error:
             await _refused(error, scope, receive, send)
             return
+        client = client_key((scope.get("client") or ("",))[0])
+        admission = self.health_admission if route_of(scope.get("path") or "") == HEALTH_ROUTE else self.admission
+        admitted = admission is not None
+        if admitted:
+            # the body is whole: what the client sends next is its leaving (http.disconnect), which ends its hold
+            left = asyncio.ensure_future(receive())
+            try:
+                await admission.enter(client, self.hold_timeout_s, left)
+            except ClientDisconnect:  # the client left while held: nobody to answer, no turn kept for it
+                return
+            except BusyError as error:
+                await _refused(error, scope, receive, send)
+                return
+            finally:
+                left.cancel()
         handed = False
 
         async def whole_body_then_client():
@@ -240,8 +289,12 @@ class WholeBody:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()  # what follows the body: the client's disconnect
 
-        await self.app({**scope, BODY_READ: True, "headers": without_ray_controls(scope.get("headers") or [])},
-                       whole_body_then_client, send)
+        try:
+            await self.app({**scope, BODY_READ: True, "headers": without_ray_controls(scope.get("headers") or [])},
+                           whole_body_then_client, send)
+        finally:
+            if admitted:
+                admission.leave(client)
 
     def _check_room_for_answers(self) -> None:
         answers = self.unread_answers()
@@ -250,6 +303,106 @@ class WholeBody:
                             f"{self.pending.held} bytes of request bodies, past its limit of {self.pending.limit} "
                             "(--max-pending-bytes); nothing of this request ran, send it again after the "
                             "Retry-After seconds")
+
+
+def client_key(address: str) -> str:
+    """Whom a request's address stands for, in the proxy's fair hold: an IPv6 address's /64 (a host is given a /64
+    to make addresses in, 2^64 of them, so one client could pass for any number), any other address as it is."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return address
+    if ip.version == 4:
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip) if ip.is_loopback else str(ipaddress.ip_network(f"{ip}/64", strict=False))
+
+
+class FairAdmission:
+    """The requests the HTTP proxy hands on to Ray at once (``limit``: as many as the replicas take, serve's
+    AOTCUDA_SERVE_REQUESTS_IN_FLIGHT), the others held here and let in by client address: when one ends, the next
+    comes from the waiting address with the fewest requests in flight (of those tied, the one let in longest ago),
+    first come first served within an address.
+
+    Why (breakserve3, 2026-12-07): Ray's proxy queues every request it reads, first come first served, whoever sent
+    it, with no bound; 200 connections of one client each looping a POST /predict held another client's single
+    request 37.7 s in the queue (0.06 s alone) on a one-replica serve, and past --request-timeout-s it would have
+    got 408. Held here, a flood queues behind its own requests: another address waits for at most one request of
+    each address ahead of it. One address is one client: behind a balancer that does not keep the client's address,
+    every request is one client's, and the order is first come first served, as before. A request held longer than
+    ``timeout_s`` (serve's --request-timeout-s, after which Ray's proxy would have answered 408) gets 503 BusyError
+    with Retry-After (nothing of it ran), rather than waiting for good.
+    """
+
+    def __init__(self, limit: int):
+        self.limit, self.running = limit, 0
+        self.in_flight: collections.Counter = collections.Counter()
+        self.waiting: dict[str, collections.deque] = {}  # address -> futures, in arrival order; dict order: turns
+
+    async def enter(self, client: str, timeout_s: float, left: asyncio.Future | None = None) -> None:
+        """Return once this client's request may go on (counted in flight until ``leave``); BusyError after
+        ``timeout_s`` held; ClientDisconnect once ``left`` (the request's next receive: its client's leaving) is
+        done while it is held, so that clients that send and leave cannot pile up held requests."""
+        if self.running < self.limit and not self.waiting:
+            self._let_in(client)
+            return
+        turn = asyncio.get_running_loop().create_future()
+        self.waiting.setdefault(client, collections.deque()).append(turn)
+        try:
+            await asyncio.wait([turn] if left is None else [turn, left], timeout=timeout_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the request's task was cancelled while held (or as it was let in): no turn kept for it
+            if turn.done() and not turn.cancelled():
+                self.leave(client)
+            else:
+                self._give_up(client, turn)
+            raise
+        if turn.done() and not turn.cancelled():  # let in (as the clock ran out, or as the client left): it goes on
+            return
+        self._give_up(client, turn)
+        if left is not None and left.done():
+            raise ClientDisconnect()
+        raise BusyError(f"the server's replicas are running as many requests as they take ({self.limit}), and this "
+                        f"one waited {timeout_s:g} s (--request-timeout-s) behind other requests; nothing of it ran, "
+                        "send it again after the Retry-After seconds")
+
+    def leave(self, client: str) -> None:
+        self.running -= 1
+        self.in_flight[client] -= 1
+        if self.in_flight[client] <= 0:
+            del self.in_flight[client]
+        self._let_next_in()
+
+    def _let_in(self, client: str) -> None:
+        self.running += 1
+        self.in_flight[client] += 1
+
+    def _give_up(self, client: str, turn) -> None:
+        turn.cancel()
+        queue = self.waiting.get(client)
+        if queue is not None:
+            try:
+                queue.remove(turn)
+            except ValueError:
+                pass
+            if not queue:
+                del self.waiting[client]
+        self._let_next_in()
+
+    def _let_next_in(self) -> None:
+        while self.running < self.limit and self.waiting:
+            client = min(self.waiting, key=lambda address: self.in_flight[address])  # ties: the first in dict order
+            queue = self.waiting.pop(client)
+            turn = queue.popleft()
+            if queue:
+                self.waiting[client] = queue  # to the end of the order: the next tie goes to another address
+            if turn.done():  # given up
+                continue
+            self._let_in(client)
+            turn.set_result(None)
 
 
 async def _refused(error, scope, receive, send) -> None:

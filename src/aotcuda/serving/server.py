@@ -295,7 +295,7 @@ def _bind(path: str, options: ServeOptions, actor_options: dict, package_sha256:
 
     deployment = serve.deployment(ProgramReplica, name=PROGRAM_DEPLOYMENT_NAME, num_replicas=options.replicas,
                                   ray_actor_options=actor_options,
-                                  max_ongoing_requests=max(8, 2 * options.max_batch_size),
+                                  max_ongoing_requests=replica_slots(options.max_batch_size),
                                   health_check_period_s=HEALTH_CHECK_PERIOD_S)
     return deployment.bind(path, cuda_graphs=options.cuda_graphs, max_batch_size=options.max_batch_size,
                            batch_wait_ms=options.batch_wait_ms, max_request_bytes=options.max_request_bytes,
@@ -310,10 +310,17 @@ def _bind_health():
     from ray import serve
 
     from aotcuda.serving.health import HealthCheck
+    from aotcuda.serving.proxy import HEALTH_SLOTS
 
     deployment = serve.deployment(HealthCheck, name=HEALTH_DEPLOYMENT_NAME, num_replicas=1,
-                                  ray_actor_options={"num_cpus": 0}, max_ongoing_requests=64)
+                                  ray_actor_options={"num_cpus": 0}, max_ongoing_requests=HEALTH_SLOTS)
     return deployment.bind(APP_NAME, PROGRAM_DEPLOYMENT_NAME)
+
+
+def replica_slots(max_batch_size: int) -> int:
+    """The requests one program replica takes at once (Ray Serve's max_ongoing_requests); the HTTP proxy lets in as
+    many as all replicas take (proxy.FairAdmission), and holds the others, one client address at a time."""
+    return max(8, 2 * max_batch_size)
 
 
 def build_app(package_path: str, options: ServeOptions = ServeOptions()):
@@ -708,7 +715,9 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             # A proxy callback the user set wins (theirs may return proxy.middlewares() among its own); the limits
             # are this call's.
             for name, value in proxy_environment(options.body_timeout_s, options.max_request_bytes,
-                                                 options.max_pending_bytes).items():
+                                                 options.max_pending_bytes,
+                                                 options.replicas * replica_slots(options.max_batch_size),
+                                                 options.request_timeout_s).items():
                 if name == CALLBACK_VARIABLE:
                     os.environ.setdefault(name, value)
                 else:
