@@ -725,6 +725,33 @@ def test_an_empty_extraction_folder_without_its_owner_file_is_swept_once_old(tmp
     assert fresh.exists() and full.exists()
 
 
+def test_a_relative_tmpdir_python_took_is_not_said_passed_over_after_a_chdir(tmp_path, monkeypatch):
+    """Found by break-new 35 (2026-12-07): tempfile makes a relative TMPDIR absolute against the working directory of
+    its first call and caches it; after a chdir the same value named a missing folder, and every later load or lower()
+    warned "TMPDIR='scratch' does not exist, so Python's tempfile uses '/…/a/scratch' instead": the folder it named. A
+    relative TMPDIR Python did pass over is still said."""
+    import tempfile
+    import warnings
+
+    from aotcuda import shared_folders
+
+    first, then = tmp_path / "a", tmp_path / "b"
+    (first / "scratch").mkdir(parents=True, mode=0o700)
+    then.mkdir()
+    monkeypatch.setattr(shared_folders, "_PASSED_OVER_SAID", set())
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setenv("TMPDIR", "scratch")
+    monkeypatch.chdir(first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert shared_folders.temporary_folder() == str(first / "scratch")
+        monkeypatch.chdir(then)
+        assert shared_folders.temporary_folder() == str(first / "scratch")  # Python's choice, kept
+    monkeypatch.setenv("TMPDIR", "../b/missing")
+    with pytest.warns(UserWarning, match=r"TMPDIR='\.\./b/missing' does not exist, so Python's tempfile uses "):
+        shared_folders.say_if_tmpdir_passed_over()
+
+
 def test_a_tmpdir_python_passed_over_is_said_once(twice_pt2, tmp_path, monkeypatch):
     """Found by the file-system breaker (2026-12-06): a TMPDIR naming a missing folder, a file or a folder this user
     cannot write was passed over by Python's tempfile for /tmp without a word, and load extracted there (a user who set
