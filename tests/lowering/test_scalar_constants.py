@@ -125,17 +125,52 @@ def test_numbers_used_elementwise_keep_their_values_and_other_programs_are_retur
     assert scalar_constants_as_full(no_scalar) is no_scalar
 
 
-def test_parameters_buffers_and_complex_constants_are_left_as_they_are():
-    class Weighted(torch.nn.Module):
+class _HeldScalars(torch.nn.Module):
+    """0-d weights read through views: a buffer expanded, a non-persistent one written into a mask, a parameter
+    (requiring grad, as a module given to lower() holds it) unsqueezed and expanded."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("shift", torch.tensor(1.5))
+        self.register_buffer("peak", torch.tensor(-3.0), persistent=False)
+        self.gain = torch.nn.Parameter(torch.tensor(0.75))
+
+    def forward(self, x):
+        h = torch.zeros(16)
+        h[2] = self.peak
+        return x * h + self.shift.expand(16) + self.gain.unsqueeze(0).expand(16)
+
+
+def test_zero_dim_parameters_and_buffers_not_written_lower_and_keep_their_values():
+    """Found by break-new 35 (2026-12-07): Inductor makes a number of a 0-d parameter or buffer as of a 0-d constant,
+    and the rewrite left them: ``x + self.shift.expand(16)`` of a 0-d buffer ended in "ndim mismatch", a mask
+    element set from one in "'Constant' object has no attribute 'data'"."""
+    model = _HeldScalars()
+    ep = torch.export.export(model, (torch.randn(3, 16),), dynamic_shapes=({0: Dim("b")},)).run_decompositions()
+    assert _inductor_lowering_error(ep) is not None, "Inductor lowers it without the rewrite: not a case of the bug"
+    rewritten = scalar_constants_as_full(ep)
+    assert _inductor_lowering_error(rewritten) is None
+    assert [s.kind.name for s in rewritten.graph_signature.input_specs] == ["USER_INPUT"]
+    assert not rewritten.state_dict and not rewritten.constants
+    for batch in (2, 5):
+        x = torch.randn(batch, 16)
+        with torch.no_grad():
+            want = model(x)
+        assert torch.equal(rewritten.module()(x), want)
+    assert len(ep.state_dict) == 2 and len(ep.constants) == 1, "the program passed in was changed"
+
+
+def test_a_written_buffer_and_complex_constants_are_left_as_they_are():
+    class Counted(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.scale = torch.nn.Parameter(torch.tensor(2.0))
-            self.register_buffer("shift", torch.tensor(1.0))
+            self.register_buffer("count", torch.tensor(0.0))
 
         def forward(self, x):
-            return torch.view_as_real(x * self.scale + self.shift + torch.tensor(1j))
+            self.count.add_(1)
+            return torch.view_as_real(x * self.count + torch.tensor(1j))
 
-    ep = torch.export.export(Weighted(), (torch.randn(3, 16),)).run_decompositions()
+    ep = torch.export.export(Counted(), (torch.randn(3, 16),)).run_decompositions()
     assert scalar_constants_as_full(ep) is ep
 
 

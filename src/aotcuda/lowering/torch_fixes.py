@@ -423,7 +423,8 @@ FIXES: tuple[TorchFix, ...] = (
     TorchFix("a 0-d constant tensor (h[0] = 1 in forward) reaches Inductor's view lowerings as a number: "
              "'Constant' object has no attribute 'data' (a Hilbert transform's mask)",
              "2.13 (measured; 2.11 and 2.15 not checked here)", "none filed",
-             "always (each real or bool 0-d constant tensor of the program; none: the program as it is)",
+             "always (each real or bool 0-d constant tensor, parameter or buffer not written of the program; none: "
+             "the program as it is)",
              "Inductor's get_attr keeps a 0-d constant a tensor, or its view lowerings take an ir.Constant",
              "aotcuda.lowering.scalar_constants"),
     TorchFix("a kernel after a scan or map that reuses a carried buffer in place declares its name again in the C++ "
