@@ -13,6 +13,7 @@ from unittest import mock
 
 import pytest
 import torch
+from torch._higher_order_ops.scan import scan
 from torch.export import Dim
 
 import aotcuda
@@ -172,6 +173,30 @@ def test_a_written_buffer_and_complex_constants_are_left_as_they_are():
 
     ep = torch.export.export(Counted(), (torch.randn(3, 16),)).run_decompositions()
     assert scalar_constants_as_full(ep) is ep
+
+
+def _constants_in_branches(x):
+    return torch.cond(x.sum() > 0, lambda x: x * torch.tensor(3.0), lambda x: x + torch.tensor(2.0).expand(16), (x,))
+
+
+def _mask_in_a_scan_body(x):
+    def step(h, x_t):
+        k = torch.zeros(16)
+        k[2] = 5
+        return h * 0.5 + x_t * k, h + torch.tensor(-1.5).expand(16)
+
+    return scan(step, torch.zeros(16), x)[1]
+
+
+@pytest.mark.parametrize("function", [_constants_in_branches, _mask_in_a_scan_body], ids=["cond", "scan"])
+def test_zero_dim_constants_a_subgraph_reads_lower_and_keep_their_values(function):
+    """Found by break-new 35 (2026-12-07): torch.export leaves a constant inside a cond branch or a scan body a get_attr
+    of the subgraph, which the rewrite of lifted constants does not see, and run_decompositions ended in "Attempting
+    to use FunctionalTensor on its own" before it. Now each 0-d one is a full node of its subgraph."""
+    program = before_compile(Forward(function), (torch.randn(3, 16),)).program
+    assert _inductor_lowering_error(program) is None
+    for x in (torch.randn(3, 16).abs(), -torch.randn(3, 16).abs()):  # both branches
+        assert torch.equal(program.module()(x), function(x))
 
 
 class Hilbert(torch.nn.Module):

@@ -23,6 +23,13 @@ alike (it is no weight of the package either), and ``x + self.scale.expand(16)``
 A buffer the program writes (``buffers_to_mutate``) is left, as Inductor keeps it a tensor; so are complex constants
 (none is left after ReplaceComplexWithRealPass; one it refused keeps its fallback). A program without a 0-d
 tensor constant is returned as it is.
+
+Inside a subgraph (a torch.cond branch, a scan's or while_loop's body) torch.export does not lift a constant: the
+subgraph reads it as a ``get_attr`` of its own module, and ``run_decompositions`` ended in ``RuntimeError:
+Attempting to use FunctionalTensor on its own`` (torch 2.13, torch's alone: ``torch.cond(p, lambda x: x *
+torch.tensor(3.0), ...)``, a scan body's ``k = torch.zeros(4); k[2] = 5``; break-new 35). So right after the export,
+``subgraph_scalar_constants_as_full`` makes each 0-d one of a number dtype a ``full`` node there too (in place, as
+the export step's other fixes); a larger constant in a subgraph still fails so (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -93,3 +100,32 @@ def scalar_constants_as_full(ep: ExportedProgram) -> ExportedProgram:
     state_dict = {name: value for name, value in ep.state_dict.items() if name not in targets}
     return with_graph(ep, graph_module, constants=constants, state_dict=state_dict,
                       graph_signature=ExportGraphSignature(input_specs=kept, output_specs=signature.output_specs))
+
+
+def subgraph_scalar_constants_as_full(ep: ExportedProgram) -> None:
+    """Each 0-d tensor constant of a number dtype that a subgraph of ``ep`` reads (a ``get_attr`` of the subgraph's
+    own module) becomes a ``full([], value)`` node of that subgraph, in place (module docstring)."""
+    for name, module in ep.graph_module.named_modules():
+        if not name or not isinstance(module, torch.fx.GraphModule):
+            continue
+        changed = False
+        for node in list(module.graph.find_nodes(op="get_attr")):
+            value = getattr(module, node.target, None)
+            if not (isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype in _NUMBER_DTYPES):
+                continue
+            with module.graph.inserting_before(node):
+                full = module.graph.call_function(torch.ops.aten.full.default, ([], value.item()),
+                                                  {"dtype": value.dtype, "layout": torch.strided,
+                                                   "device": value.device, "pin_memory": False})
+            full.meta.update({key: node.meta[key] for key in ("val", *SHARED_META) if key in node.meta})
+            user = next(iter(node.users), None)
+            if user is not None and "stack_trace" not in full.meta:
+                full.meta.update({key: user.meta[key] for key in SHARED_META if key in user.meta})
+            node.replace_all_uses_with(full)
+            module.graph.erase_node(node)
+            if not module.graph.find_nodes(op="get_attr", target=node.target):
+                delattr(module, node.target)
+            changed = True
+        if changed:
+            module.graph.lint()
+            module.recompile()
