@@ -161,15 +161,17 @@ def test_zero_dim_parameters_and_buffers_not_written_lower_and_keep_their_values
     assert len(ep.state_dict) == 2 and len(ep.constants) == 1, "the program passed in was changed"
 
 
-def test_a_written_buffer_and_complex_constants_are_left_as_they_are():
+def test_a_written_buffer_or_parameter_and_complex_constants_are_left_as_they_are():
     class Counted(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.register_buffer("count", torch.tensor(0.0))
+            self.steps = torch.nn.Parameter(torch.tensor(1.0), requires_grad=False)
 
         def forward(self, x):
             self.count.add_(1)
-            return torch.view_as_real(x * self.count + torch.tensor(1j))
+            self.steps.add_(1)  # a parameter written (PARAMETER_MUTATION): made a node, the program was invalid
+            return torch.view_as_real(x * self.count * self.steps + torch.tensor(1j))
 
     ep = torch.export.export(Counted(), (torch.randn(3, 16),)).run_decompositions()
     assert scalar_constants_as_full(ep) is ep

@@ -20,7 +20,7 @@ compared on the CPU). The value is the constant's exactly
 A 0-d parameter or buffer the program does not write is one too: Inductor's get_attr makes a number of it
 alike (it is no weight of the package either), and ``x + self.scale.expand(16)`` of a 0-d buffer ended in
 ``ndim mismatch``, ``h[2] = self.scale`` in the error above (break-new 35): each becomes a ``full`` node as well.
-A buffer the program writes (``buffers_to_mutate``) is left, as Inductor keeps it a tensor; so are complex constants
+A buffer or parameter the program writes (an output spec names it) is left, as Inductor keeps it a tensor; so are complex constants
 (none is left after ReplaceComplexWithRealPass; one it refused keeps its fallback). A program without a 0-d
 tensor constant is returned as it is.
 
@@ -55,7 +55,8 @@ _HELD = frozenset({InputKind.CONSTANT_TENSOR, InputKind.PARAMETER, InputKind.BUF
 def _scalar_constants(ep: ExportedProgram) -> dict[str, torch.Tensor]:
     """{placeholder name: value} of ep's 0-d constant tensors, parameters and buffers not written, of a number
     dtype."""
-    found, written = {}, set(ep.graph_signature.buffers_to_mutate.values())
+    # written: a buffer's or parameter's target an output spec names (BUFFER_MUTATION, PARAMETER_MUTATION)
+    found, written = {}, {spec.target for spec in ep.graph_signature.output_specs if spec.target is not None}
     for spec in ep.graph_signature.input_specs:
         if spec.kind not in _HELD or spec.target in written:
             continue
