@@ -111,9 +111,18 @@ def temporary_folder_problem(folder: str) -> str | None:
 
 def temporary_folder() -> str:
     """The temporary folder (``tempfile.gettempdir()``), where load extracts packages and lower() builds and writes
-    them, after ``say_if_tmpdir_passed_over``."""
+    them, after ``say_if_tmpdir_passed_over``. PackageError where Python finds none it can write a file in (a
+    read-only root and a TMPDIR that names no folder: tempfile's raw FileNotFoundError before, break-new 35)."""
     say_if_tmpdir_passed_over()
-    return tempfile.gettempdir()
+    try:
+        return tempfile.gettempdir()
+    except FileNotFoundError as exc:  # no candidate takes a file: a read-only root and a TMPDIR that names no folder
+        from aotcuda.errors import PackageError, clipped
+
+        why = clipped(exc.strerror or exc, 400)
+        raise PackageError(f"no temporary folder can be written (Python's tempfile: {why}); set TMPDIR to a folder "
+                           "of your own that you can write (e.g. mkdir -m 700 ~/tmp, then TMPDIR=~/tmp); nothing was "
+                           "written") from None
 
 
 def say_if_tmpdir_passed_over() -> None:
@@ -124,7 +133,10 @@ def say_if_tmpdir_passed_over() -> None:
     wanted = os.environ.get("TMPDIR")
     if not wanted or wanted in _PASSED_OVER_SAID:
         return
-    temp = tempfile.gettempdir()
+    try:
+        temp = tempfile.gettempdir()
+    except FileNotFoundError:  # no folder at all: temporary_folder (or Inductor's cache check) says so
+        return
     reason = _unusable_folder(wanted)
     if reason and not _names(wanted, temp):
         _PASSED_OVER_SAID.add(wanted)

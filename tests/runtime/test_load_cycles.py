@@ -752,6 +752,26 @@ def test_a_relative_tmpdir_python_took_is_not_said_passed_over_after_a_chdir(tmp
         shared_folders.say_if_tmpdir_passed_over()
 
 
+def test_no_writable_temporary_folder_is_a_package_error_naming_tmpdir(tmp_path, monkeypatch):
+    """Found by break-new 35 (2026-12-07): where Python's tempfile finds no folder it can write a file in (a read-only
+    root file system, TMPDIR naming no folder), load and lower() ended in tempfile's raw FileNotFoundError. Now a
+    PackageError says so, with tempfile's list, and the fix; the passed-over warning does not fail first."""
+    import tempfile
+
+    from aotcuda import shared_folders
+    from aotcuda.errors import PackageError
+
+    missing = str(tmp_path / "missing")
+    monkeypatch.setattr(shared_folders, "_PASSED_OVER_SAID", set())
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setattr(tempfile, "_candidate_tempdir_list", lambda: [missing, str(tmp_path / "also_missing")])
+    monkeypatch.setenv("TMPDIR", missing)
+    with pytest.raises(PackageError, match=r"no temporary folder can be written \(Python's tempfile: No usable "
+                                           r"temporary directory found in .*missing.*\); set TMPDIR to a folder of "
+                                           r"your own"):
+        shared_folders.temporary_folder()
+
+
 def test_a_tmpdir_python_passed_over_is_said_once(twice_pt2, tmp_path, monkeypatch):
     """Found by the file-system breaker (2026-12-06): a TMPDIR naming a missing folder, a file or a folder this user
     cannot write was passed over by Python's tempfile for /tmp without a word, and load extracted there (a user who set
