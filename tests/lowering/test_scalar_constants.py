@@ -161,6 +161,31 @@ def test_zero_dim_parameters_and_buffers_not_written_lower_and_keep_their_values
     assert len(ep.state_dict) == 2 and len(ep.constants) == 1, "the program passed in was changed"
 
 
+class _CountFromABuffer(torch.nn.Module):
+    """A 0-d integer buffer read as a number (``.item()``), the columns it counts kept."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.tensor(3))
+
+    def forward(self, x):
+        count = self.count.item()
+        torch._check(count >= 0)
+        torch._check(count <= 4)
+        return x[:, :count] * 2 + count
+
+
+def test_a_zero_dim_buffer_read_as_a_number_lowers_and_keeps_its_value():
+    """Found with the test above: Inductor's ``_local_scalar_dense`` of the number it made of a 0-d buffer ended in
+    "LoweringException: AssertionError: <class 'torch._inductor.ir.Constant'>"."""
+    model = _CountFromABuffer()
+    program = before_compile(model, (torch.randn(2, 4),)).program
+    assert _inductor_lowering_error(program) is None
+    for _ in range(2):
+        x = torch.randn(2, 4)
+        assert torch.equal(program.module()(x), model(x))
+
+
 def test_a_written_buffer_or_parameter_and_complex_constants_are_left_as_they_are():
     class Counted(torch.nn.Module):
         def __init__(self):
