@@ -111,9 +111,18 @@ def temporary_folder_problem(folder: str) -> str | None:
 
 def temporary_folder() -> str:
     """The temporary folder (``tempfile.gettempdir()``), where load extracts packages and lower() builds and writes
-    them, after ``say_if_tmpdir_passed_over``."""
+    them, after ``say_if_tmpdir_passed_over``. PackageError where Python finds none it can write a file in (a
+    read-only root and a TMPDIR that names no folder: tempfile's raw FileNotFoundError before, break-new 35)."""
     say_if_tmpdir_passed_over()
-    return tempfile.gettempdir()
+    try:
+        return tempfile.gettempdir()
+    except FileNotFoundError as exc:  # no candidate takes a file: a read-only root and a TMPDIR that names no folder
+        from aotcuda.errors import PackageError, clipped
+
+        why = clipped(exc.strerror or exc, 400)
+        raise PackageError(f"no temporary folder can be written (Python's tempfile: {why}); set TMPDIR to a folder "
+                           "of your own that you can write (e.g. mkdir -m 700 ~/tmp, then TMPDIR=~/tmp); nothing was "
+                           "written") from None
 
 
 def say_if_tmpdir_passed_over() -> None:
@@ -124,13 +133,31 @@ def say_if_tmpdir_passed_over() -> None:
     wanted = os.environ.get("TMPDIR")
     if not wanted or wanted in _PASSED_OVER_SAID:
         return
-    temp = tempfile.gettempdir()
+    try:
+        temp = tempfile.gettempdir()
+    except FileNotFoundError:  # no folder at all: temporary_folder (or Inductor's cache check) says so
+        return
     reason = _unusable_folder(wanted)
-    if reason and os.path.realpath(wanted) != os.path.realpath(temp):
+    if reason and not _names(wanted, temp):
         _PASSED_OVER_SAID.add(wanted)
         warnings.warn(f"aotcuda: TMPDIR={wanted[:200]!r} {reason}, so Python's tempfile uses {temp!r} instead (for "
                       "extracted packages, builds and Inductor's cache). Make that folder, or set TMPDIR to one you "
                       "can write", stacklevel=3)
+
+
+def _names(wanted: str, temp: str) -> bool:
+    """Whether ``temp``, the folder Python's tempfile chose, is the one TMPDIR's value ``wanted`` names. tempfile makes
+    a relative TMPDIR absolute against the working directory of its first call and keeps the answer (gettempdir
+    caches it): after a chdir, ``temp`` is still the folder the value named then, where the same value names a missing
+    folder now (a false warning, break-new 35). So a relative value names any folder that ends with it (its leading
+    ``..`` dropped): a relative TMPDIR passed over for a fallback of the same last names (``tmp`` for /tmp) goes
+    without a word."""
+    if os.path.realpath(wanted) == os.path.realpath(temp):
+        return True
+    if os.path.isabs(wanted):
+        return False
+    tail = os.sep.join(part for part in os.path.normpath(wanted).split(os.sep) if part not in ("..", "."))
+    return bool(tail) and os.path.normpath(temp).endswith(os.sep + tail)
 
 
 def _unusable_folder(folder: str) -> str | None:

@@ -13,6 +13,7 @@ from unittest import mock
 
 import pytest
 import torch
+from torch._higher_order_ops.scan import scan
 from torch.export import Dim
 
 import aotcuda
@@ -125,18 +126,104 @@ def test_numbers_used_elementwise_keep_their_values_and_other_programs_are_retur
     assert scalar_constants_as_full(no_scalar) is no_scalar
 
 
-def test_parameters_buffers_and_complex_constants_are_left_as_they_are():
-    class Weighted(torch.nn.Module):
+class _HeldScalars(torch.nn.Module):
+    """0-d weights read through views: a buffer expanded, a non-persistent one written into a mask, a parameter
+    (requiring grad, as a module given to lower() holds it) unsqueezed and expanded."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("shift", torch.tensor(1.5))
+        self.register_buffer("peak", torch.tensor(-3.0), persistent=False)
+        self.gain = torch.nn.Parameter(torch.tensor(0.75))
+
+    def forward(self, x):
+        h = torch.zeros(16)
+        h[2] = self.peak
+        return x * h + self.shift.expand(16) + self.gain.unsqueeze(0).expand(16)
+
+
+def test_zero_dim_parameters_and_buffers_not_written_lower_and_keep_their_values():
+    """Found by break-new 35 (2026-12-07): Inductor makes a number of a 0-d parameter or buffer as of a 0-d constant,
+    and the rewrite left them: ``x + self.shift.expand(16)`` of a 0-d buffer ended in "ndim mismatch", a mask
+    element set from one in "'Constant' object has no attribute 'data'"."""
+    model = _HeldScalars()
+    ep = torch.export.export(model, (torch.randn(3, 16),), dynamic_shapes=({0: Dim("b")},)).run_decompositions()
+    assert _inductor_lowering_error(ep) is not None, "Inductor lowers it without the rewrite: not a case of the bug"
+    rewritten = scalar_constants_as_full(ep)
+    assert _inductor_lowering_error(rewritten) is None
+    assert [s.kind.name for s in rewritten.graph_signature.input_specs] == ["USER_INPUT"]
+    assert not rewritten.state_dict and not rewritten.constants
+    for batch in (2, 5):
+        x = torch.randn(batch, 16)
+        with torch.no_grad():
+            want = model(x)
+        assert torch.equal(rewritten.module()(x), want)
+    assert len(ep.state_dict) == 2 and len(ep.constants) == 1, "the program passed in was changed"
+
+
+class _CountFromABuffer(torch.nn.Module):
+    """A 0-d integer buffer read as a number (``.item()``), the columns it counts kept."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.tensor(3))
+
+    def forward(self, x):
+        count = self.count.item()
+        torch._check(count >= 0)
+        torch._check(count <= 4)
+        return x[:, :count] * 2 + count
+
+
+def test_a_zero_dim_buffer_read_as_a_number_lowers_and_keeps_its_value():
+    """Found with the test above: Inductor's ``_local_scalar_dense`` of the number it made of a 0-d buffer ended in
+    "LoweringException: AssertionError: <class 'torch._inductor.ir.Constant'>"."""
+    model = _CountFromABuffer()
+    program = before_compile(model, (torch.randn(2, 4),)).program
+    assert _inductor_lowering_error(program) is None
+    for _ in range(2):
+        x = torch.randn(2, 4)
+        assert torch.equal(program.module()(x), model(x))
+
+
+def test_a_written_buffer_or_parameter_and_complex_constants_are_left_as_they_are():
+    class Counted(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.scale = torch.nn.Parameter(torch.tensor(2.0))
-            self.register_buffer("shift", torch.tensor(1.0))
+            self.register_buffer("count", torch.tensor(0.0))
+            self.steps = torch.nn.Parameter(torch.tensor(1.0), requires_grad=False)
 
         def forward(self, x):
-            return torch.view_as_real(x * self.scale + self.shift + torch.tensor(1j))
+            self.count.add_(1)
+            self.steps.add_(1)  # a parameter written (PARAMETER_MUTATION): made a node, the program was invalid
+            return torch.view_as_real(x * self.count * self.steps + torch.tensor(1j))
 
-    ep = torch.export.export(Weighted(), (torch.randn(3, 16),)).run_decompositions()
+    ep = torch.export.export(Counted(), (torch.randn(3, 16),)).run_decompositions()
     assert scalar_constants_as_full(ep) is ep
+
+
+def _constants_in_branches(x):
+    return torch.cond(x.sum() > 0, lambda x: x * torch.tensor(3.0), lambda x: x + torch.tensor(2.0).expand(16), (x,))
+
+
+def _mask_in_a_scan_body(x):
+    def step(h, x_t):
+        k = torch.zeros(16)
+        k[2] = 5
+        return h * 0.5 + x_t * k, h + torch.tensor(-1.5).expand(16)
+
+    return scan(step, torch.zeros(16), x)[1]
+
+
+@pytest.mark.parametrize("function", [_constants_in_branches, _mask_in_a_scan_body], ids=["cond", "scan"])
+def test_zero_dim_constants_a_subgraph_reads_lower_and_keep_their_values(function):
+    """Found by break-new 35 (2026-12-07): torch.export leaves a constant inside a cond branch or a scan body a get_attr
+    of the subgraph, which the rewrite of lifted constants does not see, and run_decompositions ended in "Attempting
+    to use FunctionalTensor on its own" before it. Now each 0-d one is a full node of its subgraph."""
+    program = before_compile(Forward(function), (torch.randn(3, 16),)).program
+    assert _inductor_lowering_error(program) is None
+    for x in (torch.randn(3, 16).abs(), -torch.randn(3, 16).abs()):  # both branches
+        assert torch.equal(program.module()(x), function(x))
 
 
 class Hilbert(torch.nn.Module):

@@ -725,6 +725,53 @@ def test_an_empty_extraction_folder_without_its_owner_file_is_swept_once_old(tmp
     assert fresh.exists() and full.exists()
 
 
+def test_a_relative_tmpdir_python_took_is_not_said_passed_over_after_a_chdir(tmp_path, monkeypatch):
+    """Found by break-new 35 (2026-12-07): tempfile makes a relative TMPDIR absolute against the working directory of
+    its first call and caches it; after a chdir the same value named a missing folder, and every later load or lower()
+    warned "TMPDIR='scratch' does not exist, so Python's tempfile uses '/…/a/scratch' instead": the folder it named. A
+    relative TMPDIR Python did pass over is still said."""
+    import tempfile
+    import warnings
+
+    from aotcuda import shared_folders
+
+    first, then = tmp_path / "a", tmp_path / "b"
+    (first / "scratch").mkdir(parents=True, mode=0o700)
+    then.mkdir()
+    monkeypatch.setattr(shared_folders, "_PASSED_OVER_SAID", set())
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setenv("TMPDIR", "scratch")
+    monkeypatch.chdir(first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert shared_folders.temporary_folder() == str(first / "scratch")
+        monkeypatch.chdir(then)
+        assert shared_folders.temporary_folder() == str(first / "scratch")  # Python's choice, kept
+    monkeypatch.setenv("TMPDIR", "../b/missing")
+    with pytest.warns(UserWarning, match=r"TMPDIR='\.\./b/missing' does not exist, so Python's tempfile uses "):
+        shared_folders.say_if_tmpdir_passed_over()
+
+
+def test_no_writable_temporary_folder_is_a_package_error_naming_tmpdir(tmp_path, monkeypatch):
+    """Found by break-new 35 (2026-12-07): where Python's tempfile finds no folder it can write a file in (a read-only
+    root file system, TMPDIR naming no folder), load and lower() ended in tempfile's raw FileNotFoundError. Now a
+    PackageError says so, with tempfile's list, and the fix; the passed-over warning does not fail first."""
+    import tempfile
+
+    from aotcuda import shared_folders
+    from aotcuda.errors import PackageError
+
+    missing = str(tmp_path / "missing")
+    monkeypatch.setattr(shared_folders, "_PASSED_OVER_SAID", set())
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setattr(tempfile, "_candidate_tempdir_list", lambda: [missing, str(tmp_path / "also_missing")])
+    monkeypatch.setenv("TMPDIR", missing)
+    with pytest.raises(PackageError, match=r"no temporary folder can be written \(Python's tempfile: No usable "
+                                           r"temporary directory found in .*missing.*\); set TMPDIR to a folder of "
+                                           r"your own"):
+        shared_folders.temporary_folder()
+
+
 def test_a_tmpdir_python_passed_over_is_said_once(twice_pt2, tmp_path, monkeypatch):
     """Found by the file-system breaker (2026-12-06): a TMPDIR naming a missing folder, a file or a folder this user
     cannot write was passed over by Python's tempfile for /tmp without a word, and load extracted there (a user who set

@@ -76,7 +76,7 @@ from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.loop_carries import loop_inductor_configs
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
-from aotcuda.lowering.scalar_constants import scalar_constants_as_full
+from aotcuda.lowering.scalar_constants import scalar_constants_as_full, subgraph_scalar_constants_as_full
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
@@ -335,6 +335,7 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         _make_outputs_serializable(ep)
         check_constant_float_outputs(ep)  # Inductor asserts on one (lowering/constant_outputs.py)
         convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
+        subgraph_scalar_constants_as_full(ep)  # run_decompositions fails on them (lowering/scalar_constants.py)
         exported_unchecked: dict = {}
         exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
     with step("decompose"), torch_fixes.applied("decompose"):

@@ -17,9 +17,19 @@ dtype=, device=)`` node of its value, dtype and device, which Inductor lowers to
 (for a pointwise use, the same kernel as before but for its name: ``x * torch.tensor(2.5)`` and a ``where`` of one,
 compared on the CPU). The value is the constant's exactly
 (``Tensor.item()`` is a Python float or int that holds every value of these dtypes, -0.0, inf and nan kept).
-Parameters and buffers are left as they are (they are weights of the package), and so are complex constants
+A 0-d parameter or buffer the program does not write is one too: Inductor's get_attr makes a number of it
+alike (it is no weight of the package either), and ``x + self.scale.expand(16)`` of a 0-d buffer ended in
+``ndim mismatch``, ``h[2] = self.scale`` in the error above (break-new 35): each becomes a ``full`` node as well.
+A buffer or parameter the program writes (an output spec names it) is left, as Inductor keeps it a tensor; so are complex constants
 (none is left after ReplaceComplexWithRealPass; one it refused keeps its fallback). A program without a 0-d
 tensor constant is returned as it is.
+
+Inside a subgraph (a torch.cond branch, a scan's or while_loop's body) torch.export does not lift a constant: the
+subgraph reads it as a ``get_attr`` of its own module, and ``run_decompositions`` ended in ``RuntimeError:
+Attempting to use FunctionalTensor on its own`` (torch 2.13, torch's alone: ``torch.cond(p, lambda x: x *
+torch.tensor(3.0), ...)``, a scan body's ``k = torch.zeros(4); k[2] = 5``; break-new 35). So right after the export,
+``subgraph_scalar_constants_as_full`` makes each 0-d one of a number dtype a ``full`` node there too (in place, as
+the export step's other fixes); a larger constant in a subgraph still fails so (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -38,19 +48,28 @@ _NUMBER_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, to
                             torch.float16, torch.bfloat16, torch.float32, torch.float64})
 
 
+# The inputs Inductor is given as get_attr (a 0-d one becomes a number there).
+_HELD = frozenset({InputKind.CONSTANT_TENSOR, InputKind.PARAMETER, InputKind.BUFFER})
+
+
 def _scalar_constants(ep: ExportedProgram) -> dict[str, torch.Tensor]:
-    """{placeholder name: value} of ep's 0-d constant tensors of a number dtype."""
-    found = {}
+    """{placeholder name: value} of ep's 0-d constant tensors, parameters and buffers not written, of a number
+    dtype."""
+    # written: a buffer's or parameter's target an output spec names (BUFFER_MUTATION, PARAMETER_MUTATION)
+    found, written = {}, {spec.target for spec in ep.graph_signature.output_specs if spec.target is not None}
     for spec in ep.graph_signature.input_specs:
-        value = ep.constants.get(spec.target) if spec.kind == InputKind.CONSTANT_TENSOR else None
+        if spec.kind not in _HELD or spec.target in written:
+            continue
+        value = ep.constants.get(spec.target, ep.state_dict.get(spec.target))  # a non-persistent buffer: constants
         if isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype in _NUMBER_DTYPES:
             found[spec.arg.name] = value
     return found
 
 
 def scalar_constants_as_full(ep: ExportedProgram) -> ExportedProgram:
-    """``ep`` with each 0-d constant tensor of a number dtype computed by a ``full([], value)`` node instead, and
-    gone from its inputs and constants (module docstring); ``ep`` itself when it has none. ``ep`` is not changed."""
+    """``ep`` with each 0-d constant tensor (parameter, buffer not written) of a number dtype computed by a
+    ``full([], value)`` node instead, and gone from its inputs, constants and state dict (module docstring); ``ep``
+    itself when it has none. ``ep`` is not changed."""
     scalars = _scalar_constants(ep)
     if not scalars:
         return ep
@@ -77,6 +96,37 @@ def scalar_constants_as_full(ep: ExportedProgram) -> ExportedProgram:
     graph_module.recompile()
     kept = [spec for spec in signature.input_specs if spec.arg.name not in removed]
     targets = {spec.target for spec in signature.input_specs if spec.arg.name in removed}
+    targets -= {spec.target for spec in kept}  # a target another input still reads stays
     constants = {name: value for name, value in ep.constants.items() if name not in targets}
-    return with_graph(ep, graph_module, constants=constants,
+    state_dict = {name: value for name, value in ep.state_dict.items() if name not in targets}
+    return with_graph(ep, graph_module, constants=constants, state_dict=state_dict,
                       graph_signature=ExportGraphSignature(input_specs=kept, output_specs=signature.output_specs))
+
+
+def subgraph_scalar_constants_as_full(ep: ExportedProgram) -> None:
+    """Each 0-d tensor constant of a number dtype that a subgraph of ``ep`` reads (a ``get_attr`` of the subgraph's
+    own module) becomes a ``full([], value)`` node of that subgraph, in place (module docstring)."""
+    for name, module in ep.graph_module.named_modules():
+        if not name or not isinstance(module, torch.fx.GraphModule):
+            continue
+        changed = False
+        for node in list(module.graph.find_nodes(op="get_attr")):
+            value = getattr(module, node.target, None)
+            if not (isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype in _NUMBER_DTYPES):
+                continue
+            with module.graph.inserting_before(node):
+                full = module.graph.call_function(torch.ops.aten.full.default, ([], value.item()),
+                                                  {"dtype": value.dtype, "layout": torch.strided,
+                                                   "device": value.device, "pin_memory": False})
+            full.meta.update({key: node.meta[key] for key in ("val", *SHARED_META) if key in node.meta})
+            user = next(iter(node.users), None)
+            if user is not None and "stack_trace" not in full.meta:
+                full.meta.update({key: user.meta[key] for key in SHARED_META if key in user.meta})
+            node.replace_all_uses_with(full)
+            module.graph.erase_node(node)
+            if not module.graph.find_nodes(op="get_attr", target=node.target):
+                delattr(module, node.target)
+            changed = True
+        if changed:
+            module.graph.lint()
+            module.recompile()

@@ -423,8 +423,15 @@ FIXES: tuple[TorchFix, ...] = (
     TorchFix("a 0-d constant tensor (h[0] = 1 in forward) reaches Inductor's view lowerings as a number: "
              "'Constant' object has no attribute 'data' (a Hilbert transform's mask)",
              "2.13 (measured; 2.11 and 2.15 not checked here)", "none filed",
-             "always (each real or bool 0-d constant tensor of the program; none: the program as it is)",
+             "always (each real or bool 0-d constant tensor, parameter or buffer not written of the program; none: "
+             "the program as it is)",
              "Inductor's get_attr keeps a 0-d constant a tensor, or its view lowerings take an ir.Constant",
+             "aotcuda.lowering.scalar_constants"),
+    TorchFix("a constant read inside a subgraph (a cond branch, a scan body) stays a get_attr there, and "
+             "run_decompositions fails: 'Attempting to use FunctionalTensor on its own'",
+             "2.13 (measured; 2.11 and 2.15 not checked here)", "none filed",
+             "always (each real or bool 0-d tensor constant a subgraph reads; a larger one still fails)",
+             "torch.export lifts a subgraph's constants, or functionalization takes a get_attr of one",
              "aotcuda.lowering.scalar_constants"),
     TorchFix("a kernel after a scan or map that reuses a carried buffer in place declares its name again in the C++ "
              "wrapper: 'redeclaration of AtenTensorOpaque* buf6_handle' (an S4D layer's scan)",
