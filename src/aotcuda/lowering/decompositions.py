@@ -21,6 +21,7 @@ from typing import Callable
 
 import torch
 
+from aotcuda.lowering.antialias import ANTIALIAS_DECOMPOSITIONS
 from aotcuda.lowering.data_dependent import DATA_DEPENDENT_DECOMPOSITIONS
 from aotcuda.passes.view_copy import VIEW_OF_COPY
 
@@ -110,13 +111,15 @@ def decomposition_table() -> dict:
       built inside forward is a fallback kernel (``aoti_torch_cuda_hann_window``); torch's own
       decomposition is kept where the installed torch has one (hann_window on 2.13), ours fill the rest
       (WINDOW_DECOMPOSITIONS below);
+    - antialiased resampling (``F.interpolate(..., antialias=True)``, bilinear and bicubic): two matrix products
+      with ATen's interpolation weights (lowering/antialias.py);
     - the data-dependent ops model libraries emit (masked_scatter, the tensor checks ``_is_all_true`` and
       ``_assert_async``): lowering/data_dependent.py.
     """
     table = torch.export.default_decompositions()
     for op in (torch.ops.aten.scaled_dot_product_attention.default, *VIEW_OF_COPY):
         table.pop(op, None)
-    for op, decomposition in {**WINDOW_DECOMPOSITIONS, **DATA_DEPENDENT_DECOMPOSITIONS}.items():
+    for op, decomposition in {**WINDOW_DECOMPOSITIONS, **ANTIALIAS_DECOMPOSITIONS, **DATA_DEPENDENT_DECOMPOSITIONS}.items():
         if op not in table:  # a CustomDecompTable: setdefault would bypass its own bookkeeping
             table[op] = decomposition
     return table
