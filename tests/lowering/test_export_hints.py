@@ -402,3 +402,54 @@ def test_torchs_notice_about_an_rnns_own_flat_weights_is_not_shown_and_a_models_
     assert not [w for w in caught if "_flat_weights" in str(w.message)], [str(w.message) for w in caught]
     with pytest.warns(UserWarning, match=r"The tensor attributes self\.last, "):  # the whole notice, as torch says it
         before_compile(AssignsAttribute().eval(), (torch.randn(2, 5, 4),))
+
+
+class CountsInABranch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(1))
+
+    def forward(self, x):
+        def positive(x):
+            self.count.add_(1)
+            return x.sin()
+
+        return torch.cond(x.sum() > 0, positive, lambda x: x.cos(), (x,))  # COND LINE
+
+
+class CountsAfterTheBranch(torch.nn.Module):
+    """CountsInABranch as the note advises: the buffer an operand, its new value returned, written after."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(1))
+
+    def forward(self, x):
+        y, c = torch.cond(x.sum() > 0, lambda x, c: (x.sin(), c + 1), lambda x, c: (x.cos(), c.clone()),
+                          (x, self.count))
+        self.count.copy_(c)
+        return y
+
+
+def test_a_control_flow_branch_writing_a_buffer_is_named_with_the_fix_that_exports():
+    """Sixth new user (2026-12-07): a torch.cond branch that counted in a buffer (`self.count.add_(1)`) got torch's
+    `UncapturedHigherOrderOpError ... Encountered input mutation during higher order op tracing` (its hints: "avoid
+    mutation", "open an issue") and aotcuda's note `check that the model runs on those inputs in eager`, which it
+    does. Now the note says what torch cannot trace and how to write it; the advised form exports and keeps eager's
+    values and buffer over calls."""
+    with pytest.raises(Exception, match="mutation during higher order op tracing") as caught:
+        aotcuda.lower(CountsInABranch(), (torch.randn(4),), device="cpu")
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    lines, start = inspect.getsourcelines(CountsInABranch)
+    line = start + next(i for i, text in enumerate(lines) if "COND LINE" in text)
+    assert len(notes) == 1, notes
+    assert notes[0].startswith(f"aotcuda: a function given to torch.cond at {__file__}:{line} in forward: `return "
+                               "torch.cond("), notes
+    assert "self.count.copy_(c)" in notes[0] and "check that the model runs" not in notes[0], notes
+    eager, ep = CountsAfterTheBranch(), torch.export.export(CountsAfterTheBranch(), (torch.randn(4),), strict=False)
+    exported = ep.module()
+    for shift in (2.0, -2.0, 2.0):
+        x = torch.randn(4) + shift
+        torch.testing.assert_close(exported(x), eager(x), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(exported.count, eager.count)
+    assert float(eager.count) == 2.0
