@@ -103,6 +103,7 @@ from dataclasses import dataclass
 
 import torch
 
+from aotcuda.lowering.affine_grid import affine_grid_over_symbolic_sizes
 from aotcuda.lowering.archive_writer import archive_writer_finished_on_failure
 from aotcuda.lowering.dependent_launch import host_launches_for_pdl
 from aotcuda.lowering.identity_arithmetic import identity_arithmetic_keeps_layout
@@ -401,6 +402,10 @@ FIXES: tuple[TorchFix, ...] = (
              "always in the export step (torch.backends.opt_einsum.flags; a no-op without opt_einsum)",
              "torch.einsum computes the contraction order without specializing SymInt sizes", __name__,
              ("export",), einsum_contraction_order_unspecialized),
+    TorchFix("F.affine_grid makes a dynamic height or width a constant (affine_grid_generator takes int[] sizes)",
+             "2.11-2.13", "none filed", "always in the export step, for a call whose sizes hold a SymInt (static "
+             "sizes run torch's op)", "aten::affine_grid_generator takes SymInt[] and its decomposition keeps them",
+             "aotcuda.lowering.affine_grid", ("export",), affine_grid_over_symbolic_sizes),
     TorchFix("x * 1.0 / x + 0 of a view removed without its layout: a torch.cond branch returning one fails to "
              "compile ('expected same storage_offset but got 0 and 1')", "2.14-2.15",
              "pytorch/pytorch#166552 (remove_no_ops took scalar identities; no stride/offset check)",
