@@ -146,6 +146,7 @@ class FallbackKernel:
     complex_valued: bool = False  # one of its nodes reads or writes a complex tensor
     dropout: bool = False  # its nodes include a dropout, which the program has only in training mode
     other_random: bool = False  # its nodes include a random op that is no dropout (model.eval() keeps it)
+    parametrized: list = field(default_factory=list)  # parametrization_of each node (None: outside one)
 
     def describe(self) -> str:
         where = "; ".join(dict.fromkeys(s for s in self.sources if s)) or (
@@ -297,6 +298,18 @@ def _producing_nodes(op: str, names: list[str], nodes: dict[str, torch.fx.Node])
 def _packet_name(node: torch.fx.Node) -> str:
     target = node.target
     return target._schema.name.split("::")[-1] if isinstance(target, torch._ops.OpOverload) else ""
+
+
+def parametrization_of(node) -> tuple[str, str, str] | None:
+    """(module path, tensor name, parametrization class) where ``node`` computes a tensor of a
+    torch.nn.utils.parametrize parametrization (``orthogonal(nn.Linear(...))``: ("l", "weight",
+    "torch.nn.utils.parametrizations._Orthogonal")), read off its nn_module_stack; None otherwise."""
+    stack = node.meta.get("nn_module_stack") or {}
+    for path, kind in stack.values():
+        parts = str(path).split(".")
+        if len(parts) >= 3 and parts[-3] == "parametrizations" and parts[-1].isdigit():
+            return ".".join(parts[:-3]), parts[-2], str(getattr(kind, "__qualname__", kind))
+    return None
 
 
 def relative_source_line(node: torch.fx.Node | None) -> str:
