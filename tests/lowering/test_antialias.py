@@ -72,3 +72,18 @@ def test_antialiased_resampling_by_a_scale_factor_over_dynamic_sizes_matches_eag
         expected, actual = model(x), ep.module()(x)
         assert actual.shape == expected.shape
         assert relative_error(actual, expected) < TOLERANCE[torch.float32], (height, width)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_antialiased_resampling_to_a_fixed_size_from_dynamic_sizes_keeps_the_whole_range(align_corners):
+    """A fixed output size from dynamic H and W: the scale is symbolic, and whether it shrinks (scale >= 1, the
+    filter stretched) is decided per call; a Python comparison there had recorded a guard `h / 8 >= 1.0`, and the
+    program refused every input smaller than the output."""
+    model = Resize(mode="bicubic", size=(8, 8), align_corners=align_corners)
+    ep = torch.export.export(model, (torch.randn(1, 3, 32, 48),),
+                             dynamic_shapes=({2: Dim("h", min=2, max=64), 3: Dim("w", min=2, max=64)},),
+                             strict=False).run_decompositions(decomposition_table())
+    _no_antialias_op_left(ep)
+    for height, width in [(32, 48), (4, 5), (64, 9), (8, 8), (2, 2)]:
+        x = torch.randn(1, 3, height, width)
+        assert relative_error(ep.module()(x), model(x)) < TOLERANCE[torch.float32], (height, width)

@@ -49,8 +49,9 @@ def _scale(in_size, out_size, align_corners: bool, scale_factor) -> float:
 def _weights(in_size, out_size, align_corners, scale_factor, interp_size: int, filter_fn, dtype, device):
     """The [out_size, in_size] matrix of one dim's antialiased interpolation weights (module docstring)."""
     scale = _scale(in_size, out_size, align_corners, scale_factor)
-    support = interp_size * 0.5 * scale if scale >= 1.0 else interp_size * 0.5
-    invscale = 1.0 / scale if scale >= 1.0 else 1.0
+    stretch = torch.sym_max(scale, 1.0)  # no guard on a symbolic scale: a dynamic size keeps its whole range
+    support = interp_size * 0.5 * stretch
+    invscale = 1.0 / stretch
     center = scale * (torch.arange(out_size, dtype=dtype, device=device) + 0.5)
     low = (center - support + 0.5).to(torch.int64).clamp(min=0)
     high = (center + support + 0.5).to(torch.int64).clamp(max=in_size)
