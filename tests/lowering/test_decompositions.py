@@ -116,3 +116,34 @@ def test_the_passes_record_what_the_decomposition_table_removes_before_them():
     version = ".".join(torch.__version__.split(".")[:2])
     assert version in ALSO_DECOMPOSED_BY_TORCH, f"torch {version}: record what its table removes beyond 2.13's"
     assert removed == set(coverage.DECOMPOSED_BEFORE_THE_PASS) | ALSO_DECOMPOSED_BY_TORCH[version]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fft_sample_frequencies_decompose_and_match_eager(dtype):
+    """Sixth new user (2026-12-07): `torch.fft.fftfreq(7) + torch.fft.rfftfreq(9, d=0.5)` in forward (an FNO's
+    wavenumbers) was refused: `aten::fft_fftfreq (proxy executor) ... has no generated code in Inductor and no C shim`.
+    Both now decompose into arange math: equal to eager's at every n and spacing, and in a program."""
+    from aotcuda.lowering.proxy_ops import proxy_executor_kernels
+
+    for op, eager in ((aten.fft_fftfreq.default, torch.fft.fftfreq), (aten.fft_rfftfreq.default, torch.fft.rfftfreq)):
+        assert op in TABLE, f"{op} has no decomposition in lower()'s table"
+        for n in [*range(1, 12), 64, 257]:
+            for d in (1.0, 0.5, 0.3):
+                expected = eager(n, d, dtype=dtype)
+                actual = TABLE[op](n, d, dtype=dtype)
+                assert actual.dtype == expected.dtype and actual.shape == expected.shape, (op, n)
+                torch.testing.assert_close(actual, expected, rtol=TOLERANCE[dtype], atol=0, msg=f"{op} n={n} d={d}")
+
+    class Wavenumbers(torch.nn.Module):
+        def forward(self, x):
+            n = x.shape[-1]
+            k = torch.fft.fftfreq(n, d=0.5, dtype=x.dtype) * 2 * torch.pi
+            return torch.fft.ifft(torch.fft.fft(x) * 1j * k).real, torch.fft.rfftfreq(n, dtype=x.dtype)
+
+    # a static length: torch.fft.fftfreq takes `int n`, so torch.export makes a dynamic one a constant (torch's own)
+    ep = torch.export.export(Wavenumbers(), (torch.randn(2, 16, dtype=dtype),), strict=False)
+    ep = ep.run_decompositions(TABLE)
+    assert not proxy_executor_kernels(ep, "cpu"), "no fftfreq op left"
+    x = torch.randn(2, 16, dtype=dtype)
+    for actual, expected in zip(ep.module()(x), Wavenumbers()(x)):
+        torch.testing.assert_close(actual, expected, rtol=TOLERANCE[dtype] * 10, atol=TOLERANCE[dtype] * 10)
