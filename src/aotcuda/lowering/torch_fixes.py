@@ -433,6 +433,13 @@ FIXES: tuple[TorchFix, ...] = (
     TorchFix("window factory ops have no decomposition (fallback kernels)", "2.11 (all), 2.13 (all but hann)",
              "none filed", "the op is missing from torch.export.default_decompositions()",
              "torch decomposes every window op", "aotcuda.lowering.decompositions"),
+    TorchFix("FFT sample frequencies (fftfreq, rfftfreq) have no decomposition (proxy-executor ops)", "2.11-2.13",
+             "none filed", "the op is missing from torch.export.default_decompositions()",
+             "torch decomposes fftfreq and rfftfreq", "aotcuda.lowering.decompositions"),
+    TorchFix("antialiased resampling (_upsample_bilinear2d_aa, _upsample_bicubic2d_aa) has no lowering, decomposition "
+             "or C shim (proxy-executor ops)", "2.11-2.13", "none filed",
+             "the op is missing from torch.export.default_decompositions()",
+             "Inductor lowers or decomposes the antialiased upsample ops", "aotcuda.lowering.antialias"),
     TorchFix("size guards torch cannot prove refuse a dynamic dim (padded masks; repeat_kv strides without the "
              "Min/Max row)", "2.11",
              "none filed", "export raises a constraint violation; retried with deferred runtime asserts",
