@@ -14,7 +14,8 @@ bilinear, 4 for bicubic), times ``scale`` when downsampling (``scale >= 1``, whe
 stretches the filter over the input pixels an output pixel covers). ``scale`` is ATen's
 ``area_pixel_compute_scale``: ``(in - 1) / (out - 1)`` with align_corners (0 for one output), else ``1 / scale_factor``
 where one was given, else ``in / out``. The weights are computed in the input's dtype (float32 for half and
-bfloat16, as ATen's accumulate type), the matrix [out, in] zero outside each window.
+bfloat16, as ATen's accumulate type), the matrix [out, in] zero outside each window. An integer (uint8) input is
+not decomposed: ATen computes it in fixed point and rounds, which float products do not reproduce.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ def _weights(in_size, out_size, align_corners, scale_factor, interp_size: int, f
 
 
 def _upsample_aa(input, output_size, align_corners, scales_h, scales_w, interp_size, filter_fn):
+    if not input.is_floating_point():
+        # uint8 images: ATen's own path, fixed-point weights then rounding and clamping, which these float products
+        # miss by 1 on about half the pixels. Declined: the op stays and lower() refuses it as before.
+        return NotImplemented
     out_h, out_w = output_size
     in_h, in_w = input.shape[-2], input.shape[-1]
     compute = input.dtype if input.dtype in (torch.float32, torch.float64) else torch.float32
