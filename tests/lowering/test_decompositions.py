@@ -147,3 +147,29 @@ def test_fft_sample_frequencies_decompose_and_match_eager(dtype):
     x = torch.randn(2, 16, dtype=dtype)
     for actual, expected in zip(ep.module()(x), Wavenumbers()(x)):
         torch.testing.assert_close(actual, expected, rtol=TOLERANCE[dtype] * 10, atol=TOLERANCE[dtype] * 10)
+
+
+def test_fft_sample_frequencies_of_a_dynamic_length_export_and_match_eager():
+    """Sixth new user (2026-12-07): `torch.fft.fftfreq(x.shape[-1])` with a Dim on that dim failed in torch.export
+    ("Constraints violated (n)! ... specialized it to be a constant"): fftfreq takes `int n`. The export step computes
+    a symbolic n's frequencies with arange (aotcuda.lowering.fft_frequencies); the patch is undone after it."""
+    from aotcuda.lowering import torch_fixes
+    from aotcuda.lowering.exporting import export_program
+
+    fftfreq, rfftfreq = torch.fft.fftfreq, torch.fft.rfftfreq
+
+    class Derivative(torch.nn.Module):
+        def forward(self, x):
+            n = x.shape[-1]
+            k = torch.fft.fftfreq(n, d=0.5) * 2 * torch.pi
+            return torch.fft.ifft(torch.fft.fft(x) * 1j * k).real, torch.fft.rfftfreq(n, 0.3, dtype=torch.float64)
+
+    with torch_fixes.applied("export"):
+        ep = export_program(Derivative(), (torch.randn(2, 16),), {}, ({1: torch.export.Dim("n", min=2, max=64)},))
+    assert torch.fft.fftfreq is fftfreq and torch.fft.rfftfreq is rfftfreq, "the patch is undone after the step"
+    ep = ep.run_decompositions(TABLE)
+    for n in (16, 7, 33, 2):
+        x = torch.randn(2, n)
+        (derivative, freqs), (eager_derivative, eager_freqs) = ep.module()(x), Derivative()(x)
+        torch.testing.assert_close(freqs, eager_freqs, rtol=1e-12, atol=0)
+        torch.testing.assert_close(derivative, eager_derivative, rtol=1e-5, atol=1e-5)

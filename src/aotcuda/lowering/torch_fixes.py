@@ -106,6 +106,7 @@ import torch
 from aotcuda.lowering.affine_grid import affine_grid_over_symbolic_sizes
 from aotcuda.lowering.archive_writer import archive_writer_finished_on_failure
 from aotcuda.lowering.dependent_launch import host_launches_for_pdl
+from aotcuda.lowering.fft_frequencies import fft_frequencies_over_symbolic_lengths
 from aotcuda.lowering.identity_arithmetic import identity_arithmetic_keeps_layout
 
 _CAPTURED_BUFFER_ARGS = (7, 8)
@@ -433,6 +434,10 @@ FIXES: tuple[TorchFix, ...] = (
     TorchFix("window factory ops have no decomposition (fallback kernels)", "2.11 (all), 2.13 (all but hann)",
              "none filed", "the op is missing from torch.export.default_decompositions()",
              "torch decomposes every window op", "aotcuda.lowering.decompositions"),
+    TorchFix("torch.fft.fftfreq / rfftfreq make a dynamic length a constant (they take int n)", "2.11-2.13",
+             "none filed", "always in the export step, for a call whose n is a SymInt (an int n runs torch's op)",
+             "aten::fft_fftfreq and fft_rfftfreq take SymInt n", "aotcuda.lowering.fft_frequencies", ("export",),
+             fft_frequencies_over_symbolic_lengths),
     TorchFix("FFT sample frequencies (fftfreq, rfftfreq) have no decomposition (proxy-executor ops)", "2.11-2.13",
              "none filed", "the op is missing from torch.export.default_decompositions()",
              "torch decomposes fftfreq and rfftfreq", "aotcuda.lowering.decompositions"),
