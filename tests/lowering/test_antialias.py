@@ -98,3 +98,16 @@ def test_a_uint8_image_is_not_decomposed_into_values_eager_does_not_give():
         ep = ep.run_decompositions(decomposition_table())
         left = [str(node.target) for node in ep.graph.nodes if "_aa" in str(node.target)]
         assert left == [f"aten._upsample_{mode}2d_aa.default"], left
+
+
+def test_a_uint8_image_left_refused_is_told_to_resize_the_float_image():
+    """The refusal of a uint8 image's antialiased resize (kept, above) said only "rewrite that line of the model"; it
+    now says why a uint8 image stays and what lowers: the float image, rounded after."""
+    import aotcuda
+
+    x = torch.randint(0, 256, (1, 3, 17, 23), dtype=torch.uint8)
+    with pytest.raises(aotcuda.MissingFallbackKernelsError) as caught:
+        aotcuda.lower(Resize(mode="bilinear", scale_factor=0.5), (x,), device="cpu")
+    message = str(caught.value)
+    assert "antialiased resizing of an integer (uint8) image" in message and "img.float()" in message, message
+    assert "rewrite that line" not in message, message
