@@ -957,7 +957,8 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs, signing_key_fil
                            "shapes and dtypes the program takes.")
             raise
         except RuntimeCallError as error:
-            if "index out of bounds" in str(error) and program.index_unchecked:
+            said = any(note.startswith("Likely cause") for note in getattr(error, "__notes__", []))
+            if "index out of bounds" in str(error) and program.index_unchecked and not said:
                 error.add_note(f"Likely cause: the values of {', '.join(map(repr, program.index_unchecked))} reach an "
                                "index that lowering could not bound, so nothing checked them before the call: "
                                f"{'; '.join(line for lines in program.index_unchecked.values() for line in lines[:1])} "

@@ -116,3 +116,60 @@ def test_the_passes_record_what_the_decomposition_table_removes_before_them():
     version = ".".join(torch.__version__.split(".")[:2])
     assert version in ALSO_DECOMPOSED_BY_TORCH, f"torch {version}: record what its table removes beyond 2.13's"
     assert removed == set(coverage.DECOMPOSED_BEFORE_THE_PASS) | ALSO_DECOMPOSED_BY_TORCH[version]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fft_sample_frequencies_decompose_and_match_eager(dtype):
+    """Sixth new user (2026-12-07): `torch.fft.fftfreq(7) + torch.fft.rfftfreq(9, d=0.5)` in forward (an FNO's
+    wavenumbers) was refused: `aten::fft_fftfreq (proxy executor) ... has no generated code in Inductor and no C shim`.
+    Both now decompose into arange math: equal to eager's at every n and spacing, and in a program."""
+    from aotcuda.lowering.proxy_ops import proxy_executor_kernels
+
+    for op, eager in ((aten.fft_fftfreq.default, torch.fft.fftfreq), (aten.fft_rfftfreq.default, torch.fft.rfftfreq)):
+        assert op in TABLE, f"{op} has no decomposition in lower()'s table"
+        for n in [*range(1, 12), 64, 257]:
+            for d in (1.0, 0.5, 0.3):
+                expected = eager(n, d, dtype=dtype)
+                actual = TABLE[op](n, d, dtype=dtype)
+                assert actual.dtype == expected.dtype and actual.shape == expected.shape, (op, n)
+                torch.testing.assert_close(actual, expected, rtol=TOLERANCE[dtype], atol=0, msg=f"{op} n={n} d={d}")
+
+    class Wavenumbers(torch.nn.Module):
+        def forward(self, x):
+            n = x.shape[-1]
+            k = torch.fft.fftfreq(n, d=0.5, dtype=x.dtype) * 2 * torch.pi
+            return torch.fft.ifft(torch.fft.fft(x) * 1j * k).real, torch.fft.rfftfreq(n, dtype=x.dtype)
+
+    # a static length: torch.fft.fftfreq takes `int n`, so torch.export makes a dynamic one a constant (torch's own)
+    ep = torch.export.export(Wavenumbers(), (torch.randn(2, 16, dtype=dtype),), strict=False)
+    ep = ep.run_decompositions(TABLE)
+    assert not proxy_executor_kernels(ep, "cpu"), "no fftfreq op left"
+    x = torch.randn(2, 16, dtype=dtype)
+    for actual, expected in zip(ep.module()(x), Wavenumbers()(x)):
+        torch.testing.assert_close(actual, expected, rtol=TOLERANCE[dtype] * 10, atol=TOLERANCE[dtype] * 10)
+
+
+def test_fft_sample_frequencies_of_a_dynamic_length_export_and_match_eager():
+    """Sixth new user (2026-12-07): `torch.fft.fftfreq(x.shape[-1])` with a Dim on that dim failed in torch.export
+    ("Constraints violated (n)! ... specialized it to be a constant"): fftfreq takes `int n`. The export step computes
+    a symbolic n's frequencies with arange (aotcuda.lowering.fft_frequencies); the patch is undone after it."""
+    from aotcuda.lowering import torch_fixes
+    from aotcuda.lowering.exporting import export_program
+
+    fftfreq, rfftfreq = torch.fft.fftfreq, torch.fft.rfftfreq
+
+    class Derivative(torch.nn.Module):
+        def forward(self, x):
+            n = x.shape[-1]
+            k = torch.fft.fftfreq(n, d=0.5) * 2 * torch.pi
+            return torch.fft.ifft(torch.fft.fft(x) * 1j * k).real, torch.fft.rfftfreq(n, 0.3, dtype=torch.float64)
+
+    with torch_fixes.applied("export"):
+        ep = export_program(Derivative(), (torch.randn(2, 16),), {}, ({1: torch.export.Dim("n", min=2, max=64)},))
+    assert torch.fft.fftfreq is fftfreq and torch.fft.rfftfreq is rfftfreq, "the patch is undone after the step"
+    ep = ep.run_decompositions(TABLE)
+    for n in (16, 7, 33, 2):
+        x = torch.randn(2, n)
+        (derivative, freqs), (eager_derivative, eager_freqs) = ep.module()(x), Derivative()(x)
+        torch.testing.assert_close(freqs, eager_freqs, rtol=1e-12, atol=0)
+        torch.testing.assert_close(derivative, eager_derivative, rtol=1e-5, atol=1e-5)

@@ -402,3 +402,97 @@ def test_torchs_notice_about_an_rnns_own_flat_weights_is_not_shown_and_a_models_
     assert not [w for w in caught if "_flat_weights" in str(w.message)], [str(w.message) for w in caught]
     with pytest.warns(UserWarning, match=r"The tensor attributes self\.last, "):  # the whole notice, as torch says it
         before_compile(AssignsAttribute().eval(), (torch.randn(2, 5, 4),))
+
+
+class CountsInABranch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(1))
+
+    def forward(self, x):
+        def positive(x):
+            self.count.add_(1)
+            return x.sin()
+
+        return torch.cond(x.sum() > 0, positive, lambda x: x.cos(), (x,))  # COND LINE
+
+
+class CountsAfterTheBranch(torch.nn.Module):
+    """CountsInABranch as the note advises: the buffer an operand, its new value returned, written after."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(1))
+
+    def forward(self, x):
+        y, c = torch.cond(x.sum() > 0, lambda x, c: (x.sin(), c + 1), lambda x, c: (x.cos(), c.clone()),
+                          (x, self.count))
+        self.count.copy_(c)
+        return y
+
+
+def test_a_control_flow_branch_writing_a_buffer_is_named_with_the_fix_that_exports():
+    """Sixth new user (2026-12-07): a torch.cond branch that counted in a buffer (`self.count.add_(1)`) got torch's
+    `UncapturedHigherOrderOpError ... Encountered input mutation during higher order op tracing` (its hints: "avoid
+    mutation", "open an issue") and aotcuda's note `check that the model runs on those inputs in eager`, which it
+    does. Now the note says what torch cannot trace and how to write it; the advised form exports and keeps eager's
+    values and buffer over calls."""
+    with pytest.raises(Exception, match="mutation during higher order op tracing") as caught:
+        aotcuda.lower(CountsInABranch(), (torch.randn(4),), device="cpu")
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    lines, start = inspect.getsourcelines(CountsInABranch)
+    line = start + next(i for i, text in enumerate(lines) if "COND LINE" in text)
+    assert len(notes) == 1, notes
+    assert notes[0].startswith(f"aotcuda: a function given to torch.cond at {__file__}:{line} in forward: `return "
+                               "torch.cond("), notes
+    assert "self.count.copy_(c)" in notes[0] and "check that the model runs" not in notes[0], notes
+    eager, ep = CountsAfterTheBranch(), torch.export.export(CountsAfterTheBranch(), (torch.randn(4),), strict=False)
+    exported = ep.module()
+    for shift in (2.0, -2.0, 2.0):
+        x = torch.randn(4) + shift
+        torch.testing.assert_close(exported(x), eager(x), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(exported.count, eager.count)
+    assert float(eager.count) == 2.0
+
+
+class ConjugatesInABranch(torch.nn.Module):
+    def __init__(self, resolved: bool = False):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 4, dtype=torch.cfloat))
+        self.resolved = resolved
+
+    def forward(self, x):
+        z = torch.view_as_complex(x)
+
+        def rotated(z):
+            r = (z * 1j).conj()
+            return r.resolve_conj() if self.resolved else r
+
+        r = torch.cond(z.abs().sum() > 4, lambda z: z @ self.w, rotated, (z,))  # COND LINE
+        return torch.view_as_real(r)
+
+
+def test_a_cond_branch_returning_a_conjugate_view_is_named_with_the_fix_that_exports():
+    """Sixth new user (2026-12-07): a complex torch.cond whose second branch returned `(z * 1j).conj()` failed in the
+    export step with torch's `When merging two branches' output in torch.cond, expected same is_conj but got False and
+    True` and aotcuda's note `check that the model runs on those inputs in eager`, which it does. Now the note names
+    the conjugate view and the fix; the fixed model exports, and after ReplaceComplexWithRealPass matches eager."""
+    from aotcuda.lowering.decompositions import decomposition_table
+    from aotcuda.lowering.exporting import export_program
+    from aotcuda.passes import ReplaceComplexWithRealPass
+
+    with pytest.raises(Exception, match="expected same is_conj") as caught:
+        aotcuda.lower(ConjugatesInABranch(), (torch.randn(3, 4, 2),), device="cpu")
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    lines, start = inspect.getsourcelines(ConjugatesInABranch)
+    line = start + next(i for i, text in enumerate(lines) if "COND LINE" in text)
+    assert len(notes) == 1 and notes[0].startswith(f"aotcuda: one branch of torch.cond at {__file__}:{line} in "
+                                                   "forward: `r = torch.cond("), notes
+    assert "returns a conjugate view (z.conj())" in notes[0] and "z.conj().resolve_conj()" in notes[0], notes
+    torch.manual_seed(0)
+    model = ConjugatesInABranch(resolved=True)
+    ep = export_program(model, (torch.randn(3, 4, 2),), {}, None).run_decompositions(decomposition_table())
+    rewritten = ReplaceComplexWithRealPass(strict=True)(ep).module()
+    for scale in (3.0, 0.01):  # each branch
+        x = torch.randn(3, 4, 2) * scale
+        torch.testing.assert_close(rewritten(x), model(x), rtol=1e-5, atol=1e-6)

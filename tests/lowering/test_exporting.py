@@ -291,6 +291,53 @@ def test_dynamic_shapes_keys_other_than_the_passed_arguments_are_named_before_ex
         aotcuda.lower(Tokens(), (tokens, torch.ones(3)), device="cpu", dynamic_shapes={"tokens": {0: Dim("b")}})
 
 
+def test_dynamic_shapes_for_a_call_with_keyword_arguments_is_named_with_the_fix_also_with_var_kwargs():
+    """Sixth new user (2026-12-07): a tiny GPT-2 lowered with `(input_ids,), {"use_cache": False}` and
+    `dynamic_shapes=({1: Dim("s")},)` got torch's `Detected mismatch between the structure of inputs and
+    dynamic_shapes: inputs has 2 elements, but dynamic_shapes has 1 elements` (no argument named, advice to try
+    draft_export()); `{"input_ids": {1: Dim("s")}}` got torch's error too, since the dict check was skipped for a
+    forward with **kwargs (every transformers model's). Now both name use_cache and the fix, and the fix exports."""
+    import aotcuda
+
+    class Decoder(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, use_cache=None, **kwargs):
+            return input_ids * 2
+
+    ids, s = torch.randn(2, 10), Dim("s", min=2, max=64)
+    with pytest.raises(aotcuda.DynamicShapesError, match=r"dynamic_shapes is a tuple of 1 entry, but the example call "
+                                                          r"passes 2 arguments \(input_ids, use_cache, in forward's "
+                                                          r"order\).*Give use_cache an entry too.*key dynamic_shapes "
+                                                          r"by name: \{'input_ids': \{1: Dim\('s'.*'use_cache': None\}"
+                       ) as caught:
+        aotcuda.lower(Decoder(), (ids,), {"use_cache": False}, dynamic_shapes=({1: s},), device="cpu")
+    assert "draft_export" not in str(caught.value)
+    with pytest.raises(aotcuda.DynamicShapesError, match=r"dynamic_shapes has no key for 'use_cache', which the "
+                                                          r"example call passes: give it a key \(None for a static "
+                                                          r"input or a non-tensor\)") as caught:
+        aotcuda.lower(Decoder(), (ids,), {"use_cache": False}, dynamic_shapes={"input_ids": {1: s}}, device="cpu")
+    assert "draft_export" not in str(caught.value)
+    with pytest.raises(aotcuda.DynamicShapesError, match=r"names 'extra', which forward takes through \*\*kwargs: "
+                                                          r"torch.export gives no dims to an argument there.*Lower a wrapper module whose "
+                                                          r"forward names it"):
+        aotcuda.lower(Decoder(), (ids,), {"extra": torch.ones(3)}, device="cpu",
+                      dynamic_shapes={"input_ids": {1: s}, "extra": None})
+    # the advised forms export, with s dynamic
+    for fixed in ({1: s}, None), {"input_ids": {1: s}, "use_cache": None}:
+        ep = export_program(Decoder(), (ids,), {"use_cache": False}, fixed)
+        assert isinstance(ep.graph_module.graph.find_nodes(op="placeholder")[0].meta["val"].shape[1], torch.SymInt)
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = Decoder()
+
+        def forward(self, input_ids, extra):
+            return self.model(input_ids, extra=extra)
+
+    ep = export_program(Wrapper(), (ids, torch.ones(3)), {}, {"input_ids": {1: s}, "extra": None})
+    assert isinstance(ep.graph_module.graph.find_nodes(op="placeholder")[0].meta["val"].shape[1], torch.SymInt)
+
+
 def test_a_dynamic_shapes_dim_the_input_does_not_have_is_named_with_its_rank(monkeypatch):
     """A new user's `dynamic_shapes={"audio": {5: Dim("b")}}` for a 2-dim audio got torch's raw
     `IndexError: list assignment index out of range`. Now the error names the input, the dim, its rank and the

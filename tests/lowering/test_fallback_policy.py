@@ -349,3 +349,44 @@ def test_embedding_max_norm_is_named_with_its_cause_and_the_fix():
         w.mul_((emb.max_norm / w.norm(p=emb.norm_type, dim=1, keepdim=True).clamp_min(1e-7)).clamp(max=1))
     ids = torch.randint(0, 50, (3, 5))
     torch.testing.assert_close(fixed(ids), emb(ids))
+
+
+@pytest.mark.parametrize("orthogonal_map", ["matrix_exp", "householder", "cayley"])
+def test_an_op_computing_a_parametrized_weight_is_told_to_bake_it_and_the_baked_model_has_no_proxy_op(orthogonal_map):
+    """Sixth new user (2026-12-07): `orthogonal(nn.Linear(6, 6))` was refused with `aten::linalg_matrix_exp has no
+    generated code in Inductor and no C shim ...; rewrite that line of the model with ops that have either`, the line
+    being `s.l(x)`, the Linear's call (householder: linalg_householder_product; cayley: _linalg_solve_ex). The op
+    computes the weight from its parametrization, the same at every call: the hint now names it and the recipe, and
+    the model with the weight baked as that recipe says has no proxy-executor op and gives eager's values."""
+    import aotcuda
+    from torch.nn.utils import parametrize
+    from torch.nn.utils.parametrizations import orthogonal
+
+    from aotcuda.lowering.decompositions import decomposition_table
+    from aotcuda.lowering.proxy_ops import proxy_executor_kernels
+
+    class Rotation(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = orthogonal(torch.nn.Linear(6, 6), orthogonal_map=orthogonal_map)
+
+        def forward(self, x):
+            return self.l(x)
+
+    torch.manual_seed(0)
+    model = Rotation().eval()
+    with pytest.raises(aotcuda.MissingFallbackKernelsError) as caught:
+        aotcuda.lower(model, (torch.randn(3, 6),), device="cpu")
+    message = str(caught.value)
+    assert "it computes l.weight from its parametrization (_Orthogonal)" in message, message
+    assert ("torch.nn.utils.parametrize.remove_parametrizations(model.l, 'weight', leave_parametrized=True)"
+            in message), message
+    assert "rewrite that line" not in message, message
+    assert "bake a second one built alike" in message, message
+    baked = Rotation().eval()  # a second model built alike (a copy.deepcopy baked breaks the original, torch 2.13)
+    baked.load_state_dict(model.state_dict())
+    parametrize.remove_parametrizations(baked.l, "weight", leave_parametrized=True)
+    ep = torch.export.export(baked, (torch.randn(3, 6),), strict=False).run_decompositions(decomposition_table())
+    assert proxy_executor_kernels(ep, "cpu") == []
+    x = torch.randn(3, 6)
+    torch.testing.assert_close(ep.module()(x), model(x), rtol=1e-5, atol=1e-6)

@@ -112,6 +112,29 @@ def test_an_input_whose_index_values_go_unchecked_is_refused_unless_allowed(inde
     assert "frame #" not in ran.stderr and "Exception raised from" not in ran.stderr, ran.stderr[:2000]
 
 
+def test_in_python_the_generated_codes_bounds_check_names_the_unchecked_input_and_the_next_call_runs(index_packages):
+    """Sixth new user (2026-12-07): a Wav2Vec2Model lowered with an attention_mask (its values reach index_put_
+    through cumsum, unchecked) and called from Python with a mask of 2s got the generated code's own check, in its
+    variables: `RuntimeCallError: ... index out of bounds: 0 <= tmp22 < (-1L) + (c10::div_floor_integer(...))`, with no
+    word of the mask (only `aotcuda run` named it; eager: `IndexError: index 78 is out of bounds ...`). The Program's
+    error now names the input and the op; the next call with good values runs."""
+    program = aotcuda.load(index_packages["unchecked"])
+    ids = torch.randint(0, 256, (2, 5))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the check throws inside an OpenMP region: with several threads it may abort (see above)
+    try:
+        with pytest.raises(aotcuda.RuntimeCallError, match="index out of bounds") as caught:
+            program(ids, torch.full((2, 5), 100))
+    finally:
+        torch.set_num_threads(threads)
+    notes = getattr(caught.value, "__notes__", [])
+    assert any(note.startswith("Likely cause: the values of 'mask' reach an index that lowering could not bound")
+               and "aten.embedding" in note and "Eager refuses such values too" in note for note in notes), notes
+    mask = torch.ones(2, 5, dtype=torch.long)
+    out = program(ids, mask)
+    assert out.shape == (2, 5, 8) and torch.isfinite(out).all() and torch.equal(out, program(ids, mask))
+
+
 def test_positions_clamped_into_the_table_need_no_flag_and_any_mask_runs(index_packages):
     """The fix serving's refusal names: the same positions clamped to the table's rows are in range whatever the
     mask holds, so nothing is unchecked, the program serves (and batches) without a flag, and masks of any values,

@@ -21,6 +21,7 @@ from typing import Callable
 
 import torch
 
+from aotcuda.lowering.antialias import ANTIALIAS_DECOMPOSITIONS
 from aotcuda.lowering.data_dependent import DATA_DEPENDENT_DECOMPOSITIONS
 from aotcuda.passes.view_copy import VIEW_OF_COPY
 
@@ -79,6 +80,29 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
     return _window(formula, window_length, periodic, dtype, device)
 
 
+def fft_fftfreq(n, d=1.0, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """ATen's fftfreq: [0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] in the result's dtype, times 1 / (n d)."""
+    dtype = dtype if dtype is not None else torch.get_default_dtype()
+    k = torch.arange(n, device=device)
+    k = torch.where(k < (n + 1) // 2, k, k - n)
+    return k.to(dtype) * (1.0 / (n * d))
+
+
+def fft_rfftfreq(n, d=1.0, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """ATen's rfftfreq: [0, 1, ..., n // 2] in the result's dtype, times 1 / (n d)."""
+    dtype = dtype if dtype is not None else torch.get_default_dtype()
+    return torch.arange(n // 2 + 1, device=device).to(dtype) * (1.0 / (n * d))
+
+
+# Sample frequencies of an FFT (torch.fft.fftfreq, rfftfreq), factory ops with no Inductor lowering and no C shim in
+# torch 2.11-2.13, like the windows: an FNO's or a spectral derivative's wavenumbers built in forward were refused as
+# proxy-executor ops (sixth new user, 2026-12-07).
+FREQUENCY_DECOMPOSITIONS: dict[torch._ops.OpOverload, Callable] = {
+    aten.fft_fftfreq.default: fft_fftfreq,
+    aten.fft_rfftfreq.default: fft_rfftfreq,
+}
+
+
 def _overloads(packet, names) -> list:
     return [getattr(packet, name) for name in names if hasattr(packet, name)]
 
@@ -109,14 +133,17 @@ def decomposition_table() -> dict:
     - the window factory ops (hann, hamming, blackman, bartlett, kaiser): without a decomposition a window
       built inside forward is a fallback kernel (``aoti_torch_cuda_hann_window``); torch's own
       decomposition is kept where the installed torch has one (hann_window on 2.13), ours fill the rest
-      (WINDOW_DECOMPOSITIONS below);
+      (WINDOW_DECOMPOSITIONS below); so do the FFT sample frequencies (fftfreq, rfftfreq: FREQUENCY_DECOMPOSITIONS);
+    - antialiased resampling (``F.interpolate(..., antialias=True)``, bilinear and bicubic): two matrix products
+      with ATen's interpolation weights (lowering/antialias.py);
     - the data-dependent ops model libraries emit (masked_scatter, the tensor checks ``_is_all_true`` and
       ``_assert_async``): lowering/data_dependent.py.
     """
     table = torch.export.default_decompositions()
     for op in (torch.ops.aten.scaled_dot_product_attention.default, *VIEW_OF_COPY):
         table.pop(op, None)
-    for op, decomposition in {**WINDOW_DECOMPOSITIONS, **DATA_DEPENDENT_DECOMPOSITIONS}.items():
+    for op, decomposition in {**WINDOW_DECOMPOSITIONS, **FREQUENCY_DECOMPOSITIONS, **ANTIALIAS_DECOMPOSITIONS,
+                                    **DATA_DEPENDENT_DECOMPOSITIONS}.items():
         if op not in table:  # a CustomDecompTable: setdefault would bypass its own bookkeeping
             table[op] = decomposition
     return table

@@ -58,33 +58,54 @@ def _registered_types_as_lists(spec):
 def _check_dynamic_shapes_names(model, dynamic_shapes, args=(), kwargs=None) -> None:
     """DynamicShapesError when ``dynamic_shapes`` is a dict with a key that is not an argument of the model's
     forward, or whose keys are not the arguments the example call passes (torch takes exactly those: a key for an
-    argument left to forward's default, or none for one passed, is refused too): torch's own error for it ends
-    with advice to try ``draft_export()``, which is not aotcuda's."""
-    if not isinstance(dynamic_shapes, dict) or not isinstance(model, torch.nn.Module):
+    argument left to forward's default, or none for one passed, is refused too), or a tuple or list of another length
+    than the arguments the call passes (keyword arguments count: torch reads the tuple over them all, in forward's
+    order). torch's own errors for those end with advice to try ``draft_export()``, which is not aotcuda's, and the
+    tuple's (``inputs has 2 elements, but dynamic_shapes has 1 elements``) names no argument.
+
+    A forward with ``*args`` or ``**kwargs`` (every transformers model's) is checked too, by the names torch binds
+    the call to (those two under their own parameter's name): sixth new user, 2026-12-07."""
+    if not isinstance(dynamic_shapes, (dict, list, tuple)) or not isinstance(model, torch.nn.Module):
         return
     try:
         signature = inspect.signature(model.forward)
     except (TypeError, ValueError):  # a forward without a signature Python can read: torch says what it says
         return
     parameters = signature.parameters.values()
-    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
-        return
+    var_keyword = next((p.name for p in parameters if p.kind == p.VAR_KEYWORD), None)
+    has_var = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters)
     names = [p.name for p in parameters]
-    unknown = [key for key in dynamic_shapes if key not in names]
-    if unknown:
+    unknown = [key for key in dynamic_shapes if key not in names] if isinstance(dynamic_shapes, dict) else []
+    if unknown and not has_var:
         shown = ", ".join(repr(clipped(str(key), 60)) for key in unknown[:5])
         raise DynamicShapesError(
             f"dynamic_shapes names {shown}, which {type(model).__name__}.forward does not take: its arguments are "
             f"{', '.join(names) or 'none'}. Key dynamic_shapes by those names (e.g. {{{names[0] if names else 'x'!r}: "
             "{0: Dim('batch')}}), or give a tuple with one entry per argument, in order")
     try:
-        passed = list(signature.bind(*args, **(kwargs or {})).arguments)
+        bound = signature.bind(*args, **(kwargs or {})).arguments
     except TypeError:  # the example call does not fit forward: torch.export says so
         return
+    passed = list(bound)
+    if not isinstance(dynamic_shapes, dict):
+        if dynamic_shapes and len(dynamic_shapes) != len(passed):
+            var_positional = any(p.kind == p.VAR_POSITIONAL for p in parameters)
+            raise DynamicShapesError(_tuple_length_message(dynamic_shapes, passed, args, kwargs, var_positional))
+        return
+    through_var = dict(bound.get(var_keyword) or {}) if var_keyword else {}
     left_out = [key for key in dynamic_shapes if key not in passed]
     missing = [name for name in passed if name not in dynamic_shapes]
     if left_out or missing:
         said = []
+        in_var = [key for key in left_out if key in through_var]
+        if in_var:
+            said.append(f"names {', '.join(repr(clipped(str(key), 60)) for key in in_var[:5])}, which forward takes "
+                        f"through **{var_keyword}: torch.export gives no dims to an argument there (keyed under "
+                        f"{var_keyword!r} too, torch 2.13 fails). Lower a wrapper module whose forward names "
+                        f"{'it' if len(in_var) == 1 else 'them'} (def forward(self, ..., {clipped(str(in_var[0]), 60)}):"
+                        f" return model(..., {clipped(str(in_var[0]), 60)}={clipped(str(in_var[0]), 60)}))")
+            missing = [name for name in missing if name != var_keyword]
+        left_out = [key for key in left_out if key not in through_var]
         if left_out:
             said.append(f"names {', '.join(repr(clipped(str(key), 60)) for key in left_out[:5])}, which the example "
                         "call leaves to forward's default: leave "
@@ -92,10 +113,27 @@ def _check_dynamic_shapes_names(model, dynamic_shapes, args=(), kwargs=None) -> 
                         f"{'it' if len(left_out) == 1 else 'them'} in the example call)")
         if missing:
             said.append(f"has no key for {', '.join(repr(name) for name in missing[:5])}, which the example call "
-                        f"passes: give {'it' if len(missing) == 1 else 'each'} a key (None for a static input)")
+                        f"passes: give {'it' if len(missing) == 1 else 'each'} a key (None for a static input"
+                        f"{' or a non-tensor' if any(not isinstance(bound[n], torch.Tensor) for n in missing) else ''})")
         raise DynamicShapesError(
             f"dynamic_shapes {'; and it '.join(said)}. torch.export takes a dict keyed by exactly the arguments the "
             f"example call passes ({', '.join(passed) or 'none'})")
+
+
+def _tuple_length_message(dynamic_shapes, passed: list, args, kwargs, var_positional: bool) -> str:
+    """The refusal of a tuple or list ``dynamic_shapes`` whose length is not the passed arguments': what torch reads
+    it against, and the dict that says the same where the tuple held one entry per positional argument."""
+    kind = type(dynamic_shapes).__name__
+    entries = f"{len(dynamic_shapes)} entr{'y' if len(dynamic_shapes) == 1 else 'ies'}"
+    message = (f"dynamic_shapes is a {kind} of {entries}, but the example call passes {len(passed)} argument"
+               f"{'' if len(passed) == 1 else 's'} ({', '.join(passed)}, in forward's order): torch.export reads a "
+               f"{kind} as one entry per argument the call passes, keyword arguments too")
+    keywords = passed[len(args):]
+    if keywords and not var_positional and len(dynamic_shapes) == len(args):
+        as_dict = {name: (dynamic_shapes[i] if i < len(args) else None) for i, name in enumerate(passed)}
+        return (f"{message}. Give {', '.join(keywords)} {'an entry' if len(keywords) == 1 else 'entries'} too (None "
+                f"for a static input or a non-tensor), or key dynamic_shapes by name: {clipped(repr(as_dict), 300)}")
+    return f"{message}. Give each an entry (None for a static input or a non-tensor), or a dict keyed by those names"
 
 
 def _dims_checked(model, args, kwargs, dynamic_shapes):

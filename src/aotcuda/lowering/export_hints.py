@@ -46,6 +46,11 @@ _RAISED_AT = re.compile(r'The following call raised this error:\n\s*File "([^"]+
 # torch's refusal of a FakeTensor's conversion to NumPy (x.numpy(), np.asarray(x)): the values do not exist while
 # torch.export traces, yet torch's words speak of "tensor subclasses", and the model runs in eager
 _TO_NUMPY = re.compile(r"\.numpy\(\) is not supported for tensor subclasses")
+# torch.cond with one branch returning a lazy conjugate (or negative) view and the other not (torch 2.11-2.13)
+_COND_VIEW_BITS = re.compile(r"When merging two branches' output in torch\.cond,\s*expected same (is_conj|is_neg)")
+# torch.cond / while_loop / scan / map with a branch that writes a tensor it did not make (torch 2.11-2.13)
+_CONTROL_FLOW_MUTATION = re.compile(r"Encountered (?:input )?mutation during higher order op tracing"
+                                    r"(?:\s*Higher Order Operator: (torch\.\w+))?")
 
 
 def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | None = None,
@@ -62,6 +67,23 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
                 "values used outside torch ops) while it traces; in eager it can, which is why the model runs there. "
                 "Compute that step with torch ops on the tensor (x.sum() for np.sum(x.numpy()); torch has most of "
                 "NumPy's functions), or do it outside the model and pass the result in as an input.")
+    view_bits = _COND_VIEW_BITS.search(message)
+    if view_bits is not None:
+        conj = view_bits.group(1) == "is_conj"
+        view, resolve = ("a conjugate view (z.conj())", "z.conj().resolve_conj(), or torch.conj_physical(z)") if conj \
+            else ("a negative view (the imaginary part of a conjugate, z.conj().imag)", "t.resolve_neg()")
+        return (f"aotcuda: one branch of torch.cond{at} returns {view} and the other a plain tensor, which torch.cond "
+                "cannot merge (eager takes it: torch.export runs both branches). Return a plain tensor from that "
+                f"branch: {resolve}.")
+    mutation = _CONTROL_FLOW_MUTATION.search(message)
+    if mutation is not None:
+        operator = mutation.group(1) or "the control-flow operator"
+        return (f"aotcuda: a function given to {operator}{at} writes in place to a tensor from outside it (a "
+                "buffer or parameter of the model, such as self.count.add_(1), or one of its operands), which "
+                "torch.export cannot trace inside a control-flow operator, though the model runs in eager. Give that "
+                "tensor to the function as an operand, return its new value (from every branch; unchanged: "
+                "c.clone()) and write it after the call: y, c = torch.cond(pred, true_fn, false_fn, (x, self.count)); "
+                "self.count.copy_(c) (a while_loop or scan: carry it in the loop's state).")
     if _DATA_DEPENDENT.search(message):
         raised = _RAISED_AT.search(message)
         where = (f" at {raised.group(1)}:{raised.group(2)} in {raised.group(3)}: `{raised.group(4).strip()}`"

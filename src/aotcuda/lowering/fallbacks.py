@@ -81,6 +81,12 @@ _EMBEDDING_RENORM = (
     "w.norm(p=emb.norm_type, dim=1, keepdim=True).clamp_min(1e-7)).clamp(max=1)); then emb.max_norm = None "
     "(the rows a call looks up then come out as eager's)")
 
+_INTEGER_ANTIALIAS = (
+    "antialiased resizing of an integer (uint8) image: lower() decomposes it for floating-point images only, since "
+    "ATen resizes uint8 with fixed-point weights and rounds, which generated float code does not reproduce. Resize "
+    "img.float() (it lowers and equals eager's float resize) and, where uint8 is needed, .round().clamp(0, 255)"
+    ".to(torch.uint8) after (bilinear within 1 of eager's uint8 path, bicubic further where a dim grows)")
+
 KNOWN_FIXES = {
     "transformers::grouped_mm_fallback": (
         "transformers' MoE experts call it for non-bfloat16 weights under export; build the model with "
@@ -99,6 +105,10 @@ KNOWN_FIXES = {
     # The fifth new user's nn.Embedding(max_norm=1.0) (2026-12-06): only "rewrite that line", max_norm not named.
     "aten::embedding_renorm": _EMBEDDING_RENORM,
     "embedding_renorm": _EMBEDDING_RENORM,
+    # The sixth new user's spatial transformer (2026-12-07): float images are decomposed (lowering/antialias.py);
+    # an integer one keeps the op, which got only "rewrite that line".
+    "aten::_upsample_bilinear2d_aa": _INTEGER_ANTIALIAS,
+    "aten::_upsample_bicubic2d_aa": _INTEGER_ANTIALIAS,
     "scatter_reduce_two_out": (
         "on the CPU Inductor calls this kernel for scatter_add_ and scatter_reduce (every reduce); a sum along dim 0 "
         "written as index_add_(0, index, source) with a 1-d index is generated code; its C shim runs in aotcuda.load, "
@@ -146,6 +156,7 @@ class FallbackKernel:
     complex_valued: bool = False  # one of its nodes reads or writes a complex tensor
     dropout: bool = False  # its nodes include a dropout, which the program has only in training mode
     other_random: bool = False  # its nodes include a random op that is no dropout (model.eval() keeps it)
+    parametrized: list = field(default_factory=list)  # parametrization_of each node (None: outside one)
 
     def describe(self) -> str:
         where = "; ".join(dict.fromkeys(s for s in self.sources if s)) or (
@@ -297,6 +308,18 @@ def _producing_nodes(op: str, names: list[str], nodes: dict[str, torch.fx.Node])
 def _packet_name(node: torch.fx.Node) -> str:
     target = node.target
     return target._schema.name.split("::")[-1] if isinstance(target, torch._ops.OpOverload) else ""
+
+
+def parametrization_of(node) -> tuple[str, str, str] | None:
+    """(module path, tensor name, parametrization class) where ``node`` computes a tensor of a
+    torch.nn.utils.parametrize parametrization (``orthogonal(nn.Linear(...))``: ("l", "weight",
+    "torch.nn.utils.parametrizations._Orthogonal")), read off its nn_module_stack; None otherwise."""
+    stack = node.meta.get("nn_module_stack") or {}
+    for path, kind in stack.values():
+        parts = str(path).split(".")
+        if len(parts) >= 3 and parts[-3] == "parametrizations" and parts[-1].isdigit():
+            return ".".join(parts[:-3]), parts[-2], str(getattr(kind, "__qualname__", kind))
+    return None
 
 
 def relative_source_line(node: torch.fx.Node | None) -> str:

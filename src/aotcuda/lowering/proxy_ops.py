@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch.export import ExportedProgram
 
-from aotcuda.lowering.fallbacks import (KNOWN_FIXES, FallbackKernel, refusal_line, relative_source_line,
-                                        touches_complex)
+from aotcuda.lowering.fallbacks import (KNOWN_FIXES, FallbackKernel, parametrization_of, refusal_line,
+                                        relative_source_line, touches_complex)
 from aotcuda.lowering.library_ops import has_inductor_lowering, is_custom_op, is_triton_op
 
 
@@ -61,6 +61,9 @@ def proxy_executor_kernels(ep: ExportedProgram, device_type: str = "cuda") -> li
         kernel.complex_valued = kernel.complex_valued or touches_complex(node)
         kernel.nodes.append(node.name)
         kernel.sources.append(relative_source_line(node))
+        parametrized = parametrization_of(node)  # None for a node outside a parametrization: no hint of its own
+        if parametrized not in kernel.parametrized:
+            kernel.parametrized.append(parametrized)
     return list(kernels.values())
 
 
@@ -77,11 +80,29 @@ def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, st
         if refusal is not None and kernel.complex_valued:
             hint = ("complex math ReplaceComplexWithRealPass rewrites into generated code once what it refused "
                     "(above) is fixed")
+        elif kernel.parametrized and None not in kernel.parametrized:
+            hint = _parametrization_hint(kernel)
         else:
             hint = _hint(kernel.op, untraced)
         lines.append(f"  {kernel.op}: {hint}")
     lines.append("(allow_fallbacks=True compiles it anyway, for torch._inductor.aoti_load_package only.)")
     return "\n".join(lines)
+
+
+def _parametrization_hint(kernel: FallbackKernel) -> str:
+    """A kernel that computes a parametrized tensor (torch.nn.utils.parametrize: orthogonal's matrix_exp, householder
+    product or solve): the tensor is the same at every call of an inference program, so baking it removes the op.
+    Sixth new user (2026-12-07): `orthogonal(nn.Linear(6, 6))` got "rewrite that line of the model", the line being
+    the Linear's call, which needs no rewrite."""
+    module, tensor, kind = kernel.parametrized[0]
+    owner = f"model.{module}" if module else "model"
+    named = ", ".join(f"{m + '.' if m else ''}{t} from its parametrization ({k.rsplit('.', 1)[-1]})"
+                      for m, t, k in kernel.parametrized[:3])
+    return (f"it computes {named} (torch.nn.utils.parametrize), which does not change between "
+            "calls of an inference program. Bake it into a plain tensor before lowering: "
+            f"torch.nn.utils.parametrize.remove_parametrizations({owner}, {tensor!r}, leave_parametrized=True) "
+            "(in place; to keep the parametrized model, bake a second one built alike: baking a copy.deepcopy "
+            "breaks the original, which shares its parametrized class, torch 2.13)")
 
 
 def _hint(op: str, untraced: dict[str, str]) -> str:

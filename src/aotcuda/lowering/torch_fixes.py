@@ -103,8 +103,10 @@ from dataclasses import dataclass
 
 import torch
 
+from aotcuda.lowering.affine_grid import affine_grid_over_symbolic_sizes
 from aotcuda.lowering.archive_writer import archive_writer_finished_on_failure
 from aotcuda.lowering.dependent_launch import host_launches_for_pdl
+from aotcuda.lowering.fft_frequencies import fft_frequencies_over_symbolic_lengths
 from aotcuda.lowering.identity_arithmetic import identity_arithmetic_keeps_layout
 
 _CAPTURED_BUFFER_ARGS = (7, 8)
@@ -401,6 +403,10 @@ FIXES: tuple[TorchFix, ...] = (
              "always in the export step (torch.backends.opt_einsum.flags; a no-op without opt_einsum)",
              "torch.einsum computes the contraction order without specializing SymInt sizes", __name__,
              ("export",), einsum_contraction_order_unspecialized),
+    TorchFix("F.affine_grid makes a dynamic height or width a constant (affine_grid_generator takes int[] sizes)",
+             "2.11-2.13", "none filed", "always in the export step, for a call whose sizes hold a SymInt (static "
+             "sizes run torch's op)", "aten::affine_grid_generator takes SymInt[] and its decomposition keeps them",
+             "aotcuda.lowering.affine_grid", ("export",), affine_grid_over_symbolic_sizes),
     TorchFix("x * 1.0 / x + 0 of a view removed without its layout: a torch.cond branch returning one fails to "
              "compile ('expected same storage_offset but got 0 and 1')", "2.14-2.15",
              "pytorch/pytorch#166552 (remove_no_ops took scalar identities; no stride/offset check)",
@@ -447,6 +453,17 @@ FIXES: tuple[TorchFix, ...] = (
     TorchFix("window factory ops have no decomposition (fallback kernels)", "2.11 (all), 2.13 (all but hann)",
              "none filed", "the op is missing from torch.export.default_decompositions()",
              "torch decomposes every window op", "aotcuda.lowering.decompositions"),
+    TorchFix("torch.fft.fftfreq / rfftfreq make a dynamic length a constant (they take int n)", "2.11-2.13",
+             "none filed", "always in the export step, for a call whose n is a SymInt (an int n runs torch's op)",
+             "aten::fft_fftfreq and fft_rfftfreq take SymInt n", "aotcuda.lowering.fft_frequencies", ("export",),
+             fft_frequencies_over_symbolic_lengths),
+    TorchFix("FFT sample frequencies (fftfreq, rfftfreq) have no decomposition (proxy-executor ops)", "2.11-2.13",
+             "none filed", "the op is missing from torch.export.default_decompositions()",
+             "torch decomposes fftfreq and rfftfreq", "aotcuda.lowering.decompositions"),
+    TorchFix("antialiased resampling (_upsample_bilinear2d_aa, _upsample_bicubic2d_aa) has no lowering, decomposition "
+             "or C shim (proxy-executor ops)", "2.11-2.13", "none filed",
+             "the op is missing from torch.export.default_decompositions()",
+             "Inductor lowers or decomposes the antialiased upsample ops", "aotcuda.lowering.antialias"),
     TorchFix("size guards torch cannot prove refuse a dynamic dim (padded masks; repeat_kv strides without the "
              "Min/Max row)", "2.11",
              "none filed", "export raises a constraint violation; retried with deferred runtime asserts",

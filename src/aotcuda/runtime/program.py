@@ -45,7 +45,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from aotcuda import switches
-from aotcuda.errors import Advice, InputError, OutputError, PackageError, RuntimeCallError, quoted
+from aotcuda.errors import Advice, InputError, OutputError, PackageError, RuntimeCallError, clipped, quoted
 from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
@@ -571,6 +571,8 @@ class Program:
             release_unstolen(alias, input_array)
             if isinstance(exc, RuntimeCallError) and self._input_specs is None:
                 self._said_which_input(exc)
+            elif isinstance(exc, RuntimeCallError):
+                self._said_unchecked_index(exc)
             raise
         handles = None
         try:  # the handles not yet handed to torch's tensors stay in `handles`, which the steal clears
@@ -583,6 +585,21 @@ class Program:
             if not isinstance(exc, Exception):  # a KeyboardInterrupt from a signal's handler stays one
                 raise
             raise RuntimeCallError(f"taking over the model's outputs failed: {exc}") from exc
+
+    def _said_unchecked_index(self, error: RuntimeCallError) -> None:
+        """A note on the generated code's own bounds check (``index out of bounds: 0 <= tmp22 < (-1L) + ...``, in its
+        variables) where the signature lists inputs whose values reach an index lowering could not bound: which
+        input, through which op. Sixth new user (2026-12-07): a Wav2Vec2Model called with an attention_mask of 2s
+        (eager: ``IndexError: index 78 is out of bounds for dimension 1 with size 39``) got the bare check; only
+        `aotcuda run` named the input."""
+        if "index out of bounds" not in str(error) or not self.index_unchecked:
+            return
+        lines = "; ".join(line for entries in self.index_unchecked.values() for line in entries[:1])
+        error.add_note(f"Likely cause: the values of {', '.join(map(repr, self.index_unchecked))} reach an index "
+                       f"that lowering could not bound, so nothing checked them before the call: {clipped(lines, 600)}. "
+                       "Eager refuses such values too (an IndexError); pass values that index within the sizes "
+                       "(`aotcuda inspect` lists these inputs; docs/serving.md, 'Index values no check covers', says "
+                       "how to make such an index one that is checked).")
 
     def _said_which_input(self, error: RuntimeCallError) -> None:
         """A note on AOTInductor's own refusal of an input (a package without an aotcuda signature: ``input_handles[0]:
