@@ -1362,3 +1362,53 @@ def test_the_fair_hold_takes_an_ipv6_clients_64_for_one_client():
     assert key("2001:db8:1:3::1") != key("2001:db8:1:2::1")
     assert key("::ffff:10.0.0.7") == key("10.0.0.7") == "10.0.0.7" and key("::1") == "::1" and key("") == ""
     assert key("fe80::1%eth0") == "fe80::/64"
+
+
+def _hold_cost(admission_limit: int, clients: list[str], leave_newest_first: bool = False) -> tuple[float, float]:
+    """CPU seconds the fair hold spends (1) letting in ``clients``' held requests one at a time as slots free, per
+    admission (up to 500), and (2) dropping the held requests whose clients leave, newest first, in all."""
+
+    async def run():
+        admission = proxy.FairAdmission(admission_limit)
+        for _ in range(admission_limit):
+            await admission.enter("10.0.0.1", 60)
+        lefts = [asyncio.get_running_loop().create_future() for _ in clients]
+        held = [asyncio.create_task(admission.enter(c, 600, left)) for c, left in zip(clients, lefts)]
+        await asyncio.sleep(0)
+        admissions = min(500, len(clients) // 2)
+        started = time.process_time()
+        last = "10.0.0.1"
+        for _ in range(admissions):  # a slot frees, the next held request is let in, it ends
+            admission.leave(last)
+            (last,) = [c for c in admission.in_flight if c != "10.0.0.1"] or ["10.0.0.1"]
+        per_admission = (time.process_time() - started) / admissions
+        started = time.process_time()
+        for left in (reversed(lefts) if leave_newest_first else lefts):
+            if not left.done():
+                left.set_result({"type": "http.disconnect"})
+        await asyncio.gather(*held, return_exceptions=True)
+        dropping = time.process_time() - started
+        assert not admission.waiting and admission.running <= admission_limit
+        return per_admission, dropping
+
+    return asyncio.run(run())
+
+
+def test_the_fair_holds_cost_does_not_grow_with_the_addresses_or_requests_held():
+    """breakfair (2026-12-07): the hold chose the next address with ``min`` over every waiting address, in the proxy's
+    one event loop, at each admission: with 20,000 addresses held (an IPv6 /48 holds 65,536 /64s, each one client to
+    the hold), letting one request in cost 2.7 ms of CPU (10 addresses: 16 us), so the proxy let in a few hundred
+    requests a second at most, whatever the replicas took, and stalled every other connection meanwhile. And a held
+    request whose client left was found in its address's queue by a scan: 20,000 requests of one address leaving
+    newest first cost O(n^2) (2.5 s; 40,000: 11 s). Now a heap of turns and a dict per address: each is O(log n)."""
+    few = [proxy.client_key(f"2001:db8:66:{i:x}::1") for i in range(10)]
+    many = [proxy.client_key(f"2001:db8:66:{i:x}::1") for i in range(20_000)]
+    assert len(set(many)) == 20_000
+    cost_few, _ = _hold_cost(1, few * 100)
+    cost_many, _ = _hold_cost(1, many)
+    assert cost_many < 10 * cost_few + 50e-6, f"an admission cost {cost_many * 1e6:.0f} us with 20,000 addresses held, " \
+                                              f"{cost_few * 1e6:.0f} us with 10"
+    _, drop_few = _hold_cost(1, ["2001:db8:66::/64"] * 2_000, leave_newest_first=True)
+    _, drop_many = _hold_cost(1, ["2001:db8:66::/64"] * 20_000, leave_newest_first=True)
+    assert drop_many < 30 * drop_few + 0.05, f"20,000 held requests leaving took {drop_many:.2f} s of CPU, 2,000 " \
+                                             f"took {drop_few:.2f} s"
