@@ -1360,7 +1360,7 @@ def test_the_fair_hold_takes_an_ipv6_clients_64_for_one_client():
     key = proxy.client_key
     assert key("2001:db8:1:2::1") == key("2001:db8:1:2:ffff:ffff:ffff:ffff") == "2001:db8:1:2::/64"
     assert key("2001:db8:1:3::1") != key("2001:db8:1:2::1")
-    assert key("::ffff:10.0.0.7") == key("10.0.0.7") == "10.0.0.7" and key("::1") == "::1" and key("") == ""
+    assert key("::ffff:10.0.0.7") == key("10.0.0.7") == "10.0.0.7" and key("::1") == key("127.0.0.1") and key("") == ""
     assert key("fe80::1%eth0") == "fe80::/64"
 
 
@@ -1412,3 +1412,50 @@ def test_the_fair_holds_cost_does_not_grow_with_the_addresses_or_requests_held()
     _, drop_many = _hold_cost(1, ["2001:db8:66::/64"] * 20_000, leave_newest_first=True)
     assert drop_many < 30 * drop_few + 0.05, f"20,000 held requests leaving took {drop_many:.2f} s of CPU, 2,000 " \
                                              f"took {drop_few:.2f} s"
+
+
+def test_a_local_client_cannot_pass_for_many_by_its_loopback_addresses():
+    """breakfair (2026-12-07): the fair hold took each loopback address for a client of its own, and a local client
+    binds any of 127.0.0.0/8's 16 million addresses (``socket.create_connection(..., source_address=("127.0.0.66",
+    0))``), ::1 or ::ffff:127.x at will: 30 requests from 30 of them held another client's one request behind 28 other
+    "clients" (1.06 s behind 0.1 s requests in two slots; now 0.16 s, behind one request of that client). Now every loopback
+    address is one client, this machine, and its flood waits behind itself."""
+    slots = asyncio.Semaphore(2)
+
+    async def replicas(scope, receive, send):  # Ray's queue in front of two slots
+        async with slots:
+            await asyncio.sleep(0.1)
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=2, hold_timeout_s=30.0)
+
+    async def request(address: str):
+        statuses = []
+        scope = {"type": "http", "method": "GET", "path": "/stats", "client": (address, 40000), "headers": []}
+        messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+        async def receive():  # as uvicorn's: after the body, nothing until the client leaves (it stays)
+            if messages:
+                return messages.pop(0)
+            await asyncio.Event().wait()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses[0]
+
+    local = [f"127.0.{i}.66" for i in range(10)] + [f"::ffff:127.1.0.{i}" for i in range(10)] + ["::1"] * 10
+
+    async def attack():
+        flood = [asyncio.create_task(request(address)) for address in local]
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        alice = await request("10.0.0.7")
+        waited = time.monotonic() - started
+        return alice, waited, await asyncio.gather(*flood)
+
+    alice, waited, flood = asyncio.run(attack())
+    assert alice == 200 and waited < 0.6, f"alice waited {waited:.2f} s behind one local client's 30 addresses"
+    assert flood == [200] * 30

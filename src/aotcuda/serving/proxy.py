@@ -309,18 +309,25 @@ class WholeBody:
 
 def client_key(address: str) -> str:
     """Whom a request's address stands for, in the proxy's fair hold: an IPv6 address's /64 (a host is given a /64
-    to make addresses in, 2^64 of them, so one client could pass for any number), any other address as it is."""
+    to make addresses in, 2^64 of them, so one client could pass for any number), every loopback address one client
+    (this machine: a local client binds any of 127.0.0.0/8's 16 million addresses, or ::1, at will; breakfair,
+    2026-12-07), an IPv4 address mapped into IPv6 as that IPv4 address, any other address as it is."""
     import ipaddress
 
     try:
         ip = ipaddress.ip_address(address.split("%")[0])
     except ValueError:
         return address
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return LOOPBACK_CLIENT
     if ip.version == 4:
         return str(ip)
-    if ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip) if ip.is_loopback else str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+
+
+LOOPBACK_CLIENT = "loopback"  # the fair hold's one client for every address of this machine's loopback
 
 
 class FairAdmission:
