@@ -1459,3 +1459,17 @@ def test_a_local_client_cannot_pass_for_many_by_its_loopback_addresses():
     alice, waited, flood = asyncio.run(attack())
     assert alice == 200 and waited < 0.6, f"alice waited {waited:.2f} s behind one local client's 30 addresses"
     assert flood == [200] * 30
+
+
+def test_an_ipv4_hosts_6to4_and_teredo_addresses_are_that_host_to_the_fair_hold():
+    """breakfair (2026-12-07): the hold took each IPv6 /64 for a client, and one IPv4 host has 65,536 of them in 6to4
+    (2002:V4:SUBNET::/64, the host's IPv4 address V4 in bits 16-48, the subnet its own to choose), and a Teredo
+    address (2001:0::/32) carries the client's IPv4 address in its lower 64 bits, its upper 64 naming a Teredo server
+    the client chooses: each was as many clients as /64s it wrote. Each is now the IPv4 address it carries."""
+    key = proxy.client_key
+    sixtofour = {key(f"2002:c000:22d:{subnet:x}::1") for subnet in range(1000)}  # 192.0.2.45's subnets
+    assert sixtofour == {key("192.0.2.45")} == {"192.0.2.45"}, sorted(sixtofour)[:3]
+    # the same client (192.0.2.45, port 40000) through two Teredo servers: "2001:0:SERVER:FLAGS:~PORT:~CLIENT"
+    teredo = {key("2001:0:4136:e378:8000:63bf:3fff:fdd2"), key("2001:0:c633:6401:8000:63bf:3fff:fdd2")}
+    assert teredo == {"192.0.2.45"}, teredo
+    assert key("2001:db8:1:2::1") == "2001:db8:1:2::/64" and key("2002:c000:22e::1") == "192.0.2.46"

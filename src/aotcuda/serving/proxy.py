@@ -311,15 +311,22 @@ def client_key(address: str) -> str:
     """Whom a request's address stands for, in the proxy's fair hold: an IPv6 address's /64 (a host is given a /64
     to make addresses in, 2^64 of them, so one client could pass for any number), every loopback address one client
     (this machine: a local client binds any of 127.0.0.0/8's 16 million addresses, or ::1, at will; breakfair,
-    2026-12-07), an IPv4 address mapped into IPv6 as that IPv4 address, any other address as it is."""
+    2026-12-07), an IPv4 address in IPv6 (mapped, 6to4's 2002::/16, Teredo's client) as that IPv4 address: one IPv4
+    host has 65,536 6to4 /64s, and a Teredo address's upper 64 bits name a server the client chooses (breakfair), any
+    other address as it is."""
     import ipaddress
 
     try:
         ip = ipaddress.ip_address(address.split("%")[0])
     except ValueError:
         return address
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if ip.version == 6:  # an IPv4 host's own addresses in IPv6: the IPv4 address is the client
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip.sixtofour is not None:  # 2002:V4::/48: 65,536 /64s for one IPv4 address
+            ip = ip.sixtofour
+        elif ip.teredo is not None:  # 2001:0:SERVER:..:~CLIENT: the server's half is the client's to write
+            ip = ip.teredo[1]
     if ip.is_loopback:
         return LOOPBACK_CLIENT
     if ip.version == 4:
