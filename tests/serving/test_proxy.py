@@ -326,7 +326,7 @@ def test_concurrent_bodies_are_held_within_the_pending_limit(monkeypatch, declar
     app = middleware.cls(slow_app, **middleware.kwargs)
     headers = [(b"content-length", b"60")] if declared else []
 
-    async def one_request():
+    async def one_request(address: str = "10.0.1.1"):  # ten clients: one address's part is smaller (breakfair)
         queue = [chunk(b"x" * 30, True), chunk(b"x" * 30, False)]
         sent = []
 
@@ -337,12 +337,12 @@ def test_concurrent_bodies_are_held_within_the_pending_limit(monkeypatch, declar
         async def send(message):
             sent.append(message)
 
-        await app({"type": "http", "method": "POST", "path": "/predict",
+        await app({"type": "http", "method": "POST", "path": "/predict", "client": (address, 40000),
                    "headers": [*headers, (b"content-type", b"application/octet-stream")]}, receive, send)
         return sent
 
     async def scenario():
-        requests = [asyncio.create_task(one_request()) for _ in range(10)]
+        requests = [asyncio.create_task(one_request(f"10.0.0.{i}")) for i in range(10)]
         await asyncio.sleep(0.5)
         release.set()
         answers = await asyncio.gather(*requests)
@@ -1473,3 +1473,53 @@ def test_an_ipv4_hosts_6to4_and_teredo_addresses_are_that_host_to_the_fair_hold(
     teredo = {key("2001:0:4136:e378:8000:63bf:3fff:fdd2"), key("2001:0:c633:6401:8000:63bf:3fff:fdd2")}
     assert teredo == {"192.0.2.45"}, teredo
     assert key("2001:db8:1:2::1") == "2001:db8:1:2::/64" and key("2002:c000:22e::1") == "192.0.2.46"
+
+
+def test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_body():
+    """breakfair (2026-12-07): the fair hold holds a request after its body is read, and the body counts in the
+    proxy's pending room (--max-pending-bytes) until the request ends: one address sending 4 bodies of the largest
+    size (256 MiB each under serve's defaults, 1 GiB of room) while the slots were busy filled the room, and every
+    other client's request with a body got 503 at the room for the hold's 60 s, never reaching the hold that would
+    have let it in first. One address now holds at most the room less one largest body: another's fits."""
+    release = asyncio.Event()
+
+    async def replicas(scope, receive, send):
+        if scope["client"][0] == "10.0.0.1":  # the request running
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, max_pending_bytes=400, requests_in_flight=1,
+                          hold_timeout_s=30.0)
+
+    async def request(address: str, size: int):
+        statuses = []
+        scope = {"type": "http", "method": "POST", "path": "/predict", "client": (address, 40000),
+                 "headers": [(b"content-type", b"application/octet-stream"), (b"content-length", str(size).encode())]}
+        messages = [{"type": "http.request", "body": b"x" * size, "more_body": False}]
+
+        async def receive():  # as uvicorn's: after the body, nothing until the client leaves (it stays)
+            if messages:
+                return messages.pop(0)
+            await asyncio.Event().wait()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses[0]
+
+    async def attack():
+        running = asyncio.create_task(request("10.0.0.1", 0))
+        await asyncio.sleep(0.05)
+        flood = [asyncio.create_task(request("10.0.0.66", 100)) for _ in range(6)]
+        await asyncio.sleep(0.05)
+        alice = asyncio.create_task(request("10.0.0.7", 100))
+        await asyncio.sleep(0.05)
+        release.set()
+        return await asyncio.wait_for(alice, 5), await asyncio.gather(*flood), await running
+
+    alice, flood, running = asyncio.run(attack())
+    assert alice == 200, f"alice's body was refused {alice} while one address's held bodies filled the room"
+    assert running == 200 and sorted(flood) == [200] * 3 + [503] * 3, flood
+    assert app.pending.held == 0

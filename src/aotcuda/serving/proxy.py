@@ -219,6 +219,11 @@ class WholeBody:
         self.admission = FairAdmission(requests_in_flight) if requests_in_flight else None
         self.health_admission = FairAdmission(HEALTH_SLOTS) if requests_in_flight else None
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
+        # one client address's part of that room (client_key): the room less one largest body, so that another client's
+        # body always fits (breakfair, 2026-12-07: one address's held bodies filled it, and every other client's was
+        # refused 503 at the room, never reaching the fair hold that would have let it in first)
+        self.client_room = max(self.pending.limit - max_bytes, max_bytes)
+        self.held_by: collections.Counter = collections.Counter()
         self.unread_answers = unread_answers or _unread_answer_bytes
         # this machine's own name too (Debian maps it to 127.0.1.1): /etc/hosts resolves it, no page's DNS can
         self.allowed_hosts = switches.names(ALLOWED_HOSTS_VARIABLE) | {socket.gethostname().lower()}
@@ -238,24 +243,37 @@ class WholeBody:
             return
         send = answers_while_stopping(scope, send)
         held = 0
+        client = client_key((scope.get("client") or ("",))[0])
 
         def take(size: int) -> None:  # room for the bytes received, as they arrive (body.read_body)
             nonlocal held
             try:
+                if self.held_by[client] + size > self.client_room:
+                    raise BusyError(f"this client's requests hold {self.held_by[client]} bytes of request bodies in "
+                                    f"the server, and {size} more would pass the {self.client_room} one client may "
+                                    "hold (--max-pending-bytes less one largest body, kept for the other clients); "
+                                    "nothing of this request ran, send it again after the Retry-After seconds")
                 self.pending.take(size)
             except BusyError:
                 # Refused: its room goes back now, not once its answer is sent (read_body's reader is a task of
                 # its own: a loop turn later), so that the bodies still arriving can finish instead of being
                 # refused one after the other against room that nobody will use.
-                self.pending.give(held)
+                self._give(client, held)
                 held = 0
                 raise
             held += size
+            self.held_by[client] += size
 
         try:
             await self._read_and_hand_on(scope, receive, send, take)
         finally:
-            self.pending.give(held)
+            self._give(client, held)
+
+    def _give(self, client: str, size: int) -> None:
+        self.pending.give(size)
+        self.held_by[client] -= size
+        if self.held_by[client] <= 0:
+            del self.held_by[client]
 
     async def _read_and_hand_on(self, scope, receive, send, take) -> None:
         try:
