@@ -326,7 +326,7 @@ def test_concurrent_bodies_are_held_within_the_pending_limit(monkeypatch, declar
     app = middleware.cls(slow_app, **middleware.kwargs)
     headers = [(b"content-length", b"60")] if declared else []
 
-    async def one_request():
+    async def one_request(address: str = "10.0.1.1"):  # ten clients: one address's part is smaller (breakfair)
         queue = [chunk(b"x" * 30, True), chunk(b"x" * 30, False)]
         sent = []
 
@@ -337,12 +337,12 @@ def test_concurrent_bodies_are_held_within_the_pending_limit(monkeypatch, declar
         async def send(message):
             sent.append(message)
 
-        await app({"type": "http", "method": "POST", "path": "/predict",
+        await app({"type": "http", "method": "POST", "path": "/predict", "client": (address, 40000),
                    "headers": [*headers, (b"content-type", b"application/octet-stream")]}, receive, send)
         return sent
 
     async def scenario():
-        requests = [asyncio.create_task(one_request()) for _ in range(10)]
+        requests = [asyncio.create_task(one_request(f"10.0.0.{i}")) for i in range(10)]
         await asyncio.sleep(0.5)
         release.set()
         answers = await asyncio.gather(*requests)
@@ -1360,5 +1360,166 @@ def test_the_fair_hold_takes_an_ipv6_clients_64_for_one_client():
     key = proxy.client_key
     assert key("2001:db8:1:2::1") == key("2001:db8:1:2:ffff:ffff:ffff:ffff") == "2001:db8:1:2::/64"
     assert key("2001:db8:1:3::1") != key("2001:db8:1:2::1")
-    assert key("::ffff:10.0.0.7") == key("10.0.0.7") == "10.0.0.7" and key("::1") == "::1" and key("") == ""
+    assert key("::ffff:10.0.0.7") == key("10.0.0.7") == "10.0.0.7" and key("::1") == key("127.0.0.1") and key("") == ""
     assert key("fe80::1%eth0") == "fe80::/64"
+
+
+def _hold_cost(admission_limit: int, clients: list[str], leave_newest_first: bool = False) -> tuple[float, float]:
+    """CPU seconds the fair hold spends (1) letting in ``clients``' held requests one at a time as slots free, per
+    admission (up to 500), and (2) dropping the held requests whose clients leave, newest first, in all."""
+
+    async def run():
+        admission = proxy.FairAdmission(admission_limit)
+        for _ in range(admission_limit):
+            await admission.enter("10.0.0.1", 60)
+        lefts = [asyncio.get_running_loop().create_future() for _ in clients]
+        held = [asyncio.create_task(admission.enter(c, 600, left)) for c, left in zip(clients, lefts)]
+        await asyncio.sleep(0)
+        admissions = min(500, len(clients) // 2)
+        started = time.process_time()
+        last = "10.0.0.1"
+        for _ in range(admissions):  # a slot frees, the next held request is let in, it ends
+            admission.leave(last)
+            (last,) = [c for c in admission.in_flight if c != "10.0.0.1"] or ["10.0.0.1"]
+        per_admission = (time.process_time() - started) / admissions
+        started = time.process_time()
+        for left in (reversed(lefts) if leave_newest_first else lefts):
+            if not left.done():
+                left.set_result({"type": "http.disconnect"})
+        await asyncio.gather(*held, return_exceptions=True)
+        dropping = time.process_time() - started
+        assert not admission.waiting and admission.running <= admission_limit
+        return per_admission, dropping
+
+    return asyncio.run(run())
+
+
+def test_the_fair_holds_cost_does_not_grow_with_the_addresses_or_requests_held():
+    """breakfair (2026-12-07): the hold chose the next address with ``min`` over every waiting address, in the proxy's
+    one event loop, at each admission: with 20,000 addresses held (an IPv6 /48 holds 65,536 /64s, each one client to
+    the hold), letting one request in cost 2.7 ms of CPU (10 addresses: 16 us), so the proxy let in a few hundred
+    requests a second at most, whatever the replicas took, and stalled every other connection meanwhile. And a held
+    request whose client left was found in its address's queue by a scan: 20,000 requests of one address leaving
+    newest first cost O(n^2) (2.5 s; 40,000: 11 s). Now a heap of turns and a dict per address: each is O(log n)."""
+    few = [proxy.client_key(f"2001:db8:66:{i:x}::1") for i in range(10)]
+    many = [proxy.client_key(f"2001:db8:66:{i:x}::1") for i in range(20_000)]
+    assert len(set(many)) == 20_000
+    cost_few, _ = _hold_cost(1, few * 100)
+    cost_many, _ = _hold_cost(1, many)
+    assert cost_many < 10 * cost_few + 50e-6, f"an admission cost {cost_many * 1e6:.0f} us with 20,000 addresses held, " \
+                                              f"{cost_few * 1e6:.0f} us with 10"
+    _, drop_few = _hold_cost(1, ["2001:db8:66::/64"] * 2_000, leave_newest_first=True)
+    _, drop_many = _hold_cost(1, ["2001:db8:66::/64"] * 20_000, leave_newest_first=True)
+    assert drop_many < 30 * drop_few + 0.05, f"20,000 held requests leaving took {drop_many:.2f} s of CPU, 2,000 " \
+                                             f"took {drop_few:.2f} s"
+
+
+def test_a_local_client_cannot_pass_for_many_by_its_loopback_addresses():
+    """breakfair (2026-12-07): the fair hold took each loopback address for a client of its own, and a local client
+    binds any of 127.0.0.0/8's 16 million addresses (``socket.create_connection(..., source_address=("127.0.0.66",
+    0))``), ::1 or ::ffff:127.x at will: 30 requests from 30 of them held another client's one request behind 28 other
+    "clients" (1.06 s behind 0.1 s requests in two slots; now 0.16 s, behind one request of that client). Now every loopback
+    address is one client, this machine, and its flood waits behind itself."""
+    slots = asyncio.Semaphore(2)
+
+    async def replicas(scope, receive, send):  # Ray's queue in front of two slots
+        async with slots:
+            await asyncio.sleep(0.1)
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=2, hold_timeout_s=30.0)
+
+    async def request(address: str):
+        statuses = []
+        scope = {"type": "http", "method": "GET", "path": "/stats", "client": (address, 40000), "headers": []}
+        messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+        async def receive():  # as uvicorn's: after the body, nothing until the client leaves (it stays)
+            if messages:
+                return messages.pop(0)
+            await asyncio.Event().wait()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses[0]
+
+    local = [f"127.0.{i}.66" for i in range(10)] + [f"::ffff:127.1.0.{i}" for i in range(10)] + ["::1"] * 10
+
+    async def attack():
+        flood = [asyncio.create_task(request(address)) for address in local]
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        alice = await request("10.0.0.7")
+        waited = time.monotonic() - started
+        return alice, waited, await asyncio.gather(*flood)
+
+    alice, waited, flood = asyncio.run(attack())
+    assert alice == 200 and waited < 0.6, f"alice waited {waited:.2f} s behind one local client's 30 addresses"
+    assert flood == [200] * 30
+
+
+def test_an_ipv4_hosts_6to4_and_teredo_addresses_are_that_host_to_the_fair_hold():
+    """breakfair (2026-12-07): the hold took each IPv6 /64 for a client, and one IPv4 host has 65,536 of them in 6to4
+    (2002:V4:SUBNET::/64, the host's IPv4 address V4 in bits 16-48, the subnet its own to choose), and a Teredo
+    address (2001:0::/32) carries the client's IPv4 address in its lower 64 bits, its upper 64 naming a Teredo server
+    the client chooses: each was as many clients as /64s it wrote. Each is now the IPv4 address it carries."""
+    key = proxy.client_key
+    sixtofour = {key(f"2002:c000:22d:{subnet:x}::1") for subnet in range(1000)}  # 192.0.2.45's subnets
+    assert sixtofour == {key("192.0.2.45")} == {"192.0.2.45"}, sorted(sixtofour)[:3]
+    # the same client (192.0.2.45, port 40000) through two Teredo servers: "2001:0:SERVER:FLAGS:~PORT:~CLIENT"
+    teredo = {key("2001:0:4136:e378:8000:63bf:3fff:fdd2"), key("2001:0:c633:6401:8000:63bf:3fff:fdd2")}
+    assert teredo == {"192.0.2.45"}, teredo
+    assert key("2001:db8:1:2::1") == "2001:db8:1:2::/64" and key("2002:c000:22e::1") == "192.0.2.46"
+
+
+def test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_body():
+    """breakfair (2026-12-07): the fair hold holds a request after its body is read, and the body counts in the
+    proxy's pending room (--max-pending-bytes) until the request ends: one address sending 4 bodies of the largest
+    size (256 MiB each under serve's defaults, 1 GiB of room) while the slots were busy filled the room, and every
+    other client's request with a body got 503 at the room for the hold's 60 s, never reaching the hold that would
+    have let it in first. One address now holds at most the room less one largest body: another's fits."""
+    release = asyncio.Event()
+
+    async def replicas(scope, receive, send):
+        if scope["client"][0] == "10.0.0.1":  # the request running
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, max_pending_bytes=400, requests_in_flight=1,
+                          hold_timeout_s=30.0)
+
+    async def request(address: str, size: int):
+        statuses = []
+        scope = {"type": "http", "method": "POST", "path": "/predict", "client": (address, 40000),
+                 "headers": [(b"content-type", b"application/octet-stream"), (b"content-length", str(size).encode())]}
+        messages = [{"type": "http.request", "body": b"x" * size, "more_body": False}]
+
+        async def receive():  # as uvicorn's: after the body, nothing until the client leaves (it stays)
+            if messages:
+                return messages.pop(0)
+            await asyncio.Event().wait()
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        await app(scope, receive, send)
+        return statuses[0]
+
+    async def attack():
+        running = asyncio.create_task(request("10.0.0.1", 0))
+        await asyncio.sleep(0.05)
+        flood = [asyncio.create_task(request("10.0.0.66", 100)) for _ in range(6)]
+        await asyncio.sleep(0.05)
+        alice = asyncio.create_task(request("10.0.0.7", 100))
+        await asyncio.sleep(0.05)
+        release.set()
+        return await asyncio.wait_for(alice, 5), await asyncio.gather(*flood), await running
+
+    alice, flood, running = asyncio.run(attack())
+    assert alice == 200, f"alice's body was refused {alice} while one address's held bodies filled the room"
+    assert running == 200 and sorted(flood) == [200] * 3 + [503] * 3, flood
+    assert app.pending.held == 0
