@@ -47,7 +47,7 @@ from rich.text import Text
 
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, inputs_to_save, load_inputs, model_and_inputs
 from aotcuda.cli_paths import ExistingFile
-from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, RuntimeCallError, clipped
+from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, clipped
 from aotcuda.os_errors import os_errno, write_failure_advice
 from aotcuda.package_tags import KEY_FILE_HELP, key_file_path, signing_key
 from aotcuda.runtime.specs import under_dim_names
@@ -955,15 +955,6 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs, signing_key_fil
                            "arguments, a dict of arguments by name, or {'args': (...), 'kwargs': {...}} (what "
                            f"`aotcuda lower --save-inputs` writes); `aotcuda inspect {clipped(package, 200)}` lists the names, "
                            "shapes and dtypes the program takes.")
-            raise
-        except RuntimeCallError as error:
-            said = any(note.startswith("Likely cause") for note in getattr(error, "__notes__", []))
-            if "index out of bounds" in str(error) and program.index_unchecked and not said:
-                error.add_note(f"Likely cause: the values of {', '.join(map(repr, program.index_unchecked))} reach an "
-                               "index that lowering could not bound, so nothing checked them before the call: "
-                               f"{'; '.join(line for lines in program.index_unchecked.values() for line in lines[:1])} "
-                               f"(`aotcuda inspect {clipped(package, 200)}` lists them; docs/serving.md, 'Index values no check "
-                               "covers', says how to make such an index one that is checked).")
             raise
     table = Table(title=f"outputs of {shown(os.path.basename(package))}")  # a file name is anyone's text
     for column in ("output", "shape", "dtype", "device"):

@@ -65,3 +65,17 @@ def test_a_volumetric_grid_over_dynamic_sizes_matches_eager_and_static_sizes_kee
         assert relative_error(ep.module()(x, theta), Volume()(x, theta)) < 1e-6
     ops = {str(node.target) for node in static.graph.nodes if node.op == "call_function"}
     assert "aten.affine_grid_generator.default" in ops, ops
+
+
+def test_a_dynamic_size_of_one_with_align_corners_gives_eagers_zero():
+    """Review (2026-12-07): with align_corners=True the coordinates were i * 2 / max(n - 1, 1) - 1, so a dynamic dim
+    of size 1 at a call gave -1 where ATen's linspace_from_neg_one gives 0 (one step)."""
+    torch.manual_seed(4)
+    model = Transformer(True)
+    with torch_fixes.applied("export"):
+        ep = export_program(model, (torch.randn(1, 3, 8, 8), torch.randn(1, 2, 3)), {},
+                            ({2: Dim("h", min=1, max=64), 3: Dim("w", min=1, max=64)}, None))
+    for h, w in [(1, 5), (4, 1), (1, 1)]:
+        x, theta = torch.randn(1, 3, h, w), torch.randn(1, 2, 3)
+        grid, eager_grid = ep.module()(x, theta)[1], model(x, theta)[1]
+        assert torch.allclose(grid, eager_grid, rtol=1e-5, atol=1e-6), (h, w, grid, eager_grid)

@@ -118,6 +118,18 @@ def test_the_passes_record_what_the_decomposition_table_removes_before_them():
     assert removed == set(coverage.DECOMPOSED_BEFORE_THE_PASS) | ALSO_DECOMPOSED_BY_TORCH[version]
 
 
+def test_fft_sample_frequencies_at_a_zero_length_or_spacing_and_of_an_integer_dtype_are_eagers():
+    """Review (2026-12-07): the decompositions computed 1 / (n d) in Python, which raised ZeroDivisionError at n = 0
+    or d = 0 (eager: an empty tensor, or inf and nan as C++ divides), and gave a float tensor for an integer dtype
+    (eager refuses it). Now the same values as eager, and an integer dtype keeps the op (eager's refusal)."""
+    for op, eager in ((aten.fft_fftfreq.default, torch.fft.fftfreq), (aten.fft_rfftfreq.default, torch.fft.rfftfreq)):
+        for n, d in ((0, 1.0), (5, 0.0), (4, -0.0), (3, 0)):
+            expected, actual = eager(n, d), TABLE[op](n, d)
+            assert actual.shape == expected.shape and torch.equal(actual.isnan(), expected.isnan()), (op, n, d)
+            assert torch.equal(actual.nan_to_num(0.0), expected.nan_to_num(0.0)), (op, n, d, actual, expected)
+        assert TABLE[op](4, 1.0, dtype=torch.int64) is NotImplemented
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_fft_sample_frequencies_decompose_and_match_eager(dtype):
     """Sixth new user (2026-12-07): `torch.fft.fftfreq(7) + torch.fft.rfftfreq(9, d=0.5)` in forward (an FNO's

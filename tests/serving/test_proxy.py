@@ -422,6 +422,21 @@ def test_the_callback_takes_the_limits_from_the_environment(monkeypatch):
             proxy.middlewares()
 
 
+
+def test_a_hold_timeout_of_zero_holds_none_and_a_bad_one_is_named(monkeypatch):
+    """Review (2026-12-07): AOTCUDA_SERVE_HOLD_TIMEOUT_S=0, documented as "none held", stopped the proxy from starting
+    (read as a positive number, refused "a request body needs time and room"). 0 is taken; a negative or endless
+    value is named."""
+    for name, value in proxy.proxy_environment(2.5, 1234, requests_in_flight=4, hold_timeout_s=0).items():
+        monkeypatch.setenv(name, value)
+    (middleware,) = proxy.middlewares()
+    assert middleware.kwargs["hold_timeout_s"] == 0 and middleware.kwargs["requests_in_flight"] == 4
+    for bad in ("-1", "inf"):
+        monkeypatch.setenv(proxy.HOLD_TIMEOUT_VARIABLE, bad)
+        with pytest.raises(ValueError, match=r"AOTCUDA_SERVE_HOLD_TIMEOUT_S='(-1' is not a number of at least 0|inf' is "
+                                             r"not a finite number)"):
+            proxy.middlewares()
+
 def test_the_proxys_defaults_are_the_servers():
     from aotcuda import switches
     from aotcuda.serving.server import ServeOptions

@@ -29,7 +29,8 @@ _ORIGINAL = torch.nn.functional.affine_grid
 def _coordinates(n, align_corners: bool, dtype, device) -> torch.Tensor:
     i = torch.arange(n, dtype=dtype, device=device)
     if align_corners:
-        return i * (2.0 / torch.sym_max(n - 1, 1)) - 1.0 if not (isinstance(n, int) and n <= 1) else i * 0.0
+        # ATen's linspace_from_neg_one: 0 where there is one step (n of a dynamic dim may be 1 at a call)
+        return (i * 2.0 - (n - 1)) / torch.sym_max(n - 1, 1)
     return (i * 2.0 + 1.0) / n - 1.0
 
 

@@ -83,15 +83,27 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
 def fft_fftfreq(n, d=1.0, *, dtype=None, layout=None, device=None, pin_memory=None):
     """ATen's fftfreq: [0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] in the result's dtype, times 1 / (n d)."""
     dtype = dtype if dtype is not None else torch.get_default_dtype()
+    if not (dtype.is_floating_point or dtype.is_complex):  # eager refuses it, in its words
+        return NotImplemented
     k = torch.arange(n, device=device)
     k = torch.where(k < (n + 1) // 2, k, k - n)
-    return k.to(dtype) * (1.0 / (n * d))
+    return k.to(dtype) * _reciprocal(n * d)
 
 
 def fft_rfftfreq(n, d=1.0, *, dtype=None, layout=None, device=None, pin_memory=None):
     """ATen's rfftfreq: [0, 1, ..., n // 2] in the result's dtype, times 1 / (n d)."""
     dtype = dtype if dtype is not None else torch.get_default_dtype()
-    return torch.arange(n // 2 + 1, device=device).to(dtype) * (1.0 / (n * d))
+    if not (dtype.is_floating_point or dtype.is_complex):  # eager refuses it, in its words
+        return NotImplemented
+    return torch.arange(n // 2 + 1, device=device).to(dtype) * _reciprocal(n * d)
+
+
+def _reciprocal(value):
+    """1 / value as ATen's C++ double division takes it: ±inf at ±0 (n = 0 or d = 0), where Python raises
+    ZeroDivisionError; a symbolic value (a dynamic n) as it is."""
+    if isinstance(value, (int, float)) and value == 0:
+        return math.copysign(math.inf, value) if isinstance(value, float) else math.inf
+    return 1.0 / value
 
 
 # Sample frequencies of an FFT (torch.fft.fftfreq, rfftfreq), factory ops with no Inductor lowering and no C shim in

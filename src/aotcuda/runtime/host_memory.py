@@ -92,18 +92,27 @@ def _cgroup_rooms() -> list[int]:
         path = paths.get(version)
         if path is None:
             continue
-        relative = os.path.relpath(path, root) if path.startswith(root) else "."
+        mount = os.path.normpath(mount)
+        relative = os.path.relpath(path, root) if _within(path, root) else "."
         folder = os.path.normpath(os.path.join(mount, relative))
-        if not folder.startswith(os.path.normpath(mount)):
+        if not _within(folder, mount):  # a path string prefix is no folder's (/cgroup/mem and /cgroup/memory/x)
             folder = mount
         while True:  # the process's own cgroup, then each above it up to the mount's root
             room = _folder_room(folder, version)
             if room is not None:
                 rooms.append(room)
-            if os.path.normpath(folder) == os.path.normpath(mount):
+            parent = os.path.dirname(folder)
+            if folder == mount or parent == folder:
                 break
-            folder = os.path.dirname(folder)
+            folder = parent
     return rooms
+
+
+def _within(path: str, folder: str) -> bool:
+    try:
+        return os.path.commonpath([os.path.normpath(path), os.path.normpath(folder)]) == os.path.normpath(folder)
+    except ValueError:  # one relative, one absolute
+        return False
 
 
 def _folder_room(folder: str, version: int) -> int | None:

@@ -118,7 +118,7 @@ def middlewares() -> list[Middleware]:
     bound_request_heads(timeout_s, max_pending_bytes)
     trust_no_forwarded_address()
     in_flight = int(switches.number(IN_FLIGHT_VARIABLE))
-    kwargs = {"requests_in_flight": in_flight, "hold_timeout_s": _positive(HOLD_TIMEOUT_VARIABLE)} if in_flight else {}
+    kwargs = {"requests_in_flight": in_flight, "hold_timeout_s": switches.number(HOLD_TIMEOUT_VARIABLE)} if in_flight else {}
     return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes, max_pending_bytes=max_pending_bytes,
                        **kwargs)]
 
@@ -213,8 +213,9 @@ class WholeBody:
     """
 
     def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None,
-                 unread_answers=None, requests_in_flight: int = 0, hold_timeout_s: float = 60.0):
-        self.app, self.timeout_s, self.max_bytes, self.hold_timeout_s = app, timeout_s, max_bytes, hold_timeout_s
+                 unread_answers=None, requests_in_flight: int = 0, hold_timeout_s: float | None = None):
+        self.app, self.timeout_s, self.max_bytes = app, timeout_s, max_bytes
+        self.hold_timeout_s = switches.SWITCHES[HOLD_TIMEOUT_VARIABLE].default if hold_timeout_s is None else hold_timeout_s
         # the program's requests, and the health checks apart (their own deployment's slots): neither waits for the other
         self.admission = FairAdmission(requests_in_flight) if requests_in_flight else None
         self.health_admission = FairAdmission(HEALTH_SLOTS) if requests_in_flight else None
