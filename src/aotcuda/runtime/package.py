@@ -140,7 +140,8 @@ def _extract_model(archive: zipfile.ZipFile, model_dir_entry: str, root: str, ou
     """
     model_dir = os.path.join(out_dir, "model")
     wanted = extraction_plan(archive, model_dir_entry, root, model_dir, path, limits)
-    check_free_space(path, out_dir, [info.file_size for info, _ in wanted])
+    check_free_space(path, out_dir, [info.file_size for info, _ in wanted],
+                     len({os.path.dirname(target) for _, target in wanted} | {model_dir}))
     try:
         os.makedirs(model_dir)
         for info, target in wanted:

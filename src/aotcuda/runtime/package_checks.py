@@ -58,20 +58,21 @@ def safe_target(path: str, root_dir: str, name: str, relative: str) -> str:
     return target
 
 
-def check_free_space(path: str, folder: str, sizes: list[int]) -> None:
+def check_free_space(path: str, folder: str, sizes: list[int], folders: int = 1) -> None:
     """PackageError when the temporary folder's file system has less room than extracting files of ``sizes`` (bytes)
     needs: the ratio and total limits allow a 330 MB package 64 GiB, and a disk filled half-way fails every process
     on it. Each file takes whole blocks of the file system and an inode (its file entry): 99,000 one-byte entries
     took 405,732 KiB of blocks and 99,015 inodes, where a room check of their bytes counted 99,000 bytes (the
-    amplification breaker, 2026-12-07)."""
+    amplification breaker, 2026-12-07). ``folders``: the folders the files go into, made too (a block and an inode
+    each)."""
     block, inodes_free = _blocks_and_inodes(folder)
-    need = sum(-(-size // block) * block for size in sizes)
+    need = sum(-(-size // block) * block for size in sizes) + folders * block
     free = shutil.disk_usage(folder).free
     if need > free:
         raise PackageError(f"{path!r} extracts to {bytes_shown(need)} of disk blocks ({len(sizes):,} files), but the "
                            f"temporary folder {os.path.dirname(folder)!r} has {bytes_shown(free)} free; nothing was "
                            "extracted. Free space there, or point TMPDIR to a larger disk")
-    if inodes_free is not None and len(sizes) + 1 > inodes_free:  # + 1: the model folder
+    if inodes_free is not None and len(sizes) + folders > inodes_free:
         raise PackageError(f"{path!r} extracts to {len(sizes):,} files, but the temporary folder "
                            f"{os.path.dirname(folder)!r} has room for {inodes_free:,} more files (its file system's "
                            "free inodes); nothing was extracted. Free files there, or point TMPDIR to another disk")
