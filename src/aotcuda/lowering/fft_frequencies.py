@@ -30,7 +30,10 @@ def _wrapped(name: str):
         from aotcuda.lowering.decompositions import fft_fftfreq, fft_rfftfreq
 
         formula = fft_fftfreq if name == "fftfreq" else fft_rfftfreq
-        return formula(n, d, dtype=dtype, device=device)
+        result = formula(n, d, dtype=dtype, device=device)
+        if result is NotImplemented:  # a dtype eager refuses (an integer one): torch's own op says so
+            return original(n, d, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
+        return result
 
     return frequencies
 
