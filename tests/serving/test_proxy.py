@@ -1209,22 +1209,7 @@ def test_one_clients_flood_waits_behind_itself_not_in_front_of_other_clients(mon
     app = middleware.cls(replicas, *middleware.args, **middleware.kwargs)
 
     async def request(address: str):
-        statuses = []
-        scope = {"type": "http", "method": "POST", "path": "/predict", "client": (address, 40000),
-                 "headers": [(b"content-type", b"application/octet-stream"), (b"content-length", b"2")]}
-        messages = [{"type": "http.request", "body": b"hi", "more_body": False}]
-
-        async def receive():  # as uvicorn's: after the body, nothing until the client leaves (it stays)
-            if messages:
-                return messages.pop(0)
-            await asyncio.Event().wait()
-
-        async def send(message):
-            if message["type"] == "http.response.start":
-                statuses.append(message["status"])
-
-        await app(scope, receive, send)
-        return statuses[0]
+        return (await answer_statuses(app, "POST", "/predict", (address, 40000), b"hi"))[0]
 
     async def attack():
         flood = [asyncio.create_task(request("10.0.0.66")) for _ in range(30)]
@@ -1257,25 +1242,7 @@ def test_requests_held_for_a_slot_are_let_go_when_their_clients_leave(monkeypatc
     admission = app.admission
 
     async def request(path: str, leaves: bool):
-        statuses = []
-        scope = {"type": "http", "method": "GET", "path": path, "client": ("10.0.0.66", 1), "headers": []}
-        messages = [{"type": "http.request", "body": b"", "more_body": False}]
-        gone = asyncio.Event()
-        if leaves:
-            gone.set()
-
-        async def receive():
-            if messages:
-                return messages.pop(0)
-            await gone.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message):
-            if message["type"] == "http.response.start":
-                statuses.append(message["status"])
-
-        await app(scope, receive, send)
-        return statuses
+        return await answer_statuses(app, "GET", path, ("10.0.0.66", 1), headers=[], leaves=leaves)
 
     async def attack():
         slow = asyncio.create_task(request("/slow", False))
@@ -1304,22 +1271,7 @@ def test_health_checks_are_held_apart_from_the_programs_requests():
     app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=60.0)
 
     async def request(method: str, path: str):
-        statuses = []
-        scope = {"type": "http", "method": method, "path": path, "client": ("10.0.0.7", 1),
-                 "headers": [(b"content-type", b"application/octet-stream")]}
-        messages = [{"type": "http.request", "body": b"", "more_body": False}]
-
-        async def receive():
-            if messages:
-                return messages.pop(0)
-            await asyncio.Event().wait()
-
-        async def send(message):
-            if message["type"] == "http.response.start":
-                statuses.append(message["status"])
-
-        await app(scope, receive, send)
-        return statuses
+        return await answer_statuses(app, method, path, ("10.0.0.7", 1), headers=[OCTET_STREAM])
 
     async def checks():
         busy = [asyncio.create_task(request("POST", "/predict")) for _ in range(2)]  # one runs, one is held
@@ -1377,6 +1329,35 @@ def test_the_fair_hold_takes_an_ipv6_clients_64_for_one_client():
     assert key("2001:db8:1:3::1") != key("2001:db8:1:2::1")
     assert key("::ffff:10.0.0.7") == key("10.0.0.7") == "10.0.0.7" and key("::1") == key("127.0.0.1") and key("") == ""
     assert key("fe80::1%eth0") == "fe80::/64"
+
+
+OCTET_STREAM = (b"content-type", b"application/octet-stream")
+
+
+async def answer_statuses(app, method: str, path: str, client: tuple, body: bytes = b"", headers=None,
+                          leaves: bool = False) -> list[int]:
+    """The statuses ``app`` answers one request with, sent as uvicorn hands it on: the body at once, then nothing
+    until the client leaves (at once where ``leaves``, else never: it stays). ``headers`` None: an octet-stream
+    body's, with its Content-Length."""
+    statuses = []
+    if headers is None:
+        headers = [OCTET_STREAM, (b"content-length", str(len(body)).encode())]
+    scope = {"type": "http", "method": method, "path": path, "client": client, "headers": headers}
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        if not leaves:
+            await asyncio.Event().wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    await app(scope, receive, send)
+    return statuses
 
 
 def _hold_cost(admission_limit: int, clients: list[str], leave_newest_first: bool = False) -> tuple[float, float]:
@@ -1445,21 +1426,7 @@ def test_a_local_client_cannot_pass_for_many_by_its_loopback_addresses():
     app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=2, hold_timeout_s=30.0)
 
     async def request(address: str):
-        statuses = []
-        scope = {"type": "http", "method": "GET", "path": "/stats", "client": (address, 40000), "headers": []}
-        messages = [{"type": "http.request", "body": b"", "more_body": False}]
-
-        async def receive():  # as uvicorn's: after the body, nothing until the client leaves (it stays)
-            if messages:
-                return messages.pop(0)
-            await asyncio.Event().wait()
-
-        async def send(message):
-            if message["type"] == "http.response.start":
-                statuses.append(message["status"])
-
-        await app(scope, receive, send)
-        return statuses[0]
+        return (await answer_statuses(app, "GET", "/stats", (address, 40000), headers=[]))[0]
 
     local = [f"127.0.{i}.66" for i in range(10)] + [f"::ffff:127.1.0.{i}" for i in range(10)] + ["::1"] * 10
 
@@ -1507,22 +1474,7 @@ def test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_bo
                           hold_timeout_s=30.0)
 
     async def request(address: str, size: int):
-        statuses = []
-        scope = {"type": "http", "method": "POST", "path": "/predict", "client": (address, 40000),
-                 "headers": [(b"content-type", b"application/octet-stream"), (b"content-length", str(size).encode())]}
-        messages = [{"type": "http.request", "body": b"x" * size, "more_body": False}]
-
-        async def receive():  # as uvicorn's: after the body, nothing until the client leaves (it stays)
-            if messages:
-                return messages.pop(0)
-            await asyncio.Event().wait()
-
-        async def send(message):
-            if message["type"] == "http.response.start":
-                statuses.append(message["status"])
-
-        await app(scope, receive, send)
-        return statuses[0]
+        return (await answer_statuses(app, "POST", "/predict", (address, 40000), b"x" * size))[0]
 
     async def attack():
         running = asyncio.create_task(request("10.0.0.1", 0))
