@@ -648,17 +648,21 @@ def answers_with_terminal_controls(connection):
     connection.close()
 
 
-def test_a_servers_terminal_controls_are_shown_as_escapes():
-    """A hostile server's 400 put its bytes into the ServingError's message as they were, which a traceback prints to
-    a terminal: ``ESC ] 52`` (some terminals' clipboard write), a screen clear, hidden text (breaker-serving). They are
-    written as escapes, as cli.terminal_safe writes a package's strings."""
-    server = RawServer(answers_with_terminal_controls)
+def refusal_of(server) -> str:
+    """The message of the ServingError a Client without retries raises for ``server``'s answer to one request."""
     try:
         with pytest.raises(serving.ServingError) as refused:
             serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=10).predict({"x": torch.zeros(2)})
     finally:
         server.close()
-    message = str(refused.value)
+    return str(refused.value)
+
+
+def test_a_servers_terminal_controls_are_shown_as_escapes():
+    """A hostile server's 400 put its bytes into the ServingError's message as they were, which a traceback prints to
+    a terminal: ``ESC ] 52`` (some terminals' clipboard write), a screen clear, hidden text (breaker-serving). They are
+    written as escapes, as cli.terminal_safe writes a package's strings."""
+    message = refusal_of(RawServer(answers_with_terminal_controls))
     assert "bad input" in message and "\\x1b]52" in message and "\\u202e" in message
     assert not any(ord(char) < 32 or 0x7f <= ord(char) < 0xa0 or char == "\u202e" for char in message), repr(message)
 
@@ -674,12 +678,6 @@ def test_a_status_line_that_is_not_one_is_shown_as_escapes_and_briefly():
     quote the server's bytes: a status line ``HTTP/1.1 2`` + ``ESC ] 52 ...`` (a clipboard write), a screen clear and
     60,000 more bytes made ``BadStatusLine`` and a ServingError whose message held all of them raw (60,187 characters).
     Now the error's text is written with escapes and cut, as the answer's text is."""
-    server = RawServer(answers_with_a_status_line_of_terminal_controls)
-    try:
-        with pytest.raises(serving.ServingError) as refused:
-            serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=10).predict({"x": torch.zeros(2)})
-    finally:
-        server.close()
-    message = str(refused.value)
+    message = refusal_of(RawServer(answers_with_a_status_line_of_terminal_controls))
     assert "BadStatusLine" in message and "\\x1b]52" in message and len(message) < 1000, (len(message), message[:300])
     assert not any(ord(char) < 32 or 0x7f <= ord(char) < 0xa0 for char in message), repr(message[:300])
