@@ -569,6 +569,17 @@ def test_healthz_answers_503_while_a_replica_says_its_run_is_past_the_deadline(m
     assert healthz(check) == (200, b"ok")
 
 
+def starting_again(monkeypatch, message: str):
+    """Serve's status, as /healthz reads it, of an unhealthy application whose second replica is being started again
+    after failing with ``message``; the deployment's record, whose message a test may change."""
+    from aotcuda.serving import health
+
+    deployment = types.SimpleNamespace(replica_states={"RUNNING": 1, "STARTING": 1}, message=message)
+    app = types.SimpleNamespace(status="ApplicationStatus.UNHEALTHY", deployments={"ProgramReplica": deployment})
+    monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
+    return deployment
+
+
 def test_healthz_says_why_a_replica_failed_to_start(monkeypatch):
     """A new user's trial: the package was replaced at its path after serve checked it, so each replica Ray started
     in place of one that died refused it, and was started again, for good; /healthz said only "not ready:
@@ -580,9 +591,7 @@ def test_healthz_says_why_a_replica_failed_to_start(monkeypatch):
                "started (its SHA-256 is 9f2c..., serve checked 41aa...): ")
     message = ("A replica failed to start with exception. Retrying. Error:\nTraceback (most recent call last):\n"
                "  File \"/x/replica.py\", line 1, in _initialize\n    raise error\n" + refusal)
-    deployment = types.SimpleNamespace(replica_states={"RUNNING": 1, "STARTING": 1}, message=message)
-    app = types.SimpleNamespace(status="ApplicationStatus.UNHEALTHY", deployments={"ProgramReplica": deployment})
-    monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
+    deployment = starting_again(monkeypatch, message)
     status, text = healthz(health.HealthCheck("aotcuda", "ProgramReplica"))
     shown = refusal.strip().replace("/srv/model.pt2", "<a path on the server>")  # no client reads the server's paths
     assert status == 503 and text.endswith(b"; a replica failed to start: " + shown.encode()), text
@@ -602,9 +611,7 @@ def test_healthz_tells_a_client_why_a_replica_failed_to_start_without_the_server
                "when serving started (its SHA-256 is 9f2c..., serve checked 41aa...); extracted to /tmp/aotcuda-x1/lib.so")
     message = ("A replica failed to start with exception. Retrying. Error:\nTraceback (most recent call last):\n"
                "  File \"/home/alice/.venv/lib/python3.11/site-packages/ray/serve/replica.py\", line 1\n" + refusal)
-    deployment = types.SimpleNamespace(replica_states={"RUNNING": 1, "STARTING": 1}, message=message)
-    app = types.SimpleNamespace(status="ApplicationStatus.UNHEALTHY", deployments={"ProgramReplica": deployment})
-    monkeypatch.setattr(health.serve, "status", lambda: types.SimpleNamespace(applications={"aotcuda": app}))
+    deployment = starting_again(monkeypatch, message)
     status, text = healthz(health.HealthCheck("aotcuda", "ProgramReplica"))
     assert status == 503 and b"is not the package that was checked" in text, text
     assert b"/home/alice" not in text and b"/tmp/aotcuda-x1" not in text and b"<a path on the server>" in text, text
