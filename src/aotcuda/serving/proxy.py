@@ -266,7 +266,7 @@ class WholeBody:
             self.held_by[client] += size
 
         try:
-            await self._read_and_hand_on(scope, receive, send, take)
+            await self._read_and_hand_on(scope, receive, send, take, client)
         finally:
             self._give(client, held)
 
@@ -276,7 +276,7 @@ class WholeBody:
         if self.held_by[client] <= 0:
             del self.held_by[client]
 
-    async def _read_and_hand_on(self, scope, receive, send, take) -> None:
+    async def _read_and_hand_on(self, scope, receive, send, take, client: str) -> None:
         try:
             body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s, take)
             if body:
@@ -286,7 +286,6 @@ class WholeBody:
         except (RequestError, BusyError) as error:
             await _refused(error, scope, receive, send)
             return
-        client = client_key((scope.get("client") or ("",))[0])
         admission = self.health_admission if route_of(scope.get("path") or "") == HEALTH_ROUTE else self.admission
         admitted = admission is not None
         if admitted:
