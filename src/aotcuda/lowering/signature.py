@@ -256,10 +256,15 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module) 
               for name, complex_dtype in zip(user_input_names(sig), boundary.inputs)
               if name is not None and isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
     outputs = []
+    # an output that is a user input as it is (`return y, x`): the runtime hands the caller's own tensor back there
+    input_index = {spec["name"]: index for index, spec in enumerate(inputs)}
+    user_inputs = set(user_input_names(sig)) - mutated
     for name, node, complex_dtype in zip(output_names(ep), user_output_args(ep), boundary.outputs):
         value = node.meta.get("val") if isinstance(node, torch.fx.Node) else node  # a constant output: itself
         if isinstance(value, torch.Tensor):
             outputs.append(_tensor_spec(name, value, ep.range_constraints, complex_dtype))
+            if node.op == "placeholder" and node.name in user_inputs and node.name in input_index:
+                outputs[-1]["returns_input"] = input_index[node.name]
         elif isinstance(value, (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)):
             outputs.append(_scalar_spec(name, value))
         elif value is None:  # the container's slot holds no handle: the call returns None there, as eager does

@@ -86,6 +86,7 @@ from aotcuda.runtime.keywords import (bind_keywords, holds_inner_dicts, in_spec_
 from aotcuda.runtime.plain_tensors import caller_modes_active, plain_inputs, plain_outputs, without_caller_modes
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
+from aotcuda.runtime.returned_inputs import returned_inputs, with_returned_inputs
 from aotcuda.runtime.specs import specs_from_signature
 
 __all__ = ["Program", "load", "read_signature"]
@@ -205,6 +206,8 @@ class Program:
         self._index_checks = IndexRangeChecks.from_signature(signature, self.num_inputs, self._device, package.path) \
             if check_index_ranges and usable else None
         self._divisors = SizeDivisors.from_signature(signature, package.path) if usable else None
+        # outputs that are inputs as they are (`return y, x`): the caller's own tensor goes back there, as eager's
+        self._returned_inputs = returned_inputs(package.signature, package.path) if usable else ()
         # bool inputs, whose bytes each call checks (CPU: bool_bytes); without usable specs, any input may be one
         self._bool_inputs = () if self._device.type != "cpu" else bool_positions(self._input_specs) \
             if self._input_specs is not None else tuple(range(self.num_inputs))
@@ -442,7 +445,8 @@ class Program:
                 must not share memory with each other or with an input.
 
         Returns one tensor per output slot (the caller's buffers when given). Slots that hold one result
-        share one tensor when ``outputs`` is None.
+        share one tensor when ``outputs`` is None, and a slot where forward returns an input as it is holds the
+        caller's own tensor, as eager's (``aotcuda.runtime.returned_inputs``).
 
         Raises InputError / OutputError before running, RuntimeCallError when the container fails (every
         output handle released once; the next call can run) or the Program was closed.
@@ -474,6 +478,7 @@ class Program:
         """execute() inside the call gate."""
         # A copy of the caller's list: another thread may put another tensor in it between the checks and the run
         originals = inputs[:] if type(inputs) is list else _as_list(inputs, "inputs", InputError)
+        callers = originals  # the caller's own objects, before any plain alias of a subclass
         for tensor in originals:  # a subclass's own Python is never what the checks read (plain_tensors)
             if type(tensor) is not _Tensor or tensor.__dict__:  # __dict__: methods set on the object
                 originals = plain_inputs(originals, self._input_specs, self._input_names, self._device)
@@ -531,6 +536,8 @@ class Program:
                 list(back)
         if self._mutated:  # autograd sees the write, as eager's in-place op: a tensor saved for a backward that the
             _increment_version([originals[index] for index in self._mutated])  # program wrote is refused there
+        if outputs is None and self._returned_inputs:  # `return y, x`: x itself, as eager returns it
+            return with_returned_inputs(results, callers, self._returned_inputs)
         return given if outputs is not given and given is not None else results  # the caller's own buffers
 
     def _finish(self, outputs, results: list, static: bool) -> list:
