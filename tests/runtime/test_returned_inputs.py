@@ -70,3 +70,21 @@ def test_a_signature_whose_returned_input_is_not_that_outputs_kind_is_refused_at
     edited = with_edited_signature(returns_inputs_pt2, tmp_path / "edited.pt2", edit)
     with pytest.raises(PackageError, match=f"output #1 .*{says}.*lower the model again"):
         aotcuda.load(edited)
+
+
+@pytest.mark.cuda
+def test_returned_inputs_on_cuda_with_and_without_graphs(tmp_path):
+    """On the GPU, also through CUDA graph replays, whose static buffers hold copies of the inputs."""
+    cuda_inputs = lambda: tuple(t.cuda() for t in _inputs())  # noqa: E731
+    path = tmp_path / "returns_inputs_cuda.pt2"
+    aotcuda.lower(ReturnsItsInputs(), cuda_inputs(), device="cuda", package_path=path)
+    for cuda_graphs in (False, True):
+        with aotcuda.load(path, cuda_graphs=cuda_graphs) as program:
+            for call in range(6):  # 3 warm-ups, the capture, 2 replays
+                x, z, y = cuda_inputs()
+                if call % 2:
+                    x = x.t().contiguous().t()
+                expected = ReturnsItsInputs()(x, z, y)
+                out = program(x, z, y)
+                torch.testing.assert_close(out[0], expected[0], rtol=1e-5, atol=1e-5)
+                assert out[1] is x and out[3] is x and out[2] is z, (cuda_graphs, call)
