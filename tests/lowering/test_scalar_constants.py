@@ -215,15 +215,43 @@ def _mask_in_a_scan_body(x):
     return scan(step, torch.zeros(16), x)[1]
 
 
-@pytest.mark.parametrize("function", [_constants_in_branches, _mask_in_a_scan_body], ids=["cond", "scan"])
-def test_zero_dim_constants_a_subgraph_reads_lower_and_keep_their_values(function):
+def _vectors_in_branches(x):
+    signs = torch.tensor([1.0, -0.0, 2.5, float("inf")] * 4)  # -0.0 and inf kept as they are
+    return torch.cond(x.sum() > 0, lambda x: x * signs, lambda x: x[:, torch.tensor([0, 2, 2, 15] * 4)] - 1, (x,))
+
+
+def _coefficients_in_a_scan_body(x):
+    def step(h, x_t):
+        decay = torch.tensor([0.5, 0.25, 0.125, 1.0]).repeat(4)
+        mask = torch.tensor([[True] * 8 + [False] * 8])
+        return h * decay + x_t, torch.where(mask[0], h, -h)
+
+    return scan(step, torch.zeros(16), x)[1]
+
+
+@pytest.mark.parametrize("function", [_constants_in_branches, _mask_in_a_scan_body, _vectors_in_branches,
+                                      _coefficients_in_a_scan_body], ids=["cond", "scan", "cond-vectors", "scan-vectors"])
+def test_constants_a_subgraph_reads_lower_and_keep_their_values(function):
     """Found by break-new 35 (2026-12-07): torch.export leaves a constant inside a cond branch or a scan body a get_attr
     of the subgraph, which the rewrite of lifted constants does not see, and run_decompositions ended in "Attempting
-    to use FunctionalTensor on its own" before it. Now each 0-d one is a full node of its subgraph."""
+    to use FunctionalTensor on its own" before it. Each 0-d one is a full node of its subgraph; since session 36 a
+    larger one (coefficients, an index list, a mask) is built of one full per run of equal values."""
     program = before_compile(Forward(function), (torch.randn(3, 16),)).program
     assert _inductor_lowering_error(program) is None
     for x in (torch.randn(3, 16).abs(), -torch.randn(3, 16).abs()):  # both branches
-        assert torch.equal(program.module()(x), function(x))
+        actual, expected = program.module()(x), function(x)
+        assert torch.equal(actual, expected) and torch.equal(actual.signbit(), expected.signbit())
+
+
+def test_a_constant_of_too_many_runs_in_a_subgraph_gets_torchs_error_with_its_cause_and_fix():
+    def ramp_in_a_branch(x):  # made inside the branch: a constant of the branch's subgraph, of 300 runs
+        return torch.cond(x.sum() > 0, lambda x: x * torch.tensor([float(i) for i in range(300)])[:16],
+                          lambda x: x + 1, (x,))
+
+    with pytest.raises(RuntimeError, match="FunctionalTensor on its own") as caught:
+        before_compile(Forward(ramp_in_a_branch), (torch.randn(3, 16),))
+    note = " ".join(getattr(caught.value, "__notes__", []))
+    assert "the (300,) float32 constant that the subgraph" in note and "pass it in as an operand" in note
 
 
 class Hilbert(torch.nn.Module):

@@ -76,7 +76,8 @@ from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.loop_carries import loop_inductor_configs
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
-from aotcuda.lowering.scalar_constants import scalar_constants_as_full, subgraph_scalar_constants_as_full
+from aotcuda.lowering.scalar_constants import (note_subgraph_constants_left, scalar_constants_as_full,
+                                               subgraph_scalar_constants_as_full)
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
@@ -335,11 +336,15 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         _make_outputs_serializable(ep)
         check_constant_float_outputs(ep)  # Inductor asserts on one (lowering/constant_outputs.py)
         convert_whole_tensor_writes(ep)  # before the decompositions drop copy_'s cast (lowering/whole_tensor_writes.py)
-        subgraph_scalar_constants_as_full(ep)  # run_decompositions fails on them (lowering/scalar_constants.py)
+        left_in_subgraphs = subgraph_scalar_constants_as_full(ep)  # run_decompositions fails on them
         exported_unchecked: dict = {}
         exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
     with step("decompose"), torch_fixes.applied("decompose"):
-        ep, untraced = _decomposed(ep)
+        try:
+            ep, untraced = _decomposed(ep)
+        except RuntimeError as error:  # one left: torch's words, and which constant and the fix
+            note_subgraph_constants_left(error, left_in_subgraphs)
+            raise
         check_product_dtypes(ep)  # eager refuses them; torch.export traces them (lowering/operand_dtypes.py)
     with step("passes"), torch_fixes.applied("passes"), _warnings_in_dim_names(ep):
         pass_results = []

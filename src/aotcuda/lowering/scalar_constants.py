@@ -28,8 +28,11 @@ Inside a subgraph (a torch.cond branch, a scan's or while_loop's body) torch.exp
 subgraph reads it as a ``get_attr`` of its own module, and ``run_decompositions`` ended in ``RuntimeError:
 Attempting to use FunctionalTensor on its own`` (torch 2.13, torch's alone: ``torch.cond(p, lambda x: x *
 torch.tensor(3.0), ...)``, a scan body's ``k = torch.zeros(4); k[2] = 5``; break-new 35). So right after the export,
-``subgraph_scalar_constants_as_full`` makes each 0-d one of a number dtype a ``full`` node there too (in place, as
-the export step's other fixes); a larger constant in a subgraph still fails so (docs/reliability.md).
+``subgraph_scalar_constants_as_full`` makes each one of a number dtype ``full`` nodes there too (in place, as the
+export step's other fixes): a 0-d one a ``full([], value)``, a larger one (a vector of coefficients in a branch, an
+index list, a mask) a ``cat`` of one ``full`` per run of equal values, viewed in its shape (session 36). One of more
+than MAX_SUBGRAPH_CONSTANT_RUNS runs is left, and torch's error then gets a note naming it and the fix (make it
+outside the subgraph and pass it in).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import ExportGraphSignature, InputKind
 
+from aotcuda.errors import clipped
+from aotcuda.lowering.fallbacks import relative_source_line
 from aotcuda.passes.emit import SHARED_META, replace_uses
 from aotcuda.passes.program_copy import with_graph
 
@@ -103,21 +108,65 @@ def scalar_constants_as_full(ep: ExportedProgram) -> ExportedProgram:
                       graph_signature=ExportGraphSignature(input_specs=kept, output_specs=signature.output_specs))
 
 
-def subgraph_scalar_constants_as_full(ep: ExportedProgram) -> None:
-    """Each 0-d tensor constant of a number dtype that a subgraph of ``ep`` reads (a ``get_attr`` of the subgraph's
-    own module) becomes a ``full([], value)`` node of that subgraph, in place (module docstring)."""
+# A constant inside a subgraph is rebuilt from runs of equal values (a ``full`` each, then one ``cat``) when it has at
+# most this many runs: a vector of coefficients, a mask. Past it, it is left (and its export error with it).
+MAX_SUBGRAPH_CONSTANT_RUNS = 256
+
+
+def _runs(values: list) -> list[tuple[object, int]] | None:
+    """[(value, count)] of the runs of equal values in ``values`` (equal as written: -0.0 is not 0.0, nan is nan), or
+    None past MAX_SUBGRAPH_CONSTANT_RUNS."""
+    runs: list[list] = []
+    for value in values:
+        if runs and repr(runs[-1][0]) == repr(value):
+            runs[-1][1] += 1
+            continue
+        if len(runs) == MAX_SUBGRAPH_CONSTANT_RUNS:
+            return None
+        runs.append([value, 1])
+    return [(value, count) for value, count in runs]
+
+
+def _rebuilt(graph: torch.fx.Graph, value: torch.Tensor):
+    """Nodes of ``graph`` (at its insertion point) that compute ``value``: ``full`` for a 0-d or uniform one, else a
+    ``cat`` of one ``full`` per run of equal values, viewed in its shape; None when it has too many runs."""
+    options = {"dtype": value.dtype, "layout": torch.strided, "device": value.device, "pin_memory": False}
+    shape, values = list(value.shape), value.reshape(-1).tolist() if value.dim() else [value.item()]
+    runs = _runs(values) if values else [(False if value.dtype == torch.bool else 0, 0)]
+    if runs is None:
+        return None
+    if len(runs) == 1:
+        return graph.call_function(torch.ops.aten.full.default, (shape, runs[0][0]), options)
+    parts = [graph.call_function(torch.ops.aten.full.default, ([count], run_value), options)
+             for run_value, count in runs]
+    joined = graph.call_function(torch.ops.aten.cat.default, (parts, 0))
+    return graph.call_function(torch.ops.aten.view.default, (joined, shape)) if value.dim() != 1 else joined
+
+
+def subgraph_scalar_constants_as_full(ep: ExportedProgram) -> list[str]:
+    """Each tensor constant of a number dtype that a subgraph of ``ep`` reads (a ``get_attr`` of the subgraph's own
+    module) becomes ``full`` nodes of that subgraph that compute it, in place (module docstring): a 0-d one one
+    ``full([], value)``, a larger one a ``cat`` of a ``full`` per run of equal values (at most
+    MAX_SUBGRAPH_CONSTANT_RUNS runs). Returns the constants left (too many runs), each said with the model's line
+    that reads it, for ``note_subgraph_constants_left``."""
+    left = []
     for name, module in ep.graph_module.named_modules():
         if not name or not isinstance(module, torch.fx.GraphModule):
             continue
         changed = False
         for node in list(module.graph.find_nodes(op="get_attr")):
             value = getattr(module, node.target, None)
-            if not (isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype in _NUMBER_DTYPES):
+            if not (isinstance(value, torch.Tensor) and value.dtype in _NUMBER_DTYPES
+                    and not isinstance(value, torch.nn.Parameter) and value.layout == torch.strided):
                 continue
             with module.graph.inserting_before(node):
-                full = module.graph.call_function(torch.ops.aten.full.default, ([], value.item()),
-                                                  {"dtype": value.dtype, "layout": torch.strided,
-                                                   "device": value.device, "pin_memory": False})
+                full = _rebuilt(module.graph, value)
+            if full is None:
+                user = next(iter(node.users), None)
+                line = relative_source_line(user)
+                left.append(f"the {tuple(value.shape)} {str(value.dtype).removeprefix('torch.')} constant that the "
+                            f"subgraph {name} reads" + (f" at {clipped(line, 160)}" if line else ""))
+                continue
             full.meta.update({key: node.meta[key] for key in ("val", *SHARED_META) if key in node.meta})
             user = next(iter(node.users), None)
             if user is not None and "stack_trace" not in full.meta:
@@ -130,3 +179,15 @@ def subgraph_scalar_constants_as_full(ep: ExportedProgram) -> None:
         if changed:
             module.graph.lint()
             module.recompile()
+    return left
+
+
+def note_subgraph_constants_left(error: BaseException, left: list[str]) -> None:
+    """Say on torch's error (``Attempting to use FunctionalTensor on its own``, from ``run_decompositions``) which
+    constant inside a subgraph caused it and the fix, where ``subgraph_scalar_constants_as_full`` left one."""
+    if left and "FunctionalTensor on its own" in str(error):
+        error.add_note(f"Likely cause: {left[0]}: torch.export keeps a tensor constant made inside a torch.cond "
+                       "branch or a scan, map or while_loop body in that subgraph, where torch's decompositions "
+                       f"cannot read it (aotcuda rebuilds one of at most {MAX_SUBGRAPH_CONSTANT_RUNS} runs of equal "
+                       "values). Make the tensor outside the cond or loop (in __init__ as a buffer, or in forward "
+                       "before it) and pass it in as an operand, then lower again.")
