@@ -1490,3 +1490,53 @@ def test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_bo
     assert alice == 200, f"alice's body was refused {alice} while one address's held bodies filled the room"
     assert running == 200 and sorted(flood) == [200] * 3 + [503] * 3, flood
     assert app.pending.held == 0
+
+
+def test_a_requests_hold_counts_against_its_request_timeout(monkeypatch):
+    """fixlist (2026-12-07): Ray's proxy starts a request's clock (--request-timeout-s) when aotcuda's proxy hands it
+    on, so a request held H s for a slot then had the whole timeout again: up to twice what the deployer set. With
+    AOTCUDA_SERVE_REQUEST_TIMEOUT_S (serve sets it to --request-timeout-s) the time is counted from the request's
+    arrival: Ray is handed what is left (its x-request-timeout-seconds), and a hold longer than what is left ends in
+    503 with Retry-After when the budget does."""
+    for name, value in proxy.proxy_environment(1.0, 100, requests_in_flight=1, hold_timeout_s=30.0,
+                                               request_timeout_s=1.5).items():
+        monkeypatch.setenv(name, value)
+    (middleware,) = proxy.middlewares()
+    assert middleware.kwargs["request_timeout_s"] == 1.5
+    release, timeouts = asyncio.Event(), {}
+
+    async def replicas(scope, receive, send):  # one slot; the first request holds it until released
+        timeouts[scope["client"][0]] = [float(value) for name, value in scope["headers"]
+                                        if name == b"x-request-timeout-seconds"]
+        if scope["client"][0] == "10.0.0.1":
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = middleware.cls(replicas, *middleware.args, **middleware.kwargs)
+
+    async def request(address: str, headers=None):
+        started = time.monotonic()
+        statuses = await answer_statuses(app, "GET", "/stats", (address, 40000), headers=headers or [])
+        return statuses, time.monotonic() - started
+
+    async def scenario():
+        running = asyncio.create_task(request("10.0.0.1"))
+        await asyncio.sleep(0.05)
+        held = asyncio.create_task(request("10.0.0.7", [(b"x-request-timeout-seconds", b"0")]))  # a client's: dropped
+        await asyncio.sleep(0.6)
+        release.set()  # the held request is let in after ~0.6 s of its 1.5 s
+        first, second = await running, await held
+        release.clear()
+        blocker = asyncio.create_task(request("10.0.0.1"))
+        await asyncio.sleep(0.05)
+        late = await asyncio.wait_for(request("10.0.0.9"), 5)  # held with the slot taken past its whole budget
+        release.set()
+        return first, second, late, await blocker
+
+    (first, _), (second, _), (late, late_s), _ = asyncio.run(scenario())
+    assert first == second == [200], (first, second)
+    (given,) = timeouts["10.0.0.7"]
+    assert 0.7 < given < 0.95, f"Ray was given {given:.2f} s for a request held 0.6 s of its 1.5 s"
+    (whole,) = timeouts["10.0.0.1"]
+    assert 1.4 < whole <= 1.5, whole
+    assert late == [503] and 1.4 < late_s < 2.5, (late, late_s)  # not the hold's 30 s: the request's 1.5 s

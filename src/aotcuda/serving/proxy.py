@@ -40,6 +40,7 @@ import heapq
 import itertools
 import os
 import socket
+import time
 
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -61,6 +62,10 @@ MAX_PENDING_VARIABLE = "AOTCUDA_SERVE_MAX_PENDING_BYTES"
 MIN_SEND_RATE_VARIABLE = "AOTCUDA_SERVE_MIN_SEND_RATE"
 IN_FLIGHT_VARIABLE = "AOTCUDA_SERVE_REQUESTS_IN_FLIGHT"
 HOLD_TIMEOUT_VARIABLE = "AOTCUDA_SERVE_HOLD_TIMEOUT_S"
+REQUEST_TIMEOUT_VARIABLE = "AOTCUDA_SERVE_REQUEST_TIMEOUT_S"
+# the header by which Ray Serve 2.60's proxy takes a request's timeout from a trusted caller in front of it
+# (http_util.parse_request_timeout_header): a client's is dropped (RAY_CONTROL_HEADERS), the proxy writes its own
+RAY_TIMEOUT_HEADER = b"x-request-timeout-seconds"
 # the route answered by a deployment of its own (health.py), held apart from the program's requests, and the
 # requests that deployment takes at once (its max_ongoing_requests, server.py)
 HEALTH_ROUTE, HEALTH_SLOTS = "/healthz", 64
@@ -82,17 +87,21 @@ RAY_CONTROL_HEADERS = frozenset({"x_request_timeout_seconds", "x_request_disconn
 
 
 def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending_bytes: int | None = None,
-                      requests_in_flight: int = 0, hold_timeout_s: float | None = None) -> dict[str, str]:
+                      requests_in_flight: int = 0, hold_timeout_s: float | None = None,
+                      request_timeout_s: float | None = None) -> dict[str, str]:
     """The variables that give a Ray's HTTP proxy this middleware with these limits (read when it starts);
     ``max_pending_bytes`` None: the switch's default, or ``max_request_bytes`` where that is larger;
     ``requests_in_flight``: the requests the replicas take at once, and ``hold_timeout_s`` (None: the switch's
-    default) how long one may be held for a slot (FairAdmission; 0: none held)."""
+    default) how long one may be held for a slot (FairAdmission; 0: none held); ``request_timeout_s`` (None: the
+    switch's default) a request's whole time from its arrival, body and hold included."""
     pending = max_pending_bytes or _default_pending_bytes(int(max_request_bytes))
     # the minimum send rate is this process's switch: read here, so that a value it refuses stops serve before Ray starts
     return {CALLBACK_VARIABLE: CALLBACK, BODY_TIMEOUT_VARIABLE: repr(float(body_timeout_s)),
             MAX_BYTES_VARIABLE: str(int(max_request_bytes)), MAX_PENDING_VARIABLE: str(int(pending)),
             MIN_SEND_RATE_VARIABLE: str(switches.number(MIN_SEND_RATE_VARIABLE)),
             IN_FLIGHT_VARIABLE: str(int(requests_in_flight)),
+            REQUEST_TIMEOUT_VARIABLE: repr(float(request_timeout_s if request_timeout_s is not None else
+                                                 switches.SWITCHES[REQUEST_TIMEOUT_VARIABLE].default)),
             HOLD_TIMEOUT_VARIABLE: repr(float(hold_timeout_s if hold_timeout_s is not None else
                                               switches.SWITCHES[HOLD_TIMEOUT_VARIABLE].default)),
             ALLOWED_HOSTS_VARIABLE: ",".join(sorted(switches.names(ALLOWED_HOSTS_VARIABLE))),
@@ -119,6 +128,12 @@ def middlewares() -> list[Middleware]:
     trust_no_forwarded_address()
     in_flight = int(switches.number(IN_FLIGHT_VARIABLE))
     kwargs = {"requests_in_flight": in_flight, "hold_timeout_s": switches.number(HOLD_TIMEOUT_VARIABLE)} if in_flight else {}
+    request_timeout_s = switches.number(REQUEST_TIMEOUT_VARIABLE)
+    if request_timeout_s:
+        if request_timeout_s == float("inf"):
+            raise ValueError(f"{REQUEST_TIMEOUT_VARIABLE}={request_timeout_s!r} is not a finite number; a deadline "
+                             "must end (0 leaves Ray's own request_timeout_s)")
+        kwargs["request_timeout_s"] = request_timeout_s
     return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes, max_pending_bytes=max_pending_bytes,
                        **kwargs)]
 
@@ -213,8 +228,14 @@ class WholeBody:
     """
 
     def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None,
-                 unread_answers=None, requests_in_flight: int = 0, hold_timeout_s: float | None = None):
+                 unread_answers=None, requests_in_flight: int = 0, hold_timeout_s: float | None = None,
+                 request_timeout_s: float | None = None):
         self.app, self.timeout_s, self.max_bytes = app, timeout_s, max_bytes
+        # a request's whole time, from its arrival (None: Ray's own timeout, from when it is handed on). Why here
+        # (fixlist, 2026-12-07): Ray's clock starts when the proxy hands the request on, so a request held H s for a
+        # slot then had the whole --request-timeout-s again (and its body's time too): up to twice what the deployer
+        # set. The hold ends where the budget does, and Ray is given what is left.
+        self.request_timeout_s = request_timeout_s or None
         self.hold_timeout_s = switches.SWITCHES[HOLD_TIMEOUT_VARIABLE].default if hold_timeout_s is None else hold_timeout_s
         # the program's requests, and the health checks apart (their own deployment's slots): neither waits for the other
         self.admission = FairAdmission(requests_in_flight) if requests_in_flight else None
@@ -243,6 +264,7 @@ class WholeBody:
             await _refused(refusal, scope, receive, send)
             return
         send = answers_while_stopping(scope, send)
+        deadline = time.monotonic() + self.request_timeout_s if self.request_timeout_s else None
         held = 0
         client = client_key((scope.get("client") or ("",))[0])
 
@@ -266,7 +288,7 @@ class WholeBody:
             self.held_by[client] += size
 
         try:
-            await self._read_and_hand_on(scope, receive, send, take, client)
+            await self._read_and_hand_on(scope, receive, send, take, client, deadline)
         finally:
             self._give(client, held)
 
@@ -276,7 +298,7 @@ class WholeBody:
         if self.held_by[client] <= 0:
             del self.held_by[client]
 
-    async def _read_and_hand_on(self, scope, receive, send, take, client: str) -> None:
+    async def _read_and_hand_on(self, scope, receive, send, take, client: str, deadline: float | None) -> None:
         try:
             body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s, take)
             if body:
@@ -292,7 +314,7 @@ class WholeBody:
             # the body is whole: what the client sends next is its leaving (http.disconnect), which ends its hold
             left = asyncio.ensure_future(receive())
             try:
-                await admission.enter(client, self.hold_timeout_s, left)
+                await admission.enter(client, self._hold_time(deadline), left)
             except ClientDisconnect:  # the client left while held: nobody to answer, no turn kept for it
                 return
             except BusyError as error:
@@ -310,11 +332,26 @@ class WholeBody:
             return await receive()  # what follows the body: the client's disconnect
 
         try:
-            await self.app({**scope, BODY_READ: True, "headers": without_ray_controls(scope.get("headers") or [])},
-                           whole_body_then_client, send)
+            headers = without_ray_controls(scope.get("headers") or [])
+            if deadline is not None:
+                left_s = deadline - time.monotonic()
+                if left_s <= 0:  # its body (or its hold) took the whole budget: nothing of it ran
+                    await _refused(BusyError(f"this request took the server's whole time for a request "
+                                             f"({self.request_timeout_s:g} s, --request-timeout-s) before a replica "
+                                             "could take it; nothing of it ran, send it again after the Retry-After "
+                                             "seconds"), scope, receive, send)
+                    return
+                headers.append((RAY_TIMEOUT_HEADER, repr(left_s).encode()))  # Ray times it from here: what is left
+            await self.app({**scope, BODY_READ: True, "headers": headers}, whole_body_then_client, send)
         finally:
             if admitted:
                 admission.leave(client)
+
+    def _hold_time(self, deadline: float | None) -> float:
+        """How long a request may be held for a slot: the hold's timeout, or what is left of its budget if less."""
+        if deadline is None:
+            return self.hold_timeout_s
+        return max(0.0, min(self.hold_timeout_s, deadline - time.monotonic()))
 
     def _check_room_for_answers(self) -> None:
         answers = self.unread_answers()
@@ -413,8 +450,9 @@ class FairAdmission:
         if left is not None and left.done():
             raise ClientDisconnect()
         raise BusyError(f"the server's replicas are running as many requests as they take ({self.limit}), and this "
-                        f"one waited {timeout_s:g} s (--request-timeout-s) behind other requests; nothing of it ran, "
-                        "send it again after the Retry-After seconds")
+                        f"one waited {timeout_s:.3g} s behind other requests (AOTCUDA_SERVE_HOLD_TIMEOUT_S, or what "
+                        "was left of --request-timeout-s); nothing of it ran, send it again after the Retry-After "
+                        "seconds")
 
     def leave(self, client: str) -> None:
         self.running -= 1

@@ -717,7 +717,8 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             for name, value in proxy_environment(options.body_timeout_s, options.max_request_bytes,
                                                  options.max_pending_bytes,
                                                  options.replicas * replica_slots(options.max_batch_size),
-                                                 options.request_timeout_s).items():
+                                                 options.request_timeout_s,
+                                                 request_timeout_s=options.request_timeout_s).items():
                 if name == CALLBACK_VARIABLE:
                     os.environ.setdefault(name, value)
                 else:
