@@ -443,6 +443,7 @@ def test_the_proxys_defaults_are_the_servers():
 
     assert switches.SWITCHES[proxy.BODY_TIMEOUT_VARIABLE].default == ServeOptions().body_timeout_s
     assert switches.SWITCHES[proxy.MAX_BYTES_VARIABLE].default == ServeOptions().max_request_bytes
+    assert switches.SWITCHES[proxy.HOLD_TIMEOUT_VARIABLE].default == serving.server.hold_timeout_s(ServeOptions())
     assert proxy.proxy_environment(1.0, 1 << 20)[proxy.MAX_PENDING_VARIABLE] == str(1 << 30)
     assert proxy.proxy_environment(1.0, 2 << 30)[proxy.MAX_PENDING_VARIABLE] == str(2 << 30)  # the largest body fits
     with pytest.raises(ValueError, match="max_pending_bytes .* must be at least max_request_bytes"):
@@ -528,15 +529,17 @@ def test_a_slow_or_oversized_body_is_answered_by_the_proxy_and_never_reaches_a_r
 
 
 @contextlib.contextmanager
-def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0, max_pending_bytes=None, port=0, send_buffer=None):
+def uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=5.0, max_pending_bytes=None, port=0, send_buffer=None,
+                           max_bytes=100, **limits):
     """A uvicorn on loopback (on ``port``; 0: any free one) configured as Ray configures its proxy's (http "auto"),
     after middlewares() ran; yields its address and the uvicorn Server. ``send_buffer``: the kernel's send buffer of
-    each connection (SO_SNDBUF, which accepted sockets inherit), so that an answer waits in uvicorn's buffer."""
+    each connection (SO_SNDBUF, which accepted sockets inherit), so that an answer waits in uvicorn's buffer.
+    ``limits``: proxy_environment's other limits (requests_in_flight, hold_timeout_s, request_timeout_s)."""
     import uvicorn
     import uvicorn.config
 
     monkeypatch.setitem(uvicorn.config.HTTP_PROTOCOLS, "auto", uvicorn.config.HTTP_PROTOCOLS["auto"])  # restored
-    for name, value in proxy.proxy_environment(body_timeout_s, 100, max_pending_bytes).items():
+    for name, value in proxy.proxy_environment(body_timeout_s, max_bytes, max_pending_bytes, **limits).items():
         monkeypatch.setenv(name, value)
     proxy.middlewares()  # what Ray's proxy calls when it starts
 
@@ -1540,3 +1543,62 @@ def test_a_requests_hold_counts_against_its_request_timeout(monkeypatch):
     (whole,) = timeouts["10.0.0.1"]
     assert 1.4 < whole <= 1.5, whole
     assert late == [503] and 1.4 < late_s < 2.5, (late, late_s)  # not the hold's 30 s: the request's 1.5 s
+
+
+HOLD_TEST_PORT = 18790  # this file's uvicorn port for a Client (187xx: the serving tests' ports on a shared machine)
+
+
+def test_the_servers_answer_to_a_held_request_comes_before_the_client_gives_up(monkeypatch):
+    """fixlist (2026-12-07): the fair hold's timeout was --request-timeout-s (60 s) and Client's timeout_s 60 s, so a
+    client of our own Client gave up first, with a final "no complete answer within 60 s ... the server may have run
+    it", where nothing had run, and never saw the hold's 503 with Retry-After nor resent the request. Now the hold
+    ends at --request-timeout-s less the run's time (server.hold_timeout_s) and Client's default outlasts serve's
+    --request-timeout-s. Scaled down: --request-timeout-s 2, --run-timeout-s 1, one slot taken for 4 s, a Client
+    whose timeout_s is the server's request timeout (as 60 and 60 were): it reads the hold's 503 and resends."""
+    from aotcuda.serving.server import ServeOptions
+
+    assert serving.Client("http://127.0.0.1:1").timeout_s > ServeOptions().request_timeout_s
+    defaults = ServeOptions()
+    assert serving.server.hold_timeout_s(defaults) + defaults.run_timeout_s <= defaults.request_timeout_s
+    options = ServeOptions(request_timeout_s=2.0, run_timeout_s=1.0)
+    ran = []
+
+    async def replicas(scope, receive, send):
+        ran.append(scope["path"])
+        if scope["path"] == "/stats":  # the request that holds the one slot
+            await asyncio.sleep(4.0)
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    middleware = []
+
+    async def proxy_app(scope, receive, send):  # the middleware as Ray's proxy builds it, from the environment set
+        if not middleware:
+            (made,) = proxy.middlewares()
+            middleware.append(made.cls(replicas, *made.args, **made.kwargs))
+        await middleware[0](scope, receive, send)
+
+    with uvicorn_as_ray_runs_it(monkeypatch, proxy_app, port=HOLD_TEST_PORT, max_bytes=1 << 20, requests_in_flight=1,
+                                hold_timeout_s=serving.server.hold_timeout_s(options),
+                                request_timeout_s=options.request_timeout_s) as (address, _):
+        holder = threading.Thread(target=lambda: raw_request_answer(address, b"GET /stats HTTP/1.1\r\nHost: "
+                                                                    b"localhost\r\nConnection: close\r\n\r\n"))
+        holder.start()
+        time.sleep(0.3)
+        client = serving.Client(f"http://{address[0]}:{address[1]}", timeout_s=options.request_timeout_s, retries=1)
+        started = time.monotonic()
+        with pytest.raises(serving.ServingError) as refused:
+            client.predict({"x": torch.zeros(2)})
+        took = time.monotonic() - started
+        holder.join(10)
+    assert refused.value.status == 503 and refused.value.retriable, refused.value  # the hold's, read and resent
+    assert "tried 2 times" in str(refused.value) and took < 3.5, (str(refused.value), took)
+    assert ran == ["/stats"], ran  # the held requests never ran
+
+
+def raw_request_answer(address, request: bytes) -> bytes:
+    with socket.create_connection(address, timeout=10) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return answer

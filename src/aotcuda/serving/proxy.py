@@ -451,8 +451,8 @@ class FairAdmission:
             raise ClientDisconnect()
         raise BusyError(f"the server's replicas are running as many requests as they take ({self.limit}), and this "
                         f"one waited {timeout_s:.3g} s behind other requests (AOTCUDA_SERVE_HOLD_TIMEOUT_S, or what "
-                        "was left of --request-timeout-s); nothing of it ran, send it again after the Retry-After "
-                        "seconds")
+                        "was left of --request-timeout-s); nothing of this request ran, send it again after the "
+                        "Retry-After seconds")
 
     def leave(self, client: str) -> None:
         self.running -= 1

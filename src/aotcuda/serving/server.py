@@ -317,6 +317,24 @@ def _bind_health():
     return deployment.bind(APP_NAME, PROGRAM_DEPLOYMENT_NAME)
 
 
+def hold_timeout_s(options: ServeOptions) -> float:
+    """How long the HTTP proxy holds a request for a replica's slot (AOTCUDA_SERVE_HOLD_TIMEOUT_S): its
+    --request-timeout-s less the time its run may take once let in (--run-timeout-s, and --batch-wait-ms when
+    batching), or half of it where runs have no deadline.
+
+    Why (fixlist, 2026-12-07): the hold ran as long as --request-timeout-s, so a request held to its end was let
+    in with no time left to run (Ray's 408, final: the client cannot tell whether it ran), and its 503 came as late
+    as the server's own deadline, where Client's default gave up at the same 60 s with a final "no complete answer"
+    and never resent it. Ended here, a held request gets its 503 with half the time left, and one let in at the last
+    moment still has its run's time."""
+    run_s = options.run_timeout_s
+    if not run_s:
+        return options.request_timeout_s / 2
+    if options.max_batch_size > 1:
+        run_s += options.batch_wait_ms / 1000
+    return options.request_timeout_s - run_s  # positive: ServeOptions keeps the run within --request-timeout-s
+
+
 def replica_slots(max_batch_size: int) -> int:
     """The requests one program replica takes at once (Ray Serve's max_ongoing_requests); the HTTP proxy lets in as
     many as all replicas take (proxy.FairAdmission), and holds the others, one client address at a time."""
@@ -717,7 +735,7 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             for name, value in proxy_environment(options.body_timeout_s, options.max_request_bytes,
                                                  options.max_pending_bytes,
                                                  options.replicas * replica_slots(options.max_batch_size),
-                                                 options.request_timeout_s,
+                                                 hold_timeout_s(options),
                                                  request_timeout_s=options.request_timeout_s).items():
                 if name == CALLBACK_VARIABLE:
                     os.environ.setdefault(name, value)
