@@ -1602,3 +1602,77 @@ def raw_request_answer(address, request: bytes) -> bytes:
         while chunk := connection.recv(65536):
             answer += chunk
     return answer
+
+
+def _flood_then_alice(flood_addresses: list[str], alice_address: str) -> tuple[int, float, list[int]]:
+    """A flood of one request from each of ``flood_addresses`` at once into two slots of 0.1 s, then alice's one
+    request: her status, how long it took, and the flood's statuses."""
+    slots = asyncio.Semaphore(2)
+
+    async def replicas(scope, receive, send):  # Ray's queue in front of two slots
+        async with slots:
+            await asyncio.sleep(0.1)
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=2, hold_timeout_s=30.0)
+
+    async def request(address: str):
+        return (await answer_statuses(app, "GET", "/stats", (address, 40000), headers=[]))[0]
+
+    async def attack():
+        flood = [asyncio.create_task(request(address)) for address in flood_addresses]
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        alice = await request(alice_address)
+        waited = time.monotonic() - started
+        return alice, waited, await asyncio.gather(*flood)
+
+    return asyncio.run(attack())
+
+
+@pytest.mark.parametrize("mallory, alice", [
+    ([f"2001:db8:66:{i:x}::1" for i in range(30)], "10.0.0.7"),  # one customer's /56: 30 /64s, beside an IPv4 client
+    ([f"2001:db8:66:{i << 8:x}::1" for i in range(30)], "2001:db8:77::7"),  # a /48's 30 /56s, beside another /48
+    ([f"2001:db8:66:{i:x}::1" for i in range(30)], "2001:db8:66:100::7"),  # a /56 beside another /56 of its /48
+])
+def test_an_ipv6_customers_64s_share_its_56s_and_48s_turn(mallory, alice):
+    """breakfair's open item (fixlist, 2026-12-07): the fair hold took each IPv6 /64 for a client, and a provider
+    delegates a /56 (256 /64s) or a /48 (65,536) to one customer: 30 requests from 30 /64s of one /56 held another
+    client's lone request behind 28 of them (1.5 s behind 0.1 s requests in two slots). The share is now split level
+    by level: a /48 beside another client, its /56s within it, their /64s within those."""
+    alice_status, waited, flood = _flood_then_alice(mallory, alice)
+    assert alice_status == 200 and waited < 0.5, f"alice waited {waited:.2f} s behind one customer's /64s"
+    assert flood == [200] * 30
+
+
+def test_one_48s_held_bodies_cannot_fill_the_room_for_every_other_clients_body():
+    """The room's part of one client (test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_body)
+    is an IPv6 client's /48 (fixlist, 2026-12-07): six 100-byte bodies from six /64s of one /48 took a part each and
+    filled the room of 400, and another client's body was refused 503."""
+    release = asyncio.Event()
+
+    async def replicas(scope, receive, send):
+        if scope["client"][0] == "10.0.0.1":  # the request running
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, max_pending_bytes=400, requests_in_flight=1,
+                          hold_timeout_s=30.0)
+
+    async def request(address: str, size: int):
+        return (await answer_statuses(app, "POST", "/predict", (address, 40000), b"x" * size))[0]
+
+    async def attack():
+        running = asyncio.create_task(request("10.0.0.1", 0))
+        await asyncio.sleep(0.05)
+        flood = [asyncio.create_task(request(f"2001:db8:66:{i:x}::1", 100)) for i in range(6)]
+        await asyncio.sleep(0.05)
+        alice = asyncio.create_task(request("10.0.0.7", 100))
+        await asyncio.sleep(0.05)
+        release.set()
+        return await asyncio.wait_for(alice, 5), await asyncio.gather(*flood), await running
+
+    alice, flood, running = asyncio.run(attack())
+    assert alice == 200, f"alice's body was refused {alice} while one /48's held bodies filled the room"
+    assert running == 200 and sorted(flood) == [200] * 3 + [503] * 3, flood
+    assert app.pending.held == 0 and not app.held_by
