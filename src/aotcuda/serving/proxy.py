@@ -48,8 +48,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse
 
 from aotcuda import switches
-from aotcuda.serving.body import (ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError, StoppingError,
-                                  read_body)
+from aotcuda.serving.body import (CLIENT_LEFT, ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError,
+                                  StoppingError, read_body)
 from aotcuda.serving.web_pages import (ALLOWED_HOSTS_VARIABLE, ALLOWED_ORIGINS_VARIABLE, host_refusal,
                                        media_type_refusal, origin_refusal, route_of)
 
@@ -311,6 +311,13 @@ class WholeBody:
         except (RequestError, BusyError) as error:
             await _refused(error, scope, receive, send)
             return
+        client_left = scope.get(CLIENT_LEFT)
+        if client_left is not None and client_left():
+            # Gone already: nobody to answer. Why (fixlist, 2026-12-07): clients that connect, send GET /stats and
+            # close at once were handed on all the same, each routed by Ray to a replica and cancelled there, on
+            # the proxy's one event loop: a flood of them at 2,000-3,000 a second left another client's /stats
+            # waiting seconds (docs/reliability.md).
+            return
         admission = self.health_admission if route_of(scope.get("path") or "") == HEALTH_ROUTE else self.admission
         admitted = admission is not None
         if admitted and not admission.enter_at_once(client):
@@ -338,6 +345,7 @@ class WholeBody:
 
         try:
             headers = without_ray_controls(scope.get("headers") or [])
+            scope = {name: value for name, value in scope.items() if name != CLIENT_LEFT}  # Ray pickles the scope
             if deadline is not None:
                 left_s = deadline - time.monotonic()
                 if left_s <= 0:  # its body (or its hold) took the whole budget: nothing of it ran
