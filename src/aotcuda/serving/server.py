@@ -89,7 +89,9 @@ class ServeOptions:
         gpus_per_replica: GPUs Ray reserves per replica of a CUDA package (default 1; 0 for a CPU package).
         cpus_per_replica: CPUs Ray reserves per replica.
         request_timeout_s: Ray Serve's HTTP proxy answers a request that takes longer, from its arrival (its body
-            and its wait for a replica included), with 408.
+            and its wait for a replica included), with 408; a request held for a slot past it less run_timeout_s gets
+            503 with Retry-After (hold_timeout_s). A Client's timeout_s must be above it (75 s by default) to read
+            those answers.
         max_request_bytes: larger request bodies get 400 (refused by Content-Length before reading).
         max_response_bytes: a request whose outputs would be larger (computed from its inputs' shapes, before the
             program runs) gets 400.
