@@ -351,8 +351,8 @@ class WholeBody:
                 if left_s <= 0:  # its body (or its hold) took the whole budget: nothing of it ran
                     await _refused(BusyError(f"this request took the server's whole time for a request "
                                              f"({self.request_timeout_s:g} s, --request-timeout-s) before a replica "
-                                             "could take it; nothing of it ran, send it again after the Retry-After "
-                                             "seconds"), scope, receive, send)
+                                             "could take it; nothing of this request ran, send it again after the "
+                                             "Retry-After seconds"), scope, receive, send)
                     return
                 headers.append((RAY_TIMEOUT_HEADER, repr(left_s).encode()))  # Ray times it from here: what is left
             await self.app({**scope, BODY_READ: True, "headers": headers}, whole_body_then_client, send)
