@@ -159,3 +159,29 @@ def test_a_child_forked_while_another_thread_is_in_a_step_can_lower():
     finally:
         leave.set()
         holder.join(WAIT_S)
+
+
+def test_a_child_forked_inside_its_own_threads_step_leaves_it_and_lowers_again():
+    """A child forked inside a step of the forking thread goes on in that step: the lock stays its own, so leaving the
+    step and entering the next one work (a fresh lock there would raise "cannot release un-acquired lock")."""
+    import os
+    import time
+
+    with torch_fixes.applied("export"):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                torch_fixes._STEPS_LOCK.release()  # what leaving the step does, here by hand: the block is the parent's
+                with torch_fixes.applied("decompose"):
+                    code = 0
+            finally:
+                os._exit(code)
+    deadline = time.monotonic() + WAIT_S
+    while not (status := os.waitpid(pid, os.WNOHANG))[0]:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child waited for its own step's lock")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status[1]) and os.WEXITSTATUS(status[1]) == 0, status

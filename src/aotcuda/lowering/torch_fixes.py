@@ -514,9 +514,11 @@ _STEPS_LOCK = threading.RLock()
 
 
 def _new_steps_lock_in_child() -> None:
-    """A child forked while another thread held the lock would wait for it for good: the child gets its own."""
+    """A child forked while another thread held the lock would wait for it for good: the child gets its own. One
+    forked inside a step of its own thread keeps the lock held, as that thread's step goes on there."""
     global _STEPS_LOCK
-    _STEPS_LOCK = threading.RLock()
+    if not _STEPS_LOCK._is_owned():
+        _STEPS_LOCK = threading.RLock()
 
 
 os.register_at_fork(after_in_child=_new_steps_lock_in_child)
