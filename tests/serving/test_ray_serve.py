@@ -64,10 +64,13 @@ def test_the_ray_it_started_gives_its_proxy_the_body_middleware_with_these_limit
 
     names = (proxy.CALLBACK_VARIABLE, proxy.BODY_TIMEOUT_VARIABLE, proxy.MAX_BYTES_VARIABLE, proxy.MAX_PENDING_VARIABLE,
              proxy.MIN_SEND_RATE_VARIABLE, proxy.ALLOWED_HOSTS_VARIABLE, proxy.ALLOWED_ORIGINS_VARIABLE,
-             proxy.IN_FLIGHT_VARIABLE, proxy.HOLD_TIMEOUT_VARIABLE)
+             proxy.IN_FLIGHT_VARIABLE, proxy.HOLD_TIMEOUT_VARIABLE, proxy.REQUEST_TIMEOUT_VARIABLE)
     read = ray.remote(num_cpus=0)(lambda: {name: os.environ.get(name) for name in names})
-    # the proxy lets in as many requests as the replicas take (SLOTS), held at most --request-timeout-s (60 s)
-    assert ray.get(read.remote(), timeout=60) == proxy.proxy_environment(BODY_TIMEOUT_S, MAX_BODY, None, SLOTS, 60.0)
+    # the proxy lets in as many requests as the replicas take (SLOTS), held at most --request-timeout-s (60 s) less
+    # the run's time (--run-timeout-s 30 s and the 20 ms batch wait), and counts 60 s from each request's arrival
+    hold_s = 60.0 - 30.0 - 0.020
+    assert ray.get(read.remote(), timeout=60) == proxy.proxy_environment(BODY_TIMEOUT_S, MAX_BODY, None, SLOTS, hold_s,
+                                                                         request_timeout_s=60.0)
 
 
 # A stall Ray's own budget does not survive: three health checks of 10 s, 10 s apart, and the controller kills the

@@ -97,6 +97,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -501,11 +503,33 @@ FIXES: tuple[TorchFix, ...] = (
 )
 
 
+# Held while any step's patches are in place: one thread's lowering steps at a time in a process (reentrant: a
+# nested lower() in the same thread). Why (fixlist, 2026-12-07): each patch sets a function of torch's on entry and
+# puts the original back on exit, and takes one already in place for "entered already"; a second thread that
+# entered while the first's patch was in place had it taken away when the first's step ended, in the middle of its
+# own export (affine_grid and fftfreq of a dynamic size: "Constraints violated", the size made a constant). And
+# torch.export itself keeps the export in module globals (torch/export/_trace.py: _EXPORT_MODULE_HIERARCHY, which
+# another thread's export ending set to None: "AssertionError: _EXPORT_MODULE_HIERARCHY must not be None").
+_STEPS_LOCK = threading.RLock()
+
+
+def _new_steps_lock_in_child() -> None:
+    """A child forked while another thread held the lock would wait for it for good: the child gets its own. One
+    forked inside a step of its own thread keeps the lock held, as that thread's step goes on there."""
+    global _STEPS_LOCK
+    if not _STEPS_LOCK._is_owned():
+        _STEPS_LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_steps_lock_in_child)
+
+
 @contextlib.contextmanager
 def applied(step: str) -> Iterator[None]:
     """Every fix of FIXES that patches torch around ``step`` ("export", "decompose", "passes", "compile"), for the
-    duration of the block; each is a no-op where the installed torch does not need it."""
-    with contextlib.ExitStack() as stack:
+    duration of the block; each is a no-op where the installed torch does not need it. Another thread's steps wait
+    for the block to end (``_STEPS_LOCK``)."""
+    with _STEPS_LOCK, contextlib.ExitStack() as stack:
         for fix in FIXES:
             if fix.apply is not None and step in fix.steps:
                 stack.enter_context(fix.apply())

@@ -10,12 +10,16 @@ import re
 
 from aotcuda.errors import AotcudaError, InputError, clipped
 
-__all__ = ["ERROR_HEADER", "LEAST_TIMEOUT_S", "BusyError", "ForeignOriginError", "LateBodyError", "PendingBytes",
-           "RequestError", "SlowBodyError", "SlowHeadError", "read_body", "shown"]
+__all__ = ["CLIENT_LEFT", "ERROR_HEADER", "LEAST_TIMEOUT_S", "BusyError", "ForeignOriginError", "LateBodyError",
+           "PendingBytes", "RequestError", "SlowBodyError", "SlowHeadError", "read_body", "shown"]
 
 # Marks the answers aotcuda gave itself (400, 408, 500, 503), from the proxy or a replica: a 5xx without it
 # came from Ray's own proxy (client.py retries those).
 ERROR_HEADER = "X-Aotcuda-Error"
+# ASGI scope key: a callable saying whether the request's client has left (its connection lost), which the proxy
+# reads without a receive() (that would wait while the client stays); set by heads.DeadlineH11Protocol, a function of
+# the proxy's process, never handed on to Ray (whose proxy pickles the scope for the replica)
+CLIENT_LEFT = "aotcuda.client_left"
 # The least body (and request) timeout, in ServeOptions and in the proxy that reads AOTCUDA_SERVE_BODY_TIMEOUT_S:
 # 1e-300 is positive, and answered every request whose head came in pieces 408 at once.
 LEAST_TIMEOUT_S = 0.1

@@ -64,12 +64,21 @@ def _retry_after(value: str | None) -> float | None:
     return seconds if seconds is not None and seconds >= 0 else None
 
 
+# serve's default --request-timeout-s (60 s), the longest the server takes to answer, and 15 s for the network
+DEFAULT_TIMEOUT_S = 75.0
+
+
 class Client:
     """POST /predict with safetensors bodies. ``timeout_s`` bounds each attempt as a whole (seconds, from the
     connection to the last byte of the answer, however slowly it arrives); ``max_response_bytes`` bounds an
-    answer's size."""
+    answer's size.
 
-    def __init__(self, url: str, *, timeout_s: float = 60.0, retries: int = 3, backoff_s: float = 0.5,
+    ``timeout_s`` should exceed the server's --request-timeout-s (``DEFAULT_TIMEOUT_S``: serve's default 60 s and
+    a margin for the network), so that the server's own answer, a 408 or the proxy's hold's 503 with Retry-After
+    (which is resent), arrives before the client gives up: at 60 s, as serve's, the client gave up first, with a
+    final "no complete answer" where nothing had run (fixlist, 2026-12-07)."""
+
+    def __init__(self, url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = 3, backoff_s: float = 0.5,
                  max_retry_after_s: float = 30.0, max_response_bytes: int = 1 << 30):
         self.url, self.timeout_s, self.retries, self.backoff_s = url.rstrip("/"), timeout_s, retries, backoff_s
         self.max_retry_after_s, self.max_response_bytes = max_retry_after_s, max_response_bytes

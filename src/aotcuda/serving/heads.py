@@ -54,7 +54,7 @@ import resource
 import h11
 from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
 
-from aotcuda.serving.body import CONTENT_LENGTH_RULE, ERROR_HEADER, RequestError, SlowHeadError
+from aotcuda.serving.body import CLIENT_LEFT, CONTENT_LENGTH_RULE, ERROR_HEADER, RequestError, SlowHeadError
 
 __all__ = ["PROTOCOL", "ChunkCount", "DeadlineH11Protocol", "SmallChunksError", "connection_limit",
            "unread_answer_bytes"]
@@ -262,6 +262,9 @@ class DeadlineH11Protocol(H11Protocol):
     def handle_events(self) -> None:
         try:
             super().handle_events()
+            cycle = getattr(self, "cycle", None)  # the request whose head these bytes ended, if any
+            if cycle is not None and CLIENT_LEFT not in cycle.scope:
+                cycle.scope[CLIENT_LEFT] = lambda: cycle.disconnected
         except SmallChunksError as error:
             # Answer unless the app has begun to (a route that answers before reading the body), and close: the
             # rest of the connection's bytes are never parsed. The app's receive then says the client left.

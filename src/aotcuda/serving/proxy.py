@@ -36,18 +36,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import heapq
 import itertools
 import os
 import socket
+import time
 
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse
 
 from aotcuda import switches
-from aotcuda.serving.body import (ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError, StoppingError,
-                                  read_body)
+from aotcuda.serving.body import (CLIENT_LEFT, ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError,
+                                  StoppingError, read_body)
 from aotcuda.serving.web_pages import (ALLOWED_HOSTS_VARIABLE, ALLOWED_ORIGINS_VARIABLE, host_refusal,
                                        media_type_refusal, origin_refusal, route_of)
 
@@ -61,6 +63,10 @@ MAX_PENDING_VARIABLE = "AOTCUDA_SERVE_MAX_PENDING_BYTES"
 MIN_SEND_RATE_VARIABLE = "AOTCUDA_SERVE_MIN_SEND_RATE"
 IN_FLIGHT_VARIABLE = "AOTCUDA_SERVE_REQUESTS_IN_FLIGHT"
 HOLD_TIMEOUT_VARIABLE = "AOTCUDA_SERVE_HOLD_TIMEOUT_S"
+REQUEST_TIMEOUT_VARIABLE = "AOTCUDA_SERVE_REQUEST_TIMEOUT_S"
+# the header by which Ray Serve 2.60's proxy takes a request's timeout from a trusted caller in front of it
+# (http_util.parse_request_timeout_header): a client's is dropped (RAY_CONTROL_HEADERS), the proxy writes its own
+RAY_TIMEOUT_HEADER = b"x-request-timeout-seconds"
 # the route answered by a deployment of its own (health.py), held apart from the program's requests, and the
 # requests that deployment takes at once (its max_ongoing_requests, server.py)
 HEALTH_ROUTE, HEALTH_SLOTS = "/healthz", 64
@@ -82,17 +88,21 @@ RAY_CONTROL_HEADERS = frozenset({"x_request_timeout_seconds", "x_request_disconn
 
 
 def proxy_environment(body_timeout_s: float, max_request_bytes: int, max_pending_bytes: int | None = None,
-                      requests_in_flight: int = 0, hold_timeout_s: float | None = None) -> dict[str, str]:
+                      requests_in_flight: int = 0, hold_timeout_s: float | None = None,
+                      request_timeout_s: float | None = None) -> dict[str, str]:
     """The variables that give a Ray's HTTP proxy this middleware with these limits (read when it starts);
     ``max_pending_bytes`` None: the switch's default, or ``max_request_bytes`` where that is larger;
     ``requests_in_flight``: the requests the replicas take at once, and ``hold_timeout_s`` (None: the switch's
-    default) how long one may be held for a slot (FairAdmission; 0: none held)."""
+    default) how long one may be held for a slot (FairAdmission; 0: none held); ``request_timeout_s`` (None: the
+    switch's default) a request's whole time from its arrival, body and hold included."""
     pending = max_pending_bytes or _default_pending_bytes(int(max_request_bytes))
     # the minimum send rate is this process's switch: read here, so that a value it refuses stops serve before Ray starts
     return {CALLBACK_VARIABLE: CALLBACK, BODY_TIMEOUT_VARIABLE: repr(float(body_timeout_s)),
             MAX_BYTES_VARIABLE: str(int(max_request_bytes)), MAX_PENDING_VARIABLE: str(int(pending)),
             MIN_SEND_RATE_VARIABLE: str(switches.number(MIN_SEND_RATE_VARIABLE)),
             IN_FLIGHT_VARIABLE: str(int(requests_in_flight)),
+            REQUEST_TIMEOUT_VARIABLE: repr(float(request_timeout_s if request_timeout_s is not None else
+                                                 switches.SWITCHES[REQUEST_TIMEOUT_VARIABLE].default)),
             HOLD_TIMEOUT_VARIABLE: repr(float(hold_timeout_s if hold_timeout_s is not None else
                                               switches.SWITCHES[HOLD_TIMEOUT_VARIABLE].default)),
             ALLOWED_HOSTS_VARIABLE: ",".join(sorted(switches.names(ALLOWED_HOSTS_VARIABLE))),
@@ -119,6 +129,12 @@ def middlewares() -> list[Middleware]:
     trust_no_forwarded_address()
     in_flight = int(switches.number(IN_FLIGHT_VARIABLE))
     kwargs = {"requests_in_flight": in_flight, "hold_timeout_s": switches.number(HOLD_TIMEOUT_VARIABLE)} if in_flight else {}
+    request_timeout_s = switches.number(REQUEST_TIMEOUT_VARIABLE)
+    if request_timeout_s:
+        if request_timeout_s == float("inf"):
+            raise ValueError(f"{REQUEST_TIMEOUT_VARIABLE}={request_timeout_s!r} is not a finite number; a deadline "
+                             "must end (0 leaves Ray's own request_timeout_s)")
+        kwargs["request_timeout_s"] = request_timeout_s
     return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes, max_pending_bytes=max_pending_bytes,
                        **kwargs)]
 
@@ -213,16 +229,23 @@ class WholeBody:
     """
 
     def __init__(self, app, *, timeout_s: float, max_bytes: int, max_pending_bytes: int | None = None,
-                 unread_answers=None, requests_in_flight: int = 0, hold_timeout_s: float | None = None):
+                 unread_answers=None, requests_in_flight: int = 0, hold_timeout_s: float | None = None,
+                 request_timeout_s: float | None = None):
         self.app, self.timeout_s, self.max_bytes = app, timeout_s, max_bytes
+        # a request's whole time, from its arrival (None: Ray's own timeout, from when it is handed on). Why here
+        # (fixlist, 2026-12-07): Ray's clock starts when the proxy hands the request on, so a request held H s for a
+        # slot then had the whole --request-timeout-s again (and its body's time too): up to twice what the deployer
+        # set. The hold ends where the budget does, and Ray is given what is left.
+        self.request_timeout_s = request_timeout_s or None
         self.hold_timeout_s = switches.SWITCHES[HOLD_TIMEOUT_VARIABLE].default if hold_timeout_s is None else hold_timeout_s
         # the program's requests, and the health checks apart (their own deployment's slots): neither waits for the other
         self.admission = FairAdmission(requests_in_flight) if requests_in_flight else None
         self.health_admission = FairAdmission(HEALTH_SLOTS) if requests_in_flight else None
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
-        # one client address's part of that room (client_key): the room less one largest body, so that another client's
-        # body always fits (breakfair, 2026-12-07: one address's held bodies filled it, and every other client's was
-        # refused 503 at the room, never reaching the fair hold that would have let it in first)
+        # one client's part of that room (client_key; an IPv6 client's /48: client_groups): the room less one largest
+        # body, so that another client's body always fits (breakfair, 2026-12-07: one address's held bodies filled it,
+        # and every other client's was refused 503 at the room, never reaching the fair hold that would have let it in
+        # first; fixlist: one /48's /64s filled it so)
         self.client_room = max(self.pending.limit - max_bytes, max_bytes)
         self.held_by: collections.Counter = collections.Counter()
         self.unread_answers = unread_answers or _unread_answer_bytes
@@ -243,14 +266,16 @@ class WholeBody:
             await _refused(refusal, scope, receive, send)
             return
         send = answers_while_stopping(scope, send)
+        deadline = time.monotonic() + self.request_timeout_s if self.request_timeout_s else None
         held = 0
         client = client_key((scope.get("client") or ("",))[0])
+        holder = client_groups(client)[0]  # whose part of the room: an IPv6 client's /48, as the hold's widest share
 
         def take(size: int) -> None:  # room for the bytes received, as they arrive (body.read_body)
             nonlocal held
             try:
-                if self.held_by[client] + size > self.client_room:
-                    raise BusyError(f"this client's requests hold {self.held_by[client]} bytes of request bodies in "
+                if self.held_by[holder] + size > self.client_room:
+                    raise BusyError(f"this client's requests hold {self.held_by[holder]} bytes of request bodies in "
                                     f"the server, and {size} more would pass the {self.client_room} one client may "
                                     "hold (--max-pending-bytes less one largest body, kept for the other clients); "
                                     "nothing of this request ran, send it again after the Retry-After seconds")
@@ -259,24 +284,24 @@ class WholeBody:
                 # Refused: its room goes back now, not once its answer is sent (read_body's reader is a task of
                 # its own: a loop turn later), so that the bodies still arriving can finish instead of being
                 # refused one after the other against room that nobody will use.
-                self._give(client, held)
+                self._give(holder, held)
                 held = 0
                 raise
             held += size
-            self.held_by[client] += size
+            self.held_by[holder] += size
 
         try:
-            await self._read_and_hand_on(scope, receive, send, take, client)
+            await self._read_and_hand_on(scope, receive, send, take, client, deadline)
         finally:
-            self._give(client, held)
+            self._give(holder, held)
 
-    def _give(self, client: str, size: int) -> None:
+    def _give(self, holder: str, size: int) -> None:
         self.pending.give(size)
-        self.held_by[client] -= size
-        if self.held_by[client] <= 0:
-            del self.held_by[client]
+        self.held_by[holder] -= size
+        if self.held_by[holder] <= 0:
+            del self.held_by[holder]
 
-    async def _read_and_hand_on(self, scope, receive, send, take, client: str) -> None:
+    async def _read_and_hand_on(self, scope, receive, send, take, client: str, deadline: float | None) -> None:
         try:
             body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s, take)
             if body:
@@ -286,13 +311,22 @@ class WholeBody:
         except (RequestError, BusyError) as error:
             await _refused(error, scope, receive, send)
             return
+        client_left = scope.get(CLIENT_LEFT)
+        if client_left is not None and client_left():
+            # Gone already: nobody to answer. Why (fixlist, 2026-12-07): clients that connect, send GET /stats and
+            # close at once were handed on all the same, each routed by Ray to a replica and cancelled there, on
+            # the proxy's one event loop: a flood of them at 2,000-3,000 a second left another client's /stats
+            # waiting seconds (docs/reliability.md).
+            return
         admission = self.health_admission if route_of(scope.get("path") or "") == HEALTH_ROUTE else self.admission
         admitted = admission is not None
-        if admitted:
-            # the body is whole: what the client sends next is its leaving (http.disconnect), which ends its hold
+        if admitted and not admission.enter_at_once(client):
+            # Held. The body is whole: what the client sends next is its leaving (http.disconnect), which ends its
+            # hold. Only here: a task of its own for that receive (made, cancelled, stepped once to end) cost each
+            # request let in at once about 3 us of the proxy's one event loop, a tenth of the middleware's, for nothing.
             left = asyncio.ensure_future(receive())
             try:
-                await admission.enter(client, self.hold_timeout_s, left)
+                await admission.enter(client, self._hold_time(deadline), left)
             except ClientDisconnect:  # the client left while held: nobody to answer, no turn kept for it
                 return
             except BusyError as error:
@@ -310,11 +344,27 @@ class WholeBody:
             return await receive()  # what follows the body: the client's disconnect
 
         try:
-            await self.app({**scope, BODY_READ: True, "headers": without_ray_controls(scope.get("headers") or [])},
-                           whole_body_then_client, send)
+            headers = without_ray_controls(scope.get("headers") or [])
+            scope = {name: value for name, value in scope.items() if name != CLIENT_LEFT}  # Ray pickles the scope
+            if deadline is not None:
+                left_s = deadline - time.monotonic()
+                if left_s <= 0:  # its body (or its hold) took the whole budget: nothing of it ran
+                    await _refused(BusyError(f"this request took the server's whole time for a request "
+                                             f"({self.request_timeout_s:g} s, --request-timeout-s) before a replica "
+                                             "could take it; nothing of this request ran, send it again after the "
+                                             "Retry-After seconds"), scope, receive, send)
+                    return
+                headers.append((RAY_TIMEOUT_HEADER, repr(left_s).encode()))  # Ray times it from here: what is left
+            await self.app({**scope, BODY_READ: True, "headers": headers}, whole_body_then_client, send)
         finally:
             if admitted:
                 admission.leave(client)
+
+    def _hold_time(self, deadline: float | None) -> float:
+        """How long a request may be held for a slot: the hold's timeout, or what is left of its budget if less."""
+        if deadline is None:
+            return self.hold_timeout_s
+        return max(0.0, min(self.hold_timeout_s, deadline - time.monotonic()))
 
     def _check_room_for_answers(self) -> None:
         answers = self.unread_answers()
@@ -355,11 +405,78 @@ def client_key(address: str) -> str:
 LOOPBACK_CLIENT = "loopback"  # the fair hold's one client for every address of this machine's loopback
 
 
+# the prefixes an IPv6 client's /64 is held within, widest first: a provider delegates a /48 or a /56 to one
+# customer, whose 65,536 or 256 /64s would otherwise be as many clients (RFC 6177)
+IPV6_GROUPS = (48, 56)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def client_groups(client: str) -> tuple[str, ...]:
+    """The fair hold's path to a client (``client_key``), widest first, ending with the client: an IPv6 /64 within
+    its /48 and its /56; any other client (an IPv4 address, loopback) alone."""
+    if not client.endswith("/64"):
+        return (client,)
+    import ipaddress
+
+    try:
+        network = ipaddress.ip_network(client)
+    except ValueError:  # an address client_key could not read, kept as it was
+        return (client,)
+    return (*(str(network.supernet(new_prefix=prefix)) for prefix in IPV6_GROUPS), client)
+
+
+class _Turns:
+    """One level of the fair hold: its members that have requests held (``waiting``: a member's own level, or at the
+    last level the client's held requests, in arrival order), taken in the order of turns: the fewest requests in
+    flight first (``counts``, shared by every level), of those tied the one let in longest ago.
+
+    Why a heap (breakfair, 2026-12-07): ``min`` over the waiting addresses cost 1.3 ms of the proxy's one event loop at
+    each admission with 10,000 addresses held (5.4 ms with 40,000: at most 185 requests a second let in, whatever the
+    replicas take); now O(log n). An entry is current while its member waits with that place and that many in flight
+    (``_turns``); the others are dropped as they come up."""
+
+    def __init__(self, counts: collections.Counter):
+        self.counts = counts
+        self.waiting: dict = {}
+        self._heap: list[tuple[int, int, str]] = []
+        self._turns: dict[str, int] = {}  # member -> its place in the order of turns (a tie goes to the lower)
+        self._places = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    def take_place(self, member: str) -> None:
+        """The member's place in the order of turns: after every member waiting now."""
+        self._turns[member] = next(self._places)
+        self.push(member)
+
+    def push(self, member: str) -> None:
+        """The member's rank, anew (its count changed)."""
+        heapq.heappush(self._heap, (self.counts[member], self._turns[member], member))
+        if len(self._heap) > 2 * len(self.waiting) + 64:  # entries no longer current: dropped, in O(n) once in n
+            self._heap = [(self.counts[name], self._turns[name], name) for name in self.waiting]
+            heapq.heapify(self._heap)
+
+    def drop(self, member: str) -> None:
+        del self.waiting[member]
+        del self._turns[member]
+
+    def next_member(self) -> str:
+        """The waiting member with the fewest in flight (ties: the earliest place); some member waits."""
+        while True:
+            count, place, member = self._heap[0]
+            if self._turns.get(member) == place and self.counts[member] == count:
+                return member
+            heapq.heappop(self._heap)  # not current: the member left the hold, was let in, or changed its count
+
+
 class FairAdmission:
     """The requests the HTTP proxy hands on to Ray at once (``limit``: as many as the replicas take, serve's
     AOTCUDA_SERVE_REQUESTS_IN_FLIGHT), the others held here and let in by client address: when one ends, the next
     comes from the waiting address with the fewest requests in flight (of those tied, the one let in longest ago),
-    first come first served within an address.
+    first come first served within an address. An IPv6 client (its /64, ``client_key``) is chosen so within its /56,
+    and that within its /48 (``client_groups``): first the /48 with the fewest in flight, then within it the /56, then
+    the /64.
 
     Why (breakserve3, 2026-12-07): Ray's proxy queues every request it reads, first come first served, whoever sent
     it, with no bound; 200 connections of one client each looping a POST /predict held another client's single
@@ -367,36 +484,32 @@ class FairAdmission:
     got 408. Held here, a flood queues behind its own requests: another address waits for at most one request of
     each address ahead of it. One address is one client: behind a balancer that does not keep the client's address,
     every request is one client's, and the order is first come first served, as before. A request held longer than
-    ``timeout_s`` (serve's --request-timeout-s, after which Ray's proxy would have answered 408) gets 503 BusyError
-    with Retry-After (nothing of it ran), rather than waiting for good.
+    ``timeout_s`` (serve's hold, within --request-timeout-s) gets 503 BusyError with Retry-After (nothing of it ran),
+    rather than waiting for good. Why the groups (fixlist, 2026-12-07): a provider delegates a /56 (256 /64s) or a
+    /48 (65,536) to one customer, who passed for that many clients; keying by /48 alone would make every customer
+    of a provider that puts them in one /48 one client, so the share is split level by level (hierarchical fair
+    queueing): a /48 gets one share beside an IPv4 client, its /56s share it, and their /64s share theirs.
     """
 
     def __init__(self, limit: int):
         self.limit, self.running = limit, 0
-        self.in_flight: collections.Counter = collections.Counter()
-        # address -> its held requests' futures, in arrival order (an OrderedDict: one given up leaves in O(1))
+        self.in_flight: collections.Counter = collections.Counter()  # client -> its requests let in
+        # client -> its held requests' futures, in arrival order (an OrderedDict: one given up leaves in O(1))
         self.waiting: dict[str, collections.OrderedDict] = {}
-        # whose turn is next: (in flight, place, address), the least first; an entry is current while the address
-        # waits with that place and that many in flight (``_turns``), others are dropped as they come up. Why a heap
-        # (breakfair, 2026-12-07): ``min`` over the waiting addresses cost 1.3 ms of the proxy's one event loop at each
-        # admission with 10,000 addresses held (5.4 ms with 40,000: at most 185 requests a second let in, whatever
-        # the replicas take); now O(log n).
-        self._heap: list[tuple[int, int, str]] = []
-        self._turns: dict[str, int] = {}  # address -> its place in the order of turns (a tie goes to the lower)
-        self._places = itertools.count()
+        self._counts: collections.Counter = collections.Counter()  # client or group -> requests in flight under it
+        self._root = _Turns(self._counts)
 
     async def enter(self, client: str, timeout_s: float, left: asyncio.Future | None = None) -> None:
         """Return once this client's request may go on (counted in flight until ``leave``); BusyError after
         ``timeout_s`` held; ClientDisconnect once ``left`` (the request's next receive: its client's leaving) is
         done while it is held, so that clients that send and leave cannot pile up held requests."""
-        if self.running < self.limit and not self.waiting:
-            self._let_in(client)
+        if self.enter_at_once(client):
             return
         turn = asyncio.get_running_loop().create_future()
         queue = self.waiting.get(client)
         if queue is None:
             queue = self.waiting[client] = collections.OrderedDict()
-            self._take_place(client)
+            self._join(client, queue)
         queue[turn] = None
         try:
             await asyncio.wait([turn] if left is None else [turn, left], timeout=timeout_s,
@@ -413,32 +526,71 @@ class FairAdmission:
         if left is not None and left.done():
             raise ClientDisconnect()
         raise BusyError(f"the server's replicas are running as many requests as they take ({self.limit}), and this "
-                        f"one waited {timeout_s:g} s (--request-timeout-s) behind other requests; nothing of it ran, "
-                        "send it again after the Retry-After seconds")
+                        f"one waited {timeout_s:.3g} s behind other requests (AOTCUDA_SERVE_HOLD_TIMEOUT_S, or what "
+                        "was left of --request-timeout-s); nothing of this request ran, send it again after the "
+                        "Retry-After seconds")
+
+    def enter_at_once(self, client: str) -> bool:
+        """Let this client's request in now, where a slot is free and nobody is held (``enter``'s fast path, without
+        a wait); whether it was."""
+        if self.running < self.limit and not self.waiting:
+            self._let_in(client)
+            return True
+        return False
 
     def leave(self, client: str) -> None:
         self.running -= 1
         self.in_flight[client] -= 1
         if self.in_flight[client] <= 0:
             del self.in_flight[client]
-        if client in self.waiting:  # fewer in flight: its place in the order of turns stays, its rank changes
-            self._push(client)
+        level = self._root
+        for member in client_groups(client):
+            self._counts[member] -= 1
+            if self._counts[member] <= 0:
+                del self._counts[member]
+            if level is None or member not in level.waiting:  # no level below waits either: counts alone
+                level = None
+                continue
+            level.push(member)  # fewer in flight: its place in the order of turns stays, its rank changes
+            level = level.waiting[member]
         self._let_next_in()
 
     def _let_in(self, client: str) -> None:
         self.running += 1
         self.in_flight[client] += 1
+        for member in client_groups(client):
+            self._counts[member] += 1
 
-    def _take_place(self, client: str) -> None:
-        """The client's place in the order of turns: after every address waiting now."""
-        self._turns[client] = next(self._places)
-        self._push(client)
+    def _levels(self, client: str) -> list[tuple[_Turns, str]]:
+        """(level, member) from the widest group down to the client, for a client that waits."""
+        path, level = [], self._root
+        for member in client_groups(client):
+            path.append((level, member))
+            level = level.waiting.get(member)
+        return path
 
-    def _push(self, client: str) -> None:
-        heapq.heappush(self._heap, (self.in_flight[client], self._turns[client], client))
-        if len(self._heap) > 2 * len(self.waiting) + 64:  # entries no longer current: dropped, in O(n) once in n
-            self._heap = [(self.in_flight[address], self._turns[address], address) for address in self.waiting]
-            heapq.heapify(self._heap)
+    def _join(self, client: str, queue: collections.OrderedDict) -> None:
+        """A client with a first held request: it, and each of its groups not waiting yet, takes a place after
+        every member waiting now at its level."""
+        members = client_groups(client)
+        level = self._root
+        for depth, member in enumerate(members):
+            below = level.waiting.get(member)
+            if below is None:
+                below = level.waiting[member] = queue if depth == len(members) - 1 else _Turns(self._counts)
+                level.take_place(member)
+            level = below
+
+    def _leave_levels(self, path: list[tuple[_Turns, str]], let_in: bool) -> None:
+        """After a request left a client's queue: each level's member with nothing left waiting leaves it; where
+        ``let_in``, one still waiting goes to the end of the order of turns (the next tie goes to another)."""
+        for level, member in reversed(path):
+            if not level.waiting[member]:
+                level.drop(member)
+            elif let_in:
+                level.take_place(member)
+            else:
+                return  # nothing changes above a level that still waits
 
     def _give_up(self, client: str, turn) -> None:
         turn.cancel()
@@ -446,32 +598,28 @@ class FairAdmission:
         if queue is not None:
             queue.pop(turn, None)
             if not queue:
+                self._leave_levels(self._levels(client), let_in=False)
                 del self.waiting[client]
-                del self._turns[client]
         self._let_next_in()
-
-    def _next_client(self) -> str | None:
-        """The waiting address with the fewest in flight (ties: the earliest place), or None."""
-        while self._heap:
-            in_flight, place, client = self._heap[0]
-            if self._turns.get(client) == place and self.in_flight[client] == in_flight:
-                return client
-            heapq.heappop(self._heap)  # not current: the address left the hold, was let in, or changed its count
-        return None
 
     def _let_next_in(self) -> None:
         while self.running < self.limit and self.waiting:
-            client = self._next_client()
-            queue = self.waiting[client]
+            level, path = self._root, []
+            while isinstance(level, _Turns):  # the member whose turn it is, level by level
+                member = level.next_member()
+                path.append((level, member))
+                level = level.waiting[member]
+            client, queue = path[-1][1], level
             turn, _ = queue.popitem(last=False)
-            if not queue:
-                del self.waiting[client]
-                del self._turns[client]
             if turn.done():  # given up (its request is gone): not let in
+                self._leave_levels(path, let_in=False)
+                if not queue:
+                    del self.waiting[client]
                 continue
             self._let_in(client)
-            if queue:
-                self._take_place(client)  # to the end of the order: the next tie goes to another address
+            self._leave_levels(path, let_in=True)
+            if not queue:
+                del self.waiting[client]
             turn.set_result(None)
 
 

@@ -89,7 +89,9 @@ class ServeOptions:
         gpus_per_replica: GPUs Ray reserves per replica of a CUDA package (default 1; 0 for a CPU package).
         cpus_per_replica: CPUs Ray reserves per replica.
         request_timeout_s: Ray Serve's HTTP proxy answers a request that takes longer, from its arrival (its body
-            and its wait for a replica included), with 408.
+            and its wait for a replica included), with 408; a request held for a slot past it less run_timeout_s gets
+            503 with Retry-After (hold_timeout_s). A Client's timeout_s must be above it (75 s by default) to read
+            those answers.
         max_request_bytes: larger request bodies get 400 (refused by Content-Length before reading).
         max_response_bytes: a request whose outputs would be larger (computed from its inputs' shapes, before the
             program runs) gets 400.
@@ -315,6 +317,24 @@ def _bind_health():
     deployment = serve.deployment(HealthCheck, name=HEALTH_DEPLOYMENT_NAME, num_replicas=1,
                                   ray_actor_options={"num_cpus": 0}, max_ongoing_requests=HEALTH_SLOTS)
     return deployment.bind(APP_NAME, PROGRAM_DEPLOYMENT_NAME)
+
+
+def hold_timeout_s(options: ServeOptions) -> float:
+    """How long the HTTP proxy holds a request for a replica's slot (AOTCUDA_SERVE_HOLD_TIMEOUT_S): its
+    --request-timeout-s less the time its run may take once let in (--run-timeout-s, and --batch-wait-ms when
+    batching), or half of it where runs have no deadline.
+
+    Why (fixlist, 2026-12-07): the hold ran as long as --request-timeout-s, so a request held to its end was let
+    in with no time left to run (Ray's 408, final: the client cannot tell whether it ran), and its 503 came as late
+    as the server's own deadline, where Client's default gave up at the same 60 s with a final "no complete answer"
+    and never resent it. Ended here, a held request gets its 503 with half the time left, and one let in at the last
+    moment still has its run's time."""
+    run_s = options.run_timeout_s
+    if not run_s:
+        return options.request_timeout_s / 2
+    if options.max_batch_size > 1:
+        run_s += options.batch_wait_ms / 1000
+    return options.request_timeout_s - run_s  # positive: ServeOptions keeps the run within --request-timeout-s
 
 
 def replica_slots(max_batch_size: int) -> int:
@@ -717,7 +737,8 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             for name, value in proxy_environment(options.body_timeout_s, options.max_request_bytes,
                                                  options.max_pending_bytes,
                                                  options.replicas * replica_slots(options.max_batch_size),
-                                                 options.request_timeout_s).items():
+                                                 hold_timeout_s(options),
+                                                 request_timeout_s=options.request_timeout_s).items():
                 if name == CALLBACK_VARIABLE:
                     os.environ.setdefault(name, value)
                 else:
