@@ -23,6 +23,7 @@ import torch
 
 from aotcuda.lowering.antialias import ANTIALIAS_DECOMPOSITIONS
 from aotcuda.lowering.data_dependent import DATA_DEPENDENT_DECOMPOSITIONS
+from aotcuda.lowering.matrix_exp import MATRIX_EXP_DECOMPOSITIONS
 from aotcuda.passes.view_copy import VIEW_OF_COPY
 
 aten = torch.ops.aten
@@ -148,6 +149,8 @@ def decomposition_table() -> dict:
       (WINDOW_DECOMPOSITIONS below); so do the FFT sample frequencies (fftfreq, rfftfreq: FREQUENCY_DECOMPOSITIONS);
     - antialiased resampling (``F.interpolate(..., antialias=True)``, bilinear and bicubic): two matrix products
       with ATen's interpolation weights (lowering/antialias.py);
+    - the matrix exponential (``torch.linalg.matrix_exp``, real and complex): ATen's scaling and squaring of a
+      degree-18 Taylor polynomial, as matrix products (lowering/matrix_exp.py);
     - the data-dependent ops model libraries emit (masked_scatter, the tensor checks ``_is_all_true`` and
       ``_assert_async``): lowering/data_dependent.py.
     """
@@ -155,7 +158,7 @@ def decomposition_table() -> dict:
     for op in (torch.ops.aten.scaled_dot_product_attention.default, *VIEW_OF_COPY):
         table.pop(op, None)
     for op, decomposition in {**WINDOW_DECOMPOSITIONS, **FREQUENCY_DECOMPOSITIONS, **ANTIALIAS_DECOMPOSITIONS,
-                                    **DATA_DEPENDENT_DECOMPOSITIONS}.items():
+                                    **MATRIX_EXP_DECOMPOSITIONS, **DATA_DEPENDENT_DECOMPOSITIONS}.items():
         if op not in table:  # a CustomDecompTable: setdefault would bypass its own bookkeeping
             table[op] = decomposition
     return table
