@@ -10,6 +10,7 @@ them from a dynamic length, and that the program matches eager.
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -185,3 +186,36 @@ def test_fft_sample_frequencies_of_a_dynamic_length_export_and_match_eager():
         (derivative, freqs), (eager_derivative, eager_freqs) = ep.module()(x), Derivative()(x)
         torch.testing.assert_close(freqs, eager_freqs, rtol=1e-12, atol=0)
         torch.testing.assert_close(derivative, eager_derivative, rtol=1e-5, atol=1e-5)
+
+
+def test_nan_to_num_of_a_complex_tensor_decomposes_part_by_part_as_eager():
+    """Seventh new user (2026-12-07): `torch.nan_to_num(Y / H, nan=0.0, posinf=0.0, neginf=0.0)` after a spectral
+    division (a Wiener deconvolution) failed in lower()'s decompose step with torch's `RuntimeError: Complex dtype is
+    not supported for isneginf` (torch's decomposition of nan_to_num), though eager replaces each part on its own. Now
+    each part goes through torch's real decomposition: eager's values, nan, infinities and defaults included."""
+    from aotcuda.passes import ReplaceComplexWithRealPass
+
+    class Deconvolution(torch.nn.Module):
+        def forward(self, y, h, z, x):
+            spectrum = torch.nan_to_num(torch.fft.rfft(y) / torch.fft.rfft(h, n=y.shape[-1]), nan=0.0, posinf=0.0,
+                                        neginf=0.0)
+            return (torch.fft.irfft(spectrum, n=y.shape[-1]), torch.nan_to_num(z), torch.nan_to_num(z, 0.5, 7.0, -3.0),
+                    torch.nan_to_num(x, posinf=1.0))
+
+    special = [complex(math.nan, math.inf), complex(-math.inf, 2.0), complex(1.0, -math.inf), complex(math.nan, 0.0),
+               complex(math.inf, math.nan), 1 + 2j]
+    z = torch.tensor([special, special[::-1]], dtype=torch.complex64)
+    x = torch.tensor([math.nan, math.inf, -math.inf, 1.5])
+    h = torch.zeros(8)  # a zero filter: every bin of Y / H is nan or infinite
+    inputs = (torch.randn(2, 32), h, z, x)
+    ep = torch.export.export(Deconvolution(), inputs, strict=False).run_decompositions(TABLE)
+    ep = ReplaceComplexWithRealPass(strict=True)(ep)
+    actual = ep.module()(torch.randn(2, 32), h, torch.view_as_real(z), x)
+    expected = Deconvolution()(torch.randn(2, 32), h, z, x)
+    for a, e in zip(actual, expected):
+        e = torch.view_as_real(e) if e.is_complex() else e
+        assert torch.equal(a, e), (a, e)
+    # a real tensor keeps torch's own decomposition, and a spectrum that is finite is unchanged
+    y, h = torch.randn(2, 32), torch.randn(8)
+    torch.testing.assert_close(ep.module()(y, h, torch.view_as_real(z), x)[0], Deconvolution()(y, h, z, x)[0],
+                               rtol=1e-5, atol=1e-5)

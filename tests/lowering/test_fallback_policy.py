@@ -351,7 +351,8 @@ def test_embedding_max_norm_is_named_with_its_cause_and_the_fix():
     torch.testing.assert_close(fixed(ids), emb(ids))
 
 
-@pytest.mark.parametrize("orthogonal_map", ["matrix_exp", "householder", "cayley"])
+# "matrix_exp" lowers since the seventh new user (2026-12-07): tests/lowering/test_matrix_exp.py
+@pytest.mark.parametrize("orthogonal_map", ["householder", "cayley"])
 def test_an_op_computing_a_parametrized_weight_is_told_to_bake_it_and_the_baked_model_has_no_proxy_op(orthogonal_map):
     """Sixth new user (2026-12-07): `orthogonal(nn.Linear(6, 6))` was refused with `aten::linalg_matrix_exp has no
     generated code in Inductor and no C shim ...; rewrite that line of the model with ops that have either`, the line

@@ -23,6 +23,7 @@ import torch
 
 from aotcuda.lowering.antialias import ANTIALIAS_DECOMPOSITIONS
 from aotcuda.lowering.data_dependent import DATA_DEPENDENT_DECOMPOSITIONS
+from aotcuda.lowering.matrix_exp import MATRIX_EXP_DECOMPOSITIONS
 from aotcuda.passes.view_copy import VIEW_OF_COPY
 
 aten = torch.ops.aten
@@ -115,6 +116,21 @@ FREQUENCY_DECOMPOSITIONS: dict[torch._ops.OpOverload, Callable] = {
 }
 
 
+def nan_to_num_of_each_part(real_decomposition: Callable) -> Callable:
+    """aten.nan_to_num as eager computes it for a complex tensor, each part replaced on its own (a nan real part by
+    `nan`, an infinite imaginary part by `posinf` or `neginf`, ...); a real one by torch's own decomposition.
+
+    torch's decomposition calls isneginf, which refuses complex values: `torch.nan_to_num(Y / H)` after a spectral
+    division (a Wiener deconvolution) failed in lower()'s decompose step with torch's `RuntimeError: Complex dtype is
+    not supported for isneginf`, though eager takes it (seventh new user, 2026-12-07)."""
+    def nan_to_num(a, nan=None, posinf=None, neginf=None):
+        if not a.is_complex():
+            return real_decomposition(a, nan, posinf, neginf)
+        return torch.complex(torch.nan_to_num(a.real, nan, posinf, neginf),
+                             torch.nan_to_num(a.imag, nan, posinf, neginf))
+    return nan_to_num
+
+
 def _overloads(packet, names) -> list:
     return [getattr(packet, name) for name in names if hasattr(packet, name)]
 
@@ -148,14 +164,19 @@ def decomposition_table() -> dict:
       (WINDOW_DECOMPOSITIONS below); so do the FFT sample frequencies (fftfreq, rfftfreq: FREQUENCY_DECOMPOSITIONS);
     - antialiased resampling (``F.interpolate(..., antialias=True)``, bilinear and bicubic): two matrix products
       with ATen's interpolation weights (lowering/antialias.py);
+    - the matrix exponential (``torch.linalg.matrix_exp``, real and complex): ATen's scaling and squaring of a
+      degree-18 Taylor polynomial, as matrix products (lowering/matrix_exp.py);
+    - ``nan_to_num`` of a complex tensor, which torch's decomposition refuses (nan_to_num_of_each_part);
     - the data-dependent ops model libraries emit (masked_scatter, the tensor checks ``_is_all_true`` and
       ``_assert_async``): lowering/data_dependent.py.
     """
     table = torch.export.default_decompositions()
     for op in (torch.ops.aten.scaled_dot_product_attention.default, *VIEW_OF_COPY):
         table.pop(op, None)
+    if aten.nan_to_num.default in table:  # torch's, for real tensors; complex ones by part (a CustomDecompTable's
+        table[aten.nan_to_num.default] = nan_to_num_of_each_part(table[aten.nan_to_num.default])  # get() says None)
     for op, decomposition in {**WINDOW_DECOMPOSITIONS, **FREQUENCY_DECOMPOSITIONS, **ANTIALIAS_DECOMPOSITIONS,
-                                    **DATA_DEPENDENT_DECOMPOSITIONS}.items():
+                                    **MATRIX_EXP_DECOMPOSITIONS, **DATA_DEPENDENT_DECOMPOSITIONS}.items():
         if op not in table:  # a CustomDecompTable: setdefault would bypass its own bookkeeping
             table[op] = decomposition
     return table

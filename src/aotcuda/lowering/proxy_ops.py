@@ -90,8 +90,9 @@ def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, st
 
 
 def _parametrization_hint(kernel: FallbackKernel) -> str:
-    """A kernel that computes a parametrized tensor (torch.nn.utils.parametrize: orthogonal's matrix_exp, householder
-    product or solve): the tensor is the same at every call of an inference program, so baking it removes the op.
+    """A kernel that computes a parametrized tensor (torch.nn.utils.parametrize: orthogonal's householder
+    product or solve; its matrix_exp is generated code since lowering/matrix_exp.py): the tensor is the same at every
+    call of an inference program, so baking it removes the op.
     Sixth new user (2026-12-07): `orthogonal(nn.Linear(6, 6))` got "rewrite that line of the model", the line being
     the Linear's call, which needs no rewrite."""
     module, tensor, kind = kernel.parametrized[0]

@@ -107,6 +107,7 @@ import torch
 
 from aotcuda.lowering.affine_grid import affine_grid_over_symbolic_sizes
 from aotcuda.lowering.archive_writer import archive_writer_finished_on_failure
+from aotcuda.lowering.covariance import covariance_without_value_checks
 from aotcuda.lowering.dependent_launch import host_launches_for_pdl
 from aotcuda.lowering.fft_frequencies import fft_frequencies_over_symbolic_lengths
 from aotcuda.lowering.identity_arithmetic import identity_arithmetic_keeps_layout
@@ -459,6 +460,11 @@ FIXES: tuple[TorchFix, ...] = (
              "none filed", "always in the export step, for a call whose n is a SymInt (an int n runs torch's op)",
              "aten::fft_fftfreq and fft_rfftfreq take SymInt n", "aotcuda.lowering.fft_frequencies", ("export",),
              fft_frequencies_over_symbolic_lengths),
+    TorchFix("torch.cov / corrcoef fail in export (DataDependentOutputException: aten.equal): ATen asks whether its "
+             "normalization factor, a tensor, is <= 0", "2.11-2.13", "none filed",
+             "always in the export step, for a call without weights (fweights/aweights run torch's op)",
+             "aten::cov computes its factor from sizes", "aotcuda.lowering.covariance", ("export",),
+             covariance_without_value_checks),
     TorchFix("FFT sample frequencies (fftfreq, rfftfreq) have no decomposition (proxy-executor ops)", "2.11-2.13",
              "none filed", "the op is missing from torch.export.default_decompositions()",
              "torch decomposes fftfreq and rfftfreq", "aotcuda.lowering.decompositions"),

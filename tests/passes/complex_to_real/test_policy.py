@@ -18,14 +18,15 @@ aten = torch.ops.aten
 def test_computing_rules_are_the_arithmetic_ones():
     """The declared set: every elementwise, elementary-function, reduction, matrix-product, linear-algebra and
     convolution/pooling rule, polar, the scatters that add or multiply (index_add, scatter_add, put, scatter with
-    a reduction) and allclose (a magnitude); no rule that only moves or casts values (shape, strided, the other
+    a reduction, scatter_reduce) and allclose (a magnitude); no rule that only moves or casts values (shape, strided, the other
     indexing rules, creation, conversion, the other comparisons, fft, control flow)."""
     computing = {op for op, rule in RULES.items() if rule.computes}
     by_family = {op for op, rule in RULES.items()
                  if rule.family in ("elementwise", "elementary", "reduction", "linalg", "linalg_embedding",
                                     "linalg_factors", "householder", "lu", "nn")}
     assert computing == by_family | {aten.polar.default, aten.index_add.default, aten.scatter_add.default,
-                                     aten.put.default, aten.scatter.reduce, aten.allclose.default}
+                                     aten.put.default, aten.scatter.reduce, aten.scatter_reduce.two,
+                                     aten.allclose.default}
     assert {aten.mul.Tensor, aten.sum.dim_IntList, aten.mm.default, aten.polar.default} <= computing
     assert not {aten.view.default, aten.index_select.default, aten.view_as_complex.default} & computing
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from aotcuda.passes.complex_to_real.pair import Pair, pair_dim
+from aotcuda.passes.complex_to_real.pair import Pair, pair_dim, scalar_pair
 from aotcuda.passes.complex_to_real.pair_algebra import as_addend, cast, mul_pairs, multiply, result_dtype
 from aotcuda.passes.complex_to_real.registry import register
 from aotcuda.passes.complex_to_real.rules.conversion import real_value
@@ -134,22 +134,58 @@ def put(out, a, index_, source, accumulate=False):
     return Pair(aten.put.default(a.t, pair_index, source_pair(out, source), accumulate))
 
 
-@register(aten.scatter.reduce, computes=True)
-def scatter_reduce(out, a, dim, index_, src, *, reduce):
-    """reduce="add": scatter_add's rule. reduce="multiply": one position of `dim` at a time (no two elements of
-    one index slice write the same place), each a gather, a complex product and a scatter back, in eager's order."""
+def _scatter_multiply(t: torch.Tensor, dim: int, index_: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """t with each element the index sends src to multiplied by it, one position of `dim` at a time (no two
+    elements of one index slice write the same place): a gather, a complex product and a scatter back, in eager's
+    order."""
     d = pair_dim(dim)
-    values = source_pair(out, src)
-    if reduce == "add":
-        return Pair(aten.scatter.reduce(a.t, d, _pair_index(index_), values, reduce="add"))
-    t = a.t.to(result_dtype(out))
     if index_.ndim == 0:  # a scalar's only element
-        return Pair(mul_pairs(Pair(t), Pair(values)).t)
+        return mul_pairs(Pair(t), Pair(values)).t
     for k in range(index_.shape[dim]):
         at = _pair_index(index_.narrow(dim, k, 1))
         factor = values[tuple(slice(0, n) for n in index_.shape)].narrow(d, k, 1)
         t = aten.scatter.src(t, d, at, mul_pairs(Pair(aten.gather.default(t, d, at)), Pair(factor)).t)
-    return Pair(t)
+    return t
+
+
+@register(aten.scatter.reduce, computes=True)
+def scatter_reduce(out, a, dim, index_, src, *, reduce):
+    """reduce="add": scatter_add's rule. reduce="multiply": one position of `dim` at a time (no two elements of
+    one index slice write the same place), each a gather, a complex product and a scatter back, in eager's order."""
+    values = source_pair(out, src)
+    if reduce == "add":
+        return Pair(aten.scatter.reduce(a.t, pair_dim(dim), _pair_index(index_), values, reduce="add"))
+    return Pair(_scatter_multiply(a.t.to(result_dtype(out)), dim, index_, values))
+
+
+def _scatter_reduce_refusal(node: torch.fx.Node) -> str | None:
+    """`z.scatter_reduce(d, i, src, r)` with r "amax" or "amin" (eager refuses them), or "prod" over a dynamic index.
+
+    A "prod" whose index has a dynamic size along d: its products run one position of d at a time."""
+    reduce = node.args[4] if len(node.args) > 4 else node.kwargs.get("reduce")
+    if reduce not in ("sum", "mean", "prod"):
+        return f'scatter_reduce with reduce="{reduce}" of complex values: eager has no complex {reduce} either'
+    index_, dim = node.args[2].meta.get("val"), node.args[1]
+    if reduce == "prod" and index_.ndim and not isinstance(index_.shape[dim], int):
+        return ('scatter_reduce with reduce="prod" of complex values over an index of dynamic size along dim '
+                f"{dim}: its products run one position of that dim at a time; make that size static")
+    return None
+
+
+@register(aten.scatter_reduce.two, refuses=_scatter_reduce_refusal, computes=True)
+def scatter_reduce_two(out, a, dim, index_, src, reduce, *, include_self=True):
+    """"sum", "mean": each part reduced, the index repeated for both; "prod": pairs multiplied as scatter's.
+
+    One count serves both parts of a mean; "prod" runs scatter(reduce="multiply")'s products, from (1, 0) at the
+    places the index writes where include_self is False."""
+    values, d = source_pair(out, src), pair_dim(dim)
+    if reduce in ("sum", "mean"):
+        return Pair(aten.scatter_reduce.two(a.t, d, _pair_index(index_), values, reduce, include_self=include_self))
+    t = a.t.to(result_dtype(out))
+    if not include_self:  # the places the index writes start from 1 instead of a's value
+        ones = torch.ones_like(values, dtype=t.dtype) * scalar_pair(1, 0, t.dtype, t.device)
+        t = aten.scatter.src(t, d, _pair_index(index_), ones)
+    return Pair(_scatter_multiply(t, dim, index_, values))
 
 
 @register(aten.masked_select.default)

@@ -10,6 +10,7 @@ from aotcuda.passes.complex_to_real import pair_math
 from aotcuda.passes.complex_to_real.pair import Pair, pair_dim, pair_dims, scalar_pair
 from aotcuda.passes.complex_to_real.pair_algebra import mul_pairs, result_dtype
 from aotcuda.passes.complex_to_real.registry import register
+from aotcuda.passes.complex_to_real.spectral.dynamic import upper_bound
 
 aten = torch.ops.aten
 
@@ -87,18 +88,23 @@ def cumsum(out, a, dim, *, dtype=None):
 # for other elements.
 
 
-def _symbolic_length(node: torch.fx.Node) -> str | None:
-    """`torch.prod(z, d)`, `torch.cumprod(z, d)` over a dynamic dim: only dims of a fixed size have a rule."""
+def _unbounded_length(node: torch.fx.Node) -> str | None:
+    """`torch.prod(z, d)`, `torch.cumprod(z, d)` over a dynamic dim whose Dim has no max (the scan's rounds need it).
+    """
     value = node.args[0].meta.get("val")
     if value.ndim == 0:  # dim 0 or -1 of a scalar: no length to know
         return None
-    dims = [node.args[1]] if len(node.args) > 1 else range(value.ndim)
-    if any(not isinstance(value.shape[d], int) for d in dims):
-        return "prod/cumprod over a dim of dynamic size has no rule (the product tree needs its length)"
+    dims = [node.args[1]] if len(node.args) > 1 and node.args[1] is not None else range(value.ndim)
+    for d in dims:
+        size = value.shape[d]
+        if not isinstance(size, int) and upper_bound(size) is None:
+            return (f"prod/cumprod over dim {d} of dynamic size {size} with no upper bound: the running product "
+                    f"takes ceil(log2(max)) rounds, counted from the largest size; give its torch.export.Dim a max "
+                    f"(the longest the program must take)")
     return None
 
 
-def _ones_like_slice(t: torch.Tensor, dim: int, length: int) -> torch.Tensor:
+def _ones_like_slice(t: torch.Tensor, dim: int, length) -> torch.Tensor:
     """A pair of (1, 0) shaped like `t` with `length` along `dim`."""
     shape = list(t.shape)
     shape[dim] = length
@@ -108,6 +114,8 @@ def _ones_like_slice(t: torch.Tensor, dim: int, length: int) -> torch.Tensor:
 def _tree_product(t: torch.Tensor, dim: int) -> torch.Tensor:
     """The complex product of a pair tensor along its (complex) `dim`, kept as a dim of size 1."""
     n = t.shape[dim]
+    if not isinstance(n, int):  # a dynamic length: the last of the running products, 1 before the first
+        return torch.cat([_ones_like_slice(t, dim, 1), _running_product(t, dim)], dim).narrow(dim, n, 1)
     if n == 0:
         return _ones_like_slice(t, dim, 1)
     while n > 1:
@@ -117,9 +125,27 @@ def _tree_product(t: torch.Tensor, dim: int) -> torch.Tensor:
     return t
 
 
-@register(aten.prod.default, aten.prod.dim_int, refuses=_symbolic_length, computes=True)
+def _running_product(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """The running complex product of a pair tensor along its (complex) `dim` by Hillis–Steele's scan: rounds of
+    products with the tensor shifted by 1, 2, 4, … (filled with 1). A dynamic length runs the rounds its largest
+    value needs; a round whose shift reaches past a call's length multiplies by ones only."""
+    n, shift = t.shape[dim], 1
+    bound = n if isinstance(n, int) else upper_bound(n)
+    while shift < bound:
+        if isinstance(n, int):
+            shifted = torch.cat([_ones_like_slice(t, dim, shift), t.narrow(dim, 0, n - shift)], dim)
+        else:  # n - shift may be negative at a call: shift by cutting the padded tensor to n instead
+            shifted = torch.cat([_ones_like_slice(t, dim, shift), t], dim).narrow(dim, 0, n)
+        t, shift = mul_pairs(Pair(t), Pair(shifted)).t, shift * 2
+    return t
+
+
+@register(aten.prod.default, aten.prod.dim_int, refuses=_unbounded_length, computes=True)
 def prod(out, a, dim=None, keepdim=False, *, dtype=None):
-    """The complex product over one dim (or all), pairs multiplied in a tree (see above)."""
+    """The complex product over one dim (or all), pairs multiplied in a tree; a dynamic dim: cumprod's last.
+
+    Over a dim of static size the tree above; over a dynamic one the last of the running products (cumprod's scan,
+    the rounds of the Dim's max), after a 1 for a call of length 0."""
     t = a.t.to(result_dtype(out))
     if dim is None:
         return Pair(_tree_product(t.reshape(-1, 2), 0).reshape(2))
@@ -130,18 +156,14 @@ def prod(out, a, dim=None, keepdim=False, *, dtype=None):
     return Pair(product if keepdim else product.squeeze(d))
 
 
-@register(aten.cumprod.default, refuses=_symbolic_length, computes=True)
+@register(aten.cumprod.default, refuses=_unbounded_length, computes=True)
 def cumprod(out, a, dim, *, dtype=None):
     """The running complex product along dim by Hillis–Steele's scan: log2(n) rounds of products with the
-    tensor shifted by 1, 2, 4, … (filled with 1)."""
+    tensor shifted by 1, 2, 4, … (filled with 1); over a dynamic dim, the rounds of its largest size."""
     t = a.t.to(result_dtype(out))
     if a.ndim == 0:
         return Pair(t.clone())
-    d, n, shift = dim % a.ndim, a.shape[dim], 1
-    while shift < n:
-        shifted = torch.cat([_ones_like_slice(t, d, shift), t.narrow(d, 0, n - shift)], d)
-        t, shift = mul_pairs(Pair(t), Pair(shifted)).t, shift * 2
-    return Pair(t)
+    return Pair(_running_product(t, dim % a.ndim))
 
 
 @register(aten.var_mean.correction, computes=True)
