@@ -140,3 +140,14 @@ def scatter_along(b, op):
         return
     source = exact(b, tuple(index_.shape), complex_=True, dtype=x.example.dtype)  # eager wants x's dtype
     b.step(op, x.ref, dim, b.constant(index_), source.ref)
+
+
+@generates(aten.scatter_reduce.two)
+def scatter_reduce(b, op):
+    """The reductions eager takes for complex values ("amax" and "amin" it refuses), with repeated positions."""
+    x = complex_with(b, min_ndim=1, nonempty=True)
+    dim = dim_of(b, x.ndim)
+    index_ = _scatter_index(b, x, dim, unique=False)
+    source = exact(b, tuple(index_.shape), complex_=True, dtype=x.example.dtype)
+    b.step(op, x.ref, dim, b.constant(index_), source.ref, draw(b, st.sampled_from(["sum", "mean", "prod"])),
+           include_self=draw(b, st.booleans()))
