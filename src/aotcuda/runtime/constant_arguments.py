@@ -159,9 +159,13 @@ class ConstantArguments:
         may_leave_out = may_leave_out or (self.parameters is None and constant.parameter and constant.position is None) \
             or (parameter is not None and same_value(constant.value, parameter.default))
         fix = f"pass {_assignment(constant)}" + (" or leave it out" if may_leave_out else "")
-        # where the types differ, say so: "is 2.0, but the program was exported with 2.0" (a float subclass)
+        # where the types differ, say so: "is 2.0, but the program was exported with 2.0" (a float subclass); by module
+        # too where the names are alike: NumPy 2's bool is named "bool" ("is True (type bool, not bool)")
+        given_type = type(given).__name__
+        if given_type == type(constant.value).__name__:
+            given_type = f"{type(given).__module__}.{type(given).__qualname__}"
         kinds = "" if type(given) is type(constant.value) or given is None or isinstance(given, torch.Tensor) else \
-            f" (type {clipped(type(given).__name__, 40)}, not {type(constant.value).__name__})"
+            f" (type {clipped(given_type, 80)}, not {type(constant.value).__name__})"
         raise InputError(f"argument {constant.name!r} is {_value_text(given)}{kinds}, but the program was exported "
                          f"with {constant.value!r} there and computes with that value whatever is passed; {fix}, "
                          "or lower the model again with the value you need")
