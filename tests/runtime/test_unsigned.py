@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import aotcuda
-from aotcuda.errors import PackageError, RuntimeCallError
+from aotcuda.errors import OutputError, PackageError, RuntimeCallError
 
 
 @pytest.mark.parametrize("value", ["0", "00", "0 please"])
@@ -241,3 +241,37 @@ def test_a_containers_first_run_reaches_a_wrapper_of_its_run_once(twice_pt2):
         x = torch.randn(3, 4)
         torch.testing.assert_close(program(x)[0], x * 2)
         assert len(calls) == 1
+
+
+def test_a_buffer_refused_after_the_run_says_the_program_ran_and_hands_back_its_results(stateful_pt2, tmp_path):
+    """A package without a signature has its caller buffers' shapes checked after the run (they are known only from
+    it). An unsigned Stateful package refused a (3, 4) buffer for its (2, 4) output with no word that it had run: its
+    step counter had moved and its cache input was written, the results were dropped, and the call made again gave
+    the second step's (breakcall, 2026-12-07). The error now says that it ran and carries the results, which are
+    eager's for that call."""
+    import zipfile
+
+    from runtime_programs import Stateful, stateful_inputs
+
+    unsigned = tmp_path / "stateful_unsigned.pt2"
+    with zipfile.ZipFile(stateful_pt2) as source, zipfile.ZipFile(unsigned, "w") as target:
+        for info in source.infolist():
+            if not info.filename.endswith("aotcuda/signature.json"):
+                target.writestr(info, source.read(info))
+    torch.manual_seed(0)
+    eager = Stateful()  # the state the package was lowered with: zeros
+    x, cache, idx = stateful_inputs()
+    eager_cache = cache.clone()
+    expected = eager(x, eager_cache, idx)
+    wrong = [torch.empty(3, 4), torch.empty(()), torch.empty(4), torch.empty(()), torch.empty(8, 6)]
+    with aotcuda.load(str(unsigned)) as program:
+        with pytest.raises(OutputError, match=r"output buffer #0 \(output0\) has shape \(3, 4\), but this call's output "
+                                              r"has shape \(2, 4\).*The program has run .*this error's \.results") as caught:
+            program.execute([x, cache, idx], outputs=wrong)
+        assert len(caught.value.results) == 5
+        for got, want in zip(caught.value.results, expected):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(cache, eager_cache, rtol=1e-5, atol=1e-6)  # written, as eager writes it
+        following = program(x, cache.clone(), idx)  # the next call is the second step, as in eager
+        for got, want in zip(following, eager(x, cache.clone(), idx)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

@@ -445,7 +445,9 @@ class Program:
         share one tensor when ``outputs`` is None.
 
         Raises InputError / OutputError before running, RuntimeCallError when the container fails (every
-        output handle released once; the next call can run) or the Program was closed.
+        output handle released once; the next call can run) or the Program was closed. A buffer whose shape is
+        known only from the run (a package without a signature, a data-dependent size) is refused after it, with an
+        OutputError that says so and carries the run's results (``.results``).
 
         Thread-safe: one Program may be called from many threads at once (calls through one CUDA graph
         take turns); ``close()`` waits for the calls in flight.
@@ -539,7 +541,11 @@ class Program:
         if self._boundary is not None:
             results = self._boundary.outputs_as_complex(results)
         if outputs is not None:
-            check_buffers_match(outputs, results)
+            try:
+                check_buffers_match(outputs, results)
+            except OutputError as mismatch:  # found after the run: the call is done, and its results are the caller's
+                raise _ran_anyway(mismatch, per_distinct_tensor(results, torch.Tensor.clone) if static else results) \
+                    from None
             for buffer, result in zip(outputs, results):
                 if result is not None:  # a None output (forward returns None there) leaves its buffer as it was
                     buffer.copy_(result)
@@ -755,6 +761,20 @@ def _warn_stale_signature(signature: dict, num_inputs: int, num_outputs: int, pa
                       "code). Lower the model again with this aotcuda (it records Python-number and None outputs)",
                       UserWarning, stacklevel=4)
 
+
+def _ran_anyway(mismatch: OutputError, results: list) -> OutputError:
+    """The OutputError of a caller buffer that does not fit its result, found after the run (a package without an
+    aotcuda signature, whose output shapes are known only from the run; a data-dependent output size): the program has
+    run, so its state and the inputs it writes were updated, and a call made again to get the results would run it a
+    second time (breakcall, 2026-12-07: an unsigned Stateful package refused a (3, 4) buffer for its (2, 4) output, its
+    step counter had moved to 1 and its cache input was written, and the next call gave step 2, the refused call's
+    results lost). The error says so and carries the results (``.results``, one tensor per output slot, as execute
+    returns them without buffers)."""
+    error = OutputError(f"{mismatch}. The program has run (its state and the inputs it writes in place were updated), "
+                        "so its results were not lost: they are this error's .results (one tensor per output slot); "
+                        "calling again to get them would run it a second time")
+    error.results = list(results)
+    return error
 
 def _with_numbers(structure, numbers: list[tuple[int, type]], outputs: list):
     """``structure(outputs)`` with each Python-number output (``TensorSpec.scalar``) as its number: the container
