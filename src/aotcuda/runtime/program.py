@@ -199,6 +199,8 @@ class Program:
         if not usable and signature:
             _warn_stale_signature(signature, self.num_inputs, self.num_outputs, package.path)
         self._mutated, self._written = _written_inputs(self._input_specs, self.num_inputs)
+        # the package does not say which inputs its program writes: copy back only what a run changed (copies_back)
+        self._writes_unknown = self._written != self._mutated
         self._align_written = self._device.type == "cuda" and bool(self._written)
         if check_index_ranges is None:
             check_index_ranges = switches.flag("AOTCUDA_CHECK_INDEX_RANGES")
@@ -516,7 +518,8 @@ class Program:
         # ends the call: an interrupt after the run (a signal's handler raises as any call returns) left the caller's
         # tensor without the run's write. One C call there (copies_back), so no handler runs before the copies; the
         # caller's tensor then holds what the run wrote, as it would had the run written it in place.
-        back = copies_back(originals, prepared, self._written) if prepared is not originals else None
+        back = copies_back(originals, prepared, self._written, self._writes_unknown) if prepared is not originals \
+            else None
         try:
             if self._graphs is not None:
                 finish = functools.partial(self._finish, outputs)
