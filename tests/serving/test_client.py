@@ -692,8 +692,9 @@ def test_a_status_line_that_is_not_one_is_shown_as_escapes_and_briefly():
     ("http://127.0.0.1:1", {"retries": -1}, "retries must be a whole number of 0 or more, got -1"),
     ("http://127.0.0.1:1", {"retries": 1.5}, "retries must be a whole number of 0 or more, got 1.5 \\(float\\)"),
     ("http://127.0.0.1:1", {"retries": True}, "retries must be a whole number"),
-    ("http://127.0.0.1:1", {"backoff_s": -1.0}, "backoff_s must be a number of seconds of 0 or more, got -1.0"),
-    ("http://127.0.0.1:1", {"max_retry_after_s": -0.5}, "max_retry_after_s must be a number of seconds of 0 or more"),
+    ("http://127.0.0.1:1", {"backoff_s": -1.0}, "backoff_s must be a finite number of seconds of 0 or more, got -1.0"),
+    ("http://127.0.0.1:1", {"max_retry_after_s": -0.5}, "max_retry_after_s must be a finite number of seconds of 0 or more"),
+    ("http://127.0.0.1:1", {"max_retry_after_s": float("inf")}, "max_retry_after_s must be a finite number .*got inf"),
     ("http://127.0.0.1:1", {"backoff_s": float("nan")}, "backoff_s must be"),
     ("http://127.0.0.1:1", {"timeout_s": None}, "timeout_s must be a number of seconds above 0 .*None would wait for "
                                                 "ever.*got None \\(NoneType\\); e.g. timeout_s=60.0"),

@@ -486,7 +486,8 @@ def _check_arguments(url, **values) -> None:
         else:
             fits = number and (1 if name == "max_response_bytes" else 0) <= value < float("inf")
         if not fits:
-            kind = "a whole number" if whole else "a number of seconds"
+            kind = "a whole number" if whole else "a number of seconds" if name == "timeout_s" else \
+                "a finite number of seconds"  # inf: a server's Retry-After of 1e300 would be slept (OverflowError)
             bounds = {"timeout_s": f"above 0 and at most {threading.TIMEOUT_MAX:g} (what a socket waits; None would "
                                    "wait for ever)", "max_response_bytes": "of at least 1"}.get(name, "of 0 or more")
             raise ValueError(f"Client's {name} must be {kind} {bounds}, got {value!r}"
