@@ -622,11 +622,12 @@ def demo(device, dtype, batch, seq, calls, output, save_inputs):
             raise KeyboardInterrupt
     console.print(_demo_table(result))
     if output is not None:  # after the table, unwrapped: a path is copied from here
-        console.print(f"package kept: {result.lowered.package_path}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"package kept: {terminal_safe(result.lowered.package_path)}", highlight=False, markup=False,
+                      soft_wrap=True)
     if save_inputs:
         _saved({"args": (result.inputs,), "kwargs": {}}, save_inputs)
         run_line = f" (aotcuda run {result.lowered.package_path} --inputs {save_inputs})" if output is not None else ""
-        console.print(f"wrote the demo's input to {save_inputs}{run_line}", highlight=False, markup=False,
+        console.print(terminal_safe(f"wrote the demo's input to {save_inputs}{run_line}"), highlight=False, markup=False,
                       soft_wrap=True)
     if result.machine_busy:
         status_console.print(f"warning: the machine is busy (other work kept {result.busy_cores:.2f} of "
@@ -722,7 +723,7 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     if save_inputs:
         saved_inputs, by_names_for = inputs_to_save(model, args, kwargs)
         _saved(saved_inputs, save_inputs)
-    console.print(f"wrote {lowered.package_path} ({lowered.device}; "
+    console.print(f"wrote {terminal_safe(lowered.package_path)} ({lowered.device}; "
                   f"{_counted(len(lowered.fallback_kernels), 'fallback kernel')}, "
                   f"{_counted(len(lowered.library_kernels), 'library kernel')})",
                   highlight=False, markup=False, soft_wrap=True)
@@ -731,8 +732,9 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     if save_inputs:
         by_names = (f", its tensors by the names aotcuda inspect lists: {by_names_for} is a type torch.load("
                     "weights_only=True) does not read" if by_names_for else "")
-        console.print(f"wrote the example inputs to {save_inputs}{by_names} (aotcuda run {lowered.package_path} "
-                      f"--inputs {save_inputs})", highlight=False, markup=False, soft_wrap=True)
+        console.print(terminal_safe(f"wrote the example inputs to {save_inputs}{by_names} (aotcuda run "
+                                    f"{lowered.package_path} --inputs {save_inputs})"),
+                      highlight=False, markup=False, soft_wrap=True)
     if not lowered.runs_in_aotcuda_runtime:
         ops = ", ".join(sorted(set(lowered.proxy_executor_ops)))
         status_console.print(f"warning: {ops} run through AOTInductor's proxy executor: `aotcuda run` and aotcuda.load "
@@ -972,7 +974,7 @@ def run(package, inputs_path, device, cuda_graphs, save_outputs, signing_key_fil
     console.print(table)
     if save_outputs:
         _saved(_plain(_compact_on_cpu(outputs)), save_outputs)
-        status_console.print(f"wrote {save_outputs}", highlight=False, markup=False, soft_wrap=True)
+        status_console.print(f"wrote {terminal_safe(save_outputs)}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _counted(count: int, thing: str) -> str:
@@ -1098,7 +1100,7 @@ def sign(package, signing_key_file):
     if key is None:
         raise click.UsageError("no key to sign with: pass --signing-key-file KEY (or set AOTCUDA_SIGNING_KEY_FILE)")
     key_id = sign_package(package, key, by_rename=True)
-    console.print(f"signed {package} (key id {key_id})", highlight=False, markup=False, soft_wrap=True)
+    console.print(f"signed {terminal_safe(package)} (key id {key_id})", highlight=False, markup=False, soft_wrap=True)
 
 
 # --- inspect ---------------------------------------------------------------------------------------------

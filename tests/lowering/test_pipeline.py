@@ -357,6 +357,28 @@ def test_a_failed_build_leaves_no_file_and_keeps_an_earlier_build(tmp_path):
     assert earlier.read_bytes() == b"the new build" and list(tmp_path.iterdir()) == [earlier]
 
 
+
+def test_a_link_or_a_fifo_at_an_output_path_is_named_as_what_it_is(tmp_path):
+    """Only a regular file is replaced at an output path (a new file is renamed over it), so a symbolic link is refused,
+    even to an earlier output: `run --save-outputs` of a link to a torch.save file (or of /dev/stdout, a link to
+    /proc/self/fd/1) was refused as "a file that is not a torch.save file is there" (breakcall, 2026-12-07), which the
+    file it leads to is, and the advice to remove "that file" would have removed the user's file, not the link."""
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering.pipeline import checked_output_path, is_torch_save_file
+
+    torch.save({"a": torch.ones(1)}, tmp_path / "earlier.pt")
+    os.symlink("earlier.pt", tmp_path / "link.pt")
+    os.symlink(tmp_path / "missing" / "x.pt", tmp_path / "dangling.pt")
+    os.mkfifo(tmp_path / "fifo.pt")
+    for name, says in (("link.pt", "a symbolic link is there, leading to 'earlier.pt', and writing would replace the "
+                                   "link, not write through it; give the path of the file it leads to"),
+                       ("dangling.pt", "a symbolic link is there, leading nowhere (dangling)"),
+                       ("fifo.pt", "something that is not a regular file is there (a device, FIFO or socket)")):
+        with pytest.raises(PackageError, match=re.escape(says)):
+            checked_output_path(tmp_path / name, "the outputs", is_torch_save_file, "a torch.save file", "saved.pt")
+    assert checked_output_path(tmp_path / "earlier.pt", "the outputs", is_torch_save_file, "a torch.save file",
+                               "saved.pt") == str(tmp_path / "earlier.pt")  # the file itself is an earlier output
+
 def test_a_bad_package_path_is_refused_before_any_work(tmp_path):
     from aotcuda.errors import PackageError
     from aotcuda.lowering.pipeline import checked_package_path

@@ -358,6 +358,15 @@ LYING_TENSORS = textwrap.dedent("""
     class Claims:  # no tensor, but isinstance(Claims(), torch.Tensor) is True
         __class__ = property(lambda self: torch.Tensor)
 
+    class Answers:  # no tensor, and says so to isinstance, but answers what the accepted-signature cache reads as the
+        dtype, layout, is_cpu, requires_grad = torch.float32, torch.strided, True, False  # accepted (5, 4) does
+        shape, nbytes = torch.Size((5, 4)), 80
+        storage = torch.randn(1000)
+        data = torch.zeros(5, 1)  # the run's handle: 5 floats where the program reads 20
+        is_contiguous, is_neg, is_conj = (lambda self: True), (lambda self: False), (lambda self: False)
+        untyped_storage = lambda self: self.storage.untyped_storage()
+        data_ptr = lambda self: self.storage.data_ptr()
+
     def with_own_contiguous():  # a plain tensor, transposed, with a method set on the object itself
         tensor = x.t().contiguous().t()
         tensor.contiguous = lambda *args, **kwargs: shrunk()
@@ -371,6 +380,7 @@ LYING_TENSORS = textwrap.dedent("""
         ".data of a subclass, execute": lambda: program.execute([x.clone().as_subclass(DataSwap)]),
         "contiguous() of a subclass": lambda: program(x.t().contiguous().t().as_subclass(ContiguousSwap)),
         "an object claiming to be a tensor": lambda: program(Claims()),
+        "an object answering as a tensor": lambda: program(Answers()),
         "output buffer: an object claiming to be a tensor": lambda: program.execute([x], [Claims(), torch.empty(5, 4),
                                                                                           torch.empty(5, 4)]),
     }
@@ -393,12 +403,15 @@ def test_a_tensor_subclass_or_impostor_is_read_by_torch_not_by_its_own_python(tw
                           text=True, timeout=300, cwd=os.path.dirname(__file__))
     assert done.returncode == 0, f"the child died (code {done.returncode}) after:\n{done.stdout[-1500:]}{done.stderr[-1500:]}"
     cases = done.stdout.split("case ")[1:]
-    assert len(cases) == 6, done.stdout
+    assert len(cases) == 7, done.stdout
     for case in cases:
         name, result, after = case.strip().split("\n")[:3]
-        if "claiming" in name:  # refused as what it is
+        if "claiming" in name or "answering" in name:  # refused as what it is
             kind, where = ("OutputError", "output buffer #0") if name.startswith("output") else ("InputError", "input 'x'")
-            assert result.startswith(f"refused {kind} {where}") and "must be a torch.Tensor, got Claims" in result, \
+            impostor = "Claims" if "claiming" in name else "Answers"
+            # Answers (breakcall, 2026-12-07): the accepted-signature cache read its answers and the run made its handle
+            # from its .data, reading 15 floats past a 5-float tensor; now the cache takes torch's own types alone
+            assert result.startswith(f"refused {kind} {where}") and f"must be a torch.Tensor, got {impostor}" in result, \
                 f"{name}: {result}"
         else:  # read as the plain tensor it is in memory
             assert result == "ran right", f"{name}: {result}"

@@ -147,6 +147,35 @@ def test_a_constant_of_another_type_that_prints_alike_is_named_by_its_type(scale
         torch.testing.assert_close(program(x, scale=2.0, use_relu=True), (x * 2).relu())
 
 
+
+def test_a_constant_of_another_type_of_the_same_name_is_named_by_its_module(scaled_pt2):
+    """NumPy 2's bool is named "bool": np.True_ for a lowered use_relu=True was refused as "is True (type bool, not
+    bool)" (breakcall, 2026-12-07), a message that contradicts itself; its module says which bool it is."""
+    import numpy as np
+
+    x = torch.randn(3, 4)
+    with load(scaled_pt2) as program:
+        with pytest.raises(InputError, match=r"argument 'use_relu' is \S+ \(type numpy\.bool_?, not bool\), but the "
+                                             r"program was exported with True there.*pass use_relu=True"):
+            program(x, scale=2.0, use_relu=np.True_)
+        torch.testing.assert_close(program(x, scale=2.0, use_relu=True), (x * 2).relu())
+
+
+def test_an_object_claiming_to_be_a_tensor_for_a_lowered_constant_is_named_by_its_type(structured):
+    """A refused constant is named as a tensor by its shape where it is one; an object whose ``__class__`` claims
+    torch.Tensor (isinstance believes it) had its ``.shape`` read, a raw AttributeError (breakcall, 2026-12-07)."""
+    program, module = structured
+
+    class Claims:
+        __class__ = property(lambda self: torch.Tensor)
+
+    x, scale = torch.randn(5, 4), torch.randn(5, 3)
+    with pytest.raises(InputError, match=r"argument 'use_cache' is <.*Claims object at .*> \(type Claims, not bool\), "
+                                         r"but the program was exported with False there"):
+        program(x, extra={"scale": scale}, use_cache=Claims())
+    assert_outputs_equal(program(x, extra={"scale": scale}, use_cache=False),
+                         module(x, extra={"scale": scale}, use_cache=False))
+
 def test_a_container_pytree_does_not_know_is_named_by_its_type_on_one_line(structured):
     """A dict subclass (or anything pytree takes for a leaf) where the program takes a dict was refused as
     "keyword input 'extra' is a tensor", and a dict keyed by a tensor printed the tensor's repr over several lines

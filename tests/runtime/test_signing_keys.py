@@ -993,3 +993,24 @@ def test_aotcuda_sign_without_room_for_its_copy_says_so_before_writing(twice_pt2
                                           r"'.*', which has 1,048,576 bytes \(1\.0 MiB\) free; nothing was written, the package is as it was"):
         sign_package(path, keys[0], by_rename=True)
     assert written == [] and os.listdir(tmp_path) == ["twice.pt2"] and path.read_bytes() == before
+
+
+def test_file_names_the_cli_prints_on_success_are_shown_as_escapes(twice_pt2, keys, tmp_path):
+    """`aotcuda sign *.pt2` in a folder of another user's packages printed `signed <name>` raw, and `run --save-outputs`
+    its `wrote <path>`: a name holding ESC [ 2 J cleared the terminal, ESC [ 31 m recoloured it (breakcall, 2026-12-07),
+    where `inspect` and every refusal already showed a name's control characters as escapes."""
+    from aotcuda.cli import main
+
+    evil = tmp_path / "evil\x1b[2J\x1b[31mRED.pt2"
+    shutil.copyfile(twice_pt2, evil)
+    result = CliRunner().invoke(main, ["sign", str(evil), "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "evil\\x1b[2J\\x1b[31mRED.pt2 (key id" in result.output, result.output
+    torch.save({"args": (torch.randn(4, 4),)}, tmp_path / "inputs.pt")
+    saved = tmp_path / "out\x1b]0;title\x07\x1b[2J.pt"
+    result = CliRunner().invoke(main, ["run", str(evil), "--inputs", str(tmp_path / "inputs.pt"), "--save-outputs",
+                                       str(saved)], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output, result.output
+    assert "wrote " + str(tmp_path) + "/out\\x1b]0;title\\x07\\x1b[2J.pt" in result.output, result.output
+    assert torch.load(saved)[0].shape == (4, 4)  # written under the name asked, escapes and all

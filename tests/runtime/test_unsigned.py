@@ -5,11 +5,14 @@ AOTI_RUNTIME_CHECK_INPUTS=0 turns off; with that in the environment the package 
 float32 bytes and read a (2, 2) input past its end. Now load refuses, naming the variable and the fix.
 """
 
+import os
+import textwrap
+
 import pytest
 import torch
 
 import aotcuda
-from aotcuda.errors import PackageError, RuntimeCallError
+from aotcuda.errors import OutputError, PackageError, RuntimeCallError
 
 
 @pytest.mark.parametrize("value", ["0", "00", "0 please"])
@@ -241,3 +244,91 @@ def test_a_containers_first_run_reaches_a_wrapper_of_its_run_once(twice_pt2):
         x = torch.randn(3, 4)
         torch.testing.assert_close(program(x)[0], x * 2)
         assert len(calls) == 1
+
+
+def test_a_buffer_refused_after_the_run_says_the_program_ran_and_hands_back_its_results(stateful_pt2, tmp_path):
+    """A package without a signature has its caller buffers' shapes checked after the run (they are known only from
+    it). An unsigned Stateful package refused a (3, 4) buffer for its (2, 4) output with no word that it had run: its
+    step counter had moved and its cache input was written, the results were dropped, and the call made again gave
+    the second step's (breakcall, 2026-12-07). The error now says that it ran and carries the results, which are
+    eager's for that call."""
+    import zipfile
+
+    from runtime_programs import Stateful, stateful_inputs
+
+    unsigned = tmp_path / "stateful_unsigned.pt2"
+    with zipfile.ZipFile(stateful_pt2) as source, zipfile.ZipFile(unsigned, "w") as target:
+        for info in source.infolist():
+            if not info.filename.endswith("aotcuda/signature.json"):
+                target.writestr(info, source.read(info))
+    torch.manual_seed(0)
+    eager = Stateful()  # the state the package was lowered with: zeros
+    x, cache, idx = stateful_inputs()
+    eager_cache = cache.clone()
+    expected = eager(x, eager_cache, idx)
+    wrong = [torch.empty(3, 4), torch.empty(()), torch.empty(4), torch.empty(()), torch.empty(8, 6)]
+    with aotcuda.load(str(unsigned)) as program:
+        with pytest.raises(OutputError, match=r"output buffer #0 \(output0\) has shape \(3, 4\), but this call's output "
+                                              r"has shape \(2, 4\).*The program has run .*this error's \.results") as caught:
+            program.execute([x, cache, idx], outputs=wrong)
+        assert len(caught.value.results) == 5
+        for got, want in zip(caught.value.results, expected):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(cache, eager_cache, rtol=1e-5, atol=1e-6)  # written, as eager writes it
+        following = program(x, cache.clone(), idx)  # the next call is the second step, as in eager
+        for got, want in zip(following, eager(x, cache.clone(), idx)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+# A package that does not say which inputs its program writes (an unsigned one, or an older aotcuda's signature without
+# "mutated") had every copied input (a negation view resolved, a bool mask checked) copied back after the run, its own
+# values into its own memory: read-only memory (a NumPy memory map) ended the process with SIGSEGV, where eager only
+# reads it (breakcall, 2026-12-07). Only a copy the run changed is copied back now.
+READ_ONLY_INPUT = textwrap.dedent("""
+    import sys, warnings
+    import numpy as np, torch
+    from runtime_programs import Twice
+    import aotcuda
+
+    warnings.simplefilter("ignore")  # torch.from_numpy's "non-writable array" warning: the point of the case
+    np.save(sys.argv[2], np.random.randn(6, 4).astype(np.float32))
+    x = torch._neg_view(torch.from_numpy(np.load(sys.argv[2], mmap_mode="r")))  # read-only memory, under a view
+    with aotcuda.load(sys.argv[1]) as program:
+        got = program(x)
+    right = all(torch.allclose(g, w) for g, w in zip(got, Twice()(x)))
+    print("ran", "right" if right else "WRONG", flush=True)
+""")
+
+
+def test_an_input_in_read_only_memory_the_program_only_reads_is_never_written(twice_unsigned_pt2, tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", READ_ONLY_INPUT, twice_unsigned_pt2, str(tmp_path / "x.npy")],
+                          capture_output=True, text=True, timeout=300, cwd=os.path.dirname(__file__))
+    assert done.returncode == 0 and done.stdout.strip() == "ran right", \
+        f"the child ended with code {done.returncode}: {done.stdout[-500:]}{done.stderr[-1500:]}"
+
+
+def test_a_written_input_of_a_package_that_does_not_say_is_still_copied_back(stateful_pt2, tmp_path):
+    """The other side of the case above: a copy the run wrote (the cache under a negation view) is copied back, bit for
+    bit as eager writes it, the sign of a zero included (-0.0 + 0.0 is +0.0)."""
+    import zipfile
+
+    from runtime_programs import Stateful, stateful_inputs
+
+    unsigned = tmp_path / "stateful_unsigned.pt2"
+    with zipfile.ZipFile(stateful_pt2) as source, zipfile.ZipFile(unsigned, "w") as target:
+        for info in source.infolist():
+            if not info.filename.endswith("aotcuda/signature.json"):
+                target.writestr(info, source.read(info))
+    x, cache, idx = stateful_inputs()
+    x[0] = 0.0
+    cache[0] = 0.0  # under the negation view: -0.0, which the write makes +0.0
+    ours, theirs = torch._neg_view(cache.clone()), torch._neg_view(cache.clone())
+    with aotcuda.load(str(unsigned)) as program:
+        got = program(x, ours, idx)
+    want = Stateful()(x, theirs, idx)
+    assert torch.equal(ours, theirs) and torch.equal(torch.signbit(ours), torch.signbit(theirs))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)

@@ -681,3 +681,41 @@ def test_a_status_line_that_is_not_one_is_shown_as_escapes_and_briefly():
     message = refusal_of(RawServer(answers_with_a_status_line_of_terminal_controls))
     assert "BadStatusLine" in message and "\\x1b]52" in message and len(message) < 1000, (len(message), message[:300])
     assert not any(ord(char) < 32 or 0x7f <= ord(char) < 0xa0 for char in message), repr(message[:300])
+
+
+# Client's own arguments (breakcall, 2026-12-07). Before they were checked: retries=-1 made no attempt and raised
+# AssertionError("unreachable"); a negative backoff_s or max_retry_after_s raised time.sleep's "sleep length must be
+# non-negative" in place of the refusal it was to wait after; timeout_s=None waited for ever on a server that never
+# answers, inf and 1e12 raised a raw OverflowError at the connection, 0 made the socket non-blocking ("[Errno 115]
+# Operation now in progress"); a str number was a raw TypeError; a url with a line break went into the request line.
+@pytest.mark.parametrize("url, options, named", [
+    ("http://127.0.0.1:1", {"retries": -1}, "retries must be a whole number of 0 or more, got -1"),
+    ("http://127.0.0.1:1", {"retries": 1.5}, "retries must be a whole number of 0 or more, got 1.5 \\(float\\)"),
+    ("http://127.0.0.1:1", {"retries": True}, "retries must be a whole number"),
+    ("http://127.0.0.1:1", {"backoff_s": -1.0}, "backoff_s must be a finite number of seconds of 0 or more, got -1.0"),
+    ("http://127.0.0.1:1", {"max_retry_after_s": -0.5}, "max_retry_after_s must be a finite number of seconds of 0 or more"),
+    ("http://127.0.0.1:1", {"max_retry_after_s": float("inf")}, "max_retry_after_s must be a finite number .*got inf"),
+    ("http://127.0.0.1:1", {"backoff_s": float("nan")}, "backoff_s must be"),
+    ("http://127.0.0.1:1", {"timeout_s": None}, "timeout_s must be a number of seconds above 0 .*None would wait for "
+                                                "ever.*got None \\(NoneType\\); e.g. timeout_s=60.0"),
+    ("http://127.0.0.1:1", {"timeout_s": 0}, "timeout_s must be a number of seconds above 0"),
+    ("http://127.0.0.1:1", {"timeout_s": float("inf")}, "timeout_s must be"),
+    ("http://127.0.0.1:1", {"timeout_s": 1e12}, "timeout_s must be"),
+    ("http://127.0.0.1:1", {"timeout_s": "5"}, "timeout_s must be a number of seconds .*got '5' \\(str\\)"),
+    ("http://127.0.0.1:1", {"max_response_bytes": 0}, "max_response_bytes must be a whole number of at least 1"),
+    ("http://127.0.0.1:1/a\r\nX-Injected: 1", {}, "without spaces or control characters"),
+    ("http://127.0.0.1:99999", {}, "url must be http://HOST\\[:PORT\\], got 'http://127.0.0.1:99999' \\(Port out of range"),
+    (b"http://127.0.0.1:1", {}, "url must be a str"),
+])
+def test_client_arguments_are_checked_when_it_is_made(url, options, named):
+    with pytest.raises(ValueError, match=named):
+        serving.Client(url, **options)
+
+
+def test_client_arguments_of_every_usual_kind_are_taken():
+    import numpy as np
+
+    for options in ({"timeout_s": 0.5, "retries": 0, "backoff_s": 0, "max_retry_after_s": 0},
+                    {"timeout_s": 3, "retries": np.int64(2), "backoff_s": np.float32(0.25), "max_response_bytes": 1}):
+        client = serving.Client("http://127.0.0.1:1/", **options)
+        assert client.url == "http://127.0.0.1:1" and client.retries == options["retries"]

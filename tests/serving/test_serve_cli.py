@@ -456,3 +456,26 @@ def test_a_ray_folder_too_deep_for_unix_sockets_is_told_with_its_fix(tmp_path, m
         server._init_ray({"_temp_dir": server.private_ray_folder(), "num_cpus": 1, "include_dashboard": False}, None)
     assert not ray.is_initialized()
     assert {child.pid for child in psutil.Process().children(recursive=True)} - before == set()
+
+
+def test_the_serving_line_shows_a_package_name_as_escapes(monkeypatch, tmp_path):
+    """`aotcuda serve` printed `serving <package> at ...` raw: a package named with ESC [ 2 J (another user's, by a glob)
+    cleared the terminal (breakcall, 2026-12-07), as the other commands' success lines did."""
+    from click.testing import CliRunner
+
+    from aotcuda.serving import server as server_module
+    from aotcuda.serving.command import serve_command
+
+    class Served:  # a server that started, and stops at once as on Ctrl-C
+        url = "http://127.0.0.1:18850"
+
+        def wait(self, say_start_failure=None):
+            return signal.SIGINT
+
+    evil = tmp_path / "evil\x1b[2J\x1b[31m.pt2"
+    evil.write_bytes(b"not read: serve_package is a stand-in")
+    monkeypatch.setattr(server_module, "serve_package", lambda *args: Served())
+    result = CliRunner().invoke(serve_command, [str(evil)])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "evil\\x1b[2J\\x1b[31m.pt2 at http://127.0.0.1:18850" in result.output, \
+        result.output

@@ -596,8 +596,7 @@ def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callabl
         raise PackageError(f"cannot write {what} to {path!r}: it is a directory; give the "
                            f"{os.path.splitext(example)[1]} file to write, e.g. {os.path.join(path, example)!r}")
     if os.path.lexists(path) and not replaceable(path):
-        raise PackageError(f"will not write {what} to {path!r}: a file that is not {kind} is there, and writing "
-                           "would replace it; choose another path, or remove that file first")
+        raise PackageError(f"will not write {what} to {path!r}: {_what_is_there(path, kind)}")
     folder = os.path.dirname(path)
     while not os.path.exists(folder):  # the nearest part of the path that exists
         folder = os.path.dirname(folder)
@@ -612,6 +611,25 @@ def checked_output_path(path: str | os.PathLike, what: str, replaceable: Callabl
     _check_name_length(path, what, folder, longer_by)
     return path
 
+
+
+def _what_is_there(path: str, kind: str) -> str:
+    """Why the thing at ``path`` is not replaced, in the words of what it is. Only a regular file is ever replaced (the
+    write renames a new file over the path), so a symbolic link, even to an earlier output, is the link that would go:
+    a link to a torch.save file, or /dev/stdout, was refused as "a file that is not a torch.save file" (breakcall,
+    2026-12-07), which it is, or is not a file at all."""
+    if os.path.islink(path):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        leads = "nowhere (dangling)" if not os.path.exists(path) else f"to {target[:200]!r}"
+        return (f"a symbolic link is there, leading {leads}, and writing would replace the link, not write through it; "
+                "give the path of the file it leads to (or another path), or remove the link first")
+    if not os.path.isfile(path):
+        return ("something that is not a regular file is there (a device, FIFO or socket), and writing would replace "
+                "it; choose another path")
+    return f"a file that is not {kind} is there, and writing would replace it; choose another path, or remove that file first"
 
 def _as_path(path, what: str, example: str) -> str:
     """``path`` as an absolute str path, a leading "~" expanded as the shell does (Python's paths do not: "~/m.pt2"

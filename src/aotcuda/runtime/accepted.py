@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 _STRIDED = torch.strided
+_Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
 _MAX_ENTRIES = 64  # distinct input shapes remembered; a program with more checks the rest in full
 
 
@@ -54,11 +55,15 @@ class AcceptedSignatures:
         try:
             if self._dtypes is None:  # unsigned: any dtype and layout (AOTI's own checks look at them)
                 for tensor in tensors:
-                    if tensor.layout is not _STRIDED or tensor.device != device or tensor.is_neg() or tensor.is_conj():
+                    if ((type(tensor) is not _Tensor and type(tensor) is not _Parameter) or tensor.layout is not _STRIDED
+                            or tensor.device != device or tensor.is_neg() or tensor.is_conj()):
                         return None
             else:
                 for tensor, dtype, is_complex in zip(tensors, self._dtypes, self._complex):
-                    if (tensor.dtype is not dtype or tensor.layout is not _STRIDED
+                    # torch's own types first: anything else answers what follows with its own Python (the checks
+                    # name a non-tensor; plain_tensors made every tensor subclass a plain tensor before this)
+                    if ((type(tensor) is not _Tensor and type(tensor) is not _Parameter) or tensor.dtype is not dtype
+                            or tensor.layout is not _STRIDED
                             or not (tensor.is_cpu if on_cpu else tensor.device == device)
                             or not tensor.is_contiguous() or tensor.is_neg() or (is_complex and tensor.is_conj())):
                         return None

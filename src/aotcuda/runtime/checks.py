@@ -14,6 +14,8 @@ contiguous tensor), and without the lazy negation/conjugation bits that a data p
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 
 import torch
 
@@ -127,7 +129,7 @@ def aligned_written_inputs(prepared: list, written) -> list:
     return prepared if copies is None else copies
 
 
-def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], indices):
+def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], indices, changed_only: bool = False):
     """The copies of each written input that was laid out anew (a copy) back into the caller's tensor, whatever
     its layout (transposed, strided, a negation or conjugation view), as eager's in-place op would have updated
     it: a lazy ``map`` made before the run, which ``list(back)`` runs after it in one C call (None: nothing to
@@ -135,8 +137,15 @@ def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], ind
     handler could raise first and leave the caller's tensor without the run's write. Inputs that no in-place op
     could write (elements sharing memory, an inference tensor outside inference mode) are skipped:
     check_mutated_inputs refuses those when the program is known to write them, so here they are inputs the
-    program only reads (packages that do not say)."""
-    targets, sources = [], []
+    program only reads (packages that do not say).
+
+    ``changed_only``: for a package that does not say which inputs its program writes (``indices`` is then every
+    input), copy back only a copy whose bits the run changed. An input it only reads is then never written: the copy
+    back wrote each one's own values into the caller's memory, and where that memory is read-only (a NumPy memory map,
+    ``np.load(..., mmap_mode="r")``, under a negation view or a bool mask) the process ended with SIGSEGV where eager
+    only reads it (breakcall, 2026-12-07). The comparison is lazy too, of C iterators over views made here, so that
+    ``list(back)`` still runs in one C call."""
+    targets, sources, before, after = [], [], [], []
     for index in indices:
         original, copy = originals[index], prepared[index]
         if copy is original or torch._debug_has_internal_overlap(original) == 1 or (
@@ -146,7 +155,37 @@ def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], ind
         # too), the same memory and version counter, with no context manager to leave after the run
         targets.append(original.detach())
         sources.append(copy)
-    return map(torch.Tensor.copy_, targets, sources) if targets else None
+        if changed_only:  # the copy's bits after the run against the original's, which the run did not touch
+            bits = _bits_pair(original, copy)
+            before.append(bits[0])
+            after.append(bits[1])
+    if not targets:
+        return None
+    if not changed_only:
+        return map(torch.Tensor.copy_, targets, sources)
+    changed = map(operator.not_, map(torch.equal, before, after))  # bitwise: -0.0 is not 0.0, a nan is itself
+    return itertools.starmap(torch.Tensor.copy_, itertools.compress(zip(targets, sources), changed))
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_UNEQUAL = (torch.zeros(1, dtype=torch.uint8), torch.ones(1, dtype=torch.uint8))  # "changed": copied back
+
+
+def _bits_pair(original: torch.Tensor, copy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(original, copy) as integer views of their bits, for a bitwise comparison: views, except for an original with a
+    negation or conjugation bit, whose values are resolved now (a copy of that input, before the run, which does not
+    write it). A dtype without an integer of its size is compared as changed (copied back, as before)."""
+    try:
+        if original.is_neg() or original.is_conj():
+            original = original.resolve_conj().resolve_neg()
+        pair = []
+        for tensor in (original, copy):
+            if tensor.is_complex():
+                tensor = torch.view_as_real(tensor)
+            pair.append(tensor.view(_BITS[tensor.element_size()]))
+        return pair[0], pair[1]
+    except (KeyError, RuntimeError, TypeError):
+        return _UNEQUAL
 
 
 # --- memory overlap ---------------------------------------------------------------------------------------

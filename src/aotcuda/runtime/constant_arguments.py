@@ -159,9 +159,13 @@ class ConstantArguments:
         may_leave_out = may_leave_out or (self.parameters is None and constant.parameter and constant.position is None) \
             or (parameter is not None and same_value(constant.value, parameter.default))
         fix = f"pass {_assignment(constant)}" + (" or leave it out" if may_leave_out else "")
-        # where the types differ, say so: "is 2.0, but the program was exported with 2.0" (a float subclass)
-        kinds = "" if type(given) is type(constant.value) or given is None or isinstance(given, torch.Tensor) else \
-            f" (type {clipped(type(given).__name__, 40)}, not {type(constant.value).__name__})"
+        # where the types differ, say so: "is 2.0, but the program was exported with 2.0" (a float subclass); by module
+        # too where the names are alike: NumPy 2's bool is named "bool" ("is True (type bool, not bool)")
+        given_type = type(given).__name__
+        if given_type == type(constant.value).__name__:
+            given_type = f"{type(given).__module__}.{type(given).__qualname__}"
+        kinds = "" if type(given) is type(constant.value) or given is None or _is_tensor(given) else \
+            f" (type {clipped(given_type, 80)}, not {type(constant.value).__name__})"
         raise InputError(f"argument {constant.name!r} is {_value_text(given)}{kinds}, but the program was exported "
                          f"with {constant.value!r} there and computes with that value whatever is passed; {fix}, "
                          "or lower the model again with the value you need")
@@ -215,7 +219,7 @@ class ConstantArguments:
             default = "" if parameter.default is _NO_DEFAULT else f" {parameter.default!r}"
             leave = f"leave it out (or pass{default})" if default else "leave it out"
             again = (f"an example {key} in kwargs (a tensor like this one), to take it as an input"
-                     if isinstance(value, torch.Tensor) else f"{key}={quoted(value)} in kwargs")
+                     if _is_tensor(value) else f"{key}={quoted(value)} in kwargs")
             raise InputError(f"argument {key!r} is {_value_text(value)}, but the program was exported with {key}'s "
                              f"default{default} (the example call left it out) and computes with that value whatever "
                              f"is passed; {leave}, or lower the model again with {again}")
@@ -240,9 +244,16 @@ def _left_out_message(refused: list[tuple[ConstantInput, Parameter | None]]) -> 
 def _value_text(value) -> str:
     """A call's value as a refusal names it: a tensor by its shape and dtype (its repr is lines of numbers), any
     other value ``quoted``."""
-    if isinstance(value, torch.Tensor):
+    if _is_tensor(value):
         return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
     return quoted(value)
+
+
+def _is_tensor(value) -> bool:
+    """Whether ``value`` is a tensor by its real type: ``isinstance`` reads a ``__class__`` an object may fake, and a
+    refusal then read its ``.shape`` (a raw AttributeError for an object claiming to be a tensor; breakcall,
+    2026-12-07)."""
+    return issubclass(type(value), torch.Tensor)
 
 
 def _assignment(constant: ConstantInput) -> str:

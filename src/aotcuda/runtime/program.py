@@ -200,6 +200,8 @@ class Program:
         if not usable and signature:
             _warn_stale_signature(signature, self.num_inputs, self.num_outputs, package.path)
         self._mutated, self._written = _written_inputs(self._input_specs, self.num_inputs)
+        # the package does not say which inputs its program writes: copy back only what a run changed (copies_back)
+        self._writes_unknown = self._written != self._mutated
         self._align_written = self._device.type == "cuda" and bool(self._written)
         if check_index_ranges is None:
             check_index_ranges = switches.flag("AOTCUDA_CHECK_INDEX_RANGES")
@@ -449,7 +451,9 @@ class Program:
         caller's own tensor, as eager's (``aotcuda.runtime.returned_inputs``).
 
         Raises InputError / OutputError before running, RuntimeCallError when the container fails (every
-        output handle released once; the next call can run) or the Program was closed.
+        output handle released once; the next call can run) or the Program was closed. A buffer whose shape is
+        known only from the run (a package without a signature, a data-dependent size) is refused after it, with an
+        OutputError that says so and carries the run's results (``.results``).
 
         Thread-safe: one Program may be called from many threads at once (calls through one CUDA graph
         take turns); ``close()`` waits for the calls in flight.
@@ -519,7 +523,8 @@ class Program:
         # ends the call: an interrupt after the run (a signal's handler raises as any call returns) left the caller's
         # tensor without the run's write. One C call there (copies_back), so no handler runs before the copies; the
         # caller's tensor then holds what the run wrote, as it would had the run written it in place.
-        back = copies_back(originals, prepared, self._written) if prepared is not originals else None
+        back = copies_back(originals, prepared, self._written, self._writes_unknown) if prepared is not originals \
+            else None
         try:
             if self._graphs is not None:
                 finish = functools.partial(self._finish, outputs)
@@ -546,7 +551,11 @@ class Program:
         if self._boundary is not None:
             results = self._boundary.outputs_as_complex(results)
         if outputs is not None:
-            check_buffers_match(outputs, results)
+            try:
+                check_buffers_match(outputs, results)
+            except OutputError as mismatch:  # found after the run: the call is done, and its results are the caller's
+                raise _ran_anyway(mismatch, per_distinct_tensor(results, torch.Tensor.clone) if static else results) \
+                    from None
             for buffer, result in zip(outputs, results):
                 if result is not None:  # a None output (forward returns None there) leaves its buffer as it was
                     buffer.copy_(result)
@@ -762,6 +771,20 @@ def _warn_stale_signature(signature: dict, num_inputs: int, num_outputs: int, pa
                       "code). Lower the model again with this aotcuda (it records Python-number and None outputs)",
                       UserWarning, stacklevel=4)
 
+
+def _ran_anyway(mismatch: OutputError, results: list) -> OutputError:
+    """The OutputError of a caller buffer that does not fit its result, found after the run (a package without an
+    aotcuda signature, whose output shapes are known only from the run; a data-dependent output size): the program has
+    run, so its state and the inputs it writes were updated, and a call made again to get the results would run it a
+    second time (breakcall, 2026-12-07: an unsigned Stateful package refused a (3, 4) buffer for its (2, 4) output, its
+    step counter had moved to 1 and its cache input was written, and the next call gave step 2, the refused call's
+    results lost). The error says so and carries the results (``.results``, one tensor per output slot, as execute
+    returns them without buffers)."""
+    error = OutputError(f"{mismatch}. The program has run (its state and the inputs it writes in place were updated), "
+                        "so its results were not lost: they are this error's .results (one tensor per output slot); "
+                        "calling again to get them would run it a second time")
+    error.results = list(results)
+    return error
 
 def _with_numbers(structure, numbers: list[tuple[int, type]], outputs: list):
     """``structure(outputs)`` with each Python-number output (``TensorSpec.scalar``) as its number: the container

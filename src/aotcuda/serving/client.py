@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import numbers
 import re
 import select
 import socket
@@ -80,12 +81,18 @@ class Client:
 
     def __init__(self, url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = 3, backoff_s: float = 0.5,
                  max_retry_after_s: float = 30.0, max_response_bytes: int = 1 << 30):
+        _check_arguments(url, timeout_s=timeout_s, retries=retries, backoff_s=backoff_s,
+                         max_retry_after_s=max_retry_after_s, max_response_bytes=max_response_bytes)
         self.url, self.timeout_s, self.retries, self.backoff_s = url.rstrip("/"), timeout_s, retries, backoff_s
         self.max_retry_after_s, self.max_response_bytes = max_retry_after_s, max_response_bytes
         parts = urllib.parse.urlsplit(self.url)
+        try:
+            port = parts.port
+        except ValueError as error:  # "Port out of range 0-65535", naming no url
+            raise ValueError(f"url must be http://HOST[:PORT], got {url!r} ({error})") from None
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"url must be http://HOST[:PORT], got {url!r}")
-        self._host, self._port, self._path = parts.hostname, parts.port or 80, parts.path + "/predict"
+        self._host, self._port, self._path = parts.hostname, port or 80, parts.path + "/predict"
 
     def predict(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """The flat outputs for these named inputs. Raises ServingError (after the retries, if retriable)."""
@@ -467,6 +474,37 @@ def _wire_tensors(inputs) -> dict[str, torch.Tensor]:
                          "format) cannot carry, and no served program takes; pass the dtype the program takes "
                          "(`aotcuda inspect` lists it)")
     return wire
+
+
+def _check_arguments(url, **values) -> None:
+    """ValueError naming a Client argument that is not what it must be, and the fix. Unchecked (breakcall, 2026-12-07):
+    retries=-1 made no attempt and raised AssertionError("unreachable"); a negative backoff_s or max_retry_after_s
+    raised time.sleep's "sleep length must be non-negative" in place of the server's refusal it was to wait after;
+    timeout_s=None waited for ever on a server that never answers, inf or 1e12 raised a raw OverflowError, 0 made the
+    socket non-blocking ("Operation now in progress"); a str number failed later with a raw TypeError; a url holding
+    a line break was sent on into the request line and every error message."""
+    if not isinstance(url, str):
+        raise ValueError(f"url must be a str, http://HOST[:PORT], got {type(url).__name__}")
+    if any(unicodedata.category(char)[0] in "CZ" for char in url):  # spaces, line breaks, other controls
+        raise ValueError(f"url must be http://HOST[:PORT] without spaces or control characters, got {url!r}")
+    for name, value in values.items():
+        whole = name in ("retries", "max_response_bytes")
+        number = not isinstance(value, bool) and isinstance(value, numbers.Integral if whole else numbers.Real)
+        if name == "timeout_s":  # past TIMEOUT_MAX the socket's deadline overflows (nan fails every comparison)
+            fits = number and 0 < value <= threading.TIMEOUT_MAX
+        else:
+            fits = number and (1 if name == "max_response_bytes" else 0) <= value < float("inf")
+        if not fits:
+            kind = "a whole number" if whole else "a number of seconds" if name == "timeout_s" else \
+                "a finite number of seconds"  # inf: a server's Retry-After of 1e300 would be slept (OverflowError)
+            bounds = {"timeout_s": f"above 0 and at most {threading.TIMEOUT_MAX:g} (what a socket waits; None would "
+                                   "wait for ever)", "max_response_bytes": "of at least 1"}.get(name, "of 0 or more")
+            raise ValueError(f"Client's {name} must be {kind} {bounds}, got {value!r}"
+                             + (f" ({type(value).__name__})" if not number else "")
+                             + f"; e.g. {name}={_DEFAULTS[name]!r}, the default")
+
+
+_DEFAULTS = {"timeout_s": 60.0, "retries": 3, "backoff_s": 0.5, "max_retry_after_s": 30.0, "max_response_bytes": 1 << 30}
 
 
 def _cut(sock, expired: threading.Event) -> None:

@@ -116,7 +116,9 @@ def serve_command(package, replicas, host, port, max_batch_size, batch_wait_ms, 
         _say(f"stopped ({name}) while starting: Serve and Ray are down")
         return
     try:
-        _say(f"serving {package} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
+        from aotcuda.cli import terminal_safe  # a package's name is anyone's text (the CLI's other success lines)
+
+        _say(f"serving {terminal_safe(package)} at {server.url}: POST {server.url}/predict, GET {server.url}/healthz "
              f"({replicas} replica(s)); Ctrl-C or SIGTERM stops")
         received = server.wait(say_start_failure=_warn)
     except (KeyboardInterrupt, StopRequested) as stop:  # before wait() took the signals over
