@@ -282,3 +282,24 @@ def test_a_hilbert_transform_lowers_and_matches_eager(tmp_path):
         got = torch.view_as_complex(got) if not got.is_complex() else got
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(got.real, x, rtol=1e-5, atol=1e-5)  # the analytic signal's real part is x
+
+
+def test_a_large_constant_in_a_subgraph_is_judged_by_its_runs_without_a_list_of_its_values():
+    """Review (2026-12-07): a 10M-element table read inside a branch was made a Python list (790 MB) before its runs
+    were counted. Its runs are counted by torch now; -0.0 and 0.0 are two runs, as are a value and nan."""
+    import tracemalloc
+
+    from aotcuda.lowering.scalar_constants import MAX_SUBGRAPH_CONSTANT_RUNS, _rebuilt, _too_many_runs
+
+    table = torch.arange(2_000_000, dtype=torch.float32)
+    tracemalloc.start()
+    try:
+        assert _rebuilt(torch.fx.Graph(), table) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20, f"{peak} bytes of Python objects for a constant left as it is"
+    runs = MAX_SUBGRAPH_CONSTANT_RUNS
+    alternating = torch.tensor([0.0, -0.0] * (runs // 2 + 1))
+    assert _too_many_runs(alternating) and not _too_many_runs(torch.zeros(10 * runs))
+    assert _too_many_runs(torch.tensor([1.0, float("nan")] * runs))

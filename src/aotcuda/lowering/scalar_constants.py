@@ -127,11 +127,27 @@ def _runs(values: list) -> list[tuple[object, int]] | None:
     return [(value, count) for value, count in runs]
 
 
-def _rebuilt(graph: torch.fx.Graph, value: torch.Tensor):
+_BITS_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _too_many_runs(flat: torch.Tensor) -> bool:
+    """Whether ``flat`` (1-d) has more than MAX_SUBGRAPH_CONSTANT_RUNS runs of equal bits, counted by torch: no Python
+    list of a large constant's values is made to find that it is one (a 10M-element table took 790 MB that way)."""
+    if flat.numel() <= MAX_SUBGRAPH_CONSTANT_RUNS:
+        return False
+    bits = flat.contiguous().view(_BITS_OF_SIZE[flat.element_size()])  # -0.0 is not 0.0; a nan equals its own bits
+    return int((bits[1:] != bits[:-1]).sum()) + 1 > MAX_SUBGRAPH_CONSTANT_RUNS
+
+
+def _rebuilt(graph: torch.fx.Graph, value: torch.Tensor, fake_mode=None):
     """Nodes of ``graph`` (at its insertion point) that compute ``value``: ``full`` for a 0-d or uniform one, else a
-    ``cat`` of one ``full`` per run of equal values, viewed in its shape; None when it has too many runs."""
+    ``cat`` of one ``full`` per run of equal values, viewed in its shape; None when it has too many runs. Each node's
+    meta["val"] is made in ``fake_mode`` (the constant's own), where there is one."""
     options = {"dtype": value.dtype, "layout": torch.strided, "device": value.device, "pin_memory": False}
-    shape, values = list(value.shape), value.reshape(-1).tolist() if value.dim() else [value.item()]
+    flat = value.reshape(-1)
+    if _too_many_runs(flat):
+        return None
+    shape, values = list(value.shape), flat.tolist()
     runs = _runs(values) if values else [(False if value.dtype == torch.bool else 0, 0)]
     if runs is None:
         return None
@@ -140,6 +156,11 @@ def _rebuilt(graph: torch.fx.Graph, value: torch.Tensor):
     parts = [graph.call_function(torch.ops.aten.full.default, ([count], run_value), options)
              for run_value, count in runs]
     joined = graph.call_function(torch.ops.aten.cat.default, (parts, 0))
+    if fake_mode is not None:  # each node's value, as export gives every node one
+        with fake_mode:
+            for node in (*parts, joined):
+                node.meta["val"] = torch.empty(node.args[0] if node is not joined else [len(values)],
+                                               dtype=value.dtype, device=value.device)
     return graph.call_function(torch.ops.aten.view.default, (joined, shape)) if value.dim() != 1 else joined
 
 
@@ -160,7 +181,7 @@ def subgraph_scalar_constants_as_full(ep: ExportedProgram) -> list[str]:
                     and not isinstance(value, torch.nn.Parameter) and value.layout == torch.strided):
                 continue
             with module.graph.inserting_before(node):
-                full = _rebuilt(module.graph, value)
+                full = _rebuilt(module.graph, value, getattr(node.meta.get("val"), "fake_mode", None))
             if full is None:
                 user = next(iter(node.users), None)
                 line = relative_source_line(user)
