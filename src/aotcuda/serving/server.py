@@ -33,6 +33,7 @@ from aotcuda.serving.batching import (index_records, serving_plan, state_written
 from aotcuda.serving.body import LEAST_TIMEOUT_S
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 from aotcuda.serving.cluster_address import check_reachable
+from aotcuda.serving.ray_token import use_own_token
 from aotcuda.serving.start_failures import StartFailureNotice, StartFailureWatch
 
 __all__ = ["OptionsError", "ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
@@ -745,6 +746,8 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             init = local_ray_init_options(options, joining=joining)
             if not joining and "_temp_dir" not in (ray_init_options or {}):
                 init["_temp_dir"] = private_ray_folder()
+            if not joining:  # not ~/.ray/auth_token, which other local users may read (serving/ray_token.py)
+                use_own_token()
             with _stops_held_through_ray_init() as held:
                 _init_ray(init, ray_init_options)
         try:
