@@ -5,7 +5,8 @@ the temporary folder a package is extracted to (runtime/package.py).
 The rule: the folder and every folder above it belong to this user or root, and none is writable by others, except
 a sticky one above it (/tmp: each user's entries stay their own) and, where the caller allows it (a temporary
 folder), the folder itself if sticky. A group's write bit counts unless the group is the user's own private group
-(umask 002 makes folders group-writable for it). Every symbolic link on the way belongs to this user or root (a
+(umask 002 makes folders group-writable for it) and no POSIX ACL names another user or group with
+write (with an ACL, the group bits are its mask). Every symbolic link on the way belongs to this user or root (a
 link is replaced by whoever may write its folder, which the same rule covers). This module imports neither torch
 nor the rest of aotcuda (``temporary_folder_problem`` reads its switch where it is called).
 """
@@ -48,6 +49,11 @@ def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
         if info.st_uid not in trusted:
             return f"is owned by uid {info.st_uid}" if real == checked else \
                 f"lies in {real!r}, owned by uid {info.st_uid}"
+        acl_writer = _acl_writer(real, info) if info.st_mode & stat.S_IWGRP and not shared else None
+        if acl_writer and not (sticky and (sticky_ok or real != checked)):
+            where = "is" if real == checked else f"lies in {real!r}, which is"
+            return (f"{where} writable by {acl_writer} through a POSIX ACL (mode {mode:#o}; getfacl lists it), so they "
+                    "can put files there or rename what is there away")
         if shared and real == checked and not (sticky_ok and sticky):
             return f"is writable by other users{' and not sticky' if sticky_ok else ''} (mode {mode:#o})"
         if shared and not sticky:
@@ -168,6 +174,36 @@ def _unusable_folder(folder: str) -> str | None:
         return "is not a folder" if os.path.exists(folder) else "is a symbolic link to nothing"
     if not os.access(folder, os.W_OK | os.X_OK):
         return "is not writable by this user"
+    return None
+
+
+# A POSIX access ACL as Linux stores it (the system.posix_acl_access attribute): a version word (2), then entries of
+# (tag, permissions, id), little-endian; the tags of a named user and a named group, and the write permission.
+_ACL_VERSION, _ACL_USER, _ACL_GROUP, _ACL_WRITE = 2, 0x02, 0x08, 0x02
+
+
+def _acl_writer(path: str, info: os.stat_result) -> str | None:
+    """"uid N" or "gid N", a user or group other than this user and the folder's own group whom ``path``'s POSIX ACL
+    lets write into it, or None. Called where the group write bit is set (with an ACL, it is the ACL's mask, the most
+    any named entry gets) and was taken for the user's private group (``_own_group``): the mode bits alone then read
+    as "this user's alone" while the ACL lets others in (breakproc, 2026-12-07: a root folder of mode 0775 with
+    ``user:65534:rwx`` passed, and uid 65534 wrote into it). A file system without ACLs has none."""
+    try:
+        acl = os.getxattr(path, "system.posix_acl_access")
+    except OSError:  # no ACL (ENODATA), or a file system without them
+        return None
+    if len(acl) < 4 or int.from_bytes(acl[:4], "little") != _ACL_VERSION:
+        return "someone (an ACL of an unknown format)"
+    for start in range(4, len(acl) - 7, 8):
+        tag, permissions, owner = (int.from_bytes(acl[start:start + 2], "little"),
+                                   int.from_bytes(acl[start + 2:start + 4], "little"),
+                                   int.from_bytes(acl[start + 4:start + 8], "little"))
+        if not permissions & _ACL_WRITE:
+            continue
+        if tag == _ACL_USER and owner != os.geteuid():
+            return f"uid {owner}"
+        if tag == _ACL_GROUP and owner != info.st_gid:
+            return f"gid {owner}"
     return None
 
 

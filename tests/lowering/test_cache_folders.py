@@ -14,6 +14,7 @@ import torch
 import aotcuda
 from aotcuda.errors import PackageError
 from aotcuda.shared_folders import _own_group, unsafe_folder
+from posix_acls import access_acl
 
 OTHER_USER = 65534  # nobody
 
@@ -68,6 +69,29 @@ def test_a_folder_others_can_write_or_replace_is_named(tmp_path):
     assert "not sticky" in unsafe_folder(str(open_parent / "cache"))  # they can rename ours away
     open_parent.chmod(0o777 | stat.S_ISVTX)  # as /tmp: only the owner renames
     assert unsafe_folder(str(open_parent / "cache")) is None
+
+
+def test_a_folder_a_posix_acl_lets_others_write_into_is_named(tmp_path):
+    """breakproc (2026-12-07): a folder of the user's private group whose ACL names another user or group with write
+    read as this user's alone (its group bits, the ACL's mask, were taken for the private group's)."""
+    for named, said in (({"user": OTHER_USER}, f"uid {OTHER_USER}"), ({"group": OTHER_USER}, f"gid {OTHER_USER}")):
+        folder = tmp_path / f"shared_by_acl_{said.replace(' ', '_')}"
+        folder.mkdir()
+        folder.chmod(0o755)
+        os.setxattr(folder, "system.posix_acl_access", access_acl(**named))
+        expected = f"writable by {said} through a POSIX ACL (mode 0o775" if _own_group(folder.stat().st_gid) \
+            else "writable by other users (mode 0o775)"
+        assert expected in unsafe_folder(str(folder))
+        assert expected in unsafe_folder(str(folder), sticky_ok=True)
+        assert "through a POSIX ACL" in unsafe_folder(str(folder / "cache")) or "other users" in unsafe_folder(
+            str(folder / "cache"))
+        if _own_group(folder.stat().st_gid):  # sticky: the named user cannot rename what is ours in it
+            folder.chmod(0o1775)
+            assert unsafe_folder(str(folder / "cache")) is None
+            assert "through a POSIX ACL" in unsafe_folder(str(folder))  # but may write into the folder itself
+        os.removexattr(folder, "system.posix_acl_access")
+        folder.chmod(0o755)
+        assert unsafe_folder(str(folder)) is None
 
 
 def test_a_link_or_a_folder_of_another_user_on_the_way_is_named(tmp_path):
