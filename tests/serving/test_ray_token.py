@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import os
 import secrets
+import stat
 import subprocess
 import sys
 
@@ -70,6 +71,13 @@ def test_serves_ray_refuses_the_token_file_other_users_can_read(served_block, tm
         # the instance's token is in no file of the home and on no command line (which every user may read)
         assert os.listdir(os.path.join(home, ".ray")) == ["auth_token"]
         assert open(os.path.join(home, ".ray", "auth_token")).read() == file_token
+        import tempfile
+
+        # for the dashboard's login page: a copy in serve's private folder of Ray's files, readable by this user alone
+        copies = [path for path in glob.glob(os.path.join(tempfile.gettempdir(), "aotcuda_ray_*", "auth_token"))
+                  if open(path).read() == own_token]
+        assert len(copies) == 1 and stat.S_IMODE(os.stat(copies[0]).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(os.path.dirname(copies[0])).st_mode) == 0o700
         for command_line in glob.glob("/proc/[0-9]*/cmdline"):
             try:
                 with open(command_line, "rb") as file:

@@ -22,17 +22,27 @@ import secrets
 TOKEN_VARIABLES = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
-def use_own_token() -> bool:
+def use_own_token(private_folder: str | None = None) -> bool:
     """Give the Ray instance this process is about to start a token of its own (the module docstring); True where it
-    did, False where the user's choice is kept. Call before ``ray.init``."""
+    did, False where the user's choice is kept. Call before ``ray.init``. ``private_folder`` (a 0700 folder of this
+    user's: the one serve made for Ray's files) gets a copy in ``auth_token`` (0600), for the user who opens the
+    dashboard (``--dashboard``), whose login page asks for it."""
     if any(os.environ.get(name) for name in TOKEN_VARIABLES):
         return False
     if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":  # the user turned it off: their choice
         return False
+    token = secrets.token_hex(32)
+    if private_folder is not None:
+        descriptor = os.open(os.path.join(private_folder, TOKEN_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(token)
     os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    os.environ["RAY_AUTH_TOKEN"] = token
     _reread_by_ray()
     return True
+
+
+TOKEN_FILE = "auth_token"
 
 
 def _reread_by_ray() -> None:

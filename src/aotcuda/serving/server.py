@@ -744,10 +744,12 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
                     os.environ[name] = value
             joining = bool(os.environ.get("RAY_ADDRESS"))
             init = local_ray_init_options(options, joining=joining)
+            ours = None
             if not joining and "_temp_dir" not in (ray_init_options or {}):
                 init["_temp_dir"] = private_ray_folder()
+                ours = os.path.dirname(init["_temp_dir"])
             if not joining:  # not ~/.ray/auth_token, which other local users may read (serving/ray_token.py)
-                use_own_token()
+                use_own_token(ours)
             with _stops_held_through_ray_init() as held:
                 _init_ray(init, ray_init_options)
         try:
