@@ -157,3 +157,45 @@ def test_a_wait_for_another_process_is_said_and_names_it(tmp_path):
         holder.join(30)
         if holder.is_alive():
             holder.kill()
+
+
+def test_a_lock_that_cannot_be_made_is_named_with_the_fix(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): with the inodes of Inductor's cache folder's file system used up by another process (a
+    20-inode tmpfs, 50 MiB free, so that the room check passed), lower() ended after the export and the passes in a
+    raw 'OSError: [Errno 28] No space left on device: .../aotcuda-compile-locks'. Here another process's file sits
+    where the lock folder goes (no privileges needed): the same raw error, a FileExistsError, on the code before."""
+    from aotcuda.errors import PackageError
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    (cache / "aotcuda-compile-locks").write_text("not a folder")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    ep = _export(Affine(), torch.randn(2, 4))
+    with pytest.raises(PackageError, match=r"will not compile: the compile lock '.*aotcuda-compile-locks/[0-9a-f]+\.lock' "
+                                           r"cannot be made in Inductor's cache folder \(File exists\); .*nothing was "
+                                           r"compiled"):
+        with compile_lock.compiling_alone(ep, {}):
+            raise AssertionError("the block ran without its lock")
+    (cache / "aotcuda-compile-locks").unlink()
+    with compile_lock.compiling_alone(ep, {}):  # the file gone, the lock is made and taken
+        assert os.path.exists(compile_lock.lock_path(compile_lock.program_key(ep, {})) + ".pid")
+
+
+def test_a_file_system_without_free_inodes_is_said_so_where_bytes_are_free(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): "free space in '/tmp' (50.0 MiB free)" was the advice where another process had used up
+    the inodes: the user looked for space that was there. (Mounting a small tmpfs needs privileges: its statvfs
+    answer stands in, as noexec_mount does.)"""
+    import errno
+
+    from aotcuda.os_errors import os_error_advice
+
+    statvfs = os.statvfs
+
+    def no_inode_left(path):
+        answer = statvfs(path)
+        return os.statvfs_result((*answer[:5], 20, 0, 0, *answer[8:]))  # f_files, f_ffree, f_favail
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert "but no inode free" not in os_error_advice(full, str(tmp_path))
+    monkeypatch.setattr(os, "statvfs", no_inode_left)
+    assert "free, but no inode free: no new file can be made there)" in os_error_advice(full, str(tmp_path))

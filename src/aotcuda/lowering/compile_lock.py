@@ -31,6 +31,9 @@ import filelock
 import torch
 from torch.export import ExportedProgram
 
+from aotcuda.errors import PackageError, clipped
+from aotcuda.os_errors import os_error_advice
+
 
 # How long a lower() waits for another process compiling the same program before it says so and stops: longer
 # than any compile measured here (the 1.2B decoder on the H200: about 150 s; a CPU compile on 2 cores: minutes).
@@ -79,11 +82,10 @@ def compiling_alone(ep: ExportedProgram, configs: dict[str, Any], wait_s: float 
             file and what to do.
     """
     path = lock_path(program_key(ep, configs))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     lock = filelock.FileLock(path)
     wait_s = WAIT_S if wait_s is None else wait_s
     try:
-        lock.acquire(timeout=0)
+        _made_and_taken(lock, path)
     except filelock.Timeout:
         # a warning, not a log line: the command line shows it ("warning: ..."), where a log.info left `aotcuda lower`
         # waiting up to WAIT_S without a word behind a stopped first one (the process breaker, 2026-12-06)
@@ -104,6 +106,25 @@ def compiling_alone(ep: ExportedProgram, configs: dict[str, Any], wait_s: float 
         with contextlib.suppress(OSError):  # before the release: a later holder's own is never removed
             os.remove(f"{path}.pid")
         lock.release()
+
+
+def _made_and_taken(lock: filelock.FileLock, path: str) -> None:
+    """Make the lock's folder and file and take it at once (filelock.Timeout where another process holds it), or
+    PackageError naming the folder, what the file system said and the fix. Why: with the inodes of Inductor's cache
+    folder's file system used up (another process's files in a shared /tmp, bytes still free, so the room check
+    passed), lower() ended after the export and passes in a raw ``OSError: [Errno 28] No space left on device:
+    '.../aotcuda-compile-locks'`` (breakproc, 2026-12-07)."""
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        lock.acquire(timeout=0)
+    except filelock.Timeout:  # held by another process (a TimeoutError, which is an OSError): the caller waits
+        raise
+    except OSError as exc:
+        advice = os_error_advice(exc, folder, elsewhere="set TORCHINDUCTOR_CACHE_DIR to a folder with room") or \
+            "set TORCHINDUCTOR_CACHE_DIR to a folder of your own you can write (e.g. mkdir -m 700 ~/.cache/aotcuda-inductor)"
+        raise PackageError(f"will not compile: the compile lock {clipped(path, 200)!r} cannot be made in Inductor's "
+                           f"cache folder ({exc.strerror or exc}); {advice}; nothing was compiled") from None
 
 
 def _record_holder(path: str) -> None:
