@@ -64,6 +64,57 @@ def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
         real = os.path.dirname(real)
 
 
+def entries_others_may_write(folder: str) -> tuple[int, str, str] | None:
+    """(how many, the first found, why) of the entries inside ``folder`` (every depth, links not followed) that a user
+    other than this one (or root) owns, or may write (the mode's bits, as ``unsafe_folder`` reads them, its ACL rule
+    too), or None where there is none. ``unsafe_folder`` judges a folder and the folders above it; what is inside
+    matters where others may pass through it (a 0755 cache folder, as torch makes /tmp/torchinductor_<user>): a
+    process run with umask 000 leaves Inductor's sources 0666 and its folders 0777 there (breakproc, 2026-12-07:
+    35 such entries after one lowering), and another user may rewrite a source Inductor compiles as it finds it, or a
+    library it loads."""
+    trusted, count, first = {os.geteuid(), 0}, 0, None
+    for root, folders, files in os.walk(folder):
+        for name in folders + files:
+            path = os.path.join(root, name)
+            try:
+                info = os.lstat(path)
+            except OSError:  # gone meanwhile
+                continue
+            writers = stat.S_IWOTH | (0 if _own_group(info.st_gid) else stat.S_IWGRP)
+            why = (f"owned by uid {info.st_uid}" if info.st_uid not in trusted else
+                   None if stat.S_ISLNK(info.st_mode) else
+                   f"mode {stat.S_IMODE(info.st_mode):#o}" if info.st_mode & writers else
+                   _acl_writer(path, info) if info.st_mode & stat.S_IWGRP else None)
+            if why:
+                count += 1
+                first = first or (path, why if not why.startswith(("uid", "gid", "someone")) else f"writable by {why}")
+    return None if first is None else (count, *first)
+
+
+def umask_lets_others_write() -> int | None:
+    """This process's umask where it leaves new files and folders writable by others (the other users' write bit, or
+    the group's where the group is not the user's private one), else None."""
+    mask = _umask()
+    group_shared = not mask & stat.S_IWGRP and not _own_group(os.getegid())
+    return mask if not mask & stat.S_IWOTH or group_shared else None
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it where Linux shows it (/proc/self/status, Linux 4.7+): setting it
+    to read it would give another thread's files of those microseconds another mode. Elsewhere it is set and put back
+    at once, to 077 meanwhile (stricter, never looser, than any umask a thread may have)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 def mounted_noexec(folder: str) -> bool:
     """Whether ``folder`` is on a file system mounted noexec (a hardened /tmp, a container's noexec tmpfs), where no
     library made there can be opened: load's model libraries, Inductor's probes of the CPU's vector instructions."""

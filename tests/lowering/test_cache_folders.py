@@ -257,3 +257,56 @@ def test_a_precompiled_header_folder_others_can_write_is_refused_with_a_private_
         check_cache_folders("cuda")
     monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
     check_cache_folders("cpu")
+
+
+def test_a_cache_folder_holding_entries_others_may_write_is_refused(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): the rule judged the cache folder and the folders above it; torch makes its default one
+    0755, which others may pass through, and a lowering run with umask 000 left 35 entries in it that others may write
+    (sources 0666, folders and libraries 0777): uid 65534 appended to a cached wrapper source, which Inductor compiles
+    as it finds it. Such entries, and entries another user owns, are refused until fixed."""
+    from aotcuda.lowering.cache_folders import check_cache_folders
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o755)  # as torch makes /tmp/torchinductor_<user>
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    check_cache_folders()
+    source = cache / "cw" / "cwxyz.wrapper.cpp"
+    source.parent.mkdir()
+    source.write_text("// a cached source")
+    source.chmod(0o666)  # what umask 000 leaves
+    with pytest.raises(PackageError, match=r"will not compile: Inductor's cache folder '.*cache' holds 1 entry another "
+                                           r"user owns or may write \(e.g. '.*cwxyz.wrapper.cpp', mode 0o666; .*chmod -R "
+                                           r"go-w it"):
+        check_cache_folders()
+    source.chmod(0o644)
+    source.parent.chmod(0o777)
+    with pytest.raises(PackageError, match=r"holds 1 entry .*'.*/cw', mode 0o777"):
+        check_cache_folders()
+    source.parent.chmod(0o755)
+    check_cache_folders()
+    if os.geteuid() == 0:  # an entry another user owns: they may rewrite it whatever its mode
+        os.lchown(source, OTHER_USER, OTHER_USER)
+        with pytest.raises(PackageError, match=r"holds 1 entry .*cwxyz.wrapper.cpp', owned by uid 65534"):
+            check_cache_folders()
+
+
+def test_a_umask_that_lets_others_write_is_refused(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): under umask 000 every file and folder Inductor makes in its cache is writable by others
+    (the test above): refused before the compile makes them."""
+    from aotcuda.lowering.cache_folders import check_cache_folders
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    check_cache_folders()
+    before = os.umask(0)
+    try:
+        with pytest.raises(PackageError, match=r"will not compile: this process's umask is 000, so the sources and "
+                                               r"libraries Inductor writes in its cache folder .* would be writable by "
+                                               r"other users.*Run with umask 022"):
+            check_cache_folders()
+        monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
+        check_cache_folders()
+    finally:
+        os.umask(before)
