@@ -13,6 +13,7 @@ nor the rest of aotcuda (``temporary_folder_problem`` reads its switch where it 
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import tempfile
@@ -262,14 +263,19 @@ def _own_group(gid: int) -> bool:
     """Whether ``gid`` is this user's private group (the convention of most Linux distributions, with umask 002:
     a group named as the user, the user's own primary group, no other member listed), whose write bit lets in
     nobody else: a folder made under that umask is group-writable and still this user's alone."""
+    return _own_group_of(gid, os.geteuid(), os.getegid())
+
+
+@functools.lru_cache(maxsize=64)  # asked for every entry of a cache folder's walk: ~50 us of lookups each
+def _own_group_of(gid: int, uid: int, own_gid: int) -> bool:
     import grp
     import pwd
 
     try:
-        user, group = pwd.getpwuid(os.geteuid()).pw_name, grp.getgrgid(gid)
+        user, group = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid)
     except KeyError:  # no name for the user or the group (a container without those entries)
         return False
-    return gid == os.getegid() and group.gr_name == user and set(group.gr_mem) <= {user}
+    return gid == own_gid and group.gr_name == user and set(group.gr_mem) <= {user}
 
 
 def _links_on_the_way(path: str) -> list[str]:
