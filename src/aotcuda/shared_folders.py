@@ -261,8 +261,9 @@ def _acl_writer(path: str, info: os.stat_result) -> str | None:
 
 def _own_group(gid: int) -> bool:
     """Whether ``gid`` is this user's private group (the convention of most Linux distributions, with umask 002:
-    a group named as the user, the user's own primary group, no other member listed), whose write bit lets in
-    nobody else: a folder made under that umask is group-writable and still this user's alone."""
+    a group named as the user, the user's own primary group, no other member listed, nor any other user's primary
+    group), whose write bit lets in nobody else: a folder made under that umask is group-writable and still this
+    user's alone."""
     return _own_group_of(gid, os.geteuid(), os.getegid())
 
 
@@ -275,7 +276,11 @@ def _own_group_of(gid: int, uid: int, own_gid: int) -> bool:
         user, group = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid)
     except KeyError:  # no name for the user or the group (a container without those entries)
         return False
-    return gid == own_gid and group.gr_name == user and set(group.gr_mem) <= {user}
+    if gid != own_gid or group.gr_name != user or not set(group.gr_mem) <= {user}:
+        return False
+    # the group file lists a group's secondary members only: a user whose primary group it is (its passwd entry) is a
+    # member too, and may write where the group may (breakproc, 2026-12-07). Users the system enumerates (getpwall).
+    return not any(entry.pw_gid == gid and entry.pw_uid != uid for entry in pwd.getpwall())
 
 
 def _links_on_the_way(path: str) -> list[str]:

@@ -310,3 +310,32 @@ def test_a_umask_that_lets_others_write_is_refused(tmp_path, monkeypatch):
         check_cache_folders()
     finally:
         os.umask(before)
+
+
+def test_a_group_another_user_has_as_primary_group_is_no_private_group(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): the group file lists a group's secondary members only, so a group named as the user with
+    no member listed was taken for the user's private group even where another user's passwd entry makes it their
+    primary group: a folder group-writable for it passed as the user's alone, though that user may write into it.
+    (Editing the system's passwd needs privileges: its enumeration stands in.)"""
+    import pwd
+
+    from aotcuda import shared_folders
+
+    own_gid = os.getegid()
+    if not _own_group(own_gid):  # the user has no private group here: a group write bit is refused anyway
+        return
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o775)
+    os.chown(shared, -1, own_gid)
+    assert unsafe_folder(str(shared)) is None
+    entries = pwd.getpwall()
+    other = pwd.struct_passwd(("mallory", "x", 4242, own_gid, "", "/home/mallory", "/bin/sh"))
+    forget = getattr(shared_folders, "_own_group_of", None)  # the answers kept per group
+    monkeypatch.setattr(pwd, "getpwall", lambda: [*entries, other])
+    forget and forget.cache_clear()
+    try:
+        assert "writable by other users (mode 0o775)" in (unsafe_folder(str(shared)) or "")
+    finally:
+        monkeypatch.undo()
+        forget and forget.cache_clear()
