@@ -375,8 +375,9 @@ def test_the_ray_serve_starts_keeps_its_files_where_no_other_user_reaches_them(s
     import json
     import stat
 
+    env = {name: value for name, value in os.environ.items() if not name.startswith("RAY_AUTH")}  # a fresh server's
     done = subprocess.run([sys.executable, "-c", RAY_TEMP_DIR_CHILD, served_block[0], json.dumps(overrides)],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_ADDRESS": ""})
+                          capture_output=True, text=True, timeout=120, env={**env, "RAY_ADDRESS": ""})
     assert done.returncode == 0, done.stderr[-2000:]
     folder = json.loads(done.stdout.strip().splitlines()[-1])
     if overrides:
@@ -386,6 +387,9 @@ def test_the_ray_serve_starts_keeps_its_files_where_no_other_user_reaches_them(s
     info = os.lstat(parent)
     assert os.path.basename(folder) == "ray" and os.path.basename(parent).startswith("aotcuda_ray_")
     assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o700
+    token = os.path.join(parent, "auth_token")  # the instance's own Ray token, for the dashboard (serving/ray_token.py)
+    assert stat.S_IMODE(os.lstat(token).st_mode) == 0o600
+    os.remove(token)
     os.rmdir(parent)
 
 
