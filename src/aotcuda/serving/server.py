@@ -748,8 +748,8 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             if not joining and "_temp_dir" not in (ray_init_options or {}):
                 init["_temp_dir"] = private_ray_folder()
                 ours = os.path.dirname(init["_temp_dir"])
-            if not joining:  # not ~/.ray/auth_token, which other local users may read (serving/ray_token.py)
-                use_own_token(ours)
+            if not joining and not (ray_init_options or {}).get("address"):  # a new local instance: a token of its
+                use_own_token(ours)  # own, not ~/.ray/auth_token, which other local users may read (ray_token.py)
             with _stops_held_through_ray_init() as held:
                 _init_ray(init, ray_init_options)
         try:
