@@ -126,3 +126,37 @@ def test_a_token_the_user_chose_is_kept(monkeypatch):
     assert use_own_token() is True
     first = os.environ["RAY_AUTH_TOKEN"]
     assert len(first) == 64 and set(first) <= set("0123456789abcdef") and os.environ["RAY_AUTH_MODE"] == "token"
+
+
+_WHAT_RAY_INIT_GETS = """
+import json, os, sys
+from aotcuda.serving import server
+
+class Started(Exception):
+    pass
+
+def init_ray(init, overrides):  # what serve_package hands ray.init, without starting it
+    print(json.dumps({"address": (overrides or {}).get("address"), "token": os.environ.get("RAY_AUTH_TOKEN")}))
+    raise Started
+
+server._init_ray = init_ray
+try:
+    server.serve_package(sys.argv[1], server.ServeOptions(port=18652), ray_init_options=json.loads(sys.argv[2]))
+except Started:
+    pass
+"""
+
+
+@pytest.mark.parametrize("overrides", [{}, {"address": "10.0.0.7:6379"}])
+def test_only_a_new_local_instance_gets_a_token_of_its_own(served_block, overrides, tmp_path):
+    """A cluster the caller joins (ray_init_options' address, as RAY_ADDRESS) holds its own token: a new one sent to
+    it would be refused."""
+    import json
+
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    env["HOME"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", _WHAT_RAY_INIT_GETS, served_block[0], json.dumps(overrides)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (got["token"] is None) == bool(overrides), got
