@@ -46,7 +46,7 @@ def os_error_advice(exc: BaseException, where: str | None = None,
     shown = repr(clipped(where, 200)) if where else "the folder written to"
     if number in FULL and where:
         room = free_space(where)
-        shown += f" ({room} free)" if room else ""
+        shown += f" ({room})" if room else ""
     return advice.format(where=shown, elsewhere=elsewhere)
 
 
@@ -67,7 +67,7 @@ def write_failure_advice(exc: BaseException, folder: str) -> str:
         return advice
     import resource
 
-    advice = f"free space in {clipped(folder, 200)!r} ({free_space(folder) or 'unknown'} free) or use a folder with room"
+    advice = f"free space in {clipped(folder, 200)!r} ({free_space(folder) or 'unknown free space'}) or use a folder with room"
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if limit != resource.RLIM_INFINITY:
         advice += f"; or raise this process's file-size limit (ulimit -f; it is {limit} bytes)"
@@ -124,15 +124,21 @@ def bytes_shown(count: int) -> str:
 
 
 def free_space(path: str) -> str | None:
-    """The room left on the file system of ``path`` (or of the nearest folder above it that exists), as text."""
+    """The room left on the file system of ``path`` (or of the nearest folder above it that exists), as text: "1.5 GiB
+    free", and where no file can be made there (no inode left), that too."""
     path = os.path.abspath(path)
     while not os.path.exists(path) and os.path.dirname(path) != path:
         path = os.path.dirname(path)
     try:
         free = shutil.disk_usage(path).free
+        inodes = os.statvfs(path)
     except OSError:
         return None
+    # where another process used up the file system's inodes, bytes are free and no file can be made: "free space in
+    # '/tmp' (50.0 MiB free)" sent the user to look for space that was there (breakproc, 2026-12-07). A file system
+    # without an inode count (btrfs) says 0 files in all.
+    no_files = ", but no inode free: no new file can be made there" if inodes.f_files and not inodes.f_favail else ""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if free >= size:
-            return f"{free / size:.1f} {unit}"
-    return f"{free} bytes"
+            return f"{free / size:.1f} {unit} free{no_files}"
+    return f"{free} bytes free{no_files}"

@@ -5,13 +5,15 @@ the temporary folder a package is extracted to (runtime/package.py).
 The rule: the folder and every folder above it belong to this user or root, and none is writable by others, except
 a sticky one above it (/tmp: each user's entries stay their own) and, where the caller allows it (a temporary
 folder), the folder itself if sticky. A group's write bit counts unless the group is the user's own private group
-(umask 002 makes folders group-writable for it). Every symbolic link on the way belongs to this user or root (a
+(umask 002 makes folders group-writable for it) and no POSIX ACL names another user or group with
+write (with an ACL, the group bits are its mask). Every symbolic link on the way belongs to this user or root (a
 link is replaced by whoever may write its folder, which the same rule covers). This module imports neither torch
 nor the rest of aotcuda (``temporary_folder_problem`` reads its switch where it is called).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import tempfile
@@ -48,6 +50,11 @@ def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
         if info.st_uid not in trusted:
             return f"is owned by uid {info.st_uid}" if real == checked else \
                 f"lies in {real!r}, owned by uid {info.st_uid}"
+        acl_writer = _acl_writer(real, info) if info.st_mode & stat.S_IWGRP and not shared else None
+        if acl_writer and not (sticky and (sticky_ok or real != checked)):
+            where = "is" if real == checked else f"lies in {real!r}, which is"
+            return (f"{where} writable by {acl_writer} through a POSIX ACL (mode {mode:#o}; getfacl lists it), so they "
+                    "can put files there or rename what is there away")
         if shared and real == checked and not (sticky_ok and sticky):
             return f"is writable by other users{' and not sticky' if sticky_ok else ''} (mode {mode:#o})"
         if shared and not sticky:
@@ -56,6 +63,57 @@ def unsafe_folder(folder: str, sticky_ok: bool = False) -> str | None:
         if os.path.dirname(real) == real:
             return None
         real = os.path.dirname(real)
+
+
+def entries_others_may_write(folder: str) -> tuple[int, str, str] | None:
+    """(how many, the first found, why) of the entries inside ``folder`` (every depth, links not followed) that a user
+    other than this one (or root) owns, or may write (the mode's bits, as ``unsafe_folder`` reads them, its ACL rule
+    too), or None where there is none. ``unsafe_folder`` judges a folder and the folders above it; what is inside
+    matters where others may pass through it (a 0755 cache folder, as torch makes /tmp/torchinductor_<user>): a
+    process run with umask 000 leaves Inductor's sources 0666 and its folders 0777 there (breakproc, 2026-12-07:
+    35 such entries after one lowering), and another user may rewrite a source Inductor compiles as it finds it, or a
+    library it loads."""
+    trusted, count, first = {os.geteuid(), 0}, 0, None
+    for root, folders, files in os.walk(folder):
+        for name in folders + files:
+            path = os.path.join(root, name)
+            try:
+                info = os.lstat(path)
+            except OSError:  # gone meanwhile
+                continue
+            writers = stat.S_IWOTH | (0 if _own_group(info.st_gid) else stat.S_IWGRP)
+            why = (f"owned by uid {info.st_uid}" if info.st_uid not in trusted else
+                   None if stat.S_ISLNK(info.st_mode) else
+                   f"mode {stat.S_IMODE(info.st_mode):#o}" if info.st_mode & writers else
+                   _acl_writer(path, info) if info.st_mode & stat.S_IWGRP else None)
+            if why:
+                count += 1
+                first = first or (path, why if not why.startswith(("uid", "gid", "someone")) else f"writable by {why}")
+    return None if first is None else (count, *first)
+
+
+def umask_lets_others_write() -> int | None:
+    """This process's umask where it leaves new files and folders writable by others (the other users' write bit, or
+    the group's where the group is not the user's private one), else None."""
+    mask = _umask()
+    group_shared = not mask & stat.S_IWGRP and not _own_group(os.getegid())
+    return mask if not mask & stat.S_IWOTH or group_shared else None
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it where Linux shows it (/proc/self/status, Linux 4.7+): setting it
+    to read it would give another thread's files of those microseconds another mode. Elsewhere it is set and put back
+    at once, to 077 meanwhile (stricter, never looser, than any umask a thread may have)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def mounted_noexec(folder: str) -> bool:
@@ -171,18 +229,58 @@ def _unusable_folder(folder: str) -> str | None:
     return None
 
 
+# A POSIX access ACL as Linux stores it (the system.posix_acl_access attribute): a version word (2), then entries of
+# (tag, permissions, id), little-endian; the tags of a named user and a named group, and the write permission.
+_ACL_VERSION, _ACL_USER, _ACL_GROUP, _ACL_WRITE = 2, 0x02, 0x08, 0x02
+
+
+def _acl_writer(path: str, info: os.stat_result) -> str | None:
+    """"uid N" or "gid N", a user or group other than this user and the folder's own group whom ``path``'s POSIX ACL
+    lets write into it, or None. Called where the group write bit is set (with an ACL, it is the ACL's mask, the most
+    any named entry gets) and was taken for the user's private group (``_own_group``): the mode bits alone then read
+    as "this user's alone" while the ACL lets others in (breakproc, 2026-12-07: a root folder of mode 0775 with
+    ``user:65534:rwx`` passed, and uid 65534 wrote into it). A file system without ACLs has none."""
+    try:
+        acl = os.getxattr(path, "system.posix_acl_access")
+    except OSError:  # no ACL (ENODATA), or a file system without them
+        return None
+    if len(acl) < 4 or int.from_bytes(acl[:4], "little") != _ACL_VERSION:
+        return "someone (an ACL of an unknown format)"
+    for start in range(4, len(acl) - 7, 8):
+        tag, permissions, owner = (int.from_bytes(acl[start:start + 2], "little"),
+                                   int.from_bytes(acl[start + 2:start + 4], "little"),
+                                   int.from_bytes(acl[start + 4:start + 8], "little"))
+        if not permissions & _ACL_WRITE:
+            continue
+        if tag == _ACL_USER and owner != os.geteuid():
+            return f"uid {owner}"
+        if tag == _ACL_GROUP and owner != info.st_gid:
+            return f"gid {owner}"
+    return None
+
+
 def _own_group(gid: int) -> bool:
     """Whether ``gid`` is this user's private group (the convention of most Linux distributions, with umask 002:
-    a group named as the user, the user's own primary group, no other member listed), whose write bit lets in
-    nobody else: a folder made under that umask is group-writable and still this user's alone."""
+    a group named as the user, the user's own primary group, no other member listed, nor any other user's primary
+    group), whose write bit lets in nobody else: a folder made under that umask is group-writable and still this
+    user's alone."""
+    return _own_group_of(gid, os.geteuid(), os.getegid())
+
+
+@functools.lru_cache(maxsize=64)  # asked for every entry of a cache folder's walk: ~50 us of lookups each
+def _own_group_of(gid: int, uid: int, own_gid: int) -> bool:
     import grp
     import pwd
 
     try:
-        user, group = pwd.getpwuid(os.geteuid()).pw_name, grp.getgrgid(gid)
+        user, group = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid)
     except KeyError:  # no name for the user or the group (a container without those entries)
         return False
-    return gid == os.getegid() and group.gr_name == user and set(group.gr_mem) <= {user}
+    if gid != own_gid or group.gr_name != user or not set(group.gr_mem) <= {user}:
+        return False
+    # the group file lists a group's secondary members only: a user whose primary group it is (its passwd entry) is a
+    # member too, and may write where the group may (breakproc, 2026-12-07). Users the system enumerates (getpwall).
+    return not any(entry.pw_gid == gid and entry.pw_uid != uid for entry in pwd.getpwall())
 
 
 def _links_on_the_way(path: str) -> list[str]:

@@ -14,6 +14,7 @@ import torch
 import aotcuda
 from aotcuda.errors import PackageError
 from aotcuda.shared_folders import _own_group, unsafe_folder
+from posix_acls import access_acl
 
 OTHER_USER = 65534  # nobody
 
@@ -68,6 +69,29 @@ def test_a_folder_others_can_write_or_replace_is_named(tmp_path):
     assert "not sticky" in unsafe_folder(str(open_parent / "cache"))  # they can rename ours away
     open_parent.chmod(0o777 | stat.S_ISVTX)  # as /tmp: only the owner renames
     assert unsafe_folder(str(open_parent / "cache")) is None
+
+
+def test_a_folder_a_posix_acl_lets_others_write_into_is_named(tmp_path):
+    """breakproc (2026-12-07): a folder of the user's private group whose ACL names another user or group with write
+    read as this user's alone (its group bits, the ACL's mask, were taken for the private group's)."""
+    for named, said in (({"user": OTHER_USER}, f"uid {OTHER_USER}"), ({"group": OTHER_USER}, f"gid {OTHER_USER}")):
+        folder = tmp_path / f"shared_by_acl_{said.replace(' ', '_')}"
+        folder.mkdir()
+        folder.chmod(0o755)
+        os.setxattr(folder, "system.posix_acl_access", access_acl(**named))
+        expected = f"writable by {said} through a POSIX ACL (mode 0o775" if _own_group(folder.stat().st_gid) \
+            else "writable by other users (mode 0o775)"
+        assert expected in unsafe_folder(str(folder))
+        assert expected in unsafe_folder(str(folder), sticky_ok=True)
+        assert "through a POSIX ACL" in unsafe_folder(str(folder / "cache")) or "other users" in unsafe_folder(
+            str(folder / "cache"))
+        if _own_group(folder.stat().st_gid):  # sticky: the named user cannot rename what is ours in it
+            folder.chmod(0o1775)
+            assert unsafe_folder(str(folder / "cache")) is None
+            assert "through a POSIX ACL" in unsafe_folder(str(folder))  # but may write into the folder itself
+        os.removexattr(folder, "system.posix_acl_access")
+        folder.chmod(0o755)
+        assert unsafe_folder(str(folder)) is None
 
 
 def test_a_link_or_a_folder_of_another_user_on_the_way_is_named(tmp_path):
@@ -233,3 +257,85 @@ def test_a_precompiled_header_folder_others_can_write_is_refused_with_a_private_
         check_cache_folders("cuda")
     monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
     check_cache_folders("cpu")
+
+
+def test_a_cache_folder_holding_entries_others_may_write_is_refused(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): the rule judged the cache folder and the folders above it; torch makes its default one
+    0755, which others may pass through, and a lowering run with umask 000 left 35 entries in it that others may write
+    (sources 0666, folders and libraries 0777): uid 65534 appended to a cached wrapper source, which Inductor compiles
+    as it finds it. Such entries, and entries another user owns, are refused until fixed."""
+    from aotcuda.lowering.cache_folders import check_cache_folders
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o755)  # as torch makes /tmp/torchinductor_<user>
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    check_cache_folders()
+    source = cache / "cw" / "cwxyz.wrapper.cpp"
+    source.parent.mkdir()
+    source.write_text("// a cached source")
+    source.chmod(0o666)  # what umask 000 leaves
+    with pytest.raises(PackageError, match=r"will not compile: Inductor's cache folder '.*cache' holds 1 entry another "
+                                           r"user owns or may write \(e.g. '.*cwxyz.wrapper.cpp', mode 0o666; .*chmod -R "
+                                           r"go-w it"):
+        check_cache_folders()
+    source.chmod(0o644)
+    source.parent.chmod(0o777)
+    with pytest.raises(PackageError, match=r"holds 1 entry .*'.*/cw', mode 0o777"):
+        check_cache_folders()
+    source.parent.chmod(0o755)
+    check_cache_folders()
+    if os.geteuid() == 0:  # an entry another user owns: they may rewrite it whatever its mode
+        os.lchown(source, OTHER_USER, OTHER_USER)
+        with pytest.raises(PackageError, match=r"holds 1 entry .*cwxyz.wrapper.cpp', owned by uid 65534"):
+            check_cache_folders()
+
+
+def test_a_umask_that_lets_others_write_is_refused(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): under umask 000 every file and folder Inductor makes in its cache is writable by others
+    (the test above): refused before the compile makes them."""
+    from aotcuda.lowering.cache_folders import check_cache_folders
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    check_cache_folders()
+    before = os.umask(0)
+    try:
+        with pytest.raises(PackageError, match=r"will not compile: this process's umask is 000, so the sources and "
+                                               r"libraries Inductor writes in its cache folder .* would be writable by "
+                                               r"other users.*Run with umask 022"):
+            check_cache_folders()
+        monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")
+        check_cache_folders()
+    finally:
+        os.umask(before)
+
+
+def test_a_group_another_user_has_as_primary_group_is_no_private_group(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): the group file lists a group's secondary members only, so a group named as the user with
+    no member listed was taken for the user's private group even where another user's passwd entry makes it their
+    primary group: a folder group-writable for it passed as the user's alone, though that user may write into it.
+    (Editing the system's passwd needs privileges: its enumeration stands in.)"""
+    import pwd
+
+    from aotcuda import shared_folders
+
+    own_gid = os.getegid()
+    if not _own_group(own_gid):  # the user has no private group here: a group write bit is refused anyway
+        return
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o775)
+    os.chown(shared, -1, own_gid)
+    assert unsafe_folder(str(shared)) is None
+    entries = pwd.getpwall()
+    other = pwd.struct_passwd(("mallory", "x", 4242, own_gid, "", "/home/mallory", "/bin/sh"))
+    forget = getattr(shared_folders, "_own_group_of", None)  # the answers kept per group
+    monkeypatch.setattr(pwd, "getpwall", lambda: [*entries, other])
+    forget and forget.cache_clear()
+    try:
+        assert "writable by other users (mode 0o775)" in (unsafe_folder(str(shared)) or "")
+    finally:
+        monkeypatch.undo()
+        forget and forget.cache_clear()

@@ -112,7 +112,7 @@ def test_a_lock_held_past_the_wait_is_a_timeout_naming_it(tmp_path):
         assert held.wait(60)
         started = time.time()
         with pytest.raises(TimeoutError, match=r"another process has been compiling the same program for 1 s "
-                                               r"\(it holds .*aotcuda-compile-locks.*\.lock\); nothing was compiled"):
+                                               r"\(it holds .*aotcuda-locks.*\.lock\); nothing was compiled"):
             with compile_lock.compiling_alone(ep, configs, wait_s=1.0):
                 pytest.fail("entered while another process held the lock")
         assert time.time() - started < 10
@@ -157,3 +157,87 @@ def test_a_wait_for_another_process_is_said_and_names_it(tmp_path):
         holder.join(30)
         if holder.is_alive():
             holder.kill()
+
+
+def test_a_lock_that_cannot_be_made_is_named_with_the_fix(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): with the inodes of Inductor's cache folder's file system used up by another process (a
+    20-inode tmpfs, 50 MiB free, so that the room check passed), lower() ended after the export and the passes in a
+    raw 'OSError: [Errno 28] No space left on device: .../aotcuda-compile-locks'. Here what sits at the lock's path
+    makes the open fail (no privileges needed): a raw IsADirectoryError on the code before; and a file where the
+    locks' folder goes, a raw FileExistsError."""
+    from aotcuda.errors import PackageError
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    ep = _export(Affine(), torch.randn(2, 4))
+    lock = compile_lock.lock_path(compile_lock.program_key(ep, {}))
+    os.makedirs(lock)  # a folder where the lock file goes
+    with pytest.raises(PackageError, match=r"will not compile: the compile lock '.*/[0-9a-f]+\.lock' cannot be made in "
+                                           r"Inductor's cache folder \(Is a directory\); .*nothing was compiled"):
+        with compile_lock.compiling_alone(ep, {}):
+            raise AssertionError("the block ran without its lock")
+    os.rmdir(lock)
+    os.rmdir(os.path.dirname(lock))
+    with open(os.path.dirname(lock), "w") as planted:  # a file where the locks' folder goes
+        planted.write("not a folder")
+    with pytest.raises(PackageError, match=r"where lower\(\) keeps its compile locks, is not a folder of this user's"):
+        with compile_lock.compiling_alone(ep, {}):
+            raise AssertionError("the block ran without its lock")
+    os.remove(os.path.dirname(lock))
+    with compile_lock.compiling_alone(ep, {}):  # the file gone, the lock is made and taken
+        assert os.path.exists(lock + ".pid")
+
+
+def test_a_file_system_without_free_inodes_is_said_so_where_bytes_are_free(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): "free space in '/tmp' (50.0 MiB free)" was the advice where another process had used up
+    the inodes: the user looked for space that was there. (Mounting a small tmpfs needs privileges: its statvfs
+    answer stands in, as noexec_mount does.)"""
+    import errno
+
+    from aotcuda.os_errors import os_error_advice
+
+    statvfs = os.statvfs
+
+    def no_inode_left(path):
+        answer = statvfs(path)
+        return os.statvfs_result((*answer[:5], 20, 0, 0, *answer[8:]))  # f_files, f_ffree, f_favail
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert "but no inode free" not in os_error_advice(full, str(tmp_path))
+    monkeypatch.setattr(os, "statvfs", no_inode_left)
+    assert "free, but no inode free: no new file can be made there)" in os_error_advice(full, str(tmp_path))
+
+
+def test_another_user_cannot_hold_a_programs_lock(tmp_path, monkeypatch):
+    """breakproc (2026-12-07): a lock is an flock, which a descriptor opened for reading takes too, and the locks were
+    0644 files in a 0755 folder of Inductor's cache folder, which torch makes 0755 (/tmp/torchinductor_<user>): uid 65534
+    ran `flock --shared LOCK sleep 120` on the lock of a program lowered before, and the next lower() of it waited
+    WAIT_S (an hour), then raised TimeoutError ('another process has been compiling the same program'). The locks'
+    folder is 0700 now, its files 0600: nobody else can open them."""
+    import stat
+    import subprocess
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o755)  # as torch makes its default cache folder
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    ep = _export(Affine(), torch.randn(2, 4))
+    with compile_lock.compiling_alone(ep, {}):  # a first lowering of the program: its lock file stays
+        pass
+    lock = compile_lock.lock_path(compile_lock.program_key(ep, {}))
+    folder = os.path.dirname(lock)
+    if os.geteuid() == 0:  # taking another user's identity needs root; elsewhere the modes below keep them out
+        # another user, started in the locks' folder (pytest's folders above it are 0700), takes the lock and sits on it
+        holder = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "flock", "--shared",
+                                   os.path.basename(lock), "sleep", "120"], cwd=folder, stderr=subprocess.PIPE)
+        try:
+            time.sleep(1.0)
+            started = time.time()
+            with compile_lock.compiling_alone(ep, {}, wait_s=3.0):  # before: TimeoutError after 3 s
+                assert time.time() - started < 2.0
+            assert holder.wait(10) != 0 and b"Permission denied" in holder.stderr.read()
+        finally:
+            holder.kill()
+            holder.wait()
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700 and stat.S_IMODE(os.stat(lock).st_mode) == 0o600

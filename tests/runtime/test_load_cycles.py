@@ -22,6 +22,7 @@ import torch
 import aotcuda
 from aotcuda.errors import PackageError
 from aotcuda.runtime.libraries import loaded_libraries
+from posix_acls import access_acl
 
 CYCLES = int(os.environ.get("AOTCUDA_LOAD_CYCLES", "40"))
 
@@ -534,6 +535,38 @@ def test_a_temporary_folder_others_can_write_without_the_sticky_bit_is_refused(t
         aotcuda.load(twice_pt2)
     assert os.listdir(temp) == []
     temp.chmod(0o1777)  # as /tmp: each user's entries stay their own
+    program = aotcuda.load(twice_pt2)
+    x = torch.randn(3, 4)
+    assert torch.equal(program(x)[1], x + 1)
+    program.close()
+
+
+def test_a_temporary_folder_an_acl_lets_another_user_write_into_is_refused(twice_pt2, tmp_path, monkeypatch):
+    """Found by breakproc (2026-12-07): the mode's group write bit of a folder whose group is the user's private group
+    is taken for the user alone (umask 002), but with a POSIX ACL that bit is the ACL's mask, and a named entry
+    (``setfacl -m u:65534:rwx``) lets another user write there: such a temporary folder (mode 0775, root's) passed as
+    this user's alone, and load extracted into it, where uid 65534 (who wrote into it, below) could rename the
+    extraction folder away and put theirs, with their library, in its place. Now refused, as a 0777 one is."""
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    temp.chmod(0o755)
+    os.setxattr(temp, "system.posix_acl_access", access_acl(user=65534))
+    assert temp.stat().st_mode & 0o777 == 0o775
+    if os.geteuid() == 0:  # the ACL does let that user in: they make a folder there (started in it: pytest's folders
+        # above are 0700)
+        subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "mkdir", "theirs"], cwd=temp,
+                       check=True)
+        assert (temp / "theirs").stat().st_uid == 65534
+        (temp / "theirs").rmdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with pytest.raises(PackageError, match=r"will not extract '.*twice.pt2' into the temporary folder '.*temp': it is "
+                                           r"writable by (uid 65534 through a POSIX ACL|other users)"):
+        aotcuda.load(twice_pt2)
+    assert os.listdir(temp) == []
+    os.removexattr(temp, "system.posix_acl_access")  # the ACL gone, mode 0755: the user's alone
+    temp.chmod(0o755)
     program = aotcuda.load(twice_pt2)
     x = torch.randn(3, 4)
     assert torch.equal(program(x)[1], x + 1)

@@ -114,6 +114,40 @@ def test_a_port_in_use_is_named_in_our_words_before_ray_starts(served_block):
     assert time.monotonic() - started < 30
 
 
+# `aotcuda serve` with a listener bound the moment its port check has passed: another process that takes the port
+# in the seconds Ray takes to start (the check cannot hold it for Ray's proxy, another process)
+_TAKEN_AFTER_THE_CHECK = """
+import runpy, socket, sys
+from aotcuda.serving import server
+checked, taken = server.check_port_free, []
+def check_then_taken(host, port):
+    checked(host, port)
+    squatter = socket.socket()
+    squatter.bind((host, port))
+    squatter.listen()
+    taken.append(squatter)
+server.check_port_free = check_then_taken
+sys.argv = ["aotcuda", *sys.argv[1:]]
+runpy.run_module("aotcuda", run_name="__main__")
+"""
+
+
+def test_a_port_taken_while_ray_starts_is_named_in_our_words(served_block):
+    """Before: the port passed its check, another process listened there while Ray started, and the command ended
+    21 s later with 'error: RayTaskError(RuntimeError): ray::ProxyActor.ready() ... Failed to bind to address', the
+    message the check was made to replace (breakproc, 2026-12-07)."""
+    port = 18650  # breakproc's range on a shared machine
+    result = subprocess.run([sys.executable, "-c", _TAKEN_AFTER_THE_CHECK, "serve", served_block[0], "--port",
+                             str(port)], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert (f"port {port} on 127.0.0.1 was free when serve checked it, but another process started listening there "
+            "while Ray started" in result.stderr), result.stderr[-2000:]
+    assert "RayTaskError" not in result.stderr and "\x1b" not in result.stderr
+    with socket.socket() as probe:  # Ray was stopped: nothing of it holds the port or runs on
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+
+
 def test_a_ray_address_nothing_answers_at_is_named_in_our_words_before_ray_init(served_block):
     """Before: ``RAY_ADDRESS=notahost:1 aotcuda serve P`` waited on ray.init's own retries, printing nothing of use,
     and was still waiting at 90 s (the breaker's trial)."""
@@ -341,8 +375,9 @@ def test_the_ray_serve_starts_keeps_its_files_where_no_other_user_reaches_them(s
     import json
     import stat
 
+    env = {name: value for name, value in os.environ.items() if not name.startswith("RAY_AUTH")}  # a fresh server's
     done = subprocess.run([sys.executable, "-c", RAY_TEMP_DIR_CHILD, served_block[0], json.dumps(overrides)],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_ADDRESS": ""})
+                          capture_output=True, text=True, timeout=120, env={**env, "RAY_ADDRESS": ""})
     assert done.returncode == 0, done.stderr[-2000:]
     folder = json.loads(done.stdout.strip().splitlines()[-1])
     if overrides:
@@ -352,6 +387,9 @@ def test_the_ray_serve_starts_keeps_its_files_where_no_other_user_reaches_them(s
     info = os.lstat(parent)
     assert os.path.basename(folder) == "ray" and os.path.basename(parent).startswith("aotcuda_ray_")
     assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o700
+    token = os.path.join(parent, "auth_token")  # the instance's own Ray token, for the dashboard (serving/ray_token.py)
+    assert stat.S_IMODE(os.lstat(token).st_mode) == 0o600
+    os.remove(token)
     os.rmdir(parent)
 
 

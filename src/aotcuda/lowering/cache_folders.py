@@ -16,15 +16,18 @@ link on the way (a link is owned by whoever may replace it).
 
 from __future__ import annotations
 
+import itertools
 import os
 
 from aotcuda.errors import PackageError, clipped, one_line
 from aotcuda.lowering.compiler_variables import check_compiler_variables, variables_on_failed_line
 from aotcuda.shared_folders import (
+    entries_others_may_write,
     mounted_noexec,
     say_if_tmpdir_passed_over,
     temporary_folder,
     temporary_folder_problem,
+    umask_lets_others_write,
     unsafe_folder,
 )
 from aotcuda.switches import flag
@@ -94,8 +97,17 @@ def check_cache_folders(device_type: str = "cpu") -> None:
         folders.append(("Triton's cache folder", "TRITON_CACHE_DIR", os.environ["TRITON_CACHE_DIR"]))
     if flag("AOTCUDA_TRUST_SHARED_FOLDERS"):  # the user vouches for everyone who may write there
         return
-    for what, variable, folder in folders:
-        problem = unsafe_folder(folder)
+    mask = umask_lets_others_write()
+    if mask is not None:
+        raise PackageError(f"will not compile: this process's umask is {mask:03o}, so the sources and libraries Inductor "
+                           f"writes in its cache folder {inductor!r} would be writable by other users, who could put "
+                           "code there that the compile builds into the package (or loads). Run with umask 022 (or 077); "
+                           "nothing was compiled. Where only users you trust can write there, set "
+                           "AOTCUDA_TRUST_SHARED_FOLDERS=1")
+    # each folder and those above it first, then what each holds: a folder of its own is the more precise refusal
+    problems = itertools.chain(((what, variable, folder, unsafe_folder(folder)) for what, variable, folder in folders),
+                               ((what, variable, folder, _unsafe_inside(folder)) for what, variable, folder in folders))
+    for what, variable, folder, problem in problems:  # lazily: the walks only where every folder passed
         if problem and variable == "TMPDIR":
             raise PackageError(
                 f"will not compile: {what} {folder!r} {problem}, so another user can put code there that the compile "
@@ -110,6 +122,16 @@ def check_cache_folders(device_type: str = "cpu") -> None:
                 f"path). Set {variable} to a folder of your own (e.g. mkdir -m 700 ~/.cache/aotcuda-inductor), "
                 "or remove that folder if it is not yours; nothing was compiled. Where only users you trust can "
                 "write there, set AOTCUDA_TRUST_SHARED_FOLDERS=1")
+
+
+def _unsafe_inside(folder: str) -> str | None:
+    """Why another user could write what ``folder`` holds (``entries_others_may_write``), or None."""
+    inside = entries_others_may_write(folder) if os.path.isdir(folder) else None
+    if inside is None:
+        return None
+    count, first, why = inside
+    return (f"holds {count} entr{'y' if count == 1 else 'ies'} another user owns or may write (e.g. {first!r}, {why}; a "
+            "process run with umask 000 leaves such files: chmod -R go-w it, or remove them)")
 
 
 def _default_folders(inductor: str) -> list[tuple[str, str]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +31,9 @@ from typing import Any
 import filelock
 import torch
 from torch.export import ExportedProgram
+
+from aotcuda.errors import PackageError, clipped
+from aotcuda.os_errors import os_error_advice
 
 
 # How long a lower() waits for another process compiling the same program before it says so and stops: longer
@@ -64,10 +68,19 @@ def _stable_repr(value) -> str:
 
 def lock_path(key: str) -> str:
     """The lock file of a program key, in a folder of Inductor's cache folder (checked by ``check_cache_folders``
-    before the compile, as the files the lock guards are)."""
+    before the compile, as the files the lock guards are) that nobody else may enter (``LOCK_FOLDER``)."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
-    return os.path.join(cache_dir(), "aotcuda-compile-locks", f"{key}.lock")
+    return os.path.join(cache_dir(), LOCK_FOLDER, f"{key}.lock")
+
+
+# The locks' folder, made 0700 and its files 0600. Why: a lock is taken with flock, which any open descriptor can take,
+# one opened for reading too. The folder was "aotcuda-compile-locks", made 0755 (umask 022) in Inductor's cache folder,
+# which torch makes 0755 too (/tmp/torchinductor_<user>), with 0644 files: another user could open a lock read-only and
+# hold it (breakproc, 2026-12-07: uid 65534's `flock --shared LOCK sleep` kept lower() of that program waiting for
+# WAIT_S, then a TimeoutError, for every program lowered before; the folder lists their names). A new name, so that a
+# descriptor such a user opened in the old folder holds nothing.
+LOCK_FOLDER = "aotcuda-locks"
 
 
 @contextlib.contextmanager
@@ -79,11 +92,10 @@ def compiling_alone(ep: ExportedProgram, configs: dict[str, Any], wait_s: float 
             file and what to do.
     """
     path = lock_path(program_key(ep, configs))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    lock = filelock.FileLock(path)
+    lock = filelock.FileLock(path, mode=0o600)
     wait_s = WAIT_S if wait_s is None else wait_s
     try:
-        lock.acquire(timeout=0)
+        _made_and_taken(lock, path)
     except filelock.Timeout:
         # a warning, not a log line: the command line shows it ("warning: ..."), where a log.info left `aotcuda lower`
         # waiting up to WAIT_S without a word behind a stopped first one (the process breaker, 2026-12-06)
@@ -104,6 +116,41 @@ def compiling_alone(ep: ExportedProgram, configs: dict[str, Any], wait_s: float 
         with contextlib.suppress(OSError):  # before the release: a later holder's own is never removed
             os.remove(f"{path}.pid")
         lock.release()
+
+
+def _made_and_taken(lock: filelock.FileLock, path: str) -> None:
+    """Make the lock's folder and file and take it at once (filelock.Timeout where another process holds it), or
+    PackageError naming the folder, what the file system said and the fix. Why: with the inodes of Inductor's cache
+    folder's file system used up (another process's files in a shared /tmp, bytes still free, so the room check
+    passed), lower() ended after the export and passes in a raw ``OSError: [Errno 28] No space left on device:
+    '.../aotcuda-compile-locks'`` (breakproc, 2026-12-07)."""
+    folder = os.path.dirname(path)
+    try:
+        _private_folder(folder)
+        lock.acquire(timeout=0)
+    except filelock.Timeout:  # held by another process (a TimeoutError, which is an OSError): the caller waits
+        raise
+    except OSError as exc:
+        advice = os_error_advice(exc, folder, elsewhere="set TORCHINDUCTOR_CACHE_DIR to a folder with room") or \
+            "set TORCHINDUCTOR_CACHE_DIR to a folder of your own you can write (e.g. mkdir -m 700 ~/.cache/aotcuda-inductor)"
+        raise PackageError(f"will not compile: the compile lock {clipped(path, 200)!r} cannot be made in Inductor's "
+                           f"cache folder ({exc.strerror or exc}); {advice}; nothing was compiled") from None
+
+
+def _private_folder(folder: str) -> None:
+    """Make ``folder`` (mode 0700) in Inductor's cache folder, or find it so: a folder of this user's that others may
+    enter (a chmod) is closed again; anything else at its path (a link, another user's) is a PackageError."""
+    os.makedirs(os.path.dirname(folder), exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder, 0o700)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise PackageError(f"will not compile: {clipped(folder, 200)!r}, where lower() keeps its compile locks, is not a "
+                           "folder of this user's (a link, a file, or another user's); remove it, or set "
+                           "TORCHINDUCTOR_CACHE_DIR to a folder of your own (e.g. mkdir -m 700 ~/.cache/aotcuda-inductor); "
+                           "nothing was compiled")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(folder, 0o700)
 
 
 def _record_holder(path: str) -> None:

@@ -33,6 +33,7 @@ from aotcuda.serving.batching import (index_records, serving_plan, state_written
 from aotcuda.serving.body import LEAST_TIMEOUT_S
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 from aotcuda.serving.cluster_address import check_reachable
+from aotcuda.serving.ray_token import use_own_token
 from aotcuda.serving.start_failures import StartFailureNotice, StartFailureWatch
 
 __all__ = ["OptionsError", "ServeOptions", "Server", "build_app", "check_package", "check_port_free", "local_ray_init_options",
@@ -261,6 +262,25 @@ def check_port_free(host: str, port: int) -> None:
             if error.errno == errno.EADDRINUSE:
                 raise ServingConfigError(f"port {port} on {host} is in use; choose another with --port") from None
             raise ServingConfigError(f"cannot listen on {host} port {port}: {error.strerror}") from None
+
+
+def _start_serve(serve, options: ServeOptions, checked_port: bool) -> None:
+    """serve.start on the options' host and port, with the HTTP proxy's failure to bind a port found free by
+    ``check_port_free`` (``checked_port``) said in our words: another process took it in the seconds Ray took to
+    start (a squatter that binds it as soon as it is free again, or a coincidence). Before (breakproc, 2026-12-07),
+    with a listener bound right after the check, serve ended 21 s later with Ray's
+    'RayTaskError(RuntimeError) ray::ProxyActor.ready() ... Failed to bind to address', the message the port check
+    was made to replace."""
+    try:
+        serve.start(http_options={"host": options.host, "port": options.port,
+                                  "request_timeout_s": options.request_timeout_s})
+    except Exception as exc:  # noqa: BLE001 - Ray's RayTaskError carries the proxy's RuntimeError as text
+        if "Failed to bind to address" not in str(exc):
+            raise
+        when = (" was free when serve checked it, but another process started listening there while Ray started"
+                if checked_port else " is in use")
+        raise ServingConfigError(f"port {options.port} on {options.host}{when}, so Serve's HTTP proxy cannot listen "
+                                 "there; nothing is served. Choose another with --port") from None
 
 
 def _check_cluster_gpus(needed: float) -> None:
@@ -745,8 +765,12 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
                     os.environ[name] = value
             joining = bool(os.environ.get("RAY_ADDRESS"))
             init = local_ray_init_options(options, joining=joining)
+            ours = None
             if not joining and "_temp_dir" not in (ray_init_options or {}):
                 init["_temp_dir"] = private_ray_folder()
+                ours = os.path.dirname(init["_temp_dir"])
+            if not joining and not (ray_init_options or {}).get("address"):  # a new local instance: a token of its
+                use_own_token(ours)  # own, not ~/.ray/auth_token, which other local users may read (ray_token.py)
             with _stops_held_through_ray_init() as held:
                 _init_ray(init, ray_init_options)
         try:
@@ -754,8 +778,7 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
             if held:  # asked while Ray started: Ray is up, so it is stopped now, at once
                 raise StopRequested(held[0])
             _check_cluster_gpus(options.replicas * actor_options["num_gpus"])
-            serve.start(http_options={"host": options.host, "port": options.port,
-                                      "request_timeout_s": options.request_timeout_s})
+            _start_serve(serve, options, checked_port=started_ray and not os.environ.get("RAY_ADDRESS"))
             # Both applications in one deployment, not one serve.run after the other: the program's is mounted at
             # "/", so its replicas answer /healthz and /predict as soon as they run, and a second serve.run kept this
             # call from returning for as long as the health check's replica took to start (~3 s on 2 cores), so
