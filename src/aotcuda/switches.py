@@ -199,8 +199,9 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "flight first, so that one client's flood cannot starve the others (serving/proxy.py, FairAdmission); a "
            "request held AOTCUDA_SERVE_HOLD_TIMEOUT_S gets 503 with Retry-After; 0: none held, Ray's own queue, "
            "first come first served", "when the proxy starts"),
-    Switch("AOTCUDA_SERVE_HOLD_TIMEOUT_S", 30.0, "seconds a request may be held in Ray Serve's HTTP proxy for a "
-           "replica's slot (AOTCUDA_SERVE_REQUESTS_IN_FLIGHT) before it gets 503 with Retry-After, nothing of it run "
+    Switch("AOTCUDA_SERVE_HOLD_TIMEOUT_S", 30.0, "seconds from a request's arrival (its body's time included) until "
+           "which it may be held in Ray Serve's HTTP proxy for a replica's slot (AOTCUDA_SERVE_REQUESTS_IN_FLIGHT) before "
+           "it gets 503 with Retry-After, nothing of it run "
            "(`aotcuda serve` sets it for the Ray it starts to --request-timeout-s less --run-timeout-s and the batch "
            "wait: a request let in last still has its run's time, and Client's default timeout_s, 75 s, sees the "
            "503)", "when the proxy starts"),

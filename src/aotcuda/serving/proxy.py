@@ -266,7 +266,8 @@ class WholeBody:
             await _refused(refusal, scope, receive, send)
             return
         send = answers_while_stopping(scope, send)
-        deadline = time.monotonic() + self.request_timeout_s if self.request_timeout_s else None
+        arrived = time.monotonic()  # the request's clock: its body, its hold and its run count from here
+        deadline = arrived + self.request_timeout_s if self.request_timeout_s else None
         held = 0
         client = client_key((scope.get("client") or ("",))[0])
         holder = client_groups(client)[0]  # whose part of the room: an IPv6 client's /48, as the hold's widest share
@@ -291,7 +292,7 @@ class WholeBody:
             self.held_by[holder] += size
 
         try:
-            await self._read_and_hand_on(scope, receive, send, take, client, deadline)
+            await self._read_and_hand_on(scope, receive, send, take, client, arrived, deadline)
         finally:
             self._give(holder, held)
 
@@ -301,7 +302,8 @@ class WholeBody:
         if self.held_by[holder] <= 0:
             del self.held_by[holder]
 
-    async def _read_and_hand_on(self, scope, receive, send, take, client: str, deadline: float | None) -> None:
+    async def _read_and_hand_on(self, scope, receive, send, take, client: str, arrived: float,
+                                deadline: float | None) -> None:
         try:
             body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s, take)
             if body:
@@ -326,7 +328,7 @@ class WholeBody:
             # request let in at once about 3 us of the proxy's one event loop, a tenth of the middleware's, for nothing.
             left = asyncio.ensure_future(receive())
             try:
-                await admission.enter(client, self._hold_time(deadline), left)
+                await admission.enter(client, self._hold_time(arrived, deadline), left)
             except ClientDisconnect:  # the client left while held: nobody to answer, no turn kept for it
                 return
             except BusyError as error:
@@ -360,11 +362,19 @@ class WholeBody:
             if admitted:
                 admission.leave(client)
 
-    def _hold_time(self, deadline: float | None) -> float:
-        """How long a request may be held for a slot: the hold's timeout, or what is left of its budget if less."""
-        if deadline is None:
-            return self.hold_timeout_s
-        return max(0.0, min(self.hold_timeout_s, deadline - time.monotonic()))
+    def _hold_time(self, arrived: float, deadline: float | None) -> float:
+        """How long a request may still be held for a slot: until the hold's timeout from its arrival, or the end of
+        its budget if sooner.
+
+        Why from the arrival (fixreview, 2026-12-07): the hold was counted from when the body had been read, so its
+        body's time came out of the run's part of the budget: at serve's defaults (request 60 s, hold 30 s, run 30 s)
+        a body that took 25 s was held to 55 s and Ray was handed 5 s for a run of up to 30 s (Ray's 408, final: the
+        client cannot tell whether it ran). Counted from the arrival, a request let in at the hold's end still has
+        --request-timeout-s less the hold: its run's time."""
+        hold_until = arrived + self.hold_timeout_s
+        if deadline is not None:
+            hold_until = min(hold_until, deadline)
+        return max(0.0, hold_until - time.monotonic())
 
     def _check_room_for_answers(self) -> None:
         answers = self.unread_answers()
