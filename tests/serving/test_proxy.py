@@ -1789,3 +1789,34 @@ def test_a_slow_bodys_time_comes_out_of_its_hold_not_out_of_its_run():
     assert blocker == [200]
     assert "10.0.0.7" not in timeouts, f"handed on with {timeouts['10.0.0.7']} s left of 3 s, for a run of 1.5 s"
     assert status == 503 and "retry-after" in headers and 1.4 < took < 1.9, (status, headers, took)
+
+
+@pytest.mark.parametrize("requests_in_flight, body_s, handed_before", [
+    (1, 1.2, None),  # a body slower than the whole budget, a hold set: 503 with Retry-After before
+    (0, 1.2, None),  # ... no hold set (the proxy without AOTCUDA_SERVE_REQUESTS_IN_FLIGHT): the same 503 before
+    (1, 0.75, 0.25),  # a body that left less than the run's part (1.0 - 0.5 s): handed on with 0.25 s before
+])
+def test_a_body_that_took_the_requests_time_gets_a_final_408_not_a_503_to_resend(requests_in_flight, body_s,
+                                                                                  handed_before):
+    """fixreview (2026-12-07): serve takes a --body-timeout-s above --request-timeout-s (120 and 60), and a body
+    slower than the request's budget got 503 with Retry-After ("nothing of this request ran, send it again"): Client
+    sent the whole body again, to the same end, as many times as its retries allowed. And a body that left less than
+    the run's part of the budget (the budget less the hold: serve's --run-timeout-s) was handed on with what was left
+    (scaled down: 0.25 s of 1 s), which Ray answers 408 at once, final and ambiguous. Both now get 408 from the proxy,
+    SlowBodyError, without Retry-After (Client's final answer), and never reach Ray; the retryable 503 stays the
+    answer of a request held for a slot (test_a_slow_bodys_time_comes_out_of_its_hold_not_out_of_its_run)."""
+    handed = []
+
+    async def replicas(scope, receive, send):
+        handed.append([float(value) for name, value in scope["headers"] if name == b"x-request-timeout-seconds"])
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    limits = {"requests_in_flight": requests_in_flight, "hold_timeout_s": 0.5} if requests_in_flight else {}
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, request_timeout_s=1.0, **limits)
+    status, headers, _ = asyncio.run(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=body_s))
+    assert not handed, f"handed on with {handed} s left of 1 s"
+    assert status == 408 and headers.get("x-aotcuda-error") == "SlowBodyError", (status, headers)
+    assert "retry-after" not in headers, headers
+    # a body in time is handed on with its run's part at least
+    status, _, _ = asyncio.run(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=0.1))
+    assert status == 200 and handed[0][0] >= (0.5 if requests_in_flight else 0.85), handed

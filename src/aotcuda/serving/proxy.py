@@ -49,7 +49,7 @@ from starlette.responses import PlainTextResponse
 
 from aotcuda import switches
 from aotcuda.serving.body import (CLIENT_LEFT, ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError,
-                                  StoppingError, read_body)
+                                  SlowBodyError, StoppingError, read_body)
 from aotcuda.serving.web_pages import (ALLOWED_HOSTS_VARIABLE, ALLOWED_ORIGINS_VARIABLE, host_refusal,
                                        media_type_refusal, origin_refusal, route_of)
 
@@ -241,6 +241,13 @@ class WholeBody:
         # the program's requests, and the health checks apart (their own deployment's slots): neither waits for the other
         self.admission = FairAdmission(requests_in_flight) if requests_in_flight else None
         self.health_admission = FairAdmission(HEALTH_SLOTS) if requests_in_flight else None
+        # the part of the budget a request's run keeps (fixreview, 2026-12-07): the budget less the hold (serve's
+        # --run-timeout-s, and the batch wait: server.hold_timeout_s), where a hold shorter than the budget is set;
+        # else none known, and only a budget used up whole is refused. No request is handed on with less: Ray
+        # answered such a sliver 408 at once, final, where nothing had run.
+        hold_s = self.hold_timeout_s
+        self.run_reserve_s = (self.request_timeout_s - hold_s if self.request_timeout_s and self.admission is not None
+                              and 0 < hold_s < self.request_timeout_s else 0.0)
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
         # one client's part of that room (client_key; an IPv6 client's /48: client_groups): the room less one largest
         # body, so that another client's body always fits (breakfair, 2026-12-07: one address's held bodies filled it,
@@ -320,9 +327,17 @@ class WholeBody:
             # the proxy's one event loop: a flood of them at 2,000-3,000 a second left another client's /stats
             # waiting seconds (docs/reliability.md).
             return
+        if deadline is not None and self._short_of_the_run(deadline):
+            # Its body alone took the budget, or the run's part of it: final, not the hold's retryable 503. Why
+            # (fixreview, 2026-12-07): a body slower than --request-timeout-s (--body-timeout-s 120 with
+            # --request-timeout-s 60, which serve takes) got 503 with Retry-After, and Client sent the whole body
+            # again, to the same end, as many times as its retries allowed.
+            await _refused(self._slow_body_error(arrived, deadline), scope, receive, send)
+            return
         admission = self.health_admission if route_of(scope.get("path") or "") == HEALTH_ROUTE else self.admission
         admitted = admission is not None
-        if admitted and not admission.enter_at_once(client):
+        was_held = admitted and not admission.enter_at_once(client)
+        if was_held:
             # Held. The body is whole: what the client sends next is its leaving (http.disconnect), which ends its
             # hold. Only here: a task of its own for that receive (made, cancelled, stepped once to end) cost each
             # request let in at once about 3 us of the proxy's one event loop, a tenth of the middleware's, for nothing.
@@ -350,11 +365,12 @@ class WholeBody:
             scope = {name: value for name, value in scope.items() if name != CLIENT_LEFT}  # Ray pickles the scope
             if deadline is not None:
                 left_s = deadline - time.monotonic()
-                if left_s <= 0:  # its body (or its hold) took the whole budget: nothing of it ran
-                    await _refused(BusyError(f"this request took the server's whole time for a request "
-                                             f"({self.request_timeout_s:g} s, --request-timeout-s) before a replica "
-                                             "could take it; nothing of this request ran, send it again after the "
-                                             "Retry-After seconds"), scope, receive, send)
+                if was_held and self._short_of_the_run(deadline):  # let in as its hold ran out: nothing of it ran
+                    await _refused(BusyError(f"this request waited for a replica's slot until {max(left_s, 0):.3g} s "
+                                             f"of the server's {self.request_timeout_s:g} s for a request "
+                                             "(--request-timeout-s) were left, less than its run's "
+                                             f"{self.run_reserve_s:.3g} s; nothing of this request ran, send it "
+                                             "again after the Retry-After seconds"), scope, receive, send)
                     return
                 headers.append((RAY_TIMEOUT_HEADER, repr(left_s).encode()))  # Ray times it from here: what is left
             await self.app({**scope, BODY_READ: True, "headers": headers}, whole_body_then_client, send)
@@ -375,6 +391,20 @@ class WholeBody:
         if deadline is not None:
             hold_until = min(hold_until, deadline)
         return max(0.0, hold_until - time.monotonic())
+
+    def _short_of_the_run(self, deadline: float) -> bool:
+        """Whether what is left of a request's budget is used up, or less than its run's part (run_reserve_s)."""
+        left_s = deadline - time.monotonic()
+        return left_s <= 0 or left_s < self.run_reserve_s
+
+    def _slow_body_error(self, arrived: float, deadline: float) -> SlowBodyError:
+        took_s, left_s = time.monotonic() - arrived, deadline - time.monotonic()
+        leaving = (f"none of its {self.request_timeout_s:g} s for a request (--request-timeout-s)" if left_s <= 0 else
+                   f"{left_s:.3g} s of its {self.request_timeout_s:g} s for a request (--request-timeout-s), less than "
+                   f"the {self.run_reserve_s:.3g} s its run may need")
+        return SlowBodyError(f"the request body took {took_s:.3g} s to arrive, leaving {leaving}; nothing of this "
+                             "request ran, and a body sent as slowly again would fare alike: send it faster (smaller "
+                             "batches), or ask for a server with a larger --request-timeout-s")
 
     def _check_room_for_answers(self) -> None:
         answers = self.unread_answers()
