@@ -1674,7 +1674,8 @@ def test_one_48s_held_bodies_cannot_fill_the_room_for_every_other_clients_body()
 
     alice, flood, running = asyncio.run(attack())
     assert alice == 200, f"alice's body was refused {alice} while one /48's held bodies filled the room"
-    assert running == 200 and sorted(flood) == [200] * 3 + [503] * 3, flood
+    # the six /64s are of one /56, whose part is the room less two largest bodies (fixreview: level by level)
+    assert running == 200 and sorted(flood) == [200] * 2 + [503] * 4, flood
     assert app.pending.held == 0 and not app.held_by
 
 
@@ -1820,3 +1821,41 @@ def test_a_body_that_took_the_requests_time_gets_a_final_408_not_a_503_to_resend
     # a body in time is handed on with its run's part at least
     status, _, _ = asyncio.run(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=0.1))
     assert status == 200 and handed[0][0] >= (0.5 if requests_in_flight else 0.85), handed
+
+
+def test_one_64_filling_its_part_of_the_room_leaves_room_for_the_other_64s_of_its_48():
+    """fixreview (2026-12-07): the per-client part of the pending room was keyed by the /48 alone, so one hostile /64
+    of a shared /48 (a provider's customers in one /48) filled the /48's part with held bodies, and every other /64
+    there got 503 at the room, never reaching the fair hold that shares turns level by level. Each level now has its
+    own part (room L, largest body M: a /48 L-M, a /56 L-2M, a /64 L-3M). Room 400, bodies of 100, one slot taken:
+    mallory's /64 sends three bodies; before, all three were held (the /48's part, 300), and a sibling /64's body and
+    a sibling /56's got 503 (an IPv4 client's fitted); now mallory holds one, and the three others' are held and
+    answered."""
+    release = asyncio.Event()
+
+    async def replicas(scope, receive, send):
+        if scope["client"][0] == "10.0.0.1":  # the request running
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, max_pending_bytes=400, requests_in_flight=1,
+                          hold_timeout_s=30.0)
+
+    async def request(address: str, size: int):
+        return (await answer_statuses(app, "POST", "/predict", (address, 40000), b"x" * size))[0]
+
+    async def attack():
+        running = asyncio.create_task(request("10.0.0.1", 0))
+        await asyncio.sleep(0.05)
+        mallory = [asyncio.create_task(request(f"2001:db8:66:1::{i + 1:x}", 100)) for i in range(3)]  # one /64
+        await asyncio.sleep(0.05)
+        others = [asyncio.create_task(request(address, 100))
+                  for address in ("2001:db8:66:2::7", "2001:db8:66:100::7", "10.0.0.7")]  # its /56, its /48, IPv4
+        await asyncio.sleep(0.05)
+        release.set()
+        return await asyncio.wait_for(asyncio.gather(*others), 5), await asyncio.gather(*mallory), await running
+
+    others, mallory, running = asyncio.run(attack())
+    assert others == [200] * 3, f"a sibling /64, a sibling /56 and an IPv4 client got {others} beside one /64's bodies"
+    assert running == 200 and sorted(mallory) == [200] + [503] * 2, mallory
+    assert app.pending.held == 0 and not app.held_by

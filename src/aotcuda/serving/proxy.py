@@ -249,12 +249,16 @@ class WholeBody:
         self.run_reserve_s = (self.request_timeout_s - hold_s if self.request_timeout_s and self.admission is not None
                               and 0 < hold_s < self.request_timeout_s else 0.0)
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
-        # one client's part of that room (client_key; an IPv6 client's /48: client_groups): the room less one largest
-        # body, so that another client's body always fits (breakfair, 2026-12-07: one address's held bodies filled it,
-        # and every other client's was refused 503 at the room, never reaching the fair hold that would have let it in
-        # first; fixlist: one /48's /64s filled it so)
-        self.client_room = max(self.pending.limit - max_bytes, max_bytes)
-        self.held_by: collections.Counter = collections.Counter()
+        # one client's part of that room, level by level as the fair hold shares turns (client_groups: an IPv4 or
+        # loopback client alone, an IPv6 client's /48, its /56, its /64): the room less one largest body for the
+        # widest level, two for the next, three for the last, so that another client's body always fits, and another
+        # member's of the same group too (breakfair, 2026-12-07: one address's held bodies filled the room, and every
+        # other client's was refused 503 at the room, never reaching the fair hold that would have let it in first;
+        # fixlist: one /48's /64s filled it so; fixreview: keyed by the /48 alone, one hostile /64 filled its /48's
+        # part and every other /64 of a shared /48 got 503). Each level holds one largest body at least: where the
+        # room holds fewer than four, the narrower levels share what there is.
+        self.level_rooms = tuple(max(self.pending.limit - bodies * max_bytes, max_bytes) for bodies in (1, 2, 3))
+        self.held_by: collections.Counter = collections.Counter()  # client or group -> bytes its requests hold
         self.unread_answers = unread_answers or _unread_answer_bytes
         # this machine's own name too (Debian maps it to 127.0.1.1): /etc/hosts resolves it, no page's DNS can
         self.allowed_hosts = switches.names(ALLOWED_HOSTS_VARIABLE) | {socket.gethostname().lower()}
@@ -277,37 +281,42 @@ class WholeBody:
         deadline = arrived + self.request_timeout_s if self.request_timeout_s else None
         held = 0
         client = client_key((scope.get("client") or ("",))[0])
-        holder = client_groups(client)[0]  # whose part of the room: an IPv6 client's /48, as the hold's widest share
+        holders = client_groups(client)  # whose parts of the room: the client's, and an IPv6 client's groups'
 
         def take(size: int) -> None:  # room for the bytes received, as they arrive (body.read_body)
             nonlocal held
             try:
-                if self.held_by[holder] + size > self.client_room:
-                    raise BusyError(f"this client's requests hold {self.held_by[holder]} bytes of request bodies in "
-                                    f"the server, and {size} more would pass the {self.client_room} one client may "
-                                    "hold (--max-pending-bytes less one largest body, kept for the other clients); "
-                                    "nothing of this request ran, send it again after the Retry-After seconds")
+                for bodies, (holder, room) in enumerate(zip(holders, self.level_rooms), start=1):
+                    if self.held_by[holder] + size > room:
+                        whose = "this client's" if len(holders) == 1 else f"{holder}'s"
+                        raise BusyError(f"{whose} requests hold {self.held_by[holder]} bytes of request bodies in the "
+                                        f"server, and {size} more would pass the {room} they may hold "
+                                        f"(--max-pending-bytes less {bodies} largest "
+                                        f"bod{'y' if bodies == 1 else 'ies'}, kept for the other clients); nothing "
+                                        "of this request ran, send it again after the Retry-After seconds")
                 self.pending.take(size)
             except BusyError:
                 # Refused: its room goes back now, not once its answer is sent (read_body's reader is a task of
                 # its own: a loop turn later), so that the bodies still arriving can finish instead of being
                 # refused one after the other against room that nobody will use.
-                self._give(holder, held)
+                self._give(holders, held)
                 held = 0
                 raise
             held += size
-            self.held_by[holder] += size
+            for holder in holders:
+                self.held_by[holder] += size
 
         try:
             await self._read_and_hand_on(scope, receive, send, take, client, arrived, deadline)
         finally:
-            self._give(holder, held)
+            self._give(holders, held)
 
-    def _give(self, holder: str, size: int) -> None:
+    def _give(self, holders: tuple[str, ...], size: int) -> None:
         self.pending.give(size)
-        self.held_by[holder] -= size
-        if self.held_by[holder] <= 0:
-            del self.held_by[holder]
+        for holder in holders:
+            self.held_by[holder] -= size
+            if self.held_by[holder] <= 0:
+                del self.held_by[holder]
 
     async def _read_and_hand_on(self, scope, receive, send, take, client: str, arrived: float,
                                 deadline: float | None) -> None:
