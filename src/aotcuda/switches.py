@@ -208,7 +208,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     Switch("AOTCUDA_SERVE_REQUEST_TIMEOUT_S", 0.0, "seconds a request may take in Ray Serve's HTTP proxy from its "
            "arrival, its body and its hold for a replica's slot included: the proxy hands Ray what is left as the "
            "request's timeout (Ray's x-request-timeout-seconds), and a request held until none is left gets 503 with "
-           "Retry-After; 0: Ray's own request_timeout_s, counted from when the proxy hands the request on "
+           "Retry-After; at least 0.1 (a smaller one is refused when the proxy starts); 0: Ray's own request_timeout_s, "
+           "counted from when the proxy hands the request on "
            "(`aotcuda serve --request-timeout-s` sets it for the Ray it starts)", "when the proxy starts"),
     Switch("AOTCUDA_SERVE_ALLOWED_HOSTS", None, "host names, comma-separated, that a request arriving over a "
            "loopback address may name in its Host header besides localhost, the loopback addresses and this "

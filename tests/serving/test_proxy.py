@@ -1859,3 +1859,22 @@ def test_one_64_filling_its_part_of_the_room_leaves_room_for_the_other_64s_of_it
     assert others == [200] * 3, f"a sibling /64, a sibling /56 and an IPv4 client got {others} beside one /64's bodies"
     assert running == 200 and sorted(mallory) == [200] + [503] * 2, mallory
     assert app.pending.held == 0 and not app.held_by
+
+
+@pytest.mark.parametrize("seconds", ["1e-300", "0.001", "0.0999"])
+def test_a_request_timeout_too_short_for_any_request_is_refused_naming_the_switch(monkeypatch, seconds):
+    """fixreview (2026-12-07): AOTCUDA_SERVE_REQUEST_TIMEOUT_S=1e-300 (or 0.001) started the proxy, and every request's
+    budget was gone before it could be handed on: a 503 with Retry-After each, which Client resent until its retries
+    ran out, for good. The proxy now refuses it as ServeOptions does (and as it refuses such a body timeout), naming
+    the switch and the fix; 0.1 s is taken, and 0 still leaves Ray's own timeout."""
+    for name, value in proxy.proxy_environment(2.5, 1234, requests_in_flight=4, hold_timeout_s=1.0).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(proxy.REQUEST_TIMEOUT_VARIABLE, seconds)
+    with pytest.raises(ValueError, match=r"AOTCUDA_SERVE_REQUEST_TIMEOUT_S=.* is below 0\.1 s.*e\.g\. 60"):
+        proxy.middlewares()
+    monkeypatch.setenv(proxy.REQUEST_TIMEOUT_VARIABLE, "0.1")
+    (middleware,) = proxy.middlewares()
+    assert middleware.kwargs["request_timeout_s"] == 0.1
+    monkeypatch.setenv(proxy.REQUEST_TIMEOUT_VARIABLE, "0")
+    (middleware,) = proxy.middlewares()
+    assert "request_timeout_s" not in middleware.kwargs

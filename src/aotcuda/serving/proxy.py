@@ -134,6 +134,13 @@ def middlewares() -> list[Middleware]:
         if request_timeout_s == float("inf"):
             raise ValueError(f"{REQUEST_TIMEOUT_VARIABLE}={request_timeout_s!r} is not a finite number; a deadline "
                              "must end (0 leaves Ray's own request_timeout_s)")
+        if request_timeout_s < LEAST_TIMEOUT_S:  # as ServeOptions refuses it (fixreview, 2026-12-07): 1e-300 or
+            # 0.001 passed, and every request's budget was gone before it could be let in: a 503 with Retry-After
+            # each, which Client resent until its retries ran out, for good
+            raise ValueError(f"{REQUEST_TIMEOUT_VARIABLE}={request_timeout_s!r} is below {LEAST_TIMEOUT_S:g} s, "
+                             "within which no request could be read and run (serve's --request-timeout-s refuses it "
+                             "too); give the seconds a request may take from its arrival, e.g. 60, or 0 for Ray's own "
+                             "request_timeout_s")
         kwargs["request_timeout_s"] = request_timeout_s
     return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes, max_pending_bytes=max_pending_bytes,
                        **kwargs)]
