@@ -199,15 +199,17 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "flight first, so that one client's flood cannot starve the others (serving/proxy.py, FairAdmission); a "
            "request held AOTCUDA_SERVE_HOLD_TIMEOUT_S gets 503 with Retry-After; 0: none held, Ray's own queue, "
            "first come first served", "when the proxy starts"),
-    Switch("AOTCUDA_SERVE_HOLD_TIMEOUT_S", 30.0, "seconds a request may be held in Ray Serve's HTTP proxy for a "
-           "replica's slot (AOTCUDA_SERVE_REQUESTS_IN_FLIGHT) before it gets 503 with Retry-After, nothing of it run "
+    Switch("AOTCUDA_SERVE_HOLD_TIMEOUT_S", 30.0, "seconds from a request's arrival (its body's time included) until "
+           "which it may be held in Ray Serve's HTTP proxy for a replica's slot (AOTCUDA_SERVE_REQUESTS_IN_FLIGHT) before "
+           "it gets 503 with Retry-After, nothing of it run "
            "(`aotcuda serve` sets it for the Ray it starts to --request-timeout-s less --run-timeout-s and the batch "
            "wait: a request let in last still has its run's time, and Client's default timeout_s, 75 s, sees the "
            "503)", "when the proxy starts"),
     Switch("AOTCUDA_SERVE_REQUEST_TIMEOUT_S", 0.0, "seconds a request may take in Ray Serve's HTTP proxy from its "
            "arrival, its body and its hold for a replica's slot included: the proxy hands Ray what is left as the "
            "request's timeout (Ray's x-request-timeout-seconds), and a request held until none is left gets 503 with "
-           "Retry-After; 0: Ray's own request_timeout_s, counted from when the proxy hands the request on "
+           "Retry-After; at least 0.1 (a smaller one is refused when the proxy starts); 0: Ray's own request_timeout_s, "
+           "counted from when the proxy hands the request on "
            "(`aotcuda serve --request-timeout-s` sets it for the Ray it starts)", "when the proxy starts"),
     Switch("AOTCUDA_SERVE_ALLOWED_HOSTS", None, "host names, comma-separated, that a request arriving over a "
            "loopback address may name in its Host header besides localhost, the loopback addresses and this "

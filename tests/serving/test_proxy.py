@@ -1674,7 +1674,8 @@ def test_one_48s_held_bodies_cannot_fill_the_room_for_every_other_clients_body()
 
     alice, flood, running = asyncio.run(attack())
     assert alice == 200, f"alice's body was refused {alice} while one /48's held bodies filled the room"
-    assert running == 200 and sorted(flood) == [200] * 3 + [503] * 3, flood
+    # the six /64s are of one /56, whose part is the room less two largest bodies (fixreview: level by level)
+    assert running == 200 and sorted(flood) == [200] * 2 + [503] * 4, flood
     assert app.pending.held == 0 and not app.held_by
 
 
@@ -1732,3 +1733,148 @@ def test_requests_whose_clients_left_before_they_were_handed_on_never_reach_ray(
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
     assert len(handed) <= 21, f"{len(handed) - 1} of 200 requests whose clients had left were handed on"
     assert not any(proxy.CLIENT_LEFT in scope for scope in scopes)  # Ray's proxy pickles the scope it hands on
+
+
+async def slow_body_answer(app, client: tuple, body: bytes, body_s: float, path: str = "/predict") -> tuple:
+    """The status and headers ``app`` answers a POST with, whose body arrives ``body_s`` after its head (a client on
+    a slow link), the client staying after it, and the seconds from its arrival to that answer."""
+    sent, started = [], time.monotonic()
+    headers = [OCTET_STREAM, (b"content-length", str(len(body)).encode())]
+    scope = {"type": "http", "method": "POST", "path": path, "client": client, "headers": headers}
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive():
+        if messages:
+            await asyncio.sleep(body_s)
+            return messages.pop(0)
+        await asyncio.Event().wait()
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            sent.append((message, time.monotonic() - started))
+
+    await app(scope, receive, send)
+    ((start, took),) = sent
+    return (start["status"], {name.decode().lower(): value.decode() for name, value in start.get("headers") or ()},
+            took)
+
+
+def test_a_slow_bodys_time_comes_out_of_its_hold_not_out_of_its_run():
+    """fixreview (2026-12-07): the hold was counted from when the body had been read, so the body's time came out of
+    the run's part of --request-timeout-s: at serve's defaults (request 60 s, hold 30 s, run 30 s) a body of 25 s
+    was held to 55 s and Ray was handed 5 s for a run of up to 30 s (Ray's 408, final and ambiguous). Scaled down
+    (request 3 s, hold 1.5 s, so the run keeps 1.5 s; a body of 1 s; the one slot taken until 2 s): the request was
+    handed on at 2 s with 1.0 s left. The hold now counts from the arrival: 503 at 1.5 s, nothing ran, and no request
+    is handed on with less than its run's 1.5 s."""
+    release, timeouts = asyncio.Event(), {}
+
+    async def replicas(scope, receive, send):  # one slot; the first request holds it until released
+        timeouts[scope["client"][0]] = [float(value) for name, value in scope["headers"]
+                                        if name == b"x-request-timeout-seconds"]
+        if scope["client"][0] == "10.0.0.1":
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=1.5,
+                          request_timeout_s=3.0)
+
+    async def scenario():
+        blocker = asyncio.create_task(answer_statuses(app, "GET", "/stats", ("10.0.0.1", 40000), headers=[]))
+        await asyncio.sleep(0.05)
+        slow = asyncio.create_task(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=1.0))
+        await asyncio.sleep(2.0)
+        release.set()
+        return *(await slow), await blocker
+
+    status, headers, took, blocker = asyncio.run(scenario())
+    assert blocker == [200]
+    assert "10.0.0.7" not in timeouts, f"handed on with {timeouts['10.0.0.7']} s left of 3 s, for a run of 1.5 s"
+    assert status == 503 and "retry-after" in headers and 1.4 < took < 1.9, (status, headers, took)
+
+
+@pytest.mark.parametrize("requests_in_flight, body_s, handed_before", [
+    (1, 1.2, None),  # a body slower than the whole budget, a hold set: 503 with Retry-After before
+    (0, 1.2, None),  # ... no hold set (the proxy without AOTCUDA_SERVE_REQUESTS_IN_FLIGHT): the same 503 before
+    (1, 0.75, 0.25),  # a body that left less than the run's part (1.0 - 0.5 s): handed on with 0.25 s before
+])
+def test_a_body_that_took_the_requests_time_gets_a_final_408_not_a_503_to_resend(requests_in_flight, body_s,
+                                                                                  handed_before):
+    """fixreview (2026-12-07): serve takes a --body-timeout-s above --request-timeout-s (120 and 60), and a body
+    slower than the request's budget got 503 with Retry-After ("nothing of this request ran, send it again"): Client
+    sent the whole body again, to the same end, as many times as its retries allowed. And a body that left less than
+    the run's part of the budget (the budget less the hold: serve's --run-timeout-s) was handed on with what was left
+    (scaled down: 0.25 s of 1 s), which Ray answers 408 at once, final and ambiguous. Both now get 408 from the proxy,
+    SlowBodyError, without Retry-After (Client's final answer), and never reach Ray; the retryable 503 stays the
+    answer of a request held for a slot (test_a_slow_bodys_time_comes_out_of_its_hold_not_out_of_its_run)."""
+    handed = []
+
+    async def replicas(scope, receive, send):
+        handed.append([float(value) for name, value in scope["headers"] if name == b"x-request-timeout-seconds"])
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    limits = {"requests_in_flight": requests_in_flight, "hold_timeout_s": 0.5} if requests_in_flight else {}
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, request_timeout_s=1.0, **limits)
+    status, headers, _ = asyncio.run(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=body_s))
+    assert not handed, f"handed on with {handed} s left of 1 s"
+    assert status == 408 and headers.get("x-aotcuda-error") == "SlowBodyError", (status, headers)
+    assert "retry-after" not in headers, headers
+    # a body in time is handed on with its run's part at least
+    status, _, _ = asyncio.run(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=0.1))
+    assert status == 200 and handed[0][0] >= (0.5 if requests_in_flight else 0.85), handed
+
+
+def test_one_64_filling_its_part_of_the_room_leaves_room_for_the_other_64s_of_its_48():
+    """fixreview (2026-12-07): the per-client part of the pending room was keyed by the /48 alone, so one hostile /64
+    of a shared /48 (a provider's customers in one /48) filled the /48's part with held bodies, and every other /64
+    there got 503 at the room, never reaching the fair hold that shares turns level by level. Each level now has its
+    own part (room L, largest body M: a /48 L-M, a /56 L-2M, a /64 L-3M). Room 400, bodies of 100, one slot taken:
+    mallory's /64 sends three bodies; before, all three were held (the /48's part, 300), and a sibling /64's body and
+    a sibling /56's got 503 (an IPv4 client's fitted); now mallory holds one, and the three others' are held and
+    answered."""
+    release = asyncio.Event()
+
+    async def replicas(scope, receive, send):
+        if scope["client"][0] == "10.0.0.1":  # the request running
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, max_pending_bytes=400, requests_in_flight=1,
+                          hold_timeout_s=30.0)
+
+    async def request(address: str, size: int):
+        return (await answer_statuses(app, "POST", "/predict", (address, 40000), b"x" * size))[0]
+
+    async def attack():
+        running = asyncio.create_task(request("10.0.0.1", 0))
+        await asyncio.sleep(0.05)
+        mallory = [asyncio.create_task(request(f"2001:db8:66:1::{i + 1:x}", 100)) for i in range(3)]  # one /64
+        await asyncio.sleep(0.05)
+        others = [asyncio.create_task(request(address, 100))
+                  for address in ("2001:db8:66:2::7", "2001:db8:66:100::7", "10.0.0.7")]  # its /56, its /48, IPv4
+        await asyncio.sleep(0.05)
+        release.set()
+        return await asyncio.wait_for(asyncio.gather(*others), 5), await asyncio.gather(*mallory), await running
+
+    others, mallory, running = asyncio.run(attack())
+    assert others == [200] * 3, f"a sibling /64, a sibling /56 and an IPv4 client got {others} beside one /64's bodies"
+    assert running == 200 and sorted(mallory) == [200] + [503] * 2, mallory
+    assert app.pending.held == 0 and not app.held_by
+
+
+@pytest.mark.parametrize("seconds", ["1e-300", "0.001", "0.0999"])
+def test_a_request_timeout_too_short_for_any_request_is_refused_naming_the_switch(monkeypatch, seconds):
+    """fixreview (2026-12-07): AOTCUDA_SERVE_REQUEST_TIMEOUT_S=1e-300 (or 0.001) started the proxy, and every request's
+    budget was gone before it could be handed on: a 503 with Retry-After each, which Client resent until its retries
+    ran out, for good. The proxy now refuses it as ServeOptions does (and as it refuses such a body timeout), naming
+    the switch and the fix; 0.1 s is taken, and 0 still leaves Ray's own timeout."""
+    for name, value in proxy.proxy_environment(2.5, 1234, requests_in_flight=4, hold_timeout_s=1.0).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv(proxy.REQUEST_TIMEOUT_VARIABLE, seconds)
+    with pytest.raises(ValueError, match=r"AOTCUDA_SERVE_REQUEST_TIMEOUT_S=.* is below 0\.1 s.*e\.g\. 60"):
+        proxy.middlewares()
+    monkeypatch.setenv(proxy.REQUEST_TIMEOUT_VARIABLE, "0.1")
+    (middleware,) = proxy.middlewares()
+    assert middleware.kwargs["request_timeout_s"] == 0.1
+    monkeypatch.setenv(proxy.REQUEST_TIMEOUT_VARIABLE, "0")
+    (middleware,) = proxy.middlewares()
+    assert "request_timeout_s" not in middleware.kwargs

@@ -49,7 +49,7 @@ from starlette.responses import PlainTextResponse
 
 from aotcuda import switches
 from aotcuda.serving.body import (CLIENT_LEFT, ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError,
-                                  StoppingError, read_body)
+                                  SlowBodyError, StoppingError, read_body)
 from aotcuda.serving.web_pages import (ALLOWED_HOSTS_VARIABLE, ALLOWED_ORIGINS_VARIABLE, host_refusal,
                                        media_type_refusal, origin_refusal, route_of)
 
@@ -134,6 +134,13 @@ def middlewares() -> list[Middleware]:
         if request_timeout_s == float("inf"):
             raise ValueError(f"{REQUEST_TIMEOUT_VARIABLE}={request_timeout_s!r} is not a finite number; a deadline "
                              "must end (0 leaves Ray's own request_timeout_s)")
+        if request_timeout_s < LEAST_TIMEOUT_S:  # as ServeOptions refuses it (fixreview, 2026-12-07): 1e-300 or
+            # 0.001 passed, and every request's budget was gone before it could be let in: a 503 with Retry-After
+            # each, which Client resent until its retries ran out, for good
+            raise ValueError(f"{REQUEST_TIMEOUT_VARIABLE}={request_timeout_s!r} is below {LEAST_TIMEOUT_S:g} s, "
+                             "within which no request could be read and run (serve's --request-timeout-s refuses it "
+                             "too); give the seconds a request may take from its arrival, e.g. 60, or 0 for Ray's own "
+                             "request_timeout_s")
         kwargs["request_timeout_s"] = request_timeout_s
     return [Middleware(WholeBody, timeout_s=timeout_s, max_bytes=max_bytes, max_pending_bytes=max_pending_bytes,
                        **kwargs)]
@@ -241,13 +248,24 @@ class WholeBody:
         # the program's requests, and the health checks apart (their own deployment's slots): neither waits for the other
         self.admission = FairAdmission(requests_in_flight) if requests_in_flight else None
         self.health_admission = FairAdmission(HEALTH_SLOTS) if requests_in_flight else None
+        # the part of the budget a request's run keeps (fixreview, 2026-12-07): the budget less the hold (serve's
+        # --run-timeout-s, and the batch wait: server.hold_timeout_s), where a hold shorter than the budget is set;
+        # else none known, and only a budget used up whole is refused. No request is handed on with less: Ray
+        # answered such a sliver 408 at once, final, where nothing had run.
+        hold_s = self.hold_timeout_s
+        self.run_reserve_s = (self.request_timeout_s - hold_s if self.request_timeout_s and self.admission is not None
+                              and 0 < hold_s < self.request_timeout_s else 0.0)
         self.pending = PendingBytes(max_pending_bytes or max(switches.SWITCHES[MAX_PENDING_VARIABLE].default, max_bytes))
-        # one client's part of that room (client_key; an IPv6 client's /48: client_groups): the room less one largest
-        # body, so that another client's body always fits (breakfair, 2026-12-07: one address's held bodies filled it,
-        # and every other client's was refused 503 at the room, never reaching the fair hold that would have let it in
-        # first; fixlist: one /48's /64s filled it so)
-        self.client_room = max(self.pending.limit - max_bytes, max_bytes)
-        self.held_by: collections.Counter = collections.Counter()
+        # one client's part of that room, level by level as the fair hold shares turns (client_groups: an IPv4 or
+        # loopback client alone, an IPv6 client's /48, its /56, its /64): the room less one largest body for the
+        # widest level, two for the next, three for the last, so that another client's body always fits, and another
+        # member's of the same group too (breakfair, 2026-12-07: one address's held bodies filled the room, and every
+        # other client's was refused 503 at the room, never reaching the fair hold that would have let it in first;
+        # fixlist: one /48's /64s filled it so; fixreview: keyed by the /48 alone, one hostile /64 filled its /48's
+        # part and every other /64 of a shared /48 got 503). Each level holds one largest body at least: where the
+        # room holds fewer than four, the narrower levels share what there is.
+        self.level_rooms = tuple(max(self.pending.limit - bodies * max_bytes, max_bytes) for bodies in (1, 2, 3))
+        self.held_by: collections.Counter = collections.Counter()  # client or group -> bytes its requests hold
         self.unread_answers = unread_answers or _unread_answer_bytes
         # this machine's own name too (Debian maps it to 127.0.1.1): /etc/hosts resolves it, no page's DNS can
         self.allowed_hosts = switches.names(ALLOWED_HOSTS_VARIABLE) | {socket.gethostname().lower()}
@@ -266,42 +284,49 @@ class WholeBody:
             await _refused(refusal, scope, receive, send)
             return
         send = answers_while_stopping(scope, send)
-        deadline = time.monotonic() + self.request_timeout_s if self.request_timeout_s else None
+        arrived = time.monotonic()  # the request's clock: its body, its hold and its run count from here
+        deadline = arrived + self.request_timeout_s if self.request_timeout_s else None
         held = 0
         client = client_key((scope.get("client") or ("",))[0])
-        holder = client_groups(client)[0]  # whose part of the room: an IPv6 client's /48, as the hold's widest share
+        holders = client_groups(client)  # whose parts of the room: the client's, and an IPv6 client's groups'
 
         def take(size: int) -> None:  # room for the bytes received, as they arrive (body.read_body)
             nonlocal held
             try:
-                if self.held_by[holder] + size > self.client_room:
-                    raise BusyError(f"this client's requests hold {self.held_by[holder]} bytes of request bodies in "
-                                    f"the server, and {size} more would pass the {self.client_room} one client may "
-                                    "hold (--max-pending-bytes less one largest body, kept for the other clients); "
-                                    "nothing of this request ran, send it again after the Retry-After seconds")
+                for bodies, (holder, room) in enumerate(zip(holders, self.level_rooms), start=1):
+                    if self.held_by[holder] + size > room:
+                        whose = "this client's" if len(holders) == 1 else f"{holder}'s"
+                        raise BusyError(f"{whose} requests hold {self.held_by[holder]} bytes of request bodies in the "
+                                        f"server, and {size} more would pass the {room} they may hold "
+                                        f"(--max-pending-bytes less {bodies} largest "
+                                        f"bod{'y' if bodies == 1 else 'ies'}, kept for the other clients); nothing "
+                                        "of this request ran, send it again after the Retry-After seconds")
                 self.pending.take(size)
             except BusyError:
                 # Refused: its room goes back now, not once its answer is sent (read_body's reader is a task of
                 # its own: a loop turn later), so that the bodies still arriving can finish instead of being
                 # refused one after the other against room that nobody will use.
-                self._give(holder, held)
+                self._give(holders, held)
                 held = 0
                 raise
             held += size
-            self.held_by[holder] += size
+            for holder in holders:
+                self.held_by[holder] += size
 
         try:
-            await self._read_and_hand_on(scope, receive, send, take, client, deadline)
+            await self._read_and_hand_on(scope, receive, send, take, client, arrived, deadline)
         finally:
-            self._give(holder, held)
+            self._give(holders, held)
 
-    def _give(self, holder: str, size: int) -> None:
+    def _give(self, holders: tuple[str, ...], size: int) -> None:
         self.pending.give(size)
-        self.held_by[holder] -= size
-        if self.held_by[holder] <= 0:
-            del self.held_by[holder]
+        for holder in holders:
+            self.held_by[holder] -= size
+            if self.held_by[holder] <= 0:
+                del self.held_by[holder]
 
-    async def _read_and_hand_on(self, scope, receive, send, take, client: str, deadline: float | None) -> None:
+    async def _read_and_hand_on(self, scope, receive, send, take, client: str, arrived: float,
+                                deadline: float | None) -> None:
         try:
             body = await read_body(Request(scope, receive), self.max_bytes, self.timeout_s, take)
             if body:
@@ -318,15 +343,23 @@ class WholeBody:
             # the proxy's one event loop: a flood of them at 2,000-3,000 a second left another client's /stats
             # waiting seconds (docs/reliability.md).
             return
+        if deadline is not None and self._short_of_the_run(deadline):
+            # Its body alone took the budget, or the run's part of it: final, not the hold's retryable 503. Why
+            # (fixreview, 2026-12-07): a body slower than --request-timeout-s (--body-timeout-s 120 with
+            # --request-timeout-s 60, which serve takes) got 503 with Retry-After, and Client sent the whole body
+            # again, to the same end, as many times as its retries allowed.
+            await _refused(self._slow_body_error(arrived, deadline), scope, receive, send)
+            return
         admission = self.health_admission if route_of(scope.get("path") or "") == HEALTH_ROUTE else self.admission
         admitted = admission is not None
-        if admitted and not admission.enter_at_once(client):
+        was_held = admitted and not admission.enter_at_once(client)
+        if was_held:
             # Held. The body is whole: what the client sends next is its leaving (http.disconnect), which ends its
             # hold. Only here: a task of its own for that receive (made, cancelled, stepped once to end) cost each
             # request let in at once about 3 us of the proxy's one event loop, a tenth of the middleware's, for nothing.
             left = asyncio.ensure_future(receive())
             try:
-                await admission.enter(client, self._hold_time(deadline), left)
+                await admission.enter(client, self._hold_time(arrived, deadline), left)
             except ClientDisconnect:  # the client left while held: nobody to answer, no turn kept for it
                 return
             except BusyError as error:
@@ -348,11 +381,12 @@ class WholeBody:
             scope = {name: value for name, value in scope.items() if name != CLIENT_LEFT}  # Ray pickles the scope
             if deadline is not None:
                 left_s = deadline - time.monotonic()
-                if left_s <= 0:  # its body (or its hold) took the whole budget: nothing of it ran
-                    await _refused(BusyError(f"this request took the server's whole time for a request "
-                                             f"({self.request_timeout_s:g} s, --request-timeout-s) before a replica "
-                                             "could take it; nothing of this request ran, send it again after the "
-                                             "Retry-After seconds"), scope, receive, send)
+                if was_held and self._short_of_the_run(deadline):  # let in as its hold ran out: nothing of it ran
+                    await _refused(BusyError(f"this request waited for a replica's slot until {max(left_s, 0):.3g} s "
+                                             f"of the server's {self.request_timeout_s:g} s for a request "
+                                             "(--request-timeout-s) were left, less than its run's "
+                                             f"{self.run_reserve_s:.3g} s; nothing of this request ran, send it "
+                                             "again after the Retry-After seconds"), scope, receive, send)
                     return
                 headers.append((RAY_TIMEOUT_HEADER, repr(left_s).encode()))  # Ray times it from here: what is left
             await self.app({**scope, BODY_READ: True, "headers": headers}, whole_body_then_client, send)
@@ -360,11 +394,33 @@ class WholeBody:
             if admitted:
                 admission.leave(client)
 
-    def _hold_time(self, deadline: float | None) -> float:
-        """How long a request may be held for a slot: the hold's timeout, or what is left of its budget if less."""
-        if deadline is None:
-            return self.hold_timeout_s
-        return max(0.0, min(self.hold_timeout_s, deadline - time.monotonic()))
+    def _hold_time(self, arrived: float, deadline: float | None) -> float:
+        """How long a request may still be held for a slot: until the hold's timeout from its arrival, or the end of
+        its budget if sooner.
+
+        Why from the arrival (fixreview, 2026-12-07): the hold was counted from when the body had been read, so its
+        body's time came out of the run's part of the budget: at serve's defaults (request 60 s, hold 30 s, run 30 s)
+        a body that took 25 s was held to 55 s and Ray was handed 5 s for a run of up to 30 s (Ray's 408, final: the
+        client cannot tell whether it ran). Counted from the arrival, a request let in at the hold's end still has
+        --request-timeout-s less the hold: its run's time."""
+        hold_until = arrived + self.hold_timeout_s
+        if deadline is not None:
+            hold_until = min(hold_until, deadline)
+        return max(0.0, hold_until - time.monotonic())
+
+    def _short_of_the_run(self, deadline: float) -> bool:
+        """Whether what is left of a request's budget is used up, or less than its run's part (run_reserve_s)."""
+        left_s = deadline - time.monotonic()
+        return left_s <= 0 or left_s < self.run_reserve_s
+
+    def _slow_body_error(self, arrived: float, deadline: float) -> SlowBodyError:
+        took_s, left_s = time.monotonic() - arrived, deadline - time.monotonic()
+        leaving = (f"none of its {self.request_timeout_s:g} s for a request (--request-timeout-s)" if left_s <= 0 else
+                   f"{left_s:.3g} s of its {self.request_timeout_s:g} s for a request (--request-timeout-s), less than "
+                   f"the {self.run_reserve_s:.3g} s its run may need")
+        return SlowBodyError(f"the request body took {took_s:.3g} s to arrive, leaving {leaving}; nothing of this "
+                             "request ran, and a body sent as slowly again would fare alike: send it faster (smaller "
+                             "batches), or ask for a server with a larger --request-timeout-s")
 
     def _check_room_for_answers(self) -> None:
         answers = self.unread_answers()
