@@ -275,3 +275,26 @@ class RepeatedHalving(torch.nn.Module):
             return i + 1, y * 0.5 + 1.0
 
         return while_loop(more, halve, (torch.zeros((), dtype=torch.int64), x))[1]
+
+
+def what_serve_hands_ray_init(shown: str, port: int) -> str:
+    """A child script that runs serve_package(argv[1], ServeOptions(port=port), ray_init_options=json argv[2]) up to
+    ray.init, which it does not call: it prints json.dumps(<shown>) of ``init`` (serve's options for ray.init) and
+    ``overrides`` (the caller's) instead."""
+    return f"""
+import json, os, sys
+from aotcuda.serving import server
+
+class Started(Exception):
+    pass
+
+def init_ray(init, overrides):  # what serve_package hands ray.init, without starting it
+    print(json.dumps({shown}))
+    raise Started
+
+server._init_ray = init_ray
+try:
+    server.serve_package(sys.argv[1], server.ServeOptions(port={port}), ray_init_options=json.loads(sys.argv[2]))
+except Started:
+    pass
+"""

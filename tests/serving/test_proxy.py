@@ -1460,12 +1460,9 @@ def test_an_ipv4_hosts_6to4_and_teredo_addresses_are_that_host_to_the_fair_hold(
     assert key("2001:db8:1:2::1") == "2001:db8:1:2::/64" and key("2002:c000:22e::1") == "192.0.2.46"
 
 
-def test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_body():
-    """breakfair (2026-12-07): the fair hold holds a request after its body is read, and the body counts in the
-    proxy's pending room (--max-pending-bytes) until the request ends: one address sending 4 bodies of the largest
-    size (256 MiB each under serve's defaults, 1 GiB of room) while the slots were busy filled the room, and every
-    other client's request with a body got 503 at the room for the hold's 60 s, never reaching the hold that would
-    have let it in first. One address now holds at most the room less one largest body: another's fits."""
+def _bodies_held_beside_alice(flood_address) -> tuple[int, list[int], int, proxy.WholeBody]:
+    """One request running in the one slot, six 100-byte bodies from ``flood_address(i)`` held behind it in a room of
+    400, then alice's (10.0.0.7) 100-byte body: (alice's status, the six statuses, the running one's, the app)."""
     release = asyncio.Event()
 
     async def replicas(scope, receive, send):
@@ -1482,14 +1479,23 @@ def test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_bo
     async def attack():
         running = asyncio.create_task(request("10.0.0.1", 0))
         await asyncio.sleep(0.05)
-        flood = [asyncio.create_task(request("10.0.0.66", 100)) for _ in range(6)]
+        flood = [asyncio.create_task(request(flood_address(i), 100)) for i in range(6)]
         await asyncio.sleep(0.05)
         alice = asyncio.create_task(request("10.0.0.7", 100))
         await asyncio.sleep(0.05)
         release.set()
         return await asyncio.wait_for(alice, 5), await asyncio.gather(*flood), await running
 
-    alice, flood, running = asyncio.run(attack())
+    return (*asyncio.run(attack()), app)
+
+
+def test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_body():
+    """breakfair (2026-12-07): the fair hold holds a request after its body is read, and the body counts in the
+    proxy's pending room (--max-pending-bytes) until the request ends: one address sending 4 bodies of the largest
+    size (256 MiB each under serve's defaults, 1 GiB of room) while the slots were busy filled the room, and every
+    other client's request with a body got 503 at the room for the hold's 60 s, never reaching the hold that would
+    have let it in first. One address now holds at most the room less one largest body: another's fits."""
+    alice, flood, running, app = _bodies_held_beside_alice(lambda i: "10.0.0.66")
     assert alice == 200, f"alice's body was refused {alice} while one address's held bodies filled the room"
     assert running == 200 and sorted(flood) == [200] * 3 + [503] * 3, flood
     assert app.pending.held == 0
@@ -1649,30 +1655,7 @@ def test_one_48s_held_bodies_cannot_fill_the_room_for_every_other_clients_body()
     """The room's part of one client (test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_body)
     is an IPv6 client's /48 (fixlist, 2026-12-07): six 100-byte bodies from six /64s of one /48 took a part each and
     filled the room of 400, and another client's body was refused 503."""
-    release = asyncio.Event()
-
-    async def replicas(scope, receive, send):
-        if scope["client"][0] == "10.0.0.1":  # the request running
-            await release.wait()
-        await PlainTextResponse("ok")(scope, receive, send)
-
-    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, max_pending_bytes=400, requests_in_flight=1,
-                          hold_timeout_s=30.0)
-
-    async def request(address: str, size: int):
-        return (await answer_statuses(app, "POST", "/predict", (address, 40000), b"x" * size))[0]
-
-    async def attack():
-        running = asyncio.create_task(request("10.0.0.1", 0))
-        await asyncio.sleep(0.05)
-        flood = [asyncio.create_task(request(f"2001:db8:66:{i:x}::1", 100)) for i in range(6)]
-        await asyncio.sleep(0.05)
-        alice = asyncio.create_task(request("10.0.0.7", 100))
-        await asyncio.sleep(0.05)
-        release.set()
-        return await asyncio.wait_for(alice, 5), await asyncio.gather(*flood), await running
-
-    alice, flood, running = asyncio.run(attack())
+    alice, flood, running, app = _bodies_held_beside_alice(lambda i: f"2001:db8:66:{i:x}::1")
     assert alice == 200, f"alice's body was refused {alice} while one /48's held bodies filled the room"
     # the six /64s are of one /56, whose part is the room less two largest bodies (fixreview: level by level)
     assert running == 200 and sorted(flood) == [200] * 2 + [503] * 4, flood

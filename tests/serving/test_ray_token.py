@@ -15,6 +15,8 @@ import pytest
 serving = pytest.importorskip("aotcuda.serving")
 grpc = pytest.importorskip("grpc")
 
+from serving_cases import what_serve_hands_ray_init  # noqa: E402  (after the skips: it imports nothing of Ray)
+
 PORT = 18651  # breakproc's range on a shared machine
 
 _SERVE_AND_SAY = """
@@ -128,23 +130,8 @@ def test_a_token_the_user_chose_is_kept(monkeypatch):
     assert len(first) == 64 and set(first) <= set("0123456789abcdef") and os.environ["RAY_AUTH_MODE"] == "token"
 
 
-_WHAT_RAY_INIT_GETS = """
-import json, os, sys
-from aotcuda.serving import server
-
-class Started(Exception):
-    pass
-
-def init_ray(init, overrides):  # what serve_package hands ray.init, without starting it
-    print(json.dumps({"address": (overrides or {}).get("address"), "token": os.environ.get("RAY_AUTH_TOKEN")}))
-    raise Started
-
-server._init_ray = init_ray
-try:
-    server.serve_package(sys.argv[1], server.ServeOptions(port=18652), ray_init_options=json.loads(sys.argv[2]))
-except Started:
-    pass
-"""
+_WHAT_RAY_INIT_GETS = what_serve_hands_ray_init(
+    '{"address": (overrides or {}).get("address"), "token": os.environ.get("RAY_AUTH_TOKEN")}', 18652)
 
 
 @pytest.mark.parametrize("overrides", [{}, {"address": "10.0.0.7:6379"}])

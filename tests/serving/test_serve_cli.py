@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 import torch
 
-from serving_cases import SEQ
+from serving_cases import SEQ, what_serve_hands_ray_init
 
 serving = pytest.importorskip("aotcuda.serving")
 
@@ -346,23 +346,7 @@ def test_serve_goes_on_when_its_stdout_is_a_pipe_nobody_reads(served_block):
     assert "served" in done.stderr and "error" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
 
 
-RAY_TEMP_DIR_CHILD = """
-import json, sys
-from aotcuda.serving import server
-
-class Started(Exception):
-    pass
-
-def init_ray(init, overrides):  # what serve_package hands ray.init, without starting it
-    print(json.dumps({**init, **(overrides or {})}.get("_temp_dir")))
-    raise Started
-
-server._init_ray = init_ray
-try:
-    server.serve_package(sys.argv[1], server.ServeOptions(port=18858), ray_init_options=json.loads(sys.argv[2]))
-except Started:
-    pass
-"""
+RAY_TEMP_DIR_CHILD = what_serve_hands_ray_init('{**init, **(overrides or {})}.get("_temp_dir")', 18858)
 
 
 @pytest.mark.parametrize("overrides", [{}, {"_temp_dir": "/somewhere/chosen"}])
