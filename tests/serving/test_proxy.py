@@ -1460,9 +1460,9 @@ def test_an_ipv4_hosts_6to4_and_teredo_addresses_are_that_host_to_the_fair_hold(
     assert key("2001:db8:1:2::1") == "2001:db8:1:2::/64" and key("2002:c000:22e::1") == "192.0.2.46"
 
 
-def _bodies_held_beside_alice(flood_address) -> tuple[int, list[int], int, proxy.WholeBody]:
-    """One request running in the one slot, six 100-byte bodies from ``flood_address(i)`` held behind it in a room of
-    400, then alice's (10.0.0.7) 100-byte body: (alice's status, the six statuses, the running one's, the app)."""
+def _bodies_held_beside(flood: list[str], others: list[str]) -> tuple[list[int], list[int], int, proxy.WholeBody]:
+    """One request running in the one slot, a 100-byte body from each of ``flood`` held behind it in a room of 400,
+    then one from each of ``others``: (the others' statuses, the flood's, the running one's, the app)."""
     release = asyncio.Event()
 
     async def replicas(scope, receive, send):
@@ -1479,12 +1479,13 @@ def _bodies_held_beside_alice(flood_address) -> tuple[int, list[int], int, proxy
     async def attack():
         running = asyncio.create_task(request("10.0.0.1", 0))
         await asyncio.sleep(0.05)
-        flood = [asyncio.create_task(request(flood_address(i), 100)) for i in range(6)]
+        flooding = [asyncio.create_task(request(address, 100)) for address in flood]
         await asyncio.sleep(0.05)
-        alice = asyncio.create_task(request("10.0.0.7", 100))
+        later = [asyncio.create_task(request(address, 100)) for address in others]
         await asyncio.sleep(0.05)
         release.set()
-        return await asyncio.wait_for(alice, 5), await asyncio.gather(*flood), await running
+        return (list(await asyncio.wait_for(asyncio.gather(*later), 5)), list(await asyncio.gather(*flooding)),
+                await running)
 
     return (*asyncio.run(attack()), app)
 
@@ -1495,7 +1496,7 @@ def test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_bo
     size (256 MiB each under serve's defaults, 1 GiB of room) while the slots were busy filled the room, and every
     other client's request with a body got 503 at the room for the hold's 60 s, never reaching the hold that would
     have let it in first. One address now holds at most the room less one largest body: another's fits."""
-    alice, flood, running, app = _bodies_held_beside_alice(lambda i: "10.0.0.66")
+    (alice,), flood, running, app = _bodies_held_beside(["10.0.0.66"] * 6, ["10.0.0.7"])
     assert alice == 200, f"alice's body was refused {alice} while one address's held bodies filled the room"
     assert running == 200 and sorted(flood) == [200] * 3 + [503] * 3, flood
     assert app.pending.held == 0
@@ -1655,7 +1656,7 @@ def test_one_48s_held_bodies_cannot_fill_the_room_for_every_other_clients_body()
     """The room's part of one client (test_one_clients_held_bodies_cannot_fill_the_room_for_every_other_clients_body)
     is an IPv6 client's /48 (fixlist, 2026-12-07): six 100-byte bodies from six /64s of one /48 took a part each and
     filled the room of 400, and another client's body was refused 503."""
-    alice, flood, running, app = _bodies_held_beside_alice(lambda i: f"2001:db8:66:{i:x}::1")
+    (alice,), flood, running, app = _bodies_held_beside([f"2001:db8:66:{i:x}::1" for i in range(6)], ["10.0.0.7"])
     assert alice == 200, f"alice's body was refused {alice} while one /48's held bodies filled the room"
     # the six /64s are of one /56, whose part is the room less two largest bodies (fixreview: level by level)
     assert running == 200 and sorted(flood) == [200] * 2 + [503] * 4, flood
@@ -1814,31 +1815,9 @@ def test_one_64_filling_its_part_of_the_room_leaves_room_for_the_other_64s_of_it
     mallory's /64 sends three bodies; before, all three were held (the /48's part, 300), and a sibling /64's body and
     a sibling /56's got 503 (an IPv4 client's fitted); now mallory holds one, and the three others' are held and
     answered."""
-    release = asyncio.Event()
-
-    async def replicas(scope, receive, send):
-        if scope["client"][0] == "10.0.0.1":  # the request running
-            await release.wait()
-        await PlainTextResponse("ok")(scope, receive, send)
-
-    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, max_pending_bytes=400, requests_in_flight=1,
-                          hold_timeout_s=30.0)
-
-    async def request(address: str, size: int):
-        return (await answer_statuses(app, "POST", "/predict", (address, 40000), b"x" * size))[0]
-
-    async def attack():
-        running = asyncio.create_task(request("10.0.0.1", 0))
-        await asyncio.sleep(0.05)
-        mallory = [asyncio.create_task(request(f"2001:db8:66:1::{i + 1:x}", 100)) for i in range(3)]  # one /64
-        await asyncio.sleep(0.05)
-        others = [asyncio.create_task(request(address, 100))
-                  for address in ("2001:db8:66:2::7", "2001:db8:66:100::7", "10.0.0.7")]  # its /56, its /48, IPv4
-        await asyncio.sleep(0.05)
-        release.set()
-        return await asyncio.wait_for(asyncio.gather(*others), 5), await asyncio.gather(*mallory), await running
-
-    others, mallory, running = asyncio.run(attack())
+    others, mallory, running, app = _bodies_held_beside(
+        [f"2001:db8:66:1::{i + 1:x}" for i in range(3)],  # one /64
+        ["2001:db8:66:2::7", "2001:db8:66:100::7", "10.0.0.7"])  # its /56, its /48, an IPv4 client
     assert others == [200] * 3, f"a sibling /64, a sibling /56 and an IPv4 client got {others} beside one /64's bodies"
     assert running == 200 and sorted(mallory) == [200] + [503] * 2, mallory
     assert app.pending.held == 0 and not app.held_by
