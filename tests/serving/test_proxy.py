@@ -1419,29 +1419,8 @@ def test_a_local_client_cannot_pass_for_many_by_its_loopback_addresses():
     0))``), ::1 or ::ffff:127.x at will: 30 requests from 30 of them held another client's one request behind 28 other
     "clients" (1.06 s behind 0.1 s requests in two slots; now 0.16 s, behind one request of that client). Now every loopback
     address is one client, this machine, and its flood waits behind itself."""
-    slots = asyncio.Semaphore(2)
-
-    async def replicas(scope, receive, send):  # Ray's queue in front of two slots
-        async with slots:
-            await asyncio.sleep(0.1)
-        await PlainTextResponse("ok")(scope, receive, send)
-
-    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=2, hold_timeout_s=30.0)
-
-    async def request(address: str):
-        return (await answer_statuses(app, "GET", "/stats", (address, 40000), headers=[]))[0]
-
     local = [f"127.0.{i}.66" for i in range(10)] + [f"::ffff:127.1.0.{i}" for i in range(10)] + ["::1"] * 10
-
-    async def attack():
-        flood = [asyncio.create_task(request(address)) for address in local]
-        await asyncio.sleep(0.05)
-        started = time.monotonic()
-        alice = await request("10.0.0.7")
-        waited = time.monotonic() - started
-        return alice, waited, await asyncio.gather(*flood)
-
-    alice, waited, flood = asyncio.run(attack())
+    alice, waited, flood = _flood_then_alice(local, "10.0.0.7")
     assert alice == 200 and waited < 0.6, f"alice waited {waited:.2f} s behind one local client's 30 addresses"
     assert flood == [200] * 30
 
@@ -1515,12 +1494,7 @@ def test_a_requests_hold_counts_against_its_request_timeout(monkeypatch):
     assert middleware.kwargs["request_timeout_s"] == 1.5
     release, timeouts = asyncio.Event(), {}
 
-    async def replicas(scope, receive, send):  # one slot; the first request holds it until released
-        timeouts[scope["client"][0]] = [float(value) for name, value in scope["headers"]
-                                        if name == b"x-request-timeout-seconds"]
-        if scope["client"][0] == "10.0.0.1":
-            await release.wait()
-        await PlainTextResponse("ok")(scope, receive, send)
+    replicas = _one_slot_held_by_10_0_0_1(release, timeouts)
 
     app = middleware.cls(replicas, *middleware.args, **middleware.kwargs)
 
@@ -1576,13 +1550,7 @@ def test_the_servers_answer_to_a_held_request_comes_before_the_client_gives_up(m
             await asyncio.sleep(4.0)
         await PlainTextResponse("ok")(scope, receive, send)
 
-    middleware = []
-
-    async def proxy_app(scope, receive, send):  # the middleware as Ray's proxy builds it, from the environment set
-        if not middleware:
-            (made,) = proxy.middlewares()
-            middleware.append(made.cls(replicas, *made.args, **made.kwargs))
-        await middleware[0](scope, receive, send)
+    proxy_app = _as_rays_proxy_builds_it(replicas)
 
     with uvicorn_as_ray_runs_it(monkeypatch, proxy_app, port=HOLD_TEST_PORT, max_bytes=1 << 20, requests_in_flight=1,
                                 hold_timeout_s=serving.server.hold_timeout_s(options),
@@ -1600,6 +1568,34 @@ def test_the_servers_answer_to_a_held_request_comes_before_the_client_gives_up(m
     assert refused.value.status == 503 and refused.value.retriable, refused.value  # the hold's, read and resent
     assert "tried 2 times" in str(refused.value) and took < 3.5, (str(refused.value), took)
     assert ran == ["/stats"], ran  # the held requests never ran
+
+
+def _one_slot_held_by_10_0_0_1(release: asyncio.Event, timeouts: dict):
+    """Replicas of one slot: 10.0.0.1's request holds it until ``release``; each request's x-request-timeout-seconds
+    (what Ray is handed) goes into ``timeouts`` under its client's address."""
+
+    async def replicas(scope, receive, send):
+        timeouts[scope["client"][0]] = [float(value) for name, value in scope["headers"]
+                                        if name == b"x-request-timeout-seconds"]
+        if scope["client"][0] == "10.0.0.1":
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    return replicas
+
+
+def _as_rays_proxy_builds_it(replicas):
+    """An ASGI app that builds proxy.middlewares()'s middleware around ``replicas`` at its first request, as Ray's proxy
+    does, from the environment set then."""
+    built = []
+
+    async def proxy_app(scope, receive, send):
+        if not built:
+            (made,) = proxy.middlewares()
+            built.append(made.cls(replicas, *made.args, **made.kwargs))
+        await built[0](scope, receive, send)
+
+    return proxy_app
 
 
 def raw_request_answer(address, request: bytes) -> bytes:
@@ -1699,13 +1695,7 @@ def test_requests_whose_clients_left_before_they_were_handed_on_never_reach_ray(
         scopes.append(scope)
         await PlainTextResponse("ok")(scope, receive, send)
 
-    middleware = []
-
-    async def proxy_app(scope, receive, send):  # the middleware as Ray's proxy builds it, from the environment set
-        if not middleware:
-            (made,) = proxy.middlewares()
-            middleware.append(made.cls(replicas, *made.args, **made.kwargs))
-        await middleware[0](scope, receive, send)
+    proxy_app = _as_rays_proxy_builds_it(replicas)
 
     with uvicorn_as_ray_runs_it(monkeypatch, proxy_app, port=LEAVERS_TEST_PORT, requests_in_flight=8,
                                 hold_timeout_s=30.0) as (address, _):
@@ -1752,12 +1742,7 @@ def test_a_slow_bodys_time_comes_out_of_its_hold_not_out_of_its_run():
     is handed on with less than its run's 1.5 s."""
     release, timeouts = asyncio.Event(), {}
 
-    async def replicas(scope, receive, send):  # one slot; the first request holds it until released
-        timeouts[scope["client"][0]] = [float(value) for name, value in scope["headers"]
-                                        if name == b"x-request-timeout-seconds"]
-        if scope["client"][0] == "10.0.0.1":
-            await release.wait()
-        await PlainTextResponse("ok")(scope, receive, send)
+    replicas = _one_slot_held_by_10_0_0_1(release, timeouts)
 
     app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=1.5,
                           request_timeout_s=3.0)
