@@ -697,7 +697,7 @@ def test_a_status_line_that_is_not_one_is_shown_as_escapes_and_briefly():
     ("http://127.0.0.1:1", {"max_retry_after_s": float("inf")}, "max_retry_after_s must be a finite number .*got inf"),
     ("http://127.0.0.1:1", {"backoff_s": float("nan")}, "backoff_s must be"),
     ("http://127.0.0.1:1", {"timeout_s": None}, "timeout_s must be a number of seconds above 0 .*None would wait for "
-                                                "ever.*got None \\(NoneType\\); e.g. timeout_s=60.0"),
+                                                "ever.*got None \\(NoneType\\); e.g. timeout_s=75.0"),
     ("http://127.0.0.1:1", {"timeout_s": 0}, "timeout_s must be a number of seconds above 0"),
     ("http://127.0.0.1:1", {"timeout_s": float("inf")}, "timeout_s must be"),
     ("http://127.0.0.1:1", {"timeout_s": 1e12}, "timeout_s must be"),

@@ -504,7 +504,7 @@ def _check_arguments(url, **values) -> None:
                              + f"; e.g. {name}={_DEFAULTS[name]!r}, the default")
 
 
-_DEFAULTS = {"timeout_s": 60.0, "retries": 3, "backoff_s": 0.5, "max_retry_after_s": 30.0, "max_response_bytes": 1 << 30}
+_DEFAULTS = {"timeout_s": DEFAULT_TIMEOUT_S, "retries": 3, "backoff_s": 0.5, "max_retry_after_s": 30.0, "max_response_bytes": 1 << 30}
 
 
 def _cut(sock, expired: threading.Event) -> None:
