@@ -47,6 +47,7 @@ from aotcuda.errors import clipped
 from aotcuda.lowering.fallbacks import relative_source_line
 from aotcuda.passes.emit import SHARED_META, replace_uses
 from aotcuda.passes.program_copy import with_graph
+from aotcuda.runtime.checks import as_bits
 
 # The dtypes Inductor's full lowers for a value Tensor.item() gives exactly (not float8, not complex).
 _NUMBER_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
@@ -127,15 +128,12 @@ def _runs(values: list) -> list[tuple[object, int]] | None:
     return [(value, count) for value, count in runs]
 
 
-_BITS_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
 def _too_many_runs(flat: torch.Tensor) -> bool:
     """Whether ``flat`` (1-d) has more than MAX_SUBGRAPH_CONSTANT_RUNS runs of equal bits, counted by torch: no Python
     list of a large constant's values is made to find that it is one (a 10M-element table took 790 MB that way)."""
     if flat.numel() <= MAX_SUBGRAPH_CONSTANT_RUNS:
         return False
-    bits = flat.contiguous().view(_BITS_OF_SIZE[flat.element_size()])  # -0.0 is not 0.0; a nan equals its own bits
+    bits = as_bits(flat.contiguous())  # -0.0 is not 0.0; a nan equals its own bits
     return int((bits[1:] != bits[:-1]).sum()) + 1 > MAX_SUBGRAPH_CONSTANT_RUNS
 
 

@@ -168,6 +168,15 @@ def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], ind
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def as_bits(tensor: torch.Tensor) -> torch.Tensor:
+    """An integer view of ``tensor``'s bits, for bitwise comparisons (-0.0 is not 0.0, a nan equals its own bits): a
+    complex tensor as its real pairs'. Raises KeyError for an element size without an integer dtype, RuntimeError where
+    torch cannot view it so (a layout the view cannot keep)."""
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    return tensor.view(_BITS[tensor.element_size()])
 _UNEQUAL = (torch.zeros(1, dtype=torch.uint8), torch.ones(1, dtype=torch.uint8))  # "changed": copied back
 
 
@@ -178,12 +187,7 @@ def _bits_pair(original: torch.Tensor, copy: torch.Tensor) -> tuple[torch.Tensor
     try:
         if original.is_neg() or original.is_conj():
             original = original.resolve_conj().resolve_neg()
-        pair = []
-        for tensor in (original, copy):
-            if tensor.is_complex():
-                tensor = torch.view_as_real(tensor)
-            pair.append(tensor.view(_BITS[tensor.element_size()]))
-        return pair[0], pair[1]
+        return as_bits(original), as_bits(copy)
     except (KeyError, RuntimeError, TypeError):
         return _UNEQUAL
 
