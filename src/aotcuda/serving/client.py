@@ -20,6 +20,7 @@ replica or from its part of the proxy (400, 408, 500, 503, with X-Aotcuda-Error)
 from __future__ import annotations
 
 import http.client
+import inspect
 import json
 import numbers
 import re
@@ -504,7 +505,10 @@ def _check_arguments(url, **values) -> None:
                              + f"; e.g. {name}={_DEFAULTS[name]!r}, the default")
 
 
-_DEFAULTS = {"timeout_s": DEFAULT_TIMEOUT_S, "retries": 3, "backoff_s": 0.5, "max_retry_after_s": 30.0, "max_response_bytes": 1 << 30}
+# Client's keyword defaults, read from its signature: a refusal's "e.g. NAME=VALUE, the default" (a copy of them
+# written out here had kept timeout_s=60.0 when the default became 75 s)
+_DEFAULTS = {name: parameter.default for name, parameter in inspect.signature(Client.__init__).parameters.items()
+             if parameter.default is not inspect.Parameter.empty}
 
 
 def _cut(sock, expired: threading.Event) -> None:
