@@ -786,6 +786,7 @@ def _ran_anyway(mismatch: OutputError, results: list) -> OutputError:
     error.results = list(results)
     return error
 
+
 def _with_numbers(structure, numbers: list[tuple[int, type]], outputs: list):
     """``structure(outputs)`` with each Python-number output (``TensorSpec.scalar``) as its number: the container
     returns ``x.shape[0]`` as a 0-d CPU tensor, eager as an int (a caller's own output buffer stays as it is)."""

@@ -389,7 +389,8 @@ class WholeBody:
                                              "again after the Retry-After seconds"), scope, receive, send)
                     return
                 headers.append((RAY_TIMEOUT_HEADER, repr(left_s).encode()))  # Ray times it from here: what is left
-            await self.app({**scope, BODY_READ: True, "headers": headers}, whole_body_then_client, send)
+            scope[BODY_READ], scope["headers"] = True, headers  # on the scope's copy made above
+            await self.app(scope, whole_body_then_client, send)
         finally:
             if admitted:
                 admission.leave(client)
