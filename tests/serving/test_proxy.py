@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import socket
 import threading
@@ -1390,7 +1391,23 @@ def _hold_cost(admission_limit: int, clients: list[str], leave_newest_first: boo
         assert not admission.waiting and admission.running <= admission_limit
         return per_admission, dropping
 
-    return asyncio.run(run())
+    # The CPU time is the hold's alone only with the cyclic collector off: in a test process holding torch's millions of
+    # objects, one full collection (which 20,000 held tasks may set off and 2,000 do not) costs more than the whole
+    # drop; CI failed on that once (0.76 s for 20,000, 0.02 s for 2,000), not on the hold.
+    gc.collect()
+    gc.disable()
+    try:
+        return asyncio.run(run())
+    finally:
+        gc.enable()
+
+
+def _least_hold_cost(admission_limit: int, clients: list[str], leave_newest_first: bool = False,
+                     runs: int = 3) -> tuple[float, float]:
+    """The least of ``runs`` measurements of :func:`_hold_cost`, each part on its own: the other xdist worker on a
+    2-core machine only ever adds time."""
+    costs = [_hold_cost(admission_limit, clients, leave_newest_first) for _ in range(runs)]
+    return min(c[0] for c in costs), min(c[1] for c in costs)
 
 
 def test_the_fair_holds_cost_does_not_grow_with_the_addresses_or_requests_held():
@@ -1403,12 +1420,12 @@ def test_the_fair_holds_cost_does_not_grow_with_the_addresses_or_requests_held()
     few = [proxy.client_key(f"2001:db8:66:{i:x}::1") for i in range(10)]
     many = [proxy.client_key(f"2001:db8:66:{i:x}::1") for i in range(20_000)]
     assert len(set(many)) == 20_000
-    cost_few, _ = _hold_cost(1, few * 100)
-    cost_many, _ = _hold_cost(1, many)
+    cost_few, _ = _least_hold_cost(1, few * 100)
+    cost_many, _ = _least_hold_cost(1, many)
     assert cost_many < 10 * cost_few + 50e-6, f"an admission cost {cost_many * 1e6:.0f} us with 20,000 addresses held, " \
                                               f"{cost_few * 1e6:.0f} us with 10"
-    _, drop_few = _hold_cost(1, ["2001:db8:66::/64"] * 2_000, leave_newest_first=True)
-    _, drop_many = _hold_cost(1, ["2001:db8:66::/64"] * 20_000, leave_newest_first=True)
+    _, drop_few = _least_hold_cost(1, ["2001:db8:66::/64"] * 2_000, leave_newest_first=True)
+    _, drop_many = _least_hold_cost(1, ["2001:db8:66::/64"] * 20_000, leave_newest_first=True)
     assert drop_many < 30 * drop_few + 0.05, f"20,000 held requests leaving took {drop_many:.2f} s of CPU, 2,000 " \
                                              f"took {drop_few:.2f} s"
 
