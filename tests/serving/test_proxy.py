@@ -652,6 +652,80 @@ def test_the_connections_kept_open_are_bounded_by_the_room_their_heads_hold(monk
     assert heads.connection_limit(1 << 30) <= (1 << 30) // (32 << 10)
 
 
+class PeerTransport(asyncio.Transport):
+    """A connection's transport from ``address``, which records whether the server closed it."""
+
+    def __init__(self, address: str):
+        super().__init__()
+        self.address, self.closing = address, False
+
+    def get_extra_info(self, name, default=None):
+        return {"peername": (self.address, 40000), "sockname": ("192.0.2.1", 8000)}.get(name, default)
+
+    def is_closing(self):
+        return self.closing
+
+    def close(self):
+        self.closing = True
+
+    def write(self, data):
+        pass
+
+    def get_write_buffer_size(self):
+        return 0
+
+
+def test_one_client_cannot_take_every_connection_the_proxy_keeps_open():
+    """breakserve (2026-12-07): the proxy keeps at most ``max_connections`` open (the file limit, the room their heads
+    hold) and closed every connection past it at once, first come first served: one client that opened that many
+    (opening them again as the head's deadline closed them) had every other client's connection closed before a byte
+    of its request was read. Now a client keeps at most its share (heads.client_connection_caps: the limit less a
+    quarter at the widest level, an IPv6 client's /56 and /64 less two and three), so that others still connect."""
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from aotcuda.serving import heads
+
+    config, state = uvicorn.Config(PlainTextResponse("ok"), lifespan="off", log_level="critical"), ServerState()
+
+    def connect(address: str) -> heads.DeadlineH11Protocol:
+        protocol = heads.DeadlineH11Protocol(config, state, app_state={})
+        protocol.connection_made(PeerTransport(address))
+        if protocol.transport.closing:
+            protocol.connection_lost(None)  # what asyncio calls a loop turn after a close
+        return protocol
+
+    async def scenario():
+        heads.DeadlineH11Protocol.max_connections = 8
+        try:
+            flood = [connect("203.0.113.5") for _ in range(8)]
+            other = connect("198.51.100.7")
+            kept, other_closed = [p for p in flood if not p.transport.closing], other.transport.closing
+            for protocol in [*kept, other]:
+                protocol.connection_lost(None)
+            again = [connect("203.0.113.5") for _ in range(6)]  # each closed connection gave its place back
+            again_closed = [p.transport.closing for p in again]
+            for protocol in again:
+                protocol.connection_lost(None)
+            # an IPv6 customer: a /64 keeps 2, its /56 4, its /48 6; a sibling /64 and another /56 still connect
+            sixes = [connect("2001:db8:0:100::1") for _ in range(3)] + [connect("2001:db8:0:101::1") for _ in range(3)]
+            sixes += [connect("2001:db8:0:200::1") for _ in range(3)] + [connect("192.0.2.9")]
+            closed = [p.transport.closing for p in sixes]
+            for protocol in sixes:
+                if not protocol.transport.closing:
+                    protocol.connection_lost(None)
+            return len(kept), other_closed, again_closed, closed
+        finally:
+            heads.DeadlineH11Protocol.max_connections = None
+
+    kept, other_closed, again_closed, closed = asyncio.run(scenario())
+    assert not other_closed and kept == 6, (kept, other_closed)  # before: 8 kept, the other client's closed
+    assert not any(again_closed)
+    assert closed == [False, False, True, False, False, True, False, False, True, False], closed
+    assert not heads.DeadlineH11Protocol._kept_by.get(state)  # every connection forgotten
+    assert heads.client_connection_caps(32768) == (24576, 16384, 8192) and heads.client_connection_caps(2) == (1, 1, 1)
+
+
 # --- answers the client stops reading ------------------------------------------------------------------------
 
 class WriteBuffer(asyncio.Transport):

@@ -49,7 +49,9 @@ extensions, line ends) may not outgrow its data: else the same 400.
 from __future__ import annotations
 
 import asyncio
+import collections
 import resource
+import weakref
 
 import h11
 from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
@@ -91,6 +93,19 @@ def connection_limit(max_pending_bytes: int | None = None) -> int | None:
     if max_pending_bytes:
         limits.append(int(max_pending_bytes) // CONNECTION_BYTES)
     return max(1, min(limits)) if limits else None
+
+
+def client_connection_caps(limit: int) -> tuple[int, ...]:
+    """The connections one client may keep open in a process that keeps ``limit``, level by level as the proxy's fair
+    hold shares turns (proxy.client_groups: an IPv4 or loopback client alone; an IPv6 client's /48, its /56, its /64):
+    the limit less a quarter of it for the widest level, less two quarters for the next, three for the last (each at
+    least one). Why (breakserve, 2026-12-07): the limit was first come first served, so one client that opened as many
+    connections as it allows (and opened them again as the head's deadline closed them) had every other client's
+    connection closed at once: no request of theirs was read at all, whatever the fair hold would have done with it.
+    Behind a balancer that does not keep the client's address every connection is one client's, and a quarter of the
+    connections goes unused, as a quarter of the pending room does."""
+    reserve = max(1, limit // 4)
+    return tuple(max(1, limit - levels * reserve) for levels in (1, 2, 3))
 
 
 def unread_answer_bytes() -> int:
@@ -233,6 +248,8 @@ class DeadlineH11Protocol(H11Protocol):
     min_send_rate: float = 0.0  # bytes a second an answer must be taken at, past the grace; 0: no minimum
     max_connections: int | None = None
     sending: set[DeadlineH11Protocol] = set()  # the connections whose write buffer is watched: unread_answer_bytes
+    # server state -> client or group -> its connections kept open (client_connection_caps)
+    _kept_by: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -245,10 +262,34 @@ class DeadlineH11Protocol(H11Protocol):
         self._head_deadline: asyncio.TimerHandle | None = None
         self._head_started = False
         self._send_watch: asyncio.TimerHandle | None = None
-        if self.max_connections is not None and len(self.connections) > self.max_connections:
+        self._holders: tuple[str, ...] = ()
+        if self.max_connections is not None and (len(self.connections) > self.max_connections
+                                                 or not self._keep_for_its_client()):
             transport.close()  # connection_lost follows and forgets it
             return
         self._arm_head_deadline()  # a connection that sends nothing is bounded too
+
+    def _keep_for_its_client(self) -> bool:
+        """Count this connection for its client and each of its groups, unless one of them keeps its share already
+        (client_connection_caps); whether it was counted."""
+        from aotcuda.serving.proxy import client_groups, client_key  # proxy imports this module where it is used
+
+        holders = client_groups(client_key(self.client[0] if self.client else ""))
+        kept = self._kept_by.setdefault(self.server_state, collections.Counter())
+        if any(kept[holder] >= cap for holder, cap in zip(holders, client_connection_caps(self.max_connections))):
+            return False
+        for holder in holders:
+            kept[holder] += 1
+        self._holders = holders
+        return True
+
+    def _forget_for_its_client(self) -> None:
+        kept = self._kept_by.get(self.server_state)
+        for holder in self._holders:
+            kept[holder] -= 1
+            if kept[holder] <= 0:
+                del kept[holder]
+        self._holders = ()
 
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE:  # bytes of a head: the first request's, or a kept-alive one's next
@@ -282,7 +323,12 @@ class DeadlineH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()
         self._stop_send_watch()
+        self._forget_for_its_client()
         super().connection_lost(exc)
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        self._forget_for_its_client()  # the connection is the WebSocket protocol's now: this one is never told its end
+        super().handle_websocket_upgrade(event)
 
     def pause_writing(self) -> None:
         super().pause_writing()
