@@ -719,3 +719,32 @@ def test_client_arguments_of_every_usual_kind_are_taken():
                     {"timeout_s": 3, "retries": np.int64(2), "backoff_s": np.float32(0.25), "max_response_bytes": 1}):
         client = serving.Client("http://127.0.0.1:1/", **options)
         assert client.url == "http://127.0.0.1:1" and client.retries == options["retries"]
+
+
+def test_a_client_in_a_process_of_many_open_files_gets_its_answer():
+    """breakserve (2026-12-07): ``_send`` waited on the socket with select.select, which takes no descriptor past
+    FD_SETSIZE (1024): in a process holding that many files or sockets (a web service calling the model server for
+    its own clients, whose connections fill its descriptors) every predict raised select's raw ``ValueError:
+    filedescriptor out of range in select()``. The socket here is past 1024, as such a process's would be."""
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1200
+    if soft < wanted:
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            pytest.skip(f"this process may open {hard} files, fewer than the {wanted} the test needs")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    server = raw_server_on_a_test_port(answers_chunked)
+    held = []
+    try:
+        while not held or held[-1] < 1100:  # the next descriptors, the client's socket among them, are past 1024
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        client = serving.Client(f"http://127.0.0.1:{server.port}", retries=0, timeout_s=10)
+        outputs = client.predict({"x": torch.zeros(4)})
+        assert len(outputs) == 2 and all(torch.equal(got, want) for got, want in zip(outputs, OUTPUTS.values()))
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+        server.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

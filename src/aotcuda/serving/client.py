@@ -24,7 +24,7 @@ import inspect
 import json
 import numbers
 import re
-import select
+import selectors
 import socket
 import struct
 import threading
@@ -292,9 +292,17 @@ def _send(connection: http.client.HTTPConnection, path: str, body: bytes, expire
     sock, view, sent = connection.sock, memoryview(body), 0
     timeout = sock.gettimeout()
     sock.setblocking(False)
+    # A selector (epoll, kqueue), not select.select: select takes no descriptor past FD_SETSIZE (1024), and a process
+    # holding that many files or sockets (a web service calling the model server for its own clients, which those
+    # clients' connections fill) got select's raw "ValueError: filedescriptor out of range in select()" from every
+    # predict (breakserve, 2026-12-07).
+    selector = selectors.DefaultSelector()
+    selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
     try:
         while sent < len(view) and not expired.is_set():
-            readable, writable, _ = select.select([sock], [sock], [], SELECT_WAIT_S)
+            events = selector.select(SELECT_WAIT_S)
+            ready = events[0][1] if events else 0
+            readable, writable = ready & selectors.EVENT_READ, ready & selectors.EVENT_WRITE
             if readable:
                 if _skipped_interim_answer(sock):
                     continue
@@ -307,6 +315,7 @@ def _send(connection: http.client.HTTPConnection, path: str, body: bytes, expire
                 except (BrokenPipeError, ConnectionResetError):
                     return False
     finally:
+        selector.close()
         sock.settimeout(timeout)
     return sent == len(view)
 
