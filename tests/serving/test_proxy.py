@@ -1364,6 +1364,41 @@ def test_health_checks_are_held_apart_from_the_programs_requests():
     assert app.health_admission.limit == proxy.HEALTH_SLOTS and app.health_admission.running == 0
 
 
+def test_the_routes_rays_proxy_answers_itself_never_wait_for_a_replicas_slot():
+    """breakserve (2026-12-07): Ray's proxy answers /-/healthz (its own health: KubeRay's readiness probe of a Serve pod,
+    a balancer's check) and /-/routes itself, without a replica, yet the fair hold held them for a replica's slot: while
+    the one slot ran a request, the probe waited for it to end, and got 503 at the hold's end. Now they pass at once; a
+    path Ray sends to the application (``/-/healthz/``, a root path's prefix) is held as before."""
+    release = asyncio.Event()
+
+    async def replicas(scope, receive, send):
+        if scope["path"] == "/predict":
+            await release.wait()
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=0.5)
+
+    async def request(method: str, path: str):
+        return await answer_statuses(app, method, path, ("10.0.0.7", 1), headers=[OCTET_STREAM])
+
+    async def probes():
+        busy = asyncio.create_task(request("POST", "/predict"))  # the one slot, taken until released
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        own = await asyncio.gather(request("GET", "/-/healthz"), request("GET", "/-/routes"))
+        took = time.monotonic() - started
+        others = await asyncio.gather(request("GET", "/-/healthz/"), request("GET", "/stats"))  # held: 503 at 0.5 s
+        release.set()
+        return own, took, others, await busy
+
+    own, took, others, busy = asyncio.run(probes())
+    assert own == [[200], [200]] and took < 0.4, (own, took)  # before: [503], [503] at the hold's end
+    assert others == [[503], [503]] and busy == [200], (others, busy)
+    assert app.admission.running == 0
+    assert proxy.ray_proxy_route({"path": "/api/-/healthz", "root_path": "/api"})
+    assert not proxy.ray_proxy_route({"path": "/-/healthz", "root_path": "/api"})
+
+
 def test_a_head_begun_behind_a_pipelined_request_has_the_heads_deadline(monkeypatch):
     """breakserve3 (2026-12-07): a client that sent a whole request and, in the same write, the start of a next head,
     then nothing, kept its connection (and the head's bytes in h11's buffer) past the 1 s head deadline: those bytes

@@ -72,6 +72,10 @@ RAY_TIMEOUT_HEADER = b"x-request-timeout-seconds"
 HEALTH_ROUTE, HEALTH_SLOTS = "/healthz", 64
 # the program's routes (health.ROUTES, which imports Ray): a 404 from Ray for one means no application is running
 PROGRAM_ROUTES = frozenset({"/predict", "/healthz", "/stats"})
+# the routes Ray Serve 2.60's HTTP proxy answers itself, exactly these paths past the root path (proxy_request_response.py:
+# is_health_request, is_route_request): its own health, which KubeRay's probes and balancers ask, and its route table.
+# No replica runs them, so they never wait for a replica's slot (ray_proxy_route).
+RAY_PROXY_ROUTES = frozenset({"/-/healthz", "/-/routes"})
 RETRY_AFTER_S = 1  # what a client refused for lack of room is told to wait (BusyError)
 BODY_READ = "aotcuda.body_read"  # scope key: the proxy read this request's whole body within its limits
 # The request headers Ray Serve 2.60's HTTP proxy reads as per-request controls (ray/serve/_private/constants.py;
@@ -350,7 +354,12 @@ class WholeBody:
             # again, to the same end, as many times as its retries allowed.
             await _refused(self._slow_body_error(arrived, deadline), scope, receive, send)
             return
-        admission = self.health_admission if route_of(scope.get("path") or "") == HEALTH_ROUTE else self.admission
+        if ray_proxy_route(scope):
+            admission = None  # answered by Ray's proxy itself: no slot to wait for
+        elif route_of(scope.get("path") or "") == HEALTH_ROUTE:
+            admission = self.health_admission
+        else:
+            admission = self.admission
         admitted = admission is not None
         was_held = admitted and not admission.enter_at_once(client)
         if was_held:
@@ -430,6 +439,18 @@ class WholeBody:
                             f"{self.pending.held} bytes of request bodies, past its limit of {self.pending.limit} "
                             "(--max-pending-bytes); nothing of this request ran, send it again after the "
                             "Retry-After seconds")
+
+
+def ray_proxy_route(scope) -> bool:
+    """Whether Ray's HTTP proxy answers this request itself (RAY_PROXY_ROUTES, read as Ray reads them: the path past the
+    root path, exactly; ``/-/healthz/`` goes to the application, as any other path does).
+
+    Why (breakserve, 2026-12-07): the fair hold held them as requests for a replica's slot, so that while the replicas
+    ran as many requests as they take, a probe of Ray's own health waited for one to end (up to --run-timeout-s, or got
+    503 at the hold's end): KubeRay's readiness probe of a Serve pod asks /-/healthz with a timeout of seconds, and load
+    alone took the pod out of service."""
+    path, root = scope.get("path") or "", scope.get("root_path") or ""
+    return path.startswith(root) and path[len(root):] in RAY_PROXY_ROUTES
 
 
 def client_key(address: str) -> str:
