@@ -1090,6 +1090,56 @@ def test_a_chunked_body_of_tiny_chunks_is_refused_after_a_few_and_large_chunks_p
     assert kinds.count(h11.Data) == 560
 
 
+def test_a_request_head_that_arrives_whole_is_bounded_in_bytes_and_fields_before_it_is_parsed(monkeypatch):
+    """breakserve (2026-12-07): h11 bounds a head by 16 KiB only while it is incomplete, and parsed one that arrived whole
+    in a read (up to 256 KiB) whatever its size: a 100 KB head of 20,000 ``a:b`` headers cost 0.1 s of the proxy's event
+    loop (4 MB of Python objects while held), and two connections sending them in a loop held another client's GET
+    0.42 s. Now a head (and a chunked body's trailers) over 16 KiB or over 100 fields is refused before it is parsed;
+    honest heads, pipelined ones whose buffer passes 16 KiB together, and a few trailers pass."""
+    from aotcuda.serving import heads
+
+    def first_event(data: bytes):
+        connection = heads.ChunkCount(h11.SERVER)
+        connection.receive_data(data)
+        started = time.process_time()
+        try:
+            return connection.next_event(), time.process_time() - started
+        except h11.RemoteProtocolError as error:
+            return heads.refusal_text(error), time.process_time() - started
+
+    start = b"GET /stats HTTP/1.1\r\nHost: localhost\r\n"
+    refused, cost = first_event(start + b"a:b\r\n" * 20_000 + b"\r\n")
+    assert refused == heads.refusal_text(h11.RemoteProtocolError("Receive buffer too long")), refused  # before: a Request
+    assert cost < 0.02, cost  # the parse alone took 0.1 s
+    long_line, _ = first_event(start + b"X-A: " + b"a" * 20_000 + b"\r\n\r\n")
+    assert "longer than this server takes" in long_line
+    many, _ = first_event(start + b"".join(b"h%d: v\r\n" % i for i in range(101)) + b"\r\n")
+    assert "more than 100 header fields" in many, many
+    honest, _ = first_event(start + b"".join(b"h%d: %s\r\n" % (i, b"v" * 150) for i in range(99)) + b"\r\n")
+    assert isinstance(honest, h11.Request) and len(honest.headers) == 100
+    pipelined = heads.ChunkCount(h11.SERVER)
+    pipelined.receive_data((start + b"X-Pad: " + b"p" * 900 + b"\r\n\r\n") * 40)  # 38 KB of whole heads in one read
+    assert isinstance(pipelined.next_event(), h11.Request)
+
+    def trailers(count: int):
+        connection = heads.ChunkCount(h11.SERVER)
+        connection.receive_data(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                b"3\r\nabc\r\n0\r\n" + b"t:v\r\n" * count + b"\r\n")
+        try:
+            return [type(connection.next_event()) for _ in range(3)]
+        except h11.RemoteProtocolError as error:
+            return heads.refusal_text(error)
+
+    assert trailers(3) == [h11.Request, h11.Data, h11.EndOfMessage]
+    assert "longer than this server takes" in trailers(20_000) and "more than 100 header fields" in trailers(150)
+
+    with uvicorn_as_ray_runs_it(monkeypatch, PlainTextResponse("ok")) as (address, _):
+        with socket.create_connection(address, timeout=5) as client:
+            client.sendall(start + b"a:b\r\n" * 20_000 + b"\r\n")  # one write: on loopback, one read
+            status, answer = status_of(client, 5)
+    assert status == 400 and b"longer than this server takes" in answer, answer[:300]  # before: 200
+
+
 def test_a_chunked_body_whose_framing_outgrows_its_data_is_refused():
     """The chunks were counted, not their size lines: 256 bytes of body a chunk behind a 16,000-byte chunk extension
     passed the average, and two connections sending them (4.4 GiB in 12 s, 1.6 % body) held GET /healthz of the served
