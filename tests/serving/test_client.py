@@ -748,3 +748,45 @@ def test_a_client_in_a_process_of_many_open_files_gets_its_answer():
             os.close(descriptor)
         server.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_attempts_time_bounds_its_connection_to_a_name_of_many_addresses(monkeypatch):
+    """breakserve (2026-12-07): http.client's connect (socket.create_connection) gives each of a name's addresses the
+    whole timeout, so a server whose name resolves to many addresses that drop the connection held one attempt for
+    their number of timeouts (five such addresses: 5 s for timeout_s=1), and the attempt was resent, nothing having been
+    sent. Here the addresses are one loopback listener whose accept queue is full (Linux then drops a new connection's
+    SYN, so that a connect waits for its timeout)."""
+    listener = None
+    for port in range(18600, 18700):
+        try:
+            listener = socket.create_server(("127.0.0.1", port), backlog=0)
+            break
+        except OSError:
+            continue
+    if listener is None:
+        pytest.skip("no free loopback port in 18600-18699")
+    fillers = []
+    try:
+        for _ in range(4):  # fill the accept queue
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        time.sleep(0.2)
+        with socket.socket() as probe:
+            probe.settimeout(0.3)
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                pytest.skip("this kernel accepted a connection past a full accept queue")
+        addresses = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))] * 10
+        monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: addresses)
+        client = serving.Client(f"http://model.example:{port}", timeout_s=1, retries=0)
+        started = time.monotonic()
+        with pytest.raises(serving.ServingError, match="could not connect") as refused:
+            client.predict({"x": torch.zeros(4)})
+        took = time.monotonic() - started
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+    assert took < 4, took  # before: 10 s, a timeout an address
+    assert "within the attempt's time (timeout_s)" in str(refused.value) and refused.value.retriable

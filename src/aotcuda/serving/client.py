@@ -150,15 +150,17 @@ class Client:
         request (``retriable``)."""
         connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
         connection.response_class = _FinalResponse
+        deadline = time.monotonic() + self.timeout_s
         try:
             try:
-                connection.connect()
+                connection.sock = _connected(self._host, self._port, deadline)
+                connection.sock.settimeout(self.timeout_s)  # each read, as before: the watchdog ends the attempt first
             except OSError as error:  # refused, unreachable, connect timeout: nothing was sent
                 raise ServingError(None, f"could not connect to {self.url}: {error}", retriable=True) from None
             # The socket's timeout bounds each read, not the attempt: a server trickling its answer a byte a
             # second would hold the call for ever. The watchdog closes the socket at the attempt's deadline.
             expired = threading.Event()
-            watchdog = threading.Timer(self.timeout_s, _cut, (connection.sock, expired))
+            watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), _cut, (connection.sock, expired))
             watchdog.start()
             try:
                 whole = _send(connection, self._path, body, expired)
@@ -518,6 +520,33 @@ def _check_arguments(url, **values) -> None:
 # written out here had kept timeout_s=60.0 when the default became 75 s)
 _DEFAULTS = {name: parameter.default for name, parameter in inspect.signature(Client.__init__).parameters.items()
              if parameter.default is not inspect.Parameter.empty}
+
+
+def _connected(host: str, port: int, deadline: float) -> socket.socket:
+    """A connection to the first of ``host``'s addresses that answers before ``deadline`` (time.monotonic()), each tried
+    with what is left of it; OSError (TimeoutError once the deadline passed) when none does. Why not
+    socket.create_connection (http.client's connect): it gives each address the whole timeout, so that a server's name
+    with many addresses that drop the connection held one attempt for their number of timeouts: five addresses, 5 s for
+    Client(timeout_s=1), and retried as nothing was sent (breakserve, 2026-12-07)."""
+    error: OSError | None = None
+    for family, kind, protocol, _, address in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock = socket.socket(family, kind, protocol)
+        try:
+            sock.settimeout(left)
+            sock.connect(address)
+        except OSError as failed:
+            sock.close()
+            error = failed
+            continue
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as http.client's connect sets it
+        return sock
+    if error is not None and deadline - time.monotonic() > 0:
+        raise error
+    raise TimeoutError(f"no address of {host} answered within the attempt's time (timeout_s)"
+                       + (f"; the last: {error}" if error is not None else ""))
 
 
 def _cut(sock, expired: threading.Event) -> None:
