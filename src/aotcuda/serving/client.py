@@ -71,8 +71,8 @@ DEFAULT_TIMEOUT_S = 75.0
 
 
 class Client:
-    """POST /predict with safetensors bodies. ``timeout_s`` bounds each attempt as a whole (seconds, from the
-    connection to the last byte of the answer, however slowly it arrives); ``max_response_bytes`` bounds an
+    """POST /predict with safetensors bodies. ``timeout_s`` bounds each attempt as a whole (seconds, from its
+    connect, whatever the server's name's addresses, to the last byte of the answer, however slowly it arrives); ``max_response_bytes`` bounds an
     answer's size.
 
     ``timeout_s`` should exceed the server's --request-timeout-s (``DEFAULT_TIMEOUT_S``: serve's default 60 s and
