@@ -1615,6 +1615,19 @@ def test_an_ipv4_hosts_6to4_and_teredo_addresses_are_that_host_to_the_fair_hold(
     assert key("2001:db8:1:2::1") == "2001:db8:1:2::/64" and key("2002:c000:22e::1") == "192.0.2.46"
 
 
+def test_ipv4_clients_translated_by_nat64_are_their_ipv4_addresses_to_the_fair_hold():
+    """breakserve (2026-12-07): an IPv6-only server behind a translator (SIIT, NAT64's well-known prefix 64:ff9b::/96,
+    RFC 6052) sees each IPv4 client as 64:ff9b::V4, and the hold took its /64 for the client: every IPv4 client was one,
+    64:ff9b::/64, so that one of them flooding 30 requests held another's lone request behind all 30 (1.57 s behind 0.1 s
+    requests in two slots). Each is now the IPv4 address it carries."""
+    key = proxy.client_key
+    assert key("64:ff9b::c000:242") == "192.0.2.66" and key("64:ff9b::192.0.2.7") == "192.0.2.7"
+    assert key("64:ff9b:1::c000:242") == "64:ff9b:1::/64"  # a local-use prefix (RFC 8215): where V4 sits is the network's
+    alice, waited, flood = _flood_then_alice(["64:ff9b::c000:242"] * 30, "64:ff9b::c000:207")
+    assert alice == 200 and waited < 0.6, f"alice waited {waited:.2f} s behind another IPv4 client's flood"
+    assert flood == [200] * 30
+
+
 def _bodies_held_beside(flood: list[str], others: list[str]) -> tuple[list[int], list[int], int, proxy.WholeBody]:
     """One request running in the one slot, a 100-byte body from each of ``flood`` held behind it in a room of 400,
     then one from each of ``others``: (the others' statuses, the flood's, the running one's, the app)."""

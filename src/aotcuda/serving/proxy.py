@@ -38,6 +38,7 @@ import asyncio
 import collections
 import functools
 import heapq
+import ipaddress
 import itertools
 import os
 import socket
@@ -457,9 +458,11 @@ def client_key(address: str) -> str:
     """Whom a request's address stands for, in the proxy's fair hold: an IPv6 address's /64 (a host is given a /64
     to make addresses in, 2^64 of them, so one client could pass for any number), every loopback address one client
     (this machine: a local client binds any of 127.0.0.0/8's 16 million addresses, or ::1, at will; breakfair,
-    2026-12-07), an IPv4 address in IPv6 (mapped, 6to4's 2002::/16, Teredo's client) as that IPv4 address: one IPv4
-    host has 65,536 6to4 /64s, and a Teredo address's upper 64 bits name a server the client chooses (breakfair), any
-    other address as it is."""
+    2026-12-07), an IPv4 address in IPv6 (mapped, 6to4's 2002::/16, Teredo's client, NAT64's 64:ff9b::/96) as that IPv4
+    address: one IPv4 host has 65,536 6to4 /64s, and a Teredo address's upper 64 bits name a server the client chooses
+    (breakfair); every IPv4 client a translator in front of an IPv6-only server (SIIT, NAT64's well-known prefix) passes
+    on shares the one /64 64:ff9b::/64, so that one of them held every other behind its flood (breakserve); any other
+    address as it is."""
     import ipaddress
 
     try:
@@ -473,6 +476,8 @@ def client_key(address: str) -> str:
             ip = ip.sixtofour
         elif ip.teredo is not None:  # 2001:0:SERVER:..:~CLIENT: the server's half is the client's to write
             ip = ip.teredo[1]
+        elif ip in NAT64_PREFIX:  # an IPv4 client translated to IPv6 (RFC 6052): its address in the last 32 bits
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     if ip.is_loopback:
         return LOOPBACK_CLIENT
     if ip.version == 4:
@@ -481,6 +486,7 @@ def client_key(address: str) -> str:
 
 
 LOOPBACK_CLIENT = "loopback"  # the fair hold's one client for every address of this machine's loopback
+NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
 
 
 # the prefixes an IPv6 client's /64 is held within, widest first: a provider delegates a /48 or a /56 to one
