@@ -1385,10 +1385,9 @@ def test_requests_held_for_a_slot_are_let_go_when_their_clients_leave(monkeypatc
     assert slow == [200] and honest == [200] and admission.running == 0 and not admission.in_flight
 
 
-def test_health_checks_are_held_apart_from_the_programs_requests():
-    """The proxy's fair hold keeps /healthz apart (breakserve3, 2026-12-07): its own deployment answers it, so a check
-    never waits for a program's slot, and a flood of checks from one address is held by address as the program's
-    requests are, within the health deployment's slots (proxy.HEALTH_SLOTS)."""
+def one_slot_held_by_predict(hold_timeout_s: float):
+    """The proxy with one slot for the program's requests in front of replicas whose /predict runs until ``release`` is
+    set: (the proxy, release, a request from one client: its statuses)."""
     release = asyncio.Event()
 
     async def replicas(scope, receive, send):
@@ -1396,10 +1395,19 @@ def test_health_checks_are_held_apart_from_the_programs_requests():
             await release.wait()
         await PlainTextResponse("ok")(scope, receive, send)
 
-    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=60.0)
+    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=hold_timeout_s)
 
     async def request(method: str, path: str):
         return await answer_statuses(app, method, path, ("10.0.0.7", 1), headers=[OCTET_STREAM])
+
+    return app, release, request
+
+
+def test_health_checks_are_held_apart_from_the_programs_requests():
+    """The proxy's fair hold keeps /healthz apart (breakserve3, 2026-12-07): its own deployment answers it, so a check
+    never waits for a program's slot, and a flood of checks from one address is held by address as the program's
+    requests are, within the health deployment's slots (proxy.HEALTH_SLOTS)."""
+    app, release, request = one_slot_held_by_predict(hold_timeout_s=60.0)
 
     async def checks():
         busy = [asyncio.create_task(request("POST", "/predict")) for _ in range(2)]  # one runs, one is held
@@ -1419,17 +1427,7 @@ def test_the_routes_rays_proxy_answers_itself_never_wait_for_a_replicas_slot():
     a balancer's check) and /-/routes itself, without a replica, yet the fair hold held them for a replica's slot: while
     the one slot ran a request, the probe waited for it to end, and got 503 at the hold's end. Now they pass at once; a
     path Ray sends to the application (``/-/healthz/``, a root path's prefix) is held as before."""
-    release = asyncio.Event()
-
-    async def replicas(scope, receive, send):
-        if scope["path"] == "/predict":
-            await release.wait()
-        await PlainTextResponse("ok")(scope, receive, send)
-
-    app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, requests_in_flight=1, hold_timeout_s=0.5)
-
-    async def request(method: str, path: str):
-        return await answer_statuses(app, method, path, ("10.0.0.7", 1), headers=[OCTET_STREAM])
+    app, release, request = one_slot_held_by_predict(hold_timeout_s=0.5)
 
     async def probes():
         busy = asyncio.create_task(request("POST", "/predict"))  # the one slot, taken until released
