@@ -448,7 +448,8 @@ class Program:
 
         Returns one tensor per output slot (the caller's buffers when given). Slots that hold one result
         share one tensor when ``outputs`` is None, and a slot where forward returns an input as it is holds the
-        caller's own tensor, as eager's (``aotcuda.runtime.returned_inputs``).
+        caller's own tensor, as eager's, also where the program writes that input first (``x.add_(1); return x``:
+        ``aotcuda.runtime.returned_inputs``).
 
         Raises InputError / OutputError before running, RuntimeCallError when the container fails (every
         output handle released once; the next call can run) or the Program was closed. A buffer whose shape is
@@ -541,7 +542,7 @@ class Program:
                 list(back)
         if self._mutated:  # autograd sees the write, as eager's in-place op: a tensor saved for a backward that the
             _increment_version([originals[index] for index in self._mutated])  # program wrote is refused there
-        if outputs is None and self._returned_inputs:  # `return y, x`: x itself, as eager returns it
+        if outputs is None and self._returned_inputs:  # `return y, x`, `x.add_(1); return x`: x itself, as eager's
             return with_returned_inputs(results, callers, self._returned_inputs)
         return given if outputs is not given and given is not None else results  # the caller's own buffers
 
