@@ -132,6 +132,40 @@ def test_a_callers_buffer_for_an_input_written_and_returned_gets_that_input_afte
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+class _RunsAgain:
+    """A stand-in CUDA graph: each replay runs the program again on the inputs it was captured on."""
+
+    def __init__(self, run, inputs):
+        self.run, self.inputs = run, inputs
+
+    def replay(self):
+        self.run(self.inputs)
+
+
+def test_a_bound_graphs_slot_for_a_returned_input_is_the_callers_tensor(writes_and_returns_pt2, monkeypatch):
+    """Program.bind handed out the graph's own static output where forward returns an input (the review's open item,
+    2026-12-07), where a call hands back the caller's tensor; it is the bound input tensor now, which each replay
+    reads and writes in place. On the CPU: bind_graph told the device is CUDA, with a stand-in capture."""
+    from aotcuda.runtime import bound, program as program_module
+
+    real_bind_graph = bound.bind_graph
+    monkeypatch.setattr(program_module, "bind_graph",
+                        lambda run, device, *args: real_bind_graph(run, torch.device("cuda"), *args))
+    monkeypatch.setattr(bound, "capture",
+                        lambda run, device, inputs, then=None: (_RunsAgain(run, inputs), run(inputs)))
+    x, y, z = _written_inputs()
+    eager = [t.clone() for t in (x, y, z)]
+    bound_graph = aotcuda.load(writes_and_returns_pt2).bind([x, y, z], warmup_calls=1)
+    for replays in range(3):
+        out = bound_graph.replay()
+        assert out[1] is x and out[2] is z and out[3] is z and out[4] is y, replays
+        assert bound_graph.outputs[1] is x
+    for _ in range(5):  # one warm-up, the capture, three replays
+        WritesAndReturns()(*eager)
+    for got, want in zip((x, y, z), eager):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 class ReturnsThroughWrites(torch.nn.Module):
     def forward(self, x, y, z, w):
         a = torch.add(x, 1, out=y)  # y itself
@@ -169,3 +203,8 @@ def test_returned_inputs_on_cuda_with_and_without_graphs(tmp_path):
                 out = program(x, z, y)
                 torch.testing.assert_close(out[0], expected[0], rtol=1e-5, atol=1e-5)
                 assert out[1] is x and out[3] is x and out[2] is z, (cuda_graphs, call)
+            x, z, y = cuda_inputs()  # and a bound graph: the bound input tensors themselves, as a call's
+            bound_graph = program.bind([x, z, y])
+            out = bound_graph.replay()
+            assert out[1] is x and out[3] is x and out[2] is z, cuda_graphs
+            torch.testing.assert_close(out[0], ReturnsItsInputs()(x, z, y)[0], rtol=1e-5, atol=1e-5)
