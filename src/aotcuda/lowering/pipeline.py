@@ -76,6 +76,7 @@ from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.loop_carries import loop_inductor_configs
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
+from aotcuda.lowering.private_weights import make_program_files_private
 from aotcuda.lowering.returned_writes import returned_user_inputs
 from aotcuda.lowering.scalar_constants import (note_subgraph_constants_left, scalar_constants_as_full,
                                                subgraph_scalar_constants_as_full)
@@ -911,3 +912,4 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
                 if named is None:
                     raise
                 raise named from exc
+            make_program_files_private(path)  # its library, the weights in it, stays in Inductor's cache folder
