@@ -95,7 +95,8 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                   "value": {"expr": "2*s77 + 1"},   # a scalar's value: a JSON number where known at lowering,
                                                     # an expression of the input symbols, or null (unknown)
                   "returns_input": 0,               # outputs (optional): forward returns that input (its index in
-                                                    # "inputs") as it is, `return y, x`; a call hands the caller's
+                                                    # "inputs"), as it is (`return y, x`) or written in place
+                                                    # (`x.add_(1); return x`); a call hands the caller's
                                                     # own tensor back there, as eager does (runtime/
                                                     # returned_inputs.py). Its dtype, shape and complex must be
                                                     # the input's, else the package is refused at load

@@ -339,3 +339,82 @@ def test_a_group_another_user_has_as_primary_group_is_no_private_group(tmp_path,
     finally:
         monkeypatch.undo()
         forget and forget.cache_clear()
+
+
+WEIGHT = 1234.5678  # a value whose bytes are found where the weights are
+
+
+def _holding_the_weights(folder) -> list[str]:
+    pattern = torch.full((8,), WEIGHT).numpy().tobytes()
+    found = []
+    for here, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(here, name)
+            with open(path, "rb") as file:
+                if pattern in file.read():
+                    found.append(path)
+    return found
+
+
+def _readable_by_others(path: str, root: str) -> bool:
+    """Whether the group or other users may read ``path`` from ``root`` down: every folder on the way searchable by
+    them, the file readable (the folders above ``root`` are the test's own, private)."""
+    folders, here = [], os.path.dirname(path)
+    while True:
+        folders.append(here)
+        if here == root:
+            break
+        here = os.path.dirname(here)
+    return any(all(os.stat(folder).st_mode & search for folder in folders) and os.stat(path).st_mode & read
+               for search, read in ((stat.S_IXGRP, stat.S_IRGRP), (stat.S_IXOTH, stat.S_IROTH)))
+
+
+def test_the_weights_a_lowering_leaves_in_inductors_cache_are_no_other_users_to_read(tmp_path, monkeypatch):
+    """fixopen (2026-12-07): AOTInductor links the weights into the library it leaves in Inductor's cache folder, which
+    torch makes 0755 (its folders and the library alike): any local user could copy them. A folder the user chose keeps
+    its mode; the folder of the program's files is made 0700 after the compile. The package still matches eager."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o755)  # as torch makes /tmp/torchinductor_<user>, or a user their own
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    model = torch.nn.Linear(32, 32)
+    with torch.no_grad():
+        model.weight.fill_(WEIGHT)
+    path = tmp_path / "linear.pt2"
+    aotcuda.lower(model, (torch.randn(2, 32),), device="cpu", package_path=path)
+    holding = _holding_the_weights(cache)
+    assert holding, "the library holds the weights"
+    assert [p for p in holding if _readable_by_others(p, str(cache))] == []
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o755
+    x = torch.randn(2, 32)
+    with aotcuda.load(path) as program:
+        torch.testing.assert_close(program(x), model(x), rtol=1e-5, atol=1e-2)
+
+
+def test_torchs_default_cache_folder_is_made_private_before_the_compile(tmp_path, monkeypatch):
+    """torch's default folder ($TMPDIR/torchinductor_<user>, 0755 as torch makes it) is made 0700 once checked, so the
+    weights the compile writes there are never reachable by others, not even while it runs; a folder the user chose
+    (TORCHINDUCTOR_CACHE_DIR) keeps its mode."""
+    import tempfile
+
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from aotcuda.lowering.cache_folders import check_cache_folders
+
+    temp = tmp_path / "tmp"
+    temp.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.delenv("AOTCUDA_TRUST_SHARED_FOLDERS", raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # torch sets it to the default at its first look
+    check_cache_folders("cpu")
+    assert str(temp) in default_cache_dir() and stat.S_IMODE(os.stat(default_cache_dir()).st_mode) == 0o700
+    os.chmod(default_cache_dir(), 0o755)
+    monkeypatch.setenv("AOTCUDA_TRUST_SHARED_FOLDERS", "1")  # trusted writers are no licence to read the weights
+    check_cache_folders("cpu")
+    assert stat.S_IMODE(os.stat(default_cache_dir()).st_mode) == 0o700
+    chosen = tmp_path / "chosen"
+    chosen.mkdir()
+    chosen.chmod(0o755)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(chosen))
+    check_cache_folders("cpu")
+    assert stat.S_IMODE(chosen.stat().st_mode) == 0o755

@@ -243,15 +243,68 @@ def test_constants_a_subgraph_reads_lower_and_keep_their_values(function):
         assert torch.equal(actual, expected) and torch.equal(actual.signbit(), expected.signbit())
 
 
-def test_a_constant_of_too_many_runs_in_a_subgraph_gets_torchs_error_with_its_cause_and_fix():
-    def ramp_in_a_branch(x):  # made inside the branch: a constant of the branch's subgraph, of 300 runs
-        return torch.cond(x.sum() > 0, lambda x: x * torch.tensor([float(i) for i in range(300)])[:16],
-                          lambda x: x + 1, (x,))
+def _ramp_in_a_branch(x):  # made inside the branch: a constant of the branch's subgraph, of 300 runs
+    return torch.cond(x.sum() > 0, lambda x: x * torch.tensor([float(i) for i in range(300)])[:16], lambda x: x + 1,
+                      (x,))
 
+
+def _table_in_a_loop_body(x):
+    def body(i, h):
+        return i + 1, h * torch.tensor([float(i % 7) - 3 for i in range(300)])[:16]
+
+    return torch._higher_order_ops.while_loop(lambda i, h: i < 3, body, (torch.tensor(0), x))[1]
+
+
+def _table_in_a_scan_body(x):
+    def step(h, x_t):
+        table = torch.tensor([float(i % 5) for i in range(300)])
+        return h * 0.5 + x_t * table[:16].clone(), h.clone()
+
+    return scan(step, torch.zeros(16), x)[1]
+
+
+def _ramp_in_a_nested_branch(x):
+    def outer(x):
+        return torch.cond(x.mean() > 0, lambda x: x * torch.tensor([float(i) for i in range(300)])[:16],
+                          lambda x: x - 1, (x,))
+
+    return torch.cond(x.sum() > 0, outer, lambda x: x + 1, (x,))
+
+
+@pytest.mark.parametrize("function", [_ramp_in_a_branch, _table_in_a_loop_body, _table_in_a_scan_body,
+                                      _ramp_in_a_nested_branch], ids=["cond", "while_loop", "scan", "nested-cond"])
+def test_a_constant_of_too_many_runs_in_a_subgraph_is_passed_in_as_an_operand(function):
+    """break-new 35's open item (2026-12-07): a constant of more than 256 runs made inside a subgraph was left, and
+    run_decompositions ended in torch's "Attempting to use FunctionalTensor on its own" (with a note asking the user
+    to pass it in as an operand). It is a constant input of the program now, passed down as a last operand to the
+    subgraph that reads it (through each level of a nested one), and keeps eager's values."""
+    program = before_compile(Forward(function), (torch.randn(3, 16),)).program
+    lifted = [spec for spec in program.graph_signature.input_specs if spec.kind.name == "CONSTANT_TENSOR"]
+    assert len(lifted) == 1 and program.constants[lifted[0].target].shape == (300,)
+    assert _inductor_lowering_error(program) is None
+    for x in (torch.randn(3, 16).abs(), -torch.randn(3, 16).abs(), torch.randn(3, 16)):  # each branch
+        assert torch.equal(program.module()(x), function(x))
+
+
+def test_a_subgraph_constant_that_cannot_be_passed_in_gets_torchs_error_with_its_cause_and_fix(monkeypatch):
+    """Where the op that calls the subgraph is not one whose operands the lowering knows (here: none is), the constant
+    is left, and torch's error gets the note naming it and the fix."""
+    from aotcuda.lowering import subgraph_constants
+
+    monkeypatch.setattr(subgraph_constants, "_OPERANDS", {})
     with pytest.raises(RuntimeError, match="FunctionalTensor on its own") as caught:
-        before_compile(Forward(ramp_in_a_branch), (torch.randn(3, 16),))
+        before_compile(Forward(_ramp_in_a_branch), (torch.randn(3, 16),))
     note = " ".join(getattr(caught.value, "__notes__", []))
     assert "the (300,) float32 constant that the subgraph" in note and "pass it in as an operand" in note
+
+
+def test_a_program_with_a_large_constant_in_a_branch_lowers_and_matches_eager(tmp_path):
+    """The reproducer of break-new 35's row, through the compile, the package and a call."""
+    lowered = aotcuda.lower(Forward(_ramp_in_a_branch), (torch.randn(3, 16),), device="cpu",
+                            package_path=tmp_path / "ramp.pt2")
+    program = lowered.load()
+    for x in (torch.randn(3, 16).abs(), -torch.randn(3, 16).abs()):
+        torch.testing.assert_close(program(x), _ramp_in_a_branch(x), rtol=1e-6, atol=1e-6)
 
 
 class Hilbert(torch.nn.Module):

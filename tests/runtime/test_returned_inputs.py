@@ -1,8 +1,9 @@
-"""Inputs that forward returns as they are come back as the caller's own tensors (aotcuda.runtime.returned_inputs).
+"""Inputs that forward returns, written in place or not, come back as the caller's own tensors
+(aotcuda.runtime.returned_inputs).
 
 Sixth new user (2026-12-07): `return ..., x` came back as another tensor over x's storage, or, for a non-contiguous x
 (laid out as exported first), as a contiguous copy, so that a write into that output missed x, where eager returns x
-itself.
+itself. Review (2026-12-07): `x.add_(1); return x` came back as another tensor too.
 """
 
 from __future__ import annotations
@@ -72,6 +73,120 @@ def test_a_signature_whose_returned_input_is_not_that_outputs_kind_is_refused_at
         aotcuda.load(edited)
 
 
+class WritesAndReturns(torch.nn.Module):
+    """Inputs written in place and returned: eager returns each caller's tensor, holding every write of the call."""
+
+    def forward(self, x, y, z):
+        x.add_(y)
+        a = z.mul_(2)  # a is z: the next write shows in it too
+        z.add_(1)
+        y[1:].sub_(1)  # written through a view, returned as it is
+        return x * 3, x, a, z, y
+
+
+def _written_inputs():
+    return torch.randn(3, 4), torch.randn(3, 4), torch.randn(5)
+
+
+@pytest.fixture(scope="module")
+def writes_and_returns_pt2(tmp_path_factory):
+    path = tmp_path_factory.mktemp("returned_writes") / "writes_and_returns.pt2"
+    aotcuda.lower(WritesAndReturns(), _written_inputs(), device="cpu", package_path=path)
+    return path
+
+
+def _eager(inputs):
+    """Eager's outputs and inputs after the call, on copies of ``inputs``."""
+    copies = [t.clone() for t in inputs]
+    return WritesAndReturns()(*copies), copies
+
+
+def test_an_input_written_and_returned_is_the_callers_own_tensor_holding_every_write(writes_and_returns_pt2):
+    """Review (2026-12-07): `x.add_(1); return x` came back as another tensor of eager's values, where eager returns
+    x itself (and `a = z.mul_(2); z.add_(1); return a` returns z)."""
+    program = aotcuda.load(writes_and_returns_pt2)
+    assert [spec.get("returns_input") for spec in program.signature["outputs"]] == [None, 0, 2, 2, 1]
+    for layout in ("contiguous", "transposed"):
+        x, y, z = _written_inputs()
+        if layout == "transposed":  # the checks lay it out as exported, a copy written back after the run
+            x = x.t().contiguous().t()
+        expected, after = _eager((x, y, z))
+        out = program(x, y, z)
+        assert out[1] is x and out[2] is z and out[3] is z and out[4] is y, layout  # eager's objects
+        for got, want in zip((*out, x, y, z), (*expected, *after)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        out[1].add_(1)  # a write into the output is a write into x, as in eager
+        assert torch.equal(x, out[1])
+
+
+def test_a_callers_buffer_for_an_input_written_and_returned_gets_that_input_after_every_write(writes_and_returns_pt2):
+    """Copied into as any other slot: the program's result there is the input after every write (`a` after
+    `z.add_(1)`), as functionalization keeps an alias's value."""
+    program = aotcuda.load(writes_and_returns_pt2)
+    x, y, z = _written_inputs()
+    expected, after = _eager((x, y, z))
+    buffers = [torch.empty(3, 4), torch.empty(3, 4), torch.empty(5), torch.empty(5), torch.empty(3, 4)]
+    got = program.execute([x, y, z], outputs=buffers)
+    assert all(g is b for g, b in zip(got, buffers))
+    for got, want in zip((*buffers, x, y, z), (*expected, *after)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+class _RunsAgain:
+    """A stand-in CUDA graph: each replay runs the program again on the inputs it was captured on."""
+
+    def __init__(self, run, inputs):
+        self.run, self.inputs = run, inputs
+
+    def replay(self):
+        self.run(self.inputs)
+
+
+def test_a_bound_graphs_slot_for_a_returned_input_is_the_callers_tensor(writes_and_returns_pt2, monkeypatch):
+    """Program.bind handed out the graph's own static output where forward returns an input (the review's open item,
+    2026-12-07), where a call hands back the caller's tensor; it is the bound input tensor now, which each replay
+    reads and writes in place. On the CPU: bind_graph told the device is CUDA, with a stand-in capture."""
+    from aotcuda.runtime import bound, program as program_module
+
+    real_bind_graph = bound.bind_graph
+    monkeypatch.setattr(program_module, "bind_graph",
+                        lambda run, device, *args: real_bind_graph(run, torch.device("cuda"), *args))
+    monkeypatch.setattr(bound, "capture",
+                        lambda run, device, inputs, then=None: (_RunsAgain(run, inputs), run(inputs)))
+    x, y, z = _written_inputs()
+    eager = [t.clone() for t in (x, y, z)]
+    bound_graph = aotcuda.load(writes_and_returns_pt2).bind([x, y, z], warmup_calls=1)
+    for replays in range(3):
+        out = bound_graph.replay()
+        assert out[1] is x and out[2] is z and out[3] is z and out[4] is y, replays
+        assert bound_graph.outputs[1] is x
+    for _ in range(5):  # one warm-up, the capture, three replays
+        WritesAndReturns()(*eager)
+    for got, want in zip((x, y, z), eager):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+class ReturnsThroughWrites(torch.nn.Module):
+    def forward(self, x, y, z, w):
+        a = torch.add(x, 1, out=y)  # y itself
+        return x.add_(1), a, z.view(-1).mul_(2), z.clone().add_(1), w, x.t()
+
+
+class TransposesInPlace(torch.nn.Module):
+    def forward(self, x):
+        return x.t_()
+
+
+def test_outputs_are_read_back_to_inputs_through_the_ops_that_write_and_return_them():
+    """x.add_ and an out= tensor are the input; a view's write, a clone's and a view are not; nor an op that changes
+    the input's metadata in place (t_), whose result no call could hand back as exported."""
+    from aotcuda.lowering.returned_writes import returned_user_inputs
+
+    ep = torch.export.export(ReturnsThroughWrites(), tuple(torch.randn(3, 3) for _ in range(4)))
+    assert returned_user_inputs(ep) == {0: 0, 1: 1, 4: 3}
+    assert returned_user_inputs(torch.export.export(TransposesInPlace(), (torch.randn(3, 3),))) == {}
+
+
 @pytest.mark.cuda
 def test_returned_inputs_on_cuda_with_and_without_graphs(tmp_path):
     """On the GPU, also through CUDA graph replays, whose static buffers hold copies of the inputs."""
@@ -88,3 +203,8 @@ def test_returned_inputs_on_cuda_with_and_without_graphs(tmp_path):
                 out = program(x, z, y)
                 torch.testing.assert_close(out[0], expected[0], rtol=1e-5, atol=1e-5)
                 assert out[1] is x and out[3] is x and out[2] is z, (cuda_graphs, call)
+            x, z, y = cuda_inputs()  # and a bound graph: the bound input tensors themselves, as a call's
+            bound_graph = program.bind([x, z, y])
+            out = bound_graph.replay()
+            assert out[1] is x and out[3] is x and out[2] is z, cuda_graphs
+            torch.testing.assert_close(out[0], ReturnsItsInputs()(x, z, y)[0], rtol=1e-5, atol=1e-5)

@@ -21,6 +21,7 @@ import os
 
 from aotcuda.errors import PackageError, clipped, one_line
 from aotcuda.lowering.compiler_variables import check_compiler_variables, variables_on_failed_line
+from aotcuda.lowering.private_weights import make_default_cache_private
 from aotcuda.shared_folders import (
     entries_others_may_write,
     mounted_noexec,
@@ -74,7 +75,8 @@ def check_cache_folders(device_type: str = "cpu") -> None:
     """PackageError when a folder Inductor (or Triton, through TRITON_CACHE_DIR) compiles in can be written by
     another user, naming the folder, what is wrong with it and the fix; Inductor's own folder is made here,
     as Inductor makes it, so that what is checked is what it uses. For a CPU lowering (``device_type``), also where
-    Inductor's folder is on a file system mounted noexec."""
+    Inductor's folder is on a file system mounted noexec. Torch's default folder is then made 0700: the compile
+    leaves the weights there (``private_weights``)."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
 
     say_if_tmpdir_passed_over()  # Inductor's default folder is under the temporary folder Python chose
@@ -96,6 +98,7 @@ def check_cache_folders(device_type: str = "cpu") -> None:
     if os.environ.get("TRITON_CACHE_DIR"):
         folders.append(("Triton's cache folder", "TRITON_CACHE_DIR", os.environ["TRITON_CACHE_DIR"]))
     if flag("AOTCUDA_TRUST_SHARED_FOLDERS"):  # the user vouches for everyone who may write there
+        make_default_cache_private(inductor)  # ... not for who may read the weights there (private_weights.py)
         return
     mask = umask_lets_others_write()
     if mask is not None:
@@ -122,6 +125,7 @@ def check_cache_folders(device_type: str = "cpu") -> None:
                 f"path). Set {variable} to a folder of your own (e.g. mkdir -m 700 ~/.cache/aotcuda-inductor), "
                 "or remove that folder if it is not yours; nothing was compiled. Where only users you trust can "
                 "write there, set AOTCUDA_TRUST_SHARED_FOLDERS=1")
+    make_default_cache_private(inductor)  # the weights the compile links there are no other user's to read
 
 
 def _unsafe_inside(folder: str) -> str | None:

@@ -76,6 +76,8 @@ from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.loop_carries import loop_inductor_configs
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
+from aotcuda.lowering.private_weights import make_program_files_private
+from aotcuda.lowering.returned_writes import returned_user_inputs
 from aotcuda.lowering.scalar_constants import (note_subgraph_constants_left, scalar_constants_as_full,
                                                subgraph_scalar_constants_as_full)
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
@@ -238,7 +240,7 @@ def lower(
 def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, allow_fallbacks, inductor_configs,
                      profile, step, times, key=None) -> LoweredProgram:
     """lower()'s steps from export on, on a model and inputs already on ``device``."""
-    ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed = before_compile(
+    ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed, returned = before_compile(
         model, args, kwargs, dynamic_shapes, lambda: passes() + [make() for make in profile.enabled_passes()], step)
     refusal = _under_dim_names(next((r.refusal for r in pass_results if r.refusal is not None), None), ep)
     _say_refusal_as(refusal)
@@ -262,7 +264,7 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
             proxy_ops = proxy_executor_ops(building)
             signature = signature_from_exported_program(ep, more_index_ranges=exported_ranges,
                                                         more_unchecked=exported_unchecked, narrowed=narrowed,
-                                                        module=model)
+                                                        module=model, returned_inputs=returned)
             # what this check found, with the model's lines, for `aotcuda inspect` (which has no program)
             signature = {**signature, "kernels": kernels_record(missing, library),
                          "state_written": state_written_in_place(ep), "data_dependent_sizes": data_dependent_sizes(ep),
@@ -311,7 +313,9 @@ class BeforeCompile(NamedTuple):
     pass_results: one PassResult per pass, in order. untraced: {custom op: why its implementation could not
     be traced} (``_decomposed``). index_ranges, unchecked: ``exported_index_ranges`` of the exported program,
     read before the decompositions rewrite eager's ops (one_hot). narrowed: {symbol: why} for the root Dims
-    whose asked range the program does not take (``exporting.said_narrowed_roots``)."""
+    whose asked range the program does not take (``exporting.said_narrowed_roots``). returned_inputs: {output place:
+    input place} for forward's outputs that are its inputs, written in place or not (``returned_writes``), read
+    before the decompositions make the writes functional."""
 
     program: ExportedProgram
     pass_results: list[PassResult]
@@ -319,6 +323,7 @@ class BeforeCompile(NamedTuple):
     index_ranges: dict
     unchecked: dict
     narrowed: dict
+    returned_inputs: dict
 
 
 def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, dynamic_shapes=None,
@@ -339,6 +344,7 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         left_in_subgraphs = subgraph_scalar_constants_as_full(ep)  # run_decompositions fails on them
         exported_unchecked: dict = {}
         exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
+        returned = returned_user_inputs(ep)  # `x.add_(1); return x`: the writes are still in place here
     with step("decompose"), torch_fixes.applied("decompose"):
         try:
             ep, untraced = _decomposed(ep)
@@ -352,7 +358,7 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
             ep = graph_pass(ep)
             pass_results.append(graph_pass.result)
         ep = scalar_constants_as_full(ep)  # Inductor cannot view a 0-d constant (lowering/scalar_constants.py)
-    return BeforeCompile(ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed)
+    return BeforeCompile(ep, pass_results, untraced, exported_ranges, exported_unchecked, narrowed, returned)
 
 
 @contextlib.contextmanager
@@ -906,3 +912,4 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
                 if named is None:
                     raise
                 raise named from exc
+            make_program_files_private(path)  # its library, the weights in it, stays in Inductor's cache folder

@@ -31,8 +31,10 @@ torch.tensor(3.0), ...)``, a scan body's ``k = torch.zeros(4); k[2] = 5``; break
 ``subgraph_scalar_constants_as_full`` makes each one of a number dtype ``full`` nodes there too (in place, as the
 export step's other fixes): a 0-d one a ``full([], value)``, a larger one (a vector of coefficients in a branch, an
 index list, a mask) a ``cat`` of one ``full`` per run of equal values, viewed in its shape (session 36). One of more
-than MAX_SUBGRAPH_CONSTANT_RUNS runs is left, and torch's error then gets a note naming it and the fix (make it
-outside the subgraph and pass it in).
+than MAX_SUBGRAPH_CONSTANT_RUNS runs (a ramp, a table) is passed in as an operand instead: a constant input of the
+program handed down to the subgraph (``aotcuda.lowering.subgraph_constants``). One that cannot be (a subgraph called
+by an op whose operands the lowering does not know) is left, and torch's error then gets a note naming it and the
+fix (make it outside the subgraph and pass it in).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from torch.export.graph_signature import ExportGraphSignature, InputKind
 
 from aotcuda.errors import clipped
 from aotcuda.lowering.fallbacks import relative_source_line
+from aotcuda.lowering.subgraph_constants import lift_subgraph_constant
 from aotcuda.passes.emit import SHARED_META, replace_uses
 from aotcuda.passes.program_copy import with_graph
 from aotcuda.runtime.checks import as_bits
@@ -110,7 +113,7 @@ def scalar_constants_as_full(ep: ExportedProgram) -> ExportedProgram:
 
 
 # A constant inside a subgraph is rebuilt from runs of equal values (a ``full`` each, then one ``cat``) when it has at
-# most this many runs: a vector of coefficients, a mask. Past it, it is left (and its export error with it).
+# most this many runs: a vector of coefficients, a mask. Past it, it is passed in as an operand (subgraph_constants).
 MAX_SUBGRAPH_CONSTANT_RUNS = 256
 
 
@@ -162,11 +165,19 @@ def _rebuilt(graph: torch.fx.Graph, value: torch.Tensor, fake_mode=None):
     return graph.call_function(torch.ops.aten.view.default, (joined, shape)) if value.dim() != 1 else joined
 
 
+def _erase_get_attr(module: torch.fx.GraphModule, node: torch.fx.Node) -> None:
+    """Erase the get_attr ``node`` of ``module`` (its uses replaced), and the attribute where nothing else reads it."""
+    module.graph.erase_node(node)
+    if not module.graph.find_nodes(op="get_attr", target=node.target):
+        delattr(module, node.target)
+
+
 def subgraph_scalar_constants_as_full(ep: ExportedProgram) -> list[str]:
     """Each tensor constant of a number dtype that a subgraph of ``ep`` reads (a ``get_attr`` of the subgraph's own
     module) becomes ``full`` nodes of that subgraph that compute it, in place (module docstring): a 0-d one one
     ``full([], value)``, a larger one a ``cat`` of a ``full`` per run of equal values (at most
-    MAX_SUBGRAPH_CONSTANT_RUNS runs). Returns the constants left (too many runs), each said with the model's line
+    MAX_SUBGRAPH_CONSTANT_RUNS runs), or past that a constant input of ``ep`` passed down to the subgraph as an operand
+    (``lift_subgraph_constant``). Returns the constants left (neither could be done), each said with the model's line
     that reads it, for ``note_subgraph_constants_left``."""
     left = []
     for name, module in ep.graph_module.named_modules():
@@ -180,6 +191,10 @@ def subgraph_scalar_constants_as_full(ep: ExportedProgram) -> list[str]:
                 continue
             with module.graph.inserting_before(node):
                 full = _rebuilt(module.graph, value, getattr(node.meta.get("val"), "fake_mode", None))
+            if full is None and lift_subgraph_constant(ep, name, node, value):  # too many runs: an operand instead
+                _erase_get_attr(module, node)
+                changed = True
+                continue
             if full is None:
                 user = next(iter(node.users), None)
                 line = relative_source_line(user)
@@ -191,9 +206,7 @@ def subgraph_scalar_constants_as_full(ep: ExportedProgram) -> list[str]:
             if user is not None and "stack_trace" not in full.meta:
                 full.meta.update({key: user.meta[key] for key in SHARED_META if key in user.meta})
             node.replace_all_uses_with(full)
-            module.graph.erase_node(node)
-            if not module.graph.find_nodes(op="get_attr", target=node.target):
-                delattr(module, node.target)
+            _erase_get_attr(module, node)
             changed = True
         if changed:
             module.graph.lint()
@@ -208,5 +221,6 @@ def note_subgraph_constants_left(error: BaseException, left: list[str]) -> None:
         error.add_note(f"Likely cause: {left[0]}: torch.export keeps a tensor constant made inside a torch.cond "
                        "branch or a scan, map or while_loop body in that subgraph, where torch's decompositions "
                        f"cannot read it (aotcuda rebuilds one of at most {MAX_SUBGRAPH_CONSTANT_RUNS} runs of equal "
-                       "values). Make the tensor outside the cond or loop (in __init__ as a buffer, or in forward "
-                       "before it) and pass it in as an operand, then lower again.")
+                       "values, and passes a larger one in as an operand of a cond, while_loop, scan or map it knows "
+                       "the caller of, which this one is not). Make the tensor outside the cond or loop (in __init__ "
+                       "as a buffer, or in forward before it) and pass it in as an operand, then lower again.")

@@ -25,6 +25,7 @@ from aotcuda.lowering.index_ranges import index_ranges, is_integer_node, merge_r
 from aotcuda.package_format import SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 from aotcuda.runtime.keywords import leaf_names, output_leaf_names
+from aotcuda.runtime.returned_inputs import differing_fields
 from aotcuda.runtime.pytree_types import recorded_types
 
 
@@ -218,7 +219,8 @@ def mutated_user_inputs(ep) -> set[str]:
 
 def signature_from_exported_program(ep, device: str | None = None, more_index_ranges: dict | None = None,
                                     more_unchecked: dict | None = None, narrowed: dict[str, str] | None = None,
-                                    module: torch.nn.Module | None = None) -> dict:
+                                    module: torch.nn.Module | None = None,
+                                    returned_inputs: dict[int, int] | None = None) -> dict:
     """The signature of an ExportedProgram's user inputs and tensor outputs (the AOTI container's order).
 
     Inputs and outputs that ReplaceComplexWithRealPass turned into real pairs get their complex dtype in
@@ -238,14 +240,18 @@ def signature_from_exported_program(ep, device: str | None = None, more_index_ra
         module: the module that was exported: its forward's parameters and their defaults go to
             "forward_parameters" (``forward_parameters``), which the runtime compares a call's left-out and
             extra arguments with. None: not recorded (the runtime then treats the package as an older one).
+        returned_inputs: {place among forward's outputs: place among its user inputs} for the outputs that are
+            inputs, written in place or not (``returned_writes.returned_user_inputs`` of the exported program, where
+            the writes are still in place): each gets "returns_input". Without it only an output that is an input
+            the program does not write is marked (this functional program shows no other).
     """
     try:
-        return _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module)
+        return _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, returned_inputs)
     except _FloatSize as error:
         raise _float_size_error(error, ep) from None
 
 
-def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module) -> dict:
+def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, returned_inputs) -> dict:
     sig, boundary = ep.graph_signature, complex_boundary(ep)
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     mutated = mutated_user_inputs(ep)
@@ -256,15 +262,19 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module) 
               for name, complex_dtype in zip(user_input_names(sig), boundary.inputs)
               if name is not None and isinstance(placeholders[name].meta.get("val"), torch.Tensor)]
     outputs = []
-    # an output that is a user input as it is (`return y, x`): the runtime hands the caller's own tensor back there
+    # an output that is a user input (`return y, x`, `x.add_(1); return x`): the runtime hands the caller's own
+    # tensor back there
     input_index = {spec["name"]: index for index, spec in enumerate(inputs)}
     user_inputs = set(user_input_names(sig)) - mutated
-    for name, node, complex_dtype in zip(output_names(ep), user_output_args(ep), boundary.outputs):
+    returned = {place: user_input_names(sig)[input_place] for place, input_place in (returned_inputs or {}).items()
+                if input_place < len(user_input_names(sig))}
+    for place, (name, node, complex_dtype) in enumerate(zip(output_names(ep), user_output_args(ep), boundary.outputs)):
         value = node.meta.get("val") if isinstance(node, torch.fx.Node) else node  # a constant output: itself
         if isinstance(value, torch.Tensor):
             outputs.append(_tensor_spec(name, value, ep.range_constraints, complex_dtype))
-            if node.op == "placeholder" and node.name in user_inputs and node.name in input_index:
-                outputs[-1]["returns_input"] = input_index[node.name]
+            returns = node.name if node.op == "placeholder" and node.name in user_inputs else returned.get(place)
+            if returns in input_index and not differing_fields(inputs[input_index[returns]], outputs[-1]):
+                outputs[-1]["returns_input"] = input_index[returns]
         elif isinstance(value, (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)):
             outputs.append(_scalar_spec(name, value))
         elif value is None:  # the container's slot holds no handle: the call returns None there, as eager does

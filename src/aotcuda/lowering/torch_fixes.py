@@ -439,7 +439,8 @@ FIXES: tuple[TorchFix, ...] = (
     TorchFix("a constant read inside a subgraph (a cond branch, a scan body) stays a get_attr there, and "
              "run_decompositions fails: 'Attempting to use FunctionalTensor on its own'",
              "2.13 (measured; 2.11 and 2.15 not checked here)", "none filed",
-             "always (each real or bool 0-d tensor constant a subgraph reads; a larger one still fails)",
+             "always (each tensor constant of a number dtype a subgraph reads: rebuilt from full nodes, or past 256 "
+             "runs passed in as an operand by aotcuda.lowering.subgraph_constants)",
              "torch.export lifts a subgraph's constants, or functionalization takes a get_attr of one",
              "aotcuda.lowering.scalar_constants"),
     TorchFix("a kernel after a scan or map that reuses a carried buffer in place declares its name again in the C++ "

@@ -13,7 +13,9 @@ instead of one. A bound graph is captured on the CALLER's input tensors, so noth
 caller writes into those tensors (``tensor.copy_``, ``fill_``, or a kernel writing there) and replays.
 The outputs are the graph's static output tensors (``bound.outputs``), overwritten by every replay; or,
 with ``outputs=[...]`` given to ``bind``, the caller's buffers, which the graph itself fills at the end of
-each replay (a device copy inside the graph, no host work).
+each replay (a device copy inside the graph, no host work). A slot where forward returns one of its inputs
+(``return y, x``, ``x.add_(1); return x``) holds the caller's input tensor itself, as a call's does
+(``aotcuda.runtime.returned_inputs``): every replay reads, and writes, that tensor in place.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 from aotcuda.errors import InputError, RuntimeCallError
 from aotcuda.runtime.checks import check_buffers_match
 from aotcuda.runtime.graphs import capture
+from aotcuda.runtime.returned_inputs import with_returned_inputs
 
 
 class BoundGraph:
@@ -34,7 +37,8 @@ class BoundGraph:
         inputs: the caller's input tensors, in the container's order (``Program.input_names``), that every
             replay reads in place.
         outputs: one tensor per output slot that every replay writes: the caller's buffers when bound,
-            else the graph's own static outputs (slots that return one tensor share one).
+            else the graph's own static outputs (slots that return one tensor share one; a slot that returns an
+            input holds the caller's input tensor).
         graph: the ``torch.cuda.CUDAGraph``.
         program: the Program it was bound from (kept alive by the bound graph; closing it closes this).
     """
@@ -74,7 +78,8 @@ class BoundGraph:
 
 def bind_graph(run, device: torch.device, inputs: list[torch.Tensor], prepared: list[torch.Tensor], names,
                outputs: list | None, warmup_calls: int, adapt_outputs: Callable[[list], list],
-               structure: Callable[[list], object], is_open: Callable[[], bool]) -> BoundGraph:
+               structure: Callable[[list], object], is_open: Callable[[], bool],
+               returned: tuple[tuple[int, int], ...] = (), callers: list | None = None) -> BoundGraph:
     """Warm up, capture and bind (``Program.bind`` checks the arguments first).
 
     Args:
@@ -83,6 +88,9 @@ def bind_graph(run, device: torch.device, inputs: list[torch.Tensor], prepared: 
             complex inputs are views), after the input checks.
         outputs: None, or checked caller buffers, one per output slot.
         adapt_outputs: the container's outputs in the caller's terms (complex views of pairs).
+        returned: (output slot, input index) of the outputs that are inputs (``returned_inputs``): without caller
+            buffers, those slots hold the caller's own tensor, ``callers[index]`` (the caller's objects, before any
+            plain alias of a subclass; default ``inputs``), as a call's do.
 
     Raises OutputError when a caller buffer does not match its output, InputError when an input would need a copy into the exported layout (a graph reads the memory
     it was captured on, so a copy would never see the caller's later writes), RuntimeCallError when the
@@ -109,8 +117,8 @@ def bind_graph(run, device: torch.device, inputs: list[torch.Tensor], prepared: 
                 buffer.copy_(result)
 
     graph, results = capture(run, device, prepared, then=copy_out if outputs is not None else None)
-    if outputs is None:
-        bound_outputs = adapt_outputs(results)
+    if outputs is None:  # an input returned: the caller's tensor, which each replay reads and writes in place
+        bound_outputs = with_returned_inputs(adapt_outputs(results), inputs if callers is None else callers, returned)
     else:
         keep_alive, bound_outputs = results, outputs
     return BoundGraph(inputs, bound_outputs, graph, structure, is_open, keep_alive)

@@ -448,7 +448,8 @@ class Program:
 
         Returns one tensor per output slot (the caller's buffers when given). Slots that hold one result
         share one tensor when ``outputs`` is None, and a slot where forward returns an input as it is holds the
-        caller's own tensor, as eager's (``aotcuda.runtime.returned_inputs``).
+        caller's own tensor, as eager's, also where the program writes that input first (``x.add_(1); return x``:
+        ``aotcuda.runtime.returned_inputs``).
 
         Raises InputError / OutputError before running, RuntimeCallError when the container fails (every
         output handle released once; the next call can run) or the Program was closed. A buffer whose shape is
@@ -541,7 +542,7 @@ class Program:
                 list(back)
         if self._mutated:  # autograd sees the write, as eager's in-place op: a tensor saved for a backward that the
             _increment_version([originals[index] for index in self._mutated])  # program wrote is refused there
-        if outputs is None and self._returned_inputs:  # `return y, x`: x itself, as eager returns it
+        if outputs is None and self._returned_inputs:  # `return y, x`, `x.add_(1); return x`: x itself, as eager's
             return with_returned_inputs(results, callers, self._returned_inputs)
         return given if outputs is not given and given is not None else results  # the caller's own buffers
 
@@ -639,7 +640,8 @@ class Program:
                 call's inputs into these tensors, then ``replay()``. They stay the caller's; inputs the
                 program writes in place are written there by each replay.
             outputs: None (read ``BoundGraph.outputs``, the graph's own static outputs, overwritten by each
-                replay), or one caller-owned tensor per output slot, apart from each other and from the
+                replay; a slot where forward returns an input holds that input tensor, as a call's does), or one
+                caller-owned tensor per output slot, apart from each other and from the
                 inputs, that the graph fills at the end of each replay (a device copy inside the graph).
             warmup_calls: eager runs on ``inputs`` before the capture (at least one). A program that
                 mutates its buffers (a KV cache) sees these runs like calls.
@@ -670,8 +672,8 @@ class Program:
 
     def _bind(self, inputs, outputs, warmup_calls: int) -> BoundGraph:
         """bind() inside the call gate."""
-        tensors = plain_inputs(_as_list(inputs, "inputs", InputError), self._input_specs, self._input_names,
-                               self._device)
+        callers = _as_list(inputs, "inputs", InputError)
+        tensors = plain_inputs(callers, self._input_specs, self._input_names, self._device)
         prepared, bindings = check_inputs(tensors, self._input_specs, self._input_names, self._device,
                                           self.num_inputs, self._mutated)
         if self._divisors is not None:
@@ -693,7 +695,8 @@ class Program:
         adapt = self._boundary.outputs_as_complex if self._boundary is not None else list
         gate = self._gate
         bound = bind_graph(self._run, self._device, tensors, prepared, self._input_names, outputs,
-                           warmup_calls, adapt, self._structure_outputs, lambda: not gate.closed)
+                           warmup_calls, adapt, self._structure_outputs, lambda: not gate.closed,
+                           self._returned_inputs, callers)
         # The graph replays into this Program's container and buffers: it must keep the Program alive
         # (`bound = aotcuda.load(path).bind(x)` holds no other reference to it).
         bound.program = self

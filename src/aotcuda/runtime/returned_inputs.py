@@ -1,12 +1,16 @@
-"""Inputs that forward returns as they are (``return y, x``): the caller gets its own tensor back, as from eager.
+"""Inputs that forward returns (``return y, x``, ``x.add_(1); return x``): the caller gets its own tensor back, as
+from eager.
 
 Eager's ``return y, x`` hands back the very object the caller passed: a write into that output reaches ``x``, and
-``out[1] is x``. The generated code returns a handle for every slot, so without this the caller got another tensor
-over the storage the call ran on: over ``x``'s own where the call read ``x`` in place, but a copy where the checks had
-laid ``x`` out as exported first (a non-contiguous ``x``), so that a write into the output missed ``x``. The lowering
-records each output that is a user input unchanged (the signature's ``"returns_input"``, the input's index:
-``aotcuda.lowering.signature``); each call puts the caller's tensor in that slot. A slot whose result goes into a
-caller's buffer (``execute(..., outputs=...)``) is copied into it as any other.
+``out[1] is x``; so does ``x.add_(1); return x``, with ``x`` holding the write. The generated code returns a handle for
+every slot, so without this the caller got another tensor: over the storage the call ran on where the call read ``x``
+in place, but a copy where the checks had laid ``x`` out as exported first (a non-contiguous ``x``), so that a write
+into the output missed ``x``; and for a written input, a tensor of the written values that is not ``x``. The
+lowering records each output that is a user input, written in place or not (the signature's ``"returns_input"``, the
+input's index: ``aotcuda.lowering.signature``, ``aotcuda.lowering.returned_writes``); each call puts the caller's
+tensor in that slot, after the run's writes reached it. A slot whose result goes into a caller's buffer
+(``execute(..., outputs=...)``) is copied into it as any other (functionalization gives that result the input's
+value after every write of the call).
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ def _field(spec: dict, field: str):
     if field == "shape" and isinstance(value, list):
         return [dim.get("expr") if isinstance(dim, dict) else dim for dim in value]
     return value
+
+
+def differing_fields(input_spec: dict, output_spec: dict) -> list[str]:
+    """The fields of ``_SAME_FIELDS`` in which an output's spec differs from the input it would return."""
+    return [field for field in _SAME_FIELDS if _field(input_spec, field) != _field(output_spec, field)]
 
 
 def returned_inputs(signature: dict | None, path: str = "") -> tuple[tuple[int, int], ...]:
@@ -45,7 +54,7 @@ def returned_inputs(signature: dict | None, path: str = "") -> tuple[tuple[int, 
             raise PackageError(f"{path!r}: its signature says output #{slot} returns input {index!r}, which is not "
                                f"the index of one of its {len(inputs)} inputs: the package was edited or damaged; "
                                "lower the model again")
-        differ = [field for field in _SAME_FIELDS if _field(inputs[index], field) != _field(spec, field)]
+        differ = differing_fields(inputs[index], spec)
         if differ:
             raise PackageError(f"{path!r}: its signature says output #{slot} returns input #{index} as it is, but "
                                f"their {', '.join(differ)} differ: the package was edited or damaged; lower the model "

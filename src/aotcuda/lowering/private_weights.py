@@ -1,0 +1,70 @@
+"""A lowering's weights kept from other users in Inductor's cache folder.
+
+Why: AOTInductor links a program's weights into the library it builds in Inductor's cache folder (the
+``<hash>.wrapper.so`` of a folder of the program's files; past 2 GB a blob beside it) and leaves them there once the
+package is written. torch makes its default cache folder (``/tmp/torchinductor_<user>``) with ``os.makedirs`` under the
+process's umask, and every folder and file in it alike: 0755 folders and a 0755 library under the usual umask 022,
+so any local user could copy the weights of every model lowered from the library's data (fixopen, 2026-12-07: a
+Linear's weights, 1234.5678 in every element, read back from ``<cache>/c<hash>/c<hash>.wrapper.so`` by a scan of the
+cache for their bytes; nothing else in it held them).
+
+So torch's default folder is made 0700 before each compile (``cache_folders.check_cache_folders``, once the folder is
+known to be this user's): nothing in it is reachable by others while the compile writes, and this user's later
+compiles read it as before (Inductor's cache is per user). A folder the user chose (``TORCHINDUCTOR_CACHE_DIR``) keeps
+its mode; there the folder of the program's own files is made 0700 once the compile is done
+(``make_program_files_private``): make such a folder 0700 yourself to keep the weights private while it runs too.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+
+# Where an AOTInductor package keeps the files its compile wrote in Inductor's cache (the library, sources, blobs).
+_AOTI_FILES = "/data/aotinductor/"
+
+
+def make_private(folder: str) -> bool:
+    """Take group's and others' access to ``folder`` away where it is a folder of this user's (not a link) that grants
+    some; True when it did. Best effort: a folder it cannot open or change is left as it is."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        status = os.fstat(descriptor)
+        if status.st_uid != os.geteuid() or not status.st_mode & 0o077:
+            return False
+        os.fchmod(descriptor, status.st_mode & 0o700)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
+
+
+def make_default_cache_private(inductor: str) -> None:
+    """Make Inductor's cache folder 0700 where it is torch's default (``$TMPDIR/torchinductor_<user>``), not one the
+    user chose."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    if os.path.realpath(inductor) == os.path.realpath(default_cache_dir()):
+        make_private(inductor)
+
+
+def make_program_files_private(package_path: str) -> list[str]:
+    """Make 0700 each folder of Inductor's cache that holds a file the package at ``package_path`` was built from (its
+    library, with the weights in it); returns the folders it changed."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    made: list[str] = []
+    try:
+        with zipfile.ZipFile(package_path) as package:
+            names = {name.rsplit("/", 1)[-1] for name in package.namelist() if _AOTI_FILES in name} - {""}
+        folders = [entry.path for entry in os.scandir(cache_dir()) if entry.is_dir(follow_symlinks=False)]
+    except (OSError, zipfile.BadZipFile):  # the check step names a package it cannot read
+        return made
+    for folder in folders:
+        if any(os.path.lexists(os.path.join(folder, name)) for name in names) and make_private(folder):
+            made.append(folder)
+    return made
