@@ -619,6 +619,29 @@ def test_damaged_package_is_refused_and_loaded_programs_keep_working(twice, twic
     assert_next_call_is_right(twice)
 
 
+def _mapped_deleted_libraries() -> int:
+    """How many files this process maps from aotcuda's library folders that are removed: held on the disk until
+    unmapped."""
+    with open("/proc/self/maps") as maps:
+        return len({line.split(None, 5)[5] for line in maps
+                    if line.rstrip().endswith("(deleted)") and "aotcuda_libraries_" in line})
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps")
+def test_a_library_refused_after_it_was_opened_is_not_kept_mapped(twice, twice_pt2, tmp_path):
+    """A valid .so that exports no model (here the smallest library torch ships) is opened before its exports can
+    be looked at, then refused; ctypes never closes what it opened, so each refused load kept its library mapped
+    for the life of the process, from a pinned file the refusal had removed: its bytes stayed on the temporary
+    folder's disk (a 66 KB package of a 48 MiB library: 964 MiB after 20 loads). The refused library is closed."""
+    path = rewrite_package(twice_pt2, tmp_path / "no_model.pt2", without_digest(edit_entry(".so", lambda d: _empty_elf())))
+    before = _mapped_deleted_libraries()
+    for _ in range(5):
+        with pytest.raises(PackageError, match=r"is not an AOTInductor model: it does not export"):
+            load(path)
+    assert _mapped_deleted_libraries() == before
+    assert_next_call_is_right(twice)
+
+
 def test_truncated_so_is_refused_instead_of_crashing(twice_pt2, tmp_path):
     """dlopen maps a truncated .so happily; its first run then dies of SIGBUS. Run it in a child process, so
     that a regression fails this test instead of killing the test session. The signature is one without its
