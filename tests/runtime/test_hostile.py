@@ -18,7 +18,7 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from runtime_programs import Twice, build_package, with_raw_entry_name
+from runtime_programs import Twice, build_package, with_folder_data, with_raw_entry_name
 
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime.program import load, read_signature
@@ -1170,6 +1170,10 @@ ARCHIVE_FAULTS = {
     "an entry name with a NUL byte": (lambda src, t: with_raw_entry_name(src, t, b"twice/notes\0.txt"),
                                       r"holds an entry whose name has a NUL byte \('twice/notes\\x00\.txt'\)"),
     "an entry with no name": (lambda src, t: with_raw_entry_name(src, t, b"\0"), r"holds an entry with no name"),
+    # no reader takes a folder's data, so no size check counted it: `aotcuda sign` inflated it (breakpkg, 2026-12-07)
+    "a folder entry holding data": (lambda src, t: with_folder_data(src, t, 1 << 20),
+                                    r"its entry 'twice/notes/' is a folder \(its name ends in '/'\) that holds 1,048,576 "
+                                    r"bytes of data"),
     "a .so of an unknown compression method": (
         lambda src, t: patch_zip_headers(src, t, ".so", method=99),
         r"its entry '.*wrapper.so' is compressed with zip method 99, which aotcuda does not read"),

@@ -883,6 +883,24 @@ def test_aotcuda_sign_of_an_entry_with_no_name_is_refused(twice_pt2, keys, tmp_p
     assert os.listdir(tmp_path) == ["nameless.pt2"]
 
 
+def test_aotcuda_sign_refuses_a_folder_entry_holding_data_before_inflating_it(signed_pt2, keys, tmp_path):
+    """A folder entry (a name ending in '/') is read by no loader, so no size check counted it, but `aotcuda sign` of a
+    signed package copies every entry, each inflated and packed again: 4 GiB of zeros packed in 6 MB as `twice/notes/`
+    took it 79 s, where a file entry of that ratio is refused at once. Now refused before anything is inflated, as
+    load refuses it (test_hostile.py, "a folder entry holding data")."""
+    from runtime_programs import with_folder_data
+
+    from aotcuda.cli import main
+
+    path = with_folder_data(signed_pt2, tmp_path / "folder.pt2", 128 << 20)
+    before = open(path, "rb").read()
+    result = CliRunner().invoke(main, ["sign", str(path), "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 1, result.output
+    assert "its entry 'twice/notes/' is a folder (its name ends in '/') that holds 134,217,728 bytes of data" in \
+        " ".join(result.output.split()), result.output
+    assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["folder.pt2"]
+
+
 def test_a_key_file_another_user_could_replace_is_refused(tmp_path, monkeypatch):
     """The key file's owner and mode were checked on the file opened, not what its path leads to: in a folder other
     users may write into (a group's deploy folder), one of them could put a link there to a file of root's of mode
