@@ -12,7 +12,8 @@ what extracting or reading writes, and they are checked BEFORE anything is writt
                                                                          and the package file's size / the bytes
                                                                          its disk blocks hold (a sparse file)
     max_json_bytes              8 MiB   AOTCUDA_MAX_JSON_BYTES           another JSON entry read into memory
-                                                                         (the op table: ~300 bytes an op)
+                                                                         (the op table: ~300 bytes an op); the
+                                                                         op tables inspect reads, together
     max_signature_bytes         8 MiB   AOTCUDA_MAX_SIGNATURE_BYTES      the aotcuda signature, the model's
                                                                          metadata (real ones: about 1 KiB) and a
                                                                          signing key's tag (~140 bytes an entry)
