@@ -572,6 +572,10 @@ DAMAGED = {
                         r"is a list, not a JSON object"),
     "metadata without a device": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"{}")),
                                   r"names no device \(no AOTI_DEVICE_KEY\)"),
+    # kept for as long as its Program: 800,000 entries within the 8 MiB bound held 140 MiB a Program (breakpkg)
+    "metadata of 20,000 entries": (
+        lambda src, t: rewrite_package(src, t, with_metadata(**{f"{i:x}": 0 for i in range(20_000)})),
+        r"metadata .*wrapper_metadata.json holds 20,005 entries, more than the 10,000 a model's metadata may"),
     "built for xpu": (lambda src, t: rewrite_package(src, t, with_metadata(AOTI_DEVICE_KEY="xpu")),
                       r"was built for 'xpu'; aotcuda runs packages built for cpu or cuda"),
     "signature with an unknown dtype": (
