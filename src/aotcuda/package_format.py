@@ -819,13 +819,28 @@ def write_archive_with(source: zipfile.ZipFile, target, entry: str, data: bytes,
         out.writestr(entry, data)
 
 
+def _without_zip64(extra: bytes) -> bytes:
+    """An entry's extra field without its zip64 block (ID 1), which the writer makes anew. zipfile's writer strips the
+    block it is given from the central record only: the local header of a copied entry of 4 GiB or more (a library
+    whose weights are appended to it) kept the source's block and got the writer's after it, two zip64 blocks, which
+    every reader of the package refuses (``archive.check_layout``): re-signing such a package made one no load
+    takes."""
+    kept, at = [], 0
+    while at + 4 <= len(extra):
+        ident, size = int.from_bytes(extra[at:at + 2], "little"), int.from_bytes(extra[at + 2:at + 4], "little")
+        if ident != 1:
+            kept.append(extra[at:at + 4 + size])
+        at += 4 + size
+    return b"".join(kept) + extra[at:]  # a partial block at the end as it was (the layout check refuses one)
+
+
 def _copy_entry(source: zipfile.ZipFile, info: zipfile.ZipInfo, target: zipfile.ZipFile) -> None:
     """Copy one entry into ``target``, as it was stored (name, time, method, attributes), in chunks: read whole
     (``source.read``), an entry of 8 GiB of zeros packed in 8 MiB took 8 GiB of memory (MemoryError)."""
     copy = zipfile.ZipInfo(info.filename, info.date_time)
     copy.compress_type, copy.external_attr, copy.create_system = info.compress_type, info.external_attr, \
         info.create_system
-    copy.comment, copy.extra = info.comment, info.extra  # zipfile's writer drops a zip64 block of extra itself
+    copy.comment, copy.extra = info.comment, _without_zip64(info.extra)
     with source.open(info) as reader, target.open(copy, "w", force_zip64=info.file_size >= zipfile.ZIP64_LIMIT) \
             as writer:
         shutil.copyfileobj(reader, writer, 1 << 20)

@@ -145,7 +145,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
     # 8 MiB (64 before review 6): real op tables take ~300 bytes a proxy-executor node (a few KiB in all), and a
     # package with any is refused; a stored 64 MiB table of [{},...] took load to 1.96 GiB before dlopen.
     Switch("AOTCUDA_MAX_JSON_BYTES", 8 << 20, "another JSON entry of a package read into memory (the op table of "
-           "ops run through AOTInductor's proxy executor: ~300 bytes an op)", "at each load"),
+           "ops run through AOTInductor's proxy executor: ~300 bytes an op), and the op tables `aotcuda inspect` reads, "
+           "together", "at each load"),
     # 8 MiB: a program of 1,000 inputs and 1,000 outputs of rank 6 writes 0.6 MiB, the count limits allow about 6;
     # json.loads of 8 MiB of the worst shape ([{},{},...]) makes about 200 MB of objects, for a moment.
     Switch("AOTCUDA_MAX_SIGNATURE_BYTES", 8 << 20, "the aotcuda signature, the model's metadata JSON and the signing "

@@ -5,6 +5,7 @@ these tests depend on the runtime alone), and gets aotcuda's signature entry fro
 """
 
 import json
+import shutil
 import zipfile
 
 import torch
@@ -147,3 +148,15 @@ def with_raw_entry_name(source, target, raw_name: bytes, data: bytes = b"x"):
     with open(target, "wb") as out:
         out.write(raw)
     return str(target)
+
+
+def with_folder_data(source, target, size: int):
+    """A copy of the package with a folder entry (``twice/notes/``, a name ending in '/') that holds ``size`` zero bytes,
+    deflated: zipfile's writer stores none in a folder, a hostile archive may."""
+    shutil.copyfile(source, target)
+    info = zipfile.ZipInfo("twice/notes/")
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(target, "a") as archive, archive.open(info, "w") as entry:
+        for _ in range(size >> 20):
+            entry.write(bytes(1 << 20))
+    return target

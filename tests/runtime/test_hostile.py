@@ -18,7 +18,7 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from runtime_programs import Twice, build_package, with_raw_entry_name
+from runtime_programs import Twice, build_package, with_folder_data, with_raw_entry_name
 
 from aotcuda.errors import InputError, OutputError, PackageError, RuntimeCallError
 from aotcuda.runtime.program import load, read_signature
@@ -572,6 +572,10 @@ DAMAGED = {
                         r"is a list, not a JSON object"),
     "metadata without a device": (lambda src, t: rewrite_package(src, t, edit_entry("wrapper_metadata.json", lambda d: b"{}")),
                                   r"names no device \(no AOTI_DEVICE_KEY\)"),
+    # kept for as long as its Program: 800,000 entries within the 8 MiB bound held 140 MiB a Program (breakpkg)
+    "metadata of 20,000 entries": (
+        lambda src, t: rewrite_package(src, t, with_metadata(**{f"{i:x}": 0 for i in range(20_000)})),
+        r"metadata .*wrapper_metadata.json holds 20,005 entries, more than the 10,000 a model's metadata may"),
     "built for xpu": (lambda src, t: rewrite_package(src, t, with_metadata(AOTI_DEVICE_KEY="xpu")),
                       r"was built for 'xpu'; aotcuda runs packages built for cpu or cuda"),
     "signature with an unknown dtype": (
@@ -616,6 +620,29 @@ def test_damaged_package_is_refused_and_loaded_programs_keep_working(twice, twic
     with pytest.raises(PackageError, match=message):
         load(path)
     assert not [n for n in os.listdir(tmp_path) if n.startswith("aotcuda-")]
+    assert_next_call_is_right(twice)
+
+
+def _mapped_deleted_libraries() -> int:
+    """How many files this process maps from aotcuda's library folders that are removed: held on the disk until
+    unmapped."""
+    with open("/proc/self/maps") as maps:
+        return len({line.split(None, 5)[5] for line in maps
+                    if line.rstrip().endswith("(deleted)") and "aotcuda_libraries_" in line})
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps")
+def test_a_library_refused_after_it_was_opened_is_not_kept_mapped(twice, twice_pt2, tmp_path):
+    """A valid .so that exports no model (here the smallest library torch ships) is opened before its exports can
+    be looked at, then refused; ctypes never closes what it opened, so each refused load kept its library mapped
+    for the life of the process, from a pinned file the refusal had removed: its bytes stayed on the temporary
+    folder's disk (a 66 KB package of a 48 MiB library: 964 MiB after 20 loads). The refused library is closed."""
+    path = rewrite_package(twice_pt2, tmp_path / "no_model.pt2", without_digest(edit_entry(".so", lambda d: _empty_elf())))
+    before = _mapped_deleted_libraries()
+    for _ in range(5):
+        with pytest.raises(PackageError, match=r"is not an AOTInductor model: it does not export"):
+            load(path)
+    assert _mapped_deleted_libraries() == before
     assert_next_call_is_right(twice)
 
 
@@ -1147,6 +1174,10 @@ ARCHIVE_FAULTS = {
     "an entry name with a NUL byte": (lambda src, t: with_raw_entry_name(src, t, b"twice/notes\0.txt"),
                                       r"holds an entry whose name has a NUL byte \('twice/notes\\x00\.txt'\)"),
     "an entry with no name": (lambda src, t: with_raw_entry_name(src, t, b"\0"), r"holds an entry with no name"),
+    # no reader takes a folder's data, so no size check counted it: `aotcuda sign` inflated it (breakpkg, 2026-12-07)
+    "a folder entry holding data": (lambda src, t: with_folder_data(src, t, 1 << 20),
+                                    r"its entry 'twice/notes/' is a folder \(its name ends in '/'\) that holds 1,048,576 "
+                                    r"bytes of data"),
     "a .so of an unknown compression method": (
         lambda src, t: patch_zip_headers(src, t, ".so", method=99),
         r"its entry '.*wrapper.so' is compressed with zip method 99, which aotcuda does not read"),

@@ -94,6 +94,22 @@ def test_generated_sources_are_read_within_the_archive_limits(twice_pt2, tmp_pat
     assert result.exit_code == 1 and message in " ".join(result.output.split()), result.output
 
 
+def test_op_tables_are_read_within_a_bound_together(twice_pt2, tmp_path, monkeypatch):
+    """Each model folder's op table (``<hash>.wrapper.json``) was bounded alone (max_json_bytes, ratio-checked from 1
+    MiB): 200 model folders added, each with an empty wrapper.cpp and a table of 1 MiB of ``{}`` (packed to 1 KiB),
+    held inspect 53 s parsing them, one after another (a 2.4 MB package). Now they are bounded together too, refused
+    before any is read."""
+    monkeypatch.setenv("AOTCUDA_MAX_JSON_BYTES", str(1 << 20))
+    table = ('{"nodes":[' + ",".join(["{}"] * (1 << 17)) + "]}").encode()  # 768 KiB: not ratio-checked
+    extra = [entry for i in range(3) for entry in ((f"twice/data/aotinductor/m{i}/w.wrapper.cpp", b"", True),
+                                                  (f"twice/data/aotinductor/m{i}/w.wrapper.json", table, True))]
+    path = _copy_with(twice_pt2, tmp_path / "tables.pt2", extra=extra)
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    message = (f"the op tables of its generated sources (3 wrapper.json entries) are {3 * len(table) / (1 << 20):.1f} "
+               "MiB together, more than the 1 MiB that are read")
+    assert result.exit_code == 1 and message in " ".join(result.output.split()), result.output
+
+
 def test_a_source_outside_the_model_folders_is_not_read(twice_pt2, tmp_path):
     """Load extracts (and checks) the model's folder only; inspect read a wrapper.cpp anywhere in the archive."""
     path = _copy_with(twice_pt2, tmp_path / "elsewhere.pt2",

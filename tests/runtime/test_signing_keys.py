@@ -883,6 +883,45 @@ def test_aotcuda_sign_of_an_entry_with_no_name_is_refused(twice_pt2, keys, tmp_p
     assert os.listdir(tmp_path) == ["nameless.pt2"]
 
 
+def test_aotcuda_sign_refuses_a_folder_entry_holding_data_before_inflating_it(signed_pt2, keys, tmp_path):
+    """A folder entry (a name ending in '/') is read by no loader, so no size check counted it, but `aotcuda sign` of a
+    signed package copies every entry, each inflated and packed again: 4 GiB of zeros packed in 6 MB as `twice/notes/`
+    took it 79 s, where a file entry of that ratio is refused at once. Now refused before anything is inflated, as
+    load refuses it (test_hostile.py, "a folder entry holding data")."""
+    from runtime_programs import with_folder_data
+
+    from aotcuda.cli import main
+
+    path = with_folder_data(signed_pt2, tmp_path / "folder.pt2", 128 << 20)
+    before = open(path, "rb").read()
+    result = CliRunner().invoke(main, ["sign", str(path), "--signing-key-file", keys[0]], env={"COLUMNS": "400"})
+    assert result.exit_code == 1, result.output
+    assert "its entry 'twice/notes/' is a folder (its name ends in '/') that holds 134,217,728 bytes of data" in \
+        " ".join(result.output.split()), result.output
+    assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["folder.pt2"]
+
+
+def test_a_package_signed_again_keeps_one_zip64_block_an_entry(twice_pt2, keys, tmp_path, monkeypatch):
+    """Signing a package signed before copies its entries into a new archive; zipfile's writer gave the local header of
+    an entry of 4 GiB or more (a library with its weights appended) the source's zip64 block and one of its own, and
+    every load then refused the signed package ("holds the block 0x0001 more than once"). zipfile's limit is made 1 MiB
+    here, so that the library's 1.4 MB entry is such an entry (reader and writer alike)."""
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 1 << 20)
+    path = tmp_path / "zip64.pt2"
+    with zipfile.ZipFile(twice_pt2) as source, zipfile.ZipFile(path, "w") as target:
+        for info in source.infolist():
+            with source.open(info) as reader, target.open(info, "w", force_zip64=info.file_size >= 1 << 20) as writer:
+                shutil.copyfileobj(reader, writer)
+    with zipfile.ZipFile(path) as archive:
+        assert any(info.extra[:2] == b"\x01\x00" and info.file_size >= 1 << 20 for info in archive.infolist())
+    for _ in range(2):  # the second signing rewrites the archive (it holds a tag)
+        sign_package(path, keys[0], by_rename=True)
+    program = load(str(path), signing_key=keys[0])
+    x = torch.randn(3, 4)
+    assert all(torch.allclose(got, want) for got, want in zip(program(x), Twice()(x)))
+    program.close()
+
+
 def test_a_key_file_another_user_could_replace_is_refused(tmp_path, monkeypatch):
     """The key file's owner and mode were checked on the file opened, not what its path leads to: in a folder other
     users may write into (a group's deploy folder), one of them could put a link there to a file of root's of mode

@@ -12,7 +12,8 @@ what extracting or reading writes, and they are checked BEFORE anything is writt
                                                                          and the package file's size / the bytes
                                                                          its disk blocks hold (a sparse file)
     max_json_bytes              8 MiB   AOTCUDA_MAX_JSON_BYTES           another JSON entry read into memory
-                                                                         (the op table: ~300 bytes an op)
+                                                                         (the op table: ~300 bytes an op); the
+                                                                         op tables inspect reads, together
     max_signature_bytes         8 MiB   AOTCUDA_MAX_SIGNATURE_BYTES      the aotcuda signature, the model's
                                                                          metadata (real ones: about 1 KiB) and a
                                                                          signing key's tag (~140 bytes an entry)
@@ -452,6 +453,14 @@ def _check_readable(path: str, info: zipfile.ZipInfo) -> None:
         raise PackageError(f"{path!r}: its entry {entry_name(info)} is flagged as patch data (zip flag bit 5), which "
                            "no zip reader here reads and no package writer sets; it is damaged or hostile. Use the "
                            "package as it was written, or lower the model again")
+    if info.is_dir() and info.file_size:
+        # No reader takes a folder's data, so no size check counted it: `aotcuda sign` of a signed package (which copies
+        # every entry, each inflated and packed again) inflated 4 GiB of zeros packed in 6 MB as `twice/notes/` for 79 s,
+        # where a file entry of that ratio is refused at once
+        raise PackageError(f"{path!r}: its entry {entry_name(info)} is a folder (its name ends in '/') that holds "
+                           f"{info.file_size:,} bytes of data, which no zip writer stores in a folder, no reader uses "
+                           "and no size check counts; it is damaged or hostile. Use the package as it was written, or "
+                           "lower the model again")
     if info.compress_type not in READABLE_METHODS:
         raise PackageError(f"{path!r}: its entry {entry_name(info)} is compressed with zip method "
                            f"{info.compress_type}, which aotcuda does not read (only {' and '.join(READABLE_METHODS.values())}"

@@ -20,7 +20,7 @@ import threading
 from aotcuda.errors import InputError, PackageError, RuntimeCallError
 from aotcuda.runtime.handles import Handle as _Handle
 from aotcuda.runtime.handles import handle_array
-from aotcuda.runtime.libloader import cxx_error_mute, open_model_library
+from aotcuda.runtime.libloader import close_refused_library, cxx_error_mute, open_model_library
 from aotcuda.runtime.libraries import digest_of, open_shared
 
 _OK = 0
@@ -142,6 +142,7 @@ def _open_and_declare(so_path: str) -> ctypes.CDLL:
     lib = open_model_library(so_path)
     for name in _REQUIRED:
         if not exports(lib, name):
+            close_refused_library(lib)
             raise PackageError(f"{so_path!r} is not an AOTInductor model: it does not export {name}. The package "
                                "is damaged or was not written by AOTInductor; lower the model again.")
     for name, argtypes in _SIGNATURES.items():

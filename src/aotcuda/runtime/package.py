@@ -290,11 +290,22 @@ def _read_metadata(path: str, meta_file: str, limits: ArchiveLimits) -> dict[str
     return _parse_metadata(path, os.path.basename(meta_file), data)
 
 
+# The most entries a model's metadata may have. AOTInductor writes five (AOTI_DEVICE_KEY, AOTI_CPU_ISA, ...), and
+# those of a user's aot_inductor.metadata option; the metadata is kept for as long as its Program, and its 8 MiB bound
+# alone allowed 800,000 entries (`"1a":0,`), 140 MiB of objects held for each Program of a 2 MB package.
+MAX_METADATA_ENTRIES = 10_000
+
+
 def _parse_metadata(path: str, file_name: str, data: bytes) -> dict[str, str]:
     metadata = load_json(data, path, f"the model's metadata {file_name}")
     if not isinstance(metadata, dict):
         raise PackageError(f"{path!r}: the model's metadata {file_name} is a "
                            f"{type(metadata).__name__}, not a JSON object; the package is damaged, lower the model again")
+    if len(metadata) > MAX_METADATA_ENTRIES:
+        raise PackageError(f"{path!r}: the model's metadata {file_name} holds {len(metadata):,} entries, more than the "
+                           f"{MAX_METADATA_ENTRIES:,} a model's metadata may (AOTInductor writes about five, and those of "
+                           "the aot_inductor.metadata option); it is damaged or hostile, nothing was loaded. Lower the "
+                           "model again")
     return {str(k): str(v) for k, v in metadata.items()}
 
 
