@@ -417,3 +417,47 @@ def test_a_size_torch_fixes_is_said_to_be_fixed_not_a_multiple():
     assert "needs this size to be a multiple" not in message and "8 * torch.export.Dim" not in message
     assert "The model fixes H (input 'x', dim 2) to 32" in message
     assert "drop it from dynamic_shapes (on the CLI: no --dynamic for x:2)" in message
+
+
+class LogMelFrontEnd(torch.nn.Module):
+    """transformers' Voxtral-Realtime / Qwen3-ASR feature extractor (``_torch_extract_fbank_features``): stft n_fft 400,
+    hop 160, hann, the power of every bin but the last frame's, a random filterbank, log10 floored 8 below the max."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(400))
+        self.register_buffer("filters", torch.rand(128, 201))
+
+    def forward(self, waveform):
+        stft = torch.stft(waveform, 400, 160, window=self.window, return_complex=True)
+        log_spec = torch.clamp(self.filters @ stft[..., :-1].abs() ** 2, min=1e-10).log10()
+        return (torch.maximum(log_spec, log_spec.max() - 8.0) + 4.0) / 4.0
+
+
+def test_an_stft_front_end_over_seconds_of_audio_exports_with_a_named_dim():
+    """A new user's ASR front ends (models8, 2026-12-07: transformers' Parakeet, Cohere-ASR, Nemotron, LASR, Phi-4,
+    Voxtral-Realtime feature extractors with Dim("samples", max=48000)): torch guards ``2 % (2 + 2*(samples // 160))
+    != 0``, true at every size, and aotcuda checked it size by size, refusing more than MAX_CHECKED_POINTS: export
+    failed for any max above 2 s of 16 kHz audio, advising a multiple of 160 the model does not need. The guard
+    reads the size only as samples // 160, so its quotients are checked: 30 s exports and matches eager."""
+    model, samples = LogMelFrontEnd(), Dim("samples", min=1024, max=480_000)
+    ep = export_program(model, (torch.randn(2, 16000),), None, ({1: samples},))
+    for length in (4000, 6101, 480_000):
+        audio = torch.randn(2, length)
+        torch.testing.assert_close(ep.module()(audio), model(audio), rtol=1e-5, atol=1e-5)
+
+
+def test_a_guard_read_through_a_quotient_is_checked_at_each_quotient_and_names_a_size():
+    from torch.utils._sympy.functions import FloorDiv, Mod
+
+    s, t = sympy.symbols("s0 s1", integer=True, positive=True)
+    frames = FloorDiv(s, 160)
+    assert _first_failure(sympy.Ne(Mod(2, 2 * frames + 2), 0), {s: ValueRanges(1024, 480_000)}) is None
+    # the smallest size in the range whose quotient fails: (16400 - 400) // 160 = 100, (16399 - 400) // 160 = 99
+    assert _first_failure(FloorDiv(s - 400, 160) < 100, {s: ValueRanges(1024, 48_000)}).endswith("at s0 = 16400")
+    assert _first_failure(frames < 100, {s: ValueRanges(16_100, 48_000)}).endswith("at s0 = 16100")  # the range's min
+    # read outside the quotient too, or through two quotients: every size, so too many to check
+    assert "could not be checked" in _first_failure(sympy.Ne(Mod(s, 2 * frames + 2), 0), {s: ValueRanges(1, 48_000)})
+    assert "could not be checked" in _first_failure(frames + FloorDiv(s, 7) > 0, {s: ValueRanges(1, 48_000)})
+    assert _first_failure(frames + t < 350, {s: ValueRanges(1, 48_000), t: ValueRanges(1, 100)}).endswith(
+        "s0 = 40000, s1 = 100")

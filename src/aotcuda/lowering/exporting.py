@@ -279,16 +279,50 @@ def _first_failure(expr, ranges: dict) -> str | None:
             return (f"the guard {expr} holds at the exported sizes but could not be checked for an unbounded "
                     f"{symbol}: give its Dim a max= and lower again")
         bounds.append(range(low, high + 1))
+    checked, quotients = _through_quotients(expr, ranges, bounds)
     if math.prod(len(b) for b in bounds) > MAX_CHECKED_POINTS:
         return (f"the guard {expr} could not be checked over {math.prod(len(b) for b in bounds)} sizes (at most "
                 f"{MAX_CHECKED_POINTS}): narrow the Dim ranges")
     symbols = list(ranges)
-    holds = _as_python(expr, symbols)
-    for sizes in itertools.product(*bounds):
-        if not holds(*sizes):
+    holds = _as_python(checked, [quotients.get(s, (s,))[0] for s in symbols])
+    for values in itertools.product(*bounds):
+        if not holds(*values):
+            sizes = [quotients[s][1](v) if s in quotients else v for s, v in zip(symbols, values)]
             at = ", ".join(f"{s} = {v}" for s, v in zip(symbols, sizes))
             return f"the guard {expr} does not hold at {at}{_one_end_off(expr, ranges)}"
     return None
+
+
+def _through_quotients(expr, ranges: dict, bounds: list[range]):
+    """(the guard to check, {size symbol: (quotient symbol, the smallest size in range of a quotient value)}), with
+    ``bounds`` changed in place to the quotients' ranges: a size the guard reads only as ``(size + b) // c`` (c > 0)
+    is checked at each value of that quotient, which takes every integer between its values at the range's ends.
+
+    Why: an stft front end over a dynamic sample count (Whisper, Parakeet, Voxtral: hop 160) guards
+    ``2 % (2 + 2*(samples // 160)) != 0``, true at every size; over 3 s of 16 kHz audio (48000 sizes) it was
+    more sizes than MAX_CHECKED_POINTS, and export was refused with advice to make the length a multiple of 160,
+    which the model does not need. Its 300 quotients are the same check."""
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv
+
+    quotients = {}
+    for index, (symbol, size_range) in enumerate(zip(ranges, list(bounds))):
+        terms = {term for term in expr.atoms(FloorDiv) if symbol in term.free_symbols}
+        if len(terms) != 1:
+            continue
+        term = terms.pop()
+        base, divisor = term.args
+        offset = sympy.expand(base - symbol)
+        if not (divisor.is_Integer and divisor > 0 and offset.is_Integer):
+            continue
+        quotient = sympy.Symbol(f"{symbol}_quotient", integer=True)
+        replaced = expr.xreplace({term: quotient})
+        if symbol in replaced.free_symbols:  # read outside the quotient too: every size is checked
+            continue
+        c, b, low = int(divisor), int(offset), size_range.start
+        expr, bounds[index] = replaced, range((low + b) // c, (size_range.stop - 1 + b) // c + 1)
+        quotients[symbol] = (quotient, lambda value, c=c, b=b, low=low: max(low, value * c - b))
+    return expr, quotients
 
 
 def _one_end_off(expr, ranges: dict) -> str:
