@@ -461,3 +461,29 @@ def test_a_guard_read_through_a_quotient_is_checked_at_each_quotient_and_names_a
     assert "could not be checked" in _first_failure(frames + FloorDiv(s, 7) > 0, {s: ValueRanges(1, 48_000)})
     assert _first_failure(frames + t < 350, {s: ValueRanges(1, 48_000), t: ValueRanges(1, 100)}).endswith(
         "s0 = 40000, s1 = 100")
+
+
+class SecondDifference(torch.nn.Module):
+    """A product of neighbours along a dynamic dim (``z[:, 1:-1] * z[:, :-2].conj()``, a new user's phase
+    difference; real tensors fail the same way)."""
+
+    def forward(self, x):
+        z = torch.view_as_complex(x)
+        return torch.view_as_real(z[:, 1:-1] * z[:, :-2].conj())
+
+
+def test_a_violation_torch_fails_to_write_is_a_dynamic_shapes_error_with_the_bound_it_solved():
+    """models8 (2026-12-07): with Dim("s", min=2) torch.export solved s >= 9/4 and raised ``AssertionError: Expected op
+    to be '==', got <= for 9/4 <= s`` while writing its suggested fixes (prettify_results), which lower() passed on
+    bare: no word of a range. Now a DynamicShapesError says what happened and the min it means, which then gets
+    aotcuda's note on the guard left (min 4), which exports and matches eager."""
+    x = torch.randn(2, 8, 4, 2)
+    with pytest.raises(DynamicShapesError, match=r"(?s)Constraints violated.*9/4 <= s.*give it min=3"):
+        export_program(SecondDifference(), (x,), None, ({1: Dim("s", min=2, max=64)},))
+    with pytest.raises(DynamicShapesError) as caught:
+        export_program(SecondDifference(), (x,), None, ({1: Dim("s", min=3, max=64)},))
+    assert any("give its Dim min=4" in note for note in getattr(caught.value, "__notes__", []))
+    ep = export_program(SecondDifference(), (x,), None, ({1: Dim("s", min=4, max=64)},))
+    for length in (4, 37):
+        x = torch.randn(2, length, 4, 2)
+        torch.testing.assert_close(ep.module()(x), SecondDifference()(x))

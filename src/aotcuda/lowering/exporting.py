@@ -61,8 +61,11 @@ def _export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str
     except torch._dynamo.exc.UserError as exc:
         if "Constraints violated" not in str(exc):
             raise
-        violation = exc
-    error = DynamicShapesError(constraint_violation_message(str(violation)))
+        violation, error = exc, DynamicShapesError(constraint_violation_message(str(exc)))
+    except AssertionError as exc:
+        if not _raised_writing_suggested_fixes(exc):
+            raise
+        violation, error = exc, DynamicShapesError(_unwritten_violation_message(exc))
     try:
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False,
                                  prefer_deferred_runtime_asserts_over_guards=True)
@@ -76,6 +79,43 @@ def _export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str
 
     error.add_note(f"aotcuda: {under_dim_names(failure, dim_names(ep))}")
     raise error from violation
+
+
+def _raised_writing_suggested_fixes(exc: AssertionError) -> bool:
+    """Whether torch raised ``exc`` while it wrote the suggested fixes of a constraint violation.
+
+    Why: torch.export (2.13) writes them by parsing its own guard text, and a range it solved to a fraction
+    fails there: ``x[:, 1:-1] * x[:, :-2]`` with ``Dim("s", min=2)`` (a new user's finite difference, complex or
+    real) raised ``AssertionError: Expected op to be '==', got <= for 9/4 <= s`` from ``prettify_results``, in
+    place of the constraint violation it was writing, which the user can act on."""
+    import traceback
+
+    return any(frame.name == "prettify_results" for frame in traceback.extract_tb(exc.__traceback__))
+
+
+def _unwritten_violation_message(exc: AssertionError) -> str:
+    return ("Constraints violated: some sizes in the dynamic_shapes ranges do not satisfy the model's guards, and "
+            f"torch.export failed while it wrote which and its suggested fixes (AssertionError: {exc}, from torch's "
+            f"prettify_results).{_fractional_bound_fix(str(exc))} Narrow or change the dynamic_shapes ranges (or the "
+            "CLI's --dynamic) so that the guards hold over them, or change the model.")
+
+
+_FRACTIONAL_BOUND = re.compile(r"for (?:(\d+)/(\d+) (<=|<) (\w+)|(\w+) (<=|<) (\d+)/(\d+))$")
+
+
+def _fractional_bound_fix(text: str) -> str:
+    """Torch's solved bound in the assertion (``9/4 <= s``) as the Dim's min or max it means (s >= 3)."""
+    found = _FRACTIONAL_BOUND.search(text.strip())
+    if found is None:
+        return ""
+    if found.group(4) is not None:  # p/q <= name, p/q < name: a min
+        p, q, op, name = int(found.group(1)), int(found.group(2)), found.group(3), found.group(4)
+        bound, which = (-(-p // q) if op == "<=" else p // q + 1), "min"
+    else:  # name <= p/q, name < p/q: a max
+        name, op, p, q = found.group(5), found.group(6), int(found.group(7)), int(found.group(8))
+        bound, which = (p // q if op == "<=" else -(-p // q) - 1), "max"
+    return (f" The range torch solved for the Dim {name} is {'at least' if which == 'min' else 'at most'} {bound} "
+            f"({found.group(0)[4:]}): give it {which}={bound}, and lower again to see any guard left.")
 
 
 def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str, str] | None = None
