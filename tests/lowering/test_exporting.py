@@ -454,7 +454,8 @@ def test_a_guard_read_through_a_quotient_is_checked_at_each_quotient_and_names_a
     frames = FloorDiv(s, 160)
     assert _first_failure(sympy.Ne(Mod(2, 2 * frames + 2), 0), {s: ValueRanges(1024, 480_000)}) is None
     # the smallest size in the range whose quotient fails: (16400 - 400) // 160 = 100, (16399 - 400) // 160 = 99
-    assert _first_failure(FloorDiv(s - 400, 160) < 100, {s: ValueRanges(1024, 48_000)}).endswith("at s0 = 16400")
+    assert _first_failure(FloorDiv(s - 400, 160) < 100, {s: ValueRanges(1024, 48_000)}).endswith(
+        "at s0 = 16400: every size of s0 up to 16399 holds it; give its Dim max=16399")
     assert _first_failure(frames < 100, {s: ValueRanges(16_100, 48_000)}).endswith("at s0 = 16100")  # the range's min
     # read outside the quotient too, or through two quotients: every size, so too many to check
     assert "could not be checked" in _first_failure(sympy.Ne(Mod(s, 2 * frames + 2), 0), {s: ValueRanges(1, 48_000)})
@@ -487,3 +488,37 @@ def test_a_violation_torch_fails_to_write_is_a_dynamic_shapes_error_with_the_bou
     for length in (4, 37):
         x = torch.randn(2, length, 4, 2)
         torch.testing.assert_close(ep.module()(x), SecondDifference()(x))
+
+
+class UncentredStft(torch.nn.Module):
+    """An stft without centring (Inkling's, Phi-4's unfolded frames): one frame needs 400 samples, and torch guards
+    that there is more than one (a dim of size 1 would broadcast)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(400))
+
+    def forward(self, audio):
+        return torch.stft(audio, 400, 160, window=self.window, center=False, return_complex=True).abs()
+
+
+def test_a_guard_through_a_quotient_failing_at_the_ranges_end_gives_the_range_without_it():
+    """models8 (2026-12-07): Dim("samples", min=400) (torch's own suggestion) then failed with ``the guard
+    Ne(((samples - 400)//160), 0) does not hold at samples = 400`` and no fix: torch suggests none for a guard
+    through a quotient. The note now gives the min from which every size holds it (560), which exports."""
+    from torch.utils._sympy.functions import FloorDiv
+
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    assert _first_failure(sympy.Ne(FloorDiv(s - 400, 160), 0), {s: ValueRanges(400, 48_000)}).endswith(
+        "at s0 = 400: every size of s0 from 560 holds it; give its Dim min=560")
+    assert _first_failure(sympy.Ne(FloorDiv(s, 160) % 2, 0), {s: ValueRanges(400, 4_000)}).endswith("at s0 = 400")
+    audio = torch.randn(2, 16000)
+    with pytest.raises(DynamicShapesError) as caught:
+        export_program(UncentredStft(), (audio,), None, ({1: Dim("samples", min=400, max=48_000)},))
+    notes = "\n".join(getattr(caught.value, "__notes__", []))
+    assert "does not hold at samples = 400: every size of samples from 560 holds it; give its Dim min=560" in notes, notes
+    model = UncentredStft()
+    ep = export_program(model, (audio,), None, ({1: Dim("samples", min=560, max=48_000)},))
+    for length in (560, 7001):
+        audio = torch.randn(2, length)
+        torch.testing.assert_close(ep.module()(audio), model(audio), rtol=1e-5, atol=1e-5)

@@ -329,14 +329,38 @@ def _first_failure(expr, ranges: dict) -> str | None:
         if not holds(*values):
             sizes = [quotients[s][1](v) if s in quotients else v for s, v in zip(symbols, values)]
             at = ", ".join(f"{s} = {v}" for s, v in zip(symbols, sizes))
-            return f"the guard {expr} does not hold at {at}{_one_end_off(expr, ranges)}"
+            fix = _one_end_off(expr, ranges) or _failing_end_off(holds, bounds, symbols, quotients)
+            return f"the guard {expr} does not hold at {at}{fix}"
     return None
 
 
+def _failing_end_off(holds, bounds: list[range], symbols: list, quotients: dict) -> str:
+    """Where a guard on one size read through a quotient fails only at one end of its range (a prefix or a suffix
+    of it), the range without that end, as the fix: an stft without centring over ``Dim("samples", min=400)``
+    guards that it makes more than one frame, ``Ne((samples - 400)//160, 0)``, which every size from 560 holds.
+    (Torch suggests such a range itself for a guard on the size alone, not for one through a quotient.)"""
+    if len(bounds) != 1 or symbols[0] not in quotients:
+        return ""
+    values, (symbol,) = bounds[0], symbols
+    held = [holds(value) for value in values]
+    if not any(held):
+        return ""
+    first, last = held.index(True), len(held) - 1 - held[::-1].index(True)
+    if not all(held[first:last + 1]) or (first > 0 and last < len(held) - 1):
+        return ""
+    smallest, largest = quotients[symbol][1:]
+    if first > 0:
+        size = smallest(values[first])
+        return f": every size of {symbol} from {size} holds it; give its Dim min={size}"
+    size = largest(values[last])
+    return f": every size of {symbol} up to {size} holds it; give its Dim max={size}"
+
+
 def _through_quotients(expr, ranges: dict, bounds: list[range]):
-    """(the guard to check, {size symbol: (quotient symbol, the smallest size in range of a quotient value)}), with
-    ``bounds`` changed in place to the quotients' ranges: a size the guard reads only as ``(size + b) // c`` (c > 0)
-    is checked at each value of that quotient, which takes every integer between its values at the range's ends.
+    """(the guard to check, {size symbol: (quotient symbol, the smallest and the largest size in range of a quotient
+    value)}), with ``bounds`` changed in place to the quotients' ranges: a size the guard reads only as
+    ``(size + b) // c`` (c > 0) is checked at each value of that quotient, which takes every integer between its
+    values at the range's ends.
 
     Why: an stft front end over a dynamic sample count (Whisper, Parakeet, Voxtral: hop 160) guards
     ``2 % (2 + 2*(samples // 160)) != 0``, true at every size; over 3 s of 16 kHz audio (48000 sizes) it was
@@ -361,7 +385,9 @@ def _through_quotients(expr, ranges: dict, bounds: list[range]):
             continue
         c, b, low = int(divisor), int(offset), size_range.start
         expr, bounds[index] = replaced, range((low + b) // c, (size_range.stop - 1 + b) // c + 1)
-        quotients[symbol] = (quotient, lambda value, c=c, b=b, low=low: max(low, value * c - b))
+        high = size_range.stop - 1
+        quotients[symbol] = (quotient, lambda value, c=c, b=b, low=low: max(low, value * c - b),
+                             lambda value, c=c, b=b, high=high: min(high, (value + 1) * c - b - 1))
     return expr, quotients
 
 
