@@ -522,3 +522,26 @@ def test_a_guard_through_a_quotient_failing_at_the_ranges_end_gives_the_range_wi
     for length in (560, 7001):
         audio = torch.randn(2, length)
         torch.testing.assert_close(ep.module()(audio), model(audio), rtol=1e-5, atol=1e-5)
+
+
+class CentredStft(torch.nn.Module):
+    """Whisper's stft (n_fft 400, hop 160, centred: reflect padding of 200 samples on each side)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(400))
+
+    def forward(self, audio):
+        return torch.stft(audio, 400, 160, window=self.window, return_complex=True).abs()
+
+
+def test_a_violation_beside_a_divided_guard_that_torch_defers_gets_no_multiple_hint():
+    """models8 (2026-12-07): a centred stft over Dim("samples", min=100) violates torch's ``201 <= samples`` (the
+    reflect padding); beside torch's suggested min=201 the error said ``The model needs this size to be a multiple
+    of 160 (a guard divides it by 160)`` (from ``2 % (2 + 2*(samples // 160)) != 0``, true at every size), which the
+    model does not need. The retry with deferred asserts fails on the range guard alone: no multiple hint."""
+    audio = torch.randn(2, 16000)
+    with pytest.raises(DynamicShapesError, match=r"(?s)Suggested fixes:\n  samples = Dim\('samples', min=201") as caught:
+        export_program(CentredStft(), (audio,), None, ({1: Dim("samples", min=100, max=48_000)},))
+    assert "multiple of 160" not in str(caught.value) and "160 * torch.export.Dim" not in str(caught.value)
+    export_program(CentredStft(), (audio,), None, ({1: Dim("samples", min=201, max=48_000)},))

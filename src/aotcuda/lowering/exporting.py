@@ -69,7 +69,9 @@ def _export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str
     try:
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False,
                                  prefer_deferred_runtime_asserts_over_guards=True)
-    except Exception:  # noqa: BLE001 - the first error is the one the caller can act on
+    except Exception as retried:  # noqa: BLE001 - the first error is the one the caller can act on
+        if _divided_guards_deferred(violation, retried):
+            error = DynamicShapesError(constraint_violation_message(str(violation), multiple_hint=False))
         raise error from violation
     failure = first_failing_size_assertion(ep) or narrowed_in_retry(ep, dynamic_shapes)
     if failure is None:
@@ -79,6 +81,14 @@ def _export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str
 
     error.add_note(f"aotcuda: {under_dim_names(failure, dim_names(ep))}")
     raise error from violation
+
+
+def _divided_guards_deferred(violation: Exception, retried: Exception) -> bool:
+    """Whether the retry with deferred asserts failed on a violation with no guard that divides a size, where the
+    first one had such a guard: torch could defer it, so the violation is the other guards' (``201 <= samples`` of
+    an stft's reflect padding beside ``2 % (2 + 2*(samples // 160)) != 0``), and no multiple is needed for it."""
+    return (isinstance(violation, torch._dynamo.exc.UserError) and isinstance(retried, torch._dynamo.exc.UserError)
+            and "Constraints violated" in str(retried) and _size_divided(str(retried)) is None)
 
 
 def _raised_writing_suggested_fixes(exc: AssertionError) -> bool:
@@ -447,8 +457,10 @@ def _as_python(expr, symbols: list):
     return holds
 
 
-def constraint_violation_message(text: str) -> str:
-    """torch's constraint-violation text without its pointers to TORCH_LOGS, draft_export and the docs."""
+def constraint_violation_message(text: str, multiple_hint: bool = True) -> str:
+    """torch's constraint-violation text without its pointers to TORCH_LOGS, draft_export and the docs, and
+    aotcuda's advice; ``multiple_hint=False`` where the guards that divide a size are known to hold (no multiple
+    of their divisor is needed)."""
     kept = []
     for line in text.strip().splitlines():
         if line.startswith("The error above occurred") or line.startswith("For more information"):
@@ -465,7 +477,7 @@ def constraint_violation_message(text: str) -> str:
     text_kept = "\n".join(kept)
     advice = []
     fixed = _sizes_fixed(text_kept)
-    name, dim, divisor = _size_divided(text_kept) or (None, None, None)
+    name, dim, divisor = (_size_divided(text_kept) if multiple_hint else None) or (None, None, None)
     if fixed:  # torch's fix is a constant: no multiple of anything fits, whatever the guards divide by
         divisor = None
         advice.extend(_fixed_size_advice(*entry) for entry in fixed)
