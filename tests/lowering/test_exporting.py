@@ -12,7 +12,8 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 from aotcuda.errors import DynamicShapesError
 from aotcuda.lowering import torch_fixes
-from aotcuda.lowering.exporting import MAX_CHECKED_POINTS, _first_failure, export_program
+from aotcuda.lowering.exporting import export_program
+from aotcuda.lowering.size_guards import MAX_CHECKED_POINTS, first_failure
 
 
 class RepeatKV(torch.nn.Module):
@@ -72,11 +73,11 @@ def test_a_range_the_model_cannot_take_keeps_torchs_suggested_max():
 def test_guards_are_checked_at_every_size_or_said_to_be_unchecked():
     s, t = sympy.symbols("s0 s1", integer=True, positive=True)
     tautology = s * (8 + s - sympy.Mod(s, 8)) > 1  # the CUDA attention-mask guard of torch 2.11
-    assert _first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS)}) is None
-    assert _first_failure(s <= 16, {s: ValueRanges(2, 64)}) == "the guard s0 <= 16 does not hold at s0 = 17"
-    assert _first_failure(s + t < 30, {s: ValueRanges(1, 20), t: ValueRanges(1, 20)}).endswith("s0 = 10, s1 = 20")
-    assert "unbounded s0" in _first_failure(tautology, {s: ValueRanges(1, int_oo)})  # a Dim without max=
-    too_many = _first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS + 1)})
+    assert first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS)}) is None
+    assert first_failure(s <= 16, {s: ValueRanges(2, 64)}) == "the guard s0 <= 16 does not hold at s0 = 17"
+    assert first_failure(s + t < 30, {s: ValueRanges(1, 20), t: ValueRanges(1, 20)}).endswith("s0 = 10, s1 = 20")
+    assert "unbounded s0" in first_failure(tautology, {s: ValueRanges(1, int_oo)})  # a Dim without max=
+    too_many = first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS + 1)})
     assert "could not be checked" in too_many and "narrow the Dim ranges" in too_many
     # A new user's dynamic irfft(n=x.shape[-1]): this guard holds at every size (4(h + 1) is a multiple of h + 1),
     # and was read as failing at the first, its Mod printed as an infix % without parentheses
@@ -84,8 +85,8 @@ def test_guards_are_checked_at_every_size_or_said_to_be_unchecked():
 
     half = FloorDiv(s, 2)
     for mod in (Mod, PythonMod):
-        assert _first_failure(sympy.Eq(mod(4 * half + 4, half + 1), 0), {s: ValueRanges(1, 1024)}) is None
-    assert _first_failure(sympy.Eq(Mod(4 * half + 3, half + 1), 0), {s: ValueRanges(2, 64)}).endswith("s0 = 2")
+        assert first_failure(sympy.Eq(mod(4 * half + 4, half + 1), 0), {s: ValueRanges(1, 1024)}) is None
+    assert first_failure(sympy.Eq(Mod(4 * half + 3, half + 1), 0), {s: ValueRanges(2, 64)}).endswith("s0 = 2")
 
 
 class DFTMixing(torch.nn.Module):
@@ -452,15 +453,15 @@ def test_a_guard_read_through_a_quotient_is_checked_at_each_quotient_and_names_a
 
     s, t = sympy.symbols("s0 s1", integer=True, positive=True)
     frames = FloorDiv(s, 160)
-    assert _first_failure(sympy.Ne(Mod(2, 2 * frames + 2), 0), {s: ValueRanges(1024, 480_000)}) is None
+    assert first_failure(sympy.Ne(Mod(2, 2 * frames + 2), 0), {s: ValueRanges(1024, 480_000)}) is None
     # the smallest size in the range whose quotient fails: (16400 - 400) // 160 = 100, (16399 - 400) // 160 = 99
-    assert _first_failure(FloorDiv(s - 400, 160) < 100, {s: ValueRanges(1024, 48_000)}).endswith(
+    assert first_failure(FloorDiv(s - 400, 160) < 100, {s: ValueRanges(1024, 48_000)}).endswith(
         "at s0 = 16400: every size of s0 up to 16399 holds it; give its Dim max=16399")
-    assert _first_failure(frames < 100, {s: ValueRanges(16_100, 48_000)}).endswith("at s0 = 16100")  # the range's min
+    assert first_failure(frames < 100, {s: ValueRanges(16_100, 48_000)}).endswith("at s0 = 16100")  # the range's min
     # read outside the quotient too, or through two quotients: every size, so too many to check
-    assert "could not be checked" in _first_failure(sympy.Ne(Mod(s, 2 * frames + 2), 0), {s: ValueRanges(1, 48_000)})
-    assert "could not be checked" in _first_failure(frames + FloorDiv(s, 7) > 0, {s: ValueRanges(1, 48_000)})
-    assert _first_failure(frames + t < 350, {s: ValueRanges(1, 48_000), t: ValueRanges(1, 100)}).endswith(
+    assert "could not be checked" in first_failure(sympy.Ne(Mod(s, 2 * frames + 2), 0), {s: ValueRanges(1, 48_000)})
+    assert "could not be checked" in first_failure(frames + FloorDiv(s, 7) > 0, {s: ValueRanges(1, 48_000)})
+    assert first_failure(frames + t < 350, {s: ValueRanges(1, 48_000), t: ValueRanges(1, 100)}).endswith(
         "s0 = 40000, s1 = 100")
 
 
@@ -509,9 +510,9 @@ def test_a_guard_through_a_quotient_failing_at_the_ranges_end_gives_the_range_wi
     from torch.utils._sympy.functions import FloorDiv
 
     s = sympy.Symbol("s0", integer=True, positive=True)
-    assert _first_failure(sympy.Ne(FloorDiv(s - 400, 160), 0), {s: ValueRanges(400, 48_000)}).endswith(
+    assert first_failure(sympy.Ne(FloorDiv(s - 400, 160), 0), {s: ValueRanges(400, 48_000)}).endswith(
         "at s0 = 400: every size of s0 from 560 holds it; give its Dim min=560")
-    assert _first_failure(sympy.Ne(FloorDiv(s, 160) % 2, 0), {s: ValueRanges(400, 4_000)}).endswith("at s0 = 400")
+    assert first_failure(sympy.Ne(FloorDiv(s, 160) % 2, 0), {s: ValueRanges(400, 4_000)}).endswith("at s0 = 400")
     audio = torch.randn(2, 16000)
     with pytest.raises(DynamicShapesError) as caught:
         export_program(UncentredStft(), (audio,), None, ({1: Dim("samples", min=400, max=48_000)},))
