@@ -2180,6 +2180,17 @@ def test_a_guard_refusing_the_ranges_end_alone_gets_the_narrowed_options():
     assert _dynamic_fix_hints("", ("x:1:16:128:t*16",), notes) == []
 
 
+def test_a_guard_through_a_quotient_failing_at_the_ranges_end_gets_the_narrowed_option():
+    """models8 (2026-12-07): an stft without centring over `--dynamic audio:1:400:48000:samples` is refused where it
+    makes one frame; the note gives the min from which every size holds the guard, and the hint the option."""
+    from aotcuda.cli import _dynamic_fix_hints
+
+    notes = ("aotcuda: the guard Ne(((samples - 400)//160), 0) does not hold at samples = 400: every size of samples "
+             "from 560 holds it; give its Dim min=560")
+    assert _dynamic_fix_hints("Constraints violated (samples)!", ("audio:1:400:48000:samples",), notes) == [
+        "on the command line, --dynamic audio:1:560:48000:samples (every size of samples from 560)"]
+
+
 class _Unwritable:
     """A stream every write and flush of which fails, as a full disk's (``2>/dev/full``) or a closed pipe's."""
 

@@ -196,8 +196,10 @@ _SUGGESTED_STATIC = re.compile(r"^[ \t]*(\w+) = (\d+)[ \t]*$", re.M)
 _SUGGESTED_MULTIPLE = re.compile(r"^[ \t]*(\w+) = (\d+)\*(\w+)[ \t]*$", re.M)
 
 
-# exporting's note for a guard that refuses one size alone, at an end of the Dim's range (Ne(t, 128))
-_ONE_END_OFF = re.compile(r"every other size of (\w+) holds it; give its Dim (max|min)=(\d+)")
+# exporting's note for a guard that refuses one size alone, at an end of the Dim's range (Ne(t, 128)), or the sizes
+# at one end of it where the guard reads the size through a quotient (Ne((samples - 400)//160, 0))
+_ONE_END_OFF = re.compile(r"every (other size of (\w+)|size of (\w+) (?:from|up to) \d+) holds it; "
+                          r"give its Dim (max|min)=(\d+)")
 # export_hints' note for a dim a tensor op met with a size that is not dynamic (another input's static dim)
 _MET_BY_A_STATIC_SIZE = re.compile(r"There a tensor op needs (\w+) equal to a size \d+ that is not dynamic")
 
@@ -232,11 +234,11 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
                    str(int(high) * multiple) if high else fields[3], f"{symbol}*{multiple}"]
             hints.append(f"on the command line, --dynamic {':'.join(new)} (a multiple of {multiple}: torch's "
                          "suggested fix)")
-    for symbol, side, bound in _ONE_END_OFF.findall(notes):
+    for sizes, one_off, at_one_end, side, bound in _ONE_END_OFF.findall(notes):
+        symbol = one_off or at_one_end
         narrowed = [_with_bound(option, side, int(bound)) for option in options if _symbol_of(option) == symbol]
         if narrowed and all(narrowed):
-            hints.append(f"on the command line, {' '.join(f'--dynamic {o}' for o in narrowed)} (every other size "
-                         f"of {symbol})")
+            hints.append(f"on the command line, {' '.join(f'--dynamic {o}' for o in narrowed)} (every {sizes})")
     met = set(_MET_BY_A_STATIC_SIZE.findall(notes))
     for symbol, _ in _SUGGESTED_STATIC.findall(message):
         if symbol in by_symbol and symbol in met:

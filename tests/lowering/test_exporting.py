@@ -12,7 +12,8 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 from aotcuda.errors import DynamicShapesError
 from aotcuda.lowering import torch_fixes
-from aotcuda.lowering.exporting import MAX_CHECKED_POINTS, _first_failure, export_program
+from aotcuda.lowering.exporting import export_program
+from aotcuda.lowering.size_guards import MAX_CHECKED_POINTS, first_failure
 
 
 class RepeatKV(torch.nn.Module):
@@ -72,11 +73,11 @@ def test_a_range_the_model_cannot_take_keeps_torchs_suggested_max():
 def test_guards_are_checked_at_every_size_or_said_to_be_unchecked():
     s, t = sympy.symbols("s0 s1", integer=True, positive=True)
     tautology = s * (8 + s - sympy.Mod(s, 8)) > 1  # the CUDA attention-mask guard of torch 2.11
-    assert _first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS)}) is None
-    assert _first_failure(s <= 16, {s: ValueRanges(2, 64)}) == "the guard s0 <= 16 does not hold at s0 = 17"
-    assert _first_failure(s + t < 30, {s: ValueRanges(1, 20), t: ValueRanges(1, 20)}).endswith("s0 = 10, s1 = 20")
-    assert "unbounded s0" in _first_failure(tautology, {s: ValueRanges(1, int_oo)})  # a Dim without max=
-    too_many = _first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS + 1)})
+    assert first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS)}) is None
+    assert first_failure(s <= 16, {s: ValueRanges(2, 64)}) == "the guard s0 <= 16 does not hold at s0 = 17"
+    assert first_failure(s + t < 30, {s: ValueRanges(1, 20), t: ValueRanges(1, 20)}).endswith("s0 = 10, s1 = 20")
+    assert "unbounded s0" in first_failure(tautology, {s: ValueRanges(1, int_oo)})  # a Dim without max=
+    too_many = first_failure(tautology, {s: ValueRanges(1, MAX_CHECKED_POINTS + 1)})
     assert "could not be checked" in too_many and "narrow the Dim ranges" in too_many
     # A new user's dynamic irfft(n=x.shape[-1]): this guard holds at every size (4(h + 1) is a multiple of h + 1),
     # and was read as failing at the first, its Mod printed as an infix % without parentheses
@@ -84,8 +85,8 @@ def test_guards_are_checked_at_every_size_or_said_to_be_unchecked():
 
     half = FloorDiv(s, 2)
     for mod in (Mod, PythonMod):
-        assert _first_failure(sympy.Eq(mod(4 * half + 4, half + 1), 0), {s: ValueRanges(1, 1024)}) is None
-    assert _first_failure(sympy.Eq(Mod(4 * half + 3, half + 1), 0), {s: ValueRanges(2, 64)}).endswith("s0 = 2")
+        assert first_failure(sympy.Eq(mod(4 * half + 4, half + 1), 0), {s: ValueRanges(1, 1024)}) is None
+    assert first_failure(sympy.Eq(Mod(4 * half + 3, half + 1), 0), {s: ValueRanges(2, 64)}).endswith("s0 = 2")
 
 
 class DFTMixing(torch.nn.Module):
@@ -417,3 +418,131 @@ def test_a_size_torch_fixes_is_said_to_be_fixed_not_a_multiple():
     assert "needs this size to be a multiple" not in message and "8 * torch.export.Dim" not in message
     assert "The model fixes H (input 'x', dim 2) to 32" in message
     assert "drop it from dynamic_shapes (on the CLI: no --dynamic for x:2)" in message
+
+
+class LogMelFrontEnd(torch.nn.Module):
+    """transformers' Voxtral-Realtime / Qwen3-ASR feature extractor (``_torch_extract_fbank_features``): stft n_fft 400,
+    hop 160, hann, the power of every bin but the last frame's, a random filterbank, log10 floored 8 below the max."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(400))
+        self.register_buffer("filters", torch.rand(128, 201))
+
+    def forward(self, waveform):
+        stft = torch.stft(waveform, 400, 160, window=self.window, return_complex=True)
+        log_spec = torch.clamp(self.filters @ stft[..., :-1].abs() ** 2, min=1e-10).log10()
+        return (torch.maximum(log_spec, log_spec.max() - 8.0) + 4.0) / 4.0
+
+
+def test_an_stft_front_end_over_seconds_of_audio_exports_with_a_named_dim():
+    """A new user's ASR front ends (models8, 2026-12-07: transformers' Parakeet, Cohere-ASR, Nemotron, LASR, Phi-4,
+    Voxtral-Realtime feature extractors with Dim("samples", max=48000)): torch guards ``2 % (2 + 2*(samples // 160))
+    != 0``, true at every size, and aotcuda checked it size by size, refusing more than MAX_CHECKED_POINTS: export
+    failed for any max above 2 s of 16 kHz audio, advising a multiple of 160 the model does not need. The guard
+    reads the size only as samples // 160, so its quotients are checked: 30 s exports and matches eager."""
+    model, samples = LogMelFrontEnd(), Dim("samples", min=1024, max=480_000)
+    ep = export_program(model, (torch.randn(2, 16000),), None, ({1: samples},))
+    for length in (4000, 6101, 480_000):
+        audio = torch.randn(2, length)
+        torch.testing.assert_close(ep.module()(audio), model(audio), rtol=1e-5, atol=1e-5)
+
+
+def test_a_guard_read_through_a_quotient_is_checked_at_each_quotient_and_names_a_size():
+    from torch.utils._sympy.functions import FloorDiv, Mod
+
+    s, t = sympy.symbols("s0 s1", integer=True, positive=True)
+    frames = FloorDiv(s, 160)
+    assert first_failure(sympy.Ne(Mod(2, 2 * frames + 2), 0), {s: ValueRanges(1024, 480_000)}) is None
+    # the smallest size in the range whose quotient fails: (16400 - 400) // 160 = 100, (16399 - 400) // 160 = 99
+    assert first_failure(FloorDiv(s - 400, 160) < 100, {s: ValueRanges(1024, 48_000)}).endswith(
+        "at s0 = 16400: every size of s0 up to 16399 holds it; give its Dim max=16399")
+    assert first_failure(frames < 100, {s: ValueRanges(16_100, 48_000)}).endswith("at s0 = 16100")  # the range's min
+    # read outside the quotient too, or through two quotients: every size, so too many to check
+    assert "could not be checked" in first_failure(sympy.Ne(Mod(s, 2 * frames + 2), 0), {s: ValueRanges(1, 48_000)})
+    assert "could not be checked" in first_failure(frames + FloorDiv(s, 7) > 0, {s: ValueRanges(1, 48_000)})
+    assert first_failure(frames + t < 350, {s: ValueRanges(1, 48_000), t: ValueRanges(1, 100)}).endswith(
+        "s0 = 40000, s1 = 100")
+
+
+class SecondDifference(torch.nn.Module):
+    """A product of neighbours along a dynamic dim (``z[:, 1:-1] * z[:, :-2].conj()``, a new user's phase
+    difference; real tensors fail the same way)."""
+
+    def forward(self, x):
+        z = torch.view_as_complex(x)
+        return torch.view_as_real(z[:, 1:-1] * z[:, :-2].conj())
+
+
+def test_a_violation_torch_fails_to_write_is_a_dynamic_shapes_error_with_the_bound_it_solved():
+    """models8 (2026-12-07): with Dim("s", min=2) torch.export solved s >= 9/4 and raised ``AssertionError: Expected op
+    to be '==', got <= for 9/4 <= s`` while writing its suggested fixes (prettify_results), which lower() passed on
+    bare: no word of a range. Now a DynamicShapesError says what happened and the min it means, which then gets
+    aotcuda's note on the guard left (min 4), which exports and matches eager."""
+    x = torch.randn(2, 8, 4, 2)
+    with pytest.raises(DynamicShapesError, match=r"(?s)Constraints violated.*9/4 <= s.*give it min=3"):
+        export_program(SecondDifference(), (x,), None, ({1: Dim("s", min=2, max=64)},))
+    with pytest.raises(DynamicShapesError) as caught:
+        export_program(SecondDifference(), (x,), None, ({1: Dim("s", min=3, max=64)},))
+    assert any("give its Dim min=4" in note for note in getattr(caught.value, "__notes__", []))
+    ep = export_program(SecondDifference(), (x,), None, ({1: Dim("s", min=4, max=64)},))
+    for length in (4, 37):
+        x = torch.randn(2, length, 4, 2)
+        torch.testing.assert_close(ep.module()(x), SecondDifference()(x))
+
+
+class UncentredStft(torch.nn.Module):
+    """An stft without centring (Inkling's, Phi-4's unfolded frames): one frame needs 400 samples, and torch guards
+    that there is more than one (a dim of size 1 would broadcast)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(400))
+
+    def forward(self, audio):
+        return torch.stft(audio, 400, 160, window=self.window, center=False, return_complex=True).abs()
+
+
+def test_a_guard_through_a_quotient_failing_at_the_ranges_end_gives_the_range_without_it():
+    """models8 (2026-12-07): Dim("samples", min=400) (torch's own suggestion) then failed with ``the guard
+    Ne(((samples - 400)//160), 0) does not hold at samples = 400`` and no fix: torch suggests none for a guard
+    through a quotient. The note now gives the min from which every size holds it (560), which exports."""
+    from torch.utils._sympy.functions import FloorDiv
+
+    s = sympy.Symbol("s0", integer=True, positive=True)
+    assert first_failure(sympy.Ne(FloorDiv(s - 400, 160), 0), {s: ValueRanges(400, 48_000)}).endswith(
+        "at s0 = 400: every size of s0 from 560 holds it; give its Dim min=560")
+    assert first_failure(sympy.Ne(FloorDiv(s, 160) % 2, 0), {s: ValueRanges(400, 4_000)}).endswith("at s0 = 400")
+    audio = torch.randn(2, 16000)
+    with pytest.raises(DynamicShapesError) as caught:
+        export_program(UncentredStft(), (audio,), None, ({1: Dim("samples", min=400, max=48_000)},))
+    notes = "\n".join(getattr(caught.value, "__notes__", []))
+    assert "does not hold at samples = 400: every size of samples from 560 holds it; give its Dim min=560" in notes, notes
+    model = UncentredStft()
+    ep = export_program(model, (audio,), None, ({1: Dim("samples", min=560, max=48_000)},))
+    for length in (560, 7001):
+        audio = torch.randn(2, length)
+        torch.testing.assert_close(ep.module()(audio), model(audio), rtol=1e-5, atol=1e-5)
+
+
+class CentredStft(torch.nn.Module):
+    """Whisper's stft (n_fft 400, hop 160, centred: reflect padding of 200 samples on each side)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(400))
+
+    def forward(self, audio):
+        return torch.stft(audio, 400, 160, window=self.window, return_complex=True).abs()
+
+
+def test_a_violation_beside_a_divided_guard_that_torch_defers_gets_no_multiple_hint():
+    """models8 (2026-12-07): a centred stft over Dim("samples", min=100) violates torch's ``201 <= samples`` (the
+    reflect padding); beside torch's suggested min=201 the error said ``The model needs this size to be a multiple
+    of 160 (a guard divides it by 160)`` (from ``2 % (2 + 2*(samples // 160)) != 0``, true at every size), which the
+    model does not need. The retry with deferred asserts fails on the range guard alone: no multiple hint."""
+    audio = torch.randn(2, 16000)
+    with pytest.raises(DynamicShapesError, match=r"(?s)Suggested fixes:\n  samples = Dim\('samples', min=201") as caught:
+        export_program(CentredStft(), (audio,), None, ({1: Dim("samples", min=100, max=48_000)},))
+    assert "multiple of 160" not in str(caught.value) and "160 * torch.export.Dim" not in str(caught.value)
+    export_program(CentredStft(), (audio,), None, ({1: Dim("samples", min=201, max=48_000)},))

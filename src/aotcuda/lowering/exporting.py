@@ -18,9 +18,6 @@ reasons and suggested fixes (``seq = Dim('seq', max=256)``), and a note naming a
 
 from __future__ import annotations
 
-import itertools
-import math
-import operator
 import re
 import warnings
 
@@ -29,10 +26,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.errors import DynamicShapesError
 from aotcuda.lowering.dynamic_shapes_checks import as_int, checked_dynamic_shapes, shown_range
-
-# The most size combinations checked per assertion (a Dim of [1, 32768], or two of about [1, 181]).
-MAX_CHECKED_POINTS = 1 << 15
-
+from aotcuda.lowering.size_guards import first_failing_size_assertion
 
 # torch's notice for a module attribute holding tensors that forward assigned while it was exported, telling to
 # register it as a buffer: nn.GRU/LSTM/RNN refresh their own ``_flat_weights`` list (references to their parameters)
@@ -61,12 +55,17 @@ def _export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str
     except torch._dynamo.exc.UserError as exc:
         if "Constraints violated" not in str(exc):
             raise
-        violation = exc
-    error = DynamicShapesError(constraint_violation_message(str(violation)))
+        violation, error = exc, DynamicShapesError(constraint_violation_message(str(exc)))
+    except AssertionError as exc:
+        if not _raised_writing_suggested_fixes(exc):
+            raise
+        violation, error = exc, DynamicShapesError(_unwritten_violation_message(exc))
     try:
         ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False,
                                  prefer_deferred_runtime_asserts_over_guards=True)
-    except Exception:  # noqa: BLE001 - the first error is the one the caller can act on
+    except Exception as retried:  # noqa: BLE001 - the first error is the one the caller can act on
+        if _divided_guards_deferred(violation, retried):
+            error = DynamicShapesError(constraint_violation_message(str(violation), multiple_hint=False))
         raise error from violation
     failure = first_failing_size_assertion(ep) or narrowed_in_retry(ep, dynamic_shapes)
     if failure is None:
@@ -76,6 +75,51 @@ def _export_program(model, args, kwargs, dynamic_shapes, narrowed: dict[str, str
 
     error.add_note(f"aotcuda: {under_dim_names(failure, dim_names(ep))}")
     raise error from violation
+
+
+def _divided_guards_deferred(violation: Exception, retried: Exception) -> bool:
+    """Whether the retry with deferred asserts failed on a violation with no guard that divides a size, where the
+    first one had such a guard: torch could defer it, so the violation is the other guards' (``201 <= samples`` of
+    an stft's reflect padding beside ``2 % (2 + 2*(samples // 160)) != 0``), and no multiple is needed for it."""
+    return (isinstance(violation, torch._dynamo.exc.UserError) and isinstance(retried, torch._dynamo.exc.UserError)
+            and "Constraints violated" in str(retried) and _size_divided(str(retried)) is None)
+
+
+def _raised_writing_suggested_fixes(exc: AssertionError) -> bool:
+    """Whether torch raised ``exc`` while it wrote the suggested fixes of a constraint violation.
+
+    Why: torch.export (2.13) writes them by parsing its own guard text, and a range it solved to a fraction
+    fails there: ``x[:, 1:-1] * x[:, :-2]`` with ``Dim("s", min=2)`` (a new user's finite difference, complex or
+    real) raised ``AssertionError: Expected op to be '==', got <= for 9/4 <= s`` from ``prettify_results``, in
+    place of the constraint violation it was writing, which the user can act on."""
+    import traceback
+
+    return any(frame.name == "prettify_results" for frame in traceback.extract_tb(exc.__traceback__))
+
+
+def _unwritten_violation_message(exc: AssertionError) -> str:
+    return ("Constraints violated: some sizes in the dynamic_shapes ranges do not satisfy the model's guards, and "
+            f"torch.export failed while it wrote which and its suggested fixes (AssertionError: {exc}, from torch's "
+            f"prettify_results).{_fractional_bound_fix(str(exc))} Narrow or change the dynamic_shapes ranges (or the "
+            "CLI's --dynamic) so that the guards hold over them, or change the model.")
+
+
+_FRACTIONAL_BOUND = re.compile(r"for (?:(\d+)/(\d+) (<=|<) (\w+)|(\w+) (<=|<) (\d+)/(\d+))$")
+
+
+def _fractional_bound_fix(text: str) -> str:
+    """Torch's solved bound in the assertion (``9/4 <= s``) as the Dim's min or max it means (s >= 3)."""
+    found = _FRACTIONAL_BOUND.search(text.strip())
+    if found is None:
+        return ""
+    if found.group(4) is not None:  # p/q <= name, p/q < name: a min
+        p, q, op, name = int(found.group(1)), int(found.group(2)), found.group(3), found.group(4)
+        bound, which = (-(-p // q) if op == "<=" else p // q + 1), "min"
+    else:  # name <= p/q, name < p/q: a max
+        name, op, p, q = found.group(5), found.group(6), int(found.group(7)), int(found.group(8))
+        bound, which = (p // q if op == "<=" else -(-p // q) - 1), "max"
+    return (f" The range torch solved for the Dim {name} is {'at least' if which == 'min' else 'at most'} {bound} "
+            f"({found.group(0)[4:]}): give it {which}={bound}, and lower again to see any guard left.")
 
 
 def said_narrowed_roots(ep: ExportedProgram, dynamic_shapes, narrowed: dict[str, str] | None = None
@@ -244,111 +288,10 @@ def _derived_roots(dynamic_shapes) -> dict[str, tuple[int, int | float]]:
     return _asked_dims(dynamic_shapes, roots_only=True)
 
 
-def first_failing_size_assertion(ep: ExportedProgram) -> str | None:
-    """None when every runtime assertion of ``ep`` on its input sizes holds for every size in the
-    program's ranges (``ep.range_constraints``); otherwise what fails, or why it could not be checked."""
-    inputs = _input_symbols(ep)
-    for node in ep.graph.find_nodes(op="call_function", target=torch.ops.aten._assert_scalar.default):
-        condition = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else node.args[0]
-        expr = condition.node.expr if isinstance(condition, torch.SymBool) else None
-        if expr is None or not expr.free_symbols <= inputs:
-            continue  # an assertion of the model's own (torch._check) or on data-dependent sizes
-        failure = _first_failure(expr, {s: ep.range_constraints[s] for s in sorted(expr.free_symbols, key=str)})
-        if failure is not None:
-            return failure
-    return None
-
-
-def _input_symbols(ep: ExportedProgram) -> set:
-    """The symbols of the input sizes that have a range (the caller's Dims)."""
-    symbols = set()
-    for node in ep.graph.find_nodes(op="placeholder"):
-        value = node.meta.get("val")
-        if isinstance(value, torch.Tensor):
-            symbols.update(s.node.expr for s in value.shape if isinstance(s, torch.SymInt) and s.node.expr.is_Symbol)
-    return {s for s in symbols if s in ep.range_constraints}
-
-
-def _first_failure(expr, ranges: dict) -> str | None:
-    import sympy
-
-    bounds = []
-    for symbol, value_range in ranges.items():
-        low, high = as_int(value_range.lower), as_int(value_range.upper)
-        if low is None or high is None:
-            return (f"the guard {expr} holds at the exported sizes but could not be checked for an unbounded "
-                    f"{symbol}: give its Dim a max= and lower again")
-        bounds.append(range(low, high + 1))
-    if math.prod(len(b) for b in bounds) > MAX_CHECKED_POINTS:
-        return (f"the guard {expr} could not be checked over {math.prod(len(b) for b in bounds)} sizes (at most "
-                f"{MAX_CHECKED_POINTS}): narrow the Dim ranges")
-    symbols = list(ranges)
-    holds = _as_python(expr, symbols)
-    for sizes in itertools.product(*bounds):
-        if not holds(*sizes):
-            at = ", ".join(f"{s} = {v}" for s, v in zip(symbols, sizes))
-            return f"the guard {expr} does not hold at {at}{_one_end_off(expr, ranges)}"
-    return None
-
-
-def _one_end_off(expr, ranges: dict) -> str:
-    """Where the guard refuses one size alone, at an end of its Dim's range (``Ne(t, 128)`` for t in [2, 128]: a
-    128-row causal-mask buffer sliced ``mask[:t, :t]``), the range without it, as the fix."""
-    import sympy
-
-    if not isinstance(expr, sympy.Ne) or len(ranges) != 1:
-        return ""
-    (symbol, value_range), = ranges.items()
-    sizes = [side for side in expr.args if side.is_Integer]
-    others = [side for side in expr.args if not side.is_Integer]
-    if len(sizes) != 1 or len(others) != 1 or str(others[0]) != str(symbol):
-        return ""
-    value, low, high = sizes[0], as_int(value_range.lower), as_int(value_range.upper)
-    if value == high:
-        return f": every other size of {symbol} holds it; give its Dim max={int(value) - 1}"
-    if value == low:
-        return f": every other size of {symbol} holds it; give its Dim min={int(value) + 1}"
-    return ""
-
-
-# torch's integer functions in size expressions (torch.utils._sympy.functions), as Python computes them.
-_INTEGER_FUNCTIONS = {
-    "FloorDiv": operator.floordiv, "CleanDiv": operator.floordiv, "PythonMod": operator.mod, "Mod": operator.mod,
-    "aotcuda_remainder": operator.mod,
-    "Min": min, "Max": max, "Identity": lambda x: x, "ModularIndexing": lambda x, div, mod: (x // div) % mod,
-}
-
-
-def _as_python(expr, symbols: list):
-    """A function of the sizes that says whether `expr` holds: compiled once (sympy.lambdify), with a
-    fallback to substituting into the sympy expression where the compiled form cannot evaluate it."""
-    import sympy
-
-    def substituted(*sizes) -> bool:
-        return expr.xreplace({s: sympy.Integer(v) for s, v in zip(symbols, sizes)}) is sympy.true
-
-    # sympy prints torch's Mod and PythonMod as an infix % without parentheses around its operands:
-    # Mod(4*(x//2) + 4, x//2 + 1) became "4*(x//2) + 4 % (x//2) + 1", a guard that holds at every size read as
-    # failing at the first (a user's dynamic FFT). As calls of a function of our own they print as calls.
-    remainder = sympy.Function("aotcuda_remainder")
-    as_calls = expr.replace(lambda e: type(e).__name__ in ("Mod", "PythonMod"), lambda e: remainder(*e.args))
-    try:
-        compiled = sympy.lambdify(symbols, as_calls, modules=[_INTEGER_FUNCTIONS, "math"])
-    except Exception:  # noqa: BLE001 - a function lambdify cannot print: substitute instead
-        return substituted
-
-    def holds(*sizes) -> bool:
-        try:
-            value = compiled(*sizes)
-        except Exception:  # noqa: BLE001 - e.g. a torch function missing from _INTEGER_FUNCTIONS
-            return substituted(*sizes)
-        return value is True or (value is not False and substituted(*sizes))
-
-    return holds
-
-
-def constraint_violation_message(text: str) -> str:
-    """torch's constraint-violation text without its pointers to TORCH_LOGS, draft_export and the docs."""
+def constraint_violation_message(text: str, multiple_hint: bool = True) -> str:
+    """torch's constraint-violation text without its pointers to TORCH_LOGS, draft_export and the docs, and
+    aotcuda's advice; ``multiple_hint=False`` where the guards that divide a size are known to hold (no multiple
+    of their divisor is needed)."""
     kept = []
     for line in text.strip().splitlines():
         if line.startswith("The error above occurred") or line.startswith("For more information"):
@@ -365,7 +308,7 @@ def constraint_violation_message(text: str) -> str:
     text_kept = "\n".join(kept)
     advice = []
     fixed = _sizes_fixed(text_kept)
-    name, dim, divisor = _size_divided(text_kept) or (None, None, None)
+    name, dim, divisor = (_size_divided(text_kept) if multiple_hint else None) or (None, None, None)
     if fixed:  # torch's fix is a constant: no multiple of anything fits, whatever the guards divide by
         divisor = None
         advice.extend(_fixed_size_advice(*entry) for entry in fixed)

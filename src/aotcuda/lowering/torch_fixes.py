@@ -477,6 +477,10 @@ FIXES: tuple[TorchFix, ...] = (
              "Min/Max row)", "2.11",
              "none filed", "export raises a constraint violation; retried with deferred runtime asserts",
              "the oldest supported torch proves them", "aotcuda.lowering.exporting"),
+    TorchFix("a constraint violation whose solved range is a fraction (9/4 <= s) raises AssertionError in "
+             "prettify_results instead", "2.13", "none filed",
+             "export raises AssertionError from a frame named prettify_results; said as a DynamicShapesError with "
+             "the bound", "torch writes such ranges as a constraint violation", "aotcuda.lowering.exporting"),
     TorchFix("make_fx cannot rebuild Max/Min strides from the graph's symbols", "2.11", "none filed",
              "always (dense layouts are made by permutes instead)", "the oldest supported torch tracks them",
              "aotcuda.passes.complex_to_real.layout"),
