@@ -153,7 +153,7 @@ HOSTILE = {
 @pytest.mark.parametrize("kind", list(HOSTILE))
 def test_the_depth_scan_is_linear_on_hostile_strings(kind):
     """1 MiB in well under a second (each takes ~0.05-0.13 s here; the quadratic scan needed minutes to an hour): CPU
-    time, least of three, the collector off (least_time.py), so that another process's load is not read as the scan's."""
+    time, least of three, the collector off (least_time.py), so that another process's load is not the scan's."""
     data = HOSTILE[kind]
     took, depth = least_cpu_seconds(lambda: json_depth(data))
     assert took < 1.0, f"{kind}: {took:.2f} s"
