@@ -1819,7 +1819,8 @@ def test_a_body_that_took_the_requests_time_gets_a_final_408_not_a_503_to_resend
     assert status == 408 and headers.get("x-aotcuda-error") == "SlowBodyError", (status, headers)
     assert "retry-after" not in headers, headers
     # a body in time is handed on with its run's part at least
-    status, _, _ = run_in_virtual_time(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=0.1), clocked=[proxy])
+    status, _, _ = run_in_virtual_time(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=0.1),
+                                       clocked=[proxy])
     assert status == 200 and handed[0][0] >= (0.5 if requests_in_flight else 0.85), handed
 
 
