@@ -636,11 +636,16 @@ def test_the_connections_kept_open_are_bounded_by_the_room_their_heads_hold(monk
     from aotcuda.serving import heads
 
     app = proxy.WholeBody(PlainTextResponse("ok"), timeout_s=5.0, max_bytes=100)
-    with uvicorn_as_ray_runs_it(monkeypatch, app, max_pending_bytes=4 * (32 << 10)) as (address, _):
+    def connections_reach(server, count: int) -> None:  # waited for in the server's state: a fixed pause could end
+        deadline = time.monotonic() + 30                 # before a loaded machine's server had taken them, or let go
+        while len(server.server_state.connections) != count and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    with uvicorn_as_ray_runs_it(monkeypatch, app, max_pending_bytes=4 * (32 << 10)) as (address, server):
         begun = [socket.create_connection(address) for _ in range(4)]
         for client in begun:
             client.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nX-Pad: " + b"a" * 16_000)
-        time.sleep(0.2)
+        connections_reach(server, 4)
         with socket.create_connection(address) as one_too_many:
             one_too_many.settimeout(2.0)
             one_too_many.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nX-Pad: " + b"a" * 16_000)
@@ -651,7 +656,7 @@ def test_the_connections_kept_open_are_bounded_by_the_room_their_heads_hold(monk
             assert data in (b"", b"ConnectionResetError"), data  # closed at once, its head never kept
         for client in begun:
             client.close()
-        time.sleep(0.2)
+        connections_reach(server, 0)
         with socket.create_connection(address, timeout=5) as honest:
             honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             assert honest.recv(100).startswith(b"HTTP/1.1 200")
