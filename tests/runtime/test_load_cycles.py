@@ -205,7 +205,7 @@ FORK_WHILE_OTHER_THREADS_WORK = textwrap.dedent("""
         release.set()
         worker.join(30)
         program._container.run, libraries.open_model_library = real_run, real_open
-        deadline = time.time() + 20
+        deadline = time.time() + 60  # a hang's wait: a loaded machine's child may take tens of seconds to load
         while time.time() < deadline:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:

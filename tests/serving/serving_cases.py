@@ -8,6 +8,8 @@ import json
 import os
 import select
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -298,3 +300,26 @@ try:
 except Started:
     pass
 """
+
+
+# `aotcuda serve ARGS` as `python -m aotcuda serve ARGS` runs it, but with ray.init replaced by an exit that says it was
+# reached: a refusal that must come before Ray starts is read from what the command did, not from how long it took
+# (a child importing torch took 24 s of wall-clock time for 2 s of CPU on the loaded 2-core machine CI runs on).
+RAY_INIT_REACHED = "the command reached ray.init"
+_SERVE_WITHOUT_RAY = f"""
+import sys
+import ray
+
+def reached(*args, **kwargs):
+    sys.exit({RAY_INIT_REACHED!r})
+
+ray.init = reached
+from aotcuda.cli import main
+main(prog_name="aotcuda")
+"""
+
+
+def serve_without_ray(*arguments: str, **run_options) -> subprocess.CompletedProcess:
+    """The finished ``aotcuda serve *arguments`` (text, stdout and stderr captured), ray.init refused as above."""
+    return subprocess.run([sys.executable, "-c", _SERVE_WITHOUT_RAY, "serve", *arguments], capture_output=True,
+                          text=True, **run_options)

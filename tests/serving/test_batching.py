@@ -9,6 +9,7 @@ from aotcuda.errors import ServingConfigError
 from aotcuda.runtime.checks import DimSpec, TensorSpec
 from aotcuda.serving.batching import BatchPlan, combine, serving_plan, split_rows
 from aotcuda.serving.codec import RequestError, decode_inputs, encode_outputs, unsupported_dtypes
+from least_time import least_cpu_seconds
 
 safetensors_torch = pytest.importorskip("safetensors.torch", reason="aotcuda[serve] is not installed")
 
@@ -160,7 +161,6 @@ def _header_only(header: dict) -> bytes:
 def test_a_body_of_many_names_is_refused_from_its_header_alone_and_briefly():
     """Found by a breaker: a 56 MiB body of 1,000,000 zero-size tensors held a replica's event loop 25 s
     (every tensor built before the names were checked) and the 400 echoed every name (10 MiB)."""
-    import time
 
     def body_of(count: int) -> bytes:
         names = {f"n{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(count)}
@@ -169,10 +169,15 @@ def test_a_body_of_many_names_is_refused_from_its_header_alone_and_briefly():
     for count, says in ((10_000, r"unknown input\(s\) 'n0', 'n1', 'n2', 'n3', 'n4' and 9995 more"),
                         (1_000_000, r"its header claims \d+ bytes; a header of this program's inputs is at most")):
         body = body_of(count)
-        started = time.perf_counter()
-        with pytest.raises(RequestError, match=says) as caught:
-            decode_inputs(body, ["x"], max_bytes=1 << 30)
-        assert time.perf_counter() - started < 2.0 and len(str(caught.value)) < 500
+
+        def refused():
+            with pytest.raises(RequestError, match=says) as caught:
+                decode_inputs(body, ["x"], max_bytes=1 << 30)
+            return caught
+
+        # CPU time, least of three, the collector off (least_time.py): ~0.05 s here, one wall-clock reading 0.4 s
+        took, caught = least_cpu_seconds(refused)
+        assert took < 2.0 and len(str(caught.value)) < 500, took
 
 
 @pytest.mark.parametrize("body, says", [

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from serving_cases import SEQ, loopback_ray, raw_request, relative_error, replica_stats, server_environment, status_of
+from virtual_time import loop_time, run_in_virtual_time
 
 serving = pytest.importorskip("aotcuda.serving")
 proxy = pytest.importorskip("aotcuda.serving.proxy")
@@ -384,21 +385,23 @@ def test_connections_that_declare_a_length_and_send_nothing_hold_no_room():
         scope = {"type": "http", "method": "POST", "path": "/predict",
                  "headers": [(k.encode(), v.encode()) for k, v in [*headers, ("content-type", OCTET)]]}
         await app(scope, receive, send)
-        return sent[0]["status"], time.monotonic()
+        return sent[0]["status"], loop_time()
 
     async def scenario():
+        started = loop_time()
         idle = [asyncio.create_task(one_request([("content-length", "100")], [])) for _ in range(10)]
         await asyncio.sleep(0.05)
         held_by_idle = app.pending.held
         honest = await one_request([("content-length", "60")], [chunk(b"x" * 60, False)])
         health = await one_request([], [chunk(b"", False)])
-        return held_by_idle, honest, health, await asyncio.gather(*idle)
+        return started, held_by_idle, honest, health, await asyncio.gather(*idle)
 
-    started = time.monotonic()
-    held_by_idle, honest, health, idle = asyncio.run(scenario())
+    # on the loop's clock: a loaded machine's pause cannot push the honest request past the idle ones' timeout
+    started, held_by_idle, honest, health, idle = run_in_virtual_time(scenario())
     assert held_by_idle == 0 and honest[0] == 200 and health[0] == 200
     assert honest[1] - started < 0.4 and health[1] - started < 0.4  # before the idle ones' timeout
     assert [status for status, _ in idle] == [408] * 10 and app.pending.held == 0
+    assert all(0.5 <= at - started < 0.6 for _, at in idle), [at - started for _, at in idle]  # at the timeout
 
 
 def test_the_callback_takes_the_limits_from_the_environment(monkeypatch):
@@ -593,27 +596,31 @@ def test_a_request_head_has_a_deadline_and_connections_are_bounded(monkeypatch):
             pass
         return data, time.monotonic() - started
 
-    app = proxy.WholeBody(PlainTextResponse("ok"), timeout_s=1.0, max_bytes=100)
-    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=1.0) as (address, _):
-        assert heads.DeadlineH11Protocol.head_timeout_s == 1.0
+    # A 2 s deadline (the breaker's was 5 s): the trickler's 0.8 s of bytes end well within it on a loaded machine (a
+    # 1 s one left 0.2 s, and a late byte then met a closed connection), and "at once" stays far from it.
+    app = proxy.WholeBody(PlainTextResponse("ok"), timeout_s=2.0, max_bytes=100)
+    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=2.0) as (address, server):
+        assert heads.DeadlineH11Protocol.head_timeout_s == 2.0
         monkeypatch.setattr(heads.DeadlineH11Protocol, "max_connections", 3)
         silent = [socket.create_connection(address) for _ in range(3)]
-        time.sleep(0.1)
+        deadline = time.monotonic() + 30  # the server has taken all three (a fixed pause could end before it had)
+        while len(server.server_state.connections) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
         with socket.create_connection(address) as one_too_many:
             data, took = answer_of(one_too_many)
-            assert data == b"" and took < 0.5  # closed at once, not at the head's deadline
+            assert data == b"" and took < 1.0  # closed at once, not at the head's deadline
         for client in silent:
-            data, took = answer_of(client)
-            assert data == b"" and took < 2.0  # sent nothing: closed at the deadline, without an answer
+            data, took = answer_of(client, limit_s=10)
+            assert data == b"" and took < 4.0  # sent nothing: closed at the deadline, without an answer
             client.close()
         with socket.create_connection(address) as trickler:
             trickler.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\n")
             for _ in range(4):  # a header byte every 0.2 s: each byte used to restart nothing, and nothing ended it
                 time.sleep(0.2)
                 trickler.sendall(b"X")
-            data, took = answer_of(trickler)
+            data, took = answer_of(trickler, limit_s=10)
         assert data.startswith(b"HTTP/1.1 408") and b"x-aotcuda-error: SlowHeadError" in data, data[:300]
-        assert b"request head did not arrive within 1 s" in data and took < 2.0
+        assert b"request head did not arrive within 2 s" in data and took < 3.0
         with socket.create_connection(address, timeout=5) as honest:
             honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             data, _ = answer_of(honest)
@@ -629,11 +636,16 @@ def test_the_connections_kept_open_are_bounded_by_the_room_their_heads_hold(monk
     from aotcuda.serving import heads
 
     app = proxy.WholeBody(PlainTextResponse("ok"), timeout_s=5.0, max_bytes=100)
-    with uvicorn_as_ray_runs_it(monkeypatch, app, max_pending_bytes=4 * (32 << 10)) as (address, _):
+    def connections_reach(server, count: int) -> None:  # waited for in the server's state: a fixed pause could end
+        deadline = time.monotonic() + 30                 # before a loaded machine's server had taken them, or let go
+        while len(server.server_state.connections) != count and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    with uvicorn_as_ray_runs_it(monkeypatch, app, max_pending_bytes=4 * (32 << 10)) as (address, server):
         begun = [socket.create_connection(address) for _ in range(4)]
         for client in begun:
             client.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nX-Pad: " + b"a" * 16_000)
-        time.sleep(0.2)
+        connections_reach(server, 4)
         with socket.create_connection(address) as one_too_many:
             one_too_many.settimeout(2.0)
             one_too_many.sendall(b"POST /predict HTTP/1.1\r\nHost: localhost\r\nX-Pad: " + b"a" * 16_000)
@@ -644,7 +656,7 @@ def test_the_connections_kept_open_are_bounded_by_the_room_their_heads_hold(monk
             assert data in (b"", b"ConnectionResetError"), data  # closed at once, its head never kept
         for client in begun:
             client.close()
-        time.sleep(0.2)
+        connections_reach(server, 0)
         with socket.create_connection(address, timeout=5) as honest:
             honest.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             assert honest.recv(100).startswith(b"HTTP/1.1 200")
@@ -747,8 +759,8 @@ class WriteBuffer(asyncio.Transport):
     def close(self):  # asyncio's close waits for the buffer to flush: it drops nothing
         self.closing = True
 
-    def abort(self):
-        self.size, self.closing, self.aborted_at = 0, True, time.monotonic()
+    def abort(self):  # the loop's clock, which the protocol's send watch reads (and the test's virtual time moves)
+        self.size, self.closing, self.aborted_at = 0, True, asyncio.get_running_loop().time()
 
     def write(self, data):
         pass
@@ -781,7 +793,7 @@ def test_an_answer_the_client_stops_reading_is_dropped_after_the_send_timeout_an
             protocol.min_send_rate = 0  # the send timeout alone (the minimum rate: the test below)
             protocol.connection_made(WriteBuffer(size))
             protocols[name] = protocol
-        started = time.monotonic()
+        started = loop_time()
         protocols["stuck"].pause_writing()  # what the transport calls once its buffer passes the high-water mark
         protocols["slow reader"].pause_writing()
         protocols["tail"].on_response_complete()
@@ -797,7 +809,7 @@ def test_an_answer_the_client_stops_reading_is_dropped_after_the_send_timeout_an
             protocol.connection_lost(None)
         return started, {name: p.transport.aborted_at for name, p in protocols.items()}, watching, unread
 
-    started, aborted_at, still_watching, unread = asyncio.run(scenario())
+    started, aborted_at, still_watching, unread = run_in_virtual_time(scenario())
     assert aborted_at["slow reader"] is None and not still_watching
     assert unread == (64 << 20) + 1000 and heads.unread_answer_bytes() == 0  # what WholeBody's room counts
     for name in ("stuck", "tail"):
@@ -805,12 +817,14 @@ def test_an_answer_the_client_stops_reading_is_dropped_after_the_send_timeout_an
 
 
 def test_the_proxy_closes_a_connection_that_never_reads_its_answer_and_frees_it(monkeypatch):
-    """The same through uvicorn as Ray runs it, on loopback, with a 32 MiB answer and a 0.5 s send timeout: a
+    """The same through uvicorn as Ray runs it, on loopback, with a 32 MiB answer and a 1.5 s send timeout: a
     client that never reads holds megabytes of the server's write buffer until the timeout, then its connection is
     closed and nothing of it is held; a client that reads 2 MiB every 0.2 s (its buffer never drains in the
     timeout, but it always takes bytes) gets the whole answer."""
     answer = b"x" * (32 << 20)  # more than the kernel's socket buffers take: the rest waits in the server
-    app = proxy.WholeBody(Response(answer, media_type="application/octet-stream"), timeout_s=0.5, max_bytes=100)
+    # 1.5 s: the slow reader's pause between reads (0.2 s, in a thread sharing the GIL with the server's) stays far
+    # within it on a loaded machine; with 0.5 s a pause of 0.3 s more cut off a reader that does read
+    app = proxy.WholeBody(Response(answer, media_type="application/octet-stream"), timeout_s=1.5, max_bytes=100)
     request = b"GET /predict HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
     def client(address):
@@ -824,7 +838,7 @@ def test_the_proxy_closes_a_connection_that_never_reads_its_answer_and_frees_it(
     def held(server) -> int:  # bytes of answers waiting in the server's write buffers
         return sum(c.transport.get_write_buffer_size() for c in list(server.server_state.connections))
 
-    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=0.5) as (address, server):
+    with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=1.5) as (address, server):
         with client(address) as never_reads, client(address) as slow:
             received, gap_s, most_held = 0, [], 0
             while received < len(answer):  # the slow reader, while the other one reads nothing
@@ -836,7 +850,7 @@ def test_the_proxy_closes_a_connection_that_never_reads_its_answer_and_frees_it(
                 most_held = max(most_held, held(server))
                 time.sleep(0.2)
             assert received >= len(answer)  # headers and the whole body
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 30  # the non-reader's send timeout, on a loaded machine
             while len(server.server_state.connections) > 1 and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert most_held > 4 << 20  # the non-reader's answer waited in the buffer meanwhile
@@ -873,7 +887,7 @@ def test_a_reader_slower_than_the_minimum_send_rate_is_cut_off_once_the_grace_is
             protocol.min_send_rate = 0 if "no minimum" in name else 100_000
             protocol.connection_made(WriteBuffer(8 << 20))
             protocols[name] = protocol
-        started = time.monotonic()
+        started = loop_time()
         for protocol in protocols.values():
             protocol.pause_writing()
         for _ in range(15):  # 1.5 s
@@ -886,7 +900,7 @@ def test_a_reader_slower_than_the_minimum_send_rate_is_cut_off_once_the_grace_is
             protocol.connection_lost(None)
         return started, aborted
 
-    started, aborted_at = asyncio.run(scenario())
+    started, aborted_at = run_in_virtual_time(scenario())
     assert aborted_at["reader"] is None and aborted_at["crawler, no minimum"] is None, aborted_at
     assert aborted_at["crawler"] is not None and 0.35 <= aborted_at["crawler"] - started < 0.8, aborted_at
     assert heads.unread_answer_bytes() == 0
@@ -946,7 +960,7 @@ def test_the_minimum_send_rate_counts_what_the_client_took_while_the_app_keeps_w
             protocol.connection_made(transport)
             protocol.data_received(b"GET /stream HTTP/1.1\r\nHost: localhost\r\n\r\n")
             protocols[name] = protocol
-        started = time.monotonic()
+        started = loop_time()
         for _ in range(15):  # 1.5 s
             await asyncio.sleep(0.1)
             for name, protocol in protocols.items():
@@ -958,7 +972,7 @@ def test_the_minimum_send_rate_counts_what_the_client_took_while_the_app_keeps_w
         await asyncio.sleep(0.05)  # the apps see the connection gone and end
         return started, outcome
 
-    started, outcome = asyncio.run(scenario())
+    started, outcome = run_in_virtual_time(scenario())
     (reader_aborted, reader_took), (crawler_aborted, _) = outcome["reader"], outcome["crawler"]
     assert reader_aborted is None, (reader_aborted - started, outcome)
     assert reader_took > 1_000_000  # the app did keep the buffer full while the reader took
@@ -1331,7 +1345,7 @@ def test_one_clients_flood_waits_behind_itself_not_in_front_of_other_clients(mon
     async def replicas(scope, receive, send):  # Ray's queue in front of two slots
         async with slots:
             await asyncio.sleep(0.1)
-        ended.setdefault(scope["client"][0], []).append(time.monotonic())
+        ended.setdefault(scope["client"][0], []).append(loop_time())
         await PlainTextResponse("ok")(scope, receive, send)
 
     app = middleware.cls(replicas, *middleware.args, **middleware.kwargs)
@@ -1342,12 +1356,12 @@ def test_one_clients_flood_waits_behind_itself_not_in_front_of_other_clients(mon
     async def attack():
         flood = [asyncio.create_task(request("10.0.0.66")) for _ in range(30)]
         await asyncio.sleep(0.05)
-        started = time.monotonic()
+        started = loop_time()
         alice = await request("10.0.0.7")
-        waited = time.monotonic() - started
+        waited = loop_time() - started
         return alice, waited, await asyncio.gather(*flood)
 
-    alice, waited, flood = asyncio.run(attack())
+    alice, waited, flood = run_in_virtual_time(attack(), clocked=[proxy])  # the hold's 1.5 s, not the machine's
     assert alice == 200 and waited < 0.5, f"alice waited {waited:.2f} s behind mallory's flood"  # was 1.5 s
     assert set(flood) <= {200, 503} and flood.count(200) >= 20, flood  # 2 slots for 1.5 s: the rest held past it
     assert flood.count(503) == 30 - len(ended["10.0.0.66"]), flood
@@ -1686,9 +1700,9 @@ def test_a_requests_hold_counts_against_its_request_timeout(monkeypatch):
     app = middleware.cls(replicas, *middleware.args, **middleware.kwargs)
 
     async def request(address: str, headers=None):
-        started = time.monotonic()
+        started = loop_time()
         statuses = await answer_statuses(app, "GET", "/stats", (address, 40000), headers=headers or [])
-        return statuses, time.monotonic() - started
+        return statuses, loop_time() - started
 
     async def scenario():
         running = asyncio.create_task(request("10.0.0.1"))
@@ -1704,7 +1718,8 @@ def test_a_requests_hold_counts_against_its_request_timeout(monkeypatch):
         release.set()
         return first, second, late, await blocker
 
-    (first, _), (second, _), (late, late_s), _ = asyncio.run(scenario())
+    # on the loop's clock, which the proxy's budget reads too: held exactly 0.6 s, however slow the machine
+    (first, _), (second, _), (late, late_s), _ = run_in_virtual_time(scenario(), clocked=[proxy])
     assert first == second == [200], (first, second)
     (given,) = timeouts["10.0.0.7"]
     assert 0.7 < given < 0.95, f"Ray was given {given:.2f} s for a request held 0.6 s of its 1.5 s"
@@ -1746,14 +1761,17 @@ def test_the_servers_answer_to_a_held_request_comes_before_the_client_gives_up(m
                                                                     b"localhost\r\nConnection: close\r\n\r\n"))
         holder.start()
         time.sleep(0.3)
-        client = serving.Client(f"http://{address[0]}:{address[1]}", timeout_s=options.request_timeout_s, retries=1)
+        # max_retry_after_s=0: the resend at once, not after the hold's Retry-After (1 s), so that the bound on the
+        # two holds (1 s each) is not spent on a sleep: 2 s of 3.5, where with the sleep it was 3 s of 3.5
+        client = serving.Client(f"http://{address[0]}:{address[1]}", timeout_s=options.request_timeout_s, retries=1,
+                                max_retry_after_s=0)
         started = time.monotonic()
         with pytest.raises(serving.ServingError) as refused:
             client.predict({"x": torch.zeros(2)})
         took = time.monotonic() - started
         holder.join(10)
     assert refused.value.status == 503 and refused.value.retriable, refused.value  # the hold's, read and resent
-    assert "tried 2 times" in str(refused.value) and took < 3.5, (str(refused.value), took)
+    assert "tried 2 times" in str(refused.value) and took < 3.5, (str(refused.value), took)  # each hold under 1.75 s
     assert ran == ["/stats"], ran  # the held requests never ran
 
 
@@ -1812,12 +1830,12 @@ def _flood_then_alice(flood_addresses: list[str], alice_address: str) -> tuple[i
     async def attack():
         flood = [asyncio.create_task(request(address)) for address in flood_addresses]
         await asyncio.sleep(0.05)
-        started = time.monotonic()
+        started = loop_time()
         alice = await request(alice_address)
-        waited = time.monotonic() - started
+        waited = loop_time() - started
         return alice, waited, await asyncio.gather(*flood)
 
-    return asyncio.run(attack())
+    return run_in_virtual_time(attack(), clocked=[proxy])  # 0.1 s requests however slow the machine
 
 
 @pytest.mark.parametrize("mallory, alice", [
@@ -1899,7 +1917,7 @@ def test_requests_whose_clients_left_before_they_were_handed_on_never_reach_ray(
 async def slow_body_answer(app, client: tuple, body: bytes, body_s: float, path: str = "/predict") -> tuple:
     """The status and headers ``app`` answers a POST with, whose body arrives ``body_s`` after its head (a client on
     a slow link), the client staying after it, and the seconds from its arrival to that answer."""
-    sent, started = [], time.monotonic()
+    sent, started = [], loop_time()
     headers = [OCTET_STREAM, (b"content-length", str(len(body)).encode())]
     scope = {"type": "http", "method": "POST", "path": path, "client": client, "headers": headers}
     messages = [{"type": "http.request", "body": body, "more_body": False}]
@@ -1912,7 +1930,7 @@ async def slow_body_answer(app, client: tuple, body: bytes, body_s: float, path:
 
     async def send(message):
         if message["type"] == "http.response.start":
-            sent.append((message, time.monotonic() - started))
+            sent.append((message, loop_time() - started))
 
     await app(scope, receive, send)
     ((start, took),) = sent
@@ -1942,7 +1960,7 @@ def test_a_slow_bodys_time_comes_out_of_its_hold_not_out_of_its_run():
         release.set()
         return *(await slow), await blocker
 
-    status, headers, took, blocker = asyncio.run(scenario())
+    status, headers, took, blocker = run_in_virtual_time(scenario(), clocked=[proxy])
     assert blocker == [200]
     assert "10.0.0.7" not in timeouts, f"handed on with {timeouts['10.0.0.7']} s left of 3 s, for a run of 1.5 s"
     assert status == 503 and "retry-after" in headers and 1.4 < took < 1.9, (status, headers, took)
@@ -1970,12 +1988,14 @@ def test_a_body_that_took_the_requests_time_gets_a_final_408_not_a_503_to_resend
 
     limits = {"requests_in_flight": requests_in_flight, "hold_timeout_s": 0.5} if requests_in_flight else {}
     app = proxy.WholeBody(replicas, timeout_s=5.0, max_bytes=100, request_timeout_s=1.0, **limits)
-    status, headers, _ = asyncio.run(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=body_s))
+    status, headers, _ = run_in_virtual_time(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=body_s),
+                                             clocked=[proxy])
     assert not handed, f"handed on with {handed} s left of 1 s"
     assert status == 408 and headers.get("x-aotcuda-error") == "SlowBodyError", (status, headers)
     assert "retry-after" not in headers, headers
     # a body in time is handed on with its run's part at least
-    status, _, _ = asyncio.run(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=0.1))
+    status, _, _ = run_in_virtual_time(slow_body_answer(app, ("10.0.0.7", 40000), b"x" * 10, body_s=0.1),
+                                       clocked=[proxy])
     assert status == 200 and handed[0][0] >= (0.5 if requests_in_flight else 0.85), handed
 
 
