@@ -7,6 +7,7 @@ lowerings of one model, and the second package's library held their constructor,
 
 import os
 import stat
+import zipfile
 
 import pytest
 import torch
@@ -418,3 +419,34 @@ def test_torchs_default_cache_folder_is_made_private_before_the_compile(tmp_path
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(chosen))
     check_cache_folders("cpu")
     assert stat.S_IMODE(chosen.stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize("root_mode, folder_mode, after", [
+    (0o755, 0o755, 0o700),  # one user's chosen cache: the group's access goes too
+    (0o2775, 0o2775, 0o2770),  # a team's shared cache (group-writable, setgid): the group keeps it, others lose it
+], ids=["one user's cache", "a team's cache"])
+def test_a_programs_folder_in_a_chosen_cache_keeps_what_its_group_shares(tmp_path, monkeypatch, root_mode, folder_mode,
+                                                                         after):
+    """review (2026-12-07): the folder of a program's files in a cache the user chose was made 0700 after the compile,
+    also where that cache is a team's (group-writable, setgid): the folder's name is the hash of the generated code, so
+    another member lowering the same model writes into the same folder, and their compile failed with PermissionError.
+    Now others lose their access, the group keeps its own where the cache is the group's to write, and setgid stays."""
+    from aotcuda.lowering.private_weights import make_program_files_private
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(root_mode)
+    folder = cache / "cabc123"
+    folder.mkdir()
+    folder.chmod(folder_mode)
+    (folder / "cabc123.wrapper.so").write_bytes(b"weights")
+    other = cache / "cother"  # another program's folder: left as it is
+    other.mkdir()
+    other.chmod(0o755)
+    package = tmp_path / "model.pt2"
+    with zipfile.ZipFile(package, "w") as archive:
+        archive.writestr("model/data/aotinductor/model/cabc123.wrapper.so", b"weights")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    assert make_program_files_private(str(package)) == [str(folder)]
+    assert stat.S_IMODE(folder.stat().st_mode) == after
+    assert stat.S_IMODE(other.stat().st_mode) == 0o755

@@ -11,31 +11,37 @@ cache for their bytes; nothing else in it held them).
 So torch's default folder is made 0700 before each compile (``cache_folders.check_cache_folders``, once the folder is
 known to be this user's): nothing in it is reachable by others while the compile writes, and this user's later
 compiles read it as before (Inductor's cache is per user). A folder the user chose (``TORCHINDUCTOR_CACHE_DIR``) keeps
-its mode; there the folder of the program's own files is made 0700 once the compile is done
-(``make_program_files_private``): make such a folder 0700 yourself to keep the weights private while it runs too.
+its mode; there the folder of the program's own files loses other users' access once the compile is done
+(``make_program_files_private``), and its group's too unless the chosen folder is one its group may write (a team's
+shared cache, where another member lowering the same model writes into the same ``c<hash>`` folder: review,
+2026-12-07, the second member's compile failed with PermissionError where that folder had been made 0700); a
+setgid bit stays. Make such a folder 0700 yourself to keep the weights private while the compile runs too.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import zipfile
 
 # Where an AOTInductor package keeps the files its compile wrote in Inductor's cache (the library, sources, blobs).
 _AOTI_FILES = "/data/aotinductor/"
 
 
-def make_private(folder: str) -> bool:
-    """Take group's and others' access to ``folder`` away where it is a folder of this user's (not a link) that grants
-    some; True when it did. Best effort: a folder it cannot open or change is left as it is."""
+def make_private(folder: str, keep_group: bool = False) -> bool:
+    """Take others' access to ``folder`` away, and its group's unless ``keep_group``, where it is a folder of this
+    user's (not a link) that grants some; its setuid, setgid and sticky bits stay. True when it changed the mode.
+    Best effort: a folder it cannot open or change is left as it is."""
     try:
         descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return False
     try:
         status = os.fstat(descriptor)
-        if status.st_uid != os.geteuid() or not status.st_mode & 0o077:
+        taken = 0o007 if keep_group else 0o077
+        if status.st_uid != os.geteuid() or not status.st_mode & taken:
             return False
-        os.fchmod(descriptor, status.st_mode & 0o700)
+        os.fchmod(descriptor, stat.S_IMODE(status.st_mode) & ~taken)
         return True
     except OSError:
         return False
@@ -53,18 +59,21 @@ def make_default_cache_private(inductor: str) -> None:
 
 
 def make_program_files_private(package_path: str) -> list[str]:
-    """Make 0700 each folder of Inductor's cache that holds a file the package at ``package_path`` was built from (its
-    library, with the weights in it); returns the folders it changed."""
+    """Take other users' access away from each folder of Inductor's cache that holds a file the package at
+    ``package_path`` was built from (its library, with the weights in it), and its group's unless the cache folder
+    itself is one its group may write (a shared cache: see the module docstring); returns the folders it changed."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     made: list[str] = []
     try:
         with zipfile.ZipFile(package_path) as package:
             names = {name.rsplit("/", 1)[-1] for name in package.namelist() if _AOTI_FILES in name} - {""}
-        folders = [entry.path for entry in os.scandir(cache_dir()) if entry.is_dir(follow_symlinks=False)]
+        root = cache_dir()
+        shared = bool(os.stat(root).st_mode & stat.S_IWGRP)  # a team's cache: its members reuse these folders
+        folders = [entry.path for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False)]
     except (OSError, zipfile.BadZipFile):  # the check step names a package it cannot read
         return made
     for folder in folders:
-        if any(os.path.lexists(os.path.join(folder, name)) for name in names) and make_private(folder):
+        if any(os.path.lexists(os.path.join(folder, name)) for name in names) and make_private(folder, keep_group=shared):
             made.append(folder)
     return made
