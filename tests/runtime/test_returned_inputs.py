@@ -187,6 +187,33 @@ def test_outputs_are_read_back_to_inputs_through_the_ops_that_write_and_return_t
     assert returned_user_inputs(torch.export.export(TransposesInPlace(), (torch.randn(3, 3),))) == {}
 
 
+class WritesInBlocks(torch.nn.Module):
+    """The usual KV-cache write: in a no_grad block (export makes a higher-order op of it), returned after it or inside;
+    and in an autocast block."""
+
+    def forward(self, x, cache, other, kept):
+        with torch.no_grad():
+            cache.add_(x)
+        with torch.autocast("cpu", enabled=False):
+            written = other.mul_(2)
+        with torch.no_grad():
+            return x * 2, cache, written, kept.sub_(x), x.clone().add_(1)
+
+
+def test_outputs_are_read_back_through_no_grad_and_autocast_blocks():
+    """review (2026-12-07): an output that is ``getitem`` of a ``with torch.no_grad():`` (or autocast) block's
+    higher-order op was not followed into the block: ``cache.add_(x)`` there, then ``return ..., cache``, came back as
+    another tensor, where eager returns the caller's ``cache``. A new tensor written in a block stays unmarked."""
+    from aotcuda.lowering.returned_writes import returned_user_inputs
+
+    inputs = tuple(torch.randn(3, 3) for _ in range(4))
+    ep = torch.export.export(WritesInBlocks(), tuple(t.clone() for t in inputs))
+    eager_inputs = [t.clone() for t in inputs]
+    eager = WritesInBlocks()(*eager_inputs)
+    assert [place for place, out in enumerate(eager) if any(out is t for t in eager_inputs)] == [1, 2, 3]
+    assert returned_user_inputs(ep) == {1: 1, 2: 2, 3: 3}
+
+
 @pytest.mark.cuda
 def test_returned_inputs_on_cuda_with_and_without_graphs(tmp_path):
     """On the GPU, also through CUDA graph replays, whose static buffers hold copies of the inputs."""
