@@ -1634,8 +1634,26 @@ def test_ipv4_clients_translated_by_nat64_are_their_ipv4_addresses_to_the_fair_h
     requests in two slots). Each is now the IPv4 address it carries."""
     key = proxy.client_key
     assert key("64:ff9b::c000:242") == "192.0.2.66" and key("64:ff9b::192.0.2.7") == "192.0.2.7"
-    assert key("64:ff9b:1::c000:242") == "64:ff9b:1::/64"  # a local-use prefix (RFC 8215): where V4 sits is the network's
+    # an operator's /96 of the local-use prefix (RFC 8215) whose bits 64-71 are zero: where V4 sits is the network's
+    # (RFC 6052 places it by the prefix's length), so it stays one /64 (64:ff9b:1::/96 itself: the test below)
+    assert key("64:ff9b:1:abcd::c000:242") == "64:ff9b:1:abcd::/64"
     alice, waited, flood = _flood_then_alice(["64:ff9b::c000:242"] * 30, "64:ff9b::c000:207")
+    assert alice == 200 and waited < 0.6, f"alice waited {waited:.2f} s behind another IPv4 client's flood"
+    assert flood == [200] * 30
+
+
+def test_ipv4_clients_translated_with_the_local_use_nat64_prefix_at_96_are_their_ipv4_addresses():
+    """fixrev (2026-12-07): client_key unwrapped only the well-known prefix 64:ff9b::/96, so that behind a translator
+    using RFC 8215's local-use prefix 64:ff9b:1::/48 at /96 (the IPv4 address in the last 32 bits) every IPv4 client was
+    the one /64 64:ff9b:1::/64: one flooding client held another behind all its requests, and all of them shared a /64's
+    quarter of the connections (heads.client_connection_caps). An address of 64:ff9b:1::/96 (at /48, /56 or /64 its
+    IPv4 address would start with 0) or with bits 64-71 set (zero at every RFC 6052 length but /96) is /96-placed."""
+    key = proxy.client_key
+    assert key("64:ff9b:1::c000:242") == "192.0.2.66" and key("64:ff9b:1::192.0.2.7") == "192.0.2.7"
+    assert key("64:ff9b:1:0:100::c000:242") == "192.0.2.66"  # an operator's /96 of nonzero bits 64-71
+    assert proxy.client_groups(key("64:ff9b:1::c000:242")) == ("192.0.2.66",)
+    assert key("64:ff9b:1::") == "64:ff9b:1::/64"  # no IPv4 address in it: a /64 as before
+    alice, waited, flood = _flood_then_alice(["64:ff9b:1::c000:242"] * 30, "64:ff9b:1::c000:207")
     assert alice == 200 and waited < 0.6, f"alice waited {waited:.2f} s behind another IPv4 client's flood"
     assert flood == [200] * 30
 
