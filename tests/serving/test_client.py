@@ -24,9 +24,9 @@ class StandIn(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, behaviours):
+    def __init__(self, behaviours, port=0):
         self.behaviours, self.received = list(behaviours), 0
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__(("127.0.0.1", port), Handler)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -792,3 +792,50 @@ def test_the_attempts_time_bounds_its_connection_to_a_name_of_many_addresses(mon
         listener.close()
     assert took < 4, took  # before: 10 s, a timeout an address
     assert "within the attempt's time (timeout_s)" in str(refused.value) and refused.value.retriable
+
+
+def test_a_name_whose_first_address_drops_connections_is_served_by_its_second(monkeypatch):
+    """fixrev (2026-12-07): _connected gave each address of the server's name what was left of the attempt, so a
+    dual-stack name whose first address drops the connection (a broken IPv6 route) used the whole timeout_s on it, on
+    every attempt, and its working second address was never tried: predict always failed (socket.create_connection
+    connected after one timeout). Each address now gets a share of what is left. The dropping address is a loopback
+    listener with a full accept queue, as in the test above; ports from this test's range, 18700-18799."""
+    listener, server = None, None
+    for port in range(18700, 18800):
+        try:
+            if listener is None:
+                listener = socket.create_server(("127.0.0.1", port), backlog=0)
+            else:
+                server = StandIn([answer(200, OK)], port=port)
+                break
+        except OSError:
+            continue
+    if listener is None or server is None:
+        pytest.skip("no two free loopback ports in 18700-18799")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    fillers = []
+    try:
+        for _ in range(4):  # fill the accept queue
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(listener.getsockname())
+            fillers.append(filler)
+        time.sleep(0.2)
+        with socket.socket() as probe:
+            probe.settimeout(0.3)
+            if probe.connect_ex(listener.getsockname()) == 0:
+                pytest.skip("this kernel accepted a connection past a full accept queue")
+        addresses = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", listener.getsockname()),
+                     (socket.AF_INET, socket.SOCK_STREAM, 6, "", server.server_address)]
+        monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: addresses)
+        client = serving.Client(f"http://dual.example:{server.server_address[1]}", timeout_s=3, retries=0)
+        for _ in range(2):  # each call starts with the dropping address, and each gets its answer
+            outputs = client.predict({"x": torch.zeros(4)})  # before: "could not connect ... timed out", every time
+            torch.testing.assert_close(outputs[0], torch.ones(2))
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+        server.shutdown()
+        server.server_close()

@@ -1154,6 +1154,45 @@ def test_a_request_head_that_arrives_whole_is_bounded_in_bytes_and_fields_before
     assert status == 400 and b"longer than this server takes" in answer, answer[:300]  # before: 200
 
 
+def test_chunked_trailers_over_the_bounds_are_refused_as_trailers_not_as_the_head(monkeypatch):
+    """fixrev (2026-12-07): BoundedHeads bounds a chunked body's trailers as it bounds a head (16 KiB, 100 fields), and
+    the 400 said so in the head's words, "the request head is longer than this server takes", of a head that had
+    passed. The trailers now get their own: over 16 KiB, over 100 fields, each said as trailers, on h11 alone and as
+    uvicorn answers it."""
+    from aotcuda.serving import heads
+
+    start = b"POST /predict HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n"
+
+    def refusal_of(data: bytes, pieces: int = 1) -> str:
+        connection = heads.ChunkCount(h11.SERVER)
+        step = -(-len(data) // pieces)
+        try:
+            for at in range(0, len(data), step):  # in pieces too: h11's own bound on what is incomplete
+                connection.receive_data(data[at:at + step])
+                while connection.next_event() not in (h11.NEED_DATA, h11.PAUSED):
+                    pass
+        except h11.RemoteProtocolError:
+            return heads.refusal_text(connection.refusal)
+        return "not refused"
+
+    for long_trailers in (start + b"t: v\r\n" * 5000 + b"\r\n", start + b"t: " + b"v" * 20_000 + b"\r\n\r\n"):
+        for pieces in (1, 8):
+            said = refusal_of(long_trailers, pieces)
+            assert "trailers" in said and "longer than this server takes" in said, said  # before: "request head"
+            assert "request head" not in said, said
+    many = refusal_of(start + b"".join(b"t%d: v\r\n" % i for i in range(150)) + b"\r\n")
+    assert "trailers" in many and "more than 100 header fields" in many and "request head" not in many, many
+    assert refusal_of(start + b"t: v\r\n" * 3 + b"\r\n") == "not refused"
+    long_head = refusal_of(b"GET / HTTP/1.1\r\nHost: a\r\n" + b"a: b\r\n" * 20_000 + b"\r\n")
+    assert long_head.startswith("the request head is longer"), long_head  # the head's words stay the head's
+
+    with uvicorn_as_ray_runs_it(monkeypatch, PlainTextResponse("ok")) as (address, _):
+        with socket.create_connection(address, timeout=5) as client:
+            client.sendall(start + b"t: v\r\n" * 5000 + b"\r\n")
+            status, answer = status_of(client, 5)
+    assert status == 400 and b"trailers" in answer and b"request head" not in answer, answer[:300]
+
+
 def test_a_chunked_body_whose_framing_outgrows_its_data_is_refused():
     """The chunks were counted, not their size lines: 256 bytes of body a chunk behind a 16,000-byte chunk extension
     passed the average, and two connections sending them (4.4 GiB in 12 s, 1.6 % body) held GET /healthz of the served
@@ -1634,8 +1673,26 @@ def test_ipv4_clients_translated_by_nat64_are_their_ipv4_addresses_to_the_fair_h
     requests in two slots). Each is now the IPv4 address it carries."""
     key = proxy.client_key
     assert key("64:ff9b::c000:242") == "192.0.2.66" and key("64:ff9b::192.0.2.7") == "192.0.2.7"
-    assert key("64:ff9b:1::c000:242") == "64:ff9b:1::/64"  # a local-use prefix (RFC 8215): where V4 sits is the network's
+    # an operator's /96 of the local-use prefix (RFC 8215) whose bits 64-71 are zero: where V4 sits is the network's
+    # (RFC 6052 places it by the prefix's length), so it stays one /64 (64:ff9b:1::/96 itself: the test below)
+    assert key("64:ff9b:1:abcd::c000:242") == "64:ff9b:1:abcd::/64"
     alice, waited, flood = _flood_then_alice(["64:ff9b::c000:242"] * 30, "64:ff9b::c000:207")
+    assert alice == 200 and waited < 0.6, f"alice waited {waited:.2f} s behind another IPv4 client's flood"
+    assert flood == [200] * 30
+
+
+def test_ipv4_clients_translated_with_the_local_use_nat64_prefix_at_96_are_their_ipv4_addresses():
+    """fixrev (2026-12-07): client_key unwrapped only the well-known prefix 64:ff9b::/96, so that behind a translator
+    using RFC 8215's local-use prefix 64:ff9b:1::/48 at /96 (the IPv4 address in the last 32 bits) every IPv4 client was
+    the one /64 64:ff9b:1::/64: one flooding client held another behind all its requests, and all of them shared a /64's
+    quarter of the connections (heads.client_connection_caps). An address of 64:ff9b:1::/96 (at /48, /56 or /64 its
+    IPv4 address would start with 0) or with bits 64-71 set (zero at every RFC 6052 length but /96) is /96-placed."""
+    key = proxy.client_key
+    assert key("64:ff9b:1::c000:242") == "192.0.2.66" and key("64:ff9b:1::192.0.2.7") == "192.0.2.7"
+    assert key("64:ff9b:1:0:100::c000:242") == "192.0.2.66"  # an operator's /96 of nonzero bits 64-71
+    assert proxy.client_groups(key("64:ff9b:1::c000:242")) == ("192.0.2.66",)
+    assert key("64:ff9b:1::") == "64:ff9b:1::/64"  # no IPv4 address in it: a /64 as before
+    alice, waited, flood = _flood_then_alice(["64:ff9b:1::c000:242"] * 30, "64:ff9b:1::c000:207")
     assert alice == 200 and waited < 0.6, f"alice waited {waited:.2f} s behind another IPv4 client's flood"
     assert flood == [200] * 30
 

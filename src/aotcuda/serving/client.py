@@ -94,6 +94,9 @@ class Client:
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"url must be http://HOST[:PORT], got {url!r}")
         self._host, self._port, self._path = parts.hostname, port or 80, parts.path + "/predict"
+        # Where the server's name's addresses are tried from: moved on by one at each attempt that could not connect,
+        # so that a retry starts with another address than the one that just failed it
+        self._first_address = 0
 
     def predict(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """The flat outputs for these named inputs. Raises ServingError (after the retries, if retriable)."""
@@ -153,9 +156,10 @@ class Client:
         deadline = time.monotonic() + self.timeout_s
         try:
             try:
-                connection.sock = _connected(self._host, self._port, deadline)
+                connection.sock = _connected(self._host, self._port, deadline, self._first_address)
                 connection.sock.settimeout(self.timeout_s)  # each read, as before: the watchdog ends the attempt first
             except OSError as error:  # refused, unreachable, connect timeout: nothing was sent
+                self._first_address += 1
                 raise ServingError(None, f"could not connect to {self.url}: {error}", retriable=True) from None
             # The socket's timeout bounds each read, not the attempt: a server trickling its answer a byte a
             # second would hold the call for ever. The watchdog closes the socket at the attempt's deadline.
@@ -522,20 +526,27 @@ _DEFAULTS = {name: parameter.default for name, parameter in inspect.signature(Cl
              if parameter.default is not inspect.Parameter.empty}
 
 
-def _connected(host: str, port: int, deadline: float) -> socket.socket:
-    """A connection to the first of ``host``'s addresses that answers before ``deadline`` (time.monotonic()), each tried
-    with what is left of it; OSError (TimeoutError once the deadline passed) when none does. Why not
-    socket.create_connection (http.client's connect): it gives each address the whole timeout, so that a server's name
-    with many addresses that drop the connection held one attempt for their number of timeouts: five addresses, 5 s for
-    Client(timeout_s=1), and retried as nothing was sent (breakserve, 2026-12-07)."""
+def _connected(host: str, port: int, deadline: float, first: int = 0) -> socket.socket:
+    """A connection to the first of ``host``'s addresses that answers before ``deadline`` (time.monotonic()), tried in
+    turn from the ``first``-th (modulo their number); OSError (TimeoutError once the deadline passed) when none does.
+    Why not socket.create_connection (http.client's connect): it gives each address the whole timeout, so that a
+    server's name with many addresses that drop the connection held one attempt for their number of timeouts: five
+    addresses, 5 s for Client(timeout_s=1), and retried as nothing was sent (breakserve, 2026-12-07). Why each address
+    gets a share of what is left (split evenly among those not yet tried, at least ``LEAST_CONNECT_SHARE_S``), not
+    all of it: a dual-stack name whose first address drops the connection (a broken IPv6 route) then took the whole
+    attempt, on every attempt, and its working second address was never tried (fixrev, 2026-12-07)."""
     error: OSError | None = None
-    for family, kind, protocol, _, address in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+    addresses = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    if addresses:
+        start = first % len(addresses)
+        addresses = addresses[start:] + addresses[:start]
+    for index, (family, kind, protocol, _, address) in enumerate(addresses):
         left = deadline - time.monotonic()
         if left <= 0:
             break
         sock = socket.socket(family, kind, protocol)
         try:
-            sock.settimeout(left)
+            sock.settimeout(min(left, max(left / (len(addresses) - index), LEAST_CONNECT_SHARE_S)))
             sock.connect(address)
         except OSError as failed:
             sock.close()
@@ -547,6 +558,11 @@ def _connected(host: str, port: int, deadline: float) -> socket.socket:
         raise error
     raise TimeoutError(f"no address of {host} answered within the attempt's time (timeout_s)"
                        + (f"; the last: {error}" if error is not None else ""))
+
+
+# The least time a connect to one address of many is given (seconds), while the attempt has that much left: a share
+# of a short timeout_s split among many addresses would be too short for a working address across a slow network.
+LEAST_CONNECT_SHARE_S = 0.25
 
 
 def _cut(sock, expired: threading.Event) -> None:

@@ -152,8 +152,17 @@ def refusal_text(error: h11.RemoteProtocolError | None) -> str:
     if why in ("Receive buffer too long", HEAD_TOO_LONG):
         return "the request head is longer than this server takes (16 KiB of request line and headers)"
     if why == TOO_MANY_FIELDS:
-        return (f"the request head (or its chunked body's trailers) has more than {MAX_HEADER_FIELDS} header fields, "
-                "more than this server takes; send fewer headers")
+        return (f"the request head has more than {MAX_HEADER_FIELDS} header fields, more than this server takes; send "
+                "fewer headers")
+    if why == TRAILERS_TOO_LONG:
+        return ("the chunked body's trailers (the header fields after its last chunk) are longer than this server takes "
+                "(16 KiB); send fewer trailers, or none")
+    if why == TOO_MANY_TRAILER_FIELDS:
+        return (f"the chunked body's trailers (after its last chunk) have more than {MAX_HEADER_FIELDS} header fields, "
+                "more than this server takes; send fewer trailers, or none")
+    if why == CHUNK_LINE_TOO_LONG:
+        return ("a chunk's size line (its size and extensions) in the chunked body is longer than this server takes "
+                "(16 KiB); send chunks without extensions")
     return f"the request is not valid HTTP/1.1 ({why[:200] or 'refused by the parser'}); send a well-formed request"
 
 
@@ -181,6 +190,23 @@ def _ambiguous_framing(request: h11.Request) -> str:
 
 
 HEAD_TOO_LONG, TOO_MANY_FIELDS = "request head too long", "too many header fields"
+# The same bounds met after the request's head, within its chunked body: said as what they are (fixrev, 2026-12-07:
+# over-long trailers were answered "the request head is longer than this server takes", of a head that had passed)
+TRAILERS_TOO_LONG, TOO_MANY_TRAILER_FIELDS = "chunked trailers too long", "too many chunked trailer fields"
+CHUNK_LINE_TOO_LONG = "chunk size line too long"
+
+
+def _in_the_body(error: h11.RemoteProtocolError, reading_trailers: bool) -> h11.RemoteProtocolError:
+    """A head's bound (BoundedHeads', or h11's "Receive buffer too long") met while a chunked body was read, in words
+    that name the trailers or the chunk's size line it was met in; any other refusal as it is."""
+    why = str(error)
+    if why in ("Receive buffer too long", HEAD_TOO_LONG):
+        why = TRAILERS_TOO_LONG if reading_trailers else CHUNK_LINE_TOO_LONG
+    elif why == TOO_MANY_FIELDS:
+        why = TOO_MANY_TRAILER_FIELDS
+    else:
+        return error
+    return h11.RemoteProtocolError(why, error_status_hint=error.error_status_hint)
 
 
 class BoundedHeads(ReceiveBuffer):
@@ -241,11 +267,17 @@ class ChunkCount(h11.Connection):
         return data
 
     def next_event(self):
+        # taken before h11's refusal moves the client to ERROR and drops its reader: the body's (chunked) reader reads
+        # trailers with the head's line reader, and its flag says whether it had reached them
+        in_the_body, reader = self.their_state is h11.SEND_BODY, getattr(self, "_reader", None)
         try:
             event = super().next_event()
         except h11.RemoteProtocolError as error:
-            self.refusal = error
-            raise
+            self.refusal = (_in_the_body(error, getattr(reader, "_reading_trailer", False)) if in_the_body
+                            else error)
+            if self.refusal is error:
+                raise
+            raise self.refusal from None
         if isinstance(event, h11.Request):
             self.chunks = self.body_bytes = 0
             self.body_start = self._consumed()

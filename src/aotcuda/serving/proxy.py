@@ -460,9 +460,9 @@ def client_key(address: str) -> str:
     (this machine: a local client binds any of 127.0.0.0/8's 16 million addresses, or ::1, at will; breakfair,
     2026-12-07), an IPv4 address in IPv6 (mapped, 6to4's 2002::/16, Teredo's client, NAT64's 64:ff9b::/96) as that IPv4
     address: one IPv4 host has 65,536 6to4 /64s, and a Teredo address's upper 64 bits name a server the client chooses
-    (breakfair); every IPv4 client a translator in front of an IPv6-only server (SIIT, NAT64's well-known prefix) passes
-    on shares the one /64 64:ff9b::/64, so that one of them held every other behind its flood (breakserve); any other
-    address as it is."""
+    (breakfair); every IPv4 client a translator in front of an IPv6-only server (SIIT, NAT64's well-known prefix, or a
+    /96 of RFC 8215's local-use 64:ff9b:1::/48 where the address shows it: ``_nat64_local_use_at_96``) passes on
+    shared one /64, so that one of them held every other behind its flood (breakserve); any other address as it is."""
     import ipaddress
 
     try:
@@ -476,8 +476,8 @@ def client_key(address: str) -> str:
             ip = ip.sixtofour
         elif ip.teredo is not None:  # 2001:0:SERVER:..:~CLIENT: the server's half is the client's to write
             ip = ip.teredo[1]
-        elif ip in NAT64_PREFIX:  # an IPv4 client translated to IPv6 (RFC 6052): its address in the last 32 bits
-            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        elif ip in NAT64_PREFIX or _nat64_local_use_at_96(ip):  # an IPv4 client translated to IPv6 (RFC 6052)
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)  # its address in the last 32 bits
     if ip.is_loopback:
         return LOOPBACK_CLIENT
     if ip.version == 4:
@@ -487,6 +487,20 @@ def client_key(address: str) -> str:
 
 LOOPBACK_CLIENT = "loopback"  # the fair hold's one client for every address of this machine's loopback
 NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
+NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215's prefix for a network's own translators
+
+
+def _nat64_local_use_at_96(ip) -> bool:
+    """Whether an IPv6 address is an IPv4 client translated with a /96 taken from RFC 8215's local-use prefix
+    64:ff9b:1::/48, so that the IPv4 address is its last 32 bits (fixrev, 2026-12-07: every IPv4 client of such a
+    translator was the one /64 64:ff9b:1::/64 to the fair hold, the pending room and the connection caps). RFC 6052
+    places the IPv4 address by the prefix's length, which the address does not say; two cases say it alone:
+    64:ff9b:1::/96 itself (bits 48-95 zero: at /48, /56 or /64 the IPv4 address would then start with 0, no client's),
+    and a nonzero bits 64-71 (RFC 6052 keeps them zero at every length but /96). Any other address of the /48 (an
+    operator's /96 of zero bits 64-71, or a /48-/64 placement) stays one /64, as an operator's own prefix does."""
+    if ip not in NAT64_LOCAL_USE or int(ip) & 0xFFFFFFFF == 0:
+        return False
+    return (int(ip) >> 32) & ((1 << 48) - 1) == 0 or (int(ip) >> 56) & 0xFF != 0
 
 
 # the prefixes an IPv6 client's /64 is held within, widest first: a provider delegates a /48 or a /56 to one
