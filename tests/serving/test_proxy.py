@@ -579,6 +579,15 @@ def test_the_proxy_refuses_a_request_head_over_16_kib(monkeypatch):
     assert answer.startswith(b"HTTP/1.1 400") or answer in (b"", b"reset"), answer[:200]
 
 
+def _one_client_may_take_every_connection(monkeypatch) -> None:
+    """The process's connection limit alone, without each client's share of it (heads.client_connection_caps, tested
+    on its own): these tests' connections all come from loopback, one client, whose share (3 of 4) would close its
+    last connection before the limit is reached."""
+    from aotcuda.serving import heads
+
+    monkeypatch.setattr(heads, "client_connection_caps", lambda limit: (limit,) * 3)
+
+
 def test_a_request_head_has_a_deadline_and_connections_are_bounded(monkeypatch):
     """Found by a breaker: uvicorn times no request head, so a connection trickling a header byte every 5 s
     stayed open past 80 s with a 5 s body timeout, and 2,000 of them held 2,000 of the proxy's descriptors.
@@ -602,6 +611,7 @@ def test_a_request_head_has_a_deadline_and_connections_are_bounded(monkeypatch):
     with uvicorn_as_ray_runs_it(monkeypatch, app, body_timeout_s=2.0) as (address, server):
         assert heads.DeadlineH11Protocol.head_timeout_s == 2.0
         monkeypatch.setattr(heads.DeadlineH11Protocol, "max_connections", 3)
+        _one_client_may_take_every_connection(monkeypatch)
         silent = [socket.create_connection(address) for _ in range(3)]
         deadline = time.monotonic() + 30  # the server has taken all three (a fixed pause could end before it had)
         while len(server.server_state.connections) < 3 and time.monotonic() < deadline:
@@ -641,6 +651,7 @@ def test_the_connections_kept_open_are_bounded_by_the_room_their_heads_hold(monk
         while len(server.server_state.connections) != count and time.monotonic() < deadline:
             time.sleep(0.01)
 
+    _one_client_may_take_every_connection(monkeypatch)
     with uvicorn_as_ray_runs_it(monkeypatch, app, max_pending_bytes=4 * (32 << 10)) as (address, server):
         begun = [socket.create_connection(address) for _ in range(4)]
         for client in begun:
