@@ -157,12 +157,19 @@ class FallbackKernel:
     dropout: bool = False  # its nodes include a dropout, which the program has only in training mode
     other_random: bool = False  # its nodes include a random op that is no dropout (model.eval() keeps it)
     parametrized: list = field(default_factory=list)  # parametrization_of each node (None: outside one)
+    functions: list = field(default_factory=list)  # the torch function each node's line called (lapack_kernels)
 
     def describe(self) -> str:
         where = "; ".join(dict.fromkeys(s for s in self.sources if s)) or (
-            f"node {', '.join(self.nodes)}" if self.nodes else
-            "no node of the program: Inductor's own code (e.g. the copy back into an input written in place)")
+            f"node {', '.join(self.nodes)}" if self.nodes else f"no node of the program: {self._inductors_own()}")
         return f"{self.name}  <- {where}"
+
+    def _inductors_own(self) -> str:
+        # A new user's torch.linalg.inv read "(e.g. the copy back into an input written in place)" for this one.
+        if "_linalg_check_errors" in self.op:
+            return ("Inductor's check of the info the LAPACK kernel listed with it returns (torch.linalg.inv, solve, "
+                    "cholesky raise for a singular or non-definite matrix); it goes with that kernel")
+        return "Inductor's own code (e.g. the copy back into an input written in place)"
 
 
 def wrapper_sources(package_path: str, archive=None):
