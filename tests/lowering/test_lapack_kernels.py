@@ -98,3 +98,15 @@ def test_inductors_lapack_info_check_is_not_described_as_a_copy_back_into_an_inp
     kernel = FallbackKernel("aten::_linalg_check_errors (proxy executor)", "aten::_linalg_check_errors")
     text = kernel.describe()
     assert "copy back" not in text and "LAPACK kernel" in text, text
+
+
+def test_the_real_triangular_solve_the_hint_suggests_is_refused_with_allow_fallbacks_as_the_fix():
+    """Its C shim ran in aotcuda.load with allow_fallbacks=True (CPU, rel. error 0, the new user's 4x4 system); before,
+    the refusal after compiling said only "Rewrite those ops ..."."""
+    from aotcuda.lowering.fallbacks import missing_kernels_message
+
+    kernel = FallbackKernel("aoti_torch_cpu_triangular_solve", "triangular_solve", ["triangular_solve"],
+                            ["tri.py:3: return torch.triangular_solve(b, A, upper=True).solution"])
+    message = missing_kernels_message("forward", [kernel])
+    assert "triangular_solve: a real triangular solve has no generated code but a C shim, which aotcuda.load runs" \
+        in message, message

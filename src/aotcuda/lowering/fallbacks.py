@@ -113,6 +113,11 @@ KNOWN_FIXES = {
         "on the CPU Inductor calls this kernel for scatter_add_ and scatter_reduce (every reduce); a sum along dim 0 "
         "written as index_add_(0, index, source) with a 1-d index is generated code; its C shim runs in aotcuda.load, "
         "so allow_fallbacks=True ships it where no rewrite fits (amax, amin)"),
+    # The eighth new user (2026-12-07), following the hint for torch.linalg.solve_triangular: the real
+    # torch.triangular_solve got only "Rewrite those ops", while its C shim runs in aotcuda.load.
+    "triangular_solve": (
+        "a real triangular solve has no generated code but a C shim, which aotcuda.load runs (checked on the CPU): "
+        "pass allow_fallbacks=True to ship it"),
 }
 
 # The kernel Inductor calls for the seeds of the random numbers it generates for the program's random ops
