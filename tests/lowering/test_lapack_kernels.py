@@ -110,3 +110,14 @@ def test_the_real_triangular_solve_the_hint_suggests_is_refused_with_allow_fallb
     message = missing_kernels_message("forward", [kernel])
     assert "triangular_solve: a real triangular solve has no generated code but a C shim, which aotcuda.load runs" \
         in message, message
+
+
+def test_allow_fallbacks_warning_does_not_ask_to_rewrite_inductors_lapack_check():
+    """The new user's torch.linalg.inv with allow_fallbacks=True was told to "rewrite aten::_linalg_check_errors,
+    aten::linalg_inv_ex in the model"; the check comes from no line of the model."""
+    from aotcuda.lowering.pipeline import _proxy_executor_warning
+
+    text = _proxy_executor_warning("inv.pt2", ["aten::linalg_inv_ex", "aten::_linalg_check_errors"])
+    assert "rewrite aten::linalg_inv_ex in the model" in text, text
+    assert "goes with it" in text, text
+    assert "rewrite aten::sin in the model" in _proxy_executor_warning("p.pt2", ["aten::sin"])
