@@ -236,7 +236,8 @@ docs/performance.md (benchmarks/fft.py).
 nothing extra. Drop istft's `length=` there: `torch.istft(..., length=y.shape[-1])` makes torch.export
 specialize the number of samples to the example's ("specialized it to be a constant", torch 2.13), and
 without it istft (center=True) returns hop·(frames − 1) samples, the input's length when that is a multiple
-of hop (a Dim of `hop * Dim("frames")`). A **dynamic transform length** works when its torch.export.Dim has a max N ≤ 2²¹
+of hop (a Dim of `hop * Dim("frames")`).
+A **dynamic transform length** works when its torch.export.Dim has a max N ≤ 2²¹
 (spectral/dynamic.py; a Dim without one is refused with a message that names the max to set):
 - **dynamic, N ≤ 64**: one DFT product whose [2n, 2n] table is built in the graph from n on every call
   (integer t·k mod n, then cos/sin in float64): 8·n² flops a row plus 4·n² cos/sin a call. The table
