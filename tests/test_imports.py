@@ -108,3 +108,10 @@ def test_ray_serves_http_proxy_imports_no_torch():
     from aotcuda.serving import RequestError, ServeOptions, decode_inputs  # the package's names, when used
 
     assert RequestError.http_status == 400 and callable(decode_inputs) and ServeOptions is not None
+
+
+def test_the_package_has_its_installed_version():
+    """A new user's trial (2026-12-07): aotcuda.__version__ was missing."""
+    from importlib import metadata
+
+    assert aotcuda.__version__ == metadata.version("aotcuda")

@@ -18,6 +18,20 @@ from aotcuda.errors import (
     UnsupportedComplexOpError,
 )
 
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's), or "0+unknown" where aotcuda runs from a source tree
+    that was never installed (PYTHONPATH=src). A new user's trial (2026-12-07): aotcuda.__version__ was missing."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("aotcuda")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _version()
+
 # The runtime and the lowering (torch.export, the passes, Inductor) are imported when first used: a process
 # that only runs packages (``aotcuda.load``) imports the runtime alone (tests/test_imports.py), and one that
 # imports a module needing no torch (Ray Serve's HTTP proxy: serving/proxy.py) imports no torch.

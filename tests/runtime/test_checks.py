@@ -247,3 +247,28 @@ def test_none_is_named_a_missing_input_with_the_tensor_wanted():
                                          r"tensor of shape \(1,\) and dtype torch.int64 on cpu there$") as caught:
         check_inputs([None, torch.zeros(2, 3)], POSITION, [], CPU, 2)
     assert "as_tensor" not in str(caught.value)
+
+
+def test_a_size_of_one_under_dim_auto_names_why_and_the_dim_that_takes_it():
+    """A new user's trial (2026-12-07): a program exported with Dim.AUTO, called with size 1, read "outside the
+    exported range [2, inf] of s77; ... re-export with a wider torch.export.Dim". Export gives Dim.AUTO and
+    Dim.DYNAMIC the range from 2 (a Dim("n") gets [0, inf], checked below), and Dim(min=1) takes 1."""
+    class Sin(torch.nn.Module):
+        def forward(self, x):
+            return x.sin()
+
+    for hint, low in ((torch.export.Dim.AUTO, 2), (torch.export.Dim.DYNAMIC, 2), (torch.export.Dim("n", min=1), 1)):
+        ep = torch.export.export(Sin(), (torch.randn(3, 5),), dynamic_shapes={"x": {0: hint}})
+        assert [r.lower for r in ep.range_constraints.values()] == [low]
+    spec = TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu",
+                                 "shape": [{"expr": "s77", "min": 2, "max": None}, 5]}, {})
+    with pytest.raises(InputError) as caught:
+        check_inputs([torch.randn(1, 5)], [spec], [], CPU, 1)
+    message = str(caught.value)
+    assert "input 'x' (#0) dim 0 is 1" in message and "exported with Dim.AUTO or Dim.DYNAMIC starts at 2" in message
+    assert "dynamic_shapes={'x': {0: torch.export.Dim('x_dim0', min=1)}}" in message, message
+    assert "wider" not in message, message
+    named = TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu",
+                                  "shape": [{"expr": "s77", "min": 2, "max": None}, 5]}, {"s77": "n"})
+    with pytest.raises(InputError, match=r"outside the exported range \[2, inf\] of n; pass a size in that range"):
+        check_inputs([torch.randn(1, 5)], [named], [], CPU, 1)

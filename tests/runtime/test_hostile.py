@@ -1452,3 +1452,8 @@ def test_a_library_other_than_the_signatures_is_refused_before_it_is_opened(twic
     with load(twice_pt2) as program:  # the genuine package still loads and computes
         x = torch.randn(3, 4)
         torch.testing.assert_close(program(x)[0], Twice()(x)[0])
+
+
+def test_the_repr_counts_one_input_in_the_singular(twice):
+    """A new user's trial (2026-12-07): the repr read "1 inputs"."""
+    assert re.search(r", 1 input, \d+ outputs?\)$", repr(twice)), repr(twice)

@@ -113,6 +113,11 @@ KNOWN_FIXES = {
         "on the CPU Inductor calls this kernel for scatter_add_ and scatter_reduce (every reduce); a sum along dim 0 "
         "written as index_add_(0, index, source) with a 1-d index is generated code; its C shim runs in aotcuda.load, "
         "so allow_fallbacks=True ships it where no rewrite fits (amax, amin)"),
+    # The eighth new user (2026-12-07), following the hint for torch.linalg.solve_triangular: the real
+    # torch.triangular_solve got only "Rewrite those ops", while its C shim runs in aotcuda.load.
+    "triangular_solve": (
+        "a real triangular solve has no generated code but a C shim, which aotcuda.load runs (checked on the CPU): "
+        "pass allow_fallbacks=True to ship it"),
 }
 
 # The kernel Inductor calls for the seeds of the random numbers it generates for the program's random ops
@@ -157,12 +162,19 @@ class FallbackKernel:
     dropout: bool = False  # its nodes include a dropout, which the program has only in training mode
     other_random: bool = False  # its nodes include a random op that is no dropout (model.eval() keeps it)
     parametrized: list = field(default_factory=list)  # parametrization_of each node (None: outside one)
+    functions: list = field(default_factory=list)  # the torch function each node's line called (lapack_kernels)
 
     def describe(self) -> str:
         where = "; ".join(dict.fromkeys(s for s in self.sources if s)) or (
-            f"node {', '.join(self.nodes)}" if self.nodes else
-            "no node of the program: Inductor's own code (e.g. the copy back into an input written in place)")
+            f"node {', '.join(self.nodes)}" if self.nodes else f"no node of the program: {self._inductors_own()}")
         return f"{self.name}  <- {where}"
+
+    def _inductors_own(self) -> str:
+        # A new user's torch.linalg.inv read "(e.g. the copy back into an input written in place)" for this one.
+        if "_linalg_check_errors" in self.op:
+            return ("Inductor's check of the info the LAPACK kernel listed with it returns (torch.linalg.inv, solve, "
+                    "cholesky raise for a singular or non-definite matrix); it goes with that kernel")
+        return "Inductor's own code (e.g. the copy back into an input written in place)"
 
 
 def wrapper_sources(package_path: str, archive=None):

@@ -436,9 +436,14 @@ def _with_pass_results(results: list[PassResult]):
 
 def _proxy_executor_warning(path: str, ops: list[str]) -> str:
     names = ", ".join(sorted(set(ops)))
+    # Inductor's own check of a LAPACK kernel's info comes from no line of the model and goes with that kernel: a
+    # new user's torch.linalg.inv was told to "rewrite aten::_linalg_check_errors, aten::linalg_inv_ex in the model".
+    written = ", ".join(op for op in sorted(set(ops)) if "_linalg_check_errors" not in op) or names
     return (f"{path} runs {names} through AOTInductor's proxy executor (no C shim; kept by allow_fallbacks=True): "
             f"aotcuda.load cannot run this package, torch._inductor.aoti_load_package can. To run it with "
-            f"aotcuda, rewrite {names} in the model with ops that have a C shim and lower it again.")
+            f"aotcuda, rewrite {written} in the model with ops that have a C shim and lower it again"
+            + (" (_linalg_check_errors, Inductor's check of the LAPACK result, goes with it)." if written != names
+               else "."))
 
 
 @contextlib.contextmanager

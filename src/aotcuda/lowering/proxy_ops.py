@@ -18,6 +18,7 @@ from torch.export import ExportedProgram
 from aotcuda.lowering.fallbacks import (KNOWN_FIXES, FallbackKernel, parametrization_of, refusal_line,
                                         relative_source_line, touches_complex)
 from aotcuda.lowering.library_ops import has_inductor_lowering, is_custom_op, is_triton_op
+from aotcuda.passes.complex_to_real.lapack_kernels import LAPACK_KERNELS, called_as, lapack_hint
 
 
 def _inductor_generates(op: torch._ops.OpOverload) -> bool:
@@ -61,6 +62,7 @@ def proxy_executor_kernels(ep: ExportedProgram, device_type: str = "cuda") -> li
         kernel.complex_valued = kernel.complex_valued or touches_complex(node)
         kernel.nodes.append(node.name)
         kernel.sources.append(relative_source_line(node))
+        kernel.functions.append(called_as(node))
         parametrized = parametrization_of(node)  # None for a node outside a parametrization: no hint of its own
         if parametrized not in kernel.parametrized:
             kernel.parametrized.append(parametrized)
@@ -77,16 +79,32 @@ def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, st
              + f"{len(kernels)} op(s) through its proxy executor, which aotcuda.load does not have:"]
     lines += [f"  - {kernel.describe()}" for kernel in kernels]
     for kernel in kernels:
-        if refusal is not None and kernel.complex_valued:
+        if refusal is not None and refusal.node in kernel.nodes:
+            hint = _refused_op_hint(kernel)
+        elif refusal is not None and kernel.complex_valued:
             hint = ("complex math ReplaceComplexWithRealPass rewrites into generated code once what it refused "
                     "(above) is fixed")
         elif kernel.parametrized and None not in kernel.parametrized:
             hint = _parametrization_hint(kernel)
+        elif kernel.op in LAPACK_KERNELS:
+            hint = lapack_hint(kernel.op, kernel.functions)
         else:
             hint = _hint(kernel.op, untraced)
         lines.append(f"  {kernel.op}: {hint}")
     lines.append("(allow_fallbacks=True compiles it anyway, for torch._inductor.aoti_load_package only.)")
     return "\n".join(lines)
+
+
+def _refused_op_hint(kernel: FallbackKernel) -> str:
+    """The op the complex pass refused is itself the kernel: no fix elsewhere makes the pass rewrite it.
+    A new user's trial (2026-12-07): torch.linalg.eigvals read "aten::linalg_eig: complex math
+    ReplaceComplexWithRealPass rewrites into generated code once what it refused (above) is fixed", what it refused
+    being that same linalg_eig."""
+    why = "it is the op the pass refused (above), so no change elsewhere in the model removes it: "
+    if kernel.op in LAPACK_KERNELS:
+        return why + lapack_hint(kernel.op, kernel.functions)
+    return why + ("Inductor has neither generated code nor a C shim for it on complex values; compute it outside the "
+                  "program (before or after the call), or write it in ops that docs/ops.md lists")
 
 
 def _parametrization_hint(kernel: FallbackKernel) -> str:

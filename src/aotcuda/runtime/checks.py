@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import re
 
 import torch
 
@@ -442,6 +443,13 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
                              f"{'inf' if dim.max is None else dim.max}] of {dim.shown}, which lowering narrowed from "
                              f"the range it was asked ({dim.narrowed}); pass a size in that range, or lower "
                              "another program for those sizes")
+        if size < dim.min and _is_auto_dim(dim):
+            raise InputError(f"{where}, outside the exported range [2, {'inf' if dim.max is None else dim.max}] of "
+                             f"that dim (torch's symbol {dim.expr}): torch.export specializes sizes 0 and 1, so a dim "
+                             "exported with Dim.AUTO or Dim.DYNAMIC starts at 2. To take a size of 1, re-export with "
+                             f"dynamic_shapes={{{spec.name!r}: {{{axis}: torch.export.Dim({_dim_name(spec, axis)!r}, "
+                             f"min=1)}}}} there (a named Dim keeps its min; min=0 for empty tensors too)",
+                             advice=(Advice("dynamic_shapes", "wider", relower=True),))
         if size < dim.min or (dim.max is not None and size > dim.max):
             raise InputError(f"{where}, outside the exported range [{dim.min}, "
                              f"{'inf' if dim.max is None else dim.max}] of {dim.shown}; pass a size in that range, "
@@ -453,6 +461,18 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
                                  f"program was exported with both as {dim.shown}")
             bindings.setdefault(dim.expr, size)
             bound_by.setdefault(dim.expr, f"{label} dim {axis}")
+
+
+def _is_auto_dim(dim) -> bool:
+    """A dim of Dim.AUTO or Dim.DYNAMIC: torch's own symbol (no Dim name recorded) whose range starts at 2, where
+    export puts it. A new user's trial (2026-12-07): a call of size 1 read "outside the exported range [2, inf] of
+    s77 ... re-export with a wider torch.export.Dim", naming neither why 2 nor the Dim that takes 1."""
+    return dim.user_expr is None and dim.min == 2 and _is_symbol(dim.expr)
+
+
+def _dim_name(spec: TensorSpec, axis: int) -> str:
+    base = re.sub(r"\W+", "_", spec.name).strip("_") or "input"
+    return f"{base}_dim{axis}"
 
 
 def _check_derived_dims(tensors, specs, bindings: dict, names) -> None:

@@ -308,7 +308,8 @@ class Program:
     metadata = property(lambda self: dict(self._package.metadata))
 
     def __repr__(self) -> str:
-        state = "closed" if self._container.deleted else f"{self.num_inputs} inputs, {self.num_outputs} outputs"
+        state = "closed" if self._container.deleted else (
+            f"{_counted(self.num_inputs, 'input')}, {_counted(self.num_outputs, 'output')}")
         return f"Program({self.package_path!r}, device={str(self._device)!r}, {state})"
 
     def _load_call_spec(self):
@@ -836,3 +837,8 @@ def _caller_stacklevel() -> int:
     while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
         frame, level = frame.f_back, level + 1
     return level
+
+
+def _counted(number: int, noun: str) -> str:
+    """"1 input", "2 inputs" (a new user's trial, 2026-12-07: the repr read "1 inputs")."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"

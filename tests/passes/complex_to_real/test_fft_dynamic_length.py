@@ -75,19 +75,36 @@ def test_every_kind_of_dynamic_length_against_eager(bound, dtype):
 
 def test_a_dynamic_length_above_the_direct_bound_warns_that_every_call_costs_the_bound():
     """A new user lowered an rfft with a Dim max of 128 and was not told that every call costs what length 128
-    costs (README, docs/ops.md: 'Dynamic dims'); a max of at most 64 (a product of the call's own length) is quiet."""
-    import warnings
-
+    costs (README, docs/ops.md: 'Dynamic dims'); a max of at most 16 (a product of the call's own length, with a
+    small table) is quiet."""
     module = torch.nn.Module()
     module.forward = lambda x: torch.view_as_real(torch.fft.rfft(x))
-    for bound, warned in ((64, False), (128, True)):
-        ep = export(module, (torch.randn(2, 16),), dynamic_shapes=({1: Dim("n", min=2, max=bound)},))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            ReplaceComplexWithRealPass(strict=True)(ep)
-        said = [str(w.message) for w in caught if "FFT of dynamic length" in str(w.message)]
+    for bound, warned in ((16, False), (128, True)):
+        said = _dynamic_fft_warnings(module, bound)
         assert bool(said) == warned, said
     assert "at most 128" in said[0] and "two length-256 transforms a row" in said[0]
+
+
+def _dynamic_fft_warnings(module, bound):
+    import warnings
+
+    ep = export(module, (torch.randn(2, 16),), dynamic_shapes=({1: Dim("n", min=2, max=bound)},))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ReplaceComplexWithRealPass(strict=True)(ep)
+    return [str(w.message) for w in caught if "FFT of dynamic length" in str(w.message)]
+
+
+def test_a_dynamic_length_of_the_direct_form_above_16_warns_of_its_table_on_every_call():
+    """The eighth new user (2026-12-07): a dynamic length with max 64 ran 15-20× eager at n = 64 on the CPU (its
+    [2n, 2n] table built on every call; the measurements are at spectral/dynamic.py's QUIET_DIRECT_BOUND), while
+    lower() warned only for a max above 64."""
+    module = torch.nn.Module()
+    module.forward = lambda x: torch.view_as_real(torch.fft.rfft(x))
+    assert _dynamic_fft_warnings(module, 16) == []
+    said = _dynamic_fft_warnings(module, 64)
+    assert len(said) == 1 and "at most 64" in said[0] and "builds its [2n, 2n] DFT table" in said[0], said
+    assert "~20× eager's FFT" in said[0] and "lower one program per length" in said[0], said
 
 
 def test_rfft2_with_one_dynamic_dim_against_eager():

@@ -12,6 +12,7 @@ from collections import defaultdict
 import torch
 
 from aotcuda.passes.complex_to_real import coverage, no_rule
+from aotcuda.passes.complex_to_real.lapack_kernels import lapack_section
 from aotcuda.passes.complex_to_real.registry import RULES, RULES_OF_ABSENT_OPS, Rule, op_name, rule_for
 from aotcuda.passes.complex_to_real.scan import REFUSAL_CHECKS
 from aotcuda.passes.complex_to_real.spectral.plan import docs_section as fft_section
@@ -137,6 +138,7 @@ def render() -> str:
     for family in sorted(families, key=lambda f: (FAMILY_ORDER.index(f) if f in FAMILY_ORDER else 99, f)):
         parts.append(f"## {family}\n\n| op overloads | rewritten as |\n|---|---|")
         parts.append("\n".join(_rows(sorted(families[family], key=lambda r: op_name(r.op)))) + "\n")
+    parts.append(lapack_section())
     parts.append(fft_section())
     parts.append("## Refused (the program is left unchanged)\n")
     parts.append("\n".join(_refusals()) + "\n")

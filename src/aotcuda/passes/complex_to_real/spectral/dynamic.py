@@ -27,6 +27,13 @@ from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, plan
 
 # The largest Dim max a dynamic length may have: its Bluestein length m is ≤ 2²² (a 4 M-point transform).
 MAX_DYNAMIC_BOUND = 1 << 21
+# The largest Dim max of the direct form that lower() does not warn about. Its table, [2n, 2n] cos/sin in float64,
+# is built on every call: the eighth new user's rfft, irfft and fft of one dynamic length (max 64), one CPU thread,
+# least of 300 calls on a loaded 2-core machine, eager in brackets: n = 8 34 µs (21), 16 55 (21), 33 152 (24),
+# 64 493 (23), about 0.15 ms a transform at 64 and growing as n²; a batch of 8 rows added 25 µs; the same program
+# lowered for the static length 64 took 15 µs. Before, only a max above 64 (Bluestein) warned, and the user found
+# the 20× by timing.
+QUIET_DIRECT_BOUND = 16
 
 
 def upper_bound(size: torch.SymInt) -> int | None:
@@ -56,6 +63,13 @@ def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
     n = x.shape[-2]
     bound = upper_bound(n)
     if bound <= MAX_DIRECT:
+        if bound > QUIET_DIRECT_BOUND:
+            warnings.warn(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}) builds its [2n, 2n] DFT table "
+                          "(4·n² cos/sin in float64) on every call: at n = 64 about 0.15 ms a transform on one CPU "
+                          "thread, ~20× eager's FFT, growing as n². Where the program is called with few lengths, "
+                          "lower one program per length (a static length's tables are constants), or pad the signal "
+                          "to a static length with n=... where zero padding is what the model means (docs/ops.md, "
+                          "'Dynamic dims')", UserWarning, stacklevel=2)
         matrix = tables.c2c_values(n, inverse, x.device).to(x.dtype)
         out = torch.matmul(x.flatten(-2), matrix).unflatten(-1, (n, 2))
     else:
@@ -63,7 +77,7 @@ def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
         warnings.warn(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}) costs on every call what its longest "
                       f"length would: two length-{m} transforms a row (Bluestein), whatever the length of the call; "
                       f"keep the Dim's max near the lengths the program is called with (a max of at most {MAX_DIRECT} "
-                      "costs a product of the call's own length), or pad the signal to a static length with n=... "
+                      "costs a product of the call's own length, and a table built on every call), or pad the signal to a static length with n=... "
                       "(docs/ops.md, 'Dynamic dims')", UserWarning, stacklevel=2)
         out = _bluestein(x, n, m, inverse)
     return out if isinstance(scale, float) and scale == 1.0 else out * scale
