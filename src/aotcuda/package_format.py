@@ -100,6 +100,11 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                                     # own tensor back there, as eager does (runtime/
                                                     # returned_inputs.py). Its dtype, shape and complex must be
                                                     # the input's, else the package is refused at load
+                  "returns_view_of_input": 0,       # outputs (optional): forward returns view_as_complex (or
+                                                    # view_as_real) of that input: the same pair, of the other
+                                                    # complex kind; a call hands back that view of the caller's
+                                                    # tensor (runtime/returned_inputs.py). Dtype and shape are
+                                                    # the input's, and only one of them is complex, else refused
                   "complex": null}                  # or "complex64" (complex32, complex128): the caller's
                                                     # complex dtype of a tensor the package takes/returns
                                                     # as its real pair (ReplaceComplexWithRealPass); dtype,
@@ -114,7 +119,11 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                                     # and "narrowed_bounds": ["min"] / ["max"] / both, the
                                                     # ends concerned (without it: both)
     IndexRange = {"min": Bound, "max": Bound,       # eager's range of the index there, as the input's
-                  "reason": "aten.embedding.default over 128 rows of emb.weight, at model.py:12: ..."}
+                  "reason": "aten.embedding.default over 128 rows of emb.weight, at model.py:12: ...",
+                  "part": [["select", 0, 0]]}     # (optional) only this part of the input is the index (idx[0]):
+                                                    # ["select", dim, index], ["slice", dim, start, end, step],
+                                                    # ["narrow", dim, start, length], applied in turn; absent: the
+                                                    # whole input (older readers ignore it and check all of it)
     Bound = -128                                    # a static bound, or
           | {"expr": "s27 - 1"}                     # an expression of the input size symbols (the grammar), or
           | null                                    # not checked (it depends on a size no input gives)

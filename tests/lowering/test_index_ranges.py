@@ -81,10 +81,19 @@ CASES = {
     "abs, negative allowed": (lambda x, i: x[i.abs()], torch.tensor([-2])),
     "i + i": (lambda x, i: x[:, i + i], torch.tensor([1])),
     "repeat": (lambda x, i: x[i.repeat(2)], torch.tensor([1])),
+    # a part of the input taken by constant selects and slices: only that part is checked (position 0 is outside it)
+    "a row of i, the other a multiplier": (lambda x, i: x[i[1]] * i[0, :, None], torch.tensor([[7], [1]])),
+    "a column of i": (lambda x, i: x[:, i[:, -1]], torch.tensor([[7, 1]])),
+    "i narrowed": (lambda x, i: x[i.narrow(0, 1, 1)], torch.tensor([9, 1])),
+    "i[1:] then [0]": (lambda x, i: F.embedding(i[1:][0], W), torch.tensor([9, 1])),
+    # a select after a transpose: the part is not told, the whole input is checked
+    "a row after a transpose": (lambda x, i: x[i.t()[0]], torch.tensor([[1, 1]])),
 }
 
-# An index read through a slice is checked over the whole input (documented): iff holds only for the part read.
-CHECKED_WHOLE = {"i through a slice", "topk values"}
+# An index read through a subset lowering cannot tell is checked over the whole input (documented): iff holds only for
+# the part read. Through constant selects and slices of the input as it is laid out (new user, 2026-12-07: x[i[:1]] was
+# here, and `table[idx[0]] * idx[1, :, None]` refused idx[1] = 100, which eager runs), only that part is checked.
+CHECKED_WHOLE = {"topk values", "a row after a transpose"}
 
 # Ops of the table that no case reaches, and why: export functionalizes in-place ops (index_put_ becomes
 # index_put); _unsafe_index(_put) and _index_put_impl_ come from decompositions with computed indices;
@@ -516,3 +525,29 @@ def test_an_index_modulo_a_data_dependent_size_stays_unchecked():
     unchecked: dict = {}
     index_ranges(ep, ["idx", "k"], unchecked)
     assert "idx" in unchecked, unchecked
+
+
+def test_a_part_told_at_lowering_is_checked_alone_and_a_refusal_elsewhere_says_the_whole_input_is_checked(checks):
+    """New user (2026-12-07): `table[idx[0]] * idx[1, :, None]` with idx[1, 2] = 100 was refused with "(read through a
+    slice: the whole input is checked) ... Eager refuses it too", a call eager runs. A constant select or slice of the
+    input as laid out is now recorded as the entry's part and only it is checked; where the part cannot be told (a
+    select after a transpose) the whole input still is, and the refusal says that instead of claiming eager's."""
+    found, spec = checks["a row of i, the other a multiplier"]
+    index = torch.tensor([[100], [1]])
+    assert _eager_accepts(CASES["a row of i, the other a multiplier"][0], index)
+    assert _accepted(found, spec, index)
+    index = torch.tensor([[100], [4]])  # the row read as an index: eager's IndexError, refused where it is in i
+    assert not _eager_accepts(CASES["a row of i, the other a multiplier"][0], index)
+    _, bindings = check_inputs([index], [spec], ["i"], torch.device("cpu"), 1)
+    with pytest.raises(InputError, match=r"holds 4 at \(1, 0\), outside \[-4, 3\].*Eager refuses it too"):
+        found.check([index], bindings)
+
+    found, spec = checks["a row after a transpose"]
+    index = torch.tensor([[1, 100]])
+    assert _eager_accepts(CASES["a row after a transpose"][0], index)  # the whole check refuses a call eager runs
+    _, bindings = check_inputs([index], [spec], ["i"], torch.device("cpu"), 1)
+    with pytest.raises(InputError) as refused:
+        found.check([index], bindings)
+    said = str(refused.value)
+    assert "holds 100 at (0, 1)" in said and "the whole input is checked" in said and "Eager refuses" not in said
+    assert "could not tell which" in said and "as an input of its own" in said

@@ -548,3 +548,83 @@ def test_a_wide_unsigned_index_input_is_read_a_chunk_at_a_time():
     said, grown_mib = child.stdout.splitlines()
     assert said == "input 'ids' (#0) holds 65535 at (8191, 8191)"
     assert int(grown_mib) < 100, f"the check grew the process by {grown_mib} MiB"
+
+
+# --- an index read through a part of its input (new user, 2026-12-07) -------------------------------------------------
+
+class RowIndexes(torch.nn.Module):
+    """Only idx[0] indexes the table (idx[1] is a multiplier); pos[:, 0], read after a transpose, indexes it too."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.linspace(-1, 1, 32).reshape(8, 4))  # the same in every instance
+
+    def forward(self, idx, pos):
+        return self.table[idx[0]] * idx[1, :, None], self.table[pos.t()[0]]
+
+
+@pytest.fixture(scope="module")
+def row_indexes_pt2(tmp_path_factory):
+    from torch.export import Dim
+
+    path = tmp_path_factory.mktemp("row_indexes") / "row_indexes.pt2"
+    seq = Dim("S", min=2, max=64)
+    aotcuda.lower(RowIndexes(), (torch.randint(0, 8, (2, 5)), torch.randint(0, 8, (5, 2))), device="cpu",
+                  dynamic_shapes={"idx": {1: seq}, "pos": {0: seq}}, package_path=path)
+    return path
+
+
+def test_only_the_part_of_an_input_read_as_an_index_is_checked(row_indexes_pt2):
+    """`table[idx[0]] * idx[1, :, None]` with idx[1, 2] = 100: eager runs it, and the whole-input check refused it,
+    saying "Eager refuses it too". Now idx[0] alone is checked (the signature's part), so the call gives eager's
+    results; a bad value in idx[0] is still refused, where eager raises, at its place in idx."""
+    program = aotcuda.load(row_indexes_pt2)
+    for seq in (2, 5, 64):
+        idx, pos = torch.randint(0, 8, (2, seq)), torch.randint(0, 8, (seq, 2))
+        idx[1, seq // 2] = 100
+        out, expected = program(idx, pos), RowIndexes()(idx, pos)
+        for got, want in zip(out, expected):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    idx_ranges = program.signature["inputs"][0]["index_ranges"]
+    assert [entry.get("part") for entry in idx_ranges] == [[["select", 0, 0]]]
+    idx, pos = torch.randint(0, 8, (2, 5)), torch.randint(0, 8, (5, 2))
+    idx[0, 3] = 8
+    with pytest.raises(IndexError):
+        RowIndexes()(idx, pos)
+    with pytest.raises(InputError, match=r"input 'idx' \(#0\) holds 8 at \(0, 3\), outside \[-8, 7\].*Eager refuses it "
+                                         r"too"):
+        program(idx, pos)
+
+
+def test_where_the_part_is_not_told_the_refusal_says_the_whole_input_is_checked_not_that_eager_refuses(
+        row_indexes_pt2):
+    program = aotcuda.load(row_indexes_pt2)
+    idx, pos = torch.randint(0, 8, (2, 5)), torch.randint(0, 8, (5, 2))
+    pos[2, 1] = 100  # pos[:, 1] is read by nothing: eager runs the call
+    RowIndexes()(idx, pos)
+    with pytest.raises(InputError) as refused:
+        program(idx, pos)
+    said = str(refused.value)
+    assert "input 'pos' (#1) holds 100 at (2, 1)" in said and "the whole input is checked" in said
+    assert "Eager refuses" not in said and "as an input of its own" in said
+
+
+@pytest.mark.parametrize("part", [[["select", 0]], [["slice", 0, 0, 5, 0]], [["gather", 0, 0]], "select 0 0",
+                                  [["select", -1, 0]], [["select", 0, True]], [["narrow", 0, 0, -1]],
+                                  [["select", 0, 0]] * 65, [["select", 0, 2**70]]])
+def test_a_malformed_part_is_a_package_error(part):
+    signature = _signature()
+    signature["inputs"][0]["index_ranges"][0]["part"] = part
+    with pytest.raises(aotcuda.errors.PackageError, match="index_ranges of input #0 are malformed"):
+        IndexRangeChecks_from(signature)
+
+
+def test_a_part_that_does_not_fit_the_call_checks_the_whole_input():
+    """A part past the input's sizes (a hostile signature; the program would fail on such a call too) checks all of
+    it rather than nothing."""
+    signature = _signature(5)
+    signature["inputs"][0]["index_ranges"][0]["part"] = [["select", 0, 7]]
+    ids = torch.zeros(2, 4, dtype=torch.int64)
+    ids[1, 2] = 9
+    with pytest.raises(InputError, match=r"holds 9 at \(1, 2\)"):
+        IndexRangeChecks_from(signature).check([ids], {"s27": 4})

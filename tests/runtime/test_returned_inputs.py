@@ -235,3 +235,55 @@ def test_returned_inputs_on_cuda_with_and_without_graphs(tmp_path):
             out = bound_graph.replay()
             assert out[1] is x and out[3] is x and out[2] is z, cuda_graphs
             torch.testing.assert_close(out[0], ReturnsItsInputs()(x, z, y)[0], rtol=1e-5, atol=1e-5)
+
+
+class ReturnsItsInputsAsTheOtherKind(torch.nn.Module):
+    """New user (2026-12-07): `return torch.view_as_complex(x)` lowered, and load refused the package as damaged
+    (its signature said the output returns x as it is, though their complex kinds differ); since fixopen it loaded,
+    but a call returned a copy wherever the checks laid x out as exported first (a write into the output missed x)."""
+
+    def forward(self, x, z, w):
+        return torch.view_as_complex(x), torch.view_as_real(z), w * 2
+
+
+def _pairs_and_complex(layout: str):
+    x, z, w = torch.randn(3, 4, 2), torch.randn(3, 4, dtype=torch.complex64), torch.randn(3)
+    if layout == "strided":  # every-other row: eager's views take these strides; the checks copy them
+        x, z = torch.randn(3, 8, 2)[:, ::2], torch.randn(3, 8, dtype=torch.complex64)[:, ::2]
+    elif layout == "transposed":
+        x, z = torch.randn(4, 3, 2).transpose(0, 1), torch.randn(4, 3, dtype=torch.complex64).t()
+    return x, z, w
+
+
+@pytest.fixture(scope="module")
+def returns_views_pt2(tmp_path_factory):
+    path = tmp_path_factory.mktemp("returned_views") / "returns_views.pt2"
+    aotcuda.lower(ReturnsItsInputsAsTheOtherKind(), _pairs_and_complex("contiguous"), device="cpu", package_path=path)
+    return path
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "transposed"])
+def test_view_as_complex_or_real_of_an_input_is_that_view_of_the_callers_tensor_as_in_eager(returns_views_pt2,
+                                                                                           layout):
+    program = aotcuda.load(returns_views_pt2)
+    x, z, w = _pairs_and_complex(layout)
+    expected = ReturnsItsInputsAsTheOtherKind()(x, z, w)
+    out = program(x, z, w)
+    for got, want in zip(out, expected):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    for got, want, given in zip(out[:2], expected[:2], (x, z)):  # views of the caller's tensors, as eager's
+        assert got.data_ptr() == want.data_ptr() == given.data_ptr() and got.stride() == want.stride()
+    out[0].mul_(2)  # a write into the output is a write into x (and z's into z), as in eager
+    out[1].add_(1)
+    assert torch.equal(torch.view_as_complex(x), out[0]) and torch.equal(torch.view_as_real(z), out[1])
+    assert [spec.get("returns_view_of_input") for spec in program.signature["outputs"]] == [0, 1, None]
+    assert all("returns_input" not in spec for spec in program.signature["outputs"])
+
+
+def test_a_view_mark_on_an_output_that_is_not_that_inputs_other_kind_is_refused_at_load(returns_views_pt2, tmp_path):
+    def edit(signature):
+        signature["outputs"][0]["returns_view_of_input"] = 2  # w: float32 [3], not x's pair
+
+    edited = with_edited_signature(returns_views_pt2, tmp_path / "edited.pt2", edit)
+    with pytest.raises(PackageError, match="output #0 is input #2 seen as the other complex kind.*lower the model"):
+        aotcuda.load(edited)

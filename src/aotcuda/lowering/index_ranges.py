@@ -30,10 +30,13 @@ Never silent: an input whose values reach an index through an op the flow does n
 inexactly) gets no range, a UserWarning at lowering, and an ``index_unchecked`` line in the signature
 (``unchecked_inputs``): its values are not checked before the call.
 
-A range is recorded only where it is exact: a value is accepted iff eager accepts it, except that an index
-read through a slice or select is checked over the whole input. Where an input meets a bounded tensor
-element by element (``ids + offsets`` of the same shape), no range is recorded: a range on the input alone
-would refuse calls eager accepts; the generated code's own check stays the only one there.
+A range is recorded only where it is exact: a value is accepted iff eager accepts it. An index read through
+selects and slices of constant bounds taken of the input as it is laid out (``idx[0]``, ``idx[1, :, 2:]``) is
+checked over that part only (the entry's ``"part"``, ``Flow.part``); through any other subset (a slice after a
+permute, a gather, a slice of a dynamic bound) the whole input is checked, and a refusal says so.
+Where an input meets a bounded tensor element by element (``ids + offsets`` of the same shape), no range is
+recorded: a range on the input alone would refuse calls eager accepts; the generated code's own check stays the
+only one there.
 
 Bounds may depend on dynamic sizes (``gather`` along ``seq``): they are then expressions of the input size
 symbols, written as the signature writes sizes, and evaluated at each call from the actual sizes.
@@ -66,6 +69,10 @@ class Flow:
     ``input`` None: a bounded value no input decides (``arange(seq)``: scale 0). ``exact``: every value of
     x meets every offset (a scalar offset, or one broadcast along other dims), so the constraint derived
     from it is exactly eager's. ``whole``: every value of the input reaches here (not after a slice).
+    ``part``: where not whole, the input's elements that reach here, as the selects and slices of constant bounds
+    that take them from the input (``_part_step``); None where it cannot be told (the whole input is then checked).
+    ``laid_out``: the node's dims are still the input's (only selects, slices and copies since it), so a further
+    select or slice adds to ``part``.
     """
 
     input: str | None
@@ -80,6 +87,8 @@ class Flow:
     # the user inputs whose values a bounding op took in (``_bounded``): this value stays within
     # [low, high] whatever they hold, so they need no check where it is within eager's range
     absorbed: frozenset = frozenset()
+    part: tuple | None = ()
+    laid_out: bool = True
 
 
 def _folded(flow: Flow) -> bool:
@@ -162,7 +171,7 @@ def _scaled(flow: Flow, factor: int) -> Flow | None:
     if factor < 0:
         low, high = high, low
     return Flow(flow.input, flow.scale * factor, low, high, flow.exact, flow.whole, inexact_at=flow.inexact_at,
-                absorbed=flow.absorbed)
+                absorbed=flow.absorbed, part=flow.part, laid_out=False)
 
 
 def _each(flows, change) -> tuple[Flow, ...] | None:
@@ -190,7 +199,8 @@ def _sum(a, b, flows: dict, sign: int = 1) -> tuple[Flow, ...] | None:
             found.append(Flow(input_flow.input, flow_a.scale + flow_b.scale, flow_a.low + flow_b.low,
                               flow_a.high + flow_b.high, flow_a.exact and flow_b.exact and _broadcast_apart(a, b),
                               flow_a.whole and flow_b.whole, inexact_at=input_flow.inexact_at,
-                              absorbed=flow_a.absorbed | flow_b.absorbed))
+                              absorbed=flow_a.absorbed | flow_b.absorbed,
+                              part=input_flow.part, laid_out=False))
     return tuple(found)
 
 
@@ -204,7 +214,8 @@ def _union(flows: list[Flow]) -> tuple[Flow, ...]:
         merged[key] = flow if known is None else Flow(
             flow.input, flow.scale, sympy.Min(known.low, flow.low), sympy.Max(known.high, flow.high),
             known.exact and flow.exact, known.whole and flow.whole, flow.clamp, flow.abs,
-            known.inexact_at or flow.inexact_at, known.absorbed | flow.absorbed)
+            known.inexact_at or flow.inexact_at, known.absorbed | flow.absorbed,
+            part=known.part if known.part == flow.part else None, laid_out=False)
     return tuple(merged.values())
 
 
@@ -212,13 +223,15 @@ def _clamped(flow: Flow, low, high) -> Flow | None:
     """clamp(flow, low, high): followed for an input's flow of one offset only."""
     if _folded(flow) or flow.input is None or flow.low != flow.high:
         return None
-    return Flow(flow.input, flow.scale, flow.low, flow.high, flow.exact, flow.whole, (low, high))
+    return Flow(flow.input, flow.scale, flow.low, flow.high, flow.exact, flow.whole, (low, high), part=flow.part,
+                laid_out=False)
 
 
 def _absolute(flow: Flow) -> Flow | None:
     if _folded(flow) or flow.input is None or flow.low != flow.high:
         return None
-    return Flow(flow.input, flow.scale, flow.low, flow.high, flow.exact, flow.whole, abs=True)
+    return Flow(flow.input, flow.scale, flow.low, flow.high, flow.exact, flow.whole, abs=True, part=flow.part,
+                laid_out=False)
 
 
 def _arange(node: torch.fx.Node) -> Flow | None:
@@ -357,12 +370,15 @@ def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
         return None if not parts or any(part is None for part in parts) else _union([f for p in parts for f in p])
     if packet in _SAME_VALUES or packet in _SUBSET:
         source = flows.get(args[0]) if args and isinstance(args[0], torch.fx.Node) else None
-        if source is None or packet in _SAME_VALUES:
+        if source is None or (packet in _SAME_VALUES and _packet(node) in _SAME_LAYOUT):
             return source
-        # A part of an input's values (checked over the whole input), or of a bounded value (whose range
-        # may then be wider than the part's: not exact).
+        if packet in _SAME_VALUES:  # the same values, in dims that are no longer the input's
+            return tuple(replace(f, laid_out=False) for f in source)
+        # A part of an input's values (checked over that part where the selects and slices that take it are known,
+        # else over the whole input), or of a bounded value (whose range may then be wider than the part's: not exact).
+        step = _part_step(node) if node.target is not operator.getitem else None
         return tuple(Flow(f.input, f.scale, f.low, f.high, f.exact and f.input is not None, False, f.clamp, f.abs,
-                          f.inexact_at, f.absorbed) for f in source)
+                          f.inexact_at, f.absorbed, *_narrowed(f, step)) for f in source)
     if packet is aten.clamp and isinstance(args[0], torch.fx.Node):
         low, high = argument(node, 1, "min"), argument(node, 2, "max")
         if any(bound is not None and _constant(bound) is None for bound in (low, high)):
@@ -393,6 +409,46 @@ def _flow(node: torch.fx.Node, flows: dict) -> tuple[Flow, ...] | None:
             if source is not None and isinstance(factor, int) and not isinstance(factor, bool) and factor != 0:
                 return _each(source, lambda flow: _scaled(flow, factor))
     return None
+
+
+# ops that keep the input's values in the input's dims (a select or slice after them still says which elements)
+_SAME_LAYOUT = {aten.clone, aten.contiguous, aten.alias, aten.detach, aten.lift_fresh_copy, aten.alias_copy,
+                aten._to_copy, aten.to, aten.type_as, torch.ops.prims.convert_element_type}
+
+
+def _part_step(node: torch.fx.Node) -> tuple | None:
+    """The select or slice a node takes, as a step of a ``part`` (("select", dim, index) or ("slice", dim, start,
+    end, step), ints as aten takes them: negatives wrap, an end past the size is the size); None for any other op, and
+    for bounds that are not constants (a dynamic slice: its bounds differ from call to call)."""
+    packet, value = _packet(node), node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(value, torch.Tensor) or not value.dim():
+        return None
+    if packet in (aten.select, aten.select_copy):
+        dim, index = argument(node, 1, "dim"), argument(node, 2, "index")
+        numbers = (dim, index)
+        step = ("select", dim, index)
+    elif packet in (aten.slice, aten.slice_copy):
+        dim, start, end, stride = (argument(node, 1, "dim", 0), argument(node, 2, "start", None),
+                                   argument(node, 3, "end", None), argument(node, 4, "step", 1))
+        start, end = 0 if start is None else start, (2**63 - 1) if end is None else end
+        numbers = (dim, start, end, stride)
+        step = ("slice", dim, start, end, stride)
+    elif packet in (aten.narrow, aten.narrow_copy):
+        dim, start, length = argument(node, 1, "dim"), argument(node, 2, "start"), argument(node, 3, "length")
+        numbers = (dim, start, length)
+        step = ("narrow", dim, start, length)
+    else:
+        return None
+    if any(isinstance(n, bool) or not isinstance(n, int) for n in numbers) or (step[0] == "slice" and step[4] < 1):
+        return None
+    return step[:1] + (step[1] % value.dim(),) + step[2:]
+
+
+def _narrowed(flow: Flow, step: tuple | None) -> tuple:
+    """(part, laid_out) of a flow after a subset op whose select or slice is ``step`` (None: not one)."""
+    if step is None or flow.part is None or not flow.laid_out:
+        return None, False
+    return flow.part + (step,), True
 
 
 def _floor_division(node: torch.fx.Node, packet) -> bool:
@@ -603,7 +659,7 @@ def _bound(expr: sympy.Expr, symbols: set[str]):
 def _reason(node: torch.fx.Node, use: IndexUse, flow: Flow) -> str:
     op = node.target.name() if isinstance(node.target, torch._ops.OpOverload) else str(node.target)
     where = relative_source_line(node)
-    through = "" if flow.whole else " (read through a slice: the whole input is checked)"
+    through = "" if flow.whole or flow.part else " (read through a slice: the whole input is checked)"
     return f"{op} over {use.what}{through}" + (f", at {where}" if where else "")
 
 
@@ -665,6 +721,8 @@ def index_ranges(ep, input_names, unchecked: dict | None = None) -> dict[str, li
                     continue
                 entry = {"min": _bound(bounds[0], symbols), "max": _bound(bounds[1], symbols),
                          "reason": _reason(node, use, flow)}
+                if not flow.whole and flow.part:  # only the selected part is read as an index
+                    entry["part"] = [list(step) for step in flow.part]
                 if entry["min"] is not None or entry["max"] is not None:
                     _add_range(ranges.setdefault(flow.input, []), entry)
     return ranges
@@ -721,7 +779,8 @@ def unchecked_inputs(found: dict, ranges: dict, more: dict | None = None, more_r
 
 def _add_range(entries: list[dict], entry: dict) -> None:
     """Add a range unless one with the same bounds is there (the same check: the first reason is kept)."""
-    if not any(known["min"] == entry["min"] and known["max"] == entry["max"] for known in entries):
+    if not any(known["min"] == entry["min"] and known["max"] == entry["max"] and known.get("part") == entry.get("part")
+               for known in entries):
         entries.append(entry)
 
 

@@ -25,7 +25,7 @@ from aotcuda.lowering.index_ranges import index_ranges, is_integer_node, merge_r
 from aotcuda.package_format import SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 from aotcuda.runtime.keywords import leaf_names, output_leaf_names
-from aotcuda.runtime.returned_inputs import differing_fields
+from aotcuda.runtime.returned_inputs import differing_fields, view_of_input
 from aotcuda.runtime.pytree_types import recorded_types
 
 
@@ -275,6 +275,9 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, 
             returns = node.name if node.op == "placeholder" and node.name in user_inputs else returned.get(place)
             if returns in input_index and not differing_fields(inputs[input_index[returns]], outputs[-1]):
                 outputs[-1]["returns_input"] = input_index[returns]
+            elif returns in input_index and view_of_input(inputs[input_index[returns]], outputs[-1]):
+                # view_as_complex(x) / view_as_real(z): the input's pair as it is, of the other complex kind
+                outputs[-1]["returns_view_of_input"] = input_index[returns]
         elif isinstance(value, (bool, int, float, torch.SymBool, torch.SymInt, torch.SymFloat)):
             outputs.append(_scalar_spec(name, value))
         elif value is None:  # the container's slot holds no handle: the call returns None there, as eager does

@@ -6,7 +6,13 @@ exception thrown inside an OpenMP region) and leaves the CUDA context unusable o
 assert). The lowering records each such range in the signature (``"index_ranges"``, format in
 ``aotcuda.package_format``; derived by ``aotcuda.lowering.index_ranges``); this module checks them.
 
-The cost: one min/max reduction per checked input (``torch.aminmax``) and, on CUDA, one synchronization per
+An index read through selects and slices of constant bounds (``idx[0]`` where ``idx[1]`` is a multiplier) is checked
+over that part only (the entry's ``"part"``: ``part_of``); the values elsewhere never reach the index, and eager runs
+a call whatever they hold. A range of no part, whose reason says it was read through a slice, covers the whole input
+because lowering could not tell the part (a slice after a permute, of a dynamic bound): its refusal says that, and how
+to avoid it, not that eager refuses the call.
+
+The cost: one min/max reduction per checked input (and part) (``torch.aminmax``) and, on CUDA, one synchronization per
 call for all of them together (their results are stacked and read at once). Trusted callers turn it off with
 ``aotcuda.load(..., check_index_ranges=False)`` or ``AOTCUDA_CHECK_INDEX_RANGES=0``; measurements in
 docs/performance.md.
@@ -32,6 +38,7 @@ class IndexRange:
     low: int | DimSpec | None
     high: int | DimSpec | None
     reason: str
+    part: tuple = ()  # the selects and slices of the input that reach the index (``part_of``); (): all of it
 
     @classmethod
     def from_json(cls, entry, dim_names) -> IndexRange:
@@ -41,7 +48,8 @@ class IndexRange:
         # one line whatever the package wrote: the reason is quoted in InputErrors, and an error prints a line per
         # newline (a reason's own would print a line of the package's choosing under `aotcuda run`)
         reason = one_line(reason) if isinstance(reason, str) else ""
-        return cls(_bound(entry.get("min")), _bound(entry.get("max")), under_dim_names(reason, dim_names))
+        return cls(_bound(entry.get("min")), _bound(entry.get("max")), under_dim_names(reason, dim_names),
+                   _part(entry.get("part")))
 
     def evaluate(self, bindings: dict[str, int], label: str = "the input") -> tuple[int | None, int | None]:
         """(low, high) for this call's sizes; None for a side that is not checked (null in the signature).
@@ -57,6 +65,60 @@ def _bound(bound) -> int | DimSpec | None:
         shape_expression(bound["expr"])  # ShapeExpressionError (a ValueError) for a string outside the grammar
         return DimSpec(expr=bound["expr"])
     raise ValueError(f"an index bound is an int, {{'expr': ...}} or null, got {bound!r}")
+
+
+# a part's steps as lowering writes them (aotcuda.lowering.index_ranges._part_step): the kind, then its ints
+_STEP_SIZES = {"select": 3, "slice": 5, "narrow": 4}
+MAX_PART_STEPS = 64  # more selects and slices than a tensor has dims, many times over
+
+
+def _part(part) -> tuple:
+    """An entry's "part" as a tuple of steps; () where absent. ValueError for any other form."""
+    if part is None:
+        return ()
+    if not isinstance(part, list) or len(part) > MAX_PART_STEPS:
+        raise ValueError(f"a part is a list of at most {MAX_PART_STEPS} steps, got {str(part)[:80]!r}")
+    steps = []
+    for step in part:
+        if (not isinstance(step, list) or not step or _STEP_SIZES.get(step[0]) != len(step)
+                or any(isinstance(n, bool) or not isinstance(n, int) or abs(n) >= 2**63 for n in step[1:])
+                or step[1] < 0 or (step[0] == "slice" and step[4] < 1) or (step[0] == "narrow" and step[3] < 0)):
+            raise ValueError(f"a part's step is ['select', dim, index], ['slice', dim, start, end, step] or "
+                             f"['narrow', dim, start, length], got {str(step)[:80]!r}")
+        steps.append(tuple(step))
+    return tuple(steps)
+
+
+def part_of(tensor: torch.Tensor, part: tuple) -> tuple[torch.Tensor, list] | None:
+    """(the view of ``tensor`` that ``part``'s steps take, and how to place an element of it back in ``tensor``:
+    ``whole_place``), or None where a step does not fit this tensor (a dim it lacks, an index past a size): the whole
+    tensor is then checked, as the program itself would fail on such a call."""
+    placing = []
+    try:
+        for kind, dim, *numbers in part:
+            size = tensor.shape[dim]
+            if kind == "select":
+                tensor, first, stride = tensor.select(dim, numbers[0]), numbers[0] % size if size else 0, None
+            elif kind == "slice":
+                start, _, stride = slice(*numbers).indices(size)
+                tensor, first = tensor[(slice(None),) * dim + (slice(*numbers),)], start
+            else:
+                tensor, first, stride = tensor.narrow(dim, *numbers), numbers[0] % size if size else 0, 1
+            placing.append((kind, dim, first, stride))
+    except (IndexError, RuntimeError):
+        return None
+    return tensor, placing
+
+
+def whole_place(place: tuple, placing: list) -> tuple:
+    """A place in a part (``part_of``) as the place in the whole input."""
+    place = list(place)
+    for kind, dim, first, stride in reversed(placing):
+        if kind == "select":
+            place.insert(dim, first)
+        else:
+            place[dim] = first + place[dim] * stride
+    return tuple(place)
 
 
 def _intersection(entries) -> tuple[int | None, int | None]:
@@ -143,11 +205,16 @@ class IndexRangeChecks:
     """The inputs of one Program that have index ranges, and their check (``check``)."""
 
     def __init__(self, ranges: dict[int, tuple[IndexRange, ...]], labels: dict[int, str], device: torch.device):
-        self._ranges, self._labels = ranges, labels
+        self._labels = labels
         self._on_cuda = device.type == "cuda"
         self._indices = tuple(sorted(ranges))
+        # one check per input and part (an input read as an index through idx[0] and idx[2:] is checked over each)
+        self._ranges: dict[tuple[int, tuple], tuple[IndexRange, ...]] = {}
+        for index in self._indices:
+            for part in dict.fromkeys(entry.part for entry in ranges[index]):
+                self._ranges[(index, part)] = tuple(entry for entry in ranges[index] if entry.part == part)
         # Ranges of static bounds only (the usual case) are one comparison per side: their intersection.
-        self._static = {index: _intersection(entries) for index, entries in ranges.items()
+        self._static = {key: _intersection(entries) for key, entries in self._ranges.items()
                         if all(isinstance(bound, (int, type(None))) for e in entries for bound in (e.low, e.high))}
 
     @classmethod
@@ -182,52 +249,67 @@ class IndexRangeChecks:
 
     def check(self, tensors: list, bindings: dict[str, int]) -> None:
         """Raise InputError, before the call, when an input holds a value outside a range it must keep."""
+        parts = {}  # (input, part): (the values checked, how to place them back in the input)
+        for index, part in self._ranges:
+            taken = part_of(tensors[index], part) if part else None
+            parts[(index, part)] = taken if taken is not None else (tensors[index], [])
         if self._on_cuda:
-            checked = [i for i in self._indices if tensors[i].numel()]
+            checked = [key for key, (tensor, _) in parts.items() if tensor.numel()]
             if not checked:
                 return
             # one synchronization for all of them
-            extremes = torch.stack([torch.stack(_aminmax(tensors[i])).long() for i in checked]).tolist()
+            extremes = torch.stack([torch.stack(_aminmax(parts[key][0])).long() for key in checked]).tolist()
         else:
             checked, extremes = [], []
-            for index in self._indices:
-                tensor = tensors[index]
+            for key, (tensor, _) in parts.items():
                 if tensor.numel():
                     low, high = _aminmax(tensor)
-                    checked.append(index)
+                    checked.append(key)
                     extremes.append((int(low), int(high)))
-        for place, index in enumerate(checked):
-            if tensors[index].dtype == torch.uint64 and extremes[place][0] < 0:  # values of 2**63 or more
-                extremes[place] = _uint64_extremes(tensors[index])
+        for place, key in enumerate(checked):
+            if parts[key][0].dtype == torch.uint64 and extremes[place][0] < 0:  # values of 2**63 or more
+                extremes[place] = _uint64_extremes(parts[key][0])
         static = self._static
-        for index, (low, high) in zip(checked, extremes):
-            bounds = static.get(index)
+        for key, (low, high) in zip(checked, extremes):
+            bounds = static.get(key)
             if bounds is not None and (bounds[0] is None or low >= bounds[0]) and (bounds[1] is None or high <= bounds[1]):
                 continue  # within every range
-            self._check_ranges(tensors[index], index, low, high, bindings)
+            self._check_ranges(*parts[key], key, low, high, bindings)
 
-    def _check_ranges(self, tensor, index: int, low: int, high: int, bindings: dict[str, int]) -> None:
-        """Against every range of the input; a refusal shows their intersection and the reason of the
+    def _check_ranges(self, tensor, placing: list, key: tuple, low: int, high: int, bindings: dict[str, int]) -> None:
+        """Against every range of the input's part; a refusal shows their intersection and the reason of the
         range that refuses (the first of equals: the one of the user's own op)."""
-        bounds = [(allowed, *allowed.evaluate(bindings, self._labels[index])) for allowed in self._ranges[index]]
+        index = key[0]
+        bounds = [(allowed, *allowed.evaluate(bindings, self._labels[index])) for allowed in self._ranges[key]]
         lows = [(lowest, allowed) for allowed, lowest, _ in bounds if lowest is not None]
         highs = [(highest, allowed) for allowed, _, highest in bounds if highest is not None]
         lowest = max(lows, key=lambda entry: entry[0], default=(None, None))
         highest = min(highs, key=lambda entry: entry[0], default=(None, None))
         if lowest[0] is not None and low < lowest[0]:
-            self._refuse(tensor, index, low, lowest[0], highest[0], lowest[1].reason)
+            self._refuse(tensor, index, low, lowest[0], highest[0], lowest[1].reason, placing)
         if highest[0] is not None and high > highest[0]:
-            self._refuse(tensor, index, high, lowest[0], highest[0], highest[1].reason)
+            self._refuse(tensor, index, high, lowest[0], highest[0], highest[1].reason, placing)
 
-    def _refuse(self, tensor, index: int, value: int, lowest, highest, reason: str):
+    def _refuse(self, tensor, index: int, value: int, lowest, highest, reason: str, placing: list = ()):
         where = _first_place(tensor, value)  # () only where the memory changed since the check read it
-        at = f" at {where}" if where else ""
+        at = f" at {whole_place(where, placing)}" if where else ""
         shown = f"[{'-inf' if lowest is None else lowest}, {'inf' if highest is None else highest}]"
         said = f"{self._labels[index]} holds {value}{at}, outside {shown}, the values it may hold as the index of "
-        error = InputError(f"{said}{reason}. Eager refuses it too; pass values in that range")
-        # a server's client gets the op, not the lowering host's file, line and source (``_op_of``)
-        error.client_text = f"{said}{_op_of(reason)}. Eager refuses it too; pass values in that range"
+        whole = WHOLE_INPUT_CHECKED in reason
+        error = InputError(f"{said}{reason}. {_WHOLE_CHECKED + _TRUSTED if whole else _EAGER_REFUSES}")
+        # a server's client gets the op, not the lowering host's file, line and source (``_op_of``), nor the advice
+        # of a load option that is the server's
+        error.client_text = f"{said}{_op_of(reason)}. {_WHOLE_CHECKED if whole else _EAGER_REFUSES}"
         raise error
+
+
+# what lowering's reason says of a range read through a slice it could not tell (lowering.index_ranges._reason)
+WHOLE_INPUT_CHECKED = "the whole input is checked"
+_EAGER_REFUSES = "Eager refuses it too; pass values in that range"
+_WHOLE_CHECKED = ("Only a part of this input is used as that index, but lowering could not tell which, so every "
+                  "value of it is checked and eager may well run this call; pass values in that range, or pass the "
+                  "part used as an index as an input of its own")
+_TRUSTED = " (or load with check_index_ranges=False if you trust the values)"
 
 
 def _op_of(reason: str) -> str:
