@@ -88,6 +88,8 @@ CASES = {
     "i[1:] then [0]": (lambda x, i: F.embedding(i[1:][0], W), torch.tensor([9, 1])),
     # a select after a transpose: the part is not told, the whole input is checked
     "a row after a transpose": (lambda x, i: x[i.t()[0]], torch.tensor([[1, 1]])),
+    # the whole input beside a part of it: every value reaches the index (the whole input is checked, as eager's)
+    "cat([i, i[:1]])": (lambda x, i: x[torch.cat([i, i[:1]])], torch.tensor([1, 1])),
 }
 
 # An index read through a subset lowering cannot tell is checked over the whole input (documented): iff holds only for
@@ -551,3 +553,19 @@ def test_a_part_told_at_lowering_is_checked_alone_and_a_refusal_elsewhere_says_t
     said = str(refused.value)
     assert "holds 100 at (0, 1)" in said and "the whole input is checked" in said and "Eager refuses" not in said
     assert "could not tell which" in said and "as an input of its own" in said
+
+
+def test_an_index_every_value_of_the_input_reaches_is_not_said_to_be_a_part_not_told(checks):
+    """Review (2026-12-07): where a concatenation holds the whole input beside a part of it (cat([i, i[:1]])), lowering
+    took the flow for "a part it could not tell": the refusal said eager may well run the call, and advised turning the
+    check off, where eager refuses it (every value of i reaches the index)."""
+    kind = "cat([i, i[:1]])"
+    found, spec = checks[kind]
+    index = CASES[kind][1].clone()
+    index.view(-1)[1] = 100
+    assert not _eager_accepts(CASES[kind][0], index)
+    _, bindings = check_inputs([index], [spec], ["i"], torch.device("cpu"), 1)
+    with pytest.raises(InputError) as refused:
+        found.check([index], bindings)
+    said = str(refused.value)
+    assert "Eager refuses it too" in said and "the whole input is checked" not in said, said

@@ -628,3 +628,28 @@ def test_a_part_that_does_not_fit_the_call_checks_the_whole_input():
     ids[1, 2] = 9
     with pytest.raises(InputError, match=r"holds 9 at \(1, 2\)"):
         IndexRangeChecks_from(signature).check([ids], {"s27": 4})
+
+
+def test_an_input_read_through_many_parts_is_reduced_once_where_every_value_is_within_them(monkeypatch):
+    """Review (2026-12-07): an input read as indices through one part per table (``emb[k](idx[:, k])``, 26 columns)
+    took one reduction per part on every call (26; 329 us a call here against 14 for the whole input). The whole input
+    is now reduced once, and its parts only where a value falls outside their ranges' intersection, which still names
+    the part's range and the value's place in the input."""
+    from aotcuda.runtime import index_ranges
+
+    signature = {"inputs": [{"name": "i", "dtype": "int64", "shape": [64, 26], "index_ranges": [
+        {"min": 0, "max": 1000 + k, "reason": f"embedding of table {k}", "part": [["select", 1, k]]} for k in range(26)]}]}
+    checks = index_ranges.IndexRangeChecks.from_signature(signature, 1, torch.device("cpu"))
+    reductions = []
+    counted = index_ranges._aminmax
+    monkeypatch.setattr(index_ranges, "_aminmax", lambda tensor: reductions.append(tensor.shape) or counted(tensor))
+    ids = torch.randint(0, 1001, (64, 26))
+    checks.check([ids], {})
+    assert reductions == [torch.Size([64, 26])]
+    ids[5, 7] = 1007  # table 7 holds 1008 rows: within its own range, past the intersection's (table 0's, 1000)
+    reductions.clear()
+    checks.check([ids], {})
+    assert len(reductions) == 1 + 26
+    ids[5, 7] = 1008
+    with pytest.raises(InputError, match=r"holds 1008 at \(5, 7\), outside \[0, 1007\].*table 7"):
+        checks.check([ids], {})

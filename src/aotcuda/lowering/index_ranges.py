@@ -206,16 +206,27 @@ def _sum(a, b, flows: dict, sign: int = 1) -> tuple[Flow, ...] | None:
 
 def _union(flows: list[Flow]) -> tuple[Flow, ...]:
     """The flows of a concatenation: one per (input, scale, clamp, abs), its offsets the union of theirs
-    (every value of the input meets each of them)."""
+    (every value of the input meets each of them where both take the same elements, or the offsets are the same).
+
+    Where one of them takes the whole input, so does the concatenation (``cat([i, i[:1]])``: every value of ``i``
+    reaches the index; review, 2026-12-07: read as "a part, not told", a refusal said eager might run the call, and
+    advised turning the check off, where eager refuses it). Elements taken by one side only meet that side's offsets:
+    with other offsets on the other side the flow is not exact."""
     merged: dict = {}
     for flow in flows:
         key = (flow.input, flow.scale, flow.clamp, flow.abs)
         known = merged.get(key)
-        merged[key] = flow if known is None else Flow(
+        if known is None:
+            merged[key] = flow
+            continue
+        whole = known.whole or flow.whole
+        same_elements = known.whole == flow.whole and known.part == flow.part
+        same_offsets = known.low == flow.low and known.high == flow.high
+        merged[key] = Flow(
             flow.input, flow.scale, sympy.Min(known.low, flow.low), sympy.Max(known.high, flow.high),
-            known.exact and flow.exact, known.whole and flow.whole, flow.clamp, flow.abs,
+            known.exact and flow.exact and (same_elements or same_offsets), whole, flow.clamp, flow.abs,
             known.inexact_at or flow.inexact_at, known.absorbed | flow.absorbed,
-            part=known.part if known.part == flow.part else None, laid_out=False)
+            part=() if whole else known.part if known.part == flow.part else None, laid_out=False)
     return tuple(merged.values())
 
 

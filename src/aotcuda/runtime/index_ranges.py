@@ -216,6 +216,13 @@ class IndexRangeChecks:
         # Ranges of static bounds only (the usual case) are one comparison per side: their intersection.
         self._static = {key: _intersection(entries) for key, entries in self._ranges.items()
                         if all(isinstance(bound, (int, type(None))) for e in entries for bound in (e.low, e.high))}
+        # An input read as indices through several parts (``emb[k](idx[:, k])`` for 26 k: review, 2026-12-07, 26
+        # reductions, 179 us a call against 6 for the whole input) is first reduced whole, once: within the
+        # intersection of every part's ranges (static ones), each part is within its own, and no part is reduced.
+        self._whole_first = {index: _intersection(ranges[index]) for index in self._indices
+                             if len({entry.part for entry in ranges[index]}) > 1
+                             and all(isinstance(bound, (int, type(None)))
+                                     for entry in ranges[index] for bound in (entry.low, entry.high))}
 
     @classmethod
     def from_signature(cls, signature: dict | None, num_inputs: int, device: torch.device,
@@ -249,8 +256,11 @@ class IndexRangeChecks:
 
     def check(self, tensors: list, bindings: dict[str, int]) -> None:
         """Raise InputError, before the call, when an input holds a value outside a range it must keep."""
+        whole_within = self._within_as_a_whole(tensors) if self._whole_first else ()
         parts = {}  # (input, part): (the values checked, how to place them back in the input)
         for index, part in self._ranges:
+            if index in whole_within:
+                continue
             taken = part_of(tensors[index], part) if part else None
             parts[(index, part)] = taken if taken is not None else (tensors[index], [])
         if self._on_cuda:
@@ -275,6 +285,22 @@ class IndexRangeChecks:
             if bounds is not None and (bounds[0] is None or low >= bounds[0]) and (bounds[1] is None or high <= bounds[1]):
                 continue  # within every range
             self._check_ranges(*parts[key], key, low, high, bindings)
+
+    def _within_as_a_whole(self, tensors: list) -> set[int]:
+        """The inputs of ``_whole_first`` whose every value is within the intersection of their parts' ranges (one
+        reduction each, one synchronization for all on CUDA); the others are checked part by part, which names the
+        place and the range a value breaks. uint64 inputs are always checked part by part (their extremes past 2**63
+        need ``_uint64_extremes``)."""
+        keys = [index for index in self._whole_first if tensors[index].numel() and tensors[index].dtype != torch.uint64]
+        if not keys:
+            return set()
+        if self._on_cuda:
+            extremes = torch.stack([torch.stack(_aminmax(tensors[index])).long() for index in keys]).tolist()
+        else:
+            extremes = [tuple(int(value) for value in _aminmax(tensors[index])) for index in keys]
+        return {index for index, (low, high) in zip(keys, extremes)
+                if (self._whole_first[index][0] is None or low >= self._whole_first[index][0])
+                and (self._whole_first[index][1] is None or high <= self._whole_first[index][1])}
 
     def _check_ranges(self, tensor, placing: list, key: tuple, low: int, high: int, bindings: dict[str, int]) -> None:
         """Against every range of the input's part; a refusal shows their intersection and the reason of the
