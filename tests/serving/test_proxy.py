@@ -1697,10 +1697,12 @@ def test_ipv4_clients_translated_with_the_local_use_nat64_prefix_at_96_are_their
     using RFC 8215's local-use prefix 64:ff9b:1::/48 at /96 (the IPv4 address in the last 32 bits) every IPv4 client was
     the one /64 64:ff9b:1::/64: one flooding client held another behind all its requests, and all of them shared a /64's
     quarter of the connections (heads.client_connection_caps). An address of 64:ff9b:1::/96 (at /48, /56 or /64 its
-    IPv4 address would start with 0) or with bits 64-71 set (zero at every RFC 6052 length but /96) is /96-placed."""
+    IPv4 address would start with 0) is /96-placed. One with bits 64-71 set is no translator's (RFC 6052 keeps them zero
+    at every length): a host of a /64 in the /48 would take 2**32 clients' turns by its last 32 bits (review)."""
     key = proxy.client_key
     assert key("64:ff9b:1::c000:242") == "192.0.2.66" and key("64:ff9b:1::192.0.2.7") == "192.0.2.7"
-    assert key("64:ff9b:1:0:100::c000:242") == "192.0.2.66"  # an operator's /96 of nonzero bits 64-71
+    host = {key(f"64:ff9b:1:0:ff12:3456:c000:{last:x}") for last in range(200, 210)}  # one /64's own addresses
+    assert host == {"64:ff9b:1::/64"}, host
     assert proxy.client_groups(key("64:ff9b:1::c000:242")) == ("192.0.2.66",)
     assert key("64:ff9b:1::") == "64:ff9b:1::/64"  # no IPv4 address in it: a /64 as before
     alice, waited, flood = _flood_then_alice(["64:ff9b:1::c000:242"] * 30, "64:ff9b:1::c000:207")

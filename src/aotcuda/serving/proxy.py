@@ -494,13 +494,15 @@ def _nat64_local_use_at_96(ip) -> bool:
     """Whether an IPv6 address is an IPv4 client translated with a /96 taken from RFC 8215's local-use prefix
     64:ff9b:1::/48, so that the IPv4 address is its last 32 bits (fixrev, 2026-12-07: every IPv4 client of such a
     translator was the one /64 64:ff9b:1::/64 to the fair hold, the pending room and the connection caps). RFC 6052
-    places the IPv4 address by the prefix's length, which the address does not say; two cases say it alone:
-    64:ff9b:1::/96 itself (bits 48-95 zero: at /48, /56 or /64 the IPv4 address would then start with 0, no client's),
-    and a nonzero bits 64-71 (RFC 6052 keeps them zero at every length but /96). Any other address of the /48 (an
-    operator's /96 of zero bits 64-71, or a /48-/64 placement) stays one /64, as an operator's own prefix does."""
+    places the IPv4 address by the prefix's length, which the address does not say; one case says it alone:
+    64:ff9b:1::/96 itself (bits 48-95 zero: at /48, /56 or /64 the IPv4 address would then start with 0, no client's).
+    Any other address of the /48 (an operator's /96 in it, or a /48-/64 placement) stays one /64, as an operator's own
+    prefix does. (A nonzero bits 64-71 said /96 here at first; RFC 6052 keeps those bits zero at every length, /96
+    too, so no translator writes such an address, and a host with a /64 of the /48 took 2**32 clients' turns by them:
+    review, 2026-12-07.)"""
     if ip not in NAT64_LOCAL_USE or int(ip) & 0xFFFFFFFF == 0:
         return False
-    return (int(ip) >> 32) & ((1 << 48) - 1) == 0 or (int(ip) >> 56) & 0xFF != 0
+    return (int(ip) >> 32) & ((1 << 48) - 1) == 0
 
 
 # the prefixes an IPv6 client's /64 is held within, widest first: a provider delegates a /48 or a /56 to one
