@@ -20,7 +20,8 @@ LAPACK_KERNELS = {
                                "solve_triangular and triangular_solve solve through the real embedding with it)"),
     "aten::linalg_solve_triangular": "a triangular solve (torch.linalg.solve_triangular)",
     "aten::_linalg_eigh": "a Hermitian eigendecomposition (torch.linalg.eigh, eigvalsh)",
-    "aten::_linalg_svd": "a singular value decomposition (torch.linalg.svd, svdvals, matrix_norm(ord=2), pinv)",
+    "aten::_linalg_svd": "a singular value decomposition (torch.linalg.svd, svdvals, matrix_norm(ord=2))",
+    "aten::linalg_pinv": "a pseudo-inverse through an SVD or eigh (torch.linalg.pinv)",
     "aten::linalg_cholesky_ex": "a Cholesky factorization (torch.linalg.cholesky)",
     "aten::linalg_lu_factor_ex": "an LU factorization (torch.linalg.lu_factor)",
     "aten::linalg_lu": "an LU factorization (torch.linalg.lu)",
@@ -29,6 +30,8 @@ LAPACK_KERNELS = {
     "aten::_linalg_slogdet": "a log-determinant through LU (torch.linalg.slogdet)",
     "aten::linalg_eig": "a general eigendecomposition (torch.linalg.eig, eigvals)",
     "aten::linalg_qr": "a QR factorization (torch.linalg.qr)",
+    "aten::linalg_householder_product": "a product of Householder reflectors (torch.linalg.householder_product)",
+    "aten::linalg_ldl_factor_ex": "an LDL factorization (torch.linalg.ldl_factor, ldl_factor_ex)",
 }
 
 
