@@ -235,8 +235,8 @@ docs/performance.md (benchmarks/fft.py).
 **Dynamic dims.** A dynamic batch or frame count (stft/istft over a dynamic number of samples) costs
 nothing extra. Drop istft's `length=` there: `torch.istft(..., length=y.shape[-1])` makes torch.export
 specialize the number of samples to the example's ("specialized it to be a constant", torch 2.13), and
-without it istft (center=True) returns hop·(frames − 1) samples, the input's length when that is a multiple
-of hop (a Dim of `hop * Dim("frames")`).
+without it istft (center=True) returns hop·(frames − 1) samples for an even n_fft (one more for an odd one), the
+input's length when that is a multiple of hop (a Dim of `hop * Dim("frames")`) and n_fft is even.
 A **dynamic transform length** works when its torch.export.Dim has a max N ≤ 2²¹
 (spectral/dynamic.py; a Dim without one is refused with a message that names the max to set):
 - **dynamic, N ≤ 64**: one DFT product whose [2n, 2n] table is built in the graph from n on every call
