@@ -447,8 +447,10 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
             raise InputError(f"{where}, outside the exported range [2, {'inf' if dim.max is None else dim.max}] of "
                              f"that dim (torch's symbol {dim.expr}): torch.export specializes sizes 0 and 1, so a dim "
                              "exported with Dim.AUTO or Dim.DYNAMIC starts at 2. To take a size of 1, re-export with "
+                             f"torch.export.Dim({_dim_name(spec, axis)!r}, min=1) for that dim in dynamic_shapes (where "
+                             f"{spec.name!r} is forward's argument itself, not a leaf of a nested input: "
                              f"dynamic_shapes={{{spec.name!r}: {{{axis}: torch.export.Dim({_dim_name(spec, axis)!r}, "
-                             f"min=1)}}}} there (a named Dim keeps its min; min=0 for empty tensors too)",
+                             f"min=1)}}}}; a named Dim keeps its min; min=0 for empty tensors too)",
                              advice=(Advice("dynamic_shapes", "wider", relower=True),))
         if size < dim.min or (dim.max is not None and size > dim.max):
             raise InputError(f"{where}, outside the exported range [{dim.min}, "
