@@ -215,7 +215,9 @@ def test_nan_to_num_of_a_complex_tensor_decomposes_part_by_part_as_eager():
     for a, e in zip(actual, expected):
         e = torch.view_as_real(e) if e.is_complex() else e
         assert torch.equal(a, e), (a, e)
-    # a real tensor keeps torch's own decomposition, and a spectrum that is finite is unchanged
-    y, h = torch.randn(2, 32), torch.randn(8)
+    # a real tensor keeps torch's own decomposition, and a spectrum that is finite is unchanged. The filter is a
+    # well-conditioned one (a unit tap, then taps under 0.05: every bin's |H| >= 0.65): a random filter's spectrum
+    # near zero amplified float32 rounding past the tolerance (CI, once: 3.5e-4 absolute)
+    y, h = torch.randn(2, 32), torch.cat([torch.ones(1), 0.05 * torch.rand(7)])
     torch.testing.assert_close(ep.module()(y, h, torch.view_as_real(z), x)[0], Deconvolution()(y, h, z, x)[0],
                                rtol=1e-5, atol=1e-5)
