@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import socket
 import threading
@@ -17,6 +16,7 @@ import h11
 import pytest
 import torch
 
+from least_time import collector_off
 from serving_cases import SEQ, loopback_ray, raw_request, relative_error, replica_stats, server_environment, status_of
 from virtual_time import loop_time, run_in_virtual_time
 
@@ -1615,12 +1615,8 @@ def _hold_cost(admission_limit: int, clients: list[str], leave_newest_first: boo
     # The CPU time is the hold's alone only with the cyclic collector off: in a test process holding torch's millions of
     # objects, one full collection (which 20,000 held tasks may set off and 2,000 do not) costs more than the whole
     # drop; CI failed on that once (0.76 s for 20,000, 0.02 s for 2,000), not on the hold.
-    gc.collect()
-    gc.disable()
-    try:
+    with collector_off():
         return asyncio.run(run())
-    finally:
-        gc.enable()
 
 
 def _least_hold_cost(admission_limit: int, clients: list[str], leave_newest_first: bool = False,
