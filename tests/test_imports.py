@@ -125,3 +125,27 @@ def test_the_package_has_its_installed_version():
     fresh = subprocess.run([sys.executable, "-c", "import sys, aotcuda; print('importlib.metadata' in sys.modules)"],
                            capture_output=True, text=True, check=True)
     assert fresh.stdout.strip() == "False", fresh
+
+
+def test_a_missing_serve_extra_is_a_missing_module():
+    """The H100 run of session 38: on a machine without Ray (pytest 9.1), four serving test files errored at
+    collection instead of skipping. aotcuda.serving raised a bare ImportError for the missing extra, and
+    pytest.importorskip skips on ModuleNotFoundError alone from pytest 9.1 on (9.0 warns). Each of the serving extra's
+    imports now raises ModuleNotFoundError (an ImportError still) that names the missing module and the install."""
+    code = """if True:
+        import importlib, sys
+        sys.modules["ray"] = sys.modules["safetensors"] = None  # as if neither were installed
+        from aotcuda.serving import codec, server
+        for attempt in (lambda: importlib.import_module("aotcuda.serving.deployment"), codec._safetensors,
+                        lambda: server.serve_package("p.pt2")):
+            try:
+                attempt()
+            except ModuleNotFoundError as missing:
+                print(missing.name, "pip install 'aotcuda[serve]'" in str(missing))
+            except ImportError as error:
+                print("a bare ImportError:", error)
+    """
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**__import__("os").environ, "PYTHONPATH": str(SOURCE.parent)})
+    assert result.stdout.split("\n")[:3] == ["ray True", "safetensors.torch True", "ray True"], (result.stdout
+                                                                                                 + result.stderr)

@@ -31,8 +31,9 @@ def _safetensors():
     try:
         import safetensors.torch as safetensors_torch
     except ImportError as error:
-        raise ImportError("aotcuda.serving needs safetensors and ray[serve]: pip install 'aotcuda[serve]' "
-                          "(from a clone: pip install -e '.[serve]')") from error
+        # a missing module (an ImportError too): pytest.importorskip and `except ModuleNotFoundError` skip on it
+        raise ModuleNotFoundError("aotcuda.serving needs safetensors and ray[serve]: pip install 'aotcuda[serve]' "
+                                  "(from a clone: pip install -e '.[serve]')", name=error.name) from error
     return safetensors_torch
 
 

@@ -50,8 +50,9 @@ try:
     from starlette.requests import Request
     from starlette.responses import PlainTextResponse, Response
 except ImportError as error:  # pragma: no cover - the error message is the point
-    raise ImportError("aotcuda.serving needs Ray Serve: pip install 'aotcuda[serve]' (from a clone: "
-                      "pip install -e '.[serve]')") from error
+    # a missing module (an ImportError too): pytest.importorskip and `except ModuleNotFoundError` skip on it
+    raise ModuleNotFoundError("aotcuda.serving needs Ray Serve: pip install 'aotcuda[serve]' (from a clone: "
+                              "pip install -e '.[serve]')", name=error.name) from error
 
 from aotcuda.errors import AotcudaError, InputError
 from aotcuda.package_tags import key_file_path

@@ -726,8 +726,9 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
 
         from aotcuda.serving.proxy import CALLBACK_VARIABLE, proxy_environment  # needs starlette (Ray Serve's)
     except ImportError as error:
-        raise ImportError("aotcuda serve needs Ray Serve: pip install 'aotcuda[serve]' (from a clone: "
-                          "pip install -e '.[serve]')") from error
+        # a missing module (an ImportError too): pytest.importorskip and `except ModuleNotFoundError` skip on it
+        raise ModuleNotFoundError("aotcuda serve needs Ray Serve: pip install 'aotcuda[serve]' (from a clone: "
+                                  "pip install -e '.[serve]')", name=error.name) from error
 
     with _ray_logs_quieted():
         path = os.path.abspath(package_path)
