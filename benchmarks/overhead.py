@@ -64,6 +64,21 @@ def per_call_us(fns: dict, calls: int, sync, clock, prepare=None) -> dict:
     return {name: (statistics.median(b), min(b)) for name, b in batches.items()}
 
 
+def copying_graphs(path: str):
+    """A Program with CUDA graphs that copies each call's inputs into its static buffers (the switch is read at load)."""
+    import aotcuda
+
+    before = os.environ.get("AOTCUDA_GRAPHS_IN_PLACE")
+    os.environ["AOTCUDA_GRAPHS_IN_PLACE"] = "0"
+    try:
+        return aotcuda.load(path, cuda_graphs=True)
+    finally:
+        if before is None:
+            del os.environ["AOTCUDA_GRAPHS_IN_PLACE"]
+        else:
+            os.environ["AOTCUDA_GRAPHS_IN_PLACE"] = before
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -91,8 +106,9 @@ def main() -> None:
     ref = Tiny()(x, y)
     variants = {"torch's AOTI loader (aoti_load_package)": torch._inductor.aoti_load_package(path),
                 "aotcuda.load": aotcuda.load(path)}
-    if cuda:
+    if cuda:  # the same x, y every call: the graph reads them in place (runtime/graphs.py); the copying row beside it
         variants["aotcuda.load, CUDA graphs"] = aotcuda.load(path, cuda_graphs=True)
+        variants["aotcuda.load, CUDA graphs, inputs copied in (AOTCUDA_GRAPHS_IN_PLACE=0)"] = copying_graphs(path)
     fns = {}
     with torch.no_grad():
         for name, program in variants.items():

@@ -72,12 +72,14 @@ def build_variants(q, k, workdir):
 
         return build
 
-    def ours(cuda_graphs, bind=False, configs=None):
+    def ours(cuda_graphs, bind=False, configs=None, in_place=True):
         def build():
             package = f"{workdir}/ours{'-' + '-'.join(configs) if configs else ''}.pt2"
             if not os.path.exists(package):  # one lowering serves every aotcuda row of these options
                 aotcuda.lower(complex_rope, (q, k), device="cuda", package_path=package, inductor_configs=configs)
+            os.environ["AOTCUDA_GRAPHS_IN_PLACE"] = "1" if in_place else "0"  # read at load
             program = aotcuda.load(package, cuda_graphs=cuda_graphs)
+            del os.environ["AOTCUDA_GRAPHS_IN_PLACE"]
             if bind:  # the graph reads q and k where they are and writes its own output buffers
                 return program.bind([q, k]).replay
             return lambda: program(q, k)
@@ -95,14 +97,11 @@ def build_variants(q, k, workdir):
     variants.extend(torch_complex_tensor_variant(complex_rope, q, k))
     variants.append(("aotcuda (complex math rewritten as real)", *timed(ours(False)), "0 fallback kernels"))
     variants.append(("aotcuda, CUDA graph replay", timed(ours(True))[0], None,
-                     "same package; each call copies q, k into the graph's buffers and the outputs out"))
+                     "same package; q, k where the last call's were: the graph reads them in place"))
+    variants.append(("aotcuda, CUDA graph replay, inputs copied in", timed(ours(True, in_place=False))[0], None,
+                     "same package, AOTCUDA_GRAPHS_IN_PLACE=0: each call copies q, k into the graph's buffers"))
     variants.append(("aotcuda, bound CUDA graph (Program.bind, zero-copy)", timed(ours(False, bind=True))[0], None,
                      "same package; replay reads q, k in place, outputs in the graph's buffers"))
-    # A lead for precomputed product tables (benchmarks/NOTES.md): Inductor's runtime constant folding
-    # computes, once at load, what depends only on the constant rotation table ((−fi, fi) among it).
-    folding = {"aot_inductor.use_runtime_constant_folding": True}
-    variants.append(("aotcuda, runtime constant folding", *timed(ours(False, configs=folding)),
-                     "inductor_configs aot_inductor.use_runtime_constant_folding=True"))
     return variants
 
 

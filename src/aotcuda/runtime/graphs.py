@@ -25,6 +25,19 @@ A new input shape starts its own warm-up and capture; at most ``max_graphs`` sha
 recently used goes first). A failed capture raises RuntimeCallError, releases every output handle once
 (ownership rule), and that shape runs eagerly from then on.
 
+Reading the caller's inputs in place: a call whose inputs lie at the same addresses as the previous call's of
+that shape (the same tensors, refilled in place; or new tensors the caching allocator placed where the last ones
+were, as a loop that frees each step's inputs before making the next gets) replays a capture made ON those addresses
+instead of copying into static buffers. The first such repeat captures one (``in_place_sets``, 2: one is lent while
+the next call replays the other, as above); later repeats replay it with no copy in and, for an input the program
+writes, no copy back (the graph writes the caller's memory itself, as a call without graphs does). Its outputs are
+lent like any capture's. This is exact whoever owns that memory: the call's own tensors are alive for the whole call
+and sit at exactly the addresses, sizes, strides and dtypes the graph reads (the shape key holds the last three), so
+a replay reads this call's values and writes where this call's tensors are; nothing of the caller is kept between
+calls (the addresses alone). Addresses that change every call (alternating buffers, or results kept) never capture
+one (a call at the addresses of the shape's captures in place replays them, repeat or not). When another set repeats, the shape's in-place captures are dropped for new ones. Off:
+``AOTCUDA_GRAPHS_IN_PLACE=0``.
+
 Zero copy for inputs too: ``Program.bind`` (``aotcuda.runtime.bound``) captures one graph on the caller's
 own tensors with ``capture`` below; its replay is one graph launch and nothing else.
 
@@ -72,10 +85,11 @@ class _Capture:
     the static outputs held it) per distinct output storage; ``lent``: its outputs were handed out."""
 
     graph: torch.cuda.CUDAGraph
-    static_inputs: list[torch.Tensor]
+    static_inputs: list[torch.Tensor] | None  # None: it reads the caller's inputs in place, at ``addresses``
     static_outputs: list[torch.Tensor | None]
     held: tuple[tuple[int, int], ...]
     lent: bool = False
+    addresses: tuple[int, ...] | None = None
 
     def free(self) -> bool:
         """True when a replay overwrites nothing the caller still holds."""
@@ -89,6 +103,9 @@ class _ShapeState:
     calls: int = 0
     eager_only: bool = False
     captures: list[_Capture] = field(default_factory=list)
+    in_place: list[_Capture] = field(default_factory=list)  # all on one set of input addresses
+    in_place_failed: bool = False  # a capture in place failed: the shape copies its inputs from then on
+    last_addresses: tuple[int, ...] | None = None  # the previous call's input addresses
 
 
 def shape_key(inputs: list[torch.Tensor]) -> tuple:
@@ -139,13 +156,16 @@ class GraphRunner:
         mutated: indices of the inputs the program writes in place (copied back after each replay).
         output_sets: captures per shape whose outputs may be handed out without a copy at once (0: always
             copy); a shape keeps at most ``output_sets + 1`` captures.
+        in_place_sets: captures per shape that read the caller's inputs in place (0: none, every graph call
+            copies its inputs in); all of one set of addresses.
     """
 
     def __init__(self, run: RunFn, device: torch.device, warmup_calls: int = 3, max_graphs: int = 8,
-                 mutated: frozenset[int] = frozenset(), output_sets: int = 2):
+                 mutated: frozenset[int] = frozenset(), output_sets: int = 2, in_place_sets: int = 2):
         self._run, self.device = run, device
         self.warmup_calls, self.max_graphs = warmup_calls, max_graphs
         self.max_captures = output_sets + 1
+        self.in_place_sets = in_place_sets
         self.mutated = mutated
         self._states: OrderedDict[tuple, _ShapeState] = OrderedDict()
         self._last: tuple | None = None  # (key, state) of the latest call: repeats skip the LRU update
@@ -167,9 +187,19 @@ class GraphRunner:
         with self._lock:
             last = self._last
             state = last[1] if last is not None and last[0] == key else self._state_for(key)
-            if not state.captures and (state.eager_only or state.calls < self.warmup_calls):
+            if not state.captures and not state.in_place and (state.eager_only or state.calls < self.warmup_calls):
                 state.calls += 1
+                if self.in_place_sets:
+                    state.last_addresses = tuple([t.data_ptr() for t in inputs])
                 return finish(self._run(inputs), False)
+            if self.in_place_sets and not state.eager_only:
+                addresses = tuple([t.data_ptr() for t in inputs])
+                repeated, state.last_addresses = addresses == state.last_addresses, addresses
+                if not state.in_place_failed and (repeated or (state.in_place and state.in_place[0].addresses
+                                                                == addresses)):
+                    result = self._in_place_call(state, inputs, addresses, finish, lend)
+                    if result is not _NO_CAPTURE:
+                        return result
             return self._graph_call(state, inputs, finish, lend)
 
     def _reentrant_call(self, inputs, finish) -> list:
@@ -186,11 +216,7 @@ class GraphRunner:
         """Replay a free capture (capturing one first if none is), write back mutated inputs, finish; under
         the lock."""
         stream = self._raw_stream()
-        if self._last_stream is not None and stream != self._last_stream:
-            # Another stream than the last call's: wait for everything queued there so far (its output copy).
-            event = torch.cuda.Event()
-            event.record(torch.cuda.ExternalStream(self._last_stream, device=self.device))
-            torch.cuda.current_stream(self.device).wait_event(event)
+        self._wait_for_last_stream(stream)
         free = [c for c in state.captures if c.free()]
         if free:
             chosen = free[0]
@@ -213,6 +239,47 @@ class GraphRunner:
         self._last_stream = stream
         return result
 
+    def _in_place_call(self, state: _ShapeState, inputs, addresses: tuple, finish, lend: bool):
+        """Replay a free capture made on these input addresses (capturing one first if none is and another may be
+        made); ``_NO_CAPTURE`` when none can serve (each lent, or the capture failed): the call copies then. Under
+        the lock."""
+        if state.in_place and state.in_place[0].addresses != addresses:  # another set of addresses repeats now
+            state.in_place = []
+        chosen = next((c for c in state.in_place if c.free()), None)
+        stream = self._raw_stream()
+        if chosen is None and len(state.in_place) >= self.in_place_sets:
+            return _NO_CAPTURE
+        self._wait_for_last_stream(stream)
+        if chosen is None:
+            self._capturing = True
+            try:
+                graph, static_outputs = capture(self._run, self.device, inputs)
+            except RuntimeCallError:  # the copying captures may still work: they take the call, quietly
+                state.in_place_failed = True
+                return _NO_CAPTURE
+            finally:
+                self._capturing = False
+            if _shares_storage(static_outputs, inputs):  # an output is (a view of) an input: holding it would keep
+                state.in_place_failed = True               # the caller's memory for as long as the capture lives
+                return _NO_CAPTURE
+            chosen = _Capture(graph, None, static_outputs, _held(static_outputs), addresses=addresses)
+            state.in_place.append(chosen)
+        chosen.graph.replay()  # reads, and writes, this call's own tensors: nothing to copy in or back
+        if lend:  # another capture is made, or the copying ones serve, while this one is lent
+            chosen.lent = True
+            result = finish(_aliases(chosen.static_outputs), False)
+        else:
+            result = finish(list(chosen.static_outputs), True)
+        self._last_stream = stream
+        return result
+
+    def _wait_for_last_stream(self, stream: int) -> None:
+        if self._last_stream is not None and stream != self._last_stream:
+            # Another stream than the last call's: wait for everything queued there so far (its output copy).
+            event = torch.cuda.Event()
+            event.record(torch.cuda.ExternalStream(self._last_stream, device=self.device))
+            torch.cuda.current_stream(self.device).wait_event(event)
+
     def _capture(self, state: _ShapeState, inputs) -> _Capture:
         static_inputs = [t.clone() for t in inputs]
         self._capturing = True
@@ -225,9 +292,7 @@ class GraphRunner:
                                    advice=(Advice("cuda_graphs", False),)) from exc.__cause__
         finally:
             self._capturing = False
-        storages = {t.untyped_storage()._cdata for t in static_outputs if t is not None}
-        held = tuple((storage, _use_count(storage)) for storage in storages)  # counted with no alias made yet
-        state.captures.append(made := _Capture(graph, static_inputs, static_outputs, held))
+        state.captures.append(made := _Capture(graph, static_inputs, static_outputs, _held(static_outputs)))
         self._replay(graph, inputs, static_inputs)
         return made
 
@@ -246,12 +311,17 @@ class GraphRunner:
 
     @property
     def num_graphs(self) -> int:
-        """Input shapes that have a graph (each may have several captures: ``output_sets``)."""
-        return sum(bool(state.captures) for state in self._states.values())
+        """Input shapes that have a graph (each may have several captures: ``output_sets``, ``in_place_sets``)."""
+        return sum(bool(state.captures or state.in_place) for state in self._states.values())
 
     @property
     def num_captures(self) -> int:
+        """Captures that copy their inputs in (``num_in_place_captures``: those that read them in place)."""
         return sum(len(state.captures) for state in self._states.values())
+
+    @property
+    def num_in_place_captures(self) -> int:
+        return sum(len(state.in_place) for state in self._states.values())
 
     def _state_for(self, key: tuple) -> _ShapeState:
         if key in self._states:
@@ -269,6 +339,20 @@ class GraphRunner:
         with self._lock:
             self._states.clear()
             self._last = None
+
+
+def _held(static_outputs: list) -> tuple[tuple[int, int], ...]:
+    """(storage, its use count now) per distinct output storage of a new capture, counted before any alias is made."""
+    storages = {t.untyped_storage()._cdata for t in static_outputs if t is not None}
+    return tuple((storage, _use_count(storage)) for storage in storages)
+
+
+def _shares_storage(outputs: list, inputs: list) -> bool:
+    storages = {t.untyped_storage()._cdata for t in inputs}
+    return any(t is not None and t.untyped_storage()._cdata in storages for t in outputs)
+
+
+_NO_CAPTURE = object()  # _in_place_call's "no capture in place serves this call"
 
 
 def per_distinct_tensor(tensors: list, make: Callable[[torch.Tensor], torch.Tensor]) -> list:
