@@ -274,6 +274,17 @@ def test_inductor_configs_that_make_a_package_aotcuda_load_refuses_are_refused(n
                                  "aot_inductor.package_cpp_only": False})
 
 
+def test_runtime_constant_folding_is_refused_with_its_cause(no_export):
+    """Session 38: benchmarks/rope.py's row lowered with aot_inductor.use_runtime_constant_folding ended the process
+    with an illegal memory access on the H100; torch's own AOTInductor, given the rewritten program with no aotcuda
+    step between, computes inf with it on the CPU (torch 2.13; without the option, eager's values)."""
+    with pytest.raises(ValueError, match=r"^inductor_configs sets 'aot_inductor.use_runtime_constant_folding', with "
+                                         r"which torch's AOTInductor computes wrong results .* leave it out$"):
+        _lower(inductor_configs={"aot_inductor.use_runtime_constant_folding": True})
+    with pytest.raises(ExportReached):  # off is torch's default, and taken
+        _lower(inductor_configs={"aot_inductor.use_runtime_constant_folding": False})
+
+
 def test_an_iterator_as_an_example_input_is_named_with_the_fix(no_export):
     """Before: torch.export's "ValueError: Unsupported input type <class 'generator'>. Export only supports pytree
     containers of basic types ... To register a custom dataclass, use torch.export.register_dataclass ...", advice

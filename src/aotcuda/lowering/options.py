@@ -57,7 +57,8 @@ def check_inductor_configs(configs) -> None:
     an int or None (some are tristate), no ``aot_inductor.output_path`` (torch refuses it at the compile:
     package_path says where the package goes), and none that makes a package aotcuda.load refuses (lowered, and
     refused only at load: C++ sources without a library, ``package_cpp_only``; weights outside the library in
-    another format than "binary_blob")."""
+    another format than "binary_blob"), and no ``aot_inductor.use_runtime_constant_folding`` (torch's results with it
+    are wrong: see below)."""
     if not isinstance(configs, dict):
         raise TypeError(f"inductor_configs must be a dict of Inductor option names to values, got "
                         f"{type(configs).__name__}; e.g. inductor_configs={{'max_autotune': True}}")
@@ -77,6 +78,14 @@ def check_inductor_configs(configs) -> None:
         if name == "aot_inductor.package_cpp_only" and value:
             raise ValueError("inductor_configs sets 'aot_inductor.package_cpp_only', which packages the C++ sources "
                              "without a compiled library: aotcuda.load refuses such a package; leave it out")
+        if name == "aot_inductor.use_runtime_constant_folding" and value:
+            # torch's own AOTInductor, no aotcuda step between (torch 2.13 CPU; 2.11 CUDA): a RoPE whose rotation table
+            # is sliced from a buffer gave inf on the CPU, and on CUDA wrong values that changed from call to call
+            # (relative error 0.9-5.2) and, at a larger size, an illegal memory access, under torch's loader and ours
+            raise ValueError("inductor_configs sets 'aot_inductor.use_runtime_constant_folding', with which torch's "
+                             "AOTInductor computes wrong results (inf or values that change between calls, and an "
+                             "illegal memory access on CUDA) for programs that slice a constant, such as a rotary "
+                             "embedding's table; leave it out")
         if isinstance(defaults[name], bool) and value is not None and not isinstance(value, (bool, int)):
             raise TypeError(f"inductor_configs[{name!r}] is a switch (True or False), got {quoted(value)} "
                             f"({type(value).__name__}), which Inductor would take for {_truth(value)}; "
