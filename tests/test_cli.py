@@ -69,6 +69,38 @@ def test_inspect_lists_signature_and_kernels(demo, runner):
     assert "seq∈[2, 128]" in result.output  # under the Dim name the user gave it, not s27 (issue #11 item 6)
 
 
+def test_inspect_shows_the_index_checks_and_the_outputs_that_are_inputs(demo, runner, tmp_path):
+    """A new user's trial (session 38): inspect said nothing of the index ranges a Program checks before every call
+    (an embedding's ids against [0, 99]), nor that an output is an input handed back as it is. Shown from the
+    signature (here written into the demo's package; its text escaped as every package string is)."""
+    import json
+
+    lowered, _, _ = demo
+
+    def edit(signature):
+        x = signature["inputs"][0]
+        seq = x["shape"][1]["expr"]  # the symbol torch named the demo's seq dim (s27 in torch 2.13)
+        x["index_ranges"] = [{"min": 0, "max": {"expr": f"{seq} - 1"}, "reason": "aten.embedding at model.py:3\x1b[2J"},
+                             {"min": -4, "max": None, "reason": "aten.index", "part": [["select", 0, 1]]}]
+        signature["outputs"][0]["returns_input"] = 0
+
+    with zipfile.ZipFile(lowered.package_path) as zin, zipfile.ZipFile(tmp_path / "edited.pt2", "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("aotcuda/signature.json"):
+                signature = json.loads(data)
+                edit(signature)
+                data = json.dumps(signature).encode()
+            zout.writestr(info, data)
+    result = runner.invoke(main, ["inspect", str(tmp_path / "edited.pt2")])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "index values checked before every call: x in [0, seq - 1] (aten.embedding at model.py:3\\x1b[2J)" in lines
+    assert "index values checked before every call: x.select(0, 1) in [-4, unchecked] (aten.index)" in lines
+    assert any(line.startswith("output out is input x: a call returns the caller's own tensor") for line in lines), \
+        result.output
+
+
 def test_run_saves_outputs_that_match_eager(demo, runner, tmp_path):
     lowered, model, x = demo
     fresh = torch.randn(2, 9, x.shape[-1])

@@ -1170,6 +1170,9 @@ def inspect(package, signing_key_file):
             console.print(f"inputs written in place at every call: {shown(_clip(names_text, 5 * SHOWN_CHARS))} (each "
                           "call writes them into the caller's tensors, as the module's in-place ops do)",
                           highlight=False, soft_wrap=True)
+        for line in _checked_index_lines(_listed(signature.get("inputs")), names) + \
+                _returned_input_lines(_listed(user_signature.get("outputs")), _listed(signature.get("inputs"))):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
         unchecked = [spec for spec in _listed(signature.get("inputs"))  # inputs whose index values go unchecked
                      if isinstance(spec, dict) and isinstance(spec.get("index_unchecked"), list) and spec["index_unchecked"]]
         for spec in unchecked[:SHOWN_ROWS]:
@@ -1318,6 +1321,52 @@ def _constant_inputs_line(signature: dict) -> str | None:
         shown_values.append(text)
     return (f"arguments fixed at lowering (the program computes with these values whatever a call passes): "
             f"{shown(_clip(', '.join(shown_values), 5 * SHOWN_CHARS))}")
+
+
+def _checked_index_lines(inputs: list, names) -> list[str]:
+    """One line per index range the runtime checks before every call (the signature's "index_ranges":
+    runtime/index_ranges.py), as a reader of the package needs it: the input (and the part of it that is the index),
+    the values taken, why. A bound of null is a side left unchecked (it depends on a size no input gives). All of it
+    read from the package: anything malformed is shown as it is written (load refuses it, and says so)."""
+    lines = []
+    for spec in inputs:
+        ranges = spec.get("index_ranges") if isinstance(spec, dict) else None
+        for entry in ranges if isinstance(ranges, list) else []:
+            if not isinstance(entry, dict):
+                continue
+            part = "".join(f".{step[0]}({', '.join(str(arg) for arg in step[1:])})"
+                           for step in _listed(entry.get("part")) if isinstance(step, list) and step)
+            low, high = (_bound_text(entry.get(side), names) for side in ("min", "max"))
+            reason = f" ({entry['reason']})" if isinstance(entry.get("reason"), str) else ""
+            lines.append(terminal_safe(_clip(f"index values checked before every call: {spec.get('name')}{part} in "
+                                             f"[{low}, {high}]{reason}", 5 * SHOWN_CHARS)))
+    if len(lines) > SHOWN_ROWS:
+        lines[SHOWN_ROWS:] = [f"index values checked before every call: ... and {len(lines) - SHOWN_ROWS} more"]
+    return lines
+
+
+def _bound_text(bound, names) -> str:
+    if bound is None:
+        return "unchecked"
+    if isinstance(bound, dict) and isinstance(bound.get("expr"), str):
+        return under_dim_names(_clip(bound["expr"]), names)
+    return _clip(str(bound))
+
+
+def _returned_input_lines(outputs: list, inputs: list) -> list[str]:
+    """One line per output that is an input (the signature's "returns_input") or a view of one ("returns_view_of_
+    input"): a call hands back the caller's own tensor there, as eager does (runtime/returned_inputs.py)."""
+    lines = []
+    for spec in outputs:
+        for key, what in (("returns_input", "the caller's own tensor"),
+                          ("returns_view_of_input", "a view of the caller's tensor (view_as_complex or view_as_real)")):
+            index = spec.get(key) if isinstance(spec, dict) else None
+            if type(index) is int and 0 <= index < len(inputs) and isinstance(inputs[index], dict):
+                lines.append(terminal_safe(_clip(f"output {spec.get('name')} is input {inputs[index].get('name')}: "
+                                                 f"a call returns {what}", 5 * SHOWN_CHARS)))
+    if len(lines) > SHOWN_ROWS:
+        lines[SHOWN_ROWS:] = [f"outputs that are inputs: ... and {len(lines) - SHOWN_ROWS} more"]
+    return lines
 
 
 def _listed(value) -> list:
