@@ -101,6 +101,33 @@ def test_inspect_shows_the_index_checks_and_the_outputs_that_are_inputs(demo, ru
         result.output
 
 
+def test_inspect_json_is_one_object_with_the_package_strings_escaped(demo, runner, tmp_path):
+    """A new user's trial (session 38): no machine-readable inspect; scripts parsed the table, whose cells wrap."""
+    import json
+
+    lowered, _, _ = demo
+    result = runner.invoke(main, ["inspect", "--json", lowered.package_path])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["device"] == "cpu" and report["refused_by_load"] is None and report["runs_in_aotcuda_load"]
+    assert [spec["name"] for spec in report["signature"]["inputs"]] == ["x"]
+    assert report["signature"]["inputs"][0]["shape"][1]["min"] == 2 and report["signature"]["dim_names"]
+    assert report["kernels"]["fallback"] == [] and report["kernels"]["generated"] > 0
+    assert any("_scaled_dot_product_flash_attention_for_cpu" in name for name in report["kernels"]["library"])
+    hostile = tmp_path / "hostile.pt2"  # an output named with a terminal escape: written as JSON's \u001b
+    with zipfile.ZipFile(lowered.package_path) as zin, zipfile.ZipFile(hostile, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("aotcuda/signature.json"):
+                signature = json.loads(data)
+                signature["outputs"][0]["name"] = "out\x1b[2J\u202e"
+                data = json.dumps(signature).encode()
+            zout.writestr(info, data)
+    result = runner.invoke(main, ["inspect", "--json", str(hostile)])
+    assert result.exit_code == 0 and "\x1b" not in result.output and "\u202e" not in result.output, result.output
+    assert json.loads(result.output)["signature"]["outputs"][0]["name"] == "out\x1b[2J\u202e"
+
+
 def test_run_saves_outputs_that_match_eager(demo, runner, tmp_path):
     lowered, model, x = demo
     fresh = torch.randn(2, 9, x.shape[-1])

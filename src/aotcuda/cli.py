@@ -24,6 +24,7 @@ import errno
 import fcntl
 import functools
 import io
+import json
 import logging
 import os
 import re
@@ -1129,8 +1130,11 @@ def _signed_line(package: str, key, limits, archive) -> str:
 @click.argument("package", type=ExistingFile())
 @click.option("--signing-key-file", type=click.Path(dir_okay=False), default=None,
               help=f"check that the package is signed with the key in this file, as load does. {KEY_FILE_HELP}")
+@click.option("--json", "as_json", is_flag=True,
+              help="print one JSON object instead (device, signing, the signature's inputs and outputs as the caller "
+                   "sees them, the kernels), for scripts; every string of the package escaped as JSON writes it")
 @_clean_errors
-def inspect(package, signing_key_file):
+def inspect(package, signing_key_file, as_json):
     """Show PACKAGE's device, inputs, outputs and the kernels its generated code calls."""
     from aotcuda.lowering.devices import DEVICE_PROFILES
     from aotcuda.lowering.fallbacks import kernels_from_signature, scan_kernels, split_allowed
@@ -1147,6 +1151,15 @@ def inspect(package, signing_key_file):
         kernels, generated = scan_kernels(package, archive=archive)  # the generated sources, run never
         signed_line = _signed_line(package, key, limits, archive)
     device = metadata.get("AOTI_DEVICE_KEY", "")
+    profile = DEVICE_PROFILES.get(device)
+    missing, library = split_allowed(kernels, profile.allowed_kernels if profile else frozenset())
+    recorded = kernels_from_signature(signature)
+    unlike = []
+    if recorded is not None:  # what lower() recorded, for the kernels the sources call: see _as_lowered
+        missing, library, unlike = _as_lowered(missing, library, *recorded)
+    if as_json:
+        _print_inspect_json(package, device, signed_line, signature, generated, library, missing, unlike)
+        return
     console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False,
                   soft_wrap=True)
     console.print(signed_line, highlight=False, markup=False, soft_wrap=True)
@@ -1214,15 +1227,10 @@ def inspect(package, signing_key_file):
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown",
                       soft_wrap=True)
-    profile = DEVICE_PROFILES.get(device)
-    missing, library = split_allowed(kernels, profile.allowed_kernels if profile else frozenset())
-    recorded = kernels_from_signature(signature)
-    if recorded is not None:  # what lower() recorded, for the kernels the sources call: see _as_lowered
-        missing, library, unlike = _as_lowered(missing, library, *recorded)
-        if unlike:
-            status_console.print(f"warning: the signature's record of kernels differs from what the generated "
-                                 f"code calls ({shown(_clip(', '.join(unlike), 5 * SHOWN_CHARS))}): listed as the "
-                                 "code calls them", highlight=False, markup=False, soft_wrap=True)
+    if unlike:
+        status_console.print(f"warning: the signature's record of kernels differs from what the generated "
+                             f"code calls ({shown(_clip(', '.join(unlike), 5 * SHOWN_CHARS))}): listed as the "
+                             "code calls them", highlight=False, markup=False, soft_wrap=True)
     console.print(f"generated kernels: {len(generated)}", soft_wrap=True)
     console.print(f"library kernels (allowed): {shown(_clip(', '.join(k.name for k in library) or 'none', 5 * SHOWN_CHARS))}",
                   highlight=False, soft_wrap=True)
@@ -1234,6 +1242,32 @@ def inspect(package, signing_key_file):
     if any(kernel.name.endswith("(proxy executor)") for kernel in missing):
         console.print("runs in: torch._inductor.aoti_load_package only (a proxy-executor kernel: `aotcuda run` and "
                       "aotcuda.load refuse it)", highlight=False, soft_wrap=True)
+
+
+def _print_inspect_json(package: str, device: str, signed_line: str, signature, generated, library, missing,
+                        unlike) -> None:
+    """``aotcuda inspect --json``: what inspect shows, as one JSON object on stdout. The signature's entries are the
+    caller's view (complex tensors as complex: complex_adapter.split_signature), or as stored where load would refuse
+    the package (``"refused_by_load"`` then says why). json.dumps writes every non-ASCII and control character of the
+    package's strings as an escape, so the output is as safe on a terminal as the table."""
+    from aotcuda.runtime.complex_adapter import split_signature
+    from aotcuda.runtime.specs import specs_from_signature
+
+    report = {"package": package, "device": device, "signed": signed_line, "signature": None, "refused_by_load": None}
+    if signature:
+        try:
+            user_signature, _ = split_signature(signature, package)
+            specs_from_signature(user_signature, package)
+        except PackageError as error:
+            user_signature, report["refused_by_load"] = signature, _clip(error, 5 * SHOWN_CHARS)
+        report["signature"] = {key: user_signature.get(key) for key in
+                               ("inputs", "outputs", "dim_names", "constant_inputs", "state_written",
+                                "data_dependent_sizes") if key in user_signature}
+    report["kernels"] = {"generated": len(generated), "library": [kernel.name for kernel in library],
+                         "fallback": [{"name": kernel.name, "where": kernel.describe()} for kernel in missing],
+                         "record_differs_for": list(unlike)}
+    report["runs_in_aotcuda_load"] = not any(kernel.name.endswith("(proxy executor)") for kernel in missing)
+    click.echo(json.dumps(report, ensure_ascii=True, indent=1, default=str))
 
 
 def _as_lowered(missing, library, recorded_missing, recorded_library):
