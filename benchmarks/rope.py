@@ -77,9 +77,14 @@ def build_variants(q, k, workdir):
             package = f"{workdir}/ours{'-' + '-'.join(configs) if configs else ''}.pt2"
             if not os.path.exists(package):  # one lowering serves every aotcuda row of these options
                 aotcuda.lower(complex_rope, (q, k), device="cuda", package_path=package, inductor_configs=configs)
+            before = os.environ.get("AOTCUDA_GRAPHS_IN_PLACE")
             os.environ["AOTCUDA_GRAPHS_IN_PLACE"] = "1" if in_place else "0"  # read at load
-            program = aotcuda.load(package, cuda_graphs=cuda_graphs)
-            del os.environ["AOTCUDA_GRAPHS_IN_PLACE"]
+            try:
+                program = aotcuda.load(package, cuda_graphs=cuda_graphs)
+            finally:
+                os.environ.pop("AOTCUDA_GRAPHS_IN_PLACE")
+                if before is not None:
+                    os.environ["AOTCUDA_GRAPHS_IN_PLACE"] = before
             if bind:  # the graph reads q and k where they are and writes its own output buffers
                 return program.bind([q, k]).replay
             return lambda: program(q, k)

@@ -24,6 +24,7 @@ from aotcuda.cli_inputs import dynamic_shapes_from, load_factory
 from aotcuda.errors import AotcudaError, MissingFallbackKernelsError
 from least_time import least_cpu_seconds
 from lowered_demo import lowered_demo
+from package_edits import with_edited_signature
 
 
 def relative_error(actual, expected):
@@ -84,15 +85,8 @@ def test_inspect_shows_the_index_checks_and_the_outputs_that_are_inputs(demo, ru
                              {"min": -4, "max": None, "reason": "aten.index", "part": [["select", 0, 1]]}]
         signature["outputs"][0]["returns_input"] = 0
 
-    with zipfile.ZipFile(lowered.package_path) as zin, zipfile.ZipFile(tmp_path / "edited.pt2", "w") as zout:
-        for info in zin.infolist():
-            data = zin.read(info)
-            if info.filename.endswith("aotcuda/signature.json"):
-                signature = json.loads(data)
-                edit(signature)
-                data = json.dumps(signature).encode()
-            zout.writestr(info, data)
-    result = runner.invoke(main, ["inspect", str(tmp_path / "edited.pt2")])
+    edited = with_edited_signature(lowered.package_path, tmp_path / "edited.pt2", edit)
+    result = runner.invoke(main, ["inspect", str(edited)])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert "index values checked before every call: x in [0, seq - 1] (aten.embedding at model.py:3\\x1b[2J)" in lines
@@ -114,15 +108,9 @@ def test_inspect_json_is_one_object_with_the_package_strings_escaped(demo, runne
     assert report["signature"]["inputs"][0]["shape"][1]["min"] == 2 and report["signature"]["dim_names"]
     assert report["kernels"]["fallback"] == [] and report["kernels"]["generated"] > 0
     assert any("_scaled_dot_product_flash_attention_for_cpu" in name for name in report["kernels"]["library"])
-    hostile = tmp_path / "hostile.pt2"  # an output named with a terminal escape: written as JSON's \u001b
-    with zipfile.ZipFile(lowered.package_path) as zin, zipfile.ZipFile(hostile, "w") as zout:
-        for info in zin.infolist():
-            data = zin.read(info)
-            if info.filename.endswith("aotcuda/signature.json"):
-                signature = json.loads(data)
-                signature["outputs"][0]["name"] = "out\x1b[2J\u202e"
-                data = json.dumps(signature).encode()
-            zout.writestr(info, data)
+    # an output named with a terminal escape and a bidi override: written as JSON's \u001b, \u202e
+    hostile = with_edited_signature(lowered.package_path, tmp_path / "hostile.pt2",
+                                    lambda signature: signature["outputs"][0].update(name="out\x1b[2J\u202e"))
     result = runner.invoke(main, ["inspect", "--json", str(hostile)])
     assert result.exit_code == 0 and "\x1b" not in result.output and "\u202e" not in result.output, result.output
     assert json.loads(result.output)["signature"]["outputs"][0]["name"] == "out\x1b[2J\u202e"

@@ -144,8 +144,16 @@ def test_a_missing_serve_extra_is_a_missing_module():
                 print(missing.name, "pip install 'aotcuda[serve]'" in str(missing))
             except ImportError as error:
                 print("a bare ImportError:", error)
+        import types
+        sys.modules["ray"] = types.ModuleType("ray")  # installed but broken: no ray.serve, an ImportError of its own
+        try:
+            importlib.import_module("aotcuda.serving.deployment")
+        except ModuleNotFoundError as missing:
+            print("said missing:", missing)
+        except ImportError as broken:
+            print("broken install:", "pip install" not in str(broken))
     """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**__import__("os").environ, "PYTHONPATH": str(SOURCE.parent)})
-    assert result.stdout.split("\n")[:3] == ["ray True", "safetensors.torch True", "ray True"], (result.stdout
-                                                                                                 + result.stderr)
+    assert result.stdout.split("\n")[:4] == ["ray True", "safetensors.torch True", "ray True",
+                                             "broken install: True"], result.stdout + result.stderr

@@ -46,7 +46,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "at the first run in a process"),
     Switch("AOTCUDA_GRAPHS_IN_PLACE", True, "a Program loaded with cuda_graphs=True replays a capture made on the "
            "caller's own input addresses when a call's inputs lie where the previous call's did (no copy in or back; "
-           "runtime/graphs.py); off: every graph call copies its inputs into the graph's static buffers",
+           "runtime/graphs.py; up to two more memory pools a shape); off: every graph call copies its inputs into the "
+           "graph's static buffers",
            "at each load"),
     Switch("AOTCUDA_CHECK_INDEX_RANGES", True, "a Program checks, before each call, that integer inputs reaching an "
            "index hold values eager accepts (runtime/index_ranges.py); off, for trusted callers only: an out-of-range "

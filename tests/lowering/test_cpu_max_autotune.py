@@ -175,3 +175,15 @@ def test_a_fixed_weight_product_lowered_with_max_autotune_matches_eager(tmp_path
         want = model(*example)
         got = torch_aoti_load(lowered.package_path)(*example)
     assert (got - want).norm() / want.norm() < 1e-5
+
+
+def test_runtime_constant_folding_set_for_the_process_is_turned_off(writes_nothing, monkeypatch):
+    """The review of session 38: inductor_configs refuses aot_inductor.use_runtime_constant_folding (torch computes
+    wrong results with it: test_options.py), but torch._inductor.config set for the whole process reached the
+    compile all the same."""
+    from torch._inductor import config as inductor_config
+
+    assert "aot_inductor.use_runtime_constant_folding" not in package_inductor_configs(CPU, {}, None, writes_nothing)
+    monkeypatch.setattr(inductor_config.aot_inductor, "use_runtime_constant_folding", True)
+    configs = package_inductor_configs(CPU, {}, None, writes_nothing)
+    assert configs["aot_inductor.use_runtime_constant_folding"] is False

@@ -69,7 +69,7 @@ def test_a_replay_interrupted_as_it_returns_still_writes_the_written_input_back(
 
     monkeypatch.setattr(graphs, "capture", capture)
     runner = graphs.GraphRunner(lambda inputs, **_: [inputs[0]], torch.device("cpu"), warmup_calls=0,
-                                mutated=frozenset({0}))
+                                mutated=frozenset({0}), in_place_sets=0)  # the copying captures' copy back
     monkeypatch.setattr(runner, "_raw_stream", lambda: 0)
     cache = torch.zeros(4)
     for replays in (1, 2):  # the capture's own replay, then a replay of the capture
@@ -138,7 +138,7 @@ def test_a_call_from_inside_a_graph_call_on_its_own_thread_runs_eagerly_or_is_re
         return _Replay(inputs[0], output, lambda: (during := state.pop("replay", None)) and during()), [output]
 
     monkeypatch.setattr(graphs, "capture", capture)
-    runner = graphs.GraphRunner(run, torch.device("cpu"), warmup_calls=1)
+    runner = graphs.GraphRunner(run, torch.device("cpu"), warmup_calls=1, in_place_sets=0)  # the static buffers
     monkeypatch.setattr(runner, "_raw_stream", lambda: 0)
     finish = lambda outputs, static: [t.clone() for t in outputs] if static else outputs  # noqa: E731
 

@@ -78,6 +78,10 @@ def check_inductor_configs(configs) -> None:
         if name == "aot_inductor.package_cpp_only" and value:
             raise ValueError("inductor_configs sets 'aot_inductor.package_cpp_only', which packages the C++ sources "
                              "without a compiled library: aotcuda.load refuses such a package; leave it out")
+        if isinstance(defaults[name], bool) and value is not None and not isinstance(value, (bool, int)):
+            raise TypeError(f"inductor_configs[{name!r}] is a switch (True or False), got {quoted(value)} "
+                            f"({type(value).__name__}), which Inductor would take for {_truth(value)}; "
+                            f"pass True or False")
         if name == "aot_inductor.use_runtime_constant_folding" and value:
             # torch's own AOTInductor, no aotcuda step between (torch 2.13 CPU; 2.11 CUDA): a RoPE whose rotation table
             # is sliced from a buffer gave inf on the CPU, and on CUDA wrong values that changed from call to call
@@ -85,11 +89,7 @@ def check_inductor_configs(configs) -> None:
             raise ValueError("inductor_configs sets 'aot_inductor.use_runtime_constant_folding', with which torch's "
                              "AOTInductor computes wrong results (inf or values that change between calls, and an "
                              "illegal memory access on CUDA) for programs that slice a constant, such as a rotary "
-                             "embedding's table; leave it out")
-        if isinstance(defaults[name], bool) and value is not None and not isinstance(value, (bool, int)):
-            raise TypeError(f"inductor_configs[{name!r}] is a switch (True or False), got {quoted(value)} "
-                            f"({type(value).__name__}), which Inductor would take for {_truth(value)}; "
-                            f"pass True or False")
+                             "embedding's table, so aotcuda refuses it for every program; leave it out")
 
     in_so = configs.get("aot_inductor.package_constants_in_so", True)
     on_disk = configs.get("aot_inductor.package_constants_on_disk_format")

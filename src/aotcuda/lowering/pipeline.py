@@ -868,9 +868,14 @@ def package_inductor_configs(device: torch.device, profile_configs: dict[str, An
     from torch._inductor.config (TORCHINDUCTOR_MAX_AUTOTUNE and the like), as Inductor reads it.
     """
     configs = loop_inductor_configs({**profile_configs, **(inductor_configs or {})}, ep)
+    from torch._inductor import config as inductor_config
+    if getattr(inductor_config.aot_inductor, "use_runtime_constant_folding", False):
+        # Off where torch._inductor.config turns it on for the process (check_inductor_configs refuses it in
+        # inductor_configs): torch's runtime constant folding computes wrong results for programs that slice a
+        # constant (options.py says which)
+        configs["aot_inductor.use_runtime_constant_folding"] = False
     if device.type != "cpu" or "cpp.weight_prepack" in configs or not state_written_in_place(ep):
         return configs
-    from torch._inductor import config as inductor_config
     if any(configs.get(name, getattr(inductor_config, name)) for name in ("max_autotune", "max_autotune_gemm")):
         configs["cpp.weight_prepack"] = False
     return configs

@@ -7,7 +7,8 @@ Per input signature (the shapes and dtypes of the call's inputs):
     (``AOTInductorModelContainerRunSingleThreaded`` on a side stream, ``torch.cuda.CUDAGraph``), then
     replays the graph once to compute that call's outputs;
   * every later call copies its inputs into the static buffers (one multi-tensor copy; none for an input
-    that IS its static buffer) and replays.
+    that IS its static buffer) and replays; or, where its inputs lie where the previous call's of that shape did,
+    replays a capture that reads them in place (below).
 
 Outputs without a copy: a replay writes the graph's static output buffers, which the next replay of that
 graph overwrites. So a call hands the caller those buffers themselves (as aliases: new tensors on the
@@ -23,7 +24,8 @@ shape). As with the caching allocator, a caller that reads a result on another s
 before that work ends must ``record_stream`` it (or synchronize) first.
 A new input shape starts its own warm-up and capture; at most ``max_graphs`` shapes keep graphs (least
 recently used goes first). A failed capture raises RuntimeCallError, releases every output handle once
-(ownership rule), and that shape runs eagerly from then on.
+(ownership rule), and that shape runs eagerly from then on (a failed capture in place is quiet instead: the shape's
+calls copy their inputs from then on).
 
 Reading the caller's inputs in place: a call whose inputs lie at the same addresses as the previous call's of
 that shape (the same tensors, refilled in place; or new tensors the caching allocator placed where the last ones
@@ -35,14 +37,19 @@ lent like any capture's. This is exact whoever owns that memory: the call's own 
 and sit at exactly the addresses, sizes, strides and dtypes the graph reads (the shape key holds the last three), so
 a replay reads this call's values and writes where this call's tensors are; nothing of the caller is kept between
 calls (the addresses alone). Addresses that change every call (alternating buffers, or results kept) never capture
-one (a call at the addresses of the shape's captures in place replays them, repeat or not). When another set repeats, the shape's in-place captures are dropped for new ones. Off:
-``AOTCUDA_GRAPHS_IN_PLACE=0``.
+one (a call at the addresses of the shape's captures in place replays them, repeat or not). When another set repeats,
+the shape's in-place captures are dropped for new ones, at most ``MOST_ADDRESS_SETS`` (3) sets a shape: a capture
+synchronizes the device and empties the caching allocator, so inputs that move between sets (two threads with buffers
+of their own, double buffering) copy from then on instead of capturing again and again. A program that returns an
+input (or a view of one: ``returned_inputs``) reads none in place: the capture's output would be the caller's memory.
+Off: ``AOTCUDA_GRAPHS_IN_PLACE=0``.
 
 Zero copy for inputs too: ``Program.bind`` (``aotcuda.runtime.bound``) captures one graph on the caller's
 own tensors with ``capture`` below; its replay is one graph launch and nothing else.
 
-Inputs the program writes in place (``mutated``) are written into the static input buffers by a
-replay; each replay copies them back into the call's own inputs, as an eager run writes them.
+Inputs the program writes in place (``mutated``) are written into the static input buffers by a replay of a
+copying capture, which copies them back into the call's own inputs, as an eager run writes them (a capture in place
+writes the caller's tensor itself).
 
 Threads: calls of a Program with CUDA graphs run one at a time (a lock), warm-up calls included: a
 graph has one set of static buffers, and the container's single-threaded run (which the capture uses)
@@ -104,7 +111,8 @@ class _ShapeState:
     eager_only: bool = False
     captures: list[_Capture] = field(default_factory=list)
     in_place: list[_Capture] = field(default_factory=list)  # all on one set of input addresses
-    in_place_failed: bool = False  # a capture in place failed: the shape copies its inputs from then on
+    in_place_failed: bool = False  # a capture in place failed, or too many sets: the shape copies from then on
+    address_sets: int = 0  # the sets of input addresses captured in place so far
     last_addresses: tuple[int, ...] | None = None  # the previous call's input addresses
 
 
@@ -192,7 +200,7 @@ class GraphRunner:
                 if self.in_place_sets:
                     state.last_addresses = tuple([t.data_ptr() for t in inputs])
                 return finish(self._run(inputs), False)
-            if self.in_place_sets and not state.eager_only:
+            if self.in_place_sets:
                 addresses = tuple([t.data_ptr() for t in inputs])
                 repeated, state.last_addresses = addresses == state.last_addresses, addresses
                 if not state.in_place_failed and (repeated or (state.in_place and state.in_place[0].addresses
@@ -231,11 +239,7 @@ class GraphRunner:
         # whose outputs nobody holds (this keeps the last possible capture for copies).
         can_make = 0 if state.eager_only else self.max_captures - len(state.captures)
         spare = len(free) - bool(free) + can_make
-        if lend and spare > 0:
-            chosen.lent = True
-            result = finish(_aliases(chosen.static_outputs), False)
-        else:
-            result = finish(list(chosen.static_outputs), True)
+        result = _hand_out(chosen, finish, lend and spare > 0)
         self._last_stream = stream
         return result
 
@@ -245,6 +249,11 @@ class GraphRunner:
         the lock."""
         if state.in_place and state.in_place[0].addresses != addresses:  # another set of addresses repeats now
             state.in_place = []
+        if not state.in_place:
+            if state.address_sets >= MOST_ADDRESS_SETS:  # the inputs move between sets: copy, never capture again
+                state.in_place_failed = True
+                return _NO_CAPTURE
+            state.address_sets += 1
         chosen = next((c for c in state.in_place if c.free()), None)
         stream = self._raw_stream()
         if chosen is None and len(state.in_place) >= self.in_place_sets:
@@ -265,11 +274,7 @@ class GraphRunner:
             chosen = _Capture(graph, None, static_outputs, _held(static_outputs), addresses=addresses)
             state.in_place.append(chosen)
         chosen.graph.replay()  # reads, and writes, this call's own tensors: nothing to copy in or back
-        if lend:  # another capture is made, or the copying ones serve, while this one is lent
-            chosen.lent = True
-            result = finish(_aliases(chosen.static_outputs), False)
-        else:
-            result = finish(list(chosen.static_outputs), True)
+        result = _hand_out(chosen, finish, lend)  # lent: another is made, or the copying ones serve, meanwhile
         self._last_stream = stream
         return result
 
@@ -341,6 +346,14 @@ class GraphRunner:
             self._last = None
 
 
+def _hand_out(chosen: _Capture, finish, lend: bool) -> list:
+    """``finish`` of a replayed capture's outputs: lent as aliases of its buffers (``lend``), or its buffers to copy."""
+    if lend:
+        chosen.lent = True
+        return finish(_aliases(chosen.static_outputs), False)
+    return finish(list(chosen.static_outputs), True)
+
+
 def _held(static_outputs: list) -> tuple[tuple[int, int], ...]:
     """(storage, its use count now) per distinct output storage of a new capture, counted before any alias is made."""
     storages = {t.untyped_storage()._cdata for t in static_outputs if t is not None}
@@ -353,6 +366,7 @@ def _shares_storage(outputs: list, inputs: list) -> bool:
 
 
 _NO_CAPTURE = object()  # _in_place_call's "no capture in place serves this call"
+MOST_ADDRESS_SETS = 3  # sets of input addresses a shape captures in place in its life (see the module docstring)
 
 
 def per_distinct_tensor(tensors: list, make: Callable[[torch.Tensor], torch.Tensor]) -> list:

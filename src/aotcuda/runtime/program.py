@@ -221,9 +221,10 @@ class Program:
         self._input_labels = tuple(spec.name for spec in self._input_specs or ()) or tuple(self._input_names)
         names = (signature or {}).get("dim_names")  # checked as an object of strings with the index ranges
         self._dim_names = names if isinstance(names, dict) and all(isinstance(v, str) for v in names.values()) else None
-        self._graphs = GraphRunner(self._run, self._device, mutated=self._written,
-                                   in_place_sets=2 if switches.flag("AOTCUDA_GRAPHS_IN_PLACE") else 0) \
-            if cuda_graphs else None
+        self._graphs = None
+        if cuda_graphs:  # a returned input is the caller's own memory: a capture reading it in place would hold it
+            in_place = switches.flag("AOTCUDA_GRAPHS_IN_PLACE") and not self._returned_inputs
+            self._graphs = GraphRunner(self._run, self._device, mutated=self._written, in_place_sets=2 if in_place else 0)
         self._arg_names = None
         self._constants: ConstantArguments | None = None
         self._constant_arguments()  # read at load: a malformed constant_inputs/forward_parameters is a PackageError

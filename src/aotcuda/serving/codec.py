@@ -30,8 +30,9 @@ __all__ = ["LateBodyError", "RequestError", "SlowBodyError", "check_answer_size"
 def _safetensors():
     try:
         import safetensors.torch as safetensors_torch
-    except ImportError as error:
-        # a missing module (an ImportError too): pytest.importorskip and `except ModuleNotFoundError` skip on it
+    except ModuleNotFoundError as error:
+        # a missing module (an ImportError too): pytest.importorskip skips on it; any other ImportError (an
+        # install that is there but broken) propagates as it is
         raise ModuleNotFoundError("aotcuda.serving needs safetensors and ray[serve]: pip install 'aotcuda[serve]' "
                                   "(from a clone: pip install -e '.[serve]')", name=error.name) from error
     return safetensors_torch

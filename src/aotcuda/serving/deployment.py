@@ -49,8 +49,9 @@ try:
     from ray import serve
     from starlette.requests import Request
     from starlette.responses import PlainTextResponse, Response
-except ImportError as error:  # pragma: no cover - the error message is the point
-    # a missing module (an ImportError too): pytest.importorskip and `except ModuleNotFoundError` skip on it
+except ModuleNotFoundError as error:  # pragma: no cover - the error message is the point
+    # a missing module (an ImportError too): pytest.importorskip skips on it; any other ImportError (an
+    # install that is there but broken) propagates as it is
     raise ModuleNotFoundError("aotcuda.serving needs Ray Serve: pip install 'aotcuda[serve]' (from a clone: "
                               "pip install -e '.[serve]')", name=error.name) from error
 

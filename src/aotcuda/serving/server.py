@@ -725,8 +725,9 @@ def serve_package(package_path: str, options: ServeOptions = ServeOptions(), *,
         from ray import serve  # before _ray_logs_quieted: importing it sets its logger to INFO
 
         from aotcuda.serving.proxy import CALLBACK_VARIABLE, proxy_environment  # needs starlette (Ray Serve's)
-    except ImportError as error:
-        # a missing module (an ImportError too): pytest.importorskip and `except ModuleNotFoundError` skip on it
+    except ModuleNotFoundError as error:
+        # a missing module (an ImportError too): pytest.importorskip skips on it; any other ImportError (an
+        # install that is there but broken) propagates as it is
         raise ModuleNotFoundError("aotcuda serve needs Ray Serve: pip install 'aotcuda[serve]' (from a clone: "
                                   "pip install -e '.[serve]')", name=error.name) from error
 
