@@ -24,7 +24,7 @@ from aotcuda.cli_inputs import dynamic_shapes_from, load_factory
 from aotcuda.errors import AotcudaError, MissingFallbackKernelsError
 from least_time import least_cpu_seconds
 from lowered_demo import lowered_demo
-from package_edits import with_edited_signature
+from runtime.runtime_programs import with_edited_signature  # tests/runtime, a namespace package
 
 
 def relative_error(actual, expected):

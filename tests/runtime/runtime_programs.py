@@ -4,11 +4,11 @@ A package is built with ``torch._inductor.aoti_compile_and_package`` directly (n
 these tests depend on the runtime alone), and gets aotcuda's signature entry from its ExportedProgram.
 """
 
+import json
 import shutil
 import zipfile
 
 import torch
-from package_edits import with_edited_signature  # noqa: F401 - tests import it from here too
 
 from aotcuda.lowering.signature import signature_from_exported_program
 from aotcuda.package_format import write_signature
@@ -99,6 +99,22 @@ def stateful_package(path, device="cpu"):
     torch.manual_seed(0)
     args = tuple(t.to(device) for t in stateful_inputs())
     return aotcuda.lower(Stateful().to(device), args, device=device, package_path=str(path)).package_path
+
+
+def with_edited_signature(source, target, edit, stored: bool = False):
+    """A copy of the package at `source`, written to `target` entry by entry, whose aotcuda signature is
+    ``edit(signature)``'s change of the stored one (edit changes the dict in place). Each entry keeps its ZipInfo
+    (its compression), or with `stored` every entry is stored, not deflated (so that what bounds a signature's size
+    is not the archive's ratio check alone). Returns target."""
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("aotcuda/signature.json"):
+                signature = json.loads(data)
+                edit(signature)
+                data = json.dumps(signature).encode()
+            zout.writestr(info.filename if stored else info, data)
+    return target
 
 
 def cerr_muted() -> bool:
