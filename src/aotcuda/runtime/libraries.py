@@ -129,9 +129,11 @@ def loaded_libraries() -> int:
 
 def remove_in_creator(folder: str, creator_pid: int) -> None:
     """Remove ``folder`` if this is the process that made it (exit handlers and finalizers are inherited by
-    a forked child, whose normal exit would otherwise remove its parent's folders)."""
+    a forked child, whose normal exit would otherwise remove its parent's folders), whole even when an interrupt
+    arrives in the middle (``remove_folders``): a finalizer runs once, so a Ctrl-C inside ``Program.close()``'s
+    removal left the rest of the extracted package for good (break38, 2026-12-07)."""
     if os.getpid() == creator_pid:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_folders([folder])
 
 
 def remove_pinned_folder() -> None:
