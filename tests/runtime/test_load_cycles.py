@@ -868,3 +868,28 @@ def test_an_interrupt_inside_close_leaves_no_folder(twice_pt2, tmp_path, monkeyp
     assert set(os.listdir(temp)) == before, "the extracted package was left in the temporary folder"
     with aotcuda.load(twice_pt2) as again:
         assert torch.equal(again(torch.ones(2, 4))[1], torch.full((2, 4), 2.0))
+
+
+def test_an_interrupt_after_rmtree_closes_a_folder_reaches_the_caller_as_itself(tmp_path, monkeypatch):
+    """Python's rmtree closes a folder's descriptor, then marks it closed; an interrupt whose handler ran between the two
+    (as the close returned) made its ``finally`` close the number again, and the caller of ``close()`` got a raw
+    ``OSError: [Errno 9] Bad file descriptor`` for its Ctrl-C (break38, 2026-12-07: 3 of 3,600 interrupted load/close
+    cycles). The folder is still removed whole, and the interrupt is what reaches the caller."""
+    from aotcuda.runtime.libraries import remove_folders
+
+    folder = tmp_path / "aotcuda-x"
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "wrapper.so").write_bytes(b"so")
+    close, armed = os.close, [True]
+
+    def closed_then_interrupted(descriptor):  # the descriptor is closed, then the handler raises
+        close(descriptor)
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "close", closed_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        remove_folders([str(folder)])
+    monkeypatch.undo()
+    assert not armed and not folder.exists()
