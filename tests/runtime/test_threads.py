@@ -258,7 +258,7 @@ def test_an_interrupt_while_close_waits_for_a_call_still_frees_the_program(twice
     """Ctrl-C (a signal's KeyboardInterrupt) that came while close() waited for another thread's call in flight: the
     Program was marked closed before the wait, so every later close() (and the finalizer's) returned at once, and
     nothing freed it: its model container (the weights) and its extracted folder stayed for the life of the process
-    (breakclose, 2026-12-07). Now the interrupt goes on, and the last call in flight frees the Program as it leaves."""
+    (break38, 2026-12-07). Now the interrupt goes on, and the last call in flight frees the Program as it leaves."""
     import _thread
 
     program = aotcuda.load(twice_pt2)
