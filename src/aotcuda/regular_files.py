@@ -41,19 +41,24 @@ def open_regular(path: str) -> BinaryIO:
     Raises NotARegularFileError (an OSError) for a FIFO, device, socket or directory, FileNotFoundError and
     the other OSErrors of ``os.stat`` / ``os.open`` as they come."""
     _check(path, os.stat(path).st_mode)
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        raw = _NonBlockingFile(descriptor, "rb")
-    except BaseException:
-        os.close(descriptor)
-        raise
+    # The file object opens the descriptor itself (its opener), so that it owns it from the start: opened first and
+    # handed over, a signal's KeyboardInterrupt right after the file object was made (Python runs a handler as a call
+    # returns) dropped that object, which closed the descriptor, and the cleanup closed the number again: a file
+    # another thread had opened in between under that number was closed, and the interrupt became "Bad file
+    # descriptor" (break38, 2026-12-07).
+    raw = _NonBlockingFile(path, "rb", opener=_open_nonblocking)
     handle = io.BufferedReader(raw)
     try:
-        _check(path, os.fstat(descriptor).st_mode)
+        _check(path, os.fstat(raw.fileno()).st_mode)
     except BaseException:
         handle.close()
         raise
     return handle
+
+
+def _open_nonblocking(path, flags: int) -> int:
+    """FileIO's opener: its flags (read-only, close-on-exec) with O_NONBLOCK (opening a FIFO returns at once)."""
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
 
 
 class _NonBlockingFile(io.FileIO):

@@ -358,6 +358,37 @@ def test_a_failed_build_leaves_no_file_and_keeps_an_earlier_build(tmp_path):
 
 
 
+def test_a_second_interrupt_inside_a_failed_builds_cleanup_leaves_no_folder(tmp_path, monkeypatch):
+    """Ctrl-C twice (a user's usual way to stop a long lower()): the second interrupt came inside the cleanup's own
+    ``rmtree`` of the private build folder beside the package and ended it half-way, so the rest of the build (the
+    package's size) stayed next to it until a later lower() of the same name, in a process after this one, swept it:
+    for good where the owner mark had gone first (break38, 2026-12-07). The cleanup goes on past the interrupt now, as
+    the runtime's does, and the interrupt still reaches the caller."""
+    written, folder = tmp_path / "new.pt2", tmp_path / "own"
+    folder.mkdir()
+    (folder / "wrapper.cpp").write_bytes(b"generated code")
+    unlink, armed = os.unlink, []
+
+    def interrupted_unlink(*args, **kwargs):  # the file goes, then the second interrupt comes
+        unlink(*args, **kwargs)
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "unlink", interrupted_unlink)
+    with pytest.raises(KeyboardInterrupt):
+        with _written_on_success(str(written), str(folder)) as building:
+            os.makedirs(os.path.join(os.path.dirname(building), "data"), exist_ok=True)
+            for index in range(3):
+                open(os.path.join(os.path.dirname(building), "data", f"weights_{index}"), "wb").write(b"w" * 100)
+            open(building, "wb").write(b"half a zip")
+            armed.append(True)
+            raise KeyboardInterrupt  # the first Ctrl-C, in the compile
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert not armed, "the cleanup was not interrupted"
+    assert list(tmp_path.iterdir()) == [], "a part of the build was left beside the package"
+
+
 def test_a_link_or_a_fifo_at_an_output_path_is_named_as_what_it_is(tmp_path):
     """Only a regular file is replaced at an output path (a new file is renamed over it), so a symbolic link is refused,
     even to an earlier output: `run --save-outputs` of a link to a torch.save file (or of /dev/stdout, a link to

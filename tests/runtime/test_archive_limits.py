@@ -19,7 +19,7 @@ from click.testing import CliRunner
 import aotcuda
 from aotcuda.cli import main
 from aotcuda.errors import PackageError
-from aotcuda.runtime.archive import ArchiveLimits
+from aotcuda.runtime.archive import ArchiveLimits, read_entry
 from aotcuda.runtime.package import describe_package, read_signature
 from least_time import least_cpu_seconds
 
@@ -109,7 +109,7 @@ def test_the_total_and_entry_count_are_bounded(tmp_path, monkeypatch):
     with pytest.raises(PackageError, match="has 50 entries, more than the 20 .*AOTCUDA_MAX_ENTRIES"):
         aotcuda.load(path)
     monkeypatch.delenv("AOTCUDA_MAX_ENTRIES")
-    with pytest.raises(PackageError, match="would extract to .* GiB, more than the .* limit"):
+    with pytest.raises(PackageError, match=r"would extract to 50,000 bytes \(48.8 KiB\), more than the 10,000 bytes \(9.8 KiB\) limit"):
         aotcuda.load(path, limits=ArchiveLimits(max_extract_bytes=10_000))
     monkeypatch.setenv("AOTCUDA_MAX_EXTRACT_BYTES", "lots")
     with pytest.raises(PackageError, match="AOTCUDA_MAX_EXTRACT_BYTES='lots' is not a number"):
@@ -693,3 +693,21 @@ def test_a_directory_of_records_with_long_comments_is_refused_before_zipfile_rea
         tracemalloc.stop()
     assert peak < 512 << 10, peak
     assert describe_package(twice_pt2, limits=limits)  # the package itself, under the same limit
+
+
+def test_a_refusal_under_a_small_limit_shows_numbers_a_reader_can_compare(tmp_path, monkeypatch):
+    """Sizes in GiB with two decimals (MiB with one, for an entry) read "would extract to 0.00 GiB, more than the 0.00
+    GiB limit" and "is 0.0 MiB, more than the 100 bytes" under a limit a deployer set low for small models, which told
+    them neither the size nor how far to raise the limit (break38, 2026-12-07). Both are shown in bytes now."""
+    path = tmp_path / "small.pt2"
+    with zipfile.ZipFile(path, "w") as archive:
+        for index in range(5):
+            archive.writestr(f"{MODEL}part{index}.bin", b"x" * 1000)
+    monkeypatch.setenv("AOTCUDA_MAX_EXTRACT_BYTES", "4000")
+    with pytest.raises(PackageError, match=r"would extract to 5,000 bytes \(4.9 KiB\), more than the 4,000 bytes "
+                                           r"\(3.9 KiB\) limit"):
+        aotcuda.load(path)
+    limits = ArchiveLimits(max_json_bytes=100)
+    with pytest.raises(PackageError, match=r"part0.bin' is 1000 bytes, more than the 100 bytes an entry"):
+        with zipfile.ZipFile(path) as archive:
+            read_entry(archive, f"{MODEL}part0.bin", str(path), limits, "max_json_bytes")

@@ -835,3 +835,61 @@ def test_a_tmpdir_python_passed_over_is_said_once(twice_pt2, tmp_path, monkeypat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         aotcuda.load(twice_pt2).close()
+
+
+def test_an_interrupt_inside_close_leaves_no_folder(twice_pt2, tmp_path, monkeypatch):
+    """An interrupt (Ctrl-C) that arrived inside ``close()``'s removal of the extracted package (its ``rmtree``) ended
+    it half-way, and the finalizer that removes the folder had run, so nothing tried again: the folder stayed with
+    what was left of the package, its owner file gone first, so that no sweep of a later process knew it as ours
+    (break38, 2026-12-07). The removal goes on past the interrupt now (as a failed load's cleanup does, the test
+    above), and the interrupt still reaches the caller."""
+    import tempfile
+
+    aotcuda.load(twice_pt2).close()  # the pinned root of this process, made before the interrupt
+    temp = tmp_path / "temp"
+    temp.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    before = set(os.listdir(temp))
+    program = aotcuda.load(twice_pt2)
+    assert set(os.listdir(temp)) != before  # its extraction folder
+    unlink, armed = os.unlink, [True]
+
+    def interrupted_unlink(*args, **kwargs):  # the file goes, then the interrupt comes
+        unlink(*args, **kwargs)
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "unlink", interrupted_unlink)
+    with pytest.raises(KeyboardInterrupt):
+        program.close()
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert not armed, "close's removal was not interrupted"
+    assert set(os.listdir(temp)) == before, "the extracted package was left in the temporary folder"
+    with aotcuda.load(twice_pt2) as again:
+        assert torch.equal(again(torch.ones(2, 4))[1], torch.full((2, 4), 2.0))
+
+
+def test_an_interrupt_after_rmtree_closes_a_folder_reaches_the_caller_as_itself(tmp_path, monkeypatch):
+    """Python's rmtree closes a folder's descriptor, then marks it closed; an interrupt whose handler ran between the two
+    (as the close returned) made its ``finally`` close the number again, and the caller of ``close()`` got a raw
+    ``OSError: [Errno 9] Bad file descriptor`` for its Ctrl-C (break38, 2026-12-07: 3 of 3,600 interrupted load/close
+    cycles). The folder is still removed whole, and the interrupt is what reaches the caller."""
+    from aotcuda.runtime.libraries import remove_folders
+
+    folder = tmp_path / "aotcuda-x"
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "wrapper.so").write_bytes(b"so")
+    close, armed = os.close, [True]
+
+    def closed_then_interrupted(descriptor):  # the descriptor is closed, then the handler raises
+        close(descriptor)
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "close", closed_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        remove_folders([str(folder)])
+    monkeypatch.undo()
+    assert not armed and not folder.exists()

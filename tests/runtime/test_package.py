@@ -210,3 +210,34 @@ def test_a_package_is_read_through_the_one_descriptor_it_was_opened_with(tmp_pat
     os.mkfifo(fifo)
     with pytest.raises(PackageError, match="damaged or incomplete"):
         _within(20, lambda: open_archive(str(damaged), ArchiveLimits()), damaged)
+
+
+def test_an_interrupt_as_a_package_file_is_opened_closes_its_descriptor_once(tmp_path, monkeypatch):
+    """A signal's KeyboardInterrupt that came right after ``open_regular`` made its file object (Python runs a handler
+    as a call returns; a fuzz of Ctrl-C around ``aotcuda.load`` hit it 8 times in 3,600 loads) dropped that object,
+    which closed the package's descriptor, and the cleanup closed the same number again: a file another thread opened
+    in between, which took that number, was closed under it, and the caller got ``PackageError: ... cannot be read (Bad
+    file descriptor)`` instead of its interrupt (break38, 2026-12-07). Here the other file is opened at that moment:
+    it stays open, and the interrupt reaches the caller."""
+    from aotcuda import regular_files
+
+    package = tmp_path / "pkg.pt2"
+    package.write_bytes(b"a package")
+    other_path = tmp_path / "other.log"
+    other_path.write_bytes(b"another thread's file")
+    real, others = regular_files._NonBlockingFile, []
+
+    def made_then_interrupted(*args, **kwargs):
+        made = real(*args, **kwargs)
+        made.close()  # what dropping it does: its descriptor is closed
+        others.append(open(other_path, "rb"))  # another thread opens a file: it takes the number just freed
+        raise KeyboardInterrupt  # the handler, as the call that made it returns
+
+    monkeypatch.setattr(regular_files, "_NonBlockingFile", made_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        regular_files.open_regular(str(package))
+    monkeypatch.undo()
+    with others[0] as other:
+        assert other.read() == b"another thread's file", "another thread's file was closed under it"
+    with regular_files.open_regular(str(package)) as handle:
+        assert handle.read() == b"a package"

@@ -252,3 +252,40 @@ def test_close_from_a_signal_handler_during_a_call_returns_and_frees_after_it(tw
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"the process hung in close() ({exc})")
     assert done.returncode == 0 and "closed after" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+def test_an_interrupt_while_close_waits_for_a_call_still_frees_the_program(twice_pt2):
+    """Ctrl-C (a signal's KeyboardInterrupt) that came while close() waited for another thread's call in flight: the
+    Program was marked closed before the wait, so every later close() (and the finalizer's) returned at once, and
+    nothing freed it: its model container (the weights) and its extracted folder stayed for the life of the process
+    (break38, 2026-12-07). Now the interrupt goes on, and the last call in flight frees the Program as it leaves."""
+    import _thread
+
+    program = aotcuda.load(twice_pt2)
+    real_run, inside, release = program._container.run, threading.Event(), threading.Event()
+
+    def held_run(*args, **kwargs):  # the other thread's call stays in flight until released
+        inside.set()
+        release.wait(30)
+        return real_run(*args, **kwargs)
+
+    program._container.run = held_run
+    x, results = torch.randn(3, 4), []
+    caller = threading.Thread(target=lambda: results.append(program(x)))
+    caller.start()
+    assert inside.wait(30)
+    timer = threading.Timer(0.2, _thread.interrupt_main)  # Ctrl-C while close() waits for that call
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            program.close()
+    finally:
+        timer.cancel()
+        release.set()
+        caller.join(30)
+    torch.testing.assert_close(results[0][1], x + 1)  # the call in flight finished with its result
+    assert program._container.deleted, "the interrupted close() left the model container for the life of the process"
+    assert not os.path.exists(program._package.model_dir), "the extracted package folder was left"
+    program.close()  # idempotent
+    with pytest.raises(RuntimeCallError, match="this Program was closed"):
+        program(x)

@@ -91,7 +91,7 @@ from aotcuda.passes.result import GraphPass, PassResult
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
 from aotcuda.regular_files import open_regular
 from aotcuda.runtime import named_tuples
-from aotcuda.runtime.libraries import mark_owned, marked_owner_gone
+from aotcuda.runtime.libraries import mark_owned, marked_owner_gone, remove_folders
 from aotcuda.runtime.package import proxy_executor_ops
 
 STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
@@ -469,11 +469,11 @@ def _written_on_success(path: str, own_folder: str | None):
         try:
             yield building
             os.replace(building, path)
-        finally:
-            shutil.rmtree(private, ignore_errors=True)
+        finally:  # whole even past a second Ctrl-C, which ended a plain rmtree half-way (remove_folders)
+            remove_folders([private])
     except BaseException as exc:
         if own_folder is not None:
-            shutil.rmtree(own_folder, ignore_errors=True)
+            remove_folders([own_folder])
         exc.add_note(_not_written(path))
         raise
 

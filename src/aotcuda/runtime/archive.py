@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from aotcuda import switches
 from aotcuda.errors import PackageError, clipped
-from aotcuda.os_errors import cannot_read
+from aotcuda.os_errors import bytes_shown, cannot_read
 from aotcuda.package_format import open_package_file, open_zip
 from aotcuda.switches import SWITCHES
 
@@ -494,8 +494,10 @@ def check_extraction(path: str, infos: list[zipfile.ZipInfo], limits: ArchiveLim
     total = sum(info.file_size for info in infos)
     packed = sum(info.compress_size for info in infos)
     if _over(total, limits.max_extract_bytes):
-        raise PackageError(f"{path!r} would extract to {total / GiB:.2f} GiB, more than the "
-                           f"{limits.max_extract_bytes / GiB:.2f} GiB limit. {_override('max_extract_bytes')}")
+        # in bytes, a unit beside (bytes_shown): in GiB alone a limit below 5 MiB read "would extract to 0.00 GiB, more
+        # than the 0.00 GiB limit" (AOTCUDA_MAX_EXTRACT_BYTES=1000000 for a 2.3 MB package; break38, 2026-12-07)
+        raise PackageError(f"{path!r} would extract to {bytes_shown(total)}, more than the "
+                           f"{bytes_shown(limits.max_extract_bytes)} limit. {_override('max_extract_bytes')}")
     for info in infos:
         check_ratio(path, f"its entry {entry_name(info)}", info.file_size, info.compress_size, limits)
     check_ratio(path, "its entries together", total, packed, limits)
@@ -517,7 +519,9 @@ def check_size(path: str, what: str, size: int, limits: ArchiveLimits, limit_nam
     limit = getattr(limits, limit_name)
     if _over(size, limit):
         shown = f"{limit / MiB:.0f} MiB" if limit >= MiB else f"{limit} bytes"
-        raise PackageError(f"{path!r}: {what} is {size / MiB:.1f} MiB, more than the {shown} an entry of its kind "
+        # the size in the limit's unit: "is 0.0 MiB, more than the 1000 bytes" said nothing a reader could compare
+        size_shown = f"{size / MiB:.1f} MiB" if limit >= MiB else f"{size} bytes"
+        raise PackageError(f"{path!r}: {what} is {size_shown}, more than the {shown} an entry of its kind "
                            f"may have; it is damaged or hostile. {_override(limit_name)}")
 
 

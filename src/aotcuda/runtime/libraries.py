@@ -129,9 +129,11 @@ def loaded_libraries() -> int:
 
 def remove_in_creator(folder: str, creator_pid: int) -> None:
     """Remove ``folder`` if this is the process that made it (exit handlers and finalizers are inherited by
-    a forked child, whose normal exit would otherwise remove its parent's folders)."""
+    a forked child, whose normal exit would otherwise remove its parent's folders), whole even when an interrupt
+    arrives in the middle (``remove_folders``): a finalizer runs once, so a Ctrl-C inside ``Program.close()``'s
+    removal left the rest of the extracted package for good (break38, 2026-12-07)."""
     if os.getpid() == creator_pid:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_folders([folder])
 
 
 def remove_pinned_folder() -> None:
@@ -274,12 +276,23 @@ def remove_folders(folders: list[str]) -> None:
                 shutil.rmtree(folder, ignore_errors=True)
                 break
             except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt, or what a signal's handler raised
-                interrupted = interrupted or exc
+                interrupted = interrupted or _the_interrupt(exc)
     if interrupted is not None:
         raise interrupted
 
 
 _CLEANUP_TRIES = 20
+
+
+def _the_interrupt(exc: BaseException) -> BaseException:
+    """The interrupt behind ``exc``: rmtree (ignore_errors) raises nothing of its own but what its ``finally`` raises
+    while an interrupt passes, its second ``os.close`` of a directory's descriptor, where the handler ran right after
+    the first returned (Python's shutil, 3.11-3.13): the caller's Ctrl-C came out of ``close()`` as a raw ``OSError:
+    [Errno 9] Bad file descriptor`` (break38, 2026-12-07)."""
+    context = exc.__context__
+    if isinstance(exc, OSError) and isinstance(context, BaseException) and not isinstance(context, Exception):
+        return context
+    return exc
 
 
 def _abandoned_unmarked(folder: str) -> bool:

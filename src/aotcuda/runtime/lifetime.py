@@ -98,8 +98,19 @@ class CallGate:
                 return False
             self._closed, self.refusal = True, CLOSED_MESSAGE
             mine = _thread()
-            while any(thread != mine for thread in list(self.calls)):
-                time.sleep(_POLL_S)
+            try:
+                while any(thread != mine for thread in list(self.calls)):
+                    time.sleep(_POLL_S)
+            except BaseException:
+                # Interrupted while it waits (Ctrl-C, a signal handler's exception): closed already, so every later
+                # close (and the finalizer's) returns at once, and nothing freed the Program: its model container, the
+                # weights, stayed for the life of the process. The last call in flight frees it as it leaves instead.
+                self._deferred = free  # first: a call that leaves from here on frees (free_deferred)
+                if not self.calls:  # every call left meanwhile (this thread's own too): free here, then go on
+                    self._deferred = None
+                    if free is not None:
+                        free()
+                raise
             if mine in self.calls:  # beneath this close, on this thread: it frees when it leaves
                 self._deferred = free
                 return True
