@@ -1486,6 +1486,31 @@ def test_health_checks_are_held_apart_from_the_programs_requests():
     assert app.health_admission.limit == proxy.HEALTH_SLOTS and app.health_admission.running == 0
 
 
+def test_a_path_under_the_health_route_is_held_apart_from_the_programs_requests():
+    """fix38 (2026-12-07): Ray sends every path under /healthz (``/healthz/x``, ``/healthz/ready``) to the health
+    deployment, which answers it, but the hold compared the path with /healthz and held it for the program's one slot:
+    503 at the hold's end while that slot ran a request. Now it is held as /healthz is; ``/healthzx`` (the program's)
+    is held as before."""
+    app, release, request = one_slot_held_by_predict(hold_timeout_s=0.5)
+
+    async def checks():
+        busy = asyncio.create_task(request("POST", "/predict"))  # the one slot, taken until released
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        under = await asyncio.gather(request("GET", "/healthz/x"), request("GET", "/healthz/ready/"))
+        took = time.monotonic() - started
+        other = await request("GET", "/healthzx")  # the program's application: held, 503 at 0.5 s
+        release.set()
+        return under, took, other, await busy
+
+    under, took, other, busy = asyncio.run(checks())
+    assert under == [[200], [200]] and took < 0.4, (under, took)  # before: [503], [503] at the hold's end
+    assert other == [503] and busy == [200], (other, busy)
+    assert app.admission.running == 0 and app.health_admission.running == 0
+    assert proxy.health_route({"path": "/api/healthz/x", "root_path": "/api"})
+    assert not proxy.health_route({"path": "/api/healthzx", "root_path": "/api"})
+
+
 def test_the_routes_rays_proxy_answers_itself_never_wait_for_a_replicas_slot():
     """breakserve (2026-12-07): Ray's proxy answers /-/healthz (its own health: KubeRay's readiness probe of a Serve pod,
     a balancer's check) and /-/routes itself, without a replica, yet the fair hold held them for a replica's slot: while
