@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch._higher_order_ops.scan import scan
 from torch.export import Dim
+from torch.nn.attention.flex_attention import flex_attention
 
 import aotcuda
 from aotcuda.lowering.pipeline import before_compile
@@ -284,6 +285,27 @@ def test_a_constant_of_too_many_runs_in_a_subgraph_is_passed_in_as_an_operand(fu
     assert _inductor_lowering_error(program) is None
     for x in (torch.randn(3, 16).abs(), -torch.randn(3, 16).abs(), torch.randn(3, 16)):  # each branch
         assert torch.equal(program.module()(x), function(x))
+
+
+def _bias_table_in_a_score_mod(q):
+    def score_mod(score, b, h, q_idx, kv_idx):  # a bias by key position, its table made inside: 300 values
+        return score + torch.tensor([float(k % 7) - 3 for k in range(300)])[kv_idx]
+
+    return flex_attention(q, q, q, score_mod=score_mod)
+
+
+def test_a_constant_of_too_many_runs_in_a_flex_attention_score_mod_is_passed_in_as_an_other_buffer():
+    """fix38 (2026-12-07): a table made inside a flex_attention score_mod is a get_attr of that subgraph, as in a cond
+    branch, but flex_attention was not among the ops whose operands the lowering knows: run_decompositions ended in
+    torch's "Attempting to use FunctionalTensor on its own", with the note to make it outside. It is now a constant
+    input passed in as the last of score_mod_other_buffers (score_mod's last placeholder), and keeps eager's values."""
+    x = torch.randn(1, 2, 16, 16)
+    program = before_compile(Forward(_bias_table_in_a_score_mod), (x,)).program
+    lifted = [spec for spec in program.graph_signature.input_specs if spec.kind.name == "CONSTANT_TENSOR"]
+    assert [program.constants[spec.target].shape for spec in lifted] == [(300,)]
+    assert _inductor_lowering_error(program) is None
+    for x in (torch.randn(1, 2, 16, 16), torch.randn(1, 2, 16, 16) * 10):
+        torch.testing.assert_close(program.module()(x), _bias_table_in_a_score_mod(x), rtol=1e-5, atol=1e-5)
 
 
 def test_a_subgraph_constant_that_cannot_be_passed_in_gets_torchs_error_with_its_cause_and_fix(monkeypatch):

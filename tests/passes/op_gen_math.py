@@ -108,6 +108,13 @@ def scan(b, op):
     b.step(op, x.ref, draw(b, st.integers(-n, n - 1)), **_wider(b))
 
 
+@generates(aten.logcumsumexp.default)
+def running_log_sum_exp(b, op):
+    x = complex_with(b)
+    n = max(x.ndim, 1)
+    b.step(op, x.ref, draw(b, st.integers(-n, n - 1)))
+
+
 @generates(aten.prod.default, aten.prod.dim_int)
 def product(b, op):
     x = moderate_complex(b)

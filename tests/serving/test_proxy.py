@@ -1467,6 +1467,23 @@ def one_slot_held_by_predict(hold_timeout_s: float):
     return app, release, request
 
 
+def asked_while_the_one_slot_runs(request, release, at_once: list[str], held: list[str]):
+    """While the one slot runs a POST /predict: the statuses of GET ``at_once`` (asked together) and how long they
+    took, then those of GET ``held``; then, released, the POST's."""
+
+    async def ask():
+        busy = asyncio.create_task(request("POST", "/predict"))  # the one slot, taken until released
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        first = await asyncio.gather(*(request("GET", path) for path in at_once))
+        took = time.monotonic() - started
+        then = await asyncio.gather(*(request("GET", path) for path in held))
+        release.set()
+        return first, took, then, await busy
+
+    return asyncio.run(ask())
+
+
 def test_health_checks_are_held_apart_from_the_programs_requests():
     """The proxy's fair hold keeps /healthz apart (breakserve3, 2026-12-07): its own deployment answers it, so a check
     never waits for a program's slot, and a flood of checks from one address is held by address as the program's
@@ -1486,24 +1503,30 @@ def test_health_checks_are_held_apart_from_the_programs_requests():
     assert app.health_admission.limit == proxy.HEALTH_SLOTS and app.health_admission.running == 0
 
 
+def test_a_path_under_the_health_route_is_held_apart_from_the_programs_requests():
+    """fix38 (2026-12-07): Ray sends every path under /healthz (``/healthz/x``, ``/healthz/ready``) to the health
+    deployment, which answers it, but the hold compared the path with /healthz and held it for the program's one slot:
+    503 at the hold's end while that slot ran a request. Now it is held as /healthz is; ``/healthzx`` (the program's)
+    is held as before."""
+    app, release, request = one_slot_held_by_predict(hold_timeout_s=0.5)
+    # /healthzx is the program's application: held, 503 at 0.5 s
+    under, took, other, busy = asked_while_the_one_slot_runs(request, release, ["/healthz/x", "/healthz/ready/"],
+                                                             ["/healthzx"])
+    assert under == [[200], [200]] and took < 0.4, (under, took)  # before: [503], [503] at the hold's end
+    assert other == [[503]] and busy == [200], (other, busy)
+    assert app.admission.running == 0 and app.health_admission.running == 0
+    assert proxy.health_route({"path": "/api/healthz/x", "root_path": "/api"})
+    assert not proxy.health_route({"path": "/api/healthzx", "root_path": "/api"})
+
+
 def test_the_routes_rays_proxy_answers_itself_never_wait_for_a_replicas_slot():
     """breakserve (2026-12-07): Ray's proxy answers /-/healthz (its own health: KubeRay's readiness probe of a Serve pod,
     a balancer's check) and /-/routes itself, without a replica, yet the fair hold held them for a replica's slot: while
     the one slot ran a request, the probe waited for it to end, and got 503 at the hold's end. Now they pass at once; a
     path Ray sends to the application (``/-/healthz/``, a root path's prefix) is held as before."""
     app, release, request = one_slot_held_by_predict(hold_timeout_s=0.5)
-
-    async def probes():
-        busy = asyncio.create_task(request("POST", "/predict"))  # the one slot, taken until released
-        await asyncio.sleep(0.05)
-        started = time.monotonic()
-        own = await asyncio.gather(request("GET", "/-/healthz"), request("GET", "/-/routes"))
-        took = time.monotonic() - started
-        others = await asyncio.gather(request("GET", "/-/healthz/"), request("GET", "/stats"))  # held: 503 at 0.5 s
-        release.set()
-        return own, took, others, await busy
-
-    own, took, others, busy = asyncio.run(probes())
+    own, took, others, busy = asked_while_the_one_slot_runs(request, release, ["/-/healthz", "/-/routes"],
+                                                            ["/-/healthz/", "/stats"])  # the others held: 503 at 0.5 s
     assert own == [[200], [200]] and took < 0.4, (own, took)  # before: [503], [503] at the hold's end
     assert others == [[503], [503]] and busy == [200], (others, busy)
     assert app.admission.running == 0

@@ -219,8 +219,10 @@ def note_subgraph_constants_left(error: BaseException, left: list[str]) -> None:
     constant inside a subgraph caused it and the fix, where ``subgraph_scalar_constants_as_full`` left one."""
     if left and "FunctionalTensor on its own" in str(error):
         error.add_note(f"Likely cause: {left[0]}: torch.export keeps a tensor constant made inside a torch.cond "
-                       "branch or a scan, map or while_loop body in that subgraph, where torch's decompositions "
-                       f"cannot read it (aotcuda rebuilds one of at most {MAX_SUBGRAPH_CONSTANT_RUNS} runs of equal "
-                       "values, and passes a larger one in as an operand of a cond, while_loop, scan or map it knows "
-                       "the caller of, which this one is not). Make the tensor outside the cond or loop (in __init__ "
-                       "as a buffer, or in forward before it) and pass it in as an operand, then lower again.")
+                       "branch, a scan, map or while_loop body or a flex_attention mod in that subgraph, where "
+                       "torch's decompositions cannot read it (aotcuda rebuilds one of at most "
+                       f"{MAX_SUBGRAPH_CONSTANT_RUNS} runs of equal values, and passes a larger one in as an operand "
+                       "of a cond, while_loop, scan or map, or a buffer of a flex_attention score_mod, it knows the "
+                       "caller of, which this one is not). Make the tensor outside the cond, loop or mod (in __init__ "
+                       "as a buffer, or in forward before it) and pass it in as an operand (a flex_attention mod "
+                       "reads one made outside it as a buffer), then lower again.")

@@ -10,8 +10,9 @@ That is what this module does for them: the constant becomes a constant input of
 torch.export makes one read outside any subgraph), added as the last operand of the higher-order op that calls the
 subgraph, and a new last placeholder of each subgraph the op calls with its operands (both branches of a cond, a
 while_loop's condition and body), where the one that read it reads that placeholder; through each level for a
-subgraph nested in another (a cond in a scan body). A subgraph called from more than one place, or by an op not in
-``_OPERANDS``, is left with the note.
+subgraph nested in another (a cond in a scan body); a flex_attention score_mod's table (a bias by position) becomes
+one of its ``score_mod_other_buffers``. A subgraph called from more than one place, or by an op not in
+``_OPERANDS`` (a flex_attention mask_mod, which block_mask carries), is left with the note.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ _OPERANDS = {
     torch.ops.higher_order.while_loop: (3, (0, 1)),
     torch.ops.higher_order.scan: (3, (0,)),
     torch.ops.higher_order.map_impl: (2, (0,)),
+    # flex_attention(query, key, value, score_mod, block_mask, scale, kernel_options, score_mod_other_buffers,
+    # mask_mod_other_buffers): score_mod's placeholders are (score, b, h, q_idx, kv_idx, *score_mod_other_buffers).
+    # Its mask_mod sits inside block_mask, no argument of its own: a constant there keeps the note.
+    torch.ops.higher_order.flex_attention: (7, (3,)),
 }
 
 
@@ -36,8 +41,11 @@ def _caller(graph: torch.fx.Graph, module_name: str) -> torch.fx.Node | None:
     calls = [node for node in graph.nodes if node.op == "call_function" and node.target in _OPERANDS
              and any(isinstance(arg, torch.fx.Node) and arg.op == "get_attr" and arg.target == module_name
                      for arg in node.args)]
-    if len(calls) != 1 or not isinstance(calls[0].args[_OPERANDS[calls[0].target][0]], (tuple, list)):
+    if len(calls) != 1:
         return None
+    operands_at = _OPERANDS[calls[0].target][0]
+    if operands_at >= len(calls[0].args) or not isinstance(calls[0].args[operands_at], (tuple, list)):
+        return None  # another layout than the table's (another torch): the note stays
     return calls[0]
 
 

@@ -357,7 +357,7 @@ class WholeBody:
             return
         if ray_proxy_route(scope):
             admission = None  # answered by Ray's proxy itself: no slot to wait for
-        elif route_of(scope.get("path") or "") == HEALTH_ROUTE:
+        elif health_route(scope):
             admission = self.health_admission
         else:
             admission = self.admission
@@ -452,6 +452,20 @@ def ray_proxy_route(scope) -> bool:
     alone took the pod out of service."""
     path, root = scope.get("path") or "", scope.get("root_path") or ""
     return path.startswith(root) and path[len(root):] in RAY_PROXY_ROUTES
+
+
+def health_route(scope) -> bool:
+    """Whether Ray sends this request to the health deployment (mounted at HEALTH_ROUTE, server.py): its path past the
+    root path is that route or under it, as Ray's router matches a route prefix (proxy_router.match_route: the prefix,
+    then the path's end or a '/'); ``/healthzx`` goes to the program.
+
+    Why (fix38, 2026-12-07): the hold compared the path without its trailing slashes with /healthz, so ``/healthz/x``
+    (a probe's typo, a monitor that appends a path), which the health deployment answers, was held for one of the
+    program's slots: while the replicas ran as many requests as they take it waited for a run to end, or got 503 at the
+    hold's end, and it took a program slot from a request for the time of a health answer."""
+    path, root = scope.get("path") or "", scope.get("root_path") or ""
+    route = path[len(root):] if path.startswith(root) else path
+    return route == HEALTH_ROUTE or route.startswith(HEALTH_ROUTE + "/")
 
 
 def client_key(address: str) -> str:

@@ -24,9 +24,6 @@ NO_RULE: dict[torch._ops.OpOverload, str] = {
                               "apart"),
     aten._to_sparse.default: "sparse layouts: programs take and AOTInductor compiles dense tensors",
     aten._to_sparse.sparse_dim: "sparse layouts: programs take and AOTInductor compiles dense tensors",
-    # (tests/lowering/test_pipeline.py uses it as its refused op with a CPU fallback kernel: no other op here has one)
-    aten.logcumsumexp.default: "a running complex log-sum-exp: no rule yet (a scan of complex logaddexp, whose "
-                               "special values eager defines case by case)",
 }
 
 

@@ -1,8 +1,10 @@
 """Reduction rules: sum and mean over complex dims reduce both parts of the pair over the mapped dims; var and
 norms reduce real functions of both parts; cumsum scans both parts; products (prod, cumprod) multiply pairs
-in a tree."""
+in a tree; logcumsumexp scans a scaled sum and then eager's branch of its imaginary part."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -91,6 +93,11 @@ def cumsum(out, a, dim, *, dtype=None):
 def _unbounded_length(node: torch.fx.Node) -> str | None:
     """`torch.prod(z, d)`, `torch.cumprod(z, d)` over a dynamic dim whose Dim has no max (the scan's rounds need it).
     """
+    return _unbounded_scan(node, "prod/cumprod", "the running product")
+
+
+def _unbounded_scan(node: torch.fx.Node, ops: str, scan: str) -> str | None:
+    """Why `node`'s scan over a dynamic dim cannot be rewritten: its Dim has no max, which the scan's rounds need."""
     value = node.args[0].meta.get("val")
     if value.ndim == 0:  # dim 0 or -1 of a scalar: no length to know
         return None
@@ -98,7 +105,7 @@ def _unbounded_length(node: torch.fx.Node) -> str | None:
     for d in dims:
         size = value.shape[d]
         if not isinstance(size, int) and upper_bound(size) is None:
-            return (f"prod/cumprod over dim {d} of dynamic size {size} with no upper bound: the running product "
+            return (f"{ops} over dim {d} of dynamic size {size} with no upper bound: {scan} "
                     f"takes ceil(log2(max)) rounds, counted from the largest size; give its torch.export.Dim a max "
                     f"(the longest the program must take)")
     return None
@@ -126,18 +133,29 @@ def _tree_product(t: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def _running_product(t: torch.Tensor, dim: int) -> torch.Tensor:
-    """The running complex product of a pair tensor along its (complex) `dim` by Hillis–Steele's scan: rounds of
-    products with the tensor shifted by 1, 2, 4, … (filled with 1). A dynamic length runs the rounds its largest
-    value needs; a round whose shift reaches past a call's length multiplies by ones only."""
+    """The running complex product of a pair tensor along its (complex) `dim` (Hillis–Steele's scan, filled with 1)."""
+    return _hillis_steele(t, dim, lambda earlier, later: mul_pairs(Pair(later), Pair(earlier)).t, _ones_like_slice)
+
+
+def _hillis_steele(t: torch.Tensor, dim: int, combine, identity) -> torch.Tensor:
+    """The inclusive scan of ``combine(earlier, later)`` (associative) along `dim` by Hillis–Steele's rounds: each
+    element combined with the one 1, 2, 4, … before it, an ``identity(t, dim, length)`` slice filling in before the
+    first. A dynamic length runs the rounds its largest value needs; a round whose shift reaches past a call's length
+    combines with the identity only."""
     n, shift = t.shape[dim], 1
     bound = n if isinstance(n, int) else upper_bound(n)
     while shift < bound:
-        if isinstance(n, int):
-            shifted = torch.cat([_ones_like_slice(t, dim, shift), t.narrow(dim, 0, n - shift)], dim)
-        else:  # n - shift may be negative at a call: shift by cutting the padded tensor to n instead
-            shifted = torch.cat([_ones_like_slice(t, dim, shift), t], dim).narrow(dim, 0, n)
-        t, shift = mul_pairs(Pair(t), Pair(shifted)).t, shift * 2
+        shifted = _shifted(t, dim, identity(t, dim, shift), shift)
+        t, shift = combine(shifted, t), shift * 2
     return t
+
+
+def _shifted(t: torch.Tensor, dim: int, fill: torch.Tensor, shift) -> torch.Tensor:
+    """`t` moved `shift` places along `dim`, `fill` (of that length) before it."""
+    n = t.shape[dim]
+    if isinstance(n, int):
+        return torch.cat([fill, t.narrow(dim, 0, n - shift)], dim)
+    return torch.cat([fill, t], dim).narrow(dim, 0, n)  # n - shift may be negative at a call: cut the padded one
 
 
 @register(aten.prod.default, aten.prod.dim_int, refuses=_unbounded_length, computes=True)
@@ -164,6 +182,79 @@ def cumprod(out, a, dim, *, dtype=None):
     if a.ndim == 0:
         return Pair(t.clone())
     return Pair(_running_product(t, dim % a.ndim))
+
+
+# ---- logcumsumexp: a running log-sum-exp, on eager's branch of the imaginary part --------------------------------
+# Eager scans log_add_exp(z_k, acc) = max + log1p(exp(min − max)) from acc = −inf, min and max by real part (ties to
+# z_k; ATen's _log_add_exp_helper): a real part log|S_k| of the sum S_k = Σ exp(z_j), and an imaginary part arg S_k
+# on no fixed branch: within π/2 of the imaginary part of that step's max (|exp(min − max)| ≤ 1, so log1p's angle is
+# in [−π/2, π/2]), acc's or z_k's. The rule takes S_k by a parallel scan in a scaled form (its running max of the
+# real parts, and the sum of exp(z_j − that max): no overflow, no underflow of the largest terms), then eager's branch
+# by a second: m_k, the multiple of 2π on arg S_k, is m_{k−1} + round((arg S_{k−1} − arg S_k) / 2π) where acc was the
+# max, else round((Im z_k − arg S_k) / 2π), a first-order recurrence m_k = a_k m_{k−1} + b_k scanned as affine maps.
+# Matches eager in value and branch wherever the real parts of acc and z_k are not within rounding of a tie; a −inf
+# real part adds nothing (eager's masked entries), nan infects what follows; an infinite imaginary part gives nan.
+# Eager's log1p is nan at a subnormal argument (real parts 708–745 apart), and its scan nan from there: not copied.
+
+
+def _scaled_sum(earlier: torch.Tensor, later: torch.Tensor) -> torch.Tensor:
+    """Σ exp(z) kept as (M, u): exp(M)·u, M the running max of the real parts; two such sums added on the larger M.
+    An M equal to the larger (both −inf, both +inf) weighs 1, never exp(inf − inf)."""
+    m = torch.maximum(earlier[..., 0], later[..., 0])
+    weight = [torch.where(p[..., 0] == m, 1.0, torch.exp(p[..., 0] - m)).unsqueeze(-1) for p in (earlier, later)]
+    return torch.cat([m.unsqueeze(-1), earlier[..., 1:] * weight[0] + later[..., 1:] * weight[1]], -1)
+
+
+def _composed(earlier: torch.Tensor, later: torch.Tensor) -> torch.Tensor:
+    """The affine maps m ↦ a·m + b (last dim (a, b)): `earlier`'s, then `later`'s."""
+    a1, b1, a2, b2 = earlier[..., 0], earlier[..., 1], later[..., 0], later[..., 1]
+    return torch.stack([a2 * a1, a2 * b1 + b2], -1)
+
+
+def _filled(*values: float):
+    """An identity slice for _hillis_steele: `values` along the last dim."""
+
+    def identity(t: torch.Tensor, dim: int, length) -> torch.Tensor:
+        shape = list(t.shape)
+        shape[dim], shape[-1] = length, 1
+        return torch.cat([torch.full(shape, v, dtype=t.dtype, device=t.device) for v in values], -1)
+
+    return identity
+
+
+def _before(t: torch.Tensor, dim: int, value: float) -> torch.Tensor:
+    """Each element's predecessor along `dim`, `value` before the first."""
+    return _shifted(t.unsqueeze(-1), dim, _filled(value)(t.unsqueeze(-1), dim, 1), 1).squeeze(-1)
+
+
+def _unbounded_logcumsumexp(node: torch.fx.Node) -> str | None:
+    """`torch.logcumsumexp(z, d)` over a dynamic dim whose Dim has no max (the scan's rounds need it)."""
+    return _unbounded_scan(node, "logcumsumexp", "the running log-sum-exp")
+
+
+@register(aten.logcumsumexp.default, refuses=_unbounded_logcumsumexp, computes=True)
+def logcumsumexp(out, a, dim):
+    """log Σ_{j≤k} exp(z_j) along dim on eager's branch: a scaled scan of the sums, then one of eager's 2π multiples.
+
+    Both scans are Hillis–Steele's (see above); over a dynamic dim, the rounds of its largest size."""
+    if a.ndim == 0:
+        return Pair(a.t.clone())
+    d, x, y = dim % a.ndim, a.re, a.im
+    adds_nothing = (x == -torch.inf) & ~torch.isnan(y)  # exp(−inf + iy) = 0; a nan still infects, as in eager
+    unit = [torch.where(adds_nothing, 0.0, f(y)) for f in (torch.cos, torch.sin)]
+    sums = _hillis_steele(torch.stack([x, *unit], -1), d, _scaled_sum, _filled(-torch.inf, 0.0, 0.0))
+    # A sum one entry dominates has |u| = 1 up to rounding, and eager's real part is that entry's exactly: where its
+    # real part ties the next entry's (a phase-only input: every real part 0), eager takes the entry as the step's max,
+    # and a log|u| of +1 ulp took the sum instead, another branch (2π off in a quarter of random phase-only rows).
+    log_u = pair_math.log_abs(sums[..., 1], sums[..., 2])
+    re = sums[..., 0] + torch.where(log_u.abs() <= 4 * torch.finfo(log_u.dtype).eps, 0.0, log_u)
+    angle = pair_math.angle(sums[..., 1], sums[..., 2])
+    # the step's max was acc (eager's min/max: z_k.real < acc.real; acc kept where both are −inf)
+    acc_was_max = (x < _before(re, d, -torch.inf)) | (x == -torch.inf)
+    turns = torch.where(acc_was_max, _before(angle, d, 0.0) - angle, y - angle) / (2 * math.pi)
+    maps = torch.stack([acc_was_max.to(x.dtype), torch.round(turns)], -1)
+    multiple = _hillis_steele(maps, d, _composed, _filled(1.0, 0.0))[..., 1]
+    return Pair(torch.stack([re, angle + (2 * math.pi) * multiple], -1))
 
 
 @register(aten.var_mean.correction, computes=True)
