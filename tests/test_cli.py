@@ -2483,3 +2483,31 @@ def test_an_inputs_file_that_inflates_past_the_memory_is_refused_before_torch_lo
     assert done.returncode == 2 and "Traceback" not in said and "allocate" not in said, said[-2000:]
     assert re.search(r"Invalid value for --inputs: .*in\.pt: its records inflate to 1,536 MiB, which torch\.load reads "
                      r"into memory, more than the [0-9,]+ MiB this process has available", said), said[-2000:]
+
+
+class OnlyIdx(torch.nn.Module):
+    def forward(self, s, thr):
+        return (s > thr).nonzero()
+
+
+def only_idx_factory():
+    return OnlyIdx(), (torch.rand(3, 50), torch.tensor(0.5))
+
+
+def test_a_2d_nonzero_lowered_with_allow_fallbacks_loads_and_matches_eager_with_0_rows_too(runner, tmp_path):
+    """A new user's `(s > thr).nonzero()` (output (u0, 2)) with allow_fallbacks=True compiled, then failed building the
+    signature (GuardOnDataDependentSymNode from Tensor.is_contiguous() on the output). From the command line, as from
+    aotcuda.lower: the package lists nonzero as a fallback kernel, loads, and gives eager's indices, shape and strides,
+    for every row kept, some, and none."""
+    package = tmp_path / "idx.pt2"
+    result = runner.invoke(main, ["lower", f"{__name__}:only_idx_factory", "-o", str(package), "--device", "cpu",
+                                  "--allow-fallbacks"])
+    assert result.exit_code == 0, result.output
+    assert "nonzero" in result.output, result.output
+    program = aotcuda.load(package)
+    torch.manual_seed(0)
+    for thr in (0.5, 0.9, 2.0, -1.0):
+        s, t = torch.rand(3, 50), torch.tensor(thr)
+        actual, expected = program(s, t), OnlyIdx()(s, t)
+        assert actual.shape == expected.shape and actual.stride() == expected.stride()
+        assert torch.equal(actual, expected)
