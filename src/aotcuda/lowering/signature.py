@@ -292,10 +292,13 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, 
     user_inputs = set(user_input_names(sig)) - mutated
     returned = {place: user_input_names(sig)[input_place] for place, input_place in (returned_inputs or {}).items()
                 if input_place < len(user_input_names(sig))}
+    first_slot: dict[torch.fx.Node, int] = {}  # `return out, out`: one result in two slots (runtime/shared_results.py)
     for place, (name, node, complex_dtype) in enumerate(zip(output_names(ep), user_output_args(ep), boundary.outputs)):
         value = node.meta.get("val") if isinstance(node, torch.fx.Node) else node  # a constant output: itself
         if isinstance(value, torch.Tensor):
             outputs.append(_tensor_spec(name, value, ep.range_constraints, complex_dtype))
+            if first_slot.setdefault(node, len(outputs) - 1) != len(outputs) - 1:
+                outputs[-1]["same_result_as"] = first_slot[node]
             returns = node.name if node.op == "placeholder" and node.name in user_inputs else returned.get(place)
             if returns in input_index and not differing_fields(inputs[input_index[returns]], outputs[-1]):
                 outputs[-1]["returns_input"] = input_index[returns]
