@@ -2511,3 +2511,43 @@ def test_a_2d_nonzero_lowered_with_allow_fallbacks_loads_and_matches_eager_with_
         actual, expected = program(s, t), OnlyIdx()(s, t)
         assert actual.shape == expected.shape and actual.stride() == expected.stride()
         assert torch.equal(actual, expected)
+
+
+class TagNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 8)
+
+    def forward(self, ids, mask):
+        return self.emb(ids) * mask[..., None]
+
+
+def tagnet_factory():
+    return TagNet(), (torch.randint(0, 100, (4, 6)), torch.ones(4, 6))
+
+
+def test_two_dims_the_model_needs_equal_get_the_shared_symbol_options(runner, tmp_path):
+    """A new user's README-only trial (2026-12-07): `--dynamic ids:0:1:64 --dynamic mask:0:1:64` for a model that
+    multiplies ids' embedding by mask printed torch's `Suggested fixes: mask_0 = ids_0` (a Python fix) and no hint. The
+    hint gives the command line's form, one SYMBOL for both (the range both options hold), and those options export."""
+    from aotcuda.cli import _dynamic_fix_hints
+
+    result = runner.invoke(main, ["lower", f"{__name__}:tagnet_factory", "-o", str(tmp_path / "p.pt2"), "--device",
+                                  "cpu", "--dynamic", "ids:0:1:64", "--dynamic", "mask:0:1:64"],
+                           env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and "mask_0 = ids_0" in result.output, result.output
+    hint = "--dynamic ids:0:1:64:batch --dynamic mask:0:1:64:batch"
+    assert f"hint: on the command line, the model needs these dims equal: give them one SYMBOL, {hint}" \
+        in result.output, result.output
+    model, args = tagnet_factory()
+    dynamic = dynamic_shapes_from(tuple(hint.replace("--dynamic ", "").split()), model, args, {})
+    aotcuda.lowering.pipeline.before_compile(model, args, {}, dynamic)  # exports: no constraint violated
+    # a SYMBOL one option gives is kept; ranges meet; other dims keep the root's name; a multiple is left alone
+    message = "Suggested fixes:\n    mask_1 = seq\n    y_0 = x_0\n    z_0 = b\n"
+    assert _dynamic_fix_hints(message, ("ids:1:2:128:seq", "mask:1:4:64", "x:0:1:8", "y:0:2:16", "z:0:1:8",
+                                        "w:0:2:32:b*2")) == [
+        "on the command line, the model needs these dims equal: give them one SYMBOL, --dynamic ids:1:4:64:seq "
+        "--dynamic mask:1:4:64:seq",
+        "on the command line, the model needs these dims equal: give them one SYMBOL, --dynamic x:0:2:8:batch "
+        "--dynamic y:0:2:8:batch"]
+
