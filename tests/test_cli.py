@@ -2551,3 +2551,21 @@ def test_two_dims_the_model_needs_equal_get_the_shared_symbol_options(runner, tm
         "on the command line, the model needs these dims equal: give them one SYMBOL, --dynamic x:0:2:8:batch "
         "--dynamic y:0:2:8:batch"]
 
+
+def test_one_dim_given_twice_is_told_to_keep_one(runner, tmp_path):
+    """A new user's README-only trial (2026-12-07): `--dynamic x:1:2:128 --dynamic x:1:4:64` (one dim of one input
+    twice) was refused with advice about shared sizes (give the same MIN:MAX, or two names) that does not apply: the
+    second option would only replace the first. It says the dim is given twice, and to keep one; a dim counted from
+    the end is the same dim, and two options with the same text are one."""
+    for second in ("ids:1:4:64", "ids:-1:4:64:t", "ids:1:2:128:seq"):
+        result = runner.invoke(main, ["lower", f"{__name__}:tagnet_factory", "-o", str(tmp_path / "p.pt2"),
+                                      "--device", "cpu", "--dynamic", "ids:1:2:128", "--dynamic", second],
+                               env={"COLUMNS": "300"})
+        assert result.exit_code == 2, result.output
+        text = " ".join(result.output.split())
+        assert (f"'{second}' and 'ids:1:2:128' both make dim 1 of input ids dynamic; a dim takes one --dynamic "
+                "option: keep one of them") in text, text
+        assert "a Dim name has one range" not in text
+    model, args = tagnet_factory()
+    assert repr(dynamic_shapes_from(("ids:1:2:128", "ids:1:2:128"), model, args, {})) == \
+        repr(dynamic_shapes_from(("ids:1:2:128",), model, args, {})) == "{'ids': {1: Dim('ids_1', max=128)}, 'mask': None}"
