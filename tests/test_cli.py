@@ -3,6 +3,7 @@
 import errno
 import logging
 import os
+import pathlib
 import re
 import signal
 import struct
@@ -2059,6 +2060,21 @@ def test_a_reader_that_left_ends_the_command_quietly(demo, tmp_path):
         finally:
             os.close(writer)
         assert (result.returncode, result.stderr) == (1, ""), (args, result.stderr)
+
+
+def test_inspect_piped_into_head_ends_as_usage_md_says(tmp_path):
+    """A new user's README-only trial (2026-12-07): `aotcuda inspect pkg.pt2 | head -1` exits 1, read as a failure
+    against "a reader that left (`| head`) ends it quietly". docs/usage.md says the status too now: quietly (no line,
+    no traceback) and 1, as every output not all written. Here with bash's own pipe into head, the user's line."""
+    package = _small_package(tmp_path / "p.pt2")
+    command = f'"$0" -m aotcuda inspect {package} | head -1; exit "${{PIPESTATUS[0]}}"'
+    result = subprocess.run(["bash", "-c", command, sys.executable], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert result.stdout.startswith(f"{package}: device cpu") and result.stdout.count("\n") == 1, result.stdout
+    assert result.stderr == "" and "Traceback" not in result.stdout, result.stderr
+    assert result.returncode in (0, 1), result.returncode  # 0 where the whole output fit before head left
+    usage = (pathlib.Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+    assert "inspect model.pt2 | head -1`) ends it\nquietly, with no line and no traceback, and with exit code 1" in usage
 
 
 def test_serve_serves_on_when_its_status_lines_cannot_be_written():

@@ -13,7 +13,7 @@ Errors print as "error: ..." (a message of several lines keeps them, indented, n
 with the command-line form of the library's advice where there is one, and exit with code 1; usage
 errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback. Output that cannot be written to stdout
 (closed, a full disk) exits with code 1 and one "error: cannot write the output to stdout" line; a reader that left
-(a broken pipe) with code 1 quietly.
+(a broken pipe: `| head -1`) with code 1 quietly (docs/usage.md, "CLI").
 """
 
 from __future__ import annotations
