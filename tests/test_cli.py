@@ -3,6 +3,7 @@
 import errno
 import logging
 import os
+import pathlib
 import re
 import signal
 import struct
@@ -2108,6 +2109,21 @@ def test_a_reader_that_left_ends_the_command_quietly(demo, tmp_path):
         assert (result.returncode, result.stderr) == (1, ""), (args, result.stderr)
 
 
+def test_inspect_piped_into_head_ends_as_usage_md_says(tmp_path):
+    """A new user's README-only trial (2026-12-07): `aotcuda inspect pkg.pt2 | head -1` exits 1, read as a failure
+    against "a reader that left (`| head`) ends it quietly". docs/usage.md says the status too now: quietly (no line,
+    no traceback) and 1, as every output not all written. Here with bash's own pipe into head, the user's line."""
+    package = _small_package(tmp_path / "p.pt2")
+    command = f'"$0" -m aotcuda inspect {package} | head -1; exit "${{PIPESTATUS[0]}}"'
+    result = subprocess.run(["bash", "-c", command, sys.executable], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert result.stdout.startswith(f"{package}: device cpu") and result.stdout.count("\n") == 1, result.stdout
+    assert result.stderr == "" and "Traceback" not in result.stdout, result.stderr
+    assert result.returncode in (0, 1), result.returncode  # 0 where the whole output fit before head left
+    usage = (pathlib.Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+    assert "inspect model.pt2 | head -1`) ends it\nquietly, with no line and no traceback, and with exit code 1" in usage
+
+
 def test_serve_serves_on_when_its_status_lines_cannot_be_written():
     """serve's output is status lines, its product the HTTP service: a full disk or a gone reader must not stop
     it (review 12), but it said nothing of the lost lines; now one warning on stderr, once."""
@@ -2530,3 +2546,89 @@ def test_an_inputs_file_that_inflates_past_the_memory_is_refused_before_torch_lo
     assert done.returncode == 2 and "Traceback" not in said and "allocate" not in said, said[-2000:]
     assert re.search(r"Invalid value for --inputs: .*in\.pt: its records inflate to 1,536 MiB, which torch\.load reads "
                      r"into memory, more than the [0-9,]+ MiB this process has available", said), said[-2000:]
+
+
+class OnlyIdx(torch.nn.Module):
+    def forward(self, s, thr):
+        return (s > thr).nonzero()
+
+
+def only_idx_factory():
+    return OnlyIdx(), (torch.rand(3, 50), torch.tensor(0.5))
+
+
+def test_a_2d_nonzero_lowered_with_allow_fallbacks_loads_and_matches_eager_with_0_rows_too(runner, tmp_path):
+    """A new user's `(s > thr).nonzero()` (output (u0, 2)) with allow_fallbacks=True compiled, then failed building the
+    signature (GuardOnDataDependentSymNode from Tensor.is_contiguous() on the output). From the command line, as from
+    aotcuda.lower: the package lists nonzero as a fallback kernel, loads, and gives eager's indices, shape and strides,
+    for every row kept, some, and none."""
+    package = tmp_path / "idx.pt2"
+    result = runner.invoke(main, ["lower", f"{__name__}:only_idx_factory", "-o", str(package), "--device", "cpu",
+                                  "--allow-fallbacks"])
+    assert result.exit_code == 0, result.output
+    assert "nonzero" in result.output, result.output
+    program = aotcuda.load(package)
+    torch.manual_seed(0)
+    for thr in (0.5, 0.9, 2.0, -1.0):
+        s, t = torch.rand(3, 50), torch.tensor(thr)
+        actual, expected = program(s, t), OnlyIdx()(s, t)
+        assert actual.shape == expected.shape and actual.stride() == expected.stride()
+        assert torch.equal(actual, expected)
+
+
+class TagNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 8)
+
+    def forward(self, ids, mask):
+        return self.emb(ids) * mask[..., None]
+
+
+def tagnet_factory():
+    return TagNet(), (torch.randint(0, 100, (4, 6)), torch.ones(4, 6))
+
+
+def test_two_dims_the_model_needs_equal_get_the_shared_symbol_options(runner, tmp_path):
+    """A new user's README-only trial (2026-12-07): `--dynamic ids:0:1:64 --dynamic mask:0:1:64` for a model that
+    multiplies ids' embedding by mask printed torch's `Suggested fixes: mask_0 = ids_0` (a Python fix) and no hint. The
+    hint gives the command line's form, one SYMBOL for both (the range both options hold), and those options export."""
+    from aotcuda.cli import _dynamic_fix_hints
+
+    result = runner.invoke(main, ["lower", f"{__name__}:tagnet_factory", "-o", str(tmp_path / "p.pt2"), "--device",
+                                  "cpu", "--dynamic", "ids:0:1:64", "--dynamic", "mask:0:1:64"],
+                           env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and "mask_0 = ids_0" in result.output, result.output
+    hint = "--dynamic ids:0:1:64:batch --dynamic mask:0:1:64:batch"
+    assert f"hint: on the command line, the model needs these dims equal: give them one SYMBOL, {hint}" \
+        in result.output, result.output
+    model, args = tagnet_factory()
+    dynamic = dynamic_shapes_from(tuple(hint.replace("--dynamic ", "").split()), model, args, {})
+    aotcuda.lowering.pipeline.before_compile(model, args, {}, dynamic)  # exports: no constraint violated
+    # a SYMBOL one option gives is kept; ranges meet; other dims keep the root's name; a multiple is left alone
+    message = "Suggested fixes:\n    mask_1 = seq\n    y_0 = x_0\n    z_0 = b\n"
+    assert _dynamic_fix_hints(message, ("ids:1:2:128:seq", "mask:1:4:64", "x:0:1:8", "y:0:2:16", "z:0:1:8",
+                                        "w:0:2:32:b*2")) == [
+        "on the command line, the model needs these dims equal: give them one SYMBOL, --dynamic ids:1:4:64:seq "
+        "--dynamic mask:1:4:64:seq",
+        "on the command line, the model needs these dims equal: give them one SYMBOL, --dynamic x:0:2:8:batch "
+        "--dynamic y:0:2:8:batch"]
+
+
+def test_one_dim_given_twice_is_told_to_keep_one(runner, tmp_path):
+    """A new user's README-only trial (2026-12-07): `--dynamic x:1:2:128 --dynamic x:1:4:64` (one dim of one input
+    twice) was refused with advice about shared sizes (give the same MIN:MAX, or two names) that does not apply: the
+    second option would only replace the first. It says the dim is given twice, and to keep one; a dim counted from
+    the end is the same dim, and two options with the same text are one."""
+    for second in ("ids:1:4:64", "ids:-1:4:64:t", "ids:1:2:128:seq"):
+        result = runner.invoke(main, ["lower", f"{__name__}:tagnet_factory", "-o", str(tmp_path / "p.pt2"),
+                                      "--device", "cpu", "--dynamic", "ids:1:2:128", "--dynamic", second],
+                               env={"COLUMNS": "300"})
+        assert result.exit_code == 2, result.output
+        text = " ".join(result.output.split())
+        assert (f"'{second}' and 'ids:1:2:128' both make dim 1 of input ids dynamic; a dim takes one --dynamic "
+                "option: keep one of them") in text, text
+        assert "a Dim name has one range" not in text
+    model, args = tagnet_factory()
+    assert repr(dynamic_shapes_from(("ids:1:2:128", "ids:1:2:128"), model, args, {})) == \
+        repr(dynamic_shapes_from(("ids:1:2:128",), model, args, {})) == "{'ids': {1: Dim('ids_1', max=128)}, 'mask': None}"

@@ -13,7 +13,7 @@ Errors print as "error: ..." (a message of several lines keeps them, indented, n
 with the command-line form of the library's advice where there is one, and exit with code 1; usage
 errors (click's) exit with code 2. Set AOTCUDA_DEBUG=1 for the traceback. Output that cannot be written to stdout
 (closed, a full disk) exits with code 1 and one "error: cannot write the output to stdout" line; a reader that left
-(a broken pipe) with code 1 quietly.
+(a broken pipe: `| head -1`) with code 1 quietly (docs/usage.md, "CLI").
 """
 
 from __future__ import annotations
@@ -197,6 +197,10 @@ _SUGGESTED_STATIC = re.compile(r"^[ \t]*(\w+) = (\d+)[ \t]*$", re.M)
 _SUGGESTED_MULTIPLE = re.compile(r"^[ \t]*(\w+) = (\d+)\*(\w+)[ \t]*$", re.M)
 
 
+# torch's fix for two Dims the model needs equal (ids and mask of one batch): "mask_0 = ids_0"
+_SUGGESTED_EQUAL = re.compile(r"^[ \t]*(\w+) = ([A-Za-z_]\w*)[ \t]*$", re.M)
+
+
 # exporting's note for a guard that refuses one size alone, at an end of the Dim's range (Ne(t, 128)), or the sizes
 # at one end of it where the guard reads the size through a quotient (Ne((samples - 400)//160, 0))
 _ONE_END_OFF = re.compile(r"every (other size of (\w+)|size of (\w+) (?:from|up to) \d+) holds it; "
@@ -240,6 +244,7 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
         narrowed = [_with_bound(option, side, int(bound)) for option in options if _symbol_of(option) == symbol]
         if narrowed and all(narrowed):
             hints.append(f"on the command line, {' '.join(f'--dynamic {o}' for o in narrowed)} (every {sizes})")
+    hints += _shared_symbol_hints(message, by_symbol)
     met = set(_MET_BY_A_STATIC_SIZE.findall(notes))
     for symbol, _ in _SUGGESTED_STATIC.findall(message):
         if symbol in by_symbol and symbol in met:
@@ -252,6 +257,30 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
         elif symbol in by_symbol:
             hints.append(f"on the command line, leave out --dynamic {':'.join(by_symbol[symbol][0])}: the model "
                          "takes one size there")
+    return hints
+
+
+def _shared_symbol_hints(message: str, by_symbol: dict) -> list[str]:
+    """torch's "mask_0 = ids_0" (two Dims the model needs equal) as --dynamic options that share one SYMBOL, with the
+    range both options hold: the command line's form of one Dim for both (torch's own fix is Python). The SYMBOL is
+    one an option gives already, else "batch" for dims 0, else the root's name (ids_1)."""
+    groups: dict[str, list[str]] = {}
+    for symbol, root in _SUGGESTED_EQUAL.findall(message):
+        if symbol in by_symbol and root in by_symbol:
+            groups.setdefault(root, [root]).append(symbol)
+    hints = []
+    for root, symbols in groups.items():
+        fields = [by_symbol[symbol][0] for symbol in symbols]
+        if any(by_symbol[symbol][1] > 1 for symbol in symbols):
+            continue  # a multiple (SYMBOL*N) bounds N·SYMBOL: the shared range is no plain intersection
+        low, high = max(int(f[2]) for f in fields), min(int(f[3]) for f in fields)
+        named = next((f[4] for f in fields if len(f) == 5), None)
+        shared = named or ("batch" if all(f[1] == "0" for f in fields) else root)
+        if low >= high:
+            continue  # their ranges share no two sizes: nothing one Dim could take
+        options = " ".join(f"--dynamic {f[0]}:{f[1]}:{low}:{high}:{shared}" for f in fields)
+        hints.append(f"on the command line, the model needs these dims equal: give them one SYMBOL, "
+                     f"{options}")
     return hints
 
 

@@ -229,9 +229,11 @@ def dynamic_shapes_from(options: tuple[str, ...], model: torch.nn.Module, args: 
     bound = check_inputs_fit(model, args, kwargs) or pyinspect.signature(model.forward).bind(*args, **kwargs)
     shapes = {name: None for name in bound.arguments}
     nested = {}  # {argument: {key path: {dim: Dim}}} for tensors inside a dict, list or tuple argument
-    dims, first_option = {}, {}
+    dims, first_option, option_of_dim = {}, {}, {}
     for option in options:
         name, dim, low, high, symbol = _parse_dynamic(option, bound.arguments)
+        if option_of_dim.setdefault((name, dim), option) != option:  # x:1:2:128 and x:1:4:64: one would be dropped
+            _dim_given_twice(option_of_dim[(name, dim)], option, dim)
         name, path = name if isinstance(name, tuple) else (name, None)
         symbol, multiple = _symbol_and_multiple(option, symbol, low, high)
         # A multiple (SYMBOL*N): the size is N·SYMBOL, and MIN/MAX bound the size, so SYMBOL's own range is
@@ -349,6 +351,14 @@ def _dims_at_leaves(value, by_path: dict):
 
     return pytree.tree_map_with_path(
         lambda path, leaf: by_path.get(tuple(_key_of(key) for key in path)), value)
+
+
+def _dim_given_twice(first: str, option: str, dim: int):
+    """Two options for one dim of one input: a dim takes one range and one SYMBOL, so it is a usage error."""
+    name = option.split(":")[0]
+    raise click.BadParameter(
+        f"{option!r} and {first!r} both make dim {dim} of input {name} dynamic; a dim takes one --dynamic option: "
+        f"keep one of them (its MIN:MAX, and a SYMBOL where another input shares the size)", param_hint="--dynamic")
 
 
 def _conflicting_ranges(symbol: str, first: str, first_range: tuple, option: str, option_range: tuple):

@@ -105,6 +105,11 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                                     # complex kind; a call hands back that view of the caller's
                                                     # tensor (runtime/returned_inputs.py). Dtype and shape are
                                                     # the input's, and only one of them is complex, else refused
+                  "same_result_as": 0,              # outputs (optional): forward returns that earlier output's
+                                                    # result here too (`return out, out`, one node of the graph);
+                                                    # a call hands back that slot's tensor object, as eager does
+                                                    # (runtime/shared_results.py). Its dtype, shape and complex
+                                                    # must be that output's, else the package is refused at load
                   "complex": null}                  # or "complex64" (complex32, complex128): the caller's
                                                     # complex dtype of a tensor the package takes/returns
                                                     # as its real pair (ReplaceComplexWithRealPass); dtype,

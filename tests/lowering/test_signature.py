@@ -4,6 +4,7 @@ place in forward's result (``out``, ``out[0]``, ``out['logits']``, ``out.hidden`
 import collections
 
 import pytest
+import sympy
 import torch
 
 from aotcuda.lowering.signature import signature_from_exported_program
@@ -181,3 +182,47 @@ def test_a_size_of_a_factor_no_integer_expression_matches_is_refused_with_the_fi
                                                  r"floating point .* scale factor that is a binary "
                                                  r"fraction .* keep the dims it reads static"):
         signature_from_exported_program(_resize_program(0.7))
+
+
+# forward(s, thr) whose output has a data-dependent size (u0) in some dim, eager's rows with s of shape (3, 50).
+DATA_DEPENDENT_OUTPUTS = {
+    "nonzero's (u0, 2) of strides (1, u0)": lambda s, thr: (s > thr).nonzero(),
+    "nonzero made contiguous": lambda s, thr: (s > thr).nonzero().contiguous(),
+    "rows kept, (u0, 50)": lambda s, thr: s[s[:, 0] > thr],
+    "columns kept, (3, u0)": lambda s, thr: s[:, s[0] > thr],
+    "(2, u0, 3)": lambda s, thr: s[:, s[0] > thr, None].expand(3, -1, 2).permute(2, 1, 0)[:, :, :3] * 1,
+}
+
+
+@pytest.mark.parametrize("kind", list(DATA_DEPENDENT_OUTPUTS))
+def test_an_output_with_a_data_dependent_size_in_any_dim_gets_its_spec_without_a_guard(kind):
+    """A new user's `(s > thr).nonzero()` with allow_fallbacks=True compiled, then failed in the signature:
+    `GuardOnDataDependentSymNode: Could not guard on data-dependent expression Eq(u0, 1) | Eq(2*u0, 0)`, from
+    Tensor.is_contiguous() on the (u0, 2) output (a 1-D one, s[keep], passed). Each dim and stride of the spec is
+    eager's at the example (u0 read as eager's size there), and so is "contiguous"."""
+    forward = DATA_DEPENDENT_OUTPUTS[kind]
+    torch.manual_seed(0)
+    s, thr = torch.rand(3, 50), torch.tensor(0.5)
+    ep = torch.export.export(Returning2(forward), (s, thr)).run_decompositions()
+    (spec,) = signature_from_exported_program(ep, "cpu")["outputs"]
+    eager = forward(s, thr)
+    unbacked = [d for d in spec["shape"] if isinstance(d, dict)]
+    assert unbacked and all(d["expr"].startswith("u") for d in unbacked), spec
+    (symbol,) = {d["expr"] for d in unbacked}
+    size = next(n for d, n in zip(spec["shape"], eager.shape) if isinstance(d, dict))
+
+    def at_example(dim):
+        return dim if isinstance(dim, int) else int(sympy.sympify(dim["expr"]).subs(symbol, size))
+
+    assert [at_example(d) for d in spec["shape"]] == list(eager.shape)
+    assert [at_example(d) for d in spec["strides"]] == list(eager.stride())
+    assert spec["contiguous"] == eager.is_contiguous()
+
+
+class Returning2(torch.nn.Module):
+    def __init__(self, result):
+        super().__init__()
+        self.result = result
+
+    def forward(self, s, thr):
+        return self.result(s, thr)

@@ -242,11 +242,17 @@ def test_a_value_that_is_not_a_tensor_gets_the_conversion_to_the_tensor_the_prog
     check_inputs(given, POSITION, [], CPU, 2)
 
 
-def test_none_is_named_a_missing_input_with_the_tensor_wanted():
-    with pytest.raises(InputError, match=r"^input 'pos' \(#0\) is None: the input is missing; the program takes a "
-                                         r"tensor of shape \(1,\) and dtype torch.int64 on cpu there$") as caught:
+def test_none_is_told_the_program_was_lowered_with_a_tensor_there_and_how_to_get_the_none_branch():
+    """A new user's README-only trial (2026-12-07): `p(x, mask=None)` for a program lowered with mask=<tensor> said
+    "input 'mask' (#1) is None: the input is missing", though the caller gave it: None there is forward's None branch,
+    which export never traced. The message says so, and the two ways on."""
+    with pytest.raises(InputError, match=r"^input 'pos' \(#0\) is None, but the program was lowered with a tensor "
+                                         r"there, so it takes a tensor of shape \(1,\) and dtype torch.int64 on cpu: a "
+                                         r"branch of forward for None \(`if pos is None:`\) is not in the package; "
+                                         r"pass that tensor, or lower again with pos=None for a package of that "
+                                         r"branch$") as caught:
         check_inputs([None, torch.zeros(2, 3)], POSITION, [], CPU, 2)
-    assert "as_tensor" not in str(caught.value)
+    assert "as_tensor" not in str(caught.value) and "missing" not in str(caught.value)
 
 
 def test_a_size_of_one_under_dim_auto_names_why_and_the_dim_that_takes_it():

@@ -51,10 +51,12 @@ BAD_CALLS = {
     "lone tensor to execute": (lambda p: p.execute(torch.randn(3, 4)), r"execute\(\) takes its inputs as a list.*\[tensor"),
     "unknown keyword": (lambda p: p(y=torch.randn(3, 4)), r"keyword arguments \[.y.\] do not match.*call it as the exported module was called"),
     "python float": (lambda p: p(1.0), r"input 'x' \(#0\) must be a torch.Tensor, got float"),
-    "None": (lambda p: p(None), r"input 'x' \(#0\) is None: the input is missing; the program takes a tensor of "
-                                r"shape \(batch in \[2, 64\], 4\) and dtype torch.float32 on cpu there"),
-    "None to execute": (lambda p: p.execute([None]), r"input 'x' \(#0\) is None: the input is missing; the program "
-                                                     r"takes a tensor of shape \(batch in \[2, 64\], 4\)"),
+    "None": (lambda p: p(None), r"input 'x' \(#0\) is None, but the program was lowered with a tensor there, so it "
+                                r"takes a tensor of shape \(batch in \[2, 64\], 4\) and dtype torch.float32 on cpu: "
+                                r"a branch of forward for None \(`if x is None:`\) is not in the package"),
+    "None to execute": (lambda p: p.execute([None]), r"input 'x' \(#0\) is None, but the program was lowered with a "
+                                                     r"tensor there, so it takes a tensor of shape \(batch in \[2, "
+                                                     r"64\], 4\)"),
     "numpy array": (lambda p: p(np.ones((3, 4), np.float32)),
                     r"got ndarray; the program takes a tensor of shape \(batch in \[2, 64\], 4\) and dtype torch.float32 "
                     r"on cpu, e.g. torch.as_tensor\(value, dtype=torch.float32\)"),

@@ -160,10 +160,34 @@ def _tensor_spec_of(name: str, value, range_constraints, complex_dtype=None) -> 
         "dtype": str(value.dtype).removeprefix("torch."),
         "device": value.device.type,
         "shape": [_dim_spec(size, range_constraints) for size in value.shape],
-        "contiguous": bool(value.is_contiguous()),
+        "contiguous": _is_contiguous(value),
         "strides": [_dim_spec(stride, range_constraints) for stride in value.stride()],
         "complex": None if complex_dtype is None else str(complex_dtype).removeprefix("torch."),
     }
+
+
+def _is_contiguous(value: torch.Tensor) -> bool:
+    """Whether ``value`` is row-major contiguous, read without a guard on a data-dependent size.
+
+    ``Tensor.is_contiguous()`` asks whether a size is 1 or 0, which torch cannot answer for an unbacked size
+    (``nonzero()``'s row count u0: "Could not guard on data-dependent expression Eq(u0, 1) | Eq(2*u0, 0)") and
+    raises. Here such a question answers False unless the shape environment proves it (statically_known_true, in
+    torch 2.11 through 2.15, which adds no guard to the finished program's shape environment either): a size u0 is
+    taken as not 1 (its stride is then checked), and a stride that only some values of u0 make right reads not
+    contiguous (the runtime acts on "contiguous" of inputs only, and an input has no data-dependent size).
+    """
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols, statically_known_true as known
+
+    if not free_unbacked_symbols((*value.shape, *value.stride())):
+        return bool(value.is_contiguous())
+    expected = padded = 1  # torch's contiguous strides count an empty dim as 1 (x[:, keep]: Max(1, u0), 1)
+    for size, stride in reversed(list(zip(value.shape, value.stride()))):
+        if known(size == 1):
+            continue
+        if not (known(stride == expected) or known(stride == padded)):
+            return False  # both agree unless some size is 0, and then the tensor is empty: contiguous either way
+        expected, padded = expected * size, padded * torch.sym_max(size, 1)
+    return True
 
 
 _SCALAR_TYPES = {"bool": bool, "int": int, "float": float}
@@ -268,10 +292,13 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, 
     user_inputs = set(user_input_names(sig)) - mutated
     returned = {place: user_input_names(sig)[input_place] for place, input_place in (returned_inputs or {}).items()
                 if input_place < len(user_input_names(sig))}
+    first_slot: dict[torch.fx.Node, int] = {}  # `return out, out`: one result in two slots (runtime/shared_results.py)
     for place, (name, node, complex_dtype) in enumerate(zip(output_names(ep), user_output_args(ep), boundary.outputs)):
         value = node.meta.get("val") if isinstance(node, torch.fx.Node) else node  # a constant output: itself
         if isinstance(value, torch.Tensor):
             outputs.append(_tensor_spec(name, value, ep.range_constraints, complex_dtype))
+            if first_slot.setdefault(node, len(outputs) - 1) != len(outputs) - 1:
+                outputs[-1]["same_result_as"] = first_slot[node]
             returns = node.name if node.op == "placeholder" and node.name in user_inputs else returned.get(place)
             if returns in input_index and not differing_fields(inputs[input_index[returns]], outputs[-1]):
                 outputs[-1]["returns_input"] = input_index[returns]

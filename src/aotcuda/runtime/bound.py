@@ -28,6 +28,7 @@ from aotcuda.errors import InputError, RuntimeCallError
 from aotcuda.runtime.checks import check_buffers_match
 from aotcuda.runtime.graphs import capture
 from aotcuda.runtime.returned_inputs import with_returned_inputs
+from aotcuda.runtime.shared_results import with_shared_results
 
 
 class BoundGraph:
@@ -79,7 +80,8 @@ class BoundGraph:
 def bind_graph(run, device: torch.device, inputs: list[torch.Tensor], prepared: list[torch.Tensor], names,
                outputs: list | None, warmup_calls: int, adapt_outputs: Callable[[list], list],
                structure: Callable[[list], object], is_open: Callable[[], bool],
-               returned: tuple[tuple[int, int], ...] = (), callers: list | None = None) -> BoundGraph:
+               returned: tuple[tuple[int, int], ...] = (), callers: list | None = None,
+               shared: tuple[tuple[int, int], ...] = ()) -> BoundGraph:
     """Warm up, capture and bind (``Program.bind`` checks the arguments first).
 
     Args:
@@ -91,6 +93,8 @@ def bind_graph(run, device: torch.device, inputs: list[torch.Tensor], prepared: 
         returned: (output slot, input index) of the outputs that are inputs (``returned_inputs``): without caller
             buffers, those slots hold the caller's own tensor, ``callers[index]`` (the caller's objects, before any
             plain alias of a subclass; default ``inputs``), as a call's do.
+        shared: (output slot, earlier slot) of the slots that hold one result (``shared_results``): without caller
+            buffers, they hold one tensor object, as a call's do.
 
     Raises OutputError when a caller buffer does not match its output, InputError when an input would need a copy into the exported layout (a graph reads the memory
     it was captured on, so a copy would never see the caller's later writes), RuntimeCallError when the
@@ -119,6 +123,7 @@ def bind_graph(run, device: torch.device, inputs: list[torch.Tensor], prepared: 
     graph, results = capture(run, device, prepared, then=copy_out if outputs is not None else None)
     if outputs is None:  # an input returned: the caller's tensor, which each replay reads and writes in place
         bound_outputs = with_returned_inputs(adapt_outputs(results), inputs if callers is None else callers, returned)
+        bound_outputs = with_shared_results(bound_outputs, shared)
     else:
         keep_alive, bound_outputs = results, outputs
     return BoundGraph(inputs, bound_outputs, graph, structure, is_open, keep_alive)

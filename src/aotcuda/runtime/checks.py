@@ -281,8 +281,13 @@ def _not_a_tensor(value, spec: TensorSpec | None, label: str, device: torch.devi
     on = "" if device.type == "cpu" else f", device={str(device)!r}"
     wanted = (f"a tensor of shape {spec.shape_text()} and dtype {spec.dtype} on {device}" if spec is not None
               else f"a tensor on {device}")
-    if value is None:
-        return InputError(f"{label} is None: the input is missing; the program takes {wanted} there")
+    if value is None:  # passed as None (a left-out argument is the keywords' error): forward's None branch, if any,
+        # was not traced (export follows the example's tensor), so no call can reach it in this package
+        name = spec.name if spec is not None and spec.name.isidentifier() else None
+        return InputError(f"{label} is None, but the program was lowered with a tensor there, so it takes {wanted}: "
+                          f"a branch of forward for None (`if {name or 'x'} is None:`) is not in the package; pass "
+                          f"that tensor, or lower again with {f'{name}=None' if name else 'None there'} for a package "
+                          "of that branch")
     example = None
     static = spec is not None and all(dim.size is not None for dim in spec.dims)
     if spec is not None and isinstance(value, (bool, int, float, complex)):

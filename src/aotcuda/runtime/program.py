@@ -87,6 +87,7 @@ from aotcuda.runtime.plain_tensors import caller_modes_active, plain_inputs, pla
 from aotcuda.runtime.package import ExtractedPackage, check_no_proxy_executor, open_package, read_signature
 from aotcuda.runtime.pytree_types import load_spec
 from aotcuda.runtime.returned_inputs import returned_inputs, with_returned_inputs
+from aotcuda.runtime.shared_results import shared_results, with_shared_results
 from aotcuda.runtime.specs import specs_from_signature
 
 __all__ = ["Program", "load", "read_signature"]
@@ -210,6 +211,8 @@ class Program:
         self._divisors = SizeDivisors.from_signature(signature, package.path) if usable else None
         # outputs that are inputs as they are (`return y, x`): the caller's own tensor goes back there, as eager's
         self._returned_inputs = returned_inputs(package.signature, package.path) if usable else ()
+        # slots that hold one result (`return out, out`): one tensor object there, as eager's
+        self._shared_results = shared_results(package.signature, package.path) if usable else ()
         # bool inputs, whose bytes each call checks (CPU: bool_bytes); without usable specs, any input may be one
         self._bool_inputs = () if self._device.type != "cpu" else bool_positions(self._input_specs) \
             if self._input_specs is not None else tuple(range(self.num_inputs))
@@ -547,7 +550,9 @@ class Program:
         if self._mutated:  # autograd sees the write, as eager's in-place op: a tensor saved for a backward that the
             _increment_version([originals[index] for index in self._mutated])  # program wrote is refused there
         if outputs is None and self._returned_inputs:  # `return y, x`, `x.add_(1); return x`: x itself, as eager's
-            return with_returned_inputs(results, callers, self._returned_inputs)
+            results = with_returned_inputs(results, callers, self._returned_inputs)
+        if outputs is None and self._shared_results:  # `return out, out`: one object, as eager's
+            return with_shared_results(results, self._shared_results)
         return given if outputs is not given and given is not None else results  # the caller's own buffers
 
     def _finish(self, outputs, results: list, static: bool) -> list:
@@ -700,7 +705,7 @@ class Program:
         gate = self._gate
         bound = bind_graph(self._run, self._device, tensors, prepared, self._input_names, outputs,
                            warmup_calls, adapt, self._structure_outputs, lambda: not gate.closed,
-                           self._returned_inputs, callers)
+                           self._returned_inputs, callers, self._shared_results)
         # The graph replays into this Program's container and buffers: it must keep the Program alive
         # (`bound = aotcuda.load(path).bind(x)` holds no other reference to it).
         bound.program = self
