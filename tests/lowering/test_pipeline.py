@@ -20,6 +20,7 @@ from aotcuda.lowering.pipeline import STEPS, _written_on_success, passes
 from aotcuda.models.spectral_filter import SpectralFilter
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
 from aotcuda.passes.view_copy import ReplaceViewCopyWithViewPass
+from interrupted_unlink import interrupt_after_an_unlink
 from lowered_demo import SEQ_RANGE, lowered_demo
 from comparisons import torch_aoti_load
 
@@ -384,15 +385,7 @@ def test_a_second_interrupt_inside_a_failed_builds_cleanup_leaves_no_folder(tmp_
     written, folder = tmp_path / "new.pt2", tmp_path / "own"
     folder.mkdir()
     (folder / "wrapper.cpp").write_bytes(b"generated code")
-    unlink, armed = os.unlink, []
-
-    def interrupted_unlink(*args, **kwargs):  # the file goes, then the second interrupt comes
-        unlink(*args, **kwargs)
-        if armed:
-            armed.clear()
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(os, "unlink", interrupted_unlink)
+    armed, unlink = interrupt_after_an_unlink(monkeypatch)  # the second interrupt, once the first is in
     with pytest.raises(KeyboardInterrupt):
         with _written_on_success(str(written), str(folder)) as building:
             os.makedirs(os.path.join(os.path.dirname(building), "data"), exist_ok=True)

@@ -22,6 +22,7 @@ import torch
 import aotcuda
 from aotcuda.errors import PackageError
 from aotcuda.runtime.libraries import loaded_libraries
+from interrupted_unlink import interrupt_after_an_unlink
 from posix_acls import access_acl
 
 CYCLES = int(os.environ.get("AOTCUDA_LOAD_CYCLES", "40"))
@@ -679,19 +680,12 @@ def test_an_interrupt_inside_a_failed_loads_cleanup_leaves_no_folder(twice_pt2, 
     temp = tmp_path / "temp"
     temp.mkdir(mode=0o700)
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    unlink, armed = os.unlink, []
-
-    def interrupted_unlink(*args, **kwargs):  # the file goes, then the interrupt comes
-        unlink(*args, **kwargs)
-        if armed:
-            armed.clear()
-            raise KeyboardInterrupt
+    armed, _ = interrupt_after_an_unlink(monkeypatch)
 
     def interrupt(*args, **kwargs):  # the first interrupt: the load fails with its folder filled
         armed.append(True)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(os, "unlink", interrupted_unlink)
     for module, step in ((package, "_describe_model"), (libraries, "file_digest")):
         before = set(os.listdir(temp)), set(os.listdir(root))
         with monkeypatch.context() as patched:
@@ -852,15 +846,8 @@ def test_an_interrupt_inside_close_leaves_no_folder(twice_pt2, tmp_path, monkeyp
     before = set(os.listdir(temp))
     program = aotcuda.load(twice_pt2)
     assert set(os.listdir(temp)) != before  # its extraction folder
-    unlink, armed = os.unlink, [True]
-
-    def interrupted_unlink(*args, **kwargs):  # the file goes, then the interrupt comes
-        unlink(*args, **kwargs)
-        if armed:
-            armed.clear()
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(os, "unlink", interrupted_unlink)
+    armed, unlink = interrupt_after_an_unlink(monkeypatch)
+    armed.append(True)
     with pytest.raises(KeyboardInterrupt):
         program.close()
     monkeypatch.setattr(os, "unlink", unlink)
