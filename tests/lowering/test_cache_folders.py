@@ -450,37 +450,3 @@ def test_a_programs_folder_in_a_chosen_cache_keeps_what_its_group_shares(tmp_pat
     assert make_program_files_private(str(package)) == [str(folder)]
     assert stat.S_IMODE(folder.stat().st_mode) == after
     assert stat.S_IMODE(other.stat().st_mode) == 0o755
-
-
-@pytest.mark.parametrize("root_mode, looked_into, after", [
-    (0o700, False, 0o755),  # torch's default folder as check_cache_folders leaves it, or one the user made 0700
-    (0o2770, False, 0o2775),  # a team's cache others cannot pass through: the group keeps its access anyway
-    (0o750, True, 0o700),  # the group passes through a cache that is not the group's: its access is taken
-    (0o711, True, 0o700),  # others may pass through without listing it: they reach a folder whose name they know
-], ids=["0700", "a team's 2770", "0750", "0711"])
-def test_a_cache_folder_nobody_kept_out_can_pass_through_is_not_looked_into(tmp_path, monkeypatch, root_mode,
-                                                                           looked_into, after):
-    """fix38 (2026-12-07): after every compile the package's names were looked for in every folder of Inductor's cache
-    (11 ms for 377 folders, growing with each program lowered), also where the cache folder itself lets none of those
-    it keeps out pass through (torch's default folder, made 0700 before each compile), so nothing in it is theirs to
-    reach. Now such a cache is not looked into; one that lets them pass is, and its program's folder made private."""
-    from aotcuda.lowering.private_weights import make_program_files_private
-
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    folder = cache / "cabc123"
-    folder.mkdir()
-    folder.chmod(0o2775 if root_mode & stat.S_ISGID else 0o755)
-    (folder / "cabc123.wrapper.so").write_bytes(b"weights")
-    cache.chmod(root_mode)
-    package = tmp_path / "model.pt2"
-    with zipfile.ZipFile(package, "w") as archive:
-        archive.writestr("model/data/aotinductor/model/cabc123.wrapper.so", b"weights")
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
-    looks = []
-    scandir = os.scandir
-    monkeypatch.setattr(os, "scandir", lambda path: looks.append(path) or scandir(path))
-    made = make_program_files_private(str(package))
-    assert bool(looks) == looked_into and made == ([str(folder)] if looked_into else []), (looks, made)
-    assert stat.S_IMODE(folder.stat().st_mode) == after
-

@@ -15,9 +15,7 @@ its mode; there the folder of the program's own files loses other users' access 
 (``make_program_files_private``), and its group's too unless the chosen folder is one its group may write (a team's
 shared cache, where another member lowering the same model writes into the same ``c<hash>`` folder: review,
 2026-12-07, the second member's compile failed with PermissionError where that folder had been made 0700); a
-setgid bit stays. Make such a folder 0700 yourself to keep the weights private while the compile runs too; a cache
-folder that lets none of those it would keep out pass through (torch's default, made 0700; one of yours made 0700) is
-not looked into after the compile: nothing in it is theirs to reach.
+setgid bit stays. Make such a folder 0700 yourself to keep the weights private while the compile runs too.
 """
 
 from __future__ import annotations
@@ -68,13 +66,10 @@ def make_program_files_private(package_path: str) -> list[str]:
 
     made: list[str] = []
     try:
-        root = cache_dir()
-        status = os.stat(root)
-        shared = bool(status.st_mode & stat.S_IWGRP)  # a team's cache: its members reuse these folders
-        if _closed_to_those_kept_out(status, shared):
-            return made
         with zipfile.ZipFile(package_path) as package:
             names = {name.rsplit("/", 1)[-1] for name in package.namelist() if _AOTI_FILES in name} - {""}
+        root = cache_dir()
+        shared = bool(os.stat(root).st_mode & stat.S_IWGRP)  # a team's cache: its members reuse these folders
         folders = [entry.path for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False)]
     except (OSError, zipfile.BadZipFile):  # the check step names a package it cannot read
         return made
@@ -82,18 +77,3 @@ def make_program_files_private(package_path: str) -> list[str]:
         if any(os.path.lexists(os.path.join(folder, name)) for name in names) and make_private(folder, keep_group=shared):
             made.append(folder)
     return made
-
-
-def _closed_to_those_kept_out(root: os.stat_result, shared: bool) -> bool:
-    """Whether the cache folder itself, this user's, lets none of those ``make_private`` would keep out (others; and
-    the group, where the cache is not the group's) pass through it: then nothing in it is theirs to reach, whatever the
-    modes of the folders in it, and making those private changes nothing they can do. Torch's default folder is such a
-    folder (``make_default_cache_private``), and a folder the user made 0700 as the module docstring advises.
-
-    Why (fix38, 2026-12-07): every compile read the package's names and looked into every folder of the cache for
-    them (an ``lstat`` a name and folder: 11 ms for this machine's cache of 377 folders, growing with every program
-    lowered) where no one could reach them anyway. The group class bits are the ACL mask where the folder has a POSIX
-    ACL, so a named user or group an ACL lists cannot pass through either. Opening the folder again later opens every
-    program's folder in it, as for any folder of this user's."""
-    search = stat.S_IXOTH if shared else stat.S_IXOTH | stat.S_IXGRP
-    return root.st_uid == os.geteuid() and not root.st_mode & search
