@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import errno
 import fcntl
 import hashlib
 import os
@@ -290,7 +291,8 @@ def _the_interrupt(exc: BaseException) -> BaseException:
     the first returned (Python's shutil, 3.11-3.13): the caller's Ctrl-C came out of ``close()`` as a raw ``OSError:
     [Errno 9] Bad file descriptor`` (break38, 2026-12-07)."""
     context = exc.__context__
-    if isinstance(exc, OSError) and isinstance(context, BaseException) and not isinstance(context, Exception):
+    # Whatever the handler raised: KeyboardInterrupt, or an Exception of its own (a SIGALRM timeout's TimeoutError)
+    if isinstance(exc, OSError) and exc.errno == errno.EBADF and isinstance(context, BaseException):
         return context
     return exc
 

@@ -718,7 +718,8 @@ class Program:
 
         Calls in flight on other threads finish first (close waits for them); a close made on a thread that
         is itself inside a call (a signal handler, a callback) returns at once, and that call frees when it
-        returns. Later calls raise RuntimeCallError. Outputs already returned stay valid. The model's library stays loaded for the
+        returns; an interrupt (Ctrl-C) while close waits reaches its caller, and the last call in flight to leave
+        frees. Later calls raise RuntimeCallError. Outputs already returned stay valid. The model's library stays loaded for the
         next load of the same package (``aotcuda.runtime.libraries``: such libraries cannot be unloaded),
         and with it a hard-linked copy of the package folder it was opened from, removed at exit: the
         generated code reads its own file (weights over 2 GB are appended to it).

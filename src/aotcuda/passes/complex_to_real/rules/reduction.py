@@ -192,8 +192,10 @@ def cumprod(out, a, dim, *, dtype=None):
 # real parts, and the sum of exp(z_j − that max): no overflow, no underflow of the largest terms), then eager's branch
 # by a second: m_k, the multiple of 2π on arg S_k, is m_{k−1} + round((arg S_{k−1} − arg S_k) / 2π) where acc was the
 # max, else round((Im z_k − arg S_k) / 2π), a first-order recurrence m_k = a_k m_{k−1} + b_k scanned as affine maps.
-# Matches eager in value and branch wherever the real parts of acc and z_k are not within rounding of a tie; a −inf
-# real part adds nothing (eager's masked entries), nan infects what follows; an infinite imaginary part gives nan.
+# Matches CPU eager (ATen's serial loop; CUDA's parallel scan may land on another multiple of 2π) in value and branch
+# wherever the real parts of acc and z_k are not within rounding of a tie; a −inf real part adds nothing (eager's
+# masked entries), nan infects what follows; an infinite imaginary part gives nan. Two +inf real parts in one scan:
+# eager's inf − inf makes nan + nan i from the second on, the rule's imaginary part is the mean of theirs (not copied).
 # Eager's log1p is nan at a subnormal argument (real parts 708–745 apart), and its scan nan from there: not copied.
 
 
@@ -234,10 +236,10 @@ def _unbounded_logcumsumexp(node: torch.fx.Node) -> str | None:
 
 @register(aten.logcumsumexp.default, refuses=_unbounded_logcumsumexp, computes=True)
 def logcumsumexp(out, a, dim):
-    """log Σ_{j≤k} exp(z_j) along dim on eager's branch: a scaled scan of the sums, then one of eager's 2π multiples.
+    """log Σ_{j≤k} exp(z_j) along dim on CPU eager's branch: a scaled scan of the sums, then one of its 2π multiples.
 
     Both scans are Hillis–Steele's (see above); over a dynamic dim, the rounds of its largest size."""
-    if a.ndim == 0:
+    if a.ndim == 0 or a.shape[dim % a.ndim] == 0:  # nothing to scan (a dynamic length's 0 is the scans' own case)
         return Pair(a.t.clone())
     d, x, y = dim % a.ndim, a.re, a.im
     adds_nothing = (x == -torch.inf) & ~torch.isnan(y)  # exp(−inf + iy) = 0; a nan still infects, as in eager
