@@ -1168,7 +1168,6 @@ def inspect(package, signing_key_file, as_json):
     from aotcuda.lowering.devices import DEVICE_PROFILES
     from aotcuda.lowering.fallbacks import kernels_from_signature, scan_kernels, split_allowed
     from aotcuda.runtime.archive import ArchiveLimits, open_archive
-    from aotcuda.runtime.specs import specs_from_signature
     from aotcuda.runtime.package import describe_package
 
     key = signing_key(key_file_path(signing_key_file))
@@ -1193,15 +1192,10 @@ def inspect(package, signing_key_file, as_json):
                   soft_wrap=True)
     console.print(signed_line, highlight=False, markup=False, soft_wrap=True)
     if signature:
-        from aotcuda.runtime.complex_adapter import split_signature
-
-        try:  # what load would refuse is shown as it is, after a warning that says why
-            user_signature, _ = split_signature(signature, package)  # complex tensors as the caller sees them
-            input_specs, output_specs = specs_from_signature(user_signature, package)
-        except PackageError as error:
-            user_signature, input_specs, output_specs = signature, (), ()
-            status_console.print(f"warning: {terminal_safe(_clip(error, 5 * SHOWN_CHARS))}; aotcuda.load refuses "
-                                 "this package", highlight=False, markup=False, soft_wrap=True)
+        user_signature, input_specs, output_specs, refusal = _callers_signature(signature, package)
+        if refusal is not None:  # what load would refuse is shown as it is, after a warning that says why
+            status_console.print(f"warning: {terminal_safe(refusal)}; aotcuda.load refuses this package",
+                                 highlight=False, markup=False, soft_wrap=True)
         names = signature.get("dim_names") if isinstance(signature.get("dim_names"), dict) else None
         for kind in ("inputs", "outputs"):
             console.print(_signature_table(kind, _listed(user_signature.get(kind)), names, _listed(signature.get(kind))))
@@ -1279,16 +1273,9 @@ def _print_inspect_json(package: str, device: str, signed_line: str, signature, 
     caller's view (complex tensors as complex: complex_adapter.split_signature), or as stored where load would refuse
     the package (``"refused_by_load"`` then says why). json.dumps writes every non-ASCII and control character of the
     package's strings as an escape, so the output is as safe on a terminal as the table."""
-    from aotcuda.runtime.complex_adapter import split_signature
-    from aotcuda.runtime.specs import specs_from_signature
-
     report = {"package": package, "device": device, "signed": signed_line, "signature": None, "refused_by_load": None}
     if signature:
-        try:
-            user_signature, _ = split_signature(signature, package)
-            specs_from_signature(user_signature, package)
-        except PackageError as error:
-            user_signature, report["refused_by_load"] = signature, _clip(error, 5 * SHOWN_CHARS)
+        user_signature, _, _, report["refused_by_load"] = _callers_signature(signature, package)
         report["signature"] = {key: user_signature.get(key) for key in
                                ("inputs", "outputs", "dim_names", "constant_inputs", "state_written",
                                 "data_dependent_sizes") if key in user_signature}
@@ -1384,6 +1371,20 @@ def _constant_inputs_line(signature: dict) -> str | None:
         shown_values.append(text)
     return (f"arguments fixed at lowering (the program computes with these values whatever a call passes): "
             f"{shown(_clip(', '.join(shown_values), 5 * SHOWN_CHARS))}")
+
+
+def _callers_signature(signature: dict, package: str) -> tuple[dict, tuple, tuple, str | None]:
+    """(the signature as the caller sees it: complex tensors as complex, its input specs, its output specs, None); or,
+    for a signature load refuses, (the signature as stored, (), (), why, clipped)."""
+    from aotcuda.runtime.complex_adapter import split_signature
+    from aotcuda.runtime.specs import specs_from_signature
+
+    try:
+        user_signature, _ = split_signature(signature, package)
+        input_specs, output_specs = specs_from_signature(user_signature, package)
+    except PackageError as error:
+        return signature, (), (), _clip(error, 5 * SHOWN_CHARS)
+    return user_signature, input_specs, output_specs, None
 
 
 def _checked_index_lines(inputs: list, names) -> list[str]:

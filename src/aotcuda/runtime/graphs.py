@@ -195,19 +195,16 @@ class GraphRunner:
         with self._lock:
             last = self._last
             state = last[1] if last is not None and last[0] == key else self._state_for(key)
+            addresses = tuple([t.data_ptr() for t in inputs]) if self.in_place_sets else None
+            repeated, state.last_addresses = addresses == state.last_addresses, addresses
             if not state.captures and not state.in_place and (state.eager_only or state.calls < self.warmup_calls):
                 state.calls += 1
-                if self.in_place_sets:
-                    state.last_addresses = tuple([t.data_ptr() for t in inputs])
                 return finish(self._run(inputs), False)
-            if self.in_place_sets:
-                addresses = tuple([t.data_ptr() for t in inputs])
-                repeated, state.last_addresses = addresses == state.last_addresses, addresses
-                if not state.in_place_failed and (repeated or (state.in_place and state.in_place[0].addresses
-                                                                == addresses)):
-                    result = self._in_place_call(state, inputs, addresses, finish, lend)
-                    if result is not _NO_CAPTURE:
-                        return result
+            if self.in_place_sets and not state.in_place_failed and (
+                    repeated or (state.in_place and state.in_place[0].addresses == addresses)):
+                result = self._in_place_call(state, inputs, addresses, finish, lend)
+                if result is not _NO_CAPTURE:
+                    return result
             return self._graph_call(state, inputs, finish, lend)
 
     def _reentrant_call(self, inputs, finish) -> list:
