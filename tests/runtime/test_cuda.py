@@ -69,8 +69,12 @@ def test_twice_eager_on_cuda(twice_cuda):
         program.execute([x], buffers)
         assert_twice_outputs([buffers[0], buffers[1], buffers[0]], x)
         torch.testing.assert_close(buffers[2], x * 2)
+        # a shape accepted before, on another device: the accepted signatures' device test (is_cuda, get_device)
         with pytest.raises(InputError, match=r"is on cpu, but the program runs on cuda"):
             program(x.cpu())
+        with pytest.raises(InputError):
+            program(torch.empty(5, 4, device="meta"))
+        assert_twice_outputs(program(x), x)  # and the program still runs
 
 
 def test_twice_with_cuda_graphs_warmup_capture_replay(twice_cuda):

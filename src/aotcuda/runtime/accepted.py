@@ -32,8 +32,10 @@ class AcceptedSignatures:
     """
 
     def __init__(self, specs, device: torch.device, num_inputs: int):
-        self._device = device
-        self._on_cpu = device.type == "cpu"  # ``tensor.is_cpu`` is half the cost of ``tensor.device != device``
+        # ``tensor.is_cpu``, or ``is_cuda`` and ``get_device()`` against an int, cost a third of ``tensor.device ==
+        # device``, which makes a torch.device a tensor (a program's device is cpu or cuda:N: devices.resolve_device)
+        self._on_cpu = device.type == "cpu"
+        self._index = -1 if self._on_cpu else device.index
         self._num_inputs = num_inputs
         # Unsigned packages keep the caller's layout (AOTI's own checks compare strides): any is fine.
         self._dtypes = None if specs is None else tuple(spec.dtype for spec in specs)
@@ -51,12 +53,13 @@ class AcceptedSignatures:
         """
         if not self.enabled or len(tensors) != self._num_inputs:
             return None
-        device, on_cpu = self._device, self._on_cpu
+        on_cpu, index = self._on_cpu, self._index
         try:
             if self._dtypes is None:  # unsigned: any dtype and layout (AOTI's own checks look at them)
                 for tensor in tensors:
                     if ((type(tensor) is not _Tensor and type(tensor) is not _Parameter) or tensor.layout is not _STRIDED
-                            or tensor.device != device or tensor.is_neg() or tensor.is_conj()):
+                            or not (tensor.is_cpu if on_cpu else tensor.is_cuda and tensor.get_device() == index)
+                            or tensor.is_neg() or tensor.is_conj()):
                         return None
             else:
                 for tensor, dtype, is_complex in zip(tensors, self._dtypes, self._complex):
@@ -64,7 +67,7 @@ class AcceptedSignatures:
                     # name a non-tensor; plain_tensors made every tensor subclass a plain tensor before this)
                     if ((type(tensor) is not _Tensor and type(tensor) is not _Parameter) or tensor.dtype is not dtype
                             or tensor.layout is not _STRIDED
-                            or not (tensor.is_cpu if on_cpu else tensor.device == device)
+                            or not (tensor.is_cpu if on_cpu else tensor.is_cuda and tensor.get_device() == index)
                             or not tensor.is_contiguous() or tensor.is_neg() or (is_complex and tensor.is_conj())):
                         return None
             for tensor in tensors:  # its elements in memory of its own (no wrapper, FakeTensor or shrunk storage),
