@@ -385,6 +385,11 @@ def test_the_weights_a_lowering_leaves_in_inductors_cache_are_no_other_users_to_
     aotcuda.lower(model, (torch.randn(2, 32),), device="cpu", package_path=path)
     holding = _holding_the_weights(cache)
     assert holding, "the library holds the weights"
+    from aotcuda.lowering.private_weights import program_folders
+
+    # the folder is found from the package, without a look into the cache's other folders (fix39)
+    assert program_folders(str(path), str(cache)) == sorted({str(cache / os.path.relpath(p, cache).split(os.sep)[0])
+                                                             for p in holding})
     assert [p for p in holding if _readable_by_others(p, str(cache))] == []
     assert stat.S_IMODE(cache.stat().st_mode) == 0o755
     x = torch.randn(2, 32)
@@ -450,3 +455,91 @@ def test_a_programs_folder_in_a_chosen_cache_keeps_what_its_group_shares(tmp_pat
     assert make_program_files_private(str(package)) == [str(folder)]
     assert stat.S_IMODE(folder.stat().st_mode) == after
     assert stat.S_IMODE(other.stat().st_mode) == 0o755
+
+
+def _program_in_a_cache(tmp_path, others: int, note: str | None = None, names=("cwrap.wrapper.so",)):
+    """A cache folder of ``others`` folders of other programs (0755) and the program's ``cprog`` (0755, holding its
+    wrapper source and library), and a package whose kernel source opens with torch's line naming ``note`` (by
+    default the program's wrapper source) and which lists ``names`` among its compile's files."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o755)
+    for index in range(others):
+        folder = cache / f"cother{index}"
+        folder.mkdir()
+        folder.chmod(0o755)
+        (folder / f"cother{index}.wrapper.so").write_bytes(b"their weights")
+    program = cache / "cprog"
+    program.mkdir()
+    program.chmod(0o755)
+    (program / "cwrap.wrapper.cpp").write_text("// the wrapper")
+    (program / "cwrap.wrapper.so").write_bytes(b"weights")
+    package = tmp_path / "model.pt2"
+    note = str(program / "cwrap.wrapper.cpp") if note is None else note
+    with zipfile.ZipFile(package, "w") as archive:
+        archive.writestr("model/data/aotinductor/model/ckern.kernel.cpp",
+                         f"// Triton kernels are embedded as comments in {note}\n\nextern \"C\" void k() {{}}\n")
+        for name in names:
+            archive.writestr(f"model/data/aotinductor/model/{name}", b"weights")
+    return cache, program, package
+
+
+@pytest.mark.parametrize("root_mode, folder_mode, after", [(0o755, 0o755, 0o700), (0o2775, 0o2775, 0o2770)],
+                         ids=["one user's cache", "a team's cache"])
+def test_the_programs_folder_is_made_private_without_a_look_into_the_caches_other_folders(tmp_path, monkeypatch,
+                                                                                         root_mode, folder_mode, after):
+    """fix39: after every compile each folder of Inductor's cache was looked into for the package's file names (11 ms
+    for 377 folders; 300 here), where the cache folder is private too. The package's kernel source names its folder
+    (torch's first line of it); only that one is looked at, and made private as before (a team's cache: its group
+    keeps its access, setgid stays)."""
+    from aotcuda.lowering.private_weights import make_program_files_private
+
+    cache, program, package = _program_in_a_cache(tmp_path, others=300)
+    cache.chmod(root_mode)
+    program.chmod(folder_mode)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    looked_at = []
+    lstat, scandir = os.lstat, os.scandir
+    monkeypatch.setattr(os, "lstat", lambda path, *a, **k: looked_at.append(str(path)) or lstat(path, *a, **k))
+    monkeypatch.setattr(os, "scandir", lambda path=".": looked_at.append(str(path)) or scandir(path))
+    assert make_program_files_private(str(package)) == [str(program)]
+    monkeypatch.undo()
+    assert looked_at and [path for path in looked_at if not path.startswith(str(program))] == []
+    assert stat.S_IMODE(program.stat().st_mode) == after
+    assert {stat.S_IMODE((cache / f"cother{index}").stat().st_mode) for index in range(300)} == {0o755}
+
+
+@pytest.mark.parametrize("note", [
+    "{victim}/cwrap.wrapper.cpp",  # a folder outside the cache
+    "{cache}/../victim/cwrap.wrapper.cpp",
+    "{cache}/cprog/../../victim/cwrap.wrapper.cpp",
+    "{cache}/clink/cwrap.wrapper.cpp",  # a link in the cache to a folder outside it
+    "{cache}/../cwrap.wrapper.cpp",
+    "{cache}/cprog/cwrap.wrapper.cpp/../../../victim/cwrap.wrapper.cpp",
+    "{cache}/cprog/../cwrap.wrapper.cpp",
+    "cwrap.wrapper.cpp",
+], ids=["outside", "dot-dot above", "dot-dot inside", "link", "the cache's parent", "through the file", "the cache",
+        "relative"])
+@pytest.mark.parametrize("names", [("cwrap.wrapper.so",), ("cwrap.wrapper.so", "..", ".")], ids=["", "dot names"])
+def test_a_package_naming_anything_but_a_folder_of_the_cache_changes_nothing_outside_it(tmp_path, monkeypatch, note,
+                                                                                        names):
+    """fix39: the folder comes from a file of the package, so a name there that leaves the cache folder (``..``, an
+    absolute path, a link) must reach nothing outside it: the whole cache is then looked into, as before, and the
+    program's folder still made private."""
+    from aotcuda.lowering.private_weights import make_program_files_private
+
+    tmp_path.chmod(0o755)  # the cache folder's parent, which a name ending in '..' gives
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    victim.chmod(0o755)
+    (victim / "cwrap.wrapper.cpp").write_text("// another's")
+    (victim / "cwrap.wrapper.so").write_bytes(b"another's")
+    cache, program, package = _program_in_a_cache(
+        tmp_path, others=3, note=note.format(victim=victim, cache=tmp_path / "cache"), names=names)
+    (cache / "clink").symlink_to(victim)
+    (tmp_path / "cwrap.wrapper.cpp").write_text("// beside the cache")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    assert make_program_files_private(str(package)) == [str(program)]
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o755
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o755 and stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
+    assert {stat.S_IMODE((cache / f"cother{index}").stat().st_mode) for index in range(3)} == {0o755}

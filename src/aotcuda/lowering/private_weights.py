@@ -21,6 +21,7 @@ setgid bit stays. Make such a folder 0700 yourself to keep the weights private w
 from __future__ import annotations
 
 import os
+import re
 import stat
 import zipfile
 
@@ -61,19 +62,79 @@ def make_default_cache_private(inductor: str) -> None:
 def make_program_files_private(package_path: str) -> list[str]:
     """Take other users' access away from each folder of Inductor's cache that holds a file the package at
     ``package_path`` was built from (its library, with the weights in it), and its group's unless the cache folder
-    itself is one its group may write (a shared cache: see the module docstring); returns the folders it changed."""
+    itself is one its group may write (a shared cache: see the module docstring); returns the folders it changed.
+
+    The folder is the one the package's kernel sources name (``program_folders``); only where they name none that
+    passes (a torch that writes no such line, a damaged package) is every folder of the cache looked into."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
-    made: list[str] = []
     try:
-        with zipfile.ZipFile(package_path) as package:
-            names = {name.rsplit("/", 1)[-1] for name in package.namelist() if _AOTI_FILES in name} - {""}
         root = cache_dir()
+        folders = program_folders(package_path, root)
+        if folders is None:
+            names = _file_names(package_path)
+            folders = [entry.path for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False)
+                       and any(os.path.lexists(os.path.join(entry.path, name)) for name in names)]
         shared = bool(os.stat(root).st_mode & stat.S_IWGRP)  # a team's cache: its members reuse these folders
-        folders = [entry.path for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False)]
     except (OSError, zipfile.BadZipFile):  # the check step names a package it cannot read
-        return made
-    for folder in folders:
-        if any(os.path.lexists(os.path.join(folder, name)) for name in names) and make_private(folder, keep_group=shared):
-            made.append(folder)
-    return made
+        return []
+    return [folder for folder in folders if make_private(folder, keep_group=shared)]
+
+
+def program_folders(package_path: str, root: str) -> list[str] | None:
+    """The folders of Inductor's cache folder ``root`` the package's files were compiled in, from the line torch opens
+    each ``<hash>.kernel.cpp`` with (``// Triton kernels are embedded as comments in <folder>/<hash>.wrapper.cpp``,
+    torch 2.6 on: AOTInductor's folder is the hash of the graph's code, which no file name of the package gives), so
+    that the cache's other folders are not looked into (fix39: 6 ms for 409 folders after every compile). None where
+    any such line is missing, or names anything but a plain entry of ``root`` holding that wrapper source: the caller
+    then looks into every folder. A name taken from the package is never joined to ``root`` unchecked, so no ``..``,
+    ``/`` or absolute path there reaches a folder outside it (and ``make_private`` follows no link)."""
+    with zipfile.ZipFile(package_path) as package:
+        kernels = [info for info in package.infolist()
+                   if _AOTI_FILES in info.filename and info.filename.endswith(".kernel.cpp")]
+        lines = []
+        for info in kernels:
+            with package.open(info) as source:
+                lines.append(source.readline(_MAX_NOTE))
+    folders: set[str] = set()
+    for line in lines:
+        folder = _folder_named(line, root)
+        if folder is None:
+            return None
+        folders.add(folder)
+    return sorted(folders) or None
+
+
+# The first line of each kernel source AOTInductor writes, naming its wrapper source in the program's folder.
+_WRAPPER_NOTE = b"// Triton kernels are embedded as comments in "
+_MAX_NOTE = 4096
+_WRAPPER = ".wrapper.cpp"
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+")  # torch's folder and file hashes: "c" and base32
+
+
+def _folder_named(line: bytes, root: str) -> str | None:
+    """The folder of ``root`` that ``line`` names as holding the wrapper source, if it is a plain entry of ``root``
+    (no link: lstat) that holds that source; else None."""
+    if not line.startswith(_WRAPPER_NOTE) or not line.endswith(b"\n"):
+        return None
+    try:
+        wrapper = line[len(_WRAPPER_NOTE):-1].decode()
+    except UnicodeDecodeError:
+        return None
+    folder, wrapper_name = os.path.split(wrapper)
+    name = os.path.basename(folder)
+    if (not _PLAIN_NAME.fullmatch(name) or os.path.join(root, name) != folder
+            or not wrapper_name.endswith(_WRAPPER) or not _PLAIN_NAME.fullmatch(wrapper_name[:-len(_WRAPPER)])):
+        return None
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode) or not os.path.lexists(os.path.join(folder, wrapper_name)):
+            return None
+    except OSError:
+        return None
+    return folder
+
+
+def _file_names(package_path: str) -> set[str]:
+    """The names of the files the package holds from its compile (``data/aotinductor/``), without their folders."""
+    with zipfile.ZipFile(package_path) as package:
+        return {name.rsplit("/", 1)[-1] for name in package.namelist() if _AOTI_FILES in name} - {"", ".", ".."}
