@@ -123,6 +123,19 @@ def bytes_shown(count: int) -> str:
     return f"{count:,} bytes"
 
 
+def size_and_limit_shown(size: int, limit: int) -> tuple[str, str]:
+    """``size`` and the ``limit`` it is over, as a refusal shows them side by side: in bytes under a limit of 1 MiB; in
+    MiB from there (a whole limit without decimals: "8 MiB"), except where one decimal would read as equal or reversed
+    ("is 1.5 MiB, more than the 1.5 MiB", "is 1.5 MiB, more than the 2 MiB" for a limit of 1.5 MiB, fix39): then exact
+    bytes, with a unit beside (``bytes_shown``)."""
+    if limit < 1 << 20:
+        return f"{size} bytes", f"{limit} bytes"
+    size_mib, limit_mib = round(size / (1 << 20), 1), round(limit / (1 << 20), 1)
+    if size_mib <= limit_mib:
+        return bytes_shown(size), bytes_shown(limit)
+    return f"{size_mib:.1f} MiB", f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit_mib:.1f} MiB"
+
+
 def free_space(path: str) -> str | None:
     """The room left on the file system of ``path`` (or of the nearest folder above it that exists), as text: "1.5 GiB
     free", and where no file can be made there (no inode left), that too."""

@@ -711,3 +711,20 @@ def test_a_refusal_under_a_small_limit_shows_numbers_a_reader_can_compare(tmp_pa
     with pytest.raises(PackageError, match=r"part0.bin' is 1000 bytes, more than the 100 bytes an entry"):
         with zipfile.ZipFile(path) as archive:
             read_entry(archive, f"{MODEL}part0.bin", str(path), limits, "max_json_bytes")
+
+
+@pytest.mark.parametrize("limit, size, shown", [
+    (3 << 19, (3 << 19) + 1, r"is 1,572,865 bytes \(1.5 MiB\), more than the 1,572,864 bytes \(1.5 MiB\) an entry"),
+    (3 << 19, 1_700_000, r"is 1.6 MiB, more than the 1.5 MiB an entry"),
+    (8 << 20, (8 << 20) + 1, r"is 8,388,609 bytes \(8.0 MiB\), more than the 8,388,608 bytes \(8.0 MiB\) an entry"),
+    ((2 << 20) + 10, (2 << 20) + 20, r"is 2,097,172 bytes \(2.0 MiB\), more than the 2,097,162 bytes \(2.0 MiB\)"),
+    (8 << 20, 9 << 20, r"is 9.0 MiB, more than the 8 MiB an entry"),
+], ids=["1.5 MiB, a byte over", "1.5 MiB", "8 MiB, a byte over", "2 MiB and 10 bytes", "8 MiB"])
+def test_a_refusal_under_a_limit_of_mebibytes_shows_numbers_a_reader_can_compare(limit, size, shown):
+    """fix39: from a limit of 1 MiB an entry's size had one decimal of MiB and the limit none: under a 1.5 MiB limit
+    "is 1.6 MiB, more than the 2 MiB", a byte over 8 MiB "is 8.0 MiB, more than the 8 MiB". The limit keeps its
+    decimal now, and where one decimal would read as equal both are exact bytes, as the small limits above are."""
+    from aotcuda.runtime.archive import check_size
+
+    with pytest.raises(PackageError, match=shown):
+        check_size("model.pt2", "its entry 'x'", size, ArchiveLimits(max_json_bytes=limit), "max_json_bytes")

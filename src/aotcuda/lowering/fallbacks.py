@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from aotcuda.errors import PackageError
+from aotcuda.os_errors import size_and_limit_shown
 from aotcuda.package_format import load_json
 
 # Library kernels Inductor calls deliberately, named by their C-shim op name (device prefix removed).
@@ -202,10 +203,10 @@ def wrapper_sources(package_path: str, archive=None):
                    and any(name.startswith(folder) and "/" not in name[len(folder):] for folder in folders)]
         total = sum(info.file_size for info in sources)
         if limits.max_source_bytes and total > limits.max_source_bytes:
+            total_shown, limit_shown = size_and_limit_shown(total, limits.max_source_bytes)
             raise PackageError(f"{package_path!r}: its generated sources ({len(sources)} wrapper.cpp entries) are "
-                               f"{total / (1 << 20):.1f} MiB together, more than the {limits.max_source_bytes >> 20} "
-                               "MiB that are read; it is damaged or hostile. If you trust it, set "
-                               "AOTCUDA_MAX_SOURCE_BYTES (0: no limit)")
+                               f"{total_shown} together, more than the {limit_shown} that are read; it is damaged "
+                               "or hostile. If you trust it, set AOTCUDA_MAX_SOURCE_BYTES (0: no limit)")
         # Their op tables too, together: each is bounded (max_json_bytes) and ratio-checked from 1 MiB only, so a
         # thousand model folders, each with an empty source and a table of 1 MiB of {} packed to 1 KiB, were parsed
         # one after another (0.29 s each: 200 of them, in a 2.4 MB package, held inspect 53 s)
@@ -213,11 +214,11 @@ def wrapper_sources(package_path: str, archive=None):
                   if table in names]
         table_total = sum(info.file_size for info in tables)
         if limits.max_json_bytes and table_total > limits.max_json_bytes:
+            total_shown, limit_shown = size_and_limit_shown(table_total, limits.max_json_bytes)
             raise PackageError(f"{package_path!r}: the op tables of its generated sources ({len(tables)} wrapper.json "
-                               f"entries) are {table_total / (1 << 20):.1f} MiB together, more than the "
-                               f"{limits.max_json_bytes / (1 << 20):g} MiB that are read (a model's table holds ~300 "
-                               "bytes an op); it is damaged or hostile. If you trust it, set AOTCUDA_MAX_JSON_BYTES "
-                               "(0: no limit)")
+                               f"entries) are {total_shown} together, more than the {limit_shown} that are read "
+                               "(a model's table holds ~300 bytes an op); it is damaged or hostile. If you trust it, "
+                               "set AOTCUDA_MAX_JSON_BYTES (0: no limit)")
         for info in sources:
             name = info.filename
             check_ratio(package_path, f"its entry {name!r}", info.file_size, info.compress_size, limits)

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from aotcuda import switches
 from aotcuda.errors import PackageError, clipped
-from aotcuda.os_errors import bytes_shown, cannot_read
+from aotcuda.os_errors import bytes_shown, cannot_read, size_and_limit_shown
 from aotcuda.package_format import open_package_file, open_zip
 from aotcuda.switches import SWITCHES
 
@@ -518,9 +518,8 @@ def check_size(path: str, what: str, size: int, limits: ArchiveLimits, limit_nam
     """PackageError when ``size`` bytes (of ``what``) exceed the limit ``limit_name`` of ``limits``."""
     limit = getattr(limits, limit_name)
     if _over(size, limit):
-        shown = f"{limit / MiB:.0f} MiB" if limit >= MiB else f"{limit} bytes"
         # the size in the limit's unit: "is 0.0 MiB, more than the 1000 bytes" said nothing a reader could compare
-        size_shown = f"{size / MiB:.1f} MiB" if limit >= MiB else f"{size} bytes"
+        size_shown, shown = size_and_limit_shown(size, limit)
         raise PackageError(f"{path!r}: {what} is {size_shown}, more than the {shown} an entry of its kind "
                            f"may have; it is damaged or hostile. {_override(limit_name)}")
 
