@@ -96,6 +96,34 @@ def test_inspect_shows_the_index_checks_and_the_outputs_that_are_inputs(demo, ru
         result.output
 
 
+def test_every_list_inspect_cuts_ends_with_what_it_left_out(demo, runner, tmp_path):
+    """Each list inspect cuts to SHOWN_ROWS ends with how many it left out, written by one helper (fix39; the tail was
+    written in six places of cli.py): the inputs and outputs tables, the inputs not checked, the index ranges checked
+    and the outputs that are inputs, with the text they had."""
+    from aotcuda.cli import SHOWN_ROWS
+
+    lowered, _, _ = demo
+
+    def edit(signature):
+        x = signature["inputs"][0]
+        x["index_ranges"] = [{"min": 0, "max": index} for index in range(SHOWN_ROWS + 2)]
+        signature["inputs"] += [{**x, "name": f"u{index}", "index_ranges": [], "index_unchecked": ["aten.index"]}
+                                for index in range(SHOWN_ROWS + 1)]
+        signature["outputs"] += [{**signature["outputs"][0], "name": f"o{index}"} for index in range(SHOWN_ROWS + 2)]
+        for output in signature["outputs"]:
+            output["returns_input"] = 0
+
+    edited = with_edited_signature(lowered.package_path, tmp_path / "long.pt2", edit)
+    result = runner.invoke(main, ["inspect", str(edited)], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    lines = [line.strip() for line in result.output.splitlines()]
+    assert "index values checked before every call: ... and 2 more" in lines
+    assert "outputs that are inputs: ... and 3 more" in lines
+    assert "index values not checked: ... and 1 more inputs" in lines
+    rows = [line for line in lines if re.fullmatch(r"│ \.\.\. and \d+ more +│ +│ +│ +│", line)]
+    assert [row.split()[3] for row in rows] == ["2", "3"], result.output  # inputs: 1 + 51, outputs: 1 + 52
+
+
 def test_inspect_json_is_one_object_with_the_package_strings_escaped(demo, runner, tmp_path):
     """A new user's trial (session 38): no machine-readable inspect; scripts parsed the table, whose cells wrap."""
     import json

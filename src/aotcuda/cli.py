@@ -1215,9 +1215,8 @@ def inspect(package, signing_key_file, as_json):
             lines = [str(line) for line in spec["index_unchecked"][:SHOWN_ROWS]]
             console.print(f"index values not checked: {shown(_clip('; '.join(lines), 5 * SHOWN_CHARS))}; aotcuda serve "
                           "refuses it without --allow-unchecked-indices", highlight=False, soft_wrap=True)
-        if len(unchecked) > SHOWN_ROWS:
-            console.print(f"index values not checked: ... and {len(unchecked) - SHOWN_ROWS} more inputs",
-                          highlight=False, soft_wrap=True)
+        if more := _more_than_shown(len(unchecked)):
+            console.print(f"index values not checked: ... {more} inputs", highlight=False, soft_wrap=True)
         try:  # what serve refuses (serving.batching: unbounded_output_dim, and unbounded_size for intermediates)
             from aotcuda.serving.batching import unbounded_dims, unbounded_size
         except ImportError:
@@ -1227,8 +1226,8 @@ def inspect(package, signing_key_file, as_json):
             places.setdefault(dim.symbols, []).append(
                 f"output {shown(repr(_clip(spec.name)))} dim {index} ({shown(_clip(dim.shown))})")
         for where in list(places.values())[:SHOWN_ROWS]:
-            more = f" and {len(where) - SHOWN_ROWS} more" if len(where) > SHOWN_ROWS else ""
-            console.print(f"unbounded data-dependent size: {', '.join(where[:SHOWN_ROWS])}{more} "
+            more = _more_than_shown(len(where))
+            console.print(f"unbounded data-dependent size: {', '.join(where[:SHOWN_ROWS])}{' ' + more if more else ''} "
                           f"{'is' if len(where) == 1 else 'are'} computed from an input's values with no upper bound "
                           "(torch._check(n <= N) in the model bounds it); aotcuda serve refuses it without "
                           "--allow-unbounded-outputs", highlight=False, soft_wrap=True)
@@ -1260,8 +1259,8 @@ def inspect(package, signing_key_file, as_json):
     console.print(f"fallback kernels: {len(missing)}", soft_wrap=True)
     for kernel in missing[:SHOWN_ROWS]:
         console.print(f"  - {shown(_clip(kernel.describe()))}", highlight=False, soft_wrap=True)
-    if len(missing) > SHOWN_ROWS:
-        console.print(f"  ... and {len(missing) - SHOWN_ROWS} more", highlight=False, soft_wrap=True)
+    if more := _more_than_shown(len(missing)):
+        console.print(f"  ... {more}", highlight=False, soft_wrap=True)
     if any(kernel.name.endswith("(proxy executor)") for kernel in missing):
         console.print("runs in: torch._inductor.aoti_load_package only (a proxy-executor kernel: `aotcuda run` and "
                       "aotcuda.load refuse it)", highlight=False, soft_wrap=True)
@@ -1315,6 +1314,12 @@ def _as_lowered(missing, library, recorded_missing, recorded_library):
 # What `aotcuda inspect` shows of a package at most: its lists are as long as its JSON and sources allow (tens of
 # MiB), and its output is read by a person. 200,000 outputs in a signature took 106 s and printed 12 MB.
 SHOWN_ROWS, SHOWN_CHARS = 50, 200
+
+
+def _more_than_shown(count: int) -> str:
+    """What a list of ``count`` lines cut to SHOWN_ROWS leaves out, as its last line ends: "and 3 more"; empty where
+    nothing was cut. One place for the arithmetic of every list inspect cuts."""
+    return f"and {count - SHOWN_ROWS} more" if count > SHOWN_ROWS else ""
 
 
 def _clip(text, limit: int = SHOWN_CHARS) -> str:
@@ -1404,8 +1409,8 @@ def _checked_index_lines(inputs: list, names) -> list[str]:
             reason = f" ({entry['reason']})" if isinstance(entry.get("reason"), str) else ""
             lines.append(terminal_safe(_clip(f"index values checked before every call: {spec.get('name')}{part} in "
                                              f"[{low}, {high}]{reason}", 5 * SHOWN_CHARS)))
-    if len(lines) > SHOWN_ROWS:
-        lines[SHOWN_ROWS:] = [f"index values checked before every call: ... and {len(lines) - SHOWN_ROWS} more"]
+    if more := _more_than_shown(len(lines)):
+        lines[SHOWN_ROWS:] = [f"index values checked before every call: ... {more}"]
     return lines
 
 
@@ -1428,8 +1433,8 @@ def _returned_input_lines(outputs: list, inputs: list) -> list[str]:
             if type(index) is int and 0 <= index < len(inputs) and isinstance(inputs[index], dict):
                 lines.append(terminal_safe(_clip(f"output {spec.get('name')} is input {inputs[index].get('name')}: "
                                                  f"a call returns {what}", 5 * SHOWN_CHARS)))
-    if len(lines) > SHOWN_ROWS:
-        lines[SHOWN_ROWS:] = [f"outputs that are inputs: ... and {len(lines) - SHOWN_ROWS} more"]
+    if more := _more_than_shown(len(lines)):
+        lines[SHOWN_ROWS:] = [f"outputs that are inputs: ... {more}"]
     return lines
 
 
@@ -1473,8 +1478,8 @@ def _signature_table(kind: str, specs: list[dict], names: dict[str, str] | None 
                 _scalar_value_text("none" if none else spec.get("value"), names), "-")))
             continue
         table.add_row(*(shown(_clip(text)) for text in (spec.get("name", "?"), dtype, f"[{shape}]", spec.get("device", ""))))
-    if len(specs) > SHOWN_ROWS:
-        table.add_row(f"... and {len(specs) - SHOWN_ROWS} more", "", "", "")
+    if more := _more_than_shown(len(specs)):
+        table.add_row(f"... {more}", "", "", "")
     return table
 
 
