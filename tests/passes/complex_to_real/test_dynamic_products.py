@@ -67,3 +67,19 @@ def test_a_dynamic_dim_without_a_max_is_refused_with_the_fix():
     message = str(caught.value)
     assert "prod/cumprod over dim 1 of dynamic size" in message and "with no upper bound" in message, message
     assert "give its torch.export.Dim a max" in message, message
+
+
+@pytest.mark.parametrize("length", [0, 1])
+@pytest.mark.parametrize("fn", [lambda z: torch.cumprod(z, 1), lambda z: torch.prod(z, 1),
+                                lambda z: torch.prod(z, 1, keepdim=True)], ids=["cumprod", "prod", "prod keepdim"])
+def test_products_over_a_dim_of_length_0_or_1_are_new_tensors_carrying_their_source_line(fn, length):
+    """fix39: a scan with no round (cumprod over a length of 0 or 1) and a product tree of one factor gave back their
+    operand, so the rule added no node: the helper found the op's source line lost (its check is right), and the
+    program's output was its input (cumprod, prod with keepdim) or a view of it (prod), where eager's result is a new
+    tensor: a write into it wrote into the caller's input. Now a new tensor, matching eager."""
+    from .helpers import check
+
+    x = torch.randn(3, length, 4, 2)
+    new = check(fn, x)  # exports, rewrites strictly, checks every source line kept, compares with eager
+    out = new.module()(x)
+    assert out.numel() == 0 or out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()

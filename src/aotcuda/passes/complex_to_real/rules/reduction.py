@@ -123,8 +123,8 @@ def _tree_product(t: torch.Tensor, dim: int) -> torch.Tensor:
     n = t.shape[dim]
     if not isinstance(n, int):  # a dynamic length: the last of the running products, 1 before the first
         return torch.cat([_ones_like_slice(t, dim, 1), _running_product(t, dim)], dim).narrow(dim, n, 1)
-    if n == 0:
-        return _ones_like_slice(t, dim, 1)
+    if n <= 1:  # a length of 1: the product is the factor, as a new tensor (eager's is never its operand)
+        return _ones_like_slice(t, dim, 1) if n == 0 else t.clone()
     while n > 1:
         if n % 2:
             t, n = torch.cat([t, _ones_like_slice(t, dim, 1)], dim), n + 1
@@ -147,7 +147,9 @@ def _hillis_steele(t: torch.Tensor, dim: int, combine, identity) -> torch.Tensor
     while shift < bound:
         shifted = _shifted(t, dim, identity(t, dim, shift), shift)
         t, shift = combine(shifted, t), shift * 2
-    return t
+    # no round (a length of 0 or 1): the scan is its operand, as a new tensor: returned as it is, the program's
+    # output was its input (cumprod over a length-1 dim: a write into the result wrote into the caller's input)
+    return t if shift > 1 else t.clone()
 
 
 def _shifted(t: torch.Tensor, dim: int, fill: torch.Tensor, shift) -> torch.Tensor:
