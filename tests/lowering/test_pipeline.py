@@ -153,8 +153,7 @@ class ComplexLogcumsumexp(torch.nn.Module):
 
     Why a rule taken out: logcumsumexp was the one complex op without a rule that has an ATen CPU kernel for
     AOTInductor's C shim and is on the allow-list (no_rule.py); since it has a rule (fix38, 2026-12-07) no such op is
-    left, and aten._trilinear (a complex F.bilinear, no rule) brings views of complex values that the compile and
-    known_fallbacks count apart."""
+    left (aten._trilinear, a complex F.bilinear without a rule, is not on the allow-list: ComplexBilinear)."""
 
     def forward(self, x):
         z = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
@@ -169,6 +168,71 @@ def without_the_logcumsumexp_rule(monkeypatch):
 
     assert rule_for(torch.ops.aten.logcumsumexp.default) is not None  # the table filled, the rule there to take out
     monkeypatch.delitem(RULES, torch.ops.aten.logcumsumexp.default)
+
+
+class ComplexBilinear(torch.nn.Module):
+    """A complex F.bilinear: aten._trilinear, which has no rule, so the program stays complex. Its views of the inputs
+    (``view(z, [-1, 4])``) run as reshape kernels, its view of the result to the shape that has runs as none."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(3, 4, 5, dtype=torch.complex64))
+
+    def forward(self, x1, x2):
+        a, b = torch.view_as_complex(x1), torch.view_as_complex(x2)
+        return torch.view_as_real(torch.nn.functional.bilinear(a, b, self.w))
+
+
+BILINEAR_ARGS = (torch.randn(2, 4, 2), torch.randn(2, 5, 2))
+# The kernels the compile of ComplexBilinear calls (torch 2.13, CPU), from the nodes named in its generated code.
+BILINEAR_KERNELS = {"aoti_torch_cpu_view_as_complex": ["view_as_complex", "view_as_complex_1"],
+                    "aoti_torch_cpu_reshape": ["view", "view_1"], "aoti_torch_cpu__trilinear": ["_trilinear"],
+                    "aoti_torch_cpu_view_as_real": ["view_as_real"]}
+
+
+def test_the_kernels_known_before_compiling_a_complex_bilinear_are_those_its_compile_calls():
+    """fix39: Inductor drops a view to the shape its operand has and lowers every other view as a reshape; the
+    kernels known before the compile (``complex_fallback_kernels``) named neither: no reshape kernel for the views of
+    the inputs, and, after the compile, ``aten.view.default on complex values`` for the view of the result, which no
+    code calls (``complex_value_nodes``). Read on the ExportedProgram lower() gives Inductor, without compiling."""
+    from aotcuda.lowering.pipeline import before_compile
+
+    program = before_compile(ComplexBilinear(), BILINEAR_ARGS).program
+    known = complex_fallback_kernels(program, "cpu", DEVICE_PROFILES["cpu"].allowed_kernels)
+    assert {k.name: k.nodes for k in known} == BILINEAR_KERNELS
+    views = [node.name for node in program.graph.nodes if node.target is torch.ops.aten.view.default]
+    assert views == ["view", "view_1", "view_2"]  # view_2: the result, to the shape _trilinear gives it
+    assert [node.name for node in complex_value_nodes(program)] == [
+        "view_as_complex", "view_as_complex_1", "view", "view_1", "_trilinear", "view_as_real"]
+
+
+def test_a_view_inductor_drops_is_one_to_the_shape_its_operand_has_as_written():
+    """As Inductor's remove_noop_ops reads a view: its size as written (``[-1, 4]`` is kept, lowered as a reshape),
+    and never one that would make an output its input."""
+    from torch.export import export
+
+    from aotcuda.lowering.inductor_views import as_inductor_lowers, dropped_view
+
+    class Views(torch.nn.Module):
+        def forward(self, x):
+            return x.view(-1, 4) + 1, (x * 2).view(2, 4), x.view(2, 4)
+
+    program = export(Views(), (torch.randn(2, 4),))
+    views = {node.name: node for node in program.graph.nodes if node.target is torch.ops.aten.view.default}
+    assert {name: dropped_view(node) for name, node in views.items()} == {"view": False, "view_1": True,
+                                                                        "view_2": False}
+    assert [as_inductor_lowers(node) for node in views.values()] == [torch.ops.aten.reshape.default, None,
+                                                                     torch.ops.aten.reshape.default]
+
+
+def test_a_complex_bilinear_lowered_with_its_fallbacks_calls_the_kernels_known_before(tmp_path):
+    """The compile's own list (the generated code's calls, then the complex nodes no call was traced to) is what
+    lower() refuses before compiling without allow_fallbacks; the package matches eager."""
+    model = ComplexBilinear()
+    lowered = aotcuda.lower(model, BILINEAR_ARGS, device="cpu", package_path=tmp_path / "b.pt2", allow_fallbacks=True)
+    assert {k.name: k.nodes for k in lowered.fallback_kernels} == BILINEAR_KERNELS
+    fresh = tuple(torch.randn_like(x) for x in BILINEAR_ARGS)
+    assert relative_error(lowered.load()(*fresh), model(*fresh)) < 1e-5
 
 
 @pytest.mark.usefixtures("without_the_logcumsumexp_rule")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from aotcuda.errors import PackageError
+from aotcuda.lowering.inductor_views import dropped_view
 from aotcuda.os_errors import size_and_limit_shown
 from aotcuda.package_format import load_json
 
@@ -384,9 +385,11 @@ def touches_complex(node: torch.fx.Node) -> bool:
 
 
 def complex_value_nodes(ep) -> list[torch.fx.Node]:
-    """Ops of the ExportedProgram that read or write a complex tensor: Inductor lowers each as a fallback."""
+    """Ops of the ExportedProgram that read or write a complex tensor: Inductor lowers each as a fallback, except a
+    view it drops before lowering (``inductor_views.dropped_view``: no code calls it)."""
     return [node for node in ep.graph.nodes
-            if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and touches_complex(node)]
+            if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and touches_complex(node)
+            and not dropped_view(node)]
 
 
 def random_nodes(ep) -> list[torch.fx.Node]:

@@ -27,6 +27,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.lowering.fallbacks import (SEED_KERNEL, FallbackKernel, is_dropout, random_nodes, relative_source_line,
                                        shim_name, split_allowed, touches_complex)
+from aotcuda.lowering.inductor_views import as_inductor_lowers
 
 
 def known_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str]) -> list[FallbackKernel]:
@@ -56,8 +57,10 @@ def complex_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: fro
         op = node.target
         if (node.op != "call_function" or not isinstance(op, torch._ops.OpOverload) or not is_builtin(op)
                 or node not in from_inputs or not touches_complex(node) or op in decomposed
-                or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
-                or str(op) not in shims):
+                or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")):
+            continue
+        op = as_inductor_lowers(node)  # a view: dropped, or lowered as a reshape (lowering/inductor_views.py)
+        if op is None or str(op) not in shims:
             continue
         with warnings.catch_warnings():  # Inductor's "does not support code generation for complex operators"
             warnings.simplefilter("ignore")
