@@ -730,7 +730,7 @@ def _check_memory_room(path: str, infos: list[zipfile.ZipInfo]) -> None:
     go to disk, so the ratio bound a package has (200x) let a 15.9 MB file (a 2 GiB storage deflated 135x) take
     2 GiB, and in a 1.5 GiB memory cgroup the kernel killed `aotcuda run` (SIGKILL; the amplification breaker,
     2026-12-07); with no limit, it swaps. A file that fits is read as before."""
-    from aotcuda.runtime.archive import MiB
+    from aotcuda.os_errors import size_and_limit_shown
     from aotcuda.runtime.host_memory import available_cpu_bytes
 
     inflated = sum(info.file_size for info in infos)
@@ -738,8 +738,9 @@ def _check_memory_room(path: str, infos: list[zipfile.ZipInfo]) -> None:
         return
     room = available_cpu_bytes()
     if inflated > room:
-        raise _refuse(f"{path}: its records inflate to {inflated / MiB:,.0f} MiB, which torch.load reads into memory, "
-                      f"more than the {room / MiB:,.0f} MiB this process has available (the machine's, or its memory "
+        inflated_shown, room_shown = size_and_limit_shown(inflated, room)
+        raise _refuse(f"{path}: its records inflate to {inflated_shown}, which torch.load reads into memory, "
+                      f"more than the {room_shown} this process has available (the machine's, or its memory "
                       "cgroup's or ulimit's where lower): it would be killed or swap; nothing of it was read. Run it "
                       "where the inputs fit in memory, or save smaller inputs")
 
@@ -773,7 +774,8 @@ def _check_pickles(path: str, handle, infos: list[zipfile.ZipInfo], limits) -> N
     archive ratio from READ_RATIO_FLOOR (as a package's JSON), or whose opcodes would build more objects, or run
     more opcodes, than inputs of MAX_INPUTS_VALUES values need (``aotcuda.pickle_count``)."""
     from aotcuda.errors import PackageError
-    from aotcuda.runtime.archive import READ_RATIO_FLOOR, MiB, check_ratio
+    from aotcuda.os_errors import size_and_limit_shown
+    from aotcuda.runtime.archive import READ_RATIO_FLOOR, check_ratio
 
     fix = ("save the inputs with torch.save as a tuple of tensors or {'args': (...), 'kwargs': {...}}, holding at "
            f"most {MAX_INPUTS_VALUES:,} values")
@@ -782,9 +784,10 @@ def _check_pickles(path: str, handle, infos: list[zipfile.ZipInfo], limits) -> N
     size = sum(info.file_size for info in pickles)  # together: one reading of the directory reads them all
     if size > MAX_INPUTS_PICKLE_BYTES:
         several = len(pickles) > 1
+        size_shown, limit_shown = size_and_limit_shown(size, MAX_INPUTS_PICKLE_BYTES)
         raise _refuse(f"{path}: its pickle{'s' if several else ''} ({pickles[0].filename!r}"
-                      f"{' and more' if several else ''}) take{'' if several else 's'} {size / MiB:.1f} MiB, more "
-                      f"than the {MAX_INPUTS_PICKLE_BYTES / MiB:.0f} MiB that inputs of {MAX_INPUTS_VALUES:,} values "
+                      f"{' and more' if several else ''}) take{'' if several else 's'} {size_shown}, more "
+                      f"than the {limit_shown} that inputs of {MAX_INPUTS_VALUES:,} values "
                       f"need (torch.save writes ~9 MB for 100,000 tensors); nothing of it was run: {fix}")
     try:
         with zipfile.ZipFile(handle) as archive:

@@ -133,7 +133,7 @@ def size_and_limit_shown(size: int, limit: int) -> tuple[str, str]:
     size_mib, limit_mib = round(size / (1 << 20), 1), round(limit / (1 << 20), 1)
     if size_mib <= limit_mib:
         return bytes_shown(size), bytes_shown(limit)
-    return f"{size_mib:.1f} MiB", f"{limit >> 20} MiB" if limit % (1 << 20) == 0 else f"{limit_mib:.1f} MiB"
+    return f"{size_mib:,.1f} MiB", f"{limit >> 20:,} MiB" if limit % (1 << 20) == 0 else f"{limit_mib:,.1f} MiB"
 
 
 def free_space(path: str) -> str | None:
