@@ -325,6 +325,21 @@ def test_ctrl_c_during_lower_prints_what_was_left_and_exits_130(runner, tmp_path
     assert package.read_bytes() == earlier and os.listdir(tmp_path) == ["s.pt2"]
 
 
+def interrupted_factory():
+    raise KeyboardInterrupt  # a Ctrl-C while the model is built
+
+
+def test_ctrl_c_with_stderr_closed_still_exits_130(tmp_path, monkeypatch):
+    """A Ctrl-C of `aotcuda lower ... 2>&-` (Python's sys.stderr is None where fd 2 was closed at start) exited 1, not
+    the 130 a script reads as an interrupt: click's "Aborted!" was written with sys.stderr.write, whose
+    AttributeError ended the command instead (measured: a SIGINT 3 s into `aotcuda lower` started with fd 2 closed)."""
+    monkeypatch.setattr(sys, "stderr", None)
+    with pytest.raises(SystemExit) as ended:
+        main.main(["lower", f"{__name__}:interrupted_factory", "-o", str(tmp_path / "s.pt2"), "--device", "cpu"])
+    assert ended.value.code == 130
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, on purpose
 def test_a_ctrl_c_python_drops_in_a_weakref_callback_still_stops_lower(runner, tmp_path, monkeypatch):
     """A new user's trial (2026-12-06): one Ctrl-C in four during `aotcuda lower` was raised inside one of torch's

@@ -560,7 +560,7 @@ class _Commands(click.Group):
                 first, *rest = str(note).split("\n")
                 status_console.print(terminal_safe(first), highlight=False, markup=False, soft_wrap=True)
                 _print_later_lines(rest)
-            sys.stderr.write("Aborted!\n")
+            to_stderr("Aborted!\n")  # stderr may be closed (`2>&-`): the exit code still says it was a Ctrl-C
             sys.exit(130 if interrupt is not None else 1)  # 128 + SIGINT, as a shell reports a Ctrl-C
         sys.exit(code if isinstance(code, int) else 0)
 

@@ -375,6 +375,39 @@ def test_the_folders_of_a_process_that_died_are_removed_by_the_next_load(twice_p
     assert sorted(os.listdir(temp)) == ["aotcuda-not-ours"], os.listdir(temp)
 
 
+_WITHOUT_STANDARD_STREAMS = r"""
+import os, sys
+import torch
+import aotcuda
+from aotcuda.errors import RuntimeCallError
+from aotcuda.runtime.libraries import owner_lock
+
+with aotcuda.load(sys.argv[1]) as program:  # an unsigned package: AOTInductor's checks print each refusal on std::cerr
+    for _ in range(20):
+        try:
+            program(torch.randn(3, 4, dtype=torch.float64))
+        except RuntimeCallError:
+            pass
+said = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT)
+os.write(said, f"{os.path.samefile(owner_lock(), '/proc/self/fd/2')} {os.stat(owner_lock()).st_size}".encode())
+"""
+
+
+def test_the_owner_lock_takes_no_lines_of_a_process_started_without_standard_streams(twice_unsigned_pt2, tmp_path):
+    """A process started with file descriptors 0, 1 and 2 closed (a daemon's, `<&- >&- 2>&-`): the pinned root's
+    owner.lock, opened at the first load and kept for the process's life, took the number 2, opened for writing, so
+    every line C++ wrote on std::cerr went into it: AOTInductor's refusal of each bad call of an unsigned package (79
+    bytes a call, 79 KB for 1,000; a service's bad requests, in the temporary folder, for the life of the process).
+    The lock is opened for reading only: it may still hold the number, nothing is written through it."""
+    said = tmp_path / "said"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(tmp_path)}
+    env.pop("AOTI_RUNTIME_CHECK_INPUTS", None)
+    done = subprocess.run(["sh", "-c", 'exec "$@" <&- >&- 2>&-', "sh", sys.executable, "-c", _WITHOUT_STANDARD_STREAMS,
+                           twice_unsigned_pt2, str(said)], env=env, timeout=300)
+    assert done.returncode == 0 and said.exists(), f"the child ended with code {done.returncode}"
+    assert said.read_text() == "True 0", said.read_text()  # the lock at fd 2, and empty
+
+
 def libc_copied_where_no_utf8_names_it(tmp_path, name: str) -> str:
     """The path of a copy of the C library, as ``name`` in a folder whose name is not UTF-8 (and holds a newline):
     a real shared library that is no model, opened from where dlerror()'s text cannot be decoded."""

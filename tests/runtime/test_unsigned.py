@@ -332,3 +332,37 @@ def test_a_written_input_of_a_package_that_does_not_say_is_still_copied_back(sta
     assert torch.equal(ours, theirs) and torch.equal(torch.signbit(ours), torch.signbit(theirs))
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+
+
+_WITHOUT_STDERR = r"""
+import sys
+import torch
+import aotcuda
+from aotcuda.errors import RuntimeCallError
+
+assert sys.stderr is None, "the test meant to start this process with fd 2 closed"
+with aotcuda.load(sys.argv[1]) as program:  # the probe run that turns AOTInductor's checks on
+    try:
+        program(torch.randn(3, 4, dtype=torch.float64))
+    except RuntimeCallError:
+        pass
+    else:
+        raise AssertionError("an unchecked run of float64")
+    x = torch.randn(6, 4)
+    torch.testing.assert_close(program(x)[1], x + 1)
+print("ok")
+"""
+
+
+def test_an_unsigned_load_in_a_process_started_without_stderr_checks_and_runs(twice_unsigned_pt2):
+    """A process started with fd 2 closed (a daemon, `aotcuda run ... 2>&-`): Python's sys.stderr is None there. The
+    probe run at an unsigned package's load flushed sys.stderr: load raised a raw AttributeError ('NoneType' object
+    has no attribute 'flush'), and `aotcuda run` exited 1 with nothing said. It loads now, AOTInductor's checks on."""
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items() if key != "AOTI_RUNTIME_CHECK_INPUTS"}
+    done = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-c", _WITHOUT_STDERR,
+                           twice_unsigned_pt2], env=env, stdout=subprocess.PIPE, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", \
+        f"the child ended with code {done.returncode}: {done.stdout[-1500:]}"

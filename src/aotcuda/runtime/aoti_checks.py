@@ -125,7 +125,8 @@ def _run_with_stderr_discarded(container: ModelContainer, handles, outputs) -> N
     inside one C call, within the ``try``, and the ``finally`` restores it before any call returns; a child
     forked meanwhile restores it from there (``_new_lock_in_a_child``)."""
     with _STDERR_LOCK:
-        sys.stderr.flush()
+        if sys.stderr is not None:  # None in a process started with fd 2 closed (a daemon's, `2>&-`)
+            sys.stderr.flush()
         saved = _SAVED_STDERR
         try:
             with open(os.devnull, "wb") as null:

@@ -186,9 +186,11 @@ def _new_root(pid: int) -> tuple[str, int]:
 
 def _lock_folder(folder: str) -> int:
     """Lock ``folder``/owner.lock for as long as this process lives (the descriptor is kept; a forked child
-    shares the lock). Made under another name and renamed, so that no sweep ever sees it unlocked."""
+    shares the lock). Made under another name and renamed, so that no sweep ever sees it unlocked. Opened for
+    reading only (flock needs no more): in a process started with its standard descriptors closed (a daemon's) the
+    lock takes the number 2, and every line C++ wrote on std::cerr was written into it, for the life of the process."""
     fresh = os.path.join(folder, f"{OWNER_LOCK}.{os.getpid()}")
-    descriptor = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    descriptor = os.open(fresh, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     fcntl.flock(descriptor, fcntl.LOCK_EX)
     os.rename(fresh, os.path.join(folder, OWNER_LOCK))
     return descriptor
