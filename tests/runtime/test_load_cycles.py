@@ -389,7 +389,18 @@ with aotcuda.load(sys.argv[1]) as program:  # an unsigned package: AOTInductor's
         except RuntimeCallError:
             pass
 said = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT)
-os.write(said, f"{os.path.samefile(owner_lock(), '/proc/self/fd/2')} {os.stat(owner_lock()).st_size}".encode())
+standard = [fd for fd in (0, 1, 2) if fd != said and os.path.exists(f"/proc/self/fd/{fd}")]  # taken after the load
+
+
+def holds_the_lock(fd):
+    try:
+        return os.path.samefile(owner_lock(), f"/proc/self/fd/{fd}")
+    except OSError:  # listdir's own descriptor, closed by now
+        return False
+
+
+numbers = [int(fd) for fd in os.listdir("/proc/self/fd") if holds_the_lock(fd)]
+os.write(said, f"{numbers} {os.stat(owner_lock()).st_size} {standard}".encode())
 """
 
 
@@ -398,14 +409,74 @@ def test_the_owner_lock_takes_no_lines_of_a_process_started_without_standard_str
     owner.lock, opened at the first load and kept for the process's life, took the number 2, opened for writing, so
     every line C++ wrote on std::cerr went into it: AOTInductor's refusal of each bad call of an unsigned package (79
     bytes a call, 79 KB for 1,000; a service's bad requests, in the temporary folder, for the life of the process).
-    The lock is opened for reading only: it may still hold the number, nothing is written through it."""
+    The lock is opened for reading only, above 2 (aotcuda.standard_descriptors): nothing is written through it."""
     said = tmp_path / "said"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(tmp_path)}
     env.pop("AOTI_RUNTIME_CHECK_INPUTS", None)
     done = subprocess.run(["sh", "-c", 'exec "$@" <&- >&- 2>&-', "sh", sys.executable, "-c", _WITHOUT_STANDARD_STREAMS,
                            twice_unsigned_pt2, str(said)], env=env, timeout=300)
     assert done.returncode == 0 and said.exists(), f"the child ended with code {done.returncode}"
-    assert said.read_text() == "True 0", said.read_text()  # the lock at fd 2, and empty
+    numbers, size, standard = said.read_text().split(" ", 2)
+    assert min(eval(numbers)) > 2 and size == "0", said.read_text()  # the lock above 2 (was: at 2), and empty
+    assert eval(standard) == [], said.read_text()  # nothing of aotcuda holds a standard descriptor's number
+
+
+_C_OUTPUT_INTO_THE_LIBRARY = """
+import os, shutil, sys, zipfile
+from aotcuda.runtime.archive import copy_entry
+from aotcuda.runtime.libraries import _link_or_copy
+
+folder, payload = sys.argv[1], os.urandom(3 << 20)
+with zipfile.ZipFile(os.path.join(folder, "p.zip"), "w") as package:
+    package.writestr("lib.so", payload)
+
+
+class CStdout:  # another thread's C output (printf), written while the entry is copied
+    def update(self, chunk):
+        try:
+            os.write(1, b"JUNK")
+        except OSError:  # no stdout: as C's write fails
+            pass
+
+
+with zipfile.ZipFile(os.path.join(folder, "p.zip")) as package:
+    os.close(1)  # a process without stdout: the next file opened takes the number 1
+    copy_entry(package, package.getinfo("lib.so"), os.path.join(folder, "lib.so"), hasher=CStdout())
+exact = open(os.path.join(folder, "lib.so"), "rb").read() == payload
+def no_link(source, target):  # the library folder's copy where no hard link can be made
+    raise OSError("no hard links here")
+
+
+os.link = no_link
+copy = shutil.copyfileobj
+
+
+def copy_beside_c_output(*args):
+    try:
+        os.write(2, b"JUNK")  # std::cerr, while the copy is open
+    except OSError:
+        pass
+    return copy(*args)
+
+
+shutil.copyfileobj = copy_beside_c_output
+os.close(2)
+_link_or_copy(os.path.join(folder, "lib.so"), os.path.join(folder, "copy.so"))
+copied = open(os.path.join(folder, "copy.so"), "rb").read() == payload
+os._exit(0 if exact and copied else 10 + 2 * (not exact) + (not copied))
+"""
+
+
+def test_a_file_aotcuda_writes_never_takes_a_standard_descriptor(tmp_path):
+    """break39 (2026-12-07): in a process without stdout or stderr (a daemon's), the extraction of a package's
+    library took descriptor 1 or 2, so C output of the process (another thread's printf, std::cerr) written while it
+    was open went into the library load then maps: 4 bytes of 'JUNK' in the extracted file here, and in the copy
+    of the library folder. Files aotcuda writes are moved above 2 before anything is written
+    (aotcuda.standard_descriptors)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", _C_OUTPUT_INTO_THE_LIBRARY, str(tmp_path)], env=env, timeout=120,
+                          capture_output=True)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # 12: the extracted file, 11: the copy
 
 
 def libc_copied_where_no_utf8_names_it(tmp_path, name: str) -> str:

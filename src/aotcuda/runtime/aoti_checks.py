@@ -9,6 +9,7 @@ first run with the variable set (``aoti_input_checks``) and a probe input that e
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import threading
@@ -16,6 +17,7 @@ import warnings
 
 import torch
 
+from aotcuda import standard_descriptors
 from aotcuda.errors import InputError, PackageError, RuntimeCallError
 from aotcuda.runtime import container as _container
 from aotcuda.runtime.container import ModelContainer
@@ -95,6 +97,7 @@ def latch_aoti_input_checks(container: ModelContainer, device: str, package_path
 
 
 _STDERR_LOCK = threading.Lock()
+_NO_STDERR = -1  # in _SAVED_STDERR: fd 2 was closed before the probe, and is closed again after it
 _SAVED_STDERR: list[int] = []  # the copy of fd 2 while a probe has fd 2 on /dev/null (one at a time: the lock)
 _SET_BY_A_BLOCK: list[bool] = []  # [True] while a block holds the variable it set
 
@@ -106,9 +109,16 @@ def _new_lock_in_a_child() -> None:  # a lock another thread of the parent held 
         _SET_BY_A_BLOCK.clear()
         os.environ.pop(AOTI_CHECKS_VARIABLE, None)
     if _SAVED_STDERR:  # another thread's probe had fd 2 on /dev/null, and its restore never runs here
-        saved = _SAVED_STDERR.pop()
-        os.dup2(saved, 2)
-        os.close(saved)
+        _restore_stderr(_SAVED_STDERR.pop())
+
+
+def _restore_stderr(copy: int) -> None:
+    """Put back what fd 2 was before a probe: its copy, or closed again (``_NO_STDERR``)."""
+    if copy == _NO_STDERR:
+        os.close(2)
+    else:
+        os.dup2(copy, 2)
+        os.close(copy)
 
 
 os.register_at_fork(after_in_child=_new_lock_in_a_child)
@@ -129,13 +139,21 @@ def _run_with_stderr_discarded(container: ModelContainer, handles, outputs) -> N
             sys.stderr.flush()
         saved = _SAVED_STDERR
         try:
-            with open(os.devnull, "wb") as null:
-                saved.extend(map(os.dup, (2,)))
+            with open(os.devnull, "wb", opener=standard_descriptors.opener) as null:  # above 2: fd 2 may be closed
+                try:
+                    saved.extend(map(os.dup, (2,)))  # one C call: an interrupt cannot come between the copy and this
+                except OSError as error:  # no fd 2 (a daemon's, `2>&-`): /dev/null takes the number for the run too,
+                    if error.errno != errno.EBADF:  # so that no file another thread opens meanwhile gets the trace
+                        raise
+                    saved.append(_NO_STDERR)
                 os.dup2(null.fileno(), 2)
             container.run(handles, outputs)
         finally:
             if saved:
                 copy = saved[-1]
                 del saved[-1]  # no call from here to the restore (an interrupt as it returns leaves the copy open)
-                os.dup2(copy, 2)
-                os.close(copy)
+                if copy == _NO_STDERR:  # _restore_stderr inline
+                    os.close(2)
+                else:
+                    os.dup2(copy, 2)
+                    os.close(copy)

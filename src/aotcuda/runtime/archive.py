@@ -48,7 +48,7 @@ import unicodedata
 import zipfile
 from dataclasses import dataclass
 
-from aotcuda import switches
+from aotcuda import standard_descriptors, switches
 from aotcuda.errors import PackageError, clipped
 from aotcuda.os_errors import bytes_shown, cannot_read, size_and_limit_shown
 from aotcuda.package_format import open_package_file, open_zip
@@ -540,7 +540,8 @@ def copy_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, target: str, has
     caller refuses an entry that gave more than it was signed with, having written no more of it)."""
     left = -1 if most is None else most + 1
     written = 0
-    with archive.open(info) as source, open(target, "wb") as sink:
+    # never as descriptor 0-2, where a process without standard streams would write its C output into the library
+    with archive.open(info) as source, open(target, "wb", opener=standard_descriptors.opener) as sink:
         while left and (chunk := source.read(1 << 20 if left < 0 else min(left, 1 << 20))):
             if hasher is not None:
                 hasher.update(chunk)

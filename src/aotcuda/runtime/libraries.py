@@ -42,6 +42,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 
+from aotcuda import standard_descriptors
 from aotcuda.errors import PackageError, clipped
 from aotcuda.os_errors import temporary_folder_advice
 
@@ -187,10 +188,11 @@ def _new_root(pid: int) -> tuple[str, int]:
 def _lock_folder(folder: str) -> int:
     """Lock ``folder``/owner.lock for as long as this process lives (the descriptor is kept; a forked child
     shares the lock). Made under another name and renamed, so that no sweep ever sees it unlocked. Opened for
-    reading only (flock needs no more): in a process started with its standard descriptors closed (a daemon's) the
-    lock takes the number 2, and every line C++ wrote on std::cerr was written into it, for the life of the process."""
+    reading only (flock needs no more), above the standard descriptors' numbers: in a process started with them
+    closed (a daemon's) the lock took the number 2, and every line C++ wrote on std::cerr was written into it, for
+    the life of the process."""
     fresh = os.path.join(folder, f"{OWNER_LOCK}.{os.getpid()}")
-    descriptor = os.open(fresh, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    descriptor = standard_descriptors.opener(fresh, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     fcntl.flock(descriptor, fcntl.LOCK_EX)
     os.rename(fresh, os.path.join(folder, OWNER_LOCK))
     return descriptor
@@ -206,7 +208,7 @@ def owner_lock() -> str:
 def mark_owned(folder: str) -> None:
     """Record in ``folder`` (a fresh temporary folder of this process) which process owns it."""
     fresh = os.path.join(folder, f"{OWNER_FILE}.new")
-    with open(fresh, "wb") as file:  # the path's bytes: a TMPDIR that is not UTF-8 has no text form to write
+    with open(fresh, "wb", opener=standard_descriptors.opener) as file:  # the path's bytes: a TMPDIR that is not UTF-8 has no text form to write
         file.write(os.fsencode(owner_lock()))
     os.rename(fresh, os.path.join(folder, OWNER_FILE))
 
@@ -383,5 +385,7 @@ def _restore(source_folder: str, lost_folder: str) -> None:
 def _link_or_copy(source: str, target: str) -> None:
     try:
         os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
+    except OSError:  # a copy, never written through descriptor 0-2 (standard_descriptors)
+        with open(source, "rb") as read, open(target, "wb", opener=standard_descriptors.opener) as written:
+            shutil.copyfileobj(read, written)
+        shutil.copystat(source, target)

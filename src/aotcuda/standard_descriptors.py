@@ -1,0 +1,44 @@
+"""Files aotcuda writes never take descriptor 0, 1 or 2.
+
+A process started with its standard descriptors closed (a daemon's, ``2>&-``, a supervisor that closes them) gets
+the lowest free number for each file it opens, so the first files aotcuda opened for writing took 0, 1 or 2: the
+extraction of a package's library among them. Whatever the process, or a library in it, writes to "stdout" or
+"stderr" in C (``printf``, ``std::cerr``, a log line of another thread) then goes into that file while it is open:
+into the shared library that load then maps (break39, 2026-12-07). ``opener`` moves such a descriptor to a number
+above 2 before anything is written, and empties the file again where it was opened to be written from its start.
+This module imports nothing of aotcuda: the archive reader and the library folders share it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+
+FIRST_FREE = 3  # the first number no standard stream has
+
+
+def opener(path, flags: int, mode: int = 0o666) -> int:
+    """``os.open`` that never returns 0, 1 or 2, also as ``open(..., opener=opener)`` (mode 0o666 less the umask).
+
+    Another thread's write to the standard stream that had that number, made between this open and the move,
+    lands in the file and moves its offset (the file description is shared until the low number is closed): for
+    a file opened to be written whole (written, with O_TRUNC or O_EXCL) the file is emptied and rewound after the
+    move, when nothing else holds it (a regular file's). Raises the OSErrors of ``os.open`` and ``fcntl`` as they come (the descriptor opened is
+    closed then)."""
+    descriptor = os.open(path, flags, mode)
+    if descriptor >= FIRST_FREE:
+        return descriptor
+    try:
+        moved = fcntl.fcntl(descriptor, fcntl.F_DUPFD_CLOEXEC if flags & os.O_CLOEXEC else fcntl.F_DUPFD, FIRST_FREE)
+    finally:
+        os.close(descriptor)
+    if flags & (os.O_TRUNC | os.O_EXCL) and flags & (os.O_WRONLY | os.O_RDWR):
+        try:
+            if stat.S_ISREG(os.fstat(moved).st_mode):  # /dev/null takes no truncate (EINVAL)
+                os.ftruncate(moved, 0)
+                os.lseek(moved, 0, os.SEEK_SET)
+        except BaseException:
+            os.close(moved)
+            raise
+    return moved
