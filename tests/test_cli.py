@@ -866,6 +866,24 @@ def test_lower_says_when_only_torchs_loader_can_run_the_package(runner, tmp_path
     assert inductor_log.filter(shim_note), "and shown again afterwards"
 
 
+def test_lower_does_not_suggest_aotcuda_run_for_a_package_it_cannot_run(runner, tmp_path, monkeypatch):
+    """A new user (2026-12-07): a custom op lowered with --allow-fallbacks --save-inputs printed `wrote the example
+    inputs to in.pt (aotcuda run cop.pt2 --inputs in.pt)`, and the next line warned that `aotcuda run` cannot run
+    the package. The run command is suggested only where it runs; a package aotcuda runs keeps it."""
+    for proxy_ops, suggested in ((["aotcuda_test::op"], False), ([], True)):
+        def lowered_with(model, args, kwargs, *, package_path, **options):
+            return aotcuda.lowering.LoweredProgram(str(package_path), "cpu", [], [], {}, None, proxy_ops)
+
+        monkeypatch.setattr(aotcuda.lowering, "lower", lowered_with)
+        package, inputs = tmp_path / "p.pt2", tmp_path / "in.pt"
+        result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(package), "--device", "cpu",
+                                      "--allow-fallbacks", "--save-inputs", str(inputs)], env={"COLUMNS": "300"})
+        assert result.exit_code == 0, result.output
+        assert f"wrote the example inputs to {inputs}" in result.output, result.output
+        assert (f"aotcuda run {package} --inputs {inputs}" in result.output) == suggested, result.output
+        assert ("`aotcuda run` and aotcuda.load cannot run this package" in result.output) != suggested, result.output
+
+
 def _demo_folders() -> set[str]:
     import tempfile
 

@@ -773,8 +773,10 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     if save_inputs:
         by_names = (f", its tensors by the names aotcuda inspect lists: {by_names_for} is a type torch.load("
                     "weights_only=True) does not read" if by_names_for else "")
-        console.print(terminal_safe(f"wrote the example inputs to {save_inputs}{by_names} (aotcuda run "
-                                    f"{lowered.package_path} --inputs {save_inputs})"),
+        # the command that runs it, only where `aotcuda run` can (the warning below says why not)
+        run_line = (f" (aotcuda run {lowered.package_path} --inputs {save_inputs})"
+                    if lowered.runs_in_aotcuda_runtime else "")
+        console.print(terminal_safe(f"wrote the example inputs to {save_inputs}{by_names}{run_line}"),
                       highlight=False, markup=False, soft_wrap=True)
     if not lowered.runs_in_aotcuda_runtime:
         ops = ", ".join(sorted(set(lowered.proxy_executor_ops)))
