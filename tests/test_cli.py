@@ -585,6 +585,32 @@ def test_a_dim_range_the_model_does_not_take_gets_the_command_line_fix(runner, t
     assert took < 2, took
 
 
+def test_a_range_hint_names_every_option_that_shares_the_dim(runner, tmp_path):
+    """A new user (2026-12-07): `--dynamic xq:1:2:1024:seq --dynamic xk:1:2:1024:seq` over a 512-row RoPE table got
+    `hint: on the command line, --dynamic xk:1:2:512:seq`, and changing only that option was refused (`a Dim name has
+    one range: give the same MIN:MAX in both options`). The hint names both options, and they export."""
+    options = ("q:1:2:512:seq", "k:1:2:512:seq")
+    result = runner.invoke(main, ["lower", f"{__name__}:rotates_query_and_key_factory", "-o", str(tmp_path / "p.pt2"),
+                                  "--device", "cpu", "--dynamic", options[0], "--dynamic", options[1]],
+                           env={"COLUMNS": "300"})
+    assert result.exit_code == 1, result.output
+    fixed = "--dynamic q:1:2:128:seq --dynamic k:1:2:128:seq"
+    assert f"hint: on the command line, {fixed} (torch's suggested range)" in result.output, result.output
+    model, args = rotates_query_and_key_factory()
+    dynamic = dynamic_shapes_from(tuple(fixed.replace("--dynamic ", "").split()), model, args, {})
+    aotcuda.lowering.pipeline.before_compile(model, args, {}, dynamic)  # exports: no constraint violated
+    from aotcuda.cli import _dynamic_fix_hints
+
+    # a multiple keeps its own factor; a static size, and torch's multiple, name every option of the symbol too
+    assert _dynamic_fix_hints("Suggested fixes:\n    seq = Dim('seq', max=64)\n", ("x:1:2:512:seq", "y:2:4:1024:seq*2")) \
+        == ["on the command line, --dynamic x:1:2:64:seq --dynamic y:2:4:128:seq*2 (torch's suggested range)"]
+    assert _dynamic_fix_hints("Suggested fixes:\n    seq = 16\n", ("x:1:2:512:seq", "y:1:2:512:seq")) == [
+        "on the command line, leave out --dynamic x:1:2:512:seq --dynamic y:1:2:512:seq: the model takes one size there"]
+    assert _dynamic_fix_hints("Suggested fixes:\n    _h = Dim('_h', min=4, max=32)\n    h = 2*_h\n",
+                              ("x:2:8:64:h", "y:2:8:64:h")) == [
+        "on the command line, --dynamic x:2:8:64:h*2 --dynamic y:2:8:64:h*2 (a multiple of 2: torch's suggested fix)"]
+
+
 def test_dynamic_option_parsing():
     model, args = scale_factory()
     shapes = dynamic_shapes_from(("x:0:1:64:batch", "angle:0:1:64:batch", "x:1:2:8"), model, args, {})
@@ -881,6 +907,24 @@ def test_lower_says_when_only_torchs_loader_can_run_the_package(runner, tmp_path
     assert "UserWarning" not in result.output
     assert shown_while_lowering == [False], "Inductor's own note about the op is dropped while lowering"
     assert inductor_log.filter(shim_note), "and shown again afterwards"
+
+
+def test_lower_does_not_suggest_aotcuda_run_for_a_package_it_cannot_run(runner, tmp_path, monkeypatch):
+    """A new user (2026-12-07): a custom op lowered with --allow-fallbacks --save-inputs printed `wrote the example
+    inputs to in.pt (aotcuda run cop.pt2 --inputs in.pt)`, and the next line warned that `aotcuda run` cannot run
+    the package. The run command is suggested only where it runs; a package aotcuda runs keeps it."""
+    for proxy_ops, suggested in ((["aotcuda_test::op"], False), ([], True)):
+        def lowered_with(model, args, kwargs, *, package_path, **options):
+            return aotcuda.lowering.LoweredProgram(str(package_path), "cpu", [], [], {}, None, proxy_ops)
+
+        monkeypatch.setattr(aotcuda.lowering, "lower", lowered_with)
+        package, inputs = tmp_path / "p.pt2", tmp_path / "in.pt"
+        result = runner.invoke(main, ["lower", f"{__name__}:scale_factory", "-o", str(package), "--device", "cpu",
+                                      "--allow-fallbacks", "--save-inputs", str(inputs)], env={"COLUMNS": "300"})
+        assert result.exit_code == 0, result.output
+        assert f"wrote the example inputs to {inputs}" in result.output, result.output
+        assert (f"aotcuda run {package} --inputs {inputs}" in result.output) == suggested, result.output
+        assert ("`aotcuda run` and aotcuda.load cannot run this package" in result.output) != suggested, result.output
 
 
 def _demo_folders() -> set[str]:

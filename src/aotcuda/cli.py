@@ -214,30 +214,33 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
     whose Dim the message suggests a new range for, with that range (a size that is a multiple keeps its
     multiple), as a multiple where it suggests one (``h = 2*_h``: SYMBOL*2), or to leave out where it suggests a
     static size; where the error's ``notes`` say a tensor op met
-    the dim with a size that is not dynamic (q's seq beside a static k), first the same SYMBOL for that input."""
-    by_symbol = {}
+    the dim with a size that is not dynamic (q's seq beside a static k), first the same SYMBOL for that input.
+    A hint names every option of the SYMBOL it changes: a Dim has one range, so changing one of two options that
+    share it is refused (a new user's `--dynamic xq:1:2:1024:seq --dynamic xk:1:2:1024:seq` was told of xk's alone)."""
+    by_symbol: dict[str, list[tuple[list[str], int]]] = {}  # each symbol's options: (fields, multiple)
     for option in options:
         fields = option.split(":")
         if len(fields) == 5:
             symbol, _, multiple = fields[4].partition("*")
-            by_symbol[symbol] = (fields, int(multiple or 1))
+            by_symbol.setdefault(symbol, []).append((fields, int(multiple or 1)))
         elif len(fields) == 4 and fields[1].isdigit():
-            by_symbol[f"{fields[0]}_{fields[1]}"] = (fields, 1)
+            by_symbol.setdefault(f"{fields[0]}_{fields[1]}", []).append((fields, 1))
     hints = []
     for symbol, low, high in _SUGGESTED_DIM.findall(message):
         if symbol in by_symbol:
-            fields, multiple = by_symbol[symbol]
-            new = [fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
-                   str(int(high) * multiple) if high else fields[3], *fields[4:]]
-            hints.append(f"on the command line, --dynamic {':'.join(new)} (torch's suggested range)")
+            new = [[fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
+                    str(int(high) * multiple) if high else fields[3], *fields[4:]]
+                   for fields, multiple in by_symbol[symbol]]
+            hints.append(f"on the command line, {_as_options(new)} (torch's suggested range)")
     roots = {symbol: (low, high) for symbol, low, high in _SUGGESTED_DIM.findall(message)}
     for symbol, factor, root in _SUGGESTED_MULTIPLE.findall(message):
-        if symbol in by_symbol and by_symbol[symbol][1] == 1 and int(factor) > 1:
-            fields, multiple = by_symbol[symbol][0], int(factor)
+        if symbol in by_symbol and all(multiple == 1 for _, multiple in by_symbol[symbol]) and int(factor) > 1:
+            multiple = int(factor)
             low, high = roots.get(root, ("", ""))
-            new = [fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
-                   str(int(high) * multiple) if high else fields[3], f"{symbol}*{multiple}"]
-            hints.append(f"on the command line, --dynamic {':'.join(new)} (a multiple of {multiple}: torch's "
+            new = [[fields[0], fields[1], str(int(low) * multiple) if low else fields[2],
+                    str(int(high) * multiple) if high else fields[3], f"{symbol}*{multiple}"]
+                   for fields, _ in by_symbol[symbol]]
+            hints.append(f"on the command line, {_as_options(new)} (a multiple of {multiple}: torch's "
                          "suggested fix)")
     for sizes, one_off, at_one_end, side, bound in _ONE_END_OFF.findall(notes):
         symbol = one_off or at_one_end
@@ -248,16 +251,21 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
     met = set(_MET_BY_A_STATIC_SIZE.findall(notes))
     for symbol, _ in _SUGGESTED_STATIC.findall(message):
         if symbol in by_symbol and symbol in met:
-            fields = by_symbol[symbol][0]
+            fields = by_symbol[symbol][0][0]
             named = fields if len(fields) == 5 else [*fields, symbol]
             hints.append(f"on the command line, where another input meets it there (k beside q), give that input's "
                          f"dim the same SYMBOL: --dynamic {':'.join(named)} --dynamic OTHER:DIM:{named[2]}:"
                          f"{':'.join(named[3:])}; if the model takes one size there, leave out --dynamic "
                          f"{':'.join(fields)}")
         elif symbol in by_symbol:
-            hints.append(f"on the command line, leave out --dynamic {':'.join(by_symbol[symbol][0])}: the model "
+            hints.append(f"on the command line, leave out {_as_options(f for f, _ in by_symbol[symbol])}: the model "
                          "takes one size there")
     return hints
+
+
+def _as_options(fields_of_options) -> str:
+    """Options' fields as the command line gives them: `--dynamic x:1:2:64:seq --dynamic y:1:2:64:seq`."""
+    return " ".join(f"--dynamic {':'.join(fields)}" for fields in fields_of_options)
 
 
 def _shared_symbol_hints(message: str, by_symbol: dict) -> list[str]:
@@ -270,9 +278,10 @@ def _shared_symbol_hints(message: str, by_symbol: dict) -> list[str]:
             groups.setdefault(root, [root]).append(symbol)
     hints = []
     for root, symbols in groups.items():
-        fields = [by_symbol[symbol][0] for symbol in symbols]
-        if any(by_symbol[symbol][1] > 1 for symbol in symbols):
+        sharing = [option for symbol in symbols for option in by_symbol[symbol]]
+        if any(multiple > 1 for _, multiple in sharing):
             continue  # a multiple (SYMBOL*N) bounds N·SYMBOL: the shared range is no plain intersection
+        fields = [f for f, _ in sharing]
         low, high = max(int(f[2]) for f in fields), min(int(f[3]) for f in fields)
         named = next((f[4] for f in fields if len(f) == 5), None)
         shared = named or ("batch" if all(f[1] == "0" for f in fields) else root)
@@ -764,8 +773,10 @@ def lower_command(factory, output, device, dynamic, save_inputs, allow_fallbacks
     if save_inputs:
         by_names = (f", its tensors by the names aotcuda inspect lists: {by_names_for} is a type torch.load("
                     "weights_only=True) does not read" if by_names_for else "")
-        console.print(terminal_safe(f"wrote the example inputs to {save_inputs}{by_names} (aotcuda run "
-                                    f"{lowered.package_path} --inputs {save_inputs})"),
+        # the command that runs it, only where `aotcuda run` can (the warning below says why not)
+        run_line = (f" (aotcuda run {lowered.package_path} --inputs {save_inputs})"
+                    if lowered.runs_in_aotcuda_runtime else "")
+        console.print(terminal_safe(f"wrote the example inputs to {save_inputs}{by_names}{run_line}"),
                       highlight=False, markup=False, soft_wrap=True)
     if not lowered.runs_in_aotcuda_runtime:
         ops = ", ".join(sorted(set(lowered.proxy_executor_ops)))

@@ -58,6 +58,25 @@ def test_a_bool_input_holding_a_byte_but_0_or_1_is_refused_naming_it(masked_pt2)
         ones.resize_(8, 4)  # the check leaves the caller's storage as it was (tensor.numpy() makes it fixed in size)
 
 
+def test_an_additive_float_mask_is_told_how_to_compare_not_to_cast(masked_pt2):
+    """A new user's Hugging Face-style additive mask (0 kept, -inf masked) for a bool mask was told
+    `pass tensor.to(torch.bool)`; following it made -inf True and 0 False, and the program ran on the inverted mask
+    (their attention block: 1.04 off eager, no error). The advice now says what the cast does and that the
+    additive mask's kept places are `tensor == 0`, which, followed, gives eager's answer for the bool mask."""
+    torch.manual_seed(0)
+    x, keep = torch.randn(4, 4), torch.rand(4, 4) > 0.5
+    additive = torch.zeros(4, 4).masked_fill(~keep, float("-inf"))
+    with aotcuda.load(masked_pt2) as program:
+        with pytest.raises(aotcuda.InputError, match=r"input 'mask' \(#1\) has dtype torch.float32") as caught:
+            program(x, additive)
+        advice = str(caught.value)
+        assert not advice.endswith("pass tensor.to(torch.bool)") and "makes every nonzero value True" in advice
+        assert "`tensor == 0`" in advice
+        product, rows = program(x, additive == 0)  # the advice, followed
+        torch.testing.assert_close(product, Masked().forward(x, keep)[0])
+        assert not torch.equal(program(x, additive.to(torch.bool))[0], product)  # the cast: the inverted mask
+
+
 def test_a_package_without_a_signature_checks_its_bool_inputs_too(masked_pt2, tmp_path):
     """AOTInductor's own checks (all a package without aotcuda's signature has) compare a bool input's dtype and
     sizes, not its bytes: where the signature cannot say which inputs are bool, each call looks at every input's."""

@@ -158,6 +158,26 @@ def test_a_quantized_input_is_told_to_dequantize_not_to_cast(wanted, fix):
     assert str(caught.value).endswith(f"it is a quantized tensor, which tensor.to() does not cast: {fix}")
 
 
+@pytest.mark.parametrize("given, wanted, fix", [
+    (torch.zeros(3, 4).masked_fill(torch.rand(3, 4) > 0.5, float("-inf")), "bool",
+     r"makes every nonzero value True and 0 False, so an additive mask .* becomes True where it masks; .*`tensor == 0`"),
+    (torch.ones(3, 4, dtype=torch.int64), "bool", r"makes every nonzero value True and 0 False, so pass .*`tensor != 0`"),
+    (torch.ones(3, 4, dtype=torch.bool), "float32",
+     r"makes True 1.0 and False 0.0, .* torch.zeros_like\(tensor, dtype=torch.float32\).masked_fill\(~tensor"),
+    (torch.ones(3, 4, dtype=torch.bool), "int64", r"^pass tensor.to\(torch.int64\) \(True becomes 1, False 0\)$"),
+    (torch.randn(3, 4), "bfloat16", r"^pass tensor.to\(torch.bfloat16\)$"),  # a cast that keeps the meaning: as before
+])
+def test_a_cast_to_or_from_bool_is_not_advised_bare(given, wanted, fix):
+    """A new user's float additive mask (0 attended, -inf masked) for a bool mask was told `pass tensor.to(torch.bool)`,
+    which makes -inf True and 0 False: the mask inverted, the answer 1.04 off eager with no error. The advice says
+    what the cast does and the comparison that keeps the meaning (the runtime test follows it:
+    test_bool_bytes.py::test_an_additive_float_mask_is_told_how_to_compare_not_to_cast)."""
+    spec = TensorSpec.from_json({"name": "mask", "dtype": wanted, "device": "cpu", "shape": [3, 4]})
+    with pytest.raises(InputError, match=rf"input 'mask' \(#0\) has dtype {given.dtype}, but .* torch.{wanted}; ") as caught:
+        check_inputs([given], [spec], [], CPU, 1)
+    assert re.search(fix, str(caught.value).split(f"torch.{wanted}; ", 1)[1])
+
+
 def test_a_wrong_rank_says_the_shape_to_pass():
     with pytest.raises(InputError, match=r"has 3 dims \(shape \(3, 4, 1\)\), but the program takes 2 .*; pass a "
                                          r"tensor of that shape"):

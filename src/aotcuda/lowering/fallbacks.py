@@ -478,15 +478,17 @@ def dropout_only(missing: list[FallbackKernel]) -> bool:
                                  for kernel in missing)
 
 
-def refusal_advice(missing: list[FallbackKernel]) -> tuple:
+def refusal_advice(missing: list[FallbackKernel], shippable: bool = True) -> tuple:
     """The fixes a MissingFallbackKernelsError gives, in order (errors.Advice): model.eval() first where a dropout
-    in training mode is among the kernels, allow_fallbacks only where a kernel would stay after it."""
+    in training mode is among the kernels, allow_fallbacks only where a kernel would stay after it and AOTInductor
+    can compile the kernels (``shippable``: not where one takes a complex number, lowering/complex_scalars.py)."""
     from aotcuda.errors import Advice
 
+    shipped = (Advice("allow_fallbacks", True),) if shippable else ()
     if not any(kernel.dropout for kernel in missing):
-        return (Advice("allow_fallbacks", True),)
+        return shipped
     evaluated = Advice("eval", True, relower=True)
-    return (evaluated,) if dropout_only(missing) else (evaluated, Advice("allow_fallbacks", True))
+    return (evaluated,) if dropout_only(missing) else (evaluated, *shipped)
 
 
 def kernels_record(missing: list[FallbackKernel], library: list[FallbackKernel]) -> list[dict]:
@@ -539,10 +541,14 @@ def refusal_line(refusal) -> str:
             f"{refusal.source or 'an unknown source line'}: {refusal.reason}.")
 
 
-def missing_kernels_message(method: str, missing: list[FallbackKernel], refusal=None) -> str:
+def missing_kernels_message(method: str, missing: list[FallbackKernel], refusal=None,
+                            complex_scalars: list[str] = ()) -> str:
     """The error text: the kernels with their source lines, then what to do. `refusal` (a
     ReplaceComplexWithRealPass Refusal) says why the pass left the complex math as it was: the op, the
-    user's source line and the reason, which is then the first thing to fix."""
+    user's source line and the reason, which is then the first thing to fix. `complex_scalars`: the lines of
+    complex_scalars.complex_scalar_lines where a kernel takes a complex number, which allow_fallbacks cannot ship:
+    they replace the advice to pass it."""
+    shipped = "" if complex_scalars else ", or pass allow_fallbacks=True to ship the ATen kernels"
     lines = [f"Method {method} missing fallback kernels ({len(missing)} total):"]
     lines += [f"  - {kernel.describe()}" for kernel in missing]
     lines += [f"  {op}: {fix}" for op, fix in KNOWN_FIXES.items()
@@ -560,8 +566,9 @@ def missing_kernels_message(method: str, missing: list[FallbackKernel], refusal=
         # The reason says what to change: an op without a rule, or something else about the program (a
         # complex input written in place), where "rewrite the op" would point at an op that has a rule.
         lines.append("Change that line as the reason says (docs/ops.md lists what the pass rewrites and refuses) and "
-                     "every complex kernel above goes, or pass allow_fallbacks=True to ship the ATen kernels "
-                     "(a package with a proxy-executor kernel runs in torch's loader only, not in aotcuda.load).")
+                     f"every complex kernel above goes{shipped}"
+                     + (" (a package with a proxy-executor kernel runs in torch's loader only, not in aotcuda.load)."
+                        if shipped else "."))
     elif dropout_only(missing):
         lines.append("allow_fallbacks=True is no fix here: it would ship the dropout as in training, a program that "
                      "zeroes activations at random at every call; call model.eval() (in an `aotcuda lower` factory: "
@@ -571,5 +578,5 @@ def missing_kernels_message(method: str, missing: list[FallbackKernel], refusal=
                      "allow_fallbacks=True to ship the ATen kernel.")
     else:
         lines.append("Rewrite those ops in the model (complex math is rewritten by ReplaceComplexWithRealPass; "
-                     "see docs/ops.md for what it supports), or pass allow_fallbacks=True to ship the ATen kernels.")
-    return "\n".join(lines)
+                     f"see docs/ops.md for what it supports){shipped}.")
+    return "\n".join([*lines, *complex_scalars])

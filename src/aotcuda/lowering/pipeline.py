@@ -58,6 +58,7 @@ from aotcuda.lowering.compile_failures import check_room, compile_resource_failu
 from aotcuda.lowering.cache_folders import check_cache_folders, check_temporary_folder
 from aotcuda.lowering.compiler_variables import check_compiler_variables
 from aotcuda.lowering.compile_lock import compiling_alone
+from aotcuda.lowering.complex_scalars import complex_scalar_lines, complex_scalar_nodes, complex_scalars_message
 from aotcuda.lowering.constant_outputs import check_constant_float_outputs
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.dependent_launch import with_pdl_codegen
@@ -70,7 +71,7 @@ from aotcuda.lowering.operand_dtypes import check_product_dtypes
 from aotcuda.lowering.options import (check_example_tensors, check_inputs_fit, check_options,
                                      model_kind_fix)
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
-                                       refusal_advice, split_allowed)
+                                       refusal_advice, refusal_line, split_allowed)
 from aotcuda.lowering.index_ranges import exported_index_ranges
 from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
@@ -244,8 +245,13 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
         model, args, kwargs, dynamic_shapes, lambda: passes() + [make() for make in profile.enabled_passes()], step)
     refusal = _under_dim_names(next((r.refusal for r in pass_results if r.refusal is not None), None), ep)
     _say_refusal_as(refusal)
+    complex_scalars = complex_scalar_nodes(ep)
     if not allow_fallbacks:  # what is known now is refused before a compile of minutes
-        _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path)
+        _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path, complex_scalars)
+    if complex_scalars:  # allow_fallbacks or not, AOTInductor's C++ wrapper cannot pass them: a bare AssertionError
+        known = known_fallback_kernels(ep, device.type, profile.allowed_kernels)
+        _refuse(complex_scalars_message(complex_scalars, refusal and refusal_line(refusal)), (),
+                proxy_executor_kernels(ep, device.type) + known, refusal, pass_results, package_path)
     path, own_folder = _package_path(package_path, model)
     with _written_on_success(path, own_folder) as building, _with_pass_results(pass_results):
         # a full disk is said before the minutes of compile, not after
@@ -289,22 +295,32 @@ def _under_dim_names(refusal, ep: ExportedProgram):
     return dataclasses.replace(refusal, reason=under_dim_names(refusal.reason, dim_names(ep)))
 
 
-def _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path) -> None:
+def _refuse_known_fallbacks(ep, device, profile, untraced, refusal, pass_results, package_path,
+                            complex_scalars=()) -> None:
     """Raise MissingFallbackKernelsError for the fallbacks known before compiling: ops AOTInductor would run
     through its proxy executor (lowering/proxy_ops.py), then the kernels of complex math left as it was and of
-    random ops (lowering/known_fallbacks.py), with what the complex pass refused."""
+    random ops (lowering/known_fallbacks.py), with what the complex pass refused. Where a kernel takes a complex
+    number (``complex_scalars``, lowering/complex_scalars.py), it says that allow_fallbacks cannot ship them."""
+    said = complex_scalar_lines(complex_scalars) if complex_scalars else []
     kernels = proxy_executor_kernels(ep, device.type)
     if kernels:
-        message = proxy_executor_message(kernels, untraced, refusal)
+        message = proxy_executor_message(kernels, untraced, refusal, said)
     else:
         kernels = known_fallback_kernels(ep, device.type, profile.allowed_kernels)
-        message = missing_kernels_message("forward", kernels, refusal)
+        message = missing_kernels_message("forward", kernels, refusal, said)
     if kernels:
-        error = MissingFallbackKernelsError(message, advice=refusal_advice(kernels))
-        error.kernels, error.refusal, error.pass_results = kernels, refusal, pass_results
-        if package_path is not None:
-            error.add_note(_not_written(os.path.abspath(package_path)))
-        raise error
+        _refuse(message, refusal_advice(kernels, shippable=not said), kernels, refusal, pass_results, package_path)
+
+
+def _refuse(message, advice, kernels, refusal, pass_results, package_path) -> None:
+    """Raise the MissingFallbackKernelsError of a refusal before compiling, with its advice (none: no fix
+    applies by a keyword) and a note that no package was written."""
+    error = MissingFallbackKernelsError(message)
+    error.advice = tuple(advice)  # the class's default advises allow_fallbacks: not where it cannot ship them
+    error.kernels, error.refusal, error.pass_results = kernels, refusal, pass_results
+    if package_path is not None:
+        error.add_note(_not_written(os.path.abspath(package_path)))
+    raise error
 
 
 class BeforeCompile(NamedTuple):

@@ -69,11 +69,14 @@ def proxy_executor_kernels(ep: ExportedProgram, device_type: str = "cuda") -> li
     return list(kernels.values())
 
 
-def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, str], refusal=None) -> str:
+def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, str], refusal=None,
+                           complex_scalars: list[str] = ()) -> str:
     """The refusal: each op with its source lines, then the one hint that applies to it. Where the complex pass
     refused the program, what it refused comes first: the complex ops among these are there because the pass left
     the complex math as it was (a new user's dynamic FFT without a max read "rewrite that line with ops that have
-    generated code" first, and the fix, a Dim max, last), and each of them says so instead of its generic hint."""
+    generated code" first, and the fix, a Dim max, last), and each of them says so instead of its generic hint.
+    `complex_scalars` (complex_scalars.complex_scalar_lines): why allow_fallbacks cannot compile it either, said
+    in place of the note that it can."""
     lines = ["aotcuda refuses this program before compiling: "
              + (f"{refusal_line(refusal)} So AOTInductor would run " if refusal is not None else "AOTInductor would run ")
              + f"{len(kernels)} op(s) through its proxy executor, which aotcuda.load does not have:"]
@@ -91,8 +94,9 @@ def proxy_executor_message(kernels: list[FallbackKernel], untraced: dict[str, st
         else:
             hint = _hint(kernel.op, untraced)
         lines.append(f"  {kernel.op}: {hint}")
-    lines.append("(allow_fallbacks=True compiles it anyway, for torch._inductor.aoti_load_package only.)")
-    return "\n".join(lines)
+    if not complex_scalars:
+        lines.append("(allow_fallbacks=True compiles it anyway, for torch._inductor.aoti_load_package only.)")
+    return "\n".join([*lines, *complex_scalars])
 
 
 def _refused_op_hint(kernel: FallbackKernel) -> str:

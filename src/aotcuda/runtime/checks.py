@@ -22,6 +22,7 @@ import torch
 
 from aotcuda.errors import Advice, InputError, OutputError, PackageError, clipped
 from aotcuda.runtime.devices import available_bytes
+from aotcuda.runtime.dtype_fixes import dtype_fix
 from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, evaluate_expression, shape_expression
 from aotcuda.runtime.specs import DimSpec, TensorSpec, specs_from_signature, under_dim_names  # noqa: F401 - re-exported
 from aotcuda.runtime.specs import INT64_MAX
@@ -403,31 +404,10 @@ def _has_strides(tensor: torch.Tensor, strides: list[int]) -> bool:
     return all(size <= 1 or have == want for size, have, want in zip(tensor.shape, tensor.stride(), strides))
 
 
-def _dtype_fix(tensor: torch.Tensor, spec: TensorSpec) -> str:
-    """How to pass the exported dtype. A cast from complex to real drops the imaginary part (torch warns
-    and goes on), so for a complex tensor where a real one is taken it is not the advice; nor is a cast to
-    complex for a real tensor of (re, im) pairs (view_as_real's layout: one more dim, of 2), which a cast
-    would keep as real parts of the wrong shape."""
-    given, wanted = tensor.dtype, spec.dtype
-    if tensor.is_quantized:  # tensor.to(torch.float32) raises "Creation of quantized tensor requires quantized dtype"
-        cast = "" if wanted == torch.float32 else f".to({wanted})"
-        return f"it is a quantized tensor, which tensor.to() does not cast: pass tensor.dequantize(){cast}"
-    if given.is_complex and not wanted.is_complex:
-        return (f"it takes a real tensor, and tensor.to({wanted}) would drop the imaginary part: pass the real "
-                f"values it was exported with (torch.view_as_real(tensor) for the (re, im) pairs, "
-                f"tensor.real for the real part only), as {wanted}")
-    if wanted.is_complex and given.is_floating_point and tensor.dim() == spec.rank + 1 and tensor.shape[-1] == 2:
-        real = wanted.to_real()
-        cast = "" if given == real else f".to({real})"
-        return (f"for (re, im) pairs in the last dim, pass torch.view_as_complex(tensor{cast}) "
-                f"(tensor.to({wanted}) would keep the pairs as real parts)")
-    return f"pass tensor.to({wanted})"
-
-
 def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by: dict) -> None:
     if tensor.dtype != spec.dtype:
         raise InputError(f"{label} has dtype {tensor.dtype}, but the program was exported with {spec.dtype}; "
-                         f"{_dtype_fix(tensor, spec)}")
+                         f"{dtype_fix(tensor, spec)}")
     if tensor.dim() != spec.rank:
         # a served request's shape may have any number of dims: show a few, not 480,000
         shape = tuple(tensor.shape) if tensor.dim() <= 8 else f"({', '.join(map(str, tensor.shape[:8]))}, ...)"

@@ -132,6 +132,16 @@ def test_pow_with_real_scalar_exponent(dtype, exponent):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exponent", [1j, 0.5 - 2j, -1 + 1j, -3j, 2 + 1e-3j])
+def test_pow_with_complex_scalar_exponent(dtype, exponent):
+    """`z ** 1j` had no rule (a new user's program): the pass refused it and lower() advised allow_fallbacks, with
+    which AOTInductor's C++ wrapper cannot compile a complex scalar argument. Fresh random values, and a real tensor
+    raised to a complex scalar; zeros and the other special values: test_special_values.py (pow_complex_scalar)."""
+    check(lambda a: a ** exponent, pair(4, 5, dtype=dtype), expect_ops=[aten.pow.Tensor_Scalar])
+    check(lambda a, r: a + r ** exponent, pair(3, dtype=dtype), torch.randn(3, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_where_with_complex_real_and_scalar_branches(dtype):
     def fn(a, b, r, mask):
         return torch.where(mask, a, b), torch.where(mask, a, r), torch.where(mask, a, 0.0)

@@ -148,6 +148,8 @@ TRUE_VALUE = {
     "rsqrt": lambda z: 1 / _xp(z).sqrt(z),
     "pow_tensor": lambda z, w: _xp(z).exp(w * _xp(z).log(z)),
     "pow_real_base": lambda z: _xp(z).exp(z * math.log(2.5)),
+    "pow_imaginary_unit": lambda z: _xp(z).exp(1j * _xp(z).log(z)),
+    "pow_complex_scalar": lambda z: _xp(z).exp((0.5 - 2j) * _xp(z).log(z)),
 }
 # The elementary functions where eager's result is not finite (a part inf or nan): glibc (eager's) gives nan
 # where C99 Annex G, or the true value, is a number (log1p(1e-4 + i·inf) = inf + iπ/2, rsqrt(x + i·inf) = 0,
@@ -157,7 +159,7 @@ TRUE_VALUE = {
 # read: the rules give Annex G's value). Every row where eager's result is finite is compared as any other.
 NONFINITE_BY_CLASS = {"sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
                     "log1p", "expm1", "log2", "log10", "sigmoid", "rsqrt", "pow_tensor", "pow_real_base", "exp2",
-                      "ldexp"}
+                      "ldexp", "pow_imaginary_unit", "pow_complex_scalar"}
 TRUE_SGN = lambda z: _xp(z).where(z == 0, 0 * z, z / abs(z))  # noqa: E731
 # Division: C99 Annex G's _Cdivd, computed in the wider type, is accepted beside eager's (or the true)
 # value: with an infinite or nan operand, where eager's Smith's method gives nan + nan·i for an infinity
@@ -220,6 +222,9 @@ CASES = [
     C("ldexp", torch.ldexp, "zr", aten.ldexp.Tensor, finite=True),  # a cast of inf to the exponent: undefined
     C("pow_tensor", torch.pow, "zz", aten.pow.Tensor_Tensor, finite=True),
     C("pow_real_base", lambda z: torch.pow(2.5, z), "z", aten.pow.Scalar, finite=True),
+    # a complex scalar exponent (`z ** 1j`, a new user's program): exp(w · log z) as the tensor exponent's rule
+    C("pow_imaginary_unit", lambda z: z ** 1j, "z", aten.pow.Tensor_Scalar, finite=True),
+    C("pow_complex_scalar", lambda z: z ** (0.5 - 2j), "z", aten.pow.Tensor_Scalar, finite=True),
     # selection, copies, aliases
     C("where", lambda z, w: torch.where(z.real > w.imag, z, w), "zz", aten.where.self),
     C("where_scalar", lambda z: torch.where(z.imag > 0, z, 2.5), "z", aten.where.self),

@@ -123,20 +123,17 @@ def sqrt(out, a):
     return Pair(pair_math.sqrt(a.re, a.im))
 
 
-def _complex_exponent(node: torch.fx.Node) -> str | None:
-    """`z ** p`, `torch.pow(z, p)` with a complex scalar p (e.g. `z ** 1j`): only real scalar exponents have a rule."""
-    exponent = node.args[1] if len(node.args) > 1 else node.kwargs.get("exponent")
-    if isinstance(exponent, complex) and exponent.imag != 0:
-        return "pow with a complex exponent has no rule (only real scalar exponents)"
-    return None
-
-
-@register(aten.pow.Tensor_Scalar, refuses=_complex_exponent, computes=True)
+@register(aten.pow.Tensor_Scalar, computes=True)
 def pow_(out, a, exponent):
-    """a ** p for a real scalar p as eager: its special exponents (0, 1, 2, 3, ±0.5, −1, −2), else cpow.
+    """a ** p for a scalar p as eager: its special real exponents (0, 1, 2, 3, ±0.5, −1, −2), else cpow.
 
     p = 0 → 1; 1, 2, 3 → copies and products; 0.5 → sqrt; −0.5, −1, −2 → reciprocals of sqrt, a, a²;
-    any other p → exp(log a · (p + 0i)), as C's cpow."""
+    any other real p → exp(log a · (p + 0i)), as C's cpow; a complex p (`z ** 1j`) → exp(p · log a), as pow
+    with a tensor exponent computes it (rules/elementary.py)."""
+    if isinstance(exponent, complex) and exponent.imag != 0:
+        from aotcuda.passes.complex_to_real.rules.elementary import pow_tensor  # elementary's family, not this one's
+
+        return pow_tensor(out, a, exponent)
     p = exponent.real if isinstance(exponent, complex) else exponent
     if p == 0:
         return Pair(torch.ones_like(a.t) * scalar_pair(1, 0, a.dtype, a.t.device))

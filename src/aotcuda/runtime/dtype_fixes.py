@@ -1,0 +1,56 @@
+"""What an input of the wrong dtype is told to do: the conversion that keeps its values' meaning.
+
+``tensor.to(dtype)`` is the fix for most mismatches (float64 for float32, float32 for bfloat16), but not
+where the cast changes what the values mean: it drops a complex tensor's imaginary part, keeps
+view_as_real's pairs as real parts, refuses a quantized tensor, and reads a mask's values as 1/0 flags.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from aotcuda.runtime.specs import TensorSpec
+
+
+def dtype_fix(tensor: torch.Tensor, spec: TensorSpec) -> str:
+    """How to pass the exported dtype. A cast from complex to real drops the imaginary part (torch warns
+    and goes on), so for a complex tensor where a real one is taken it is not the advice; nor is a cast to
+    complex for a real tensor of (re, im) pairs (view_as_real's layout: one more dim, of 2), which a cast
+    would keep as real parts of the wrong shape."""
+    given, wanted = tensor.dtype, spec.dtype
+    if tensor.is_quantized:  # tensor.to(torch.float32) raises "Creation of quantized tensor requires quantized dtype"
+        cast = "" if wanted == torch.float32 else f".to({wanted})"
+        return f"it is a quantized tensor, which tensor.to() does not cast: pass tensor.dequantize(){cast}"
+    if given.is_complex and not wanted.is_complex:
+        return (f"it takes a real tensor, and tensor.to({wanted}) would drop the imaginary part: pass the real "
+                f"values it was exported with (torch.view_as_real(tensor) for the (re, im) pairs, "
+                f"tensor.real for the real part only), as {wanted}")
+    if wanted.is_complex and given.is_floating_point and tensor.dim() == spec.rank + 1 and tensor.shape[-1] == 2:
+        real = wanted.to_real()
+        cast = "" if given == real else f".to({real})"
+        return (f"for (re, im) pairs in the last dim, pass torch.view_as_complex(tensor{cast}) "
+                f"(tensor.to({wanted}) would keep the pairs as real parts)")
+    if (wanted == torch.bool) != (given == torch.bool):
+        return _mask_fix(given, wanted)
+    return f"pass tensor.to({wanted})"
+
+
+def _mask_fix(given: torch.dtype, wanted: torch.dtype) -> str:
+    """A cast to or from bool keeps the values' meaning only for 1/0 flags: a Hugging Face-style additive mask
+    (0 where attended, -inf where masked) cast to bool is True where it masks, the opposite of what
+    scaled_dot_product_attention reads, and the answer is silently wrong (a new user's block: 1.04 off eager).
+    Which meaning the program gives True, aotcuda cannot know, so the fix says what the cast does and both
+    conversions, not one guess."""
+    if wanted == torch.bool:
+        additive = ("an additive mask (0 where attended, -inf where masked) becomes True where it masks; "
+                    if given.is_floating_point else "")
+        return (f"tensor.to(torch.bool) makes every nonzero value True and 0 False, so {additive}pass the bool "
+                "mask in the meaning the program gives True: `tensor == 0` for True at the zeros (an additive "
+                "mask's attended places, as scaled_dot_product_attention reads a bool mask), `tensor != 0` for "
+                "True at the nonzeros (a 1/0 mask's ones)")
+    if wanted.is_floating_point:
+        return (f"tensor.to({wanted}) makes True 1.0 and False 0.0, a 1/0 mask; where the program adds the mask "
+                f"(0 where attended, -inf where masked), pass torch.zeros_like(tensor, dtype={wanted})"
+                ".masked_fill(~tensor, float('-inf')) for a mask whose True attends (masked_fill(tensor, ...) for "
+                "one whose True masks)")
+    return f"pass tensor.to({wanted}) (True becomes 1, False 0)"
