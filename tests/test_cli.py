@@ -117,6 +117,62 @@ def test_inspect_json_is_one_object_with_the_package_strings_escaped(demo, runne
     assert json.loads(result.output)["signature"]["outputs"][0]["name"] == "out\x1b[2J\u202e"
 
 
+def test_inspect_json_keeps_one_schema_whatever_the_package_holds(demo, runner, tmp_path):
+    """A new user's trial (nu39, 2026-12-07): `"signed"` held the table's sentence ("signed with a key: no (load with
+    a signing key refuses it)"), `constant_inputs` (listed in docs/usage.md) was left out where the package had
+    none, and `kernels.record_differs_for` was in no doc: a script had to test for keys and parse a sentence. Every
+    key docs/usage.md lists is there, of the type it says, signed or not, with a key that takes it or refuses it."""
+    import json
+
+    from aotcuda.package_tags import sign_package
+
+    lowered, _, _ = demo
+    usage = (pathlib.Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+    table = usage[usage.index("| key | type | what it holds |"):].split("\n\n")[0]  # usage.md's table of the keys
+    documented = [name for row in table.splitlines()[2:] for name in re.findall(r"`([\w.]+)`", row.split(" | ")[0])]
+    schema = {"package": str, "device": str, "signed": bool, "key_id": (str, type(None)),
+              "load_with_key": (bool, type(None)), "signing": str, "signature": dict,
+              "refused_by_load": (str, type(None)), "kernels": dict, "runs_in_aotcuda_load": bool}
+    signature_schema = {"inputs": list, "outputs": list, "dim_names": dict, "constant_inputs": list,
+                        "state_written": list, "data_dependent_sizes": list}
+    kernels_schema = {"generated": int, "library": list, "fallback": list, "record_differs_for": list}
+
+    assert sorted(documented) == sorted([*schema, *(f"signature.{key}" for key in signature_schema),
+                                         *(f"kernels.{key}" for key in kernels_schema)]), documented
+
+    def report_of(*args):
+        result = runner.invoke(main, ["inspect", "--json", *args])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output)
+        for keys, got in ((schema, report), (signature_schema, report["signature"]), (kernels_schema, report["kernels"])):
+            assert list(got) == list(keys), got.keys()
+            for key, kind in keys.items():
+                assert isinstance(got[key], kind), (key, got[key])
+        return report
+
+    plain = report_of(lowered.package_path)
+    assert plain["signed"] is False and plain["key_id"] is None and plain["load_with_key"] is None
+    assert plain["signing"] == "signed with a key: no (load with a signing key refuses it)"
+    assert plain["signature"]["constant_inputs"] == [] and plain["kernels"]["record_differs_for"] == []
+    key = tmp_path / "aotcuda.key"
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
+    other = tmp_path / "other.key"
+    other.write_bytes(os.urandom(32))
+    other.chmod(0o600)
+    assert report_of(lowered.package_path, "--signing-key-file", str(key))["load_with_key"] is False
+    signed = tmp_path / "signed.pt2"
+    signed.write_bytes(pathlib.Path(lowered.package_path).read_bytes())
+    key_id = sign_package(signed, str(key))
+    report = report_of(str(signed))
+    assert (report["signed"], report["key_id"], report["load_with_key"]) == (True, key_id, None)
+    report = report_of(str(signed), "--signing-key-file", str(key))
+    assert (report["signed"], report["key_id"], report["load_with_key"]) == (True, key_id, True)
+    report = report_of(str(signed), "--signing-key-file", str(other))
+    assert (report["signed"], report["key_id"], report["load_with_key"]) == (True, key_id, False)
+    assert "refuses it" in report["signing"]
+
+
 def test_run_saves_outputs_that_match_eager(demo, runner, tmp_path):
     lowered, model, x = demo
     fresh = torch.randn(2, 9, x.shape[-1])
@@ -2121,6 +2177,8 @@ def test_inspect_piped_into_head_ends_as_usage_md_says(tmp_path):
     assert result.stderr == "" and "Traceback" not in result.stdout, result.stderr
     assert result.returncode in (0, 1), result.returncode  # 0 where the whole output fit before head left
     usage = (pathlib.Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+    table = usage[usage.index("| key | type | what it holds |"):].split("\n\n")[0]  # usage.md's table of the keys
+    documented = [name for row in table.splitlines()[2:] for name in re.findall(r"`([\w.]+)`", row.split(" | ")[0])]
     assert "inspect model.pt2 | head -1`) ends it\nquietly, with no line and no traceback, and with exit code 1" in usage
 
 
