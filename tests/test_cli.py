@@ -2012,6 +2012,74 @@ def test_cxx_traces_are_left_out_of_stderr_and_what_comes_before_an_abort_still_
     assert result.stderr.decode() == "kept before\nError: not a trace\nterminate called after throwing\n"
 
 
+# A stand-in for g++ whose preprocessing of Inductor's header (``_precompile_header``: g++ -E header.hpp -o header.i
+# in a temporary folder) is done by a child that goes on writing into that folder, as cc1plus does under the g++
+# driver; every other call runs the real g++. MARK names the file it writes the folder's path to once the child runs.
+_WRITING_COMPILER = """#!{python}
+import os, subprocess, sys
+args = sys.argv[1:]
+if "-E" in args and any(arg.endswith("header.hpp") for arg in args):
+    folder = os.path.dirname(args[args.index("-o") + 1])
+    sys.exit(subprocess.Popen([sys.executable, "-c", WRITER, folder]).wait())
+os.execv("{gxx}", ["{gxx}", *args])
+"""
+_WRITER = """
+import os, sys, time
+folder, end = sys.argv[1], time.monotonic() + 20
+with open(os.environ["MARK"], "w") as mark:
+    mark.write(folder)
+for index in range(10**9):
+    if time.monotonic() > end:
+        break
+    try:
+        os.close(os.open(os.path.join(folder, f"part{index}"), os.O_CREAT | os.O_WRONLY, 0o600))
+    except FileNotFoundError:  # the folder is gone
+        break
+"""
+
+
+def test_sigint_to_lowers_pid_alone_during_the_compile_ends_as_ctrl_c_does(tmp_path):
+    """A new user's trial (nu39, 2026-12-07): `kill -INT PID` of `aotcuda lower` in its compile (a supervisor's way;
+    the terminal's Ctrl-C, which the whole process group gets, already ended in 130) said `error: InductorError:
+    OSError: [Errno 39] Directory not empty: '/tmp/tmp...'`, exited 1, and left that folder: subprocess.run killed the
+    g++ driver, but the child compiler it ran got no signal and went on writing into the temporary folder torch was
+    removing. The command passes the SIGINT on to the processes it started in its group now, as the terminal does:
+    130, the Ctrl-C lines, no folder left. One lowering of a small model in a child, stopped in its compile."""
+    import shutil
+
+    (tmp_path / "tiny.py").write_text("import torch\n\ndef make():\n    torch.manual_seed(0)\n"
+                                      "    return torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),)\n")
+    compiler = tmp_path / "bin" / "g++"
+    compiler.parent.mkdir()
+    compiler.write_text(_WRITING_COMPILER.format(python=sys.executable, gxx=shutil.which("g++"))
+                        .replace("WRITER", repr(_WRITER)))
+    compiler.chmod(0o755)
+    temporary, mark = tmp_path / "tmp", tmp_path / "mark"
+    temporary.mkdir()
+    env = {**os.environ, "CXX": str(compiler), "MARK": str(mark), "TMPDIR": str(temporary), "COLUMNS": "200"}
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # the cache under TMPDIR: the stand-in compiler's own
+    child = subprocess.Popen([sys.executable, "-m", "aotcuda", "lower", "tiny.py:make", "-o", "tiny.pt2",
+                              "--device", "cpu"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, process_group=0)  # no signal of ours reaches pytest
+    try:
+        deadline = time.monotonic() + 240
+        while not (mark.exists() and mark.read_text()) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mark.exists(), f"the compile never preprocessed its header: {child.poll()}"
+        time.sleep(0.2)  # the writer is well into its folder
+        os.kill(child.pid, signal.SIGINT)  # this process alone, as `kill -INT PID`
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    folder = pathlib.Path(mark.read_text())
+    time.sleep(0.5)  # a writer nobody stopped would still be writing
+    assert child.returncode == 130 and "error:" not in err, err
+    assert err.endswith(f"No package was written to {tmp_path / 'tiny.pt2'}.\nAborted!\n"), err
+    assert not folder.exists(), f"torch's temporary folder was left, {len(os.listdir(folder))} files in it"
+    assert not (tmp_path / "tiny.pt2").exists()
+
+
 def test_the_stderr_filter_runs_without_a_stderr_and_lives_through_ctrl_c():
     """(review 11) With file descriptor 2 closed (a daemon, ``2>&-``: Python's sys.stderr is None) aotcuda run's
     filter raised AttributeError before the call and the command exited 1 with nothing shown; and a Ctrl-C

@@ -49,6 +49,7 @@ from rich.text import Text
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, inputs_to_save, load_inputs, model_and_inputs
 from aotcuda.cli_paths import ExistingFile
 from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, clipped
+from aotcuda.interrupt_forwarding import interrupt_descendants_in_group
 from aotcuda.os_errors import os_errno, write_failure_advice
 from aotcuda.package_tags import KEY_FILE_HELP, key_file_path, signing_key
 from aotcuda.runtime.specs import under_dim_names
@@ -784,7 +785,11 @@ def _interrupts_seen():
     while Inductor compiles: in a new user's trial (2026-12-06) one Ctrl-C in four during `aotcuda lower` printed
     "Exception ignored in: <function WeakIdKeyDictionary.__init__.<locals>.remove ...> ... KeyboardInterrupt", and the
     command went on to write the package and exit 0. With the list, the command stops at the next step's end
-    (``_stopping_on``). Outside the main thread, or where another handler than Python's is set, nothing changes."""
+    (``_stopping_on``). Outside the main thread, or where another handler than Python's is set, nothing changes.
+
+    Each SIGINT is passed on to the processes the command started in its process group (the compilers Inductor
+    runs), as a terminal's Ctrl-C reaches them: a SIGINT to the command's pid alone (``kill -INT``, a supervisor)
+    otherwise left a compiler writing into the temporary folder torch was removing (aotcuda/interrupt_forwarding.py)."""
     seen: list[int] = []
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -793,6 +798,7 @@ def _interrupts_seen():
 
     def interrupted(signum, frame):
         seen.append(signum)
+        interrupt_descendants_in_group()
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, interrupted)
