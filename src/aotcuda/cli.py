@@ -208,6 +208,8 @@ _ONE_END_OFF = re.compile(r"every (other size of (\w+)|size of (\w+) (?:from|up 
                           r"give its Dim (max|min)=(\d+)")
 # export_hints' note for a dim a tensor op met with a size that is not dynamic (another input's static dim)
 _MET_BY_A_STATIC_SIZE = re.compile(r"There a tensor op needs (\w+) equal to a size \d+ that is not dynamic")
+# export_hints' note for a dim given to istft as its length=, and the multiple it says (a hop, or HOP)
+_ISTFT_LENGTH = re.compile(r"To keep (\w+) dynamic, drop length= .*?--dynamic NAME:DIM:MIN:MAX:frames\*(\w+) ")
 
 
 def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") -> list[str]:
@@ -247,8 +249,14 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
             hints.append(f"on the command line, {' '.join(f'--dynamic {o}' for o in narrowed)} (every {sizes})")
     hints += _shared_symbol_hints(message, by_symbol)
     met = set(_MET_BY_A_STATIC_SIZE.findall(notes))
+    istft_hops = dict(_ISTFT_LENGTH.findall(notes))
     for symbol, _ in _SUGGESTED_STATIC.findall(message):
-        if symbol in by_symbol and symbol in met:
+        if symbol in by_symbol and symbol in istft_hops and len(by_symbol[symbol][0]) == 4:
+            fields = by_symbol[symbol][0]
+            hints.append(f"on the command line, with istft's length= dropped from the model: --dynamic "
+                         f"{':'.join(fields)}:frames*{istft_hops[symbol]}; or leave out --dynamic {':'.join(fields)}: "
+                         "the program then takes one size there")
+        elif symbol in by_symbol and symbol in met:
             fields = by_symbol[symbol][0]
             named = fields if len(fields) == 5 else [*fields, symbol]
             hints.append(f"on the command line, where another input meets it there (k beside q), give that input's "
