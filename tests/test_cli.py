@@ -145,6 +145,62 @@ def test_inspect_json_is_one_object_with_the_package_strings_escaped(demo, runne
     assert json.loads(result.output)["signature"]["outputs"][0]["name"] == "out\x1b[2J\u202e"
 
 
+def test_inspect_json_keeps_one_schema_whatever_the_package_holds(demo, runner, tmp_path):
+    """A new user's trial (nu39, 2026-12-07): `"signed"` held the table's sentence ("signed with a key: no (load with
+    a signing key refuses it)"), `constant_inputs` (listed in docs/usage.md) was left out where the package had
+    none, and `kernels.record_differs_for` was in no doc: a script had to test for keys and parse a sentence. Every
+    key docs/usage.md lists is there, of the type it says, signed or not, with a key that takes it or refuses it."""
+    import json
+
+    from aotcuda.package_tags import sign_package
+
+    lowered, _, _ = demo
+    usage = (pathlib.Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+    table = usage[usage.index("| key | type | what it holds |"):].split("\n\n")[0]  # usage.md's table of the keys
+    documented = [name for row in table.splitlines()[2:] for name in re.findall(r"`([\w.]+)`", row.split(" | ")[0])]
+    schema = {"package": str, "device": str, "signed": bool, "key_id": (str, type(None)),
+              "load_with_key": (bool, type(None)), "signing": str, "signature": dict,
+              "refused_by_load": (str, type(None)), "kernels": dict, "runs_in_aotcuda_load": bool}
+    signature_schema = {"inputs": list, "outputs": list, "dim_names": dict, "constant_inputs": list,
+                        "state_written": list, "data_dependent_sizes": list}
+    kernels_schema = {"generated": int, "library": list, "fallback": list, "record_differs_for": list}
+
+    assert sorted(documented) == sorted([*schema, *(f"signature.{key}" for key in signature_schema),
+                                         *(f"kernels.{key}" for key in kernels_schema)]), documented
+
+    def report_of(*args):
+        result = runner.invoke(main, ["inspect", "--json", *args])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output)
+        for keys, got in ((schema, report), (signature_schema, report["signature"]), (kernels_schema, report["kernels"])):
+            assert list(got) == list(keys), got.keys()
+            for key, kind in keys.items():
+                assert isinstance(got[key], kind), (key, got[key])
+        return report
+
+    plain = report_of(lowered.package_path)
+    assert plain["signed"] is False and plain["key_id"] is None and plain["load_with_key"] is None
+    assert plain["signing"] == "signed with a key: no (load with a signing key refuses it)"
+    assert plain["signature"]["constant_inputs"] == [] and plain["kernels"]["record_differs_for"] == []
+    key = tmp_path / "aotcuda.key"
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
+    other = tmp_path / "other.key"
+    other.write_bytes(os.urandom(32))
+    other.chmod(0o600)
+    assert report_of(lowered.package_path, "--signing-key-file", str(key))["load_with_key"] is False
+    signed = tmp_path / "signed.pt2"
+    signed.write_bytes(pathlib.Path(lowered.package_path).read_bytes())
+    key_id = sign_package(signed, str(key))
+    report = report_of(str(signed))
+    assert (report["signed"], report["key_id"], report["load_with_key"]) == (True, key_id, None)
+    report = report_of(str(signed), "--signing-key-file", str(key))
+    assert (report["signed"], report["key_id"], report["load_with_key"]) == (True, key_id, True)
+    report = report_of(str(signed), "--signing-key-file", str(other))
+    assert (report["signed"], report["key_id"], report["load_with_key"]) == (True, key_id, False)
+    assert "refuses it" in report["signing"]
+
+
 def test_run_saves_outputs_that_match_eager(demo, runner, tmp_path):
     lowered, model, x = demo
     fresh = torch.randn(2, 9, x.shape[-1])
@@ -2044,6 +2100,74 @@ def test_cxx_traces_are_left_out_of_stderr_and_what_comes_before_an_abort_still_
     assert result.stderr.decode() == "kept before\nError: not a trace\nterminate called after throwing\n"
 
 
+# A stand-in for g++ whose preprocessing of Inductor's header (``_precompile_header``: g++ -E header.hpp -o header.i
+# in a temporary folder) is done by a child that goes on writing into that folder, as cc1plus does under the g++
+# driver; every other call runs the real g++. MARK names the file it writes the folder's path to once the child runs.
+_WRITING_COMPILER = """#!{python}
+import os, subprocess, sys
+args = sys.argv[1:]
+if "-E" in args and any(arg.endswith("header.hpp") for arg in args):
+    folder = os.path.dirname(args[args.index("-o") + 1])
+    sys.exit(subprocess.Popen([sys.executable, "-c", WRITER, folder]).wait())
+os.execv("{gxx}", ["{gxx}", *args])
+"""
+_WRITER = """
+import os, sys, time
+folder, end = sys.argv[1], time.monotonic() + 20
+with open(os.environ["MARK"], "w") as mark:
+    mark.write(folder)
+for index in range(10**9):
+    if time.monotonic() > end:
+        break
+    try:
+        os.close(os.open(os.path.join(folder, f"part{index}"), os.O_CREAT | os.O_WRONLY, 0o600))
+    except FileNotFoundError:  # the folder is gone
+        break
+"""
+
+
+def test_sigint_to_lowers_pid_alone_during_the_compile_ends_as_ctrl_c_does(tmp_path):
+    """A new user's trial (nu39, 2026-12-07): `kill -INT PID` of `aotcuda lower` in its compile (a supervisor's way;
+    the terminal's Ctrl-C, which the whole process group gets, already ended in 130) said `error: InductorError:
+    OSError: [Errno 39] Directory not empty: '/tmp/tmp...'`, exited 1, and left that folder: subprocess.run killed the
+    g++ driver, but the child compiler it ran got no signal and went on writing into the temporary folder torch was
+    removing. The command passes the SIGINT on to the processes it started in its group now, as the terminal does:
+    130, the Ctrl-C lines, no folder left. One lowering of a small model in a child, stopped in its compile."""
+    import shutil
+
+    (tmp_path / "tiny.py").write_text("import torch\n\ndef make():\n    torch.manual_seed(0)\n"
+                                      "    return torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),)\n")
+    compiler = tmp_path / "bin" / "g++"
+    compiler.parent.mkdir()
+    compiler.write_text(_WRITING_COMPILER.format(python=sys.executable, gxx=shutil.which("g++"))
+                        .replace("WRITER", repr(_WRITER)))
+    compiler.chmod(0o755)
+    temporary, mark = tmp_path / "tmp", tmp_path / "mark"
+    temporary.mkdir()
+    env = {**os.environ, "CXX": str(compiler), "MARK": str(mark), "TMPDIR": str(temporary), "COLUMNS": "200"}
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # the cache under TMPDIR: the stand-in compiler's own
+    child = subprocess.Popen([sys.executable, "-m", "aotcuda", "lower", "tiny.py:make", "-o", "tiny.pt2",
+                              "--device", "cpu"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, process_group=0)  # no signal of ours reaches pytest
+    try:
+        deadline = time.monotonic() + 240
+        while not (mark.exists() and mark.read_text()) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mark.exists(), f"the compile never preprocessed its header: {child.poll()}"
+        time.sleep(0.2)  # the writer is well into its folder
+        os.kill(child.pid, signal.SIGINT)  # this process alone, as `kill -INT PID`
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    folder = pathlib.Path(mark.read_text())
+    time.sleep(0.5)  # a writer nobody stopped would still be writing
+    assert child.returncode == 130 and "error:" not in err, err
+    assert err.endswith(f"No package was written to {tmp_path / 'tiny.pt2'}.\nAborted!\n"), err
+    assert not folder.exists(), f"torch's temporary folder was left, {len(os.listdir(folder))} files in it"
+    assert not (tmp_path / "tiny.pt2").exists()
+
+
 def test_the_stderr_filter_runs_without_a_stderr_and_lives_through_ctrl_c():
     """(review 11) With file descriptor 2 closed (a daemon, ``2>&-``: Python's sys.stderr is None) aotcuda run's
     filter raised AttributeError before the call and the command exited 1 with nothing shown; and a Ctrl-C
@@ -2209,6 +2333,8 @@ def test_inspect_piped_into_head_ends_as_usage_md_says(tmp_path):
     assert result.stderr == "" and "Traceback" not in result.stdout, result.stderr
     assert result.returncode in (0, 1), result.returncode  # 0 where the whole output fit before head left
     usage = (pathlib.Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+    table = usage[usage.index("| key | type | what it holds |"):].split("\n\n")[0]  # usage.md's table of the keys
+    documented = [name for row in table.splitlines()[2:] for name in re.findall(r"`([\w.]+)`", row.split(" | ")[0])]
     assert "inspect model.pt2 | head -1`) ends it\nquietly, with no line and no traceback, and with exit code 1" in usage
 
 

@@ -49,6 +49,7 @@ from rich.text import Text
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, inputs_to_save, load_inputs, model_and_inputs
 from aotcuda.cli_paths import ExistingFile
 from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, clipped
+from aotcuda.interrupt_forwarding import interrupt_descendants_in_group
 from aotcuda.os_errors import os_errno, write_failure_advice
 from aotcuda.package_tags import KEY_FILE_HELP, key_file_path, signing_key
 from aotcuda.runtime.specs import under_dim_names
@@ -207,6 +208,8 @@ _ONE_END_OFF = re.compile(r"every (other size of (\w+)|size of (\w+) (?:from|up 
                           r"give its Dim (max|min)=(\d+)")
 # export_hints' note for a dim a tensor op met with a size that is not dynamic (another input's static dim)
 _MET_BY_A_STATIC_SIZE = re.compile(r"There a tensor op needs (\w+) equal to a size \d+ that is not dynamic")
+# export_hints' note for a dim given to istft as its length=, and the multiple it says (a hop, or HOP)
+_ISTFT_LENGTH = re.compile(r"To keep (\w+) dynamic, drop length= .*?--dynamic NAME:DIM:MIN:MAX:frames\*(\w+) ")
 
 
 def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") -> list[str]:
@@ -249,8 +252,14 @@ def _dynamic_fix_hints(message: str, options: tuple[str, ...], notes: str = "") 
             hints.append(f"on the command line, {' '.join(f'--dynamic {o}' for o in narrowed)} (every {sizes})")
     hints += _shared_symbol_hints(message, by_symbol)
     met = set(_MET_BY_A_STATIC_SIZE.findall(notes))
+    istft_hops = dict(_ISTFT_LENGTH.findall(notes))
     for symbol, _ in _SUGGESTED_STATIC.findall(message):
-        if symbol in by_symbol and symbol in met:
+        if symbol in by_symbol and symbol in istft_hops and len(by_symbol[symbol][0][0]) == 4:
+            fields = by_symbol[symbol][0][0]
+            hints.append(f"on the command line, with istft's length= dropped from the model: --dynamic "
+                         f"{':'.join(fields)}:frames*{istft_hops[symbol]}; or leave out --dynamic {':'.join(fields)}: "
+                         "the program then takes one size there")
+        elif symbol in by_symbol and symbol in met:
             fields = by_symbol[symbol][0][0]
             named = fields if len(fields) == 5 else [*fields, symbol]
             hints.append(f"on the command line, where another input meets it there (k beside q), give that input's "
@@ -795,7 +804,11 @@ def _interrupts_seen():
     while Inductor compiles: in a new user's trial (2026-12-06) one Ctrl-C in four during `aotcuda lower` printed
     "Exception ignored in: <function WeakIdKeyDictionary.__init__.<locals>.remove ...> ... KeyboardInterrupt", and the
     command went on to write the package and exit 0. With the list, the command stops at the next step's end
-    (``_stopping_on``). Outside the main thread, or where another handler than Python's is set, nothing changes."""
+    (``_stopping_on``). Outside the main thread, or where another handler than Python's is set, nothing changes.
+
+    Each SIGINT is passed on to the processes the command started in its process group (the compilers Inductor
+    runs), as a terminal's Ctrl-C reaches them: a SIGINT to the command's pid alone (``kill -INT``, a supervisor)
+    otherwise left a compiler writing into the temporary folder torch was removing (aotcuda/interrupt_forwarding.py)."""
     seen: list[int] = []
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -804,6 +817,7 @@ def _interrupts_seen():
 
     def interrupted(signum, frame):
         seen.append(signum)
+        interrupt_descendants_in_group()
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, interrupted)
@@ -1148,22 +1162,30 @@ def sign(package, signing_key_file):
 
 # --- inspect ---------------------------------------------------------------------------------------------
 
-def _signed_line(package: str, key, limits, archive) -> str:
-    """Whether the package is signed with a key (package_tags), and, with a key, whether load would take it: a
-    line, as what load refuses is shown (the refusal's own words)."""
+def _signing(package: str, key, limits, archive) -> dict:
+    """Whether the package is signed with a key (package_tags), and, with a key, whether load would take it, as
+    inspect --json gives it: {"signed": bool, "key_id": str | None, "load_with_key": bool | None (None: no key
+    given), "signing": the line the table shows (what load refuses in the refusal's own words)}."""
     from aotcuda.runtime.package import package_key_id
 
     try:
         key_id = package_key_id(package, key, limits=limits, archive=archive)
     except PackageError as error:
         said = terminal_safe(_clip(error, 5 * SHOWN_CHARS))
-        return f"signed with a key: load with {key.source} refuses it: {said}" if key is not None else \
-            f"signed with a key: its tag is damaged: {said}"
+        if key is None:
+            return {"signed": False, "key_id": None, "load_with_key": None,
+                    "signing": f"signed with a key: its tag is damaged: {said}"}
+        # the key refuses it: whether it is signed at all (with another key) is the tag's own business
+        unkeyed = _signing(package, None, limits, archive)
+        return {**unkeyed, "load_with_key": False,
+                "signing": f"signed with a key: load with {key.source} refuses it: {said}"}
     if key_id is None:
-        return "signed with a key: no (load with a signing key refuses it)"
+        return {"signed": False, "key_id": None, "load_with_key": None if key is None else False,
+                "signing": "signed with a key: no (load with a signing key refuses it)"}
     checked = f"checked with {key.source}: load takes it" if key is not None else \
         "not checked (no key given: --signing-key-file)"
-    return f"signed with a key: yes (HMAC-SHA256, key id {key_id}; {checked})"
+    return {"signed": True, "key_id": key_id, "load_with_key": None if key is None else True,
+            "signing": f"signed with a key: yes (HMAC-SHA256, key id {key_id}; {checked})"}
 
 
 @main.command(short_help="Show a package's inputs, outputs and kernels.")
@@ -1188,7 +1210,7 @@ def inspect(package, signing_key_file, as_json):
     with open_archive(package, limits) as archive:
         metadata, signature = describe_package(package, limits=limits, archive=archive)
         kernels, generated = scan_kernels(package, archive=archive)  # the generated sources, run never
-        signed_line = _signed_line(package, key, limits, archive)
+        signing = _signing(package, key, limits, archive)
     device = metadata.get("AOTI_DEVICE_KEY", "")
     profile = DEVICE_PROFILES.get(device)
     missing, library = split_allowed(kernels, profile.allowed_kernels if profile else frozenset())
@@ -1197,11 +1219,11 @@ def inspect(package, signing_key_file, as_json):
     if recorded is not None:  # what lower() recorded, for the kernels the sources call: see _as_lowered
         missing, library, unlike = _as_lowered(missing, library, *recorded)
     if as_json:
-        _print_inspect_json(package, device, signed_line, signature, generated, library, missing, unlike)
+        _print_inspect_json(package, device, signing, signature, generated, library, missing, unlike)
         return
     console.print(f"[bold]{shown(package)}[/bold]: device {shown(_clip(device) or '?')}", highlight=False,
                   soft_wrap=True)
-    console.print(signed_line, highlight=False, markup=False, soft_wrap=True)
+    console.print(signing["signing"], highlight=False, markup=False, soft_wrap=True)
     if signature:
         user_signature, input_specs, output_specs, refusal = _callers_signature(signature, package)
         if refusal is not None:  # what load would refuse is shown as it is, after a warning that says why
@@ -1277,18 +1299,25 @@ def inspect(package, signing_key_file, as_json):
                       "aotcuda.load refuse it)", highlight=False, soft_wrap=True)
 
 
-def _print_inspect_json(package: str, device: str, signed_line: str, signature, generated, library, missing,
+# The signature's entries inspect --json always gives, each with its value where the package records none (a
+# script reads report["signature"]["constant_inputs"] without a membership test; docs/usage.md lists them).
+_JSON_SIGNATURE_ENTRIES = {"inputs": list, "outputs": list, "dim_names": dict, "constant_inputs": list,
+                           "state_written": list, "data_dependent_sizes": list}
+
+
+def _print_inspect_json(package: str, device: str, signing: dict, signature, generated, library, missing,
                         unlike) -> None:
-    """``aotcuda inspect --json``: what inspect shows, as one JSON object on stdout. The signature's entries are the
-    caller's view (complex tensors as complex: complex_adapter.split_signature), or as stored where load would refuse
-    the package (``"refused_by_load"`` then says why). json.dumps writes every non-ASCII and control character of the
-    package's strings as an escape, so the output is as safe on a terminal as the table."""
-    report = {"package": package, "device": device, "signed": signed_line, "signature": None, "refused_by_load": None}
+    """``aotcuda inspect --json``: what inspect shows, as one JSON object on stdout, of one schema whatever the
+    package holds (docs/usage.md: every key always there, an empty list or object where there is nothing). The
+    signature's entries are the caller's view (complex tensors as complex: complex_adapter.split_signature), or as
+    stored where load would refuse the package (``"refused_by_load"`` then says why). json.dumps writes every
+    non-ASCII and control character of the package's strings as an escape, so the output is as safe on a terminal
+    as the table."""
+    report = {"package": package, "device": device, **signing, "signature": None, "refused_by_load": None}
     if signature:
         user_signature, _, _, report["refused_by_load"] = _callers_signature(signature, package)
-        report["signature"] = {key: user_signature.get(key) for key in
-                               ("inputs", "outputs", "dim_names", "constant_inputs", "state_written",
-                                "data_dependent_sizes") if key in user_signature}
+        report["signature"] = {key: user_signature[key] if key in user_signature else empty()
+                               for key, empty in _JSON_SIGNATURE_ENTRIES.items()}
     report["kernels"] = {"generated": len(generated), "library": [kernel.name for kernel in library],
                          "fallback": [{"name": kernel.name, "where": kernel.describe()} for kernel in missing],
                          "record_differs_for": list(unlike)}

@@ -496,3 +496,58 @@ def test_a_cond_branch_returning_a_conjugate_view_is_named_with_the_fix_that_exp
     for scale in (3.0, 0.01):  # each branch
         x = torch.randn(3, 4, 2) * scale
         torch.testing.assert_close(rewritten(x), model(x), rtol=1e-5, atol=1e-6)
+
+
+class IstftToLength(torch.nn.Module):
+    """STFT -> mask -> iSTFT back to the input's length (a new user's denoiser, nu39, at toy size)."""
+
+    def __init__(self, form):
+        super().__init__()
+        self.n_fft, self.hop, self.form = 16, 4, form
+        self.register_buffer("window", torch.hann_window(16))
+
+    def forward(self, wav):
+        spec = torch.stft(wav, self.n_fft, self.hop, window=self.window, return_complex=True)
+        spec = spec * torch.sigmoid(spec.abs())
+        if self.form == "function":
+            return torch.istft(spec,
+                               self.n_fft, self.hop, window=self.window,
+                               length=wav.shape[-1])  # a call over lines: its whole span is read
+        if self.form == "method":
+            return spec.istft(self.n_fft, hop_length=self.hop, window=self.window, length=wav.shape[-1])
+        return torch.istft(spec, self.n_fft, self.n_fft // 4, window=self.window, length=wav.shape[-1])
+
+
+@pytest.mark.parametrize("form, hop", [("function", "4"), ("method", "4"), ("computed hop", "HOP")])
+def test_istft_given_a_dynamic_length_names_the_recipe_that_keeps_it_dynamic(form, hop):
+    """A new user's trial (nu39, 2026-12-07): `torch.istft(..., length=wav.shape[-1])` with the samples dynamic
+    failed export ("specialized it to be a constant"), and the note pointed at the line and said to keep the dim
+    static, not the recipe docs/ops.md gives: drop length= and make the samples a multiple of the hop. The note says
+    it now, with the hop where the source says it plainly, and the command line's hint gives the --dynamic option; the
+    recipe itself exports and returns the input's length, as eager does with length=."""
+    from aotcuda.cli import _dynamic_fix_hints
+
+    samples = torch.export.Dim("wav_1", min=64, max=4096)
+    with pytest.raises(Exception) as caught:
+        with export_hints():
+            torch.export.export(IstftToLength(form), (torch.randn(2, 400),), dynamic_shapes=({1: samples},),
+                                strict=False)
+    notes = [n for n in getattr(caught.value, "__notes__", []) if n.startswith("aotcuda:")]
+    assert len(notes) == 1 and "There istft is given the size as its length=" in notes[0], notes
+    assert f"{hop} * Dim(\"frames\", min=..., max=...)" in notes[0] and f"MAX:frames*{hop} (docs/ops.md" in notes[0]
+    assert "Python value" not in notes[0], notes
+    hints = _dynamic_fix_hints(str(caught.value), ("wav:1:64:4096",), "\n".join(caught.value.__notes__))
+    assert hints == [f"on the command line, with istft's length= dropped from the model: --dynamic "
+                     f"wav:1:64:4096:frames*{hop}; or leave out --dynamic wav:1:64:4096: the program then takes one "
+                     "size there"], hints
+
+    class WithoutLength(IstftToLength):
+        def forward(self, wav):
+            spec = torch.stft(wav, self.n_fft, self.hop, window=self.window, return_complex=True)
+            return torch.istft(spec * torch.sigmoid(spec.abs()), self.n_fft, self.hop, window=self.window)
+
+    ep = torch.export.export(WithoutLength(form), (torch.randn(2, 400),),
+                             dynamic_shapes=({1: 4 * torch.export.Dim("frames", min=16, max=1024)},), strict=False)
+    for length in (64, 400, 1000):
+        wav = torch.randn(2, length)
+        torch.testing.assert_close(ep.module()(wav), IstftToLength(form)(wav), rtol=1e-5, atol=1e-5)

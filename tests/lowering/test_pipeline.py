@@ -1009,3 +1009,31 @@ def test_a_build_folder_left_by_a_killed_lowering_is_removed_by_the_next(tmp_pat
         with open(building, "wb") as file:
             file.write(b"a package")
     assert path.read_bytes() == b"a package" and not running.exists()
+
+
+def test_an_interrupt_whose_cleanup_fails_in_the_compile_reaches_the_caller_as_the_interrupt(tmp_path, monkeypatch):
+    """A new user's trial (nu39, 2026-12-07): a SIGINT to `aotcuda lower`'s pid alone came while a compiler Inductor
+    had started still wrote into a temporary folder, and the folder's removal on the way out failed: torch's
+    `InductorError: OSError: [Errno 39] Directory not empty` replaced the interrupt, and lower() raised it (the
+    command: `error: ...`, exit 1, where Ctrl-C ends in 130). The interrupt reaches the caller now, the failed cleanup
+    said in a note beside "No package was written". (The command also passes the signal on to the compiler, so the
+    cleanup works: test_cli.py::test_sigint_to_lowers_pid_alone_during_the_compile_ends_as_ctrl_c_does.)"""
+    from torch._inductor.exc import InductorError
+
+    def compile_whose_cleanup_fails(*args, **kwargs):
+        try:
+            try:
+                raise KeyboardInterrupt  # Ctrl-C, in the compile
+            finally:  # TemporaryDirectory's cleanup on the way out, as a compiler writes on into the folder
+                raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY), "/tmp/tmpcfurebf3")
+        except OSError as error:  # as Inductor wraps what its compile raises
+            raise InductorError(error, None) from None
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_whose_cleanup_fails)
+    package = tmp_path / "m.pt2"
+    with pytest.raises(KeyboardInterrupt) as caught:
+        aotcuda.lower(torch.nn.Linear(4, 4), (torch.randn(2, 4),), package_path=str(package), device="cpu")
+    assert caught.value.__notes__ == [
+        "Inductor's cleanup after the interrupt failed: OSError: [Errno 39] Directory not empty: '/tmp/tmpcfurebf3'",
+        f"No package was written to {package}."]
+    assert list(tmp_path.iterdir()) == []

@@ -15,6 +15,22 @@ from aotcuda.lowering.archive_writer import ArchiveWriteError
 from aotcuda.os_errors import FULL, RESOURCES, chained, os_error_advice, os_error_in, write_failure_advice
 
 
+def interrupt_behind(exc: Exception) -> KeyboardInterrupt | None:
+    """The interrupt (Ctrl-C, SIGINT) that ``exc`` was raised while handling, with a note naming ``exc``; None where
+    there is none. Why: torch's cleanup of an interrupted compile can fail in its turn, and its error replaced the
+    interrupt: a SIGINT to `aotcuda lower`'s pid alone, while a compiler it had started still wrote into the
+    temporary folder torch was removing, ended in `error: InductorError: OSError: [Errno 39] Directory not empty:
+    '/tmp/tmp...'` and exit 1 where Ctrl-C ends in 130 (a new user's trial, nu39, 2026-12-07). What was asked was
+    the interrupt; the failed cleanup is said beside it (the folder it names may be left)."""
+    interrupt = chained(exc, "KeyboardInterrupt")
+    if not isinstance(interrupt, KeyboardInterrupt):
+        return None
+    failed = os_error_in(exc) or exc  # the OSError torch's InductorError wraps names the folder
+    interrupt.add_note(f"Inductor's cleanup after the interrupt failed: {type(failed).__name__}: "
+                       f"{clipped(one_line(failed), 300)}")
+    return interrupt
+
+
 def compile_resource_failure(exc: Exception) -> PackageError | None:
     """The error of a compile that ran out of something the system gives (a full or read-only cache folder, too many
     open files): Inductor's own was `InductorError: OSError: [Errno 28] No space left on device`, naming no folder

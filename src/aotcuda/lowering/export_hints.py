@@ -25,6 +25,8 @@ import sysconfig
 import traceback
 from collections.abc import Iterator
 
+from aotcuda.lowering.istft_calls import call_position, istft_length_at
+
 _UNKNOWN_OUTPUT = re.compile(r"Found <class '([\w.]+)'> in output, which is not a known type")
 
 
@@ -146,6 +148,18 @@ def fix_for(message: str, specialized_at: dict[str, traceback.FrameSummary] | No
                     "sequence): give that input's dim the same torch.export.Dim (on the command line, the same "
                     "SYMBOL: --dynamic q:1:2:256:seq --dynamic k:1:2:256:seq). If the size is the model's own, "
                     f"keep {dim} static (None in dynamic_shapes).")
+        if frame is not None and dim in getattr(specialized_at, "by_istft_length", {}):
+            line = f": `{frame.line.strip()}`" if frame.line else ""
+            hop = specialized_at.by_istft_length[dim]
+            hop_text, hop_value = (f"its hop_length, {hop}", str(hop)) if hop else ("its hop_length (HOP)", "HOP")
+            return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
+                    f"{frame.lineno} in {frame.name}{line}. There istft is given the size as its length=, which "
+                    f"torch's signature takes as a Python int, so the program would take {size} samples only. To keep "
+                    f"{dim} dynamic, drop length= and make the samples a multiple of {hop_text}: istft (center=True, "
+                    "an even n_fft) then returns as many samples as it was given. In Python, give that dim "
+                    f"{hop_value} * Dim(\"frames\", min=..., max=...) in dynamic_shapes; on the command line, "
+                    f"--dynamic NAME:DIM:MIN:MAX:frames*{hop_value} (docs/ops.md, \"Dynamic dims\"). Else keep {dim} "
+                    "static (None in dynamic_shapes; on the command line, no --dynamic for that dim).")
         if frame is not None:
             line = f": `{frame.line.strip()}`" if frame.line else ""
             return (f"aotcuda: the model made the dynamic dim {dim} the constant {size} at {frame.filename}:"
@@ -193,11 +207,12 @@ def _outside_libraries() -> tuple[str, ...]:
         sysconfig.get_paths()["stdlib"] + os.sep,)
 
 
-def _model_frame() -> traceback.FrameSummary | None:
+def _model_frame(istft=None) -> traceback.FrameSummary | None:
     """The innermost caller outside torch, sympy, the standard library and aotcuda: the model's line. None where
     torch specialized the dim outside the model's code (the walk reaches aotcuda's export_program first): a derived
     Dim's root whose example value is 1 is made a constant as torch reads the inputs, and the frame past
-    export_program was the caller of lower() (or ``<frozen runpy>`` under the CLI), blamed as the model's line."""
+    export_program was the caller of lower() (or ``<frozen runpy>`` under the CLI), blamed as the model's line.
+    ``istft``: a list that gets ``istft_length_at``'s answer for that frame (read while the frame is live)."""
     from aotcuda.lowering.exporting import export_program
 
     skipped = _outside_libraries()
@@ -207,7 +222,11 @@ def _model_frame() -> traceback.FrameSummary | None:
             if frame.f_code is export_program.__code__:
                 return None
             if not frame.f_code.co_filename.startswith(skipped):
-                return traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+                summary = traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name,
+                                                 **call_position(frame))
+                if istft is not None:
+                    istft.append(istft_length_at(summary, frame))
+                return summary
             frame = frame.f_back
         return None
     finally:
@@ -277,7 +296,8 @@ class Specializations(dict):
     """{dim name: the model's frame that made it a constant}, and in ``fixed_by`` {dim name: (the parameter or
     buffer, its shape)} where an op met the dim with that tensor's fixed size (``_fixed_size_tensor``); in
     ``by_complex_mean`` the dims torch's mean of a complex tensor counted (``_in_torch_mean``), in ``by_tensor_op``
-    those another tensor op met with a size that is not dynamic."""
+    those another tensor op met with a size that is not dynamic, in ``by_istft_length`` those passed as an istft's
+    ``length`` (``istft_calls.istft_length_at``)."""
 
     def __init__(self):
         super().__init__()
@@ -285,6 +305,7 @@ class Specializations(dict):
         self.by_tensor_op: set[str] = set()  # made a constant inside a tensor op, by no parameter or buffer
         self.by_complex_mean: set[str] = set()  # made a constant by torch's mean of a complex tensor (_refs.mean)
         self.by_recurrent: dict[str, str] = {}  # made a constant as the time steps of an nn.GRU/LSTM/RNN: its class
+        self.by_istft_length: dict[str, int | None] = {}  # made a constant as istft's length=: its hop, where known
 
 
 _FAKE_TENSOR_DISPATCH = os.path.join("torch", "_subclasses", "fake_tensor.py")
@@ -381,7 +402,8 @@ def recorded_specializations(model=None) -> Iterator[Specializations]:
         if constant:
             names = [self._debug_name(source) for source in self.var_to_sources.get(a, [])]
             if names and not all(name in sites for name in names):
-                frame = _model_frame()
+                istft = []
+                frame = _model_frame(istft)
                 dispatched, modules = _tensor_op_and_modules() if frame is not None else (False, [])
                 fixed_by = _fixed_size_tensor(int(tgt), model, modules) if dispatched else None
                 by_mean = dispatched and fixed_by is None and _in_torch_mean()
@@ -396,6 +418,8 @@ def recorded_specializations(model=None) -> Iterator[Specializations]:
                             sites.by_tensor_op.add(name)
                         if name not in sites and recurrent is not None:
                             sites.by_recurrent[name] = recurrent
+                        if name not in sites and istft and istft[0][0]:
+                            sites.by_istft_length[name] = istft[0][1]
                         sites.setdefault(name, frame)
         return result
 

@@ -54,7 +54,7 @@ from torch.export import ExportedProgram
 from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.archive_writer import ArchiveWriteError
-from aotcuda.lowering.compile_failures import check_room, compile_resource_failure, package_unwritten
+from aotcuda.lowering.compile_failures import check_room, compile_resource_failure, interrupt_behind, package_unwritten
 from aotcuda.lowering.cache_folders import check_cache_folders, check_temporary_folder
 from aotcuda.lowering.compiler_variables import check_compiler_variables
 from aotcuda.lowering.compile_lock import compiling_alone
@@ -934,6 +934,9 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
             except ArchiveWriteError as exc:  # torch_fixes.applied("compile") finished the writer: no abort
                 raise package_unwritten(path, exc) from exc.__cause__
             except Exception as exc:
+                interrupt = interrupt_behind(exc)
+                if interrupt is not None:  # the interrupt, not its cleanup's failure: the CLI ends with 130
+                    raise interrupt from None
                 named = compile_resource_failure(exc)
                 if named is None:
                     raise
