@@ -5,8 +5,10 @@ someone else) a 0777 folder of uid 65534, that user replaced the wrapper source 
 lowerings of one model, and the second package's library held their constructor, which ran at aotcuda.load.
 """
 
+import errno
 import os
 import stat
+import time
 import zipfile
 
 import pytest
@@ -543,3 +545,97 @@ def test_a_package_naming_anything_but_a_folder_of_the_cache_changes_nothing_out
     assert stat.S_IMODE(victim.stat().st_mode) == 0o755
     assert stat.S_IMODE(cache.stat().st_mode) == 0o755 and stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
     assert {stat.S_IMODE((cache / f"cother{index}").stat().st_mode) for index in range(3)} == {0o755}
+
+
+def test_the_weights_a_failed_compile_leaves_in_a_chosen_cache_are_no_other_users_to_read(tmp_path, monkeypatch):
+    """review39a (2026-12-07): a compile that failed after AOTInductor had linked the library (a full disk while the
+    package was written) left its folder and the library 0755 in a chosen cache, the weights readable by every local
+    user: the folder was made private only after a success, found from the package. Now every program's folder the
+    compile made or changed is made private on any outcome; the compile's own error still comes out, and the cache's
+    other folders, and the cache folder itself, keep their modes."""
+    import torch._inductor.package
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o755)
+    other = cache / "cother"  # another program's folder, from before this compile
+    other.mkdir()
+    other.chmod(0o755)
+    old = time.time() - 3600
+    os.utime(other, (old, old))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch._inductor.package, "package_aoti", full)  # torch imports it at each call
+    model = torch.nn.Linear(32, 32)
+    with torch.no_grad():
+        model.weight.fill_(WEIGHT)
+    with pytest.raises(PackageError, match="No space left on device|no room"):
+        aotcuda.lower(model, (torch.randn(2, 32),), device="cpu", package_path=tmp_path / "linear.pt2")
+    holding = _holding_the_weights(cache)
+    assert holding, "the library holds the weights"
+    assert [p for p in holding if _readable_by_others(p, str(cache))] == []
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o755 and stat.S_IMODE(other.stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize("error", [lambda: OSError(errno.ENOSPC, "No space left on device"), KeyboardInterrupt],
+                         ids=["an error", "an interrupt"])
+@pytest.mark.parametrize("root_mode, after", [(0o755, 0o700), (0o2775, 0o2770)],
+                         ids=["one user's cache", "a team's cache"])
+def test_a_compile_that_raises_leaves_no_folder_it_wrote_readable_by_others(tmp_path, monkeypatch, error, root_mode,
+                                                                           after):
+    """review39a: what a compile raises, KeyboardInterrupt too, comes out as it was, after the program's folders it made
+    or changed (a new one, and one it wrote into) are made private by the rule a success follows; a program's folder
+    it did not touch, torch's shared folders it wrote into (locks, kernels), a link to a folder elsewhere and the cache
+    folder keep their modes. An error of that step is a note on the compile's own error."""
+    from aotcuda.lowering import private_weights
+    from aotcuda.lowering.private_weights import program_files_kept_private
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(root_mode)
+    old = time.time() - 3600
+    untouched, reused, locks = cache / "cuntouched", cache / "creused", cache / "locks"
+    for folder in (untouched, reused, locks):
+        folder.mkdir()
+        folder.chmod(root_mode)
+        (folder / f"{folder.name}.wrapper.cpp").write_text("// the wrapper")
+        os.utime(folder, (old, old))
+    (locks / "locks.wrapper.cpp").unlink()  # torch's, every compile's: no program's folder
+    os.utime(locks, (old, old))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    outside.chmod(0o755)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+    raised = error()
+    with pytest.raises(type(raised)) as caught:
+        with program_files_kept_private(str(tmp_path / "never.pt2")):
+            made = cache / "cnew"
+            made.mkdir()
+            made.chmod(root_mode)
+            (made / "cnew.wrapper.cpp").write_text("// the wrapper")
+            (made / "cnew.wrapper.so").write_bytes(b"weights")
+            (reused / "creused.wrapper.so").write_bytes(b"weights")
+            (locks / "cnew.lock").write_bytes(b"")
+            kernels = cache / "3g"  # a kernel folder of torch's, shared by every compile
+            kernels.mkdir()
+            kernels.chmod(root_mode)
+            (cache / "clink").symlink_to(outside)
+            raise raised
+    assert caught.value is raised and not getattr(raised, "__notes__", None)
+    assert stat.S_IMODE(made.stat().st_mode) == after and stat.S_IMODE(reused.stat().st_mode) == after
+    assert {stat.S_IMODE(folder.stat().st_mode) for folder in (untouched, locks, kernels)} == {root_mode}
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o755 and stat.S_IMODE(cache.stat().st_mode) == root_mode
+
+    def broken(before):
+        raise OSError(errno.EIO, "Input/output error")
+
+    raised = error()
+    monkeypatch.setattr(private_weights, "make_folders_written_since_private", broken)
+    with pytest.raises(type(raised)) as caught:
+        with program_files_kept_private(str(tmp_path / "never.pt2")):
+            raise raised
+    assert caught.value is raised
+    assert "were not made private (OSError: [Errno 5] Input/output error)" in caught.value.__notes__[-1]

@@ -77,7 +77,7 @@ from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.loop_carries import loop_inductor_configs
 from aotcuda.lowering.proxy_ops import proxy_executor_kernels, proxy_executor_message
-from aotcuda.lowering.private_weights import make_program_files_private
+from aotcuda.lowering.private_weights import program_files_kept_private
 from aotcuda.lowering.returned_writes import returned_user_inputs
 from aotcuda.lowering.scalar_constants import (note_subgraph_constants_left, scalar_constants_as_full,
                                                subgraph_scalar_constants_as_full)
@@ -928,7 +928,9 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
         # Inductor's generic note on complex ops ("Performance may be worse than eager") adds nothing to what
         # lower() says of each fallback kernel, with its source line (the error, or fallback_kernels).
         warnings.filterwarnings("ignore", message="Torchinductor does not support code generation for complex")
-        with compiling_alone(ep, configs):  # another process lowering it at once rewrites the files packaged here
+        # another process lowering it at once rewrites the files packaged here; the library the compile leaves in
+        # Inductor's cache folder holds the weights, whether the compile succeeds or not
+        with compiling_alone(ep, configs), program_files_kept_private(path):
             try:
                 torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
             except ArchiveWriteError as exc:  # torch_fixes.applied("compile") finished the writer: no abort
@@ -941,4 +943,3 @@ def _compile(ep: ExportedProgram, path: str, configs: dict[str, Any]) -> None:
                 if named is None:
                     raise
                 raise named from exc
-            make_program_files_private(path)  # its library, the weights in it, stays in Inductor's cache folder

@@ -16,14 +16,24 @@ its mode; there the folder of the program's own files loses other users' access 
 shared cache, where another member lowering the same model writes into the same ``c<hash>`` folder: review,
 2026-12-07, the second member's compile failed with PermissionError where that folder had been made 0700); a
 setgid bit stays. Make such a folder 0700 yourself to keep the weights private while the compile runs too.
+
+A compile that fails or is interrupted after the library is linked (a full disk while the package is written, Ctrl-C)
+leaves it there as well, with no package to name its folder (review39a: 0755, the weights readable by every local
+user). So the compile runs inside ``program_files_kept_private``: on any outcome but success, every folder of a
+program's files that the compile made or changed in the cache is made private by the same rule
+(``make_folders_written_since_private``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
+import time
 import zipfile
+from collections.abc import Iterator
+from typing import NamedTuple
 
 # Where an AOTInductor package keeps the files its compile wrote in Inductor's cache (the library, sources, blobs).
 _AOTI_FILES = "/data/aotinductor/"
@@ -75,10 +85,109 @@ def make_program_files_private(package_path: str) -> list[str]:
             names = _file_names(package_path)
             folders = [entry.path for entry in os.scandir(root) if entry.is_dir(follow_symlinks=False)
                        and any(os.path.lexists(os.path.join(entry.path, name)) for name in names)]
-        shared = bool(os.stat(root).st_mode & stat.S_IWGRP)  # a team's cache: its members reuse these folders
+        shared = _a_teams_cache(root)
     except (OSError, zipfile.BadZipFile):  # the check step names a package it cannot read
         return []
     return [folder for folder in folders if make_private(folder, keep_group=shared)]
+
+
+def _a_teams_cache(root: str) -> bool:
+    """Whether Inductor's cache folder ``root`` is one its group may write: a team's shared cache, whose members reuse
+    its folders, so that the folders made private there keep their group's access."""
+    return bool(os.stat(root).st_mode & stat.S_IWGRP)
+
+
+@contextlib.contextmanager
+def program_files_kept_private(package_path: str) -> Iterator[None]:
+    """Around the compile that writes the package at ``package_path``: once it succeeds, the folder of the program's
+    files in Inductor's cache is made private (``make_program_files_private``, found from the package); where it
+    raises, KeyboardInterrupt included, there is no package to find it from, so every program's folder of the cache
+    that the compile made or changed is (``make_folders_written_since_private``). A failure of that step never takes
+    the place of the compile's own error: it is added to it as a note."""
+    before = _cache_before_the_compile()
+    try:
+        yield
+    except BaseException as exc:
+        try:
+            if before is not None:
+                make_folders_written_since_private(before)
+        except Exception as failure:  # noqa: BLE001 - any error here is told beside the compile's, never instead
+            exc.add_note(f"The folders this compile wrote in Inductor's cache folder {before.root!r} were not made "
+                         f"private ({type(failure).__name__}: {failure}): the library there holds the program's "
+                         f"weights; take other users' access to them away yourself (chmod go-rwx "
+                         f"{os.path.join(before.root, 'c*')}; o-rwx alone in a team's shared cache).")
+        raise
+    make_program_files_private(package_path)
+
+
+class CacheBefore(NamedTuple):
+    """Inductor's cache folder as a compile found it."""
+    root: str
+    names: frozenset[str]  # its entries' names
+    since_ns: int  # when the compile began (the clock's time, less _CLOCK_SLACK_NS)
+
+
+# How far a file system's times may lag the clock: the kernel stamps them from a clock a tick behind (up to 10 ms),
+# and some file systems keep whole or even seconds (FAT: 2 s). A folder of this user's changed that long before the
+# compile is made private too, which costs its owner nothing.
+_CLOCK_SLACK_NS = 3_000_000_000
+
+
+def _cache_before_the_compile() -> CacheBefore | None:
+    """Inductor's cache folder now, or None where it cannot be made (the compile then writes nothing there). Its names
+    only, read without a look at any entry (0.4 ms for 400 folders), since this runs before every compile."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    since_ns = time.time_ns() - _CLOCK_SLACK_NS
+    try:
+        root = cache_dir()
+    except OSError:
+        return None
+    try:
+        with os.scandir(root) as entries:
+            names = frozenset(entry.name for entry in entries)
+    except OSError:
+        names = frozenset()  # every folder found later counts as the compile's
+    return CacheBefore(root, names, since_ns)
+
+
+def make_folders_written_since_private(before: CacheBefore) -> list[str]:
+    """Make private, by ``make_private``'s rule (this user's folders only, no link followed; a team's cache keeps its
+    group's access), each folder of a program's files (one holding a wrapper source) in Inductor's cache that was not
+    there ``before`` or was written into since (its modification time, read without following a link); returns those
+    it changed. A new name counts whatever the clock says, so a clock set back, or a file server's ahead, misses none of
+    the folders the compile made.
+
+    Only a program's folder, as after a success: torch writes its wrapper source there first, before the kernels, the
+    weights and the library (codecache.py ``AotCodeCompiler.compile``), while the cache's other folders (``locks``,
+    kernel folders such as ``3g``) are shared by every compile, another user's too in a cache trusted with
+    AOTCUDA_TRUST_SHARED_FOLDERS, whose compiles a 0700 ``locks`` folder would stop."""
+    shared = _a_teams_cache(before.root)
+    changed = []
+    with os.scandir(before.root) as entries:
+        for entry in entries:
+            if entry.name in before.names and not _changed_since(entry, before.since_ns):
+                continue
+            if (entry.is_dir(follow_symlinks=False) and _holds_a_wrapper_source(entry.path)
+                    and make_private(entry.path, keep_group=shared)):
+                changed.append(entry.path)
+    return changed
+
+
+def _holds_a_wrapper_source(folder: str) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return any(entry.name.endswith(_WRAPPER) for entry in entries)
+    except OSError:
+        return False
+
+
+def _changed_since(entry: os.DirEntry, since_ns: int) -> bool:
+    try:
+        status = entry.stat(follow_symlinks=False)
+    except OSError:  # gone since the listing
+        return False
+    return status.st_mtime_ns >= since_ns  # a folder's changes when an entry is made, renamed or removed in it
 
 
 def program_folders(package_path: str, root: str) -> list[str] | None:
