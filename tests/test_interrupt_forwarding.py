@@ -33,3 +33,20 @@ def test_only_descendants_in_the_process_group_are_interrupted():
     result = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=120,
                             start_new_session=True)
     assert (result.returncode, result.stdout) == (0, "ok\n"), result.stderr
+
+
+def test_nothing_is_sent_where_proc_is_another_pid_namespaces(monkeypatch):
+    """review39b: in a pid namespace whose /proc is the outer one's (`unshare -pf` without a new mount), /proc/self
+    names another process, and the "descendants" read there were the outer kthreadd's: 61 kernel threads. Nothing
+    is sent where /proc/self is not this process."""
+    from aotcuda import interrupt_forwarding
+
+    sent = []
+    monkeypatch.setattr(interrupt_forwarding, "descendants_in_group", lambda pid=None: [12345])
+    monkeypatch.setattr(interrupt_forwarding.os, "kill", lambda pid, sig: sent.append(pid))
+    monkeypatch.setattr(interrupt_forwarding.os, "readlink", lambda path: "17317")
+    interrupt_forwarding.interrupt_descendants_in_group()
+    assert sent == []
+    monkeypatch.setattr(interrupt_forwarding.os, "readlink", lambda path: str(interrupt_forwarding.os.getpid()))
+    interrupt_forwarding.interrupt_descendants_in_group()
+    assert sent == [12345]  # this namespace's /proc: sent as before

@@ -46,6 +46,7 @@ from rich.progress import Progress, ProgressColumn, SpinnerColumn, TextColumn
 from rich.table import Table
 from rich.text import Text
 
+from aotcuda import standard_descriptors
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, inputs_to_save, load_inputs, model_and_inputs
 from aotcuda.cli_paths import ExistingFile
 from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, clipped
@@ -555,6 +556,7 @@ class _Commands(click.Group):
         problem = _stdout_problem()
         if problem is not None:
             _output_lost(problem)
+        standard_descriptors.fill_closed()  # a closed stdin or stderr: no file of the command takes its number
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)  # click handles a broken pipe itself
             console.file.flush()  # what is left buffered: its write may fail too

@@ -67,6 +67,8 @@ def interrupt_descendants_in_group() -> None:
     that ended meanwhile is skipped. As with any kill by pid, a pid freed and handed to another process between the
     read and the kill (microseconds; Linux hands pids out in order, wrapping at pid_max) would get it instead."""
     try:
+        if os.readlink("/proc/self") != str(os.getpid()):  # a /proc of another pid namespace: its pids are not ours
+            return
         found = descendants_in_group()
     except OSError:  # no /proc: nothing is known of the children, nothing is sent
         return

@@ -57,6 +57,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from aotcuda import standard_descriptors
 from aotcuda import switches
 from aotcuda.errors import PackageError, SigningKeyError, clipped, names_quoted
 from aotcuda.os_errors import bytes_shown
@@ -499,7 +500,7 @@ def _open_unnamed(folder: str) -> int | None:
     if flag is None:
         return None
     try:
-        return os.open(folder, flag | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        return standard_descriptors.opener(folder, flag | os.O_RDWR | os.O_CLOEXEC, 0o600)  # never fd 0-2
     except OSError as exc:
         if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
             return None

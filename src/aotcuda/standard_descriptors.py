@@ -30,7 +30,9 @@ def opener(path, flags: int, mode: int = 0o666) -> int:
     if descriptor >= FIRST_FREE:
         return descriptor
     try:
-        moved = fcntl.fcntl(descriptor, fcntl.F_DUPFD_CLOEXEC if flags & os.O_CLOEXEC else fcntl.F_DUPFD, FIRST_FREE)
+        # os.open makes its descriptors close-on-exec whatever the flags (PEP 446): the move keeps that
+        inheritable = os.get_inheritable(descriptor)
+        moved = fcntl.fcntl(descriptor, fcntl.F_DUPFD if inheritable else fcntl.F_DUPFD_CLOEXEC, FIRST_FREE)
     finally:
         os.close(descriptor)
     if flags & (os.O_TRUNC | os.O_EXCL) and flags & (os.O_WRONLY | os.O_RDWR):
@@ -42,3 +44,22 @@ def opener(path, flags: int, mode: int = 0o666) -> int:
             os.close(moved)
             raise
     return moved
+
+
+def fill_closed() -> None:
+    """Put /dev/null on each of 0, 1 and 2 that is closed, as glibc does for a set-user-ID program: a command's
+    process is aotcuda's own, and every file it opens (torch's and other libraries' too: Inductor's compile lock,
+    the package torch writes, a temporary file) then gets a number above 2 (review39b: a lowering started with
+    `2>&-` wrote 100 KB of a thread's stderr into its compile lock). Python's ``sys.stdout`` and ``sys.stderr``
+    stay None where the process began without them. The CLI calls it; a program that imports aotcuda keeps its
+    own descriptors (``opener`` covers the files a load writes)."""
+    for number in range(FIRST_FREE):
+        try:
+            fcntl.fcntl(number, fcntl.F_GETFD)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one, unless a lower one is free too
+            if null != number:
+                os.dup2(null, number, inheritable=True)
+                os.close(null)
+            else:
+                os.set_inheritable(number, True)  # a standard stream, as a child expects it

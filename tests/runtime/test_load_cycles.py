@@ -400,7 +400,7 @@ def holds_the_lock(fd):
 
 
 numbers = [int(fd) for fd in os.listdir("/proc/self/fd") if holds_the_lock(fd)]
-os.write(said, f"{numbers} {os.stat(owner_lock()).st_size} {standard}".encode())
+os.write(said, f"{numbers} {os.stat(owner_lock()).st_size} {standard} {os.get_inheritable(numbers[0])}".encode())
 """
 
 
@@ -416,9 +416,10 @@ def test_the_owner_lock_takes_no_lines_of_a_process_started_without_standard_str
     done = subprocess.run(["sh", "-c", 'exec "$@" <&- >&- 2>&-', "sh", sys.executable, "-c", _WITHOUT_STANDARD_STREAMS,
                            twice_unsigned_pt2, str(said)], env=env, timeout=300)
     assert done.returncode == 0 and said.exists(), f"the child ended with code {done.returncode}"
-    numbers, size, standard = said.read_text().split(" ", 2)
+    numbers, size, standard, inheritable = said.read_text().rsplit(" ", 3)
     assert min(eval(numbers)) > 2 and size == "0", said.read_text()  # the lock above 2 (was: at 2), and empty
     assert eval(standard) == [], said.read_text()  # nothing of aotcuda holds a standard descriptor's number
+    assert inheritable == "False", said.read_text()  # close-on-exec kept by the move (review39b: an exec'd child held it)
 
 
 _C_OUTPUT_INTO_THE_LIBRARY = """
@@ -477,6 +478,26 @@ def test_a_file_aotcuda_writes_never_takes_a_standard_descriptor(tmp_path):
     done = subprocess.run([sys.executable, "-c", _C_OUTPUT_INTO_THE_LIBRARY, str(tmp_path)], env=env, timeout=120,
                           capture_output=True)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # 12: the extracted file, 11: the copy
+
+
+_FILLED = """
+import os
+from aotcuda import standard_descriptors
+standard_descriptors.fill_closed()
+fd = os.open(os.devnull, os.O_RDONLY)
+filled = [os.path.realpath(f"/proc/self/fd/{n}") for n in (0, 2)]
+os.write(1, f"{fd} {filled} {os.get_inheritable(0)}".encode())
+"""
+
+
+def test_a_command_puts_dev_null_on_a_closed_stdin_or_stderr(tmp_path):
+    """review39b: `aotcuda lower ... 2>&-` held its compile lock (filelock's, Inductor's) at fd 2, and a thread's
+    stderr lines went into it (100 KB in a 21 s lowering). The CLI fills a closed 0 or 2 with /dev/null first, as
+    glibc does for set-user-ID programs: every file a command opens, torch's too, gets a number above 2."""
+    done = subprocess.run(["sh", "-c", 'exec "$@" <&- 2>&-', "sh", sys.executable, "-c", _FILLED],
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout == "3 ['/dev/null', '/dev/null'] True", (done.returncode, done.stdout)
 
 
 def libc_copied_where_no_utf8_names_it(tmp_path, name: str) -> str:

@@ -32,6 +32,7 @@ import filelock
 import torch
 from torch.export import ExportedProgram
 
+from aotcuda import standard_descriptors
 from aotcuda.errors import PackageError, clipped
 from aotcuda.os_errors import os_error_advice
 
@@ -158,7 +159,7 @@ def _record_holder(path: str) -> None:
     name it. Where it cannot be written the wait names no process."""
     partial = f"{path}.{os.getpid()}.partial"
     try:
-        with open(partial, "w") as file:
+        with open(partial, "w", opener=standard_descriptors.opener) as file:  # never fd 0-2: a daemon's stderr
             file.write(str(os.getpid()))
         os.replace(partial, f"{path}.pid")
     except OSError:

@@ -21,7 +21,7 @@ def dtype_fix(tensor: torch.Tensor, spec: TensorSpec) -> str:
     if tensor.is_quantized:  # tensor.to(torch.float32) raises "Creation of quantized tensor requires quantized dtype"
         cast = "" if wanted == torch.float32 else f".to({wanted})"
         return f"it is a quantized tensor, which tensor.to() does not cast: pass tensor.dequantize(){cast}"
-    if given.is_complex and not wanted.is_complex:
+    if given.is_complex and not wanted.is_complex and wanted != torch.bool:  # to(bool): either part nonzero
         return (f"it takes a real tensor, and tensor.to({wanted}) would drop the imaginary part: pass the real "
                 f"values it was exported with (torch.view_as_real(tensor) for the (re, im) pairs, "
                 f"tensor.real for the real part only), as {wanted}")
