@@ -63,6 +63,22 @@ def test_a_kernel_taking_a_complex_number_is_not_advised_allow_fallbacks(name, t
     assert not (tmp_path / "p.pt2").exists()
 
 
+def test_a_number_export_reads_from_a_buffer_again_is_advised_as_a_factor_not_a_buffer(tmp_path):
+    """review39b: the buffer advice for alpha= (and full_like's or a pad's value) failed at export
+    (`local_scalar_dense/item NYI for torch.complex64`: the buffer is read as a number again); there the number is to
+    come in as a factor of a tensor."""
+    def eigvals_added_with_a_complex_alpha(x):
+        e = torch.linalg.eigvals(torch.view_as_complex(x))
+        return torch.add(e, e, alpha=1j)
+
+    with pytest.raises(aotcuda.MissingFallbackKernelsError) as caught:
+        aotcuda.lower(Program(eigvals_added_with_a_complex_alpha), (torch.randn(3, 3, 2),), device="cpu",
+                      package_path=tmp_path / "p.pt2")
+    message = str(caught.value)
+    assert "takes 1j for its argument alpha" in message and "`e + e * 1j` for `torch.add(e, e, alpha=1j)`" in message
+    assert "register_buffer('value'" not in message  # (the eig refusal's own advice names a buffer of its own)
+
+
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_with_allow_fallbacks_it_is_refused_before_compiling_with_why(name, tmp_path, monkeypatch):
     """Before: allow_fallbacks=True compiled, and the compile ended in `InductorError: AssertionError:` with nothing

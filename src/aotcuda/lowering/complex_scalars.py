@@ -46,10 +46,25 @@ def complex_scalar_lines(nodes: list[torch.fx.Node]) -> list[str]:
         name, value = _complex_scalar(node)
         lines.append(f"  - {node.target} (node {node.name}) takes {value!r} for its argument {name}  <- {relative_source_line(node)}")
     name, value = _complex_scalar(nodes[0])
-    lines.append(f"Fix what the pass refused, so that it rewrites the complex math into real math, or hold each number "
-                 f"in a tensor, which the kernel takes as a tensor: a buffer, "
-                 f"self.register_buffer({name!r}, torch.tensor({value!r})), used in place of {value!r}.")
+    fixes = [f"Fix what the pass refused, so that it rewrites the complex math into real math"]
+    held = [node for node in nodes if node.target in _BUFFER_TAKES]
+    if held:  # pow.Tensor_Tensor, where.self then: a buffer is a tensor there
+        name, value = _complex_scalar(held[0])
+        fixes.append(f"for a power's exponent or a masked_fill/where value, hold the number in a buffer, "
+                     f"self.register_buffer('value', torch.tensor({value!r})), used in place of {value!r}")
+    if len(held) < len(nodes):  # alpha=, a fill or pad value: export reads a buffer there as a number again
+        value = next(_complex_scalar(node)[1] for node in nodes if node.target not in _BUFFER_TAKES)
+        fixes.append(f"for any other, take the number in as a factor of a tensor (`x * {value!r}`, which the kernel "
+                     "takes as a tensor) instead of as an argument: `e + e * 1j` for `torch.add(e, e, alpha=1j)`, "
+                     "`torch.ones_like(z) * 2j` for `torch.full_like(z, 2j)` (a buffer there is read as a number "
+                     "again, and export refuses it)")
+    lines.append("; or ".join(fixes) + ".")
     return lines
+
+
+# Where a buffer in place of the number compiles (review39b): the power becomes pow.Tensor_Tensor, masked_fill's and
+# where's value (scalar_tensor) a where.self; alpha=, full_like's and a pad's value read the buffer as a number again.
+_BUFFER_TAKES = (torch.ops.aten.pow.Tensor_Scalar, torch.ops.aten.pow.Scalar, torch.ops.aten.scalar_tensor.default)
 
 
 def complex_scalars_message(nodes: list[torch.fx.Node], refusal_line: str | None) -> str:
