@@ -16,16 +16,17 @@ import os
 import stat
 
 FIRST_FREE = 3  # the first number no standard stream has
+_TMPFILE = getattr(os, "O_TMPFILE", 0)  # an unnamed new file (Linux); it includes O_DIRECTORY's bit
 
 
 def opener(path, flags: int, mode: int = 0o666) -> int:
     """``os.open`` that never returns 0, 1 or 2, also as ``open(..., opener=opener)`` (mode 0o666 less the umask).
 
     Another thread's write to the standard stream that had that number, made between this open and the move,
-    lands in the file and moves its offset (the file description is shared until the low number is closed): for
-    a file opened to be written whole (written, with O_TRUNC or O_EXCL) the file is emptied and rewound after the
-    move, when nothing else holds it (a regular file's). Raises the OSErrors of ``os.open`` and ``fcntl`` as they come (the descriptor opened is
-    closed then)."""
+    lands in the file and moves its offset (the file description is shared until the low number is closed): a
+    regular file opened to be written whole (O_TRUNC, O_EXCL or O_TMPFILE) is emptied and rewound after the move,
+    when nothing else holds it. Raises the OSErrors of ``os.open`` and ``fcntl`` as they come (the descriptor
+    opened is closed then)."""
     descriptor = os.open(path, flags, mode)
     if descriptor >= FIRST_FREE:
         return descriptor
@@ -35,7 +36,8 @@ def opener(path, flags: int, mode: int = 0o666) -> int:
         moved = fcntl.fcntl(descriptor, fcntl.F_DUPFD if inheritable else fcntl.F_DUPFD_CLOEXEC, FIRST_FREE)
     finally:
         os.close(descriptor)
-    if flags & (os.O_TRUNC | os.O_EXCL) and flags & (os.O_WRONLY | os.O_RDWR):
+    new = flags & (os.O_TRUNC | os.O_EXCL) or _TMPFILE and flags & _TMPFILE == _TMPFILE
+    if new and flags & (os.O_WRONLY | os.O_RDWR):
         try:
             if stat.S_ISREG(os.fstat(moved).st_mode):  # /dev/null takes no truncate (EINVAL)
                 os.ftruncate(moved, 0)
