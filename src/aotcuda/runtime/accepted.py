@@ -33,7 +33,7 @@ class AcceptedSignatures:
 
     def __init__(self, specs, device: torch.device, num_inputs: int):
         # ``tensor.is_cpu``, or ``is_cuda`` and ``get_device()`` against an int, cost a third of ``tensor.device ==
-        # device``, which makes a torch.device a tensor (a program's device is cpu or cuda:N: devices.resolve_device)
+        # device``, which makes a torch.device per tensor (a program's device is cpu or cuda:N: resolve_device)
         self._on_cpu = device.type == "cpu"
         self._index = -1 if self._on_cpu else device.index
         self._num_inputs = num_inputs

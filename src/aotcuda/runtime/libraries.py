@@ -208,7 +208,8 @@ def owner_lock() -> str:
 def mark_owned(folder: str) -> None:
     """Record in ``folder`` (a fresh temporary folder of this process) which process owns it."""
     fresh = os.path.join(folder, f"{OWNER_FILE}.new")
-    with open(fresh, "wb", opener=standard_descriptors.opener) as file:  # the path's bytes: a TMPDIR that is not UTF-8 has no text form to write
+    # the path's bytes (a TMPDIR that is not UTF-8 has no text form to write); never as descriptor 0-2
+    with open(fresh, "wb", opener=standard_descriptors.opener) as file:
         file.write(os.fsencode(owner_lock()))
     os.rename(fresh, os.path.join(folder, OWNER_FILE))
 
