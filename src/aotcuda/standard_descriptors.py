@@ -49,19 +49,24 @@ def opener(path, flags: int, mode: int = 0o666) -> int:
 
 
 def fill_closed() -> None:
-    """Put /dev/null on each of 0, 1 and 2 that is closed, as glibc does for a set-user-ID program: a command's
-    process is aotcuda's own, and every file it opens (torch's and other libraries' too: Inductor's compile lock,
-    the package torch writes, a temporary file) then gets a number above 2 (review39b: a lowering started with
-    `2>&-` wrote 100 KB of a thread's stderr into its compile lock). Python's ``sys.stdout`` and ``sys.stderr``
-    stay None where the process began without them. The CLI calls it; a program that imports aotcuda keeps its
-    own descriptors (``opener`` covers the files a load writes)."""
-    for number in range(FIRST_FREE):
+    """Put /dev/null on each of 0, 1 and 2 that is closed, as glibc does for a set-user-ID program, so that every file
+    the process opens later (torch's and other libraries' too: Inductor's compile locks, the source and header files
+    it writes, the package torch writes, a temporary file) gets a number above 2 (review39b: a lowering started with
+    `2>&-` wrote 100 KB of a thread's stderr into its compile lock; fix40b: a program without standard streams that
+    called ``aotcuda.lower`` had a thread's C output written into Inductor's precompiled header, and the lowering
+    failed). The CLI calls it at each command's start; ``aotcuda.lower`` and ``aotcuda.load`` at their entry: a
+    number that is closed is no stream of the program's, and what is written to it is lost either way.
+    Python's ``sys.stdout`` and ``sys.stderr`` stay None where the process began without them.
+
+    Safe beside other threads: /dev/null is opened where ``open`` puts it (the lowest free number) and kept only
+    there, so a number another thread has just opened a file at is never replaced (a test-then-``dup2`` would).
+    Where /dev/null cannot be opened (a chroot without /dev), nothing is filled."""
+    while True:
         try:
-            fcntl.fcntl(number, fcntl.F_GETFD)
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free number
         except OSError:
-            null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one, unless a lower one is free too
-            if null != number:
-                os.dup2(null, number, inheritable=True)
-                os.close(null)
-            else:
-                os.set_inheritable(number, True)  # a standard stream, as a child expects it
+            return
+        if null >= FIRST_FREE:  # 0, 1 and 2 are all open now
+            os.close(null)
+            return
+        os.set_inheritable(null, True)  # a standard stream, as a child expects it

@@ -51,6 +51,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
+from aotcuda import standard_descriptors
 from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.archive_writer import ArchiveWriteError
@@ -209,6 +210,10 @@ def lower(
             dict, allow_fallbacks not a bool, progress not callable) or an inductor_configs option that
             torch._inductor.config does not have, or a switch of it given a string (lowering/options.py).
 
+    In a process whose descriptor 0, 1 or 2 is closed (a daemon's, ``2>&-``), /dev/null is put on it first
+    (``aotcuda.standard_descriptors.fill_closed``), as glibc does for a set-user-ID program: else a file torch or
+    Inductor writes (a compile lock, a generated header) took that number and any C output went into it.
+
     When compiling or checking fails, the package file this call wrote is removed, and a note on the
     error (``exc.__notes__``, shown in the traceback) says that no package was written.
 
@@ -216,6 +221,7 @@ def lower(
     allow_fallbacks=True): ``aotcuda.load`` cannot run it, ``torch._inductor.aoti_load_package`` can;
     ``LoweredProgram.runs_in_aotcuda_runtime`` is then False.
     """
+    standard_descriptors.fill_closed()  # a closed 0-2: no file of torch's or Inductor's takes its number
     check_options(allow_fallbacks, inductor_configs, progress)  # before any work: "False" is true
     key = signing_key_of(signing_key)  # a key file others may read is said before the minutes of compile
     device = target_device(device)

@@ -44,7 +44,7 @@ import warnings
 import torch
 import torch.utils._pytree as pytree
 
-from aotcuda import switches
+from aotcuda import standard_descriptors, switches
 from aotcuda.errors import Advice, InputError, OutputError, PackageError, RuntimeCallError, clipped, quoted
 from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.runtime import ownership
@@ -140,9 +140,12 @@ def load(path: str | os.PathLike, *, device: str | torch.device | None = None, c
             another key, or with an entry changed since it was signed (its signature, metadata, library, ...) is
             refused before anything of it is used (``aotcuda.package_tags``).
 
+    In a process whose descriptor 0, 1 or 2 is closed, /dev/null is put on it first, as ``lower`` does.
+
     Raises PackageError when the package cannot be opened or loaded on that device, exceeds the limits, or is not
     signed with the key given; SigningKeyError for a key that cannot be used (too short, a file others may read).
     """
+    standard_descriptors.fill_closed()  # a closed 0-2: no file the load or torch opens takes its number
     _check_flags(cuda_graphs=cuda_graphs, check_index_ranges=check_index_ranges)
     if limits is not None and not isinstance(limits, ArchiveLimits):
         raise PackageError(f"limits must be an aotcuda.runtime.archive.ArchiveLimits, got {type(limits).__name__}; "
