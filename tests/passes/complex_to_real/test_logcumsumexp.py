@@ -130,6 +130,33 @@ def test_masked_infinite_and_nan_entries_give_eagers_values():
         torch.testing.assert_close(got, torch.logcumsumexp(z, 1), rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_several_infinite_real_parts_in_one_scan_give_eagers_values(dtype):
+    """From the second +inf real part of a scan on, eager's step is log(exp(acc) + exp(z)) in C's special values:
+    (inf, π/4) from 0.3i and 1.2i, (inf, nan) then nan + nan i where the signs of cos or sin disagree (0.3i and 2.5i),
+    (inf, nan) from an infinite imaginary part. The rule took the mean of their directions: inf + 0.75i, inf + 1.4i
+    (fix40b). Fresh rows of +inf entries (imaginary parts random, 0, ±inf) among finite, −inf and a few nan entries,
+    over a dim of static and of dynamic size."""
+    generator = torch.Generator().manual_seed(40)
+    rows, n = 600, 9
+    pair = torch.randn(rows, n, 2, dtype=dtype, generator=generator) * 3
+    kind = torch.randint(0, 40, (rows, n), generator=generator)
+    pair[..., 0][kind < 16] = math.inf
+    pair[..., 1][kind < 2] = 0.0
+    pair[..., 1][kind == 2] = math.inf
+    pair[..., 1][kind == 3] = -math.inf
+    pair[..., 0][(kind >= 16) & (kind < 22)] = -math.inf
+    pair[..., 1][kind == 39] = math.nan
+    module = ComplexFn(lambda z: torch.logcumsumexp(z, 1))
+    static = rewrite(module, (torch.randn(rows, n, 2, dtype=dtype),))[1]
+    dynamic = rewrite(module, (torch.randn(rows, n, 2, dtype=dtype),),
+                      dynamic_shapes={"args": ({1: Dim("n", min=2, max=16)},)})[1]
+    expected = module(pair)
+    assert torch.isnan(expected).any() and (expected[..., 1].abs() == 3 * math.pi / 4).any()  # the cases meant
+    for new in (static, dynamic):
+        torch.testing.assert_close(new.module()(pair), expected, rtol=RTOL[dtype], atol=1e-5, equal_nan=True)
+
+
 def test_logcumsumexp_over_a_dynamic_dim_matches_eager_at_every_length_and_needs_a_max():
     module = ComplexFn(lambda z: torch.logcumsumexp(z, 1))
     _, new = rewrite(module, (torch.randn(3, 6, 2),), dynamic_shapes={"args": ({1: Dim("n", min=2, max=40)},)})

@@ -196,8 +196,9 @@ def cumprod(out, a, dim, *, dtype=None):
 # max, else round((Im z_k − arg S_k) / 2π), a first-order recurrence m_k = a_k m_{k−1} + b_k scanned as affine maps.
 # Matches CPU eager (ATen's serial loop; CUDA's parallel scan may land on another multiple of 2π) in value and branch
 # wherever the real parts of acc and z_k are not within rounding of a tie; a −inf real part adds nothing (eager's
-# masked entries), nan infects what follows; an infinite imaginary part gives nan. Two +inf real parts in one scan:
-# eager's inf − inf makes nan + nan i from the second on, the rule's imaginary part is the mean of theirs (not copied).
+# masked entries), nan infects what follows; an infinite imaginary part of a finite real part gives nan. From the first
+# +inf real part on, eager's result is set by the +inf entries alone (every other entry adds exp(−inf) = 0): the first
+# one's value exactly, an infinite imaginary part included; from the second on, C's special values (_infinite_steps).
 # Eager's log1p is nan at a subnormal argument (real parts 708–745 apart), and its scan nan from there: not copied.
 
 
@@ -231,6 +232,40 @@ def _before(t: torch.Tensor, dim: int, value: float) -> torch.Tensor:
     return _shifted(t.unsqueeze(-1), dim, _filled(value)(t.unsqueeze(-1), dim, 1), 1).squeeze(-1)
 
 
+def _infinite_steps(x: torch.Tensor, y: torch.Tensor, d: int, scanned: torch.Tensor) -> torch.Tensor:
+    """`scanned` (the pairs of the scans above) with eager's value wherever a +inf real part came before, and nothing
+    that makes the rule's own nan (a nan, an infinite imaginary part of a finite real part) did.
+
+    Eager's step on two +inf real parts (ATen's _log_add_exp_helper) is log(exp(acc) + exp(z)) in C's complex
+    special values: exp(inf + iy) is (inf, y) at y = 0, (inf, nan) at an infinite y, else (±inf, ±inf) by the signs
+    of cos y and sin y; the sum is IEEE's (inf − inf is nan), and its log (inf, ±π/4 or ±3π/4 or 0) stands for the
+    same signs at the next step. So the second +inf on gives (inf, the angle of the running signs), (inf, nan) at the
+    step where a part's signs first disagree (both parts: nan + nan i), and nan + nan i after it (an acc of nan).
+    The scaled sum took the mean of their directions instead (found by fix40b: 0.75 for eager's π/4 from 0.3 and 1.2,
+    a value for eager's nan from 0.3 and 2.5). Counted by one more scan: how many +inf entries, of which signs."""
+    first = x == torch.inf
+    finite_y = torch.isfinite(y)
+    cos, sin = torch.cos(y), torch.sin(y)  # nan at an infinite y: no sign
+    breaks = torch.isnan(x) | torch.isnan(y) | (torch.isfinite(x) & torch.isinf(y))
+    channels = [first, first & finite_y & (cos < 0), first & (sin > 0), first & (sin < 0), first & torch.isinf(y),
+                breaks]
+    counted = torch.stack([c.to(x.dtype) for c in channels] + [torch.where(first, y, 0.0)], -1)
+    counts = _hillis_steele(counted, d, torch.add, _filled(*[0.0] * len(channels), 0.0))
+    n, left, up, down, endless, broken, only_y = counts.unbind(-1)  # only_y: the one +inf entry's y, where n is 1
+    re_nan = (left > 0) & (left < n)  # cos signs that disagree: inf − inf
+    im_nan = (n >= 2) & ((endless > 0) | ((up > 0) & (down > 0)))  # one +inf entry is itself, an infinite y too
+    # the sum's real part +inf, else −inf (constants of x's dtype: a Python float in where is float32)
+    quarter = torch.where(left < n, torch.full_like(x, math.pi / 4), torch.full_like(x, 3 * math.pi / 4))
+    angle = torch.where(up > 0, quarter, torch.where(down > 0, -quarter, 0.0))
+    after_nan = _before((re_nan | im_nan).to(x.dtype), d, 0.0) > 0
+    nan = torch.full_like(x, math.nan)
+    re = torch.where(after_nan | (re_nan & im_nan), nan, torch.full_like(x, math.inf))
+    im = torch.where(after_nan | re_nan | im_nan, nan, angle)
+    steps = torch.where((n == 1).unsqueeze(-1), torch.stack([torch.full_like(x, math.inf), only_y], -1),
+                        torch.stack([re, im], -1))
+    return torch.where(((n >= 1) & (broken == 0)).unsqueeze(-1), steps, scanned)
+
+
 def _unbounded_logcumsumexp(node: torch.fx.Node) -> str | None:
     """`torch.logcumsumexp(z, d)` over a dynamic dim whose Dim has no max (the scan's rounds need it)."""
     return _unbounded_scan(node, "logcumsumexp", "the running log-sum-exp")
@@ -258,7 +293,7 @@ def logcumsumexp(out, a, dim):
     turns = torch.where(acc_was_max, _before(angle, d, 0.0) - angle, y - angle) / (2 * math.pi)
     maps = torch.stack([acc_was_max.to(x.dtype), torch.round(turns)], -1)
     multiple = _hillis_steele(maps, d, _composed, _filled(1.0, 0.0))[..., 1]
-    return Pair(torch.stack([re, angle + (2 * math.pi) * multiple], -1))
+    return Pair(_infinite_steps(x, y, d, torch.stack([re, angle + (2 * math.pi) * multiple], -1)))
 
 
 @register(aten.var_mean.correction, computes=True)
