@@ -27,7 +27,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.lowering.fallbacks import (SEED_KERNEL, FallbackKernel, is_dropout, random_nodes, relative_source_line,
                                        shim_name, split_allowed, touches_complex)
-from aotcuda.lowering.inductor_views import as_inductor_lowers
+from aotcuda.lowering.inductor_views import as_inductor_lowers, dropped_nodes
 
 
 def known_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str]) -> list[FallbackKernel]:
@@ -52,6 +52,7 @@ def complex_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: fro
     from torch._library.utils import is_builtin
 
     from_inputs = _depends_on_user_inputs(ep)
+    dropped = dropped_nodes(ep.graph)
     kernels: dict[str, FallbackKernel] = {}
     for node in ep.graph.nodes:
         op = node.target
@@ -59,7 +60,7 @@ def complex_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: fro
                 or node not in from_inputs or not touches_complex(node) or op in decomposed
                 or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")):
             continue
-        op = as_inductor_lowers(node)  # a view: dropped, or lowered as a reshape (lowering/inductor_views.py)
+        op = as_inductor_lowers(node, dropped)  # a no-op dropped; a view lowered as a reshape (inductor_views.py)
         if op is None or str(op) not in shims:
             continue
         with warnings.catch_warnings():  # Inductor's "does not support code generation for complex operators"
