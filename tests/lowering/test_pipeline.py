@@ -277,6 +277,20 @@ def test_no_ops_inductor_drops_are_no_complex_fallback_kernels():
     assert {"slice_2", "clone_2"} <= set(listed)
 
 
+def test_a_complex_clone_inductor_keeps_is_known_before_compiling_as_a_proxy_executor_op():
+    """The clone that makes a transposed complex tensor contiguous is a copy Inductor keeps, and sends to ATen's clone,
+    which has no C shim: the compile of ComplexBilinearWithNoOps runs it through the proxy executor (`aten::clone (proxy
+    executor)`: ['clone_2'], checked by hand), which aotcuda.load refuses. Before the compile the proxy-executor
+    refusal skipped it (Inductor has a lowering for clone) and the known kernels skip an op without a shim, so lower()
+    refused the program without naming it, and with allow_fallbacks=True built a package aotcuda.load refuses."""
+    from aotcuda.lowering.pipeline import before_compile
+    from aotcuda.lowering.proxy_ops import proxy_executor_kernels
+
+    program = before_compile(ComplexBilinearWithNoOps(), NO_OPS_ARGS).program
+    assert [(k.name, k.nodes, k.complex_valued) for k in proxy_executor_kernels(program, "cpu")] == [
+        ("aten::clone (proxy executor)", ["clone_2"], True)]
+
+
 def test_a_complex_bilinear_lowered_with_its_fallbacks_calls_the_kernels_known_before(tmp_path):
     """The compile's own list (the generated code's calls, then the complex nodes no call was traced to) is what
     lower() refuses before compiling without allow_fallbacks; the package matches eager."""
