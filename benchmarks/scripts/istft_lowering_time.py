@@ -1,30 +1,35 @@
-"""Where lowering an STFT → mask → iSTFT program over dynamic dims spends its time, and what one change to torch's
-unfold_backward would save (an A/B measurement; the product does not carry the change).
+"""Where lowering an STFT → mask → iSTFT program over dynamic dims spends its time, with aotcuda's expansion of a
+broadcast grad of unfold_backward (lowering/overlap_add.py) and, for the A/B, without it.
 
-    python3 benchmarks/scripts/istft_lowering_time.py [--compile] [--expanded]
+    python3 benchmarks/scripts/istft_lowering_time.py [--compile] [--torch-decomposition]
 
 Lowers a new user's denoiser (nu39, 2026-12-07: stft(n_fft=512, hop=128) → a magnitude mask of two nn.Linear →
 istft, `--dynamic` batch in [1, 8] and samples 128·frames in [4096, 64000]) up to the compile (``before_compile``;
 with --compile through aotcuda.lower, the package checked against eager at 3 lengths) and prints each step's seconds
-and the graph's node count. --expanded first replaces torch's unfold_backward decomposition and Meta kernel (the
-one the fake tensors of export run) with one that expands a grad broadcast over a dim of input_size before calling
-torch's own.
+and the graph's node count. --torch-decomposition turns aotcuda's expansion off (its probe made to say torch needs
+none): torch's unfold_backward decomposition as it is.
 
-Why it is slow: torch's istft reference (torch/_refs/__init__.py, torch 2.13) computes the window envelope as
+Why it was slow: torch's istft reference (torch/_refs/__init__.py, torch 2.13) computes the window envelope as
 ``unfold_backward(window.pow(2).expand((1, n_frames, n_fft)), (batch, length), ...)``: a grad of batch 1 against an
 input of the signal's batch. torch's unfold_backward decomposition (torch/_decomp/decompositions.py) takes its one
 vectorized index_put only where every grad dim is statically the input's, so here it takes its loop over the
 n_fft offsets: 512 iterations of arange, narrow, select and index_add, each with symbolic-shape arithmetic when the
 dims are dynamic, traced by export's fake tensors and again by run_decompositions, and left in the graph for
-Inductor. An STFT-only front end has no istft and none of it.
+Inductor. An STFT-only front end has no istft and none of it. aotcuda expands such a grad first (torch's loop
+expands each offset's slice the same way), so torch's vectorized path takes it.
 
-Measured on the shared 2-core CPU machine (torch 2.13.0, 2026-12-07; one run each, the machine otherwise loaded):
-    this script:                 torch: export 15.8 s, decompose 28.5 s, passes 4.0 s, 4,173 nodes
-                                 --expanded: export 1.0 s, decompose 0.8 s, passes 1.0 s, 87 nodes
-    the whole lowering:          torch: export 19.1 s, decompose 47.4 s, passes 6.0 s, compile 105.7 s (180.4 s)
-                                 expanded: 35.3 s in all, a cold Inductor cache (warm: compile 14.2 s, 19.1 s)
-    both packages equal eager within 1e-4 at (3, 4096), (3, 16000), (3, 9856).
-The new user's own run: export 18.9 s, decompose 37.6 s, passes 4.4 s, compile 189.1 s.
+Measured on the shared 2-core CPU machine (torch 2.13.0, 2026-12-07; one run each, the machine otherwise loaded,
+load average 3-5):
+    this script:  --torch-decomposition: export 19.3 s, decompose 67.4 s, passes 12.3 s, 4,173 nodes (101.3 s)
+                  aotcuda (fix40a):      export 2.3 s, decompose 2.5 s, passes 3.7 s, 86 nodes (11.8 s)
+    the whole lowering (--compile), each package equal to eager within 1e-4 at (3, 4096), (3, 16000), (3, 9856):
+                  --torch-decomposition: export 38.5 s, decompose 84.4 s, passes 5.7 s, compile 318.3 s (450.7 s;
+                                         load average 4-12 through it)
+                  aotcuda (fix40a):      export 2.0 s, decompose 1.3 s, passes 1.7 s, compile 23.5 s (33.2 s; a cold
+                                         Inductor cache, load average 4)
+Earlier (session 39, before the fix; one run, less load): export 15.8 s, decompose 28.5 s, passes 4.0 s, 4,173 nodes;
+lower() 180.4 s (compile 105.7 s); with the expansion patched in by hand 35.3 s, a cold Inductor cache. The new
+user's own run: export 18.9 s, decompose 37.6 s, passes 4.4 s, compile 189.1 s.
 """
 
 from __future__ import annotations
@@ -54,34 +59,21 @@ class Denoiser(torch.nn.Module):
         return torch.istft(spec * mask, self.n_fft, self.hop, window=self.window)
 
 
-def expand_broadcast_grads_of_unfold_backward() -> None:
-    """torch's unfold_backward, given a grad whose dims of size 1 stand for input_size's (broadcast) expanded first,
-    so that its vectorized path applies. For this measurement only: it replaces a torch kernel in this process."""
-    from torch._C import DispatchKey
-    from torch._decomp import decomposition_table
+def torch_decomposition_only() -> None:
+    """aotcuda's expansion of a broadcast unfold_backward grad off, for the A/B: its probe says torch needs none."""
+    from aotcuda.lowering import overlap_add
 
-    op = torch.ops.aten.unfold_backward.default
-    original = decomposition_table[op]
-
-    def expanded_first(grad, input_size, dimension, size, step):
-        dim = dimension % len(input_size) if input_size else 0
-        if grad.dim() == len(input_size) + 1:
-            grad = grad.expand([n if d != dim and grad.shape[d] == 1 else grad.shape[d]
-                                for d, n in enumerate(input_size)] + list(grad.shape[len(input_size):]))
-        return original(grad, input_size, dimension, size, step)
-
-    decomposition_table[op] = expanded_first
-    op.py_kernels[DispatchKey.Meta] = expanded_first
-    op._dispatch_cache.clear()
+    overlap_add._loops_over_broadcast_grads = lambda: False
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--compile", action="store_true", help="lower in full (aotcuda.lower) and check the package")
-    parser.add_argument("--expanded", action="store_true", help="expand broadcast grads of unfold_backward first")
+    parser.add_argument("--torch-decomposition", action="store_true",
+                        help="torch's unfold_backward decomposition as it is (aotcuda's expansion off)")
     options = parser.parse_args()
-    if options.expanded:
-        expand_broadcast_grads_of_unfold_backward()
+    if options.torch_decomposition:
+        torch_decomposition_only()
     torch.manual_seed(0)
     model, wav = Denoiser().eval(), torch.randn(2, 16000)
     shapes = {"wav": {0: Dim("batch", min=1, max=8), 1: 128 * Dim("frames", min=32, max=500)}}
@@ -105,7 +97,8 @@ def main() -> None:
         times["nodes"] = len(ep.graph.nodes)
     steps = ", ".join(f"{name} {seconds:.1f} s" if name != "nodes" else f"{seconds:,} nodes"
                       for name, seconds in times.items())
-    print(f"{'expanded' if options.expanded else 'torch'}: {steps}; {time.perf_counter() - started:.1f} s in all")
+    which = "torch" if options.torch_decomposition else "aotcuda"
+    print(f"{which}: {steps}; {time.perf_counter() - started:.1f} s in all")
 
 
 if __name__ == "__main__":

@@ -234,6 +234,63 @@ def test_a_view_inductor_drops_is_one_to_the_shape_its_operand_has_as_written():
     assert [dropped_view(node) for node in views] == [True, False]  # was: AssertionError from sym_eq of a Node
 
 
+class ComplexBilinearWithNoOps(torch.nn.Module):
+    """ComplexBilinear with the ops Inductor drops before it lowers (``remove_noop_ops``) on its complex values: a
+    clone, an alias, a slice over a whole dim, and a clone of the result; and two it keeps: a slice of part of a dim,
+    a clone that makes a transposed tensor contiguous (another layout: a copy)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(3, 4, 5, dtype=torch.complex64))
+
+    def forward(self, x1, x2, x3):
+        a, b = torch.view_as_complex(x1).clone(), torch.ops.aten.alias(torch.view_as_complex(x2))
+        y = torch.nn.functional.bilinear(a, b[0:2], self.w).clone()
+        part = torch.view_as_complex(x3)[0:2].t().contiguous()
+        return torch.view_as_real(y), torch.view_as_real(part)
+
+
+NO_OPS_ARGS = (torch.randn(2, 4, 2), torch.randn(2, 5, 2), torch.randn(3, 4, 2))
+
+
+def test_no_ops_inductor_drops_are_no_complex_fallback_kernels():
+    """fix40a: Inductor's remove_noop_ops drops a clone, an alias and a whole-dim slice of complex values as it drops a
+    view to its operand's shape (``inductor_views.dropped_nodes``, from Inductor's own noop_registry); they were
+    listed, before the compile (the slice as ``aoti_torch_cpu_slice_Tensor``) and after it (``aten.clone.default on
+    complex values``, ``aten.alias.default ...``, ``aten.slice.Tensor ...``), though no code calls them. A slice of
+    part of a dim and a clone to another layout are kernels, and stay listed. No compile: the ExportedProgram lower()
+    gives Inductor."""
+    from aotcuda.lowering.pipeline import before_compile
+
+    program = before_compile(ComplexBilinearWithNoOps(), NO_OPS_ARGS).program
+    targets = {node.name: node.target for node in program.graph.nodes}
+    aten = torch.ops.aten
+    assert [name for name, op in targets.items() if op in (aten.clone.default, aten.alias.default,
+                                                            aten.slice.Tensor)] == [
+        "clone", "alias", "slice_1", "clone_1", "slice_2", "clone_2"]
+    known = complex_fallback_kernels(program, "cpu", DEVICE_PROFILES["cpu"].allowed_kernels)
+    assert {k.name: k.nodes for k in known} == {**BILINEAR_KERNELS, "aoti_torch_cpu_view_as_complex": [
+        "view_as_complex", "view_as_complex_1", "view_as_complex_2"], "aoti_torch_cpu_slice_Tensor": ["slice_2"],
+        "aoti_torch_cpu_permute": ["permute"], "aoti_torch_cpu_view_as_real": ["view_as_real", "view_as_real_1"]}
+    listed = [node.name for node in complex_value_nodes(program)]
+    assert not {"clone", "alias", "slice_1", "clone_1"} & set(listed), listed
+    assert {"slice_2", "clone_2"} <= set(listed)
+
+
+def test_a_complex_clone_inductor_keeps_is_known_before_compiling_as_a_proxy_executor_op():
+    """The clone that makes a transposed complex tensor contiguous is a copy Inductor keeps, and sends to ATen's clone,
+    which has no C shim: the compile of ComplexBilinearWithNoOps runs it through the proxy executor (`aten::clone (proxy
+    executor)`: ['clone_2'], checked by hand), which aotcuda.load refuses. Before the compile the proxy-executor
+    refusal skipped it (Inductor has a lowering for clone) and the known kernels skip an op without a shim, so lower()
+    refused the program without naming it, and with allow_fallbacks=True built a package aotcuda.load refuses."""
+    from aotcuda.lowering.pipeline import before_compile
+    from aotcuda.lowering.proxy_ops import proxy_executor_kernels
+
+    program = before_compile(ComplexBilinearWithNoOps(), NO_OPS_ARGS).program
+    assert [(k.name, k.nodes, k.complex_valued) for k in proxy_executor_kernels(program, "cpu")] == [
+        ("aten::clone (proxy executor)", ["clone_2"], True)]
+
+
 def test_a_complex_bilinear_lowered_with_its_fallbacks_calls_the_kernels_known_before(tmp_path):
     """The compile's own list (the generated code's calls, then the complex nodes no call was traced to) is what
     lower() refuses before compiling without allow_fallbacks; the package matches eager."""

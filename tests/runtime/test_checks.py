@@ -178,6 +178,39 @@ def test_a_cast_to_or_from_bool_is_not_advised_bare(given, wanted, fix):
     assert re.search(fix, str(caught.value).split(f"torch.{wanted}; ", 1)[1])
 
 
+def test_an_integer_mask_for_a_float_input_is_told_the_additive_form_not_a_bare_cast():
+    """A Hugging Face attention_mask (int64, 1 where attended) passed where the program takes a float additive mask
+    (0 attended, -inf masked) was told `pass tensor.to(torch.float32)`: followed, the scores are shifted by the 1s and
+    nothing is masked, with no error. The advice says what the cast does and gives the additive form; followed, it is
+    eager's answer for the mask. An integer tensor that is no 0/1 mask is advised the cast, as before."""
+    def attention(q, k, additive_mask):  # what such a program computes with its float mask
+        return torch.softmax(q @ k.T / 2 + additive_mask, dim=-1)
+
+    spec = TensorSpec.from_json({"name": "mask", "dtype": "float32", "device": "cpu", "shape": [3, 4]})
+    torch.manual_seed(0)
+    attend = torch.rand(3, 4) > 0.4
+    attend[:, 0] = True
+    attention_mask = attend.to(torch.int64)
+    refusal = r"input 'mask' \(#0\) has dtype torch.int64, but .* torch.float32; "
+    with pytest.raises(InputError, match=refusal) as caught:
+        check_inputs([attention_mask], [spec], [], CPU, 1)
+    advice = str(caught.value).split("torch.float32; ", 1)[1]
+    assert not advice.startswith("pass tensor.to(torch.float32)") and "keeps them as 1.0 and 0.0" in advice
+    assert "torch.zeros_like(tensor, dtype=torch.float32).masked_fill(tensor == 0, float('-inf'))" in advice
+    tensor = attention_mask  # the advice, followed
+    followed = torch.zeros_like(tensor, dtype=torch.float32).masked_fill(tensor == 0, float("-inf"))
+    q, k = torch.randn(3, 8), torch.randn(4, 8)
+    expected = torch.softmax((q @ k.T / 2).masked_fill(~attend, float("-inf")), dim=-1)
+    torch.testing.assert_close(attention(q, k, followed), expected)
+    assert (attention(q, k, attention_mask.to(torch.float32))[~attend] > 0).all()  # the bare cast masks nothing
+    for not_a_mask in (torch.randint(0, 256, (3, 4), dtype=torch.uint8), torch.empty(0, 4, dtype=torch.int64)):
+        spec = TensorSpec.from_json({"name": "mask", "dtype": "float32", "device": "cpu",
+                                     "shape": list(not_a_mask.shape)})
+        with pytest.raises(InputError) as caught:
+            check_inputs([not_a_mask], [spec], [], CPU, 1)
+        assert str(caught.value).endswith("; pass tensor.to(torch.float32)")
+
+
 def test_a_wrong_rank_says_the_shape_to_pass():
     with pytest.raises(InputError, match=r"has 3 dims \(shape \(3, 4, 1\)\), but the program takes 2 .*; pass a "
                                          r"tensor of that shape"):

@@ -24,6 +24,7 @@ import torch
 from aotcuda.lowering.antialias import ANTIALIAS_DECOMPOSITIONS
 from aotcuda.lowering.data_dependent import DATA_DEPENDENT_DECOMPOSITIONS
 from aotcuda.lowering.matrix_exp import MATRIX_EXP_DECOMPOSITIONS
+from aotcuda.lowering.overlap_add import UNFOLD_BACKWARD, expanded_first, needs_expanding
 from aotcuda.passes.view_copy import VIEW_OF_COPY
 
 aten = torch.ops.aten
@@ -167,6 +168,9 @@ def decomposition_table() -> dict:
     - the matrix exponential (``torch.linalg.matrix_exp``, real and complex): ATen's scaling and squaring of a
       degree-18 Taylor polynomial, as matrix products (lowering/matrix_exp.py);
     - ``nan_to_num`` of a complex tensor, which torch's decomposition refuses (nan_to_num_of_each_part);
+    - ``unfold_backward`` of a broadcast grad (istft's window envelope), which torch 2.13's decomposition writes as a
+      loop over the window's offsets: expanded first, it takes torch's one vectorized index_put
+      (lowering/overlap_add.py);
     - the data-dependent ops model libraries emit (masked_scatter, the tensor checks ``_is_all_true`` and
       ``_assert_async``): lowering/data_dependent.py.
     """
@@ -175,6 +179,8 @@ def decomposition_table() -> dict:
         table.pop(op, None)
     if aten.nan_to_num.default in table:  # torch's, for real tensors; complex ones by part (a CustomDecompTable's
         table[aten.nan_to_num.default] = nan_to_num_of_each_part(table[aten.nan_to_num.default])  # get() says None)
+    if UNFOLD_BACKWARD in table and needs_expanding():
+        table[UNFOLD_BACKWARD] = expanded_first(table[UNFOLD_BACKWARD])
     for op, decomposition in {**WINDOW_DECOMPOSITIONS, **FREQUENCY_DECOMPOSITIONS, **ANTIALIAS_DECOMPOSITIONS,
                                     **MATRIX_EXP_DECOMPOSITIONS, **DATA_DEPENDENT_DECOMPOSITIONS}.items():
         if op not in table:  # a CustomDecompTable: setdefault would bypass its own bookkeeping

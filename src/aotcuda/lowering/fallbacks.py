@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from aotcuda.errors import PackageError
-from aotcuda.lowering.inductor_views import dropped_view
+from aotcuda.lowering.inductor_views import dropped_nodes
 from aotcuda.os_errors import size_and_limit_shown
 from aotcuda.package_format import load_json
 
@@ -386,10 +386,12 @@ def touches_complex(node: torch.fx.Node) -> bool:
 
 def complex_value_nodes(ep) -> list[torch.fx.Node]:
     """Ops of the ExportedProgram that read or write a complex tensor: Inductor lowers each as a fallback, except a
-    view it drops before lowering (``inductor_views.dropped_view``: no code calls it)."""
+    no-op it drops before lowering (a view to its operand's shape, a clone, an alias, a whole-dim slice:
+    ``inductor_views.dropped_nodes``; no code calls them)."""
+    dropped = dropped_nodes(ep.graph)
     return [node for node in ep.graph.nodes
             if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and touches_complex(node)
-            and not dropped_view(node)]
+            and node not in dropped]
 
 
 def random_nodes(ep) -> list[torch.fx.Node]:

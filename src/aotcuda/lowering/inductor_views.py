@@ -9,6 +9,15 @@ A complex ``F.bilinear`` (``aten._trilinear``, which has no rule) showed both (f
 inputs, ``view(z, [-1, 4])``, run as ``aoti_torch_cpu_reshape``, which the check before the compile did not name,
 and its view of the result to the shape it has is called by no code, yet was listed after the compile as
 ``aten.view.default on complex values``. torch 2.11 has both passes alike.
+
+``remove_noop_ops`` drops more than views (fix40a): a ``clone`` or ``alias``, a ``slice`` over a whole dim, a
+``slice_scatter`` of a whole tensor, a ``repeat`` by ones, a pad by zeros, a one-tensor ``cat``... (its
+``noop_registry``), each where the result has its operand's size, strides, dtype and device (``same_meta``) and
+dropping it would not make an output share an input's or another output's memory. A complex ``z.clone()``,
+``aten.alias(z)`` or ``z[0:n]`` of a program the pass refused was listed after the compile as ``aten.clone.default
+on complex values`` (and the slice before it as ``aoti_torch_cpu_slice_Tensor``), though no code calls them.
+``dropped_nodes`` asks Inductor's own registry and conditions of every node (torch internals read where they are,
+``_inductor_noop_rules``; a torch without them gets the view rule above alone).
 """
 
 from __future__ import annotations
@@ -19,12 +28,67 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true, sym_eq
 aten = torch.ops.aten
 
 
-def as_inductor_lowers(node: torch.fx.Node):
-    """The op Inductor lowers for ``node``: None for a view it drops, ``aten.reshape.default`` for any other
-    ``aten.view.default``, else the node's own op."""
-    if node.target is not aten.view.default:
-        return node.target
-    return None if dropped_view(node) else aten.reshape.default
+def as_inductor_lowers(node: torch.fx.Node, dropped: set[torch.fx.Node] | None = None):
+    """The op Inductor lowers for ``node``: None for a no-op it drops (``dropped``: ``dropped_nodes`` of its graph,
+    read here when not given), ``aten.reshape.default`` for any other ``aten.view.default``, else the node's op."""
+    if node in (dropped if dropped is not None else dropped_nodes(node.graph)):
+        return None
+    return aten.reshape.default if node.target is aten.view.default else node.target
+
+
+def dropped_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The nodes of ``graph`` that Inductor's ``remove_noop_ops`` drops before it lowers anything (module doc): its
+    own rule for each op (``noop_registry``), on the nodes' fake values, and its own conditions (``same_meta``; no
+    new sharing of memory between an output and an input or another output). A node it cannot read stays."""
+    rules = _inductor_noop_rules()
+    if rules is None:  # a torch without them: views alone, by aotcuda's reading of the rule
+        return {node for node in graph.nodes if dropped_view(node)}
+    registry, same_meta, fake_args_kwargs, storage_of = rules
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    output = next(iter(reversed(graph.nodes)), None)
+    outputs = output.args[0] if output is not None and output.op == "output" and output.args else ()
+    outputs = outputs if isinstance(outputs, (list, tuple)) else (outputs,)
+    input_storages = {storage_of(node) for node in placeholders}
+    output_storages = {storage_of(node) for node in outputs if isinstance(node, torch.fx.Node)}
+    dropped = set()
+    for node in graph.nodes:
+        rule = registry.get(node.target) if node.op == "call_function" else None
+        if rule is None:
+            continue
+        condition, source_at = rule
+        try:
+            source = node.args[source_at] if isinstance(source_at, int) else source_at(node.args)
+            if not isinstance(source, torch.fx.Node):
+                continue
+            if node.target is aten.copy.default and getattr(node.args[0], "kwargs", {}).get("pin_memory") is True:
+                continue
+            node_storage, source_storage = storage_of(node), storage_of(source)
+            is_view = node_storage == source_storage
+            if not is_view and node_storage in output_storages and (source_storage in input_storages
+                                                                   or source_storage in output_storages):
+                continue  # dropping it would make an output share an input's (or another output's) memory
+            if is_view and node in output.args and (source in placeholders or source in output.args):
+                continue  # torch's own exception (never true of a top-level graph's tuple of outputs: review39a)
+            readable, args, kwargs = fake_args_kwargs(node)
+            if readable and same_meta(node, source) and condition(*args, **kwargs):
+                dropped.add(node)
+        except Exception:  # noqa: BLE001 - a prediction: what Inductor's rule cannot read on these values stays listed
+            continue
+    return dropped
+
+
+def _inductor_noop_rules():
+    """(Inductor's ``noop_registry``, ``same_meta``, ``get_fake_args_kwargs``, ``get_node_storage``): the rules of
+    ``remove_noop_ops`` (torch/_inductor/fx_passes/post_grad.py, torch 2.11-2.13), or None where this torch keeps
+    them elsewhere."""
+    try:
+        from torch._inductor.fx_passes.post_grad import noop_registry, same_meta
+        from torch._inductor.fx_utils import get_fake_args_kwargs, get_node_storage
+    except ImportError:
+        return None
+    if not isinstance(noop_registry, dict):
+        return None
+    return noop_registry, same_meta, get_fake_args_kwargs, get_node_storage
 
 
 def dropped_view(node: torch.fx.Node) -> bool:

@@ -27,7 +27,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.lowering.fallbacks import (SEED_KERNEL, FallbackKernel, is_dropout, random_nodes, relative_source_line,
                                        shim_name, split_allowed, touches_complex)
-from aotcuda.lowering.inductor_views import as_inductor_lowers
+from aotcuda.lowering.inductor_views import as_inductor_lowers, dropped_nodes
 
 
 def known_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: frozenset[str]) -> list[FallbackKernel]:
@@ -44,34 +44,51 @@ def complex_fallback_kernels(ep: ExportedProgram, device_type: str, allowed: fro
     """The fallback kernels outside ``allowed`` (C-shim op names) that the complex ops of ``ep`` become
     on ``device_type``, one FallbackKernel each, named as the check after the compile names them
     ("aoti_torch_cpu_mul_Tensor"), with the user's source lines. Empty where none is certain (and on a torch
-    whose Inductor lacks the functions read here). tables: ``_inductor_tables()``, read here when not given."""
+    whose Inductor lacks the functions read here). tables: ``_inductor_tables()``, read here when not given.
+    An op without a C shim is the proxy-executor refusal's (lowering/proxy_ops.py)."""
     tables = tables or _inductor_tables()
     if tables is None:
         return []
-    lowering, decomposed, shims = tables
-    from torch._library.utils import is_builtin
-
-    from_inputs = _depends_on_user_inputs(ep)
     kernels: dict[str, FallbackKernel] = {}
-    for node in ep.graph.nodes:
-        op = node.target
-        if (node.op != "call_function" or not isinstance(op, torch._ops.OpOverload) or not is_builtin(op)
-                or node not in from_inputs or not touches_complex(node) or op in decomposed
-                or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")):
-            continue
-        op = as_inductor_lowers(node)  # a view: dropped, or lowered as a reshape (lowering/inductor_views.py)
-        if op is None or str(op) not in shims:
-            continue
-        with warnings.catch_warnings():  # Inductor's "does not support code generation for complex operators"
-            warnings.simplefilter("ignore")
-            falls_back = op in lowering.fallbacks or lowering.fallback_node_due_to_unsupported_type(node)
-        if not falls_back:
+    for node, op in complex_fallback_nodes(ep, tables):
+        if str(op) not in tables[2]:
             continue
         name = f"aoti_torch_{device_type}_{shim_name(op)}"
         kernel = kernels.setdefault(name, FallbackKernel(name, shim_name(op), complex_valued=True))
         kernel.nodes.append(node.name)
         kernel.sources.append(relative_source_line(node))
     return split_allowed(list(kernels.values()), allowed)[0]
+
+
+def complex_fallback_nodes(ep: ExportedProgram, tables=None) -> list[tuple[torch.fx.Node, torch._ops.OpOverload]]:
+    """(node, the ATen op Inductor runs for it) for each op of ``ep`` on complex values that Inductor certainly sends
+    to an ATen kernel, C shim or not: one that runs at every call (it depends on a user input), that Inductor neither
+    decomposes nor drops (a no-op: lowering/inductor_views.py; a view other than those is a reshape), and that its
+    lowering sends to a fallback. Empty on a torch whose Inductor lacks the functions read here."""
+    tables = tables or _inductor_tables()
+    if tables is None:
+        return []
+    lowering, decomposed, _ = tables
+    from torch._library.utils import is_builtin
+
+    from_inputs = _depends_on_user_inputs(ep)
+    dropped = dropped_nodes(ep.graph)
+    found = []
+    for node in ep.graph.nodes:
+        op = node.target
+        if (node.op != "call_function" or not isinstance(op, torch._ops.OpOverload) or not is_builtin(op)
+                or node not in from_inputs or not touches_complex(node) or op in decomposed
+                or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")):
+            continue
+        op = as_inductor_lowers(node, dropped)  # a no-op dropped; a view lowered as a reshape (inductor_views.py)
+        if op is None:
+            continue
+        with warnings.catch_warnings():  # Inductor's "does not support code generation for complex operators"
+            warnings.simplefilter("ignore")
+            falls_back = op in lowering.fallbacks or lowering.fallback_node_due_to_unsupported_type(node)
+        if falls_back:
+            found.append((node, op))
+    return found
 
 
 def _inductor_tables():

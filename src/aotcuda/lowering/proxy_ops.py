@@ -46,6 +46,10 @@ def proxy_executor_kernels(ep: ExportedProgram, device_type: str = "cuda") -> li
     as the fallback check names them), with the user's source lines. A Triton op (torch.library.triton_op)
     becomes its own kernels in the package on CUDA; on another device it is refused here. A custom op with an
     Inductor lowering of its own (library_ops.has_inductor_lowering) is generated code."""
+    from aotcuda.lowering.known_fallbacks import complex_fallback_nodes
+
+    # complex values: Inductor sends an op it has a lowering for to its ATen kernel (a clone to another layout)
+    on_complex = {node: op for node, op in complex_fallback_nodes(ep)}
     kernels: dict[str, FallbackKernel] = {}
     for node in ep.graph.nodes:
         op = node.target
@@ -53,7 +57,10 @@ def proxy_executor_kernels(ep: ExportedProgram, device_type: str = "cuda") -> li
             continue
         if (is_triton_op(op) and device_type == "cuda") or has_inductor_lowering(op):
             continue
-        if not is_custom_op(op) and (op.namespace != "aten" or _inductor_generates(op)):
+        if node in on_complex:
+            if _has_c_shim(on_complex[node]):
+                continue
+        elif not is_custom_op(op) and (op.namespace != "aten" or _inductor_generates(op)):
             continue
         if _has_c_shim(op):
             continue

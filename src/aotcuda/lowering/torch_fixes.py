@@ -87,6 +87,13 @@ Identity arithmetic at another layout (``identity_arithmetic_keeps_layout``, in 
     expected same storage_offset but got 0 and 1". For the compile step the pass is wrapped so that such nodes
     are put back (torch 2.13 kept them); entered only where a one-node probe shows the pass dropping one.
 
+istft's overlap-add of a broadcast grad (``broadcast_grads_expanded_for_tracing``, in lowering/overlap_add.py)
+    torch 2.13's unfold_backward decomposition loops over the window's offsets for a grad whose batch is 1 where the
+    input's is not (istft's window envelope): fake tensors run that loop in export and in run_decompositions (the
+    op's shape comes from the decomposition), so for those steps torch's decomposition entry and the op's Meta Python
+    kernel expand such a grad first, which gives the vectorized path (lower()'s decomposition table does the same for
+    the graph it writes). Entered only where a probe shows torch's decomposition tracing index_add for a broadcast grad.
+
 while_loop's mutated carries (``while_loop_mutated_carries``)
     pytorch#183657: AOTInductor's C++ wrapper (CPU and CUDA) carries a loop's mutated buffers. Without it,
     torch 2.11 fails to compile every program with a scan that stacks outputs, a map, or a while_loop whose
@@ -111,6 +118,7 @@ from aotcuda.lowering.covariance import covariance_without_value_checks
 from aotcuda.lowering.dependent_launch import host_launches_for_pdl
 from aotcuda.lowering.fft_frequencies import fft_frequencies_over_symbolic_lengths
 from aotcuda.lowering.identity_arithmetic import identity_arithmetic_keeps_layout
+from aotcuda.lowering.overlap_add import broadcast_grads_expanded_for_tracing
 
 _CAPTURED_BUFFER_ARGS = (7, 8)
 
@@ -466,6 +474,12 @@ FIXES: tuple[TorchFix, ...] = (
              "always in the export step, for a call without weights (fweights/aweights run torch's op)",
              "aten::cov computes its factor from sizes", "aotcuda.lowering.covariance", ("export",),
              covariance_without_value_checks),
+    TorchFix("unfold_backward of a broadcast grad (istft's window envelope) decomposes into a loop over the window's "
+             "offsets: 4,173 nodes for an n_fft-512 iSTFT, 180 s to lower on 2 cores", "2.13 (measured; 2.14-2.15 by "
+             "the probe)", "none filed",
+             "a probe: torch's decomposition of a grad of batch 1 against an input of batch 2 traces index_add",
+             "torch's decomposition takes its vectorized path for a broadcast grad (the probe finds no index_add)",
+             "aotcuda.lowering.overlap_add", ("export", "decompose"), broadcast_grads_expanded_for_tracing),
     TorchFix("FFT sample frequencies (fftfreq, rfftfreq) have no decomposition (proxy-executor ops)", "2.11-2.13",
              "none filed", "the op is missing from torch.export.default_decompositions()",
              "torch decomposes fftfreq and rfftfreq", "aotcuda.lowering.decompositions"),

@@ -2,7 +2,8 @@
 
 ``tensor.to(dtype)`` is the fix for most mismatches (float64 for float32, float32 for bfloat16), but not
 where the cast changes what the values mean: it drops a complex tensor's imaginary part, keeps
-view_as_real's pairs as real parts, refuses a quantized tensor, and reads a mask's values as 1/0 flags.
+view_as_real's pairs as real parts, refuses a quantized tensor, and reads a mask's values as 1/0 flags (a bool
+mask's, and an integer tensor's of 0s and 1s where floats are taken, which a program may add as 0 and -inf).
 """
 
 from __future__ import annotations
@@ -32,7 +33,29 @@ def dtype_fix(tensor: torch.Tensor, spec: TensorSpec) -> str:
                 f"(tensor.to({wanted}) would keep the pairs as real parts)")
     if (wanted == torch.bool) != (given == torch.bool):
         return _mask_fix(given, wanted)
+    if wanted.is_floating_point and not given.is_floating_point and not given.is_complex and _zeros_and_ones(tensor):
+        return _int_mask_fix(wanted)
     return f"pass tensor.to({wanted})"
+
+
+def _zeros_and_ones(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` holds 0s and 1s alone (a mask, most likely): read only on this error path, once."""
+    try:
+        return tensor.numel() > 0 and bool(((tensor == 0) | (tensor == 1)).all())
+    except (RuntimeError, NotImplementedError):  # a meta tensor, or one whose values cannot be read here
+        return False
+
+
+def _int_mask_fix(wanted: torch.dtype) -> str:
+    """An integer tensor of 0s and 1s where floats are taken: a Hugging Face ``attention_mask`` (int64, 1 where
+    attended) passed for a float mask. The cast keeps the 1s and 0s, right where the program multiplies by the mask
+    and wrong, silently, where it adds it (an additive mask: 0 where attended, -inf where masked; the 1/0 mask added
+    to the scores shifts them by 1 and masks nothing). As for a bool mask (``_mask_fix``), aotcuda cannot know which
+    the program does: the fix says what the cast does and gives the additive form, for either meaning of the 1s."""
+    return (f"the tensor holds 0s and 1s, a mask, and tensor.to({wanted}) keeps them as 1.0 and 0.0, a 1/0 mask "
+            "(right where the program multiplies by it); where the program adds the mask (0 where attended, -inf where "
+            f"masked), pass torch.zeros_like(tensor, dtype={wanted}).masked_fill(tensor == 0, float('-inf')) for a "
+            "mask whose 1s attend (Hugging Face's attention_mask; masked_fill(tensor != 0, ...) for one whose 1s mask)")
 
 
 def _mask_fix(given: torch.dtype, wanted: torch.dtype) -> str:

@@ -237,11 +237,11 @@ nothing extra. Drop istft's `length=` there: `torch.istft(..., length=y.shape[-1
 specialize the number of samples to the example's ("specialized it to be a constant", torch 2.13), and
 without it istft (center=True) returns hop·(frames − 1) samples for an even n_fft (one more for an odd one), the
 input's length when that is a multiple of hop (a Dim of `hop * Dim("frames")`) and n_fft is even. lower()'s export error for
-`length=` over a dynamic dim says so, with the hop where the model's source gives it plainly. Lowering an istft is slow in torch
-2.13 (an STFT → mask → iSTFT denoiser, n_fft 512, dynamic: 180 s on 2 cores, 10× its STFT-only front end): torch's
-istft builds its window envelope with an `unfold_backward` whose decomposition loops over the n_fft offsets (4,173
-nodes where 87 do); expanding that grad first makes it 35 s (benchmarks/scripts/istft_lowering_time.py, not in the
-product).
+`length=` over a dynamic dim says so, with the hop where the model's source gives it plainly. torch's istft builds its
+window envelope with an `unfold_backward` of a grad of batch 1, whose decomposition in torch 2.13 loops over the n_fft
+offsets: an STFT → mask → iSTFT denoiser (n_fft 512, dynamic) reached Inductor as 4,173 nodes and took 180–450 s to
+lower on 2 cores. lower() expands that grad first, so torch's vectorized path takes it (lowering/overlap_add.py): 86
+nodes, 33 s in all (benchmarks/scripts/istft_lowering_time.py).
 A **dynamic transform length** works when its torch.export.Dim has a max N ≤ 2²¹
 (spectral/dynamic.py; a Dim without one is refused with a message that names the max to set):
 - **dynamic, N ≤ 64**: one DFT product whose [2n, 2n] table is built in the graph from n on every call
