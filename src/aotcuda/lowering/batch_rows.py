@@ -1,0 +1,107 @@
+"""Whether a program mixes the rows of its dim 0: probed once at lowering, by running it in eager on the example inputs.
+
+Why: serving batches the requests of a program whose inputs and outputs share one dynamic dim 0 (serving/batching.py),
+which assumes that an output's row is computed from the same row of the inputs alone. A program that mixes rows
+(``x - x.mean(0)``, ``x.cumsum(0)``, ``x.flip(0)``, attention across dim 0) passed every shape check and was batched:
+alice's answer was computed from mallory's rows too, and told her their values (break40, 2026-12-07: ``x - x.mean(0)``
+answered alice's row [1, 2, 3] alone with zeros, and, batched with mallory's [100, 200, 300] with [-49.5, -99, -148.5],
+from which mallory's row follows). The shapes cannot tell, so the program is run on the example inputs, then with one
+row of every floating input changed (the first, then the last): an output whose other rows changed with it reads
+across rows. A probe sees the mixes the example's values reach, through floating inputs; it only ever refuses
+batching, never allows what the other checks refuse, and a program it cannot run is recorded as not probed (None).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export import ExportedProgram
+
+logger = logging.getLogger("aotcuda")
+# What counts as a change of an output's row: more than rounding (a reduction's order), far less than the change made
+# (each element of the changed row doubled and moved by 1), which a mean over 64 rows still passes on to every row.
+_RTOL, _ATOL = 1e-4, 1e-5
+
+
+def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
+    """True when, along the dynamic dim 0 every input and output shares (the dim serving batches), an output's row
+    changed with another row of the floating inputs (their first row, then their last, changed in turn), False when
+    none did, None when not probed: the inputs do not share a dynamic dim 0, or the program did not run here."""
+    rows = _shared_rows(ep, args, kwargs)
+    if rows is None:
+        return None
+    try:
+        # each run from one seed, the caller's generators left as they were: a dropout or a torch.randn in forward
+        # draws the same numbers in every run, so that only the changed row can change the outputs
+        with torch.no_grad(), torch.random.fork_rng():
+            module = ep.module()
+            args, kwargs = _with_rows(args, kwargs, rows)
+            rows = max(rows, 2)
+            torch.manual_seed(0)
+            base = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
+            for row in (0, rows - 1):
+                torch.manual_seed(0)
+                changed = pytree.tree_leaves(module(*_changed(args, row), **_changed(kwargs, row)))
+                if any(_other_rows_differ(a, b, row, rows) for a, b in zip(base, changed)):
+                    return True
+    except Exception as exc:  # noqa: BLE001 - a probe, not a check of the program: not run is "not probed"
+        logger.debug("aotcuda: the batch-rows probe did not run (%s: %s)", type(exc).__name__, exc)
+        return None
+    return False
+
+
+def _shared_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> int | None:
+    """The example's dim-0 size where every tensor input's dim 0 is one symbol of the program (None otherwise)."""
+    user_inputs = set(ep.graph_signature.user_inputs)
+    symbols = set()
+    for node in ep.graph.nodes:
+        if node.op == "placeholder" and node.name in user_inputs:
+            value = node.meta.get("val")
+            if isinstance(value, torch.Tensor):
+                if value.dim() == 0 or not isinstance(value.shape[0], torch.SymInt):
+                    return None
+                symbols.add(str(value.shape[0]))
+    tensors = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+    sizes = {tensor.shape[0] for tensor in tensors if tensor.dim()}
+    if len(symbols) != 1 or len(sizes) != 1:
+        return None
+    return sizes.pop()
+
+
+def _with_rows(args: tuple, kwargs: dict, rows: int) -> tuple[tuple, dict]:
+    """The example inputs with at least two rows: an example of one row is repeated (a second row as valid as the
+    first, integer and index inputs too)."""
+    if rows >= 2:
+        return args, kwargs
+    return pytree.tree_map_only(torch.Tensor, lambda t: torch.cat([t, t]) if t.dim() else t, (args, kwargs))
+
+
+def _copies(tree):
+    return pytree.tree_map_only(torch.Tensor, torch.Tensor.clone, tree)  # the program may write its inputs
+
+
+def _changed(tree, row: int):
+    """A copy with ``row`` of every floating (or complex) input changed, each element moved (zeros too)."""
+    def change(tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.clone()
+        if tensor.dim() and (tensor.is_floating_point() or tensor.is_complex()):
+            tensor[row] = tensor[row] * 2 + 1
+        return tensor
+
+    return pytree.tree_map_only(torch.Tensor, change, tree)
+
+
+def _other_rows_differ(a, b, row: int, rows: int) -> bool:
+    """Whether output ``a`` and ``b`` (the run with ``row`` changed) differ in a row other than ``row``."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.dim() == 0 or a.shape != b.shape \
+            or a.shape[0] != rows:
+        return False
+    keep = [index for index in range(rows) if index != row]
+    first, second = a[keep], b[keep]
+    if first.is_complex():
+        first, second = torch.view_as_real(first), torch.view_as_real(second)
+    if first.is_floating_point():  # within a rounding: a kernel that adds in another order each run (CUDA's atomics)
+        return not bool(torch.isclose(first, second, rtol=_RTOL, atol=_ATOL, equal_nan=True).all())
+    return not torch.equal(first, second)
