@@ -46,10 +46,29 @@ def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
                 changed = pytree.tree_leaves(module(*_changed(args, row), **_changed(kwargs, row)))
                 if any(_other_rows_differ(a, b, row, rows) for a, b in zip(base, changed)):
                     return True
+            return _rows_move_with_their_place(module, args, kwargs, base, rows)
     except Exception as exc:  # noqa: BLE001 - a probe, not a check of the program: not run is "not probed"
         logger.debug("aotcuda: the batch-rows probe did not run (%s: %s)", type(exc).__name__, exc)
         return None
-    return False
+
+
+def _rows_move_with_their_place(module, args: tuple, kwargs: dict, base: list, rows: int) -> bool:
+    """Whether the rows after the first, run without it, differ from the same rows of the whole run: an output row that
+    depends on its place or on how many rows there are (``x + torch.arange(x.shape[0])[:, None]``, ``x * len(x)``), which
+    changing values cannot show. Not asked (False) of a program that draws random numbers (another seed changes its
+    outputs: its draws land on other rows when the rows move), nor where the program takes no batch one row smaller."""
+    torch.manual_seed(1)
+    again = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
+    if any(_other_rows_differ(a, b, None, rows) for a, b in zip(base, again)):
+        return False
+    fewer = pytree.tree_map_only(torch.Tensor, lambda t: t[1:].clone() if t.dim() else t, (args, kwargs))
+    torch.manual_seed(0)
+    try:
+        moved = pytree.tree_leaves(module(*fewer[0], **fewer[1]))
+    except Exception:  # noqa: BLE001 - a size below the batch dim's min: the value probes said what they saw
+        return False
+    return any(isinstance(a, torch.Tensor) and a.dim() and a.shape[0] == rows
+               and _other_rows_differ(a[1:], b, None, rows - 1) for a, b in zip(base, moved))
 
 
 def _shared_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> int | None:
@@ -93,12 +112,12 @@ def _changed(tree, row: int):
     return pytree.tree_map_only(torch.Tensor, change, tree)
 
 
-def _other_rows_differ(a, b, row: int, rows: int) -> bool:
-    """Whether output ``a`` and ``b`` (the run with ``row`` changed) differ in a row other than ``row``."""
+def _other_rows_differ(a, b, row: int | None, rows: int) -> bool:
+    """Whether output ``a`` and ``b`` (the run with ``row`` changed) differ in a row other than ``row`` (None: any)."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.dim() == 0 or a.shape != b.shape \
             or a.shape[0] != rows:
         return False
-    keep = [index for index in range(rows) if index != row]
+    keep = [index for index in range(rows) if index != row]  # all of them for row None
     first, second = a[keep], b[keep]
     if first.is_complex():
         first, second = torch.view_as_real(first), torch.view_as_real(second)
