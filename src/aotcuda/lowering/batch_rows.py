@@ -35,7 +35,7 @@ def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
     try:
         # each run from one seed, the caller's generators left as they were: a dropout or a torch.randn in forward
         # draws the same numbers in every run, so that only the changed row can change the outputs
-        with torch.no_grad(), torch.random.fork_rng():
+        with torch.no_grad(), torch.random.fork_rng(devices=_seeded_devices()):
             module = ep.module()
             args, kwargs = _with_rows(args, kwargs, rows)
             rows = max(rows, 2)
@@ -69,6 +69,12 @@ def _rows_move_with_their_place(module, args: tuple, kwargs: dict, base: list, r
         return False
     return any(isinstance(a, torch.Tensor) and a.dim() and a.shape[0] == rows
                and _other_rows_differ(a[1:], b, None, rows - 1) for a, b in zip(base, moved))
+
+
+def _seeded_devices() -> list[int]:
+    """The CUDA devices whose generators manual_seed sets, each restored after the probe; named, since fork_rng warns
+    where it must guess them on a host of several GPUs."""
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
 
 
 def _shared_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> int | None:
