@@ -32,6 +32,7 @@ MIXED = {
     "through an index": lambda m, x, ids: x[ids.clamp(0, 0)] + x,  # row 0 of the batch read by every row
     "its place": lambda m, x, ids: x + torch.arange(x.shape[0])[:, None],  # found by moving the rows, not by values
     "the count": lambda m, x, ids: x * x.shape[0],
+    "integer rows": lambda m, x, ids: x * ids.flip(0)[:, None],  # through an integer input alone
 }
 INDEPENDENT = {
     "linear": lambda m, x, ids: m.linear(x).relu(),
@@ -43,7 +44,7 @@ INDEPENDENT = {
 def _exported(body, rows: int):
     torch.manual_seed(0)
     model = Rows(body).eval()
-    args = (torch.randn(rows, 4), torch.randint(0, 4, (rows,)))
+    args = (torch.randn(rows, 4), torch.arange(rows) % 4)  # rows of other values: a changed row differs
     batch = Dim("batch", min=1, max=64)
     ep = before_compile(model, args, {}, ({0: batch}, {0: batch}))[0]
     return ep, args

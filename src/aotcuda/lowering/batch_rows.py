@@ -6,9 +6,9 @@ which assumes that an output's row is computed from the same row of the inputs a
 alice's answer was computed from mallory's rows too, and told her their values (break40, 2026-12-07: ``x - x.mean(0)``
 answered alice's row [1, 2, 3] alone with zeros, and, batched with mallory's [100, 200, 300] with [-49.5, -99, -148.5],
 from which mallory's row follows). The shapes cannot tell, so the program is run on the example inputs, then with one
-row of every floating input changed (the first, then the last): an output whose other rows changed with it reads
-across rows. A probe sees the mixes the example's values reach, through floating inputs; it only ever refuses
-batching, never allows what the other checks refuse, and a program it cannot run is recorded as not probed (None).
+row of every input changed (the first, then the last): an output whose other rows changed with it reads across rows.
+A probe sees the mixes the example's values reach; it only ever refuses batching, never allows what the other checks
+refuse, and a program it cannot run is recorded as not probed (None).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ _RTOL, _ATOL = 1e-4, 1e-5
 
 def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
     """True when, along the dynamic dim 0 every input and output shares (the dim serving batches), an output's row
-    changed with another row of the floating inputs (their first row, then their last, changed in turn), False when
+    changed with another row of the inputs (their first row, then their last, changed in turn), False when
     none did, None when not probed: the inputs do not share a dynamic dim 0, or the program did not run here."""
     rows = _shared_rows(ep, args, kwargs)
     if rows is None:
@@ -108,11 +108,15 @@ def _copies(tree):
 
 
 def _changed(tree, row: int):
-    """A copy with ``row`` of every floating (or complex) input changed, each element moved (zeros too)."""
+    """A copy with ``row`` of every input changed: a floating (or complex) one's each element moved (zeros too); an
+    integer or bool one's row replaced by the next row's values, which are as valid for it (an index, a mask, a
+    length) as its own, so that a program cannot fail on them."""
     def change(tensor: torch.Tensor) -> torch.Tensor:
         tensor = tensor.clone()
         if tensor.dim() and (tensor.is_floating_point() or tensor.is_complex()):
             tensor[row] = tensor[row] * 2 + 1
+        elif tensor.dim() and tensor.shape[0] > 1:
+            tensor[row] = tensor[(row + 1) % tensor.shape[0]].clone()
         return tensor
 
     return pytree.tree_map_only(torch.Tensor, change, tree)
