@@ -109,3 +109,17 @@ def test_random_draws_in_forward_are_not_taken_for_mixed_rows():
     state = torch.random.get_rng_state()
     assert rows_mixed(ep, args, {}) is False
     assert torch.equal(torch.random.get_rng_state(), state)  # the caller's generator as it was
+
+
+@pytest.mark.parametrize("across, mixed", [(False, False), (True, True)])
+def test_a_complex_program_is_probed_on_the_real_pairs_it_takes(across, mixed):
+    """ReplaceComplexWithRealPass makes a complex input a real pair (a trailing dim of 2): the probe ran the lowered
+    program on the complex example and failed (not probed), so a complex program that mixes its rows was batched."""
+    class Spectrum(torch.nn.Module):
+        def forward(self, z):
+            spectrum = torch.fft.fft(z, dim=-1)
+            return spectrum - spectrum.sum(0, keepdim=True) if across else spectrum * 2
+
+    z = torch.randn(4, 8, dtype=torch.complex64)
+    ep = before_compile(Spectrum(), (z,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
+    assert rows_mixed(ep, (z,), {}) is mixed

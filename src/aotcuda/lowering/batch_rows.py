@@ -37,7 +37,7 @@ def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
         # draws the same numbers in every run, so that only the changed row can change the outputs
         with torch.no_grad(), torch.random.fork_rng(devices=_seeded_devices()):
             module = ep.module()
-            args, kwargs = _with_rows(args, kwargs, rows)
+            args, kwargs = _with_rows(*_as_the_program_takes(ep, args, kwargs), rows)
             rows = max(rows, 2)
             torch.manual_seed(0)
             base = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
@@ -93,6 +93,17 @@ def _shared_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> int | None:
     if len(symbols) != 1 or len(sizes) != 1:
         return None
     return sizes.pop()
+
+
+def _as_the_program_takes(ep: ExportedProgram, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The example inputs as the lowered program takes them: a complex input as its real pairs (view_as_real) where
+    ReplaceComplexWithRealPass rewrote the program (its inputs are then real pairs with a trailing dim of 2)."""
+    user_inputs = set(ep.graph_signature.user_inputs)
+    if any(node.op == "placeholder" and node.name in user_inputs and isinstance(node.meta.get("val"), torch.Tensor)
+           and node.meta["val"].is_complex() for node in ep.graph.nodes):
+        return args, kwargs  # the pass left the program complex: it takes the inputs as they are
+    return pytree.tree_map_only(torch.Tensor, lambda t: torch.view_as_real(t.resolve_conj()).clone() if t.is_complex()
+                                else t, (args, kwargs))
 
 
 def _with_rows(args: tuple, kwargs: dict, rows: int) -> tuple[tuple, dict]:
