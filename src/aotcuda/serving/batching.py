@@ -269,10 +269,11 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
     plan = BatchPlan.from_specs(input_specs, output_specs, index_ranges)
     if max_batch_size > 1 and plan.batches and rows_mixed is True:  # the shapes batch; the values do not
         raise ServingConfigError(f"{where} cannot be batched: an output's row depends on other rows of its inputs' "
-                                 "batch dim (lowering ran it on the example inputs: changing their rows after the "
-                                 "first changed the outputs' first row, as x - x.mean(0), x.cumsum(0) or x.flip(0) "
-                                 "do), so in a batch one client's answer would be computed from, and tell it, other "
-                                 "clients' rows; serve it with max batch size 1 (the default)",
+                                 "batch dim, or on its place among them (lowering ran it on the example inputs: "
+                                 "changing one row, or leaving the first out, changed other rows of an output, as "
+                                 "x - x.mean(0), x.cumsum(0), x.flip(0) or x * len(x) do), so in a batch one client's "
+                                 "answer would be computed from, and tell it, other clients' rows; serve it with max "
+                                 "batch size 1 (the default)",
                                  advice=(Advice("max_batch_size", 1),))
     if max_batch_size > 1 and not plan.batches:
         relower = [Advice("dynamic_shapes", "batch", relower=True)] * plan.dim_zero  # only where dim 0 is why
