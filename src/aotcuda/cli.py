@@ -1281,6 +1281,9 @@ def inspect(package, signing_key_file, as_json):
             cause = training_norm_cause(state)
             console.print(f"state written at every call: {shown(_clip(names, 5 * SHOWN_CHARS))}"
                           + (f" ({cause})" if cause else ""), highlight=False, soft_wrap=True)
+        if signature.get("rows_mixed") is True:  # lowering's probe (lowering/batch_rows.py): serving batches it not
+            console.print("rows mixed along dim 0: an output's row depends on other rows of the batch dim; aotcuda serve "
+                          "refuses --max-batch-size above 1", highlight=False, soft_wrap=True)
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown",
                       soft_wrap=True)

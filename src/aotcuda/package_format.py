@@ -46,6 +46,10 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
      "state_written": ["angle", ...],  # (optional) the buffers and parameters the program writes in place at
                                         # every call (a KV cache, a step counter): serving refuses batching
                                         # and several replicas for it (each would hold its own state)
+     "rows_mixed": false,               # (optional) whether an output's row 0 changed with the inputs' other rows
+                                        # along their shared dynamic dim 0 when lowering ran the program twice
+                                        # (lowering/batch_rows.py): serving refuses batching it when true
+                                        # (null: not probed; absent: older aotcuda)
      "data_dependent_sizes": [{"expr": "u0", "min": 0, "max": null}, ...],
                                         # (optional) every size the program computes from an input's values
                                         # (an unbacked symbol), output or intermediate, with its range:

@@ -85,6 +85,21 @@ def test_a_program_that_writes_its_state_is_refused_batching_for_its_state_first
     assert not serving_plan(*rotate, 1, "rotate.pt2", state_written=["state"]).batches  # one request a call: served
 
 
+def test_a_program_lowering_found_mixing_its_batch_rows_is_refused_batching():
+    """break40 (2026-12-07): ``x - x.mean(0)`` has every shape batching wants, and was batched: alice's row [1, 2, 3]
+    answered [0, 0, 0] alone and [-49.5, -99, -148.5] beside mallory's [100, 200, 300], from which mallory's row
+    follows. The signature's rows_mixed (lowering's probe, lowering/batch_rows.py) refuses batching; one request a
+    call still serves, and a package without the record (older aotcuda, or not probed) batches as before."""
+    inputs, outputs = (spec("x", "b", 3),), (spec("y", "b", 3),)
+    with pytest.raises(ServingConfigError, match=r"cannot be batched: an output's row depends on other rows.*"
+                                                 r"other clients' rows.*max batch size 1") as refused:
+        serving_plan(inputs, outputs, 8, "centered.pt2", rows_mixed=True)
+    assert [(a.keyword, a.value, a.relower) for a in refused.value.advice] == [("max_batch_size", 1, False)]
+    serving_plan(inputs, outputs, 1, "centered.pt2", rows_mixed=True)  # one request a call: served
+    for record in (False, None, "yes", 1):  # only a JSON true refuses: a hostile record allows nothing new
+        assert serving_plan(inputs, outputs, 8, "centered.pt2", rows_mixed=record).batches
+
+
 def test_a_dtype_safetensors_cannot_carry_is_refused_up_front():
     assert unsupported_dtypes([torch.float32, torch.complex128, torch.bfloat16]) == [torch.complex128]
     with pytest.raises(ServingConfigError, match="complex128"):

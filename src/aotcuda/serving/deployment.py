@@ -149,7 +149,8 @@ class ProgramReplica:
                                  data_dependent_sizes=signature.get("data_dependent_sizes"), index_ranges=ranges,
                                  index_unchecked=self.program.index_unchecked,
                                  allow_unchecked_indices=allow_unchecked_indices,
-                                 state_written=signature.get("state_written"))
+                                 state_written=signature.get("state_written"),
+                                 rows_mixed=signature.get("rows_mixed"))
         self.max_batch_size, self.max_request_bytes, self.body_timeout_s = max_batch_size, max_request_bytes, body_timeout_s
         self.max_response_bytes, self.max_tensor_bytes = max_response_bytes, max_tensor_bytes
         self.tensor_sizes = tensor_size_records(signature.get("tensor_sizes"), package_path,

@@ -205,7 +205,8 @@ def check_package(package_path: str, options: ServeOptions) -> str:
                  allow_unbounded_outputs=options.allow_unbounded_outputs,
                  data_dependent_sizes=signature.get("data_dependent_sizes"), index_ranges=ranges,
                  index_unchecked=unchecked, allow_unchecked_indices=options.allow_unchecked_indices,
-                 state_written=signature.get("state_written"))  # refuses batching a program that writes state
+                 state_written=signature.get("state_written"),  # refuses batching a program that writes state
+                 rows_mixed=signature.get("rows_mixed"))  # or mixes its rows
     _check_state_on_one_replica(signature.get("state_written"), options, package_path)
     tensor_size_records(signature.get("tensor_sizes"), package_path)  # as the replica reads it
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}

@@ -1,0 +1,147 @@
+"""Whether a program mixes the rows of its dim 0: probed once at lowering, by running it in eager on the example inputs.
+
+Why: serving batches the requests of a program whose inputs and outputs share one dynamic dim 0 (serving/batching.py),
+which assumes that an output's row is computed from the same row of the inputs alone. A program that mixes rows
+(``x - x.mean(0)``, ``x.cumsum(0)``, ``x.flip(0)``, attention across dim 0) passed every shape check and was batched:
+alice's answer was computed from mallory's rows too, and told her their values (break40, 2026-12-07: ``x - x.mean(0)``
+answered alice's row [1, 2, 3] alone with zeros, and, batched with mallory's [100, 200, 300] with [-49.5, -99, -148.5],
+from which mallory's row follows). The shapes cannot tell, so the program is run on the example inputs, then with one
+row of every input changed (the first, then the last): an output whose other rows changed with it reads across rows.
+A probe sees the mixes the example's values reach; it only ever refuses batching, never allows what the other checks
+refuse, and a program it cannot run is recorded as not probed (None).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export import ExportedProgram
+
+logger = logging.getLogger("aotcuda")
+# What counts as a change of an output's row: more than rounding (a reduction's order), far less than the change made
+# (each element of the changed row doubled and moved by 1), which a mean over 64 rows still passes on to every row.
+_RTOL, _ATOL = 1e-4, 1e-5
+
+
+def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
+    """True when, along the dynamic dim 0 every input and output shares (the dim serving batches), an output's row
+    changed with another row of the inputs (their first row, then their last, changed in turn), False when
+    none did, None when not probed: the inputs do not share a dynamic dim 0, or the program did not run here."""
+    rows = _shared_rows(ep, args, kwargs)
+    if rows is None:
+        return None
+    try:
+        # each run from one seed, the caller's generators left as they were: a dropout or a torch.randn in forward
+        # draws the same numbers in every run, so that only the changed row can change the outputs
+        with torch.no_grad(), torch.random.fork_rng(devices=_seeded_devices()):
+            module = ep.module()
+            args, kwargs = _with_rows(*_as_the_program_takes(ep, args, kwargs), rows)
+            rows = max(rows, 2)
+            torch.manual_seed(0)
+            base = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
+            for row in (0, rows - 1):
+                torch.manual_seed(0)
+                changed = pytree.tree_leaves(module(*_changed(args, row), **_changed(kwargs, row)))
+                if any(_other_rows_differ(a, b, row, rows) for a, b in zip(base, changed)):
+                    return True
+            return _rows_move_with_their_place(module, args, kwargs, base, rows)
+    except Exception as exc:  # noqa: BLE001 - a probe, not a check of the program: not run is "not probed"
+        logger.debug("aotcuda: the batch-rows probe did not run (%s: %s)", type(exc).__name__, exc)
+        return None
+
+
+def _rows_move_with_their_place(module, args: tuple, kwargs: dict, base: list, rows: int) -> bool:
+    """Whether the rows after the first, run without it, differ from the same rows of the whole run: an output row that
+    depends on its place or on how many rows there are (``x + torch.arange(x.shape[0])[:, None]``, ``x * len(x)``), which
+    changing values cannot show. Not asked (False) of a program that draws random numbers (another seed changes its
+    outputs: its draws land on other rows when the rows move), nor where the program takes no batch one row smaller."""
+    torch.manual_seed(1)
+    again = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
+    if any(_other_rows_differ(a, b, None, rows) for a, b in zip(base, again)):
+        return False
+    fewer = pytree.tree_map_only(torch.Tensor, lambda t: t[1:].clone() if t.dim() else t, (args, kwargs))
+    torch.manual_seed(0)
+    try:
+        moved = pytree.tree_leaves(module(*fewer[0], **fewer[1]))
+    except Exception:  # noqa: BLE001 - a size below the batch dim's min: the value probes said what they saw
+        return False
+    return any(isinstance(a, torch.Tensor) and a.dim() and a.shape[0] == rows
+               and _other_rows_differ(a[1:], b, None, rows - 1) for a, b in zip(base, moved))
+
+
+def _seeded_devices() -> list[int]:
+    """The CUDA devices whose generators manual_seed sets, each restored after the probe; named, since fork_rng warns
+    where it must guess them on a host of several GPUs."""
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+
+
+def _shared_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> int | None:
+    """The example's dim-0 size where every tensor input's dim 0 is one symbol of the program (None otherwise)."""
+    user_inputs = set(ep.graph_signature.user_inputs)
+    symbols = set()
+    for node in ep.graph.nodes:
+        if node.op == "placeholder" and node.name in user_inputs:
+            value = node.meta.get("val")
+            if isinstance(value, torch.Tensor):
+                if value.dim() == 0 or not isinstance(value.shape[0], torch.SymInt):
+                    return None
+                symbols.add(str(value.shape[0]))
+    tensors = [leaf for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+    sizes = {tensor.shape[0] for tensor in tensors if tensor.dim()}
+    if len(symbols) != 1 or len(sizes) != 1:
+        return None
+    return sizes.pop()
+
+
+def _as_the_program_takes(ep: ExportedProgram, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The example inputs as the lowered program takes them: a complex input as its real pairs (view_as_real) where
+    ReplaceComplexWithRealPass rewrote the program (its inputs are then real pairs with a trailing dim of 2)."""
+    user_inputs = set(ep.graph_signature.user_inputs)
+    if any(node.op == "placeholder" and node.name in user_inputs and isinstance(node.meta.get("val"), torch.Tensor)
+           and node.meta["val"].is_complex() for node in ep.graph.nodes):
+        return args, kwargs  # the pass left the program complex: it takes the inputs as they are
+    return pytree.tree_map_only(torch.Tensor, lambda t: torch.view_as_real(t.resolve_conj()).clone() if t.is_complex()
+                                else t, (args, kwargs))
+
+
+def _with_rows(args: tuple, kwargs: dict, rows: int) -> tuple[tuple, dict]:
+    """The example inputs with at least two rows: an example of one row is repeated (a second row as valid as the
+    first, integer and index inputs too)."""
+    if rows >= 2:
+        return args, kwargs
+    return pytree.tree_map_only(torch.Tensor, lambda t: torch.cat([t, t]) if t.dim() else t, (args, kwargs))
+
+
+def _copies(tree):
+    return pytree.tree_map_only(torch.Tensor, torch.Tensor.clone, tree)  # the program may write its inputs
+
+
+def _changed(tree, row: int):
+    """A copy with ``row`` of every input changed: a floating (or complex) one's each element moved (zeros too); an
+    integer or bool one's row replaced by the next row's values, which are as valid for it (an index, a mask, a
+    length) as its own, so that a program cannot fail on them."""
+    def change(tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.clone()
+        if tensor.dim() and (tensor.is_floating_point() or tensor.is_complex()):
+            tensor[row] = tensor[row] * 2 + 1
+        elif tensor.dim() and tensor.shape[0] > 1:
+            tensor[row] = tensor[(row + 1) % tensor.shape[0]].clone()
+        return tensor
+
+    return pytree.tree_map_only(torch.Tensor, change, tree)
+
+
+def _other_rows_differ(a, b, row: int | None, rows: int) -> bool:
+    """Whether output ``a`` and ``b`` (the run with ``row`` changed) differ in a row other than ``row`` (None: any)."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.dim() == 0 or a.shape != b.shape \
+            or a.shape[0] != rows:
+        return False
+    keep = [index for index in range(rows) if index != row]  # all of them for row None
+    first, second = a[keep], b[keep]
+    if first.is_complex():
+        first, second = torch.view_as_real(first), torch.view_as_real(second)
+    if first.is_floating_point():  # within a rounding: a kernel that adds in another order each run (CUDA's atomics)
+        return not bool(torch.isclose(first, second, rtol=_RTOL, atol=_ATOL, equal_nan=True).all())
+    return not torch.equal(first, second)

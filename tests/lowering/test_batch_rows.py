@@ -1,0 +1,125 @@
+"""lowering/batch_rows.py: the probe of whether a program mixes the rows of its batch dim (break40, 2026-12-07).
+
+A program that passes every shape check of serving's batching (inputs and outputs share one dynamic dim 0) may still
+compute an output's row from other rows (``x - x.mean(0)``): batched, one client's answer was made from, and told it,
+another client's rows. The probe runs the lowered program (before the compile: no AOTInductor build here)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.export import Dim
+
+from aotcuda.lowering.batch_rows import rows_mixed
+from aotcuda.lowering.pipeline import before_compile
+
+
+class Rows(torch.nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x, ids):
+        return self.body(self, x, ids)
+
+
+MIXED = {
+    "centered": lambda m, x, ids: x - x.mean(0, keepdim=True),
+    "cumsum": lambda m, x, ids: x.cumsum(0),
+    "flip": lambda m, x, ids: x.flip(0) * 2,
+    "batch attention": lambda m, x, ids: torch.softmax(x @ x.T, -1) @ m.linear(x),
+    "through an index": lambda m, x, ids: x[ids.clamp(0, 0)] + x,  # row 0 of the batch read by every row
+    "its place": lambda m, x, ids: x + torch.arange(x.shape[0])[:, None],  # found by moving the rows, not by values
+    "the count": lambda m, x, ids: x * x.shape[0],
+    "integer rows": lambda m, x, ids: x * ids.flip(0)[:, None],  # through an integer input alone
+}
+INDEPENDENT = {
+    "linear": lambda m, x, ids: m.linear(x).relu(),
+    "softmax over features": lambda m, x, ids: x.softmax(-1),
+    "embedding": lambda m, x, ids: m.linear.weight[ids.clamp(0, 3)] * x,
+}
+
+
+def _exported(body, rows: int):
+    torch.manual_seed(0)
+    model = Rows(body).eval()
+    args = (torch.randn(rows, 4), torch.arange(rows) % 4)  # rows of other values: a changed row differs
+    batch = Dim("batch", min=1, max=64)
+    ep = before_compile(model, args, {}, ({0: batch}, {0: batch}))[0]
+    return ep, args
+
+
+@pytest.mark.parametrize("rows", [3, 2])
+@pytest.mark.parametrize("name", sorted(MIXED))
+def test_a_program_that_mixes_its_batch_rows_is_found(name, rows):
+    ep, args = _exported(MIXED[name], rows)
+    assert rows_mixed(ep, args, {}) is True
+
+
+@pytest.mark.parametrize("name", sorted(INDEPENDENT))
+def test_a_program_whose_rows_are_independent_is_not_flagged(name):
+    ep, args = _exported(INDEPENDENT[name], 3)
+    assert rows_mixed(ep, args, {}) is False
+    # and its eager answer batched is each row's alone, which is what serving relies on
+    module = ep.module()
+    torch.testing.assert_close(module(*args)[:2], module(args[0][:2], args[1][:2]))
+
+
+def test_a_program_without_a_shared_dynamic_dim_zero_is_not_probed():
+    class Static(torch.nn.Module):
+        def forward(self, x):
+            return x - x.mean(0)
+
+    x = torch.randn(3, 4)
+    ep = before_compile(Static(), (x,), {}, None)[0]
+    assert rows_mixed(ep, (x,), {}) is None
+
+
+def test_a_lowered_program_that_mixes_its_batch_rows_records_it_and_is_not_batched(tmp_path):
+    """The whole way: lower() records rows_mixed in the package's signature, and the serving plan a replica makes from
+    the loaded program refuses batching. Batched, the program's answer to one request would have been computed from
+    the other request's rows (compared with eager on fresh random inputs)."""
+    import aotcuda
+    from aotcuda.errors import ServingConfigError
+    from aotcuda.serving.batching import combine, serving_plan
+
+    class Centered(torch.nn.Module):
+        def forward(self, x):
+            return x - x.mean(0, keepdim=True)
+
+    batch = Dim("batch", min=1, max=64)
+    path = tmp_path / "centered.pt2"
+    aotcuda.lower(Centered(), (torch.randn(4, 3),), dynamic_shapes=({0: batch},), device="cpu", package_path=path)
+    with aotcuda.load(path) as program:
+        assert program.signature["rows_mixed"] is True
+        with pytest.raises(ServingConfigError, match="cannot be batched: an output's row depends on other rows"):
+            serving_plan(program.input_specs, program.output_specs, 8, str(path),
+                         rows_mixed=program.signature.get("rows_mixed"))
+        alice, mallory = [torch.randn(2, 3)], [torch.randn(2, 3) * 100]
+        flat, _ = combine([alice, mallory])
+        torch.testing.assert_close(program(*alice), Centered()(*alice))  # alone: eager's answer
+        assert not torch.allclose(program(*flat)[:2], Centered()(*alice))  # what batching would have answered her
+
+
+def test_random_draws_in_forward_are_not_taken_for_mixed_rows():
+    """A dropout left in training mode, or a torch.randn in forward, draws new numbers at each run: without one seed for
+    every run of the probe, each program with one would have been refused batching."""
+    ep, args = _exported(lambda m, x, ids: torch.nn.functional.dropout(m.linear(x), 0.5, True) + torch.randn_like(x), 3)
+    state = torch.random.get_rng_state()
+    assert rows_mixed(ep, args, {}) is False
+    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's generator as it was
+
+
+@pytest.mark.parametrize("across, mixed", [(False, False), (True, True)])
+def test_a_complex_program_is_probed_on_the_real_pairs_it_takes(across, mixed):
+    """ReplaceComplexWithRealPass makes a complex input a real pair (a trailing dim of 2): the probe ran the lowered
+    program on the complex example and failed (not probed), so a complex program that mixes its rows was batched."""
+    class Spectrum(torch.nn.Module):
+        def forward(self, z):
+            spectrum = torch.fft.fft(z, dim=-1)
+            return spectrum - spectrum.sum(0, keepdim=True) if across else spectrum * 2
+
+    z = torch.randn(4, 8, dtype=torch.complex64)
+    ep = before_compile(Spectrum(), (z,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
+    assert rows_mixed(ep, (z,), {}) is mixed
