@@ -310,9 +310,9 @@ def test_lower_then_run_a_factory_with_a_dynamic_dim(runner, tmp_path):
     ("no_colon", "MODULE:FACTORY, e.g. aotcuda.models.attention:attention_block"),
     # a new user's `aotcuda lower frontend.py` (session 24): the module's functions, as FACTORY
     ("aotcuda.models.attention", "MODULE:FACTORY, e.g. aotcuda.models.attention:attention_block"),
-    ("aotcuda.models.attention:nope", "has no 'nope'; its own callables: Attention, AttentionBlock, FeedForward, "
-                                      "RMSNorm, RotaryEmbedding, attention_block"),
-    ("aotcuda.models.attention:torch", "'torch' is a module, not a callable that returns a model; its own callables:"),
+    ("aotcuda.models.attention:nope", "has no 'nope'; its factories (functions that take no arguments): "
+                                      "aotcuda.models.attention:attention_block"),
+    ("aotcuda.models.attention:torch", "'torch' is a module, not a callable that returns a model; its factories"),
     ("missing_file.py:f", "no such file"),
 ])
 def test_lower_bad_factory_spec(runner, tmp_path, spec, expected):
@@ -329,6 +329,41 @@ def test_a_file_without_factory_is_answered_with_its_functions(runner, tmp_path)
     result = runner.invoke(main, ["lower", str(model_file), "-o", str(tmp_path / "m.pt2"), "--device", "cpu"])
     assert result.exit_code == 2, result.output
     assert f"e.g. {model_file}:make or {model_file}:make_small" in result.output.replace("\n", ""), result.output
+
+
+FACTORIES_AND_HELPERS = """import torch
+def helper(x, y):
+    pass
+def with_defaults(n=2, *rest, **options):
+    pass
+class Net(torch.nn.Module):
+    pass
+""" + "".join(f"def make{i}():\n    pass\n" for i in range(5))
+
+
+@pytest.mark.parametrize("spec, expected", [
+    # every message offers the same factories, counted the same way: not helper (it needs arguments), not Net
+    ("helpers_mod", "expected MODULE:FACTORY, e.g. helpers_mod:make0 or helpers_mod:make1 or helpers_mod:make2 or "
+                    "helpers_mod:make3 or helpers_mod:make4 (6 factories in all)"),
+    ("helpers_mod:nosuch", "has no 'nosuch'; its factories (functions that take no arguments): helpers_mod:make0 or "
+                           "helpers_mod:make1 or helpers_mod:make2 or helpers_mod:make3 or helpers_mod:make4 "
+                           "(6 factories in all)"),
+    # a dot typed for the colon
+    ("helpers_mod.with_defaults", "expected MODULE:FACTORY, did you mean helpers_mod:with_defaults?"),
+    ("helpers_mod.Net", "expected MODULE:FACTORY with a colon, not a dot, e.g. helpers_mod:make0 or"),
+])
+def test_factory_suggestions_are_functions_callable_with_no_arguments(runner, tmp_path, monkeypatch, spec, expected):
+    """A new user (nu40) was offered apply_rotary(xq, xk, freqs_cis) as FACTORY, told "6 callables in all" by one
+    message and shown 10 names, classes included, by another, and `mymodels.rope_attention` got the generic
+    example."""
+    (tmp_path / "helpers_mod.py").write_text(FACTORIES_AND_HELPERS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the import puts tmp_path on it
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # and helpers_mod in it
+    result = runner.invoke(main, ["lower", spec, "-o", str(tmp_path / "m.pt2"), "--device", "cpu"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and expected in said, result.output
+    assert "helper " not in said and "helpers_mod:helper" not in said and "Net or" not in said, result.output
 
 
 def test_a_factory_that_raises_is_named_with_where_it_raised(runner, tmp_path):
