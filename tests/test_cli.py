@@ -18,6 +18,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+import aotcuda
 import aotcuda.cli
 import aotcuda.lowering
 from aotcuda.cli import cli_hints, main
@@ -2881,3 +2882,28 @@ def test_one_dim_given_twice_is_told_to_keep_one(runner, tmp_path):
     model, args = tagnet_factory()
     assert repr(dynamic_shapes_from(("ids:1:2:128", "ids:1:2:128"), model, args, {})) == \
         repr(dynamic_shapes_from(("ids:1:2:128",), model, args, {})) == "{'ids': {1: Dim('ids_1', max=128)}, 'mask': None}"
+
+
+class DynamicRfft(torch.nn.Module):
+    def forward(self, x):
+        return torch.fft.rfft(x).abs()
+
+
+def dynamic_rfft_factory():
+    return DynamicRfft(), (torch.randn(2, 16),)
+
+
+def test_the_dynamic_fft_warning_line_names_the_models_line(runner, tmp_path):
+    """A new user (nu40): `warning: an FFT of dynamic length (seq, at most 64) builds ...` named no line of their
+    model; it names it as the fallback list does (a path relative to the working folder)."""
+    import inspect
+
+    line = inspect.getsourcelines(DynamicRfft.forward)[1] + 1
+    result = runner.invoke(main, ["lower", f"{__name__}:dynamic_rfft_factory", "-o", str(tmp_path / "f.pt2"),
+                                  "--device", "cpu", "--dynamic", "x:1:2:64:seq"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert (f"warning: an FFT of dynamic length (seq, at most 64) at {os.path.relpath(__file__)}:{line} (in forward) "
+            "builds its [2n, 2n] DFT table") in said, result.output
+    x = torch.randn(2, 37)  # a fresh length, as eager computes it
+    assert relative_error(aotcuda.load(str(tmp_path / "f.pt2"))(x), DynamicRfft()(x)) < 1e-5
