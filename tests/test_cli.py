@@ -18,6 +18,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+import aotcuda
 import aotcuda.cli
 import aotcuda.lowering
 from aotcuda.cli import cli_hints, main
@@ -310,9 +311,9 @@ def test_lower_then_run_a_factory_with_a_dynamic_dim(runner, tmp_path):
     ("no_colon", "MODULE:FACTORY, e.g. aotcuda.models.attention:attention_block"),
     # a new user's `aotcuda lower frontend.py` (session 24): the module's functions, as FACTORY
     ("aotcuda.models.attention", "MODULE:FACTORY, e.g. aotcuda.models.attention:attention_block"),
-    ("aotcuda.models.attention:nope", "has no 'nope'; its own callables: Attention, AttentionBlock, FeedForward, "
-                                      "RMSNorm, RotaryEmbedding, attention_block"),
-    ("aotcuda.models.attention:torch", "'torch' is a module, not a callable that returns a model; its own callables:"),
+    ("aotcuda.models.attention:nope", "has no 'nope'; its factories (functions that take no arguments): "
+                                      "aotcuda.models.attention:attention_block"),
+    ("aotcuda.models.attention:torch", "'torch' is a module, not a callable that returns a model; its factories"),
     ("missing_file.py:f", "no such file"),
 ])
 def test_lower_bad_factory_spec(runner, tmp_path, spec, expected):
@@ -329,6 +330,41 @@ def test_a_file_without_factory_is_answered_with_its_functions(runner, tmp_path)
     result = runner.invoke(main, ["lower", str(model_file), "-o", str(tmp_path / "m.pt2"), "--device", "cpu"])
     assert result.exit_code == 2, result.output
     assert f"e.g. {model_file}:make or {model_file}:make_small" in result.output.replace("\n", ""), result.output
+
+
+FACTORIES_AND_HELPERS = """import torch
+def helper(x, y):
+    pass
+def with_defaults(n=2, *rest, **options):
+    pass
+class Net(torch.nn.Module):
+    pass
+""" + "".join(f"def make{i}():\n    pass\n" for i in range(5))
+
+
+@pytest.mark.parametrize("spec, expected", [
+    # every message offers the same factories, counted the same way: not helper (it needs arguments), not Net
+    ("helpers_mod", "expected MODULE:FACTORY, e.g. helpers_mod:make0 or helpers_mod:make1 or helpers_mod:make2 or "
+                    "helpers_mod:make3 or helpers_mod:make4 (6 factories in all)"),
+    ("helpers_mod:nosuch", "has no 'nosuch'; its factories (functions that take no arguments): helpers_mod:make0 or "
+                           "helpers_mod:make1 or helpers_mod:make2 or helpers_mod:make3 or helpers_mod:make4 "
+                           "(6 factories in all)"),
+    # a dot typed for the colon
+    ("helpers_mod.with_defaults", "expected MODULE:FACTORY, did you mean helpers_mod:with_defaults?"),
+    ("helpers_mod.Net", "expected MODULE:FACTORY with a colon, not a dot, e.g. helpers_mod:make0 or"),
+])
+def test_factory_suggestions_are_functions_callable_with_no_arguments(runner, tmp_path, monkeypatch, spec, expected):
+    """A new user (nu40) was offered apply_rotary(xq, xk, freqs_cis) as FACTORY, told "6 callables in all" by one
+    message and shown 10 names, classes included, by another, and `mymodels.rope_attention` got the generic
+    example."""
+    (tmp_path / "helpers_mod.py").write_text(FACTORIES_AND_HELPERS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the import puts tmp_path on it
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # and helpers_mod in it
+    result = runner.invoke(main, ["lower", spec, "-o", str(tmp_path / "m.pt2"), "--device", "cpu"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and expected in said, result.output
+    assert "helper " not in said and "helpers_mod:helper" not in said and "Net or" not in said, result.output
 
 
 def test_a_factory_that_raises_is_named_with_where_it_raised(runner, tmp_path):
@@ -2846,3 +2882,28 @@ def test_one_dim_given_twice_is_told_to_keep_one(runner, tmp_path):
     model, args = tagnet_factory()
     assert repr(dynamic_shapes_from(("ids:1:2:128", "ids:1:2:128"), model, args, {})) == \
         repr(dynamic_shapes_from(("ids:1:2:128",), model, args, {})) == "{'ids': {1: Dim('ids_1', max=128)}, 'mask': None}"
+
+
+class DynamicRfft(torch.nn.Module):
+    def forward(self, x):
+        return torch.fft.rfft(x).abs()
+
+
+def dynamic_rfft_factory():
+    return DynamicRfft(), (torch.randn(2, 16),)
+
+
+def test_the_dynamic_fft_warning_line_names_the_models_line(runner, tmp_path):
+    """A new user (nu40): `warning: an FFT of dynamic length (seq, at most 64) builds ...` named no line of their
+    model; it names it as the fallback list does (a path relative to the working folder)."""
+    import inspect
+
+    line = inspect.getsourcelines(DynamicRfft.forward)[1] + 1
+    result = runner.invoke(main, ["lower", f"{__name__}:dynamic_rfft_factory", "-o", str(tmp_path / "f.pt2"),
+                                  "--device", "cpu", "--dynamic", "x:1:2:64:seq"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert (f"warning: an FFT of dynamic length (seq, at most 64) at {os.path.relpath(__file__)}:{line} (in forward) "
+            "builds its [2n, 2n] DFT table") in said, result.output
+    x = torch.randn(2, 37)  # a fresh length, as eager computes it
+    assert relative_error(aotcuda.load(str(tmp_path / "f.pt2"))(x), DynamicRfft()(x)) < 1e-5

@@ -365,12 +365,14 @@ _PACKAGE_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
 def _own_warnings_as_lines():
     """aotcuda's own warnings (those its modules raise: an index left unchecked, a model in training mode) as
     'warning:' lines like the command's others, not as Python shows a warning (the file path and source line
-    of aotcuda's code, which tell a user nothing); another library's are shown as Python shows them."""
+    of aotcuda's code, which tell a user nothing); another library's are shown as Python shows them. A warning
+    aotcuda points at the model's line (a dynamic-length FFT's cost) is its own by its "aotcuda: " prefix; its text
+    names that line."""
     with warnings.catch_warnings():  # restores showwarning after
         python_shows = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None):
-            if os.path.abspath(filename).startswith(_PACKAGE_FOLDER):
+            if os.path.abspath(filename).startswith(_PACKAGE_FOLDER) or str(message).startswith("aotcuda: "):
                 print_warning(str(message).removeprefix("aotcuda: "))
             else:
                 python_shows(message, category, filename, lineno, file, line)

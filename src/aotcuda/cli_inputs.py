@@ -34,8 +34,9 @@ def load_factory(spec: str):
     """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise click.BadParameter(f"{spec!r}: expected MODULE:FACTORY, e.g. "
-                                 + (_factories_of(module_name) or "aotcuda.models.attention:attention_block"))
+        raise click.BadParameter(f"{spec!r}: expected MODULE:FACTORY"
+                                 + (_dotted_factory(module_name) or ", e.g. " + (
+                                     _factories_of(module_name) or "aotcuda.models.attention:attention_block")))
     if module_name.endswith(".py") or os.path.sep in module_name:
         if not module_name.endswith(".py"):
             raise click.BadParameter(f"{spec!r}: {module_name!r} is a path but not a .py file; give the model's "
@@ -46,37 +47,76 @@ def load_factory(spec: str):
         module = _import_module(module_name)
     factory = getattr(module, attribute, None)
     if not callable(factory):
-        callables = _own_callables(module)
         if hasattr(module, attribute):
             problem = f"{attribute!r} is a {type(factory).__name__}, not a callable that returns a model"
         else:
             problem = f"has no {attribute!r}"
-        raise click.BadParameter(f"{module_name}: {problem}; its own callables: {', '.join(callables) or 'none'}")
+        factories = _listed_factories(module_name, _factory_names(module))
+        raise click.BadParameter(f"{module_name}: {problem}; " + (
+            f"its factories (functions that take no arguments): {factories}" if factories else
+            "it defines no factory (a function that takes no arguments and returns the model and its inputs)"))
     return factory
 
 
-def _own_callables(module) -> list[str]:
-    """The public callables a module defines itself (not those it imports)."""
+def _factory_names(module) -> list[str]:
+    """The public functions a module defines itself (not those it imports) that can be FACTORY: callable with no
+    arguments. Why only these: a function with a required parameter fails when `aotcuda lower` calls it, and an
+    nn.Module class returns a model without its inputs; both were offered as examples (a new user, nu40)."""
     return sorted(name for name, value in vars(module).items()
-                  if callable(value) and not name.startswith("_") and getattr(value, "__module__", None)
-                  == module.__name__)
+                  if pyinspect.isfunction(value) and not name.startswith("_")
+                  and value.__module__ == module.__name__ and _takes_no_arguments(value))
+
+
+def _takes_no_arguments(function) -> bool:
+    try:
+        parameters = pyinspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters)
+
+
+def _listed_factories(module_name: str, names: list[str], shown: int = 5) -> str | None:
+    """``MODULE:A or MODULE:B ...``, the first ``shown`` names, and how many there are where that is not all: every
+    message that offers factories counts them the same way."""
+    if not names:
+        return None
+    more = f" ({len(names)} factories in all)" if len(names) > shown else ""
+    return " or ".join(f"{module_name}:{name}" for name in names[:shown]) + more
+
+
+def _imported_quietly(module_name: str):
+    """The module a user named (a file or a module name), or None where it does not import."""
+    try:
+        is_file = module_name.endswith(".py")
+        return _import_file(module_name) if is_file else _import_module(module_name)
+    except Exception:  # noqa: BLE001 - the usage error says what is expected either way
+        return None
 
 
 def _factories_of(module_name: str) -> str | None:
-    """``MODULE:NAME`` for each callable of ``module_name`` (a file or module the user gave without ``:FACTORY``),
+    """``MODULE:NAME`` for each factory of ``module_name`` (a file or module the user gave without ``:FACTORY``),
     or None where it names none that imports (a new user typed ``aotcuda lower frontend.py``)."""
-    if not module_name:
+    module = _imported_quietly(module_name) if module_name else None
+    return _listed_factories(module_name, _factory_names(module)) if module is not None else None
+
+
+def _dotted_factory(spec: str) -> str | None:
+    """", did you mean MODULE:NAME?" where ``spec`` is MODULE.NAME, a dot typed for the colon, and NAME is one of
+    MODULE's factories (``aotcuda lower mymodels.rope_attention`` got only the generic example); MODULE's factories
+    where NAME is not one; None where ``spec`` is no such typo (a module of that name, or none that imports)."""
+    module_name, dot, name = spec.rpartition(".")
+    if not dot or not module_name or os.path.sep in spec or spec.endswith(".py") or not name.isidentifier():
         return None
-    try:
-        is_file = module_name.endswith(".py")
-        module = _import_file(module_name) if is_file else _import_module(module_name)
-    except Exception:  # noqa: BLE001 - the usage error says what is expected either way
+    if _imported_quietly(spec) is not None:  # a module of that name: its own factories are the answer
         return None
-    callables = _own_callables(module)
-    functions = [name for name in callables if pyinspect.isfunction(vars(module)[name])]  # a factory, not a class
-    callables = functions or callables
-    return (" or ".join(f"{module_name}:{name}" for name in callables[:5])
-            + (f" ({len(callables)} callables in all)" if len(callables) > 5 else "")) if callables else None
+    module = _imported_quietly(module_name)
+    if module is None:
+        return None
+    factories = _factory_names(module)
+    if name in factories:
+        return f", did you mean {module_name}:{name}?"
+    listed = _listed_factories(module_name, factories)
+    return f" with a colon, not a dot, e.g. {listed}" if listed else None
 
 
 def call_factory(spec: str):

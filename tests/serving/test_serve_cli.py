@@ -500,3 +500,21 @@ def test_the_serving_line_shows_a_package_name_as_escapes(monkeypatch, tmp_path)
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output and "evil\\x1b[2J\\x1b[31m.pt2 at http://127.0.0.1:18850" in result.output, \
         result.output
+
+
+def test_a_torch_save_file_is_named_as_such_by_serve_as_by_load(tmp_path):
+    """A new user (nu40): `aotcuda serve inputs.pt` said "has no aotcuda signature ... serve a package written by
+    aotcuda.lower", while run, inspect and aotcuda.load on the same file say it is a torch.save file; serve's check
+    (before Ray starts) now takes load's choice of the model, and so its words."""
+    import aotcuda
+    from aotcuda.errors import PackageError
+
+    saved = tmp_path / "inputs.pt"
+    torch.save({"x": torch.ones(2)}, saved)
+    with pytest.raises(PackageError) as loaded:
+        aotcuda.load(str(saved))
+    said_by_load = str(loaded.value)
+    assert "it is a torch.save file (inputs, outputs or a state dict), not a package" in said_by_load
+    result = serve_without_ray(str(saved), "--port", "18900", timeout=120)
+    assert result.returncode == 1 and RAY_INIT_REACHED not in result.stderr, result.stderr[-2000:]
+    assert f"error: {said_by_load}" in " ".join(result.stderr.split()), result.stderr[-2000:]

@@ -114,7 +114,11 @@ def _what_it_is(names: list[str]) -> str:
     return ""
 
 
-def _pick_model(path: str, names: list[str], model_name: str | None) -> str:
+def pick_model(path: str, names: list[str], model_name: str | None = None) -> str:
+    """The model of the package whose entries are ``names`` that load takes (``model_name``, else "model" or the one
+    there is). Raises PackageError where there is none, saying what the file is where its entries say it (a
+    torch.save file, a torch.export.save archive): load, `aotcuda run`/`inspect` and `aotcuda serve`'s check before
+    Ray starts say it in the same words."""
     found = model_names(names)
     if model_name is not None:
         if model_name not in found:
@@ -185,7 +189,7 @@ def _opened(path: str, model_name: str | None, limits: ArchiveLimits, expected_s
             check_same_bytes(path, archive.fp, expected_sha256)
         names = archive.namelist()
         root = _archive_root(names)
-        model = _pick_model(path, names, model_name)
+        model = pick_model(path, names, model_name)
         signed = None
         if signing_key is not None:
             entry, data = tag_entry(archive, names, root, path, limits)

@@ -25,7 +25,7 @@ from typing import Callable
 from aotcuda.errors import Advice, PackageError, ServingConfigError
 from aotcuda.package_tags import key_file_path, key_file_switch, signing_key
 from aotcuda.runtime.archive import ArchiveLimits, open_archive
-from aotcuda.runtime.package import package_key_id, read_signature
+from aotcuda.runtime.package import package_key_id, pick_model, read_signature
 from aotcuda.runtime.package_checks import package_sha256
 from aotcuda.runtime.specs import specs_from_signature
 from aotcuda.serving.batching import (index_records, serving_plan, state_written_names, tensor_size_records,
@@ -192,6 +192,7 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     # parsed (read from a second opening, a package another process put at the path in between was checked with
     # its unsigned signature: an edited device decided the replicas' GPUs).
     with open_archive(os.path.expanduser(package_path), limits) as archive:  # "~" as read_signature expands it
+        pick_model(package_path, archive.namelist())  # none: says what the file is (a torch.save file), as load does
         if key is not None:  # every replica checks it as it loads; refused here before Ray starts
             package_key_id(package_path, key, limits=limits, archive=archive)
         signature = read_signature(package_path, key, archive)

@@ -232,3 +232,32 @@ def test_a_fourier_neural_operator_over_dynamic_height_and_width_has_only_binary
     for shape in ((3, 2, 20, 12), (1, 2, 32, 9)):
         x = torch.randn(shape)
         assert_relative(new.module()(x), module(x), 1e-5, f"shape={shape}")
+
+
+class TwoDynamicFFTs(torch.nn.Module):
+    def forward(self, x, y):
+        a = torch.fft.rfft(x).abs()  # the direct form's warning (max 64)
+        b = torch.fft.fft(y).abs()  # Bluestein's (max 128)
+        return a, b
+
+
+def test_each_dynamic_fft_warning_names_its_line_of_the_model_and_points_there():
+    """A new user (nu40): the warning was shown at aotcuda's rules/fft.py:79 and named no line of the model, so in a
+    model with several FFTs they could not tell which one it meant."""
+    import inspect
+    import os
+    import warnings
+
+    from aotcuda.lowering.pipeline import before_compile
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        before_compile(TwoDynamicFFTs(), (torch.randn(2, 16), torch.randn(2, 16)),
+                       dynamic_shapes=({1: Dim("n", min=2, max=64)}, {1: Dim("m", min=2, max=128)}))
+    said = [w for w in caught if "an FFT of dynamic length" in str(w.message)]
+    first = inspect.getsourcelines(TwoDynamicFFTs.forward)[1] + 1
+    where = os.path.relpath(__file__)
+    assert len(said) == 2, [str(w.message) for w in said]
+    for warning, length, line in zip(said, ("(n, at most 64)", "(m, at most 128)"), (first, first + 1)):
+        assert f"{length} at {where}:{line} (in forward) " in str(warning.message), str(warning.message)
+        assert (warning.filename, warning.lineno) == (__file__, line), (warning.filename, warning.lineno)

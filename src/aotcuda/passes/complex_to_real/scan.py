@@ -77,15 +77,25 @@ def _is_user_frame(filename: str) -> bool:
 def source_location(node: torch.fx.Node) -> str:
     """Where in the user's source the node comes from, "file:line in function: code": the innermost user
     frame of its stack trace, or "" (what a refusal names; fallbacks.relative_source_line is the kernel list's)."""
-    lines = (node.meta.get("stack_trace") or "").rstrip().splitlines()
-    frames = [(i, m) for i, line in enumerate(lines) if (m := _FRAME.search(line))]
-    user_frames = [f for f in frames if _is_user_frame(f[1]["file"])] or frames
-    if not user_frames:
+    frame = innermost_frame(node.meta.get("stack_trace"))
+    if frame is None:
         return ""
+    file, line, function, code = frame
+    where = f"{file}:{line} in {function}"
+    return f"{where}: {code}" if code else where
+
+
+def innermost_frame(stack_trace: str | None, user_only: bool = False) -> tuple[str, int, str, str] | None:
+    """(file, line, function, code) of the innermost user frame of a node's meta["stack_trace"] (the innermost
+    frame of torch itself where the trace has no other, unless ``user_only``), or None."""
+    lines = (stack_trace or "").rstrip().splitlines()
+    frames = [(i, m) for i, line in enumerate(lines) if (m := _FRAME.search(line))]
+    user_frames = [f for f in frames if _is_user_frame(f[1]["file"])] or ([] if user_only else frames)
+    if not user_frames:
+        return None
     i, match = user_frames[-1]
     code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.search(lines[i + 1]) else ""
-    where = f"{match['file']}:{match['line']} in {match['func']}"
-    return f"{where}: {code}" if code else where
+    return match["file"], int(match["line"]), match["func"], code
 
 
 def _call_nodes(graph: torch.fx.Graph) -> list[torch.fx.Node]:

@@ -16,11 +16,14 @@ m = 8192 (seven per transform, three transforms a row) made the Hyena test's AOT
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import torch
+from torch.fx import traceback as fx_traceback
 
 from aotcuda.passes.complex_to_real.pair import real_as_pair, shared_table
+from aotcuda.passes.complex_to_real.scan import innermost_frame
 from aotcuda.passes.complex_to_real.spectral import tables
 from aotcuda.passes.complex_to_real.spectral import transform as static
 from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, plan
@@ -64,23 +67,52 @@ def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
     bound = upper_bound(n)
     if bound <= MAX_DIRECT:
         if bound > QUIET_DIRECT_BOUND:
-            warnings.warn(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}) builds its [2n, 2n] DFT table "
-                          "(4·n² cos/sin in float64) on every call: at n = 64 about 0.15 ms a transform on one CPU "
-                          "thread, ~20× eager's FFT, growing as n². Where the program is called with few lengths, "
-                          "lower one program per length (a static length's tables are constants), or pad the signal "
-                          "to a static length with n=... where zero padding is what the model means (docs/ops.md, "
-                          "'Dynamic dims')", UserWarning, stacklevel=2)
+            _warn_at_model_line(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}){_at_model_line()} builds "
+                                "its [2n, 2n] DFT table (4·n² cos/sin in float64) on every call: at n = 64 about 0.15 "
+                                "ms a transform on one CPU thread, ~20× eager's FFT, growing as n². Where the program is "
+                                "called with few lengths, lower one program per length (a static length's tables are "
+                                "constants), or pad the signal to a static length with n=... where zero padding is what "
+                                "the model means (docs/ops.md, 'Dynamic dims')")
         matrix = tables.c2c_values(n, inverse, x.device).to(x.dtype)
         out = torch.matmul(x.flatten(-2), matrix).unflatten(-1, (n, 2))
     else:
         m = 1 << (2 * bound - 2).bit_length()
-        warnings.warn(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}) costs on every call what its longest "
-                      f"length would: two length-{m} transforms a row (Bluestein), whatever the length of the call; "
-                      f"keep the Dim's max near the lengths the program is called with (a max of at most {MAX_DIRECT} "
-                      "costs a product of the call's own length, and a table built on every call), or pad the signal to a static length with n=... "
-                      "(docs/ops.md, 'Dynamic dims')", UserWarning, stacklevel=2)
+        _warn_at_model_line(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}){_at_model_line()} costs on "
+                            f"every call what its longest length would: two length-{m} transforms a row (Bluestein), "
+                            "whatever the length of the call; keep the Dim's max near the lengths the program is called "
+                            f"with (a max of at most {MAX_DIRECT} costs a product of the call's own length, and a table "
+                            "built on every call), or pad the signal to a static length with n=... (docs/ops.md, "
+                            "'Dynamic dims')")
         out = _bluestein(x, n, m, inverse)
     return out if isinstance(scale, float) and scale == 1.0 else out * scale
+
+
+def _model_frame() -> tuple[str, int, str, str] | None:
+    """The model's line of the FFT being rewritten: the innermost user frame of the stack trace of the node whose
+    rule runs (the rewrite's interpreter makes its meta current), or None outside a rewrite."""
+    return innermost_frame((fx_traceback.get_current_meta() or {}).get("stack_trace"), user_only=True)
+
+
+def _at_model_line() -> str:
+    """" at model.py:LINE, in forward" (the path relative to the working folder where it is inside it), or "". Why:
+    a model with several FFTs could not tell which one a warning meant (a new user, nu40)."""
+    frame = _model_frame()
+    if frame is None:
+        return ""
+    file, line, function, _ = frame
+    relative = os.path.relpath(file)
+    return f" at {file if relative.startswith('..') else relative}:{line} (in {function})"
+
+
+def _warn_at_model_line(message: str) -> None:
+    """A UserWarning that Python shows at the model's line of the FFT (as `model.py:LINE: UserWarning: ...` and
+    that line), not at this module's; at the rule's caller where no model line is known."""
+    frame = _model_frame()
+    if frame is None:
+        warnings.warn(message, UserWarning, stacklevel=3)
+        return
+    file, line, _, _ = frame
+    warnings.warn_explicit(message, UserWarning, file, line)
 
 
 def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch.Tensor:
