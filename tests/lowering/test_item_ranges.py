@@ -90,3 +90,4 @@ def test_inspect_lists_the_range_of_an_item_read(start_pos_pt2):
                          if spec["name"] == "start_pos"][0]["index_ranges"]
     assert (entry["min"], entry["max"], entry["item"]) == (0, 126, True)
     assert "start_pos in [unchecked, 128 - seq]" in table.output, table.output
+    assert "took seq as at least 2" in table.output and "s27" not in table.output, table.output
