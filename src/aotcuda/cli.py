@@ -1453,8 +1453,12 @@ def _checked_index_lines(inputs: list, names) -> list[str]:
             part = "".join(f".{step[0]}({', '.join(str(arg) for arg in step[1:])})"
                            for step in _listed(entry.get("part")) if isinstance(step, list) and step)
             low, high = (_bound_text(entry.get(side), names) for side in ("min", "max"))
-            reason = f" ({entry['reason']})" if isinstance(entry.get("reason"), str) else ""
-            lines.append(terminal_safe(_clip(f"index values checked before every call: {spec.get('name')}{part} in "
+            # in the user's Dim names, as the runtime's refusal says it (a reason may name a dim: lowering/item_ranges.py)
+            reason = f" ({under_dim_names(_clip(entry['reason'], 5 * SHOWN_CHARS), names)})" if isinstance(
+                entry.get("reason"), str) else ""
+            # a value read with .item() (lowering/item_ranges.py) is no index: its range is torch.export's
+            what = "value read with .item()" if entry.get("item") is True else "index values"
+            lines.append(terminal_safe(_clip(f"{what} checked before every call: {spec.get('name')}{part} in "
                                              f"[{low}, {high}]{reason}", 5 * SHOWN_CHARS)))
     if more := _more_than_shown(len(lines)):
         lines[SHOWN_ROWS:] = [f"index values checked before every call: ... {more}"]

@@ -129,10 +129,14 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                                     # ends concerned (without it: both)
     IndexRange = {"min": Bound, "max": Bound,       # eager's range of the index there, as the input's
                   "reason": "aten.embedding.default over 128 rows of emb.weight, at model.py:12: ...",
-                  "part": [["select", 0, 0]]}     # (optional) only this part of the input is the index (idx[0]):
+                  "part": [["select", 0, 0]],     # (optional) only this part of the input is the index (idx[0]):
                                                     # ["select", dim, index], ["slice", dim, start, end, step],
                                                     # ["narrow", dim, start, length], applied in turn; absent: the
                                                     # whole input (older readers ignore it and check all of it)
+                  "item": true}                     # (optional) no index: the range torch.export gave the value
+                                                    # read from the input with .item(), which the generated code
+                                                    # checks itself (lowering/item_ranges.py); refusals and
+                                                    # `aotcuda inspect` say so (older readers check it the same)
     Bound = -128                                    # a static bound, or
           | {"expr": "s27 - 1"}                     # an expression of the input size symbols (the grammar), or
           | null                                    # not checked (it depends on a size no input gives)

@@ -331,3 +331,34 @@ def test_a_size_of_one_under_dim_auto_names_why_and_the_dim_that_takes_it():
                                   "shape": [{"expr": "s77", "min": 2, "max": None}, 5]}, {"s77": "n"})
     with pytest.raises(InputError, match=r"outside the exported range \[2, inf\] of n; pass a size in that range"):
         check_inputs([torch.randn(1, 5)], [named], [], CPU, 1)
+
+
+# A new user's broadcastable mask (nu40): attn_bias lowered as [2, 1, seq, seq] and passed as [2, 1, 1, s], which
+# eager's attention broadcasts. The refusal said "outside the exported range [2, 256] of seq; ... re-export with a
+# wider torch.export.Dim", which would not help: the dim must equal seq.
+MASK_SPECS = [TensorSpec.from_json(spec, {"s27": "seq"}) for spec in
+              [{"name": "x", "dtype": "float32", "device": "cpu", "shape": [2, {"expr": "s27", "min": 2, "max": 256}, 64]},
+               {"name": "attn_bias", "dtype": "float32", "device": "cpu",
+                "shape": [2, 1, {"expr": "s27", "min": 2, "max": 256}, {"expr": "s27", "min": 2, "max": 256}]}]]
+
+
+@pytest.mark.parametrize("order", ["x first", "mask first"])
+def test_a_size_of_1_for_a_shared_dynamic_dim_says_it_must_equal_that_dim_and_how_to_expand(order):
+    specs, tensors = MASK_SPECS, [torch.randn(2, 8, 64), torch.zeros(2, 1, 1, 8)]
+    if order == "mask first":
+        specs, tensors = specs[::-1], tensors[::-1]
+    with pytest.raises(InputError) as refused:
+        check_inputs(tensors, specs, [], CPU, 2)
+    message = str(refused.value)
+    assert "dim 2 is 1, but the program was exported with that dim equal to seq (as input 'x'" in message, message
+    assert "dim 1, its own dim 3)" in message and "attn_bias.expand(2, 1, 8, 8)" in message, message
+    assert "wider torch.export.Dim" not in message, message
+    expanded = torch.zeros(2, 1, 1, 8).expand(2, 1, 8, 8)
+    check_inputs([torch.randn(2, 8, 64), expanded], MASK_SPECS, [], CPU, 2)  # the suggested call is taken
+
+
+def test_a_size_of_1_for_a_dynamic_dim_shared_with_none_keeps_the_range_advice():
+    spec = TensorSpec.from_json({"name": "x", "dtype": "float32", "device": "cpu",
+                                 "shape": [{"expr": "s0", "min": 2, "max": 8, "user_expr": "batch"}]}, {"s0": "batch"})
+    with pytest.raises(InputError, match=r"dim 0 is 1, outside the exported range \[2, 8\] of batch; .*wider"):
+        check_inputs([torch.randn(1)], [spec], [], CPU, 1)

@@ -329,3 +329,22 @@ def test_the_sign_of_a_zero_constant_is_part_of_its_value(tmp_path):
     assert same_value(float("nan"), float("nan")) and same_value(-0.0, -0.0) and same_value(2.0, 2.0)
     assert not same_value(-0.0, 0.0) and not same_value(0, 0.0) and not same_value(False, 0)
     assert same_value(0, 0) and same_value(0, -0)  # ints have no signed zero
+
+
+def test_another_int_says_how_to_pass_a_value_that_changes_per_call():
+    """A new user's Llama-2 ``forward(x, start_pos: int)`` lowered with 0 and called with 5: "lower the model again with
+    the value you need" meant one package per decode position; an int's refusal says to pass a 0-d tensor instead."""
+    arguments = _arguments({"start_pos": 0}, None, [{"leaf": 1, "value": 0}])
+    with pytest.raises(InputError, match=r"argument 'start_pos' is 5, .*lower the model again with the value you need\. "
+                                         r"A value that changes from call to call \(a decode position\) must reach "
+                                         r"forward as a 0-d tensor, read there with \.item\(\) and bounded with "
+                                         r"torch\._check \(sp = start_pos\.item\(\);"):
+        arguments.check([torch.zeros(1), 5])
+    floats = _arguments({"scale": 2.0}, None, [{"leaf": 1, "value": 2.0}])
+    with pytest.raises(InputError) as refused:  # only where the argument is an int (a bool is no position either)
+        floats.check([torch.zeros(1), 3.0])
+    assert ".item()" not in str(refused.value)
+    flags = _arguments({"use_cache": False}, None, [{"leaf": 1, "value": False}])
+    with pytest.raises(InputError) as refused:
+        flags.check([torch.zeros(1), True])
+    assert ".item()" not in str(refused.value)

@@ -74,7 +74,8 @@ from aotcuda.lowering.options import (check_example_tensors, check_inputs_fit, c
                                      model_kind_fix)
 from aotcuda.lowering.fallbacks import (FallbackKernel, find_fallback_kernels, kernels_record, missing_kernels_message,
                                        refusal_advice, refusal_line, split_allowed)
-from aotcuda.lowering.index_ranges import exported_index_ranges
+from aotcuda.lowering.index_ranges import exported_index_ranges, merge_ranges
+from aotcuda.lowering.item_ranges import item_value_ranges
 from aotcuda.lowering.known_fallbacks import known_fallback_kernels
 from aotcuda.lowering.library_ops import custom_op_decompositions
 from aotcuda.lowering.loop_carries import loop_inductor_configs
@@ -370,6 +371,8 @@ def before_compile(model: torch.nn.Module, args: tuple, kwargs: dict | None = No
         left_in_subgraphs = subgraph_scalar_constants_as_full(ep)  # run_decompositions fails on them
         exported_unchecked: dict = {}
         exported_ranges = exported_index_ranges(ep, exported_unchecked)  # eager's ops, before decompositions rewrite one_hot
+        # the range export gave a value read with .item(), which the generated code checks itself (lowering/item_ranges.py)
+        exported_ranges = merge_ranges(exported_ranges, item_value_ranges(ep))
         returned = returned_user_inputs(ep)  # `x.add_(1); return x`: the writes are still in place here
     with step("decompose"), torch_fixes.applied("decompose"):
         try:

@@ -56,14 +56,14 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
     """
     if len(tensors) != num_inputs:
         check_input_count(tensors, num_inputs, [spec.name for spec in specs] if specs else names)
-    bindings, bound_by = {}, {}
+    bindings, bound_by, everything = {}, {}, (specs, names)
     for index, tensor in enumerate(tensors):
         label = _label(specs, names, index)
         if not isinstance(tensor, torch.Tensor):
             raise _not_a_tensor(tensor, specs[index] if specs else None, label, device)
         _check_tensor_on_device(tensor, device, label, InputError, f"move it there first, e.g. tensor.to({str(device)!r})")
         if specs:
-            _check_tensor(tensor, specs[index], label, bindings, bound_by)
+            _check_tensor(tensor, specs[index], label, bindings, bound_by, everything)
     if specs:
         _check_derived_dims(tensors, specs, bindings, names)
     if mutated:
@@ -404,7 +404,8 @@ def _has_strides(tensor: torch.Tensor, strides: list[int]) -> bool:
     return all(size <= 1 or have == want for size, have, want in zip(tensor.shape, tensor.stride(), strides))
 
 
-def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by: dict) -> None:
+def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by: dict, everything=None) -> None:
+    """``everything``: (every input's spec, names), read only to word a refusal (``_broadcast_refusal``)."""
     if tensor.dtype != spec.dtype:
         raise InputError(f"{label} has dtype {tensor.dtype}, but the program was exported with {spec.dtype}; "
                          f"{dtype_fix(tensor, spec)}")
@@ -428,6 +429,10 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
                              f"{'inf' if dim.max is None else dim.max}] of {dim.shown}, which lowering narrowed from "
                              f"the range it was asked ({dim.narrowed}); pass a size in that range, or lower "
                              "another program for those sizes")
+        if size == 1 < dim.min and everything is not None and _is_symbol(dim.expr):
+            refusal = _broadcast_refusal(tensor, spec, axis, where, bindings, *everything)
+            if refusal is not None:
+                raise refusal
         if size < dim.min and _is_auto_dim(dim):
             raise InputError(f"{where}, outside the exported range [2, {'inf' if dim.max is None else dim.max}] of "
                              f"that dim (torch's symbol {dim.expr}): torch.export specializes sizes 0 and 1, so a dim "
@@ -448,6 +453,30 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
                                  f"program was exported with both as {dim.shown}")
             bindings.setdefault(dim.expr, size)
             bound_by.setdefault(dim.expr, f"{label} dim {axis}")
+
+
+def _broadcast_refusal(tensor, spec: TensorSpec, axis: int, where: str, bindings: dict, specs, names):
+    """The refusal of a size of 1 where the program's dim is a symbol it shares with another dim (a mask of
+    ``[b, 1, 1, s]`` for ``[b, 1, seq, seq]``, eager's attention broadcasts it), or None where it shares none. A new
+    user's trial (nu40): "outside the exported range [2, 256] of seq; ... re-export with a wider torch.export.Dim",
+    advice that does not help: the compiled program reads that dim as seq rows, whatever its range."""
+    dim = spec.dims[axis]
+    others = [(f"{_label(specs, names, index)} dim {place}" if other is not spec else f"its own dim {place}")
+              for index, other in enumerate(specs) for place, shared in enumerate(other.dims)
+              if shared.expr == dim.expr and not (other is spec and place == axis)]
+    if not others:
+        return None
+    others.sort(key=lambda text: text.startswith("its own"))  # another input's first: it usually gives the size
+    own = [place for place, shared in enumerate(spec.dims) if shared.expr == dim.expr and place != axis
+           and tensor.shape[place] != 1]
+    full = bindings.get(dim.expr, tensor.shape[own[0]] if own else dim.shown)
+    shape = ", ".join(str(shared.size) if shared.size is not None else str(full) if shared.expr == dim.expr
+                      else str(size) for size, shared in zip(tensor.shape, spec.dims))
+    name = re.sub(r"\W+", "_", spec.name).strip("_") or "tensor"
+    return InputError(f"{where}, but the program was exported with that dim equal to {dim.shown} (as "
+                      f"{', '.join(others[:3])}), in [{dim.min}, {'inf' if dim.max is None else dim.max}]: the compiled "
+                      f"program does not broadcast a size of 1 there, as eager may. Pass it at full size, "
+                      f"{name}.expand({shape}), or lower the model with that dim as 1 if the model broadcasts it")
 
 
 def _is_auto_dim(dim) -> bool:

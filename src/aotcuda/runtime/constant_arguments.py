@@ -166,9 +166,15 @@ class ConstantArguments:
             given_type = f"{type(given).__module__}.{type(given).__qualname__}"
         kinds = "" if type(given) is type(constant.value) or given is None or _is_tensor(given) else \
             f" (type {clipped(given_type, 80)}, not {type(constant.value).__name__})"
+        # an int exported as a constant is often a position that changes every call (Llama-2's start_pos): one package
+        # per value is no fix for it, a tensor read with .item() is (the new user's trial, nu40)
+        per_call = (f". A value that changes from call to call (a decode position) must reach forward as a 0-d tensor, "
+                    f"read there with .item() and bounded with torch._check (sp = {constant.name}.item(); "
+                    "torch._check(sp >= 0); torch._check(sp + seq <= max_len)), and be lowered that way"
+                    ) if type(constant.value) is int else ""
         raise InputError(f"argument {constant.name!r} is {_value_text(given)}{kinds}, but the program was exported "
                          f"with {constant.value!r} there and computes with that value whatever is passed; {fix}, "
-                         "or lower the model again with the value you need")
+                         f"or lower the model again with the value you need{per_call}")
 
     def _given(self, constant: ConstantInput, args: tuple, kwargs: dict) -> bool:
         if constant.position is None:

@@ -20,6 +20,7 @@ docs/performance.md.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +40,7 @@ class IndexRange:
     high: int | DimSpec | None
     reason: str
     part: tuple = ()  # the selects and slices of the input that reach the index (``part_of``); (): all of it
+    item: bool = False  # the range torch.export gave the value read with .item() (lowering/item_ranges.py), not an index's
 
     @classmethod
     def from_json(cls, entry, dim_names) -> IndexRange:
@@ -49,7 +51,7 @@ class IndexRange:
         # newline (a reason's own would print a line of the package's choosing under `aotcuda run`)
         reason = one_line(reason) if isinstance(reason, str) else ""
         return cls(_bound(entry.get("min")), _bound(entry.get("max")), under_dim_names(reason, dim_names),
-                   _part(entry.get("part")))
+                   _part(entry.get("part")), entry.get("item") is True)
 
     def evaluate(self, bindings: dict[str, int], label: str = "the input") -> tuple[int | None, int | None]:
         """(low, high) for this call's sizes; None for a side that is not checked (null in the signature).
@@ -127,10 +129,17 @@ def _intersection(entries) -> tuple[int | None, int | None]:
     return (max(lows) if lows else None), (min(highs) if highs else None)
 
 
+@functools.lru_cache(maxsize=1024)
+def _evaluated(expr: str, bindings: tuple) -> int | None:
+    """``evaluate_dim`` of a bound, once per expression and sizes: through sympy it cost ~80 µs a call (a decode
+    step's ``start_pos <= 128 - seq``, lowering/item_ranges.py), where the model itself ran in ~20."""
+    return evaluate_dim(DimSpec(expr=expr), dict(bindings))
+
+
 def _value(bound, bindings: dict[str, int], label: str, side: str) -> int | None:
     if bound is None or isinstance(bound, int):
         return bound
-    value = evaluate_dim(bound, bindings)
+    value = _evaluated(bound.expr, tuple(sorted(bindings.items())))
     if value is None:
         sizes = ", ".join(f"{name}={bindings[name]}" for name in sorted(bindings)) or "none"
         raise InputError(f"{label}: the {side} bound {bound.expr!r} of the values it may hold as an index could not "
@@ -272,7 +281,11 @@ class IndexRangeChecks:
         else:
             checked, extremes = [], []
             for key, (tensor, _) in parts.items():
-                if tensor.numel():
+                if tensor.numel() == 1 and tensor.dtype != torch.uint64:  # a position (start_pos): item(), not a
+                    low = high = tensor.item()  # reduction (~10 µs a call on a 20 µs decode step)
+                    checked.append(key)
+                    extremes.append((low, high))
+                elif tensor.numel():
                     low, high = _aminmax(tensor)
                     checked.append(key)
                     extremes.append((int(low), int(high)))
@@ -312,14 +325,21 @@ class IndexRangeChecks:
         lowest = max(lows, key=lambda entry: entry[0], default=(None, None))
         highest = min(highs, key=lambda entry: entry[0], default=(None, None))
         if lowest[0] is not None and low < lowest[0]:
-            self._refuse(tensor, index, low, lowest[0], highest[0], lowest[1].reason, placing)
+            self._refuse(tensor, index, low, lowest[0], highest[0], lowest[1].reason, placing, lowest[1].item)
         if highest[0] is not None and high > highest[0]:
-            self._refuse(tensor, index, high, lowest[0], highest[0], highest[1].reason, placing)
+            self._refuse(tensor, index, high, lowest[0], highest[0], highest[1].reason, placing, highest[1].item)
 
-    def _refuse(self, tensor, index: int, value: int, lowest, highest, reason: str, placing: list = ()):
+    def _refuse(self, tensor, index: int, value: int, lowest, highest, reason: str, placing: list = (),
+                item: bool = False):
         where = _first_place(tensor, value)  # () only where the memory changed since the check read it
         at = f" at {whole_place(where, placing)}" if where else ""
         shown = f"[{'-inf' if lowest is None else lowest}, {'inf' if highest is None else highest}]"
+        if item:  # no index: the value .item() reads, which the compiled program's own check refuses
+            error = InputError(f"{self._labels[index]} holds {value}, outside {shown}, {reason}. Pass a value in "
+                               "that range; nothing was run")
+            error.client_text = (f"{self._labels[index]} holds {value}, outside {shown}, the range the program "
+                                 "allows for it; pass a value in that range")
+            raise error
         said = f"{self._labels[index]} holds {value}{at}, outside {shown}, the values it may hold as the index of "
         whole = WHOLE_INPUT_CHECKED in reason
         error = InputError(f"{said}{reason}. {_WHOLE_CHECKED + _TRUSTED if whole else _EAGER_REFUSES}")
