@@ -351,10 +351,36 @@ def test_a_size_of_1_for_a_shared_dynamic_dim_says_it_must_equal_that_dim_and_ho
         check_inputs(tensors, specs, [], CPU, 2)
     message = str(refused.value)
     assert "dim 2 is 1, but the program was exported with that dim equal to seq (as input 'x'" in message, message
-    assert "dim 1, its own dim 3)" in message and "attn_bias.expand(2, 1, 8, 8)" in message, message
+    assert "dim 1, its own dim 3 of this call, of size 8)" in message, message
+    assert "attn_bias.expand(2, 1, 8, 8)" in message, message
     assert "wider torch.export.Dim" not in message, message
     expanded = torch.zeros(2, 1, 1, 8).expand(2, 1, 8, 8)
     check_inputs([torch.randn(2, 8, 64), expanded], MASK_SPECS, [], CPU, 2)  # the suggested call is taken
+
+
+def test_a_size_of_1_where_no_place_of_the_call_is_larger_keeps_the_range_advice():
+    """review40c: one token (x [2, 1, 64], the mask [2, 1, 1, 1]) broadcasts nothing: seq is 1 everywhere, outside
+    [2, 256], and the range advice is the right one; the first version of the broadcast refusal said
+    x.expand(2, seq, 64). A Dim.AUTO square of (1, 1) keeps its 0/1-specialization advice too."""
+    with pytest.raises(InputError, match=r"dim 1 is 1, outside the exported range \[2, 256\] of seq; .*wider"):
+        check_inputs([torch.randn(2, 1, 64), torch.zeros(2, 1, 1, 1)], MASK_SPECS, [], CPU, 2)
+    square = TensorSpec.from_json({"name": "m", "dtype": "float32", "device": "cpu",
+                                   "shape": [{"expr": "s77", "min": 2, "max": None}] * 2}, None)
+    with pytest.raises(InputError, match=r"exported with Dim.AUTO or Dim.DYNAMIC starts at 2"):
+        check_inputs([torch.randn(1, 1)], [square], [], CPU, 1)
+
+
+def test_the_suggested_expand_fills_every_shared_dim_of_size_1_with_the_calls_size():
+    """review40c: a mask [seq, kv] passed as (1, 1) beside q [seq] and k [kv] of 8 and 16 was told mask.expand(8, 1),
+    then refused again; and where the input giving the size came later, the size read as the symbol's name."""
+    seq, kv = {"expr": "s1", "min": 2, "max": 64}, {"expr": "s2", "min": 2, "max": 64}
+    specs = [TensorSpec.from_json(spec, {"s1": "seq", "s2": "kv"}) for spec in [
+        {"name": "mask", "dtype": "float32", "device": "cpu", "shape": [seq, kv]},
+        {"name": "q", "dtype": "float32", "device": "cpu", "shape": [seq, 4]},
+        {"name": "k", "dtype": "float32", "device": "cpu", "shape": [kv, 4]}]]
+    with pytest.raises(InputError, match=r"mask\.expand\(8, 16\)"):
+        check_inputs([torch.zeros(1, 1), torch.randn(8, 4), torch.randn(16, 4)], specs, [], CPU, 3)
+    check_inputs([torch.zeros(1, 1).expand(8, 16), torch.randn(8, 4), torch.randn(16, 4)], specs, [], CPU, 3)
 
 
 def test_a_size_of_1_for_a_dynamic_dim_shared_with_none_keeps_the_range_advice():

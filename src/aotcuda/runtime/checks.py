@@ -56,7 +56,7 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
     """
     if len(tensors) != num_inputs:
         check_input_count(tensors, num_inputs, [spec.name for spec in specs] if specs else names)
-    bindings, bound_by, everything = {}, {}, (specs, names)
+    bindings, bound_by, everything = {}, {}, (specs, names, tensors)
     for index, tensor in enumerate(tensors):
         label = _label(specs, names, index)
         if not isinstance(tensor, torch.Tensor):
@@ -405,7 +405,8 @@ def _has_strides(tensor: torch.Tensor, strides: list[int]) -> bool:
 
 
 def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by: dict, everything=None) -> None:
-    """``everything``: (every input's spec, names), read only to word a refusal (``_broadcast_refusal``)."""
+    """``everything``: (every input's spec, names, the call's inputs), read only to word a refusal
+    (``_broadcast_refusal``)."""
     if tensor.dtype != spec.dtype:
         raise InputError(f"{label} has dtype {tensor.dtype}, but the program was exported with {spec.dtype}; "
                          f"{dtype_fix(tensor, spec)}")
@@ -430,7 +431,7 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
                              f"the range it was asked ({dim.narrowed}); pass a size in that range, or lower "
                              "another program for those sizes")
         if size == 1 < dim.min and everything is not None and _is_symbol(dim.expr):
-            refusal = _broadcast_refusal(tensor, spec, axis, where, bindings, *everything)
+            refusal = _broadcast_refusal(tensor, spec, axis, where, *everything)
             if refusal is not None:
                 raise refusal
         if size < dim.min and _is_auto_dim(dim):
@@ -455,28 +456,37 @@ def _check_tensor(tensor, spec: TensorSpec, label: str, bindings: dict, bound_by
             bound_by.setdefault(dim.expr, f"{label} dim {axis}")
 
 
-def _broadcast_refusal(tensor, spec: TensorSpec, axis: int, where: str, bindings: dict, specs, names):
-    """The refusal of a size of 1 where the program's dim is a symbol it shares with another dim (a mask of
-    ``[b, 1, 1, s]`` for ``[b, 1, seq, seq]``, eager's attention broadcasts it), or None where it shares none. A new
-    user's trial (nu40): "outside the exported range [2, 256] of seq; ... re-export with a wider torch.export.Dim",
-    advice that does not help: the compiled program reads that dim as seq rows, whatever its range."""
+def _broadcast_refusal(tensor, spec: TensorSpec, axis: int, where: str, specs, names, tensors):
+    """The refusal of a size of 1 where the program's dim is a symbol another place of this call gives a larger size
+    (a mask of ``[b, 1, 1, s]`` for ``[b, 1, seq, seq]``: eager's attention broadcasts it), or None where no place
+    does (one token: seq is 1 everywhere, and the range advice is the right one). A new user's trial (nu40): "outside
+    the exported range [2, 256] of seq; ... re-export with a wider torch.export.Dim", advice that does not help: the
+    compiled program reads that dim as seq rows, whatever its range. The suggested ``expand`` fills every dim of this
+    input that carries a symbol some place gives a size above 1 (review40c: one dim at a time took two refusals)."""
+    full: dict[str, int] = {}  # symbol -> the size above 1 a place of this call gives it
+    givers: dict[str, list[str]] = {}
+    for index, (other, value) in enumerate(zip(specs, tensors)):
+        if not isinstance(value, torch.Tensor) or value.dim() != len(other.dims):
+            continue
+        for place, (shared, size) in enumerate(zip(other.dims, value.shape)):
+            if shared.expr is not None and size > 1:
+                full.setdefault(shared.expr, size)
+                givers.setdefault(shared.expr, []).append(
+                    f"its own dim {place}" if other is spec else f"{_label(specs, names, index)} dim {place}")
     dim = spec.dims[axis]
-    others = [(f"{_label(specs, names, index)} dim {place}" if other is not spec else f"its own dim {place}")
-              for index, other in enumerate(specs) for place, shared in enumerate(other.dims)
-              if shared.expr == dim.expr and not (other is spec and place == axis)]
-    if not others:
+    if dim.expr not in full:
         return None
-    others.sort(key=lambda text: text.startswith("its own"))  # another input's first: it usually gives the size
-    own = [place for place, shared in enumerate(spec.dims) if shared.expr == dim.expr and place != axis
-           and tensor.shape[place] != 1]
-    full = bindings.get(dim.expr, tensor.shape[own[0]] if own else dim.shown)
-    shape = ", ".join(str(shared.size) if shared.size is not None else str(full) if shared.expr == dim.expr
-                      else str(size) for size, shared in zip(tensor.shape, spec.dims))
+    others = sorted(givers[dim.expr], key=lambda text: text.startswith("its own"))  # another input's first
+    shape = ", ".join(str(full[shared.expr]) if size == 1 and shared.expr in full else str(size)
+                      for size, shared in zip(tensor.shape, spec.dims))
     name = re.sub(r"\W+", "_", spec.name).strip("_") or "tensor"
+    if not name.isidentifier():
+        name = "tensor"
     return InputError(f"{where}, but the program was exported with that dim equal to {dim.shown} (as "
-                      f"{', '.join(others[:3])}), in [{dim.min}, {'inf' if dim.max is None else dim.max}]: the compiled "
-                      f"program does not broadcast a size of 1 there, as eager may. Pass it at full size, "
-                      f"{name}.expand({shape}), or lower the model with that dim as 1 if the model broadcasts it")
+                      f"{', '.join(others[:3])} of this call, of size {full[dim.expr]}), in [{dim.min}, "
+                      f"{'inf' if dim.max is None else dim.max}]: the compiled program does not broadcast a size of 1 "
+                      f"there, as eager may. Pass it at full size, {name}.expand({shape}), or lower the model with "
+                      "that dim as 1 if the model broadcasts it")
 
 
 def _is_auto_dim(dim) -> bool:
