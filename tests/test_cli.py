@@ -332,7 +332,11 @@ def test_a_file_without_factory_is_answered_with_its_functions(runner, tmp_path)
     assert f"e.g. {model_file}:make or {model_file}:make_small" in result.output.replace("\n", ""), result.output
 
 
-FACTORIES_AND_HELPERS = """import torch
+FACTORIES_AND_HELPERS = """import functools
+import torch
+@functools.cache
+def cached():
+    pass
 def helper(x, y):
     pass
 def with_defaults(n=2, *rest, **options):
@@ -352,6 +356,7 @@ class Net(torch.nn.Module):
     # a dot typed for the colon
     ("helpers_mod.with_defaults", "expected MODULE:FACTORY, did you mean helpers_mod:with_defaults?"),
     ("helpers_mod.Net", "expected MODULE:FACTORY with a colon, not a dot, e.g. helpers_mod:make0 or"),
+    ("helpers_mod.cached", "expected MODULE:FACTORY, did you mean helpers_mod:cached?"),  # review40c: decorated
 ])
 def test_factory_suggestions_are_functions_callable_with_no_arguments(runner, tmp_path, monkeypatch, spec, expected):
     """A new user (nu40) was offered apply_rotary(xq, xk, freqs_cis) as FACTORY, told "6 callables in all" by one

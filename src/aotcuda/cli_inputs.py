@@ -113,7 +113,8 @@ def _dotted_factory(spec: str) -> str | None:
     if module is None:
         return None
     factories = _factory_names(module)
-    if name in factories:
+    value = getattr(module, name, None)
+    if name in factories or (callable(value) and not isinstance(value, type)):  # a decorated one too (review40c)
         return f", did you mean {module_name}:{name}?"
     listed = _listed_factories(module_name, factories)
     return f" with a colon, not a dot, e.g. {listed}" if listed else None
