@@ -253,6 +253,20 @@ class ComplexBilinearWithNoOps(torch.nn.Module):
 NO_OPS_ARGS = (torch.randn(2, 4, 2), torch.randn(2, 5, 2), torch.randn(3, 4, 2))
 
 
+class ComplexBilinearWithAChainOfClones(torch.nn.Module):
+    """ComplexBilinear returning, beside it, ``clone(clone(z))`` of an input's complex view (review40a): Inductor's
+    remove_noop_ops drops the first clone, and then keeps the second, whose operand is now the input's view (an
+    output may not share an input's memory); its compile calls ``aten::clone (proxy executor)`` on ``clone_1``."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(3, 4, 5, dtype=torch.complex64))
+
+    def forward(self, x1, x2, x3):
+        y = torch.nn.functional.bilinear(torch.view_as_complex(x1), torch.view_as_complex(x2), self.w)
+        return torch.view_as_real(y), torch.view_as_real(torch.view_as_complex(x3).clone().clone())
+
+
 def test_no_ops_inductor_drops_are_no_complex_fallback_kernels():
     """fix40a: Inductor's remove_noop_ops drops a clone, an alias and a whole-dim slice of complex values as it drops a
     view to its operand's shape (``inductor_views.dropped_nodes``, from Inductor's own noop_registry); they were
@@ -275,6 +289,36 @@ def test_no_ops_inductor_drops_are_no_complex_fallback_kernels():
     listed = [node.name for node in complex_value_nodes(program)]
     assert not {"clone", "alias", "slice_1", "clone_1"} & set(listed), listed
     assert {"slice_2", "clone_2"} <= set(listed)
+
+    # review40a: the pass changes the graph as it goes, so of a chain of clones returned it keeps the last one
+    from aotcuda.lowering.inductor_views import dropped_nodes
+    from aotcuda.lowering.proxy_ops import proxy_executor_kernels
+
+    program = before_compile(ComplexBilinearWithAChainOfClones(), NO_OPS_ARGS).program
+    assert [node.name for node in program.graph.nodes if node.target is aten.clone.default] == ["clone", "clone_1"]
+    assert "clone" in {node.name for node in dropped_nodes(program.graph)}
+    listed = [node.name for node in complex_value_nodes(program)]
+    assert "clone_1" in listed and "clone" not in listed, listed  # was: neither (both taken for dropped)
+    assert [(k.name, k.nodes) for k in proxy_executor_kernels(program, "cpu")] == [
+        ("aten::clone (proxy executor)", ["clone_1"])]  # what the compile calls (checked by hand, review40a)
+
+
+def test_where_inductors_no_op_pass_raises_the_drops_are_read_node_by_node(monkeypatch):
+    """The fallback of ``dropped_nodes`` (a torch whose remove_noop_ops refuses the graph): Inductor's rule read on each
+    node, which gives the same drops as the pass where no dropped node is another's operand."""
+    import torch._inductor.fx_passes.post_grad as post_grad
+    from aotcuda.lowering.pipeline import before_compile
+    from aotcuda.lowering.inductor_views import dropped_nodes
+
+    program = before_compile(ComplexBilinearWithNoOps(), NO_OPS_ARGS).program
+    by_the_pass = {node.name for node in dropped_nodes(program.graph)}
+
+    def refuses(graph):
+        raise RuntimeError("a torch whose pass refuses this graph")
+
+    monkeypatch.setattr(post_grad, "remove_noop_ops", refuses)
+    assert {node.name for node in dropped_nodes(program.graph)} == by_the_pass
+    assert {"clone", "alias", "slice_1", "clone_1"} <= by_the_pass and not {"slice_2", "clone_2"} & by_the_pass
 
 
 def test_a_complex_clone_inductor_keeps_is_known_before_compiling_as_a_proxy_executor_op():

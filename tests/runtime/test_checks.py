@@ -163,7 +163,8 @@ def test_a_quantized_input_is_told_to_dequantize_not_to_cast(wanted, fix):
      r"makes every nonzero value True and 0 False, so an additive mask .* becomes True where it masks; .*`tensor == 0`"),
     (torch.ones(3, 4, dtype=torch.int64), "bool", r"makes every nonzero value True and 0 False, so pass .*`tensor != 0`"),
     (torch.ones(3, 4, dtype=torch.bool), "float32",
-     r"makes True 1.0 and False 0.0, .* torch.zeros_like\(tensor, dtype=torch.float32\).masked_fill\(~tensor"),
+     r"makes True 1.0 and False 0.0, .* torch.zeros_like\(tensor, dtype=torch.float32\).masked_fill\(~tensor, "
+     r"torch.finfo\(torch.float32\).min\)"),  # not -inf: a row masked whole is nan after softmax (review40a)
     (torch.ones(3, 4, dtype=torch.bool), "int64", r"^pass tensor.to\(torch.int64\) \(True becomes 1, False 0\)$"),
     (torch.randn(3, 4), "bfloat16", r"^pass tensor.to\(torch.bfloat16\)$"),  # a cast that keeps the meaning: as before
 ])
@@ -196,12 +197,21 @@ def test_an_integer_mask_for_a_float_input_is_told_the_additive_form_not_a_bare_
         check_inputs([attention_mask], [spec], [], CPU, 1)
     advice = str(caught.value).split("torch.float32; ", 1)[1]
     assert not advice.startswith("pass tensor.to(torch.float32)") and "keeps them as 1.0 and 0.0" in advice
-    assert "torch.zeros_like(tensor, dtype=torch.float32).masked_fill(tensor == 0, float('-inf'))" in advice
+    assert "if this is a 0/1 mask" in advice and ", a mask," not in advice  # 0s and 1s may be no mask (review40a)
+    follow = "torch.zeros_like(tensor, dtype=torch.float32).masked_fill(tensor == 0, torch.finfo(torch.float32).min)"
+    assert follow in advice and "float('-inf')) for" not in advice
     tensor = attention_mask  # the advice, followed
-    followed = torch.zeros_like(tensor, dtype=torch.float32).masked_fill(tensor == 0, float("-inf"))
+    followed = eval(follow)  # noqa: S307 - the advice's own text, run as the user would
     q, k = torch.randn(3, 8), torch.randn(4, 8)
     expected = torch.softmax((q @ k.T / 2).masked_fill(~attend, float("-inf")), dim=-1)
     torch.testing.assert_close(attention(q, k, followed), expected)
+    # review40a: a row masked whole (padding) followed -inf to nan, which spreads; the lowest value keeps it a number
+    tensor = attention_mask.clone()
+    tensor[1] = 0
+    assert torch.isnan(attention(q, k, torch.zeros(3, 4).masked_fill(tensor == 0, float("-inf")))[1]).all()
+    whole = attention(q, k, eval(follow))  # noqa: S307
+    assert torch.isfinite(whole).all()
+    torch.testing.assert_close(whole[[0, 2]], expected[[0, 2]])
     assert (attention(q, k, attention_mask.to(torch.float32))[~attend] > 0).all()  # the bare cast masks nothing
     for not_a_mask in (torch.randint(0, 256, (3, 4), dtype=torch.uint8), torch.empty(0, 4, dtype=torch.int64)):
         spec = TensorSpec.from_json({"name": "mask", "dtype": "float32", "device": "cpu",

@@ -21,8 +21,16 @@ from torch.export import ExportedProgram
 
 logger = logging.getLogger("aotcuda")
 # What counts as a change of an output's row: more than rounding (a reduction's order), far less than the change made
-# (each element of the changed row doubled and moved by 1), which a mean over 64 rows still passes on to every row.
+# (each element of the changed row doubled and moved by 1), which a mean over 64 rows still passes on to every row
+# (float32). That tolerance compares runs of one batch size whose kernels repeat themselves exactly; runs that may
+# round otherwise (the probe's run of one row fewer, kernels chosen by batch size; a program whose repeated run
+# differs, CUDA's atomics) allow an output of fewer bits _ULPS of its own eps (review40a: a bfloat16 or float16
+# program rounds a row one ulp apart between batch sizes, about 4e-3 of it in bfloat16, which 1e-4 took for mixed rows
+# and refused batching an honest model), relative to each element and, for elements near 0 (a difference of larger
+# values), to the output's largest magnitude.
 _RTOL, _ATOL = 1e-4, 1e-5
+_ULPS = 2  # of finfo.eps: 2 to 4 ulps of a value, an ulp being eps/2 to eps of it
+_TF32_EPS = 2.0 ** -10
 
 
 def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
@@ -41,10 +49,15 @@ def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
             rows = max(rows, 2)
             torch.manual_seed(0)
             base = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
+            # a run that repeats itself exactly (the CPU's kernels) shows a change of any size beyond _RTOL; one that
+            # does not (CUDA's atomics) is compared within its dtype's rounding, as rows of another batch size are
+            torch.manual_seed(0)
+            again = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
+            exact = all(_equal(a, b) for a, b in zip(base, again))
             for row in (0, rows - 1):
                 torch.manual_seed(0)
                 changed = pytree.tree_leaves(module(*_changed(args, row), **_changed(kwargs, row)))
-                if any(_other_rows_differ(a, b, row, rows) for a, b in zip(base, changed)):
+                if any(_other_rows_differ(a, b, row, rows, rounding=not exact) for a, b in zip(base, changed)):
                     return True
             return _rows_move_with_their_place(module, args, kwargs, base, rows)
     except Exception as exc:  # noqa: BLE001 - a probe, not a check of the program: not run is "not probed"
@@ -68,7 +81,15 @@ def _rows_move_with_their_place(module, args: tuple, kwargs: dict, base: list, r
     except Exception:  # noqa: BLE001 - a size below the batch dim's min: the value probes said what they saw
         return False
     return any(isinstance(a, torch.Tensor) and a.dim() and a.shape[0] == rows
-               and _other_rows_differ(a[1:], b, None, rows - 1) for a, b in zip(base, moved))
+               and _other_rows_differ(a[1:], b, None, rows - 1, rounding=True) for a, b in zip(base, moved))
+
+
+def _equal(a, b) -> bool:
+    """Whether two runs' outputs are the same, bit for bit but for nan's payload."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b) or (
+            (a.is_floating_point() or a.is_complex()) and torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all()))
+    return True
 
 
 def _seeded_devices() -> list[int]:
@@ -133,8 +154,10 @@ def _changed(tree, row: int):
     return pytree.tree_map_only(torch.Tensor, change, tree)
 
 
-def _other_rows_differ(a, b, row: int | None, rows: int) -> bool:
-    """Whether output ``a`` and ``b`` (the run with ``row`` changed) differ in a row other than ``row`` (None: any)."""
+def _other_rows_differ(a, b, row: int | None, rows: int, rounding: bool = False) -> bool:
+    """Whether output ``a`` and ``b`` (the run with ``row`` changed) differ in a row other than ``row`` (None: any):
+    beyond _RTOL and _ATOL, or with ``rounding`` (runs whose kernels may round otherwise: another batch size, atomics)
+    beyond a rounding of the output's dtype (``_tolerances``)."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.dim() == 0 or a.shape != b.shape \
             or a.shape[0] != rows:
         return False
@@ -143,5 +166,20 @@ def _other_rows_differ(a, b, row: int | None, rows: int) -> bool:
     if first.is_complex():
         first, second = torch.view_as_real(first), torch.view_as_real(second)
     if first.is_floating_point():  # within a rounding: a kernel that adds in another order each run (CUDA's atomics)
-        return not bool(torch.isclose(first, second, rtol=_RTOL, atol=_ATOL, equal_nan=True).all())
+        rtol, atol = _tolerances(first) if rounding else (_RTOL, _ATOL)
+        return not bool(torch.isclose(first, second, rtol=rtol, atol=atol, equal_nan=True).all())
     return not torch.equal(first, second)
+
+
+def _tolerances(output: torch.Tensor) -> tuple[float, float]:
+    """(rtol, atol) of a rounding for ``output``'s dtype: _RTOL and _ATOL, or _ULPS of its eps where that is more (a
+    bfloat16 or float16 output, a float32 one on CUDA where TF32 is allowed; float32's own 2.4e-7 is less), atol
+    scaled by the output's largest finite magnitude (a rounding of a sum is one of its terms' size, not of the small
+    result's)."""
+    eps = torch.finfo(output.dtype).eps
+    if output.dtype == torch.float32 and output.is_cuda and (torch.backends.cuda.matmul.allow_tf32
+                                                             or torch.backends.cudnn.allow_tf32):
+        eps = _TF32_EPS  # matmuls and convolutions of float32 in TF32 (cuDNN's default): 10 bits of mantissa
+    finite = output[torch.isfinite(output)]
+    scale = max(float(finite.abs().max()), 1.0) if finite.numel() else 1.0
+    return max(_RTOL, _ULPS * eps), max(_ATOL, _ULPS * eps * scale)

@@ -16,8 +16,13 @@ and its view of the result to the shape it has is called by no code, yet was lis
 dropping it would not make an output share an input's or another output's memory. A complex ``z.clone()``,
 ``aten.alias(z)`` or ``z[0:n]`` of a program the pass refused was listed after the compile as ``aten.clone.default
 on complex values`` (and the slice before it as ``aoti_torch_cpu_slice_Tensor``), though no code calls them.
-``dropped_nodes`` asks Inductor's own registry and conditions of every node (torch internals read where they are,
-``_inductor_noop_rules``; a torch without them gets the view rule above alone).
+``dropped_nodes`` runs Inductor's own pass on a copy of the graph: the pass changes the graph as it goes (each node it
+drops has its uses given to its operand first), so whether a later node is dropped depends on what was dropped before
+it (review40a: in ``clone(clone(z))`` returned, with ``z`` made of an input, the first clone goes and then the second,
+whose operand is now the input's, stays: an output may not share an input's memory; reading each node on the
+original graph dropped both, and the check before the compile missed the ``aten::clone`` proxy-executor kernel). Where
+the pass cannot be imported or raises, each node is asked Inductor's registry and conditions on the original graph
+(``_inductor_noop_rules``; a torch without them gets the view rule above alone).
 """
 
 from __future__ import annotations
@@ -37,9 +42,35 @@ def as_inductor_lowers(node: torch.fx.Node, dropped: set[torch.fx.Node] | None =
 
 
 def dropped_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
-    """The nodes of ``graph`` that Inductor's ``remove_noop_ops`` drops before it lowers anything (module doc): its
-    own rule for each op (``noop_registry``), on the nodes' fake values, and its own conditions (``same_meta``; no
-    new sharing of memory between an output and an input or another output). A node it cannot read stays."""
+    """The nodes of ``graph`` that Inductor's ``remove_noop_ops`` drops before it lowers anything (module doc): the
+    pass itself, run on a copy of ``graph``, where this torch has it and it runs; else each node read on ``graph``."""
+    dropped = _dropped_by_inductors_pass(graph)
+    return dropped if dropped is not None else _dropped_node_by_node(graph)
+
+
+def _dropped_by_inductors_pass(graph: torch.fx.Graph) -> set[torch.fx.Node] | None:
+    """The nodes of ``graph`` whose copies Inductor's ``remove_noop_ops`` erases from a copy of ``graph`` (the copy's
+    nodes carry the originals' meta, so the pass reads the same fake values, ``meta['val']``), or None where this
+    torch has no such pass or it raises on this graph. A copy, because the pass rewires and erases in place."""
+    try:
+        from torch._inductor.fx_passes.post_grad import remove_noop_ops
+    except ImportError:
+        return None
+    try:
+        copy_, copies = torch.fx.Graph(), {}
+        copy_.output(copy_.graph_copy(graph, copies))
+        remove_noop_ops(copy_)
+    except Exception:  # noqa: BLE001 - a pass of torch's internals that refuses this graph: read node by node instead
+        return None
+    kept = set(copy_.nodes)
+    return {node for node, copied in copies.items() if copied not in kept}
+
+
+def _dropped_node_by_node(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The fallback of ``dropped_nodes``: Inductor's own rule for each op (``noop_registry``), on the nodes' fake
+    values, and its own conditions (``same_meta``; no new sharing of memory between an output and an input or
+    another output), each node read on the original graph (so a node whose operand the pass would have dropped first
+    is read against that operand, not the one it would have then). A node it cannot read stays."""
     rules = _inductor_noop_rules()
     if rules is None:  # a torch without them: views alone, by aotcuda's reading of the rule
         return {node for node in graph.nodes if dropped_view(node)}
@@ -55,8 +86,8 @@ def dropped_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
         rule = registry.get(node.target) if node.op == "call_function" else None
         if rule is None:
             continue
-        condition, source_at = rule
         try:
+            condition, source_at = rule
             source = node.args[source_at] if isinstance(source_at, int) else source_at(node.args)
             if not isinstance(source, torch.fx.Node):
                 continue

@@ -3,7 +3,8 @@
 ``tensor.to(dtype)`` is the fix for most mismatches (float64 for float32, float32 for bfloat16), but not
 where the cast changes what the values mean: it drops a complex tensor's imaginary part, keeps
 view_as_real's pairs as real parts, refuses a quantized tensor, and reads a mask's values as 1/0 flags (a bool
-mask's, and an integer tensor's of 0s and 1s where floats are taken, which a program may add as 0 and -inf).
+mask's, and an integer tensor's of 0s and 1s where floats are taken, which a program may add as 0 and a large
+negative value).
 """
 
 from __future__ import annotations
@@ -51,11 +52,22 @@ def _int_mask_fix(wanted: torch.dtype) -> str:
     attended) passed for a float mask. The cast keeps the 1s and 0s, right where the program multiplies by the mask
     and wrong, silently, where it adds it (an additive mask: 0 where attended, -inf where masked; the 1/0 mask added
     to the scores shifts them by 1 and masks nothing). As for a bool mask (``_mask_fix``), aotcuda cannot know which
-    the program does: the fix says what the cast does and gives the additive form, for either meaning of the 1s."""
-    return (f"the tensor holds 0s and 1s, a mask, and tensor.to({wanted}) keeps them as 1.0 and 0.0, a 1/0 mask "
-            "(right where the program multiplies by it); where the program adds the mask (0 where attended, -inf where "
-            f"masked), pass torch.zeros_like(tensor, dtype={wanted}).masked_fill(tensor == 0, float('-inf')) for a "
-            "mask whose 1s attend (Hugging Face's attention_mask; masked_fill(tensor != 0, ...) for one whose 1s mask)")
+    the program does, nor that the tensor is a mask at all (0s and 1s may be counts or labels): the fix says what the
+    cast does and gives the additive form, for either meaning of the 1s, if it is one. The masked value is the
+    dtype's lowest, as Hugging Face fills its masks, not -inf: a row masked whole is then softmax's uniform row, where
+    -inf gives nan (exp(-inf - -inf)) that spreads through what follows (review40a)."""
+    return (f"the tensor holds 0s and 1s alone, and tensor.to({wanted}) keeps them as 1.0 and 0.0 (right where the "
+            "program multiplies by them); if this is a 0/1 mask and the program adds it (0 where attended, a large "
+            f"negative value where masked), pass torch.zeros_like(tensor, dtype={wanted}).masked_fill(tensor == 0, "
+            f"{_LOWEST.format(wanted)}) for a mask whose 1s attend (Hugging Face's attention_mask; "
+            f"masked_fill(tensor != 0, ...) for one whose 1s mask){_NOT_INF}")
+
+
+# The masked value of an additive mask advised here: the dtype's lowest finite value, as Hugging Face fills its masks.
+# -inf masks alike where a row keeps one place, but a row masked whole (padding, a causal mask's empty rows) is nan
+# after softmax, and the nan spreads; the lowest value gives that row softmax's uniform weights instead.
+_LOWEST = "torch.finfo({}).min"
+_NOT_INF = ": the dtype's lowest value, not float('-inf'), which makes a row masked whole nan after a softmax"
 
 
 def _mask_fix(given: torch.dtype, wanted: torch.dtype) -> str:
@@ -73,7 +85,7 @@ def _mask_fix(given: torch.dtype, wanted: torch.dtype) -> str:
                 "True at the nonzeros (a 1/0 mask's ones)")
     if wanted.is_floating_point:
         return (f"tensor.to({wanted}) makes True 1.0 and False 0.0, a 1/0 mask; where the program adds the mask "
-                f"(0 where attended, -inf where masked), pass torch.zeros_like(tensor, dtype={wanted})"
-                ".masked_fill(~tensor, float('-inf')) for a mask whose True attends (masked_fill(tensor, ...) for "
-                "one whose True masks)")
+                f"(0 where attended, a large negative value where masked), pass torch.zeros_like(tensor, "
+                f"dtype={wanted}).masked_fill(~tensor, {_LOWEST.format(wanted)}) for a mask whose True attends "
+                f"(masked_fill(tensor, ...) for one whose True masks){_NOT_INF}")
     return f"pass tensor.to({wanted}) (True becomes 1, False 0)"

@@ -196,9 +196,10 @@ def cumprod(out, a, dim, *, dtype=None):
 # max, else round((Im z_k − arg S_k) / 2π), a first-order recurrence m_k = a_k m_{k−1} + b_k scanned as affine maps.
 # Matches CPU eager (ATen's serial loop; CUDA's parallel scan may land on another multiple of 2π) in value and branch
 # wherever the real parts of acc and z_k are not within rounding of a tie; a −inf real part adds nothing (eager's
-# masked entries), nan infects what follows; an infinite imaginary part of a finite real part gives nan. From the first
-# +inf real part on, eager's result is set by the +inf entries alone (every other entry adds exp(−inf) = 0): the first
-# one's value exactly, an infinite imaginary part included; from the second on, C's special values (_infinite_steps).
+# masked entries), nan infects what follows; an infinite imaginary part of a finite real part is eager's
+# (_infinite_steps). From the first +inf real part on, eager's result is set by the +inf entries alone (every other
+# entry adds exp(−inf) = 0): the first one's value exactly, an infinite imaginary part included; from the second on,
+# C's special values (_infinite_steps).
 # Eager's log1p is nan at a subnormal argument (real parts 708–745 apart), and its scan nan from there: not copied.
 
 
@@ -232,9 +233,21 @@ def _before(t: torch.Tensor, dim: int, value: float) -> torch.Tensor:
     return _shifted(t.unsqueeze(-1), dim, _filled(value)(t.unsqueeze(-1), dim, 1), 1).squeeze(-1)
 
 
+EARLY = slice(6, 8)  # the channels of _infinite_steps counted before the first +inf real part only
+
+
+def _counts_before_and_after_the_first_inf(earlier: torch.Tensor, later: torch.Tensor) -> torch.Tensor:
+    """The sums of _infinite_steps' channels, but for its EARLY ones, counted up to the first +inf real part (channel
+    0 counts those): `later`'s count there only where `earlier` holds no +inf. Associative (a count of the entries
+    before the first +inf of the two slices joined), so the one scan counts them all."""
+    total = earlier + later
+    early = earlier[..., EARLY] + torch.where((earlier[..., :1] == 0), later[..., EARLY], 0.0)
+    return torch.cat([total[..., :EARLY.start], early, total[..., EARLY.stop:]], -1)
+
+
 def _infinite_steps(x: torch.Tensor, y: torch.Tensor, d: int, scanned: torch.Tensor) -> torch.Tensor:
-    """`scanned` (the pairs of the scans above) with eager's value wherever a +inf real part came before, and nothing
-    that makes the rule's own nan (a nan, an infinite imaginary part of a finite real part) did.
+    """`scanned` (the pairs of the scans above) with eager's value wherever a +inf real part came before (and no nan),
+    and wherever an infinite imaginary part of a finite real part did (the scaled sum's cos and sin of it: nan).
 
     Eager's step on two +inf real parts (ATen's _log_add_exp_helper) is log(exp(acc) + exp(z)) in C's complex
     special values: exp(inf + iy) is (inf, y) at y = 0, (inf, nan) at an infinite y, else (±inf, ±inf) by the signs
@@ -242,18 +255,31 @@ def _infinite_steps(x: torch.Tensor, y: torch.Tensor, d: int, scanned: torch.Ten
     same signs at the next step. So the second +inf on gives (inf, the angle of the running signs), (inf, nan) at the
     step where a part's signs first disagree (both parts: nan + nan i), and nan + nan i after it (an acc of nan).
     The scaled sum took the mean of their directions instead (found by fix40b: 0.75 for eager's π/4 from 0.3 and 1.2,
-    a value for eager's nan from 0.3 and 2.5). Counted by one more scan: how many +inf entries, of which signs."""
+    a value for eager's nan from 0.3 and 2.5). Counted by one more scan: how many +inf entries, of which signs.
+
+    An entry of finite real part and infinite imaginary part ("endless") meets eager's log1p(exp(min − max)) + max:
+    against a −inf or +inf real part the difference's real part is −inf, exp(−inf ± inf i) is 0, and the larger is
+    kept as it is; against another finite real part (before or after it) the difference is finite ± inf i, whose exp
+    is nan, for good. So before the first +inf: the endless entry itself while it is the one finite entry so far, nan
+    from a second finite entry on; after the first +inf it adds nothing (review40a: counted a break there, it gave nan
+    where eager keeps the +inf's value). Hence two more channels counted up to the first +inf (EARLY): the finite
+    entries, and the endless ones; and the endless entry's value, a sum read where it is the one finite entry."""
     first = x == torch.inf
     finite_y = torch.isfinite(y)
     cos, sin = torch.cos(y), torch.sin(y)  # nan at an infinite y: no sign
-    breaks = torch.isnan(x) | torch.isnan(y) | (torch.isfinite(x) & torch.isinf(y))
+    nans = torch.isnan(x) | torch.isnan(y)
+    finite = torch.isfinite(x)
+    endless = finite & torch.isinf(y)
     channels = [first, first & finite_y & (cos < 0), first & (sin > 0), first & (sin < 0), first & torch.isinf(y),
-                breaks]
-    counted = torch.stack([c.to(x.dtype) for c in channels] + [torch.where(first, y, 0.0)], -1)
-    counts = _hillis_steele(counted, d, torch.add, _filled(*[0.0] * len(channels), 0.0))
-    n, left, up, down, endless, broken, only_y = counts.unbind(-1)  # only_y: the one +inf entry's y, where n is 1
+                nans, finite, endless]  # EARLY: the last two
+    counted = torch.stack([c.to(x.dtype) for c in channels]
+                          + [torch.where(endless, x, 0.0), torch.where(endless, y, 0.0), torch.where(first, y, 0.0)], -1)
+    counts = _hillis_steele(counted, d, _counts_before_and_after_the_first_inf, _filled(*[0.0] * counted.shape[-1]))
+    # only_y: the +inf entry's y where n is 1; endless_x, endless_y: the endless entry's, where it is the one finite one
+    n, left, up, down, endless_inf, nan_count, finite_early, endless_early, endless_x, endless_y, only_y = \
+        counts.unbind(-1)
     re_nan = (left > 0) & (left < n)  # cos signs that disagree: inf − inf
-    im_nan = (n >= 2) & ((endless > 0) | ((up > 0) & (down > 0)))  # one +inf entry is itself, an infinite y too
+    im_nan = (n >= 2) & ((endless_inf > 0) | ((up > 0) & (down > 0)))  # one +inf entry is itself, an infinite y too
     # the sum's real part +inf, else −inf (constants of x's dtype: a Python float in where is float32)
     quarter = torch.where(left < n, torch.full_like(x, math.pi / 4), torch.full_like(x, 3 * math.pi / 4))
     angle = torch.where(up > 0, quarter, torch.where(down > 0, -quarter, 0.0))
@@ -263,7 +289,11 @@ def _infinite_steps(x: torch.Tensor, y: torch.Tensor, d: int, scanned: torch.Ten
     im = torch.where(after_nan | re_nan | im_nan, nan, angle)
     steps = torch.where((n == 1).unsqueeze(-1), torch.stack([torch.full_like(x, math.inf), only_y], -1),
                         torch.stack([re, im], -1))
-    return torch.where(((n >= 1) & (broken == 0)).unsqueeze(-1), steps, scanned)
+    poisoned = (endless_early > 0) & (finite_early >= 2)  # an endless entry met another finite one: nan for good
+    lone = (n == 0) & (endless_early == 1) & (finite_early == 1) & (nan_count == 0)
+    result = torch.where(((n >= 1) & (nan_count == 0)).unsqueeze(-1), steps, scanned)
+    result = torch.where(lone.unsqueeze(-1), torch.stack([endless_x, endless_y], -1), result)
+    return torch.where(poisoned.unsqueeze(-1), torch.stack([nan, nan], -1), result)
 
 
 def _unbounded_logcumsumexp(node: torch.fx.Node) -> str | None:
