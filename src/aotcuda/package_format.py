@@ -50,6 +50,9 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # along their shared dynamic dim 0 when lowering ran the program twice
                                         # (lowering/batch_rows.py): serving refuses batching it when true
                                         # (null: not probed; absent: older aotcuda)
+     "rows_not_probed": "the program failed on every changed example (4 runs)",
+                                        # (optional) where rows_mixed is null although serving would batch the
+                                        # program's shapes: why; `aotcuda inspect` shows it
      "data_dependent_sizes": [{"expr": "u0", "min": 0, "max": null}, ...],
                                         # (optional) every size the program computes from an input's values
                                         # (an unbacked symbol), output or intermediate, with its range:

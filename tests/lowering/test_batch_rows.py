@@ -123,3 +123,43 @@ def test_a_complex_program_is_probed_on_the_real_pairs_it_takes(across, mixed):
     z = torch.randn(4, 8, dtype=torch.complex64)
     ep = before_compile(Spectrum(), (z,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
     assert rows_mixed(ep, (z,), {}) is mixed
+
+
+class Coordinates(torch.nn.Module):
+    """A row of coordinates in [0, 1) that index a table (a row's floats as an index), and a mix across rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Linear(2, 3)
+
+    def forward(self, c):
+        return self.table.weight[(c[:, 0] * 3).long()] - c.mean(0).sum()
+
+
+def test_a_change_the_program_cannot_take_skips_that_change_not_the_probe():
+    """(review40b) The probe's one change of a float row, x*2+1, sent a coordinate that indexes out of range: the
+    IndexError made the whole probe "not probed" (None, said at debug level only), and serving batched a program that
+    mixes its rows. A row changed to another row's values stays in the data's domain; a change that fails is skipped."""
+    c = torch.rand(4, 2)
+    ep = before_compile(Coordinates(), (c,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
+    assert rows_mixed(ep, (c,), {}) is True
+    module, fresh = ep.module(), torch.rand(3, 2)  # what it found: an output row moves with another row (eager)
+    assert not torch.allclose(module(fresh)[:2], module(fresh[:2]))
+
+
+def test_a_program_the_probe_cannot_run_is_not_probed_and_says_why(monkeypatch):
+    """Where no changed run goes through, the record stays None, with the reason lower() warns with (and `aotcuda
+    inspect` shows: tests/test_cli.py)."""
+    import aotcuda.lowering.batch_rows as batch_rows
+
+    x = torch.randn(3, 4)
+    ep = _exported(MIXED["centered"], 3)[0]
+
+    def failing(tree, row, how):
+        raise RuntimeError("a change this program cannot take")
+
+    monkeypatch.setattr(batch_rows, "_changed", failing)
+    probe = batch_rows.probe_rows(ep, (x, torch.arange(3)), {})
+    assert probe.mixed is None and "failed on every changed example" in probe.not_probed
+    warning = batch_rows.not_probed_warning(probe.not_probed)
+    assert warning.startswith("aotcuda: ") and "unchecked" in warning and "--max-batch-size 1" in warning

@@ -14,6 +14,7 @@ refuse, and a program it cannot run is recorded as not probed (None).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import torch
 import torch.utils._pytree as pytree
@@ -29,9 +30,31 @@ def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
     """True when, along the dynamic dim 0 every input and output shares (the dim serving batches), an output's row
     changed with another row of the inputs (their first row, then their last, changed in turn), False when
     none did, None when not probed: the inputs do not share a dynamic dim 0, or the program did not run here."""
+    return probe_rows(ep, args, kwargs).mixed
+
+
+@dataclass(frozen=True)
+class RowsProbe:
+    """What the probe found: ``mixed`` as rows_mixed says, and, where it is None although serving would batch the
+    program's shapes, ``not_probed``: why (lower() warns with it, the signature keeps it for `aotcuda inspect`)."""
+
+    mixed: bool | None
+    not_probed: str | None = None
+
+
+def not_probed_warning(reason: str) -> str:
+    """lower()'s warning for a program whose rows were not probed: serving batches it unchecked."""
+    return (f"aotcuda: whether an output row depends on other rows of the batch dim was not probed ({reason}); "
+            "serving batches this program unchecked: if an output row may depend on other rows (a mean, a sum or an "
+            "attention over dim 0), serve it with --max-batch-size 1")
+
+
+def probe_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> RowsProbe:
+    """rows_mixed, with why not probed. A change that makes the program fail (an index out of range) skips that
+    change alone: the others still say what they see; not probed only where no change ran."""
     rows = _shared_rows(ep, args, kwargs)
     if rows is None:
-        return None
+        return RowsProbe(None)  # serving does not batch these shapes: nothing to probe or to say
     try:
         # each run from one seed, the caller's generators left as they were: a dropout or a torch.randn in forward
         # draws the same numbers in every run, so that only the changed row can change the outputs
@@ -41,15 +64,27 @@ def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
             rows = max(rows, 2)
             torch.manual_seed(0)
             base = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
+            failed = ran = 0
             for row in (0, rows - 1):
-                torch.manual_seed(0)
-                changed = pytree.tree_leaves(module(*_changed(args, row), **_changed(kwargs, row)))
-                if any(_other_rows_differ(a, b, row, rows) for a, b in zip(base, changed)):
-                    return True
-            return _rows_move_with_their_place(module, args, kwargs, base, rows)
+                for how in _CHANGES:
+                    torch.manual_seed(0)
+                    try:
+                        changed = pytree.tree_leaves(module(*_changed(args, row, how), **_changed(kwargs, row, how)))
+                    except Exception as exc:  # noqa: BLE001 - a change the program cannot take: the others can
+                        failed += 1
+                        logger.debug("aotcuda: the batch-rows probe's change %s of row %d failed (%s: %s)", how, row,
+                                     type(exc).__name__, exc)
+                        continue
+                    ran += 1
+                    if any(_other_rows_differ(a, b, row, rows) for a, b in zip(base, changed)):
+                        return RowsProbe(True)
+            if not ran:
+                return RowsProbe(None, f"the program failed on every changed example ({failed} runs)")
+            return RowsProbe(_rows_move_with_their_place(module, args, kwargs, base, rows))
     except Exception as exc:  # noqa: BLE001 - a probe, not a check of the program: not run is "not probed"
         logger.debug("aotcuda: the batch-rows probe did not run (%s: %s)", type(exc).__name__, exc)
-        return None
+        return RowsProbe(None, f"the program did not run in eager on the example inputs: {type(exc).__name__}: "
+                               f"{str(exc)[:200]}")
 
 
 def _rows_move_with_their_place(module, args: tuple, kwargs: dict, base: list, rows: int) -> bool:
@@ -118,13 +153,19 @@ def _copies(tree):
     return pytree.tree_map_only(torch.Tensor, torch.Tensor.clone, tree)  # the program may write its inputs
 
 
-def _changed(tree, row: int):
-    """A copy with ``row`` of every input changed: a floating (or complex) one's each element moved (zeros too); an
-    integer or bool one's row replaced by the next row's values, which are as valid for it (an index, a mask, a
-    length) as its own, so that a program cannot fail on them."""
+# How a row is changed, in turn: first to another row's values (in the data's domain: a coordinate that indexes stays
+# in range, as an integer input's does), then each floating element doubled and moved by 1 (zeros too)
+_CHANGES = ("copy", "affine")
+
+
+def _changed(tree, row: int, how: str):
+    """A copy with ``row`` of every input changed ``how`` (_CHANGES): "copy", the row replaced by the next row's values,
+    which are as valid for it (an index, a mask, a length, a coordinate) as its own, so that a program cannot fail on
+    them; "affine", a floating (or complex) row's each element doubled and moved by 1 (an integer or bool one as
+    "copy")."""
     def change(tensor: torch.Tensor) -> torch.Tensor:
         tensor = tensor.clone()
-        if tensor.dim() and (tensor.is_floating_point() or tensor.is_complex()):
+        if how == "affine" and tensor.dim() and (tensor.is_floating_point() or tensor.is_complex()):
             tensor[row] = tensor[row] * 2 + 1
         elif tensor.dim() and tensor.shape[0] > 1:
             tensor[row] = tensor[(row + 1) % tensor.shape[0]].clone()
