@@ -155,11 +155,51 @@ def test_a_program_the_probe_cannot_run_is_not_probed_and_says_why(monkeypatch):
     x = torch.randn(3, 4)
     ep = _exported(MIXED["centered"], 3)[0]
 
-    def failing(tree, row, how):
-        raise RuntimeError("a change this program cannot take")
+    def failing(tree, row, how):  # inputs the program refuses (a static dim of another size): every changed run fails
+        return torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t[..., :1].clone() if t.dim() > 1 else t, tree)
 
     monkeypatch.setattr(batch_rows, "_changed", failing)
     probe = batch_rows.probe_rows(ep, (x, torch.arange(3)), {})
     assert probe.mixed is None and "failed on every changed example" in probe.not_probed
     warning = batch_rows.not_probed_warning(probe.not_probed)
     assert warning.startswith("aotcuda: ") and "unchecked" in warning and "--max-batch-size 1" in warning
+
+
+def _capacity_routing(m, x, ids):
+    """Top-1 routing of each row to one of two experts, each taking at most 2 rows, counted along dim 0 (cumsum): a
+    row over its expert's capacity is dropped, so whether a row is kept depends on the rows before it."""
+    gate = m.linear(x)[:, :2].argmax(-1)
+    onehot = torch.nn.functional.one_hot(gate, 2)
+    place = onehot.cumsum(0) * onehot
+    return x * ((place > 0) & (place <= 2)).any(-1, keepdim=True)
+
+
+THRESHOLDS = {
+    "capacity routing": _capacity_routing,
+    "a mix past a threshold": lambda m, x, ids: torch.where(x.abs().amax() > 10, x - x.mean(0), x),
+}
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("name", sorted(THRESHOLDS))
+def test_a_mix_that_only_some_values_or_rows_reach_is_found(name, seed):
+    """(review40b) The probe changed two rows, each by x*2+1 alone: a mix past a threshold (an amax over the batch
+    above 10) or a capacity counted along dim 0 (top-1 routing of 3 rows, 5 of 6 seeds) was recorded false and
+    batched. Up to four rows, each changed three ways (another row's values, x*2+1, x*1000), find them; what was
+    found is what eager does on fresh inputs: an output row moved by another row."""
+    torch.manual_seed(0)
+    model = Rows(THRESHOLDS[name]).eval()
+    torch.manual_seed(seed)
+    x = torch.randn(3, 4)
+    ep = before_compile(model, (x, torch.arange(3)), {}, ({0: Dim("batch", min=1, max=64)},) * 2)[0]
+    assert rows_mixed(ep, (x, torch.arange(3)), {}) is True
+
+
+def test_a_row_that_x_times_2_plus_1_leaves_as_it_is_is_still_changed():
+    """(review40b) A row of -1 is a fixed point of x*2+1: ``x - x[0:1]`` on rows of -1 was recorded false."""
+    x = torch.full((4, 4), -1.0)
+    ep = before_compile(Rows(lambda m, x, ids: x - x[0:1]), (x, torch.arange(4)), {},
+                        ({0: Dim("batch", min=1, max=64)},) * 2)[0]
+    assert rows_mixed(ep, (x, torch.arange(4)), {}) is True
+    fresh = torch.randn(3, 4)
+    assert not torch.allclose(ep.module()(fresh, torch.arange(3))[1:], ep.module()(fresh[1:], torch.arange(2)))

@@ -6,7 +6,8 @@ which assumes that an output's row is computed from the same row of the inputs a
 alice's answer was computed from mallory's rows too, and told her their values (break40, 2026-12-07: ``x - x.mean(0)``
 answered alice's row [1, 2, 3] alone with zeros, and, batched with mallory's [100, 200, 300] with [-49.5, -99, -148.5],
 from which mallory's row follows). The shapes cannot tell, so the program is run on the example inputs, then with one
-row of every input changed (the first, then the last): an output whose other rows changed with it reads across rows.
+row of every input changed (up to four rows spread over the batch, each in three ways): an output whose other rows
+changed with it reads across rows.
 A probe sees the mixes the example's values reach; it only ever refuses batching, never allows what the other checks
 refuse, and a program it cannot run is recorded as not probed (None).
 """
@@ -28,7 +29,7 @@ _RTOL, _ATOL = 1e-4, 1e-5
 
 def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
     """True when, along the dynamic dim 0 every input and output shares (the dim serving batches), an output's row
-    changed with another row of the inputs (their first row, then their last, changed in turn), False when
+    changed with another row of the inputs (up to _MOST_ROWS of their rows, each changed in _CHANGES' ways), False when
     none did, None when not probed: the inputs do not share a dynamic dim 0, or the program did not run here."""
     return probe_rows(ep, args, kwargs).mixed
 
@@ -65,11 +66,14 @@ def probe_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> RowsProbe:
             torch.manual_seed(0)
             base = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
             failed = ran = 0
-            for row in (0, rows - 1):
+            for row in _probed_rows(rows):
                 for how in _CHANGES:
+                    inputs = _changed((args, kwargs), row, how)
+                    if _alike(inputs, (args, kwargs)):
+                        continue  # a change that changed nothing (an integer row under "scale"): no run to spend
                     torch.manual_seed(0)
                     try:
-                        changed = pytree.tree_leaves(module(*_changed(args, row, how), **_changed(kwargs, row, how)))
+                        changed = pytree.tree_leaves(module(*inputs[0], **inputs[1]))
                     except Exception as exc:  # noqa: BLE001 - a change the program cannot take: the others can
                         failed += 1
                         logger.debug("aotcuda: the batch-rows probe's change %s of row %d failed (%s: %s)", how, row,
@@ -154,24 +158,42 @@ def _copies(tree):
 
 
 # How a row is changed, in turn: first to another row's values (in the data's domain: a coordinate that indexes stays
-# in range, as an integer input's does), then each floating element doubled and moved by 1 (zeros too)
-_CHANGES = ("copy", "affine")
+# in range, as an integer input's does), then each floating element doubled and moved by 1 (zeros too), then each
+# multiplied by 1000 (past a threshold: a mix only large values reach, torch.where(x.abs().amax() > 10, ...); and -1,
+# which x*2+1 leaves as it is). Each of up to _MOST_ROWS rows, spread over the batch: a mix that depends on which row
+# changes (a capacity of top-1 routing counted by cumsum along dim 0) is seen from more places.
+_CHANGES = ("copy", "affine", "scale")
+_MOST_ROWS = 4  # with _CHANGES: at most 12 changed runs, and 3 more (the base, again, one row fewer), ~3x the CPU
+# time of the two-row probe on a 6-layer transformer at (8, 128, 256); 8 rows (27 runs) cost ~5x (docs/reliability.md)
+
+
+def _probed_rows(rows: int) -> list[int]:
+    """Up to _MOST_ROWS of the example's rows, the first and the last among them, the others spread between."""
+    if rows <= _MOST_ROWS:
+        return list(range(rows))
+    return sorted({round(index * (rows - 1) / (_MOST_ROWS - 1)) for index in range(_MOST_ROWS)})
 
 
 def _changed(tree, row: int, how: str):
     """A copy with ``row`` of every input changed ``how`` (_CHANGES): "copy", the row replaced by the next row's values,
     which are as valid for it (an index, a mask, a length, a coordinate) as its own, so that a program cannot fail on
-    them; "affine", a floating (or complex) row's each element doubled and moved by 1 (an integer or bool one as
-    "copy")."""
+    them; "affine", a floating (or complex) row's each element doubled and moved by 1, "scale", multiplied by 1000 (an
+    integer or bool one left as it is)."""
     def change(tensor: torch.Tensor) -> torch.Tensor:
         tensor = tensor.clone()
-        if how == "affine" and tensor.dim() and (tensor.is_floating_point() or tensor.is_complex()):
-            tensor[row] = tensor[row] * 2 + 1
-        elif tensor.dim() and tensor.shape[0] > 1:
+        if how != "copy" and tensor.dim() and (tensor.is_floating_point() or tensor.is_complex()):
+            tensor[row] = tensor[row] * 2 + 1 if how == "affine" else tensor[row] * 1000
+        elif how == "copy" and tensor.dim() and tensor.shape[0] > 1:
             tensor[row] = tensor[(row + 1) % tensor.shape[0]].clone()
         return tensor
 
     return pytree.tree_map_only(torch.Tensor, change, tree)
+
+
+def _alike(tree, other) -> bool:
+    """Whether two trees of inputs hold equal tensors (a change that changed nothing)."""
+    return all(not isinstance(a, torch.Tensor) or torch.equal(a, b)
+               for a, b in zip(pytree.tree_leaves(tree), pytree.tree_leaves(other)))
 
 
 def _other_rows_differ(a, b, row: int | None, rows: int) -> bool:
