@@ -203,3 +203,32 @@ def test_a_row_that_x_times_2_plus_1_leaves_as_it_is_is_still_changed():
     assert rows_mixed(ep, (x, torch.arange(4)), {}) is True
     fresh = torch.randn(3, 4)
     assert not torch.allclose(ep.module()(fresh, torch.arange(3))[1:], ep.module()(fresh[1:], torch.arange(2)))
+
+
+class Tokens(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(10, 4)
+
+    def forward(self, ids):
+        vectors = self.embedding(ids)
+        return vectors - vectors.mean(0, keepdim=True)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (4,)])
+def test_integer_inputs_whose_example_rows_are_alike(shape):
+    """(review40b) Token ids of one sentence repeated (``tokenizer(["hello"] * 4)``): the probe's change of an integer
+    row copied the next row, which changed nothing, and a program that mixes its rows was recorded false. A row of
+    several tokens is now also changed by rolling its own tokens (found); where no change changes any input (one token a
+    row), it is not probed (None), with why, never false."""
+    from aotcuda.lowering.batch_rows import probe_rows
+
+    ids = torch.full(shape, 3) if len(shape) == 1 else torch.tensor([[1, 2, 3]] * 4)
+    ep = before_compile(Tokens(), (ids,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
+    probe = probe_rows(ep, (ids,), {})
+    if len(shape) == 1:
+        assert probe.mixed is None and "every row of the example inputs is alike" in probe.not_probed
+    else:
+        assert probe.mixed is True
+    fresh = torch.randint(0, 10, (3, *shape[1:]))  # what eager does: a row's answer moves with the other rows
+    assert not torch.allclose(ep.module()(fresh)[:1], ep.module()(fresh[:1]))

@@ -82,6 +82,10 @@ def probe_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> RowsProbe:
                     ran += 1
                     if any(_other_rows_differ(a, b, row, rows) for a, b in zip(base, changed)):
                         return RowsProbe(True)
+            if not ran and not failed:
+                return RowsProbe(None, "every row of the example inputs is alike (integer or bool rows of equal "
+                                       "values): no change of a row changed an input; lower it with example rows "
+                                       "that differ")
             if not ran:
                 return RowsProbe(None, f"the program failed on every changed example ({failed} runs)")
             return RowsProbe(_rows_move_with_their_place(module, args, kwargs, base, rows))
@@ -175,16 +179,24 @@ def _probed_rows(rows: int) -> list[int]:
 
 
 def _changed(tree, row: int, how: str):
-    """A copy with ``row`` of every input changed ``how`` (_CHANGES): "copy", the row replaced by the next row's values,
-    which are as valid for it (an index, a mask, a length, a coordinate) as its own, so that a program cannot fail on
-    them; "affine", a floating (or complex) row's each element doubled and moved by 1, "scale", multiplied by 1000 (an
-    integer or bool one left as it is)."""
+    """A copy with ``row`` of every input changed ``how`` (_CHANGES): "copy", the row replaced by the next row's values
+    that differ from its own, which are as valid for it (an index, a mask, a length, a coordinate) as its own, so that
+    a program cannot fail on them; "affine", a floating (or complex) row's each element doubled and moved by 1, an
+    integer or bool row's own elements rolled by one along the last dim (equal rows, ``tokenizer(["hello"] * 4)``,
+    still change); "scale", a floating row multiplied by 1000 (an integer or bool one left as it is)."""
     def change(tensor: torch.Tensor) -> torch.Tensor:
         tensor = tensor.clone()
-        if how != "copy" and tensor.dim() and (tensor.is_floating_point() or tensor.is_complex()):
+        if not tensor.dim():
+            return tensor
+        if how != "copy" and (tensor.is_floating_point() or tensor.is_complex()):
             tensor[row] = tensor[row] * 2 + 1 if how == "affine" else tensor[row] * 1000
-        elif how == "copy" and tensor.dim() and tensor.shape[0] > 1:
-            tensor[row] = tensor[(row + 1) % tensor.shape[0]].clone()
+        elif how == "copy":
+            other = next((tensor[(row + step) % len(tensor)] for step in range(1, len(tensor))
+                          if not torch.equal(tensor[(row + step) % len(tensor)], tensor[row])), None)
+            if other is not None:
+                tensor[row] = other.clone()
+        elif how == "affine" and tensor.dim() > 1:
+            tensor[row] = tensor[row].roll(1, -1)  # its own values, as valid for it: tokens in another order
         return tensor
 
     return pytree.tree_map_only(torch.Tensor, change, tree)
