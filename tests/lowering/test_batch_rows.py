@@ -232,3 +232,16 @@ def test_integer_inputs_whose_example_rows_are_alike(shape):
         assert probe.mixed is True
     fresh = torch.randint(0, 10, (3, *shape[1:]))  # what eager does: a row's answer moves with the other rows
     assert not torch.allclose(ep.module()(fresh)[:1], ep.module()(fresh[:1]))
+
+
+def test_the_probe_queues_no_seed_for_cudas_first_use():
+    """(review40b) torch.manual_seed, on a host where CUDA is not initialized, queues a seed of every CUDA generator
+    for CUDA's first use, which fork_rng does not undo: after lower(device="cpu"), the caller's first CUDA draw came
+    from the probe's seed 0, not from the caller's own (torch.cuda.manual_seed_all(123) before it was replaced)."""
+    tracker, queue = getattr(torch.cuda, "_lazy_seed_tracker", None), getattr(torch.cuda, "_queued_calls", None)
+    if tracker is None or queue is None or torch.cuda.is_initialized():
+        pytest.skip("no lazy CUDA seed queue to read in this torch, or CUDA is initialized")
+    ep, args = _exported(MIXED["centered"], 3)
+    before = (tracker.manual_seed_all_cb, tracker.manual_seed_cb, len(queue))
+    assert rows_mixed(ep, args, {}) is True
+    assert (tracker.manual_seed_all_cb, tracker.manual_seed_cb, len(queue)) == before

@@ -63,7 +63,7 @@ def probe_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> RowsProbe:
             module = ep.module()
             args, kwargs = _with_rows(*_as_the_program_takes(ep, args, kwargs), rows)
             rows = max(rows, 2)
-            torch.manual_seed(0)
+            _seed(0)
             base = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
             failed = ran = 0
             for row in _probed_rows(rows):
@@ -71,7 +71,7 @@ def probe_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> RowsProbe:
                     inputs = _changed((args, kwargs), row, how)
                     if _alike(inputs, (args, kwargs)):
                         continue  # a change that changed nothing (an integer row under "scale"): no run to spend
-                    torch.manual_seed(0)
+                    _seed(0)
                     try:
                         changed = pytree.tree_leaves(module(*inputs[0], **inputs[1]))
                     except Exception as exc:  # noqa: BLE001 - a change the program cannot take: the others can
@@ -100,12 +100,12 @@ def _rows_move_with_their_place(module, args: tuple, kwargs: dict, base: list, r
     depends on its place or on how many rows there are (``x + torch.arange(x.shape[0])[:, None]``, ``x * len(x)``), which
     changing values cannot show. Not asked (False) of a program that draws random numbers (another seed changes its
     outputs: its draws land on other rows when the rows move), nor where the program takes no batch one row smaller."""
-    torch.manual_seed(1)
+    _seed(1)
     again = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
     if any(_other_rows_differ(a, b, None, rows) for a, b in zip(base, again)):
         return False
     fewer = pytree.tree_map_only(torch.Tensor, lambda t: t[1:].clone() if t.dim() else t, (args, kwargs))
-    torch.manual_seed(0)
+    _seed(0)
     try:
         moved = pytree.tree_leaves(module(*fewer[0], **fewer[1]))
     except Exception:  # noqa: BLE001 - a size below the batch dim's min: the value probes said what they saw
@@ -114,8 +114,19 @@ def _rows_move_with_their_place(module, args: tuple, kwargs: dict, base: list, r
                and _other_rows_differ(a[1:], b, None, rows - 1) for a, b in zip(base, moved))
 
 
+def _seed(seed: int) -> None:
+    """Seed the generators a run draws from: the CPU's, and CUDA's only where CUDA is initialized (fork_rng restores
+    those). Not torch.manual_seed: on a host where CUDA is not initialized it queues a seed of every CUDA generator for
+    CUDA's first use, which fork_rng does not undo: after lower(device="cpu"), the caller's first CUDA draw came from
+    seed 0 instead of their own seed."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        for device in _seeded_devices():
+            torch.cuda.default_generators[device].manual_seed(seed)
+
+
 def _seeded_devices() -> list[int]:
-    """The CUDA devices whose generators manual_seed sets, each restored after the probe; named, since fork_rng warns
+    """The CUDA devices whose generators _seed sets, each restored after the probe; named, since fork_rng warns
     where it must guess them on a host of several GPUs."""
     return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
 
